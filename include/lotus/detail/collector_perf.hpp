@@ -1,0 +1,199 @@
+// lotus — Linux perf backend: `enable`/`disable` over the `perf record --control=fifo:CTL,ACK`
+// FIFOs SPDX-License-Identifier: MIT
+#pragma once
+
+#include <fcntl.h>    // open
+#include <poll.h>     // poll
+#include <pthread.h>  // pthread_sigmask
+#include <signal.h>   // sigset_t, sigtimedwait
+#include <time.h>     // clock_gettime
+#include <unistd.h>   // write, read, close
+
+#include <cerrno>   // errno
+#include <cstring>  // memcmp, strerror, strlen
+
+#include "lotus/detail/collector_common.hpp"
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+// perf exports nothing to the workload, so the launcher names the FIFOs in our own env vars:
+//   LOTUS_PERF_CTL_FIFO  the CTL path given to --control=fifo:CTL,ACK (required)
+//   LOTUS_PERF_ACK_FIFO  the ACK path (recommended: without it enabling is asynchronous)
+//   LOTUS_PERF_ACK_TIMEOUT_MS  bounded wait for each ack (default 5000)
+struct perf_collector_state {
+  int ctl = -1;
+  int ack = -1;
+  int timeout_ms = 5000;
+};
+
+inline perf_collector_state& perf_collector() noexcept {
+  static perf_collector_state state;
+  return state;
+}
+
+inline void perf_close() noexcept {
+  perf_collector_state& s = perf_collector();
+  if (s.ctl >= 0) ::close(s.ctl);
+  if (s.ack >= 0) ::close(s.ack);
+  s.ctl = -1;
+  s.ack = -1;
+}
+
+/// Opens the FIFOs. ENXIO on the CTL FIFO means nobody reads it: perf is not running.
+inline bool perf_open() noexcept {
+  perf_collector_state& s = perf_collector();
+  const char* ctl_path = collector_env("LOTUS_PERF_CTL_FIFO");
+  const char* ack_path = collector_env("LOTUS_PERF_ACK_FIFO");
+  if (ctl_path == nullptr) {
+    collector_message(
+        "LOTUS_COLLECTOR=perf but LOTUS_PERF_CTL_FIFO is not set; collector control off");
+    return false;
+  }
+  s.timeout_ms = static_cast<int>(collector_env_long("LOTUS_PERF_ACK_TIMEOUT_MS", 5000, 3600000));
+  s.ctl = ::open(ctl_path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+  if (s.ctl < 0) {
+    const int err = errno;
+    if (err == ENXIO) {
+      collector_message(
+          "perf: nobody reads LOTUS_PERF_CTL_FIFO=%s (is `perf record --control=fifo:...` "
+          "running?); collector control off",
+          ctl_path);
+    } else {
+      collector_message("perf: cannot open LOTUS_PERF_CTL_FIFO=%s: %s; collector control off",
+                        ctl_path, std::strerror(err));
+    }
+    return false;
+  }
+  if (ack_path != nullptr) {
+    s.ack = ::open(ack_path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (s.ack < 0) {
+      const int err = errno;
+      collector_message("perf: cannot open LOTUS_PERF_ACK_FIFO=%s: %s; collector control off",
+                        ack_path, std::strerror(err));
+      perf_close();
+      return false;
+    }
+  }
+  return true;
+}
+
+/// write() with SIGPIPE blocked on this thread only: a perf that exited turns into EPIPE, and the
+/// SIGPIPE this write raised (if any) is consumed before the old mask comes back.
+inline bool perf_write_no_sigpipe(int fd, const char* data, std::size_t size) noexcept {
+  sigset_t pipe_set;
+  sigset_t old_set;
+  sigemptyset(&pipe_set);
+  sigaddset(&pipe_set, SIGPIPE);
+  const bool masked = pthread_sigmask(SIG_BLOCK, &pipe_set, &old_set) == 0;
+  sigset_t pending;
+  sigemptyset(&pending);
+  const bool was_pending =
+      masked && sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1;
+
+  ssize_t n;
+  do {
+    n = ::write(fd, data, size);
+  } while (n < 0 && errno == EINTR);
+  const int err = errno;
+
+  if (masked) {
+    if (n < 0 && err == EPIPE && !was_pending) {
+      const timespec zero{0, 0};
+      while (sigtimedwait(&pipe_set, nullptr, &zero) < 0 && errno == EINTR) {
+      }
+    }
+    if (sigismember(&old_set, SIGPIPE) != 1) pthread_sigmask(SIG_SETMASK, &old_set, nullptr);
+  }
+  errno = err;
+  return n == static_cast<ssize_t>(size);
+}
+
+inline long long perf_now_ms() noexcept {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<long long>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+
+/// Waits (bounded) for exactly one 5-byte ack "ack\n\0".
+inline bool perf_read_ack(const char* command) noexcept {
+  perf_collector_state& s = perf_collector();
+  char reply[5];
+  std::size_t got = 0;
+  const long long deadline = perf_now_ms() + s.timeout_ms;
+  while (got < sizeof reply) {
+    const long long left = deadline - perf_now_ms();
+    if (left <= 0) {
+      collector_message(
+          "perf: no ack for '%s' within %d ms (LOTUS_PERF_ACK_TIMEOUT_MS); "
+          "collector control off",
+          command, s.timeout_ms);
+      return false;
+    }
+    pollfd p{s.ack, POLLIN, 0};
+    const int r = ::poll(&p, 1, static_cast<int>(left));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      collector_message("perf: poll on the ack FIFO failed: %s; collector control off",
+                        std::strerror(errno));
+      return false;
+    }
+    if (r == 0) continue;  // the deadline check above reports the timeout
+    const ssize_t k = ::read(s.ack, reply + got, sizeof reply - got);
+    if (k > 0) {
+      got += static_cast<std::size_t>(k);
+    } else if (k == 0) {
+      collector_message("perf: the ack FIFO was closed (perf exited?); collector control off");
+      return false;
+    } else if (errno != EAGAIN && errno != EINTR) {
+      collector_message("perf: reading the ack FIFO failed: %s; collector control off",
+                        std::strerror(errno));
+      return false;
+    }
+  }
+  if (std::memcmp(reply, "ack\n", 4) != 0) {
+    collector_message("perf: unexpected ack for '%s'; collector control off", command);
+    return false;
+  }
+  return true;
+}
+
+inline bool perf_command(const char* command) noexcept {
+  perf_collector_state& s = perf_collector();
+  if (s.ctl < 0) return false;
+  char line[32];
+  const std::size_t len = std::strlen(command);
+  std::memcpy(line, command, len);
+  line[len] = '\n';
+  if (!perf_write_no_sigpipe(s.ctl, line, len + 1)) {
+    const int err = errno;
+    collector_message(
+        "perf: writing '%s' to the control FIFO failed: %s (perf exited?); "
+        "collector control off",
+        command, err == EAGAIN ? "FIFO full" : std::strerror(err));
+    perf_close();
+    return false;
+  }
+  if (s.ack >= 0 && !perf_read_ack(command)) {
+    perf_close();
+    return false;
+  }
+  return true;
+}
+
+inline bool perf_resume(const char*) noexcept { return perf_command("enable"); }
+inline bool perf_pause(const char*) noexcept { return perf_command("disable"); }
+inline void perf_detach(bool active) noexcept {
+  if (active) perf_command("disable");
+  perf_close();
+}
+
+inline const collector_backend* perf_backend() noexcept {
+  static const collector_backend backend{"perf", perf_resume, perf_pause, perf_detach};
+  return perf_open() ? &backend : nullptr;
+}
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
