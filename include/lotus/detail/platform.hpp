@@ -1,0 +1,25 @@
+// lotus — compiler and OS detection helpers (internal)
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#if defined(__GNUC__) || defined(__clang__)
+#  define LOTUS_DETAIL_FORCE_INLINE inline __attribute__((always_inline))
+#  define LOTUS_DETAIL_NOINLINE __attribute__((noinline))
+#  define LOTUS_DETAIL_LIKELY(x) __builtin_expect(!!(x), 1)
+#  define LOTUS_DETAIL_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#  define LOTUS_DETAIL_FORCE_INLINE inline
+#  define LOTUS_DETAIL_NOINLINE
+#  define LOTUS_DETAIL_LIKELY(x) (x)
+#  define LOTUS_DETAIL_UNLIKELY(x) (x)
+#endif
+
+#if defined(__x86_64__) || defined(__i386__)
+#  define LOTUS_DETAIL_X86 1
+#else
+#  define LOTUS_DETAIL_X86 0
+#endif
+
+#if !defined(__unix__) && !defined(__APPLE__)
+#  error "lotus needs a POSIX system"
+#endif

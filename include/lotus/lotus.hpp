@@ -1,0 +1,11 @@
+// lotus — umbrella header: LotusTrace/LotusMap instrumentation for C++ preprocessing pipelines
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include "lotus/config.hpp"
+#include "lotus/macros.hpp"
+#include "lotus/options.hpp"
+#include "lotus/pipeline.hpp"
+#include "lotus/scope.hpp"
+#include "lotus/trace.hpp"
+#include "lotus/version.hpp"

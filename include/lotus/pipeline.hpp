@@ -1,0 +1,183 @@
+// lotus — pipeline helpers: traced(), compose<T>, batch_tracker (Lotus DataLoader rules)
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <cstddef>           // size_t
+#include <cstdint>           // uint64_t
+#include <functional>        // function
+#include <initializer_list>  // initializer_list
+#include <string>            // string
+#include <string_view>       // string_view
+#include <type_traits>       // invoke_result_t
+#include <utility>           // forward, move, pair
+#include <vector>            // vector
+
+#include "lotus/config.hpp"
+#include "lotus/scope.hpp"
+#include "lotus/source_location.hpp"
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+#ifndef LOTUS_DISABLE
+inline const source_location* intern_or_null(std::string_view name) { return &intern(name); }
+#else
+inline const source_location* intern_or_null(std::string_view) { return nullptr; }
+#endif
+
+// Consumer-side record sites (written to the `_main_pid_` file).
+inline constexpr source_location batch_queued_loc{"BatchQueued", "", "", 0,
+                                                  flag_main | flag_indexed | flag_fixed_1us};
+inline constexpr source_location batch_wait_loc{"BatchWait", "", "", 0, flag_main | flag_indexed};
+inline constexpr source_location batch_wait_marker_loc{"BatchWait", "", "", 0,
+                                                       flag_main | flag_indexed | flag_fixed_1us};
+inline constexpr source_location batch_consumed_loc{"BatchConsumed", "", "", 0,
+                                                    flag_main | flag_indexed | flag_fixed_1us};
+inline constexpr source_location batch_preprocessed_loc{"BatchPreprocessed", "", "", 0,
+                                                        flag_indexed};
+
+}  // namespace detail
+
+/// A callable that records `S<name>` around every call of `f`.
+template <class F>
+class traced_fn {
+ public:
+  traced_fn(std::string_view name, F f) : loc_(detail::intern_or_null(name)), f_(std::move(f)) {}
+
+  template <class... Args>
+  decltype(auto) operator()(Args&&... args) const {
+#ifndef LOTUS_DISABLE
+    scope_timer timer(*loc_);
+#endif
+    return f_(std::forward<Args>(args)...);
+  }
+
+ private:
+  const source_location* loc_;
+  F f_;
+};
+
+/// Wrap `f` so that every call is recorded as `S<name>`.
+template <class F>
+traced_fn<F> traced(std::string_view name, F f) {
+  return traced_fn<F>(name, std::move(f));
+}
+
+/// torchvision-like Compose: applies named transforms in order and records each as `S<name>`.
+/// **Example**: `lotus::compose<Image> t{{"RandomResizedCrop", rrc}, {"Normalize", norm}};`
+template <class T>
+class compose {
+ public:
+  using transform = std::function<T(T)>;
+
+  compose() = default;
+  compose(std::initializer_list<std::pair<std::string_view, transform>> steps) {
+    for (const auto& s : steps) add(s.first, s.second);
+  }
+
+  /// Append a step; the name is interned once here, not per call.
+  compose& add(std::string_view name, transform f) {
+    steps_.push_back(step{detail::intern_or_null(name), std::string(name), std::move(f)});
+    return *this;
+  }
+
+  T operator()(T x) const {
+    for (const step& s : steps_) {
+#ifndef LOTUS_DISABLE
+      scope_timer timer(*s.loc);
+#endif
+      x = s.fn(std::move(x));
+    }
+    return x;
+  }
+
+  std::size_t size() const noexcept { return steps_.size(); }
+  const std::string& name(std::size_t i) const { return steps_.at(i).name; }
+
+ private:
+  struct step {
+    const source_location* loc;
+    std::string name;
+    transform fn;
+  };
+  std::vector<step> steps_;
+};
+
+/// Consumer side of a data loader, by the Lotus rules: `SBatchQueued`, `SBatchWait`,
+/// `SBatchConsumed`. One tracker per consuming thread; see README "Batch records" for the order.
+class batch_tracker {
+ public:
+  /// An index was handed to a worker: `SBatchQueued_<idx>,<now>,1000`.
+  void queued(std::uint64_t idx) noexcept {
+#ifndef LOTUS_DISABLE
+    const int m = detail::active_mode();
+    if (m >= detail::mode_tsc) detail::emit(detail::batch_queued_loc, detail::now_ticks(m), 0, idx);
+#else
+    (void)idx;
+#endif
+  }
+
+  /// The consumer starts waiting for the next batch (once per next() call).
+  void wait_begin() noexcept {
+#ifndef LOTUS_DISABLE
+    const int m = detail::active_mode();
+    wait_start_ = m >= detail::mode_tsc ? detail::now_ticks(m) : 0;
+#endif
+  }
+
+  /// A batch arrived. In order: the wait since wait_begin() is kept for consumed() and true is
+  /// returned. Out of order: `SBatchWait_<idx>,<arrival>,1000` is written and false returned.
+  bool arrived(std::uint64_t idx) noexcept {
+    const bool in_order = idx == expected_;
+#ifndef LOTUS_DISABLE
+    const int m = detail::active_mode();
+    if (m >= detail::mode_tsc) {
+      const std::uint64_t now = detail::now_ticks(m);
+      if (in_order) {
+        pending_ = true;
+        pending_start_ = wait_start_ != 0 ? wait_start_ : now;
+        pending_end_ = now;
+      } else {
+        detail::emit(detail::batch_wait_marker_loc, now, 0, idx);
+      }
+    }
+#endif
+    return in_order;
+  }
+
+  /// The batch was handed to the training step: writes the kept wait (if this batch had one),
+  /// then `SBatchConsumed_<idx>,<now>,1000`. A cached batch (out-of-order arrival) has no wait.
+  void consumed(std::uint64_t idx) noexcept {
+#ifndef LOTUS_DISABLE
+    const int m = detail::active_mode();
+    if (m >= detail::mode_tsc) {
+      const std::uint64_t now = detail::now_ticks(m);
+      if (pending_ && idx == expected_) {
+        detail::emit(detail::batch_wait_loc, pending_start_, pending_end_, idx);
+      }
+      detail::emit(detail::batch_consumed_loc, now, 0, idx);
+    }
+#endif
+    pending_ = false;
+    if (idx == expected_) ++expected_;
+  }
+
+  /// New epoch: batch indices restart at 0.
+  void reset() noexcept {
+    expected_ = 0;
+    pending_ = false;
+  }
+
+  /// Index of the batch the consumer needs next.
+  std::uint64_t expected() const noexcept { return expected_; }
+
+ private:
+  std::uint64_t expected_ = 0;
+  std::uint64_t wait_start_ = 0;
+  bool pending_ = false;
+  std::uint64_t pending_start_ = 0, pending_end_ = 0;
+};
+
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus

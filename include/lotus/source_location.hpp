@@ -1,0 +1,29 @@
+// lotus — the static description of one recording site
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <cstdint>  // uint32_t
+
+#include "lotus/config.hpp"
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+
+/// One per call site (a `static constexpr` object made by the macros) or per interned run-time
+/// name. `name` is written after an `S`: {"Loader"} produces `SLoader,...` records.
+struct source_location {
+  const char* name;
+  const char* function;
+  const char* file;
+  std::uint32_t line;
+  std::uint32_t flags;  ///< detail::flag_* bits
+};
+
+namespace detail {
+constexpr std::uint32_t flag_main = 1;       // consumer side: route to the `_main_pid_` file
+constexpr std::uint32_t flag_indexed = 2;    // append `_<idx>` to the name
+constexpr std::uint32_t flag_fixed_1us = 4;  // write the Lotus 1000 ns placeholder as duration
+}  // namespace detail
+
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus

@@ -1,0 +1,58 @@
+// lotus — process-wide trace control: configure, flush, shutdown, stats
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include "lotus/config.hpp"
+#include "lotus/options.hpp"
+
+#ifndef LOTUS_DISABLE
+#  include "lotus/detail/runtime.hpp"
+#endif
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+
+#ifndef LOTUS_DISABLE
+
+/// Apply options (unset fields: environment, then defaults). Pending events are flushed first.
+inline void configure(const options& opts) { detail::runtime::get().configure(opts); }
+
+/// Block until every event recorded before the call is written to its trace file.
+inline void flush() noexcept {
+  if (detail::g_mode.load(std::memory_order_relaxed) != detail::mode_uninit) {
+    detail::runtime::get().flush();
+  }
+}
+
+/// Flush and stop the writer thread; tracing stays off until the next configure(). Runs at exit.
+inline void shutdown() noexcept {
+  if (detail::g_mode.load(std::memory_order_relaxed) != detail::mode_uninit) {
+    detail::runtime::get().shutdown();
+  }
+}
+
+/// Counters of this process (recorded == written + dropped after flush()).
+inline trace_stats stats() noexcept {
+  if (detail::g_mode.load(std::memory_order_relaxed) == detail::mode_uninit) return {};
+  return detail::runtime::get().stats();
+}
+
+/// True when events are being recorded (reads the environment on first use).
+inline bool tracing_enabled() noexcept {
+  int m = detail::g_mode.load(std::memory_order_relaxed);
+  if (m == detail::mode_uninit) return detail::runtime::get().initialize();
+  return m >= detail::mode_tsc;
+}
+
+#else  // LOTUS_DISABLE: every function is a no-op
+
+inline void configure(const options&) {}
+inline void flush() noexcept {}
+inline void shutdown() noexcept {}
+inline trace_stats stats() noexcept { return {}; }
+inline bool tracing_enabled() noexcept { return false; }
+
+#endif
+
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
