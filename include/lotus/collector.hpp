@@ -230,16 +230,3 @@ inline const char* to_string(kind k) noexcept {
 }  // namespace collector
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-
-// Until include/lotus/macros.hpp carries them.
-#ifndef LOTUS_COLLECTOR_RESUME
-#  ifdef LOTUS_DISABLE
-#    define LOTUS_COLLECTOR_RESUME() static_cast<void>(0)
-#    define LOTUS_COLLECTOR_PAUSE() static_cast<void>(0)
-#    define LOTUS_COLLECTOR_DETACH() static_cast<void>(0)
-#  else
-#    define LOTUS_COLLECTOR_RESUME() ::lotus::collector::resume()
-#    define LOTUS_COLLECTOR_PAUSE() ::lotus::collector::pause()
-#    define LOTUS_COLLECTOR_DETACH() ::lotus::collector::detach()
-#  endif
-#endif

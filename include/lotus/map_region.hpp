@@ -1,0 +1,153 @@
+// lotus — LOTUS_MAP_REGION: the LotusMap method inside a probe program (records S<name>, and
+// resumes the collector around one selected execution of one selected region)
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include "lotus/collector.hpp"
+#include "lotus/config.hpp"
+#include "lotus/scope.hpp"
+#include "lotus/source_location.hpp"
+
+#ifndef LOTUS_DISABLE
+#  include <fcntl.h>   // open
+#  include <unistd.h>  // write, close
+
+#  include <atomic>   // atomic
+#  include <chrono>   // milliseconds
+#  include <cstdint>  // uint64_t
+#  include <cstring>  // strcmp, strlen
+#  include <mutex>    // mutex
+#  include <thread>   // sleep_for
+#  include <vector>   // vector
+
+#  include "lotus/detail/collector_common.hpp"
+#endif
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+
+#ifndef LOTUS_DISABLE
+namespace detail {
+
+// The mapping-probe contract, read once per process (all optional):
+//   LOTUS_MAP_LIST=<path>   list mode: append each region name, once, to <path>; never resume
+//   LOTUS_MAP_SELECT=<name> the region to profile; other regions never touch the collector
+//   LOTUS_MAP_WARMUP=<n>    executions of the selected region skipped first (default 1)
+//   LOTUS_MAP_COUNT=<k>     executions profiled after the warm-up (default 1)
+//   LOTUS_MAP_GAP_MS=<ms>   sleep before each profiled execution (default 0)
+struct map_settings {
+  const char* list_path = nullptr;
+  const char* select = nullptr;
+  std::uint64_t warmup = 1;
+  std::uint64_t count = 1;
+  long gap_ms = 0;
+  bool active = false;  // list mode or a selection: anything to do beyond recording S<name>
+};
+
+inline map_settings map_read_settings() noexcept {
+  map_settings s;
+  s.list_path = collector_env("LOTUS_MAP_LIST");
+  s.select = collector_env("LOTUS_MAP_SELECT");
+  s.warmup = static_cast<std::uint64_t>(collector_env_long("LOTUS_MAP_WARMUP", 1, 1L << 40));
+  s.count = static_cast<std::uint64_t>(collector_env_long("LOTUS_MAP_COUNT", 1, 1L << 40));
+  s.gap_ms = collector_env_long("LOTUS_MAP_GAP_MS", 0, 3600000);
+  s.active = s.list_path != nullptr || s.select != nullptr;
+  return s;
+}
+
+inline const map_settings& map_config() noexcept {
+  static const map_settings settings = map_read_settings();
+  return settings;
+}
+
+/// Executions of the selected region so far, process-wide (one counter: one region is selected).
+inline std::atomic<std::uint64_t> map_selected_executions{0};
+
+/// List mode: appends `name` to the list file the first time this process enters it.
+inline void map_list(const char* path, const char* name) noexcept {
+  static std::mutex mutex;
+  static std::vector<const char*> seen;
+  std::lock_guard<std::mutex> lock(mutex);
+  for (const char* s : seen) {
+    if (std::strcmp(s, name) == 0) return;
+  }
+  try {
+    seen.push_back(name);
+  } catch (...) {
+    return;
+  }
+  const int fd = ::open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    collector_message("cannot open LOTUS_MAP_LIST=%s for appending", path);
+    return;
+  }
+  // One write per line, O_APPEND: concurrent probe processes never interleave within a line.
+  char line[1024];
+  std::size_t len = std::strlen(name);
+  if (len > sizeof line - 1) len = sizeof line - 1;
+  std::memcpy(line, name, len);
+  line[len] = '\n';
+  if (::write(fd, line, len + 1) < 0) collector_message("cannot write LOTUS_MAP_LIST=%s", path);
+  ::close(fd);
+}
+
+/// Gap + resume on construction, pause on destruction, for the executions the driver selected.
+class map_gate {
+ public:
+  explicit map_gate(const char* name) noexcept {
+    const map_settings& s = map_config();
+    if (LOTUS_DETAIL_LIKELY(!s.active)) return;
+    if (s.list_path != nullptr) {
+      map_list(s.list_path, name);
+      return;
+    }
+    if (std::strcmp(name, s.select) != 0) return;
+    const std::uint64_t n = map_selected_executions.fetch_add(1, std::memory_order_relaxed);
+    if (n < s.warmup || n - s.warmup >= s.count) return;
+    if (s.gap_ms > 0) {
+      try {
+        std::this_thread::sleep_for(std::chrono::milliseconds(s.gap_ms));
+      } catch (...) {
+      }
+    }
+    name_ = name;
+    collector::resume_region(name);
+  }
+  ~map_gate() {
+    if (name_ != nullptr) collector::pause_region(name_);
+  }
+  map_gate(const map_gate&) = delete;
+  map_gate& operator=(const map_gate&) = delete;
+
+ private:
+  const char* name_ = nullptr;
+};
+
+}  // namespace detail
+
+/// The object behind LOTUS_MAP_REGION. Member order matters: the gate (gap sleep, resume) runs
+/// before the timer starts and its pause after the timer stops, so S<name> excludes both.
+class map_region {
+ public:
+  explicit map_region(const source_location& loc) noexcept : gate_(loc.name), timer_(loc) {}
+  map_region(const map_region&) = delete;
+  map_region& operator=(const map_region&) = delete;
+
+ private:
+  detail::map_gate gate_;
+  scope_timer timer_;
+};
+
+#else
+
+class map_region {
+ public:
+  explicit map_region(const source_location&) noexcept {}
+  map_region(const map_region&) = delete;
+  map_region& operator=(const map_region&) = delete;
+};
+
+#endif
+
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus

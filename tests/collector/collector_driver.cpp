@@ -1,0 +1,87 @@
+// lotus — test driver: runs a script of collector / map-region actions given on the command line
+// SPDX-License-Identifier: MIT
+//
+//   attached         print "attached <kind>" on stdout
+//   resume|pause|detach   LOTUS_COLLECTOR_RESUME/PAUSE/DETACH()
+//   depth            print "depth <n>"
+//   mark:<text>      append <text> to $LOTUS_FAKE_COLLECTOR_LOG (interleaves with fake collectors)
+//   region:a|b|c     one execution of LOTUS_MAP_REGION("a"|"b"|"c"), marking "in <name>" inside
+//   nested           LOTUS_MAP_REGION("a") containing LOTUS_MAP_REGION("b")
+//   sleep:<ms>       sleep
+//   sigmask          print "sigpipe-blocked <0|1> sigpipe-pending <0|1>"
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <lotus/lotus.hpp>
+#include <string>
+#include <thread>
+
+#include "fake_log.hpp"
+
+namespace {
+
+void region(char which) {
+  switch (which) {
+    case 'a': {
+      LOTUS_MAP_REGION("a");
+      fake_log("in a");
+      break;
+    }
+    case 'b': {
+      LOTUS_MAP_REGION("b");
+      fake_log("in b");
+      break;
+    }
+    default: {
+      LOTUS_MAP_REGION("c");
+      fake_log("in c");
+      break;
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string cmd = argv[i];
+    if (cmd == "attached") {
+      std::printf("attached %s\n", lotus::collector::to_string(lotus::collector::attached()));
+    } else if (cmd == "resume") {
+      LOTUS_COLLECTOR_RESUME();
+    } else if (cmd == "pause") {
+      LOTUS_COLLECTOR_PAUSE();
+    } else if (cmd == "detach") {
+      LOTUS_COLLECTOR_DETACH();
+    } else if (cmd == "depth") {
+      std::printf("depth %d\n", lotus::collector::depth());
+    } else if (cmd.rfind("mark:", 0) == 0) {
+      fake_log(cmd.substr(5));
+    } else if (cmd.rfind("region:", 0) == 0 && cmd.size() == 8) {
+      region(cmd[7]);
+    } else if (cmd == "nested") {
+      LOTUS_MAP_REGION("a");
+      fake_log("in a");
+      {
+        LOTUS_MAP_REGION("b");
+        fake_log("in b");
+      }
+    } else if (cmd.rfind("sleep:", 0) == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::stol(cmd.substr(6))));
+    } else if (cmd == "sigmask") {
+      sigset_t mask;
+      sigset_t pending;
+      pthread_sigmask(SIG_SETMASK, nullptr, &mask);
+      sigpending(&pending);
+      std::printf("sigpipe-blocked %d sigpipe-pending %d\n", sigismember(&mask, SIGPIPE),
+                  sigismember(&pending, SIGPIPE));
+    } else {
+      std::fprintf(stderr, "collector_driver: unknown command '%s'\n", argv[i]);
+      return 2;
+    }
+    std::fflush(stdout);
+  }
+  return 0;
+}

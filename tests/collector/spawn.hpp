@@ -1,0 +1,108 @@
+// lotus — test helpers: run a program with a controlled environment, temp dirs, file reading
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace lotus_test {
+
+struct run_result {
+  int exit_code = -1;  // -1 when killed by a signal
+  int signal = 0;
+  std::string out;
+  std::string err;
+};
+
+using env_list = std::vector<std::pair<std::string, std::string>>;
+
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+inline std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+struct temp_dir {
+  std::string path;
+  temp_dir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "lotus-collector-XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) == nullptr) std::abort();
+    path = tmpl;
+  }
+  ~temp_dir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  std::string operator/(const std::string& name) const { return path + "/" + name; }
+  temp_dir(const temp_dir&) = delete;
+  temp_dir& operator=(const temp_dir&) = delete;
+};
+
+/// Every variable lotus's collector and map code reads: cleared in the child before `env` is set,
+/// so the test's own environment cannot leak in.
+inline const char* const collector_env_vars[] = {"LOTUS_COLLECTOR",
+                                                 "LOTUS_PERF_CTL_FIFO",
+                                                 "LOTUS_PERF_ACK_FIFO",
+                                                 "LOTUS_PERF_ACK_TIMEOUT_MS",
+                                                 "INTEL_LIBITTNOTIFY64",
+                                                 "INTEL_LIBITTNOTIFY32",
+                                                 "LOTUS_AMD_PROFILE_CONTROLLER",
+                                                 "LOTUS_MAP_LIST",
+                                                 "LOTUS_MAP_SELECT",
+                                                 "LOTUS_MAP_WARMUP",
+                                                 "LOTUS_MAP_COUNT",
+                                                 "LOTUS_MAP_GAP_MS",
+                                                 "LOTUS_LOG_FILE",
+                                                 "LOTUS_FAKE_COLLECTOR_LOG",
+                                                 "LD_PRELOAD"};
+
+/// Runs argv[0] (a path) with `env` added; `while_running(pid)` runs in the parent before the wait.
+inline run_result run(const std::vector<std::string>& argv, const env_list& env,
+                      const std::function<void(pid_t)>& while_running = {}) {
+  temp_dir io;
+  const std::string out_path = io / "stdout";
+  const std::string err_path = io / "stderr";
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    for (const char* name : collector_env_vars) ::unsetenv(name);
+    for (const auto& kv : env) ::setenv(kv.first.c_str(), kv.second.c_str(), 1);
+    const int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(out, 1);
+    ::dup2(err, 2);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    ::execv(args[0], args.data());
+    ::_exit(127);
+  }
+  if (while_running) while_running(pid);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  run_result r;
+  if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
+  r.out = read_file(out_path);
+  r.err = read_file(err_path);
+  return r;
+}
+
+}  // namespace lotus_test
