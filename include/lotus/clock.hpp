@@ -25,8 +25,9 @@ namespace detail {
 enum : int { mode_uninit = 0, mode_off = 1, mode_tsc = 2, mode_realtime = 3, mode_manual = 4 };
 inline std::atomic<int> g_mode{mode_uninit};
 
-/// Test clock (mode_manual): the current time in epoch ns, set by tests.
-inline std::atomic<std::uint64_t> g_manual_now{0};
+/// Test clock (mode_manual), chosen at initialization when a test installed it.
+using manual_clock_fn = std::uint64_t (*)() noexcept;
+inline std::atomic<manual_clock_fn> g_manual_clock{nullptr};
 
 inline std::uint64_t realtime_ns() noexcept {
   timespec ts{};
@@ -44,7 +45,11 @@ LOTUS_DETAIL_FORCE_INLINE std::uint64_t read_tsc() noexcept {
 }
 
 LOTUS_DETAIL_NOINLINE inline std::uint64_t now_ticks_slow(int mode) noexcept {
-  return mode == mode_manual ? g_manual_now.load(std::memory_order_relaxed) : realtime_ns();
+  if (mode == mode_manual) {
+    const manual_clock_fn f = g_manual_clock.load(std::memory_order_relaxed);
+    if (f != nullptr) return f();
+  }
+  return realtime_ns();
 }
 
 /// Raw ticks in the unit of `mode` (TSC cycles, or epoch ns for the other clocks).

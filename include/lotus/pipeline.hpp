@@ -34,6 +34,8 @@ inline constexpr source_location batch_wait_marker_loc{"BatchWait", "", "", 0,
                                                        flag_main | flag_indexed | flag_fixed_1us};
 inline constexpr source_location batch_consumed_loc{"BatchConsumed", "", "", 0,
                                                     flag_main | flag_indexed | flag_fixed_1us};
+inline constexpr source_location loader_loc{"Loader", "", "", 0, 0};
+inline constexpr source_location transform_loc{"Transform", "", "", 0, 0};
 inline constexpr source_location batch_preprocessed_loc{"BatchPreprocessed", "", "", 0,
                                                         flag_indexed};
 
@@ -103,6 +105,27 @@ class compose {
   };
   std::vector<step> steps_;
 };
+
+/// One dataset sample as torchvision's `DatasetFolder.__getitem__` does it: `transform(load())`,
+/// recording `SLoader` and `STransform` *after* the transform's own records, Lotus's file order.
+template <class Load, class Transform>
+auto load_transform(Load&& load, Transform&& transform) {
+#ifndef LOTUS_DISABLE
+  const int m = detail::active_mode();
+  if (m < detail::mode_tsc) return transform(load());
+  const std::uint64_t l0 = detail::now_ticks(m);
+  auto sample = load();
+  const std::uint64_t l1 = detail::now_ticks(m);
+  const std::uint64_t t0 = detail::now_ticks(m);
+  auto out = transform(std::move(sample));
+  const std::uint64_t t1 = detail::now_ticks(m);
+  detail::emit(detail::loader_loc, l0, l1, 0);
+  detail::emit(detail::transform_loc, t0, t1, 0);
+  return out;
+#else
+  return transform(load());
+#endif
+}
 
 /// Consumer side of a data loader, by the Lotus rules: `SBatchQueued`, `SBatchWait`,
 /// `SBatchConsumed`. One tracker per consuming thread; see README "Batch records" for the order.

@@ -369,7 +369,7 @@ inline void runtime::apply_locked(const options& o) {
   // The clock is chosen once per process: ticks already in rings must keep their meaning.
   const int current = g_mode.load(std::memory_order_relaxed);
   if (current == mode_uninit) {
-    if (g_manual_now.load(std::memory_order_relaxed) != 0) {
+    if (g_manual_clock.load(std::memory_order_relaxed) != nullptr) {
       clock_mode_ = mode_manual;
     } else if (s.clock == clock_source::realtime) {
       clock_mode_ = mode_realtime;

@@ -1,0 +1,236 @@
+// lotus — in-process behaviour: concurrency, overflow policies, names, helpers, options
+// SPDX-License-Identifier: MIT
+#include <algorithm>
+#include <cstdint>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "catch.hpp"
+#include "lotus/lotus.hpp"
+#include "trace_files.hpp"
+
+namespace {
+
+lotus::options trace_to(const std::string& prefix) {
+  lotus::options o;
+  o.log_file = prefix;
+  o.overflow = lotus::overflow_policy::block;
+  return o;
+}
+
+std::uint64_t batch_index(const std::string& name) {
+  return std::stoull(name.substr(name.rfind('_') + 1));
+}
+
+}  // namespace
+
+TEST_CASE("8 threads x 200000 scopes under block: every record exactly once",
+          "[core][concurrency]") {
+  lotus_test::temp_dir dir;
+  lotus::configure(trace_to(dir.path + "/lotustrace_log"));
+  const auto before = lotus::stats();
+
+  constexpr int threads = 8;
+  constexpr std::uint64_t per_thread = 200000;
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([] {
+      for (std::uint64_t i = 0; i < per_thread; ++i) {
+        LOTUS_BATCH_PREPROCESSED(i);  // the index makes every record of a thread unique
+      }
+    });
+  }
+  for (auto& th : pool) th.join();
+  lotus::flush();
+
+  std::size_t bad = 0;
+  const auto files = lotus_test::read_trace_dir(dir.path, &bad);
+  CHECK(bad == 0);
+  REQUIRE(files.size() == threads);
+  std::uint64_t total = 0;
+  for (const auto& [name, records] : files) {
+    INFO(name);
+    CHECK(name.find("_worker_pid_") != std::string::npos);
+    CHECK(records.size() == per_thread);
+    std::vector<std::uint64_t> seen;
+    seen.reserve(records.size());
+    for (const auto& r : records) {
+      REQUIRE(r.name.rfind("SBatchPreprocessed_", 0) == 0);
+      seen.push_back(batch_index(r.name));
+    }
+    std::sort(seen.begin(), seen.end());
+    CHECK(std::adjacent_find(seen.begin(), seen.end()) == seen.end());  // no duplicate
+    CHECK(seen.front() == 0);
+    CHECK(seen.back() == per_thread - 1);  // with no duplicate and the right count: none missing
+    total += records.size();
+  }
+  CHECK(total == threads * per_thread);
+  const auto after = lotus::stats();
+  CHECK(after.recorded - before.recorded == threads * per_thread);
+  CHECK(after.written - before.written == threads * per_thread);
+  CHECK(after.dropped == before.dropped);
+}
+
+TEST_CASE("drop policy with a tiny ring: recorded == written + dropped", "[core][concurrency]") {
+  lotus_test::temp_dir dir;
+  auto opts = trace_to(dir.path + "/lotustrace_log");
+  opts.overflow = lotus::overflow_policy::drop;
+  opts.ring_capacity = 64;
+  lotus::configure(opts);
+  const auto before = lotus::stats();
+
+  constexpr int threads = 4;
+  constexpr int per_thread = 100000;
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([] {
+      for (int i = 0; i < per_thread; ++i) {
+        LOTUS_SCOPE("Tiny");
+      }
+    });
+  }
+  for (auto& th : pool) th.join();
+  lotus::flush();
+  const auto after = lotus::stats();
+  const auto recorded = after.recorded - before.recorded;
+  const auto written = after.written - before.written;
+  const auto dropped = after.dropped - before.dropped;
+  CHECK(recorded == std::uint64_t{threads} * per_thread);
+  CHECK(recorded == written + dropped);
+  CHECK(dropped > 0);  // 64 slots cannot absorb 100000 back-to-back scopes
+
+  std::size_t bad = 0;
+  std::uint64_t lines = 0;
+  for (const auto& [name, records] : lotus_test::read_trace_dir(dir.path, &bad))
+    lines += records.size();
+  CHECK(bad == 0);
+  CHECK(lines == written);
+  lotus::configure(trace_to(dir.path + "/unused"));  // back to defaults for later tests
+}
+
+TEST_CASE("names with ',' and newlines are sanitized and counted", "[core][names]") {
+  lotus_test::temp_dir dir;
+  lotus::configure(trace_to(dir.path + "/log"));
+  const auto before = lotus::stats();
+  { LOTUS_SCOPE("bad,name\nx"); }
+  { LOTUS_SCOPE_DYNAMIC(std::string("dyn,\r\nname")); }
+  { LOTUS_SCOPE("good"); }
+  lotus::flush();
+  std::size_t bad = 0;
+  const auto files = lotus_test::read_trace_dir(dir.path, &bad);
+  CHECK(bad == 0);
+  REQUIRE(files.size() == 1);
+  const auto& recs = files.begin()->second;
+  REQUIRE(recs.size() == 3);
+  CHECK(recs[0].name == "Sbad_name_x");
+  CHECK(recs[1].name == "Sdyn___name");
+  CHECK(recs[2].name == "Sgood");
+  CHECK(lotus::stats().sanitized - before.sanitized == 2);
+}
+
+TEST_CASE("traced() and compose record each call in order, nested inside the caller",
+          "[core][pipeline]") {
+  lotus_test::temp_dir dir;
+  lotus::configure(trace_to(dir.path + "/log"));
+  auto twice = lotus::traced("Twice", [](int x) { return 2 * x; });
+  lotus::compose<int> steps{{"AddOne", [](int x) { return x + 1; }}};
+  steps.add("Square", [](int x) { return x * x; });
+  REQUIRE(steps.size() == 2);
+  CHECK(steps.name(1) == "Square");
+  int out = 0;
+  {
+    LOTUS_SCOPE("Transform");
+    out = steps(twice(3));
+  }
+  CHECK(out == 49);
+  lotus::flush();
+  const auto files = lotus_test::read_trace_dir(dir.path);
+  REQUIRE(files.size() == 1);
+  const auto& r = files.begin()->second;
+  REQUIRE(r.size() == 4);
+  CHECK(r[0].name == "STwice");
+  CHECK(r[1].name == "SAddOne");
+  CHECK(r[2].name == "SSquare");
+  CHECK(r[3].name == "STransform");
+  // Steps run back to back inside the enclosing span.
+  CHECK(r[1].start >= r[0].start + r[0].dur);
+  CHECK(r[2].start >= r[1].start + r[1].dur);
+  CHECK(r[3].start <= r[0].start);
+  CHECK(r[3].start + r[3].dur >= r[2].start + r[2].dur);
+}
+
+TEST_CASE("batch_tracker: in-order waits, 1 us out-of-order markers, cached consumes",
+          "[core][batch]") {
+  lotus_test::temp_dir dir;
+  lotus::configure(trace_to(dir.path + "/log"));
+  std::thread consumer([] {
+    lotus::batch_tracker t;
+    for (std::uint64_t i = 0; i < 2; ++i) t.queued(i);
+    for (int epoch = 0; epoch < 2; ++epoch) {
+      t.reset();
+      t.wait_begin();
+      t.arrived(1);  // out of order: cached by the loader
+      t.arrived(0);
+      t.consumed(0);
+      t.wait_begin();
+      t.consumed(1);  // from the cache
+    }
+  });
+  consumer.join();
+  lotus::flush();
+  const auto files = lotus_test::read_trace_dir(dir.path);
+  REQUIRE(files.size() == 1);
+  CHECK(files.begin()->first.find("_main_pid_") != std::string::npos);
+  const auto& r = files.begin()->second;
+  std::vector<std::string> names;
+  for (const auto& rec : r) names.push_back(rec.name);
+  const std::vector<std::string> epoch = {"SBatchWait_1", "SBatchWait_0", "SBatchConsumed_0",
+                                          "SBatchConsumed_1"};
+  std::vector<std::string> expected = {"SBatchQueued_0", "SBatchQueued_1"};
+  for (int e = 0; e < 2; ++e) expected.insert(expected.end(), epoch.begin(), epoch.end());
+  CHECK(names == expected);
+  CHECK(r[2].dur == 1000);  // marker
+  CHECK(r[3].dur != 1000);  // real wait, from wait_begin to the arrival of batch 0
+  CHECK(r[3].start <= r[2].start);
+  CHECK(r[4].dur == 1000);
+  CHECK(r[5].dur == 1000);
+  CHECK(r[0].dur == 1000);
+}
+
+TEST_CASE("tracing off at run time records nothing", "[core][options]") {
+  lotus_test::temp_dir dir;
+  auto opts = trace_to(dir.path + "/log");
+  opts.enabled = false;
+  lotus::configure(opts);
+  CHECK_FALSE(lotus::tracing_enabled());
+  const auto before = lotus::stats();
+  { LOTUS_SCOPE("Off"); }
+  lotus::flush();
+  CHECK(lotus::stats().recorded == before.recorded);
+  CHECK(lotus_test::read_trace_dir(dir.path).empty());
+  opts.enabled = true;
+  lotus::configure(opts);
+  CHECK(lotus::tracing_enabled());
+}
+
+TEST_CASE("shutdown then configure restarts tracing", "[core][options]") {
+  lotus_test::temp_dir dir;
+  lotus::configure(trace_to(dir.path + "/a"));
+  { LOTUS_SCOPE("First"); }
+  lotus::shutdown();
+  CHECK_FALSE(lotus::tracing_enabled());
+  { LOTUS_SCOPE("Ignored"); }
+  lotus::configure(trace_to(dir.path + "/b"));
+  { LOTUS_SCOPE("Second"); }
+  lotus::flush();
+  const auto files = lotus_test::read_trace_dir(dir.path);
+  REQUIRE(files.size() == 2);
+  std::set<std::string> names;
+  for (const auto& [f, recs] : files) {
+    REQUIRE(recs.size() == 1);
+    names.insert(f.substr(0, 1) + recs[0].name);
+  }
+  CHECK(names == std::set<std::string>{"aSFirst", "bSSecond"});
+}

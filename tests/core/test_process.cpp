@@ -1,0 +1,191 @@
+// lotus — process-level guarantees: fork, exit paths, SIGKILL loss window, bad input
+// SPDX-License-Identifier: MIT
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "catch.hpp"
+#include "trace_files.hpp"
+
+namespace {
+
+struct run_result {
+  int status = -1;
+  std::string err;
+};
+
+// Run trace_child with extra environment entries; stderr is captured.
+run_result run_child(const std::vector<std::string>& args, const std::vector<std::string>& env,
+                     const std::string& scratch) {
+  const std::string err_path = scratch + "/stderr.txt";
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    for (const auto& e : env) ::putenv(const_cast<char*>(e.c_str()));
+    const int fd = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) ::dup2(fd, 2);
+    std::vector<char*> argv;
+    argv.push_back(const_cast<char*>(LOTUS_TEST_CHILD));
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(LOTUS_TEST_CHILD, argv.data());
+    ::_exit(127);
+  }
+  run_result r;
+  ::waitpid(pid, &r.status, 0);
+  r.err = lotus_test::read_file(err_path);
+  ::unlink(err_path.c_str());
+  return r;
+}
+
+std::size_t count_lines(const std::string& s, char c = '\n') {
+  std::size_t n = 0;
+  for (char ch : s) n += ch == c ? 1 : 0;
+  return n;
+}
+
+// Every file's records are SBatchPreprocessed_0..n-1 exactly once each (plus `extra` other names).
+void check_exactly_once(const std::vector<lotus_test::record>& recs, int n, std::size_t extra = 0) {
+  REQUIRE(recs.size() == static_cast<std::size_t>(n) + extra);
+  std::vector<int> seen(static_cast<std::size_t>(n), 0);
+  for (const auto& r : recs) {
+    if (r.name.rfind("SBatchPreprocessed_", 0) != 0) continue;
+    const auto i = std::stoul(r.name.substr(19));
+    REQUIRE(i < seen.size());
+    ++seen[i];
+  }
+  for (int v : seen) REQUIRE(v == 1);
+}
+
+}  // namespace
+
+TEST_CASE("fork: parent and 4 children each write their own records exactly once",
+          "[process][fork]") {
+  lotus_test::temp_dir dir;
+  const auto r =
+      run_child({"fork", "20000"}, {"LOTUS_LOG_FILE=" + dir.path + "/lotustrace_log"}, dir.path);
+  REQUIRE(WIFEXITED(r.status));
+  REQUIRE(WEXITSTATUS(r.status) == 0);
+  CHECK(r.err.empty());
+  std::size_t bad = 0;
+  const auto files = lotus_test::read_trace_dir(dir.path, &bad);
+  CHECK(bad == 0);
+  REQUIRE(files.size() == 5);  // one worker file per process
+  for (const auto& [name, recs] : files) {
+    INFO(name);
+    check_exactly_once(recs, 20000);
+  }
+  // One sidecar per process.
+  std::size_t sidecars = 0;
+  for (const auto& f : lotus_test::list_dir(dir.path))
+    sidecars += f.rfind(".lotustrace_log.lotus-meta_", 0) == 0;
+  CHECK(sidecars == 5);
+}
+
+TEST_CASE("normal exit paths lose nothing", "[process][exit]") {
+  lotus_test::temp_dir dir;
+  SECTION("return from main") {
+    const auto r = run_child({"return", "50000"}, {"LOTUS_LOG_FILE=" + dir.path + "/t"}, dir.path);
+    REQUIRE(WIFEXITED(r.status));
+    const auto files = lotus_test::read_trace_dir(dir.path);
+    REQUIRE(files.size() == 1);
+    check_exactly_once(files.begin()->second, 50000);
+  }
+  SECTION("exit() inside an open scope") {
+    const auto r = run_child({"exit", "50000"}, {"LOTUS_LOG_FILE=" + dir.path + "/t"}, dir.path);
+    REQUIRE(WIFEXITED(r.status));
+    const auto files = lotus_test::read_trace_dir(dir.path);
+    REQUIRE(files.size() == 1);
+    check_exactly_once(files.begin()->second, 50000);  // the open scope never ended: not written
+  }
+  SECTION("threads joined before return") {
+    const auto r = run_child({"threads", "30000"}, {"LOTUS_LOG_FILE=" + dir.path + "/t"}, dir.path);
+    REQUIRE(WIFEXITED(r.status));
+    const auto files = lotus_test::read_trace_dir(dir.path);
+    REQUIRE(files.size() == 4);
+    for (const auto& [name, recs] : files) check_exactly_once(recs, 30000);
+  }
+}
+
+TEST_CASE("SIGKILL: events older than one flush interval are on disk", "[process][kill]") {
+  lotus_test::temp_dir dir;
+  const std::vector<std::string> env = {"LOTUS_LOG_FILE=" + dir.path + "/t",
+                                        "LOTUS_FLUSH_INTERVAL_MS=50"};
+  SECTION("main thread") {
+    const auto r = run_child({"kill", "10000"}, env, dir.path);
+    REQUIRE(WIFSIGNALED(r.status));
+    REQUIRE(WTERMSIG(r.status) == SIGKILL);
+    const auto files = lotus_test::read_trace_dir(dir.path);
+    REQUIRE(files.size() == 1);
+    check_exactly_once(files.begin()->second, 10000);
+  }
+  SECTION("a thread that ended") {
+    const auto r = run_child({"thread-end", "10000"}, env, dir.path);
+    REQUIRE(WIFSIGNALED(r.status));
+    const auto files = lotus_test::read_trace_dir(dir.path);
+    REQUIRE(files.size() == 1);
+    check_exactly_once(files.begin()->second, 10000);
+  }
+}
+
+TEST_CASE("bad input: the program finishes normally with one clear message",
+          "[process][robustness]") {
+  lotus_test::temp_dir dir;
+  SECTION("unwritable log directory") {
+    const std::string blocker = dir.path + "/not-a-dir";
+    {
+      std::FILE* f = std::fopen(blocker.c_str(), "w");
+      REQUIRE(f != nullptr);
+      std::fclose(f);
+    }
+    const auto r =
+        run_child({"threads", "20000"}, {"LOTUS_LOG_FILE=" + blocker + "/sub/t"}, dir.path);
+    REQUIRE(WIFEXITED(r.status));
+    CHECK(WEXITSTATUS(r.status) == 0);
+    CHECK(count_lines(r.err) == 1);
+    CHECK(r.err.find("lotus: cannot") == 0);
+    CHECK(r.err.find("tracing disabled") != std::string::npos);
+  }
+  SECTION("names with ',' and newline") {
+    const auto r = run_child({"names", "100"}, {"LOTUS_LOG_FILE=" + dir.path + "/t"}, dir.path);
+    REQUIRE(WIFEXITED(r.status));
+    CHECK(WEXITSTATUS(r.status) == 0);
+    std::size_t bad = 0;
+    const auto files = lotus_test::read_trace_dir(dir.path, &bad);
+    CHECK(bad == 0);
+    REQUIRE(files.size() == 1);
+    const auto& recs = files.begin()->second;
+    REQUIRE(recs.size() == 101);
+    CHECK(recs[0].name == "Sa_b_c");
+    CHECK(r.err.empty());
+  }
+  SECTION("bad environment values") {
+    const auto r = run_child({"return", "1000"},
+                             {"LOTUS_LOG_FILE=" + dir.path + "/t", "LOTUS_RING_CAPACITY=lots",
+                              "LOTUS_FLUSH_INTERVAL_MS=-5", "LOTUS_OVERFLOW=sometimes",
+                              "LOTUS_DISABLE=maybe", "LOTUS_CLOCK=sundial"},
+                             dir.path);
+    REQUIRE(WIFEXITED(r.status));
+    CHECK(WEXITSTATUS(r.status) == 0);
+    CHECK(count_lines(r.err) == 5);  // exactly one warning per bad variable
+    for (const char* var : {"LOTUS_RING_CAPACITY", "LOTUS_FLUSH_INTERVAL_MS", "LOTUS_OVERFLOW",
+                            "LOTUS_DISABLE", "LOTUS_CLOCK"}) {
+      CHECK(r.err.find(var) != std::string::npos);
+    }
+    const auto files = lotus_test::read_trace_dir(dir.path);  // defaults still trace
+    REQUIRE(files.size() == 1);
+    check_exactly_once(files.begin()->second, 1000);
+  }
+  SECTION("LOTUS_DISABLE=1 turns tracing off") {
+    const auto r = run_child({"return", "1000"},
+                             {"LOTUS_LOG_FILE=" + dir.path + "/t", "LOTUS_DISABLE=1"}, dir.path);
+    REQUIRE(WIFEXITED(r.status));
+    CHECK(lotus_test::read_trace_dir(dir.path).empty());
+    CHECK(r.err.empty());
+  }
+}

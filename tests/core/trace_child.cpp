@@ -1,0 +1,95 @@
+// lotus — a traced program driven by the process-level tests (fork, exit, kill, bad input)
+// SPDX-License-Identifier: MIT
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "lotus/lotus.hpp"
+
+namespace {
+
+void record(int n) {
+  for (int i = 0; i < n; ++i) {
+    LOTUS_BATCH_PREPROCESSED(i);
+  }
+}
+
+int usage() {
+  std::fprintf(stderr,
+               "usage: trace_child MODE N\n"
+               "  return|exit|thread-end|kill|fork|names|threads\n");
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 3) return usage();
+  const std::string mode = argv[1];
+  const int n = std::atoi(argv[2]);
+  const char* interval_env = std::getenv("LOTUS_FLUSH_INTERVAL_MS");
+  const int interval_ms = interval_env != nullptr ? std::atoi(interval_env) : 100;
+
+  if (mode == "return") {  // return from main with events still in the ring
+    record(n);
+    return 0;
+  }
+  if (mode == "exit") {  // std::exit() from inside an open scope
+    LOTUS_SCOPE("Open");
+    record(n);
+    std::exit(0);
+  }
+  if (mode == "thread-end") {  // a thread records and ends; the process is then killed
+    std::thread t([n] { record(n); });
+    t.join();
+    std::this_thread::sleep_for(std::chrono::milliseconds(2 * interval_ms));
+    ::raise(SIGKILL);
+  }
+  if (mode == "kill") {  // SIGKILL two flush intervals after the last event
+    record(n);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2 * interval_ms));
+    ::raise(SIGKILL);
+  }
+  if (mode == "fork") {  // parent + 4 children, each records n; half of the parent's before fork
+    record(n / 2);
+    std::vector<pid_t> kids;
+    for (int k = 0; k < 4; ++k) {
+      const pid_t pid = ::fork();
+      if (pid == 0) {
+        record(n);
+        std::exit(0);
+      }
+      kids.push_back(pid);
+    }
+    for (int i = n / 2; i < n; ++i) {
+      LOTUS_BATCH_PREPROCESSED(i);
+    }
+    int failures = 0;
+    for (pid_t pid : kids) {
+      int status = 0;
+      ::waitpid(pid, &status, 0);
+      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++failures;
+    }
+    return failures;
+  }
+  if (mode == "names") {  // hostile names must not corrupt the file
+    { LOTUS_SCOPE("a,b\nc"); }
+    record(n);
+    return 0;
+  }
+  if (mode == "threads") {  // several threads, returning from main while they are joined
+    std::vector<std::thread> pool;
+    for (int t = 0; t < 4; ++t) pool.emplace_back([n] { record(n); });
+    for (auto& t : pool) t.join();
+    return 0;
+  }
+  return usage();
+}
