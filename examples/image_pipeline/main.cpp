@@ -44,6 +44,8 @@ options:
       --prefix NAME        trace file prefix (default: lotustrace_log)
       --no-trace           run with tracing off (for overhead comparisons)
       --no-shuffle         keep dataset order
+      --delay-batch I:MS   testing aid: the worker of batch I sleeps MS ms inside its batch
+                           span, so later batches arrive out of order
   -q, --quiet              print only the final summary line
   -h, --help               show this help and exit
 
@@ -67,6 +69,8 @@ struct config {
   bool trace = true;
   bool shuffle = true;
   bool quiet = false;
+  std::int64_t delay_batch = -1;
+  int delay_ms = 0;
 };
 
 struct usage_error : std::runtime_error {
@@ -179,6 +183,12 @@ bool parse_args(int argc, char** argv, config& c) {
     } else if (flag == "--no-shuffle") {
       no_value();
       c.shuffle = false;
+    } else if (flag == "--delay-batch") {
+      const std::string v = next();
+      const auto colon = v.find(':');
+      if (colon == std::string::npos) throw usage_error(flag + ": '" + v + "' is not I:MS");
+      c.delay_batch = parse_integer(flag, v.substr(0, colon), 0, 1LL << 40);
+      c.delay_ms = parse_int(flag, v.substr(colon + 1), 0, 600000);
     } else if (flag == "-q" || flag == "--quiet") {
       no_value();
       c.quiet = true;
@@ -250,6 +260,8 @@ int run(const config& c) {
   lo.prefetch_factor = c.prefetch_factor;
   lo.shuffle = c.shuffle;
   lo.seed = c.seed;
+  lo.delay_batch = c.delay_batch;
+  lo.delay_ms = c.delay_ms;
   ip::data_loader loader(dataset, lo);
 
   const auto step = std::chrono::duration<double, std::milli>(c.step_ms);

@@ -11,6 +11,7 @@
 
 #include <algorithm>           // std::min
 #include <cerrno>              // errno
+#include <chrono>              // delay_ms
 #include <condition_variable>  // thread queues
 #include <cstring>             // std::strerror
 #include <deque>               // thread queues
@@ -82,6 +83,7 @@ result run_task(const image_dataset& dataset, const task& t) noexcept {
   try {
     LOTUS_BATCH_PREPROCESSED(static_cast<std::uint64_t>(t.idx));
     r.data = dataset.fetch(t.indices, t.epoch);
+    if (t.delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(t.delay_ms));
   } catch (const std::exception& e) {
     r.error = e.what();
     r.data = batch{};
@@ -205,6 +207,7 @@ struct task_header {
   std::int64_t idx;
   std::uint64_t epoch;
   std::uint64_t count;
+  std::int64_t delay_ms;
 };
 
 struct result_header {
@@ -214,7 +217,7 @@ struct result_header {
 };
 
 bool send_task(int fd, const task& t) {
-  const task_header h{t.idx, t.epoch, t.indices.size()};
+  const task_header h{t.idx, t.epoch, t.indices.size(), t.delay_ms};
   return write_all(fd, &h, sizeof h) &&
          write_all(fd, t.indices.data(), t.indices.size() * sizeof(std::size_t));
 }
@@ -225,6 +228,7 @@ std::optional<task> receive_task(int fd) {
   task t;
   t.idx = h.idx;
   t.epoch = h.epoch;
+  t.delay_ms = static_cast<int>(h.delay_ms);
   t.indices.resize(h.count);
   const std::size_t bytes = h.count * sizeof(std::size_t);
   if (read_all(fd, t.indices.data(), bytes) != bytes) return std::nullopt;
@@ -424,6 +428,7 @@ std::vector<task> data_loader::plan(std::uint64_t epoch) const {
     const std::size_t end = std::min(order.size(), (b + 1) * bs);
     tasks[b].indices.assign(order.begin() + static_cast<std::ptrdiff_t>(b * bs),
                             order.begin() + static_cast<std::ptrdiff_t>(end));
+    if (static_cast<std::int64_t>(b) == options_.delay_batch) tasks[b].delay_ms = options_.delay_ms;
   }
   return tasks;
 }

@@ -55,6 +55,9 @@ struct loader_options {
   bool shuffle = true;
   bool drop_last = false;
   std::uint64_t seed = 0;
+  std::int64_t delay_batch =
+      -1;  // testing aid: this batch's worker sleeps `delay_ms` inside its span
+  int delay_ms = 0;
 };
 
 /// One DataLoader task: the batch index (restarts at 0 every epoch) and its sample indices.
@@ -62,6 +65,7 @@ struct task {
   std::int64_t idx = 0;
   std::uint64_t epoch = 0;
   std::vector<std::size_t> indices;
+  int delay_ms = 0;  // see loader_options::delay_batch
 };
 
 /// What a worker sends back on the shared data queue.
