@@ -1,0 +1,211 @@
+// lotus — LotusMap report parsers: perf report, callgrind.out, VTune/uProf CSV, perf script
+// SPDX-License-Identifier: MIT
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+
+#include "catch.hpp"
+#include "map_callgrind.hpp"
+#include "map_perf_report.hpp"
+#include "map_perf_script.hpp"
+#include "map_vendor_csv.hpp"
+
+using namespace lotus_tool;
+
+namespace {
+
+const function_cost* find_fn(const function_profile& p, const std::string& fn,
+                             const std::string& mod) {
+  for (const auto& r : p.rows)
+    if (r.function == fn && r.module == mod) return &r;
+  return nullptr;
+}
+
+std::string data(const std::string& name) { return std::string(LOTUS_MAP_TEST_DATA) + "/" + name; }
+
+}  // namespace
+
+TEST_CASE("perf report rows with the unit separator", "[map][perf_report]") {
+  // Real output of perf 6.1 (tests/map/data/perf_report_spin.txt) plus hand-made rows with
+  // separators and inlined markers.
+  std::ifstream f(data("perf_report_spin.txt"));
+  REQUIRE(f);
+  const auto p = parse_perf_report(f, "perf_report_spin.txt");
+  REQUIRE(p.rows.size() == 2);
+  REQUIRE(p.unit == "ns");
+  const auto* spin = find_fn(p, "spin", "pt");
+  REQUIRE(spin != nullptr);
+  REQUIRE(spin->self == 199199199.0);
+  REQUIRE(spin->samples == 199);
+  const auto* k = find_fn(p, "_raw_spin_unlock_irqrestore", "[kernel.kallsyms]");
+  REQUIRE(k != nullptr);
+  REQUIRE(k->self == 2002002.0);
+  REQUIRE(p.total == 201201201.0);
+
+  std::istringstream in(
+      " 60.00%\x1f 3003003 \x1f 3 \x1f[.] operator|(a, b)   \x1f/usr/lib/libx.so.1\n"
+      " 40.00%\x1f 2002002 \x1f 2 \x1f[.] jpeg_idct_islow (inlined)\x1flibjpeg.so.62\n"
+      "\n"
+      " 10.00%\x1f 1001001 \x1f 1 \x1f[.] jpeg_idct_islow\x1f/lib/libjpeg.so.62\n");
+  const auto q = parse_perf_report(in, "x");
+  REQUIRE(q.rows.size() == 2);
+  REQUIRE(find_fn(q, "operator|(a, b)", "libx.so.1") != nullptr);
+  const auto* idct = find_fn(q, "jpeg_idct_islow", "libjpeg.so.62");
+  REQUIRE(idct != nullptr);
+  REQUIRE(idct->self == 3003003.0);  // inlined + out-of-line rows merged
+  REQUIRE(idct->samples == 3);
+}
+
+TEST_CASE("perf report: empty output is no rows, garbage is an error naming the line",
+          "[map][perf_report]") {
+  std::istringstream empty("\n\n");
+  REQUIRE(parse_perf_report(empty, "e").rows.empty());
+  std::istringstream bad(
+      " 1.00%\x1f 10\x1f 1\x1f[.] f\x1f m\nError: The perf.data has no samples!\n");
+  try {
+    parse_perf_report(bad, "r.txt");
+    FAIL("no exception");
+  } catch (const map_error& e) {
+    REQUIRE(std::string(e.what()).rfind("r.txt:2: expected 5 fields, got 1", 0) == 0);
+  }
+  std::istringstream badnum("abc%\x1f 10\x1f 1\x1f[.] f\x1f m\n");
+  REQUIRE_THROWS_AS(parse_perf_report(badnum, "r"), map_error);
+}
+
+TEST_CASE("callgrind.out: exclusive and inclusive Ir agree with callgrind_annotate",
+          "[map][callgrind]") {
+  // A real DUMP_STATS_AT dump of valgrind 3.19 (name compression, fi/fe, relative positions,
+  // calls= lines). The expected numbers are callgrind_annotate's, summed over source files.
+  std::ifstream f(data("callgrind_region.out"));
+  REQUIRE(f);
+  const auto d = parse_callgrind(f, "callgrind_region.out");
+  REQUIRE(d.trigger == "Client Request: Reg, with comma");
+  REQUIRE(callgrind_region(d) == "Reg, with comma");
+  REQUIRE(d.event == "Ir");
+  REQUIRE(d.has_totals);
+  REQUIRE(d.totals == 12079);
+  REQUIRE(d.profile.total == 12079.0);
+  const auto* leaf = find_fn(d.profile, "leaf(long)", "cgtb");
+  REQUIRE(leaf != nullptr);
+  REQUIRE(leaf->self == 10728.0);
+  REQUIRE(leaf->inclusive == 10728.0);
+  const auto* mid = find_fn(d.profile, "mid(long)", "cgtb");
+  REQUIRE(mid != nullptr);
+  REQUIRE(mid->self == 14.0);
+  REQUIRE(mid->inclusive == 10526.0);
+  const auto* op = find_fn(d.profile, "X::operator()(int, int) const", "cgtb");
+  REQUIRE(op != nullptr);
+  REQUIRE(op->self == 4.0);
+  REQUIRE(op->inclusive == 220.0);
+  const auto* main_fn = find_fn(d.profile, "main", "cgtb");
+  REQUIRE(main_fn != nullptr);
+  REQUIRE(main_fn->self == 429.0);  // 396 + 21 + 7 + 3 + 1 + 1 over six source files
+  REQUIRE(main_fn->inclusive == 12079.0);
+  const auto* malloc_fn = find_fn(d.profile, "malloc", "libc.so.6");
+  REQUIRE(malloc_fn != nullptr);
+  REQUIRE(malloc_fn->self == 43.0);  // 41 (malloc.c) + 2 (arena.c)
+  REQUIRE(malloc_fn->inclusive == 171.0);
+  double sum = 0;
+  for (const auto& r : d.profile.rows) sum += r.self;
+  REQUIRE(sum == 12079.0);
+}
+
+TEST_CASE("callgrind.out: malformed input names the line", "[map][callgrind]") {
+  std::istringstream in("version: 1\nevents: Ir\nfn=(1) f\n12 abc\n");
+  try {
+    parse_callgrind(in, "cg.out");
+    FAIL("no exception");
+  } catch (const map_error& e) {
+    REQUIRE(std::string(e.what()) == "cg.out:4: bad cost 'abc'");
+  }
+  std::istringstream ref("version: 1\nevents: Ir\nfn=(7)\n");
+  REQUIRE_THROWS_AS(parse_callgrind(ref, "x"), map_error);
+  std::istringstream junk("hello world\n");
+  REQUIRE_THROWS_AS(parse_callgrind(junk, "x"), map_error);
+  std::istringstream early("version: 1\nevents: Ir\n3 4\n");
+  REQUIRE_THROWS_AS(parse_callgrind(early, "x"), map_error);
+}
+
+TEST_CASE("VTune hotspots CSV (Lotus's real shape)", "[map][vendor_csv]") {
+  std::istringstream in(
+      "Function,CPU Time,CPU Time:Effective Time,CPU Time:Spin Time,CPU Time:Overhead "
+      "Time,Module,Function (Full),Source File,Start Address\n"
+      "jpeg_idct_16x16,2.388030,2.388030,0.0,0.0,libjpeg.so.9,jpeg_idct_16x16,[Unknown],0x2b2f0\n"
+      "\"foo(int, char)\",0.5,0.5,0,0,/opt/lib/libfoo.so,\"foo(int, char)\",a.c,0x1\n"
+      "decode_mcu,0.068000,0.068000,0.0,0.0,libjpeg.so.9,decode_mcu,[Unknown],0x18840\n");
+  const auto p = parse_vendor_csv(in, "vtune.csv");
+  REQUIRE(p.rows.size() == 3);
+  REQUIRE(p.rows[0].function == "jpeg_idct_16x16");
+  REQUIRE(p.rows[0].module == "libjpeg.so.9");
+  REQUIRE(p.rows[0].self == Approx(2.388030e9));
+  REQUIRE(p.rows[1].function == "foo(int, char)");
+  REQUIRE(p.rows[1].module == "libfoo.so");
+  REQUIRE(p.rows[2].self == Approx(0.068e9));
+}
+
+TEST_CASE("uProf report CSV: the function section among the others", "[map][vendor_csv]") {
+  std::istringstream in(
+      "\n\"AMD uProf (Version:4.0.341.0)\"\nPERFORMANCE ANALYSIS REPORT\n\nEXECUTION\n"
+      "Target Path:,\"/usr/bin/python\"\n\nMONITORED EVENTS\nTBP "
+      "Events:,Name,Interval,Description\n"
+      ",\"CPU_TIME\",\"1.000 milliseconds\",\"CPU Time is ...\"\n\n"
+      "\"100 HOTTEST FUNCTIONS (Sort Event - CPU_TIME)\"\nFUNCTION,\"CPU_TIME\",Module\n"
+      "\"jpeg_idct_16x16\",2454.0000,\"/usr/lib/libjpeg.so.9.5.0\"\n"
+      "\"ycc_rgb_convert\",1439.0000,\"/usr/lib/libjpeg.so.9.5.0\"\n\n"
+      "\"100 HOTTEST MODULES (Sort Event - CPU_TIME)\"\nMODULE,\"CPU_TIME\"\n"
+      "\"/usr/lib/libjpeg.so.9.5.0\",4600.0000\n");
+  const auto p = parse_vendor_csv(in, "uprof.csv");
+  REQUIRE(p.rows.size() == 2);
+  REQUIRE(p.rows[0].function == "jpeg_idct_16x16");
+  REQUIRE(p.rows[0].module == "libjpeg.so.9.5.0");
+  REQUIRE(p.rows[0].self == Approx(2454.0 * 1e6));
+  REQUIRE(p.rows[1].self == Approx(1439.0 * 1e6));
+  std::istringstream sec("FUNCTION,CPU_TIME (sec),MODULE\nf,0.25,m\n");
+  REQUIRE(parse_vendor_csv(sec, "s").rows[0].self == Approx(0.25e9));
+}
+
+TEST_CASE("vendor CSV errors", "[map][vendor_csv]") {
+  std::istringstream none("a,b,c\n1,2,3\n");
+  REQUIRE_THROWS_WITH(parse_vendor_csv(none, "x.csv"),
+                      Catch::Contains("x.csv: no per-function table found"));
+  std::istringstream bad("Function,CPU Time,Module\nf,abc,m\n");
+  REQUIRE_THROWS_WITH(parse_vendor_csv(bad, "y.csv"),
+                      Catch::Contains("y.csv:2: CPU time 'abc' is not a number"));
+  std::istringstream few("Function,CPU Time,Module\nf,1\n");
+  REQUIRE_THROWS_WITH(parse_vendor_csv(few, "z.csv"), Catch::Contains("z.csv:2: expected 3"));
+}
+
+TEST_CASE("perf script sample lines", "[map][perf_script]") {
+  perf_sample s;
+  std::string why;
+  REQUIRE(parse_perf_script_line(
+      " 8087 1795304278.252818950:    1001001 cpu-clock:      55d58b7df160 spin (/tmp/pt)", s,
+      why));
+  REQUIRE(s.tid == 8087);
+  REQUIRE(s.time_ns == 1795304278252818950ull);
+  REQUIRE(s.period == 1001001);
+  REQUIRE(s.event == "cpu-clock");
+  REQUIRE(s.sym == "spin");
+  REQUIRE(s.dso == "pt");
+  REQUIRE(parse_perf_script_line(
+      "123/456 10.5: 7 cpu-clock:u: ffff std::vector<int, std::allocator<int> >::push_back(int "
+      "const&) (/usr/lib/x86_64-linux-gnu/libfoo (deleted).so)",
+      s, why));
+  REQUIRE(s.tid == 456);
+  REQUIRE(s.time_ns == 10500000000ull);
+  REQUIRE(s.event == "cpu-clock");
+  REQUIRE(s.sym == "std::vector<int, std::allocator<int> >::push_back(int const&)");
+  REQUIRE(s.dso == "libfoo (deleted).so");
+  REQUIRE(parse_perf_script_line(" 1 2.000000001: 5 cpu-clock: 0 [unknown] ([unknown])", s, why));
+  REQUIRE(s.sym == "[unknown]");
+  REQUIRE(s.dso == "[unknown]");
+  REQUIRE_FALSE(parse_perf_script_line("x 1.0: 1 e: 0 f (m)", s, why));
+  REQUIRE_FALSE(parse_perf_script_line(" 1 1.0: 1 e: 0 f", s, why));
+  REQUIRE(why == "missing '(dso)' at end of line");
+  std::istringstream in(" 1 1.0: 1 cpu-clock: 0 f (m)\n\n 1 1.5: 1 cpu-clock: 0 g (m)\nbroken\n");
+  int n = 0;
+  REQUIRE_THROWS_WITH(parse_perf_script(in, "s.txt", [&](const perf_sample&) { ++n; }),
+                      Catch::Contains("s.txt:4:"));
+  REQUIRE(n == 2);
+}

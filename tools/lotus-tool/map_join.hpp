@@ -1,0 +1,20 @@
+// lotus — the join: perf samples charged to the innermost S<op> span of their thread
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <istream>
+#include <string>
+
+#include "map_mapping.hpp"
+#include "map_spans.hpp"
+
+namespace lotus_tool {
+
+/// Streams `perf script` output (perf_script_args() layout, CLOCK_REALTIME times) and charges each
+/// sample's period to the innermost span active on its thread at that instant. Per op: CPU ns
+/// (cpu-clock/task-clock periods; other events are counted under `events` only), samples,
+/// per-function breakdown and the op's share of traced self time (`trace_share`).
+attribution attribute_join(const span_set& spans, std::istream& perf_script,
+                           const std::string& source);
+
+}  // namespace lotus_tool

@@ -1,0 +1,34 @@
+// lotus — streaming parser for `perf script -F tid,time,period,event,ip,sym,dso --ns`
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <istream>
+#include <string>
+#include <vector>
+
+namespace lotus_tool {
+
+/// One perf sample.
+struct perf_sample {
+  std::uint64_t tid = 0;
+  std::uint64_t time_ns = 0;  ///< the record clock (CLOCK_REALTIME with -k CLOCK_REALTIME)
+  std::uint64_t period = 0;   ///< ns of CPU time for cpu-clock
+  std::string event;          ///< "cpu-clock"
+  std::string sym;            ///< "[unknown]" when unresolved
+  std::string dso;            ///< basename
+};
+
+/// The `perf script` arguments whose output parse_perf_script() reads (after `perf script -i F`).
+std::vector<std::string> perf_script_args();
+
+/// Stream samples to `on_sample`. Returns the number of samples. Throws map_error naming
+/// `source:line` for a line that is not a sample in this layout.
+std::uint64_t parse_perf_script(std::istream& in, const std::string& source,
+                                const std::function<void(const perf_sample&)>& on_sample);
+
+/// Parse one line (exposed for tests); returns false with `why` set when malformed.
+bool parse_perf_script_line(const std::string& line, perf_sample& out, std::string& why);
+
+}  // namespace lotus_tool
