@@ -1,0 +1,167 @@
+// lotus — hot-path cost: enabled scope vs the two-timestamp floor, run-time off, compiled out
+// SPDX-License-Identifier: MIT
+#include <benchmark/benchmark.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "lotus/lotus.hpp"
+
+void lotus_bench_disabled_scope();  // bench_disabled.cpp, compiled with LOTUS_DISABLE
+
+namespace {
+
+// Scratch trace directory for the whole run (removed at exit).
+const std::string& trace_dir() {
+  // Leaked on purpose: the exit handler below still needs it after static destruction.
+  static const std::string* const dir = [] {
+    const char* base = std::getenv("TMPDIR");
+    std::string t =
+        std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/lotus-bench-XXXXXX";
+    std::vector<char> buf(t.begin(), t.end());
+    buf.push_back('\0');
+    const char* made = ::mkdtemp(buf.data());
+    return new std::string(made != nullptr ? made : "/tmp/lotus-bench");
+  }();
+  static const bool cleanup = [] {
+    std::atexit([] {
+      lotus::shutdown();
+      const std::string cmd = "rm -rf '" + *dir + "'";
+      if (std::system(cmd.c_str()) != 0) {
+      }
+    });
+    return true;
+  }();
+  (void)cleanup;
+  return *dir;
+}
+
+void trace_on(lotus::overflow_policy policy, std::size_t ring) {
+  lotus::options o;
+  o.log_file = trace_dir() + "/lotustrace_log";
+  o.enabled = true;
+  o.overflow = policy;
+  o.ring_capacity = ring;
+  lotus::configure(o);
+}
+
+constexpr std::int64_t kDrainEvery = 1 << 14;  // keep the ring from filling: measure the hot path
+
+void BM_empty_loop(benchmark::State& state) {
+  for (auto _ : state) benchmark::ClobberMemory();
+}
+BENCHMARK(BM_empty_loop);
+
+// The floor: two back-to-back reads of the clock the library uses.
+void BM_floor_two_timestamps(benchmark::State& state) {
+  trace_on(lotus::overflow_policy::drop, 1 << 16);
+  const int mode = lotus::detail::g_mode.load();
+  std::int64_t n = 0;
+  for (auto _ : state) {
+    std::uint64_t a = lotus::detail::now_ticks(mode);
+    benchmark::DoNotOptimize(a);
+    std::uint64_t b = lotus::detail::now_ticks(mode);
+    benchmark::DoNotOptimize(b);
+    if (++n == kDrainEvery) {  // same cadence as the enabled benchmark, for fairness
+      state.PauseTiming();
+      n = 0;
+      state.ResumeTiming();
+    }
+  }
+  state.SetLabel(mode == lotus::detail::mode_tsc ? "tsc" : "clock_gettime");
+}
+BENCHMARK(BM_floor_two_timestamps);
+
+// An enabled LOTUS_SCOPE while the ring has room (drained outside the timed region).
+void BM_scope_enabled(benchmark::State& state) {
+  trace_on(lotus::overflow_policy::drop, 1 << 16);
+  std::int64_t n = 0;
+  for (auto _ : state) {
+    { LOTUS_SCOPE("Bench"); }
+    benchmark::ClobberMemory();
+    if (++n == kDrainEvery) {
+      state.PauseTiming();
+      lotus::flush();
+      n = 0;
+      state.ResumeTiming();
+    }
+  }
+  lotus::flush();
+  const auto s = lotus::stats();
+  state.counters["dropped"] = static_cast<double>(s.dropped);
+}
+BENCHMARK(BM_scope_enabled);
+
+// Tracing off at run time (LOTUS_DISABLE=1 / options::enabled = false): one load and a branch.
+void BM_scope_runtime_off(benchmark::State& state) {
+  lotus::options o;
+  o.log_file = trace_dir() + "/lotustrace_log";
+  o.enabled = false;
+  lotus::configure(o);
+  for (auto _ : state) {
+    { LOTUS_SCOPE("Bench"); }
+    benchmark::ClobberMemory();
+  }
+}
+BENCHMARK(BM_scope_runtime_off);
+
+// Compiled out with LOTUS_DISABLE (other translation unit).
+void BM_scope_compiled_out(benchmark::State& state) {
+  for (auto _ : state) {
+    lotus_bench_disabled_scope();
+    benchmark::ClobberMemory();
+  }
+}
+BENCHMARK(BM_scope_compiled_out);
+
+// Writer throughput: one producer records N events (block policy, lossless); the time until
+// flush() returns is bounded by the writer formatting and writing them.
+void BM_writer_throughput(benchmark::State& state) {
+  const auto n = static_cast<std::uint64_t>(state.range(0));
+  trace_on(lotus::overflow_policy::block, 1 << 16);
+  std::uint64_t total = 0;
+  const std::uint64_t cpu0 = lotus::detail::runtime::get().writer_cpu_ns.load();
+  for (auto _ : state) {
+    std::thread producer([n] {
+      for (std::uint64_t i = 0; i < n; ++i) {
+        LOTUS_BATCH_PREPROCESSED(i);
+      }
+    });
+    producer.join();
+    lotus::flush();
+    total += n;
+    state.PauseTiming();
+    const std::string cmd = "rm -f '" + trace_dir() + "'/lotustrace_log_*";
+    if (std::system(cmd.c_str()) != 0) state.SkipWithError("cleanup failed");
+    state.ResumeTiming();
+  }
+  state.counters["records_per_s"] =
+      benchmark::Counter(static_cast<double>(total), benchmark::Counter::kIsRate);
+  // The same records over the writer thread's own CPU time: its rate on one core.
+  const double writer_s =
+      static_cast<double>(lotus::detail::runtime::get().writer_cpu_ns.load() - cpu0) / 1e9;
+  state.counters["records_per_writer_cpu_s"] = static_cast<double>(total) / writer_s;
+}
+BENCHMARK(BM_writer_throughput)
+    ->Arg(4 << 20)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(3);
+
+// Several threads recording at once (each into its own ring).
+void BM_scope_enabled_threads(benchmark::State& state) {
+  if (state.thread_index() == 0) trace_on(lotus::overflow_policy::drop, 1 << 16);
+  for (auto _ : state) {
+    LOTUS_SCOPE("Bench");
+    benchmark::ClobberMemory();
+  }
+}
+BENCHMARK(BM_scope_enabled_threads)->Threads(2)->UseRealTime();
+
+}  // namespace
+
+BENCHMARK_MAIN();
