@@ -1,0 +1,18 @@
+// lotus — lotus-tool: one registration function per subcommand (each lives in <command>.cpp)
+// SPDX-License-Identifier: MIT
+#pragma once
+
+namespace CLI {
+class App;
+}
+
+namespace lotus_tool {
+
+// Each function adds one subcommand with its options and callback. A callback reports failure
+// by throwing lotus_tool::tool_error(code, message); main() prints it and exits with `code`.
+void add_viz_command(CLI::App& app);
+void add_stats_command(CLI::App& app);
+void add_check_command(CLI::App& app);
+void add_report_command(CLI::App& app);
+
+}  // namespace lotus_tool

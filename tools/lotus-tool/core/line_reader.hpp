@@ -1,0 +1,56 @@
+// lotus — lotus-tool: streaming line reader (constant memory, read(2) in large chunks)
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace lotus_tool {
+
+/// Reads a file line by line through a fixed buffer. Lines longer than `max_line` are reported
+/// as one truncated line with `too_long` set (the rest of that line is skipped).
+class line_reader {
+ public:
+  struct line {
+    std::string_view text;     ///< without the trailing '\n'
+    std::uint64_t number = 0;  ///< 1-based
+    bool has_newline = true;   ///< false for a last line cut off before its '\n'
+    bool too_long = false;
+  };
+
+  static constexpr std::size_t k_default_max_line = 1 << 20;
+
+  /// Opens `path`; throws tool_error(exit_io) with the OS reason on failure.
+  explicit line_reader(const std::string& path, std::size_t max_line = k_default_max_line);
+  /// Reads from an in-memory buffer (tests, fuzzing).
+  line_reader(std::string_view data, std::size_t max_line);
+  ~line_reader();
+  line_reader(const line_reader&) = delete;
+  line_reader& operator=(const line_reader&) = delete;
+
+  /// Next line, or false at end of file. Throws tool_error(exit_io) on read errors.
+  bool next(line& out);
+
+  std::uint64_t bytes_read() const noexcept { return bytes_; }
+
+ private:
+  bool fill();
+
+  std::string path_;
+  int fd_ = -1;
+  std::string_view mem_;
+  bool from_memory_ = false;
+  std::vector<char> buf_;
+  std::size_t begin_ = 0;
+  std::size_t end_ = 0;
+  bool eof_ = false;
+  bool skipping_ = false;
+  std::uint64_t lineno_ = 0;
+  std::uint64_t bytes_ = 0;
+  std::size_t max_line_;
+};
+
+}  // namespace lotus_tool

@@ -1,0 +1,123 @@
+// lotus — lotus-tool: buffered output and JSON text helpers
+// SPDX-License-Identifier: MIT
+#include "output.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include "error.hpp"
+
+namespace lotus_tool {
+
+output_file::output_file(const std::string& path) : path_(path) {
+  buf_.reserve(k_flush_at + (1 << 16));
+  if (path == "-") {
+    fd_ = STDOUT_FILENO;
+    return;
+  }
+  tmp_ = path + ".tmp." + std::to_string(::getpid());
+  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw tool_error(exit_io, path + ": cannot write: " + std::strerror(errno));
+}
+
+output_file::~output_file() {
+  if (!committed_ && !tmp_.empty()) {
+    if (fd_ >= 0) ::close(fd_);
+    ::unlink(tmp_.c_str());
+  }
+}
+
+void output_file::flush() {
+  const char* p = buf_.data();
+  std::size_t left = buf_.size();
+  while (left > 0) {
+    const ssize_t n = ::write(fd_, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      throw tool_error(exit_io, (path_ == "-" ? std::string("stdout") : path_) +
+                                    ": write error: " + std::strerror(errno));
+    }
+    p += n;
+    left -= static_cast<std::size_t>(n);
+  }
+  buf_.clear();
+}
+
+void output_file::commit() {
+  flush();
+  if (tmp_.empty()) return;
+  if (::close(fd_) != 0) {
+    fd_ = -1;
+    throw tool_error(exit_io, path_ + ": write error: " + std::strerror(errno));
+  }
+  fd_ = -1;
+  if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
+    throw tool_error(exit_io, path_ + ": cannot write: " + std::strerror(errno));
+  }
+  committed_ = true;
+}
+
+void append_json_string(std::string& out, std::string_view s) {
+  out.push_back('"');
+  for (char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '"' || c == '\\') {
+      out.push_back('\\');
+      out.push_back(ch);
+    } else if (c < 0x20 || c == 0x7f) {
+      char tmp[8];
+      std::snprintf(tmp, sizeof tmp, "\\u%04x", c);
+      out.append(tmp);
+    } else {
+      out.push_back(ch);
+    }
+  }
+  out.push_back('"');
+}
+
+void append_uint(std::string& out, std::uint64_t v) {
+  char tmp[24];
+  auto res = std::to_chars(tmp, tmp + sizeof tmp, v);
+  out.append(tmp, res.ptr);
+}
+
+void append_int(std::string& out, std::int64_t v) {
+  char tmp[24];
+  auto res = std::to_chars(tmp, tmp + sizeof tmp, v);
+  out.append(tmp, res.ptr);
+}
+
+void append_us(std::string& out, std::int64_t ns) {
+  if (ns < 0) {
+    out.push_back('-');
+    // -INT64_MIN overflows; traces never hold such values, clamp for safety.
+    ns = ns == INT64_MIN ? INT64_MAX : -ns;
+  }
+  append_uint(out, static_cast<std::uint64_t>(ns) / 1000);
+  auto rem = static_cast<unsigned>(static_cast<std::uint64_t>(ns) % 1000);
+  if (rem == 0) return;
+  char d[4] = {static_cast<char>('0' + rem / 100), static_cast<char>('0' + rem / 10 % 10),
+               static_cast<char>('0' + rem % 10), 0};
+  std::size_t n = 3;
+  while (d[n - 1] == '0') --n;
+  out.push_back('.');
+  out.append(d, n);
+}
+
+void append_double(std::string& out, double v) {
+  if (!std::isfinite(v)) {
+    out.append("null");
+    return;
+  }
+  char tmp[32];
+  const int n = std::snprintf(tmp, sizeof tmp, "%.17g", v);
+  out.append(tmp, static_cast<std::size_t>(n));
+}
+
+}  // namespace lotus_tool

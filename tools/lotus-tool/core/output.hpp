@@ -1,0 +1,49 @@
+// lotus — lotus-tool: buffered output file (atomic replace) and JSON text helpers
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace lotus_tool {
+
+/// Buffered writer. For a path, writes `<path>.tmp.<pid>` and renames it over `path` on commit(),
+/// so a failed run never leaves a half-written output. "-" writes to stdout.
+class output_file {
+ public:
+  explicit output_file(const std::string& path);
+  ~output_file();
+  output_file(const output_file&) = delete;
+  output_file& operator=(const output_file&) = delete;
+
+  std::string& buffer() { return buf_; }
+  void write(std::string_view s) {
+    buf_.append(s);
+    if (buf_.size() >= k_flush_at) flush();
+  }
+  void maybe_flush() {
+    if (buf_.size() >= k_flush_at) flush();
+  }
+  void flush();
+  /// Flushes, closes and renames into place. Throws tool_error(exit_io) on failure.
+  void commit();
+
+ private:
+  static constexpr std::size_t k_flush_at = 1 << 20;
+  std::string path_, tmp_;
+  int fd_ = -1;
+  bool committed_ = false;
+  std::string buf_;
+};
+
+/// Appends `s` as a JSON string literal (quotes included); UTF-8 passes through.
+void append_json_string(std::string& out, std::string_view s);
+void append_uint(std::string& out, std::uint64_t v);
+void append_int(std::string& out, std::int64_t v);
+/// Appends ns as microseconds with up to 3 decimals, exact (no float rounding): 1500 -> "1.5".
+void append_us(std::string& out, std::int64_t ns);
+/// Appends a double for JSON (shortest round-trip form; non-finite -> null).
+void append_double(std::string& out, double v);
+
+}  // namespace lotus_tool

@@ -1,0 +1,37 @@
+// lotus — lotus-tool: the Lotus trace record (`NAME,START_NS,DURATION_NS`) and its parser
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace lotus_tool {
+
+/// One parsed line of a Lotus trace file. `name` points into the caller's buffer.
+struct record {
+  std::string_view name;
+  std::uint64_t start_ns = 0;
+  std::uint64_t dur_ns = 0;
+};
+
+/// Parses one line (without its '\n'). Returns nullptr on success, else a static reason string.
+/// Accepted: `S<name>,<int>,<int>` where both integers are plain base-10, fit in int64 (pandas'
+/// dtype), and the name is valid UTF-8 without control characters or commas.
+const char* parse_record(std::string_view line, record& out) noexcept;
+
+enum class batch_kind : std::uint8_t { none, preprocessed, wait, consumed, queued, other };
+
+/// Batch records are `SBatch<Kind>_<idx>`; `none` for op records.
+struct batch_ref {
+  batch_kind kind = batch_kind::none;
+  std::uint64_t idx = 0;
+};
+
+/// Classifies a record name. Returns nullptr on success, or a reason when a known batch kind
+/// (Preprocessed/Wait/Consumed/Queued) carries an index the Lotus scripts cannot `int()`.
+const char* classify(std::string_view name, batch_ref& out) noexcept;
+
+/// Parses a non-negative base-10 integer that fits in int64; false otherwise.
+bool parse_u63(std::string_view s, std::uint64_t& out) noexcept;
+
+}  // namespace lotus_tool

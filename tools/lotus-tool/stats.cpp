@@ -1,0 +1,288 @@
+// lotus — lotus-tool stats: the Lotus paper/script numbers as text, JSON or CSV
+// SPDX-License-Identifier: MIT
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdarg>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "commands.hpp"
+#include "error.hpp"
+#include "output.hpp"
+#include "stats_engine.hpp"
+#include "trace_dir.hpp"
+
+namespace lotus_tool {
+
+namespace {
+
+struct stats_args {
+  std::string dir, prefix, output = "-";
+  bool json = false, csv = false, remove_outliers = false, skip_invalid = false;
+};
+
+nlohmann::json summary_json(const summary& s) {
+  return {{"count", s.count},
+          {"sum_ms", s.sum},
+          {"mean_ms", s.mean},
+          {"std_ms", s.std},
+          {"std_pct_of_mean", s.std_pct_of_mean()},
+          {"min_ms", s.min},
+          {"max_ms", s.max},
+          {"median_ms", s.median},
+          {"p25_ms", s.p25},
+          {"p75_ms", s.p75},
+          {"iqr_ms", s.iqr()}};
+}
+
+nlohmann::json to_json(const stats_result& r, const trace_dir& dir, bool outliers) {
+  nlohmann::json j;
+  j["trace"] = {{"dir", dir.path},
+                {"prefix", dir.prefix},
+                {"files", r.files},
+                {"worker_files", r.worker_files},
+                {"main_files", r.main_files},
+                {"records", r.records},
+                {"skipped_lines", r.skipped_lines},
+                {"epochs", r.epochs}};
+  auto& ops = j["ops"] = nlohmann::json::array();
+  for (const auto& o : r.ops) {
+    ops.push_back({{"name", o.name},
+                   {"count", o.count},
+                   {"sum_ms", o.sum},
+                   {"mean_ms", o.mean},
+                   {"p50_ms", o.p50},
+                   {"p90_ms", o.p90},
+                   {"p99_ms", o.p99},
+                   {"share_lt_10ms", o.share_lt_10ms},
+                   {"share_lt_100us", o.share_lt_100us}});
+  }
+  auto& pre = j["batch_preprocessing"] = summary_json(r.preprocessing);
+  if (outliers) {
+    pre["outliers_removed"] = r.outliers_removed;
+    pre["outlier_threshold_ms"] = r.outlier_threshold_ms;
+    pre["before_outlier_removal"] = summary_json(r.preprocessing_before);
+  }
+  auto& w = j["wait"] = summary_json(r.wait.s);
+  w["count_eq_1us"] = r.wait.eq_1us;
+  w["pct_eq_1us"] = r.wait.pct(r.wait.eq_1us);
+  w["pct_between_1us_1ms"] = r.wait.pct_between_1us_1ms();
+  w["pct_gt_1ms"] = r.wait.pct(r.wait.gt_1ms);
+  w["pct_gt_500ms"] = r.wait.pct(r.wait.gt_500ms);
+  auto& d = j["delay"] = summary_json(r.delay.s);
+  d["pct_lt_250ms"] =
+      r.delay.s.count ? 100.0 * double(r.delay.lt_250ms) / double(r.delay.s.count) : 0;
+  d["pct_gt_500ms"] =
+      r.delay.s.count ? 100.0 * double(r.delay.gt_500ms) / double(r.delay.s.count) : 0;
+  d["unmatched_preprocessed"] = r.delay.unmatched_preprocessed;
+  d["unmatched_consumed"] = r.delay.unmatched_consumed;
+  j["out_of_order_arrivals"] = r.out_of_order;
+  j["batches_queued"] = r.queued;
+  j["batches_consumed"] = r.consumed;
+  return j;
+}
+
+void csv_row(std::string& out, const char* section, const std::string& name, const char* metric,
+             double v) {
+  out += section;
+  out += ',';
+  out += name;  // op names are validated: no commas or newlines
+  out += ',';
+  out += metric;
+  out += ',';
+  append_double(out, v);
+  out += '\n';
+}
+
+void csv_summary(std::string& out, const char* section, const summary& s) {
+  csv_row(out, section, "", "count", double(s.count));
+  csv_row(out, section, "", "sum_ms", s.sum);
+  csv_row(out, section, "", "mean_ms", s.mean);
+  csv_row(out, section, "", "std_ms", s.std);
+  csv_row(out, section, "", "std_pct_of_mean", s.std_pct_of_mean());
+  csv_row(out, section, "", "min_ms", s.min);
+  csv_row(out, section, "", "max_ms", s.max);
+  csv_row(out, section, "", "median_ms", s.median);
+  csv_row(out, section, "", "p25_ms", s.p25);
+  csv_row(out, section, "", "p75_ms", s.p75);
+  csv_row(out, section, "", "iqr_ms", s.iqr());
+}
+
+std::string to_csv(const stats_result& r) {
+  std::string out = "section,name,metric,value\n";
+  csv_row(out, "trace", "", "records", double(r.records));
+  csv_row(out, "trace", "", "files", double(r.files));
+  csv_row(out, "trace", "", "epochs", double(r.epochs));
+  for (const auto& o : r.ops) {
+    csv_row(out, "op", o.name, "count", double(o.count));
+    csv_row(out, "op", o.name, "mean_ms", o.mean);
+    csv_row(out, "op", o.name, "p50_ms", o.p50);
+    csv_row(out, "op", o.name, "p90_ms", o.p90);
+    csv_row(out, "op", o.name, "p99_ms", o.p99);
+    csv_row(out, "op", o.name, "share_lt_10ms", o.share_lt_10ms);
+    csv_row(out, "op", o.name, "share_lt_100us", o.share_lt_100us);
+  }
+  csv_summary(out, "batch_preprocessing", r.preprocessing);
+  csv_row(out, "batch_preprocessing", "", "outliers_removed", double(r.outliers_removed));
+  csv_summary(out, "wait", r.wait.s);
+  csv_row(out, "wait", "", "pct_eq_1us", r.wait.pct(r.wait.eq_1us));
+  csv_row(out, "wait", "", "pct_between_1us_1ms", r.wait.pct_between_1us_1ms());
+  csv_row(out, "wait", "", "pct_gt_1ms", r.wait.pct(r.wait.gt_1ms));
+  csv_summary(out, "delay", r.delay.s);
+  csv_row(out, "batches", "", "out_of_order_arrivals", double(r.out_of_order));
+  csv_row(out, "batches", "", "queued", double(r.queued));
+  csv_row(out, "batches", "", "consumed", double(r.consumed));
+  return out;
+}
+
+void append_fmt(std::string& out, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+void append_fmt(std::string& out, const char* fmt, ...) {
+  char tmp[512];
+  va_list ap;
+  va_start(ap, fmt);
+  const int n = std::vsnprintf(tmp, sizeof tmp, fmt, ap);
+  va_end(ap);
+  if (n > 0) out.append(tmp, std::min(static_cast<std::size_t>(n), sizeof tmp - 1));
+}
+
+void text_summary(std::string& out, const summary& s) {
+  // Same fields and precision as preprocessing_time_stats.py's log_stats_to_file().
+  append_fmt(out, "\tsum = %.2f ms,\n\tavg = %.2f ms,\n\tstd = %.2f (%.2f%% of avg) ms,\n", s.sum,
+             s.mean, s.std, s.std_pct_of_mean());
+  append_fmt(out, "\tmin = %.2f ms,\n\tmax = %.2f ms\n", s.min, s.max);
+  append_fmt(out,
+             "\tmedian = %.2f ms,\n\t25th percentile = %.2f ms,\n\t75th percentile = %.2f ms\n",
+             s.median, s.p25, s.p75);
+  append_fmt(out, "\t75th - 25th = %.2f ms\n", s.iqr());
+}
+
+std::string to_text(const stats_result& r, const trace_dir& dir, bool outliers) {
+  std::string out;
+  append_fmt(out, "Trace %s (prefix '%s'): %llu records in %llu files (%llu worker, %llu main)",
+             dir.path.c_str(), dir.prefix.c_str(), static_cast<unsigned long long>(r.records),
+             static_cast<unsigned long long>(r.files),
+             static_cast<unsigned long long>(r.worker_files),
+             static_cast<unsigned long long>(r.main_files));
+  if (r.skipped_lines) {
+    append_fmt(out, ", %llu malformed lines skipped",
+               static_cast<unsigned long long>(r.skipped_lines));
+  }
+  out += "\n\nPer-op elapsed time (ms), worker files, SBatch* excluded:\n";
+  append_fmt(out, "%-28s %10s %10s %10s %10s %10s %8s %8s\n", "op", "count", "mean", "p50", "p90",
+             "p99", "<10ms", "<100us");
+  for (const auto& o : r.ops) {
+    append_fmt(out, "%-28s %10llu %10.4f %10.4f %10.4f %10.4f %7.2f%% %7.2f%%\n",
+               o.name.substr(1).c_str(), static_cast<unsigned long long>(o.count), o.mean, o.p50,
+               o.p90, o.p99, 100 * o.share_lt_10ms, 100 * o.share_lt_100us);
+  }
+  if (r.ops.empty()) out += "  (no op records)\n";
+
+  out += "\nPer-batch preprocessing time (SBatchPreprocessed):\n";
+  if (r.preprocessing_before.count == 0) {
+    out += "  (no SBatchPreprocessed records)\n";
+  } else {
+    append_fmt(out, "\tbatches = %llu, epochs = %llu\n",
+               static_cast<unsigned long long>(r.preprocessing_before.count),
+               static_cast<unsigned long long>(r.epochs));
+    if (outliers) {
+      out += "\tBefore removing outliers:\n";
+      text_summary(out, r.preprocessing_before);
+      append_fmt(
+          out, "\tRemoved %llu outliers < q1 - 2*(q3 - q1) = %.2f ms\n\tAfter removing outliers:\n",
+          static_cast<unsigned long long>(r.outliers_removed), r.outlier_threshold_ms);
+    }
+    text_summary(out, r.preprocessing);
+  }
+
+  out += "\nMain process wait time (SBatchWait):\n";
+  if (r.wait.s.count == 0) {
+    out += "  (no SBatchWait records)\n";
+  } else {
+    append_fmt(out, "\t%.2f%% of batches had 1 us < wait time < 1 ms\n",
+               r.wait.pct_between_1us_1ms());
+    append_fmt(out, "\t%.2f%% of batches had wait time > 1 ms\n", r.wait.pct(r.wait.gt_1ms));
+    append_fmt(out, "\t%.2f%% of batches had wait time == 1 us\n", r.wait.pct(r.wait.eq_1us));
+    const auto& s = r.wait.s;
+    append_fmt(out,
+               "\tsum = %.2f ms,\n\tavg = %.2f ms,\n\tstd = %.2f (%.2f%% of avg) ms,\n\tmin = %.2f "
+               "ms,\n\tmax = %.2f ms\n",
+               s.sum, s.mean, s.std, s.std_pct_of_mean(), s.min, s.max);
+    append_fmt(out, "\t%.2f%% of batches had wait time > 500 ms\n", r.wait.pct(r.wait.gt_500ms));
+  }
+
+  out += "\nBatch consumption delay time (SBatchConsumed - end of SBatchPreprocessed):\n";
+  if (r.delay.s.count == 0) {
+    out += "  (no matching SBatchPreprocessed/SBatchConsumed pairs)\n";
+  } else {
+    const auto& s = r.delay.s;
+    const double n = double(s.count);
+    append_fmt(out, "\t%.2f%% of batches had delay time < 250 ms\n",
+               100.0 * double(r.delay.lt_250ms) / n);
+    append_fmt(out,
+               "\tavg = %.2f ms,\n\tstd = %.2f (%.2f%% of avg) ms,\n\tmin = %.2f ms,\n\tmax = %.2f "
+               "ms\n",
+               s.mean, s.std, s.std_pct_of_mean(), s.min, s.max);
+    append_fmt(out, "\t%.2f%% of batches had delay time > 500 ms\n",
+               100.0 * double(r.delay.gt_500ms) / n);
+    if (r.delay.unmatched_consumed || r.delay.unmatched_preprocessed) {
+      append_fmt(out, "\tunmatched: %llu preprocessed, %llu consumed\n",
+                 static_cast<unsigned long long>(r.delay.unmatched_preprocessed),
+                 static_cast<unsigned long long>(r.delay.unmatched_consumed));
+    }
+  }
+  append_fmt(out, "\nOut-of-order arrivals (1 us SBatchWait markers): %llu\n",
+             static_cast<unsigned long long>(r.out_of_order));
+  append_fmt(out, "Batches queued: %llu, consumed: %llu\n",
+             static_cast<unsigned long long>(r.queued),
+             static_cast<unsigned long long>(r.consumed));
+  return out;
+}
+
+void run_stats(const stats_args& a) {
+  const trace_dir dir = scan_trace_dir(a.dir, a.prefix);
+  for (const auto& w : dir.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+  read_options ropt;
+  ropt.skip_invalid = a.skip_invalid;
+  stats_options sopt;
+  sopt.remove_outliers = a.remove_outliers;
+  const stats_result r = compute_stats(dir, ropt, sopt);
+  if (r.skipped_lines) {
+    std::fprintf(stderr, "warning: skipped %llu malformed line(s)\n",
+                 static_cast<unsigned long long>(r.skipped_lines));
+  }
+  output_file out(a.output);
+  if (a.json) {
+    out.write(to_json(r, dir, a.remove_outliers).dump(2));
+    out.write("\n");
+  } else if (a.csv) {
+    out.write(to_csv(r));
+  } else {
+    out.write(to_text(r, dir, a.remove_outliers));
+  }
+  out.commit();
+}
+
+}  // namespace
+
+void add_stats_command(CLI::App& app) {
+  auto args = std::make_shared<stats_args>();
+  CLI::App* cmd = app.add_subcommand(
+      "stats",
+      "Per-op table (count, mean, p50/p90/p99, share < 10 ms / < 100 us), per-batch preprocessing\n"
+      "time, main-process wait time, batch delay time and out-of-order arrivals, computed as\n"
+      "the Lotus analysis scripts do (times in ms).");
+  cmd->add_option("DIR", args->dir, "Trace directory")->required();
+  cmd->add_option("--prefix,-p", args->prefix,
+                  "Log-file prefix (default: the only prefix present in DIR)");
+  auto* j = cmd->add_flag("--json", args->json, "Machine-readable JSON output");
+  cmd->add_flag("--csv", args->csv, "CSV output (section,name,metric,value)")->excludes(j);
+  cmd->add_flag("--remove-outliers", args->remove_outliers,
+                "Drop batches with preprocessing time < q1 - 2*(q3 - q1) (the scripts' rule)");
+  cmd->add_flag("--skip-invalid", args->skip_invalid,
+                "Skip malformed lines (counted) instead of failing on the first one");
+  cmd->add_option("-o,--output", args->output, "Output file ('-' = stdout)")->capture_default_str();
+  cmd->callback([args] { run_stats(*args); });
+}
+
+}  // namespace lotus_tool

@@ -1,0 +1,334 @@
+// lotus — lotus-tool viz: Chrome trace JSON (chrome://tracing, Perfetto) from a Lotus trace
+// SPDX-License-Identifier: MIT
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdio>
+#include <lotus/version.hpp>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "commands.hpp"
+#include "error.hpp"
+#include "merge.hpp"
+#include "output.hpp"
+#include "trace_dir.hpp"
+
+namespace lotus_tool {
+
+namespace {
+
+struct viz_args {
+  std::string dir, output, prefix, merge;
+  bool coarse = false, compat = false, absolute = false, skip_invalid = false;
+};
+
+// ---- --compat: the events of visualization_augmenter.py, byte-for-byte in json.dump style ----
+
+void compat_x(std::string& b, const record& r, std::uint64_t pid, const std::int64_t* sid) {
+  b += "{\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": ";
+  append_json_string(b, r.name);
+  b += ", \"pid\": ";
+  append_uint(b, pid);
+  b += ", \"tid\": ";
+  append_uint(b, pid);
+  if (sid != nullptr) {
+    b += ", \"args\": {\"External id\": ";
+    append_int(b, *sid);
+    b += ", \"correlation\": ";
+    append_int(b, *sid);
+    b += "}";
+  } else {
+    b += ", \"args\": {}";
+  }
+  b += ", \"ts\": ";
+  append_uint(b, r.start_ns / 1000);  // row.ts // 1000
+  b += ", \"dur\": ";
+  append_uint(b, r.dur_ns / 1000);
+  b += "}";
+}
+
+void compat_flow(std::string& b, char ph, const record& r, std::uint64_t pid, std::int64_t sid) {
+  b += "{\"ph\": \"";
+  b += ph;
+  b += "\", \"id\": ";
+  append_int(b, sid);
+  b += ", \"pid\": ";
+  append_uint(b, pid);
+  b += ", \"tid\": ";
+  append_uint(b, pid);
+  b += ", \"ts\": ";
+  append_uint(b, r.start_ns / 1000);
+  b += ", \"cat\": \"ac2g\", \"name\": \"ac2g\"";
+  if (ph == 'f') b += ", \"bp\": \"e\"";
+  b += "}";
+}
+
+// ---- default mode helpers ----
+
+// Epoch of a batch record = rank of its time among records with the same index.
+class epoch_index {
+ public:
+  void add(std::uint64_t idx, std::uint64_t t) { v_.emplace_back(idx, t); }
+  void finish() { std::sort(v_.begin(), v_.end()); }
+  std::uint64_t epoch(std::uint64_t idx, std::uint64_t t) const {
+    auto first = std::lower_bound(v_.begin(), v_.end(), std::make_pair(idx, std::uint64_t{0}));
+    auto at = std::lower_bound(first, v_.end(), std::make_pair(idx, t));
+    return static_cast<std::uint64_t>(at - first);
+  }
+  std::size_t size() const { return v_.size(); }
+
+ private:
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> v_;
+};
+
+struct emitter {
+  std::string* b;
+  std::size_t n = 0;
+  const char* sep = ",";
+  void next() {
+    if (n++ > 0) *b += sep;
+  }
+};
+
+void run_viz(const viz_args& a) {
+  const trace_dir dir = scan_trace_dir(a.dir, a.prefix);
+  for (const auto& w : dir.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+  std::optional<profiler_trace> prof;
+  if (!a.merge.empty()) prof = load_profiler_trace(a.merge);
+  read_options ropt;
+  ropt.skip_invalid = a.skip_invalid;
+
+  output_file out(a.output);
+  std::string& b = out.buffer();
+  emitter em{&b};
+  std::uint64_t skipped = 0;
+
+  if (prof) {
+    em.n = write_profiler_head(b, *prof);
+  } else if (a.compat) {
+    b += "{\"traceEvents\": [";
+  }
+
+  if (a.compat) {
+    em.sep = ", ";
+    if (prof) em.sep = ",";
+    skipped = for_each_record(dir, ropt, [&](std::size_t fi, const record& r, const batch_ref& bt) {
+      // pid = file.split("_")[-1]: the id at the end of the file name, for pid and tid alike.
+      const std::uint64_t pid = dir.files[fi].id;
+      const bool is_batch = r.name.substr(0, 6) == "SBatch";
+      if (bt.kind == batch_kind::preprocessed || bt.kind == batch_kind::consumed ||
+          bt.kind == batch_kind::wait) {
+        const std::int64_t sid = -1 + static_cast<std::int64_t>(bt.idx) * -1;  // -(idx + 1)
+        em.next();
+        compat_x(b, r, pid, &sid);
+        if (bt.kind != batch_kind::wait) {
+          em.next();
+          compat_flow(b, bt.kind == batch_kind::preprocessed ? 's' : 'f', r, pid, sid);
+        }
+      } else if (!a.coarse && !is_batch) {
+        em.next();
+        compat_x(b, r, pid, nullptr);
+      }
+      out.maybe_flush();
+    });
+    b += "]}";
+    out.commit();
+    if (skipped)
+      std::fprintf(stderr, "warning: skipped %llu malformed line(s)\n",
+                   static_cast<unsigned long long>(skipped));
+    return;
+  }
+
+  // Pass 1: time origin, epochs of batch records, stride for flow ids. Memory: per batch only.
+  std::uint64_t min_start = UINT64_MAX;
+  std::uint64_t max_idx = 0;
+  epoch_index pre_epochs, cons_epochs, wait_epochs;
+  for_each_record(dir, ropt, [&](std::size_t, const record& r, const batch_ref& bt) {
+    min_start = std::min(min_start, r.start_ns);
+    switch (bt.kind) {
+      case batch_kind::preprocessed:
+        pre_epochs.add(bt.idx, r.start_ns);
+        break;
+      case batch_kind::consumed:
+        cons_epochs.add(bt.idx, r.start_ns);
+        break;
+      case batch_kind::wait:
+        wait_epochs.add(bt.idx, r.start_ns);
+        break;
+      default:
+        return;
+    }
+    max_idx = std::max(max_idx, bt.idx);
+  });
+  pre_epochs.finish();
+  cons_epochs.finish();
+  wait_epochs.finish();
+  if (min_start == UINT64_MAX) min_start = 0;
+  const std::uint64_t stride = max_idx + 1;
+  // Time origin: Kineto's baseTimeNanoseconds when merging into a trace that has one; absolute
+  // epoch time when merging into an older trace or with --absolute; else the first record, so
+  // that viewers (doubles) keep nanosecond precision.
+  std::int64_t t0 = 0;
+  if (prof) {
+    t0 = prof->has_base_time ? prof->base_time_ns : 0;
+  } else if (!a.absolute) {
+    t0 = static_cast<std::int64_t>(min_start);
+  }
+
+  if (!prof) {
+    b += "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"generator\":\"lotus-"
+         "tool " LOTUS_VERSION_STRING "\",\"prefix\":";
+    append_json_string(b, dir.prefix);
+    b += ",\"time_origin_ns\":";
+    append_int(b, t0);
+    std::uint64_t dropped = 0;
+    for (const auto& p : dir.processes) dropped += p.second.dropped;
+    b += ",\"dropped_events\":";
+    append_uint(b, dropped);
+    b += "},\"traceEvents\":[";
+  }
+
+  // Metadata: process and thread names (sidecar names when present).
+  std::map<std::uint64_t, std::map<std::uint64_t, unsigned>> rows;  // pid -> tid -> kinds bitmask
+  for (const auto& f : dir.files) {
+    rows[dir.pid_of(f.id)][f.id] |= f.kind == file_kind::worker ? 1u : 2u;
+  }
+  for (const auto& [pid, threads] : rows) {
+    em.next();
+    b += "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":";
+    append_uint(b, pid);
+    b += ",\"tid\":0,\"args\":{\"name\":";
+    auto pm = dir.processes.find(pid);
+    std::string pname = "lotus pid " + std::to_string(pid);
+    if (pm != dir.processes.end() && pm->second.ppid != 0 && rows.count(pm->second.ppid) != 0) {
+      pname += " (child of " + std::to_string(pm->second.ppid) + ")";
+    }
+    append_json_string(b, pname);
+    b += "}}";
+    for (const auto& [tid, kinds] : threads) {
+      em.next();
+      b += "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":";
+      append_uint(b, pid);
+      b += ",\"tid\":";
+      append_uint(b, tid);
+      b += ",\"args\":{\"name\":";
+      auto tm = dir.threads.find(tid);
+      std::string tname;
+      if (tm != dir.threads.end() && !tm->second.name.empty()) {
+        tname = tm->second.name + " (" + std::to_string(tid) + ")";
+      } else {
+        tname = (kinds == 1 ? "worker " : kinds == 2 ? "main " : "thread ") + std::to_string(tid);
+      }
+      append_json_string(b, tname);
+      b += "}}";
+    }
+  }
+
+  // Pass 2: stream the events.
+  skipped = for_each_record(dir, ropt, [&](std::size_t fi, const record& r, const batch_ref& bt) {
+    const bool is_batch = bt.kind != batch_kind::none;
+    if (a.coarse && !is_batch) return;
+    const std::uint64_t tid = dir.files[fi].id;
+    const std::uint64_t pid = dir.pid_of(tid);
+    const std::int64_t ts = static_cast<std::int64_t>(r.start_ns) - t0;
+    auto head = [&](const char* ph, const char* cat) {
+      em.next();
+      b += "{\"ph\":\"";
+      b += ph;
+      b += "\",\"cat\":\"";
+      b += cat;
+      b += "\",\"name\":";
+      append_json_string(b, r.name);
+      b += ",\"pid\":";
+      append_uint(b, pid);
+      b += ",\"tid\":";
+      append_uint(b, tid);
+      b += ",\"ts\":";
+      append_us(b, ts);
+    };
+    if (bt.kind == batch_kind::none || bt.kind == batch_kind::other) {
+      head("X", is_batch ? "lotus.batch" : "lotus");
+      b += ",\"dur\":";
+      append_us(b, static_cast<std::int64_t>(r.dur_ns));
+      b += "}";
+    } else if (bt.kind == batch_kind::queued) {
+      head("i", "lotus.batch");
+      b += ",\"s\":\"t\",\"args\":{\"batch\":";
+      append_uint(b, bt.idx);
+      b += "}}";
+    } else {
+      const epoch_index& ei = bt.kind == batch_kind::preprocessed ? pre_epochs
+                              : bt.kind == batch_kind::consumed   ? cons_epochs
+                                                                  : wait_epochs;
+      const std::uint64_t epoch = ei.epoch(bt.idx, r.start_ns);
+      // Negative like Lotus (no clash with the profiler's positive correlation ids), but unique
+      // across epochs: -(epoch * stride + idx + 1).
+      const std::int64_t id = -static_cast<std::int64_t>(epoch * stride + bt.idx + 1);
+      head("X", "lotus.batch");
+      b += ",\"dur\":";
+      append_us(b, static_cast<std::int64_t>(r.dur_ns));
+      b += ",\"args\":{\"batch\":";
+      append_uint(b, bt.idx);
+      b += ",\"epoch\":";
+      append_uint(b, epoch);
+      if (bt.kind == batch_kind::wait) {
+        b += ",\"out_of_order\":";
+        b += r.dur_ns == 1000 ? "true" : "false";
+      }
+      b += "}}";
+      if (bt.kind != batch_kind::wait) {
+        const bool start = bt.kind == batch_kind::preprocessed;
+        em.next();
+        b += start ? "{\"ph\":\"s\"" : "{\"ph\":\"f\",\"bp\":\"e\"";
+        b += ",\"cat\":\"lotus.flow\",\"name\":\"batch\",\"id\":";
+        append_int(b, id);
+        b += ",\"pid\":";
+        append_uint(b, pid);
+        b += ",\"tid\":";
+        append_uint(b, tid);
+        b += ",\"ts\":";
+        append_us(b, ts);
+        b += "}";
+      }
+    }
+    out.maybe_flush();
+  });
+  b += "]}\n";
+  out.commit();
+  if (skipped) {
+    std::fprintf(stderr, "warning: skipped %llu malformed line(s)\n",
+                 static_cast<unsigned long long>(skipped));
+  }
+}
+
+}  // namespace
+
+void add_viz_command(CLI::App& app) {
+  auto args = std::make_shared<viz_args>();
+  CLI::App* cmd = app.add_subcommand(
+      "viz",
+      "Write Chrome trace JSON (chrome://tracing, ui.perfetto.dev) for a Lotus trace directory.\n"
+      "Default: ns precision, process/thread names, flow ids unique across epochs.\n"
+      "--compat: exactly the events of Lotus's visualization_augmenter.py.");
+  cmd->add_option("DIR", args->dir, "Trace directory")->required();
+  cmd->add_option("-o,--output", args->output, "Output JSON file ('-' = stdout)")->required();
+  cmd->add_flag("--coarse", args->coarse, "Batch-level events only (no per-op spans)");
+  cmd->add_option("--prefix,-p", args->prefix,
+                  "Log-file prefix (default: the only prefix present in DIR)");
+  cmd->add_option("--merge", args->merge,
+                  "Append the events to this PyTorch/Kineto profiler trace (Chrome JSON)");
+  cmd->add_flag("--compat", args->compat,
+                "Emit exactly what visualization_augmenter.py emits (integer us, -(idx+1) ids)");
+  cmd->add_flag("--absolute", args->absolute,
+                "Keep absolute epoch timestamps (default rebases to the first record)");
+  cmd->add_flag("--skip-invalid", args->skip_invalid,
+                "Skip malformed lines (counted) instead of failing on the first one");
+  cmd->callback([args] { run_viz(*args); });
+}
+
+}  // namespace lotus_tool
