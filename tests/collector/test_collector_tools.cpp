@@ -142,3 +142,46 @@ TEST_CASE("callgrind: one dump per profiled execution, named by the region",
     CHECK(dumps == std::vector<std::set<std::string>>{{"alpha_warmup_work"}});
   }
 }
+
+#ifdef LOTUS_TEST_IMAGE_PROBE
+namespace {
+
+std::string image_probe_data() {
+  static temp_dir data;  // generated once per test process
+  return data.path;
+}
+
+}  // namespace
+
+TEST_CASE("image_probe: list mode names the six ops of the Lotus image pipeline",
+          "[collector][probe]") {
+  temp_dir dir;
+  const run_result r = run({LOTUS_TEST_IMAGE_PROBE, "-d", image_probe_data(), "-n", "3", "-b", "2",
+                            "--min-side", "32", "--max-side", "64", "--size", "32"},
+                           {{"LOTUS_MAP_LIST", dir / "regions.txt"}});
+  REQUIRE(r.exit_code == 0);
+  CHECK(read_file(dir / "regions.txt") ==
+        "Loader\nRandomResizedCrop\nRandomHorizontalFlip\nToTensor\nNormalize\nCollation\n");
+}
+
+TEST_CASE("image_probe under Callgrind: the ToTensor dump holds to_tensor and no JPEG decoding",
+          "[collector][probe][callgrind]") {
+  temp_dir dir;
+  const run_result r = run(
+      {LOTUS_TEST_VALGRIND, "--tool=callgrind", "--instr-atstart=no",
+       "--callgrind-out-file=" + (dir / "cg.out"), LOTUS_TEST_IMAGE_PROBE, "-d", image_probe_data(),
+       "-n", "3", "-b", "2", "--min-side", "32", "--max-side", "64", "--size", "32"},
+      {{"LOTUS_MAP_SELECT", "ToTensor"}});
+  REQUIRE(r.exit_code == 0);
+  const std::string dump = dir / "cg.out.1";
+  REQUIRE(std::filesystem::exists(dump));
+  CHECK_FALSE(std::filesystem::exists(dir / "cg.out.2"));
+  const run_result a =
+      run({LOTUS_TEST_CALLGRIND_ANNOTATE, "--auto=no", "--threshold=100", dump}, {});
+  REQUIRE(a.exit_code == 0);
+  CHECK(a.out.find("lotus_examples::to_tensor(") != std::string::npos);
+  CHECK(a.out.find("decode_jpeg") == std::string::npos);
+  CHECK(a.out.find("libjpeg") == std::string::npos);
+  CHECK(a.out.find("lotus_examples::normalize(") == std::string::npos);
+}
+#endif

@@ -1,0 +1,193 @@
+// lotus — mapping probe for the image-classification pipeline: one LOTUS_MAP_REGION per op
+// SPDX-License-Identifier: MIT
+//
+// Runs Loader (read + JPEG decode), RandomResizedCrop, RandomHorizontalFlip, ToTensor, Normalize
+// and Collation on a synthetic JPEG dataset it generates itself. Under a mapping driver
+// (`lotus-tool map`, or the env vars in README "Collectors") the selected op's execution after the
+// warm-up is profiled by whichever collector is attached.
+#include <sys/stat.h>  // mkdir
+#include <unistd.h>    // getpid
+
+#include <cerrno>     // errno
+#include <chrono>     // seed from the clock
+#include <cstdint>    // uint64_t
+#include <cstdio>     // printf
+#include <cstdlib>    // strtoll, getenv
+#include <cstring>    // strcmp, strerror
+#include <exception>  // exception
+#include <lotus/lotus.hpp>
+#include <string>   // paths
+#include <utility>  // move
+#include <vector>   // samples
+
+#include "image_ops.hpp"
+
+namespace {
+
+namespace ex = lotus_examples;
+
+constexpr const char* kUsage =
+    R"(usage: image_probe [options]
+
+Mapping probe: runs each image op of the Lotus image pipeline inside LOTUS_MAP_REGION(<op>)
+(Loader, RandomResizedCrop, RandomHorizontalFlip, ToTensor, Normalize, Collation) on a synthetic
+JPEG dataset generated into DIR (once; reused when present).
+
+options:
+  -d, --data DIR      dataset directory (default: $TMPDIR/lotus-image-probe, or /tmp/...)
+  -n, --images N      images (default: 8)
+  -b, --batch-size N  samples per Collation (default: 4)
+      --size N        RandomResizedCrop output side (default: 224)
+      --min-side N    smallest generated side (default: 160)
+      --max-side N    largest generated side (default: 512)
+  -s, --seed N        augmentation seed (default: from the clock, so repeated mapping runs see
+                      both branches of RandomHorizontalFlip, as Lotus's Python probes did)
+  -h, --help          show this help and exit
+
+Mapping knobs (environment): LOTUS_MAP_LIST, LOTUS_MAP_SELECT, LOTUS_MAP_WARMUP, LOTUS_MAP_COUNT,
+LOTUS_MAP_GAP_MS, LOTUS_COLLECTOR; trace: LOTUS_LOG_FILE. Exit status: 0 ok, 1 failure, 2 usage.
+)";
+
+struct config {
+  std::string data;
+  int images = 8;
+  int batch_size = 4;
+  int size = 224;
+  int min_side = 160;
+  int max_side = 512;
+  std::uint64_t seed = 0;
+  bool seeded = false;
+};
+
+bool parse_int(const char* text, long long lo, long long hi, long long& out) {
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(text, &end, 10);
+  if (errno != 0 || end == text || *end != '\0' || v < lo || v > hi) return false;
+  out = v;
+  return true;
+}
+
+int usage_error(const std::string& message) {
+  std::fprintf(stderr, "image_probe: %s\n(run image_probe --help for usage)\n", message.c_str());
+  return 2;
+}
+
+std::string default_data_dir() {
+  const char* tmp = std::getenv("TMPDIR");
+  return std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/lotus-image-probe";
+}
+
+int run(const config& cfg) {
+  if (::mkdir(cfg.data.c_str(), 0755) != 0 && errno != EEXIST) {
+    std::fprintf(stderr, "image_probe: cannot create %s: %s\n", cfg.data.c_str(),
+                 std::strerror(errno));
+    return 1;
+  }
+  ex::dataset_spec spec;
+  spec.count = cfg.images;
+  spec.min_side = cfg.min_side;
+  spec.max_side = cfg.max_side;
+  // Generation happens before any region, so it is never profiled.
+  const std::vector<ex::dataset_entry> entries = ex::generate_dataset(cfg.data, spec);
+
+  ex::rng gen(cfg.seed);
+  std::vector<ex::tensor> samples;
+  std::vector<int> labels;
+  double sum = 0.0;
+  int batches = 0;
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    ex::image img;
+    {
+      LOTUS_MAP_REGION("Loader");
+      img = ex::load_image(entries[i].path);
+    }
+    {
+      LOTUS_MAP_REGION("RandomResizedCrop");
+      img = ex::random_resized_crop(img, cfg.size, gen);
+    }
+    {
+      LOTUS_MAP_REGION("RandomHorizontalFlip");
+      img = ex::random_horizontal_flip(std::move(img), gen);
+    }
+    ex::tensor t;
+    {
+      LOTUS_MAP_REGION("ToTensor");
+      t = ex::to_tensor(img);
+    }
+    {
+      LOTUS_MAP_REGION("Normalize");
+      t = ex::normalize(std::move(t), ex::imagenet_mean(), ex::imagenet_std());
+    }
+    samples.push_back(std::move(t));
+    labels.push_back(entries[i].label);
+    if (static_cast<int>(samples.size()) == cfg.batch_size || i + 1 == entries.size()) {
+      ex::batch b;
+      {
+        LOTUS_MAP_REGION("Collation");
+        b = ex::collate(std::move(samples), std::move(labels));
+      }
+      sum += ex::checksum(b);
+      ++batches;
+      samples.clear();
+      labels.clear();
+    }
+  }
+  std::printf("image_probe: %zu images, %d batches, seed %llu, checksum %.6f\n", entries.size(),
+              batches, static_cast<unsigned long long>(cfg.seed), sum);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  config cfg;
+  cfg.data = default_data_dir();
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "-h" || arg == "--help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    if (i + 1 >= argc) return usage_error("missing value for " + arg + " (or unknown option)");
+    const char* value = argv[++i];
+    long long v = 0;
+    if (arg == "-d" || arg == "--data") {
+      cfg.data = value;
+    } else if (arg == "-n" || arg == "--images") {
+      if (!parse_int(value, 1, 100000, v))
+        return usage_error(arg + " needs an integer in [1, 100000]");
+      cfg.images = static_cast<int>(v);
+    } else if (arg == "-b" || arg == "--batch-size") {
+      if (!parse_int(value, 1, 4096, v)) return usage_error(arg + " needs an integer in [1, 4096]");
+      cfg.batch_size = static_cast<int>(v);
+    } else if (arg == "--size") {
+      if (!parse_int(value, 1, 4096, v)) return usage_error(arg + " needs an integer in [1, 4096]");
+      cfg.size = static_cast<int>(v);
+    } else if (arg == "--min-side") {
+      if (!parse_int(value, 8, 8192, v)) return usage_error(arg + " needs an integer in [8, 8192]");
+      cfg.min_side = static_cast<int>(v);
+    } else if (arg == "--max-side") {
+      if (!parse_int(value, 8, 8192, v)) return usage_error(arg + " needs an integer in [8, 8192]");
+      cfg.max_side = static_cast<int>(v);
+    } else if (arg == "-s" || arg == "--seed") {
+      if (!parse_int(value, 0, (1LL << 62), v)) return usage_error(arg + " needs an integer >= 0");
+      cfg.seed = static_cast<std::uint64_t>(v);
+      cfg.seeded = true;
+    } else {
+      return usage_error("unknown option " + arg);
+    }
+  }
+  if (cfg.min_side > cfg.max_side) return usage_error("--min-side is larger than --max-side");
+  if (!cfg.seeded) {
+    const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
+    cfg.seed =
+        ex::mix_seed(static_cast<std::uint64_t>(now), static_cast<std::uint64_t>(::getpid()));
+  }
+  try {
+    return run(cfg);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "image_probe: %s\n", e.what());
+    return 1;
+  }
+}
