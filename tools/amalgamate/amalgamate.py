@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""Generate single_include/lotus/lotus.hpp from include/lotus (deterministic, no timestamp).
+
+Starts at include/lotus/lotus.hpp, inlines every "lotus/..." include once in include order, leaves
+system includes alone and keeps one #pragma once. `--check` exits non-zero when the committed file
+differs from what the sources generate.
+"""
+import argparse
+import difflib
+import pathlib
+import re
+import sys
+import tempfile
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+INCLUDE = ROOT / "include"
+OUTPUT = ROOT / "single_include" / "lotus" / "lotus.hpp"
+LOCAL = re.compile(r'^\s*#\s*include\s+"(lotus/[^"]+)"\s*$')
+PRAGMA = re.compile(r"^\s*#\s*pragma\s+once\s*$")
+VERSION = re.compile(r'#define LOTUS_VERSION_STRING "([^"]+)"')
+
+
+def expand(rel, seen, out):
+    if rel in seen:
+        return
+    seen.add(rel)
+    path = INCLUDE / rel
+    if not path.is_file():
+        sys.exit(f"amalgamate: {rel} is included but {path} does not exist")
+    out.append(f"// ---- begin {rel} ----\n")
+    for line in path.read_text(encoding="utf-8").splitlines(keepends=True):
+        if PRAGMA.match(line):
+            continue
+        m = LOCAL.match(line)
+        if m:
+            expand(m.group(1), seen, out)
+            continue
+        out.append(line)
+    out.append(f"// ---- end {rel} ----\n")
+
+
+def generate():
+    version = VERSION.search((INCLUDE / "lotus" / "version.hpp").read_text(encoding="utf-8"))
+    out = [
+        "// lotus — single-header build of the lotus library\n",
+        "// SPDX-License-Identifier: MIT\n",
+        f"// lotus {version.group(1) if version else '?'}: generated from include/lotus by "
+        "tools/amalgamate — do not edit\n",
+        "#pragma once\n",
+    ]
+    expand("lotus/lotus.hpp", set(), out)
+    return "".join(out)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--check", action="store_true", help="fail if the committed file is stale")
+    args = parser.parse_args()
+    text = generate()
+    if args.check:
+        current = OUTPUT.read_text(encoding="utf-8") if OUTPUT.is_file() else ""
+        if current != text:
+            diff = difflib.unified_diff(current.splitlines(), text.splitlines(), "committed",
+                                        "generated", lineterm="", n=1)
+            for i, line in enumerate(diff):
+                if i > 40:
+                    break
+                print(line, file=sys.stderr)
+            print("single_include/lotus/lotus.hpp is stale: run tools/amalgamate/amalgamate.py",
+                  file=sys.stderr)
+            return 1
+        return 0
+    OUTPUT.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", dir=OUTPUT.parent, delete=False, encoding="utf-8") as tmp:
+        tmp.write(text)
+    pathlib.Path(tmp.name).replace(OUTPUT)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
