@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+# lotus — overhead study: image_pipeline with tracing compiled out vs fine-grained tracing on,
+# interleaved runs, medians, spread, ratio and trace bytes per image.
+# SPDX-License-Identifier: MIT
+"""usage: bench/overhead/overhead.py --build BUILD_DIR [--runs N] [pipeline options]
+
+Runs examples/image_pipeline in three variants, interleaved (the order rotates every round):
+  off      image_pipeline_untraced (every LOTUS_* macro compiled out, LOTUS_DISABLE)
+  runtime  image_pipeline --no-trace (compiled in, tracing off at run time)
+  on       image_pipeline (fine-grained: Loader, Transform, each transform op, Collation,
+           SBatchPreprocessed, SBatchQueued/Wait/Consumed)
+and reports the median, min..max and IQR of the DataLoader loop wall time (printed by the
+program as wall_s) and of the whole process, the on/off ratio, and trace bytes per image.
+Everything is written under --out (default: a fresh temporary directory, removed afterwards).
+"""
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def positive_int(text):
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not an integer")
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"'{text}' must be positive")
+    return v
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--build", required=True, help="CMake build directory with examples built")
+    p.add_argument("--runs", type=positive_int, default=7, help="runs per variant (>= 5; default 7)")
+    p.add_argument("--out", help="work directory (default: temporary, removed at the end)")
+    p.add_argument("--images", type=positive_int, default=512)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--mode", choices=["threads", "processes"], default="threads")
+    p.add_argument("--batch-size", type=positive_int, default=16)
+    p.add_argument("--epochs", type=positive_int, default=2)
+    p.add_argument("--step-ms", type=float, default=0.0,
+                   help="simulated training step (default 0: preprocessing-bound, the worst case)")
+    a = p.parse_args()
+    if a.runs < 5:
+        p.error("--runs must be at least 5")
+    if a.workers < 0:
+        p.error("--workers must be >= 0")
+    return a
+
+
+def quartiles(values):
+    if len(values) < 2:
+        return values[0], values[0]
+    q = statistics.quantiles(values, n=4, method="inclusive")
+    return q[0], q[2]
+
+
+def main():
+    a = parse_args()
+    exe_dir = os.path.join(a.build, "examples", "image_pipeline")
+    traced = os.path.join(exe_dir, "image_pipeline")
+    untraced = os.path.join(exe_dir, "image_pipeline_untraced")
+    for exe in (traced, untraced):
+        if not os.access(exe, os.X_OK):
+            sys.exit(f"overhead.py: {exe} not found; build the image_pipeline and "
+                     "image_pipeline_untraced targets first")
+    own_dir = a.out is None
+    work = a.out or tempfile.mkdtemp(prefix="lotus-overhead-")
+    os.makedirs(work, exist_ok=True)
+    out = os.path.join(work, "pipeline")
+    common = ["--out", out, "--images", str(a.images), "--workers", str(a.workers),
+              "--mode", a.mode, "--batch-size", str(a.batch_size), "--epochs", str(a.epochs),
+              "--step-ms", str(a.step_ms), "--quiet"]
+    variants = {
+        "off": [untraced] + common,
+        "runtime": [traced] + common + ["--no-trace"],
+        "on": [traced] + common,
+    }
+    trace_dir = os.path.join(out, "trace")
+
+    def run(name):
+        t0 = time.perf_counter()
+        res = subprocess.run(variants[name], capture_output=True, text=True)
+        proc = time.perf_counter() - t0
+        if res.returncode != 0:
+            sys.exit(f"overhead.py: {' '.join(variants[name])} failed:\n{res.stderr}")
+        fields = res.stdout.split()
+        wall = float(fields[fields.index("wall_s") + 1])
+        size = sum(os.path.getsize(os.path.join(trace_dir, f)) for f in os.listdir(trace_dir)
+                   if "_worker_pid_" in f or "_main_pid_" in f)
+        return wall, proc, size
+
+    try:
+        run("off")  # generate the dataset once and warm the page cache
+        names = list(variants)
+        walls = {n: [] for n in names}
+        procs = {n: [] for n in names}
+        trace_bytes = []
+        for r in range(a.runs):
+            order = names[r % len(names):] + names[:r % len(names)]  # rotate the order each round
+            for n in order:
+                wall, proc, size = run(n)
+                walls[n].append(wall)
+                procs[n].append(proc)
+                if n == "on":
+                    trace_bytes.append(size)
+        images = a.images * a.epochs
+        cmd = " ".join(["bench/overhead/overhead.py"] + sys.argv[1:])
+        print(f"command: {cmd}")
+        print(f"pipeline: {a.images} images x {a.epochs} epochs, {a.workers} {a.mode} workers, "
+              f"batch {a.batch_size}, step {a.step_ms} ms; {a.runs} interleaved runs per variant; "
+              f"{os.cpu_count()} CPUs")
+        print()
+        print("| variant | loop wall median (s) | min..max | IQR | process wall median (s) |")
+        print("| --- | ---: | ---: | ---: | ---: |")
+        for n in names:
+            q1, q3 = quartiles(walls[n])
+            print(f"| {n} | {statistics.median(walls[n]):.4f} | {min(walls[n]):.4f}..{max(walls[n]):.4f} | "
+                  f"{q1:.4f}..{q3:.4f} | {statistics.median(procs[n]):.4f} |")
+        base = statistics.median(walls["off"])
+        print()
+        for n in ("runtime", "on"):
+            ratio = statistics.median(walls[n]) / base
+            print(f"{n} / off (loop wall medians): {ratio:.4f}  ({(ratio - 1) * 100:+.2f} %)")
+        # Per-round paired ratio: robust to slow drifts in machine load.
+        paired = [on / off for on, off in zip(walls["on"], walls["off"])]
+        print(f"on / off paired per round: median {statistics.median(paired):.4f}, "
+              f"min..max {min(paired):.4f}..{max(paired):.4f}")
+        b = statistics.median(trace_bytes)
+        print(f"trace: {b / images:.1f} bytes per image ({b / 1e6:.2f} MB per run, "
+              f"{images} images)")
+    finally:
+        if own_dir:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
