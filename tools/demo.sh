@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The main demo: build, run the traced image pipeline, then turn its trace into a timeline,
+# statistics and an HTML report.   Usage: bash tools/demo.sh [OUT_DIR]
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+out="$(mkdir -p "${1:-$root/demo_out}" && cd "${1:-$root/demo_out}" && pwd)"
+build="${LOTUS_DEMO_BUILD:-$root/build-demo}"
+
+# Only what the demo needs (the full list is tools/deps.txt).
+need=()
+for p in cmake ninja-build g++ libjpeg62-turbo-dev nlohmann-json3-dev libcli11-dev; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
+  echo "demo: installing ${need[*]}"
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}"
+fi
+
+echo "demo: building image_pipeline and lotus-tool in $build"
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOTUS_BUILD_TESTS=OFF \
+  -DLOTUS_BUILD_BENCH=OFF -DLOTUS_WITH_TORCH=OFF -DLOTUS_EXAMPLE_DIRS="common;image_pipeline" >/dev/null
+cmake --build "$build" --target image_pipeline lotus-tool
+
+echo "demo: running the traced pipeline (2 worker threads, 256 generated JPEGs)"
+rm -rf "$out/trace"
+"$build/examples/image_pipeline/image_pipeline" --out "$out" --images 256 --workers 2 --quiet
+trace="$out/trace"
+[ -d "$trace" ] || trace="$out"
+tool="$build/tools/lotus-tool/lotus-tool"
+"$tool" viz "$trace" -o "$out/timeline.json"
+"$tool" stats "$trace"
+"$tool" report "$trace" -o "$out/report.html"
+echo
+echo "demo: trace files   $trace/lotustrace_log_{worker,main}_pid_*"
+echo "demo: timeline      $out/timeline.json  (open in https://ui.perfetto.dev or chrome://tracing)"
+echo "demo: report        $out/report.html"

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# The whole lotus test suite: install dependencies, then every build variant CI checks.
+#   bash tools/test-all.sh            everything (about 30 minutes on 2 cores)
+#   LOTUS_VARIANTS="gcc" bash tools/test-all.sh   only some variants
+# Variants: lint gcc clang asan tsan single disabled. Build trees go to build-ci/<variant>.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+bash tools/install-deps.sh
+
+variants="${LOTUS_VARIANTS:-lint gcc clang asan tsan single disabled}"
+jobs="${LOTUS_JOBS:-$(nproc)}"
+out="${LOTUS_BUILD_ROOT:-$root/build-ci}"
+mkdir -p "$out"
+passed=0
+failed=0
+failures=()
+tests_total=0
+tests_failed=0
+
+stage() {  # stage NAME COMMAND...
+  local name="$1"; shift
+  local t0=$SECONDS
+  echo "::: $name"
+  if "$@"; then
+    passed=$((passed + 1))
+    echo "::: $name passed ($((SECONDS - t0)) s)"
+  else
+    failed=$((failed + 1))
+    failures+=("$name")
+    echo "::: $name FAILED ($((SECONDS - t0)) s)"
+  fi
+}
+
+configure_build_test() {  # dir ctest-args -- cmake-args...
+  local dir="$1" ctest_args="$2"; shift 2
+  cmake -S "$root" -B "$out/$dir" -G Ninja "$@" >"$out/$dir.configure.log" 2>&1 \
+    || { cat "$out/$dir.configure.log"; return 1; }
+  cmake --build "$out/$dir" -j "$jobs" || return 1
+  local log="$out/$dir.ctest.log" rc=0
+  # shellcheck disable=SC2086
+  (cd "$out/$dir" && ctest --output-on-failure -j "$jobs" $ctest_args) 2>&1 | tee "$log" || rc=1
+  # "100% tests passed, 0 tests failed out of 42"
+  local line
+  line=$(grep -E 'tests passed, [0-9]+ tests? failed out of [0-9]+' "$log" | tail -1 || true)
+  if [ -n "$line" ]; then
+    tests_failed=$((tests_failed + $(sed -E 's/.* ([0-9]+) tests? failed out of.*/\1/' <<<"$line")))
+    tests_total=$((tests_total + $(sed -E 's/.*out of ([0-9]+).*/\1/' <<<"$line")))
+  else
+    rc=1
+  fi
+  return $rc
+}
+
+lint() {
+  python3 tools/amalgamate/amalgamate.py --check || return 1
+  python3 tools/amalgamate/amalgamate.py && git diff --exit-code -- single_include/ || return 1
+  local files
+  files=$(git ls-files '*.hpp' '*.cpp' '*.h' | grep -v '^single_include/')
+  # shellcheck disable=SC2086
+  clang-format-14 --dry-run -Werror $files
+}
+
+for v in $variants; do
+  case "$v" in
+    lint) stage "lint: clang-format-14 and single_include freshness" lint ;;
+    gcc) stage "gcc: full suite, -Werror" configure_build_test gcc "" \
+           -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=g++ -DLOTUS_WERROR=ON ;;
+    clang) stage "clang: full suite, -Werror, fuzzers" configure_build_test clang "" \
+             -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++ -DLOTUS_WERROR=ON \
+             -DLOTUS_WITH_TORCH=OFF -DLOTUS_BUILD_BENCH=OFF -DLOTUS_FUZZ=ON ;;
+    asan) stage "asan+ubsan: core, config, tool" configure_build_test asan "" \
+            -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS=-O1 -DCMAKE_CXX_COMPILER=g++ \
+            -DLOTUS_SANITIZE=address,undefined -DLOTUS_TEST_DIRS="core;config;tool" \
+            -DLOTUS_BUILD_EXAMPLES=OFF -DLOTUS_BUILD_BENCH=OFF -DLOTUS_WITH_TORCH=OFF ;;
+    tsan) stage "tsan: core, config, collector" configure_build_test tsan "" \
+            -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS=-O1 -DCMAKE_CXX_COMPILER=g++ \
+            -DLOTUS_SANITIZE=thread -DLOTUS_TEST_DIRS="core;config;collector" \
+            -DLOTUS_BUILD_EXAMPLES=OFF -DLOTUS_BUILD_TOOLS=OFF -DLOTUS_BUILD_BENCH=OFF -DLOTUS_WITH_TORCH=OFF ;;
+    single) stage "single_include: core and config against the generated header" configure_build_test single "" \
+              -DCMAKE_BUILD_TYPE=Release -DLOTUS_USE_SINGLE_INCLUDE=ON -DLOTUS_TEST_DIRS="core;config" \
+              -DLOTUS_BUILD_EXAMPLES=OFF -DLOTUS_BUILD_TOOLS=OFF -DLOTUS_BUILD_BENCH=OFF -DLOTUS_WITH_TORCH=OFF ;;
+    disabled) stage "LOTUS_DISABLE: examples and the disabled test" configure_build_test disabled "-R config.disabled" \
+                -DCMAKE_BUILD_TYPE=Release -DLOTUS_DISABLE=ON -DLOTUS_WERROR=ON -DLOTUS_TEST_DIRS=config \
+                -DLOTUS_BUILD_TOOLS=OFF -DLOTUS_BUILD_BENCH=OFF -DLOTUS_WITH_TORCH=OFF ;;
+    *) echo "unknown variant: $v" >&2; exit 2 ;;
+  esac
+done
+
+echo
+[ ${#failures[@]} -eq 0 ] || printf 'failed variant: %s\n' "${failures[@]}"
+echo "variants: $passed passed, $failed failed"
+echo "tests: $((tests_total - tests_failed)) passed, $tests_failed failed"
+[ "$failed" -eq 0 ]
