@@ -46,7 +46,7 @@ LOTUS_PEERS_DIR="$work/out" "$bin" \
   --benchmark_repetitions="$reps" \
   --benchmark_enable_random_interleaving=true \
   --benchmark_out="$work/peers.json" --benchmark_out_format=json \
-  --benchmark_format=console --benchmark_report_aggregates_only=true
+  --benchmark_format=console --benchmark_display_aggregates_only=true
 
 python3 - "$work/peers.json" <<'PY'
 import json, statistics, sys, collections
