@@ -305,6 +305,7 @@ class runtime {
   std::uint64_t flush_req_ = 0, flush_done_ = 0;         // (mu)
   tick_converter conv_;                                  // (mu) updated by the writer under mu
   int clock_mode_ = mode_realtime;                       // (mu) fixed at first init
+  runtime* parent_ = nullptr;  // in a forked child: the parent's runtime, never freed
 
   // Counters of rings already freed.
   std::atomic<std::uint64_t> retired_pushed_{0}, retired_dropped_{0};
@@ -363,7 +364,8 @@ struct fork_handlers {
     fresh->conv_ = old->conv_;
     fresh->clock_mode_ = old->clock_mode_;
     fresh->interned_.swap(old->interned_);  // interned locations must stay valid
-    g_runtime = fresh;  // the old runtime (and the parent's rings) are leaked in the child
+    fresh->parent_ = old;  // the parent's runtime and rings stay allocated (and reachable)
+    g_runtime = fresh;
     t_ring = nullptr;
   }
 };
