@@ -27,6 +27,7 @@ void BM_collector_pause_resume_no_backend(benchmark::State& state) {
 BENCHMARK(BM_collector_pause_resume_no_backend);
 BENCHMARK(BM_collector_pause_resume_no_backend)->Threads(2)->UseRealTime();
 
+#ifndef LOTUS_DISABLE
 // The Valgrind magic sequence executed natively (what the Callgrind backend costs outside
 // Valgrind; auto-detection issues it once).
 void BM_valgrind_request_native(benchmark::State& state) {
@@ -35,6 +36,7 @@ void BM_valgrind_request_native(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_valgrind_request_native);
+#endif
 
 // A map region in a probe that the driver did not select, with tracing off: what a probe program
 // pays per op execution besides the op itself.

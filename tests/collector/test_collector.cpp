@@ -35,11 +35,29 @@ run_result drive(const std::vector<std::string>& script, const env_list& env,
   return run(argv, env, while_running);
 }
 
-std::size_t count_lines(const std::string& text) {
+[[maybe_unused]] std::size_t count_lines(const std::string& text) {
   return static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n'));
 }
 
 }  // namespace
+
+#ifdef LOTUS_TEST_DISABLED
+// Built with LOTUS_DISABLE: the macros compile away, so even a present collector is never called.
+TEST_CASE("LOTUS_DISABLE: collector and map-region macros do nothing", "[collector]") {
+  temp_dir dir;
+  const run_result r = drive({"attached", "resume", "pause", "region:a", "region:a", "detach"},
+                             {{"INTEL_LIBITTNOTIFY64", LOTUS_TEST_FAKE_ITT},
+                              {"LOTUS_FAKE_COLLECTOR_LOG", dir / "log"},
+                              {"LOTUS_MAP_SELECT", "a"},
+                              {"LOTUS_MAP_LIST", dir / "list"},
+                              {"LOTUS_LOG_FILE", dir / "trace"}});
+  CHECK(r.exit_code == 0);
+  CHECK(r.out == "attached none\n");
+  CHECK(r.err.empty());
+  CHECK(read_file(dir / "log") == "in a\nin a\n");
+  CHECK_FALSE(std::filesystem::exists(dir / "list"));
+}
+#else
 
 TEST_CASE("no collector attached: every call is a silent no-op", "[collector]") {
   const run_result r = drive(
@@ -396,3 +414,5 @@ TEST_CASE("LOTUS_MAP_REGION: every execution records its S<name> span", "[collec
   }
   CHECK(names == std::vector<std::string>{"Sa", "Sa", "Sb", "Sa"});
 }
+
+#endif  // LOTUS_TEST_DISABLED

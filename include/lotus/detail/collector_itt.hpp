@@ -76,7 +76,9 @@ enum : int {
 constexpr unsigned long itt_version_build = 20250807UL;
 
 using itt_void_fn = void (*)();
-using itt_api_init_fn = void (*)(itt_global*, int);
+// Called as `void(void*, int)`: collectors are C code, and with clang -fsanitize=function the
+// pointee type must match the definition exactly (a C collector carries no such check).
+using itt_api_init_fn = void (*)(void*, int);
 
 inline void itt_noop() noexcept {}
 
