@@ -48,6 +48,15 @@ void BM_map_region_unselected_trace_off(benchmark::State& state) {
 }
 BENCHMARK(BM_map_region_unselected_trace_off);
 
+// The same with LOTUS_SCOPE: the part of the above that is the core's scope timer.
+void BM_scope_trace_off(benchmark::State& state) {
+  for (auto _ : state) {
+    LOTUS_SCOPE("bench");
+    benchmark::ClobberMemory();
+  }
+}
+BENCHMARK(BM_scope_trace_off);
+
 }  // namespace
 
 int main(int argc, char** argv) {

@@ -100,6 +100,7 @@ inline void collector_detect_locked() noexcept {
 
 inline void collector_turn_off_locked() noexcept {
   collector_active = nullptr;
+  collector_depth.store(0, std::memory_order_relaxed);
   collector_state.store(collector_off, std::memory_order_release);
 }
 

@@ -5,6 +5,7 @@
 
 #include "lotus/collector.hpp"
 #include "lotus/config.hpp"
+#include "lotus/detail/platform.hpp"
 #include "lotus/scope.hpp"
 #include "lotus/source_location.hpp"
 
@@ -91,12 +92,27 @@ inline void map_list(const char* path, const char* name) noexcept {
   ::close(fd);
 }
 
+/// 0: settings not read yet; 1: no list mode and no selection (the common case); 2: active.
+inline std::atomic<int> map_mode{0};
+
 /// Gap + resume on construction, pause on destruction, for the executions the driver selected.
 class map_gate {
  public:
-  explicit map_gate(const char* name) noexcept {
+  LOTUS_DETAIL_FORCE_INLINE explicit map_gate(const char* name) noexcept {
+    if (LOTUS_DETAIL_LIKELY(map_mode.load(std::memory_order_relaxed) == 1)) return;
+    enter(name);
+  }
+  LOTUS_DETAIL_FORCE_INLINE ~map_gate() {
+    if (name_ != nullptr) collector::pause_region(name_);
+  }
+  map_gate(const map_gate&) = delete;
+  map_gate& operator=(const map_gate&) = delete;
+
+ private:
+  LOTUS_DETAIL_NOINLINE void enter(const char* name) noexcept {
     const map_settings& s = map_config();
-    if (LOTUS_DETAIL_LIKELY(!s.active)) return;
+    map_mode.store(s.active ? 2 : 1, std::memory_order_relaxed);
+    if (!s.active) return;
     if (s.list_path != nullptr) {
       map_list(s.list_path, name);
       return;
@@ -113,13 +129,7 @@ class map_gate {
     name_ = name;
     collector::resume_region(name);
   }
-  ~map_gate() {
-    if (name_ != nullptr) collector::pause_region(name_);
-  }
-  map_gate(const map_gate&) = delete;
-  map_gate& operator=(const map_gate&) = delete;
 
- private:
   const char* name_ = nullptr;
 };
 
