@@ -19,6 +19,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import resource
 import tempfile
 import time
 
@@ -85,28 +86,33 @@ def main():
 
     def run(name):
         t0 = time.perf_counter()
+        r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         res = subprocess.run(variants[name], capture_output=True, text=True)
         proc = time.perf_counter() - t0
+        r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
         if res.returncode != 0:
             sys.exit(f"overhead.py: {' '.join(variants[name])} failed:\n{res.stderr}")
         fields = res.stdout.split()
         wall = float(fields[fields.index("wall_s") + 1])
         size = sum(os.path.getsize(os.path.join(trace_dir, f)) for f in os.listdir(trace_dir)
                    if "_worker_pid_" in f or "_main_pid_" in f)
-        return wall, proc, size
+        return wall, proc, cpu, size
 
     try:
         run("off")  # generate the dataset once and warm the page cache
         names = list(variants)
         walls = {n: [] for n in names}
         procs = {n: [] for n in names}
+        cpus = {n: [] for n in names}
         trace_bytes = []
         for r in range(a.runs):
             order = names[r % len(names):] + names[:r % len(names)]  # rotate the order each round
             for n in order:
-                wall, proc, size = run(n)
+                wall, proc, cpu, size = run(n)
                 walls[n].append(wall)
                 procs[n].append(proc)
+                cpus[n].append(cpu)
                 if n == "on":
                     trace_bytes.append(size)
         images = a.images * a.epochs
@@ -116,17 +122,22 @@ def main():
               f"batch {a.batch_size}, step {a.step_ms} ms; {a.runs} interleaved runs per variant; "
               f"{os.cpu_count()} CPUs")
         print()
-        print("| variant | loop wall median (s) | min..max | IQR | process wall median (s) |")
-        print("| --- | ---: | ---: | ---: | ---: |")
+        print("| variant | loop wall median (s) | min..max | IQR | process wall median (s) "
+              "| process CPU median (s) | CPU min..max |")
+        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
         for n in names:
             q1, q3 = quartiles(walls[n])
             print(f"| {n} | {statistics.median(walls[n]):.4f} | {min(walls[n]):.4f}..{max(walls[n]):.4f} | "
-                  f"{q1:.4f}..{q3:.4f} | {statistics.median(procs[n]):.4f} |")
+                  f"{q1:.4f}..{q3:.4f} | {statistics.median(procs[n]):.4f} | "
+                  f"{statistics.median(cpus[n]):.4f} | {min(cpus[n]):.4f}..{max(cpus[n]):.4f} |")
         base = statistics.median(walls["off"])
         print()
         for n in ("runtime", "on"):
             ratio = statistics.median(walls[n]) / base
             print(f"{n} / off (loop wall medians): {ratio:.4f}  ({(ratio - 1) * 100:+.2f} %)")
+            cratio = statistics.median(cpus[n]) / statistics.median(cpus["off"])
+            print(f"{n} / off (process CPU medians, all threads): {cratio:.4f}  "
+                  f"({(cratio - 1) * 100:+.2f} %)")
         # Per-round paired ratio: robust to slow drifts in machine load.
         paired = [on / off for on, off in zip(walls["on"], walls["off"])]
         print(f"on / off paired per round: median {statistics.median(paired):.4f}, "
