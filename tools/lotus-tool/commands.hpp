@@ -14,5 +14,8 @@ void add_viz_command(CLI::App& app);
 void add_stats_command(CLI::App& app);
 void add_check_command(CLI::App& app);
 void add_report_command(CLI::App& app);
+void add_map_command(CLI::App& app);        // map.cpp (LotusMap)
+void add_attribute_command(CLI::App& app);  // attribute.cpp
+void add_record_command(CLI::App& app);     // record.cpp
 
 }  // namespace lotus_tool

@@ -23,6 +23,9 @@ int main(int argc, char** argv) {
   lotus_tool::add_stats_command(app);
   lotus_tool::add_check_command(app);
   lotus_tool::add_report_command(app);
+  lotus_tool::add_map_command(app);
+  lotus_tool::add_attribute_command(app);
+  lotus_tool::add_record_command(app);
 
   try {
     app.parse(argc, argv);

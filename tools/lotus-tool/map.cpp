@@ -98,6 +98,17 @@ bool file_has(const std::string& path, const char* needle) {
   return false;
 }
 
+// The collector control itself (lotus::…::collector_resume_slow, callgrind_pause, …) runs inside
+// every window; it belongs to no op.
+function_profile without_lotus(const function_profile& p) {
+  function_profile q;
+  q.unit = p.unit;
+  q.total = p.total;
+  for (const auto& r : p.rows)
+    if (r.function.rfind("lotus::", 0) != 0) q.rows.push_back(r);
+  return q;
+}
+
 class progress_bar {
  public:
   progress_bar(bool on, std::ostream& err) : on_(on), err_(err) {}
@@ -298,10 +309,18 @@ run_outcome driver::run_perf(const std::string& region, const std::string& dir, 
   spec.env.emplace_back("LOTUS_PERF_CTL_FIFO", ctl);
   spec.env.emplace_back("LOTUS_PERF_ACK_FIFO", ack);
   spec.env.emplace_back("LOTUS_COLLECTOR", "perf");
-  std::vector<std::string> argv{tool_,       "record", "-e",
-                                "cpu-clock", "-F",     std::to_string(opt_.freq),
-                                "-D",        "-1",     "--control=fifo:" + ctl + "," + ack,
-                                "-o",        data,     "--"};
+  std::vector<std::string> argv{tool_,
+                                "record",
+                                "-e",
+                                opt_.kernel ? "cpu-clock" : "cpu-clock:u",
+                                "-F",
+                                std::to_string(opt_.freq),
+                                "-D",
+                                "-1",
+                                "--control=fifo:" + ctl + "," + ack,
+                                "-o",
+                                data,
+                                "--"};
   argv.insert(argv.end(), probe_argv_.begin(), probe_argv_.end());
   spec.argv = argv;
   const run_result r = run_process(spec);
@@ -473,7 +492,7 @@ run_outcome driver::run_vendor(const std::string& region, const std::string& dir
 
 run_outcome driver::profile_once(const std::string& region, const std::string& dir) {
   run_outcome o;
-  if (!make_dirs(dir + "/trace")) {
+  if (!make_dirs(dir)) {
     o.error = "cannot create " + dir;
     o.fatal = true;
     return o;
@@ -482,10 +501,11 @@ run_outcome driver::profile_once(const std::string& region, const std::string& d
   spec.env = {{"LOTUS_MAP_SELECT", region},
               {"LOTUS_MAP_WARMUP", std::to_string(opt_.warmup)},
               {"LOTUS_MAP_COUNT", std::to_string(opt_.count)},
-              {"LOTUS_MAP_GAP_MS", std::to_string(opt_.gap_ms)},
-              {"LOTUS_LOG_FILE", dir + "/trace/lotus"}};
+              {"LOTUS_MAP_GAP_MS", std::to_string(opt_.gap_ms)}};
+  // No trace in profiled runs: the region times come from the list run, and the trace writer
+  // thread would otherwise show up in every window (Callgrind instruments all threads).
   spec.unset_env = {"LOTUS_MAP_LIST", "LOTUS_DISABLE", "LOTUS_PERF_CTL_FIFO",
-                    "LOTUS_PERF_ACK_FIFO"};
+                    "LOTUS_PERF_ACK_FIFO", "LOTUS_LOG_FILE"};
   spec.stdout_path = dir + "/probe.stdout";
   spec.stderr_path = dir + "/probe.stderr";
   spec.timeout_s = opt_.timeout_s;
@@ -533,7 +553,7 @@ int driver::run() {
       const run_outcome o = profile_once(region, dir);
       bar.advance();
       if (o.ok) {
-        builder.add_run(region, o.profile);
+        builder.add_run(region, opt_.keep_lotus ? o.profile : without_lotus(o.profile));
         ++ok_runs;
       } else {
         failed = true;
@@ -647,6 +667,9 @@ void add_map_command(CLI::App& app) {
   cmd->add_option("-o,--output", opt->output, "mapping JSON to write")->capture_default_str();
   cmd->add_option("--work-dir", opt->work_dir, "per-run files (default: <output>.work)");
   cmd->add_flag("--keep-data", opt->keep_data, "keep perf.data / vendor result directories");
+  cmd->add_flag("--kernel", opt->kernel, "perf: sample kernel code too (default: user space only)");
+  cmd->add_flag("--keep-lotus", opt->keep_lotus,
+                "keep lotus's own collector-control functions in the mapping");
   cmd->add_flag_callback(
       "--progress", [opt]() { opt->progress = 1; },
       "show the progress bar (default: when stderr is a terminal)");

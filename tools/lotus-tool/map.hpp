@@ -23,6 +23,8 @@ struct map_options {
   std::vector<std::string> regions;  ///< only these (default: all discovered)
   std::vector<std::string> probe;    ///< PROBE [ARGS]
   bool keep_data = false;            ///< keep perf.data / vendor result dirs
+  bool kernel = false;               ///< perf: sample kernel code too (cpu-clock, not cpu-clock:u)
+  bool keep_lotus = false;           ///< keep lotus's own functions (collector control) in the map
   int progress = -1;                 ///< -1 auto (stderr is a terminal), 0 off, 1 on
 };
 

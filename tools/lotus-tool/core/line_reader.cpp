@@ -85,10 +85,11 @@ bool line_reader::next(line& out) {
         begin_ = pos + 1;
         continue;
       }
-      out.text = std::string_view(base + begin_, pos - begin_);
+      const std::size_t len = pos - begin_;
+      out.too_long = len > max_line_;
+      out.text = std::string_view(base + begin_, out.too_long ? max_line_ : len);
       out.number = ++lineno_;
       out.has_newline = true;
-      out.too_long = false;
       begin_ = pos + 1;
       return true;
     }

@@ -1,0 +1,426 @@
+// lotus — lotus-tool tests: the CLI end to end (golden files, round trip, bad input, merge)
+// SPDX-License-Identifier: MIT
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "catch.hpp"
+
+using nlohmann::json;
+
+namespace {
+
+struct run_result {
+  int rc = -1;
+  std::string out, err;
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void spit(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+}
+
+std::string make_tmp_dir() {
+  char tmpl[] = "/tmp/lotus_tool_test_XXXXXX";
+  const char* d = mkdtemp(tmpl);
+  REQUIRE(d != nullptr);
+  return d;
+}
+
+run_result run_cmd(const std::string& cmd) {
+  static const std::string errf = make_tmp_dir() + "/stderr";
+  run_result r;
+  FILE* p = popen((cmd + " 2>" + errf).c_str(), "r");
+  REQUIRE(p != nullptr);
+  char buf[65536];
+  std::size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int st = pclose(p);
+  r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  r.err = slurp(errf);
+  return r;
+}
+
+run_result tool(const std::string& args) { return run_cmd(std::string(LOTUS_TOOL_EXE) + " " + args); }
+
+const std::string k_data = LOTUS_TOOL_DATA;
+const std::string k_golden = k_data + "/golden";
+
+int count_lines_with(const std::string& text, const std::string& needle) {
+  int n = 0;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) n += line.find(needle) != std::string::npos ? 1 : 0;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("--compat reproduces visualization_augmenter.py on the lotus-format.md golden files",
+          "[tool][viz][golden]") {
+  const std::string dir = make_tmp_dir();
+  SECTION("fine") {
+    const auto r = tool("viz " + k_golden + " --compat -o " + dir + "/fine.json");
+    REQUIRE(r.rc == 0);
+    const json got = json::parse(slurp(dir + "/fine.json"));
+    const json want = json::parse(slurp(k_data + "/expected_compat_fine.json"));
+    REQUIRE(got["traceEvents"].size() == 24);
+    REQUIRE(got == want);
+    // json.dump's default separators, as Lotus writes them.
+    REQUIRE(slurp(dir + "/fine.json").rfind("{\"traceEvents\": [{\"ph\": \"X\", ", 0) == 0);
+  }
+  SECTION("coarse") {
+    const auto r = tool("viz " + k_golden + " --compat --coarse -o " + dir + "/coarse.json");
+    REQUIRE(r.rc == 0);
+    const json got = json::parse(slurp(dir + "/coarse.json"));
+    REQUIRE(got == json::parse(slurp(k_data + "/expected_compat_coarse.json")));
+    REQUIRE(got["traceEvents"].size() == 11);
+    for (const auto& e : got["traceEvents"]) {
+      REQUIRE(e.value("name", "").rfind("SBatchQueued", 0) == std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("stats on the golden files match values computed by hand", "[tool][stats][golden]") {
+  const auto r = tool("stats " + k_golden + " --json");
+  REQUIRE(r.rc == 0);
+  const json j = json::parse(r.out);
+  REQUIRE(j["trace"]["records"] == 27);
+  REQUIRE(j["trace"]["files"] == 2);
+  std::map<std::string, json> ops;
+  for (const auto& o : j["ops"]) ops[o["name"]] = o;
+  REQUIRE(ops.size() == 7);  // 4 transforms + Loader + Transform + Collation
+  // SLoader 5.0 and 4.8 ms: mean 4.9; p90 = 4.8 + 0.9 * 0.2; p99 = 4.8 + 0.99 * 0.2.
+  REQUIRE(ops["SLoader"]["count"] == 2);
+  REQUIRE(ops["SLoader"]["mean_ms"].get<double>() == Approx(4.9));
+  REQUIRE(ops["SLoader"]["p50_ms"].get<double>() == Approx(4.9));
+  REQUIRE(ops["SLoader"]["p90_ms"].get<double>() == Approx(4.98));
+  REQUIRE(ops["SLoader"]["p99_ms"].get<double>() == Approx(4.998));
+  // SRandomHorizontalFlip 40 us and 35 us: both < 100 us.
+  REQUIRE(ops["SRandomHorizontalFlip"]["mean_ms"].get<double>() == Approx(0.0375));
+  REQUIRE(ops["SRandomHorizontalFlip"]["share_lt_100us"].get<double>() == Approx(1.0));
+  REQUIRE(ops["SRandomResizedCrop"]["share_lt_100us"].get<double>() == Approx(0.0));
+  REQUIRE(ops["SCollation"]["count"] == 1);
+  // One batch of 14.4 ms.
+  REQUIRE(j["batch_preprocessing"]["count"] == 1);
+  REQUIRE(j["batch_preprocessing"]["mean_ms"].get<double>() == Approx(14.4));
+  REQUIRE(j["batch_preprocessing"]["std_ms"].get<double>() == Approx(0.0));
+  // Waits 15.6, 0.001 (out-of-order marker), 15.0 ms; np.std (ddof=0).
+  const json& w = j["wait"];
+  REQUIRE(w["count"] == 3);
+  REQUIRE(w["sum_ms"].get<double>() == Approx(30.601));
+  REQUIRE(w["mean_ms"].get<double>() == Approx(10.200333333));
+  REQUIRE(w["std_ms"].get<double>() == Approx(7.2161704).epsilon(1e-6));
+  REQUIRE(w["min_ms"].get<double>() == Approx(0.001));
+  REQUIRE(w["pct_eq_1us"].get<double>() == Approx(100.0 / 3));
+  REQUIRE(w["pct_gt_1ms"].get<double>() == Approx(200.0 / 3));
+  REQUIRE(w["pct_between_1us_1ms"].get<double>() == Approx(0.0).margin(1e-12));
+  // Delay of batch 0: 1722800000014700000 - (1722800000000005000 + 14400000) = 0.295 ms.
+  REQUIRE(j["delay"]["count"] == 1);
+  REQUIRE(j["delay"]["mean_ms"].get<double>() == Approx(0.295));
+  REQUIRE(j["delay"]["unmatched_consumed"] == 2);
+  REQUIRE(j["out_of_order_arrivals"] == 1);
+  REQUIRE(j["batches_queued"] == 7);
+  REQUIRE(j["batches_consumed"] == 3);
+
+  const auto text = tool("stats " + k_golden);
+  REQUIRE(text.rc == 0);
+  REQUIRE(text.out.find("\t33.33% of batches had wait time == 1 us") != std::string::npos);
+  REQUIRE(text.out.find("\tavg = 10.20 ms,") != std::string::npos);
+  const auto csv = tool("stats " + k_golden + " --csv");
+  REQUIRE(csv.rc == 0);
+  REQUIRE(csv.out.rfind("section,name,metric,value\n", 0) == 0);
+  REQUIRE(csv.out.find("\nop,SLoader,count,2\n") != std::string::npos);
+}
+
+TEST_CASE("default viz: ns precision, names, flows unique across epochs", "[tool][viz]") {
+  const std::string dir = make_tmp_dir();
+  const auto g = run_cmd(std::string(LOTUS_PYTHON) + " " + LOTUS_TOOL_GEN + " " + dir +
+                         "/t --records 4000 --epochs 3 --workers 2");
+  REQUIRE(g.rc == 0);
+  const json summary = json::parse(g.out);
+  const auto r = tool("viz " + dir + "/t -o " + dir + "/v.json");
+  REQUIRE(r.rc == 0);
+  const json v = json::parse(slurp(dir + "/v.json"));
+  REQUIRE(v["displayTimeUnit"] == "ns");
+  std::map<std::int64_t, int> starts, finishes;
+  int x_events = 0, thread_names = 0, fractional = 0;
+  for (const auto& e : v["traceEvents"]) {
+    const std::string ph = e["ph"];
+    if (ph == "X") {
+      ++x_events;
+      REQUIRE(e["ts"].get<double>() >= 0);
+      if (e["ts"].is_number_float()) ++fractional;
+    } else if (ph == "s") {
+      ++starts[e["id"].get<std::int64_t>()];
+    } else if (ph == "f") {
+      ++finishes[e["id"].get<std::int64_t>()];
+    } else if (ph == "M" && e["name"] == "thread_name") {
+      ++thread_names;
+    }
+  }
+  REQUIRE(thread_names == 7);  // 3 epochs x 2 workers + main
+  // Every record except SBatchQueued is an X event (queued ones are instants).
+  REQUIRE(x_events == summary["records"].get<int>() - summary["queued"].get<int>());
+  REQUIRE(fractional > 0);
+  REQUIRE(starts.size() == summary["batches_preprocessed"].get<std::size_t>());
+  for (const auto& [id, n] : starts) {
+    REQUIRE(n == 1);
+    REQUIRE(finishes[id] == 1);
+  }
+  REQUIRE(finishes.size() == starts.size());
+}
+
+TEST_CASE("generated multi-epoch traces: --compat and stats agree with the Python oracle",
+          "[tool][viz][stats]") {
+  const std::string dir = make_tmp_dir();
+  const std::string py = LOTUS_PYTHON;
+  REQUIRE(run_cmd(py + " " + LOTUS_TOOL_GEN + " " + dir + "/t --records 6000 --epochs 2").rc == 0);
+  const auto ref = run_cmd(py + " " + LOTUS_TOOL_REF + " viz " + dir + "/t lotustrace_log");
+  REQUIRE(ref.rc == 0);
+  REQUIRE(tool("viz " + dir + "/t --compat -o " + dir + "/c.json").rc == 0);
+  REQUIRE(json::parse(slurp(dir + "/c.json")) == json::parse(ref.out));
+
+  const json want =
+      json::parse(run_cmd(py + " " + LOTUS_TOOL_REF + " stats " + dir + "/t lotustrace_log").out);
+  const json got = json::parse(tool("stats " + dir + "/t --json").out);
+  for (const auto& o : got["ops"]) {
+    const json& w = want["ops"][o["name"].get<std::string>()];
+    REQUIRE(o["count"] == w["count"]);
+    for (const char* k : {"mean_ms", "p50_ms", "p90_ms", "p99_ms", "share_lt_10ms", "share_lt_100us"}) {
+      REQUIRE(o[k].get<double>() == Approx(w[k].get<double>()).epsilon(1e-9));
+    }
+  }
+  REQUIRE(got["ops"].size() == want["ops"].size());
+  for (const char* sec : {"batch_preprocessing", "wait", "delay"}) {
+    for (const char* k : {"count", "sum_ms", "mean_ms", "std_ms", "min_ms", "max_ms", "median_ms",
+                          "p25_ms", "p75_ms"}) {
+      INFO(sec << "." << k);
+      REQUIRE(got[sec][k].get<double>() == Approx(want[sec][k].get<double>()).epsilon(1e-9));
+    }
+  }
+  REQUIRE(got["wait"]["pct_eq_1us"].get<double>() == Approx(want["wait"]["pct_eq_1us"].get<double>()));
+  REQUIRE(got["out_of_order_arrivals"] == want["out_of_order_arrivals"]);
+  const json no_out = json::parse(tool("stats " + dir + "/t --json --remove-outliers").out);
+  REQUIRE(no_out["batch_preprocessing"]["outliers_removed"] == want["outliers_removed"]);
+  REQUIRE(no_out["batch_preprocessing"]["mean_ms"].get<double>() ==
+          Approx(want["batch_preprocessing_no_outliers"]["mean_ms"].get<double>()));
+}
+
+TEST_CASE("a trace written by the library (threads + fork) round-trips", "[tool][roundtrip]") {
+  const std::string dir = make_tmp_dir();
+  const auto w = run_cmd(std::string(LOTUS_TOOL_WRITER) + " " + dir + " 3 2 200");
+  REQUIRE(w.rc == 0);
+  const json want = json::parse(w.out);
+  REQUIRE(want["dropped"] == 0);
+
+  const auto chk = tool("check " + dir);
+  INFO(chk.out << chk.err);
+  REQUIRE(chk.rc == 0);
+
+  const json st = json::parse(tool("stats " + dir + " --json").out);
+  std::map<std::string, std::uint64_t> counts;
+  for (const auto& o : st["ops"]) counts[o["name"]] = o["count"];
+  REQUIRE(counts["SMainOp"] == want["MainOp"].get<std::uint64_t>());
+  REQUIRE(counts["SChildOp"] == want["ChildOp"].get<std::uint64_t>());
+  REQUIRE(counts["SThreadOp"] == want["ThreadOp"].get<std::uint64_t>());
+  REQUIRE(counts["SCollation"] == want["Collation"].get<std::uint64_t>());
+  REQUIRE(st["batch_preprocessing"]["count"] == want["batches"]);
+  REQUIRE(st["wait"]["count"] == want["waits"]);
+  REQUIRE(st["batches_consumed"] == want["batches"]);
+  REQUIRE(st["batches_queued"] == want["batches"]);
+  REQUIRE(st["delay"]["count"] == want["batches"]);
+  // The one marker is exactly 1000 ns; real waits on this machine could also be, so >=.
+  REQUIRE(st["out_of_order_arrivals"].get<int>() >= want["markers"].get<int>());
+
+  const auto v = tool("viz " + dir + " -o " + dir + "/v.json");
+  REQUIRE(v.rc == 0);
+  const json vj = json::parse(slurp(dir + "/v.json"));
+  const auto pid = want["pid"].get<std::int64_t>();
+  std::set<std::int64_t> thread_tids, child_pids;
+  for (const auto& e : vj["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    if (e["name"] == "SThreadOp") {
+      REQUIRE(e["pid"] == pid);  // sidecar maps the worker threads to their process
+      thread_tids.insert(e["tid"].get<std::int64_t>());
+    } else if (e["name"] == "SChildOp") {
+      REQUIRE(e["pid"] == e["tid"]);
+      child_pids.insert(e["pid"].get<std::int64_t>());
+    }
+  }
+  REQUIRE(thread_tids.size() == want["threads"].get<std::size_t>());
+  REQUIRE(thread_tids.count(pid) == 0);
+  REQUIRE(child_pids.size() == want["children"].get<std::size_t>());
+  REQUIRE(child_pids.count(pid) == 0);
+}
+
+TEST_CASE("--merge appends to a Kineto-shaped profiler trace", "[tool][merge]") {
+  const std::string dir = make_tmp_dir();
+  const json prof = json::parse(slurp(k_data + "/kineto_fixture.json"));
+  const std::size_t before = prof["traceEvents"].size();
+  SECTION("compat") {
+    const auto r = tool("viz " + k_golden + " --compat --merge " + k_data +
+                        "/kineto_fixture.json -o " + dir + "/m.json");
+    REQUIRE(r.rc == 0);
+    const json m = json::parse(slurp(dir + "/m.json"));
+    REQUIRE(m["traceEvents"].size() == before + 24);
+    for (auto it = prof.begin(); it != prof.end(); ++it) {
+      if (it.key() != "traceEvents") REQUIRE(m[it.key()] == it.value());
+    }
+    for (std::size_t i = 0; i < before; ++i) REQUIRE(m["traceEvents"][i] == prof["traceEvents"][i]);
+    REQUIRE(m["traceEvents"][before]["name"] == "SRandomResizedCrop");
+  }
+  SECTION("default mode rebases on baseTimeNanoseconds") {
+    json withbase = prof;
+    withbase["baseTimeNanoseconds"] = 1722800000000000000LL;
+    spit(dir + "/p.json", withbase.dump());
+    REQUIRE(tool("viz " + k_golden + " --merge " + dir + "/p.json -o " + dir + "/m.json").rc == 0);
+    const json m = json::parse(slurp(dir + "/m.json"));
+    bool found = false;
+    for (const auto& e : m["traceEvents"]) {
+      if (e["ph"] == "X" && e["name"] == "SLoader" && e["ts"] == 10) found = true;  // 10000 ns
+    }
+    REQUIRE(found);
+  }
+  SECTION("bad profiler files") {
+    spit(dir + "/bad.json", "{\"traceEvents\": [1, 2");
+    auto r = tool("viz " + k_golden + " --merge " + dir + "/bad.json -o " + dir + "/m.json");
+    REQUIRE(r.rc == 1);
+    REQUIRE(r.err.find("bad.json: not valid JSON") != std::string::npos);
+    spit(dir + "/noev.json", "{\"events\": []}");
+    r = tool("viz " + k_golden + " --merge " + dir + "/noev.json -o " + dir + "/m.json");
+    REQUIRE(r.rc == 1);
+    REQUIRE(r.err.find("no \"traceEvents\" array") != std::string::npos);
+    r = tool("viz " + k_golden + " --merge " + dir + "/missing.json -o " + dir + "/m.json");
+    REQUIRE(r.rc == 3);
+    REQUIRE(access((dir + "/m.json").c_str(), F_OK) != 0);  // no half-written output
+  }
+}
+
+TEST_CASE("bad input gives clear messages and non-zero exits", "[tool][errors]") {
+  const std::string dir = make_tmp_dir();
+  auto fresh = [&](const std::string& name) {
+    const std::string d = dir + "/" + name;
+    mkdir(d.c_str(), 0755);
+    return d;
+  };
+  SECTION("truncated last line") {
+    const auto d = fresh("trunc");
+    spit(d + "/p_worker_pid_1", "SLoader,1,2\nSLoader,3,4\nSLoa");
+    const auto c = tool("check " + d);
+    REQUIRE(c.rc == 1);
+    REQUIRE(c.out.find(d + "/p_worker_pid_1:3: truncated last line (no trailing newline)\n") !=
+            std::string::npos);
+    const auto s = tool("stats " + d);
+    REQUIRE(s.rc == 1);
+    REQUIRE(s.err.find("p_worker_pid_1:3: truncated last line") != std::string::npos);
+    const auto sk = tool("stats " + d + " --skip-invalid --json");
+    REQUIRE(sk.rc == 0);
+    REQUIRE(json::parse(sk.out)["trace"]["skipped_lines"] == 1);
+  }
+  SECTION("binary junk, huge numbers, bad names: one line each") {
+    const auto d = fresh("junk");
+    std::string junk = "SOk,1,2\n";
+    junk += std::string("\x00\x01\xff\xfe,1,2\n", 9);
+    junk += "SBig,1,99999999999999999999\n";
+    junk += "SBatchWait_x,1,2\n";
+    junk += "SOk,1\n";
+    spit(d + "/p_worker_pid_1", junk);
+    const auto c = tool("check " + d);
+    REQUIRE(c.rc == 1);
+    REQUIRE(count_lines_with(c.out, d + "/p_worker_pid_1:") == 4);
+    REQUIRE(c.out.find(":2: name does not start with 'S'") != std::string::npos);
+    REQUIRE(c.out.find(":3: number out of range") != std::string::npos);
+    REQUIRE(c.out.find(":4: batch record without a valid decimal batch index") != std::string::npos);
+    REQUIRE(c.out.find(":5: expected 3 comma-separated fields, found 2") != std::string::npos);
+    REQUIRE(c.err.find("problem(s) in 1 of 1 file(s)") != std::string::npos);
+    REQUIRE(tool("viz " + d + " -o " + d + "/v.json").rc == 1);
+    REQUIRE(tool("report " + d + " -o " + d + "/r.html").rc == 1);
+  }
+  SECTION("empty file") {
+    const auto d = fresh("emptyfile");
+    spit(d + "/p_main_pid_1", "");
+    const auto c = tool("check " + d);
+    REQUIRE(c.rc == 1);
+    REQUIRE(c.out.find("p_main_pid_1:1: empty file") != std::string::npos);
+  }
+  SECTION("empty dir, missing dir, missing prefix, several prefixes") {
+    const auto d = fresh("empty");
+    for (const char* cmd : {"check ", "stats ", "report "}) {
+      const auto r = tool(std::string(cmd) + d + (cmd[0] == 'r' ? " -o x.html" : ""));
+      REQUIRE(r.rc == 3);
+      REQUIRE(r.err.find("no trace files") != std::string::npos);
+    }
+    auto r = tool("viz " + d + "/nope -o x.json");
+    REQUIRE(r.rc == 3);
+    REQUIRE(r.err.find("No such file or directory") != std::string::npos);
+    r = tool("stats " + k_golden + " --prefix other");
+    REQUIRE(r.rc == 3);
+    REQUIRE(r.err.find("no trace files with prefix 'other' (prefixes present: lotustrace_log)") !=
+            std::string::npos);
+    const auto two = fresh("two");
+    spit(two + "/a_worker_pid_1", "SA,1,2\n");
+    spit(two + "/b_worker_pid_1", "SB,1,2\n");
+    r = tool("stats " + two);
+    REQUIRE(r.rc == 2);
+    REQUIRE(r.err.find("several trace prefixes (a, b); choose one with --prefix") !=
+            std::string::npos);
+    REQUIRE(tool("stats " + two + " --prefix b").rc == 0);
+  }
+  SECTION("unreadable file") {
+    const auto d = fresh("unreadable");
+    spit(d + "/p_worker_pid_2", "SOk,1,2\n");
+    // A dangling symlink cannot be opened even by root (chmod 000 can).
+    REQUIRE(symlink((d + "/gone").c_str(), (d + "/p_worker_pid_1").c_str()) == 0);
+    const auto c = tool("check " + d);
+    REQUIRE(c.rc == 1);
+    REQUIRE(c.out.find(d + "/p_worker_pid_1: cannot open: No such file or directory") !=
+            std::string::npos);
+    const auto s = tool("stats " + d);
+    REQUIRE(s.rc == 3);
+    REQUIRE(s.err.find("cannot open") != std::string::npos);
+  }
+  SECTION("sidecars are not trace files") {
+    const auto d = fresh("sidecar");
+    spit(d + "/p_worker_pid_7", "SOk,1,2\n");
+    spit(d + "/.p.lotus-meta_7", "lotus-meta 1\npid 7\nthread 7 loader\n");
+    const auto c = tool("check " + d);
+    REQUIRE(c.rc == 0);
+    REQUIRE(c.out == "ok: 1 file(s), 1 record(s), prefix 'p'\n");
+  }
+  SECTION("usage errors and help") {
+    REQUIRE(tool("").rc == 2);
+    REQUIRE(tool("frobnicate").rc == 2);
+    REQUIRE(tool("viz " + k_golden).rc == 2);  // -o is required
+    const auto u = tool("stats " + k_golden + " --json --csv");
+    REQUIRE(u.rc == 2);
+    for (const char* cmd : {"viz", "stats", "check", "report"}) {
+      const auto h = tool(std::string(cmd) + " --help");
+      REQUIRE(h.rc == 0);
+      REQUIRE(h.out.find("Usage:") != std::string::npos);
+    }
+    const auto top = tool("--help");
+    REQUIRE(top.out.find("Exit codes: 0 success; 1 malformed") != std::string::npos);
+  }
+  SECTION("unwritable output") {
+    const auto r = tool("viz " + k_golden + " -o /nonexistent/dir/out.json");
+    REQUIRE(r.rc == 3);
+    REQUIRE(r.err.find("/nonexistent/dir/out.json: cannot write") != std::string::npos);
+  }
+}

@@ -1,0 +1,235 @@
+// lotus — lotus-tool tests: record parser, line reader, sidecar, statistics (lotus_tool_core)
+// SPDX-License-Identifier: MIT
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "catch.hpp"
+#include "error.hpp"
+#include "line_reader.hpp"
+#include "merge.hpp"
+#include "output.hpp"
+#include "record.hpp"
+#include "stats_engine.hpp"
+#include "trace_dir.hpp"
+
+using namespace lotus_tool;
+
+namespace {
+std::string reason(std::string_view line) {
+  record r;
+  const char* why = parse_record(line, r);
+  return why ? why : "";
+}
+}  // namespace
+
+TEST_CASE("parse_record accepts the Lotus record format", "[tool][parser]") {
+  record r;
+  REQUIRE(parse_record("SLoader,1722800000000010000,5000000", r) == nullptr);
+  REQUIRE(r.name == "SLoader");
+  REQUIRE(r.start_ns == 1722800000000010000ULL);
+  REQUIRE(r.dur_ns == 5000000);
+  REQUIRE(parse_record("S\xc3\xa9t\xc3\xa9,0,9223372036854775807", r) == nullptr);
+  REQUIRE(r.dur_ns == 9223372036854775807ULL);
+}
+
+TEST_CASE("parse_record rejects malformed lines with a reason", "[tool][parser]") {
+  REQUIRE(reason("") == "empty line");
+  REQUIRE(reason("SLoader") == "expected 3 comma-separated fields, found 1");
+  REQUIRE(reason("SLoader,1") == "expected 3 comma-separated fields, found 2");
+  REQUIRE(reason("SLoader,1,2,3") == "expected 3 comma-separated fields, found more");
+  REQUIRE(reason(",1,2") == "empty name");
+  REQUIRE(reason("Loader,1,2") == "name does not start with 'S'");
+  REQUIRE(reason("SLoader,,2") == "empty number field");
+  REQUIRE(reason("SLoader,1,-2") == "negative number");
+  REQUIRE(reason("SLoader,1,2\r") == "invalid character in number");
+  REQUIRE(reason("SLoader,1, 2") == "invalid character in number");
+  REQUIRE(reason("SLoader,1,9223372036854775808") == "number out of range (> 2^63-1)");
+  REQUIRE(reason("SLoader,99999999999999999999999,1") == "number out of range (> 2^63-1)");
+  REQUIRE(reason(std::string("SLo\0der,1,2", 11)) == "control character in name");
+  REQUIRE(reason("SLo\xff,1,2") == "invalid UTF-8 in name");
+  REQUIRE(reason("S\xc0\x80,1,2") == "invalid UTF-8 in name");  // overlong
+  REQUIRE(reason("S\xed\xa0\x80,1,2") == "invalid UTF-8 in name");  // surrogate
+  REQUIRE(reason("S\xe2\x82,1,2") == "invalid UTF-8 in name");  // cut sequence
+}
+
+TEST_CASE("classify extracts batch kinds and indices", "[tool][parser]") {
+  batch_ref b;
+  REQUIRE(classify("SBatchPreprocessed_12", b) == nullptr);
+  REQUIRE((b.kind == batch_kind::preprocessed && b.idx == 12));
+  REQUIRE(classify("SBatchWait_0", b) == nullptr);
+  REQUIRE(b.kind == batch_kind::wait);
+  REQUIRE(classify("SBatchConsumed_7", b) == nullptr);
+  REQUIRE((b.kind == batch_kind::consumed && b.idx == 7));
+  REQUIRE(classify("SBatchQueued_3", b) == nullptr);
+  REQUIRE(b.kind == batch_kind::queued);
+  REQUIRE(classify("SBatchPinMemory_3", b) == nullptr);
+  REQUIRE(b.kind == batch_kind::other);
+  REQUIRE(classify("SLoader", b) == nullptr);
+  REQUIRE(b.kind == batch_kind::none);
+  REQUIRE(classify("SBatchWait_x", b) != nullptr);
+  REQUIRE(classify("SBatchWait_", b) != nullptr);
+}
+
+TEST_CASE("line_reader reports lines, truncation and over-long lines", "[tool][reader]") {
+  const std::string data = "a\nbb\n\nccc";
+  line_reader rd(std::string_view(data), 16);
+  line_reader::line ln;
+  std::vector<std::string> got;
+  std::vector<bool> nl;
+  while (rd.next(ln)) {
+    got.emplace_back(ln.text);
+    nl.push_back(ln.has_newline);
+    REQUIRE(ln.number == got.size());
+  }
+  REQUIRE(got == std::vector<std::string>{"a", "bb", "", "ccc"});
+  REQUIRE(nl == std::vector<bool>{true, true, true, false});
+
+  const std::string longer = std::string(40, 'x') + "\nSOk,1,2\n";
+  line_reader rd2(std::string_view(longer), 16);
+  REQUIRE(rd2.next(ln));
+  REQUIRE(ln.too_long);
+  REQUIRE(ln.number == 1);
+  REQUIRE(rd2.next(ln));
+  REQUIRE(ln.text == "SOk,1,2");
+  REQUIRE(ln.number == 2);
+  REQUIRE_FALSE(rd2.next(ln));
+}
+
+TEST_CASE("line_reader on a missing file throws an I/O error", "[tool][reader]") {
+  try {
+    line_reader rd(std::string("/nonexistent/lotus/file"));
+    FAIL("no exception");
+  } catch (const tool_error& e) {
+    REQUIRE(e.code() == exit_io);
+    REQUIRE(std::string(e.what()).find("/nonexistent/lotus/file: cannot open") == 0);
+  }
+}
+
+TEST_CASE("trace file names", "[tool][dir]") {
+  std::string prefix;
+  file_kind kind{};
+  std::uint64_t id = 0;
+  REQUIRE(parse_trace_file_name("lotustrace_log_worker_pid_48213", prefix, kind, id));
+  REQUIRE((prefix == "lotustrace_log" && kind == file_kind::worker && id == 48213));
+  REQUIRE(parse_trace_file_name("a_main_pid_b_main_pid_7", prefix, kind, id));
+  REQUIRE((prefix == "a_main_pid_b" && kind == file_kind::main && id == 7));
+  REQUIRE_FALSE(parse_trace_file_name(".lotustrace_log.lotus-meta_48213", prefix, kind, id));
+  REQUIRE_FALSE(parse_trace_file_name("x_worker_pid_", prefix, kind, id));
+  REQUIRE_FALSE(parse_trace_file_name("x_worker_pid_12a", prefix, kind, id));
+  REQUIRE_FALSE(parse_trace_file_name("_worker_pid_1", prefix, kind, id));
+  REQUIRE_FALSE(parse_trace_file_name("profile.json", prefix, kind, id));
+}
+
+TEST_CASE("sidecar parsing maps threads to processes, ignores unknown keys", "[tool][dir]") {
+  trace_dir d;
+  std::istringstream in(
+      "lotus-meta 1\nversion 0.1.0\npid 100\nppid 1\nprefix rt\nclock tsc 0.4\n"
+      "thread 100 main thread\nfuture-key 1 2 3\nthread 101 worker 0\nstats 5 5 0 0\n"
+      "thread 102\nstats 9 8 1 0\n");
+  parse_sidecar(in, "meta", d);
+  REQUIRE(d.warnings.empty());
+  REQUIRE(d.threads.size() == 3);
+  REQUIRE(d.threads.at(101).name == "worker 0");
+  REQUIRE(d.threads.at(100).name == "main thread");
+  REQUIRE(d.pid_of(102) == 100);
+  REQUIRE(d.pid_of(555) == 555);
+  const auto& p = d.processes.at(100);
+  REQUIRE((p.ppid == 1 && p.recorded == 9 && p.written == 8 && p.dropped == 1));
+
+  trace_dir bad;
+  std::istringstream junk("hello\npid 3\n");
+  parse_sidecar(junk, "junk", bad);
+  REQUIRE(bad.threads.empty());
+  REQUIRE(bad.warnings.size() == 1);
+}
+
+TEST_CASE("quantiles and summaries follow numpy (linear, ddof=0)", "[tool][stats]") {
+  const std::vector<double> v = {1, 2, 3, 4};
+  REQUIRE(quantile_sorted(v, 0.5) == Approx(2.5));
+  REQUIRE(quantile_sorted(v, 0.25) == Approx(1.75));
+  REQUIRE(quantile_sorted(v, 0.9) == Approx(3.7));
+  const summary s = summarize({4, 1, 3, 2});
+  REQUIRE(s.count == 4);
+  REQUIRE(s.sum == Approx(10));
+  REQUIRE(s.mean == Approx(2.5));
+  REQUIRE(s.std == Approx(1.118033988749895));  // np.std([1,2,3,4])
+  REQUIRE(s.min == 1);
+  REQUIRE(s.max == 4);
+  REQUIRE(s.iqr() == Approx(1.5));
+}
+
+TEST_CASE("stats_engine: exact percentiles across the 32-bit split, outliers", "[tool][stats]") {
+  stats_engine eng;
+  record r;
+  batch_ref none;
+  r.name = "SBig";
+  // 3 short spans and 2 longer than 2^32 ns (kept in the 64-bit side vector).
+  for (std::uint64_t d : {5000000000ULL, 1000ULL, 3000ULL, 2000ULL, 6000000000ULL}) {
+    r.dur_ns = d;
+    eng.add(0, file_kind::worker, r, none);
+  }
+  // Batches: 10, 10, 10, 10, 1 ms -> q1 = 10, q3 = 10, threshold 10: the 1 ms batch goes.
+  batch_ref pre;
+  pre.kind = batch_kind::preprocessed;
+  r.name = "SBatchPreprocessed_0";
+  for (std::uint64_t i = 0; i < 5; ++i) {
+    pre.idx = i;
+    r.start_ns = i * 100;
+    r.dur_ns = i == 4 ? 1000000 : 10000000;
+    eng.add(0, file_kind::worker, r, pre);
+  }
+  stats_options opt;
+  opt.remove_outliers = true;
+  const stats_result res = eng.compute(opt);
+  REQUIRE(res.ops.size() == 1);
+  const op_stats& o = res.ops[0];
+  REQUIRE(o.count == 5);
+  REQUIRE(o.p50 == Approx(0.003));                   // sorted: 1000 2000 3000 5e9 6e9 ns
+  REQUIRE(o.p90 == Approx(5000.0 + 0.6 * 1000.0));  // pos 3.6 between 5000 and 6000 ms
+  REQUIRE(o.share_lt_100us == Approx(0.6));
+  REQUIRE(res.preprocessing_before.count == 5);
+  REQUIRE(res.outliers_removed == 1);
+  REQUIRE(res.preprocessing.count == 4);
+  REQUIRE(res.preprocessing.std == Approx(0.0));
+}
+
+TEST_CASE("append_us prints exact fractional microseconds", "[tool][output]") {
+  std::string s;
+  append_us(s, 1500);
+  s += ' ';
+  append_us(s, 1000);
+  s += ' ';
+  append_us(s, 1722800000005015001LL);
+  s += ' ';
+  append_us(s, 7);
+  REQUIRE(s == "1.5 1 1722800000005015.001 0.007");
+  std::string j;
+  append_json_string(j, "a\"b\\c\x01");
+  REQUIRE(j == "\"a\\\"b\\\\c\\u0001\"");
+}
+
+TEST_CASE("profiler traces for --merge are validated", "[tool][merge]") {
+  auto code_of = [](std::string_view text) {
+    try {
+      parse_profiler_trace(text, "p.json");
+      return 0;
+    } catch (const tool_error& e) {
+      return e.code();
+    }
+  };
+  REQUIRE(code_of(R"({"traceEvents": []})") == 0);
+  REQUIRE(code_of(R"({"traceEvents": {}})") == exit_invalid);
+  REQUIRE(code_of(R"([1, 2])") == exit_invalid);
+  REQUIRE(code_of("{\"traceEvents\": [") == exit_invalid);
+  REQUIRE(code_of(std::string(100000, '[')) == exit_invalid);
+  const auto t = parse_profiler_trace(
+      R"({"schemaVersion": 1, "baseTimeNanoseconds": 1700000000000000000, "traceEvents": [{"ph": "X"}]})",
+      "p.json");
+  REQUIRE(t.has_base_time);
+  REQUIRE(t.base_time_ns == 1700000000000000000LL);
+  std::string head;
+  REQUIRE(write_profiler_head(head, t) == 1);
+  REQUIRE(head.find("\"traceEvents\":[{\"ph\":\"X\"}") != std::string::npos);
+  REQUIRE(head.find("\"schemaVersion\":1,") != std::string::npos);
+}

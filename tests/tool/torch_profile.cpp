@@ -1,0 +1,36 @@
+// lotus — lotus-tool tests: writes a real libtorch (Kineto) profiler trace for the --merge test
+// SPDX-License-Identifier: MIT
+// Usage: lotus_tool_torch_profile OUT.json
+#include <torch/csrc/autograd/profiler_kineto.h>
+#include <torch/torch.h>
+
+#include <cstdio>
+#include <exception>
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s OUT.json\n", argv[0]);
+    return 2;
+  }
+  namespace prof = torch::autograd::profiler;
+  namespace impl = torch::profiler::impl;
+  try {
+    prof::prepareProfiler(impl::ProfilerConfig(impl::ProfilerState::KINETO),
+                          {impl::ActivityType::CPU});
+    prof::enableProfiler(impl::ProfilerConfig(impl::ProfilerState::KINETO),
+                         {impl::ActivityType::CPU});
+    auto x = torch::randn({64, 3, 32, 32});
+    auto conv = torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 8, 3));
+    for (int i = 0; i < 3; ++i) {
+      RECORD_USER_SCOPE("lotus_test_step");
+      auto y = torch::relu(conv->forward(x)).sum();
+      (void)y.item<float>();
+    }
+    auto result = prof::disableProfiler();
+    result->save(argv[1]);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "libtorch profiler unavailable: %s\n", e.what());
+    return 77;
+  }
+  return 0;
+}

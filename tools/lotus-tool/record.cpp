@@ -1,0 +1,101 @@
+// lotus — lotus-tool record: run a traced program under perf for the join, in one command
+// SPDX-License-Identifier: MIT
+#include <sys/stat.h>
+
+#include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstring>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "commands.hpp"
+#include "error.hpp"
+#include "map_process.hpp"
+
+namespace lotus_tool {
+
+namespace {
+
+struct record_options {
+  std::string dir = "lotus-record";
+  std::string prefix = "lotustrace_log";
+  unsigned freq = 999;
+  std::vector<std::string> events;
+  double timeout_s = 0;
+  std::vector<std::string> program;
+};
+
+int run_record(const record_options& opt, std::ostream& out, std::ostream& err) {
+  const std::string perf = find_executable("perf");
+  if (perf.empty()) {
+    err << "lotus-tool record: 'perf' not found on PATH; install it with: apt-get install "
+           "linux-perf\n";
+    return exit_io;
+  }
+  if (opt.program.empty() || find_executable(opt.program[0]).empty()) {
+    err << "lotus-tool record: program '" << (opt.program.empty() ? "" : opt.program[0])
+        << "' not found or not executable\n";
+    return exit_io;
+  }
+  const std::string trace = opt.dir + "/trace";
+  for (const std::string& d : {opt.dir, trace}) {
+    if (::mkdir(d.c_str(), 0755) != 0 && errno != EEXIST) {
+      err << "lotus-tool record: cannot create '" << d << "': " << std::strerror(errno) << "\n";
+      return exit_io;
+    }
+  }
+  run_spec spec;
+  spec.argv = {perf, "record", "-k", "CLOCK_REALTIME", "-F", std::to_string(opt.freq)};
+  std::vector<std::string> events = opt.events;
+  if (events.empty()) events.push_back("cpu-clock");
+  for (const auto& e : events) {
+    spec.argv.push_back("-e");
+    spec.argv.push_back(e);
+  }
+  spec.argv.push_back("-o");
+  spec.argv.push_back(opt.dir + "/perf.data");
+  spec.argv.push_back("--");
+  spec.argv.insert(spec.argv.end(), opt.program.begin(), opt.program.end());
+  // The trace must use CLOCK_REALTIME timestamps so the samples line up with the spans exactly.
+  spec.env = {{"LOTUS_LOG_FILE", trace + "/" + opt.prefix}, {"LOTUS_CLOCK", "realtime"}};
+  spec.unset_env = {"LOTUS_DISABLE", "LOTUS_MAP_LIST", "LOTUS_MAP_SELECT"};
+  spec.stderr_path = opt.dir + "/perf.stderr";
+  spec.timeout_s = opt.timeout_s;
+  const run_result r = run_process(spec);
+  if (!r.ok()) {
+    err << "lotus-tool record: " << describe(r, opt.timeout_s) << "\n"
+        << tail_file(spec.stderr_path, 8);
+    return exit_invalid;
+  }
+  out << "recorded " << opt.dir << "/perf.data and the trace in " << trace
+      << "\nnext: lotus-tool attribute " << opt.dir << "\n";
+  return exit_ok;
+}
+
+}  // namespace
+
+void add_record_command(CLI::App& app) {
+  auto opt = std::make_shared<record_options>();
+  CLI::App* cmd = app.add_subcommand(
+      "record",
+      "run a program with LotusTrace on under 'perf record -k CLOCK_REALTIME' (input of "
+      "'lotus-tool attribute DIR')");
+  cmd->add_option("-o,--output-dir", opt->dir, "directory for perf.data and trace/")
+      ->capture_default_str();
+  cmd->add_option("--prefix", opt->prefix, "trace file prefix (LOTUS_LOG_FILE basename)")
+      ->capture_default_str();
+  cmd->add_option("-F,--freq", opt->freq, "sampling frequency in Hz")
+      ->check(CLI::Range(1u, 100000u))
+      ->capture_default_str();
+  cmd->add_option("-e,--event", opt->events, "perf events (default: cpu-clock; repeatable)");
+  cmd->add_option("--timeout", opt->timeout_s, "kill the program after this many seconds");
+  cmd->add_option("program", opt->program, "PROGRAM [ARGS] (after --)")->required();
+  cmd->callback([opt]() {
+    const int code = run_record(*opt, std::cout, std::cerr);
+    if (code != exit_ok) throw tool_error(code, "record failed (see messages above)");
+  });
+}
+
+}  // namespace lotus_tool
