@@ -137,7 +137,8 @@ int main(int argc, char** argv) {
   }
   for (auto& t : pool) t.join();
   lotus::flush();
-  std::printf("consumed %llu batches (checksum %.1f); trace: %s_{worker,main}_pid_*\n",
-              static_cast<unsigned long long>(batches), checksum, log.c_str());
+  std::printf("consumed %llu batches (checksum %.1f); trace: %s\n",
+              static_cast<unsigned long long>(batches), checksum,
+              lotus::tracing_enabled() ? (log + "_{worker,main}_pid_*").c_str() : "off");
   return 0;
 }

@@ -21,9 +21,8 @@ int main() {
     }
   }
   lotus::flush();
-  const lotus::trace_stats s = lotus::stats();
-  std::printf("recorded %llu events; trace files: %s_worker_pid_*\n",
-              static_cast<unsigned long long>(s.recorded),
-              std::getenv("LOTUS_LOG_FILE") ? std::getenv("LOTUS_LOG_FILE")
-                                            : "lotus_quickstart/lotustrace_log");
+  const char* prefix = std::getenv("LOTUS_LOG_FILE");
+  std::printf("recorded %llu events; trace: %s_worker_pid_*\n",
+              static_cast<unsigned long long>(lotus::stats().recorded),
+              prefix != nullptr ? prefix : "lotus_quickstart/lotustrace_log");
 }
