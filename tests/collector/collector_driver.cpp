@@ -7,6 +7,7 @@
 //   mark:<text>      append <text> to $LOTUS_FAKE_COLLECTOR_LOG (interleaves with fake collectors)
 //   region:a|b|c     one execution of LOTUS_MAP_REGION("a"|"b"|"c"), marking "in <name>" inside
 //   nested           LOTUS_MAP_REGION("a") containing LOTUS_MAP_REGION("b")
+//   threads:<n>:<k> n threads, each doing k resume/pause pairs at once
 //   sleep:<ms>       sleep
 //   sigmask          print "sigpipe-blocked <0|1> sigpipe-pending <0|1>"
 #include <signal.h>
@@ -17,6 +18,7 @@
 #include <lotus/lotus.hpp>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "fake_log.hpp"
 
@@ -68,6 +70,20 @@ int main(int argc, char** argv) {
         LOTUS_MAP_REGION("b");
         fake_log("in b");
       }
+    } else if (cmd.rfind("threads:", 0) == 0) {
+      const std::size_t colon = cmd.find(':', 8);
+      const int n = std::stoi(cmd.substr(8, colon - 8));
+      const int k = std::stoi(cmd.substr(colon + 1));
+      std::vector<std::thread> workers;
+      for (int t = 0; t < n; ++t) {
+        workers.emplace_back([k] {
+          for (int j = 0; j < k; ++j) {
+            LOTUS_COLLECTOR_RESUME();
+            LOTUS_COLLECTOR_PAUSE();
+          }
+        });
+      }
+      for (std::thread& w : workers) w.join();
     } else if (cmd.rfind("sleep:", 0) == 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(std::stol(cmd.substr(6))));
     } else if (cmd == "sigmask") {

@@ -104,6 +104,26 @@ TEST_CASE("ITT: resume/pause/detach reach the collector through INTEL_LIBITTNOTI
                               "itt detach\n");
 }
 
+TEST_CASE("concurrent resume/pause from many threads: calls alternate and the depth returns to 0",
+          "[collector][itt]") {
+  temp_dir dir;
+  const run_result r = drive(
+      {"threads:4:500", "depth"},
+      {{"INTEL_LIBITTNOTIFY64", LOTUS_TEST_FAKE_ITT}, {"LOTUS_FAKE_COLLECTOR_LOG", dir / "log"}});
+  CHECK(r.exit_code == 0);
+  CHECK(r.err.empty());
+  CHECK(r.out == "depth 0\n");
+  const std::vector<std::string> lines = lines_of(read_file(dir / "log"));
+  REQUIRE(lines.size() >= 3);
+  CHECK(lines.front() == itt_init_line);
+  CHECK((lines.size() - 1) % 2 == 0);
+  std::size_t bad = 0;
+  for (std::size_t i = 1; i < lines.size(); ++i) {
+    if (lines[i] != ((i % 2 == 1) ? "itt resume" : "itt pause")) ++bad;
+  }
+  CHECK(bad == 0);
+}
+
 TEST_CASE("ITT: with INTEL_LIBITTNOTIFY64 unset every call is a no-op", "[collector][itt]") {
   temp_dir dir;
   SECTION("auto") {
