@@ -504,8 +504,8 @@ run_outcome driver::profile_once(const std::string& region, const std::string& d
               {"LOTUS_MAP_GAP_MS", std::to_string(opt_.gap_ms)}};
   // No trace in profiled runs: the region times come from the list run, and the trace writer
   // thread would otherwise show up in every window (Callgrind instruments all threads).
-  spec.unset_env = {"LOTUS_MAP_LIST", "LOTUS_DISABLE", "LOTUS_PERF_CTL_FIFO",
-                    "LOTUS_PERF_ACK_FIFO", "LOTUS_LOG_FILE"};
+  spec.unset_env = {"LOTUS_MAP_LIST", "LOTUS_DISABLE", "LOTUS_PERF_CTL_FIFO", "LOTUS_PERF_ACK_FIFO",
+                    "LOTUS_LOG_FILE"};
   spec.stdout_path = dir + "/probe.stdout";
   spec.stderr_path = dir + "/probe.stderr";
   spec.timeout_s = opt_.timeout_s;
