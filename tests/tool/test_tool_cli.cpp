@@ -57,7 +57,9 @@ run_result run_cmd(const std::string& cmd) {
   return r;
 }
 
-run_result tool(const std::string& args) { return run_cmd(std::string(LOTUS_TOOL_EXE) + " " + args); }
+run_result tool(const std::string& args) {
+  return run_cmd(std::string(LOTUS_TOOL_EXE) + " " + args);
+}
 
 const std::string k_data = LOTUS_TOOL_DATA;
 const std::string k_golden = k_data + "/golden";
@@ -203,7 +205,8 @@ TEST_CASE("generated multi-epoch traces: --compat and stats agree with the Pytho
   for (const auto& o : got["ops"]) {
     const json& w = want["ops"][o["name"].get<std::string>()];
     REQUIRE(o["count"] == w["count"]);
-    for (const char* k : {"mean_ms", "p50_ms", "p90_ms", "p99_ms", "share_lt_10ms", "share_lt_100us"}) {
+    for (const char* k :
+         {"mean_ms", "p50_ms", "p90_ms", "p99_ms", "share_lt_10ms", "share_lt_100us"}) {
       REQUIRE(o[k].get<double>() == Approx(w[k].get<double>()).epsilon(1e-9));
     }
   }
@@ -215,7 +218,8 @@ TEST_CASE("generated multi-epoch traces: --compat and stats agree with the Pytho
       REQUIRE(got[sec][k].get<double>() == Approx(want[sec][k].get<double>()).epsilon(1e-9));
     }
   }
-  REQUIRE(got["wait"]["pct_eq_1us"].get<double>() == Approx(want["wait"]["pct_eq_1us"].get<double>()));
+  REQUIRE(got["wait"]["pct_eq_1us"].get<double>() ==
+          Approx(want["wait"]["pct_eq_1us"].get<double>()));
   REQUIRE(got["out_of_order_arrivals"] == want["out_of_order_arrivals"]);
   const json no_out = json::parse(tool("stats " + dir + "/t --json --remove-outliers").out);
   REQUIRE(no_out["batch_preprocessing"]["outliers_removed"] == want["outliers_removed"]);
@@ -347,7 +351,8 @@ TEST_CASE("bad input gives clear messages and non-zero exits", "[tool][errors]")
     REQUIRE(count_lines_with(c.out, d + "/p_worker_pid_1:") == 4);
     REQUIRE(c.out.find(":2: name does not start with 'S'") != std::string::npos);
     REQUIRE(c.out.find(":3: number out of range") != std::string::npos);
-    REQUIRE(c.out.find(":4: batch record without a valid decimal batch index") != std::string::npos);
+    REQUIRE(c.out.find(":4: batch record without a valid decimal batch index") !=
+            std::string::npos);
     REQUIRE(c.out.find(":5: expected 3 comma-separated fields, found 2") != std::string::npos);
     REQUIRE(c.err.find("problem(s) in 1 of 1 file(s)") != std::string::npos);
     REQUIRE(tool("viz " + d + " -o " + d + "/v.json").rc == 1);

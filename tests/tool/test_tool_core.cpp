@@ -48,9 +48,9 @@ TEST_CASE("parse_record rejects malformed lines with a reason", "[tool][parser]"
   REQUIRE(reason("SLoader,99999999999999999999999,1") == "number out of range (> 2^63-1)");
   REQUIRE(reason(std::string("SLo\0der,1,2", 11)) == "control character in name");
   REQUIRE(reason("SLo\xff,1,2") == "invalid UTF-8 in name");
-  REQUIRE(reason("S\xc0\x80,1,2") == "invalid UTF-8 in name");  // overlong
+  REQUIRE(reason("S\xc0\x80,1,2") == "invalid UTF-8 in name");      // overlong
   REQUIRE(reason("S\xed\xa0\x80,1,2") == "invalid UTF-8 in name");  // surrogate
-  REQUIRE(reason("S\xe2\x82,1,2") == "invalid UTF-8 in name");  // cut sequence
+  REQUIRE(reason("S\xe2\x82,1,2") == "invalid UTF-8 in name");      // cut sequence
 }
 
 TEST_CASE("classify extracts batch kinds and indices", "[tool][parser]") {
@@ -185,7 +185,7 @@ TEST_CASE("stats_engine: exact percentiles across the 32-bit split, outliers", "
   REQUIRE(res.ops.size() == 1);
   const op_stats& o = res.ops[0];
   REQUIRE(o.count == 5);
-  REQUIRE(o.p50 == Approx(0.003));                   // sorted: 1000 2000 3000 5e9 6e9 ns
+  REQUIRE(o.p50 == Approx(0.003));                  // sorted: 1000 2000 3000 5e9 6e9 ns
   REQUIRE(o.p90 == Approx(5000.0 + 0.6 * 1000.0));  // pos 3.6 between 5000 and 6000 ms
   REQUIRE(o.share_lt_100us == Approx(0.6));
   REQUIRE(res.preprocessing_before.count == 5);

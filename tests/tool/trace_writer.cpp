@@ -2,12 +2,12 @@
 // SPDX-License-Identifier: MIT
 // Usage: lotus_tool_trace_writer DIR THREADS CHILDREN OPS_PER_THREAD
 // Prints a JSON object with the exact counts written, for test_tool_cli's round-trip test.
-#include <lotus/lotus.hpp>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <lotus/lotus.hpp>
 #include <string>
 #include <thread>
 #include <vector>

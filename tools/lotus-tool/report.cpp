@@ -82,7 +82,7 @@ constexpr const char* k_script = R"JS(
   'use strict';
   var errBox = document.getElementById('lotus-errors');
   window.onerror = function (msg, src, line) {
-    errBox.textContent += 'LOTUS_JS_ERROR: ' + msg + ' (line ' + line + ')\n';
+    errBox.textContent += 'LOTUS_' + 'JS_ERROR: ' + msg + ' (line ' + line + ')\n';
     errBox.style.display = 'block';
   };
   var D = JSON.parse(document.getElementById('lotus-data').textContent);
@@ -198,7 +198,7 @@ constexpr const char* k_script = R"JS(
   scatter('wait', bySeries(D.waits), 'batch id', 'wait time (ms, log)', true);
   scatter('delay', bySeries(D.delays), 'batch id', 'delay time (ms)', false);
   timeline('timeline', D.rows, D.spans);
-  document.getElementById('lotus-status').textContent = 'LOTUS_REPORT_RENDERED';
+  document.getElementById('lotus-status').textContent = 'LOTUS_REPORT_' + 'RENDERED';  // split: the source must not match
 })();
 )JS";
 
