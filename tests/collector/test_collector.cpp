@@ -374,7 +374,7 @@ TEST_CASE("LOTUS_MAP_REGION: the selected region is profiled after the warm-up, 
                               "pause\nin b\n");
 }
 
-TEST_CASE("LOTUS_MAP_REGION: defaults are warm-up 1, count 1; nested regions stay out",
+TEST_CASE("LOTUS_MAP_REGION: defaults are warm-up 1, count 1, and nested regions stay out",
           "[collector][map]") {
   temp_dir dir;
   const std::string log = dir / "log";
