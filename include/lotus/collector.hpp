@@ -72,7 +72,7 @@ inline const collector_backend* collector_select(collector::kind& chosen) noexce
     }
     // auto: the first collector that is evidently present. A collector that is present but
     // broken is not skipped silently: its message explains why control is off.
-    if (running_on_valgrind()) {
+    if (running_on_valgrind() && callgrind_tool_plausible()) {
       chosen = collector::kind::callgrind;
       b = callgrind_backend(false);
     } else if (collector_env("LOTUS_PERF_CTL_FIFO") != nullptr) {

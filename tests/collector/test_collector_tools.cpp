@@ -143,6 +143,19 @@ TEST_CASE("callgrind: one dump per profiled execution, named by the region",
   }
 }
 
+TEST_CASE("auto detection: Callgrind under callgrind, nothing under memcheck",
+          "[collector][callgrind][tool]") {
+  const run_result cg = run({LOTUS_TEST_VALGRIND, "-q", "--tool=callgrind",
+                             "--callgrind-out-file=/dev/null", LOTUS_TEST_DRIVER, "attached"},
+                            {});
+  CHECK(cg.exit_code == 0);
+  CHECK(cg.out == "attached callgrind\n");
+  const run_result mc =
+      run({LOTUS_TEST_VALGRIND, "-q", "--tool=memcheck", LOTUS_TEST_DRIVER, "attached"}, {});
+  CHECK(mc.exit_code == 0);
+  CHECK(mc.out == "attached none\n");
+}
+
 #ifdef LOTUS_TEST_IMAGE_PROBE
 namespace {
 

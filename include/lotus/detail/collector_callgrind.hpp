@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>  // uintptr_t
+#include <cstring>  // strstr, strncmp
 
 #include "lotus/detail/collector_common.hpp"
 
@@ -83,6 +84,19 @@ inline bool callgrind_pause(const char* region) noexcept {
 
 inline void callgrind_detach(bool active) noexcept {
   if (active) valgrind_request(0, callgrind_stop_instrumentation);
+}
+
+/// Under Valgrind, whether the tool may be Callgrind. Valgrind puts `vgpreload_<tool>-*.so` into
+/// LD_PRELOAD for the tools that replace functions (memcheck, helgrind, drd, massif, dhat), never
+/// for Callgrind, so such an entry rules Callgrind out. `auto` then leaves Valgrind alone.
+inline bool callgrind_tool_plausible() noexcept {
+  const char* preload = collector_env("LD_PRELOAD");
+  if (preload == nullptr) return true;
+  for (const char* p = std::strstr(preload, "vgpreload_"); p != nullptr;
+       p = std::strstr(p + 1, "vgpreload_")) {
+    if (std::strncmp(p, "vgpreload_core", 14) != 0) return false;
+  }
+  return true;
 }
 
 inline const collector_backend* callgrind_backend(bool explicit_choice) noexcept {
