@@ -66,6 +66,12 @@ void check_exactly_once(const std::vector<lotus_test::record>& recs, int n, std:
 
 TEST_CASE("fork: parent and 4 children each write their own records exactly once",
           "[process][fork]") {
+#if defined(__SANITIZE_THREAD__)
+  // ThreadSanitizer cannot follow a multi-threaded fork whose child starts threads ("dup thread
+  // with used id"); the gcc, clang and asan variants run this test.
+  WARN("fork test skipped under ThreadSanitizer");
+  return;
+#endif
   lotus_test::temp_dir dir;
   const auto r =
       run_child({"fork", "20000"}, {"LOTUS_LOG_FILE=" + dir.path + "/lotustrace_log"}, dir.path);
