@@ -66,7 +66,12 @@ void check_exactly_once(const std::vector<lotus_test::record>& recs, int n, std:
 
 TEST_CASE("fork: parent and 4 children each write their own records exactly once",
           "[process][fork]") {
-#if defined(__SANITIZE_THREAD__)
+#if defined(__has_feature)
+#  if __has_feature(thread_sanitizer)
+#    define LOTUS_TEST_TSAN 1
+#  endif
+#endif
+#if defined(__SANITIZE_THREAD__) || defined(LOTUS_TEST_TSAN)
   // ThreadSanitizer cannot follow a multi-threaded fork whose child starts threads ("dup thread
   // with used id"); the gcc, clang and asan variants run this test.
   WARN("fork test skipped under ThreadSanitizer");
