@@ -44,6 +44,9 @@ def parse_args():
     p.add_argument("--mode", choices=["threads", "processes"], default="threads")
     p.add_argument("--batch-size", type=positive_int, default=16)
     p.add_argument("--epochs", type=positive_int, default=2)
+    p.add_argument("--instructions", action="store_true",
+                   help="also count executed instructions (all threads) under valgrind "
+                        "--tool=callgrind: deterministic, immune to machine load")
     p.add_argument("--step-ms", type=float, default=0.0,
                    help="simulated training step (default 0: preprocessing-bound, the worst case)")
     a = p.parse_args()
@@ -59,6 +62,52 @@ def quartiles(values):
         return values[0], values[0]
     q = statistics.quantiles(values, n=4, method="inclusive")
     return q[0], q[2]
+
+
+def callgrind_instructions(cmd, work):
+    """Instructions executed by the whole process (every thread), from callgrind's summary."""
+    out_file = os.path.join(work, "callgrind.out")
+    res = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out_file}"] + cmd,
+                         capture_output=True, text=True)
+    if res.returncode != 0:
+        sys.exit(f"overhead.py: callgrind run failed:\n{res.stderr[-2000:]}")
+    for line in res.stderr.splitlines():
+        if "Collected :" in line:
+            os.remove(out_file)
+            return int(line.split(":")[-1])
+    sys.exit("overhead.py: no 'Collected :' line in callgrind's output")
+
+
+def instruction_study(a, work, traced, untraced):
+    """Two dataset sizes separate the fixed cost (start-up, writer thread, files) from the
+    per-image cost of tracing."""
+    if shutil.which("valgrind") is None:
+        print("instructions: valgrind not installed, skipped")
+        return
+    sizes = (32, 64)
+    counts = {}
+    for n in sizes:
+        out = os.path.join(work, f"cg{n}")
+        common = ["--out", out, "--images", str(n), "--workers", str(a.workers), "--mode", a.mode,
+                  "--batch-size", "8", "--epochs", "1", "--step-ms", "0", "--quiet"]
+        subprocess.run([untraced] + common, capture_output=True, check=True)  # dataset
+        counts[("off", n)] = callgrind_instructions([untraced] + common, work)
+        counts[("on", n)] = callgrind_instructions([traced] + common, work)
+    lo, hi = sizes
+    per_image_work = (counts[("off", hi)] - counts[("off", lo)]) / (hi - lo)
+    per_image_trace = ((counts[("on", hi)] - counts[("off", hi)]) -
+                       (counts[("on", lo)] - counts[("off", lo)])) / (hi - lo)
+    fixed = (counts[("on", lo)] - counts[("off", lo)]) - per_image_trace * lo
+    print()
+    print("instructions (valgrind --tool=callgrind, all threads, batch 8, 1 epoch):")
+    print("| images | compiled out | traced | traced / compiled out |")
+    print("| ---: | ---: | ---: | ---: |")
+    for n in sizes:
+        off, on = counts[("off", n)], counts[("on", n)]
+        print(f"| {n} | {off} | {on} | {on / off:.5f} |")
+    print(f"per image: {per_image_work:.0f} instructions of preprocessing, "
+          f"{per_image_trace:.0f} for tracing ({per_image_trace / per_image_work * 100:.3f} %); "
+          f"fixed tracing cost per run: {fixed:.0f} instructions")
 
 
 def main():
@@ -138,13 +187,18 @@ def main():
             cratio = statistics.median(cpus[n]) / statistics.median(cpus["off"])
             print(f"{n} / off (process CPU medians, all threads): {cratio:.4f}  "
                   f"({(cratio - 1) * 100:+.2f} %)")
-        # Per-round paired ratio: robust to slow drifts in machine load.
-        paired = [on / off for on, off in zip(walls["on"], walls["off"])]
-        print(f"on / off paired per round: median {statistics.median(paired):.4f}, "
-              f"min..max {min(paired):.4f}..{max(paired):.4f}")
+        same = statistics.median(walls["on"]) / statistics.median(walls["runtime"])
+        print(f"on / runtime (same binary, loop wall medians): {same:.4f}  ({(same - 1) * 100:+.2f} %)")
+        # Per-round paired ratios: robust to slow drifts in machine load.
+        for n, ref in (("on", "off"), ("on", "runtime")):
+            paired = [x / y for x, y in zip(walls[n], walls[ref])]
+            print(f"{n} / {ref} paired per round: median {statistics.median(paired):.4f}, "
+                  f"min..max {min(paired):.4f}..{max(paired):.4f}")
         b = statistics.median(trace_bytes)
         print(f"trace: {b / images:.1f} bytes per image ({b / 1e6:.2f} MB per run, "
               f"{images} images)")
+        if a.instructions:
+            instruction_study(a, work, traced, untraced)
     finally:
         if own_dir:
             shutil.rmtree(work, ignore_errors=True)
