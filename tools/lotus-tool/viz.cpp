@@ -30,42 +30,42 @@ struct viz_args {
 // ---- --compat: the events of visualization_augmenter.py, byte-for-byte in json.dump style ----
 
 void compat_x(std::string& b, const record& r, std::uint64_t pid, const std::int64_t* sid) {
-  b += "{\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": ";
+  append_lit(b, "{\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": ");
   append_json_string(b, r.name);
-  b += ", \"pid\": ";
+  append_lit(b, ", \"pid\": ");
   append_uint(b, pid);
-  b += ", \"tid\": ";
+  append_lit(b, ", \"tid\": ");
   append_uint(b, pid);
   if (sid != nullptr) {
-    b += ", \"args\": {\"External id\": ";
+    append_lit(b, ", \"args\": {\"External id\": ");
     append_int(b, *sid);
-    b += ", \"correlation\": ";
+    append_lit(b, ", \"correlation\": ");
     append_int(b, *sid);
-    b += "}";
+    append_lit(b, "}");
   } else {
-    b += ", \"args\": {}";
+    append_lit(b, ", \"args\": {}");
   }
-  b += ", \"ts\": ";
+  append_lit(b, ", \"ts\": ");
   append_uint(b, r.start_ns / 1000);  // row.ts // 1000
-  b += ", \"dur\": ";
+  append_lit(b, ", \"dur\": ");
   append_uint(b, r.dur_ns / 1000);
-  b += "}";
+  append_lit(b, "}");
 }
 
 void compat_flow(std::string& b, char ph, const record& r, std::uint64_t pid, std::int64_t sid) {
-  b += "{\"ph\": \"";
+  append_lit(b, "{\"ph\": \"");
   b += ph;
-  b += "\", \"id\": ";
+  append_lit(b, "\", \"id\": ");
   append_int(b, sid);
-  b += ", \"pid\": ";
+  append_lit(b, ", \"pid\": ");
   append_uint(b, pid);
-  b += ", \"tid\": ";
+  append_lit(b, ", \"tid\": ");
   append_uint(b, pid);
-  b += ", \"ts\": ";
+  append_lit(b, ", \"ts\": ");
   append_uint(b, r.start_ns / 1000);
-  b += ", \"cat\": \"ac2g\", \"name\": \"ac2g\"";
-  if (ph == 'f') b += ", \"bp\": \"e\"";
-  b += "}";
+  append_lit(b, ", \"cat\": \"ac2g\", \"name\": \"ac2g\"");
+  if (ph == 'f') append_lit(b, ", \"bp\": \"e\"");
+  append_lit(b, "}");
 }
 
 // ---- default mode helpers ----
@@ -111,7 +111,7 @@ void run_viz(const viz_args& a) {
   if (prof) {
     em.n = write_profiler_head(b, *prof);
   } else if (a.compat) {
-    b += "{\"traceEvents\": [";
+    append_lit(b, "{\"traceEvents\": [");
   }
 
   if (a.compat) {
@@ -136,7 +136,7 @@ void run_viz(const viz_args& a) {
       }
       out.maybe_flush();
     });
-    b += "]}";
+    append_lit(b, "]}");
     out.commit();
     if (skipped)
       std::fprintf(stderr, "warning: skipped %llu malformed line(s)\n",
@@ -184,13 +184,13 @@ void run_viz(const viz_args& a) {
     b += "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"generator\":\"lotus-"
          "tool " LOTUS_VERSION_STRING "\",\"prefix\":";
     append_json_string(b, dir.prefix);
-    b += ",\"time_origin_ns\":";
+    append_lit(b, ",\"time_origin_ns\":");
     append_int(b, t0);
     std::uint64_t dropped = 0;
     for (const auto& p : dir.processes) dropped += p.second.dropped;
-    b += ",\"dropped_events\":";
+    append_lit(b, ",\"dropped_events\":");
     append_uint(b, dropped);
-    b += "},\"traceEvents\":[";
+    append_lit(b, "},\"traceEvents\":[");
   }
 
   // Metadata: process and thread names (sidecar names when present).
@@ -200,23 +200,23 @@ void run_viz(const viz_args& a) {
   }
   for (const auto& [pid, threads] : rows) {
     em.next();
-    b += "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":";
+    append_lit(b, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":");
     append_uint(b, pid);
-    b += ",\"tid\":0,\"args\":{\"name\":";
+    append_lit(b, ",\"tid\":0,\"args\":{\"name\":");
     auto pm = dir.processes.find(pid);
     std::string pname = "lotus pid " + std::to_string(pid);
     if (pm != dir.processes.end() && pm->second.ppid != 0 && rows.count(pm->second.ppid) != 0) {
       pname += " (child of " + std::to_string(pm->second.ppid) + ")";
     }
     append_json_string(b, pname);
-    b += "}}";
+    append_lit(b, "}}");
     for (const auto& [tid, kinds] : threads) {
       em.next();
-      b += "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":";
+      append_lit(b, "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":");
       append_uint(b, pid);
-      b += ",\"tid\":";
+      append_lit(b, ",\"tid\":");
       append_uint(b, tid);
-      b += ",\"args\":{\"name\":";
+      append_lit(b, ",\"args\":{\"name\":");
       auto tm = dir.threads.find(tid);
       std::string tname;
       if (tm != dir.threads.end() && !tm->second.name.empty()) {
@@ -225,42 +225,43 @@ void run_viz(const viz_args& a) {
         tname = (kinds == 1 ? "worker " : kinds == 2 ? "main " : "thread ") + std::to_string(tid);
       }
       append_json_string(b, tname);
-      b += "}}";
+      append_lit(b, "}}");
     }
   }
 
-  // Pass 2: stream the events.
+  // Pass 2: stream the events. `,"pid":P,"tid":T,"ts":` is the same for a whole file.
+  std::vector<std::string> where(dir.files.size());
+  for (std::size_t i = 0; i < dir.files.size(); ++i) {
+    append_lit(where[i], ",\"pid\":");
+    append_uint(where[i], dir.pid_of(dir.files[i].id));
+    append_lit(where[i], ",\"tid\":");
+    append_uint(where[i], dir.files[i].id);
+    append_lit(where[i], ",\"ts\":");
+  }
   skipped = for_each_record(dir, ropt, [&](std::size_t fi, const record& r, const batch_ref& bt) {
     const bool is_batch = bt.kind != batch_kind::none;
     if (a.coarse && !is_batch) return;
-    const std::uint64_t tid = dir.files[fi].id;
-    const std::uint64_t pid = dir.pid_of(tid);
     const std::int64_t ts = static_cast<std::int64_t>(r.start_ns) - t0;
-    auto head = [&](const char* ph, const char* cat) {
+    auto head = [&](std::string_view ph_cat) {
       em.next();
-      b += "{\"ph\":\"";
-      b += ph;
-      b += "\",\"cat\":\"";
-      b += cat;
-      b += "\",\"name\":";
+      b.append(ph_cat);
       append_json_string(b, r.name);
-      b += ",\"pid\":";
-      append_uint(b, pid);
-      b += ",\"tid\":";
-      append_uint(b, tid);
-      b += ",\"ts\":";
+      b.append(where[fi]);
       append_us(b, ts);
     };
+    static constexpr std::string_view k_op = "{\"ph\":\"X\",\"cat\":\"lotus\",\"name\":";
+    static constexpr std::string_view k_batch_x = "{\"ph\":\"X\",\"cat\":\"lotus.batch\",\"name\":";
+    static constexpr std::string_view k_batch_i = "{\"ph\":\"i\",\"cat\":\"lotus.batch\",\"name\":";
     if (bt.kind == batch_kind::none || bt.kind == batch_kind::other) {
-      head("X", is_batch ? "lotus.batch" : "lotus");
-      b += ",\"dur\":";
+      head(is_batch ? k_batch_x : k_op);
+      append_lit(b, ",\"dur\":");
       append_us(b, static_cast<std::int64_t>(r.dur_ns));
-      b += "}";
+      append_lit(b, "}");
     } else if (bt.kind == batch_kind::queued) {
-      head("i", "lotus.batch");
-      b += ",\"s\":\"t\",\"args\":{\"batch\":";
+      head(k_batch_i);
+      append_lit(b, ",\"s\":\"t\",\"args\":{\"batch\":");
       append_uint(b, bt.idx);
-      b += "}}";
+      append_lit(b, "}}");
     } else {
       const epoch_index& ei = bt.kind == batch_kind::preprocessed ? pre_epochs
                               : bt.kind == batch_kind::consumed   ? cons_epochs
@@ -269,36 +270,32 @@ void run_viz(const viz_args& a) {
       // Negative like Lotus (no clash with the profiler's positive correlation ids), but unique
       // across epochs: -(epoch * stride + idx + 1).
       const std::int64_t id = -static_cast<std::int64_t>(epoch * stride + bt.idx + 1);
-      head("X", "lotus.batch");
-      b += ",\"dur\":";
+      head(k_batch_x);
+      append_lit(b, ",\"dur\":");
       append_us(b, static_cast<std::int64_t>(r.dur_ns));
-      b += ",\"args\":{\"batch\":";
+      append_lit(b, ",\"args\":{\"batch\":");
       append_uint(b, bt.idx);
-      b += ",\"epoch\":";
+      append_lit(b, ",\"epoch\":");
       append_uint(b, epoch);
       if (bt.kind == batch_kind::wait) {
-        b += ",\"out_of_order\":";
+        append_lit(b, ",\"out_of_order\":");
         b += r.dur_ns == 1000 ? "true" : "false";
       }
-      b += "}}";
+      append_lit(b, "}}");
       if (bt.kind != batch_kind::wait) {
         const bool start = bt.kind == batch_kind::preprocessed;
         em.next();
         b += start ? "{\"ph\":\"s\"" : "{\"ph\":\"f\",\"bp\":\"e\"";
-        b += ",\"cat\":\"lotus.flow\",\"name\":\"batch\",\"id\":";
+        append_lit(b, ",\"cat\":\"lotus.flow\",\"name\":\"batch\",\"id\":");
         append_int(b, id);
-        b += ",\"pid\":";
-        append_uint(b, pid);
-        b += ",\"tid\":";
-        append_uint(b, tid);
-        b += ",\"ts\":";
+        b.append(where[fi]);
         append_us(b, ts);
-        b += "}";
+        append_lit(b, "}");
       }
     }
     out.maybe_flush();
   });
-  b += "]}\n";
+  append_lit(b, "]}\n");
   out.commit();
   if (skipped) {
     std::fprintf(stderr, "warning: skipped %llu malformed line(s)\n",

@@ -3,6 +3,7 @@
 #include "output.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -21,12 +22,21 @@ output_file::output_file(const std::string& path) : path_(path) {
     fd_ = STDOUT_FILENO;
     return;
   }
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    // /dev/null, a FIFO, a terminal: write in place, there is nothing to replace atomically.
+    fd_ = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd_ < 0) throw tool_error(exit_io, path + ": cannot write: " + std::strerror(errno));
+    direct_ = true;
+    return;
+  }
   tmp_ = path + ".tmp." + std::to_string(::getpid());
   fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0) throw tool_error(exit_io, path + ": cannot write: " + std::strerror(errno));
 }
 
 output_file::~output_file() {
+  if (direct_ && fd_ >= 0) ::close(fd_);
   if (!committed_ && !tmp_.empty()) {
     if (fd_ >= 0) ::close(fd_);
     ::unlink(tmp_.c_str());
@@ -51,7 +61,7 @@ void output_file::flush() {
 
 void output_file::commit() {
   flush();
-  if (tmp_.empty()) return;
+  if (tmp_.empty()) return;  // stdout or a device: nothing to rename
   if (::close(fd_) != 0) {
     fd_ = -1;
     throw tool_error(exit_io, path_ + ": write error: " + std::strerror(errno));
@@ -65,6 +75,19 @@ void output_file::commit() {
 
 void append_json_string(std::string& out, std::string_view s) {
   out.push_back('"');
+  bool plain = true;
+  for (char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '"' || c == '\\' || c < 0x20 || c == 0x7f) {
+      plain = false;
+      break;
+    }
+  }
+  if (plain) {  // the common case: one append
+    out.append(s);
+    out.push_back('"');
+    return;
+  }
   for (char ch : s) {
     const auto c = static_cast<unsigned char>(ch);
     if (c == '"' || c == '\\') {

@@ -9,7 +9,8 @@
 namespace lotus_tool {
 
 /// Buffered writer. For a path, writes `<path>.tmp.<pid>` and renames it over `path` on commit(),
-/// so a failed run never leaves a half-written output. "-" writes to stdout.
+/// so a failed run never leaves a half-written output. "-" writes to stdout; an existing
+/// non-regular file (/dev/null, a FIFO) is written in place.
 class output_file {
  public:
   explicit output_file(const std::string& path);
@@ -34,8 +35,15 @@ class output_file {
   std::string path_, tmp_;
   int fd_ = -1;
   bool committed_ = false;
+  bool direct_ = false;
   std::string buf_;
 };
+
+/// Appends a string literal without strlen (the length is known at compile time).
+template <std::size_t N>
+inline void append_lit(std::string& out, const char (&s)[N]) {
+  out.append(s, N - 1);
+}
 
 /// Appends `s` as a JSON string literal (quotes included); UTF-8 passes through.
 void append_json_string(std::string& out, std::string_view s);

@@ -56,6 +56,14 @@ const char* parse_number(std::string_view s, std::uint64_t& out) noexcept {
   std::uint64_t v = 0;
   for (char ch : s) {
     if (ch < '0' || ch > '9') return "invalid character in number";
+  }
+  // Up to 18 digits cannot overflow int64; only longer strings need the careful path.
+  if (s.size() <= 18) {
+    for (char ch : s) v = v * 10 + static_cast<std::uint64_t>(ch - '0');
+    out = v;
+    return nullptr;
+  }
+  for (char ch : s) {
     const auto d = static_cast<std::uint64_t>(ch - '0');
     if (v > (k_int64_max - d) / 10) return "number out of range (> 2^63-1)";
     v = v * 10 + d;
