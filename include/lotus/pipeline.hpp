@@ -197,9 +197,11 @@ class batch_tracker {
 
  private:
   std::uint64_t expected_ = 0;
-  std::uint64_t wait_start_ = 0;
   bool pending_ = false;
+#ifndef LOTUS_DISABLE
+  std::uint64_t wait_start_ = 0;
   std::uint64_t pending_start_ = 0, pending_end_ = 0;
+#endif
 };
 
 }  // namespace LOTUS_DETAIL_ABI
