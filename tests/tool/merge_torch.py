@@ -15,7 +15,11 @@ if r.returncode == 77:
     print("SKIP:", r.stderr)
     sys.exit(77)
 assert r.returncode == 0, r.stderr
+kind = r.stdout.strip()
+print("libtorch profiler:", kind)
 src = json.load(open(prof))
+if isinstance(src, list):  # the legacy profiler writes Chrome's array format
+    src = {"traceEvents": src}
 events = src["traceEvents"]
 assert any(e.get("name") == "lotus_test_step" for e in events), "profiler trace lacks the scope"
 for mode in ([], ["--compat"]):
@@ -33,4 +37,4 @@ for mode in ([], ["--compat"]):
         if k != "traceEvents":
             assert merged[k] == v, k
     print(mode or ["default"], "merged", len(events), "profiler events +", len(ours), "lotus")
-print("ok: base time" if "baseTimeNanoseconds" in src else "ok: absolute us timestamps")
+print("ok:", kind, "trace;", "base time" if "baseTimeNanoseconds" in src else "ok: absolute us timestamps")

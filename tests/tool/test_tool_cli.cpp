@@ -74,7 +74,7 @@ int count_lines_with(const std::string& text, const std::string& needle) {
 
 }  // namespace
 
-TEST_CASE("--compat reproduces visualization_augmenter.py on the lotus-format.md golden files",
+TEST_CASE("viz --compat reproduces visualization_augmenter.py on the lotus-format.md golden files",
           "[tool][viz][golden]") {
   const std::string dir = make_tmp_dir();
   SECTION("fine") {
@@ -274,7 +274,7 @@ TEST_CASE("a trace written by the library (threads + fork) round-trips", "[tool]
   REQUIRE(child_pids.count(pid) == 0);
 }
 
-TEST_CASE("--merge appends to a Kineto-shaped profiler trace", "[tool][merge]") {
+TEST_CASE("viz --merge appends to a Kineto-shaped profiler trace", "[tool][merge]") {
   const std::string dir = make_tmp_dir();
   const json prof = json::parse(slurp(k_data + "/kineto_fixture.json"));
   const std::size_t before = prof["traceEvents"].size();

@@ -14,6 +14,7 @@
 
 #include "commands.hpp"
 #include "error.hpp"
+#include "line_reader.hpp"
 #include "merge.hpp"
 #include "output.hpp"
 #include "trace_dir.hpp"
@@ -89,9 +90,9 @@ class epoch_index {
 struct emitter {
   std::string* b;
   std::size_t n = 0;
-  const char* sep = ",";
+  std::string_view sep = ",";
   void next() {
-    if (n++ > 0) *b += sep;
+    if (n++ > 0) b->append(sep);
   }
 };
 
@@ -148,23 +149,40 @@ void run_viz(const viz_args& a) {
   std::uint64_t min_start = UINT64_MAX;
   std::uint64_t max_idx = 0;
   epoch_index pre_epochs, cons_epochs, wait_epochs;
-  for_each_record(dir, ropt, [&](std::size_t, const record& r, const batch_ref& bt) {
-    min_start = std::min(min_start, r.start_ns);
-    switch (bt.kind) {
-      case batch_kind::preprocessed:
-        pre_epochs.add(bt.idx, r.start_ns);
-        break;
-      case batch_kind::consumed:
-        cons_epochs.add(bt.idx, r.start_ns);
-        break;
-      case batch_kind::wait:
-        wait_epochs.add(bt.idx, r.start_ns);
-        break;
-      default:
-        return;
+  // Light scan: the start field of every line and the names of SBatch lines only; pass 2
+  // validates everything (and fails, or skips, exactly as the other commands do).
+  for (const auto& f : dir.files) {
+    line_reader rd(f.path);
+    line_reader::line ln;
+    while (rd.next(ln)) {
+      const std::string_view t = ln.text;
+      const std::size_t c1 = t.find(',');
+      if (c1 == std::string_view::npos) continue;
+      const std::size_t c2 = t.find(',', c1 + 1);
+      std::uint64_t start = 0;
+      if (c2 == std::string_view::npos || !parse_u63(t.substr(c1 + 1, c2 - c1 - 1), start)) {
+        continue;
+      }
+      min_start = std::min(min_start, start);
+      if (t.compare(0, 6, "SBatch") != 0) continue;
+      batch_ref bt;
+      if (classify(t.substr(0, c1), bt) != nullptr) continue;
+      switch (bt.kind) {
+        case batch_kind::preprocessed:
+          pre_epochs.add(bt.idx, start);
+          break;
+        case batch_kind::consumed:
+          cons_epochs.add(bt.idx, start);
+          break;
+        case batch_kind::wait:
+          wait_epochs.add(bt.idx, start);
+          break;
+        default:
+          continue;
+      }
+      max_idx = std::max(max_idx, bt.idx);
     }
-    max_idx = std::max(max_idx, bt.idx);
-  });
+  }
   pre_epochs.finish();
   cons_epochs.finish();
   wait_epochs.finish();

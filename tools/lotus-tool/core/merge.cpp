@@ -56,6 +56,12 @@ profiler_trace parse_profiler_trace(std::string_view text, const std::string& la
     }
     throw tool_error(exit_invalid, label + ": not valid JSON");
   }
+  if (t.doc.is_array()) {
+    // Chrome's "JSON Array Format" (libtorch's legacy profiler writes it): wrap it.
+    nlohmann::json events = std::move(t.doc);
+    t.doc = nlohmann::json::object();
+    t.doc["traceEvents"] = std::move(events);
+  }
   if (!t.doc.is_object()) {
     throw tool_error(exit_invalid, label + ": expected a JSON object with \"traceEvents\"");
   }

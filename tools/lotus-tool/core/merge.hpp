@@ -15,7 +15,8 @@ struct profiler_trace {
   std::int64_t base_time_ns = 0;  ///< Kineto's `baseTimeNanoseconds` (events then relative)
 };
 
-/// Parses and validates profiler JSON (object with a `traceEvents` array, nesting <= 256).
+/// Parses and validates profiler JSON: an object with a `traceEvents` array, or a bare event
+/// array (Chrome's array format, wrapped into an object); nesting <= 256.
 /// Throws tool_error(exit_invalid) with `label: reason` on anything else.
 profiler_trace parse_profiler_trace(std::string_view text, const std::string& label);
 

@@ -53,21 +53,21 @@ const char* check_name(std::string_view s) noexcept {
 const char* parse_number(std::string_view s, std::uint64_t& out) noexcept {
   if (s.empty()) return "empty number field";
   if (s[0] == '-') return "negative number";
+  // One pass: up to 19 digits cannot overflow uint64 (10^19 - 1 < 2^64), so validate and
+  // accumulate together and compare against int64's maximum once at the end.
+  if (s.size() > 19) {
+    for (char ch : s) {
+      if (static_cast<unsigned>(ch - '0') > 9) return "invalid character in number";
+    }
+    return "number out of range (> 2^63-1)";
+  }
   std::uint64_t v = 0;
   for (char ch : s) {
-    if (ch < '0' || ch > '9') return "invalid character in number";
-  }
-  // Up to 18 digits cannot overflow int64; only longer strings need the careful path.
-  if (s.size() <= 18) {
-    for (char ch : s) v = v * 10 + static_cast<std::uint64_t>(ch - '0');
-    out = v;
-    return nullptr;
-  }
-  for (char ch : s) {
-    const auto d = static_cast<std::uint64_t>(ch - '0');
-    if (v > (k_int64_max - d) / 10) return "number out of range (> 2^63-1)";
+    const auto d = static_cast<unsigned>(ch - '0');
+    if (d > 9) return "invalid character in number";
     v = v * 10 + d;
   }
+  if (v > k_int64_max) return "number out of range (> 2^63-1)";
   out = v;
   return nullptr;
 }

@@ -195,28 +195,9 @@ const char* validate_line(std::string_view text, bool has_newline, bool too_long
   return classify(rec.name, batch);
 }
 
-std::uint64_t for_each_record(const trace_dir& dir, const read_options& opt, const record_fn& fn) {
-  std::uint64_t skipped = 0;
-  for (std::size_t i = 0; i < dir.files.size(); ++i) {
-    line_reader reader(dir.files[i].path);
-    line_reader::line ln;
-    record rec;
-    batch_ref batch;
-    while (reader.next(ln)) {
-      const char* why = validate_line(ln.text, ln.has_newline, ln.too_long, rec, batch);
-      if (why != nullptr) {
-        if (opt.skip_invalid) {
-          ++skipped;
-          continue;
-        }
-        throw tool_error(exit_invalid, dir.files[i].path + ":" + std::to_string(ln.number) + ": " +
-                                           why +
-                                           " (run 'lotus-tool check', or pass --skip-invalid)");
-      }
-      fn(i, rec, batch);
-    }
-  }
-  return skipped;
+void throw_bad_line(const std::string& path, std::uint64_t line, const char* why) {
+  throw tool_error(exit_invalid, path + ":" + std::to_string(line) + ": " + why +
+                                     " (run 'lotus-tool check', or pass --skip-invalid)");
 }
 
 }  // namespace lotus_tool

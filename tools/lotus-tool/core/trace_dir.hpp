@@ -3,13 +3,13 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <istream>
 #include <map>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "line_reader.hpp"
 #include "record.hpp"
 
 namespace lotus_tool {
@@ -70,15 +70,40 @@ struct read_options {
   bool skip_invalid = false;
 };
 
-/// Per-record callback: (file index in dir.files, record, classified batch info).
-using record_fn = std::function<void(std::size_t, const record&, const batch_ref&)>;
+/// Streams every record of every file to `fn(file_index, record, batch_ref)`. Strict mode
+/// throws tool_error(exit_invalid) with `file:line: reason` on the first malformed line; skip
+/// mode returns the number skipped. A template so the per-record call inlines.
+template <class F>
+std::uint64_t for_each_record(const trace_dir& dir, const read_options& opt, F&& fn);
 
-/// Streams every record of every file. Strict mode throws tool_error(exit_invalid) with
-/// `file:line: reason` on the first malformed line; skip mode returns the number skipped.
-std::uint64_t for_each_record(const trace_dir& dir, const read_options& opt, const record_fn& fn);
+/// Throws tool_error(exit_invalid): `path:line: why (run 'lotus-tool check' ...)`.
+[[noreturn]] void throw_bad_line(const std::string& path, std::uint64_t line, const char* why);
 
 /// Validates one line as `check` does (format + batch index). Returns nullptr or a reason.
 const char* validate_line(std::string_view text, bool has_newline, bool too_long, record& rec,
                           batch_ref& batch) noexcept;
+
+template <class F>
+std::uint64_t for_each_record(const trace_dir& dir, const read_options& opt, F&& fn) {
+  std::uint64_t skipped = 0;
+  for (std::size_t i = 0; i < dir.files.size(); ++i) {
+    line_reader reader(dir.files[i].path);
+    line_reader::line ln;
+    record rec;
+    batch_ref batch;
+    while (reader.next(ln)) {
+      const char* why = validate_line(ln.text, ln.has_newline, ln.too_long, rec, batch);
+      if (why != nullptr) {
+        if (opt.skip_invalid) {
+          ++skipped;
+          continue;
+        }
+        throw_bad_line(dir.files[i].path, ln.number, why);
+      }
+      fn(i, rec, batch);
+    }
+  }
+  return skipped;
+}
 
 }  // namespace lotus_tool
