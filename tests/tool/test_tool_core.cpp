@@ -26,7 +26,7 @@ std::string reason(std::string_view line) {
 TEST_CASE("parse_record accepts the Lotus record format", "[tool][parser]") {
   record r;
   REQUIRE(parse_record("SLoader,1722800000000010000,5000000", r) == nullptr);
-  REQUIRE(r.name == "SLoader");
+  REQUIRE(std::string(r.name) == "SLoader");
   REQUIRE(r.start_ns == 1722800000000010000ULL);
   REQUIRE(r.dur_ns == 5000000);
   REQUIRE(parse_record("S\xc3\xa9t\xc3\xa9,0,9223372036854775807", r) == nullptr);
@@ -91,7 +91,7 @@ TEST_CASE("line_reader reports lines, truncation and over-long lines", "[tool][r
   REQUIRE(ln.too_long);
   REQUIRE(ln.number == 1);
   REQUIRE(rd2.next(ln));
-  REQUIRE(ln.text == "SOk,1,2");
+  REQUIRE(std::string(ln.text) == "SOk,1,2");
   REQUIRE(ln.number == 2);
   REQUIRE_FALSE(rd2.next(ln));
 }
