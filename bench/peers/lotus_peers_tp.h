@@ -7,10 +7,10 @@
 #define LTTNG_UST_TRACEPOINT_INCLUDE "./lotus_peers_tp.h"
 
 #if !defined(LOTUS_PEERS_TP_H) || defined(LTTNG_UST_TRACEPOINT_HEADER_MULTI_READ)
-#define LOTUS_PEERS_TP_H
+#  define LOTUS_PEERS_TP_H
 
-#include <lttng/tracepoint.h>
-#include <stdint.h>
+#  include <lttng/tracepoint.h>
+#  include <stdint.h>
 
 /* One event per zone: its name and start time; LTTng stamps the end itself. */
 LTTNG_UST_TRACEPOINT_EVENT(lotus_peers, zone,
