@@ -296,7 +296,7 @@ bool driver::discover(std::vector<std::string>& regions, std::map<std::string, d
   return true;
 }
 
-run_outcome driver::run_perf(const std::string& region, const std::string& dir, run_spec spec) {
+run_outcome driver::run_perf(const std::string& /*region*/, const std::string& dir, run_spec spec) {
   run_outcome o;
   const std::string ctl = dir + "/ctl.fifo", ack = dir + "/ack.fifo", data = dir + "/perf.data";
   ::unlink(ctl.c_str());
@@ -357,12 +357,8 @@ run_outcome driver::run_perf(const std::string& region, const std::string& dir, 
     o.error = std::string("unparsable report: ") + e.what();
     return o;
   }
-  if (o.profile.rows.empty()) {
-    o.error = "no samples in the '" + region +
-              "' window (did the probe reach the region? is it built with lotus enabled? raise "
-              "--count or --freq for very short regions)";
-    return o;
-  }
+  // A run without samples is normal for a region shorter than the sampling interval (that is
+  // what Lotus's run-count formula is for); only a region with no samples in any run fails.
   o.ok = true;
   return o;
 }
@@ -423,7 +419,8 @@ run_outcome driver::run_callgrind(const std::string& region, const std::string& 
   return o;
 }
 
-run_outcome driver::run_vendor(const std::string& region, const std::string& dir, run_spec spec) {
+run_outcome driver::run_vendor(const std::string& /*region*/, const std::string& dir,
+                               run_spec spec) {
   run_outcome o;
   const bool vtune = opt_.collector == "vtune";
   const std::string result = dir + (vtune ? "/vtune" : "/uprof");
@@ -482,10 +479,6 @@ run_outcome driver::run_vendor(const std::string& region, const std::string& dir
     return o;
   }
   if (!opt_.keep_data) remove_tree(result);
-  if (o.profile.rows.empty()) {
-    o.error = "no samples in the '" + region + "' window (" + csv + " has no function rows)";
-    return o;
-  }
   o.ok = true;
   return o;
 }
@@ -564,6 +557,16 @@ int driver::run() {
         // A crash or hang repeats on every run of the same region: stop this region.
         break;
       }
+    }
+    if (ok_runs > 0 && first_error.count(region) == 0 && !builder.has_functions(region)) {
+      failed = true;
+      first_error[region] = "no samples in the '" + region + "' window in " +
+                            std::to_string(ok_runs) +
+                            " run(s) (did the probe reach the region after the warm-up? is it "
+                            "built with lotus enabled? for very short regions raise --count, "
+                            "--freq or --runs)";
+      err_ << "lotus-tool map: region '" << region << "': " << first_error[region] << "\n";
+      builder.add_failure(region, first_error[region]);
     }
     if (ok_runs == 0 && first_error.count(region) != 0)
       builder.add_failure(region, first_error[region]);

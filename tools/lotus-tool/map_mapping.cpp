@@ -69,6 +69,11 @@ void mapping_builder::add_failure(const std::string& name, const std::string& wh
   m_.failed[name] = why;
 }
 
+bool mapping_builder::has_functions(const std::string& name) const {
+  const auto it = funcs_.find(name);
+  return it != funcs_.end() && !it->second.empty();
+}
+
 mapping mapping_builder::finish() const {
   mapping m = m_;
   for (auto& o : m.ops) {

@@ -48,6 +48,8 @@ class mapping_builder {
   void set_region_ns(const std::string& op, double ns);
   void add_run(const std::string& op, const function_profile& p);
   void add_failure(const std::string& op, const std::string& why);
+  /// True once a run of `op` reported at least one function.
+  bool has_functions(const std::string& op) const;
   mapping finish() const;
 
  private:

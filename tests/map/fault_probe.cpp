@@ -1,0 +1,51 @@
+// lotus — a mapping probe whose regions misbehave when selected: Good and Quiet work, Crash
+// raises SIGSEGV, Hang never returns (tests of lotus-tool map's error handling)
+// SPDX-License-Identifier: MIT
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <lotus/lotus.hpp>
+#include <thread>
+
+__attribute__((noinline)) double good_work(int n);
+__attribute__((noinline)) double good_work(int n) {
+  volatile double s = 0;
+  for (int i = 0; i < n; ++i) s = s + static_cast<double>(i) * 0.5;
+  return s;
+}
+
+namespace {
+
+bool selected(const char* name) {
+  const char* s = std::getenv("LOTUS_MAP_SELECT");
+  return s != nullptr && std::strcmp(s, name) == 0;
+}
+
+}  // namespace
+
+int main() {
+  double sum = 0;
+  for (int iter = 0; iter < 4; ++iter) {
+    {
+      LOTUS_MAP_REGION("Good");
+      sum += good_work(3000000);
+    }
+    {
+      LOTUS_MAP_REGION("Quiet");
+      sum += good_work(1000);
+    }
+    {
+      LOTUS_MAP_REGION("Crash");
+      if (iter == 2 && selected("Crash")) std::raise(SIGSEGV);
+    }
+    {
+      LOTUS_MAP_REGION("Hang");
+      if (iter == 2 && selected("Hang")) {
+        for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+      }
+    }
+  }
+  std::printf("%f\n", sum);
+  return 0;
+}

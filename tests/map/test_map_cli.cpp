@@ -1,0 +1,375 @@
+// lotus — lotus-tool map / attribute / record end to end (real perf and Callgrind runs, stand-in
+// VTune/uProf executables, error paths)
+// SPDX-License-Identifier: MIT
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "catch.hpp"
+#include "map_process.hpp"
+
+using lotus_tool::run_process;
+using lotus_tool::run_spec;
+using nlohmann::json;
+
+namespace {
+
+struct cli_result {
+  int code = -1;
+  std::string out, err;
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string make_dir() {
+  char tmpl[] = "/tmp/lotus_map_cli_XXXXXX";
+  const char* d = ::mkdtemp(tmpl);
+  REQUIRE(d != nullptr);
+  return d;
+}
+
+cli_result tool(const std::string& dir, std::vector<std::string> args,
+                std::vector<std::pair<std::string, std::string>> env = {}) {
+  run_spec s;
+  s.argv = {LOTUS_TOOL_EXE};
+  s.argv.insert(s.argv.end(), args.begin(), args.end());
+  s.env = std::move(env);
+  s.stdout_path = dir + "/tool.stdout";
+  s.stderr_path = dir + "/tool.stderr";
+  s.timeout_s = 240;
+  const auto r = run_process(s);
+  REQUIRE(r.started);
+  REQUIRE_FALSE(r.timed_out);
+  cli_result c;
+  c.code = r.signal != 0 ? 128 + r.signal : r.exit_code;
+  c.out = slurp(s.stdout_path);
+  c.err = slurp(s.stderr_path);
+  return c;
+}
+
+json load_json(const std::string& path) {
+  std::ifstream in(path);
+  REQUIRE(in);
+  json j;
+  in >> j;
+  return j;
+}
+
+std::vector<std::string> funcs(const json& m, const std::string& op) {
+  std::vector<std::string> v;
+  if (m["op_to_func"].contains(op))
+    for (const auto& f : m["op_to_func"][op]) v.push_back(f.get<std::string>());
+  return v;
+}
+
+bool has_module(const std::vector<std::string>& fs, const std::string& module_prefix) {
+  for (const auto& f : fs) {
+    const auto bar = f.rfind('|');
+    if (f.compare(bar + 1, module_prefix.size(), module_prefix) == 0) return true;
+  }
+  return false;
+}
+
+bool has_function(const std::vector<std::string>& fs, const std::string& fn_prefix) {
+  for (const auto& f : fs)
+    if (f.rfind(fn_prefix, 0) == 0) return true;
+  return false;
+}
+
+// The probe's own functions each belong to one op; a function only one op calls must appear in
+// that op alone (functions shared by construction, like std::vector internals, are skipped).
+const char* owner_of(const std::string& key) {
+  static const std::pair<const char*, const char*> owners[] = {
+      {"lotus_examples::load_image", "Loader"},
+      {"lotus_examples::decode_jpeg", "Loader"},
+      {"lotus_examples::read_file", "Loader"},
+      {"lotus_examples::resize_bilinear", "RandomResizedCrop"},
+      {"lotus_examples::random_resized_crop", "RandomResizedCrop"},
+      {"lotus_examples::horizontal_flip", "RandomHorizontalFlip"},
+      {"lotus_examples::random_horizontal_flip", "RandomHorizontalFlip"},
+      {"lotus_examples::to_tensor", "ToTensor"},
+      {"lotus_examples::normalize", "Normalize"},
+      {"lotus_examples::imagenet_", "Normalize"},
+      {"lotus_examples::collate", "Collation"}};
+  if (key.find("|libjpeg") != std::string::npos) return "Loader";
+  for (const auto& o : owners)
+    if (key.rfind(o.first, 0) == 0) return o.second;
+  return nullptr;
+}
+
+void check_exclusive(const json& m) {
+  for (const auto& [op, fs] : m["op_to_func"].items()) {
+    for (const auto& f : fs) {
+      const char* owner = owner_of(f.get<std::string>());
+      if (owner != nullptr) {
+        INFO("function " << f.get<std::string>() << " mapped to " << op);
+        CHECK(op == owner);
+      }
+    }
+  }
+}
+
+std::string probe_data_dir() {
+  static const std::string d = make_dir();
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("map --collector perf on the image probe", "[map][perf]") {
+  const std::string dir = make_dir();
+  const auto r = tool(dir, {"map", "--collector", "perf", "--count", "6", "--freq", "4999", "-o",
+                            dir + "/m.json", "--", IMAGE_PROBE, "-s", "1", "-d", probe_data_dir()});
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  REQUIRE(r.out.find("mapping written to") != std::string::npos);
+  const json m = load_json(dir + "/m.json");
+  std::set<std::string> ops;
+  for (const auto& [op, fs] : m["op_to_func"].items()) ops.insert(op);
+  REQUIRE(ops == std::set<std::string>{"Loader", "RandomResizedCrop", "RandomHorizontalFlip",
+                                       "ToTensor", "Normalize", "Collation"});
+  REQUIRE(has_module(funcs(m, "Loader"), "libjpeg.so"));
+  REQUIRE(has_function(funcs(m, "RandomResizedCrop"), "lotus_examples::resize_bilinear|"));
+  check_exclusive(m);
+  REQUIRE(m["lotus"]["collector"] == "perf");
+  REQUIRE(m["lotus"]["ops"]["Loader"]["runs"].get<int>() >= 1);
+  REQUIRE(m["lotus"]["ops"]["Loader"]["region_ns"].get<double>() > 0);
+  REQUIRE(m["common_funcs_to_op"].is_object());
+}
+
+TEST_CASE("map --collector callgrind is exact: every executed function, inclusive Ir",
+          "[map][callgrind]") {
+  const std::string dir = make_dir();
+  const auto r = tool(dir, {"map", "--collector", "callgrind", "-o", dir + "/m.json", "--",
+                            IMAGE_PROBE, "-s", "1", "-d", probe_data_dir()});
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  const json m = load_json(dir + "/m.json");
+  const auto loader = funcs(m, "Loader");
+  REQUIRE(has_function(loader, "jpeg_read_scanlines|libjpeg.so"));
+  REQUIRE(has_function(loader, "jpeg_fill_bit_buffer|libjpeg.so"));
+  REQUIRE(has_function(loader, "lotus_examples::decode_jpeg("));
+  REQUIRE(has_function(funcs(m, "RandomResizedCrop"), "lotus_examples::resize_bilinear("));
+  REQUIRE(has_function(funcs(m, "Collation"), "lotus_examples::collate("));
+  check_exclusive(m);
+  REQUIRE(m["lotus"]["unit"] == "Ir");
+  REQUIRE(m["lotus"]["ops"]["Loader"]["runs"] == 1);
+  // Inclusive ≥ exclusive, and decode_jpeg's inclusive count covers libjpeg's work.
+  for (const auto& [key, f] : m["lotus"]["ops"]["Loader"]["functions"].items()) {
+    REQUIRE(f["inclusive"].get<double>() >= f["self"].get<double>());
+    if (key.rfind("lotus_examples::decode_jpeg(", 0) == 0) {
+      REQUIRE(f["inclusive_share"].get<double>() > 0.5);
+    }
+  }
+}
+
+TEST_CASE("map with a stand-in VTune: command lines checked, CSV parsed, partial results",
+          "[map][vtune]") {
+  const std::string dir = make_dir();
+  const std::string path = std::string(STANDIN_DIR) + ":" + std::getenv("PATH");
+  const std::vector<std::string> args{"map",           "--collector", "vtune",    "--runs", "2",
+                                      "--region",      "Good",        "--region", "Quiet",  "-o",
+                                      dir + "/m.json", "--",          FAULT_PROBE};
+  auto r = tool(dir, args, {{"PATH", path}, {"LOTUS_STANDIN_GARBAGE", "Quiet"}});
+  INFO(r.out << r.err);
+  // Quiet's report is garbage: clear message, exit 1, Good is in the mapping.
+  REQUIRE(r.code == 1);
+  REQUIRE(r.err.find("region 'Quiet' run 1: unparsable report:") != std::string::npos);
+  REQUIRE(r.err.find("no per-function table found") != std::string::npos);
+  json m = load_json(dir + "/m.json");
+  REQUIRE(funcs(m, "Good") == std::vector<std::string>{"good_work|fault_probe",
+                                                       "__memmove_avx_unaligned_erms|libc.so.6"});
+  REQUIRE(funcs(m, "Quiet").empty());
+  REQUIRE(m["lotus"]["failed"]["Quiet"].get<std::string>().find("unparsable report") == 0);
+  REQUIRE(m["lotus"]["ops"]["Good"]["runs"] == 2);
+  REQUIRE(m["lotus"]["ops"]["Good"]["functions"]["good_work|fault_probe"]["self"] ==
+          Approx(0.24e9));
+
+  r = tool(dir, args, {{"PATH", path}});
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  m = load_json(dir + "/m.json");
+  REQUIRE(funcs(m, "Quiet") == std::vector<std::string>{"Quiet_fn(int, char)|libx.so.1",
+                                                        "__memmove_avx_unaligned_erms|libc.so.6"});
+  REQUIRE(m["common_funcs_to_op"] ==
+          json({{"__memmove_avx_unaligned_erms|libc.so.6", {"Good", "Quiet"}}}));
+}
+
+TEST_CASE("map with a stand-in uProf", "[map][uprof]") {
+  const std::string dir = make_dir();
+  const std::string path = std::string(STANDIN_DIR) + ":" + std::getenv("PATH");
+  const auto r = tool(dir,
+                      {"map", "--collector", "uprof", "--runs", "1", "--region", "Good", "-o",
+                       dir + "/m.json", "--", FAULT_PROBE},
+                      {{"PATH", path}});
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  const json m = load_json(dir + "/m.json");
+  REQUIRE(m["op_to_func"].size() == 1);
+  REQUIRE(funcs(m, "Good") == std::vector<std::string>{"good_work|fault_probe",
+                                                       "__memcpy_avx_unaligned_erms|libc-2.31.so"});
+  REQUIRE(m["lotus"]["ops"]["Good"]["functions"]["good_work|fault_probe"]["self"] == Approx(120e6));
+}
+
+TEST_CASE("map: crashing and hanging regions are reported, the rest kept", "[map][errors]") {
+  const std::string dir = make_dir();
+  const auto r = tool(dir, {"map", "--collector", "perf", "--runs", "1", "--timeout", "4", "--freq",
+                            "4999", "--region", "Good", "--region", "Crash", "--region", "Hang",
+                            "-o", dir + "/m.json", "--", FAULT_PROBE});
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 1);
+  REQUIRE(r.err.find("region 'Crash' run 1: probe crashed: killed by SIGSEGV") !=
+          std::string::npos);
+  REQUIRE(r.err.find("region 'Hang' run 1: probe timed out after 4 s") != std::string::npos);
+  const json m = load_json(dir + "/m.json");
+  REQUIRE(has_function(funcs(m, "Good"), "good_work|"));
+  REQUIRE(m["lotus"]["failed"].size() == 2);
+  REQUIRE(r.out.find("FAILED") != std::string::npos);
+}
+
+TEST_CASE("map: setup errors are clear and non-zero", "[map][errors]") {
+  const std::string dir = make_dir();
+  SECTION("perf missing") {
+    const auto r =
+        tool(dir, {"map", "-o", dir + "/m.json", "--", FAULT_PROBE}, {{"PATH", dir + "/nowhere"}});
+    REQUIRE(r.code == 3);
+    REQUIRE(r.err.find("'perf' not found on PATH") != std::string::npos);
+  }
+  SECTION("perf_event_paranoid too high") {
+    const std::string path = std::string(PARANOID_DIR) + ":" + std::getenv("PATH");
+    const auto r = tool(dir, {"map", "--runs", "1", "-o", dir + "/m.json", "--", FAULT_PROBE},
+                        {{"PATH", path}});
+    REQUIRE(r.code == 3);
+    REQUIRE(r.err.find("perf is not allowed to sample (perf_event_paranoid too high?)") !=
+            std::string::npos);
+    REQUIRE(r.err.find("kernel.perf_event_paranoid=2") != std::string::npos);
+    // Partial results: the mapping file exists and names every region as failed.
+    const json m = load_json(dir + "/m.json");
+    REQUIRE(m["lotus"]["failed"].size() == 4);
+  }
+  SECTION("a probe with no regions") {
+    const auto r = tool(dir, {"map", "-o", dir + "/m.json", "--", "/bin/true"});
+    REQUIRE(r.code == 1);
+    REQUIRE(r.err.find("entered no LOTUS_MAP_REGION") != std::string::npos);
+  }
+  SECTION("a probe that does not exist") {
+    const auto r = tool(dir, {"map", "-o", dir + "/m.json", "--", dir + "/no_probe"});
+    REQUIRE(r.code == 3);
+    REQUIRE(r.err.find("not found or not executable") != std::string::npos);
+  }
+  SECTION("an unknown region") {
+    const auto r = tool(dir, {"map", "--region", "Nope", "-o", dir + "/m.json", "--", FAULT_PROBE});
+    REQUIRE(r.code == 2);
+    REQUIRE(r.err.find("region 'Nope' is not one of the probe's regions: Good Quiet Crash Hang") !=
+            std::string::npos);
+  }
+}
+
+TEST_CASE("record + attribute (join) on the traced image pipeline", "[map][join]") {
+  const std::string dir = make_dir();
+  auto r = tool(dir, {"record", "-o", dir + "/rec", "-F", "2999", "--", IMAGE_PIPELINE, "-o",
+                      dir + "/out", "-n", "96", "-q"});
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  REQUIRE(r.out.find("next: lotus-tool attribute") != std::string::npos);
+  r = tool(dir, {"attribute", "--perf-data", dir + "/rec/perf.data", "--trace", dir + "/out/trace",
+                 "--json", "-o", dir + "/a.json"});
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const json a = load_json(dir + "/a.json");
+  REQUIRE(a["method"] == "join");
+  std::map<std::string, json> ops;
+  for (const auto& o : a["ops"]) ops[o["op"].get<std::string>()] = o;
+  REQUIRE(ops.count("Loader") == 1);
+  REQUIRE(ops.count("RandomResizedCrop") == 1);
+  // Decode work is charged to SLoader, resampling to SRandomResizedCrop, and not the reverse.
+  auto module_share = [](const json& op, const std::string& needle) {
+    double s = 0;
+    for (const auto& f : op["functions"]) {
+      if ((f["module"].get<std::string>() + "|" + f["function"].get<std::string>()).find(needle) !=
+          std::string::npos)
+        s += f["share"].get<double>();
+    }
+    return s;
+  };
+  REQUIRE(module_share(ops["Loader"], "libjpeg") > 0.3);
+  REQUIRE(module_share(ops["RandomResizedCrop"], "resize_bilinear") > 0.5);
+  for (const auto& [name, op] : ops) {
+    if (name != "Loader") CHECK(module_share(op, "libjpeg") == 0);
+    if (name != "RandomResizedCrop") CHECK(module_share(op, "resize_bilinear") == 0);
+  }
+  // Stated tolerance: an op's share of CPU samples is within 15 percentage points of its share of
+  // traced (self) time, for every op holding at least 15 % of the traced time. The pipeline is
+  // CPU-bound, so the two differ only by sampling noise and time spent off-CPU.
+  for (const auto& [name, op] : ops) {
+    if (!op.contains("trace_share") || op["trace_share"].get<double>() < 0.15) continue;
+    INFO(name << " cpu share " << op["share"] << " trace share " << op["trace_share"]);
+    CHECK(std::abs(op["share"].get<double>() - op["trace_share"].get<double>()) <= 0.15);
+  }
+  // The text and CSV renderings of the same data.
+  r = tool(dir, {"attribute", dir + "/rec", "--trace", dir + "/out/trace", "--csv"});
+  REQUIRE(r.code == 0);
+  REQUIRE(r.out.rfind("op,function,module,value,samples,share\n", 0) == 0);
+  REQUIRE(r.out.find("\nLoader,*,*,") != std::string::npos);
+}
+
+TEST_CASE("attribute by Lotus's method with a VTune CSV and a trace", "[map][attribute]") {
+  const std::string dir = make_dir();
+  ::mkdir((dir + "/trace").c_str(), 0755);
+  {
+    std::ofstream t(dir + "/trace/log_worker_pid_11");
+    t << "SLoader,1000,3000\nSRandomResizedCrop,5000,1000\nSLoader,7000,3000\n";
+  }
+  {
+    std::ofstream mj(dir + "/mapping.json");
+    mj << R"({"op_to_func": {"Loader": ["decode_mcu|libjpeg.so.9", "__memmove_avx_unaligned_erms|libc.so.6"],
+             "RandomResizedCrop": ["ImagingResampleHorizontal_8bpc|_imaging.so", "__memmove_avx_unaligned_erms|libc.so.6"]},
+             "common_funcs_to_op": {"__memmove_avx_unaligned_erms|libc.so.6": ["Loader", "RandomResizedCrop"]}})";
+  }
+  {
+    std::ofstream csv(dir + "/profile.csv");
+    csv << "Function,CPU Time,Module\ndecode_mcu,1.5,libjpeg.so.9\n"
+           "__memmove_avx_unaligned_erms,0.7,libc.so.6\n"
+           "ImagingResampleHorizontal_8bpc,0.5,_imaging.so\nmain,0.1,python3.10\n";
+  }
+  auto r = tool(dir, {"attribute", "--mapping", dir + "/mapping.json", "--profile",
+                      dir + "/profile.csv", "--trace", dir + "/trace", "--json"});
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const json a = json::parse(r.out);
+  REQUIRE(a["method"] == "lotus");
+  REQUIRE(a["ops"][0]["op"] == "Loader");
+  // Weights from the trace: Loader 6000 ns, RandomResizedCrop 1000 ns → memmove split 6:1.
+  REQUIRE(a["ops"][0]["value"].get<double>() == Approx(1.5e9 + 0.6e9));
+  REQUIRE(a["ops"][1]["value"].get<double>() == Approx(0.5e9 + 0.1e9));
+  REQUIRE(a["unattributed"]["value"].get<double>() == Approx(0.1e9));
+  r = tool(dir, {"attribute", "--mapping", dir + "/mapping.json", "--profile", dir + "/profile.csv",
+                 "--trace", dir + "/trace"});
+  REQUIRE(r.code == 0);
+  REQUIRE(r.out.find("Loader") != std::string::npos);
+  {
+    std::ofstream bad(dir + "/bad.txt");
+    bad << " 10.00%\x1f 1\x1f 1\x1f[.] f\x1f m\nthis is not a perf report\n";
+  }
+  r = tool(dir, {"attribute", "--mapping", dir + "/mapping.json", "--profile", dir + "/bad.txt",
+                 "--trace", dir + "/trace"});
+  REQUIRE(r.code == 1);
+  REQUIRE(r.err.find("bad.txt:2: expected 5 fields, got 1") != std::string::npos);
+  r = tool(dir, {"attribute", "--mapping", dir + "/nope.json", "--profile", dir + "/profile.csv",
+                 "--trace", dir + "/trace"});
+  REQUIRE(r.code == 3);
+}
