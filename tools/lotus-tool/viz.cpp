@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <lotus/version.hpp>
 #include <map>
 #include <memory>
@@ -270,7 +271,28 @@ void run_viz(const viz_args& a) {
     static constexpr std::string_view k_op = "{\"ph\":\"X\",\"cat\":\"lotus\",\"name\":";
     static constexpr std::string_view k_batch_x = "{\"ph\":\"X\",\"cat\":\"lotus.batch\",\"name\":";
     static constexpr std::string_view k_batch_i = "{\"ph\":\"i\",\"cat\":\"lotus.batch\",\"name\":";
-    if (bt.kind == batch_kind::none || bt.kind == batch_kind::other) {
+    if (bt.kind == batch_kind::none && r.name.size() <= 256 && json_plain(r.name) &&
+        where[fi].size() <= 64) {
+      // Hot path (op spans): the whole event assembled in one stack buffer, one append.
+      char ev[512];
+      char* p = ev;
+      em.next();
+      std::memcpy(p, k_op.data(), k_op.size());
+      p += k_op.size();
+      *p++ = '"';
+      std::memcpy(p, r.name.data(), r.name.size());
+      p += r.name.size();
+      *p++ = '"';
+      std::memcpy(p, where[fi].data(), where[fi].size());
+      p += where[fi].size();
+      p = put_us(p, ts);
+      static constexpr std::string_view k_dur = ",\"dur\":";
+      std::memcpy(p, k_dur.data(), k_dur.size());
+      p += k_dur.size();
+      p = put_us(p, static_cast<std::int64_t>(r.dur_ns));
+      *p++ = '}';
+      b.append(ev, static_cast<std::size_t>(p - ev));
+    } else if (bt.kind == batch_kind::none || bt.kind == batch_kind::other) {
       head(is_batch ? k_batch_x : k_op);
       append_lit(b, ",\"dur\":");
       append_us(b, static_cast<std::int64_t>(r.dur_ns));

@@ -75,15 +75,7 @@ void output_file::commit() {
 
 void append_json_string(std::string& out, std::string_view s) {
   out.push_back('"');
-  bool plain = true;
-  for (char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c == '"' || c == '\\' || c < 0x20 || c == 0x7f) {
-      plain = false;
-      break;
-    }
-  }
-  if (plain) {  // the common case: one append
+  if (json_plain(s)) {  // the common case: one append
     out.append(s);
     out.push_back('"');
     return;
@@ -116,21 +108,38 @@ void append_int(std::string& out, std::int64_t v) {
   out.append(tmp, res.ptr);
 }
 
-void append_us(std::string& out, std::int64_t ns) {
+char* put_us(char* p, std::int64_t ns) noexcept {
   if (ns < 0) {
-    out.push_back('-');
+    *p++ = '-';
     // -INT64_MIN overflows; traces never hold such values, clamp for safety.
     ns = ns == INT64_MIN ? INT64_MAX : -ns;
   }
-  append_uint(out, static_cast<std::uint64_t>(ns) / 1000);
-  auto rem = static_cast<unsigned>(static_cast<std::uint64_t>(ns) % 1000);
-  if (rem == 0) return;
-  char d[4] = {static_cast<char>('0' + rem / 100), static_cast<char>('0' + rem / 10 % 10),
-               static_cast<char>('0' + rem % 10), 0};
-  std::size_t n = 3;
-  while (d[n - 1] == '0') --n;
-  out.push_back('.');
-  out.append(d, n);
+  const auto u = static_cast<std::uint64_t>(ns);
+  p = std::to_chars(p, p + 20, u / 1000).ptr;
+  auto rem = static_cast<unsigned>(u % 1000);
+  if (rem == 0) return p;
+  *p++ = '.';
+  *p++ = static_cast<char>('0' + rem / 100);
+  rem %= 100;
+  if (rem == 0) return p;
+  *p++ = static_cast<char>('0' + rem / 10);
+  rem %= 10;
+  if (rem == 0) return p;
+  *p++ = static_cast<char>('0' + rem);
+  return p;
+}
+
+void append_us(std::string& out, std::int64_t ns) {
+  char tmp[32];
+  out.append(tmp, put_us(tmp, ns));
+}
+
+bool json_plain(std::string_view s) noexcept {
+  for (char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '"' || c == '\\' || c < 0x20 || c == 0x7f) return false;
+  }
+  return true;
 }
 
 void append_double(std::string& out, double v) {

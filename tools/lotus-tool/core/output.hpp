@@ -51,6 +51,12 @@ void append_uint(std::string& out, std::uint64_t v);
 void append_int(std::string& out, std::int64_t v);
 /// Appends ns as microseconds with up to 3 decimals, exact (no float rounding): 1500 -> "1.5".
 void append_us(std::string& out, std::int64_t ns);
+/// True if `s` needs no JSON escaping (no quote, backslash or control character).
+bool json_plain(std::string_view s) noexcept;
+
+/// Writes ns as microseconds like append_us into `p` (room for 26 chars); returns the end.
+char* put_us(char* p, std::int64_t ns) noexcept;
+
 /// Appends a double for JSON (shortest round-trip form; non-finite -> null).
 void append_double(std::string& out, double v);
 
