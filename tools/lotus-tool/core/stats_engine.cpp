@@ -135,15 +135,29 @@ stats_result stats_engine::compute(const stats_options& opt) const {
     // than every `small` one, so the k-th smallest is in `small` iff k < small.size().
     std::vector<std::uint32_t>& small = a.small;
     std::vector<std::uint64_t>& big = a.big;
+    // Quantiles are asked in increasing order: after nth_element at k, [0, k) <= [k, n), so the
+    // next query only partitions [k, n), and the k+1-th value is the minimum of (k, n).
+    std::size_t small_from = 0, big_from = 0;
     auto kth = [&](std::size_t k) -> std::uint64_t {
       if (k < small.size()) {
-        std::nth_element(small.begin(), small.begin() + static_cast<std::ptrdiff_t>(k),
-                         small.end());
+        const auto at = small.begin() + static_cast<std::ptrdiff_t>(k);
+        std::nth_element(small.begin() + static_cast<std::ptrdiff_t>(small_from), at, small.end());
+        small_from = k;
         return small[k];
       }
       const std::size_t j = k - small.size();
-      std::nth_element(big.begin(), big.begin() + static_cast<std::ptrdiff_t>(j), big.end());
+      const auto at = big.begin() + static_cast<std::ptrdiff_t>(j);
+      std::nth_element(big.begin() + static_cast<std::ptrdiff_t>(big_from), at, big.end());
+      big_from = j;
       return big[j];
+    };
+    auto next_after = [&](std::size_t k) -> std::uint64_t {  // the (k+1)-th, right after kth(k)
+      if (k + 1 < small.size()) {
+        return *std::min_element(small.begin() + static_cast<std::ptrdiff_t>(k + 1), small.end());
+      }
+      if (k + 1 == small.size()) return *std::min_element(big.begin(), big.end());
+      return *std::min_element(big.begin() + static_cast<std::ptrdiff_t>(k + 1 - small.size()),
+                               big.end());
     };
     auto quant = [&](double q) {
       const double pos = q * static_cast<double>(o.count - 1);
@@ -151,7 +165,7 @@ stats_result stats_engine::compute(const stats_options& opt) const {
       const double frac = pos - static_cast<double>(lo);
       const double vlo = ms(kth(lo));
       if (frac == 0 || lo + 1 >= o.count) return vlo;
-      const double vhi = ms(kth(lo + 1));
+      const double vhi = ms(next_after(lo));
       return vlo + (vhi - vlo) * frac;
     };
     o.p50 = quant(0.5);
