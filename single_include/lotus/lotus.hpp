@@ -285,6 +285,7 @@ inline const collector_backend* amd_backend(bool explicit_choice) noexcept {
 // SPDX-License-Identifier: MIT
 
 #include <cstdint>  // uintptr_t
+#include <cstring>  // strstr, strncmp
 
 
 #if !(defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))) && defined(__has_include)
@@ -364,6 +365,19 @@ inline bool callgrind_pause(const char* region) noexcept {
 
 inline void callgrind_detach(bool active) noexcept {
   if (active) valgrind_request(0, callgrind_stop_instrumentation);
+}
+
+/// Under Valgrind, whether the tool may be Callgrind. Valgrind puts `vgpreload_<tool>-*.so` into
+/// LD_PRELOAD for the tools that replace functions (memcheck, helgrind, drd, massif, dhat), never
+/// for Callgrind, so such an entry rules Callgrind out. `auto` then leaves Valgrind alone.
+inline bool callgrind_tool_plausible() noexcept {
+  const char* preload = collector_env("LD_PRELOAD");
+  if (preload == nullptr) return true;
+  for (const char* p = std::strstr(preload, "vgpreload_"); p != nullptr;
+       p = std::strstr(p + 1, "vgpreload_")) {
+    if (std::strncmp(p, "vgpreload_core", 14) != 0) return false;
+  }
+  return true;
 }
 
 inline const collector_backend* callgrind_backend(bool explicit_choice) noexcept {
@@ -459,7 +473,9 @@ enum : int {
 constexpr unsigned long itt_version_build = 20250807UL;
 
 using itt_void_fn = void (*)();
-using itt_api_init_fn = void (*)(itt_global*, int);
+// Called as `void(void*, int)`: collectors are C code, and with clang -fsanitize=function the
+// pointee type must match the definition exactly (a C collector carries no such check).
+using itt_api_init_fn = void (*)(void*, int);
 
 inline void itt_noop() noexcept {}
 
@@ -832,7 +848,7 @@ inline const collector_backend* collector_select(collector::kind& chosen) noexce
     }
     // auto: the first collector that is evidently present. A collector that is present but
     // broken is not skipped silently: its message explains why control is off.
-    if (running_on_valgrind()) {
+    if (running_on_valgrind() && callgrind_tool_plausible()) {
       chosen = collector::kind::callgrind;
       b = callgrind_backend(false);
     } else if (collector_env("LOTUS_PERF_CTL_FIFO") != nullptr) {
@@ -860,6 +876,7 @@ inline void collector_detect_locked() noexcept {
 
 inline void collector_turn_off_locked() noexcept {
   collector_active = nullptr;
+  collector_depth.store(0, std::memory_order_relaxed);
   collector_state.store(collector_off, std::memory_order_release);
 }
 
@@ -1603,6 +1620,7 @@ class runtime {
   std::uint64_t flush_req_ = 0, flush_done_ = 0;         // (mu)
   tick_converter conv_;                                  // (mu) updated by the writer under mu
   int clock_mode_ = mode_realtime;                       // (mu) fixed at first init
+  runtime* parent_ = nullptr;  // in a forked child: the parent's runtime, never freed
 
   // Counters of rings already freed.
   std::atomic<std::uint64_t> retired_pushed_{0}, retired_dropped_{0};
@@ -1661,7 +1679,8 @@ struct fork_handlers {
     fresh->conv_ = old->conv_;
     fresh->clock_mode_ = old->clock_mode_;
     fresh->interned_.swap(old->interned_);  // interned locations must stay valid
-    g_runtime = fresh;  // the old runtime (and the parent's rings) are leaked in the child
+    fresh->parent_ = old;  // the parent's runtime and rings stay allocated (and reachable)
+    g_runtime = fresh;
     t_ring = nullptr;
   }
 };
@@ -2365,12 +2384,27 @@ inline void map_list(const char* path, const char* name) noexcept {
   ::close(fd);
 }
 
+/// 0: settings not read yet; 1: no list mode and no selection (the common case); 2: active.
+inline std::atomic<int> map_mode{0};
+
 /// Gap + resume on construction, pause on destruction, for the executions the driver selected.
 class map_gate {
  public:
-  explicit map_gate(const char* name) noexcept {
+  LOTUS_DETAIL_FORCE_INLINE explicit map_gate(const char* name) noexcept {
+    if (LOTUS_DETAIL_LIKELY(map_mode.load(std::memory_order_relaxed) == 1)) return;
+    enter(name);
+  }
+  LOTUS_DETAIL_FORCE_INLINE ~map_gate() {
+    if (name_ != nullptr) collector::pause_region(name_);
+  }
+  map_gate(const map_gate&) = delete;
+  map_gate& operator=(const map_gate&) = delete;
+
+ private:
+  LOTUS_DETAIL_NOINLINE void enter(const char* name) noexcept {
     const map_settings& s = map_config();
-    if (LOTUS_DETAIL_LIKELY(!s.active)) return;
+    map_mode.store(s.active ? 2 : 1, std::memory_order_relaxed);
+    if (!s.active) return;
     if (s.list_path != nullptr) {
       map_list(s.list_path, name);
       return;
@@ -2387,13 +2421,7 @@ class map_gate {
     name_ = name;
     collector::resume_region(name);
   }
-  ~map_gate() {
-    if (name_ != nullptr) collector::pause_region(name_);
-  }
-  map_gate(const map_gate&) = delete;
-  map_gate& operator=(const map_gate&) = delete;
 
- private:
   const char* name_ = nullptr;
 };
 
@@ -2622,9 +2650,11 @@ class batch_tracker {
 
  private:
   std::uint64_t expected_ = 0;
-  std::uint64_t wait_start_ = 0;
   bool pending_ = false;
+#ifndef LOTUS_DISABLE
+  std::uint64_t wait_start_ = 0;
   std::uint64_t pending_start_ = 0, pending_end_ = 0;
+#endif
 };
 
 }  // namespace LOTUS_DETAIL_ABI
