@@ -163,6 +163,8 @@ TEST_CASE("map --collector callgrind is exact: every executed function, inclusiv
   REQUIRE(has_function(loader, "jpeg_read_scanlines|libjpeg.so"));
   REQUIRE(has_function(loader, "jpeg_fill_bit_buffer|libjpeg.so"));
   REQUIRE(has_function(loader, "lotus_examples::decode_jpeg("));
+  // Debian's libjpeg-turbo is stripped: its static decode functions are named from unwind info.
+  REQUIRE(has_function(loader, "func@0x"));
   REQUIRE(has_function(funcs(m, "RandomResizedCrop"), "lotus_examples::resize_bilinear("));
   REQUIRE(has_function(funcs(m, "Collation"), "lotus_examples::collate("));
   check_exclusive(m);

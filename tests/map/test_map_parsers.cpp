@@ -1,5 +1,11 @@
 // lotus — LotusMap report parsers: perf report, callgrind.out, VTune/uProf CSV, perf script
 // SPDX-License-Identifier: MIT
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -7,6 +13,7 @@
 
 #include "catch.hpp"
 #include "map_callgrind.hpp"
+#include "map_elf.hpp"
 #include "map_perf_report.hpp"
 #include "map_perf_script.hpp"
 #include "map_vendor_csv.hpp"
@@ -208,4 +215,47 @@ TEST_CASE("perf script sample lines", "[map][perf_script]") {
   REQUIRE_THROWS_WITH(parse_perf_script(in, "s.txt", [&](const perf_sample&) { ++n; }),
                       Catch::Contains("s.txt:4:"));
   REQUIRE(n == 2);
+}
+
+namespace {
+__attribute__((noinline)) int elf_probe_static(int x) { return x * 3 + 1; }
+}  // namespace
+
+TEST_CASE("ELF function names for addresses, with and without symbols", "[map][elf]") {
+  Dl_info info{};
+  const auto fn = reinterpret_cast<void*>(&elf_probe_static);
+  REQUIRE(::dladdr(fn, &info) != 0);
+  const auto addr =
+      reinterpret_cast<std::uintptr_t>(fn) - reinterpret_cast<std::uintptr_t>(info.dli_fbase);
+  char exe[4096];
+  const auto n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+  REQUIRE(n > 0);
+  exe[n] = '\0';
+  elf_functions with_syms;
+  REQUIRE(with_syms.load(exe));
+  REQUIRE(with_syms.starts() > 10);
+  REQUIRE(with_syms.name_for(addr) == "(anonymous namespace)::elf_probe_static(int)");
+  REQUIRE(with_syms.name_for(addr + 1) == "(anonymous namespace)::elf_probe_static(int)");
+  // A stripped copy keeps .eh_frame_hdr: the static function becomes func@0x<start>.
+  const std::string stripped = std::string("/tmp/lotus_map_stripped_") + std::to_string(::getpid());
+  const std::string cmd = "strip -o " + stripped + " " + exe;
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  elf_functions no_syms;
+  REQUIRE(no_syms.load(stripped));
+  char want[40];
+  std::snprintf(want, sizeof want, "func@0x%llx", static_cast<unsigned long long>(addr));
+  REQUIRE(no_syms.name_for(addr + 2) == want);
+  function_profile p;
+  char hex[40];
+  std::snprintf(hex, sizeof hex, "0x%016llx", static_cast<unsigned long long>(addr + 2));
+  p.rows = {{hex, "stripped", 5, 0, 1}, {want, "stripped", 2, 0, 1}, {"main", "x", 1, 0, 1}};
+  symbolize_addresses(p, {{"stripped", stripped}});
+  REQUIRE(p.rows.size() == 2);
+  REQUIRE(p.rows[0].function == want);
+  REQUIRE(p.rows[0].self == 7.0);
+  REQUIRE(p.rows[0].samples == 2);
+  ::unlink(stripped.c_str());
+  elf_functions bad;
+  REQUIRE_FALSE(bad.load("/nonexistent"));
+  REQUIRE_FALSE(bad.load(std::string(LOTUS_MAP_TEST_DATA) + "/perf_report_spin.txt"));
 }

@@ -21,6 +21,7 @@
 #include "commands.hpp"
 #include "error.hpp"
 #include "map_callgrind.hpp"
+#include "map_elf.hpp"
 #include "map_mapping.hpp"
 #include "map_perf_report.hpp"
 #include "map_process.hpp"
@@ -150,6 +151,7 @@ class driver {
   std::ostream& err_;
   std::string work_, tool_, probe_;
   std::vector<std::string> probe_argv_;
+  std::map<std::string, std::string> modules_;  // basename → file, for stripped-code names
 
   bool setup(int& code);
   bool discover(std::vector<std::string>& regions, std::map<std::string, double>& region_ns,
@@ -191,6 +193,7 @@ bool driver::setup(int& code) {
   probe_ = absolute(probe_);
   probe_argv_ = opt_.probe;
   probe_argv_[0] = probe_;
+  modules_ = program_modules(probe_);
   const char* tool_name = opt_.collector == "perf"        ? "perf"
                           : opt_.collector == "callgrind" ? "valgrind"
                           : opt_.collector == "vtune"     ? "vtune"
@@ -543,7 +546,8 @@ int driver::run() {
     for (unsigned i = 1; i <= runs[region] && !fatal; ++i) {
       bar.step(region + " run " + std::to_string(i) + "/" + std::to_string(runs[region]));
       const std::string dir = work_ + "/" + safe_name(region) + "/run" + std::to_string(i);
-      const run_outcome o = profile_once(region, dir);
+      run_outcome o = profile_once(region, dir);
+      if (o.ok) symbolize_addresses(o.profile, modules_);
       bar.advance();
       if (o.ok) {
         builder.add_run(region, opt_.keep_lotus ? o.profile : without_lotus(o.profile));

@@ -1,0 +1,46 @@
+// lotus — function names for unresolved addresses in stripped ELF objects (.eh_frame_hdr)
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "map_profile.hpp"
+
+namespace lotus_tool {
+
+/// Function boundaries of one ELF64 object: FUNC symbols (.symtab/.dynsym) and the start of every
+/// function that has unwind info (.eh_frame_hdr's sorted table), which stripped libraries keep
+/// for their static functions too.
+class elf_functions {
+ public:
+  /// False when the file is not a readable little-endian ELF64 object.
+  bool load(const std::string& path);
+  /// Symbol name covering `addr` (object virtual address), else "func@0x<start>" (VTune's name
+  /// for functions without symbols), else "".
+  std::string name_for(std::uint64_t addr) const;
+  std::size_t starts() const { return starts_.size(); }
+
+ private:
+  struct sym {
+    std::uint64_t start, size;
+    std::string name;
+  };
+  std::vector<std::uint64_t> starts_;
+  std::vector<std::uint64_t> ends_;  ///< 0 when the FDE could not be read
+  std::vector<sym> syms_;
+};
+
+/// Renames rows whose function is a bare address ("0x000000000002314d", as perf and Callgrind
+/// print for stripped code) to the function containing it, merging rows that land on the same
+/// function. `module_paths` maps a module basename to its file.
+void symbolize_addresses(function_profile& p,
+                         const std::map<std::string, std::string>& module_paths);
+
+/// Basename → path of a program and the shared libraries it loads (from `ldd`; real paths, so
+/// "libjpeg.so.62.3.0" is found as perf names it).
+std::map<std::string, std::string> program_modules(const std::string& program);
+
+}  // namespace lotus_tool
