@@ -259,3 +259,34 @@ TEST_CASE("ELF function names for addresses, with and without symbols", "[map][e
   REQUIRE_FALSE(bad.load("/nonexistent"));
   REQUIRE_FALSE(bad.load(std::string(LOTUS_MAP_TEST_DATA) + "/perf_report_spin.txt"));
 }
+
+TEST_CASE("parsers never crash on arbitrary bytes: a result or a map_error", "[map][robust]") {
+  std::uint64_t state = 0x9e3779b97f4a7c15ull;
+  auto next = [&]() {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return state;
+  };
+  const std::string alphabet = "0123456789abcdefx.,:;=()[]|% \t\n\x1f\"+-*S_fnclobsumtria";
+  for (int round = 0; round < 400; ++round) {
+    std::string text;
+    const auto len = next() % 300;
+    for (std::uint64_t i = 0; i < len; ++i) {
+      text +=
+          (next() % 8 == 0) ? static_cast<char>(next() % 256) : alphabet[next() % alphabet.size()];
+    }
+    auto attempt = [&](auto&& parse) {
+      std::istringstream in(text);
+      try {
+        parse(in);
+      } catch (const map_error&) {
+      }
+    };
+    attempt([](std::istream& in) { parse_perf_report(in, "r"); });
+    attempt([](std::istream& in) { parse_callgrind(in, "c"); });
+    attempt([](std::istream& in) { parse_vendor_csv(in, "v"); });
+    attempt([](std::istream& in) { parse_perf_script(in, "s", [](const perf_sample&) {}); });
+  }
+  SUCCEED("400 random inputs per parser");
+}

@@ -190,7 +190,7 @@ void symbolize_addresses(function_profile& p,
   std::map<std::pair<std::string, std::string>, std::size_t> index;
   for (auto& r : p.rows) {
     const bool bare =
-        r.function.size() > 2 && r.function.compare(0, 2, "0x") == 0 &&
+        r.function.size() > 2 && r.function.size() <= 18 && r.function.compare(0, 2, "0x") == 0 &&
         r.function.find_first_not_of("0123456789abcdefABCDEF", 2) == std::string::npos;
     if (bare) {
       const auto mp = module_paths.find(r.module);
