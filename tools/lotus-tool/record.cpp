@@ -1,5 +1,6 @@
 // lotus — lotus-tool record: run a traced program under perf for the join, in one command
 // SPDX-License-Identifier: MIT
+#include <dirent.h>
 #include <sys/stat.h>
 
 #include <CLI/CLI.hpp>
@@ -69,8 +70,23 @@ int run_record(const record_options& opt, std::ostream& out, std::ostream& err) 
         << tail_file(spec.stderr_path, 8);
     return exit_invalid;
   }
-  out << "recorded " << opt.dir << "/perf.data and the trace in " << trace
-      << "\nnext: lotus-tool attribute " << opt.dir << "\n";
+  bool traced = false;
+  if (DIR* d = ::opendir(trace.c_str())) {
+    while (const dirent* e = ::readdir(d)) {
+      const std::string n = e->d_name;
+      traced = traced || n.find("_worker_pid_") != std::string::npos ||
+               n.find("_main_pid_") != std::string::npos;
+    }
+    ::closedir(d);
+  }
+  if (traced) {
+    out << "recorded " << opt.dir << "/perf.data and the trace in " << trace
+        << "\nnext: lotus-tool attribute " << opt.dir << "\n";
+  } else {
+    out << "recorded " << opt.dir << "/perf.data; the program wrote no trace to " << trace
+        << " (it sets its own log file, or is not built with lotus)\nnext: lotus-tool attribute "
+        << opt.dir << " --trace <its trace directory>\n";
+  }
   return exit_ok;
 }
 
