@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "catch.hpp"
 #include "map_join.hpp"
@@ -21,6 +22,16 @@ std::string make_dir() {
   char tmpl[] = "/tmp/lotus_map_test_XXXXXX";
   const char* d = ::mkdtemp(tmpl);
   REQUIRE(d != nullptr);
+  // Removed at exit (the test processes are the only writers of these directories).
+  static std::vector<std::string> made;
+  static const bool registered = [] {
+    std::atexit([] {
+      for (const auto& m : made) std::system(("rm -rf '" + m + "'").c_str());
+    });
+    return true;
+  }();
+  static_cast<void>(registered);
+  made.push_back(d);
   return d;
 }
 
