@@ -142,8 +142,11 @@ std::string probe_data_dir() {
 
 TEST_CASE("map --collector perf on the image probe", "[map][perf]") {
   const std::string dir = make_dir();
-  const auto r = tool(dir, {"map", "--collector", "perf", "--count", "6", "--freq", "4999", "-o",
-                            dir + "/m.json", "--", IMAGE_PROBE, "-s", "1", "-d", probe_data_dir()});
+  // Short regions (Normalize is ~50 us) need enough profiled executions for a few samples even on
+  // a busy machine: 24 executions per run, 2 runs.
+  const auto r = tool(
+      dir, {"map", "--collector", "perf", "--count", "24", "--runs", "2", "--freq", "4999", "-o",
+            dir + "/m.json", "--", IMAGE_PROBE, "-s", "1", "-n", "32", "-d", probe_data_dir()});
   INFO(r.out << r.err);
   REQUIRE(r.code == 0);
   REQUIRE(r.out.find("mapping written to") != std::string::npos);
@@ -239,7 +242,7 @@ TEST_CASE("map with a stand-in uProf", "[map][uprof]") {
 
 TEST_CASE("map: crashing and hanging regions are reported, the rest kept", "[map][errors]") {
   const std::string dir = make_dir();
-  const auto r = tool(dir, {"map", "--collector", "perf", "--runs", "1", "--timeout", "4", "--freq",
+  const auto r = tool(dir, {"map", "--collector", "perf", "--runs", "1", "--timeout", "8", "--freq",
                             "4999", "--region", "Good", "--region", "Crash", "--region", "Hang",
                             "-o", dir + "/m.json", "--", FAULT_PROBE});
   INFO(r.out << r.err);
