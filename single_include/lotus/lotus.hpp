@@ -2247,10 +2247,13 @@ class scope_timer {
   LOTUS_DETAIL_FORCE_INLINE explicit scope_timer(const source_location& loc,
                                                  std::uint64_t idx = 0) noexcept
       : idx_(idx) {
-    const int m = detail::active_mode();
+    // One load and one compare when tracing is on or off; initialization is the cold path.
+    const int m = detail::g_mode.load(std::memory_order_relaxed);
     if (LOTUS_DETAIL_LIKELY(m >= detail::mode_tsc)) {
       loc_ = &loc;
       t0_ = detail::now_ticks(m);
+    } else if (LOTUS_DETAIL_UNLIKELY(m == detail::mode_uninit)) {
+      begin_after_init(loc);
     }
   }
 
@@ -2282,6 +2285,14 @@ class scope_timer {
   scope_timer& operator=(scope_timer&&) = delete;
 
  private:
+  LOTUS_DETAIL_NOINLINE void begin_after_init(const source_location& loc) noexcept {
+    const int m = detail::active_mode();
+    if (m >= detail::mode_tsc) {
+      loc_ = &loc;
+      t0_ = detail::now_ticks(m);
+    }
+  }
+
   const source_location* loc_ = nullptr;
   std::uint64_t t0_ = 0;
   std::uint64_t idx_ = 0;
