@@ -27,12 +27,7 @@ LOTUS_DETAIL_FORCE_INLINE void push(const source_location* loc, std::uint64_t t0
   if (LOTUS_DETAIL_LIKELY(r != nullptr)) {
     const std::uint64_t h = r->head.load(std::memory_order_relaxed);
     if (LOTUS_DETAIL_LIKELY(h - r->tail_cache < r->capacity)) {
-      event& e = r->buf[h & r->mask];
-      e.loc = loc;
-      e.t0 = t0;
-      e.t1 = t1;
-      e.idx = idx;
-      r->head.store(h + 1, std::memory_order_release);
+      r->publish(h, loc, t0, t1, idx);
       return;
     }
   }
@@ -43,6 +38,12 @@ LOTUS_DETAIL_FORCE_INLINE void push(const source_location* loc, std::uint64_t t0
 LOTUS_DETAIL_FORCE_INLINE int active_mode() noexcept {
   const int m = g_mode.load(std::memory_order_relaxed);
   if (LOTUS_DETAIL_LIKELY(m != mode_uninit)) return m;
+  runtime::get().initialize();
+  return g_mode.load(std::memory_order_relaxed);
+}
+
+/// First use in this process: read the environment, return the tracing mode (cold path).
+LOTUS_DETAIL_NOINLINE inline int initialize_mode() noexcept {
   runtime::get().initialize();
   return g_mode.load(std::memory_order_relaxed);
 }
@@ -78,8 +79,10 @@ class scope_timer {
     if (LOTUS_DETAIL_LIKELY(m >= detail::mode_tsc)) {
       loc_ = &loc;
       t0_ = detail::now_ticks(m);
-    } else if (LOTUS_DETAIL_UNLIKELY(m == detail::mode_uninit)) {
-      begin_after_init(loc);
+    } else if (LOTUS_DETAIL_UNLIKELY(m == detail::mode_uninit) &&
+               detail::initialize_mode() >= detail::mode_tsc) {
+      loc_ = &loc;
+      t0_ = detail::now_ticks(detail::g_mode.load(std::memory_order_relaxed));
     }
   }
 
@@ -111,14 +114,6 @@ class scope_timer {
   scope_timer& operator=(scope_timer&&) = delete;
 
  private:
-  LOTUS_DETAIL_NOINLINE void begin_after_init(const source_location& loc) noexcept {
-    const int m = detail::active_mode();
-    if (m >= detail::mode_tsc) {
-      loc_ = &loc;
-      t0_ = detail::now_ticks(m);
-    }
-  }
-
   const source_location* loc_ = nullptr;
   std::uint64_t t0_ = 0;
   std::uint64_t idx_ = 0;

@@ -1294,6 +1294,17 @@ struct alignas(64) ring {
   }
   ring(const ring&) = delete;
   ring& operator=(const ring&) = delete;
+
+  /// Fill slot `h` (known to be free) and publish it to the writer.
+  void publish(std::uint64_t h, const source_location* loc, std::uint64_t t0, std::uint64_t t1,
+               std::uint64_t idx) noexcept {
+    event& e = buf[h & mask];
+    e.loc = loc;
+    e.t0 = t0;
+    e.t1 = t1;
+    e.idx = idx;
+    head.store(h + 1, std::memory_order_release);
+  }
 };
 
 }  // namespace detail
@@ -1865,12 +1876,7 @@ inline void runtime::push_slow(const source_location* loc, std::uint64_t t0, std
       r->tail_cache = r->tail.load(std::memory_order_acquire);
     }
   }
-  event& e = r->buf[h & r->mask];
-  e.loc = loc;
-  e.t0 = t0;
-  e.t1 = t1;
-  e.idx = idx;
-  r->head.store(h + 1, std::memory_order_release);
+  r->publish(h, loc, t0, t1, idx);
 }
 
 inline void runtime::flush() noexcept {
@@ -2201,12 +2207,7 @@ LOTUS_DETAIL_FORCE_INLINE void push(const source_location* loc, std::uint64_t t0
   if (LOTUS_DETAIL_LIKELY(r != nullptr)) {
     const std::uint64_t h = r->head.load(std::memory_order_relaxed);
     if (LOTUS_DETAIL_LIKELY(h - r->tail_cache < r->capacity)) {
-      event& e = r->buf[h & r->mask];
-      e.loc = loc;
-      e.t0 = t0;
-      e.t1 = t1;
-      e.idx = idx;
-      r->head.store(h + 1, std::memory_order_release);
+      r->publish(h, loc, t0, t1, idx);
       return;
     }
   }
@@ -2217,6 +2218,12 @@ LOTUS_DETAIL_FORCE_INLINE void push(const source_location* loc, std::uint64_t t0
 LOTUS_DETAIL_FORCE_INLINE int active_mode() noexcept {
   const int m = g_mode.load(std::memory_order_relaxed);
   if (LOTUS_DETAIL_LIKELY(m != mode_uninit)) return m;
+  runtime::get().initialize();
+  return g_mode.load(std::memory_order_relaxed);
+}
+
+/// First use in this process: read the environment, return the tracing mode (cold path).
+LOTUS_DETAIL_NOINLINE inline int initialize_mode() noexcept {
   runtime::get().initialize();
   return g_mode.load(std::memory_order_relaxed);
 }
@@ -2252,8 +2259,10 @@ class scope_timer {
     if (LOTUS_DETAIL_LIKELY(m >= detail::mode_tsc)) {
       loc_ = &loc;
       t0_ = detail::now_ticks(m);
-    } else if (LOTUS_DETAIL_UNLIKELY(m == detail::mode_uninit)) {
-      begin_after_init(loc);
+    } else if (LOTUS_DETAIL_UNLIKELY(m == detail::mode_uninit) &&
+               detail::initialize_mode() >= detail::mode_tsc) {
+      loc_ = &loc;
+      t0_ = detail::now_ticks(detail::g_mode.load(std::memory_order_relaxed));
     }
   }
 
@@ -2285,14 +2294,6 @@ class scope_timer {
   scope_timer& operator=(scope_timer&&) = delete;
 
  private:
-  LOTUS_DETAIL_NOINLINE void begin_after_init(const source_location& loc) noexcept {
-    const int m = detail::active_mode();
-    if (m >= detail::mode_tsc) {
-      loc_ = &loc;
-      t0_ = detail::now_ticks(m);
-    }
-  }
-
   const source_location* loc_ = nullptr;
   std::uint64_t t0_ = 0;
   std::uint64_t idx_ = 0;

@@ -53,6 +53,17 @@ struct alignas(64) ring {
   }
   ring(const ring&) = delete;
   ring& operator=(const ring&) = delete;
+
+  /// Fill slot `h` (known to be free) and publish it to the writer.
+  void publish(std::uint64_t h, const source_location* loc, std::uint64_t t0, std::uint64_t t1,
+               std::uint64_t idx) noexcept {
+    event& e = buf[h & mask];
+    e.loc = loc;
+    e.t0 = t0;
+    e.t1 = t1;
+    e.idx = idx;
+    head.store(h + 1, std::memory_order_release);
+  }
 };
 
 }  // namespace detail

@@ -550,12 +550,7 @@ inline void runtime::push_slow(const source_location* loc, std::uint64_t t0, std
       r->tail_cache = r->tail.load(std::memory_order_acquire);
     }
   }
-  event& e = r->buf[h & r->mask];
-  e.loc = loc;
-  e.t0 = t0;
-  e.t1 = t1;
-  e.idx = idx;
-  r->head.store(h + 1, std::memory_order_release);
+  r->publish(h, loc, t0, t1, idx);
 }
 
 inline void runtime::flush() noexcept {
