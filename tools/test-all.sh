@@ -68,7 +68,7 @@ for v in $variants; do
            -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=g++ -DLOTUS_WERROR=ON ;;
     clang) stage "clang: full suite, -Werror, fuzzers" configure_build_test clang "" \
              -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++ -DLOTUS_WERROR=ON \
-             -DLOTUS_WITH_TORCH=OFF -DLOTUS_BUILD_BENCH=OFF -DLOTUS_FUZZ=ON ;;
+             -DLOTUS_WITH_TORCH=OFF -DLOTUS_BUILD_BENCH=OFF -DLOTUS_FUZZ=ON -DLOTUS_FUZZ_SECONDS=30 ;;
     asan) stage "asan+ubsan: core, config, tool" configure_build_test asan "" \
             -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS=-O1 -DCMAKE_CXX_COMPILER=g++ \
             -DLOTUS_SANITIZE=address,undefined -DLOTUS_TEST_DIRS="core;config;tool" \
