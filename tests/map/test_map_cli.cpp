@@ -249,7 +249,7 @@ TEST_CASE("map: crashing and hanging regions are reported, the rest kept", "[map
   REQUIRE(r.code == 1);
   REQUIRE(r.err.find("region 'Crash' run 1: probe crashed: killed by SIGSEGV") !=
           std::string::npos);
-  REQUIRE(r.err.find("region 'Hang' run 1: probe timed out after 4 s") != std::string::npos);
+  REQUIRE(r.err.find("region 'Hang' run 1: probe timed out after 8 s") != std::string::npos);
   const json m = load_json(dir + "/m.json");
   REQUIRE(has_function(funcs(m, "Good"), "good_work|"));
   REQUIRE(m["lotus"]["failed"].size() == 2);
