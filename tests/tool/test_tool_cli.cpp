@@ -429,3 +429,25 @@ TEST_CASE("bad input gives clear messages and non-zero exits", "[tool][errors]")
     REQUIRE(r.err.find("/nonexistent/dir/out.json: cannot write") != std::string::npos);
   }
 }
+
+TEST_CASE("writing to a device keeps the device: -o /dev/null is written in place",
+          "[tool][output]") {
+  struct stat before {};
+  REQUIRE(::stat("/dev/null", &before) == 0);
+  REQUIRE(S_ISCHR(before.st_mode));
+  for (const char* cmd : {" --compat -o /dev/null", " -o /dev/null"}) {
+    const auto r = tool("viz " + k_golden + cmd);
+    INFO(r.err);
+    CHECK(r.rc == 0);
+    struct stat after {};
+    REQUIRE(::stat("/dev/null", &after) == 0);
+    // A rename onto /dev/null (as root) would replace the device with a regular file.
+    CHECK(S_ISCHR(after.st_mode));
+    CHECK(after.st_rdev == before.st_rdev);
+  }
+  const auto s = tool("stats " + k_golden + " --json -o /dev/null");
+  CHECK(s.rc == 0);
+  struct stat last {};
+  REQUIRE(::stat("/dev/null", &last) == 0);
+  CHECK(S_ISCHR(last.st_mode));
+}
