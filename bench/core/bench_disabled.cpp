@@ -1,6 +1,8 @@
 // lotus — a LOTUS_SCOPE compiled out with LOTUS_DISABLE, linked beside enabled code
 // SPDX-License-Identifier: MIT
-#define LOTUS_DISABLE
+#ifndef LOTUS_DISABLE
+#  define LOTUS_DISABLE
+#endif
 #include "lotus/lotus.hpp"
 
 void lotus_bench_disabled_scope();

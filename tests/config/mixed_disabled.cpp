@@ -1,6 +1,8 @@
 // lotus — disabled half of the mixed-mode link test
 // SPDX-License-Identifier: MIT
-#define LOTUS_DISABLE
+#ifndef LOTUS_DISABLE
+#  define LOTUS_DISABLE
+#endif
 #include "lotus/lotus.hpp"
 
 void mixed_disabled_scope() { LOTUS_SCOPE("Disabled"); }

@@ -20,23 +20,40 @@ PRAGMA = re.compile(r"^\s*#\s*pragma\s+once\s*$")
 VERSION = re.compile(r'#define LOTUS_VERSION_STRING "([^"]+)"')
 
 
-def expand(rel, seen, out):
-    if rel in seen:
+IF_OPEN = re.compile(r"^\s*#\s*if(n?def)?\b")
+IF_CLOSE = re.compile(r"^\s*#\s*endif\b")
+
+
+def expand(rel, unconditional, out, depth=0):
+    """Inline `rel` like #include + #pragma once would.
+
+    A header first reached inside an #if block may be skipped by the preprocessor there, so each
+    inlined copy carries its own guard macro and a header is inlined again where it is next reached
+    outside any #if; copies after an unconditional one are omitted.
+    """
+    if rel in unconditional:
         return
-    seen.add(rel)
+    if depth == 0:
+        unconditional.add(rel)
     path = INCLUDE / rel
     if not path.is_file():
         sys.exit(f"amalgamate: {rel} is included but {path} does not exist")
-    out.append(f"// ---- begin {rel} ----\n")
+    guard = "LOTUS_AMALGAMATED_" + re.sub(r"[^A-Za-z0-9]", "_", rel).upper()
+    out.append(f"// ---- begin {rel} ----\n#ifndef {guard}\n#define {guard}\n")
+    local = 0
     for line in path.read_text(encoding="utf-8").splitlines(keepends=True):
         if PRAGMA.match(line):
             continue
         m = LOCAL.match(line)
         if m:
-            expand(m.group(1), seen, out)
+            expand(m.group(1), unconditional, out, depth + local)
             continue
+        if IF_OPEN.match(line):
+            local += 1
+        elif IF_CLOSE.match(line):
+            local -= 1
         out.append(line)
-    out.append(f"// ---- end {rel} ----\n")
+    out.append(f"#endif  // {guard}\n// ---- end {rel} ----\n")
 
 
 def generate():
