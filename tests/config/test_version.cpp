@@ -3,7 +3,7 @@
 #include <string>
 
 #include "catch.hpp"
-#include "lotus/version.hpp"
+#include "lotus/lotus.hpp"
 
 TEST_CASE("LOTUS_VERSION matches the CMake project version", "[config][version]") {
   CHECK(std::string(LOTUS_VERSION_STRING) == LOTUS_PROJECT_VERSION);
