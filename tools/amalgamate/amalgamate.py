@@ -21,37 +21,46 @@ VERSION = re.compile(r'#define LOTUS_VERSION_STRING "([^"]+)"')
 
 
 IF_OPEN = re.compile(r"^\s*#\s*if(n?def)?\b")
+IF_ELSE = re.compile(r"^\s*#\s*(else|elif)\b")
 IF_CLOSE = re.compile(r"^\s*#\s*endif\b")
 
 
-def expand(rel, unconditional, out, depth=0):
+def covered(emitted, conds):
+    """True when a copy emitted under `emitted` conditions is active wherever `conds` holds."""
+    return any(tuple(conds[: len(e)]) == e for e in emitted)
+
+
+def expand(rel, emitted, out, conds=()):
     """Inline `rel` like #include + #pragma once would.
 
     A header first reached inside an #if block may be skipped by the preprocessor there, so each
-    inlined copy carries its own guard macro and a header is inlined again where it is next reached
-    outside any #if; copies after an unconditional one are omitted.
+    inlined copy carries its own guard macro, and a header is inlined again where it is next reached
+    under conditions its earlier copies do not cover (for example outside any #if).
     """
-    if rel in unconditional:
+    seen = emitted.setdefault(rel, [])
+    if covered(seen, conds):
         return
-    if depth == 0:
-        unconditional.add(rel)
+    seen.append(tuple(conds))
     path = INCLUDE / rel
     if not path.is_file():
         sys.exit(f"amalgamate: {rel} is included but {path} does not exist")
     guard = "LOTUS_AMALGAMATED_" + re.sub(r"[^A-Za-z0-9]", "_", rel).upper()
     out.append(f"// ---- begin {rel} ----\n#ifndef {guard}\n#define {guard}\n")
-    local = 0
+    local = []
     for line in path.read_text(encoding="utf-8").splitlines(keepends=True):
         if PRAGMA.match(line):
             continue
         m = LOCAL.match(line)
         if m:
-            expand(m.group(1), unconditional, out, depth + local)
+            expand(m.group(1), emitted, out, tuple(conds) + tuple(local))
             continue
+        text = " ".join(line.split())
         if IF_OPEN.match(line):
-            local += 1
-        elif IF_CLOSE.match(line):
-            local -= 1
+            local.append(text)
+        elif IF_ELSE.match(line) and local:
+            local[-1] = local[-1] + " | " + text
+        elif IF_CLOSE.match(line) and local:
+            local.pop()
         out.append(line)
     out.append(f"#endif  // {guard}\n// ---- end {rel} ----\n")
 
@@ -65,7 +74,7 @@ def generate():
         "tools/amalgamate — do not edit\n",
         "#pragma once\n",
     ]
-    expand("lotus/lotus.hpp", set(), out)
+    expand("lotus/lotus.hpp", {}, out)
     return "".join(out)
 
 
