@@ -460,10 +460,8 @@ inline bool runtime::ensure_writer_locked() noexcept {
 }
 
 inline void runtime::configure(const options& o) noexcept {
-  if (!initialize()) {
-    // fallthrough: apply below anyway (configure may turn tracing on)
-  }
-  flush();  // events recorded under the old settings go to the old files
+  initialize();  // reads the environment once; the options below may still turn tracing on
+  flush();       // events recorded under the old settings go to the old files
   std::lock_guard<std::mutex> lk(mu_);
   try {
     user_ = o;
