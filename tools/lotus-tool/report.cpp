@@ -232,7 +232,9 @@ void run_report(const report_args& a) {
           ++it->second[static_cast<std::size_t>(bin_of(r.dur_ns))];
         }
       });
-  stats_result st = eng.compute(stats_options{});
+  stats_options sopt;
+  sopt.keep_points = true;  // the per-batch plots and the timeline
+  stats_result st = eng.compute(sopt);
 
   nlohmann::json d;
   d["hist_min_ns"] = k_hist_min_ns;

@@ -19,6 +19,7 @@
 #include "line_reader.hpp"
 #include "merge.hpp"
 #include "output.hpp"
+#include "spill.hpp"
 #include "trace_dir.hpp"
 
 namespace lotus_tool {
@@ -73,20 +74,63 @@ void compat_flow(std::string& b, char ph, const record& r, std::uint64_t pid, st
 
 // ---- default mode helpers ----
 
-// Epoch of a batch record = rank of its time among records with the same index.
+// Epochs of batch records in bounded memory. Pass 1 logs every Preprocessed/Consumed/Wait record
+// with its position (file, line); an external sort by (kind, idx, start) ranks each occurrence
+// among those with the same index (its epoch), a second one puts the epochs back in file order,
+// and pass 2 reads them with a cursor as it meets the same records.
 class epoch_index {
  public:
-  void add(std::uint64_t idx, std::uint64_t t) { v_.emplace_back(idx, t); }
-  void finish() { std::sort(v_.begin(), v_.end()); }
-  std::uint64_t epoch(std::uint64_t idx, std::uint64_t t) const {
-    auto first = std::lower_bound(v_.begin(), v_.end(), std::make_pair(idx, std::uint64_t{0}));
-    auto at = std::lower_bound(first, v_.end(), std::make_pair(idx, t));
-    return static_cast<std::uint64_t>(at - first);
+  void add(batch_kind kind, std::uint64_t idx, std::uint64_t start, std::size_t file,
+           std::uint64_t line) {
+    log_.push({static_cast<std::uint64_t>(kind), idx, start, seq_of(file, line)});
   }
-  std::size_t size() const { return v_.size(); }
+  void finish() {
+    spill_log<at> by_seq;
+    bool first = true;
+    item prev{};
+    std::uint64_t epoch = 0;
+    sorted_scan(
+        log_,
+        [](const item& a, const item& b) {
+          if (a.kind != b.kind) return a.kind < b.kind;
+          if (a.idx != b.idx) return a.idx < b.idx;
+          return a.start < b.start;
+        },
+        [&](const item& x) {
+          epoch = (!first && x.kind == prev.kind && x.idx == prev.idx) ? epoch + 1 : 0;
+          first = false;
+          prev = x;
+          by_seq.push({x.seq, epoch});
+        });
+    sorted_scan(
+        by_seq, [](const at& a, const at& b) { return a.seq < b.seq; },
+        [&](const at& x) { ordered_.push(x); });
+    reader_ = std::make_unique<spill_log<at>::reader>(ordered_);
+    have_ = reader_->next(cur_);
+  }
+  /// The epoch of the record at (file, line); calls must come in file order.
+  std::uint64_t epoch(std::size_t file, std::uint64_t line) {
+    const std::uint64_t seq = seq_of(file, line);
+    while (have_ && cur_.seq < seq) have_ = reader_->next(cur_);
+    return have_ && cur_.seq == seq ? cur_.epoch : 0;
+  }
 
  private:
-  std::vector<std::pair<std::uint64_t, std::uint64_t>> v_;
+  struct item {
+    std::uint64_t kind, idx, start, seq;
+  };
+  struct at {
+    std::uint64_t seq, epoch;
+  };
+  // Line numbers stay below 2^40 (a trace file of a trillion lines); files below 2^24.
+  static std::uint64_t seq_of(std::size_t file, std::uint64_t line) {
+    return (static_cast<std::uint64_t>(file) << 40) | (line & ((1ULL << 40) - 1));
+  }
+  spill_log<item> log_;
+  spill_log<at> ordered_;
+  std::unique_ptr<spill_log<at>::reader> reader_;
+  at cur_{};
+  bool have_ = false;
 };
 
 struct emitter {
@@ -179,14 +223,15 @@ void run_viz(const viz_args& a) {
     return;
   }
 
-  // Pass 1: time origin, epochs of batch records, stride for flow ids. Memory: per batch only.
+  // Pass 1: time origin, epochs of batch records, stride for flow ids. Memory: bounded (the
+  // epoch index spills to a temporary file).
   std::uint64_t min_start = UINT64_MAX;
   std::uint64_t max_idx = 0;
-  epoch_index pre_epochs, cons_epochs, wait_epochs;
+  epoch_index epochs;
   // Light scan: the start field of every line and the names of SBatch lines only; pass 2
   // validates everything (and fails, or skips, exactly as the other commands do).
-  for (const auto& f : dir.files) {
-    line_reader rd(f.path);
+  for (std::size_t fi = 0; fi < dir.files.size(); ++fi) {
+    line_reader rd(dir.files[fi].path);
     line_reader::line ln;
     while (rd.next(ln)) {
       const std::string_view t = ln.text;
@@ -201,25 +246,15 @@ void run_viz(const viz_args& a) {
       if (t.compare(0, 6, "SBatch") != 0) continue;
       batch_ref bt;
       if (classify(t.substr(0, c1), bt) != nullptr) continue;
-      switch (bt.kind) {
-        case batch_kind::preprocessed:
-          pre_epochs.add(bt.idx, start);
-          break;
-        case batch_kind::consumed:
-          cons_epochs.add(bt.idx, start);
-          break;
-        case batch_kind::wait:
-          wait_epochs.add(bt.idx, start);
-          break;
-        default:
-          continue;
+      if (bt.kind != batch_kind::preprocessed && bt.kind != batch_kind::consumed &&
+          bt.kind != batch_kind::wait) {
+        continue;
       }
+      epochs.add(bt.kind, bt.idx, start, fi, ln.number);
       max_idx = std::max(max_idx, bt.idx);
     }
   }
-  pre_epochs.finish();
-  cons_epochs.finish();
-  wait_epochs.finish();
+  epochs.finish();
   if (min_start == UINT64_MAX) min_start = 0;
   const std::uint64_t stride = max_idx + 1;
   // Time origin: Kineto's baseTimeNanoseconds when merging into a trace that has one; absolute
@@ -290,84 +325,84 @@ void run_viz(const viz_args& a) {
     append_uint(where[i], dir.files[i].id);
     append_lit(where[i], ",\"ts\":");
   }
-  skipped = for_each_record(dir, ropt, [&](std::size_t fi, const record& r, const batch_ref& bt) {
-    const bool is_batch = bt.kind != batch_kind::none;
-    if (a.coarse && !is_batch) return;
-    const std::int64_t ts = static_cast<std::int64_t>(r.start_ns) - t0;
-    auto head = [&](std::string_view ph_cat) {
-      em.next();
-      b.append(ph_cat);
-      append_json_string(b, r.name);
-      b.append(where[fi]);
-      append_us(b, ts);
-    };
-    static constexpr std::string_view k_op = "{\"ph\":\"X\",\"cat\":\"lotus\",\"name\":";
-    static constexpr std::string_view k_batch_x = "{\"ph\":\"X\",\"cat\":\"lotus.batch\",\"name\":";
-    static constexpr std::string_view k_batch_i = "{\"ph\":\"i\",\"cat\":\"lotus.batch\",\"name\":";
-    if (bt.kind == batch_kind::none && r.name.size() <= 256 && json_plain(r.name) &&
-        where[fi].size() <= 64) {
-      // Hot path (op spans): the whole event assembled in one stack buffer, one append.
-      char ev[512];
-      char* p = ev;
-      em.next();
-      std::memcpy(p, k_op.data(), k_op.size());
-      p += k_op.size();
-      *p++ = '"';
-      std::memcpy(p, r.name.data(), r.name.size());
-      p += r.name.size();
-      *p++ = '"';
-      std::memcpy(p, where[fi].data(), where[fi].size());
-      p += where[fi].size();
-      p = put_us(p, ts);
-      static constexpr std::string_view k_dur = ",\"dur\":";
-      std::memcpy(p, k_dur.data(), k_dur.size());
-      p += k_dur.size();
-      p = put_us(p, static_cast<std::int64_t>(r.dur_ns));
-      *p++ = '}';
-      b.append(ev, static_cast<std::size_t>(p - ev));
-    } else if (bt.kind == batch_kind::none || bt.kind == batch_kind::other) {
-      head(is_batch ? k_batch_x : k_op);
-      append_lit(b, ",\"dur\":");
-      append_us(b, static_cast<std::int64_t>(r.dur_ns));
-      append_lit(b, "}");
-    } else if (bt.kind == batch_kind::queued) {
-      head(k_batch_i);
-      append_lit(b, ",\"s\":\"t\",\"args\":{\"batch\":");
-      append_uint(b, bt.idx);
-      append_lit(b, "}}");
-    } else {
-      const epoch_index& ei = bt.kind == batch_kind::preprocessed ? pre_epochs
-                              : bt.kind == batch_kind::consumed   ? cons_epochs
-                                                                  : wait_epochs;
-      const std::uint64_t epoch = ei.epoch(bt.idx, r.start_ns);
-      // Negative like Lotus (no clash with the profiler's positive correlation ids), but unique
-      // across epochs: -(epoch * stride + idx + 1).
-      const std::int64_t id = -static_cast<std::int64_t>(epoch * stride + bt.idx + 1);
-      head(k_batch_x);
-      append_lit(b, ",\"dur\":");
-      append_us(b, static_cast<std::int64_t>(r.dur_ns));
-      append_lit(b, ",\"args\":{\"batch\":");
-      append_uint(b, bt.idx);
-      append_lit(b, ",\"epoch\":");
-      append_uint(b, epoch);
-      if (bt.kind == batch_kind::wait) {
-        append_lit(b, ",\"out_of_order\":");
-        b += r.dur_ns == 1000 ? "true" : "false";
-      }
-      append_lit(b, "}}");
-      if (bt.kind != batch_kind::wait) {
-        const bool start = bt.kind == batch_kind::preprocessed;
-        em.next();
-        b += start ? "{\"ph\":\"s\"" : "{\"ph\":\"f\",\"bp\":\"e\"";
-        append_lit(b, ",\"cat\":\"lotus.flow\",\"name\":\"batch\",\"id\":");
-        append_int(b, id);
-        b.append(where[fi]);
-        append_us(b, ts);
-        append_lit(b, "}");
-      }
-    }
-    out.maybe_flush();
-  });
+  skipped = for_each_record(
+      dir, ropt, [&](std::size_t fi, const record& r, const batch_ref& bt, std::uint64_t line) {
+        const bool is_batch = bt.kind != batch_kind::none;
+        if (a.coarse && !is_batch) return;
+        const std::int64_t ts = static_cast<std::int64_t>(r.start_ns) - t0;
+        auto head = [&](std::string_view ph_cat) {
+          em.next();
+          b.append(ph_cat);
+          append_json_string(b, r.name);
+          b.append(where[fi]);
+          append_us(b, ts);
+        };
+        static constexpr std::string_view k_op = "{\"ph\":\"X\",\"cat\":\"lotus\",\"name\":";
+        static constexpr std::string_view k_batch_x =
+            "{\"ph\":\"X\",\"cat\":\"lotus.batch\",\"name\":";
+        static constexpr std::string_view k_batch_i =
+            "{\"ph\":\"i\",\"cat\":\"lotus.batch\",\"name\":";
+        if (bt.kind == batch_kind::none && r.name.size() <= 256 && json_plain(r.name) &&
+            where[fi].size() <= 64) {
+          // Hot path (op spans): the whole event assembled in one stack buffer, one append.
+          char ev[512];
+          char* p = ev;
+          em.next();
+          std::memcpy(p, k_op.data(), k_op.size());
+          p += k_op.size();
+          *p++ = '"';
+          std::memcpy(p, r.name.data(), r.name.size());
+          p += r.name.size();
+          *p++ = '"';
+          std::memcpy(p, where[fi].data(), where[fi].size());
+          p += where[fi].size();
+          p = put_us(p, ts);
+          static constexpr std::string_view k_dur = ",\"dur\":";
+          std::memcpy(p, k_dur.data(), k_dur.size());
+          p += k_dur.size();
+          p = put_us(p, static_cast<std::int64_t>(r.dur_ns));
+          *p++ = '}';
+          b.append(ev, static_cast<std::size_t>(p - ev));
+        } else if (bt.kind == batch_kind::none || bt.kind == batch_kind::other) {
+          head(is_batch ? k_batch_x : k_op);
+          append_lit(b, ",\"dur\":");
+          append_us(b, static_cast<std::int64_t>(r.dur_ns));
+          append_lit(b, "}");
+        } else if (bt.kind == batch_kind::queued) {
+          head(k_batch_i);
+          append_lit(b, ",\"s\":\"t\",\"args\":{\"batch\":");
+          append_uint(b, bt.idx);
+          append_lit(b, "}}");
+        } else {
+          const std::uint64_t epoch = epochs.epoch(fi, line);
+          // Negative like Lotus (no clash with the profiler's positive correlation ids), but unique
+          // across epochs: -(epoch * stride + idx + 1).
+          const std::int64_t id = -static_cast<std::int64_t>(epoch * stride + bt.idx + 1);
+          head(k_batch_x);
+          append_lit(b, ",\"dur\":");
+          append_us(b, static_cast<std::int64_t>(r.dur_ns));
+          append_lit(b, ",\"args\":{\"batch\":");
+          append_uint(b, bt.idx);
+          append_lit(b, ",\"epoch\":");
+          append_uint(b, epoch);
+          if (bt.kind == batch_kind::wait) {
+            append_lit(b, ",\"out_of_order\":");
+            b += r.dur_ns == 1000 ? "true" : "false";
+          }
+          append_lit(b, "}}");
+          if (bt.kind != batch_kind::wait) {
+            const bool start = bt.kind == batch_kind::preprocessed;
+            em.next();
+            b += start ? "{\"ph\":\"s\"" : "{\"ph\":\"f\",\"bp\":\"e\"";
+            append_lit(b, ",\"cat\":\"lotus.flow\",\"name\":\"batch\",\"id\":");
+            append_int(b, id);
+            b.append(where[fi]);
+            append_us(b, ts);
+            append_lit(b, "}");
+          }
+        }
+        out.maybe_flush();
+      });
   append_lit(b, "]}\n");
   out.commit();
   if (skipped) {

@@ -3,8 +3,10 @@
 #include "stats_engine.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
-#include <map>
+
+#include "error.hpp"
 
 namespace lotus_tool {
 
@@ -44,43 +46,73 @@ summary summarize(std::vector<double> values) {
   return s;
 }
 
+stats_engine::stats_engine(const stats_limits& lim)
+    : lim_(lim),
+      op_log_(lim.buffer_bytes),
+      op_big_log_(lim.buffer_bytes / 8),
+      pre_(lim.buffer_bytes / 2),
+      wait_(lim.buffer_bytes / 2),
+      consumed_(lim.buffer_bytes / 2) {}
+
+std::size_t stats_engine::op_index(std::string_view name) {
+  // Op names repeat in short cycles: a 64-slot cache keyed by a cheap hash of the length and the
+  // first and last bytes answers almost every lookup with one compare.
+  std::uint64_t h = name.size();
+  if (!name.empty()) {
+    h = h * 0x9e3779b97f4a7c15ULL + static_cast<unsigned char>(name[name.size() / 2]);
+    h = h * 0x9e3779b97f4a7c15ULL + static_cast<unsigned char>(name.back());
+    h = h * 0x9e3779b97f4a7c15ULL + static_cast<unsigned char>(name[name.size() > 1 ? 1 : 0]);
+  }
+  cache_slot& slot = cache_[(h >> 32) & 63];
+  if (slot.op != SIZE_MAX && names_[slot.op] == name) return slot.op;
+  std::size_t i;
+  auto it = index_.find(name);
+  if (it == index_.end()) {
+    if (ops_.size() >= 0xffffffffULL) {
+      throw tool_error(exit_invalid, "more than 2^32-1 distinct op names");
+    }
+    names_.emplace_back(name);
+    i = ops_.size();
+    ops_.emplace_back();
+    index_.emplace(names_.back(), i);
+  } else {
+    i = it->second;
+  }
+  slot.op = i;
+  return i;
+}
+
 void stats_engine::add(std::size_t file, file_kind kind, const record& r, const batch_ref& b) {
   ++records_;
   switch (b.kind) {
     case batch_kind::none: {
       // The per-op notebook reads worker files only and drops every SBatch* name.
       if (kind != file_kind::worker) return;
-      auto it = index_.find(r.name);
-      std::size_t i;
-      if (it == index_.end()) {
-        names_.emplace_back(r.name);
-        i = ops_.size();
-        ops_.emplace_back();
-        index_.emplace(names_.back(), i);
-      } else {
-        i = it->second;
-      }
+      const std::size_t i = op_index(r.name);
       op_acc& a = ops_[i];
       if (r.dur_ns <= 0xffffffffULL) {
-        a.small.push_back(static_cast<std::uint32_t>(r.dur_ns));
+        op_log_.push({static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(r.dur_ns)});
       } else {
-        a.big.push_back(r.dur_ns);
+        op_big_log_.push({i, r.dur_ns});
       }
+      ++a.count;
       a.sum += r.dur_ns;
+      a.min = std::min(a.min, r.dur_ns);
+      a.max = std::max(a.max, r.dur_ns);
       a.lt_10ms += r.dur_ns < 10000000ULL ? 1 : 0;
       a.lt_100us += r.dur_ns < 100000ULL ? 1 : 0;
       return;
     }
     case batch_kind::preprocessed:
       // preprocessing_time_stats.py: SBatchPreprocessed_* from files containing "worker_pid".
-      if (kind == file_kind::worker) pre_.push_back({b.idx, r.start_ns, r.dur_ns, file});
+      if (kind == file_kind::worker) pre_.push({b.idx, r.start_ns, r.dur_ns, file});
       return;
     case batch_kind::wait:
       // delay_and_wait_time_stats_and_plot.py: SBatchWait_* from files containing "main_pid".
-      if (kind == file_kind::main) wait_.push_back({b.idx, r.start_ns, r.dur_ns, file});
+      if (kind == file_kind::main) wait_.push({b.idx, r.start_ns, r.dur_ns, file});
       return;
     case batch_kind::consumed:
-      if (kind == file_kind::main) consumed_.push_back({b.idx, r.start_ns, r.dur_ns, file});
+      if (kind == file_kind::main) consumed_.push({b.idx, r.start_ns, r.dur_ns, file});
       return;
     case batch_kind::queued:
       if (kind == file_kind::main) ++queued_;
@@ -92,22 +124,111 @@ void stats_engine::add(std::size_t file, file_kind kind, const record& r, const 
 
 namespace {
 
-// Epoch of each occurrence: the rank of its time among the records with the same batch index
-// (batch indices restart at 0 in every epoch, so the k-th SBatchPreprocessed_i is epoch k).
-template <class Span>
-std::vector<std::uint64_t> epochs_of(const std::vector<Span>& v,
-                                     std::uint64_t (*time_of)(const Span&)) {
-  std::vector<std::size_t> order(v.size());
-  for (std::size_t i = 0; i < v.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    if (v[a].idx != v[b].idx) return v[a].idx < v[b].idx;
-    return time_of(v[a]) < time_of(v[b]);
+// numpy 'linear' between the order statistics at floor(pos) and the next one.
+double lerp_ms(double vlo, double vhi, double frac) { return vlo + (vhi - vlo) * frac; }
+
+struct quantile_ask {
+  std::size_t lo_q = 0, hi_q = 0;
+  double frac = 0;
+  bool two = false;
+};
+
+// Asks `sel` for what a linear quantile q of `count` values (ranks offset by `skip`) needs.
+quantile_ask ask_quantile(rank_selector& sel, std::size_t group, std::uint64_t count,
+                          std::uint64_t skip, double q) {
+  quantile_ask a;
+  const double pos = q * static_cast<double>(count - 1);
+  const auto lo = static_cast<std::uint64_t>(std::floor(pos));
+  a.frac = pos - static_cast<double>(lo);
+  a.lo_q = sel.ask(group, skip + lo);
+  a.two = a.frac != 0 && lo + 1 < count;
+  if (a.two) a.hi_q = sel.ask(group, skip + lo + 1);
+  return a;
+}
+
+template <class ToMs>
+double answer(const rank_selector& sel, const quantile_ask& a, ToMs to_ms) {
+  const double vlo = to_ms(sel.value(a.lo_q));
+  return a.two ? lerp_ms(vlo, to_ms(sel.value(a.hi_q)), a.frac) : vlo;
+}
+
+// Signed nanoseconds as order-preserving unsigned keys for rank_selector.
+std::uint64_t key_of(std::int64_t v) { return static_cast<std::uint64_t>(v) ^ (1ULL << 63); }
+std::int64_t value_of(std::uint64_t k) { return static_cast<std::int64_t>(k ^ (1ULL << 63)); }
+double ms_of_key(std::uint64_t k) { return static_cast<double>(value_of(k)) / k_ns_per_ms; }
+
+// summary() of the values (signed ns, shown in ms) that `each(sink)` yields and `keep` accepts,
+// in bounded memory: one scan for count/sum/min/max, one for the variance (two-pass, like
+// numpy), and rank_selector's scans for the quartiles. `skip` is how many of the smallest
+// values `keep` rejects (they are skipped by rank).
+template <class Each, class Keep>
+summary summarize_stream(Each each, Keep keep, std::size_t budget) {
+  summary s;
+  std::int64_t mn = INT64_MAX, mx = INT64_MIN;
+  double sum = 0;
+  each([&](std::int64_t v) {
+    if (!keep(v)) return;
+    ++s.count;
+    sum += static_cast<double>(v) / k_ns_per_ms;
+    mn = std::min(mn, v);
+    mx = std::max(mx, v);
   });
-  std::vector<std::uint64_t> epoch(v.size(), 0);
-  for (std::size_t k = 0; k < order.size(); ++k) {
-    if (k > 0 && v[order[k]].idx == v[order[k - 1]].idx) epoch[order[k]] = epoch[order[k - 1]] + 1;
-  }
-  return epoch;
+  if (s.count == 0) return s;
+  s.sum = sum;
+  s.mean = sum / static_cast<double>(s.count);
+  double sq = 0;
+  each([&](std::int64_t v) {
+    if (!keep(v)) return;
+    const double d = static_cast<double>(v) / k_ns_per_ms - s.mean;
+    sq += d * d;
+  });
+  s.std = std::sqrt(sq / static_cast<double>(s.count));  // np.std: ddof = 0
+  s.min = static_cast<double>(mn) / k_ns_per_ms;
+  s.max = static_cast<double>(mx) / k_ns_per_ms;
+  rank_selector sel(budget);
+  const std::size_t g = sel.add_group(s.count, key_of(mn), key_of(mx));
+  const quantile_ask q25 = ask_quantile(sel, g, s.count, 0, 0.25);
+  const quantile_ask q50 = ask_quantile(sel, g, s.count, 0, 0.5);
+  const quantile_ask q75 = ask_quantile(sel, g, s.count, 0, 0.75);
+  sel.run([&](auto&& sink) {
+    each([&](std::int64_t v) {
+      if (keep(v)) sink(g, key_of(v));
+    });
+  });
+  s.p25 = answer(sel, q25, ms_of_key);
+  s.median = answer(sel, q50, ms_of_key);
+  s.p75 = answer(sel, q75, ms_of_key);
+  return s;
+}
+
+using span = stats_engine::span;
+
+bool by_idx_then_start(const span& a, const span& b) {
+  return a.idx != b.idx ? a.idx < b.idx : a.start < b.start;
+}
+
+// A batch record with its epoch: the rank of its start among records with the same batch index
+// (indices restart at 0 in every epoch, so the k-th SBatchPreprocessed_i is epoch k).
+struct epoch_span {
+  span s;
+  std::uint64_t epoch;
+};
+
+// Calls out(epoch_span) in (idx, epoch) order.
+template <class Out>
+void with_epochs(const spill_log<span>& log, Out&& out) {
+  bool first = true;
+  std::uint64_t prev_idx = 0, epoch = 0;
+  sorted_scan(log, by_idx_then_start, [&](const span& s) {
+    epoch = (!first && s.idx == prev_idx) ? epoch + 1 : 0;
+    first = false;
+    prev_idx = s.idx;
+    out(epoch_span{s, epoch});
+  });
+}
+
+bool by_epoch_then_idx(const batch_point& a, const batch_point& b) {
+  return a.epoch != b.epoch ? a.epoch < b.epoch : a.idx < b.idx;
 }
 
 }  // namespace
@@ -117,147 +238,137 @@ stats_result stats_engine::compute(const stats_options& opt) const {
   r.records = records_;
   r.queued = queued_;
   r.consumed = consumed_.size();
+  r.spilled = op_log_.spilled() || op_big_log_.spilled() || pre_.spilled() || wait_.spilled() ||
+              consumed_.spilled();
 
   // Per-op table (Table II): count, mean, p50/p90/p99 (linear), share < 10 ms and < 100 us.
+  // Exact order statistics of every op at once, by rank_selector over the op logs.
   std::vector<std::size_t> order(ops_.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::sort(order.begin(), order.end(),
             [&](std::size_t a, std::size_t b) { return names_[a] < names_[b]; });
+  rank_selector sel(lim_.select_budget_bytes);
+  std::vector<std::array<quantile_ask, 3>> asks(ops_.size());
+  for (std::size_t i = 0; i < ops_.size(); ++i) {
+    const op_acc& a = ops_[i];
+    const std::size_t g = sel.add_group(a.count, a.min, a.max);  // group id == op index
+    std::size_t k = 0;
+    for (double q : {0.5, 0.9, 0.99}) asks[i][k++] = ask_quantile(sel, g, a.count, 0, q);
+  }
+  r.op_quantile_scans = sel.run([&](auto&& sink) {
+    op_log_.scan_blocks([&](const op_small* p, std::size_t n) {
+      for (std::size_t j = 0; j < n; ++j) sink(p[j].op, p[j].dur);
+    });
+    op_big_log_.scan([&](const op_big& e) { sink(static_cast<std::size_t>(e.op), e.dur); });
+  });
   for (std::size_t i : order) {
-    op_acc& a = ops_[i];
+    const op_acc& a = ops_[i];
     op_stats o;
     o.name = names_[i];
-    o.count = a.small.size() + a.big.size();
-    if (o.count == 0) continue;
+    o.count = a.count;
     o.sum = static_cast<double>(a.sum) / k_ns_per_ms;
     o.mean = o.sum / static_cast<double>(o.count);
-    // Exact order statistics without copying everything to double: every `big` value is larger
-    // than every `small` one, so the k-th smallest is in `small` iff k < small.size().
-    std::vector<std::uint32_t>& small = a.small;
-    std::vector<std::uint64_t>& big = a.big;
-    // Quantiles are asked in increasing order: after nth_element at k, [0, k) <= [k, n), so the
-    // next query only partitions [k, n), and the k+1-th value is the minimum of (k, n).
-    std::size_t small_from = 0, big_from = 0;
-    auto kth = [&](std::size_t k) -> std::uint64_t {
-      if (k < small.size()) {
-        const auto at = small.begin() + static_cast<std::ptrdiff_t>(k);
-        std::nth_element(small.begin() + static_cast<std::ptrdiff_t>(small_from), at, small.end());
-        small_from = k;
-        return small[k];
-      }
-      const std::size_t j = k - small.size();
-      const auto at = big.begin() + static_cast<std::ptrdiff_t>(j);
-      std::nth_element(big.begin() + static_cast<std::ptrdiff_t>(big_from), at, big.end());
-      big_from = j;
-      return big[j];
-    };
-    auto next_after = [&](std::size_t k) -> std::uint64_t {  // the (k+1)-th, right after kth(k)
-      if (k + 1 < small.size()) {
-        return *std::min_element(small.begin() + static_cast<std::ptrdiff_t>(k + 1), small.end());
-      }
-      if (k + 1 == small.size()) return *std::min_element(big.begin(), big.end());
-      return *std::min_element(big.begin() + static_cast<std::ptrdiff_t>(k + 1 - small.size()),
-                               big.end());
-    };
-    auto quant = [&](double q) {
-      const double pos = q * static_cast<double>(o.count - 1);
-      const auto lo = static_cast<std::size_t>(std::floor(pos));
-      const double frac = pos - static_cast<double>(lo);
-      const double vlo = ms(kth(lo));
-      if (frac == 0 || lo + 1 >= o.count) return vlo;
-      const double vhi = ms(next_after(lo));
-      return vlo + (vhi - vlo) * frac;
-    };
-    o.p50 = quant(0.5);
-    o.p90 = quant(0.9);
-    o.p99 = quant(0.99);
+    o.p50 = answer(sel, asks[i][0], ms);
+    o.p90 = answer(sel, asks[i][1], ms);
+    o.p99 = answer(sel, asks[i][2], ms);
     o.share_lt_10ms = static_cast<double>(a.lt_10ms) / static_cast<double>(o.count);
     o.share_lt_100us = static_cast<double>(a.lt_100us) / static_cast<double>(o.count);
     r.ops.push_back(std::move(o));
   }
 
-  // Per-batch preprocessing time.
-  auto start_of = [](const span& s) { return s.start; };
-  const auto pre_epoch = epochs_of<span>(pre_, +start_of);
-  std::vector<double> pre_ms;
-  pre_ms.reserve(pre_.size());
-  for (std::size_t i = 0; i < pre_.size(); ++i) {
-    const span& s = pre_[i];
-    r.preprocessed.push_back({s.idx, pre_epoch[i], ms(s.dur), s.start, s.start + s.dur, s.file});
-    pre_ms.push_back(ms(s.dur));
-    r.epochs = std::max(r.epochs, pre_epoch[i] + 1);
-  }
-  std::sort(r.preprocessed.begin(), r.preprocessed.end(),
-            [](const batch_point& a, const batch_point& b) {
-              return a.epoch != b.epoch ? a.epoch < b.epoch : a.idx < b.idx;
-            });
-  r.preprocessing_before = summarize(pre_ms);
-  if (opt.remove_outliers && !pre_ms.empty()) {
+  const std::size_t budget = lim_.select_budget_bytes;
+  auto durations = [](const spill_log<span>& log) {
+    return
+        [&log](auto&& f) { log.scan([&](const span& s) { f(static_cast<std::int64_t>(s.dur)); }); };
+  };
+  auto all = [](std::int64_t) { return true; };
+
+  // Per-batch preprocessing time, and the scripts' low-side outlier rule.
+  r.preprocessing_before = summarize_stream(durations(pre_), all, budget);
+  if (opt.remove_outliers && r.preprocessing_before.count != 0) {
     // remove_wild_outliers(): q1/q3 via pandas quantile (linear), iqr = (q3 - q1) * 2, keep
     // rows that are not `< q1 - iqr` (only the low side: the short last batch of an epoch).
     const double q1 = r.preprocessing_before.p25;
     const double q3 = r.preprocessing_before.p75;
-    r.outlier_threshold_ms = q1 - (q3 - q1) * 2;
-    std::vector<double> kept;
-    for (double x : pre_ms) {
-      if (!(x < r.outlier_threshold_ms)) kept.push_back(x);
-    }
-    r.outliers_removed = pre_ms.size() - kept.size();
-    r.preprocessing = summarize(std::move(kept));
+    const double thr = q1 - (q3 - q1) * 2;
+    r.outlier_threshold_ms = thr;
+    r.preprocessing = summarize_stream(
+        durations(pre_),
+        [thr](std::int64_t v) { return !(static_cast<double>(v) / k_ns_per_ms < thr); }, budget);
+    r.outliers_removed = r.preprocessing_before.count - r.preprocessing.count;
   } else {
     r.preprocessing = r.preprocessing_before;
   }
 
   // Main-process wait time: every SBatchWait record, markers included, as the script does.
-  std::vector<double> wait_ms;
-  std::vector<std::size_t> worder(wait_.size());
-  for (std::size_t i = 0; i < worder.size(); ++i) worder[i] = i;
-  std::stable_sort(worder.begin(), worder.end(),
-                   [&](std::size_t a, std::size_t b) { return wait_[a].start < wait_[b].start; });
-  const auto wait_epoch = epochs_of<span>(wait_, +start_of);
-  for (std::size_t i : worder) {
-    const span& s = wait_[i];
-    const double v = ms(s.dur);
-    wait_ms.push_back(v);
+  wait_.scan([&](const span& s) {
     r.wait.eq_1us += s.dur == 1000 ? 1 : 0;  // script: duration == 0.001 ms
     r.wait.lt_1ms += s.dur < 1000000 ? 1 : 0;
     r.wait.gt_1ms += s.dur > 1000000 ? 1 : 0;
     r.wait.gt_500ms += s.dur > 500000000 ? 1 : 0;
-    r.waits.push_back({s.idx, wait_epoch[i], v, s.start, s.start + s.dur, s.file});
-  }
-  r.wait.s = summarize(std::move(wait_ms));
+  });
+  r.wait.s = summarize_stream(durations(wait_), all, budget);
   r.out_of_order = r.wait.eq_1us;
+
+  // Epochs of the preprocessed batches, kept in (idx, epoch) order for the delay join.
+  spill_log<epoch_span> pre_sorted(lim_.buffer_bytes / 2);
+  with_epochs(pre_, [&](const epoch_span& e) {
+    r.epochs = std::max(r.epochs, e.epoch + 1);
+    pre_sorted.push(e);
+    if (opt.keep_points) {
+      r.preprocessed.push_back({e.s.idx, e.epoch, ms(e.s.dur), e.s.start, e.s.start + e.s.dur,
+                                static_cast<std::size_t>(e.s.file)});
+    }
+  });
 
   // Batch delay = SBatchConsumed.ts - (SBatchPreprocessed.start + duration). The script does a
   // pandas merge on batch_id; we pair the k-th occurrence of each index on both sides (epochs),
-  // which is the same for one epoch and avoids the cross product for several.
-  const auto cons_epoch = epochs_of<span>(consumed_, +start_of);
-  std::map<std::pair<std::uint64_t, std::uint64_t>, std::size_t> pre_at;
-  for (std::size_t i = 0; i < pre_.size(); ++i) pre_at[{pre_[i].idx, pre_epoch[i]}] = i;
-  std::vector<double> delay_ms;
+  // which is the same for one epoch and avoids the cross product for several. Both sides come
+  // in (idx, epoch) order, so this is a merge join.
+  spill_log<std::int64_t> delay_ns(lim_.buffer_bytes / 2);
   std::uint64_t matched = 0;
-  for (std::size_t i = 0; i < consumed_.size(); ++i) {
-    auto it = pre_at.find({consumed_[i].idx, cons_epoch[i]});
-    if (it == pre_at.end()) {
-      ++r.delay.unmatched_consumed;
-      continue;
-    }
-    ++matched;
-    const span& p = pre_[it->second];
-    const auto finish = static_cast<std::int64_t>(p.start + p.dur);
-    const double d =
-        static_cast<double>(static_cast<std::int64_t>(consumed_[i].start) - finish) / k_ns_per_ms;
-    delay_ms.push_back(d);
-    r.delay.lt_250ms += d < 250 ? 1 : 0;
-    r.delay.gt_500ms += d > 500 ? 1 : 0;
-    r.delays.push_back({consumed_[i].idx, cons_epoch[i], d, p.start + p.dur, consumed_[i].start,
-                        consumed_[i].file});
+  {
+    spill_log<epoch_span>::reader pre_rd(pre_sorted);
+    epoch_span p{};
+    bool have = pre_rd.next(p);
+    auto before = [](const epoch_span& a, const epoch_span& b) {
+      return a.s.idx != b.s.idx ? a.s.idx < b.s.idx : a.epoch < b.epoch;
+    };
+    with_epochs(consumed_, [&](const epoch_span& c) {
+      while (have && before(p, c)) have = pre_rd.next(p);
+      if (!have || before(c, p)) {
+        ++r.delay.unmatched_consumed;
+        return;
+      }
+      ++matched;
+      const std::uint64_t finish = p.s.start + p.s.dur;
+      const std::int64_t d_ns =
+          static_cast<std::int64_t>(c.s.start) - static_cast<std::int64_t>(finish);
+      const double d = static_cast<double>(d_ns) / k_ns_per_ms;
+      delay_ns.push(d_ns);
+      r.delay.lt_250ms += d < 250 ? 1 : 0;
+      r.delay.gt_500ms += d > 500 ? 1 : 0;
+      if (opt.keep_points) {
+        r.delays.push_back(
+            {c.s.idx, c.epoch, d, finish, c.s.start, static_cast<std::size_t>(c.s.file)});
+      }
+      have = pre_rd.next(p);
+    });
   }
   r.delay.unmatched_preprocessed = pre_.size() - matched;
-  std::sort(r.delays.begin(), r.delays.end(), [](const batch_point& a, const batch_point& b) {
-    return a.epoch != b.epoch ? a.epoch < b.epoch : a.idx < b.idx;
-  });
-  r.delay.s = summarize(std::move(delay_ms));
+  r.delay.s = summarize_stream([&](auto&& f) { delay_ns.scan(f); }, all, budget);
+
+  if (opt.keep_points) {
+    std::sort(r.preprocessed.begin(), r.preprocessed.end(), by_epoch_then_idx);
+    std::sort(r.delays.begin(), r.delays.end(), by_epoch_then_idx);
+    with_epochs(wait_, [&](const epoch_span& e) {
+      r.waits.push_back({e.s.idx, e.epoch, ms(e.s.dur), e.s.start, e.s.start + e.s.dur,
+                         static_cast<std::size_t>(e.s.file)});
+    });
+    std::stable_sort(
+        r.waits.begin(), r.waits.end(),
+        [](const batch_point& a, const batch_point& b) { return a.start_ns < b.start_ns; });
+  }
   return r;
 }
 

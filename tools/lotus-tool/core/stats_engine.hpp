@@ -1,4 +1,4 @@
-// lotus — lotus-tool: the numbers of the Lotus paper and analysis scripts, computed in one pass
+// lotus — lotus-tool: the numbers of the Lotus paper and analysis scripts, in one pass and bounded memory
 // SPDX-License-Identifier: MIT
 #pragma once
 
@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "record.hpp"
+#include "select.hpp"
+#include "spill.hpp"
 #include "trace_dir.hpp"
 
 namespace lotus_tool {
@@ -66,6 +68,16 @@ struct delay_stats {
 
 struct stats_options {
   bool remove_outliers = false;  ///< drop batches with time < q1 - 2*(q3 - q1), as the scripts do
+  /// Also return every batch as a point (preprocessed / waits / delays), for `report`'s plots.
+  /// Costs ~48 bytes per batch record; the summaries never need it.
+  bool keep_points = false;
+};
+
+/// Memory knobs. The defaults bound the engine to ~24 MiB whatever the trace size; tests
+/// shrink them to run the spilling and multi-scan paths on small inputs.
+struct stats_limits {
+  std::size_t buffer_bytes = k_spill_buffer_bytes;  ///< RAM per record log before it spills
+  std::size_t select_budget_bytes = rank_selector::k_default_budget_bytes;
 };
 
 struct stats_result {
@@ -83,34 +95,56 @@ struct stats_result {
   std::uint64_t out_of_order = 0;  ///< SBatchWait markers (duration exactly 1000 ns)
   std::uint64_t queued = 0, consumed = 0;
   std::uint64_t epochs = 0;
+  // With stats_options::keep_points only:
   std::vector<batch_point> preprocessed;  ///< per batch, sorted by (epoch, idx)
   std::vector<batch_point> waits;         ///< per SBatchWait record, in time order
   std::vector<batch_point> delays;        ///< per matched batch, sorted by (epoch, idx)
+  // Diagnostics (not printed): whether any record log went to a temporary file, and the
+  // number of scans the exact per-op percentiles took.
+  bool spilled = false;
+  unsigned op_quantile_scans = 0;
 };
 
-/// Accumulates records (call add() for each) and computes everything at the end.
-/// Memory: 4 bytes per op record (durations kept exactly for percentiles; 12 for spans
-/// > 4.29 s) plus ~48 bytes per batch-level record.
+/// Accumulates records (call add() for each) and computes everything at the end, in bounded
+/// memory: records go to spill_logs (RAM buffer, then an anonymous temp file), percentiles are
+/// exact order statistics found by rank_selector, epochs and the delay join use an external
+/// sort. Per distinct op name it keeps ~100 bytes.
 class stats_engine {
  public:
+  explicit stats_engine(const stats_limits& lim = {});
   void add(std::size_t file, file_kind kind, const record& r, const batch_ref& b);
   stats_result compute(const stats_options& opt) const;
 
- private:
-  struct op_acc {
-    std::vector<std::uint32_t> small;  // durations < 2^32 ns
-    std::vector<std::uint64_t> big;    // the rare longer ones; all larger than any in `small`
-    std::uint64_t lt_10ms = 0, lt_100us = 0;
-    std::uint64_t sum = 0;  // ns; overflows only after 584 years of spans
-  };
   struct span {
     std::uint64_t idx, start, dur;
-    std::size_t file;
+    std::uint64_t file;
   };
+
+ private:
+  struct op_acc {
+    std::uint64_t count = 0, lt_10ms = 0, lt_100us = 0;
+    std::uint64_t sum = 0;  // ns; overflows only after 584 years of spans
+    std::uint64_t min = UINT64_MAX, max = 0;
+  };
+  struct op_small {  // the usual record: an op and a duration < 2^32 ns (4.29 s)
+    std::uint32_t op, dur;
+  };
+  struct op_big {
+    std::uint64_t op, dur;
+  };
+  std::size_t op_index(std::string_view name);
+
+  stats_limits lim_;
   std::deque<std::string> names_;
   std::unordered_map<std::string_view, std::size_t> index_;
-  mutable std::vector<op_acc> ops_;  // compute() reorders durations in place (nth_element)
-  std::vector<span> pre_, wait_, consumed_;
+  struct cache_slot {
+    std::size_t op = SIZE_MAX;
+  };
+  cache_slot cache_[64];
+  std::vector<op_acc> ops_;
+  spill_log<op_small> op_log_;
+  spill_log<op_big> op_big_log_;
+  spill_log<span> pre_, wait_, consumed_;
   std::uint64_t records_ = 0, queued_ = 0;
 };
 

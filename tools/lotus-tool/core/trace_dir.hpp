@@ -7,6 +7,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "line_reader.hpp"
@@ -70,7 +71,8 @@ struct read_options {
   bool skip_invalid = false;
 };
 
-/// Streams every record of every file to `fn(file_index, record, batch_ref)`. Strict mode
+/// Streams every record of every file to `fn(file_index, record, batch_ref)`, or to
+/// `fn(file_index, record, batch_ref, line_number)` when fn takes four arguments. Strict mode
 /// throws tool_error(exit_invalid) with `file:line: reason` on the first malformed line; skip
 /// mode returns the number skipped. A template so the per-record call inlines.
 template <class F>
@@ -100,7 +102,12 @@ std::uint64_t for_each_record(const trace_dir& dir, const read_options& opt, F&&
         }
         throw_bad_line(dir.files[i].path, ln.number, why);
       }
-      fn(i, rec, batch);
+      if constexpr (std::is_invocable_v<F&, std::size_t, const record&, const batch_ref&,
+                                        std::uint64_t>) {
+        fn(i, rec, batch, ln.number);
+      } else {
+        fn(i, rec, batch);
+      }
     }
   }
   return skipped;
