@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -12,6 +13,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "catch.hpp"
 
@@ -71,8 +73,6 @@ int count_lines_with(const std::string& text, const std::string& needle) {
   while (std::getline(in, line)) n += line.find(needle) != std::string::npos ? 1 : 0;
   return n;
 }
-
-}  // namespace
 
 TEST_CASE("viz --compat reproduces visualization_augmenter.py on the lotus-format.md golden files",
           "[tool][viz][golden]") {
@@ -189,16 +189,9 @@ TEST_CASE("default viz: ns precision, names, flows unique across epochs", "[tool
   REQUIRE(finishes.size() == starts.size());
 }
 
-TEST_CASE("generated multi-epoch traces: --compat and stats agree with the Python oracle",
-          "[tool][viz][stats]") {
-  const std::string dir = make_tmp_dir();
+// `lotus-tool stats` on DIR/t against reference.py (the scripts' numbers, stdlib Python).
+void require_stats_match_oracle(const std::string& dir) {
   const std::string py = LOTUS_PYTHON;
-  REQUIRE(run_cmd(py + " " + LOTUS_TOOL_GEN + " " + dir + "/t --records 6000 --epochs 2").rc == 0);
-  const auto ref = run_cmd(py + " " + LOTUS_TOOL_REF + " viz " + dir + "/t lotustrace_log");
-  REQUIRE(ref.rc == 0);
-  REQUIRE(tool("viz " + dir + "/t --compat -o " + dir + "/c.json").rc == 0);
-  REQUIRE(json::parse(slurp(dir + "/c.json")) == json::parse(ref.out));
-
   const json want =
       json::parse(run_cmd(py + " " + LOTUS_TOOL_REF + " stats " + dir + "/t lotustrace_log").out);
   const json got = json::parse(tool("stats " + dir + "/t --json").out);
@@ -225,6 +218,75 @@ TEST_CASE("generated multi-epoch traces: --compat and stats agree with the Pytho
   REQUIRE(no_out["batch_preprocessing"]["outliers_removed"] == want["outliers_removed"]);
   REQUIRE(no_out["batch_preprocessing"]["mean_ms"].get<double>() ==
           Approx(want["batch_preprocessing_no_outliers"]["mean_ms"].get<double>()));
+}
+
+}  // namespace
+
+TEST_CASE("generated multi-epoch traces: --compat and stats agree with the Python oracle",
+          "[tool][viz][stats]") {
+  const std::string dir = make_tmp_dir();
+  const std::string py = LOTUS_PYTHON;
+  REQUIRE(run_cmd(py + " " + LOTUS_TOOL_GEN + " " + dir + "/t --records 6000 --epochs 2").rc == 0);
+  const auto ref = run_cmd(py + " " + LOTUS_TOOL_REF + " viz " + dir + "/t lotustrace_log");
+  REQUIRE(ref.rc == 0);
+  REQUIRE(tool("viz " + dir + "/t --compat -o " + dir + "/c.json").rc == 0);
+  REQUIRE(json::parse(slurp(dir + "/c.json")) == json::parse(ref.out));
+  require_stats_match_oracle(dir);
+}
+
+TEST_CASE("traces larger than the RAM buffers spill to temp files and give the same results",
+          "[tool][viz][stats][spill]") {
+  // 600k records with 2-sample batches: ~4 MB of op durations and ~100k batch records, past
+  // the 1 MiB buffers of stats and viz, so the temp-file, external-sort and multi-scan paths run.
+  const std::string dir = make_tmp_dir();
+  const std::string py = LOTUS_PYTHON;
+  REQUIRE(run_cmd(py + " " + LOTUS_TOOL_GEN + " " + dir +
+                  "/t --records 600000 --epochs 3 --batch-size 2 --seed 7")
+              .rc == 0);
+  require_stats_match_oracle(dir);
+
+  // viz: every batch event's epoch is its rank by time among events of its kind and index, and
+  // flow ids pair one start with one finish.
+  REQUIRE(tool("viz " + dir + "/t --coarse -o " + dir + "/v.json").rc == 0);
+  const json v = json::parse(slurp(dir + "/v.json"));
+  std::map<std::pair<std::string, std::uint64_t>, std::vector<std::pair<double, std::uint64_t>>>
+      seen;  // (kind, idx) -> (ts, epoch)
+  std::map<std::int64_t, int> flow_s, flow_f;
+  for (const auto& e : v["traceEvents"]) {
+    if (e["ph"] == "s") ++flow_s[e["id"].get<std::int64_t>()];
+    if (e["ph"] == "f") ++flow_f[e["id"].get<std::int64_t>()];
+    if (e["ph"] != "X" || !e.contains("args") || !e["args"].contains("epoch")) continue;
+    const std::string name = e["name"];
+    seen[{name.substr(0, name.find('_')), e["args"]["batch"].get<std::uint64_t>()}].emplace_back(
+        e["ts"].get<double>(), e["args"]["epoch"].get<std::uint64_t>());
+  }
+  REQUIRE(seen.size() > 30000);
+  std::uint64_t max_epoch = 0;
+  for (auto& [key, occ] : seen) {
+    std::sort(occ.begin(), occ.end());
+    for (std::size_t k = 0; k < occ.size(); ++k) {
+      INFO(key.first << " " << key.second);
+      REQUIRE(occ[k].second == k);
+      max_epoch = std::max<std::uint64_t>(max_epoch, occ[k].second);
+    }
+  }
+  REQUIRE(max_epoch == 2);
+  REQUIRE(flow_s.size() == flow_f.size());
+  for (const auto& [id, n] : flow_s) {
+    REQUIRE(n == 1);
+    REQUIRE(flow_f[id] == 1);
+  }
+
+  // Nowhere to spill: a clear message and exit 3, never a crash.
+  for (const char* cmd : {"stats ", "viz "}) {
+    const auto r = run_cmd("TMPDIR=" + dir + "/missing " + LOTUS_TOOL_EXE + " " + cmd + dir +
+                           "/t -o " + dir + "/out");
+    INFO(r.err);
+    REQUIRE(r.rc == 3);
+    REQUIRE(r.err.find("cannot create a temporary file in " + dir + "/missing") !=
+            std::string::npos);
+    REQUIRE(r.err.find("TMPDIR") != std::string::npos);
+  }
 }
 
 TEST_CASE("a trace written by the library (threads + fork) round-trips", "[tool][roundtrip]") {
