@@ -40,19 +40,6 @@ int bin_of(std::uint64_t ns) {
   return std::min(std::max(b, 0), k_bins - 1);
 }
 
-// Keeps at most `max` points, evenly strided, always including the last.
-template <class T>
-std::vector<T> thin(const std::vector<T>& v, std::size_t max) {
-  if (v.size() <= max || max == 0) return v;
-  std::vector<T> out;
-  const double step = static_cast<double>(v.size()) / static_cast<double>(max);
-  for (std::size_t i = 0; i < max; ++i) {
-    out.push_back(v[static_cast<std::size_t>(static_cast<double>(i) * step)]);
-  }
-  out.back() = v.back();
-  return out;
-}
-
 std::string escape_html(const std::string& s) {
   std::string o;
   for (char c : s) {
@@ -233,7 +220,8 @@ void run_report(const report_args& a) {
         }
       });
   stats_options sopt;
-  sopt.keep_points = true;  // the per-batch plots and the timeline
+  sopt.keep_points = true;  // the per-batch plots and the timeline, thinned in bounded memory
+  sopt.max_points = a.max_points;
   stats_result st = eng.compute(sopt);
 
   nlohmann::json d;
@@ -245,7 +233,7 @@ void run_report(const report_args& a) {
   for (const auto& [name, bins] : hist) d["hist"][name] = bins;
   auto pts = [&](const std::vector<batch_point>& v) {
     nlohmann::json arr = nlohmann::json::array();
-    for (const auto& p : thin(v, a.max_points)) arr.push_back({p.idx, p.value_ms, p.epoch});
+    for (const auto& p : v) arr.push_back({p.idx, p.value_ms, p.epoch});
     return arr;
   };
   d["preprocessed"] = pts(st.preprocessed);
@@ -256,12 +244,10 @@ void run_report(const report_args& a) {
   for (const auto& f : dir.files) {
     d["rows"].push_back((f.kind == file_kind::worker ? "worker " : "main ") + std::to_string(f.id));
   }
-  std::uint64_t tmin = UINT64_MAX;
-  for (const auto& p : st.preprocessed) tmin = std::min(tmin, p.start_ns);
-  for (const auto& p : st.waits) tmin = std::min(tmin, p.start_ns);
+  const std::uint64_t tmin = st.first_start_ns;
   nlohmann::json spans = nlohmann::json::array();
   auto add_spans = [&](const std::vector<batch_point>& v, int kind) {
-    for (const auto& p : thin(v, a.max_points)) {
+    for (const auto& p : v) {
       const int k = kind == 1 && p.end_ns - p.start_ns == 1000 ? 2 : kind;
       spans.push_back({p.file, double(p.start_ns - tmin), double(p.end_ns - tmin), k});
     }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <tuple>
 
 #include "error.hpp"
 
@@ -231,6 +232,34 @@ bool by_epoch_then_idx(const batch_point& a, const batch_point& b) {
   return a.epoch != b.epoch ? a.epoch < b.epoch : a.idx < b.idx;
 }
 
+// The points of `log` in `less` order, at most `max` of them (0 = all): evenly strided, always
+// with the last one, like report's charts want. Bounded memory besides the output.
+template <class Less>
+void thinned_points(const spill_log<batch_point>& log, Less less, std::size_t max,
+                    std::vector<batch_point>& out) {
+  const std::uint64_t n = log.size();
+  out.clear();
+  if (n == 0) return;
+  if (max == 0 || n <= max) {
+    out.reserve(static_cast<std::size_t>(n));
+    sorted_scan(log, less, [&](const batch_point& p) { out.push_back(p); });
+    return;
+  }
+  out.reserve(max);
+  const double step = static_cast<double>(n) / static_cast<double>(max);
+  std::uint64_t i = 0;
+  batch_point last{};
+  sorted_scan(log, less, [&](const batch_point& p) {
+    if (out.size() < max &&
+        i == static_cast<std::uint64_t>(static_cast<double>(out.size()) * step)) {
+      out.push_back(p);
+    }
+    last = p;
+    ++i;
+  });
+  out.back() = last;
+}
+
 }  // namespace
 
 stats_result stats_engine::compute(const stats_options& opt) const {
@@ -312,12 +341,14 @@ stats_result stats_engine::compute(const stats_options& opt) const {
 
   // Epochs of the preprocessed batches, kept in (idx, epoch) order for the delay join.
   spill_log<epoch_span> pre_sorted(lim_.buffer_bytes / 2);
+  spill_log<batch_point> pre_points(lim_.buffer_bytes / 4), delay_points(lim_.buffer_bytes / 4),
+      wait_points(lim_.buffer_bytes / 4);
   with_epochs(pre_, [&](const epoch_span& e) {
     r.epochs = std::max(r.epochs, e.epoch + 1);
     pre_sorted.push(e);
     if (opt.keep_points) {
-      r.preprocessed.push_back({e.s.idx, e.epoch, ms(e.s.dur), e.s.start, e.s.start + e.s.dur,
-                                static_cast<std::size_t>(e.s.file)});
+      pre_points.push({e.s.idx, e.epoch, ms(e.s.dur), e.s.start, e.s.start + e.s.dur,
+                       static_cast<std::size_t>(e.s.file)});
     }
   });
 
@@ -349,7 +380,7 @@ stats_result stats_engine::compute(const stats_options& opt) const {
       r.delay.lt_250ms += d < 250 ? 1 : 0;
       r.delay.gt_500ms += d > 500 ? 1 : 0;
       if (opt.keep_points) {
-        r.delays.push_back(
+        delay_points.push(
             {c.s.idx, c.epoch, d, finish, c.s.start, static_cast<std::size_t>(c.s.file)});
       }
       have = pre_rd.next(p);
@@ -359,16 +390,23 @@ stats_result stats_engine::compute(const stats_options& opt) const {
   r.delay.s = summarize_stream([&](auto&& f) { delay_ns.scan(f); }, all, budget);
 
   if (opt.keep_points) {
-    std::sort(r.preprocessed.begin(), r.preprocessed.end(), by_epoch_then_idx);
-    std::sort(r.delays.begin(), r.delays.end(), by_epoch_then_idx);
     with_epochs(wait_, [&](const epoch_span& e) {
-      r.waits.push_back({e.s.idx, e.epoch, ms(e.s.dur), e.s.start, e.s.start + e.s.dur,
-                         static_cast<std::size_t>(e.s.file)});
+      wait_points.push({e.s.idx, e.epoch, ms(e.s.dur), e.s.start, e.s.start + e.s.dur,
+                        static_cast<std::size_t>(e.s.file)});
     });
-    std::stable_sort(
-        r.waits.begin(), r.waits.end(),
-        [](const batch_point& a, const batch_point& b) { return a.start_ns < b.start_ns; });
+    thinned_points(pre_points, by_epoch_then_idx, opt.max_points, r.preprocessed);
+    thinned_points(delay_points, by_epoch_then_idx, opt.max_points, r.delays);
+    thinned_points(
+        wait_points,
+        [](const batch_point& a, const batch_point& b) {
+          return std::tie(a.start_ns, a.file, a.idx) < std::tie(b.start_ns, b.file, b.idx);
+        },
+        opt.max_points, r.waits);
   }
+  r.first_start_ns = UINT64_MAX;
+  pre_.scan([&](const span& x) { r.first_start_ns = std::min(r.first_start_ns, x.start); });
+  wait_.scan([&](const span& x) { r.first_start_ns = std::min(r.first_start_ns, x.start); });
+  if (r.first_start_ns == UINT64_MAX) r.first_start_ns = 0;
   return r;
 }
 

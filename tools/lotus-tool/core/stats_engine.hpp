@@ -1,5 +1,5 @@
-// lotus — lotus-tool: the numbers of the Lotus paper and analysis scripts, in one pass and bounded memory
-// SPDX-License-Identifier: MIT
+// lotus — lotus-tool: the numbers of the Lotus paper and analysis scripts, in one pass and bounded
+// memory SPDX-License-Identifier: MIT
 #pragma once
 
 #include <cstdint>
@@ -68,9 +68,11 @@ struct delay_stats {
 
 struct stats_options {
   bool remove_outliers = false;  ///< drop batches with time < q1 - 2*(q3 - q1), as the scripts do
-  /// Also return every batch as a point (preprocessed / waits / delays), for `report`'s plots.
-  /// Costs ~48 bytes per batch record; the summaries never need it.
+  /// Also return the batches as points (preprocessed / waits / delays), for `report`'s plots.
   bool keep_points = false;
+  /// With keep_points: at most this many points per series, evenly strided with the last one
+  /// kept (0 = all, which costs ~48 bytes per batch record in the result).
+  std::size_t max_points = 0;
 };
 
 /// Memory knobs. The defaults bound the engine to ~24 MiB whatever the trace size; tests
@@ -95,7 +97,8 @@ struct stats_result {
   std::uint64_t out_of_order = 0;  ///< SBatchWait markers (duration exactly 1000 ns)
   std::uint64_t queued = 0, consumed = 0;
   std::uint64_t epochs = 0;
-  // With stats_options::keep_points only:
+  std::uint64_t first_start_ns = 0;  ///< earliest SBatchPreprocessed / SBatchWait start (0: none)
+  // With stats_options::keep_points only (thinned to max_points):
   std::vector<batch_point> preprocessed;  ///< per batch, sorted by (epoch, idx)
   std::vector<batch_point> waits;         ///< per SBatchWait record, in time order
   std::vector<batch_point> delays;        ///< per matched batch, sorted by (epoch, idx)
