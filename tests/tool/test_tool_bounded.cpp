@@ -290,3 +290,42 @@ TEST_CASE("nowhere to spill is a clear I/O error", "[tool][spill]") {
                     }()),
                     tool_error);
 }
+
+TEST_CASE("stats_engine thins batch points evenly, keeping the last", "[tool][stats][spill]") {
+  stats_limits tiny;
+  tiny.buffer_bytes = 256;
+  stats_engine eng(tiny);
+  std::map<std::string, std::vector<double>> unused;
+  feed(eng, 11, unused);
+  stats_options all;
+  all.keep_points = true;
+  const stats_result full = eng.compute(all);
+  stats_options some = all;
+  some.max_points = 100;
+  const stats_result thin = eng.compute(some);
+  REQUIRE(full.preprocessed.size() == 3 * 400 - 1);
+  REQUIRE(thin.preprocessed.size() == 100);
+  REQUIRE(thin.waits.size() == 100);
+  REQUIRE(thin.delays.size() == 100);
+  const double step = static_cast<double>(full.preprocessed.size()) / 100.0;
+  for (std::size_t k = 0; k + 1 < 100; ++k) {
+    const auto& want = full.preprocessed[static_cast<std::size_t>(static_cast<double>(k) * step)];
+    REQUIRE(thin.preprocessed[k].idx == want.idx);
+    REQUIRE(thin.preprocessed[k].epoch == want.epoch);
+  }
+  REQUIRE(thin.preprocessed.back().start_ns == full.preprocessed.back().start_ns);
+  REQUIRE(thin.waits.back().start_ns == full.waits.back().start_ns);
+  // Sorted as documented: preprocessed by (epoch, idx), waits by time.
+  for (std::size_t i = 1; i < full.preprocessed.size(); ++i) {
+    const auto& a = full.preprocessed[i - 1];
+    const auto& b = full.preprocessed[i];
+    REQUIRE((a.epoch < b.epoch || (a.epoch == b.epoch && a.idx < b.idx)));
+  }
+  for (std::size_t i = 1; i < full.waits.size(); ++i) {
+    REQUIRE(full.waits[i - 1].start_ns <= full.waits[i].start_ns);
+  }
+  std::uint64_t first = UINT64_MAX;
+  for (const auto& p : full.preprocessed) first = std::min(first, p.start_ns);
+  for (const auto& p : full.waits) first = std::min(first, p.start_ns);
+  REQUIRE(full.first_start_ns == first);
+}
