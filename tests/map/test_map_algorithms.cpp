@@ -13,27 +13,13 @@
 #include "map_join.hpp"
 #include "map_mapping.hpp"
 #include "map_spans.hpp"
+#include "spawn.hpp"
 
 using namespace lotus_tool;
 
 namespace {
 
-std::string make_dir() {
-  char tmpl[] = "/tmp/lotus_map_test_XXXXXX";
-  const char* d = ::mkdtemp(tmpl);
-  REQUIRE(d != nullptr);
-  // Removed at exit (the test processes are the only writers of these directories).
-  static std::vector<std::string> made;
-  static const bool registered = [] {
-    std::atexit([] {
-      for (const auto& m : made) std::system(("rm -rf '" + m + "'").c_str());
-    });
-    return true;
-  }();
-  static_cast<void>(registered);
-  made.push_back(d);
-  return d;
-}
+std::string make_dir() { return lotus_test::make_temp_dir("lotus_map_test"); }
 
 void write_file(const std::string& path, const std::string& text) {
   std::ofstream f(path);

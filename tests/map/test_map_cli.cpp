@@ -16,6 +16,7 @@
 
 #include "catch.hpp"
 #include "map_process.hpp"
+#include "spawn.hpp"
 
 using lotus_tool::run_process;
 using lotus_tool::run_spec;
@@ -28,29 +29,7 @@ struct cli_result {
   std::string out, err;
 };
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::string make_dir() {
-  char tmpl[] = "/tmp/lotus_map_cli_XXXXXX";
-  const char* d = ::mkdtemp(tmpl);
-  REQUIRE(d != nullptr);
-  // Removed at exit (the test processes are the only writers of these directories).
-  static std::vector<std::string> made;
-  static const bool registered = [] {
-    std::atexit([] {
-      for (const auto& m : made) std::system(("rm -rf '" + m + "'").c_str());
-    });
-    return true;
-  }();
-  static_cast<void>(registered);
-  made.push_back(d);
-  return d;
-}
+std::string make_dir() { return lotus_test::make_temp_dir("lotus_map_cli"); }
 
 cli_result tool(const std::string& dir, std::vector<std::string> args,
                 std::vector<std::pair<std::string, std::string>> env = {}) {
@@ -66,8 +45,8 @@ cli_result tool(const std::string& dir, std::vector<std::string> args,
   REQUIRE_FALSE(r.timed_out);
   cli_result c;
   c.code = r.signal != 0 ? 128 + r.signal : r.exit_code;
-  c.out = slurp(s.stdout_path);
-  c.err = slurp(s.stderr_path);
+  c.out = lotus_test::read_file(s.stdout_path);
+  c.err = lotus_test::read_file(s.stderr_path);
   return c;
 }
 

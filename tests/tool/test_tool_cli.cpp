@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "catch.hpp"
+#include "spawn.hpp"
 
 using nlohmann::json;
 
@@ -26,24 +27,12 @@ struct run_result {
   std::string out, err;
 };
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 void spit(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);
   out << text;
 }
 
-std::string make_tmp_dir() {
-  char tmpl[] = "/tmp/lotus_tool_test_XXXXXX";
-  const char* d = mkdtemp(tmpl);
-  REQUIRE(d != nullptr);
-  return d;
-}
+std::string make_tmp_dir() { return lotus_test::make_temp_dir("lotus_tool_test"); }
 
 run_result run_cmd(const std::string& cmd) {
   static const std::string errf = make_tmp_dir() + "/stderr";
@@ -55,7 +44,7 @@ run_result run_cmd(const std::string& cmd) {
   while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
   const int st = pclose(p);
   r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  r.err = slurp(errf);
+  r.err = lotus_test::read_file(errf);
   return r;
 }
 
@@ -80,18 +69,20 @@ TEST_CASE("viz --compat reproduces visualization_augmenter.py on the lotus-forma
   SECTION("fine") {
     const auto r = tool("viz " + k_golden + " --compat -o " + dir + "/fine.json");
     REQUIRE(r.rc == 0);
-    const json got = json::parse(slurp(dir + "/fine.json"));
-    const json want = json::parse(slurp(k_data + "/expected_compat_fine.json"));
+    const json got = json::parse(lotus_test::read_file(dir + "/fine.json"));
+    const json want = json::parse(lotus_test::read_file(k_data + "/expected_compat_fine.json"));
     REQUIRE(got["traceEvents"].size() == 24);
     REQUIRE(got == want);
     // json.dump's default separators, as Lotus writes them.
-    REQUIRE(slurp(dir + "/fine.json").rfind("{\"traceEvents\": [{\"ph\": \"X\", ", 0) == 0);
+    REQUIRE(
+        lotus_test::read_file(dir + "/fine.json").rfind("{\"traceEvents\": [{\"ph\": \"X\", ", 0) ==
+        0);
   }
   SECTION("coarse") {
     const auto r = tool("viz " + k_golden + " --compat --coarse -o " + dir + "/coarse.json");
     REQUIRE(r.rc == 0);
-    const json got = json::parse(slurp(dir + "/coarse.json"));
-    REQUIRE(got == json::parse(slurp(k_data + "/expected_compat_coarse.json")));
+    const json got = json::parse(lotus_test::read_file(dir + "/coarse.json"));
+    REQUIRE(got == json::parse(lotus_test::read_file(k_data + "/expected_compat_coarse.json")));
     REQUIRE(got["traceEvents"].size() == 11);
     for (const auto& e : got["traceEvents"]) {
       REQUIRE(e.value("name", "").rfind("SBatchQueued", 0) == std::string::npos);
@@ -159,7 +150,7 @@ TEST_CASE("default viz: ns precision, names, flows unique across epochs", "[tool
   const json summary = json::parse(g.out);
   const auto r = tool("viz " + dir + "/t -o " + dir + "/v.json");
   REQUIRE(r.rc == 0);
-  const json v = json::parse(slurp(dir + "/v.json"));
+  const json v = json::parse(lotus_test::read_file(dir + "/v.json"));
   REQUIRE(v["displayTimeUnit"] == "ns");
   std::map<std::int64_t, int> starts, finishes;
   int x_events = 0, thread_names = 0, fractional = 0;
@@ -230,7 +221,7 @@ TEST_CASE("generated multi-epoch traces: --compat and stats agree with the Pytho
   const auto ref = run_cmd(py + " " + LOTUS_TOOL_REF + " viz " + dir + "/t lotustrace_log");
   REQUIRE(ref.rc == 0);
   REQUIRE(tool("viz " + dir + "/t --compat -o " + dir + "/c.json").rc == 0);
-  REQUIRE(json::parse(slurp(dir + "/c.json")) == json::parse(ref.out));
+  REQUIRE(json::parse(lotus_test::read_file(dir + "/c.json")) == json::parse(ref.out));
   require_stats_match_oracle(dir);
 }
 
@@ -248,7 +239,7 @@ TEST_CASE("traces larger than the RAM buffers spill to temp files and give the s
   // viz: every batch event's epoch is its rank by time among events of its kind and index, and
   // flow ids pair one start with one finish.
   REQUIRE(tool("viz " + dir + "/t --coarse -o " + dir + "/v.json").rc == 0);
-  const json v = json::parse(slurp(dir + "/v.json"));
+  const json v = json::parse(lotus_test::read_file(dir + "/v.json"));
   std::map<std::pair<std::string, std::uint64_t>, std::vector<std::pair<double, std::uint64_t>>>
       seen;  // (kind, idx) -> (ts, epoch)
   std::map<std::int64_t, int> flow_s, flow_f;
@@ -317,7 +308,7 @@ TEST_CASE("a trace written by the library (threads + fork) round-trips", "[tool]
 
   const auto v = tool("viz " + dir + " -o " + dir + "/v.json");
   REQUIRE(v.rc == 0);
-  const json vj = json::parse(slurp(dir + "/v.json"));
+  const json vj = json::parse(lotus_test::read_file(dir + "/v.json"));
   const auto pid = want["pid"].get<std::int64_t>();
   std::set<std::int64_t> thread_tids, child_pids;
   for (const auto& e : vj["traceEvents"]) {
@@ -338,13 +329,13 @@ TEST_CASE("a trace written by the library (threads + fork) round-trips", "[tool]
 
 TEST_CASE("viz --merge appends to a Kineto-shaped profiler trace", "[tool][merge]") {
   const std::string dir = make_tmp_dir();
-  const json prof = json::parse(slurp(k_data + "/kineto_fixture.json"));
+  const json prof = json::parse(lotus_test::read_file(k_data + "/kineto_fixture.json"));
   const std::size_t before = prof["traceEvents"].size();
   SECTION("compat") {
     const auto r = tool("viz " + k_golden + " --compat --merge " + k_data +
                         "/kineto_fixture.json -o " + dir + "/m.json");
     REQUIRE(r.rc == 0);
-    const json m = json::parse(slurp(dir + "/m.json"));
+    const json m = json::parse(lotus_test::read_file(dir + "/m.json"));
     REQUIRE(m["traceEvents"].size() == before + 24);
     for (auto it = prof.begin(); it != prof.end(); ++it) {
       if (it.key() != "traceEvents") REQUIRE(m[it.key()] == it.value());
@@ -357,7 +348,7 @@ TEST_CASE("viz --merge appends to a Kineto-shaped profiler trace", "[tool][merge
     withbase["baseTimeNanoseconds"] = 1722800000000000000LL;
     spit(dir + "/p.json", withbase.dump());
     REQUIRE(tool("viz " + k_golden + " --merge " + dir + "/p.json -o " + dir + "/m.json").rc == 0);
-    const json m = json::parse(slurp(dir + "/m.json"));
+    const json m = json::parse(lotus_test::read_file(dir + "/m.json"));
     bool found = false;
     for (const auto& e : m["traceEvents"]) {
       if (e["ph"] == "X" && e["name"] == "SLoader" && e["ts"] == 10) found = true;  // 10000 ns

@@ -40,10 +40,28 @@ inline std::vector<std::string> lines_of(const std::string& text) {
   return lines;
 }
 
+/// A fresh directory under /tmp that lives until the test process exits (for helpers that hand
+/// out paths rather than scoped objects).
+inline std::string make_temp_dir(const std::string& stem) {
+  std::string tmpl = (std::filesystem::temp_directory_path() / (stem + "_XXXXXX")).string();
+  if (::mkdtemp(tmpl.data()) == nullptr) std::abort();
+  static std::vector<std::string> made;
+  static const bool registered = [] {
+    std::atexit([] {
+      std::error_code ec;
+      for (const auto& m : made) std::filesystem::remove_all(m, ec);
+    });
+    return true;
+  }();
+  static_cast<void>(registered);
+  made.push_back(tmpl);
+  return tmpl;
+}
+
 struct temp_dir {
   std::string path;
   temp_dir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "lotus-collector-XXXXXX").string();
+    std::string tmpl = (std::filesystem::temp_directory_path() / "lotus-test-XXXXXX").string();
     if (::mkdtemp(tmpl.data()) == nullptr) std::abort();
     path = tmpl;
   }
