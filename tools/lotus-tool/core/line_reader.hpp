@@ -1,4 +1,5 @@
-// lotus — lotus-tool: streaming line reader (constant memory, read(2) in large chunks)
+// lotus — lotus-tool: streaming line reader (constant memory, read(2) in large chunks, newlines
+// found 64 bytes at a time)
 // SPDX-License-Identifier: MIT
 #pragma once
 
@@ -22,11 +23,12 @@ class line_reader {
   };
 
   static constexpr std::size_t k_default_max_line = 1 << 20;
+  static constexpr std::size_t k_default_chunk = 1 << 20;
 
   /// Opens `path`; throws tool_error(exit_io) with the OS reason on failure.
   explicit line_reader(const std::string& path, std::size_t max_line = k_default_max_line);
-  /// Reads from an in-memory buffer (tests, fuzzing).
-  line_reader(std::string_view data, std::size_t max_line);
+  /// Reads from an in-memory buffer (tests, fuzzing), `chunk` bytes per refill.
+  line_reader(std::string_view data, std::size_t max_line, std::size_t chunk = k_default_chunk);
   ~line_reader();
   line_reader(const line_reader&) = delete;
   line_reader& operator=(const line_reader&) = delete;
@@ -38,12 +40,15 @@ class line_reader {
 
  private:
   bool fill();
+  std::size_t find_newline() const noexcept;
 
   std::string path_;
   int fd_ = -1;
   std::string_view mem_;
   bool from_memory_ = false;
-  std::vector<char> buf_;
+  std::vector<char> buf_;  ///< max_line + chunk + 1 bytes of data, then 64 bytes of padding
+  std::size_t cap_ = 0;    ///< data capacity of buf_
+  std::size_t chunk_;
   std::size_t begin_ = 0;
   std::size_t end_ = 0;
   bool eof_ = false;

@@ -34,4 +34,10 @@ const char* classify(std::string_view name, batch_ref& out) noexcept;
 /// Parses a non-negative base-10 integer that fits in int64; false otherwise.
 bool parse_u63(std::string_view s, std::uint64_t& out) noexcept;
 
+namespace detail {
+/// parse_record's portable word-at-a-time path (all it uses without SSE2, and for lines outside
+/// 16..64 bytes); declared for the tests that compare each path with the reference parser.
+const char* parse_record_words(std::string_view line, record& out) noexcept;
+}  // namespace detail
+
 }  // namespace lotus_tool
