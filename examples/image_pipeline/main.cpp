@@ -13,6 +13,7 @@
 #include <thread>   // sleep_for (simulated training step)
 #include <vector>   // arguments
 
+#include "cli.hpp"
 #include "pipeline.hpp"
 
 namespace {
@@ -73,46 +74,8 @@ struct config {
   int delay_ms = 0;
 };
 
-struct usage_error : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-long long parse_integer(const std::string& flag, const std::string& text, long long lo,
-                        long long hi) {
-  std::size_t used = 0;
-  long long v = 0;
-  try {
-    v = std::stoll(text, &used, 10);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (text.empty() || used != text.size()) {
-    throw usage_error(flag + ": '" + text + "' is not an integer");
-  }
-  if (v < lo || v > hi) {
-    throw usage_error(flag + ": " + text + " is out of range [" + std::to_string(lo) + ", " +
-                      std::to_string(hi) + "]");
-  }
-  return v;
-}
-
 int parse_int(const std::string& flag, const std::string& text, int lo, int hi) {
-  return static_cast<int>(parse_integer(flag, text, lo, hi));
-}
-
-double parse_double(const std::string& flag, const std::string& text, double lo, double hi) {
-  std::size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (text.empty() || used != text.size() || !(v >= lo && v <= hi)) {
-    throw usage_error(flag + ": '" + text + "' is not a number in [" + std::to_string(lo) + ", " +
-                      std::to_string(hi) + "]");
-  }
-  return v;
+  return static_cast<int>(ex::parse_integer(flag, text, lo, hi));
 }
 
 // Returns false when --help was asked for.
@@ -132,17 +95,17 @@ bool parse_args(int argc, char** argv, config& c) {
     }
     auto next = [&]() -> std::string {
       if (inline_value) return value;
-      if (i + 1 >= args.size()) throw usage_error(flag + ": missing value");
+      if (i + 1 >= args.size()) throw ex::usage_error(flag + ": missing value");
       return args[++i];
     };
     auto no_value = [&] {
-      if (inline_value) throw usage_error(flag + " takes no value");
+      if (inline_value) throw ex::usage_error(flag + " takes no value");
     };
     if (flag == "-h" || flag == "--help") {
       return false;
     } else if (flag == "-o" || flag == "--out") {
       c.out = next();
-      if (c.out.empty()) throw usage_error(flag + ": empty path");
+      if (c.out.empty()) throw ex::usage_error(flag + ": empty path");
     } else if (flag == "-n" || flag == "--images") {
       c.images = parse_int(flag, next(), 1, 1000000);
     } else if (flag == "--min-side") {
@@ -158,7 +121,7 @@ bool parse_args(int argc, char** argv, config& c) {
       } else if (m == "processes") {
         c.kind = ip::worker_kind::processes;
       } else {
-        throw usage_error(flag + ": '" + m + "' is not 'threads' or 'processes'");
+        throw ex::usage_error(flag + ": '" + m + "' is not 'threads' or 'processes'");
       }
     } else if (flag == "-b" || flag == "--batch-size") {
       c.batch_size = parse_int(flag, next(), 1, 65536);
@@ -167,16 +130,14 @@ bool parse_args(int argc, char** argv, config& c) {
     } else if (flag == "-p" || flag == "--prefetch-factor") {
       c.prefetch_factor = parse_int(flag, next(), 1, 1024);
     } else if (flag == "-s" || flag == "--seed") {
-      c.seed = static_cast<std::uint64_t>(parse_integer(flag, next(), 0, 9007199254740991LL));
+      c.seed = static_cast<std::uint64_t>(ex::parse_integer(flag, next(), 0, 9007199254740991LL));
     } else if (flag == "--size") {
       c.size = parse_int(flag, next(), 1, 4096);
     } else if (flag == "--step-ms") {
-      c.step_ms = parse_double(flag, next(), 0.0, 60000.0);
+      c.step_ms = ex::parse_double(flag, next(), 0.0, 60000.0);
     } else if (flag == "--prefix") {
       c.prefix = next();
-      if (c.prefix.empty() || c.prefix.find('/') != std::string::npos || c.prefix[0] == '.') {
-        throw usage_error(flag + ": '" + c.prefix + "' must be a plain file name prefix");
-      }
+      ex::check_prefix(flag, c.prefix);
     } else if (flag == "--no-trace") {
       no_value();
       c.trace = false;
@@ -186,28 +147,18 @@ bool parse_args(int argc, char** argv, config& c) {
     } else if (flag == "--delay-batch") {
       const std::string v = next();
       const auto colon = v.find(':');
-      if (colon == std::string::npos) throw usage_error(flag + ": '" + v + "' is not I:MS");
-      c.delay_batch = parse_integer(flag, v.substr(0, colon), 0, 1LL << 40);
+      if (colon == std::string::npos) throw ex::usage_error(flag + ": '" + v + "' is not I:MS");
+      c.delay_batch = ex::parse_integer(flag, v.substr(0, colon), 0, 1LL << 40);
       c.delay_ms = parse_int(flag, v.substr(colon + 1), 0, 600000);
     } else if (flag == "-q" || flag == "--quiet") {
       no_value();
       c.quiet = true;
     } else {
-      throw usage_error("unknown argument '" + args[i] + "'");
+      throw ex::usage_error("unknown argument '" + args[i] + "'");
     }
   }
-  if (c.min_side > c.max_side) throw usage_error("--min-side is larger than --max-side");
+  if (c.min_side > c.max_side) throw ex::usage_error("--min-side is larger than --max-side");
   return true;
-}
-
-void make_dir(const std::string& path) {
-  if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) {
-    throw std::runtime_error("cannot create directory '" + path + "': " + std::strerror(errno));
-  }
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    throw std::runtime_error("'" + path + "' exists and is not a directory");
-  }
 }
 
 // Removes the previous run's trace files (ours only: `<prefix>_*` and the `.<prefix>.` sidecars).
@@ -227,11 +178,11 @@ int clean_trace_dir(const std::string& dir, const std::string& prefix) {
 
 int run(const config& c) {
   using clock = std::chrono::steady_clock;
-  make_dir(c.out);
+  ex::make_dir(c.out);
   const std::string data_dir = c.out + "/data";
   const std::string trace_dir = c.out + "/trace";
-  make_dir(data_dir);
-  make_dir(trace_dir);
+  ex::make_dir(data_dir);
+  ex::make_dir(trace_dir);
   clean_trace_dir(trace_dir, c.prefix);
 
   lotus::options opts;
@@ -310,7 +261,7 @@ int main(int argc, char** argv) {
       std::fputs(kUsage, stdout);
       return EXIT_SUCCESS;
     }
-  } catch (const usage_error& e) {
+  } catch (const ex::usage_error& e) {
     std::fprintf(stderr, "image_pipeline: %s\n(try 'image_pipeline --help')\n", e.what());
     return 2;
   }

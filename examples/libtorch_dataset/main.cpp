@@ -12,6 +12,7 @@
 #include <string>  // arguments
 #include <vector>  // entries
 
+#include "cli.hpp"
 #include "image_ops.hpp"
 
 namespace {
@@ -50,43 +51,20 @@ struct config {
   std::string prefix = "lotustrace_log";
 };
 
-struct usage_error : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-long long parse_integer(const std::string& flag, const std::string& text, long long lo,
-                        long long hi) {
-  std::size_t used = 0;
-  long long v = 0;
-  try {
-    v = std::stoll(text, &used, 10);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (text.empty() || used != text.size()) {
-    throw usage_error(flag + ": '" + text + "' is not an integer");
-  }
-  if (v < lo || v > hi) {
-    throw usage_error(flag + ": " + text + " is out of range [" + std::to_string(lo) + ", " +
-                      std::to_string(hi) + "]");
-  }
-  return v;
-}
-
 bool parse_args(int argc, char** argv, config& c) {
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     auto next = [&]() -> std::string {
-      if (i + 1 >= argc) throw usage_error(flag + ": missing value");
+      if (i + 1 >= argc) throw ex::usage_error(flag + ": missing value");
       return argv[++i];
     };
     auto integer = [&](long long lo, long long hi) {
-      return static_cast<int>(parse_integer(flag, next(), lo, hi));
+      return static_cast<int>(ex::parse_integer(flag, next(), lo, hi));
     };
     if (flag == "-h" || flag == "--help") return false;
     if (flag == "-o" || flag == "--out") {
       c.out = next();
-      if (c.out.empty()) throw usage_error(flag + ": empty path");
+      if (c.out.empty()) throw ex::usage_error(flag + ": empty path");
     } else if (flag == "-n" || flag == "--images") {
       c.images = integer(1, 1000000);
     } else if (flag == "-w" || flag == "--workers") {
@@ -96,27 +74,15 @@ bool parse_args(int argc, char** argv, config& c) {
     } else if (flag == "--size") {
       c.size = integer(1, 4096);
     } else if (flag == "-s" || flag == "--seed") {
-      c.seed = parse_integer(flag, next(), 0, 9007199254740991LL);
+      c.seed = ex::parse_integer(flag, next(), 0, 9007199254740991LL);
     } else if (flag == "--prefix") {
       c.prefix = next();
-      if (c.prefix.empty() || c.prefix.find('/') != std::string::npos || c.prefix[0] == '.') {
-        throw usage_error(flag + ": '" + c.prefix + "' must be a plain file name prefix");
-      }
+      ex::check_prefix(flag, c.prefix);
     } else {
-      throw usage_error("unknown argument '" + flag + "'");
+      throw ex::usage_error("unknown argument '" + flag + "'");
     }
   }
   return true;
-}
-
-void make_dir(const std::string& path) {
-  if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) {
-    throw std::runtime_error("cannot create directory '" + path + "': " + std::strerror(errno));
-  }
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    throw std::runtime_error("'" + path + "' exists and is not a directory");
-  }
 }
 
 /// ImageFolder-like: decodes a JPEG into a uint8 HWC tensor; target = class label.
@@ -160,9 +126,9 @@ ex::rng& thread_rng(std::uint64_t seed) {
 }
 
 int run(const config& c) {
-  make_dir(c.out);
-  make_dir(c.out + "/data");
-  make_dir(c.out + "/trace");
+  ex::make_dir(c.out);
+  ex::make_dir(c.out + "/data");
+  ex::make_dir(c.out + "/trace");
   lotus::options opts;
   opts.log_file = c.out + "/trace/" + c.prefix;
   lotus::configure(opts);
@@ -231,7 +197,7 @@ int main(int argc, char** argv) {
       std::fputs(kUsage, stdout);
       return 0;
     }
-  } catch (const usage_error& e) {
+  } catch (const ex::usage_error& e) {
     std::fprintf(stderr, "libtorch_dataset: %s\n(try 'libtorch_dataset --help')\n", e.what());
     return 2;
   }
