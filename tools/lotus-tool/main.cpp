@@ -16,7 +16,10 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.footer(
       "Exit codes: 0 success; 1 malformed trace/profiler input (check: problems found); "
-      "2 bad command line; 3 input missing/unreadable, no trace files, or output not writable.\n"
+      "2 bad command line; 3 input missing/unreadable, no trace files, output not writable, or "
+      "no room for temporary files.\n"
+      "Memory stays bounded (~30 MB) however large the trace: viz, stats and report keep what "
+      "they must see twice in temporary files under $TMPDIR (default /tmp).\n"
       "Run 'lotus-tool <command> --help' for the options of one command.");
 
   lotus_tool::add_viz_command(app);
