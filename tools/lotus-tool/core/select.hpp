@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <map>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 namespace lotus_tool {
@@ -84,6 +85,7 @@ class rank_selector {
     bool collect = false;
     std::vector<std::uint64_t> hist;    // histogram mode
     std::vector<std::uint64_t> values;  // collect mode
+    std::size_t from = 0;               // collect mode: values[from, end) not yet partitioned
   };
 
   void plan_pass() {
@@ -144,23 +146,41 @@ class rank_selector {
   }
 
   void finish_pass() {
-    for (auto& p : probes_) {
-      if (p.collect) std::sort(p.values.begin(), p.values.end());
+    // Collected ranges: the asked ranks by selection (nth_element, ascending ranks so each call
+    // partitions only what is right of the previous one), not a full sort.
+    std::vector<std::pair<std::size_t, std::size_t>> picks;  // (probe, query) of collect probes
+    for (std::size_t qi = 0; qi < queries_.size(); ++qi) {
+      if (q_probe_[qi] != SIZE_MAX && probes_[q_probe_[qi]].collect) {
+        picks.emplace_back(q_probe_[qi], qi);
+      }
+    }
+    std::sort(picks.begin(), picks.end(), [this](const auto& a, const auto& b) {
+      if (a.first != b.first) return a.first < b.first;
+      return queries_[a.second].rank < queries_[b.second].rank;
+    });
+    for (std::size_t i = 0; i < picks.size(); ++i) {
+      probe& p = probes_[picks[i].first];
+      query& q = queries_[picks[i].second];
+      if (i == 0 || picks[i - 1].first != picks[i].first) p.from = 0;
+      q.done = true;
+      if (p.values.empty()) {  // only if the data changed between scans; never read past it
+        q.value = q.lo;
+        continue;
+      }
+      const auto k =
+          static_cast<std::size_t>(std::min<std::uint64_t>(q.rank - q.below, p.values.size() - 1));
+      const auto first = p.values.begin();
+      std::nth_element(first + static_cast<std::ptrdiff_t>(p.from),
+                       first + static_cast<std::ptrdiff_t>(k), p.values.end());
+      p.from = k;
+      q.value = p.values[k];
     }
     for (std::size_t qi = 0; qi < queries_.size(); ++qi) {
       if (q_probe_[qi] == SIZE_MAX) continue;
       query& q = queries_[qi];
       const probe& p = probes_[q_probe_[qi]];
+      if (p.collect) continue;
       const std::uint64_t want = q.rank - q.below;  // rank within [lo, hi]
-      if (p.collect) {
-        // The scan saw exactly the values in range; `want` < in_range by construction. Guard
-        // anyway: a scan that changed between passes must not read out of bounds.
-        q.value = p.values.empty() ? q.lo
-                                   : p.values[std::min<std::size_t>(static_cast<std::size_t>(want),
-                                                                    p.values.size() - 1)];
-        q.done = true;
-        continue;
-      }
       std::uint64_t cum = 0;
       std::size_t b = 0;
       for (; b + 1 < p.hist.size(); ++b) {

@@ -204,9 +204,10 @@ summary summarize_stream(Each each, Keep keep, std::size_t budget) {
 
 using span = stats_engine::span;
 
-bool by_idx_then_start(const span& a, const span& b) {
+// Comparators are lambdas (not functions) so that the sorts inline them.
+constexpr auto by_idx_then_start = [](const span& a, const span& b) {
   return a.idx != b.idx ? a.idx < b.idx : a.start < b.start;
-}
+};
 
 // A batch record with its epoch: the rank of its start among records with the same batch index
 // (indices restart at 0 in every epoch, so the k-th SBatchPreprocessed_i is epoch k).
@@ -228,9 +229,9 @@ void with_epochs(const spill_log<span>& log, Out&& out) {
   });
 }
 
-bool by_epoch_then_idx(const batch_point& a, const batch_point& b) {
+constexpr auto by_epoch_then_idx = [](const batch_point& a, const batch_point& b) {
   return a.epoch != b.epoch ? a.epoch < b.epoch : a.idx < b.idx;
-}
+};
 
 // The points of `log` in `less` order, at most `max` of them (0 = all): evenly strided, always
 // with the last one, like report's charts want. Bounded memory besides the output.
