@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # lotus — lotus-tool test: render `report` in headless Chromium; not blank, no JS errors
 # SPDX-License-Identifier: MIT
-"""report_screenshot.py LOTUS_TOOL GEN_TRACE WORK_DIR   (exit 77 = skipped: no chromium)"""
+"""report_screenshot.py LOTUS_TOOL GEN_TRACE WORK_DIR [ATTRIBUTION_JSON]   (77 = skipped: no chromium)"""
 import os
 import re
 import shutil
@@ -53,6 +53,7 @@ def decode_png(path):
 
 def main():
     tool, gen, work = sys.argv[1:4]
+    attribution = sys.argv[4] if len(sys.argv) > 4 else None
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if not chromium:
         print("SKIP: chromium not installed")
@@ -63,8 +64,11 @@ def main():
     subprocess.run([sys.executable, gen, trace, "--records", "20000", "--epochs", "2"],
                    check=True, stdout=subprocess.DEVNULL)
     html = os.path.join(work, "report.html")
-    subprocess.run([tool, "report", trace, "-o", html], check=True)
+    extra = ["--attribution", attribution] if attribution else []
+    subprocess.run([tool, "report", trace, "-o", html] + extra, check=True)
     text = open(html, encoding="utf-8").read()
+    if attribution:
+        assert 'id="attr"' in text, "attribution chart missing"
     for bad in ("http://", "https://", "<script src", "<link", "@import"):
         assert bad not in text, "report is not self-contained: " + bad
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

@@ -280,6 +280,55 @@ TEST_CASE("traces larger than the RAM buffers spill to temp files and give the s
   }
 }
 
+TEST_CASE("report --attribution adds the per-op CPU table and chart, and rejects bad input",
+          "[tool][report]") {
+  const std::string dir = make_tmp_dir();
+  const std::string attr = k_data + "/attribution.json";
+  const auto r = tool("report " + k_golden + " -o " + dir + "/r.html --attribution " + attr);
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  const std::string html = lotus_test::read_file(dir + "/r.html");
+  REQUIRE(html.find("<h2>Per-op CPU attribution (join, ns)</h2>") != std::string::npos);
+  REQUIRE(html.find("<tr><td>RandomResizedCrop</td><td>27.4%</td><td>27.1%</td><td>274</td>") !=
+          std::string::npos);
+  REQUIRE(html.find("<tr><td>Normalize</td><td>15.6%</td><td>&ndash;</td>") != std::string::npos);
+  // Names are HTML-escaped; only the top 5 functions are listed.
+  REQUIRE(html.find("std::vector&lt;unsigned char, std::allocator&lt;unsigned char&gt; &gt;") !=
+          std::string::npos);
+  REQUIRE(html.find("memcpy") == std::string::npos);
+  REQUIRE(html.find("<small>+1 more</small>") != std::string::npos);
+  REQUIRE(html.find("\"attribution\":[[\"RandomResizedCrop\",0.274,0.271]") != std::string::npos);
+  // Without --attribution there is no such section.
+  REQUIRE(tool("report " + k_golden + " -o " + dir + "/plain.html").rc == 0);
+  REQUIRE(lotus_test::read_file(dir + "/plain.html").find("CPU attribution") == std::string::npos);
+
+  struct bad_case {
+    const char* text;
+    const char* why;
+  };
+  for (const bad_case& c :
+       {bad_case{"{\"ops\": [", "invalid JSON"},
+        bad_case{"[1, 2]", "expected an object with an \"ops\" array"},
+        bad_case{"{\"ops\": [{\"share\": 1}]}", "ops[0]: expected an object with a string \"op\""},
+        bad_case{"{\"ops\": [{\"op\": \"A\", \"share\": \"x\"}]}",
+                 "ops[0]: \"share\" is not a finite number"},
+        bad_case{"{\"ops\": [{\"op\": \"A\", \"functions\": [3]}]}",
+                 "ops[0].functions[0]: not an object"}}) {
+    spit(dir + "/bad.json", c.text);
+    const auto b =
+        tool("report " + k_golden + " -o " + dir + "/b.html --attribution " + dir + "/bad.json");
+    INFO(c.text << " -> " << b.err);
+    REQUIRE(b.rc == 1);
+    REQUIRE(b.err.find("bad.json: not a 'lotus-tool attribute --json' document: " +
+                       std::string(c.why)) != std::string::npos);
+    REQUIRE(access((dir + "/b.html").c_str(), F_OK) != 0);  // no partial output
+  }
+  const auto missing =
+      tool("report " + k_golden + " -o " + dir + "/m.html --attribution " + dir + "/nope.json");
+  REQUIRE(missing.rc == 3);
+  REQUIRE(missing.err.find("nope.json: cannot open") != std::string::npos);
+}
+
 TEST_CASE("a trace written by the library (threads + fork) round-trips", "[tool][roundtrip]") {
   const std::string dir = make_tmp_dir();
   const auto w = run_cmd(std::string(LOTUS_TOOL_WRITER) + " " + dir + " 3 2 200");

@@ -2,12 +2,16 @@
 // SPDX-License-Identifier: MIT
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <fstream>
 #include <lotus/version.hpp>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -22,7 +26,7 @@ namespace lotus_tool {
 namespace {
 
 struct report_args {
-  std::string dir, output, prefix, title;
+  std::string dir, output, prefix, title, attribution;
   bool skip_invalid = false;
   std::size_t max_points = 20000;
 };
@@ -61,6 +65,126 @@ std::string escape_html(const std::string& s) {
     }
   }
   return o;
+}
+
+// ---- --attribution: per-op CPU metrics from `lotus-tool attribute --json` ----
+
+struct attr_function {
+  std::string function, module;
+  double share = 0;
+};
+struct attr_op {
+  std::string op;
+  double value = 0, share = 0, trace_share = -1;  // trace_share < 0: not known
+  std::uint64_t samples = 0;
+  std::vector<attr_function> functions;  // as listed (largest first)
+};
+struct attr_doc {
+  std::string method, unit;
+  std::vector<attr_op> ops;
+  double unattributed = 0;
+};
+
+// Reads and checks an `attribute --json` document; exit 3 if unreadable, 1 if malformed.
+attr_doc load_attribution(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw tool_error(exit_io, path + ": cannot open: " + std::strerror(errno));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) throw tool_error(exit_io, path + ": read error");
+  nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, false);
+  auto bad = [&](const std::string& why) {
+    return tool_error(exit_invalid,
+                      path + ": not a 'lotus-tool attribute --json' document: " + why);
+  };
+  if (j.is_discarded()) throw bad("invalid JSON");
+  if (!j.is_object() || !j.contains("ops") || !j["ops"].is_array()) {
+    throw bad("expected an object with an \"ops\" array");
+  }
+  auto num = [&](const nlohmann::json& o, const char* key, double dflt, const std::string& where) {
+    if (!o.contains(key)) return dflt;
+    const auto& v = o[key];
+    if (!v.is_number() || !std::isfinite(v.get<double>())) {
+      throw bad(where + ": \"" + key + "\" is not a finite number");
+    }
+    return v.get<double>();
+  };
+  auto str = [&](const nlohmann::json& o, const char* key, const std::string& where) {
+    if (!o.contains(key)) return std::string();
+    if (!o[key].is_string()) throw bad(where + ": \"" + key + "\" is not a string");
+    return o[key].get<std::string>();
+  };
+  attr_doc d;
+  d.method = str(j, "method", "document");
+  d.unit = str(j, "unit", "document");
+  if (j.contains("unattributed") && j["unattributed"].is_object()) {
+    d.unattributed = num(j["unattributed"], "value", 0, "unattributed");
+  }
+  std::size_t i = 0;
+  for (const auto& o : j["ops"]) {
+    const std::string where = "ops[" + std::to_string(i++) + "]";
+    if (!o.is_object() || !o.contains("op") || !o["op"].is_string()) {
+      throw bad(where + ": expected an object with a string \"op\"");
+    }
+    attr_op a;
+    a.op = o["op"].get<std::string>();
+    a.value = num(o, "value", 0, where);
+    a.share = num(o, "share", 0, where);
+    a.trace_share = num(o, "trace_share", -1, where);
+    const double samples = num(o, "samples", 0, where);
+    a.samples = samples > 0 ? static_cast<std::uint64_t>(samples) : 0;
+    if (o.contains("functions")) {
+      if (!o["functions"].is_array()) throw bad(where + ": \"functions\" is not an array");
+      std::size_t k = 0;
+      for (const auto& f : o["functions"]) {
+        const std::string fw = where + ".functions[" + std::to_string(k++) + "]";
+        if (!f.is_object()) throw bad(fw + ": not an object");
+        a.functions.push_back(
+            {str(f, "function", fw), str(f, "module", fw), num(f, "share", 0, fw)});
+      }
+    }
+    d.ops.push_back(std::move(a));
+  }
+  return d;
+}
+
+// The attribution section: a table (top functions per op) and the data for the share chart.
+std::string attribution_html(const attr_doc& d) {
+  constexpr std::size_t k_top = 5;
+  std::string h =
+      "<h2>Per-op CPU attribution (" + escape_html(d.method.empty() ? "attribute" : d.method) +
+      (d.unit.empty() ? std::string() : ", " + escape_html(d.unit)) +
+      ")</h2>\n<p>Share of profiled CPU charged to each op, next to its share of traced time; "
+      "top functions by self cost within the op.</p>\n<canvas class=\"chart\" "
+      "id=\"attr\"></canvas>\n<table><tr><th>op</th><th>CPU share</th><th>traced share</th>"
+      "<th>samples</th><th style=\"text-align:left\">top functions (share of the op)</th></tr>\n";
+  char tmp[64];
+  for (const auto& o : d.ops) {
+    h += "<tr><td>" + escape_html(o.op) + "</td>";
+    std::snprintf(tmp, sizeof tmp, "<td>%.1f%%</td>", 100 * o.share);
+    h += tmp;
+    if (o.trace_share >= 0) {
+      std::snprintf(tmp, sizeof tmp, "<td>%.1f%%</td>", 100 * o.trace_share);
+      h += tmp;
+    } else {
+      h += "<td>&ndash;</td>";
+    }
+    h += "<td>" + std::to_string(o.samples) + "</td><td style=\"text-align:left\">";
+    for (std::size_t k = 0; k < o.functions.size() && k < k_top; ++k) {
+      const auto& f = o.functions[k];
+      if (k > 0) h += "<br>";
+      std::snprintf(tmp, sizeof tmp, "%.1f%% ", 100 * f.share);
+      h += tmp;
+      h += "<code>" + escape_html(f.function) + "</code>";
+      if (!f.module.empty()) h += " <small>(" + escape_html(f.module) + ")</small>";
+    }
+    if (o.functions.size() > k_top) {
+      h += "<br><small>+" + std::to_string(o.functions.size() - k_top) + " more</small>";
+    }
+    h += "</td></tr>\n";
+  }
+  h += "</table>\n";
+  return h;
 }
 
 // The page script: draws every chart from the embedded JSON; any error lands in #lotus-errors.
@@ -180,6 +304,30 @@ constexpr const char* k_script = R"JS(
     g.fillText('0 s', L, s.h - 5);
     g.fillText(fmt((t1 - t0) / 1e9) + ' s', s.w - R - 60, s.h - 5);
   }
+  // Paired bars per op: CPU share (profile) and traced share, in percent.
+  function shares(id, ops) {
+    if (!ops.length) { empty(id, 'no attributed ops'); return; }
+    var s = setup(id, 60 + ops.length * 30), g = s.g, L = 170, R = 60, T = 24;
+    var mx = 0;
+    ops.forEach(function (o) { mx = Math.max(mx, o[1], o[2] < 0 ? 0 : o[2]); });
+    if (mx <= 0) mx = 1;
+    var W = s.w - L - R;
+    g.fillStyle = '#1f77b4'; g.fillRect(L, 6, 10, 10);
+    g.fillStyle = '#333'; g.fillText('CPU share', L + 14, 15);
+    g.fillStyle = '#ff7f0e'; g.fillRect(L + 100, 6, 10, 10);
+    g.fillStyle = '#333'; g.fillText('traced share', L + 114, 15);
+    ops.forEach(function (o, i) {
+      var y = T + i * 30;
+      g.fillStyle = '#333'; g.fillText(o[0].length > 24 ? o[0].substring(0, 23) + '…' : o[0], 5, y + 16);
+      g.fillStyle = '#1f77b4'; g.fillRect(L, y + 2, o[1] / mx * W, 11);
+      g.fillStyle = '#333'; g.fillText(fmt(100 * o[1]) + ' %', L + o[1] / mx * W + 4, y + 12);
+      if (o[2] >= 0) {
+        g.fillStyle = '#ff7f0e'; g.fillRect(L, y + 14, o[2] / mx * W, 11);
+        g.fillStyle = '#333'; g.fillText(fmt(100 * o[2]) + ' %', L + o[2] / mx * W + 4, y + 24);
+      }
+    });
+  }
+  if (D.attribution) shares('attr', D.attribution);
   histograms('hists', D.ops, D.hist);
   scatter('pre', bySeries(D.preprocessed), 'batch id', 'preprocessing time (ms)', false);
   scatter('wait', bySeries(D.waits), 'batch id', 'wait time (ms, log)', true);
@@ -203,6 +351,8 @@ td:first-child, th:first-child { text-align: left; }
 
 void run_report(const report_args& a) {
   const trace_dir dir = scan_trace_dir(a.dir, a.prefix);
+  attr_doc attribution;  // checked before the (long) pass over the trace
+  if (!a.attribution.empty()) attribution = load_attribution(a.attribution);
   for (const auto& w : dir.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
   read_options ropt;
   ropt.skip_invalid = a.skip_invalid;
@@ -255,6 +405,13 @@ void run_report(const report_args& a) {
   add_spans(st.preprocessed, 0);
   add_spans(st.waits, 1);
   d["spans"] = std::move(spans);
+  std::string attr_section;
+  if (!a.attribution.empty()) {
+    nlohmann::json arr = nlohmann::json::array();
+    for (const auto& o : attribution.ops) arr.push_back({o.op, o.share, o.trace_share});
+    d["attribution"] = std::move(arr);
+    attr_section = attribution_html(attribution);
+  }
   std::string data = d.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   // Embedded in <script>: never let the data close the element.
   for (std::size_t pos = 0; (pos = data.find("</", pos)) != std::string::npos; pos += 3) {
@@ -308,6 +465,7 @@ void run_report(const report_args& a) {
                 static_cast<unsigned long long>(st.wait.s.count), st.delay.s.mean,
                 static_cast<unsigned long long>(st.delay.s.count));
   h += tmp;
+  h += attr_section;
   h += "<h2>Per-op duration distributions (log-spaced bins)</h2>\n<div id=\"hists\"></div>\n"
        "<h2>Per-batch preprocessing time over batch id</h2>\n<canvas class=\"chart\" "
        "id=\"pre\"></canvas>\n<h2>Main-process wait time per batch</h2>\n<canvas "
@@ -340,6 +498,8 @@ void add_report_command(CLI::App& app) {
   cmd->add_option("--prefix,-p", args->prefix,
                   "Log-file prefix (default: the only prefix present in DIR)");
   cmd->add_option("--title", args->title, "Page title");
+  cmd->add_option("--attribution", args->attribution,
+                  "Add per-op CPU attribution from 'lotus-tool attribute --json' output");
   cmd->add_option("--max-points", args->max_points,
                   "Most points per chart (evenly thinned beyond; 0 = all)")
       ->capture_default_str();
