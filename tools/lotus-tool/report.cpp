@@ -2,21 +2,18 @@
 // SPDX-License-Identifier: MIT
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
-#include <fstream>
 #include <lotus/version.hpp>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "commands.hpp"
 #include "error.hpp"
+#include "line_reader.hpp"
 #include "output.hpp"
 #include "stats_engine.hpp"
 #include "trace_dir.hpp"
@@ -87,12 +84,7 @@ struct attr_doc {
 
 // Reads and checks an `attribute --json` document; exit 3 if unreadable, 1 if malformed.
 attr_doc load_attribution(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw tool_error(exit_io, path + ": cannot open: " + std::strerror(errno));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw tool_error(exit_io, path + ": read error");
-  nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, false);
+  nlohmann::json j = nlohmann::json::parse(read_whole_file(path), nullptr, false);
   auto bad = [&](const std::string& why) {
     return tool_error(exit_invalid,
                       path + ": not a 'lotus-tool attribute --json' document: " + why);

@@ -8,6 +8,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 
 #include "error.hpp"
 
@@ -169,6 +171,15 @@ bool line_reader::next(line& out) {
       return false;
     }
   }
+}
+
+std::string read_whole_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw tool_error(exit_io, path + ": cannot open: " + std::strerror(errno));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) throw tool_error(exit_io, path + ": read error");
+  return ss.str();
 }
 
 }  // namespace lotus_tool

@@ -58,4 +58,8 @@ class line_reader {
   std::size_t max_line_;
 };
 
+/// The whole file (for small inputs such as --merge and --attribution documents). Throws
+/// tool_error(exit_io) `path: cannot open: reason` or `path: read error`.
+std::string read_whole_file(const std::string& path);
+
 }  // namespace lotus_tool

@@ -2,12 +2,8 @@
 // SPDX-License-Identifier: MIT
 #include "merge.hpp"
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <sstream>
-
 #include "error.hpp"
+#include "line_reader.hpp"
 
 namespace lotus_tool {
 
@@ -79,12 +75,7 @@ profiler_trace parse_profiler_trace(std::string_view text, const std::string& la
 }
 
 profiler_trace load_profiler_trace(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw tool_error(exit_io, path + ": cannot open: " + std::strerror(errno));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw tool_error(exit_io, path + ": read error");
-  return parse_profiler_trace(ss.str(), path);
+  return parse_profiler_trace(read_whole_file(path), path);
 }
 
 std::size_t write_profiler_head(std::string& out, const profiler_trace& t) {
