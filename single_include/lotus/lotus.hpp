@@ -624,11 +624,12 @@ inline const collector_backend* itt_backend() noexcept {
 #include <poll.h>     // poll
 #include <pthread.h>  // pthread_sigmask
 #include <signal.h>   // sigset_t, sigtimedwait
-#include <time.h>     // clock_gettime
+#include <time.h>     // clock_gettime, nanosleep
 #include <unistd.h>   // write, read, close
 
 #include <cerrno>   // errno
-#include <cstring>  // memcmp, strerror, strlen
+#include <cstdio>   // fprintf
+#include <cstring>  // memcmp, memcpy, strerror, strlen
 
 
 namespace lotus {
@@ -639,10 +640,16 @@ namespace detail {
 //   LOTUS_PERF_CTL_FIFO  the CTL path given to --control=fifo:CTL,ACK (required)
 //   LOTUS_PERF_ACK_FIFO  the ACK path (recommended: without it enabling is asynchronous)
 //   LOTUS_PERF_ACK_TIMEOUT_MS  bounded wait for each ack (default 5000)
+//   LOTUS_PERF_WAIT_MS   attach mode: how long the first region waits for perf to open the CTL
+//                        FIFO (default 0); after that every outermost resume retries the open
 struct perf_collector_state {
   int ctl = -1;
   int ack = -1;
   int timeout_ms = 5000;
+  bool waiting = false;  // attach mode: nobody reads the CTL FIFO yet; regions are skipped
+  // Copies: a later setenv() may free the strings getenv() returned.
+  char ctl_path[4096] = {};
+  char ack_path[4096] = {};
 };
 
 inline perf_collector_state& perf_collector() noexcept {
@@ -656,9 +663,57 @@ inline void perf_close() noexcept {
   if (s.ack >= 0) ::close(s.ack);
   s.ctl = -1;
   s.ack = -1;
+  s.waiting = false;
 }
 
-/// Opens the FIFOs. ENXIO on the CTL FIFO means nobody reads it: perf is not running.
+enum class perf_open_result { opened, absent, failed };
+
+/// One try at opening the FIFOs. ENXIO on the CTL FIFO means nobody reads it: perf is not running
+/// (yet). Any other failure prints the one collector message.
+inline perf_open_result perf_try_open() noexcept {
+  perf_collector_state& s = perf_collector();
+  s.ctl = ::open(s.ctl_path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+  if (s.ctl < 0) {
+    const int err = errno;
+    if (err == ENXIO) return perf_open_result::absent;
+    collector_message("perf: cannot open LOTUS_PERF_CTL_FIFO=%s: %s; collector control off",
+                      s.ctl_path, std::strerror(err));
+    return perf_open_result::failed;
+  }
+  if (s.ack_path[0] != '\0') {
+    s.ack = ::open(s.ack_path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (s.ack < 0) {
+      const int err = errno;
+      collector_message("perf: cannot open LOTUS_PERF_ACK_FIFO=%s: %s; collector control off",
+                        s.ack_path, std::strerror(err));
+      perf_close();
+      return perf_open_result::failed;
+    }
+  }
+  return perf_open_result::opened;
+}
+
+inline long long perf_now_ms() noexcept {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<long long>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+
+inline bool perf_copy_path(char (&to)[4096], const char* name, const char* value) noexcept {
+  const std::size_t len = std::strlen(value);
+  if (len >= sizeof to) {
+    collector_message("perf: %s is longer than %zu bytes; collector control off", name,
+                      sizeof to - 1);
+    return false;
+  }
+  std::memcpy(to, value, len + 1);
+  return true;
+}
+
+/// Detection: reads the settings and opens the FIFOs. When perf is not reading yet (attach mode:
+/// `perf record -p PID` started after the program), waits up to LOTUS_PERF_WAIT_MS, then stays
+/// attached but waiting: every outermost resume tries the open again and skips its region while
+/// it fails. A note on stderr says so, once; it does not use up the one failure message.
 inline bool perf_open() noexcept {
   perf_collector_state& s = perf_collector();
   const char* ctl_path = collector_env("LOTUS_PERF_CTL_FIFO");
@@ -668,30 +723,27 @@ inline bool perf_open() noexcept {
         "LOTUS_COLLECTOR=perf but LOTUS_PERF_CTL_FIFO is not set; collector control off");
     return false;
   }
-  s.timeout_ms = static_cast<int>(collector_env_long("LOTUS_PERF_ACK_TIMEOUT_MS", 5000, 3600000));
-  s.ctl = ::open(ctl_path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
-  if (s.ctl < 0) {
-    const int err = errno;
-    if (err == ENXIO) {
-      collector_message(
-          "perf: nobody reads LOTUS_PERF_CTL_FIFO=%s (is `perf record --control=fifo:...` "
-          "running?); collector control off",
-          ctl_path);
-    } else {
-      collector_message("perf: cannot open LOTUS_PERF_CTL_FIFO=%s: %s; collector control off",
-                        ctl_path, std::strerror(err));
-    }
+  if (!perf_copy_path(s.ctl_path, "LOTUS_PERF_CTL_FIFO", ctl_path)) return false;
+  if (ack_path != nullptr && !perf_copy_path(s.ack_path, "LOTUS_PERF_ACK_FIFO", ack_path)) {
     return false;
   }
-  if (ack_path != nullptr) {
-    s.ack = ::open(ack_path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (s.ack < 0) {
-      const int err = errno;
-      collector_message("perf: cannot open LOTUS_PERF_ACK_FIFO=%s: %s; collector control off",
-                        ack_path, std::strerror(err));
-      perf_close();
-      return false;
-    }
+  s.timeout_ms = static_cast<int>(collector_env_long("LOTUS_PERF_ACK_TIMEOUT_MS", 5000, 3600000));
+  const long wait_ms = collector_env_long("LOTUS_PERF_WAIT_MS", 0, 3600000);
+  perf_open_result r = perf_try_open();
+  const long long deadline = perf_now_ms() + wait_ms;
+  while (r == perf_open_result::absent && perf_now_ms() < deadline) {
+    const timespec step{0, 2000000};  // 2 ms between tries
+    ::nanosleep(&step, nullptr);
+    r = perf_try_open();
+  }
+  if (r == perf_open_result::failed) return false;
+  if (r == perf_open_result::absent) {
+    s.waiting = true;
+    std::fprintf(stderr,
+                 "lotus: collector: perf: nobody reads LOTUS_PERF_CTL_FIFO=%s yet (waited %ld ms, "
+                 "LOTUS_PERF_WAIT_MS); regions are not collected until `perf record "
+                 "--control=fifo:...` opens it\n",
+                 s.ctl_path, wait_ms);
   }
   return true;
 }
@@ -725,12 +777,6 @@ inline bool perf_write_no_sigpipe(int fd, const char* data, std::size_t size) no
   }
   errno = err;
   return n == static_cast<ssize_t>(size);
-}
-
-inline long long perf_now_ms() noexcept {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<long long>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
 }
 
 /// Waits (bounded) for exactly one 5-byte ack "ack\n\0".
@@ -799,10 +845,31 @@ inline bool perf_command(const char* command) noexcept {
   return true;
 }
 
-inline bool perf_resume(const char*) noexcept { return perf_command("enable"); }
-inline bool perf_pause(const char*) noexcept { return perf_command("disable"); }
+/// Outermost resume. While waiting for perf (attach mode) it first retries the open; a region
+/// that starts before perf reads the FIFO is skipped, and so is its pause.
+inline bool perf_resume(const char*) noexcept {
+  perf_collector_state& s = perf_collector();
+  if (s.waiting) {
+    switch (perf_try_open()) {
+      case perf_open_result::absent:
+        return true;
+      case perf_open_result::failed:
+        s.waiting = false;
+        return false;
+      case perf_open_result::opened:
+        s.waiting = false;
+        break;
+    }
+  }
+  return perf_command("enable");
+}
+
+inline bool perf_pause(const char*) noexcept {
+  if (perf_collector().waiting) return true;
+  return perf_command("disable");
+}
 inline void perf_detach(bool active) noexcept {
-  if (active) perf_command("disable");
+  if (active && !perf_collector().waiting) perf_command("disable");
   perf_close();
 }
 

@@ -10,7 +10,11 @@
 //   threads:<n>:<k> n threads, each doing k resume/pause pairs at once
 //   sleep:<ms>       sleep
 //   sigmask          print "sigpipe-blocked <0|1> sigpipe-pending <0|1>"
+//   touch:<path>     create <path> (a handshake with the test)
+//   await:<path>     wait until <path> exists (at most 60 s, then exit 3)
+#include <fcntl.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -86,6 +90,17 @@ int main(int argc, char** argv) {
       for (std::thread& w : workers) w.join();
     } else if (cmd.rfind("sleep:", 0) == 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(std::stol(cmd.substr(6))));
+    } else if (cmd.rfind("touch:", 0) == 0) {
+      const int fd = ::open(cmd.c_str() + 6, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+      if (fd < 0) return 3;
+      ::close(fd);
+    } else if (cmd.rfind("await:", 0) == 0) {
+      int waited_ms = 0;
+      while (::access(cmd.c_str() + 6, F_OK) != 0) {
+        if (waited_ms >= 60000) return 3;
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        waited_ms += 5;
+      }
     } else if (cmd == "sigmask") {
       sigset_t mask;
       sigset_t pending;

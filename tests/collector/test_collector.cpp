@@ -252,10 +252,27 @@ struct fake_perf {
 
   env_list env() const { return {{"LOTUS_PERF_CTL_FIFO", ctl}, {"LOTUS_PERF_ACK_FIFO", ack}}; }
 
-  std::function<void(pid_t)> serve(perf_behaviour behaviour) {
-    return [this, behaviour](pid_t child) {
-      int ctl_fd = ::open(ctl.c_str(), O_RDWR | O_NONBLOCK);
-      int ack_fd = ::open(ack.c_str(), O_RDWR | O_NONBLOCK);
+  /// `before_open` and `after_open` run in the parent around opening the FIFOs: attach mode,
+  /// where perf starts after the program.
+  std::function<void(pid_t)> serve(perf_behaviour behaviour, std::function<void()> before_open = {},
+                                   std::function<void()> after_open = {}) {
+    // Launch mode (no before_open): the FIFOs are open before the program starts, as
+    // `perf record -- PROGRAM` opens them before it forks the workload.
+    int early_ctl = -1;
+    int early_ack = -1;
+    if (!before_open) {
+      early_ctl = ::open(ctl.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC);
+      early_ack = ::open(ack.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC);
+    }
+    return [this, behaviour, before_open, after_open, early_ctl, early_ack](pid_t child) {
+      int ctl_fd = early_ctl;
+      int ack_fd = early_ack;
+      if (before_open) {
+        before_open();
+        ctl_fd = ::open(ctl.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC);
+        ack_fd = ::open(ack.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC);
+      }
+      if (after_open) after_open();
       std::string pending;
       auto running = [child] {
         siginfo_t info{};
@@ -308,13 +325,104 @@ TEST_CASE("perf: enable/disable over the control FIFO, acked, nested by depth",
         std::vector<std::string>{"enable", "disable", "enable", "disable", "enable", "disable"});
 }
 
-TEST_CASE("perf: a FIFO with no reader (perf not running) gives one message", "[collector][perf]") {
+namespace {
+
+std::string perf_waiting_note(const std::string& ctl, long waited_ms) {
+  return "lotus: collector: perf: nobody reads LOTUS_PERF_CTL_FIFO=" + ctl + " yet (waited " +
+         std::to_string(waited_ms) +
+         " ms, LOTUS_PERF_WAIT_MS); regions are not collected until `perf record "
+         "--control=fifo:...` opens it\n";
+}
+
+bool wait_for_file(const std::string& path) {
+  for (int i = 0; i < 12000; ++i) {
+    if (::access(path.c_str(), F_OK) == 0) return true;
+    ::usleep(5000);
+  }
+  return false;
+}
+
+void touch(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT, 0644);
+  REQUIRE(fd >= 0);
+  ::close(fd);
+}
+
+}  // namespace
+
+TEST_CASE("perf: a FIFO nobody reads (perf not running): one note, every region skipped",
+          "[collector][perf]") {
   fake_perf perf;  // FIFOs exist, nobody reads them
-  const run_result r = drive({"resume", "pause", "resume", "pause", "attached"}, perf.env());
+  const run_result r =
+      drive({"resume", "pause", "resume", "depth", "pause", "attached", "detach", "attached"},
+            perf.env());
   CHECK(r.exit_code == 0);
-  CHECK(r.out == "attached none\n");
-  CHECK(r.err == "lotus: collector: perf: nobody reads LOTUS_PERF_CTL_FIFO=" + perf.ctl +
-                     " (is `perf record --control=fifo:...` running?); collector control off\n");
+  CHECK(r.out == "depth 1\nattached perf\nattached none\n");
+  CHECK(r.err == perf_waiting_note(perf.ctl, 0));
+}
+
+TEST_CASE("perf attach mode: regions before perf opens the FIFO are skipped, later ones collected",
+          "[collector][perf]") {
+  fake_perf perf;
+  const std::string skipped = perf.dir / "skipped";
+  const std::string perf_up = perf.dir / "perf-up";
+  // Two regions while perf is absent, then a handshake, then perf opens the FIFOs (as
+  // `perf record -p PID --control=fifo:...` does) and two more regions reach it.
+  const run_result r = drive(
+      {"resume", "pause", "resume", "resume", "pause", "pause", "touch:" + skipped,
+       "await:" + perf_up, "resume", "resume", "pause", "pause", "resume", "pause", "attached"},
+      perf.env(),
+      perf.serve(
+          perf_behaviour::ack, [&] { REQUIRE(wait_for_file(skipped)); }, [&] { touch(perf_up); }));
+  CHECK(r.exit_code == 0);
+  CHECK(r.out == "attached perf\n");
+  CHECK(r.err == perf_waiting_note(perf.ctl, 0));
+  CHECK(perf.commands == std::vector<std::string>{"enable", "disable", "enable", "disable"});
+}
+
+TEST_CASE("perf attach mode: LOTUS_PERF_WAIT_MS holds the first region until perf arrives",
+          "[collector][perf]") {
+  fake_perf perf;
+  env_list env = perf.env();
+  env.emplace_back("LOTUS_PERF_WAIT_MS", "60000");
+  // perf shows up 300 ms after the program started; the first region waits for it.
+  const run_result r = drive({"resume", "pause", "attached"}, env,
+                             perf.serve(perf_behaviour::ack, [] { ::usleep(300000); }));
+  CHECK(r.exit_code == 0);
+  CHECK(r.out == "attached perf\n");
+  CHECK(r.err.empty());
+  CHECK(perf.commands == std::vector<std::string>{"enable", "disable"});
+}
+
+TEST_CASE("perf attach mode: an expired LOTUS_PERF_WAIT_MS or a bad value gives one line each",
+          "[collector][perf]") {
+  fake_perf perf;
+  SECTION("expired") {
+    env_list env = perf.env();
+    env.emplace_back("LOTUS_PERF_WAIT_MS", "50");
+    const run_result r = drive({"resume", "pause", "attached"}, env);
+    CHECK(r.exit_code == 0);
+    CHECK(r.out == "attached perf\n");
+    CHECK(r.err == perf_waiting_note(perf.ctl, 50));
+  }
+  SECTION("not a number") {
+    env_list env = perf.env();
+    env.emplace_back("LOTUS_PERF_WAIT_MS", "soon");
+    const run_result r = drive({"resume", "pause", "attached"}, env);
+    CHECK(r.exit_code == 0);
+    CHECK(r.err ==
+          "lotus: collector: LOTUS_PERF_WAIT_MS='soon' is not an integer in [0, 3600000]; using "
+          "0\n" +
+              perf_waiting_note(perf.ctl, 0));
+  }
+  SECTION("the CTL path is not there") {
+    env_list env{{"LOTUS_PERF_CTL_FIFO", perf.dir / "missing.fifo"}};
+    const run_result r = drive({"resume", "pause", "attached"}, env);
+    CHECK(r.out == "attached none\n");
+    CHECK(r.err ==
+          "lotus: collector: perf: cannot open LOTUS_PERF_CTL_FIFO=" + (perf.dir / "missing.fifo") +
+              ": No such file or directory; collector control off\n");
+  }
 }
 
 TEST_CASE("perf: LOTUS_COLLECTOR=perf without FIFOs gives one message", "[collector][perf]") {

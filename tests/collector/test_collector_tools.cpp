@@ -120,6 +120,34 @@ TEST_CASE("perf record --control: only the selected region's functions are sampl
   CHECK(perf_profile("beta") == std::set<std::string>{"beta_work"});
 }
 
+TEST_CASE("perf record -p (attach mode): the probe waits for perf, then only its region is sampled",
+          "[collector][perf][tool]") {
+  temp_dir dir;
+  const std::string ctl = dir / "ctl.fifo";
+  const std::string ack = dir / "ack.fifo";
+  REQUIRE(::mkfifo(ctl.c_str(), 0600) == 0);
+  REQUIRE(::mkfifo(ack.c_str(), 0600) == 0);
+  const std::string data = dir / "perf.data";
+  run_result perf;
+  // The probe starts first, as a long-running program would; perf attaches to it afterwards.
+  const run_result probe_run =
+      run({probe, "30000000"},
+          {{"LOTUS_PERF_CTL_FIFO", ctl},
+           {"LOTUS_PERF_ACK_FIFO", ack},
+           {"LOTUS_PERF_WAIT_MS", "60000"},
+           {"LOTUS_MAP_SELECT", "alpha"}},
+          [&](pid_t pid) {
+            perf = run({LOTUS_TEST_PERF, "record", "-q", "-e", "cpu-clock", "-F", "999", "-D", "-1",
+                        "--control=fifo:" + ctl + "," + ack, "-o", data, "-p", std::to_string(pid)},
+                       {{"DEBUGINFOD_URLS", ""}});
+          });
+  INFO("perf record stderr: " << perf.err);
+  REQUIRE(perf.exit_code == 0);
+  REQUIRE(probe_run.exit_code == 0);
+  CHECK(probe_run.err.empty());
+  CHECK(perf_functions(data) == std::set<std::string>{"alpha_work"});
+}
+
 TEST_CASE("perf record without a selection samples nothing", "[collector][perf][tool]") {
   CHECK(perf_profile("no-such-region").empty());
 }

@@ -76,21 +76,15 @@ struct temp_dir {
 
 /// Every variable lotus's collector and map code reads: cleared in the child before `env` is set,
 /// so the test's own environment cannot leak in.
-inline const char* const collector_env_vars[] = {"LOTUS_COLLECTOR",
-                                                 "LOTUS_PERF_CTL_FIFO",
-                                                 "LOTUS_PERF_ACK_FIFO",
-                                                 "LOTUS_PERF_ACK_TIMEOUT_MS",
-                                                 "INTEL_LIBITTNOTIFY64",
-                                                 "INTEL_LIBITTNOTIFY32",
-                                                 "LOTUS_AMD_PROFILE_CONTROLLER",
-                                                 "LOTUS_MAP_LIST",
-                                                 "LOTUS_MAP_SELECT",
-                                                 "LOTUS_MAP_WARMUP",
-                                                 "LOTUS_MAP_COUNT",
-                                                 "LOTUS_MAP_GAP_MS",
-                                                 "LOTUS_LOG_FILE",
-                                                 "LOTUS_FAKE_COLLECTOR_LOG",
-                                                 "LD_PRELOAD"};
+inline const char* const collector_env_vars[] = {
+    "LOTUS_COLLECTOR",          "LOTUS_PERF_CTL_FIFO",
+    "LOTUS_PERF_ACK_FIFO",      "LOTUS_PERF_ACK_TIMEOUT_MS",
+    "LOTUS_PERF_WAIT_MS",       "INTEL_LIBITTNOTIFY64",
+    "INTEL_LIBITTNOTIFY32",     "LOTUS_AMD_PROFILE_CONTROLLER",
+    "LOTUS_MAP_LIST",           "LOTUS_MAP_SELECT",
+    "LOTUS_MAP_WARMUP",         "LOTUS_MAP_COUNT",
+    "LOTUS_MAP_GAP_MS",         "LOTUS_LOG_FILE",
+    "LOTUS_FAKE_COLLECTOR_LOG", "LD_PRELOAD"};
 
 /// Runs argv[0] (a path) with `env` added; `while_running(pid)` runs in the parent before the wait.
 inline run_result run(const std::vector<std::string>& argv, const env_list& env,
