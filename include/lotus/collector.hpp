@@ -7,6 +7,7 @@
 
 #ifndef LOTUS_DISABLE
 #  include <atomic>   // atomic
+#  include <cerrno>   // errno
 #  include <cstring>  // strcmp
 #  include <mutex>    // mutex, lock_guard
 
@@ -104,7 +105,20 @@ inline void collector_turn_off_locked() noexcept {
   collector_state.store(collector_off, std::memory_order_release);
 }
 
+/// Keeps the host program's errno: a region boundary must not change what the code around it sees.
+class collector_errno_guard {
+ public:
+  collector_errno_guard() noexcept : saved_(errno) {}
+  ~collector_errno_guard() { errno = saved_; }
+  collector_errno_guard(const collector_errno_guard&) = delete;
+  collector_errno_guard& operator=(const collector_errno_guard&) = delete;
+
+ private:
+  int saved_;
+};
+
 LOTUS_DETAIL_NOINLINE inline void collector_resume_slow(const char* region) noexcept {
+  const collector_errno_guard keep_errno;
   std::lock_guard<std::mutex> lock(collector_mutex);
   collector_detect_locked();
   if (collector_active == nullptr) return;
@@ -116,6 +130,7 @@ LOTUS_DETAIL_NOINLINE inline void collector_resume_slow(const char* region) noex
 }
 
 LOTUS_DETAIL_NOINLINE inline void collector_pause_slow(const char* region) noexcept {
+  const collector_errno_guard keep_errno;
   std::lock_guard<std::mutex> lock(collector_mutex);
   collector_detect_locked();
   if (collector_active == nullptr) return;
@@ -126,6 +141,7 @@ LOTUS_DETAIL_NOINLINE inline void collector_pause_slow(const char* region) noexc
 }
 
 LOTUS_DETAIL_NOINLINE inline void collector_detach_slow() noexcept {
+  const collector_errno_guard keep_errno;
   std::lock_guard<std::mutex> lock(collector_mutex);
   collector_detect_locked();
   if (collector_active != nullptr) {
@@ -141,6 +157,7 @@ namespace collector {
 /// Detects the collector now instead of at the first resume/pause (idempotent).
 inline void initialize() noexcept {
   if (detail::collector_state.load(std::memory_order_acquire) != detail::collector_unknown) return;
+  const detail::collector_errno_guard keep_errno;
   std::lock_guard<std::mutex> lock(detail::collector_mutex);
   detail::collector_detect_locked();
 }

@@ -80,6 +80,7 @@
 
 #ifndef LOTUS_DISABLE
 #  include <atomic>   // atomic
+#  include <cerrno>   // errno
 #  include <cstring>  // strcmp
 #  include <mutex>    // mutex, lock_guard
 
@@ -620,12 +621,13 @@ inline const collector_backend* itt_backend() noexcept {
 // lotus — Linux perf backend: `enable`/`disable` over the `perf record --control=fifo:CTL,ACK`
 // FIFOs SPDX-License-Identifier: MIT
 
-#include <fcntl.h>    // open
-#include <poll.h>     // poll
-#include <pthread.h>  // pthread_sigmask
-#include <signal.h>   // sigset_t, sigtimedwait
-#include <time.h>     // clock_gettime, nanosleep
-#include <unistd.h>   // write, read, close
+#include <fcntl.h>     // open
+#include <poll.h>      // poll
+#include <pthread.h>   // pthread_sigmask
+#include <signal.h>    // sigset_t, sigtimedwait
+#include <sys/stat.h>  // fstat, S_ISFIFO
+#include <time.h>      // clock_gettime, nanosleep
+#include <unistd.h>    // write, read, close
 
 #include <cerrno>   // errno
 #include <cstdio>   // fprintf
@@ -668,6 +670,17 @@ inline void perf_close() noexcept {
 
 enum class perf_open_result { opened, absent, failed };
 
+/// A regular file in place of a FIFO would swallow the commands and never ack: refuse it.
+inline bool perf_is_fifo(int fd, const char* name, const char* path) noexcept {
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode)) return true;
+  collector_message(
+      "perf: %s=%s is not a FIFO (create it with mkfifo and pass it to perf "
+      "--control=fifo:CTL,ACK); collector control off",
+      name, path);
+  return false;
+}
+
 /// One try at opening the FIFOs. ENXIO on the CTL FIFO means nobody reads it: perf is not running
 /// (yet). Any other failure prints the one collector message.
 inline perf_open_result perf_try_open() noexcept {
@@ -680,12 +693,20 @@ inline perf_open_result perf_try_open() noexcept {
                       s.ctl_path, std::strerror(err));
     return perf_open_result::failed;
   }
+  if (!perf_is_fifo(s.ctl, "LOTUS_PERF_CTL_FIFO", s.ctl_path)) {
+    perf_close();
+    return perf_open_result::failed;
+  }
   if (s.ack_path[0] != '\0') {
     s.ack = ::open(s.ack_path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (s.ack < 0) {
       const int err = errno;
       collector_message("perf: cannot open LOTUS_PERF_ACK_FIFO=%s: %s; collector control off",
                         s.ack_path, std::strerror(err));
+      perf_close();
+      return perf_open_result::failed;
+    }
+    if (!perf_is_fifo(s.ack, "LOTUS_PERF_ACK_FIFO", s.ack_path)) {
       perf_close();
       return perf_open_result::failed;
     }
@@ -972,7 +993,20 @@ inline void collector_turn_off_locked() noexcept {
   collector_state.store(collector_off, std::memory_order_release);
 }
 
+/// Keeps the host program's errno: a region boundary must not change what the code around it sees.
+class collector_errno_guard {
+ public:
+  collector_errno_guard() noexcept : saved_(errno) {}
+  ~collector_errno_guard() { errno = saved_; }
+  collector_errno_guard(const collector_errno_guard&) = delete;
+  collector_errno_guard& operator=(const collector_errno_guard&) = delete;
+
+ private:
+  int saved_;
+};
+
 LOTUS_DETAIL_NOINLINE inline void collector_resume_slow(const char* region) noexcept {
+  const collector_errno_guard keep_errno;
   std::lock_guard<std::mutex> lock(collector_mutex);
   collector_detect_locked();
   if (collector_active == nullptr) return;
@@ -984,6 +1018,7 @@ LOTUS_DETAIL_NOINLINE inline void collector_resume_slow(const char* region) noex
 }
 
 LOTUS_DETAIL_NOINLINE inline void collector_pause_slow(const char* region) noexcept {
+  const collector_errno_guard keep_errno;
   std::lock_guard<std::mutex> lock(collector_mutex);
   collector_detect_locked();
   if (collector_active == nullptr) return;
@@ -994,6 +1029,7 @@ LOTUS_DETAIL_NOINLINE inline void collector_pause_slow(const char* region) noexc
 }
 
 LOTUS_DETAIL_NOINLINE inline void collector_detach_slow() noexcept {
+  const collector_errno_guard keep_errno;
   std::lock_guard<std::mutex> lock(collector_mutex);
   collector_detect_locked();
   if (collector_active != nullptr) {
@@ -1009,6 +1045,7 @@ namespace collector {
 /// Detects the collector now instead of at the first resume/pause (idempotent).
 inline void initialize() noexcept {
   if (detail::collector_state.load(std::memory_order_acquire) != detail::collector_unknown) return;
+  const detail::collector_errno_guard keep_errno;
   std::lock_guard<std::mutex> lock(detail::collector_mutex);
   detail::collector_detect_locked();
 }

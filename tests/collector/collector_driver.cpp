@@ -10,12 +10,14 @@
 //   threads:<n>:<k> n threads, each doing k resume/pause pairs at once
 //   sleep:<ms>       sleep
 //   sigmask          print "sigpipe-blocked <0|1> sigpipe-pending <0|1>"
+//   errno            resume + pause with errno preset; print "errno kept" or "errno <value>"
 //   touch:<path>     create <path> (a handshake with the test)
 //   await:<path>     wait until <path> exists (at most 60 s, then exit 3)
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -90,6 +92,16 @@ int main(int argc, char** argv) {
       for (std::thread& w : workers) w.join();
     } else if (cmd.rfind("sleep:", 0) == 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(std::stol(cmd.substr(6))));
+    } else if (cmd == "errno") {
+      errno = 4242;
+      LOTUS_COLLECTOR_RESUME();
+      LOTUS_COLLECTOR_PAUSE();
+      const int seen = errno;
+      if (seen == 4242) {
+        std::printf("errno kept\n");
+      } else {
+        std::printf("errno %d\n", seen);
+      }
     } else if (cmd.rfind("touch:", 0) == 0) {
       const int fd = ::open(cmd.c_str() + 6, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
       if (fd < 0) return 3;

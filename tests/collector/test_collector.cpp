@@ -353,11 +353,11 @@ void touch(const std::string& path) {
 TEST_CASE("perf: a FIFO nobody reads (perf not running): one note, every region skipped",
           "[collector][perf]") {
   fake_perf perf;  // FIFOs exist, nobody reads them
-  const run_result r =
-      drive({"resume", "pause", "resume", "depth", "pause", "attached", "detach", "attached"},
-            perf.env());
+  const run_result r = drive(
+      {"resume", "pause", "resume", "depth", "pause", "errno", "attached", "detach", "attached"},
+      perf.env());
   CHECK(r.exit_code == 0);
-  CHECK(r.out == "depth 1\nattached perf\nattached none\n");
+  CHECK(r.out == "depth 1\nerrno kept\nattached perf\nattached none\n");
   CHECK(r.err == perf_waiting_note(perf.ctl, 0));
 }
 
@@ -414,6 +414,30 @@ TEST_CASE("perf attach mode: an expired LOTUS_PERF_WAIT_MS or a bad value gives 
           "lotus: collector: LOTUS_PERF_WAIT_MS='soon' is not an integer in [0, 3600000]; using "
           "0\n" +
               perf_waiting_note(perf.ctl, 0));
+  }
+  SECTION("a regular file where a FIFO belongs") {
+    const std::string file = perf.dir / "plain";
+    touch(file);
+    SECTION("CTL") {
+      const run_result r =
+          drive({"resume", "pause", "attached"},
+                {{"LOTUS_PERF_CTL_FIFO", file}, {"LOTUS_PERF_ACK_FIFO", perf.ack}});
+      CHECK(r.out == "attached none\n");
+      CHECK(r.err == "lotus: collector: perf: LOTUS_PERF_CTL_FIFO=" + file +
+                         " is not a FIFO (create it with mkfifo and pass it to perf "
+                         "--control=fifo:CTL,ACK); collector control off\n");
+      CHECK(read_file(file).empty());
+    }
+    SECTION("ACK") {
+      const run_result r = drive({"resume", "pause", "attached"},
+                                 {{"LOTUS_PERF_CTL_FIFO", perf.ctl}, {"LOTUS_PERF_ACK_FIFO", file}},
+                                 perf.serve(perf_behaviour::ack));
+      CHECK(r.out == "attached none\n");
+      CHECK(r.err == "lotus: collector: perf: LOTUS_PERF_ACK_FIFO=" + file +
+                         " is not a FIFO (create it with mkfifo and pass it to perf "
+                         "--control=fifo:CTL,ACK); collector control off\n");
+      CHECK(perf.commands.empty());
+    }
   }
   SECTION("the CTL path is not there") {
     env_list env{{"LOTUS_PERF_CTL_FIFO", perf.dir / "missing.fifo"}};

@@ -2,12 +2,13 @@
 // FIFOs SPDX-License-Identifier: MIT
 #pragma once
 
-#include <fcntl.h>    // open
-#include <poll.h>     // poll
-#include <pthread.h>  // pthread_sigmask
-#include <signal.h>   // sigset_t, sigtimedwait
-#include <time.h>     // clock_gettime, nanosleep
-#include <unistd.h>   // write, read, close
+#include <fcntl.h>     // open
+#include <poll.h>      // poll
+#include <pthread.h>   // pthread_sigmask
+#include <signal.h>    // sigset_t, sigtimedwait
+#include <sys/stat.h>  // fstat, S_ISFIFO
+#include <time.h>      // clock_gettime, nanosleep
+#include <unistd.h>    // write, read, close
 
 #include <cerrno>   // errno
 #include <cstdio>   // fprintf
@@ -51,6 +52,17 @@ inline void perf_close() noexcept {
 
 enum class perf_open_result { opened, absent, failed };
 
+/// A regular file in place of a FIFO would swallow the commands and never ack: refuse it.
+inline bool perf_is_fifo(int fd, const char* name, const char* path) noexcept {
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode)) return true;
+  collector_message(
+      "perf: %s=%s is not a FIFO (create it with mkfifo and pass it to perf "
+      "--control=fifo:CTL,ACK); collector control off",
+      name, path);
+  return false;
+}
+
 /// One try at opening the FIFOs. ENXIO on the CTL FIFO means nobody reads it: perf is not running
 /// (yet). Any other failure prints the one collector message.
 inline perf_open_result perf_try_open() noexcept {
@@ -63,12 +75,20 @@ inline perf_open_result perf_try_open() noexcept {
                       s.ctl_path, std::strerror(err));
     return perf_open_result::failed;
   }
+  if (!perf_is_fifo(s.ctl, "LOTUS_PERF_CTL_FIFO", s.ctl_path)) {
+    perf_close();
+    return perf_open_result::failed;
+  }
   if (s.ack_path[0] != '\0') {
     s.ack = ::open(s.ack_path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (s.ack < 0) {
       const int err = errno;
       collector_message("perf: cannot open LOTUS_PERF_ACK_FIFO=%s: %s; collector control off",
                         s.ack_path, std::strerror(err));
+      perf_close();
+      return perf_open_result::failed;
+    }
+    if (!perf_is_fifo(s.ack, "LOTUS_PERF_ACK_FIFO", s.ack_path)) {
       perf_close();
       return perf_open_result::failed;
     }
