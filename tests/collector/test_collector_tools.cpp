@@ -54,23 +54,53 @@ std::set<std::string> perf_functions(const std::string& perf_data) {
   return found;
 }
 
-std::set<std::string> perf_profile(const std::string& select) {
+enum class perf_mode { launch, attach };
+
+/// Profiles region_probe with LOTUS_MAP_SELECT=select under `perf record --control`. In launch
+/// mode perf starts the probe; in attach mode the probe starts first, as a long-running program
+/// would, holds its first region (LOTUS_PERF_WAIT_MS) and perf attaches with -p.
+std::set<std::string> perf_profile(const std::string& select, perf_mode mode = perf_mode::launch) {
   temp_dir dir;
   const std::string ctl = dir / "ctl.fifo";
   const std::string ack = dir / "ack.fifo";
   REQUIRE(::mkfifo(ctl.c_str(), 0600) == 0);
   REQUIRE(::mkfifo(ack.c_str(), 0600) == 0);
   const std::string data = dir / "perf.data";
-  const run_result r =
-      run({LOTUS_TEST_PERF, "record", "-N", "-q", "-e", "cpu-clock", "-F", "999", "-D", "-1",
-           "--control=fifo:" + ctl + "," + ack, "-o", data, "--", probe, "30000000"},
-          {{"LOTUS_PERF_CTL_FIFO", ctl},
-           {"LOTUS_PERF_ACK_FIFO", ack},
-           {"LOTUS_MAP_SELECT", select},
-           {"DEBUGINFOD_URLS", ""}});
-  INFO("perf record stderr: " << r.err);
-  REQUIRE(r.exit_code == 0);
-  CHECK(r.err.find("lotus:") == std::string::npos);
+  std::vector<std::string> perf_argv{LOTUS_TEST_PERF,
+                                     "record",
+                                     "-N",
+                                     "-q",
+                                     "-e",
+                                     "cpu-clock",
+                                     "-F",
+                                     "999",
+                                     "-D",
+                                     "-1",
+                                     "--control=fifo:" + ctl + "," + ack,
+                                     "-o",
+                                     data};
+  const std::vector<std::string> probe_argv{probe, "30000000"};
+  env_list env{{"LOTUS_PERF_CTL_FIFO", ctl},
+               {"LOTUS_PERF_ACK_FIFO", ack},
+               {"LOTUS_MAP_SELECT", select},
+               {"DEBUGINFOD_URLS", ""}};
+  run_result perf;
+  run_result probe_run;
+  if (mode == perf_mode::launch) {
+    perf_argv.emplace_back("--");
+    perf_argv.insert(perf_argv.end(), probe_argv.begin(), probe_argv.end());
+    perf = probe_run = run(perf_argv, env);
+  } else {
+    env.emplace_back("LOTUS_PERF_WAIT_MS", "60000");
+    probe_run = run(probe_argv, env, [&](pid_t pid) {
+      perf_argv.insert(perf_argv.end(), {"-p", std::to_string(pid)});
+      perf = run(perf_argv, {{"DEBUGINFOD_URLS", ""}});
+    });
+  }
+  INFO("perf record stderr: " << perf.err);
+  REQUIRE(perf.exit_code == 0);
+  REQUIRE(probe_run.exit_code == 0);
+  CHECK(probe_run.err.find("lotus:") == std::string::npos);
   return perf_functions(data);
 }
 
@@ -122,30 +152,7 @@ TEST_CASE("perf record --control: only the selected region's functions are sampl
 
 TEST_CASE("perf record -p (attach mode): the probe waits for perf, then only its region is sampled",
           "[collector][perf][tool]") {
-  temp_dir dir;
-  const std::string ctl = dir / "ctl.fifo";
-  const std::string ack = dir / "ack.fifo";
-  REQUIRE(::mkfifo(ctl.c_str(), 0600) == 0);
-  REQUIRE(::mkfifo(ack.c_str(), 0600) == 0);
-  const std::string data = dir / "perf.data";
-  run_result perf;
-  // The probe starts first, as a long-running program would; perf attaches to it afterwards.
-  const run_result probe_run =
-      run({probe, "30000000"},
-          {{"LOTUS_PERF_CTL_FIFO", ctl},
-           {"LOTUS_PERF_ACK_FIFO", ack},
-           {"LOTUS_PERF_WAIT_MS", "60000"},
-           {"LOTUS_MAP_SELECT", "alpha"}},
-          [&](pid_t pid) {
-            perf = run({LOTUS_TEST_PERF, "record", "-q", "-e", "cpu-clock", "-F", "999", "-D", "-1",
-                        "--control=fifo:" + ctl + "," + ack, "-o", data, "-p", std::to_string(pid)},
-                       {{"DEBUGINFOD_URLS", ""}});
-          });
-  INFO("perf record stderr: " << perf.err);
-  REQUIRE(perf.exit_code == 0);
-  REQUIRE(probe_run.exit_code == 0);
-  CHECK(probe_run.err.empty());
-  CHECK(perf_functions(data) == std::set<std::string>{"alpha_work"});
+  CHECK(perf_profile("alpha", perf_mode::attach) == std::set<std::string>{"alpha_work"});
 }
 
 TEST_CASE("perf record without a selection samples nothing", "[collector][perf][tool]") {
