@@ -1773,16 +1773,19 @@ class runtime {
   };
   const name_entry& lookup_name(const source_location* loc);
 
-  std::mutex mu_;                     // guards everything below marked (mu)
-  std::condition_variable cv_;        // wakes the writer
-  std::condition_variable flush_cv_;  // wakes flush() callers
-  bool initialized_ = false;          // (mu)
-  env_settings env_;                  // (mu)
-  options user_;                      // (mu) last configure()
-  settings set_;                      // (mu)
-  std::vector<ring*> rings_;          // (mu)
-  std::thread* writer_ = nullptr;     // (mu)
+  std::mutex cycle_mu_;  // held by the writer for a whole cycle, and by fork() (taken before mu_)
+  std::mutex mu_;        // guards everything below marked (mu)
+  std::atomic<int> forks_pending_{0};  // threads inside fork_handlers::prepare (writer yields)
+  std::condition_variable cv_;         // wakes the writer
+  std::condition_variable flush_cv_;   // wakes flush() callers
+  bool initialized_ = false;           // (mu)
+  env_settings env_;                   // (mu)
+  options user_;                       // (mu) last configure()
+  settings set_;                       // (mu)
+  std::vector<ring*> rings_;           // (mu)
+  std::thread* writer_ = nullptr;      // (mu)
   std::atomic<bool> writer_running_{false};
+  bool writer_started_ = false;  // (mu) the writer thread has entered writer_main
   bool stop_ = false, urgent_ = false, reopen_ = false;  // (mu)
   std::uint64_t flush_req_ = 0, flush_done_ = 0;         // (mu)
   tick_converter conv_;                                  // (mu) updated by the writer under mu
@@ -1806,6 +1809,9 @@ class runtime {
   int sidecar_fd_ = -1;
   std::uint64_t sidecar_pid_ = 0;
   out_buffer worker_buf_, main_buf_;
+  // Members, not locals of writer_main: a forked child has no writer stack, and what the
+  // parent's writer held must stay reachable there (LeakSanitizer checks children too).
+  std::vector<ring*> cycle_rings_, cycle_finished_;
   epoch_formatter write_epoch_ns;
   std::unordered_map<const source_location*, name_entry> names_;
   struct cache_slot {
@@ -1826,12 +1832,31 @@ inline runtime* g_runtime = nullptr;  // replaced (old one leaked) in a forked c
 
 /// fork(): the child keeps the settings, drops the parent's rings and files, and starts its own
 /// writer on its first event; the parent's writer writes every event recorded before the fork.
+/// fork() waits for a writer cycle in progress to end, so the writer is parked when the address
+/// space is copied: the child never inherits a lock the writer held mid-cycle (an allocator
+/// without fork handlers, such as GCC 12's AddressSanitizer, would otherwise deadlock the child).
 struct fork_handlers {
-  static void prepare() noexcept { g_runtime->mu_.lock(); }
-  static void parent() noexcept { g_runtime->mu_.unlock(); }
+  static void prepare() noexcept {
+    runtime* rt = g_runtime;
+    rt->forks_pending_.fetch_add(1, std::memory_order_relaxed);
+    rt->cycle_mu_.lock();
+    std::unique_lock<std::mutex> lk(rt->mu_);
+    // A writer thread still starting up is inside the C library and the allocator: let it reach
+    // writer_main first. (Not while it is stopping: its last cycle needs cycle_mu_.)
+    rt->flush_cv_.wait(lk,
+                       [rt] { return rt->writer_ == nullptr || rt->writer_started_ || rt->stop_; });
+    lk.release();  // mu_ stays locked until parent() or child()
+  }
+  static void parent() noexcept {
+    g_runtime->forks_pending_.fetch_sub(1, std::memory_order_relaxed);
+    g_runtime->mu_.unlock();
+    g_runtime->cycle_mu_.unlock();
+    g_runtime->cv_.notify_all();
+  }
   static void child() noexcept {
     runtime* old = g_runtime;
     old->mu_.unlock();
+    old->cycle_mu_.unlock();
     for (ring* r : old->rings_) old->close_files(*r);
     if (old->sidecar_fd_ >= 0) ::close(old->sidecar_fd_);
     auto* fresh = new (std::nothrow) runtime();
@@ -2056,6 +2081,7 @@ inline void runtime::shutdown() noexcept {
   delete w;
   writer_ = nullptr;
   writer_running_.store(false, std::memory_order_release);
+  writer_started_ = false;
   stop_ = false;
   flush_cv_.notify_all();
 }
@@ -2094,8 +2120,11 @@ inline const source_location& runtime::intern(std::string_view name, std::uint32
 // ---- writer ---------------------------------------------------------------------------------
 
 inline void runtime::writer_main() noexcept {
-  std::vector<ring*> snapshot, finished;
+  std::vector<ring*>& snapshot = cycle_rings_;
+  std::vector<ring*>& finished = cycle_finished_;
   std::unique_lock<std::mutex> lk(mu_);
+  writer_started_ = true;
+  flush_cv_.notify_all();  // a fork() waiting for the writer to start
   bool busy = false;
   for (;;) {
     // A ring found more than half full is drained again at once; otherwise wake twice per
@@ -2104,6 +2133,14 @@ inline void runtime::writer_main() noexcept {
       const auto period = std::max(std::chrono::milliseconds(1), set_.flush_interval / 2);
       cv_.wait_for(lk, period, [&] { return stop_ || urgent_ || flush_req_ != flush_done_; });
     }
+    // A busy writer would win the cycle lock back at once; let a waiting fork() go first.
+    while (forks_pending_.load(std::memory_order_relaxed) != 0) {
+      cv_.wait_for(lk, std::chrono::milliseconds(1));
+    }
+    // The cycle lock is taken before mu_, the order fork_handlers::prepare uses.
+    lk.unlock();
+    std::unique_lock<std::mutex> cycle(cycle_mu_);
+    lk.lock();
     const std::uint64_t req = flush_req_;
     const bool stopping = stop_;
     urgent_ = false;
@@ -2146,6 +2183,7 @@ inline void runtime::writer_main() noexcept {
     reap_locked(finished);
     flush_done_ = req;
     flush_cv_.notify_all();
+    cycle.unlock();
     if (stopping) break;
   }
 }

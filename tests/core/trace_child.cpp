@@ -25,7 +25,7 @@ void record(int n) {
 int usage() {
   std::fprintf(stderr,
                "usage: trace_child MODE N\n"
-               "  return|exit|thread-end|kill|fork|names|threads\n");
+               "  return|exit|thread-end|kill|fork|fork-storm|names|threads\n");
   return 2;
 }
 
@@ -76,6 +76,39 @@ int main(int argc, char** argv) {
     for (pid_t pid : kids) {
       int status = 0;
       ::waitpid(pid, &status, 0);
+      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++failures;
+    }
+    return failures;
+  }
+  if (mode == "fork-storm") {  // 64 forks while the writer is busy; each child records n
+    // The parent records 500 events before each fork with a 1 ms flush interval, so forks often
+    // land in a writer cycle. A child that deadlocks is killed after 60 s and counted.
+    constexpr int kids_n = 64;
+    std::vector<pid_t> kids;
+    int next = 0;
+    for (int k = 0; k < kids_n; ++k) {
+      for (int i = 0; i < 500; ++i) LOTUS_BATCH_PREPROCESSED(next++);
+      const pid_t pid = ::fork();
+      if (pid == 0) {
+        record(n);
+        std::exit(0);
+      }
+      if (pid > 0) kids.push_back(pid);
+    }
+    int failures = kids_n - static_cast<int>(kids.size());
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    for (pid_t pid : kids) {
+      int status = 0;
+      pid_t got = 0;
+      while ((got = ::waitpid(pid, &status, WNOHANG)) == 0 &&
+             std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      if (got == 0) {
+        std::fprintf(stderr, "trace_child: forked child %d hung; killed\n", static_cast<int>(pid));
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, &status, 0);
+      }
       if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++failures;
     }
     return failures;
