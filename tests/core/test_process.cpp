@@ -71,30 +71,46 @@ void check_exactly_once(const std::vector<lotus_test::record>& recs, int n, std:
   for (int v : seen) REQUIRE(v == 1);
 }
 
-}  // namespace
-
-TEST_CASE("fork: parent and 4 children each write their own records exactly once",
-          "[process][fork]") {
+// ThreadSanitizer cannot follow a multi-threaded fork whose child starts threads ("dup thread
+// with used id"); the gcc, clang and asan variants run the fork tests.
 #if defined(__has_feature)
 #  if __has_feature(thread_sanitizer)
 #    define LOTUS_TEST_TSAN 1
 #  endif
 #endif
 #if defined(__SANITIZE_THREAD__) || defined(LOTUS_TEST_TSAN)
-  // ThreadSanitizer cannot follow a multi-threaded fork whose child starts threads ("dup thread
-  // with used id"); the gcc, clang and asan variants run this test.
-  WARN("fork test skipped under ThreadSanitizer");
-  return;
+constexpr bool under_tsan = true;
+#else
+constexpr bool under_tsan = false;
 #endif
-  lotus_test::temp_dir dir;
-  const auto r =
-      run_child({"fork", "20000"}, {"LOTUS_LOG_FILE=" + dir.path + "/lotustrace_log"}, dir.path);
+
+// Runs a trace_child fork mode, requires a clean exit with nothing on stderr and no malformed
+// line, and returns the trace files by name.
+std::map<std::string, std::vector<lotus_test::record>> run_fork_mode(
+    const std::vector<std::string>& args, const std::vector<std::string>& env,
+    const std::string& dir) {
+  const auto r = run_child(args, env, dir);
+  INFO(r.err);
   REQUIRE(WIFEXITED(r.status));
   REQUIRE(WEXITSTATUS(r.status) == 0);
   CHECK(r.err.empty());
   std::size_t bad = 0;
-  const auto files = lotus_test::read_trace_dir(dir.path, &bad);
+  auto files = lotus_test::read_trace_dir(dir, &bad);
   CHECK(bad == 0);
+  return files;
+}
+
+}  // namespace
+
+TEST_CASE("fork: parent and 4 children each write their own records exactly once",
+          "[process][fork]") {
+  if (under_tsan) {
+    WARN("fork test skipped under ThreadSanitizer");
+    return;
+  }
+  lotus_test::temp_dir dir;
+  const auto files = run_fork_mode({"fork", "20000"},
+                                   {"LOTUS_LOG_FILE=" + dir.path + "/lotustrace_log"}, dir.path);
   REQUIRE(files.size() == 5);  // one worker file per process
   for (const auto& [name, recs] : files) {
     INFO(name);
@@ -109,24 +125,17 @@ TEST_CASE("fork: parent and 4 children each write their own records exactly once
 
 TEST_CASE("fork: 64 forks during busy writer cycles; no child deadlocks, nothing lost",
           "[process][fork]") {
-#if defined(__SANITIZE_THREAD__) || defined(LOTUS_TEST_TSAN)
-  WARN("fork test skipped under ThreadSanitizer");
-  return;
-#endif
+  if (under_tsan) {
+    WARN("fork test skipped under ThreadSanitizer");
+    return;
+  }
   // fork() waits for the writer to park. Without that, a child can inherit a lock the writer held
   // mid-cycle; with GCC 12's AddressSanitizer allocator that deadlocked about one run in 15 of the
   // 4-child test above, and children of this test hung in 4 runs out of 5.
   lotus_test::temp_dir dir;
-  const auto r =
-      run_child({"fork-storm", "100"},
-                {"LOTUS_LOG_FILE=" + dir.path + "/t", "LOTUS_FLUSH_INTERVAL_MS=1"}, dir.path);
-  INFO(r.err);
-  REQUIRE(WIFEXITED(r.status));
-  REQUIRE(WEXITSTATUS(r.status) == 0);
-  CHECK(r.err.empty());
-  std::size_t bad = 0;
-  const auto files = lotus_test::read_trace_dir(dir.path, &bad);
-  CHECK(bad == 0);
+  const auto files =
+      run_fork_mode({"fork-storm", "100"},
+                    {"LOTUS_LOG_FILE=" + dir.path + "/t", "LOTUS_FLUSH_INTERVAL_MS=1"}, dir.path);
   REQUIRE(files.size() == 65);
   std::size_t parents = 0;
   for (const auto& [name, recs] : files) {
