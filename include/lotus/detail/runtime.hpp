@@ -454,7 +454,9 @@ inline void runtime::apply_locked(const options& o) {
       clock_mode_ = mode_tsc;
     } else {
       if (s.clock == clock_source::tsc)
-        warn("LOTUS_CLOCK=tsc: no invariant TSC here; using clock_gettime");
+        warn(
+            "LOTUS_CLOCK=tsc: the TSC is not invariant or not the kernel clocksource; using "
+            "clock_gettime");
       clock_mode_ = mode_realtime;
     }
     conv_.start(clock_mode_);
