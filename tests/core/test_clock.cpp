@@ -5,8 +5,6 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -23,28 +21,6 @@ std::uint64_t realtime() {
          static_cast<std::uint64_t>(ts.tv_nsec);
 }
 
-// Read independently of the library: /proc/cpuinfo's flags for an invariant TSC (constant_tsc and
-// nonstop_tsc) and the kernel's clocksource. A VM booted with clocksource=kvm-clock tsc=unstable
-// has the flags but not the clocksource, and there LOTUS_CLOCK=tsc must fall back to realtime.
-bool machine_keeps_time_with_tsc() {
-  std::ifstream cpuinfo("/proc/cpuinfo");
-  std::string line;
-  bool constant = false, nonstop = false;
-  while (std::getline(cpuinfo, line)) {
-    if (line.rfind("flags", 0) != 0) continue;
-    std::istringstream words(line);
-    std::string w;
-    while (words >> w) {
-      constant = constant || w == "constant_tsc";
-      nonstop = nonstop || w == "nonstop_tsc";
-    }
-    break;
-  }
-  std::ifstream cs("/sys/devices/system/clocksource/clocksource0/current_clocksource");
-  std::string source;
-  cs >> source;
-  return constant && nonstop && source == "tsc";
-}
 }  // namespace
 
 // Run twice by ctest: LOTUS_CLOCK=tsc and LOTUS_CLOCK=realtime (EXPECTED_CLOCK names the path).
@@ -89,7 +65,9 @@ TEST_CASE("lotus timestamps stay within 50 us of CLOCK_REALTIME for 3 s", "[cloc
   const char* env_expected = std::getenv("EXPECTED_CLOCK");
   if (env_expected != nullptr) {
     std::string expected = env_expected;
-    if (expected == "tsc" && !machine_keeps_time_with_tsc()) {
+    // A VM booted with clocksource=kvm-clock tsc=unstable has an invariant TSC but the kernel does
+    // not keep time with it: there LOTUS_CLOCK=tsc falls back to realtime.
+    if (expected == "tsc" && !lotus::detail::tsc_is_reliable()) {
       WARN("no invariant TSC clocksource here: LOTUS_CLOCK=tsc must fall back to realtime");
       expected = "realtime";
     }
