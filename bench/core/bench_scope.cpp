@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "lotus/detail/test_hooks.hpp"
 #include "lotus/lotus.hpp"
 
 void lotus_bench_disabled_scope();  // bench_disabled.cpp, compiled with LOTUS_DISABLE
@@ -124,7 +125,7 @@ void BM_writer_throughput(benchmark::State& state) {
   const auto n = static_cast<std::uint64_t>(state.range(0));
   trace_on(lotus::overflow_policy::block, 1 << 16);
   std::uint64_t total = 0;
-  const std::uint64_t cpu0 = lotus::detail::runtime::get().writer_cpu_ns.load();
+  const std::uint64_t cpu0 = lotus::detail::writer_cpu_ns();
   for (auto _ : state) {
     std::thread producer([n] {
       for (std::uint64_t i = 0; i < n; ++i) {
@@ -142,8 +143,7 @@ void BM_writer_throughput(benchmark::State& state) {
   state.counters["records_per_s"] =
       benchmark::Counter(static_cast<double>(total), benchmark::Counter::kIsRate);
   // The same records over the writer thread's own CPU time: its rate on one core.
-  const double writer_s =
-      static_cast<double>(lotus::detail::runtime::get().writer_cpu_ns.load() - cpu0) / 1e9;
+  const double writer_s = static_cast<double>(lotus::detail::writer_cpu_ns() - cpu0) / 1e9;
   state.counters["records_per_writer_cpu_s"] = static_cast<double>(total) / writer_s;
 }
 BENCHMARK(BM_writer_throughput)

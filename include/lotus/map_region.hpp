@@ -10,6 +10,7 @@
 #include "lotus/source_location.hpp"
 
 #ifndef LOTUS_DISABLE
+#  include <errno.h>   // errno
 #  include <fcntl.h>   // open
 #  include <unistd.h>  // write, close
 
@@ -22,6 +23,7 @@
 #  include <vector>   // vector
 
 #  include "lotus/detail/collector_common.hpp"
+#  include "lotus/detail/diagnostics.hpp"
 #endif
 
 namespace lotus {
@@ -49,9 +51,9 @@ inline map_settings map_read_settings() noexcept {
   map_settings s;
   s.list_path = collector_env("LOTUS_MAP_LIST");
   s.select = collector_env("LOTUS_MAP_SELECT");
-  s.warmup = static_cast<std::uint64_t>(collector_env_long("LOTUS_MAP_WARMUP", 1, 1L << 40));
-  s.count = static_cast<std::uint64_t>(collector_env_long("LOTUS_MAP_COUNT", 1, 1L << 40));
-  s.gap_ms = collector_env_long("LOTUS_MAP_GAP_MS", 0, 3600000);
+  s.warmup = collector_env_u64("LOTUS_MAP_WARMUP", 1, std::uint64_t{1} << 40);
+  s.count = collector_env_u64("LOTUS_MAP_COUNT", 1, std::uint64_t{1} << 40);
+  s.gap_ms = static_cast<long>(collector_env_u64("LOTUS_MAP_GAP_MS", 0, 3600000));
   s.active = s.list_path != nullptr || s.select != nullptr;
   return s;
 }
@@ -77,9 +79,11 @@ inline void map_list(const char* path, const char* name) noexcept {
   } catch (...) {
     return;
   }
-  const int fd = ::open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  // The driver made this file; a symlink or FIFO in its place is refused, never followed.
+  const int fd =
+      ::open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
   if (fd < 0) {
-    collector_message("cannot open LOTUS_MAP_LIST=%s for appending", path);
+    diag(topic::map, "cannot open LOTUS_MAP_LIST=%s for appending: %s", path, std::strerror(errno));
     return;
   }
   // One write per line, O_APPEND: concurrent probe processes never interleave within a line.
@@ -88,7 +92,9 @@ inline void map_list(const char* path, const char* name) noexcept {
   if (len > sizeof line - 1) len = sizeof line - 1;
   std::memcpy(line, name, len);
   line[len] = '\n';
-  if (::write(fd, line, len + 1) < 0) collector_message("cannot write LOTUS_MAP_LIST=%s", path);
+  if (::write(fd, line, len + 1) < 0) {
+    diag(topic::map, "cannot write LOTUS_MAP_LIST=%s: %s", path, std::strerror(errno));
+  }
   ::close(fd);
 }
 

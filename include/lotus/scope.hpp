@@ -2,6 +2,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include <cstddef>      // size_t
 #include <cstdint>      // uint64_t
 #include <string_view>  // string_view
 
@@ -10,8 +11,13 @@
 #include "lotus/source_location.hpp"
 
 #ifndef LOTUS_DISABLE
+#  include <atomic>   // atomic_signal_fence
+#  include <cstring>  // memcpy, memcmp
+
 #  include "lotus/clock.hpp"
-#  include "lotus/detail/runtime.hpp"
+#  include "lotus/detail/entry.hpp"
+#  include "lotus/detail/name_cache.hpp"
+#  include "lotus/detail/ring.hpp"
 #endif
 
 namespace lotus {
@@ -20,32 +26,30 @@ namespace detail {
 
 #ifndef LOTUS_DISABLE
 
-/// Append one event to the calling thread's ring: a few stores and a release, no lock.
+/// Append one event to the calling thread's ring: a few stores and a release, no lock. The ring
+/// pointer is cleared around the claim of a slot (see t_ring): a signal handler recording on this
+/// thread in that window goes to push_slow, which counts it instead of taking the same slot.
 LOTUS_DETAIL_FORCE_INLINE void push(const source_location* loc, std::uint64_t t0, std::uint64_t t1,
                                     std::uint64_t idx) noexcept {
-  ring* r = t_ring;
+  ring* r = t_ring.load(std::memory_order_relaxed);
   if (LOTUS_DETAIL_LIKELY(r != nullptr)) {
+    t_ring.store(nullptr, std::memory_order_relaxed);
+    std::atomic_signal_fence(std::memory_order_seq_cst);
     const std::uint64_t h = r->head.load(std::memory_order_relaxed);
-    if (LOTUS_DETAIL_LIKELY(h - r->tail_cache < r->capacity)) {
-      r->publish(h, loc, t0, t1, idx);
-      return;
-    }
+    const bool room = h - r->tail_cache < r->capacity;
+    if (LOTUS_DETAIL_LIKELY(room)) r->publish(h, loc, t0, t1, idx);
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    t_ring.store(r, std::memory_order_relaxed);
+    if (LOTUS_DETAIL_LIKELY(room)) return;
   }
-  runtime::get().push_slow(loc, t0, t1, idx);
+  push_slow(loc, t0, t1, idx);
 }
 
 /// Tracing mode after lazy initialization (reads the environment on the first call).
 LOTUS_DETAIL_FORCE_INLINE int active_mode() noexcept {
   const int m = g_mode.load(std::memory_order_relaxed);
   if (LOTUS_DETAIL_LIKELY(m != mode_uninit)) return m;
-  runtime::get().initialize();
-  return g_mode.load(std::memory_order_relaxed);
-}
-
-/// First use in this process: read the environment, return the tracing mode (cold path).
-LOTUS_DETAIL_NOINLINE inline int initialize_mode() noexcept {
-  runtime::get().initialize();
-  return g_mode.load(std::memory_order_relaxed);
+  return initialize_mode();
 }
 
 /// Record an event with explicit raw timestamps (used by batch_tracker).
@@ -54,9 +58,50 @@ inline void emit(const source_location& loc, std::uint64_t t0, std::uint64_t t1,
   if (g_mode.load(std::memory_order_relaxed) >= mode_tsc) push(&loc, t0, t1, idx);
 }
 
-/// Process-lifetime location for a run-time name (interned once per distinct name and flags).
-inline const source_location& intern(std::string_view name, std::uint32_t flags = 0) {
-  return runtime::get().intern(name, flags);
+/// Hash of a run-time name for the per-thread name cache: whole words, no per-byte loop.
+LOTUS_DETAIL_FORCE_INLINE std::uint64_t name_hash(const char* p, std::size_t n) noexcept {
+  constexpr std::uint64_t k = 0x9E3779B97F4A7C15ull;
+  std::uint64_t a = 0, b = 0;
+  if (n >= 8) {
+    std::uint64_t h = n * k;
+    const char* const last = p + n - 8;
+    for (; p < last; p += 8) {
+      std::memcpy(&a, p, 8);
+      h = (h ^ a) * k;
+      h ^= h >> 29;
+    }
+    std::memcpy(&b, last, 8);
+    h = (h ^ b) * k;
+    return h ^ (h >> 32);
+  }
+  if (n >= 4) {
+    std::uint32_t x = 0, y = 0;
+    std::memcpy(&x, p, 4);
+    std::memcpy(&y, p + n - 4, 4);
+    a = (static_cast<std::uint64_t>(x) << 32) | y;
+  } else if (n > 0) {
+    a = (static_cast<std::uint64_t>(static_cast<unsigned char>(p[0])) << 16) |
+        (static_cast<std::uint64_t>(static_cast<unsigned char>(p[n / 2])) << 8) |
+        static_cast<unsigned char>(p[n - 1]);
+  }
+  const std::uint64_t h = (a ^ (n * k)) * k;
+  return h ^ (h >> 32);
+}
+
+/// The interned location of `name` for LOTUS_SCOPE_DYNAMIC: the thread's cache, else the runtime.
+LOTUS_DETAIL_FORCE_INLINE const source_location* dynamic_location(std::string_view name) noexcept {
+  const std::uint64_t h = name_hash(name.data(), name.size());
+  if (const name_cache* c = t_names) {
+    for (std::size_t i = static_cast<std::size_t>(h) & c->mask;; i = (i + 1) & c->mask) {
+      const name_cache::slot& s = c->slots[i];
+      if (s.loc == nullptr) break;
+      if (s.hash == h && s.size == name.size() &&
+          std::memcmp(s.loc->name, name.data(), name.size()) == 0) {
+        return s.loc;
+      }
+    }
+  }
+  return intern_dynamic(name.data(), name.size(), h);
 }
 
 /// Marker for scope_timer's run-time-name constructor.
@@ -86,16 +131,12 @@ class scope_timer {
     }
   }
 
-  /// Run-time name: interned only when tracing is on.
+  /// Run-time name: looked up (interned on first use) only when tracing is on.
   scope_timer(detail::dynamic_name_tag, std::string_view name) noexcept {
     const int m = detail::active_mode();
     if (m >= detail::mode_tsc) {
-      try {
-        loc_ = &detail::intern(name);
-      } catch (...) {
-        return;
-      }
-      t0_ = detail::now_ticks(m);
+      loc_ = detail::dynamic_location(name);
+      if (loc_ != nullptr) t0_ = detail::now_ticks(m);
     }
   }
 
@@ -132,3 +173,7 @@ class scope_timer {
 
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
+
+#if !defined(LOTUS_DISABLE) && !defined(LOTUS_COMPILED_LIB)
+#  include "lotus/detail/runtime.hpp"
+#endif

@@ -6,7 +6,8 @@
 #include "lotus/options.hpp"
 
 #ifndef LOTUS_DISABLE
-#  include "lotus/detail/runtime.hpp"
+#  include "lotus/clock.hpp"
+#  include "lotus/detail/entry.hpp"
 #endif
 
 namespace lotus {
@@ -15,32 +16,21 @@ inline namespace LOTUS_DETAIL_ABI {
 #ifndef LOTUS_DISABLE
 
 /// Apply options (unset fields: environment, then defaults). Pending events are flushed first.
-inline void configure(const options& opts) { detail::runtime::get().configure(opts); }
+inline void configure(const options& opts) { detail::api_configure(opts); }
 
 /// Block until every event recorded before the call is written to its trace file.
-inline void flush() noexcept {
-  if (detail::g_mode.load(std::memory_order_relaxed) != detail::mode_uninit) {
-    detail::runtime::get().flush();
-  }
-}
+inline void flush() noexcept { detail::api_flush(); }
 
 /// Flush and stop the writer thread; tracing stays off until the next configure(). Runs at exit.
-inline void shutdown() noexcept {
-  if (detail::g_mode.load(std::memory_order_relaxed) != detail::mode_uninit) {
-    detail::runtime::get().shutdown();
-  }
-}
+inline void shutdown() noexcept { detail::api_shutdown(); }
 
 /// Counters of this process (recorded == written + dropped after flush()).
-inline trace_stats stats() noexcept {
-  if (detail::g_mode.load(std::memory_order_relaxed) == detail::mode_uninit) return {};
-  return detail::runtime::get().stats();
-}
+inline trace_stats stats() noexcept { return detail::api_stats(); }
 
 /// True when events are being recorded (reads the environment on first use).
 inline bool tracing_enabled() noexcept {
   int m = detail::g_mode.load(std::memory_order_relaxed);
-  if (m == detail::mode_uninit) return detail::runtime::get().initialize();
+  if (m == detail::mode_uninit) m = detail::initialize_mode();
   return m >= detail::mode_tsc;
 }
 
@@ -56,3 +46,7 @@ inline bool tracing_enabled() noexcept { return false; }
 
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
+
+#if !defined(LOTUS_DISABLE) && !defined(LOTUS_COMPILED_LIB)
+#  include "lotus/detail/runtime.hpp"
+#endif

@@ -72,8 +72,18 @@
 #  define LOTUS_DETAIL_X86 0
 #endif
 
-#if !defined(__unix__) && !defined(__APPLE__)
-#  error "lotus needs a POSIX system"
+#if !defined(__linux__)
+#  error \
+      "lotus needs Linux (gettid, pipe2, sigtimedwait, /proc); other POSIX systems are not supported"
+#endif
+
+// Cold entry points of the runtime: `inline` in the default header-only mode; with
+// LOTUS_COMPILED_LIB they are ordinary functions compiled once, in the TU that includes
+// <lotus/src.hpp> (CMake target lotus::lotus_compiled).
+#if defined(LOTUS_COMPILED_LIB)
+#  define LOTUS_DETAIL_API
+#else
+#  define LOTUS_DETAIL_API inline
 #endif
 #endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_PLATFORM_HPP
 // ---- end lotus/detail/platform.hpp ----
@@ -96,16 +106,199 @@
 // ---- begin lotus/detail/collector_common.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_COMMON_HPP
 #define LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_COMMON_HPP
-// lotus — shared pieces of the collector backends: backend table, one-time message, env helpers
+// lotus — shared pieces of the collector backends: backend table, their message, env helpers
 // SPDX-License-Identifier: MIT
 
 #include <atomic>   // atomic
-#include <cerrno>   // errno
 #include <cstdarg>  // va_list
-#include <cstdio>   // vfprintf
-#include <cstdlib>  // getenv, strtol
+#include <cstdint>  // uint64_t
+#include <cstdio>   // vsnprintf
 #include <cstring>  // memcpy
 
+// ---- begin lotus/detail/diagnostics.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_DIAGNOSTICS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_DIAGNOSTICS_HPP
+// lotus — the one diagnostics sink: `lotus: ...` on stderr, once per topic (internal)
+// SPDX-License-Identifier: MIT
+
+#include <errno.h>   // errno
+#include <unistd.h>  // write
+
+#include <atomic>   // atomic
+#include <cstdarg>  // va_list
+#include <cstdio>   // vsnprintf
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// What a message is about. Each topic prints at most once per process, so a flood of one failure
+/// never hides the first report of another (a bad LOTUS_MAP_* value does not silence the perf
+/// FIFO).
+enum class topic : unsigned {
+  config,          // a bad environment variable or option (see diag_config: one per variable)
+  clock,           // TSC refused
+  file_taken,      // a trace file name already existed; a fresh name is used
+  file_refused,    // a file lotus will not write into (replaced, linked, no fresh name left)
+  no_space,        // ENOSPC / EDQUOT
+  too_many_files,  // EMFILE / ENFILE
+  io_error,        // any other error creating or writing a trace file
+  no_memory,       // a ring or buffer could not be allocated
+  writer,          // the writer thread could not start or did not stop in time
+  collector,       // the collector backend (perf, ITT, uProf, Callgrind) failed
+  map,             // LotusMap probe control (list file)
+  count_
+};
+
+inline std::atomic<bool> g_topic_said[static_cast<unsigned>(topic::count_)] = {};
+
+/// `lotus: <text>` on stderr with one write(2): async-signal-safe formatting aside, no stdio lock.
+inline void diag_write(const char* text, int n) noexcept {
+  char line[640];
+  if (n < 0) return;
+  const int max = static_cast<int>(sizeof line) - 9;
+  if (n > max) n = max;
+  const char head[] = "lotus: ";
+  for (int i = 0; i < 7; ++i) line[i] = head[i];
+  for (int i = 0; i < n; ++i) line[7 + i] = text[i];
+  line[7 + n] = '\n';
+  const int saved = errno;
+  const ssize_t w = ::write(2, line, static_cast<std::size_t>(8 + n));
+  static_cast<void>(w);
+  errno = saved;
+}
+
+inline void diag_vprint(const char* format, va_list args) noexcept {
+  char text[600];
+  const int n = std::vsnprintf(text, sizeof text, format, args);
+  if (n > 0)
+    diag_write(text, n < static_cast<int>(sizeof text) ? n : static_cast<int>(sizeof text) - 1);
+}
+
+/// Print once per process for `t`; returns whether this call printed.
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((format(printf, 2, 3)))
+#endif
+inline bool
+diag(topic t, const char* format, ...) noexcept {
+  if (g_topic_said[static_cast<unsigned>(t)].exchange(true, std::memory_order_relaxed))
+    return false;
+  va_list args;
+  va_start(args, format);
+  diag_vprint(format, args);
+  va_end(args);
+  return true;
+}
+
+/// A bad configuration value. Every variable is read once per process, so each bad one is
+/// reported once (these do not share a once-flag: two bad variables give two lines).
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((format(printf, 1, 2)))
+#endif
+inline void
+diag_config(const char* format, ...) noexcept {
+  g_topic_said[static_cast<unsigned>(topic::config)].store(true, std::memory_order_relaxed);
+  va_list args;
+  va_start(args, format);
+  diag_vprint(format, args);
+  va_end(args);
+}
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_DIAGNOSTICS_HPP
+// ---- end lotus/detail/diagnostics.hpp ----
+// ---- begin lotus/detail/env.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_ENV_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_ENV_HPP
+// lotus — the typed environment parser shared by the runtime, collectors and map regions (internal)
+// SPDX-License-Identifier: MIT
+
+#include <cstdint>  // uint64_t
+#include <cstdlib>  // getenv
+#include <cstring>  // strcmp, strlen
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// The value of `name`, or nullptr when unset or empty.
+inline const char* env_text(const char* name) noexcept {
+  const char* v = std::getenv(name);
+  return (v != nullptr && *v != '\0') ? v : nullptr;
+}
+
+/// Decimal digits only (no sign, no spaces), at most 19 of them, within [lo, hi].
+inline bool parse_u64(const char* s, std::uint64_t lo, std::uint64_t hi,
+                      std::uint64_t& out) noexcept {
+  std::uint64_t x = 0;
+  std::size_t n = 0;
+  for (; s[n] != '\0'; ++n) {
+    if (s[n] < '0' || s[n] > '9' || n == 19) return false;
+    x = x * 10 + static_cast<std::uint64_t>(s[n] - '0');
+  }
+  if (n == 0 || x < lo || x > hi) return false;
+  out = x;
+  return true;
+}
+
+/// An integer variable: true and `out` set when it is set and valid; unset → false, silently;
+/// invalid → one warning naming the variable, the value and what was expected, and false.
+inline bool env_u64(const char* name, std::uint64_t lo, std::uint64_t hi,
+                    std::uint64_t& out) noexcept {
+  const char* v = env_text(name);
+  if (v == nullptr) return false;
+  if (parse_u64(v, lo, hi, out)) return true;
+  diag_config("ignoring %s='%.200s' (expected an integer from %llu to %llu); using the default",
+              name, v, static_cast<unsigned long long>(lo), static_cast<unsigned long long>(hi));
+  return false;
+}
+
+/// One of `choices` (a nullptr-terminated list): its index; unset → -1; anything else → one
+/// warning listing the choices, and -1.
+inline int env_choice(const char* name, const char* const* choices) noexcept {
+  const char* v = std::getenv(name);
+  if (v == nullptr) return -1;
+  char expected[160] = {};
+  std::size_t used = 0;
+  for (int i = 0; choices[i] != nullptr; ++i) {
+    if (std::strcmp(v, choices[i]) == 0) return i;
+    const std::size_t len = std::strlen(choices[i]);
+    if (used + len + 2 < sizeof expected) {
+      if (used != 0) expected[used++] = '|';
+      std::memcpy(expected + used, choices[i], len);
+      used += len;
+    }
+  }
+  diag_config("ignoring %s='%.200s' (expected %s); using the default", name, v, expected);
+  return -1;
+}
+
+/// A yes/no variable: 1/true/yes/on → 1, ""/0/false/no/off → 0, unset → -1, else warning and -1.
+inline int env_flag(const char* name) noexcept {
+  static const char* const words[] = {"0", "false", "no",  "off", "",
+                                      "1", "true",  "yes", "on",  nullptr};
+  const int i = env_choice(name, words);
+  return i < 0 ? -1 : (i >= 5 ? 1 : 0);
+}
+
+/// True when `s` holds a control character (a newline in a file name splits sidecar lines).
+inline bool has_control_char(const char* s) noexcept {
+  for (; *s != '\0'; ++s) {
+    const auto c = static_cast<unsigned char>(*s);
+    if (c < 0x20 || c == 0x7f) return true;
+  }
+  return false;
+}
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_ENV_HPP
+// ---- end lotus/detail/env.hpp ----
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -121,45 +314,36 @@ struct collector_backend {
   void (*detach)(bool active) noexcept;
 };
 
-/// Process-wide: whether the one collector message has been printed. Absent collectors are silent;
-/// a collector that was asked for and fails gets exactly one line on stderr, then control is off.
-inline std::atomic<bool> collector_message_printed{false};
-
+/// Absent collectors are silent; a collector that was asked for and fails gets exactly one line
+/// on stderr (diagnostics topic `collector`), then control is off.
 #if defined(__GNUC__) || defined(__clang__)
 __attribute__((format(printf, 1, 2)))
 #endif
 inline void
 collector_message(const char* format, ...) noexcept {
-  if (collector_message_printed.exchange(true, std::memory_order_relaxed)) return;
-  const int saved_errno = errno;
-  char line[512];
+  if (g_topic_said[static_cast<unsigned>(topic::collector)].exchange(true,
+                                                                     std::memory_order_relaxed))
+    return;
+  char line[512] = "collector: ";
   va_list args;
   va_start(args, format);
-  const int n = std::vsnprintf(line, sizeof line, format, args);
+  const int n = std::vsnprintf(line + 11, sizeof line - 11, format, args);
   va_end(args);
-  if (n > 0) std::fprintf(stderr, "lotus: collector: %s\n", line);
-  errno = saved_errno;
+  if (n > 0)
+    diag_write(
+        line,
+        11 + (n < static_cast<int>(sizeof line) - 11 ? n : static_cast<int>(sizeof line) - 12));
 }
 
 /// getenv that treats an empty value as unset.
-inline const char* collector_env(const char* name) noexcept {
-  const char* value = std::getenv(name);
-  return (value != nullptr && *value != '\0') ? value : nullptr;
-}
+inline const char* collector_env(const char* name) noexcept { return env_text(name); }
 
-/// Parses a non-negative decimal integer env var; unset → fallback, bad value → message + fallback.
-inline long collector_env_long(const char* name, long fallback, long max_value) noexcept {
-  const char* text = collector_env(name);
-  if (text == nullptr) return fallback;
-  char* end = nullptr;
-  errno = 0;
-  const long value = std::strtol(text, &end, 10);
-  if (errno != 0 || end == text || *end != '\0' || value < 0 || value > max_value) {
-    collector_message("%s='%s' is not an integer in [0, %ld]; using %ld", name, text, max_value,
-                      fallback);
-    return fallback;
-  }
-  return value;
+/// A non-negative integer variable: unset → fallback; bad value → one configuration warning and
+/// the fallback (diag_config: it does not use up the collector's message).
+inline std::uint64_t collector_env_u64(const char* name, std::uint64_t fallback,
+                                       std::uint64_t max_value) noexcept {
+  std::uint64_t value = 0;
+  return env_u64(name, 0, max_value, value) ? value : fallback;
 }
 
 /// dlsym returns an object pointer; convert it to a function pointer without a cast that
@@ -748,8 +932,8 @@ inline bool perf_open() noexcept {
   if (ack_path != nullptr && !perf_copy_path(s.ack_path, "LOTUS_PERF_ACK_FIFO", ack_path)) {
     return false;
   }
-  s.timeout_ms = static_cast<int>(collector_env_long("LOTUS_PERF_ACK_TIMEOUT_MS", 5000, 3600000));
-  const long wait_ms = collector_env_long("LOTUS_PERF_WAIT_MS", 0, 3600000);
+  s.timeout_ms = static_cast<int>(collector_env_u64("LOTUS_PERF_ACK_TIMEOUT_MS", 5000, 3600000));
+  const long wait_ms = static_cast<long>(collector_env_u64("LOTUS_PERF_WAIT_MS", 0, 3600000));
   perf_open_result r = perf_try_open();
   const long long deadline = perf_now_ms() + wait_ms;
   while (r == perf_open_result::absent && perf_now_ms() < deadline) {
@@ -1172,6 +1356,7 @@ inline const char* to_string(kind k) noexcept {
 // lotus — RAII scope timer: the hot path (two timestamps and one ring slot per scope)
 // SPDX-License-Identifier: MIT
 
+#include <cstddef>      // size_t
 #include <cstdint>      // uint64_t
 #include <string_view>  // string_view
 
@@ -1209,24 +1394,73 @@ constexpr std::uint32_t flag_fixed_1us = 4;  // write the Lotus 1000 ns placehol
 // ---- end lotus/source_location.hpp ----
 
 #ifndef LOTUS_DISABLE
+#  include <atomic>   // atomic_signal_fence
+#  include <cstring>  // memcpy, memcmp
+
 // ---- begin lotus/clock.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_CLOCK_HPP
 #define LOTUS_AMALGAMATED_LOTUS_CLOCK_HPP
-// lotus — timestamp sources: invariant TSC calibrated to CLOCK_REALTIME, or clock_gettime
+// lotus — timestamp sources on the hot path: the TSC, or clock_gettime
 // SPDX-License-Identifier: MIT
 
 #include <time.h>  // clock_gettime
 
 #include <atomic>   // atomic
 #include <cstdint>  // uint64_t
-#include <cstdio>   // FILE, fopen
-#include <cstring>  // strncmp
+
+// ---- begin lotus/detail/entry.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_ENTRY_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_ENTRY_HPP
+// lotus — the runtime's cold entry points, declared for the hot-path headers (internal)
+// SPDX-License-Identifier: MIT
+
+#include <cstddef>      // size_t
+#include <cstdint>      // uint64_t
+#include <string_view>  // string_view
 
 
-#if LOTUS_DETAIL_X86
-#  include <cpuid.h>      // __get_cpuid
-#  include <x86intrin.h>  // __rdtsc
-#endif
+// Header-only mode defines these in lotus/detail/runtime.hpp (reached through scope.hpp and
+// trace.hpp); with LOTUS_COMPILED_LIB they are defined once, in the TU that includes
+// <lotus/src.hpp>, and the hot-path headers see only these declarations.
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+
+struct source_location;
+struct options;
+struct trace_stats;
+
+namespace detail {
+
+/// Epoch ns for the non-TSC clocks (realtime, or a test's manual clock).
+LOTUS_DETAIL_API std::uint64_t now_ticks_slow(int mode) noexcept;
+
+/// First event of a thread, a full ring, or a push that interrupted lotus on the same thread (a
+/// signal handler): never throws, never blocks inside a signal handler, counts what it drops.
+LOTUS_DETAIL_API void push_slow(const source_location* loc, std::uint64_t t0, std::uint64_t t1,
+                                std::uint64_t idx) noexcept;
+
+/// First use in this process: read the environment; returns the tracing mode.
+LOTUS_DETAIL_API int initialize_mode() noexcept;
+
+/// Process-lifetime location for a run-time name (interned once per distinct name and flags).
+LOTUS_DETAIL_API const source_location& intern(std::string_view name, std::uint32_t flags = 0);
+
+/// LOTUS_SCOPE_DYNAMIC's miss in the thread's name cache: intern, then remember it on this thread.
+/// nullptr when out of memory (the scope is then not recorded).
+LOTUS_DETAIL_API const source_location* intern_dynamic(const char* name, std::size_t size,
+                                                       std::uint64_t hash) noexcept;
+
+LOTUS_DETAIL_API void api_configure(const options& opts);
+LOTUS_DETAIL_API void api_flush() noexcept;
+LOTUS_DETAIL_API void api_shutdown() noexcept;
+LOTUS_DETAIL_API trace_stats api_stats() noexcept;
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_ENTRY_HPP
+// ---- end lotus/detail/entry.hpp ----
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -1235,10 +1469,6 @@ namespace detail {
 /// Tracing state and clock in one word, so the hot path pays a single relaxed load.
 enum : int { mode_uninit = 0, mode_off = 1, mode_tsc = 2, mode_realtime = 3, mode_manual = 4 };
 inline std::atomic<int> g_mode{mode_uninit};
-
-/// Test clock (mode_manual), chosen at initialization when a test installed it.
-using manual_clock_fn = std::uint64_t (*)() noexcept;
-inline std::atomic<manual_clock_fn> g_manual_clock{nullptr};
 
 inline std::uint64_t realtime_ns() noexcept {
   timespec ts{};
@@ -1249,18 +1479,10 @@ inline std::uint64_t realtime_ns() noexcept {
 
 LOTUS_DETAIL_FORCE_INLINE std::uint64_t read_tsc() noexcept {
 #if LOTUS_DETAIL_X86
-  return __rdtsc();
+  return __builtin_ia32_rdtsc();
 #else
   return realtime_ns();
 #endif
-}
-
-LOTUS_DETAIL_NOINLINE inline std::uint64_t now_ticks_slow(int mode) noexcept {
-  if (mode == mode_manual) {
-    const manual_clock_fn f = g_manual_clock.load(std::memory_order_relaxed);
-    if (f != nullptr) return f();
-  }
-  return realtime_ns();
 }
 
 /// Raw ticks in the unit of `mode` (TSC cycles, or epoch ns for the other clocks).
@@ -1268,6 +1490,51 @@ LOTUS_DETAIL_FORCE_INLINE std::uint64_t now_ticks(int mode) noexcept {
   if (LOTUS_DETAIL_LIKELY(mode == mode_tsc)) return read_tsc();
   return now_ticks_slow(mode);
 }
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+
+#if !defined(LOTUS_DISABLE) && !defined(LOTUS_COMPILED_LIB)
+// ---- begin lotus/detail/runtime.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_RUNTIME_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_RUNTIME_HPP
+// lotus — the tracing runtime: settings, thread registration, full rings, process events (internal)
+// SPDX-License-Identifier: MIT
+
+#include <pthread.h>  // pthread_atfork
+#include <unistd.h>   // gethostname
+
+#include <algorithm>      // min
+#include <atomic>         // atomic
+#include <chrono>         // milliseconds
+#include <cstdint>        // uint64_t
+#include <cstdlib>        // atexit, malloc
+#include <memory>         // unique_ptr
+#include <mutex>          // mutex
+#include <string>         // string
+#include <string_view>    // string_view
+#include <thread>         // yield
+#include <unordered_map>  // unordered_map
+
+// ---- begin lotus/detail/calibration.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_CALIBRATION_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_CALIBRATION_HPP
+// lotus — TSC trust and calibration: invariant-TSC check, ticks to epoch ns (internal)
+// SPDX-License-Identifier: MIT
+
+#include <cstdint>  // uint64_t
+#include <cstdio>   // FILE, fopen
+#include <cstring>  // strncmp
+
+
+#if LOTUS_DETAIL_X86
+#  include <cpuid.h>  // __get_cpuid
+#endif
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
 
 /// True when the TSC is invariant (CPUID) and the kernel itself keeps time with it.
 inline bool tsc_is_reliable() noexcept {
@@ -1351,53 +1618,54 @@ class tick_converter {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_CLOCK_HPP
-// ---- end lotus/clock.hpp ----
-// ---- begin lotus/detail/runtime.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_RUNTIME_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_RUNTIME_HPP
-// lotus — the tracing runtime: thread registry, background writer, trace files (internal)
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_CALIBRATION_HPP
+// ---- end lotus/detail/calibration.hpp ----
+// ---- begin lotus/detail/name_cache.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_NAME_CACHE_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_NAME_CACHE_HPP
+// lotus — the per-thread cache of LOTUS_SCOPE_DYNAMIC names (internal)
 // SPDX-License-Identifier: MIT
 
-#include <errno.h>     // errno, EINTR
-#include <fcntl.h>     // open
-#include <pthread.h>   // pthread_atfork, pthread_sigmask, pthread_getname_np
-#include <signal.h>    // sigfillset
-#include <sys/stat.h>  // mkdir
-#include <unistd.h>    // write, close, getpid, getppid
+#include <cstddef>  // size_t
+#include <cstdint>  // uint64_t
 
-#if defined(__linux__)
-#  include <sys/syscall.h>  // SYS_gettid
-#endif
 
-#include <algorithm>           // min
-#include <atomic>              // atomic
-#include <charconv>            // to_chars
-#include <chrono>              // milliseconds
-#include <condition_variable>  // condition_variable
-#include <cstdint>             // uint64_t
-#include <cstdio>              // fprintf
-#include <cstdlib>             // getenv, atexit, strtoull
-#include <cstring>             // strerror, memcpy
-#include <memory>              // unique_ptr
-#include <mutex>               // mutex
-#include <string>              // string
-#include <string_view>         // string_view
-#include <thread>              // thread
-#include <unordered_map>       // unordered_map
-#include <vector>              // vector
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
 
+struct source_location;
+
+namespace detail {
+
+/// A thread's cache of interned run-time names: open addressing, no lock (one owner thread).
+struct name_cache {
+  struct slot {
+    std::uint64_t hash;
+    std::size_t size;
+    const source_location* loc;
+  };
+  std::size_t mask = 0;  // capacity - 1
+  std::size_t used = 0;
+  slot* slots = nullptr;
+};
+inline thread_local name_cache* t_names = nullptr;
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_NAME_CACHE_HPP
+// ---- end lotus/detail/name_cache.hpp ----
 // ---- begin lotus/detail/ring.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_RING_HPP
 #define LOTUS_AMALGAMATED_LOTUS_DETAIL_RING_HPP
 // lotus — the per-thread single-producer/single-consumer event ring (internal)
 // SPDX-License-Identifier: MIT
 
-#include <atomic>   // atomic
+#include <atomic>   // atomic, atomic_signal_fence
 #include <cstddef>  // size_t
 #include <cstdint>  // uint64_t
-#include <memory>   // unique_ptr
-#include <string>   // string
+#include <cstdlib>  // malloc, free
+#include <new>      // nothrow
 
 
 namespace lotus {
@@ -1415,8 +1683,13 @@ struct event {
   std::uint64_t idx;  // batch index for indexed records
 };
 
-/// Ring owned by one thread. The owner advances `head` (release); the writer advances `tail`.
-/// Producer and consumer fields live on separate cache lines so neither side bounces the other's.
+struct thread_state;
+
+/// One segment of a thread's event queue. The owner thread advances `head` (release), the writer
+/// `tail`. A thread starts with a small segment; when it fills, the owner links a segment twice as
+/// large (up to LOTUS_RING_CAPACITY) through `next` and writes there; the writer drains the old
+/// one, follows `next` and frees it. Indices continue across segments, so `head` of the current
+/// segment is the thread's event count. Producer and consumer fields sit on separate cache lines.
 struct alignas(64) ring {
   // --- producer side ---
   std::atomic<std::uint64_t> head{0};
@@ -1424,25 +1697,37 @@ struct alignas(64) ring {
   event* buf = nullptr;
   std::uint64_t mask = 0;
   std::uint64_t capacity = 0;
-  std::atomic<std::uint64_t> dropped{0};  // written by the producer only
+  thread_state* owner = nullptr;
 
   // --- consumer side ---
   alignas(64) std::atomic<std::uint64_t> tail{0};
-  std::atomic<bool> retired{false};  // owner thread has exited; drain then free
-  bool announced = false;            // writer has put this thread into the sidecar
-  int fd_worker = -1;
-  int fd_main = -1;
-  std::uint64_t tid = 0;
-  std::string thread_name;
-  std::unique_ptr<event[]> storage;
+  std::atomic<ring*> next{nullptr};  // set by the producer after its last push here
 
-  explicit ring(std::size_t cap) : storage(new event[cap]()) {
-    buf = storage.get();
-    capacity = cap;
-    mask = cap - 1;
+  /// A segment of `capacity` (a power of two) events whose first index is `base`; nullptr when out
+  /// of memory. The slots are not zeroed: a slot is read only after it was published.
+  static ring* make(std::uint64_t cap, std::uint64_t base, thread_state* owner) noexcept {
+    auto* slots = static_cast<event*>(std::malloc(static_cast<std::size_t>(cap) * sizeof(event)));
+    if (slots == nullptr) return nullptr;
+    ring* r = new (std::nothrow) ring();
+    if (r == nullptr) {
+      std::free(slots);
+      return nullptr;
+    }
+    r->buf = slots;
+    r->capacity = cap;
+    r->mask = cap - 1;
+    r->owner = owner;
+    r->head.store(base, std::memory_order_relaxed);
+    r->tail.store(base, std::memory_order_relaxed);
+    r->tail_cache = base;
+    return r;
   }
-  ring(const ring&) = delete;
-  ring& operator=(const ring&) = delete;
+
+  static void destroy(ring* r) noexcept {
+    if (r == nullptr) return;
+    std::free(r->buf);
+    delete r;
+  }
 
   /// Fill slot `h` (known to be free) and publish it to the writer.
   void publish(std::uint64_t h, const source_location* loc, std::uint64_t t0, std::uint64_t t1,
@@ -1456,11 +1741,30 @@ struct alignas(64) ring {
   }
 };
 
+/// The calling thread's current segment. It is also the thread's re-entrancy guard: the fast push
+/// sets it to nullptr while it works, so a signal handler that records on this thread in between
+/// takes the slow path, which sees the thread busy and counts a drop instead of racing for a slot.
+inline thread_local std::atomic<ring*> t_ring{nullptr};
+
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
 #endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_RING_HPP
 // ---- end lotus/detail/ring.hpp ----
+// ---- begin lotus/detail/settings.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_SETTINGS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_SETTINGS_HPP
+// lotus — settings: options > environment > defaults, and the trace prefix rules (internal)
+// SPDX-License-Identifier: MIT
+
+#include <unistd.h>  // getcwd
+
+#include <chrono>    // milliseconds
+#include <cstddef>   // size_t
+#include <cstdint>   // uint64_t
+#include <optional>  // optional
+#include <string>    // string
+
 // ---- begin lotus/options.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
 #define LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
@@ -1505,6 +1809,793 @@ struct trace_stats {
 }  // namespace lotus
 #endif  // LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
 // ---- end lotus/options.hpp ----
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// Largest and smallest per-thread ring (events); rings start at `ring_initial` and double.
+constexpr std::size_t ring_min = 64, ring_max = std::size_t{1} << 26, ring_initial = 256;
+
+/// Options after applying configure() > environment > defaults.
+struct settings {
+  std::string log_file;  // absolute prefix; empty: tracing off
+  bool enabled = true;
+  std::size_t ring_capacity = LOTUS_DEFAULT_RING_CAPACITY;  // largest segment, a power of two
+  std::chrono::milliseconds flush_interval{LOTUS_DEFAULT_FLUSH_INTERVAL_MS};
+  overflow_policy overflow = overflow_policy::block;
+  clock_source clock = clock_source::automatic;
+};
+
+/// A trace prefix as lotus uses it, or false (one warning) when it cannot be used: control
+/// characters are refused (a newline would split file names and sidecar lines); a directory
+/// gets `lotustrace_log` appended; a relative prefix is made absolute now, so a later chdir() of
+/// the host changes nothing.
+inline bool resolve_prefix(const std::string& raw, const char* source, std::string& out) {
+  if (has_control_char(raw.c_str()) || raw.find('\0') != std::string::npos) {
+    diag_config("ignoring %s (it contains a control character); tracing stays off", source);
+    return false;
+  }
+  std::string p = raw;
+  if (p.back() == '/') {
+    diag_config(
+        "%s='%.300s' names a directory; writing %slotustrace_log_* (a prefix such as "
+        "dir/lotustrace_log is expected)",
+        source, raw.c_str(), raw.c_str());
+    p += "lotustrace_log";
+  }
+  if (p[0] != '/') {
+    char cwd[4096];
+    if (::getcwd(cwd, sizeof cwd) == nullptr) {
+      diag_config("cannot resolve the relative %s='%.300s' (getcwd failed); tracing stays off",
+                  source, raw.c_str());
+      return false;
+    }
+    std::string abs = cwd;
+    if (abs.back() != '/') abs += '/';
+    std::size_t skip = 0;
+    while (p.compare(skip, 2, "./") == 0) skip += 2;
+    out = abs + p.substr(skip);
+  } else {
+    out = std::move(p);
+  }
+  return true;
+}
+
+inline std::size_t round_up_pow2(std::size_t n) {
+  std::size_t p = ring_min;
+  while (p < n) p <<= 1;
+  return p;
+}
+
+/// The environment, parsed once per process; every bad value warns once and keeps the default.
+struct env_settings {
+  std::optional<std::string> log_file;  // already resolved
+  bool log_file_bad = false;            // set but refused: tracing stays off
+  std::optional<bool> enabled;
+  std::optional<std::size_t> ring_capacity;
+  std::optional<std::chrono::milliseconds> flush_interval;
+  std::optional<overflow_policy> overflow;
+  std::optional<clock_source> clock;
+
+  static env_settings read() {
+    env_settings e;
+    if (const char* v = env_text("LOTUS_LOG_FILE")) {
+      std::string resolved;
+      if (resolve_prefix(v, "LOTUS_LOG_FILE", resolved)) {
+        e.log_file = std::move(resolved);
+      } else {
+        e.log_file_bad = true;
+      }
+    }
+    const int off = env_flag("LOTUS_DISABLE");
+    if (off >= 0) e.enabled = off == 0;
+    std::uint64_t x = 0;
+    if (env_u64("LOTUS_RING_CAPACITY", ring_min, ring_max, x)) {
+      e.ring_capacity = static_cast<std::size_t>(x);
+    }
+    if (env_u64("LOTUS_FLUSH_INTERVAL_MS", 1, 60000, x)) {
+      e.flush_interval = std::chrono::milliseconds(static_cast<std::int64_t>(x));
+    }
+    static const char* const overflow_names[] = {"block", "drop", nullptr};
+    const int o = env_choice("LOTUS_OVERFLOW", overflow_names);
+    if (o >= 0) e.overflow = o == 0 ? overflow_policy::block : overflow_policy::drop;
+    static const char* const clock_names[] = {"auto", "tsc", "realtime", nullptr};
+    const int c = env_choice("LOTUS_CLOCK", clock_names);
+    if (c >= 0) {
+      e.clock = c == 0   ? clock_source::automatic
+                : c == 1 ? clock_source::tsc
+                         : clock_source::realtime;
+    }
+    return e;
+  }
+};
+
+/// configure()'s options over the environment over the defaults.
+inline settings merge_settings(const options& o, const env_settings& env) {
+  settings s;
+  if (o.log_file) {
+    if (!o.log_file->empty()) {
+      std::string resolved;
+      if (resolve_prefix(*o.log_file, "options::log_file", resolved))
+        s.log_file = std::move(resolved);
+    }
+  } else if (env.log_file) {
+    s.log_file = *env.log_file;
+  }
+  s.enabled = o.enabled ? *o.enabled : env.enabled.value_or(true);
+  if (o.ring_capacity && (*o.ring_capacity < ring_min || *o.ring_capacity > ring_max)) {
+    diag_config("options::ring_capacity out of range [64, 67108864]; using the default");
+  } else if (o.ring_capacity) {
+    s.ring_capacity = *o.ring_capacity;
+  } else if (env.ring_capacity) {
+    s.ring_capacity = *env.ring_capacity;
+  }
+  s.ring_capacity = round_up_pow2(s.ring_capacity);
+  if (o.flush_interval && o.flush_interval->count() >= 1) {
+    s.flush_interval = *o.flush_interval;
+  } else if (env.flush_interval) {
+    s.flush_interval = *env.flush_interval;
+  }
+  s.overflow = o.overflow ? *o.overflow : env.overflow.value_or(overflow_policy::block);
+  s.clock = o.clock ? *o.clock : env.clock.value_or(clock_source::automatic);
+  return s;
+}
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_SETTINGS_HPP
+// ---- end lotus/detail/settings.hpp ----
+// ---- begin lotus/detail/test_hooks.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_TEST_HOOKS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_TEST_HOOKS_HPP
+// lotus — hooks for lotus's own tests and benchmarks; not part of the API (internal)
+// SPDX-License-Identifier: MIT
+
+#include <atomic>   // atomic
+#include <cstdint>  // uint64_t
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+struct test_hooks {
+  using clock_fn = std::uint64_t (*)() noexcept;
+  /// A scripted clock: installed before tracing is initialized, it replaces the TSC/realtime.
+  static inline std::atomic<clock_fn> manual_clock{nullptr};
+  /// The id this thread's trace files are named after instead of its tid (set before recording).
+  static inline thread_local std::uint64_t thread_id = 0;
+};
+
+/// CPU time the writer thread has spent draining, formatting and writing (benchmarks).
+LOTUS_DETAIL_API std::uint64_t writer_cpu_ns() noexcept;
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_TEST_HOOKS_HPP
+// ---- end lotus/detail/test_hooks.hpp ----
+// ---- begin lotus/detail/threads.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_THREADS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_THREADS_HPP
+// lotus — the thread registry: one record per recording thread, its segments and counters
+// (internal) SPDX-License-Identifier: MIT
+
+#include <sys/prctl.h>    // PR_GET_NAME
+#include <sys/syscall.h>  // SYS_gettid
+#include <unistd.h>       // syscall
+
+#include <atomic>   // atomic
+#include <cstdint>  // uint64_t
+#include <cstdlib>  // free
+#include <mutex>    // mutex
+#include <new>      // nothrow
+#include <vector>   // vector
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// The state of one of a thread's two trace files (worker and main), owned by the writer.
+struct file_slot {
+  enum : unsigned char { none, created, refused };
+  int fd = -1;  // open descriptor, or -1 (not created yet, or closed by the fd cache)
+  unsigned char state = none;
+  unsigned fresh = 0;              // k of the `r<k>_` fresh name, 0 for the plain name
+  std::uint64_t dev = 0, ino = 0;  // identity at creation, checked when reopened
+  std::uint64_t size = 0;          // bytes written: a failed write is cut back to whole lines
+  std::uint64_t last_use = 0;      // fd cache clock
+};
+
+/// One recording thread. Allocated by the thread at its first event; freed by the writer after the
+/// thread exited and its events were written.
+struct thread_state {
+  std::atomic<ring*> current{nullptr};  // the producer's segment (its head = events pushed)
+  ring* read = nullptr;                 // writer: the oldest segment not yet drained
+  std::atomic<bool> retired{false};     // the thread has exited
+  std::atomic<std::uint64_t> dropped{0};
+  std::uint64_t tid = 0;
+  char name[17] = {};
+  bool announced = false;  // writer: its `thread` line is in the sidecar
+  file_slot worker, main;
+
+  std::uint64_t pushed() const noexcept {
+    const ring* r = current.load(std::memory_order_acquire);
+    return r != nullptr ? r->head.load(std::memory_order_acquire) : 0;
+  }
+};
+
+inline std::uint64_t current_tid() noexcept {
+  return static_cast<std::uint64_t>(::syscall(SYS_gettid));
+}
+
+/// Per-thread bookkeeping of the calling thread (cold path only).
+struct thread_local_state {
+  thread_state* self = nullptr;
+  int busy = 0;         // inside the runtime's cold path: a nested push (signal handler) drops
+  bool failed = false;  // no ring could be allocated: every event of this thread is dropped
+  bool exited = false;  // thread_local destructors ran: events are not recorded any more
+};
+inline thread_local thread_local_state t_thread;
+
+/// Marks the calling thread busy in the runtime for its lifetime (re-entrancy guard).
+struct busy_guard {
+  busy_guard() noexcept { ++t_thread.busy; }
+  ~busy_guard() { --t_thread.busy; }
+  busy_guard(const busy_guard&) = delete;
+  busy_guard& operator=(const busy_guard&) = delete;
+};
+
+/// All live thread records. Registration appends under a short lock (the ring is allocated before,
+/// outside it); the writer takes a snapshot per cycle and removes finished threads in one pass.
+class thread_registry {
+ public:
+  /// A record with its first segment, or nullptr when out of memory.
+  static thread_state* make(std::uint64_t first_capacity) noexcept {
+    auto* t = new (std::nothrow) thread_state();
+    if (t == nullptr) return nullptr;
+    ring* r = ring::make(first_capacity, 0, t);
+    if (r == nullptr) {
+      delete t;
+      return nullptr;
+    }
+    t->read = r;
+    t->current.store(r, std::memory_order_release);
+    const std::uint64_t id = test_hooks::thread_id;
+    t->tid = id != 0 ? id : current_tid();
+    if (::prctl(PR_GET_NAME, t->name, 0, 0, 0) != 0) t->name[0] = '\0';
+    return t;
+  }
+
+  static void destroy(thread_state* t) noexcept {
+    ring* r = t->read;
+    while (r != nullptr) {
+      ring* next = r->next.load(std::memory_order_acquire);
+      ring::destroy(r);
+      r = next;
+    }
+    delete t;
+  }
+
+  bool add(thread_state* t) noexcept {
+    std::lock_guard<std::mutex> lk(mu_);
+    try {
+      threads_.push_back(t);
+    } catch (...) {
+      return false;
+    }
+    return true;
+  }
+
+  void snapshot(std::vector<thread_state*>& out) {
+    std::lock_guard<std::mutex> lk(mu_);
+    out.assign(threads_.begin(), threads_.end());
+  }
+
+  /// Frees drained segments and the records of exited threads whose events are all written.
+  /// Under the lock, because stats() reads the records' segments.
+  void release(std::vector<ring*>& segments, std::vector<thread_state*>& finished) noexcept {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (ring* r : segments) ring::destroy(r);
+    segments.clear();
+    if (finished.empty()) return;
+    for (thread_state* t : finished) {
+      retired_pushed_ += t->pushed();
+      retired_dropped_ += t->dropped.load(std::memory_order_relaxed);
+      t->current.store(nullptr, std::memory_order_relaxed);
+      destroy(t);
+    }
+    // One pass: both lists are in registration order.
+    std::size_t out = 0, f = 0;
+    for (std::size_t i = 0; i < threads_.size(); ++i) {
+      if (f < finished.size() && threads_[i] == finished[f]) {
+        ++f;
+      } else {
+        threads_[out++] = threads_[i];
+      }
+    }
+    threads_.resize(out);
+    finished.clear();
+  }
+
+  /// Events pushed into rings and dropped by producers, over live and finished threads.
+  void totals(std::uint64_t& pushed, std::uint64_t& dropped) noexcept {
+    std::lock_guard<std::mutex> lk(mu_);
+    pushed = retired_pushed_;
+    dropped = retired_dropped_;
+    for (const thread_state* t : threads_) {
+      pushed += t->pushed();
+      dropped += t->dropped.load(std::memory_order_relaxed);
+    }
+  }
+
+  std::mutex& mutex() noexcept { return mu_; }
+  /// Every record (the caller holds mutex()).
+  std::vector<thread_state*>& all_locked() noexcept { return threads_; }
+
+ private:
+  std::mutex mu_;
+  std::vector<thread_state*> threads_;
+  std::uint64_t retired_pushed_ = 0, retired_dropped_ = 0;
+};
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_THREADS_HPP
+// ---- end lotus/detail/threads.hpp ----
+// ---- begin lotus/detail/writer.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_WRITER_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_WRITER_HPP
+// lotus — the background writer: drains every thread's segments, formats records, writes files
+// (internal) SPDX-License-Identifier: MIT
+
+#include <pthread.h>  // pthread_create, pthread_sigmask
+#include <signal.h>   // sigfillset
+#include <time.h>     // clock_gettime
+
+#include <algorithm>           // min, max
+#include <atomic>              // atomic
+#include <charconv>            // to_chars
+#include <chrono>              // milliseconds
+#include <condition_variable>  // condition_variable
+#include <cstdint>             // uint64_t
+#include <cstdio>              // snprintf
+#include <cstring>             // memcpy
+#include <memory>              // unique_ptr
+#include <mutex>               // mutex
+#include <string>              // string
+#include <unordered_map>       // unordered_map
+#include <vector>              // vector
+
+// ---- begin lotus/detail/text.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_TEXT_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_TEXT_HPP
+// lotus — a fixed-size text builder for paths and sidecar lines (no allocation) (internal)
+// SPDX-License-Identifier: MIT
+
+#include <cstddef>      // size_t
+#include <cstdint>      // uint64_t
+#include <cstring>      // memcpy, strlen
+#include <string_view>  // string_view
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// Text of at most 4 KiB plus room for a file name: as long as a Linux path may be. Appending past
+/// the end sets `overflow` (the caller reports ENAMETOOLONG) instead of allocating. The cold code
+/// builds its paths and lines with this, not with std::string concatenation, which would cost
+/// every translation unit that records a good part of a second to compile.
+class text {
+ public:
+  text() noexcept { buf_[0] = '\0'; }
+  text(const text&) = default;
+  text& operator=(const text&) = default;
+
+  text& add(const char* s, std::size_t n) noexcept {
+    if (n > sizeof buf_ - 1 - size_) {
+      n = sizeof buf_ - 1 - size_;
+      overflow = true;
+    }
+    std::memcpy(buf_ + size_, s, n);
+    size_ += n;
+    buf_[size_] = '\0';
+    return *this;
+  }
+  text& add(const char* s) noexcept { return add(s, std::strlen(s)); }
+  text& add(std::string_view s) noexcept { return add(s.data(), s.size()); }
+  text& add(const text& t) noexcept { return add(t.buf_, t.size_); }
+  text& add(std::uint64_t v) noexcept {
+    char digits[20];
+    std::size_t n = 0;
+    do {
+      digits[sizeof digits - 1 - n++] = static_cast<char>('0' + v % 10);
+      v /= 10;
+    } while (v != 0);
+    return add(digits + sizeof digits - n, n);
+  }
+  text& add(char c) noexcept { return add(&c, 1); }
+
+  void resize(std::size_t n) noexcept {
+    if (n < size_) {
+      size_ = n;
+      buf_[n] = '\0';
+    }
+  }
+  const char* c_str() const noexcept { return buf_; }
+  std::size_t size() const noexcept { return size_; }
+  bool empty() const noexcept { return size_ == 0; }
+
+  bool overflow = false;
+
+ private:
+  char buf_[4352];
+  std::size_t size_ = 0;
+};
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_TEXT_HPP
+// ---- end lotus/detail/text.hpp ----
+// ---- begin lotus/detail/trace_files.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_TRACE_FILES_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_TRACE_FILES_HPP
+// lotus — trace files and the sidecar: safe creation, a bounded fd cache, whole-line writes
+// (internal) SPDX-License-Identifier: MIT
+
+#include <errno.h>     // errno, EEXIST, EINTR, ENOSPC, EMFILE
+#include <fcntl.h>     // open, O_*
+#include <sys/stat.h>  // fstat, lstat, mkdir
+#include <unistd.h>    // write, close, ftruncate, geteuid
+
+#include <cstdint>      // uint64_t
+#include <cstdio>       // snprintf
+#include <cstring>      // strerror
+#include <string_view>  // string_view
+#include <vector>       // vector
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// How many trace files lotus keeps open at once, whatever the number of threads (plus the
+/// sidecar): a host near its RLIMIT_NOFILE keeps its descriptors.
+constexpr std::size_t max_open_trace_files = 60;
+/// Fresh names tried when a file name is taken: `_r1_` … `_r64_`.
+constexpr unsigned max_fresh_names = 64;
+
+/// Every trace file and sidecar of one process, written by the writer thread only.
+///
+/// Rules (README "Trace files"): a file is only ever *created* (O_CREAT|O_EXCL|O_NOFOLLOW|
+/// O_NONBLOCK), so lotus never follows a symlink, never opens a FIFO or device, and never appends
+/// to a file it did not create in this run. A taken name gets the next fresh name, with `r<k>_`
+/// before the id so Lotus's scripts and lotus-tool still group it with its thread. A file the fd
+/// cache closed is reopened with O_NOFOLLOW and must still be the same inode, a regular file of
+/// this user with one link; otherwise it is refused and its events are counted as dropped.
+class trace_files {
+ public:
+  /// New prefix (absolute): files of the old one are closed; nothing is created yet.
+  void start(std::string_view prefix, std::vector<thread_state*>& threads) noexcept {
+    close_all(threads);
+    const std::size_t slash = prefix.rfind('/');
+    prefix_ = text();
+    dir_ = text();
+    base_ = text();
+    prefix_.add(prefix);
+    if (slash != std::string_view::npos) {
+      dir_.add(prefix.substr(0, slash == 0 ? 1 : slash));
+      base_.add(prefix.substr(slash + 1));
+    }
+    dir_ready_ = false;
+    disabled_ =
+        prefix.empty() || slash == std::string_view::npos;  // resolved prefixes are absolute
+  }
+
+  bool disabled() const noexcept { return disabled_; }
+  const text& base() const noexcept { return base_; }
+
+  /// Closes every file (prefix change, fork child, shutdown).
+  void close_all(std::vector<thread_state*>& threads) noexcept {
+    for (thread_state* t : threads) {
+      forget(*t);
+      t->worker = file_slot{};
+      t->main = file_slot{};
+      t->announced = false;
+    }
+    for (std::size_t i = 0; i < open_count_; ++i) {
+      if (open_[i]->fd >= 0) ::close(open_[i]->fd);
+      open_[i]->fd = -1;
+    }
+    open_count_ = 0;
+    if (sidecar_.fd >= 0) ::close(sidecar_.fd);
+    sidecar_ = file_slot{};
+    sidecar_pid_ = 0;
+  }
+
+  /// A finished thread: its files are closed and leave the cache.
+  void forget(thread_state& t) noexcept {
+    release(t.worker);
+    release(t.main);
+  }
+
+  /// Appends `n` bytes of whole lines to the thread's worker or main file. Returns how many of the
+  /// `lines` are on disk; the rest are lost and reported (once per cause).
+  std::uint64_t write(thread_state& t, bool main_file, const char* data, std::size_t n,
+                      std::uint64_t lines) {
+    file_slot& s = main_file ? t.main : t.worker;
+    if (disabled_ || s.state == file_slot::refused) return 0;
+    text stem = prefix_;
+    stem.add(main_file ? "_main_pid_" : "_worker_pid_");
+    if (s.fd < 0 && !acquire(s, stem, t.tid)) return 0;
+    s.last_use = ++clock_;
+    return append_lines(s, data, n, lines, stem, t.tid);
+  }
+
+  /// Appends sidecar lines, creating `.<base>.lotus-meta_<pid>` first (with `header`) in a new
+  /// process. Returns false when the sidecar cannot be written.
+  bool write_sidecar(const text& header, const text& lines) noexcept {
+    if (disabled_) return false;
+    const std::uint64_t pid = static_cast<std::uint64_t>(::getpid());
+    text stem = dir_;
+    stem.add("/.").add(base_).add(".lotus-meta_");
+    if (sidecar_pid_ != pid) {
+      if (sidecar_.fd >= 0) ::close(sidecar_.fd);
+      sidecar_ = file_slot{};
+      sidecar_pid_ = pid;
+    }
+    if (sidecar_.state == file_slot::refused) return false;
+    if (sidecar_.fd < 0) {
+      if (sidecar_.state == file_slot::created) return false;  // never reopened: it stays open
+      if (!create(sidecar_, stem, pid)) return false;
+      text all = header;
+      all.add(lines);
+      return append_lines(sidecar_, all.c_str(), all.size(), 1, stem, pid) == 1;
+    }
+    return append_lines(sidecar_, lines.c_str(), lines.size(), 1, stem, pid) == 1;
+  }
+
+  /// True once this process's sidecar exists (a stats line then has somewhere to go).
+  bool has_sidecar() const noexcept {
+    return sidecar_.state == file_slot::created &&
+           sidecar_pid_ == static_cast<std::uint64_t>(::getpid());
+  }
+
+  /// Descriptors held now (tests and the fd bound).
+  std::size_t open_files() const noexcept { return open_count_ + (sidecar_.fd >= 0 ? 1 : 0); }
+
+ private:
+  static text name_of(const file_slot& s, const text& stem, std::uint64_t id) noexcept {
+    text name = stem;
+    if (s.fresh != 0) name.add('r').add(std::uint64_t{s.fresh}).add('_');
+    return name.add(id);
+  }
+
+  static const char* describe(const text& path, char* buf, std::size_t size) noexcept {
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0) return "it vanished";
+    if (S_ISLNK(st.st_mode)) return "a symbolic link";
+    if (S_ISFIFO(st.st_mode)) return "a FIFO";
+    if (S_ISDIR(st.st_mode)) return "a directory";
+    if (!S_ISREG(st.st_mode)) return "a device or socket";
+    if (st.st_uid == ::geteuid()) return "a file of this user, from an earlier run or process";
+    std::snprintf(buf, size, "a file owned by uid %u", static_cast<unsigned>(st.st_uid));
+    return buf;
+  }
+
+  void make_dirs() noexcept {
+    if (dir_ready_) return;
+    dir_ready_ = true;
+    text part = dir_;
+    for (std::size_t i = 1; i <= dir_.size(); ++i) {
+      if (i == dir_.size() || dir_.c_str()[i] == '/') {
+        part.resize(i);
+        ::mkdir(part.c_str(), 0777);
+        part = dir_;
+      }
+    }
+  }
+
+  /// Room in the fd cache for one more file: closes the least recently used one.
+  void make_room() noexcept {
+    if (open_count_ < max_open_trace_files) return;
+    std::size_t victim = 0;
+    for (std::size_t i = 1; i < open_count_; ++i) {
+      if (open_[i]->last_use < open_[victim]->last_use) victim = i;
+    }
+    ::close(open_[victim]->fd);
+    open_[victim]->fd = -1;
+    open_[victim] = open_[--open_count_];
+  }
+
+  void release(file_slot& s) noexcept {
+    if (s.fd < 0) return;
+    for (std::size_t i = 0; i < open_count_; ++i) {
+      if (open_[i] == &s) {
+        open_[i] = open_[--open_count_];
+        break;
+      }
+    }
+    ::close(s.fd);
+    s.fd = -1;
+  }
+
+  /// Hands our descriptors back when the process ran out of them.
+  void shed() noexcept {
+    for (std::size_t i = 0; i < open_count_; ++i) {
+      ::close(open_[i]->fd);
+      open_[i]->fd = -1;
+    }
+    open_count_ = 0;
+  }
+
+  /// EMFILE, ENOSPC and the like are transient: report once, drop, retry later. Anything else
+  /// about the directory (EACCES, EROFS, ENOENT, ...) turns tracing off for this process.
+  void open_failed(const text& path, int err, const char* verb) noexcept {
+    if (err == EMFILE || err == ENFILE) {
+      shed();
+      diag(
+          topic::too_many_files,
+          "cannot %s trace file '%s': %s; its events are dropped (counted) and it is retried later",
+          verb, path.c_str(), std::strerror(err));
+    } else if (err == ENOSPC || err == EDQUOT) {
+      diag(topic::no_space, "cannot %s trace file '%s': %s; its events are dropped (counted)", verb,
+           path.c_str(), std::strerror(err));
+    } else {
+      diag(topic::io_error, "cannot %s trace file '%s': %s; tracing disabled for this process",
+           verb, path.c_str(), std::strerror(err));
+      disabled_ = true;
+      g_mode.store(mode_off, std::memory_order_relaxed);
+    }
+  }
+
+  bool create(file_slot& s, const text& stem, std::uint64_t id) noexcept {
+    make_dirs();
+    text taken;
+    for (unsigned k = s.fresh; k <= max_fresh_names; ++k) {
+      s.fresh = k;
+      const text path = name_of(s, stem, id);
+      if (path.overflow) {
+        open_failed(path, ENAMETOOLONG, "create");
+        return false;
+      }
+      int fd = -1;
+      do {
+        fd = ::open(path.c_str(),
+                    O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+                    0644);
+      } while (fd < 0 && errno == EINTR);
+      if (fd >= 0) {
+        struct stat st {};
+        ::fstat(fd, &st);
+        s.fd = fd;
+        s.state = file_slot::created;
+        s.dev = static_cast<std::uint64_t>(st.st_dev);
+        s.ino = static_cast<std::uint64_t>(st.st_ino);
+        s.size = 0;
+        if (!taken.empty()) {
+          char buf[64];
+          diag(topic::file_taken, "trace file '%s' already exists (%s); writing to '%s' instead",
+               taken.c_str(), describe(taken, buf, sizeof buf), path.c_str());
+        }
+        return true;
+      }
+      const int err = errno;
+      if (err != EEXIST) {
+        s.fresh = k;  // retried from here
+        open_failed(path, err, "create");
+        return false;
+      }
+      if (taken.empty()) taken = path;
+    }
+    s.state = file_slot::refused;
+    diag(topic::file_refused,
+         "cannot create a trace file: '%s' and its %u fresh names are taken; its events are "
+         "dropped (counted)",
+         taken.c_str(), max_fresh_names);
+    return false;
+  }
+
+  /// An fd for `s`: created on first use, reopened (and checked) after the cache closed it.
+  bool acquire(file_slot& s, const text& stem, std::uint64_t id) noexcept {
+    make_room();
+    if (s.state == file_slot::none) {
+      if (!create(s, stem, id)) return false;
+    } else {
+      const text path = name_of(s, stem, id);
+      int fd = -1;
+      do {
+        fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+      } while (fd < 0 && errno == EINTR);
+      struct stat st {};
+      const bool same = fd >= 0 && ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+                        st.st_uid == ::geteuid() && st.st_nlink == 1 &&
+                        static_cast<std::uint64_t>(st.st_dev) == s.dev &&
+                        static_cast<std::uint64_t>(st.st_ino) == s.ino;
+      if (!same) {
+        const int err = errno;
+        if (fd >= 0) ::close(fd);
+        if (fd < 0 && (err == EMFILE || err == ENFILE)) {
+          open_failed(path, err, "reopen");
+          return false;
+        }
+        s.state = file_slot::refused;
+        diag(topic::file_refused,
+             "trace file '%s' was removed, replaced or linked since lotus created it; it is not "
+             "written again and its events are dropped (counted)",
+             path.c_str());
+        return false;
+      }
+      s.fd = fd;
+    }
+    open_[open_count_++] = &s;
+    return true;
+  }
+
+  /// write(2) of whole lines. A failed or short write (full disk) is cut back to the last whole
+  /// line, so a file never ends in a partial record; returns the lines on disk.
+  std::uint64_t append_lines(file_slot& s, const char* data, std::size_t n, std::uint64_t lines,
+                             const text& stem, std::uint64_t id) noexcept {
+    std::size_t done = 0;
+    int err = 0;
+    while (done < n) {
+      const ssize_t w = ::write(s.fd, data + done, n - done);
+      if (w > 0) {
+        done += static_cast<std::size_t>(w);
+      } else if (w < 0 && errno == EINTR) {
+        continue;
+      } else {
+        err = w < 0 ? errno : ENOSPC;
+        break;
+      }
+    }
+    if (done == n) {
+      s.size += n;
+      return lines;
+    }
+    std::size_t keep = done;
+    while (keep > 0 && data[keep - 1] != '\n') --keep;
+    if (keep != done) {
+      const int rc = ::ftruncate(s.fd, static_cast<off_t>(s.size + keep));
+      static_cast<void>(rc);
+    }
+    s.size += keep;
+    std::uint64_t kept = 0;
+    for (std::size_t i = 0; i < keep; ++i) kept += data[i] == '\n' ? 1u : 0u;
+    const text path = name_of(s, stem, id);
+    if (err == ENOSPC || err == EDQUOT) {
+      diag(topic::no_space,
+           "cannot write trace file '%s': %s; events that do not fit are dropped (counted), a "
+           "file never ends in a partial line",
+           path.c_str(), std::strerror(err));
+    } else {
+      diag(topic::io_error, "cannot write trace file '%s': %s; its events are dropped (counted)",
+           path.c_str(), std::strerror(err));
+    }
+    return kept < lines ? kept : lines;
+  }
+
+  text prefix_, dir_, base_;
+  bool dir_ready_ = false;
+  bool disabled_ = false;
+  file_slot* open_[max_open_trace_files] = {};
+  std::size_t open_count_ = 0;
+  std::uint64_t clock_ = 0;
+  file_slot sidecar_;
+  std::uint64_t sidecar_pid_ = 0;
+};
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_TRACE_FILES_HPP
+// ---- end lotus/detail/trace_files.hpp ----
 // ---- begin lotus/version.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_VERSION_HPP
 #define LOTUS_AMALGAMATED_LOTUS_VERSION_HPP
@@ -1524,128 +2615,11 @@ namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
 
-inline thread_local ring* t_ring = nullptr;
-inline thread_local bool t_exiting = false;           // this thread's ring has been retired
-inline thread_local std::uint64_t t_id_override = 0;  // tests: id used in file names
-
 inline std::uint64_t thread_cpu_ns() noexcept {
   timespec ts{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ull +
          static_cast<std::uint64_t>(ts.tv_nsec);
-}
-
-inline void warn(const char* what) noexcept { std::fprintf(stderr, "lotus: %s\n", what); }
-
-inline std::uint64_t current_tid() noexcept {
-#if defined(__linux__)
-  return static_cast<std::uint64_t>(::syscall(SYS_gettid));
-#else
-  return static_cast<std::uint64_t>(::getpid());
-#endif
-}
-
-/// Options after applying configure() > environment > defaults.
-struct settings {
-  std::string log_file;
-  bool enabled = true;
-  std::size_t ring_capacity = LOTUS_DEFAULT_RING_CAPACITY;
-  std::chrono::milliseconds flush_interval{LOTUS_DEFAULT_FLUSH_INTERVAL_MS};
-  overflow_policy overflow = overflow_policy::block;
-  clock_source clock = clock_source::automatic;
-};
-
-/// The environment, parsed once per process; every bad value warns once and keeps the default.
-struct env_settings {
-  std::optional<std::string> log_file;
-  std::optional<bool> enabled;
-  std::optional<std::size_t> ring_capacity;
-  std::optional<std::chrono::milliseconds> flush_interval;
-  std::optional<overflow_policy> overflow;
-  std::optional<clock_source> clock;
-
-  static bool parse_u64(const char* s, std::uint64_t lo, std::uint64_t hi, std::uint64_t& out) {
-    const std::string_view v(s);
-    if (v.empty() || v.size() > 19) return false;
-    std::uint64_t x = 0;
-    auto r = std::from_chars(v.data(), v.data() + v.size(), x);
-    if (r.ec != std::errc() || r.ptr != v.data() + v.size() || x < lo || x > hi) return false;
-    out = x;
-    return true;
-  }
-
-  static void bad(const char* var, const char* value, const char* expected) {
-    std::string msg = std::string("ignoring ") + var + "='" + value + "' (expected " + expected +
-                      "); using the default";
-    warn(msg.c_str());
-  }
-
-  static env_settings read() {
-    env_settings e;
-    if (const char* v = std::getenv("LOTUS_LOG_FILE"); v != nullptr && *v != '\0') {
-      std::string s(v);
-      if (s.back() == '/') {
-        bad("LOTUS_LOG_FILE", v, "a file prefix such as dir/lotustrace_log, not a directory");
-        s += "lotustrace_log";
-      }
-      e.log_file = s;
-    }
-    if (const char* v = std::getenv("LOTUS_DISABLE"); v != nullptr) {
-      const std::string_view s(v);
-      if (s == "1" || s == "true" || s == "yes" || s == "on") {
-        e.enabled = false;
-      } else if (s.empty() || s == "0" || s == "false" || s == "no" || s == "off") {
-        e.enabled = true;
-      } else {
-        bad("LOTUS_DISABLE", v, "1/0, true/false, yes/no or on/off");
-      }
-    }
-    if (const char* v = std::getenv("LOTUS_RING_CAPACITY"); v != nullptr) {
-      std::uint64_t x = 0;
-      if (parse_u64(v, 64, 1ull << 26, x)) {
-        e.ring_capacity = static_cast<std::size_t>(x);
-      } else {
-        bad("LOTUS_RING_CAPACITY", v, "an event count from 64 to 67108864");
-      }
-    }
-    if (const char* v = std::getenv("LOTUS_FLUSH_INTERVAL_MS"); v != nullptr) {
-      std::uint64_t x = 0;
-      if (parse_u64(v, 1, 60000, x)) {
-        e.flush_interval = std::chrono::milliseconds(static_cast<std::int64_t>(x));
-      } else {
-        bad("LOTUS_FLUSH_INTERVAL_MS", v, "milliseconds from 1 to 60000");
-      }
-    }
-    if (const char* v = std::getenv("LOTUS_OVERFLOW"); v != nullptr) {
-      const std::string_view s(v);
-      if (s == "block") {
-        e.overflow = overflow_policy::block;
-      } else if (s == "drop") {
-        e.overflow = overflow_policy::drop;
-      } else {
-        bad("LOTUS_OVERFLOW", v, "block or drop");
-      }
-    }
-    if (const char* v = std::getenv("LOTUS_CLOCK"); v != nullptr) {
-      const std::string_view s(v);
-      if (s == "auto") {
-        e.clock = clock_source::automatic;
-      } else if (s == "tsc") {
-        e.clock = clock_source::tsc;
-      } else if (s == "realtime") {
-        e.clock = clock_source::realtime;
-      } else {
-        bad("LOTUS_CLOCK", v, "auto, tsc or realtime");
-      }
-    }
-    return e;
-  }
-};
-
-inline std::size_t round_up_pow2(std::size_t n) {
-  std::size_t p = 64;
-  while (p < n) p <<= 1;
-  return p;
 }
 
 /// Replace the characters that would break a `NAME,START,DUR` line.
@@ -1726,251 +2700,533 @@ class out_buffer {
   std::size_t size_ = 0, cap_ = 0;
 };
 
-/// Process-wide state. Leaked on purpose: threads may exit (and record) after static destruction.
-class runtime {
+/// The writer thread and everything only it touches. The runtime tells it the prefix and the
+/// interval; threads hand it events through their segments; it reports counters.
+class trace_writer {
  public:
-  static runtime& get() noexcept;
+  explicit trace_writer(thread_registry& threads) noexcept : threads_(threads) {}
 
-  // ---- hot-path support -------------------------------------------------------------------
-  /// First event of a thread, or a full ring. Never throws, never loses an event under `block`
-  /// while tracing stays on.
-  void push_slow(const source_location* loc, std::uint64_t t0, std::uint64_t t1,
-                 std::uint64_t idx) noexcept;
+  /// Clock of this process (fixed at initialization) and the sidecar's extra lines (host, rank).
+  void set_clock(int mode) noexcept { conv_.start(mode); }
+  void set_sidecar_info(const text& info) noexcept { sidecar_info_ = info; }
+  tick_converter clock_model() {
+    std::lock_guard<std::mutex> lk(mu_);
+    return conv_;
+  }
+  void adopt_clock(const tick_converter& c) noexcept { conv_ = c; }
 
-  /// Read settings (env + configure) once; returns true when tracing is on.
-  bool initialize() noexcept;
+  /// Where to write from now on; pending events of the old prefix were flushed by the caller.
+  void retarget(const std::string& prefix, std::chrono::milliseconds interval) {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (prefix != prefix_) reopen_ = true;
+    prefix_ = prefix;
+    interval_ = interval;
+  }
 
-  // ---- public API backends ----------------------------------------------------------------
-  void configure(const options& o) noexcept;
-  void flush() noexcept;
-  void shutdown() noexcept;
-  trace_stats stats() noexcept;
-  const source_location& intern(std::string_view name, std::uint32_t flags);
+  /// Starts the thread if needed (every signal blocked in it: it never runs the host's handlers).
+  bool start() noexcept {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (thread_started_) return true;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    const int rc = pthread_create(&thread_, nullptr, &trace_writer::thread_main, this);
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    if (rc != 0) {
+      diag(topic::writer, "cannot start the trace writer thread: %s; tracing disabled",
+           std::strerror(rc));
+      g_mode.store(mode_off, std::memory_order_relaxed);
+      return false;
+    }
+    thread_started_ = true;
+    running_.store(true, std::memory_order_release);
+    return true;
+  }
+
+  bool running() const noexcept { return running_.load(std::memory_order_acquire); }
+
+  /// A thread's ring is full: drain soon. Lock-free (callable from a thread that holds no lock
+  /// and from a signal handler's push); the writer also wakes on its own twice per interval.
+  void nudge() noexcept {
+    urgent_.store(true, std::memory_order_relaxed);
+    cv_.notify_one();
+  }
+
+  /// Blocks until every event pushed before the call is written.
+  void flush() noexcept {
+    std::unique_lock<std::mutex> lk(mu_);
+    if (!thread_started_) return;
+    const std::uint64_t mine = ++flush_req_;
+    cv_.notify_all();
+    done_cv_.wait(lk, [&] { return flush_done_ >= mine || !thread_started_ || exited_; });
+  }
+
+  /// Writes what is left and ends the thread. Waits at most `limit`: a writer stuck in the
+  /// kernel (a hung network file system) must not hang the host at exit.
+  void stop(std::chrono::milliseconds limit) noexcept {
+    std::unique_lock<std::mutex> lk(mu_);
+    if (!thread_started_) return;
+    stop_ = true;
+    cv_.notify_all();
+    if (done_cv_.wait_for(lk, limit, [&] { return exited_; })) {
+      lk.unlock();
+      pthread_join(thread_, nullptr);
+      lk.lock();
+    } else {
+      diag(topic::writer,
+           "the trace writer did not finish within %lld ms (a stuck file system?); events not yet "
+           "written are lost",
+           static_cast<long long>(limit.count()));
+      pthread_detach(thread_);
+    }
+    thread_started_ = false;
+    exited_ = false;
+    stop_ = false;
+    running_.store(false, std::memory_order_release);
+    done_cv_.notify_all();
+  }
+
+  std::uint64_t written() const noexcept { return written_.load(std::memory_order_relaxed); }
+  std::uint64_t discarded() const noexcept { return discarded_.load(std::memory_order_relaxed); }
+  std::uint64_t sanitized() const noexcept { return sanitized_.load(std::memory_order_relaxed); }
+  std::uint64_t cpu_ns() const noexcept { return cpu_ns_.load(std::memory_order_relaxed); }
+  /// Stats line for the sidecar, filled in by the runtime.
+  void set_stats_source(text (*fn)()) noexcept { stats_line_ = fn; }
+
+  // ---- fork(): the child must not inherit a lock the writer held mid-cycle --------------------
+  void fork_prepare() noexcept {
+    forks_pending_.fetch_add(1, std::memory_order_relaxed);
+    cycle_mu_.lock();
+    std::unique_lock<std::mutex> lk(mu_);
+    // A writer thread still starting is inside the C library and the allocator: let it reach its
+    // loop first. (Not while it is stopping: its last cycle needs cycle_mu_.)
+    done_cv_.wait(lk, [this] { return !thread_started_ || in_loop_ || stop_; });
+    lk.release();  // mu_ stays locked until fork_parent() or the child's reset
+  }
+  void fork_parent() noexcept {
+    forks_pending_.fetch_sub(1, std::memory_order_relaxed);
+    mu_.unlock();
+    cycle_mu_.unlock();
+    cv_.notify_all();
+  }
+  /// In the child: the parent's writer does not exist here; its files are closed.
+  void fork_child(std::vector<thread_state*>& parent_threads) noexcept {
+    mu_.unlock();
+    cycle_mu_.unlock();
+    files_.close_all(parent_threads);
+  }
 
  private:
-  runtime() = default;
-  friend struct fork_handlers;
-
-  ring* register_thread() noexcept;
-  void apply_locked(const options& o);
-  bool ensure_writer_locked() noexcept;
-  void writer_main() noexcept;
-  bool drain(ring& r);
-  void format(const event& e, out_buffer& out);
-  void write_out(ring& r, out_buffer& buf, bool main_file);
-  void announce(ring& r);
-  void write_sidecar_line(const std::string& line);
-  void write_sidecar_stats();
-  bool write_all(int fd, const char* p, std::size_t n);
-  void fail_io(const char* what, const std::string& path, int err);
-  void reap_locked(std::vector<ring*>& drained_retired);
-  void close_files(ring& r);
-  int open_append(const std::string& path);
+  static void* thread_main(void* self) noexcept {
+    static_cast<trace_writer*>(self)->loop();
+    return nullptr;
+  }
 
   struct name_entry {
     std::string text;  // "S" + sanitized name
     bool sanitized = false;
   };
-  const name_entry& lookup_name(const source_location* loc);
 
+  const name_entry& lookup_name(const source_location* loc) {
+    const auto h = (reinterpret_cast<std::uintptr_t>(loc) >> 4) & 255u;
+    cache_slot& slot = name_cache_[h];
+    if (slot.key == loc) return *slot.value;
+    auto it = names_.find(loc);
+    if (it == names_.end()) {
+      name_entry e;
+      e.text = "S";
+      e.text += loc->name != nullptr ? loc->name : "";
+      e.sanitized = sanitize_name(e.text);
+      it = names_.emplace(loc, std::move(e)).first;  // node-based: references stay valid
+    }
+    slot.key = loc;
+    slot.value = &it->second;
+    return it->second;
+  }
+
+  void format(const event& e, out_buffer& out) {
+    const name_entry& n = lookup_name(e.loc);
+    char* p = out.reserve(n.text.size() + 64);
+    char* const begin = p;
+    std::memcpy(p, n.text.data(), n.text.size());
+    p += n.text.size();
+    const std::uint32_t flags = e.loc->flags;
+    if ((flags & flag_indexed) != 0) {
+      *p++ = '_';
+      p = std::to_chars(p, p + 20, e.idx).ptr;
+    }
+    *p++ = ',';
+    const std::uint64_t start = conv_.to_ns(e.t0);
+    std::uint64_t dur = 1000;
+    if ((flags & flag_fixed_1us) == 0) {
+      const std::uint64_t end = conv_.to_ns(e.t1);
+      dur = end > start ? end - start : 0;
+    }
+    p = epoch_(p, start);
+    *p++ = ',';
+    p = std::to_chars(p, p + 20, dur).ptr;
+    *p++ = '\n';
+    out.commit(static_cast<std::size_t>(p - begin));
+    ++out.count;
+    if (n.sanitized) ++out.sanitized;
+  }
+
+  void write_out(thread_state& t, out_buffer& buf, bool main_file) {
+    if (buf.size() == 0) return;
+    const std::uint64_t on_disk =
+        discard_ ? 0 : files_.write(t, main_file, buf.data(), buf.size(), buf.count);
+    written_.fetch_add(on_disk, std::memory_order_relaxed);
+    if (on_disk == buf.count) {
+      sanitized_.fetch_add(buf.sanitized, std::memory_order_relaxed);
+    }
+    discarded_.fetch_add(buf.count - on_disk, std::memory_order_relaxed);
+    buf.clear();
+  }
+
+  /// The sidecar's first lines for this process.
+  text sidecar_header() const noexcept {
+    text head;
+    head.add("lotus-meta 1\nversion " LOTUS_VERSION_STRING "\npid ")
+        .add(static_cast<std::uint64_t>(::getpid()))
+        .add("\nppid ")
+        .add(static_cast<std::uint64_t>(::getppid()))
+        .add("\nprefix ")
+        .add(files_.base())
+        .add("\nclock ")
+        .add(conv_.mode() == mode_tsc ? "tsc " : "realtime ");
+    char rate[64];
+    std::snprintf(rate, sizeof rate, "%.9f\n", conv_.ns_per_tick());
+    return head.add(rate).add(sidecar_info_);
+  }
+
+  void sidecar(const text& lines) {
+    if (!discard_ && !files_.disabled()) files_.write_sidecar(sidecar_header(), lines);
+  }
+
+  /// Formats and writes one thread's pending events; follows its segments and collects the
+  /// drained ones for release. Returns true when the thread was busy (a segment half full).
+  bool drain(thread_state& t) {
+    bool busy = false;
+    for (ring* r = t.read;;) {
+      std::uint64_t tail = r->tail.load(std::memory_order_relaxed);
+      const std::uint64_t head = r->head.load(std::memory_order_acquire);
+      busy = busy || head - tail > r->capacity / 2;
+      if (head != tail && !t.announced) {
+        t.announced = true;
+        text line;
+        sidecar(line.add("thread ").add(t.tid).add(' ').add(t.name).add('\n'));
+      }
+      constexpr std::size_t flush_bytes = 1u << 18;
+      while (tail != head) {
+        const std::uint64_t chunk = std::min<std::uint64_t>(head - tail, 4096);
+        for (std::uint64_t i = 0; i < chunk; ++i) {
+          const event& e = r->buf[(tail + i) & r->mask];
+          format(e, (e.loc->flags & flag_main) != 0 ? main_buf_ : worker_buf_);
+        }
+        tail += chunk;
+        r->tail.store(tail, std::memory_order_release);  // slots copied out: hand them back
+        if (worker_buf_.size() >= flush_bytes) write_out(t, worker_buf_, false);
+        if (main_buf_.size() >= flush_bytes) write_out(t, main_buf_, true);
+      }
+      ring* next = r->next.load(std::memory_order_acquire);
+      if (next == nullptr) break;
+      // The owner links `next` after its last push here: a head read now is final.
+      if (r->head.load(std::memory_order_acquire) != tail) continue;
+      segments_done_.push_back(r);
+      t.read = next;
+      r = next;
+    }
+    write_out(t, worker_buf_, false);
+    write_out(t, main_buf_, true);
+    return busy;
+  }
+
+  void loop() noexcept {
+    std::unique_lock<std::mutex> lk(mu_);
+    in_loop_ = true;
+    done_cv_.notify_all();  // a fork() waiting for the writer to start
+    bool busy = false;
+    for (;;) {
+      // A ring found half full is drained again at once; otherwise wake twice per interval so that
+      // an event is on disk at most one interval after it ended.
+      if (!busy) {
+        const auto period = std::max(std::chrono::milliseconds(1), interval_ / 2);
+        cv_.wait_for(lk, period, [&] {
+          return stop_ || urgent_.load(std::memory_order_relaxed) || flush_req_ != flush_done_;
+        });
+      }
+      // A busy writer would win the cycle lock back at once; let a waiting fork() go first.
+      while (forks_pending_.load(std::memory_order_relaxed) != 0) {
+        cv_.wait_for(lk, std::chrono::milliseconds(1));
+      }
+      lk.unlock();
+      std::unique_lock<std::mutex> cycle(cycle_mu_);  // taken before mu_, as fork_prepare does
+      lk.lock();
+      const std::uint64_t req = flush_req_;
+      const bool stopping = stop_;
+      urgent_.store(false, std::memory_order_relaxed);
+      if (!conv_.calibrated()) {
+        // The first rate needs a baseline; 2 ms bounds the error well below a microsecond.
+        const std::uint64_t ready = conv_.started_ns() + 2000000;
+        lk.unlock();
+        while (realtime_ns() < ready) {
+          const timespec ts{0, 200000};
+          nanosleep(&ts, nullptr);
+        }
+        lk.lock();
+      }
+      conv_.reanchor();
+      const bool reopen = reopen_;
+      reopen_ = false;
+      const std::string prefix = prefix_;
+      lk.unlock();
+
+      const std::uint64_t cpu0 = thread_cpu_ns();
+      threads_.snapshot(cycle_threads_);
+      if (reopen) files_.start(prefix, cycle_threads_);
+      discard_ = files_.disabled();
+      busy = false;
+      for (thread_state* t : cycle_threads_) {
+        const bool retired = t->retired.load(std::memory_order_acquire);
+        try {
+          busy = drain(*t) || busy;
+        } catch (...) {
+          diag(topic::no_memory, "out of memory while formatting trace records; they are dropped");
+        }
+        if (retired) {
+          files_.forget(*t);
+          cycle_finished_.push_back(t);
+        }
+      }
+      if ((req != flush_done_ || stopping) && stats_line_ != nullptr) {
+        try {
+          if (files_.has_sidecar()) sidecar(stats_line_());
+        } catch (...) {
+        }
+      }
+      threads_.release(segments_done_, cycle_finished_);
+      cpu_ns_.fetch_add(thread_cpu_ns() - cpu0, std::memory_order_relaxed);
+
+      lk.lock();
+      flush_done_ = req;
+      done_cv_.notify_all();
+      cycle.unlock();
+      if (stopping) break;
+    }
+    exited_ = true;
+    in_loop_ = false;
+    done_cv_.notify_all();
+  }
+
+  thread_registry& threads_;
   std::mutex cycle_mu_;  // held by the writer for a whole cycle, and by fork() (taken before mu_)
-  std::mutex mu_;        // guards everything below marked (mu)
-  std::atomic<int> forks_pending_{0};  // threads inside fork_handlers::prepare (writer yields)
-  std::condition_variable cv_;         // wakes the writer
-  std::condition_variable flush_cv_;   // wakes flush() callers
-  bool initialized_ = false;           // (mu)
-  env_settings env_;                   // (mu)
-  options user_;                       // (mu) last configure()
-  settings set_;                       // (mu)
-  std::vector<ring*> rings_;           // (mu)
-  std::thread* writer_ = nullptr;      // (mu)
-  std::atomic<bool> writer_running_{false};
-  bool writer_started_ = false;  // (mu) the writer thread has entered writer_main
-  bool stop_ = false, urgent_ = false, reopen_ = false;  // (mu)
-  std::uint64_t flush_req_ = 0, flush_done_ = 0;         // (mu)
-  tick_converter conv_;                                  // (mu) updated by the writer under mu
-  int clock_mode_ = mode_realtime;                       // (mu) fixed at first init
-  runtime* parent_ = nullptr;  // in a forked child: the parent's runtime, never freed
+  std::mutex mu_;        // guards the control state below marked (mu)
+  std::condition_variable cv_;       // wakes the writer
+  std::condition_variable done_cv_;  // wakes flush(), stop() and fork_prepare()
+  std::atomic<int> forks_pending_{0};
+  std::atomic<bool> urgent_{false};
+  std::atomic<bool> running_{false};
+  pthread_t thread_{};
+  bool thread_started_ = false;  // (mu)
+  bool in_loop_ = false;         // (mu) the thread has entered loop()
+  bool exited_ = false;          // (mu) the thread has left loop()
+  bool stop_ = false;            // (mu)
+  bool reopen_ = true;           // (mu)
+  std::string prefix_;           // (mu)
+  std::chrono::milliseconds interval_{LOTUS_DEFAULT_FLUSH_INTERVAL_MS};  // (mu)
+  std::uint64_t flush_req_ = 0, flush_done_ = 0;                         // (mu)
+  tick_converter conv_;  // (mu) re-anchored by the writer each cycle
+  text sidecar_info_;
+  text (*stats_line_)() = nullptr;
 
-  // Counters of rings already freed.
-  std::atomic<std::uint64_t> retired_pushed_{0}, retired_dropped_{0};
-  // Writer-side counters.
-  std::atomic<std::uint64_t> written_{0}, discarded_{0}, sanitized_{0};
+  std::atomic<std::uint64_t> written_{0}, discarded_{0}, sanitized_{0}, cpu_ns_{0};
 
- public:
-  /// CPU time the writer thread has spent draining, formatting and writing (benchmarks).
-  std::atomic<std::uint64_t> writer_cpu_ns{0};
-
- private:
-  // ---- writer-thread-only state -----------------------------------------------------------
-  std::string prefix_;  // copy of set_.log_file for this cycle
-  bool io_failed_ = false;
-  bool dir_ready_ = false;
-  int sidecar_fd_ = -1;
-  std::uint64_t sidecar_pid_ = 0;
+  // ---- writer-thread-only state ---------------------------------------------------------------
+  // Members, not locals of loop(): a forked child has no writer stack, and what the parent's
+  // writer held must stay reachable there (LeakSanitizer checks children too).
+  trace_files files_;
+  bool discard_ = false;
   out_buffer worker_buf_, main_buf_;
-  // Members, not locals of writer_main: a forked child has no writer stack, and what the
-  // parent's writer held must stay reachable there (LeakSanitizer checks children too).
-  std::vector<ring*> cycle_rings_, cycle_finished_;
-  epoch_formatter write_epoch_ns;
+  std::vector<thread_state*> cycle_threads_, cycle_finished_;
+  std::vector<ring*> segments_done_;
+  epoch_formatter epoch_;
   std::unordered_map<const source_location*, name_entry> names_;
   struct cache_slot {
     const source_location* key = nullptr;
     const name_entry* value = nullptr;
   };
   cache_slot name_cache_[256];
+};
 
-  // ---- interned run-time names (mu) ---------------------------------------------------------
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_WRITER_HPP
+// ---- end lotus/detail/writer.hpp ----
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// How long exit waits for the writer before giving up (a stuck file system must not hang it).
+constexpr std::chrono::milliseconds writer_stop_limit{5000};
+
+/// `host` and, when set, the distributed-training rank variables, for the sidecar.
+inline text sidecar_host_lines() noexcept {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0 || has_control_char(host)) host[0] = '\0';
+  text out;
+  out.add("host ").add(host[0] != '\0' ? host : "unknown").add('\n');
+  static const char* const vars[][2] = {
+      {"RANK", "rank"}, {"LOCAL_RANK", "local_rank"}, {"WORLD_SIZE", "world_size"}};
+  for (const auto& v : vars) {
+    std::uint64_t x = 0;
+    if (env_u64(v[0], 0, std::uint64_t{1} << 40, x)) out.add(v[1]).add(' ').add(x).add('\n');
+  }
+  return out;
+}
+
+/// Process-wide state. Leaked on purpose: threads may exit (and record) after static destruction.
+class runtime {
+ public:
+  LOTUS_DETAIL_NOINLINE static inline runtime& get() noexcept;
+
+  LOTUS_DETAIL_NOINLINE inline bool initialize() noexcept;
+  void configure(const options& o);
+  void flush() noexcept { writer_.flush(); }
+  void shutdown() noexcept;
+  trace_stats stats() noexcept;
+  const source_location& intern(std::string_view name, std::uint32_t flags);
+  LOTUS_DETAIL_NOINLINE inline const source_location* intern_dynamic(const char* name,
+                                                                     std::size_t size,
+                                                                     std::uint64_t hash) noexcept;
+  LOTUS_DETAIL_NOINLINE inline void push_slow(const source_location* loc, std::uint64_t t0,
+                                              std::uint64_t t1, std::uint64_t idx) noexcept;
+  std::uint64_t writer_cpu_ns() const noexcept { return writer_.cpu_ns(); }
+
+  static void fork_prepare() noexcept;
+  static void fork_parent() noexcept;
+  static void fork_child() noexcept;
+
+ private:
+  runtime() : writer_(threads_) {}
+
+  ring* register_thread() noexcept;
+  ring* push_full(ring* r, const source_location* loc, std::uint64_t t0, std::uint64_t t1,
+                  std::uint64_t idx) noexcept;
+  void apply_locked(const options& o);
+  void count_lost(std::atomic<std::uint64_t>& counter) noexcept {
+    counter.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  std::mutex mu_;                   // settings; taken before the writer's and the registry's locks
+  bool initialized_ = false;        // (mu)
+  env_settings env_;                // (mu)
+  options user_;                    // (mu) last configure()
+  settings set_;                    // (mu)
+  int clock_mode_ = mode_realtime;  // (mu) fixed at first initialization
+  // Read by push_slow without the lock.
+  std::atomic<std::size_t> max_capacity_{LOTUS_DEFAULT_RING_CAPACITY};
+  std::atomic<bool> block_{true};
+
+  thread_registry threads_;
+  trace_writer writer_;
+
+  // Events lost before they reached a ring: pushed from a signal handler that interrupted lotus
+  // on the same thread, or by a thread whose ring could not be allocated.
+  std::atomic<std::uint64_t> lost_reentrant_{0}, lost_no_ring_{0};
+
+  std::mutex intern_mu_;  // interned run-time names
   struct interned {
     std::string name;
     source_location loc;
   };
-  std::unordered_map<std::string, std::unique_ptr<interned>> interned_;
+  std::unordered_map<std::string, std::unique_ptr<interned>> interned_;  // (intern_mu)
+  runtime* parent_ = nullptr;  // in a forked child: the parent's runtime, never freed
 };
 
 inline runtime* g_runtime = nullptr;  // replaced (old one leaked) in a forked child
 
-/// fork(): the child keeps the settings, drops the parent's rings and files, and starts its own
-/// writer on its first event; the parent's writer writes every event recorded before the fork.
-/// fork() waits for a writer cycle in progress to end, so the writer is parked when the address
-/// space is copied: the child never inherits a lock the writer held mid-cycle (an allocator
-/// without fork handlers, such as GCC 12's AddressSanitizer, would otherwise deadlock the child).
-struct fork_handlers {
-  static void prepare() noexcept {
-    runtime* rt = g_runtime;
-    rt->forks_pending_.fetch_add(1, std::memory_order_relaxed);
-    rt->cycle_mu_.lock();
-    std::unique_lock<std::mutex> lk(rt->mu_);
-    // A writer thread still starting up is inside the C library and the allocator: let it reach
-    // writer_main first. (Not while it is stopping: its last cycle needs cycle_mu_.)
-    rt->flush_cv_.wait(lk,
-                       [rt] { return rt->writer_ == nullptr || rt->writer_started_ || rt->stop_; });
-    lk.release();  // mu_ stays locked until parent() or child()
-  }
-  static void parent() noexcept {
-    g_runtime->forks_pending_.fetch_sub(1, std::memory_order_relaxed);
-    g_runtime->mu_.unlock();
-    g_runtime->cycle_mu_.unlock();
-    g_runtime->cv_.notify_all();
-  }
-  static void child() noexcept {
-    runtime* old = g_runtime;
-    old->mu_.unlock();
-    old->cycle_mu_.unlock();
-    for (ring* r : old->rings_) old->close_files(*r);
-    if (old->sidecar_fd_ >= 0) ::close(old->sidecar_fd_);
-    auto* fresh = new (std::nothrow) runtime();
-    if (fresh == nullptr) {
-      g_mode.store(mode_off, std::memory_order_relaxed);
-      return;
-    }
-    fresh->initialized_ = true;
-    fresh->env_ = old->env_;
-    fresh->user_ = old->user_;
-    fresh->set_ = old->set_;
-    fresh->conv_ = old->conv_;
-    fresh->clock_mode_ = old->clock_mode_;
-    fresh->interned_.swap(old->interned_);  // interned locations must stay valid
-    fresh->parent_ = old;  // the parent's runtime and rings stay allocated (and reachable)
-    g_runtime = fresh;
-    t_ring = nullptr;
-  }
-};
-
-inline runtime& runtime::get() noexcept {
+runtime& runtime::get() noexcept {
   static runtime* const instance = [] {
     g_runtime = new runtime();
     return g_runtime;
   }();
-  (void)instance;
+  static_cast<void>(instance);
   return *g_runtime;
 }
 
 inline void at_exit_handler() noexcept { runtime::get().shutdown(); }
 
-inline bool runtime::initialize() noexcept {
+/// The sidecar's `stats` line of the current process.
+inline text stats_line() noexcept {
+  const trace_stats s = runtime::get().stats();
+  text line;
+  return line.add("stats ")
+      .add(s.recorded)
+      .add(' ')
+      .add(s.written)
+      .add(' ')
+      .add(s.dropped)
+      .add(' ')
+      .add(s.sanitized)
+      .add('\n');
+}
+
+bool runtime::initialize() noexcept {
+  const busy_guard busy;
   std::lock_guard<std::mutex> lk(mu_);
   if (!initialized_) {
     initialized_ = true;
     try {
       env_ = env_settings::read();
+      writer_.set_sidecar_info(sidecar_host_lines());
+      writer_.set_stats_source(&stats_line);
       apply_locked(user_);
     } catch (...) {
       g_mode.store(mode_off, std::memory_order_relaxed);
       return false;
     }
     std::atexit(at_exit_handler);
-    pthread_atfork(&fork_handlers::prepare, &fork_handlers::parent, &fork_handlers::child);
+    pthread_atfork(&runtime::fork_prepare, &runtime::fork_parent, &runtime::fork_child);
   }
   return g_mode.load(std::memory_order_relaxed) >= mode_tsc;
 }
 
 inline void runtime::apply_locked(const options& o) {
-  settings s;
-  s.log_file = o.log_file ? *o.log_file : env_.log_file.value_or(std::string());
-  s.enabled = o.enabled ? *o.enabled : env_.enabled.value_or(true);
-  if (o.ring_capacity && (*o.ring_capacity < 64 || *o.ring_capacity > (1ull << 26))) {
-    warn("options::ring_capacity out of range [64, 67108864]; using the default");
-  } else if (o.ring_capacity) {
-    s.ring_capacity = *o.ring_capacity;
-  } else if (env_.ring_capacity) {
-    s.ring_capacity = *env_.ring_capacity;
-  }
-  s.ring_capacity = round_up_pow2(s.ring_capacity);
-  if (o.flush_interval && o.flush_interval->count() >= 1) {
-    s.flush_interval = *o.flush_interval;
-  } else if (env_.flush_interval) {
-    s.flush_interval = *env_.flush_interval;
-  }
-  s.overflow = o.overflow ? *o.overflow : env_.overflow.value_or(overflow_policy::block);
-  s.clock = o.clock ? *o.clock : env_.clock.value_or(clock_source::automatic);
-
+  settings s = merge_settings(o, env_);
+  if (!o.log_file && env_.log_file_bad) s.log_file.clear();
   // The clock is chosen once per process: ticks already in rings must keep their meaning.
-  const int current = g_mode.load(std::memory_order_relaxed);
-  if (current == mode_uninit) {
-    if (g_manual_clock.load(std::memory_order_relaxed) != nullptr) {
+  if (g_mode.load(std::memory_order_relaxed) == mode_uninit) {
+    if (test_hooks::manual_clock.load(std::memory_order_relaxed) != nullptr) {
       clock_mode_ = mode_manual;
     } else if (s.clock == clock_source::realtime) {
       clock_mode_ = mode_realtime;
     } else if (tsc_is_reliable()) {
       clock_mode_ = mode_tsc;
     } else {
-      if (s.clock == clock_source::tsc)
-        warn(
-            "LOTUS_CLOCK=tsc: the TSC is not invariant or not the kernel clocksource; using "
-            "clock_gettime");
+      if (s.clock == clock_source::tsc) {
+        diag(topic::clock,
+             "LOTUS_CLOCK=tsc: the TSC is not invariant or not the kernel clocksource; using "
+             "clock_gettime");
+      }
       clock_mode_ = mode_realtime;
     }
-    conv_.start(clock_mode_);
+    writer_.set_clock(clock_mode_);
   }
-  if (s.log_file != set_.log_file) reopen_ = true;
   set_ = std::move(s);
+  max_capacity_.store(set_.ring_capacity, std::memory_order_relaxed);
+  block_.store(set_.overflow == overflow_policy::block, std::memory_order_relaxed);
+  writer_.retarget(set_.log_file, set_.flush_interval);
   const bool on = set_.enabled && !set_.log_file.empty();
   g_mode.store(on ? clock_mode_ : mode_off, std::memory_order_release);
-  if (on) ensure_writer_locked();
+  if (on) writer_.start();
 }
 
-inline bool runtime::ensure_writer_locked() noexcept {
-  if (writer_ != nullptr) return true;
-  // The writer must never run the host's signal handlers: start it with every signal blocked.
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  try {
-    writer_ = new std::thread([this] { writer_main(); });
-    writer_running_.store(true, std::memory_order_release);
-  } catch (...) {
-    writer_ = nullptr;
-    warn("cannot start the trace writer thread; tracing disabled");
-    g_mode.store(mode_off, std::memory_order_relaxed);
-  }
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  return writer_ != nullptr;
-}
-
-inline void runtime::configure(const options& o) noexcept {
+inline void runtime::configure(const options& o) {
   initialize();  // reads the environment once; the options below may still turn tracing on
   flush();       // events recorded under the old settings go to the old files
+  const busy_guard busy;
   std::lock_guard<std::mutex> lk(mu_);
   try {
     user_ = o;
@@ -1980,127 +3236,25 @@ inline void runtime::configure(const options& o) noexcept {
   }
 }
 
-/// Owns the thread's ring; its destructor (thread exit) hands the ring to the writer.
-struct ring_owner {
-  ring* r = nullptr;
-  ~ring_owner() {
-    t_exiting = true;
-    t_ring = nullptr;
-    if (r != nullptr) {
-      r->retired.store(true, std::memory_order_release);
-      r = nullptr;
-    }
-  }
-};
-
-inline ring* runtime::register_thread() noexcept {
-  if (t_exiting) return nullptr;  // a thread_local destructor recording after ours ran
-  static thread_local ring_owner owner;
-  std::unique_lock<std::mutex> lk(mu_);
-  if (g_mode.load(std::memory_order_relaxed) < mode_tsc) return nullptr;
-  ring* r = nullptr;
-  try {
-    r = new ring(set_.ring_capacity);
-    r->tid = t_id_override != 0 ? t_id_override : current_tid();
-    char name[64] = {};
-#if defined(__linux__)
-    if (pthread_getname_np(pthread_self(), name, sizeof name) != 0) name[0] = '\0';
-#endif
-    r->thread_name = name;
-    rings_.push_back(r);
-  } catch (...) {
-    delete r;
-    return nullptr;
-  }
-  if (!ensure_writer_locked()) return nullptr;
-  owner.r = r;
-  t_ring = r;
-  return r;
-}
-
-inline void runtime::push_slow(const source_location* loc, std::uint64_t t0, std::uint64_t t1,
-                               std::uint64_t idx) noexcept {
-  ring* r = t_ring;
-  if (r == nullptr) {
-    r = register_thread();
-    if (r == nullptr) return;
-  }
-  std::uint64_t h = r->head.load(std::memory_order_relaxed);
-  r->tail_cache = r->tail.load(std::memory_order_acquire);
-  if (h - r->tail_cache >= r->capacity) {
-    bool block = false;
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      block = set_.overflow == overflow_policy::block;
-      urgent_ = true;
-    }
-    cv_.notify_one();
-    for (unsigned spin = 0; h - r->tail_cache >= r->capacity; ++spin) {
-      // Give up only when nobody will ever drain this ring: tracing off or no writer.
-      if (!block || g_mode.load(std::memory_order_relaxed) < mode_tsc ||
-          !writer_running_.load(std::memory_order_acquire)) {
-        r->dropped.store(r->dropped.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-        return;
-      }
-      if (spin < 16) {
-        std::this_thread::yield();
-      } else {
-        if ((spin & 63) == 0) {
-          {
-            std::lock_guard<std::mutex> lk(mu_);
-            urgent_ = true;
-          }
-          cv_.notify_one();
-        }
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
-      }
-      r->tail_cache = r->tail.load(std::memory_order_acquire);
-    }
-  }
-  r->publish(h, loc, t0, t1, idx);
-}
-
-inline void runtime::flush() noexcept {
-  std::unique_lock<std::mutex> lk(mu_);
-  if (writer_ == nullptr) return;
-  const std::uint64_t mine = ++flush_req_;
-  cv_.notify_all();
-  flush_cv_.wait(lk, [&] { return flush_done_ >= mine || writer_ == nullptr; });
-}
-
 inline void runtime::shutdown() noexcept {
-  std::unique_lock<std::mutex> lk(mu_);
+  const busy_guard busy;
   if (g_mode.load(std::memory_order_relaxed) >= mode_tsc) {
     g_mode.store(mode_off, std::memory_order_relaxed);
   }
-  if (writer_ == nullptr) return;
-  stop_ = true;
-  cv_.notify_all();
-  std::thread* w = writer_;
-  lk.unlock();
-  w->join();
-  lk.lock();
-  delete w;
-  writer_ = nullptr;
-  writer_running_.store(false, std::memory_order_release);
-  writer_started_ = false;
-  stop_ = false;
-  flush_cv_.notify_all();
+  writer_.stop(writer_stop_limit);
 }
 
 inline trace_stats runtime::stats() noexcept {
-  std::lock_guard<std::mutex> lk(mu_);
+  const busy_guard busy;
+  std::uint64_t pushed = 0, dropped = 0;
+  threads_.totals(pushed, dropped);
+  dropped += lost_reentrant_.load(std::memory_order_relaxed) +
+             lost_no_ring_.load(std::memory_order_relaxed);
   trace_stats s;
-  std::uint64_t pushed = retired_pushed_.load(std::memory_order_relaxed);
-  std::uint64_t dropped = retired_dropped_.load(std::memory_order_relaxed);
-  for (const ring* r : rings_) {
-    pushed += r->head.load(std::memory_order_acquire);
-    dropped += r->dropped.load(std::memory_order_relaxed);
-  }
   s.recorded = pushed + dropped;
-  s.written = written_.load(std::memory_order_relaxed);
-  s.dropped = dropped + discarded_.load(std::memory_order_relaxed);
-  s.sanitized = sanitized_.load(std::memory_order_relaxed);
+  s.written = writer_.written();
+  s.dropped = dropped + writer_.discarded();
+  s.sanitized = writer_.sanitized();
   return s;
 }
 
@@ -2108,7 +3262,8 @@ inline const source_location& runtime::intern(std::string_view name, std::uint32
   std::string key(name);
   key.push_back('\0');
   key.push_back(static_cast<char>('0' + flags));
-  std::lock_guard<std::mutex> lk(mu_);
+  const busy_guard busy;
+  std::lock_guard<std::mutex> lk(intern_mu_);
   auto it = interned_.find(key);
   if (it == interned_.end()) {
     auto entry = std::make_unique<interned>();
@@ -2119,274 +3274,414 @@ inline const source_location& runtime::intern(std::string_view name, std::uint32
   return it->second->loc;
 }
 
-// ---- writer ---------------------------------------------------------------------------------
-
-inline void runtime::writer_main() noexcept {
-  std::vector<ring*>& snapshot = cycle_rings_;
-  std::vector<ring*>& finished = cycle_finished_;
-  std::unique_lock<std::mutex> lk(mu_);
-  writer_started_ = true;
-  flush_cv_.notify_all();  // a fork() waiting for the writer to start
-  bool busy = false;
-  for (;;) {
-    // A ring found more than half full is drained again at once; otherwise wake twice per
-    // interval so that an event is on disk at most one interval after it ended.
-    if (!busy) {
-      const auto period = std::max(std::chrono::milliseconds(1), set_.flush_interval / 2);
-      cv_.wait_for(lk, period, [&] { return stop_ || urgent_ || flush_req_ != flush_done_; });
+/// Frees the thread's name cache and hands its record to the writer when the thread exits.
+struct thread_exit_hook {
+  ~thread_exit_hook() {
+    t_thread.exited = true;
+    t_ring.store(nullptr, std::memory_order_relaxed);
+    if (t_thread.self != nullptr) {
+      t_thread.self->retired.store(true, std::memory_order_release);
+      t_thread.self = nullptr;
     }
-    // A busy writer would win the cycle lock back at once; let a waiting fork() go first.
-    while (forks_pending_.load(std::memory_order_relaxed) != 0) {
-      cv_.wait_for(lk, std::chrono::milliseconds(1));
-    }
-    // The cycle lock is taken before mu_, the order fork_handlers::prepare uses.
-    lk.unlock();
-    std::unique_lock<std::mutex> cycle(cycle_mu_);
-    lk.lock();
-    const std::uint64_t req = flush_req_;
-    const bool stopping = stop_;
-    urgent_ = false;
-    if (!conv_.calibrated()) {
-      // The first rate needs a baseline; 2 ms bounds the error well below a microsecond.
-      const std::uint64_t ready = conv_.started_ns() + 2000000;
-      lk.unlock();
-      while (realtime_ns() < ready) std::this_thread::sleep_for(std::chrono::microseconds(200));
-      lk.lock();
-    }
-    conv_.reanchor();
-    if (reopen_) {
-      for (ring* r : rings_) close_files(*r);
-      if (sidecar_fd_ >= 0) ::close(sidecar_fd_);
-      sidecar_fd_ = -1;
-      dir_ready_ = false;
-      io_failed_ = false;
-      reopen_ = false;
-    }
-    prefix_ = set_.log_file;
-    snapshot.assign(rings_.begin(), rings_.end());
-    lk.unlock();
-
-    const std::uint64_t cpu0 = thread_cpu_ns();
-    busy = false;
-    finished.clear();
-    for (ring* r : snapshot) {
-      const bool retired = r->retired.load(std::memory_order_acquire);
-      try {
-        busy = drain(*r) || busy;
-      } catch (...) {
-        fail_io("out of memory while formatting", prefix_, ENOMEM);
-      }
-      if (retired) finished.push_back(r);
-    }
-    if (req != flush_done_ || stopping) write_sidecar_stats();
-    writer_cpu_ns.fetch_add(thread_cpu_ns() - cpu0, std::memory_order_relaxed);
-
-    lk.lock();
-    reap_locked(finished);
-    flush_done_ = req;
-    flush_cv_.notify_all();
-    cycle.unlock();
-    if (stopping) break;
-  }
-}
-
-inline void runtime::reap_locked(std::vector<ring*>& drained_retired) {
-  for (ring* r : drained_retired) {
-    retired_pushed_.fetch_add(r->head.load(std::memory_order_relaxed), std::memory_order_relaxed);
-    retired_dropped_.fetch_add(r->dropped.load(std::memory_order_relaxed),
-                               std::memory_order_relaxed);
-    close_files(*r);
-    rings_.erase(std::remove(rings_.begin(), rings_.end(), r), rings_.end());
-    delete r;
-  }
-  drained_retired.clear();
-}
-
-inline void runtime::close_files(ring& r) {
-  if (r.fd_worker >= 0) ::close(r.fd_worker);
-  if (r.fd_main >= 0) ::close(r.fd_main);
-  r.fd_worker = r.fd_main = -1;
-}
-
-inline const runtime::name_entry& runtime::lookup_name(const source_location* loc) {
-  const auto h = (reinterpret_cast<std::uintptr_t>(loc) >> 4) & 255u;
-  cache_slot& slot = name_cache_[h];
-  if (slot.key == loc) return *slot.value;
-  auto it = names_.find(loc);
-  if (it == names_.end()) {
-    name_entry e;
-    e.text = "S";
-    e.text += loc->name != nullptr ? loc->name : "";
-    e.sanitized = sanitize_name(e.text);
-    it = names_.emplace(loc, std::move(e)).first;  // node-based: references stay valid
-  }
-  slot.key = loc;
-  slot.value = &it->second;
-  return it->second;
-}
-
-inline void runtime::format(const event& e, out_buffer& out) {
-  const name_entry& n = lookup_name(e.loc);
-  char* p = out.reserve(n.text.size() + 64);
-  char* const begin = p;
-  std::memcpy(p, n.text.data(), n.text.size());
-  p += n.text.size();
-  const std::uint32_t flags = e.loc->flags;
-  if ((flags & flag_indexed) != 0) {
-    *p++ = '_';
-    p = std::to_chars(p, p + 20, e.idx).ptr;
-  }
-  *p++ = ',';
-  const std::uint64_t start = conv_.to_ns(e.t0);
-  std::uint64_t dur = 1000;
-  if ((flags & flag_fixed_1us) == 0) {
-    const std::uint64_t end = conv_.to_ns(e.t1);
-    dur = end > start ? end - start : 0;
-  }
-  p = write_epoch_ns(p, start);
-  *p++ = ',';
-  p = std::to_chars(p, p + 20, dur).ptr;
-  *p++ = '\n';
-  out.commit(static_cast<std::size_t>(p - begin));
-  ++out.count;
-  if (n.sanitized) ++out.sanitized;
-}
-
-inline bool runtime::drain(ring& r) {
-  std::uint64_t tail = r.tail.load(std::memory_order_relaxed);
-  const std::uint64_t head = r.head.load(std::memory_order_acquire);
-  const bool busy = head - tail > r.capacity / 2;
-  if (io_failed_) {
-    discarded_.fetch_add(head - tail, std::memory_order_relaxed);
-    r.tail.store(head, std::memory_order_release);
-    return false;
-  }
-  if (!r.announced && head != tail) announce(r);
-  constexpr std::size_t flush_bytes = 1u << 18;
-  while (tail != head) {
-    const std::uint64_t chunk = std::min<std::uint64_t>(head - tail, 4096);
-    for (std::uint64_t i = 0; i < chunk; ++i) {
-      const event& e = r.buf[(tail + i) & r.mask];
-      format(e, (e.loc->flags & flag_main) != 0 ? main_buf_ : worker_buf_);
-    }
-    tail += chunk;
-    r.tail.store(tail, std::memory_order_release);  // slots are copied out: hand them back
-    if (worker_buf_.size() >= flush_bytes) write_out(r, worker_buf_, false);
-    if (main_buf_.size() >= flush_bytes) write_out(r, main_buf_, true);
-  }
-  write_out(r, worker_buf_, false);
-  write_out(r, main_buf_, true);
-  return busy;
-}
-
-inline int runtime::open_append(const std::string& path) {
-  if (!dir_ready_) {
-    // Create the prefix's directory (mkdir -p), as a user expects from a log path.
-    const auto slash = prefix_.rfind('/');
-    if (slash != std::string::npos && slash > 0) {
-      const std::string dir = prefix_.substr(0, slash);
-      for (std::size_t i = 1; i <= dir.size(); ++i) {
-        if (i == dir.size() || dir[i] == '/') ::mkdir(dir.substr(0, i).c_str(), 0777);
-      }
-    }
-    dir_ready_ = true;
-  }
-  int fd = -1;
-  do {
-    fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  } while (fd < 0 && errno == EINTR);
-  if (fd < 0) fail_io("cannot open trace file", path, errno);
-  return fd;
-}
-
-inline void runtime::write_out(ring& r, out_buffer& buf, bool main_file) {
-  if (buf.size() == 0) return;
-  int& fd = main_file ? r.fd_main : r.fd_worker;
-  std::string path;
-  if (fd < 0 && !io_failed_) {
-    path = prefix_ + (main_file ? "_main_pid_" : "_worker_pid_") + std::to_string(r.tid);
-    fd = open_append(path);
-  }
-  if (!io_failed_ && write_all(fd, buf.data(), buf.size())) {
-    written_.fetch_add(buf.count, std::memory_order_relaxed);
-    sanitized_.fetch_add(buf.sanitized, std::memory_order_relaxed);
-  } else {
-    if (!io_failed_) {
-      fail_io("cannot write trace file",
-              prefix_ + (main_file ? "_main_pid_" : "_worker_pid_") + std::to_string(r.tid), errno);
-    }
-    discarded_.fetch_add(buf.count, std::memory_order_relaxed);
-  }
-  buf.clear();
-}
-
-inline bool runtime::write_all(int fd, const char* p, std::size_t n) {
-  while (n > 0) {
-    const ssize_t w = ::write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    p += w;
-    n -= static_cast<std::size_t>(w);
-  }
-  return true;
-}
-
-inline void runtime::fail_io(const char* what, const std::string& path, int err) {
-  if (io_failed_) return;
-  io_failed_ = true;
-  g_mode.store(mode_off, std::memory_order_relaxed);
-  std::string msg = std::string(what) + " '" + path + "': " + std::strerror(err) +
-                    "; tracing disabled for this process";
-  warn(msg.c_str());
-}
-
-inline void runtime::announce(ring& r) {
-  r.announced = true;
-  write_sidecar_line("thread " + std::to_string(r.tid) + " " + r.thread_name + "\n");
-}
-
-inline void runtime::write_sidecar_line(const std::string& line) {
-  if (io_failed_) return;
-  const std::uint64_t pid = static_cast<std::uint64_t>(::getpid());
-  if (sidecar_fd_ < 0 || sidecar_pid_ != pid) {
-    const auto slash = prefix_.rfind('/');
-    const std::string dir =
-        slash == std::string::npos ? std::string(".") : prefix_.substr(0, slash);
-    const std::string base = slash == std::string::npos ? prefix_ : prefix_.substr(slash + 1);
-    const std::string path = dir + "/." + base + ".lotus-meta_" + std::to_string(pid);
-    sidecar_fd_ = open_append(path);
-    sidecar_pid_ = pid;
-    if (sidecar_fd_ < 0) return;
-    std::string head = "lotus-meta 1\nversion " LOTUS_VERSION_STRING "\npid " +
-                       std::to_string(pid) + "\nppid " + std::to_string(::getppid()) + "\nprefix " +
-                       base + "\nclock " + (conv_.mode() == mode_tsc ? "tsc " : "realtime ");
-    char rate[64];
-    std::snprintf(rate, sizeof rate, "%.9f\n", conv_.ns_per_tick());
-    head += rate;
-    if (!write_all(sidecar_fd_, head.data(), head.size())) {
-      fail_io("cannot write trace metadata", path, errno);
-      return;
+    if (name_cache* c = t_names) {
+      t_names = nullptr;
+      std::free(c->slots);
+      delete c;
     }
   }
-  if (!write_all(sidecar_fd_, line.data(), line.size())) {
-    fail_io("cannot write trace metadata", prefix_, errno);
-  }
+};
+
+inline void arm_thread_exit() noexcept {
+  static thread_local thread_exit_hook hook;
+  static_cast<void>(hook);
 }
 
-inline void runtime::write_sidecar_stats() {
-  if (io_failed_ || sidecar_fd_ < 0) return;
-  const trace_stats s = stats();
-  write_sidecar_line("stats " + std::to_string(s.recorded) + " " + std::to_string(s.written) + " " +
-                     std::to_string(s.dropped) + " " + std::to_string(s.sanitized) + "\n");
+const source_location* runtime::intern_dynamic(const char* name, std::size_t size,
+                                               std::uint64_t hash) noexcept {
+  if (t_thread.busy != 0 || t_thread.exited) {
+    count_lost(lost_reentrant_);
+    return nullptr;
+  }
+  const source_location* loc = nullptr;
+  try {
+    loc = &intern(std::string_view(name, size), 0);
+  } catch (...) {
+    diag(topic::no_memory,
+         "out of memory interning a LOTUS_SCOPE_DYNAMIC name; the scope is dropped");
+    count_lost(lost_no_ring_);
+    return nullptr;
+  }
+  // Remember it on this thread (up to 4096 names: a larger working set still works, with the lock).
+  const busy_guard busy;
+  arm_thread_exit();
+  name_cache* c = t_names;
+  if (c == nullptr) {
+    c = new (std::nothrow) name_cache();
+    if (c == nullptr) return loc;
+    c->slots = static_cast<name_cache::slot*>(std::calloc(64, sizeof(name_cache::slot)));
+    if (c->slots == nullptr) {
+      delete c;
+      return loc;
+    }
+    c->mask = 63;
+    t_names = c;
+  }
+  if (2 * (c->used + 1) > c->mask + 1) {
+    const std::size_t cap = 2 * (c->mask + 1);
+    if (cap > 8192) return loc;
+    auto* slots = static_cast<name_cache::slot*>(std::calloc(cap, sizeof(name_cache::slot)));
+    if (slots == nullptr) return loc;
+    for (std::size_t i = 0; i <= c->mask; ++i) {
+      const name_cache::slot& s = c->slots[i];
+      if (s.loc == nullptr) continue;
+      std::size_t j = static_cast<std::size_t>(s.hash) & (cap - 1);
+      while (slots[j].loc != nullptr) j = (j + 1) & (cap - 1);
+      slots[j] = s;
+    }
+    std::free(c->slots);
+    c->slots = slots;
+    c->mask = cap - 1;
+  }
+  std::size_t j = static_cast<std::size_t>(hash) & c->mask;
+  while (c->slots[j].loc != nullptr) j = (j + 1) & c->mask;
+  c->slots[j] = name_cache::slot{hash, size, loc};
+  ++c->used;
+  return loc;
 }
+
+inline ring* runtime::register_thread() noexcept {
+  arm_thread_exit();
+  const std::size_t first =
+      std::min<std::size_t>(ring_initial, max_capacity_.load(std::memory_order_relaxed));
+  thread_state* t = thread_registry::make(first);
+  if (t == nullptr || !threads_.add(t)) {
+    if (t != nullptr) thread_registry::destroy(t);
+    t_thread.failed = true;
+    diag(topic::no_memory,
+         "cannot allocate a trace ring for thread %llu; its events are dropped (counted)",
+         static_cast<unsigned long long>(current_tid()));
+    count_lost(lost_no_ring_);
+    return nullptr;
+  }
+  t_thread.self = t;
+  if (!writer_.start()) return nullptr;
+  return t->current.load(std::memory_order_relaxed);
+}
+
+inline ring* runtime::push_full(ring* r, const source_location* loc, std::uint64_t t0,
+                                std::uint64_t t1, std::uint64_t idx) noexcept {
+  const std::uint64_t h = r->head.load(std::memory_order_relaxed);
+  r->tail_cache = r->tail.load(std::memory_order_acquire);
+  if (h - r->tail_cache < r->capacity) {
+    r->publish(h, loc, t0, t1, idx);
+    return r;
+  }
+  // Grow: a segment twice as large continues the indices; the writer drains the old one first.
+  const std::size_t max = max_capacity_.load(std::memory_order_relaxed);
+  if (r->capacity < max) {
+    ring* bigger = ring::make(std::min<std::uint64_t>(r->capacity * 2, max), h, r->owner);
+    if (bigger != nullptr) {
+      bigger->publish(h, loc, t0, t1, idx);
+      r->owner->current.store(bigger, std::memory_order_release);
+      r->next.store(bigger, std::memory_order_release);
+      return bigger;
+    }
+    diag(topic::no_memory,
+         "cannot allocate a larger trace ring (out of memory); the thread keeps %llu events and "
+         "waits for the writer (LOTUS_OVERFLOW=block) or drops (drop)",
+         static_cast<unsigned long long>(r->capacity));
+  }
+  writer_.nudge();
+  for (unsigned spin = 0; h - r->tail_cache >= r->capacity; ++spin) {
+    // Give up only when nobody will ever drain this ring: tracing off or no writer.
+    if (!block_.load(std::memory_order_relaxed) ||
+        g_mode.load(std::memory_order_relaxed) < mode_tsc || !writer_.running()) {
+      r->owner->dropped.fetch_add(1, std::memory_order_relaxed);
+      return r;
+    }
+    if (spin < 16) {
+      std::this_thread::yield();
+    } else {
+      if ((spin & 63) == 0) writer_.nudge();
+      const timespec ts{0, 50000};
+      nanosleep(&ts, nullptr);
+    }
+    r->tail_cache = r->tail.load(std::memory_order_acquire);
+  }
+  r->publish(h, loc, t0, t1, idx);
+  return r;
+}
+
+void runtime::push_slow(const source_location* loc, std::uint64_t t0, std::uint64_t t1,
+                        std::uint64_t idx) noexcept {
+  thread_local_state& me = t_thread;
+  ring* r = t_ring.load(std::memory_order_relaxed);
+  // Re-entered from a signal handler while this thread was inside lotus (a push in progress has
+  // cleared t_ring; the cold path holds `busy`): taking a slot now would race the interrupted
+  // push, and waiting could deadlock. Count it.
+  if (me.busy != 0 || (me.self != nullptr && r == nullptr)) {
+    count_lost(lost_reentrant_);
+    return;
+  }
+  if (me.exited) return;  // after the thread's exit hook: not recorded
+  if (me.failed) {
+    count_lost(lost_no_ring_);
+    return;
+  }
+  const busy_guard busy;
+  t_ring.store(nullptr, std::memory_order_relaxed);
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  if (r == nullptr) {
+    r = register_thread();
+    if (r == nullptr) return;
+  }
+  r = push_full(r, loc, t0, t1, idx);
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  t_ring.store(r, std::memory_order_relaxed);
+}
+
+// ---- process events ---------------------------------------------------------------------------
+
+/// fork(): the child keeps the settings, drops the parent's threads and files, and starts its own
+/// writer on its first event; the parent's writer writes every event recorded before the fork.
+/// fork() waits for a writer cycle in progress to end, so the child never inherits a lock the
+/// writer held mid-cycle (an allocator without fork handlers, such as GCC 12's AddressSanitizer,
+/// would otherwise deadlock the child).
+inline void runtime::fork_prepare() noexcept {
+  runtime* rt = g_runtime;
+  rt->mu_.lock();
+  rt->writer_.fork_prepare();
+  rt->threads_.mutex().lock();
+  rt->intern_mu_.lock();
+}
+
+inline void runtime::fork_parent() noexcept {
+  runtime* rt = g_runtime;
+  rt->intern_mu_.unlock();
+  rt->threads_.mutex().unlock();
+  rt->writer_.fork_parent();
+  rt->mu_.unlock();
+}
+
+inline void runtime::fork_child() noexcept {
+  runtime* old = g_runtime;
+  old->intern_mu_.unlock();
+  old->threads_.mutex().unlock();
+  old->writer_.fork_child(old->threads_.all_locked());
+  old->mu_.unlock();
+  t_ring.store(nullptr, std::memory_order_relaxed);
+  t_thread.self = nullptr;
+  auto* fresh = new (std::nothrow) runtime();
+  if (fresh == nullptr) {
+    g_mode.store(mode_off, std::memory_order_relaxed);
+    return;
+  }
+  try {
+    fresh->initialized_ = true;
+    fresh->env_ = old->env_;
+    fresh->user_ = old->user_;
+    fresh->set_ = old->set_;
+    fresh->clock_mode_ = old->clock_mode_;
+    fresh->max_capacity_.store(old->max_capacity_.load());
+    fresh->block_.store(old->block_.load());
+    fresh->writer_.adopt_clock(old->writer_.clock_model());
+    fresh->writer_.set_sidecar_info(sidecar_host_lines());
+    fresh->writer_.set_stats_source(&stats_line);
+    fresh->writer_.retarget(old->set_.log_file, old->set_.flush_interval);
+    fresh->interned_.swap(old->interned_);  // interned locations must stay valid
+  } catch (...) {
+    g_mode.store(mode_off, std::memory_order_relaxed);
+  }
+  fresh->parent_ = old;  // the parent's runtime and rings stay allocated (and reachable)
+  g_runtime = fresh;
+}
+
+// ---- entry points (entry.hpp) -----------------------------------------------------------------
+
+LOTUS_DETAIL_API std::uint64_t now_ticks_slow(int mode) noexcept {
+  if (mode == mode_manual) {
+    const test_hooks::clock_fn f = test_hooks::manual_clock.load(std::memory_order_relaxed);
+    if (f != nullptr) return f();
+  }
+  return realtime_ns();
+}
+
+LOTUS_DETAIL_API void push_slow(const source_location* loc, std::uint64_t t0, std::uint64_t t1,
+                                std::uint64_t idx) noexcept {
+  runtime::get().push_slow(loc, t0, t1, idx);
+}
+
+LOTUS_DETAIL_API int initialize_mode() noexcept {
+  if (t_thread.busy != 0) return mode_off;  // a signal handler interrupting initialization
+  runtime::get().initialize();
+  return g_mode.load(std::memory_order_relaxed);
+}
+
+LOTUS_DETAIL_API const source_location& intern(std::string_view name, std::uint32_t flags) {
+  return runtime::get().intern(name, flags);
+}
+
+LOTUS_DETAIL_API const source_location* intern_dynamic(const char* name, std::size_t size,
+                                                       std::uint64_t hash) noexcept {
+  return runtime::get().intern_dynamic(name, size, hash);
+}
+
+LOTUS_DETAIL_API void api_configure(const options& opts) { runtime::get().configure(opts); }
+
+LOTUS_DETAIL_API void api_flush() noexcept {
+  if (g_mode.load(std::memory_order_relaxed) != mode_uninit) runtime::get().flush();
+}
+
+LOTUS_DETAIL_API void api_shutdown() noexcept {
+  if (g_mode.load(std::memory_order_relaxed) != mode_uninit) runtime::get().shutdown();
+}
+
+LOTUS_DETAIL_API trace_stats api_stats() noexcept {
+  if (g_mode.load(std::memory_order_relaxed) == mode_uninit) return {};
+  return runtime::get().stats();
+}
+
+LOTUS_DETAIL_API std::uint64_t writer_cpu_ns() noexcept { return runtime::get().writer_cpu_ns(); }
 
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
 #endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_RUNTIME_HPP
 // ---- end lotus/detail/runtime.hpp ----
+#endif
+#endif  // LOTUS_AMALGAMATED_LOTUS_CLOCK_HPP
+// ---- end lotus/clock.hpp ----
+// ---- begin lotus/detail/name_cache.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_NAME_CACHE_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_NAME_CACHE_HPP
+// lotus — the per-thread cache of LOTUS_SCOPE_DYNAMIC names (internal)
+// SPDX-License-Identifier: MIT
+
+#include <cstddef>  // size_t
+#include <cstdint>  // uint64_t
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+
+struct source_location;
+
+namespace detail {
+
+/// A thread's cache of interned run-time names: open addressing, no lock (one owner thread).
+struct name_cache {
+  struct slot {
+    std::uint64_t hash;
+    std::size_t size;
+    const source_location* loc;
+  };
+  std::size_t mask = 0;  // capacity - 1
+  std::size_t used = 0;
+  slot* slots = nullptr;
+};
+inline thread_local name_cache* t_names = nullptr;
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_NAME_CACHE_HPP
+// ---- end lotus/detail/name_cache.hpp ----
+// ---- begin lotus/detail/ring.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_RING_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_RING_HPP
+// lotus — the per-thread single-producer/single-consumer event ring (internal)
+// SPDX-License-Identifier: MIT
+
+#include <atomic>   // atomic, atomic_signal_fence
+#include <cstddef>  // size_t
+#include <cstdint>  // uint64_t
+#include <cstdlib>  // malloc, free
+#include <new>      // nothrow
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+
+struct source_location;
+
+namespace detail {
+
+/// One trace event: 32 bytes, no pointers to owned memory, formatted later by the writer.
+struct event {
+  const source_location* loc;
+  std::uint64_t t0;   // raw ticks at scope entry
+  std::uint64_t t1;   // raw ticks at scope exit
+  std::uint64_t idx;  // batch index for indexed records
+};
+
+struct thread_state;
+
+/// One segment of a thread's event queue. The owner thread advances `head` (release), the writer
+/// `tail`. A thread starts with a small segment; when it fills, the owner links a segment twice as
+/// large (up to LOTUS_RING_CAPACITY) through `next` and writes there; the writer drains the old
+/// one, follows `next` and frees it. Indices continue across segments, so `head` of the current
+/// segment is the thread's event count. Producer and consumer fields sit on separate cache lines.
+struct alignas(64) ring {
+  // --- producer side ---
+  std::atomic<std::uint64_t> head{0};
+  std::uint64_t tail_cache = 0;  // producer's last view of `tail`
+  event* buf = nullptr;
+  std::uint64_t mask = 0;
+  std::uint64_t capacity = 0;
+  thread_state* owner = nullptr;
+
+  // --- consumer side ---
+  alignas(64) std::atomic<std::uint64_t> tail{0};
+  std::atomic<ring*> next{nullptr};  // set by the producer after its last push here
+
+  /// A segment of `capacity` (a power of two) events whose first index is `base`; nullptr when out
+  /// of memory. The slots are not zeroed: a slot is read only after it was published.
+  static ring* make(std::uint64_t cap, std::uint64_t base, thread_state* owner) noexcept {
+    auto* slots = static_cast<event*>(std::malloc(static_cast<std::size_t>(cap) * sizeof(event)));
+    if (slots == nullptr) return nullptr;
+    ring* r = new (std::nothrow) ring();
+    if (r == nullptr) {
+      std::free(slots);
+      return nullptr;
+    }
+    r->buf = slots;
+    r->capacity = cap;
+    r->mask = cap - 1;
+    r->owner = owner;
+    r->head.store(base, std::memory_order_relaxed);
+    r->tail.store(base, std::memory_order_relaxed);
+    r->tail_cache = base;
+    return r;
+  }
+
+  static void destroy(ring* r) noexcept {
+    if (r == nullptr) return;
+    std::free(r->buf);
+    delete r;
+  }
+
+  /// Fill slot `h` (known to be free) and publish it to the writer.
+  void publish(std::uint64_t h, const source_location* loc, std::uint64_t t0, std::uint64_t t1,
+               std::uint64_t idx) noexcept {
+    event& e = buf[h & mask];
+    e.loc = loc;
+    e.t0 = t0;
+    e.t1 = t1;
+    e.idx = idx;
+    head.store(h + 1, std::memory_order_release);
+  }
+};
+
+/// The calling thread's current segment. It is also the thread's re-entrancy guard: the fast push
+/// sets it to nullptr while it works, so a signal handler that records on this thread in between
+/// takes the slow path, which sees the thread busy and counts a drop instead of racing for a slot.
+inline thread_local std::atomic<ring*> t_ring{nullptr};
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_RING_HPP
+// ---- end lotus/detail/ring.hpp ----
 #endif
 
 namespace lotus {
@@ -2395,32 +3690,30 @@ namespace detail {
 
 #ifndef LOTUS_DISABLE
 
-/// Append one event to the calling thread's ring: a few stores and a release, no lock.
+/// Append one event to the calling thread's ring: a few stores and a release, no lock. The ring
+/// pointer is cleared around the claim of a slot (see t_ring): a signal handler recording on this
+/// thread in that window goes to push_slow, which counts it instead of taking the same slot.
 LOTUS_DETAIL_FORCE_INLINE void push(const source_location* loc, std::uint64_t t0, std::uint64_t t1,
                                     std::uint64_t idx) noexcept {
-  ring* r = t_ring;
+  ring* r = t_ring.load(std::memory_order_relaxed);
   if (LOTUS_DETAIL_LIKELY(r != nullptr)) {
+    t_ring.store(nullptr, std::memory_order_relaxed);
+    std::atomic_signal_fence(std::memory_order_seq_cst);
     const std::uint64_t h = r->head.load(std::memory_order_relaxed);
-    if (LOTUS_DETAIL_LIKELY(h - r->tail_cache < r->capacity)) {
-      r->publish(h, loc, t0, t1, idx);
-      return;
-    }
+    const bool room = h - r->tail_cache < r->capacity;
+    if (LOTUS_DETAIL_LIKELY(room)) r->publish(h, loc, t0, t1, idx);
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    t_ring.store(r, std::memory_order_relaxed);
+    if (LOTUS_DETAIL_LIKELY(room)) return;
   }
-  runtime::get().push_slow(loc, t0, t1, idx);
+  push_slow(loc, t0, t1, idx);
 }
 
 /// Tracing mode after lazy initialization (reads the environment on the first call).
 LOTUS_DETAIL_FORCE_INLINE int active_mode() noexcept {
   const int m = g_mode.load(std::memory_order_relaxed);
   if (LOTUS_DETAIL_LIKELY(m != mode_uninit)) return m;
-  runtime::get().initialize();
-  return g_mode.load(std::memory_order_relaxed);
-}
-
-/// First use in this process: read the environment, return the tracing mode (cold path).
-LOTUS_DETAIL_NOINLINE inline int initialize_mode() noexcept {
-  runtime::get().initialize();
-  return g_mode.load(std::memory_order_relaxed);
+  return initialize_mode();
 }
 
 /// Record an event with explicit raw timestamps (used by batch_tracker).
@@ -2429,9 +3722,50 @@ inline void emit(const source_location& loc, std::uint64_t t0, std::uint64_t t1,
   if (g_mode.load(std::memory_order_relaxed) >= mode_tsc) push(&loc, t0, t1, idx);
 }
 
-/// Process-lifetime location for a run-time name (interned once per distinct name and flags).
-inline const source_location& intern(std::string_view name, std::uint32_t flags = 0) {
-  return runtime::get().intern(name, flags);
+/// Hash of a run-time name for the per-thread name cache: whole words, no per-byte loop.
+LOTUS_DETAIL_FORCE_INLINE std::uint64_t name_hash(const char* p, std::size_t n) noexcept {
+  constexpr std::uint64_t k = 0x9E3779B97F4A7C15ull;
+  std::uint64_t a = 0, b = 0;
+  if (n >= 8) {
+    std::uint64_t h = n * k;
+    const char* const last = p + n - 8;
+    for (; p < last; p += 8) {
+      std::memcpy(&a, p, 8);
+      h = (h ^ a) * k;
+      h ^= h >> 29;
+    }
+    std::memcpy(&b, last, 8);
+    h = (h ^ b) * k;
+    return h ^ (h >> 32);
+  }
+  if (n >= 4) {
+    std::uint32_t x = 0, y = 0;
+    std::memcpy(&x, p, 4);
+    std::memcpy(&y, p + n - 4, 4);
+    a = (static_cast<std::uint64_t>(x) << 32) | y;
+  } else if (n > 0) {
+    a = (static_cast<std::uint64_t>(static_cast<unsigned char>(p[0])) << 16) |
+        (static_cast<std::uint64_t>(static_cast<unsigned char>(p[n / 2])) << 8) |
+        static_cast<unsigned char>(p[n - 1]);
+  }
+  const std::uint64_t h = (a ^ (n * k)) * k;
+  return h ^ (h >> 32);
+}
+
+/// The interned location of `name` for LOTUS_SCOPE_DYNAMIC: the thread's cache, else the runtime.
+LOTUS_DETAIL_FORCE_INLINE const source_location* dynamic_location(std::string_view name) noexcept {
+  const std::uint64_t h = name_hash(name.data(), name.size());
+  if (const name_cache* c = t_names) {
+    for (std::size_t i = static_cast<std::size_t>(h) & c->mask;; i = (i + 1) & c->mask) {
+      const name_cache::slot& s = c->slots[i];
+      if (s.loc == nullptr) break;
+      if (s.hash == h && s.size == name.size() &&
+          std::memcmp(s.loc->name, name.data(), name.size()) == 0) {
+        return s.loc;
+      }
+    }
+  }
+  return intern_dynamic(name.data(), name.size(), h);
 }
 
 /// Marker for scope_timer's run-time-name constructor.
@@ -2461,16 +3795,12 @@ class scope_timer {
     }
   }
 
-  /// Run-time name: interned only when tracing is on.
+  /// Run-time name: looked up (interned on first use) only when tracing is on.
   scope_timer(detail::dynamic_name_tag, std::string_view name) noexcept {
     const int m = detail::active_mode();
     if (m >= detail::mode_tsc) {
-      try {
-        loc_ = &detail::intern(name);
-      } catch (...) {
-        return;
-      }
-      t0_ = detail::now_ticks(m);
+      loc_ = detail::dynamic_location(name);
+      if (loc_ != nullptr) t0_ = detail::now_ticks(m);
     }
   }
 
@@ -2507,10 +3837,2352 @@ class scope_timer {
 
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
+
+#if !defined(LOTUS_DISABLE) && !defined(LOTUS_COMPILED_LIB)
+// ---- begin lotus/detail/runtime.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_RUNTIME_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_RUNTIME_HPP
+// lotus — the tracing runtime: settings, thread registration, full rings, process events (internal)
+// SPDX-License-Identifier: MIT
+
+#include <pthread.h>  // pthread_atfork
+#include <unistd.h>   // gethostname
+
+#include <algorithm>      // min
+#include <atomic>         // atomic
+#include <chrono>         // milliseconds
+#include <cstdint>        // uint64_t
+#include <cstdlib>        // atexit, malloc
+#include <memory>         // unique_ptr
+#include <mutex>          // mutex
+#include <string>         // string
+#include <string_view>    // string_view
+#include <thread>         // yield
+#include <unordered_map>  // unordered_map
+
+// ---- begin lotus/clock.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_CLOCK_HPP
+#define LOTUS_AMALGAMATED_LOTUS_CLOCK_HPP
+// lotus — timestamp sources on the hot path: the TSC, or clock_gettime
+// SPDX-License-Identifier: MIT
+
+#include <time.h>  // clock_gettime
+
+#include <atomic>   // atomic
+#include <cstdint>  // uint64_t
+
+// ---- begin lotus/detail/entry.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_ENTRY_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_ENTRY_HPP
+// lotus — the runtime's cold entry points, declared for the hot-path headers (internal)
+// SPDX-License-Identifier: MIT
+
+#include <cstddef>      // size_t
+#include <cstdint>      // uint64_t
+#include <string_view>  // string_view
+
+
+// Header-only mode defines these in lotus/detail/runtime.hpp (reached through scope.hpp and
+// trace.hpp); with LOTUS_COMPILED_LIB they are defined once, in the TU that includes
+// <lotus/src.hpp>, and the hot-path headers see only these declarations.
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+
+struct source_location;
+struct options;
+struct trace_stats;
+
+namespace detail {
+
+/// Epoch ns for the non-TSC clocks (realtime, or a test's manual clock).
+LOTUS_DETAIL_API std::uint64_t now_ticks_slow(int mode) noexcept;
+
+/// First event of a thread, a full ring, or a push that interrupted lotus on the same thread (a
+/// signal handler): never throws, never blocks inside a signal handler, counts what it drops.
+LOTUS_DETAIL_API void push_slow(const source_location* loc, std::uint64_t t0, std::uint64_t t1,
+                                std::uint64_t idx) noexcept;
+
+/// First use in this process: read the environment; returns the tracing mode.
+LOTUS_DETAIL_API int initialize_mode() noexcept;
+
+/// Process-lifetime location for a run-time name (interned once per distinct name and flags).
+LOTUS_DETAIL_API const source_location& intern(std::string_view name, std::uint32_t flags = 0);
+
+/// LOTUS_SCOPE_DYNAMIC's miss in the thread's name cache: intern, then remember it on this thread.
+/// nullptr when out of memory (the scope is then not recorded).
+LOTUS_DETAIL_API const source_location* intern_dynamic(const char* name, std::size_t size,
+                                                       std::uint64_t hash) noexcept;
+
+LOTUS_DETAIL_API void api_configure(const options& opts);
+LOTUS_DETAIL_API void api_flush() noexcept;
+LOTUS_DETAIL_API void api_shutdown() noexcept;
+LOTUS_DETAIL_API trace_stats api_stats() noexcept;
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_ENTRY_HPP
+// ---- end lotus/detail/entry.hpp ----
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// Tracing state and clock in one word, so the hot path pays a single relaxed load.
+enum : int { mode_uninit = 0, mode_off = 1, mode_tsc = 2, mode_realtime = 3, mode_manual = 4 };
+inline std::atomic<int> g_mode{mode_uninit};
+
+inline std::uint64_t realtime_ns() noexcept {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ull +
+         static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+LOTUS_DETAIL_FORCE_INLINE std::uint64_t read_tsc() noexcept {
+#if LOTUS_DETAIL_X86
+  return __builtin_ia32_rdtsc();
+#else
+  return realtime_ns();
+#endif
+}
+
+/// Raw ticks in the unit of `mode` (TSC cycles, or epoch ns for the other clocks).
+LOTUS_DETAIL_FORCE_INLINE std::uint64_t now_ticks(int mode) noexcept {
+  if (LOTUS_DETAIL_LIKELY(mode == mode_tsc)) return read_tsc();
+  return now_ticks_slow(mode);
+}
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+
+#if !defined(LOTUS_DISABLE) && !defined(LOTUS_COMPILED_LIB)
+#endif
+#endif  // LOTUS_AMALGAMATED_LOTUS_CLOCK_HPP
+// ---- end lotus/clock.hpp ----
+// ---- begin lotus/detail/calibration.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_CALIBRATION_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_CALIBRATION_HPP
+// lotus — TSC trust and calibration: invariant-TSC check, ticks to epoch ns (internal)
+// SPDX-License-Identifier: MIT
+
+#include <cstdint>  // uint64_t
+#include <cstdio>   // FILE, fopen
+#include <cstring>  // strncmp
+
+
+#if LOTUS_DETAIL_X86
+#  include <cpuid.h>  // __get_cpuid
+#endif
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// True when the TSC is invariant (CPUID) and the kernel itself keeps time with it.
+inline bool tsc_is_reliable() noexcept {
+#if LOTUS_DETAIL_X86
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid(0x80000000u, &a, &b, &c, &d) == 0 || a < 0x80000007u) return false;
+  if (__get_cpuid(0x80000007u, &a, &b, &c, &d) == 0 || (d & (1u << 8)) == 0) return false;
+  std::FILE* f =
+      std::fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "re");
+  if (f == nullptr) return false;
+  char buf[32] = {};
+  const bool ok = std::fgets(buf, sizeof buf, f) != nullptr && std::strncmp(buf, "tsc", 3) == 0;
+  std::fclose(f);
+  return ok;
+#else
+  return false;
+#endif
+}
+
+/// Linear map from raw ticks to epoch ns. Owned by the writer thread: it re-anchors on every cycle
+/// and refines the rate over the whole run, so conversion error stays far below a microsecond.
+class tick_converter {
+ public:
+  void start(int mode) noexcept {
+    mode_ = mode;
+    if (mode_ != mode_tsc) return;
+    sample(first_tsc_, first_ns_);
+    anchor_tsc_ = first_tsc_;
+    anchor_ns_ = first_ns_;
+  }
+
+  /// Take a fresh (tsc, realtime) pair; needs >= 2 ms since start() for a first rate.
+  void reanchor() noexcept {
+    if (mode_ != mode_tsc) return;
+    std::uint64_t t = 0, ns = 0;
+    sample(t, ns);
+    if (t <= first_tsc_ || ns <= first_ns_) return;  // clock stepped backwards: keep the old model
+    const double rate = static_cast<double>(ns - first_ns_) / static_cast<double>(t - first_tsc_);
+    if (rate > 0.001 && rate < 100.0) {
+      ns_per_tick_ = rate;
+      anchor_tsc_ = t;
+      anchor_ns_ = ns;
+      calibrated_ = true;
+    }
+  }
+
+  bool calibrated() const noexcept { return mode_ != mode_tsc || calibrated_; }
+  std::uint64_t started_ns() const noexcept { return first_ns_; }
+  double ns_per_tick() const noexcept { return mode_ == mode_tsc ? ns_per_tick_ : 1.0; }
+  int mode() const noexcept { return mode_; }
+
+  std::uint64_t to_ns(std::uint64_t ticks) const noexcept {
+    if (mode_ != mode_tsc) return ticks;
+    const double delta = static_cast<double>(static_cast<std::int64_t>(ticks - anchor_tsc_));
+    return anchor_ns_ + static_cast<std::uint64_t>(static_cast<std::int64_t>(delta * ns_per_tick_));
+  }
+
+ private:
+  // Bracket clock_gettime between two TSC reads and keep the tightest of a few tries.
+  static void sample(std::uint64_t& tsc, std::uint64_t& ns) noexcept {
+    std::uint64_t best = ~0ull;
+    for (int i = 0; i < 7; ++i) {
+      const std::uint64_t a = read_tsc();
+      const std::uint64_t r = realtime_ns();
+      const std::uint64_t b = read_tsc();
+      if (b - a < best) {
+        best = b - a;
+        tsc = a + (b - a) / 2;
+        ns = r;
+      }
+    }
+  }
+
+  int mode_ = mode_realtime;
+  bool calibrated_ = false;
+  std::uint64_t first_tsc_ = 0, first_ns_ = 0;
+  std::uint64_t anchor_tsc_ = 0, anchor_ns_ = 0;
+  double ns_per_tick_ = 1.0;
+};
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_CALIBRATION_HPP
+// ---- end lotus/detail/calibration.hpp ----
+// ---- begin lotus/detail/diagnostics.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_DIAGNOSTICS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_DIAGNOSTICS_HPP
+// lotus — the one diagnostics sink: `lotus: ...` on stderr, once per topic (internal)
+// SPDX-License-Identifier: MIT
+
+#include <errno.h>   // errno
+#include <unistd.h>  // write
+
+#include <atomic>   // atomic
+#include <cstdarg>  // va_list
+#include <cstdio>   // vsnprintf
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// What a message is about. Each topic prints at most once per process, so a flood of one failure
+/// never hides the first report of another (a bad LOTUS_MAP_* value does not silence the perf
+/// FIFO).
+enum class topic : unsigned {
+  config,          // a bad environment variable or option (see diag_config: one per variable)
+  clock,           // TSC refused
+  file_taken,      // a trace file name already existed; a fresh name is used
+  file_refused,    // a file lotus will not write into (replaced, linked, no fresh name left)
+  no_space,        // ENOSPC / EDQUOT
+  too_many_files,  // EMFILE / ENFILE
+  io_error,        // any other error creating or writing a trace file
+  no_memory,       // a ring or buffer could not be allocated
+  writer,          // the writer thread could not start or did not stop in time
+  collector,       // the collector backend (perf, ITT, uProf, Callgrind) failed
+  map,             // LotusMap probe control (list file)
+  count_
+};
+
+inline std::atomic<bool> g_topic_said[static_cast<unsigned>(topic::count_)] = {};
+
+/// `lotus: <text>` on stderr with one write(2): async-signal-safe formatting aside, no stdio lock.
+inline void diag_write(const char* text, int n) noexcept {
+  char line[640];
+  if (n < 0) return;
+  const int max = static_cast<int>(sizeof line) - 9;
+  if (n > max) n = max;
+  const char head[] = "lotus: ";
+  for (int i = 0; i < 7; ++i) line[i] = head[i];
+  for (int i = 0; i < n; ++i) line[7 + i] = text[i];
+  line[7 + n] = '\n';
+  const int saved = errno;
+  const ssize_t w = ::write(2, line, static_cast<std::size_t>(8 + n));
+  static_cast<void>(w);
+  errno = saved;
+}
+
+inline void diag_vprint(const char* format, va_list args) noexcept {
+  char text[600];
+  const int n = std::vsnprintf(text, sizeof text, format, args);
+  if (n > 0)
+    diag_write(text, n < static_cast<int>(sizeof text) ? n : static_cast<int>(sizeof text) - 1);
+}
+
+/// Print once per process for `t`; returns whether this call printed.
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((format(printf, 2, 3)))
+#endif
+inline bool
+diag(topic t, const char* format, ...) noexcept {
+  if (g_topic_said[static_cast<unsigned>(t)].exchange(true, std::memory_order_relaxed))
+    return false;
+  va_list args;
+  va_start(args, format);
+  diag_vprint(format, args);
+  va_end(args);
+  return true;
+}
+
+/// A bad configuration value. Every variable is read once per process, so each bad one is
+/// reported once (these do not share a once-flag: two bad variables give two lines).
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((format(printf, 1, 2)))
+#endif
+inline void
+diag_config(const char* format, ...) noexcept {
+  g_topic_said[static_cast<unsigned>(topic::config)].store(true, std::memory_order_relaxed);
+  va_list args;
+  va_start(args, format);
+  diag_vprint(format, args);
+  va_end(args);
+}
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_DIAGNOSTICS_HPP
+// ---- end lotus/detail/diagnostics.hpp ----
+// ---- begin lotus/detail/env.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_ENV_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_ENV_HPP
+// lotus — the typed environment parser shared by the runtime, collectors and map regions (internal)
+// SPDX-License-Identifier: MIT
+
+#include <cstdint>  // uint64_t
+#include <cstdlib>  // getenv
+#include <cstring>  // strcmp, strlen
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// The value of `name`, or nullptr when unset or empty.
+inline const char* env_text(const char* name) noexcept {
+  const char* v = std::getenv(name);
+  return (v != nullptr && *v != '\0') ? v : nullptr;
+}
+
+/// Decimal digits only (no sign, no spaces), at most 19 of them, within [lo, hi].
+inline bool parse_u64(const char* s, std::uint64_t lo, std::uint64_t hi,
+                      std::uint64_t& out) noexcept {
+  std::uint64_t x = 0;
+  std::size_t n = 0;
+  for (; s[n] != '\0'; ++n) {
+    if (s[n] < '0' || s[n] > '9' || n == 19) return false;
+    x = x * 10 + static_cast<std::uint64_t>(s[n] - '0');
+  }
+  if (n == 0 || x < lo || x > hi) return false;
+  out = x;
+  return true;
+}
+
+/// An integer variable: true and `out` set when it is set and valid; unset → false, silently;
+/// invalid → one warning naming the variable, the value and what was expected, and false.
+inline bool env_u64(const char* name, std::uint64_t lo, std::uint64_t hi,
+                    std::uint64_t& out) noexcept {
+  const char* v = env_text(name);
+  if (v == nullptr) return false;
+  if (parse_u64(v, lo, hi, out)) return true;
+  diag_config("ignoring %s='%.200s' (expected an integer from %llu to %llu); using the default",
+              name, v, static_cast<unsigned long long>(lo), static_cast<unsigned long long>(hi));
+  return false;
+}
+
+/// One of `choices` (a nullptr-terminated list): its index; unset → -1; anything else → one
+/// warning listing the choices, and -1.
+inline int env_choice(const char* name, const char* const* choices) noexcept {
+  const char* v = std::getenv(name);
+  if (v == nullptr) return -1;
+  char expected[160] = {};
+  std::size_t used = 0;
+  for (int i = 0; choices[i] != nullptr; ++i) {
+    if (std::strcmp(v, choices[i]) == 0) return i;
+    const std::size_t len = std::strlen(choices[i]);
+    if (used + len + 2 < sizeof expected) {
+      if (used != 0) expected[used++] = '|';
+      std::memcpy(expected + used, choices[i], len);
+      used += len;
+    }
+  }
+  diag_config("ignoring %s='%.200s' (expected %s); using the default", name, v, expected);
+  return -1;
+}
+
+/// A yes/no variable: 1/true/yes/on → 1, ""/0/false/no/off → 0, unset → -1, else warning and -1.
+inline int env_flag(const char* name) noexcept {
+  static const char* const words[] = {"0", "false", "no",  "off", "",
+                                      "1", "true",  "yes", "on",  nullptr};
+  const int i = env_choice(name, words);
+  return i < 0 ? -1 : (i >= 5 ? 1 : 0);
+}
+
+/// True when `s` holds a control character (a newline in a file name splits sidecar lines).
+inline bool has_control_char(const char* s) noexcept {
+  for (; *s != '\0'; ++s) {
+    const auto c = static_cast<unsigned char>(*s);
+    if (c < 0x20 || c == 0x7f) return true;
+  }
+  return false;
+}
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_ENV_HPP
+// ---- end lotus/detail/env.hpp ----
+// ---- begin lotus/detail/name_cache.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_NAME_CACHE_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_NAME_CACHE_HPP
+// lotus — the per-thread cache of LOTUS_SCOPE_DYNAMIC names (internal)
+// SPDX-License-Identifier: MIT
+
+#include <cstddef>  // size_t
+#include <cstdint>  // uint64_t
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+
+struct source_location;
+
+namespace detail {
+
+/// A thread's cache of interned run-time names: open addressing, no lock (one owner thread).
+struct name_cache {
+  struct slot {
+    std::uint64_t hash;
+    std::size_t size;
+    const source_location* loc;
+  };
+  std::size_t mask = 0;  // capacity - 1
+  std::size_t used = 0;
+  slot* slots = nullptr;
+};
+inline thread_local name_cache* t_names = nullptr;
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_NAME_CACHE_HPP
+// ---- end lotus/detail/name_cache.hpp ----
+// ---- begin lotus/detail/ring.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_RING_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_RING_HPP
+// lotus — the per-thread single-producer/single-consumer event ring (internal)
+// SPDX-License-Identifier: MIT
+
+#include <atomic>   // atomic, atomic_signal_fence
+#include <cstddef>  // size_t
+#include <cstdint>  // uint64_t
+#include <cstdlib>  // malloc, free
+#include <new>      // nothrow
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+
+struct source_location;
+
+namespace detail {
+
+/// One trace event: 32 bytes, no pointers to owned memory, formatted later by the writer.
+struct event {
+  const source_location* loc;
+  std::uint64_t t0;   // raw ticks at scope entry
+  std::uint64_t t1;   // raw ticks at scope exit
+  std::uint64_t idx;  // batch index for indexed records
+};
+
+struct thread_state;
+
+/// One segment of a thread's event queue. The owner thread advances `head` (release), the writer
+/// `tail`. A thread starts with a small segment; when it fills, the owner links a segment twice as
+/// large (up to LOTUS_RING_CAPACITY) through `next` and writes there; the writer drains the old
+/// one, follows `next` and frees it. Indices continue across segments, so `head` of the current
+/// segment is the thread's event count. Producer and consumer fields sit on separate cache lines.
+struct alignas(64) ring {
+  // --- producer side ---
+  std::atomic<std::uint64_t> head{0};
+  std::uint64_t tail_cache = 0;  // producer's last view of `tail`
+  event* buf = nullptr;
+  std::uint64_t mask = 0;
+  std::uint64_t capacity = 0;
+  thread_state* owner = nullptr;
+
+  // --- consumer side ---
+  alignas(64) std::atomic<std::uint64_t> tail{0};
+  std::atomic<ring*> next{nullptr};  // set by the producer after its last push here
+
+  /// A segment of `capacity` (a power of two) events whose first index is `base`; nullptr when out
+  /// of memory. The slots are not zeroed: a slot is read only after it was published.
+  static ring* make(std::uint64_t cap, std::uint64_t base, thread_state* owner) noexcept {
+    auto* slots = static_cast<event*>(std::malloc(static_cast<std::size_t>(cap) * sizeof(event)));
+    if (slots == nullptr) return nullptr;
+    ring* r = new (std::nothrow) ring();
+    if (r == nullptr) {
+      std::free(slots);
+      return nullptr;
+    }
+    r->buf = slots;
+    r->capacity = cap;
+    r->mask = cap - 1;
+    r->owner = owner;
+    r->head.store(base, std::memory_order_relaxed);
+    r->tail.store(base, std::memory_order_relaxed);
+    r->tail_cache = base;
+    return r;
+  }
+
+  static void destroy(ring* r) noexcept {
+    if (r == nullptr) return;
+    std::free(r->buf);
+    delete r;
+  }
+
+  /// Fill slot `h` (known to be free) and publish it to the writer.
+  void publish(std::uint64_t h, const source_location* loc, std::uint64_t t0, std::uint64_t t1,
+               std::uint64_t idx) noexcept {
+    event& e = buf[h & mask];
+    e.loc = loc;
+    e.t0 = t0;
+    e.t1 = t1;
+    e.idx = idx;
+    head.store(h + 1, std::memory_order_release);
+  }
+};
+
+/// The calling thread's current segment. It is also the thread's re-entrancy guard: the fast push
+/// sets it to nullptr while it works, so a signal handler that records on this thread in between
+/// takes the slow path, which sees the thread busy and counts a drop instead of racing for a slot.
+inline thread_local std::atomic<ring*> t_ring{nullptr};
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_RING_HPP
+// ---- end lotus/detail/ring.hpp ----
+// ---- begin lotus/detail/settings.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_SETTINGS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_SETTINGS_HPP
+// lotus — settings: options > environment > defaults, and the trace prefix rules (internal)
+// SPDX-License-Identifier: MIT
+
+#include <unistd.h>  // getcwd
+
+#include <chrono>    // milliseconds
+#include <cstddef>   // size_t
+#include <cstdint>   // uint64_t
+#include <optional>  // optional
+#include <string>    // string
+
+// ---- begin lotus/options.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
+// lotus — run-time configuration types: options, overflow policy, clock source, statistics
+// SPDX-License-Identifier: MIT
+
+#include <chrono>    // milliseconds
+#include <cstddef>   // size_t
+#include <cstdint>   // uint64_t
+#include <optional>  // optional
+#include <string>    // string
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+
+/// What a thread does when its ring is full: wait for the writer (lossless) or count a drop.
+enum class overflow_policy { block, drop };
+
+/// Timestamp source: TSC calibrated to CLOCK_REALTIME where invariant, or clock_gettime.
+enum class clock_source { automatic, tsc, realtime };
+
+/// Run-time options. Unset fields fall back to the environment, then to the defaults.
+struct options {
+  std::optional<std::string> log_file;                      ///< LOTUS_LOG_FILE: trace prefix
+  std::optional<bool> enabled;                              ///< !LOTUS_DISABLE
+  std::optional<std::size_t> ring_capacity;                 ///< LOTUS_RING_CAPACITY (events/thread)
+  std::optional<std::chrono::milliseconds> flush_interval;  ///< LOTUS_FLUSH_INTERVAL_MS
+  std::optional<overflow_policy> overflow;                  ///< LOTUS_OVERFLOW: block|drop
+  std::optional<clock_source> clock;                        ///< LOTUS_CLOCK: auto|tsc|realtime
+};
+
+/// Event counters of this process: recorded == written + dropped once everything is flushed.
+struct trace_stats {
+  std::uint64_t recorded = 0;   ///< events recorded while tracing was on
+  std::uint64_t written = 0;    ///< events written to trace files
+  std::uint64_t dropped = 0;    ///< events lost: ring full under `drop`, or tracing disabled by I/O
+  std::uint64_t sanitized = 0;  ///< written events whose name had ',' '\n' or '\r' replaced
+};
+
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
+// ---- end lotus/options.hpp ----
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// Largest and smallest per-thread ring (events); rings start at `ring_initial` and double.
+constexpr std::size_t ring_min = 64, ring_max = std::size_t{1} << 26, ring_initial = 256;
+
+/// Options after applying configure() > environment > defaults.
+struct settings {
+  std::string log_file;  // absolute prefix; empty: tracing off
+  bool enabled = true;
+  std::size_t ring_capacity = LOTUS_DEFAULT_RING_CAPACITY;  // largest segment, a power of two
+  std::chrono::milliseconds flush_interval{LOTUS_DEFAULT_FLUSH_INTERVAL_MS};
+  overflow_policy overflow = overflow_policy::block;
+  clock_source clock = clock_source::automatic;
+};
+
+/// A trace prefix as lotus uses it, or false (one warning) when it cannot be used: control
+/// characters are refused (a newline would split file names and sidecar lines); a directory
+/// gets `lotustrace_log` appended; a relative prefix is made absolute now, so a later chdir() of
+/// the host changes nothing.
+inline bool resolve_prefix(const std::string& raw, const char* source, std::string& out) {
+  if (has_control_char(raw.c_str()) || raw.find('\0') != std::string::npos) {
+    diag_config("ignoring %s (it contains a control character); tracing stays off", source);
+    return false;
+  }
+  std::string p = raw;
+  if (p.back() == '/') {
+    diag_config(
+        "%s='%.300s' names a directory; writing %slotustrace_log_* (a prefix such as "
+        "dir/lotustrace_log is expected)",
+        source, raw.c_str(), raw.c_str());
+    p += "lotustrace_log";
+  }
+  if (p[0] != '/') {
+    char cwd[4096];
+    if (::getcwd(cwd, sizeof cwd) == nullptr) {
+      diag_config("cannot resolve the relative %s='%.300s' (getcwd failed); tracing stays off",
+                  source, raw.c_str());
+      return false;
+    }
+    std::string abs = cwd;
+    if (abs.back() != '/') abs += '/';
+    std::size_t skip = 0;
+    while (p.compare(skip, 2, "./") == 0) skip += 2;
+    out = abs + p.substr(skip);
+  } else {
+    out = std::move(p);
+  }
+  return true;
+}
+
+inline std::size_t round_up_pow2(std::size_t n) {
+  std::size_t p = ring_min;
+  while (p < n) p <<= 1;
+  return p;
+}
+
+/// The environment, parsed once per process; every bad value warns once and keeps the default.
+struct env_settings {
+  std::optional<std::string> log_file;  // already resolved
+  bool log_file_bad = false;            // set but refused: tracing stays off
+  std::optional<bool> enabled;
+  std::optional<std::size_t> ring_capacity;
+  std::optional<std::chrono::milliseconds> flush_interval;
+  std::optional<overflow_policy> overflow;
+  std::optional<clock_source> clock;
+
+  static env_settings read() {
+    env_settings e;
+    if (const char* v = env_text("LOTUS_LOG_FILE")) {
+      std::string resolved;
+      if (resolve_prefix(v, "LOTUS_LOG_FILE", resolved)) {
+        e.log_file = std::move(resolved);
+      } else {
+        e.log_file_bad = true;
+      }
+    }
+    const int off = env_flag("LOTUS_DISABLE");
+    if (off >= 0) e.enabled = off == 0;
+    std::uint64_t x = 0;
+    if (env_u64("LOTUS_RING_CAPACITY", ring_min, ring_max, x)) {
+      e.ring_capacity = static_cast<std::size_t>(x);
+    }
+    if (env_u64("LOTUS_FLUSH_INTERVAL_MS", 1, 60000, x)) {
+      e.flush_interval = std::chrono::milliseconds(static_cast<std::int64_t>(x));
+    }
+    static const char* const overflow_names[] = {"block", "drop", nullptr};
+    const int o = env_choice("LOTUS_OVERFLOW", overflow_names);
+    if (o >= 0) e.overflow = o == 0 ? overflow_policy::block : overflow_policy::drop;
+    static const char* const clock_names[] = {"auto", "tsc", "realtime", nullptr};
+    const int c = env_choice("LOTUS_CLOCK", clock_names);
+    if (c >= 0) {
+      e.clock = c == 0   ? clock_source::automatic
+                : c == 1 ? clock_source::tsc
+                         : clock_source::realtime;
+    }
+    return e;
+  }
+};
+
+/// configure()'s options over the environment over the defaults.
+inline settings merge_settings(const options& o, const env_settings& env) {
+  settings s;
+  if (o.log_file) {
+    if (!o.log_file->empty()) {
+      std::string resolved;
+      if (resolve_prefix(*o.log_file, "options::log_file", resolved))
+        s.log_file = std::move(resolved);
+    }
+  } else if (env.log_file) {
+    s.log_file = *env.log_file;
+  }
+  s.enabled = o.enabled ? *o.enabled : env.enabled.value_or(true);
+  if (o.ring_capacity && (*o.ring_capacity < ring_min || *o.ring_capacity > ring_max)) {
+    diag_config("options::ring_capacity out of range [64, 67108864]; using the default");
+  } else if (o.ring_capacity) {
+    s.ring_capacity = *o.ring_capacity;
+  } else if (env.ring_capacity) {
+    s.ring_capacity = *env.ring_capacity;
+  }
+  s.ring_capacity = round_up_pow2(s.ring_capacity);
+  if (o.flush_interval && o.flush_interval->count() >= 1) {
+    s.flush_interval = *o.flush_interval;
+  } else if (env.flush_interval) {
+    s.flush_interval = *env.flush_interval;
+  }
+  s.overflow = o.overflow ? *o.overflow : env.overflow.value_or(overflow_policy::block);
+  s.clock = o.clock ? *o.clock : env.clock.value_or(clock_source::automatic);
+  return s;
+}
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_SETTINGS_HPP
+// ---- end lotus/detail/settings.hpp ----
+// ---- begin lotus/detail/test_hooks.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_TEST_HOOKS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_TEST_HOOKS_HPP
+// lotus — hooks for lotus's own tests and benchmarks; not part of the API (internal)
+// SPDX-License-Identifier: MIT
+
+#include <atomic>   // atomic
+#include <cstdint>  // uint64_t
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+struct test_hooks {
+  using clock_fn = std::uint64_t (*)() noexcept;
+  /// A scripted clock: installed before tracing is initialized, it replaces the TSC/realtime.
+  static inline std::atomic<clock_fn> manual_clock{nullptr};
+  /// The id this thread's trace files are named after instead of its tid (set before recording).
+  static inline thread_local std::uint64_t thread_id = 0;
+};
+
+/// CPU time the writer thread has spent draining, formatting and writing (benchmarks).
+LOTUS_DETAIL_API std::uint64_t writer_cpu_ns() noexcept;
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_TEST_HOOKS_HPP
+// ---- end lotus/detail/test_hooks.hpp ----
+// ---- begin lotus/detail/threads.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_THREADS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_THREADS_HPP
+// lotus — the thread registry: one record per recording thread, its segments and counters
+// (internal) SPDX-License-Identifier: MIT
+
+#include <sys/prctl.h>    // PR_GET_NAME
+#include <sys/syscall.h>  // SYS_gettid
+#include <unistd.h>       // syscall
+
+#include <atomic>   // atomic
+#include <cstdint>  // uint64_t
+#include <cstdlib>  // free
+#include <mutex>    // mutex
+#include <new>      // nothrow
+#include <vector>   // vector
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// The state of one of a thread's two trace files (worker and main), owned by the writer.
+struct file_slot {
+  enum : unsigned char { none, created, refused };
+  int fd = -1;  // open descriptor, or -1 (not created yet, or closed by the fd cache)
+  unsigned char state = none;
+  unsigned fresh = 0;              // k of the `r<k>_` fresh name, 0 for the plain name
+  std::uint64_t dev = 0, ino = 0;  // identity at creation, checked when reopened
+  std::uint64_t size = 0;          // bytes written: a failed write is cut back to whole lines
+  std::uint64_t last_use = 0;      // fd cache clock
+};
+
+/// One recording thread. Allocated by the thread at its first event; freed by the writer after the
+/// thread exited and its events were written.
+struct thread_state {
+  std::atomic<ring*> current{nullptr};  // the producer's segment (its head = events pushed)
+  ring* read = nullptr;                 // writer: the oldest segment not yet drained
+  std::atomic<bool> retired{false};     // the thread has exited
+  std::atomic<std::uint64_t> dropped{0};
+  std::uint64_t tid = 0;
+  char name[17] = {};
+  bool announced = false;  // writer: its `thread` line is in the sidecar
+  file_slot worker, main;
+
+  std::uint64_t pushed() const noexcept {
+    const ring* r = current.load(std::memory_order_acquire);
+    return r != nullptr ? r->head.load(std::memory_order_acquire) : 0;
+  }
+};
+
+inline std::uint64_t current_tid() noexcept {
+  return static_cast<std::uint64_t>(::syscall(SYS_gettid));
+}
+
+/// Per-thread bookkeeping of the calling thread (cold path only).
+struct thread_local_state {
+  thread_state* self = nullptr;
+  int busy = 0;         // inside the runtime's cold path: a nested push (signal handler) drops
+  bool failed = false;  // no ring could be allocated: every event of this thread is dropped
+  bool exited = false;  // thread_local destructors ran: events are not recorded any more
+};
+inline thread_local thread_local_state t_thread;
+
+/// Marks the calling thread busy in the runtime for its lifetime (re-entrancy guard).
+struct busy_guard {
+  busy_guard() noexcept { ++t_thread.busy; }
+  ~busy_guard() { --t_thread.busy; }
+  busy_guard(const busy_guard&) = delete;
+  busy_guard& operator=(const busy_guard&) = delete;
+};
+
+/// All live thread records. Registration appends under a short lock (the ring is allocated before,
+/// outside it); the writer takes a snapshot per cycle and removes finished threads in one pass.
+class thread_registry {
+ public:
+  /// A record with its first segment, or nullptr when out of memory.
+  static thread_state* make(std::uint64_t first_capacity) noexcept {
+    auto* t = new (std::nothrow) thread_state();
+    if (t == nullptr) return nullptr;
+    ring* r = ring::make(first_capacity, 0, t);
+    if (r == nullptr) {
+      delete t;
+      return nullptr;
+    }
+    t->read = r;
+    t->current.store(r, std::memory_order_release);
+    const std::uint64_t id = test_hooks::thread_id;
+    t->tid = id != 0 ? id : current_tid();
+    if (::prctl(PR_GET_NAME, t->name, 0, 0, 0) != 0) t->name[0] = '\0';
+    return t;
+  }
+
+  static void destroy(thread_state* t) noexcept {
+    ring* r = t->read;
+    while (r != nullptr) {
+      ring* next = r->next.load(std::memory_order_acquire);
+      ring::destroy(r);
+      r = next;
+    }
+    delete t;
+  }
+
+  bool add(thread_state* t) noexcept {
+    std::lock_guard<std::mutex> lk(mu_);
+    try {
+      threads_.push_back(t);
+    } catch (...) {
+      return false;
+    }
+    return true;
+  }
+
+  void snapshot(std::vector<thread_state*>& out) {
+    std::lock_guard<std::mutex> lk(mu_);
+    out.assign(threads_.begin(), threads_.end());
+  }
+
+  /// Frees drained segments and the records of exited threads whose events are all written.
+  /// Under the lock, because stats() reads the records' segments.
+  void release(std::vector<ring*>& segments, std::vector<thread_state*>& finished) noexcept {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (ring* r : segments) ring::destroy(r);
+    segments.clear();
+    if (finished.empty()) return;
+    for (thread_state* t : finished) {
+      retired_pushed_ += t->pushed();
+      retired_dropped_ += t->dropped.load(std::memory_order_relaxed);
+      t->current.store(nullptr, std::memory_order_relaxed);
+      destroy(t);
+    }
+    // One pass: both lists are in registration order.
+    std::size_t out = 0, f = 0;
+    for (std::size_t i = 0; i < threads_.size(); ++i) {
+      if (f < finished.size() && threads_[i] == finished[f]) {
+        ++f;
+      } else {
+        threads_[out++] = threads_[i];
+      }
+    }
+    threads_.resize(out);
+    finished.clear();
+  }
+
+  /// Events pushed into rings and dropped by producers, over live and finished threads.
+  void totals(std::uint64_t& pushed, std::uint64_t& dropped) noexcept {
+    std::lock_guard<std::mutex> lk(mu_);
+    pushed = retired_pushed_;
+    dropped = retired_dropped_;
+    for (const thread_state* t : threads_) {
+      pushed += t->pushed();
+      dropped += t->dropped.load(std::memory_order_relaxed);
+    }
+  }
+
+  std::mutex& mutex() noexcept { return mu_; }
+  /// Every record (the caller holds mutex()).
+  std::vector<thread_state*>& all_locked() noexcept { return threads_; }
+
+ private:
+  std::mutex mu_;
+  std::vector<thread_state*> threads_;
+  std::uint64_t retired_pushed_ = 0, retired_dropped_ = 0;
+};
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_THREADS_HPP
+// ---- end lotus/detail/threads.hpp ----
+// ---- begin lotus/detail/writer.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_WRITER_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_WRITER_HPP
+// lotus — the background writer: drains every thread's segments, formats records, writes files
+// (internal) SPDX-License-Identifier: MIT
+
+#include <pthread.h>  // pthread_create, pthread_sigmask
+#include <signal.h>   // sigfillset
+#include <time.h>     // clock_gettime
+
+#include <algorithm>           // min, max
+#include <atomic>              // atomic
+#include <charconv>            // to_chars
+#include <chrono>              // milliseconds
+#include <condition_variable>  // condition_variable
+#include <cstdint>             // uint64_t
+#include <cstdio>              // snprintf
+#include <cstring>             // memcpy
+#include <memory>              // unique_ptr
+#include <mutex>               // mutex
+#include <string>              // string
+#include <unordered_map>       // unordered_map
+#include <vector>              // vector
+
+// ---- begin lotus/detail/text.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_TEXT_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_TEXT_HPP
+// lotus — a fixed-size text builder for paths and sidecar lines (no allocation) (internal)
+// SPDX-License-Identifier: MIT
+
+#include <cstddef>      // size_t
+#include <cstdint>      // uint64_t
+#include <cstring>      // memcpy, strlen
+#include <string_view>  // string_view
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// Text of at most 4 KiB plus room for a file name: as long as a Linux path may be. Appending past
+/// the end sets `overflow` (the caller reports ENAMETOOLONG) instead of allocating. The cold code
+/// builds its paths and lines with this, not with std::string concatenation, which would cost
+/// every translation unit that records a good part of a second to compile.
+class text {
+ public:
+  text() noexcept { buf_[0] = '\0'; }
+  text(const text&) = default;
+  text& operator=(const text&) = default;
+
+  text& add(const char* s, std::size_t n) noexcept {
+    if (n > sizeof buf_ - 1 - size_) {
+      n = sizeof buf_ - 1 - size_;
+      overflow = true;
+    }
+    std::memcpy(buf_ + size_, s, n);
+    size_ += n;
+    buf_[size_] = '\0';
+    return *this;
+  }
+  text& add(const char* s) noexcept { return add(s, std::strlen(s)); }
+  text& add(std::string_view s) noexcept { return add(s.data(), s.size()); }
+  text& add(const text& t) noexcept { return add(t.buf_, t.size_); }
+  text& add(std::uint64_t v) noexcept {
+    char digits[20];
+    std::size_t n = 0;
+    do {
+      digits[sizeof digits - 1 - n++] = static_cast<char>('0' + v % 10);
+      v /= 10;
+    } while (v != 0);
+    return add(digits + sizeof digits - n, n);
+  }
+  text& add(char c) noexcept { return add(&c, 1); }
+
+  void resize(std::size_t n) noexcept {
+    if (n < size_) {
+      size_ = n;
+      buf_[n] = '\0';
+    }
+  }
+  const char* c_str() const noexcept { return buf_; }
+  std::size_t size() const noexcept { return size_; }
+  bool empty() const noexcept { return size_ == 0; }
+
+  bool overflow = false;
+
+ private:
+  char buf_[4352];
+  std::size_t size_ = 0;
+};
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_TEXT_HPP
+// ---- end lotus/detail/text.hpp ----
+// ---- begin lotus/detail/trace_files.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_TRACE_FILES_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_TRACE_FILES_HPP
+// lotus — trace files and the sidecar: safe creation, a bounded fd cache, whole-line writes
+// (internal) SPDX-License-Identifier: MIT
+
+#include <errno.h>     // errno, EEXIST, EINTR, ENOSPC, EMFILE
+#include <fcntl.h>     // open, O_*
+#include <sys/stat.h>  // fstat, lstat, mkdir
+#include <unistd.h>    // write, close, ftruncate, geteuid
+
+#include <cstdint>      // uint64_t
+#include <cstdio>       // snprintf
+#include <cstring>      // strerror
+#include <string_view>  // string_view
+#include <vector>       // vector
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// How many trace files lotus keeps open at once, whatever the number of threads (plus the
+/// sidecar): a host near its RLIMIT_NOFILE keeps its descriptors.
+constexpr std::size_t max_open_trace_files = 60;
+/// Fresh names tried when a file name is taken: `_r1_` … `_r64_`.
+constexpr unsigned max_fresh_names = 64;
+
+/// Every trace file and sidecar of one process, written by the writer thread only.
+///
+/// Rules (README "Trace files"): a file is only ever *created* (O_CREAT|O_EXCL|O_NOFOLLOW|
+/// O_NONBLOCK), so lotus never follows a symlink, never opens a FIFO or device, and never appends
+/// to a file it did not create in this run. A taken name gets the next fresh name, with `r<k>_`
+/// before the id so Lotus's scripts and lotus-tool still group it with its thread. A file the fd
+/// cache closed is reopened with O_NOFOLLOW and must still be the same inode, a regular file of
+/// this user with one link; otherwise it is refused and its events are counted as dropped.
+class trace_files {
+ public:
+  /// New prefix (absolute): files of the old one are closed; nothing is created yet.
+  void start(std::string_view prefix, std::vector<thread_state*>& threads) noexcept {
+    close_all(threads);
+    const std::size_t slash = prefix.rfind('/');
+    prefix_ = text();
+    dir_ = text();
+    base_ = text();
+    prefix_.add(prefix);
+    if (slash != std::string_view::npos) {
+      dir_.add(prefix.substr(0, slash == 0 ? 1 : slash));
+      base_.add(prefix.substr(slash + 1));
+    }
+    dir_ready_ = false;
+    disabled_ =
+        prefix.empty() || slash == std::string_view::npos;  // resolved prefixes are absolute
+  }
+
+  bool disabled() const noexcept { return disabled_; }
+  const text& base() const noexcept { return base_; }
+
+  /// Closes every file (prefix change, fork child, shutdown).
+  void close_all(std::vector<thread_state*>& threads) noexcept {
+    for (thread_state* t : threads) {
+      forget(*t);
+      t->worker = file_slot{};
+      t->main = file_slot{};
+      t->announced = false;
+    }
+    for (std::size_t i = 0; i < open_count_; ++i) {
+      if (open_[i]->fd >= 0) ::close(open_[i]->fd);
+      open_[i]->fd = -1;
+    }
+    open_count_ = 0;
+    if (sidecar_.fd >= 0) ::close(sidecar_.fd);
+    sidecar_ = file_slot{};
+    sidecar_pid_ = 0;
+  }
+
+  /// A finished thread: its files are closed and leave the cache.
+  void forget(thread_state& t) noexcept {
+    release(t.worker);
+    release(t.main);
+  }
+
+  /// Appends `n` bytes of whole lines to the thread's worker or main file. Returns how many of the
+  /// `lines` are on disk; the rest are lost and reported (once per cause).
+  std::uint64_t write(thread_state& t, bool main_file, const char* data, std::size_t n,
+                      std::uint64_t lines) {
+    file_slot& s = main_file ? t.main : t.worker;
+    if (disabled_ || s.state == file_slot::refused) return 0;
+    text stem = prefix_;
+    stem.add(main_file ? "_main_pid_" : "_worker_pid_");
+    if (s.fd < 0 && !acquire(s, stem, t.tid)) return 0;
+    s.last_use = ++clock_;
+    return append_lines(s, data, n, lines, stem, t.tid);
+  }
+
+  /// Appends sidecar lines, creating `.<base>.lotus-meta_<pid>` first (with `header`) in a new
+  /// process. Returns false when the sidecar cannot be written.
+  bool write_sidecar(const text& header, const text& lines) noexcept {
+    if (disabled_) return false;
+    const std::uint64_t pid = static_cast<std::uint64_t>(::getpid());
+    text stem = dir_;
+    stem.add("/.").add(base_).add(".lotus-meta_");
+    if (sidecar_pid_ != pid) {
+      if (sidecar_.fd >= 0) ::close(sidecar_.fd);
+      sidecar_ = file_slot{};
+      sidecar_pid_ = pid;
+    }
+    if (sidecar_.state == file_slot::refused) return false;
+    if (sidecar_.fd < 0) {
+      if (sidecar_.state == file_slot::created) return false;  // never reopened: it stays open
+      if (!create(sidecar_, stem, pid)) return false;
+      text all = header;
+      all.add(lines);
+      return append_lines(sidecar_, all.c_str(), all.size(), 1, stem, pid) == 1;
+    }
+    return append_lines(sidecar_, lines.c_str(), lines.size(), 1, stem, pid) == 1;
+  }
+
+  /// True once this process's sidecar exists (a stats line then has somewhere to go).
+  bool has_sidecar() const noexcept {
+    return sidecar_.state == file_slot::created &&
+           sidecar_pid_ == static_cast<std::uint64_t>(::getpid());
+  }
+
+  /// Descriptors held now (tests and the fd bound).
+  std::size_t open_files() const noexcept { return open_count_ + (sidecar_.fd >= 0 ? 1 : 0); }
+
+ private:
+  static text name_of(const file_slot& s, const text& stem, std::uint64_t id) noexcept {
+    text name = stem;
+    if (s.fresh != 0) name.add('r').add(std::uint64_t{s.fresh}).add('_');
+    return name.add(id);
+  }
+
+  static const char* describe(const text& path, char* buf, std::size_t size) noexcept {
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0) return "it vanished";
+    if (S_ISLNK(st.st_mode)) return "a symbolic link";
+    if (S_ISFIFO(st.st_mode)) return "a FIFO";
+    if (S_ISDIR(st.st_mode)) return "a directory";
+    if (!S_ISREG(st.st_mode)) return "a device or socket";
+    if (st.st_uid == ::geteuid()) return "a file of this user, from an earlier run or process";
+    std::snprintf(buf, size, "a file owned by uid %u", static_cast<unsigned>(st.st_uid));
+    return buf;
+  }
+
+  void make_dirs() noexcept {
+    if (dir_ready_) return;
+    dir_ready_ = true;
+    text part = dir_;
+    for (std::size_t i = 1; i <= dir_.size(); ++i) {
+      if (i == dir_.size() || dir_.c_str()[i] == '/') {
+        part.resize(i);
+        ::mkdir(part.c_str(), 0777);
+        part = dir_;
+      }
+    }
+  }
+
+  /// Room in the fd cache for one more file: closes the least recently used one.
+  void make_room() noexcept {
+    if (open_count_ < max_open_trace_files) return;
+    std::size_t victim = 0;
+    for (std::size_t i = 1; i < open_count_; ++i) {
+      if (open_[i]->last_use < open_[victim]->last_use) victim = i;
+    }
+    ::close(open_[victim]->fd);
+    open_[victim]->fd = -1;
+    open_[victim] = open_[--open_count_];
+  }
+
+  void release(file_slot& s) noexcept {
+    if (s.fd < 0) return;
+    for (std::size_t i = 0; i < open_count_; ++i) {
+      if (open_[i] == &s) {
+        open_[i] = open_[--open_count_];
+        break;
+      }
+    }
+    ::close(s.fd);
+    s.fd = -1;
+  }
+
+  /// Hands our descriptors back when the process ran out of them.
+  void shed() noexcept {
+    for (std::size_t i = 0; i < open_count_; ++i) {
+      ::close(open_[i]->fd);
+      open_[i]->fd = -1;
+    }
+    open_count_ = 0;
+  }
+
+  /// EMFILE, ENOSPC and the like are transient: report once, drop, retry later. Anything else
+  /// about the directory (EACCES, EROFS, ENOENT, ...) turns tracing off for this process.
+  void open_failed(const text& path, int err, const char* verb) noexcept {
+    if (err == EMFILE || err == ENFILE) {
+      shed();
+      diag(
+          topic::too_many_files,
+          "cannot %s trace file '%s': %s; its events are dropped (counted) and it is retried later",
+          verb, path.c_str(), std::strerror(err));
+    } else if (err == ENOSPC || err == EDQUOT) {
+      diag(topic::no_space, "cannot %s trace file '%s': %s; its events are dropped (counted)", verb,
+           path.c_str(), std::strerror(err));
+    } else {
+      diag(topic::io_error, "cannot %s trace file '%s': %s; tracing disabled for this process",
+           verb, path.c_str(), std::strerror(err));
+      disabled_ = true;
+      g_mode.store(mode_off, std::memory_order_relaxed);
+    }
+  }
+
+  bool create(file_slot& s, const text& stem, std::uint64_t id) noexcept {
+    make_dirs();
+    text taken;
+    for (unsigned k = s.fresh; k <= max_fresh_names; ++k) {
+      s.fresh = k;
+      const text path = name_of(s, stem, id);
+      if (path.overflow) {
+        open_failed(path, ENAMETOOLONG, "create");
+        return false;
+      }
+      int fd = -1;
+      do {
+        fd = ::open(path.c_str(),
+                    O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+                    0644);
+      } while (fd < 0 && errno == EINTR);
+      if (fd >= 0) {
+        struct stat st {};
+        ::fstat(fd, &st);
+        s.fd = fd;
+        s.state = file_slot::created;
+        s.dev = static_cast<std::uint64_t>(st.st_dev);
+        s.ino = static_cast<std::uint64_t>(st.st_ino);
+        s.size = 0;
+        if (!taken.empty()) {
+          char buf[64];
+          diag(topic::file_taken, "trace file '%s' already exists (%s); writing to '%s' instead",
+               taken.c_str(), describe(taken, buf, sizeof buf), path.c_str());
+        }
+        return true;
+      }
+      const int err = errno;
+      if (err != EEXIST) {
+        s.fresh = k;  // retried from here
+        open_failed(path, err, "create");
+        return false;
+      }
+      if (taken.empty()) taken = path;
+    }
+    s.state = file_slot::refused;
+    diag(topic::file_refused,
+         "cannot create a trace file: '%s' and its %u fresh names are taken; its events are "
+         "dropped (counted)",
+         taken.c_str(), max_fresh_names);
+    return false;
+  }
+
+  /// An fd for `s`: created on first use, reopened (and checked) after the cache closed it.
+  bool acquire(file_slot& s, const text& stem, std::uint64_t id) noexcept {
+    make_room();
+    if (s.state == file_slot::none) {
+      if (!create(s, stem, id)) return false;
+    } else {
+      const text path = name_of(s, stem, id);
+      int fd = -1;
+      do {
+        fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+      } while (fd < 0 && errno == EINTR);
+      struct stat st {};
+      const bool same = fd >= 0 && ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+                        st.st_uid == ::geteuid() && st.st_nlink == 1 &&
+                        static_cast<std::uint64_t>(st.st_dev) == s.dev &&
+                        static_cast<std::uint64_t>(st.st_ino) == s.ino;
+      if (!same) {
+        const int err = errno;
+        if (fd >= 0) ::close(fd);
+        if (fd < 0 && (err == EMFILE || err == ENFILE)) {
+          open_failed(path, err, "reopen");
+          return false;
+        }
+        s.state = file_slot::refused;
+        diag(topic::file_refused,
+             "trace file '%s' was removed, replaced or linked since lotus created it; it is not "
+             "written again and its events are dropped (counted)",
+             path.c_str());
+        return false;
+      }
+      s.fd = fd;
+    }
+    open_[open_count_++] = &s;
+    return true;
+  }
+
+  /// write(2) of whole lines. A failed or short write (full disk) is cut back to the last whole
+  /// line, so a file never ends in a partial record; returns the lines on disk.
+  std::uint64_t append_lines(file_slot& s, const char* data, std::size_t n, std::uint64_t lines,
+                             const text& stem, std::uint64_t id) noexcept {
+    std::size_t done = 0;
+    int err = 0;
+    while (done < n) {
+      const ssize_t w = ::write(s.fd, data + done, n - done);
+      if (w > 0) {
+        done += static_cast<std::size_t>(w);
+      } else if (w < 0 && errno == EINTR) {
+        continue;
+      } else {
+        err = w < 0 ? errno : ENOSPC;
+        break;
+      }
+    }
+    if (done == n) {
+      s.size += n;
+      return lines;
+    }
+    std::size_t keep = done;
+    while (keep > 0 && data[keep - 1] != '\n') --keep;
+    if (keep != done) {
+      const int rc = ::ftruncate(s.fd, static_cast<off_t>(s.size + keep));
+      static_cast<void>(rc);
+    }
+    s.size += keep;
+    std::uint64_t kept = 0;
+    for (std::size_t i = 0; i < keep; ++i) kept += data[i] == '\n' ? 1u : 0u;
+    const text path = name_of(s, stem, id);
+    if (err == ENOSPC || err == EDQUOT) {
+      diag(topic::no_space,
+           "cannot write trace file '%s': %s; events that do not fit are dropped (counted), a "
+           "file never ends in a partial line",
+           path.c_str(), std::strerror(err));
+    } else {
+      diag(topic::io_error, "cannot write trace file '%s': %s; its events are dropped (counted)",
+           path.c_str(), std::strerror(err));
+    }
+    return kept < lines ? kept : lines;
+  }
+
+  text prefix_, dir_, base_;
+  bool dir_ready_ = false;
+  bool disabled_ = false;
+  file_slot* open_[max_open_trace_files] = {};
+  std::size_t open_count_ = 0;
+  std::uint64_t clock_ = 0;
+  file_slot sidecar_;
+  std::uint64_t sidecar_pid_ = 0;
+};
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_TRACE_FILES_HPP
+// ---- end lotus/detail/trace_files.hpp ----
+// ---- begin lotus/version.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_VERSION_HPP
+#define LOTUS_AMALGAMATED_LOTUS_VERSION_HPP
+// lotus — library version, the single source of truth (CMake parses it)
+// SPDX-License-Identifier: MIT
+
+#define LOTUS_VERSION_MAJOR 0
+#define LOTUS_VERSION_MINOR 1
+#define LOTUS_VERSION_PATCH 0
+#define LOTUS_VERSION \
+  (LOTUS_VERSION_MAJOR * 10000 + LOTUS_VERSION_MINOR * 100 + LOTUS_VERSION_PATCH)
+#define LOTUS_VERSION_STRING "0.1.0"
+#endif  // LOTUS_AMALGAMATED_LOTUS_VERSION_HPP
+// ---- end lotus/version.hpp ----
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+inline std::uint64_t thread_cpu_ns() noexcept {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ull +
+         static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+/// Replace the characters that would break a `NAME,START,DUR` line.
+inline bool sanitize_name(std::string& s) {
+  bool changed = false;
+  for (char& c : s) {
+    if (c == ',' || c == '\n' || c == '\r') {
+      c = '_';
+      changed = true;
+    }
+  }
+  return changed;
+}
+
+/// Write `v` < 1e9 as exactly nine digits.
+inline char* write_9_digits(char* p, std::uint32_t v) noexcept {
+  static constexpr char pairs[] =
+      "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+      "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+      "8081828384858687888990919293949596979899";
+  *p++ = static_cast<char>('0' + v / 100000000u);
+  v %= 100000000u;
+  const std::uint32_t hi = v / 10000u, lo = v % 10000u;
+  std::memcpy(p, pairs + 2 * (hi / 100u), 2);
+  std::memcpy(p + 2, pairs + 2 * (hi % 100u), 2);
+  std::memcpy(p + 4, pairs + 2 * (lo / 100u), 2);
+  std::memcpy(p + 6, pairs + 2 * (lo % 100u), 2);
+  return p + 8;
+}
+
+/// Formats epoch-ns timestamps; consecutive events share the seconds digits, formatted once.
+class epoch_formatter {
+ public:
+  char* operator()(char* p, std::uint64_t ns) noexcept {
+    const std::uint64_t sec = ns / 1000000000u;
+    if (sec == 0) return std::to_chars(p, p + 20, ns).ptr;
+    if (sec != sec_) {
+      sec_ = sec;
+      len_ = static_cast<std::size_t>(std::to_chars(digits_, digits_ + sizeof digits_, sec).ptr -
+                                      digits_);
+    }
+    std::memcpy(p, digits_, len_);
+    return write_9_digits(p + len_, static_cast<std::uint32_t>(ns % 1000000000u));
+  }
+
+ private:
+  std::uint64_t sec_ = 0;
+  std::size_t len_ = 0;
+  char digits_[24] = {};
+};
+
+/// Growable output buffer for formatted records (no per-record allocation).
+class out_buffer {
+ public:
+  char* reserve(std::size_t n) {
+    if (size_ + n > cap_) {
+      std::size_t cap = std::max<std::size_t>(cap_ * 2, size_ + n + 4096);
+      std::unique_ptr<char[]> d(new char[cap]);
+      if (size_ != 0) std::memcpy(d.get(), data_.get(), size_);
+      data_ = std::move(d);
+      cap_ = cap;
+    }
+    return data_.get() + size_;
+  }
+  void commit(std::size_t n) { size_ += n; }
+  const char* data() const { return data_.get(); }
+  std::size_t size() const { return size_; }
+  void clear() {
+    size_ = 0;
+    count = 0;
+    sanitized = 0;
+  }
+  std::uint64_t count = 0;      // records in the buffer
+  std::uint64_t sanitized = 0;  // of which had sanitized names
+
+ private:
+  std::unique_ptr<char[]> data_;
+  std::size_t size_ = 0, cap_ = 0;
+};
+
+/// The writer thread and everything only it touches. The runtime tells it the prefix and the
+/// interval; threads hand it events through their segments; it reports counters.
+class trace_writer {
+ public:
+  explicit trace_writer(thread_registry& threads) noexcept : threads_(threads) {}
+
+  /// Clock of this process (fixed at initialization) and the sidecar's extra lines (host, rank).
+  void set_clock(int mode) noexcept { conv_.start(mode); }
+  void set_sidecar_info(const text& info) noexcept { sidecar_info_ = info; }
+  tick_converter clock_model() {
+    std::lock_guard<std::mutex> lk(mu_);
+    return conv_;
+  }
+  void adopt_clock(const tick_converter& c) noexcept { conv_ = c; }
+
+  /// Where to write from now on; pending events of the old prefix were flushed by the caller.
+  void retarget(const std::string& prefix, std::chrono::milliseconds interval) {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (prefix != prefix_) reopen_ = true;
+    prefix_ = prefix;
+    interval_ = interval;
+  }
+
+  /// Starts the thread if needed (every signal blocked in it: it never runs the host's handlers).
+  bool start() noexcept {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (thread_started_) return true;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    const int rc = pthread_create(&thread_, nullptr, &trace_writer::thread_main, this);
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    if (rc != 0) {
+      diag(topic::writer, "cannot start the trace writer thread: %s; tracing disabled",
+           std::strerror(rc));
+      g_mode.store(mode_off, std::memory_order_relaxed);
+      return false;
+    }
+    thread_started_ = true;
+    running_.store(true, std::memory_order_release);
+    return true;
+  }
+
+  bool running() const noexcept { return running_.load(std::memory_order_acquire); }
+
+  /// A thread's ring is full: drain soon. Lock-free (callable from a thread that holds no lock
+  /// and from a signal handler's push); the writer also wakes on its own twice per interval.
+  void nudge() noexcept {
+    urgent_.store(true, std::memory_order_relaxed);
+    cv_.notify_one();
+  }
+
+  /// Blocks until every event pushed before the call is written.
+  void flush() noexcept {
+    std::unique_lock<std::mutex> lk(mu_);
+    if (!thread_started_) return;
+    const std::uint64_t mine = ++flush_req_;
+    cv_.notify_all();
+    done_cv_.wait(lk, [&] { return flush_done_ >= mine || !thread_started_ || exited_; });
+  }
+
+  /// Writes what is left and ends the thread. Waits at most `limit`: a writer stuck in the
+  /// kernel (a hung network file system) must not hang the host at exit.
+  void stop(std::chrono::milliseconds limit) noexcept {
+    std::unique_lock<std::mutex> lk(mu_);
+    if (!thread_started_) return;
+    stop_ = true;
+    cv_.notify_all();
+    if (done_cv_.wait_for(lk, limit, [&] { return exited_; })) {
+      lk.unlock();
+      pthread_join(thread_, nullptr);
+      lk.lock();
+    } else {
+      diag(topic::writer,
+           "the trace writer did not finish within %lld ms (a stuck file system?); events not yet "
+           "written are lost",
+           static_cast<long long>(limit.count()));
+      pthread_detach(thread_);
+    }
+    thread_started_ = false;
+    exited_ = false;
+    stop_ = false;
+    running_.store(false, std::memory_order_release);
+    done_cv_.notify_all();
+  }
+
+  std::uint64_t written() const noexcept { return written_.load(std::memory_order_relaxed); }
+  std::uint64_t discarded() const noexcept { return discarded_.load(std::memory_order_relaxed); }
+  std::uint64_t sanitized() const noexcept { return sanitized_.load(std::memory_order_relaxed); }
+  std::uint64_t cpu_ns() const noexcept { return cpu_ns_.load(std::memory_order_relaxed); }
+  /// Stats line for the sidecar, filled in by the runtime.
+  void set_stats_source(text (*fn)()) noexcept { stats_line_ = fn; }
+
+  // ---- fork(): the child must not inherit a lock the writer held mid-cycle --------------------
+  void fork_prepare() noexcept {
+    forks_pending_.fetch_add(1, std::memory_order_relaxed);
+    cycle_mu_.lock();
+    std::unique_lock<std::mutex> lk(mu_);
+    // A writer thread still starting is inside the C library and the allocator: let it reach its
+    // loop first. (Not while it is stopping: its last cycle needs cycle_mu_.)
+    done_cv_.wait(lk, [this] { return !thread_started_ || in_loop_ || stop_; });
+    lk.release();  // mu_ stays locked until fork_parent() or the child's reset
+  }
+  void fork_parent() noexcept {
+    forks_pending_.fetch_sub(1, std::memory_order_relaxed);
+    mu_.unlock();
+    cycle_mu_.unlock();
+    cv_.notify_all();
+  }
+  /// In the child: the parent's writer does not exist here; its files are closed.
+  void fork_child(std::vector<thread_state*>& parent_threads) noexcept {
+    mu_.unlock();
+    cycle_mu_.unlock();
+    files_.close_all(parent_threads);
+  }
+
+ private:
+  static void* thread_main(void* self) noexcept {
+    static_cast<trace_writer*>(self)->loop();
+    return nullptr;
+  }
+
+  struct name_entry {
+    std::string text;  // "S" + sanitized name
+    bool sanitized = false;
+  };
+
+  const name_entry& lookup_name(const source_location* loc) {
+    const auto h = (reinterpret_cast<std::uintptr_t>(loc) >> 4) & 255u;
+    cache_slot& slot = name_cache_[h];
+    if (slot.key == loc) return *slot.value;
+    auto it = names_.find(loc);
+    if (it == names_.end()) {
+      name_entry e;
+      e.text = "S";
+      e.text += loc->name != nullptr ? loc->name : "";
+      e.sanitized = sanitize_name(e.text);
+      it = names_.emplace(loc, std::move(e)).first;  // node-based: references stay valid
+    }
+    slot.key = loc;
+    slot.value = &it->second;
+    return it->second;
+  }
+
+  void format(const event& e, out_buffer& out) {
+    const name_entry& n = lookup_name(e.loc);
+    char* p = out.reserve(n.text.size() + 64);
+    char* const begin = p;
+    std::memcpy(p, n.text.data(), n.text.size());
+    p += n.text.size();
+    const std::uint32_t flags = e.loc->flags;
+    if ((flags & flag_indexed) != 0) {
+      *p++ = '_';
+      p = std::to_chars(p, p + 20, e.idx).ptr;
+    }
+    *p++ = ',';
+    const std::uint64_t start = conv_.to_ns(e.t0);
+    std::uint64_t dur = 1000;
+    if ((flags & flag_fixed_1us) == 0) {
+      const std::uint64_t end = conv_.to_ns(e.t1);
+      dur = end > start ? end - start : 0;
+    }
+    p = epoch_(p, start);
+    *p++ = ',';
+    p = std::to_chars(p, p + 20, dur).ptr;
+    *p++ = '\n';
+    out.commit(static_cast<std::size_t>(p - begin));
+    ++out.count;
+    if (n.sanitized) ++out.sanitized;
+  }
+
+  void write_out(thread_state& t, out_buffer& buf, bool main_file) {
+    if (buf.size() == 0) return;
+    const std::uint64_t on_disk =
+        discard_ ? 0 : files_.write(t, main_file, buf.data(), buf.size(), buf.count);
+    written_.fetch_add(on_disk, std::memory_order_relaxed);
+    if (on_disk == buf.count) {
+      sanitized_.fetch_add(buf.sanitized, std::memory_order_relaxed);
+    }
+    discarded_.fetch_add(buf.count - on_disk, std::memory_order_relaxed);
+    buf.clear();
+  }
+
+  /// The sidecar's first lines for this process.
+  text sidecar_header() const noexcept {
+    text head;
+    head.add("lotus-meta 1\nversion " LOTUS_VERSION_STRING "\npid ")
+        .add(static_cast<std::uint64_t>(::getpid()))
+        .add("\nppid ")
+        .add(static_cast<std::uint64_t>(::getppid()))
+        .add("\nprefix ")
+        .add(files_.base())
+        .add("\nclock ")
+        .add(conv_.mode() == mode_tsc ? "tsc " : "realtime ");
+    char rate[64];
+    std::snprintf(rate, sizeof rate, "%.9f\n", conv_.ns_per_tick());
+    return head.add(rate).add(sidecar_info_);
+  }
+
+  void sidecar(const text& lines) {
+    if (!discard_ && !files_.disabled()) files_.write_sidecar(sidecar_header(), lines);
+  }
+
+  /// Formats and writes one thread's pending events; follows its segments and collects the
+  /// drained ones for release. Returns true when the thread was busy (a segment half full).
+  bool drain(thread_state& t) {
+    bool busy = false;
+    for (ring* r = t.read;;) {
+      std::uint64_t tail = r->tail.load(std::memory_order_relaxed);
+      const std::uint64_t head = r->head.load(std::memory_order_acquire);
+      busy = busy || head - tail > r->capacity / 2;
+      if (head != tail && !t.announced) {
+        t.announced = true;
+        text line;
+        sidecar(line.add("thread ").add(t.tid).add(' ').add(t.name).add('\n'));
+      }
+      constexpr std::size_t flush_bytes = 1u << 18;
+      while (tail != head) {
+        const std::uint64_t chunk = std::min<std::uint64_t>(head - tail, 4096);
+        for (std::uint64_t i = 0; i < chunk; ++i) {
+          const event& e = r->buf[(tail + i) & r->mask];
+          format(e, (e.loc->flags & flag_main) != 0 ? main_buf_ : worker_buf_);
+        }
+        tail += chunk;
+        r->tail.store(tail, std::memory_order_release);  // slots copied out: hand them back
+        if (worker_buf_.size() >= flush_bytes) write_out(t, worker_buf_, false);
+        if (main_buf_.size() >= flush_bytes) write_out(t, main_buf_, true);
+      }
+      ring* next = r->next.load(std::memory_order_acquire);
+      if (next == nullptr) break;
+      // The owner links `next` after its last push here: a head read now is final.
+      if (r->head.load(std::memory_order_acquire) != tail) continue;
+      segments_done_.push_back(r);
+      t.read = next;
+      r = next;
+    }
+    write_out(t, worker_buf_, false);
+    write_out(t, main_buf_, true);
+    return busy;
+  }
+
+  void loop() noexcept {
+    std::unique_lock<std::mutex> lk(mu_);
+    in_loop_ = true;
+    done_cv_.notify_all();  // a fork() waiting for the writer to start
+    bool busy = false;
+    for (;;) {
+      // A ring found half full is drained again at once; otherwise wake twice per interval so that
+      // an event is on disk at most one interval after it ended.
+      if (!busy) {
+        const auto period = std::max(std::chrono::milliseconds(1), interval_ / 2);
+        cv_.wait_for(lk, period, [&] {
+          return stop_ || urgent_.load(std::memory_order_relaxed) || flush_req_ != flush_done_;
+        });
+      }
+      // A busy writer would win the cycle lock back at once; let a waiting fork() go first.
+      while (forks_pending_.load(std::memory_order_relaxed) != 0) {
+        cv_.wait_for(lk, std::chrono::milliseconds(1));
+      }
+      lk.unlock();
+      std::unique_lock<std::mutex> cycle(cycle_mu_);  // taken before mu_, as fork_prepare does
+      lk.lock();
+      const std::uint64_t req = flush_req_;
+      const bool stopping = stop_;
+      urgent_.store(false, std::memory_order_relaxed);
+      if (!conv_.calibrated()) {
+        // The first rate needs a baseline; 2 ms bounds the error well below a microsecond.
+        const std::uint64_t ready = conv_.started_ns() + 2000000;
+        lk.unlock();
+        while (realtime_ns() < ready) {
+          const timespec ts{0, 200000};
+          nanosleep(&ts, nullptr);
+        }
+        lk.lock();
+      }
+      conv_.reanchor();
+      const bool reopen = reopen_;
+      reopen_ = false;
+      const std::string prefix = prefix_;
+      lk.unlock();
+
+      const std::uint64_t cpu0 = thread_cpu_ns();
+      threads_.snapshot(cycle_threads_);
+      if (reopen) files_.start(prefix, cycle_threads_);
+      discard_ = files_.disabled();
+      busy = false;
+      for (thread_state* t : cycle_threads_) {
+        const bool retired = t->retired.load(std::memory_order_acquire);
+        try {
+          busy = drain(*t) || busy;
+        } catch (...) {
+          diag(topic::no_memory, "out of memory while formatting trace records; they are dropped");
+        }
+        if (retired) {
+          files_.forget(*t);
+          cycle_finished_.push_back(t);
+        }
+      }
+      if ((req != flush_done_ || stopping) && stats_line_ != nullptr) {
+        try {
+          if (files_.has_sidecar()) sidecar(stats_line_());
+        } catch (...) {
+        }
+      }
+      threads_.release(segments_done_, cycle_finished_);
+      cpu_ns_.fetch_add(thread_cpu_ns() - cpu0, std::memory_order_relaxed);
+
+      lk.lock();
+      flush_done_ = req;
+      done_cv_.notify_all();
+      cycle.unlock();
+      if (stopping) break;
+    }
+    exited_ = true;
+    in_loop_ = false;
+    done_cv_.notify_all();
+  }
+
+  thread_registry& threads_;
+  std::mutex cycle_mu_;  // held by the writer for a whole cycle, and by fork() (taken before mu_)
+  std::mutex mu_;        // guards the control state below marked (mu)
+  std::condition_variable cv_;       // wakes the writer
+  std::condition_variable done_cv_;  // wakes flush(), stop() and fork_prepare()
+  std::atomic<int> forks_pending_{0};
+  std::atomic<bool> urgent_{false};
+  std::atomic<bool> running_{false};
+  pthread_t thread_{};
+  bool thread_started_ = false;  // (mu)
+  bool in_loop_ = false;         // (mu) the thread has entered loop()
+  bool exited_ = false;          // (mu) the thread has left loop()
+  bool stop_ = false;            // (mu)
+  bool reopen_ = true;           // (mu)
+  std::string prefix_;           // (mu)
+  std::chrono::milliseconds interval_{LOTUS_DEFAULT_FLUSH_INTERVAL_MS};  // (mu)
+  std::uint64_t flush_req_ = 0, flush_done_ = 0;                         // (mu)
+  tick_converter conv_;  // (mu) re-anchored by the writer each cycle
+  text sidecar_info_;
+  text (*stats_line_)() = nullptr;
+
+  std::atomic<std::uint64_t> written_{0}, discarded_{0}, sanitized_{0}, cpu_ns_{0};
+
+  // ---- writer-thread-only state ---------------------------------------------------------------
+  // Members, not locals of loop(): a forked child has no writer stack, and what the parent's
+  // writer held must stay reachable there (LeakSanitizer checks children too).
+  trace_files files_;
+  bool discard_ = false;
+  out_buffer worker_buf_, main_buf_;
+  std::vector<thread_state*> cycle_threads_, cycle_finished_;
+  std::vector<ring*> segments_done_;
+  epoch_formatter epoch_;
+  std::unordered_map<const source_location*, name_entry> names_;
+  struct cache_slot {
+    const source_location* key = nullptr;
+    const name_entry* value = nullptr;
+  };
+  cache_slot name_cache_[256];
+};
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_WRITER_HPP
+// ---- end lotus/detail/writer.hpp ----
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// How long exit waits for the writer before giving up (a stuck file system must not hang it).
+constexpr std::chrono::milliseconds writer_stop_limit{5000};
+
+/// `host` and, when set, the distributed-training rank variables, for the sidecar.
+inline text sidecar_host_lines() noexcept {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0 || has_control_char(host)) host[0] = '\0';
+  text out;
+  out.add("host ").add(host[0] != '\0' ? host : "unknown").add('\n');
+  static const char* const vars[][2] = {
+      {"RANK", "rank"}, {"LOCAL_RANK", "local_rank"}, {"WORLD_SIZE", "world_size"}};
+  for (const auto& v : vars) {
+    std::uint64_t x = 0;
+    if (env_u64(v[0], 0, std::uint64_t{1} << 40, x)) out.add(v[1]).add(' ').add(x).add('\n');
+  }
+  return out;
+}
+
+/// Process-wide state. Leaked on purpose: threads may exit (and record) after static destruction.
+class runtime {
+ public:
+  LOTUS_DETAIL_NOINLINE static inline runtime& get() noexcept;
+
+  LOTUS_DETAIL_NOINLINE inline bool initialize() noexcept;
+  void configure(const options& o);
+  void flush() noexcept { writer_.flush(); }
+  void shutdown() noexcept;
+  trace_stats stats() noexcept;
+  const source_location& intern(std::string_view name, std::uint32_t flags);
+  LOTUS_DETAIL_NOINLINE inline const source_location* intern_dynamic(const char* name,
+                                                                     std::size_t size,
+                                                                     std::uint64_t hash) noexcept;
+  LOTUS_DETAIL_NOINLINE inline void push_slow(const source_location* loc, std::uint64_t t0,
+                                              std::uint64_t t1, std::uint64_t idx) noexcept;
+  std::uint64_t writer_cpu_ns() const noexcept { return writer_.cpu_ns(); }
+
+  static void fork_prepare() noexcept;
+  static void fork_parent() noexcept;
+  static void fork_child() noexcept;
+
+ private:
+  runtime() : writer_(threads_) {}
+
+  ring* register_thread() noexcept;
+  ring* push_full(ring* r, const source_location* loc, std::uint64_t t0, std::uint64_t t1,
+                  std::uint64_t idx) noexcept;
+  void apply_locked(const options& o);
+  void count_lost(std::atomic<std::uint64_t>& counter) noexcept {
+    counter.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  std::mutex mu_;                   // settings; taken before the writer's and the registry's locks
+  bool initialized_ = false;        // (mu)
+  env_settings env_;                // (mu)
+  options user_;                    // (mu) last configure()
+  settings set_;                    // (mu)
+  int clock_mode_ = mode_realtime;  // (mu) fixed at first initialization
+  // Read by push_slow without the lock.
+  std::atomic<std::size_t> max_capacity_{LOTUS_DEFAULT_RING_CAPACITY};
+  std::atomic<bool> block_{true};
+
+  thread_registry threads_;
+  trace_writer writer_;
+
+  // Events lost before they reached a ring: pushed from a signal handler that interrupted lotus
+  // on the same thread, or by a thread whose ring could not be allocated.
+  std::atomic<std::uint64_t> lost_reentrant_{0}, lost_no_ring_{0};
+
+  std::mutex intern_mu_;  // interned run-time names
+  struct interned {
+    std::string name;
+    source_location loc;
+  };
+  std::unordered_map<std::string, std::unique_ptr<interned>> interned_;  // (intern_mu)
+  runtime* parent_ = nullptr;  // in a forked child: the parent's runtime, never freed
+};
+
+inline runtime* g_runtime = nullptr;  // replaced (old one leaked) in a forked child
+
+runtime& runtime::get() noexcept {
+  static runtime* const instance = [] {
+    g_runtime = new runtime();
+    return g_runtime;
+  }();
+  static_cast<void>(instance);
+  return *g_runtime;
+}
+
+inline void at_exit_handler() noexcept { runtime::get().shutdown(); }
+
+/// The sidecar's `stats` line of the current process.
+inline text stats_line() noexcept {
+  const trace_stats s = runtime::get().stats();
+  text line;
+  return line.add("stats ")
+      .add(s.recorded)
+      .add(' ')
+      .add(s.written)
+      .add(' ')
+      .add(s.dropped)
+      .add(' ')
+      .add(s.sanitized)
+      .add('\n');
+}
+
+bool runtime::initialize() noexcept {
+  const busy_guard busy;
+  std::lock_guard<std::mutex> lk(mu_);
+  if (!initialized_) {
+    initialized_ = true;
+    try {
+      env_ = env_settings::read();
+      writer_.set_sidecar_info(sidecar_host_lines());
+      writer_.set_stats_source(&stats_line);
+      apply_locked(user_);
+    } catch (...) {
+      g_mode.store(mode_off, std::memory_order_relaxed);
+      return false;
+    }
+    std::atexit(at_exit_handler);
+    pthread_atfork(&runtime::fork_prepare, &runtime::fork_parent, &runtime::fork_child);
+  }
+  return g_mode.load(std::memory_order_relaxed) >= mode_tsc;
+}
+
+inline void runtime::apply_locked(const options& o) {
+  settings s = merge_settings(o, env_);
+  if (!o.log_file && env_.log_file_bad) s.log_file.clear();
+  // The clock is chosen once per process: ticks already in rings must keep their meaning.
+  if (g_mode.load(std::memory_order_relaxed) == mode_uninit) {
+    if (test_hooks::manual_clock.load(std::memory_order_relaxed) != nullptr) {
+      clock_mode_ = mode_manual;
+    } else if (s.clock == clock_source::realtime) {
+      clock_mode_ = mode_realtime;
+    } else if (tsc_is_reliable()) {
+      clock_mode_ = mode_tsc;
+    } else {
+      if (s.clock == clock_source::tsc) {
+        diag(topic::clock,
+             "LOTUS_CLOCK=tsc: the TSC is not invariant or not the kernel clocksource; using "
+             "clock_gettime");
+      }
+      clock_mode_ = mode_realtime;
+    }
+    writer_.set_clock(clock_mode_);
+  }
+  set_ = std::move(s);
+  max_capacity_.store(set_.ring_capacity, std::memory_order_relaxed);
+  block_.store(set_.overflow == overflow_policy::block, std::memory_order_relaxed);
+  writer_.retarget(set_.log_file, set_.flush_interval);
+  const bool on = set_.enabled && !set_.log_file.empty();
+  g_mode.store(on ? clock_mode_ : mode_off, std::memory_order_release);
+  if (on) writer_.start();
+}
+
+inline void runtime::configure(const options& o) {
+  initialize();  // reads the environment once; the options below may still turn tracing on
+  flush();       // events recorded under the old settings go to the old files
+  const busy_guard busy;
+  std::lock_guard<std::mutex> lk(mu_);
+  try {
+    user_ = o;
+    apply_locked(user_);
+  } catch (...) {
+    g_mode.store(mode_off, std::memory_order_relaxed);
+  }
+}
+
+inline void runtime::shutdown() noexcept {
+  const busy_guard busy;
+  if (g_mode.load(std::memory_order_relaxed) >= mode_tsc) {
+    g_mode.store(mode_off, std::memory_order_relaxed);
+  }
+  writer_.stop(writer_stop_limit);
+}
+
+inline trace_stats runtime::stats() noexcept {
+  const busy_guard busy;
+  std::uint64_t pushed = 0, dropped = 0;
+  threads_.totals(pushed, dropped);
+  dropped += lost_reentrant_.load(std::memory_order_relaxed) +
+             lost_no_ring_.load(std::memory_order_relaxed);
+  trace_stats s;
+  s.recorded = pushed + dropped;
+  s.written = writer_.written();
+  s.dropped = dropped + writer_.discarded();
+  s.sanitized = writer_.sanitized();
+  return s;
+}
+
+inline const source_location& runtime::intern(std::string_view name, std::uint32_t flags) {
+  std::string key(name);
+  key.push_back('\0');
+  key.push_back(static_cast<char>('0' + flags));
+  const busy_guard busy;
+  std::lock_guard<std::mutex> lk(intern_mu_);
+  auto it = interned_.find(key);
+  if (it == interned_.end()) {
+    auto entry = std::make_unique<interned>();
+    entry->name.assign(name.data(), name.size());
+    entry->loc = source_location{entry->name.c_str(), "", "", 0, flags};
+    it = interned_.emplace(std::move(key), std::move(entry)).first;
+  }
+  return it->second->loc;
+}
+
+/// Frees the thread's name cache and hands its record to the writer when the thread exits.
+struct thread_exit_hook {
+  ~thread_exit_hook() {
+    t_thread.exited = true;
+    t_ring.store(nullptr, std::memory_order_relaxed);
+    if (t_thread.self != nullptr) {
+      t_thread.self->retired.store(true, std::memory_order_release);
+      t_thread.self = nullptr;
+    }
+    if (name_cache* c = t_names) {
+      t_names = nullptr;
+      std::free(c->slots);
+      delete c;
+    }
+  }
+};
+
+inline void arm_thread_exit() noexcept {
+  static thread_local thread_exit_hook hook;
+  static_cast<void>(hook);
+}
+
+const source_location* runtime::intern_dynamic(const char* name, std::size_t size,
+                                               std::uint64_t hash) noexcept {
+  if (t_thread.busy != 0 || t_thread.exited) {
+    count_lost(lost_reentrant_);
+    return nullptr;
+  }
+  const source_location* loc = nullptr;
+  try {
+    loc = &intern(std::string_view(name, size), 0);
+  } catch (...) {
+    diag(topic::no_memory,
+         "out of memory interning a LOTUS_SCOPE_DYNAMIC name; the scope is dropped");
+    count_lost(lost_no_ring_);
+    return nullptr;
+  }
+  // Remember it on this thread (up to 4096 names: a larger working set still works, with the lock).
+  const busy_guard busy;
+  arm_thread_exit();
+  name_cache* c = t_names;
+  if (c == nullptr) {
+    c = new (std::nothrow) name_cache();
+    if (c == nullptr) return loc;
+    c->slots = static_cast<name_cache::slot*>(std::calloc(64, sizeof(name_cache::slot)));
+    if (c->slots == nullptr) {
+      delete c;
+      return loc;
+    }
+    c->mask = 63;
+    t_names = c;
+  }
+  if (2 * (c->used + 1) > c->mask + 1) {
+    const std::size_t cap = 2 * (c->mask + 1);
+    if (cap > 8192) return loc;
+    auto* slots = static_cast<name_cache::slot*>(std::calloc(cap, sizeof(name_cache::slot)));
+    if (slots == nullptr) return loc;
+    for (std::size_t i = 0; i <= c->mask; ++i) {
+      const name_cache::slot& s = c->slots[i];
+      if (s.loc == nullptr) continue;
+      std::size_t j = static_cast<std::size_t>(s.hash) & (cap - 1);
+      while (slots[j].loc != nullptr) j = (j + 1) & (cap - 1);
+      slots[j] = s;
+    }
+    std::free(c->slots);
+    c->slots = slots;
+    c->mask = cap - 1;
+  }
+  std::size_t j = static_cast<std::size_t>(hash) & c->mask;
+  while (c->slots[j].loc != nullptr) j = (j + 1) & c->mask;
+  c->slots[j] = name_cache::slot{hash, size, loc};
+  ++c->used;
+  return loc;
+}
+
+inline ring* runtime::register_thread() noexcept {
+  arm_thread_exit();
+  const std::size_t first =
+      std::min<std::size_t>(ring_initial, max_capacity_.load(std::memory_order_relaxed));
+  thread_state* t = thread_registry::make(first);
+  if (t == nullptr || !threads_.add(t)) {
+    if (t != nullptr) thread_registry::destroy(t);
+    t_thread.failed = true;
+    diag(topic::no_memory,
+         "cannot allocate a trace ring for thread %llu; its events are dropped (counted)",
+         static_cast<unsigned long long>(current_tid()));
+    count_lost(lost_no_ring_);
+    return nullptr;
+  }
+  t_thread.self = t;
+  if (!writer_.start()) return nullptr;
+  return t->current.load(std::memory_order_relaxed);
+}
+
+inline ring* runtime::push_full(ring* r, const source_location* loc, std::uint64_t t0,
+                                std::uint64_t t1, std::uint64_t idx) noexcept {
+  const std::uint64_t h = r->head.load(std::memory_order_relaxed);
+  r->tail_cache = r->tail.load(std::memory_order_acquire);
+  if (h - r->tail_cache < r->capacity) {
+    r->publish(h, loc, t0, t1, idx);
+    return r;
+  }
+  // Grow: a segment twice as large continues the indices; the writer drains the old one first.
+  const std::size_t max = max_capacity_.load(std::memory_order_relaxed);
+  if (r->capacity < max) {
+    ring* bigger = ring::make(std::min<std::uint64_t>(r->capacity * 2, max), h, r->owner);
+    if (bigger != nullptr) {
+      bigger->publish(h, loc, t0, t1, idx);
+      r->owner->current.store(bigger, std::memory_order_release);
+      r->next.store(bigger, std::memory_order_release);
+      return bigger;
+    }
+    diag(topic::no_memory,
+         "cannot allocate a larger trace ring (out of memory); the thread keeps %llu events and "
+         "waits for the writer (LOTUS_OVERFLOW=block) or drops (drop)",
+         static_cast<unsigned long long>(r->capacity));
+  }
+  writer_.nudge();
+  for (unsigned spin = 0; h - r->tail_cache >= r->capacity; ++spin) {
+    // Give up only when nobody will ever drain this ring: tracing off or no writer.
+    if (!block_.load(std::memory_order_relaxed) ||
+        g_mode.load(std::memory_order_relaxed) < mode_tsc || !writer_.running()) {
+      r->owner->dropped.fetch_add(1, std::memory_order_relaxed);
+      return r;
+    }
+    if (spin < 16) {
+      std::this_thread::yield();
+    } else {
+      if ((spin & 63) == 0) writer_.nudge();
+      const timespec ts{0, 50000};
+      nanosleep(&ts, nullptr);
+    }
+    r->tail_cache = r->tail.load(std::memory_order_acquire);
+  }
+  r->publish(h, loc, t0, t1, idx);
+  return r;
+}
+
+void runtime::push_slow(const source_location* loc, std::uint64_t t0, std::uint64_t t1,
+                        std::uint64_t idx) noexcept {
+  thread_local_state& me = t_thread;
+  ring* r = t_ring.load(std::memory_order_relaxed);
+  // Re-entered from a signal handler while this thread was inside lotus (a push in progress has
+  // cleared t_ring; the cold path holds `busy`): taking a slot now would race the interrupted
+  // push, and waiting could deadlock. Count it.
+  if (me.busy != 0 || (me.self != nullptr && r == nullptr)) {
+    count_lost(lost_reentrant_);
+    return;
+  }
+  if (me.exited) return;  // after the thread's exit hook: not recorded
+  if (me.failed) {
+    count_lost(lost_no_ring_);
+    return;
+  }
+  const busy_guard busy;
+  t_ring.store(nullptr, std::memory_order_relaxed);
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  if (r == nullptr) {
+    r = register_thread();
+    if (r == nullptr) return;
+  }
+  r = push_full(r, loc, t0, t1, idx);
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  t_ring.store(r, std::memory_order_relaxed);
+}
+
+// ---- process events ---------------------------------------------------------------------------
+
+/// fork(): the child keeps the settings, drops the parent's threads and files, and starts its own
+/// writer on its first event; the parent's writer writes every event recorded before the fork.
+/// fork() waits for a writer cycle in progress to end, so the child never inherits a lock the
+/// writer held mid-cycle (an allocator without fork handlers, such as GCC 12's AddressSanitizer,
+/// would otherwise deadlock the child).
+inline void runtime::fork_prepare() noexcept {
+  runtime* rt = g_runtime;
+  rt->mu_.lock();
+  rt->writer_.fork_prepare();
+  rt->threads_.mutex().lock();
+  rt->intern_mu_.lock();
+}
+
+inline void runtime::fork_parent() noexcept {
+  runtime* rt = g_runtime;
+  rt->intern_mu_.unlock();
+  rt->threads_.mutex().unlock();
+  rt->writer_.fork_parent();
+  rt->mu_.unlock();
+}
+
+inline void runtime::fork_child() noexcept {
+  runtime* old = g_runtime;
+  old->intern_mu_.unlock();
+  old->threads_.mutex().unlock();
+  old->writer_.fork_child(old->threads_.all_locked());
+  old->mu_.unlock();
+  t_ring.store(nullptr, std::memory_order_relaxed);
+  t_thread.self = nullptr;
+  auto* fresh = new (std::nothrow) runtime();
+  if (fresh == nullptr) {
+    g_mode.store(mode_off, std::memory_order_relaxed);
+    return;
+  }
+  try {
+    fresh->initialized_ = true;
+    fresh->env_ = old->env_;
+    fresh->user_ = old->user_;
+    fresh->set_ = old->set_;
+    fresh->clock_mode_ = old->clock_mode_;
+    fresh->max_capacity_.store(old->max_capacity_.load());
+    fresh->block_.store(old->block_.load());
+    fresh->writer_.adopt_clock(old->writer_.clock_model());
+    fresh->writer_.set_sidecar_info(sidecar_host_lines());
+    fresh->writer_.set_stats_source(&stats_line);
+    fresh->writer_.retarget(old->set_.log_file, old->set_.flush_interval);
+    fresh->interned_.swap(old->interned_);  // interned locations must stay valid
+  } catch (...) {
+    g_mode.store(mode_off, std::memory_order_relaxed);
+  }
+  fresh->parent_ = old;  // the parent's runtime and rings stay allocated (and reachable)
+  g_runtime = fresh;
+}
+
+// ---- entry points (entry.hpp) -----------------------------------------------------------------
+
+LOTUS_DETAIL_API std::uint64_t now_ticks_slow(int mode) noexcept {
+  if (mode == mode_manual) {
+    const test_hooks::clock_fn f = test_hooks::manual_clock.load(std::memory_order_relaxed);
+    if (f != nullptr) return f();
+  }
+  return realtime_ns();
+}
+
+LOTUS_DETAIL_API void push_slow(const source_location* loc, std::uint64_t t0, std::uint64_t t1,
+                                std::uint64_t idx) noexcept {
+  runtime::get().push_slow(loc, t0, t1, idx);
+}
+
+LOTUS_DETAIL_API int initialize_mode() noexcept {
+  if (t_thread.busy != 0) return mode_off;  // a signal handler interrupting initialization
+  runtime::get().initialize();
+  return g_mode.load(std::memory_order_relaxed);
+}
+
+LOTUS_DETAIL_API const source_location& intern(std::string_view name, std::uint32_t flags) {
+  return runtime::get().intern(name, flags);
+}
+
+LOTUS_DETAIL_API const source_location* intern_dynamic(const char* name, std::size_t size,
+                                                       std::uint64_t hash) noexcept {
+  return runtime::get().intern_dynamic(name, size, hash);
+}
+
+LOTUS_DETAIL_API void api_configure(const options& opts) { runtime::get().configure(opts); }
+
+LOTUS_DETAIL_API void api_flush() noexcept {
+  if (g_mode.load(std::memory_order_relaxed) != mode_uninit) runtime::get().flush();
+}
+
+LOTUS_DETAIL_API void api_shutdown() noexcept {
+  if (g_mode.load(std::memory_order_relaxed) != mode_uninit) runtime::get().shutdown();
+}
+
+LOTUS_DETAIL_API trace_stats api_stats() noexcept {
+  if (g_mode.load(std::memory_order_relaxed) == mode_uninit) return {};
+  return runtime::get().stats();
+}
+
+LOTUS_DETAIL_API std::uint64_t writer_cpu_ns() noexcept { return runtime::get().writer_cpu_ns(); }
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_RUNTIME_HPP
+// ---- end lotus/detail/runtime.hpp ----
+#endif
 #endif  // LOTUS_AMALGAMATED_LOTUS_SCOPE_HPP
 // ---- end lotus/scope.hpp ----
 
 #ifndef LOTUS_DISABLE
+#  include <errno.h>   // errno
 #  include <fcntl.h>   // open
 #  include <unistd.h>  // write, close
 
@@ -2549,9 +6221,9 @@ inline map_settings map_read_settings() noexcept {
   map_settings s;
   s.list_path = collector_env("LOTUS_MAP_LIST");
   s.select = collector_env("LOTUS_MAP_SELECT");
-  s.warmup = static_cast<std::uint64_t>(collector_env_long("LOTUS_MAP_WARMUP", 1, 1L << 40));
-  s.count = static_cast<std::uint64_t>(collector_env_long("LOTUS_MAP_COUNT", 1, 1L << 40));
-  s.gap_ms = collector_env_long("LOTUS_MAP_GAP_MS", 0, 3600000);
+  s.warmup = collector_env_u64("LOTUS_MAP_WARMUP", 1, std::uint64_t{1} << 40);
+  s.count = collector_env_u64("LOTUS_MAP_COUNT", 1, std::uint64_t{1} << 40);
+  s.gap_ms = static_cast<long>(collector_env_u64("LOTUS_MAP_GAP_MS", 0, 3600000));
   s.active = s.list_path != nullptr || s.select != nullptr;
   return s;
 }
@@ -2577,9 +6249,11 @@ inline void map_list(const char* path, const char* name) noexcept {
   } catch (...) {
     return;
   }
-  const int fd = ::open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  // The driver made this file; a symlink or FIFO in its place is refused, never followed.
+  const int fd =
+      ::open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
   if (fd < 0) {
-    collector_message("cannot open LOTUS_MAP_LIST=%s for appending", path);
+    diag(topic::map, "cannot open LOTUS_MAP_LIST=%s for appending: %s", path, std::strerror(errno));
     return;
   }
   // One write per line, O_APPEND: concurrent probe processes never interleave within a line.
@@ -2588,7 +6262,9 @@ inline void map_list(const char* path, const char* name) noexcept {
   if (len > sizeof line - 1) len = sizeof line - 1;
   std::memcpy(line, name, len);
   line[len] = '\n';
-  if (::write(fd, line, len + 1) < 0) collector_message("cannot write LOTUS_MAP_LIST=%s", path);
+  if (::write(fd, line, len + 1) < 0) {
+    diag(topic::map, "cannot write LOTUS_MAP_LIST=%s: %s", path, std::strerror(errno));
+  }
   ::close(fd);
 }
 
@@ -2981,32 +6657,21 @@ inline namespace LOTUS_DETAIL_ABI {
 #ifndef LOTUS_DISABLE
 
 /// Apply options (unset fields: environment, then defaults). Pending events are flushed first.
-inline void configure(const options& opts) { detail::runtime::get().configure(opts); }
+inline void configure(const options& opts) { detail::api_configure(opts); }
 
 /// Block until every event recorded before the call is written to its trace file.
-inline void flush() noexcept {
-  if (detail::g_mode.load(std::memory_order_relaxed) != detail::mode_uninit) {
-    detail::runtime::get().flush();
-  }
-}
+inline void flush() noexcept { detail::api_flush(); }
 
 /// Flush and stop the writer thread; tracing stays off until the next configure(). Runs at exit.
-inline void shutdown() noexcept {
-  if (detail::g_mode.load(std::memory_order_relaxed) != detail::mode_uninit) {
-    detail::runtime::get().shutdown();
-  }
-}
+inline void shutdown() noexcept { detail::api_shutdown(); }
 
 /// Counters of this process (recorded == written + dropped after flush()).
-inline trace_stats stats() noexcept {
-  if (detail::g_mode.load(std::memory_order_relaxed) == detail::mode_uninit) return {};
-  return detail::runtime::get().stats();
-}
+inline trace_stats stats() noexcept { return detail::api_stats(); }
 
 /// True when events are being recorded (reads the environment on first use).
 inline bool tracing_enabled() noexcept {
   int m = detail::g_mode.load(std::memory_order_relaxed);
-  if (m == detail::mode_uninit) return detail::runtime::get().initialize();
+  if (m == detail::mode_uninit) m = detail::initialize_mode();
   return m >= detail::mode_tsc;
 }
 
@@ -3022,6 +6687,9 @@ inline bool tracing_enabled() noexcept { return false; }
 
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
+
+#if !defined(LOTUS_DISABLE) && !defined(LOTUS_COMPILED_LIB)
+#endif
 #endif  // LOTUS_AMALGAMATED_LOTUS_TRACE_HPP
 // ---- end lotus/trace.hpp ----
 // ---- begin lotus/version.hpp ----

@@ -411,8 +411,8 @@ TEST_CASE("perf attach mode: an expired LOTUS_PERF_WAIT_MS or a bad value gives 
     const run_result r = drive({"resume", "pause", "attached"}, env);
     CHECK(r.exit_code == 0);
     CHECK(r.err ==
-          "lotus: collector: LOTUS_PERF_WAIT_MS='soon' is not an integer in [0, 3600000]; using "
-          "0\n" +
+          "lotus: ignoring LOTUS_PERF_WAIT_MS='soon' (expected an integer from 0 to 3600000); "
+          "using the default\n" +
               perf_waiting_note(perf.ctl, 0));
   }
   SECTION("a regular file where a FIFO belongs") {
@@ -543,8 +543,8 @@ TEST_CASE("LOTUS_MAP_REGION: a bad knob gives one message and its default", "[co
                                        {"LOTUS_MAP_WARMUP", "one"}});
   CHECK(r.exit_code == 0);
   CHECK(r.err ==
-        "lotus: collector: LOTUS_MAP_WARMUP='one' is not an integer in [0, 1099511627776]; "
-        "using 1\n");
+        "lotus: ignoring LOTUS_MAP_WARMUP='one' (expected an integer from 0 to 1099511627776); "
+        "using the default\n");
   CHECK(read_file(dir / "log") == "in a\n" + itt_init_line + "\nitt resume\nin a\nitt pause\n");
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "catch.hpp"
+#include "lotus/detail/calibration.hpp"
 #include "lotus/lotus.hpp"
 #include "trace_files.hpp"
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "catch.hpp"
+#include "lotus/detail/test_hooks.hpp"
 #include "lotus/lotus.hpp"
 #include "trace_files.hpp"
 
@@ -67,14 +68,14 @@ TEST_CASE("scripted run reproduces lotus-format.md section 4 byte for byte", "[f
   };
   for (auto w : worker) g_script.push_back(T0 + w);
   for (auto m : main_reads) g_script.push_back(m);
-  lotus::detail::g_manual_clock.store(&scripted_clock);
+  lotus::detail::test_hooks::manual_clock.store(&scripted_clock);
 
   lotus::options opts;
   opts.log_file = prefix;
   lotus::configure(opts);
 
   std::thread worker_thread([] {
-    lotus::detail::t_id_override = 48213;
+    lotus::detail::test_hooks::thread_id = 48213;
     lotus::compose<image> transforms{{"RandomResizedCrop", [](image i) { return i; }},
                                      {"RandomHorizontalFlip", [](image i) { return i; }},
                                      {"ToTensor", [](image i) { return i; }},
@@ -88,7 +89,7 @@ TEST_CASE("scripted run reproduces lotus-format.md section 4 byte for byte", "[f
 
   bool order_ok = true;
   std::thread main_thread([&order_ok] {
-    lotus::detail::t_id_override = 48190;
+    lotus::detail::test_hooks::thread_id = 48190;
     lotus::batch_tracker tracker;
     for (std::uint64_t i = 0; i < 4; ++i) tracker.queued(i);
     tracker.wait_begin();  // next(): batch 0 arrives in order

@@ -1,15 +1,16 @@
-// lotus — shared pieces of the collector backends: backend table, one-time message, env helpers
+// lotus — shared pieces of the collector backends: backend table, their message, env helpers
 // SPDX-License-Identifier: MIT
 #pragma once
 
 #include <atomic>   // atomic
-#include <cerrno>   // errno
 #include <cstdarg>  // va_list
-#include <cstdio>   // vfprintf
-#include <cstdlib>  // getenv, strtol
+#include <cstdint>  // uint64_t
+#include <cstdio>   // vsnprintf
 #include <cstring>  // memcpy
 
 #include "lotus/config.hpp"
+#include "lotus/detail/diagnostics.hpp"
+#include "lotus/detail/env.hpp"
 #include "lotus/detail/platform.hpp"
 
 namespace lotus {
@@ -26,45 +27,36 @@ struct collector_backend {
   void (*detach)(bool active) noexcept;
 };
 
-/// Process-wide: whether the one collector message has been printed. Absent collectors are silent;
-/// a collector that was asked for and fails gets exactly one line on stderr, then control is off.
-inline std::atomic<bool> collector_message_printed{false};
-
+/// Absent collectors are silent; a collector that was asked for and fails gets exactly one line
+/// on stderr (diagnostics topic `collector`), then control is off.
 #if defined(__GNUC__) || defined(__clang__)
 __attribute__((format(printf, 1, 2)))
 #endif
 inline void
 collector_message(const char* format, ...) noexcept {
-  if (collector_message_printed.exchange(true, std::memory_order_relaxed)) return;
-  const int saved_errno = errno;
-  char line[512];
+  if (g_topic_said[static_cast<unsigned>(topic::collector)].exchange(true,
+                                                                     std::memory_order_relaxed))
+    return;
+  char line[512] = "collector: ";
   va_list args;
   va_start(args, format);
-  const int n = std::vsnprintf(line, sizeof line, format, args);
+  const int n = std::vsnprintf(line + 11, sizeof line - 11, format, args);
   va_end(args);
-  if (n > 0) std::fprintf(stderr, "lotus: collector: %s\n", line);
-  errno = saved_errno;
+  if (n > 0)
+    diag_write(
+        line,
+        11 + (n < static_cast<int>(sizeof line) - 11 ? n : static_cast<int>(sizeof line) - 12));
 }
 
 /// getenv that treats an empty value as unset.
-inline const char* collector_env(const char* name) noexcept {
-  const char* value = std::getenv(name);
-  return (value != nullptr && *value != '\0') ? value : nullptr;
-}
+inline const char* collector_env(const char* name) noexcept { return env_text(name); }
 
-/// Parses a non-negative decimal integer env var; unset → fallback, bad value → message + fallback.
-inline long collector_env_long(const char* name, long fallback, long max_value) noexcept {
-  const char* text = collector_env(name);
-  if (text == nullptr) return fallback;
-  char* end = nullptr;
-  errno = 0;
-  const long value = std::strtol(text, &end, 10);
-  if (errno != 0 || end == text || *end != '\0' || value < 0 || value > max_value) {
-    collector_message("%s='%s' is not an integer in [0, %ld]; using %ld", name, text, max_value,
-                      fallback);
-    return fallback;
-  }
-  return value;
+/// A non-negative integer variable: unset → fallback; bad value → one configuration warning and
+/// the fallback (diag_config: it does not use up the collector's message).
+inline std::uint64_t collector_env_u64(const char* name, std::uint64_t fallback,
+                                       std::uint64_t max_value) noexcept {
+  std::uint64_t value = 0;
+  return env_u64(name, 0, max_value, value) ? value : fallback;
 }
 
 /// dlsym returns an object pointer; convert it to a function pointer without a cast that

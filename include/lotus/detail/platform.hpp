@@ -20,6 +20,16 @@
 #  define LOTUS_DETAIL_X86 0
 #endif
 
-#if !defined(__unix__) && !defined(__APPLE__)
-#  error "lotus needs a POSIX system"
+#if !defined(__linux__)
+#  error \
+      "lotus needs Linux (gettid, pipe2, sigtimedwait, /proc); other POSIX systems are not supported"
+#endif
+
+// Cold entry points of the runtime: `inline` in the default header-only mode; with
+// LOTUS_COMPILED_LIB they are ordinary functions compiled once, in the TU that includes
+// <lotus/src.hpp> (CMake target lotus::lotus_compiled).
+#if defined(LOTUS_COMPILED_LIB)
+#  define LOTUS_DETAIL_API
+#else
+#  define LOTUS_DETAIL_API inline
 #endif

@@ -2,11 +2,11 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
-#include <atomic>   // atomic
+#include <atomic>   // atomic, atomic_signal_fence
 #include <cstddef>  // size_t
 #include <cstdint>  // uint64_t
-#include <memory>   // unique_ptr
-#include <string>   // string
+#include <cstdlib>  // malloc, free
+#include <new>      // nothrow
 
 #include "lotus/config.hpp"
 
@@ -25,8 +25,13 @@ struct event {
   std::uint64_t idx;  // batch index for indexed records
 };
 
-/// Ring owned by one thread. The owner advances `head` (release); the writer advances `tail`.
-/// Producer and consumer fields live on separate cache lines so neither side bounces the other's.
+struct thread_state;
+
+/// One segment of a thread's event queue. The owner thread advances `head` (release), the writer
+/// `tail`. A thread starts with a small segment; when it fills, the owner links a segment twice as
+/// large (up to LOTUS_RING_CAPACITY) through `next` and writes there; the writer drains the old
+/// one, follows `next` and frees it. Indices continue across segments, so `head` of the current
+/// segment is the thread's event count. Producer and consumer fields sit on separate cache lines.
 struct alignas(64) ring {
   // --- producer side ---
   std::atomic<std::uint64_t> head{0};
@@ -34,25 +39,37 @@ struct alignas(64) ring {
   event* buf = nullptr;
   std::uint64_t mask = 0;
   std::uint64_t capacity = 0;
-  std::atomic<std::uint64_t> dropped{0};  // written by the producer only
+  thread_state* owner = nullptr;
 
   // --- consumer side ---
   alignas(64) std::atomic<std::uint64_t> tail{0};
-  std::atomic<bool> retired{false};  // owner thread has exited; drain then free
-  bool announced = false;            // writer has put this thread into the sidecar
-  int fd_worker = -1;
-  int fd_main = -1;
-  std::uint64_t tid = 0;
-  std::string thread_name;
-  std::unique_ptr<event[]> storage;
+  std::atomic<ring*> next{nullptr};  // set by the producer after its last push here
 
-  explicit ring(std::size_t cap) : storage(new event[cap]()) {
-    buf = storage.get();
-    capacity = cap;
-    mask = cap - 1;
+  /// A segment of `capacity` (a power of two) events whose first index is `base`; nullptr when out
+  /// of memory. The slots are not zeroed: a slot is read only after it was published.
+  static ring* make(std::uint64_t cap, std::uint64_t base, thread_state* owner) noexcept {
+    auto* slots = static_cast<event*>(std::malloc(static_cast<std::size_t>(cap) * sizeof(event)));
+    if (slots == nullptr) return nullptr;
+    ring* r = new (std::nothrow) ring();
+    if (r == nullptr) {
+      std::free(slots);
+      return nullptr;
+    }
+    r->buf = slots;
+    r->capacity = cap;
+    r->mask = cap - 1;
+    r->owner = owner;
+    r->head.store(base, std::memory_order_relaxed);
+    r->tail.store(base, std::memory_order_relaxed);
+    r->tail_cache = base;
+    return r;
   }
-  ring(const ring&) = delete;
-  ring& operator=(const ring&) = delete;
+
+  static void destroy(ring* r) noexcept {
+    if (r == nullptr) return;
+    std::free(r->buf);
+    delete r;
+  }
 
   /// Fill slot `h` (known to be free) and publish it to the writer.
   void publish(std::uint64_t h, const source_location* loc, std::uint64_t t0, std::uint64_t t1,
@@ -65,6 +82,11 @@ struct alignas(64) ring {
     head.store(h + 1, std::memory_order_release);
   }
 };
+
+/// The calling thread's current segment. It is also the thread's re-entrancy guard: the fast push
+/// sets it to nullptr while it works, so a signal handler that records on this thread in between
+/// takes the slow path, which sees the thread busy and counts a drop instead of racing for a slot.
+inline thread_local std::atomic<ring*> t_ring{nullptr};
 
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI

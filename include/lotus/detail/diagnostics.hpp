@@ -1,0 +1,93 @@
+// lotus — the one diagnostics sink: `lotus: ...` on stderr, once per topic (internal)
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <errno.h>   // errno
+#include <unistd.h>  // write
+
+#include <atomic>   // atomic
+#include <cstdarg>  // va_list
+#include <cstdio>   // vsnprintf
+
+#include "lotus/config.hpp"
+#include "lotus/detail/platform.hpp"
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// What a message is about. Each topic prints at most once per process, so a flood of one failure
+/// never hides the first report of another (a bad LOTUS_MAP_* value does not silence the perf
+/// FIFO).
+enum class topic : unsigned {
+  config,          // a bad environment variable or option (see diag_config: one per variable)
+  clock,           // TSC refused
+  file_taken,      // a trace file name already existed; a fresh name is used
+  file_refused,    // a file lotus will not write into (replaced, linked, no fresh name left)
+  no_space,        // ENOSPC / EDQUOT
+  too_many_files,  // EMFILE / ENFILE
+  io_error,        // any other error creating or writing a trace file
+  no_memory,       // a ring or buffer could not be allocated
+  writer,          // the writer thread could not start or did not stop in time
+  collector,       // the collector backend (perf, ITT, uProf, Callgrind) failed
+  map,             // LotusMap probe control (list file)
+  count_
+};
+
+inline std::atomic<bool> g_topic_said[static_cast<unsigned>(topic::count_)] = {};
+
+/// `lotus: <text>` on stderr with one write(2): async-signal-safe formatting aside, no stdio lock.
+inline void diag_write(const char* text, int n) noexcept {
+  char line[640];
+  if (n < 0) return;
+  const int max = static_cast<int>(sizeof line) - 9;
+  if (n > max) n = max;
+  const char head[] = "lotus: ";
+  for (int i = 0; i < 7; ++i) line[i] = head[i];
+  for (int i = 0; i < n; ++i) line[7 + i] = text[i];
+  line[7 + n] = '\n';
+  const int saved = errno;
+  const ssize_t w = ::write(2, line, static_cast<std::size_t>(8 + n));
+  static_cast<void>(w);
+  errno = saved;
+}
+
+inline void diag_vprint(const char* format, va_list args) noexcept {
+  char text[600];
+  const int n = std::vsnprintf(text, sizeof text, format, args);
+  if (n > 0)
+    diag_write(text, n < static_cast<int>(sizeof text) ? n : static_cast<int>(sizeof text) - 1);
+}
+
+/// Print once per process for `t`; returns whether this call printed.
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((format(printf, 2, 3)))
+#endif
+inline bool
+diag(topic t, const char* format, ...) noexcept {
+  if (g_topic_said[static_cast<unsigned>(t)].exchange(true, std::memory_order_relaxed))
+    return false;
+  va_list args;
+  va_start(args, format);
+  diag_vprint(format, args);
+  va_end(args);
+  return true;
+}
+
+/// A bad configuration value. Every variable is read once per process, so each bad one is
+/// reported once (these do not share a once-flag: two bad variables give two lines).
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((format(printf, 1, 2)))
+#endif
+inline void
+diag_config(const char* format, ...) noexcept {
+  g_topic_said[static_cast<unsigned>(topic::config)].store(true, std::memory_order_relaxed);
+  va_list args;
+  va_start(args, format);
+  diag_vprint(format, args);
+  va_end(args);
+}
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus

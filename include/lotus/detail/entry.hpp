@@ -1,0 +1,51 @@
+// lotus — the runtime's cold entry points, declared for the hot-path headers (internal)
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <cstddef>      // size_t
+#include <cstdint>      // uint64_t
+#include <string_view>  // string_view
+
+#include "lotus/config.hpp"
+#include "lotus/detail/platform.hpp"
+
+// Header-only mode defines these in lotus/detail/runtime.hpp (reached through scope.hpp and
+// trace.hpp); with LOTUS_COMPILED_LIB they are defined once, in the TU that includes
+// <lotus/src.hpp>, and the hot-path headers see only these declarations.
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+
+struct source_location;
+struct options;
+struct trace_stats;
+
+namespace detail {
+
+/// Epoch ns for the non-TSC clocks (realtime, or a test's manual clock).
+LOTUS_DETAIL_API std::uint64_t now_ticks_slow(int mode) noexcept;
+
+/// First event of a thread, a full ring, or a push that interrupted lotus on the same thread (a
+/// signal handler): never throws, never blocks inside a signal handler, counts what it drops.
+LOTUS_DETAIL_API void push_slow(const source_location* loc, std::uint64_t t0, std::uint64_t t1,
+                                std::uint64_t idx) noexcept;
+
+/// First use in this process: read the environment; returns the tracing mode.
+LOTUS_DETAIL_API int initialize_mode() noexcept;
+
+/// Process-lifetime location for a run-time name (interned once per distinct name and flags).
+LOTUS_DETAIL_API const source_location& intern(std::string_view name, std::uint32_t flags = 0);
+
+/// LOTUS_SCOPE_DYNAMIC's miss in the thread's name cache: intern, then remember it on this thread.
+/// nullptr when out of memory (the scope is then not recorded).
+LOTUS_DETAIL_API const source_location* intern_dynamic(const char* name, std::size_t size,
+                                                       std::uint64_t hash) noexcept;
+
+LOTUS_DETAIL_API void api_configure(const options& opts);
+LOTUS_DETAIL_API void api_flush() noexcept;
+LOTUS_DETAIL_API void api_shutdown() noexcept;
+LOTUS_DETAIL_API trace_stats api_stats() noexcept;
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus

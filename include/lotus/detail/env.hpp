@@ -1,0 +1,87 @@
+// lotus — the typed environment parser shared by the runtime, collectors and map regions (internal)
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <cstdint>  // uint64_t
+#include <cstdlib>  // getenv
+#include <cstring>  // strcmp, strlen
+
+#include "lotus/config.hpp"
+#include "lotus/detail/diagnostics.hpp"
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// The value of `name`, or nullptr when unset or empty.
+inline const char* env_text(const char* name) noexcept {
+  const char* v = std::getenv(name);
+  return (v != nullptr && *v != '\0') ? v : nullptr;
+}
+
+/// Decimal digits only (no sign, no spaces), at most 19 of them, within [lo, hi].
+inline bool parse_u64(const char* s, std::uint64_t lo, std::uint64_t hi,
+                      std::uint64_t& out) noexcept {
+  std::uint64_t x = 0;
+  std::size_t n = 0;
+  for (; s[n] != '\0'; ++n) {
+    if (s[n] < '0' || s[n] > '9' || n == 19) return false;
+    x = x * 10 + static_cast<std::uint64_t>(s[n] - '0');
+  }
+  if (n == 0 || x < lo || x > hi) return false;
+  out = x;
+  return true;
+}
+
+/// An integer variable: true and `out` set when it is set and valid; unset → false, silently;
+/// invalid → one warning naming the variable, the value and what was expected, and false.
+inline bool env_u64(const char* name, std::uint64_t lo, std::uint64_t hi,
+                    std::uint64_t& out) noexcept {
+  const char* v = env_text(name);
+  if (v == nullptr) return false;
+  if (parse_u64(v, lo, hi, out)) return true;
+  diag_config("ignoring %s='%.200s' (expected an integer from %llu to %llu); using the default",
+              name, v, static_cast<unsigned long long>(lo), static_cast<unsigned long long>(hi));
+  return false;
+}
+
+/// One of `choices` (a nullptr-terminated list): its index; unset → -1; anything else → one
+/// warning listing the choices, and -1.
+inline int env_choice(const char* name, const char* const* choices) noexcept {
+  const char* v = std::getenv(name);
+  if (v == nullptr) return -1;
+  char expected[160] = {};
+  std::size_t used = 0;
+  for (int i = 0; choices[i] != nullptr; ++i) {
+    if (std::strcmp(v, choices[i]) == 0) return i;
+    const std::size_t len = std::strlen(choices[i]);
+    if (used + len + 2 < sizeof expected) {
+      if (used != 0) expected[used++] = '|';
+      std::memcpy(expected + used, choices[i], len);
+      used += len;
+    }
+  }
+  diag_config("ignoring %s='%.200s' (expected %s); using the default", name, v, expected);
+  return -1;
+}
+
+/// A yes/no variable: 1/true/yes/on → 1, ""/0/false/no/off → 0, unset → -1, else warning and -1.
+inline int env_flag(const char* name) noexcept {
+  static const char* const words[] = {"0", "false", "no",  "off", "",
+                                      "1", "true",  "yes", "on",  nullptr};
+  const int i = env_choice(name, words);
+  return i < 0 ? -1 : (i >= 5 ? 1 : 0);
+}
+
+/// True when `s` holds a control character (a newline in a file name splits sidecar lines).
+inline bool has_control_char(const char* s) noexcept {
+  for (; *s != '\0'; ++s) {
+    const auto c = static_cast<unsigned char>(*s);
+    if (c < 0x20 || c == 0x7f) return true;
+  }
+  return false;
+}
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus

@@ -1,0 +1,69 @@
+// lotus — a fixed-size text builder for paths and sidecar lines (no allocation) (internal)
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <cstddef>      // size_t
+#include <cstdint>      // uint64_t
+#include <cstring>      // memcpy, strlen
+#include <string_view>  // string_view
+
+#include "lotus/config.hpp"
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// Text of at most 4 KiB plus room for a file name: as long as a Linux path may be. Appending past
+/// the end sets `overflow` (the caller reports ENAMETOOLONG) instead of allocating. The cold code
+/// builds its paths and lines with this, not with std::string concatenation, which would cost
+/// every translation unit that records a good part of a second to compile.
+class text {
+ public:
+  text() noexcept { buf_[0] = '\0'; }
+  text(const text&) = default;
+  text& operator=(const text&) = default;
+
+  text& add(const char* s, std::size_t n) noexcept {
+    if (n > sizeof buf_ - 1 - size_) {
+      n = sizeof buf_ - 1 - size_;
+      overflow = true;
+    }
+    std::memcpy(buf_ + size_, s, n);
+    size_ += n;
+    buf_[size_] = '\0';
+    return *this;
+  }
+  text& add(const char* s) noexcept { return add(s, std::strlen(s)); }
+  text& add(std::string_view s) noexcept { return add(s.data(), s.size()); }
+  text& add(const text& t) noexcept { return add(t.buf_, t.size_); }
+  text& add(std::uint64_t v) noexcept {
+    char digits[20];
+    std::size_t n = 0;
+    do {
+      digits[sizeof digits - 1 - n++] = static_cast<char>('0' + v % 10);
+      v /= 10;
+    } while (v != 0);
+    return add(digits + sizeof digits - n, n);
+  }
+  text& add(char c) noexcept { return add(&c, 1); }
+
+  void resize(std::size_t n) noexcept {
+    if (n < size_) {
+      size_ = n;
+      buf_[n] = '\0';
+    }
+  }
+  const char* c_str() const noexcept { return buf_; }
+  std::size_t size() const noexcept { return size_; }
+  bool empty() const noexcept { return size_ == 0; }
+
+  bool overflow = false;
+
+ private:
+  char buf_[4352];
+  std::size_t size_ = 0;
+};
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus

@@ -1,0 +1,169 @@
+// lotus — the thread registry: one record per recording thread, its segments and counters
+// (internal) SPDX-License-Identifier: MIT
+#pragma once
+
+#include <sys/prctl.h>    // PR_GET_NAME
+#include <sys/syscall.h>  // SYS_gettid
+#include <unistd.h>       // syscall
+
+#include <atomic>   // atomic
+#include <cstdint>  // uint64_t
+#include <cstdlib>  // free
+#include <mutex>    // mutex
+#include <new>      // nothrow
+#include <vector>   // vector
+
+#include "lotus/config.hpp"
+#include "lotus/detail/ring.hpp"
+#include "lotus/detail/test_hooks.hpp"
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// The state of one of a thread's two trace files (worker and main), owned by the writer.
+struct file_slot {
+  enum : unsigned char { none, created, refused };
+  int fd = -1;  // open descriptor, or -1 (not created yet, or closed by the fd cache)
+  unsigned char state = none;
+  unsigned fresh = 0;              // k of the `r<k>_` fresh name, 0 for the plain name
+  std::uint64_t dev = 0, ino = 0;  // identity at creation, checked when reopened
+  std::uint64_t size = 0;          // bytes written: a failed write is cut back to whole lines
+  std::uint64_t last_use = 0;      // fd cache clock
+};
+
+/// One recording thread. Allocated by the thread at its first event; freed by the writer after the
+/// thread exited and its events were written.
+struct thread_state {
+  std::atomic<ring*> current{nullptr};  // the producer's segment (its head = events pushed)
+  ring* read = nullptr;                 // writer: the oldest segment not yet drained
+  std::atomic<bool> retired{false};     // the thread has exited
+  std::atomic<std::uint64_t> dropped{0};
+  std::uint64_t tid = 0;
+  char name[17] = {};
+  bool announced = false;  // writer: its `thread` line is in the sidecar
+  file_slot worker, main;
+
+  std::uint64_t pushed() const noexcept {
+    const ring* r = current.load(std::memory_order_acquire);
+    return r != nullptr ? r->head.load(std::memory_order_acquire) : 0;
+  }
+};
+
+inline std::uint64_t current_tid() noexcept {
+  return static_cast<std::uint64_t>(::syscall(SYS_gettid));
+}
+
+/// Per-thread bookkeeping of the calling thread (cold path only).
+struct thread_local_state {
+  thread_state* self = nullptr;
+  int busy = 0;         // inside the runtime's cold path: a nested push (signal handler) drops
+  bool failed = false;  // no ring could be allocated: every event of this thread is dropped
+  bool exited = false;  // thread_local destructors ran: events are not recorded any more
+};
+inline thread_local thread_local_state t_thread;
+
+/// Marks the calling thread busy in the runtime for its lifetime (re-entrancy guard).
+struct busy_guard {
+  busy_guard() noexcept { ++t_thread.busy; }
+  ~busy_guard() { --t_thread.busy; }
+  busy_guard(const busy_guard&) = delete;
+  busy_guard& operator=(const busy_guard&) = delete;
+};
+
+/// All live thread records. Registration appends under a short lock (the ring is allocated before,
+/// outside it); the writer takes a snapshot per cycle and removes finished threads in one pass.
+class thread_registry {
+ public:
+  /// A record with its first segment, or nullptr when out of memory.
+  static thread_state* make(std::uint64_t first_capacity) noexcept {
+    auto* t = new (std::nothrow) thread_state();
+    if (t == nullptr) return nullptr;
+    ring* r = ring::make(first_capacity, 0, t);
+    if (r == nullptr) {
+      delete t;
+      return nullptr;
+    }
+    t->read = r;
+    t->current.store(r, std::memory_order_release);
+    const std::uint64_t id = test_hooks::thread_id;
+    t->tid = id != 0 ? id : current_tid();
+    if (::prctl(PR_GET_NAME, t->name, 0, 0, 0) != 0) t->name[0] = '\0';
+    return t;
+  }
+
+  static void destroy(thread_state* t) noexcept {
+    ring* r = t->read;
+    while (r != nullptr) {
+      ring* next = r->next.load(std::memory_order_acquire);
+      ring::destroy(r);
+      r = next;
+    }
+    delete t;
+  }
+
+  bool add(thread_state* t) noexcept {
+    std::lock_guard<std::mutex> lk(mu_);
+    try {
+      threads_.push_back(t);
+    } catch (...) {
+      return false;
+    }
+    return true;
+  }
+
+  void snapshot(std::vector<thread_state*>& out) {
+    std::lock_guard<std::mutex> lk(mu_);
+    out.assign(threads_.begin(), threads_.end());
+  }
+
+  /// Frees drained segments and the records of exited threads whose events are all written.
+  /// Under the lock, because stats() reads the records' segments.
+  void release(std::vector<ring*>& segments, std::vector<thread_state*>& finished) noexcept {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (ring* r : segments) ring::destroy(r);
+    segments.clear();
+    if (finished.empty()) return;
+    for (thread_state* t : finished) {
+      retired_pushed_ += t->pushed();
+      retired_dropped_ += t->dropped.load(std::memory_order_relaxed);
+      t->current.store(nullptr, std::memory_order_relaxed);
+      destroy(t);
+    }
+    // One pass: both lists are in registration order.
+    std::size_t out = 0, f = 0;
+    for (std::size_t i = 0; i < threads_.size(); ++i) {
+      if (f < finished.size() && threads_[i] == finished[f]) {
+        ++f;
+      } else {
+        threads_[out++] = threads_[i];
+      }
+    }
+    threads_.resize(out);
+    finished.clear();
+  }
+
+  /// Events pushed into rings and dropped by producers, over live and finished threads.
+  void totals(std::uint64_t& pushed, std::uint64_t& dropped) noexcept {
+    std::lock_guard<std::mutex> lk(mu_);
+    pushed = retired_pushed_;
+    dropped = retired_dropped_;
+    for (const thread_state* t : threads_) {
+      pushed += t->pushed();
+      dropped += t->dropped.load(std::memory_order_relaxed);
+    }
+  }
+
+  std::mutex& mutex() noexcept { return mu_; }
+  /// Every record (the caller holds mutex()).
+  std::vector<thread_state*>& all_locked() noexcept { return threads_; }
+
+ private:
+  std::mutex mu_;
+  std::vector<thread_state*> threads_;
+  std::uint64_t retired_pushed_ = 0, retired_dropped_ = 0;
+};
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus

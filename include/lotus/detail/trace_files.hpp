@@ -1,0 +1,354 @@
+// lotus — trace files and the sidecar: safe creation, a bounded fd cache, whole-line writes
+// (internal) SPDX-License-Identifier: MIT
+#pragma once
+
+#include <errno.h>     // errno, EEXIST, EINTR, ENOSPC, EMFILE
+#include <fcntl.h>     // open, O_*
+#include <sys/stat.h>  // fstat, lstat, mkdir
+#include <unistd.h>    // write, close, ftruncate, geteuid
+
+#include <cstdint>      // uint64_t
+#include <cstdio>       // snprintf
+#include <cstring>      // strerror
+#include <string_view>  // string_view
+#include <vector>       // vector
+
+#include "lotus/clock.hpp"
+#include "lotus/config.hpp"
+#include "lotus/detail/diagnostics.hpp"
+#include "lotus/detail/text.hpp"
+#include "lotus/detail/threads.hpp"
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// How many trace files lotus keeps open at once, whatever the number of threads (plus the
+/// sidecar): a host near its RLIMIT_NOFILE keeps its descriptors.
+constexpr std::size_t max_open_trace_files = 60;
+/// Fresh names tried when a file name is taken: `_r1_` … `_r64_`.
+constexpr unsigned max_fresh_names = 64;
+
+/// Every trace file and sidecar of one process, written by the writer thread only.
+///
+/// Rules (README "Trace files"): a file is only ever *created* (O_CREAT|O_EXCL|O_NOFOLLOW|
+/// O_NONBLOCK), so lotus never follows a symlink, never opens a FIFO or device, and never appends
+/// to a file it did not create in this run. A taken name gets the next fresh name, with `r<k>_`
+/// before the id so Lotus's scripts and lotus-tool still group it with its thread. A file the fd
+/// cache closed is reopened with O_NOFOLLOW and must still be the same inode, a regular file of
+/// this user with one link; otherwise it is refused and its events are counted as dropped.
+class trace_files {
+ public:
+  /// New prefix (absolute): files of the old one are closed; nothing is created yet.
+  void start(std::string_view prefix, std::vector<thread_state*>& threads) noexcept {
+    close_all(threads);
+    const std::size_t slash = prefix.rfind('/');
+    prefix_ = text();
+    dir_ = text();
+    base_ = text();
+    prefix_.add(prefix);
+    if (slash != std::string_view::npos) {
+      dir_.add(prefix.substr(0, slash == 0 ? 1 : slash));
+      base_.add(prefix.substr(slash + 1));
+    }
+    dir_ready_ = false;
+    disabled_ =
+        prefix.empty() || slash == std::string_view::npos;  // resolved prefixes are absolute
+  }
+
+  bool disabled() const noexcept { return disabled_; }
+  const text& base() const noexcept { return base_; }
+
+  /// Closes every file (prefix change, fork child, shutdown).
+  void close_all(std::vector<thread_state*>& threads) noexcept {
+    for (thread_state* t : threads) {
+      forget(*t);
+      t->worker = file_slot{};
+      t->main = file_slot{};
+      t->announced = false;
+    }
+    for (std::size_t i = 0; i < open_count_; ++i) {
+      if (open_[i]->fd >= 0) ::close(open_[i]->fd);
+      open_[i]->fd = -1;
+    }
+    open_count_ = 0;
+    if (sidecar_.fd >= 0) ::close(sidecar_.fd);
+    sidecar_ = file_slot{};
+    sidecar_pid_ = 0;
+  }
+
+  /// A finished thread: its files are closed and leave the cache.
+  void forget(thread_state& t) noexcept {
+    release(t.worker);
+    release(t.main);
+  }
+
+  /// Appends `n` bytes of whole lines to the thread's worker or main file. Returns how many of the
+  /// `lines` are on disk; the rest are lost and reported (once per cause).
+  std::uint64_t write(thread_state& t, bool main_file, const char* data, std::size_t n,
+                      std::uint64_t lines) {
+    file_slot& s = main_file ? t.main : t.worker;
+    if (disabled_ || s.state == file_slot::refused) return 0;
+    text stem = prefix_;
+    stem.add(main_file ? "_main_pid_" : "_worker_pid_");
+    if (s.fd < 0 && !acquire(s, stem, t.tid)) return 0;
+    s.last_use = ++clock_;
+    return append_lines(s, data, n, lines, stem, t.tid);
+  }
+
+  /// Appends sidecar lines, creating `.<base>.lotus-meta_<pid>` first (with `header`) in a new
+  /// process. Returns false when the sidecar cannot be written.
+  bool write_sidecar(const text& header, const text& lines) noexcept {
+    if (disabled_) return false;
+    const std::uint64_t pid = static_cast<std::uint64_t>(::getpid());
+    text stem = dir_;
+    stem.add("/.").add(base_).add(".lotus-meta_");
+    if (sidecar_pid_ != pid) {
+      if (sidecar_.fd >= 0) ::close(sidecar_.fd);
+      sidecar_ = file_slot{};
+      sidecar_pid_ = pid;
+    }
+    if (sidecar_.state == file_slot::refused) return false;
+    if (sidecar_.fd < 0) {
+      if (sidecar_.state == file_slot::created) return false;  // never reopened: it stays open
+      if (!create(sidecar_, stem, pid)) return false;
+      text all = header;
+      all.add(lines);
+      return append_lines(sidecar_, all.c_str(), all.size(), 1, stem, pid) == 1;
+    }
+    return append_lines(sidecar_, lines.c_str(), lines.size(), 1, stem, pid) == 1;
+  }
+
+  /// True once this process's sidecar exists (a stats line then has somewhere to go).
+  bool has_sidecar() const noexcept {
+    return sidecar_.state == file_slot::created &&
+           sidecar_pid_ == static_cast<std::uint64_t>(::getpid());
+  }
+
+  /// Descriptors held now (tests and the fd bound).
+  std::size_t open_files() const noexcept { return open_count_ + (sidecar_.fd >= 0 ? 1 : 0); }
+
+ private:
+  static text name_of(const file_slot& s, const text& stem, std::uint64_t id) noexcept {
+    text name = stem;
+    if (s.fresh != 0) name.add('r').add(std::uint64_t{s.fresh}).add('_');
+    return name.add(id);
+  }
+
+  static const char* describe(const text& path, char* buf, std::size_t size) noexcept {
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0) return "it vanished";
+    if (S_ISLNK(st.st_mode)) return "a symbolic link";
+    if (S_ISFIFO(st.st_mode)) return "a FIFO";
+    if (S_ISDIR(st.st_mode)) return "a directory";
+    if (!S_ISREG(st.st_mode)) return "a device or socket";
+    if (st.st_uid == ::geteuid()) return "a file of this user, from an earlier run or process";
+    std::snprintf(buf, size, "a file owned by uid %u", static_cast<unsigned>(st.st_uid));
+    return buf;
+  }
+
+  void make_dirs() noexcept {
+    if (dir_ready_) return;
+    dir_ready_ = true;
+    text part = dir_;
+    for (std::size_t i = 1; i <= dir_.size(); ++i) {
+      if (i == dir_.size() || dir_.c_str()[i] == '/') {
+        part.resize(i);
+        ::mkdir(part.c_str(), 0777);
+        part = dir_;
+      }
+    }
+  }
+
+  /// Room in the fd cache for one more file: closes the least recently used one.
+  void make_room() noexcept {
+    if (open_count_ < max_open_trace_files) return;
+    std::size_t victim = 0;
+    for (std::size_t i = 1; i < open_count_; ++i) {
+      if (open_[i]->last_use < open_[victim]->last_use) victim = i;
+    }
+    ::close(open_[victim]->fd);
+    open_[victim]->fd = -1;
+    open_[victim] = open_[--open_count_];
+  }
+
+  void release(file_slot& s) noexcept {
+    if (s.fd < 0) return;
+    for (std::size_t i = 0; i < open_count_; ++i) {
+      if (open_[i] == &s) {
+        open_[i] = open_[--open_count_];
+        break;
+      }
+    }
+    ::close(s.fd);
+    s.fd = -1;
+  }
+
+  /// Hands our descriptors back when the process ran out of them.
+  void shed() noexcept {
+    for (std::size_t i = 0; i < open_count_; ++i) {
+      ::close(open_[i]->fd);
+      open_[i]->fd = -1;
+    }
+    open_count_ = 0;
+  }
+
+  /// EMFILE, ENOSPC and the like are transient: report once, drop, retry later. Anything else
+  /// about the directory (EACCES, EROFS, ENOENT, ...) turns tracing off for this process.
+  void open_failed(const text& path, int err, const char* verb) noexcept {
+    if (err == EMFILE || err == ENFILE) {
+      shed();
+      diag(
+          topic::too_many_files,
+          "cannot %s trace file '%s': %s; its events are dropped (counted) and it is retried later",
+          verb, path.c_str(), std::strerror(err));
+    } else if (err == ENOSPC || err == EDQUOT) {
+      diag(topic::no_space, "cannot %s trace file '%s': %s; its events are dropped (counted)", verb,
+           path.c_str(), std::strerror(err));
+    } else {
+      diag(topic::io_error, "cannot %s trace file '%s': %s; tracing disabled for this process",
+           verb, path.c_str(), std::strerror(err));
+      disabled_ = true;
+      g_mode.store(mode_off, std::memory_order_relaxed);
+    }
+  }
+
+  bool create(file_slot& s, const text& stem, std::uint64_t id) noexcept {
+    make_dirs();
+    text taken;
+    for (unsigned k = s.fresh; k <= max_fresh_names; ++k) {
+      s.fresh = k;
+      const text path = name_of(s, stem, id);
+      if (path.overflow) {
+        open_failed(path, ENAMETOOLONG, "create");
+        return false;
+      }
+      int fd = -1;
+      do {
+        fd = ::open(path.c_str(),
+                    O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+                    0644);
+      } while (fd < 0 && errno == EINTR);
+      if (fd >= 0) {
+        struct stat st {};
+        ::fstat(fd, &st);
+        s.fd = fd;
+        s.state = file_slot::created;
+        s.dev = static_cast<std::uint64_t>(st.st_dev);
+        s.ino = static_cast<std::uint64_t>(st.st_ino);
+        s.size = 0;
+        if (!taken.empty()) {
+          char buf[64];
+          diag(topic::file_taken, "trace file '%s' already exists (%s); writing to '%s' instead",
+               taken.c_str(), describe(taken, buf, sizeof buf), path.c_str());
+        }
+        return true;
+      }
+      const int err = errno;
+      if (err != EEXIST) {
+        s.fresh = k;  // retried from here
+        open_failed(path, err, "create");
+        return false;
+      }
+      if (taken.empty()) taken = path;
+    }
+    s.state = file_slot::refused;
+    diag(topic::file_refused,
+         "cannot create a trace file: '%s' and its %u fresh names are taken; its events are "
+         "dropped (counted)",
+         taken.c_str(), max_fresh_names);
+    return false;
+  }
+
+  /// An fd for `s`: created on first use, reopened (and checked) after the cache closed it.
+  bool acquire(file_slot& s, const text& stem, std::uint64_t id) noexcept {
+    make_room();
+    if (s.state == file_slot::none) {
+      if (!create(s, stem, id)) return false;
+    } else {
+      const text path = name_of(s, stem, id);
+      int fd = -1;
+      do {
+        fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+      } while (fd < 0 && errno == EINTR);
+      struct stat st {};
+      const bool same = fd >= 0 && ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+                        st.st_uid == ::geteuid() && st.st_nlink == 1 &&
+                        static_cast<std::uint64_t>(st.st_dev) == s.dev &&
+                        static_cast<std::uint64_t>(st.st_ino) == s.ino;
+      if (!same) {
+        const int err = errno;
+        if (fd >= 0) ::close(fd);
+        if (fd < 0 && (err == EMFILE || err == ENFILE)) {
+          open_failed(path, err, "reopen");
+          return false;
+        }
+        s.state = file_slot::refused;
+        diag(topic::file_refused,
+             "trace file '%s' was removed, replaced or linked since lotus created it; it is not "
+             "written again and its events are dropped (counted)",
+             path.c_str());
+        return false;
+      }
+      s.fd = fd;
+    }
+    open_[open_count_++] = &s;
+    return true;
+  }
+
+  /// write(2) of whole lines. A failed or short write (full disk) is cut back to the last whole
+  /// line, so a file never ends in a partial record; returns the lines on disk.
+  std::uint64_t append_lines(file_slot& s, const char* data, std::size_t n, std::uint64_t lines,
+                             const text& stem, std::uint64_t id) noexcept {
+    std::size_t done = 0;
+    int err = 0;
+    while (done < n) {
+      const ssize_t w = ::write(s.fd, data + done, n - done);
+      if (w > 0) {
+        done += static_cast<std::size_t>(w);
+      } else if (w < 0 && errno == EINTR) {
+        continue;
+      } else {
+        err = w < 0 ? errno : ENOSPC;
+        break;
+      }
+    }
+    if (done == n) {
+      s.size += n;
+      return lines;
+    }
+    std::size_t keep = done;
+    while (keep > 0 && data[keep - 1] != '\n') --keep;
+    if (keep != done) {
+      const int rc = ::ftruncate(s.fd, static_cast<off_t>(s.size + keep));
+      static_cast<void>(rc);
+    }
+    s.size += keep;
+    std::uint64_t kept = 0;
+    for (std::size_t i = 0; i < keep; ++i) kept += data[i] == '\n' ? 1u : 0u;
+    const text path = name_of(s, stem, id);
+    if (err == ENOSPC || err == EDQUOT) {
+      diag(topic::no_space,
+           "cannot write trace file '%s': %s; events that do not fit are dropped (counted), a "
+           "file never ends in a partial line",
+           path.c_str(), std::strerror(err));
+    } else {
+      diag(topic::io_error, "cannot write trace file '%s': %s; its events are dropped (counted)",
+           path.c_str(), std::strerror(err));
+    }
+    return kept < lines ? kept : lines;
+  }
+
+  text prefix_, dir_, base_;
+  bool dir_ready_ = false;
+  bool disabled_ = false;
+  file_slot* open_[max_open_trace_files] = {};
+  std::size_t open_count_ = 0;
+  std::uint64_t clock_ = 0;
+  file_slot sidecar_;
+  std::uint64_t sidecar_pid_ = 0;
+};
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
