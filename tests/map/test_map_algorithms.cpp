@@ -90,6 +90,21 @@ TEST_CASE("spans, self time and the stabbing sweep", "[map][spans]") {
   REQUIRE_THROWS_AS(read_spans(dir, "nope"), map_error);
 }
 
+TEST_CASE("fresh trace file names _r<k>_<tid> add to thread <tid>", "[map][spans]") {
+  const std::string dir = make_dir();
+  write_file(dir + "/log_worker_pid_7", "SLoader,1000,100\n");
+  write_file(dir + "/log_worker_pid_r1_7", "SDecode,2000,100\n");
+  write_file(dir + "/log_main_pid_r12_7", "SBatchWait_0,3000,100\n");
+  for (const char* bad : {"log_worker_pid_r0_7", "log_worker_pid_r_7", "log_worker_pid_rx_7"}) {
+    write_file(dir + "/" + bad, "SBogus,1,1\n");
+  }
+  const auto s = read_spans(dir, "log");
+  REQUIRE(s.files == 3);
+  REQUIRE(s.by_thread.size() == 1);
+  REQUIRE(s.by_thread.at(7).size() == 3);
+  for (const auto& n : s.names) REQUIRE(n != "Bogus");
+}
+
 TEST_CASE("the join charges samples to the innermost span of their thread", "[map][join]") {
   const std::string dir = make_dir();
   write_file(

@@ -553,3 +553,228 @@ TEST_CASE("writing to a device keeps the device: -o /dev/null is written in plac
   REQUIRE(::stat("/dev/null", &last) == 0);
   CHECK(S_ISCHR(last.st_mode));
 }
+
+namespace {
+
+// The parts of a default-mode viz document the host/thread tests look at.
+struct viz_doc {
+  std::map<std::int64_t, std::string> process_names;  // Chrome pid -> name
+  std::map<std::int64_t, std::int64_t> sort_index;    // Chrome pid -> process_sort_index
+  std::map<std::pair<std::int64_t, std::int64_t>, std::string> thread_names;
+  std::multimap<std::string, std::pair<std::int64_t, std::int64_t>> events;  // name -> (pid, tid)
+};
+
+viz_doc read_viz(const std::string& path) {
+  viz_doc v;
+  const json j = json::parse(lotus_test::read_file(path));
+  for (const auto& e : j["traceEvents"]) {
+    const auto pid = e["pid"].get<std::int64_t>();
+    const auto tid = e["tid"].get<std::int64_t>();
+    if (e["ph"] == "M" && e["name"] == "process_name") {
+      REQUIRE(v.process_names.count(pid) == 0);
+      v.process_names[pid] = e["args"]["name"];
+    } else if (e["ph"] == "M" && e["name"] == "process_sort_index") {
+      v.sort_index[pid] = e["args"]["sort_index"];
+    } else if (e["ph"] == "M" && e["name"] == "thread_name") {
+      REQUIRE(v.thread_names.count({pid, tid}) == 0);
+      v.thread_names[{pid, tid}] = e["args"]["name"];
+    } else if (e["ph"] == "X") {
+      v.events.emplace(e["name"].get<std::string>(), std::make_pair(pid, tid));
+    }
+  }
+  return v;
+}
+
+// The report's embedded data: the timeline rows.
+json report_rows(const std::string& html) {
+  const auto at = html.find("\"rows\":[");
+  REQUIRE(at != std::string::npos);
+  const auto end = html.find(']', at);
+  return json::parse(html.substr(at + 7, end - at - 6));
+}
+
+}  // namespace
+
+TEST_CASE("fresh file names _r<k>_<tid> join their thread in check, stats, viz and report",
+          "[tool][dir][fresh]") {
+  const std::string d = make_tmp_dir();
+  spit(d + "/p_worker_pid_7", "SLoader,1000,10\nSBatchPreprocessed_0,2000,50\n");
+  spit(d + "/p_worker_pid_r1_7", "SLoader,3000,20\nSTransform,3100,5\n");
+  spit(d + "/p_main_pid_7", "SBatchWait_0,2100,100\nSBatchConsumed_0,2200,1000\n");
+  spit(d + "/.p.lotus-meta_r1_7",
+       "lotus-meta 1\nversion 0.2.0\npid 7\nppid 1\nprefix /x/p\nclock realtime\nhost h1\n"
+       "thread 7 loader\nstats 6 6 0 0\n");
+  // Malformed variants are not trace files: ignored like any other name.
+  for (const char* bad : {"p_worker_pid_r_7", "p_worker_pid_r0_7", "p_worker_pid_rx_7",
+                          "p_main_pid_r65_7", "p_worker_pid_r1_"}) {
+    spit(d + "/" + bad, "SBogus,1,1\n");
+  }
+
+  const auto c = tool("check " + d);
+  INFO(c.out << c.err);
+  REQUIRE(c.rc == 0);
+  REQUIRE(c.out == "ok: 3 file(s), 6 record(s), prefix 'p'\n");
+  REQUIRE(c.err.empty());
+
+  const auto s = tool("stats " + d + " --json");
+  REQUIRE(s.rc == 0);
+  const json st = json::parse(s.out);
+  REQUIRE(st["trace"]["records"] == 6);
+  REQUIRE(st["trace"]["worker_files"] == 2);
+  REQUIRE(st["trace"]["main_files"] == 1);
+  std::map<std::string, std::uint64_t> counts;
+  for (const auto& o : st["ops"]) counts[o["name"]] = o["count"];
+  REQUIRE(counts == std::map<std::string, std::uint64_t>{{"SLoader", 2}, {"STransform", 1}});
+  REQUIRE(st["batch_preprocessing"]["count"] == 1);
+  REQUIRE(st["delay"]["count"] == 1);
+  REQUIRE(st["processes"].size() == 1);
+  REQUIRE(st["processes"][0]["files"] == 3);
+
+  REQUIRE(tool("viz " + d + " -o " + d + "/v.json").rc == 0);
+  const viz_doc v = read_viz(d + "/v.json");
+  REQUIRE(v.events.size() == 6);
+  for (const auto& [name, at] : v.events) {
+    INFO(name);
+    REQUIRE(at == std::make_pair(std::int64_t{7}, std::int64_t{7}));
+  }
+  REQUIRE(v.events.count("SLoader") == 2);  // one from each worker file
+  REQUIRE(v.process_names ==
+          std::map<std::int64_t, std::string>{{7, "lotus pid 7 \u00b7 host h1"}});
+  REQUIRE(v.thread_names.size() == 1);
+  REQUIRE(v.thread_names.at({7, 7}) == "loader (7)");
+
+  REQUIRE(tool("report " + d + " -o " + d + "/r.html").rc == 0);
+  REQUIRE(report_rows(lotus_test::read_file(d + "/r.html")) == json::array({"worker 7", "main 7"}));
+
+  // --compat reads the files as the augmenter does: pid = tid = the last field of the name.
+  REQUIRE(tool("viz " + d + " --compat -o " + d + "/c.json").rc == 0);
+  const json cj = json::parse(lotus_test::read_file(d + "/c.json"));
+  std::size_t loaders = 0;
+  for (const auto& e : cj["traceEvents"]) {
+    REQUIRE(e["pid"] == 7);
+    loaders += e["name"] == "SLoader" ? 1 : 0;
+  }
+  REQUIRE(loaders == 2);
+}
+
+TEST_CASE("sidecar hosts and ranks name the processes in viz, stats and check",
+          "[tool][dir][hosts]") {
+  const std::string d = make_tmp_dir();
+  spit(d + "/p_main_pid_100", "SBatchWait_0,5000,100\n");
+  spit(d + "/p_worker_pid_101", "SLoader,1000,10\n");
+  spit(d + "/p_main_pid_200", "SBatchWait_0,6000,100\n");
+  spit(d + "/p_worker_pid_201", "SLoader,2000,10\nSLoader,2100,10\n");
+  spit(d + "/.p.lotus-meta_100",
+       "lotus-meta 1\npid 100\nppid 1\nhost node-a\nrank 0\nlocal_rank 0\nworld_size 2\n"
+       "thread 100 main\nthread 101 loader\nstats 2 2 0 0\n");
+  spit(d + "/.p.lotus-meta_200",
+       "lotus-meta 1\npid 200\nppid 1\nhost node-b\nrank 1\nlocal_rank 0\nworld_size 2\n"
+       "thread 200 main\nthread 201 loader\nstats 3 3 0 0\n");
+
+  const auto c = tool("check " + d);
+  INFO(c.out << c.err);
+  REQUIRE(c.rc == 0);
+  REQUIRE(c.out ==
+          "ok: 4 file(s), 5 record(s), prefix 'p', 2 process(es) on 2 hosts (node-a, "
+          "node-b)\n");
+  REQUIRE(c.err.empty());  // distinct pids: nothing to warn about
+
+  REQUIRE(tool("viz " + d + " -o " + d + "/v.json").rc == 0);
+  const viz_doc v = read_viz(d + "/v.json");
+  REQUIRE(v.process_names == std::map<std::int64_t, std::string>{
+                                 {100, "lotus pid 100 \u00b7 host node-a \u00b7 rank 0"},
+                                 {200, "lotus pid 200 \u00b7 host node-b \u00b7 rank 1"}});
+  REQUIRE(v.sort_index == std::map<std::int64_t, std::int64_t>{{100, 0}, {200, 1}});
+  REQUIRE(v.thread_names.at({100, 101}) == "loader (101)");
+  REQUIRE(v.thread_names.at({200, 201}) == "loader (201)");
+  std::set<std::pair<std::int64_t, std::int64_t>> loader_rows;
+  for (auto [it, end] = v.events.equal_range("SLoader"); it != end; ++it) {
+    loader_rows.insert(it->second);
+  }
+  REQUIRE(loader_rows == std::set<std::pair<std::int64_t, std::int64_t>>{{100, 101}, {200, 201}});
+
+  const auto s = tool("stats " + d + " --json");
+  REQUIRE(s.rc == 0);
+  const json st = json::parse(s.out);
+  REQUIRE(st["trace"]["hosts"] == json::array({"node-a", "node-b"}));
+  REQUIRE(st["processes"] ==
+          json::parse(R"([{"pid": 100, "ppid": 1, "host": "node-a", "rank": 0, "local_rank": 0,
+                           "world_size": 2, "files": 2, "recorded": 2, "written": 2,
+                           "dropped": 0},
+                          {"pid": 200, "ppid": 1, "host": "node-b", "rank": 1, "local_rank": 0,
+                           "world_size": 2, "files": 2, "recorded": 3, "written": 3,
+                           "dropped": 0}])"));
+  const auto text = tool("stats " + d);
+  REQUIRE(text.out.find("(2 worker, 2 main), 2 processes on 2 hosts\n") != std::string::npos);
+
+  const auto r = tool("report " + d + " -o " + d + "/r.html");
+  REQUIRE(r.rc == 0);
+  REQUIRE(report_rows(lotus_test::read_file(d + "/r.html")) ==
+          json::array({"worker 101 \u00b7 node-a", "worker 201 \u00b7 node-b",
+                       "main 100 \u00b7 node-a", "main 200 \u00b7 node-b"}));
+}
+
+TEST_CASE("hosts reusing the same pid and thread ids are kept apart, with a warning",
+          "[tool][dir][hosts]") {
+  // Containers on two machines: both training processes are pid 1. Host b found p_main_pid_1
+  // taken and wrote p_main_pid_r1_1; thread 20 exists on host a only, thread 21 on host b only.
+  const std::string d = make_tmp_dir();
+  spit(d + "/p_main_pid_1", "SBatchWait_0,5000,100\n");
+  spit(d + "/p_main_pid_r1_1", "SBatchWait_0,6000,100\n");
+  spit(d + "/p_worker_pid_20", "SLoaderA,1000,10\n");
+  spit(d + "/p_worker_pid_21", "SLoaderB,2000,10\n");
+  spit(d + "/.p.lotus-meta_1",
+       "lotus-meta 1\npid 1\nppid 0\nhost a\nrank 0\nthread 1 main\nthread 20 loader\n");
+  spit(d + "/.p.lotus-meta_r1_1",
+       "lotus-meta 1\npid 1\nppid 0\nhost b\nrank 1\nthread 1 main\nthread 21 loader\n");
+
+  const auto c = tool("check " + d);
+  INFO(c.out << c.err);
+  REQUIRE(c.rc == 0);
+  REQUIRE(c.out == "ok: 4 file(s), 4 record(s), prefix 'p', 2 process(es) on 2 hosts (a, b)\n");
+  REQUIRE(c.err.find("warning: the sidecars of several hosts (a, b) use the same pid(s) 1; each "
+                     "host's processes are kept apart\n") != std::string::npos);
+  REQUIRE(c.err.find("warning: thread id(s) 1 are used on several hosts") != std::string::npos);
+  REQUIRE(c.err.find("2 file(s) (p_main_pid_1, p_main_pid_r1_1)") != std::string::npos);
+
+  const auto vr = tool("viz " + d + " -o " + d + "/v.json");
+  REQUIRE(vr.rc == 0);
+  REQUIRE(vr.err.find("own trace prefix or directory") != std::string::npos);
+  const viz_doc v = read_viz(d + "/v.json");
+  REQUIRE(v.process_names.size() == 3);
+  const auto a_at = v.events.find("SLoaderA")->second;
+  const auto b_at = v.events.find("SLoaderB")->second;
+  REQUIRE(a_at == std::make_pair(std::int64_t{1}, std::int64_t{20}));  // host a keeps pid 1
+  REQUIRE(b_at.first != 1);                                            // host b gets a free one
+  REQUIRE(b_at.second == 21);
+  REQUIRE(v.process_names.at(1) == "lotus pid 1 \u00b7 host a \u00b7 rank 0");
+  REQUIRE(v.process_names.at(b_at.first) == "lotus pid 1 \u00b7 host b \u00b7 rank 1");
+  // The two main files cannot be attributed: one row each, in a process saying so.
+  std::set<std::pair<std::int64_t, std::int64_t>> wait_rows;
+  for (auto [it, end] = v.events.equal_range("SBatchWait_0"); it != end; ++it) {
+    wait_rows.insert(it->second);
+  }
+  REQUIRE(wait_rows.size() == 2);
+  const std::int64_t unknown = wait_rows.begin()->first;
+  REQUIRE(wait_rows.rbegin()->first == unknown);
+  REQUIRE(unknown != 1);
+  REQUIRE(unknown != b_at.first);
+  REQUIRE(v.process_names.at(unknown).find("host unknown") != std::string::npos);
+  REQUIRE(v.thread_names.at(*wait_rows.begin()) == "main 1 \u00b7 p_main_pid_1");
+  REQUIRE(v.thread_names.at(*wait_rows.rbegin()) == "main 1 \u00b7 p_main_pid_r1_1");
+
+  const json st = json::parse(tool("stats " + d + " --json").out);
+  REQUIRE(st["trace"]["records"] == 4);
+  REQUIRE(st["wait"]["count"] == 2);
+  REQUIRE(st["processes"].size() == 2);
+  REQUIRE(st["processes"][0]["host"] == "a");
+  REQUIRE(st["processes"][0]["files"] == 1);
+  REQUIRE(st["processes"][1]["host"] == "b");
+  REQUIRE(st["processes"][1]["files"] == 1);
+
+  const auto r = tool("report " + d + " -o " + d + "/r.html");
+  REQUIRE(r.rc == 0);
+  REQUIRE(report_rows(lotus_test::read_file(d + "/r.html")) ==
+          json::array({"worker 20 \u00b7 a", "worker 21 \u00b7 b", "main 1 \u00b7 host ?",
+                       "main 1 \u00b7 host ? \u00b7 r1"}));
+}

@@ -121,6 +121,152 @@ TEST_CASE("trace file names", "[tool][dir]") {
   REQUIRE_FALSE(parse_trace_file_name("profile.json", prefix, kind, id));
 }
 
+TEST_CASE("fresh trace file names _r<k>_<tid> are files of thread <tid>", "[tool][dir]") {
+  std::string prefix;
+  file_kind kind{};
+  std::uint64_t id = 0;
+  unsigned rev = 99;
+  REQUIRE(parse_trace_file_name("p_worker_pid_7", prefix, kind, id, rev));
+  REQUIRE((prefix == "p" && kind == file_kind::worker && id == 7 && rev == 0));
+  REQUIRE(parse_trace_file_name("p_worker_pid_r1_7", prefix, kind, id, rev));
+  REQUIRE((prefix == "p" && kind == file_kind::worker && id == 7 && rev == 1));
+  REQUIRE(parse_trace_file_name("/abs_dir_main_pid_r64_48213", prefix, kind, id, rev));
+  REQUIRE((prefix == "/abs_dir" && kind == file_kind::main && id == 48213 && rev == 64));
+  REQUIRE(parse_trace_file_name("a_main_pid_r2_b_worker_pid_r12_9", prefix, kind, id, rev));
+  REQUIRE((prefix == "a_main_pid_r2_b" && kind == file_kind::worker && id == 9 && rev == 12));
+  REQUIRE(parse_trace_file_name("p_main_pid_r3_7", prefix, kind, id));  // the 4-argument form
+  REQUIRE((kind == file_kind::main && id == 7));
+  // Malformed variants are not trace files, like any other name.
+  for (const char* bad :
+       {"p_worker_pid_r_7", "p_worker_pid_r0_7", "p_worker_pid_r01_7", "p_worker_pid_r65_7",
+        "p_worker_pid_r100_7", "p_worker_pid_rx_7", "p_worker_pid_r1x_7", "p_worker_pid_r1_",
+        "p_worker_pid_r1", "p_worker_pid_r1_7x", "p_worker_pid_r1__7", "p_worker_pid_R1_7",
+        "p_worker_pid_r-1_7", "p_main_pid_r 1_7", "_worker_pid_r1_7", ".p_worker_pid_r1_7"}) {
+    INFO(bad);
+    REQUIRE_FALSE(parse_trace_file_name(bad, prefix, kind, id, rev));
+  }
+  REQUIRE(is_sidecar_name(".p.lotus-meta_7", "p"));
+  REQUIRE(is_sidecar_name(".p.lotus-meta_r1_7", "p"));
+  REQUIRE(is_sidecar_name(".p.lotus-meta_r64_123456", "p"));
+  for (const char* bad :
+       {".p.lotus-meta_", ".p.lotus-meta_r0_7", ".p.lotus-meta_r_7", ".p.lotus-meta_7.tmp",
+        ".q.lotus-meta_7", "p.lotus-meta_7", ".pp.lotus-meta_7", ".p.lotus-meta_r65_7"}) {
+    INFO(bad);
+    REQUIRE_FALSE(is_sidecar_name(bad, "p"));
+  }
+}
+
+TEST_CASE("sidecar host and ranks", "[tool][dir]") {
+  trace_dir d;
+  std::istringstream in(
+      "lotus-meta 1\nversion 0.2.0\npid 100\nppid 1\nprefix /r/p\nclock realtime\n"
+      "host node-a.example\nrank 3\nlocal_rank 1\nworld_size 8\nthread 100 main\n");
+  parse_sidecar(in, "a", d);
+  REQUIRE(d.warnings.empty());
+  const auto& p = d.processes.at({100, "node-a.example"});
+  REQUIRE((p.host == "node-a.example" && p.rank == 3u && p.local_rank == 1u && p.world_size == 8u));
+  REQUIRE(p.sidecars == std::vector<std::string>{"a"});
+  REQUIRE(d.thread(100)->host == "node-a.example");
+  REQUIRE(d.hosts() == std::vector<std::string>{"node-a.example"});
+
+  // A bad number is a warning and leaves the value unset; an empty host line is a warning.
+  trace_dir bad;
+  std::istringstream junk(
+      "lotus-meta 1\npid 5\nhost \nrank -1\nlocal_rank x\nworld_size 99999999999999999999\n"
+      "host  b\x01\n");
+  parse_sidecar(junk, "j", bad);
+  REQUIRE(bad.warnings.size() == 4);
+  REQUIRE(bad.warnings[0] == "j:3: empty 'host' line");
+  REQUIRE(bad.warnings[1] == "j:4: bad number in 'rank' line");
+  REQUIRE(bad.warnings[2] == "j:5: bad number in 'local_rank' line");
+  REQUIRE(bad.warnings[3] == "j:6: bad number in 'world_size' line");
+  const auto& q = bad.processes.at({5, "b?"});  // control characters are replaced
+  REQUIRE((!q.rank && !q.local_rank && !q.world_size));
+}
+
+namespace {
+trace_file file_of(file_kind kind, std::uint64_t id, unsigned rev = 0) {
+  trace_file f;
+  f.kind = kind;
+  f.id = id;
+  f.rev = rev;
+  f.name = std::string(kind == file_kind::worker ? "p_worker_pid_" : "p_main_pid_") +
+           (rev ? "r" + std::to_string(rev) + "_" : "") + std::to_string(id);
+  return f;
+}
+void add_sidecar(trace_dir& d, const std::string& label, const std::string& text) {
+  std::istringstream in(text);
+  parse_sidecar(in, label, d);
+}
+}  // namespace
+
+TEST_CASE("files are attributed to processes by host; reused ids are kept apart", "[tool][dir]") {
+  SECTION("one host, a reused directory: the r1 file merges with the plain one") {
+    trace_dir d;
+    d.files = {file_of(file_kind::worker, 7), file_of(file_kind::worker, 7, 1),
+               file_of(file_kind::main, 7)};
+    add_sidecar(d, ".p.lotus-meta_7", "lotus-meta 1\npid 7\nhost a\nthread 7 old\nstats 3 3 0 0\n");
+    add_sidecar(d, ".p.lotus-meta_r1_7",
+                "lotus-meta 1\npid 7\nhost a\nthread 7 new\nstats 4 3 1 0\n");
+    attribute_files(d);
+    REQUIRE(d.warnings.empty());
+    REQUIRE(d.processes.size() == 1);
+    const auto& p = d.processes.at({7, "a"});
+    REQUIRE((p.recorded == 7 && p.written == 6 && p.dropped == 1 && p.sidecars.size() == 2));
+    REQUIRE(d.thread(7)->name == "new");
+    for (const auto& f : d.files) REQUIRE((f.pid == 7 && f.host == "a" && !f.ambiguous));
+  }
+  SECTION("two hosts with the same pid: processes apart, shared thread ids ambiguous") {
+    trace_dir d;
+    d.files = {file_of(file_kind::worker, 20), file_of(file_kind::worker, 20, 1),
+               file_of(file_kind::worker, 21), file_of(file_kind::worker, 22),
+               file_of(file_kind::main, 1),    file_of(file_kind::main, 1, 1),
+               file_of(file_kind::main, 9)};
+    add_sidecar(d, "A",
+                "lotus-meta 1\npid 1\nhost a\nrank 0\nthread 1 m\nthread 20 w\nthread 21 w\n");
+    add_sidecar(d, "B",
+                "lotus-meta 1\npid 1\nhost b\nrank 1\nthread 1 m\nthread 20 w\nthread 22 w\n");
+    attribute_files(d);
+    REQUIRE(d.processes.size() == 2);
+    REQUIRE(d.hosts() == std::vector<std::string>{"a", "b"});
+    auto find = [&](file_kind k, std::uint64_t id, unsigned rev) -> const trace_file& {
+      for (const auto& f : d.files) {
+        if (f.kind == k && f.id == id && f.rev == rev) return f;
+      }
+      FAIL("no such file");
+      return d.files.front();
+    };
+    REQUIRE(find(file_kind::worker, 20, 0).ambiguous);
+    REQUIRE(find(file_kind::worker, 20, 1).ambiguous);
+    REQUIRE(find(file_kind::main, 1, 0).ambiguous);
+    REQUIRE(find(file_kind::main, 1, 1).ambiguous);
+    const auto& w21 = find(file_kind::worker, 21, 0);
+    REQUIRE((!w21.ambiguous && w21.pid == 1 && w21.host == "a"));
+    const auto& w22 = find(file_kind::worker, 22, 0);
+    REQUIRE((!w22.ambiguous && w22.pid == 1 && w22.host == "b"));
+    const auto& m9 = find(file_kind::main, 9, 0);  // no sidecar: pid = id, host unknown
+    REQUIRE((!m9.ambiguous && m9.pid == 9 && m9.host.empty()));
+    REQUIRE(d.warnings.size() == 2);
+    REQUIRE(d.warnings[0] ==
+            "the sidecars of several hosts (a, b) use the same pid(s) 1; each host's processes "
+            "are kept apart");
+    REQUIRE(d.warnings[1].rfind("thread id(s) 1, 20 are used on several hosts", 0) == 0);
+    REQUIRE(d.warnings[1].find("4 file(s) (p_worker_pid_20, p_worker_pid_r1_20, p_main_pid_1, "
+                               "p_main_pid_r1_1)") != std::string::npos);
+    REQUIRE(d.warnings[1].find("LOTUS_LOG_FILE") != std::string::npos);
+  }
+  SECTION("two hosts with different pids: nothing ambiguous, no warning") {
+    trace_dir d;
+    d.files = {file_of(file_kind::main, 100), file_of(file_kind::main, 200)};
+    add_sidecar(d, "A", "lotus-meta 1\npid 100\nhost a\n");  // no thread lines: pid = tid
+    add_sidecar(d, "B", "lotus-meta 1\npid 200\nhost b\nthread 200 main\n");
+    attribute_files(d);
+    REQUIRE(d.warnings.empty());
+    REQUIRE((d.files[0].host == "a" && d.files[1].host == "b"));
+    REQUIRE((!d.files[0].ambiguous && !d.files[1].ambiguous));
+  }
+}
+
 TEST_CASE("sidecar parsing maps threads to processes, ignores unknown keys", "[tool][dir]") {
   trace_dir d;
   std::istringstream in(
@@ -130,12 +276,15 @@ TEST_CASE("sidecar parsing maps threads to processes, ignores unknown keys", "[t
   parse_sidecar(in, "meta", d);
   REQUIRE(d.warnings.empty());
   REQUIRE(d.threads.size() == 3);
-  REQUIRE(d.threads.at(101).name == "worker 0");
-  REQUIRE(d.threads.at(100).name == "main thread");
+  REQUIRE(d.thread(101)->name == "worker 0");
+  REQUIRE(d.thread(100)->name == "main thread");
+  REQUIRE(d.thread(555) == nullptr);
   REQUIRE(d.pid_of(102) == 100);
   REQUIRE(d.pid_of(555) == 555);
-  const auto& p = d.processes.at(100);
+  const auto& p = d.processes.at({100, ""});
   REQUIRE((p.ppid == 1 && p.recorded == 9 && p.written == 8 && p.dropped == 1));
+  REQUIRE((p.host.empty() && !p.rank && !p.local_rank && !p.world_size));
+  REQUIRE(d.hosts().empty());
 
   trace_dir bad;
   std::istringstream junk("hello\npid 3\n");

@@ -76,8 +76,18 @@ void run_check(const check_args& a) {
                                        std::to_string(dir.files.size()) + " file(s)");
   }
   if (!a.quiet) {
-    std::printf("ok: %zu file(s), %llu record(s), prefix '%s'\n", dir.files.size(),
-                static_cast<unsigned long long>(records), dir.prefix.c_str());
+    // Several hosts in one directory: say so, with the process count (from the sidecars).
+    std::string hosts_note;
+    if (const auto hosts = dir.hosts(); hosts.size() > 1) {
+      hosts_note = ", " + std::to_string(dir.processes.size()) + " process(es) on " +
+                   std::to_string(hosts.size()) + " hosts (";
+      for (std::size_t i = 0; i < hosts.size() && i < 8; ++i) {
+        hosts_note += (i == 0 ? "" : ", ") + hosts[i];
+      }
+      hosts_note += hosts.size() > 8 ? ", ...)" : ")";
+    }
+    std::printf("ok: %zu file(s), %llu record(s), prefix '%s'%s\n", dir.files.size(),
+                static_cast<unsigned long long>(records), dir.prefix.c_str(), hosts_note.c_str());
   }
 }
 

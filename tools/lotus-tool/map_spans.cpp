@@ -8,6 +8,7 @@
 #include <fstream>
 #include <unordered_map>
 
+#include "core/trace_name.hpp"
 #include "map_profile.hpp"
 
 namespace lotus_tool {
@@ -36,16 +37,12 @@ bool parse_u64(const std::string& s, std::size_t b, std::size_t e, std::uint64_t
   return true;
 }
 
-// Trace file name → tid, or false.
+// Trace file name (plain or fresh `_r<k>_` variant) → tid, or false.
 bool trace_tid(const std::string& name, const std::string& prefix, std::uint64_t& tid) {
   if (!prefix.empty() && name.rfind(prefix, 0) != 0) return false;
-  for (const char* tag : {"_worker_pid_", "_main_pid_"}) {
-    const auto p = name.rfind(tag);
-    if (p == std::string::npos) continue;
-    const auto b = p + std::char_traits<char>::length(tag);
-    if (parse_u64(name, b, name.size(), tid)) return true;
-  }
-  return false;
+  std::string file_prefix;
+  file_kind kind{};
+  return parse_trace_file_name(name, file_prefix, kind, tid);
 }
 
 }  // namespace

@@ -29,7 +29,8 @@ struct span_set {
 std::string op_name_of(const std::string& record_name);
 
 /// Read every `*_worker_pid_<tid>` / `*_main_pid_<tid>` file in `dir` whose basename starts with
-/// `prefix` (any prefix when empty). Markers with the 1000 ns placeholder duration
+/// `prefix` (any prefix when empty); fresh names `*_worker_pid_r<k>_<tid>` are files of `<tid>`
+/// too, and their spans join the same thread. Markers with the 1000 ns placeholder duration
 /// (SBatchQueued/SBatchConsumed) are skipped. Throws map_error if `dir` cannot be read or holds no
 /// trace file.
 span_set read_spans(const std::string& dir, const std::string& prefix = {});

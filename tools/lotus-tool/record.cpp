@@ -14,6 +14,7 @@
 #include "commands.hpp"
 #include "error.hpp"
 #include "map_process.hpp"
+#include "trace_name.hpp"
 
 namespace lotus_tool {
 
@@ -73,9 +74,10 @@ int run_record(const record_options& opt, std::ostream& out, std::ostream& err) 
   bool traced = false;
   if (DIR* d = ::opendir(trace.c_str())) {
     while (const dirent* e = ::readdir(d)) {
-      const std::string n = e->d_name;
-      traced = traced || n.find("_worker_pid_") != std::string::npos ||
-               n.find("_main_pid_") != std::string::npos;
+      std::string file_prefix;
+      file_kind kind{};
+      std::uint64_t tid = 0;
+      traced = traced || parse_trace_file_name(e->d_name, file_prefix, kind, tid);
     }
     ::closedir(d);
   }

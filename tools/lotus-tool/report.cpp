@@ -9,6 +9,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "commands.hpp"
@@ -381,17 +382,34 @@ void run_report(const report_args& a) {
   d["preprocessed"] = pts(st.preprocessed);
   d["waits"] = pts(st.waits);
   d["delays"] = pts(st.delays);
-  // Timeline rows: one per trace file (thread); spans: preprocessed (0) and waits (1/2 = marker).
+  // Timeline rows: one per writer thread (its files, `_r<k>_` fresh names included, share a
+  // row; a file that cannot be attributed to a host has its own); spans: preprocessed (0) and
+  // waits (1/2 = marker).
   d["rows"] = nlohmann::json::array();
-  for (const auto& f : dir.files) {
-    d["rows"].push_back((f.kind == file_kind::worker ? "worker " : "main ") + std::to_string(f.id));
+  const bool several_hosts = dir.hosts().size() > 1;
+  std::vector<std::size_t> row_of(dir.files.size());
+  std::map<std::tuple<file_kind, std::uint64_t, std::string, std::uint64_t>, std::size_t> rows;
+  for (std::size_t i = 0; i < dir.files.size(); ++i) {
+    const trace_file& f = dir.files[i];
+    row_of[i] = d["rows"].size();
+    std::string label = (f.kind == file_kind::worker ? "worker " : "main ") + std::to_string(f.id);
+    if (f.ambiguous) {
+      label += " \u00b7 host ?";
+      if (f.rev != 0) label += " \u00b7 r" + std::to_string(f.rev);
+    } else {
+      const auto [it, fresh] = rows.try_emplace({f.kind, f.pid, f.host, f.id}, row_of[i]);
+      row_of[i] = it->second;
+      if (!fresh) continue;
+      if (several_hosts && !f.host.empty()) label += " \u00b7 " + f.host;
+    }
+    d["rows"].push_back(label);
   }
   const std::uint64_t tmin = st.first_start_ns;
   nlohmann::json spans = nlohmann::json::array();
   auto add_spans = [&](const std::vector<batch_point>& v, int kind) {
     for (const auto& p : v) {
       const int k = kind == 1 && p.end_ns - p.start_ns == 1000 ? 2 : kind;
-      spans.push_back({p.file, double(p.start_ns - tmin), double(p.end_ns - tmin), k});
+      spans.push_back({row_of[p.file], double(p.start_ns - tmin), double(p.end_ns - tmin), k});
     }
   };
   add_spans(st.preprocessed, 0);

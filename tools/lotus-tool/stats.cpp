@@ -46,6 +46,27 @@ nlohmann::json to_json(const stats_result& r, const trace_dir& dir, bool outlier
                 {"records", r.records},
                 {"skipped_lines", r.skipped_lines},
                 {"epochs", r.epochs}};
+  j["trace"]["hosts"] = dir.hosts();
+  // Processes from the sidecars: host and rank when the sidecar has them, the files attributed
+  // to each, and the library's own counters.
+  auto& procs = j["processes"] = nlohmann::json::array();
+  for (const auto& kv : dir.processes) {
+    const process_meta& p = kv.second;
+    nlohmann::json o = {{"pid", p.pid}, {"ppid", p.ppid}};
+    if (!p.host.empty()) o["host"] = p.host;
+    if (p.rank) o["rank"] = *p.rank;
+    if (p.local_rank) o["local_rank"] = *p.local_rank;
+    if (p.world_size) o["world_size"] = *p.world_size;
+    o["files"] = std::count_if(dir.files.begin(), dir.files.end(), [&](const trace_file& f) {
+      return !f.ambiguous && f.pid == p.pid && f.host == p.host;
+    });
+    if (p.has_stats) {
+      o["recorded"] = p.recorded;
+      o["written"] = p.written;
+      o["dropped"] = p.dropped;
+    }
+    procs.push_back(std::move(o));
+  }
   auto& ops = j["ops"] = nlohmann::json::array();
   for (const auto& o : r.ops) {
     ops.push_back({{"name", o.name},
@@ -164,6 +185,9 @@ std::string to_text(const stats_result& r, const trace_dir& dir, bool outliers) 
              static_cast<unsigned long long>(r.files),
              static_cast<unsigned long long>(r.worker_files),
              static_cast<unsigned long long>(r.main_files));
+  if (const auto hosts = dir.hosts(); hosts.size() > 1) {
+    append_fmt(out, ", %zu processes on %zu hosts", dir.processes.size(), hosts.size());
+  }
   if (r.skipped_lines) {
     append_fmt(out, ", %llu malformed lines skipped",
                static_cast<unsigned long long>(r.skipped_lines));
@@ -253,7 +277,9 @@ void run_stats(const stats_args& a) {
   }
   output_file out(a.output);
   if (a.json) {
-    out.write(to_json(r, dir, a.remove_outliers).dump(2));
+    // Host and thread names come from sidecars: invalid UTF-8 becomes U+FFFD, never an error.
+    out.write(to_json(r, dir, a.remove_outliers)
+                  .dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
     out.write("\n");
   } else if (a.csv) {
     out.write(to_csv(r));

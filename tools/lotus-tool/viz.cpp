@@ -133,6 +133,85 @@ class epoch_index {
   bool have_ = false;
 };
 
+// Chrome processes and thread rows. A process is a (pid, host) of the sidecars; a row is a thread
+// id in it, holding every file of that thread (`_r<k>_` fresh names included). Pids reused by
+// another host get a free number (the process name keeps the real one), and the files that
+// cannot be attributed to a host (trace_file::ambiguous) go to one extra process, a row each.
+struct viz_process {
+  std::string name;
+  std::optional<std::uint64_t> sort_index;       ///< the rank, when the sidecar has one
+  std::map<std::uint64_t, std::string> threads;  ///< Chrome tid -> row name
+};
+
+struct viz_layout {
+  std::map<std::uint64_t, viz_process> processes;              ///< by Chrome pid
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> where;  ///< per file: Chrome (pid, tid)
+};
+
+viz_layout layout_rows(const trace_dir& dir) {
+  viz_layout lay;
+  std::uint64_t next_free = 0;  // above every real id: numbers for reused pids and tids
+  for (const auto& f : dir.files) next_free = std::max({next_free, f.id, f.pid});
+  for (const auto& p : dir.processes)
+    next_free = std::max({next_free, p.first.first, p.second.ppid});
+  ++next_free;
+
+  std::map<process_key, std::map<std::uint64_t, unsigned>> rows;  // owner -> tid -> kinds
+  bool any_ambiguous = false;
+  for (const auto& f : dir.files) {
+    if (f.ambiguous) {
+      any_ambiguous = true;
+    } else {
+      rows[{f.pid, f.host}][f.id] |= f.kind == file_kind::worker ? 1u : 2u;
+    }
+  }
+  std::map<process_key, std::uint64_t> chrome_pid;
+  std::set<std::uint64_t> taken;
+  for (const auto& [key, threads] : rows) {
+    const std::uint64_t cp = taken.insert(key.first).second ? key.first : next_free++;
+    chrome_pid[key] = cp;
+    viz_process& vp = lay.processes[cp];
+    vp.name = "lotus pid " + std::to_string(key.first);
+    if (!key.second.empty()) vp.name += " \u00b7 host " + key.second;
+    auto pm = dir.processes.find(key);
+    if (pm != dir.processes.end()) {
+      const process_meta& m = pm->second;
+      if (m.rank) {
+        vp.name += " \u00b7 rank " + std::to_string(*m.rank);
+        vp.sort_index = *m.rank;
+      }
+      if (m.ppid != 0 && rows.count({m.ppid, key.second}) != 0) {
+        vp.name += " (child of " + std::to_string(m.ppid) + ")";
+      }
+    }
+    for (const auto& [tid, kinds] : threads) {
+      const thread_meta* tm = dir.thread(tid);
+      vp.threads[tid] = tm != nullptr && !tm->name.empty()
+                            ? tm->name + " (" + std::to_string(tid) + ")"
+                            : (kinds == 1   ? "worker "
+                               : kinds == 2 ? "main "
+                                            : "thread ") +
+                                  std::to_string(tid);
+    }
+  }
+  const std::uint64_t unknown_pid = any_ambiguous ? next_free++ : 0;
+  lay.where.resize(dir.files.size());
+  for (std::size_t i = 0; i < dir.files.size(); ++i) {
+    const trace_file& f = dir.files[i];
+    if (!f.ambiguous) {
+      lay.where[i] = {chrome_pid.at({f.pid, f.host}), f.id};
+      continue;
+    }
+    viz_process& vp = lay.processes[unknown_pid];
+    vp.name = "lotus: files of thread ids used on several hosts (host unknown)";
+    const std::uint64_t tid = vp.threads.count(f.id) == 0 ? f.id : next_free++;
+    vp.threads[tid] = (f.kind == file_kind::worker ? "worker " : "main ") + std::to_string(f.id) +
+                      " \u00b7 " + f.name;
+    lay.where[i] = {unknown_pid, tid};
+  }
+  return lay;
+}
+
 struct emitter {
   std::string* b;
   std::size_t n = 0;
@@ -280,38 +359,31 @@ void run_viz(const viz_args& a) {
     append_lit(b, "},\"traceEvents\":[");
   }
 
-  // Metadata: process and thread names (sidecar names when present).
-  std::map<std::uint64_t, std::map<std::uint64_t, unsigned>> rows;  // pid -> tid -> kinds bitmask
-  for (const auto& f : dir.files) {
-    rows[dir.pid_of(f.id)][f.id] |= f.kind == file_kind::worker ? 1u : 2u;
-  }
-  for (const auto& [pid, threads] : rows) {
+  // Metadata: process and thread names (sidecar names, hosts and ranks when present).
+  const viz_layout lay = layout_rows(dir);
+  for (const auto& [pid, proc] : lay.processes) {
     em.next();
     append_lit(b, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":");
     append_uint(b, pid);
     append_lit(b, ",\"tid\":0,\"args\":{\"name\":");
-    auto pm = dir.processes.find(pid);
-    std::string pname = "lotus pid " + std::to_string(pid);
-    if (pm != dir.processes.end() && pm->second.ppid != 0 && rows.count(pm->second.ppid) != 0) {
-      pname += " (child of " + std::to_string(pm->second.ppid) + ")";
-    }
-    append_json_string(b, pname);
+    append_json_string(b, proc.name);
     append_lit(b, "}}");
-    for (const auto& [tid, kinds] : threads) {
+    if (proc.sort_index) {
+      em.next();
+      append_lit(b, "{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":");
+      append_uint(b, pid);
+      append_lit(b, ",\"tid\":0,\"args\":{\"sort_index\":");
+      append_uint(b, *proc.sort_index);
+      append_lit(b, "}}");
+    }
+    for (const auto& [tid, name] : proc.threads) {
       em.next();
       append_lit(b, "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":");
       append_uint(b, pid);
       append_lit(b, ",\"tid\":");
       append_uint(b, tid);
       append_lit(b, ",\"args\":{\"name\":");
-      auto tm = dir.threads.find(tid);
-      std::string tname;
-      if (tm != dir.threads.end() && !tm->second.name.empty()) {
-        tname = tm->second.name + " (" + std::to_string(tid) + ")";
-      } else {
-        tname = (kinds == 1 ? "worker " : kinds == 2 ? "main " : "thread ") + std::to_string(tid);
-      }
-      append_json_string(b, tname);
+      append_json_string(b, name);
       append_lit(b, "}}");
     }
   }
@@ -320,9 +392,9 @@ void run_viz(const viz_args& a) {
   std::vector<std::string> where(dir.files.size());
   for (std::size_t i = 0; i < dir.files.size(); ++i) {
     append_lit(where[i], ",\"pid\":");
-    append_uint(where[i], dir.pid_of(dir.files[i].id));
+    append_uint(where[i], lay.where[i].first);
     append_lit(where[i], ",\"tid\":");
-    append_uint(where[i], dir.files[i].id);
+    append_uint(where[i], lay.where[i].second);
     append_lit(where[i], ",\"ts\":");
   }
   skipped = for_each_record(

@@ -17,36 +17,22 @@
 
 namespace lotus_tool {
 
-std::uint64_t trace_dir::pid_of(std::uint64_t tid) const {
+const thread_meta* trace_dir::thread(std::uint64_t tid) const {
   auto it = threads.find(tid);
-  return it != threads.end() ? it->second.pid : tid;
+  return it != threads.end() && !it->second.empty() ? &it->second.back() : nullptr;
 }
 
-bool parse_trace_file_name(std::string_view name, std::string& prefix, file_kind& kind,
-                           std::uint64_t& id) {
-  struct marker {
-    std::string_view text;
-    file_kind kind;
-  };
-  static constexpr marker k_markers[] = {{"_worker_pid_", file_kind::worker},
-                                         {"_main_pid_", file_kind::main}};
-  if (!name.empty() && name[0] == '.') return false;  // sidecars and other hidden files
-  std::size_t best = std::string_view::npos;
-  const marker* found = nullptr;
-  for (const auto& m : k_markers) {
-    const std::size_t pos = name.rfind(m.text);
-    if (pos != std::string_view::npos && (best == std::string_view::npos || pos > best)) {
-      best = pos;
-      found = &m;
-    }
+std::uint64_t trace_dir::pid_of(std::uint64_t tid) const {
+  const thread_meta* t = thread(tid);
+  return t != nullptr ? t->pid : tid;
+}
+
+std::vector<std::string> trace_dir::hosts() const {
+  std::set<std::string> h;
+  for (const auto& p : processes) {
+    if (!p.second.host.empty()) h.insert(p.second.host);
   }
-  if (found == nullptr || best == 0) return false;
-  const std::string_view digits = name.substr(best + found->text.size());
-  if (digits.empty() || digits.size() > 18) return false;
-  if (!parse_u63(digits, id)) return false;
-  prefix.assign(name.substr(0, best));
-  kind = found->kind;
-  return true;
+  return {h.begin(), h.end()};
 }
 
 void parse_sidecar(std::istream& in, const std::string& file_label, trace_dir& out) {
@@ -80,6 +66,26 @@ void parse_sidecar(std::istream& in, const std::string& file_label, trace_dir& o
       have_pid = read_u(proc.pid);
     } else if (key == "ppid") {
       read_u(proc.ppid);
+    } else if (key == "host") {
+      std::string host;
+      std::getline(ls, host);
+      const std::size_t b = host.find_first_not_of(" \t\r");
+      const std::size_t e = host.find_last_not_of(" \t\r");
+      if (b == std::string::npos) {
+        warn("empty 'host' line");
+      } else {
+        proc.host = host.substr(b, e - b + 1);
+        // Printed in messages and row names: no control characters.
+        for (char& c : proc.host) {
+          if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+        }
+      }
+    } else if (key == "rank" || key == "local_rank" || key == "world_size") {
+      std::optional<std::uint64_t>& slot = key == "rank"         ? proc.rank
+                                           : key == "local_rank" ? proc.local_rank
+                                                                 : proc.world_size;
+      std::uint64_t v = 0;
+      if (read_u(v)) slot = v;
     } else if (key == "version") {
       ls >> proc.version;
     } else if (key == "clock") {
@@ -109,8 +115,106 @@ void parse_sidecar(std::istream& in, const std::string& file_label, trace_dir& o
     warn("sidecar has no valid 'pid' line; file ignored");
     return;
   }
-  for (auto& t : threads) out.threads[t.first] = thread_meta{proc.pid, std::move(t.second)};
-  out.processes[proc.pid] = proc;
+  for (auto& t : threads) {
+    out.threads[t.first].push_back(thread_meta{proc.pid, proc.host, std::move(t.second)});
+  }
+  proc.sidecars.push_back(file_label);
+  auto [it, fresh] = out.processes.try_emplace(process_key{proc.pid, proc.host}, proc);
+  if (fresh) return;
+  // The same pid on the same host again: a directory reused by a later run (whose files then got
+  // fresh `_r<k>_` names). Its files merge with the earlier ones, so the counts add up.
+  process_meta& p = it->second;
+  if (p.ppid == 0) p.ppid = proc.ppid;
+  if (!p.rank) p.rank = proc.rank;
+  if (!p.local_rank) p.local_rank = proc.local_rank;
+  if (!p.world_size) p.world_size = proc.world_size;
+  if (p.version.empty()) p.version = proc.version;
+  if (p.clock.empty()) p.clock = proc.clock;
+  p.has_stats = p.has_stats || proc.has_stats;
+  p.recorded += proc.recorded;
+  p.written += proc.written;
+  p.dropped += proc.dropped;
+  p.sanitized += proc.sanitized;
+  p.sidecars.push_back(file_label);
+}
+
+namespace {
+
+// "a, b, c" of the first `max` items, then ", ... (N in all)".
+template <class C, class F>
+std::string short_list(const C& items, F&& str, std::size_t max = 8) {
+  std::string out;
+  std::size_t n = 0;
+  for (const auto& x : items) {
+    if (n == max) {
+      out += ", ... (" + std::to_string(items.size()) + " in all)";
+      break;
+    }
+    out += (n++ == 0 ? "" : ", ") + str(x);
+  }
+  return out;
+}
+
+}  // namespace
+
+void attribute_files(trace_dir& dir) {
+  // Hosts per pid (sidecars) and per thread id (their `thread` lines); unknown hosts ("") count
+  // as no host: an older sidecar beside a newer one is a reused directory, not another machine.
+  std::map<std::uint64_t, std::set<std::string>> pid_hosts, tid_hosts;
+  for (const auto& p : dir.processes) {
+    if (!p.first.second.empty()) pid_hosts[p.first.first].insert(p.first.second);
+  }
+  for (const auto& [tid, claims] : dir.threads) {
+    for (const auto& c : claims) {
+      if (!c.host.empty()) tid_hosts[tid].insert(c.host);
+    }
+  }
+  std::set<std::uint64_t> ambiguous_tids;
+  std::vector<std::string> ambiguous_files;
+  for (auto& f : dir.files) {
+    f.ambiguous = false;
+    f.host.clear();
+    f.pid = f.id;
+    if (const thread_meta* t = dir.thread(f.id)) {
+      f.pid = t->pid;
+      auto h = tid_hosts.find(f.id);
+      f.ambiguous = h != tid_hosts.end() && h->second.size() > 1;
+      if (!f.ambiguous) f.host = t->host;
+    } else {
+      // No sidecar names the thread: the file name's id is taken as its pid (a main thread's
+      // tid is its pid), on the one host that has a process with that pid, if any.
+      auto h = pid_hosts.find(f.id);
+      if (h != pid_hosts.end()) {
+        f.ambiguous = h->second.size() > 1;
+        if (!f.ambiguous) f.host = *h->second.begin();
+      }
+    }
+    if (f.ambiguous) {
+      ambiguous_tids.insert(f.id);
+      ambiguous_files.push_back(f.name);
+    }
+  }
+  std::set<std::string> all_hosts;
+  std::vector<std::uint64_t> reused;
+  for (const auto& [pid, hosts] : pid_hosts) {
+    all_hosts.insert(hosts.begin(), hosts.end());
+    if (hosts.size() > 1) reused.push_back(pid);
+  }
+  const auto num = [](std::uint64_t v) { return std::to_string(v); };
+  const auto str = [](const std::string& v) { return v; };
+  if (!reused.empty()) {
+    dir.warnings.push_back("the sidecars of several hosts (" + short_list(all_hosts, str) +
+                           ") use the same pid(s) " + short_list(reused, num) +
+                           "; each host's processes are kept apart");
+  }
+  if (!ambiguous_files.empty()) {
+    dir.warnings.push_back(
+        "thread id(s) " + short_list(ambiguous_tids, num) +
+        " are used on several hosts and a trace file name does not say which host wrote it: " +
+        std::to_string(ambiguous_files.size()) + " file(s) (" + short_list(ambiguous_files, str) +
+        ") are shown apart as 'host unknown', one row each. To avoid this, give each host its "
+        "own trace prefix or directory (e.g. LOTUS_LOG_FILE=run/lotus_$(hostname))");
+  }
 }
 
 trace_dir scan_trace_dir(const std::string& dir, const std::string& prefix) {
@@ -135,7 +239,7 @@ trace_dir scan_trace_dir(const std::string& dir, const std::string& prefix) {
   const std::string base = (!dir.empty() && dir.back() == '/') ? dir : dir + "/";
   for (const auto& n : names) {
     trace_file f;
-    if (!parse_trace_file_name(n, f.prefix, f.kind, f.id)) continue;
+    if (!parse_trace_file_name(n, f.prefix, f.kind, f.id, f.rev)) continue;
     f.name = n;
     f.path = base + n;
     struct stat fs {};
@@ -171,12 +275,12 @@ trace_dir scan_trace_dir(const std::string& dir, const std::string& prefix) {
   std::stable_sort(out.files.begin(), out.files.end(),
                    [](const trace_file& a, const trace_file& b) {
                      if (a.kind != b.kind) return a.kind < b.kind;
-                     return a.id < b.id;
+                     if (a.id != b.id) return a.id < b.id;
+                     return a.rev < b.rev;
                    });
 
-  const std::string meta_prefix = "." + out.prefix + ".lotus-meta_";
   for (const auto& n : names) {
-    if (n.rfind(meta_prefix, 0) != 0) continue;
+    if (!is_sidecar_name(n, out.prefix)) continue;
     std::ifstream in(base + n);
     if (!in) {
       out.warnings.push_back(base + n + ": cannot read sidecar: " + std::strerror(errno));
@@ -184,6 +288,7 @@ trace_dir scan_trace_dir(const std::string& dir, const std::string& prefix) {
     }
     parse_sidecar(in, base + n, out);
   }
+  attribute_files(out);
   return out;
 }
 
