@@ -8,8 +8,8 @@
 #include <cstdint>  // uint64_t
 
 #include "lotus/config.hpp"
-#include "lotus/detail/entry.hpp"
 #include "lotus/detail/platform.hpp"
+#include "lotus/detail/test_hooks.hpp"
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -34,6 +34,15 @@ LOTUS_DETAIL_FORCE_INLINE std::uint64_t read_tsc() noexcept {
 #endif
 }
 
+/// Epoch ns for the non-TSC clocks (realtime, or a test's manual clock).
+LOTUS_DETAIL_NOINLINE inline std::uint64_t now_ticks_slow(int mode) noexcept {
+  if (mode == mode_manual) {
+    const test_hooks::clock_fn f = test_hooks::manual_clock.load(std::memory_order_relaxed);
+    if (f != nullptr) return f();
+  }
+  return realtime_ns();
+}
+
 /// Raw ticks in the unit of `mode` (TSC cycles, or epoch ns for the other clocks).
 LOTUS_DETAIL_FORCE_INLINE std::uint64_t now_ticks(int mode) noexcept {
   if (LOTUS_DETAIL_LIKELY(mode == mode_tsc)) return read_tsc();
@@ -43,7 +52,3 @@ LOTUS_DETAIL_FORCE_INLINE std::uint64_t now_ticks(int mode) noexcept {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-
-#if !defined(LOTUS_DISABLE) && !defined(LOTUS_COMPILED_LIB)
-#  include "lotus/detail/runtime.hpp"
-#endif

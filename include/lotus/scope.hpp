@@ -58,36 +58,6 @@ inline void emit(const source_location& loc, std::uint64_t t0, std::uint64_t t1,
   if (g_mode.load(std::memory_order_relaxed) >= mode_tsc) push(&loc, t0, t1, idx);
 }
 
-/// Hash of a run-time name for the per-thread name cache: whole words, no per-byte loop.
-LOTUS_DETAIL_FORCE_INLINE std::uint64_t name_hash(const char* p, std::size_t n) noexcept {
-  constexpr std::uint64_t k = 0x9E3779B97F4A7C15ull;
-  std::uint64_t a = 0, b = 0;
-  if (n >= 8) {
-    std::uint64_t h = n * k;
-    const char* const last = p + n - 8;
-    for (; p < last; p += 8) {
-      std::memcpy(&a, p, 8);
-      h = (h ^ a) * k;
-      h ^= h >> 29;
-    }
-    std::memcpy(&b, last, 8);
-    h = (h ^ b) * k;
-    return h ^ (h >> 32);
-  }
-  if (n >= 4) {
-    std::uint32_t x = 0, y = 0;
-    std::memcpy(&x, p, 4);
-    std::memcpy(&y, p + n - 4, 4);
-    a = (static_cast<std::uint64_t>(x) << 32) | y;
-  } else if (n > 0) {
-    a = (static_cast<std::uint64_t>(static_cast<unsigned char>(p[0])) << 16) |
-        (static_cast<std::uint64_t>(static_cast<unsigned char>(p[n / 2])) << 8) |
-        static_cast<unsigned char>(p[n - 1]);
-  }
-  const std::uint64_t h = (a ^ (n * k)) * k;
-  return h ^ (h >> 32);
-}
-
 /// The interned location of `name` for LOTUS_SCOPE_DYNAMIC: the thread's cache, else the runtime.
 LOTUS_DETAIL_FORCE_INLINE const source_location* dynamic_location(std::string_view name) noexcept {
   const std::uint64_t h = name_hash(name.data(), name.size());

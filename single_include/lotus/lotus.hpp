@@ -57,11 +57,15 @@
 #if defined(__GNUC__) || defined(__clang__)
 #  define LOTUS_DETAIL_FORCE_INLINE inline __attribute__((always_inline))
 #  define LOTUS_DETAIL_NOINLINE __attribute__((noinline))
+// Rarely run runtime code (setup, errors, fork, file creation): optimized for size, which also
+// keeps the compile time of every recording translation unit down in header-only mode.
+#  define LOTUS_DETAIL_COLD __attribute__((cold))
 #  define LOTUS_DETAIL_LIKELY(x) __builtin_expect(!!(x), 1)
 #  define LOTUS_DETAIL_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #else
 #  define LOTUS_DETAIL_FORCE_INLINE inline
 #  define LOTUS_DETAIL_NOINLINE
+#  define LOTUS_DETAIL_COLD
 #  define LOTUS_DETAIL_LIKELY(x) (x)
 #  define LOTUS_DETAIL_UNLIKELY(x) (x)
 #endif
@@ -146,6 +150,8 @@ enum class topic : unsigned {
   io_error,        // any other error creating or writing a trace file
   no_memory,       // a ring or buffer could not be allocated
   writer,          // the writer thread could not start or did not stop in time
+  late_event,      // an event after the thread's exit hook (a thread_local destructor)
+  reentrant,       // an event from a signal handler that interrupted lotus on the same thread
   collector,       // the collector backend (perf, ITT, uProf, Callgrind) failed
   map,             // LotusMap probe control (list file)
   count_
@@ -169,7 +175,7 @@ inline void diag_write(const char* text, int n) noexcept {
   errno = saved;
 }
 
-inline void diag_vprint(const char* format, va_list args) noexcept {
+LOTUS_DETAIL_COLD inline void diag_vprint(const char* format, va_list args) noexcept {
   char text[600];
   const int n = std::vsnprintf(text, sizeof text, format, args);
   if (n > 0)
@@ -247,8 +253,8 @@ inline bool parse_u64(const char* s, std::uint64_t lo, std::uint64_t hi,
 
 /// An integer variable: true and `out` set when it is set and valid; unset → false, silently;
 /// invalid → one warning naming the variable, the value and what was expected, and false.
-inline bool env_u64(const char* name, std::uint64_t lo, std::uint64_t hi,
-                    std::uint64_t& out) noexcept {
+LOTUS_DETAIL_COLD inline bool env_u64(const char* name, std::uint64_t lo, std::uint64_t hi,
+                                      std::uint64_t& out) noexcept {
   const char* v = env_text(name);
   if (v == nullptr) return false;
   if (parse_u64(v, lo, hi, out)) return true;
@@ -259,7 +265,7 @@ inline bool env_u64(const char* name, std::uint64_t lo, std::uint64_t hi,
 
 /// One of `choices` (a nullptr-terminated list): its index; unset → -1; anything else → one
 /// warning listing the choices, and -1.
-inline int env_choice(const char* name, const char* const* choices) noexcept {
+LOTUS_DETAIL_COLD inline int env_choice(const char* name, const char* const* choices) noexcept {
   const char* v = std::getenv(name);
   if (v == nullptr) return -1;
   char expected[160] = {};
@@ -278,7 +284,7 @@ inline int env_choice(const char* name, const char* const* choices) noexcept {
 }
 
 /// A yes/no variable: 1/true/yes/on → 1, ""/0/false/no/off → 0, unset → -1, else warning and -1.
-inline int env_flag(const char* name) noexcept {
+LOTUS_DETAIL_COLD inline int env_flag(const char* name) noexcept {
   static const char* const words[] = {"0", "false", "no",  "off", "",
                                       "1", "true",  "yes", "on",  nullptr};
   const int i = env_choice(name, words);
@@ -1408,545 +1414,6 @@ constexpr std::uint32_t flag_fixed_1us = 4;  // write the Lotus 1000 ns placehol
 #include <atomic>   // atomic
 #include <cstdint>  // uint64_t
 
-// ---- begin lotus/detail/entry.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_ENTRY_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_ENTRY_HPP
-// lotus — the runtime's cold entry points, declared for the hot-path headers (internal)
-// SPDX-License-Identifier: MIT
-
-#include <cstddef>      // size_t
-#include <cstdint>      // uint64_t
-#include <string_view>  // string_view
-
-
-// Header-only mode defines these in lotus/detail/runtime.hpp (reached through scope.hpp and
-// trace.hpp); with LOTUS_COMPILED_LIB they are defined once, in the TU that includes
-// <lotus/src.hpp>, and the hot-path headers see only these declarations.
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-
-struct source_location;
-struct options;
-struct trace_stats;
-
-namespace detail {
-
-/// Epoch ns for the non-TSC clocks (realtime, or a test's manual clock).
-LOTUS_DETAIL_API std::uint64_t now_ticks_slow(int mode) noexcept;
-
-/// First event of a thread, a full ring, or a push that interrupted lotus on the same thread (a
-/// signal handler): never throws, never blocks inside a signal handler, counts what it drops.
-LOTUS_DETAIL_API void push_slow(const source_location* loc, std::uint64_t t0, std::uint64_t t1,
-                                std::uint64_t idx) noexcept;
-
-/// First use in this process: read the environment; returns the tracing mode.
-LOTUS_DETAIL_API int initialize_mode() noexcept;
-
-/// Process-lifetime location for a run-time name (interned once per distinct name and flags).
-LOTUS_DETAIL_API const source_location& intern(std::string_view name, std::uint32_t flags = 0);
-
-/// LOTUS_SCOPE_DYNAMIC's miss in the thread's name cache: intern, then remember it on this thread.
-/// nullptr when out of memory (the scope is then not recorded).
-LOTUS_DETAIL_API const source_location* intern_dynamic(const char* name, std::size_t size,
-                                                       std::uint64_t hash) noexcept;
-
-LOTUS_DETAIL_API void api_configure(const options& opts);
-LOTUS_DETAIL_API void api_flush() noexcept;
-LOTUS_DETAIL_API void api_shutdown() noexcept;
-LOTUS_DETAIL_API trace_stats api_stats() noexcept;
-
-}  // namespace detail
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_ENTRY_HPP
-// ---- end lotus/detail/entry.hpp ----
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-namespace detail {
-
-/// Tracing state and clock in one word, so the hot path pays a single relaxed load.
-enum : int { mode_uninit = 0, mode_off = 1, mode_tsc = 2, mode_realtime = 3, mode_manual = 4 };
-inline std::atomic<int> g_mode{mode_uninit};
-
-inline std::uint64_t realtime_ns() noexcept {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ull +
-         static_cast<std::uint64_t>(ts.tv_nsec);
-}
-
-LOTUS_DETAIL_FORCE_INLINE std::uint64_t read_tsc() noexcept {
-#if LOTUS_DETAIL_X86
-  return __builtin_ia32_rdtsc();
-#else
-  return realtime_ns();
-#endif
-}
-
-/// Raw ticks in the unit of `mode` (TSC cycles, or epoch ns for the other clocks).
-LOTUS_DETAIL_FORCE_INLINE std::uint64_t now_ticks(int mode) noexcept {
-  if (LOTUS_DETAIL_LIKELY(mode == mode_tsc)) return read_tsc();
-  return now_ticks_slow(mode);
-}
-
-}  // namespace detail
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-
-#if !defined(LOTUS_DISABLE) && !defined(LOTUS_COMPILED_LIB)
-// ---- begin lotus/detail/runtime.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_RUNTIME_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_RUNTIME_HPP
-// lotus — the tracing runtime: settings, thread registration, full rings, process events (internal)
-// SPDX-License-Identifier: MIT
-
-#include <pthread.h>  // pthread_atfork
-#include <unistd.h>   // gethostname
-
-#include <algorithm>      // min
-#include <atomic>         // atomic
-#include <chrono>         // milliseconds
-#include <cstdint>        // uint64_t
-#include <cstdlib>        // atexit, malloc
-#include <memory>         // unique_ptr
-#include <mutex>          // mutex
-#include <string>         // string
-#include <string_view>    // string_view
-#include <thread>         // yield
-#include <unordered_map>  // unordered_map
-
-// ---- begin lotus/detail/calibration.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_CALIBRATION_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_CALIBRATION_HPP
-// lotus — TSC trust and calibration: invariant-TSC check, ticks to epoch ns (internal)
-// SPDX-License-Identifier: MIT
-
-#include <cstdint>  // uint64_t
-#include <cstdio>   // FILE, fopen
-#include <cstring>  // strncmp
-
-
-#if LOTUS_DETAIL_X86
-#  include <cpuid.h>  // __get_cpuid
-#endif
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-namespace detail {
-
-/// True when the TSC is invariant (CPUID) and the kernel itself keeps time with it.
-inline bool tsc_is_reliable() noexcept {
-#if LOTUS_DETAIL_X86
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  if (__get_cpuid(0x80000000u, &a, &b, &c, &d) == 0 || a < 0x80000007u) return false;
-  if (__get_cpuid(0x80000007u, &a, &b, &c, &d) == 0 || (d & (1u << 8)) == 0) return false;
-  std::FILE* f =
-      std::fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "re");
-  if (f == nullptr) return false;
-  char buf[32] = {};
-  const bool ok = std::fgets(buf, sizeof buf, f) != nullptr && std::strncmp(buf, "tsc", 3) == 0;
-  std::fclose(f);
-  return ok;
-#else
-  return false;
-#endif
-}
-
-/// Linear map from raw ticks to epoch ns. Owned by the writer thread: it re-anchors on every cycle
-/// and refines the rate over the whole run, so conversion error stays far below a microsecond.
-class tick_converter {
- public:
-  void start(int mode) noexcept {
-    mode_ = mode;
-    if (mode_ != mode_tsc) return;
-    sample(first_tsc_, first_ns_);
-    anchor_tsc_ = first_tsc_;
-    anchor_ns_ = first_ns_;
-  }
-
-  /// Take a fresh (tsc, realtime) pair; needs >= 2 ms since start() for a first rate.
-  void reanchor() noexcept {
-    if (mode_ != mode_tsc) return;
-    std::uint64_t t = 0, ns = 0;
-    sample(t, ns);
-    if (t <= first_tsc_ || ns <= first_ns_) return;  // clock stepped backwards: keep the old model
-    const double rate = static_cast<double>(ns - first_ns_) / static_cast<double>(t - first_tsc_);
-    if (rate > 0.001 && rate < 100.0) {
-      ns_per_tick_ = rate;
-      anchor_tsc_ = t;
-      anchor_ns_ = ns;
-      calibrated_ = true;
-    }
-  }
-
-  bool calibrated() const noexcept { return mode_ != mode_tsc || calibrated_; }
-  std::uint64_t started_ns() const noexcept { return first_ns_; }
-  double ns_per_tick() const noexcept { return mode_ == mode_tsc ? ns_per_tick_ : 1.0; }
-  int mode() const noexcept { return mode_; }
-
-  std::uint64_t to_ns(std::uint64_t ticks) const noexcept {
-    if (mode_ != mode_tsc) return ticks;
-    const double delta = static_cast<double>(static_cast<std::int64_t>(ticks - anchor_tsc_));
-    return anchor_ns_ + static_cast<std::uint64_t>(static_cast<std::int64_t>(delta * ns_per_tick_));
-  }
-
- private:
-  // Bracket clock_gettime between two TSC reads and keep the tightest of a few tries.
-  static void sample(std::uint64_t& tsc, std::uint64_t& ns) noexcept {
-    std::uint64_t best = ~0ull;
-    for (int i = 0; i < 7; ++i) {
-      const std::uint64_t a = read_tsc();
-      const std::uint64_t r = realtime_ns();
-      const std::uint64_t b = read_tsc();
-      if (b - a < best) {
-        best = b - a;
-        tsc = a + (b - a) / 2;
-        ns = r;
-      }
-    }
-  }
-
-  int mode_ = mode_realtime;
-  bool calibrated_ = false;
-  std::uint64_t first_tsc_ = 0, first_ns_ = 0;
-  std::uint64_t anchor_tsc_ = 0, anchor_ns_ = 0;
-  double ns_per_tick_ = 1.0;
-};
-
-}  // namespace detail
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_CALIBRATION_HPP
-// ---- end lotus/detail/calibration.hpp ----
-// ---- begin lotus/detail/name_cache.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_NAME_CACHE_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_NAME_CACHE_HPP
-// lotus — the per-thread cache of LOTUS_SCOPE_DYNAMIC names (internal)
-// SPDX-License-Identifier: MIT
-
-#include <cstddef>  // size_t
-#include <cstdint>  // uint64_t
-
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-
-struct source_location;
-
-namespace detail {
-
-/// A thread's cache of interned run-time names: open addressing, no lock (one owner thread).
-struct name_cache {
-  struct slot {
-    std::uint64_t hash;
-    std::size_t size;
-    const source_location* loc;
-  };
-  std::size_t mask = 0;  // capacity - 1
-  std::size_t used = 0;
-  slot* slots = nullptr;
-};
-inline thread_local name_cache* t_names = nullptr;
-
-}  // namespace detail
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_NAME_CACHE_HPP
-// ---- end lotus/detail/name_cache.hpp ----
-// ---- begin lotus/detail/ring.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_RING_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_RING_HPP
-// lotus — the per-thread single-producer/single-consumer event ring (internal)
-// SPDX-License-Identifier: MIT
-
-#include <atomic>   // atomic, atomic_signal_fence
-#include <cstddef>  // size_t
-#include <cstdint>  // uint64_t
-#include <cstdlib>  // malloc, free
-#include <new>      // nothrow
-
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-
-struct source_location;
-
-namespace detail {
-
-/// One trace event: 32 bytes, no pointers to owned memory, formatted later by the writer.
-struct event {
-  const source_location* loc;
-  std::uint64_t t0;   // raw ticks at scope entry
-  std::uint64_t t1;   // raw ticks at scope exit
-  std::uint64_t idx;  // batch index for indexed records
-};
-
-struct thread_state;
-
-/// One segment of a thread's event queue. The owner thread advances `head` (release), the writer
-/// `tail`. A thread starts with a small segment; when it fills, the owner links a segment twice as
-/// large (up to LOTUS_RING_CAPACITY) through `next` and writes there; the writer drains the old
-/// one, follows `next` and frees it. Indices continue across segments, so `head` of the current
-/// segment is the thread's event count. Producer and consumer fields sit on separate cache lines.
-struct alignas(64) ring {
-  // --- producer side ---
-  std::atomic<std::uint64_t> head{0};
-  std::uint64_t tail_cache = 0;  // producer's last view of `tail`
-  event* buf = nullptr;
-  std::uint64_t mask = 0;
-  std::uint64_t capacity = 0;
-  thread_state* owner = nullptr;
-
-  // --- consumer side ---
-  alignas(64) std::atomic<std::uint64_t> tail{0};
-  std::atomic<ring*> next{nullptr};  // set by the producer after its last push here
-
-  /// A segment of `capacity` (a power of two) events whose first index is `base`; nullptr when out
-  /// of memory. The slots are not zeroed: a slot is read only after it was published.
-  static ring* make(std::uint64_t cap, std::uint64_t base, thread_state* owner) noexcept {
-    auto* slots = static_cast<event*>(std::malloc(static_cast<std::size_t>(cap) * sizeof(event)));
-    if (slots == nullptr) return nullptr;
-    ring* r = new (std::nothrow) ring();
-    if (r == nullptr) {
-      std::free(slots);
-      return nullptr;
-    }
-    r->buf = slots;
-    r->capacity = cap;
-    r->mask = cap - 1;
-    r->owner = owner;
-    r->head.store(base, std::memory_order_relaxed);
-    r->tail.store(base, std::memory_order_relaxed);
-    r->tail_cache = base;
-    return r;
-  }
-
-  static void destroy(ring* r) noexcept {
-    if (r == nullptr) return;
-    std::free(r->buf);
-    delete r;
-  }
-
-  /// Fill slot `h` (known to be free) and publish it to the writer.
-  void publish(std::uint64_t h, const source_location* loc, std::uint64_t t0, std::uint64_t t1,
-               std::uint64_t idx) noexcept {
-    event& e = buf[h & mask];
-    e.loc = loc;
-    e.t0 = t0;
-    e.t1 = t1;
-    e.idx = idx;
-    head.store(h + 1, std::memory_order_release);
-  }
-};
-
-/// The calling thread's current segment. It is also the thread's re-entrancy guard: the fast push
-/// sets it to nullptr while it works, so a signal handler that records on this thread in between
-/// takes the slow path, which sees the thread busy and counts a drop instead of racing for a slot.
-inline thread_local std::atomic<ring*> t_ring{nullptr};
-
-}  // namespace detail
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_RING_HPP
-// ---- end lotus/detail/ring.hpp ----
-// ---- begin lotus/detail/settings.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_SETTINGS_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_SETTINGS_HPP
-// lotus — settings: options > environment > defaults, and the trace prefix rules (internal)
-// SPDX-License-Identifier: MIT
-
-#include <unistd.h>  // getcwd
-
-#include <chrono>    // milliseconds
-#include <cstddef>   // size_t
-#include <cstdint>   // uint64_t
-#include <optional>  // optional
-#include <string>    // string
-
-// ---- begin lotus/options.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
-#define LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
-// lotus — run-time configuration types: options, overflow policy, clock source, statistics
-// SPDX-License-Identifier: MIT
-
-#include <chrono>    // milliseconds
-#include <cstddef>   // size_t
-#include <cstdint>   // uint64_t
-#include <optional>  // optional
-#include <string>    // string
-
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-
-/// What a thread does when its ring is full: wait for the writer (lossless) or count a drop.
-enum class overflow_policy { block, drop };
-
-/// Timestamp source: TSC calibrated to CLOCK_REALTIME where invariant, or clock_gettime.
-enum class clock_source { automatic, tsc, realtime };
-
-/// Run-time options. Unset fields fall back to the environment, then to the defaults.
-struct options {
-  std::optional<std::string> log_file;                      ///< LOTUS_LOG_FILE: trace prefix
-  std::optional<bool> enabled;                              ///< !LOTUS_DISABLE
-  std::optional<std::size_t> ring_capacity;                 ///< LOTUS_RING_CAPACITY (events/thread)
-  std::optional<std::chrono::milliseconds> flush_interval;  ///< LOTUS_FLUSH_INTERVAL_MS
-  std::optional<overflow_policy> overflow;                  ///< LOTUS_OVERFLOW: block|drop
-  std::optional<clock_source> clock;                        ///< LOTUS_CLOCK: auto|tsc|realtime
-};
-
-/// Event counters of this process: recorded == written + dropped once everything is flushed.
-struct trace_stats {
-  std::uint64_t recorded = 0;   ///< events recorded while tracing was on
-  std::uint64_t written = 0;    ///< events written to trace files
-  std::uint64_t dropped = 0;    ///< events lost: ring full under `drop`, or tracing disabled by I/O
-  std::uint64_t sanitized = 0;  ///< written events whose name had ',' '\n' or '\r' replaced
-};
-
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
-// ---- end lotus/options.hpp ----
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-namespace detail {
-
-/// Largest and smallest per-thread ring (events); rings start at `ring_initial` and double.
-constexpr std::size_t ring_min = 64, ring_max = std::size_t{1} << 26, ring_initial = 256;
-
-/// Options after applying configure() > environment > defaults.
-struct settings {
-  std::string log_file;  // absolute prefix; empty: tracing off
-  bool enabled = true;
-  std::size_t ring_capacity = LOTUS_DEFAULT_RING_CAPACITY;  // largest segment, a power of two
-  std::chrono::milliseconds flush_interval{LOTUS_DEFAULT_FLUSH_INTERVAL_MS};
-  overflow_policy overflow = overflow_policy::block;
-  clock_source clock = clock_source::automatic;
-};
-
-/// A trace prefix as lotus uses it, or false (one warning) when it cannot be used: control
-/// characters are refused (a newline would split file names and sidecar lines); a directory
-/// gets `lotustrace_log` appended; a relative prefix is made absolute now, so a later chdir() of
-/// the host changes nothing.
-inline bool resolve_prefix(const std::string& raw, const char* source, std::string& out) {
-  if (has_control_char(raw.c_str()) || raw.find('\0') != std::string::npos) {
-    diag_config("ignoring %s (it contains a control character); tracing stays off", source);
-    return false;
-  }
-  std::string p = raw;
-  if (p.back() == '/') {
-    diag_config(
-        "%s='%.300s' names a directory; writing %slotustrace_log_* (a prefix such as "
-        "dir/lotustrace_log is expected)",
-        source, raw.c_str(), raw.c_str());
-    p += "lotustrace_log";
-  }
-  if (p[0] != '/') {
-    char cwd[4096];
-    if (::getcwd(cwd, sizeof cwd) == nullptr) {
-      diag_config("cannot resolve the relative %s='%.300s' (getcwd failed); tracing stays off",
-                  source, raw.c_str());
-      return false;
-    }
-    std::string abs = cwd;
-    if (abs.back() != '/') abs += '/';
-    std::size_t skip = 0;
-    while (p.compare(skip, 2, "./") == 0) skip += 2;
-    out = abs + p.substr(skip);
-  } else {
-    out = std::move(p);
-  }
-  return true;
-}
-
-inline std::size_t round_up_pow2(std::size_t n) {
-  std::size_t p = ring_min;
-  while (p < n) p <<= 1;
-  return p;
-}
-
-/// The environment, parsed once per process; every bad value warns once and keeps the default.
-struct env_settings {
-  std::optional<std::string> log_file;  // already resolved
-  bool log_file_bad = false;            // set but refused: tracing stays off
-  std::optional<bool> enabled;
-  std::optional<std::size_t> ring_capacity;
-  std::optional<std::chrono::milliseconds> flush_interval;
-  std::optional<overflow_policy> overflow;
-  std::optional<clock_source> clock;
-
-  static env_settings read() {
-    env_settings e;
-    if (const char* v = env_text("LOTUS_LOG_FILE")) {
-      std::string resolved;
-      if (resolve_prefix(v, "LOTUS_LOG_FILE", resolved)) {
-        e.log_file = std::move(resolved);
-      } else {
-        e.log_file_bad = true;
-      }
-    }
-    const int off = env_flag("LOTUS_DISABLE");
-    if (off >= 0) e.enabled = off == 0;
-    std::uint64_t x = 0;
-    if (env_u64("LOTUS_RING_CAPACITY", ring_min, ring_max, x)) {
-      e.ring_capacity = static_cast<std::size_t>(x);
-    }
-    if (env_u64("LOTUS_FLUSH_INTERVAL_MS", 1, 60000, x)) {
-      e.flush_interval = std::chrono::milliseconds(static_cast<std::int64_t>(x));
-    }
-    static const char* const overflow_names[] = {"block", "drop", nullptr};
-    const int o = env_choice("LOTUS_OVERFLOW", overflow_names);
-    if (o >= 0) e.overflow = o == 0 ? overflow_policy::block : overflow_policy::drop;
-    static const char* const clock_names[] = {"auto", "tsc", "realtime", nullptr};
-    const int c = env_choice("LOTUS_CLOCK", clock_names);
-    if (c >= 0) {
-      e.clock = c == 0   ? clock_source::automatic
-                : c == 1 ? clock_source::tsc
-                         : clock_source::realtime;
-    }
-    return e;
-  }
-};
-
-/// configure()'s options over the environment over the defaults.
-inline settings merge_settings(const options& o, const env_settings& env) {
-  settings s;
-  if (o.log_file) {
-    if (!o.log_file->empty()) {
-      std::string resolved;
-      if (resolve_prefix(*o.log_file, "options::log_file", resolved))
-        s.log_file = std::move(resolved);
-    }
-  } else if (env.log_file) {
-    s.log_file = *env.log_file;
-  }
-  s.enabled = o.enabled ? *o.enabled : env.enabled.value_or(true);
-  if (o.ring_capacity && (*o.ring_capacity < ring_min || *o.ring_capacity > ring_max)) {
-    diag_config("options::ring_capacity out of range [64, 67108864]; using the default");
-  } else if (o.ring_capacity) {
-    s.ring_capacity = *o.ring_capacity;
-  } else if (env.ring_capacity) {
-    s.ring_capacity = *env.ring_capacity;
-  }
-  s.ring_capacity = round_up_pow2(s.ring_capacity);
-  if (o.flush_interval && o.flush_interval->count() >= 1) {
-    s.flush_interval = *o.flush_interval;
-  } else if (env.flush_interval) {
-    s.flush_interval = *env.flush_interval;
-  }
-  s.overflow = o.overflow ? *o.overflow : env.overflow.value_or(overflow_policy::block);
-  s.clock = o.clock ? *o.clock : env.clock.value_or(clock_source::automatic);
-  return s;
-}
-
-}  // namespace detail
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_SETTINGS_HPP
-// ---- end lotus/detail/settings.hpp ----
 // ---- begin lotus/detail/test_hooks.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_TEST_HOOKS_HPP
 #define LOTUS_AMALGAMATED_LOTUS_DETAIL_TEST_HOOKS_HPP
@@ -1977,1528 +1444,32 @@ LOTUS_DETAIL_API std::uint64_t writer_cpu_ns() noexcept;
 }  // namespace lotus
 #endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_TEST_HOOKS_HPP
 // ---- end lotus/detail/test_hooks.hpp ----
-// ---- begin lotus/detail/threads.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_THREADS_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_THREADS_HPP
-// lotus — the thread registry: one record per recording thread, its segments and counters
-// (internal) SPDX-License-Identifier: MIT
-
-#include <sys/prctl.h>    // PR_GET_NAME
-#include <sys/syscall.h>  // SYS_gettid
-#include <unistd.h>       // syscall
-
-#include <atomic>   // atomic
-#include <cstdint>  // uint64_t
-#include <cstdlib>  // free
-#include <mutex>    // mutex
-#include <new>      // nothrow
-#include <vector>   // vector
-
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
 
-/// The state of one of a thread's two trace files (worker and main), owned by the writer.
-struct file_slot {
-  enum : unsigned char { none, created, refused };
-  int fd = -1;  // open descriptor, or -1 (not created yet, or closed by the fd cache)
-  unsigned char state = none;
-  unsigned fresh = 0;              // k of the `r<k>_` fresh name, 0 for the plain name
-  std::uint64_t dev = 0, ino = 0;  // identity at creation, checked when reopened
-  std::uint64_t size = 0;          // bytes written: a failed write is cut back to whole lines
-  std::uint64_t last_use = 0;      // fd cache clock
-};
+/// Tracing state and clock in one word, so the hot path pays a single relaxed load.
+enum : int { mode_uninit = 0, mode_off = 1, mode_tsc = 2, mode_realtime = 3, mode_manual = 4 };
+inline std::atomic<int> g_mode{mode_uninit};
 
-/// One recording thread. Allocated by the thread at its first event; freed by the writer after the
-/// thread exited and its events were written.
-struct thread_state {
-  std::atomic<ring*> current{nullptr};  // the producer's segment (its head = events pushed)
-  ring* read = nullptr;                 // writer: the oldest segment not yet drained
-  std::atomic<bool> retired{false};     // the thread has exited
-  std::atomic<std::uint64_t> dropped{0};
-  std::uint64_t tid = 0;
-  char name[17] = {};
-  bool announced = false;  // writer: its `thread` line is in the sidecar
-  file_slot worker, main;
-
-  std::uint64_t pushed() const noexcept {
-    const ring* r = current.load(std::memory_order_acquire);
-    return r != nullptr ? r->head.load(std::memory_order_acquire) : 0;
-  }
-};
-
-inline std::uint64_t current_tid() noexcept {
-  return static_cast<std::uint64_t>(::syscall(SYS_gettid));
-}
-
-/// Per-thread bookkeeping of the calling thread (cold path only).
-struct thread_local_state {
-  thread_state* self = nullptr;
-  int busy = 0;         // inside the runtime's cold path: a nested push (signal handler) drops
-  bool failed = false;  // no ring could be allocated: every event of this thread is dropped
-  bool exited = false;  // thread_local destructors ran: events are not recorded any more
-};
-inline thread_local thread_local_state t_thread;
-
-/// Marks the calling thread busy in the runtime for its lifetime (re-entrancy guard).
-struct busy_guard {
-  busy_guard() noexcept { ++t_thread.busy; }
-  ~busy_guard() { --t_thread.busy; }
-  busy_guard(const busy_guard&) = delete;
-  busy_guard& operator=(const busy_guard&) = delete;
-};
-
-/// All live thread records. Registration appends under a short lock (the ring is allocated before,
-/// outside it); the writer takes a snapshot per cycle and removes finished threads in one pass.
-class thread_registry {
- public:
-  /// A record with its first segment, or nullptr when out of memory.
-  static thread_state* make(std::uint64_t first_capacity) noexcept {
-    auto* t = new (std::nothrow) thread_state();
-    if (t == nullptr) return nullptr;
-    ring* r = ring::make(first_capacity, 0, t);
-    if (r == nullptr) {
-      delete t;
-      return nullptr;
-    }
-    t->read = r;
-    t->current.store(r, std::memory_order_release);
-    const std::uint64_t id = test_hooks::thread_id;
-    t->tid = id != 0 ? id : current_tid();
-    if (::prctl(PR_GET_NAME, t->name, 0, 0, 0) != 0) t->name[0] = '\0';
-    return t;
-  }
-
-  static void destroy(thread_state* t) noexcept {
-    ring* r = t->read;
-    while (r != nullptr) {
-      ring* next = r->next.load(std::memory_order_acquire);
-      ring::destroy(r);
-      r = next;
-    }
-    delete t;
-  }
-
-  bool add(thread_state* t) noexcept {
-    std::lock_guard<std::mutex> lk(mu_);
-    try {
-      threads_.push_back(t);
-    } catch (...) {
-      return false;
-    }
-    return true;
-  }
-
-  void snapshot(std::vector<thread_state*>& out) {
-    std::lock_guard<std::mutex> lk(mu_);
-    out.assign(threads_.begin(), threads_.end());
-  }
-
-  /// Frees drained segments and the records of exited threads whose events are all written.
-  /// Under the lock, because stats() reads the records' segments.
-  void release(std::vector<ring*>& segments, std::vector<thread_state*>& finished) noexcept {
-    std::lock_guard<std::mutex> lk(mu_);
-    for (ring* r : segments) ring::destroy(r);
-    segments.clear();
-    if (finished.empty()) return;
-    for (thread_state* t : finished) {
-      retired_pushed_ += t->pushed();
-      retired_dropped_ += t->dropped.load(std::memory_order_relaxed);
-      t->current.store(nullptr, std::memory_order_relaxed);
-      destroy(t);
-    }
-    // One pass: both lists are in registration order.
-    std::size_t out = 0, f = 0;
-    for (std::size_t i = 0; i < threads_.size(); ++i) {
-      if (f < finished.size() && threads_[i] == finished[f]) {
-        ++f;
-      } else {
-        threads_[out++] = threads_[i];
-      }
-    }
-    threads_.resize(out);
-    finished.clear();
-  }
-
-  /// Events pushed into rings and dropped by producers, over live and finished threads.
-  void totals(std::uint64_t& pushed, std::uint64_t& dropped) noexcept {
-    std::lock_guard<std::mutex> lk(mu_);
-    pushed = retired_pushed_;
-    dropped = retired_dropped_;
-    for (const thread_state* t : threads_) {
-      pushed += t->pushed();
-      dropped += t->dropped.load(std::memory_order_relaxed);
-    }
-  }
-
-  std::mutex& mutex() noexcept { return mu_; }
-  /// Every record (the caller holds mutex()).
-  std::vector<thread_state*>& all_locked() noexcept { return threads_; }
-
- private:
-  std::mutex mu_;
-  std::vector<thread_state*> threads_;
-  std::uint64_t retired_pushed_ = 0, retired_dropped_ = 0;
-};
-
-}  // namespace detail
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_THREADS_HPP
-// ---- end lotus/detail/threads.hpp ----
-// ---- begin lotus/detail/writer.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_WRITER_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_WRITER_HPP
-// lotus — the background writer: drains every thread's segments, formats records, writes files
-// (internal) SPDX-License-Identifier: MIT
-
-#include <pthread.h>  // pthread_create, pthread_sigmask
-#include <signal.h>   // sigfillset
-#include <time.h>     // clock_gettime
-
-#include <algorithm>           // min, max
-#include <atomic>              // atomic
-#include <charconv>            // to_chars
-#include <chrono>              // milliseconds
-#include <condition_variable>  // condition_variable
-#include <cstdint>             // uint64_t
-#include <cstdio>              // snprintf
-#include <cstring>             // memcpy
-#include <memory>              // unique_ptr
-#include <mutex>               // mutex
-#include <string>              // string
-#include <unordered_map>       // unordered_map
-#include <vector>              // vector
-
-// ---- begin lotus/detail/text.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_TEXT_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_TEXT_HPP
-// lotus — a fixed-size text builder for paths and sidecar lines (no allocation) (internal)
-// SPDX-License-Identifier: MIT
-
-#include <cstddef>      // size_t
-#include <cstdint>      // uint64_t
-#include <cstring>      // memcpy, strlen
-#include <string_view>  // string_view
-
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-namespace detail {
-
-/// Text of at most 4 KiB plus room for a file name: as long as a Linux path may be. Appending past
-/// the end sets `overflow` (the caller reports ENAMETOOLONG) instead of allocating. The cold code
-/// builds its paths and lines with this, not with std::string concatenation, which would cost
-/// every translation unit that records a good part of a second to compile.
-class text {
- public:
-  text() noexcept { buf_[0] = '\0'; }
-  text(const text&) = default;
-  text& operator=(const text&) = default;
-
-  text& add(const char* s, std::size_t n) noexcept {
-    if (n > sizeof buf_ - 1 - size_) {
-      n = sizeof buf_ - 1 - size_;
-      overflow = true;
-    }
-    std::memcpy(buf_ + size_, s, n);
-    size_ += n;
-    buf_[size_] = '\0';
-    return *this;
-  }
-  text& add(const char* s) noexcept { return add(s, std::strlen(s)); }
-  text& add(std::string_view s) noexcept { return add(s.data(), s.size()); }
-  text& add(const text& t) noexcept { return add(t.buf_, t.size_); }
-  text& add(std::uint64_t v) noexcept {
-    char digits[20];
-    std::size_t n = 0;
-    do {
-      digits[sizeof digits - 1 - n++] = static_cast<char>('0' + v % 10);
-      v /= 10;
-    } while (v != 0);
-    return add(digits + sizeof digits - n, n);
-  }
-  text& add(char c) noexcept { return add(&c, 1); }
-
-  void resize(std::size_t n) noexcept {
-    if (n < size_) {
-      size_ = n;
-      buf_[n] = '\0';
-    }
-  }
-  const char* c_str() const noexcept { return buf_; }
-  std::size_t size() const noexcept { return size_; }
-  bool empty() const noexcept { return size_ == 0; }
-
-  bool overflow = false;
-
- private:
-  char buf_[4352];
-  std::size_t size_ = 0;
-};
-
-}  // namespace detail
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_TEXT_HPP
-// ---- end lotus/detail/text.hpp ----
-// ---- begin lotus/detail/trace_files.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_TRACE_FILES_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_TRACE_FILES_HPP
-// lotus — trace files and the sidecar: safe creation, a bounded fd cache, whole-line writes
-// (internal) SPDX-License-Identifier: MIT
-
-#include <errno.h>     // errno, EEXIST, EINTR, ENOSPC, EMFILE
-#include <fcntl.h>     // open, O_*
-#include <sys/stat.h>  // fstat, lstat, mkdir
-#include <unistd.h>    // write, close, ftruncate, geteuid
-
-#include <cstdint>      // uint64_t
-#include <cstdio>       // snprintf
-#include <cstring>      // strerror
-#include <string_view>  // string_view
-#include <vector>       // vector
-
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-namespace detail {
-
-/// How many trace files lotus keeps open at once, whatever the number of threads (plus the
-/// sidecar): a host near its RLIMIT_NOFILE keeps its descriptors.
-constexpr std::size_t max_open_trace_files = 60;
-/// Fresh names tried when a file name is taken: `_r1_` … `_r64_`.
-constexpr unsigned max_fresh_names = 64;
-
-/// Every trace file and sidecar of one process, written by the writer thread only.
-///
-/// Rules (README "Trace files"): a file is only ever *created* (O_CREAT|O_EXCL|O_NOFOLLOW|
-/// O_NONBLOCK), so lotus never follows a symlink, never opens a FIFO or device, and never appends
-/// to a file it did not create in this run. A taken name gets the next fresh name, with `r<k>_`
-/// before the id so Lotus's scripts and lotus-tool still group it with its thread. A file the fd
-/// cache closed is reopened with O_NOFOLLOW and must still be the same inode, a regular file of
-/// this user with one link; otherwise it is refused and its events are counted as dropped.
-class trace_files {
- public:
-  /// New prefix (absolute): files of the old one are closed; nothing is created yet.
-  void start(std::string_view prefix, std::vector<thread_state*>& threads) noexcept {
-    close_all(threads);
-    const std::size_t slash = prefix.rfind('/');
-    prefix_ = text();
-    dir_ = text();
-    base_ = text();
-    prefix_.add(prefix);
-    if (slash != std::string_view::npos) {
-      dir_.add(prefix.substr(0, slash == 0 ? 1 : slash));
-      base_.add(prefix.substr(slash + 1));
-    }
-    dir_ready_ = false;
-    disabled_ =
-        prefix.empty() || slash == std::string_view::npos;  // resolved prefixes are absolute
-  }
-
-  bool disabled() const noexcept { return disabled_; }
-  const text& base() const noexcept { return base_; }
-
-  /// Closes every file (prefix change, fork child, shutdown).
-  void close_all(std::vector<thread_state*>& threads) noexcept {
-    for (thread_state* t : threads) {
-      forget(*t);
-      t->worker = file_slot{};
-      t->main = file_slot{};
-      t->announced = false;
-    }
-    for (std::size_t i = 0; i < open_count_; ++i) {
-      if (open_[i]->fd >= 0) ::close(open_[i]->fd);
-      open_[i]->fd = -1;
-    }
-    open_count_ = 0;
-    if (sidecar_.fd >= 0) ::close(sidecar_.fd);
-    sidecar_ = file_slot{};
-    sidecar_pid_ = 0;
-  }
-
-  /// A finished thread: its files are closed and leave the cache.
-  void forget(thread_state& t) noexcept {
-    release(t.worker);
-    release(t.main);
-  }
-
-  /// Appends `n` bytes of whole lines to the thread's worker or main file. Returns how many of the
-  /// `lines` are on disk; the rest are lost and reported (once per cause).
-  std::uint64_t write(thread_state& t, bool main_file, const char* data, std::size_t n,
-                      std::uint64_t lines) {
-    file_slot& s = main_file ? t.main : t.worker;
-    if (disabled_ || s.state == file_slot::refused) return 0;
-    text stem = prefix_;
-    stem.add(main_file ? "_main_pid_" : "_worker_pid_");
-    if (s.fd < 0 && !acquire(s, stem, t.tid)) return 0;
-    s.last_use = ++clock_;
-    return append_lines(s, data, n, lines, stem, t.tid);
-  }
-
-  /// Appends sidecar lines, creating `.<base>.lotus-meta_<pid>` first (with `header`) in a new
-  /// process. Returns false when the sidecar cannot be written.
-  bool write_sidecar(const text& header, const text& lines) noexcept {
-    if (disabled_) return false;
-    const std::uint64_t pid = static_cast<std::uint64_t>(::getpid());
-    text stem = dir_;
-    stem.add("/.").add(base_).add(".lotus-meta_");
-    if (sidecar_pid_ != pid) {
-      if (sidecar_.fd >= 0) ::close(sidecar_.fd);
-      sidecar_ = file_slot{};
-      sidecar_pid_ = pid;
-    }
-    if (sidecar_.state == file_slot::refused) return false;
-    if (sidecar_.fd < 0) {
-      if (sidecar_.state == file_slot::created) return false;  // never reopened: it stays open
-      if (!create(sidecar_, stem, pid)) return false;
-      text all = header;
-      all.add(lines);
-      return append_lines(sidecar_, all.c_str(), all.size(), 1, stem, pid) == 1;
-    }
-    return append_lines(sidecar_, lines.c_str(), lines.size(), 1, stem, pid) == 1;
-  }
-
-  /// True once this process's sidecar exists (a stats line then has somewhere to go).
-  bool has_sidecar() const noexcept {
-    return sidecar_.state == file_slot::created &&
-           sidecar_pid_ == static_cast<std::uint64_t>(::getpid());
-  }
-
-  /// Descriptors held now (tests and the fd bound).
-  std::size_t open_files() const noexcept { return open_count_ + (sidecar_.fd >= 0 ? 1 : 0); }
-
- private:
-  static text name_of(const file_slot& s, const text& stem, std::uint64_t id) noexcept {
-    text name = stem;
-    if (s.fresh != 0) name.add('r').add(std::uint64_t{s.fresh}).add('_');
-    return name.add(id);
-  }
-
-  static const char* describe(const text& path, char* buf, std::size_t size) noexcept {
-    struct stat st {};
-    if (::lstat(path.c_str(), &st) != 0) return "it vanished";
-    if (S_ISLNK(st.st_mode)) return "a symbolic link";
-    if (S_ISFIFO(st.st_mode)) return "a FIFO";
-    if (S_ISDIR(st.st_mode)) return "a directory";
-    if (!S_ISREG(st.st_mode)) return "a device or socket";
-    if (st.st_uid == ::geteuid()) return "a file of this user, from an earlier run or process";
-    std::snprintf(buf, size, "a file owned by uid %u", static_cast<unsigned>(st.st_uid));
-    return buf;
-  }
-
-  void make_dirs() noexcept {
-    if (dir_ready_) return;
-    dir_ready_ = true;
-    text part = dir_;
-    for (std::size_t i = 1; i <= dir_.size(); ++i) {
-      if (i == dir_.size() || dir_.c_str()[i] == '/') {
-        part.resize(i);
-        ::mkdir(part.c_str(), 0777);
-        part = dir_;
-      }
-    }
-  }
-
-  /// Room in the fd cache for one more file: closes the least recently used one.
-  void make_room() noexcept {
-    if (open_count_ < max_open_trace_files) return;
-    std::size_t victim = 0;
-    for (std::size_t i = 1; i < open_count_; ++i) {
-      if (open_[i]->last_use < open_[victim]->last_use) victim = i;
-    }
-    ::close(open_[victim]->fd);
-    open_[victim]->fd = -1;
-    open_[victim] = open_[--open_count_];
-  }
-
-  void release(file_slot& s) noexcept {
-    if (s.fd < 0) return;
-    for (std::size_t i = 0; i < open_count_; ++i) {
-      if (open_[i] == &s) {
-        open_[i] = open_[--open_count_];
-        break;
-      }
-    }
-    ::close(s.fd);
-    s.fd = -1;
-  }
-
-  /// Hands our descriptors back when the process ran out of them.
-  void shed() noexcept {
-    for (std::size_t i = 0; i < open_count_; ++i) {
-      ::close(open_[i]->fd);
-      open_[i]->fd = -1;
-    }
-    open_count_ = 0;
-  }
-
-  /// EMFILE, ENOSPC and the like are transient: report once, drop, retry later. Anything else
-  /// about the directory (EACCES, EROFS, ENOENT, ...) turns tracing off for this process.
-  void open_failed(const text& path, int err, const char* verb) noexcept {
-    if (err == EMFILE || err == ENFILE) {
-      shed();
-      diag(
-          topic::too_many_files,
-          "cannot %s trace file '%s': %s; its events are dropped (counted) and it is retried later",
-          verb, path.c_str(), std::strerror(err));
-    } else if (err == ENOSPC || err == EDQUOT) {
-      diag(topic::no_space, "cannot %s trace file '%s': %s; its events are dropped (counted)", verb,
-           path.c_str(), std::strerror(err));
-    } else {
-      diag(topic::io_error, "cannot %s trace file '%s': %s; tracing disabled for this process",
-           verb, path.c_str(), std::strerror(err));
-      disabled_ = true;
-      g_mode.store(mode_off, std::memory_order_relaxed);
-    }
-  }
-
-  bool create(file_slot& s, const text& stem, std::uint64_t id) noexcept {
-    make_dirs();
-    text taken;
-    for (unsigned k = s.fresh; k <= max_fresh_names; ++k) {
-      s.fresh = k;
-      const text path = name_of(s, stem, id);
-      if (path.overflow) {
-        open_failed(path, ENAMETOOLONG, "create");
-        return false;
-      }
-      int fd = -1;
-      do {
-        fd = ::open(path.c_str(),
-                    O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
-                    0644);
-      } while (fd < 0 && errno == EINTR);
-      if (fd >= 0) {
-        struct stat st {};
-        ::fstat(fd, &st);
-        s.fd = fd;
-        s.state = file_slot::created;
-        s.dev = static_cast<std::uint64_t>(st.st_dev);
-        s.ino = static_cast<std::uint64_t>(st.st_ino);
-        s.size = 0;
-        if (!taken.empty()) {
-          char buf[64];
-          diag(topic::file_taken, "trace file '%s' already exists (%s); writing to '%s' instead",
-               taken.c_str(), describe(taken, buf, sizeof buf), path.c_str());
-        }
-        return true;
-      }
-      const int err = errno;
-      if (err != EEXIST) {
-        s.fresh = k;  // retried from here
-        open_failed(path, err, "create");
-        return false;
-      }
-      if (taken.empty()) taken = path;
-    }
-    s.state = file_slot::refused;
-    diag(topic::file_refused,
-         "cannot create a trace file: '%s' and its %u fresh names are taken; its events are "
-         "dropped (counted)",
-         taken.c_str(), max_fresh_names);
-    return false;
-  }
-
-  /// An fd for `s`: created on first use, reopened (and checked) after the cache closed it.
-  bool acquire(file_slot& s, const text& stem, std::uint64_t id) noexcept {
-    make_room();
-    if (s.state == file_slot::none) {
-      if (!create(s, stem, id)) return false;
-    } else {
-      const text path = name_of(s, stem, id);
-      int fd = -1;
-      do {
-        fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-      } while (fd < 0 && errno == EINTR);
-      struct stat st {};
-      const bool same = fd >= 0 && ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-                        st.st_uid == ::geteuid() && st.st_nlink == 1 &&
-                        static_cast<std::uint64_t>(st.st_dev) == s.dev &&
-                        static_cast<std::uint64_t>(st.st_ino) == s.ino;
-      if (!same) {
-        const int err = errno;
-        if (fd >= 0) ::close(fd);
-        if (fd < 0 && (err == EMFILE || err == ENFILE)) {
-          open_failed(path, err, "reopen");
-          return false;
-        }
-        s.state = file_slot::refused;
-        diag(topic::file_refused,
-             "trace file '%s' was removed, replaced or linked since lotus created it; it is not "
-             "written again and its events are dropped (counted)",
-             path.c_str());
-        return false;
-      }
-      s.fd = fd;
-    }
-    open_[open_count_++] = &s;
-    return true;
-  }
-
-  /// write(2) of whole lines. A failed or short write (full disk) is cut back to the last whole
-  /// line, so a file never ends in a partial record; returns the lines on disk.
-  std::uint64_t append_lines(file_slot& s, const char* data, std::size_t n, std::uint64_t lines,
-                             const text& stem, std::uint64_t id) noexcept {
-    std::size_t done = 0;
-    int err = 0;
-    while (done < n) {
-      const ssize_t w = ::write(s.fd, data + done, n - done);
-      if (w > 0) {
-        done += static_cast<std::size_t>(w);
-      } else if (w < 0 && errno == EINTR) {
-        continue;
-      } else {
-        err = w < 0 ? errno : ENOSPC;
-        break;
-      }
-    }
-    if (done == n) {
-      s.size += n;
-      return lines;
-    }
-    std::size_t keep = done;
-    while (keep > 0 && data[keep - 1] != '\n') --keep;
-    if (keep != done) {
-      const int rc = ::ftruncate(s.fd, static_cast<off_t>(s.size + keep));
-      static_cast<void>(rc);
-    }
-    s.size += keep;
-    std::uint64_t kept = 0;
-    for (std::size_t i = 0; i < keep; ++i) kept += data[i] == '\n' ? 1u : 0u;
-    const text path = name_of(s, stem, id);
-    if (err == ENOSPC || err == EDQUOT) {
-      diag(topic::no_space,
-           "cannot write trace file '%s': %s; events that do not fit are dropped (counted), a "
-           "file never ends in a partial line",
-           path.c_str(), std::strerror(err));
-    } else {
-      diag(topic::io_error, "cannot write trace file '%s': %s; its events are dropped (counted)",
-           path.c_str(), std::strerror(err));
-    }
-    return kept < lines ? kept : lines;
-  }
-
-  text prefix_, dir_, base_;
-  bool dir_ready_ = false;
-  bool disabled_ = false;
-  file_slot* open_[max_open_trace_files] = {};
-  std::size_t open_count_ = 0;
-  std::uint64_t clock_ = 0;
-  file_slot sidecar_;
-  std::uint64_t sidecar_pid_ = 0;
-};
-
-}  // namespace detail
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_TRACE_FILES_HPP
-// ---- end lotus/detail/trace_files.hpp ----
-// ---- begin lotus/version.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_VERSION_HPP
-#define LOTUS_AMALGAMATED_LOTUS_VERSION_HPP
-// lotus — library version, the single source of truth (CMake parses it)
-// SPDX-License-Identifier: MIT
-
-#define LOTUS_VERSION_MAJOR 0
-#define LOTUS_VERSION_MINOR 1
-#define LOTUS_VERSION_PATCH 0
-#define LOTUS_VERSION \
-  (LOTUS_VERSION_MAJOR * 10000 + LOTUS_VERSION_MINOR * 100 + LOTUS_VERSION_PATCH)
-#define LOTUS_VERSION_STRING "0.1.0"
-#endif  // LOTUS_AMALGAMATED_LOTUS_VERSION_HPP
-// ---- end lotus/version.hpp ----
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-namespace detail {
-
-inline std::uint64_t thread_cpu_ns() noexcept {
+inline std::uint64_t realtime_ns() noexcept {
   timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  clock_gettime(CLOCK_REALTIME, &ts);
   return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ull +
          static_cast<std::uint64_t>(ts.tv_nsec);
 }
 
-/// Replace the characters that would break a `NAME,START,DUR` line.
-inline bool sanitize_name(std::string& s) {
-  bool changed = false;
-  for (char& c : s) {
-    if (c == ',' || c == '\n' || c == '\r') {
-      c = '_';
-      changed = true;
-    }
-  }
-  return changed;
+LOTUS_DETAIL_FORCE_INLINE std::uint64_t read_tsc() noexcept {
+#if LOTUS_DETAIL_X86
+  return __builtin_ia32_rdtsc();
+#else
+  return realtime_ns();
+#endif
 }
 
-/// Write `v` < 1e9 as exactly nine digits.
-inline char* write_9_digits(char* p, std::uint32_t v) noexcept {
-  static constexpr char pairs[] =
-      "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
-      "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
-      "8081828384858687888990919293949596979899";
-  *p++ = static_cast<char>('0' + v / 100000000u);
-  v %= 100000000u;
-  const std::uint32_t hi = v / 10000u, lo = v % 10000u;
-  std::memcpy(p, pairs + 2 * (hi / 100u), 2);
-  std::memcpy(p + 2, pairs + 2 * (hi % 100u), 2);
-  std::memcpy(p + 4, pairs + 2 * (lo / 100u), 2);
-  std::memcpy(p + 6, pairs + 2 * (lo % 100u), 2);
-  return p + 8;
-}
-
-/// Formats epoch-ns timestamps; consecutive events share the seconds digits, formatted once.
-class epoch_formatter {
- public:
-  char* operator()(char* p, std::uint64_t ns) noexcept {
-    const std::uint64_t sec = ns / 1000000000u;
-    if (sec == 0) return std::to_chars(p, p + 20, ns).ptr;
-    if (sec != sec_) {
-      sec_ = sec;
-      len_ = static_cast<std::size_t>(std::to_chars(digits_, digits_ + sizeof digits_, sec).ptr -
-                                      digits_);
-    }
-    std::memcpy(p, digits_, len_);
-    return write_9_digits(p + len_, static_cast<std::uint32_t>(ns % 1000000000u));
-  }
-
- private:
-  std::uint64_t sec_ = 0;
-  std::size_t len_ = 0;
-  char digits_[24] = {};
-};
-
-/// Growable output buffer for formatted records (no per-record allocation).
-class out_buffer {
- public:
-  char* reserve(std::size_t n) {
-    if (size_ + n > cap_) {
-      std::size_t cap = std::max<std::size_t>(cap_ * 2, size_ + n + 4096);
-      std::unique_ptr<char[]> d(new char[cap]);
-      if (size_ != 0) std::memcpy(d.get(), data_.get(), size_);
-      data_ = std::move(d);
-      cap_ = cap;
-    }
-    return data_.get() + size_;
-  }
-  void commit(std::size_t n) { size_ += n; }
-  const char* data() const { return data_.get(); }
-  std::size_t size() const { return size_; }
-  void clear() {
-    size_ = 0;
-    count = 0;
-    sanitized = 0;
-  }
-  std::uint64_t count = 0;      // records in the buffer
-  std::uint64_t sanitized = 0;  // of which had sanitized names
-
- private:
-  std::unique_ptr<char[]> data_;
-  std::size_t size_ = 0, cap_ = 0;
-};
-
-/// The writer thread and everything only it touches. The runtime tells it the prefix and the
-/// interval; threads hand it events through their segments; it reports counters.
-class trace_writer {
- public:
-  explicit trace_writer(thread_registry& threads) noexcept : threads_(threads) {}
-
-  /// Clock of this process (fixed at initialization) and the sidecar's extra lines (host, rank).
-  void set_clock(int mode) noexcept { conv_.start(mode); }
-  void set_sidecar_info(const text& info) noexcept { sidecar_info_ = info; }
-  tick_converter clock_model() {
-    std::lock_guard<std::mutex> lk(mu_);
-    return conv_;
-  }
-  void adopt_clock(const tick_converter& c) noexcept { conv_ = c; }
-
-  /// Where to write from now on; pending events of the old prefix were flushed by the caller.
-  void retarget(const std::string& prefix, std::chrono::milliseconds interval) {
-    std::lock_guard<std::mutex> lk(mu_);
-    if (prefix != prefix_) reopen_ = true;
-    prefix_ = prefix;
-    interval_ = interval;
-  }
-
-  /// Starts the thread if needed (every signal blocked in it: it never runs the host's handlers).
-  bool start() noexcept {
-    std::lock_guard<std::mutex> lk(mu_);
-    if (thread_started_) return true;
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    const int rc = pthread_create(&thread_, nullptr, &trace_writer::thread_main, this);
-    pthread_sigmask(SIG_SETMASK, &old, nullptr);
-    if (rc != 0) {
-      diag(topic::writer, "cannot start the trace writer thread: %s; tracing disabled",
-           std::strerror(rc));
-      g_mode.store(mode_off, std::memory_order_relaxed);
-      return false;
-    }
-    thread_started_ = true;
-    running_.store(true, std::memory_order_release);
-    return true;
-  }
-
-  bool running() const noexcept { return running_.load(std::memory_order_acquire); }
-
-  /// A thread's ring is full: drain soon. Lock-free (callable from a thread that holds no lock
-  /// and from a signal handler's push); the writer also wakes on its own twice per interval.
-  void nudge() noexcept {
-    urgent_.store(true, std::memory_order_relaxed);
-    cv_.notify_one();
-  }
-
-  /// Blocks until every event pushed before the call is written.
-  void flush() noexcept {
-    std::unique_lock<std::mutex> lk(mu_);
-    if (!thread_started_) return;
-    const std::uint64_t mine = ++flush_req_;
-    cv_.notify_all();
-    done_cv_.wait(lk, [&] { return flush_done_ >= mine || !thread_started_ || exited_; });
-  }
-
-  /// Writes what is left and ends the thread. Waits at most `limit`: a writer stuck in the
-  /// kernel (a hung network file system) must not hang the host at exit.
-  void stop(std::chrono::milliseconds limit) noexcept {
-    std::unique_lock<std::mutex> lk(mu_);
-    if (!thread_started_) return;
-    stop_ = true;
-    cv_.notify_all();
-    if (done_cv_.wait_for(lk, limit, [&] { return exited_; })) {
-      lk.unlock();
-      pthread_join(thread_, nullptr);
-      lk.lock();
-    } else {
-      diag(topic::writer,
-           "the trace writer did not finish within %lld ms (a stuck file system?); events not yet "
-           "written are lost",
-           static_cast<long long>(limit.count()));
-      pthread_detach(thread_);
-    }
-    thread_started_ = false;
-    exited_ = false;
-    stop_ = false;
-    running_.store(false, std::memory_order_release);
-    done_cv_.notify_all();
-  }
-
-  std::uint64_t written() const noexcept { return written_.load(std::memory_order_relaxed); }
-  std::uint64_t discarded() const noexcept { return discarded_.load(std::memory_order_relaxed); }
-  std::uint64_t sanitized() const noexcept { return sanitized_.load(std::memory_order_relaxed); }
-  std::uint64_t cpu_ns() const noexcept { return cpu_ns_.load(std::memory_order_relaxed); }
-  /// Stats line for the sidecar, filled in by the runtime.
-  void set_stats_source(text (*fn)()) noexcept { stats_line_ = fn; }
-
-  // ---- fork(): the child must not inherit a lock the writer held mid-cycle --------------------
-  void fork_prepare() noexcept {
-    forks_pending_.fetch_add(1, std::memory_order_relaxed);
-    cycle_mu_.lock();
-    std::unique_lock<std::mutex> lk(mu_);
-    // A writer thread still starting is inside the C library and the allocator: let it reach its
-    // loop first. (Not while it is stopping: its last cycle needs cycle_mu_.)
-    done_cv_.wait(lk, [this] { return !thread_started_ || in_loop_ || stop_; });
-    lk.release();  // mu_ stays locked until fork_parent() or the child's reset
-  }
-  void fork_parent() noexcept {
-    forks_pending_.fetch_sub(1, std::memory_order_relaxed);
-    mu_.unlock();
-    cycle_mu_.unlock();
-    cv_.notify_all();
-  }
-  /// In the child: the parent's writer does not exist here; its files are closed.
-  void fork_child(std::vector<thread_state*>& parent_threads) noexcept {
-    mu_.unlock();
-    cycle_mu_.unlock();
-    files_.close_all(parent_threads);
-  }
-
- private:
-  static void* thread_main(void* self) noexcept {
-    static_cast<trace_writer*>(self)->loop();
-    return nullptr;
-  }
-
-  struct name_entry {
-    std::string text;  // "S" + sanitized name
-    bool sanitized = false;
-  };
-
-  const name_entry& lookup_name(const source_location* loc) {
-    const auto h = (reinterpret_cast<std::uintptr_t>(loc) >> 4) & 255u;
-    cache_slot& slot = name_cache_[h];
-    if (slot.key == loc) return *slot.value;
-    auto it = names_.find(loc);
-    if (it == names_.end()) {
-      name_entry e;
-      e.text = "S";
-      e.text += loc->name != nullptr ? loc->name : "";
-      e.sanitized = sanitize_name(e.text);
-      it = names_.emplace(loc, std::move(e)).first;  // node-based: references stay valid
-    }
-    slot.key = loc;
-    slot.value = &it->second;
-    return it->second;
-  }
-
-  void format(const event& e, out_buffer& out) {
-    const name_entry& n = lookup_name(e.loc);
-    char* p = out.reserve(n.text.size() + 64);
-    char* const begin = p;
-    std::memcpy(p, n.text.data(), n.text.size());
-    p += n.text.size();
-    const std::uint32_t flags = e.loc->flags;
-    if ((flags & flag_indexed) != 0) {
-      *p++ = '_';
-      p = std::to_chars(p, p + 20, e.idx).ptr;
-    }
-    *p++ = ',';
-    const std::uint64_t start = conv_.to_ns(e.t0);
-    std::uint64_t dur = 1000;
-    if ((flags & flag_fixed_1us) == 0) {
-      const std::uint64_t end = conv_.to_ns(e.t1);
-      dur = end > start ? end - start : 0;
-    }
-    p = epoch_(p, start);
-    *p++ = ',';
-    p = std::to_chars(p, p + 20, dur).ptr;
-    *p++ = '\n';
-    out.commit(static_cast<std::size_t>(p - begin));
-    ++out.count;
-    if (n.sanitized) ++out.sanitized;
-  }
-
-  void write_out(thread_state& t, out_buffer& buf, bool main_file) {
-    if (buf.size() == 0) return;
-    const std::uint64_t on_disk =
-        discard_ ? 0 : files_.write(t, main_file, buf.data(), buf.size(), buf.count);
-    written_.fetch_add(on_disk, std::memory_order_relaxed);
-    if (on_disk == buf.count) {
-      sanitized_.fetch_add(buf.sanitized, std::memory_order_relaxed);
-    }
-    discarded_.fetch_add(buf.count - on_disk, std::memory_order_relaxed);
-    buf.clear();
-  }
-
-  /// The sidecar's first lines for this process.
-  text sidecar_header() const noexcept {
-    text head;
-    head.add("lotus-meta 1\nversion " LOTUS_VERSION_STRING "\npid ")
-        .add(static_cast<std::uint64_t>(::getpid()))
-        .add("\nppid ")
-        .add(static_cast<std::uint64_t>(::getppid()))
-        .add("\nprefix ")
-        .add(files_.base())
-        .add("\nclock ")
-        .add(conv_.mode() == mode_tsc ? "tsc " : "realtime ");
-    char rate[64];
-    std::snprintf(rate, sizeof rate, "%.9f\n", conv_.ns_per_tick());
-    return head.add(rate).add(sidecar_info_);
-  }
-
-  void sidecar(const text& lines) {
-    if (!discard_ && !files_.disabled()) files_.write_sidecar(sidecar_header(), lines);
-  }
-
-  /// Formats and writes one thread's pending events; follows its segments and collects the
-  /// drained ones for release. Returns true when the thread was busy (a segment half full).
-  bool drain(thread_state& t) {
-    bool busy = false;
-    for (ring* r = t.read;;) {
-      std::uint64_t tail = r->tail.load(std::memory_order_relaxed);
-      const std::uint64_t head = r->head.load(std::memory_order_acquire);
-      busy = busy || head - tail > r->capacity / 2;
-      if (head != tail && !t.announced) {
-        t.announced = true;
-        text line;
-        sidecar(line.add("thread ").add(t.tid).add(' ').add(t.name).add('\n'));
-      }
-      constexpr std::size_t flush_bytes = 1u << 18;
-      while (tail != head) {
-        const std::uint64_t chunk = std::min<std::uint64_t>(head - tail, 4096);
-        for (std::uint64_t i = 0; i < chunk; ++i) {
-          const event& e = r->buf[(tail + i) & r->mask];
-          format(e, (e.loc->flags & flag_main) != 0 ? main_buf_ : worker_buf_);
-        }
-        tail += chunk;
-        r->tail.store(tail, std::memory_order_release);  // slots copied out: hand them back
-        if (worker_buf_.size() >= flush_bytes) write_out(t, worker_buf_, false);
-        if (main_buf_.size() >= flush_bytes) write_out(t, main_buf_, true);
-      }
-      ring* next = r->next.load(std::memory_order_acquire);
-      if (next == nullptr) break;
-      // The owner links `next` after its last push here: a head read now is final.
-      if (r->head.load(std::memory_order_acquire) != tail) continue;
-      segments_done_.push_back(r);
-      t.read = next;
-      r = next;
-    }
-    write_out(t, worker_buf_, false);
-    write_out(t, main_buf_, true);
-    return busy;
-  }
-
-  void loop() noexcept {
-    std::unique_lock<std::mutex> lk(mu_);
-    in_loop_ = true;
-    done_cv_.notify_all();  // a fork() waiting for the writer to start
-    bool busy = false;
-    for (;;) {
-      // A ring found half full is drained again at once; otherwise wake twice per interval so that
-      // an event is on disk at most one interval after it ended.
-      if (!busy) {
-        const auto period = std::max(std::chrono::milliseconds(1), interval_ / 2);
-        cv_.wait_for(lk, period, [&] {
-          return stop_ || urgent_.load(std::memory_order_relaxed) || flush_req_ != flush_done_;
-        });
-      }
-      // A busy writer would win the cycle lock back at once; let a waiting fork() go first.
-      while (forks_pending_.load(std::memory_order_relaxed) != 0) {
-        cv_.wait_for(lk, std::chrono::milliseconds(1));
-      }
-      lk.unlock();
-      std::unique_lock<std::mutex> cycle(cycle_mu_);  // taken before mu_, as fork_prepare does
-      lk.lock();
-      const std::uint64_t req = flush_req_;
-      const bool stopping = stop_;
-      urgent_.store(false, std::memory_order_relaxed);
-      if (!conv_.calibrated()) {
-        // The first rate needs a baseline; 2 ms bounds the error well below a microsecond.
-        const std::uint64_t ready = conv_.started_ns() + 2000000;
-        lk.unlock();
-        while (realtime_ns() < ready) {
-          const timespec ts{0, 200000};
-          nanosleep(&ts, nullptr);
-        }
-        lk.lock();
-      }
-      conv_.reanchor();
-      const bool reopen = reopen_;
-      reopen_ = false;
-      const std::string prefix = prefix_;
-      lk.unlock();
-
-      const std::uint64_t cpu0 = thread_cpu_ns();
-      threads_.snapshot(cycle_threads_);
-      if (reopen) files_.start(prefix, cycle_threads_);
-      discard_ = files_.disabled();
-      busy = false;
-      for (thread_state* t : cycle_threads_) {
-        const bool retired = t->retired.load(std::memory_order_acquire);
-        try {
-          busy = drain(*t) || busy;
-        } catch (...) {
-          diag(topic::no_memory, "out of memory while formatting trace records; they are dropped");
-        }
-        if (retired) {
-          files_.forget(*t);
-          cycle_finished_.push_back(t);
-        }
-      }
-      if ((req != flush_done_ || stopping) && stats_line_ != nullptr) {
-        try {
-          if (files_.has_sidecar()) sidecar(stats_line_());
-        } catch (...) {
-        }
-      }
-      threads_.release(segments_done_, cycle_finished_);
-      cpu_ns_.fetch_add(thread_cpu_ns() - cpu0, std::memory_order_relaxed);
-
-      lk.lock();
-      flush_done_ = req;
-      done_cv_.notify_all();
-      cycle.unlock();
-      if (stopping) break;
-    }
-    exited_ = true;
-    in_loop_ = false;
-    done_cv_.notify_all();
-  }
-
-  thread_registry& threads_;
-  std::mutex cycle_mu_;  // held by the writer for a whole cycle, and by fork() (taken before mu_)
-  std::mutex mu_;        // guards the control state below marked (mu)
-  std::condition_variable cv_;       // wakes the writer
-  std::condition_variable done_cv_;  // wakes flush(), stop() and fork_prepare()
-  std::atomic<int> forks_pending_{0};
-  std::atomic<bool> urgent_{false};
-  std::atomic<bool> running_{false};
-  pthread_t thread_{};
-  bool thread_started_ = false;  // (mu)
-  bool in_loop_ = false;         // (mu) the thread has entered loop()
-  bool exited_ = false;          // (mu) the thread has left loop()
-  bool stop_ = false;            // (mu)
-  bool reopen_ = true;           // (mu)
-  std::string prefix_;           // (mu)
-  std::chrono::milliseconds interval_{LOTUS_DEFAULT_FLUSH_INTERVAL_MS};  // (mu)
-  std::uint64_t flush_req_ = 0, flush_done_ = 0;                         // (mu)
-  tick_converter conv_;  // (mu) re-anchored by the writer each cycle
-  text sidecar_info_;
-  text (*stats_line_)() = nullptr;
-
-  std::atomic<std::uint64_t> written_{0}, discarded_{0}, sanitized_{0}, cpu_ns_{0};
-
-  // ---- writer-thread-only state ---------------------------------------------------------------
-  // Members, not locals of loop(): a forked child has no writer stack, and what the parent's
-  // writer held must stay reachable there (LeakSanitizer checks children too).
-  trace_files files_;
-  bool discard_ = false;
-  out_buffer worker_buf_, main_buf_;
-  std::vector<thread_state*> cycle_threads_, cycle_finished_;
-  std::vector<ring*> segments_done_;
-  epoch_formatter epoch_;
-  std::unordered_map<const source_location*, name_entry> names_;
-  struct cache_slot {
-    const source_location* key = nullptr;
-    const name_entry* value = nullptr;
-  };
-  cache_slot name_cache_[256];
-};
-
-}  // namespace detail
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_WRITER_HPP
-// ---- end lotus/detail/writer.hpp ----
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-namespace detail {
-
-/// How long exit waits for the writer before giving up (a stuck file system must not hang it).
-constexpr std::chrono::milliseconds writer_stop_limit{5000};
-
-/// `host` and, when set, the distributed-training rank variables, for the sidecar.
-inline text sidecar_host_lines() noexcept {
-  char host[256] = {};
-  if (::gethostname(host, sizeof host - 1) != 0 || has_control_char(host)) host[0] = '\0';
-  text out;
-  out.add("host ").add(host[0] != '\0' ? host : "unknown").add('\n');
-  static const char* const vars[][2] = {
-      {"RANK", "rank"}, {"LOCAL_RANK", "local_rank"}, {"WORLD_SIZE", "world_size"}};
-  for (const auto& v : vars) {
-    std::uint64_t x = 0;
-    if (env_u64(v[0], 0, std::uint64_t{1} << 40, x)) out.add(v[1]).add(' ').add(x).add('\n');
-  }
-  return out;
-}
-
-/// Process-wide state. Leaked on purpose: threads may exit (and record) after static destruction.
-class runtime {
- public:
-  LOTUS_DETAIL_NOINLINE static inline runtime& get() noexcept;
-
-  LOTUS_DETAIL_NOINLINE inline bool initialize() noexcept;
-  void configure(const options& o);
-  void flush() noexcept { writer_.flush(); }
-  void shutdown() noexcept;
-  trace_stats stats() noexcept;
-  const source_location& intern(std::string_view name, std::uint32_t flags);
-  LOTUS_DETAIL_NOINLINE inline const source_location* intern_dynamic(const char* name,
-                                                                     std::size_t size,
-                                                                     std::uint64_t hash) noexcept;
-  LOTUS_DETAIL_NOINLINE inline void push_slow(const source_location* loc, std::uint64_t t0,
-                                              std::uint64_t t1, std::uint64_t idx) noexcept;
-  std::uint64_t writer_cpu_ns() const noexcept { return writer_.cpu_ns(); }
-
-  static void fork_prepare() noexcept;
-  static void fork_parent() noexcept;
-  static void fork_child() noexcept;
-
- private:
-  runtime() : writer_(threads_) {}
-
-  ring* register_thread() noexcept;
-  ring* push_full(ring* r, const source_location* loc, std::uint64_t t0, std::uint64_t t1,
-                  std::uint64_t idx) noexcept;
-  void apply_locked(const options& o);
-  void count_lost(std::atomic<std::uint64_t>& counter) noexcept {
-    counter.fetch_add(1, std::memory_order_relaxed);
-  }
-
-  std::mutex mu_;                   // settings; taken before the writer's and the registry's locks
-  bool initialized_ = false;        // (mu)
-  env_settings env_;                // (mu)
-  options user_;                    // (mu) last configure()
-  settings set_;                    // (mu)
-  int clock_mode_ = mode_realtime;  // (mu) fixed at first initialization
-  // Read by push_slow without the lock.
-  std::atomic<std::size_t> max_capacity_{LOTUS_DEFAULT_RING_CAPACITY};
-  std::atomic<bool> block_{true};
-
-  thread_registry threads_;
-  trace_writer writer_;
-
-  // Events lost before they reached a ring: pushed from a signal handler that interrupted lotus
-  // on the same thread, or by a thread whose ring could not be allocated.
-  std::atomic<std::uint64_t> lost_reentrant_{0}, lost_no_ring_{0};
-
-  std::mutex intern_mu_;  // interned run-time names
-  struct interned {
-    std::string name;
-    source_location loc;
-  };
-  std::unordered_map<std::string, std::unique_ptr<interned>> interned_;  // (intern_mu)
-  runtime* parent_ = nullptr;  // in a forked child: the parent's runtime, never freed
-};
-
-inline runtime* g_runtime = nullptr;  // replaced (old one leaked) in a forked child
-
-runtime& runtime::get() noexcept {
-  static runtime* const instance = [] {
-    g_runtime = new runtime();
-    return g_runtime;
-  }();
-  static_cast<void>(instance);
-  return *g_runtime;
-}
-
-inline void at_exit_handler() noexcept { runtime::get().shutdown(); }
-
-/// The sidecar's `stats` line of the current process.
-inline text stats_line() noexcept {
-  const trace_stats s = runtime::get().stats();
-  text line;
-  return line.add("stats ")
-      .add(s.recorded)
-      .add(' ')
-      .add(s.written)
-      .add(' ')
-      .add(s.dropped)
-      .add(' ')
-      .add(s.sanitized)
-      .add('\n');
-}
-
-bool runtime::initialize() noexcept {
-  const busy_guard busy;
-  std::lock_guard<std::mutex> lk(mu_);
-  if (!initialized_) {
-    initialized_ = true;
-    try {
-      env_ = env_settings::read();
-      writer_.set_sidecar_info(sidecar_host_lines());
-      writer_.set_stats_source(&stats_line);
-      apply_locked(user_);
-    } catch (...) {
-      g_mode.store(mode_off, std::memory_order_relaxed);
-      return false;
-    }
-    std::atexit(at_exit_handler);
-    pthread_atfork(&runtime::fork_prepare, &runtime::fork_parent, &runtime::fork_child);
-  }
-  return g_mode.load(std::memory_order_relaxed) >= mode_tsc;
-}
-
-inline void runtime::apply_locked(const options& o) {
-  settings s = merge_settings(o, env_);
-  if (!o.log_file && env_.log_file_bad) s.log_file.clear();
-  // The clock is chosen once per process: ticks already in rings must keep their meaning.
-  if (g_mode.load(std::memory_order_relaxed) == mode_uninit) {
-    if (test_hooks::manual_clock.load(std::memory_order_relaxed) != nullptr) {
-      clock_mode_ = mode_manual;
-    } else if (s.clock == clock_source::realtime) {
-      clock_mode_ = mode_realtime;
-    } else if (tsc_is_reliable()) {
-      clock_mode_ = mode_tsc;
-    } else {
-      if (s.clock == clock_source::tsc) {
-        diag(topic::clock,
-             "LOTUS_CLOCK=tsc: the TSC is not invariant or not the kernel clocksource; using "
-             "clock_gettime");
-      }
-      clock_mode_ = mode_realtime;
-    }
-    writer_.set_clock(clock_mode_);
-  }
-  set_ = std::move(s);
-  max_capacity_.store(set_.ring_capacity, std::memory_order_relaxed);
-  block_.store(set_.overflow == overflow_policy::block, std::memory_order_relaxed);
-  writer_.retarget(set_.log_file, set_.flush_interval);
-  const bool on = set_.enabled && !set_.log_file.empty();
-  g_mode.store(on ? clock_mode_ : mode_off, std::memory_order_release);
-  if (on) writer_.start();
-}
-
-inline void runtime::configure(const options& o) {
-  initialize();  // reads the environment once; the options below may still turn tracing on
-  flush();       // events recorded under the old settings go to the old files
-  const busy_guard busy;
-  std::lock_guard<std::mutex> lk(mu_);
-  try {
-    user_ = o;
-    apply_locked(user_);
-  } catch (...) {
-    g_mode.store(mode_off, std::memory_order_relaxed);
-  }
-}
-
-inline void runtime::shutdown() noexcept {
-  const busy_guard busy;
-  if (g_mode.load(std::memory_order_relaxed) >= mode_tsc) {
-    g_mode.store(mode_off, std::memory_order_relaxed);
-  }
-  writer_.stop(writer_stop_limit);
-}
-
-inline trace_stats runtime::stats() noexcept {
-  const busy_guard busy;
-  std::uint64_t pushed = 0, dropped = 0;
-  threads_.totals(pushed, dropped);
-  dropped += lost_reentrant_.load(std::memory_order_relaxed) +
-             lost_no_ring_.load(std::memory_order_relaxed);
-  trace_stats s;
-  s.recorded = pushed + dropped;
-  s.written = writer_.written();
-  s.dropped = dropped + writer_.discarded();
-  s.sanitized = writer_.sanitized();
-  return s;
-}
-
-inline const source_location& runtime::intern(std::string_view name, std::uint32_t flags) {
-  std::string key(name);
-  key.push_back('\0');
-  key.push_back(static_cast<char>('0' + flags));
-  const busy_guard busy;
-  std::lock_guard<std::mutex> lk(intern_mu_);
-  auto it = interned_.find(key);
-  if (it == interned_.end()) {
-    auto entry = std::make_unique<interned>();
-    entry->name.assign(name.data(), name.size());
-    entry->loc = source_location{entry->name.c_str(), "", "", 0, flags};
-    it = interned_.emplace(std::move(key), std::move(entry)).first;
-  }
-  return it->second->loc;
-}
-
-/// Frees the thread's name cache and hands its record to the writer when the thread exits.
-struct thread_exit_hook {
-  ~thread_exit_hook() {
-    t_thread.exited = true;
-    t_ring.store(nullptr, std::memory_order_relaxed);
-    if (t_thread.self != nullptr) {
-      t_thread.self->retired.store(true, std::memory_order_release);
-      t_thread.self = nullptr;
-    }
-    if (name_cache* c = t_names) {
-      t_names = nullptr;
-      std::free(c->slots);
-      delete c;
-    }
-  }
-};
-
-inline void arm_thread_exit() noexcept {
-  static thread_local thread_exit_hook hook;
-  static_cast<void>(hook);
-}
-
-const source_location* runtime::intern_dynamic(const char* name, std::size_t size,
-                                               std::uint64_t hash) noexcept {
-  if (t_thread.busy != 0 || t_thread.exited) {
-    count_lost(lost_reentrant_);
-    return nullptr;
-  }
-  const source_location* loc = nullptr;
-  try {
-    loc = &intern(std::string_view(name, size), 0);
-  } catch (...) {
-    diag(topic::no_memory,
-         "out of memory interning a LOTUS_SCOPE_DYNAMIC name; the scope is dropped");
-    count_lost(lost_no_ring_);
-    return nullptr;
-  }
-  // Remember it on this thread (up to 4096 names: a larger working set still works, with the lock).
-  const busy_guard busy;
-  arm_thread_exit();
-  name_cache* c = t_names;
-  if (c == nullptr) {
-    c = new (std::nothrow) name_cache();
-    if (c == nullptr) return loc;
-    c->slots = static_cast<name_cache::slot*>(std::calloc(64, sizeof(name_cache::slot)));
-    if (c->slots == nullptr) {
-      delete c;
-      return loc;
-    }
-    c->mask = 63;
-    t_names = c;
-  }
-  if (2 * (c->used + 1) > c->mask + 1) {
-    const std::size_t cap = 2 * (c->mask + 1);
-    if (cap > 8192) return loc;
-    auto* slots = static_cast<name_cache::slot*>(std::calloc(cap, sizeof(name_cache::slot)));
-    if (slots == nullptr) return loc;
-    for (std::size_t i = 0; i <= c->mask; ++i) {
-      const name_cache::slot& s = c->slots[i];
-      if (s.loc == nullptr) continue;
-      std::size_t j = static_cast<std::size_t>(s.hash) & (cap - 1);
-      while (slots[j].loc != nullptr) j = (j + 1) & (cap - 1);
-      slots[j] = s;
-    }
-    std::free(c->slots);
-    c->slots = slots;
-    c->mask = cap - 1;
-  }
-  std::size_t j = static_cast<std::size_t>(hash) & c->mask;
-  while (c->slots[j].loc != nullptr) j = (j + 1) & c->mask;
-  c->slots[j] = name_cache::slot{hash, size, loc};
-  ++c->used;
-  return loc;
-}
-
-inline ring* runtime::register_thread() noexcept {
-  arm_thread_exit();
-  const std::size_t first =
-      std::min<std::size_t>(ring_initial, max_capacity_.load(std::memory_order_relaxed));
-  thread_state* t = thread_registry::make(first);
-  if (t == nullptr || !threads_.add(t)) {
-    if (t != nullptr) thread_registry::destroy(t);
-    t_thread.failed = true;
-    diag(topic::no_memory,
-         "cannot allocate a trace ring for thread %llu; its events are dropped (counted)",
-         static_cast<unsigned long long>(current_tid()));
-    count_lost(lost_no_ring_);
-    return nullptr;
-  }
-  t_thread.self = t;
-  if (!writer_.start()) return nullptr;
-  return t->current.load(std::memory_order_relaxed);
-}
-
-inline ring* runtime::push_full(ring* r, const source_location* loc, std::uint64_t t0,
-                                std::uint64_t t1, std::uint64_t idx) noexcept {
-  const std::uint64_t h = r->head.load(std::memory_order_relaxed);
-  r->tail_cache = r->tail.load(std::memory_order_acquire);
-  if (h - r->tail_cache < r->capacity) {
-    r->publish(h, loc, t0, t1, idx);
-    return r;
-  }
-  // Grow: a segment twice as large continues the indices; the writer drains the old one first.
-  const std::size_t max = max_capacity_.load(std::memory_order_relaxed);
-  if (r->capacity < max) {
-    ring* bigger = ring::make(std::min<std::uint64_t>(r->capacity * 2, max), h, r->owner);
-    if (bigger != nullptr) {
-      bigger->publish(h, loc, t0, t1, idx);
-      r->owner->current.store(bigger, std::memory_order_release);
-      r->next.store(bigger, std::memory_order_release);
-      return bigger;
-    }
-    diag(topic::no_memory,
-         "cannot allocate a larger trace ring (out of memory); the thread keeps %llu events and "
-         "waits for the writer (LOTUS_OVERFLOW=block) or drops (drop)",
-         static_cast<unsigned long long>(r->capacity));
-  }
-  writer_.nudge();
-  for (unsigned spin = 0; h - r->tail_cache >= r->capacity; ++spin) {
-    // Give up only when nobody will ever drain this ring: tracing off or no writer.
-    if (!block_.load(std::memory_order_relaxed) ||
-        g_mode.load(std::memory_order_relaxed) < mode_tsc || !writer_.running()) {
-      r->owner->dropped.fetch_add(1, std::memory_order_relaxed);
-      return r;
-    }
-    if (spin < 16) {
-      std::this_thread::yield();
-    } else {
-      if ((spin & 63) == 0) writer_.nudge();
-      const timespec ts{0, 50000};
-      nanosleep(&ts, nullptr);
-    }
-    r->tail_cache = r->tail.load(std::memory_order_acquire);
-  }
-  r->publish(h, loc, t0, t1, idx);
-  return r;
-}
-
-void runtime::push_slow(const source_location* loc, std::uint64_t t0, std::uint64_t t1,
-                        std::uint64_t idx) noexcept {
-  thread_local_state& me = t_thread;
-  ring* r = t_ring.load(std::memory_order_relaxed);
-  // Re-entered from a signal handler while this thread was inside lotus (a push in progress has
-  // cleared t_ring; the cold path holds `busy`): taking a slot now would race the interrupted
-  // push, and waiting could deadlock. Count it.
-  if (me.busy != 0 || (me.self != nullptr && r == nullptr)) {
-    count_lost(lost_reentrant_);
-    return;
-  }
-  if (me.exited) return;  // after the thread's exit hook: not recorded
-  if (me.failed) {
-    count_lost(lost_no_ring_);
-    return;
-  }
-  const busy_guard busy;
-  t_ring.store(nullptr, std::memory_order_relaxed);
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  if (r == nullptr) {
-    r = register_thread();
-    if (r == nullptr) return;
-  }
-  r = push_full(r, loc, t0, t1, idx);
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  t_ring.store(r, std::memory_order_relaxed);
-}
-
-// ---- process events ---------------------------------------------------------------------------
-
-/// fork(): the child keeps the settings, drops the parent's threads and files, and starts its own
-/// writer on its first event; the parent's writer writes every event recorded before the fork.
-/// fork() waits for a writer cycle in progress to end, so the child never inherits a lock the
-/// writer held mid-cycle (an allocator without fork handlers, such as GCC 12's AddressSanitizer,
-/// would otherwise deadlock the child).
-inline void runtime::fork_prepare() noexcept {
-  runtime* rt = g_runtime;
-  rt->mu_.lock();
-  rt->writer_.fork_prepare();
-  rt->threads_.mutex().lock();
-  rt->intern_mu_.lock();
-}
-
-inline void runtime::fork_parent() noexcept {
-  runtime* rt = g_runtime;
-  rt->intern_mu_.unlock();
-  rt->threads_.mutex().unlock();
-  rt->writer_.fork_parent();
-  rt->mu_.unlock();
-}
-
-inline void runtime::fork_child() noexcept {
-  runtime* old = g_runtime;
-  old->intern_mu_.unlock();
-  old->threads_.mutex().unlock();
-  old->writer_.fork_child(old->threads_.all_locked());
-  old->mu_.unlock();
-  t_ring.store(nullptr, std::memory_order_relaxed);
-  t_thread.self = nullptr;
-  auto* fresh = new (std::nothrow) runtime();
-  if (fresh == nullptr) {
-    g_mode.store(mode_off, std::memory_order_relaxed);
-    return;
-  }
-  try {
-    fresh->initialized_ = true;
-    fresh->env_ = old->env_;
-    fresh->user_ = old->user_;
-    fresh->set_ = old->set_;
-    fresh->clock_mode_ = old->clock_mode_;
-    fresh->max_capacity_.store(old->max_capacity_.load());
-    fresh->block_.store(old->block_.load());
-    fresh->writer_.adopt_clock(old->writer_.clock_model());
-    fresh->writer_.set_sidecar_info(sidecar_host_lines());
-    fresh->writer_.set_stats_source(&stats_line);
-    fresh->writer_.retarget(old->set_.log_file, old->set_.flush_interval);
-    fresh->interned_.swap(old->interned_);  // interned locations must stay valid
-  } catch (...) {
-    g_mode.store(mode_off, std::memory_order_relaxed);
-  }
-  fresh->parent_ = old;  // the parent's runtime and rings stay allocated (and reachable)
-  g_runtime = fresh;
-}
-
-// ---- entry points (entry.hpp) -----------------------------------------------------------------
-
-LOTUS_DETAIL_API std::uint64_t now_ticks_slow(int mode) noexcept {
+/// Epoch ns for the non-TSC clocks (realtime, or a test's manual clock).
+LOTUS_DETAIL_NOINLINE inline std::uint64_t now_ticks_slow(int mode) noexcept {
   if (mode == mode_manual) {
     const test_hooks::clock_fn f = test_hooks::manual_clock.load(std::memory_order_relaxed);
     if (f != nullptr) return f();
@@ -3506,51 +1477,67 @@ LOTUS_DETAIL_API std::uint64_t now_ticks_slow(int mode) noexcept {
   return realtime_ns();
 }
 
-LOTUS_DETAIL_API void push_slow(const source_location* loc, std::uint64_t t0, std::uint64_t t1,
-                                std::uint64_t idx) noexcept {
-  runtime::get().push_slow(loc, t0, t1, idx);
+/// Raw ticks in the unit of `mode` (TSC cycles, or epoch ns for the other clocks).
+LOTUS_DETAIL_FORCE_INLINE std::uint64_t now_ticks(int mode) noexcept {
+  if (LOTUS_DETAIL_LIKELY(mode == mode_tsc)) return read_tsc();
+  return now_ticks_slow(mode);
 }
-
-LOTUS_DETAIL_API int initialize_mode() noexcept {
-  if (t_thread.busy != 0) return mode_off;  // a signal handler interrupting initialization
-  runtime::get().initialize();
-  return g_mode.load(std::memory_order_relaxed);
-}
-
-LOTUS_DETAIL_API const source_location& intern(std::string_view name, std::uint32_t flags) {
-  return runtime::get().intern(name, flags);
-}
-
-LOTUS_DETAIL_API const source_location* intern_dynamic(const char* name, std::size_t size,
-                                                       std::uint64_t hash) noexcept {
-  return runtime::get().intern_dynamic(name, size, hash);
-}
-
-LOTUS_DETAIL_API void api_configure(const options& opts) { runtime::get().configure(opts); }
-
-LOTUS_DETAIL_API void api_flush() noexcept {
-  if (g_mode.load(std::memory_order_relaxed) != mode_uninit) runtime::get().flush();
-}
-
-LOTUS_DETAIL_API void api_shutdown() noexcept {
-  if (g_mode.load(std::memory_order_relaxed) != mode_uninit) runtime::get().shutdown();
-}
-
-LOTUS_DETAIL_API trace_stats api_stats() noexcept {
-  if (g_mode.load(std::memory_order_relaxed) == mode_uninit) return {};
-  return runtime::get().stats();
-}
-
-LOTUS_DETAIL_API std::uint64_t writer_cpu_ns() noexcept { return runtime::get().writer_cpu_ns(); }
 
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_RUNTIME_HPP
-// ---- end lotus/detail/runtime.hpp ----
-#endif
 #endif  // LOTUS_AMALGAMATED_LOTUS_CLOCK_HPP
 // ---- end lotus/clock.hpp ----
+// ---- begin lotus/detail/entry.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_ENTRY_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_ENTRY_HPP
+// lotus — the runtime's cold entry points, declared for the hot-path headers (internal)
+// SPDX-License-Identifier: MIT
+
+#include <cstddef>      // size_t
+#include <cstdint>      // uint64_t
+#include <string_view>  // string_view
+
+
+// Header-only mode defines these in lotus/detail/runtime.hpp (reached through scope.hpp and
+// trace.hpp); with LOTUS_COMPILED_LIB they are defined once, in the TU that includes
+// <lotus/src.hpp>, and the hot-path headers see only these declarations.
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+
+struct source_location;
+struct options;
+struct trace_stats;
+
+namespace detail {
+
+/// First event of a thread, a full ring, or a push that interrupted lotus on the same thread (a
+/// signal handler): never throws, never blocks inside a signal handler, counts what it drops.
+LOTUS_DETAIL_API void push_slow(const source_location* loc, std::uint64_t t0, std::uint64_t t1,
+                                std::uint64_t idx) noexcept;
+
+/// First use in this process: read the environment; returns the tracing mode.
+LOTUS_DETAIL_API int initialize_mode() noexcept;
+
+/// Process-lifetime location for a run-time name (interned once per distinct name and flags).
+LOTUS_DETAIL_API const source_location& intern(std::string_view name, std::uint32_t flags = 0);
+
+/// LOTUS_SCOPE_DYNAMIC's miss in the thread's name cache: intern, then remember it on this thread.
+/// nullptr when out of memory (the scope is then not recorded).
+LOTUS_DETAIL_API const source_location* intern_dynamic(const char* name, std::size_t size,
+                                                       std::uint64_t hash) noexcept;
+
+LOTUS_DETAIL_API void api_configure(const options& opts);
+LOTUS_DETAIL_API void api_flush() noexcept;
+LOTUS_DETAIL_API void api_shutdown() noexcept;
+LOTUS_DETAIL_API trace_stats api_stats() noexcept;
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_ENTRY_HPP
+// ---- end lotus/detail/entry.hpp ----
 // ---- begin lotus/detail/name_cache.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_NAME_CACHE_HPP
 #define LOTUS_AMALGAMATED_LOTUS_DETAIL_NAME_CACHE_HPP
@@ -3559,6 +1546,7 @@ LOTUS_DETAIL_API std::uint64_t writer_cpu_ns() noexcept { return runtime::get().
 
 #include <cstddef>  // size_t
 #include <cstdint>  // uint64_t
+#include <cstring>  // memcpy
 
 
 namespace lotus {
@@ -3567,6 +1555,36 @@ inline namespace LOTUS_DETAIL_ABI {
 struct source_location;
 
 namespace detail {
+
+/// Hash of a run-time name for the per-thread name cache: whole words, no per-byte loop.
+LOTUS_DETAIL_FORCE_INLINE std::uint64_t name_hash(const char* p, std::size_t n) noexcept {
+  constexpr std::uint64_t k = 0x9E3779B97F4A7C15ull;
+  std::uint64_t a = 0, b = 0;
+  if (n >= 8) {
+    std::uint64_t h = n * k;
+    const char* const last = p + n - 8;
+    for (; p < last; p += 8) {
+      std::memcpy(&a, p, 8);
+      h = (h ^ a) * k;
+      h ^= h >> 29;
+    }
+    std::memcpy(&b, last, 8);
+    h = (h ^ b) * k;
+    return h ^ (h >> 32);
+  }
+  if (n >= 4) {
+    std::uint32_t x = 0, y = 0;
+    std::memcpy(&x, p, 4);
+    std::memcpy(&y, p + n - 4, 4);
+    a = (static_cast<std::uint64_t>(x) << 32) | y;
+  } else if (n > 0) {
+    a = (static_cast<std::uint64_t>(static_cast<unsigned char>(p[0])) << 16) |
+        (static_cast<std::uint64_t>(static_cast<unsigned char>(p[n / 2])) << 8) |
+        static_cast<unsigned char>(p[n - 1]);
+  }
+  const std::uint64_t h = (a ^ (n * k)) * k;
+  return h ^ (h >> 32);
+}
 
 /// A thread's cache of interned run-time names: open addressing, no lock (one owner thread).
 struct name_cache {
@@ -3722,36 +1740,6 @@ inline void emit(const source_location& loc, std::uint64_t t0, std::uint64_t t1,
   if (g_mode.load(std::memory_order_relaxed) >= mode_tsc) push(&loc, t0, t1, idx);
 }
 
-/// Hash of a run-time name for the per-thread name cache: whole words, no per-byte loop.
-LOTUS_DETAIL_FORCE_INLINE std::uint64_t name_hash(const char* p, std::size_t n) noexcept {
-  constexpr std::uint64_t k = 0x9E3779B97F4A7C15ull;
-  std::uint64_t a = 0, b = 0;
-  if (n >= 8) {
-    std::uint64_t h = n * k;
-    const char* const last = p + n - 8;
-    for (; p < last; p += 8) {
-      std::memcpy(&a, p, 8);
-      h = (h ^ a) * k;
-      h ^= h >> 29;
-    }
-    std::memcpy(&b, last, 8);
-    h = (h ^ b) * k;
-    return h ^ (h >> 32);
-  }
-  if (n >= 4) {
-    std::uint32_t x = 0, y = 0;
-    std::memcpy(&x, p, 4);
-    std::memcpy(&y, p + n - 4, 4);
-    a = (static_cast<std::uint64_t>(x) << 32) | y;
-  } else if (n > 0) {
-    a = (static_cast<std::uint64_t>(static_cast<unsigned char>(p[0])) << 16) |
-        (static_cast<std::uint64_t>(static_cast<unsigned char>(p[n / 2])) << 8) |
-        static_cast<unsigned char>(p[n - 1]);
-  }
-  const std::uint64_t h = (a ^ (n * k)) * k;
-  return h ^ (h >> 32);
-}
-
 /// The interned location of `name` for LOTUS_SCOPE_DYNAMIC: the thread's cache, else the runtime.
 LOTUS_DETAIL_FORCE_INLINE const source_location* dynamic_location(std::string_view name) noexcept {
   const std::uint64_t h = name_hash(name.data(), name.size());
@@ -3846,19 +1834,19 @@ class scope_timer {
 // SPDX-License-Identifier: MIT
 
 #include <pthread.h>  // pthread_atfork
+#include <sched.h>    // sched_yield
 #include <unistd.h>   // gethostname
 
-#include <algorithm>      // min
-#include <atomic>         // atomic
-#include <chrono>         // milliseconds
-#include <cstdint>        // uint64_t
-#include <cstdlib>        // atexit, malloc
-#include <memory>         // unique_ptr
-#include <mutex>          // mutex
-#include <string>         // string
-#include <string_view>    // string_view
-#include <thread>         // yield
-#include <unordered_map>  // unordered_map
+#include <algorithm>    // min
+#include <atomic>       // atomic
+#include <chrono>       // milliseconds
+#include <cstdint>      // uint64_t
+#include <cstdlib>      // atexit, malloc
+#include <memory>       // unique_ptr
+#include <mutex>        // mutex
+#include <new>          // bad_alloc
+#include <string>       // string
+#include <string_view>  // string_view
 
 // ---- begin lotus/clock.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_CLOCK_HPP
@@ -3871,59 +1859,36 @@ class scope_timer {
 #include <atomic>   // atomic
 #include <cstdint>  // uint64_t
 
-// ---- begin lotus/detail/entry.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_ENTRY_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_ENTRY_HPP
-// lotus — the runtime's cold entry points, declared for the hot-path headers (internal)
+// ---- begin lotus/detail/test_hooks.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_TEST_HOOKS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_TEST_HOOKS_HPP
+// lotus — hooks for lotus's own tests and benchmarks; not part of the API (internal)
 // SPDX-License-Identifier: MIT
 
-#include <cstddef>      // size_t
-#include <cstdint>      // uint64_t
-#include <string_view>  // string_view
+#include <atomic>   // atomic
+#include <cstdint>  // uint64_t
 
-
-// Header-only mode defines these in lotus/detail/runtime.hpp (reached through scope.hpp and
-// trace.hpp); with LOTUS_COMPILED_LIB they are defined once, in the TU that includes
-// <lotus/src.hpp>, and the hot-path headers see only these declarations.
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
-
-struct source_location;
-struct options;
-struct trace_stats;
-
 namespace detail {
 
-/// Epoch ns for the non-TSC clocks (realtime, or a test's manual clock).
-LOTUS_DETAIL_API std::uint64_t now_ticks_slow(int mode) noexcept;
+struct test_hooks {
+  using clock_fn = std::uint64_t (*)() noexcept;
+  /// A scripted clock: installed before tracing is initialized, it replaces the TSC/realtime.
+  static inline std::atomic<clock_fn> manual_clock{nullptr};
+  /// The id this thread's trace files are named after instead of its tid (set before recording).
+  static inline thread_local std::uint64_t thread_id = 0;
+};
 
-/// First event of a thread, a full ring, or a push that interrupted lotus on the same thread (a
-/// signal handler): never throws, never blocks inside a signal handler, counts what it drops.
-LOTUS_DETAIL_API void push_slow(const source_location* loc, std::uint64_t t0, std::uint64_t t1,
-                                std::uint64_t idx) noexcept;
-
-/// First use in this process: read the environment; returns the tracing mode.
-LOTUS_DETAIL_API int initialize_mode() noexcept;
-
-/// Process-lifetime location for a run-time name (interned once per distinct name and flags).
-LOTUS_DETAIL_API const source_location& intern(std::string_view name, std::uint32_t flags = 0);
-
-/// LOTUS_SCOPE_DYNAMIC's miss in the thread's name cache: intern, then remember it on this thread.
-/// nullptr when out of memory (the scope is then not recorded).
-LOTUS_DETAIL_API const source_location* intern_dynamic(const char* name, std::size_t size,
-                                                       std::uint64_t hash) noexcept;
-
-LOTUS_DETAIL_API void api_configure(const options& opts);
-LOTUS_DETAIL_API void api_flush() noexcept;
-LOTUS_DETAIL_API void api_shutdown() noexcept;
-LOTUS_DETAIL_API trace_stats api_stats() noexcept;
+/// CPU time the writer thread has spent draining, formatting and writing (benchmarks).
+LOTUS_DETAIL_API std::uint64_t writer_cpu_ns() noexcept;
 
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_ENTRY_HPP
-// ---- end lotus/detail/entry.hpp ----
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_TEST_HOOKS_HPP
+// ---- end lotus/detail/test_hooks.hpp ----
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -3948,6 +1913,15 @@ LOTUS_DETAIL_FORCE_INLINE std::uint64_t read_tsc() noexcept {
 #endif
 }
 
+/// Epoch ns for the non-TSC clocks (realtime, or a test's manual clock).
+LOTUS_DETAIL_NOINLINE inline std::uint64_t now_ticks_slow(int mode) noexcept {
+  if (mode == mode_manual) {
+    const test_hooks::clock_fn f = test_hooks::manual_clock.load(std::memory_order_relaxed);
+    if (f != nullptr) return f();
+  }
+  return realtime_ns();
+}
+
 /// Raw ticks in the unit of `mode` (TSC cycles, or epoch ns for the other clocks).
 LOTUS_DETAIL_FORCE_INLINE std::uint64_t now_ticks(int mode) noexcept {
   if (LOTUS_DETAIL_LIKELY(mode == mode_tsc)) return read_tsc();
@@ -3957,9 +1931,6 @@ LOTUS_DETAIL_FORCE_INLINE std::uint64_t now_ticks(int mode) noexcept {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-
-#if !defined(LOTUS_DISABLE) && !defined(LOTUS_COMPILED_LIB)
-#endif
 #endif  // LOTUS_AMALGAMATED_LOTUS_CLOCK_HPP
 // ---- end lotus/clock.hpp ----
 // ---- begin lotus/detail/calibration.hpp ----
@@ -4096,6 +2067,8 @@ enum class topic : unsigned {
   io_error,        // any other error creating or writing a trace file
   no_memory,       // a ring or buffer could not be allocated
   writer,          // the writer thread could not start or did not stop in time
+  late_event,      // an event after the thread's exit hook (a thread_local destructor)
+  reentrant,       // an event from a signal handler that interrupted lotus on the same thread
   collector,       // the collector backend (perf, ITT, uProf, Callgrind) failed
   map,             // LotusMap probe control (list file)
   count_
@@ -4119,7 +2092,7 @@ inline void diag_write(const char* text, int n) noexcept {
   errno = saved;
 }
 
-inline void diag_vprint(const char* format, va_list args) noexcept {
+LOTUS_DETAIL_COLD inline void diag_vprint(const char* format, va_list args) noexcept {
   char text[600];
   const int n = std::vsnprintf(text, sizeof text, format, args);
   if (n > 0)
@@ -4160,6 +2133,56 @@ diag_config(const char* format, ...) noexcept {
 }  // namespace lotus
 #endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_DIAGNOSTICS_HPP
 // ---- end lotus/detail/diagnostics.hpp ----
+// ---- begin lotus/detail/entry.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_ENTRY_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_ENTRY_HPP
+// lotus — the runtime's cold entry points, declared for the hot-path headers (internal)
+// SPDX-License-Identifier: MIT
+
+#include <cstddef>      // size_t
+#include <cstdint>      // uint64_t
+#include <string_view>  // string_view
+
+
+// Header-only mode defines these in lotus/detail/runtime.hpp (reached through scope.hpp and
+// trace.hpp); with LOTUS_COMPILED_LIB they are defined once, in the TU that includes
+// <lotus/src.hpp>, and the hot-path headers see only these declarations.
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+
+struct source_location;
+struct options;
+struct trace_stats;
+
+namespace detail {
+
+/// First event of a thread, a full ring, or a push that interrupted lotus on the same thread (a
+/// signal handler): never throws, never blocks inside a signal handler, counts what it drops.
+LOTUS_DETAIL_API void push_slow(const source_location* loc, std::uint64_t t0, std::uint64_t t1,
+                                std::uint64_t idx) noexcept;
+
+/// First use in this process: read the environment; returns the tracing mode.
+LOTUS_DETAIL_API int initialize_mode() noexcept;
+
+/// Process-lifetime location for a run-time name (interned once per distinct name and flags).
+LOTUS_DETAIL_API const source_location& intern(std::string_view name, std::uint32_t flags = 0);
+
+/// LOTUS_SCOPE_DYNAMIC's miss in the thread's name cache: intern, then remember it on this thread.
+/// nullptr when out of memory (the scope is then not recorded).
+LOTUS_DETAIL_API const source_location* intern_dynamic(const char* name, std::size_t size,
+                                                       std::uint64_t hash) noexcept;
+
+LOTUS_DETAIL_API void api_configure(const options& opts);
+LOTUS_DETAIL_API void api_flush() noexcept;
+LOTUS_DETAIL_API void api_shutdown() noexcept;
+LOTUS_DETAIL_API trace_stats api_stats() noexcept;
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_ENTRY_HPP
+// ---- end lotus/detail/entry.hpp ----
 // ---- begin lotus/detail/env.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_ENV_HPP
 #define LOTUS_AMALGAMATED_LOTUS_DETAIL_ENV_HPP
@@ -4197,8 +2220,8 @@ inline bool parse_u64(const char* s, std::uint64_t lo, std::uint64_t hi,
 
 /// An integer variable: true and `out` set when it is set and valid; unset → false, silently;
 /// invalid → one warning naming the variable, the value and what was expected, and false.
-inline bool env_u64(const char* name, std::uint64_t lo, std::uint64_t hi,
-                    std::uint64_t& out) noexcept {
+LOTUS_DETAIL_COLD inline bool env_u64(const char* name, std::uint64_t lo, std::uint64_t hi,
+                                      std::uint64_t& out) noexcept {
   const char* v = env_text(name);
   if (v == nullptr) return false;
   if (parse_u64(v, lo, hi, out)) return true;
@@ -4209,7 +2232,7 @@ inline bool env_u64(const char* name, std::uint64_t lo, std::uint64_t hi,
 
 /// One of `choices` (a nullptr-terminated list): its index; unset → -1; anything else → one
 /// warning listing the choices, and -1.
-inline int env_choice(const char* name, const char* const* choices) noexcept {
+LOTUS_DETAIL_COLD inline int env_choice(const char* name, const char* const* choices) noexcept {
   const char* v = std::getenv(name);
   if (v == nullptr) return -1;
   char expected[160] = {};
@@ -4228,7 +2251,7 @@ inline int env_choice(const char* name, const char* const* choices) noexcept {
 }
 
 /// A yes/no variable: 1/true/yes/on → 1, ""/0/false/no/off → 0, unset → -1, else warning and -1.
-inline int env_flag(const char* name) noexcept {
+LOTUS_DETAIL_COLD inline int env_flag(const char* name) noexcept {
   static const char* const words[] = {"0", "false", "no",  "off", "",
                                       "1", "true",  "yes", "on",  nullptr};
   const int i = env_choice(name, words);
@@ -4249,6 +2272,17 @@ inline bool has_control_char(const char* s) noexcept {
 }  // namespace lotus
 #endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_ENV_HPP
 // ---- end lotus/detail/env.hpp ----
+// ---- begin lotus/detail/intern.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_INTERN_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_INTERN_HPP
+// lotus — process-lifetime names: interned run-time names and the writer's record labels (internal)
+// SPDX-License-Identifier: MIT
+
+#include <cstddef>  // size_t
+#include <cstdint>  // uint64_t
+#include <cstdlib>  // malloc, calloc, free
+#include <cstring>  // memcpy, memcmp
+
 // ---- begin lotus/detail/name_cache.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_NAME_CACHE_HPP
 #define LOTUS_AMALGAMATED_LOTUS_DETAIL_NAME_CACHE_HPP
@@ -4257,6 +2291,7 @@ inline bool has_control_char(const char* s) noexcept {
 
 #include <cstddef>  // size_t
 #include <cstdint>  // uint64_t
+#include <cstring>  // memcpy
 
 
 namespace lotus {
@@ -4265,6 +2300,36 @@ inline namespace LOTUS_DETAIL_ABI {
 struct source_location;
 
 namespace detail {
+
+/// Hash of a run-time name for the per-thread name cache: whole words, no per-byte loop.
+LOTUS_DETAIL_FORCE_INLINE std::uint64_t name_hash(const char* p, std::size_t n) noexcept {
+  constexpr std::uint64_t k = 0x9E3779B97F4A7C15ull;
+  std::uint64_t a = 0, b = 0;
+  if (n >= 8) {
+    std::uint64_t h = n * k;
+    const char* const last = p + n - 8;
+    for (; p < last; p += 8) {
+      std::memcpy(&a, p, 8);
+      h = (h ^ a) * k;
+      h ^= h >> 29;
+    }
+    std::memcpy(&b, last, 8);
+    h = (h ^ b) * k;
+    return h ^ (h >> 32);
+  }
+  if (n >= 4) {
+    std::uint32_t x = 0, y = 0;
+    std::memcpy(&x, p, 4);
+    std::memcpy(&y, p + n - 4, 4);
+    a = (static_cast<std::uint64_t>(x) << 32) | y;
+  } else if (n > 0) {
+    a = (static_cast<std::uint64_t>(static_cast<unsigned char>(p[0])) << 16) |
+        (static_cast<std::uint64_t>(static_cast<unsigned char>(p[n / 2])) << 8) |
+        static_cast<unsigned char>(p[n - 1]);
+  }
+  const std::uint64_t h = (a ^ (n * k)) * k;
+  return h ^ (h >> 32);
+}
 
 /// A thread's cache of interned run-time names: open addressing, no lock (one owner thread).
 struct name_cache {
@@ -4284,6 +2349,162 @@ inline thread_local name_cache* t_names = nullptr;
 }  // namespace lotus
 #endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_NAME_CACHE_HPP
 // ---- end lotus/detail/name_cache.hpp ----
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+// Both tables are written by hand rather than with std::unordered_map: the runtime is compiled
+// into every translation unit that records, and two unordered_map instantiations alone cost a
+// quarter of a second of compile time per TU.
+
+/// Run-time names, each interned once per (name, flags) for the life of the process: the
+/// source_location handed out must stay valid (rings and thread caches point at it), so entries
+/// are never freed. Chained hash table; the caller holds the runtime's intern lock.
+class intern_table {
+ public:
+  /// The location of (name, flags), created on first use; nullptr when out of memory.
+  const source_location* find_or_add(const char* name, std::size_t size,
+                                     std::uint32_t flags) noexcept {
+    const std::uint64_t h = name_hash(name, size) ^ (std::uint64_t{flags} * 0x9E3779B97F4A7C15ull);
+    if (buckets_ != nullptr) {
+      for (node* n = buckets_[h & mask_]; n != nullptr; n = n->next) {
+        if (n->hash == h && n->size == size && n->loc.flags == flags &&
+            std::memcmp(n->text, name, size) == 0) {
+          return &n->loc;
+        }
+      }
+    }
+    if (count_ + 1 > mask_ && !grow()) return nullptr;
+    auto* n = static_cast<node*>(std::malloc(sizeof(node) + size));
+    if (n == nullptr) return nullptr;
+    std::memcpy(n->text, name, size);
+    n->text[size] = '\0';
+    n->hash = h;
+    n->size = size;
+    n->loc = source_location{n->text, "", "", 0, flags};
+    n->next = buckets_[h & mask_];
+    buckets_[h & mask_] = n;
+    ++count_;
+    return &n->loc;
+  }
+
+  /// Hands every entry to `to` (a forked child's runtime); this table is left empty.
+  void move_to(intern_table& to) noexcept {
+    to = *this;
+    *this = intern_table();
+  }
+
+ private:
+  struct node {
+    node* next;
+    std::uint64_t hash;
+    std::size_t size;
+    source_location loc;
+    char text[1];  // size + 1 bytes (allocated past the struct)
+  };
+
+  bool grow() noexcept {
+    const std::size_t cap = buckets_ == nullptr ? 64 : 2 * (mask_ + 1);
+    auto** fresh = static_cast<node**>(std::calloc(cap, sizeof(node*)));
+    if (fresh == nullptr) return buckets_ != nullptr;  // keep the old table, just fuller
+    for (std::size_t i = 0; buckets_ != nullptr && i <= mask_; ++i) {
+      for (node* n = buckets_[i]; n != nullptr;) {
+        node* next = n->next;
+        n->next = fresh[n->hash & (cap - 1)];
+        fresh[n->hash & (cap - 1)] = n;
+        n = next;
+      }
+    }
+    std::free(buckets_);  // the old array only: nodes live forever
+    buckets_ = fresh;
+    mask_ = cap - 1;
+    return true;
+  }
+
+  node** buckets_ = nullptr;
+  std::size_t mask_ = 0;
+  std::size_t count_ = 0;
+};
+
+/// The writer's `S<name>` label per source_location: built once (names with ',' '\n' '\r'
+/// sanitized), then found by pointer. Open addressing; written by the writer thread only.
+class label_table {
+ public:
+  struct label {
+    const source_location* key;
+    char* text;  // "S" + sanitized name
+    std::size_t size;
+    bool sanitized;
+  };
+
+  /// nullptr when out of memory.
+  const label* find(const source_location* loc) noexcept {
+    if (slots_ != nullptr) {
+      for (std::size_t i = hash(loc) & mask_;; i = (i + 1) & mask_) {
+        if (slots_[i].key == loc) return &slots_[i];
+        if (slots_[i].key == nullptr) break;
+      }
+    }
+    return add(loc);
+  }
+
+ private:
+  static std::size_t hash(const source_location* p) noexcept {
+    const auto v = reinterpret_cast<std::uintptr_t>(p);
+    return static_cast<std::size_t>((v >> 4) ^ (v >> 13));
+  }
+
+  const label* add(const source_location* loc) noexcept {
+    if (2 * (used_ + 1) > mask_ + 1 && !grow()) return nullptr;
+    const char* name = loc->name != nullptr ? loc->name : "";
+    const std::size_t n = std::strlen(name);
+    auto* text = static_cast<char*>(std::malloc(n + 2));
+    if (text == nullptr) return nullptr;
+    text[0] = 'S';
+    bool sanitized = false;
+    for (std::size_t i = 0; i < n; ++i) {
+      char c = name[i];
+      if (c == ',' || c == '\n' || c == '\r') {
+        c = '_';
+        sanitized = true;
+      }
+      text[i + 1] = c;
+    }
+    text[n + 1] = '\0';
+    std::size_t i = hash(loc) & mask_;
+    while (slots_[i].key != nullptr) i = (i + 1) & mask_;
+    slots_[i] = label{loc, text, n + 1, sanitized};
+    ++used_;
+    return &slots_[i];
+  }
+
+  bool grow() noexcept {
+    const std::size_t cap = slots_ == nullptr ? 256 : 2 * (mask_ + 1);
+    auto* fresh = static_cast<label*>(std::calloc(cap, sizeof(label)));
+    if (fresh == nullptr) return false;
+    for (std::size_t i = 0; slots_ != nullptr && i <= mask_; ++i) {
+      if (slots_[i].key == nullptr) continue;
+      std::size_t j = hash(slots_[i].key) & (cap - 1);
+      while (fresh[j].key != nullptr) j = (j + 1) & (cap - 1);
+      fresh[j] = slots_[i];
+    }
+    std::free(slots_);
+    slots_ = fresh;
+    mask_ = cap - 1;
+    return true;
+  }
+
+  label* slots_ = nullptr;
+  std::size_t mask_ = 0;
+  std::size_t used_ = 0;
+};
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_INTERN_HPP
+// ---- end lotus/detail/intern.hpp ----
 // ---- begin lotus/detail/ring.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_RING_HPP
 #define LOTUS_AMALGAMATED_LOTUS_DETAIL_RING_HPP
@@ -4460,7 +2681,8 @@ struct settings {
 /// characters are refused (a newline would split file names and sidecar lines); a directory
 /// gets `lotustrace_log` appended; a relative prefix is made absolute now, so a later chdir() of
 /// the host changes nothing.
-inline bool resolve_prefix(const std::string& raw, const char* source, std::string& out) {
+LOTUS_DETAIL_COLD inline bool resolve_prefix(const std::string& raw, const char* source,
+                                             std::string& out) {
   if (has_control_char(raw.c_str()) || raw.find('\0') != std::string::npos) {
     diag_config("ignoring %s (it contains a control character); tracing stays off", source);
     return false;
@@ -4507,7 +2729,7 @@ struct env_settings {
   std::optional<overflow_policy> overflow;
   std::optional<clock_source> clock;
 
-  static env_settings read() {
+  LOTUS_DETAIL_COLD static env_settings read() {
     env_settings e;
     if (const char* v = env_text("LOTUS_LOG_FILE")) {
       std::string resolved;
@@ -4541,7 +2763,7 @@ struct env_settings {
 };
 
 /// configure()'s options over the environment over the defaults.
-inline settings merge_settings(const options& o, const env_settings& env) {
+LOTUS_DETAIL_COLD inline settings merge_settings(const options& o, const env_settings& env) {
   settings s;
   if (o.log_file) {
     if (!o.log_file->empty()) {
@@ -4576,36 +2798,6 @@ inline settings merge_settings(const options& o, const env_settings& env) {
 }  // namespace lotus
 #endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_SETTINGS_HPP
 // ---- end lotus/detail/settings.hpp ----
-// ---- begin lotus/detail/test_hooks.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_TEST_HOOKS_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_TEST_HOOKS_HPP
-// lotus — hooks for lotus's own tests and benchmarks; not part of the API (internal)
-// SPDX-License-Identifier: MIT
-
-#include <atomic>   // atomic
-#include <cstdint>  // uint64_t
-
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-namespace detail {
-
-struct test_hooks {
-  using clock_fn = std::uint64_t (*)() noexcept;
-  /// A scripted clock: installed before tracing is initialized, it replaces the TSC/realtime.
-  static inline std::atomic<clock_fn> manual_clock{nullptr};
-  /// The id this thread's trace files are named after instead of its tid (set before recording).
-  static inline thread_local std::uint64_t thread_id = 0;
-};
-
-/// CPU time the writer thread has spent draining, formatting and writing (benchmarks).
-LOTUS_DETAIL_API std::uint64_t writer_cpu_ns() noexcept;
-
-}  // namespace detail
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_TEST_HOOKS_HPP
-// ---- end lotus/detail/test_hooks.hpp ----
 // ---- begin lotus/detail/threads.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_THREADS_HPP
 #define LOTUS_AMALGAMATED_LOTUS_DETAIL_THREADS_HPP
@@ -4683,7 +2875,7 @@ struct busy_guard {
 class thread_registry {
  public:
   /// A record with its first segment, or nullptr when out of memory.
-  static thread_state* make(std::uint64_t first_capacity) noexcept {
+  LOTUS_DETAIL_COLD static thread_state* make(std::uint64_t first_capacity) noexcept {
     auto* t = new (std::nothrow) thread_state();
     if (t == nullptr) return nullptr;
     ring* r = ring::make(first_capacity, 0, t);
@@ -4699,7 +2891,7 @@ class thread_registry {
     return t;
   }
 
-  static void destroy(thread_state* t) noexcept {
+  LOTUS_DETAIL_COLD static void destroy(thread_state* t) noexcept {
     ring* r = t->read;
     while (r != nullptr) {
       ring* next = r->next.load(std::memory_order_acquire);
@@ -4797,7 +2989,6 @@ class thread_registry {
 #include <memory>              // unique_ptr
 #include <mutex>               // mutex
 #include <string>              // string
-#include <unordered_map>       // unordered_map
 #include <vector>              // vector
 
 // ---- begin lotus/detail/text.hpp ----
@@ -4826,7 +3017,7 @@ class text {
   text(const text&) = default;
   text& operator=(const text&) = default;
 
-  text& add(const char* s, std::size_t n) noexcept {
+  LOTUS_DETAIL_NOINLINE text& add(const char* s, std::size_t n) noexcept {
     if (n > sizeof buf_ - 1 - size_) {
       n = sizeof buf_ - 1 - size_;
       overflow = true;
@@ -4839,7 +3030,7 @@ class text {
   text& add(const char* s) noexcept { return add(s, std::strlen(s)); }
   text& add(std::string_view s) noexcept { return add(s.data(), s.size()); }
   text& add(const text& t) noexcept { return add(t.buf_, t.size_); }
-  text& add(std::uint64_t v) noexcept {
+  LOTUS_DETAIL_NOINLINE text& add(std::uint64_t v) noexcept {
     char digits[20];
     std::size_t n = 0;
     do {
@@ -4911,7 +3102,8 @@ constexpr unsigned max_fresh_names = 64;
 class trace_files {
  public:
   /// New prefix (absolute): files of the old one are closed; nothing is created yet.
-  void start(std::string_view prefix, std::vector<thread_state*>& threads) noexcept {
+  LOTUS_DETAIL_COLD void start(std::string_view prefix,
+                               std::vector<thread_state*>& threads) noexcept {
     close_all(threads);
     const std::size_t slash = prefix.rfind('/');
     prefix_ = text();
@@ -4931,7 +3123,7 @@ class trace_files {
   const text& base() const noexcept { return base_; }
 
   /// Closes every file (prefix change, fork child, shutdown).
-  void close_all(std::vector<thread_state*>& threads) noexcept {
+  LOTUS_DETAIL_COLD void close_all(std::vector<thread_state*>& threads) noexcept {
     for (thread_state* t : threads) {
       forget(*t);
       t->worker = file_slot{};
@@ -4969,7 +3161,7 @@ class trace_files {
 
   /// Appends sidecar lines, creating `.<base>.lotus-meta_<pid>` first (with `header`) in a new
   /// process. Returns false when the sidecar cannot be written.
-  bool write_sidecar(const text& header, const text& lines) noexcept {
+  LOTUS_DETAIL_COLD bool write_sidecar(const text& header, const text& lines) noexcept {
     if (disabled_) return false;
     const std::uint64_t pid = static_cast<std::uint64_t>(::getpid());
     text stem = dir_;
@@ -5006,7 +3198,8 @@ class trace_files {
     return name.add(id);
   }
 
-  static const char* describe(const text& path, char* buf, std::size_t size) noexcept {
+  LOTUS_DETAIL_COLD static const char* describe(const text& path, char* buf,
+                                                std::size_t size) noexcept {
     struct stat st {};
     if (::lstat(path.c_str(), &st) != 0) return "it vanished";
     if (S_ISLNK(st.st_mode)) return "a symbolic link";
@@ -5018,7 +3211,7 @@ class trace_files {
     return buf;
   }
 
-  void make_dirs() noexcept {
+  LOTUS_DETAIL_COLD void make_dirs() noexcept {
     if (dir_ready_) return;
     dir_ready_ = true;
     text part = dir_;
@@ -5056,7 +3249,7 @@ class trace_files {
   }
 
   /// Hands our descriptors back when the process ran out of them.
-  void shed() noexcept {
+  LOTUS_DETAIL_COLD void shed() noexcept {
     for (std::size_t i = 0; i < open_count_; ++i) {
       ::close(open_[i]->fd);
       open_[i]->fd = -1;
@@ -5066,7 +3259,7 @@ class trace_files {
 
   /// EMFILE, ENOSPC and the like are transient: report once, drop, retry later. Anything else
   /// about the directory (EACCES, EROFS, ENOENT, ...) turns tracing off for this process.
-  void open_failed(const text& path, int err, const char* verb) noexcept {
+  LOTUS_DETAIL_COLD void open_failed(const text& path, int err, const char* verb) noexcept {
     if (err == EMFILE || err == ENFILE) {
       shed();
       diag(
@@ -5084,7 +3277,7 @@ class trace_files {
     }
   }
 
-  bool create(file_slot& s, const text& stem, std::uint64_t id) noexcept {
+  LOTUS_DETAIL_COLD bool create(file_slot& s, const text& stem, std::uint64_t id) noexcept {
     make_dirs();
     text taken;
     for (unsigned k = s.fresh; k <= max_fresh_names; ++k) {
@@ -5132,7 +3325,7 @@ class trace_files {
   }
 
   /// An fd for `s`: created on first use, reopened (and checked) after the cache closed it.
-  bool acquire(file_slot& s, const text& stem, std::uint64_t id) noexcept {
+  LOTUS_DETAIL_COLD bool acquire(file_slot& s, const text& stem, std::uint64_t id) noexcept {
     make_room();
     if (s.state == file_slot::none) {
       if (!create(s, stem, id)) return false;
@@ -5251,18 +3444,6 @@ inline std::uint64_t thread_cpu_ns() noexcept {
          static_cast<std::uint64_t>(ts.tv_nsec);
 }
 
-/// Replace the characters that would break a `NAME,START,DUR` line.
-inline bool sanitize_name(std::string& s) {
-  bool changed = false;
-  for (char& c : s) {
-    if (c == ',' || c == '\n' || c == '\r') {
-      c = '_';
-      changed = true;
-    }
-  }
-  return changed;
-}
-
 /// Write `v` < 1e9 as exactly nine digits.
 inline char* write_9_digits(char* p, std::uint32_t v) noexcept {
   static constexpr char pairs[] =
@@ -5353,7 +3534,7 @@ class trace_writer {
   }
 
   /// Starts the thread if needed (every signal blocked in it: it never runs the host's handlers).
-  bool start() noexcept {
+  LOTUS_DETAIL_COLD bool start() noexcept {
     std::lock_guard<std::mutex> lk(mu_);
     if (thread_started_) return true;
     sigset_t all, old;
@@ -5392,7 +3573,7 @@ class trace_writer {
 
   /// Writes what is left and ends the thread. Waits at most `limit`: a writer stuck in the
   /// kernel (a hung network file system) must not hang the host at exit.
-  void stop(std::chrono::milliseconds limit) noexcept {
+  LOTUS_DETAIL_COLD void stop(std::chrono::milliseconds limit) noexcept {
     std::unique_lock<std::mutex> lk(mu_);
     if (!thread_started_) return;
     stop_ = true;
@@ -5423,7 +3604,7 @@ class trace_writer {
   void set_stats_source(text (*fn)()) noexcept { stats_line_ = fn; }
 
   // ---- fork(): the child must not inherit a lock the writer held mid-cycle --------------------
-  void fork_prepare() noexcept {
+  LOTUS_DETAIL_COLD void fork_prepare() noexcept {
     forks_pending_.fetch_add(1, std::memory_order_relaxed);
     cycle_mu_.lock();
     std::unique_lock<std::mutex> lk(mu_);
@@ -5432,14 +3613,14 @@ class trace_writer {
     done_cv_.wait(lk, [this] { return !thread_started_ || in_loop_ || stop_; });
     lk.release();  // mu_ stays locked until fork_parent() or the child's reset
   }
-  void fork_parent() noexcept {
+  LOTUS_DETAIL_COLD void fork_parent() noexcept {
     forks_pending_.fetch_sub(1, std::memory_order_relaxed);
     mu_.unlock();
     cycle_mu_.unlock();
     cv_.notify_all();
   }
   /// In the child: the parent's writer does not exist here; its files are closed.
-  void fork_child(std::vector<thread_state*>& parent_threads) noexcept {
+  LOTUS_DETAIL_COLD void fork_child(std::vector<thread_state*>& parent_threads) noexcept {
     mu_.unlock();
     cycle_mu_.unlock();
     files_.close_all(parent_threads);
@@ -5451,34 +3632,17 @@ class trace_writer {
     return nullptr;
   }
 
-  struct name_entry {
-    std::string text;  // "S" + sanitized name
-    bool sanitized = false;
-  };
-
-  const name_entry& lookup_name(const source_location* loc) {
-    const auto h = (reinterpret_cast<std::uintptr_t>(loc) >> 4) & 255u;
-    cache_slot& slot = name_cache_[h];
-    if (slot.key == loc) return *slot.value;
-    auto it = names_.find(loc);
-    if (it == names_.end()) {
-      name_entry e;
-      e.text = "S";
-      e.text += loc->name != nullptr ? loc->name : "";
-      e.sanitized = sanitize_name(e.text);
-      it = names_.emplace(loc, std::move(e)).first;  // node-based: references stay valid
-    }
-    slot.key = loc;
-    slot.value = &it->second;
-    return it->second;
-  }
-
   void format(const event& e, out_buffer& out) {
-    const name_entry& n = lookup_name(e.loc);
-    char* p = out.reserve(n.text.size() + 64);
+    const label_table::label* n = labels_.find(e.loc);
+    if (n == nullptr) {  // out of memory for the label: this record is lost, and counted
+      discarded_.fetch_add(1, std::memory_order_relaxed);
+      diag(topic::no_memory, "out of memory while formatting trace records; they are dropped");
+      return;
+    }
+    char* p = out.reserve(n->size + 64);
     char* const begin = p;
-    std::memcpy(p, n.text.data(), n.text.size());
-    p += n.text.size();
+    std::memcpy(p, n->text, n->size);
+    p += n->size;
     const std::uint32_t flags = e.loc->flags;
     if ((flags & flag_indexed) != 0) {
       *p++ = '_';
@@ -5497,7 +3661,7 @@ class trace_writer {
     *p++ = '\n';
     out.commit(static_cast<std::size_t>(p - begin));
     ++out.count;
-    if (n.sanitized) ++out.sanitized;
+    if (n->sanitized) ++out.sanitized;
   }
 
   void write_out(thread_state& t, out_buffer& buf, bool main_file) {
@@ -5513,7 +3677,7 @@ class trace_writer {
   }
 
   /// The sidecar's first lines for this process.
-  text sidecar_header() const noexcept {
+  LOTUS_DETAIL_COLD text sidecar_header() const noexcept {
     text head;
     head.add("lotus-meta 1\nversion " LOTUS_VERSION_STRING "\npid ")
         .add(static_cast<std::uint64_t>(::getpid()))
@@ -5679,12 +3843,7 @@ class trace_writer {
   std::vector<thread_state*> cycle_threads_, cycle_finished_;
   std::vector<ring*> segments_done_;
   epoch_formatter epoch_;
-  std::unordered_map<const source_location*, name_entry> names_;
-  struct cache_slot {
-    const source_location* key = nullptr;
-    const name_entry* value = nullptr;
-  };
-  cache_slot name_cache_[256];
+  label_table labels_;
 };
 
 }  // namespace detail
@@ -5701,7 +3860,7 @@ namespace detail {
 constexpr std::chrono::milliseconds writer_stop_limit{5000};
 
 /// `host` and, when set, the distributed-training rank variables, for the sidecar.
-inline text sidecar_host_lines() noexcept {
+LOTUS_DETAIL_COLD inline text sidecar_host_lines() noexcept {
   char host[256] = {};
   if (::gethostname(host, sizeof host - 1) != 0 || has_control_char(host)) host[0] = '\0';
   text out;
@@ -5762,15 +3921,11 @@ class runtime {
   trace_writer writer_;
 
   // Events lost before they reached a ring: pushed from a signal handler that interrupted lotus
-  // on the same thread, or by a thread whose ring could not be allocated.
+  // on the same thread, or by a thread with no ring (allocation failed, or already torn down).
   std::atomic<std::uint64_t> lost_reentrant_{0}, lost_no_ring_{0};
 
-  std::mutex intern_mu_;  // interned run-time names
-  struct interned {
-    std::string name;
-    source_location loc;
-  };
-  std::unordered_map<std::string, std::unique_ptr<interned>> interned_;  // (intern_mu)
+  std::mutex intern_mu_;       // interned run-time names
+  intern_table interned_;      // (intern_mu)
   runtime* parent_ = nullptr;  // in a forked child: the parent's runtime, never freed
 };
 
@@ -5785,10 +3940,10 @@ runtime& runtime::get() noexcept {
   return *g_runtime;
 }
 
-inline void at_exit_handler() noexcept { runtime::get().shutdown(); }
+LOTUS_DETAIL_COLD inline void at_exit_handler() noexcept { runtime::get().shutdown(); }
 
 /// The sidecar's `stats` line of the current process.
-inline text stats_line() noexcept {
+LOTUS_DETAIL_COLD inline text stats_line() noexcept {
   const trace_stats s = runtime::get().stats();
   text line;
   return line.add("stats ")
@@ -5822,7 +3977,7 @@ bool runtime::initialize() noexcept {
   return g_mode.load(std::memory_order_relaxed) >= mode_tsc;
 }
 
-inline void runtime::apply_locked(const options& o) {
+LOTUS_DETAIL_COLD inline void runtime::apply_locked(const options& o) {
   settings s = merge_settings(o, env_);
   if (!o.log_file && env_.log_file_bad) s.log_file.clear();
   // The clock is chosen once per process: ticks already in rings must keep their meaning.
@@ -5852,7 +4007,7 @@ inline void runtime::apply_locked(const options& o) {
   if (on) writer_.start();
 }
 
-inline void runtime::configure(const options& o) {
+LOTUS_DETAIL_COLD inline void runtime::configure(const options& o) {
   initialize();  // reads the environment once; the options below may still turn tracing on
   flush();       // events recorded under the old settings go to the old files
   const busy_guard busy;
@@ -5865,7 +4020,7 @@ inline void runtime::configure(const options& o) {
   }
 }
 
-inline void runtime::shutdown() noexcept {
+LOTUS_DETAIL_COLD inline void runtime::shutdown() noexcept {
   const busy_guard busy;
   if (g_mode.load(std::memory_order_relaxed) >= mode_tsc) {
     g_mode.store(mode_off, std::memory_order_relaxed);
@@ -5888,19 +4043,14 @@ inline trace_stats runtime::stats() noexcept {
 }
 
 inline const source_location& runtime::intern(std::string_view name, std::uint32_t flags) {
-  std::string key(name);
-  key.push_back('\0');
-  key.push_back(static_cast<char>('0' + flags));
-  const busy_guard busy;
-  std::lock_guard<std::mutex> lk(intern_mu_);
-  auto it = interned_.find(key);
-  if (it == interned_.end()) {
-    auto entry = std::make_unique<interned>();
-    entry->name.assign(name.data(), name.size());
-    entry->loc = source_location{entry->name.c_str(), "", "", 0, flags};
-    it = interned_.emplace(std::move(key), std::move(entry)).first;
+  const source_location* loc = nullptr;
+  {
+    const busy_guard busy;
+    std::lock_guard<std::mutex> lk(intern_mu_);
+    loc = interned_.find_or_add(name.data(), name.size(), flags);
   }
-  return it->second->loc;
+  if (loc == nullptr) throw std::bad_alloc();
+  return *loc;
 }
 
 /// Frees the thread's name cache and hands its record to the writer when the thread exits.
@@ -5978,7 +4128,7 @@ const source_location* runtime::intern_dynamic(const char* name, std::size_t siz
   return loc;
 }
 
-inline ring* runtime::register_thread() noexcept {
+LOTUS_DETAIL_COLD inline ring* runtime::register_thread() noexcept {
   arm_thread_exit();
   const std::size_t first =
       std::min<std::size_t>(ring_initial, max_capacity_.load(std::memory_order_relaxed));
@@ -6029,7 +4179,7 @@ inline ring* runtime::push_full(ring* r, const source_location* loc, std::uint64
       return r;
     }
     if (spin < 16) {
-      std::this_thread::yield();
+      ::sched_yield();
     } else {
       if ((spin & 63) == 0) writer_.nudge();
       const timespec ts{0, 50000};
@@ -6050,11 +4200,22 @@ void runtime::push_slow(const source_location* loc, std::uint64_t t0, std::uint6
   // push, and waiting could deadlock. Count it.
   if (me.busy != 0 || (me.self != nullptr && r == nullptr)) {
     count_lost(lost_reentrant_);
+    if (!g_topic_said[static_cast<unsigned>(topic::reentrant)].exchange(true)) {
+      static const char msg[] =
+          "an event recorded in a signal handler that interrupted lotus on the same thread was "
+          "dropped (counted)";
+      diag_write(msg, static_cast<int>(sizeof msg - 1));  // write(2) only: async-signal-safe
+    }
     return;
   }
-  if (me.exited) return;  // after the thread's exit hook: not recorded
-  if (me.failed) {
+  if (me.exited || me.failed) {
+    // After the thread's exit hook ran (a thread_local destructor that records), or with no ring.
     count_lost(lost_no_ring_);
+    if (me.exited) {
+      diag(topic::late_event,
+           "an event recorded after its thread's lotus state was torn down (from a thread_local "
+           "destructor) was dropped (counted)");
+    }
     return;
   }
   const busy_guard busy;
@@ -6076,7 +4237,7 @@ void runtime::push_slow(const source_location* loc, std::uint64_t t0, std::uint6
 /// fork() waits for a writer cycle in progress to end, so the child never inherits a lock the
 /// writer held mid-cycle (an allocator without fork handlers, such as GCC 12's AddressSanitizer,
 /// would otherwise deadlock the child).
-inline void runtime::fork_prepare() noexcept {
+LOTUS_DETAIL_COLD inline void runtime::fork_prepare() noexcept {
   runtime* rt = g_runtime;
   rt->mu_.lock();
   rt->writer_.fork_prepare();
@@ -6084,7 +4245,7 @@ inline void runtime::fork_prepare() noexcept {
   rt->intern_mu_.lock();
 }
 
-inline void runtime::fork_parent() noexcept {
+LOTUS_DETAIL_COLD inline void runtime::fork_parent() noexcept {
   runtime* rt = g_runtime;
   rt->intern_mu_.unlock();
   rt->threads_.mutex().unlock();
@@ -6092,7 +4253,7 @@ inline void runtime::fork_parent() noexcept {
   rt->mu_.unlock();
 }
 
-inline void runtime::fork_child() noexcept {
+LOTUS_DETAIL_COLD inline void runtime::fork_child() noexcept {
   runtime* old = g_runtime;
   old->intern_mu_.unlock();
   old->threads_.mutex().unlock();
@@ -6117,7 +4278,7 @@ inline void runtime::fork_child() noexcept {
     fresh->writer_.set_sidecar_info(sidecar_host_lines());
     fresh->writer_.set_stats_source(&stats_line);
     fresh->writer_.retarget(old->set_.log_file, old->set_.flush_interval);
-    fresh->interned_.swap(old->interned_);  // interned locations must stay valid
+    old->interned_.move_to(fresh->interned_);  // interned locations must stay valid
   } catch (...) {
     g_mode.store(mode_off, std::memory_order_relaxed);
   }
@@ -6126,14 +4287,6 @@ inline void runtime::fork_child() noexcept {
 }
 
 // ---- entry points (entry.hpp) -----------------------------------------------------------------
-
-LOTUS_DETAIL_API std::uint64_t now_ticks_slow(int mode) noexcept {
-  if (mode == mode_manual) {
-    const test_hooks::clock_fn f = test_hooks::manual_clock.load(std::memory_order_relaxed);
-    if (f != nullptr) return f();
-  }
-  return realtime_ns();
-}
 
 LOTUS_DETAIL_API void push_slow(const source_location* loc, std::uint64_t t0, std::uint64_t t1,
                                 std::uint64_t idx) noexcept {

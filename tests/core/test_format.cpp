@@ -1,5 +1,5 @@
-// lotus — byte-exact reproduction of the worker and main files of lotus-format.md §4
-// SPDX-License-Identifier: MIT
+// lotus — byte-exact reproduction of the worker and main files of one Lotus batch (reference
+// example) SPDX-License-Identifier: MIT
 #include <atomic>
 #include <cstdint>
 #include <string>
@@ -35,7 +35,7 @@ void sample(const lotus::compose<image>& transforms) {
 
 }  // namespace
 
-TEST_CASE("scripted run reproduces lotus-format.md section 4 byte for byte", "[format]") {
+TEST_CASE("scripted run reproduces the reference batch byte for byte", "[format]") {
   lotus_test::temp_dir dir;
   REQUIRE(!dir.path.empty());
   const std::string prefix = dir.path + "/lotustrace_log";

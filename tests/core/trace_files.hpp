@@ -1,4 +1,4 @@
-// lotus — test helpers: temporary directories and trace-file parsing
+// lotus — test helpers: trace-file parsing (temporary directories and files: spawn.hpp)
 // SPDX-License-Identifier: MIT
 #pragma once
 
@@ -9,35 +9,14 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
-#include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
 #include <vector>
 
-namespace lotus_test {
+#include "spawn.hpp"
 
-/// A fresh directory under $TMPDIR (or /tmp), removed on destruction.
-struct temp_dir {
-  std::string path;
-  temp_dir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string tmpl =
-        std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/lotus-test-XXXXXX";
-    std::vector<char> buf(tmpl.begin(), tmpl.end());
-    buf.push_back('\0');
-    if (::mkdtemp(buf.data()) != nullptr) path = buf.data();
-  }
-  ~temp_dir() {
-    if (!path.empty()) {
-      const std::string cmd = "rm -rf '" + path + "'";
-      if (std::system(cmd.c_str()) != 0) {
-      }
-    }
-  }
-  temp_dir(const temp_dir&) = delete;
-  temp_dir& operator=(const temp_dir&) = delete;
-};
+namespace lotus_test {
 
 inline std::vector<std::string> list_dir(const std::string& dir) {
   std::vector<std::string> out;
@@ -50,13 +29,6 @@ inline std::vector<std::string> list_dir(const std::string& dir) {
   }
   std::sort(out.begin(), out.end());
   return out;
-}
-
-inline std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 struct record {

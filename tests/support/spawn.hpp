@@ -3,9 +3,11 @@
 #pragma once
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -20,6 +22,7 @@ namespace lotus_test {
 struct run_result {
   int exit_code = -1;  // -1 when killed by a signal
   int signal = 0;
+  bool timed_out = false;  // killed with SIGKILL at run_options::deadline
   std::string out;
   std::string err;
 };
@@ -86,12 +89,23 @@ inline const char* const collector_env_vars[] = {
     "LOTUS_MAP_GAP_MS",         "LOTUS_LOG_FILE",
     "LOTUS_FAKE_COLLECTOR_LOG", "LD_PRELOAD"};
 
+/// How run() starts and waits for the child, beyond argv and env; every field is optional.
+struct run_options {
+  std::string cwd;                    // working directory of the child (empty: the caller's)
+  std::function<void()> before_exec;  // in the forked child, last thing before execv (privileges,
+                                      // limits); stdout and stderr are already redirected
+  std::chrono::milliseconds deadline{0};  // > 0: SIGKILL the child this long after the fork, so a
+                                          // hang fails the test (run_result::timed_out)
+};
+
 /// Runs argv[0] (a path) with `env` added; `while_running(pid)` runs in the parent before the wait.
 inline run_result run(const std::vector<std::string>& argv, const env_list& env,
-                      const std::function<void(pid_t)>& while_running = {}) {
+                      const std::function<void(pid_t)>& while_running = {},
+                      const run_options& options = {}) {
   temp_dir io;
   const std::string out_path = io / "stdout";
   const std::string err_path = io / "stderr";
+  const auto started = std::chrono::steady_clock::now();
   const pid_t pid = ::fork();
   if (pid == 0) {
     for (const char* name : collector_env_vars) ::unsetenv(name);
@@ -100,6 +114,8 @@ inline run_result run(const std::vector<std::string>& argv, const env_list& env,
     const int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     ::dup2(out, 1);
     ::dup2(err, 2);
+    if (!options.cwd.empty() && ::chdir(options.cwd.c_str()) != 0) ::_exit(126);
+    if (options.before_exec) options.before_exec();
     std::vector<char*> args;
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
@@ -108,8 +124,20 @@ inline run_result run(const std::vector<std::string>& argv, const env_list& env,
   }
   if (while_running) while_running(pid);
   int status = 0;
-  ::waitpid(pid, &status, 0);
   run_result r;
+  if (options.deadline.count() > 0) {
+    while (::waitpid(pid, &status, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() - started >= options.deadline) {
+        ::kill(pid, SIGKILL);
+        r.timed_out = true;
+        ::waitpid(pid, &status, 0);
+        break;
+      }
+      ::usleep(2000);
+    }
+  } else {
+    ::waitpid(pid, &status, 0);
+  }
   if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
   r.out = read_file(out_path);

@@ -3,7 +3,7 @@
 # SPDX-License-Identifier: MIT
 """Writes a realistic multi-worker Lotus trace directory of about N records.
 
-Follows the PyTorch DataLoader rules of lotus-format.md: per sample four transforms then
+Follows the PyTorch DataLoader rules of the Lotus trace format: per sample four transforms then
 SLoader/STransform (write-order quirk), SCollation and SBatchPreprocessed_<idx> per batch in the
 worker that prepared it; in the main file SBatchQueued (prefetch), SBatchWait (1 us marker for
 out-of-order arrivals) and SBatchConsumed. New worker pids every epoch. Prints a JSON summary of

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # lotus — independent Python oracle for lotus-tool tests (stdlib only)
 # SPDX-License-Identifier: MIT
-"""Re-derives, from lotus-format.md §5, what Lotus's visualization_augmenter.py emits and what
+"""Re-derives, from the Lotus format notes (script behaviour), what Lotus's visualization_augmenter.py emits and what
 the analysis scripts compute, with the stdlib only (no pandas/numpy on the test machines):
 
   reference.py viz DIR PREFIX [--coarse]   -> {"traceEvents": [...]} on stdout

@@ -63,7 +63,7 @@ int count_lines_with(const std::string& text, const std::string& needle) {
   return n;
 }
 
-TEST_CASE("viz --compat reproduces visualization_augmenter.py on the lotus-format.md golden files",
+TEST_CASE("viz --compat reproduces visualization_augmenter.py on the reference golden files",
           "[tool][viz][golden]") {
   const std::string dir = make_tmp_dir();
   SECTION("fine") {

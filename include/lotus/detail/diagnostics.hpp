@@ -29,6 +29,8 @@ enum class topic : unsigned {
   io_error,        // any other error creating or writing a trace file
   no_memory,       // a ring or buffer could not be allocated
   writer,          // the writer thread could not start or did not stop in time
+  late_event,      // an event after the thread's exit hook (a thread_local destructor)
+  reentrant,       // an event from a signal handler that interrupted lotus on the same thread
   collector,       // the collector backend (perf, ITT, uProf, Callgrind) failed
   map,             // LotusMap probe control (list file)
   count_
@@ -52,7 +54,7 @@ inline void diag_write(const char* text, int n) noexcept {
   errno = saved;
 }
 
-inline void diag_vprint(const char* format, va_list args) noexcept {
+LOTUS_DETAIL_COLD inline void diag_vprint(const char* format, va_list args) noexcept {
   char text[600];
   const int n = std::vsnprintf(text, sizeof text, format, args);
   if (n > 0)

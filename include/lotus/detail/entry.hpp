@@ -22,9 +22,6 @@ struct trace_stats;
 
 namespace detail {
 
-/// Epoch ns for the non-TSC clocks (realtime, or a test's manual clock).
-LOTUS_DETAIL_API std::uint64_t now_ticks_slow(int mode) noexcept;
-
 /// First event of a thread, a full ring, or a push that interrupted lotus on the same thread (a
 /// signal handler): never throws, never blocks inside a signal handler, counts what it drops.
 LOTUS_DETAIL_API void push_slow(const source_location* loc, std::uint64_t t0, std::uint64_t t1,

@@ -35,8 +35,8 @@ inline bool parse_u64(const char* s, std::uint64_t lo, std::uint64_t hi,
 
 /// An integer variable: true and `out` set when it is set and valid; unset → false, silently;
 /// invalid → one warning naming the variable, the value and what was expected, and false.
-inline bool env_u64(const char* name, std::uint64_t lo, std::uint64_t hi,
-                    std::uint64_t& out) noexcept {
+LOTUS_DETAIL_COLD inline bool env_u64(const char* name, std::uint64_t lo, std::uint64_t hi,
+                                      std::uint64_t& out) noexcept {
   const char* v = env_text(name);
   if (v == nullptr) return false;
   if (parse_u64(v, lo, hi, out)) return true;
@@ -47,7 +47,7 @@ inline bool env_u64(const char* name, std::uint64_t lo, std::uint64_t hi,
 
 /// One of `choices` (a nullptr-terminated list): its index; unset → -1; anything else → one
 /// warning listing the choices, and -1.
-inline int env_choice(const char* name, const char* const* choices) noexcept {
+LOTUS_DETAIL_COLD inline int env_choice(const char* name, const char* const* choices) noexcept {
   const char* v = std::getenv(name);
   if (v == nullptr) return -1;
   char expected[160] = {};
@@ -66,7 +66,7 @@ inline int env_choice(const char* name, const char* const* choices) noexcept {
 }
 
 /// A yes/no variable: 1/true/yes/on → 1, ""/0/false/no/off → 0, unset → -1, else warning and -1.
-inline int env_flag(const char* name) noexcept {
+LOTUS_DETAIL_COLD inline int env_flag(const char* name) noexcept {
   static const char* const words[] = {"0", "false", "no",  "off", "",
                                       "1", "true",  "yes", "on",  nullptr};
   const int i = env_choice(name, words);

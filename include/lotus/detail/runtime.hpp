@@ -3,19 +3,19 @@
 #pragma once
 
 #include <pthread.h>  // pthread_atfork
+#include <sched.h>    // sched_yield
 #include <unistd.h>   // gethostname
 
-#include <algorithm>      // min
-#include <atomic>         // atomic
-#include <chrono>         // milliseconds
-#include <cstdint>        // uint64_t
-#include <cstdlib>        // atexit, malloc
-#include <memory>         // unique_ptr
-#include <mutex>          // mutex
-#include <string>         // string
-#include <string_view>    // string_view
-#include <thread>         // yield
-#include <unordered_map>  // unordered_map
+#include <algorithm>    // min
+#include <atomic>       // atomic
+#include <chrono>       // milliseconds
+#include <cstdint>      // uint64_t
+#include <cstdlib>      // atexit, malloc
+#include <memory>       // unique_ptr
+#include <mutex>        // mutex
+#include <new>          // bad_alloc
+#include <string>       // string
+#include <string_view>  // string_view
 
 #include "lotus/clock.hpp"
 #include "lotus/config.hpp"
@@ -23,6 +23,7 @@
 #include "lotus/detail/diagnostics.hpp"
 #include "lotus/detail/entry.hpp"
 #include "lotus/detail/env.hpp"
+#include "lotus/detail/intern.hpp"
 #include "lotus/detail/name_cache.hpp"
 #include "lotus/detail/ring.hpp"
 #include "lotus/detail/settings.hpp"
@@ -40,7 +41,7 @@ namespace detail {
 constexpr std::chrono::milliseconds writer_stop_limit{5000};
 
 /// `host` and, when set, the distributed-training rank variables, for the sidecar.
-inline text sidecar_host_lines() noexcept {
+LOTUS_DETAIL_COLD inline text sidecar_host_lines() noexcept {
   char host[256] = {};
   if (::gethostname(host, sizeof host - 1) != 0 || has_control_char(host)) host[0] = '\0';
   text out;
@@ -101,15 +102,11 @@ class runtime {
   trace_writer writer_;
 
   // Events lost before they reached a ring: pushed from a signal handler that interrupted lotus
-  // on the same thread, or by a thread whose ring could not be allocated.
+  // on the same thread, or by a thread with no ring (allocation failed, or already torn down).
   std::atomic<std::uint64_t> lost_reentrant_{0}, lost_no_ring_{0};
 
-  std::mutex intern_mu_;  // interned run-time names
-  struct interned {
-    std::string name;
-    source_location loc;
-  };
-  std::unordered_map<std::string, std::unique_ptr<interned>> interned_;  // (intern_mu)
+  std::mutex intern_mu_;       // interned run-time names
+  intern_table interned_;      // (intern_mu)
   runtime* parent_ = nullptr;  // in a forked child: the parent's runtime, never freed
 };
 
@@ -124,10 +121,10 @@ runtime& runtime::get() noexcept {
   return *g_runtime;
 }
 
-inline void at_exit_handler() noexcept { runtime::get().shutdown(); }
+LOTUS_DETAIL_COLD inline void at_exit_handler() noexcept { runtime::get().shutdown(); }
 
 /// The sidecar's `stats` line of the current process.
-inline text stats_line() noexcept {
+LOTUS_DETAIL_COLD inline text stats_line() noexcept {
   const trace_stats s = runtime::get().stats();
   text line;
   return line.add("stats ")
@@ -161,7 +158,7 @@ bool runtime::initialize() noexcept {
   return g_mode.load(std::memory_order_relaxed) >= mode_tsc;
 }
 
-inline void runtime::apply_locked(const options& o) {
+LOTUS_DETAIL_COLD inline void runtime::apply_locked(const options& o) {
   settings s = merge_settings(o, env_);
   if (!o.log_file && env_.log_file_bad) s.log_file.clear();
   // The clock is chosen once per process: ticks already in rings must keep their meaning.
@@ -191,7 +188,7 @@ inline void runtime::apply_locked(const options& o) {
   if (on) writer_.start();
 }
 
-inline void runtime::configure(const options& o) {
+LOTUS_DETAIL_COLD inline void runtime::configure(const options& o) {
   initialize();  // reads the environment once; the options below may still turn tracing on
   flush();       // events recorded under the old settings go to the old files
   const busy_guard busy;
@@ -204,7 +201,7 @@ inline void runtime::configure(const options& o) {
   }
 }
 
-inline void runtime::shutdown() noexcept {
+LOTUS_DETAIL_COLD inline void runtime::shutdown() noexcept {
   const busy_guard busy;
   if (g_mode.load(std::memory_order_relaxed) >= mode_tsc) {
     g_mode.store(mode_off, std::memory_order_relaxed);
@@ -227,19 +224,14 @@ inline trace_stats runtime::stats() noexcept {
 }
 
 inline const source_location& runtime::intern(std::string_view name, std::uint32_t flags) {
-  std::string key(name);
-  key.push_back('\0');
-  key.push_back(static_cast<char>('0' + flags));
-  const busy_guard busy;
-  std::lock_guard<std::mutex> lk(intern_mu_);
-  auto it = interned_.find(key);
-  if (it == interned_.end()) {
-    auto entry = std::make_unique<interned>();
-    entry->name.assign(name.data(), name.size());
-    entry->loc = source_location{entry->name.c_str(), "", "", 0, flags};
-    it = interned_.emplace(std::move(key), std::move(entry)).first;
+  const source_location* loc = nullptr;
+  {
+    const busy_guard busy;
+    std::lock_guard<std::mutex> lk(intern_mu_);
+    loc = interned_.find_or_add(name.data(), name.size(), flags);
   }
-  return it->second->loc;
+  if (loc == nullptr) throw std::bad_alloc();
+  return *loc;
 }
 
 /// Frees the thread's name cache and hands its record to the writer when the thread exits.
@@ -317,7 +309,7 @@ const source_location* runtime::intern_dynamic(const char* name, std::size_t siz
   return loc;
 }
 
-inline ring* runtime::register_thread() noexcept {
+LOTUS_DETAIL_COLD inline ring* runtime::register_thread() noexcept {
   arm_thread_exit();
   const std::size_t first =
       std::min<std::size_t>(ring_initial, max_capacity_.load(std::memory_order_relaxed));
@@ -368,7 +360,7 @@ inline ring* runtime::push_full(ring* r, const source_location* loc, std::uint64
       return r;
     }
     if (spin < 16) {
-      std::this_thread::yield();
+      ::sched_yield();
     } else {
       if ((spin & 63) == 0) writer_.nudge();
       const timespec ts{0, 50000};
@@ -389,11 +381,22 @@ void runtime::push_slow(const source_location* loc, std::uint64_t t0, std::uint6
   // push, and waiting could deadlock. Count it.
   if (me.busy != 0 || (me.self != nullptr && r == nullptr)) {
     count_lost(lost_reentrant_);
+    if (!g_topic_said[static_cast<unsigned>(topic::reentrant)].exchange(true)) {
+      static const char msg[] =
+          "an event recorded in a signal handler that interrupted lotus on the same thread was "
+          "dropped (counted)";
+      diag_write(msg, static_cast<int>(sizeof msg - 1));  // write(2) only: async-signal-safe
+    }
     return;
   }
-  if (me.exited) return;  // after the thread's exit hook: not recorded
-  if (me.failed) {
+  if (me.exited || me.failed) {
+    // After the thread's exit hook ran (a thread_local destructor that records), or with no ring.
     count_lost(lost_no_ring_);
+    if (me.exited) {
+      diag(topic::late_event,
+           "an event recorded after its thread's lotus state was torn down (from a thread_local "
+           "destructor) was dropped (counted)");
+    }
     return;
   }
   const busy_guard busy;
@@ -415,7 +418,7 @@ void runtime::push_slow(const source_location* loc, std::uint64_t t0, std::uint6
 /// fork() waits for a writer cycle in progress to end, so the child never inherits a lock the
 /// writer held mid-cycle (an allocator without fork handlers, such as GCC 12's AddressSanitizer,
 /// would otherwise deadlock the child).
-inline void runtime::fork_prepare() noexcept {
+LOTUS_DETAIL_COLD inline void runtime::fork_prepare() noexcept {
   runtime* rt = g_runtime;
   rt->mu_.lock();
   rt->writer_.fork_prepare();
@@ -423,7 +426,7 @@ inline void runtime::fork_prepare() noexcept {
   rt->intern_mu_.lock();
 }
 
-inline void runtime::fork_parent() noexcept {
+LOTUS_DETAIL_COLD inline void runtime::fork_parent() noexcept {
   runtime* rt = g_runtime;
   rt->intern_mu_.unlock();
   rt->threads_.mutex().unlock();
@@ -431,7 +434,7 @@ inline void runtime::fork_parent() noexcept {
   rt->mu_.unlock();
 }
 
-inline void runtime::fork_child() noexcept {
+LOTUS_DETAIL_COLD inline void runtime::fork_child() noexcept {
   runtime* old = g_runtime;
   old->intern_mu_.unlock();
   old->threads_.mutex().unlock();
@@ -456,7 +459,7 @@ inline void runtime::fork_child() noexcept {
     fresh->writer_.set_sidecar_info(sidecar_host_lines());
     fresh->writer_.set_stats_source(&stats_line);
     fresh->writer_.retarget(old->set_.log_file, old->set_.flush_interval);
-    fresh->interned_.swap(old->interned_);  // interned locations must stay valid
+    old->interned_.move_to(fresh->interned_);  // interned locations must stay valid
   } catch (...) {
     g_mode.store(mode_off, std::memory_order_relaxed);
   }
@@ -465,14 +468,6 @@ inline void runtime::fork_child() noexcept {
 }
 
 // ---- entry points (entry.hpp) -----------------------------------------------------------------
-
-LOTUS_DETAIL_API std::uint64_t now_ticks_slow(int mode) noexcept {
-  if (mode == mode_manual) {
-    const test_hooks::clock_fn f = test_hooks::manual_clock.load(std::memory_order_relaxed);
-    if (f != nullptr) return f();
-  }
-  return realtime_ns();
-}
 
 LOTUS_DETAIL_API void push_slow(const source_location* loc, std::uint64_t t0, std::uint64_t t1,
                                 std::uint64_t idx) noexcept {

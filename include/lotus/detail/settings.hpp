@@ -36,7 +36,8 @@ struct settings {
 /// characters are refused (a newline would split file names and sidecar lines); a directory
 /// gets `lotustrace_log` appended; a relative prefix is made absolute now, so a later chdir() of
 /// the host changes nothing.
-inline bool resolve_prefix(const std::string& raw, const char* source, std::string& out) {
+LOTUS_DETAIL_COLD inline bool resolve_prefix(const std::string& raw, const char* source,
+                                             std::string& out) {
   if (has_control_char(raw.c_str()) || raw.find('\0') != std::string::npos) {
     diag_config("ignoring %s (it contains a control character); tracing stays off", source);
     return false;
@@ -83,7 +84,7 @@ struct env_settings {
   std::optional<overflow_policy> overflow;
   std::optional<clock_source> clock;
 
-  static env_settings read() {
+  LOTUS_DETAIL_COLD static env_settings read() {
     env_settings e;
     if (const char* v = env_text("LOTUS_LOG_FILE")) {
       std::string resolved;
@@ -117,7 +118,7 @@ struct env_settings {
 };
 
 /// configure()'s options over the environment over the defaults.
-inline settings merge_settings(const options& o, const env_settings& env) {
+LOTUS_DETAIL_COLD inline settings merge_settings(const options& o, const env_settings& env) {
   settings s;
   if (o.log_file) {
     if (!o.log_file->empty()) {

@@ -8,6 +8,7 @@
 #include <string_view>  // string_view
 
 #include "lotus/config.hpp"
+#include "lotus/detail/platform.hpp"
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -23,7 +24,7 @@ class text {
   text(const text&) = default;
   text& operator=(const text&) = default;
 
-  text& add(const char* s, std::size_t n) noexcept {
+  LOTUS_DETAIL_NOINLINE text& add(const char* s, std::size_t n) noexcept {
     if (n > sizeof buf_ - 1 - size_) {
       n = sizeof buf_ - 1 - size_;
       overflow = true;
@@ -36,7 +37,7 @@ class text {
   text& add(const char* s) noexcept { return add(s, std::strlen(s)); }
   text& add(std::string_view s) noexcept { return add(s.data(), s.size()); }
   text& add(const text& t) noexcept { return add(t.buf_, t.size_); }
-  text& add(std::uint64_t v) noexcept {
+  LOTUS_DETAIL_NOINLINE text& add(std::uint64_t v) noexcept {
     char digits[20];
     std::size_t n = 0;
     do {

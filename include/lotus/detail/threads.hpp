@@ -76,7 +76,7 @@ struct busy_guard {
 class thread_registry {
  public:
   /// A record with its first segment, or nullptr when out of memory.
-  static thread_state* make(std::uint64_t first_capacity) noexcept {
+  LOTUS_DETAIL_COLD static thread_state* make(std::uint64_t first_capacity) noexcept {
     auto* t = new (std::nothrow) thread_state();
     if (t == nullptr) return nullptr;
     ring* r = ring::make(first_capacity, 0, t);
@@ -92,7 +92,7 @@ class thread_registry {
     return t;
   }
 
-  static void destroy(thread_state* t) noexcept {
+  LOTUS_DETAIL_COLD static void destroy(thread_state* t) noexcept {
     ring* r = t->read;
     while (r != nullptr) {
       ring* next = r->next.load(std::memory_order_acquire);

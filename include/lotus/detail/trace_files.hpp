@@ -40,7 +40,8 @@ constexpr unsigned max_fresh_names = 64;
 class trace_files {
  public:
   /// New prefix (absolute): files of the old one are closed; nothing is created yet.
-  void start(std::string_view prefix, std::vector<thread_state*>& threads) noexcept {
+  LOTUS_DETAIL_COLD void start(std::string_view prefix,
+                               std::vector<thread_state*>& threads) noexcept {
     close_all(threads);
     const std::size_t slash = prefix.rfind('/');
     prefix_ = text();
@@ -60,7 +61,7 @@ class trace_files {
   const text& base() const noexcept { return base_; }
 
   /// Closes every file (prefix change, fork child, shutdown).
-  void close_all(std::vector<thread_state*>& threads) noexcept {
+  LOTUS_DETAIL_COLD void close_all(std::vector<thread_state*>& threads) noexcept {
     for (thread_state* t : threads) {
       forget(*t);
       t->worker = file_slot{};
@@ -98,7 +99,7 @@ class trace_files {
 
   /// Appends sidecar lines, creating `.<base>.lotus-meta_<pid>` first (with `header`) in a new
   /// process. Returns false when the sidecar cannot be written.
-  bool write_sidecar(const text& header, const text& lines) noexcept {
+  LOTUS_DETAIL_COLD bool write_sidecar(const text& header, const text& lines) noexcept {
     if (disabled_) return false;
     const std::uint64_t pid = static_cast<std::uint64_t>(::getpid());
     text stem = dir_;
@@ -135,7 +136,8 @@ class trace_files {
     return name.add(id);
   }
 
-  static const char* describe(const text& path, char* buf, std::size_t size) noexcept {
+  LOTUS_DETAIL_COLD static const char* describe(const text& path, char* buf,
+                                                std::size_t size) noexcept {
     struct stat st {};
     if (::lstat(path.c_str(), &st) != 0) return "it vanished";
     if (S_ISLNK(st.st_mode)) return "a symbolic link";
@@ -147,7 +149,7 @@ class trace_files {
     return buf;
   }
 
-  void make_dirs() noexcept {
+  LOTUS_DETAIL_COLD void make_dirs() noexcept {
     if (dir_ready_) return;
     dir_ready_ = true;
     text part = dir_;
@@ -185,7 +187,7 @@ class trace_files {
   }
 
   /// Hands our descriptors back when the process ran out of them.
-  void shed() noexcept {
+  LOTUS_DETAIL_COLD void shed() noexcept {
     for (std::size_t i = 0; i < open_count_; ++i) {
       ::close(open_[i]->fd);
       open_[i]->fd = -1;
@@ -195,7 +197,7 @@ class trace_files {
 
   /// EMFILE, ENOSPC and the like are transient: report once, drop, retry later. Anything else
   /// about the directory (EACCES, EROFS, ENOENT, ...) turns tracing off for this process.
-  void open_failed(const text& path, int err, const char* verb) noexcept {
+  LOTUS_DETAIL_COLD void open_failed(const text& path, int err, const char* verb) noexcept {
     if (err == EMFILE || err == ENFILE) {
       shed();
       diag(
@@ -213,7 +215,7 @@ class trace_files {
     }
   }
 
-  bool create(file_slot& s, const text& stem, std::uint64_t id) noexcept {
+  LOTUS_DETAIL_COLD bool create(file_slot& s, const text& stem, std::uint64_t id) noexcept {
     make_dirs();
     text taken;
     for (unsigned k = s.fresh; k <= max_fresh_names; ++k) {
@@ -261,7 +263,7 @@ class trace_files {
   }
 
   /// An fd for `s`: created on first use, reopened (and checked) after the cache closed it.
-  bool acquire(file_slot& s, const text& stem, std::uint64_t id) noexcept {
+  LOTUS_DETAIL_COLD bool acquire(file_slot& s, const text& stem, std::uint64_t id) noexcept {
     make_room();
     if (s.state == file_slot::none) {
       if (!create(s, stem, id)) return false;

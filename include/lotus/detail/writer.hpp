@@ -17,13 +17,13 @@
 #include <memory>              // unique_ptr
 #include <mutex>               // mutex
 #include <string>              // string
-#include <unordered_map>       // unordered_map
 #include <vector>              // vector
 
 #include "lotus/clock.hpp"
 #include "lotus/config.hpp"
 #include "lotus/detail/calibration.hpp"
 #include "lotus/detail/diagnostics.hpp"
+#include "lotus/detail/intern.hpp"
 #include "lotus/detail/ring.hpp"
 #include "lotus/detail/text.hpp"
 #include "lotus/detail/threads.hpp"
@@ -40,18 +40,6 @@ inline std::uint64_t thread_cpu_ns() noexcept {
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ull +
          static_cast<std::uint64_t>(ts.tv_nsec);
-}
-
-/// Replace the characters that would break a `NAME,START,DUR` line.
-inline bool sanitize_name(std::string& s) {
-  bool changed = false;
-  for (char& c : s) {
-    if (c == ',' || c == '\n' || c == '\r') {
-      c = '_';
-      changed = true;
-    }
-  }
-  return changed;
 }
 
 /// Write `v` < 1e9 as exactly nine digits.
@@ -144,7 +132,7 @@ class trace_writer {
   }
 
   /// Starts the thread if needed (every signal blocked in it: it never runs the host's handlers).
-  bool start() noexcept {
+  LOTUS_DETAIL_COLD bool start() noexcept {
     std::lock_guard<std::mutex> lk(mu_);
     if (thread_started_) return true;
     sigset_t all, old;
@@ -183,7 +171,7 @@ class trace_writer {
 
   /// Writes what is left and ends the thread. Waits at most `limit`: a writer stuck in the
   /// kernel (a hung network file system) must not hang the host at exit.
-  void stop(std::chrono::milliseconds limit) noexcept {
+  LOTUS_DETAIL_COLD void stop(std::chrono::milliseconds limit) noexcept {
     std::unique_lock<std::mutex> lk(mu_);
     if (!thread_started_) return;
     stop_ = true;
@@ -214,7 +202,7 @@ class trace_writer {
   void set_stats_source(text (*fn)()) noexcept { stats_line_ = fn; }
 
   // ---- fork(): the child must not inherit a lock the writer held mid-cycle --------------------
-  void fork_prepare() noexcept {
+  LOTUS_DETAIL_COLD void fork_prepare() noexcept {
     forks_pending_.fetch_add(1, std::memory_order_relaxed);
     cycle_mu_.lock();
     std::unique_lock<std::mutex> lk(mu_);
@@ -223,14 +211,14 @@ class trace_writer {
     done_cv_.wait(lk, [this] { return !thread_started_ || in_loop_ || stop_; });
     lk.release();  // mu_ stays locked until fork_parent() or the child's reset
   }
-  void fork_parent() noexcept {
+  LOTUS_DETAIL_COLD void fork_parent() noexcept {
     forks_pending_.fetch_sub(1, std::memory_order_relaxed);
     mu_.unlock();
     cycle_mu_.unlock();
     cv_.notify_all();
   }
   /// In the child: the parent's writer does not exist here; its files are closed.
-  void fork_child(std::vector<thread_state*>& parent_threads) noexcept {
+  LOTUS_DETAIL_COLD void fork_child(std::vector<thread_state*>& parent_threads) noexcept {
     mu_.unlock();
     cycle_mu_.unlock();
     files_.close_all(parent_threads);
@@ -242,34 +230,17 @@ class trace_writer {
     return nullptr;
   }
 
-  struct name_entry {
-    std::string text;  // "S" + sanitized name
-    bool sanitized = false;
-  };
-
-  const name_entry& lookup_name(const source_location* loc) {
-    const auto h = (reinterpret_cast<std::uintptr_t>(loc) >> 4) & 255u;
-    cache_slot& slot = name_cache_[h];
-    if (slot.key == loc) return *slot.value;
-    auto it = names_.find(loc);
-    if (it == names_.end()) {
-      name_entry e;
-      e.text = "S";
-      e.text += loc->name != nullptr ? loc->name : "";
-      e.sanitized = sanitize_name(e.text);
-      it = names_.emplace(loc, std::move(e)).first;  // node-based: references stay valid
-    }
-    slot.key = loc;
-    slot.value = &it->second;
-    return it->second;
-  }
-
   void format(const event& e, out_buffer& out) {
-    const name_entry& n = lookup_name(e.loc);
-    char* p = out.reserve(n.text.size() + 64);
+    const label_table::label* n = labels_.find(e.loc);
+    if (n == nullptr) {  // out of memory for the label: this record is lost, and counted
+      discarded_.fetch_add(1, std::memory_order_relaxed);
+      diag(topic::no_memory, "out of memory while formatting trace records; they are dropped");
+      return;
+    }
+    char* p = out.reserve(n->size + 64);
     char* const begin = p;
-    std::memcpy(p, n.text.data(), n.text.size());
-    p += n.text.size();
+    std::memcpy(p, n->text, n->size);
+    p += n->size;
     const std::uint32_t flags = e.loc->flags;
     if ((flags & flag_indexed) != 0) {
       *p++ = '_';
@@ -288,7 +259,7 @@ class trace_writer {
     *p++ = '\n';
     out.commit(static_cast<std::size_t>(p - begin));
     ++out.count;
-    if (n.sanitized) ++out.sanitized;
+    if (n->sanitized) ++out.sanitized;
   }
 
   void write_out(thread_state& t, out_buffer& buf, bool main_file) {
@@ -304,7 +275,7 @@ class trace_writer {
   }
 
   /// The sidecar's first lines for this process.
-  text sidecar_header() const noexcept {
+  LOTUS_DETAIL_COLD text sidecar_header() const noexcept {
     text head;
     head.add("lotus-meta 1\nversion " LOTUS_VERSION_STRING "\npid ")
         .add(static_cast<std::uint64_t>(::getpid()))
@@ -470,12 +441,7 @@ class trace_writer {
   std::vector<thread_state*> cycle_threads_, cycle_finished_;
   std::vector<ring*> segments_done_;
   epoch_formatter epoch_;
-  std::unordered_map<const source_location*, name_entry> names_;
-  struct cache_slot {
-    const source_location* key = nullptr;
-    const name_entry* value = nullptr;
-  };
-  cache_slot name_cache_[256];
+  label_table labels_;
 };
 
 }  // namespace detail

@@ -1,0 +1,166 @@
+// lotus — process-lifetime names: interned run-time names and the writer's record labels (internal)
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <cstddef>  // size_t
+#include <cstdint>  // uint64_t
+#include <cstdlib>  // malloc, calloc, free
+#include <cstring>  // memcpy, memcmp
+
+#include "lotus/config.hpp"
+#include "lotus/detail/name_cache.hpp"
+#include "lotus/source_location.hpp"
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+// Both tables are written by hand rather than with std::unordered_map: the runtime is compiled
+// into every translation unit that records, and two unordered_map instantiations alone cost a
+// quarter of a second of compile time per TU.
+
+/// Run-time names, each interned once per (name, flags) for the life of the process: the
+/// source_location handed out must stay valid (rings and thread caches point at it), so entries
+/// are never freed. Chained hash table; the caller holds the runtime's intern lock.
+class intern_table {
+ public:
+  /// The location of (name, flags), created on first use; nullptr when out of memory.
+  const source_location* find_or_add(const char* name, std::size_t size,
+                                     std::uint32_t flags) noexcept {
+    const std::uint64_t h = name_hash(name, size) ^ (std::uint64_t{flags} * 0x9E3779B97F4A7C15ull);
+    if (buckets_ != nullptr) {
+      for (node* n = buckets_[h & mask_]; n != nullptr; n = n->next) {
+        if (n->hash == h && n->size == size && n->loc.flags == flags &&
+            std::memcmp(n->text, name, size) == 0) {
+          return &n->loc;
+        }
+      }
+    }
+    if (count_ + 1 > mask_ && !grow()) return nullptr;
+    auto* n = static_cast<node*>(std::malloc(sizeof(node) + size));
+    if (n == nullptr) return nullptr;
+    std::memcpy(n->text, name, size);
+    n->text[size] = '\0';
+    n->hash = h;
+    n->size = size;
+    n->loc = source_location{n->text, "", "", 0, flags};
+    n->next = buckets_[h & mask_];
+    buckets_[h & mask_] = n;
+    ++count_;
+    return &n->loc;
+  }
+
+  /// Hands every entry to `to` (a forked child's runtime); this table is left empty.
+  void move_to(intern_table& to) noexcept {
+    to = *this;
+    *this = intern_table();
+  }
+
+ private:
+  struct node {
+    node* next;
+    std::uint64_t hash;
+    std::size_t size;
+    source_location loc;
+    char text[1];  // size + 1 bytes (allocated past the struct)
+  };
+
+  bool grow() noexcept {
+    const std::size_t cap = buckets_ == nullptr ? 64 : 2 * (mask_ + 1);
+    auto** fresh = static_cast<node**>(std::calloc(cap, sizeof(node*)));
+    if (fresh == nullptr) return buckets_ != nullptr;  // keep the old table, just fuller
+    for (std::size_t i = 0; buckets_ != nullptr && i <= mask_; ++i) {
+      for (node* n = buckets_[i]; n != nullptr;) {
+        node* next = n->next;
+        n->next = fresh[n->hash & (cap - 1)];
+        fresh[n->hash & (cap - 1)] = n;
+        n = next;
+      }
+    }
+    std::free(buckets_);  // the old array only: nodes live forever
+    buckets_ = fresh;
+    mask_ = cap - 1;
+    return true;
+  }
+
+  node** buckets_ = nullptr;
+  std::size_t mask_ = 0;
+  std::size_t count_ = 0;
+};
+
+/// The writer's `S<name>` label per source_location: built once (names with ',' '\n' '\r'
+/// sanitized), then found by pointer. Open addressing; written by the writer thread only.
+class label_table {
+ public:
+  struct label {
+    const source_location* key;
+    char* text;  // "S" + sanitized name
+    std::size_t size;
+    bool sanitized;
+  };
+
+  /// nullptr when out of memory.
+  const label* find(const source_location* loc) noexcept {
+    if (slots_ != nullptr) {
+      for (std::size_t i = hash(loc) & mask_;; i = (i + 1) & mask_) {
+        if (slots_[i].key == loc) return &slots_[i];
+        if (slots_[i].key == nullptr) break;
+      }
+    }
+    return add(loc);
+  }
+
+ private:
+  static std::size_t hash(const source_location* p) noexcept {
+    const auto v = reinterpret_cast<std::uintptr_t>(p);
+    return static_cast<std::size_t>((v >> 4) ^ (v >> 13));
+  }
+
+  const label* add(const source_location* loc) noexcept {
+    if (2 * (used_ + 1) > mask_ + 1 && !grow()) return nullptr;
+    const char* name = loc->name != nullptr ? loc->name : "";
+    const std::size_t n = std::strlen(name);
+    auto* text = static_cast<char*>(std::malloc(n + 2));
+    if (text == nullptr) return nullptr;
+    text[0] = 'S';
+    bool sanitized = false;
+    for (std::size_t i = 0; i < n; ++i) {
+      char c = name[i];
+      if (c == ',' || c == '\n' || c == '\r') {
+        c = '_';
+        sanitized = true;
+      }
+      text[i + 1] = c;
+    }
+    text[n + 1] = '\0';
+    std::size_t i = hash(loc) & mask_;
+    while (slots_[i].key != nullptr) i = (i + 1) & mask_;
+    slots_[i] = label{loc, text, n + 1, sanitized};
+    ++used_;
+    return &slots_[i];
+  }
+
+  bool grow() noexcept {
+    const std::size_t cap = slots_ == nullptr ? 256 : 2 * (mask_ + 1);
+    auto* fresh = static_cast<label*>(std::calloc(cap, sizeof(label)));
+    if (fresh == nullptr) return false;
+    for (std::size_t i = 0; slots_ != nullptr && i <= mask_; ++i) {
+      if (slots_[i].key == nullptr) continue;
+      std::size_t j = hash(slots_[i].key) & (cap - 1);
+      while (fresh[j].key != nullptr) j = (j + 1) & (cap - 1);
+      fresh[j] = slots_[i];
+    }
+    std::free(slots_);
+    slots_ = fresh;
+    mask_ = cap - 1;
+    return true;
+  }
+
+  label* slots_ = nullptr;
+  std::size_t mask_ = 0;
+  std::size_t used_ = 0;
+};
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus

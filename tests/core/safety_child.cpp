@@ -1,0 +1,297 @@
+// lotus — a traced program for the safety tests: hostile files, resource limits, signal handlers
+// SPDX-License-Identifier: MIT
+//
+// Every mode records through the public API, calls lotus::flush() and prints
+//   <recorded> <written> <dropped>      (lotus::stats())
+//   pid <pid>
+// and mode-specific `key value` lines on stdout.
+#include <dirent.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <fstream>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "lotus/lotus.hpp"
+
+namespace {
+
+/// Threads wait here until the main thread opens it; it counts the threads that got there.
+class gate {
+ public:
+  void arrive_and_wait() {
+    std::unique_lock<std::mutex> lk(mu_);
+    ++arrived_;
+    cv_.notify_all();
+    cv_.wait(lk, [this] { return open_; });
+  }
+  void wait_for_arrivals(std::size_t n) {
+    std::unique_lock<std::mutex> lk(mu_);
+    cv_.wait(lk, [&] { return arrived_ >= n; });
+  }
+  void open() {
+    std::lock_guard<std::mutex> lk(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::size_t arrived_ = 0;
+  bool open_ = false;
+};
+
+void work(long n) {
+  for (long i = 0; i < n; ++i) {
+    LOTUS_SCOPE("Work");
+  }
+}
+void before(long n) {
+  for (long i = 0; i < n; ++i) {
+    LOTUS_SCOPE("Before");
+  }
+}
+void after(long n) {
+  for (long i = 0; i < n; ++i) {
+    LOTUS_SCOPE("After");
+  }
+}
+
+/// Runs `body` on `threads` new threads (0: on the calling thread) and joins them.
+template <typename F>
+void on_threads(long threads, F body) {
+  if (threads == 0) {
+    body();
+    return;
+  }
+  std::vector<std::thread> pool;
+  for (long t = 0; t < threads; ++t) pool.emplace_back(body);
+  for (auto& t : pool) t.join();
+}
+
+void print_stats() {
+  lotus::flush();
+  const lotus::trace_stats s = lotus::stats();
+  std::printf("%llu %llu %llu\npid %ld\n", static_cast<unsigned long long>(s.recorded),
+              static_cast<unsigned long long>(s.written),
+              static_cast<unsigned long long>(s.dropped), static_cast<long>(::getpid()));
+}
+
+/// Virtual size of this process in bytes (/proc/self/status VmSize), 0 when unknown.
+std::uint64_t vm_size() {
+  std::ifstream in("/proc/self/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("VmSize:", 0) == 0) return std::strtoull(line.c_str() + 7, nullptr, 10) * 1024;
+  }
+  return 0;
+}
+
+/// Entries of /proc/self/fd that point into `dir`.
+long fds_into(const std::string& dir) {
+  long n = 0;
+  DIR* d = ::opendir("/proc/self/fd");
+  if (d == nullptr) return -1;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string link = std::string("/proc/self/fd/") + e->d_name;
+    char target[PATH_MAX] = {};
+    const ssize_t len = ::readlink(link.c_str(), target, sizeof target - 1);
+    if (len <= 0) continue;
+    if (std::string(target, static_cast<std::size_t>(len)).rfind(dir + "/", 0) == 0) ++n;
+  }
+  ::closedir(d);
+  return n;
+}
+
+std::atomic<std::uint64_t> g_handler_runs{0};
+
+void on_usr1(int) {
+  { LOTUS_SCOPE("Handler"); }
+  g_handler_runs.fetch_add(1, std::memory_order_relaxed);
+}
+
+int usage() {
+  std::fprintf(
+      stderr,
+      "usage: safety_child MODE ARGS\n"
+      "  scopes THREADS N      THREADS (0: the main thread) record N 'Work' scopes each\n"
+      "  alloc THREADS N KIB   the threads record under RLIMIT_AS = current size + KIB\n"
+      "  emfile THREADS N      N 'Before' per thread with no fd free, then N 'After'\n"
+      "  chdir DIR N           'First' on main, chdir(DIR), a new thread records N\n"
+      "  signals MS            'Loop' scopes interrupted by SIGUSR1; the handler records\n"
+      "  fds THREADS           live threads record one 'Live' each; prints the open fds\n");
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 3) return usage();
+  const std::string mode = argv[1];
+  const long a = std::atol(argv[2]);
+  const long b = argc > 3 ? std::atol(argv[3]) : 0;
+
+  if (mode == "scopes" && argc == 4) {
+    on_threads(a, [b] { work(b); });
+    print_stats();
+    return 0;
+  }
+
+  if (mode == "alloc" && argc == 5) {  // rings cannot grow: RLIMIT_AS just above the current size
+    const std::uint64_t headroom = std::strtoull(argv[4], nullptr, 10) * 1024;
+    work(20000);  // the writer and its buffers are warm before the limit
+    lotus::flush();
+    gate start;
+    std::vector<std::thread> pool;
+    for (long t = 0; t < a; ++t) {
+      pool.emplace_back([&start, b] {
+        start.arrive_and_wait();
+        work(b);
+      });
+    }
+    start.wait_for_arrivals(static_cast<std::size_t>(a));
+    rlimit old{};
+    ::getrlimit(RLIMIT_AS, &old);
+    rlimit tight = old;
+    tight.rlim_cur = static_cast<rlim_t>(vm_size() + headroom);
+    if (::setrlimit(RLIMIT_AS, &tight) != 0) std::perror("safety_child: setrlimit(RLIMIT_AS)");
+    start.open();
+    for (auto& t : pool) t.join();
+    ::setrlimit(RLIMIT_AS, &old);
+    print_stats();
+    return 0;
+  }
+
+  if (mode == "emfile" && argc == 4) {  // trace files cannot be opened, then they can again
+    { LOTUS_SCOPE("First"); }
+    lotus::flush();
+    // The 'Before' threads start (and UBSan checks their std::thread state, which needs a pipe)
+    // while descriptors are free; they record while none is, and end once they are free again.
+    gate go, done;
+    std::vector<std::thread> pool;
+    for (long t = 0; t < a; ++t) {
+      pool.emplace_back([&go, &done, b] {
+        go.arrive_and_wait();
+        before(b);
+        done.arrive_and_wait();
+      });
+    }
+    go.wait_for_arrivals(static_cast<std::size_t>(a));
+    rlimit old{};
+    ::getrlimit(RLIMIT_NOFILE, &old);
+    rlimit low = old;
+    low.rlim_cur = 64;
+    ::setrlimit(RLIMIT_NOFILE, &low);
+    std::vector<int> hoard;
+    for (int fd; (fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;) hoard.push_back(fd);
+    const int open_errno = errno;
+    go.open();
+    done.wait_for_arrivals(static_cast<std::size_t>(a));
+    lotus::flush();  // the writer must open the threads' files now
+    for (int fd : hoard) ::close(fd);
+    ::setrlimit(RLIMIT_NOFILE, &old);
+    done.open();
+    for (auto& t : pool) t.join();
+    on_threads(a, [b] { after(b); });
+    print_stats();
+    std::printf("hoarded %zu\nopen_errno %d\n", hoard.size(), open_errno);
+    return 0;
+  }
+
+  if (mode == "chdir" && argc == 4) {  // a relative prefix keeps its directory after chdir()
+    { LOTUS_SCOPE("First"); }
+    if (::chdir(argv[2]) != 0) {
+      std::perror("safety_child: chdir");
+      return 3;
+    }
+    on_threads(1, [b] { work(b); });
+    print_stats();
+    return 0;
+  }
+
+  if (mode == "signals" && argc == 3) {  // a handler records on the thread it interrupts
+    struct sigaction sa {};
+    sa.sa_handler = on_usr1;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(SIGUSR1, &sa, nullptr);
+    std::atomic<bool> stop{false};
+    std::atomic<bool> started{false};
+    std::uint64_t loops = 0;
+    std::thread recorder([&] {
+      // The first scope registers the thread (and allocates its ring) before any signal comes:
+      // a handler that allocated while this thread was inside malloc would deadlock in libc.
+      { LOTUS_SCOPE("Loop"); }
+      ++loops;
+      started.store(true);
+      while (!stop.load(std::memory_order_relaxed)) {
+        { LOTUS_SCOPE("Loop"); }
+        ++loops;
+        const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(5);
+        while (std::chrono::steady_clock::now() < until) {
+        }
+      }
+    });
+    while (!started.load()) std::this_thread::yield();
+    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(a);
+    std::uint64_t sent = 0;
+    while (std::chrono::steady_clock::now() < end) {
+      ::pthread_kill(recorder.native_handle(), SIGUSR1);
+      ++sent;
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+    stop.store(true);
+    recorder.join();
+    print_stats();
+    std::printf("handler %llu\nloops %llu\nsent %llu\n",
+                static_cast<unsigned long long>(g_handler_runs.load()),
+                static_cast<unsigned long long>(loops), static_cast<unsigned long long>(sent));
+    return 0;
+  }
+
+  if (mode == "fds" && argc == 3) {  // many live threads, few descriptors
+    const char* prefix = std::getenv("LOTUS_LOG_FILE");
+    if (prefix == nullptr) return usage();
+    const std::string p(prefix);
+    const std::string dir = p.substr(0, p.rfind('/'));
+    gate hold;
+    std::vector<std::thread> pool;
+    try {
+      for (long t = 0; t < a; ++t) {
+        pool.emplace_back([&hold] {
+          { LOTUS_SCOPE("Live"); }
+          hold.arrive_and_wait();
+        });
+      }
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "safety_child: thread %zu: %s\n", pool.size(), e.what());
+      hold.open();
+      for (auto& t : pool) t.join();
+      return 3;
+    }
+    hold.wait_for_arrivals(static_cast<std::size_t>(a));
+    lotus::flush();
+    const long open_fds = fds_into(dir);
+    hold.open();
+    for (auto& t : pool) t.join();
+    print_stats();
+    std::printf("fds %ld\n", open_fds);
+    return 0;
+  }
+  return usage();
+}

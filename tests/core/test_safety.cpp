@@ -1,0 +1,643 @@
+// lotus — safety: hostile names in shared directories, no silent loss, bounded fds, sidecar
+// SPDX-License-Identifier: MIT
+//
+// Each test runs safety_child (a traced program) under a hang deadline: a child that hangs is
+// killed and the test fails instead of blocking CI. The runtime's contract: files are created
+// with O_EXCL|O_NOFOLLOW (a taken name moves to `_r<k>_`), every event is on disk or counted in
+// stats().dropped, one message per cause, at most 64 descriptors however many threads record.
+#include <fcntl.h>
+#include <grp.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "catch.hpp"
+#include "trace_files.hpp"
+
+namespace {
+
+const std::string child = LOTUS_SAFETY_CHILD;
+constexpr std::chrono::seconds deadline{30};  // every child needs well under a second
+
+// Sanitizer runtimes reserve terabytes of address space and abort when an allocation fails, so
+// the RLIMIT_AS test runs only in plain builds.
+#if defined(__has_feature)
+#  if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#    define LOTUS_TEST_SANITIZED 1
+#  endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || defined(LOTUS_TEST_SANITIZED)
+constexpr bool sanitized = true;
+#else
+constexpr bool sanitized = false;
+#endif
+
+/// safety_child's stdout: `recorded written dropped`, then `key value` lines.
+struct child_result {
+  lotus_test::run_result run;
+  bool has_stats = false;
+  std::uint64_t recorded = 0, written = 0, dropped = 0;
+  std::map<std::string, std::uint64_t> values;
+  std::uint64_t value(const std::string& key) const {
+    const auto it = values.find(key);
+    return it == values.end() ? 0 : it->second;
+  }
+};
+
+/// Runs argv (argv[0]: the program) with `env` and a hang deadline. Variables the runtime reads
+/// besides spawn.hpp's list are cleared first, so the test's own environment cannot leak in.
+child_result run_child(const std::vector<std::string>& argv, const lotus_test::env_list& env,
+                       lotus_test::run_options options = {},
+                       const std::function<void(pid_t)>& while_running = {}) {
+  for (const char* name :
+       {"LOTUS_DISABLE", "LOTUS_RING_CAPACITY", "LOTUS_FLUSH_INTERVAL_MS", "LOTUS_OVERFLOW",
+        "LOTUS_CLOCK", "RANK", "LOCAL_RANK", "WORLD_SIZE", "MALLOC_ARENA_MAX"}) {
+    ::unsetenv(name);
+  }
+  if (options.deadline.count() == 0) options.deadline = deadline;
+  child_result c;
+  c.run = lotus_test::run(argv, env, while_running, options);
+  const auto lines = lotus_test::lines_of(c.run.out);
+  unsigned long long r = 0, w = 0, d = 0;
+  if (!lines.empty() && std::sscanf(lines[0].c_str(), "%llu %llu %llu", &r, &w, &d) == 3) {
+    c.has_stats = true;
+    c.recorded = r;
+    c.written = w;
+    c.dropped = d;
+  }
+  for (std::size_t i = 1; i < lines.size(); ++i) {
+    const auto space = lines[i].find(' ');
+    if (space != std::string::npos)
+      c.values[lines[i].substr(0, space)] =
+          std::strtoull(lines[i].c_str() + space + 1, nullptr, 10);
+  }
+  return c;
+}
+
+/// The child finished by itself, exit status 0, and printed its stats.
+void require_clean_exit(const child_result& c) {
+  INFO("stdout:\n" << c.run.out << "stderr:\n" << c.run.err);
+  REQUIRE_FALSE(c.run.timed_out);  // a hang, killed at the deadline
+  REQUIRE(c.run.signal == 0);
+  REQUIRE(c.run.exit_code == 0);
+  REQUIRE(c.has_stats);
+}
+
+std::size_t count_of(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (auto pos = text.find(what); pos != std::string::npos; pos = text.find(what, pos + 1)) ++n;
+  return n;
+}
+
+bool contains(const std::string& text, const std::string& what) {
+  return text.find(what) != std::string::npos;
+}
+
+/// The trace files of a directory: lines per record name, malformed lines (a partial last line
+/// counts as malformed), files.
+struct disk_summary {
+  std::size_t files = 0, lines = 0, bad = 0;
+  std::map<std::string, std::size_t> names;
+  std::size_t lines_named(const std::string& name) const {
+    const auto it = names.find(name);
+    return it == names.end() ? 0 : it->second;
+  }
+};
+
+disk_summary read_disk(const std::string& dir) {
+  disk_summary s;
+  for (const auto& [file, records] : lotus_test::read_trace_dir(dir, &s.bad)) {
+    ++s.files;
+    s.lines += records.size();
+    for (const auto& rec : records) ++s.names[rec.name];
+  }
+  return s;
+}
+
+std::string pid_str(pid_t pid) { return std::to_string(static_cast<long>(pid)); }
+
+// ---- hostile names in a shared sticky directory ---------------------------------------------
+
+constexpr uid_t victim_uid = 61000;    // runs the traced program (no passwd entry needed)
+constexpr uid_t attacker_uid = 61001;  // plants names in the shared directory
+
+/// In a forked child: become `uid` (group `uid`, no supplementary groups) or exit 125.
+void become(uid_t uid) {
+  const auto gid = static_cast<gid_t>(uid);
+  if (::setgroups(0, nullptr) != 0 || ::setresgid(gid, gid, gid) != 0 ||
+      ::setresuid(uid, uid, uid) != 0) {
+    ::_exit(125);
+  }
+}
+
+/// Runs `fn` in a forked child as `uid`; true when the child returned true.
+bool as_user(uid_t uid, const std::function<bool()>& fn) {
+  const pid_t pid = ::fork();
+  if (pid < 0) return false;
+  if (pid == 0) {
+    become(uid);
+    ::umask(022);
+    ::_exit(fn() ? 0 : 1);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+/// fs.protected_symlinks, protected_regular and protected_fifos at 0 for the test's duration, so
+/// that only lotus stands between the attacker's names and the victim; restored on destruction.
+class kernel_protections_off {
+ public:
+  kernel_protections_off() {
+    for (const char* name : {"protected_symlinks", "protected_regular", "protected_fifos"}) {
+      const std::string path = std::string("/proc/sys/fs/") + name;
+      std::string old = lotus_test::read_file(path);
+      while (!old.empty() && old.back() == '\n') old.pop_back();
+      if (old.empty()) continue;
+      saved_.emplace_back(path, old);
+      if (!write_value(path, "0")) not_lowered_ += std::string(name) + "=" + old + " ";
+    }
+  }
+  ~kernel_protections_off() {
+    for (const auto& [path, value] : saved_) write_value(path, value);
+  }
+  kernel_protections_off(const kernel_protections_off&) = delete;
+  kernel_protections_off& operator=(const kernel_protections_off&) = delete;
+  const std::string& not_lowered() const { return not_lowered_; }
+
+ private:
+  static bool write_value(const std::string& path, const std::string& value) {
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    if (f == nullptr) return false;
+    const bool wrote = std::fputs(value.c_str(), f) >= 0;
+    return std::fclose(f) == 0 && wrote;
+  }
+  std::vector<std::pair<std::string, std::string>> saved_;
+  std::string not_lowered_;
+};
+
+/// base/ (0755) with shared/ (1777, the trace directory) and home/ (0700, the victim's) holding
+/// bashrc (0600, the victim's own file); `exe` is a safety_child the victim can execute.
+struct shared_dir {
+  lotus_test::temp_dir base;
+  std::string shared = base / "shared";
+  std::string home = base / "home";
+  std::string bashrc = home + "/bashrc";
+  std::string exe = base / "safety_child";
+  std::string prefix = shared + "/t";
+  static constexpr const char* bashrc_text = "export PATH=/usr/bin:/bin  # the victim's own file\n";
+
+  shared_dir() {
+    REQUIRE(::chmod(base.path.c_str(), 0755) == 0);
+    REQUIRE(::mkdir(shared.c_str(), 0777) == 0);
+    REQUIRE(::chmod(shared.c_str(), 01777) == 0);
+    REQUIRE(::mkdir(home.c_str(), 0700) == 0);
+    REQUIRE(::chown(home.c_str(), victim_uid, static_cast<gid_t>(victim_uid)) == 0);
+    {
+      std::FILE* f = std::fopen(bashrc.c_str(), "w");
+      REQUIRE(f != nullptr);
+      std::fputs(bashrc_text, f);
+      REQUIRE(std::fclose(f) == 0);
+    }
+    REQUIRE(::chmod(bashrc.c_str(), 0600) == 0);
+    REQUIRE(::chown(bashrc.c_str(), victim_uid, static_cast<gid_t>(victim_uid)) == 0);
+    // The victim runs the build's safety_child when it may, else a copy in base/.
+    if (as_user(victim_uid, [] { return ::access(child.c_str(), X_OK) == 0; })) {
+      exe = child;
+    } else {
+      std::filesystem::copy_file(child, exe);
+      REQUIRE(::chmod(exe.c_str(), 0755) == 0);
+    }
+  }
+
+  std::string worker(pid_t pid, const std::string& fresh = "") const {
+    return prefix + "_worker_pid_" + fresh + pid_str(pid);
+  }
+  std::string sidecar(pid_t pid, const std::string& fresh = "") const {
+    return shared + "/.t.lotus-meta_" + fresh + pid_str(pid);
+  }
+};
+
+struct victim_run {
+  child_result c;
+  pid_t pid = 0;
+  bool planted = false;
+};
+
+/// Starts the victim (as victim_uid, umask 077), holds it before exec while `plant(pid)` runs
+/// (the victim's main thread will have tid == pid), then lets it record 1000 scopes.
+victim_run run_victim(const shared_dir& s, const std::function<bool(pid_t)>& plant) {
+  int go[2] = {-1, -1};
+  REQUIRE(::pipe2(go, O_CLOEXEC) == 0);
+  lotus_test::run_options options;
+  options.deadline = std::chrono::seconds(20);  // 1000 scopes; a FIFO opened blocking hangs
+  options.before_exec = [&go] {
+    ::close(go[1]);
+    char c = 0;
+    if (::read(go[0], &c, 1) != 1) ::_exit(124);
+    become(victim_uid);
+    ::umask(077);
+  };
+  victim_run v;
+  const auto release = [&](pid_t pid) {
+    v.pid = pid;
+    ::close(go[0]);
+    v.planted = plant(pid);
+    const char c = 'g';
+    if (::write(go[1], &c, 1) != 1) v.planted = false;
+    ::close(go[1]);
+  };
+  v.c = run_child({s.exe, "scopes", "0", "1000"}, {{"LOTUS_LOG_FILE", s.prefix}}, options, release);
+  return v;
+}
+
+/// What every attack must end with: the victim ran normally, its 1000 events are in the fresh
+/// file `<prefix>_worker_pid_r1_<pid>` (its own, 0600 under umask 077) and stderr is one message
+/// naming the planted path (one of `planted`, for attacks on two names) and, in words containing
+/// `what`, what it found there.
+void check_fresh_name(const shared_dir& s, const victim_run& v,
+                      const std::vector<std::pair<std::string, std::string>>& planted_fresh,
+                      const std::string& what) {
+  REQUIRE(v.planted);
+  require_clean_exit(v.c);
+  const std::string& err = v.c.run.err;
+  INFO("stderr:\n" << err);
+  CHECK(v.c.values.at("pid") == static_cast<std::uint64_t>(v.pid));
+  CHECK(v.c.recorded == 1000);
+  CHECK(v.c.written == 1000);
+  CHECK(v.c.dropped == 0);
+
+  const std::string fresh = s.worker(v.pid, "r1_");
+  INFO("fresh file " << fresh);
+  struct stat st {};
+  REQUIRE(::lstat(fresh.c_str(), &st) == 0);
+  CHECK(S_ISREG(st.st_mode));
+  CHECK(st.st_uid == victim_uid);
+  CHECK((st.st_mode & 07777) == 0600);
+  std::size_t bad = 0;
+  const auto records = lotus_test::parse_records(lotus_test::read_file(fresh), &bad);
+  CHECK(bad == 0);
+  CHECK(records.size() == 1000);
+  std::size_t work = 0;
+  for (const auto& r : records) work += r.name == "SWork" ? 1 : 0;
+  CHECK(work == 1000);
+
+  CHECK(count_of(err, "\n") == 1);
+  CHECK(count_of(err, "already exists") == 1);
+  CHECK(err.rfind("lotus: ", 0) == 0);
+  CHECK(contains(err, what));
+  bool named = false;
+  for (const auto& [planted, fresh_path] : planted_fresh) {
+    named = named || (contains(err, "'" + planted + "' already exists") &&
+                      contains(err, "writing to '" + fresh_path + "'"));
+  }
+  CHECK(named);
+}
+
+/// The victim's own sidecar `.t.lotus-meta_<fresh><pid>`: a regular 0600 file naming its pid.
+void check_sidecar(const shared_dir& s, const victim_run& v, const std::string& fresh) {
+  const std::string path = s.sidecar(v.pid, fresh);
+  INFO("sidecar " << path);
+  struct stat st {};
+  REQUIRE(::lstat(path.c_str(), &st) == 0);
+  CHECK(S_ISREG(st.st_mode));
+  CHECK(st.st_uid == victim_uid);
+  CHECK((st.st_mode & 07777) == 0600);
+  const auto lines = lotus_test::lines_of(lotus_test::read_file(path));
+  CHECK(std::find(lines.begin(), lines.end(), "pid " + pid_str(v.pid)) != lines.end());
+}
+
+}  // namespace
+
+TEST_CASE("a shared sticky directory: planted names are never opened; events go to a fresh name",
+          "[safety][attack]") {
+  if (::geteuid() != 0) {
+    WARN("needs root (setresuid to two unprivileged uids); skipped");
+    return;
+  }
+  kernel_protections_off protections;
+  INFO("fs.protected_* that could not be set to 0: " << protections.not_lowered());
+  shared_dir s;
+
+  SECTION("symlinks at the trace file and the sidecar name to the victim's own file") {
+    const auto v = run_victim(s, [&](pid_t pid) {
+      return as_user(attacker_uid, [&] {
+        return ::symlink(s.bashrc.c_str(), s.worker(pid).c_str()) == 0 &&
+               ::symlink(s.bashrc.c_str(), s.sidecar(pid).c_str()) == 0;
+      });
+    });
+    // The victim's file behind the links is untouched, and the links are still links.
+    const std::string bashrc = lotus_test::read_file(s.bashrc);
+    INFO("bashrc now begins:\n" << bashrc.substr(0, 300));
+    CHECK(bashrc.size() == std::strlen(shared_dir::bashrc_text));
+    CHECK((bashrc == shared_dir::bashrc_text));
+    struct stat st {};
+    REQUIRE(::stat(s.bashrc.c_str(), &st) == 0);
+    CHECK((st.st_mode & 07777) == 0600);
+    CHECK(st.st_nlink == 1);
+    REQUIRE(::lstat(s.worker(v.pid).c_str(), &st) == 0);
+    CHECK(S_ISLNK(st.st_mode));
+    REQUIRE(::lstat(s.sidecar(v.pid).c_str(), &st) == 0);
+    CHECK(S_ISLNK(st.st_mode));
+    check_fresh_name(
+        s, v,
+        {{s.worker(v.pid), s.worker(v.pid, "r1_")}, {s.sidecar(v.pid), s.sidecar(v.pid, "r1_")}},
+        "link");  // "symlink" or "symbolic link"
+    check_sidecar(s, v, "r1_");
+  }
+
+  SECTION("a FIFO at the trace file name") {
+    const auto v = run_victim(s, [&](pid_t pid) {
+      return as_user(attacker_uid, [&] {
+        return ::mkfifo(s.worker(pid).c_str(), 0666) == 0 &&
+               ::chmod(s.worker(pid).c_str(), 0666) == 0;
+      });
+    });
+    struct stat st {};
+    REQUIRE(::lstat(s.worker(v.pid).c_str(), &st) == 0);
+    CHECK(S_ISFIFO(st.st_mode));
+    check_fresh_name(s, v, {{s.worker(v.pid), s.worker(v.pid, "r1_")}}, "FIFO");
+    check_sidecar(s, v, "");
+  }
+
+  SECTION("an attacker's world-writable regular file at the trace file name") {
+    const auto v = run_victim(s, [&](pid_t pid) {
+      return as_user(attacker_uid, [&] {
+        const int fd = ::open(s.worker(pid).c_str(), O_WRONLY | O_CREAT | O_EXCL, 0666);
+        return fd >= 0 && ::fchmod(fd, 0666) == 0 && ::close(fd) == 0;
+      });
+    });
+    struct stat st {};
+    REQUIRE(::lstat(s.worker(v.pid).c_str(), &st) == 0);
+    CHECK(S_ISREG(st.st_mode));
+    CHECK(st.st_uid == attacker_uid);
+    CHECK(st.st_size == 0);  // nothing of the victim's went into it
+    check_fresh_name(s, v, {{s.worker(v.pid), s.worker(v.pid, "r1_")}},
+                     "uid " + std::to_string(attacker_uid));
+    check_sidecar(s, v, "");
+  }
+
+  SECTION("a leftover of an earlier run (the victim's own file) at the trace file name") {
+    const std::string earlier = "SEarlier,1700000000000000000,1000\n";
+    const auto v = run_victim(s, [&](pid_t pid) {
+      return as_user(victim_uid, [&] {
+        std::FILE* f = std::fopen(s.worker(pid).c_str(), "wx");
+        return f != nullptr && std::fputs(earlier.c_str(), f) >= 0 && std::fclose(f) == 0;
+      });
+    });
+    const std::string leftover = lotus_test::read_file(s.worker(v.pid));
+    INFO("the leftover now begins:\n" << leftover.substr(0, 300));
+    CHECK(leftover.size() == earlier.size());
+    CHECK((leftover == earlier));
+    check_fresh_name(s, v, {{s.worker(v.pid), s.worker(v.pid, "r1_")}},
+                     "");  // the wording for one's own leftover is free
+    check_sidecar(s, v, "");
+  }
+}
+
+TEST_CASE("ring allocation failure: one message, every event written or counted",
+          "[safety][loss]") {
+  if (sanitized) {
+    WARN("RLIMIT_AS test skipped under a sanitizer (its allocator aborts instead of failing)");
+    return;
+  }
+  // Rings start at 256 events and double on demand; with RLIMIT_AS 1 MiB above the process's
+  // size once its 4 threads exist, growing the rings for 100k scopes per thread fails.
+  lotus_test::temp_dir dir;
+  lotus_test::env_list env = {
+      {"LOTUS_LOG_FILE", dir / "t"}, {"LOTUS_RING_CAPACITY", "4194304"}, {"MALLOC_ARENA_MAX", "1"}};
+  bool must_drop = false;
+  SECTION("LOTUS_OVERFLOW=block: the thread may keep its ring and wait for the writer") {}
+  SECTION("LOTUS_OVERFLOW=drop: what does not fit is counted as dropped") {
+    env.emplace_back("LOTUS_OVERFLOW", "drop");
+    must_drop = true;
+  }
+  const auto c = run_child({child, "alloc", "4", "100000", "1024"}, env);
+  require_clean_exit(c);
+  INFO("stderr:\n" << c.run.err);
+  CHECK(count_of(c.run.err, "cannot allocate") == 1);
+  CHECK(c.recorded == 20000 + 4 * 100000);  // every scope is written or counted as dropped
+  CHECK(c.recorded == c.written + c.dropped);
+  if (must_drop) CHECK(c.dropped > 0);
+  const auto disk = read_disk(dir.path);
+  CHECK(disk.bad == 0);
+  CHECK(disk.lines == c.written);
+}
+
+TEST_CASE("ENOSPC: whole lines only, the rest counted as dropped, one message", "[safety][loss]") {
+  lotus_test::temp_dir dir;
+  const std::string mnt = dir / "full";
+  REQUIRE(::mkdir(mnt.c_str(), 0755) == 0);
+  if (::mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=64k") != 0) {
+    WARN("cannot mount a 64 KiB tmpfs (" << std::strerror(errno) << "); skipped");
+    return;
+  }
+  struct unmount {
+    std::string path;
+    ~unmount() { ::umount2(path.c_str(), MNT_DETACH); }
+  } unmount_at_end{mnt};
+
+  // Two threads, 20000 scopes each: about 1.2 MB of lines for 64 KiB.
+  const auto c = run_child({child, "scopes", "2", "20000"}, {{"LOTUS_LOG_FILE", mnt + "/t"}});
+  require_clean_exit(c);
+  INFO("stderr:\n" << c.run.err);
+  CHECK(count_of(c.run.err, "No space left on device") == 1);
+  CHECK(c.recorded == 40000);  // tracing stays on: every scope is recorded
+  CHECK(c.recorded == c.written + c.dropped);
+  CHECK(c.dropped > 0);
+  const auto disk = read_disk(mnt);
+  CHECK(disk.files >= 1);
+  CHECK(disk.bad == 0);  // no partial last line: every file ends with '\n', every line parses
+  CHECK(disk.lines == c.written);
+  for (const auto& name : lotus_test::list_dir(mnt)) {
+    if (!contains(name, "_pid_")) continue;
+    const std::string text = lotus_test::read_file(mnt + "/" + name);
+    INFO(name);
+    CHECK((text.empty() || text.back() == '\n'));
+  }
+}
+
+TEST_CASE("EMFILE: counted as dropped, one message, tracing goes on", "[safety][loss]") {
+  lotus_test::temp_dir dir;
+  // 'First' before the limit, 4x1000 'Before' while no descriptor is free, 4x1000 'After' once
+  // the descriptors are closed again.
+  const auto c = run_child({child, "emfile", "4", "1000"}, {{"LOTUS_LOG_FILE", dir / "t"}});
+  require_clean_exit(c);
+  INFO("stderr:\n" << c.run.err);
+  CHECK(c.value("open_errno") == EMFILE);
+  CHECK(count_of(c.run.err, "Too many open files") == 1);
+  CHECK(c.recorded == 1 + 2 * 4 * 1000);
+  CHECK(c.recorded == c.written + c.dropped);
+  CHECK(c.dropped > 0);
+  const auto disk = read_disk(dir.path);
+  CHECK(disk.bad == 0);
+  CHECK(disk.lines == c.written);
+  CHECK(disk.lines_named("SFirst") == 1);
+  CHECK(disk.lines_named("SAfter") == 4000);  // the program ran on, and so did tracing
+  CHECK(disk.lines_named("SBefore") + c.dropped == 4000);
+}
+
+TEST_CASE("a relative LOTUS_LOG_FILE keeps its directory after the host's chdir()",
+          "[safety][loss]") {
+  lotus_test::temp_dir dir;
+  const std::string start = dir / "start", elsewhere = dir / "elsewhere";
+  REQUIRE(::mkdir(start.c_str(), 0755) == 0);
+  REQUIRE(::mkdir(elsewhere.c_str(), 0755) == 0);
+  lotus_test::run_options options;
+  options.cwd = start;
+  const auto c =
+      run_child({child, "chdir", elsewhere, "1000"}, {{"LOTUS_LOG_FILE", "trace/t"}}, options);
+  require_clean_exit(c);
+  CHECK(c.run.err.empty());
+  CHECK(c.recorded == 1001);
+  CHECK(c.written == 1001);
+  CHECK(c.dropped == 0);
+  const auto disk = read_disk(start + "/trace");
+  CHECK(disk.bad == 0);
+  CHECK(disk.files == 2);  // the main thread's and the new thread's
+  CHECK(disk.lines_named("SFirst") == 1);
+  CHECK(disk.lines_named("SWork") == 1000);
+  CHECK(lotus_test::list_dir(elsewhere).empty());
+}
+
+TEST_CASE("LOTUS_LOG_FILE with a newline: one warning, no file anywhere, tracing off",
+          "[safety][loss]") {
+  lotus_test::temp_dir dir;
+  const std::string cwd = dir / "cwd";
+  REQUIRE(::mkdir(cwd.c_str(), 0755) == 0);
+  lotus_test::run_options options;
+  options.cwd = cwd;
+  const auto c =
+      run_child({child, "scopes", "1", "100"}, {{"LOTUS_LOG_FILE", dir / "logs/t\nrace"}}, options);
+  require_clean_exit(c);
+  INFO("stderr:\n" << c.run.err);
+  CHECK(count_of(c.run.err, "lotus: ") == 1);
+  CHECK(contains(c.run.err, "LOTUS_LOG_FILE"));
+  CHECK(contains(c.run.err, "control character"));
+  CHECK(lotus_test::list_dir(dir.path) == std::vector<std::string>{"cwd"});  // no logs/
+  CHECK(lotus_test::list_dir(cwd).empty());
+  CHECK(c.recorded == 0);
+  CHECK(c.written == 0);
+  CHECK(c.dropped == 0);
+}
+
+TEST_CASE("a signal handler records while interrupting LOTUS_SCOPE: nothing blocks or breaks",
+          "[safety][loss]") {
+  lotus_test::temp_dir dir;
+  // A 64-event ring and a 1 ms writer period make the loop hit the full-ring wait often; SIGUSR1
+  // arrives every ~20 us for 1 s, and the handler records 'Handler'.
+  const auto c = run_child({child, "signals", "1000"}, {{"LOTUS_LOG_FILE", dir / "t"},
+                                                        {"LOTUS_RING_CAPACITY", "64"},
+                                                        {"LOTUS_FLUSH_INTERVAL_MS", "1"}});
+  require_clean_exit(c);
+  const std::uint64_t handler = c.value("handler"), loops = c.value("loops");
+  INFO("handler runs " << handler << ", loops " << loops << ", signals sent " << c.value("sent"));
+  CHECK(handler > 0);
+  CHECK(c.recorded == c.written + c.dropped);
+  CHECK(c.recorded == loops + handler);  // every scope is written or counted as dropped
+  const auto disk = read_disk(dir.path);
+  CHECK(disk.bad == 0);
+  CHECK(disk.lines == c.written);
+  CHECK(disk.lines_named("SHandler") <= handler);
+  // Only a handler's event may be dropped (when it interrupted lotus code): the loop's events
+  // are all on disk, and the handler's are on disk or counted.
+  CHECK(disk.lines_named("SLoop") == loops);
+  CHECK(disk.lines_named("SHandler") + c.dropped == handler);
+}
+
+TEST_CASE("2000 live threads: at most 64 descriptors, every thread's file complete",
+          "[safety][fds]") {
+  lotus_test::temp_dir dir;
+  lotus_test::run_options options;
+  options.deadline = std::chrono::seconds(60);
+  // 256-event rings: this is about descriptors, and 2000 rings of the default 32768 events take
+  // a minute to allocate under ThreadSanitizer.
+  const auto c =
+      run_child({child, "fds", "2000"},
+                {{"LOTUS_LOG_FILE", dir / "t"}, {"LOTUS_RING_CAPACITY", "256"}}, options);
+  require_clean_exit(c);
+  INFO("stderr:\n" << c.run.err);
+  CHECK(c.values.count("fds") == 1);
+  CHECK(c.value("fds") <= 64);  // open into the trace directory after flush(), threads live
+  CHECK(c.recorded == 2000);
+  CHECK(c.written == 2000);
+  CHECK(c.dropped == 0);
+  std::size_t bad = 0;
+  const auto files = lotus_test::read_trace_dir(dir.path, &bad);
+  CHECK(bad == 0);
+  CHECK(files.size() == 2000);
+  std::size_t complete = 0;
+  for (const auto& [name, records] : files) {
+    complete += contains(name, "_worker_pid_") && records.size() == 1 && records[0].name == "SLive";
+  }
+  CHECK(complete == 2000);
+}
+
+TEST_CASE("sidecar: host, and rank lines from RANK, LOCAL_RANK, WORLD_SIZE", "[safety][sidecar]") {
+  lotus_test::temp_dir dir;
+  char host[HOST_NAME_MAX + 1] = {};
+  REQUIRE(::gethostname(host, sizeof host) == 0);
+
+  const auto sidecar_lines = [&](const child_result& c) {
+    const std::string path = dir / (".t.lotus-meta_" + std::to_string(c.values.at("pid")));
+    INFO("sidecar " << path);
+    REQUIRE(std::filesystem::is_regular_file(path));
+    return lotus_test::lines_of(lotus_test::read_file(path));
+  };
+  const auto has = [](const std::vector<std::string>& lines, const std::string& line) {
+    return std::find(lines.begin(), lines.end(), line) != lines.end();
+  };
+  const auto starts = [](const std::vector<std::string>& lines, const std::string& key) {
+    return std::count_if(lines.begin(), lines.end(),
+                         [&](const std::string& l) { return l.rfind(key, 0) == 0; });
+  };
+
+  SECTION("valid ranks") {
+    const auto c = run_child(
+        {child, "scopes", "1", "10"},
+        {{"LOTUS_LOG_FILE", dir / "t"}, {"RANK", "3"}, {"LOCAL_RANK", "1"}, {"WORLD_SIZE", "8"}});
+    require_clean_exit(c);
+    CHECK(c.run.err.empty());
+    CHECK(c.written == 10);
+    const auto lines = sidecar_lines(c);
+    INFO(lotus_test::read_file(dir / (".t.lotus-meta_" + std::to_string(c.values.at("pid")))));
+    CHECK(has(lines, std::string("host ") + host));
+    CHECK(starts(lines, "host ") == 1);
+    CHECK(has(lines, "rank 3"));
+    CHECK(has(lines, "local_rank 1"));
+    CHECK(has(lines, "world_size 8"));
+  }
+
+  SECTION("RANK=abc: one warning, no rank line") {
+    const auto c =
+        run_child({child, "scopes", "1", "10"}, {{"LOTUS_LOG_FILE", dir / "t"}, {"RANK", "abc"}});
+    require_clean_exit(c);
+    INFO("stderr:\n" << c.run.err);
+    CHECK(count_of(c.run.err, "\n") == 1);
+    CHECK(c.run.err.rfind("lotus: ", 0) == 0);
+    CHECK(contains(c.run.err, "RANK"));
+    CHECK(c.written == 10);
+    const auto lines = sidecar_lines(c);
+    CHECK(has(lines, std::string("host ") + host));
+    CHECK(starts(lines, "rank ") == 0);
+    CHECK(starts(lines, "local_rank ") == 0);
+    CHECK(starts(lines, "world_size ") == 0);
+  }
+}
