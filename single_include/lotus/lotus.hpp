@@ -2665,7 +2665,7 @@ inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
 
 /// Largest and smallest per-thread ring (events); rings start at `ring_initial` and double.
-constexpr std::size_t ring_min = 64, ring_max = std::size_t{1} << 26, ring_initial = 256;
+constexpr std::size_t ring_min = 64, ring_max = std::size_t{1} << 26, ring_initial = 64;
 
 /// Options after applying configure() > environment > defaults.
 struct settings {
@@ -2923,6 +2923,7 @@ class thread_registry {
     for (ring* r : segments) ring::destroy(r);
     segments.clear();
     if (finished.empty()) return;
+    exited_.fetch_sub(finished.size(), std::memory_order_relaxed);
     for (thread_state* t : finished) {
       retired_pushed_ += t->pushed();
       retired_dropped_ += t->dropped.load(std::memory_order_relaxed);
@@ -2953,6 +2954,11 @@ class thread_registry {
     }
   }
 
+  /// A registered thread exited (its record waits for the writer).
+  void note_exit() noexcept { exited_.fetch_add(1, std::memory_order_relaxed); }
+  /// Exited threads whose records (and last events) the writer has not released yet.
+  std::size_t exited_waiting() const noexcept { return exited_.load(std::memory_order_relaxed); }
+
   std::mutex& mutex() noexcept { return mu_; }
   /// Every record (the caller holds mutex()).
   std::vector<thread_state*>& all_locked() noexcept { return threads_; }
@@ -2961,6 +2967,7 @@ class thread_registry {
   std::mutex mu_;
   std::vector<thread_state*> threads_;
   std::uint64_t retired_pushed_ = 0, retired_dropped_ = 0;
+  std::atomic<std::size_t> exited_{0};  // records of exited threads not yet released
 };
 
 }  // namespace detail
@@ -3076,6 +3083,7 @@ class text {
 
 #include <cstdint>      // uint64_t
 #include <cstdio>       // snprintf
+#include <cstdlib>      // calloc, free
 #include <cstring>      // strerror
 #include <string_view>  // string_view
 #include <vector>       // vector
@@ -3125,7 +3133,8 @@ class trace_files {
   /// Closes every file (prefix change, fork child, shutdown).
   LOTUS_DETAIL_COLD void close_all(std::vector<thread_state*>& threads) noexcept {
     for (thread_state* t : threads) {
-      forget(*t);
+      release(t->worker);
+      release(t->main);
       t->worker = file_slot{};
       t->main = file_slot{};
       t->announced = false;
@@ -3138,12 +3147,19 @@ class trace_files {
     if (sidecar_.fd >= 0) ::close(sidecar_.fd);
     sidecar_ = file_slot{};
     sidecar_pid_ = 0;
+    std::free(known_);
+    known_ = nullptr;
+    known_mask_ = known_used_ = 0;
   }
 
-  /// A finished thread: its files are closed and leave the cache.
+  /// A finished thread: its files are closed and leave the cache. They are remembered by thread id:
+  /// the kernel reuses ids, and a later thread with the same id appends to the same files (they
+  /// were created by this process in this run) instead of taking fresh names.
   void forget(thread_state& t) noexcept {
     release(t.worker);
     release(t.main);
+    if (t.worker.state == file_slot::created) remember(t.tid * 2, t.worker);
+    if (t.main.state == file_slot::created) remember(t.tid * 2 + 1, t.main);
   }
 
   /// Appends `n` bytes of whole lines to the thread's worker or main file. Returns how many of the
@@ -3154,6 +3170,7 @@ class trace_files {
     if (disabled_ || s.state == file_slot::refused) return 0;
     text stem = prefix_;
     stem.add(main_file ? "_main_pid_" : "_worker_pid_");
+    if (s.state == file_slot::none) recall(t.tid * 2 + (main_file ? 1 : 0), s);
     if (s.fd < 0 && !acquire(s, stem, t.tid)) return 0;
     s.last_use = ++clock_;
     return append_lines(s, data, n, lines, stem, t.tid);
@@ -3192,6 +3209,46 @@ class trace_files {
   std::size_t open_files() const noexcept { return open_count_ + (sidecar_.fd >= 0 ? 1 : 0); }
 
  private:
+  struct known_file {
+    std::uint64_t key;  // tid * 2 + (main file ? 1 : 0); 0 marks an empty slot (no tid is 0)
+    file_slot slot;
+  };
+
+  LOTUS_DETAIL_COLD void remember(std::uint64_t key, const file_slot& s) noexcept {
+    if (2 * (known_used_ + 1) > known_mask_ + 1) {
+      const std::size_t cap = known_ == nullptr ? 256 : 2 * (known_mask_ + 1);
+      auto* fresh = static_cast<known_file*>(std::calloc(cap, sizeof(known_file)));
+      if (fresh == nullptr) return;  // the next thread with this id takes a fresh name instead
+      for (std::size_t i = 0; known_ != nullptr && i <= known_mask_; ++i) {
+        if (known_[i].key == 0) continue;
+        std::size_t j =
+            static_cast<std::size_t>(known_[i].key * 0x9E3779B97F4A7C15ull >> 20) & (cap - 1);
+        while (fresh[j].key != 0) j = (j + 1) & (cap - 1);
+        fresh[j] = known_[i];
+      }
+      std::free(known_);
+      known_ = fresh;
+      known_mask_ = cap - 1;
+    }
+    std::size_t j = static_cast<std::size_t>(key * 0x9E3779B97F4A7C15ull >> 20) & known_mask_;
+    while (known_[j].key != 0 && known_[j].key != key) j = (j + 1) & known_mask_;
+    if (known_[j].key == 0) ++known_used_;
+    known_[j].key = key;
+    known_[j].slot = s;
+    known_[j].slot.fd = -1;
+  }
+
+  void recall(std::uint64_t key, file_slot& s) const noexcept {
+    if (known_ == nullptr) return;
+    for (std::size_t j = static_cast<std::size_t>(key * 0x9E3779B97F4A7C15ull >> 20) & known_mask_;
+         known_[j].key != 0; j = (j + 1) & known_mask_) {
+      if (known_[j].key == key) {
+        s = known_[j].slot;
+        return;
+      }
+    }
+  }
+
   static text name_of(const file_slot& s, const text& stem, std::uint64_t id) noexcept {
     text name = stem;
     if (s.fresh != 0) name.add('r').add(std::uint64_t{s.fresh}).add('_');
@@ -3411,6 +3468,8 @@ class trace_files {
   std::uint64_t clock_ = 0;
   file_slot sidecar_;
   std::uint64_t sidecar_pid_ = 0;
+  known_file* known_ = nullptr;  // files of exited threads, by id (open addressing)
+  std::size_t known_mask_ = 0, known_used_ = 0;
 };
 
 }  // namespace detail
@@ -3692,6 +3751,12 @@ class trace_writer {
     return head.add(rate).add(sidecar_info_);
   }
 
+  void flush_thread_lines() {
+    if (thread_lines_.empty()) return;
+    sidecar(thread_lines_);
+    thread_lines_ = text();
+  }
+
   void sidecar(const text& lines) {
     if (!discard_ && !files_.disabled()) files_.write_sidecar(sidecar_header(), lines);
   }
@@ -3706,8 +3771,9 @@ class trace_writer {
       busy = busy || head - tail > r->capacity / 2;
       if (head != tail && !t.announced) {
         t.announced = true;
-        text line;
-        sidecar(line.add("thread ").add(t.tid).add(' ').add(t.name).add('\n'));
+        // Collected and written once per cycle (or when the buffer is nearly full).
+        if (thread_lines_.size() > 3500) flush_thread_lines();
+        thread_lines_.add("thread ").add(t.tid).add(' ').add(t.name).add('\n');
       }
       constexpr std::size_t flush_bytes = 1u << 18;
       while (tail != head) {
@@ -3791,6 +3857,7 @@ class trace_writer {
           cycle_finished_.push_back(t);
         }
       }
+      flush_thread_lines();
       if ((req != flush_done_ || stopping) && stats_line_ != nullptr) {
         try {
           if (files_.has_sidecar()) sidecar(stats_line_());
@@ -3839,6 +3906,7 @@ class trace_writer {
   // writer held must stay reachable there (LeakSanitizer checks children too).
   trace_files files_;
   bool discard_ = false;
+  text thread_lines_;  // sidecar `thread` lines of this cycle
   out_buffer worker_buf_, main_buf_;
   std::vector<thread_state*> cycle_threads_, cycle_finished_;
   std::vector<ring*> segments_done_;
@@ -3891,6 +3959,7 @@ class runtime {
   LOTUS_DETAIL_NOINLINE inline void push_slow(const source_location* loc, std::uint64_t t0,
                                               std::uint64_t t1, std::uint64_t idx) noexcept;
   std::uint64_t writer_cpu_ns() const noexcept { return writer_.cpu_ns(); }
+  void note_thread_exit() noexcept { threads_.note_exit(); }
 
   static void fork_prepare() noexcept;
   static void fork_parent() noexcept;
@@ -4060,6 +4129,7 @@ struct thread_exit_hook {
     t_ring.store(nullptr, std::memory_order_relaxed);
     if (t_thread.self != nullptr) {
       t_thread.self->retired.store(true, std::memory_order_release);
+      if (g_runtime != nullptr) g_runtime->note_thread_exit();
       t_thread.self = nullptr;
     }
     if (name_cache* c = t_names) {
@@ -4128,8 +4198,22 @@ const source_location* runtime::intern_dynamic(const char* name, std::size_t siz
   return loc;
 }
 
+/// Exited threads whose events the writer has not written yet, beyond which a new thread waits
+/// (at most a second) before it starts recording: with thousands of short-lived threads on a slow
+/// file system (one file per thread), memory stays bounded instead of queueing without end.
+constexpr std::size_t max_exited_backlog = 4096;
+
 LOTUS_DETAIL_COLD inline ring* runtime::register_thread() noexcept {
   arm_thread_exit();
+  if (threads_.exited_waiting() > max_exited_backlog && writer_.running()) {
+    writer_.nudge();
+    for (int i = 0;
+         i < 20000 && threads_.exited_waiting() > max_exited_backlog / 2 && writer_.running();
+         ++i) {
+      const timespec ts{0, 50000};
+      nanosleep(&ts, nullptr);
+    }
+  }
   const std::size_t first =
       std::min<std::size_t>(ring_initial, max_capacity_.load(std::memory_order_relaxed));
   thread_state* t = thread_registry::make(first);

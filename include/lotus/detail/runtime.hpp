@@ -72,6 +72,7 @@ class runtime {
   LOTUS_DETAIL_NOINLINE inline void push_slow(const source_location* loc, std::uint64_t t0,
                                               std::uint64_t t1, std::uint64_t idx) noexcept;
   std::uint64_t writer_cpu_ns() const noexcept { return writer_.cpu_ns(); }
+  void note_thread_exit() noexcept { threads_.note_exit(); }
 
   static void fork_prepare() noexcept;
   static void fork_parent() noexcept;
@@ -241,6 +242,7 @@ struct thread_exit_hook {
     t_ring.store(nullptr, std::memory_order_relaxed);
     if (t_thread.self != nullptr) {
       t_thread.self->retired.store(true, std::memory_order_release);
+      if (g_runtime != nullptr) g_runtime->note_thread_exit();
       t_thread.self = nullptr;
     }
     if (name_cache* c = t_names) {
@@ -309,8 +311,22 @@ const source_location* runtime::intern_dynamic(const char* name, std::size_t siz
   return loc;
 }
 
+/// Exited threads whose events the writer has not written yet, beyond which a new thread waits
+/// (at most a second) before it starts recording: with thousands of short-lived threads on a slow
+/// file system (one file per thread), memory stays bounded instead of queueing without end.
+constexpr std::size_t max_exited_backlog = 4096;
+
 LOTUS_DETAIL_COLD inline ring* runtime::register_thread() noexcept {
   arm_thread_exit();
+  if (threads_.exited_waiting() > max_exited_backlog && writer_.running()) {
+    writer_.nudge();
+    for (int i = 0;
+         i < 20000 && threads_.exited_waiting() > max_exited_backlog / 2 && writer_.running();
+         ++i) {
+      const timespec ts{0, 50000};
+      nanosleep(&ts, nullptr);
+    }
+  }
   const std::size_t first =
       std::min<std::size_t>(ring_initial, max_capacity_.load(std::memory_order_relaxed));
   thread_state* t = thread_registry::make(first);

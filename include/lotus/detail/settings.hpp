@@ -20,7 +20,7 @@ inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
 
 /// Largest and smallest per-thread ring (events); rings start at `ring_initial` and double.
-constexpr std::size_t ring_min = 64, ring_max = std::size_t{1} << 26, ring_initial = 256;
+constexpr std::size_t ring_min = 64, ring_max = std::size_t{1} << 26, ring_initial = 64;
 
 /// Options after applying configure() > environment > defaults.
 struct settings {

@@ -124,6 +124,7 @@ class thread_registry {
     for (ring* r : segments) ring::destroy(r);
     segments.clear();
     if (finished.empty()) return;
+    exited_.fetch_sub(finished.size(), std::memory_order_relaxed);
     for (thread_state* t : finished) {
       retired_pushed_ += t->pushed();
       retired_dropped_ += t->dropped.load(std::memory_order_relaxed);
@@ -154,6 +155,11 @@ class thread_registry {
     }
   }
 
+  /// A registered thread exited (its record waits for the writer).
+  void note_exit() noexcept { exited_.fetch_add(1, std::memory_order_relaxed); }
+  /// Exited threads whose records (and last events) the writer has not released yet.
+  std::size_t exited_waiting() const noexcept { return exited_.load(std::memory_order_relaxed); }
+
   std::mutex& mutex() noexcept { return mu_; }
   /// Every record (the caller holds mutex()).
   std::vector<thread_state*>& all_locked() noexcept { return threads_; }
@@ -162,6 +168,7 @@ class thread_registry {
   std::mutex mu_;
   std::vector<thread_state*> threads_;
   std::uint64_t retired_pushed_ = 0, retired_dropped_ = 0;
+  std::atomic<std::size_t> exited_{0};  // records of exited threads not yet released
 };
 
 }  // namespace detail

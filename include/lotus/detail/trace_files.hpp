@@ -9,6 +9,7 @@
 
 #include <cstdint>      // uint64_t
 #include <cstdio>       // snprintf
+#include <cstdlib>      // calloc, free
 #include <cstring>      // strerror
 #include <string_view>  // string_view
 #include <vector>       // vector
@@ -63,7 +64,8 @@ class trace_files {
   /// Closes every file (prefix change, fork child, shutdown).
   LOTUS_DETAIL_COLD void close_all(std::vector<thread_state*>& threads) noexcept {
     for (thread_state* t : threads) {
-      forget(*t);
+      release(t->worker);
+      release(t->main);
       t->worker = file_slot{};
       t->main = file_slot{};
       t->announced = false;
@@ -76,12 +78,19 @@ class trace_files {
     if (sidecar_.fd >= 0) ::close(sidecar_.fd);
     sidecar_ = file_slot{};
     sidecar_pid_ = 0;
+    std::free(known_);
+    known_ = nullptr;
+    known_mask_ = known_used_ = 0;
   }
 
-  /// A finished thread: its files are closed and leave the cache.
+  /// A finished thread: its files are closed and leave the cache. They are remembered by thread id:
+  /// the kernel reuses ids, and a later thread with the same id appends to the same files (they
+  /// were created by this process in this run) instead of taking fresh names.
   void forget(thread_state& t) noexcept {
     release(t.worker);
     release(t.main);
+    if (t.worker.state == file_slot::created) remember(t.tid * 2, t.worker);
+    if (t.main.state == file_slot::created) remember(t.tid * 2 + 1, t.main);
   }
 
   /// Appends `n` bytes of whole lines to the thread's worker or main file. Returns how many of the
@@ -92,6 +101,7 @@ class trace_files {
     if (disabled_ || s.state == file_slot::refused) return 0;
     text stem = prefix_;
     stem.add(main_file ? "_main_pid_" : "_worker_pid_");
+    if (s.state == file_slot::none) recall(t.tid * 2 + (main_file ? 1 : 0), s);
     if (s.fd < 0 && !acquire(s, stem, t.tid)) return 0;
     s.last_use = ++clock_;
     return append_lines(s, data, n, lines, stem, t.tid);
@@ -130,6 +140,46 @@ class trace_files {
   std::size_t open_files() const noexcept { return open_count_ + (sidecar_.fd >= 0 ? 1 : 0); }
 
  private:
+  struct known_file {
+    std::uint64_t key;  // tid * 2 + (main file ? 1 : 0); 0 marks an empty slot (no tid is 0)
+    file_slot slot;
+  };
+
+  LOTUS_DETAIL_COLD void remember(std::uint64_t key, const file_slot& s) noexcept {
+    if (2 * (known_used_ + 1) > known_mask_ + 1) {
+      const std::size_t cap = known_ == nullptr ? 256 : 2 * (known_mask_ + 1);
+      auto* fresh = static_cast<known_file*>(std::calloc(cap, sizeof(known_file)));
+      if (fresh == nullptr) return;  // the next thread with this id takes a fresh name instead
+      for (std::size_t i = 0; known_ != nullptr && i <= known_mask_; ++i) {
+        if (known_[i].key == 0) continue;
+        std::size_t j =
+            static_cast<std::size_t>(known_[i].key * 0x9E3779B97F4A7C15ull >> 20) & (cap - 1);
+        while (fresh[j].key != 0) j = (j + 1) & (cap - 1);
+        fresh[j] = known_[i];
+      }
+      std::free(known_);
+      known_ = fresh;
+      known_mask_ = cap - 1;
+    }
+    std::size_t j = static_cast<std::size_t>(key * 0x9E3779B97F4A7C15ull >> 20) & known_mask_;
+    while (known_[j].key != 0 && known_[j].key != key) j = (j + 1) & known_mask_;
+    if (known_[j].key == 0) ++known_used_;
+    known_[j].key = key;
+    known_[j].slot = s;
+    known_[j].slot.fd = -1;
+  }
+
+  void recall(std::uint64_t key, file_slot& s) const noexcept {
+    if (known_ == nullptr) return;
+    for (std::size_t j = static_cast<std::size_t>(key * 0x9E3779B97F4A7C15ull >> 20) & known_mask_;
+         known_[j].key != 0; j = (j + 1) & known_mask_) {
+      if (known_[j].key == key) {
+        s = known_[j].slot;
+        return;
+      }
+    }
+  }
+
   static text name_of(const file_slot& s, const text& stem, std::uint64_t id) noexcept {
     text name = stem;
     if (s.fresh != 0) name.add('r').add(std::uint64_t{s.fresh}).add('_');
@@ -349,6 +399,8 @@ class trace_files {
   std::uint64_t clock_ = 0;
   file_slot sidecar_;
   std::uint64_t sidecar_pid_ = 0;
+  known_file* known_ = nullptr;  // files of exited threads, by id (open addressing)
+  std::size_t known_mask_ = 0, known_used_ = 0;
 };
 
 }  // namespace detail

@@ -290,6 +290,12 @@ class trace_writer {
     return head.add(rate).add(sidecar_info_);
   }
 
+  void flush_thread_lines() {
+    if (thread_lines_.empty()) return;
+    sidecar(thread_lines_);
+    thread_lines_ = text();
+  }
+
   void sidecar(const text& lines) {
     if (!discard_ && !files_.disabled()) files_.write_sidecar(sidecar_header(), lines);
   }
@@ -304,8 +310,9 @@ class trace_writer {
       busy = busy || head - tail > r->capacity / 2;
       if (head != tail && !t.announced) {
         t.announced = true;
-        text line;
-        sidecar(line.add("thread ").add(t.tid).add(' ').add(t.name).add('\n'));
+        // Collected and written once per cycle (or when the buffer is nearly full).
+        if (thread_lines_.size() > 3500) flush_thread_lines();
+        thread_lines_.add("thread ").add(t.tid).add(' ').add(t.name).add('\n');
       }
       constexpr std::size_t flush_bytes = 1u << 18;
       while (tail != head) {
@@ -389,6 +396,7 @@ class trace_writer {
           cycle_finished_.push_back(t);
         }
       }
+      flush_thread_lines();
       if ((req != flush_done_ || stopping) && stats_line_ != nullptr) {
         try {
           if (files_.has_sidecar()) sidecar(stats_line_());
@@ -437,6 +445,7 @@ class trace_writer {
   // writer held must stay reachable there (LeakSanitizer checks children too).
   trace_files files_;
   bool discard_ = false;
+  text thread_lines_;  // sidecar `thread` lines of this cycle
   out_buffer worker_buf_, main_buf_;
   std::vector<thread_state*> cycle_threads_, cycle_finished_;
   std::vector<ring*> segments_done_;
