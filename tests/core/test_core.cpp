@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "catch.hpp"
+#include "lotus/detail/test_hooks.hpp"
 #include "lotus/lotus.hpp"
 #include "trace_files.hpp"
 
@@ -233,4 +234,26 @@ TEST_CASE("shutdown then configure restarts tracing", "[core][options]") {
     names.insert(f.substr(0, 1) + recs[0].name);
   }
   CHECK(names == std::set<std::string>{"aSFirst", "bSSecond"});
+}
+
+TEST_CASE("a thread id the kernel reuses appends to the file this process made for it",
+          "[core][files]") {
+  lotus_test::temp_dir dir;
+  lotus::configure(trace_to(dir.path + "/lotustrace_log"));
+  // Three threads in a row with the same id, as the kernel hands out a recycled tid; the writer
+  // has finished each one (flush) before the next starts.
+  for (int round = 0; round < 3; ++round) {
+    std::thread t([] {
+      lotus::detail::test_hooks::thread_id = 777001;
+      LOTUS_SCOPE("Reused");
+    });
+    t.join();
+    lotus::flush();
+  }
+  const auto files = lotus_test::read_trace_dir(dir.path);
+  REQUIRE(files.count("lotustrace_log_worker_pid_777001") == 1);
+  CHECK(files.at("lotustrace_log_worker_pid_777001").size() == 3);
+  CHECK(files.count("lotustrace_log_worker_pid_r1_777001") == 0);
+  CHECK(files.size() == 1);
+  lotus::shutdown();
 }
