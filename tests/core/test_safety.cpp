@@ -641,3 +641,30 @@ TEST_CASE("sidecar: host, and rank lines from RANK, LOCAL_RANK, WORLD_SIZE", "[s
     CHECK(starts(lines, "world_size ") == 0);
   }
 }
+
+TEST_CASE("EACCES: an unwritable directory gives one message, tracing off, every event counted",
+          "[safety][loss]") {
+  if (::geteuid() != 0) {
+    WARN("not root: the test needs a second user for whom the directory is not writable");
+    return;
+  }
+  shared_dir s;  // base/ is 0755 and owned by root: the victim cannot create files in it
+  const std::string prefix = s.base / "t";
+  lotus_test::run_options options;
+  options.before_exec = [] {
+    become(victim_uid);
+    ::umask(077);
+  };
+  const auto before = lotus_test::list_dir(s.base.path);
+  const auto c = run_child({s.exe, "scopes", "0", "1000"}, {{"LOTUS_LOG_FILE", prefix}}, options);
+  require_clean_exit(c);
+  INFO("stderr:\n" << c.run.err);
+  CHECK(count_of(c.run.err, "lotus: ") == 1);
+  CHECK(count_of(c.run.err, "Permission denied") == 1);
+  CHECK(contains(c.run.err, prefix + "_worker_pid_"));
+  CHECK(contains(c.run.err, "tracing disabled"));
+  CHECK(c.recorded > 0);
+  CHECK(c.written == 0);
+  CHECK(c.recorded == c.written + c.dropped);
+  CHECK(lotus_test::list_dir(s.base.path) == before);  // nothing created
+}
