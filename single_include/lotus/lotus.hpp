@@ -3168,12 +3168,11 @@ class trace_files {
                       std::uint64_t lines) {
     file_slot& s = main_file ? t.main : t.worker;
     if (disabled_ || s.state == file_slot::refused) return 0;
-    text stem = prefix_;
-    stem.add(main_file ? "_main_pid_" : "_worker_pid_");
     if (s.state == file_slot::none) recall(t.tid * 2 + (main_file ? 1 : 0), s);
-    if (s.fd < 0 && !acquire(s, stem, t.tid)) return 0;
+    if (s.fd < 0 && !acquire(s, stem_of(main_file), t.tid)) return 0;
     s.last_use = ++clock_;
-    return append_lines(s, data, n, lines, stem, t.tid);
+    if (append_all(s, data, n)) return lines;
+    return cut_to_lines(s, data, lines, stem_of(main_file), t.tid);
   }
 
   /// Appends sidecar lines, creating `.<base>.lotus-meta_<pid>` first (with `header`) in a new
@@ -3421,8 +3420,19 @@ class trace_files {
   /// line, so a file never ends in a partial record; returns the lines on disk.
   std::uint64_t append_lines(file_slot& s, const char* data, std::size_t n, std::uint64_t lines,
                              const text& stem, std::uint64_t id) noexcept {
+    if (append_all(s, data, n)) return lines;
+    return cut_to_lines(s, data, lines, stem, id);
+  }
+
+  text stem_of(bool main_file) const noexcept {
+    text stem = prefix_;
+    stem.add(main_file ? "_main_pid_" : "_worker_pid_");
+    return stem;
+  }
+
+  /// The common case: every byte written. Otherwise `failed_*` describe how far it got.
+  bool append_all(file_slot& s, const char* data, std::size_t n) noexcept {
     std::size_t done = 0;
-    int err = 0;
     while (done < n) {
       const ssize_t w = ::write(s.fd, data + done, n - done);
       if (w > 0) {
@@ -3430,14 +3440,20 @@ class trace_files {
       } else if (w < 0 && errno == EINTR) {
         continue;
       } else {
-        err = w < 0 ? errno : ENOSPC;
-        break;
+        failed_done_ = done;
+        failed_errno_ = w < 0 ? errno : ENOSPC;
+        return false;
       }
     }
-    if (done == n) {
-      s.size += n;
-      return lines;
-    }
+    s.size += n;
+    return true;
+  }
+
+  /// After a failed append: cut the file back to its last whole line; the lines kept are on disk.
+  LOTUS_DETAIL_COLD std::uint64_t cut_to_lines(file_slot& s, const char* data, std::uint64_t lines,
+                                               const text& stem, std::uint64_t id) noexcept {
+    const std::size_t done = failed_done_;
+    const int err = failed_errno_;
     std::size_t keep = done;
     while (keep > 0 && data[keep - 1] != '\n') --keep;
     if (keep != done) {
@@ -3469,6 +3485,8 @@ class trace_files {
   file_slot sidecar_;
   std::uint64_t sidecar_pid_ = 0;
   known_file* known_ = nullptr;  // files of exited threads, by id (open addressing)
+  std::size_t failed_done_ = 0;  // bytes of the last failed append that did reach the file
+  int failed_errno_ = 0;
   std::size_t known_mask_ = 0, known_used_ = 0;
 };
 
