@@ -2810,15 +2810,60 @@ LOTUS_DETAIL_COLD inline settings merge_settings(const options& o, const env_set
 
 #include <atomic>   // atomic
 #include <cstdint>  // uint64_t
-#include <cstdlib>  // free
+#include <cstdlib>  // realloc, free
+#include <cstring>  // memcpy
 #include <mutex>    // mutex
 #include <new>      // nothrow
-#include <vector>   // vector
 
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
+
+/// A growable array of pointers on malloc/realloc: never throws, and far cheaper to compile into
+/// every recording translation unit than std::vector.
+template <class T>
+class ptr_list {
+ public:
+  ptr_list() = default;
+  ptr_list(const ptr_list&) = delete;
+  ptr_list& operator=(const ptr_list&) = delete;
+
+  bool push(T* p) noexcept {
+    if (size_ == cap_ && !reserve(size_ + 1)) return false;
+    data_[size_++] = p;
+    return true;
+  }
+  /// Copy of `other`; false (and unchanged) when out of memory.
+  bool assign(const ptr_list& other) noexcept {
+    if (other.size_ > cap_ && !reserve(other.size_)) return false;
+    if (other.size_ != 0) std::memcpy(data_, other.data_, other.size_ * sizeof(T*));
+    size_ = other.size_;
+    return true;
+  }
+  void truncate(std::size_t n) noexcept { size_ = n < size_ ? n : size_; }
+  void clear() noexcept { size_ = 0; }
+  std::size_t size() const noexcept { return size_; }
+  bool empty() const noexcept { return size_ == 0; }
+  T*& operator[](std::size_t i) noexcept { return data_[i]; }
+  T** begin() noexcept { return data_; }
+  T** end() noexcept { return data_ + size_; }
+  T* const* begin() const noexcept { return data_; }
+  T* const* end() const noexcept { return data_ + size_; }
+
+ private:
+  bool reserve(std::size_t need) noexcept {
+    std::size_t cap = cap_ < 16 ? 16 : 2 * cap_;
+    if (cap < need) cap = need;
+    void* grown = std::realloc(data_, cap * sizeof(T*));
+    if (grown == nullptr) return false;
+    data_ = static_cast<T**>(grown);
+    cap_ = cap;
+    return true;
+  }
+  T** data_ = nullptr;
+  std::size_t size_ = 0, cap_ = 0;
+};
 
 /// The state of one of a thread's two trace files (worker and main), owned by the writer.
 struct file_slot {
@@ -2903,26 +2948,20 @@ class thread_registry {
 
   bool add(thread_state* t) noexcept {
     std::lock_guard<std::mutex> lk(mu_);
-    try {
-      threads_.push_back(t);
-    } catch (...) {
-      return false;
-    }
-    return true;
+    return threads_.push(t);
   }
 
-  void snapshot(std::vector<thread_state*>& out) {
+  /// The live records now; false when out of memory (`out` then keeps its previous content).
+  bool snapshot(ptr_list<thread_state>& out) noexcept {
     std::lock_guard<std::mutex> lk(mu_);
-    out.assign(threads_.begin(), threads_.end());
+    return out.assign(threads_);
   }
 
-  /// Frees drained segments and the records of exited threads whose events are all written.
-  /// Under the lock, because stats() reads the records' segments.
-  void release(std::vector<ring*>& segments, std::vector<thread_state*>& finished) noexcept {
-    std::lock_guard<std::mutex> lk(mu_);
-    for (ring* r : segments) ring::destroy(r);
-    segments.clear();
+  /// Frees the records of exited threads whose events are all written. Under the lock, because
+  /// stats() reads the records.
+  void release(ptr_list<thread_state>& finished) noexcept {
     if (finished.empty()) return;
+    std::lock_guard<std::mutex> lk(mu_);
     exited_.fetch_sub(finished.size(), std::memory_order_relaxed);
     for (thread_state* t : finished) {
       retired_pushed_ += t->pushed();
@@ -2939,7 +2978,7 @@ class thread_registry {
         threads_[out++] = threads_[i];
       }
     }
-    threads_.resize(out);
+    threads_.truncate(out);
     finished.clear();
   }
 
@@ -2961,11 +3000,11 @@ class thread_registry {
 
   std::mutex& mutex() noexcept { return mu_; }
   /// Every record (the caller holds mutex()).
-  std::vector<thread_state*>& all_locked() noexcept { return threads_; }
+  ptr_list<thread_state>& all_locked() noexcept { return threads_; }
 
  private:
   std::mutex mu_;
-  std::vector<thread_state*> threads_;
+  ptr_list<thread_state> threads_;
   std::uint64_t retired_pushed_ = 0, retired_dropped_ = 0;
   std::atomic<std::size_t> exited_{0};  // records of exited threads not yet released
 };
@@ -2996,7 +3035,6 @@ class thread_registry {
 #include <memory>              // unique_ptr
 #include <mutex>               // mutex
 #include <string>              // string
-#include <vector>              // vector
 
 // ---- begin lotus/detail/text.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_TEXT_HPP
@@ -3086,7 +3124,6 @@ class text {
 #include <cstdlib>      // calloc, free
 #include <cstring>      // strerror
 #include <string_view>  // string_view
-#include <vector>       // vector
 
 
 namespace lotus {
@@ -3110,8 +3147,7 @@ constexpr unsigned max_fresh_names = 64;
 class trace_files {
  public:
   /// New prefix (absolute): files of the old one are closed; nothing is created yet.
-  LOTUS_DETAIL_COLD void start(std::string_view prefix,
-                               std::vector<thread_state*>& threads) noexcept {
+  LOTUS_DETAIL_COLD void start(std::string_view prefix, ptr_list<thread_state>& threads) noexcept {
     close_all(threads);
     const std::size_t slash = prefix.rfind('/');
     prefix_ = text();
@@ -3131,7 +3167,7 @@ class trace_files {
   const text& base() const noexcept { return base_; }
 
   /// Closes every file (prefix change, fork child, shutdown).
-  LOTUS_DETAIL_COLD void close_all(std::vector<thread_state*>& threads) noexcept {
+  LOTUS_DETAIL_COLD void close_all(ptr_list<thread_state>& threads) noexcept {
     for (thread_state* t : threads) {
       release(t->worker);
       release(t->main);
@@ -3697,7 +3733,7 @@ class trace_writer {
     cv_.notify_all();
   }
   /// In the child: the parent's writer does not exist here; its files are closed.
-  LOTUS_DETAIL_COLD void fork_child(std::vector<thread_state*>& parent_threads) noexcept {
+  LOTUS_DETAIL_COLD void fork_child(ptr_list<thread_state>& parent_threads) noexcept {
     mu_.unlock();
     cycle_mu_.unlock();
     files_.close_all(parent_threads);
@@ -3809,7 +3845,12 @@ class trace_writer {
       if (next == nullptr) break;
       // The owner links `next` after its last push here: a head read now is final.
       if (r->head.load(std::memory_order_acquire) != tail) continue;
-      segments_done_.push_back(r);
+      // The owner moved `current` on before linking `next`; stats() may still hold the old value,
+      // and it reads under the registry lock, so free it under that lock (rare: a ring grows).
+      {
+        std::lock_guard<std::mutex> lk(threads_.mutex());
+        ring::destroy(r);
+      }
       t.read = next;
       r = next;
     }
@@ -3859,7 +3900,9 @@ class trace_writer {
       lk.unlock();
 
       const std::uint64_t cpu0 = thread_cpu_ns();
-      threads_.snapshot(cycle_threads_);
+      if (!threads_.snapshot(cycle_threads_)) {
+        diag(topic::no_memory, "out of memory listing the recording threads; retried next cycle");
+      }
       if (reopen) files_.start(prefix, cycle_threads_);
       discard_ = files_.disabled();
       busy = false;
@@ -3872,7 +3915,7 @@ class trace_writer {
         }
         if (retired) {
           files_.forget(*t);
-          cycle_finished_.push_back(t);
+          if (!cycle_finished_.push(t)) break;  // out of memory: the rest next cycle
         }
       }
       flush_thread_lines();
@@ -3882,7 +3925,7 @@ class trace_writer {
         } catch (...) {
         }
       }
-      threads_.release(segments_done_, cycle_finished_);
+      threads_.release(cycle_finished_);
       cpu_ns_.fetch_add(thread_cpu_ns() - cpu0, std::memory_order_relaxed);
 
       lk.lock();
@@ -3926,8 +3969,7 @@ class trace_writer {
   bool discard_ = false;
   text thread_lines_;  // sidecar `thread` lines of this cycle
   out_buffer worker_buf_, main_buf_;
-  std::vector<thread_state*> cycle_threads_, cycle_finished_;
-  std::vector<ring*> segments_done_;
+  ptr_list<thread_state> cycle_threads_, cycle_finished_;
   epoch_formatter epoch_;
   label_table labels_;
 };

@@ -8,10 +8,10 @@
 
 #include <atomic>   // atomic
 #include <cstdint>  // uint64_t
-#include <cstdlib>  // free
+#include <cstdlib>  // realloc, free
+#include <cstring>  // memcpy
 #include <mutex>    // mutex
 #include <new>      // nothrow
-#include <vector>   // vector
 
 #include "lotus/config.hpp"
 #include "lotus/detail/ring.hpp"
@@ -20,6 +20,51 @@
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
+
+/// A growable array of pointers on malloc/realloc: never throws, and far cheaper to compile into
+/// every recording translation unit than std::vector.
+template <class T>
+class ptr_list {
+ public:
+  ptr_list() = default;
+  ptr_list(const ptr_list&) = delete;
+  ptr_list& operator=(const ptr_list&) = delete;
+
+  bool push(T* p) noexcept {
+    if (size_ == cap_ && !reserve(size_ + 1)) return false;
+    data_[size_++] = p;
+    return true;
+  }
+  /// Copy of `other`; false (and unchanged) when out of memory.
+  bool assign(const ptr_list& other) noexcept {
+    if (other.size_ > cap_ && !reserve(other.size_)) return false;
+    if (other.size_ != 0) std::memcpy(data_, other.data_, other.size_ * sizeof(T*));
+    size_ = other.size_;
+    return true;
+  }
+  void truncate(std::size_t n) noexcept { size_ = n < size_ ? n : size_; }
+  void clear() noexcept { size_ = 0; }
+  std::size_t size() const noexcept { return size_; }
+  bool empty() const noexcept { return size_ == 0; }
+  T*& operator[](std::size_t i) noexcept { return data_[i]; }
+  T** begin() noexcept { return data_; }
+  T** end() noexcept { return data_ + size_; }
+  T* const* begin() const noexcept { return data_; }
+  T* const* end() const noexcept { return data_ + size_; }
+
+ private:
+  bool reserve(std::size_t need) noexcept {
+    std::size_t cap = cap_ < 16 ? 16 : 2 * cap_;
+    if (cap < need) cap = need;
+    void* grown = std::realloc(data_, cap * sizeof(T*));
+    if (grown == nullptr) return false;
+    data_ = static_cast<T**>(grown);
+    cap_ = cap;
+    return true;
+  }
+  T** data_ = nullptr;
+  std::size_t size_ = 0, cap_ = 0;
+};
 
 /// The state of one of a thread's two trace files (worker and main), owned by the writer.
 struct file_slot {
@@ -104,26 +149,20 @@ class thread_registry {
 
   bool add(thread_state* t) noexcept {
     std::lock_guard<std::mutex> lk(mu_);
-    try {
-      threads_.push_back(t);
-    } catch (...) {
-      return false;
-    }
-    return true;
+    return threads_.push(t);
   }
 
-  void snapshot(std::vector<thread_state*>& out) {
+  /// The live records now; false when out of memory (`out` then keeps its previous content).
+  bool snapshot(ptr_list<thread_state>& out) noexcept {
     std::lock_guard<std::mutex> lk(mu_);
-    out.assign(threads_.begin(), threads_.end());
+    return out.assign(threads_);
   }
 
-  /// Frees drained segments and the records of exited threads whose events are all written.
-  /// Under the lock, because stats() reads the records' segments.
-  void release(std::vector<ring*>& segments, std::vector<thread_state*>& finished) noexcept {
-    std::lock_guard<std::mutex> lk(mu_);
-    for (ring* r : segments) ring::destroy(r);
-    segments.clear();
+  /// Frees the records of exited threads whose events are all written. Under the lock, because
+  /// stats() reads the records.
+  void release(ptr_list<thread_state>& finished) noexcept {
     if (finished.empty()) return;
+    std::lock_guard<std::mutex> lk(mu_);
     exited_.fetch_sub(finished.size(), std::memory_order_relaxed);
     for (thread_state* t : finished) {
       retired_pushed_ += t->pushed();
@@ -140,7 +179,7 @@ class thread_registry {
         threads_[out++] = threads_[i];
       }
     }
-    threads_.resize(out);
+    threads_.truncate(out);
     finished.clear();
   }
 
@@ -162,11 +201,11 @@ class thread_registry {
 
   std::mutex& mutex() noexcept { return mu_; }
   /// Every record (the caller holds mutex()).
-  std::vector<thread_state*>& all_locked() noexcept { return threads_; }
+  ptr_list<thread_state>& all_locked() noexcept { return threads_; }
 
  private:
   std::mutex mu_;
-  std::vector<thread_state*> threads_;
+  ptr_list<thread_state> threads_;
   std::uint64_t retired_pushed_ = 0, retired_dropped_ = 0;
   std::atomic<std::size_t> exited_{0};  // records of exited threads not yet released
 };

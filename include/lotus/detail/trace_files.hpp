@@ -12,7 +12,6 @@
 #include <cstdlib>      // calloc, free
 #include <cstring>      // strerror
 #include <string_view>  // string_view
-#include <vector>       // vector
 
 #include "lotus/clock.hpp"
 #include "lotus/config.hpp"
@@ -41,8 +40,7 @@ constexpr unsigned max_fresh_names = 64;
 class trace_files {
  public:
   /// New prefix (absolute): files of the old one are closed; nothing is created yet.
-  LOTUS_DETAIL_COLD void start(std::string_view prefix,
-                               std::vector<thread_state*>& threads) noexcept {
+  LOTUS_DETAIL_COLD void start(std::string_view prefix, ptr_list<thread_state>& threads) noexcept {
     close_all(threads);
     const std::size_t slash = prefix.rfind('/');
     prefix_ = text();
@@ -62,7 +60,7 @@ class trace_files {
   const text& base() const noexcept { return base_; }
 
   /// Closes every file (prefix change, fork child, shutdown).
-  LOTUS_DETAIL_COLD void close_all(std::vector<thread_state*>& threads) noexcept {
+  LOTUS_DETAIL_COLD void close_all(ptr_list<thread_state>& threads) noexcept {
     for (thread_state* t : threads) {
       release(t->worker);
       release(t->main);

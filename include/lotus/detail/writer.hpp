@@ -17,7 +17,6 @@
 #include <memory>              // unique_ptr
 #include <mutex>               // mutex
 #include <string>              // string
-#include <vector>              // vector
 
 #include "lotus/clock.hpp"
 #include "lotus/config.hpp"
@@ -218,7 +217,7 @@ class trace_writer {
     cv_.notify_all();
   }
   /// In the child: the parent's writer does not exist here; its files are closed.
-  LOTUS_DETAIL_COLD void fork_child(std::vector<thread_state*>& parent_threads) noexcept {
+  LOTUS_DETAIL_COLD void fork_child(ptr_list<thread_state>& parent_threads) noexcept {
     mu_.unlock();
     cycle_mu_.unlock();
     files_.close_all(parent_threads);
@@ -330,7 +329,12 @@ class trace_writer {
       if (next == nullptr) break;
       // The owner links `next` after its last push here: a head read now is final.
       if (r->head.load(std::memory_order_acquire) != tail) continue;
-      segments_done_.push_back(r);
+      // The owner moved `current` on before linking `next`; stats() may still hold the old value,
+      // and it reads under the registry lock, so free it under that lock (rare: a ring grows).
+      {
+        std::lock_guard<std::mutex> lk(threads_.mutex());
+        ring::destroy(r);
+      }
       t.read = next;
       r = next;
     }
@@ -380,7 +384,9 @@ class trace_writer {
       lk.unlock();
 
       const std::uint64_t cpu0 = thread_cpu_ns();
-      threads_.snapshot(cycle_threads_);
+      if (!threads_.snapshot(cycle_threads_)) {
+        diag(topic::no_memory, "out of memory listing the recording threads; retried next cycle");
+      }
       if (reopen) files_.start(prefix, cycle_threads_);
       discard_ = files_.disabled();
       busy = false;
@@ -393,7 +399,7 @@ class trace_writer {
         }
         if (retired) {
           files_.forget(*t);
-          cycle_finished_.push_back(t);
+          if (!cycle_finished_.push(t)) break;  // out of memory: the rest next cycle
         }
       }
       flush_thread_lines();
@@ -403,7 +409,7 @@ class trace_writer {
         } catch (...) {
         }
       }
-      threads_.release(segments_done_, cycle_finished_);
+      threads_.release(cycle_finished_);
       cpu_ns_.fetch_add(thread_cpu_ns() - cpu0, std::memory_order_relaxed);
 
       lk.lock();
@@ -447,8 +453,7 @@ class trace_writer {
   bool discard_ = false;
   text thread_lines_;  // sidecar `thread` lines of this cycle
   out_buffer worker_buf_, main_buf_;
-  std::vector<thread_state*> cycle_threads_, cycle_finished_;
-  std::vector<ring*> segments_done_;
+  ptr_list<thread_state> cycle_threads_, cycle_finished_;
   epoch_formatter epoch_;
   label_table labels_;
 };
