@@ -8,7 +8,6 @@
 
 #include <algorithm>           // min, max
 #include <atomic>              // atomic
-#include <charconv>            // to_chars
 #include <chrono>              // milliseconds
 #include <condition_variable>  // condition_variable
 #include <cstdint>             // uint64_t
@@ -41,20 +40,42 @@ inline std::uint64_t thread_cpu_ns() noexcept {
          static_cast<std::uint64_t>(ts.tv_nsec);
 }
 
+/// "00".."99": two digits per table lookup.
+inline constexpr char digit_pairs[] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+
 /// Write `v` < 1e9 as exactly nine digits.
 inline char* write_9_digits(char* p, std::uint32_t v) noexcept {
-  static constexpr char pairs[] =
-      "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
-      "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
-      "8081828384858687888990919293949596979899";
   *p++ = static_cast<char>('0' + v / 100000000u);
   v %= 100000000u;
   const std::uint32_t hi = v / 10000u, lo = v % 10000u;
-  std::memcpy(p, pairs + 2 * (hi / 100u), 2);
-  std::memcpy(p + 2, pairs + 2 * (hi % 100u), 2);
-  std::memcpy(p + 4, pairs + 2 * (lo / 100u), 2);
-  std::memcpy(p + 6, pairs + 2 * (lo % 100u), 2);
+  std::memcpy(p, digit_pairs + 2 * (hi / 100u), 2);
+  std::memcpy(p + 2, digit_pairs + 2 * (hi % 100u), 2);
+  std::memcpy(p + 4, digit_pairs + 2 * (lo / 100u), 2);
+  std::memcpy(p + 6, digit_pairs + 2 * (lo % 100u), 2);
   return p + 8;
+}
+
+/// Write `v` in decimal (what std::to_chars does, without its template machinery).
+inline char* write_u64(char* p, std::uint64_t v) noexcept {
+  char tmp[20];
+  char* q = tmp + sizeof tmp;
+  while (v >= 100) {
+    q -= 2;
+    std::memcpy(q, digit_pairs + 2 * (v % 100), 2);
+    v /= 100;
+  }
+  if (v >= 10) {
+    q -= 2;
+    std::memcpy(q, digit_pairs + 2 * v, 2);
+  } else {
+    *--q = static_cast<char>('0' + v);
+  }
+  const auto n = static_cast<std::size_t>(tmp + sizeof tmp - q);
+  std::memcpy(p, q, n);
+  return p + n;
 }
 
 /// Formats epoch-ns timestamps; consecutive events share the seconds digits, formatted once.
@@ -62,11 +83,10 @@ class epoch_formatter {
  public:
   char* operator()(char* p, std::uint64_t ns) noexcept {
     const std::uint64_t sec = ns / 1000000000u;
-    if (sec == 0) return std::to_chars(p, p + 20, ns).ptr;
+    if (sec == 0) return write_u64(p, ns);
     if (sec != sec_) {
       sec_ = sec;
-      len_ = static_cast<std::size_t>(std::to_chars(digits_, digits_ + sizeof digits_, sec).ptr -
-                                      digits_);
+      len_ = static_cast<std::size_t>(write_u64(digits_, sec) - digits_);
     }
     std::memcpy(p, digits_, len_);
     return write_9_digits(p + len_, static_cast<std::uint32_t>(ns % 1000000000u));
@@ -243,7 +263,7 @@ class trace_writer {
     const std::uint32_t flags = e.loc->flags;
     if ((flags & flag_indexed) != 0) {
       *p++ = '_';
-      p = std::to_chars(p, p + 20, e.idx).ptr;
+      p = write_u64(p, e.idx);
     }
     *p++ = ',';
     const std::uint64_t start = conv_.to_ns(e.t0);
@@ -254,7 +274,7 @@ class trace_writer {
     }
     p = epoch_(p, start);
     *p++ = ',';
-    p = std::to_chars(p, p + 20, dur).ptr;
+    p = write_u64(p, dur);
     *p++ = '\n';
     out.commit(static_cast<std::size_t>(p - begin));
     ++out.count;
