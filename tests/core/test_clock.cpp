@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "catch.hpp"
-#include "lotus/detail/calibration.hpp"
+#if __has_include("lotus/detail/calibration.hpp")  // single_include/ has it inside lotus.hpp
+#  include "lotus/detail/calibration.hpp"
+#endif
 #include "lotus/lotus.hpp"
 #include "trace_files.hpp"
 

@@ -8,7 +8,9 @@
 #include <vector>
 
 #include "catch.hpp"
-#include "lotus/detail/test_hooks.hpp"
+#if __has_include("lotus/detail/test_hooks.hpp")  // single_include/ has it inside lotus.hpp
+#  include "lotus/detail/test_hooks.hpp"
+#endif
 #include "lotus/lotus.hpp"
 #include "trace_files.hpp"
 
