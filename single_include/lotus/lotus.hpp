@@ -3239,9 +3239,6 @@ class trace_files {
            sidecar_pid_ == static_cast<std::uint64_t>(::getpid());
   }
 
-  /// Descriptors held now (tests and the fd bound).
-  std::size_t open_files() const noexcept { return open_count_ + (sidecar_.fd >= 0 ? 1 : 0); }
-
  private:
   struct known_file {
     std::uint64_t key;  // tid * 2 + (main file ? 1 : 0); 0 marks an empty slot (no tid is 0)
