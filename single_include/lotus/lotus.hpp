@@ -3233,6 +3233,16 @@ class trace_files {
     return append_lines(sidecar_, lines.c_str(), lines.size(), 1, stem, pid) == 1;
   }
 
+  /// `file <name>` lines for the trace files created since the last call (for the sidecar).
+  text take_created() noexcept {
+    text out = created_;
+    created_ = text();
+    created_overflow_ = false;
+    return out;
+  }
+  bool created_pending() const noexcept { return !created_.empty(); }
+  bool created_full() const noexcept { return created_overflow_; }
+
   /// True once this process's sidecar exists (a stats line then has somewhere to go).
   bool has_sidecar() const noexcept {
     return sidecar_.state == file_slot::created &&
@@ -3389,6 +3399,11 @@ class trace_files {
         s.dev = static_cast<std::uint64_t>(st.st_dev);
         s.ino = static_cast<std::uint64_t>(st.st_ino);
         s.size = 0;
+        if (&s != &sidecar_) {  // the sidecar lists the trace files this process created
+          const char* base = path.c_str() + dir_.size() + 1;
+          if (created_.size() > 3500) created_overflow_ = true;  // written once per cycle
+          created_.add("file ").add(base).add('\n');
+        }
         if (!taken.empty()) {
           char buf[64];
           diag(topic::file_taken, "trace file '%s' already exists (%s); writing to '%s' instead",
@@ -3517,6 +3532,8 @@ class trace_files {
   file_slot sidecar_;
   std::uint64_t sidecar_pid_ = 0;
   known_file* known_ = nullptr;  // files of exited threads, by id (open addressing)
+  text created_;                 // `file <name>` lines not yet in the sidecar
+  bool created_overflow_ = false;
   std::size_t failed_done_ = 0;  // bytes of the last failed append that did reach the file
   int failed_errno_ = 0;
   std::size_t known_mask_ = 0, known_used_ = 0;
@@ -3804,6 +3821,7 @@ class trace_writer {
     }
     discarded_.fetch_add(buf.count - on_disk, std::memory_order_relaxed);
     buf.clear();
+    if (files_.created_full()) flush_thread_lines();
   }
 
   /// The sidecar's first lines for this process.
@@ -3822,7 +3840,16 @@ class trace_writer {
     return head.add(rate).add(sidecar_info_);
   }
 
+  /// The cycle's `thread` lines and the `file` lines of the trace files created, in one write.
   void flush_thread_lines() {
+    if (files_.created_pending()) {
+      const text created = files_.take_created();
+      if (thread_lines_.size() + created.size() > 4000) {
+        sidecar(thread_lines_);
+        thread_lines_ = text();
+      }
+      thread_lines_.add(created);
+    }
     if (thread_lines_.empty()) return;
     sidecar(thread_lines_);
     thread_lines_ = text();

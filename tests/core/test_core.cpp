@@ -1,5 +1,7 @@
 // lotus — in-process behaviour: concurrency, overflow policies, names, helpers, options
 // SPDX-License-Identifier: MIT
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <set>
@@ -257,5 +259,12 @@ TEST_CASE("a thread id the kernel reuses appends to the file this process made f
   CHECK(files.at("lotustrace_log_worker_pid_777001").size() == 3);
   CHECK(files.count("lotustrace_log_worker_pid_r1_777001") == 0);
   CHECK(files.size() == 1);
+  // The sidecar lists the file once, as created by this process.
+  const std::string sidecar =
+      lotus_test::read_file(dir.path + "/.lotustrace_log.lotus-meta_" + std::to_string(::getpid()));
+  std::size_t listed = 0;
+  for (std::size_t at = 0; (at = sidecar.find("\nfile ", at)) != std::string::npos; ++at) ++listed;
+  CHECK(listed == 1);
+  CHECK(sidecar.find("\nfile lotustrace_log_worker_pid_777001\n") != std::string::npos);
   lotus::shutdown();
 }

@@ -255,6 +255,29 @@ TEST_CASE("files are attributed to processes by host; reused ids are kept apart"
                                "p_main_pid_r1_1)") != std::string::npos);
     REQUIRE(d.warnings[1].find("LOTUS_LOG_FILE") != std::string::npos);
   }
+  SECTION("two hosts reusing ids, with `file` lines: every file has its exact owner") {
+    trace_dir d;
+    d.files = {file_of(file_kind::worker, 20), file_of(file_kind::worker, 20, 1),
+               file_of(file_kind::main, 1), file_of(file_kind::main, 1, 1)};
+    add_sidecar(d, "A",
+                "lotus-meta 1\npid 1\nhost a\nthread 1 m\nthread 20 w\nfile p_main_pid_1\n"
+                "file p_worker_pid_r1_20\n");
+    add_sidecar(d, "B",
+                "lotus-meta 1\npid 1\nhost b\nthread 1 m\nthread 20 w\nfile p_main_pid_r1_1\n"
+                "file p_worker_pid_20\n");
+    attribute_files(d);
+    for (const auto& f : d.files) {
+      INFO(f.name);
+      REQUIRE(!f.ambiguous);
+      REQUIRE(f.pid == 1);
+    }
+    REQUIRE(d.files[0].name == "p_worker_pid_20");
+    REQUIRE(d.files[0].host == "b");
+    REQUIRE(d.files[1].host == "a");  // p_worker_pid_r1_20
+    REQUIRE(d.files[2].host == "a");  // p_main_pid_1
+    REQUIRE(d.files[3].host == "b");  // p_main_pid_r1_1
+    REQUIRE(d.warnings.size() == 1);  // the reused pid only: no file is ambiguous
+  }
   SECTION("two hosts with different pids: nothing ambiguous, no warning") {
     trace_dir d;
     d.files = {file_of(file_kind::main, 100), file_of(file_kind::main, 200)};

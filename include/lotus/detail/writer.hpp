@@ -291,6 +291,7 @@ class trace_writer {
     }
     discarded_.fetch_add(buf.count - on_disk, std::memory_order_relaxed);
     buf.clear();
+    if (files_.created_full()) flush_thread_lines();
   }
 
   /// The sidecar's first lines for this process.
@@ -309,7 +310,16 @@ class trace_writer {
     return head.add(rate).add(sidecar_info_);
   }
 
+  /// The cycle's `thread` lines and the `file` lines of the trace files created, in one write.
   void flush_thread_lines() {
+    if (files_.created_pending()) {
+      const text created = files_.take_created();
+      if (thread_lines_.size() + created.size() > 4000) {
+        sidecar(thread_lines_);
+        thread_lines_ = text();
+      }
+      thread_lines_.add(created);
+    }
     if (thread_lines_.empty()) return;
     sidecar(thread_lines_);
     thread_lines_ = text();

@@ -41,6 +41,7 @@ void parse_sidecar(std::istream& in, const std::string& file_label, trace_dir& o
   process_meta proc;
   bool have_pid = false;
   std::vector<std::pair<std::uint64_t, std::string>> threads;
+  std::vector<std::string> files;  // `file <name>`: trace files this process created
   auto warn = [&](const std::string& why) {
     out.warnings.push_back(file_label + ":" + std::to_string(lineno) + ": " + why);
   };
@@ -97,6 +98,14 @@ void parse_sidecar(std::istream& in, const std::string& file_label, trace_dir& o
       std::getline(ls, name);
       if (!name.empty() && name[0] == ' ') name.erase(0, 1);
       threads.emplace_back(tid, name);
+    } else if (key == "file") {
+      std::string name;
+      ls >> name;
+      if (name.empty()) {
+        warn("empty 'file' line");
+      } else {
+        files.push_back(std::move(name));
+      }
     } else if (key == "stats") {
       std::uint64_t v[4] = {};
       bool ok = true;
@@ -118,6 +127,7 @@ void parse_sidecar(std::istream& in, const std::string& file_label, trace_dir& o
   for (auto& t : threads) {
     out.threads[t.first].push_back(thread_meta{proc.pid, proc.host, std::move(t.second)});
   }
+  for (auto& f : files) out.file_owner[std::move(f)] = process_key{proc.pid, proc.host};
   proc.sidecars.push_back(file_label);
   auto [it, fresh] = out.processes.try_emplace(process_key{proc.pid, proc.host}, proc);
   if (fresh) return;
@@ -175,7 +185,10 @@ void attribute_files(trace_dir& dir) {
     f.ambiguous = false;
     f.host.clear();
     f.pid = f.id;
-    if (const thread_meta* t = dir.thread(f.id)) {
+    if (auto owner = dir.file_owner.find(f.name); owner != dir.file_owner.end()) {
+      f.pid = owner->second.first;  // listed by its writer's sidecar: exact
+      f.host = owner->second.second;
+    } else if (const thread_meta* t = dir.thread(f.id)) {
       f.pid = t->pid;
       auto h = tid_hosts.find(f.id);
       f.ambiguous = h != tid_hosts.end() && h->second.size() > 1;

@@ -66,6 +66,8 @@ struct trace_dir {
   /// or thread ids reused across hosts).
   std::map<std::uint64_t, std::vector<thread_meta>> threads;
   std::map<process_key, process_meta> processes;
+  /// trace file name -> the process whose sidecar lists it in a `file <name>` line (exact owner).
+  std::map<std::string, process_key> file_owner;
   std::vector<std::string> warnings;  ///< unreadable/odd sidecar lines (never fatal)
 
   /// The sidecar line that owns thread `tid` (the last one read), or nullptr.
@@ -89,11 +91,12 @@ void parse_sidecar(std::istream& in, const std::string& file_label, trace_dir& o
 /// Sets each file's owner (pid, host, ambiguous) from the sidecars read into `dir`, and adds a
 /// warning when hosts reuse pids or thread ids. scan_trace_dir calls it.
 ///
-/// A file of thread `tid` belongs to the process whose sidecar names `tid`. When sidecars of
-/// several hosts name the same tid, nothing in the file tells which host wrote it: the file is
-/// `ambiguous`, and commands show it apart (its own row) rather than merge it with another
-/// host's thread. Sidecars of one host naming the same tid (a directory reused by a later run)
-/// are not ambiguous: the last one read owns the thread.
+/// A file listed by a sidecar's `file <name>` line belongs to that sidecar's process. Otherwise
+/// (sidecars of older versions) a file of thread `tid` belongs to the process whose sidecar names
+/// `tid`. When sidecars of several hosts name the same tid, nothing in the file tells which host
+/// wrote it: the file is `ambiguous`, and commands show it apart (its own row) rather than merge it
+/// with another host's thread. Sidecars of one host naming the same tid (a directory reused by a
+/// later run) are not ambiguous: the last one read owns the thread.
 void attribute_files(trace_dir& dir);
 
 /// How commands treat malformed lines: stop at the first one (default) or skip and count.
