@@ -144,6 +144,10 @@ class scope_timer {
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
 
-#if !defined(LOTUS_DISABLE) && !defined(LOTUS_COMPILED_LIB)
-#  include "lotus/detail/runtime.hpp"
+// Header-only mode: the runtime's definitions. (Nested, not `&&`: the amalgamator then sees
+// that the copies of the headers it already inlined under `#ifndef LOTUS_DISABLE` cover these.)
+#ifndef LOTUS_DISABLE
+#  ifndef LOTUS_COMPILED_LIB
+#    include "lotus/detail/runtime.hpp"
+#  endif
 #endif

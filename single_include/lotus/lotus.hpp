@@ -141,7 +141,6 @@ namespace detail {
 /// never hides the first report of another (a bad LOTUS_MAP_* value does not silence the perf
 /// FIFO).
 enum class topic : unsigned {
-  config,          // a bad environment variable or option (see diag_config: one per variable)
   clock,           // TSC refused
   file_taken,      // a trace file name already existed; a fresh name is used
   file_refused,    // a file lotus will not write into (replaced, linked, no fresh name left)
@@ -204,7 +203,6 @@ __attribute__((format(printf, 1, 2)))
 #endif
 inline void
 diag_config(const char* format, ...) noexcept {
-  g_topic_said[static_cast<unsigned>(topic::config)].store(true, std::memory_order_relaxed);
   va_list args;
   va_start(args, format);
   diag_vprint(format, args);
@@ -273,7 +271,7 @@ LOTUS_DETAIL_COLD inline int env_choice(const char* name, const char* const* cho
   for (int i = 0; choices[i] != nullptr; ++i) {
     if (std::strcmp(v, choices[i]) == 0) return i;
     const std::size_t len = std::strlen(choices[i]);
-    if (used + len + 2 < sizeof expected) {
+    if (len != 0 && used + len + 2 < sizeof expected) {
       if (used != 0) expected[used++] = '|';
       std::memcpy(expected + used, choices[i], len);
       used += len;
@@ -340,9 +338,6 @@ collector_message(const char* format, ...) noexcept {
         line,
         11 + (n < static_cast<int>(sizeof line) - 11 ? n : static_cast<int>(sizeof line) - 12));
 }
-
-/// getenv that treats an empty value as unset.
-inline const char* collector_env(const char* name) noexcept { return env_text(name); }
 
 /// A non-negative integer variable: unset → fallback; bad value → one configuration warning and
 /// the fallback (diag_config: it does not use up the collector's message).
@@ -418,7 +413,7 @@ inline void amd_detach(bool active) noexcept {
 /// Finds the controller library: LOTUS_AMD_PROFILE_CONTROLLER, then the standard install folders
 /// (newest match last in glob order wins). Returns false when none exists.
 inline bool amd_find_library(char (&out)[4096]) noexcept {
-  const char* env = collector_env("LOTUS_AMD_PROFILE_CONTROLLER");
+  const char* env = env_text("LOTUS_AMD_PROFILE_CONTROLLER");
   if (env != nullptr) {
     std::snprintf(out, sizeof out, "%s", env);
     return true;
@@ -580,7 +575,7 @@ inline void callgrind_detach(bool active) noexcept {
 /// LD_PRELOAD for the tools that replace functions (memcheck, helgrind, drd, massif, dhat), never
 /// for Callgrind, so such an entry rules Callgrind out. `auto` then leaves Valgrind alone.
 inline bool callgrind_tool_plausible() noexcept {
-  const char* preload = collector_env("LD_PRELOAD");
+  const char* preload = env_text("LD_PRELOAD");
   if (preload == nullptr) return true;
   for (const char* p = std::strstr(preload, "vgpreload_"); p != nullptr;
        p = std::strstr(p + 1, "vgpreload_")) {
@@ -762,14 +757,13 @@ inline const char* itt_env_name() noexcept {
 }
 
 inline bool itt_available() noexcept {
-  return collector_env(itt_env_name()) != nullptr ||
-         dlsym(RTLD_DEFAULT, "__itt_api_init") != nullptr;
+  return env_text(itt_env_name()) != nullptr || dlsym(RTLD_DEFAULT, "__itt_api_init") != nullptr;
 }
 
 inline const collector_backend* itt_backend() noexcept {
   static const collector_backend backend{"itt", itt_resume, itt_pause, itt_detach};
   itt_collector_state& s = itt_collector();
-  s.path = collector_env(itt_env_name());
+  s.path = env_text(itt_env_name());
   void* lib = RTLD_DEFAULT;
   if (s.path != nullptr) {
     lib = dlopen(s.path, RTLD_LAZY);
@@ -927,8 +921,8 @@ inline bool perf_copy_path(char (&to)[4096], const char* name, const char* value
 /// it fails. A note on stderr says so, once; it does not use up the one failure message.
 inline bool perf_open() noexcept {
   perf_collector_state& s = perf_collector();
-  const char* ctl_path = collector_env("LOTUS_PERF_CTL_FIFO");
-  const char* ack_path = collector_env("LOTUS_PERF_ACK_FIFO");
+  const char* ctl_path = env_text("LOTUS_PERF_CTL_FIFO");
+  const char* ack_path = env_text("LOTUS_PERF_ACK_FIFO");
   if (ctl_path == nullptr) {
     collector_message(
         "LOTUS_COLLECTOR=perf but LOTUS_PERF_CTL_FIFO is not set; collector control off");
@@ -1120,7 +1114,7 @@ inline const collector_backend* collector_active = nullptr;
 inline collector::kind collector_kind = collector::kind::none;
 
 inline const collector_backend* collector_select(collector::kind& chosen) noexcept {
-  const char* want = collector_env("LOTUS_COLLECTOR");
+  const char* want = env_text("LOTUS_COLLECTOR");
   if (want == nullptr) want = "auto";
   const collector_backend* b = nullptr;
   if (std::strcmp(want, "none") == 0) {
@@ -1154,7 +1148,7 @@ inline const collector_backend* collector_select(collector::kind& chosen) noexce
     if (running_on_valgrind() && callgrind_tool_plausible()) {
       chosen = collector::kind::callgrind;
       b = callgrind_backend(false);
-    } else if (collector_env("LOTUS_PERF_CTL_FIFO") != nullptr) {
+    } else if (env_text("LOTUS_PERF_CTL_FIFO") != nullptr) {
       chosen = collector::kind::perf;
       b = perf_backend();
     } else if (itt_available()) {
@@ -1826,7 +1820,10 @@ class scope_timer {
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
 
-#if !defined(LOTUS_DISABLE) && !defined(LOTUS_COMPILED_LIB)
+// Header-only mode: the runtime's definitions. (Nested, not `&&`: the amalgamator then sees
+// that the copies of the headers it already inlined under `#ifndef LOTUS_DISABLE` cover these.)
+#ifndef LOTUS_DISABLE
+#  ifndef LOTUS_COMPILED_LIB
 // ---- begin lotus/detail/runtime.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_RUNTIME_HPP
 #define LOTUS_AMALGAMATED_LOTUS_DETAIL_RUNTIME_HPP
@@ -1848,91 +1845,6 @@ class scope_timer {
 #include <string>       // string
 #include <string_view>  // string_view
 
-// ---- begin lotus/clock.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_CLOCK_HPP
-#define LOTUS_AMALGAMATED_LOTUS_CLOCK_HPP
-// lotus — timestamp sources on the hot path: the TSC, or clock_gettime
-// SPDX-License-Identifier: MIT
-
-#include <time.h>  // clock_gettime
-
-#include <atomic>   // atomic
-#include <cstdint>  // uint64_t
-
-// ---- begin lotus/detail/test_hooks.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_TEST_HOOKS_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_TEST_HOOKS_HPP
-// lotus — hooks for lotus's own tests and benchmarks; not part of the API (internal)
-// SPDX-License-Identifier: MIT
-
-#include <atomic>   // atomic
-#include <cstdint>  // uint64_t
-
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-namespace detail {
-
-struct test_hooks {
-  using clock_fn = std::uint64_t (*)() noexcept;
-  /// A scripted clock: installed before tracing is initialized, it replaces the TSC/realtime.
-  static inline std::atomic<clock_fn> manual_clock{nullptr};
-  /// The id this thread's trace files are named after instead of its tid (set before recording).
-  static inline thread_local std::uint64_t thread_id = 0;
-};
-
-/// CPU time the writer thread has spent draining, formatting and writing (benchmarks).
-LOTUS_DETAIL_API std::uint64_t writer_cpu_ns() noexcept;
-
-}  // namespace detail
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_TEST_HOOKS_HPP
-// ---- end lotus/detail/test_hooks.hpp ----
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-namespace detail {
-
-/// Tracing state and clock in one word, so the hot path pays a single relaxed load.
-enum : int { mode_uninit = 0, mode_off = 1, mode_tsc = 2, mode_realtime = 3, mode_manual = 4 };
-inline std::atomic<int> g_mode{mode_uninit};
-
-inline std::uint64_t realtime_ns() noexcept {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ull +
-         static_cast<std::uint64_t>(ts.tv_nsec);
-}
-
-LOTUS_DETAIL_FORCE_INLINE std::uint64_t read_tsc() noexcept {
-#if LOTUS_DETAIL_X86
-  return __builtin_ia32_rdtsc();
-#else
-  return realtime_ns();
-#endif
-}
-
-/// Epoch ns for the non-TSC clocks (realtime, or a test's manual clock).
-LOTUS_DETAIL_NOINLINE inline std::uint64_t now_ticks_slow(int mode) noexcept {
-  if (mode == mode_manual) {
-    const test_hooks::clock_fn f = test_hooks::manual_clock.load(std::memory_order_relaxed);
-    if (f != nullptr) return f();
-  }
-  return realtime_ns();
-}
-
-/// Raw ticks in the unit of `mode` (TSC cycles, or epoch ns for the other clocks).
-LOTUS_DETAIL_FORCE_INLINE std::uint64_t now_ticks(int mode) noexcept {
-  if (LOTUS_DETAIL_LIKELY(mode == mode_tsc)) return read_tsc();
-  return now_ticks_slow(mode);
-}
-
-}  // namespace detail
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_CLOCK_HPP
-// ---- end lotus/clock.hpp ----
 // ---- begin lotus/detail/calibration.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_CALIBRATION_HPP
 #define LOTUS_AMALGAMATED_LOTUS_DETAIL_CALIBRATION_HPP
@@ -2036,242 +1948,6 @@ class tick_converter {
 }  // namespace lotus
 #endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_CALIBRATION_HPP
 // ---- end lotus/detail/calibration.hpp ----
-// ---- begin lotus/detail/diagnostics.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_DIAGNOSTICS_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_DIAGNOSTICS_HPP
-// lotus — the one diagnostics sink: `lotus: ...` on stderr, once per topic (internal)
-// SPDX-License-Identifier: MIT
-
-#include <errno.h>   // errno
-#include <unistd.h>  // write
-
-#include <atomic>   // atomic
-#include <cstdarg>  // va_list
-#include <cstdio>   // vsnprintf
-
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-namespace detail {
-
-/// What a message is about. Each topic prints at most once per process, so a flood of one failure
-/// never hides the first report of another (a bad LOTUS_MAP_* value does not silence the perf
-/// FIFO).
-enum class topic : unsigned {
-  config,          // a bad environment variable or option (see diag_config: one per variable)
-  clock,           // TSC refused
-  file_taken,      // a trace file name already existed; a fresh name is used
-  file_refused,    // a file lotus will not write into (replaced, linked, no fresh name left)
-  no_space,        // ENOSPC / EDQUOT
-  too_many_files,  // EMFILE / ENFILE
-  io_error,        // any other error creating or writing a trace file
-  no_memory,       // a ring or buffer could not be allocated
-  writer,          // the writer thread could not start or did not stop in time
-  late_event,      // an event after the thread's exit hook (a thread_local destructor)
-  reentrant,       // an event from a signal handler that interrupted lotus on the same thread
-  collector,       // the collector backend (perf, ITT, uProf, Callgrind) failed
-  map,             // LotusMap probe control (list file)
-  count_
-};
-
-inline std::atomic<bool> g_topic_said[static_cast<unsigned>(topic::count_)] = {};
-
-/// `lotus: <text>` on stderr with one write(2): async-signal-safe formatting aside, no stdio lock.
-inline void diag_write(const char* text, int n) noexcept {
-  char line[640];
-  if (n < 0) return;
-  const int max = static_cast<int>(sizeof line) - 9;
-  if (n > max) n = max;
-  const char head[] = "lotus: ";
-  for (int i = 0; i < 7; ++i) line[i] = head[i];
-  for (int i = 0; i < n; ++i) line[7 + i] = text[i];
-  line[7 + n] = '\n';
-  const int saved = errno;
-  const ssize_t w = ::write(2, line, static_cast<std::size_t>(8 + n));
-  static_cast<void>(w);
-  errno = saved;
-}
-
-LOTUS_DETAIL_COLD inline void diag_vprint(const char* format, va_list args) noexcept {
-  char text[600];
-  const int n = std::vsnprintf(text, sizeof text, format, args);
-  if (n > 0)
-    diag_write(text, n < static_cast<int>(sizeof text) ? n : static_cast<int>(sizeof text) - 1);
-}
-
-/// Print once per process for `t`; returns whether this call printed.
-#if defined(__GNUC__) || defined(__clang__)
-__attribute__((format(printf, 2, 3)))
-#endif
-inline bool
-diag(topic t, const char* format, ...) noexcept {
-  if (g_topic_said[static_cast<unsigned>(t)].exchange(true, std::memory_order_relaxed))
-    return false;
-  va_list args;
-  va_start(args, format);
-  diag_vprint(format, args);
-  va_end(args);
-  return true;
-}
-
-/// A bad configuration value. Every variable is read once per process, so each bad one is
-/// reported once (these do not share a once-flag: two bad variables give two lines).
-#if defined(__GNUC__) || defined(__clang__)
-__attribute__((format(printf, 1, 2)))
-#endif
-inline void
-diag_config(const char* format, ...) noexcept {
-  g_topic_said[static_cast<unsigned>(topic::config)].store(true, std::memory_order_relaxed);
-  va_list args;
-  va_start(args, format);
-  diag_vprint(format, args);
-  va_end(args);
-}
-
-}  // namespace detail
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_DIAGNOSTICS_HPP
-// ---- end lotus/detail/diagnostics.hpp ----
-// ---- begin lotus/detail/entry.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_ENTRY_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_ENTRY_HPP
-// lotus — the runtime's cold entry points, declared for the hot-path headers (internal)
-// SPDX-License-Identifier: MIT
-
-#include <cstddef>      // size_t
-#include <cstdint>      // uint64_t
-#include <string_view>  // string_view
-
-
-// Header-only mode defines these in lotus/detail/runtime.hpp (reached through scope.hpp and
-// trace.hpp); with LOTUS_COMPILED_LIB they are defined once, in the TU that includes
-// <lotus/src.hpp>, and the hot-path headers see only these declarations.
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-
-struct source_location;
-struct options;
-struct trace_stats;
-
-namespace detail {
-
-/// First event of a thread, a full ring, or a push that interrupted lotus on the same thread (a
-/// signal handler): never throws, never blocks inside a signal handler, counts what it drops.
-LOTUS_DETAIL_API void push_slow(const source_location* loc, std::uint64_t t0, std::uint64_t t1,
-                                std::uint64_t idx) noexcept;
-
-/// First use in this process: read the environment; returns the tracing mode.
-LOTUS_DETAIL_API int initialize_mode() noexcept;
-
-/// Process-lifetime location for a run-time name (interned once per distinct name and flags).
-LOTUS_DETAIL_API const source_location& intern(std::string_view name, std::uint32_t flags = 0);
-
-/// LOTUS_SCOPE_DYNAMIC's miss in the thread's name cache: intern, then remember it on this thread.
-/// nullptr when out of memory (the scope is then not recorded).
-LOTUS_DETAIL_API const source_location* intern_dynamic(const char* name, std::size_t size,
-                                                       std::uint64_t hash) noexcept;
-
-LOTUS_DETAIL_API void api_configure(const options& opts);
-LOTUS_DETAIL_API void api_flush() noexcept;
-LOTUS_DETAIL_API void api_shutdown() noexcept;
-LOTUS_DETAIL_API trace_stats api_stats() noexcept;
-
-}  // namespace detail
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_ENTRY_HPP
-// ---- end lotus/detail/entry.hpp ----
-// ---- begin lotus/detail/env.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_ENV_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_ENV_HPP
-// lotus — the typed environment parser shared by the runtime, collectors and map regions (internal)
-// SPDX-License-Identifier: MIT
-
-#include <cstdint>  // uint64_t
-#include <cstdlib>  // getenv
-#include <cstring>  // strcmp, strlen
-
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-namespace detail {
-
-/// The value of `name`, or nullptr when unset or empty.
-inline const char* env_text(const char* name) noexcept {
-  const char* v = std::getenv(name);
-  return (v != nullptr && *v != '\0') ? v : nullptr;
-}
-
-/// Decimal digits only (no sign, no spaces), at most 19 of them, within [lo, hi].
-inline bool parse_u64(const char* s, std::uint64_t lo, std::uint64_t hi,
-                      std::uint64_t& out) noexcept {
-  std::uint64_t x = 0;
-  std::size_t n = 0;
-  for (; s[n] != '\0'; ++n) {
-    if (s[n] < '0' || s[n] > '9' || n == 19) return false;
-    x = x * 10 + static_cast<std::uint64_t>(s[n] - '0');
-  }
-  if (n == 0 || x < lo || x > hi) return false;
-  out = x;
-  return true;
-}
-
-/// An integer variable: true and `out` set when it is set and valid; unset → false, silently;
-/// invalid → one warning naming the variable, the value and what was expected, and false.
-LOTUS_DETAIL_COLD inline bool env_u64(const char* name, std::uint64_t lo, std::uint64_t hi,
-                                      std::uint64_t& out) noexcept {
-  const char* v = env_text(name);
-  if (v == nullptr) return false;
-  if (parse_u64(v, lo, hi, out)) return true;
-  diag_config("ignoring %s='%.200s' (expected an integer from %llu to %llu); using the default",
-              name, v, static_cast<unsigned long long>(lo), static_cast<unsigned long long>(hi));
-  return false;
-}
-
-/// One of `choices` (a nullptr-terminated list): its index; unset → -1; anything else → one
-/// warning listing the choices, and -1.
-LOTUS_DETAIL_COLD inline int env_choice(const char* name, const char* const* choices) noexcept {
-  const char* v = std::getenv(name);
-  if (v == nullptr) return -1;
-  char expected[160] = {};
-  std::size_t used = 0;
-  for (int i = 0; choices[i] != nullptr; ++i) {
-    if (std::strcmp(v, choices[i]) == 0) return i;
-    const std::size_t len = std::strlen(choices[i]);
-    if (used + len + 2 < sizeof expected) {
-      if (used != 0) expected[used++] = '|';
-      std::memcpy(expected + used, choices[i], len);
-      used += len;
-    }
-  }
-  diag_config("ignoring %s='%.200s' (expected %s); using the default", name, v, expected);
-  return -1;
-}
-
-/// A yes/no variable: 1/true/yes/on → 1, ""/0/false/no/off → 0, unset → -1, else warning and -1.
-LOTUS_DETAIL_COLD inline int env_flag(const char* name) noexcept {
-  static const char* const words[] = {"0", "false", "no",  "off", "",
-                                      "1", "true",  "yes", "on",  nullptr};
-  const int i = env_choice(name, words);
-  return i < 0 ? -1 : (i >= 5 ? 1 : 0);
-}
-
-/// True when `s` holds a control character (a newline in a file name splits sidecar lines).
-inline bool has_control_char(const char* s) noexcept {
-  for (; *s != '\0'; ++s) {
-    const auto c = static_cast<unsigned char>(*s);
-    if (c < 0x20 || c == 0x7f) return true;
-  }
-  return false;
-}
-
-}  // namespace detail
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_ENV_HPP
-// ---- end lotus/detail/env.hpp ----
 // ---- begin lotus/detail/intern.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_INTERN_HPP
 #define LOTUS_AMALGAMATED_LOTUS_DETAIL_INTERN_HPP
@@ -2283,72 +1959,6 @@ inline bool has_control_char(const char* s) noexcept {
 #include <cstdlib>  // malloc, calloc, free
 #include <cstring>  // memcpy, memcmp
 
-// ---- begin lotus/detail/name_cache.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_NAME_CACHE_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_NAME_CACHE_HPP
-// lotus — the per-thread cache of LOTUS_SCOPE_DYNAMIC names (internal)
-// SPDX-License-Identifier: MIT
-
-#include <cstddef>  // size_t
-#include <cstdint>  // uint64_t
-#include <cstring>  // memcpy
-
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-
-struct source_location;
-
-namespace detail {
-
-/// Hash of a run-time name for the per-thread name cache: whole words, no per-byte loop.
-LOTUS_DETAIL_FORCE_INLINE std::uint64_t name_hash(const char* p, std::size_t n) noexcept {
-  constexpr std::uint64_t k = 0x9E3779B97F4A7C15ull;
-  std::uint64_t a = 0, b = 0;
-  if (n >= 8) {
-    std::uint64_t h = n * k;
-    const char* const last = p + n - 8;
-    for (; p < last; p += 8) {
-      std::memcpy(&a, p, 8);
-      h = (h ^ a) * k;
-      h ^= h >> 29;
-    }
-    std::memcpy(&b, last, 8);
-    h = (h ^ b) * k;
-    return h ^ (h >> 32);
-  }
-  if (n >= 4) {
-    std::uint32_t x = 0, y = 0;
-    std::memcpy(&x, p, 4);
-    std::memcpy(&y, p + n - 4, 4);
-    a = (static_cast<std::uint64_t>(x) << 32) | y;
-  } else if (n > 0) {
-    a = (static_cast<std::uint64_t>(static_cast<unsigned char>(p[0])) << 16) |
-        (static_cast<std::uint64_t>(static_cast<unsigned char>(p[n / 2])) << 8) |
-        static_cast<unsigned char>(p[n - 1]);
-  }
-  const std::uint64_t h = (a ^ (n * k)) * k;
-  return h ^ (h >> 32);
-}
-
-/// A thread's cache of interned run-time names: open addressing, no lock (one owner thread).
-struct name_cache {
-  struct slot {
-    std::uint64_t hash;
-    std::size_t size;
-    const source_location* loc;
-  };
-  std::size_t mask = 0;  // capacity - 1
-  std::size_t used = 0;
-  slot* slots = nullptr;
-};
-inline thread_local name_cache* t_names = nullptr;
-
-}  // namespace detail
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_NAME_CACHE_HPP
-// ---- end lotus/detail/name_cache.hpp ----
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -2505,102 +2115,6 @@ class label_table {
 }  // namespace lotus
 #endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_INTERN_HPP
 // ---- end lotus/detail/intern.hpp ----
-// ---- begin lotus/detail/ring.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_RING_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_RING_HPP
-// lotus — the per-thread single-producer/single-consumer event ring (internal)
-// SPDX-License-Identifier: MIT
-
-#include <atomic>   // atomic, atomic_signal_fence
-#include <cstddef>  // size_t
-#include <cstdint>  // uint64_t
-#include <cstdlib>  // malloc, free
-#include <new>      // nothrow
-
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-
-struct source_location;
-
-namespace detail {
-
-/// One trace event: 32 bytes, no pointers to owned memory, formatted later by the writer.
-struct event {
-  const source_location* loc;
-  std::uint64_t t0;   // raw ticks at scope entry
-  std::uint64_t t1;   // raw ticks at scope exit
-  std::uint64_t idx;  // batch index for indexed records
-};
-
-struct thread_state;
-
-/// One segment of a thread's event queue. The owner thread advances `head` (release), the writer
-/// `tail`. A thread starts with a small segment; when it fills, the owner links a segment twice as
-/// large (up to LOTUS_RING_CAPACITY) through `next` and writes there; the writer drains the old
-/// one, follows `next` and frees it. Indices continue across segments, so `head` of the current
-/// segment is the thread's event count. Producer and consumer fields sit on separate cache lines.
-struct alignas(64) ring {
-  // --- producer side ---
-  std::atomic<std::uint64_t> head{0};
-  std::uint64_t tail_cache = 0;  // producer's last view of `tail`
-  event* buf = nullptr;
-  std::uint64_t mask = 0;
-  std::uint64_t capacity = 0;
-  thread_state* owner = nullptr;
-
-  // --- consumer side ---
-  alignas(64) std::atomic<std::uint64_t> tail{0};
-  std::atomic<ring*> next{nullptr};  // set by the producer after its last push here
-
-  /// A segment of `capacity` (a power of two) events whose first index is `base`; nullptr when out
-  /// of memory. The slots are not zeroed: a slot is read only after it was published.
-  static ring* make(std::uint64_t cap, std::uint64_t base, thread_state* owner) noexcept {
-    auto* slots = static_cast<event*>(std::malloc(static_cast<std::size_t>(cap) * sizeof(event)));
-    if (slots == nullptr) return nullptr;
-    ring* r = new (std::nothrow) ring();
-    if (r == nullptr) {
-      std::free(slots);
-      return nullptr;
-    }
-    r->buf = slots;
-    r->capacity = cap;
-    r->mask = cap - 1;
-    r->owner = owner;
-    r->head.store(base, std::memory_order_relaxed);
-    r->tail.store(base, std::memory_order_relaxed);
-    r->tail_cache = base;
-    return r;
-  }
-
-  static void destroy(ring* r) noexcept {
-    if (r == nullptr) return;
-    std::free(r->buf);
-    delete r;
-  }
-
-  /// Fill slot `h` (known to be free) and publish it to the writer.
-  void publish(std::uint64_t h, const source_location* loc, std::uint64_t t0, std::uint64_t t1,
-               std::uint64_t idx) noexcept {
-    event& e = buf[h & mask];
-    e.loc = loc;
-    e.t0 = t0;
-    e.t1 = t1;
-    e.idx = idx;
-    head.store(h + 1, std::memory_order_release);
-  }
-};
-
-/// The calling thread's current segment. It is also the thread's re-entrancy guard: the fast push
-/// sets it to nullptr while it works, so a signal handler that records on this thread in between
-/// takes the slow path, which sees the thread busy and counts a drop instead of racing for a slot.
-inline thread_local std::atomic<ring*> t_ring{nullptr};
-
-}  // namespace detail
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_RING_HPP
-// ---- end lotus/detail/ring.hpp ----
 // ---- begin lotus/detail/settings.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_SETTINGS_HPP
 #define LOTUS_AMALGAMATED_LOTUS_DETAIL_SETTINGS_HPP
@@ -2722,7 +2236,6 @@ inline std::size_t round_up_pow2(std::size_t n) {
 /// The environment, parsed once per process; every bad value warns once and keeps the default.
 struct env_settings {
   std::optional<std::string> log_file;  // already resolved
-  bool log_file_bad = false;            // set but refused: tracing stays off
   std::optional<bool> enabled;
   std::optional<std::size_t> ring_capacity;
   std::optional<std::chrono::milliseconds> flush_interval;
@@ -2733,11 +2246,8 @@ struct env_settings {
     env_settings e;
     if (const char* v = env_text("LOTUS_LOG_FILE")) {
       std::string resolved;
-      if (resolve_prefix(v, "LOTUS_LOG_FILE", resolved)) {
-        e.log_file = std::move(resolved);
-      } else {
-        e.log_file_bad = true;
-      }
+      // A refused value leaves it unset: tracing stays off unless configure() names a prefix.
+      if (resolve_prefix(v, "LOTUS_LOG_FILE", resolved)) e.log_file = std::move(resolved);
     }
     const int off = env_flag("LOTUS_DISABLE");
     if (off >= 0) e.enabled = off == 0;
@@ -4152,7 +3662,6 @@ bool runtime::initialize() noexcept {
 
 LOTUS_DETAIL_COLD inline void runtime::apply_locked(const options& o) {
   settings s = merge_settings(o, env_);
-  if (!o.log_file && env_.log_file_bad) s.log_file.clear();
   // The clock is chosen once per process: ticks already in rings must keep their meaning.
   if (g_mode.load(std::memory_order_relaxed) == mode_uninit) {
     if (test_hooks::manual_clock.load(std::memory_order_relaxed) != nullptr) {
@@ -4518,6 +4027,7 @@ LOTUS_DETAIL_API std::uint64_t writer_cpu_ns() noexcept { return runtime::get().
 }  // namespace lotus
 #endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_RUNTIME_HPP
 // ---- end lotus/detail/runtime.hpp ----
+#  endif
 #endif
 #endif  // LOTUS_AMALGAMATED_LOTUS_SCOPE_HPP
 // ---- end lotus/scope.hpp ----
@@ -4560,8 +4070,8 @@ struct map_settings {
 
 inline map_settings map_read_settings() noexcept {
   map_settings s;
-  s.list_path = collector_env("LOTUS_MAP_LIST");
-  s.select = collector_env("LOTUS_MAP_SELECT");
+  s.list_path = env_text("LOTUS_MAP_LIST");
+  s.select = env_text("LOTUS_MAP_SELECT");
   s.warmup = collector_env_u64("LOTUS_MAP_WARMUP", 1, std::uint64_t{1} << 40);
   s.count = collector_env_u64("LOTUS_MAP_COUNT", 1, std::uint64_t{1} << 40);
   s.gap_ms = static_cast<long>(collector_env_u64("LOTUS_MAP_GAP_MS", 0, 3600000));
@@ -5029,7 +4539,11 @@ inline bool tracing_enabled() noexcept { return false; }
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
 
-#if !defined(LOTUS_DISABLE) && !defined(LOTUS_COMPILED_LIB)
+// Header-only mode: the runtime's definitions. (Nested, not `&&`: the amalgamator then sees
+// that the copies of the headers it already inlined under `#ifndef LOTUS_DISABLE` cover these.)
+#ifndef LOTUS_DISABLE
+#  ifndef LOTUS_COMPILED_LIB
+#  endif
 #endif
 #endif  // LOTUS_AMALGAMATED_LOTUS_TRACE_HPP
 // ---- end lotus/trace.hpp ----
