@@ -42,7 +42,7 @@ inline const collector_backend* collector_active = nullptr;
 inline collector::kind collector_kind = collector::kind::none;
 
 inline const collector_backend* collector_select(collector::kind& chosen) noexcept {
-  const char* want = collector_env("LOTUS_COLLECTOR");
+  const char* want = env_text("LOTUS_COLLECTOR");
   if (want == nullptr) want = "auto";
   const collector_backend* b = nullptr;
   if (std::strcmp(want, "none") == 0) {
@@ -76,7 +76,7 @@ inline const collector_backend* collector_select(collector::kind& chosen) noexce
     if (running_on_valgrind() && callgrind_tool_plausible()) {
       chosen = collector::kind::callgrind;
       b = callgrind_backend(false);
-    } else if (collector_env("LOTUS_PERF_CTL_FIFO") != nullptr) {
+    } else if (env_text("LOTUS_PERF_CTL_FIFO") != nullptr) {
       chosen = collector::kind::perf;
       b = perf_backend();
     } else if (itt_available()) {

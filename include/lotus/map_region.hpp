@@ -49,8 +49,8 @@ struct map_settings {
 
 inline map_settings map_read_settings() noexcept {
   map_settings s;
-  s.list_path = collector_env("LOTUS_MAP_LIST");
-  s.select = collector_env("LOTUS_MAP_SELECT");
+  s.list_path = env_text("LOTUS_MAP_LIST");
+  s.select = env_text("LOTUS_MAP_SELECT");
   s.warmup = collector_env_u64("LOTUS_MAP_WARMUP", 1, std::uint64_t{1} << 40);
   s.count = collector_env_u64("LOTUS_MAP_COUNT", 1, std::uint64_t{1} << 40);
   s.gap_ms = static_cast<long>(collector_env_u64("LOTUS_MAP_GAP_MS", 0, 3600000));

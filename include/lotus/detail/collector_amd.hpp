@@ -57,7 +57,7 @@ inline void amd_detach(bool active) noexcept {
 /// Finds the controller library: LOTUS_AMD_PROFILE_CONTROLLER, then the standard install folders
 /// (newest match last in glob order wins). Returns false when none exists.
 inline bool amd_find_library(char (&out)[4096]) noexcept {
-  const char* env = collector_env("LOTUS_AMD_PROFILE_CONTROLLER");
+  const char* env = env_text("LOTUS_AMD_PROFILE_CONTROLLER");
   if (env != nullptr) {
     std::snprintf(out, sizeof out, "%s", env);
     return true;

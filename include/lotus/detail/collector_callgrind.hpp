@@ -90,7 +90,7 @@ inline void callgrind_detach(bool active) noexcept {
 /// LD_PRELOAD for the tools that replace functions (memcheck, helgrind, drd, massif, dhat), never
 /// for Callgrind, so such an entry rules Callgrind out. `auto` then leaves Valgrind alone.
 inline bool callgrind_tool_plausible() noexcept {
-  const char* preload = collector_env("LD_PRELOAD");
+  const char* preload = env_text("LD_PRELOAD");
   if (preload == nullptr) return true;
   for (const char* p = std::strstr(preload, "vgpreload_"); p != nullptr;
        p = std::strstr(p + 1, "vgpreload_")) {

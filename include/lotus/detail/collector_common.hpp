@@ -48,9 +48,6 @@ collector_message(const char* format, ...) noexcept {
         11 + (n < static_cast<int>(sizeof line) - 11 ? n : static_cast<int>(sizeof line) - 12));
 }
 
-/// getenv that treats an empty value as unset.
-inline const char* collector_env(const char* name) noexcept { return env_text(name); }
-
 /// A non-negative integer variable: unset → fallback; bad value → one configuration warning and
 /// the fallback (diag_config: it does not use up the collector's message).
 inline std::uint64_t collector_env_u64(const char* name, std::uint64_t fallback,

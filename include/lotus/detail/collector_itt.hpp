@@ -153,14 +153,13 @@ inline const char* itt_env_name() noexcept {
 }
 
 inline bool itt_available() noexcept {
-  return collector_env(itt_env_name()) != nullptr ||
-         dlsym(RTLD_DEFAULT, "__itt_api_init") != nullptr;
+  return env_text(itt_env_name()) != nullptr || dlsym(RTLD_DEFAULT, "__itt_api_init") != nullptr;
 }
 
 inline const collector_backend* itt_backend() noexcept {
   static const collector_backend backend{"itt", itt_resume, itt_pause, itt_detach};
   itt_collector_state& s = itt_collector();
-  s.path = collector_env(itt_env_name());
+  s.path = env_text(itt_env_name());
   void* lib = RTLD_DEFAULT;
   if (s.path != nullptr) {
     lib = dlopen(s.path, RTLD_LAZY);

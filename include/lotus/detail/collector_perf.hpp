@@ -119,8 +119,8 @@ inline bool perf_copy_path(char (&to)[4096], const char* name, const char* value
 /// it fails. A note on stderr says so, once; it does not use up the one failure message.
 inline bool perf_open() noexcept {
   perf_collector_state& s = perf_collector();
-  const char* ctl_path = collector_env("LOTUS_PERF_CTL_FIFO");
-  const char* ack_path = collector_env("LOTUS_PERF_ACK_FIFO");
+  const char* ctl_path = env_text("LOTUS_PERF_CTL_FIFO");
+  const char* ack_path = env_text("LOTUS_PERF_ACK_FIFO");
   if (ctl_path == nullptr) {
     collector_message(
         "LOTUS_COLLECTOR=perf but LOTUS_PERF_CTL_FIFO is not set; collector control off");

@@ -20,7 +20,6 @@ namespace detail {
 /// never hides the first report of another (a bad LOTUS_MAP_* value does not silence the perf
 /// FIFO).
 enum class topic : unsigned {
-  config,          // a bad environment variable or option (see diag_config: one per variable)
   clock,           // TSC refused
   file_taken,      // a trace file name already existed; a fresh name is used
   file_refused,    // a file lotus will not write into (replaced, linked, no fresh name left)
@@ -83,7 +82,6 @@ __attribute__((format(printf, 1, 2)))
 #endif
 inline void
 diag_config(const char* format, ...) noexcept {
-  g_topic_said[static_cast<unsigned>(topic::config)].store(true, std::memory_order_relaxed);
   va_list args;
   va_start(args, format);
   diag_vprint(format, args);

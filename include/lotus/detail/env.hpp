@@ -55,7 +55,7 @@ LOTUS_DETAIL_COLD inline int env_choice(const char* name, const char* const* cho
   for (int i = 0; choices[i] != nullptr; ++i) {
     if (std::strcmp(v, choices[i]) == 0) return i;
     const std::size_t len = std::strlen(choices[i]);
-    if (used + len + 2 < sizeof expected) {
+    if (len != 0 && used + len + 2 < sizeof expected) {
       if (used != 0) expected[used++] = '|';
       std::memcpy(expected + used, choices[i], len);
       used += len;

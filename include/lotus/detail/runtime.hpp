@@ -161,7 +161,6 @@ bool runtime::initialize() noexcept {
 
 LOTUS_DETAIL_COLD inline void runtime::apply_locked(const options& o) {
   settings s = merge_settings(o, env_);
-  if (!o.log_file && env_.log_file_bad) s.log_file.clear();
   // The clock is chosen once per process: ticks already in rings must keep their meaning.
   if (g_mode.load(std::memory_order_relaxed) == mode_uninit) {
     if (test_hooks::manual_clock.load(std::memory_order_relaxed) != nullptr) {

@@ -77,7 +77,6 @@ inline std::size_t round_up_pow2(std::size_t n) {
 /// The environment, parsed once per process; every bad value warns once and keeps the default.
 struct env_settings {
   std::optional<std::string> log_file;  // already resolved
-  bool log_file_bad = false;            // set but refused: tracing stays off
   std::optional<bool> enabled;
   std::optional<std::size_t> ring_capacity;
   std::optional<std::chrono::milliseconds> flush_interval;
@@ -88,11 +87,8 @@ struct env_settings {
     env_settings e;
     if (const char* v = env_text("LOTUS_LOG_FILE")) {
       std::string resolved;
-      if (resolve_prefix(v, "LOTUS_LOG_FILE", resolved)) {
-        e.log_file = std::move(resolved);
-      } else {
-        e.log_file_bad = true;
-      }
+      // A refused value leaves it unset: tracing stays off unless configure() names a prefix.
+      if (resolve_prefix(v, "LOTUS_LOG_FILE", resolved)) e.log_file = std::move(resolved);
     }
     const int off = env_flag("LOTUS_DISABLE");
     if (off >= 0) e.enabled = off == 0;
