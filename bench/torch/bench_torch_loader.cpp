@@ -141,7 +141,7 @@ void BM_epoch(benchmark::State& state) {
                  : kind == 1 ? "lotus, tracing off"
                              : "lotus, tracing on");
 }
-BENCHMARK(BM_epoch)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_epoch)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 }  // namespace
 

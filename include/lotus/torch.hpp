@@ -415,6 +415,32 @@ namespace detail {
 template <class Options>
 using if_options =
     std::enable_if_t<std::is_convertible<Options, ::torch::data::DataLoaderOptions>::value>;
+
+template <class Options>
+::torch::data::DataLoaderOptions to_options(Options options) {
+  if constexpr (std::is_integral<Options>::value) {  // a batch size, as libtorch accepts
+    return ::torch::data::DataLoaderOptions(static_cast<std::size_t>(options));
+  } else {
+    return ::torch::data::DataLoaderOptions(std::move(options));
+  }
+}
+
+// libtorch's samplers take the dataset size as size_t (SequentialSampler) or int64_t
+// (RandomSampler): pass it without a narrowing conversion where the sampler allows that.
+template <class Sampler, class = void>
+struct takes_size_t : std::false_type {};
+template <class Sampler>
+struct takes_size_t<Sampler, std::void_t<decltype(Sampler{std::declval<std::size_t>()})>>
+    : std::true_type {};
+
+template <class Sampler>
+Sampler make_sampler(std::size_t size) {
+  if constexpr (takes_size_t<Sampler>::value) {
+    return Sampler(size);
+  } else {
+    return Sampler(static_cast<std::int64_t>(size));
+  }
+}
 }  // namespace detail
 
 /// Drop-in for `torch::data::make_data_loader(dataset, sampler, options)`: the same loader with
@@ -423,8 +449,8 @@ using if_options =
 template <class Dataset, class Sampler, class Options, class = detail::if_options<Options>>
 std::enable_if_t<!Dataset::is_stateful, std::unique_ptr<data_loader<Dataset, Sampler>>>
 make_data_loader(Dataset dataset, Sampler sampler, Options options) {
-  return std::make_unique<data_loader<Dataset, Sampler>>(
-      std::move(dataset), std::move(sampler), ::torch::data::DataLoaderOptions(std::move(options)));
+  return std::make_unique<data_loader<Dataset, Sampler>>(std::move(dataset), std::move(sampler),
+                                                         detail::to_options(std::move(options)));
 }
 
 /// Drop-in for `torch::data::make_data_loader<Sampler = RandomSampler>(dataset, options)`.
@@ -436,8 +462,8 @@ make_data_loader(Dataset dataset, Options options = Options()) {
   const ::torch::optional<std::size_t> size = dataset.size();
   TORCH_CHECK(size.has_value(),
               "Expected the dataset to be sized in order to construct the Sampler");
-  return ::lotus::torch::make_data_loader(std::move(dataset), Sampler(*size),
-                                          ::torch::data::DataLoaderOptions(std::move(options)));
+  return ::lotus::torch::make_data_loader(std::move(dataset), detail::make_sampler<Sampler>(*size),
+                                          detail::to_options(std::move(options)));
 }
 
 /// Drop-in for `torch::data::make_data_loader(stateful_dataset, options)` (ChunkDataset, ...).
@@ -445,8 +471,8 @@ template <class Dataset, class Options = ::torch::data::DataLoaderOptions,
           class = std::enable_if_t<Dataset::is_stateful>, class = detail::if_options<Options>>
 std::unique_ptr<stateful_data_loader<Dataset>> make_data_loader(Dataset dataset,
                                                                 Options options = Options()) {
-  return std::make_unique<stateful_data_loader<Dataset>>(
-      std::move(dataset), ::torch::data::DataLoaderOptions(std::move(options)));
+  return std::make_unique<stateful_data_loader<Dataset>>(std::move(dataset),
+                                                         detail::to_options(std::move(options)));
 }
 
 }  // namespace torch
