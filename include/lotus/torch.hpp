@@ -268,7 +268,7 @@ class traced_loader_base : public ::torch::data::DataLoaderBase<Dataset, Batch, 
   }
 
   void reset() override {
-    this->shuttle_.drain();  // an abandoned epoch's batches: no records
+    this->shuttle_.drain();
     this->sequence_number_ = 0;
     for (auto& slot : cache_) slot.reset();
     tracker_.reset();

@@ -554,3 +554,35 @@ TEST_CASE("traced loader over a stateful dataset: exhausted jobs write nothing",
   }
   REQUIRE(preprocessed == std::vector<long>{0, 1, 2, 0, 1, 2});
 }
+
+TEST_CASE("traced loader: a new epoch before the last one is exhausted is refused, as libtorch",
+          "[examples][torch][loader]") {
+  temp_dir dir;
+  configure_in(dir);
+  const auto options = DataLoaderOptions().batch_size(2).workers(1);
+  auto lotus_loader = lotus::torch::make_data_loader(
+      traced_numbers(numbers(6)), torch::data::samplers::SequentialSampler(6), options);
+  auto torch_loader = torch::data::make_data_loader(
+      traced_numbers(numbers(6)), torch::data::samplers::SequentialSampler(6), options);
+  REQUIRE(targets(*lotus_loader->begin()).at(0) == 0);
+  REQUIRE(targets(*torch_loader->begin()).at(0) == 0);
+  std::string lotus_error, torch_error;
+  try {
+    lotus_loader->begin();
+  } catch (const c10::Error& e) {
+    lotus_error = e.what_without_backtrace();
+  }
+  try {
+    torch_loader->begin();
+  } catch (const c10::Error& e) {
+    torch_error = e.what_without_backtrace();
+  }
+  REQUIRE(lotus_error.rfind("Attempted to get a new DataLoader iterator while another", 0) == 0);
+  REQUIRE(lotus_error == torch_error);
+  const trace t = read_trace(dir.path());
+  REQUIRE(t.mains.size() == 1);
+  std::vector<std::string> names;
+  for (const record& r : t.mains.begin()->second) names.push_back(r.name);
+  REQUIRE(names == std::vector<std::string>{"SBatchQueued_0", "SBatchQueued_1", "SBatchQueued_2",
+                                            "SBatchWait_0", "SBatchConsumed_0"});
+}
