@@ -1,5 +1,6 @@
-// lotus — libtorch_dataset: a torch::data JPEG dataset with custom transforms, traced by
-// lotus/torch.hpp SPDX-License-Identifier: MIT
+// lotus — libtorch_dataset: a torch::data JPEG dataset with custom transforms and a DataLoader,
+// traced by lotus/torch.hpp
+// SPDX-License-Identifier: MIT
 #include <sys/stat.h>  // mkdir
 #include <torch/torch.h>
 #include <unistd.h>  // getpid
@@ -25,14 +26,18 @@ constexpr const char* kUsage =
 
 A torch::data dataset of generated JPEGs (cached in OUT/data) with custom transforms
 (RandomResizedCrop, RandomHorizontalFlip, ToTensor, Normalize) and Stack collation, loaded by
-torch::data::make_data_loader with worker threads, traced through lotus/torch.hpp into
-OUT/trace/<prefix>_{worker,main}_pid_<id>. Nothing is written outside OUT.
+lotus::torch::make_data_loader (torch::data's DataLoader with Lotus batch records) with worker
+threads, traced into OUT/trace/<prefix>_{worker,main}_pid_<id>: per-op records and
+SBatchPreprocessed in the workers' files, SBatchQueued/Wait/Consumed in the main thread's file.
+Nothing is written outside OUT.
 
 options:
   -o, --out DIR         output directory (default: libtorch_dataset_out)
   -n, --images N        dataset size (default: 64)
   -w, --workers N       loader worker threads (default: 2)
   -b, --batch-size N    samples per batch (default: 8)
+  -e, --epochs N        passes over the dataset (default: 1)
+      --unordered       enforce_ordering(false): batches in arrival order
       --size N          crop output side (default: 64)
   -s, --seed N          dataset seed (default: 42)
       --prefix NAME     trace file prefix (default: lotustrace_log)
@@ -46,6 +51,8 @@ struct config {
   int images = 64;
   int workers = 2;
   int batch_size = 8;
+  int epochs = 1;
+  bool unordered = false;
   int size = 64;
   long long seed = 42;
   std::string prefix = "lotustrace_log";
@@ -71,6 +78,10 @@ bool parse_args(int argc, char** argv, config& c) {
       c.workers = integer(0, 256);
     } else if (flag == "-b" || flag == "--batch-size") {
       c.batch_size = integer(1, 65536);
+    } else if (flag == "-e" || flag == "--epochs") {
+      c.epochs = integer(1, 1000000);
+    } else if (flag == "--unordered") {
+      c.unordered = true;
     } else if (flag == "--size") {
       c.size = integer(1, 4096);
     } else if (flag == "-s" || flag == "--seed") {
@@ -168,17 +179,21 @@ int run(const config& c) {
                      .map(lotus::torch::traced_transform(
                          "Collation", torch::data::transforms::Stack<>()));  // per batch
 
-  auto loader = torch::data::make_data_loader(
+  // torch::data::make_data_loader with Lotus batch records (same overloads, same options).
+  auto loader = lotus::torch::make_data_loader(
       std::move(dataset), torch::data::DataLoaderOptions()
                               .batch_size(static_cast<std::size_t>(c.batch_size))
-                              .workers(static_cast<std::size_t>(c.workers)));
+                              .workers(static_cast<std::size_t>(c.workers))
+                              .enforce_ordering(!c.unordered));
   std::size_t batches = 0;
   std::int64_t images = 0;
   double sum = 0.0;
-  for (auto& batch : *loader) {
-    images += batch.data.size(0);
-    sum += batch.data.sum().item<double>();
-    ++batches;
+  for (int epoch = 0; epoch < c.epochs; ++epoch) {
+    for (auto& batch : *loader) {
+      images += batch.data.size(0);
+      sum += batch.data.sum().item<double>();
+      ++batches;
+    }
   }
   lotus::shutdown();
   std::printf("pid %d batches %zu images %lld mean %.6f trace %s/trace\n",

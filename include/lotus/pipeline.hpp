@@ -195,6 +195,14 @@ class batch_tracker {
   /// Index of the batch the consumer needs next.
   std::uint64_t expected() const noexcept { return expected_; }
 
+  /// Makes `idx` the batch the consumer needs next, dropping a kept wait. For consumers that
+  /// take batches in arrival order (expect(idx) before arrived(idx): a real wait, no marker), and
+  /// to step past a batch that is never consumed (a worker exception).
+  void expect(std::uint64_t idx) noexcept {
+    expected_ = idx;
+    pending_ = false;
+  }
+
  private:
   std::uint64_t expected_ = 0;
   bool pending_ = false;

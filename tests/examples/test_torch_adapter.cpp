@@ -1,5 +1,6 @@
-// lotus — lotus/torch.hpp: traced torch::data datasets and transforms under make_data_loader
-// workers SPDX-License-Identifier: MIT
+// lotus — lotus/torch.hpp: traced torch::data datasets and transforms under libtorch's own
+// make_data_loader workers (the example and lotus::torch::make_data_loader: test_torch_*.cpp)
+// SPDX-License-Identifier: MIT
 #include <torch/torch.h>
 #include <unistd.h>  // getpid
 
@@ -17,7 +18,6 @@ namespace {
 using lotus_test::list_dir;
 using lotus_test::parse_trace_file;
 using lotus_test::record;
-using lotus_test::run_program;
 using lotus_test::temp_dir;
 using Example = torch::data::Example<>;
 
@@ -118,34 +118,4 @@ TEST_CASE("lotus/torch.hpp records datasets and transforms from loader worker th
                                                {"SDouble", 20}, {"STransform", 20},
                                                {"SScale", 20},  {"SCollation", 5}};
   REQUIRE(totals == expected);
-}
-
-TEST_CASE("libtorch_dataset example traces its worker threads", "[examples][torch]") {
-  temp_dir root;
-  const auto res = run_program({LIBTORCH_DATASET_BIN, "--out", "out", "--images", "12", "--workers",
-                                "2", "--batch-size", "4", "--size", "16"},
-                               root.path());
-  INFO(res.err);
-  REQUIRE(res.status == 0);
-  REQUIRE(res.out.find("batches 3 images 12") != std::string::npos);
-  const long pid = std::stol(res.out.substr(res.out.find("pid ") + 4));
-  REQUIRE(list_dir(root.path()) == std::vector<std::string>{"out"});
-  const worker_trace t = read_workers(root.path() + "/out/trace", "lotustrace_log");
-  std::map<std::string, int> totals;
-  for (const auto& [tid, records] : t.by_tid) {
-    REQUIRE(tid != pid);
-    for (const record& r : records) ++totals[r.name];
-  }
-  const std::map<std::string, int> expected = {
-      {"SLoader", 12},   {"SRandomResizedCrop", 12}, {"SRandomHorizontalFlip", 12},
-      {"SToTensor", 12}, {"SNormalize", 12},         {"STransform", 12},
-      {"SCollation", 3}};
-  REQUIRE(totals == expected);
-
-  const auto help = run_program({LIBTORCH_DATASET_BIN, "--help"});
-  REQUIRE(help.status == 0);
-  REQUIRE(help.out.rfind("usage: libtorch_dataset", 0) == 0);
-  const auto bad = run_program({LIBTORCH_DATASET_BIN, "--workers", "many"});
-  REQUIRE(bad.status == 2);
-  REQUIRE(bad.err.find("--workers: 'many' is not an integer") != std::string::npos);
 }
