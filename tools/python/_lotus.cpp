@@ -281,7 +281,8 @@ PyTypeObject map_region_type = [] {
   t.tp_doc = PyDoc_STR(
       "map_region(name)\n--\n\n"
       "A LotusMap region of a probe program: records S<name>; when LOTUS_MAP_SELECT names it,\n"
-      "the attached collector (perf, Callgrind, VTune, uProf) runs around the selected executions.");
+      "the attached collector (perf, Callgrind, VTune, uProf) runs around the selected "
+      "executions.");
   t.tp_methods = map_region_methods;
   t.tp_new = map_region_tp_new;
   return t;
@@ -364,8 +365,8 @@ PyMethodDef module_methods[] = {
     {"_now", py_now, METH_NOARGS, "Raw timestamp of the runtime's clock, 0 when tracing is off."},
     {"_record", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_record)),
      METH_FASTCALL, "_record(name, t0, t1): record an already-timed span S<name>."},
-    {"_batch", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_batch)),
-     METH_FASTCALL, "_batch(kind, idx[, t0, t1]): record one SBatch* record."},
+    {"_batch", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_batch)), METH_FASTCALL,
+     "_batch(kind, idx[, t0, t1]): record one SBatch* record."},
     {nullptr, nullptr, 0, nullptr}};
 
 // ---- configure ---------------------------------------------------------------------------------
@@ -443,9 +444,8 @@ PYBIND11_MODULE(_lotus, m) {
     g_decorate = f.release().ptr();
   });
 
-  m.def("_configure", &configure, py::arg("log_file"), py::arg("enabled"),
-        py::arg("ring_capacity"), py::arg("flush_interval_ms"), py::arg("overflow"),
-        py::arg("clock"));
+  m.def("_configure", &configure, py::arg("log_file"), py::arg("enabled"), py::arg("ring_capacity"),
+        py::arg("flush_interval_ms"), py::arg("overflow"), py::arg("clock"));
   // The runtime may wait for its writer thread (I/O): let other Python threads run meanwhile.
   m.def(
       "flush", [] { lotus::flush(); }, py::call_guard<py::gil_scoped_release>(),
@@ -475,7 +475,8 @@ PYBIND11_MODULE(_lotus, m) {
       "detach", [] { lotus::collector::detach(); }, py::call_guard<py::gil_scoped_release>(),
       "Pause if needed and detach; every later collector call does nothing.");
   c.def(
-      "attached", [] { return std::string(lotus::collector::to_string(lotus::collector::attached())); },
+      "attached",
+      [] { return std::string(lotus::collector::to_string(lotus::collector::attached())); },
       "'none', 'perf', 'itt', 'amd' or 'callgrind'.");
   c.def(
       "depth", [] { return lotus::collector::depth(); }, "Current process-wide resume depth.");

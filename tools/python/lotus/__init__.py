@@ -60,6 +60,9 @@ def configure(log_file=_UNSET, *, enabled=None, ring_capacity=None, flush_interv
               overflow=None, clock=None):
     """Apply options to this process; unset options fall back to the environment, then defaults.
 
+    As the C++ ``lotus::configure``, each call replaces the options of the previous one (pass
+    ``log_file`` again with ``enabled=True``); events recorded before the call are flushed first.
+
     The options and environment variables are those of the C++ ``lotus::options``:
 
     ================  =========================  =============================================

@@ -69,7 +69,7 @@ def _use_prefix(path):
         raise TypeError("the Lotus log file must be a str or os.PathLike, not "
                         f"{type(path).__name__}") from None
     if not _lotus.tracing_enabled():
-        _lotus_pkg.configure(log_file=wanted)
+        _lotus_pkg.configure(**{**_lotus_pkg._last_options, "log_file": wanted})
         return
     current = _lotus_pkg._last_options.get("log_file") or _os.environ.get("LOTUS_LOG_FILE")
     if current and _os.path.abspath(current) != wanted and not _prefix_warned:
