@@ -59,7 +59,9 @@ def main(argv=None):
 
     if not a.no_trace:
         import lotus.torch
-        lotus.torch.instrument(log_file=os.path.join(a.out, "trace", "lotustrace_log"))
+        # LOTUS_LOG_FILE (set by `lotus-tool record`, for one) wins over the default prefix.
+        default = os.path.join(a.out, "trace", "lotustrace_log")
+        lotus.torch.instrument(log_file=None if os.environ.get("LOTUS_LOG_FILE") else default)
 
     import torch
     from torchvision import datasets, transforms
@@ -84,8 +86,7 @@ def main(argv=None):
     if not a.no_trace:
         import lotus
         lotus.flush()
-        print(f"trace: {os.path.join(a.out, 'trace')}/  ({lotus.stats().written} records "
-              "in the main process)")
+        print(f"{lotus.stats().written} records written by the main process")
     return 0
 
 
