@@ -6,6 +6,8 @@
 Every variant times an empty body, so the figure is the recorder's own cost:
   lotus.scope                 `with lotus.scope("Op"): pass`, tracing on. Burst regime: the writer
                               drains outside the timed region (lotus.flush() between repetitions).
+                              Sustained: 10x as many ops in one go, the writer draining meanwhile
+                              (each thread's ring holds 32768 events; a full ring waits for it).
   lotus.scope, tracing off    the same with lotus.configure(enabled=False)
   Lotus pure-Python recorder  what Lotus's patched torchvision does per record: two time.time_ns()
                               and `open(path, "a").write(f"S{name},{start},{end-start}\\n")`
@@ -14,7 +16,8 @@ Every variant times an empty body, so the figure is the recorder's own cost:
   record_function, profiler   torch.autograd.profiler.record_function("Op") inside an active
                               torch.profiler.profile(activities=[CPU]) session
   record_function, no profiler  the same with no profiler running
-The empty loop's time is subtracted from every variant.
+The empty loop's time is subtracted from every variant. Two clocks: wall (perf_counter) and the
+calling thread's CPU time (thread_time: the cost to the instrumented thread, without preemption).
 """
 import argparse
 import os
@@ -64,6 +67,8 @@ def main():
     variants = [
         ("empty loop", empty, ops, None, None),
         ("lotus.scope (tracing on, burst)", lotus_scope, ops, None, lotus.flush),
+        ("lotus.scope (tracing on, sustained: 10x the ops, no flush)", lotus_scope, 10 * ops,
+         None, None),
         ("lotus.scope (tracing off at run time)", lotus_scope, ops,
          lambda: lotus.configure(log, enabled=False), lambda: lotus.configure(log)),
         ("Lotus pure-Python recorder (open/append per record)", lotus_style, max(ops // 20, 50),
@@ -96,23 +101,28 @@ def main():
         print("(torch not importable: record_function rows skipped)", file=sys.stderr)
 
     samples = {v[0]: [] for v in variants}
+    cpu = {v[0]: [] for v in variants}
     for rep in range(reps):
         order = variants[rep % len(variants):] + variants[:rep % len(variants)]
         for name, body, n, setup, cleanup in order:
             if setup is not None:
                 setup()
-            t0 = time.perf_counter_ns()
+            t0, c0 = time.perf_counter_ns(), time.thread_time_ns()
             body(n)
-            samples[name].append((time.perf_counter_ns() - t0) / n)
+            c1, t1 = time.thread_time_ns(), time.perf_counter_ns()
+            samples[name].append((t1 - t0) / n)
+            cpu[name].append((c1 - c0) / n)
             if cleanup is not None:
                 cleanup()
     base = statistics.median(samples["empty loop"])
-    results = [(name, statistics.median(samples[name]) - base) for name, *_ in variants[1:]]
+    cbase = statistics.median(cpu["empty loop"])
+    results = [(name, statistics.median(samples[name]) - base, statistics.median(cpu[name]) - cbase)
+               for name, *_ in variants[1:]]
     written = lotus.stats()
-    ref = results[0][1]
-    print(f"{'variant':<55} {'ns/op':>10} {'x lotus':>8}")
-    for name, ns in results:
-        print(f"{name:<55} {ns:>10.1f} {ns / ref:>8.2f}")
+    ref, cref = results[0][1], results[0][2]
+    print(f"{'variant':<60} {'wall ns/op':>11} {'x lotus':>8} {'CPU ns/op':>10} {'x lotus':>8}")
+    for name, ns, c in results:
+        print(f"{name:<60} {ns:>11.1f} {ns / ref:>8.2f} {c:>10.1f} {c / cref:>8.2f}")
     print(f"(empty loop {base:.1f} ns/iteration subtracted; lotus wrote {written.written} records, "
           f"dropped {written.dropped}; python {sys.version.split()[0]})")
 

@@ -147,6 +147,15 @@ def test_imagefolder_lotus_keywords(tmp_path):
                 assert load[1] + load[2] <= tr[1]
 
 
+def test_custom_dataset_lotus_keywords(tmp_path):
+    # Lotus README's custom dataset: `log_file` and a Compose given log_transform_elapsed_time.
+    info, files = scenario(tmp_path, style="keywords", workers=2, batches=4, order="swap01")
+    main, workers = split(files, info["pid"])
+    assert [r[0] for r in next(iter(main.values()))] == expected_main(4, 2, "swap01")
+    for r in workers.values():
+        assert [x[0] for x in r] == expected_worker(batches_of(r), 2)
+
+
 def test_keyword_mode_traces_only_what_lotus_would(tmp_path):
     # instrument() with no log file and no keywords: Lotus would write nothing, so does lotus.
     info, files = scenario(tmp_path, style="none", workers=2, batches=2)

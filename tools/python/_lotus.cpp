@@ -100,11 +100,8 @@ PyObject* scope_tp_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
 }
 
 void scope_dealloc(PyObject* o) {
-  auto* self = reinterpret_cast<scope_object*>(o);
-  if (self->active) {  // entered and never exited (a generator dropped mid-with): no record
-    self->active = false;
-  }
-  Py_XDECREF(self->name);
+  // Entered and never exited (a generator dropped mid-with): nothing is recorded.
+  Py_XDECREF(reinterpret_cast<scope_object*>(o)->name);
   PyObject_Free(o);
 }
 
