@@ -6,18 +6,18 @@
 1. End to end: examples/python_pipeline/pipeline.py (ImageFolder over generated JPEGs,
    RandomResizedCrop(224), RandomHorizontalFlip, ToTensor, Normalize; 2 worker processes) run
    --runs times traced (lotus.torch.instrument) and untraced, alternating, each in a fresh process.
-   Reported: the epoch loop's wall time and the CPU time of the whole process tree (workers
-   included), median of the runs, and traced/untraced.
-2. Per sample, in process: what lotus.torch adds to one ImageFolder sample and one batch whose
-   loader and transforms do nothing (so only the instrumentation is timed), traced minus untraced;
-   divided by the untraced per-sample time of part 1 it is the overhead independent of run-to-run
-   noise.
+   Reported: the epoch loop's wall time and its CPU time (main process and workers; interpreter
+   start and imports excluded), median of the runs, and traced/untraced.
+2. Per sample, in process, in thread CPU time (no preemption): what lotus.torch adds to one
+   ImageFolder sample and its share of a batch when the loader and transforms do nothing (so only
+   the instrumentation is timed), traced minus untraced; divided by the CPU time of one real
+   sample (JPEG decode + the four transforms) it is the overhead, free of run-to-run noise.
 """
 import argparse
 import json
 import os
 import pathlib
-import resource
+import re
 import statistics
 import subprocess
 import sys
@@ -29,13 +29,11 @@ PIPELINE = ROOT / "examples" / "python_pipeline" / "pipeline.py"
 
 
 def run_pipeline(out, traced, args):
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    """(loop wall s, loop CPU s of the process and its workers) of one fresh run."""
     cmd = [sys.executable, str(PIPELINE), "--out", out, *args] + ([] if traced else ["--no-trace"])
     r = subprocess.run(cmd, capture_output=True, text=True, check=True)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    wall = float(r.stdout.split(" s\n")[0].split()[-1])
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu
+    m = re.search(r"epoch\(s\), ([0-9.]+) s, loop CPU ([0-9.]+) s", r.stdout)
+    return float(m.group(1)), float(m.group(2))
 
 
 def per_sample_overhead(samples, reps):
@@ -63,11 +61,11 @@ def per_sample_overhead(samples, reps):
         return torch.utils.data.DataLoader(ds, batch_size=16, num_workers=0)
 
     def timed(loader):
-        t0 = time.perf_counter_ns()
+        t0 = time.thread_time_ns()
         for _ in range(samples // 16):
             for _ in loader:
                 pass
-        return (time.perf_counter_ns() - t0) / (samples // 16 * 16) / 1000.0
+        return (time.thread_time_ns() - t0) / (samples // 16 * 16) / 1000.0
 
     plain, traced = [], []
     log = os.path.join(tmp, "trace", "log")
@@ -89,9 +87,9 @@ def real_sample_ms(data, count):
         transforms.Normalize(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225])]))
     times = []
     for i in range(min(count, len(ds))):
-        t0 = time.perf_counter_ns()
+        t0 = time.thread_time_ns()
         ds[i]
-        times.append((time.perf_counter_ns() - t0) / 1e6)
+        times.append((time.thread_time_ns() - t0) / 1e6)
     return statistics.median(times)
 
 
@@ -113,7 +111,7 @@ def main():
            for t in res}
     print(f"end to end: {a.images} JPEGs x {a.epochs} epochs, 2 workers, batch 16, "
           f"{a.runs} runs per variant, alternating")
-    print(f"{'variant':<10} {'loop wall median (s)':>22} {'min..max':>16} {'tree CPU median (s)':>21}")
+    print(f"{'variant':<10} {'loop wall median (s)':>22} {'min..max':>16} {'loop CPU median (s)':>21}")
     for t, name in ((False, "untraced"), (True, "traced")):
         ws = [w for w, _ in res[t]]
         print(f"{name:<10} {med[t][0]:>22.3f} {min(ws):>7.3f}..{max(ws):<7.3f} {med[t][1]:>21.3f}")
@@ -122,9 +120,9 @@ def main():
     plain, traced = per_sample_overhead(4096, 9)
     added = traced - plain
     per_sample_ms = real_sample_ms(os.path.join(out, "data"), 64)
-    print(f"instrumentation per sample (no-op loader and transforms, 1/16 of a batch included): "
+    print(f"instrumentation per sample, thread CPU (no-op loader and transforms, 1/16 of a batch): "
           f"untraced {plain:.2f} us, traced {traced:.2f} us, added {added:.2f} us")
-    print(f"one real sample (JPEG decode + the four transforms, untraced, in process): "
+    print(f"one real sample, thread CPU (JPEG decode + the four transforms, untraced): "
           f"{per_sample_ms:.2f} ms -> "
           f"lotus adds {100.0 * added / 1000.0 / per_sample_ms:.3f} % of it")
     print(json.dumps({"wall_ratio": med[True][0] / med[False][0],
