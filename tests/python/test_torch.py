@@ -230,3 +230,21 @@ print(lotus.torch.instrumented())
 """
     r = run_python(code)
     assert r.stdout.split() == ["TypeError", "ValueError", "TypeError", "False"]
+
+
+def test_lotus_keywords_set_the_prefix_once(tmp_path):
+    code = f"""
+import os, warnings
+import lotus, lotus.torch
+from torchvision import transforms as T
+lotus.torch.instrument()
+assert not lotus.tracing_enabled()
+T.Compose([], log_transform_elapsed_time={str(tmp_path / 'a' / 'log')!r})
+assert lotus.tracing_enabled()
+with warnings.catch_warnings(record=True) as w:
+    warnings.simplefilter("always")
+    T.Compose([], log_transform_elapsed_time={str(tmp_path / 'b' / 'log')!r})
+print(lotus._last_options["log_file"], w[0].category.__name__, len(w))
+"""
+    prefix, category, count = run_python(code).stdout.split()
+    assert (prefix, category, count) == (str(tmp_path / "a" / "log"), "RuntimeWarning", "1")
