@@ -3,8 +3,6 @@ import pathlib
 import subprocess
 import sys
 
-import pytest
-
 HERE = pathlib.Path(__file__).resolve().parent
 
 
@@ -33,9 +31,3 @@ def run_python(code_or_args, env=None, timeout=120, check=True):
     if check and r.returncode != 0:
         raise AssertionError(f"exit {r.returncode}\nstdout:\n{r.stdout}\nstderr:\n{r.stderr}")
     return r
-
-
-@pytest.fixture
-def trace_dir(tmp_path):
-    d = tmp_path / "trace"
-    return d

@@ -1,6 +1,5 @@
 """lotus.torch on stock PyTorch/torchvision: exact Lotus record sets, worker and main files."""
 import json
-import os
 
 import pytest
 

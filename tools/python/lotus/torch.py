@@ -355,7 +355,7 @@ def instrument(log_file=None, **options):
         else:
             _lotus_pkg.configure(log_file, **options)
     try:
-        import torch.utils.data  # noqa: F401
+        import torch.utils.data  # noqa: F401 - fail early, with a clear message
     except ImportError as e:
         raise ImportError("lotus.torch.instrument needs PyTorch (Debian: python3-torch)") from e
     _install(log_file is not None or _lotus.tracing_enabled())
