@@ -48,14 +48,28 @@ TEST_CASE("spans, self time and the stabbing sweep", "[map][spans]") {
   // Flip [2600,2700); all inside BatchPreprocessed [900,3100). Thread 200: one Loader span.
   write_file(dir + "/log_worker_pid_100",
              "SRandomResizedCrop,2100,500\nSRandomHorizontalFlip,2600,100\nSLoader,1000,1000\n"
-             "STransform,2000,1000\nSBatchPreprocessed_0,900,2200\nbad line\n");
+             "STransform,2000,1000\nSBatchPreprocessed_0,900,2200\n");
   write_file(dir + "/log_worker_pid_200", "SLoader,5000,100\n");
   write_file(dir + "/log_main_pid_100", "SBatchQueued_0,800,1000\nSBatchWait_0,850,2300\n");
   write_file(dir + "/other_file", "SLoader,1,1\n");
   const auto s = read_spans(dir);
   REQUIRE(s.files == 3);
   REQUIRE(s.records == 8);
-  REQUIRE(s.bad_lines == 1);
+  {
+    // The core reader: a malformed line, or a 20-digit number (an overflow for the old reader),
+    // is an error naming file and line.
+    const std::string bad = make_dir();
+    write_file(bad + "/log_worker_pid_1", "SLoader,1000,100\nbad line\n");
+    try {
+      read_spans(bad);
+      FAIL("no error");
+    } catch (const lotus_tool::tool_error& e) {
+      REQUIRE(e.code() == lotus_tool::exit_invalid);
+      REQUIRE(std::string(e.what()).find("log_worker_pid_1:2:") != std::string::npos);
+    }
+    write_file(bad + "/log_worker_pid_1", "SLoader,18446744073709551617,100\n");
+    REQUIRE_THROWS_AS(read_spans(bad), lotus_tool::tool_error);
+  }
   REQUIRE(s.by_thread.at(100).size() == 6);  // SBatchQueued skipped, SBatchWait kept
   const auto t = op_times(s);
   auto id = [&](const std::string& n) {
@@ -86,8 +100,8 @@ TEST_CASE("spans, self time and the stabbing sweep", "[map][spans]") {
   REQUIRE(name_at(100, 1200) == "Loader");  // earlier time: the sweep restarts
   REQUIRE(name_at(200, 5050) == "Loader");
   REQUIRE(name_at(300, 5050) == "-");
-  REQUIRE_THROWS_AS(read_spans(dir + "/missing"), map_error);
-  REQUIRE_THROWS_AS(read_spans(dir, "nope"), map_error);
+  REQUIRE_THROWS_AS(read_spans(dir + "/missing"), lotus_tool::tool_error);
+  REQUIRE_THROWS_AS(read_spans(dir, "nope"), lotus_tool::tool_error);
 }
 
 TEST_CASE("fresh trace file names _r<k>_<tid> add to thread <tid>", "[map][spans]") {
@@ -192,8 +206,9 @@ TEST_CASE("mapping: union over runs, Lotus JSON and common functions", "[map][ma
   REQUIRE(back.ops.size() == 2);
   REQUIRE(back.common_funcs_to_op() == m.common_funcs_to_op());
   REQUIRE(back.op_to_func() == m.op_to_func());
-  REQUIRE_THROWS_AS(mapping_from_json(nlohmann::json::array(), "x"), map_error);
-  REQUIRE_THROWS_AS(mapping_from_json(nlohmann::json{{"op_to_func", {{"A", 3}}}}, "x"), map_error);
+  REQUIRE_THROWS_AS(mapping_from_json(nlohmann::json::array(), "x"), lotus_tool::tool_error);
+  REQUIRE_THROWS_AS(mapping_from_json(nlohmann::json{{"op_to_func", {{"A", 3}}}}, "x"),
+                    lotus_tool::tool_error);
 }
 
 TEST_CASE("Lotus attribution splits shared functions by time weights", "[map][attribute]") {

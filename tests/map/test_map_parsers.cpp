@@ -73,11 +73,11 @@ TEST_CASE("perf report: empty output is no rows, garbage is an error naming the 
   try {
     parse_perf_report(bad, "r.txt");
     FAIL("no exception");
-  } catch (const map_error& e) {
+  } catch (const tool_error& e) {
     REQUIRE(std::string(e.what()).rfind("r.txt:2: expected 5 fields, got 1", 0) == 0);
   }
   std::istringstream badnum("abc%\x1f 10\x1f 1\x1f[.] f\x1f m\n");
-  REQUIRE_THROWS_AS(parse_perf_report(badnum, "r"), map_error);
+  REQUIRE_THROWS_AS(parse_perf_report(badnum, "r"), lotus_tool::tool_error);
 }
 
 TEST_CASE("callgrind.out: exclusive and inclusive Ir agree with callgrind_annotate",
@@ -123,15 +123,15 @@ TEST_CASE("callgrind.out: malformed input names the line", "[map][callgrind]") {
   try {
     parse_callgrind(in, "cg.out");
     FAIL("no exception");
-  } catch (const map_error& e) {
+  } catch (const tool_error& e) {
     REQUIRE(std::string(e.what()) == "cg.out:4: bad cost 'abc'");
   }
   std::istringstream ref("version: 1\nevents: Ir\nfn=(7)\n");
-  REQUIRE_THROWS_AS(parse_callgrind(ref, "x"), map_error);
+  REQUIRE_THROWS_AS(parse_callgrind(ref, "x"), lotus_tool::tool_error);
   std::istringstream junk("hello world\n");
-  REQUIRE_THROWS_AS(parse_callgrind(junk, "x"), map_error);
+  REQUIRE_THROWS_AS(parse_callgrind(junk, "x"), lotus_tool::tool_error);
   std::istringstream early("version: 1\nevents: Ir\n3 4\n");
-  REQUIRE_THROWS_AS(parse_callgrind(early, "x"), map_error);
+  REQUIRE_THROWS_AS(parse_callgrind(early, "x"), lotus_tool::tool_error);
 }
 
 TEST_CASE("VTune hotspots CSV (Lotus's real shape)", "[map][vendor_csv]") {
@@ -260,7 +260,7 @@ TEST_CASE("ELF function names for addresses, with and without symbols", "[map][e
   REQUIRE_FALSE(bad.load(std::string(LOTUS_MAP_TEST_DATA) + "/perf_report_spin.txt"));
 }
 
-TEST_CASE("parsers never crash on arbitrary bytes: a result or a map_error", "[map][robust]") {
+TEST_CASE("parsers never crash on arbitrary bytes: a result or a tool_error", "[map][robust]") {
   std::uint64_t state = 0x9e3779b97f4a7c15ull;
   auto next = [&]() {
     state ^= state << 13;
@@ -280,7 +280,7 @@ TEST_CASE("parsers never crash on arbitrary bytes: a result or a map_error", "[m
       std::istringstream in(text);
       try {
         parse(in);
-      } catch (const map_error&) {
+      } catch (const lotus_tool::tool_error&) {
       }
     };
     attempt([](std::istream& in) { parse_perf_report(in, "r"); });

@@ -92,7 +92,7 @@ callgrind_dump parse_callgrind(std::istream& in, const std::string& source) {
   std::string line;
   std::size_t lineno = 0;
   auto bad = [&](const std::string& why) {
-    return map_error(source + ":" + std::to_string(lineno) + ": " + why);
+    return tool_error(exit_invalid, source + ":" + std::to_string(lineno) + ": " + why);
   };
   while (std::getline(in, line)) {
     ++lineno;
@@ -201,7 +201,8 @@ callgrind_dump parse_callgrind(std::istream& in, const std::string& source) {
     throw bad("unrecognised line '" + line.substr(0, 80) + "'");
   }
   if (!seen_body && !dump.has_totals && dump.event.empty())
-    throw map_error(source + ": not a callgrind.out file (no events:, totals: or cost lines)");
+    throw tool_error(exit_invalid,
+                     source + ": not a callgrind.out file (no events:, totals: or cost lines)");
   for (auto& kv : acc) {
     fn_acc& a = kv.second;
     function_cost f;

@@ -23,7 +23,7 @@ struct callgrind_dump {
 /// `(id)` back-references), relative positions (`+n`, `-n`, `*`), `calls=` lines with the inclusive
 /// cost line after them, `jump=`/`jcnd=` lines and inline file switches (`fi=`/`fe=`).
 /// Functions that only appear as call targets (cfn=) are listed with their incoming inclusive cost.
-/// Throws map_error naming `source:line` on malformed input.
+/// Throws tool_error(exit_invalid) naming `source:line` on malformed input.
 callgrind_dump parse_callgrind(std::istream& in, const std::string& source);
 
 /// The region name of a dump made by DUMP_STATS_AT("<name>") ("Client Request: <name>"), or "".

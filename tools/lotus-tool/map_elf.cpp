@@ -177,10 +177,29 @@ std::string elf_functions::name_for(std::uint64_t addr) const {
   auto st = std::upper_bound(starts_.begin(), starts_.end(), addr);
   if (st == starts_.begin()) return {};
   const auto i = static_cast<std::size_t>(st - starts_.begin()) - 1;
-  if (ends_[i] != 0 && addr >= ends_[i]) return {};
+  // Past the end of the last function with unwind info (hand-written assembly, such as
+  // libjpeg-turbo's SIMD code, has none): the block that starts where that function ends. Maps
+  // and profiles name an address the same way, so they still match.
+  const std::uint64_t start = ends_[i] != 0 && addr >= ends_[i] ? ends_[i] : starts_[i];
   char buf[40];
-  std::snprintf(buf, sizeof buf, "func@0x%llx", static_cast<unsigned long long>(*(st - 1)));
+  std::snprintf(buf, sizeof buf, "func@0x%llx", static_cast<unsigned long long>(start));
   return buf;
+}
+
+std::string find_library(const std::string& basename) {
+  if (!is_shared_object(basename) || basename.find('/') != std::string::npos) return {};
+  static const char* const dirs[] = {"/lib/x86_64-linux-gnu",
+                                     "/usr/lib/x86_64-linux-gnu",
+                                     "/lib64",
+                                     "/usr/lib64",
+                                     "/lib",
+                                     "/usr/lib",
+                                     "/usr/local/lib"};
+  for (const char* d : dirs) {
+    const std::string p = std::string(d) + "/" + basename;
+    if (::access(p.c_str(), R_OK) == 0) return p;
+  }
+  return {};
 }
 
 void symbolize_addresses(function_profile& p,
@@ -194,11 +213,12 @@ void symbolize_addresses(function_profile& p,
         r.function.find_first_not_of("0123456789abcdefABCDEF", 2) == std::string::npos;
     if (bare) {
       const auto mp = module_paths.find(r.module);
-      if (mp != module_paths.end()) {
-        auto c = cache.find(mp->second);
+      const std::string path = mp != module_paths.end() ? mp->second : find_library(r.module);
+      if (!path.empty()) {
+        auto c = cache.find(path);
         if (c == cache.end()) {
-          c = cache.emplace(mp->second, elf_functions{}).first;
-          c->second.load(mp->second);
+          c = cache.emplace(path, elf_functions{}).first;
+          c->second.load(path);
         }
         const std::string n = c->second.name_for(std::stoull(r.function, nullptr, 16));
         if (!n.empty()) r.function = n;

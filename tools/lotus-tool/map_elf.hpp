@@ -35,9 +35,13 @@ class elf_functions {
 
 /// Renames rows whose function is a bare address ("0x000000000002314d", as perf and Callgrind
 /// print for stripped code) to the function containing it, merging rows that land on the same
-/// function. `module_paths` maps a module basename to its file.
+/// function. `module_paths` maps a module basename to its file; libraries missing from it are
+/// looked up with find_library.
 void symbolize_addresses(function_profile& p,
                          const std::map<std::string, std::string>& module_paths);
+
+/// A shared object's file from its basename in the system library directories, or "".
+std::string find_library(const std::string& basename);
 
 /// Basename → path of a program and the shared libraries it loads (from `ldd`; real paths, so
 /// "libjpeg.so.62.3.0" is found as perf names it).

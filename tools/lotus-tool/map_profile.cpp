@@ -10,6 +10,49 @@ std::string module_basename(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
+std::string strip_symbol_version(const std::string& sym) {
+  const auto at = sym.find('@');
+  if (at == std::string::npos || at == 0) return sym;
+  std::size_t v = at + 1;
+  if (v < sym.size() && sym[v] == '@') ++v;
+  if (v >= sym.size() || !(sym[v] >= 'A' && sym[v] <= 'Z')) return sym;
+  for (std::size_t i = v; i < sym.size(); ++i) {
+    const char c = sym[i];
+    if (!((c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.')) return sym;
+  }
+  return sym.substr(0, at);
+}
+
+std::string fold_ifunc(const std::string& f) {
+  // glibc names its string/memory variants __<name>_<isa>[_<feature>...].
+  if (f.size() < 4 || f.compare(0, 2, "__") != 0) return f;
+  static const char* const isa[] = {"_avx512", "_avx2",  "_avx",  "_evex", "_sse2",
+                                    "_sse4",   "_ssse3", "_erms", "_rtm"};
+  std::size_t cut = std::string::npos;
+  for (const char* tag : isa) {
+    const std::size_t pos = f.find(tag, 2);
+    if (pos != std::string::npos && pos < cut) cut = pos;
+  }
+  if (cut == std::string::npos || cut <= 2) return f;
+  const std::string base = f.substr(2, cut - 2);
+  static const char* const family[] = {"mem", "str", "wmem", "wcs", "stp", "raw"};
+  for (const char* fam : family)
+    if (base.rfind(fam, 0) == 0) return base;
+  return f;
+}
+
+bool is_shared_object(const std::string& module) {
+  const auto so = module.find(".so");
+  return so != std::string::npos && (so + 3 == module.size() || module[so + 3] == '.');
+}
+
+std::string function_identity(const std::string& function, const std::string& module) {
+  if (!module.empty() && module.front() == '[') return module + "|" + function;
+  if (!is_shared_object(module)) return "<exe>|" + function;
+  const std::string lib = module.substr(0, module.find(".so") + 3);
+  return lib + "|" + fold_ifunc(function);
+}
+
 std::string trim_copy(const std::string& s) {
   const char* ws = " \t\r\n\f\v";
   const auto b = s.find_first_not_of(ws);

@@ -147,13 +147,14 @@ function_profile parse_vendor_csv(std::istream& in, const std::string& source) {
     const auto cols = split_csv_line(line, delim);
     const auto need = std::max({h.function, h.module, h.time}) + 1;
     if (cols.size() < need) {
-      throw map_error(source + ":" + std::to_string(lineno) + ": expected " +
-                      std::to_string(ncols) + " columns, got " + std::to_string(cols.size()));
+      throw tool_error(exit_invalid, source + ":" + std::to_string(lineno) + ": expected " +
+                                         std::to_string(ncols) + " columns, got " +
+                                         std::to_string(cols.size()));
     }
     double secs = 0;
     if (!parse_time(cols[h.time], secs)) {
-      throw map_error(source + ":" + std::to_string(lineno) + ": CPU time '" + cols[h.time] +
-                      "' is not a number");
+      throw tool_error(exit_invalid, source + ":" + std::to_string(lineno) + ": CPU time '" +
+                                         cols[h.time] + "' is not a number");
     }
     const std::string fn = trim_copy(cols[h.function]);
     const std::string mod = module_basename(trim_copy(cols[h.module]));
@@ -169,8 +170,9 @@ function_profile parse_vendor_csv(std::istream& in, const std::string& source) {
     prof.total += ns;
   }
   if (!found) {
-    throw map_error(source + ": no per-function table found (need a header row with Function, " +
-                    "CPU Time and Module columns, as VTune/uProf CSV reports have)");
+    throw tool_error(exit_invalid,
+                     source + ": no per-function table found (need a header row with Function, " +
+                         "CPU Time and Module columns, as VTune/uProf CSV reports have)");
   }
   return prof;
 }
