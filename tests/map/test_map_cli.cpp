@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -16,6 +17,7 @@
 
 #include "catch.hpp"
 #include "map_process.hpp"
+#include "map_profile.hpp"
 #include "spawn.hpp"
 
 using lotus_tool::run_process;
@@ -178,6 +180,41 @@ TEST_CASE("map --collector perf on the image probe: windows sized from the regio
   REQUIRE(m["lotus"]["ops"]["Loader"]["runs"].get<int>() >= 1);
   REQUIRE(m["lotus"]["ops"]["Loader"]["region_ns"].get<double>() > 0);
   REQUIRE(m["common_funcs_to_op"].is_object());
+
+  // Lotus's method with this mapping on a real `lotus-tool record` run of the image pipeline
+  // (another binary: its functions match the probe's by name), side by side with the join.
+  // The dataset is generated first so the recorded run is the pipeline alone.
+  const std::string pipe = dir + "/pipe";
+  run_spec gen;
+  gen.argv = {IMAGE_PIPELINE, "-o", pipe, "-n", "96", "-q", "--no-trace"};
+  gen.stdout_path = dir + "/gen.out";
+  gen.stderr_path = dir + "/gen.err";
+  REQUIRE(run_process(gen).ok());
+  auto rec = tool(dir, {"record", "-o", dir + "/rec", "-F", "2999", "-e", "cpu-clock:u", "--",
+                        IMAGE_PIPELINE, "-o", pipe, "-n", "96", "-q"});
+  INFO(rec.out << rec.err);
+  REQUIRE(rec.code == 0);
+  const auto at = tool(dir, {"attribute", dir + "/rec", "--trace", pipe + "/trace", "--mapping",
+                             dir + "/m.json", "--json", "-o", dir + "/a.json"});
+  INFO(at.err);
+  REQUIRE(at.code == 0);
+  const json a = load_json(dir + "/a.json");
+  REQUIRE(a["method"] == "lotus");
+  REQUIRE(a["join"]["method"] == "join");
+  const double unattributed = a["shares"]["unattributed"].get<double>();
+  INFO("Lotus's method leaves " << unattributed << " of the sampled time unattributed");
+  CHECK(unattributed <= 0.10);
+  for (const auto& [op, share] : a["shares"]["ops"].items()) {
+    const double j = a["join"]["shares"]["ops"].value(op, 0.0);
+    INFO(op << ": Lotus " << share.get<double>() << ", join " << j);
+    CHECK(std::abs(share.get<double>() - j) <= 0.05);
+  }
+  // The text output shows both methods side by side with the unattributed share.
+  const auto txt = tool(
+      dir, {"attribute", dir + "/rec", "--trace", pipe + "/trace", "--mapping", dir + "/m.json"});
+  REQUIRE(txt.code == 0);
+  REQUIRE(txt.out.find("Lotus       join       diff") != std::string::npos);
+  REQUIRE(txt.out.find("not charged to any op") != std::string::npos);
 }
 
 TEST_CASE("map --collector perf with default options on the shortest op", "[map][perf]") {
@@ -227,6 +264,67 @@ TEST_CASE("map --collector callgrind is exact: every executed function, inclusiv
   check_exclusive(m);
   REQUIRE(m["lotus"]["unit"] == "Ir");
   REQUIRE(m["lotus"]["ops"]["Loader"]["runs"] == 1);
+  // The collector control (resume/pause's mutex, errno, client requests) and the probe's own
+  // enclosing frame (main) are never mapped, nor shared between ops.
+  for (const auto& [op, fs] : m["op_to_func"].items()) {
+    for (const auto& f : fs) {
+      const std::string k = f.get<std::string>();
+      INFO(op << ": " << k);
+      CHECK(k.find("lotus::") == std::string::npos);
+      CHECK(k.rfind("main|", 0) != 0);
+      CHECK(k.rfind("pthread_mutex_", 0) != 0);
+      CHECK(k.rfind("__errno_location|", 0) != 0);
+    }
+  }
+  for (const auto& [k, ops] : m["common_funcs_to_op"].items()) {
+    CHECK(k.rfind("main|", 0) != 0);
+    CHECK(k.rfind("pthread_mutex_", 0) != 0);
+  }
+
+  // Callgrind and perf agree on each op's top functions, compared by function identity (Callgrind
+  // prints C++ parameters and sees other ifunc variants; perf prints neither).
+  const auto pr = tool(dir, {"map",
+                             "--collector",
+                             "perf",
+                             "--min-samples",
+                             "12",
+                             "--region",
+                             "Loader",
+                             "--region",
+                             "RandomResizedCrop",
+                             "--region",
+                             "ToTensor",
+                             "--region",
+                             "Collation",
+                             "-o",
+                             dir + "/p.json",
+                             "--",
+                             IMAGE_PROBE,
+                             "-s",
+                             "1",
+                             "-d",
+                             probe_data_dir()});
+  INFO(pr.out << pr.err);
+  REQUIRE(pr.code == 0);
+  const json p = load_json(dir + "/p.json");
+  auto top = [](const json& mj, const std::string& op, std::size_t n) {
+    std::vector<std::string> v;
+    for (const auto& f : mj["op_to_func"][op]) {
+      const std::string k = f.get<std::string>();
+      const auto bar = k.rfind('|');
+      v.push_back(lotus_tool::function_identity(k.substr(0, bar), k.substr(bar + 1)));
+      if (v.size() == n) break;
+    }
+    return v;
+  };
+  for (const char* op : {"Loader", "RandomResizedCrop", "ToTensor", "Collation"}) {
+    const auto c3 = top(m, op, 3), p3 = top(p, op, 3);
+    INFO(op);
+    REQUIRE(!c3.empty());
+    REQUIRE(!p3.empty());
+    CHECK(std::find(c3.begin(), c3.end(), p3[0]) != c3.end());
+    CHECK(std::find(p3.begin(), p3.end(), c3[0]) != p3.end());
+  }
   // Inclusive ≥ exclusive, and decode_jpeg's inclusive count covers libjpeg's work.
   for (const auto& [key, f] : m["lotus"]["ops"]["Loader"]["functions"].items()) {
     REQUIRE(f["inclusive"].get<double>() >= f["self"].get<double>());

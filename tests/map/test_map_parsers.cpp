@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -132,6 +133,66 @@ TEST_CASE("callgrind.out: malformed input names the line", "[map][callgrind]") {
   REQUIRE_THROWS_AS(parse_callgrind(junk, "x"), lotus_tool::tool_error);
   std::istringstream early("version: 1\nevents: Ir\n3 4\n");
   REQUIRE_THROWS_AS(parse_callgrind(early, "x"), lotus_tool::tool_error);
+}
+
+TEST_CASE("callgrind: the collector control is removed by where its cost comes from",
+          "[map][callgrind]") {
+  // A region window as lotus's resume/pause leave it: main encloses the region, calls the op and
+  // lotus's resume/pause, which call the mutex functions and __errno_location; the op calls memset
+  // and so does the control path (memset stays: the op calls it too).
+  std::istringstream in(
+      "version: 1\nevents: Ir\n"
+      "ob=(1) /bin/probe\nfn=(1) main\n1 10\n"
+      "cfn=(2) op(int)\ncalls=1 0\n1 500\n"
+      "cfn=(3) lotus::v0::detail::collector_pause_slow(char const*)\ncalls=1 0\n1 60\n"
+      "fn=(2)\n1 400\ncob=(2) /lib/libc.so.6\ncfn=(5) memset\ncalls=1 0\n1 100\n"
+      "fn=(3)\n1 20\ncob=(2)\ncfn=(4) pthread_mutex_lock@@GLIBC_2.2.5\ncalls=1 0\n1 30\n"
+      "cob=(2)\ncfn=(5)\ncalls=1 0\n1 10\n"
+      "ob=(2)\nfn=(4)\n1 25\ncfn=(6) __lll_lock_wait\ncalls=1 0\n1 5\n"
+      "fn=(6)\n1 5\nfn=(5)\n1 110\n");
+  auto d = parse_callgrind(in, "cg");
+  REQUIRE(d.calls.size() == 6);
+  REQUIRE(remove_control_path(d) == 4);  // lotus's pause, the mutex, its callee, main
+  std::vector<std::string> kept;
+  for (const auto& r : d.profile.rows) kept.push_back(function_key(r));
+  std::sort(kept.begin(), kept.end());
+  REQUIRE(kept == std::vector<std::string>{"memset|libc.so.6", "op(int)|probe"});
+  REQUIRE(d.profile.total == 510.0);
+}
+
+TEST_CASE("function identity: one key for every collector and binary", "[map][identity]") {
+  REQUIRE(fold_ifunc("__memset_avx2_unaligned_erms") == "memset");
+  REQUIRE(fold_ifunc("__memmove_avx512_unaligned_erms") == "memmove");
+  REQUIRE(fold_ifunc("__strlen_evex") == "strlen");
+  REQUIRE(fold_ifunc("__memcpy_sse2_unaligned") == "memcpy");
+  REQUIRE(fold_ifunc("__libc_start_main") == "__libc_start_main");
+  REQUIRE(fold_ifunc("__avx_helper") == "__avx_helper");
+  REQUIRE(strip_symbol_version("log@@GLIBC_2.29") == "log");
+  REQUIRE(strip_symbol_version("pthread_sigmask@GLIBC_2.2.5") == "pthread_sigmask");
+  REQUIRE(strip_symbol_version("func@0x226a0") == "func@0x226a0");
+  REQUIRE(strip_parameters("ns::f(int, char const*) const") == "ns::f");
+  REQUIRE(strip_parameters("(anonymous namespace)::g(std::vector<int, std::allocator<int> >)") ==
+          "(anonymous namespace)::g");
+  REQUIRE(strip_parameters("X::operator()(int)") == "X::operator()");
+  REQUIRE(strip_parameters("main") == "main");
+  REQUIRE(is_shared_object("libjpeg.so.62.3.0"));
+  REQUIRE(is_shared_object("ld-linux-x86-64.so.2"));
+  REQUIRE_FALSE(is_shared_object("image_probe"));
+  REQUIRE_FALSE(is_shared_object("my.sociable_tool"));
+  // The probe's functions match the real program's by name; libraries by name without version;
+  // Callgrind's and perf's spellings of the same function meet.
+  REQUIRE(function_identity("lotus_examples::normalize(lotus_examples::tensor)", "image_probe") ==
+          function_identity("lotus_examples::normalize", "image_pipeline"));
+  REQUIRE(function_identity("decode_mcu", "libjpeg.so.62") ==
+          function_identity("decode_mcu", "libjpeg.so.62.3.0"));
+  REQUIRE(function_identity("__memset_avx2_unaligned_erms", "libc.so.6") ==
+          function_identity("__memset_avx512_unaligned_erms", "libc.so.6"));
+  REQUIRE(function_identity("memcpy", "libc.so.6") ==
+          function_identity("__memmove_avx512_unaligned_erms", "libc.so.6"));
+  REQUIRE(function_identity("decode_mcu", "libjpeg.so.62") !=
+          function_identity("decode_mcu", "libother.so.1"));
+  REQUIRE(function_identity("clear_page_erms", "[kernel.kallsyms]") ==
+          "[kernel.kallsyms]|clear_page_erms");
 }
 
 TEST_CASE("VTune hotspots CSV (Lotus's real shape)", "[map][vendor_csv]") {

@@ -73,10 +73,11 @@ std::string perf_to_temp(const std::vector<std::string>& args, const std::string
   return tmpl;
 }
 
-function_profile load_profile(const std::string& path) {
+function_profile load_profile(const std::string& path, const std::string& tids) {
   if (!exists(path)) throw tool_error(exit_io, "profile '" + path + "' not found");
   if (is_perf_data(path)) {
     std::vector<std::string> args{"report", "-i", path};
+    if (!tids.empty()) args.push_back("--tid=" + tids);
     for (const auto& a : perf_report_args()) args.push_back(a);
     const std::string tmp = perf_to_temp(args, path);
     std::ifstream in(tmp);
@@ -102,6 +103,12 @@ std::map<std::string, double> time_weights(const span_set& s) {
   return w;
 }
 
+// The threads an attribution looks at: those that recorded op spans (the pipeline's workers),
+// unless --all-threads. A main thread's training step or a dataset generator is no op's.
+std::set<std::uint64_t> scope_of(const span_set& spans, const attribute_args& opt) {
+  return opt.all_threads ? std::set<std::uint64_t>{} : op_threads(spans);
+}
+
 attribution join_of(const span_set& spans, const attribute_args& opt) {
   std::string script = opt.perf_script;
   std::string tmp;
@@ -122,7 +129,8 @@ attribution join_of(const span_set& spans, const attribute_args& opt) {
   if (!in) throw tool_error(exit_io, "attribute: cannot read '" + script + "'");
   attribution a;
   try {
-    a = attribute_join(spans, in, opt.perf_script.empty() ? opt.perf_data : script);
+    a = attribute_join(spans, in, opt.perf_script.empty() ? opt.perf_data : script,
+                       scope_of(spans, opt));
   } catch (...) {
     if (!tmp.empty()) ::unlink(tmp.c_str());
     throw;
@@ -150,11 +158,27 @@ attribution lotus_of(const span_set& spans, const attribute_args& opt) {
   }
   const mapping m = mapping_from_json(j, opt.mapping);
   const std::string profile = opt.profile.empty() ? opt.perf_data : opt.profile;
-  function_profile p = load_profile(profile);
+  std::string tids;
+  for (const auto t : scope_of(spans, opt)) tids += (tids.empty() ? "" : ",") + std::to_string(t);
+  function_profile p = load_profile(profile, tids);
   if (p.rows.empty())
     throw tool_error(exit_invalid, profile + ": the profile has no function rows");
   // Stripped code: raw addresses become func@0x<start>, the name the mapping uses.
-  symbolize_addresses(p, {});
+  std::vector<function_cost> known;
+  for (const auto& op : m.ops)
+    for (const auto& f : op.functions) known.push_back({f.function, f.module, 0, 0, 0});
+  symbolize_addresses_like(p, known);
+  bool kernel_rows = false, kernel_mapped = false;
+  for (const auto& r : p.rows) kernel_rows = kernel_rows || r.module == "[kernel.kallsyms]";
+  for (const auto& op : m.ops)
+    for (const auto& f : op.functions)
+      kernel_mapped = kernel_mapped || f.module == "[kernel.kallsyms]";
+  if (kernel_rows && !kernel_mapped) {
+    std::fprintf(stderr,
+                 "lotus-tool attribute: note: the profile samples kernel code but the mapping has "
+                 "none (map with --kernel, or record with -e cpu-clock:u), so kernel time stays "
+                 "unattributed\n");
+  }
   return attribute_lotus(m, p, time_weights(spans));
 }
 
@@ -305,6 +329,8 @@ void add_attribute_command(CLI::App& app) {
                   "join: output of perf script -F tid,time,period,event,ip,sym,dso --ns");
   cmd->add_option("--trace", opt->trace, "LotusTrace directory of the same run");
   cmd->add_option("--prefix", opt->prefix, "trace file prefix (default: the directory's one)");
+  cmd->add_flag("--all-threads", opt->all_threads,
+                "perf.data: every sampled thread (default: the threads that recorded op spans)");
   cmd->add_flag_callback(
       "--json", [opt]() { opt->format = "json"; }, "JSON output");
   cmd->add_flag_callback(

@@ -17,6 +17,7 @@ struct attribute_args {
   std::string format = "text";  ///< text|json|csv
   std::string output;           ///< file instead of stdout
   unsigned top = 8;             ///< functions per op in the text table
+  bool all_threads = false;     ///< perf.data: every thread, not only those with op spans
 };
 
 /// Lotus's method when --mapping is given, the join when perf data is given, both side by side

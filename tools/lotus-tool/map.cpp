@@ -357,12 +357,14 @@ run_outcome perf_strategy::profile(const run_context& ctx, const std::string& re
       add_profile(in, perf_report_of(ctx.tool, data, {"--tid=" + tid_list, "--time", arg},
                                      dir + "/report.txt", ctx.opt.timeout_s));
     }
-    // With LOTUS_CLOCK=realtime the span's own timestamps are clock_gettime calls in the vDSO,
-    // part of each span's first and last nanoseconds: lotus's, not the op's.
+    // With LOTUS_CLOCK=realtime the span's own timestamps are clock_gettime calls (libc's wrapper
+    // and the vDSO), the first and last instructions of each span: lotus's, not the op's.
     function_profile op_only;
     op_only.unit = in.unit;
     for (const auto& row : in.rows) {
-      if (row.module == "[vdso]") continue;
+      if (row.module == "[vdso]" ||
+          (row.module.rfind("libc.so", 0) == 0 && row.function == "clock_gettime"))
+        continue;
       op_only.rows.push_back(row);
       op_only.total += row.self;
     }
@@ -437,6 +439,7 @@ run_outcome callgrind_strategy::profile(const run_context& ctx, const std::strin
       return o;
     }
     if (callgrind_region(d) != region) continue;
+    if (!ctx.opt.keep_lotus) remove_control_path(d);
     ++dumps;
     prof.total += d.profile.total;
     for (const auto& row : d.profile.rows) {
@@ -1028,7 +1031,8 @@ void add_map_command(CLI::App& app) {
   cmd->add_option("--timeout", opt->timeout_s, "seconds per probe run before it is killed")
       ->check(CLI::Range(0.1, 1e6))
       ->capture_default_str();
-  cmd->add_option("--region", opt->regions, "map only this region (repeatable)");
+  cmd->add_option("--region", opt->regions, "map only this region (repeatable)")
+      ->allow_extra_args(false);
   cmd->add_option("-o,--output", opt->output, "mapping JSON to write")->capture_default_str();
   cmd->add_option("--work-dir", opt->work_dir, "per-run files (default: <output>.work)");
   cmd->add_flag("--keep-data", opt->keep_data, "keep perf.data / vendor result directories");

@@ -186,6 +186,55 @@ std::string elf_functions::name_for(std::uint64_t addr) const {
   return buf;
 }
 
+std::uint64_t elf_functions::gap_start(std::uint64_t addr) const {
+  auto it = std::upper_bound(syms_.begin(), syms_.end(), addr,
+                             [](std::uint64_t a, const sym& s) { return a < s.start; });
+  if (it != syms_.begin()) {
+    const sym& s = *(it - 1);
+    if (addr < s.start + std::max<std::uint64_t>(s.size, 1)) return 0;
+  }
+  auto st = std::upper_bound(starts_.begin(), starts_.end(), addr);
+  if (st == starts_.begin()) return 0;
+  const auto i = static_cast<std::size_t>(st - starts_.begin()) - 1;
+  return ends_[i] != 0 && addr >= ends_[i] ? ends_[i] : 0;
+}
+
+void symbolize_addresses_like(function_profile& p, const std::vector<function_cost>& known) {
+  // library (identity, without version) → entries named func@0x<entry>
+  std::map<std::string, std::vector<std::uint64_t>> entries;
+  for (const auto& k : known) {
+    if (k.function.rfind("func@0x", 0) != 0) continue;
+    const std::string lib = function_identity("", k.module);
+    entries[lib].push_back(std::stoull(k.function.substr(7), nullptr, 16));
+  }
+  for (auto& v : entries) std::sort(v.second.begin(), v.second.end());
+  std::map<std::string, elf_functions> cache;
+  for (auto& r : p.rows) {
+    const bool bare =
+        r.function.size() > 2 && r.function.size() <= 18 && r.function.compare(0, 2, "0x") == 0 &&
+        r.function.find_first_not_of("0123456789abcdefABCDEF", 2) == std::string::npos;
+    if (!bare) continue;
+    const auto e = entries.find(function_identity("", r.module));
+    if (e == entries.end()) continue;
+    const std::string path = find_library(r.module);
+    if (path.empty()) continue;
+    auto c = cache.find(path);
+    if (c == cache.end()) {
+      c = cache.emplace(path, elf_functions{}).first;
+      c->second.load(path);
+    }
+    const std::uint64_t addr = std::stoull(r.function, nullptr, 16);
+    const std::uint64_t gap = c->second.gap_start(addr);
+    if (gap == 0) continue;
+    auto it = std::upper_bound(e->second.begin(), e->second.end(), addr);
+    if (it == e->second.begin() || *(it - 1) < gap) continue;
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "func@0x%llx", static_cast<unsigned long long>(*(it - 1)));
+    r.function = buf;
+  }
+  symbolize_addresses(p, {});
+}
+
 std::string find_library(const std::string& basename) {
   if (!is_shared_object(basename) || basename.find('/') != std::string::npos) return {};
   static const char* const dirs[] = {"/lib/x86_64-linux-gnu",

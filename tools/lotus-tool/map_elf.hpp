@@ -22,6 +22,9 @@ class elf_functions {
   /// for functions without symbols), else "".
   std::string name_for(std::uint64_t addr) const;
   std::size_t starts() const { return starts_.size(); }
+  /// For an address in code without symbol or unwind info (past the end of the function before
+  /// it): where that stretch starts; 0 otherwise.
+  std::uint64_t gap_start(std::uint64_t addr) const;
 
  private:
   struct sym {
@@ -42,6 +45,12 @@ void symbolize_addresses(function_profile& p,
 
 /// A shared object's file from its basename in the system library directories, or "".
 std::string find_library(const std::string& basename);
+
+/// Like symbolize_addresses, but an address in code without symbol or unwind info takes the name
+/// of the nearest function entry at or below it that `known` names (`func@0x<entry>` with the
+/// same library, as Callgrind names the entries it saw called) within the same stretch, so a
+/// profile and a mapping made by different collectors name it the same way.
+void symbolize_addresses_like(function_profile& p, const std::vector<function_cost>& known);
 
 /// Basename → path of a program and the shared libraries it loads (from `ldd`; real paths, so
 /// "libjpeg.so.62.3.0" is found as perf names it).

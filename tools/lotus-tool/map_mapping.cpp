@@ -54,7 +54,8 @@ void mapping_builder::add_run(const std::string& name, const function_profile& p
   auto& fm = funcs_[name];
   for (const auto& r : p.rows) {
     // ifunc variants are one function (the variant a collector sees depends on the machine).
-    const std::string fn = is_shared_object(r.module) ? fold_ifunc(r.function) : r.function;
+    const std::string plain = strip_symbol_version(r.function);
+    const std::string fn = is_shared_object(r.module) ? fold_ifunc(plain) : plain;
     auto& f = fm[fn + "|" + r.module];
     if (f.runs_seen == 0) {
       f.function = fn;

@@ -46,11 +46,35 @@ bool is_shared_object(const std::string& module) {
   return so != std::string::npos && (so + 3 == module.size() || module[so + 3] == '.');
 }
 
+std::string strip_parameters(const std::string& fn) {
+  std::string s = fn;
+  const std::string cq = " const";
+  if (s.size() > cq.size() && s.compare(s.size() - cq.size(), cq.size(), cq) == 0)
+    s.resize(s.size() - cq.size());
+  if (s.empty() || s.back() != ')') return fn;
+  int depth = 0;
+  for (std::size_t i = s.size(); i-- > 0;) {
+    if (s[i] == ')') ++depth;
+    if (s[i] == '(' && --depth == 0) {
+      // "operator()" keeps its own parentheses; "(anonymous namespace)" alone is no call.
+      if (i == 0) return fn;
+      return s.substr(0, i);
+    }
+  }
+  return fn;
+}
+
 std::string function_identity(const std::string& function, const std::string& module) {
-  if (!module.empty() && module.front() == '[') return module + "|" + function;
-  if (!is_shared_object(module)) return "<exe>|" + function;
+  const std::string fn = strip_parameters(strip_symbol_version(function));
+  if (!module.empty() && module.front() == '[') return module + "|" + fn;
+  if (!is_shared_object(module)) return "<exe>|" + fn;
   const std::string lib = module.substr(0, module.find(".so") + 3);
-  return lib + "|" + fold_ifunc(function);
+  std::string pub = fold_ifunc(fn);
+  // glibc's memcpy variants are aliases of the memmove ones (one address, two names): Callgrind
+  // reports one name, perf the other.
+  if (pub == "memcpy" && fn != pub) pub = "memmove";
+  if (pub == "memcpy") pub = "memmove";
+  return lib + "|" + pub;
 }
 
 std::string trim_copy(const std::string& s) {

@@ -44,14 +44,18 @@ std::string strip_symbol_version(const std::string& sym);
 /// does), the function does not.
 std::string fold_ifunc(const std::string& function);
 
+/// A demangled C++ name without its parameter list, as perf prints it ("ns::f(int) const" →
+/// "ns::f"); Callgrind prints the parameters. Other names are returned unchanged.
+std::string strip_parameters(const std::string& function);
+
 /// True for a shared object ("libjpeg.so.62", "ld-linux-x86-64.so.2"), false for an executable.
 bool is_shared_object(const std::string& module);
 
 /// The identity map and attribute match functions by, the same for every collector:
 /// an executable's functions by name alone (the probe and the real program are different
-/// binaries: "normalize|<exe>"), a shared object's by library without its version and name
-/// ("libjpeg.so|decode_mcu"), ifunc variants folded to their public function, kernel and unknown
-/// modules kept as they are.
+/// binaries: "<exe>|normalize"), a shared object's by library without its version and name
+/// ("libjpeg.so|decode_mcu"), without symbol version or C++ parameter list, ifunc variants folded
+/// to their public function; kernel and unknown modules kept as they are.
 std::string function_identity(const std::string& function, const std::string& module);
 
 /// Trim ASCII whitespace on both ends.

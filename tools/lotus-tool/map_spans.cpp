@@ -52,6 +52,19 @@ span_set read_spans(const std::string& dir, const std::string& prefix) {
   return out;
 }
 
+std::set<std::uint64_t> op_threads(const span_set& s) {
+  std::set<std::uint64_t> out;
+  for (const auto& kv : s.by_thread) {
+    for (const auto& sp : kv.second) {
+      if (s.names[sp.op].rfind("Batch", 0) != 0) {
+        out.insert(kv.first);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
 std::vector<op_time> op_times(const span_set& s) {
   std::vector<op_time> t(s.names.size());
   for (const auto& kv : s.by_thread) {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,9 @@ struct span_set {
   std::uint64_t files = 0;
   std::uint64_t records = 0;
 };
+
+/// Threads that recorded at least one op span (not only SBatch* spans): the pipeline's workers.
+std::set<std::uint64_t> op_threads(const span_set& s);
 
 /// Op name for a record name: "SLoader" → "Loader", "SBatchWait_12" → "BatchWait".
 std::string op_name_of(const std::string& record_name);

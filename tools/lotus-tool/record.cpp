@@ -102,7 +102,8 @@ void add_record_command(CLI::App& app) {
   cmd->add_option("-F,--freq", opt->freq, "sampling frequency in Hz")
       ->check(CLI::Range(1u, 100000u))
       ->capture_default_str();
-  cmd->add_option("-e,--event", opt->events, "perf events (default: cpu-clock; repeatable)");
+  cmd->add_option("-e,--event", opt->events, "perf events (default: cpu-clock; repeatable)")
+      ->allow_extra_args(false);  // one event per -e, so "-e E -- PROGRAM -o X" parses
   cmd->add_option("--timeout", opt->timeout_s, "kill the program after this many seconds");
   cmd->add_option("program", opt->program, "PROGRAM [ARGS] (after --)")->required();
   cmd->callback([opt]() { run_record(*opt); });
