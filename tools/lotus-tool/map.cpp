@@ -129,7 +129,7 @@ function_profile without_lotus(const function_profile& p) {
 // What the list run measured of one region (its trace: executions and mean duration).
 struct region_info {
   std::uint64_t executions = 0;  ///< in one probe run
-  double median_ns = 0;
+  double mean_ns = 0;
 };
 
 struct run_outcome {
@@ -359,11 +359,24 @@ run_outcome perf_strategy::profile(const run_context& ctx, const std::string& re
     }
     // With LOTUS_CLOCK=realtime the span's own timestamps are clock_gettime calls (libc's wrapper
     // and the vDSO), the first and last instructions of each span: lotus's, not the op's.
+    // The frame that encloses the region (the probe's code around LOTUS_MAP_REGION: its gate and
+    // timer, inlined) is scaffolding, not the op, as for Callgrind: a probe function sampled in
+    // the window but outside every span is that frame, and so is the probe's main.
+    const std::string probe_module = module_basename(ctx.probe_argv[0]);
+    std::map<std::string, std::uint64_t> inside;
+    for (const auto& row : in.rows) inside[function_key(row)] += row.samples;
+    std::set<std::string> enclosing;
+    for (const auto& row : all.rows) {
+      if (row.module != probe_module || row.function.rfind("lotus::", 0) == 0) continue;
+      if (row.function == "main" || row.samples > inside[function_key(row)])
+        enclosing.insert(function_key(row));
+    }
     function_profile op_only;
     op_only.unit = in.unit;
     for (const auto& row : in.rows) {
       if (row.module == "[vdso]" ||
-          (row.module.rfind("libc.so", 0) == 0 && row.function == "clock_gettime"))
+          (row.module.rfind("libc.so", 0) == 0 && row.function == "clock_gettime") ||
+          enclosing.count(function_key(row)) != 0)
         continue;
       op_only.rows.push_back(row);
       op_only.total += row.self;
@@ -692,7 +705,10 @@ std::vector<std::string> driver::discover(std::map<std::string, region_info>& in
   }
   try {
     const span_set s = read_spans(dir + "/trace");
-    // The median execution: one cold first read or a preemption must not size the window.
+    // A window collects samples in proportion to the summed duration of its executions, so the
+    // mean sizes it; trimmed (an eighth at each end, at least one when there are 4 or more), so one
+    // cold first read or a preemption does not, while a bimodal op (RandomHorizontalFlip flips
+    // half the time) keeps both modes.
     std::vector<std::vector<double>> durations(s.names.size());
     for (const auto& kv : s.by_thread)
       for (const auto& sp : kv.second)
@@ -700,8 +716,11 @@ std::vector<std::string> driver::discover(std::map<std::string, region_info>& in
     for (std::size_t i = 0; i < s.names.size(); ++i) {
       auto& d = durations[i];
       if (d.empty()) continue;
-      std::nth_element(d.begin(), d.begin() + static_cast<std::ptrdiff_t>(d.size() / 2), d.end());
-      info[s.names[i]] = {d.size(), d[d.size() / 2]};
+      std::sort(d.begin(), d.end());
+      const std::size_t cut = d.size() >= 4 ? std::max<std::size_t>(1, d.size() / 8) : 0;
+      double sum = 0;
+      for (std::size_t k = cut; k < d.size() - cut; ++k) sum += d[k];
+      info[s.names[i]] = {d.size(), sum / static_cast<double>(d.size() - 2 * cut)};
     }
     std::uint64_t lo = UINT64_MAX, hi = 0;
     for (const auto& kv : s.by_thread)
@@ -735,13 +754,13 @@ std::vector<std::string> driver::discover(std::map<std::string, region_info>& in
 // Sizing a sampled window. A cpu-clock timer starts when collection is enabled and keeps its
 // remaining period across disable/enable, so a window made of k executions of a region of d ns
 // collects about k·d/s samples (s the period), and one execution shorter than s alone collects
-// none. k is chosen for opt.min_samples (with 25 % margin) from the list run's mean d, and capped
-// by the time budget: the probe repeats its whole loop for k executions of the region, so a run
-// costs about (warm-up + k) × (list-run loop time / executions per list run).
+// none. k is chosen for opt.min_samples (with 25 % margin) from the list run's trimmed mean d,
+// capped by the time budget: the probe repeats its whole loop for k executions of the region, so a
+// run costs about (warm-up + k) × (list-run loop time / executions per list run).
 op_plan driver::plan(const region_info* info) const {
   op_plan p;
   const double s = strategy_->interval_ns(opt_);
-  const double d = info != nullptr ? info->median_ns : 0;
+  const double d = info != nullptr ? info->mean_ns : 0;
   const double per_exec_s = info != nullptr && info->executions > 0 && list_ns_ > 0
                                 ? list_ns_ / 1e9 / static_cast<double>(info->executions)
                                 : 0;
@@ -764,7 +783,7 @@ op_plan driver::plan(const region_info* info) const {
   }
   if (opt_.runs > 0) {
     p.runs = opt_.runs;
-  } else if (s > 0) {
+  } else if (s > 0 && opt_.count > 0) {  // a fixed window: Lotus's formula over it
     p.runs =
         runs_for_confidence(opt_.confidence, d * static_cast<double>(p.count), s, opt_.max_runs);
   }
@@ -822,7 +841,7 @@ void driver::run() {
   for (const auto& region : regions) {
     op_plan& p = plans[region];
     op_result& res = results[region];
-    if (info.count(region) != 0) builder.set_region_ns(region, info[region].median_ns);
+    if (info.count(region) != 0) builder.set_region_ns(region, info[region].mean_ns);
     const auto t0 = std::chrono::steady_clock::now();
     bool region_failed = false;
     std::uint64_t asked = 0;
@@ -903,7 +922,7 @@ void driver::run() {
       std::string why = "no samples in the '" + region + "' window";
       if (s > 0 && info.count(region) != 0) {
         why += " (" + std::to_string(res.executions) + " executions of " +
-               fmt_ns(info[region].median_ns) + " at one sample per " + fmt_ns(s) + ")";
+               fmt_ns(info[region].mean_ns) + " at one sample per " + fmt_ns(s) + ")";
       }
       why += p.limit.empty() ? "; raise --min-samples or --count"
                              : "; raise " + p.limit.substr(0, 8) + " or --freq";
