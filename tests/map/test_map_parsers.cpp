@@ -309,7 +309,8 @@ TEST_CASE("ELF function names for addresses, with and without symbols", "[map][e
   function_profile p;
   char hex[40];
   std::snprintf(hex, sizeof hex, "0x%016llx", static_cast<unsigned long long>(addr + 2));
-  p.rows = {{hex, "stripped", 5, 0, 1}, {want, "stripped", 2, 0, 1}, {"main", "x", 1, 0, 1}};
+  p.rows = {
+      {hex, "stripped", 5, 0, 1, {}}, {want, "stripped", 2, 0, 1, {}}, {"main", "x", 1, 0, 1, {}}};
   symbolize_addresses(p, {{"stripped", stripped}});
   REQUIRE(p.rows.size() == 2);
   REQUIRE(p.rows[0].function == want);

@@ -166,7 +166,7 @@ attribution lotus_of(const span_set& spans, const attribute_args& opt) {
   // Stripped code: raw addresses become func@0x<start>, the name the mapping uses.
   std::vector<function_cost> known;
   for (const auto& op : m.ops)
-    for (const auto& f : op.functions) known.push_back({f.function, f.module, 0, 0, 0});
+    for (const auto& f : op.functions) known.push_back({f.function, f.module, 0, 0, 0, {}});
   symbolize_addresses_like(p, known);
   bool kernel_rows = false, kernel_mapped = false;
   for (const auto& r : p.rows) kernel_rows = kernel_rows || r.module == "[kernel.kallsyms]";

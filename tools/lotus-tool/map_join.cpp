@@ -58,8 +58,12 @@ attribution attribute_join(const span_set& spans, std::istream& in, const std::s
     std::vector<function_cost> v;
     for (const auto& kv : m) {
       const auto bar = kv.first.rfind('|');
-      v.push_back(function_cost{kv.first.substr(0, bar), kv.first.substr(bar + 1), kv.second.value,
-                                0, kv.second.samples});
+      v.push_back(function_cost{kv.first.substr(0, bar),
+                                kv.first.substr(bar + 1),
+                                kv.second.value,
+                                0,
+                                kv.second.samples,
+                                {}});
     }
     std::sort(v.begin(), v.end(), [](const function_cost& x, const function_cost& y) {
       return x.self != y.self ? x.self > y.self : x.function < y.function;

@@ -217,6 +217,8 @@ attribution attribute_lotus(const mapping& m, const function_profile& profile,
     const auto it = weights.find(op);
     return it == weights.end() ? 0.0 : it->second;
   };
+  // Ratio metrics: weighted sums and weights per op (weight: clockticks, else CPU time).
+  std::map<std::string, std::map<std::string, std::pair<double, double>>> ratios;
   for (const auto& r : profile.rows) {
     const auto it = func_ops.find(function_identity(r.function, r.module));
     if (it == func_ops.end()) {
@@ -237,6 +239,17 @@ attribution attribute_lotus(const mapping& m, const function_profile& profile,
       c.samples = static_cast<std::uint64_t>(std::llround(static_cast<double>(r.samples) * frac));
       oa.value += c.self;
       oa.samples += c.samples;
+      const auto ck = r.metrics.find("Clockticks");
+      const double w = (ck != r.metrics.end() ? ck->second : r.self) * frac;
+      for (const auto& [name, v] : r.metrics) {
+        if (is_ratio_metric(name)) {
+          auto& acc = ratios[op][name];
+          acc.first += v * w;
+          acc.second += w;
+        } else {
+          oa.metrics[name] += v * frac;
+        }
+      }
       oa.functions.push_back(std::move(c));
     }
   }
@@ -247,6 +260,8 @@ attribution attribute_lotus(const mapping& m, const function_profile& profile,
   }
   for (auto& kv : per_op) {
     auto& oa = kv.second;
+    for (const auto& [name, acc] : ratios[kv.first])
+      if (acc.second > 0) oa.metrics[name] = acc.first / acc.second;
     oa.share = total > 0 ? oa.value / total : 0;
     oa.trace_share = wtotal > 0 ? weight(kv.first) / wtotal : -1;
     std::sort(oa.functions.begin(), oa.functions.end(),
@@ -314,6 +329,10 @@ std::string attribution_text(const attribution& a, std::size_t top) {
                     f.module.c_str(), pct(s).c_str());
       os << line;
     }
+    for (const auto& [name, v] : o.metrics) {
+      std::snprintf(line, sizeof line, "    metric %-40.40s %14.4g\n", name.c_str(), v);
+      os << line;
+    }
     for (const auto& ev : o.events) {
       os << "    event " << ev.first << ": " << static_cast<unsigned long long>(ev.second) << "\n";
     }
@@ -345,6 +364,7 @@ nlohmann::json attribution_json(const attribution& a) {
     }
     jo["functions"] = fs;
     if (!o.events.empty()) jo["events"] = o.events;
+    if (!o.metrics.empty()) jo["metrics"] = o.metrics;
     j["ops"].push_back(jo);
   }
   j["unattributed"] = {{"value", a.unattributed}, {"samples", a.unattributed_samples}};

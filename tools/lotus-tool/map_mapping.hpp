@@ -80,6 +80,9 @@ struct op_attribution {
   std::uint64_t samples = 0;
   std::vector<function_cost> functions;  ///< per-function contributions, descending
   std::map<std::string, double> events;  ///< join: per-event period sums
+  /// Lotus's method with a vendor report: every metric column split per op (counts by the split
+  /// fraction; ratios as clocktick-weighted averages, see is_ratio_metric).
+  std::map<std::string, double> metrics;
 };
 struct attribution {
   std::string method;  ///< "lotus" or "join"

@@ -79,7 +79,8 @@ function_profile parse_perf_report(std::istream& in, const std::string& source) 
     auto it = index.find(key);
     if (it == index.end()) {
       index.emplace(key, prof.rows.size());
-      prof.rows.push_back(function_cost{sym, mod, period, 0, static_cast<std::uint64_t>(samples)});
+      prof.rows.push_back(
+          function_cost{sym, mod, period, 0, static_cast<std::uint64_t>(samples), {}});
     } else {
       prof.rows[it->second].self += period;
       prof.rows[it->second].samples += static_cast<std::uint64_t>(samples);

@@ -2,12 +2,24 @@
 // SPDX-License-Identifier: MIT
 #include "map_profile.hpp"
 
+#include <cctype>
+
 namespace lotus_tool {
 
 std::string module_basename(const std::string& path) {
   if (!path.empty() && path.front() == '[') return path;
   const auto slash = path.find_last_of('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+bool is_ratio_metric(const std::string& header) {
+  std::string h;
+  for (const char c : header) h += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (h.find('%') != std::string::npos) return true;
+  const auto ends = [&](const std::string& suf) {
+    return h.size() >= suf.size() && h.compare(h.size() - suf.size(), suf.size(), suf) == 0;
+  };
+  return ends("rate") || ends("cpi") || ends("ipc") || ends("ratio");
 }
 
 std::string strip_symbol_version(const std::string& sym) {

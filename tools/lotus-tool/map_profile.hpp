@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -19,7 +20,15 @@ struct function_cost {
   double self = 0;
   double inclusive = 0;
   std::uint64_t samples = 0;
+  /// Every other numeric column of a vendor report (VTune "Clockticks", "Retiring(%)", uProf
+  /// "RETIRED_INST", …), by its header.
+  std::map<std::string, double> metrics;
 };
+
+/// True for a metric that is a ratio (a percentage, a rate, CPI/IPC): split per op as an average
+/// weighted by clockticks (CPU time when the report has none), as Lotus does; other metrics are
+/// counts and split like CPU time.
+bool is_ratio_metric(const std::string& header);
 
 /// A parsed per-function report.
 struct function_profile {
