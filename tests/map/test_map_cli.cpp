@@ -114,6 +114,24 @@ void check_exclusive(const json& m) {
   }
 }
 
+// lotus's collector control never appears in a mapping: no function of lotus itself, of the
+// control path (FIFO write, ack poll, signal mask, resume/pause's mutex and errno), or the probe's
+// enclosing main, neither in an op's list nor among the functions shared by ops.
+void check_no_control(const json& m) {
+  static const char* const control[] = {
+      "main|",          "pthread_sigmask|", "__poll|",     "poll|",
+      "read|",          "write|",           "sigpending|", "__GI___pthread_disable_asynccancel|",
+      "pthread_mutex_", "__errno_location|"};
+  auto check = [](const std::string& where, const std::string& k) {
+    INFO(where << ": " << k);
+    CHECK(k.find("lotus::") == std::string::npos);
+    for (const char* c : control) CHECK(k.rfind(c, 0) != 0);
+  };
+  for (const auto& [op, fs] : m["op_to_func"].items())
+    for (const auto& f : fs) check(op, f.get<std::string>());
+  for (const auto& [k, ops] : m["common_funcs_to_op"].items()) check("common", k);
+}
+
 std::string probe_data_dir() {
   static const std::string d = make_dir();
   return d;
@@ -163,19 +181,8 @@ TEST_CASE("map --collector perf on the image probe: windows sized from the regio
   REQUIRE(has_function(funcs(m, "RandomResizedCrop"), "lotus_examples::resize_bilinear|"));
   REQUIRE(has_function(funcs(m, "Normalize"), "lotus_examples::normalize|"));
   check_exclusive(m);
-  // The collector control runs outside every S<op> span: never in a mapping (item 3), and no
-  // function of lotus itself or of the control path (FIFO write, ack poll, signal mask) is mapped.
-  for (const auto& [op, fs] : m["op_to_func"].items()) {
-    for (const auto& f : fs) {
-      const std::string k = f.get<std::string>();
-      INFO(op << ": " << k);
-      CHECK(k.find("lotus::") == std::string::npos);
-      CHECK(k.rfind("main|", 0) != 0);
-      for (const char* control : {"pthread_sigmask|", "__poll|", "poll|", "read|", "write|",
-                                  "__GI___pthread_disable_asynccancel|", "sigpending|"})
-        CHECK(k.rfind(control, 0) != 0);
-    }
-  }
+  // The collector control runs outside every S<op> span: never in a mapping.
+  check_no_control(m);
   REQUIRE(m["lotus"]["collector"] == "perf");
   REQUIRE(m["lotus"]["ops"]["Loader"]["runs"].get<int>() >= 1);
   REQUIRE(m["lotus"]["ops"]["Loader"]["region_ns"].get<double>() > 0);
@@ -266,20 +273,7 @@ TEST_CASE("map --collector callgrind is exact: every executed function, inclusiv
   REQUIRE(m["lotus"]["ops"]["Loader"]["runs"] == 1);
   // The collector control (resume/pause's mutex, errno, client requests) and the probe's own
   // enclosing frame (main) are never mapped, nor shared between ops.
-  for (const auto& [op, fs] : m["op_to_func"].items()) {
-    for (const auto& f : fs) {
-      const std::string k = f.get<std::string>();
-      INFO(op << ": " << k);
-      CHECK(k.find("lotus::") == std::string::npos);
-      CHECK(k.rfind("main|", 0) != 0);
-      CHECK(k.rfind("pthread_mutex_", 0) != 0);
-      CHECK(k.rfind("__errno_location|", 0) != 0);
-    }
-  }
-  for (const auto& [k, ops] : m["common_funcs_to_op"].items()) {
-    CHECK(k.rfind("main|", 0) != 0);
-    CHECK(k.rfind("pthread_mutex_", 0) != 0);
-  }
+  check_no_control(m);
 
   // Callgrind and perf agree on each op's top functions, compared by function identity (Callgrind
   // prints C++ parameters and sees other ifunc variants; perf prints neither).
