@@ -1012,9 +1012,10 @@ void add_map_command(CLI::App& app) {
                                                     {"callgrind", collector_kind::callgrind},
                                                     {"vtune", collector_kind::vtune},
                                                     {"uprof", collector_kind::uprof}};
-  cmd->add_option("--collector", opt->collector, "perf | callgrind (exact) | vtune | uprof")
-      ->transform(CLI::CheckedTransformer(kinds, CLI::ignore_case))
-      ->default_str("perf");
+  auto collector = std::make_shared<std::string>("perf");
+  cmd->add_option("--collector", *collector, "perf | callgrind (exact) | vtune | uprof")
+      ->check(CLI::IsMember({"perf", "callgrind", "vtune", "uprof"}))
+      ->capture_default_str();
   auto* runs =
       cmd->add_option("--runs", opt->runs, "profiled runs per region (default: from --confidence)")
           ->check(CLI::Range(1u, 10000u));
@@ -1064,7 +1065,10 @@ void add_map_command(CLI::App& app) {
   cmd->add_flag_callback(
       "--no-progress", [opt]() { opt->progress = 0; }, "no progress display");
   cmd->add_option("probe", opt->probe, "PROBE [ARGS] (after --)")->required();
-  cmd->callback([opt]() { run_map(*opt); });
+  cmd->callback([opt, collector, kinds]() {
+    opt->collector = kinds.at(*collector);
+    run_map(*opt);
+  });
 }
 
 }  // namespace lotus_tool
