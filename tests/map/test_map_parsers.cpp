@@ -316,6 +316,23 @@ TEST_CASE("ELF function names for addresses, with and without symbols", "[map][e
   REQUIRE(p.rows[0].function == want);
   REQUIRE(p.rows[0].self == 7.0);
   REQUIRE(p.rows[0].samples == 2);
+  // A separate debug file (objcopy --only-keep-debug + --add-gnu-debuglink, as Debian's -dbgsym
+  // packages are made) gives the stripped copy its names back: elfutils follows the debug link.
+  const std::string dir = std::string("/tmp/lotus_map_dbg_") + std::to_string(::getpid());
+  const std::string linked = dir + "/prog", debug = dir + "/prog.debug";
+  const std::string mk = "mkdir -p " + dir + " && objcopy --only-keep-debug " + exe + " " + debug +
+                         " && objcopy --strip-all --add-gnu-debuglink=" + debug + " " + exe + " " +
+                         linked;
+  REQUIRE(std::system(mk.c_str()) == 0);
+  elf_functions via_link;
+  REQUIRE(via_link.load(linked));
+  REQUIRE(via_link.name_for(addr + 2) == "(anonymous namespace)::elf_probe_static(int)");
+  ::unlink(debug.c_str());  // without it: back to the unwind-table name
+  elf_functions no_link;
+  REQUIRE(no_link.load(linked));
+  REQUIRE(no_link.name_for(addr + 2) == want);
+  ::unlink(linked.c_str());
+  ::rmdir(dir.c_str());
   ::unlink(stripped.c_str());
   elf_functions bad;
   REQUIRE_FALSE(bad.load("/nonexistent"));

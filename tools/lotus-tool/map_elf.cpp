@@ -3,6 +3,8 @@
 #include "map_elf.hpp"
 
 #include <cxxabi.h>
+#include <elfutils/libdwfl.h>
+#include <gelf.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -52,6 +54,33 @@ std::string demangle(const char* n) {
 }
 
 }  // namespace
+
+// Function symbols through elfutils' libdwfl: the object's .symtab, else a separate debug file
+// found by build-id or .gnu_debuglink (dwfl_standard_find_debuginfo: /usr/lib/debug, the
+// object's directory and its .debug/), else .dynsym, as perf resolves them.
+void elf_functions::load_symbols(const std::string& path) {
+  static char* debuginfo_path = nullptr;
+  Dwfl_Callbacks cb{};
+  cb.find_elf = dwfl_build_id_find_elf;
+  cb.find_debuginfo = dwfl_standard_find_debuginfo;
+  cb.section_address = dwfl_offline_section_address;
+  cb.debuginfo_path = &debuginfo_path;
+  Dwfl* dwfl = dwfl_begin(&cb);
+  if (dwfl == nullptr) return;
+  dwfl_report_begin(dwfl);
+  Dwfl_Module* mod = dwfl_report_offline(dwfl, "", path.c_str(), -1);
+  dwfl_report_end(dwfl, nullptr, nullptr);
+  const int n = mod != nullptr ? dwfl_module_getsymtab(mod) : -1;
+  for (int i = 1; i < n; ++i) {  // 0: the null symbol
+    GElf_Sym s{};
+    GElf_Addr addr = 0;
+    const char* name = dwfl_module_getsym_info(mod, i, &s, &addr, nullptr, nullptr, nullptr);
+    // st_value: the object's own virtual address (a debug file has the same layout).
+    if (name == nullptr || GELF_ST_TYPE(s.st_info) != STT_FUNC || s.st_value == 0) continue;
+    syms_.push_back(sym{s.st_value, s.st_size, demangle(name)});
+  }
+  dwfl_end(dwfl);
+}
 
 bool elf_functions::load(const std::string& path) {
   starts_.clear();
@@ -137,20 +166,9 @@ bool elf_functions::load(const std::string& path) {
         starts_.push_back(start);
         ends_.push_back(end);
       }
-    } else if ((s.type == 2 || s.type == 11) && s.link < secs.size()) {  // SYMTAB / DYNSYM
-      std::vector<char> tab, str;
-      if (!read_at(f, s.offset, s.size, tab)) continue;
-      if (!read_at(f, secs[s.link].offset, secs[s.link].size, str)) continue;
-      for (std::size_t p = 0; p + 24 <= tab.size(); p += 24) {
-        const auto name = get<std::uint32_t>(tab, p);
-        const auto info = static_cast<unsigned char>(tab[p + 4]);
-        const auto value = get<std::uint64_t>(tab, p + 8);
-        const auto size = get<std::uint64_t>(tab, p + 16);
-        if ((info & 0x0f) != 2 || value == 0 || name >= str.size()) continue;  // STT_FUNC
-        syms_.push_back(sym{value, size, demangle(str.data() + name)});
-      }
     }
   }
+  load_symbols(path);
   std::vector<std::size_t> order(starts_.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::sort(order.begin(), order.end(),

@@ -11,9 +11,10 @@
 
 namespace lotus_tool {
 
-/// Function boundaries of one ELF64 object: FUNC symbols (.symtab/.dynsym) and the start of every
-/// function that has unwind info (.eh_frame_hdr's sorted table), which stripped libraries keep
-/// for their static functions too.
+/// Function boundaries of one ELF64 object: FUNC symbols read with elfutils (.symtab, a separate
+/// debug file found by build-id or .gnu_debuglink, else .dynsym) and the start of every function
+/// that has unwind info (.eh_frame_hdr's sorted table), which stripped libraries keep for their
+/// static functions too.
 class elf_functions {
  public:
   /// False when the file is not a readable little-endian ELF64 object.
@@ -31,6 +32,7 @@ class elf_functions {
     std::uint64_t start, size;
     std::string name;
   };
+  void load_symbols(const std::string& path);
   std::vector<std::uint64_t> starts_;
   std::vector<std::uint64_t> ends_;  ///< 0 when the FDE could not be read
   std::vector<sym> syms_;
