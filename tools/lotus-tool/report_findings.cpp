@@ -236,14 +236,15 @@ finding rank_finding(const report_data& d, const finding_thresholds& t) {
                "), over " + std::to_string(d.ranks.size()) + " ranks.";
   if (spread >= t.rank_spread) {
     f.level = finding_level::warn;
-    f.title = "The data loader of " + slow->label + " is the slowest: it waits " + pct(spread) +
-              " points more than " + fast->label + ".";
+    f.title = "The data loader of " + slow->label + " is the slowest: it waits " +
+              fixed(100 * spread, 1) + " percentage points more than " + fast->label + ".";
     f.advice =
         "In synchronous data-parallel training every step waits for the slowest rank: give "
         "that host more loader workers or faster storage, or check what else runs on it.";
   } else {
     f.level = finding_level::good;
-    f.title = "Ranks wait alike (wait shares within " + pct(spread) + " points).";
+    f.title =
+        "Ranks wait alike (wait shares within " + fixed(100 * spread, 1) + " percentage points).";
     f.advice = "Nothing to change here.";
   }
   return f;
