@@ -585,12 +585,17 @@ viz_doc read_viz(const std::string& path) {
   return v;
 }
 
-// The report's embedded data: the timeline rows.
+// The report's embedded data: the labels of the timeline rows.
 json report_rows(const std::string& html) {
-  const auto at = html.find("\"rows\":[");
+  const std::string open = "<script type=\"application/json\" id=\"lotus-data\">";
+  const auto at = html.find(open);
   REQUIRE(at != std::string::npos);
-  const auto end = html.find(']', at);
-  return json::parse(html.substr(at + 7, end - at - 6));
+  const auto end = html.find("</script>", at);
+  REQUIRE(end != std::string::npos);
+  const json d = json::parse(html.substr(at + open.size(), end - at - open.size()));
+  json labels = json::array();
+  for (const auto& r : d["timeline"]["rows"]) labels.push_back(r["label"]);
+  return labels;
 }
 
 }  // namespace
@@ -644,7 +649,8 @@ TEST_CASE("fresh file names _r<k>_<tid> join their thread in check, stats, viz a
   REQUIRE(v.thread_names.at({7, 7}) == "loader (7)");
 
   REQUIRE(tool("report " + d + " -o " + d + "/r.html").rc == 0);
-  REQUIRE(report_rows(lotus_test::read_file(d + "/r.html")) == json::array({"worker 7", "main 7"}));
+  REQUIRE(report_rows(lotus_test::read_file(d + "/r.html")) ==
+          json::array({"worker 7 (loader)", "main 7 (loader)"}));
 
   // --compat reads the files as the augmenter does: pid = tid = the last field of the name.
   REQUIRE(tool("viz " + d + " --compat -o " + d + "/c.json").rc == 0);
@@ -710,8 +716,8 @@ TEST_CASE("sidecar hosts and ranks name the processes in viz, stats and check",
   const auto r = tool("report " + d + " -o " + d + "/r.html");
   REQUIRE(r.rc == 0);
   REQUIRE(report_rows(lotus_test::read_file(d + "/r.html")) ==
-          json::array({"worker 101 \u00b7 node-a", "worker 201 \u00b7 node-b",
-                       "main 100 \u00b7 node-a", "main 200 \u00b7 node-b"}));
+          json::array({"worker 101 (loader) \u00b7 node-a", "worker 201 (loader) \u00b7 node-b",
+                       "main 100 (main) \u00b7 node-a", "main 200 (main) \u00b7 node-b"}));
 }
 
 TEST_CASE("hosts reusing the same pid and thread ids are kept apart, with a warning",
@@ -775,6 +781,6 @@ TEST_CASE("hosts reusing the same pid and thread ids are kept apart, with a warn
   const auto r = tool("report " + d + " -o " + d + "/r.html");
   REQUIRE(r.rc == 0);
   REQUIRE(report_rows(lotus_test::read_file(d + "/r.html")) ==
-          json::array({"worker 20 \u00b7 a", "worker 21 \u00b7 b", "main 1 \u00b7 host ?",
-                       "main 1 \u00b7 host ? \u00b7 r1"}));
+          json::array({"worker 20 (loader) \u00b7 a", "worker 21 (loader) \u00b7 b",
+                       "main 1 \u00b7 host ?", "main 1 \u00b7 host ? \u00b7 r1"}));
 }

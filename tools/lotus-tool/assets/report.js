@@ -114,10 +114,28 @@
     var labels = ['batch id'].concat(epochs.map(function (e) { return 'epoch ' + (e + 1); }));
     var chart = box.querySelector('.dy');
     var legend = box.querySelector('.legend');
+    var yaxis = {axisLabelWidth: 64,
+                 axisLabelFormatter: function (v) { return num(v, 3); },
+                 valueFormatter: function (v) { return num(v, 3) + ' ms'; }};
+    if (logscale) {  // whole decades, ticks at each power of ten
+      var lo = Infinity, hi = 0;
+      points.forEach(function (p) { var v = Math.max(p[1], 1e-6); lo = Math.min(lo, v); hi = Math.max(hi, v); });
+      var d0 = Math.floor(Math.log10(lo)), d1 = Math.max(Math.ceil(Math.log10(hi)), d0 + 1);
+      yaxis.valueRange = [Math.pow(10, d0) / 1.5, Math.pow(10, d1)];
+      yaxis.ticker = function () {
+        var t = [];
+        for (var k = d0; k <= d1; k++) {
+          var v = Math.pow(10, k);
+          t.push({v: v, label: num(v, Math.max(0, -k))});
+        }
+        return t;
+      };
+    }
     new Dygraph(chart, rows, {
       labels: labels,
       colors: epochs.map(function (e, i) { return palette[i % palette.length]; }),
       drawPoints: true, strokeWidth: 0, pointSize: 2, highlightCircleSize: 4,
+      xRangePad: 8, yRangePad: 10,  // points off the axes; the two "0" ticks apart
       connectSeparatedPoints: false,
       logscale: !!logscale,
       xlabel: 'batch id', ylabel: ylabel,
@@ -126,9 +144,7 @@
         x: {axisLabelFormatter: function (v) { return num(v, 0); },
             valueFormatter: function (v) { return 'batch ' + num(v, 0); },
             pixelsPerLabel: 70},
-        y: {axisLabelWidth: 64,
-            axisLabelFormatter: function (v) { return num(v, 3); },
-            valueFormatter: function (v) { return num(v, 3) + ' ms'; }}
+        y: yaxis
       },
       yLabelWidth: 20, xLabelHeight: 20
     });
@@ -165,12 +181,14 @@
         var x0 = Math.floor(g.toDomXCoord(p.xval));
         var x1 = Math.max(x0 + 1, Math.ceil(g.toDomXCoord(p.xval + T.bucket_s)));
         if (x1 < e.plotArea.x || x0 > e.plotArea.x + e.plotArea.w) return;
-        if (s.marker) {  // out-of-order arrivals: a green triangle above the row
-          var cx = (x0 + x1) / 2, top = y0 - full - 2;
+        if (s.marker) {  // out-of-order arrivals: a green triangle at the top of the row
+          var cx = (x0 + x1) / 2, top = y0 - full;
           ctx.fillStyle = MARKER;
+          ctx.strokeStyle = '#fff';
+          ctx.lineWidth = 1;
           ctx.beginPath();
-          ctx.moveTo(cx - 5, top - 8); ctx.lineTo(cx + 5, top - 8); ctx.lineTo(cx, top);
-          ctx.closePath(); ctx.fill();
+          ctx.moveTo(cx - 5, top); ctx.lineTo(cx + 5, top); ctx.lineTo(cx, top + 8);
+          ctx.closePath(); ctx.fill(); ctx.stroke();
           return;
         }
         var h = Math.max(1, full * p.yval);
