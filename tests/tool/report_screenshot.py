@@ -3,8 +3,8 @@
 # SPDX-License-Identifier: MIT
 """report_screenshot.py LOTUS_TOOL GEN_TRACE CHECK_HTML WORK_DIR [ATTRIBUTION_JSON]
 
-Two reports: a generated two-epoch trace with sidecar thread names (and --attribution), and a
-trace without batch records. Each is loaded by CHECK_HTML in a 1400 px frame: every chart drawn,
+Two reports: two generated two-epoch runs as two hosts (ranks) with sidecar thread names (and
+--attribution), and a trace without batch records. Each is loaded by CHECK_HTML in a 1400 px frame: every chart drawn,
 no script error and no console message, no text box overlapping another or leaving the page,
 round axis ticks, the findings present, thread names on the timeline, the explicit empty states.
 Then a screenshot of the first must show chart colours. Exit 77 (skipped): no chromium.
@@ -82,15 +82,33 @@ def check_page(chromium, work, check_html, html):
     return r
 
 
-def write_sidecars(trace):
-    """Sidecars as the library writes them: thread names for the timeline rows."""
-    pids = sorted(int(n.rsplit("_", 1)[1]) for n in os.listdir(trace) if "_pid_" in n)
+def write_sidecars(trace, pids, host, rank):
+    """Sidecars as the library writes them: host, rank and thread names for the timeline rows."""
     for pid in pids:
         role = "pt_main" if pid == pids[0] else f"loader{pid - pids[0]}"
         with open(os.path.join(trace, f".lotustrace_log.lotus-meta_{pid}"), "w") as f:
-            f.write(f"lotus-meta 1\nversion 0.1.0\npid {pid}\nppid 1\nhost h1\n"
-                    f"thread {pid} {role}\n")
-    return pids
+            f.write(f"lotus-meta 1\nversion 0.1.0\npid {pid}\nppid 1\nhost {host}\n"
+                    f"rank {rank}\nworld_size 2\nthread {pid} {role}\n")
+
+
+def two_host_trace(gen, work):
+    """Two generated runs in one directory, as two hosts (ranks 0 and 1) with distinct pids."""
+    trace, other = os.path.join(work, "trace"), os.path.join(work, "trace_rank1")
+    for d in (trace, other):
+        shutil.rmtree(d, ignore_errors=True)
+    subprocess.run([sys.executable, gen, trace, "--records", "20000", "--epochs", "2"],
+                   check=True, stdout=subprocess.DEVNULL)
+    subprocess.run([sys.executable, gen, other, "--records", "12000", "--epochs", "2",
+                    "--seed", "2"], check=True, stdout=subprocess.DEVNULL)
+    pids = sorted(int(n.rsplit("_", 1)[1]) for n in os.listdir(trace))
+    moved = []
+    for name in sorted(os.listdir(other)):
+        base, pid = name.rsplit("_", 1)
+        moved.append(int(pid) + 10000)
+        shutil.move(os.path.join(other, name), os.path.join(trace, f"{base}_{moved[-1]}"))
+    write_sidecars(trace, pids, "h1", 0)
+    write_sidecars(trace, sorted(moved), "h2", 1)
+    return trace, pids
 
 
 def main():
@@ -102,12 +120,8 @@ def main():
         return 77
     os.makedirs(work, exist_ok=True)
 
-    # 1. A two-epoch trace with thread names.
-    trace = os.path.join(work, "trace")
-    shutil.rmtree(trace, ignore_errors=True)
-    subprocess.run([sys.executable, gen, trace, "--records", "20000", "--epochs", "2"],
-                   check=True, stdout=subprocess.DEVNULL)
-    pids = write_sidecars(trace)
+    # 1. Two hosts (ranks), two epochs each, with thread names.
+    trace, pids = two_host_trace(gen, work)
     html = os.path.join(work, "report.html")
     extra = ["--attribution", attribution] if attribution else []
     subprocess.run([tool, "report", trace, "-o", html] + extra, check=True)
@@ -116,7 +130,11 @@ def main():
     by_id = {g["id"]: g for g in r["dygraphs"]}
     assert sorted(by_id) == ["delay", "pre", "timeline", "wait"], sorted(by_id)
     rows = by_id["timeline"]["y_ticks"]
-    assert f"worker {pids[1]} (loader1)" in rows and f"main {pids[0]} (pt_main)" in rows, rows
+    assert f"worker {pids[1]} (loader1) \u00b7 h1" in rows, rows
+    assert f"main {pids[0]} (pt_main) \u00b7 h1" in rows, rows
+    assert f"main {pids[0] + 10000} (pt_main) \u00b7 h2" in rows, rows
+    assert any(c[0] == "wait share per rank" for c in r["chartjs"]), r["chartjs"]
+    assert [f["id"] for f in r["findings"]][5:] == ["ranks"], r["findings"]
     assert "out-of-order arrival" in by_id["timeline"]["legend"], by_id["timeline"]["legend"]
     assert by_id["pre"]["y_label"] == "preprocessing time (ms)", by_id["pre"]
     assert by_id["wait"]["y_ticks"][0] in ("0.001", "0.0001"), by_id["wait"]["y_ticks"]

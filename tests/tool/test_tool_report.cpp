@@ -131,6 +131,19 @@ TEST_CASE("findings: worker imbalance from busy time per worker", "[tool][report
   REQUIRE(contains(f.evidence, "least busy: worker 3: 10.0 s"));
   REQUIRE(contains(f.evidence, "mean of 4 workers 20.0 s"));
 
+  // Two hosts, each balanced within itself, one slower: not a worker imbalance.
+  report_data two = run(2, {20, 20, 40, 40});
+  two.timeline.rows[0].host = two.timeline.rows[1].host = "a";
+  two.timeline.rows[2].host = two.timeline.rows[3].host = "b";
+  const finding hosts = by_id(compute_findings(two), "imbalance");
+  REQUIRE(hosts.level == finding_level::good);
+  REQUIRE(contains(hosts.evidence, "of 2 hosts"));
+  two.timeline.rows[3].busy_ns = 80'000'000'000ULL;  // host b: 40 s and 80 s, mean 60 s
+  const finding skew = by_id(compute_findings(two), "imbalance");
+  REQUIRE(skew.level == finding_level::warn);
+  REQUIRE(contains(skew.title, "1.33\u00d7 the mean"));
+  REQUIRE(contains(skew.evidence, "(on b, of 2 hosts)"));
+
   const finding one = by_id(compute_findings(run(2, {20})), "imbalance");
   REQUIRE(one.level == finding_level::info);
   REQUIRE(contains(one.title, "One worker only"));

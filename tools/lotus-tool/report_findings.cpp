@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 
 namespace lotus_tool {
 
@@ -103,19 +104,40 @@ finding top_op_finding(const report_data& d, const finding_thresholds& t) {
 finding imbalance_finding(const report_data& d, const finding_thresholds& t) {
   finding f;
   f.id = "imbalance";
-  std::vector<const timeline_row*> workers;
+  // Workers are compared with the other workers of their host: hosts (ranks) differ in speed
+  // and batch count for reasons the ranks finding covers.
+  std::map<std::string, std::vector<const timeline_row*>> by_host;
+  std::size_t total = 0;
   for (const auto& r : d.timeline.rows) {
-    if (r.kind == file_kind::worker && r.spans > 0) workers.push_back(&r);
+    if (r.kind == file_kind::worker && r.spans > 0) {
+      by_host[r.host].push_back(&r);
+      ++total;
+    }
+  }
+  std::vector<const timeline_row*> workers;  // the host whose workers differ most
+  double worst = -1;
+  for (const auto& [host, rows] : by_host) {
+    if (rows.size() < 2) continue;
+    double sum = 0, top = 0;
+    for (const timeline_row* r : rows) {
+      sum += double(r->busy_ns);
+      top = std::max(top, double(r->busy_ns));
+    }
+    const double ratio = sum > 0 ? top * double(rows.size()) / sum : 1.0;
+    if (ratio > worst) {
+      worst = ratio;
+      workers = rows;
+    }
   }
   if (workers.size() < 2) {
-    f.title = workers.empty() ? "No batch preprocessing records: worker balance is unknown."
-                              : "One worker only: no balance to compare.";
-    f.evidence = std::to_string(workers.size()) +
-                 " worker thread(s) with SBatchPreprocessed "
-                 "records.";
-    f.advice = workers.empty() ? "Trace the DataLoader workers (num_workers > 0)."
-                               : "With one worker, preprocessing runs on one core; more workers "
-                                 "spread it over several.";
+    const std::size_t n = total;
+    f.title = n == 0 ? "No batch preprocessing records: worker balance is unknown."
+                     : "One worker only: no balance to compare.";
+    f.evidence = std::to_string(n) + " worker thread(s) with SBatchPreprocessed records" +
+                 (by_host.size() > 1 ? ", one per host." : ".");
+    f.advice = n == 0 ? "Trace the DataLoader workers (num_workers > 0)."
+                      : "With one worker, preprocessing runs on one core; more workers spread it "
+                        "over several.";
     return f;
   }
   double sum = 0;
@@ -128,11 +150,18 @@ finding imbalance_finding(const report_data& d, const finding_thresholds& t) {
   }
   const double mean = sum / double(workers.size());
   const double ratio = mean > 0 ? double(busiest->busy_ns) / mean : 1.0;
-  f.evidence =
-      "Busiest: " + busiest->label + ": " + format_ms(double(busiest->busy_ns) / 1e6) +
-      " busy over " + std::to_string(busiest->spans) + " batches; least busy: " + idlest->label +
-      ": " + format_ms(double(idlest->busy_ns) / 1e6) + " over " + std::to_string(idlest->spans) +
-      "; mean of " + std::to_string(workers.size()) + " workers " + format_ms(mean / 1e6) + ".";
+  std::string where;
+  if (by_host.size() > 1) {
+    const std::string& host = workers.front()->host;
+    where = " (on " + (host.empty() ? std::string("an unknown host") : host) + ", of " +
+            std::to_string(by_host.size()) + " hosts)";
+  }
+  f.evidence = "Busiest: " + busiest->label + ": " + format_ms(double(busiest->busy_ns) / 1e6) +
+               " busy over " + std::to_string(busiest->spans) +
+               " batches; least busy: " + idlest->label + ": " +
+               format_ms(double(idlest->busy_ns) / 1e6) + " over " + std::to_string(idlest->spans) +
+               "; mean of " + std::to_string(workers.size()) + " workers " + format_ms(mean / 1e6) +
+               where + ".";
   if (ratio >= t.imbalance) {
     f.level = finding_level::warn;
     f.title =
