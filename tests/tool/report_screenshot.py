@@ -64,6 +64,7 @@ def check_page(chromium, work, check_html, html):
     assert r["text_boxes"] > 20, f"{name}: almost no text: {r['text_boxes']}"
     assert not r["overlaps"], f"{name}: overlapping text: {r['overlaps'][:10]}"
     assert not r["clipped"], f"{name}: text outside the page: {r['clipped'][:10]}"
+    assert not r["cut"], f"{name}: labels cut by their box: {r['cut'][:10]}"
     for c in r["chartjs"]:
         assert c[1] > 100 and c[2] > 100, f"{name}: chart not drawn: {c}"
     for g in r["dygraphs"]:

@@ -285,6 +285,23 @@ TEST_CASE("timeline: a worker busy all along covers every bucket, however many s
   REQUIRE(mr.spans == 0);
 }
 
+TEST_CASE("timeline: with many rows the buckets widen, coverage kept", "[tool][report][timeline]") {
+  timeline_builder b(2048);
+  const std::size_t rows = 1000;  // e.g. 125 epochs of 8 worker processes
+  for (std::size_t i = 0; i < rows; ++i) b.add_row("w", file_kind::worker, i, "");
+  // Row i busy over [i, i + 2) ms, fully.
+  for (std::size_t i = 0; i < rows; ++i) b.add_span(i, i * 1'000'000, 2'000'000);
+  const timeline_data d = std::move(b).finish();
+  REQUIRE(d.buckets * rows <= timeline_builder::k_max_cells);
+  REQUIRE(d.buckets >= 64);
+  REQUIRE(d.buckets * 2 * rows > timeline_builder::k_max_cells);  // no more merging than needed
+  for (std::size_t i = 0; i < rows; ++i) {
+    double busy = 0;
+    for (float c : d.rows[i].coverage) busy += double(c) * double(d.bucket_ns);
+    REQUIRE(busy == Approx(2e6).epsilon(1e-5));
+  }
+}
+
 TEST_CASE("timeline: no spans gives no buckets; zero-length spans count but cover nothing",
           "[tool][report][timeline]") {
   timeline_builder b;

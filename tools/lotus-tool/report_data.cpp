@@ -56,6 +56,10 @@ void timeline_builder::cover(std::uint64_t lo, std::uint64_t hi) {
     w *= 2;
     range(w, first, end);
   }
+  rebin(w, first, end);
+}
+
+void timeline_builder::rebin(std::uint64_t w, std::uint64_t first, std::uint64_t end) {
   const std::size_t n = static_cast<std::size_t>(end - first);
   const std::uint64_t scale = w / width_;  // widths are powers of two: old buckets nest
   for (auto& b : busy_) {
@@ -116,6 +120,10 @@ void timeline_builder::extent(std::size_t row, std::uint64_t start_ns, std::uint
 }
 
 timeline_data timeline_builder::finish() && {
+  // Many rows (a worker process per epoch): fewer, wider buckets keep the page light.
+  while (count_ > 64 && count_ * rows_.size() > k_max_cells) {
+    rebin(width_ * 2, base_ / 2, (base_ + count_ - 1) / 2 + 1);
+  }
   timeline_data t;
   t.bucket_ns = width_;
   t.start_ns = base_ * width_;

@@ -66,10 +66,14 @@ class timeline_builder {
   void add_marker(std::size_t row, std::uint64_t t_ns);
   /// Widens the row's active extent (first_ns/last_ns) to cover a record, busy or not.
   void extent(std::size_t row, std::uint64_t start_ns, std::uint64_t dur_ns);
+  /// The coverage per row and bucket. With many rows, buckets merge (width doubling) until
+  /// rows x buckets is at most k_max_cells, keeping at least 64 buckets.
   timeline_data finish() &&;
+  static constexpr std::size_t k_max_cells = 1 << 19;
 
  private:
   void cover(std::uint64_t lo_ns, std::uint64_t hi_ns);  // make [lo, hi) fit in the buckets
+  void rebin(std::uint64_t width, std::uint64_t first, std::uint64_t end);  // to a wider width
   std::size_t max_buckets_;
   std::uint64_t width_ = 0;  // 0: nothing added yet
   std::uint64_t base_ = 0;   // absolute index (time / width) of bucket 0

@@ -114,7 +114,7 @@
     var labels = ['batch id'].concat(epochs.map(function (e) { return 'epoch ' + (e + 1); }));
     var chart = box.querySelector('.dy');
     var legend = box.querySelector('.legend');
-    var yaxis = {axisLabelWidth: 64,
+    var yaxis = {axisLabelWidth: 84,  // room for "1,000,000" beside the axis title
                  axisLabelFormatter: function (v) { return num(v, 3); },
                  valueFormatter: function (v) { return num(v, 3) + ' ms'; }};
     if (logscale) {  // whole decades, ticks at each power of ten
@@ -201,6 +201,14 @@
       return s.marker ? MARKER : (s.kind === 'main' ? WAIT : WORKER);
     });
     var legend = box.querySelector('.legend');
+    // Row labels get the room they need (up to 360 px; longer ones end in an ellipsis and
+    // show in full on hover).
+    var ctx = document.createElement('canvas').getContext('2d');
+    ctx.font = '14px ' + getComputedStyle(document.body).fontFamily;
+    var labelWidth = 100;
+    T.rows.forEach(function (r) { labelWidth = Math.max(labelWidth, Math.ceil(ctx.measureText(r.label).width) + 16); });
+    labelWidth = Math.min(labelWidth, 360);
+    legend.style.marginLeft = labelWidth + 'px';
     var g = new Dygraph(box.querySelector('.dy'), data, {
       labels: labels, colors: colors, plotter: plotter,
       valueRange: [0, n], drawGrid: true, drawYGrid: false,
@@ -208,10 +216,15 @@
       xlabel: 'time since the first batch record (s)',
       axes: {
         x: {axisLabelFormatter: function (v) { return num(v, 3); }, pixelsPerLabel: 80},
-        y: {axisLabelWidth: 190, drawAxis: true,
+        y: {axisLabelWidth: labelWidth, drawAxis: true,
             ticker: function () {
               return T.rows.map(function (r, i) { return {v: base(i) + band / 2, label: r.label}; });
             }}
+      },
+      drawCallback: function () {
+        Array.prototype.forEach.call(box.querySelectorAll('.dygraph-axis-label-y'), function (e) {
+          e.title = e.textContent;
+        });
       },
       legendFormatter: function (d) {
         if (d.x === undefined) {
