@@ -329,6 +329,51 @@ TEST_CASE("report --attribution adds the per-op CPU table and chart, and rejects
   REQUIRE(missing.err.find("nope.json: cannot open") != std::string::npos);
 }
 
+TEST_CASE("report draws its findings from the statistics and says when batch records are missing",
+          "[tool][report]") {
+  const std::string dir = make_tmp_dir();
+  REQUIRE(tool("report " + k_golden + " -o " + dir + "/g.html").rc == 0);
+  const std::string g = lotus_test::read_file(dir + "/g.html");
+  // Findings in a fixed order. Main file: waits 15.6 + 0.001 + 15 ms over 129.051 ms from its
+  // first record start to its last record end: 23.7 %, partly preprocessing-bound.
+  std::vector<std::string> ids;
+  for (std::size_t at = 0; (at = g.find("data-finding=\"", at)) != std::string::npos; ++at) {
+    ids.push_back(g.substr(at + 14, g.find('"', at + 14) - at - 14));
+  }
+  REQUIRE(ids == std::vector<std::string>{"wait", "top_op", "imbalance", "out_of_order", "delay"});
+  REQUIRE(g.find("<li class=\"info\" data-finding=\"wait\"><span class=\"level\">note</span><span "
+                 "class=\"title\">Partly preprocessing-bound: training waited 23.7% of its time "
+                 "for data.</span>") != std::string::npos);
+  REQUIRE(g.find("The main process waited 30.6 ms of 129 ms (23.7%) for its next batch, over 3 "
+                 "waits") != std::string::npos);
+  REQUIRE(g.find("1 of 3 batches (33.3%) arrived before their turn") != std::string::npos);
+  REQUIRE(g.find("Loader takes the most worker time: 69.4% of all op time.") != std::string::npos);
+  // Rendering is signalled by an invisible attribute the script sets, never by page text.
+  REQUIRE(g.find("LOTUS_REPORT") == std::string::npos);
+  REQUIRE(g.find("setAttribute('data-lotus-rendered', '1')") != std::string::npos);
+  REQUIRE(g.find("No batch records") == std::string::npos);
+
+  // Op records only: every batch section and finding says there is nothing to show.
+  const std::string bare = make_tmp_dir();
+  spit(bare + "/p_worker_pid_7", "SLoader,1000,200\nSNormalize,2000,50\n");
+  const auto r = tool("report " + bare + " -o " + bare + "/r.html");
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  const std::string h = lotus_test::read_file(bare + "/r.html");
+  std::size_t empty = 0;
+  for (std::size_t at = 0;
+       (at = h.find("<p class=\"empty\">No batch records", at)) != std::string::npos; ++at) {
+    ++empty;
+  }
+  REQUIRE(empty == 4);  // preprocessing, wait, delay, timeline
+  REQUIRE(h.find("0 batches") == std::string::npos);
+  REQUIRE(h.find("No main-process wait records: whether the run was preprocessing-bound is "
+                 "unknown.") != std::string::npos);
+  REQUIRE(h.find("No batch preprocessing records: worker balance is unknown.") !=
+          std::string::npos);
+  REQUIRE(h.find("id=\"hists\"") != std::string::npos);  // the op histograms are still there
+}
+
 TEST_CASE("a trace written by the library (threads + fork) round-trips", "[tool][roundtrip]") {
   const std::string dir = make_tmp_dir();
   const auto w = run_cmd(std::string(LOTUS_TOOL_WRITER) + " " + dir + " 3 2 200");
