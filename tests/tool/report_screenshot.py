@@ -72,7 +72,7 @@ def check_page(chromium, work, check_html, html):
         assert g["x_label"], f"{name}: {g['id']}: no x axis title"
         for t in g["x_ticks"] + (g["y_ticks"] if g["id"] != "timeline" else []):
             v = t.replace(",", "")
-            assert re.fullmatch(r"-?\d+(\.\d+)?", v), f"{name}: {g['id']}: tick {t!r}"
+            assert re.fullmatch(r"-?\d+(\.\d+)?", v) and v != "-0", f"{name}: {g['id']}: tick {t!r}"
             digits = v.lstrip("-").replace(".", "").strip("0")
             assert len(digits) <= 3, f"{name}: {g['id']}: tick {t!r} is not round"
     ids = [f["id"] for f in r["findings"]]

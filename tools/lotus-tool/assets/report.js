@@ -95,6 +95,19 @@
     });
   }
 
+  // Ticks at whole numbers (batch ids), 1, 2 or 5 times a power of ten apart, one per
+  // `spacing` pixels at most.
+  function integerTicks(min, max, pixels, spacing) {
+    var raw = (max - min) / Math.max(1, Math.floor(pixels / spacing));
+    var p = Math.pow(10, Math.floor(Math.log10(Math.max(raw, 1))));
+    var step = [1, 2, 5, 10].map(function (m) { return m * p; })
+                            .filter(function (v) { return v >= raw; })[0] || 10 * p;
+    step = Math.max(1, step);
+    var ticks = [];
+    for (var v = Math.ceil(min / step) * step + 0; v <= max; v += step) ticks.push({v: v, label: num(v, 0)});  // + 0: no "-0"
+    return ticks;
+  }
+
   // ---- per-batch charts (dygraphs, zoomable): one point series per epoch ----
   function perBatch(id, points, ylabel, logscale) {
     var box = document.getElementById(id);
@@ -131,8 +144,10 @@
         return t;
       };
     }
+    var x0 = sorted[0][0], x1 = sorted[sorted.length - 1][0];
     new Dygraph(chart, rows, {
       labels: labels,
+      dateWindow: x1 - x0 < 2 ? [x0 - 0.5, x1 + 0.5] : null,  // a window even for one batch
       colors: epochs.map(function (e, i) { return palette[i % palette.length]; }),
       drawPoints: true, strokeWidth: 0, pointSize: 2, highlightCircleSize: 4,
       xRangePad: 8, yRangePad: 10,  // points off the axes; the two "0" ticks apart
@@ -143,6 +158,7 @@
       axes: {
         x: {axisLabelFormatter: function (v) { return num(v, 0); },
             valueFormatter: function (v) { return 'batch ' + num(v, 0); },
+            ticker: function (min, max, pixels) { return integerTicks(min, max, pixels, 70); },
             pixelsPerLabel: 70},
         y: yaxis
       },
