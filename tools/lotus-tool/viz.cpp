@@ -16,6 +16,7 @@
 
 #include "commands.hpp"
 #include "error.hpp"
+#include "input_options.hpp"
 #include "line_reader.hpp"
 #include "merge.hpp"
 #include "output.hpp"
@@ -27,8 +28,9 @@ namespace lotus_tool {
 namespace {
 
 struct viz_args {
-  std::string dir, output, prefix, merge;
-  bool coarse = false, compat = false, absolute = false, skip_invalid = false;
+  input_args in;
+  std::string output, merge;
+  bool coarse = false, compat = false, absolute = false;
 };
 
 // ---- --compat: the events of visualization_augmenter.py, byte-for-byte in json.dump style ----
@@ -80,9 +82,11 @@ void compat_flow(std::string& b, char ph, const record& r, std::uint64_t pid, st
 // and pass 2 reads them with a cursor as it meets the same records.
 class epoch_index {
  public:
-  void add(batch_kind kind, std::uint64_t idx, std::uint64_t start, std::size_t file,
-           std::uint64_t line) {
-    log_.push({static_cast<std::uint64_t>(kind), idx, start, seq_of(file, line)});
+  /// `source`: the trace directory (epochs are counted per directory).
+  void add(batch_kind kind, std::uint32_t source, std::uint64_t idx, std::uint64_t start,
+           std::size_t file, std::uint64_t line) {
+    log_.push({static_cast<std::uint64_t>(kind) | (std::uint64_t{source} << 8), idx, start,
+               seq_of(file, line)});
   }
   void finish() {
     spill_log<at> by_seq;
@@ -212,6 +216,34 @@ viz_layout layout_rows(const trace_dir& dir) {
   return lay;
 }
 
+// A flow id unique across epochs and directories. Negative like Lotus (no clash with the
+// profiler's positive correlation ids): -((src * epochs + epoch) * stride + idx + 1) while that
+// is exact in a double (viewers read JSON numbers as doubles: |id| <= 2^53); beyond, the
+// string "lotus:<src>:<epoch>:<idx>". Never an integer overflow, whatever the batch index.
+void append_flow_id(std::string& b, std::uint32_t src, std::uint64_t epoch, std::uint64_t idx,
+                    std::uint64_t stride) {
+  constexpr std::uint64_t k_exact = std::uint64_t{1} << 53;
+  const std::uint64_t per_source = std::uint64_t{1} << 20;  // epochs per directory in the id
+  std::uint64_t v = 0;
+  const bool small = stride != 0 && stride <= k_exact && epoch < per_source &&
+                     src < k_exact / per_source &&
+                     (std::uint64_t{src} * per_source + epoch) <= (k_exact - 1) / stride &&
+                     (std::uint64_t{src} * per_source + epoch) * stride + idx < k_exact;
+  if (small) {
+    v = (std::uint64_t{src} * per_source + epoch) * stride + idx + 1;
+    append_lit(b, "-");
+    append_uint(b, v);
+    return;
+  }
+  append_lit(b, "\"lotus:");
+  append_uint(b, src);
+  b += ':';
+  append_uint(b, epoch);
+  b += ':';
+  append_uint(b, idx);
+  b += '"';
+}
+
 struct emitter {
   std::string* b;
   std::size_t n = 0;
@@ -222,12 +254,11 @@ struct emitter {
 };
 
 void run_viz(const viz_args& a) {
-  const trace_dir dir = scan_trace_dir(a.dir, a.prefix);
-  for (const auto& w : dir.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+  const input in = open_input(a.in);
+  const trace_dir& dir = in.dir;
   std::optional<profiler_trace> prof;
   if (!a.merge.empty()) prof = load_profiler_trace(a.merge);
-  read_options ropt;
-  ropt.skip_invalid = a.skip_invalid;
+  const read_options ropt = reading(in);
 
   output_file out(a.output);
   std::string& b = out.buffer();
@@ -243,14 +274,18 @@ void run_viz(const viz_args& a) {
   if (a.compat) {
     em.sep = ", ";
     if (prof) em.sep = ",";
-    std::vector<std::string> compat_where(dir.files.size());  // `", "pid": P, "tid": P`
-    for (std::size_t i = 0; i < dir.files.size(); ++i) {
-      append_lit(compat_where[i], "\", \"pid\": ");
-      append_uint(compat_where[i], dir.files[i].id);
-      append_lit(compat_where[i], ", \"tid\": ");
-      append_uint(compat_where[i], dir.files[i].id);
-    }
+    // `", "pid": P, "tid": P` of the file being read (files come one after the other).
+    std::string w;
+    std::size_t w_file = SIZE_MAX;
     skipped = for_each_record(dir, ropt, [&](std::size_t fi, const record& r, const batch_ref& bt) {
+      if (fi != w_file) {
+        w_file = fi;
+        w.clear();
+        append_lit(w, "\", \"pid\": ");
+        append_uint(w, dir.files[fi].id);
+        append_lit(w, ", \"tid\": ");
+        append_uint(w, dir.files[fi].id);
+      }
       // pid = file.split("_")[-1]: the id at the end of the file name, for pid and tid alike.
       const std::uint64_t pid = dir.files[fi].id;
       const bool is_batch = r.name.substr(0, 6) == "SBatch";
@@ -277,7 +312,6 @@ void run_viz(const viz_args& a) {
           p += k_head.size();
           std::memcpy(p, r.name.data(), r.name.size());
           p += r.name.size();
-          const std::string& w = compat_where[fi];
           std::memcpy(p, w.data(), w.size());
           p += w.size();
           std::memcpy(p, k_mid.data(), k_mid.size());
@@ -307,34 +341,30 @@ void run_viz(const viz_args& a) {
   std::uint64_t min_start = UINT64_MAX;
   std::uint64_t max_idx = 0;
   epoch_index epochs;
-  // Light scan: the start field of every line and the names of SBatch lines only; pass 2
-  // validates everything (and fails, or skips, exactly as the other commands do).
+  // Every record's start and the batch records' names; pass 2 validates everything (and fails,
+  // or skips, exactly as the other commands do).
   for (std::size_t fi = 0; fi < dir.files.size(); ++fi) {
     line_reader rd(dir.files[fi].path);
     line_reader::line ln;
+    record r;
     while (rd.next(ln)) {
-      const std::string_view t = ln.text;
-      const std::size_t c1 = t.find(',');
-      if (c1 == std::string_view::npos) continue;
-      const std::size_t c2 = t.find(',', c1 + 1);
-      std::uint64_t start = 0;
-      if (c2 == std::string_view::npos || !parse_u63(t.substr(c1 + 1, c2 - c1 - 1), start)) {
-        continue;
-      }
+      if (parse_record(ln.text, r) != nullptr) continue;
+      const std::uint64_t start = r.start_ns;
       min_start = std::min(min_start, start);
-      if (t.compare(0, 6, "SBatch") != 0) continue;
+      if (r.name.compare(0, 6, "SBatch") != 0) continue;
       batch_ref bt;
-      if (classify(t.substr(0, c1), bt) != nullptr) continue;
+      if (classify(r.name, bt) != nullptr) continue;
       if (bt.kind != batch_kind::preprocessed && bt.kind != batch_kind::consumed &&
           bt.kind != batch_kind::wait) {
         continue;
       }
-      epochs.add(bt.kind, bt.idx, start, fi, ln.number);
+      epochs.add(bt.kind, dir.files[fi].source, bt.idx, start, fi, ln.number);
       max_idx = std::max(max_idx, bt.idx);
     }
   }
   epochs.finish();
   if (min_start == UINT64_MAX) min_start = 0;
+  // max_idx <= 2^63-1 (the parser's bound): the stride fits in uint64.
   const std::uint64_t stride = max_idx + 1;
   // Time origin: Kineto's baseTimeNanoseconds when merging into a trace that has one; absolute
   // epoch time when merging into an older trace or with --absolute; else the first record, so
@@ -389,16 +419,20 @@ void run_viz(const viz_args& a) {
   }
 
   // Pass 2: stream the events. `,"pid":P,"tid":T,"ts":` is the same for a whole file.
-  std::vector<std::string> where(dir.files.size());
-  for (std::size_t i = 0; i < dir.files.size(); ++i) {
-    append_lit(where[i], ",\"pid\":");
-    append_uint(where[i], lay.where[i].first);
-    append_lit(where[i], ",\"tid\":");
-    append_uint(where[i], lay.where[i].second);
-    append_lit(where[i], ",\"ts\":");
-  }
+  // Built per file as the files come, one after the other.
+  std::string where;
+  std::size_t where_file = SIZE_MAX;
   skipped = for_each_record(
       dir, ropt, [&](std::size_t fi, const record& r, const batch_ref& bt, std::uint64_t line) {
+        if (fi != where_file) {
+          where_file = fi;
+          where.clear();
+          append_lit(where, ",\"pid\":");
+          append_uint(where, lay.where[fi].first);
+          append_lit(where, ",\"tid\":");
+          append_uint(where, lay.where[fi].second);
+          append_lit(where, ",\"ts\":");
+        }
         const bool is_batch = bt.kind != batch_kind::none;
         if (a.coarse && !is_batch) return;
         const std::int64_t ts = static_cast<std::int64_t>(r.start_ns) - t0;
@@ -406,7 +440,7 @@ void run_viz(const viz_args& a) {
           em.next();
           b.append(ph_cat);
           append_json_string(b, r.name);
-          b.append(where[fi]);
+          b.append(where);
           append_us(b, ts);
         };
         static constexpr std::string_view k_op = "{\"ph\":\"X\",\"cat\":\"lotus\",\"name\":";
@@ -415,7 +449,7 @@ void run_viz(const viz_args& a) {
         static constexpr std::string_view k_batch_i =
             "{\"ph\":\"i\",\"cat\":\"lotus.batch\",\"name\":";
         if (bt.kind == batch_kind::none && r.name.size() <= 256 && json_plain(r.name) &&
-            where[fi].size() <= 64) {
+            where.size() <= 64) {
           // Hot path (op spans): the whole event assembled in one stack buffer, one append.
           char ev[512];
           char* p = ev;
@@ -426,8 +460,8 @@ void run_viz(const viz_args& a) {
           std::memcpy(p, r.name.data(), r.name.size());
           p += r.name.size();
           *p++ = '"';
-          std::memcpy(p, where[fi].data(), where[fi].size());
-          p += where[fi].size();
+          std::memcpy(p, where.data(), where.size());
+          p += where.size();
           p = put_us(p, ts);
           static constexpr std::string_view k_dur = ",\"dur\":";
           std::memcpy(p, k_dur.data(), k_dur.size());
@@ -447,9 +481,7 @@ void run_viz(const viz_args& a) {
           append_lit(b, "}}");
         } else {
           const std::uint64_t epoch = epochs.epoch(fi, line);
-          // Negative like Lotus (no clash with the profiler's positive correlation ids), but unique
-          // across epochs: -(epoch * stride + idx + 1).
-          const std::int64_t id = -static_cast<std::int64_t>(epoch * stride + bt.idx + 1);
+          const std::uint32_t src = dir.files[fi].source;
           head(k_batch_x);
           append_lit(b, ",\"dur\":");
           append_us(b, static_cast<std::int64_t>(r.dur_ns));
@@ -467,8 +499,8 @@ void run_viz(const viz_args& a) {
             em.next();
             b += start ? "{\"ph\":\"s\"" : "{\"ph\":\"f\",\"bp\":\"e\"";
             append_lit(b, ",\"cat\":\"lotus.flow\",\"name\":\"batch\",\"id\":");
-            append_int(b, id);
-            b.append(where[fi]);
+            append_flow_id(b, src, epoch, bt.idx, stride);
+            b.append(where);
             append_us(b, ts);
             append_lit(b, "}");
           }
@@ -492,19 +524,16 @@ void add_viz_command(CLI::App& app) {
       "Write Chrome trace JSON (chrome://tracing, ui.perfetto.dev) for a Lotus trace directory.\n"
       "Default: ns precision, process/thread names, flow ids unique across epochs.\n"
       "--compat: exactly the events of Lotus's visualization_augmenter.py.");
-  cmd->add_option("DIR", args->dir, "Trace directory")->required();
+  add_input_options(cmd, args->in, /*windows=*/true);
   cmd->add_option("-o,--output", args->output, "Output JSON file ('-' = stdout)")->required();
   cmd->add_flag("--coarse", args->coarse, "Batch-level events only (no per-op spans)");
-  cmd->add_option("--prefix,-p", args->prefix,
-                  "Log-file prefix (default: the only prefix present in DIR)");
   cmd->add_option("--merge", args->merge,
-                  "Append the events to this PyTorch/Kineto profiler trace (Chrome JSON)");
+                  "Append the events to this PyTorch/Kineto profiler trace (Chrome JSON); its "
+                  "process and thread names are kept");
   cmd->add_flag("--compat", args->compat,
                 "Emit exactly what visualization_augmenter.py emits (integer us, -(idx+1) ids)");
   cmd->add_flag("--absolute", args->absolute,
                 "Keep absolute epoch timestamps (default rebases to the first record)");
-  cmd->add_flag("--skip-invalid", args->skip_invalid,
-                "Skip malformed lines (counted) instead of failing on the first one");
   cmd->callback([args] { run_viz(*args); });
 }
 

@@ -45,13 +45,15 @@ inline void append_lit(std::string& out, const char (&s)[N]) {
   out.append(s, N - 1);
 }
 
-/// Appends `s` as a JSON string literal (quotes included); UTF-8 passes through.
+/// Appends `s` as a JSON string literal (quotes included). Well-formed UTF-8 passes through;
+/// control characters become \u00XX; a byte that is not UTF-8 becomes the lone surrogate
+/// \udcXX (Python's "surrogateescape"), so every name round-trips to its exact bytes.
 void append_json_string(std::string& out, std::string_view s);
 void append_uint(std::string& out, std::uint64_t v);
 void append_int(std::string& out, std::int64_t v);
 /// Appends ns as microseconds with up to 3 decimals, exact (no float rounding): 1500 -> "1.5".
 void append_us(std::string& out, std::int64_t ns);
-/// True if `s` needs no JSON escaping (no quote, backslash or control character).
+/// True if `s` is printable ASCII without quote or backslash (written as is in JSON).
 bool json_plain(std::string_view s) noexcept;
 
 /// Writes ns as microseconds like append_us into `p` (room for 26 chars); returns the end.
