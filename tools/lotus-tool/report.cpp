@@ -174,7 +174,7 @@ void run_report(const report_args& a) {
         eng.add(f, kind, r, b);
         if (kind == file_kind::worker) {
           if (b.kind == batch_kind::none) {
-            auto it = rd.op_hist.find(std::string(r.name));
+            auto it = rd.op_hist.find(r.name);
             if (it == rd.op_hist.end()) {
               it = rd.op_hist
                        .emplace(std::string(r.name), std::vector<std::uint64_t>(

@@ -33,39 +33,56 @@ std::size_t timeline_builder::add_row(std::string label, file_kind kind, std::ui
 
 void timeline_builder::cover(std::uint64_t lo, std::uint64_t hi) {
   if (hi <= lo) hi = lo + 1;
+  if (width_ != 0 && lo / width_ >= base_ && (hi - 1) / width_ < base_ + count_) {
+    seen_lo_ = std::min(seen_lo_, lo);
+    seen_hi_ = std::max(seen_hi_, hi);
+    return;  // the usual case: inside the window
+  }
   if (width_ == 0) {
-    width_ = 1;
-    while ((hi - 1) / width_ - lo / width_ + 1 > max_buckets_) width_ *= 2;
-    base_ = lo / width_;
-    count_ = static_cast<std::size_t>((hi - 1) / width_ - base_ + 1);
+    // The window always holds max_buckets_ buckets (fewer with many rows), so a run read in
+    // time order moves it rarely; finish() trims it to the time seen.
+    max_buckets_ = std::max<std::size_t>(
+        64, std::min(max_buckets_, k_max_cells / std::max<std::size_t>(rows_.size(), 1)));
+    seen_lo_ = lo;
+    seen_hi_ = hi;
+    std::uint64_t w = 1;
+    while ((hi - 1) / w - lo / w + 1 > max_buckets_) w *= 2;
+    width_ = w;
+    base_ = lo / w;
+    count_ = max_buckets_;
     for (auto& b : busy_) b.assign(count_, 0.0);
     for (auto& r : rows_) {
       if (!r.markers.empty()) r.markers.assign(count_, 0);
     }
     return;
   }
+  const bool leftward = lo / width_ < base_;
+  seen_lo_ = std::min(seen_lo_, lo);
+  seen_hi_ = std::max(seen_hi_, hi);
   std::uint64_t w = width_;
-  auto range = [&](std::uint64_t width, std::uint64_t& first, std::uint64_t& end) {
-    first = std::min(base_ * width_ / width, lo / width);
-    end = std::max((base_ + count_ - 1) * width_ / width + 1, (hi - 1) / width + 1);
-  };
-  std::uint64_t first = 0, end = 0;
-  range(w, first, end);
-  if (first == base_ && end == base_ + count_) return;  // already covered
-  while (end - first > max_buckets_) {
-    w *= 2;
-    range(w, first, end);
-  }
-  rebin(w, first, end);
+  while ((seen_hi_ - 1) / w - seen_lo_ / w + 1 > max_buckets_) w *= 2;
+  // A new window of max_buckets_ over everything seen, open towards where the run grows.
+  const std::uint64_t need_first = seen_lo_ / w, need_end = (seen_hi_ - 1) / w + 1;
+  std::uint64_t first = need_first;
+  if (leftward) first = need_end > max_buckets_ ? need_end - max_buckets_ : 0;
+  rebin(w, first, first + max_buckets_);
 }
 
 void timeline_builder::rebin(std::uint64_t w, std::uint64_t first, std::uint64_t end) {
+  // Buckets outside [first, end) hold nothing: everything added lies in [seen_lo_, seen_hi_).
   const std::size_t n = static_cast<std::size_t>(end - first);
   const std::uint64_t scale = w / width_;  // widths are powers of two: old buckets nest
+  auto target = [&](std::size_t i, std::size_t& j) {
+    const std::uint64_t a = (base_ + i) / scale;
+    if (a < first || a >= end) return false;
+    j = static_cast<std::size_t>(a - first);
+    return true;
+  };
+  std::size_t j = 0;
   for (auto& b : busy_) {
     std::vector<double> nb(n, 0.0);
     for (std::size_t i = 0; i < b.size(); ++i) {
-      nb[static_cast<std::size_t>((base_ + i) / scale - first)] += b[i];
+      if (b[i] != 0 && target(i, j)) nb[j] += b[i];
     }
     b = std::move(nb);
   }
@@ -73,7 +90,7 @@ void timeline_builder::rebin(std::uint64_t w, std::uint64_t first, std::uint64_t
     if (r.markers.empty()) continue;
     std::vector<std::uint32_t> nm(n, 0);
     for (std::size_t i = 0; i < r.markers.size(); ++i) {
-      nm[static_cast<std::size_t>((base_ + i) / scale - first)] += r.markers[i];
+      if (r.markers[i] != 0 && target(i, j)) nm[j] += r.markers[i];
     }
     r.markers = std::move(nm);
   }
@@ -120,7 +137,8 @@ void timeline_builder::extent(std::size_t row, std::uint64_t start_ns, std::uint
 }
 
 timeline_data timeline_builder::finish() && {
-  // Many rows (a worker process per epoch): fewer, wider buckets keep the page light.
+  if (width_ != 0) rebin(width_, seen_lo_ / width_, (seen_hi_ - 1) / width_ + 1);  // trim
+  // Rows added after the first span: fewer, wider buckets keep the page light.
   while (count_ > 64 && count_ * rows_.size() > k_max_cells) {
     rebin(width_ * 2, base_ / 2, (base_ + count_ - 1) / 2 + 1);
   }

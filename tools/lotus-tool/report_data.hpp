@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -66,8 +67,9 @@ class timeline_builder {
   void add_marker(std::size_t row, std::uint64_t t_ns);
   /// Widens the row's active extent (first_ns/last_ns) to cover a record, busy or not.
   void extent(std::size_t row, std::uint64_t start_ns, std::uint64_t dur_ns);
-  /// The coverage per row and bucket. With many rows, buckets merge (width doubling) until
-  /// rows x buckets is at most k_max_cells, keeping at least 64 buckets.
+  /// The coverage per row and bucket, from the first to the last time added. With many rows,
+  /// buckets merge (width doubling) until rows x buckets is at most k_max_cells, keeping at
+  /// least 64 buckets; rows added before the first span count from the start.
   timeline_data finish() &&;
   static constexpr std::size_t k_max_cells = 1 << 19;
 
@@ -78,6 +80,7 @@ class timeline_builder {
   std::uint64_t width_ = 0;  // 0: nothing added yet
   std::uint64_t base_ = 0;   // absolute index (time / width) of bucket 0
   std::size_t count_ = 0;
+  std::uint64_t seen_lo_ = 0, seen_hi_ = 0;  // the time covered by what was added
   std::vector<timeline_row> rows_;
   std::vector<std::vector<double>> busy_;  // ns per bucket, per row
   std::vector<bool> extent_seen_;
@@ -132,7 +135,7 @@ struct report_data {
   /// Statistics with stats_options::keep_points (the per-batch charts read the points).
   stats_result stats;
   /// Per-op duration histograms (k_hist_bins counts each), worker op records only.
-  std::map<std::string, std::vector<std::uint64_t>> op_hist;
+  std::map<std::string, std::vector<std::uint64_t>, std::less<>> op_hist;
   timeline_data timeline;
   /// The timeline and the charts measure time from here (first batch record, else first record).
   std::uint64_t origin_ns = 0;
