@@ -219,6 +219,11 @@ TEST_CASE("format_ms picks the unit and three significant digits", "[tool][repor
   REQUIRE(format_ms(12400) == "12.4 s");
   REQUIRE(op_display_name("SLoader") == "Loader");
   REQUIRE(op_display_name("Loader") == "Loader");
+  // Long names (LOTUS_SCOPE_DYNAMIC writes up to 1 MiB) are cut, never inside a character.
+  REQUIRE(op_display_name("S" + std::string(100, 'x')) == std::string(80, 'x') + "\u2026");
+  REQUIRE(op_display_name("S" + std::string(79, 'x') + "\u00e9y", 80) ==
+          std::string(79, 'x') + "\u2026");
+  REQUIRE(op_display_name("S" + std::string(80, 'x'), 80) == std::string(80, 'x'));
 }
 
 TEST_CASE("timeline: a worker busy all along covers every bucket, however many spans",

@@ -281,8 +281,12 @@ finding rank_finding(const report_data& d, const finding_thresholds& t) {
 
 }  // namespace
 
-std::string op_display_name(const std::string& name) {
-  return !name.empty() && name[0] == 'S' ? name.substr(1) : name;
+std::string op_display_name(const std::string& name, std::size_t max_bytes) {
+  const std::size_t from = !name.empty() && name[0] == 'S' ? 1 : 0;
+  if (name.size() - from <= max_bytes) return name.substr(from);
+  std::size_t end = from + max_bytes;
+  while (end > from && (static_cast<unsigned char>(name[end]) & 0xC0) == 0x80) --end;
+  return name.substr(from, end - from) + "\u2026";
 }
 
 std::string format_ms(double ms) {

@@ -2,6 +2,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -39,8 +40,9 @@ struct finding_thresholds {
 /// says so, level info), so a reader always sees all questions answered or explicitly open.
 std::vector<finding> compute_findings(const report_data& d, const finding_thresholds& t = {});
 
-/// Display name of an op record name: the leading 'S' of the Lotus names removed.
-std::string op_display_name(const std::string& name);
+/// Display name of an op record name: the leading 'S' of the Lotus names removed, and a name
+/// longer than `max_bytes` cut there (at a UTF-8 character boundary) with an ellipsis.
+std::string op_display_name(const std::string& name, std::size_t max_bytes = 80);
 
 /// "850 ms", "12.4 s", "1.25 ms", "35 µs": a duration in milliseconds with 3 significant digits.
 std::string format_ms(double ms);

@@ -259,8 +259,7 @@ nlohmann::json page_data(const report_data& d) {
   for (const auto& [name, bins] : d.op_hist) {
     std::uint64_t n = 0;
     for (auto c : bins) n += c;
-    j["ops"].push_back(
-        {{"name", name}, {"label", op_display_name(name)}, {"count", n}, {"hist", bins}});
+    j["ops"].push_back({{"label", op_display_name(name)}, {"count", n}, {"hist", bins}});
   }
   auto pts = [](const std::vector<batch_point>& v) {
     nlohmann::json arr = nlohmann::json::array();
