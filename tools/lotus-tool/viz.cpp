@@ -11,6 +11,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -89,7 +90,7 @@ class epoch_index {
                seq_of(file, line)});
   }
   void finish() {
-    spill_log<at> by_seq;
+    spill_log<at> by_seq(k_buffer);
     bool first = true;
     item prev{};
     std::uint64_t epoch = 0;
@@ -130,8 +131,9 @@ class epoch_index {
   static std::uint64_t seq_of(std::size_t file, std::uint64_t line) {
     return (static_cast<std::uint64_t>(file) << 40) | (line & ((1ULL << 40) - 1));
   }
-  spill_log<item> log_;
-  spill_log<at> ordered_;
+  static constexpr std::size_t k_buffer = std::size_t{512} << 10;  // RAM per log
+  spill_log<item> log_{k_buffer};
+  spill_log<at> ordered_{k_buffer};
   std::unique_ptr<spill_log<at>::reader> reader_;
   at cur_{};
   bool have_ = false;
@@ -141,79 +143,175 @@ class epoch_index {
 // id in it, holding every file of that thread (`_r<k>_` fresh names included). Pids reused by
 // another host get a free number (the process name keeps the real one), and the files that
 // cannot be attributed to a host (trace_file::ambiguous) go to one extra process, a row each.
-struct viz_process {
-  std::string name;
-  std::optional<std::uint64_t> sort_index;       ///< the rank, when the sidecar has one
-  std::map<std::uint64_t, std::string> threads;  ///< Chrome tid -> row name
-};
-
-struct viz_layout {
-  std::map<std::uint64_t, viz_process> processes;              ///< by Chrome pid
-  std::vector<std::pair<std::uint64_t, std::uint64_t>> where;  ///< per file: Chrome (pid, tid)
-};
-
-viz_layout layout_rows(const trace_dir& dir) {
-  viz_layout lay;
-  std::uint64_t next_free = 0;  // above every real id: numbers for reused pids and tids
-  for (const auto& f : dir.files) next_free = std::max({next_free, f.id, f.pid});
-  for (const auto& p : dir.processes)
-    next_free = std::max({next_free, p.first.first, p.second.ppid});
-  ++next_free;
-
-  std::map<process_key, std::map<std::uint64_t, unsigned>> rows;  // owner -> tid -> kinds
-  bool any_ambiguous = false;
-  for (const auto& f : dir.files) {
-    if (f.ambiguous) {
-      any_ambiguous = true;
-    } else {
-      rows[{f.pid, f.host}][f.id] |= f.kind == file_kind::worker ? 1u : 2u;
+// The metadata events are written as the layout is made, so memory is a few words per file
+// (100k files, each its own process, stay small).
+struct meta_writer {
+  output_file* out;
+  std::string* b;
+  std::size_t* n;  // events written so far (separators)
+  std::string_view sep;
+  // The profiler's own names (--merge): never overwritten.
+  std::set<std::uint64_t> named_pids;
+  std::set<std::pair<std::uint64_t, std::uint64_t>> named_threads;
+  void next() {
+    out->maybe_flush();
+    if ((*n)++ > 0) b->append(sep);
+  }
+  void process(std::uint64_t pid, const std::string& name, std::optional<std::uint64_t> sort) {
+    if (named_pids.count(pid) != 0) return;
+    next();
+    append_lit(*b, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":");
+    append_uint(*b, pid);
+    append_lit(*b, ",\"tid\":0,\"args\":{\"name\":");
+    append_json_string(*b, name);
+    append_lit(*b, "}}");
+    if (sort) {
+      next();
+      append_lit(*b, "{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":");
+      append_uint(*b, pid);
+      append_lit(*b, ",\"tid\":0,\"args\":{\"sort_index\":");
+      append_uint(*b, *sort);
+      append_lit(*b, "}}");
     }
   }
-  std::map<process_key, std::uint64_t> chrome_pid;
-  std::set<std::uint64_t> taken;
-  for (const auto& [key, threads] : rows) {
-    const std::uint64_t cp = taken.insert(key.first).second ? key.first : next_free++;
-    chrome_pid[key] = cp;
-    viz_process& vp = lay.processes[cp];
-    vp.name = "lotus pid " + std::to_string(key.first);
-    if (!key.second.empty()) vp.name += " \u00b7 host " + key.second;
-    auto pm = dir.processes.find(key);
+  void thread(std::uint64_t pid, std::uint64_t tid, const std::string& name) {
+    if (named_threads.count({pid, tid}) != 0) return;
+    next();
+    append_lit(*b, "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":");
+    append_uint(*b, pid);
+    append_lit(*b, ",\"tid\":");
+    append_uint(*b, tid);
+    append_lit(*b, ",\"args\":{\"name\":");
+    append_json_string(*b, name);
+    append_lit(*b, "}}");
+  }
+};
+
+// A pid or tid of a profiler event: a number, or a string of digits (some writers quote them).
+std::optional<std::uint64_t> event_id(const nlohmann::json& v) {
+  if (v.is_number_unsigned()) return v.get<std::uint64_t>();
+  if (v.is_number_integer() && v.get<std::int64_t>() >= 0) {
+    return static_cast<std::uint64_t>(v.get<std::int64_t>());
+  }
+  std::uint64_t x = 0;
+  if (v.is_string() && parse_u63(v.get<std::string>(), x)) return x;
+  return std::nullopt;
+}
+
+// The processes and threads the profiler trace already names.
+void profiler_names(const profiler_trace& prof, meta_writer& mw) {
+  for (const auto& e : prof.doc.at("traceEvents")) {
+    if (!e.is_object() || e.value("ph", std::string()) != "M") continue;
+    const std::string what = e.value("name", std::string());
+    const auto pid = e.contains("pid") ? event_id(e["pid"]) : std::nullopt;
+    if (!pid) continue;
+    if (what == "process_name") mw.named_pids.insert(*pid);
+    if (what == "thread_name" && e.contains("tid")) {
+      if (const auto tid = event_id(e["tid"])) mw.named_threads.insert({*pid, *tid});
+    }
+  }
+}
+
+// Writes the process/thread metadata and returns each file's Chrome (pid, tid).
+std::vector<std::pair<std::uint64_t, std::uint64_t>> layout_rows(const trace_dir& dir,
+                                                                 meta_writer& mw) {
+  std::uint64_t next_free = 0;  // above every real id: numbers for reused pids and tids
+  for (const auto& f : dir.files) next_free = std::max({next_free, f.id, f.pid});
+  for (const auto& p : dir.processes) {
+    next_free = std::max({next_free, p.first.first, p.second.ppid});
+  }
+  ++next_free;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> where(dir.files.size());
+  // Files by (pid, host, tid): each run of one (pid, host) is a process, of one tid a row.
+  std::vector<std::uint32_t> order;
+  order.reserve(dir.files.size());
+  for (std::size_t i = 0; i < dir.files.size(); ++i) {
+    if (!dir.files[i].ambiguous) order.push_back(static_cast<std::uint32_t>(i));
+  }
+  const auto key = [&dir](std::uint32_t i) {
+    const trace_file& f = dir.files[i];
+    return std::tie(f.pid, f.host, f.id);
+  };
+  std::sort(order.begin(), order.end(),
+            [&](std::uint32_t x, std::uint32_t y) { return key(x) < key(y); });
+  const auto present = [&](std::uint64_t pid, const std::string& host) {
+    auto it =
+        std::lower_bound(order.begin(), order.end(), pid, [&](std::uint32_t i, std::uint64_t p) {
+          return std::tie(dir.files[i].pid, dir.files[i].host) < std::tie(p, host);
+        });
+    return it != order.end() && dir.files[*it].pid == pid && dir.files[*it].host == host;
+  };
+  std::size_t i = 0;
+  std::optional<std::uint64_t> prev_pid;
+  while (i < order.size()) {
+    const trace_file& first = dir.files[order[i]];
+    std::size_t j = i;
+    while (j < order.size() && dir.files[order[j]].pid == first.pid &&
+           dir.files[order[j]].host == first.host) {
+      ++j;
+    }
+    // A pid seen just before (another host): a free number; the name keeps the real pid.
+    const std::uint64_t cp = prev_pid == first.pid ? next_free++ : first.pid;
+    prev_pid = first.pid;
+    std::string name = "lotus pid " + std::to_string(first.pid);
+    if (!first.host.empty()) name += " \u00b7 host " + first.host;
+    std::optional<std::uint64_t> sort;
+    auto pm = dir.processes.find({first.pid, first.host});
     if (pm != dir.processes.end()) {
       const process_meta& m = pm->second;
       if (m.rank) {
-        vp.name += " \u00b7 rank " + std::to_string(*m.rank);
-        vp.sort_index = *m.rank;
+        name += " \u00b7 rank " + std::to_string(*m.rank);
+        sort = *m.rank;
       }
-      if (m.ppid != 0 && rows.count({m.ppid, key.second}) != 0) {
-        vp.name += " (child of " + std::to_string(m.ppid) + ")";
+      if (m.ppid != 0 && present(m.ppid, first.host)) {
+        name += " (child of " + std::to_string(m.ppid) + ")";
       }
     }
-    for (const auto& [tid, kinds] : threads) {
-      const thread_meta* tm = dir.thread(tid);
-      vp.threads[tid] = tm != nullptr && !tm->name.empty()
-                            ? tm->name + " (" + std::to_string(tid) + ")"
-                            : (kinds == 1   ? "worker "
-                               : kinds == 2 ? "main "
-                                            : "thread ") +
-                                  std::to_string(tid);
+    if (dir.sources.size() > 1) {
+      // Several directories: each host's processes together, in the order given.
+      const std::uint64_t src = first.source;
+      sort = src * (std::uint64_t{1} << 32) + sort.value_or(0);
+      if (first.host.empty()) name += " \u00b7 " + dir.sources[src].label;
     }
-  }
-  const std::uint64_t unknown_pid = any_ambiguous ? next_free++ : 0;
-  lay.where.resize(dir.files.size());
-  for (std::size_t i = 0; i < dir.files.size(); ++i) {
-    const trace_file& f = dir.files[i];
-    if (!f.ambiguous) {
-      lay.where[i] = {chrome_pid.at({f.pid, f.host}), f.id};
-      continue;
+    mw.process(cp, name, sort);
+    for (std::size_t k = i; k < j;) {
+      const trace_file& f = dir.files[order[k]];
+      unsigned kinds = 0;
+      std::size_t e = k;
+      for (; e < j && dir.files[order[e]].id == f.id; ++e) {
+        kinds |= dir.files[order[e]].kind == file_kind::worker ? 1u : 2u;
+        where[order[e]] = {cp, f.id};
+      }
+      const thread_meta* tm = dir.thread(f.id, f.host);
+      mw.thread(cp, f.id,
+                tm != nullptr && !tm->name.empty() ? tm->name + " (" + std::to_string(f.id) + ")"
+                                                   : (kinds == 1   ? "worker "
+                                                      : kinds == 2 ? "main "
+                                                                   : "thread ") +
+                                                         std::to_string(f.id));
+      k = e;
     }
-    viz_process& vp = lay.processes[unknown_pid];
-    vp.name = "lotus: files of thread ids used on several hosts (host unknown)";
-    const std::uint64_t tid = vp.threads.count(f.id) == 0 ? f.id : next_free++;
-    vp.threads[tid] = (f.kind == file_kind::worker ? "worker " : "main ") + std::to_string(f.id) +
-                      " \u00b7 " + f.name;
-    lay.where[i] = {unknown_pid, tid};
+    i = j;
   }
-  return lay;
+  // Files whose host is unknown: one process, a row each.
+  const std::uint64_t unknown_pid = next_free++;
+  std::set<std::uint64_t> used;
+  bool named = false;
+  for (std::size_t k = 0; k < dir.files.size(); ++k) {
+    const trace_file& f = dir.files[k];
+    if (!f.ambiguous) continue;
+    if (!named) {
+      mw.process(unknown_pid, "lotus: files of thread ids used on several hosts (host unknown)",
+                 std::nullopt);
+      named = true;
+    }
+    const std::uint64_t tid = used.insert(f.id).second ? f.id : next_free++;
+    mw.thread(unknown_pid, tid,
+              (f.kind == file_kind::worker ? "worker " : "main ") + std::to_string(f.id) +
+                  " \u00b7 " + f.name);
+    where[k] = {unknown_pid, tid};
+  }
+  return where;
 }
 
 // A flow id unique across epochs and directories. Negative like Lotus (no clash with the
@@ -242,6 +340,23 @@ void append_flow_id(std::string& b, std::uint32_t src, std::uint64_t epoch, std:
   b += ':';
   append_uint(b, idx);
   b += '"';
+}
+
+// What the viewers open (README "Viewer limits"): chrome://tracing's trace viewer fails beyond
+// about 256 MiB of JSON; the Perfetto UI parses in the browser within about 2 GiB of memory,
+// which JSON inflates, so about 1 GiB of JSON is its practical limit.
+void warn_viewer_limits(std::uint64_t bytes) {
+  constexpr std::uint64_t k_chrome = std::uint64_t{256} << 20;
+  constexpr std::uint64_t k_perfetto = std::uint64_t{1} << 30;
+  if (bytes <= k_chrome) return;
+  std::fprintf(stderr,
+               "note: the output is %.0f MiB: beyond what chrome://tracing opens (about 256 MiB)%s"
+               ". Look at part of the run with --coarse, --epoch N, --from/--to SECONDS or "
+               "--ops%s\n",
+               static_cast<double>(bytes) / (1 << 20),
+               bytes > k_perfetto ? " and what the Perfetto UI opens in a browser (about 1 GiB)"
+                                  : "; ui.perfetto.dev opens it",
+               bytes > k_perfetto ? ", or open it with Perfetto's trace_processor --httpd" : "");
 }
 
 struct emitter {
@@ -330,6 +445,7 @@ void run_viz(const viz_args& a) {
     });
     append_lit(b, "]}");
     out.commit();
+    warn_viewer_limits(out.size());
     if (skipped)
       std::fprintf(stderr, "warning: skipped %llu malformed line(s)\n",
                    static_cast<unsigned long long>(skipped));
@@ -390,33 +506,9 @@ void run_viz(const viz_args& a) {
   }
 
   // Metadata: process and thread names (sidecar names, hosts and ranks when present).
-  const viz_layout lay = layout_rows(dir);
-  for (const auto& [pid, proc] : lay.processes) {
-    em.next();
-    append_lit(b, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":");
-    append_uint(b, pid);
-    append_lit(b, ",\"tid\":0,\"args\":{\"name\":");
-    append_json_string(b, proc.name);
-    append_lit(b, "}}");
-    if (proc.sort_index) {
-      em.next();
-      append_lit(b, "{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":");
-      append_uint(b, pid);
-      append_lit(b, ",\"tid\":0,\"args\":{\"sort_index\":");
-      append_uint(b, *proc.sort_index);
-      append_lit(b, "}}");
-    }
-    for (const auto& [tid, name] : proc.threads) {
-      em.next();
-      append_lit(b, "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":");
-      append_uint(b, pid);
-      append_lit(b, ",\"tid\":");
-      append_uint(b, tid);
-      append_lit(b, ",\"args\":{\"name\":");
-      append_json_string(b, name);
-      append_lit(b, "}}");
-    }
-  }
+  meta_writer mw{&out, &b, &em.n, em.sep, {}, {}};
+  if (prof) profiler_names(*prof, mw);
+  const std::vector<std::pair<std::uint64_t, std::uint64_t>> lay = layout_rows(dir, mw);
 
   // Pass 2: stream the events. `,"pid":P,"tid":T,"ts":` is the same for a whole file.
   // Built per file as the files come, one after the other.
@@ -428,9 +520,9 @@ void run_viz(const viz_args& a) {
           where_file = fi;
           where.clear();
           append_lit(where, ",\"pid\":");
-          append_uint(where, lay.where[fi].first);
+          append_uint(where, lay[fi].first);
           append_lit(where, ",\"tid\":");
-          append_uint(where, lay.where[fi].second);
+          append_uint(where, lay[fi].second);
           append_lit(where, ",\"ts\":");
         }
         const bool is_batch = bt.kind != batch_kind::none;
@@ -509,6 +601,7 @@ void run_viz(const viz_args& a) {
       });
   append_lit(b, "]}\n");
   out.commit();
+  warn_viewer_limits(out.size());
   if (skipped) {
     std::fprintf(stderr, "warning: skipped %llu malformed line(s)\n",
                  static_cast<unsigned long long>(skipped));

@@ -98,6 +98,12 @@ void line_reader::size_buffer(std::uint64_t input_size) {
   buf_.resize(cap_ + k_pad);
 }
 
+bool line_reader::growing() const noexcept {
+  if (from_memory_ || fd_ < 0) return false;
+  struct stat st {};
+  return ::fstat(fd_, &st) == 0 && static_cast<std::uint64_t>(st.st_size) > limit_;
+}
+
 const char* file_type_name(unsigned mode) noexcept {
   if (S_ISFIFO(mode)) return "a FIFO";
   if (S_ISCHR(mode)) return "a character device";
@@ -196,6 +202,12 @@ bool line_reader::next(line& out) {
       return true;
     }
     if (!fill()) {
+      if (end_ > begin_ && growing()) {
+        // The file has grown since it was opened: its last line was being written then. The
+        // snapshot ends at the last whole line.
+        begin_ = end_;
+        return false;
+      }
       if (end_ > begin_) {
         out.text = std::string_view(buf_.data() + begin_, end_ - begin_);
         out.number = ++lineno_;

@@ -45,6 +45,7 @@ class line_reader {
  private:
   friend std::string read_whole_file(const std::string& path);
   bool fill();
+  bool growing() const noexcept;  ///< the file is now longer than at open
   void size_buffer(std::uint64_t input_size);
   std::size_t find_newline() const noexcept;
 

@@ -44,6 +44,7 @@ output_file::~output_file() {
 }
 
 void output_file::flush() {
+  written_ += buf_.size();
   const char* p = buf_.data();
   std::size_t left = buf_.size();
   while (left > 0) {

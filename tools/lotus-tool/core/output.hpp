@@ -27,6 +27,8 @@ class output_file {
     if (buf_.size() >= k_flush_at) flush();
   }
   void flush();
+  /// Bytes written so far (flushed and buffered).
+  std::uint64_t size() const noexcept { return written_ + buf_.size(); }
   /// Flushes, closes and renames into place. Throws tool_error(exit_io) on failure.
   void commit();
 
@@ -36,6 +38,7 @@ class output_file {
   int fd_ = -1;
   bool committed_ = false;
   bool direct_ = false;
+  std::uint64_t written_ = 0;
   std::string buf_;
 };
 

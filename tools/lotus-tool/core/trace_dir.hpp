@@ -24,15 +24,16 @@ namespace lotus_tool {
 struct trace_file {
   std::string path;
   std::string name;  ///< (the prefix is the directory's: trace_dir::prefix)
-  file_kind kind = file_kind::worker;
-  std::uint64_t id = 0;  ///< the writer's thread id
-  unsigned rev = 0;      ///< k of a fresh name `_r<k>_`; 0 for the plain name
   // Owner, from the sidecars (see attribute_files): the writer process and its host.
-  std::uint64_t pid = 0;     ///< the pid of the sidecar naming thread `id`; else `id`
   std::string host;          ///< that sidecar's host; empty when unknown
-  bool ambiguous = false;    ///< thread `id` is named by sidecars of several hosts (reused ids)
+  std::uint64_t id = 0;      ///< the writer's thread id
+  std::uint64_t pid = 0;     ///< the pid of the sidecar naming thread `id`; else `id`
+  unsigned rev = 0;          ///< k of a fresh name `_r<k>_`; 0 for the plain name
   std::uint32_t source = 0;  ///< index into trace_dir::sources (the directory it came from)
+  file_kind kind = file_kind::worker;
+  bool ambiguous = false;  ///< thread `id` is named by sidecars of several hosts (reused ids)
 };
+// (Members ordered for size: 100k files must fit in a few MB.)
 
 /// One trace directory given on the command line: one host or rank of a multi-node run.
 struct trace_source {
