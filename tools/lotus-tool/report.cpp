@@ -15,6 +15,7 @@
 
 #include "commands.hpp"
 #include "error.hpp"
+#include "input_options.hpp"
 #include "line_reader.hpp"
 #include "output.hpp"
 #include "report_data.hpp"
@@ -27,8 +28,8 @@ namespace lotus_tool {
 namespace {
 
 struct report_args {
-  std::string dir, output, prefix, title, attribution;
-  bool skip_invalid = false;
+  input_args in;
+  std::string output, title, attribution;
   std::size_t max_points = 20000;
 };
 
@@ -126,8 +127,9 @@ std::vector<rank_data> ranks_of(
 void run_report(const report_args& a) {
   report_data rd;
   if (!a.attribution.empty()) rd.attribution = load_attribution(a.attribution);  // before the pass
-  const trace_dir dir = scan_trace_dir(a.dir, a.prefix);
-  for (const auto& w : dir.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+  const input in = open_input(a.in);
+  const trace_dir& dir = in.dir;
+  rd.window = in.filter.description;
 
   // Timeline rows: one per writer thread (its files, `_r<k>_` fresh names included, share a
   // row; a file that cannot be attributed to a host has its own).
@@ -151,9 +153,10 @@ void run_report(const report_args& a) {
           row_of[i] = it->second;
           continue;
         }
-        const thread_meta* tm = dir.thread(f.id);
-        if (tm != nullptr && !tm->name.empty() && tm->host == f.host)
+        const thread_meta* tm = dir.thread(f.id, f.host);  // its host's line, if several
+        if (tm != nullptr && !tm->name.empty() && tm->host == f.host) {
           label += " (" + tm->name + ")";
+        }
         if (several_hosts && !f.host.empty()) label += " \u00b7 " + f.host;
       }
       row_of[i] = tl.add_row(label, f.kind, f.id, f.ambiguous ? std::string() : f.host);
@@ -165,9 +168,13 @@ void run_report(const report_args& a) {
     }
   }
 
-  read_options ropt;
-  ropt.skip_invalid = a.skip_invalid;
+  const read_options ropt = reading(in);
   stats_engine eng;
+  {
+    std::vector<std::uint32_t> sources(dir.files.size());
+    for (std::size_t i = 0; i < dir.files.size(); ++i) sources[i] = dir.files[i].source;
+    eng.set_file_sources(std::move(sources));  // epochs and the delay join per directory
+  }
   rd.skipped_lines =
       for_each_record(dir, ropt, [&](std::size_t f, const record& r, const batch_ref& b) {
         const file_kind kind = dir.files[f].kind;
@@ -224,18 +231,14 @@ void add_report_command(CLI::App& app) {
       "report",
       "Write one self-contained HTML page (works offline): findings, per-op duration\n"
       "distributions, per-batch preprocessing, wait and delay time, a zoomable timeline.");
-  cmd->add_option("DIR", args->dir, "Trace directory")->required();
+  add_input_options(cmd, args->in, /*windows=*/true);
   cmd->add_option("-o,--output", args->output, "Output HTML file")->required();
-  cmd->add_option("--prefix,-p", args->prefix,
-                  "Log-file prefix (default: the only prefix present in DIR)");
   cmd->add_option("--title", args->title, "Page title");
   cmd->add_option("--attribution", args->attribution,
                   "Add per-op CPU attribution from 'lotus-tool attribute --json' output");
   cmd->add_option("--max-points", args->max_points,
                   "Most points per chart (evenly thinned beyond; 0 = all)")
       ->capture_default_str();
-  cmd->add_flag("--skip-invalid", args->skip_invalid,
-                "Skip malformed lines (counted) instead of failing on the first one");
   cmd->callback([args] { run_report(*args); });
 }
 
