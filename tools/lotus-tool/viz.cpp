@@ -34,47 +34,6 @@ struct viz_args {
   bool coarse = false, compat = false, absolute = false;
 };
 
-// ---- --compat: the events of visualization_augmenter.py, byte-for-byte in json.dump style ----
-
-void compat_x(std::string& b, const record& r, std::uint64_t pid, const std::int64_t* sid) {
-  append_lit(b, "{\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": ");
-  append_json_string(b, r.name);
-  append_lit(b, ", \"pid\": ");
-  append_uint(b, pid);
-  append_lit(b, ", \"tid\": ");
-  append_uint(b, pid);
-  if (sid != nullptr) {
-    append_lit(b, ", \"args\": {\"External id\": ");
-    append_int(b, *sid);
-    append_lit(b, ", \"correlation\": ");
-    append_int(b, *sid);
-    append_lit(b, "}");
-  } else {
-    append_lit(b, ", \"args\": {}");
-  }
-  append_lit(b, ", \"ts\": ");
-  append_uint(b, r.start_ns / 1000);  // row.ts // 1000
-  append_lit(b, ", \"dur\": ");
-  append_uint(b, r.dur_ns / 1000);
-  append_lit(b, "}");
-}
-
-void compat_flow(std::string& b, char ph, const record& r, std::uint64_t pid, std::int64_t sid) {
-  append_lit(b, "{\"ph\": \"");
-  b += ph;
-  append_lit(b, "\", \"id\": ");
-  append_int(b, sid);
-  append_lit(b, ", \"pid\": ");
-  append_uint(b, pid);
-  append_lit(b, ", \"tid\": ");
-  append_uint(b, pid);
-  append_lit(b, ", \"ts\": ");
-  append_uint(b, r.start_ns / 1000);
-  append_lit(b, ", \"cat\": \"ac2g\", \"name\": \"ac2g\"");
-  if (ph == 'f') append_lit(b, ", \"bp\": \"e\"");
-  append_lit(b, "}");
-}
-
 // ---- default mode helpers ----
 
 // Epochs of batch records in bounded memory. Pass 1 logs every Preprocessed/Consumed/Wait record
@@ -359,13 +318,216 @@ void warn_viewer_limits(std::uint64_t bytes) {
                bytes > k_perfetto ? ", or open it with Perfetto's trace_processor --httpd" : "");
 }
 
-struct emitter {
-  std::string* b;
-  std::size_t n = 0;
-  std::string_view sep = ",";
-  void next() {
-    if (n++ > 0) b->append(sep);
+// One event writer for both output formats. The caller says what a record is (an op span, a
+// batch record with its epoch); the style decides the events, their keys, separators and time
+// unit:
+// - lotus (default): compact JSON, exact fractional µs from the time origin, the process/thread
+//   layout, `{"batch","epoch"}` args, flows unique across epochs and directories, SBatchQueued
+//   as instant events;
+// - compat: visualization_augmenter.py's json.dump bytes: integer µs (`ts // 1000`), pid = tid =
+//   the file name's id, `-(idx+1)` ids, `s`/`f` flows, no SBatchQueued or other SBatch records.
+class event_writer {
+ public:
+  event_writer(output_file& out, bool compat, bool coarse, std::int64_t t0, std::uint64_t stride)
+      : out_(out), b_(out.buffer()), compat_(compat), coarse_(coarse), t0_(t0), stride_(stride) {
+    sep_ = compat ? ", " : ",";
   }
+  std::size_t& count() { return n_; }
+  void separator(std::string_view sep) { sep_ = sep; }
+
+  /// The records that follow are from the file shown as (pid, tid).
+  void file(std::uint64_t pid, std::uint64_t tid) {
+    pid_ = pid;
+    where_.clear();
+    if (compat_) {  // `", "pid": P, "tid": P`
+      append_lit(where_, "\", \"pid\": ");
+      append_uint(where_, pid);
+      append_lit(where_, ", \"tid\": ");
+      append_uint(where_, tid);
+    } else {  // `,"pid":P,"tid":T,"ts":`
+      append_lit(where_, ",\"pid\":");
+      append_uint(where_, pid);
+      append_lit(where_, ",\"tid\":");
+      append_uint(where_, tid);
+      append_lit(where_, ",\"ts\":");
+    }
+  }
+
+  /// One record; `epoch` matters for Preprocessed/Consumed/Wait records in the lotus style.
+  void add(const record& r, const batch_ref& bt, std::uint32_t src, std::uint64_t epoch) {
+    switch (bt.kind) {
+      case batch_kind::none:
+        if (!coarse_) op(r);
+        break;
+      case batch_kind::preprocessed:
+      case batch_kind::consumed:
+      case batch_kind::wait:
+        batch(r, bt, src, epoch);
+        break;
+      case batch_kind::queued:
+        if (!compat_) queued(r, bt);
+        break;
+      case batch_kind::other:
+        if (!compat_) {
+          span_head(k_batch_x, r);
+          span_tail(r, "}");
+        }
+        break;
+    }
+    out_.maybe_flush();
+  }
+
+ private:
+  static constexpr std::string_view k_op = "{\"ph\":\"X\",\"cat\":\"lotus\",\"name\":";
+  static constexpr std::string_view k_batch_x = "{\"ph\":\"X\",\"cat\":\"lotus.batch\",\"name\":";
+  static constexpr std::string_view k_batch_i = "{\"ph\":\"i\",\"cat\":\"lotus.batch\",\"name\":";
+
+  void next() {
+    if (n_++ > 0) b_.append(sep_);
+  }
+  std::int64_t ts_of(const record& r) const { return static_cast<std::int64_t>(r.start_ns) - t0_; }
+
+  // lotus style: `{"ph":..,"cat":..,"name":N,"pid":P,"tid":T,"ts":US`, then the tail.
+  void span_head(std::string_view ph_cat, const record& r) {
+    next();
+    b_.append(ph_cat);
+    append_json_string(b_, r.name);
+    b_.append(where_);
+    append_us(b_, ts_of(r));
+  }
+  void span_tail(const record& r, std::string_view close) {
+    append_lit(b_, ",\"dur\":");
+    append_us(b_, static_cast<std::int64_t>(r.dur_ns));
+    b_.append(close);
+  }
+
+  void op(const record& r) {
+    if (r.name.size() > 256 || !json_plain(r.name) || where_.size() > 64) {
+      if (compat_) {
+        compat_x(r, nullptr);
+      } else {
+        span_head(k_op, r);
+        span_tail(r, "}");
+      }
+      return;
+    }
+    // Hot path: the whole event assembled in one stack buffer, one append.
+    char ev[512];
+    char* p = ev;
+    next();
+    const auto put = [&p](std::string_view t) {
+      std::memcpy(p, t.data(), t.size());
+      p += t.size();
+    };
+    if (compat_) {
+      put("{\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": \"");
+      put(r.name);
+      put(where_);
+      put(", \"args\": {}, \"ts\": ");
+      p = std::to_chars(p, p + 20, r.start_ns / 1000).ptr;  // row.ts // 1000
+      put(", \"dur\": ");
+      p = std::to_chars(p, p + 20, r.dur_ns / 1000).ptr;
+    } else {
+      put(k_op);
+      *p++ = '"';
+      put(r.name);
+      *p++ = '"';
+      put(where_);
+      p = put_us(p, ts_of(r));
+      put(",\"dur\":");
+      p = put_us(p, static_cast<std::int64_t>(r.dur_ns));
+    }
+    *p++ = '}';
+    b_.append(ev, static_cast<std::size_t>(p - ev));
+  }
+
+  void batch(const record& r, const batch_ref& bt, std::uint32_t src, std::uint64_t epoch) {
+    const bool flow = bt.kind != batch_kind::wait;
+    const bool start = bt.kind == batch_kind::preprocessed;
+    if (compat_) {
+      // -(idx + 1) as Python computes it: exact down to -2^63 (idx <= 2^63-1).
+      const std::int64_t sid = -1 - static_cast<std::int64_t>(bt.idx);
+      compat_x(r, &sid);
+      if (!flow) return;
+      next();
+      append_lit(b_, "{\"ph\": \"");
+      b_ += start ? 's' : 'f';
+      append_lit(b_, "\", \"id\": ");
+      append_int(b_, sid);
+      append_lit(b_, ", \"pid\": ");
+      append_uint(b_, pid_);
+      append_lit(b_, ", \"tid\": ");
+      append_uint(b_, pid_);
+      append_lit(b_, ", \"ts\": ");
+      append_uint(b_, r.start_ns / 1000);
+      append_lit(b_, ", \"cat\": \"ac2g\", \"name\": \"ac2g\"");
+      if (!start) append_lit(b_, ", \"bp\": \"e\"");
+      append_lit(b_, "}");
+      return;
+    }
+    span_head(k_batch_x, r);
+    append_lit(b_, ",\"dur\":");
+    append_us(b_, static_cast<std::int64_t>(r.dur_ns));
+    append_lit(b_, ",\"args\":{\"batch\":");
+    append_uint(b_, bt.idx);
+    append_lit(b_, ",\"epoch\":");
+    append_uint(b_, epoch);
+    if (bt.kind == batch_kind::wait) {
+      append_lit(b_, ",\"out_of_order\":");
+      b_ += r.dur_ns == 1000 ? "true" : "false";
+    }
+    append_lit(b_, "}}");
+    if (!flow) return;
+    next();
+    b_ += start ? "{\"ph\":\"s\"" : "{\"ph\":\"f\",\"bp\":\"e\"";
+    append_lit(b_, ",\"cat\":\"lotus.flow\",\"name\":\"batch\",\"id\":");
+    append_flow_id(b_, src, epoch, bt.idx, stride_);
+    b_.append(where_);
+    append_us(b_, ts_of(r));
+    append_lit(b_, "}");
+  }
+
+  void queued(const record& r, const batch_ref& bt) {
+    span_head(k_batch_i, r);
+    append_lit(b_, ",\"s\":\"t\",\"args\":{\"batch\":");
+    append_uint(b_, bt.idx);
+    append_lit(b_, "}}");
+  }
+
+  // compat style X event, any name (escaped), with the External id/correlation args or `{}`.
+  void compat_x(const record& r, const std::int64_t* sid) {
+    next();
+    append_lit(b_, "{\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": ");
+    append_json_string(b_, r.name);
+    append_lit(b_, ", \"pid\": ");
+    append_uint(b_, pid_);
+    append_lit(b_, ", \"tid\": ");
+    append_uint(b_, pid_);
+    if (sid != nullptr) {
+      append_lit(b_, ", \"args\": {\"External id\": ");
+      append_int(b_, *sid);
+      append_lit(b_, ", \"correlation\": ");
+      append_int(b_, *sid);
+      append_lit(b_, "}");
+    } else {
+      append_lit(b_, ", \"args\": {}");
+    }
+    append_lit(b_, ", \"ts\": ");
+    append_uint(b_, r.start_ns / 1000);
+    append_lit(b_, ", \"dur\": ");
+    append_uint(b_, r.dur_ns / 1000);
+    append_lit(b_, "}");
+  }
+
+  output_file& out_;
+  std::string& b_;
+  bool compat_, coarse_;
+  std::int64_t t0_;
+  std::uint64_t stride_;
+  std::string_view sep_;
+  std::size_t n_ = 0;
+  std::uint64_t pid_ = 0;
+  std::string where_;
 };
 
 void run_viz(const viz_args& a) {
@@ -375,110 +537,34 @@ void run_viz(const viz_args& a) {
   if (!a.merge.empty()) prof = load_profiler_trace(a.merge);
   const read_options ropt = reading(in);
 
-  output_file out(a.output);
-  std::string& b = out.buffer();
-  emitter em{&b};
-  std::uint64_t skipped = 0;
-
-  if (prof) {
-    em.n = write_profiler_head(b, *prof);
-  } else if (a.compat) {
-    append_lit(b, "{\"traceEvents\": [");
-  }
-
-  if (a.compat) {
-    em.sep = ", ";
-    if (prof) em.sep = ",";
-    // `", "pid": P, "tid": P` of the file being read (files come one after the other).
-    std::string w;
-    std::size_t w_file = SIZE_MAX;
-    skipped = for_each_record(dir, ropt, [&](std::size_t fi, const record& r, const batch_ref& bt) {
-      if (fi != w_file) {
-        w_file = fi;
-        w.clear();
-        append_lit(w, "\", \"pid\": ");
-        append_uint(w, dir.files[fi].id);
-        append_lit(w, ", \"tid\": ");
-        append_uint(w, dir.files[fi].id);
-      }
-      // pid = file.split("_")[-1]: the id at the end of the file name, for pid and tid alike.
-      const std::uint64_t pid = dir.files[fi].id;
-      const bool is_batch = r.name.substr(0, 6) == "SBatch";
-      if (bt.kind == batch_kind::preprocessed || bt.kind == batch_kind::consumed ||
-          bt.kind == batch_kind::wait) {
-        const std::int64_t sid = -1 + static_cast<std::int64_t>(bt.idx) * -1;  // -(idx + 1)
-        em.next();
-        compat_x(b, r, pid, &sid);
-        if (bt.kind != batch_kind::wait) {
-          em.next();
-          compat_flow(b, bt.kind == batch_kind::preprocessed ? 's' : 'f', r, pid, sid);
-        }
-      } else if (!a.coarse && !is_batch) {
-        em.next();
-        if (r.name.size() <= 256 && json_plain(r.name)) {
-          // Hot path: one stack buffer, one append (same bytes as compat_x).
-          static constexpr std::string_view k_head =
-              "{\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": \"";
-          static constexpr std::string_view k_mid = ", \"args\": {}, \"ts\": ";
-          static constexpr std::string_view k_dur = ", \"dur\": ";
-          char ev[512];
-          char* p = ev;
-          std::memcpy(p, k_head.data(), k_head.size());
-          p += k_head.size();
-          std::memcpy(p, r.name.data(), r.name.size());
-          p += r.name.size();
-          std::memcpy(p, w.data(), w.size());
-          p += w.size();
-          std::memcpy(p, k_mid.data(), k_mid.size());
-          p += k_mid.size();
-          p = std::to_chars(p, p + 20, r.start_ns / 1000).ptr;
-          std::memcpy(p, k_dur.data(), k_dur.size());
-          p += k_dur.size();
-          p = std::to_chars(p, p + 20, r.dur_ns / 1000).ptr;
-          *p++ = '}';
-          b.append(ev, static_cast<std::size_t>(p - ev));
-        } else {
-          compat_x(b, r, pid, nullptr);
-        }
-      }
-      out.maybe_flush();
-    });
-    append_lit(b, "]}");
-    out.commit();
-    warn_viewer_limits(out.size());
-    if (skipped)
-      std::fprintf(stderr, "warning: skipped %llu malformed line(s)\n",
-                   static_cast<unsigned long long>(skipped));
-    return;
-  }
-
-  // Pass 1: time origin, epochs of batch records, stride for flow ids. Memory: bounded (the
-  // epoch index spills to a temporary file).
+  // Pass 1 (default style only): time origin, epochs of batch records, stride for flow ids.
+  // Memory: bounded (the epoch index spills to a temporary file).
   std::uint64_t min_start = UINT64_MAX;
   std::uint64_t max_idx = 0;
   epoch_index epochs;
-  // Every record's start and the batch records' names; pass 2 validates everything (and fails,
-  // or skips, exactly as the other commands do).
-  for (std::size_t fi = 0; fi < dir.files.size(); ++fi) {
-    line_reader rd(dir.files[fi].path);
-    line_reader::line ln;
-    record r;
-    while (rd.next(ln)) {
-      if (parse_record(ln.text, r) != nullptr) continue;
-      const std::uint64_t start = r.start_ns;
-      min_start = std::min(min_start, start);
-      if (r.name.compare(0, 6, "SBatch") != 0) continue;
-      batch_ref bt;
-      if (classify(r.name, bt) != nullptr) continue;
-      if (bt.kind != batch_kind::preprocessed && bt.kind != batch_kind::consumed &&
-          bt.kind != batch_kind::wait) {
-        continue;
+  if (!a.compat) {
+    // Every record's start and the batch records' names; pass 2 validates everything (and
+    // fails, or skips, exactly as the other commands do).
+    for (std::size_t fi = 0; fi < dir.files.size(); ++fi) {
+      line_reader rd(dir.files[fi].path);
+      line_reader::line ln;
+      record r;
+      while (rd.next(ln)) {
+        if (parse_record(ln.text, r) != nullptr) continue;
+        min_start = std::min(min_start, r.start_ns);
+        if (r.name.compare(0, 6, "SBatch") != 0) continue;
+        batch_ref bt;
+        if (classify(r.name, bt) != nullptr) continue;
+        if (bt.kind != batch_kind::preprocessed && bt.kind != batch_kind::consumed &&
+            bt.kind != batch_kind::wait) {
+          continue;
+        }
+        epochs.add(bt.kind, dir.files[fi].source, bt.idx, r.start_ns, fi, ln.number);
+        max_idx = std::max(max_idx, bt.idx);
       }
-      epochs.add(bt.kind, dir.files[fi].source, bt.idx, start, fi, ln.number);
-      max_idx = std::max(max_idx, bt.idx);
     }
+    epochs.finish();
   }
-  epochs.finish();
   if (min_start == UINT64_MAX) min_start = 0;
   // max_idx <= 2^63-1 (the parser's bound): the stride fits in uint64.
   const std::uint64_t stride = max_idx + 1;
@@ -492,7 +578,15 @@ void run_viz(const viz_args& a) {
     t0 = static_cast<std::int64_t>(min_start);
   }
 
-  if (!prof) {
+  output_file out(a.output);
+  std::string& b = out.buffer();
+  event_writer w(out, a.compat, a.coarse, t0, stride);
+  if (prof) {
+    w.count() = write_profiler_head(b, *prof);
+    w.separator(",");
+  } else if (a.compat) {
+    append_lit(b, "{\"traceEvents\": [");
+  } else {
     b += "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"generator\":\"lotus-"
          "tool " LOTUS_VERSION_STRING "\",\"prefix\":";
     append_json_string(b, dir.prefix);
@@ -505,101 +599,33 @@ void run_viz(const viz_args& a) {
     append_lit(b, "},\"traceEvents\":[");
   }
 
-  // Metadata: process and thread names (sidecar names, hosts and ranks when present).
-  meta_writer mw{&out, &b, &em.n, em.sep, {}, {}};
-  if (prof) profiler_names(*prof, mw);
-  const std::vector<std::pair<std::uint64_t, std::uint64_t>> lay = layout_rows(dir, mw);
+  // Rows: compat puts each file at pid = tid = the id in its name (file.split("_")[-1]); the
+  // default style writes process and thread names (sidecars, hosts, ranks) and lays files out.
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> lay;
+  if (!a.compat) {
+    meta_writer mw{&out, &b, &w.count(), ",", {}, {}};
+    if (prof) profiler_names(*prof, mw);
+    lay = layout_rows(dir, mw);
+  }
 
-  // Pass 2: stream the events. `,"pid":P,"tid":T,"ts":` is the same for a whole file.
-  // Built per file as the files come, one after the other.
-  std::string where;
-  std::size_t where_file = SIZE_MAX;
-  skipped = for_each_record(
+  // Pass 2: stream the events, file after file.
+  std::size_t cur = SIZE_MAX;
+  const std::uint64_t skipped = for_each_record(
       dir, ropt, [&](std::size_t fi, const record& r, const batch_ref& bt, std::uint64_t line) {
-        if (fi != where_file) {
-          where_file = fi;
-          where.clear();
-          append_lit(where, ",\"pid\":");
-          append_uint(where, lay[fi].first);
-          append_lit(where, ",\"tid\":");
-          append_uint(where, lay[fi].second);
-          append_lit(where, ",\"ts\":");
-        }
-        const bool is_batch = bt.kind != batch_kind::none;
-        if (a.coarse && !is_batch) return;
-        const std::int64_t ts = static_cast<std::int64_t>(r.start_ns) - t0;
-        auto head = [&](std::string_view ph_cat) {
-          em.next();
-          b.append(ph_cat);
-          append_json_string(b, r.name);
-          b.append(where);
-          append_us(b, ts);
-        };
-        static constexpr std::string_view k_op = "{\"ph\":\"X\",\"cat\":\"lotus\",\"name\":";
-        static constexpr std::string_view k_batch_x =
-            "{\"ph\":\"X\",\"cat\":\"lotus.batch\",\"name\":";
-        static constexpr std::string_view k_batch_i =
-            "{\"ph\":\"i\",\"cat\":\"lotus.batch\",\"name\":";
-        if (bt.kind == batch_kind::none && r.name.size() <= 256 && json_plain(r.name) &&
-            where.size() <= 64) {
-          // Hot path (op spans): the whole event assembled in one stack buffer, one append.
-          char ev[512];
-          char* p = ev;
-          em.next();
-          std::memcpy(p, k_op.data(), k_op.size());
-          p += k_op.size();
-          *p++ = '"';
-          std::memcpy(p, r.name.data(), r.name.size());
-          p += r.name.size();
-          *p++ = '"';
-          std::memcpy(p, where.data(), where.size());
-          p += where.size();
-          p = put_us(p, ts);
-          static constexpr std::string_view k_dur = ",\"dur\":";
-          std::memcpy(p, k_dur.data(), k_dur.size());
-          p += k_dur.size();
-          p = put_us(p, static_cast<std::int64_t>(r.dur_ns));
-          *p++ = '}';
-          b.append(ev, static_cast<std::size_t>(p - ev));
-        } else if (bt.kind == batch_kind::none || bt.kind == batch_kind::other) {
-          head(is_batch ? k_batch_x : k_op);
-          append_lit(b, ",\"dur\":");
-          append_us(b, static_cast<std::int64_t>(r.dur_ns));
-          append_lit(b, "}");
-        } else if (bt.kind == batch_kind::queued) {
-          head(k_batch_i);
-          append_lit(b, ",\"s\":\"t\",\"args\":{\"batch\":");
-          append_uint(b, bt.idx);
-          append_lit(b, "}}");
-        } else {
-          const std::uint64_t epoch = epochs.epoch(fi, line);
-          const std::uint32_t src = dir.files[fi].source;
-          head(k_batch_x);
-          append_lit(b, ",\"dur\":");
-          append_us(b, static_cast<std::int64_t>(r.dur_ns));
-          append_lit(b, ",\"args\":{\"batch\":");
-          append_uint(b, bt.idx);
-          append_lit(b, ",\"epoch\":");
-          append_uint(b, epoch);
-          if (bt.kind == batch_kind::wait) {
-            append_lit(b, ",\"out_of_order\":");
-            b += r.dur_ns == 1000 ? "true" : "false";
-          }
-          append_lit(b, "}}");
-          if (bt.kind != batch_kind::wait) {
-            const bool start = bt.kind == batch_kind::preprocessed;
-            em.next();
-            b += start ? "{\"ph\":\"s\"" : "{\"ph\":\"f\",\"bp\":\"e\"";
-            append_lit(b, ",\"cat\":\"lotus.flow\",\"name\":\"batch\",\"id\":");
-            append_flow_id(b, src, epoch, bt.idx, stride);
-            b.append(where);
-            append_us(b, ts);
-            append_lit(b, "}");
+        if (fi != cur) {
+          cur = fi;
+          if (a.compat) {
+            w.file(dir.files[fi].id, dir.files[fi].id);
+          } else {
+            w.file(lay[fi].first, lay[fi].second);
           }
         }
-        out.maybe_flush();
+        const bool has_epoch =
+            !a.compat && (bt.kind == batch_kind::preprocessed || bt.kind == batch_kind::consumed ||
+                          bt.kind == batch_kind::wait);
+        w.add(r, bt, dir.files[fi].source, has_epoch ? epochs.epoch(fi, line) : 0);
       });
-  append_lit(b, "]}\n");
+  b += a.compat ? "]}" : "]}\n";
   out.commit();
   warn_viewer_limits(out.size());
   if (skipped) {
