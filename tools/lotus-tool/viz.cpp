@@ -282,8 +282,8 @@ void append_flow_id(std::string& b, std::uint32_t src, std::uint64_t epoch, std:
   constexpr std::uint64_t k_exact = std::uint64_t{1} << 53;
   const std::uint64_t per_source = std::uint64_t{1} << 20;  // epochs per directory in the id
   std::uint64_t v = 0;
+  // src < 2^32 and epoch < 2^20: src * 2^20 + epoch < 2^53 cannot overflow.
   const bool small = stride != 0 && stride <= k_exact && epoch < per_source &&
-                     src < k_exact / per_source &&
                      (std::uint64_t{src} * per_source + epoch) <= (k_exact - 1) / stride &&
                      (std::uint64_t{src} * per_source + epoch) * stride + idx < k_exact;
   if (small) {
