@@ -133,7 +133,9 @@ def test_num_workers_0_main_process_only(tmp_path):
 def test_imagefolder_lotus_keywords(tmp_path):
     info, files = scenario(tmp_path, style="keywords", dataset="folder", workers=2, batches=2)
     main, workers = split(files, info["pid"])
-    assert [r[0] for r in next(iter(main.values()))] == expected_main(2, 2)
+    # ImageFolder has no arrival gate: batch 1 may arrive first (then it gets the 1 us marker).
+    assert [r[0] for r in next(iter(main.values()))] in (expected_main(2, 2),
+                                                          expected_main(2, 2, "swap01"))
     per_sample = ["SResize", "SToTensor", "SLoader", "STransform"]  # Compose's lines first, as Lotus writes them
     for r in workers.values():
         assert [x[0] for x in r] == expected_worker(batches_of(r), 2, per_sample)

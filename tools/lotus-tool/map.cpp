@@ -357,8 +357,9 @@ run_outcome perf_strategy::profile(const run_context& ctx, const std::string& re
       add_profile(in, perf_report_of(ctx.tool, data, {"--tid=" + tid_list, "--time", arg},
                                      dir + "/report.txt", ctx.opt.timeout_s));
     }
-    // With LOTUS_CLOCK=realtime the span's own timestamps are clock_gettime calls (libc's wrapper
-    // and the vDSO), the first and last instructions of each span: lotus's, not the op's.
+    // With LOTUS_CLOCK=realtime the span's own timestamps are clock_gettime calls (lotus's clock
+    // read, libc's wrapper and the vDSO), the first and last instructions of each span: lotus's,
+    // not the op's.
     // The frame that encloses the region (the probe's code around LOTUS_MAP_REGION: its gate and
     // timer, inlined) is scaffolding, not the op, as for Callgrind: a probe function sampled in
     // the window but outside every span is that frame, and so is the probe's main.
@@ -374,7 +375,7 @@ run_outcome perf_strategy::profile(const run_context& ctx, const std::string& re
     function_profile op_only;
     op_only.unit = in.unit;
     for (const auto& row : in.rows) {
-      if (row.module == "[vdso]" ||
+      if (row.module == "[vdso]" || row.function.rfind("lotus::", 0) == 0 ||
           (row.module.rfind("libc.so", 0) == 0 && row.function == "clock_gettime") ||
           enclosing.count(function_key(row)) != 0)
         continue;
