@@ -129,7 +129,8 @@ TEST_CASE("libtorch_dataset example: Lotus's whole record set, 2 epochs",
   INFO(report.out << report.err);
   REQUIRE(report.status == 0);
   const std::string html = read_all(root.path() + "/r.html");
-  REQUIRE(html.find("2 epochs &middot; " + std::to_string(markers) + " out-of-order arrivals") !=
+  REQUIRE(html.find("2 epochs &middot; " + std::to_string(markers) +
+                    (markers == 1 ? " out-of-order arrival" : " out-of-order arrivals")) !=
           std::string::npos);
   // The page's charts draw from its embedded data: one point per batch and epoch in each of the
   // per-batch preprocessing, main-process wait and delay charts.
