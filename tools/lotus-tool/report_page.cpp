@@ -269,28 +269,6 @@ nlohmann::json page_data(const report_data& d) {
   j["preprocessed"] = pts(d.stats.preprocessed);
   j["waits"] = pts(d.stats.waits);
   j["delays"] = pts(d.stats.delays);
-  const timeline_data& t = d.timeline;
-  nlohmann::json tl;
-  tl["buckets"] = t.buckets;
-  tl["bucket_s"] = double(t.bucket_ns) / 1e9;
-  // Bucket 0 may start before the origin: a signed difference, exact in 64 bits.
-  tl["start_s"] = static_cast<double>(static_cast<std::int64_t>(t.start_ns - d.origin_ns)) / 1e9;
-  tl["rows"] = nlohmann::json::array();
-  for (const auto& r : t.rows) {
-    nlohmann::json row = {{"label", r.label},
-                          {"kind", r.kind == file_kind::main ? "main" : "worker"},
-                          {"tid", r.tid},
-                          {"host", r.host},
-                          {"spans", r.spans},
-                          {"busy_s", double(r.busy_ns) / 1e9},
-                          {"out_of_order", r.out_of_order}};
-    nlohmann::json cov = nlohmann::json::array();
-    for (float c : r.coverage) cov.push_back(rounded(double(c), 1000));
-    row["coverage"] = std::move(cov);
-    if (!r.markers.empty()) row["markers"] = r.markers;
-    tl["rows"].push_back(std::move(row));
-  }
-  j["timeline"] = std::move(tl);
   if (d.ranks.size() >= 2) {
     j["ranks"] = nlohmann::json::array();
     for (const auto& r : d.ranks) {
@@ -309,11 +287,47 @@ nlohmann::json page_data(const report_data& d) {
   return j;
 }
 
+// The timeline as JSON text, one row at a time: with one row per thread (100k short-lived
+// threads) a DOM of every row would take several times the page's size.
+std::string timeline_json(const report_data& d) {
+  const auto dump = [](const nlohmann::json& v) {
+    return v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  };
+  const timeline_data& t = d.timeline;
+  nlohmann::json head;
+  head["buckets"] = t.buckets;
+  head["bucket_s"] = double(t.bucket_ns) / 1e9;
+  // Bucket 0 may start before the origin: a signed difference, exact in 64 bits.
+  head["start_s"] = static_cast<double>(static_cast<std::int64_t>(t.start_ns - d.origin_ns)) / 1e9;
+  std::string o = dump(head);
+  o.pop_back();  // '}': the rows follow
+  o += ",\"rows\":[";
+  for (std::size_t i = 0; i < t.rows.size(); ++i) {
+    const timeline_row& r = t.rows[i];
+    nlohmann::json row = {{"label", r.label},
+                          {"kind", r.kind == file_kind::main ? "main" : "worker"},
+                          {"tid", r.tid},
+                          {"host", r.host},
+                          {"spans", r.spans},
+                          {"busy_s", double(r.busy_ns) / 1e9},
+                          {"out_of_order", r.out_of_order}};
+    nlohmann::json cov = nlohmann::json::array();
+    for (float c : r.coverage) cov.push_back(rounded(double(c), 1000));
+    row["coverage"] = std::move(cov);
+    if (!r.markers.empty()) row["markers"] = r.markers;
+    if (i > 0) o += ',';
+    o += dump(row);
+  }
+  return o + "]}";
+}
+
 }  // namespace
 
 std::string render_report_page(const report_data& d) {
   const stats_result& st = d.stats;
   std::string data = page_data(d).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  data.pop_back();  // '}' of a non-empty object: the timeline follows
+  data += ",\"timeline\":" + timeline_json(d) + "}";
   // Embedded in <script>: never let the data close the element or open a comment.
   for (std::size_t pos = 0; (pos = data.find('<', pos)) != std::string::npos; pos += 6) {
     data.replace(pos, 1, "\\u003c");
