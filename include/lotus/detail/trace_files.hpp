@@ -1,5 +1,6 @@
-// lotus — trace files and the sidecar: safe creation, a bounded fd cache, whole-line writes
-// (internal) SPDX-License-Identifier: MIT
+// lotus — trace files and the sidecar (internal)
+// SPDX-License-Identifier: MIT
+// Safe creation, a bounded fd cache, whole-line writes.
 #pragma once
 
 #include <errno.h>     // errno, EEXIST, EINTR, ENOSPC, EMFILE
