@@ -68,20 +68,20 @@ for v in $variants; do
     lint) stage "lint: SPDX lines, clang-format-14 and single_include freshness" lint ;;
     gcc) stage "gcc: full suite, -Werror" configure_build_test gcc "" \
            -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=g++ -DLOTUS_WERROR=ON ;;
-    clang) stage "clang: full suite, -Werror, fuzzers" configure_build_test clang "" \
+    clang) stage "clang: full suite, -Werror, fuzzers" configure_build_test clang "-LE python" \
              -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++ -DLOTUS_WERROR=ON \
              -DLOTUS_WITH_TORCH=OFF -DLOTUS_BUILD_BENCH=OFF -DLOTUS_FUZZ=ON -DLOTUS_FUZZ_SECONDS=30 ;;
     asan) stage "asan+ubsan: core, config, tool" configure_build_test asan "" \
             -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS=-O1 -DCMAKE_CXX_COMPILER=g++ \
             -DLOTUS_SANITIZE=address,undefined -DLOTUS_TEST_DIRS="core;config;tool" \
-            -DLOTUS_BUILD_EXAMPLES=OFF -DLOTUS_BUILD_BENCH=OFF -DLOTUS_WITH_TORCH=OFF ;;
+            -DLOTUS_BUILD_EXAMPLES=OFF -DLOTUS_BUILD_BENCH=OFF -DLOTUS_WITH_TORCH=OFF -DLOTUS_BUILD_PYTHON=OFF ;;
     tsan) stage "tsan: core, config, collector" configure_build_test tsan "" \
             -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS=-O1 -DCMAKE_CXX_COMPILER=g++ \
             -DLOTUS_SANITIZE=thread -DLOTUS_TEST_DIRS="core;config;collector" \
-            -DLOTUS_BUILD_EXAMPLES=OFF -DLOTUS_BUILD_TOOLS=OFF -DLOTUS_BUILD_BENCH=OFF -DLOTUS_WITH_TORCH=OFF ;;
+            -DLOTUS_BUILD_EXAMPLES=OFF -DLOTUS_BUILD_TOOLS=OFF -DLOTUS_BUILD_BENCH=OFF -DLOTUS_WITH_TORCH=OFF -DLOTUS_BUILD_PYTHON=OFF ;;
     single) stage "single_include: core and config against the generated header" configure_build_test single "" \
               -DCMAKE_BUILD_TYPE=Release -DLOTUS_USE_SINGLE_INCLUDE=ON -DLOTUS_TEST_DIRS="core;config" \
-              -DLOTUS_BUILD_EXAMPLES=OFF -DLOTUS_BUILD_TOOLS=OFF -DLOTUS_BUILD_BENCH=OFF -DLOTUS_WITH_TORCH=OFF ;;
+              -DLOTUS_BUILD_EXAMPLES=OFF -DLOTUS_BUILD_TOOLS=OFF -DLOTUS_BUILD_BENCH=OFF -DLOTUS_WITH_TORCH=OFF -DLOTUS_BUILD_PYTHON=OFF ;;
     disabled) stage "LOTUS_DISABLE: examples and the disabled test" configure_build_test disabled "-R config.disabled" \
                 -DCMAKE_BUILD_TYPE=Release -DLOTUS_DISABLE=ON -DLOTUS_WERROR=ON -DLOTUS_TEST_DIRS=config \
                 -DLOTUS_BUILD_TOOLS=OFF -DLOTUS_BUILD_BENCH=OFF -DLOTUS_WITH_TORCH=OFF ;;

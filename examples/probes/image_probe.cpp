@@ -42,11 +42,23 @@ options:
       --max-side N    largest generated side (default: 512)
   -s, --seed N        augmentation seed (default: from the clock, so repeated mapping runs see
                       both branches of RandomHorizontalFlip, as Lotus's Python probes did)
+  -e, --epochs N      passes over the dataset (default 0 = auto: one pass, or as many as the
+                      region selected by LOTUS_MAP_SELECT needs to run LOTUS_MAP_WARMUP +
+                      LOTUS_MAP_COUNT times, at most 100000 executions)
   -h, --help          show this help and exit
 
 Mapping knobs (environment): LOTUS_MAP_LIST, LOTUS_MAP_SELECT, LOTUS_MAP_WARMUP, LOTUS_MAP_COUNT,
 LOTUS_MAP_GAP_MS, LOTUS_COLLECTOR; trace: LOTUS_LOG_FILE. Exit status: 0 ok, 1 failure, 2 usage.
 )";
+
+bool parse_int(const char* text, long long lo, long long hi, long long& out) {
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(text, &end, 10);
+  if (errno != 0 || end == text || *end != '\0' || v < lo || v > hi) return false;
+  out = v;
+  return true;
+}
 
 struct config {
   std::string data;
@@ -57,15 +69,36 @@ struct config {
   int max_side = 512;
   std::uint64_t seed = 0;
   bool seeded = false;
+  long long epochs = 0;  // 0: auto
 };
 
-bool parse_int(const char* text, long long lo, long long hi, long long& out) {
-  char* end = nullptr;
-  errno = 0;
-  const long long v = std::strtoll(text, &end, 10);
-  if (errno != 0 || end == text || *end != '\0' || v < lo || v > hi) return false;
-  out = v;
-  return true;
+// Executions of `region` in one pass over `images` images (0 for a region the probe lacks).
+long long executions_per_pass(const std::string& region, int images, int batch_size) {
+  if (region == "Collation") return (images + batch_size - 1) / batch_size;
+  for (const char* op :
+       {"Loader", "RandomResizedCrop", "RandomHorizontalFlip", "ToTensor", "Normalize"}) {
+    if (region == op) return images;
+  }
+  return 0;
+}
+
+long long env_count(const char* name, long long fallback) {
+  const char* v = std::getenv(name);
+  long long out = 0;
+  if (v == nullptr || !parse_int(v, 0, 1LL << 40, out)) return fallback;
+  return out;
+}
+
+// Auto epochs: a mapping driver asks for LOTUS_MAP_WARMUP + LOTUS_MAP_COUNT executions of the
+// selected region (the map_region contract); one pass of a small dataset may not hold them.
+long long auto_epochs(const config& cfg) {
+  const char* select = std::getenv("LOTUS_MAP_SELECT");
+  if (select == nullptr) return 1;
+  const long long per = executions_per_pass(select, cfg.images, cfg.batch_size);
+  if (per <= 0) return 1;
+  const long long want = env_count("LOTUS_MAP_WARMUP", 1) + env_count("LOTUS_MAP_COUNT", 1);
+  const long long capped = want < 100000 ? want : 100000;
+  return (capped + per - 1) / per;
 }
 
 int usage_error(const std::string& message) {
@@ -96,45 +129,48 @@ int run(const config& cfg) {
   std::vector<int> labels;
   double sum = 0.0;
   int batches = 0;
-  for (std::size_t i = 0; i < entries.size(); ++i) {
-    ex::image img;
-    {
-      LOTUS_MAP_REGION("Loader");
-      img = ex::load_image(entries[i].path);
-    }
-    {
-      LOTUS_MAP_REGION("RandomResizedCrop");
-      img = ex::random_resized_crop(img, cfg.size, gen);
-    }
-    {
-      LOTUS_MAP_REGION("RandomHorizontalFlip");
-      img = ex::random_horizontal_flip(std::move(img), gen);
-    }
-    ex::tensor t;
-    {
-      LOTUS_MAP_REGION("ToTensor");
-      t = ex::to_tensor(img);
-    }
-    {
-      LOTUS_MAP_REGION("Normalize");
-      t = ex::normalize(std::move(t), ex::imagenet_mean(), ex::imagenet_std());
-    }
-    samples.push_back(std::move(t));
-    labels.push_back(entries[i].label);
-    if (static_cast<int>(samples.size()) == cfg.batch_size || i + 1 == entries.size()) {
-      ex::batch b;
+  const long long epochs = cfg.epochs > 0 ? cfg.epochs : auto_epochs(cfg);
+  for (long long epoch = 0; epoch < epochs; ++epoch) {
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      ex::image img;
       {
-        LOTUS_MAP_REGION("Collation");
-        b = ex::collate(std::move(samples), std::move(labels));
+        LOTUS_MAP_REGION("Loader");
+        img = ex::load_image(entries[i].path);
       }
-      sum += ex::checksum(b);
-      ++batches;
-      samples.clear();
-      labels.clear();
+      {
+        LOTUS_MAP_REGION("RandomResizedCrop");
+        img = ex::random_resized_crop(img, cfg.size, gen);
+      }
+      {
+        LOTUS_MAP_REGION("RandomHorizontalFlip");
+        img = ex::random_horizontal_flip(std::move(img), gen);
+      }
+      ex::tensor t;
+      {
+        LOTUS_MAP_REGION("ToTensor");
+        t = ex::to_tensor(img);
+      }
+      {
+        LOTUS_MAP_REGION("Normalize");
+        t = ex::normalize(std::move(t), ex::imagenet_mean(), ex::imagenet_std());
+      }
+      samples.push_back(std::move(t));
+      labels.push_back(entries[i].label);
+      if (static_cast<int>(samples.size()) == cfg.batch_size || i + 1 == entries.size()) {
+        ex::batch b;
+        {
+          LOTUS_MAP_REGION("Collation");
+          b = ex::collate(std::move(samples), std::move(labels));
+        }
+        sum += ex::checksum(b);
+        ++batches;
+        samples.clear();
+        labels.clear();
+      }
     }
   }
-  std::printf("image_probe: %zu images, %d batches, seed %llu, checksum %.6f\n", entries.size(),
-              batches, static_cast<unsigned long long>(cfg.seed), sum);
+  std::printf("image_probe: %zu images, %lld epoch(s), %d batches, seed %llu, checksum %.6f\n",
+              entries.size(), epochs, batches, static_cast<unsigned long long>(cfg.seed), sum);
   return 0;
 }
 
@@ -170,6 +206,10 @@ int main(int argc, char** argv) {
     } else if (arg == "--max-side") {
       if (!parse_int(value, 8, 8192, v)) return usage_error(arg + " needs an integer in [8, 8192]");
       cfg.max_side = static_cast<int>(v);
+    } else if (arg == "-e" || arg == "--epochs") {
+      if (!parse_int(value, 0, 100000, v))
+        return usage_error(arg + " needs an integer in [0, 100000]");
+      cfg.epochs = v;
     } else if (arg == "-s" || arg == "--seed") {
       if (!parse_int(value, 0, (1LL << 62), v)) return usage_error(arg + " needs an integer >= 0");
       cfg.seed = static_cast<std::uint64_t>(v);

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -73,11 +74,11 @@ TEST_CASE("perf report: empty output is no rows, garbage is an error naming the 
   try {
     parse_perf_report(bad, "r.txt");
     FAIL("no exception");
-  } catch (const map_error& e) {
+  } catch (const tool_error& e) {
     REQUIRE(std::string(e.what()).rfind("r.txt:2: expected 5 fields, got 1", 0) == 0);
   }
   std::istringstream badnum("abc%\x1f 10\x1f 1\x1f[.] f\x1f m\n");
-  REQUIRE_THROWS_AS(parse_perf_report(badnum, "r"), map_error);
+  REQUIRE_THROWS_AS(parse_perf_report(badnum, "r"), lotus_tool::tool_error);
 }
 
 TEST_CASE("callgrind.out: exclusive and inclusive Ir agree with callgrind_annotate",
@@ -123,15 +124,75 @@ TEST_CASE("callgrind.out: malformed input names the line", "[map][callgrind]") {
   try {
     parse_callgrind(in, "cg.out");
     FAIL("no exception");
-  } catch (const map_error& e) {
+  } catch (const tool_error& e) {
     REQUIRE(std::string(e.what()) == "cg.out:4: bad cost 'abc'");
   }
   std::istringstream ref("version: 1\nevents: Ir\nfn=(7)\n");
-  REQUIRE_THROWS_AS(parse_callgrind(ref, "x"), map_error);
+  REQUIRE_THROWS_AS(parse_callgrind(ref, "x"), lotus_tool::tool_error);
   std::istringstream junk("hello world\n");
-  REQUIRE_THROWS_AS(parse_callgrind(junk, "x"), map_error);
+  REQUIRE_THROWS_AS(parse_callgrind(junk, "x"), lotus_tool::tool_error);
   std::istringstream early("version: 1\nevents: Ir\n3 4\n");
-  REQUIRE_THROWS_AS(parse_callgrind(early, "x"), map_error);
+  REQUIRE_THROWS_AS(parse_callgrind(early, "x"), lotus_tool::tool_error);
+}
+
+TEST_CASE("callgrind: the collector control is removed by where its cost comes from",
+          "[map][callgrind]") {
+  // A region window as lotus's resume/pause leave it: main encloses the region, calls the op and
+  // lotus's resume/pause, which call the mutex functions and __errno_location; the op calls memset
+  // and so does the control path (memset stays: the op calls it too).
+  std::istringstream in(
+      "version: 1\nevents: Ir\n"
+      "ob=(1) /bin/probe\nfn=(1) main\n1 10\n"
+      "cfn=(2) op(int)\ncalls=1 0\n1 500\n"
+      "cfn=(3) lotus::v0::detail::collector_pause_slow(char const*)\ncalls=1 0\n1 60\n"
+      "fn=(2)\n1 400\ncob=(2) /lib/libc.so.6\ncfn=(5) memset\ncalls=1 0\n1 100\n"
+      "fn=(3)\n1 20\ncob=(2)\ncfn=(4) pthread_mutex_lock@@GLIBC_2.2.5\ncalls=1 0\n1 30\n"
+      "cob=(2)\ncfn=(5)\ncalls=1 0\n1 10\n"
+      "ob=(2)\nfn=(4)\n1 25\ncfn=(6) __lll_lock_wait\ncalls=1 0\n1 5\n"
+      "fn=(6)\n1 5\nfn=(5)\n1 110\n");
+  auto d = parse_callgrind(in, "cg");
+  REQUIRE(d.calls.size() == 6);
+  REQUIRE(remove_control_path(d) == 4);  // lotus's pause, the mutex, its callee, main
+  std::vector<std::string> kept;
+  for (const auto& r : d.profile.rows) kept.push_back(function_key(r));
+  std::sort(kept.begin(), kept.end());
+  REQUIRE(kept == std::vector<std::string>{"memset|libc.so.6", "op(int)|probe"});
+  REQUIRE(d.profile.total == 510.0);
+}
+
+TEST_CASE("function identity: one key for every collector and binary", "[map][identity]") {
+  REQUIRE(fold_ifunc("__memset_avx2_unaligned_erms") == "memset");
+  REQUIRE(fold_ifunc("__memmove_avx512_unaligned_erms") == "memmove");
+  REQUIRE(fold_ifunc("__strlen_evex") == "strlen");
+  REQUIRE(fold_ifunc("__memcpy_sse2_unaligned") == "memcpy");
+  REQUIRE(fold_ifunc("__libc_start_main") == "__libc_start_main");
+  REQUIRE(fold_ifunc("__avx_helper") == "__avx_helper");
+  REQUIRE(strip_symbol_version("log@@GLIBC_2.29") == "log");
+  REQUIRE(strip_symbol_version("pthread_sigmask@GLIBC_2.2.5") == "pthread_sigmask");
+  REQUIRE(strip_symbol_version("func@0x226a0") == "func@0x226a0");
+  REQUIRE(strip_parameters("ns::f(int, char const*) const") == "ns::f");
+  REQUIRE(strip_parameters("(anonymous namespace)::g(std::vector<int, std::allocator<int> >)") ==
+          "(anonymous namespace)::g");
+  REQUIRE(strip_parameters("X::operator()(int)") == "X::operator()");
+  REQUIRE(strip_parameters("main") == "main");
+  REQUIRE(is_shared_object("libjpeg.so.62.3.0"));
+  REQUIRE(is_shared_object("ld-linux-x86-64.so.2"));
+  REQUIRE_FALSE(is_shared_object("image_probe"));
+  REQUIRE_FALSE(is_shared_object("my.sociable_tool"));
+  // The probe's functions match the real program's by name; libraries by name without version;
+  // Callgrind's and perf's spellings of the same function meet.
+  REQUIRE(function_identity("lotus_examples::normalize(lotus_examples::tensor)", "image_probe") ==
+          function_identity("lotus_examples::normalize", "image_pipeline"));
+  REQUIRE(function_identity("decode_mcu", "libjpeg.so.62") ==
+          function_identity("decode_mcu", "libjpeg.so.62.3.0"));
+  REQUIRE(function_identity("__memset_avx2_unaligned_erms", "libc.so.6") ==
+          function_identity("__memset_avx512_unaligned_erms", "libc.so.6"));
+  REQUIRE(function_identity("memcpy", "libc.so.6") ==
+          function_identity("__memmove_avx512_unaligned_erms", "libc.so.6"));
+  REQUIRE(function_identity("decode_mcu", "libjpeg.so.62") !=
+          function_identity("decode_mcu", "libother.so.1"));
+  REQUIRE(function_identity("clear_page_erms", "[kernel.kallsyms]") ==
+          "[kernel.kallsyms]|clear_page_erms");
 }
 
 TEST_CASE("VTune hotspots CSV (Lotus's real shape)", "[map][vendor_csv]") {
@@ -248,19 +309,37 @@ TEST_CASE("ELF function names for addresses, with and without symbols", "[map][e
   function_profile p;
   char hex[40];
   std::snprintf(hex, sizeof hex, "0x%016llx", static_cast<unsigned long long>(addr + 2));
-  p.rows = {{hex, "stripped", 5, 0, 1}, {want, "stripped", 2, 0, 1}, {"main", "x", 1, 0, 1}};
+  p.rows = {
+      {hex, "stripped", 5, 0, 1, {}}, {want, "stripped", 2, 0, 1, {}}, {"main", "x", 1, 0, 1, {}}};
   symbolize_addresses(p, {{"stripped", stripped}});
   REQUIRE(p.rows.size() == 2);
   REQUIRE(p.rows[0].function == want);
   REQUIRE(p.rows[0].self == 7.0);
   REQUIRE(p.rows[0].samples == 2);
+  // A separate debug file (objcopy --only-keep-debug + --add-gnu-debuglink, as Debian's -dbgsym
+  // packages are made) gives the stripped copy its names back: elfutils follows the debug link.
+  const std::string dir = std::string("/tmp/lotus_map_dbg_") + std::to_string(::getpid());
+  const std::string linked = dir + "/prog", debug = dir + "/prog.debug";
+  const std::string mk = "mkdir -p " + dir + " && objcopy --only-keep-debug " + exe + " " + debug +
+                         " && objcopy --strip-all --add-gnu-debuglink=" + debug + " " + exe + " " +
+                         linked;
+  REQUIRE(std::system(mk.c_str()) == 0);
+  elf_functions via_link;
+  REQUIRE(via_link.load(linked));
+  REQUIRE(via_link.name_for(addr + 2) == "(anonymous namespace)::elf_probe_static(int)");
+  ::unlink(debug.c_str());  // without it: back to the unwind-table name
+  elf_functions no_link;
+  REQUIRE(no_link.load(linked));
+  REQUIRE(no_link.name_for(addr + 2) == want);
+  ::unlink(linked.c_str());
+  ::rmdir(dir.c_str());
   ::unlink(stripped.c_str());
   elf_functions bad;
   REQUIRE_FALSE(bad.load("/nonexistent"));
   REQUIRE_FALSE(bad.load(std::string(LOTUS_MAP_TEST_DATA) + "/perf_report_spin.txt"));
 }
 
-TEST_CASE("parsers never crash on arbitrary bytes: a result or a map_error", "[map][robust]") {
+TEST_CASE("parsers never crash on arbitrary bytes: a result or a tool_error", "[map][robust]") {
   std::uint64_t state = 0x9e3779b97f4a7c15ull;
   auto next = [&]() {
     state ^= state << 13;
@@ -280,7 +359,7 @@ TEST_CASE("parsers never crash on arbitrary bytes: a result or a map_error", "[m
       std::istringstream in(text);
       try {
         parse(in);
-      } catch (const map_error&) {
+      } catch (const lotus_tool::tool_error&) {
       }
     };
     attempt([](std::istream& in) { parse_perf_report(in, "r"); });

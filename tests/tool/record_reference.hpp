@@ -14,42 +14,10 @@ namespace lotus_tool_ref {
 
 constexpr std::uint64_t k_int64_max = 9223372036854775807ULL;
 
-inline const char* check_name(std::string_view s) noexcept {
-  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-  const auto* end = p + s.size();
-  while (p < end) {
-    unsigned char c = *p;
-    if (c < 0x80) {
-      if (c < 0x20 || c == 0x7f) return "control character in name";
-      ++p;
-      continue;
-    }
-    std::size_t extra = 0;
-    std::uint32_t cp = 0;
-    if ((c & 0xe0) == 0xc0) {
-      extra = 1;
-      cp = c & 0x1fu;
-    } else if ((c & 0xf0) == 0xe0) {
-      extra = 2;
-      cp = c & 0x0fu;
-    } else if ((c & 0xf8) == 0xf0) {
-      extra = 3;
-      cp = c & 0x07u;
-    } else {
-      return "invalid UTF-8 in name";
-    }
-    if (static_cast<std::size_t>(end - p) <= extra) return "invalid UTF-8 in name";
-    for (std::size_t i = 1; i <= extra; ++i) {
-      if ((p[i] & 0xc0) != 0x80) return "invalid UTF-8 in name";
-      cp = (cp << 6) | (p[i] & 0x3fu);
-    }
-    if ((extra == 1 && cp < 0x80) || (extra == 2 && cp < 0x800) || (extra == 3 && cp < 0x10000) ||
-        cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) {
-      return "invalid UTF-8 in name";
-    }
-    p += extra + 1;
-  }
-  return nullptr;
+inline std::string_view trim(std::string_view s) noexcept {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
 }
 
 inline const char* parse_number(std::string_view s, std::uint64_t& out) noexcept {
@@ -73,6 +41,7 @@ inline const char* parse_number(std::string_view s, std::uint64_t& out) noexcept
 }
 
 inline const char* parse_record(std::string_view line, lotus_tool::record& out) noexcept {
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
   if (line.empty()) return "empty line";
   const std::size_t c1 = line.find(',');
   if (c1 == std::string_view::npos) return "expected 3 comma-separated fields, found 1";
@@ -84,11 +53,10 @@ inline const char* parse_record(std::string_view line, lotus_tool::record& out) 
   const std::string_view name = line.substr(0, c1);
   if (name.empty()) return "empty name";
   if (name[0] != 'S') return "name does not start with 'S'";
-  if (const char* why = check_name(name)) return why;
   std::uint64_t start = 0;
   std::uint64_t dur = 0;
-  if (const char* why = parse_number(line.substr(c1 + 1, c2 - c1 - 1), start)) return why;
-  if (const char* why = parse_number(line.substr(c2 + 1), dur)) return why;
+  if (const char* why = parse_number(trim(line.substr(c1 + 1, c2 - c1 - 1)), start)) return why;
+  if (const char* why = parse_number(trim(line.substr(c2 + 1)), dur)) return why;
   out.name = name;
   out.start_ns = start;
   out.dur_ns = dur;

@@ -1,105 +1,182 @@
 #!/usr/bin/env python3
-# lotus — lotus-tool test: render `report` in headless Chromium; not blank, no JS errors
+# lotus — lotus-tool test: render `report` in headless Chromium at 1400 px and check what it shows
 # SPDX-License-Identifier: MIT
-"""report_screenshot.py LOTUS_TOOL GEN_TRACE WORK_DIR [ATTRIBUTION_JSON]   (77 = skipped: no chromium)"""
+"""report_screenshot.py LOTUS_TOOL GEN_TRACE CHECK_HTML WORK_DIR [ATTRIBUTION_JSON]
+
+Two reports: two generated two-epoch runs as two hosts (ranks) with sidecar thread names (and
+--attribution), and a trace without batch records. Each is loaded by CHECK_HTML in a 1400 px frame: every chart drawn,
+no script error and no console message, no text box overlapping another or leaving the page,
+round axis ticks, the findings present, thread names on the timeline, the explicit empty states.
+Then a screenshot of the first must show chart colours. Exit 77 (skipped): no chromium.
+"""
+import json
 import os
 import re
 import shutil
-import struct
 import subprocess
 import sys
-import zlib
+import urllib.parse
+from PIL import Image  # Debian: python3-pil
 
 
-def decode_png(path):
-    """Returns (width, height, channels, rows of bytes) for 8-bit RGB/RGBA PNGs."""
-    data = open(path, "rb").read()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
-    pos, idat, w = 8, b"", None
-    while pos < len(data):
-        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
-        body = data[pos + 8:pos + 8 + length]
-        if kind == b"IHDR":
-            w, h, depth, ctype = struct.unpack(">IIBB", body[:10])
-            assert depth == 8 and ctype in (2, 6), (depth, ctype)
-            ch = 3 if ctype == 2 else 4
-        elif kind == b"IDAT":
-            idat += body
-        pos += 12 + length
-    raw = zlib.decompress(idat)
-    stride, rows, prev = w * ch, [], bytearray(w * ch)
-    for y in range(h):
-        f = raw[y * (stride + 1)]
-        line = bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
-        for i in range(stride):
-            a = line[i - ch] if i >= ch else 0
-            b = prev[i]
-            c = prev[i - ch] if i >= ch else 0
-            if f == 1:
-                line[i] = (line[i] + a) & 255
-            elif f == 2:
-                line[i] = (line[i] + b) & 255
-            elif f == 3:
-                line[i] = (line[i] + (a + b) // 2) & 255
-            elif f == 4:
-                p = a + b - c
-                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
-                pr = a if pa <= pb and pa <= pc else (b if pb <= pc else c)
-                line[i] = (line[i] + pr) & 255
-        rows.append(line)
-        prev = line
-    return w, h, ch, rows
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--hide-scrollbars"]
+
+
+def chromium_run(chromium, work, extra, url):
+    """Runs chromium once; returns (stdout, console lines of stderr)."""
+    flags = FLAGS + ["--user-data-dir=" + os.path.join(work, "profile"),
+                     "--enable-logging=stderr", "--v=0"]
+    p = subprocess.run([chromium] + flags + extra + [url], timeout=120, capture_output=True,
+                       text=True)
+    assert p.returncode == 0, p.stderr[-2000:]
+    console = [line for line in p.stderr.splitlines() if ":CONSOLE" in line]
+    return p.stdout, console
+
+
+def check_page(chromium, work, check_html, html):
+    """Loads `html` through the checker page; returns its result (asserting the generic rules)."""
+    text = open(html, encoding="utf-8").read()
+    # Self-contained: nothing to fetch (the embedded libraries name their home pages in comments;
+    # the checker also lists every resource the page loaded).
+    for bad in (r"""(src|href)\s*=\s*["']?(https?:|//)""", r"<script[^>]*\ssrc", r"<link",
+                r"@import", r"url\(\s*['\"]?(https?:|//)"):
+        assert not re.search(bad, text), "report is not self-contained: " + bad
+    assert "LOTUS_REPORT" not in text, "test marker in the page"
+    url = "file://" + os.path.abspath(check_html) + "#" + urllib.parse.quote(
+        "file://" + os.path.abspath(html))
+    dom, console = chromium_run(chromium, work, ["--allow-file-access-from-files",
+                                                 "--virtual-time-budget=10000",
+                                                 "--window-size=1420,3000", "--dump-dom"], url)
+    m = re.search(r'<pre id="result">(.*?)</pre>', dom, re.S)
+    assert m is not None, "checker page missing from the DOM"
+    raw = m.group(1).replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", '"')
+    raw = raw.replace("&amp;", "&")
+    assert raw != "pending", "the report did not load in the frame"
+    r = json.loads(raw)
+    name = os.path.basename(html)
+    assert "check_error" not in r, r.get("check_error")
+    assert not console, f"{name}: console messages: {console}"
+    assert r["errors"].strip() == "", f"{name}: chart errors: {r['errors']}"
+    assert r["rendered"] == "1", f"{name}: the page script did not finish"
+    assert not r["resources"], f"{name}: the page loaded {r['resources']}"
+    assert r["text_boxes"] > 20, f"{name}: almost no text: {r['text_boxes']}"
+    assert not r["overlaps"], f"{name}: overlapping text: {r['overlaps'][:10]}"
+    assert not r["clipped"], f"{name}: text outside the page: {r['clipped'][:10]}"
+    assert not r["cut"], f"{name}: labels cut by their box: {r['cut'][:10]}"
+    for c in r["chartjs"]:
+        assert c[1] > 100 and c[2] > 100, f"{name}: chart not drawn: {c}"
+    for g in r["dygraphs"]:
+        assert g["canvases"] >= 1, f"{name}: dygraph {g['id']} not drawn"
+        assert g["x_label"], f"{name}: {g['id']}: no x axis title"
+        for t in g["x_ticks"] + (g["y_ticks"] if g["id"] != "timeline" else []):
+            v = t.replace(",", "")
+            assert re.fullmatch(r"-?\d+(\.\d+)?", v) and v != "-0", f"{name}: {g['id']}: tick {t!r}"
+            digits = v.lstrip("-").replace(".", "").strip("0")
+            assert len(digits) <= 3, f"{name}: {g['id']}: tick {t!r} is not round"
+    ids = [f["id"] for f in r["findings"]]
+    assert ids[:5] == ["wait", "top_op", "imbalance", "out_of_order", "delay"], ids
+    print(f"{name}: {r['text_boxes']} text boxes, {len(r['chartjs'])} Chart.js and "
+          f"{len(r['dygraphs'])} dygraphs charts, findings: "
+          + "; ".join(f["level"] + " " + f["title"] for f in r["findings"]))
+    return r
+
+
+def write_sidecars(trace, pids, host, rank):
+    """Sidecars as the library writes them: host, rank and thread names for the timeline rows."""
+    for pid in pids:
+        role = "pt_main" if pid == pids[0] else f"loader{pid - pids[0]}"
+        with open(os.path.join(trace, f".lotustrace_log.lotus-meta_{pid}"), "w") as f:
+            f.write(f"lotus-meta 1\nversion 0.1.0\npid {pid}\nppid 1\nhost {host}\n"
+                    f"rank {rank}\nworld_size 2\nthread {pid} {role}\n")
+
+
+def two_host_trace(gen, work):
+    """Two generated runs in one directory, as two hosts (ranks 0 and 1) with distinct pids."""
+    trace, other = os.path.join(work, "trace"), os.path.join(work, "trace_rank1")
+    for d in (trace, other):
+        shutil.rmtree(d, ignore_errors=True)
+    subprocess.run([sys.executable, gen, trace, "--records", "20000", "--epochs", "2"],
+                   check=True, stdout=subprocess.DEVNULL)
+    subprocess.run([sys.executable, gen, other, "--records", "12000", "--epochs", "2",
+                    "--seed", "2"], check=True, stdout=subprocess.DEVNULL)
+    pids = sorted(int(n.rsplit("_", 1)[1]) for n in os.listdir(trace))
+    moved = []
+    for name in sorted(os.listdir(other)):
+        base, pid = name.rsplit("_", 1)
+        moved.append(int(pid) + 10000)
+        shutil.move(os.path.join(other, name), os.path.join(trace, f"{base}_{moved[-1]}"))
+    write_sidecars(trace, pids, "h1", 0)
+    write_sidecars(trace, sorted(moved), "h2", 1)
+    return trace, pids
 
 
 def main():
-    tool, gen, work = sys.argv[1:4]
-    attribution = sys.argv[4] if len(sys.argv) > 4 else None
+    tool, gen, check_html, work = sys.argv[1:5]
+    attribution = sys.argv[5] if len(sys.argv) > 5 else None
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if not chromium:
         print("SKIP: chromium not installed")
         return 77
     os.makedirs(work, exist_ok=True)
-    trace = os.path.join(work, "trace")
-    shutil.rmtree(trace, ignore_errors=True)
-    subprocess.run([sys.executable, gen, trace, "--records", "20000", "--epochs", "2"],
-                   check=True, stdout=subprocess.DEVNULL)
+
+    # 1. Two hosts (ranks), two epochs each, with thread names.
+    trace, pids = two_host_trace(gen, work)
     html = os.path.join(work, "report.html")
     extra = ["--attribution", attribution] if attribution else []
     subprocess.run([tool, "report", trace, "-o", html] + extra, check=True)
-    text = open(html, encoding="utf-8").read()
+    r = check_page(chromium, work, check_html, html)
+    assert not r["empty"], r["empty"]
+    by_id = {g["id"]: g for g in r["dygraphs"]}
+    assert sorted(by_id) == ["delay", "pre", "timeline", "wait"], sorted(by_id)
+    rows = by_id["timeline"]["y_ticks"]
+    assert f"worker {pids[1]} (loader1) \u00b7 h1" in rows, rows
+    assert f"main {pids[0]} (pt_main) \u00b7 h1" in rows, rows
+    assert f"main {pids[0] + 10000} (pt_main) \u00b7 h2" in rows, rows
+    assert any(c[0] == "wait share per rank" for c in r["chartjs"]), r["chartjs"]
+    assert [f["id"] for f in r["findings"]][5:] == ["ranks"], r["findings"]
+    assert "out-of-order arrival" in by_id["timeline"]["legend"], by_id["timeline"]["legend"]
+    assert by_id["pre"]["y_label"] == "preprocessing time (ms)", by_id["pre"]
+    assert by_id["wait"]["y_ticks"][0] in ("0.001", "0.0001"), by_id["wait"]["y_ticks"]
+    hists = [c for c in r["chartjs"] if c[0].startswith("duration histogram")]
+    assert len(hists) == 7, r["chartjs"]
     if attribution:
-        assert 'id="attr"' in text, "attribution chart missing"
-    for bad in ("http://", "https://", "<script src", "<link", "@import"):
-        assert bad not in text, "report is not self-contained: " + bad
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             "--user-data-dir=" + os.path.join(work, "profile"), "--window-size=1280,2000"]
-    url = "file://" + os.path.abspath(html)
+        assert any(c[0] == "CPU share per op" for c in r["chartjs"]), r["chartjs"]
+
+    # 2. No batch records at all: every batch section says so, nothing fails to draw.
+    bare = os.path.join(work, "bare")
+    shutil.rmtree(bare, ignore_errors=True)
+    os.makedirs(bare)
+    with open(os.path.join(bare, "p_worker_pid_7"), "w") as f:
+        for i in range(50):
+            f.write(f"SLoader,{1000000 * i},{200000 + 1000 * i}\nSNormalize,{1000000 * i + 300000},5000\n")
+    bare_html = os.path.join(work, "bare.html")
+    subprocess.run([tool, "report", bare, "-o", bare_html], check=True)
+    b = check_page(chromium, work, check_html, bare_html)
+    assert [g["id"] for g in b["dygraphs"]] == [], b["dygraphs"]
+    assert len(b["empty"]) == 4 and all("No batch records" in e for e in b["empty"]), b["empty"]
+    assert b["findings"][0]["title"].startswith("No main-process wait records"), b["findings"]
+
+    # 3. A screenshot at 1400 px: charts in colour.
     png = os.path.join(work, "report.png")
     if os.path.exists(png):
         os.remove(png)
-    subprocess.run([chromium] + flags + ["--screenshot=" + png, url], check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
-    dom = subprocess.run([chromium] + flags + ["--dump-dom", url], check=True, timeout=120,
-                         capture_output=True, text=True).stdout
-    # The script spells its markers in two pieces, so only the rendered DOM can match these.
-    errors = re.search(r'<div id="lotus-errors"[^>]*>(.*?)</div>', dom, re.S)
-    assert errors is not None, "error box missing from the DOM"
-    assert "LOTUS_JS_ERROR" not in dom and errors.group(1).strip() == "", errors.group(1)
-    assert '<div id="lotus-status">LOTUS_REPORT_RENDERED</div>' in dom, "page script did not finish"
-    w, h, ch, rows = decode_png(png)
-    non_white = colored = 0
-    for line in rows:
-        for x in range(0, w * ch, ch):
-            r, g, b = line[x], line[x + 1], line[x + 2]
-            if r < 240 or g < 240 or b < 240:
+    chromium_run(chromium, work, ["--window-size=1400,2400", "--screenshot=" + png],
+                 "file://" + os.path.abspath(html))
+    with Image.open(png) as im:
+        rgb = im.convert("RGB")
+        w, h = rgb.size
+        non_white = colored = 0
+        for red, green, blue in rgb.getdata():
+            if red < 240 or green < 240 or blue < 240:
                 non_white += 1
-            if max(r, g, b) - min(r, g, b) > 60:
+            if max(red, green, blue) - min(red, green, blue) > 60:
                 colored += 1
     share = non_white / (w * h)
-    print(f"{w}x{h} screenshot: {100 * share:.2f}% non-white, {colored} coloured pixels")
+    print(f"{w}x{h} screenshot {png}: {100 * share:.2f}% non-white, {colored} coloured pixels")
     assert share > 0.02, "screenshot is (almost) blank"
-    assert colored > 2000, "no chart colours in the screenshot"
+    assert colored > 20000, "no chart colours in the screenshot"
     return 0
 
 

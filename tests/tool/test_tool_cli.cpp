@@ -329,6 +329,51 @@ TEST_CASE("report --attribution adds the per-op CPU table and chart, and rejects
   REQUIRE(missing.err.find("nope.json: cannot open") != std::string::npos);
 }
 
+TEST_CASE("report draws its findings from the statistics and says when batch records are missing",
+          "[tool][report]") {
+  const std::string dir = make_tmp_dir();
+  REQUIRE(tool("report " + k_golden + " -o " + dir + "/g.html").rc == 0);
+  const std::string g = lotus_test::read_file(dir + "/g.html");
+  // Findings in a fixed order. Main file: waits 15.6 + 0.001 + 15 ms over 129.051 ms from its
+  // first record start to its last record end: 23.7 %, partly preprocessing-bound.
+  std::vector<std::string> ids;
+  for (std::size_t at = 0; (at = g.find("data-finding=\"", at)) != std::string::npos; ++at) {
+    ids.push_back(g.substr(at + 14, g.find('"', at + 14) - at - 14));
+  }
+  REQUIRE(ids == std::vector<std::string>{"wait", "top_op", "imbalance", "out_of_order", "delay"});
+  REQUIRE(g.find("<li class=\"info\" data-finding=\"wait\"><span class=\"level\">note</span><span "
+                 "class=\"title\">Partly preprocessing-bound: training waited 23.7% of its time "
+                 "for data.</span>") != std::string::npos);
+  REQUIRE(g.find("The main process waited 30.6 ms of 129 ms (23.7%) for its next batch, over 3 "
+                 "waits") != std::string::npos);
+  REQUIRE(g.find("1 of 3 batches (33.3%) arrived before their turn") != std::string::npos);
+  REQUIRE(g.find("Loader takes the most worker time: 69.4% of all op time.") != std::string::npos);
+  // Rendering is signalled by an invisible attribute the script sets, never by page text.
+  REQUIRE(g.find("LOTUS_REPORT") == std::string::npos);
+  REQUIRE(g.find("setAttribute('data-lotus-rendered', '1')") != std::string::npos);
+  REQUIRE(g.find("No batch records") == std::string::npos);
+
+  // Op records only: every batch section and finding says there is nothing to show.
+  const std::string bare = make_tmp_dir();
+  spit(bare + "/p_worker_pid_7", "SLoader,1000,200\nSNormalize,2000,50\n");
+  const auto r = tool("report " + bare + " -o " + bare + "/r.html");
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  const std::string h = lotus_test::read_file(bare + "/r.html");
+  std::size_t empty = 0;
+  for (std::size_t at = 0;
+       (at = h.find("<p class=\"empty\">No batch records", at)) != std::string::npos; ++at) {
+    ++empty;
+  }
+  REQUIRE(empty == 4);  // preprocessing, wait, delay, timeline
+  REQUIRE(h.find("0 batches") == std::string::npos);
+  REQUIRE(h.find("No main-process wait records: whether the run was preprocessing-bound is "
+                 "unknown.") != std::string::npos);
+  REQUIRE(h.find("No batch preprocessing records: worker balance is unknown.") !=
+          std::string::npos);
+  REQUIRE(h.find("id=\"hists\"") != std::string::npos);  // the op histograms are still there
+}
+
 TEST_CASE("a trace written by the library (threads + fork) round-trips", "[tool][roundtrip]") {
   const std::string dir = make_tmp_dir();
   const auto w = run_cmd(std::string(LOTUS_TOOL_WRITER) + " " + dir + " 3 2 200");
@@ -585,12 +630,17 @@ viz_doc read_viz(const std::string& path) {
   return v;
 }
 
-// The report's embedded data: the timeline rows.
+// The report's embedded data: the labels of the timeline rows.
 json report_rows(const std::string& html) {
-  const auto at = html.find("\"rows\":[");
+  const std::string open = "<script type=\"application/json\" id=\"lotus-data\">";
+  const auto at = html.find(open);
   REQUIRE(at != std::string::npos);
-  const auto end = html.find(']', at);
-  return json::parse(html.substr(at + 7, end - at - 6));
+  const auto end = html.find("</script>", at);
+  REQUIRE(end != std::string::npos);
+  const json d = json::parse(html.substr(at + open.size(), end - at - open.size()));
+  json labels = json::array();
+  for (const auto& r : d["timeline"]["rows"]) labels.push_back(r["label"]);
+  return labels;
 }
 
 }  // namespace
@@ -644,7 +694,8 @@ TEST_CASE("fresh file names _r<k>_<tid> join their thread in check, stats, viz a
   REQUIRE(v.thread_names.at({7, 7}) == "loader (7)");
 
   REQUIRE(tool("report " + d + " -o " + d + "/r.html").rc == 0);
-  REQUIRE(report_rows(lotus_test::read_file(d + "/r.html")) == json::array({"worker 7", "main 7"}));
+  REQUIRE(report_rows(lotus_test::read_file(d + "/r.html")) ==
+          json::array({"worker 7 (loader)", "main 7 (loader)"}));
 
   // --compat reads the files as the augmenter does: pid = tid = the last field of the name.
   REQUIRE(tool("viz " + d + " --compat -o " + d + "/c.json").rc == 0);
@@ -710,8 +761,8 @@ TEST_CASE("sidecar hosts and ranks name the processes in viz, stats and check",
   const auto r = tool("report " + d + " -o " + d + "/r.html");
   REQUIRE(r.rc == 0);
   REQUIRE(report_rows(lotus_test::read_file(d + "/r.html")) ==
-          json::array({"worker 101 \u00b7 node-a", "worker 201 \u00b7 node-b",
-                       "main 100 \u00b7 node-a", "main 200 \u00b7 node-b"}));
+          json::array({"worker 101 (loader) \u00b7 node-a", "worker 201 (loader) \u00b7 node-b",
+                       "main 100 (main) \u00b7 node-a", "main 200 (main) \u00b7 node-b"}));
 }
 
 TEST_CASE("hosts reusing the same pid and thread ids are kept apart, with a warning",
@@ -775,6 +826,6 @@ TEST_CASE("hosts reusing the same pid and thread ids are kept apart, with a warn
   const auto r = tool("report " + d + " -o " + d + "/r.html");
   REQUIRE(r.rc == 0);
   REQUIRE(report_rows(lotus_test::read_file(d + "/r.html")) ==
-          json::array({"worker 20 \u00b7 a", "worker 21 \u00b7 b", "main 1 \u00b7 host ?",
-                       "main 1 \u00b7 host ? \u00b7 r1"}));
+          json::array({"worker 20 (loader) \u00b7 a", "worker 21 (loader) \u00b7 b",
+                       "main 1 \u00b7 host ?", "main 1 \u00b7 host ? \u00b7 r1"}));
 }

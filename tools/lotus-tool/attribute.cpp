@@ -9,12 +9,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <iostream>
 #include <map>
 #include <memory>
+#include <set>
 
 #include "commands.hpp"
 #include "error.hpp"
+#include "map_elf.hpp"
 #include "map_join.hpp"
 #include "map_mapping.hpp"
 #include "map_perf_report.hpp"
@@ -72,10 +73,11 @@ std::string perf_to_temp(const std::vector<std::string>& args, const std::string
   return tmpl;
 }
 
-function_profile load_profile(const std::string& path) {
+function_profile load_profile(const std::string& path, const std::string& tids) {
   if (!exists(path)) throw tool_error(exit_io, "profile '" + path + "' not found");
   if (is_perf_data(path)) {
     std::vector<std::string> args{"report", "-i", path};
+    if (!tids.empty()) args.push_back("--tid=" + tids);
     for (const auto& a : perf_report_args()) args.push_back(a);
     const std::string tmp = perf_to_temp(args, path);
     std::ifstream in(tmp);
@@ -101,137 +103,241 @@ std::map<std::string, double> time_weights(const span_set& s) {
   return w;
 }
 
+// The threads an attribution looks at: those that recorded op spans (the pipeline's workers),
+// unless --all-threads. A main thread's training step or a dataset generator is no op's.
+std::set<std::uint64_t> scope_of(const span_set& spans, const attribute_args& opt) {
+  return opt.all_threads ? std::set<std::uint64_t>{} : op_threads(spans);
+}
+
+attribution join_of(const span_set& spans, const attribute_args& opt) {
+  std::string script = opt.perf_script;
+  std::string tmp;
+  if (script.empty()) {
+    if (opt.perf_data.empty()) {
+      throw tool_error(exit_usage,
+                       "attribute: the join needs --perf-data FILE (from lotus-tool "
+                       "record) or --perf-script FILE");
+    }
+    if (!exists(opt.perf_data))
+      throw tool_error(exit_io, "attribute: '" + opt.perf_data + "' not found");
+    std::vector<std::string> args{"script", "-i", opt.perf_data};
+    for (const auto& x : perf_script_args()) args.push_back(x);
+    tmp = perf_to_temp(args, opt.perf_data);
+    script = tmp;
+  }
+  std::ifstream in(script);
+  if (!in) throw tool_error(exit_io, "attribute: cannot read '" + script + "'");
+  attribution a;
+  try {
+    a = attribute_join(spans, in, opt.perf_script.empty() ? opt.perf_data : script,
+                       scope_of(spans, opt));
+  } catch (...) {
+    if (!tmp.empty()) ::unlink(tmp.c_str());
+    throw;
+  }
+  if (!tmp.empty()) ::unlink(tmp.c_str());
+  std::uint64_t n = a.unattributed_samples;
+  for (const auto& x : a.ops) n += x.samples;
+  if (n == 0) throw tool_error(exit_invalid, "attribute: the profile has no cpu-clock samples");
+  if (n == a.unattributed_samples) {
+    std::fprintf(stderr,
+                 "lotus-tool attribute: warning: no sample fell inside a traced span; was perf "
+                 "run with -k CLOCK_REALTIME (lotus-tool record does this) on the traced run?\n");
+  }
+  return a;
+}
+
+attribution lotus_of(const span_set& spans, const attribute_args& opt) {
+  std::ifstream mf(opt.mapping);
+  if (!mf) throw tool_error(exit_io, "attribute: cannot read mapping '" + opt.mapping + "'");
+  nlohmann::json j;
+  try {
+    mf >> j;
+  } catch (const std::exception& e) {
+    throw tool_error(exit_invalid, opt.mapping + ": not valid JSON (" + e.what() + ")");
+  }
+  const mapping m = mapping_from_json(j, opt.mapping);
+  const std::string profile = opt.profile.empty() ? opt.perf_data : opt.profile;
+  std::string tids;
+  for (const auto t : scope_of(spans, opt)) tids += (tids.empty() ? "" : ",") + std::to_string(t);
+  function_profile p = load_profile(profile, tids);
+  if (p.rows.empty())
+    throw tool_error(exit_invalid, profile + ": the profile has no function rows");
+  // Stripped code: raw addresses become func@0x<start>, the name the mapping uses.
+  std::vector<function_cost> known;
+  for (const auto& op : m.ops)
+    for (const auto& f : op.functions) known.push_back({f.function, f.module, 0, 0, 0, {}});
+  symbolize_addresses_like(p, known);
+  bool kernel_rows = false, kernel_mapped = false;
+  for (const auto& r : p.rows) kernel_rows = kernel_rows || r.module == "[kernel.kallsyms]";
+  for (const auto& op : m.ops)
+    for (const auto& f : op.functions)
+      kernel_mapped = kernel_mapped || f.module == "[kernel.kallsyms]";
+  if (kernel_rows && !kernel_mapped) {
+    std::fprintf(stderr,
+                 "lotus-tool attribute: note: the profile samples kernel code but the mapping has "
+                 "none (map with --kernel, or record with -e cpu-clock:u), so kernel time stays "
+                 "unattributed\n");
+  }
+  return attribute_lotus(m, p, time_weights(spans));
+}
+
+// Shares of the whole sampled time: per op, and what no op was charged with (for the join, also
+// time in batch-level spans outside every op).
+struct share_view {
+  std::map<std::string, double> op;
+  double unattributed = 0;
+};
+
+share_view shares(const attribution& a) {
+  share_view v;
+  double ops = 0, rest = a.unattributed;
+  for (const auto& o : a.ops) {
+    if (o.share < 0) {
+      rest += o.value;
+    } else {
+      ops += o.value;
+    }
+  }
+  const double total = ops + rest;
+  for (const auto& o : a.ops)
+    if (o.share >= 0) v.op[o.op] = ops > 0 ? o.value / ops : 0;
+  v.unattributed = total > 0 ? rest / total : 0;
+  return v;
+}
+
+std::string comparison_text(const attribution& lotus, const attribution& join) {
+  const share_view l = shares(lotus), jv = shares(join);
+  std::map<std::string, double> trace;
+  for (const auto& o : join.ops)
+    if (o.trace_share >= 0) trace[o.op] = o.trace_share;
+  std::set<std::string> ops;
+  for (const auto& kv : l.op) ops.insert(kv.first);
+  for (const auto& kv : jv.op) ops.insert(kv.first);
+  std::string out =
+      "per-op share of CPU time: Lotus's method (mapping x profile x time weights) vs the join "
+      "(samples in each op's spans)\n";
+  char line[256];
+  std::snprintf(line, sizeof line, "%-26s %10s %10s %10s %10s\n", "op", "Lotus", "join", "diff",
+                "trace");
+  out += line;
+  auto pct = [](const std::map<std::string, double>& m, const std::string& k) {
+    const auto it = m.find(k);
+    return it == m.end() ? -1.0 : it->second;
+  };
+  auto fmt = [](double x) {
+    char b[32];
+    if (x < 0) return std::string("-");
+    std::snprintf(b, sizeof b, "%.1f%%", 100 * x);
+    return std::string(b);
+  };
+  for (const auto& op : ops) {
+    const double a = pct(l.op, op), b = pct(jv.op, op);
+    char diff[32] = "-";
+    if (a >= 0 && b >= 0) std::snprintf(diff, sizeof diff, "%+.1f", 100 * (a - b));
+    std::snprintf(line, sizeof line, "%-26s %10s %10s %10s %10s\n", op.c_str(), fmt(a).c_str(),
+                  fmt(b).c_str(), diff, fmt(pct(trace, op)).c_str());
+    out += line;
+  }
+  std::snprintf(line, sizeof line, "%-26s %10s %10s\n", "not charged to any op",
+                fmt(l.unattributed).c_str(), fmt(jv.unattributed).c_str());
+  out += line;
+  out += "(op shares are of the time charged to ops; 'not charged' is of all sampled time)\n\n";
+  return out;
+}
+
+nlohmann::json shares_json(const attribution& a) {
+  const share_view v = shares(a);
+  return {{"ops", v.op}, {"unattributed", v.unattributed}};
+}
+
 }  // namespace
 
-int run_attribute(const attribute_options& o, std::ostream& out, std::ostream& err) {
-  attribute_options opt = o;
+void run_attribute(const attribute_args& o) {
+  attribute_args opt = o;
   if (!opt.record_dir.empty()) {
     if (opt.perf_data.empty()) opt.perf_data = opt.record_dir + "/perf.data";
     if (opt.trace.empty()) opt.trace = opt.record_dir + "/trace";
-    if (opt.mapping.empty()) opt.join = true;
   }
-  if (!opt.perf_data.empty() || !opt.perf_script.empty()) opt.join = opt.mapping.empty();
   if (opt.trace.empty()) {
-    err << "lotus-tool attribute: --trace DIR is required (the LotusTrace directory of the real "
-           "run)\n";
-    return exit_usage;
+    throw tool_error(
+        exit_usage,
+        "attribute: --trace DIR is required (the LotusTrace directory of the real run)");
   }
-  attribution a;
-  try {
-    const span_set spans = read_spans(opt.trace, opt.prefix);
-    if (opt.join) {
-      std::string script = opt.perf_script;
-      std::string tmp;
-      if (script.empty()) {
-        if (opt.perf_data.empty()) {
-          err << "lotus-tool attribute: the join needs --perf-data FILE (from lotus-tool record) "
-                 "or --perf-script FILE\n";
-          return exit_usage;
-        }
-        if (!exists(opt.perf_data)) {
-          err << "lotus-tool attribute: '" << opt.perf_data << "' not found\n";
-          return exit_io;
-        }
-        std::vector<std::string> args{"script", "-i", opt.perf_data};
-        for (const auto& x : perf_script_args()) args.push_back(x);
-        tmp = perf_to_temp(args, opt.perf_data);
-        script = tmp;
-      }
-      std::ifstream in(script);
-      if (!in) {
-        err << "lotus-tool attribute: cannot read '" << script << "'\n";
-        return exit_io;
-      }
-      try {
-        a = attribute_join(spans, in, opt.perf_script.empty() ? opt.perf_data : script);
-      } catch (...) {
-        if (!tmp.empty()) ::unlink(tmp.c_str());
-        throw;
-      }
-      if (!tmp.empty()) ::unlink(tmp.c_str());
-      std::uint64_t n = a.unattributed_samples;
-      for (const auto& x : a.ops) n += x.samples;
-      if (n == 0) {
-        err << "lotus-tool attribute: the profile has no cpu-clock samples\n";
-        return exit_invalid;
-      }
-      if (n == a.unattributed_samples) {
-        err << "lotus-tool attribute: warning: no sample fell inside a traced span; was perf run "
-               "with -k CLOCK_REALTIME (lotus-tool record does this) on the traced run?\n";
-      }
-    } else {
-      if (opt.mapping.empty() || opt.profile.empty()) {
-        err << "lotus-tool attribute: Lotus's method needs --mapping mapping_funcs.json and "
-               "--profile REPORT (or use the join: --perf-data / a record directory)\n";
-        return exit_usage;
-      }
-      std::ifstream mf(opt.mapping);
-      if (!mf) {
-        err << "lotus-tool attribute: cannot read mapping '" << opt.mapping << "'\n";
-        return exit_io;
-      }
-      nlohmann::json j;
-      try {
-        mf >> j;
-      } catch (const std::exception& e) {
-        throw map_error(opt.mapping + ": not valid JSON (" + e.what() + ")");
-      }
-      const mapping m = mapping_from_json(j, opt.mapping);
-      const function_profile p = load_profile(opt.profile);
-      if (p.rows.empty()) throw map_error(opt.profile + ": the profile has no function rows");
-      a = attribute_lotus(m, p, time_weights(spans));
-    }
-  } catch (const map_error& e) {
-    err << "lotus-tool attribute: " << e.what() << "\n";
-    return exit_invalid;
+  const bool lotus = !opt.mapping.empty();
+  const bool join = !opt.perf_data.empty() || !opt.perf_script.empty();
+  if (lotus && opt.profile.empty() && opt.perf_data.empty()) {
+    throw tool_error(exit_usage,
+                     "attribute: Lotus's method needs --mapping mapping_funcs.json and --profile "
+                     "REPORT (or a record directory / --perf-data); the join needs --perf-data");
+  }
+  if (!lotus && !join) {
+    throw tool_error(exit_usage,
+                     "attribute: give --mapping with --profile (Lotus's method), or --perf-data / "
+                     "a record directory (the join), or both");
+  }
+  const span_set spans = read_spans(opt.trace, opt.prefix);
+  attribution primary, other;
+  const bool both = lotus && join && (opt.profile.empty() || !opt.perf_data.empty());
+  if (lotus) {
+    primary = lotus_of(spans, opt);
+    if (both) other = join_of(spans, opt);
+  } else {
+    primary = join_of(spans, opt);
   }
   std::string text;
   if (opt.format == "json") {
-    text = attribution_json(a).dump(2) + "\n";
+    nlohmann::json j = attribution_json(primary);
+    j["shares"] = shares_json(primary);
+    if (both) {
+      j["join"] = attribution_json(other);
+      j["join"]["shares"] = shares_json(other);
+    }
+    text = j.dump(2) + "\n";
   } else if (opt.format == "csv") {
-    text = attribution_csv(a);
+    text = attribution_csv(primary);
   } else {
-    text = attribution_text(a, opt.top);
+    text = (both ? comparison_text(primary, other) : std::string()) +
+           attribution_text(primary, opt.top);
   }
   if (opt.output.empty()) {
-    out << text;
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
   } else {
     std::ofstream f(opt.output);
-    if (!f || !(f << text)) {
-      err << "lotus-tool attribute: cannot write '" << opt.output << "'\n";
-      return exit_io;
-    }
+    if (!f || !(f << text))
+      throw tool_error(exit_io, "attribute: cannot write '" + opt.output + "'");
   }
-  return exit_ok;
 }
 
 void add_attribute_command(CLI::App& app) {
-  auto opt = std::make_shared<attribute_options>();
+  auto opt = std::make_shared<attribute_args>();
   CLI::App* cmd = app.add_subcommand(
       "attribute",
-      "per-op hardware metrics: Lotus's method (--mapping + --profile + trace time weights) or "
-      "the join (perf samples charged to the innermost S<op> span of their thread)");
+      "per-op CPU time: Lotus's method (--mapping + a profile + trace time weights), the join "
+      "(perf samples charged to the innermost S<op> span of their thread), or both side by side");
   cmd->add_option("record_dir", opt->record_dir,
-                  "a 'lotus-tool record' directory (perf.data + trace/): join by default");
+                  "a 'lotus-tool record' directory (perf.data + trace/): the join, and with "
+                  "--mapping both methods");
   cmd->add_option("--mapping", opt->mapping, "mapping_funcs.json (lotus-tool map or Lotus)");
   cmd->add_option("--profile", opt->profile,
                   "per-function profile of the real run: perf.data, 'perf report' text "
-                  "(-F overhead,period,sample,sym,dso -t $'\\x1f'), or a VTune/uProf .csv");
+                  "(-F overhead,period,sample,sym,dso -t $'\\x1f'), or a VTune/uProf .csv "
+                  "(default with a record directory: its perf.data)");
   cmd->add_option("--perf-data", opt->perf_data, "join: perf.data recorded with -k CLOCK_REALTIME");
   cmd->add_option("--perf-script", opt->perf_script,
                   "join: output of perf script -F tid,time,period,event,ip,sym,dso --ns");
   cmd->add_option("--trace", opt->trace, "LotusTrace directory of the same run");
-  cmd->add_option("--prefix", opt->prefix, "trace file prefix (default: all trace files)");
+  cmd->add_option("--prefix", opt->prefix, "trace file prefix (default: the directory's one)");
+  cmd->add_flag("--all-threads", opt->all_threads,
+                "perf.data: every sampled thread (default: the threads that recorded op spans)");
   cmd->add_flag_callback(
       "--json", [opt]() { opt->format = "json"; }, "JSON output");
   cmd->add_flag_callback(
       "--csv", [opt]() { opt->format = "csv"; }, "CSV output");
   cmd->add_option("-o,--output", opt->output, "write to this file instead of stdout");
   cmd->add_option("--top", opt->top, "functions listed per op in the table")->capture_default_str();
-  cmd->callback([opt]() {
-    const int code = run_attribute(*opt, std::cout, std::cerr);
-    if (code != exit_ok) throw tool_error(code, "attribute failed (see messages above)");
-  });
+  cmd->callback([opt]() { run_attribute(*opt); });
 }
 
 }  // namespace lotus_tool

@@ -2,14 +2,12 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
-#include <ostream>
 #include <string>
 
 namespace lotus_tool {
 
-struct attribute_options {
-  std::string record_dir;  ///< output of `lotus-tool record` (perf.data + trace/): join
-  bool join = false;
+struct attribute_args {
+  std::string record_dir;       ///< output of `lotus-tool record` (perf.data + trace/)
   std::string mapping;          ///< Lotus method: mapping_funcs.json
   std::string profile;          ///< Lotus method: perf report text, perf.data, VTune/uProf CSV
   std::string perf_data;        ///< join: perf.data (perf script is run on it)
@@ -19,9 +17,11 @@ struct attribute_options {
   std::string format = "text";  ///< text|json|csv
   std::string output;           ///< file instead of stdout
   unsigned top = 8;             ///< functions per op in the text table
+  bool all_threads = false;     ///< perf.data: every thread, not only those with op spans
 };
 
-/// Returns the exit code; errors are printed on `err`.
-int run_attribute(const attribute_options& opt, std::ostream& out, std::ostream& err);
+/// Lotus's method when --mapping is given, the join when perf data is given, both side by side
+/// when both are. Throws tool_error (exit_usage, exit_io, exit_invalid).
+void run_attribute(const attribute_args& opt);
 
 }  // namespace lotus_tool

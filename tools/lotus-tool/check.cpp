@@ -7,6 +7,7 @@
 
 #include "commands.hpp"
 #include "error.hpp"
+#include "input_options.hpp"
 #include "line_reader.hpp"
 #include "trace_dir.hpp"
 
@@ -15,15 +16,14 @@ namespace lotus_tool {
 namespace {
 
 struct check_args {
-  std::string dir;
-  std::string prefix;
+  input_args in;
   std::uint64_t max_errors = 1000;
   bool quiet = false;
 };
 
 void run_check(const check_args& a) {
-  const trace_dir dir = scan_trace_dir(a.dir, a.prefix);
-  for (const auto& w : dir.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+  const input in = open_input(a.in);
+  const trace_dir& dir = in.dir;
   std::uint64_t errors = 0, records = 0, bad_files = 0;
   auto report = [&](const std::string& where, std::uint64_t line, const char* why) {
     ++errors;
@@ -99,9 +99,7 @@ void add_check_command(CLI::App& app) {
       "check",
       "Validate every trace file of DIR; print each malformed line as 'file:line: reason'.\n"
       "Exit 0 if all files are valid, 1 if any problem was found, 3 if DIR has no trace files.");
-  cmd->add_option("DIR", args->dir, "Trace directory")->required();
-  cmd->add_option("--prefix,-p", args->prefix,
-                  "Log-file prefix (default: the only prefix present in DIR)");
+  add_input_options(cmd, args->in, /*windows=*/false, /*skip=*/false);
   cmd->add_option("--max-errors", args->max_errors, "Print at most N problems (0 = all)")
       ->capture_default_str();
   cmd->add_flag("--quiet,-q", args->quiet, "Print nothing when the trace is valid");

@@ -10,11 +10,13 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <set>
 #include <sstream>
 
@@ -30,6 +32,20 @@
 #include "map_vendor_csv.hpp"
 
 namespace lotus_tool {
+
+const char* collector_name(collector_kind k) {
+  switch (k) {
+    case collector_kind::perf:
+      return "perf";
+    case collector_kind::callgrind:
+      return "callgrind";
+    case collector_kind::vtune:
+      return "vtune";
+    case collector_kind::uprof:
+      return "uprof";
+  }
+  return "perf";
+}
 
 namespace {
 
@@ -110,26 +126,10 @@ function_profile without_lotus(const function_profile& p) {
   return q;
 }
 
-class progress_bar {
- public:
-  progress_bar(bool on, std::ostream& err) : on_(on), err_(err) {}
-  void set_total(unsigned total) { total_ = total; }
-  void step(const std::string& what) {
-    if (!on_) return;
-    const unsigned width = 30;
-    const unsigned filled = total_ == 0 ? 0 : done_ * width / total_;
-    err_ << "\r[" << std::string(filled, '#') << std::string(width - filled, ' ') << "] " << done_
-         << "/" << total_ << "  " << what.substr(0, 40) << "\x1b[K" << std::flush;
-  }
-  void advance() { ++done_; }
-  void finish() {
-    if (on_) err_ << "\r\x1b[K" << std::flush;
-  }
-
- private:
-  bool on_;
-  std::ostream& err_;
-  unsigned total_ = 0, done_ = 0;
+// What the list run measured of one region (its trace: executions and mean duration).
+struct region_info {
+  std::uint64_t executions = 0;  ///< in one probe run
+  double mean_ns = 0;
 };
 
 struct run_outcome {
@@ -137,194 +137,159 @@ struct run_outcome {
   function_profile profile;
   std::string error;
   bool fatal = false;  // e.g. perf not permitted: no point in continuing
+  bool executions_known = false;
+  std::uint64_t executions = 0;       ///< profiled executions found in the run's trace
+  double window_ns = 0;               ///< their summed duration
+  std::uint64_t control_samples = 0;  ///< samples outside them (collector control, other threads)
 };
 
-class driver {
- public:
-  driver(const map_options& o, std::ostream& out, std::ostream& err)
-      : opt_(o), out_(out), err_(err) {}
-  int run();
-
- private:
-  const map_options& opt_;
-  std::ostream& out_;
-  std::ostream& err_;
-  std::string work_, tool_, probe_;
-  std::vector<std::string> probe_argv_;
-  std::map<std::string, std::string> modules_;  // basename → file, for stripped-code names
-
-  bool setup(int& code);
-  bool discover(std::vector<std::string>& regions, std::map<std::string, double>& region_ns,
-                int& code);
-  run_outcome profile_once(const std::string& region, const std::string& dir);
-  run_outcome run_perf(const std::string& region, const std::string& dir, run_spec spec);
-  run_outcome run_callgrind(const std::string& region, const std::string& dir, run_spec spec);
-  run_outcome run_vendor(const std::string& region, const std::string& dir, run_spec spec);
-  double interval_ns() const;
-  std::string probe_failure(const run_result& r, const std::string& log) const;
+struct run_context {
+  const map_args& opt;
+  std::string tool;
+  std::vector<std::string> probe_argv;
+  std::uint64_t warmup = 1, count = 1;
 };
 
-double driver::interval_ns() const {
-  if (opt_.collector == "perf") return 1e9 / std::max(1u, opt_.freq);
-  if (opt_.collector == "vtune") return 10e6;  // hotspots' default sampling interval
-  if (opt_.collector == "uprof") return 1e6;   // tbp: 1 ms
-  return 0;
-}
-
-bool driver::setup(int& code) {
-  code = exit_io;
-  const std::set<std::string> known{"perf", "callgrind", "vtune", "uprof"};
-  if (known.count(opt_.collector) == 0) {
-    err_ << "lotus-tool map: unknown collector '" << opt_.collector
-         << "' (use perf, callgrind, vtune or uprof)\n";
-    code = exit_usage;
-    return false;
-  }
-  if (opt_.probe.empty()) {
-    err_ << "lotus-tool map: no probe given (usage: lotus-tool map [options] -- PROBE [ARGS])\n";
-    code = exit_usage;
-    return false;
-  }
-  probe_ = find_executable(opt_.probe[0]);
-  if (probe_.empty()) {
-    err_ << "lotus-tool map: probe '" << opt_.probe[0] << "' not found or not executable\n";
-    return false;
-  }
-  probe_ = absolute(probe_);
-  probe_argv_ = opt_.probe;
-  probe_argv_[0] = probe_;
-  modules_ = program_modules(probe_);
-  const char* tool_name = opt_.collector == "perf"        ? "perf"
-                          : opt_.collector == "callgrind" ? "valgrind"
-                          : opt_.collector == "vtune"     ? "vtune"
-                                                          : "AMDuProfCLI";
-  tool_ = find_executable(tool_name);
-  if (tool_.empty()) {
-    err_ << "lotus-tool map: '" << tool_name << "' not found on PATH (needed by --collector "
-         << opt_.collector << ")";
-    if (opt_.collector == "perf") err_ << "; install it with: apt-get install linux-perf";
-    if (opt_.collector == "callgrind") err_ << "; install it with: apt-get install valgrind";
-    err_ << "\n";
-    return false;
-  }
-  if (opt_.collector == "perf" && ::geteuid() != 0) {
-    std::ifstream p("/proc/sys/kernel/perf_event_paranoid");
-    int level = 0;
-    if (p >> level && level > 2) {
-      err_ << "lotus-tool map: /proc/sys/kernel/perf_event_paranoid is " << level
-           << ": unprivileged perf cannot sample at all; run 'sudo sysctl "
-              "kernel.perf_event_paranoid=2' (user-space sampling of your own processes) or run as "
-              "a user with CAP_PERFMON\n";
-      return false;
-    }
-  }
-  work_ = opt_.work_dir.empty() ? opt_.output + ".work" : opt_.work_dir;
-  work_ = absolute(work_);
-  if (!make_dirs(work_)) {
-    err_ << "lotus-tool map: cannot create work directory '" << work_
-         << "': " << std::strerror(errno) << "\n";
-    return false;
-  }
-  return true;
-}
-
-std::string driver::probe_failure(const run_result& r, const std::string& log) const {
-  std::string msg = "probe " + describe(r, opt_.timeout_s);
+std::string probe_failure(const run_result& r, const std::string& log, double timeout_s) {
+  std::string msg = "probe " + describe(r, timeout_s);
   const std::string tail = tail_file(log, 6);
   if (!tail.empty()) msg += "; last lines of " + log + ":\n" + tail;
   return msg;
 }
 
-bool driver::discover(std::vector<std::string>& regions, std::map<std::string, double>& region_ns,
-                      int& code) {
-  code = exit_io;
-  const std::string dir = work_ + "/list";
-  remove_tree(dir);
-  if (!make_dirs(dir + "/trace")) {
-    err_ << "lotus-tool map: cannot create '" << dir << "'\n";
-    return false;
+// Runs `perf report` on `data` (extra arguments first) and parses it.
+function_profile perf_report_of(const std::string& perf, const std::string& data,
+                                const std::vector<std::string>& extra, const std::string& out,
+                                double timeout_s) {
+  run_spec rep;
+  rep.argv = {perf, "report", "-i", data};
+  rep.argv.insert(rep.argv.end(), extra.begin(), extra.end());
+  for (const auto& a : perf_report_args()) rep.argv.push_back(a);
+  rep.stdout_path = out;
+  rep.stderr_path = out + ".stderr";
+  rep.timeout_s = timeout_s;
+  const run_result rr = run_process(rep);
+  if (!rr.ok()) {
+    throw tool_error(exit_invalid,
+                     "perf report " + describe(rr, timeout_s) + "; see " + rep.stderr_path);
   }
-  run_spec spec;
-  spec.argv = probe_argv_;
-  spec.env = {{"LOTUS_MAP_LIST", dir + "/regions.txt"},
-              {"LOTUS_LOG_FILE", dir + "/trace/lotus"},
-              {"LOTUS_COLLECTOR", "none"}};
-  spec.unset_env = {"LOTUS_MAP_SELECT", "LOTUS_DISABLE", "LOTUS_PERF_CTL_FIFO",
-                    "LOTUS_PERF_ACK_FIFO"};
-  spec.stdout_path = dir + "/probe.stdout";
-  spec.stderr_path = dir + "/probe.stderr";
-  spec.timeout_s = opt_.timeout_s;
-  const run_result r = run_process(spec);
-  if (!r.ok()) {
-    err_ << "lotus-tool map: listing the regions failed: " << probe_failure(r, spec.stderr_path);
-    return false;
-  }
-  std::ifstream in(dir + "/regions.txt");
-  std::string line;
-  std::set<std::string> seen;
-  while (std::getline(in, line)) {
-    if (!line.empty() && seen.insert(line).second) regions.push_back(line);
-  }
-  if (regions.empty()) {
-    err_ << "lotus-tool map: the probe '" << opt_.probe[0]
-         << "' entered no LOTUS_MAP_REGION (ran fine, listed nothing in LOTUS_MAP_LIST); "
-            "wrap each op in LOTUS_MAP_REGION(\"<op>\") and build with lotus enabled\n";
-    code = exit_invalid;
-    return false;
-  }
-  try {
-    const span_set s = read_spans(dir + "/trace");
-    const auto t = op_times(s);
-    for (std::size_t i = 0; i < s.names.size(); ++i) {
-      if (t[i].count > 0) region_ns[s.names[i]] = t[i].total_ns / static_cast<double>(t[i].count);
-    }
-  } catch (const map_error& e) {
-    err_ << "lotus-tool map: warning: no region timings from the probe's trace (" << e.what()
-         << "); using --max-runs\n";
-  }
-  if (!opt_.regions.empty()) {
-    std::vector<std::string> keep;
-    for (const auto& want : opt_.regions) {
-      if (std::find(regions.begin(), regions.end(), want) == regions.end()) {
-        err_ << "lotus-tool map: region '" << want << "' is not one of the probe's regions:";
-        for (const auto& r2 : regions) err_ << " " << r2;
-        err_ << "\n";
-        code = exit_usage;
-        return false;
-      }
-      keep.push_back(want);
-    }
-    regions = keep;
-  }
-  return true;
+  std::ifstream in(out);
+  return parse_perf_report(in, out);
 }
 
-run_outcome driver::run_perf(const std::string& /*region*/, const std::string& dir, run_spec spec) {
+std::uint64_t sample_count(const function_profile& p) {
+  std::uint64_t n = 0;
+  for (const auto& r : p.rows) n += r.samples;
+  return n;
+}
+
+/// One strategy per collector: how to run a probe under it and read back one window's profile.
+class collector_strategy {
+ public:
+  virtual ~collector_strategy() = default;
+  virtual const char* executable() const = 0;
+  virtual const char* install_hint() const { return ""; }
+  /// Sampling period in ns; 0 for an exact collector.
+  virtual double interval_ns(const map_args& opt) const = 0;
+  virtual const char* unit() const { return "ns"; }
+  /// True when the profile counts samples per function (perf's report does; the vendors' CSV
+  /// exports give CPU time only).
+  virtual bool counts_samples() const { return false; }
+  /// Throws tool_error when the collector cannot work at all here.
+  virtual void check_access() const {}
+  virtual run_outcome profile(const run_context& ctx, const std::string& region,
+                              const std::string& dir, run_spec spec) const = 0;
+};
+
+// perf: the probe records its own trace (CLOCK_REALTIME, like `perf record -k CLOCK_REALTIME`),
+// and only the samples inside the profiled S<region> spans count. Everything else in the enabled
+// windows — the collector control (the FIFO write and ack poll of resume/pause, which map_region
+// runs outside its span), the trace writer thread — is left out by where it happened, not by name.
+class perf_strategy final : public collector_strategy {
+ public:
+  const char* executable() const override { return "perf"; }
+  const char* install_hint() const override {
+    return "; install it with: apt-get install linux-perf";
+  }
+  double interval_ns(const map_args& opt) const override { return 1e9 / std::max(1u, opt.freq); }
+  bool counts_samples() const override { return true; }
+  void check_access() const override {
+    if (::geteuid() == 0) return;
+    std::ifstream p("/proc/sys/kernel/perf_event_paranoid");
+    int level = 0;
+    if (p >> level && level > 2) {
+      throw tool_error(exit_io,
+                       "/proc/sys/kernel/perf_event_paranoid is " + std::to_string(level) +
+                           ": unprivileged perf cannot sample at all; run 'sudo sysctl "
+                           "kernel.perf_event_paranoid=2' (user-space sampling of your own "
+                           "processes) or run as a user with CAP_PERFMON");
+    }
+  }
+  run_outcome profile(const run_context& ctx, const std::string& region, const std::string& dir,
+                      run_spec spec) const override;
+};
+
+// Seconds.nanoseconds as perf prints and parses them.
+std::string perf_time(std::uint64_t ns) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%llu.%09llu", static_cast<unsigned long long>(ns / 1000000000u),
+                static_cast<unsigned long long>(ns % 1000000000u));
+  return buf;
+}
+
+void add_profile(function_profile& into, const function_profile& p) {
+  std::map<std::pair<std::string, std::string>, std::size_t> index;
+  for (std::size_t i = 0; i < into.rows.size(); ++i)
+    index.emplace(std::make_pair(into.rows[i].function, into.rows[i].module), i);
+  for (const auto& r : p.rows) {
+    const auto key = std::make_pair(r.function, r.module);
+    const auto it = index.find(key);
+    if (it == index.end()) {
+      index.emplace(key, into.rows.size());
+      into.rows.push_back(r);
+    } else {
+      into.rows[it->second].self += r.self;
+      into.rows[it->second].samples += r.samples;
+    }
+  }
+  into.total += p.total;
+}
+
+run_outcome perf_strategy::profile(const run_context& ctx, const std::string& region,
+                                   const std::string& dir, run_spec spec) const {
   run_outcome o;
   const std::string ctl = dir + "/ctl.fifo", ack = dir + "/ack.fifo", data = dir + "/perf.data";
+  const std::string trace = dir + "/trace";
   ::unlink(ctl.c_str());
   ::unlink(ack.c_str());
-  if (::mkfifo(ctl.c_str(), 0600) != 0 || ::mkfifo(ack.c_str(), 0600) != 0) {
-    o.error = "cannot create control FIFOs in " + dir + ": " + std::strerror(errno);
+  remove_tree(trace);
+  if (::mkfifo(ctl.c_str(), 0600) != 0 || ::mkfifo(ack.c_str(), 0600) != 0 || !make_dirs(trace)) {
+    o.error = "cannot create control FIFOs and trace/ in " + dir + ": " + std::strerror(errno);
     o.fatal = true;
     return o;
   }
   spec.env.emplace_back("LOTUS_PERF_CTL_FIFO", ctl);
   spec.env.emplace_back("LOTUS_PERF_ACK_FIFO", ack);
   spec.env.emplace_back("LOTUS_COLLECTOR", "perf");
-  std::vector<std::string> argv{tool_,
+  spec.env.emplace_back("LOTUS_LOG_FILE", trace + "/lotus");
+  spec.env.emplace_back("LOTUS_CLOCK", "realtime");
+  // The writer then runs at exit (or when a ring fills), not inside the windows.
+  spec.env.emplace_back("LOTUS_FLUSH_INTERVAL_MS", "60000");
+  std::vector<std::string> argv{ctx.tool,
                                 "record",
+                                "-k",
+                                "CLOCK_REALTIME",
                                 "-e",
-                                opt_.kernel ? "cpu-clock" : "cpu-clock:u",
+                                ctx.opt.kernel ? "cpu-clock" : "cpu-clock:u",
                                 "-F",
-                                std::to_string(opt_.freq),
+                                std::to_string(ctx.opt.freq),
                                 "-D",
                                 "-1",
                                 "--control=fifo:" + ctl + "," + ack,
                                 "-o",
                                 data,
                                 "--"};
-  argv.insert(argv.end(), probe_argv_.begin(), probe_argv_.end());
+  argv.insert(argv.end(), ctx.probe_argv.begin(), ctx.probe_argv.end());
   spec.argv = argv;
   const run_result r = run_process(spec);
   ::unlink(ctl.c_str());
@@ -338,47 +303,136 @@ run_outcome driver::run_perf(const std::string& /*region*/, const std::string& d
       o.fatal = true;
       return o;
     }
-    o.error = probe_failure(r, spec.stderr_path);
+    o.error = probe_failure(r, spec.stderr_path, ctx.opt.timeout_s);
     return o;
   }
-  run_spec rep;
-  rep.argv = {tool_, "report", "-i", data};
-  for (const auto& a : perf_report_args()) rep.argv.push_back(a);
-  rep.stdout_path = dir + "/report.txt";
-  rep.stderr_path = dir + "/report.stderr";
-  rep.timeout_s = opt_.timeout_s;
-  const run_result rr = run_process(rep);
-  if (!rr.ok()) {
-    o.error = "perf report " + describe(rr, opt_.timeout_s) + "; see " + rep.stderr_path;
-    return o;
-  }
-  if (!opt_.keep_data) ::unlink(data.c_str());
-  std::ifstream in(rep.stdout_path);
+  // The profiled executions: the selected region's spans, in time order, after the warm-up.
+  std::vector<std::pair<std::uint64_t, span>> execs;  // (tid, span)
   try {
-    o.profile = parse_perf_report(in, rep.stdout_path);
-  } catch (const map_error& e) {
+    const span_set s = read_spans(trace);
+    std::uint32_t id = 0;
+    bool found = false;
+    for (std::size_t i = 0; i < s.names.size(); ++i) {
+      if (s.names[i] == region) {
+        id = static_cast<std::uint32_t>(i);
+        found = true;
+      }
+    }
+    for (const auto& kv : s.by_thread)
+      for (const auto& sp : kv.second)
+        if (found && sp.op == id) execs.emplace_back(kv.first, sp);
+  } catch (const tool_error& e) {
+    o.error = std::string("no trace from the profiled run (") + e.what() +
+              "); is the probe built with lotus enabled?";
+    return o;
+  }
+  std::sort(execs.begin(), execs.end(),
+            [](const auto& a, const auto& b) { return a.second.start < b.second.start; });
+  const std::size_t first = std::min<std::size_t>(execs.size(), ctx.warmup);
+  const std::size_t last = std::min<std::size_t>(execs.size(), ctx.warmup + ctx.count);
+  o.executions_known = true;
+  o.executions = last - first;
+  std::set<std::uint64_t> tids;
+  std::vector<std::string> ranges;
+  for (std::size_t i = first; i < last; ++i) {
+    const span& sp = execs[i].second;
+    o.window_ns += static_cast<double>(sp.end - sp.start);
+    tids.insert(execs[i].first);
+    ranges.push_back(perf_time(sp.start) + "," + perf_time(sp.end));
+  }
+  try {
+    const function_profile all =
+        perf_report_of(ctx.tool, data, {}, dir + "/report-all.txt", ctx.opt.timeout_s);
+    function_profile in;
+    in.unit = "ns";
+    std::string tid_list;
+    for (const auto t : tids) tid_list += (tid_list.empty() ? "" : ",") + std::to_string(t);
+    // perf report --time takes space-separated ranges; one argument stays below the kernel's
+    // 128 KiB limit per argument with 2000 ranges of ~44 bytes.
+    const std::size_t chunk = 2000;
+    for (std::size_t b = 0; b < ranges.size(); b += chunk) {
+      std::string arg;
+      for (std::size_t i = b; i < ranges.size() && i < b + chunk; ++i)
+        arg += (i == b ? "" : " ") + ranges[i];
+      add_profile(in, perf_report_of(ctx.tool, data, {"--tid=" + tid_list, "--time", arg},
+                                     dir + "/report.txt", ctx.opt.timeout_s));
+    }
+    // With LOTUS_CLOCK=realtime the span's own timestamps are clock_gettime calls (lotus's clock
+    // read, libc's wrapper and the vDSO), the first and last instructions of each span: lotus's,
+    // not the op's.
+    // The frame that encloses the region (the probe's code around LOTUS_MAP_REGION: its gate and
+    // timer, inlined) is scaffolding, not the op, as for Callgrind: a probe function sampled in
+    // the window but outside every span is that frame, and so is the probe's main.
+    const std::string probe_module = module_basename(ctx.probe_argv[0]);
+    std::map<std::string, std::uint64_t> inside;
+    for (const auto& row : in.rows) inside[function_key(row)] += row.samples;
+    std::set<std::string> enclosing;
+    for (const auto& row : all.rows) {
+      if (row.module != probe_module || row.function.rfind("lotus::", 0) == 0) continue;
+      if (row.function == "main" || row.samples > inside[function_key(row)])
+        enclosing.insert(function_key(row));
+    }
+    function_profile op_only;
+    op_only.unit = in.unit;
+    for (const auto& row : in.rows) {
+      if (row.module == "[vdso]" || row.function.rfind("lotus::", 0) == 0 ||
+          (row.module.rfind("libc.so", 0) == 0 && row.function == "clock_gettime") ||
+          enclosing.count(function_key(row)) != 0)
+        continue;
+      op_only.rows.push_back(row);
+      op_only.total += row.self;
+    }
+    in = std::move(op_only);
+    const std::uint64_t n_all = sample_count(all), n_in = sample_count(in);
+    o.control_samples = n_all > n_in ? n_all - n_in : 0;
+    o.profile = ctx.opt.keep_lotus ? all : in;
+  } catch (const tool_error& e) {
     o.error = std::string("unparsable report: ") + e.what();
     return o;
   }
-  // A run without samples is normal for a region shorter than the sampling interval (that is
-  // what Lotus's run-count formula is for); only a region with no samples in any run fails.
+  if (!ctx.opt.keep_data) ::unlink(data.c_str());
   o.ok = true;
   return o;
 }
 
-run_outcome driver::run_callgrind(const std::string& region, const std::string& dir,
-                                  run_spec spec) {
+class callgrind_strategy final : public collector_strategy {
+ public:
+  const char* executable() const override { return "valgrind"; }
+  const char* install_hint() const override {
+    return "; install it with: apt-get install valgrind";
+  }
+  double interval_ns(const map_args&) const override { return 0; }
+  const char* unit() const override { return "Ir"; }
+  run_outcome profile(const run_context& ctx, const std::string& region, const std::string& dir,
+                      run_spec spec) const override;
+};
+
+class vendor_strategy final : public collector_strategy {
+ public:
+  explicit vendor_strategy(bool vtune) : vtune_(vtune) {}
+  const char* executable() const override { return vtune_ ? "vtune" : "AMDuProfCLI"; }
+  // hotspots' default sampling interval is 10 ms; uProf's tbp 1 ms.
+  double interval_ns(const map_args&) const override { return vtune_ ? 10e6 : 1e6; }
+  run_outcome profile(const run_context& ctx, const std::string& region, const std::string& dir,
+                      run_spec spec) const override;
+
+ private:
+  bool vtune_;
+};
+
+run_outcome callgrind_strategy::profile(const run_context& ctx, const std::string& region,
+                                        const std::string& dir, run_spec spec) const {
   run_outcome o;
   for (const auto& f : list_dir(dir))
     if (f.rfind("cg.out.", 0) == 0) ::unlink((dir + "/" + f).c_str());
   spec.env.emplace_back("LOTUS_COLLECTOR", "callgrind");
-  std::vector<std::string> argv{tool_, "--tool=callgrind", "--instr-atstart=no",
+  std::vector<std::string> argv{ctx.tool, "--tool=callgrind", "--instr-atstart=no",
                                 "--callgrind-out-file=" + dir + "/cg.out.%p"};
-  argv.insert(argv.end(), probe_argv_.begin(), probe_argv_.end());
+  argv.insert(argv.end(), ctx.probe_argv.begin(), ctx.probe_argv.end());
   spec.argv = argv;
   const run_result r = run_process(spec);
   if (!r.ok()) {
-    o.error = probe_failure(r, spec.stderr_path);
+    o.error = probe_failure(r, spec.stderr_path, ctx.opt.timeout_s);
     return o;
   }
   // Region dumps are cg.out.<pid>.<n>; the exit dump cg.out.<pid> is ignored.
@@ -394,11 +448,12 @@ run_outcome driver::run_callgrind(const std::string& region, const std::string& 
     callgrind_dump d;
     try {
       d = parse_callgrind(in, dir + "/" + f);
-    } catch (const map_error& e) {
+    } catch (const tool_error& e) {
       o.error = std::string("unparsable report: ") + e.what();
       return o;
     }
     if (callgrind_region(d) != region) continue;
+    if (!ctx.opt.keep_lotus) remove_control_path(d);
     ++dumps;
     prof.total += d.profile.total;
     for (const auto& row : d.profile.rows) {
@@ -422,35 +477,35 @@ run_outcome driver::run_callgrind(const std::string& region, const std::string& 
   return o;
 }
 
-run_outcome driver::run_vendor(const std::string& /*region*/, const std::string& dir,
-                               run_spec spec) {
+run_outcome vendor_strategy::profile(const run_context& ctx, const std::string& /*region*/,
+                                     const std::string& dir, run_spec spec) const {
   run_outcome o;
-  const bool vtune = opt_.collector == "vtune";
+  const bool vtune = vtune_;
   const std::string result = dir + (vtune ? "/vtune" : "/uprof");
   remove_tree(result);
   std::vector<std::string> argv;
   if (vtune) {
     spec.env.emplace_back("LOTUS_COLLECTOR", "itt");
-    argv = {tool_, "-collect", "hotspots", "-start-paused", "-result-dir", result, "--"};
+    argv = {ctx.tool, "-collect", "hotspots", "-start-paused", "-result-dir", result, "--"};
   } else {
     spec.env.emplace_back("LOTUS_COLLECTOR", "amd");
-    argv = {tool_, "collect", "--config", "tbp", "--start-paused", "-o", result};
+    argv = {ctx.tool, "collect", "--config", "tbp", "--start-paused", "-o", result};
   }
-  argv.insert(argv.end(), probe_argv_.begin(), probe_argv_.end());
+  argv.insert(argv.end(), ctx.probe_argv.begin(), ctx.probe_argv.end());
   spec.argv = argv;
   const run_result r = run_process(spec);
   if (!r.ok()) {
-    o.error = probe_failure(r, spec.stderr_path);
+    o.error = probe_failure(r, spec.stderr_path, ctx.opt.timeout_s);
     return o;
   }
   const std::string csv = dir + "/report.csv";
   run_spec rep;
   rep.stdout_path = dir + "/report.stdout";
   rep.stderr_path = dir + "/report.stderr";
-  rep.timeout_s = opt_.timeout_s;
+  rep.timeout_s = ctx.opt.timeout_s;
   if (vtune) {
-    rep.argv = {tool_, "-report",        "hotspots", "-result-dir",    result, "-format",
-                "csv", "-csv-delimiter", "comma",    "-report-output", csv};
+    rep.argv = {ctx.tool, "-report",        "hotspots", "-result-dir",    result, "-format",
+                "csv",    "-csv-delimiter", "comma",    "-report-output", csv};
   } else {
     // uProf writes a session folder inside the -o directory (Lotus reported each of them).
     std::string input = result;
@@ -461,13 +516,13 @@ run_outcome driver::run_vendor(const std::string& /*region*/, const std::string&
         break;
       }
     }
-    rep.argv = {tool_, "report",   "--input-dir", input, "--report-output",
-                csv,   "--cutoff", "100",         "-f",  "csv"};
+    rep.argv = {ctx.tool, "report",   "--input-dir", input, "--report-output",
+                csv,      "--cutoff", "100",         "-f",  "csv"};
   }
   const run_result rr = run_process(rep);
   if (!rr.ok()) {
     o.error = std::string(vtune ? "vtune -report " : "AMDuProfCLI report ") +
-              describe(rr, opt_.timeout_s) + "; see " + rep.stderr_path;
+              describe(rr, ctx.opt.timeout_s) + "; see " + rep.stderr_path;
     return o;
   }
   std::ifstream in(csv);
@@ -477,16 +532,274 @@ run_outcome driver::run_vendor(const std::string& /*region*/, const std::string&
   }
   try {
     o.profile = parse_vendor_csv(in, csv);
-  } catch (const map_error& e) {
+  } catch (const tool_error& e) {
     o.error = std::string("unparsable report: ") + e.what();
     return o;
   }
-  if (!opt_.keep_data) remove_tree(result);
+  if (!ctx.opt.keep_data) remove_tree(result);
   o.ok = true;
   return o;
 }
 
-run_outcome driver::profile_once(const std::string& region, const std::string& dir) {
+std::unique_ptr<collector_strategy> make_strategy(collector_kind k) {
+  switch (k) {
+    case collector_kind::perf:
+      return std::make_unique<perf_strategy>();
+    case collector_kind::callgrind:
+      return std::make_unique<callgrind_strategy>();
+    case collector_kind::vtune:
+      return std::make_unique<vendor_strategy>(true);
+    case collector_kind::uprof:
+      return std::make_unique<vendor_strategy>(false);
+  }
+  return std::make_unique<perf_strategy>();
+}
+
+std::string fmt_seconds(double s) {
+  char buf[32];
+  if (s < 60) {
+    std::snprintf(buf, sizeof buf, "%.1f s", s);
+  } else {
+    std::snprintf(buf, sizeof buf, "%dm%02ds", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
+  }
+  return buf;
+}
+
+std::string fmt_ns(double ns) {
+  char buf[32];
+  if (ns >= 1e6) {
+    std::snprintf(buf, sizeof buf, "%.2f ms", ns / 1e6);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.1f us", ns / 1e3);
+  }
+  return buf;
+}
+
+// Progress on a terminal: ops done, the current op, elapsed time and an estimate of the rest
+// (the plan's per-op estimates, scaled by how the finished ops compared with theirs).
+class progress_bar {
+ public:
+  progress_bar(bool on, double planned_s) : on_(on), planned_(planned_s) {
+    t0_ = std::chrono::steady_clock::now();
+  }
+  void show(unsigned done, unsigned total, const std::string& what, double planned_done) {
+    if (!on_) return;
+    const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+    const double scale = planned_done > 0 && el > 0 ? el / planned_done : 1.0;
+    const double left = std::max(0.0, (planned_ - planned_done) * scale);
+    const unsigned width = 24, filled = total == 0 ? 0 : done * width / total;
+    std::fprintf(stderr, "\r[%s%s] %u/%u %-22.22s %s elapsed, ~%s left\x1b[K",
+                 std::string(filled, '#').c_str(), std::string(width - filled, ' ').c_str(), done,
+                 total, what.c_str(), fmt_seconds(el).c_str(), fmt_seconds(left).c_str());
+    std::fflush(stderr);
+  }
+  void clear() {
+    if (on_) std::fprintf(stderr, "\r\x1b[K");
+  }
+
+ private:
+  bool on_;
+  double planned_;
+  std::chrono::steady_clock::time_point t0_;
+};
+
+// One op's plan: executions per run, runs, and what they should yield.
+struct op_plan {
+  std::uint64_t count = 1;
+  unsigned runs = 1;
+  double expected_samples = 0;  ///< sampled collectors
+  double est_s = 0;             ///< estimated seconds of all its runs
+  std::string limit;            ///< why fewer samples are expected than asked, or ""
+};
+
+// What one op got.
+struct op_result {
+  unsigned ok_runs = 0;
+  std::uint64_t executions = 0, samples = 0, control_samples = 0;
+  bool executions_known = false;
+  double seconds = 0;
+};
+
+class driver {
+ public:
+  explicit driver(const map_args& o) : opt_(o), strategy_(make_strategy(o.collector)) {}
+  void run();
+
+ private:
+  const map_args& opt_;
+  std::unique_ptr<collector_strategy> strategy_;
+  std::string work_, tool_, probe_;
+  std::vector<std::string> probe_argv_;
+  std::map<std::string, std::string> modules_;  // basename → file, for stripped-code names
+  double list_s_ = 0;                           // wall time of the list run
+  double list_ns_ = 0;                          // its traced span (first start .. last end)
+
+  void setup();
+  std::vector<std::string> discover(std::map<std::string, region_info>& info);
+  op_plan plan(const region_info* info) const;
+  run_outcome profile_once(const std::string& region, const std::string& dir,
+                           const op_plan& p) const;
+};
+
+void driver::setup() {
+  if (opt_.probe.empty()) {
+    throw tool_error(exit_usage,
+                     "map: no probe given (usage: lotus-tool map [options] -- PROBE "
+                     "[ARGS])");
+  }
+  probe_ = find_executable(opt_.probe[0]);
+  if (probe_.empty()) {
+    throw tool_error(exit_io, "map: probe '" + opt_.probe[0] + "' not found or not executable");
+  }
+  probe_ = absolute(probe_);
+  probe_argv_ = opt_.probe;
+  probe_argv_[0] = probe_;
+  modules_ = program_modules(probe_);
+  tool_ = find_executable(strategy_->executable());
+  if (tool_.empty()) {
+    throw tool_error(exit_io, std::string("map: '") + strategy_->executable() +
+                                  "' not found on PATH (needed by --collector " +
+                                  collector_name(opt_.collector) + ")" + strategy_->install_hint());
+  }
+  strategy_->check_access();
+  work_ = absolute(opt_.work_dir.empty() ? opt_.output + ".work" : opt_.work_dir);
+  if (!make_dirs(work_)) {
+    throw tool_error(exit_io,
+                     "map: cannot create work directory '" + work_ + "': " + std::strerror(errno));
+  }
+}
+
+std::vector<std::string> driver::discover(std::map<std::string, region_info>& info) {
+  const std::string dir = work_ + "/list";
+  remove_tree(dir);
+  if (!make_dirs(dir + "/trace")) throw tool_error(exit_io, "map: cannot create '" + dir + "'");
+  run_spec spec;
+  spec.argv = probe_argv_;
+  spec.env = {{"LOTUS_MAP_LIST", dir + "/regions.txt"},
+              {"LOTUS_LOG_FILE", dir + "/trace/lotus"},
+              {"LOTUS_COLLECTOR", "none"}};
+  spec.unset_env = {"LOTUS_MAP_SELECT", "LOTUS_DISABLE", "LOTUS_PERF_CTL_FIFO",
+                    "LOTUS_PERF_ACK_FIFO"};
+  spec.stdout_path = dir + "/probe.stdout";
+  spec.stderr_path = dir + "/probe.stderr";
+  spec.timeout_s = opt_.timeout_s;
+  const auto t0 = std::chrono::steady_clock::now();
+  const run_result r = run_process(spec);
+  list_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!r.ok()) {
+    throw tool_error(exit_io, "map: listing the regions failed: " +
+                                  probe_failure(r, spec.stderr_path, opt_.timeout_s));
+  }
+  std::vector<std::string> regions;
+  std::ifstream in(dir + "/regions.txt");
+  std::string line;
+  std::set<std::string> seen;
+  while (std::getline(in, line)) {
+    if (!line.empty() && seen.insert(line).second) regions.push_back(line);
+  }
+  if (regions.empty()) {
+    throw tool_error(exit_invalid,
+                     "map: the probe '" + opt_.probe[0] +
+                         "' entered no LOTUS_MAP_REGION (ran fine, listed nothing in "
+                         "LOTUS_MAP_LIST); wrap each op in LOTUS_MAP_REGION(\"<op>\") and build "
+                         "with lotus enabled");
+  }
+  try {
+    const span_set s = read_spans(dir + "/trace");
+    // A window collects samples in proportion to the summed duration of its executions, so the
+    // mean sizes it; trimmed (an eighth at each end, at least one when there are 4 or more), so one
+    // cold first read or a preemption does not, while a bimodal op (RandomHorizontalFlip flips
+    // half the time) keeps both modes.
+    std::vector<std::vector<double>> durations(s.names.size());
+    for (const auto& kv : s.by_thread)
+      for (const auto& sp : kv.second)
+        durations[sp.op].push_back(static_cast<double>(sp.end - sp.start));
+    for (std::size_t i = 0; i < s.names.size(); ++i) {
+      auto& d = durations[i];
+      if (d.empty()) continue;
+      std::sort(d.begin(), d.end());
+      const std::size_t cut = d.size() >= 4 ? std::max<std::size_t>(1, d.size() / 8) : 0;
+      double sum = 0;
+      for (std::size_t k = cut; k < d.size() - cut; ++k) sum += d[k];
+      info[s.names[i]] = {d.size(), sum / static_cast<double>(d.size() - 2 * cut)};
+    }
+    std::uint64_t lo = UINT64_MAX, hi = 0;
+    for (const auto& kv : s.by_thread)
+      for (const auto& sp : kv.second) {
+        lo = std::min(lo, sp.start);
+        hi = std::max(hi, sp.end);
+      }
+    if (hi > lo) list_ns_ = static_cast<double>(hi - lo);
+  } catch (const tool_error& e) {
+    std::fprintf(stderr,
+                 "lotus-tool map: warning: no region timings from the probe's trace (%s); "
+                 "windows are not sized (--count %u)\n",
+                 e.what(), std::max(1u, opt_.count));
+  }
+  if (!opt_.regions.empty()) {
+    std::vector<std::string> keep;
+    for (const auto& want : opt_.regions) {
+      if (std::find(regions.begin(), regions.end(), want) == regions.end()) {
+        std::string all;
+        for (const auto& r2 : regions) all += " " + r2;
+        throw tool_error(exit_usage,
+                         "map: region '" + want + "' is not one of the probe's regions:" + all);
+      }
+      keep.push_back(want);
+    }
+    regions = keep;
+  }
+  return regions;
+}
+
+// Sizing a sampled window. A cpu-clock timer starts when collection is enabled and keeps its
+// remaining period across disable/enable, so a window made of k executions of a region of d ns
+// collects about k·d/s samples (s the period), and one execution shorter than s alone collects
+// none. k is chosen for opt.min_samples (with 25 % margin) from the list run's trimmed mean d,
+// capped by the time budget: the probe repeats its whole loop for k executions of the region, so a
+// run costs about (warm-up + k) × (list-run loop time / executions per list run).
+op_plan driver::plan(const region_info* info) const {
+  op_plan p;
+  const double s = strategy_->interval_ns(opt_);
+  const double d = info != nullptr ? info->mean_ns : 0;
+  const double per_exec_s = info != nullptr && info->executions > 0 && list_ns_ > 0
+                                ? list_ns_ / 1e9 / static_cast<double>(info->executions)
+                                : 0;
+  const double startup_s = std::max(0.0, list_s_ - list_ns_ / 1e9);
+  if (opt_.count > 0) {
+    p.count = opt_.count;
+  } else if (s > 0 && d > 0) {
+    const double want = std::ceil(1.25 * opt_.min_samples * s / d);
+    p.count = static_cast<std::uint64_t>(std::min(100000.0, std::max(1.0, want)));
+    if (per_exec_s > 0) {
+      // perf adds ~10 % to the probe's run time at these rates.
+      const double budget_execs = (opt_.budget_s - startup_s) / (1.1 * per_exec_s) - opt_.warmup;
+      if (budget_execs < static_cast<double>(p.count)) {
+        p.count = static_cast<std::uint64_t>(std::max(1.0, std::floor(budget_execs)));
+        p.limit = "--budget " + fmt_seconds(opt_.budget_s);
+      }
+    }
+  } else {
+    p.count = 1;
+  }
+  if (opt_.runs > 0) {
+    p.runs = opt_.runs;
+  } else if (s > 0 && opt_.count > 0) {  // a fixed window: Lotus's formula over it
+    p.runs =
+        runs_for_confidence(opt_.confidence, d * static_cast<double>(p.count), s, opt_.max_runs);
+  }
+  if (s > 0) p.expected_samples = d * static_cast<double>(p.count) / s * p.runs;
+  // Plus about a second per run to start the collector and read its report (measured: a perf
+  // run of 12 RandomResizedCrop executions took 1.3 s).
+  const double per_run =
+      1.0 + startup_s +
+      (opt_.warmup + static_cast<double>(p.count)) * per_exec_s * (s > 0 ? 1.1 : 50);
+  p.est_s = per_run * p.runs;
+  return p;
+}
+
+run_outcome driver::profile_once(const std::string& region, const std::string& dir,
+                                 const op_plan& p) const {
   run_outcome o;
   if (!make_dirs(dir)) {
     o.error = "cannot create " + dir;
@@ -496,84 +809,141 @@ run_outcome driver::profile_once(const std::string& region, const std::string& d
   run_spec spec;
   spec.env = {{"LOTUS_MAP_SELECT", region},
               {"LOTUS_MAP_WARMUP", std::to_string(opt_.warmup)},
-              {"LOTUS_MAP_COUNT", std::to_string(opt_.count)},
+              {"LOTUS_MAP_COUNT", std::to_string(p.count)},
               {"LOTUS_MAP_GAP_MS", std::to_string(opt_.gap_ms)}};
-  // No trace in profiled runs: the region times come from the list run, and the trace writer
-  // thread would otherwise show up in every window (Callgrind instruments all threads).
   spec.unset_env = {"LOTUS_MAP_LIST", "LOTUS_DISABLE", "LOTUS_PERF_CTL_FIFO", "LOTUS_PERF_ACK_FIFO",
                     "LOTUS_LOG_FILE"};
   spec.stdout_path = dir + "/probe.stdout";
   spec.stderr_path = dir + "/probe.stderr";
   spec.timeout_s = opt_.timeout_s;
-  if (opt_.collector == "perf") return run_perf(region, dir, spec);
-  if (opt_.collector == "callgrind") return run_callgrind(region, dir, spec);
-  return run_vendor(region, dir, spec);
+  run_context ctx{opt_, tool_, probe_argv_, opt_.warmup, p.count};
+  return strategy_->profile(ctx, region, dir, spec);
 }
 
-int driver::run() {
-  int code = exit_ok;
-  if (!setup(code)) return code;
-  std::vector<std::string> regions;
-  std::map<std::string, double> region_ns;
-  if (!discover(regions, region_ns, code)) return code;
+void driver::run() {
+  setup();
+  std::map<std::string, region_info> info;
+  const std::vector<std::string> regions = discover(info);
+  const double s = strategy_->interval_ns(opt_);
 
-  // Runs per region: fixed, exact (Callgrind: 1), or Lotus's capture formula.
-  std::map<std::string, unsigned> runs;
-  unsigned total = 0;
+  std::map<std::string, op_plan> plans;
+  double planned = 0;
   for (const auto& r : regions) {
-    unsigned n = 1;
-    if (opt_.collector == "callgrind") {
-      n = opt_.runs > 0 ? opt_.runs : 1;
-    } else if (opt_.runs > 0) {
-      n = opt_.runs;
-    } else {
-      const auto it = region_ns.find(r);
-      const double f = it == region_ns.end() ? 0 : it->second * std::max(1u, opt_.count);
-      n = runs_for_confidence(opt_.confidence, f, interval_ns(), opt_.max_runs);
-    }
-    runs[r] = n;
-    total += n;
+    const auto it = info.find(r);
+    plans[r] = plan(it == info.end() ? nullptr : &it->second);
+    planned += plans[r].est_s;
   }
   const bool show = opt_.progress < 0 ? ::isatty(STDERR_FILENO) != 0 : opt_.progress > 0;
-  progress_bar bar(show, err_);
-  bar.set_total(total);
-  mapping_builder builder(opt_.collector, opt_.collector == "callgrind" ? "Ir" : "ns");
-  bool failed = false, fatal = false;
+  progress_bar bar(show, planned);
+  mapping_builder builder(collector_name(opt_.collector), strategy_->unit());
+  bool fatal = false;
   std::map<std::string, std::string> first_error;
+  std::map<std::string, op_result> results;
+  std::vector<std::string> warnings;
+  double planned_done = 0;
+  unsigned done = 0;
   for (const auto& region : regions) {
-    if (region_ns.count(region) != 0) builder.set_region_ns(region, region_ns[region]);
-    unsigned ok_runs = 0;
-    for (unsigned i = 1; i <= runs[region] && !fatal; ++i) {
-      bar.step(region + " run " + std::to_string(i) + "/" + std::to_string(runs[region]));
-      const std::string dir = work_ + "/" + safe_name(region) + "/run" + std::to_string(i);
-      run_outcome o = profile_once(region, dir);
-      if (o.ok) symbolize_addresses(o.profile, modules_);
-      bar.advance();
-      if (o.ok) {
-        builder.add_run(region, opt_.keep_lotus ? o.profile : without_lotus(o.profile));
-        ++ok_runs;
-      } else {
-        failed = true;
-        fatal = o.fatal;
-        bar.finish();
-        err_ << "lotus-tool map: region '" << region << "' run " << i << ": " << o.error << "\n";
-        if (first_error.count(region) == 0) first_error[region] = o.error;
-        // A crash or hang repeats on every run of the same region: stop this region.
+    op_plan& p = plans[region];
+    op_result& res = results[region];
+    if (info.count(region) != 0) builder.set_region_ns(region, info[region].mean_ns);
+    const auto t0 = std::chrono::steady_clock::now();
+    bool region_failed = false;
+    std::uint64_t asked = 0;
+    // Pass 0 runs the plan; when its window got fewer samples than wanted (kernel time is not
+    // sampled with cpu-clock:u; durations vary), later passes size the rest from what it measured:
+    // samples per execution and seconds per execution, within the op's --budget.
+    for (unsigned pass = 0; !region_failed && !fatal; ++pass) {
+      const auto tp = std::chrono::steady_clock::now();
+      const std::uint64_t execs_before = res.executions;
+      for (unsigned i = 1; i <= p.runs; ++i) {
+        bar.show(done, static_cast<unsigned>(regions.size()),
+                 region +
+                     (p.runs > 1 ? " " + std::to_string(i) + "/" + std::to_string(p.runs)
+                                 : std::string()) +
+                     (pass > 0 ? " +" + std::to_string(pass) : std::string()),
+                 planned_done + p.est_s * (i - 1) / p.runs);
+        const std::string dir = work_ + "/" + safe_name(region) + "/" +
+                                (pass > 0 ? "pass" + std::to_string(pass) + "-" : "") + "run" +
+                                std::to_string(i);
+        run_outcome o = profile_once(region, dir, p);
+        if (!o.ok) {
+          fatal = o.fatal;
+          region_failed = true;
+          bar.clear();
+          std::fprintf(stderr, "lotus-tool map: region '%s' run %u: %s\n", region.c_str(), i,
+                       o.error.c_str());
+          if (first_error.count(region) == 0) first_error[region] = o.error;
+          break;  // a crash or hang repeats on every run of the same region
+        }
+        symbolize_addresses(o.profile, modules_);
+        const function_profile prof = opt_.keep_lotus || opt_.collector == collector_kind::perf
+                                          ? o.profile
+                                          : without_lotus(o.profile);
+        builder.add_run(region, prof);
+        asked += p.count;
+        ++res.ok_runs;
+        res.samples += sample_count(prof);
+        res.control_samples += o.control_samples;
+        res.executions_known = o.executions_known;
+        res.executions += o.executions;
+      }
+      if (region_failed || !strategy_->counts_samples() || opt_.count > 0 || pass >= 4) break;
+      if (res.samples >= opt_.min_samples || !res.executions_known) break;
+      const std::uint64_t got = res.executions - execs_before;
+      if (got == 0 || got < p.count * p.runs) break;  // the probe ran out of executions
+      const double pass_s =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - tp).count();
+      const double sec_per_exec = pass_s / static_cast<double>((opt_.warmup + p.count) * p.runs);
+      const double spent =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const double per_exec =
+          static_cast<double>(res.samples) / static_cast<double>(res.executions);
+      const double missing = static_cast<double>(opt_.min_samples - res.samples);
+      double need =
+          per_exec > 0 ? std::ceil(1.5 * missing / per_exec) : 8.0 * static_cast<double>(p.count);
+      const double afford = (opt_.budget_s - spent) / (1.1 * sec_per_exec) - opt_.warmup;
+      if (afford < 1) {
+        p.limit = "--budget " + fmt_seconds(opt_.budget_s);
         break;
       }
+      if (need > afford) {
+        need = std::floor(afford);
+        p.limit = "--budget " + fmt_seconds(opt_.budget_s);
+      }
+      p.count = static_cast<std::uint64_t>(std::min(100000.0, std::max(1.0, need)));
+      p.runs = 1;
     }
-    if (ok_runs > 0 && first_error.count(region) == 0 && !builder.has_functions(region)) {
-      failed = true;
-      first_error[region] = "no samples in the '" + region + "' window in " +
-                            std::to_string(ok_runs) +
-                            " run(s) (did the probe reach the region after the warm-up? is it "
-                            "built with lotus enabled? for very short regions raise --count, "
-                            "--freq or --runs)";
-      err_ << "lotus-tool map: region '" << region << "': " << first_error[region] << "\n";
-      builder.add_failure(region, first_error[region]);
+    res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    planned_done += p.est_s;
+    ++done;
+    if (res.ok_runs > 0 && res.executions_known && res.executions < asked) {
+      warnings.push_back("op '" + region + "' executed " + std::to_string(res.executions) +
+                         " time(s) in its window(s), " + std::to_string(asked) +
+                         " asked: the probe ends before warm-up + count executions of it (let "
+                         "it run the op more often, e.g. more images or epochs)");
     }
-    if (ok_runs == 0 && first_error.count(region) != 0)
-      builder.add_failure(region, first_error[region]);
+    if (res.ok_runs > 0 && first_error.count(region) == 0 && !builder.has_functions(region)) {
+      std::string why = "no samples in the '" + region + "' window";
+      if (s > 0 && info.count(region) != 0) {
+        why += " (" + std::to_string(res.executions) + " executions of " +
+               fmt_ns(info[region].mean_ns) + " at one sample per " + fmt_ns(s) + ")";
+      }
+      why += p.limit.empty() ? "; raise --min-samples or --count"
+                             : "; raise " + p.limit.substr(0, 8) + " or --freq";
+      first_error[region] = why;
+      std::fprintf(stderr, "lotus-tool map: region '%s': %s\n", region.c_str(), why.c_str());
+    } else if (res.ok_runs > 0 && strategy_->counts_samples() && res.samples < opt_.min_samples &&
+               first_error.count(region) == 0) {
+      std::string w = "op '" + region + "' got " + std::to_string(res.samples) + " sample(s), " +
+                      std::to_string(opt_.min_samples) + " wanted";
+      if (!p.limit.empty()) {
+        w += ": the window was capped by " + p.limit + "; raise it or --freq";
+      } else {
+        w += "; raise --count or --freq";
+      }
+      warnings.push_back(w);
+    }
+    if (first_error.count(region) != 0) builder.add_failure(region, first_error[region]);
     if (fatal) {
       for (const auto& r2 : regions)
         if (first_error.count(r2) == 0 && r2 != region)
@@ -581,21 +951,20 @@ int driver::run() {
       break;
     }
   }
-  bar.finish();
+  bar.clear();
   const mapping m = builder.finish();
   {
     std::ofstream f(opt_.output);
     if (!f || !(f << mapping_to_json(m).dump(4) << "\n")) {
-      err_ << "lotus-tool map: cannot write '" << opt_.output << "'\n";
-      return exit_io;
+      throw tool_error(exit_io, "map: cannot write '" + opt_.output + "'");
     }
   }
-  // Summary table.
-  char line[512];
-  std::snprintf(line, sizeof line, "%-24s %5s %9s %11s  %s\n", "op", "runs", "functions", "region",
-                "top functions");
-  out_ << line;
+  for (const auto& w : warnings) std::fprintf(stderr, "lotus-tool map: warning: %s\n", w.c_str());
+  // Summary table: per op what it ran, what it got, how long it took.
+  std::printf("%-22s %6s %7s %8s %5s %10s %8s  %s\n", "op", "execs", "samples", "control", "funcs",
+              "region", "time", "top functions");
   for (const auto& o : m.ops) {
+    const op_result& res = results[o.op];
     std::string top;
     for (std::size_t i = 0; i < o.functions.size() && i < 3; ++i) {
       if (i) top += ", ";
@@ -605,51 +974,58 @@ int driver::run() {
       const auto it = m.failed.find(o.op);
       top = "FAILED: " + (it == m.failed.end() ? std::string("?") : it->second.substr(0, 60));
     }
-    char reg[32];
-    if (o.region_ns > 0) {
-      std::snprintf(reg, sizeof reg, "%.3f ms", o.region_ns / 1e6);
-    } else {
-      std::snprintf(reg, sizeof reg, "-");
-    }
-    std::snprintf(line, sizeof line, "%-24s %5u %9zu %11s  %s\n", o.op.c_str(), o.runs,
-                  o.functions.size(), reg, top.c_str());
-    out_ << line;
+    const std::string execs = res.executions_known ? std::to_string(res.executions) : "-";
+    const bool counted = strategy_->counts_samples();
+    const std::string samples = counted ? std::to_string(res.samples) : "-";
+    const std::string control = counted ? std::to_string(res.control_samples) : "-";
+    std::printf("%-22s %6s %7s %8s %5zu %10s %8s  %s\n", o.op.c_str(), execs.c_str(),
+                samples.c_str(), control.c_str(), o.functions.size(),
+                o.region_ns > 0 ? fmt_ns(o.region_ns).c_str() : "-",
+                fmt_seconds(res.seconds).c_str(), top.c_str());
   }
   for (const auto& kv : m.failed) {
     bool listed = false;
     for (const auto& o : m.ops) listed = listed || o.op == kv.first;
-    if (!listed) out_ << kv.first << ": FAILED: " << kv.second.substr(0, 70) << "\n";
+    if (!listed) std::printf("%s: FAILED: %s\n", kv.first.c_str(), kv.second.substr(0, 70).c_str());
   }
-  out_ << "mapping written to " << opt_.output << " (" << m.common_funcs_to_op().size()
-       << " functions shared by several ops; work files in " << work_ << ")\n";
-  if (failed) {
-    err_ << "lotus-tool map: some regions failed; the mapping holds the others (partial)\n";
-    return fatal ? exit_io : exit_invalid;
+  std::printf("mapping written to %s (%zu functions shared by several ops; work files in %s)\n",
+              opt_.output.c_str(), m.common_funcs_to_op().size(), work_.c_str());
+  std::fflush(stdout);
+  if (!first_error.empty()) {
+    throw tool_error(fatal ? exit_io : exit_invalid,
+                     "map: " + std::to_string(first_error.size()) + " of " +
+                         std::to_string(regions.size()) +
+                         " region(s) failed; the mapping holds the others (partial)");
   }
-  return exit_ok;
 }
 
 }  // namespace
 
-int run_map(const map_options& opt, std::ostream& out, std::ostream& err) {
-  driver d(opt, out, err);
-  return d.run();
+void run_map(const map_args& args) {
+  driver d(args);
+  d.run();
 }
 
 void add_map_command(CLI::App& app) {
-  auto opt = std::make_shared<map_options>();
+  auto opt = std::make_shared<map_args>();
   CLI::App* cmd = app.add_subcommand(
       "map",
       "LotusMap: run each LOTUS_MAP_REGION of a probe under a collector and write Lotus's "
       "mapping_funcs.json (op -> C/C++ functions)");
-  cmd->add_option("--collector", opt->collector, "perf | callgrind (exact) | vtune | uprof")
+  const std::map<std::string, collector_kind> kinds{{"perf", collector_kind::perf},
+                                                    {"callgrind", collector_kind::callgrind},
+                                                    {"vtune", collector_kind::vtune},
+                                                    {"uprof", collector_kind::uprof}};
+  auto collector = std::make_shared<std::string>("perf");
+  cmd->add_option("--collector", *collector, "perf | callgrind (exact) | vtune | uprof")
       ->check(CLI::IsMember({"perf", "callgrind", "vtune", "uprof"}))
       ->capture_default_str();
   auto* runs =
       cmd->add_option("--runs", opt->runs, "profiled runs per region (default: from --confidence)")
           ->check(CLI::Range(1u, 10000u));
   cmd->add_option("--confidence", opt->confidence,
-                  "target capture probability C of Lotus's formula C >= 1-(1-f/s)^n")
+                  "target capture probability C of Lotus's formula C >= 1-(1-f/s)^n, f the "
+                  "sized window")
       ->check(CLI::Range(0.0, 0.999999))
       ->excludes(runs)
       ->capture_default_str();
@@ -658,8 +1034,17 @@ void add_map_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--warmup", opt->warmup, "executions skipped before profiling (LOTUS_MAP_WARMUP)")
       ->capture_default_str();
-  cmd->add_option("--count", opt->count, "executions profiled per run (LOTUS_MAP_COUNT)")
-      ->check(CLI::Range(1u, 1000000u))
+  cmd->add_option("--count", opt->count,
+                  "executions profiled per run (LOTUS_MAP_COUNT; default: sized so the window "
+                  "gets --min-samples samples)")
+      ->check(CLI::Range(1u, 1000000u));
+  cmd->add_option("--min-samples", opt->min_samples,
+                  "sampled collectors: samples each op's window is sized for")
+      ->check(CLI::Range(1u, 100000u))
+      ->capture_default_str();
+  cmd->add_option("--budget", opt->budget_s,
+                  "sampled collectors: seconds one op's profiled run may take when sizing")
+      ->check(CLI::Range(1.0, 1e6))
       ->capture_default_str();
   cmd->add_option("--gap-ms", opt->gap_ms,
                   "sleep before each profiled execution (LOTUS_MAP_GAP_MS)")
@@ -670,22 +1055,23 @@ void add_map_command(CLI::App& app) {
   cmd->add_option("--timeout", opt->timeout_s, "seconds per probe run before it is killed")
       ->check(CLI::Range(0.1, 1e6))
       ->capture_default_str();
-  cmd->add_option("--region", opt->regions, "map only this region (repeatable)");
+  cmd->add_option("--region", opt->regions, "map only this region (repeatable)")
+      ->allow_extra_args(false);
   cmd->add_option("-o,--output", opt->output, "mapping JSON to write")->capture_default_str();
   cmd->add_option("--work-dir", opt->work_dir, "per-run files (default: <output>.work)");
   cmd->add_flag("--keep-data", opt->keep_data, "keep perf.data / vendor result directories");
   cmd->add_flag("--kernel", opt->kernel, "perf: sample kernel code too (default: user space only)");
   cmd->add_flag("--keep-lotus", opt->keep_lotus,
-                "keep lotus's own collector-control functions in the mapping");
+                "keep lotus's own collector control (and other threads) in the mapping");
   cmd->add_flag_callback(
       "--progress", [opt]() { opt->progress = 1; },
-      "show the progress bar (default: when stderr is a terminal)");
+      "show progress with the estimated time left (default: when stderr is a terminal)");
   cmd->add_flag_callback(
-      "--no-progress", [opt]() { opt->progress = 0; }, "no progress bar");
+      "--no-progress", [opt]() { opt->progress = 0; }, "no progress display");
   cmd->add_option("probe", opt->probe, "PROBE [ARGS] (after --)")->required();
-  cmd->callback([opt]() {
-    const int code = run_map(*opt, std::cout, std::cerr);
-    if (code != exit_ok) throw tool_error(code, "map failed (see messages above)");
+  cmd->callback([opt, collector, kinds]() {
+    opt->collector = kinds.at(*collector);
+    run_map(*opt);
   });
 }
 

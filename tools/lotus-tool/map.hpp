@@ -2,35 +2,43 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
-#include <ostream>
 #include <string>
 #include <vector>
 
 namespace lotus_tool {
 
-struct map_options {
-  std::string collector = "perf";  ///< perf|callgrind|vtune|uprof
-  unsigned runs = 0;               ///< 0: from --confidence and the measured region time
+/// The profiler behind a mapping run; each has one strategy in map.cpp.
+enum class collector_kind { perf, callgrind, vtune, uprof };
+
+/// "perf", "callgrind", "vtune", "uprof".
+const char* collector_name(collector_kind k);
+
+struct map_args {
+  collector_kind collector = collector_kind::perf;
+  unsigned runs = 0;  ///< 0: from --confidence over the sized window (normally 1)
   double confidence = 0.95;
   unsigned max_runs = 20;
-  unsigned warmup = 1;     ///< LOTUS_MAP_WARMUP
-  unsigned count = 1;      ///< LOTUS_MAP_COUNT
-  unsigned gap_ms = 0;     ///< LOTUS_MAP_GAP_MS
-  unsigned freq = 999;     ///< perf sampling frequency (Hz)
-  double timeout_s = 300;  ///< per probe run
+  unsigned warmup = 1;        ///< LOTUS_MAP_WARMUP
+  unsigned count = 0;         ///< LOTUS_MAP_COUNT; 0: sized from the measured region time
+  unsigned min_samples = 40;  ///< sampled collectors: samples each op's window should reach
+  double budget_s = 20;       ///< sampled collectors: seconds one op's profiled run may take
+  unsigned gap_ms = 0;        ///< LOTUS_MAP_GAP_MS
+  unsigned freq = 999;        ///< perf sampling frequency (Hz)
+  double timeout_s = 300;     ///< per probe run
   std::string output = "mapping_funcs.json";
   std::string work_dir;              ///< default: <output>.work
   std::vector<std::string> regions;  ///< only these (default: all discovered)
   std::vector<std::string> probe;    ///< PROBE [ARGS]
   bool keep_data = false;            ///< keep perf.data / vendor result dirs
   bool kernel = false;               ///< perf: sample kernel code too (cpu-clock, not cpu-clock:u)
-  bool keep_lotus = false;           ///< keep lotus's own functions (collector control) in the map
+  bool keep_lotus = false;           ///< keep lotus's own collector control in the map
   int progress = -1;                 ///< -1 auto (stderr is a terminal), 0 off, 1 on
 };
 
-/// Runs the mapping. Returns the exit code (0 ok; 1 some region failed or a report was unparsable,
-/// the mapping of the others still written; 3 setup failures: collector missing, permissions,
-/// probe missing/crashing in list mode, no regions). Messages go to `err`, the summary to `out`.
-int run_map(const map_options& opt, std::ostream& out, std::ostream& err);
+/// Runs the mapping and writes the JSON. Throws tool_error: exit_usage (bad region names),
+/// exit_io (collector missing, permissions, probe missing or crashing in list mode, output not
+/// writable), exit_invalid (no regions; some region failed: the mapping of the others is still
+/// written).
+void run_map(const map_args& args);
 
 }  // namespace lotus_tool

@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <map>
+#include <set>
 #include <sstream>
 #include <unordered_map>
 #include <utility>
@@ -92,7 +93,7 @@ callgrind_dump parse_callgrind(std::istream& in, const std::string& source) {
   std::string line;
   std::size_t lineno = 0;
   auto bad = [&](const std::string& why) {
-    return map_error(source + ":" + std::to_string(lineno) + ": " + why);
+    return tool_error(exit_invalid, source + ":" + std::to_string(lineno) + ": " + why);
   };
   while (std::getline(in, line)) {
     ++lineno;
@@ -130,6 +131,8 @@ callgrind_dump parse_callgrind(std::istream& in, const std::string& source) {
           callee.module = module_basename(have_cob ? cob : cur_ob);
         }
         callee.incoming += cost;
+        dump.calls.push_back(
+            {cur->function + "|" + cur->module, callee.function + "|" + callee.module, cost});
         have_cob = false;
         next = next_kind::cost;
       } else {
@@ -201,7 +204,8 @@ callgrind_dump parse_callgrind(std::istream& in, const std::string& source) {
     throw bad("unrecognised line '" + line.substr(0, 80) + "'");
   }
   if (!seen_body && !dump.has_totals && dump.event.empty())
-    throw map_error(source + ": not a callgrind.out file (no events:, totals: or cost lines)");
+    throw tool_error(exit_invalid,
+                     source + ": not a callgrind.out file (no events:, totals: or cost lines)");
   for (auto& kv : acc) {
     fn_acc& a = kv.second;
     function_cost f;
@@ -216,6 +220,39 @@ callgrind_dump parse_callgrind(std::istream& in, const std::string& source) {
   }
   if (dump.has_totals) dump.profile.total = static_cast<double>(dump.totals);
   return dump;
+}
+
+std::size_t remove_control_path(callgrind_dump& d) {
+  std::set<std::string> control, enclosing;
+  for (const auto& r : d.profile.rows)
+    if (r.function.rfind("lotus::", 0) == 0) control.insert(function_key(r));
+  for (const auto& c : d.calls)
+    if (control.count(c.callee) != 0 && control.count(c.caller) == 0) enclosing.insert(c.caller);
+  // Fixpoint: a function all of whose calls in this window come from the control path.
+  for (bool grew = true; grew;) {
+    grew = false;
+    std::map<std::string, std::pair<unsigned, unsigned>> in;  // callee → (from control, all)
+    for (const auto& c : d.calls) {
+      auto& n = in[c.callee];
+      ++n.second;
+      if (control.count(c.caller) != 0) ++n.first;
+    }
+    for (const auto& kv : in) {
+      if (kv.second.first == kv.second.second && control.insert(kv.first).second) grew = true;
+    }
+  }
+  std::vector<function_cost> kept;
+  double total = 0;
+  for (auto& r : d.profile.rows) {
+    const std::string k = function_key(r);
+    if (control.count(k) != 0 || enclosing.count(k) != 0) continue;
+    total += r.self;
+    kept.push_back(std::move(r));
+  }
+  const std::size_t removed = d.profile.rows.size() - kept.size();
+  d.profile.rows = std::move(kept);
+  d.profile.total = total;
+  return removed;
 }
 
 std::string callgrind_region(const callgrind_dump& d) {

@@ -3,6 +3,8 @@
 #include "map_elf.hpp"
 
 #include <cxxabi.h>
+#include <elfutils/libdwfl.h>
+#include <gelf.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -52,6 +54,33 @@ std::string demangle(const char* n) {
 }
 
 }  // namespace
+
+// Function symbols through elfutils' libdwfl: the object's .symtab, else a separate debug file
+// found by build-id or .gnu_debuglink (dwfl_standard_find_debuginfo: /usr/lib/debug, the
+// object's directory and its .debug/), else .dynsym, as perf resolves them.
+void elf_functions::load_symbols(const std::string& path) {
+  static char* debuginfo_path = nullptr;
+  Dwfl_Callbacks cb{};
+  cb.find_elf = dwfl_build_id_find_elf;
+  cb.find_debuginfo = dwfl_standard_find_debuginfo;
+  cb.section_address = dwfl_offline_section_address;
+  cb.debuginfo_path = &debuginfo_path;
+  Dwfl* dwfl = dwfl_begin(&cb);
+  if (dwfl == nullptr) return;
+  dwfl_report_begin(dwfl);
+  Dwfl_Module* mod = dwfl_report_offline(dwfl, "", path.c_str(), -1);
+  dwfl_report_end(dwfl, nullptr, nullptr);
+  const int n = mod != nullptr ? dwfl_module_getsymtab(mod) : -1;
+  for (int i = 1; i < n; ++i) {  // 0: the null symbol
+    GElf_Sym s{};
+    GElf_Addr addr = 0;
+    const char* name = dwfl_module_getsym_info(mod, i, &s, &addr, nullptr, nullptr, nullptr);
+    // st_value: the object's own virtual address (a debug file has the same layout).
+    if (name == nullptr || GELF_ST_TYPE(s.st_info) != STT_FUNC || s.st_value == 0) continue;
+    syms_.push_back(sym{s.st_value, s.st_size, demangle(name)});
+  }
+  dwfl_end(dwfl);
+}
 
 bool elf_functions::load(const std::string& path) {
   starts_.clear();
@@ -137,20 +166,9 @@ bool elf_functions::load(const std::string& path) {
         starts_.push_back(start);
         ends_.push_back(end);
       }
-    } else if ((s.type == 2 || s.type == 11) && s.link < secs.size()) {  // SYMTAB / DYNSYM
-      std::vector<char> tab, str;
-      if (!read_at(f, s.offset, s.size, tab)) continue;
-      if (!read_at(f, secs[s.link].offset, secs[s.link].size, str)) continue;
-      for (std::size_t p = 0; p + 24 <= tab.size(); p += 24) {
-        const auto name = get<std::uint32_t>(tab, p);
-        const auto info = static_cast<unsigned char>(tab[p + 4]);
-        const auto value = get<std::uint64_t>(tab, p + 8);
-        const auto size = get<std::uint64_t>(tab, p + 16);
-        if ((info & 0x0f) != 2 || value == 0 || name >= str.size()) continue;  // STT_FUNC
-        syms_.push_back(sym{value, size, demangle(str.data() + name)});
-      }
     }
   }
+  load_symbols(path);
   std::vector<std::size_t> order(starts_.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::sort(order.begin(), order.end(),
@@ -177,10 +195,78 @@ std::string elf_functions::name_for(std::uint64_t addr) const {
   auto st = std::upper_bound(starts_.begin(), starts_.end(), addr);
   if (st == starts_.begin()) return {};
   const auto i = static_cast<std::size_t>(st - starts_.begin()) - 1;
-  if (ends_[i] != 0 && addr >= ends_[i]) return {};
+  // Past the end of the last function with unwind info (hand-written assembly, such as
+  // libjpeg-turbo's SIMD code, has none): the block that starts where that function ends. Maps
+  // and profiles name an address the same way, so they still match.
+  const std::uint64_t start = ends_[i] != 0 && addr >= ends_[i] ? ends_[i] : starts_[i];
   char buf[40];
-  std::snprintf(buf, sizeof buf, "func@0x%llx", static_cast<unsigned long long>(*(st - 1)));
+  std::snprintf(buf, sizeof buf, "func@0x%llx", static_cast<unsigned long long>(start));
   return buf;
+}
+
+std::uint64_t elf_functions::gap_start(std::uint64_t addr) const {
+  auto it = std::upper_bound(syms_.begin(), syms_.end(), addr,
+                             [](std::uint64_t a, const sym& s) { return a < s.start; });
+  if (it != syms_.begin()) {
+    const sym& s = *(it - 1);
+    if (addr < s.start + std::max<std::uint64_t>(s.size, 1)) return 0;
+  }
+  auto st = std::upper_bound(starts_.begin(), starts_.end(), addr);
+  if (st == starts_.begin()) return 0;
+  const auto i = static_cast<std::size_t>(st - starts_.begin()) - 1;
+  return ends_[i] != 0 && addr >= ends_[i] ? ends_[i] : 0;
+}
+
+void symbolize_addresses_like(function_profile& p, const std::vector<function_cost>& known) {
+  // library (identity, without version) → entries named func@0x<entry>
+  std::map<std::string, std::vector<std::uint64_t>> entries;
+  for (const auto& k : known) {
+    if (k.function.rfind("func@0x", 0) != 0) continue;
+    const std::string lib = function_identity("", k.module);
+    entries[lib].push_back(std::stoull(k.function.substr(7), nullptr, 16));
+  }
+  for (auto& v : entries) std::sort(v.second.begin(), v.second.end());
+  std::map<std::string, elf_functions> cache;
+  for (auto& r : p.rows) {
+    const bool bare =
+        r.function.size() > 2 && r.function.size() <= 18 && r.function.compare(0, 2, "0x") == 0 &&
+        r.function.find_first_not_of("0123456789abcdefABCDEF", 2) == std::string::npos;
+    if (!bare) continue;
+    const auto e = entries.find(function_identity("", r.module));
+    if (e == entries.end()) continue;
+    const std::string path = find_library(r.module);
+    if (path.empty()) continue;
+    auto c = cache.find(path);
+    if (c == cache.end()) {
+      c = cache.emplace(path, elf_functions{}).first;
+      c->second.load(path);
+    }
+    const std::uint64_t addr = std::stoull(r.function, nullptr, 16);
+    const std::uint64_t gap = c->second.gap_start(addr);
+    if (gap == 0) continue;
+    auto it = std::upper_bound(e->second.begin(), e->second.end(), addr);
+    if (it == e->second.begin() || *(it - 1) < gap) continue;
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "func@0x%llx", static_cast<unsigned long long>(*(it - 1)));
+    r.function = buf;
+  }
+  symbolize_addresses(p, {});
+}
+
+std::string find_library(const std::string& basename) {
+  if (!is_shared_object(basename) || basename.find('/') != std::string::npos) return {};
+  static const char* const dirs[] = {"/lib/x86_64-linux-gnu",
+                                     "/usr/lib/x86_64-linux-gnu",
+                                     "/lib64",
+                                     "/usr/lib64",
+                                     "/lib",
+                                     "/usr/lib",
+                                     "/usr/local/lib"};
+  for (const char* d : dirs) {
+    const std::string p = std::string(d) + "/" + basename;
+    if (::access(p.c_str(), R_OK) == 0) return p;
+  }
+  return {};
 }
 
 void symbolize_addresses(function_profile& p,
@@ -194,11 +280,12 @@ void symbolize_addresses(function_profile& p,
         r.function.find_first_not_of("0123456789abcdefABCDEF", 2) == std::string::npos;
     if (bare) {
       const auto mp = module_paths.find(r.module);
-      if (mp != module_paths.end()) {
-        auto c = cache.find(mp->second);
+      const std::string path = mp != module_paths.end() ? mp->second : find_library(r.module);
+      if (!path.empty()) {
+        auto c = cache.find(path);
         if (c == cache.end()) {
-          c = cache.emplace(mp->second, elf_functions{}).first;
-          c->second.load(mp->second);
+          c = cache.emplace(path, elf_functions{}).first;
+          c->second.load(path);
         }
         const std::string n = c->second.name_for(std::stoull(r.function, nullptr, 16));
         if (!n.empty()) r.function = n;

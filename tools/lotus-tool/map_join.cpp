@@ -22,13 +22,15 @@ bool is_time_event(const std::string& e) { return e == "cpu-clock" || e == "task
 
 }  // namespace
 
-attribution attribute_join(const span_set& spans, std::istream& in, const std::string& source) {
+attribution attribute_join(const span_set& spans, std::istream& in, const std::string& source,
+                           const std::set<std::uint64_t>& only_tids) {
   span_stabber stab(spans);
   const std::size_t none = spans.names.size();  // bucket for samples outside every span
   std::vector<std::unordered_map<std::string, fn_total>> funcs(none + 1);
   std::vector<fn_total> totals(none + 1);
   std::vector<std::map<std::string, double>> events(none + 1);
   parse_perf_script(in, source, [&](const perf_sample& s) {
+    if (!only_tids.empty() && only_tids.count(s.tid) == 0) return;
     const long op = stab.innermost(s.tid, s.time_ns);
     const std::size_t k = op < 0 ? none : static_cast<std::size_t>(op);
     events[k][s.event] += static_cast<double>(s.period);
@@ -56,8 +58,12 @@ attribution attribute_join(const span_set& spans, std::istream& in, const std::s
     std::vector<function_cost> v;
     for (const auto& kv : m) {
       const auto bar = kv.first.rfind('|');
-      v.push_back(function_cost{kv.first.substr(0, bar), kv.first.substr(bar + 1), kv.second.value,
-                                0, kv.second.samples});
+      v.push_back(function_cost{kv.first.substr(0, bar),
+                                kv.first.substr(bar + 1),
+                                kv.second.value,
+                                0,
+                                kv.second.samples,
+                                {}});
     }
     std::sort(v.begin(), v.end(), [](const function_cost& x, const function_cost& y) {
       return x.self != y.self ? x.self > y.self : x.function < y.function;

@@ -2,7 +2,9 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include <cstdint>
 #include <istream>
+#include <set>
 #include <string>
 
 #include "map_mapping.hpp"
@@ -14,7 +16,9 @@ namespace lotus_tool {
 /// sample's period to the innermost span active on its thread at that instant. Per op: CPU ns
 /// (cpu-clock/task-clock periods; other events are counted under `events` only), samples,
 /// per-function breakdown and the op's share of traced self time (`trace_share`).
+/// When `only_tids` is non-empty, samples of other threads are skipped (not charged, not counted).
 attribution attribute_join(const span_set& spans, std::istream& perf_script,
-                           const std::string& source);
+                           const std::string& source,
+                           const std::set<std::uint64_t>& only_tids = {});
 
 }  // namespace lotus_tool

@@ -53,10 +53,17 @@ void mapping_builder::add_run(const std::string& name, const function_profile& p
   o.total += p.total;
   auto& fm = funcs_[name];
   for (const auto& r : p.rows) {
-    auto& f = fm[r.function + "|" + r.module];
+    // ifunc variants are one function (the variant a collector sees depends on the machine).
+    const std::string plain = strip_symbol_version(r.function);
+    const std::string fn = is_shared_object(r.module) ? fold_ifunc(plain) : plain;
+    auto& f = fm[fn + "|" + r.module];
     if (f.runs_seen == 0) {
-      f.function = r.function;
+      f.function = fn;
       f.module = r.module;
+    }
+    if (fn != r.function &&
+        std::find(f.variants.begin(), f.variants.end(), r.function) == f.variants.end()) {
+      f.variants.push_back(r.function);
     }
     f.self += r.self;
     f.inclusive += r.inclusive;
@@ -130,6 +137,7 @@ nlohmann::json mapping_to_json(const mapping& m) {
         jf["samples"] = f.samples;
       }
       jf["runs_seen"] = f.runs_seen;
+      if (!f.variants.empty()) jf["variants"] = f.variants;
       fs[f.function + "|" + f.module] = jf;
     }
     jo["functions"] = fs;
@@ -152,7 +160,7 @@ std::pair<std::string, std::string> split_key(const std::string& key) {
 
 mapping mapping_from_json(const nlohmann::json& j, const std::string& source) {
   if (!j.is_object() || !j.contains("op_to_func") || !j["op_to_func"].is_object()) {
-    throw map_error(source + ": not a LotusMap mapping (no \"op_to_func\" object)");
+    throw tool_error(exit_invalid, source + ": not a LotusMap mapping (no \"op_to_func\" object)");
   }
   mapping m;
   const nlohmann::json* details = nullptr;
@@ -162,12 +170,13 @@ mapping mapping_from_json(const nlohmann::json& j, const std::string& source) {
     m.unit = details->value("unit", std::string());
   }
   for (const auto& [op, funcs] : j["op_to_func"].items()) {
-    if (!funcs.is_array()) throw map_error(source + ": op_to_func[\"" + op + "\"] is not an array");
+    if (!funcs.is_array())
+      throw tool_error(exit_invalid, source + ": op_to_func[\"" + op + "\"] is not an array");
     op_map o;
     o.op = op;
     for (const auto& k : funcs) {
       if (!k.is_string())
-        throw map_error(source + ": op_to_func[\"" + op + "\"] holds a non-string");
+        throw tool_error(exit_invalid, source + ": op_to_func[\"" + op + "\"] holds a non-string");
       mapped_function f;
       std::tie(f.function, f.module) = split_key(k.get<std::string>());
       if (details != nullptr && details->contains("ops") && (*details)["ops"].contains(op)) {
@@ -193,17 +202,25 @@ attribution attribute_lotus(const mapping& m, const function_profile& profile,
   attribution a;
   a.method = "lotus";
   a.unit = profile.unit;
-  std::map<std::string, std::vector<std::string>> func_ops;  // key → ops mapping it
-  for (const auto& o : m.ops)
-    for (const auto& f : o.functions) func_ops[f.function + "|" + f.module].push_back(o.op);
+  // Matched by function_identity: the probe's functions by name (the real program is another
+  // binary), libraries without their version, ifunc variants folded.
+  std::map<std::string, std::vector<std::string>> func_ops;  // identity → ops mapping it
+  for (const auto& o : m.ops) {
+    for (const auto& f : o.functions) {
+      auto& v = func_ops[function_identity(f.function, f.module)];
+      if (std::find(v.begin(), v.end(), o.op) == v.end()) v.push_back(o.op);
+    }
+  }
   std::map<std::string, op_attribution> per_op;
   for (const auto& o : m.ops) per_op[o.op].op = o.op;
   auto weight = [&](const std::string& op) {
     const auto it = weights.find(op);
     return it == weights.end() ? 0.0 : it->second;
   };
+  // Ratio metrics: weighted sums and weights per op (weight: clockticks, else CPU time).
+  std::map<std::string, std::map<std::string, std::pair<double, double>>> ratios;
   for (const auto& r : profile.rows) {
-    const auto it = func_ops.find(r.function + "|" + r.module);
+    const auto it = func_ops.find(function_identity(r.function, r.module));
     if (it == func_ops.end()) {
       a.unattributed += r.self;
       a.unattributed_samples += r.samples;
@@ -222,6 +239,17 @@ attribution attribute_lotus(const mapping& m, const function_profile& profile,
       c.samples = static_cast<std::uint64_t>(std::llround(static_cast<double>(r.samples) * frac));
       oa.value += c.self;
       oa.samples += c.samples;
+      const auto ck = r.metrics.find("Clockticks");
+      const double w = (ck != r.metrics.end() ? ck->second : r.self) * frac;
+      for (const auto& [name, v] : r.metrics) {
+        if (is_ratio_metric(name)) {
+          auto& acc = ratios[op][name];
+          acc.first += v * w;
+          acc.second += w;
+        } else {
+          oa.metrics[name] += v * frac;
+        }
+      }
       oa.functions.push_back(std::move(c));
     }
   }
@@ -232,6 +260,8 @@ attribution attribute_lotus(const mapping& m, const function_profile& profile,
   }
   for (auto& kv : per_op) {
     auto& oa = kv.second;
+    for (const auto& [name, acc] : ratios[kv.first])
+      if (acc.second > 0) oa.metrics[name] = acc.first / acc.second;
     oa.share = total > 0 ? oa.value / total : 0;
     oa.trace_share = wtotal > 0 ? weight(kv.first) / wtotal : -1;
     std::sort(oa.functions.begin(), oa.functions.end(),
@@ -299,6 +329,10 @@ std::string attribution_text(const attribution& a, std::size_t top) {
                     f.module.c_str(), pct(s).c_str());
       os << line;
     }
+    for (const auto& [name, v] : o.metrics) {
+      std::snprintf(line, sizeof line, "    metric %-40.40s %14.4g\n", name.c_str(), v);
+      os << line;
+    }
     for (const auto& ev : o.events) {
       os << "    event " << ev.first << ": " << static_cast<unsigned long long>(ev.second) << "\n";
     }
@@ -330,6 +364,7 @@ nlohmann::json attribution_json(const attribution& a) {
     }
     jo["functions"] = fs;
     if (!o.events.empty()) jo["events"] = o.events;
+    if (!o.metrics.empty()) jo["metrics"] = o.metrics;
     j["ops"].push_back(jo);
   }
   j["unattributed"] = {{"value", a.unattributed}, {"samples", a.unattributed_samples}};

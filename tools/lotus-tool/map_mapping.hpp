@@ -19,6 +19,7 @@ struct mapped_function {
   double inclusive = 0;  ///< Callgrind only
   std::uint64_t samples = 0;
   unsigned runs_seen = 0;
+  std::vector<std::string> variants;  ///< ifunc variants folded into `function` (detail)
 };
 
 struct op_map {
@@ -66,7 +67,8 @@ unsigned runs_for_confidence(double confidence, double f_ns, double s_ns, unsign
 
 /// JSON: {"op_to_func":…, "common_funcs_to_op":…, "lotus": {details}}.
 nlohmann::json mapping_to_json(const mapping& m);
-/// Reads Lotus's own files (only the two Lotus keys) and ours. Throws map_error on a bad shape.
+/// Reads Lotus's own files (only the two Lotus keys) and ours. Throws tool_error(exit_invalid) on a
+/// bad shape.
 mapping mapping_from_json(const nlohmann::json& j, const std::string& source);
 
 /// Result of `attribute` (either method).
@@ -78,6 +80,9 @@ struct op_attribution {
   std::uint64_t samples = 0;
   std::vector<function_cost> functions;  ///< per-function contributions, descending
   std::map<std::string, double> events;  ///< join: per-event period sums
+  /// Lotus's method with a vendor report: every metric column split per op (counts by the split
+  /// fraction; ratios as clocktick-weighted averages, see is_ratio_metric).
+  std::map<std::string, double> metrics;
 };
 struct attribution {
   std::string method;  ///< "lotus" or "join"

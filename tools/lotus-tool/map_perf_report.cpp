@@ -48,10 +48,11 @@ function_profile parse_perf_report(std::istream& in, const std::string& source) 
     if (trim_copy(line).empty() || line[0] == '#') continue;
     const auto fields = split_fields(line, '\x1f');
     auto bad = [&](const std::string& why) {
-      return map_error(
+      return tool_error(
+          exit_invalid,
           source + ":" + std::to_string(lineno) + ": " + why +
-          " (expected 'overhead<US>period<US>samples<US>[.] symbol<US>dso' from perf report -t "
-          "$'\\x1f')");
+              " (expected 'overhead<US>period<US>samples<US>[.] symbol<US>dso' from perf report -t "
+              "$'\\x1f')");
     };
     if (fields.size() != 5) throw bad("expected 5 fields, got " + std::to_string(fields.size()));
     std::string pct = fields[0];
@@ -72,12 +73,14 @@ function_profile parse_perf_report(std::istream& in, const std::string& source) 
     if (sym.size() > inl.size() && sym.compare(sym.size() - inl.size(), inl.size(), inl) == 0) {
       sym.erase(sym.size() - inl.size());
     }
+    sym = strip_symbol_version(sym);
     std::string mod = module_basename(fields[4]);
     const auto key = std::make_pair(sym, mod);
     auto it = index.find(key);
     if (it == index.end()) {
       index.emplace(key, prof.rows.size());
-      prof.rows.push_back(function_cost{sym, mod, period, 0, static_cast<std::uint64_t>(samples)});
+      prof.rows.push_back(
+          function_cost{sym, mod, period, 0, static_cast<std::uint64_t>(samples), {}});
     } else {
       prof.rows[it->second].self += period;
       prof.rows[it->second].samples += static_cast<std::uint64_t>(samples);

@@ -15,9 +15,9 @@ namespace lotus_tool {
 std::vector<std::string> perf_report_args();
 
 /// Parse the rows of `perf report` with the unit-separator field layout. Period is CPU time in ns
-/// for cpu-clock/task-clock. Rows for the same function|module are merged. Throws map_error naming
-/// `source:line` for a row that is not overhead/period/symbol/dso; an empty report (no rows) is not
-/// an error here (the caller decides).
+/// for cpu-clock/task-clock. Rows for the same function|module are merged. Throws
+/// tool_error(exit_invalid) naming `source:line` for a row that is not overhead/period/symbol/dso;
+/// an empty report (no rows) is not an error here (the caller decides).
 function_profile parse_perf_report(std::istream& in, const std::string& source);
 
 }  // namespace lotus_tool

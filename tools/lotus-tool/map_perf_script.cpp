@@ -133,9 +133,11 @@ std::uint64_t parse_perf_script(std::istream& in, const std::string& source,
     ++lineno;
     if (trim_copy(line).empty()) continue;
     if (!parse_perf_script_line(line, s, why)) {
-      throw map_error(source + ":" + std::to_string(lineno) + ": " + why +
-                      " (expected 'TID SEC.NSEC: PERIOD EVENT: IP SYMBOL (DSO)' from perf script " +
-                      "-F tid,time,period,event,ip,sym,dso --ns)");
+      throw tool_error(
+          exit_invalid,
+          source + ":" + std::to_string(lineno) + ": " + why +
+              " (expected 'TID SEC.NSEC: PERIOD EVENT: IP SYMBOL (DSO)' from perf script " +
+              "-F tid,time,period,event,ip,sym,dso --ns)");
     }
     on_sample(s);
     ++n;

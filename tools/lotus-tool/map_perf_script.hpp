@@ -23,8 +23,8 @@ struct perf_sample {
 /// The `perf script` arguments whose output parse_perf_script() reads (after `perf script -i F`).
 std::vector<std::string> perf_script_args();
 
-/// Stream samples to `on_sample`. Returns the number of samples. Throws map_error naming
-/// `source:line` for a line that is not a sample in this layout.
+/// Stream samples to `on_sample`. Returns the number of samples. Throws tool_error(exit_invalid)
+/// naming `source:line` for a line that is not a sample in this layout.
 std::uint64_t parse_perf_script(std::istream& in, const std::string& source,
                                 const std::function<void(const perf_sample&)>& on_sample);
 

@@ -2,14 +2,10 @@
 // SPDX-License-Identifier: MIT
 #include "map_spans.hpp"
 
-#include <dirent.h>
-
 #include <algorithm>
-#include <fstream>
 #include <unordered_map>
 
-#include "core/trace_name.hpp"
-#include "map_profile.hpp"
+#include "trace_dir.hpp"
 
 namespace lotus_tool {
 
@@ -25,76 +21,46 @@ std::string op_name_of(const std::string& n) {
   return s;
 }
 
-namespace {
-
-bool parse_u64(const std::string& s, std::size_t b, std::size_t e, std::uint64_t& v) {
-  if (b >= e || e - b > 20) return false;
-  v = 0;
-  for (std::size_t i = b; i < e; ++i) {
-    if (s[i] < '0' || s[i] > '9') return false;
-    v = v * 10 + static_cast<std::uint64_t>(s[i] - '0');
-  }
-  return true;
-}
-
-// Trace file name (plain or fresh `_r<k>_` variant) → tid, or false.
-bool trace_tid(const std::string& name, const std::string& prefix, std::uint64_t& tid) {
-  if (!prefix.empty() && name.rfind(prefix, 0) != 0) return false;
-  std::string file_prefix;
-  file_kind kind{};
-  return parse_trace_file_name(name, file_prefix, kind, tid);
-}
-
-}  // namespace
-
 span_set read_spans(const std::string& dir, const std::string& prefix) {
+  // The core reader: its directory scan (trace and sidecar names, special files) and the fuzzed
+  // record parser; a malformed line stops with `file:line: reason`, as in every other command.
+  const trace_dir td = scan_trace_dir(dir, prefix);
   span_set out;
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) throw map_error("cannot read trace directory '" + dir + "'");
-  std::vector<std::pair<std::string, std::uint64_t>> files;
-  while (const dirent* e = ::readdir(d)) {
-    std::uint64_t tid = 0;
-    const std::string name = e->d_name;
-    if (name.empty() || name[0] == '.') continue;
-    if (trace_tid(name, prefix, tid)) files.emplace_back(name, tid);
-  }
-  ::closedir(d);
-  std::sort(files.begin(), files.end());
-  if (files.empty()) {
-    throw map_error("no trace files (*_worker_pid_<tid> / *_main_pid_<tid>) in '" + dir + "'" +
-                    (prefix.empty() ? std::string() : " with prefix '" + prefix + "'"));
-  }
+  out.files = td.files.size();
   std::unordered_map<std::string, std::uint32_t> ids;
-  for (const auto& [name, tid] : files) {
-    std::ifstream in(dir + "/" + name);
-    if (!in) throw map_error("cannot open trace file '" + dir + "/" + name + "'");
-    ++out.files;
-    auto& vec = out.by_thread[tid];
-    std::string line;
-    while (std::getline(in, line)) {
-      const auto c1 = line.find(',');
-      const auto c2 = c1 == std::string::npos ? c1 : line.find(',', c1 + 1);
-      std::uint64_t start = 0, dur = 0;
-      if (c2 == std::string::npos || line.empty() || line[0] != 'S' ||
-          !parse_u64(line, c1 + 1, c2, start) || !parse_u64(line, c2 + 1, line.size(), dur)) {
-        ++out.bad_lines;
-        continue;
-      }
-      ++out.records;
-      std::string op = op_name_of(line.substr(0, c1));
-      if (op == "BatchQueued" || op == "BatchConsumed") continue;  // 1 µs markers, not spans
-      auto it = ids.find(op);
-      if (it == ids.end()) {
-        it = ids.emplace(op, static_cast<std::uint32_t>(out.names.size())).first;
-        out.names.push_back(op);
-      }
-      vec.push_back(span{start, start + dur, it->second});
-    }
-  }
+  std::string op;
+  for_each_record(td, read_options{},
+                  [&](std::size_t file, const record& rec, const batch_ref& batch) {
+                    ++out.records;
+                    // 1 µs markers, not spans.
+                    if (batch.kind == batch_kind::queued || batch.kind == batch_kind::consumed)
+                      return;
+                    op = op_name_of(std::string(rec.name));
+                    auto it = ids.find(op);
+                    if (it == ids.end()) {
+                      it = ids.emplace(op, static_cast<std::uint32_t>(out.names.size())).first;
+                      out.names.push_back(op);
+                    }
+                    const std::uint64_t end = rec.start_ns + rec.dur_ns;  // both < 2^63
+                    out.by_thread[td.files[file].id].push_back(span{rec.start_ns, end, it->second});
+                  });
   for (auto& kv : out.by_thread) {
     std::sort(kv.second.begin(), kv.second.end(), [](const span& a, const span& b) {
       return a.start != b.start ? a.start < b.start : a.end > b.end;
     });
+  }
+  return out;
+}
+
+std::set<std::uint64_t> op_threads(const span_set& s) {
+  std::set<std::uint64_t> out;
+  for (const auto& kv : s.by_thread) {
+    for (const auto& sp : kv.second) {
+      if (s.names[sp.op].rfind("Batch", 0) != 0) {
+        out.insert(kv.first);
+        break;
+      }
+    }
   }
   return out;
 }

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -22,17 +23,19 @@ struct span_set {
   std::map<std::uint64_t, std::vector<span>> by_thread;  ///< sorted by (start asc, end desc)
   std::uint64_t files = 0;
   std::uint64_t records = 0;
-  std::uint64_t bad_lines = 0;  ///< malformed lines skipped (lotus-tool check reports them)
 };
+
+/// Threads that recorded at least one op span (not only SBatch* spans): the pipeline's workers.
+std::set<std::uint64_t> op_threads(const span_set& s);
 
 /// Op name for a record name: "SLoader" → "Loader", "SBatchWait_12" → "BatchWait".
 std::string op_name_of(const std::string& record_name);
 
-/// Read every `*_worker_pid_<tid>` / `*_main_pid_<tid>` file in `dir` whose basename starts with
-/// `prefix` (any prefix when empty); fresh names `*_worker_pid_r<k>_<tid>` are files of `<tid>`
-/// too, and their spans join the same thread. Markers with the 1000 ns placeholder duration
-/// (SBatchQueued/SBatchConsumed) are skipped. Throws map_error if `dir` cannot be read or holds no
-/// trace file.
+/// Reads the trace directory with the core reader (scan_trace_dir + for_each_record: `prefix` empty
+/// = the directory's one prefix); fresh names `*_worker_pid_r<k>_<tid>` are files of `<tid>` too,
+/// and their spans join the same thread. Markers with the 1000 ns placeholder duration
+/// (SBatchQueued/SBatchConsumed) are skipped. Throws tool_error: exit_io (no directory, no trace
+/// files), exit_invalid (`file:line: reason` for a malformed record).
 span_set read_spans(const std::string& dir, const std::string& prefix = {});
 
 /// Per-op totals from the spans: `total` = sum of durations; `self` = duration minus the time

@@ -73,7 +73,8 @@ bool detect_header(const std::vector<std::string>& cols, bool uprof_style, heade
   for (std::size_t i = 0; i < cols.size(); ++i) {
     std::string unit;
     const std::string n = normalise(cols[i], &unit);
-    if (!f && n == "function") {
+    if (!f && (n == "function" || n == "source function / function / call stack" ||
+               n == "function / call stack" || n == "source function")) {
       h.function = i;
       f = true;
     } else if (!m && n == "module") {
@@ -106,6 +107,23 @@ bool parse_time(std::string s, double& v) {
   return end == s.c_str() + s.size();
 }
 
+// Columns that hold no metric (names, addresses, sources).
+bool skip_column(const std::string& h) {
+  const std::string n = normalise(h, nullptr);
+  return n == "function" || n == "function full" || n == "source file" || n == "start address" ||
+         n == "module path" || n == "source function" || n == "process" || n == "thread";
+}
+
+// A plain decimal number, optionally with a trailing '%' or 's' (VTune prints "12.5%", "0.120s").
+bool parse_metric(std::string s, double& v) {
+  s = trim_copy(s);
+  if (!s.empty() && (s.back() == '%' || s.back() == 's')) s.pop_back();
+  if (s.empty() || s.find_first_not_of("0123456789.-+eE") != std::string::npos) return false;
+  char* end = nullptr;
+  v = std::strtod(s.c_str(), &end);
+  return end == s.c_str() + s.size();
+}
+
 }  // namespace
 
 function_profile parse_vendor_csv(std::istream& in, const std::string& source) {
@@ -118,6 +136,7 @@ function_profile parse_vendor_csv(std::istream& in, const std::string& source) {
   bool found = false;
   char delim = ',';
   header_info h;
+  std::vector<std::string> header;
   std::size_t ncols = 0;
   while (std::getline(in, line)) {
     ++lineno;
@@ -131,6 +150,7 @@ function_profile parse_vendor_csv(std::istream& in, const std::string& source) {
           return c.find("CPU_TIME") != std::string::npos;
         });
         if (detect_header(cols, uprof, h)) {
+          header = cols;
           delim = d;
           ncols = cols.size();
           in_table = true;
@@ -147,30 +167,45 @@ function_profile parse_vendor_csv(std::istream& in, const std::string& source) {
     const auto cols = split_csv_line(line, delim);
     const auto need = std::max({h.function, h.module, h.time}) + 1;
     if (cols.size() < need) {
-      throw map_error(source + ":" + std::to_string(lineno) + ": expected " +
-                      std::to_string(ncols) + " columns, got " + std::to_string(cols.size()));
+      throw tool_error(exit_invalid, source + ":" + std::to_string(lineno) + ": expected " +
+                                         std::to_string(ncols) + " columns, got " +
+                                         std::to_string(cols.size()));
     }
     double secs = 0;
     if (!parse_time(cols[h.time], secs)) {
-      throw map_error(source + ":" + std::to_string(lineno) + ": CPU time '" + cols[h.time] +
-                      "' is not a number");
+      throw tool_error(exit_invalid, source + ":" + std::to_string(lineno) + ": CPU time '" +
+                                         cols[h.time] + "' is not a number");
     }
+    // The grouping export ("Source Function / Function / Call Stack") lists each function's
+    // call stacks under it, indented: those rows repeat the function's cost.
+    if (!cols[h.function].empty() && (cols[h.function][0] == ' ' || cols[h.function][0] == '\t'))
+      continue;
     const std::string fn = trim_copy(cols[h.function]);
     const std::string mod = module_basename(trim_copy(cols[h.module]));
     const double ns = secs * h.to_ns;
+    std::map<std::string, double> metrics;
+    for (std::size_t c = 0; c < cols.size() && c < header.size(); ++c) {
+      if (c == h.function || c == h.module || c == h.time || skip_column(header[c])) continue;
+      double v = 0;
+      if (parse_metric(cols[c], v)) metrics[trim_copy(header[c])] = v;
+    }
     const auto key = std::make_pair(fn, mod);
     const auto it = index.find(key);
     if (it == index.end()) {
       index.emplace(key, prof.rows.size());
-      prof.rows.push_back(function_cost{fn, mod, ns, 0, 0});
+      function_cost row{fn, mod, ns, 0, 0, {}};
+      row.metrics = std::move(metrics);
+      prof.rows.push_back(std::move(row));
     } else {
       prof.rows[it->second].self += ns;
+      for (const auto& kv : metrics) prof.rows[it->second].metrics[kv.first] += kv.second;
     }
     prof.total += ns;
   }
   if (!found) {
-    throw map_error(source + ": no per-function table found (need a header row with Function, " +
-                    "CPU Time and Module columns, as VTune/uProf CSV reports have)");
+    throw tool_error(exit_invalid,
+                     source + ": no per-function table found (need a header row with Function, " +
+                         "CPU Time and Module columns, as VTune/uProf CSV reports have)");
   }
   return prof;
 }

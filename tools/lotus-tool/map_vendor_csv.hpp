@@ -19,7 +19,8 @@ std::vector<std::string> split_csv_line(const std::string& line, char delim);
 /// - uProf `report -f csv`: a multi-section file; the section whose header row has `FUNCTION`,
 ///   `CPU_TIME` and `Module` (case-insensitive) is read until the next blank line. CPU_TIME is in
 ///   milliseconds unless the header names the unit, e.g. `CPU_TIME (sec)`.
-/// Throws map_error naming `source:line` when no such table exists or a row is malformed.
+/// Throws tool_error(exit_invalid) naming `source:line` when no such table exists or a row is
+/// malformed.
 function_profile parse_vendor_csv(std::istream& in, const std::string& source);
 
 }  // namespace lotus_tool

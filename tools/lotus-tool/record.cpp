@@ -1,12 +1,11 @@
 // lotus — lotus-tool record: run a traced program under perf for the join, in one command
 // SPDX-License-Identifier: MIT
-#include <dirent.h>
 #include <sys/stat.h>
 
 #include <CLI/CLI.hpp>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
-#include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,13 +13,13 @@
 #include "commands.hpp"
 #include "error.hpp"
 #include "map_process.hpp"
-#include "trace_name.hpp"
+#include "trace_dir.hpp"
 
 namespace lotus_tool {
 
 namespace {
 
-struct record_options {
+struct record_args {
   std::string dir = "lotus-record";
   std::string prefix = "lotustrace_log";
   unsigned freq = 999;
@@ -29,23 +28,20 @@ struct record_options {
   std::vector<std::string> program;
 };
 
-int run_record(const record_options& opt, std::ostream& out, std::ostream& err) {
+void run_record(const record_args& opt) {
   const std::string perf = find_executable("perf");
   if (perf.empty()) {
-    err << "lotus-tool record: 'perf' not found on PATH; install it with: apt-get install "
-           "linux-perf\n";
-    return exit_io;
+    throw tool_error(
+        exit_io, "record: 'perf' not found on PATH; install it with: apt-get install linux-perf");
   }
   if (opt.program.empty() || find_executable(opt.program[0]).empty()) {
-    err << "lotus-tool record: program '" << (opt.program.empty() ? "" : opt.program[0])
-        << "' not found or not executable\n";
-    return exit_io;
+    throw tool_error(exit_io, "record: program '" + (opt.program.empty() ? "" : opt.program[0]) +
+                                  "' not found or not executable");
   }
   const std::string trace = opt.dir + "/trace";
   for (const std::string& d : {opt.dir, trace}) {
     if (::mkdir(d.c_str(), 0755) != 0 && errno != EEXIST) {
-      err << "lotus-tool record: cannot create '" << d << "': " << std::strerror(errno) << "\n";
-      return exit_io;
+      throw tool_error(exit_io, "record: cannot create '" + d + "': " + std::strerror(errno));
     }
   }
   run_spec spec;
@@ -67,35 +63,34 @@ int run_record(const record_options& opt, std::ostream& out, std::ostream& err) 
   spec.timeout_s = opt.timeout_s;
   const run_result r = run_process(spec);
   if (!r.ok()) {
-    err << "lotus-tool record: " << describe(r, opt.timeout_s) << "\n"
-        << tail_file(spec.stderr_path, 8);
-    return exit_invalid;
+    throw tool_error(exit_invalid, "record: " + describe(r, opt.timeout_s) + "\n" +
+                                       tail_file(spec.stderr_path, 8));
   }
-  bool traced = false;
-  if (DIR* d = ::opendir(trace.c_str())) {
-    while (const dirent* e = ::readdir(d)) {
-      std::string file_prefix;
-      file_kind kind{};
-      std::uint64_t tid = 0;
-      traced = traced || parse_trace_file_name(e->d_name, file_prefix, kind, tid);
-    }
-    ::closedir(d);
+  // The core scan decides whether a trace was written (the same rule as every other command).
+  std::size_t files = 0;
+  try {
+    files = scan_trace_dir(trace, opt.prefix).files.size();
+  } catch (const tool_error&) {
+    files = 0;
   }
-  if (traced) {
-    out << "recorded " << opt.dir << "/perf.data and the trace in " << trace
-        << "\nnext: lotus-tool attribute " << opt.dir << "\n";
+  if (files > 0) {
+    std::printf(
+        "recorded %s/perf.data and the trace in %s (%zu file(s))\nnext: lotus-tool "
+        "attribute %s\n",
+        opt.dir.c_str(), trace.c_str(), files, opt.dir.c_str());
   } else {
-    out << "recorded " << opt.dir << "/perf.data; the program wrote no trace to " << trace
-        << " (it sets its own log file, or is not built with lotus)\nnext: lotus-tool attribute "
-        << opt.dir << " --trace <its trace directory>\n";
+    std::printf(
+        "recorded %s/perf.data; the program wrote no trace to %s (it sets its own log "
+        "file, or is not built with lotus)\nnext: lotus-tool attribute %s --trace <its "
+        "trace directory>\n",
+        opt.dir.c_str(), trace.c_str(), opt.dir.c_str());
   }
-  return exit_ok;
 }
 
 }  // namespace
 
 void add_record_command(CLI::App& app) {
-  auto opt = std::make_shared<record_options>();
+  auto opt = std::make_shared<record_args>();
   CLI::App* cmd = app.add_subcommand(
       "record",
       "run a program with LotusTrace on under 'perf record -k CLOCK_REALTIME' (input of "
@@ -107,13 +102,11 @@ void add_record_command(CLI::App& app) {
   cmd->add_option("-F,--freq", opt->freq, "sampling frequency in Hz")
       ->check(CLI::Range(1u, 100000u))
       ->capture_default_str();
-  cmd->add_option("-e,--event", opt->events, "perf events (default: cpu-clock; repeatable)");
+  cmd->add_option("-e,--event", opt->events, "perf events (default: cpu-clock; repeatable)")
+      ->allow_extra_args(false);  // one event per -e, so "-e E -- PROGRAM -o X" parses
   cmd->add_option("--timeout", opt->timeout_s, "kill the program after this many seconds");
   cmd->add_option("program", opt->program, "PROGRAM [ARGS] (after --)")->required();
-  cmd->callback([opt]() {
-    const int code = run_record(*opt, std::cout, std::cerr);
-    if (code != exit_ok) throw tool_error(code, "record failed (see messages above)");
-  });
+  cmd->callback([opt]() { run_record(*opt); });
 }
 
 }  // namespace lotus_tool

@@ -9,6 +9,7 @@
 
 #include "commands.hpp"
 #include "error.hpp"
+#include "input_options.hpp"
 #include "output.hpp"
 #include "stats_engine.hpp"
 #include "trace_dir.hpp"
@@ -18,8 +19,9 @@ namespace lotus_tool {
 namespace {
 
 struct stats_args {
-  std::string dir, prefix, output = "-";
-  bool json = false, csv = false, remove_outliers = false, skip_invalid = false;
+  input_args in;
+  std::string output = "-";
+  bool json = false, csv = false, remove_outliers = false;
 };
 
 nlohmann::json summary_json(const summary& s) {
@@ -36,7 +38,8 @@ nlohmann::json summary_json(const summary& s) {
           {"iqr_ms", s.iqr()}};
 }
 
-nlohmann::json to_json(const stats_result& r, const trace_dir& dir, bool outliers) {
+nlohmann::json to_json(const stats_result& r, const trace_dir& dir, const record_filter& win,
+                       bool outliers) {
   nlohmann::json j;
   j["trace"] = {{"dir", dir.path},
                 {"prefix", dir.prefix},
@@ -47,6 +50,30 @@ nlohmann::json to_json(const stats_result& r, const trace_dir& dir, bool outlier
                 {"skipped_lines", r.skipped_lines},
                 {"epochs", r.epochs}};
   j["trace"]["hosts"] = dir.hosts();
+  if (!win.description.empty()) j["trace"]["window"] = win.description;
+  if (dir.sources.size() > 1) {
+    auto& dirs = j["trace"]["dirs"] = nlohmann::json::array();
+    for (const auto& s : dir.sources) dirs.push_back({{"path", s.path}, {"label", s.label}});
+  }
+  // Several directories (hosts / ranks): the rank comparison.
+  if (!r.ranks.empty()) {
+    auto& rk = j["ranks"] = nlohmann::json::array();
+    for (const auto& x : r.ranks) {
+      nlohmann::json o = {{"label", x.label},
+                          {"batches", x.batches},
+                          {"preprocessing_ms", x.preprocessing_ms},
+                          {"preprocessing_mean_ms", x.preprocessing_mean_ms},
+                          {"waits", x.waits},
+                          {"wait_ms", x.wait_ms},
+                          {"main_elapsed_ms", x.main_elapsed_ms},
+                          {"wait_share", x.wait_share()},
+                          {"out_of_order", x.out_of_order}};
+      if (!x.host.empty()) o["host"] = x.host;
+      if (x.rank) o["rank"] = *x.rank;
+      rk.push_back(std::move(o));
+    }
+    if (r.slowest_rank) j["slowest_rank"] = r.ranks[*r.slowest_rank].label;
+  }
   // Processes from the sidecars: host and rank when the sidecar has them, the files attributed
   // to each, and the library's own counters.
   auto& procs = j["processes"] = nlohmann::json::array();
@@ -104,11 +131,19 @@ nlohmann::json to_json(const stats_result& r, const trace_dir& dir, bool outlier
   return j;
 }
 
+// A CSV field: quoted when it holds a comma, quote or line break (RFC 4180).
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
 void csv_row(std::string& out, const char* section, const std::string& name, const char* metric,
              double v) {
   out += section;
   out += ',';
-  out += name;  // op names are validated: no commas or newlines
+  out += csv_field(name);  // names hold no comma or line break; rank labels may
   out += ',';
   out += metric;
   out += ',';
@@ -154,6 +189,13 @@ std::string to_csv(const stats_result& r) {
   csv_row(out, "batches", "", "out_of_order_arrivals", double(r.out_of_order));
   csv_row(out, "batches", "", "queued", double(r.queued));
   csv_row(out, "batches", "", "consumed", double(r.consumed));
+  for (const auto& x : r.ranks) {
+    csv_row(out, "rank", x.label, "batches", double(x.batches));
+    csv_row(out, "rank", x.label, "preprocessing_mean_ms", x.preprocessing_mean_ms);
+    csv_row(out, "rank", x.label, "wait_ms", x.wait_ms);
+    csv_row(out, "rank", x.label, "wait_share", x.wait_share());
+    csv_row(out, "rank", x.label, "out_of_order", double(x.out_of_order));
+  }
   return out;
 }
 
@@ -178,7 +220,8 @@ void text_summary(std::string& out, const summary& s) {
   append_fmt(out, "\t75th - 25th = %.2f ms\n", s.iqr());
 }
 
-std::string to_text(const stats_result& r, const trace_dir& dir, bool outliers) {
+std::string to_text(const stats_result& r, const trace_dir& dir, const record_filter& win,
+                    bool outliers) {
   std::string out;
   append_fmt(out, "Trace %s (prefix '%s'): %llu records in %llu files (%llu worker, %llu main)",
              dir.path.c_str(), dir.prefix.c_str(), static_cast<unsigned long long>(r.records),
@@ -192,6 +235,7 @@ std::string to_text(const stats_result& r, const trace_dir& dir, bool outliers) 
     append_fmt(out, ", %llu malformed lines skipped",
                static_cast<unsigned long long>(r.skipped_lines));
   }
+  if (!win.description.empty()) append_fmt(out, "\nWindow: %s", win.description.c_str());
   out += "\n\nPer-op elapsed time (ms), worker files, SBatch* excluded:\n";
   append_fmt(out, "%-28s %10s %10s %10s %10s %10s %8s %8s\n", "op", "count", "mean", "p50", "p90",
              "p99", "<10ms", "<100us");
@@ -260,14 +304,32 @@ std::string to_text(const stats_result& r, const trace_dir& dir, bool outliers) 
   append_fmt(out, "Batches queued: %llu, consumed: %llu\n",
              static_cast<unsigned long long>(r.queued),
              static_cast<unsigned long long>(r.consumed));
+  if (!r.ranks.empty()) {
+    // Clocks of different hosts are taken as synchronized (NTP/PTP).
+    out += "\nPer rank (one trace directory each):\n";
+    append_fmt(out, "%-32s %8s %12s %8s %12s %8s %8s\n", "rank", "batches", "prep mean", "waits",
+               "wait sum", "wait %", "ooo");
+    for (const auto& x : r.ranks) {
+      append_fmt(out, "%-32s %8llu %9.2f ms %8llu %9.2f ms %7.2f%% %8llu\n",
+                 x.label.substr(0, 32).c_str(), static_cast<unsigned long long>(x.batches),
+                 x.preprocessing_mean_ms, static_cast<unsigned long long>(x.waits), x.wait_ms,
+                 100 * x.wait_share(), static_cast<unsigned long long>(x.out_of_order));
+    }
+    if (r.slowest_rank) {
+      const rank_stats& s = r.ranks[*r.slowest_rank];
+      append_fmt(out,
+                 "Slowest rank: %s (its main process waited %.2f ms for data, %.2f%% of its "
+                 "time; mean batch preprocessing %.2f ms)\n",
+                 s.label.c_str(), s.wait_ms, 100 * s.wait_share(), s.preprocessing_mean_ms);
+    }
+  }
   return out;
 }
 
 void run_stats(const stats_args& a) {
-  const trace_dir dir = scan_trace_dir(a.dir, a.prefix);
-  for (const auto& w : dir.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
-  read_options ropt;
-  ropt.skip_invalid = a.skip_invalid;
+  const input in = open_input(a.in);
+  const trace_dir& dir = in.dir;
+  const read_options ropt = reading(in);
   stats_options sopt;
   sopt.remove_outliers = a.remove_outliers;
   const stats_result r = compute_stats(dir, ropt, sopt);
@@ -278,13 +340,13 @@ void run_stats(const stats_args& a) {
   output_file out(a.output);
   if (a.json) {
     // Host and thread names come from sidecars: invalid UTF-8 becomes U+FFFD, never an error.
-    out.write(to_json(r, dir, a.remove_outliers)
+    out.write(to_json(r, dir, in.filter, a.remove_outliers)
                   .dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
     out.write("\n");
   } else if (a.csv) {
     out.write(to_csv(r));
   } else {
-    out.write(to_text(r, dir, a.remove_outliers));
+    out.write(to_text(r, dir, in.filter, a.remove_outliers));
   }
   out.commit();
 }
@@ -298,15 +360,11 @@ void add_stats_command(CLI::App& app) {
       "Per-op table (count, mean, p50/p90/p99, share < 10 ms / < 100 us), per-batch preprocessing\n"
       "time, main-process wait time, batch delay time and out-of-order arrivals, computed as\n"
       "the Lotus analysis scripts do (times in ms).");
-  cmd->add_option("DIR", args->dir, "Trace directory")->required();
-  cmd->add_option("--prefix,-p", args->prefix,
-                  "Log-file prefix (default: the only prefix present in DIR)");
+  add_input_options(cmd, args->in, /*windows=*/true);
   auto* j = cmd->add_flag("--json", args->json, "Machine-readable JSON output");
   cmd->add_flag("--csv", args->csv, "CSV output (section,name,metric,value)")->excludes(j);
   cmd->add_flag("--remove-outliers", args->remove_outliers,
                 "Drop batches with preprocessing time < q1 - 2*(q3 - q1) (the scripts' rule)");
-  cmd->add_flag("--skip-invalid", args->skip_invalid,
-                "Skip malformed lines (counted) instead of failing on the first one");
   cmd->add_option("-o,--output", args->output, "Output file ('-' = stdout)")->capture_default_str();
   cmd->callback([args] { run_stats(*args); });
 }

@@ -8,8 +8,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "error.hpp"
 
@@ -56,28 +54,64 @@ inline std::uint64_t newline_mask64(const char* p) noexcept {
 
 line_reader::line_reader(const std::string& path, std::size_t max_line)
     : path_(path), chunk_(k_default_chunk), max_line_(max_line) {
-  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO (or a device) must never wait for a writer; such a file is
+  // refused below, before any read.
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd_ < 0) {
     throw tool_error(exit_io, path + ": cannot open: " + std::strerror(errno));
   }
   struct stat st {};
-  if (::fstat(fd_, &st) == 0 && S_ISDIR(st.st_mode)) {
+  if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+    const int err = errno;
+    const bool dir = S_ISDIR(st.st_mode);
     ::close(fd_);
     fd_ = -1;
-    throw tool_error(exit_io, path + ": is a directory");
+    if (dir) throw tool_error(exit_io, path + ": is a directory");
+    throw tool_error(exit_io, path + ": " +
+                                  (st.st_mode != 0 ? std::string("not a regular file (") +
+                                                         file_type_name(st.st_mode) + ")"
+                                                   : std::strerror(err)));
   }
-  cap_ = max_line_ + chunk_ + 1;
-  buf_.resize(cap_ + k_pad);
+  // A file that grows while it is read (a run still writing) is read up to its size now, so
+  // every command ends and sees one consistent snapshot.
+  limit_ = static_cast<std::uint64_t>(st.st_size);
+  size_buffer(limit_);
 }
 
 line_reader::line_reader(std::string_view data, std::size_t max_line, std::size_t chunk)
     : mem_(data), from_memory_(true), chunk_(chunk == 0 ? 1 : chunk), max_line_(max_line) {
-  cap_ = max_line_ + chunk_ + 1;
-  buf_.resize(cap_ + k_pad);
+  limit_ = data.size();
+  size_buffer(limit_);
 }
 
 line_reader::~line_reader() {
   if (fd_ >= 0) ::close(fd_);
+}
+
+// The buffer starts as small as the input allows (100k small files must not each cost a
+// chunk) and grows, up to max_line + chunk + 1 bytes, only when a line does not fit.
+void line_reader::size_buffer(std::uint64_t input_size) {
+  const std::size_t most = max_line_ + chunk_ + 1;
+  std::size_t want = input_size + 1 < chunk_ ? static_cast<std::size_t>(input_size + 1) : chunk_;
+  if (want < 256) want = 256;
+  cap_ = want < most ? want : most;
+  buf_.resize(cap_ + k_pad);
+}
+
+bool line_reader::growing() const noexcept {
+  if (from_memory_ || fd_ < 0) return false;
+  struct stat st {};
+  return ::fstat(fd_, &st) == 0 && static_cast<std::uint64_t>(st.st_size) > limit_;
+}
+
+const char* file_type_name(unsigned mode) noexcept {
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  return "not a regular file";
 }
 
 // Moves the unread tail to the front and appends one chunk. Returns false at EOF.
@@ -88,10 +122,18 @@ bool line_reader::fill() {
     end_ -= begin_;
     begin_ = 0;
   }
+  if (end_ == cap_) {  // a line longer than the buffer: grow (next() bounds it by max_line)
+    const std::size_t most = max_line_ + chunk_ + 1;
+    cap_ = cap_ > most / 2 ? most : 2 * cap_;
+    buf_.resize(cap_ + k_pad);
+  }
   std::size_t room = cap_ - end_;
   if (room > chunk_) room = chunk_;
+  if (room > limit_ - bytes_) room = static_cast<std::size_t>(limit_ - bytes_);
   std::size_t got = 0;
-  if (from_memory_) {
+  if (room == 0) {
+    got = 0;
+  } else if (from_memory_) {
     got = mem_.size() < room ? mem_.size() : room;
     std::memcpy(buf_.data() + end_, mem_.data(), got);
     mem_.remove_prefix(got);
@@ -160,6 +202,12 @@ bool line_reader::next(line& out) {
       return true;
     }
     if (!fill()) {
+      if (end_ > begin_ && growing()) {
+        // The file has grown since it was opened: its last line was being written then. The
+        // snapshot ends at the last whole line.
+        begin_ = end_;
+        return false;
+      }
       if (end_ > begin_) {
         out.text = std::string_view(buf_.data() + begin_, end_ - begin_);
         out.number = ++lineno_;
@@ -174,12 +222,19 @@ bool line_reader::next(line& out) {
 }
 
 std::string read_whole_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw tool_error(exit_io, path + ": cannot open: " + std::strerror(errno));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw tool_error(exit_io, path + ": read error");
-  return ss.str();
+  line_reader probe(path);  // the same open rules: never blocks, regular files only
+  std::string out;
+  out.resize(static_cast<std::size_t>(probe.limit_));
+  std::size_t got = 0;
+  while (got < out.size()) {
+    const ssize_t n = ::read(probe.fd_, &out[got], out.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw tool_error(exit_io, path + ": read error: " + std::strerror(errno));
+    if (n == 0) break;  // truncated meanwhile
+    got += static_cast<std::size_t>(n);
+  }
+  out.resize(got);
+  return out;
 }
 
 }  // namespace lotus_tool

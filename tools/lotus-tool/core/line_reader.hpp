@@ -22,10 +22,14 @@ class line_reader {
     bool too_long = false;
   };
 
-  static constexpr std::size_t k_default_max_line = 1 << 20;
+  /// Longest line read whole: names of any length are valid (LOTUS_SCOPE_DYNAMIC), so this is
+  /// only a memory bound. The buffer grows to it only for a line that needs it.
+  static constexpr std::size_t k_default_max_line = std::size_t{16} << 20;
   static constexpr std::size_t k_default_chunk = 1 << 20;
 
-  /// Opens `path`; throws tool_error(exit_io) with the OS reason on failure.
+  /// Opens `path` (never blocking: a FIFO or device is refused, not waited on) and reads it up
+  /// to its size at open (a file still growing is read as it was then). Throws
+  /// tool_error(exit_io) with the OS reason on failure.
   explicit line_reader(const std::string& path, std::size_t max_line = k_default_max_line);
   /// Reads from an in-memory buffer (tests, fuzzing), `chunk` bytes per refill.
   line_reader(std::string_view data, std::size_t max_line, std::size_t chunk = k_default_chunk);
@@ -39,7 +43,10 @@ class line_reader {
   std::uint64_t bytes_read() const noexcept { return bytes_; }
 
  private:
+  friend std::string read_whole_file(const std::string& path);
   bool fill();
+  bool growing() const noexcept;  ///< the file is now longer than at open
+  void size_buffer(std::uint64_t input_size);
   std::size_t find_newline() const noexcept;
 
   std::string path_;
@@ -55,8 +62,12 @@ class line_reader {
   bool skipping_ = false;
   std::uint64_t lineno_ = 0;
   std::uint64_t bytes_ = 0;
+  std::uint64_t limit_ = 0;  ///< bytes to read: the size at open
   std::size_t max_line_;
 };
+
+/// "a FIFO", "a character device", ... for a st_mode that is not a regular file.
+const char* file_type_name(unsigned mode) noexcept;
 
 /// The whole file (for small inputs such as --merge and --attribution documents). Throws
 /// tool_error(exit_io) `path: cannot open: reason` or `path: read error`.

@@ -44,6 +44,7 @@ output_file::~output_file() {
 }
 
 void output_file::flush() {
+  written_ += buf_.size();
   const char* p = buf_.data();
   std::size_t left = buf_.size();
   while (left > 0) {
@@ -73,6 +74,47 @@ void output_file::commit() {
   committed_ = true;
 }
 
+namespace {
+
+// Length of the well-formed UTF-8 sequence at p (1..4), or 0 if the bytes there are not one
+// (overlong forms, surrogates, values past U+10FFFF, cut sequences).
+std::size_t utf8_sequence(const unsigned char* p, const unsigned char* end) noexcept {
+  const unsigned c = p[0];
+  std::size_t extra;
+  std::uint32_t cp;
+  if ((c & 0xe0) == 0xc0) {
+    extra = 1;
+    cp = c & 0x1fu;
+  } else if ((c & 0xf0) == 0xe0) {
+    extra = 2;
+    cp = c & 0x0fu;
+  } else if ((c & 0xf8) == 0xf0) {
+    extra = 3;
+    cp = c & 0x07u;
+  } else {
+    return 0;
+  }
+  if (static_cast<std::size_t>(end - p) <= extra) return 0;
+  for (std::size_t i = 1; i <= extra; ++i) {
+    if ((p[i] & 0xc0) != 0x80) return 0;
+    cp = (cp << 6) | (p[i] & 0x3fu);
+  }
+  if ((extra == 1 && cp < 0x80) || (extra == 2 && cp < 0x800) || (extra == 3 && cp < 0x10000) ||
+      cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) {
+    return 0;
+  }
+  return extra + 1;
+}
+
+void append_u_escape(std::string& out, unsigned v) {
+  static constexpr char k_hex[] = "0123456789abcdef";
+  const char e[6] = {
+      '\\', 'u', k_hex[(v >> 12) & 15], k_hex[(v >> 8) & 15], k_hex[(v >> 4) & 15], k_hex[v & 15]};
+  out.append(e, sizeof e);
+}
+
+}  // namespace
+
 void append_json_string(std::string& out, std::string_view s) {
   out.push_back('"');
   if (json_plain(s)) {  // the common case: one append
@@ -80,17 +122,28 @@ void append_json_string(std::string& out, std::string_view s) {
     out.push_back('"');
     return;
   }
-  for (char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const auto* const end = p + s.size();
+  while (p < end) {
+    const unsigned c = *p;
     if (c == '"' || c == '\\') {
       out.push_back('\\');
-      out.push_back(ch);
+      out.push_back(static_cast<char>(c));
+      ++p;
     } else if (c < 0x20 || c == 0x7f) {
-      char tmp[8];
-      std::snprintf(tmp, sizeof tmp, "\\u%04x", c);
-      out.append(tmp);
+      append_u_escape(out, c);
+      ++p;
+    } else if (c < 0x80) {
+      out.push_back(static_cast<char>(c));
+      ++p;
+    } else if (const std::size_t n = utf8_sequence(p, end)) {
+      out.append(reinterpret_cast<const char*>(p), n);
+      p += n;
     } else {
-      out.push_back(ch);
+      // A byte that is not UTF-8: the lone surrogate U+DC00+byte, Python's "surrogateescape"
+      // (json.loads(...).encode("utf-8", "surrogateescape") gives the original bytes back).
+      append_u_escape(out, 0xdc00u + c);
+      ++p;
     }
   }
   out.push_back('"');
@@ -137,7 +190,7 @@ void append_us(std::string& out, std::int64_t ns) {
 bool json_plain(std::string_view s) noexcept {
   for (char ch : s) {
     const auto c = static_cast<unsigned char>(ch);
-    if (c == '"' || c == '\\' || c < 0x20 || c == 0x7f) return false;
+    if (c == '"' || c == '\\' || c < 0x20 || c >= 0x7f) return false;
   }
   return true;
 }

@@ -27,6 +27,8 @@ class output_file {
     if (buf_.size() >= k_flush_at) flush();
   }
   void flush();
+  /// Bytes written so far (flushed and buffered).
+  std::uint64_t size() const noexcept { return written_ + buf_.size(); }
   /// Flushes, closes and renames into place. Throws tool_error(exit_io) on failure.
   void commit();
 
@@ -36,6 +38,7 @@ class output_file {
   int fd_ = -1;
   bool committed_ = false;
   bool direct_ = false;
+  std::uint64_t written_ = 0;
   std::string buf_;
 };
 
@@ -45,13 +48,15 @@ inline void append_lit(std::string& out, const char (&s)[N]) {
   out.append(s, N - 1);
 }
 
-/// Appends `s` as a JSON string literal (quotes included); UTF-8 passes through.
+/// Appends `s` as a JSON string literal (quotes included). Well-formed UTF-8 passes through;
+/// control characters become \u00XX; a byte that is not UTF-8 becomes the lone surrogate
+/// \udcXX (Python's "surrogateescape"), so every name round-trips to its exact bytes.
 void append_json_string(std::string& out, std::string_view s);
 void append_uint(std::string& out, std::uint64_t v);
 void append_int(std::string& out, std::int64_t v);
 /// Appends ns as microseconds with up to 3 decimals, exact (no float rounding): 1500 -> "1.5".
 void append_us(std::string& out, std::int64_t ns);
-/// True if `s` needs no JSON escaping (no quote, backslash or control character).
+/// True if `s` is printable ASCII without quote or backslash (written as is in JSON).
 bool json_plain(std::string_view s) noexcept;
 
 /// Writes ns as microseconds like append_us into `p` (room for 26 chars); returns the end.

@@ -14,44 +14,13 @@ namespace {
 
 constexpr std::uint64_t k_int64_max = 9223372036854775807ULL;
 
-// Validates UTF-8 and rejects control characters; ASCII fast path first.
-const char* check_name(std::string_view s) noexcept {
-  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-  const auto* end = p + s.size();
-  while (p < end) {
-    unsigned char c = *p;
-    if (c < 0x80) {
-      if (c < 0x20 || c == 0x7f) return "control character in name";
-      ++p;
-      continue;
-    }
-    std::size_t extra = 0;
-    std::uint32_t cp = 0;
-    if ((c & 0xe0) == 0xc0) {
-      extra = 1;
-      cp = c & 0x1fu;
-    } else if ((c & 0xf0) == 0xe0) {
-      extra = 2;
-      cp = c & 0x0fu;
-    } else if ((c & 0xf8) == 0xf0) {
-      extra = 3;
-      cp = c & 0x07u;
-    } else {
-      return "invalid UTF-8 in name";
-    }
-    if (static_cast<std::size_t>(end - p) <= extra) return "invalid UTF-8 in name";
-    for (std::size_t i = 1; i <= extra; ++i) {
-      if ((p[i] & 0xc0) != 0x80) return "invalid UTF-8 in name";
-      cp = (cp << 6) | (p[i] & 0x3fu);
-    }
-    // Overlong forms, surrogates and values past U+10FFFF are not UTF-8.
-    if ((extra == 1 && cp < 0x80) || (extra == 2 && cp < 0x800) || (extra == 3 && cp < 0x10000) ||
-        cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) {
-      return "invalid UTF-8 in name";
-    }
-    p += extra + 1;
-  }
-  return nullptr;
+// Blanks the Lotus scripts accept around a number (pandas' integer parser skips them).
+inline bool is_blank(char c) noexcept { return c == ' ' || c == '\t'; }
+
+std::string_view trim_blanks(std::string_view s) noexcept {
+  while (!s.empty() && is_blank(s.front())) s.remove_prefix(1);
+  while (!s.empty() && is_blank(s.back())) s.remove_suffix(1);
+  return s;
 }
 
 const char* parse_number(std::string_view s, std::uint64_t& out) noexcept {
@@ -81,7 +50,6 @@ const char* parse_number(std::string_view s, std::uint64_t& out) noexcept {
 // when p + 8 <= end, or (for a field's last bytes) ending exactly at the field's end when the line
 // has 8 bytes before it; shorter stretches take a byte loop.
 
-constexpr std::uint64_t k_ones = 0x0101010101010101ULL;
 constexpr std::uint64_t k_high = 0x8080808080808080ULL;
 constexpr std::uint64_t k_low7 = 0x7f7f7f7f7f7f7f7fULL;
 constexpr std::uint64_t k_zeros = 0x3030303030303030ULL;  // '0' in every byte
@@ -108,16 +76,6 @@ inline std::uint64_t non_digits(std::uint64_t w) noexcept {
   const std::uint64_t ge_0 = x + 0x5050505050505050ULL;  // high bit iff x >= '0'
   const std::uint64_t gt_9 = x + 0x4646464646464646ULL;  // high bit iff x > '9'
   return (w | ~ge_0 | gt_9) & k_high;
-}
-
-// High bit set in each byte that ends the plain-ASCII name scan: ',', a control character
-// (< 0x20 or 0x7f) or a byte >= 0x80.
-inline std::uint64_t name_stops(std::uint64_t w) noexcept {
-  const std::uint64_t x = w & k_low7;
-  const std::uint64_t ctl = ~(x + 0x6060606060606060ULL);               // high bit iff x < 0x20
-  const std::uint64_t del = x + k_ones;                                 // high bit iff x == 0x7f
-  const std::uint64_t comma = ~((x ^ 0x2c2c2c2c2c2c2c2cULL) + k_low7);  // high bit iff x == ','
-  return (w | ctl | del | comma) & k_high;
 }
 
 inline bool is_digit(char c) noexcept { return static_cast<unsigned>(c - '0') <= 9; }
@@ -158,7 +116,6 @@ inline std::uint64_t digits_value(const char* b, std::size_t n, const char* lo,
 struct line_classes {
   std::uint64_t comma = 0;
   std::uint64_t digit = 0;
-  std::uint64_t plain = 0;  ///< printable ASCII (0x20..0x7e): name text needing no check_name
 };
 
 // Adds the 16 bytes at lo + off. Range tests shift the range to the bottom of the signed byte
@@ -174,7 +131,6 @@ inline void classify16(const char* lo, unsigned off, line_classes& c) noexcept {
   };
   c.comma |= bits(_mm_cmpeq_epi8(v, _mm_set1_epi8(',')));
   c.digit |= bits(in_range('0', 10));
-  c.plain |= bits(in_range(' ', 0x7f - ' '));
 }
 #endif
 
@@ -182,6 +138,7 @@ inline void classify16(const char* lo, unsigned off, line_classes& c) noexcept {
 // numbers. It defines every reject reason; the fast path falls back to it on any doubt.
 [[gnu::noinline, gnu::cold]] const char* parse_record_slow(std::string_view line,
                                                            record& out) noexcept {
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);  // CRLF line end
   if (line.empty()) return "empty line";
   const std::size_t c1 = line.find(',');
   if (c1 == std::string_view::npos) return "expected 3 comma-separated fields, found 1";
@@ -193,11 +150,12 @@ inline void classify16(const char* lo, unsigned off, line_classes& c) noexcept {
   const std::string_view name = line.substr(0, c1);
   if (name.empty()) return "empty name";
   if (name[0] != 'S') return "name does not start with 'S'";
-  if (const char* why = check_name(name)) return why;
   std::uint64_t start = 0;
   std::uint64_t dur = 0;
-  if (const char* why = parse_number(line.substr(c1 + 1, c2 - c1 - 1), start)) return why;
-  if (const char* why = parse_number(line.substr(c2 + 1), dur)) return why;
+  if (const char* why = parse_number(trim_blanks(line.substr(c1 + 1, c2 - c1 - 1)), start)) {
+    return why;
+  }
+  if (const char* why = parse_number(trim_blanks(line.substr(c2 + 1)), dur)) return why;
   out.name = name;
   out.start_ns = start;
   out.dur_ns = dur;
@@ -223,35 +181,10 @@ const char* detail::parse_record_words(std::string_view line, record& out) noexc
   const char* const hi = lo + line.size();
   if (*lo != 'S') return parse_record_slow(line, out);
 
-  // Name: up to the first ','; plain ASCII word by word.
-  const char* p = lo + 1;
-  for (;;) {
-    if (hi - p >= 8) {
-      const std::uint64_t m = name_stops(load8(p));
-      if (m != 0) {
-        p += first_byte(m);
-        break;
-      }
-      p += 8;
-      continue;
-    }
-    while (p < hi && *p != ',' && static_cast<unsigned char>(*p) >= 0x20 &&
-           static_cast<unsigned char>(*p) < 0x7f) {
-      ++p;
-    }
-    break;
-  }
-  if (p == hi) return parse_record_slow(line, out);
-  if (*p != ',') {
-    if (static_cast<unsigned char>(*p) < 0x80) return parse_record_slow(line, out);  // control
-    // Non-ASCII: the full UTF-8 check over the whole name.
-    const void* comma = std::memchr(p, ',', static_cast<std::size_t>(hi - p));
-    if (comma == nullptr) return parse_record_slow(line, out);
-    p = static_cast<const char*>(comma);
-    if (check_name(std::string_view(lo, static_cast<std::size_t>(p - lo))) != nullptr) {
-      return parse_record_slow(line, out);
-    }
-  }
+  // Name: every byte up to the first ',' (the library writes any other byte).
+  const void* comma = std::memchr(lo, ',', line.size());
+  if (comma == nullptr) return parse_record_slow(line, out);
+  const char* p = static_cast<const char*>(comma);
   const char* const name_end = p;
 
   // Start: digits up to the next ','.
@@ -321,10 +254,6 @@ const char* parse_record(std::string_view line, record& out) noexcept {
     const std::uint64_t second = c.comma & (c.comma - 1);
     if (second == 0 || (second & (second - 1)) != 0) return parse_record_slow(line, out);
     const auto c2 = static_cast<std::size_t>(__builtin_ctzll(second));
-    const std::uint64_t in_name = (std::uint64_t{1} << c1) - 1;
-    if ((~c.plain & in_name) != 0 && check_name(line.substr(0, c1)) != nullptr) {
-      return parse_record_slow(line, out);
-    }
     // Every byte after the first ',' but the second one is a digit.
     const std::uint64_t in_line = n == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << n) - 1;
     const std::uint64_t in_numbers = in_line & ~((std::uint64_t{2} << c1) - 1) & ~second;

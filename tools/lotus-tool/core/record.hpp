@@ -15,8 +15,10 @@ struct record {
 };
 
 /// Parses one line (without its '\n'). Returns nullptr on success, else a static reason string.
-/// Accepted: `S<name>,<int>,<int>` where both integers are plain base-10, fit in int64 (pandas'
-/// dtype), and the name is valid UTF-8 without control characters or commas.
+/// Accepted: `S<name>,<int>,<int>` where both integers are plain base-10 and fit in int64
+/// (pandas' dtype), optionally with spaces or tabs around them, and the line may end in '\r'
+/// (CRLF); the name is every byte up to the first comma — whatever the library writes (tabs,
+/// any control character but '\n'/'\r', invalid UTF-8, names of any length) — kept as is.
 const char* parse_record(std::string_view line, record& out) noexcept;
 
 enum class batch_kind : std::uint8_t { none, preprocessed, wait, consumed, queued, other };

@@ -97,7 +97,7 @@ void stats_engine::add(std::size_t file, file_kind kind, const record& r, const 
         op_big_log_.push({i, r.dur_ns});
       }
       ++a.count;
-      a.sum += r.dur_ns;
+      a.sum = r.dur_ns > UINT64_MAX - a.sum ? UINT64_MAX : a.sum + r.dur_ns;  // saturating
       a.min = std::min(a.min, r.dur_ns);
       a.max = std::max(a.max, r.dur_ns);
       a.lt_10ms += r.dur_ns < 10000000ULL ? 1 : 0;
@@ -214,19 +214,30 @@ constexpr auto by_idx_then_start = [](const span& a, const span& b) {
 struct epoch_span {
   span s;
   std::uint64_t epoch;
+  std::uint32_t src;  ///< the trace directory (rank): epochs are counted per directory
 };
 
-// Calls out(epoch_span) in (idx, epoch) order.
-template <class Out>
-void with_epochs(const spill_log<span>& log, Out&& out) {
+// Calls out(epoch_span) in (source, idx, epoch) order; src(file) is a file's directory.
+template <class Src, class Out>
+void with_epochs(const spill_log<span>& log, Src&& src, Out&& out) {
   bool first = true;
   std::uint64_t prev_idx = 0, epoch = 0;
-  sorted_scan(log, by_idx_then_start, [&](const span& s) {
-    epoch = (!first && s.idx == prev_idx) ? epoch + 1 : 0;
-    first = false;
-    prev_idx = s.idx;
-    out(epoch_span{s, epoch});
-  });
+  std::uint32_t prev_src = 0;
+  sorted_scan(
+      log,
+      [&src](const span& a, const span& b) {
+        const std::uint32_t sa = src(a.file), sb = src(b.file);
+        if (sa != sb) return sa < sb;
+        return by_idx_then_start(a, b);
+      },
+      [&](const span& s) {
+        const std::uint32_t k = src(s.file);
+        epoch = (!first && s.idx == prev_idx && k == prev_src) ? epoch + 1 : 0;
+        first = false;
+        prev_idx = s.idx;
+        prev_src = k;
+        out(epoch_span{s, epoch, k});
+      });
 }
 
 constexpr auto by_epoch_then_idx = [](const batch_point& a, const batch_point& b) {
@@ -265,6 +276,9 @@ void thinned_points(const spill_log<batch_point>& log, Less less, std::size_t ma
 
 stats_result stats_engine::compute(const stats_options& opt) const {
   stats_result r;
+  const auto src = [this](std::uint64_t file) -> std::uint32_t {
+    return file < file_source_.size() ? file_source_[static_cast<std::size_t>(file)] : 0;
+  };
   r.records = records_;
   r.queued = queued_;
   r.consumed = consumed_.size();
@@ -344,7 +358,7 @@ stats_result stats_engine::compute(const stats_options& opt) const {
   spill_log<epoch_span> pre_sorted(lim_.buffer_bytes / 2);
   spill_log<batch_point> pre_points(lim_.buffer_bytes / 4), delay_points(lim_.buffer_bytes / 4),
       wait_points(lim_.buffer_bytes / 4);
-  with_epochs(pre_, [&](const epoch_span& e) {
+  with_epochs(pre_, src, [&](const epoch_span& e) {
     r.epochs = std::max(r.epochs, e.epoch + 1);
     pre_sorted.push(e);
     if (opt.keep_points) {
@@ -364,18 +378,22 @@ stats_result stats_engine::compute(const stats_options& opt) const {
     epoch_span p{};
     bool have = pre_rd.next(p);
     auto before = [](const epoch_span& a, const epoch_span& b) {
-      return a.s.idx != b.s.idx ? a.s.idx < b.s.idx : a.epoch < b.epoch;
+      return std::tie(a.src, a.s.idx, a.epoch) < std::tie(b.src, b.s.idx, b.epoch);
     };
-    with_epochs(consumed_, [&](const epoch_span& c) {
+    with_epochs(consumed_, src, [&](const epoch_span& c) {
       while (have && before(p, c)) have = pre_rd.next(p);
       if (!have || before(c, p)) {
         ++r.delay.unmatched_consumed;
         return;
       }
       ++matched;
+      // Start and duration are <= 2^63-1 each: finish fits in uint64; the difference is taken
+      // without signed overflow and saturates at +-(2^63-1).
       const std::uint64_t finish = p.s.start + p.s.dur;
+      const std::uint64_t k_max = static_cast<std::uint64_t>(INT64_MAX);
       const std::int64_t d_ns =
-          static_cast<std::int64_t>(c.s.start) - static_cast<std::int64_t>(finish);
+          c.s.start >= finish ? static_cast<std::int64_t>(std::min(c.s.start - finish, k_max))
+                              : -static_cast<std::int64_t>(std::min(finish - c.s.start, k_max));
       const double d = static_cast<double>(d_ns) / k_ns_per_ms;
       delay_ns.push(d_ns);
       r.delay.lt_250ms += d < 250 ? 1 : 0;
@@ -391,7 +409,7 @@ stats_result stats_engine::compute(const stats_options& opt) const {
   r.delay.s = summarize_stream([&](auto&& f) { delay_ns.scan(f); }, all, budget);
 
   if (opt.keep_points) {
-    with_epochs(wait_, [&](const epoch_span& e) {
+    with_epochs(wait_, src, [&](const epoch_span& e) {
       wait_points.push({e.s.idx, e.epoch, ms(e.s.dur), e.s.start, e.s.start + e.s.dur,
                         static_cast<std::size_t>(e.s.file)});
     });
@@ -414,9 +432,33 @@ stats_result stats_engine::compute(const stats_options& opt) const {
 stats_result compute_stats(const trace_dir& dir, const read_options& ropt,
                            const stats_options& sopt) {
   stats_engine eng;
+  std::vector<std::uint32_t> sources(dir.files.size());
+  for (std::size_t i = 0; i < dir.files.size(); ++i) sources[i] = dir.files[i].source;
+  eng.set_file_sources(sources);
+  // Per directory (rank): the light sums of the rank comparison.
+  const bool per_rank = dir.sources.size() > 1;
+  std::vector<rank_stats> ranks(per_rank ? dir.sources.size() : 0);
+  std::vector<std::uint64_t> pre_ns(ranks.size()), wait_ns(ranks.size());
+  std::vector<std::uint64_t> main_first(ranks.size(), UINT64_MAX), main_last(ranks.size());
   const std::uint64_t skipped =
       for_each_record(dir, ropt, [&](std::size_t f, const record& rec, const batch_ref& b) {
-        eng.add(f, dir.files[f].kind, rec, b);
+        const trace_file& tf = dir.files[f];
+        eng.add(f, tf.kind, rec, b);
+        if (!per_rank) return;
+        const std::uint32_t k = tf.source;
+        if (b.kind == batch_kind::preprocessed && tf.kind == file_kind::worker) {
+          ++ranks[k].batches;
+          pre_ns[k] = rec.dur_ns > UINT64_MAX - pre_ns[k] ? UINT64_MAX : pre_ns[k] + rec.dur_ns;
+        } else if (tf.kind == file_kind::main) {
+          main_first[k] = std::min(main_first[k], rec.start_ns);
+          main_last[k] = std::max(main_last[k], rec.start_ns + rec.dur_ns);
+          if (b.kind == batch_kind::wait) {
+            ++ranks[k].waits;
+            wait_ns[k] =
+                rec.dur_ns > UINT64_MAX - wait_ns[k] ? UINT64_MAX : wait_ns[k] + rec.dur_ns;
+            ranks[k].out_of_order += rec.dur_ns == 1000 ? 1 : 0;
+          }
+        }
       });
   stats_result r = eng.compute(sopt);
   r.skipped_lines = skipped;
@@ -424,6 +466,27 @@ stats_result compute_stats(const trace_dir& dir, const read_options& ropt,
   for (const auto& f : dir.files) {
     (f.kind == file_kind::worker ? r.worker_files : r.main_files) += 1;
   }
+  for (std::size_t k = 0; k < ranks.size(); ++k) {
+    rank_stats& x = ranks[k];
+    x.label = dir.sources[k].label;
+    x.host = dir.sources[k].host;
+    x.rank = dir.sources[k].rank;
+    x.preprocessing_ms = ms(pre_ns[k]);
+    x.preprocessing_mean_ms = x.batches ? x.preprocessing_ms / double(x.batches) : 0;
+    x.wait_ms = ms(wait_ns[k]);
+    x.main_elapsed_ms = main_first[k] < main_last[k] ? ms(main_last[k] - main_first[k]) : 0;
+  }
+  // The slowest rank: its main process waited longest for data (in synchronous data-parallel
+  // training every rank then waits for it); ties by the slower preprocessing.
+  for (std::size_t k = 0; k < ranks.size(); ++k) {
+    const rank_stats& x = ranks[k];
+    const rank_stats* best = r.slowest_rank ? &ranks[*r.slowest_rank] : nullptr;
+    if (best == nullptr || x.wait_ms > best->wait_ms ||
+        (x.wait_ms == best->wait_ms && x.preprocessing_mean_ms > best->preprocessing_mean_ms)) {
+      r.slowest_rank = k;
+    }
+  }
+  r.ranks = std::move(ranks);
   return r;
 }
 

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -83,6 +84,22 @@ struct stats_limits {
   std::size_t select_budget_bytes = rank_selector::k_default_budget_bytes;
 };
 
+/// One trace directory (host / rank) of a multi-directory run, for the rank comparison.
+struct rank_stats {
+  std::string label;  ///< trace_source::label
+  std::string host;
+  std::optional<std::uint64_t> rank;
+  std::uint64_t batches = 0;    ///< SBatchPreprocessed records (worker files)
+  double preprocessing_ms = 0;  ///< their summed durations
+  double preprocessing_mean_ms = 0;
+  std::uint64_t waits = 0;     ///< SBatchWait records (main files)
+  double wait_ms = 0;          ///< their summed durations
+  double main_elapsed_ms = 0;  ///< main files: first record start to last record end
+  std::uint64_t out_of_order = 0;
+  /// Share of the main process's time spent waiting for data.
+  double wait_share() const { return main_elapsed_ms > 0 ? wait_ms / main_elapsed_ms : 0.0; }
+};
+
 struct stats_result {
   std::uint64_t records = 0;
   std::uint64_t files = 0;
@@ -107,6 +124,10 @@ struct stats_result {
   // number of scans the exact per-op percentiles took.
   bool spilled = false;
   unsigned op_quantile_scans = 0;
+  // compute_stats with several directories only: one row per directory, and the index of the
+  // slowest (the longest main-process wait; ties: the slower preprocessing).
+  std::vector<rank_stats> ranks;
+  std::optional<std::size_t> slowest_rank;
 };
 
 /// Accumulates records (call add() for each) and computes everything at the end, in bounded
@@ -118,6 +139,9 @@ class stats_engine {
   explicit stats_engine(const stats_limits& lim = {});
   void add(std::size_t file, file_kind kind, const record& r, const batch_ref& b);
   stats_result compute(const stats_options& opt) const;
+  /// The directory (trace_file::source) of each file index: epochs and the delay join are per
+  /// directory. Without it every file is in directory 0.
+  void set_file_sources(std::vector<std::uint32_t> sources) { file_source_ = std::move(sources); }
 
   struct span {
     std::uint64_t idx, start, dur;
@@ -150,6 +174,7 @@ class stats_engine {
   spill_log<op_big> op_big_log_;
   spill_log<span> pre_, wait_, consumed_;
   std::uint64_t records_ = 0, queued_ = 0;
+  std::vector<std::uint32_t> file_source_;
 };
 
 /// Convenience: stream a whole directory through a stats_engine.

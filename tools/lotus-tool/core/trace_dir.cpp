@@ -7,19 +7,30 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <set>
 #include <sstream>
 
 #include "error.hpp"
 #include "line_reader.hpp"
+#include "spill.hpp"
 
 namespace lotus_tool {
 
 const thread_meta* trace_dir::thread(std::uint64_t tid) const {
   auto it = threads.find(tid);
   return it != threads.end() && !it->second.empty() ? &it->second.back() : nullptr;
+}
+
+const thread_meta* trace_dir::thread(std::uint64_t tid, const std::string& host) const {
+  auto it = threads.find(tid);
+  if (it == threads.end()) return nullptr;
+  for (auto c = it->second.rbegin(); c != it->second.rend(); ++c) {
+    if (c->host == host) return &*c;
+  }
+  return thread(tid);
 }
 
 std::uint64_t trace_dir::pid_of(std::uint64_t tid) const {
@@ -240,26 +251,62 @@ trace_dir scan_trace_dir(const std::string& dir, const std::string& prefix) {
   if (d == nullptr) {
     throw tool_error(exit_io, dir + ": cannot open directory: " + std::strerror(errno));
   }
-  std::vector<std::string> names;
-  while (const dirent* e = ::readdir(d)) names.emplace_back(e->d_name);
-  ::closedir(d);
-  std::sort(names.begin(), names.end());
-
   trace_dir out;
   out.path = dir;
+  out.sources.push_back(trace_source{dir, dir, {}, {}});
   std::set<std::string> prefixes;
+  // Entries become trace_file records at once (no list of every name: 100k files must stay
+  // small); hidden names are kept apart for the sidecars.
   std::vector<trace_file> all;
+  std::vector<std::string> hidden, skipped;
   const std::string base = (!dir.empty() && dir.back() == '/') ? dir : dir + "/";
-  for (const auto& n : names) {
+  std::string file_prefix;
+  std::vector<const std::string*> file_prefix_of;  // per entry of `all`
+  {
+    // Count first, so the list is allocated once at its size (no doubling slack).
+    std::size_t n = 0;
+    std::string pf;
+    file_kind k{};
+    std::uint64_t id = 0;
+    unsigned rev = 0;
+    while (const dirent* e = ::readdir(d)) {
+      if (parse_trace_file_name(e->d_name, pf, k, id, rev)) ++n;
+    }
+    all.reserve(n);
+    file_prefix_of.reserve(n);
+    ::rewinddir(d);
+  }
+  while (const dirent* e = ::readdir(d)) {
+    const std::string_view n = e->d_name;
+    if (!n.empty() && n[0] == '.') {
+      if (n != "." && n != "..") hidden.emplace_back(n);
+      continue;
+    }
     trace_file f;
-    if (!parse_trace_file_name(n, f.prefix, f.kind, f.id, f.rev)) continue;
-    f.name = n;
-    f.path = base + n;
-    struct stat fs {};
-    if (::stat(f.path.c_str(), &fs) == 0 && S_ISDIR(fs.st_mode)) continue;
-    prefixes.insert(f.prefix);
+    if (!parse_trace_file_name(n, file_prefix, f.kind, f.id, f.rev)) continue;
+    f.name.assign(n);
+    f.path = base + f.name;
+    // d_type says "regular file" without a stat on most file systems; anything else (or
+    // DT_UNKNOWN) is looked at. A FIFO, device or socket is never opened (it could block).
+    if (e->d_type != DT_REG) {
+      struct stat fs {};
+      if (::stat(f.path.c_str(), &fs) == 0 && !S_ISREG(fs.st_mode)) {
+        if (!S_ISDIR(fs.st_mode)) {
+          skipped.push_back(f.path + ": skipped: " + file_type_name(fs.st_mode) +
+                            ", not a regular file");
+        }
+        continue;
+      }
+    }
+    // Files of several prefixes: the prefix of each is kept until one is chosen.
+    const auto pf = prefixes.insert(file_prefix).first;
+    file_prefix_of.push_back(&*pf);
     all.push_back(std::move(f));
   }
+  ::closedir(d);
+  std::sort(hidden.begin(), hidden.end());
+  std::sort(skipped.begin(), skipped.end());
+  for (auto& w : skipped) out.warnings.push_back(std::move(w));
   if (all.empty()) {
     throw tool_error(exit_io, dir +
                                   ": no trace files (expected <prefix>_worker_pid_<id> or "
@@ -282,32 +329,265 @@ trace_dir scan_trace_dir(const std::string& dir, const std::string& prefix) {
     }
     out.prefix = prefix;
   }
-  for (auto& f : all) {
-    if (f.prefix == out.prefix) out.files.push_back(std::move(f));
+  if (prefixes.size() > 1) {
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      if (*file_prefix_of[i] != out.prefix) continue;
+      if (kept != i) all[kept] = std::move(all[i]);
+      ++kept;
+    }
+    all.erase(all.begin() + static_cast<std::ptrdiff_t>(kept), all.end());
   }
-  std::stable_sort(out.files.begin(), out.files.end(),
-                   [](const trace_file& a, const trace_file& b) {
-                     if (a.kind != b.kind) return a.kind < b.kind;
-                     if (a.id != b.id) return a.id < b.id;
-                     return a.rev < b.rev;
-                   });
+  file_prefix_of = {};
+  out.files = std::move(all);
+  std::sort(out.files.begin(), out.files.end(), [](const trace_file& a, const trace_file& b) {
+    if (a.kind != b.kind) return a.kind < b.kind;
+    if (a.id != b.id) return a.id < b.id;
+    if (a.rev != b.rev) return a.rev < b.rev;
+    return a.name < b.name;
+  });
 
-  for (const auto& n : names) {
+  for (const auto& n : hidden) {
     if (!is_sidecar_name(n, out.prefix)) continue;
-    std::ifstream in(base + n);
-    if (!in) {
-      out.warnings.push_back(base + n + ": cannot read sidecar: " + std::strerror(errno));
+    std::string text;
+    try {
+      text = read_whole_file(base + n);  // never blocks: a FIFO or device is refused
+    } catch (const tool_error& e) {
+      out.warnings.push_back(std::string(e.what()) + " (sidecar skipped)");
       continue;
     }
+    std::istringstream in(text);
     parse_sidecar(in, base + n, out);
   }
   attribute_files(out);
   return out;
 }
 
+namespace {
+
+std::string base_name(const std::string& path) {
+  std::string p = path;
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  const std::size_t slash = p.rfind('/');
+  return slash == std::string::npos ? p : p.substr(slash + 1);
+}
+
+// The host and rank a directory's sidecars agree on, and its label.
+trace_source describe_source(const trace_dir& d) {
+  trace_source s;
+  s.path = d.path;
+  std::set<std::string> hosts;
+  std::set<std::uint64_t> ranks;
+  bool unranked = false;
+  for (const auto& p : d.processes) {
+    if (!p.second.host.empty()) hosts.insert(p.second.host);
+    if (p.second.rank) {
+      ranks.insert(*p.second.rank);
+    } else {
+      unranked = true;
+    }
+  }
+  if (hosts.size() == 1) s.host = *hosts.begin();
+  if (ranks.size() == 1 && !unranked) s.rank = *ranks.begin();
+  // Forked workers have no RANK of their own: a rank shared by every ranked process counts.
+  if (ranks.size() == 1 && unranked) s.rank = *ranks.begin();
+  if (!s.host.empty()) {
+    s.label = s.host;
+    if (s.rank) s.label += " \u00b7 rank " + std::to_string(*s.rank);
+  } else if (s.rank) {
+    s.label = "rank " + std::to_string(*s.rank);
+  } else {
+    s.label = base_name(d.path);
+  }
+  return s;
+}
+
+}  // namespace
+
+trace_dir scan_trace_dirs(const std::vector<std::string>& dirs, const std::string& prefix) {
+  if (dirs.empty()) throw tool_error(exit_usage, "no trace directory given");
+  std::vector<trace_dir> parts;
+  parts.reserve(dirs.size());
+  for (const auto& d : dirs) {
+    parts.push_back(scan_trace_dir(d, prefix));
+    parts.back().sources.front() = describe_source(parts.back());
+  }
+  if (parts.size() == 1) return std::move(parts.front());
+
+  // Labels must tell the directories apart: a repeated one gets the directory name.
+  std::map<std::string, unsigned> uses, host_uses;
+  for (const auto& p : parts) {
+    ++uses[p.sources.front().label];
+    for (const auto& h : p.hosts()) ++host_uses[h];
+  }
+  trace_dir out;
+  std::set<std::string> prefixes;
+  for (std::uint32_t k = 0; k < parts.size(); ++k) {
+    trace_dir& p = parts[k];
+    trace_source src = p.sources.front();
+    if (uses[src.label] > 1) src.label += " (" + p.path + ")";
+    // The host a process of this directory is keyed by: its sidecar host when no other
+    // directory names it, else host and directory; no host: the directory's label.
+    const auto key_host = [&](const std::string& h) {
+      if (h.empty()) return src.label;
+      return host_uses[h] > 1 ? h + " (" + p.path + ")" : h;
+    };
+    out.path += (k == 0 ? "" : ", ") + p.path;
+    prefixes.insert(p.prefix);
+    for (auto& f : p.files) {
+      f.source = k;
+      if (!f.ambiguous) f.host = key_host(f.host);
+      out.files.push_back(std::move(f));
+    }
+    for (auto& [tid, claims] : p.threads) {
+      for (auto& c : claims) {
+        c.host = key_host(c.host);
+        out.threads[tid].push_back(std::move(c));
+      }
+    }
+    for (auto& [key, meta] : p.processes) {
+      meta.host = key_host(meta.host);
+      out.processes.emplace(process_key{key.first, meta.host}, std::move(meta));
+    }
+    for (auto& w : p.warnings) out.warnings.push_back(std::move(w));
+    out.sources.push_back(std::move(src));
+  }
+  for (const auto& pf : prefixes) out.prefix += (out.prefix.empty() ? "" : ", ") + pf;
+  return out;
+}
+
+bool record_filter::keep(std::uint32_t source, const record& r, const batch_ref& b) const {
+  if (b.kind == batch_kind::none && !ops.empty() &&
+      std::find(ops.begin(), ops.end(), r.name) == ops.end()) {
+    return false;
+  }
+  if (by_epoch && (b.kind == batch_kind::preprocessed || b.kind == batch_kind::wait ||
+                   b.kind == batch_kind::consumed)) {
+    // The batch records of the epoch itself, even where they overlap its neighbours (prefetch).
+    const auto key = std::make_tuple(static_cast<std::uint8_t>(b.kind), source, b.idx, r.start_ns);
+    return std::binary_search(epoch_batches.begin(), epoch_batches.end(), key) &&
+           r.start_ns >= lo_ns && r.start_ns <= hi_ns;
+  }
+  return r.start_ns >= lo_ns && r.start_ns <= hi_ns;
+}
+
+namespace {
+
+std::string seconds_text(double s) {
+  char tmp[64];
+  std::snprintf(tmp, sizeof tmp, "%g s", s);
+  return tmp;
+}
+
+}  // namespace
+
+record_filter make_filter(const trace_dir& dir, const window_options& w) {
+  record_filter f;
+  std::vector<std::string> parts;
+  for (const auto& op : w.ops) {
+    if (op.empty()) throw tool_error(exit_usage, "--ops: empty op name");
+    f.ops.push_back(op[0] == 'S' ? op : "S" + op);
+  }
+  if (!f.ops.empty()) {
+    std::string list;
+    for (const auto& o : f.ops) list += (list.empty() ? "" : ", ") + o.substr(1);
+    parts.push_back("ops " + list);
+  }
+  if (w.from_s && (!(*w.from_s >= 0) || !std::isfinite(*w.from_s))) {
+    throw tool_error(exit_usage, "--from must be a number of seconds >= 0");
+  }
+  if (w.to_s && (!(*w.to_s >= 0) || !std::isfinite(*w.to_s))) {
+    throw tool_error(exit_usage, "--to must be a number of seconds >= 0");
+  }
+  if (w.from_s && w.to_s && *w.to_s <= *w.from_s) {
+    throw tool_error(exit_usage, "--to must be later than --from");
+  }
+  if (!w.epoch && !w.from_s && !w.to_s) {
+    f.description = parts.empty() ? "" : parts.front();
+    return f;
+  }
+  // One light pass: the first record's start, and with --epoch the batch records by epoch
+  // (the k-th occurrence of a batch index in a directory is epoch k, as everywhere else).
+  struct batch_item {
+    std::uint64_t key, idx, start, end;  // key: kind | source << 8
+  };
+  spill_log<batch_item> batches;
+  std::uint64_t first = UINT64_MAX;
+  for (const auto& file : dir.files) {
+    line_reader rd(file.path);
+    line_reader::line ln;
+    record rec;
+    batch_ref b;
+    while (rd.next(ln)) {
+      if (validate_line(ln.text, ln.has_newline, ln.too_long, rec, b) != nullptr) continue;
+      first = std::min(first, rec.start_ns);
+      if (w.epoch && (b.kind == batch_kind::preprocessed || b.kind == batch_kind::wait ||
+                      b.kind == batch_kind::consumed)) {
+        const std::uint64_t end =
+            rec.dur_ns > UINT64_MAX - rec.start_ns ? UINT64_MAX : rec.start_ns + rec.dur_ns;
+        batches.push({static_cast<std::uint64_t>(b.kind) | (std::uint64_t{file.source} << 8), b.idx,
+                      rec.start_ns, end});
+      }
+    }
+  }
+  if (first == UINT64_MAX) first = 0;
+  const auto at = [first](double s) {
+    const double ns = s * 1e9;
+    const double room = static_cast<double>(UINT64_MAX - first);
+    return ns >= room ? UINT64_MAX : first + static_cast<std::uint64_t>(ns);
+  };
+  if (w.from_s) f.lo_ns = at(*w.from_s);
+  if (w.to_s) f.hi_ns = at(*w.to_s);
+  if (w.from_s || w.to_s) {
+    parts.push_back(seconds_text(w.from_s.value_or(0)) + " to " +
+                    (w.to_s ? seconds_text(*w.to_s) : std::string("the end")) +
+                    " from the first record");
+  }
+  if (w.epoch) {
+    f.by_epoch = true;
+    std::uint64_t lo = UINT64_MAX, hi = 0, epochs = 0;
+    bool started = false;
+    batch_item prev{};
+    std::uint64_t epoch = 0;
+    sorted_scan(
+        batches,
+        [](const batch_item& a, const batch_item& b) {
+          return std::tie(a.key, a.idx, a.start) < std::tie(b.key, b.idx, b.start);
+        },
+        [&](const batch_item& x) {
+          epoch = (started && x.key == prev.key && x.idx == prev.idx) ? epoch + 1 : 0;
+          started = true;
+          prev = x;
+          epochs = std::max(epochs, epoch + 1);
+          if (epoch != *w.epoch) return;
+          f.epoch_batches.emplace_back(static_cast<std::uint8_t>(x.key & 0xff),
+                                       static_cast<std::uint32_t>(x.key >> 8), x.idx, x.start);
+          lo = std::min(lo, x.start);
+          hi = std::max(hi, x.end);
+        });
+    if (f.epoch_batches.empty()) {
+      throw tool_error(exit_invalid,
+                       "--epoch " + std::to_string(*w.epoch) + ": the trace has " +
+                           (epochs == 0 ? std::string("no batch records")
+                                        : std::to_string(epochs) + " epoch(s), numbered from 0"));
+    }
+    std::sort(f.epoch_batches.begin(), f.epoch_batches.end());
+    f.lo_ns = std::max(f.lo_ns, lo);
+    f.hi_ns = std::min(f.hi_ns, hi);
+    parts.insert(parts.begin(), "epoch " + std::to_string(*w.epoch));
+  }
+  if (f.lo_ns > f.hi_ns) throw tool_error(exit_usage, "the window holds no time of the trace");
+  for (const auto& p : parts) f.description += (f.description.empty() ? "" : ", ") + p;
+  return f;
+}
+
+void warn_empty_file(const std::string& path) {
+  std::fprintf(stderr, "warning: %s: empty trace file (no records)\n", path.c_str());
+}
+
 const char* validate_line(std::string_view text, bool has_newline, bool too_long, record& rec,
                           batch_ref& batch) noexcept {
-  if (too_long) return "line too long (> 1 MiB)";
+  if (too_long) return "line too long (> 16 MiB)";
   if (!has_newline) return "truncated last line (no trailing newline)";
   if (const char* why = parse_record(text, rec)) return why;
   return classify(rec.name, batch);

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -22,15 +23,24 @@ namespace lotus_tool {
 /// `<prefix>_worker_pid_r<k>_<id>` (the library's name when the plain one was taken).
 struct trace_file {
   std::string path;
-  std::string name;
-  std::string prefix;
-  file_kind kind = file_kind::worker;
-  std::uint64_t id = 0;  ///< the writer's thread id
-  unsigned rev = 0;      ///< k of a fresh name `_r<k>_`; 0 for the plain name
+  std::string name;  ///< (the prefix is the directory's: trace_dir::prefix)
   // Owner, from the sidecars (see attribute_files): the writer process and its host.
-  std::uint64_t pid = 0;   ///< the pid of the sidecar naming thread `id`; else `id`
-  std::string host;        ///< that sidecar's host; empty when unknown
+  std::string host;          ///< that sidecar's host; empty when unknown
+  std::uint64_t id = 0;      ///< the writer's thread id
+  std::uint64_t pid = 0;     ///< the pid of the sidecar naming thread `id`; else `id`
+  unsigned rev = 0;          ///< k of a fresh name `_r<k>_`; 0 for the plain name
+  std::uint32_t source = 0;  ///< index into trace_dir::sources (the directory it came from)
+  file_kind kind = file_kind::worker;
   bool ambiguous = false;  ///< thread `id` is named by sidecars of several hosts (reused ids)
+};
+// (Members ordered for size: 100k files must fit in a few MB.)
+
+/// One trace directory given on the command line: one host or rank of a multi-node run.
+struct trace_source {
+  std::string path;
+  std::string label;  ///< "<host> · rank <r>" from its sidecars, else the directory's name
+  std::string host;   ///< the sidecars' host when they name exactly one
+  std::optional<std::uint64_t> rank;  ///< the sidecars' rank when they name exactly one
 };
 
 /// From a `thread <tid> <name>` line of a sidecar.
@@ -69,9 +79,13 @@ struct trace_dir {
   /// trace file name -> the process whose sidecar lists it in a `file <name>` line (exact owner).
   std::map<std::string, process_key> file_owner;
   std::vector<std::string> warnings;  ///< unreadable/odd sidecar lines (never fatal)
+  std::vector<trace_source> sources;  ///< the directories read (one unless several given)
 
   /// The sidecar line that owns thread `tid` (the last one read), or nullptr.
   const thread_meta* thread(std::uint64_t tid) const;
+  /// The same among the lines of `host` (several directories may reuse thread ids); falls
+  /// back to thread(tid).
+  const thread_meta* thread(std::uint64_t tid, const std::string& host) const;
   /// Process id of a file's writer: the sidecar's mapping, else the id from the file name.
   std::uint64_t pid_of(std::uint64_t tid) const;
   /// The distinct non-empty hosts of the sidecars, sorted.
@@ -85,6 +99,39 @@ struct trace_dir {
 /// exit_usage (several prefixes and none chosen).
 trace_dir scan_trace_dir(const std::string& dir, const std::string& prefix);
 
+/// Several trace directories (one per host or rank) as one trace: files keep their directory
+/// (trace_file::source), processes of different directories are never merged (a directory
+/// whose sidecars name no host, or a host that several directories name, is told apart by
+/// the directory's name), and each directory is labelled by its sidecars' host and rank, else
+/// its name. Clocks of different hosts are taken as synchronized (NTP/PTP). Each directory
+/// detects its own prefix when `prefix` is empty. One directory: scan_trace_dir.
+trace_dir scan_trace_dirs(const std::vector<std::string>& dirs, const std::string& prefix);
+
+/// Which records a command looks at (--epoch, --from/--to, --ops); the default keeps all.
+struct record_filter {
+  std::uint64_t lo_ns = 0, hi_ns = UINT64_MAX;  ///< record start in [lo_ns, hi_ns]
+  /// Op names (with the leading 'S') to keep; empty = every op. Batch records always pass.
+  std::vector<std::string> ops;
+  /// --epoch: the batch records of that epoch, (kind, source, idx, start) sorted; others of
+  /// the kinds that have epochs are dropped whatever their time.
+  bool by_epoch = false;
+  std::vector<std::tuple<std::uint8_t, std::uint32_t, std::uint64_t, std::uint64_t>> epoch_batches;
+  std::string description;  ///< "epoch 1", "12.5 s to 20 s", "ops Loader, Normalize"
+  bool active() const { return lo_ns != 0 || hi_ns != UINT64_MAX || !ops.empty() || by_epoch; }
+  bool keep(std::uint32_t source, const record& r, const batch_ref& b) const;
+};
+
+/// The window options of viz, stats and report.
+struct window_options {
+  std::optional<std::uint64_t> epoch;  ///< 0-based, as the `epoch` of viz's args
+  std::optional<double> from_s, to_s;  ///< seconds from the first record of the trace
+  std::vector<std::string> ops;        ///< op names, with or without the leading 'S'
+};
+
+/// Resolves window options against the trace (one light pass over every file when --epoch or
+/// --from/--to are given). Throws tool_error(exit_usage) for an empty or inverted window and
+/// tool_error(exit_invalid) for an epoch the trace does not have.
+record_filter make_filter(const trace_dir& dir, const window_options& w);
 /// Parses one sidecar; unknown keys are ignored, malformed lines become warnings.
 void parse_sidecar(std::istream& in, const std::string& file_label, trace_dir& out);
 
@@ -102,6 +149,8 @@ void attribute_files(trace_dir& dir);
 /// How commands treat malformed lines: stop at the first one (default) or skip and count.
 struct read_options {
   bool skip_invalid = false;
+  const record_filter* filter = nullptr;  ///< records it rejects are not passed to fn
+  bool warn_empty = true;  ///< print "warning: <file>: empty trace file" for a file without lines
 };
 
 /// Streams every record of every file to `fn(file_index, record, batch_ref)`, or to
@@ -110,6 +159,9 @@ struct read_options {
 /// mode returns the number skipped. A template so the per-record call inlines.
 template <class F>
 std::uint64_t for_each_record(const trace_dir& dir, const read_options& opt, F&& fn);
+
+/// Prints `warning: <path>: empty trace file (no records)` on stderr.
+void warn_empty_file(const std::string& path);
 
 /// Throws tool_error(exit_invalid): `path:line: why (run 'lotus-tool check' ...)`.
 [[noreturn]] void throw_bad_line(const std::string& path, std::uint64_t line, const char* why);
@@ -126,7 +178,9 @@ std::uint64_t for_each_record(const trace_dir& dir, const read_options& opt, F&&
     line_reader::line ln;
     record rec;
     batch_ref batch;
+    bool any = false;
     while (reader.next(ln)) {
+      any = true;
       const char* why = validate_line(ln.text, ln.has_newline, ln.too_long, rec, batch);
       if (why != nullptr) {
         if (opt.skip_invalid) {
@@ -135,6 +189,7 @@ std::uint64_t for_each_record(const trace_dir& dir, const read_options& opt, F&&
         }
         throw_bad_line(dir.files[i].path, ln.number, why);
       }
+      if (opt.filter != nullptr && !opt.filter->keep(dir.files[i].source, rec, batch)) continue;
       if constexpr (std::is_invocable_v<F&, std::size_t, const record&, const batch_ref&,
                                         std::uint64_t>) {
         fn(i, rec, batch, ln.number);
@@ -142,6 +197,7 @@ std::uint64_t for_each_record(const trace_dir& dir, const read_options& opt, F&&
         fn(i, rec, batch);
       }
     }
+    if (!any && opt.warn_empty) warn_empty_file(dir.files[i].path);
   }
   return skipped;
 }

@@ -1,0 +1,159 @@
+"""A deterministic DataLoader run traced by lotus.torch (run by test_torch.py in a fresh process).
+
+    /usr/bin/python3 scenario.py '<json>'
+
+json keys: trace (prefix), context (fork|spawn), workers, epochs, batches, batch_size, persistent,
+order ('in': batches arrive in order; 'swap01': batch 1 arrives before batch 0), style ('all':
+instrument(log_file=...); 'keywords': instrument() + Lotus's keywords; 'none': instrument() only),
+dataset ('seq': custom dataset with a Compose `transforms` attribute; 'iterable'; 'folder': ImageFolder
+over generated JPEGs in `data`), uninstrument (bool: run once traced, uninstrument, run again).
+Arrival order is forced, not timed: batch k's first sample waits until the main process has received
+batch k-1 (for 'swap01', batch 0 waits for batch 1), through flag files written by a hook on the
+main process's _get_data.
+"""
+import json
+import os
+import sys
+import time
+
+import torch
+from torch.utils.data import DataLoader, Dataset, IterableDataset
+from torchvision import transforms as T
+
+import lotus
+import lotus.torch
+
+
+class AddOne:
+    def __call__(self, x):
+        return x + 1
+
+
+class Double:
+    def __call__(self, x):
+        return x * 2
+
+
+def wait_for(path):
+    deadline = time.monotonic() + 60
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out waiting for {path}")
+        time.sleep(0.001)
+
+
+def gate(flags, order, batch):
+    """Block the first sample of `batch` until the batch that must arrive before it was received."""
+    if order == "swap01":
+        before = {0: 1, 1: None}.get(batch, batch - 1)
+    else:
+        before = batch - 1 if batch > 0 else None
+    if flags is not None and before is not None:
+        wait_for(os.path.join(flags, f"got_{before}"))
+
+
+class SeqDataset(Dataset):
+    """Lotus's custom-dataset shape: `log_file` and a Compose in `transforms`."""
+
+    def __init__(self, n, batch_size, flags, order, transforms, log_file=None):
+        self.n, self.batch_size, self.flags, self.order = n, batch_size, flags, order
+        self.transforms = transforms
+        self.log_file = log_file
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        if i % self.batch_size == 0:
+            gate(self.flags, self.order, i // self.batch_size)
+        return self.transforms(torch.tensor([float(i)]))
+
+
+class Stream(IterableDataset):
+    def __init__(self, n, transforms):
+        self.n, self.transforms = n, transforms
+
+    def __iter__(self):
+        info = torch.utils.data.get_worker_info()
+        w, k = (0, 1) if info is None else (info.id, info.num_workers)
+        for i in range(w, self.n, k):
+            yield self.transforms(torch.tensor([float(i)]))
+
+
+def make_images(root, count):
+    from PIL import Image
+    for c in range(2):
+        os.makedirs(os.path.join(root, f"c{c}"), exist_ok=True)
+        for i in range(count // 2):
+            Image.new("RGB", (24 + i, 20 + c), (10 * i, 100 * c, 7)).save(
+                os.path.join(root, f"c{c}", f"{i}.jpg"))
+
+
+def install_arrival_hook(flags):
+    it = torch.utils.data.dataloader._MultiProcessingDataLoaderIter
+    inner = it._get_data
+
+    def _get_data(self):
+        r = inner(self)
+        if type(r) is tuple and type(r[0]) is int:
+            open(os.path.join(flags, f"got_{r[0]}"), "w").close()
+        return r
+
+    it._get_data = _get_data
+
+
+def main():
+    cfg = json.loads(sys.argv[1])
+    style = cfg.get("style", "all")
+    trace = cfg["trace"]
+    if style == "all":
+        lotus.torch.instrument(log_file=trace)
+    else:
+        lotus.torch.instrument()
+    kw = trace if style == "keywords" else None
+    b, n = cfg.get("batch_size", 2), cfg.get("batches", 6) * cfg.get("batch_size", 2)
+    workers = cfg.get("workers", 2)
+    flags = cfg.get("flags")
+    kind = cfg.get("dataset", "seq")
+    steps = [T.Resize((8, 8)), T.ToTensor()] if kind == "folder" else [AddOne(), Double()]
+    compose = (T.Compose(steps, log_transform_elapsed_time=kw) if style == "keywords"
+               else T.Compose(steps))
+    if kind == "seq":
+        ds = SeqDataset(n, b, flags if workers else None, cfg.get("order", "in"), compose,
+                        log_file=kw)
+    elif kind == "iterable":
+        ds = Stream(n, compose)
+    else:
+        make_images(cfg["data"], n)
+        if style == "keywords":
+            ds = __import__("torchvision").datasets.ImageFolder(cfg["data"], compose, log_file=kw)
+        else:
+            ds = __import__("torchvision").datasets.ImageFolder(cfg["data"], compose)
+    if workers and flags:
+        install_arrival_hook(flags)
+    extra = {}
+    if workers:
+        extra = dict(multiprocessing_context=cfg.get("context", "fork"),
+                     persistent_workers=cfg.get("persistent", False))
+    loader = DataLoader(ds, batch_size=b, num_workers=workers, **extra)
+    total = 0
+    for _ in range(cfg.get("epochs", 1)):
+        if flags:
+            for f in os.listdir(flags):
+                os.unlink(os.path.join(flags, f))
+        for batch in loader:
+            total += len(batch[0]) if kind == "folder" else len(batch)
+    if cfg.get("uninstrument"):
+        lotus.torch.uninstrument()
+        del loader
+        if kind == "seq":
+            ds.flags = None  # uninstrument() removed the arrival hook too
+        loader = DataLoader(ds, batch_size=b, num_workers=workers, **extra)
+        for batch in loader:
+            total += len(batch)
+    lotus.flush()
+    print(json.dumps({"pid": os.getpid(), "samples": total, "stats": list(lotus.stats())}))
+
+
+if __name__ == "__main__":
+    main()

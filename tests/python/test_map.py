@@ -1,0 +1,97 @@
+"""LotusMap and per-op metrics from Python: lotus-tool map (perf, Callgrind) on the Python probe of
+examples/python_pipeline, and lotus-tool record + attribute on the Python pipeline."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import HERE
+
+ROOT = HERE.parents[1]
+PROBE = ROOT / "examples" / "python_pipeline" / "probe.py"
+PIPELINE = ROOT / "examples" / "python_pipeline" / "pipeline.py"
+TOOL = os.environ.get("LOTUS_TOOL")
+
+pytestmark = pytest.mark.skipif(not TOOL, reason="LOTUS_TOOL (lotus-tool) not given")
+
+
+def perf_usable():
+    if shutil.which("perf") is None:
+        return False
+    try:
+        level = int(open("/proc/sys/kernel/perf_event_paranoid").read())
+    except OSError:
+        return False
+    return level <= 2 or os.geteuid() == 0
+
+
+def tool(*args, timeout=900):
+    return subprocess.run([TOOL, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def check_mapping(path, regions):
+    m = json.loads(path.read_text())
+    assert set(m) >= {"op_to_func", "common_funcs_to_op", "lotus"}
+    assert set(m["op_to_func"]) == set(regions)
+    for op in regions:
+        funcs = m["op_to_func"][op]
+        assert funcs and all("|" in f for f in funcs), op  # Lotus's "function|module" keys
+        assert not any(f.startswith("lotus::") for f in funcs)  # collector control dropped
+    for func, ops in m["common_funcs_to_op"].items():
+        assert len(ops) >= 2 and set(ops) <= set(regions), func
+    return m
+
+
+@pytest.mark.skipif(not perf_usable(), reason="perf not installed or not permitted")
+def test_map_python_probe_with_perf(tmp_path):
+    out = tmp_path / "perf.json"
+    r = tool("map", "--collector", "perf", "--runs", "1", "--count", "10", "--freq", "20000",
+             "--region", "RandomHorizontalFlip", "--region", "RandomResizedCrop", "-o", str(out),
+             "--", sys.executable, str(PROBE), "--iterations", "12", "--size", "256")
+    assert r.returncode == 0, r.stderr
+    m = check_mapping(out, ["RandomHorizontalFlip", "RandomResizedCrop"])
+    # PIL's own C functions behind torchvision's ops.
+    assert any(f.startswith("ImagingFlipLeftRight|") for f in m["op_to_func"]["RandomHorizontalFlip"])
+    assert any(f.startswith("ImagingResample") for f in m["op_to_func"]["RandomResizedCrop"])
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind not installed")
+def test_map_python_probe_with_callgrind(tmp_path):
+    out = tmp_path / "callgrind.json"
+    r = tool("map", "--collector", "callgrind", "--timeout", "800", "--region",
+             "RandomHorizontalFlip", "-o", str(out), "--", sys.executable, str(PROBE),
+             "--iterations", "2", "--size", "64", "--batch", "1")
+    assert r.returncode == 0, r.stderr
+    m = check_mapping(out, ["RandomHorizontalFlip"])
+    funcs = m["op_to_func"]["RandomHorizontalFlip"]
+    assert any(f.startswith("ImagingFlipLeftRight|") for f in funcs)
+    assert m["lotus"]["collector"] == "callgrind"
+
+
+def test_map_lists_the_python_regions(tmp_path):
+    listing = tmp_path / "regions.txt"
+    env = dict(os.environ, LOTUS_MAP_LIST=str(listing))
+    subprocess.run([sys.executable, str(PROBE), "--iterations", "1", "--size", "64"], env=env,
+                   check=True, timeout=300)
+    assert listing.read_text().split() == ["Loader", "RandomResizedCrop", "RandomHorizontalFlip",
+                                           "ToTensor", "Normalize", "Collation"]
+
+
+@pytest.mark.skipif(not perf_usable(), reason="perf not installed or not permitted")
+def test_record_and_attribute_python_pipeline(tmp_path):
+    rec = tmp_path / "rec"
+    r = tool("record", "-F", "2000", "-o", str(rec), "--", sys.executable, str(PIPELINE),
+             "--out", str(tmp_path / "run"), "--images", "32", "--epochs", "1")
+    assert r.returncode == 0, r.stderr
+    r = tool("attribute", str(rec), "--json")
+    assert r.returncode == 0, r.stderr
+    ops = {o["op"]: o for o in json.loads(r.stdout)["ops"]}
+    assert set(ops) >= {"Loader", "RandomResizedCrop", "RandomHorizontalFlip", "ToTensor",
+                        "Normalize", "Collation"}
+    assert all(ops[op]["samples"] > 0 for op in ("Loader", "RandomResizedCrop", "Collation"))
+    # Samples are charged to the innermost span: PIL's resampling lands in RandomResizedCrop.
+    assert any(f["function"].startswith("ImagingResample")
+               for f in ops["RandomResizedCrop"]["functions"])

@@ -1,0 +1,251 @@
+"""lotus.torch on stock PyTorch/torchvision: exact Lotus record sets, worker and main files."""
+import json
+
+import pytest
+
+from conftest import HERE, read_trace, run_python
+
+OPS = ["SAddOne", "SDouble"]
+
+
+def scenario(tmp_path, **cfg):
+    trace = tmp_path / "trace"
+    flags = tmp_path / "flags"
+    flags.mkdir()
+    cfg.setdefault("trace", str(trace / "lotustrace_log"))
+    cfg.setdefault("flags", str(flags))
+    cfg.setdefault("data", str(tmp_path / "data"))
+    r = run_python([str(HERE / "scenario.py"), json.dumps(cfg)], timeout=300)
+    info = json.loads(r.stdout.strip().splitlines()[-1])
+    files = read_trace(trace) if trace.exists() else {}
+    return info, files
+
+
+def expected_main(batches, workers, order="in", prefetch=2):
+    """The main file of one epoch by Lotus's _next_data rules, arrivals forced as in scenario.py."""
+    q = min(prefetch * workers, batches)
+    out = [f"SBatchQueued_{i}" for i in range(q)]
+    for k in range(batches):
+        queued = [f"SBatchQueued_{q + k}"] if q + k < batches else []
+        if order == "swap01" and k == 0:
+            out += ["SBatchWait_1"] + queued + ["SBatchWait_0", "SBatchConsumed_0"]
+        elif order == "swap01" and k == 1:
+            out += queued + ["SBatchConsumed_1"]  # served from the cache: no wait record
+        else:
+            out += queued + [f"SBatchWait_{k}", f"SBatchConsumed_{k}"]
+    return out
+
+
+def expected_worker(batch_ids, batch_size, per_sample=OPS, collation=True):
+    out = []
+    for k in batch_ids:
+        out += per_sample * batch_size
+        out += (["SCollation"] if collation else []) + [f"SBatchPreprocessed_{k}"]
+    return out
+
+
+def split(files, pid):
+    main = {n: r for n, r in files.items() if "_main_pid_" in n}
+    workers = {n: r for n, r in files.items() if "_worker_pid_" in n}
+    assert all(n.endswith(f"_{pid}") for n in main), main.keys()
+    return main, workers
+
+
+def check_markers(rows):
+    for name, _, dur in rows:
+        if name.startswith(("SBatchQueued_", "SBatchConsumed_")):
+            assert dur == 1000, (name, dur)
+
+
+def check_nesting(rows):
+    """Every record of a batch lies inside its SBatchPreprocessed span (one clock, no timing)."""
+    group = []
+    for name, start, dur in rows:
+        if name.startswith("SBatchPreprocessed_"):
+            for n2, s2, d2 in group:
+                assert start <= s2 and s2 + d2 <= start + dur, (name, n2)
+            group = []
+        else:
+            group.append((name, start, dur))
+
+
+def batches_of(rows):
+    return [int(n.split("_")[1]) for n, _, _ in rows if n.startswith("SBatchPreprocessed_")]
+
+
+@pytest.mark.parametrize("order", ["in", "swap01"])
+def test_fork_workers_two_epochs_exact(tmp_path, order):
+    info, files = scenario(tmp_path, context="fork", workers=2, epochs=2, batches=6, order=order)
+    assert info["samples"] == 2 * 12
+    main, workers = split(files, info["pid"])
+    assert len(main) == 1
+    rows = next(iter(main.values()))
+    names = [r[0] for r in rows]
+    assert names == expected_main(6, 2, order) * 2
+    check_markers(rows)
+    if order == "swap01":
+        wait1 = [r for r in rows if r[0] == "SBatchWait_1"]
+        assert [r[2] for r in wait1] == [1000, 1000]  # the out-of-order marker, each epoch
+    # A fresh worker process per epoch and worker: batches go round-robin, each file in order.
+    assert len(workers) == 4
+    assert sorted(tuple(batches_of(r)) for r in workers.values()) == [(0, 2, 4), (0, 2, 4),
+                                                                        (1, 3, 5), (1, 3, 5)]
+    for name, r in workers.items():
+        assert [x[0] for x in r] == expected_worker(batches_of(r), 2), name
+        check_nesting(r)
+        assert not name.endswith(f"_{info['pid']}")
+    s = info["stats"]
+    assert s[0] == s[1] and s[2] == 0  # main process: recorded == written, nothing dropped
+
+
+def test_spawn_workers_out_of_order(tmp_path):
+    info, files = scenario(tmp_path, context="spawn", workers=2, epochs=2, batches=4,
+                           order="swap01")
+    main, workers = split(files, info["pid"])
+    names = [r[0] for r in next(iter(main.values()))]
+    assert names == expected_main(4, 2, "swap01") * 2
+    assert len(workers) == 4
+    for name, r in workers.items():
+        assert [x[0] for x in r] == expected_worker(batches_of(r), 2), name
+    assert sorted(tuple(batches_of(r)) for r in workers.values()) == [(0, 2), (0, 2), (1, 3),
+                                                                        (1, 3)]
+
+
+def test_persistent_workers_keep_their_files(tmp_path):
+    info, files = scenario(tmp_path, context="fork", workers=2, epochs=2, batches=4,
+                           persistent=True)
+    main, workers = split(files, info["pid"])
+    assert [r[0] for r in next(iter(main.values()))] == expected_main(4, 2) * 2
+    assert len(workers) == 2  # the same two processes serve both epochs; indices restart at 0
+    assert sorted(tuple(batches_of(r)) for r in workers.values()) == [(0, 2, 0, 2), (1, 3, 1, 3)]
+    for r in workers.values():
+        assert [x[0] for x in r] == expected_worker(batches_of(r), 2)
+
+
+def test_num_workers_0_main_process_only(tmp_path):
+    info, files = scenario(tmp_path, workers=0, epochs=2, batches=3)
+    assert list(files) == [f"lotustrace_log_worker_pid_{info['pid']}"]
+    names = [r[0] for r in files[f"lotustrace_log_worker_pid_{info['pid']}"]]
+    # No SBatch* records and no main file without workers, as Lotus.
+    assert names == (OPS * 2 + ["SCollation"]) * 6
+
+
+def test_imagefolder_lotus_keywords(tmp_path):
+    info, files = scenario(tmp_path, style="keywords", dataset="folder", workers=2, batches=2)
+    main, workers = split(files, info["pid"])
+    # ImageFolder has no arrival gate: batch 1 may arrive first (then it gets the 1 us marker).
+    assert [r[0] for r in next(iter(main.values()))] in (expected_main(2, 2),
+                                                          expected_main(2, 2, "swap01"))
+    per_sample = ["SResize", "SToTensor", "SLoader", "STransform"]  # Compose's lines first, as Lotus writes them
+    for r in workers.values():
+        assert [x[0] for x in r] == expected_worker(batches_of(r), 2, per_sample)
+        check_nesting(r)
+        # STransform spans its Compose steps; SLoader ends before STransform starts.
+        for i in range(0, len(r) - 1):
+            if r[i][0] == "STransform":
+                first, last, load, tr = r[i - 3], r[i - 2], r[i - 1], r[i]
+                assert tr[1] <= first[1] and last[1] + last[2] <= tr[1] + tr[2]
+                assert load[1] + load[2] <= tr[1]
+
+
+def test_custom_dataset_lotus_keywords(tmp_path):
+    # Lotus README's custom dataset: `log_file` and a Compose given log_transform_elapsed_time.
+    info, files = scenario(tmp_path, style="keywords", workers=2, batches=4, order="swap01")
+    main, workers = split(files, info["pid"])
+    assert [r[0] for r in next(iter(main.values()))] == expected_main(4, 2, "swap01")
+    for r in workers.values():
+        assert [x[0] for x in r] == expected_worker(batches_of(r), 2)
+
+
+def test_keyword_mode_traces_only_what_lotus_would(tmp_path):
+    # instrument() with no log file and no keywords: Lotus would write nothing, so does lotus.
+    info, files = scenario(tmp_path, style="none", workers=2, batches=2)
+    assert info["samples"] == 4
+    assert files == {}
+
+
+def test_iterable_dataset(tmp_path):
+    info, files = scenario(tmp_path, dataset="iterable", workers=2, batches=2, flags=None)
+    main, workers = split(files, info["pid"])
+    # Lotus records no SCollation for iterable datasets; the batch spans are there.
+    for r in workers.values():
+        assert [x[0] for x in r] == expected_worker(batches_of(r), 2, collation=False)
+    assert sorted(b for r in workers.values() for b in batches_of(r)) == [0, 1]
+
+
+def test_uninstrument_restores_everything(tmp_path):
+    info, files = scenario(tmp_path, workers=2, batches=2, uninstrument=True)
+    assert info["samples"] == 8  # both runs delivered every sample
+    main, workers = split(files, info["pid"])
+    # Only the instrumented run is in the trace.
+    assert [r[0] for r in next(iter(main.values()))] == expected_main(2, 2)
+    assert sorted(b for r in workers.values() for b in batches_of(r)) == [0, 1]
+
+
+def test_uninstrument_identity_and_keywords():
+    code = r"""
+import torch.utils.data.dataloader as dl, torch.utils.data._utils.worker as wk
+import torch.utils.data._utils.fetch as fe
+from torchvision import transforms as T, datasets as D
+import lotus.torch
+def snapshot():
+    it = dl._MultiProcessingDataLoaderIter
+    return [it.__dict__[k] for k in ("__init__", "_try_put_index", "_next_data", "_get_data",
+            "_process_data")] + [wk._worker_loop, fe._MapDatasetFetcher.__dict__["fetch"],
+            fe._MapDatasetFetcher.__dict__["__init__"], fe._IterableDatasetFetcher.__dict__["fetch"],
+            T.Compose.__dict__["__call__"], T.Compose.__dict__["__init__"],
+            D.DatasetFolder.__dict__["__getitem__"], D.DatasetFolder.__dict__["__init__"],
+            D.ImageFolder.__dict__["__init__"]]
+before = snapshot()
+with lotus.torch.instrument():
+    during = snapshot()
+    assert lotus.torch.instrumented()
+    T.Compose([], log_transform_elapsed_time=None)
+assert not lotus.torch.instrumented()
+after = snapshot()
+assert all(a is b for a, b in zip(before, after)), "not restored"
+assert sum(a is not b for a, b in zip(before, during)) == len(before) - 1  # _worker_loop: per iterator
+try:
+    T.Compose([], log_transform_elapsed_time="x")
+except TypeError:
+    print("keyword gone")
+lotus.torch.uninstrument()  # idempotent
+"""
+    r = run_python(code)
+    assert r.stdout.strip() == "keyword gone"
+
+
+def test_bad_arguments_are_python_exceptions():
+    code = r"""
+import lotus.torch
+def err(f):
+    try:
+        f()
+    except (TypeError, ValueError) as e:
+        return type(e).__name__
+    return "no error"
+print(err(lambda: lotus.torch.instrument(log_file=3)))
+print(err(lambda: lotus.torch.instrument(log_file="/tmp/x", ring_capacity=1)))
+print(err(lambda: lotus.torch.instrument(log_file="/tmp/x", bogus=1)))
+print(lotus.torch.instrumented())
+"""
+    r = run_python(code)
+    assert r.stdout.split() == ["TypeError", "ValueError", "TypeError", "False"]
+
+
+def test_lotus_keywords_set_the_prefix_once(tmp_path):
+    code = f"""
+import os, warnings
+import lotus, lotus.torch
+from torchvision import transforms as T
+lotus.torch.instrument()
+assert not lotus.tracing_enabled()
+T.Compose([], log_transform_elapsed_time={str(tmp_path / 'a' / 'log')!r})
+assert lotus.tracing_enabled()
+with warnings.catch_warnings(record=True) as w:
+    warnings.simplefilter("always")
+    T.Compose([], log_transform_elapsed_time={str(tmp_path / 'b' / 'log')!r})
+print(lotus._last_options["log_file"], w[0].category.__name__, len(w))
+"""
+    prefix, category, count = run_python(code).stdout.split()
+    assert (prefix, category, count) == (str(tmp_path / "a" / "log"), "RuntimeWarning", "1")

@@ -1,0 +1,20 @@
+// lotus — lotus-tool report: the HTML page (one self-contained file, works offline)
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <string>
+
+#include "report_data.hpp"
+
+namespace lotus_tool {
+
+/// The whole page: findings, tables and the data for the charts, with Chart.js, dygraphs and
+/// the page script embedded. When the script has drawn every chart it sets
+/// `data-lotus-rendered="1"` on <html>; a chart that fails shows its error in #lotus-errors and
+/// counts it in `data-lotus-errors`.
+std::string render_report_page(const report_data& d);
+
+/// HTML-escapes text (& < > ").
+std::string escape_html(const std::string& s);
+
+}  // namespace lotus_tool

@@ -1,0 +1,497 @@
+// lotus — the Python extension `lotus._lotus`: the same runtime as the C++ headers, for Python
+// SPDX-License-Identifier: MIT
+//
+// Hot objects (scope, map_region, the record primitives lotus.torch calls per sample) are written
+// against the CPython C API: a `with lotus.scope("Op"):` then costs an object allocation and two C
+// calls. pybind11 dispatch (argument conversion, overload resolution) would triple that. The cold
+// API (configure, stats, collector, BatchTracker) uses pybind11.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <chrono>
+#include <cstdint>
+#include <new>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "lotus/lotus.hpp"
+
+namespace py = pybind11;
+
+namespace {
+
+using lotus::detail::g_mode;
+using lotus::detail::mode_tsc;
+
+// ---- helpers -----------------------------------------------------------------------------------
+
+/// The UTF-8 view of a str (no copy for compact ASCII strings); false with a TypeError set.
+bool name_view(PyObject* name, std::string_view& out, const char* what) {
+  if (!PyUnicode_Check(name)) {
+    PyErr_Format(PyExc_TypeError, "%s: the name must be a str, not %.100s", what,
+                 Py_TYPE(name)->tp_name);
+    return false;
+  }
+  Py_ssize_t n = 0;
+  const char* p = PyUnicode_AsUTF8AndSize(name, &n);
+  if (p == nullptr) return false;  // e.g. lone surrogates: UnicodeEncodeError is set
+  out = std::string_view(p, static_cast<std::size_t>(n));
+  return true;
+}
+
+/// A non-negative int that fits in 64 bits; false with an exception set.
+bool u64_arg(PyObject* o, std::uint64_t& out, const char* what) {
+  if (!PyLong_Check(o)) {
+    PyErr_Format(PyExc_TypeError, "%s must be an int, not %.100s", what, Py_TYPE(o)->tp_name);
+    return false;
+  }
+  const unsigned long long v = PyLong_AsUnsignedLongLong(o);
+  if (v == static_cast<unsigned long long>(-1) && PyErr_Occurred()) {
+    PyErr_Clear();
+    PyErr_Format(PyExc_ValueError, "%s must be a non-negative int below 2**64", what);
+    return false;
+  }
+  out = v;
+  return true;
+}
+
+/// The decorator factory installed by lotus/__init__.py (scope("Op")(fn) calls it).
+PyObject* g_decorate = nullptr;
+
+// ---- lotus.scope -------------------------------------------------------------------------------
+
+struct scope_object {
+  PyObject_HEAD PyObject* name;  // str
+  bool active;
+  alignas(lotus::scope_timer) unsigned char timer[sizeof(lotus::scope_timer)];
+};
+
+PyObject* scope_new(PyTypeObject* type, PyObject* name) {
+  if (!PyUnicode_Check(name)) {
+    PyErr_Format(PyExc_TypeError, "lotus.scope(name): name must be a str, not %.100s",
+                 Py_TYPE(name)->tp_name);
+    return nullptr;
+  }
+  auto* self = PyObject_New(scope_object, type);
+  if (self == nullptr) return nullptr;
+  Py_INCREF(name);
+  self->name = name;
+  self->active = false;
+  return reinterpret_cast<PyObject*>(self);
+}
+
+PyObject* scope_vectorcall(PyObject* type, PyObject* const* args, std::size_t nargsf,
+                           PyObject* kwnames) {
+  const Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+  if (n != 1 || (kwnames != nullptr && PyTuple_GET_SIZE(kwnames) != 0)) {
+    PyErr_SetString(PyExc_TypeError, "lotus.scope(name) takes exactly one positional argument");
+    return nullptr;
+  }
+  return scope_new(reinterpret_cast<PyTypeObject*>(type), args[0]);
+}
+
+PyObject* scope_tp_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
+  if (PyTuple_GET_SIZE(args) != 1 || (kwargs != nullptr && PyDict_GET_SIZE(kwargs) != 0)) {
+    PyErr_SetString(PyExc_TypeError, "lotus.scope(name) takes exactly one positional argument");
+    return nullptr;
+  }
+  return scope_new(type, PyTuple_GET_ITEM(args, 0));
+}
+
+void scope_dealloc(PyObject* o) {
+  // Entered and never exited (a generator dropped mid-with): nothing is recorded.
+  Py_XDECREF(reinterpret_cast<scope_object*>(o)->name);
+  PyObject_Free(o);
+}
+
+PyObject* scope_enter(PyObject* o, PyObject*) {
+  auto* self = reinterpret_cast<scope_object*>(o);
+  if (self->active) {
+    PyErr_SetString(PyExc_RuntimeError,
+                    "this lotus.scope is already entered; use one lotus.scope(...) per 'with'");
+    return nullptr;
+  }
+  std::string_view sv;
+  if (!name_view(self->name, sv, "lotus.scope")) return nullptr;
+  new (self->timer) lotus::scope_timer(lotus::detail::dynamic_name_tag{}, sv);
+  self->active = true;
+  Py_INCREF(o);
+  return o;
+}
+
+PyObject* scope_exit(PyObject* o, PyObject* const*, Py_ssize_t) {
+  auto* self = reinterpret_cast<scope_object*>(o);
+  if (!self->active) {
+    PyErr_SetString(PyExc_RuntimeError, "lotus.scope: __exit__ without __enter__");
+    return nullptr;
+  }
+  self->active = false;
+  std::launder(reinterpret_cast<lotus::scope_timer*>(self->timer))->~scope_timer();
+  Py_RETURN_FALSE;
+}
+
+PyObject* scope_call(PyObject* o, PyObject* args, PyObject* kwargs) {
+  auto* self = reinterpret_cast<scope_object*>(o);
+  if (PyTuple_GET_SIZE(args) != 1 || (kwargs != nullptr && PyDict_GET_SIZE(kwargs) != 0) ||
+      !PyCallable_Check(PyTuple_GET_ITEM(args, 0))) {
+    PyErr_SetString(PyExc_TypeError,
+                    "lotus.scope(name) decorates exactly one callable: @lotus.scope(\"Op\")");
+    return nullptr;
+  }
+  if (g_decorate == nullptr) {
+    PyErr_SetString(PyExc_RuntimeError, "lotus: import lotus, not lotus._lotus");
+    return nullptr;
+  }
+  return PyObject_CallFunctionObjArgs(g_decorate, self->name, PyTuple_GET_ITEM(args, 0), nullptr);
+}
+
+PyObject* scope_repr(PyObject* o) {
+  return PyUnicode_FromFormat("lotus.scope(%R)", reinterpret_cast<scope_object*>(o)->name);
+}
+
+PyObject* scope_get_name(PyObject* o, void*) {
+  PyObject* n = reinterpret_cast<scope_object*>(o)->name;
+  Py_INCREF(n);
+  return n;
+}
+
+PyMethodDef scope_methods[] = {
+    {"__enter__", scope_enter, METH_NOARGS, "Start the span."},
+    {"__exit__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(scope_exit)),
+     METH_FASTCALL, "End the span and record S<name>,<start_ns>,<duration_ns>."},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyGetSetDef scope_getset[] = {
+    {"name", scope_get_name, nullptr, "the op name (recorded as S<name>)", nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr}};
+
+PyTypeObject scope_type = [] {
+  PyTypeObject t{};
+  Py_SET_REFCNT(reinterpret_cast<PyObject*>(&t), 1);
+  t.tp_name = "lotus.scope";
+  t.tp_basicsize = sizeof(scope_object);
+  t.tp_dealloc = scope_dealloc;
+  t.tp_repr = scope_repr;
+  t.tp_call = scope_call;
+  t.tp_flags = Py_TPFLAGS_DEFAULT;
+  t.tp_doc = PyDoc_STR(
+      "scope(name)\n--\n\n"
+      "A span recorded as S<name>,<start_ns>,<duration_ns> in the calling thread's trace file.\n"
+      "Use as `with lotus.scope(\"Op\"):` or as a decorator `@lotus.scope(\"Op\")`.");
+  t.tp_methods = scope_methods;
+  t.tp_getset = scope_getset;
+  t.tp_new = scope_tp_new;
+  t.tp_vectorcall = scope_vectorcall;
+  return t;
+}();
+
+// ---- lotus.map_region --------------------------------------------------------------------------
+
+struct map_region_object {
+  PyObject_HEAD PyObject* name;
+  const lotus::source_location* loc;  // interned: process lifetime (the map gate keeps name ptrs)
+  bool active;
+  alignas(lotus::map_region) unsigned char region[sizeof(lotus::map_region)];
+};
+
+PyObject* map_region_tp_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
+  if (PyTuple_GET_SIZE(args) != 1 || (kwargs != nullptr && PyDict_GET_SIZE(kwargs) != 0)) {
+    PyErr_SetString(PyExc_TypeError,
+                    "lotus.map_region(name) takes exactly one positional argument");
+    return nullptr;
+  }
+  PyObject* name = PyTuple_GET_ITEM(args, 0);
+  std::string_view sv;
+  if (!name_view(name, sv, "lotus.map_region")) return nullptr;
+  if (sv.empty() || sv.find('\0') != std::string_view::npos) {
+    PyErr_SetString(PyExc_ValueError, "lotus.map_region: the name must be non-empty, without NUL");
+    return nullptr;
+  }
+  const lotus::source_location* loc = nullptr;
+  try {
+    loc = &lotus::detail::intern(sv);
+  } catch (const std::bad_alloc&) {
+    return PyErr_NoMemory();
+  }
+  auto* self = PyObject_New(map_region_object, type);
+  if (self == nullptr) return nullptr;
+  Py_INCREF(name);
+  self->name = name;
+  self->loc = loc;
+  self->active = false;
+  return reinterpret_cast<PyObject*>(self);
+}
+
+void map_region_dealloc(PyObject* o) {
+  auto* self = reinterpret_cast<map_region_object*>(o);
+  if (self->active) {  // keep the collector balanced even if __exit__ never ran
+    self->active = false;
+    std::launder(reinterpret_cast<lotus::map_region*>(self->region))->~map_region();
+  }
+  Py_XDECREF(self->name);
+  PyObject_Free(o);
+}
+
+PyObject* map_region_enter(PyObject* o, PyObject*) {
+  auto* self = reinterpret_cast<map_region_object*>(o);
+  if (self->active) {
+    PyErr_SetString(PyExc_RuntimeError, "this lotus.map_region is already entered");
+    return nullptr;
+  }
+  new (self->region) lotus::map_region(*self->loc);
+  self->active = true;
+  Py_INCREF(o);
+  return o;
+}
+
+PyObject* map_region_exit(PyObject* o, PyObject* const*, Py_ssize_t) {
+  auto* self = reinterpret_cast<map_region_object*>(o);
+  if (!self->active) {
+    PyErr_SetString(PyExc_RuntimeError, "lotus.map_region: __exit__ without __enter__");
+    return nullptr;
+  }
+  self->active = false;
+  std::launder(reinterpret_cast<lotus::map_region*>(self->region))->~map_region();
+  Py_RETURN_FALSE;
+}
+
+PyObject* map_region_repr(PyObject* o) {
+  return PyUnicode_FromFormat("lotus.map_region(%R)",
+                              reinterpret_cast<map_region_object*>(o)->name);
+}
+
+PyMethodDef map_region_methods[] = {
+    {"__enter__", map_region_enter, METH_NOARGS, "Enter the region (resume when selected)."},
+    {"__exit__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(map_region_exit)),
+     METH_FASTCALL, "Leave the region (pause when selected) and record S<name>."},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyTypeObject map_region_type = [] {
+  PyTypeObject t{};
+  Py_SET_REFCNT(reinterpret_cast<PyObject*>(&t), 1);
+  t.tp_name = "lotus.map_region";
+  t.tp_basicsize = sizeof(map_region_object);
+  t.tp_dealloc = map_region_dealloc;
+  t.tp_repr = map_region_repr;
+  t.tp_flags = Py_TPFLAGS_DEFAULT;
+  t.tp_doc = PyDoc_STR(
+      "map_region(name)\n--\n\n"
+      "A LotusMap region of a probe program: records S<name>; when LOTUS_MAP_SELECT names it,\n"
+      "the attached collector (perf, Callgrind, VTune, uProf) runs around the selected "
+      "executions.");
+  t.tp_methods = map_region_methods;
+  t.tp_new = map_region_tp_new;
+  return t;
+}();
+
+// ---- record primitives (lotus.torch) ------------------------------------------------------------
+// Timestamps are raw ticks of the runtime's clock (TSC cycles or epoch ns); 0 means "tracing was
+// off when the span started" and is never recorded.
+
+PyObject* py_now(PyObject*, PyObject*) {
+  const int m = lotus::detail::active_mode();
+  return PyLong_FromUnsignedLongLong(m >= mode_tsc ? lotus::detail::now_ticks(m) : 0);
+}
+
+/// _record(name, t0, t1): S<name>,<t0>,<t1 - t0> in the calling thread's worker file.
+PyObject* py_record(PyObject*, PyObject* const* args, Py_ssize_t n) {
+  if (n != 3) {
+    PyErr_SetString(PyExc_TypeError, "_record(name, t0, t1)");
+    return nullptr;
+  }
+  std::string_view sv;
+  std::uint64_t t0 = 0, t1 = 0;
+  if (!name_view(args[0], sv, "_record") || !u64_arg(args[1], t0, "t0") ||
+      !u64_arg(args[2], t1, "t1")) {
+    return nullptr;
+  }
+  if (t0 != 0 && g_mode.load(std::memory_order_relaxed) >= mode_tsc) {
+    if (const lotus::source_location* loc = lotus::detail::dynamic_location(sv)) {
+      lotus::detail::emit(*loc, t0, t1 < t0 ? t0 : t1, 0);
+    }
+  }
+  Py_RETURN_NONE;
+}
+
+enum batch_kind { k_preprocessed, k_wait, k_wait_marker, k_queued, k_consumed };
+
+const lotus::source_location& batch_loc(batch_kind k) {
+  switch (k) {
+    case k_preprocessed:
+      return lotus::detail::batch_preprocessed_loc;
+    case k_wait:
+      return lotus::detail::batch_wait_loc;
+    case k_wait_marker:
+      return lotus::detail::batch_wait_marker_loc;
+    case k_queued:
+      return lotus::detail::batch_queued_loc;
+    case k_consumed:
+      break;
+  }
+  return lotus::detail::batch_consumed_loc;
+}
+
+/// _batch(kind, idx[, t0, t1]): a batch record; without t0/t1 the record is a marker at "now".
+PyObject* py_batch(PyObject*, PyObject* const* args, Py_ssize_t n) {
+  if (n != 2 && n != 4) {
+    PyErr_SetString(PyExc_TypeError, "_batch(kind, idx[, t0, t1])");
+    return nullptr;
+  }
+  const long kind = PyLong_AsLong(args[0]);
+  if (kind == -1 && PyErr_Occurred()) return nullptr;
+  if (kind < k_preprocessed || kind > k_consumed) {
+    PyErr_SetString(PyExc_ValueError, "_batch: unknown kind");
+    return nullptr;
+  }
+  std::uint64_t idx = 0, t0 = 0, t1 = 0;
+  if (!u64_arg(args[1], idx, "idx")) return nullptr;
+  if (n == 4 && (!u64_arg(args[2], t0, "t0") || !u64_arg(args[3], t1, "t1"))) return nullptr;
+  const int m = g_mode.load(std::memory_order_relaxed);
+  if (m >= mode_tsc) {
+    if (n == 2) {
+      t0 = lotus::detail::now_ticks(m);
+      t1 = t0;
+    }
+    if (t0 != 0) lotus::detail::emit(batch_loc(static_cast<batch_kind>(kind)), t0, t1, idx);
+  }
+  Py_RETURN_NONE;
+}
+
+PyMethodDef module_methods[] = {
+    {"_now", py_now, METH_NOARGS, "Raw timestamp of the runtime's clock, 0 when tracing is off."},
+    {"_record", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_record)),
+     METH_FASTCALL, "_record(name, t0, t1): record an already-timed span S<name>."},
+    {"_batch", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_batch)), METH_FASTCALL,
+     "_batch(kind, idx[, t0, t1]): record one SBatch* record."},
+    {nullptr, nullptr, 0, nullptr}};
+
+// ---- configure ---------------------------------------------------------------------------------
+
+void configure(std::optional<std::string> log_file, std::optional<bool> enabled,
+               std::optional<std::uint64_t> ring_capacity, std::optional<std::uint64_t> flush_ms,
+               std::optional<std::string> overflow, std::optional<std::string> clock) {
+  lotus::options o;
+  if (log_file) {
+    for (const char c : *log_file) {
+      const auto u = static_cast<unsigned char>(c);
+      if (u < 0x20 || u == 0x7f) throw py::value_error("log_file contains a control character");
+    }
+    o.log_file = std::move(log_file);
+  }
+  o.enabled = enabled;
+  if (ring_capacity) {
+    if (*ring_capacity < 64 || *ring_capacity > (std::uint64_t{1} << 26)) {
+      throw py::value_error("ring_capacity must be from 64 to 67108864 events");
+    }
+    o.ring_capacity = static_cast<std::size_t>(*ring_capacity);
+  }
+  if (flush_ms) {
+    if (*flush_ms < 1 || *flush_ms > 60000) {
+      throw py::value_error("flush_interval must be from 1 to 60000 ms");
+    }
+    o.flush_interval = std::chrono::milliseconds(static_cast<std::int64_t>(*flush_ms));
+  }
+  if (overflow) {
+    if (*overflow == "block") {
+      o.overflow = lotus::overflow_policy::block;
+    } else if (*overflow == "drop") {
+      o.overflow = lotus::overflow_policy::drop;
+    } else {
+      throw py::value_error("overflow must be 'block' or 'drop'");
+    }
+  }
+  if (clock) {
+    if (*clock == "auto") {
+      o.clock = lotus::clock_source::automatic;
+    } else if (*clock == "tsc") {
+      o.clock = lotus::clock_source::tsc;
+    } else if (*clock == "realtime") {
+      o.clock = lotus::clock_source::realtime;
+    } else {
+      throw py::value_error("clock must be 'auto', 'tsc' or 'realtime'");
+    }
+  }
+  lotus::configure(o);
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_lotus, m) {
+  m.doc() = "lotus runtime (LotusTrace/LotusMap) for Python; use the `lotus` package";
+
+  if (PyType_Ready(&scope_type) < 0 || PyType_Ready(&map_region_type) < 0) {
+    throw py::error_already_set();
+  }
+  Py_INCREF(&scope_type);
+  m.add_object("scope", reinterpret_cast<PyObject*>(&scope_type));
+  Py_INCREF(&map_region_type);
+  m.add_object("map_region", reinterpret_cast<PyObject*>(&map_region_type));
+  if (PyModule_AddFunctions(m.ptr(), module_methods) < 0) throw py::error_already_set();
+
+  m.attr("VERSION") = LOTUS_VERSION_STRING;
+  m.attr("BATCH_PREPROCESSED") = static_cast<int>(k_preprocessed);
+  m.attr("BATCH_WAIT") = static_cast<int>(k_wait);
+  m.attr("BATCH_WAIT_MARKER") = static_cast<int>(k_wait_marker);
+  m.attr("BATCH_QUEUED") = static_cast<int>(k_queued);
+  m.attr("BATCH_CONSUMED") = static_cast<int>(k_consumed);
+
+  m.def("_set_decorator_factory", [](py::object f) {
+    Py_XDECREF(g_decorate);
+    g_decorate = f.release().ptr();
+  });
+
+  m.def("_configure", &configure, py::arg("log_file"), py::arg("enabled"), py::arg("ring_capacity"),
+        py::arg("flush_interval_ms"), py::arg("overflow"), py::arg("clock"));
+  // The runtime may wait for its writer thread (I/O): let other Python threads run meanwhile.
+  m.def(
+      "flush", [] { lotus::flush(); }, py::call_guard<py::gil_scoped_release>(),
+      "Block until every event recorded before the call is in its trace file.");
+  m.def(
+      "shutdown", [] { lotus::shutdown(); }, py::call_guard<py::gil_scoped_release>(),
+      "Flush and stop the writer; tracing stays off until the next configure().");
+  m.def("_stats", [] {
+    const lotus::trace_stats s = lotus::stats();
+    return py::make_tuple(s.recorded, s.written, s.dropped, s.sanitized);
+  });
+  m.def(
+      "tracing_enabled", [] { return lotus::tracing_enabled(); },
+      "True when events are being recorded.");
+
+  py::module_ c = m.def_submodule("collector", "drive the attached profiler");
+  c.def(
+      "initialize", [] { lotus::collector::initialize(); },
+      "Detect the collector now (LOTUS_COLLECTOR) instead of at the first call.");
+  c.def(
+      "resume", [] { lotus::collector::resume(); }, py::call_guard<py::gil_scoped_release>(),
+      "Start collection; nests process-wide (only the outermost resume acts).");
+  c.def(
+      "pause", [] { lotus::collector::pause(); }, py::call_guard<py::gil_scoped_release>(),
+      "Stop collection when the outermost resume is matched.");
+  c.def(
+      "detach", [] { lotus::collector::detach(); }, py::call_guard<py::gil_scoped_release>(),
+      "Pause if needed and detach; every later collector call does nothing.");
+  c.def(
+      "attached",
+      [] { return std::string(lotus::collector::to_string(lotus::collector::attached())); },
+      "'none', 'perf', 'itt', 'amd' or 'callgrind'.");
+  c.def(
+      "depth", [] { return lotus::collector::depth(); }, "Current process-wide resume depth.");
+
+  py::class_<lotus::batch_tracker>(m, "BatchTracker",
+                                   "Consumer side of a data loader by the Lotus rules "
+                                   "(SBatchQueued, SBatchWait, SBatchConsumed), as C++ "
+                                   "lotus::batch_tracker.")
+      .def(py::init<>())
+      .def("queued", &lotus::batch_tracker::queued, py::arg("idx"),
+           "An index was handed to a worker: SBatchQueued_<idx>,<now>,1000.")
+      .def("wait_begin", &lotus::batch_tracker::wait_begin,
+           "The consumer starts waiting for the next batch (once per next() call).")
+      .def("arrived", &lotus::batch_tracker::arrived, py::arg("idx"),
+           "A batch arrived; True when in order. Out of order: SBatchWait_<idx>,<now>,1000.")
+      .def("consumed", &lotus::batch_tracker::consumed, py::arg("idx"),
+           "The batch was handed on: its kept wait, then SBatchConsumed_<idx>,<now>,1000.")
+      .def("reset", &lotus::batch_tracker::reset, "New epoch: batch indices restart at 0.")
+      .def_property_readonly("expected", &lotus::batch_tracker::expected,
+                             "Index of the batch the consumer needs next.");
+}

@@ -1,0 +1,156 @@
+"""lotus for Python: Lotus traces (LotusTrace) and LotusMap probes from the lotus C++ runtime.
+
+    import lotus
+    lotus.configure(log_file="trace/lotustrace_log")   # or LOTUS_LOG_FILE=... in the environment
+    with lotus.scope("Decode"):                         # SDecode,<start_ns>,<duration_ns>
+        img = decode(buf)
+
+    @lotus.scope("Normalize")                           # every call recorded as SNormalize
+    def normalize(x): ...
+
+PyTorch users: ``lotus.torch.instrument(log_file=...)`` before creating the DataLoader (see
+``lotus.torch``). Records go to ``<log_file>_worker_pid_<tid>`` (ops) and ``<log_file>_main_pid_<tid>``
+(consumer-side batch records) of the calling thread, in the format of the original Lotus.
+"""
+
+import collections as _collections
+import datetime as _datetime
+import functools as _functools
+import os as _os
+
+from . import _lotus
+from ._lotus import BatchTracker, flush, map_region, scope, shutdown, tracing_enabled
+from ._lotus import collector
+
+__all__ = [
+    "BatchTracker",
+    "TraceStats",
+    "collector",
+    "configure",
+    "flush",
+    "map_region",
+    "scope",
+    "shutdown",
+    "stats",
+    "traced",
+    "tracing_enabled",
+]
+
+__version__ = _lotus.VERSION
+
+#: Counters of this process; ``recorded == written + dropped`` after ``flush()``.
+TraceStats = _collections.namedtuple("TraceStats", "recorded written dropped sanitized")
+
+# The options of the last configure() call (absolute log_file), so that worker processes started
+# with 'spawn' can configure themselves the same way (lotus.torch passes them along).
+_last_options = {}
+
+_UNSET = object()
+
+
+def _check_int(name, value, lo, hi):
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"lotus.configure: {name} must be an int, not {type(value).__name__}")
+    if not lo <= value <= hi:
+        raise ValueError(f"lotus.configure: {name} must be from {lo} to {hi}, got {value}")
+    return value
+
+
+def configure(log_file=_UNSET, *, enabled=None, ring_capacity=None, flush_interval=None,
+              overflow=None, clock=None):
+    """Apply options to this process; unset options fall back to the environment, then defaults.
+
+    As the C++ ``lotus::configure``, each call replaces the options of the previous one (pass
+    ``log_file`` again with ``enabled=True``); events recorded before the call are flushed first.
+
+    The options and environment variables are those of the C++ ``lotus::options``:
+
+    ================  =========================  =============================================
+    option            environment                meaning
+    ================  =========================  =============================================
+    log_file          LOTUS_LOG_FILE             trace prefix (str or path); None: unset;
+                                                 "": no prefix (tracing off)
+    enabled           LOTUS_DISABLE (inverted)   False: tracing off at run time
+    ring_capacity     LOTUS_RING_CAPACITY        largest per-thread ring, 64 .. 67108864 events
+    flush_interval    LOTUS_FLUSH_INTERVAL_MS    writer period: ms (int) or datetime.timedelta
+    overflow          LOTUS_OVERFLOW             'block' (lossless) or 'drop'
+    clock             LOTUS_CLOCK                'auto', 'tsc' or 'realtime'
+    ================  =========================  =============================================
+
+    Bad values raise TypeError or ValueError and change nothing.
+    """
+    opts = {}
+    if log_file is not _UNSET and log_file is not None:
+        try:
+            path = _os.fspath(log_file)
+        except TypeError:
+            raise TypeError("lotus.configure: log_file must be a str or os.PathLike, not "
+                            f"{type(log_file).__name__}") from None
+        if isinstance(path, bytes):
+            path = _os.fsdecode(path)
+        if "\0" in path or any(ord(c) < 0x20 or ord(c) == 0x7F for c in path):
+            raise ValueError("lotus.configure: log_file must not contain control characters")
+        opts["log_file"] = _os.path.abspath(path) if path else ""
+    if enabled is not None:
+        if not isinstance(enabled, bool):
+            raise TypeError(f"lotus.configure: enabled must be a bool, not {type(enabled).__name__}")
+        opts["enabled"] = enabled
+    if ring_capacity is not None:
+        opts["ring_capacity"] = _check_int("ring_capacity", ring_capacity, 64, 1 << 26)
+    if flush_interval is not None:
+        if isinstance(flush_interval, _datetime.timedelta):
+            ms = flush_interval / _datetime.timedelta(milliseconds=1)
+            if ms != int(ms):
+                raise ValueError("lotus.configure: flush_interval must be a whole number of ms")
+            flush_interval = int(ms)
+        opts["flush_interval"] = _check_int("flush_interval (ms)", flush_interval, 1, 60000)
+    for name, value, choices in (("overflow", overflow, ("block", "drop")),
+                                 ("clock", clock, ("auto", "tsc", "realtime"))):
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            raise TypeError(f"lotus.configure: {name} must be a str, not {type(value).__name__}")
+        if value not in choices:
+            raise ValueError(f"lotus.configure: {name} must be one of {', '.join(choices)}; "
+                             f"got {value!r}")
+        opts[name] = value
+    _lotus._configure(opts.get("log_file"), opts.get("enabled"), opts.get("ring_capacity"),
+                      opts.get("flush_interval"), opts.get("overflow"), opts.get("clock"))
+    _last_options.clear()
+    _last_options.update(opts)
+
+
+def stats():
+    """Counters of this process: TraceStats(recorded, written, dropped, sanitized)."""
+    return TraceStats(*_lotus._stats())
+
+
+def _decorate(name, fn):
+    """The function behind ``@lotus.scope(name)``: records S<name> around every call of fn."""
+    make = scope
+
+    @_functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with make(name):
+            return fn(*args, **kwargs)
+
+    return wrapper
+
+
+_lotus._set_decorator_factory(_decorate)
+
+
+def traced(name=None):
+    """Decorator: ``@lotus.traced`` records S<function name>, ``@lotus.traced("Op")`` SOp."""
+    if callable(name):
+        fn = name
+        return _decorate(getattr(fn, "__name__", type(fn).__name__), fn)
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"lotus.traced: name must be a str, not {type(name).__name__}")
+
+    def decorator(fn):
+        if not callable(fn):
+            raise TypeError(f"lotus.traced decorates a callable, not {type(fn).__name__}")
+        return _decorate(name if name is not None else fn.__name__, fn)
+
+    return decorator
