@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """Traced vs untraced torchvision pipeline (examples/python_pipeline), in one run.
 
     PYTHONPATH=<build>/python /usr/bin/python3 bench/python/bench_pipeline.py [--runs 7]

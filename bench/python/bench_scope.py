@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """Cost of one traced op from Python, side by side in one run (ns per op, median of repetitions).
 
     PYTHONPATH=<build>/python /usr/bin/python3 bench/python/bench_scope.py [--ops 20000] [--reps 15]
