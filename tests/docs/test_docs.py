@@ -206,5 +206,69 @@ class BenchQuiet(unittest.TestCase):
         self.assertIn("LOTUS_BENCH_MAX_LOAD must be a number, not 'one'", err)
 
 
+def github_slug(heading):
+    """The anchor GitHub gives a Markdown heading."""
+    text = re.sub(r"<[^>]+>", "", heading).strip().lower()
+    text = re.sub(r"[^\w\- ]", "", text)
+    return text.replace(" ", "-")
+
+
+def tracked(pattern):
+    out = subprocess.run(["git", "-C", ROOT, "ls-files", pattern], stdout=subprocess.PIPE,
+                         check=True).stdout.decode().split()
+    return [os.path.join(ROOT, f) for f in out]
+
+
+class Links(unittest.TestCase):
+    """Every relative link of every Markdown file leads to a file and, with #anchor, a heading."""
+
+    def anchors(self, path):
+        with open(path, encoding="utf-8") as f:
+            text = re.sub(r"```.*?```", "", f.read(), flags=re.S)
+        found = {github_slug(h) for h in re.findall(r"^#{1,6} (.*)$", text, re.M)}
+        return found | set(re.findall(r'<a id="([^"]+)"', text))
+
+    def test_relative_links_resolve(self):
+        docs = tracked("*.md")
+        self.assertIn(os.path.join(ROOT, "README.md"), docs)
+        bad = []
+        for doc in docs:
+            with open(doc, encoding="utf-8") as f:
+                text = re.sub(r"```.*?```", "", f.read(), flags=re.S)
+            for target in re.findall(r"\]\(([^)\s]+)\)", text):
+                if re.match(r"[a-z]+:", target):
+                    continue  # https:, mailto:
+                path, _, anchor = target.partition("#")
+                dest = os.path.normpath(os.path.join(os.path.dirname(doc), path)) if path else doc
+                rel = os.path.relpath(doc, ROOT)
+                if not os.path.exists(dest):
+                    bad.append(f"{rel}: {target}: no such file")
+                elif anchor and dest.endswith(".md") and anchor not in self.anchors(dest):
+                    bad.append(f"{rel}: {target}: no such heading")
+        self.assertEqual(bad, [])
+
+    def test_slug(self):
+        self.assertEqual(github_slug("Compile cost (`bench/runtime/compile_cost.sh`)"),
+                         "compile-cost-benchruntimecompile_costsh")
+        self.assertEqual(github_slug("4. Batch records (main files) and their rules"),
+                         "4-batch-records-main-files-and-their-rules")
+
+    def test_no_pointer_outside_the_repository(self):
+        needles = ["../" + "shared", "/work/" + "shared", "lotus-" + "format.md"]
+        hits = []
+        for f in tracked("*"):
+            if not os.path.isfile(f):
+                continue
+            with open(f, "rb") as fh:
+                data = fh.read()
+            hits += [f"{os.path.relpath(f, ROOT)}: {n}" for n in needles if n.encode() in data]
+        self.assertEqual(hits, [])
+
+    def test_readme_length(self):
+        with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+            lines = f.read().count("\n")
+        self.assertLessEqual(lines, int(os.environ.get("LOTUS_README_MAX_LINES", "300")))
+
+
 if __name__ == "__main__":
     unittest.main()
