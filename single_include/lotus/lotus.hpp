@@ -2651,12 +2651,13 @@ constexpr unsigned max_fresh_names = 64;
 
 /// Every trace file and sidecar of one process, written by the writer thread only.
 ///
-/// Rules (README "Trace files"): a file is only ever *created* (O_CREAT|O_EXCL|O_NOFOLLOW|
-/// O_NONBLOCK), so lotus never follows a symlink, never opens a FIFO or device, and never appends
-/// to a file it did not create in this run. A taken name gets the next fresh name, with `r<k>_`
-/// before the id so Lotus's scripts and lotus-tool still group it with its thread. A file the fd
-/// cache closed is reopened with O_NOFOLLOW and must still be the same inode, a regular file of
-/// this user with one link; otherwise it is refused and its events are counted as dropped.
+/// Rules (tools/RUNTIME.md, "File creation"): a file is only ever *created*, with
+/// O_CREAT|O_EXCL|O_NOFOLLOW|O_NONBLOCK, so lotus never follows a symlink, never opens a FIFO or
+/// device, and never appends to a file it did not create in this run. A taken name gets the next
+/// fresh name, with `r<k>_` before the id so Lotus's scripts and lotus-tool still group it with its
+/// thread. A file the fd cache closed is reopened with O_NOFOLLOW and must still be the same inode,
+/// a regular file of this user with one link; otherwise it is refused and its events are counted as
+/// dropped.
 class trace_files {
  public:
   /// New prefix (absolute): files of the old one are closed; nothing is created yet.
@@ -4323,7 +4324,7 @@ auto load_transform(Load&& load, Transform&& transform) {
 }
 
 /// Consumer side of a data loader, by the Lotus rules: `SBatchQueued`, `SBatchWait`,
-/// `SBatchConsumed`. One tracker per consuming thread; see README "Batch records" for the order.
+/// `SBatchConsumed`. One tracker per consuming thread; see tools/FORMAT.md §4 for the order.
 class batch_tracker {
  public:
   /// An index was handed to a worker: `SBatchQueued_<idx>,<now>,1000`.
