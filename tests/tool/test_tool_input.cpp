@@ -195,11 +195,13 @@ TEST_CASE("special files are skipped with a note, never opened", "[tool][input]"
 TEST_CASE("a file growing while it is read is read up to its size at open", "[tool][input]") {
   const std::string d = fresh("grow");
   std::string text;
-  for (int i = 0; i < 1000; ++i) text += "SLoader," + std::to_string(1000 + i) + ",5\n";
+  for (int i = 0; i < 1000; ++i) text += "SLoader," + std::to_string(1000 + i) + ",15\n";
   spit(d + "/p_worker_pid_1", text);
   // `yes` appends far faster than any reader, in blocks that cut lines anywhere; `ulimit -f`
   // stops it at 100 MiB whatever happens (SIGXFSZ), so a failing test cannot fill the disk.
-  REQUIRE(sh("(ulimit -f 204800; exec yes SLoader,2000,7 >> " + d +
+  // 100 MiB is a whole number of 16-byte lines: a reader that starts after `yes` stopped sees
+  // a complete file, not a truncated last line (the 1000 lines above are 16 bytes too).
+  REQUIRE(sh("(ulimit -f 204800; exec yes SLoader,2000,17 >> " + d +
              "/p_worker_pid_1) & echo $! > " + d + "/pid")
               .rc == 0);
   const std::string pid = lotus_test::read_file(d + "/pid");
