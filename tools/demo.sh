@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The main demo: build, run the traced image pipeline, then turn its trace into a timeline,
 # statistics and an HTML report.   Usage: bash tools/demo.sh [OUT_DIR]
 set -euo pipefail

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The whole lotus test suite: install dependencies, then every build variant CI checks.
 #   bash tools/test-all.sh            everything (about 30 minutes on 2 cores)
 #   LOTUS_VARIANTS="gcc" bash tools/test-all.sh   only some variants
@@ -53,6 +54,7 @@ configure_build_test() {  # dir ctest-args -- cmake-args...
 }
 
 lint() {
+  bash tools/check-spdx.sh || return 1
   python3 tools/amalgamate/amalgamate.py --check || return 1
   python3 tools/amalgamate/amalgamate.py && git diff --exit-code -- single_include/ || return 1
   local files
@@ -63,7 +65,7 @@ lint() {
 
 for v in $variants; do
   case "$v" in
-    lint) stage "lint: clang-format-14 and single_include freshness" lint ;;
+    lint) stage "lint: SPDX lines, clang-format-14 and single_include freshness" lint ;;
     gcc) stage "gcc: full suite, -Werror" configure_build_test gcc "" \
            -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=g++ -DLOTUS_WERROR=ON ;;
     clang) stage "clang: full suite, -Werror, fuzzers" configure_build_test clang "-LE python" \

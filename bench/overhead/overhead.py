@@ -119,6 +119,10 @@ def main():
         if not os.access(exe, os.X_OK):
             sys.exit(f"overhead.py: {exe} not found; build the image_pipeline and "
                      "image_pipeline_untraced targets first")
+    quiet = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "quiet.sh")
+    check = subprocess.run([quiet, "--check"], check=False)  # prints the load; 3 = too busy
+    if check.returncode != 0:
+        sys.exit(check.returncode)
     own_dir = a.out is None
     work = a.out or tempfile.mkdtemp(prefix="lotus-overhead-")
     os.makedirs(work, exist_ok=True)
@@ -200,6 +204,7 @@ def main():
         if a.instructions:
             instruction_study(a, work, traced, untraced)
     finally:
+        subprocess.run([quiet, "--end"], check=False)
         if own_dir:
             shutil.rmtree(work, ignore_errors=True)
 

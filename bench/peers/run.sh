@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # lotus — runs bench_peers in one process with a live LTTng session, then prints ns/zone and the
 # ratio of every peer to lotus (medians over repetitions, benchmarks randomly interleaved).
 # usage: bench/peers/run.sh BUILD_DIR [REPETITIONS]     (writes only under a fresh temp dir)
@@ -13,6 +14,7 @@ reps=${2:-5}
 bin="$build/bench/peers/bench_peers"
 [[ -x "$bin" ]] || { echo "$0: $bin not found (configure with -DLOTUS_BUILD_BENCH=ON and build bench_peers)" >&2; exit 1; }
 
+"$(dirname "$0")/../quiet.sh" --check
 work=$(mktemp -d /tmp/lotus-peers-run-XXXXXX)
 session="lotus-peers-$$"
 started_sessiond=""
@@ -24,6 +26,7 @@ cleanup() {
   fi
   if [[ -n "$started_sessiond" ]]; then kill "$started_sessiond" 2>/dev/null || true; fi
   rm -rf "$work"
+  "$(dirname "$0")/../quiet.sh" --end
 }
 trap cleanup EXIT
 

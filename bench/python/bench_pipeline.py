@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """Traced vs untraced torchvision pipeline (examples/python_pipeline), in one run.
 
     PYTHONPATH=<build>/python /usr/bin/python3 bench/python/bench_pipeline.py [--runs 7]
@@ -100,6 +101,9 @@ def main():
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--out", default=None, help="work directory (default: a temporary one)")
     a = p.parse_args()
+    quiet = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "quiet.sh")
+    if subprocess.call([quiet, "--check"]) != 0:  # prints the load average; 3 = machine too busy
+        sys.exit(3)
     out = a.out or tempfile.mkdtemp(prefix="lotus_bench_pipeline_")
     args = ["--images", str(a.images), "--epochs", str(a.epochs), "--workers", "2"]
     run_pipeline(out, False, args)  # generate the JPEGs, warm the page cache
@@ -131,3 +135,5 @@ def main():
 
 if __name__ == "__main__":
     main()
+    subprocess.call([os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "quiet.sh"),
+                     "--end"])

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """Cost of one traced op from Python, side by side in one run (ns per op, median of repetitions).
 
     PYTHONPATH=<build>/python /usr/bin/python3 bench/python/bench_scope.py [--ops 20000] [--reps 15]
@@ -21,6 +22,7 @@ calling thread's CPU time (thread_time: the cost to the instrumented thread, wit
 """
 import argparse
 import os
+import subprocess
 import statistics
 import sys
 import tempfile
@@ -32,6 +34,9 @@ def main():
     p.add_argument("--ops", type=int, default=20000, help="ops per repetition")
     p.add_argument("--reps", type=int, default=15, help="repetitions per variant")
     a = p.parse_args()
+    quiet = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "quiet.sh")
+    if subprocess.call([quiet, "--check"]) != 0:  # prints the load average; 3 = machine too busy
+        sys.exit(3)
     import lotus
     tmp = tempfile.mkdtemp(prefix="lotus_bench_")
     log = os.path.join(tmp, "lotus", "log")
@@ -129,3 +134,5 @@ def main():
 
 if __name__ == "__main__":
     main()
+    subprocess.call([os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "quiet.sh"),
+                     "--end"])

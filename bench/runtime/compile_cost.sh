@@ -26,8 +26,9 @@ command -v "$cxx" >/dev/null || { echo "$0: compiler '$cxx' not found" >&2; exit
 [[ "$runs" =~ ^[1-9][0-9]?$ ]] || { echo "$0: RUNS must be 1..99" >&2; exit 2; }
 inc=$(cd "$inc" && pwd -P)
 
+"$here/../quiet.sh" --check
 work=$(mktemp -d "${TMPDIR:-/tmp}/lotus-compile-cost-XXXXXX")
-trap 'rm -rf "$work"' EXIT
+trap 'rm -rf "$work"; "$here/../quiet.sh" --end' EXIT
 read -r -a extra <<< "${CXXFLAGS_EXTRA:-}"
 flags=(-std=c++17 -O2 "${extra[@]}")
 

@@ -22,6 +22,7 @@ if [[ -d "$1" ]]; then driver="$1/bench/runtime/loss_driver"; else driver=$1; fi
 [[ -x "$driver" ]] || { echo "$0: $driver not found (build the loss_driver target)" >&2; exit 1; }
 reps=${2:-5}
 [[ "$reps" =~ ^[1-9][0-9]*$ && "$reps" -le 100 ]] || { echo "$0: REPETITIONS must be 1..100" >&2; exit 2; }
+"$(dirname "$0")/../quiet.sh" --check   # before the hogs, which load the machine on purpose
 export LOTUS_FLUSH_INTERVAL_MS=${LOTUS_FLUSH_INTERVAL_MS:-10}
 levels=${LEVELS:-"0 1 2 4"}
 run_s=${RUN_S:-1}

@@ -12,6 +12,8 @@ shift $(( $# >= 2 ? 2 : 1 ))
 sizes=${*:-"1000000 10000000"}
 here=$(cd "$(dirname "$0")" && pwd)
 gen="$here/../../tests/tool/gen_trace.py"
+"$here/../quiet.sh" --check
+trap '"$here/../quiet.sh" --end' EXIT
 mkdir -p "$work"
 printf '%-10s %10s %9s %9s %12s %10s\n' command records cpu_s wall_s records/s peak_rss_MB
 for n in $sizes; do

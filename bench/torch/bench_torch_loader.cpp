@@ -1,6 +1,7 @@
-// lotus — per-batch cost of lotus::torch::make_data_loader: the batch records alone (main thread
-// and worker, the calls the loader makes), then whole epochs against libtorch's own loader
+// lotus — per-batch cost of lotus::torch::make_data_loader
 // SPDX-License-Identifier: MIT
+// The batch records alone (main thread and worker, the calls the loader makes), then whole epochs
+// against libtorch's own loader.
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
 

@@ -1,5 +1,6 @@
-// lotus — the traced image-classification pipeline: dataset, transforms and a PyTorch-style
-// DataLoader SPDX-License-Identifier: MIT
+// lotus — the traced image-classification pipeline
+// SPDX-License-Identifier: MIT
+// Dataset, transforms and a PyTorch-style DataLoader.
 #include "pipeline.hpp"
 
 #include <poll.h>        // poll

@@ -1,6 +1,6 @@
-// lotus — libtorch_dataset: a torch::data JPEG dataset with custom transforms and a DataLoader,
-// traced by lotus/torch.hpp
+// lotus — libtorch_dataset, traced by lotus/torch.hpp
 // SPDX-License-Identifier: MIT
+// A torch::data JPEG dataset with custom transforms and a DataLoader.
 #include <sys/stat.h>  // mkdir
 #include <torch/torch.h>
 #include <unistd.h>  // getpid

@@ -3,8 +3,8 @@
 //
 // Runs Loader (read + JPEG decode), RandomResizedCrop, RandomHorizontalFlip, ToTensor, Normalize
 // and Collation on a synthetic JPEG dataset it generates itself. Under a mapping driver
-// (`lotus-tool map`, or the env vars in README "Collectors") the selected op's execution after the
-// warm-up is profiled by whichever collector is attached.
+// (`lotus-tool map`, or the env vars in examples/probes/README.md) the selected op's execution
+// after the warm-up is profiled by whichever collector is attached.
 #include <sys/stat.h>  // mkdir
 #include <unistd.h>    // getpid
 

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """The Lotus image-classification pipeline on stock PyTorch/torchvision, traced by lotus.torch.
 
 torchvision ImageFolder over generated JPEGs, RandomResizedCrop(224), RandomHorizontalFlip, ToTensor,

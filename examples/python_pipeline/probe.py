@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """LotusMap probe: the ops of the image pipeline as torchvision runs them, one lotus.map_region each.
 
     lotus-tool map --collector perf --count 20 --freq 20000 -o mapping_funcs.json -- /usr/bin/python3 probe.py

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Run the traced torchvision pipeline, then lotus-tool check, stats, viz and report on its trace.
 #   sh examples/python_pipeline/run.sh BUILD_DIR [OUT_DIR] [pipeline.py options...]
 # BUILD_DIR is a lotus build tree (it holds python/lotus and tools/lotus-tool/lotus-tool).

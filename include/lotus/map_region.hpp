@@ -1,6 +1,6 @@
-// lotus — LOTUS_MAP_REGION: the LotusMap method inside a probe program (records S<name>, and
-// resumes the collector around one selected execution of one selected region)
+// lotus — LOTUS_MAP_REGION: the LotusMap method inside a probe program
 // SPDX-License-Identifier: MIT
+// Records S<name>, and resumes the collector around one selected execution of one selected region.
 #pragma once
 
 #include "lotus/collector.hpp"

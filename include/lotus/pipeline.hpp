@@ -128,7 +128,7 @@ auto load_transform(Load&& load, Transform&& transform) {
 }
 
 /// Consumer side of a data loader, by the Lotus rules: `SBatchQueued`, `SBatchWait`,
-/// `SBatchConsumed`. One tracker per consuming thread; see README "Batch records" for the order.
+/// `SBatchConsumed`. One tracker per consuming thread; see tools/FORMAT.md §4 for the order.
 class batch_tracker {
  public:
   /// An index was handed to a worker: `SBatchQueued_<idx>,<now>,1000`.

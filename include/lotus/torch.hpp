@@ -1,6 +1,6 @@
-// lotus — optional libtorch adapter: traced torch::data transforms, datasets and data loaders
-// (not in lotus.hpp)
+// lotus — optional libtorch adapter (not included by lotus.hpp)
 // SPDX-License-Identifier: MIT
+// Traced torch::data transforms, datasets and data loaders.
 #pragma once
 
 #include <torch/data.h>  // torch::data::datasets, transforms, samplers, DataLoaderBase

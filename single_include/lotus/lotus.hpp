@@ -802,8 +802,9 @@ inline const collector_backend* itt_backend() noexcept {
 // ---- begin lotus/detail/collector_perf.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_PERF_HPP
 #define LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_PERF_HPP
-// lotus — Linux perf backend: `enable`/`disable` over the `perf record --control=fifo:CTL,ACK`
-// FIFOs SPDX-License-Identifier: MIT
+// lotus — Linux perf backend (internal)
+// SPDX-License-Identifier: MIT
+// `enable`/`disable` over the `perf record --control=fifo:CTL,ACK` FIFOs.
 
 #include <fcntl.h>     // open
 #include <poll.h>      // poll
@@ -1346,9 +1347,9 @@ inline const char* to_string(kind k) noexcept {
 // ---- begin lotus/map_region.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_MAP_REGION_HPP
 #define LOTUS_AMALGAMATED_LOTUS_MAP_REGION_HPP
-// lotus — LOTUS_MAP_REGION: the LotusMap method inside a probe program (records S<name>, and
-// resumes the collector around one selected execution of one selected region)
+// lotus — LOTUS_MAP_REGION: the LotusMap method inside a probe program
 // SPDX-License-Identifier: MIT
+// Records S<name>, and resumes the collector around one selected execution of one selected region.
 
 // ---- begin lotus/scope.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_SCOPE_HPP
@@ -2311,8 +2312,9 @@ LOTUS_DETAIL_COLD inline settings merge_settings(const options& o, const env_set
 // ---- begin lotus/detail/threads.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_THREADS_HPP
 #define LOTUS_AMALGAMATED_LOTUS_DETAIL_THREADS_HPP
-// lotus — the thread registry: one record per recording thread, its segments and counters
-// (internal) SPDX-License-Identifier: MIT
+// lotus — the thread registry (internal)
+// SPDX-License-Identifier: MIT
+// One record per recording thread, its segments and counters.
 
 #include <sys/prctl.h>    // PR_GET_NAME
 #include <sys/syscall.h>  // SYS_gettid
@@ -2527,8 +2529,9 @@ class thread_registry {
 // ---- begin lotus/detail/writer.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_WRITER_HPP
 #define LOTUS_AMALGAMATED_LOTUS_DETAIL_WRITER_HPP
-// lotus — the background writer: drains every thread's segments, formats records, writes files
-// (internal) SPDX-License-Identifier: MIT
+// lotus — the background writer (internal)
+// SPDX-License-Identifier: MIT
+// Drains every thread's segments, formats records, writes files.
 
 #include <pthread.h>  // pthread_create, pthread_sigmask
 #include <signal.h>   // sigfillset
@@ -2620,8 +2623,9 @@ class text {
 // ---- begin lotus/detail/trace_files.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_TRACE_FILES_HPP
 #define LOTUS_AMALGAMATED_LOTUS_DETAIL_TRACE_FILES_HPP
-// lotus — trace files and the sidecar: safe creation, a bounded fd cache, whole-line writes
-// (internal) SPDX-License-Identifier: MIT
+// lotus — trace files and the sidecar (internal)
+// SPDX-License-Identifier: MIT
+// Safe creation, a bounded fd cache, whole-line writes.
 
 #include <errno.h>     // errno, EEXIST, EINTR, ENOSPC, EMFILE
 #include <fcntl.h>     // open, O_*
@@ -2647,12 +2651,13 @@ constexpr unsigned max_fresh_names = 64;
 
 /// Every trace file and sidecar of one process, written by the writer thread only.
 ///
-/// Rules (README "Trace files"): a file is only ever *created* (O_CREAT|O_EXCL|O_NOFOLLOW|
-/// O_NONBLOCK), so lotus never follows a symlink, never opens a FIFO or device, and never appends
-/// to a file it did not create in this run. A taken name gets the next fresh name, with `r<k>_`
-/// before the id so Lotus's scripts and lotus-tool still group it with its thread. A file the fd
-/// cache closed is reopened with O_NOFOLLOW and must still be the same inode, a regular file of
-/// this user with one link; otherwise it is refused and its events are counted as dropped.
+/// Rules (tools/RUNTIME.md, "File creation"): a file is only ever *created*, with
+/// O_CREAT|O_EXCL|O_NOFOLLOW|O_NONBLOCK, so lotus never follows a symlink, never opens a FIFO or
+/// device, and never appends to a file it did not create in this run. A taken name gets the next
+/// fresh name, with `r<k>_` before the id so Lotus's scripts and lotus-tool still group it with its
+/// thread. A file the fd cache closed is reopened with O_NOFOLLOW and must still be the same inode,
+/// a regular file of this user with one link; otherwise it is refused and its events are counted as
+/// dropped.
 class trace_files {
  public:
   /// New prefix (absolute): files of the old one are closed; nothing is created yet.
@@ -4319,7 +4324,7 @@ auto load_transform(Load&& load, Transform&& transform) {
 }
 
 /// Consumer side of a data loader, by the Lotus rules: `SBatchQueued`, `SBatchWait`,
-/// `SBatchConsumed`. One tracker per consuming thread; see README "Batch records" for the order.
+/// `SBatchConsumed`. One tracker per consuming thread; see tools/FORMAT.md §4 for the order.
 class batch_tracker {
  public:
   /// An index was handed to a worker: `SBatchQueued_<idx>,<now>,1000`.

@@ -1,6 +1,7 @@
-// lotus — fake libAMDProfileController.so: FAKE_AMD_GEN 4 (amdProfileResume/Pause(unsigned)),
-// 5 (amdProfileResumeImpl/PauseImpl), or 0 (5.x entry points that fail, error -2)
+// lotus — fake libAMDProfileController.so
 // SPDX-License-Identifier: MIT
+// FAKE_AMD_GEN 4 (amdProfileResume/Pause(unsigned)), 5 (amdProfileResumeImpl/PauseImpl), or 0
+// (5.x entry points that fail, error -2).
 #include <string>
 
 #include "fake_log.hpp"

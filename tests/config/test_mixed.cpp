@@ -1,5 +1,6 @@
-// lotus — enabled and disabled translation units linked into one program (distinct inline
-// namespaces) SPDX-License-Identifier: MIT
+// lotus — enabled and disabled translation units linked into one program
+// SPDX-License-Identifier: MIT
+// They use distinct inline namespaces.
 #include <string>
 
 #include "../core/trace_files.hpp"

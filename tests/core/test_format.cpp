@@ -1,5 +1,6 @@
-// lotus — byte-exact reproduction of the worker and main files of one Lotus batch (reference
-// example) SPDX-License-Identifier: MIT
+// lotus — byte-exact reproduction of the worker and main files of one Lotus batch
+// SPDX-License-Identifier: MIT
+// The reference example of the trace format (tools/FORMAT.md).
 #include <atomic>
 #include <cstdint>
 #include <string>

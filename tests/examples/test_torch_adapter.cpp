@@ -1,6 +1,7 @@
-// lotus — lotus/torch.hpp: traced torch::data datasets and transforms under libtorch's own
-// make_data_loader workers (the example and lotus::torch::make_data_loader: test_torch_*.cpp)
+// lotus — lotus/torch.hpp: traced torch::data datasets and transforms
 // SPDX-License-Identifier: MIT
+// Under libtorch's own make_data_loader workers (the example and lotus::torch::make_data_loader:
+// test_torch_*.cpp).
 #include <torch/torch.h>
 #include <unistd.h>  // getpid
 

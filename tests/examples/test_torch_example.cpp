@@ -1,6 +1,7 @@
-// lotus — runs examples/libtorch_dataset and reads its trace: every record, then lotus-tool
-// check / stats / report built from this tree (no libtorch in this file: it compiles fast)
+// lotus — runs examples/libtorch_dataset and reads its trace
 // SPDX-License-Identifier: MIT
+// Every record, then lotus-tool check / stats / report built from this tree (no libtorch in this
+// file: it compiles fast).
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>

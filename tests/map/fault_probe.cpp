@@ -1,6 +1,7 @@
-// lotus — a mapping probe whose regions misbehave when selected: Good and Quiet work, Crash
-// raises SIGSEGV, Hang never returns (tests of lotus-tool map's error handling)
+// lotus — a mapping probe whose regions misbehave when selected
 // SPDX-License-Identifier: MIT
+// Good and Quiet work, Crash raises SIGSEGV, Hang never returns (tests of lotus-tool map's error
+// handling).
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>

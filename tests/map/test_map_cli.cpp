@@ -1,6 +1,6 @@
-// lotus — lotus-tool map / attribute / record end to end (real perf and Callgrind runs, stand-in
-// VTune/uProf executables, error paths)
+// lotus — lotus-tool map / attribute / record end to end
 // SPDX-License-Identifier: MIT
+// Real perf and Callgrind runs, stand-in VTune/uProf executables, error paths.
 #include <sys/stat.h>
 #include <unistd.h>
 

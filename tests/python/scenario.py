@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """A deterministic DataLoader run traced by lotus.torch (run by test_torch.py in a fresh process).
 
     /usr/bin/python3 scenario.py '<json>'

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """LotusMap and per-op metrics from Python: lotus-tool map (perf, Callgrind) on the Python probe of
 examples/python_pipeline, and lotus-tool record + attribute on the Python pipeline."""
 import json

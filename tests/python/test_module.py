@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The lotus Python module: scope, decorator, configure, environment, fork, map_region, collector,
 BatchTracker and clean exceptions for bad arguments. Tracing tests run in a fresh interpreter."""
 import os

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """lotus.torch on stock PyTorch/torchvision: exact Lotus record sets, worker and main files."""
 import json
 

@@ -1,7 +1,7 @@
 // lotus — lotus-tool tests: writes, through the library, every kind of op name it accepts
+// SPDX-License-Identifier: MIT
 // (LOTUS_SCOPE_DYNAMIC): a tab, control characters, invalid UTF-8, valid UTF-8, a JSON quote and
 // backslash, and a 1 MiB name; then a few ordinary records.
-// SPDX-License-Identifier: MIT
 // Usage: lotus_tool_names_writer DIR
 #include <cstdio>
 #include <lotus/lotus.hpp>

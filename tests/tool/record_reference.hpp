@@ -1,7 +1,7 @@
-// lotus — lotus-tool tests: the straightforward record parser (three find(',') calls, then name,
-// then numbers) kept as the oracle for the single-pass lotus_tool::parse_record.
-// Used by test_tool_parser.cpp and the fuzz_record_parser libFuzzer target.
+// lotus — lotus-tool tests: the straightforward record parser, kept as the oracle
 // SPDX-License-Identifier: MIT
+// Three find(',') calls, then name, then numbers: the oracle for the single-pass
+// lotus_tool::parse_record. Used by test_tool_parser.cpp and the fuzz_record_parser target.
 #pragma once
 
 #include <cstddef>

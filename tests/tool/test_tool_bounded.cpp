@@ -1,6 +1,7 @@
-// lotus — lotus-tool tests: bounded memory (spill_log, external sort, exact rank selection, and
-// the stats engine with tiny buffers against a direct in-RAM computation)
+// lotus — lotus-tool tests: bounded memory
 // SPDX-License-Identifier: MIT
+// spill_log, external sort, exact rank selection, and the stats engine with tiny buffers against
+// a direct in-RAM computation.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>

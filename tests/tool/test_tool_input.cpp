@@ -1,7 +1,8 @@
-// lotus — lotus-tool tests: input v2 end to end. Every name the library writes round-trips; CRLF
-// and blanks; special files; growing and empty files; batch indices up to 2^63-1; memory for
-// 100k files; windows (--epoch/--from/--to/--ops); several trace directories; --merge names.
+// lotus — lotus-tool tests: input v2 end to end
 // SPDX-License-Identifier: MIT
+// Every name the library writes round-trips; CRLF and blanks; special files; growing and empty
+// files; batch indices up to 2^63-1; memory for 100k files; windows (--epoch/--from/--to/--ops);
+// several trace directories; --merge names.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>

@@ -1,7 +1,8 @@
-// lotus — lotus-tool tests: the single-pass record parser against the original three-step parser
-// (record_reference.hpp) on boundary sweeps, exhaustive short lines and random mutations, and the
-// line reader against a plain split over every chunk/line-length combination.
+// lotus — lotus-tool tests: the single-pass record parser and the line reader
 // SPDX-License-Identifier: MIT
+// The parser against the original three-step parser (record_reference.hpp) on boundary sweeps,
+// exhaustive short lines and random mutations; the line reader against a plain split over every
+// chunk/line-length combination.
 #include <cstdint>
 #include <cstring>
 #include <memory>

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Generate single_include/lotus/lotus.hpp from include/lotus (deterministic, no timestamp).
 
 Starts at include/lotus/lotus.hpp, inlines every "lotus/..." include once in include order, leaves

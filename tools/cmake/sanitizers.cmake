@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # lotus_target_sanitizers(<target>): apply LOTUS_SANITIZE to one of lotus's own targets.
 function(lotus_target_sanitizers target)
   if(LOTUS_SANITIZE)

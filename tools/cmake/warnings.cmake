@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # lotus_target_warnings(<target>): strict warnings, PRIVATE, on lotus's own targets only.
 function(lotus_target_warnings target)
   if(MSVC)

@@ -1,7 +1,7 @@
-// lotus — lotus-tool: the input options every trace-reading command shares (one or more trace
-// directories, --prefix, --skip-invalid, and the windows --epoch/--from/--to/--ops), and
-// opening the input they describe
+// lotus — lotus-tool: the input options every trace-reading command shares
 // SPDX-License-Identifier: MIT
+// One or more trace directories, --prefix, --skip-invalid, and the windows
+// --epoch/--from/--to/--ops; and opening the input they describe.
 #pragma once
 
 #include <CLI/CLI.hpp>

@@ -1,6 +1,6 @@
 // lotus — lotus-tool report: reads a trace directory into report_data and writes the page
-// (report_page.cpp) as one self-contained HTML file
 // SPDX-License-Identifier: MIT
+// (report_page.cpp) as one self-contained HTML file.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>

@@ -1,6 +1,7 @@
-// lotus — lotus-tool report: the files embedded into the page when the tool is built (Debian's
-// Chart.js and dygraphs, and the page's own script and style); see tools/cmake/embed_assets.cmake.
+// lotus — lotus-tool report: the files embedded into the page when the tool is built
 // SPDX-License-Identifier: MIT
+// Debian's Chart.js and dygraphs, and the page's own script and style; see
+// tools/cmake/embed_assets.cmake.
 #pragma once
 
 #include <cstddef>

@@ -1,6 +1,7 @@
-// lotus — lotus-tool report: everything the report page shows, filled by report.cpp (reading and
-// options) and drawn by report_page.cpp; report_findings.cpp draws the conclusions from it.
+// lotus — lotus-tool report: everything the report page shows
 // SPDX-License-Identifier: MIT
+// Filled by report.cpp (reading and options) and drawn by report_page.cpp; report_findings.cpp
+// draws the conclusions from it.
 #pragma once
 
 #include <cstddef>

@@ -301,9 +301,9 @@ void append_flow_id(std::string& b, std::uint32_t src, std::uint64_t epoch, std:
   b += '"';
 }
 
-// What the viewers open (README "Viewer limits"): chrome://tracing's trace viewer fails beyond
-// about 256 MiB of JSON; the Perfetto UI parses in the browser within about 2 GiB of memory,
-// which JSON inflates, so about 1 GiB of JSON is its practical limit.
+// What the viewers open (tools/lotus-tool/README.md, "Viewer limits"): chrome://tracing's viewer
+// fails beyond about 256 MiB of JSON; the Perfetto UI parses in the browser within about 2 GiB of
+// memory, which JSON inflates, so about 1 GiB of JSON is its practical limit.
 void warn_viewer_limits(std::uint64_t bytes) {
   constexpr std::uint64_t k_chrome = std::uint64_t{256} << 20;
   constexpr std::uint64_t k_perfetto = std::uint64_t{1} << 30;

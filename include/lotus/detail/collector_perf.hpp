@@ -1,5 +1,6 @@
-// lotus — Linux perf backend: `enable`/`disable` over the `perf record --control=fifo:CTL,ACK`
-// FIFOs SPDX-License-Identifier: MIT
+// lotus — Linux perf backend (internal)
+// SPDX-License-Identifier: MIT
+// `enable`/`disable` over the `perf record --control=fifo:CTL,ACK` FIFOs.
 #pragma once
 
 #include <fcntl.h>     // open

@@ -1,5 +1,6 @@
-// lotus — the thread registry: one record per recording thread, its segments and counters
-// (internal) SPDX-License-Identifier: MIT
+// lotus — the thread registry (internal)
+// SPDX-License-Identifier: MIT
+// One record per recording thread, its segments and counters.
 #pragma once
 
 #include <sys/prctl.h>    // PR_GET_NAME

@@ -1,5 +1,6 @@
-// lotus — trace files and the sidecar: safe creation, a bounded fd cache, whole-line writes
-// (internal) SPDX-License-Identifier: MIT
+// lotus — trace files and the sidecar (internal)
+// SPDX-License-Identifier: MIT
+// Safe creation, a bounded fd cache, whole-line writes.
 #pragma once
 
 #include <errno.h>     // errno, EEXIST, EINTR, ENOSPC, EMFILE
@@ -31,12 +32,13 @@ constexpr unsigned max_fresh_names = 64;
 
 /// Every trace file and sidecar of one process, written by the writer thread only.
 ///
-/// Rules (README "Trace files"): a file is only ever *created* (O_CREAT|O_EXCL|O_NOFOLLOW|
-/// O_NONBLOCK), so lotus never follows a symlink, never opens a FIFO or device, and never appends
-/// to a file it did not create in this run. A taken name gets the next fresh name, with `r<k>_`
-/// before the id so Lotus's scripts and lotus-tool still group it with its thread. A file the fd
-/// cache closed is reopened with O_NOFOLLOW and must still be the same inode, a regular file of
-/// this user with one link; otherwise it is refused and its events are counted as dropped.
+/// Rules (tools/RUNTIME.md, "File creation"): a file is only ever *created*, with
+/// O_CREAT|O_EXCL|O_NOFOLLOW|O_NONBLOCK, so lotus never follows a symlink, never opens a FIFO or
+/// device, and never appends to a file it did not create in this run. A taken name gets the next
+/// fresh name, with `r<k>_` before the id so Lotus's scripts and lotus-tool still group it with its
+/// thread. A file the fd cache closed is reopened with O_NOFOLLOW and must still be the same inode,
+/// a regular file of this user with one link; otherwise it is refused and its events are counted as
+/// dropped.
 class trace_files {
  public:
   /// New prefix (absolute): files of the old one are closed; nothing is created yet.

@@ -1,5 +1,6 @@
-// lotus — the background writer: drains every thread's segments, formats records, writes files
-// (internal) SPDX-License-Identifier: MIT
+// lotus — the background writer (internal)
+// SPDX-License-Identifier: MIT
+// Drains every thread's segments, formats records, writes files.
 #pragma once
 
 #include <pthread.h>  // pthread_create, pthread_sigmask

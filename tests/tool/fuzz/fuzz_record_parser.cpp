@@ -1,8 +1,8 @@
-// lotus — lotus-tool libFuzzer target: line reader + record parser + stats over arbitrary bytes.
+// lotus — lotus-tool libFuzzer target: line reader + record parser + stats over arbitrary bytes
+// SPDX-License-Identifier: MIT
 // The parser (both its paths) must agree with the reference parser on every line and on the
 // whole input (held by libFuzzer in a buffer of exactly its size, so ASan sees any over-read);
 // the reader must split the same way with tiny refill chunks as with the default chunk.
-// SPDX-License-Identifier: MIT
 #include <cstddef>
 #include <cstdint>
 #include <cstring>

@@ -1,6 +1,6 @@
 // lotus — lotus-tool report: draws the charts of the page from the embedded JSON (#lotus-data)
-// with Chart.js (histograms, bars) and dygraphs (zoomable per-batch charts and timeline).
 // SPDX-License-Identifier: MIT
+// With Chart.js (histograms, bars) and dygraphs (zoomable per-batch charts and timeline).
 (function () {
   'use strict';
   var root = document.documentElement;

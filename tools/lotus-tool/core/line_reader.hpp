@@ -1,6 +1,6 @@
-// lotus — lotus-tool: streaming line reader (constant memory, read(2) in large chunks, newlines
-// found 64 bytes at a time)
+// lotus — lotus-tool: streaming line reader
 // SPDX-License-Identifier: MIT
+// Constant memory, read(2) in large chunks, newlines found 64 bytes at a time.
 #pragma once
 
 #include <cstddef>

@@ -1,5 +1,6 @@
-// lotus — lotus-tool: the numbers of the Lotus paper and analysis scripts, in one pass and bounded
-// memory SPDX-License-Identifier: MIT
+// lotus — lotus-tool: the numbers of the Lotus paper and analysis scripts
+// SPDX-License-Identifier: MIT
+// In one pass and bounded memory.
 #pragma once
 
 #include <cstdint>

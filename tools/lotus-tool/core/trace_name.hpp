@@ -1,6 +1,7 @@
-// lotus — lotus-tool: the names of trace files and sidecars (header-only: the map/attribute/record
-// sources, which are also built without lotus_tool_core, use it too)
+// lotus — lotus-tool: the names of trace files and sidecars
 // SPDX-License-Identifier: MIT
+// Header-only: the map/attribute/record sources, which are also built without lotus_tool_core,
+// use it too.
 #pragma once
 
 #include <cstdint>

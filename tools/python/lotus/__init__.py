@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """lotus for Python: Lotus traces (LotusTrace) and LotusMap probes from the lotus C++ runtime.
 
     import lotus

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Lotus traces from stock PyTorch and torchvision, with no rebuild.
 
     import lotus.torch

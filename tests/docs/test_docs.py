@@ -1,0 +1,274 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+# lotus — tests of tools/readme_commands.py on tests/docs/fixture.md (extraction, running, failures),
+# and of tools/FORMAT.md's worked example against tests/core/test_format.cpp and the golden trace.
+import os
+import re
+import stat
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+SCRIPT = os.path.join(ROOT, "tools", "readme_commands.py")
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+import readme_commands  # noqa: E402
+
+
+def run_script(*args, timeout=60):
+    p = subprocess.run([sys.executable, SCRIPT, *args], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=timeout, check=False)
+    return p.returncode, p.stdout.decode(), p.stderr.decode()
+
+
+def write(path, text):
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+class Extractor(unittest.TestCase):
+    def test_fixture_blocks_exactly(self):
+        with open(os.path.join(HERE, "fixture.md"), encoding="utf-8") as f:
+            blocks = readme_commands.extract(f.read(), "fixture.md")
+        self.assertEqual(blocks, [
+            (11, 'echo first > shared.txt\necho "block one ran"\n'),
+            (23, "# a later block sees what an earlier one wrote (one scratch directory)\n"
+                 "cat shared.txt\nprintf 'two\\n' | grep -q two && echo \"block two ran\"\n"),
+        ])
+
+    def test_no_marker_no_block(self):
+        self.assertEqual(readme_commands.extract("```sh\nls\n```\n"), [])
+
+    def test_bad_markers(self):
+        cases = {
+            "text\n<!-- readme-test -->\nnot a fence\n": "x.md:2: marker not directly followed",
+            "<!-- readme-test -->\n\n```sh\nls\n```\n": "x.md:1: marker not directly followed",
+            "<!-- readme-test -->\n```cpp\nint x;\n```\n": "x.md:2: a marked block must be sh or bash, not 'cpp'",
+            "<!-- readme-test -->\n```\nls\n```\n": "x.md:2: a marked block must be sh or bash, not '(none)'",
+            "a\n<!-- readme-test -->\n```sh\nls\n": "x.md:3: fenced block never closed",
+            "<!-- readme-test -->": "x.md:1: marker at the end of the file",
+            "```sh\nls\n": "x.md: a fenced block is never closed",
+        }
+        for text, message in cases.items():
+            with self.subTest(text=text):
+                with self.assertRaises(readme_commands.ExtractError) as e:
+                    readme_commands.extract(text, "x.md")
+                self.assertTrue(str(e.exception).startswith(message), str(e.exception))
+
+    def test_list_and_malformed_exit_codes(self):
+        rc, out, _ = run_script("--list", os.path.join(HERE, "fixture.md"))
+        self.assertEqual(rc, 0)
+        self.assertEqual(out.count("--- fixture.md:"), 2)
+        with tempfile.TemporaryDirectory() as d:
+            bad = os.path.join(d, "bad.md")
+            write(bad, "<!-- readme-test -->\n```python\nprint(1)\n```\n")
+            rc, _, err = run_script(bad)
+            self.assertEqual(rc, 2)
+            self.assertIn("bad.md:2: a marked block must be sh or bash", err)
+        rc, _, err = run_script(os.path.join(HERE, "missing.md"))
+        self.assertEqual(rc, 2)
+        self.assertIn("missing.md", err)
+
+
+class Runner(unittest.TestCase):
+    def test_fixture_runs_in_order_in_one_scratch_dir(self):
+        rc, out, err = run_script(os.path.join(HERE, "fixture.md"))
+        self.assertEqual(rc, 0, err)
+        self.assertEqual([l for l in out.splitlines() if not l.startswith("---")],
+                         ["block one ran", "first", "block two ran",
+                          "fixture.md: 2 marked block(s) passed"])
+
+    def test_first_failure_stops_the_run_and_names_its_line(self):
+        with tempfile.TemporaryDirectory() as d:
+            md = os.path.join(d, "r.md")
+            write(md, "<!-- readme-test -->\n```sh\necho one\n```\n\n"
+                      "<!-- readme-test -->\n```sh\necho two\nfalse\necho not-reached-in-block\n```\n\n"
+                      "<!-- readme-test -->\n```sh\necho three\n```\n")
+            rc, out, err = run_script(md)
+            self.assertEqual(rc, 1)
+            self.assertIn("r.md:8: block 2 failed (exit 1):", err)
+            self.assertIn("    false\n", err)
+            self.assertIn("two", out)
+            self.assertNotIn("not-reached-in-block", out)
+            self.assertNotIn("three", out)
+
+    def test_pipefail_and_timeout(self):
+        with tempfile.TemporaryDirectory() as d:
+            md = os.path.join(d, "p.md")
+            write(md, "<!-- readme-test -->\n```sh\nfalse | cat\n```\n")
+            self.assertEqual(run_script(md)[0], 1)
+            write(md, "<!-- readme-test -->\n```sh\nsleep 30\n```\n")
+            rc, _, err = run_script("--timeout", "0.5", md)
+            self.assertEqual(rc, 1)
+            self.assertIn("p.md:3: block 1 failed (timeout after 0.5 s)", err)
+
+    def test_no_marked_block_is_a_failure(self):
+        with tempfile.TemporaryDirectory() as d:
+            md = os.path.join(d, "n.md")
+            write(md, "```sh\nls\n```\n")
+            rc, _, err = run_script(md)
+            self.assertEqual(rc, 1)
+            self.assertIn("0 marked block(s), expected at least 1", err)
+
+    def test_build_dir_tool_on_path_and_source_tree_visible(self):
+        with tempfile.TemporaryDirectory() as d:
+            src, build = os.path.join(d, "src"), os.path.join(d, "bld")
+            os.makedirs(os.path.join(src, "examples"))
+            write(os.path.join(src, "examples", "data.txt"), "from the source tree\n")
+            tool_dir = os.path.join(build, "tools", "lotus-tool")
+            os.makedirs(tool_dir)
+            tool = os.path.join(tool_dir, "lotus-tool")
+            write(tool, "#!/bin/sh\necho \"fake lotus-tool $*\"\n")
+            os.chmod(tool, stat.S_IRWXU)
+            md = os.path.join(src, "README.md")
+            write(md, "<!-- readme-test -->\n```sh\ncat examples/data.txt\nlotus-tool stats x/\n"
+                      "test -x build/tools/lotus-tool/lotus-tool\ntest -z \"${LOTUS_LOG_FILE:-}\"\n"
+                      "touch made-here\n```\n")
+            env_rc = subprocess.run([sys.executable, SCRIPT, "--build", build, md],
+                                    env=dict(os.environ, LOTUS_LOG_FILE="/nonexistent/x"),
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+            out = env_rc.stdout.decode()
+            self.assertEqual(env_rc.returncode, 0, env_rc.stderr.decode())
+            self.assertIn("from the source tree", out)
+            self.assertIn("fake lotus-tool stats x/", out)
+            self.assertFalse(os.path.exists(os.path.join(src, "made-here")))  # scratch, not source
+            rc, _, err = run_script("--build", os.path.join(d, "none"), md)
+            self.assertEqual(rc, 2)
+            self.assertIn("build directory not found", err)
+
+
+def cpp_string(source, variable):
+    """The value of `const std::string <variable> = "..." "...";` in a C++ source."""
+    m = re.search(r"const std::string " + variable + r" =(.*?);", source, re.S)
+    return "".join(s.encode().decode("unicode_escape") for s in re.findall(r'"((?:[^"\\]|\\.)*)"', m.group(1)))
+
+
+class FormatExample(unittest.TestCase):
+    def test_format_doc_example_equals_test_and_golden(self):
+        with open(os.path.join(ROOT, "tools", "FORMAT.md"), encoding="utf-8") as f:
+            doc = f.read()
+        examples = dict(re.findall(r"<!-- format-example: (\S+) -->\n```\n(.*?)```\n", doc, re.S))
+        self.assertEqual(sorted(examples), ["lotustrace_log_main_pid_48190",
+                                            "lotustrace_log_worker_pid_48213"])
+        with open(os.path.join(ROOT, "tests", "core", "test_format.cpp"), encoding="utf-8") as f:
+            test = f.read()
+        from_test = {"lotustrace_log_worker_pid_48213": cpp_string(test, "expected_worker"),
+                     "lotustrace_log_main_pid_48190": cpp_string(test, "expected_main")}
+        for name, text in examples.items():
+            with self.subTest(file=name):
+                with open(os.path.join(ROOT, "tests", "tool", "data", "golden", name),
+                          encoding="utf-8") as f:
+                    golden = f.read()
+                self.assertEqual(text, golden)
+                self.assertEqual(text, from_test[name])
+                self.assertGreater(text.count("\n"), 10)
+
+
+class BenchQuiet(unittest.TestCase):
+    """bench/quiet.sh: the load check every bench script runs first."""
+    QUIET = os.path.join(ROOT, "bench", "quiet.sh")
+
+    def quiet(self, load, *args, **env):
+        with tempfile.TemporaryDirectory() as d:
+            f = os.path.join(d, "loadavg")
+            write(f, f"{load} 0.50 0.25 1/100 4242\n")
+            p = subprocess.run([self.QUIET, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               env=dict(os.environ, LOTUS_BENCH_LOADAVG_FILE=f, **env),
+                               timeout=30, check=False)
+            return p.returncode, p.stdout.decode(), p.stderr.decode()
+
+    def test_quiet_machine_runs_and_records_the_load(self):
+        rc, out, err = self.quiet("0.40", "sh", "-c", "echo measured; exit 5")
+        self.assertEqual(rc, 5, err)
+        lines = out.splitlines()
+        self.assertTrue(lines[0].startswith("bench: load average 0.40 0.50 0.25 (1/5/15 min) on "))
+        self.assertEqual(lines[1:], ["measured", "bench: load average at the end: 0.40 0.50 0.25"])
+
+    def test_busy_machine_is_refused_unless_allowed(self):
+        rc, out, err = self.quiet("6.50", "echo", "measured")
+        self.assertEqual(rc, 3)
+        self.assertNotIn("measured", out)
+        self.assertIn("bench: load average 6.50 is above 1", err)
+        rc, out, err = self.quiet("6.50", "echo", "measured", LOTUS_BENCH_ALLOW_LOAD="1")
+        self.assertEqual(rc, 0)
+        self.assertIn("measured", out)
+        self.assertIn("warning: load average 6.50 is above 1", err)
+        self.assertEqual(self.quiet("6.50", "--check", LOTUS_BENCH_MAX_LOAD="8")[0], 0)
+        self.assertEqual(self.quiet("1.00", "--check")[0], 0)
+        self.assertEqual(self.quiet("1.01", "--check")[0], 3)
+
+    def test_bad_usage(self):
+        self.assertEqual(self.quiet("0.1")[0], 2)
+        rc, _, err = self.quiet("0.1", "--check", LOTUS_BENCH_MAX_LOAD="one")
+        self.assertEqual(rc, 2)
+        self.assertIn("LOTUS_BENCH_MAX_LOAD must be a number, not 'one'", err)
+
+
+def github_slug(heading):
+    """The anchor GitHub gives a Markdown heading."""
+    text = re.sub(r"<[^>]+>", "", heading).strip().lower()
+    text = re.sub(r"[^\w\- ]", "", text)
+    return text.replace(" ", "-")
+
+
+def tracked(pattern):
+    out = subprocess.run(["git", "-C", ROOT, "ls-files", pattern], stdout=subprocess.PIPE,
+                         check=True).stdout.decode().split()
+    return [os.path.join(ROOT, f) for f in out]
+
+
+class Links(unittest.TestCase):
+    """Every relative link of every Markdown file leads to a file and, with #anchor, a heading."""
+
+    def anchors(self, path):
+        with open(path, encoding="utf-8") as f:
+            text = re.sub(r"```.*?```", "", f.read(), flags=re.S)
+        found = {github_slug(h) for h in re.findall(r"^#{1,6} (.*)$", text, re.M)}
+        return found | set(re.findall(r'<a id="([^"]+)"', text))
+
+    def test_relative_links_resolve(self):
+        docs = tracked("*.md")
+        self.assertIn(os.path.join(ROOT, "README.md"), docs)
+        bad = []
+        for doc in docs:
+            with open(doc, encoding="utf-8") as f:
+                text = re.sub(r"```.*?```", "", f.read(), flags=re.S)
+            for target in re.findall(r"\]\(([^)\s]+)\)", text):
+                if re.match(r"[a-z]+:", target):
+                    continue  # https:, mailto:
+                path, _, anchor = target.partition("#")
+                dest = os.path.normpath(os.path.join(os.path.dirname(doc), path)) if path else doc
+                rel = os.path.relpath(doc, ROOT)
+                if not os.path.exists(dest):
+                    bad.append(f"{rel}: {target}: no such file")
+                elif anchor and dest.endswith(".md") and anchor not in self.anchors(dest):
+                    bad.append(f"{rel}: {target}: no such heading")
+        self.assertEqual(bad, [])
+
+    def test_slug(self):
+        self.assertEqual(github_slug("Compile cost (`bench/runtime/compile_cost.sh`)"),
+                         "compile-cost-benchruntimecompile_costsh")
+        self.assertEqual(github_slug("4. Batch records (main files) and their rules"),
+                         "4-batch-records-main-files-and-their-rules")
+
+    def test_no_pointer_outside_the_repository(self):
+        needles = ["../" + "shared", "/work/" + "shared", "lotus-" + "format.md"]
+        hits = []
+        for f in tracked("*"):
+            if not os.path.isfile(f):
+                continue
+            with open(f, "rb") as fh:
+                data = fh.read()
+            hits += [f"{os.path.relpath(f, ROOT)}: {n}" for n in needles if n.encode() in data]
+        self.assertEqual(hits, [])
+
+    def test_readme_length(self):
+        with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+            lines = f.read().count("\n")
+        self.assertLessEqual(lines, int(os.environ.get("LOTUS_README_MAX_LINES", "300")))
+
+
+if __name__ == "__main__":
+    unittest.main()
