@@ -89,20 +89,9 @@ class timeline_builder {
 
 // ---- several trace directories (hosts / ranks) ----
 
-/// One rank (a trace directory, or one host and rank of the sidecars) for the per-rank section.
-struct rank_data {
-  std::string label;  ///< "host · rank N", else the directory name
-  std::string host;
-  std::optional<std::uint64_t> rank;
-  std::uint64_t batches = 0;    ///< SBatchPreprocessed records
-  double preprocessing_ms = 0;  ///< their summed durations
-  double preprocessing_mean_ms = 0;
-  std::uint64_t waits = 0;     ///< SBatchWait records
-  double wait_ms = 0;          ///< their summed durations
-  double main_elapsed_ms = 0;  ///< main process: first record start to last end
-  std::uint64_t out_of_order = 0;
-  double wait_share() const { return main_elapsed_ms > 0 ? wait_ms / main_elapsed_ms : 0.0; }
-};
+/// One rank (a trace directory, or one host and rank of the sidecars) for the per-rank section:
+/// the same row `stats` prints, so both name the same slowest rank (slowest_rank_of).
+using rank_data = rank_stats;
 
 // ---- `lotus-tool attribute --json` (report --attribution) ----
 

@@ -252,10 +252,9 @@ finding delay_finding(const report_data& d) {
 finding rank_finding(const report_data& d, const finding_thresholds& t) {
   finding f;
   f.id = "ranks";
-  const rank_data* slow = &d.ranks.front();
+  const rank_data* slow = &d.ranks[*slowest_rank_of(d.ranks)];
   const rank_data* fast = &d.ranks.front();
   for (const auto& r : d.ranks) {
-    if (r.wait_share() > slow->wait_share()) slow = &r;
     if (r.wait_share() < fast->wait_share()) fast = &r;
   }
   const double spread = slow->wait_share() - fast->wait_share();

@@ -476,18 +476,20 @@ stats_result compute_stats(const trace_dir& dir, const read_options& ropt,
     x.wait_ms = ms(wait_ns[k]);
     x.main_elapsed_ms = main_first[k] < main_last[k] ? ms(main_last[k] - main_first[k]) : 0;
   }
-  // The slowest rank: its main process waited longest for data (in synchronous data-parallel
-  // training every rank then waits for it); ties by the slower preprocessing.
-  for (std::size_t k = 0; k < ranks.size(); ++k) {
-    const rank_stats& x = ranks[k];
-    const rank_stats* best = r.slowest_rank ? &ranks[*r.slowest_rank] : nullptr;
-    if (best == nullptr || x.wait_ms > best->wait_ms ||
-        (x.wait_ms == best->wait_ms && x.preprocessing_mean_ms > best->preprocessing_mean_ms)) {
-      r.slowest_rank = k;
-    }
-  }
+  r.slowest_rank = slowest_rank_of(ranks);
   r.ranks = std::move(ranks);
   return r;
+}
+
+std::optional<std::size_t> slowest_rank_of(const std::vector<rank_stats>& ranks) {
+  std::optional<std::size_t> slowest;
+  const auto key = [](const rank_stats& x) {
+    return std::make_tuple(x.wait_share(), x.wait_ms, x.preprocessing_mean_ms);
+  };
+  for (std::size_t k = 0; k < ranks.size(); ++k) {
+    if (!slowest || key(ranks[k]) > key(ranks[*slowest])) slowest = k;
+  }
+  return slowest;
 }
 
 }  // namespace lotus_tool

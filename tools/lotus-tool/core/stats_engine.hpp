@@ -100,6 +100,11 @@ struct rank_stats {
   double wait_share() const { return main_elapsed_ms > 0 ? wait_ms / main_elapsed_ms : 0.0; }
 };
 
+/// The slowest of several ranks, the one rule `stats` and `report` share: the largest share of
+/// its main process's time spent waiting for data (in synchronous data-parallel training every
+/// rank then waits for it); ties by the longer wait, then the slower preprocessing. Empty: none.
+std::optional<std::size_t> slowest_rank_of(const std::vector<rank_stats>& ranks);
+
 struct stats_result {
   std::uint64_t records = 0;
   std::uint64_t files = 0;
@@ -125,7 +130,7 @@ struct stats_result {
   bool spilled = false;
   unsigned op_quantile_scans = 0;
   // compute_stats with several directories only: one row per directory, and the index of the
-  // slowest (the longest main-process wait; ties: the slower preprocessing).
+  // slowest (slowest_rank_of).
   std::vector<rank_stats> ranks;
   std::optional<std::size_t> slowest_rank;
 };
