@@ -50,20 +50,9 @@ class epoch_index {
   }
   void finish() {
     spill_log<at> by_seq(k_buffer);
-    bool first = true;
-    item prev{};
-    std::uint64_t epoch = 0;
-    sorted_scan(
-        log_,
-        [](const item& a, const item& b) {
-          if (a.kind != b.kind) return a.kind < b.kind;
-          if (a.idx != b.idx) return a.idx < b.idx;
-          return a.start < b.start;
-        },
-        [&](const item& x) {
-          epoch = (!first && x.kind == prev.kind && x.idx == prev.idx) ? epoch + 1 : 0;
-          first = false;
-          prev = x;
+    scan_epochs(
+        log_, [](const item& x) { return std::make_tuple(x.kind, x.idx, x.start); },
+        [&](const item& x, std::uint64_t epoch) {
           by_seq.push({x.seq, epoch});
         });
     sorted_scan(

@@ -14,6 +14,7 @@
 #include <memory>
 #include <queue>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -201,6 +202,27 @@ void sorted_scan(const spill_log<T>& in, Less less, Out&& out) {
     out(c.buf[c.pos]);
     if (++c.pos < c.buf.size() || refill(c)) heap.push(i);
   }
+}
+
+/// Epochs of batch records, the one rule every command uses: batch indices restart at 0 in every
+/// epoch, so among the records of one group (a batch kind in one trace directory) with the same
+/// index, the k-th by start time is epoch k. key(x) gives (group, idx, start); out(x, epoch) is
+/// called for every item in (group, idx, start) order, in bounded memory (sorted_scan).
+template <class T, class Key, class Out>
+void scan_epochs(const spill_log<T>& in, Key key, Out&& out) {
+  bool first = true;
+  std::uint64_t prev_group = 0, prev_idx = 0, epoch = 0;
+  sorted_scan(
+      in, [&key](const T& a, const T& b) { return key(a) < key(b); },
+      [&](const T& x) {
+        const auto [group, idx, start] = key(x);
+        static_cast<void>(start);
+        epoch = (!first && group == prev_group && idx == prev_idx) ? epoch + 1 : 0;
+        first = false;
+        prev_group = group;
+        prev_idx = idx;
+        out(x, epoch);
+      });
 }
 
 }  // namespace lotus_tool

@@ -204,11 +204,6 @@ summary summarize_stream(Each each, Keep keep, std::size_t budget) {
 
 using span = stats_engine::span;
 
-// Comparators are lambdas (not functions) so that the sorts inline them.
-constexpr auto by_idx_then_start = [](const span& a, const span& b) {
-  return a.idx != b.idx ? a.idx < b.idx : a.start < b.start;
-};
-
 // A batch record with its epoch: the rank of its start among records with the same batch index
 // (indices restart at 0 in every epoch, so the k-th SBatchPreprocessed_i is epoch k).
 struct epoch_span {
@@ -220,23 +215,11 @@ struct epoch_span {
 // Calls out(epoch_span) in (source, idx, epoch) order; src(file) is a file's directory.
 template <class Src, class Out>
 void with_epochs(const spill_log<span>& log, Src&& src, Out&& out) {
-  bool first = true;
-  std::uint64_t prev_idx = 0, epoch = 0;
-  std::uint32_t prev_src = 0;
-  sorted_scan(
+  scan_epochs(
       log,
-      [&src](const span& a, const span& b) {
-        const std::uint32_t sa = src(a.file), sb = src(b.file);
-        if (sa != sb) return sa < sb;
-        return by_idx_then_start(a, b);
-      },
-      [&](const span& s) {
-        const std::uint32_t k = src(s.file);
-        epoch = (!first && s.idx == prev_idx && k == prev_src) ? epoch + 1 : 0;
-        first = false;
-        prev_idx = s.idx;
-        prev_src = k;
-        out(epoch_span{s, epoch, k});
+      [&src](const span& s) { return std::make_tuple(std::uint64_t{src(s.file)}, s.idx, s.start); },
+      [&](const span& s, std::uint64_t epoch) {
+        out(epoch_span{s, epoch, src(s.file)});
       });
 }
 

@@ -546,18 +546,9 @@ record_filter make_filter(const trace_dir& dir, const window_options& w) {
   if (w.epoch) {
     f.by_epoch = true;
     std::uint64_t lo = UINT64_MAX, hi = 0, epochs = 0;
-    bool started = false;
-    batch_item prev{};
-    std::uint64_t epoch = 0;
-    sorted_scan(
-        batches,
-        [](const batch_item& a, const batch_item& b) {
-          return std::tie(a.key, a.idx, a.start) < std::tie(b.key, b.idx, b.start);
-        },
-        [&](const batch_item& x) {
-          epoch = (started && x.key == prev.key && x.idx == prev.idx) ? epoch + 1 : 0;
-          started = true;
-          prev = x;
+    scan_epochs(
+        batches, [](const batch_item& x) { return std::make_tuple(x.key, x.idx, x.start); },
+        [&](const batch_item& x, std::uint64_t epoch) {
           epochs = std::max(epochs, epoch + 1);
           if (epoch != *w.epoch) return;
           f.epoch_batches.emplace_back(static_cast<std::uint8_t>(x.key & 0xff),
