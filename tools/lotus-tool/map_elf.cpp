@@ -1,8 +1,10 @@
-// lotus — ELF function tables for stripped objects
+// lotus — ELF function tables (symbols, debug files, unwind bounds) through elfutils
 // SPDX-License-Identifier: MIT
 #include "map_elf.hpp"
 
 #include <cxxabi.h>
+#include <dwarf.h>
+#include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
 #include <gelf.h>
 #include <limits.h>
@@ -22,29 +24,6 @@ namespace lotus_tool {
 
 namespace {
 
-template <class T>
-T get(const std::vector<char>& b, std::size_t off) {
-  T v{};
-  if (off + sizeof(T) <= b.size()) std::memcpy(&v, b.data() + off, sizeof(T));
-  return v;
-}
-
-struct section {
-  std::string name;
-  std::uint32_t type = 0;
-  std::uint64_t addr = 0, offset = 0, size = 0;
-  std::uint32_t link = 0;
-};
-
-bool read_at(std::ifstream& f, std::uint64_t off, std::uint64_t size, std::vector<char>& out) {
-  if (size > (1ull << 30)) return false;
-  out.resize(static_cast<std::size_t>(size));
-  f.clear();
-  f.seekg(static_cast<std::streamoff>(off));
-  f.read(out.data(), static_cast<std::streamsize>(size));
-  return static_cast<std::uint64_t>(f.gcount()) == size;
-}
-
 std::string demangle(const char* n) {
   if (std::strncmp(n, "_Z", 2) != 0) return n;
   int status = 0;
@@ -58,19 +37,8 @@ std::string demangle(const char* n) {
 // Function symbols through elfutils' libdwfl: the object's .symtab, else a separate debug file
 // found by build-id or .gnu_debuglink (dwfl_standard_find_debuginfo: /usr/lib/debug, the
 // object's directory and its .debug/), else .dynsym, as perf resolves them.
-void elf_functions::load_symbols(const std::string& path) {
-  static char* debuginfo_path = nullptr;
-  Dwfl_Callbacks cb{};
-  cb.find_elf = dwfl_build_id_find_elf;
-  cb.find_debuginfo = dwfl_standard_find_debuginfo;
-  cb.section_address = dwfl_offline_section_address;
-  cb.debuginfo_path = &debuginfo_path;
-  Dwfl* dwfl = dwfl_begin(&cb);
-  if (dwfl == nullptr) return;
-  dwfl_report_begin(dwfl);
-  Dwfl_Module* mod = dwfl_report_offline(dwfl, "", path.c_str(), -1);
-  dwfl_report_end(dwfl, nullptr, nullptr);
-  const int n = mod != nullptr ? dwfl_module_getsymtab(mod) : -1;
+void elf_functions::load_symbols(Dwfl_Module* mod) {
+  const int n = dwfl_module_getsymtab(mod);
   for (int i = 1; i < n; ++i) {  // 0: the null symbol
     GElf_Sym s{};
     GElf_Addr addr = 0;
@@ -79,96 +47,104 @@ void elf_functions::load_symbols(const std::string& path) {
     if (name == nullptr || GELF_ST_TYPE(s.st_info) != STT_FUNC || s.st_value == 0) continue;
     syms_.push_back(sym{s.st_value, s.st_size, demangle(name)});
   }
-  dwfl_end(dwfl);
+}
+
+// Function bounds from the unwind tables, for code without symbols (Debian's stripped
+// libraries): libelf hands over .eh_frame_hdr's binary-search table (the start address of every
+// FDE), libdw's CFI reader (dwarf_cfi_addrframe + dwarf_frame_info) the range each FDE covers, so
+// code without unwind info (hand-written SIMD) stays unnamed instead of being charged to the
+// function before it.
+void elf_functions::load_unwind_bounds(Dwfl_Module* mod, Elf* elf) {
+  std::size_t shstrndx = 0;
+  if (elf_getshdrstrndx(elf, &shstrndx) != 0) return;
+  Elf_Scn* hdr = nullptr;
+  GElf_Shdr hdr_sh{};
+  for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn != nullptr; scn = elf_nextscn(elf, scn)) {
+    GElf_Shdr sh{};
+    if (gelf_getshdr(scn, &sh) == nullptr) continue;
+    const char* name = elf_strptr(elf, shstrndx, sh.sh_name);
+    if (name != nullptr && std::strcmp(name, ".eh_frame_hdr") == 0) {
+      hdr = scn;
+      hdr_sh = sh;
+      break;
+    }
+  }
+  // The CFI works in the object's own addresses (the table's), whatever the module's load bias.
+  Dwarf_Addr cfi_bias = 0;
+  Dwarf_CFI* cfi = dwfl_module_eh_cfi(mod, &cfi_bias);
+  Elf_Data* data = hdr != nullptr ? elf_getdata(hdr, nullptr) : nullptr;
+  if (data == nullptr || data->d_buf == nullptr || cfi == nullptr) return;
+  const auto* h = static_cast<const unsigned char*>(data->d_buf);
+  const std::size_t size = data->d_size;
+  // Header: version 1, then the encodings of eh_frame_ptr, fde_count and the table; ld writes
+  // udata4/sdata4 counts and a datarel|sdata4 table of (initial location, FDE address) pairs.
+  if (size < 12 || h[0] != 1 || h[3] != (DW_EH_PE_datarel | DW_EH_PE_sdata4)) return;
+  auto width = [](unsigned char enc) -> std::size_t {
+    const unsigned format = enc & 0x0fu;
+    if (format == DW_EH_PE_udata4 || format == DW_EH_PE_sdata4) return 4;
+    if (format == DW_EH_PE_udata8 || format == DW_EH_PE_sdata8) return 8;
+    return 0;
+  };
+  const std::size_t pw = width(h[1]), cw = width(h[2]);
+  if (pw == 0 || (cw != 4 && cw != 8) || 4 + pw + cw > size) return;
+  std::uint64_t count = 0;
+  if (cw == 4) {
+    std::uint32_t c = 0;
+    std::memcpy(&c, h + 4 + pw, 4);
+    count = c;
+  } else {
+    std::memcpy(&count, h + 4 + pw, 8);
+  }
+  std::size_t p = 4 + pw + cw;
+  std::vector<std::uint64_t> starts;
+  for (std::uint64_t i = 0; i < count && p + 8 <= size; ++i, p += 8) {
+    std::int32_t loc = 0;
+    std::memcpy(&loc, h + p, 4);
+    starts.push_back(static_cast<std::uint64_t>(static_cast<std::int64_t>(hdr_sh.sh_addr) + loc));
+  }
+  std::sort(starts.begin(), starts.end());  // ld sorts it; each walk below stops at the next start
+  for (std::size_t i = 0; i < starts.size(); ++i) {
+    // A Dwarf_Frame is one row of the FDE's CFA table: walk the rows to where the FDE ends
+    // (no frame there, a gap) or the next FDE begins (no gap).
+    const std::uint64_t limit = i + 1 < starts.size() ? starts[i + 1] : UINT64_MAX;
+    std::uint64_t at = starts[i];
+    while (at < limit) {
+      Dwarf_Frame* frame = nullptr;
+      if (dwarf_cfi_addrframe(cfi, at, &frame) != 0 || frame == nullptr) break;
+      Dwarf_Addr fstart = 0, fend = 0;
+      bool signal = false;
+      const int ok = dwarf_frame_info(frame, &fstart, &fend, &signal);
+      std::free(frame);
+      if (ok < 0 || fend <= at) break;
+      at = fend;
+    }
+    starts_.push_back(starts[i]);
+    // at == start: libdw could not read the FDE; 0 keeps the whole stretch to the next start.
+    ends_.push_back(at == starts[i] ? 0 : std::min(at, limit));
+  }
 }
 
 bool elf_functions::load(const std::string& path) {
   starts_.clear();
   ends_.clear();
   syms_.clear();
-  std::ifstream f(path, std::ios::binary);
-  std::vector<char> eh;
-  if (!f || !read_at(f, 0, 64, eh)) return false;
-  if (std::memcmp(eh.data(),
-                  "\x7f"
-                  "ELF",
-                  4) != 0 ||
-      eh[4] != 2 || eh[5] != 1)
-    return false;
-  const auto shoff = get<std::uint64_t>(eh, 0x28);
-  const auto shentsize = get<std::uint16_t>(eh, 0x3a);
-  const auto shnum = get<std::uint16_t>(eh, 0x3c);
-  const auto shstrndx = get<std::uint16_t>(eh, 0x3e);
-  if (shentsize < 64 || shnum == 0 || shstrndx >= shnum) return false;
-  std::vector<char> shdrs;
-  if (!read_at(f, shoff, std::uint64_t{shentsize} * shnum, shdrs)) return false;
-  std::vector<section> secs(shnum);
-  for (std::size_t i = 0; i < shnum; ++i) {
-    const std::size_t b = i * shentsize;
-    secs[i].name = std::to_string(get<std::uint32_t>(shdrs, b));  // resolved below
-    secs[i].type = get<std::uint32_t>(shdrs, b + 4);
-    secs[i].addr = get<std::uint64_t>(shdrs, b + 16);
-    secs[i].offset = get<std::uint64_t>(shdrs, b + 24);
-    secs[i].size = get<std::uint64_t>(shdrs, b + 32);
-    secs[i].link = get<std::uint32_t>(shdrs, b + 40);
-  }
-  std::vector<char> shstr;
-  if (!read_at(f, secs[shstrndx].offset, secs[shstrndx].size, shstr)) return false;
-  for (auto& s : secs) {
-    const auto off = static_cast<std::size_t>(std::stoul(s.name));
-    s.name = off < shstr.size() ? std::string(shstr.data() + off) : std::string();
-  }
-  const section* eh_frame = nullptr;
-  for (const auto& s : secs)
-    if (s.name == ".eh_frame") eh_frame = &s;
-  std::vector<char> frames;
-  if (eh_frame != nullptr && !read_at(f, eh_frame->offset, eh_frame->size, frames)) frames.clear();
-  for (const auto& s : secs) {
-    if (s.name == ".eh_frame_hdr") {
-      std::vector<char> h;
-      if (!read_at(f, s.offset, s.size, h) || h.size() < 12 || h[0] != 1) continue;
-      const auto ptr_enc = static_cast<unsigned char>(h[1]);
-      const auto cnt_enc = static_cast<unsigned char>(h[2]);
-      const auto tab_enc = static_cast<unsigned char>(h[3]);
-      auto width = [](unsigned char enc) -> std::size_t {
-        switch (enc & 0x0f) {
-          case 0x03:
-          case 0x0b:
-            return 4;
-          case 0x04:
-          case 0x0c:
-            return 8;
-          default:
-            return 0;
-        }
-      };
-      const std::size_t pw = width(ptr_enc), cw = width(cnt_enc);
-      if (pw == 0 || cw == 0 || tab_enc != 0x3b) continue;  // datarel|sdata4, what ld writes
-      std::size_t p = 4 + pw;
-      const std::uint64_t count = cw == 4 ? get<std::uint32_t>(h, p) : get<std::uint64_t>(h, p);
-      p += cw;
-      for (std::uint64_t i = 0; i < count && p + 8 <= h.size(); ++i, p += 8) {
-        const auto loc = get<std::int32_t>(h, p);
-        const auto fde = get<std::int32_t>(h, p + 4);
-        const auto start = static_cast<std::uint64_t>(static_cast<std::int64_t>(s.addr) + loc);
-        // pc_range of the FDE (pcrel|sdata4 pointers, what GCC and ld emit on x86-64): lets
-        // code without unwind info (hand-written SIMD) stay unnamed instead of being charged to
-        // the function before it.
-        std::uint64_t end = 0;
-        if (eh_frame != nullptr && !frames.empty()) {
-          const auto fde_addr = static_cast<std::uint64_t>(static_cast<std::int64_t>(s.addr) + fde);
-          if (fde_addr >= eh_frame->addr) {
-            const std::uint64_t off = fde_addr - eh_frame->addr + 12;
-            if (off + 4 <= frames.size())
-              end = start + get<std::uint32_t>(frames, static_cast<std::size_t>(off));
-          }
-        }
-        starts_.push_back(start);
-        ends_.push_back(end);
-      }
-    }
-  }
-  load_symbols(path);
+  static char* debuginfo_path = nullptr;
+  Dwfl_Callbacks cb{};
+  cb.find_elf = dwfl_build_id_find_elf;
+  cb.find_debuginfo = dwfl_standard_find_debuginfo;
+  cb.section_address = dwfl_offline_section_address;
+  cb.debuginfo_path = &debuginfo_path;
+  std::unique_ptr<Dwfl, void (*)(Dwfl*)> dwfl(dwfl_begin(&cb), dwfl_end);
+  if (dwfl == nullptr) return false;
+  dwfl_report_begin(dwfl.get());
+  Dwfl_Module* mod = dwfl_report_offline(dwfl.get(), "", path.c_str(), -1);
+  dwfl_report_end(dwfl.get(), nullptr, nullptr);
+  if (mod == nullptr) return false;
+  GElf_Addr bias = 0;
+  Elf* elf = dwfl_module_getelf(mod, &bias);
+  if (elf == nullptr) return false;
+  load_unwind_bounds(mod, elf);
+  load_symbols(mod);
   std::vector<std::size_t> order(starts_.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::sort(order.begin(), order.end(),

@@ -9,6 +9,9 @@
 
 #include "map_profile.hpp"
 
+struct Dwfl_Module;
+struct Elf;
+
 namespace lotus_tool {
 
 /// Function boundaries of one ELF64 object: FUNC symbols read with elfutils (.symtab, a separate
@@ -17,7 +20,7 @@ namespace lotus_tool {
 /// static functions too.
 class elf_functions {
  public:
-  /// False when the file is not a readable little-endian ELF64 object.
+  /// False when elfutils cannot read the file as an ELF object.
   bool load(const std::string& path);
   /// Symbol name covering `addr` (object virtual address), else "func@0x<start>" (VTune's name
   /// for functions without symbols), else "".
@@ -32,7 +35,8 @@ class elf_functions {
     std::uint64_t start, size;
     std::string name;
   };
-  void load_symbols(const std::string& path);
+  void load_symbols(struct Dwfl_Module* mod);
+  void load_unwind_bounds(struct Dwfl_Module* mod, struct Elf* elf);
   std::vector<std::uint64_t> starts_;
   std::vector<std::uint64_t> ends_;  ///< 0 when the FDE could not be read
   std::vector<sym> syms_;
