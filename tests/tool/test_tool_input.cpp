@@ -68,7 +68,8 @@ std::string fresh(const std::string& name) {
 std::string hex(const std::string& s) {
   static const char* k = "0123456789abcdef";
   std::string h;
-  for (unsigned char c : s) {
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
     h += k[c >> 4];
     h += k[c & 15];
   }
@@ -247,9 +248,9 @@ TEST_CASE("100k small trace files: check, stats and viz stay under 32 MiB", "[to
     const std::string name = d + "/p_worker_pid_" + std::to_string(i);
     const int fd = ::open(name.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     REQUIRE(fd >= 0);
-    const std::string line = "SLoader," + std::to_string(1700000000000000000ULL + 10ULL * i) +
-                             ",1000\nSBatchPreprocessed_" + std::to_string(i) +
-                             ",1700000000000000000,5\n";
+    const std::string line =
+        "SLoader," + std::to_string(1700000000000000000ULL + 10ULL * static_cast<unsigned>(i)) +
+        ",1000\nSBatchPreprocessed_" + std::to_string(i) + ",1700000000000000000,5\n";
     REQUIRE(::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()));
     ::close(fd);
   }
