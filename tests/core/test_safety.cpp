@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "catch.hpp"
+#include "sanitized.hpp"
 #include "trace_files.hpp"
 
 namespace {
@@ -38,16 +39,7 @@ constexpr std::chrono::seconds deadline{30};  // every child needs well under a 
 
 // Sanitizer runtimes reserve terabytes of address space and abort when an allocation fails, so
 // the RLIMIT_AS test runs only in plain builds.
-#if defined(__has_feature)
-#  if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#    define LOTUS_TEST_SANITIZED 1
-#  endif
-#endif
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || defined(LOTUS_TEST_SANITIZED)
-constexpr bool sanitized = true;
-#else
-constexpr bool sanitized = false;
-#endif
+constexpr bool sanitized = lotus_test::k_sanitized;
 
 /// safety_child's stdout: `recorded written dropped`, then `key value` lines.
 struct child_result {

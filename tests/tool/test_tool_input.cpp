@@ -16,20 +16,10 @@
 #include <vector>
 
 #include "catch.hpp"
+#include "sanitized.hpp"
 #include "spawn.hpp"
 
-// lotus-tool built with a sanitizer (this test is built with the same flags) carries its shadow
-// memory and quarantine in its RSS: the memory bound is checked in plain builds only.
-#if defined(__has_feature)
-#  if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#    define LOTUS_TEST_SANITIZED 1
-#  endif
-#endif
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || defined(LOTUS_TEST_SANITIZED)
-constexpr bool k_sanitized = true;
-#else
-constexpr bool k_sanitized = false;
-#endif
+using lotus_test::k_sanitized;  // the tool carries shadow memory in its RSS
 
 using nlohmann::json;
 
