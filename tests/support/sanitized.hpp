@@ -1,6 +1,8 @@
-// lotus tests — whether this test (and the lotus code it runs, built with the same flags) has a
-// sanitizer runtime: its shadow memory and address-space reservations change RSS and RLIMIT_AS
+// lotus tests — whether this test, and the lotus code it runs, has a sanitizer runtime
 // SPDX-License-Identifier: MIT
+//
+// Built with the same flags, so the answer holds for both: shadow memory and address-space
+// reservations then change RSS figures and what RLIMIT_AS allows.
 #pragma once
 
 #if defined(__has_feature)
