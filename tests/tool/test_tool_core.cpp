@@ -6,6 +6,7 @@
 
 #include "catch.hpp"
 #include "error.hpp"
+#include "json_dump.hpp"
 #include "line_reader.hpp"
 #include "merge.hpp"
 #include "output.hpp"
@@ -427,4 +428,21 @@ TEST_CASE("profiler traces for --merge are validated", "[tool][merge]") {
   REQUIRE(write_profiler_head(head, t) == 1);
   REQUIRE(head.find("\"traceEvents\":[{\"ph\":\"X\"}") != std::string::npos);
   REQUIRE(head.find("\"schemaVersion\":1,") != std::string::npos);
+}
+
+TEST_CASE("dump_json lays a document out as nlohmann does, names byte-exact", "[tool][core]") {
+  const nlohmann::json doc = nlohmann::json::parse(R"({
+    "ops": [{"name": "Loader", "count": 3, "mean_ms": 1.25, "p": [0.5, 1e-9, -2]},
+            {"name": "caf\u00e9 \"q\" back\\slash", "count": 0, "ok": true, "none": null}],
+    "empty_object": {}, "empty_array": [], "nested": {"a": {"b": [[], {}]}}, "big": 18446744073709551615
+  })");
+  REQUIRE(dump_json(doc, 2) == doc.dump(2));
+  REQUIRE(dump_json(doc, 4) == doc.dump(4));
+  REQUIRE(dump_json(doc, -1) == doc.dump());
+  REQUIRE(dump_json(nlohmann::json::object(), 2) == "{}");
+  REQUIRE(dump_json(nlohmann::json("x"), 2) == "\"x\"");
+  // What nlohmann cannot write: a byte that is not UTF-8 (its dump() throws), in a key and a value.
+  nlohmann::json odd;
+  odd["bad\xff"] = std::string("v\xfe\tw");
+  REQUIRE(dump_json(odd, -1) == "{\"bad\\udcff\":\"v\\udcfe\\u0009w\"}");
 }

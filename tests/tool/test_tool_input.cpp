@@ -143,6 +143,18 @@ TEST_CASE("every name the library writes is read and round-trips exactly", "[too
     REQUIRE(text.find("\\u0009") != std::string::npos);
     REQUIRE(x_names_hex(d + "/v.json") == expect);
   }
+  // stats --json: the same names, byte-exact (not U+FFFD) in "ops".
+  const std::string stats_text = lotus_test::read_file(d + "/s.json");
+  REQUIRE(stats_text.find("\\udcff\\udcfe") != std::string::npos);
+  REQUIRE(stats_text.find("\xef\xbf\xbd") == std::string::npos);  // no U+FFFD
+  const auto ops = sh(std::string(LOTUS_PYTHON) +
+                      " -c \"import json,sys\n"
+                      "d=json.load(open(sys.argv[1],encoding='utf-8'))\n"
+                      "for n in sorted(o['name'].encode('utf-8','surrogateescape').hex() "
+                      "for o in d['ops']): print(n)\" " +
+                      d + "/s.json");
+  REQUIRE(ops.rc == 0);
+  REQUIRE(ops.out == expect);
 }
 
 TEST_CASE("CRLF line ends and blanks around numbers read as the scripts read them",

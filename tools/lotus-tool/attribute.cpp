@@ -15,6 +15,7 @@
 
 #include "commands.hpp"
 #include "error.hpp"
+#include "json_dump.hpp"
 #include "map_elf.hpp"
 #include "map_join.hpp"
 #include "map_mapping.hpp"
@@ -293,7 +294,7 @@ void run_attribute(const attribute_args& o) {
       j["join"] = attribution_json(other);
       j["join"]["shares"] = shares_json(other);
     }
-    text = j.dump(2) + "\n";
+    text = dump_json(j, 2) + "\n";  // op names byte-exact (\udcXX)
   } else if (opt.format == "csv") {
     text = attribution_csv(primary);
   } else {

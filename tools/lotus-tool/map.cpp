@@ -22,6 +22,7 @@
 
 #include "commands.hpp"
 #include "error.hpp"
+#include "json_dump.hpp"
 #include "map_callgrind.hpp"
 #include "map_elf.hpp"
 #include "map_mapping.hpp"
@@ -955,7 +956,7 @@ void driver::run() {
   const mapping m = builder.finish();
   {
     std::ofstream f(opt_.output);
-    if (!f || !(f << mapping_to_json(m).dump(4) << "\n")) {
+    if (!f || !(f << dump_json(mapping_to_json(m), 4) << "\n")) {
       throw tool_error(exit_io, "map: cannot write '" + opt_.output + "'");
     }
   }

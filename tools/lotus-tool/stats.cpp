@@ -10,6 +10,7 @@
 #include "commands.hpp"
 #include "error.hpp"
 #include "input_options.hpp"
+#include "json_dump.hpp"
 #include "output.hpp"
 #include "stats_engine.hpp"
 #include "trace_dir.hpp"
@@ -339,9 +340,8 @@ void run_stats(const stats_args& a) {
   }
   output_file out(a.output);
   if (a.json) {
-    // Host and thread names come from sidecars: invalid UTF-8 becomes U+FFFD, never an error.
-    out.write(to_json(r, dir, in.filter, a.remove_outliers)
-                  .dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
+    // Op, host and thread names keep their exact bytes (\udcXX for a byte that is not UTF-8).
+    out.write(dump_json(to_json(r, dir, in.filter, a.remove_outliers), 2));
     out.write("\n");
   } else if (a.csv) {
     out.write(to_csv(r));
