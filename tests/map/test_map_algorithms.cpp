@@ -1,10 +1,18 @@
 // lotus — LotusMap algorithms: spans, join, mapping JSON, run-count formula, Lotus attribution
 // SPDX-License-Identifier: MIT
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
+#include <random>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -15,6 +23,7 @@
 #include "map_profile.hpp"
 #include "map_spans.hpp"
 #include "map_vendor_csv.hpp"
+#include "sanitized.hpp"
 #include "spawn.hpp"
 
 using namespace lotus_tool;
@@ -32,6 +41,12 @@ const op_attribution* find_op(const attribution& a, const std::string& op) {
   for (const auto& o : a.ops)
     if (o.op == op) return &o;
   return nullptr;
+}
+
+std::map<std::uint64_t, std::size_t> spans_per_thread(const span_set& s) {
+  std::map<std::uint64_t, std::size_t> n;
+  s.spans.scan([&](const span& sp) { ++n[sp.tid]; });
+  return n;
 }
 
 }  // namespace
@@ -72,8 +87,16 @@ TEST_CASE("spans, self time and the stabbing sweep", "[map][spans]") {
     write_file(bad + "/log_worker_pid_1", "SLoader,18446744073709551617,100\n");
     REQUIRE_THROWS_AS(read_spans(bad), lotus_tool::tool_error);
   }
-  REQUIRE(s.by_thread.at(100).size() == 6);  // SBatchQueued skipped, SBatchWait kept
-  const auto t = op_times(s);
+  REQUIRE(spans_per_thread(s).at(100) == 6);  // SBatchQueued skipped, SBatchWait kept
+  REQUIRE(s.spans.size() == 7);
+  // Summed while reading: the workers (thread 100's main file has batch spans only, the
+  // thread is a worker by its worker file), the first and last instants (not the marker at 800).
+  REQUIRE(s.op_threads == std::set<std::uint64_t>{100, 200});
+  REQUIRE(s.first_start == 850);
+  REQUIRE(s.last_end == 5100);
+  spill_log<span> by_thread;
+  const auto t = op_times(s, &by_thread);
+  REQUIRE(by_thread.size() == 7);
   auto id = [&](const std::string& n) {
     for (std::size_t i = 0; i < s.names.size(); ++i)
       if (s.names[i] == n) return i;
@@ -82,10 +105,13 @@ TEST_CASE("spans, self time and the stabbing sweep", "[map][spans]") {
   };
   REQUIRE(t[id("Loader")].count == 2);
   REQUIRE(t[id("Loader")].total_ns == 1100.0);
+  REQUIRE(s.count[id("Loader")] == 2);
+  REQUIRE(s.total_ns[id("Loader")] == 1100.0);
+  REQUIRE(s.total_ns[id("BatchWait")] == 2300.0);
   REQUIRE(t[id("Transform")].self_ns == 400.0);
   REQUIRE(t[id("RandomResizedCrop")].self_ns == 500.0);
 
-  span_stabber st(s);
+  span_cursor st(by_thread);
   auto name_at = [&](std::uint64_t tid, std::uint64_t ts) {
     const long k = st.innermost(tid, ts);
     return k < 0 ? std::string("-") : s.names[static_cast<std::size_t>(k)];
@@ -116,8 +142,8 @@ TEST_CASE("fresh trace file names _r<k>_<tid> add to thread <tid>", "[map][spans
   }
   const auto s = read_spans(dir, "log");
   REQUIRE(s.files == 3);
-  REQUIRE(s.by_thread.size() == 1);
-  REQUIRE(s.by_thread.at(7).size() == 3);
+  REQUIRE(spans_per_thread(s).size() == 1);
+  REQUIRE(spans_per_thread(s).at(7) == 3);
   for (const auto& n : s.names) REQUIRE(n != "Bogus");
 }
 
@@ -311,4 +337,356 @@ TEST_CASE("vendor reports: every metric column split per op with Lotus's weighti
   REQUIRE(u.rows[0].self == Approx(120e6));
   REQUIRE(u.rows[0].metrics.at("RETIRED_INST") == Approx(2.4e8));
   REQUIRE(is_ratio_metric("IPC"));
+}
+
+namespace {
+
+// A generated perf sample, as written to the perf script text.
+struct gen_sample {
+  std::uint64_t tid, time, period;
+  std::string event;  // as perf prints it (":u" modifier kept)
+  std::string sym, dso;
+};
+
+std::string perf_line(const gen_sample& s) {
+  char head[128];
+  std::snprintf(head, sizeof head, " %llu %llu.%09llu: %llu %s: 7f00%llx ",
+                static_cast<unsigned long long>(s.tid),
+                static_cast<unsigned long long>(s.time / 1000000000u),
+                static_cast<unsigned long long>(s.time % 1000000000u),
+                static_cast<unsigned long long>(s.period), s.event.c_str(),
+                static_cast<unsigned long long>(s.time % 4096));
+  return head + s.sym + " (" + s.dso + ")\n";
+}
+
+// Spans on several threads: nested DataLoader-like batches with overlapping (non-nested),
+// duplicate and empty spans; random spans; a chain of overlaps deeper than the cursor's stack
+// compaction threshold; fresh file names; a main thread with batch spans only. Samples land
+// inside, on the edges of and outside the spans, on threads with and without spans, in a
+// locally shuffled order.
+struct random_trace {
+  std::string dir;
+  std::vector<gen_sample> samples;
+  std::string perf_text;
+};
+
+random_trace make_random_trace(std::uint64_t seed) {
+  random_trace t;
+  t.dir = make_dir();
+  std::mt19937_64 rng(seed);
+  auto uni = [&](std::uint64_t lo, std::uint64_t hi) {
+    return std::uniform_int_distribution<std::uint64_t>(lo, hi)(rng);
+  };
+  const std::uint64_t base = 1700000000000000000ULL;
+  std::map<std::string, std::string> files;                    // name -> text
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> edges;  // (tid, instant) span boundaries
+  auto add = [&](const std::string& file, std::uint64_t tid, const std::string& name,
+                 std::uint64_t start, std::uint64_t dur) {
+    files[file] +=
+        "S" + name + "," + std::to_string(base + start) + "," + std::to_string(dur) + "\n";
+    edges.emplace_back(tid, base + start);
+    edges.emplace_back(tid, base + start + dur);
+  };
+  // Thread 11: batches of Loader, Transform ⊃ {RandomResizedCrop ⊃ Normalize, Flip}, an Overlap
+  // from inside Loader into Transform, sometimes a duplicate of Loader and an empty span.
+  std::uint64_t at = 0;
+  for (int b = 0; b < 120; ++b) {
+    const std::uint64_t l = uni(50, 400), rrc = uni(100, 300), nrm = uni(10, 90), flip = uni(5, 60);
+    const std::uint64_t tr = rrc + flip + uni(0, 50);
+    const std::string f = "g_worker_pid_11";
+    add(f, 11, "Loader", at, l);
+    if (uni(0, 3) == 0) add(f, 11, "Dup", at, l);
+    add(f, 11, "Transform", at + l, tr);
+    add(f, 11, "RandomResizedCrop", at + l, rrc);
+    add(f, 11, "Normalize", at + l + uni(0, rrc - nrm), nrm);
+    add(f, 11, "RandomHorizontalFlip", at + l + rrc, flip);
+    if (uni(0, 2) == 0) add(f, 11, "Overlap", at + l / 2, l / 2 + uni(1, tr));
+    if (uni(0, 4) == 0) add(f, 11, "Empty", at + uni(0, l), 0);
+    add(f, 11, "BatchPreprocessed_" + std::to_string(b), at, l + tr + uni(0, 20));
+    at += l + tr + 20 + uni(0, 1) * uni(0, 200);
+  }
+  const std::uint64_t span_range = at;
+  // Threads 12 and 14 (plain and fresh file names): random spans of every length.
+  const char* names[] = {"Loader", "Transform", "Normalize", "Overlap", "BatchPreprocessed_3"};
+  for (const auto& f : {std::make_pair(std::string("g_worker_pid_12"), 12ULL),
+                        std::make_pair(std::string("g_worker_pid_14"), 14ULL),
+                        std::make_pair(std::string("g_worker_pid_r1_14"), 14ULL)}) {
+    for (int i = 0; i < 300; ++i) {
+      const std::uint64_t len = uni(0, 2) == 0 ? uni(0, 100)
+                                : uni(0, 1)    ? uni(100, 2000)
+                                               : uni(2000, 20000);
+      add(f.first, f.second, names[uni(0, 4)], uni(0, span_range), len);
+    }
+  }
+  // Thread 13: a chain of 200 overlapping spans, each starting inside the previous one, with a
+  // nested span in some.
+  for (std::uint64_t i = 0; i < 200; ++i) {
+    add("g_worker_pid_13", 13, i % 2 ? "Loader" : "Transform", i * 10, 15);
+    if (i % 7 == 0) add("g_worker_pid_13", 13, "Normalize", i * 10 + 11, 3);
+  }
+  // Thread 20: the main process's batch records only (markers are not spans).
+  for (std::uint64_t b = 0; b < 50; ++b) {
+    add("g_main_pid_20", 20, "BatchWait_" + std::to_string(b), b * 500, uni(1, 400));
+    files["g_main_pid_20"] +=
+        "SBatchQueued_" + std::to_string(b) + "," + std::to_string(base + b * 500) + ",1000\n";
+  }
+  for (const auto& kv : files) write_file(t.dir + "/" + kv.first, kv.second);
+
+  const std::pair<const char*, const char*> fns[] = {{"decode_mcu", "libjpeg.so.62"},
+                                                     {"memcpy", "libc.so.6"},
+                                                     {"memcpy", "libfast.so"},
+                                                     {"resample", "app"},
+                                                     {"[unknown]", "[unknown]"},
+                                                     {"(anonymous namespace)::blend", "app"},
+                                                     {"main", "app"}};
+  const char* events[] = {"cpu-clock", "cpu-clock:u", "task-clock", "page-faults", "cycles"};
+  const std::uint64_t tids[] = {11, 12, 13, 14, 20, 99};
+  for (int i = 0; i < 20000; ++i) {
+    gen_sample s;
+    s.tid = tids[uni(0, 5)];
+    if (uni(0, 3) == 0) {  // exactly on a span's start or end, on its thread or another
+      const auto& e = edges[uni(0, edges.size() - 1)];
+      s.time = e.second + (uni(0, 1) ? 0 : 1) - (uni(0, 2) ? 0 : 1);
+      if (uni(0, 4) != 0) s.tid = e.first;
+    } else {
+      s.time = base - 1000 + uni(0, span_range + 30000);
+    }
+    s.event = events[uni(0, 4) == 0 ? uni(2, 4) : uni(0, 1)];
+    s.period = uni(1, 1000000);
+    const auto& fn = fns[uni(0, 6)];
+    s.sym = fn.first;
+    s.dso = std::string("/usr/lib/x86_64-linux-gnu/") + fn.second;
+    t.samples.push_back(s);
+  }
+  std::sort(t.samples.begin(), t.samples.end(),
+            [](const gen_sample& a, const gen_sample& b) { return a.time < b.time; });
+  for (std::size_t i = 1; i < t.samples.size(); ++i)  // perf script is not strictly in order
+    if (uni(0, 9) == 0) std::swap(t.samples[i - 1], t.samples[i]);
+  for (const auto& s : t.samples) t.perf_text += perf_line(s);
+  return t;
+}
+
+void require_same(const std::vector<function_cost>& a, const std::vector<function_cost>& b) {
+  REQUIRE(a.size() == b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    REQUIRE(a[i].function == b[i].function);
+    REQUIRE(a[i].module == b[i].module);
+    REQUIRE(a[i].self == b[i].self);
+    REQUIRE(a[i].samples == b[i].samples);
+  }
+}
+
+void require_same(const attribution& a, const attribution& b) {
+  REQUIRE(a.ops.size() == b.ops.size());
+  for (std::size_t i = 0; i < a.ops.size(); ++i) {
+    INFO("op " << a.ops[i].op);
+    REQUIRE(a.ops[i].op == b.ops[i].op);
+    REQUIRE(a.ops[i].value == b.ops[i].value);
+    REQUIRE(a.ops[i].samples == b.ops[i].samples);
+    REQUIRE(a.ops[i].share == b.ops[i].share);
+    REQUIRE(a.ops[i].trace_share == b.ops[i].trace_share);
+    REQUIRE(a.ops[i].events == b.ops[i].events);
+    require_same(a.ops[i].functions, b.ops[i].functions);
+  }
+  REQUIRE(a.unattributed == b.unattributed);
+  REQUIRE(a.unattributed_samples == b.unattributed_samples);
+  require_same(a.unattributed_functions, b.unattributed_functions);
+  REQUIRE(attribution_json(a).dump() == attribution_json(b).dump());
+}
+
+}  // namespace
+
+TEST_CASE("join and self times: tiny spill buffers, in RAM and a brute-force reference agree",
+          "[map][join][bounded]") {
+  const random_trace t = make_random_trace(17);
+  const span_set ram = read_spans(t.dir, "", std::size_t{1} << 30);
+  const span_set tiny = read_spans(t.dir, "", 64);
+  REQUIRE_FALSE(ram.spans.spilled());
+  REQUIRE(tiny.spans.spilled());
+  REQUIRE(tiny.spans.size() == ram.spans.size());
+  REQUIRE(tiny.names == ram.names);
+  REQUIRE(tiny.op_threads == std::set<std::uint64_t>{11, 12, 13, 14});
+  REQUIRE(ram.op_threads == tiny.op_threads);
+
+  // The reference: every span in reading order; per thread, the innermost span at t is the last
+  // one in thread order that contains t, and a span's parent is the last one before it (thread
+  // order) that is still open at its start.
+  std::vector<span> all;
+  ram.spans.scan([&](const span& sp) { all.push_back(sp); });
+  std::sort(all.begin(), all.end(), thread_order);
+  std::vector<double> self(ram.names.size(), 0), total(ram.names.size(), 0);
+  std::vector<std::uint64_t> count(ram.names.size(), 0);
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    const span& x = all[i];
+    const double d = static_cast<double>(x.end - x.start);
+    ++count[x.op];
+    total[x.op] += d;
+    self[x.op] += d;
+    for (std::size_t j = i; j-- > 0 && all[j].tid == x.tid;) {
+      if (all[j].end > x.start) {
+        self[all[j].op] -= static_cast<double>(std::min(x.end, all[j].end) - x.start);
+        break;
+      }
+    }
+  }
+  spill_log<span> sorted_tiny(64), sorted_ram(std::size_t{1} << 30);
+  const auto times_tiny = op_times(tiny, &sorted_tiny);
+  const auto times_ram = op_times(ram, &sorted_ram);
+  REQUIRE(sorted_tiny.spilled());
+  for (std::size_t i = 0; i < ram.names.size(); ++i) {
+    INFO(ram.names[i]);
+    REQUIRE(times_tiny[i].count == count[i]);
+    REQUIRE(times_tiny[i].total_ns == total[i]);
+    REQUIRE(times_tiny[i].self_ns == self[i]);
+    REQUIRE(times_ram[i].self_ns == self[i]);
+    REQUIRE(ram.count[i] == count[i]);
+    REQUIRE(ram.total_ns[i] == total[i]);
+  }
+  // The sorted logs are the same sequence; the reference's innermost span for every sample.
+  std::vector<span> from_tiny;
+  sorted_tiny.scan([&](const span& sp) { from_tiny.push_back(sp); });
+  REQUIRE(from_tiny.size() == all.size());
+  for (std::size_t i = 0; i < all.size(); ++i) REQUIRE(from_tiny[i].seq == all[i].seq);
+  auto innermost = [&](std::uint64_t tid, std::uint64_t ts) {
+    long best = -1;
+    for (const span& x : all)
+      if (x.tid == tid && x.start <= ts && ts < x.end) best = x.op;  // `all` is in thread order
+    return best;
+  };
+  {
+    span_cursor c(sorted_tiny);
+    std::vector<gen_sample> by_thread = t.samples;
+    std::stable_sort(by_thread.begin(), by_thread.end(),
+                     [](const gen_sample& a, const gen_sample& b) {
+                       return a.tid != b.tid ? a.tid < b.tid : a.time < b.time;
+                     });
+    for (const auto& s : by_thread) REQUIRE(c.innermost(s.tid, s.time) == innermost(s.tid, s.time));
+    // Out of order: the walk restarts.
+    REQUIRE(c.innermost(11, by_thread.front().time) == innermost(11, by_thread.front().time));
+  }
+
+  for (const std::set<std::uint64_t>& only :
+       {std::set<std::uint64_t>{}, std::set<std::uint64_t>{11, 13, 20}}) {
+    INFO("threads " << only.size());
+    std::istringstream in_ram(t.perf_text), in_tiny(t.perf_text);
+    const attribution a_ram = attribute_join(ram, in_ram, "perf.txt", only);
+    const attribution a_tiny = attribute_join(tiny, in_tiny, "perf.txt", only);
+    require_same(a_ram, a_tiny);
+    // Per op: samples, CPU time and per-event sums of the reference.
+    std::map<long, std::uint64_t> samples;
+    std::map<long, double> value;
+    std::map<long, std::map<std::string, double>> events;
+    for (const auto& s : t.samples) {
+      if (!only.empty() && only.count(s.tid) == 0) continue;
+      const long k = innermost(s.tid, s.time);
+      const std::string ev = s.event.substr(0, s.event.find(':'));
+      events[k][ev] += static_cast<double>(s.period);
+      if (ev != "cpu-clock" && ev != "task-clock") continue;
+      ++samples[k];
+      value[k] += static_cast<double>(s.period);
+    }
+    REQUIRE(samples.size() >= 8);  // samples landed in most ops, and outside every span
+    REQUIRE(a_tiny.unattributed_samples == samples[-1]);
+    REQUIRE(a_tiny.unattributed == value[-1]);
+    std::size_t listed = 0;
+    for (std::size_t i = 0; i < tiny.names.size(); ++i) {
+      const auto* o = find_op(a_tiny, tiny.names[i]);
+      REQUIRE(o != nullptr);  // every op with spans is listed
+      ++listed;
+      const long k = static_cast<long>(i);
+      REQUIRE(o->samples == samples[k]);
+      REQUIRE(o->value == value[k]);
+      REQUIRE(o->events == events[k]);
+      std::uint64_t fn_samples = 0;
+      for (const auto& f : o->functions) fn_samples += f.samples;
+      REQUIRE(fn_samples == o->samples);
+    }
+    REQUIRE(listed == a_tiny.ops.size());
+  }
+}
+
+TEST_CASE("attribute --perf-script: 2 M spans and 1 M samples in under 32 MiB",
+          "[map][join][bounded]") {
+  // 4 worker threads × 125,000 batches: BatchPreprocessed [0,1000) ⊃ Loader [0,400),
+  // Transform [400,1000) ⊃ Normalize [500,900); batches 1200 ns apart. Two samples per batch and
+  // thread at offsets that cycle through Loader, Transform, Normalize, Transform and the gap;
+  // samples of a thread without spans are skipped (not a worker).
+  const std::string dir = make_dir();
+  const std::uint64_t base = 1700000000000000000ULL;
+  const std::uint64_t tids[] = {101, 102, 103, 104};
+  const int batches = 125000;
+  for (const std::uint64_t tid : tids) {
+    std::FILE* f = std::fopen((dir + "/big_worker_pid_" + std::to_string(tid)).c_str(), "w");
+    REQUIRE(f != nullptr);
+    for (int i = 0; i < batches; ++i) {
+      const auto b = static_cast<unsigned long long>(base + 1200ULL * static_cast<unsigned>(i));
+      std::fprintf(f, "SLoader,%llu,400\nSNormalize,%llu,400\nSTransform,%llu,600\n", b, b + 500,
+                   b + 400);
+      std::fprintf(f, "SBatchPreprocessed_%d,%llu,1000\n", i, b);
+    }
+    REQUIRE(std::fclose(f) == 0);
+  }
+  const std::uint64_t offsets[] = {100, 450, 600, 950, 1100};
+  const char* op_at[] = {"Loader", "Transform", "Normalize", "Transform", ""};
+  std::map<std::string, std::uint64_t> expect;
+  const std::string perf = dir + "/perf.txt";
+  {
+    std::FILE* f = std::fopen(perf.c_str(), "w");
+    REQUIRE(f != nullptr);
+    for (int i = 0; i < batches; ++i) {
+      for (const std::uint64_t tid : tids) {
+        for (unsigned k = 0; k < 2; ++k) {
+          const std::size_t pos = (2 * static_cast<unsigned>(i) + k + tid) % 5;
+          const std::uint64_t ts = base + 1200ULL * static_cast<unsigned>(i) + offsets[pos];
+          std::fprintf(f, " %llu %llu.%09llu: 1000000 cpu-clock:u: 55d0%x fn_%u (/opt/app/bin)\n",
+                       static_cast<unsigned long long>(tid),
+                       static_cast<unsigned long long>(ts / 1000000000u),
+                       static_cast<unsigned long long>(ts % 1000000000u),
+                       static_cast<unsigned>(i) & 0xfffu, static_cast<unsigned>(pos * 2 + k));
+          ++expect[op_at[pos]];
+        }
+      }
+      if (i % 100 == 0) {
+        const std::uint64_t ts = base + 1200ULL * static_cast<unsigned>(i) + 100;
+        std::fprintf(f, " 999 %llu.%09llu: 1000000 cpu-clock:u: 1 other (/opt/app/bin)\n",
+                     static_cast<unsigned long long>(ts / 1000000000u),
+                     static_cast<unsigned long long>(ts % 1000000000u));
+      }
+    }
+    REQUIRE(std::fclose(f) == 0);
+  }
+  // The tool's peak RSS from wait4 (it includes this test process's own, which stays small: the
+  // files were streamed out).
+  const std::string out = dir + "/out.json", err = dir + "/err.txt";
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    const int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (o < 0 || e < 0) ::_exit(126);
+    ::dup2(o, 1);
+    ::dup2(e, 2);
+    ::execl(LOTUS_TOOL_EXE, LOTUS_TOOL_EXE, "attribute", "--perf-script", perf.c_str(), "--trace",
+            dir.c_str(), "--json", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int status = 0;
+  struct rusage ru {};
+  REQUIRE(::wait4(pid, &status, 0, &ru) == pid);
+  INFO(lotus_test::read_file(err).substr(0, 2000));
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  const auto j = nlohmann::json::parse(lotus_test::read_file(out));
+  std::map<std::string, std::uint64_t> got;
+  for (const auto& o : j["ops"])
+    got[o["op"].get<std::string>()] = o["samples"].get<std::uint64_t>();
+  REQUIRE(got["Loader"] == expect["Loader"]);
+  REQUIRE(got["Transform"] == expect["Transform"]);
+  REQUIRE(got["Normalize"] == expect["Normalize"]);
+  REQUIRE(got["BatchPreprocessed"] == 0);
+  REQUIRE(j["unattributed"]["samples"].get<std::uint64_t>() == expect[""]);
+  REQUIRE(expect[""] + expect["Loader"] + expect["Transform"] + expect["Normalize"] == 1000000);
+  const long kib = ru.ru_maxrss;
+  INFO("peak RSS " << kib << " KiB");
+  if (!lotus_test::k_sanitized) CHECK(kib < 32 * 1024);
 }

@@ -98,16 +98,15 @@ function_profile load_profile(const std::string& path, const std::string& tids) 
 }
 
 std::map<std::string, double> time_weights(const span_set& s) {
-  const auto t = op_times(s);
   std::map<std::string, double> w;
-  for (std::size_t i = 0; i < s.names.size(); ++i) w[s.names[i]] = t[i].total_ns;
+  for (std::size_t i = 0; i < s.names.size(); ++i) w[s.names[i]] = s.total_ns[i];
   return w;
 }
 
 // The threads an attribution looks at: those that recorded op spans (the pipeline's workers),
 // unless --all-threads. A main thread's training step or a dataset generator is no op's.
 std::set<std::uint64_t> scope_of(const span_set& spans, const attribute_args& opt) {
-  return opt.all_threads ? std::set<std::uint64_t>{} : op_threads(spans);
+  return opt.all_threads ? std::set<std::uint64_t>{} : spans.op_threads;
 }
 
 attribution join_of(const span_set& spans, const attribute_args& opt) {

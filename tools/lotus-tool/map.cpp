@@ -17,6 +17,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -308,39 +309,45 @@ run_outcome perf_strategy::profile(const run_context& ctx, const std::string& re
     return o;
   }
   // The profiled executions: the selected region's spans, in time order, after the warm-up.
-  std::vector<std::pair<std::uint64_t, span>> execs;  // (tid, span)
+  std::uint64_t region_spans = 0;
+  std::optional<spill_log<span>> execs;
   try {
     const span_set s = read_spans(trace);
-    std::uint32_t id = 0;
-    bool found = false;
+    execs.emplace(s.buffer_bytes);
     for (std::size_t i = 0; i < s.names.size(); ++i) {
-      if (s.names[i] == region) {
-        id = static_cast<std::uint32_t>(i);
-        found = true;
-      }
+      if (s.names[i] != region) continue;
+      const auto id = static_cast<std::uint32_t>(i);
+      s.spans.scan([&](const span& sp) {
+        if (sp.op == id) execs->push(sp);
+      });
+      region_spans = s.count[i];
     }
-    for (const auto& kv : s.by_thread)
-      for (const auto& sp : kv.second)
-        if (found && sp.op == id) execs.emplace_back(kv.first, sp);
   } catch (const tool_error& e) {
     o.error = std::string("no trace from the profiled run (") + e.what() +
               "); is the probe built with lotus enabled?";
     return o;
   }
-  std::sort(execs.begin(), execs.end(),
-            [](const auto& a, const auto& b) { return a.second.start < b.second.start; });
-  const std::size_t first = std::min<std::size_t>(execs.size(), ctx.warmup);
-  const std::size_t last = std::min<std::size_t>(execs.size(), ctx.warmup + ctx.count);
+  const std::uint64_t first = std::min<std::uint64_t>(region_spans, ctx.warmup);
+  const std::uint64_t last = std::min<std::uint64_t>(region_spans, ctx.warmup + ctx.count);
   o.executions_known = true;
   o.executions = last - first;
   std::set<std::uint64_t> tids;
   std::vector<std::string> ranges;
-  for (std::size_t i = first; i < last; ++i) {
-    const span& sp = execs[i].second;
-    o.window_ns += static_cast<double>(sp.end - sp.start);
-    tids.insert(execs[i].first);
-    ranges.push_back(perf_time(sp.start) + "," + perf_time(sp.end));
-  }
+  std::uint64_t k = 0;
+  // By start; equal starts in thread order (a stable sort of the thread-ordered spans).
+  sorted_scan(
+      *execs,
+      [](const span& a, const span& b) {
+        return a.start != b.start ? a.start < b.start : thread_order(a, b);
+      },
+      [&](const span& sp) {
+        if (k >= first && k < last) {
+          o.window_ns += static_cast<double>(sp.end - sp.start);
+          tids.insert(sp.tid);
+          ranges.push_back(perf_time(sp.start) + "," + perf_time(sp.end));
+        }
+        ++k;
+      });
   try {
     const function_profile all =
         perf_report_of(ctx.tool, data, {}, dir + "/report-all.txt", ctx.opt.timeout_s);
@@ -711,25 +718,36 @@ std::vector<std::string> driver::discover(std::map<std::string, region_info>& in
     // mean sizes it; trimmed (an eighth at each end, at least one when there are 4 or more), so one
     // cold first read or a preemption does not, while a bimodal op (RandomHorizontalFlip flips
     // half the time) keeps both modes.
-    std::vector<std::vector<double>> durations(s.names.size());
-    for (const auto& kv : s.by_thread)
-      for (const auto& sp : kv.second)
-        durations[sp.op].push_back(static_cast<double>(sp.end - sp.start));
-    for (std::size_t i = 0; i < s.names.size(); ++i) {
-      auto& d = durations[i];
-      if (d.empty()) continue;
-      std::sort(d.begin(), d.end());
-      const std::size_t cut = d.size() >= 4 ? std::max<std::size_t>(1, d.size() / 8) : 0;
-      double sum = 0;
-      for (std::size_t k = cut; k < d.size() - cut; ++k) sum += d[k];
-      info[s.names[i]] = {d.size(), sum / static_cast<double>(d.size() - 2 * cut)};
-    }
-    std::uint64_t lo = UINT64_MAX, hi = 0;
-    for (const auto& kv : s.by_thread)
-      for (const auto& sp : kv.second) {
-        lo = std::min(lo, sp.start);
-        hi = std::max(hi, sp.end);
-      }
+    // Durations sorted per op by an external sort; each op's count is known from the reading pass.
+    bool any = false;
+    std::uint32_t op = 0;
+    std::uint64_t k = 0, cut = 0;
+    double sum = 0;
+    auto finish = [&]() {
+      const std::uint64_t n = s.count[op];
+      info[s.names[op]] = {n, sum / static_cast<double>(n - 2 * cut)};
+    };
+    auto dur = [](const span& x) { return x.end - x.start; };
+    sorted_scan(
+        s.spans,
+        [&dur](const span& a, const span& b) {
+          return a.op != b.op ? a.op < b.op : dur(a) < dur(b);
+        },
+        [&](const span& sp) {
+          if (!any || sp.op != op) {
+            if (any) finish();
+            any = true;
+            op = sp.op;
+            k = 0;
+            sum = 0;
+            const std::uint64_t n = s.count[op];
+            cut = n >= 4 ? std::max<std::uint64_t>(1, n / 8) : 0;
+          }
+          if (k >= cut && k < s.count[op] - cut) sum += static_cast<double>(dur(sp));
+          ++k;
+        });
+    if (any) finish();
+    const std::uint64_t lo = s.first_start, hi = s.last_end;
     if (hi > lo) list_ns_ = static_cast<double>(hi - lo);
   } catch (const tool_error& e) {
     std::fprintf(stderr,

@@ -1,4 +1,4 @@
-// lotus — perf samples × trace spans
+// lotus — perf samples × trace spans, as a merge join of two external sorts
 // SPDX-License-Identifier: MIT
 #include "map_join.hpp"
 
@@ -6,6 +6,7 @@
 #include <map>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "map_perf_script.hpp"
 
@@ -18,33 +19,90 @@ struct fn_total {
   std::uint64_t samples = 0;
 };
 
+// One sample with its strings interned: 40 bytes in the spill log.
+struct sample_rec {
+  std::uint64_t tid = 0;
+  std::uint64_t time = 0;
+  std::uint64_t seq = 0;
+  std::uint64_t period = 0;
+  std::uint32_t event = 0;
+  std::uint32_t fn = 0;  // "sym|dso" of a time event
+};
+
 bool is_time_event(const std::string& e) { return e == "cpu-clock" || e == "task-clock"; }
+
+// Strings seen in the samples, numbered in order of first appearance.
+class interner {
+ public:
+  std::uint32_t id(const std::string& s) {
+    auto it = ids_.find(s);
+    if (it == ids_.end()) {
+      it = ids_.emplace(s, static_cast<std::uint32_t>(names_.size())).first;
+      names_.push_back(s);
+    }
+    return it->second;
+  }
+  const std::string& name(std::uint32_t i) const { return names_[i]; }
+
+ private:
+  std::unordered_map<std::string, std::uint32_t> ids_;
+  std::vector<std::string> names_;
+};
 
 }  // namespace
 
 attribution attribute_join(const span_set& spans, std::istream& in, const std::string& source,
                            const std::set<std::uint64_t>& only_tids) {
-  span_stabber stab(spans);
-  const std::size_t none = spans.names.size();  // bucket for samples outside every span
-  std::vector<std::unordered_map<std::string, fn_total>> funcs(none + 1);
-  std::vector<fn_total> totals(none + 1);
-  std::vector<std::map<std::string, double>> events(none + 1);
+  // Pass 1: the samples into a spill log (the perf script order is per CPU buffer, not per thread).
+  interner events, functions;
+  std::vector<bool> time_event;
+  spill_log<sample_rec> samples(spans.buffer_bytes);
+  std::string key;
   parse_perf_script(in, source, [&](const perf_sample& s) {
     if (!only_tids.empty() && only_tids.count(s.tid) == 0) return;
-    const long op = stab.innermost(s.tid, s.time_ns);
-    const std::size_t k = op < 0 ? none : static_cast<std::size_t>(op);
-    events[k][s.event] += static_cast<double>(s.period);
-    if (!is_time_event(s.event)) return;
-    auto& f = funcs[k][s.sym + "|" + s.dso];
-    f.value += static_cast<double>(s.period);
-    ++f.samples;
-    totals[k].value += static_cast<double>(s.period);
-    ++totals[k].samples;
+    sample_rec r;
+    r.tid = s.tid;
+    r.time = s.time_ns;
+    r.seq = samples.size();
+    r.period = s.period;
+    r.event = events.id(s.event);
+    if (r.event == time_event.size()) time_event.push_back(is_time_event(s.event));
+    if (time_event[r.event]) {
+      key.assign(s.sym).append("|").append(s.dso);
+      r.fn = functions.id(key);
+    }
+    samples.push(r);
   });
+  // Pass 2: self times, writing the spans in thread order for the cursor.
+  spill_log<span> by_thread(spans.buffer_bytes);
+  const auto times = op_times(spans, &by_thread);
+  // Pass 3: samples by (thread, time) against the spans by (thread, start).
+  const std::size_t none = spans.names.size();  // bucket for samples outside every span
+  std::vector<std::unordered_map<std::uint32_t, fn_total>> funcs(none + 1);
+  std::vector<fn_total> totals(none + 1);
+  std::vector<std::map<std::uint32_t, double>> op_events(none + 1);
+  span_cursor cursor(by_thread);
+  sorted_scan(
+      samples,
+      [](const sample_rec& a, const sample_rec& b) {
+        if (a.tid != b.tid) return a.tid < b.tid;
+        if (a.time != b.time) return a.time < b.time;
+        return a.seq < b.seq;
+      },
+      [&](const sample_rec& s) {
+        const long op = cursor.innermost(s.tid, s.time);
+        const std::size_t k = op < 0 ? none : static_cast<std::size_t>(op);
+        op_events[k][s.event] += static_cast<double>(s.period);
+        if (!time_event[s.event]) return;
+        auto& f = funcs[k][s.fn];
+        f.value += static_cast<double>(s.period);
+        ++f.samples;
+        totals[k].value += static_cast<double>(s.period);
+        ++totals[k].samples;
+      });
   attribution a;
   a.method = "join";
   a.unit = "ns";
-  const auto times = op_times(spans);
   // Shares compare ops with each other; the DataLoader's batch-level spans (BatchPreprocessed,
   // BatchWait: mostly waiting) are listed but kept out of both denominators.
   auto batch_level = [&](std::size_t i) { return spans.names[i].rfind("Batch", 0) == 0; };
@@ -54,19 +112,18 @@ attribution attribute_join(const span_set& spans, std::istream& in, const std::s
     self_sum += std::max(0.0, times[i].self_ns);
     value_sum += totals[i].value;
   }
-  auto to_costs = [](const std::unordered_map<std::string, fn_total>& m) {
+  auto to_costs = [&](const std::unordered_map<std::uint32_t, fn_total>& m) {
     std::vector<function_cost> v;
     for (const auto& kv : m) {
-      const auto bar = kv.first.rfind('|');
-      v.push_back(function_cost{kv.first.substr(0, bar),
-                                kv.first.substr(bar + 1),
-                                kv.second.value,
-                                0,
-                                kv.second.samples,
-                                {}});
+      const std::string& k = functions.name(kv.first);
+      const auto bar = k.rfind('|');
+      v.push_back(function_cost{
+          k.substr(0, bar), k.substr(bar + 1), kv.second.value, 0, kv.second.samples, {}});
     }
     std::sort(v.begin(), v.end(), [](const function_cost& x, const function_cost& y) {
-      return x.self != y.self ? x.self > y.self : x.function < y.function;
+      if (x.self != y.self) return x.self > y.self;
+      if (x.function != y.function) return x.function < y.function;
+      return x.module < y.module;
     });
     return v;
   };
@@ -84,7 +141,7 @@ attribution attribute_join(const span_set& spans, std::istream& in, const std::s
       o.trace_share = self_sum > 0 ? std::max(0.0, times[i].self_ns) / self_sum : -1;
     }
     o.functions = to_costs(funcs[i]);
-    o.events = events[i];
+    for (const auto& kv : op_events[i]) o.events[events.name(kv.first)] = kv.second;
     a.ops.push_back(std::move(o));
   }
   std::sort(a.ops.begin(), a.ops.end(),

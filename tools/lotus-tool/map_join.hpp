@@ -17,6 +17,9 @@ namespace lotus_tool {
 /// (cpu-clock/task-clock periods; other events are counted under `events` only), samples,
 /// per-function breakdown and the op's share of traced self time (`trace_share`).
 /// When `only_tids` is non-empty, samples of other threads are skipped (not charged, not counted).
+/// Bounded memory: the samples go to a spill_log (spans.buffer_bytes per buffer) and are
+/// merge-joined, sorted by (thread, time), with the spans sorted in thread_order; only event
+/// names, functions and per-op sums stay in RAM.
 attribution attribute_join(const span_set& spans, std::istream& perf_script,
                            const std::string& source,
                            const std::set<std::uint64_t>& only_tids = {});
