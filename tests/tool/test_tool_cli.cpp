@@ -872,7 +872,7 @@ TEST_CASE("report folds more threads than rows into group rows with their counts
   INFO(r.err);
   REQUIRE(r.rc == 0);
   const std::string html = lotus_test::read_file(d + "/r.html");
-  REQUIRE(html.find("71 threads, more than 64 rows can show: one row per process") !=
+  REQUIRE(html.find("71 threads, more than the 64 rows a timeline shows: one row per process") !=
           std::string::npos);
   const json t = report_timeline(html);
   REQUIRE(t["grouping"] == "process");

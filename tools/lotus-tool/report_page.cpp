@@ -216,8 +216,9 @@ std::string timeline_html(const report_data& d) {
                       : t.grouping == "rank"  ? "host and rank"
                       : t.grouping == "host"  ? "host"
                                               : "kind (workers, main)";
-    o += "<p>" + std::to_string(t.threads()) + " threads, more than " +
-         std::to_string(timeline_builder::k_max_rows) + " rows can show: one row per " + per +
+    o += "<p>" + std::to_string(t.threads()) + " threads, more than the " +
+         std::to_string(timeline_builder::k_max_rows) + " rows a timeline shows: one row per " +
+         per +
          ", labelled with the number of threads it stands for (a row of one thread is that "
          "thread). Each bar is the share of a " +
          h(format_ms(double(t.bucket_ns) / 1e6)) +
