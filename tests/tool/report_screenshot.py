@@ -158,7 +158,32 @@ def main():
     assert len(b["empty"]) == 4 and all("No batch records" in e for e in b["empty"]), b["empty"]
     assert b["findings"][0]["title"].startswith("No main-process wait records"), b["findings"]
 
-    # 3. A screenshot at 1400 px: charts in colour.
+    # 3. More threads than the timeline shows as rows (70 workers in two processes): group rows
+    # labelled with their thread counts, drawn like the others.
+    many = os.path.join(work, "many")
+    shutil.rmtree(many, ignore_errors=True)
+    os.makedirs(many)
+    t0, ms = 1700000000000000000, 1000000
+    for tid in range(1, 71):
+        start = t0 + ((tid - 1) % 40 if tid <= 40 else tid - 41) * ms
+        with open(os.path.join(many, f"p_worker_pid_{tid}"), "w") as f:
+            f.write(f"SLoader,{start},1000\nSBatchPreprocessed_{tid},{start},{ms // 2}\n"
+                    f"SNormalize,{start + ms - 1000},1000\n")
+    with open(os.path.join(many, "p_main_pid_100"), "w") as f:
+        f.write("".join(f"SBatchWait_{i},{t0 + i * ms},{ms // 4}\n" for i in range(1, 71)))
+    for pid, tids in ((100, range(1, 41)), (200, range(41, 71))):
+        with open(os.path.join(many, f".p.lotus-meta_{pid}"), "w") as f:
+            f.write(f"lotus-meta 1\npid {pid}\n" + "".join(f"thread {t} w\n" for t in tids))
+    many_html = os.path.join(work, "many.html")
+    subprocess.run([tool, "report", many, "-o", many_html], check=True)
+    m = check_page(chromium, work, check_html, many_html)
+    timeline = {g["id"]: g for g in m["dygraphs"]}["timeline"]
+    assert timeline["y_ticks"] == ["workers \u00b7 pid 100 \u00b7 40 threads",
+                                   "workers \u00b7 pid 200 \u00b7 30 threads", "main 100"], \
+        timeline["y_ticks"]
+    assert "rows of several threads" in timeline["legend"], timeline["legend"]
+
+    # 4. A screenshot at 1400 px: charts in colour.
     png = os.path.join(work, "report.png")
     if os.path.exists(png):
         os.remove(png)

@@ -829,3 +829,93 @@ TEST_CASE("hosts reusing the same pid and thread ids are kept apart, with a warn
           json::array({"worker 20 (loader) \u00b7 a", "worker 21 (loader) \u00b7 b",
                        "main 1 \u00b7 host ?", "main 1 \u00b7 host ? \u00b7 r1"}));
 }
+
+namespace {
+
+// The report's embedded timeline (rows, their thread counts and coverage).
+json report_timeline(const std::string& html) {
+  const std::string open = "<script type=\"application/json\" id=\"lotus-data\">";
+  const auto at = html.find(open);
+  REQUIRE(at != std::string::npos);
+  const auto end = html.find("</script>", at);
+  REQUIRE(end != std::string::npos);
+  return json::parse(html.substr(at + open.size(), end - at - open.size()))["timeline"];
+}
+
+}  // namespace
+
+TEST_CASE("report folds more threads than rows into group rows with their counts and coverage",
+          "[tool][report][timeline]") {
+  // 71 threads, more than the 64 rows a page shows: process 100 with workers 1..40 and its main
+  // thread, process 200 with workers 41..70. Worker k of a process lives 1 ms, one after the
+  // other: in process 100 busy all its life, in process 200 for its first half.
+  const std::string d = make_tmp_dir();
+  const std::uint64_t t0 = 1'700'000'000'000'000'000ULL, ms = 1'000'000;
+  std::string meta100 = "lotus-meta 1\npid 100\nthread 100 main\n";
+  std::string meta200 = "lotus-meta 1\npid 200\n";
+  for (std::uint64_t tid = 1; tid <= 70; ++tid) {
+    const bool first = tid <= 40;
+    const std::uint64_t start = t0 + (first ? tid - 1 : tid - 41) * ms;
+    std::string lines = "SLoader," + std::to_string(start) + ",1000\n";
+    lines += "SBatchPreprocessed_" + std::to_string(tid) + "," + std::to_string(start) + "," +
+             std::to_string(first ? ms : ms / 2) + "\n";
+    lines += "SNormalize," + std::to_string(start + ms - 1000) + ",1000\n";  // alive until here
+    spit(d + "/p_worker_pid_" + std::to_string(tid), lines);
+    (first ? meta100 : meta200) += "thread " + std::to_string(tid) + " worker\n";
+  }
+  spit(d + "/p_main_pid_100", "SBatchWait_1," + std::to_string(t0) + "," + std::to_string(2 * ms) +
+                                  "\nSBatchConsumed_1," + std::to_string(t0 + 40 * ms) + ",1000\n");
+  spit(d + "/.p.lotus-meta_100", meta100);
+  spit(d + "/.p.lotus-meta_200", meta200);
+
+  const auto r = tool("report " + d + " -o " + d + "/r.html");
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  const std::string html = lotus_test::read_file(d + "/r.html");
+  REQUIRE(html.find("71 threads, more than the 64 rows a timeline shows: one row per process") !=
+          std::string::npos);
+  const json t = report_timeline(html);
+  REQUIRE(t["grouping"] == "process");
+  REQUIRE(t["threads"] == 71);
+  REQUIRE(report_rows(html) ==
+          json::array({"workers \u00b7 pid 100 \u00b7 40 threads",
+                       "workers \u00b7 pid 200 \u00b7 30 threads", "main 100 (main)"}));
+  const json& rows = t["rows"];
+  REQUIRE(rows[0]["threads"] == 40);
+  REQUIRE(rows[0]["spans"] == 40);
+  REQUIRE(rows[1]["threads"] == 30);
+  REQUIRE(rows[1]["spans"] == 30);
+  REQUIRE(rows[2]["threads"] == 1);
+  REQUIRE(rows[2]["tid"] == 100);
+  REQUIRE_FALSE(rows[2].contains("live"));
+  const std::size_t n = t["buckets"].get<std::size_t>();
+  const double w = t["bucket_s"].get<double>();
+  REQUIRE(n > 0);
+  for (int k = 0; k < 2; ++k) {
+    const json& row = rows[static_cast<std::size_t>(k)];
+    REQUIRE(row["coverage"].size() == n);
+    REQUIRE(row["live"].size() == n);
+    double live = 0, busy = 0;
+    for (std::size_t b = 0; b < n; ++b) {
+      const double lv = row["live"][b].get<double>(), c = row["coverage"][b].get<double>();
+      REQUIRE(lv <= 1.001);                        // one thread at a time
+      if (k == 0 && lv > 0.01) REQUIRE(c == 1.0);  // busy whenever alive
+      live += lv * w;
+      busy += c * lv * w;
+    }
+    // 1 ms of live time per thread; busy 1 ms (process 100) or 0.5 ms (process 200) of it.
+    const double threads = k == 0 ? 40 : 30;
+    REQUIRE(live == Approx(threads * 1e-3).epsilon(0.01));
+    REQUIRE(busy == Approx(threads * (k == 0 ? 1e-3 : 0.5e-3)).epsilon(0.01));
+  }
+  // The findings still look at every worker thread.
+  REQUIRE(html.find("mean of 70 workers") != std::string::npos);
+
+  // Without the sidecars every thread is its own process: one row per kind.
+  REQUIRE(std::remove((d + "/.p.lotus-meta_100").c_str()) == 0);
+  REQUIRE(std::remove((d + "/.p.lotus-meta_200").c_str()) == 0);
+  REQUIRE(tool("report " + d + " -o " + d + "/k.html").rc == 0);
+  const std::string k_html = lotus_test::read_file(d + "/k.html");
+  REQUIRE(report_timeline(k_html)["grouping"] == "kind");
+  REQUIRE(report_rows(k_html) == json::array({"workers \u00b7 70 threads", "main 100"}));
+}

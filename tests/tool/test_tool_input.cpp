@@ -257,7 +257,8 @@ TEST_CASE("an empty trace file is reported, and batch index 2^63-1 never overflo
           std::string::npos);  // -(idx + 1), as Python computes it
 }
 
-TEST_CASE("100k small trace files: check, stats and viz stay under 32 MiB", "[tool][input]") {
+TEST_CASE("100k small trace files: check, stats, viz and report stay under 32 MiB",
+          "[tool][input]") {
   const std::string d = fresh("many");
   for (int i = 1; i <= 100000; ++i) {
     const std::string name = d + "/p_worker_pid_" + std::to_string(i);
@@ -270,7 +271,7 @@ TEST_CASE("100k small trace files: check, stats and viz stay under 32 MiB", "[to
     ::close(fd);
   }
   for (const std::string cmd : {"check many", "stats many --json", "viz many -o /dev/null",
-                                "viz many --compat -o /dev/null"}) {
+                                "viz many --compat -o /dev/null", "report many -o many.html"}) {
     // The peak RSS of the tool alone, measured by a fresh process that waits for it (a fork of
     // this test would carry the test's own high-water mark into the figure).
     const auto r = sh("cd " + d + "/.. && " + LOTUS_PYTHON +
@@ -284,6 +285,20 @@ TEST_CASE("100k small trace files: check, stats and viz stay under 32 MiB", "[to
     REQUIRE(rc == 0);
     if (!k_sanitized) CHECK(kib < 32 * 1024);
   }
+  // The report shows the 100k worker threads (one per process, no sidecar) as one row.
+  const std::string html = lotus_test::read_file(d + "/../many.html");
+  const std::string open = "<script type=\"application/json\" id=\"lotus-data\">";
+  const auto at = html.find(open);
+  REQUIRE(at != std::string::npos);
+  const auto end = html.find("</script>", at);
+  REQUIRE(end != std::string::npos);
+  const json t = json::parse(html.substr(at + open.size(), end - at - open.size()))["timeline"];
+  REQUIRE(t["grouping"] == "kind");
+  REQUIRE(t["threads"] == 100000);
+  REQUIRE(t["rows"].size() == 1);
+  REQUIRE(t["rows"][0]["label"] == "workers \u00b7 100000 threads");
+  REQUIRE(t["rows"][0]["threads"] == 100000);
+  REQUIRE(t["rows"][0]["spans"] == 100000);
 }
 
 TEST_CASE("windows: --epoch, --from/--to and --ops", "[tool][input]") {

@@ -1,5 +1,6 @@
 // lotus — lotus-tool report: findings on synthetic statistics, and the coverage timeline
 // SPDX-License-Identifier: MIT
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -24,16 +25,25 @@ bool contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
 }
 
-timeline_row row(file_kind kind, const std::string& label, std::uint64_t spans, double busy_s,
-                 double elapsed_s = 0) {
-  timeline_row r;
-  r.kind = kind;
-  r.label = label;
-  r.spans = spans;
-  r.busy_ns = static_cast<std::uint64_t>(busy_s * 1e9);
-  r.first_ns = 1000;
-  r.last_ns = 1000 + static_cast<std::uint64_t>(elapsed_s * 1e9);
-  return r;
+// The timeline of a run: one row per worker (host `hosts[k]` when given) busy `busy_s` over 250
+// batches, and a main thread that waited `wait_s` over 1000 batches in 100 s.
+timeline_data timeline_of(const std::vector<double>& worker_busy_s, double wait_s,
+                          const std::vector<std::string>& hosts = {}) {
+  timeline_builder b;
+  std::uint64_t k = 0;
+  for (double busy : worker_busy_s) {
+    const std::string host = k < hosts.size() ? hosts[k] : "";
+    ++k;
+    const std::size_t th = b.open_thread(
+        b.add_row("worker " + std::to_string(k), file_kind::worker, k, host), k, host);
+    const auto dur = static_cast<std::uint64_t>(busy * 1e9 / 250);
+    for (std::uint64_t i = 0; i < 250; ++i) b.add_span(th, 1000 + i * dur, dur);
+  }
+  const std::size_t m = b.open_thread(b.add_row("main 1", file_kind::main, 1, ""), 1, "");
+  b.extent(m, 1000, 100'000'000'000ULL);
+  const auto dur = static_cast<std::uint64_t>(wait_s * 1e9 / 1000);
+  for (std::uint64_t i = 0; i < 1000; ++i) b.add_span(m, 1000 + i * dur, dur);
+  return std::move(b).finish();
 }
 
 op_stats op(const std::string& name, std::uint64_t count, double sum_ms) {
@@ -47,7 +57,8 @@ op_stats op(const std::string& name, std::uint64_t count, double sum_ms) {
 }
 
 // A run of 100 s on the main process that waited `wait_s`, four workers, 1000 batches.
-report_data run(double wait_s, std::vector<double> worker_busy_s = {20, 20, 20, 20}) {
+report_data run(double wait_s, std::vector<double> worker_busy_s = {20, 20, 20, 20},
+                const std::vector<std::string>& hosts = {}) {
   report_data d;
   d.stats.wait.s.count = 1000;
   d.stats.wait.s.sum = wait_s * 1000;
@@ -61,11 +72,7 @@ report_data run(double wait_s, std::vector<double> worker_busy_s = {20, 20, 20, 
   d.stats.delay.s.mean = 45;
   d.stats.ops = {op("SLoader", 4000, 30000), op("SRandomResizedCrop", 4000, 40000),
                  op("STransform", 4000, 60000), op("SNormalize", 4000, 10000)};
-  int k = 0;
-  for (double b : worker_busy_s) {
-    d.timeline.rows.push_back(row(file_kind::worker, "worker " + std::to_string(++k), 250, b));
-  }
-  d.timeline.rows.push_back(row(file_kind::main, "main 1", 1000, wait_s, 100));
+  d.timeline = timeline_of(worker_busy_s, wait_s, hosts);
   return d;
 }
 
@@ -132,14 +139,13 @@ TEST_CASE("findings: worker imbalance from busy time per worker", "[tool][report
   REQUIRE(contains(f.evidence, "mean of 4 workers 20.0 s"));
 
   // Two hosts, each balanced within itself, one slower: not a worker imbalance.
-  report_data two = run(2, {20, 20, 40, 40});
-  two.timeline.rows[0].host = two.timeline.rows[1].host = "a";
-  two.timeline.rows[2].host = two.timeline.rows[3].host = "b";
+  const std::vector<std::string> ab = {"a", "a", "b", "b"};
+  const report_data two = run(2, {20, 20, 40, 40}, ab);
   const finding hosts = by_id(compute_findings(two), "imbalance");
   REQUIRE(hosts.level == finding_level::good);
   REQUIRE(contains(hosts.evidence, "of 2 hosts"));
-  two.timeline.rows[3].busy_ns = 80'000'000'000ULL;  // host b: 40 s and 80 s, mean 60 s
-  const finding skew = by_id(compute_findings(two), "imbalance");
+  // host b: 40 s and 80 s, mean 60 s
+  const finding skew = by_id(compute_findings(run(2, {20, 20, 40, 80}, ab)), "imbalance");
   REQUIRE(skew.level == finding_level::warn);
   REQUIRE(contains(skew.title, "1.33\u00d7 the mean"));
   REQUIRE(contains(skew.evidence, "(on b, of 2 hosts)"));
@@ -229,9 +235,10 @@ TEST_CASE("format_ms picks the unit and three significant digits", "[tool][repor
 TEST_CASE("timeline: a worker busy all along covers every bucket, however many spans",
           "[tool][report][timeline]") {
   timeline_builder b(100);
-  const std::size_t w = b.add_row("worker 1", file_kind::worker, 1, "");
-  const std::size_t idle = b.add_row("worker 2", file_kind::worker, 2, "");
-  const std::size_t m = b.add_row("main 0", file_kind::main, 0, "");
+  // One thread per row: thread and row indices are the same.
+  const std::size_t w = b.open_thread(b.add_row("worker 1", file_kind::worker, 1, ""), 1, "");
+  const std::size_t idle = b.open_thread(b.add_row("worker 2", file_kind::worker, 2, ""), 2, "");
+  const std::size_t m = b.open_thread(b.add_row("main 0", file_kind::main, 0, ""), 0, "");
   // 100,000 back-to-back spans of 1..3 us from t = 5 s, added in a scrambled order: the bucket
   // width grows while they arrive, and leftward extensions happen too.
   const std::uint64_t t0 = 5'000'000'000ULL;
@@ -293,7 +300,8 @@ TEST_CASE("timeline: a worker busy all along covers every bucket, however many s
 TEST_CASE("timeline: with many rows the buckets widen, coverage kept", "[tool][report][timeline]") {
   timeline_builder b(2048);
   const std::size_t rows = 1000;  // e.g. 125 epochs of 8 worker processes
-  for (std::size_t i = 0; i < rows; ++i) b.add_row("w", file_kind::worker, i, "");
+  for (std::size_t i = 0; i < rows; ++i)
+    b.open_thread(b.add_row("w", file_kind::worker, i, ""), i, "");
   // Row i busy over [i, i + 2) ms, fully.
   for (std::size_t i = 0; i < rows; ++i) b.add_span(i, i * 1'000'000, 2'000'000);
   const timeline_data d = std::move(b).finish();
@@ -310,7 +318,7 @@ TEST_CASE("timeline: with many rows the buckets widen, coverage kept", "[tool][r
 TEST_CASE("timeline: no spans gives no buckets; zero-length spans count but cover nothing",
           "[tool][report][timeline]") {
   timeline_builder b;
-  b.add_row("worker 1", file_kind::worker, 1, "");
+  b.open_thread(b.add_row("worker 1", file_kind::worker, 1, ""), 1, "");
   const timeline_data empty = timeline_builder().finish();
   REQUIRE(empty.buckets == 0);
   REQUIRE(empty.bucket_ns == 0);
@@ -319,6 +327,70 @@ TEST_CASE("timeline: no spans gives no buckets; zero-length spans count but cove
   REQUIRE(d.rows[0].spans == 1);
   REQUIRE(d.rows[0].busy_ns == 0);
   REQUIRE(d.buckets == 0);
+}
+
+TEST_CASE("timeline: a row of several threads reads their busy share of their live time",
+          "[tool][report][timeline]") {
+  timeline_builder b(16);
+  const std::uint64_t t0 = 1'000'000'000ULL, us = 1000;
+  const std::size_t solo_row = b.add_row("worker 9", file_kind::worker, 9, "");
+  const std::size_t g = b.add_row("workers", file_kind::worker, 0, "", 4);
+  const std::size_t solo = b.open_thread(solo_row, 9, "");
+  const std::size_t a = b.open_thread(g, 1, ""), bb = b.open_thread(g, 2, "h"),
+                    c = b.open_thread(g, 3, "");
+  b.add_span(solo, t0, 160 * us);         // sets the grid over [t0, t0 + 160 us)
+  b.add_span(a, t0, 40 * us);             // a lives [0, 40) us, busy all along
+  b.add_span(bb, t0 + 60 * us, 20 * us);  // b lives [50, 130) us, busy [60, 80)
+  b.extent(bb, t0 + 50 * us, 0);
+  b.extent(bb, t0 + 100 * us, 30 * us);
+  b.extent(c, t0 + 10 * us, 100 * us);  // c lives [10, 110) us, never busy
+  b.close_threads();
+  // A thread read later, before all the others: the buckets widen leftwards to hold it.
+  const std::size_t e = b.open_thread(g, 4, "");
+  b.extent(e, t0 - 100 * us, 80 * us);  // e lives [-100, -20) us, never busy
+  const timeline_data d = std::move(b).finish();
+  REQUIRE(d.rows.size() == 2);
+  REQUIRE(d.threads() == 5);
+  REQUIRE(d.hosts == std::vector<std::string>{"", "h"});
+  const timeline_row& r = d.rows[g];
+  REQUIRE(r.threads == 4);
+  REQUIRE(r.spans == 2);
+  REQUIRE(r.busy_ns == 60 * us);
+  REQUIRE(r.first_ns == t0 - 100 * us);
+  REQUIRE(r.last_ns == t0 + 130 * us);
+  REQUIRE(d.rows[solo_row].threads == 1);
+  REQUIRE(d.rows[solo_row].live.empty());
+  REQUIRE(r.live.size() == d.buckets);
+  REQUIRE(r.coverage.size() == d.buckets);
+  REQUIRE(d.buckets <= 64);  // never fewer than 64 buckets
+  REQUIRE(d.start_ns <= t0 - 100 * us);
+  // Every bucket against the definition: busy thread time over live thread time.
+  const auto overlap = [](std::uint64_t lo, std::uint64_t hi, std::uint64_t a0, std::uint64_t a1) {
+    return double(std::max(lo, std::min(hi, a1)) - std::max(lo, std::min(hi, a0)));
+  };
+  double live_total = 0;
+  for (std::size_t k = 0; k < d.buckets; ++k) {
+    const std::uint64_t lo = d.start_ns + k * d.bucket_ns, hi = lo + d.bucket_ns;
+    const double live =
+        overlap(lo, hi, t0, t0 + 40 * us) + overlap(lo, hi, t0 + 50 * us, t0 + 130 * us) +
+        overlap(lo, hi, t0 + 10 * us, t0 + 110 * us) + overlap(lo, hi, t0 - 100 * us, t0 - 20 * us);
+    const double busy =
+        overlap(lo, hi, t0, t0 + 40 * us) + overlap(lo, hi, t0 + 60 * us, t0 + 80 * us);
+    INFO("bucket " << k);
+    REQUIRE(double(r.live[k]) == Approx(live / double(d.bucket_ns)));
+    REQUIRE(double(r.coverage[k]) == Approx(live > 0 ? busy / live : 0.0));
+    live_total += double(r.live[k]) * double(d.bucket_ns);
+  }
+  REQUIRE(live_total == Approx(double((40 + 80 + 100 + 80) * us)));
+  // The imbalance finding's view: per host, the workers with batches, busiest and idlest.
+  REQUIRE(d.balance.size() == 2);
+  REQUIRE(d.balance[0].workers == 2);
+  REQUIRE(d.balance[0].busiest.label == "worker 9");
+  REQUIRE(d.balance[0].busiest.busy_ns == 160 * us);
+  REQUIRE(d.balance[0].idlest.label == "worker 1");  // a thread of a group row: by its id
+  REQUIRE(d.balance[0].idlest.spans == 1);
+  REQUIRE(d.balance[1].workers == 1);
+  REQUIRE(d.balance[1].busiest.label == "worker 2");
 }
 
 TEST_CASE("histogram bins: 10 per decade from 100 ns", "[tool][report]") {

@@ -26,10 +26,7 @@ std::string fixed(double v, int digits) {
 finding wait_finding(const report_data& d, const finding_thresholds& t) {
   finding f;
   f.id = "wait";
-  double elapsed_ms = 0;
-  for (const auto& r : d.timeline.rows) {
-    if (r.kind == file_kind::main) elapsed_ms += r.elapsed_ns() / 1e6;
-  }
+  const double elapsed_ms = d.timeline.main_elapsed_ns / 1e6;
   const summary& w = d.stats.wait.s;
   if (w.count == 0 || elapsed_ms <= 0) {
     f.title = "No main-process wait records: whether the run was preprocessing-bound is unknown.";
@@ -106,62 +103,51 @@ finding imbalance_finding(const report_data& d, const finding_thresholds& t) {
   f.id = "imbalance";
   // Workers are compared with the other workers of their host: hosts (ranks) differ in speed
   // and batch count for reasons the ranks finding covers.
-  std::map<std::string, std::vector<const timeline_row*>> by_host;
-  std::size_t total = 0;
-  for (const auto& r : d.timeline.rows) {
-    if (r.kind == file_kind::worker && r.spans > 0) {
-      by_host[r.host].push_back(&r);
-      ++total;
-    }
-  }
-  std::vector<const timeline_row*> workers;  // the host whose workers differ most
+  const std::vector<worker_balance>& hosts = d.timeline.balance;
+  std::size_t total = 0, with_workers = 0;
+  const worker_balance* workers = nullptr;  // the host whose workers differ most
+  std::size_t host = 0;
   double worst = -1;
-  for (const auto& [host, rows] : by_host) {
-    if (rows.size() < 2) continue;
-    double sum = 0, top = 0;
-    for (const timeline_row* r : rows) {
-      sum += double(r->busy_ns);
-      top = std::max(top, double(r->busy_ns));
-    }
-    const double ratio = sum > 0 ? top * double(rows.size()) / sum : 1.0;
+  for (std::size_t h = 0; h < hosts.size(); ++h) {
+    const worker_balance& b = hosts[h];
+    total += b.workers;
+    if (b.workers > 0) ++with_workers;
+    if (b.workers < 2) continue;
+    const double ratio =
+        b.busy_ns > 0 ? double(b.busiest.busy_ns) * double(b.workers) / b.busy_ns : 1.0;
     if (ratio > worst) {
       worst = ratio;
-      workers = rows;
+      workers = &b;
+      host = h;
     }
   }
-  if (workers.size() < 2) {
+  if (workers == nullptr) {
     const std::size_t n = total;
     f.title = n == 0 ? "No batch preprocessing records: worker balance is unknown."
                      : "One worker only: no balance to compare.";
     f.evidence = std::to_string(n) + " worker thread(s) with SBatchPreprocessed records" +
-                 (by_host.size() > 1 ? ", one per host." : ".");
+                 (with_workers > 1 ? ", one per host." : ".");
     f.advice = n == 0 ? "Trace the DataLoader workers (num_workers > 0)."
                       : "With one worker, preprocessing runs on one core; more workers spread it "
                         "over several.";
     return f;
   }
-  double sum = 0;
-  const timeline_row* busiest = workers.front();
-  const timeline_row* idlest = workers.front();
-  for (const timeline_row* r : workers) {
-    sum += double(r->busy_ns);
-    if (r->busy_ns > busiest->busy_ns) busiest = r;
-    if (r->busy_ns < idlest->busy_ns) idlest = r;
-  }
-  const double mean = sum / double(workers.size());
-  const double ratio = mean > 0 ? double(busiest->busy_ns) / mean : 1.0;
+  const worker_ref& busiest = workers->busiest;
+  const worker_ref& idlest = workers->idlest;
+  const double mean = workers->busy_ns / double(workers->workers);
+  const double ratio = mean > 0 ? double(busiest.busy_ns) / mean : 1.0;
   std::string where;
-  if (by_host.size() > 1) {
-    const std::string& host = workers.front()->host;
-    where = " (on " + (host.empty() ? std::string("an unknown host") : host) + ", of " +
-            std::to_string(by_host.size()) + " hosts)";
+  if (with_workers > 1) {
+    const std::string name = host < d.timeline.hosts.size() ? d.timeline.hosts[host] : "";
+    where = " (on " + (name.empty() ? std::string("an unknown host") : name) + ", of " +
+            std::to_string(with_workers) + " hosts)";
   }
-  f.evidence = "Busiest: " + busiest->label + ": " + format_ms(double(busiest->busy_ns) / 1e6) +
-               " busy over " + std::to_string(busiest->spans) +
-               " batches; least busy: " + idlest->label + ": " +
-               format_ms(double(idlest->busy_ns) / 1e6) + " over " + std::to_string(idlest->spans) +
-               "; mean of " + std::to_string(workers.size()) + " workers " + format_ms(mean / 1e6) +
-               where + ".";
+  f.evidence = "Busiest: " + busiest.label + ": " + format_ms(double(busiest.busy_ns) / 1e6) +
+               " busy over " + std::to_string(busiest.spans) +
+               " batches; least busy: " + idlest.label + ": " +
+               format_ms(double(idlest.busy_ns) / 1e6) + " over " + std::to_string(idlest.spans) +
+               "; mean of " + std::to_string(workers->workers) + " workers " +
+               format_ms(mean / 1e6) + where + ".";
   if (ratio >= t.imbalance) {
     f.level = finding_level::warn;
     f.title =

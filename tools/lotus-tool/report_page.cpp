@@ -2,11 +2,14 @@
 // SPDX-License-Identifier: MIT
 #include "report_page.hpp"
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <lotus/version.hpp>
 #include <nlohmann/json.hpp>
+#include <string_view>
 
+#include "output.hpp"
 #include "report_assets.hpp"
 #include "report_findings.hpp"
 
@@ -202,11 +205,28 @@ std::string timeline_html(const report_data& d) {
            "<p class=\"empty\">No batch records: no SBatchPreprocessed or SBatchWait "
            "records to place on a timeline.</p>\n";
   }
-  o += "<p>One row per thread. Each bar is the share of a " +
-       h(format_ms(double(t.bucket_ns) / 1e6)) +
-       " interval the thread was busy (workers: preparing a batch; main process: waiting for "
-       "one), so a thread busy all along is a solid band. Drag to zoom, double-click to "
-       "reset.</p>\n";
+  if (t.grouping == "thread") {
+    o += "<p>One row per thread. Each bar is the share of a " +
+         h(format_ms(double(t.bucket_ns) / 1e6)) +
+         " interval the thread was busy (workers: preparing a batch; main process: waiting for "
+         "one), so a thread busy all along is a solid band. Drag to zoom, double-click to "
+         "reset.</p>\n";
+  } else {
+    const char* per = t.grouping == "process" ? "process"
+                      : t.grouping == "rank"  ? "host and rank"
+                      : t.grouping == "host"  ? "host"
+                                              : "kind (workers, main)";
+    o += "<p>" + std::to_string(t.threads()) + " threads, more than the " +
+         std::to_string(timeline_builder::k_max_rows) + " rows a timeline shows: one row per " +
+         per +
+         ", labelled with the number of threads it stands for (a row of one thread is that "
+         "thread). Each bar is the share of a " +
+         h(format_ms(double(t.bucket_ns) / 1e6)) +
+         " interval the thread was busy (workers: preparing a batch; main process: waiting for "
+         "one); for a row of several threads, the share of their live time in the interval "
+         "(each thread lives from its first to its last record) they were busy, so workers "
+         "busy whenever alive make a solid band. Drag to zoom, double-click to reset.</p>\n";
+  }
   const int height = 70 + 26 * static_cast<int>(t.rows.size());
   o += dygraph_box("timeline", height);
   return o;
@@ -251,88 +271,189 @@ std::string attribution_html(const attr_doc& a) {
   return o + "</table>\n";
 }
 
-nlohmann::json page_data(const report_data& d) {
-  nlohmann::json j;
-  j["hist_min_ns"] = k_hist_min_ns;
-  j["per_decade"] = k_hist_per_decade;
-  j["ops"] = nlohmann::json::array();
+// The page's data as JSON text, written into the output as it is produced (the per-batch
+// points and the timeline are the bulk of a page; no document of them is built). Inside
+// <script>, '<' never appears raw: the data cannot close the element or open a comment.
+class json_writer {
+ public:
+  explicit json_writer(output_file& f) : f_(f), o_(f.buffer()) {}
+  void raw(std::string_view s) { o_.append(s); }
+  void key(std::string_view k) {
+    str(k);
+    o_ += ':';
+  }
+  void str(std::string_view s) {
+    const std::string j = nlohmann::json(std::string(s))
+                              .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    for (char c : j) {
+      if (c == '<') {
+        o_ += "\\u003c";
+      } else {
+        o_ += c;
+      }
+    }
+  }
+  void num(double v) {
+    if (!std::isfinite(v)) {
+      o_ += "null";
+      return;
+    }
+    char b[32];
+    const auto r = std::to_chars(b, b + sizeof b, v);  // shortest round-trip form
+    o_.append(b, r.ptr);
+  }
+  void uint(std::uint64_t v) { append_uint(o_, v); }
+  void flush() { f_.maybe_flush(); }
+
+ private:
+  output_file& f_;
+  std::string& o_;
+};
+
+void write_points(json_writer& w, const std::vector<batch_point>& v) {
+  w.raw("[");
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (i > 0) w.raw(",");
+    w.raw("[");
+    w.uint(v[i].idx);
+    w.raw(",");
+    w.num(rounded(v[i].value_ms, 1e6));
+    w.raw(",");
+    w.uint(v[i].epoch);
+    w.raw("]");
+    w.flush();
+  }
+  w.raw("]");
+}
+
+// The timeline one row at a time (a row of several threads carries "live" too).
+void write_timeline(json_writer& w, const report_data& d) {
+  const timeline_data& t = d.timeline;
+  w.raw("{\"buckets\":");
+  w.uint(t.buckets);
+  w.raw(",\"bucket_s\":");
+  w.num(double(t.bucket_ns) / 1e9);
+  // Bucket 0 may start before the origin: a signed difference, exact in 64 bits.
+  w.raw(",\"start_s\":");
+  w.num(static_cast<double>(static_cast<std::int64_t>(t.start_ns - d.origin_ns)) / 1e9);
+  w.raw(",\"grouping\":");
+  w.str(t.grouping);
+  w.raw(",\"threads\":");
+  w.uint(t.threads());
+  w.raw(",\"rows\":[");
+  for (std::size_t i = 0; i < t.rows.size(); ++i) {
+    const timeline_row& r = t.rows[i];
+    if (i > 0) w.raw(",");
+    w.raw("{\"label\":");
+    w.str(r.label);
+    w.raw(r.kind == file_kind::main ? ",\"kind\":\"main\",\"tid\":"
+                                    : ",\"kind\":\"worker\",\"tid\":");
+    w.uint(r.tid);
+    w.raw(",\"host\":");
+    w.str(r.host);
+    w.raw(",\"threads\":");
+    w.uint(r.threads);
+    w.raw(",\"spans\":");
+    w.uint(r.spans);
+    w.raw(",\"busy_s\":");
+    w.num(double(r.busy_ns) / 1e9);
+    w.raw(",\"out_of_order\":");
+    w.uint(r.out_of_order);
+    const auto floats = [&](const char* key, const std::vector<float>& v) {
+      w.raw(key);
+      w.raw("[");
+      for (std::size_t k = 0; k < v.size(); ++k) {
+        if (k > 0) w.raw(",");
+        w.num(rounded(double(v[k]), 1000));
+      }
+      w.raw("]");
+    };
+    floats(",\"coverage\":", r.coverage);
+    if (!r.live.empty()) floats(",\"live\":", r.live);
+    if (!r.markers.empty()) {
+      w.raw(",\"markers\":[");
+      for (std::size_t k = 0; k < r.markers.size(); ++k) {
+        if (k > 0) w.raw(",");
+        w.uint(r.markers[k]);
+      }
+      w.raw("]");
+    }
+    w.raw("}");
+    w.flush();
+  }
+  w.raw("]}");
+}
+
+void write_page_data(json_writer& w, const report_data& d) {
+  w.raw("{\"hist_min_ns\":");
+  w.num(k_hist_min_ns);
+  w.raw(",\"per_decade\":");
+  w.uint(static_cast<std::uint64_t>(k_hist_per_decade));
+  w.raw(",\"ops\":[");
+  bool first = true;
   for (const auto& [name, bins] : d.op_hist) {
     std::uint64_t n = 0;
     for (auto c : bins) n += c;
-    j["ops"].push_back({{"label", op_display_name(name)}, {"count", n}, {"hist", bins}});
-  }
-  auto pts = [](const std::vector<batch_point>& v) {
-    nlohmann::json arr = nlohmann::json::array();
-    for (const auto& p : v) arr.push_back({p.idx, rounded(p.value_ms, 1e6), p.epoch});
-    return arr;
-  };
-  j["preprocessed"] = pts(d.stats.preprocessed);
-  j["waits"] = pts(d.stats.waits);
-  j["delays"] = pts(d.stats.delays);
-  if (d.ranks.size() >= 2) {
-    j["ranks"] = nlohmann::json::array();
-    for (const auto& r : d.ranks) {
-      j["ranks"].push_back({{"label", r.label},
-                            {"host", r.host},
-                            {"wait_share", r.wait_share()},
-                            {"preprocessing_mean_ms", r.preprocessing_mean_ms},
-                            {"batches", r.batches}});
+    w.raw(first ? "{\"label\":" : ",{\"label\":");
+    first = false;
+    w.str(op_display_name(name));
+    w.raw(",\"count\":");
+    w.uint(n);
+    w.raw(",\"hist\":[");
+    for (std::size_t k = 0; k < bins.size(); ++k) {
+      if (k > 0) w.raw(",");
+      w.uint(bins[k]);
     }
+    w.raw("]}");
+    w.flush();
+  }
+  w.raw("],\"preprocessed\":");
+  write_points(w, d.stats.preprocessed);
+  w.raw(",\"waits\":");
+  write_points(w, d.stats.waits);
+  w.raw(",\"delays\":");
+  write_points(w, d.stats.delays);
+  if (d.ranks.size() >= 2) {
+    w.raw(",\"ranks\":[");
+    for (std::size_t i = 0; i < d.ranks.size(); ++i) {
+      const rank_data& r = d.ranks[i];
+      w.raw(i > 0 ? ",{\"label\":" : "{\"label\":");
+      w.str(r.label);
+      w.raw(",\"host\":");
+      w.str(r.host);
+      w.raw(",\"wait_share\":");
+      w.num(r.wait_share());
+      w.raw(",\"preprocessing_mean_ms\":");
+      w.num(r.preprocessing_mean_ms);
+      w.raw(",\"batches\":");
+      w.uint(r.batches);
+      w.raw("}");
+    }
+    w.raw("]");
   }
   if (d.attribution) {
-    nlohmann::json arr = nlohmann::json::array();
-    for (const auto& o : d.attribution->ops) arr.push_back({o.op, o.share, o.trace_share});
-    j["attribution"] = std::move(arr);
+    w.raw(",\"attribution\":[");
+    for (std::size_t i = 0; i < d.attribution->ops.size(); ++i) {
+      const attr_op& o = d.attribution->ops[i];
+      w.raw(i > 0 ? ",[" : "[");
+      w.str(o.op);
+      w.raw(",");
+      w.num(o.share);
+      w.raw(",");
+      w.num(o.trace_share);
+      w.raw("]");
+    }
+    w.raw("]");
   }
-  return j;
-}
-
-// The timeline as JSON text, one row at a time: with one row per thread (100k short-lived
-// threads) a DOM of every row would take several times the page's size.
-std::string timeline_json(const report_data& d) {
-  const auto dump = [](const nlohmann::json& v) {
-    return v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  };
-  const timeline_data& t = d.timeline;
-  nlohmann::json head;
-  head["buckets"] = t.buckets;
-  head["bucket_s"] = double(t.bucket_ns) / 1e9;
-  // Bucket 0 may start before the origin: a signed difference, exact in 64 bits.
-  head["start_s"] = static_cast<double>(static_cast<std::int64_t>(t.start_ns - d.origin_ns)) / 1e9;
-  std::string o = dump(head);
-  o.pop_back();  // '}': the rows follow
-  o += ",\"rows\":[";
-  for (std::size_t i = 0; i < t.rows.size(); ++i) {
-    const timeline_row& r = t.rows[i];
-    nlohmann::json row = {{"label", r.label},
-                          {"kind", r.kind == file_kind::main ? "main" : "worker"},
-                          {"tid", r.tid},
-                          {"host", r.host},
-                          {"spans", r.spans},
-                          {"busy_s", double(r.busy_ns) / 1e9},
-                          {"out_of_order", r.out_of_order}};
-    nlohmann::json cov = nlohmann::json::array();
-    for (float c : r.coverage) cov.push_back(rounded(double(c), 1000));
-    row["coverage"] = std::move(cov);
-    if (!r.markers.empty()) row["markers"] = r.markers;
-    if (i > 0) o += ',';
-    o += dump(row);
-  }
-  return o + "]}";
+  w.raw(",\"timeline\":");
+  write_timeline(w, d);
+  w.raw("}");
 }
 
 }  // namespace
 
-std::string render_report_page(const report_data& d) {
+void write_report_page(const report_data& d, output_file& out) {
   const stats_result& st = d.stats;
-  std::string data = page_data(d).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  data.pop_back();  // '}' of a non-empty object: the timeline follows
-  data += ",\"timeline\":" + timeline_json(d) + "}";
-  // Embedded in <script>: never let the data close the element or open a comment.
-  for (std::size_t pos = 0; (pos = data.find('<', pos)) != std::string::npos; pos += 6) {
-    data.replace(pos, 1, "\\u003c");
-  }
-
   std::string o;
   o += "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<meta "
        "name=\"viewport\" content=\"width=device-width\">\n<title>" +
@@ -360,15 +481,23 @@ std::string render_report_page(const report_data& d) {
   o += batches_html(d);
   o += timeline_html(d);
   o += hists_html(d);
+  out.write(o);
+  o.clear();
   o += "<script>";
   assets::chart_js.append_to(o);
   o += "</script>\n<script>";
+  out.write(o);
+  o.clear();
   assets::dygraph_js.append_to(o);
-  o += "</script>\n<script type=\"application/json\" id=\"lotus-data\">" + data +
-       "</script>\n<script>";
-  assets::report_js.append_to(o);
-  o += "</script>\n</body></html>\n";
-  return o;
+  o += "</script>\n<script type=\"application/json\" id=\"lotus-data\">";
+  out.write(o);
+  o = {};
+  json_writer w(out);
+  write_page_data(w, d);
+  std::string tail = "</script>\n<script>";
+  assets::report_js.append_to(tail);
+  tail += "</script>\n</body></html>\n";
+  out.write(tail);
 }
 
 }  // namespace lotus_tool

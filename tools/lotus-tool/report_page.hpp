@@ -8,11 +8,14 @@
 
 namespace lotus_tool {
 
+class output_file;
+
 /// The whole page: findings, tables and the data for the charts, with Chart.js, dygraphs and
 /// the page script embedded. When the script has drawn every chart it sets
 /// `data-lotus-rendered="1"` on <html>; a chart that fails shows its error in #lotus-errors and
 /// counts it in `data-lotus-errors`.
-std::string render_report_page(const report_data& d);
+/// The page is written to `out` as it is produced (never held whole in memory).
+void write_report_page(const report_data& d, output_file& out);
 
 /// HTML-escapes text (& < > ").
 std::string escape_html(const std::string& s);

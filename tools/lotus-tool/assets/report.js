@@ -247,16 +247,20 @@
           return '<span class="key" style="background:' + WORKER + '"></span> worker busy preparing a batch ' +
                  '<span class="key" style="background:' + WAIT + '"></span> main process waiting for a batch ' +
                  '<span class="tri"></span> out-of-order arrival \u00b7 bar height: busy share of each ' +
-                 dur(T.bucket_s * 1e9) + ' bucket \u00b7 drag to zoom, double-click to reset';
+                 dur(T.bucket_s * 1e9) + ' bucket' +
+                 (T.grouping !== 'thread' ? ' (rows of several threads: of their live time)' : '') +
+                 ' \u00b7 drag to zoom, double-click to reset';
         }
         var parts = [];
         d.series.forEach(function (sd) {
           var s = series[sd.label];
           if (!sd.y) return;
           var r = T.rows[s.row];
+          var k = Math.round((d.x - T.start_s) / T.bucket_s);
           parts.push(s.marker ? esc(r.label) + ': ' + sd.y + ' out of order'
                               : esc(r.label) + ': ' + Math.round(100 * sd.y) + '% ' +
-                                (r.kind === 'main' ? 'waiting' : 'busy'));
+                                (r.kind === 'main' ? 'waiting' : 'busy') +
+                                (r.live ? ' (of ' + num(r.live[k], 1) + ' live threads)' : ''));
         });
         return num(d.x, 3) + '\u2013' + num(d.x + T.bucket_s, 3) + ' s: ' +
                (parts.length ? parts.join(' \u00b7 ') : 'all idle');
