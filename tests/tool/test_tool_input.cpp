@@ -257,7 +257,7 @@ TEST_CASE("an empty trace file is reported, and batch index 2^63-1 never overflo
           std::string::npos);  // -(idx + 1), as Python computes it
 }
 
-TEST_CASE("100k small trace files: check, stats, viz and report stay under 32 MiB",
+TEST_CASE("100k small trace files: check, stats, viz, report and attribute stay under 32 MiB",
           "[tool][input]") {
   const std::string d = fresh("many");
   for (int i = 1; i <= 100000; ++i) {
@@ -270,8 +270,12 @@ TEST_CASE("100k small trace files: check, stats, viz and report stay under 32 Mi
     REQUIRE(::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()));
     ::close(fd);
   }
+  // One perf sample inside thread 7's Loader span (it runs 70..1070 ns after the epoch second).
+  spit(d + "/../many.script",
+       "7 1700000000.000000500: 1000000 cpu-clock:u: 7f00 memcpy+0x10 (/usr/lib/libc.so.6)\n");
   for (const std::string cmd : {"check many", "stats many --json", "viz many -o /dev/null",
-                                "viz many --compat -o /dev/null", "report many -o many.html"}) {
+                                "viz many --compat -o /dev/null", "report many -o many.html",
+                                "attribute --trace many --perf-script many.script"}) {
     // The peak RSS of the tool alone, measured by a fresh process that waits for it (a fork of
     // this test would carry the test's own high-water mark into the figure).
     const auto r = sh("cd " + d + "/.. && " + LOTUS_PYTHON +

@@ -34,7 +34,8 @@ void run_check(const check_args& a) {
   for (const auto& f : dir.files) {
     const std::uint64_t before = errors;
     try {
-      line_reader reader(f.path);
+      const std::string path = dir.path_of(f);
+      line_reader reader(path);
       line_reader::line ln;
       record rec;
       batch_ref batch;
@@ -43,7 +44,7 @@ void run_check(const check_args& a) {
         any = true;
         const char* why = validate_line(ln.text, ln.has_newline, ln.too_long, rec, batch);
         if (why != nullptr) {
-          report(f.path, ln.number, why);
+          report(path, ln.number, why);
           continue;
         }
         ++records;
@@ -52,13 +53,13 @@ void run_check(const check_args& a) {
                               batch.kind == batch_kind::consumed ||
                               batch.kind == batch_kind::queued;
         if (consumer && f.kind == file_kind::worker) {
-          report(f.path, ln.number,
+          report(path, ln.number,
                  "consumer-side record (SBatchWait/Consumed/Queued) in a worker file");
         } else if (batch.kind == batch_kind::preprocessed && f.kind == file_kind::main) {
-          report(f.path, ln.number, "SBatchPreprocessed record in a main file");
+          report(path, ln.number, "SBatchPreprocessed record in a main file");
         }
       }
-      if (!any) report(f.path, 1, "empty file (pandas.read_csv in the Lotus scripts rejects it)");
+      if (!any) report(path, 1, "empty file (pandas.read_csv in the Lotus scripts rejects it)");
     } catch (const tool_error& e) {
       ++errors;
       std::printf("%s\n", e.what());  // unreadable file: already "path: reason"

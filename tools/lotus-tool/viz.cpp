@@ -535,7 +535,7 @@ void run_viz(const viz_args& a) {
     // Every record's start and the batch records' names; pass 2 validates everything (and
     // fails, or skips, exactly as the other commands do).
     for (std::size_t fi = 0; fi < dir.files.size(); ++fi) {
-      line_reader rd(dir.files[fi].path);
+      line_reader rd(dir.path_of(dir.files[fi]));
       line_reader::line ln;
       record r;
       while (rd.next(ln)) {

@@ -285,14 +285,14 @@ trace_dir scan_trace_dir(const std::string& dir, const std::string& prefix) {
     trace_file f;
     if (!parse_trace_file_name(n, file_prefix, f.kind, f.id, f.rev)) continue;
     f.name.assign(n);
-    f.path = base + f.name;
     // d_type says "regular file" without a stat on most file systems; anything else (or
     // DT_UNKNOWN) is looked at. A FIFO, device or socket is never opened (it could block).
     if (e->d_type != DT_REG) {
       struct stat fs {};
-      if (::stat(f.path.c_str(), &fs) == 0 && !S_ISREG(fs.st_mode)) {
+      const std::string path = base + f.name;
+      if (::stat(path.c_str(), &fs) == 0 && !S_ISREG(fs.st_mode)) {
         if (!S_ISDIR(fs.st_mode)) {
-          skipped.push_back(f.path + ": skipped: " + file_type_name(fs.st_mode) +
+          skipped.push_back(path + ": skipped: " + file_type_name(fs.st_mode) +
                             ", not a regular file");
         }
         continue;
@@ -361,6 +361,11 @@ trace_dir scan_trace_dir(const std::string& dir, const std::string& prefix) {
   }
   attribute_files(out);
   return out;
+}
+
+std::string trace_dir::path_of(const trace_file& f) const {
+  const std::string& d = sources.at(f.source).path;
+  return (!d.empty() && d.back() == '/') ? d + f.name : d + "/" + f.name;
 }
 
 namespace {
@@ -514,7 +519,7 @@ record_filter make_filter(const trace_dir& dir, const window_options& w) {
   spill_log<batch_item> batches;
   std::uint64_t first = UINT64_MAX;
   for (const auto& file : dir.files) {
-    line_reader rd(file.path);
+    line_reader rd(dir.path_of(file));
     line_reader::line ln;
     record rec;
     batch_ref b;

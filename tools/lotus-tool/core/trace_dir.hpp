@@ -22,8 +22,8 @@ namespace lotus_tool {
 /// `<prefix>_worker_pid_<id>` or `<prefix>_main_pid_<id>`, or a fresh variant
 /// `<prefix>_worker_pid_r<k>_<id>` (the library's name when the plain one was taken).
 struct trace_file {
-  std::string path;
-  std::string name;  ///< (the prefix is the directory's: trace_dir::prefix)
+  std::string
+      name;  ///< (the prefix is the directory's: trace_dir::prefix); path: trace_dir::path_of
   // Owner, from the sidecars (see attribute_files): the writer process and its host.
   std::string host;          ///< that sidecar's host; empty when unknown
   std::uint64_t id = 0;      ///< the writer's thread id
@@ -90,6 +90,9 @@ struct trace_dir {
   std::uint64_t pid_of(std::uint64_t tid) const;
   /// The distinct non-empty hosts of the sidecars, sorted.
   std::vector<std::string> hosts() const;
+  /// A file's path: its directory (sources[f.source]) and its name. Built on demand rather than
+  /// stored: with 100k files a stored path was 6 MB.
+  std::string path_of(const trace_file& f) const;
 };
 
 // parse_trace_file_name (prefix/kind/id/rev of a file name) is in trace_name.hpp.
@@ -174,7 +177,8 @@ template <class F>
 std::uint64_t for_each_record(const trace_dir& dir, const read_options& opt, F&& fn) {
   std::uint64_t skipped = 0;
   for (std::size_t i = 0; i < dir.files.size(); ++i) {
-    line_reader reader(dir.files[i].path);
+    const std::string path = dir.path_of(dir.files[i]);
+    line_reader reader(path);
     line_reader::line ln;
     record rec;
     batch_ref batch;
@@ -187,7 +191,7 @@ std::uint64_t for_each_record(const trace_dir& dir, const read_options& opt, F&&
           ++skipped;
           continue;
         }
-        throw_bad_line(dir.files[i].path, ln.number, why);
+        throw_bad_line(path, ln.number, why);
       }
       if (opt.filter != nullptr && !opt.filter->keep(dir.files[i].source, rec, batch)) continue;
       if constexpr (std::is_invocable_v<F&, std::size_t, const record&, const batch_ref&,
@@ -197,7 +201,7 @@ std::uint64_t for_each_record(const trace_dir& dir, const read_options& opt, F&&
         fn(i, rec, batch);
       }
     }
-    if (!any && opt.warn_empty) warn_empty_file(dir.files[i].path);
+    if (!any && opt.warn_empty) warn_empty_file(path);
   }
   return skipped;
 }
