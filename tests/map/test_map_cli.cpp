@@ -157,10 +157,11 @@ std::vector<std::string> table_row(const std::string& out, const std::string& op
 TEST_CASE("map --collector perf on the image probe: windows sized from the region times",
           "[map][perf]") {
   const std::string dir = make_dir();
-  // Default options but a smaller sample target, so the whole probe maps in a few seconds: every
-  // op reaches it however short (RandomHorizontalFlip and Normalize run for ~10-50 us, far below
-  // one 1 ms sampling period).
-  const auto r = tool(dir, {"map", "--collector", "perf", "--min-samples", "12", "-o",
+  // Default options but a smaller sample target, so the whole probe maps in seconds: every op
+  // reaches it however short (RandomHorizontalFlip and Normalize run for ~10-50 us, far below one
+  // 1 ms sampling period). 30, not fewer: with 12-15 samples the Loader's mapping missed enough
+  // libjpeg functions that Lotus's share of it fell 5.1 points below the join's (CI, loaded).
+  const auto r = tool(dir, {"map", "--collector", "perf", "--min-samples", "30", "-o",
                             dir + "/m.json", "--", IMAGE_PROBE, "-s", "1", "-d", probe_data_dir()});
   INFO(r.out << r.err);
   REQUIRE(r.code == 0);
@@ -176,7 +177,7 @@ TEST_CASE("map --collector perf on the image probe: windows sized from the regio
     INFO(op);
     REQUIRE(row.size() >= 5);
     REQUIRE(std::stoul(row[1]) >= 1);
-    REQUIRE(std::stoul(row[2]) >= 12);
+    REQUIRE(std::stoul(row[2]) >= 30);
   }
   REQUIRE(has_module(funcs(m, "Loader"), "libjpeg.so"));
   REQUIRE(has_function(funcs(m, "RandomResizedCrop"), "lotus_examples::resize_bilinear|"));
