@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "../support/scratch_dir.hpp"
 #include "lotus/detail/test_hooks.hpp"
 #include "lotus/lotus.hpp"
 
@@ -16,30 +17,7 @@ void lotus_bench_disabled_scope();  // bench_disabled.cpp, compiled with LOTUS_D
 
 namespace {
 
-// Scratch trace directory for the whole run (removed at exit).
-const std::string& trace_dir() {
-  // Leaked on purpose: the exit handler below still needs it after static destruction.
-  static const std::string* const dir = [] {
-    const char* base = std::getenv("TMPDIR");
-    std::string t =
-        std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/lotus-bench-XXXXXX";
-    std::vector<char> buf(t.begin(), t.end());
-    buf.push_back('\0');
-    const char* made = ::mkdtemp(buf.data());
-    return new std::string(made != nullptr ? made : "/tmp/lotus-bench");
-  }();
-  static const bool cleanup = [] {
-    std::atexit([] {
-      lotus::shutdown();
-      const std::string cmd = "rm -rf '" + *dir + "'";
-      if (std::system(cmd.c_str()) != 0) {
-      }
-    });
-    return true;
-  }();
-  (void)cleanup;
-  return *dir;
-}
+using lotus_bench::trace_dir;
 
 void trace_on(lotus::overflow_policy policy, std::size_t ring) {
   lotus::options o;

@@ -12,31 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "../support/scratch_dir.hpp"
+
 namespace {
 
-// Scratch trace directory for the whole run (removed at exit).
-const std::string& trace_dir() {
-  static const std::string* const dir = [] {  // leaked: the exit handler still needs it
-    const char* base = std::getenv("TMPDIR");
-    std::string t =
-        std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/lotus-bench-XXXXXX";
-    std::vector<char> buf(t.begin(), t.end());
-    buf.push_back('\0');
-    const char* made = ::mkdtemp(buf.data());
-    return new std::string(made != nullptr ? made : "/tmp/lotus-bench");
-  }();
-  static const bool cleanup = [] {
-    std::atexit([] {
-      lotus::shutdown();
-      const std::string cmd = "rm -rf '" + *dir + "'";
-      if (std::system(cmd.c_str()) != 0) {
-      }
-    });
-    return true;
-  }();
-  static_cast<void>(cleanup);
-  return *dir;
-}
+using lotus_bench::trace_dir;
 
 void tracing(bool on) {
   lotus::options o;
