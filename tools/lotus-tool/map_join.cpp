@@ -31,30 +31,12 @@ struct sample_rec {
 
 bool is_time_event(const std::string& e) { return e == "cpu-clock" || e == "task-clock"; }
 
-// Strings seen in the samples, numbered in order of first appearance.
-class interner {
- public:
-  std::uint32_t id(const std::string& s) {
-    auto it = ids_.find(s);
-    if (it == ids_.end()) {
-      it = ids_.emplace(s, static_cast<std::uint32_t>(names_.size())).first;
-      names_.push_back(s);
-    }
-    return it->second;
-  }
-  const std::string& name(std::uint32_t i) const { return names_[i]; }
-
- private:
-  std::unordered_map<std::string, std::uint32_t> ids_;
-  std::vector<std::string> names_;
-};
-
 }  // namespace
 
 attribution attribute_join(const span_set& spans, std::istream& in, const std::string& source,
                            const std::set<std::uint64_t>& only_tids) {
   // Pass 1: the samples into a spill log (the perf script order is per CPU buffer, not per thread).
-  interner events, functions;
+  string_ids events, functions;
   std::vector<bool> time_event;
   spill_log<sample_rec> samples(spans.buffer_bytes);
   std::string key;

@@ -3,7 +3,6 @@
 #include "map_spans.hpp"
 
 #include <algorithm>
-#include <unordered_map>
 
 #include "trace_dir.hpp"
 
@@ -51,7 +50,7 @@ span_set read_spans(const std::string& dir, const std::string& prefix, std::size
   const trace_dir td = scan_trace_dir(dir, prefix);
   span_set out(buffer_bytes);
   out.files = td.files.size();
-  std::unordered_map<std::string, std::uint32_t> ids;
+  string_ids ids;
   std::vector<bool> batch_level;
   std::string op;
   for_each_record(td, read_options{},
@@ -61,15 +60,13 @@ span_set read_spans(const std::string& dir, const std::string& prefix, std::size
                     if (batch.kind == batch_kind::queued || batch.kind == batch_kind::consumed)
                       return;
                     op = op_name_of(std::string(rec.name));
-                    auto it = ids.find(op);
-                    if (it == ids.end()) {
-                      it = ids.emplace(op, static_cast<std::uint32_t>(out.names.size())).first;
+                    const std::uint32_t id = ids.id(op);
+                    if (id == out.names.size()) {  // a new op
                       out.names.push_back(op);
                       out.count.push_back(0);
                       out.total_ns.push_back(0);
                       batch_level.push_back(op.rfind("Batch", 0) == 0);
                     }
-                    const std::uint32_t id = it->second;
                     const std::uint64_t tid = td.files[file].id;
                     const std::uint64_t end = rec.start_ns + rec.dur_ns;  // both < 2^63
                     ++out.count[id];

@@ -7,6 +7,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "spill.hpp"
@@ -15,6 +16,26 @@ namespace lotus_tool {
 
 /// One `S<name>` record of writer thread `tid` (the `_pid_<tid>` suffix). `op` indexes
 /// span_set::names; `seq` is its place in reading order (ties keep it, as a stable sort would).
+/// Strings numbered in order of first appearance (op names; the join's events and functions).
+class string_ids {
+ public:
+  /// The number of `s`; a string not seen before gets size() before the call.
+  std::uint32_t id(const std::string& s) {
+    auto it = ids_.find(s);
+    if (it == ids_.end()) {
+      it = ids_.emplace(s, static_cast<std::uint32_t>(names_.size())).first;
+      names_.push_back(s);
+    }
+    return it->second;
+  }
+  const std::string& name(std::uint32_t i) const { return names_[i]; }
+  std::size_t size() const noexcept { return names_.size(); }
+
+ private:
+  std::unordered_map<std::string, std::uint32_t> ids_;
+  std::vector<std::string> names_;
+};
+
 struct span {
   std::uint64_t tid = 0;
   std::uint64_t start = 0;
