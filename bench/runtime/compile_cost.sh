@@ -3,7 +3,9 @@
 # SPDX-License-Identifier: MIT
 #
 # usage: bench/runtime/compile_cost.sh [COMPILER] [INCLUDE_DIR]     (defaults: g++, this repo's include/)
-#   env: RUNS (default 5), CXXFLAGS_EXTRA (added to every compile)
+#   env: RUNS (default 5), CXXFLAGS_EXTRA (added to every compile), IR=1 (also count the
+#        instructions the compiler executes for each, once, under valgrind's callgrind: unlike CPU
+#        time, that count does not depend on the machine's load)
 # Compiles, with COMPILER -std=c++17 -O2 -c, RUNS times each (interleaved) and reports the median
 # user+sys CPU time of:
 #   (a) lotus.cpp:    #include <lotus/lotus.hpp> and one function with one LOTUS_SCOPE
@@ -24,6 +26,11 @@ runs=${RUNS:-5}
 command -v "$cxx" >/dev/null || { echo "$0: compiler '$cxx' not found" >&2; exit 1; }
 [[ -f "$inc/lotus/lotus.hpp" ]] || { echo "$0: $inc/lotus/lotus.hpp not found" >&2; exit 1; }
 [[ "$runs" =~ ^[1-9][0-9]?$ ]] || { echo "$0: RUNS must be 1..99" >&2; exit 2; }
+ir=${IR:-0}
+[[ "$ir" == 0 || "$ir" == 1 ]] || { echo "$0: IR must be 0 or 1" >&2; exit 2; }
+if [[ "$ir" == 1 ]] && ! command -v valgrind >/dev/null; then
+  echo "$0: IR=1 needs valgrind" >&2; exit 1
+fi
 inc=$(cd "$inc" && pwd -P)
 
 "$here/../quiet.sh" --check
@@ -126,11 +133,12 @@ elif ! "$cxx" "${flags[@]}" -I"$inc" -DLOTUS_COMPILED_LIB -c "$work/lotus.cpp" -
   compiled=0
 fi
 
-/usr/bin/python3 - "$work" "$runs" "$compiled" "$cxx" "$inc" "${flags[@]}" <<'PY'
-import os, statistics, subprocess, sys
+/usr/bin/python3 - "$work" "$runs" "$compiled" "$cxx" "$inc" "$ir" "${flags[@]}" <<'PY'
+import glob, os, statistics, subprocess, sys
 
 work, runs, compiled, cxx, inc = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", sys.argv[4], sys.argv[5]
-flags = sys.argv[6:]
+ir = sys.argv[6] == "1"
+flags = sys.argv[7:]
 configs = [("a", "lotus.cpp", []), ("b", "system.cpp", [])]
 if compiled:
     configs.append(("c", "lotus.cpp", ["-DLOTUS_COMPILED_LIB"]))
@@ -179,4 +187,36 @@ else:
 print("object size, bytes (file; text+data+bss):")
 for key in ("a", "c") if compiled else ("a",):
     print(f"  ({key}) {os.path.getsize(objs[key]):>9} {text_size(objs[key]):>9}")
+
+
+def instructions(key, src, defs):
+    """Instructions executed by the compiler driver and its children (cc1plus, as) for one compile."""
+    out = os.path.join(work, f"cg-{key}")
+    os.makedirs(out, exist_ok=True)
+    cmd = ["valgrind", "--tool=callgrind", "--trace-children=yes",
+           f"--callgrind-out-file={out}/cg.%p", cxx, *flags, "-I" + inc, *defs, "-c",
+           os.path.join(work, src), "-o", os.path.join(work, key + "-ir.o")]
+    run = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if run.returncode != 0:
+        sys.exit(f"compile_cost.sh: {' '.join(cmd)} failed")
+    total = 0
+    for name in glob.glob(os.path.join(out, "cg.*")):
+        with open(name) as f:
+            for line in f:
+                if line.startswith(("summary:", "totals:")):
+                    total += int(line.split()[1])
+                    break
+    return total
+
+
+if ir:
+    counts = {key: instructions(key, src, defs) for key, src, defs in configs}
+    print("instructions executed by the compiler (callgrind; independent of load), G:")
+    for key, _, _ in configs:
+        print(f"  {labels[key]:<48} {counts[key] / 1e9:7.3f}")
+    print(f"  delta (a)-(b): {(counts['a'] - counts['b']) / 1e9:7.3f} G instructions"
+          f" = {(counts['a'] - counts['b']) / counts['b'] * med['b']:.3f} s at (b)'s median rate")
+    if compiled:
+        print(f"  delta (c)-(b): {(counts['c'] - counts['b']) / 1e9:7.3f} G instructions"
+              f" = {(counts['c'] - counts['b']) / counts['b'] * med['b']:.3f} s at (b)'s median rate")
 PY

@@ -81,6 +81,27 @@
       "lotus needs Linux (gettid, pipe2, sigtimedwait, /proc); other POSIX systems are not supported"
 #endif
 
+// The runtime in header-only mode. Every translation unit that records compiles the whole runtime
+// (the writer thread, settings, files, the sidecar, fork and error paths), which at -O2 costs it
+// most of a second of CPU. That code is off the recording path (a scope is the inline code of
+// scope.hpp; the runtime sees a thread at its first event and when its ring fills), so with GCC
+// it is compiled as at -Og, plus frame pointers for profilers that unwind with them: reasonably
+// optimized, at a fraction of the compile time (bench/README.md, "Compile cost", which also gives
+// the writer's rate in both modes). Not applied with LOTUS_COMPILED_LIB (one TU compiles the
+// runtime with the program's own options), at -O0, at -Os, with clang, or when
+// LOTUS_RUNTIME_FULL_OPT is defined. runtime.hpp includes every system header before it opens the
+// region: one first included inside it would be compiled that way for the rest of the translation
+// unit (checked by tools/check-cold-region.py).
+#if !defined(LOTUS_COMPILED_LIB) && !defined(LOTUS_RUNTIME_FULL_OPT) && defined(__GNUC__) && \
+    !defined(__clang__) && defined(__OPTIMIZE__) && !defined(__OPTIMIZE_SIZE__)
+#  define LOTUS_DETAIL_COLD_CODE_BEGIN \
+    _Pragma("GCC push_options") _Pragma("GCC optimize(\"Og\", \"no-omit-frame-pointer\")")
+#  define LOTUS_DETAIL_COLD_CODE_END _Pragma("GCC pop_options")
+#else
+#  define LOTUS_DETAIL_COLD_CODE_BEGIN
+#  define LOTUS_DETAIL_COLD_CODE_END
+#endif
+
 // Cold entry points of the runtime: `inline` in the default header-only mode; with
 // LOTUS_COMPILED_LIB they are ordinary functions compiled once, in the TU that includes
 // <lotus/src.hpp> (CMake target lotus::lotus_compiled).
@@ -1831,20 +1852,80 @@ class scope_timer {
 // lotus — the tracing runtime: settings, thread registration, full rings, process events (internal)
 // SPDX-License-Identifier: MIT
 
-#include <pthread.h>  // pthread_atfork
-#include <sched.h>    // sched_yield
-#include <unistd.h>   // gethostname
+// Every system header of the runtime's headers, before the cold-code region opens (see
+// LOTUS_DETAIL_COLD_CODE_BEGIN): a header first included inside it would be compiled as cold code
+// for the rest of the translation unit.
+#if defined(__x86_64__) || defined(__i386__)
+#  include <cpuid.h>  // __get_cpuid (calibration.hpp)
+#endif
+#include <errno.h>        // errno
+#include <fcntl.h>        // open, O_*
+#include <pthread.h>      // pthread_atfork, pthread_mutex_t
+#include <sched.h>        // sched_yield
+#include <signal.h>       // sigfillset
+#include <sys/prctl.h>    // PR_GET_NAME
+#include <sys/stat.h>     // fstat, lstat, mkdir
+#include <sys/syscall.h>  // SYS_gettid
+#include <time.h>         // clock_gettime, nanosleep
+#include <unistd.h>       // gethostname, write, close
 
-#include <algorithm>    // min
 #include <atomic>       // atomic
-#include <chrono>       // milliseconds
+#include <cstdarg>      // va_list
+#include <cstddef>      // size_t
 #include <cstdint>      // uint64_t
+#include <cstdio>       // snprintf
 #include <cstdlib>      // atexit, malloc
-#include <memory>       // unique_ptr
-#include <mutex>        // mutex
+#include <cstring>      // memcpy, strerror
 #include <new>          // bad_alloc
-#include <string>       // string
 #include <string_view>  // string_view
+
+// The hot path's headers (included by scope.hpp already in the usual order).
+// ---- begin lotus/options.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
+// lotus — run-time configuration types: options, overflow policy, clock source, statistics
+// SPDX-License-Identifier: MIT
+
+#include <chrono>    // milliseconds
+#include <cstddef>   // size_t
+#include <cstdint>   // uint64_t
+#include <optional>  // optional
+#include <string>    // string
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+
+/// What a thread does when its ring is full: wait for the writer (lossless) or count a drop.
+enum class overflow_policy { block, drop };
+
+/// Timestamp source: TSC calibrated to CLOCK_REALTIME where invariant, or clock_gettime.
+enum class clock_source { automatic, tsc, realtime };
+
+/// Run-time options. Unset fields fall back to the environment, then to the defaults.
+struct options {
+  std::optional<std::string> log_file;                      ///< LOTUS_LOG_FILE: trace prefix
+  std::optional<bool> enabled;                              ///< !LOTUS_DISABLE
+  std::optional<std::size_t> ring_capacity;                 ///< LOTUS_RING_CAPACITY (events/thread)
+  std::optional<std::chrono::milliseconds> flush_interval;  ///< LOTUS_FLUSH_INTERVAL_MS
+  std::optional<overflow_policy> overflow;                  ///< LOTUS_OVERFLOW: block|drop
+  std::optional<clock_source> clock;                        ///< LOTUS_CLOCK: auto|tsc|realtime
+};
+
+/// Event counters of this process: recorded == written + dropped once everything is flushed.
+struct trace_stats {
+  std::uint64_t recorded = 0;   ///< events recorded while tracing was on
+  std::uint64_t written = 0;    ///< events written to trace files
+  std::uint64_t dropped = 0;    ///< events lost: ring full under `drop`, or tracing disabled by I/O
+  std::uint64_t sanitized = 0;  ///< written events whose name had ',' '\n' or '\r' replaced
+};
+
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
+// ---- end lotus/options.hpp ----
+
+LOTUS_DETAIL_COLD_CODE_BEGIN
 
 // ---- begin lotus/detail/calibration.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_CALIBRATION_HPP
@@ -2124,56 +2205,87 @@ class label_table {
 
 #include <unistd.h>  // getcwd
 
-#include <chrono>    // milliseconds
-#include <cstddef>   // size_t
-#include <cstdint>   // uint64_t
-#include <optional>  // optional
-#include <string>    // string
+#include <cstddef>      // size_t
+#include <cstdint>      // uint64_t
+#include <string_view>  // string_view
 
-// ---- begin lotus/options.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
-#define LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
-// lotus — run-time configuration types: options, overflow policy, clock source, statistics
+// ---- begin lotus/detail/text.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_TEXT_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_TEXT_HPP
+// lotus — a fixed-size text builder for paths and sidecar lines (no allocation) (internal)
 // SPDX-License-Identifier: MIT
 
-#include <chrono>    // milliseconds
-#include <cstddef>   // size_t
-#include <cstdint>   // uint64_t
-#include <optional>  // optional
-#include <string>    // string
+#include <cstddef>      // size_t
+#include <cstdint>      // uint64_t
+#include <cstring>      // memcpy, strlen
+#include <string_view>  // string_view
 
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
 
-/// What a thread does when its ring is full: wait for the writer (lossless) or count a drop.
-enum class overflow_policy { block, drop };
+/// Text of at most 4 KiB plus room for a file name: as long as a Linux path may be. Appending past
+/// the end sets `overflow` (the caller reports ENAMETOOLONG) instead of allocating. The cold code
+/// builds its paths and lines with this, not with std::string concatenation, which would cost
+/// every translation unit that records a good part of a second to compile.
+class text {
+ public:
+  text() noexcept { buf_[0] = '\0'; }
+  text(const text&) = default;
+  text& operator=(const text&) = default;
 
-/// Timestamp source: TSC calibrated to CLOCK_REALTIME where invariant, or clock_gettime.
-enum class clock_source { automatic, tsc, realtime };
+  LOTUS_DETAIL_NOINLINE text& add(const char* s, std::size_t n) noexcept {
+    if (n > sizeof buf_ - 1 - size_) {
+      n = sizeof buf_ - 1 - size_;
+      overflow = true;
+    }
+    std::memcpy(buf_ + size_, s, n);
+    size_ += n;
+    buf_[size_] = '\0';
+    return *this;
+  }
+  text& add(const char* s) noexcept { return add(s, std::strlen(s)); }
+  text& add(std::string_view s) noexcept { return add(s.data(), s.size()); }
+  text& add(const text& t) noexcept { return add(t.buf_, t.size_); }
+  LOTUS_DETAIL_NOINLINE text& add(std::uint64_t v) noexcept {
+    char digits[20];
+    std::size_t n = 0;
+    do {
+      digits[sizeof digits - 1 - n++] = static_cast<char>('0' + v % 10);
+      v /= 10;
+    } while (v != 0);
+    return add(digits + sizeof digits - n, n);
+  }
+  text& add(char c) noexcept { return add(&c, 1); }
 
-/// Run-time options. Unset fields fall back to the environment, then to the defaults.
-struct options {
-  std::optional<std::string> log_file;                      ///< LOTUS_LOG_FILE: trace prefix
-  std::optional<bool> enabled;                              ///< !LOTUS_DISABLE
-  std::optional<std::size_t> ring_capacity;                 ///< LOTUS_RING_CAPACITY (events/thread)
-  std::optional<std::chrono::milliseconds> flush_interval;  ///< LOTUS_FLUSH_INTERVAL_MS
-  std::optional<overflow_policy> overflow;                  ///< LOTUS_OVERFLOW: block|drop
-  std::optional<clock_source> clock;                        ///< LOTUS_CLOCK: auto|tsc|realtime
+  void clear() noexcept {
+    size_ = 0;
+    buf_[0] = '\0';
+    overflow = false;
+  }
+  void resize(std::size_t n) noexcept {
+    if (n < size_) {
+      size_ = n;
+      buf_[n] = '\0';
+    }
+  }
+  const char* c_str() const noexcept { return buf_; }
+  std::size_t size() const noexcept { return size_; }
+  bool empty() const noexcept { return size_ == 0; }
+
+  bool overflow = false;
+
+ private:
+  char buf_[4352];
+  std::size_t size_ = 0;
 };
 
-/// Event counters of this process: recorded == written + dropped once everything is flushed.
-struct trace_stats {
-  std::uint64_t recorded = 0;   ///< events recorded while tracing was on
-  std::uint64_t written = 0;    ///< events written to trace files
-  std::uint64_t dropped = 0;    ///< events lost: ring full under `drop`, or tracing disabled by I/O
-  std::uint64_t sanitized = 0;  ///< written events whose name had ',' '\n' or '\r' replaced
-};
-
+}  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
-// ---- end lotus/options.hpp ----
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_TEXT_HPP
+// ---- end lotus/detail/text.hpp ----
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -2184,10 +2296,10 @@ constexpr std::size_t ring_min = 64, ring_max = std::size_t{1} << 26, ring_initi
 
 /// Options after applying configure() > environment > defaults.
 struct settings {
-  std::string log_file;  // absolute prefix; empty: tracing off
+  text log_file;  // absolute prefix; empty: tracing off
   bool enabled = true;
   std::size_t ring_capacity = LOTUS_DEFAULT_RING_CAPACITY;  // largest segment, a power of two
-  std::chrono::milliseconds flush_interval{LOTUS_DEFAULT_FLUSH_INTERVAL_MS};
+  std::uint64_t flush_interval_ms = LOTUS_DEFAULT_FLUSH_INTERVAL_MS;
   overflow_policy overflow = overflow_policy::block;
   clock_source clock = clock_source::automatic;
 };
@@ -2195,35 +2307,43 @@ struct settings {
 /// A trace prefix as lotus uses it, or false (one warning) when it cannot be used: control
 /// characters are refused (a newline would split file names and sidecar lines); a directory
 /// gets `lotustrace_log` appended; a relative prefix is made absolute now, so a later chdir() of
-/// the host changes nothing.
-LOTUS_DETAIL_COLD inline bool resolve_prefix(const std::string& raw, const char* source,
-                                             std::string& out) {
-  if (has_control_char(raw.c_str()) || raw.find('\0') != std::string::npos) {
-    diag_config("ignoring %s (it contains a control character); tracing stays off", source);
-    return false;
-  }
-  std::string p = raw;
-  if (p.back() == '/') {
-    diag_config(
-        "%s='%.300s' names a directory; writing %slotustrace_log_* (a prefix such as "
-        "dir/lotustrace_log is expected)",
-        source, raw.c_str(), raw.c_str());
-    p += "lotustrace_log";
-  }
-  if (p[0] != '/') {
-    char cwd[4096];
-    if (::getcwd(cwd, sizeof cwd) == nullptr) {
-      diag_config("cannot resolve the relative %s='%.300s' (getcwd failed); tracing stays off",
-                  source, raw.c_str());
+/// the host changes nothing. `raw` is not empty.
+LOTUS_DETAIL_COLD inline bool resolve_prefix(std::string_view raw, const char* source,
+                                             text& out) noexcept {
+  out.clear();
+  const std::string_view orig = raw;
+  const int shown = raw.size() < 300 ? static_cast<int>(raw.size()) : 300;
+  for (const char ch : raw) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c == 0x7f) {
+      diag_config("ignoring %s (it contains a control character); tracing stays off", source);
       return false;
     }
-    std::string abs = cwd;
-    if (abs.back() != '/') abs += '/';
-    std::size_t skip = 0;
-    while (p.compare(skip, 2, "./") == 0) skip += 2;
-    out = abs + p.substr(skip);
-  } else {
-    out = std::move(p);
+  }
+  if (raw.empty()) return false;
+  if (raw[0] != '/') {
+    char cwd[4096];
+    if (::getcwd(cwd, sizeof cwd) == nullptr) {
+      diag_config("cannot resolve the relative %s='%.*s' (getcwd failed); tracing stays off",
+                  source, shown, orig.data());
+      return false;
+    }
+    out.add(cwd);
+    if (out.c_str()[out.size() - 1] != '/') out.add('/');
+    while (raw.size() >= 2 && raw[0] == '.' && raw[1] == '/') raw.remove_prefix(2);
+  }
+  out.add(raw);
+  if (orig.back() == '/') {
+    diag_config(
+        "%s='%.*s' names a directory; writing %.*slotustrace_log_* (a prefix such as "
+        "dir/lotustrace_log is expected)",
+        source, shown, orig.data(), shown, orig.data());
+    out.add("lotustrace_log");
+  }
+  if (out.overflow) {
+    diag_config("%s='%.*s' is longer than a path may be; tracing stays off", source, shown,
+                orig.data());
+    return false;
   }
   return true;
 }
@@ -2235,73 +2355,69 @@ inline std::size_t round_up_pow2(std::size_t n) {
 }
 
 /// The environment, parsed once per process; every bad value warns once and keeps the default.
+/// A `has_*` flag is false when the variable is unset or was refused.
 struct env_settings {
-  std::optional<std::string> log_file;  // already resolved
-  std::optional<bool> enabled;
-  std::optional<std::size_t> ring_capacity;
-  std::optional<std::chrono::milliseconds> flush_interval;
-  std::optional<overflow_policy> overflow;
-  std::optional<clock_source> clock;
+  text log_file;  // already resolved
+  bool has_log_file = false, has_enabled = false, has_ring_capacity = false;
+  bool has_flush_interval = false, has_overflow = false, has_clock = false;
+  bool enabled = true;
+  std::size_t ring_capacity = 0;
+  std::uint64_t flush_interval_ms = 0;
+  overflow_policy overflow = overflow_policy::block;
+  clock_source clock = clock_source::automatic;
 
-  LOTUS_DETAIL_COLD static env_settings read() {
-    env_settings e;
+  LOTUS_DETAIL_COLD void read() noexcept {
+    // A refused value leaves it unset: tracing stays off unless configure() names a prefix.
     if (const char* v = env_text("LOTUS_LOG_FILE")) {
-      std::string resolved;
-      // A refused value leaves it unset: tracing stays off unless configure() names a prefix.
-      if (resolve_prefix(v, "LOTUS_LOG_FILE", resolved)) e.log_file = std::move(resolved);
+      has_log_file = resolve_prefix(v, "LOTUS_LOG_FILE", log_file);
     }
     const int off = env_flag("LOTUS_DISABLE");
-    if (off >= 0) e.enabled = off == 0;
+    has_enabled = off >= 0;
+    enabled = off <= 0;
     std::uint64_t x = 0;
-    if (env_u64("LOTUS_RING_CAPACITY", ring_min, ring_max, x)) {
-      e.ring_capacity = static_cast<std::size_t>(x);
-    }
-    if (env_u64("LOTUS_FLUSH_INTERVAL_MS", 1, 60000, x)) {
-      e.flush_interval = std::chrono::milliseconds(static_cast<std::int64_t>(x));
-    }
+    has_ring_capacity = env_u64("LOTUS_RING_CAPACITY", ring_min, ring_max, x);
+    ring_capacity = static_cast<std::size_t>(x);
+    has_flush_interval = env_u64("LOTUS_FLUSH_INTERVAL_MS", 1, 60000, flush_interval_ms);
     static const char* const overflow_names[] = {"block", "drop", nullptr};
     const int o = env_choice("LOTUS_OVERFLOW", overflow_names);
-    if (o >= 0) e.overflow = o == 0 ? overflow_policy::block : overflow_policy::drop;
+    has_overflow = o >= 0;
+    overflow = o == 1 ? overflow_policy::drop : overflow_policy::block;
     static const char* const clock_names[] = {"auto", "tsc", "realtime", nullptr};
     const int c = env_choice("LOTUS_CLOCK", clock_names);
-    if (c >= 0) {
-      e.clock = c == 0   ? clock_source::automatic
-                : c == 1 ? clock_source::tsc
-                         : clock_source::realtime;
-    }
-    return e;
+    has_clock = c >= 0;
+    clock = c == 1 ? clock_source::tsc : c == 2 ? clock_source::realtime : clock_source::automatic;
   }
 };
 
-/// configure()'s options over the environment over the defaults.
-LOTUS_DETAIL_COLD inline settings merge_settings(const options& o, const env_settings& env) {
-  settings s;
+/// configure()'s options over the environment over the defaults, into `s`.
+LOTUS_DETAIL_COLD inline void merge_settings(const options& o, const env_settings& env,
+                                             settings& s) noexcept {
+  s.log_file.clear();
   if (o.log_file) {
-    if (!o.log_file->empty()) {
-      std::string resolved;
-      if (resolve_prefix(*o.log_file, "options::log_file", resolved))
-        s.log_file = std::move(resolved);
+    if (!o.log_file->empty() && !resolve_prefix(*o.log_file, "options::log_file", s.log_file)) {
+      s.log_file.clear();
     }
-  } else if (env.log_file) {
-    s.log_file = *env.log_file;
+  } else if (env.has_log_file) {
+    s.log_file = env.log_file;
   }
-  s.enabled = o.enabled ? *o.enabled : env.enabled.value_or(true);
+  s.enabled = o.enabled ? *o.enabled : env.enabled;
+  s.ring_capacity = LOTUS_DEFAULT_RING_CAPACITY;
   if (o.ring_capacity && (*o.ring_capacity < ring_min || *o.ring_capacity > ring_max)) {
     diag_config("options::ring_capacity out of range [64, 67108864]; using the default");
   } else if (o.ring_capacity) {
     s.ring_capacity = *o.ring_capacity;
-  } else if (env.ring_capacity) {
-    s.ring_capacity = *env.ring_capacity;
+  } else if (env.has_ring_capacity) {
+    s.ring_capacity = env.ring_capacity;
   }
   s.ring_capacity = round_up_pow2(s.ring_capacity);
+  s.flush_interval_ms = LOTUS_DEFAULT_FLUSH_INTERVAL_MS;
   if (o.flush_interval && o.flush_interval->count() >= 1) {
-    s.flush_interval = *o.flush_interval;
-  } else if (env.flush_interval) {
-    s.flush_interval = *env.flush_interval;
+    s.flush_interval_ms = static_cast<std::uint64_t>(o.flush_interval->count());
+  } else if (env.has_flush_interval) {
+    s.flush_interval_ms = env.flush_interval_ms;
   }
-  s.overflow = o.overflow ? *o.overflow : env.overflow.value_or(overflow_policy::block);
-  s.clock = o.clock ? *o.clock : env.clock.value_or(clock_source::automatic);
-  return s;
+  s.overflow = o.overflow ? *o.overflow : env.overflow;
+  s.clock = o.clock ? *o.clock : env.clock;
 }
 
 }  // namespace detail
@@ -2309,6 +2425,95 @@ LOTUS_DETAIL_COLD inline settings merge_settings(const options& o, const env_set
 }  // namespace lotus
 #endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_SETTINGS_HPP
 // ---- end lotus/detail/settings.hpp ----
+// ---- begin lotus/detail/sync.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_SYNC_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_SYNC_HPP
+// lotus — mutex and condition variable on pthreads, with monotonic deadlines (internal)
+// SPDX-License-Identifier: MIT
+// The runtime's locks. std::mutex and std::condition_variable would do the same work, but their
+// error paths (std::system_error) and <chrono> waits are compiled into every translation unit
+// that records in header-only mode; these are a call each. Errors cannot happen here: the mutexes
+// are default (non-robust, non-error-checking) ones, locked and unlocked in pairs.
+
+#include <pthread.h>  // pthread_mutex_t, pthread_cond_t
+#include <time.h>     // clock_gettime, CLOCK_MONOTONIC
+
+#include <cstdint>  // uint64_t
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+inline std::uint64_t monotonic_ns() noexcept {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u +
+         static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+class sync_mutex {
+ public:
+  sync_mutex() = default;
+  sync_mutex(const sync_mutex&) = delete;
+  sync_mutex& operator=(const sync_mutex&) = delete;
+  void lock() noexcept { pthread_mutex_lock(&m_); }
+  void unlock() noexcept { pthread_mutex_unlock(&m_); }
+  pthread_mutex_t* native() noexcept { return &m_; }
+
+ private:
+  pthread_mutex_t m_ = PTHREAD_MUTEX_INITIALIZER;
+};
+
+/// Holds a sync_mutex for a scope.
+class sync_hold {
+ public:
+  explicit sync_hold(sync_mutex& m) noexcept : m_(m) { m_.lock(); }
+  ~sync_hold() { m_.unlock(); }
+  sync_hold(const sync_hold&) = delete;
+  sync_hold& operator=(const sync_hold&) = delete;
+
+ private:
+  sync_mutex& m_;
+};
+
+/// A condition variable whose timed waits run on CLOCK_MONOTONIC (a step of the wall clock
+/// neither shortens nor stretches them).
+class sync_cond {
+ public:
+  sync_cond() noexcept {
+    pthread_condattr_t a;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(&c_, &a);
+    pthread_condattr_destroy(&a);
+  }
+  sync_cond(const sync_cond&) = delete;
+  sync_cond& operator=(const sync_cond&) = delete;
+
+  /// The caller holds `m` and re-checks its condition after the call (wake-ups may be spurious).
+  void wait(sync_mutex& m) noexcept { pthread_cond_wait(&c_, m.native()); }
+  /// As wait(), until `deadline` (monotonic_ns()); false once the deadline has passed.
+  bool wait_until(sync_mutex& m, std::uint64_t deadline) noexcept {
+    if (monotonic_ns() >= deadline) return false;
+    timespec ts{};
+    ts.tv_sec = static_cast<time_t>(deadline / 1000000000u);
+    ts.tv_nsec = static_cast<long>(deadline % 1000000000u);
+    pthread_cond_timedwait(&c_, m.native(), &ts);
+    return true;
+  }
+  void notify_one() noexcept { pthread_cond_signal(&c_); }
+  void notify_all() noexcept { pthread_cond_broadcast(&c_); }
+
+ private:
+  pthread_cond_t c_;
+};
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_SYNC_HPP
+// ---- end lotus/detail/sync.hpp ----
 // ---- begin lotus/detail/threads.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_THREADS_HPP
 #define LOTUS_AMALGAMATED_LOTUS_DETAIL_THREADS_HPP
@@ -2324,7 +2529,6 @@ LOTUS_DETAIL_COLD inline settings merge_settings(const options& o, const env_set
 #include <cstdint>  // uint64_t
 #include <cstdlib>  // realloc, free
 #include <cstring>  // memcpy
-#include <mutex>    // mutex
 #include <new>      // nothrow
 
 
@@ -2459,13 +2663,13 @@ class thread_registry {
   }
 
   bool add(thread_state* t) noexcept {
-    std::lock_guard<std::mutex> lk(mu_);
+    const sync_hold lk(mu_);
     return threads_.push(t);
   }
 
   /// The live records now; false when out of memory (`out` then keeps its previous content).
   bool snapshot(ptr_list<thread_state>& out) noexcept {
-    std::lock_guard<std::mutex> lk(mu_);
+    const sync_hold lk(mu_);
     return out.assign(threads_);
   }
 
@@ -2473,7 +2677,7 @@ class thread_registry {
   /// stats() reads the records.
   void release(ptr_list<thread_state>& finished) noexcept {
     if (finished.empty()) return;
-    std::lock_guard<std::mutex> lk(mu_);
+    const sync_hold lk(mu_);
     exited_.fetch_sub(finished.size(), std::memory_order_relaxed);
     for (thread_state* t : finished) {
       retired_pushed_ += t->pushed();
@@ -2496,7 +2700,7 @@ class thread_registry {
 
   /// Events pushed into rings and dropped by producers, over live and finished threads.
   void totals(std::uint64_t& pushed, std::uint64_t& dropped) noexcept {
-    std::lock_guard<std::mutex> lk(mu_);
+    const sync_hold lk(mu_);
     pushed = retired_pushed_;
     dropped = retired_dropped_;
     for (const thread_state* t : threads_) {
@@ -2510,12 +2714,12 @@ class thread_registry {
   /// Exited threads whose records (and last events) the writer has not released yet.
   std::size_t exited_waiting() const noexcept { return exited_.load(std::memory_order_relaxed); }
 
-  std::mutex& mutex() noexcept { return mu_; }
+  sync_mutex& mutex() noexcept { return mu_; }
   /// Every record (the caller holds mutex()).
   ptr_list<thread_state>& all_locked() noexcept { return threads_; }
 
  private:
-  std::mutex mu_;
+  sync_mutex mu_;
   ptr_list<thread_state> threads_;
   std::uint64_t retired_pushed_ = 0, retired_dropped_ = 0;
   std::atomic<std::size_t> exited_{0};  // records of exited threads not yet released
@@ -2537,89 +2741,13 @@ class thread_registry {
 #include <signal.h>   // sigfillset
 #include <time.h>     // clock_gettime
 
-#include <algorithm>           // min, max
-#include <atomic>              // atomic
-#include <chrono>              // milliseconds
-#include <condition_variable>  // condition_variable
-#include <cstdint>             // uint64_t
-#include <cstdio>              // snprintf
-#include <cstring>             // memcpy
-#include <memory>              // unique_ptr
-#include <mutex>               // mutex
-#include <string>              // string
-
-// ---- begin lotus/detail/text.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_TEXT_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_TEXT_HPP
-// lotus — a fixed-size text builder for paths and sidecar lines (no allocation) (internal)
-// SPDX-License-Identifier: MIT
-
-#include <cstddef>      // size_t
+#include <atomic>       // atomic
 #include <cstdint>      // uint64_t
-#include <cstring>      // memcpy, strlen
+#include <cstdio>       // snprintf
+#include <cstdlib>      // realloc, free
+#include <cstring>      // memcpy
 #include <string_view>  // string_view
 
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-namespace detail {
-
-/// Text of at most 4 KiB plus room for a file name: as long as a Linux path may be. Appending past
-/// the end sets `overflow` (the caller reports ENAMETOOLONG) instead of allocating. The cold code
-/// builds its paths and lines with this, not with std::string concatenation, which would cost
-/// every translation unit that records a good part of a second to compile.
-class text {
- public:
-  text() noexcept { buf_[0] = '\0'; }
-  text(const text&) = default;
-  text& operator=(const text&) = default;
-
-  LOTUS_DETAIL_NOINLINE text& add(const char* s, std::size_t n) noexcept {
-    if (n > sizeof buf_ - 1 - size_) {
-      n = sizeof buf_ - 1 - size_;
-      overflow = true;
-    }
-    std::memcpy(buf_ + size_, s, n);
-    size_ += n;
-    buf_[size_] = '\0';
-    return *this;
-  }
-  text& add(const char* s) noexcept { return add(s, std::strlen(s)); }
-  text& add(std::string_view s) noexcept { return add(s.data(), s.size()); }
-  text& add(const text& t) noexcept { return add(t.buf_, t.size_); }
-  LOTUS_DETAIL_NOINLINE text& add(std::uint64_t v) noexcept {
-    char digits[20];
-    std::size_t n = 0;
-    do {
-      digits[sizeof digits - 1 - n++] = static_cast<char>('0' + v % 10);
-      v /= 10;
-    } while (v != 0);
-    return add(digits + sizeof digits - n, n);
-  }
-  text& add(char c) noexcept { return add(&c, 1); }
-
-  void resize(std::size_t n) noexcept {
-    if (n < size_) {
-      size_ = n;
-      buf_[n] = '\0';
-    }
-  }
-  const char* c_str() const noexcept { return buf_; }
-  std::size_t size() const noexcept { return size_; }
-  bool empty() const noexcept { return size_ == 0; }
-
-  bool overflow = false;
-
- private:
-  char buf_[4352];
-  std::size_t size_ = 0;
-};
-
-}  // namespace detail
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_TEXT_HPP
-// ---- end lotus/detail/text.hpp ----
 // ---- begin lotus/detail/trace_files.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_TRACE_FILES_HPP
 #define LOTUS_AMALGAMATED_LOTUS_DETAIL_TRACE_FILES_HPP
@@ -2648,6 +2776,8 @@ namespace detail {
 constexpr std::size_t max_open_trace_files = 60;
 /// Fresh names tried when a file name is taken: `_r1_` … `_r64_`.
 constexpr unsigned max_fresh_names = 64;
+/// Room for a path: a Linux path may be 4 KiB long.
+constexpr std::size_t path_max = 4352;
 
 /// Every trace file and sidecar of one process, written by the writer thread only.
 ///
@@ -2719,10 +2849,10 @@ class trace_files {
     file_slot& s = main_file ? t.main : t.worker;
     if (disabled_ || s.state == file_slot::refused) return 0;
     if (s.state == file_slot::none) recall(t.tid * 2 + (main_file ? 1 : 0), s);
-    if (s.fd < 0 && !acquire(s, stem_of(main_file), t.tid)) return 0;
+    const int kind = main_file ? kind_main : kind_worker;
+    if (s.fd < 0 && !acquire(s, kind, t.tid)) return 0;
     s.last_use = ++clock_;
-    if (append_all(s, data, n)) return lines;
-    return cut_to_lines(s, data, lines, stem_of(main_file), t.tid);
+    return append_lines(s, data, n, lines, kind, t.tid);
   }
 
   /// Appends sidecar lines, creating `.<base>.lotus-meta_<pid>` first (with `header`) in a new
@@ -2730,8 +2860,6 @@ class trace_files {
   LOTUS_DETAIL_COLD bool write_sidecar(const text& header, const text& lines) noexcept {
     if (disabled_) return false;
     const std::uint64_t pid = static_cast<std::uint64_t>(::getpid());
-    text stem = dir_;
-    stem.add("/.").add(base_).add(".lotus-meta_");
     if (sidecar_pid_ != pid) {
       if (sidecar_.fd >= 0) ::close(sidecar_.fd);
       sidecar_ = file_slot{};
@@ -2740,12 +2868,12 @@ class trace_files {
     if (sidecar_.state == file_slot::refused) return false;
     if (sidecar_.fd < 0) {
       if (sidecar_.state == file_slot::created) return false;  // never reopened: it stays open
-      if (!create(sidecar_, stem, pid)) return false;
+      if (!create(sidecar_, kind_sidecar, pid)) return false;
       text all = header;
       all.add(lines);
-      return append_lines(sidecar_, all.c_str(), all.size(), 1, stem, pid) == 1;
+      return append_lines(sidecar_, all.c_str(), all.size(), 1, kind_sidecar, pid) == 1;
     }
-    return append_lines(sidecar_, lines.c_str(), lines.size(), 1, stem, pid) == 1;
+    return append_lines(sidecar_, lines.c_str(), lines.size(), 1, kind_sidecar, pid) == 1;
   }
 
   /// `file <name>` lines for the trace files created since the last call (for the sidecar).
@@ -2805,16 +2933,26 @@ class trace_files {
     }
   }
 
-  static text name_of(const file_slot& s, const text& stem, std::uint64_t id) noexcept {
-    text name = stem;
-    if (s.fresh != 0) name.add('r').add(std::uint64_t{s.fresh}).add('_');
-    return name.add(id);
+  enum : int { kind_worker, kind_main, kind_sidecar };
+
+  /// The name of a worker or main trace file (`id` a thread id) or of the sidecar (`id` the pid),
+  /// with its fresh-name tag; false (and `out` cut short) when longer than a path may be.
+  bool path_of(char* out, const file_slot& s, int kind, std::uint64_t id) const noexcept {
+    char fresh[16] = "";
+    if (s.fresh != 0) std::snprintf(fresh, sizeof fresh, "r%u_", s.fresh);
+    const auto n = static_cast<unsigned long long>(id);
+    const int len = kind == kind_sidecar
+                        ? std::snprintf(out, path_max, "%s/.%s.lotus-meta_%s%llu", dir_.c_str(),
+                                        base_.c_str(), fresh, n)
+                        : std::snprintf(out, path_max, "%s_%s_pid_%s%llu", prefix_.c_str(),
+                                        kind == kind_main ? "main" : "worker", fresh, n);
+    return len > 0 && static_cast<std::size_t>(len) < path_max;
   }
 
-  LOTUS_DETAIL_COLD static const char* describe(const text& path, char* buf,
+  LOTUS_DETAIL_COLD static const char* describe(const char* path, char* buf,
                                                 std::size_t size) noexcept {
     struct stat st {};
-    if (::lstat(path.c_str(), &st) != 0) return "it vanished";
+    if (::lstat(path, &st) != 0) return "it vanished";
     if (S_ISLNK(st.st_mode)) return "a symbolic link";
     if (S_ISFIFO(st.st_mode)) return "a FIFO";
     if (S_ISDIR(st.st_mode)) return "a directory";
@@ -2872,37 +3010,37 @@ class trace_files {
 
   /// EMFILE, ENOSPC and the like are transient: report once, drop, retry later. Anything else
   /// about the directory (EACCES, EROFS, ENOENT, ...) turns tracing off for this process.
-  LOTUS_DETAIL_COLD void open_failed(const text& path, int err, const char* verb) noexcept {
+  LOTUS_DETAIL_COLD void open_failed(const char* path, int err, const char* verb) noexcept {
     if (err == EMFILE || err == ENFILE) {
       shed();
       diag(
           topic::too_many_files,
           "cannot %s trace file '%s': %s; its events are dropped (counted) and it is retried later",
-          verb, path.c_str(), std::strerror(err));
+          verb, path, std::strerror(err));
     } else if (err == ENOSPC || err == EDQUOT) {
       diag(topic::no_space, "cannot %s trace file '%s': %s; its events are dropped (counted)", verb,
-           path.c_str(), std::strerror(err));
+           path, std::strerror(err));
     } else {
       diag(topic::io_error, "cannot %s trace file '%s': %s; tracing disabled for this process",
-           verb, path.c_str(), std::strerror(err));
+           verb, path, std::strerror(err));
       disabled_ = true;
       g_mode.store(mode_off, std::memory_order_relaxed);
     }
   }
 
-  LOTUS_DETAIL_COLD bool create(file_slot& s, const text& stem, std::uint64_t id) noexcept {
+  LOTUS_DETAIL_COLD bool create(file_slot& s, int kind, std::uint64_t id) noexcept {
     make_dirs();
-    text taken;
+    char taken[path_max], path[path_max];
+    taken[0] = '\0';
     for (unsigned k = s.fresh; k <= max_fresh_names; ++k) {
       s.fresh = k;
-      const text path = name_of(s, stem, id);
-      if (path.overflow) {
+      if (!path_of(path, s, kind, id)) {
         open_failed(path, ENAMETOOLONG, "create");
         return false;
       }
       int fd = -1;
       do {
-        fd = ::open(path.c_str(),
+        fd = ::open(path,
                     O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
                     0644);
       } while (fd < 0 && errno == EINTR);
@@ -2915,14 +3053,14 @@ class trace_files {
         s.ino = static_cast<std::uint64_t>(st.st_ino);
         s.size = 0;
         if (&s != &sidecar_) {  // the sidecar lists the trace files this process created
-          const char* base = path.c_str() + dir_.size() + 1;
+          const char* base = path + dir_.size() + 1;
           if (created_.size() > 3500) created_overflow_ = true;  // written once per cycle
           created_.add("file ").add(base).add('\n');
         }
-        if (!taken.empty()) {
+        if (taken[0] != '\0') {
           char buf[64];
           diag(topic::file_taken, "trace file '%s' already exists (%s); writing to '%s' instead",
-               taken.c_str(), describe(taken, buf, sizeof buf), path.c_str());
+               taken, describe(taken, buf, sizeof buf), path);
         }
         return true;
       }
@@ -2932,26 +3070,27 @@ class trace_files {
         open_failed(path, err, "create");
         return false;
       }
-      if (taken.empty()) taken = path;
+      if (taken[0] == '\0') std::memcpy(taken, path, sizeof path);
     }
     s.state = file_slot::refused;
     diag(topic::file_refused,
          "cannot create a trace file: '%s' and its %u fresh names are taken; its events are "
          "dropped (counted)",
-         taken.c_str(), max_fresh_names);
+         taken, max_fresh_names);
     return false;
   }
 
   /// An fd for `s`: created on first use, reopened (and checked) after the cache closed it.
-  LOTUS_DETAIL_COLD bool acquire(file_slot& s, const text& stem, std::uint64_t id) noexcept {
+  LOTUS_DETAIL_COLD bool acquire(file_slot& s, int kind, std::uint64_t id) noexcept {
     make_room();
     if (s.state == file_slot::none) {
-      if (!create(s, stem, id)) return false;
+      if (!create(s, kind, id)) return false;
     } else {
-      const text path = name_of(s, stem, id);
+      char path[path_max];
+      path_of(path, s, kind, id);  // it fit when the file was created
       int fd = -1;
       do {
-        fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        fd = ::open(path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
       } while (fd < 0 && errno == EINTR);
       struct stat st {};
       const bool same = fd >= 0 && ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
@@ -2969,7 +3108,7 @@ class trace_files {
         diag(topic::file_refused,
              "trace file '%s' was removed, replaced or linked since lotus created it; it is not "
              "written again and its events are dropped (counted)",
-             path.c_str());
+             path);
         return false;
       }
       s.fd = fd;
@@ -2981,15 +3120,9 @@ class trace_files {
   /// write(2) of whole lines. A failed or short write (full disk) is cut back to the last whole
   /// line, so a file never ends in a partial record; returns the lines on disk.
   std::uint64_t append_lines(file_slot& s, const char* data, std::size_t n, std::uint64_t lines,
-                             const text& stem, std::uint64_t id) noexcept {
+                             int kind, std::uint64_t id) noexcept {
     if (append_all(s, data, n)) return lines;
-    return cut_to_lines(s, data, lines, stem, id);
-  }
-
-  text stem_of(bool main_file) const noexcept {
-    text stem = prefix_;
-    stem.add(main_file ? "_main_pid_" : "_worker_pid_");
-    return stem;
+    return cut_to_lines(s, data, lines, kind, id);
   }
 
   /// The common case: every byte written. Otherwise `failed_*` describe how far it got.
@@ -3013,7 +3146,7 @@ class trace_files {
 
   /// After a failed append: cut the file back to its last whole line; the lines kept are on disk.
   LOTUS_DETAIL_COLD std::uint64_t cut_to_lines(file_slot& s, const char* data, std::uint64_t lines,
-                                               const text& stem, std::uint64_t id) noexcept {
+                                               int kind, std::uint64_t id) noexcept {
     const std::size_t done = failed_done_;
     const int err = failed_errno_;
     std::size_t keep = done;
@@ -3025,15 +3158,16 @@ class trace_files {
     s.size += keep;
     std::uint64_t kept = 0;
     for (std::size_t i = 0; i < keep; ++i) kept += data[i] == '\n' ? 1u : 0u;
-    const text path = name_of(s, stem, id);
+    char path[path_max];
+    path_of(path, s, kind, id);
     if (err == ENOSPC || err == EDQUOT) {
       diag(topic::no_space,
            "cannot write trace file '%s': %s; events that do not fit are dropped (counted), a "
            "file never ends in a partial line",
-           path.c_str(), std::strerror(err));
+           path, std::strerror(err));
     } else {
       diag(topic::io_error, "cannot write trace file '%s': %s; its events are dropped (counted)",
-           path.c_str(), std::strerror(err));
+           path, std::strerror(err));
     }
     return kept < lines ? kept : lines;
   }
@@ -3103,8 +3237,9 @@ inline char* write_9_digits(char* p, std::uint32_t v) noexcept {
   return p + 8;
 }
 
-/// Write `v` in decimal (what std::to_chars does, without its template machinery).
-inline char* write_u64(char* p, std::uint64_t v) noexcept {
+/// Write `v` in decimal (what std::to_chars does, without its template machinery). Out of line:
+/// one copy serves the three numbers of a record.
+LOTUS_DETAIL_NOINLINE inline char* write_u64(char* p, std::uint64_t v) noexcept {
   char tmp[20];
   char* q = tmp + sizeof tmp;
   while (v >= 100) {
@@ -3143,23 +3278,19 @@ class epoch_formatter {
   char digits_[24] = {};
 };
 
-/// Growable output buffer for formatted records (no per-record allocation).
+/// Growable output buffer for formatted records (no per-record allocation). Never freed: the
+/// writer's buffers live as long as the (leaked) runtime.
 class out_buffer {
  public:
-  char* reserve(std::size_t n) {
-    if (size_ + n > cap_) {
-      std::size_t cap = std::max<std::size_t>(cap_ * 2, size_ + n + 4096);
-      std::unique_ptr<char[]> d(new char[cap]);
-      if (size_ != 0) std::memcpy(d.get(), data_.get(), size_);
-      data_ = std::move(d);
-      cap_ = cap;
-    }
-    return data_.get() + size_;
+  /// Room for `n` more bytes, or nullptr when out of memory.
+  char* reserve(std::size_t n) noexcept {
+    if (LOTUS_DETAIL_UNLIKELY(size_ + n > cap_) && !grow(n)) return nullptr;
+    return data_ + size_;
   }
-  void commit(std::size_t n) { size_ += n; }
-  const char* data() const { return data_.get(); }
-  std::size_t size() const { return size_; }
-  void clear() {
+  void commit(std::size_t n) noexcept { size_ += n; }
+  const char* data() const noexcept { return data_; }
+  std::size_t size() const noexcept { return size_; }
+  void clear() noexcept {
     size_ = 0;
     count = 0;
     sanitized = 0;
@@ -3168,7 +3299,16 @@ class out_buffer {
   std::uint64_t sanitized = 0;  // of which had sanitized names
 
  private:
-  std::unique_ptr<char[]> data_;
+  LOTUS_DETAIL_NOINLINE bool grow(std::size_t n) noexcept {
+    std::size_t cap = cap_ * 2;
+    if (cap < size_ + n + 4096) cap = size_ + n + 4096;
+    void* d = std::realloc(data_, cap);
+    if (d == nullptr) return false;
+    data_ = static_cast<char*>(d);
+    cap_ = cap;
+    return true;
+  }
+  char* data_ = nullptr;
   std::size_t size_ = 0, cap_ = 0;
 };
 
@@ -3181,23 +3321,26 @@ class trace_writer {
   /// Clock of this process (fixed at initialization) and the sidecar's extra lines (host, rank).
   void set_clock(int mode) noexcept { conv_.start(mode); }
   void set_sidecar_info(const text& info) noexcept { sidecar_info_ = info; }
-  tick_converter clock_model() {
-    std::lock_guard<std::mutex> lk(mu_);
+  tick_converter clock_model() noexcept {
+    const sync_hold lk(mu_);
     return conv_;
   }
   void adopt_clock(const tick_converter& c) noexcept { conv_ = c; }
 
   /// Where to write from now on; pending events of the old prefix were flushed by the caller.
-  void retarget(const std::string& prefix, std::chrono::milliseconds interval) {
-    std::lock_guard<std::mutex> lk(mu_);
-    if (prefix != prefix_) reopen_ = true;
-    prefix_ = prefix;
-    interval_ = interval;
+  void retarget(const text& prefix, std::uint64_t interval_ms) noexcept {
+    const sync_hold lk(mu_);
+    if (std::string_view(prefix.c_str(), prefix.size()) !=
+        std::string_view(prefix_.c_str(), prefix_.size())) {
+      reopen_ = true;
+      prefix_ = prefix;
+    }
+    interval_ms_ = interval_ms;
   }
 
   /// Starts the thread if needed (every signal blocked in it: it never runs the host's handlers).
   LOTUS_DETAIL_COLD bool start() noexcept {
-    std::lock_guard<std::mutex> lk(mu_);
+    const sync_hold lk(mu_);
     if (thread_started_) return true;
     sigset_t all, old;
     sigfillset(&all);
@@ -3225,30 +3368,33 @@ class trace_writer {
   }
 
   /// Blocks until every event pushed before the call is written.
-  void flush() noexcept {
-    std::unique_lock<std::mutex> lk(mu_);
+  LOTUS_DETAIL_COLD void flush() noexcept {
+    const sync_hold lk(mu_);
     if (!thread_started_) return;
     const std::uint64_t mine = ++flush_req_;
     cv_.notify_all();
-    done_cv_.wait(lk, [&] { return flush_done_ >= mine || !thread_started_ || exited_; });
+    while (flush_done_ < mine && thread_started_ && !exited_) done_cv_.wait(mu_);
   }
 
   /// Writes what is left and ends the thread. Waits at most `limit`: a writer stuck in the
   /// kernel (a hung network file system) must not hang the host at exit.
-  LOTUS_DETAIL_COLD void stop(std::chrono::milliseconds limit) noexcept {
-    std::unique_lock<std::mutex> lk(mu_);
+  LOTUS_DETAIL_COLD void stop(std::uint64_t limit_ms) noexcept {
+    const sync_hold lk(mu_);
     if (!thread_started_) return;
     stop_ = true;
     cv_.notify_all();
-    if (done_cv_.wait_for(lk, limit, [&] { return exited_; })) {
-      lk.unlock();
+    const std::uint64_t deadline = monotonic_ns() + limit_ms * 1000000u;
+    while (!exited_ && done_cv_.wait_until(mu_, deadline)) {
+    }
+    if (exited_) {
+      mu_.unlock();
       pthread_join(thread_, nullptr);
-      lk.lock();
+      mu_.lock();
     } else {
       diag(topic::writer,
-           "the trace writer did not finish within %lld ms (a stuck file system?); events not yet "
+           "the trace writer did not finish within %llu ms (a stuck file system?); events not yet "
            "written are lost",
-           static_cast<long long>(limit.count()));
+           static_cast<unsigned long long>(limit_ms));
       pthread_detach(thread_);
     }
     thread_started_ = false;
@@ -3269,11 +3415,10 @@ class trace_writer {
   LOTUS_DETAIL_COLD void fork_prepare() noexcept {
     forks_pending_.fetch_add(1, std::memory_order_relaxed);
     cycle_mu_.lock();
-    std::unique_lock<std::mutex> lk(mu_);
+    mu_.lock();  // stays locked until fork_parent() or the child's reset
     // A writer thread still starting is inside the C library and the allocator: let it reach its
     // loop first. (Not while it is stopping: its last cycle needs cycle_mu_.)
-    done_cv_.wait(lk, [this] { return !thread_started_ || in_loop_ || stop_; });
-    lk.release();  // mu_ stays locked until fork_parent() or the child's reset
+    while (thread_started_ && !in_loop_ && !stop_) done_cv_.wait(mu_);
   }
   LOTUS_DETAIL_COLD void fork_parent() noexcept {
     forks_pending_.fetch_sub(1, std::memory_order_relaxed);
@@ -3294,69 +3439,35 @@ class trace_writer {
     return nullptr;
   }
 
-  void format(const event& e, out_buffer& out) {
-    const label_table::label* n = labels_.find(e.loc);
-    if (n == nullptr) {  // out of memory for the label: this record is lost, and counted
-      discarded_.fetch_add(1, std::memory_order_relaxed);
-      diag(topic::no_memory, "out of memory while formatting trace records; they are dropped");
-      return;
-    }
-    char* p = out.reserve(n->size + 64);
-    char* const begin = p;
-    std::memcpy(p, n->text, n->size);
-    p += n->size;
-    const std::uint32_t flags = e.loc->flags;
-    if ((flags & flag_indexed) != 0) {
-      *p++ = '_';
-      p = write_u64(p, e.idx);
-    }
-    *p++ = ',';
-    const std::uint64_t start = conv_.to_ns(e.t0);
-    std::uint64_t dur = 1000;
-    if ((flags & flag_fixed_1us) == 0) {
-      const std::uint64_t end = conv_.to_ns(e.t1);
-      dur = end > start ? end - start : 0;
-    }
-    p = epoch_(p, start);
-    *p++ = ',';
-    p = write_u64(p, dur);
-    *p++ = '\n';
-    out.commit(static_cast<std::size_t>(p - begin));
-    ++out.count;
-    if (n->sanitized) ++out.sanitized;
+  LOTUS_DETAIL_COLD void format_failed() noexcept {
+    discarded_.fetch_add(1, std::memory_order_relaxed);
+    diag(topic::no_memory, "out of memory while formatting trace records; they are dropped");
   }
 
-  void write_out(thread_state& t, out_buffer& buf, bool main_file) {
-    if (buf.size() == 0) return;
-    const std::uint64_t on_disk =
-        discard_ ? 0 : files_.write(t, main_file, buf.data(), buf.size(), buf.count);
-    written_.fetch_add(on_disk, std::memory_order_relaxed);
-    if (on_disk == buf.count) {
-      sanitized_.fetch_add(buf.sanitized, std::memory_order_relaxed);
-    }
-    discarded_.fetch_add(buf.count - on_disk, std::memory_order_relaxed);
-    buf.clear();
-    if (files_.created_full()) flush_thread_lines();
-  }
+  // Per-record work, defined below the class.
+  void format(const event& e, out_buffer& out) noexcept;
+  LOTUS_DETAIL_NOINLINE inline void write_out(thread_state& t, out_buffer& buf,
+                                              bool main_file) noexcept;
+  /// Formats and writes one thread's pending events; follows its segments and collects the
+  /// drained ones for release. Returns true when the thread was busy (a segment half full).
+  bool drain(thread_state& t) noexcept;
 
   /// The sidecar's first lines for this process.
   LOTUS_DETAIL_COLD text sidecar_header() const noexcept {
     text head;
-    head.add("lotus-meta 1\nversion " LOTUS_VERSION_STRING "\npid ")
-        .add(static_cast<std::uint64_t>(::getpid()))
-        .add("\nppid ")
-        .add(static_cast<std::uint64_t>(::getppid()))
-        .add("\nprefix ")
-        .add(files_.base())
-        .add("\nclock ")
-        .add(conv_.mode() == mode_tsc ? "tsc " : "realtime ");
-    char rate[64];
-    std::snprintf(rate, sizeof rate, "%.9f\n", conv_.ns_per_tick());
-    return head.add(rate).add(sidecar_info_);
+    char line[160];
+    const int n =
+        std::snprintf(line, sizeof line,
+                      "lotus-meta 1\nversion " LOTUS_VERSION_STRING "\npid %d\nppid %d\nprefix ",
+                      static_cast<int>(::getpid()), static_cast<int>(::getppid()));
+    head.add(line, static_cast<std::size_t>(n)).add(files_.base());
+    const int m = std::snprintf(line, sizeof line, "\nclock %s %.9f\n",
+                                conv_.mode() == mode_tsc ? "tsc" : "realtime", conv_.ns_per_tick());
+    return head.add(line, static_cast<std::size_t>(m)).add(sidecar_info_);
   }
 
   /// The cycle's `thread` lines and the `file` lines of the trace files created, in one write.
-  void flush_thread_lines() {
+  void flush_thread_lines() noexcept {
     if (files_.created_pending()) {
       const text created = files_.take_created();
       if (thread_lines_.size() + created.size() > 4000) {
@@ -3370,139 +3481,116 @@ class trace_writer {
     thread_lines_ = text();
   }
 
-  void sidecar(const text& lines) {
+  void sidecar(const text& lines) noexcept {
     if (!discard_ && !files_.disabled()) files_.write_sidecar(sidecar_header(), lines);
   }
 
-  /// Formats and writes one thread's pending events; follows its segments and collects the
-  /// drained ones for release. Returns true when the thread was busy (a segment half full).
-  bool drain(thread_state& t) {
-    bool busy = false;
-    for (ring* r = t.read;;) {
-      std::uint64_t tail = r->tail.load(std::memory_order_relaxed);
-      const std::uint64_t head = r->head.load(std::memory_order_acquire);
-      busy = busy || head - tail > r->capacity / 2;
-      if (head != tail && !t.announced) {
-        t.announced = true;
-        // Collected and written once per cycle (or when the buffer is nearly full).
-        if (thread_lines_.size() > 3500) flush_thread_lines();
-        thread_lines_.add("thread ").add(t.tid).add(' ').add(t.name).add('\n');
-      }
-      constexpr std::size_t flush_bytes = 1u << 18;
-      while (tail != head) {
-        const std::uint64_t chunk = std::min<std::uint64_t>(head - tail, 4096);
-        for (std::uint64_t i = 0; i < chunk; ++i) {
-          const event& e = r->buf[(tail + i) & r->mask];
-          format(e, (e.loc->flags & flag_main) != 0 ? main_buf_ : worker_buf_);
-        }
-        tail += chunk;
-        r->tail.store(tail, std::memory_order_release);  // slots copied out: hand them back
-        if (worker_buf_.size() >= flush_bytes) write_out(t, worker_buf_, false);
-        if (main_buf_.size() >= flush_bytes) write_out(t, main_buf_, true);
-      }
-      ring* next = r->next.load(std::memory_order_acquire);
-      if (next == nullptr) break;
-      // The owner links `next` after its last push here: a head read now is final.
-      if (r->head.load(std::memory_order_acquire) != tail) continue;
-      // The owner moved `current` on before linking `next`; stats() may still hold the old value,
-      // and it reads under the registry lock, so free it under that lock (rare: a ring grows).
-      {
-        std::lock_guard<std::mutex> lk(threads_.mutex());
-        ring::destroy(r);
-      }
-      t.read = next;
-      r = next;
+  /// The thread's `thread` line, collected and written once per cycle (or when the buffer is
+  /// nearly full).
+  LOTUS_DETAIL_COLD void announce(thread_state& t) noexcept {
+    t.announced = true;
+    if (thread_lines_.size() > 3500) flush_thread_lines();
+    char line[64];
+    const int n = std::snprintf(line, sizeof line, "thread %llu %s\n",
+                                static_cast<unsigned long long>(t.tid), t.name);
+    thread_lines_.add(line, static_cast<std::size_t>(n));
+  }
+
+  /// A drained segment the owner has moved on from. stats() may still hold it (it reads under the
+  /// registry lock), so it is freed under that lock (rare: a ring grows).
+  LOTUS_DETAIL_COLD void retire_segment(thread_state& t, ring* r, ring* next) noexcept {
+    threads_.mutex().lock();
+    ring::destroy(r);
+    threads_.mutex().unlock();
+    t.read = next;
+  }
+
+  /// The first TSC rate needs a baseline: 2 ms bounds the error well below a microsecond.
+  LOTUS_DETAIL_COLD void await_calibration() noexcept {
+    const std::uint64_t ready = conv_.started_ns() + 2000000;
+    mu_.unlock();
+    while (realtime_ns() < ready) {
+      const timespec ts{0, 200000};
+      nanosleep(&ts, nullptr);
     }
-    write_out(t, worker_buf_, false);
-    write_out(t, main_buf_, true);
-    return busy;
+    mu_.lock();
+  }
+
+  /// Drains every thread once and writes the sidecar lines of the cycle (no lock held).
+  void cycle(bool reopen, bool stats) noexcept {
+    const std::uint64_t cpu0 = thread_cpu_ns();
+    if (!threads_.snapshot(cycle_threads_)) {
+      diag(topic::no_memory, "out of memory listing the recording threads; retried next cycle");
+    }
+    if (reopen) {
+      files_.start(std::string_view(cycle_prefix_.c_str(), cycle_prefix_.size()), cycle_threads_);
+    }
+    discard_ = files_.disabled();
+    busy_ = false;
+    for (thread_state* t : cycle_threads_) {
+      const bool retired = t->retired.load(std::memory_order_acquire);
+      if (drain(*t)) busy_ = true;
+      if (retired) {
+        files_.forget(*t);
+        if (!cycle_finished_.push(t)) break;  // out of memory: the rest next cycle
+      }
+    }
+    flush_thread_lines();
+    if (stats && stats_line_ != nullptr && files_.has_sidecar()) sidecar(stats_line_());
+    threads_.release(cycle_finished_);
+    cpu_ns_.fetch_add(thread_cpu_ns() - cpu0, std::memory_order_relaxed);
   }
 
   void loop() noexcept {
-    std::unique_lock<std::mutex> lk(mu_);
+    mu_.lock();
     in_loop_ = true;
     done_cv_.notify_all();  // a fork() waiting for the writer to start
-    bool busy = false;
     for (;;) {
       // A ring found half full is drained again at once; otherwise wake twice per interval so that
       // an event is on disk at most one interval after it ended.
-      if (!busy) {
-        const auto period = std::max(std::chrono::milliseconds(1), interval_ / 2);
-        cv_.wait_for(lk, period, [&] {
-          return stop_ || urgent_.load(std::memory_order_relaxed) || flush_req_ != flush_done_;
-        });
+      if (!busy_) {
+        const std::uint64_t half = interval_ms_ / 2 != 0 ? interval_ms_ / 2 : 1;
+        const std::uint64_t deadline = monotonic_ns() + half * 1000000u;
+        while (!stop_ && !urgent_.load(std::memory_order_relaxed) && flush_req_ == flush_done_ &&
+               cv_.wait_until(mu_, deadline)) {
+        }
       }
       // A busy writer would win the cycle lock back at once; let a waiting fork() go first.
       while (forks_pending_.load(std::memory_order_relaxed) != 0) {
-        cv_.wait_for(lk, std::chrono::milliseconds(1));
+        cv_.wait_until(mu_, monotonic_ns() + 1000000u);
       }
-      lk.unlock();
-      std::unique_lock<std::mutex> cycle(cycle_mu_);  // taken before mu_, as fork_prepare does
-      lk.lock();
+      mu_.unlock();
+      cycle_mu_.lock();  // taken before mu_, as fork_prepare does
+      mu_.lock();
       const std::uint64_t req = flush_req_;
       const bool stopping = stop_;
       urgent_.store(false, std::memory_order_relaxed);
-      if (!conv_.calibrated()) {
-        // The first rate needs a baseline; 2 ms bounds the error well below a microsecond.
-        const std::uint64_t ready = conv_.started_ns() + 2000000;
-        lk.unlock();
-        while (realtime_ns() < ready) {
-          const timespec ts{0, 200000};
-          nanosleep(&ts, nullptr);
-        }
-        lk.lock();
-      }
+      if (!conv_.calibrated()) await_calibration();
       conv_.reanchor();
       const bool reopen = reopen_;
       reopen_ = false;
-      const std::string prefix = prefix_;
-      lk.unlock();
+      if (reopen) cycle_prefix_ = prefix_;
+      mu_.unlock();
 
-      const std::uint64_t cpu0 = thread_cpu_ns();
-      if (!threads_.snapshot(cycle_threads_)) {
-        diag(topic::no_memory, "out of memory listing the recording threads; retried next cycle");
-      }
-      if (reopen) files_.start(prefix, cycle_threads_);
-      discard_ = files_.disabled();
-      busy = false;
-      for (thread_state* t : cycle_threads_) {
-        const bool retired = t->retired.load(std::memory_order_acquire);
-        try {
-          busy = drain(*t) || busy;
-        } catch (...) {
-          diag(topic::no_memory, "out of memory while formatting trace records; they are dropped");
-        }
-        if (retired) {
-          files_.forget(*t);
-          if (!cycle_finished_.push(t)) break;  // out of memory: the rest next cycle
-        }
-      }
-      flush_thread_lines();
-      if ((req != flush_done_ || stopping) && stats_line_ != nullptr) {
-        try {
-          if (files_.has_sidecar()) sidecar(stats_line_());
-        } catch (...) {
-        }
-      }
-      threads_.release(cycle_finished_);
-      cpu_ns_.fetch_add(thread_cpu_ns() - cpu0, std::memory_order_relaxed);
+      cycle(reopen, req != flush_done_ || stopping);
 
-      lk.lock();
+      mu_.lock();
       flush_done_ = req;
       done_cv_.notify_all();
-      cycle.unlock();
+      cycle_mu_.unlock();
       if (stopping) break;
     }
     exited_ = true;
     in_loop_ = false;
     done_cv_.notify_all();
+    mu_.unlock();
   }
 
   thread_registry& threads_;
-  std::mutex cycle_mu_;  // held by the writer for a whole cycle, and by fork() (taken before mu_)
-  std::mutex mu_;        // guards the control state below marked (mu)
-  std::condition_variable cv_;       // wakes the writer
-  std::condition_variable done_cv_;  // wakes flush(), stop() and fork_prepare()
+  sync_mutex cycle_mu_;  // held by the writer for a whole cycle, and by fork() (taken before mu_)
+  sync_mutex mu_;        // guards the control state below marked (mu)
+  sync_cond cv_;         // wakes the writer
+  sync_cond done_cv_;    // wakes flush(), stop() and fork_prepare()
   std::atomic<int> forks_pending_{0};
   std::atomic<bool> urgent_{false};
   std::atomic<bool> running_{false};
@@ -3512,9 +3600,9 @@ class trace_writer {
   bool exited_ = false;          // (mu) the thread has left loop()
   bool stop_ = false;            // (mu)
   bool reopen_ = true;           // (mu)
-  std::string prefix_;           // (mu)
-  std::chrono::milliseconds interval_{LOTUS_DEFAULT_FLUSH_INTERVAL_MS};  // (mu)
-  std::uint64_t flush_req_ = 0, flush_done_ = 0;                         // (mu)
+  text prefix_;                  // (mu)
+  std::uint64_t interval_ms_ = LOTUS_DEFAULT_FLUSH_INTERVAL_MS;  // (mu)
+  std::uint64_t flush_req_ = 0, flush_done_ = 0;                 // (mu)
   tick_converter conv_;  // (mu) re-anchored by the writer each cycle
   text sidecar_info_;
   text (*stats_line_)() = nullptr;
@@ -3526,12 +3614,89 @@ class trace_writer {
   // writer held must stay reachable there (LeakSanitizer checks children too).
   trace_files files_;
   bool discard_ = false;
+  bool busy_ = false;  // a ring was found half full in the last cycle
+  text cycle_prefix_;  // the prefix of a reopening cycle
   text thread_lines_;  // sidecar `thread` lines of this cycle
   out_buffer worker_buf_, main_buf_;
   ptr_list<thread_state> cycle_threads_, cycle_finished_;
   epoch_formatter epoch_;
   label_table labels_;
 };
+
+// ---- per-record work --------------------------------------------------------------------------
+
+inline void trace_writer::format(const event& e, out_buffer& out) noexcept {
+  const label_table::label* n = labels_.find(e.loc);
+  // Out of memory for the label or the buffer: this record is lost, and counted.
+  char* p = n != nullptr ? out.reserve(n->size + 64) : nullptr;
+  if (LOTUS_DETAIL_UNLIKELY(p == nullptr)) return format_failed();
+  char* const begin = p;
+  std::memcpy(p, n->text, n->size);
+  p += n->size;
+  const std::uint32_t flags = e.loc->flags;
+  if ((flags & flag_indexed) != 0) {
+    *p++ = '_';
+    p = write_u64(p, e.idx);
+  }
+  *p++ = ',';
+  const std::uint64_t start = conv_.to_ns(e.t0);
+  std::uint64_t dur = 1000;
+  if ((flags & flag_fixed_1us) == 0) {
+    const std::uint64_t end = conv_.to_ns(e.t1);
+    dur = end > start ? end - start : 0;
+  }
+  p = epoch_(p, start);
+  *p++ = ',';
+  p = write_u64(p, dur);
+  *p++ = '\n';
+  out.commit(static_cast<std::size_t>(p - begin));
+  ++out.count;
+  if (n->sanitized) ++out.sanitized;
+}
+
+void trace_writer::write_out(thread_state& t, out_buffer& buf, bool main_file) noexcept {
+  if (buf.size() == 0) return;
+  const std::uint64_t on_disk =
+      discard_ ? 0 : files_.write(t, main_file, buf.data(), buf.size(), buf.count);
+  written_.fetch_add(on_disk, std::memory_order_relaxed);
+  if (on_disk == buf.count) {
+    sanitized_.fetch_add(buf.sanitized, std::memory_order_relaxed);
+  }
+  discarded_.fetch_add(buf.count - on_disk, std::memory_order_relaxed);
+  buf.clear();
+  if (files_.created_full()) flush_thread_lines();
+}
+
+inline bool trace_writer::drain(thread_state& t) noexcept {
+  bool busy = false;
+  for (ring* r = t.read;;) {
+    std::uint64_t tail = r->tail.load(std::memory_order_relaxed);
+    const std::uint64_t head = r->head.load(std::memory_order_acquire);
+    busy = busy || head - tail > r->capacity / 2;
+    if (head != tail && !t.announced) announce(t);
+    constexpr std::size_t flush_bytes = 1u << 18;
+    while (tail != head) {
+      const std::uint64_t chunk = head - tail < 4096 ? head - tail : 4096;
+      for (std::uint64_t i = 0; i < chunk; ++i) {
+        const event& e = r->buf[(tail + i) & r->mask];
+        format(e, (e.loc->flags & flag_main) != 0 ? main_buf_ : worker_buf_);
+      }
+      tail += chunk;
+      r->tail.store(tail, std::memory_order_release);  // slots copied out: hand them back
+      if (worker_buf_.size() >= flush_bytes) write_out(t, worker_buf_, false);
+      if (main_buf_.size() >= flush_bytes) write_out(t, main_buf_, true);
+    }
+    ring* next = r->next.load(std::memory_order_acquire);
+    if (next == nullptr) break;
+    // The owner links `next` after its last push here: a head read now is final.
+    if (r->head.load(std::memory_order_acquire) != tail) continue;
+    retire_segment(t, r, next);
+    r = next;
+  }
+  write_out(t, worker_buf_, false);
+  write_out(t, main_buf_, true);
+  return busy;
+}
 
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
@@ -3544,7 +3709,7 @@ inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
 
 /// How long exit waits for the writer before giving up (a stuck file system must not hang it).
-constexpr std::chrono::milliseconds writer_stop_limit{5000};
+constexpr std::uint64_t writer_stop_limit_ms = 5000;
 
 /// `host` and, when set, the distributed-training rank variables, for the sidecar.
 LOTUS_DETAIL_COLD inline text sidecar_host_lines() noexcept {
@@ -3556,7 +3721,11 @@ LOTUS_DETAIL_COLD inline text sidecar_host_lines() noexcept {
       {"RANK", "rank"}, {"LOCAL_RANK", "local_rank"}, {"WORLD_SIZE", "world_size"}};
   for (const auto& v : vars) {
     std::uint64_t x = 0;
-    if (env_u64(v[0], 0, std::uint64_t{1} << 40, x)) out.add(v[1]).add(' ').add(x).add('\n');
+    if (!env_u64(v[0], 0, std::uint64_t{1} << 40, x)) continue;
+    char line[48];
+    const int n =
+        std::snprintf(line, sizeof line, "%s %llu\n", v[1], static_cast<unsigned long long>(x));
+    out.add(line, static_cast<std::size_t>(n));
   }
   return out;
 }
@@ -3590,16 +3759,15 @@ class runtime {
   ring* register_thread() noexcept;
   ring* push_full(ring* r, const source_location* loc, std::uint64_t t0, std::uint64_t t1,
                   std::uint64_t idx) noexcept;
-  void apply_locked(const options& o);
+  void apply_locked(const options& o) noexcept;
   void count_lost(std::atomic<std::uint64_t>& counter) noexcept {
     counter.fetch_add(1, std::memory_order_relaxed);
   }
 
-  std::mutex mu_;                   // settings; taken before the writer's and the registry's locks
+  sync_mutex mu_;                   // settings; taken before the writer's and the registry's locks
   bool initialized_ = false;        // (mu)
   env_settings env_;                // (mu)
-  options user_;                    // (mu) last configure()
-  settings set_;                    // (mu)
+  settings set_;                    // (mu) the last configure()'s options over env_
   int clock_mode_ = mode_realtime;  // (mu) fixed at first initialization
   // Read by push_slow without the lock.
   std::atomic<std::size_t> max_capacity_{LOTUS_DEFAULT_RING_CAPACITY};
@@ -3612,7 +3780,7 @@ class runtime {
   // on the same thread, or by a thread with no ring (allocation failed, or already torn down).
   std::atomic<std::uint64_t> lost_reentrant_{0}, lost_no_ring_{0};
 
-  std::mutex intern_mu_;       // interned run-time names
+  sync_mutex intern_mu_;       // interned run-time names
   intern_table interned_;      // (intern_mu)
   runtime* parent_ = nullptr;  // in a forked child: the parent's runtime, never freed
 };
@@ -3633,40 +3801,33 @@ LOTUS_DETAIL_COLD inline void at_exit_handler() noexcept { runtime::get().shutdo
 /// The sidecar's `stats` line of the current process.
 LOTUS_DETAIL_COLD inline text stats_line() noexcept {
   const trace_stats s = runtime::get().stats();
+  char buf[112];
+  const int n = std::snprintf(
+      buf, sizeof buf, "stats %llu %llu %llu %llu\n", static_cast<unsigned long long>(s.recorded),
+      static_cast<unsigned long long>(s.written), static_cast<unsigned long long>(s.dropped),
+      static_cast<unsigned long long>(s.sanitized));
   text line;
-  return line.add("stats ")
-      .add(s.recorded)
-      .add(' ')
-      .add(s.written)
-      .add(' ')
-      .add(s.dropped)
-      .add(' ')
-      .add(s.sanitized)
-      .add('\n');
+  return line.add(buf, static_cast<std::size_t>(n));
 }
 
 bool runtime::initialize() noexcept {
   const busy_guard busy;
-  std::lock_guard<std::mutex> lk(mu_);
+  const sync_hold lk(mu_);
   if (!initialized_) {
     initialized_ = true;
-    try {
-      env_ = env_settings::read();
-      writer_.set_sidecar_info(sidecar_host_lines());
-      writer_.set_stats_source(&stats_line);
-      apply_locked(user_);
-    } catch (...) {
-      g_mode.store(mode_off, std::memory_order_relaxed);
-      return false;
-    }
+    env_.read();
+    writer_.set_sidecar_info(sidecar_host_lines());
+    writer_.set_stats_source(&stats_line);
+    apply_locked(options());
     std::atexit(at_exit_handler);
     pthread_atfork(&runtime::fork_prepare, &runtime::fork_parent, &runtime::fork_child);
   }
   return g_mode.load(std::memory_order_relaxed) >= mode_tsc;
 }
 
-LOTUS_DETAIL_COLD inline void runtime::apply_locked(const options& o) {
-  settings s = merge_settings(o, env_);
+LOTUS_DETAIL_COLD inline void runtime::apply_locked(const options& o) noexcept {
+  settings& s = set_;
+  merge_settings(o, env_, s);
   // The clock is chosen once per process: ticks already in rings must keep their meaning.
   if (g_mode.load(std::memory_order_relaxed) == mode_uninit) {
     if (test_hooks::manual_clock.load(std::memory_order_relaxed) != nullptr) {
@@ -3685,10 +3846,9 @@ LOTUS_DETAIL_COLD inline void runtime::apply_locked(const options& o) {
     }
     writer_.set_clock(clock_mode_);
   }
-  set_ = std::move(s);
   max_capacity_.store(set_.ring_capacity, std::memory_order_relaxed);
   block_.store(set_.overflow == overflow_policy::block, std::memory_order_relaxed);
-  writer_.retarget(set_.log_file, set_.flush_interval);
+  writer_.retarget(set_.log_file, set_.flush_interval_ms);
   const bool on = set_.enabled && !set_.log_file.empty();
   g_mode.store(on ? clock_mode_ : mode_off, std::memory_order_release);
   if (on) writer_.start();
@@ -3698,13 +3858,8 @@ LOTUS_DETAIL_COLD inline void runtime::configure(const options& o) {
   initialize();  // reads the environment once; the options below may still turn tracing on
   flush();       // events recorded under the old settings go to the old files
   const busy_guard busy;
-  std::lock_guard<std::mutex> lk(mu_);
-  try {
-    user_ = o;
-    apply_locked(user_);
-  } catch (...) {
-    g_mode.store(mode_off, std::memory_order_relaxed);
-  }
+  const sync_hold lk(mu_);
+  apply_locked(o);
 }
 
 LOTUS_DETAIL_COLD inline void runtime::shutdown() noexcept {
@@ -3712,7 +3867,7 @@ LOTUS_DETAIL_COLD inline void runtime::shutdown() noexcept {
   if (g_mode.load(std::memory_order_relaxed) >= mode_tsc) {
     g_mode.store(mode_off, std::memory_order_relaxed);
   }
-  writer_.stop(writer_stop_limit);
+  writer_.stop(writer_stop_limit_ms);
 }
 
 inline trace_stats runtime::stats() noexcept {
@@ -3733,7 +3888,7 @@ inline const source_location& runtime::intern(std::string_view name, std::uint32
   const source_location* loc = nullptr;
   {
     const busy_guard busy;
-    std::lock_guard<std::mutex> lk(intern_mu_);
+    const sync_hold lk(intern_mu_);
     loc = interned_.find_or_add(name.data(), name.size(), flags);
   }
   if (loc == nullptr) throw std::bad_alloc();
@@ -3832,8 +3987,8 @@ LOTUS_DETAIL_COLD inline ring* runtime::register_thread() noexcept {
       nanosleep(&ts, nullptr);
     }
   }
-  const std::size_t first =
-      std::min<std::size_t>(ring_initial, max_capacity_.load(std::memory_order_relaxed));
+  const std::size_t max = max_capacity_.load(std::memory_order_relaxed);
+  const std::size_t first = ring_initial < max ? ring_initial : max;
   thread_state* t = thread_registry::make(first);
   if (t == nullptr || !threads_.add(t)) {
     if (t != nullptr) thread_registry::destroy(t);
@@ -3860,7 +4015,7 @@ inline ring* runtime::push_full(ring* r, const source_location* loc, std::uint64
   // Grow: a segment twice as large continues the indices; the writer drains the old one first.
   const std::size_t max = max_capacity_.load(std::memory_order_relaxed);
   if (r->capacity < max) {
-    ring* bigger = ring::make(std::min<std::uint64_t>(r->capacity * 2, max), h, r->owner);
+    ring* bigger = ring::make(r->capacity * 2 < max ? r->capacity * 2 : max, h, r->owner);
     if (bigger != nullptr) {
       bigger->publish(h, loc, t0, t1, idx);
       r->owner->current.store(bigger, std::memory_order_release);
@@ -3968,22 +4123,17 @@ LOTUS_DETAIL_COLD inline void runtime::fork_child() noexcept {
     g_mode.store(mode_off, std::memory_order_relaxed);
     return;
   }
-  try {
-    fresh->initialized_ = true;
-    fresh->env_ = old->env_;
-    fresh->user_ = old->user_;
-    fresh->set_ = old->set_;
-    fresh->clock_mode_ = old->clock_mode_;
-    fresh->max_capacity_.store(old->max_capacity_.load());
-    fresh->block_.store(old->block_.load());
-    fresh->writer_.adopt_clock(old->writer_.clock_model());
-    fresh->writer_.set_sidecar_info(sidecar_host_lines());
-    fresh->writer_.set_stats_source(&stats_line);
-    fresh->writer_.retarget(old->set_.log_file, old->set_.flush_interval);
-    old->interned_.move_to(fresh->interned_);  // interned locations must stay valid
-  } catch (...) {
-    g_mode.store(mode_off, std::memory_order_relaxed);
-  }
+  fresh->initialized_ = true;
+  fresh->env_ = old->env_;
+  fresh->set_ = old->set_;
+  fresh->clock_mode_ = old->clock_mode_;
+  fresh->max_capacity_.store(old->max_capacity_.load());
+  fresh->block_.store(old->block_.load());
+  fresh->writer_.adopt_clock(old->writer_.clock_model());
+  fresh->writer_.set_sidecar_info(sidecar_host_lines());
+  fresh->writer_.set_stats_source(&stats_line);
+  fresh->writer_.retarget(old->set_.log_file, old->set_.flush_interval_ms);
+  old->interned_.move_to(fresh->interned_);  // interned locations must stay valid
   fresh->parent_ = old;  // the parent's runtime and rings stay allocated (and reachable)
   g_runtime = fresh;
 }
@@ -4030,6 +4180,8 @@ LOTUS_DETAIL_API std::uint64_t writer_cpu_ns() noexcept { return runtime::get().
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
+
+LOTUS_DETAIL_COLD_CODE_END
 #endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_RUNTIME_HPP
 // ---- end lotus/detail/runtime.hpp ----
 #  endif

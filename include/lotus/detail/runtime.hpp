@@ -2,43 +2,61 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
-#include <pthread.h>  // pthread_atfork
-#include <sched.h>    // sched_yield
-#include <unistd.h>   // gethostname
+// Every system header of the runtime's headers, before the cold-code region opens (see
+// LOTUS_DETAIL_COLD_CODE_BEGIN): a header first included inside it would be compiled as cold code
+// for the rest of the translation unit.
+#if defined(__x86_64__) || defined(__i386__)
+#  include <cpuid.h>  // __get_cpuid (calibration.hpp)
+#endif
+#include <errno.h>        // errno
+#include <fcntl.h>        // open, O_*
+#include <pthread.h>      // pthread_atfork, pthread_mutex_t
+#include <sched.h>        // sched_yield
+#include <signal.h>       // sigfillset
+#include <sys/prctl.h>    // PR_GET_NAME
+#include <sys/stat.h>     // fstat, lstat, mkdir
+#include <sys/syscall.h>  // SYS_gettid
+#include <time.h>         // clock_gettime, nanosleep
+#include <unistd.h>       // gethostname, write, close
 
-#include <algorithm>    // min
 #include <atomic>       // atomic
-#include <chrono>       // milliseconds
+#include <cstdarg>      // va_list
+#include <cstddef>      // size_t
 #include <cstdint>      // uint64_t
+#include <cstdio>       // snprintf
 #include <cstdlib>      // atexit, malloc
-#include <memory>       // unique_ptr
-#include <mutex>        // mutex
+#include <cstring>      // memcpy, strerror
 #include <new>          // bad_alloc
-#include <string>       // string
 #include <string_view>  // string_view
 
+// The hot path's headers (included by scope.hpp already in the usual order).
 #include "lotus/clock.hpp"
 #include "lotus/config.hpp"
+#include "lotus/detail/entry.hpp"
+#include "lotus/detail/name_cache.hpp"
+#include "lotus/detail/platform.hpp"
+#include "lotus/detail/ring.hpp"
+#include "lotus/options.hpp"
+#include "lotus/source_location.hpp"
+
+LOTUS_DETAIL_COLD_CODE_BEGIN
+
 #include "lotus/detail/calibration.hpp"
 #include "lotus/detail/diagnostics.hpp"
-#include "lotus/detail/entry.hpp"
 #include "lotus/detail/env.hpp"
 #include "lotus/detail/intern.hpp"
-#include "lotus/detail/name_cache.hpp"
-#include "lotus/detail/ring.hpp"
 #include "lotus/detail/settings.hpp"
+#include "lotus/detail/sync.hpp"
 #include "lotus/detail/test_hooks.hpp"
 #include "lotus/detail/threads.hpp"
 #include "lotus/detail/writer.hpp"
-#include "lotus/options.hpp"
-#include "lotus/source_location.hpp"
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
 
 /// How long exit waits for the writer before giving up (a stuck file system must not hang it).
-constexpr std::chrono::milliseconds writer_stop_limit{5000};
+constexpr std::uint64_t writer_stop_limit_ms = 5000;
 
 /// `host` and, when set, the distributed-training rank variables, for the sidecar.
 LOTUS_DETAIL_COLD inline text sidecar_host_lines() noexcept {
@@ -50,7 +68,11 @@ LOTUS_DETAIL_COLD inline text sidecar_host_lines() noexcept {
       {"RANK", "rank"}, {"LOCAL_RANK", "local_rank"}, {"WORLD_SIZE", "world_size"}};
   for (const auto& v : vars) {
     std::uint64_t x = 0;
-    if (env_u64(v[0], 0, std::uint64_t{1} << 40, x)) out.add(v[1]).add(' ').add(x).add('\n');
+    if (!env_u64(v[0], 0, std::uint64_t{1} << 40, x)) continue;
+    char line[48];
+    const int n =
+        std::snprintf(line, sizeof line, "%s %llu\n", v[1], static_cast<unsigned long long>(x));
+    out.add(line, static_cast<std::size_t>(n));
   }
   return out;
 }
@@ -84,16 +106,15 @@ class runtime {
   ring* register_thread() noexcept;
   ring* push_full(ring* r, const source_location* loc, std::uint64_t t0, std::uint64_t t1,
                   std::uint64_t idx) noexcept;
-  void apply_locked(const options& o);
+  void apply_locked(const options& o) noexcept;
   void count_lost(std::atomic<std::uint64_t>& counter) noexcept {
     counter.fetch_add(1, std::memory_order_relaxed);
   }
 
-  std::mutex mu_;                   // settings; taken before the writer's and the registry's locks
+  sync_mutex mu_;                   // settings; taken before the writer's and the registry's locks
   bool initialized_ = false;        // (mu)
   env_settings env_;                // (mu)
-  options user_;                    // (mu) last configure()
-  settings set_;                    // (mu)
+  settings set_;                    // (mu) the last configure()'s options over env_
   int clock_mode_ = mode_realtime;  // (mu) fixed at first initialization
   // Read by push_slow without the lock.
   std::atomic<std::size_t> max_capacity_{LOTUS_DEFAULT_RING_CAPACITY};
@@ -106,7 +127,7 @@ class runtime {
   // on the same thread, or by a thread with no ring (allocation failed, or already torn down).
   std::atomic<std::uint64_t> lost_reentrant_{0}, lost_no_ring_{0};
 
-  std::mutex intern_mu_;       // interned run-time names
+  sync_mutex intern_mu_;       // interned run-time names
   intern_table interned_;      // (intern_mu)
   runtime* parent_ = nullptr;  // in a forked child: the parent's runtime, never freed
 };
@@ -127,40 +148,33 @@ LOTUS_DETAIL_COLD inline void at_exit_handler() noexcept { runtime::get().shutdo
 /// The sidecar's `stats` line of the current process.
 LOTUS_DETAIL_COLD inline text stats_line() noexcept {
   const trace_stats s = runtime::get().stats();
+  char buf[112];
+  const int n = std::snprintf(
+      buf, sizeof buf, "stats %llu %llu %llu %llu\n", static_cast<unsigned long long>(s.recorded),
+      static_cast<unsigned long long>(s.written), static_cast<unsigned long long>(s.dropped),
+      static_cast<unsigned long long>(s.sanitized));
   text line;
-  return line.add("stats ")
-      .add(s.recorded)
-      .add(' ')
-      .add(s.written)
-      .add(' ')
-      .add(s.dropped)
-      .add(' ')
-      .add(s.sanitized)
-      .add('\n');
+  return line.add(buf, static_cast<std::size_t>(n));
 }
 
 bool runtime::initialize() noexcept {
   const busy_guard busy;
-  std::lock_guard<std::mutex> lk(mu_);
+  const sync_hold lk(mu_);
   if (!initialized_) {
     initialized_ = true;
-    try {
-      env_ = env_settings::read();
-      writer_.set_sidecar_info(sidecar_host_lines());
-      writer_.set_stats_source(&stats_line);
-      apply_locked(user_);
-    } catch (...) {
-      g_mode.store(mode_off, std::memory_order_relaxed);
-      return false;
-    }
+    env_.read();
+    writer_.set_sidecar_info(sidecar_host_lines());
+    writer_.set_stats_source(&stats_line);
+    apply_locked(options());
     std::atexit(at_exit_handler);
     pthread_atfork(&runtime::fork_prepare, &runtime::fork_parent, &runtime::fork_child);
   }
   return g_mode.load(std::memory_order_relaxed) >= mode_tsc;
 }
 
-LOTUS_DETAIL_COLD inline void runtime::apply_locked(const options& o) {
-  settings s = merge_settings(o, env_);
+LOTUS_DETAIL_COLD inline void runtime::apply_locked(const options& o) noexcept {
+  settings& s = set_;
+  merge_settings(o, env_, s);
   // The clock is chosen once per process: ticks already in rings must keep their meaning.
   if (g_mode.load(std::memory_order_relaxed) == mode_uninit) {
     if (test_hooks::manual_clock.load(std::memory_order_relaxed) != nullptr) {
@@ -179,10 +193,9 @@ LOTUS_DETAIL_COLD inline void runtime::apply_locked(const options& o) {
     }
     writer_.set_clock(clock_mode_);
   }
-  set_ = std::move(s);
   max_capacity_.store(set_.ring_capacity, std::memory_order_relaxed);
   block_.store(set_.overflow == overflow_policy::block, std::memory_order_relaxed);
-  writer_.retarget(set_.log_file, set_.flush_interval);
+  writer_.retarget(set_.log_file, set_.flush_interval_ms);
   const bool on = set_.enabled && !set_.log_file.empty();
   g_mode.store(on ? clock_mode_ : mode_off, std::memory_order_release);
   if (on) writer_.start();
@@ -192,13 +205,8 @@ LOTUS_DETAIL_COLD inline void runtime::configure(const options& o) {
   initialize();  // reads the environment once; the options below may still turn tracing on
   flush();       // events recorded under the old settings go to the old files
   const busy_guard busy;
-  std::lock_guard<std::mutex> lk(mu_);
-  try {
-    user_ = o;
-    apply_locked(user_);
-  } catch (...) {
-    g_mode.store(mode_off, std::memory_order_relaxed);
-  }
+  const sync_hold lk(mu_);
+  apply_locked(o);
 }
 
 LOTUS_DETAIL_COLD inline void runtime::shutdown() noexcept {
@@ -206,7 +214,7 @@ LOTUS_DETAIL_COLD inline void runtime::shutdown() noexcept {
   if (g_mode.load(std::memory_order_relaxed) >= mode_tsc) {
     g_mode.store(mode_off, std::memory_order_relaxed);
   }
-  writer_.stop(writer_stop_limit);
+  writer_.stop(writer_stop_limit_ms);
 }
 
 inline trace_stats runtime::stats() noexcept {
@@ -227,7 +235,7 @@ inline const source_location& runtime::intern(std::string_view name, std::uint32
   const source_location* loc = nullptr;
   {
     const busy_guard busy;
-    std::lock_guard<std::mutex> lk(intern_mu_);
+    const sync_hold lk(intern_mu_);
     loc = interned_.find_or_add(name.data(), name.size(), flags);
   }
   if (loc == nullptr) throw std::bad_alloc();
@@ -326,8 +334,8 @@ LOTUS_DETAIL_COLD inline ring* runtime::register_thread() noexcept {
       nanosleep(&ts, nullptr);
     }
   }
-  const std::size_t first =
-      std::min<std::size_t>(ring_initial, max_capacity_.load(std::memory_order_relaxed));
+  const std::size_t max = max_capacity_.load(std::memory_order_relaxed);
+  const std::size_t first = ring_initial < max ? ring_initial : max;
   thread_state* t = thread_registry::make(first);
   if (t == nullptr || !threads_.add(t)) {
     if (t != nullptr) thread_registry::destroy(t);
@@ -354,7 +362,7 @@ inline ring* runtime::push_full(ring* r, const source_location* loc, std::uint64
   // Grow: a segment twice as large continues the indices; the writer drains the old one first.
   const std::size_t max = max_capacity_.load(std::memory_order_relaxed);
   if (r->capacity < max) {
-    ring* bigger = ring::make(std::min<std::uint64_t>(r->capacity * 2, max), h, r->owner);
+    ring* bigger = ring::make(r->capacity * 2 < max ? r->capacity * 2 : max, h, r->owner);
     if (bigger != nullptr) {
       bigger->publish(h, loc, t0, t1, idx);
       r->owner->current.store(bigger, std::memory_order_release);
@@ -462,22 +470,17 @@ LOTUS_DETAIL_COLD inline void runtime::fork_child() noexcept {
     g_mode.store(mode_off, std::memory_order_relaxed);
     return;
   }
-  try {
-    fresh->initialized_ = true;
-    fresh->env_ = old->env_;
-    fresh->user_ = old->user_;
-    fresh->set_ = old->set_;
-    fresh->clock_mode_ = old->clock_mode_;
-    fresh->max_capacity_.store(old->max_capacity_.load());
-    fresh->block_.store(old->block_.load());
-    fresh->writer_.adopt_clock(old->writer_.clock_model());
-    fresh->writer_.set_sidecar_info(sidecar_host_lines());
-    fresh->writer_.set_stats_source(&stats_line);
-    fresh->writer_.retarget(old->set_.log_file, old->set_.flush_interval);
-    old->interned_.move_to(fresh->interned_);  // interned locations must stay valid
-  } catch (...) {
-    g_mode.store(mode_off, std::memory_order_relaxed);
-  }
+  fresh->initialized_ = true;
+  fresh->env_ = old->env_;
+  fresh->set_ = old->set_;
+  fresh->clock_mode_ = old->clock_mode_;
+  fresh->max_capacity_.store(old->max_capacity_.load());
+  fresh->block_.store(old->block_.load());
+  fresh->writer_.adopt_clock(old->writer_.clock_model());
+  fresh->writer_.set_sidecar_info(sidecar_host_lines());
+  fresh->writer_.set_stats_source(&stats_line);
+  fresh->writer_.retarget(old->set_.log_file, old->set_.flush_interval_ms);
+  old->interned_.move_to(fresh->interned_);  // interned locations must stay valid
   fresh->parent_ = old;  // the parent's runtime and rings stay allocated (and reachable)
   g_runtime = fresh;
 }
@@ -524,3 +527,5 @@ LOTUS_DETAIL_API std::uint64_t writer_cpu_ns() noexcept { return runtime::get().
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
+
+LOTUS_DETAIL_COLD_CODE_END

@@ -4,15 +4,14 @@
 
 #include <unistd.h>  // getcwd
 
-#include <chrono>    // milliseconds
-#include <cstddef>   // size_t
-#include <cstdint>   // uint64_t
-#include <optional>  // optional
-#include <string>    // string
+#include <cstddef>      // size_t
+#include <cstdint>      // uint64_t
+#include <string_view>  // string_view
 
 #include "lotus/config.hpp"
 #include "lotus/detail/diagnostics.hpp"
 #include "lotus/detail/env.hpp"
+#include "lotus/detail/text.hpp"
 #include "lotus/options.hpp"
 
 namespace lotus {
@@ -24,10 +23,10 @@ constexpr std::size_t ring_min = 64, ring_max = std::size_t{1} << 26, ring_initi
 
 /// Options after applying configure() > environment > defaults.
 struct settings {
-  std::string log_file;  // absolute prefix; empty: tracing off
+  text log_file;  // absolute prefix; empty: tracing off
   bool enabled = true;
   std::size_t ring_capacity = LOTUS_DEFAULT_RING_CAPACITY;  // largest segment, a power of two
-  std::chrono::milliseconds flush_interval{LOTUS_DEFAULT_FLUSH_INTERVAL_MS};
+  std::uint64_t flush_interval_ms = LOTUS_DEFAULT_FLUSH_INTERVAL_MS;
   overflow_policy overflow = overflow_policy::block;
   clock_source clock = clock_source::automatic;
 };
@@ -35,35 +34,43 @@ struct settings {
 /// A trace prefix as lotus uses it, or false (one warning) when it cannot be used: control
 /// characters are refused (a newline would split file names and sidecar lines); a directory
 /// gets `lotustrace_log` appended; a relative prefix is made absolute now, so a later chdir() of
-/// the host changes nothing.
-LOTUS_DETAIL_COLD inline bool resolve_prefix(const std::string& raw, const char* source,
-                                             std::string& out) {
-  if (has_control_char(raw.c_str()) || raw.find('\0') != std::string::npos) {
-    diag_config("ignoring %s (it contains a control character); tracing stays off", source);
-    return false;
-  }
-  std::string p = raw;
-  if (p.back() == '/') {
-    diag_config(
-        "%s='%.300s' names a directory; writing %slotustrace_log_* (a prefix such as "
-        "dir/lotustrace_log is expected)",
-        source, raw.c_str(), raw.c_str());
-    p += "lotustrace_log";
-  }
-  if (p[0] != '/') {
-    char cwd[4096];
-    if (::getcwd(cwd, sizeof cwd) == nullptr) {
-      diag_config("cannot resolve the relative %s='%.300s' (getcwd failed); tracing stays off",
-                  source, raw.c_str());
+/// the host changes nothing. `raw` is not empty.
+LOTUS_DETAIL_COLD inline bool resolve_prefix(std::string_view raw, const char* source,
+                                             text& out) noexcept {
+  out.clear();
+  const std::string_view orig = raw;
+  const int shown = raw.size() < 300 ? static_cast<int>(raw.size()) : 300;
+  for (const char ch : raw) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c == 0x7f) {
+      diag_config("ignoring %s (it contains a control character); tracing stays off", source);
       return false;
     }
-    std::string abs = cwd;
-    if (abs.back() != '/') abs += '/';
-    std::size_t skip = 0;
-    while (p.compare(skip, 2, "./") == 0) skip += 2;
-    out = abs + p.substr(skip);
-  } else {
-    out = std::move(p);
+  }
+  if (raw.empty()) return false;
+  if (raw[0] != '/') {
+    char cwd[4096];
+    if (::getcwd(cwd, sizeof cwd) == nullptr) {
+      diag_config("cannot resolve the relative %s='%.*s' (getcwd failed); tracing stays off",
+                  source, shown, orig.data());
+      return false;
+    }
+    out.add(cwd);
+    if (out.c_str()[out.size() - 1] != '/') out.add('/');
+    while (raw.size() >= 2 && raw[0] == '.' && raw[1] == '/') raw.remove_prefix(2);
+  }
+  out.add(raw);
+  if (orig.back() == '/') {
+    diag_config(
+        "%s='%.*s' names a directory; writing %.*slotustrace_log_* (a prefix such as "
+        "dir/lotustrace_log is expected)",
+        source, shown, orig.data(), shown, orig.data());
+    out.add("lotustrace_log");
+  }
+  if (out.overflow) {
+    diag_config("%s='%.*s' is longer than a path may be; tracing stays off", source, shown,
+                orig.data());
+    return false;
   }
   return true;
 }
@@ -75,73 +82,69 @@ inline std::size_t round_up_pow2(std::size_t n) {
 }
 
 /// The environment, parsed once per process; every bad value warns once and keeps the default.
+/// A `has_*` flag is false when the variable is unset or was refused.
 struct env_settings {
-  std::optional<std::string> log_file;  // already resolved
-  std::optional<bool> enabled;
-  std::optional<std::size_t> ring_capacity;
-  std::optional<std::chrono::milliseconds> flush_interval;
-  std::optional<overflow_policy> overflow;
-  std::optional<clock_source> clock;
+  text log_file;  // already resolved
+  bool has_log_file = false, has_enabled = false, has_ring_capacity = false;
+  bool has_flush_interval = false, has_overflow = false, has_clock = false;
+  bool enabled = true;
+  std::size_t ring_capacity = 0;
+  std::uint64_t flush_interval_ms = 0;
+  overflow_policy overflow = overflow_policy::block;
+  clock_source clock = clock_source::automatic;
 
-  LOTUS_DETAIL_COLD static env_settings read() {
-    env_settings e;
+  LOTUS_DETAIL_COLD void read() noexcept {
+    // A refused value leaves it unset: tracing stays off unless configure() names a prefix.
     if (const char* v = env_text("LOTUS_LOG_FILE")) {
-      std::string resolved;
-      // A refused value leaves it unset: tracing stays off unless configure() names a prefix.
-      if (resolve_prefix(v, "LOTUS_LOG_FILE", resolved)) e.log_file = std::move(resolved);
+      has_log_file = resolve_prefix(v, "LOTUS_LOG_FILE", log_file);
     }
     const int off = env_flag("LOTUS_DISABLE");
-    if (off >= 0) e.enabled = off == 0;
+    has_enabled = off >= 0;
+    enabled = off <= 0;
     std::uint64_t x = 0;
-    if (env_u64("LOTUS_RING_CAPACITY", ring_min, ring_max, x)) {
-      e.ring_capacity = static_cast<std::size_t>(x);
-    }
-    if (env_u64("LOTUS_FLUSH_INTERVAL_MS", 1, 60000, x)) {
-      e.flush_interval = std::chrono::milliseconds(static_cast<std::int64_t>(x));
-    }
+    has_ring_capacity = env_u64("LOTUS_RING_CAPACITY", ring_min, ring_max, x);
+    ring_capacity = static_cast<std::size_t>(x);
+    has_flush_interval = env_u64("LOTUS_FLUSH_INTERVAL_MS", 1, 60000, flush_interval_ms);
     static const char* const overflow_names[] = {"block", "drop", nullptr};
     const int o = env_choice("LOTUS_OVERFLOW", overflow_names);
-    if (o >= 0) e.overflow = o == 0 ? overflow_policy::block : overflow_policy::drop;
+    has_overflow = o >= 0;
+    overflow = o == 1 ? overflow_policy::drop : overflow_policy::block;
     static const char* const clock_names[] = {"auto", "tsc", "realtime", nullptr};
     const int c = env_choice("LOTUS_CLOCK", clock_names);
-    if (c >= 0) {
-      e.clock = c == 0   ? clock_source::automatic
-                : c == 1 ? clock_source::tsc
-                         : clock_source::realtime;
-    }
-    return e;
+    has_clock = c >= 0;
+    clock = c == 1 ? clock_source::tsc : c == 2 ? clock_source::realtime : clock_source::automatic;
   }
 };
 
-/// configure()'s options over the environment over the defaults.
-LOTUS_DETAIL_COLD inline settings merge_settings(const options& o, const env_settings& env) {
-  settings s;
+/// configure()'s options over the environment over the defaults, into `s`.
+LOTUS_DETAIL_COLD inline void merge_settings(const options& o, const env_settings& env,
+                                             settings& s) noexcept {
+  s.log_file.clear();
   if (o.log_file) {
-    if (!o.log_file->empty()) {
-      std::string resolved;
-      if (resolve_prefix(*o.log_file, "options::log_file", resolved))
-        s.log_file = std::move(resolved);
+    if (!o.log_file->empty() && !resolve_prefix(*o.log_file, "options::log_file", s.log_file)) {
+      s.log_file.clear();
     }
-  } else if (env.log_file) {
-    s.log_file = *env.log_file;
+  } else if (env.has_log_file) {
+    s.log_file = env.log_file;
   }
-  s.enabled = o.enabled ? *o.enabled : env.enabled.value_or(true);
+  s.enabled = o.enabled ? *o.enabled : env.enabled;
+  s.ring_capacity = LOTUS_DEFAULT_RING_CAPACITY;
   if (o.ring_capacity && (*o.ring_capacity < ring_min || *o.ring_capacity > ring_max)) {
     diag_config("options::ring_capacity out of range [64, 67108864]; using the default");
   } else if (o.ring_capacity) {
     s.ring_capacity = *o.ring_capacity;
-  } else if (env.ring_capacity) {
-    s.ring_capacity = *env.ring_capacity;
+  } else if (env.has_ring_capacity) {
+    s.ring_capacity = env.ring_capacity;
   }
   s.ring_capacity = round_up_pow2(s.ring_capacity);
+  s.flush_interval_ms = LOTUS_DEFAULT_FLUSH_INTERVAL_MS;
   if (o.flush_interval && o.flush_interval->count() >= 1) {
-    s.flush_interval = *o.flush_interval;
-  } else if (env.flush_interval) {
-    s.flush_interval = *env.flush_interval;
+    s.flush_interval_ms = static_cast<std::uint64_t>(o.flush_interval->count());
+  } else if (env.has_flush_interval) {
+    s.flush_interval_ms = env.flush_interval_ms;
   }
-  s.overflow = o.overflow ? *o.overflow : env.overflow.value_or(overflow_policy::block);
-  s.clock = o.clock ? *o.clock : env.clock.value_or(clock_source::automatic);
-  return s;
+  s.overflow = o.overflow ? *o.overflow : env.overflow;
+  s.clock = o.clock ? *o.clock : env.clock;
 }
 
 }  // namespace detail

@@ -48,6 +48,11 @@ class text {
   }
   text& add(char c) noexcept { return add(&c, 1); }
 
+  void clear() noexcept {
+    size_ = 0;
+    buf_[0] = '\0';
+    overflow = false;
+  }
   void resize(std::size_t n) noexcept {
     if (n < size_) {
       size_ = n;

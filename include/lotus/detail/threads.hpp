@@ -11,11 +11,11 @@
 #include <cstdint>  // uint64_t
 #include <cstdlib>  // realloc, free
 #include <cstring>  // memcpy
-#include <mutex>    // mutex
 #include <new>      // nothrow
 
 #include "lotus/config.hpp"
 #include "lotus/detail/ring.hpp"
+#include "lotus/detail/sync.hpp"
 #include "lotus/detail/test_hooks.hpp"
 
 namespace lotus {
@@ -149,13 +149,13 @@ class thread_registry {
   }
 
   bool add(thread_state* t) noexcept {
-    std::lock_guard<std::mutex> lk(mu_);
+    const sync_hold lk(mu_);
     return threads_.push(t);
   }
 
   /// The live records now; false when out of memory (`out` then keeps its previous content).
   bool snapshot(ptr_list<thread_state>& out) noexcept {
-    std::lock_guard<std::mutex> lk(mu_);
+    const sync_hold lk(mu_);
     return out.assign(threads_);
   }
 
@@ -163,7 +163,7 @@ class thread_registry {
   /// stats() reads the records.
   void release(ptr_list<thread_state>& finished) noexcept {
     if (finished.empty()) return;
-    std::lock_guard<std::mutex> lk(mu_);
+    const sync_hold lk(mu_);
     exited_.fetch_sub(finished.size(), std::memory_order_relaxed);
     for (thread_state* t : finished) {
       retired_pushed_ += t->pushed();
@@ -186,7 +186,7 @@ class thread_registry {
 
   /// Events pushed into rings and dropped by producers, over live and finished threads.
   void totals(std::uint64_t& pushed, std::uint64_t& dropped) noexcept {
-    std::lock_guard<std::mutex> lk(mu_);
+    const sync_hold lk(mu_);
     pushed = retired_pushed_;
     dropped = retired_dropped_;
     for (const thread_state* t : threads_) {
@@ -200,12 +200,12 @@ class thread_registry {
   /// Exited threads whose records (and last events) the writer has not released yet.
   std::size_t exited_waiting() const noexcept { return exited_.load(std::memory_order_relaxed); }
 
-  std::mutex& mutex() noexcept { return mu_; }
+  sync_mutex& mutex() noexcept { return mu_; }
   /// Every record (the caller holds mutex()).
   ptr_list<thread_state>& all_locked() noexcept { return threads_; }
 
  private:
-  std::mutex mu_;
+  sync_mutex mu_;
   ptr_list<thread_state> threads_;
   std::uint64_t retired_pushed_ = 0, retired_dropped_ = 0;
   std::atomic<std::size_t> exited_{0};  // records of exited threads not yet released

@@ -29,6 +29,8 @@ namespace detail {
 constexpr std::size_t max_open_trace_files = 60;
 /// Fresh names tried when a file name is taken: `_r1_` … `_r64_`.
 constexpr unsigned max_fresh_names = 64;
+/// Room for a path: a Linux path may be 4 KiB long.
+constexpr std::size_t path_max = 4352;
 
 /// Every trace file and sidecar of one process, written by the writer thread only.
 ///
@@ -100,10 +102,10 @@ class trace_files {
     file_slot& s = main_file ? t.main : t.worker;
     if (disabled_ || s.state == file_slot::refused) return 0;
     if (s.state == file_slot::none) recall(t.tid * 2 + (main_file ? 1 : 0), s);
-    if (s.fd < 0 && !acquire(s, stem_of(main_file), t.tid)) return 0;
+    const int kind = main_file ? kind_main : kind_worker;
+    if (s.fd < 0 && !acquire(s, kind, t.tid)) return 0;
     s.last_use = ++clock_;
-    if (append_all(s, data, n)) return lines;
-    return cut_to_lines(s, data, lines, stem_of(main_file), t.tid);
+    return append_lines(s, data, n, lines, kind, t.tid);
   }
 
   /// Appends sidecar lines, creating `.<base>.lotus-meta_<pid>` first (with `header`) in a new
@@ -111,8 +113,6 @@ class trace_files {
   LOTUS_DETAIL_COLD bool write_sidecar(const text& header, const text& lines) noexcept {
     if (disabled_) return false;
     const std::uint64_t pid = static_cast<std::uint64_t>(::getpid());
-    text stem = dir_;
-    stem.add("/.").add(base_).add(".lotus-meta_");
     if (sidecar_pid_ != pid) {
       if (sidecar_.fd >= 0) ::close(sidecar_.fd);
       sidecar_ = file_slot{};
@@ -121,12 +121,12 @@ class trace_files {
     if (sidecar_.state == file_slot::refused) return false;
     if (sidecar_.fd < 0) {
       if (sidecar_.state == file_slot::created) return false;  // never reopened: it stays open
-      if (!create(sidecar_, stem, pid)) return false;
+      if (!create(sidecar_, kind_sidecar, pid)) return false;
       text all = header;
       all.add(lines);
-      return append_lines(sidecar_, all.c_str(), all.size(), 1, stem, pid) == 1;
+      return append_lines(sidecar_, all.c_str(), all.size(), 1, kind_sidecar, pid) == 1;
     }
-    return append_lines(sidecar_, lines.c_str(), lines.size(), 1, stem, pid) == 1;
+    return append_lines(sidecar_, lines.c_str(), lines.size(), 1, kind_sidecar, pid) == 1;
   }
 
   /// `file <name>` lines for the trace files created since the last call (for the sidecar).
@@ -186,16 +186,26 @@ class trace_files {
     }
   }
 
-  static text name_of(const file_slot& s, const text& stem, std::uint64_t id) noexcept {
-    text name = stem;
-    if (s.fresh != 0) name.add('r').add(std::uint64_t{s.fresh}).add('_');
-    return name.add(id);
+  enum : int { kind_worker, kind_main, kind_sidecar };
+
+  /// The name of a worker or main trace file (`id` a thread id) or of the sidecar (`id` the pid),
+  /// with its fresh-name tag; false (and `out` cut short) when longer than a path may be.
+  bool path_of(char* out, const file_slot& s, int kind, std::uint64_t id) const noexcept {
+    char fresh[16] = "";
+    if (s.fresh != 0) std::snprintf(fresh, sizeof fresh, "r%u_", s.fresh);
+    const auto n = static_cast<unsigned long long>(id);
+    const int len = kind == kind_sidecar
+                        ? std::snprintf(out, path_max, "%s/.%s.lotus-meta_%s%llu", dir_.c_str(),
+                                        base_.c_str(), fresh, n)
+                        : std::snprintf(out, path_max, "%s_%s_pid_%s%llu", prefix_.c_str(),
+                                        kind == kind_main ? "main" : "worker", fresh, n);
+    return len > 0 && static_cast<std::size_t>(len) < path_max;
   }
 
-  LOTUS_DETAIL_COLD static const char* describe(const text& path, char* buf,
+  LOTUS_DETAIL_COLD static const char* describe(const char* path, char* buf,
                                                 std::size_t size) noexcept {
     struct stat st {};
-    if (::lstat(path.c_str(), &st) != 0) return "it vanished";
+    if (::lstat(path, &st) != 0) return "it vanished";
     if (S_ISLNK(st.st_mode)) return "a symbolic link";
     if (S_ISFIFO(st.st_mode)) return "a FIFO";
     if (S_ISDIR(st.st_mode)) return "a directory";
@@ -253,37 +263,37 @@ class trace_files {
 
   /// EMFILE, ENOSPC and the like are transient: report once, drop, retry later. Anything else
   /// about the directory (EACCES, EROFS, ENOENT, ...) turns tracing off for this process.
-  LOTUS_DETAIL_COLD void open_failed(const text& path, int err, const char* verb) noexcept {
+  LOTUS_DETAIL_COLD void open_failed(const char* path, int err, const char* verb) noexcept {
     if (err == EMFILE || err == ENFILE) {
       shed();
       diag(
           topic::too_many_files,
           "cannot %s trace file '%s': %s; its events are dropped (counted) and it is retried later",
-          verb, path.c_str(), std::strerror(err));
+          verb, path, std::strerror(err));
     } else if (err == ENOSPC || err == EDQUOT) {
       diag(topic::no_space, "cannot %s trace file '%s': %s; its events are dropped (counted)", verb,
-           path.c_str(), std::strerror(err));
+           path, std::strerror(err));
     } else {
       diag(topic::io_error, "cannot %s trace file '%s': %s; tracing disabled for this process",
-           verb, path.c_str(), std::strerror(err));
+           verb, path, std::strerror(err));
       disabled_ = true;
       g_mode.store(mode_off, std::memory_order_relaxed);
     }
   }
 
-  LOTUS_DETAIL_COLD bool create(file_slot& s, const text& stem, std::uint64_t id) noexcept {
+  LOTUS_DETAIL_COLD bool create(file_slot& s, int kind, std::uint64_t id) noexcept {
     make_dirs();
-    text taken;
+    char taken[path_max], path[path_max];
+    taken[0] = '\0';
     for (unsigned k = s.fresh; k <= max_fresh_names; ++k) {
       s.fresh = k;
-      const text path = name_of(s, stem, id);
-      if (path.overflow) {
+      if (!path_of(path, s, kind, id)) {
         open_failed(path, ENAMETOOLONG, "create");
         return false;
       }
       int fd = -1;
       do {
-        fd = ::open(path.c_str(),
+        fd = ::open(path,
                     O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
                     0644);
       } while (fd < 0 && errno == EINTR);
@@ -296,14 +306,14 @@ class trace_files {
         s.ino = static_cast<std::uint64_t>(st.st_ino);
         s.size = 0;
         if (&s != &sidecar_) {  // the sidecar lists the trace files this process created
-          const char* base = path.c_str() + dir_.size() + 1;
+          const char* base = path + dir_.size() + 1;
           if (created_.size() > 3500) created_overflow_ = true;  // written once per cycle
           created_.add("file ").add(base).add('\n');
         }
-        if (!taken.empty()) {
+        if (taken[0] != '\0') {
           char buf[64];
           diag(topic::file_taken, "trace file '%s' already exists (%s); writing to '%s' instead",
-               taken.c_str(), describe(taken, buf, sizeof buf), path.c_str());
+               taken, describe(taken, buf, sizeof buf), path);
         }
         return true;
       }
@@ -313,26 +323,27 @@ class trace_files {
         open_failed(path, err, "create");
         return false;
       }
-      if (taken.empty()) taken = path;
+      if (taken[0] == '\0') std::memcpy(taken, path, sizeof path);
     }
     s.state = file_slot::refused;
     diag(topic::file_refused,
          "cannot create a trace file: '%s' and its %u fresh names are taken; its events are "
          "dropped (counted)",
-         taken.c_str(), max_fresh_names);
+         taken, max_fresh_names);
     return false;
   }
 
   /// An fd for `s`: created on first use, reopened (and checked) after the cache closed it.
-  LOTUS_DETAIL_COLD bool acquire(file_slot& s, const text& stem, std::uint64_t id) noexcept {
+  LOTUS_DETAIL_COLD bool acquire(file_slot& s, int kind, std::uint64_t id) noexcept {
     make_room();
     if (s.state == file_slot::none) {
-      if (!create(s, stem, id)) return false;
+      if (!create(s, kind, id)) return false;
     } else {
-      const text path = name_of(s, stem, id);
+      char path[path_max];
+      path_of(path, s, kind, id);  // it fit when the file was created
       int fd = -1;
       do {
-        fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        fd = ::open(path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
       } while (fd < 0 && errno == EINTR);
       struct stat st {};
       const bool same = fd >= 0 && ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
@@ -350,7 +361,7 @@ class trace_files {
         diag(topic::file_refused,
              "trace file '%s' was removed, replaced or linked since lotus created it; it is not "
              "written again and its events are dropped (counted)",
-             path.c_str());
+             path);
         return false;
       }
       s.fd = fd;
@@ -362,15 +373,9 @@ class trace_files {
   /// write(2) of whole lines. A failed or short write (full disk) is cut back to the last whole
   /// line, so a file never ends in a partial record; returns the lines on disk.
   std::uint64_t append_lines(file_slot& s, const char* data, std::size_t n, std::uint64_t lines,
-                             const text& stem, std::uint64_t id) noexcept {
+                             int kind, std::uint64_t id) noexcept {
     if (append_all(s, data, n)) return lines;
-    return cut_to_lines(s, data, lines, stem, id);
-  }
-
-  text stem_of(bool main_file) const noexcept {
-    text stem = prefix_;
-    stem.add(main_file ? "_main_pid_" : "_worker_pid_");
-    return stem;
+    return cut_to_lines(s, data, lines, kind, id);
   }
 
   /// The common case: every byte written. Otherwise `failed_*` describe how far it got.
@@ -394,7 +399,7 @@ class trace_files {
 
   /// After a failed append: cut the file back to its last whole line; the lines kept are on disk.
   LOTUS_DETAIL_COLD std::uint64_t cut_to_lines(file_slot& s, const char* data, std::uint64_t lines,
-                                               const text& stem, std::uint64_t id) noexcept {
+                                               int kind, std::uint64_t id) noexcept {
     const std::size_t done = failed_done_;
     const int err = failed_errno_;
     std::size_t keep = done;
@@ -406,15 +411,16 @@ class trace_files {
     s.size += keep;
     std::uint64_t kept = 0;
     for (std::size_t i = 0; i < keep; ++i) kept += data[i] == '\n' ? 1u : 0u;
-    const text path = name_of(s, stem, id);
+    char path[path_max];
+    path_of(path, s, kind, id);
     if (err == ENOSPC || err == EDQUOT) {
       diag(topic::no_space,
            "cannot write trace file '%s': %s; events that do not fit are dropped (counted), a "
            "file never ends in a partial line",
-           path.c_str(), std::strerror(err));
+           path, std::strerror(err));
     } else {
       diag(topic::io_error, "cannot write trace file '%s': %s; its events are dropped (counted)",
-           path.c_str(), std::strerror(err));
+           path, std::strerror(err));
     }
     return kept < lines ? kept : lines;
   }

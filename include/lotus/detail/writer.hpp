@@ -7,16 +7,12 @@
 #include <signal.h>   // sigfillset
 #include <time.h>     // clock_gettime
 
-#include <algorithm>           // min, max
-#include <atomic>              // atomic
-#include <chrono>              // milliseconds
-#include <condition_variable>  // condition_variable
-#include <cstdint>             // uint64_t
-#include <cstdio>              // snprintf
-#include <cstring>             // memcpy
-#include <memory>              // unique_ptr
-#include <mutex>               // mutex
-#include <string>              // string
+#include <atomic>       // atomic
+#include <cstdint>      // uint64_t
+#include <cstdio>       // snprintf
+#include <cstdlib>      // realloc, free
+#include <cstring>      // memcpy
+#include <string_view>  // string_view
 
 #include "lotus/clock.hpp"
 #include "lotus/config.hpp"
@@ -24,6 +20,7 @@
 #include "lotus/detail/diagnostics.hpp"
 #include "lotus/detail/intern.hpp"
 #include "lotus/detail/ring.hpp"
+#include "lotus/detail/sync.hpp"
 #include "lotus/detail/text.hpp"
 #include "lotus/detail/threads.hpp"
 #include "lotus/detail/trace_files.hpp"
@@ -59,8 +56,9 @@ inline char* write_9_digits(char* p, std::uint32_t v) noexcept {
   return p + 8;
 }
 
-/// Write `v` in decimal (what std::to_chars does, without its template machinery).
-inline char* write_u64(char* p, std::uint64_t v) noexcept {
+/// Write `v` in decimal (what std::to_chars does, without its template machinery). Out of line:
+/// one copy serves the three numbers of a record.
+LOTUS_DETAIL_NOINLINE inline char* write_u64(char* p, std::uint64_t v) noexcept {
   char tmp[20];
   char* q = tmp + sizeof tmp;
   while (v >= 100) {
@@ -99,23 +97,19 @@ class epoch_formatter {
   char digits_[24] = {};
 };
 
-/// Growable output buffer for formatted records (no per-record allocation).
+/// Growable output buffer for formatted records (no per-record allocation). Never freed: the
+/// writer's buffers live as long as the (leaked) runtime.
 class out_buffer {
  public:
-  char* reserve(std::size_t n) {
-    if (size_ + n > cap_) {
-      std::size_t cap = std::max<std::size_t>(cap_ * 2, size_ + n + 4096);
-      std::unique_ptr<char[]> d(new char[cap]);
-      if (size_ != 0) std::memcpy(d.get(), data_.get(), size_);
-      data_ = std::move(d);
-      cap_ = cap;
-    }
-    return data_.get() + size_;
+  /// Room for `n` more bytes, or nullptr when out of memory.
+  char* reserve(std::size_t n) noexcept {
+    if (LOTUS_DETAIL_UNLIKELY(size_ + n > cap_) && !grow(n)) return nullptr;
+    return data_ + size_;
   }
-  void commit(std::size_t n) { size_ += n; }
-  const char* data() const { return data_.get(); }
-  std::size_t size() const { return size_; }
-  void clear() {
+  void commit(std::size_t n) noexcept { size_ += n; }
+  const char* data() const noexcept { return data_; }
+  std::size_t size() const noexcept { return size_; }
+  void clear() noexcept {
     size_ = 0;
     count = 0;
     sanitized = 0;
@@ -124,7 +118,16 @@ class out_buffer {
   std::uint64_t sanitized = 0;  // of which had sanitized names
 
  private:
-  std::unique_ptr<char[]> data_;
+  LOTUS_DETAIL_NOINLINE bool grow(std::size_t n) noexcept {
+    std::size_t cap = cap_ * 2;
+    if (cap < size_ + n + 4096) cap = size_ + n + 4096;
+    void* d = std::realloc(data_, cap);
+    if (d == nullptr) return false;
+    data_ = static_cast<char*>(d);
+    cap_ = cap;
+    return true;
+  }
+  char* data_ = nullptr;
   std::size_t size_ = 0, cap_ = 0;
 };
 
@@ -137,23 +140,26 @@ class trace_writer {
   /// Clock of this process (fixed at initialization) and the sidecar's extra lines (host, rank).
   void set_clock(int mode) noexcept { conv_.start(mode); }
   void set_sidecar_info(const text& info) noexcept { sidecar_info_ = info; }
-  tick_converter clock_model() {
-    std::lock_guard<std::mutex> lk(mu_);
+  tick_converter clock_model() noexcept {
+    const sync_hold lk(mu_);
     return conv_;
   }
   void adopt_clock(const tick_converter& c) noexcept { conv_ = c; }
 
   /// Where to write from now on; pending events of the old prefix were flushed by the caller.
-  void retarget(const std::string& prefix, std::chrono::milliseconds interval) {
-    std::lock_guard<std::mutex> lk(mu_);
-    if (prefix != prefix_) reopen_ = true;
-    prefix_ = prefix;
-    interval_ = interval;
+  void retarget(const text& prefix, std::uint64_t interval_ms) noexcept {
+    const sync_hold lk(mu_);
+    if (std::string_view(prefix.c_str(), prefix.size()) !=
+        std::string_view(prefix_.c_str(), prefix_.size())) {
+      reopen_ = true;
+      prefix_ = prefix;
+    }
+    interval_ms_ = interval_ms;
   }
 
   /// Starts the thread if needed (every signal blocked in it: it never runs the host's handlers).
   LOTUS_DETAIL_COLD bool start() noexcept {
-    std::lock_guard<std::mutex> lk(mu_);
+    const sync_hold lk(mu_);
     if (thread_started_) return true;
     sigset_t all, old;
     sigfillset(&all);
@@ -181,30 +187,33 @@ class trace_writer {
   }
 
   /// Blocks until every event pushed before the call is written.
-  void flush() noexcept {
-    std::unique_lock<std::mutex> lk(mu_);
+  LOTUS_DETAIL_COLD void flush() noexcept {
+    const sync_hold lk(mu_);
     if (!thread_started_) return;
     const std::uint64_t mine = ++flush_req_;
     cv_.notify_all();
-    done_cv_.wait(lk, [&] { return flush_done_ >= mine || !thread_started_ || exited_; });
+    while (flush_done_ < mine && thread_started_ && !exited_) done_cv_.wait(mu_);
   }
 
   /// Writes what is left and ends the thread. Waits at most `limit`: a writer stuck in the
   /// kernel (a hung network file system) must not hang the host at exit.
-  LOTUS_DETAIL_COLD void stop(std::chrono::milliseconds limit) noexcept {
-    std::unique_lock<std::mutex> lk(mu_);
+  LOTUS_DETAIL_COLD void stop(std::uint64_t limit_ms) noexcept {
+    const sync_hold lk(mu_);
     if (!thread_started_) return;
     stop_ = true;
     cv_.notify_all();
-    if (done_cv_.wait_for(lk, limit, [&] { return exited_; })) {
-      lk.unlock();
+    const std::uint64_t deadline = monotonic_ns() + limit_ms * 1000000u;
+    while (!exited_ && done_cv_.wait_until(mu_, deadline)) {
+    }
+    if (exited_) {
+      mu_.unlock();
       pthread_join(thread_, nullptr);
-      lk.lock();
+      mu_.lock();
     } else {
       diag(topic::writer,
-           "the trace writer did not finish within %lld ms (a stuck file system?); events not yet "
+           "the trace writer did not finish within %llu ms (a stuck file system?); events not yet "
            "written are lost",
-           static_cast<long long>(limit.count()));
+           static_cast<unsigned long long>(limit_ms));
       pthread_detach(thread_);
     }
     thread_started_ = false;
@@ -225,11 +234,10 @@ class trace_writer {
   LOTUS_DETAIL_COLD void fork_prepare() noexcept {
     forks_pending_.fetch_add(1, std::memory_order_relaxed);
     cycle_mu_.lock();
-    std::unique_lock<std::mutex> lk(mu_);
+    mu_.lock();  // stays locked until fork_parent() or the child's reset
     // A writer thread still starting is inside the C library and the allocator: let it reach its
     // loop first. (Not while it is stopping: its last cycle needs cycle_mu_.)
-    done_cv_.wait(lk, [this] { return !thread_started_ || in_loop_ || stop_; });
-    lk.release();  // mu_ stays locked until fork_parent() or the child's reset
+    while (thread_started_ && !in_loop_ && !stop_) done_cv_.wait(mu_);
   }
   LOTUS_DETAIL_COLD void fork_parent() noexcept {
     forks_pending_.fetch_sub(1, std::memory_order_relaxed);
@@ -250,69 +258,35 @@ class trace_writer {
     return nullptr;
   }
 
-  void format(const event& e, out_buffer& out) {
-    const label_table::label* n = labels_.find(e.loc);
-    if (n == nullptr) {  // out of memory for the label: this record is lost, and counted
-      discarded_.fetch_add(1, std::memory_order_relaxed);
-      diag(topic::no_memory, "out of memory while formatting trace records; they are dropped");
-      return;
-    }
-    char* p = out.reserve(n->size + 64);
-    char* const begin = p;
-    std::memcpy(p, n->text, n->size);
-    p += n->size;
-    const std::uint32_t flags = e.loc->flags;
-    if ((flags & flag_indexed) != 0) {
-      *p++ = '_';
-      p = write_u64(p, e.idx);
-    }
-    *p++ = ',';
-    const std::uint64_t start = conv_.to_ns(e.t0);
-    std::uint64_t dur = 1000;
-    if ((flags & flag_fixed_1us) == 0) {
-      const std::uint64_t end = conv_.to_ns(e.t1);
-      dur = end > start ? end - start : 0;
-    }
-    p = epoch_(p, start);
-    *p++ = ',';
-    p = write_u64(p, dur);
-    *p++ = '\n';
-    out.commit(static_cast<std::size_t>(p - begin));
-    ++out.count;
-    if (n->sanitized) ++out.sanitized;
+  LOTUS_DETAIL_COLD void format_failed() noexcept {
+    discarded_.fetch_add(1, std::memory_order_relaxed);
+    diag(topic::no_memory, "out of memory while formatting trace records; they are dropped");
   }
 
-  void write_out(thread_state& t, out_buffer& buf, bool main_file) {
-    if (buf.size() == 0) return;
-    const std::uint64_t on_disk =
-        discard_ ? 0 : files_.write(t, main_file, buf.data(), buf.size(), buf.count);
-    written_.fetch_add(on_disk, std::memory_order_relaxed);
-    if (on_disk == buf.count) {
-      sanitized_.fetch_add(buf.sanitized, std::memory_order_relaxed);
-    }
-    discarded_.fetch_add(buf.count - on_disk, std::memory_order_relaxed);
-    buf.clear();
-    if (files_.created_full()) flush_thread_lines();
-  }
+  // Per-record work, defined below the class.
+  void format(const event& e, out_buffer& out) noexcept;
+  LOTUS_DETAIL_NOINLINE inline void write_out(thread_state& t, out_buffer& buf,
+                                              bool main_file) noexcept;
+  /// Formats and writes one thread's pending events; follows its segments and collects the
+  /// drained ones for release. Returns true when the thread was busy (a segment half full).
+  bool drain(thread_state& t) noexcept;
 
   /// The sidecar's first lines for this process.
   LOTUS_DETAIL_COLD text sidecar_header() const noexcept {
     text head;
-    head.add("lotus-meta 1\nversion " LOTUS_VERSION_STRING "\npid ")
-        .add(static_cast<std::uint64_t>(::getpid()))
-        .add("\nppid ")
-        .add(static_cast<std::uint64_t>(::getppid()))
-        .add("\nprefix ")
-        .add(files_.base())
-        .add("\nclock ")
-        .add(conv_.mode() == mode_tsc ? "tsc " : "realtime ");
-    char rate[64];
-    std::snprintf(rate, sizeof rate, "%.9f\n", conv_.ns_per_tick());
-    return head.add(rate).add(sidecar_info_);
+    char line[160];
+    const int n =
+        std::snprintf(line, sizeof line,
+                      "lotus-meta 1\nversion " LOTUS_VERSION_STRING "\npid %d\nppid %d\nprefix ",
+                      static_cast<int>(::getpid()), static_cast<int>(::getppid()));
+    head.add(line, static_cast<std::size_t>(n)).add(files_.base());
+    const int m = std::snprintf(line, sizeof line, "\nclock %s %.9f\n",
+                                conv_.mode() == mode_tsc ? "tsc" : "realtime", conv_.ns_per_tick());
+    return head.add(line, static_cast<std::size_t>(m)).add(sidecar_info_);
   }
 
   /// The cycle's `thread` lines and the `file` lines of the trace files created, in one write.
-  void flush_thread_lines() {
+  void flush_thread_lines() noexcept {
     if (files_.created_pending()) {
       const text created = files_.take_created();
       if (thread_lines_.size() + created.size() > 4000) {
@@ -326,139 +300,116 @@ class trace_writer {
     thread_lines_ = text();
   }
 
-  void sidecar(const text& lines) {
+  void sidecar(const text& lines) noexcept {
     if (!discard_ && !files_.disabled()) files_.write_sidecar(sidecar_header(), lines);
   }
 
-  /// Formats and writes one thread's pending events; follows its segments and collects the
-  /// drained ones for release. Returns true when the thread was busy (a segment half full).
-  bool drain(thread_state& t) {
-    bool busy = false;
-    for (ring* r = t.read;;) {
-      std::uint64_t tail = r->tail.load(std::memory_order_relaxed);
-      const std::uint64_t head = r->head.load(std::memory_order_acquire);
-      busy = busy || head - tail > r->capacity / 2;
-      if (head != tail && !t.announced) {
-        t.announced = true;
-        // Collected and written once per cycle (or when the buffer is nearly full).
-        if (thread_lines_.size() > 3500) flush_thread_lines();
-        thread_lines_.add("thread ").add(t.tid).add(' ').add(t.name).add('\n');
-      }
-      constexpr std::size_t flush_bytes = 1u << 18;
-      while (tail != head) {
-        const std::uint64_t chunk = std::min<std::uint64_t>(head - tail, 4096);
-        for (std::uint64_t i = 0; i < chunk; ++i) {
-          const event& e = r->buf[(tail + i) & r->mask];
-          format(e, (e.loc->flags & flag_main) != 0 ? main_buf_ : worker_buf_);
-        }
-        tail += chunk;
-        r->tail.store(tail, std::memory_order_release);  // slots copied out: hand them back
-        if (worker_buf_.size() >= flush_bytes) write_out(t, worker_buf_, false);
-        if (main_buf_.size() >= flush_bytes) write_out(t, main_buf_, true);
-      }
-      ring* next = r->next.load(std::memory_order_acquire);
-      if (next == nullptr) break;
-      // The owner links `next` after its last push here: a head read now is final.
-      if (r->head.load(std::memory_order_acquire) != tail) continue;
-      // The owner moved `current` on before linking `next`; stats() may still hold the old value,
-      // and it reads under the registry lock, so free it under that lock (rare: a ring grows).
-      {
-        std::lock_guard<std::mutex> lk(threads_.mutex());
-        ring::destroy(r);
-      }
-      t.read = next;
-      r = next;
+  /// The thread's `thread` line, collected and written once per cycle (or when the buffer is
+  /// nearly full).
+  LOTUS_DETAIL_COLD void announce(thread_state& t) noexcept {
+    t.announced = true;
+    if (thread_lines_.size() > 3500) flush_thread_lines();
+    char line[64];
+    const int n = std::snprintf(line, sizeof line, "thread %llu %s\n",
+                                static_cast<unsigned long long>(t.tid), t.name);
+    thread_lines_.add(line, static_cast<std::size_t>(n));
+  }
+
+  /// A drained segment the owner has moved on from. stats() may still hold it (it reads under the
+  /// registry lock), so it is freed under that lock (rare: a ring grows).
+  LOTUS_DETAIL_COLD void retire_segment(thread_state& t, ring* r, ring* next) noexcept {
+    threads_.mutex().lock();
+    ring::destroy(r);
+    threads_.mutex().unlock();
+    t.read = next;
+  }
+
+  /// The first TSC rate needs a baseline: 2 ms bounds the error well below a microsecond.
+  LOTUS_DETAIL_COLD void await_calibration() noexcept {
+    const std::uint64_t ready = conv_.started_ns() + 2000000;
+    mu_.unlock();
+    while (realtime_ns() < ready) {
+      const timespec ts{0, 200000};
+      nanosleep(&ts, nullptr);
     }
-    write_out(t, worker_buf_, false);
-    write_out(t, main_buf_, true);
-    return busy;
+    mu_.lock();
+  }
+
+  /// Drains every thread once and writes the sidecar lines of the cycle (no lock held).
+  void cycle(bool reopen, bool stats) noexcept {
+    const std::uint64_t cpu0 = thread_cpu_ns();
+    if (!threads_.snapshot(cycle_threads_)) {
+      diag(topic::no_memory, "out of memory listing the recording threads; retried next cycle");
+    }
+    if (reopen) {
+      files_.start(std::string_view(cycle_prefix_.c_str(), cycle_prefix_.size()), cycle_threads_);
+    }
+    discard_ = files_.disabled();
+    busy_ = false;
+    for (thread_state* t : cycle_threads_) {
+      const bool retired = t->retired.load(std::memory_order_acquire);
+      if (drain(*t)) busy_ = true;
+      if (retired) {
+        files_.forget(*t);
+        if (!cycle_finished_.push(t)) break;  // out of memory: the rest next cycle
+      }
+    }
+    flush_thread_lines();
+    if (stats && stats_line_ != nullptr && files_.has_sidecar()) sidecar(stats_line_());
+    threads_.release(cycle_finished_);
+    cpu_ns_.fetch_add(thread_cpu_ns() - cpu0, std::memory_order_relaxed);
   }
 
   void loop() noexcept {
-    std::unique_lock<std::mutex> lk(mu_);
+    mu_.lock();
     in_loop_ = true;
     done_cv_.notify_all();  // a fork() waiting for the writer to start
-    bool busy = false;
     for (;;) {
       // A ring found half full is drained again at once; otherwise wake twice per interval so that
       // an event is on disk at most one interval after it ended.
-      if (!busy) {
-        const auto period = std::max(std::chrono::milliseconds(1), interval_ / 2);
-        cv_.wait_for(lk, period, [&] {
-          return stop_ || urgent_.load(std::memory_order_relaxed) || flush_req_ != flush_done_;
-        });
+      if (!busy_) {
+        const std::uint64_t half = interval_ms_ / 2 != 0 ? interval_ms_ / 2 : 1;
+        const std::uint64_t deadline = monotonic_ns() + half * 1000000u;
+        while (!stop_ && !urgent_.load(std::memory_order_relaxed) && flush_req_ == flush_done_ &&
+               cv_.wait_until(mu_, deadline)) {
+        }
       }
       // A busy writer would win the cycle lock back at once; let a waiting fork() go first.
       while (forks_pending_.load(std::memory_order_relaxed) != 0) {
-        cv_.wait_for(lk, std::chrono::milliseconds(1));
+        cv_.wait_until(mu_, monotonic_ns() + 1000000u);
       }
-      lk.unlock();
-      std::unique_lock<std::mutex> cycle(cycle_mu_);  // taken before mu_, as fork_prepare does
-      lk.lock();
+      mu_.unlock();
+      cycle_mu_.lock();  // taken before mu_, as fork_prepare does
+      mu_.lock();
       const std::uint64_t req = flush_req_;
       const bool stopping = stop_;
       urgent_.store(false, std::memory_order_relaxed);
-      if (!conv_.calibrated()) {
-        // The first rate needs a baseline; 2 ms bounds the error well below a microsecond.
-        const std::uint64_t ready = conv_.started_ns() + 2000000;
-        lk.unlock();
-        while (realtime_ns() < ready) {
-          const timespec ts{0, 200000};
-          nanosleep(&ts, nullptr);
-        }
-        lk.lock();
-      }
+      if (!conv_.calibrated()) await_calibration();
       conv_.reanchor();
       const bool reopen = reopen_;
       reopen_ = false;
-      const std::string prefix = prefix_;
-      lk.unlock();
+      if (reopen) cycle_prefix_ = prefix_;
+      mu_.unlock();
 
-      const std::uint64_t cpu0 = thread_cpu_ns();
-      if (!threads_.snapshot(cycle_threads_)) {
-        diag(topic::no_memory, "out of memory listing the recording threads; retried next cycle");
-      }
-      if (reopen) files_.start(prefix, cycle_threads_);
-      discard_ = files_.disabled();
-      busy = false;
-      for (thread_state* t : cycle_threads_) {
-        const bool retired = t->retired.load(std::memory_order_acquire);
-        try {
-          busy = drain(*t) || busy;
-        } catch (...) {
-          diag(topic::no_memory, "out of memory while formatting trace records; they are dropped");
-        }
-        if (retired) {
-          files_.forget(*t);
-          if (!cycle_finished_.push(t)) break;  // out of memory: the rest next cycle
-        }
-      }
-      flush_thread_lines();
-      if ((req != flush_done_ || stopping) && stats_line_ != nullptr) {
-        try {
-          if (files_.has_sidecar()) sidecar(stats_line_());
-        } catch (...) {
-        }
-      }
-      threads_.release(cycle_finished_);
-      cpu_ns_.fetch_add(thread_cpu_ns() - cpu0, std::memory_order_relaxed);
+      cycle(reopen, req != flush_done_ || stopping);
 
-      lk.lock();
+      mu_.lock();
       flush_done_ = req;
       done_cv_.notify_all();
-      cycle.unlock();
+      cycle_mu_.unlock();
       if (stopping) break;
     }
     exited_ = true;
     in_loop_ = false;
     done_cv_.notify_all();
+    mu_.unlock();
   }
 
   thread_registry& threads_;
-  std::mutex cycle_mu_;  // held by the writer for a whole cycle, and by fork() (taken before mu_)
-  std::mutex mu_;        // guards the control state below marked (mu)
-  std::condition_variable cv_;       // wakes the writer
-  std::condition_variable done_cv_;  // wakes flush(), stop() and fork_prepare()
+  sync_mutex cycle_mu_;  // held by the writer for a whole cycle, and by fork() (taken before mu_)
+  sync_mutex mu_;        // guards the control state below marked (mu)
+  sync_cond cv_;         // wakes the writer
+  sync_cond done_cv_;    // wakes flush(), stop() and fork_prepare()
   std::atomic<int> forks_pending_{0};
   std::atomic<bool> urgent_{false};
   std::atomic<bool> running_{false};
@@ -468,9 +419,9 @@ class trace_writer {
   bool exited_ = false;          // (mu) the thread has left loop()
   bool stop_ = false;            // (mu)
   bool reopen_ = true;           // (mu)
-  std::string prefix_;           // (mu)
-  std::chrono::milliseconds interval_{LOTUS_DEFAULT_FLUSH_INTERVAL_MS};  // (mu)
-  std::uint64_t flush_req_ = 0, flush_done_ = 0;                         // (mu)
+  text prefix_;                  // (mu)
+  std::uint64_t interval_ms_ = LOTUS_DEFAULT_FLUSH_INTERVAL_MS;  // (mu)
+  std::uint64_t flush_req_ = 0, flush_done_ = 0;                 // (mu)
   tick_converter conv_;  // (mu) re-anchored by the writer each cycle
   text sidecar_info_;
   text (*stats_line_)() = nullptr;
@@ -482,12 +433,89 @@ class trace_writer {
   // writer held must stay reachable there (LeakSanitizer checks children too).
   trace_files files_;
   bool discard_ = false;
+  bool busy_ = false;  // a ring was found half full in the last cycle
+  text cycle_prefix_;  // the prefix of a reopening cycle
   text thread_lines_;  // sidecar `thread` lines of this cycle
   out_buffer worker_buf_, main_buf_;
   ptr_list<thread_state> cycle_threads_, cycle_finished_;
   epoch_formatter epoch_;
   label_table labels_;
 };
+
+// ---- per-record work --------------------------------------------------------------------------
+
+inline void trace_writer::format(const event& e, out_buffer& out) noexcept {
+  const label_table::label* n = labels_.find(e.loc);
+  // Out of memory for the label or the buffer: this record is lost, and counted.
+  char* p = n != nullptr ? out.reserve(n->size + 64) : nullptr;
+  if (LOTUS_DETAIL_UNLIKELY(p == nullptr)) return format_failed();
+  char* const begin = p;
+  std::memcpy(p, n->text, n->size);
+  p += n->size;
+  const std::uint32_t flags = e.loc->flags;
+  if ((flags & flag_indexed) != 0) {
+    *p++ = '_';
+    p = write_u64(p, e.idx);
+  }
+  *p++ = ',';
+  const std::uint64_t start = conv_.to_ns(e.t0);
+  std::uint64_t dur = 1000;
+  if ((flags & flag_fixed_1us) == 0) {
+    const std::uint64_t end = conv_.to_ns(e.t1);
+    dur = end > start ? end - start : 0;
+  }
+  p = epoch_(p, start);
+  *p++ = ',';
+  p = write_u64(p, dur);
+  *p++ = '\n';
+  out.commit(static_cast<std::size_t>(p - begin));
+  ++out.count;
+  if (n->sanitized) ++out.sanitized;
+}
+
+void trace_writer::write_out(thread_state& t, out_buffer& buf, bool main_file) noexcept {
+  if (buf.size() == 0) return;
+  const std::uint64_t on_disk =
+      discard_ ? 0 : files_.write(t, main_file, buf.data(), buf.size(), buf.count);
+  written_.fetch_add(on_disk, std::memory_order_relaxed);
+  if (on_disk == buf.count) {
+    sanitized_.fetch_add(buf.sanitized, std::memory_order_relaxed);
+  }
+  discarded_.fetch_add(buf.count - on_disk, std::memory_order_relaxed);
+  buf.clear();
+  if (files_.created_full()) flush_thread_lines();
+}
+
+inline bool trace_writer::drain(thread_state& t) noexcept {
+  bool busy = false;
+  for (ring* r = t.read;;) {
+    std::uint64_t tail = r->tail.load(std::memory_order_relaxed);
+    const std::uint64_t head = r->head.load(std::memory_order_acquire);
+    busy = busy || head - tail > r->capacity / 2;
+    if (head != tail && !t.announced) announce(t);
+    constexpr std::size_t flush_bytes = 1u << 18;
+    while (tail != head) {
+      const std::uint64_t chunk = head - tail < 4096 ? head - tail : 4096;
+      for (std::uint64_t i = 0; i < chunk; ++i) {
+        const event& e = r->buf[(tail + i) & r->mask];
+        format(e, (e.loc->flags & flag_main) != 0 ? main_buf_ : worker_buf_);
+      }
+      tail += chunk;
+      r->tail.store(tail, std::memory_order_release);  // slots copied out: hand them back
+      if (worker_buf_.size() >= flush_bytes) write_out(t, worker_buf_, false);
+      if (main_buf_.size() >= flush_bytes) write_out(t, main_buf_, true);
+    }
+    ring* next = r->next.load(std::memory_order_acquire);
+    if (next == nullptr) break;
+    // The owner links `next` after its last push here: a head read now is final.
+    if (r->head.load(std::memory_order_acquire) != tail) continue;
+    retire_segment(t, r, next);
+    r = next;
+  }
+  write_out(t, worker_buf_, false);
+  write_out(t, main_buf_, true);
+  return busy;
+}
 
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
