@@ -2225,6 +2225,12 @@ namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
 
+/// The length of what snprintf wrote into a buffer of `size` bytes, from its return value `n`.
+inline std::size_t printed(int n, std::size_t size) noexcept {
+  if (n <= 0) return 0;
+  return static_cast<std::size_t>(n) < size ? static_cast<std::size_t>(n) : size - 1;
+}
+
 /// Text of at most 4 KiB plus room for a file name: as long as a Linux path may be. Appending past
 /// the end sets `overflow` (the caller reports ENAMETOOLONG) instead of allocating. The cold code
 /// builds its paths and lines with this, not with std::string concatenation, which would cost
@@ -2776,8 +2782,6 @@ namespace detail {
 constexpr std::size_t max_open_trace_files = 60;
 /// Fresh names tried when a file name is taken: `_r1_` … `_r64_`.
 constexpr unsigned max_fresh_names = 64;
-/// Room for a path: a Linux path may be 4 KiB long.
-constexpr std::size_t path_max = 4352;
 
 /// Every trace file and sidecar of one process, written by the writer thread only.
 ///
@@ -2936,17 +2940,17 @@ class trace_files {
   enum : int { kind_worker, kind_main, kind_sidecar };
 
   /// The name of a worker or main trace file (`id` a thread id) or of the sidecar (`id` the pid),
-  /// with its fresh-name tag; false (and `out` cut short) when longer than a path may be.
-  bool path_of(char* out, const file_slot& s, int kind, std::uint64_t id) const noexcept {
-    char fresh[16] = "";
-    if (s.fresh != 0) std::snprintf(fresh, sizeof fresh, "r%u_", s.fresh);
-    const auto n = static_cast<unsigned long long>(id);
-    const int len = kind == kind_sidecar
-                        ? std::snprintf(out, path_max, "%s/.%s.lotus-meta_%s%llu", dir_.c_str(),
-                                        base_.c_str(), fresh, n)
-                        : std::snprintf(out, path_max, "%s_%s_pid_%s%llu", prefix_.c_str(),
-                                        kind == kind_main ? "main" : "worker", fresh, n);
-    return len > 0 && static_cast<std::size_t>(len) < path_max;
+  /// with its fresh-name tag; false when longer than a path may be.
+  bool path_of(text& out, const file_slot& s, int kind, std::uint64_t id) const noexcept {
+    out.clear();
+    if (kind == kind_sidecar) {
+      out.add(dir_).add("/.").add(base_).add(".lotus-meta_");
+    } else {
+      out.add(prefix_).add(kind == kind_main ? "_main_pid_" : "_worker_pid_");
+    }
+    if (s.fresh != 0) out.add('r').add(std::uint64_t{s.fresh}).add('_');
+    out.add(id);
+    return !out.overflow;
   }
 
   LOTUS_DETAIL_COLD static const char* describe(const char* path, char* buf,
@@ -3030,11 +3034,12 @@ class trace_files {
 
   LOTUS_DETAIL_COLD bool create(file_slot& s, int kind, std::uint64_t id) noexcept {
     make_dirs();
-    char taken[path_max], path[path_max];
-    taken[0] = '\0';
+    text taken, name;
     for (unsigned k = s.fresh; k <= max_fresh_names; ++k) {
       s.fresh = k;
-      if (!path_of(path, s, kind, id)) {
+      const bool fits = path_of(name, s, kind, id);
+      const char* const path = name.c_str();
+      if (!fits) {
         open_failed(path, ENAMETOOLONG, "create");
         return false;
       }
@@ -3057,10 +3062,10 @@ class trace_files {
           if (created_.size() > 3500) created_overflow_ = true;  // written once per cycle
           created_.add("file ").add(base).add('\n');
         }
-        if (taken[0] != '\0') {
+        if (!taken.empty()) {
           char buf[64];
           diag(topic::file_taken, "trace file '%s' already exists (%s); writing to '%s' instead",
-               taken, describe(taken, buf, sizeof buf), path);
+               taken.c_str(), describe(taken.c_str(), buf, sizeof buf), path);
         }
         return true;
       }
@@ -3070,13 +3075,13 @@ class trace_files {
         open_failed(path, err, "create");
         return false;
       }
-      if (taken[0] == '\0') std::memcpy(taken, path, sizeof path);
+      if (taken.empty()) taken = name;
     }
     s.state = file_slot::refused;
     diag(topic::file_refused,
          "cannot create a trace file: '%s' and its %u fresh names are taken; its events are "
          "dropped (counted)",
-         taken, max_fresh_names);
+         taken.c_str(), max_fresh_names);
     return false;
   }
 
@@ -3086,8 +3091,9 @@ class trace_files {
     if (s.state == file_slot::none) {
       if (!create(s, kind, id)) return false;
     } else {
-      char path[path_max];
-      path_of(path, s, kind, id);  // it fit when the file was created
+      text name;
+      path_of(name, s, kind, id);  // it fit when the file was created
+      const char* const path = name.c_str();
       int fd = -1;
       do {
         fd = ::open(path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
@@ -3158,8 +3164,9 @@ class trace_files {
     s.size += keep;
     std::uint64_t kept = 0;
     for (std::size_t i = 0; i < keep; ++i) kept += data[i] == '\n' ? 1u : 0u;
-    char path[path_max];
-    path_of(path, s, kind, id);
+    text name;
+    path_of(name, s, kind, id);
+    const char* const path = name.c_str();
     if (err == ENOSPC || err == EDQUOT) {
       diag(topic::no_space,
            "cannot write trace file '%s': %s; events that do not fit are dropped (counted), a "
@@ -3460,10 +3467,10 @@ class trace_writer {
         std::snprintf(line, sizeof line,
                       "lotus-meta 1\nversion " LOTUS_VERSION_STRING "\npid %d\nppid %d\nprefix ",
                       static_cast<int>(::getpid()), static_cast<int>(::getppid()));
-    head.add(line, static_cast<std::size_t>(n)).add(files_.base());
+    head.add(line, printed(n, sizeof line)).add(files_.base());
     const int m = std::snprintf(line, sizeof line, "\nclock %s %.9f\n",
                                 conv_.mode() == mode_tsc ? "tsc" : "realtime", conv_.ns_per_tick());
-    return head.add(line, static_cast<std::size_t>(m)).add(sidecar_info_);
+    return head.add(line, printed(m, sizeof line)).add(sidecar_info_);
   }
 
   /// The cycle's `thread` lines and the `file` lines of the trace files created, in one write.
@@ -3493,7 +3500,7 @@ class trace_writer {
     char line[64];
     const int n = std::snprintf(line, sizeof line, "thread %llu %s\n",
                                 static_cast<unsigned long long>(t.tid), t.name);
-    thread_lines_.add(line, static_cast<std::size_t>(n));
+    thread_lines_.add(line, printed(n, sizeof line));
   }
 
   /// A drained segment the owner has moved on from. stats() may still hold it (it reads under the
@@ -3725,7 +3732,7 @@ LOTUS_DETAIL_COLD inline text sidecar_host_lines() noexcept {
     char line[48];
     const int n =
         std::snprintf(line, sizeof line, "%s %llu\n", v[1], static_cast<unsigned long long>(x));
-    out.add(line, static_cast<std::size_t>(n));
+    out.add(line, printed(n, sizeof line));
   }
   return out;
 }
@@ -3807,7 +3814,7 @@ LOTUS_DETAIL_COLD inline text stats_line() noexcept {
       static_cast<unsigned long long>(s.written), static_cast<unsigned long long>(s.dropped),
       static_cast<unsigned long long>(s.sanitized));
   text line;
-  return line.add(buf, static_cast<std::size_t>(n));
+  return line.add(buf, printed(n, sizeof buf));
 }
 
 bool runtime::initialize() noexcept {

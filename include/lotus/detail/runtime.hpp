@@ -72,7 +72,7 @@ LOTUS_DETAIL_COLD inline text sidecar_host_lines() noexcept {
     char line[48];
     const int n =
         std::snprintf(line, sizeof line, "%s %llu\n", v[1], static_cast<unsigned long long>(x));
-    out.add(line, static_cast<std::size_t>(n));
+    out.add(line, printed(n, sizeof line));
   }
   return out;
 }
@@ -154,7 +154,7 @@ LOTUS_DETAIL_COLD inline text stats_line() noexcept {
       static_cast<unsigned long long>(s.written), static_cast<unsigned long long>(s.dropped),
       static_cast<unsigned long long>(s.sanitized));
   text line;
-  return line.add(buf, static_cast<std::size_t>(n));
+  return line.add(buf, printed(n, sizeof buf));
 }
 
 bool runtime::initialize() noexcept {

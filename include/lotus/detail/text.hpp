@@ -14,6 +14,12 @@ namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
 
+/// The length of what snprintf wrote into a buffer of `size` bytes, from its return value `n`.
+inline std::size_t printed(int n, std::size_t size) noexcept {
+  if (n <= 0) return 0;
+  return static_cast<std::size_t>(n) < size ? static_cast<std::size_t>(n) : size - 1;
+}
+
 /// Text of at most 4 KiB plus room for a file name: as long as a Linux path may be. Appending past
 /// the end sets `overflow` (the caller reports ENAMETOOLONG) instead of allocating. The cold code
 /// builds its paths and lines with this, not with std::string concatenation, which would cost

@@ -29,8 +29,6 @@ namespace detail {
 constexpr std::size_t max_open_trace_files = 60;
 /// Fresh names tried when a file name is taken: `_r1_` … `_r64_`.
 constexpr unsigned max_fresh_names = 64;
-/// Room for a path: a Linux path may be 4 KiB long.
-constexpr std::size_t path_max = 4352;
 
 /// Every trace file and sidecar of one process, written by the writer thread only.
 ///
@@ -189,17 +187,17 @@ class trace_files {
   enum : int { kind_worker, kind_main, kind_sidecar };
 
   /// The name of a worker or main trace file (`id` a thread id) or of the sidecar (`id` the pid),
-  /// with its fresh-name tag; false (and `out` cut short) when longer than a path may be.
-  bool path_of(char* out, const file_slot& s, int kind, std::uint64_t id) const noexcept {
-    char fresh[16] = "";
-    if (s.fresh != 0) std::snprintf(fresh, sizeof fresh, "r%u_", s.fresh);
-    const auto n = static_cast<unsigned long long>(id);
-    const int len = kind == kind_sidecar
-                        ? std::snprintf(out, path_max, "%s/.%s.lotus-meta_%s%llu", dir_.c_str(),
-                                        base_.c_str(), fresh, n)
-                        : std::snprintf(out, path_max, "%s_%s_pid_%s%llu", prefix_.c_str(),
-                                        kind == kind_main ? "main" : "worker", fresh, n);
-    return len > 0 && static_cast<std::size_t>(len) < path_max;
+  /// with its fresh-name tag; false when longer than a path may be.
+  bool path_of(text& out, const file_slot& s, int kind, std::uint64_t id) const noexcept {
+    out.clear();
+    if (kind == kind_sidecar) {
+      out.add(dir_).add("/.").add(base_).add(".lotus-meta_");
+    } else {
+      out.add(prefix_).add(kind == kind_main ? "_main_pid_" : "_worker_pid_");
+    }
+    if (s.fresh != 0) out.add('r').add(std::uint64_t{s.fresh}).add('_');
+    out.add(id);
+    return !out.overflow;
   }
 
   LOTUS_DETAIL_COLD static const char* describe(const char* path, char* buf,
@@ -283,11 +281,12 @@ class trace_files {
 
   LOTUS_DETAIL_COLD bool create(file_slot& s, int kind, std::uint64_t id) noexcept {
     make_dirs();
-    char taken[path_max], path[path_max];
-    taken[0] = '\0';
+    text taken, name;
     for (unsigned k = s.fresh; k <= max_fresh_names; ++k) {
       s.fresh = k;
-      if (!path_of(path, s, kind, id)) {
+      const bool fits = path_of(name, s, kind, id);
+      const char* const path = name.c_str();
+      if (!fits) {
         open_failed(path, ENAMETOOLONG, "create");
         return false;
       }
@@ -310,10 +309,10 @@ class trace_files {
           if (created_.size() > 3500) created_overflow_ = true;  // written once per cycle
           created_.add("file ").add(base).add('\n');
         }
-        if (taken[0] != '\0') {
+        if (!taken.empty()) {
           char buf[64];
           diag(topic::file_taken, "trace file '%s' already exists (%s); writing to '%s' instead",
-               taken, describe(taken, buf, sizeof buf), path);
+               taken.c_str(), describe(taken.c_str(), buf, sizeof buf), path);
         }
         return true;
       }
@@ -323,13 +322,13 @@ class trace_files {
         open_failed(path, err, "create");
         return false;
       }
-      if (taken[0] == '\0') std::memcpy(taken, path, sizeof path);
+      if (taken.empty()) taken = name;
     }
     s.state = file_slot::refused;
     diag(topic::file_refused,
          "cannot create a trace file: '%s' and its %u fresh names are taken; its events are "
          "dropped (counted)",
-         taken, max_fresh_names);
+         taken.c_str(), max_fresh_names);
     return false;
   }
 
@@ -339,8 +338,9 @@ class trace_files {
     if (s.state == file_slot::none) {
       if (!create(s, kind, id)) return false;
     } else {
-      char path[path_max];
-      path_of(path, s, kind, id);  // it fit when the file was created
+      text name;
+      path_of(name, s, kind, id);  // it fit when the file was created
+      const char* const path = name.c_str();
       int fd = -1;
       do {
         fd = ::open(path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
@@ -411,8 +411,9 @@ class trace_files {
     s.size += keep;
     std::uint64_t kept = 0;
     for (std::size_t i = 0; i < keep; ++i) kept += data[i] == '\n' ? 1u : 0u;
-    char path[path_max];
-    path_of(path, s, kind, id);
+    text name;
+    path_of(name, s, kind, id);
+    const char* const path = name.c_str();
     if (err == ENOSPC || err == EDQUOT) {
       diag(topic::no_space,
            "cannot write trace file '%s': %s; events that do not fit are dropped (counted), a "

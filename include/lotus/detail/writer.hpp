@@ -279,10 +279,10 @@ class trace_writer {
         std::snprintf(line, sizeof line,
                       "lotus-meta 1\nversion " LOTUS_VERSION_STRING "\npid %d\nppid %d\nprefix ",
                       static_cast<int>(::getpid()), static_cast<int>(::getppid()));
-    head.add(line, static_cast<std::size_t>(n)).add(files_.base());
+    head.add(line, printed(n, sizeof line)).add(files_.base());
     const int m = std::snprintf(line, sizeof line, "\nclock %s %.9f\n",
                                 conv_.mode() == mode_tsc ? "tsc" : "realtime", conv_.ns_per_tick());
-    return head.add(line, static_cast<std::size_t>(m)).add(sidecar_info_);
+    return head.add(line, printed(m, sizeof line)).add(sidecar_info_);
   }
 
   /// The cycle's `thread` lines and the `file` lines of the trace files created, in one write.
@@ -312,7 +312,7 @@ class trace_writer {
     char line[64];
     const int n = std::snprintf(line, sizeof line, "thread %llu %s\n",
                                 static_cast<unsigned long long>(t.tid), t.name);
-    thread_lines_.add(line, static_cast<std::size_t>(n));
+    thread_lines_.add(line, printed(n, sizeof line));
   }
 
   /// A drained segment the owner has moved on from. stats() may still hold it (it reads under the
