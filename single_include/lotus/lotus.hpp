@@ -241,9 +241,10 @@ diag_config(const char* format, ...) noexcept {
 // lotus — the typed environment parser shared by the runtime, collectors and map regions (internal)
 // SPDX-License-Identifier: MIT
 
-#include <cstdint>  // uint64_t
-#include <cstdlib>  // getenv
-#include <cstring>  // strcmp, strlen
+#include <cstdint>      // uint64_t
+#include <cstdlib>      // getenv
+#include <cstring>      // strcmp, strlen
+#include <string_view>  // string_view
 
 
 namespace lotus {
@@ -311,9 +312,9 @@ LOTUS_DETAIL_COLD inline int env_flag(const char* name) noexcept {
 }
 
 /// True when `s` holds a control character (a newline in a file name splits sidecar lines).
-inline bool has_control_char(const char* s) noexcept {
-  for (; *s != '\0'; ++s) {
-    const auto c = static_cast<unsigned char>(*s);
+inline bool has_control_char(std::string_view s) noexcept {
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
     if (c < 0x20 || c == 0x7f) return true;
   }
   return false;
@@ -2319,12 +2320,9 @@ LOTUS_DETAIL_COLD inline bool resolve_prefix(std::string_view raw, const char* s
   out.clear();
   const std::string_view orig = raw;
   const int shown = raw.size() < 300 ? static_cast<int>(raw.size()) : 300;
-  for (const char ch : raw) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c < 0x20 || c == 0x7f) {
-      diag_config("ignoring %s (it contains a control character); tracing stays off", source);
-      return false;
-    }
+  if (has_control_char(raw)) {
+    diag_config("ignoring %s (it contains a control character); tracing stays off", source);
+    return false;
   }
   if (raw.empty()) return false;
   if (raw[0] != '/') {

@@ -2,9 +2,10 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
-#include <cstdint>  // uint64_t
-#include <cstdlib>  // getenv
-#include <cstring>  // strcmp, strlen
+#include <cstdint>      // uint64_t
+#include <cstdlib>      // getenv
+#include <cstring>      // strcmp, strlen
+#include <string_view>  // string_view
 
 #include "lotus/config.hpp"
 #include "lotus/detail/diagnostics.hpp"
@@ -74,9 +75,9 @@ LOTUS_DETAIL_COLD inline int env_flag(const char* name) noexcept {
 }
 
 /// True when `s` holds a control character (a newline in a file name splits sidecar lines).
-inline bool has_control_char(const char* s) noexcept {
-  for (; *s != '\0'; ++s) {
-    const auto c = static_cast<unsigned char>(*s);
+inline bool has_control_char(std::string_view s) noexcept {
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
     if (c < 0x20 || c == 0x7f) return true;
   }
   return false;

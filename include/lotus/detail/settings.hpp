@@ -40,12 +40,9 @@ LOTUS_DETAIL_COLD inline bool resolve_prefix(std::string_view raw, const char* s
   out.clear();
   const std::string_view orig = raw;
   const int shown = raw.size() < 300 ? static_cast<int>(raw.size()) : 300;
-  for (const char ch : raw) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c < 0x20 || c == 0x7f) {
-      diag_config("ignoring %s (it contains a control character); tracing stays off", source);
-      return false;
-    }
+  if (has_control_char(raw)) {
+    diag_config("ignoring %s (it contains a control character); tracing stays off", source);
+    return false;
   }
   if (raw.empty()) return false;
   if (raw[0] != '/') {
