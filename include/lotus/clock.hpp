@@ -19,12 +19,15 @@ namespace detail {
 enum : int { mode_uninit = 0, mode_off = 1, mode_tsc = 2, mode_realtime = 3, mode_manual = 4 };
 inline std::atomic<int> g_mode{mode_uninit};
 
-inline std::uint64_t realtime_ns() noexcept {
+/// Nanoseconds on one of the kernel's clocks (realtime, monotonic, thread CPU time).
+inline std::uint64_t clock_ns(clockid_t clock) noexcept {
   timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
+  clock_gettime(clock, &ts);
   return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ull +
          static_cast<std::uint64_t>(ts.tv_nsec);
 }
+
+inline std::uint64_t realtime_ns() noexcept { return clock_ns(CLOCK_REALTIME); }
 
 LOTUS_DETAIL_FORCE_INLINE std::uint64_t read_tsc() noexcept {
 #if LOTUS_DETAIL_X86

@@ -57,8 +57,8 @@
 #if defined(__GNUC__) || defined(__clang__)
 #  define LOTUS_DETAIL_FORCE_INLINE inline __attribute__((always_inline))
 #  define LOTUS_DETAIL_NOINLINE __attribute__((noinline))
-// Rarely run runtime code (setup, errors, fork, file creation): optimized for size, which also
-// keeps the compile time of every recording translation unit down in header-only mode.
+// Rarely run runtime code (setup, errors, fork, file creation): optimized for size, and kept out
+// of the way of the code around it in compiled mode and with LOTUS_RUNTIME_FULL_OPT.
 #  define LOTUS_DETAIL_COLD __attribute__((cold))
 #  define LOTUS_DETAIL_LIKELY(x) __builtin_expect(!!(x), 1)
 #  define LOTUS_DETAIL_UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -1470,12 +1470,15 @@ namespace detail {
 enum : int { mode_uninit = 0, mode_off = 1, mode_tsc = 2, mode_realtime = 3, mode_manual = 4 };
 inline std::atomic<int> g_mode{mode_uninit};
 
-inline std::uint64_t realtime_ns() noexcept {
+/// Nanoseconds on one of the kernel's clocks (realtime, monotonic, thread CPU time).
+inline std::uint64_t clock_ns(clockid_t clock) noexcept {
   timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
+  clock_gettime(clock, &ts);
   return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ull +
          static_cast<std::uint64_t>(ts.tv_nsec);
 }
+
+inline std::uint64_t realtime_ns() noexcept { return clock_ns(CLOCK_REALTIME); }
 
 LOTUS_DETAIL_FORCE_INLINE std::uint64_t read_tsc() noexcept {
 #if LOTUS_DETAIL_X86
@@ -2440,7 +2443,7 @@ LOTUS_DETAIL_COLD inline void merge_settings(const options& o, const env_setting
 // are default (non-robust, non-error-checking) ones, locked and unlocked in pairs.
 
 #include <pthread.h>  // pthread_mutex_t, pthread_cond_t
-#include <time.h>     // clock_gettime, CLOCK_MONOTONIC
+#include <time.h>     // CLOCK_MONOTONIC, pthread_condattr_setclock
 
 #include <cstdint>  // uint64_t
 
@@ -2448,13 +2451,6 @@ LOTUS_DETAIL_COLD inline void merge_settings(const options& o, const env_setting
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
-
-inline std::uint64_t monotonic_ns() noexcept {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u +
-         static_cast<std::uint64_t>(ts.tv_nsec);
-}
 
 class sync_mutex {
  public:
@@ -2497,9 +2493,9 @@ class sync_cond {
 
   /// The caller holds `m` and re-checks its condition after the call (wake-ups may be spurious).
   void wait(sync_mutex& m) noexcept { pthread_cond_wait(&c_, m.native()); }
-  /// As wait(), until `deadline` (monotonic_ns()); false once the deadline has passed.
+  /// As wait(), until `deadline` (clock_ns(CLOCK_MONOTONIC)); false once it has passed.
   bool wait_until(sync_mutex& m, std::uint64_t deadline) noexcept {
-    if (monotonic_ns() >= deadline) return false;
+    if (clock_ns(CLOCK_MONOTONIC) >= deadline) return false;
     timespec ts{};
     ts.tv_sec = static_cast<time_t>(deadline / 1000000000u);
     ts.tv_nsec = static_cast<long>(deadline % 1000000000u);
@@ -3217,13 +3213,6 @@ namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
 
-inline std::uint64_t thread_cpu_ns() noexcept {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ull +
-         static_cast<std::uint64_t>(ts.tv_nsec);
-}
-
 /// "00".."99": two digits per table lookup.
 inline constexpr char digit_pairs[] =
     "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
@@ -3388,7 +3377,7 @@ class trace_writer {
     if (!thread_started_) return;
     stop_ = true;
     cv_.notify_all();
-    const std::uint64_t deadline = monotonic_ns() + limit_ms * 1000000u;
+    const std::uint64_t deadline = clock_ns(CLOCK_MONOTONIC) + limit_ms * 1000000u;
     while (!exited_ && done_cv_.wait_until(mu_, deadline)) {
     }
     if (exited_) {
@@ -3523,7 +3512,7 @@ class trace_writer {
 
   /// Drains every thread once and writes the sidecar lines of the cycle (no lock held).
   void cycle(bool reopen, bool stats) noexcept {
-    const std::uint64_t cpu0 = thread_cpu_ns();
+    const std::uint64_t cpu0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
     if (!threads_.snapshot(cycle_threads_)) {
       diag(topic::no_memory, "out of memory listing the recording threads; retried next cycle");
     }
@@ -3543,7 +3532,7 @@ class trace_writer {
     flush_thread_lines();
     if (stats && stats_line_ != nullptr && files_.has_sidecar()) sidecar(stats_line_());
     threads_.release(cycle_finished_);
-    cpu_ns_.fetch_add(thread_cpu_ns() - cpu0, std::memory_order_relaxed);
+    cpu_ns_.fetch_add(clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0, std::memory_order_relaxed);
   }
 
   void loop() noexcept {
@@ -3555,14 +3544,14 @@ class trace_writer {
       // an event is on disk at most one interval after it ended.
       if (!busy_) {
         const std::uint64_t half = interval_ms_ / 2 != 0 ? interval_ms_ / 2 : 1;
-        const std::uint64_t deadline = monotonic_ns() + half * 1000000u;
+        const std::uint64_t deadline = clock_ns(CLOCK_MONOTONIC) + half * 1000000u;
         while (!stop_ && !urgent_.load(std::memory_order_relaxed) && flush_req_ == flush_done_ &&
                cv_.wait_until(mu_, deadline)) {
         }
       }
       // A busy writer would win the cycle lock back at once; let a waiting fork() go first.
       while (forks_pending_.load(std::memory_order_relaxed) != 0) {
-        cv_.wait_until(mu_, monotonic_ns() + 1000000u);
+        cv_.wait_until(mu_, clock_ns(CLOCK_MONOTONIC) + 1000000u);
       }
       mu_.unlock();
       cycle_mu_.lock();  // taken before mu_, as fork_prepare does

@@ -5,8 +5,8 @@
 #if defined(__GNUC__) || defined(__clang__)
 #  define LOTUS_DETAIL_FORCE_INLINE inline __attribute__((always_inline))
 #  define LOTUS_DETAIL_NOINLINE __attribute__((noinline))
-// Rarely run runtime code (setup, errors, fork, file creation): optimized for size, which also
-// keeps the compile time of every recording translation unit down in header-only mode.
+// Rarely run runtime code (setup, errors, fork, file creation): optimized for size, and kept out
+// of the way of the code around it in compiled mode and with LOTUS_RUNTIME_FULL_OPT.
 #  define LOTUS_DETAIL_COLD __attribute__((cold))
 #  define LOTUS_DETAIL_LIKELY(x) __builtin_expect(!!(x), 1)
 #  define LOTUS_DETAIL_UNLIKELY(x) __builtin_expect(!!(x), 0)

@@ -7,22 +7,16 @@
 #pragma once
 
 #include <pthread.h>  // pthread_mutex_t, pthread_cond_t
-#include <time.h>     // clock_gettime, CLOCK_MONOTONIC
+#include <time.h>     // CLOCK_MONOTONIC, pthread_condattr_setclock
 
 #include <cstdint>  // uint64_t
 
+#include "lotus/clock.hpp"
 #include "lotus/config.hpp"
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
-
-inline std::uint64_t monotonic_ns() noexcept {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u +
-         static_cast<std::uint64_t>(ts.tv_nsec);
-}
 
 class sync_mutex {
  public:
@@ -65,9 +59,9 @@ class sync_cond {
 
   /// The caller holds `m` and re-checks its condition after the call (wake-ups may be spurious).
   void wait(sync_mutex& m) noexcept { pthread_cond_wait(&c_, m.native()); }
-  /// As wait(), until `deadline` (monotonic_ns()); false once the deadline has passed.
+  /// As wait(), until `deadline` (clock_ns(CLOCK_MONOTONIC)); false once it has passed.
   bool wait_until(sync_mutex& m, std::uint64_t deadline) noexcept {
-    if (monotonic_ns() >= deadline) return false;
+    if (clock_ns(CLOCK_MONOTONIC) >= deadline) return false;
     timespec ts{};
     ts.tv_sec = static_cast<time_t>(deadline / 1000000000u);
     ts.tv_nsec = static_cast<long>(deadline % 1000000000u);

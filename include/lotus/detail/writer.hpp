@@ -31,13 +31,6 @@ namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
 
-inline std::uint64_t thread_cpu_ns() noexcept {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ull +
-         static_cast<std::uint64_t>(ts.tv_nsec);
-}
-
 /// "00".."99": two digits per table lookup.
 inline constexpr char digit_pairs[] =
     "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
@@ -202,7 +195,7 @@ class trace_writer {
     if (!thread_started_) return;
     stop_ = true;
     cv_.notify_all();
-    const std::uint64_t deadline = monotonic_ns() + limit_ms * 1000000u;
+    const std::uint64_t deadline = clock_ns(CLOCK_MONOTONIC) + limit_ms * 1000000u;
     while (!exited_ && done_cv_.wait_until(mu_, deadline)) {
     }
     if (exited_) {
@@ -337,7 +330,7 @@ class trace_writer {
 
   /// Drains every thread once and writes the sidecar lines of the cycle (no lock held).
   void cycle(bool reopen, bool stats) noexcept {
-    const std::uint64_t cpu0 = thread_cpu_ns();
+    const std::uint64_t cpu0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
     if (!threads_.snapshot(cycle_threads_)) {
       diag(topic::no_memory, "out of memory listing the recording threads; retried next cycle");
     }
@@ -357,7 +350,7 @@ class trace_writer {
     flush_thread_lines();
     if (stats && stats_line_ != nullptr && files_.has_sidecar()) sidecar(stats_line_());
     threads_.release(cycle_finished_);
-    cpu_ns_.fetch_add(thread_cpu_ns() - cpu0, std::memory_order_relaxed);
+    cpu_ns_.fetch_add(clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0, std::memory_order_relaxed);
   }
 
   void loop() noexcept {
@@ -369,14 +362,14 @@ class trace_writer {
       // an event is on disk at most one interval after it ended.
       if (!busy_) {
         const std::uint64_t half = interval_ms_ / 2 != 0 ? interval_ms_ / 2 : 1;
-        const std::uint64_t deadline = monotonic_ns() + half * 1000000u;
+        const std::uint64_t deadline = clock_ns(CLOCK_MONOTONIC) + half * 1000000u;
         while (!stop_ && !urgent_.load(std::memory_order_relaxed) && flush_req_ == flush_done_ &&
                cv_.wait_until(mu_, deadline)) {
         }
       }
       // A busy writer would win the cycle lock back at once; let a waiting fork() go first.
       while (forks_pending_.load(std::memory_order_relaxed) != 0) {
-        cv_.wait_until(mu_, monotonic_ns() + 1000000u);
+        cv_.wait_until(mu_, clock_ns(CLOCK_MONOTONIC) + 1000000u);
       }
       mu_.unlock();
       cycle_mu_.lock();  // taken before mu_, as fork_prepare does
