@@ -1870,6 +1870,7 @@ class scope_timer {
 #include <sys/prctl.h>    // PR_GET_NAME
 #include <sys/stat.h>     // fstat, lstat, mkdir
 #include <sys/syscall.h>  // SYS_gettid
+#include <sys/timex.h>    // adjtimex (read-only: modes 0)
 #include <time.h>         // clock_gettime, nanosleep
 #include <unistd.h>       // gethostname, write, close
 
@@ -3705,7 +3706,28 @@ namespace detail {
 /// How long exit waits for the writer before giving up (a stuck file system must not hang it).
 constexpr std::uint64_t writer_stop_limit_ms = 5000;
 
-/// `host` and, when set, the distributed-training rank variables, for the sidecar.
+/// A sidecar `clocksync <when>` line: a CLOCK_REALTIME and CLOCK_MONOTONIC pair read back to
+/// back, then the kernel's NTP state from a read-only adjtimex (its return value, `status` bits,
+/// `maxerror` and `esterror` in microseconds; -1 and zeros when the call fails). The tool turns
+/// these into the clock error bound it can vouch for per host (see tools/FORMAT.md).
+LOTUS_DETAIL_COLD inline text clocksync_line(const char* when) noexcept {
+  const std::uint64_t rt = clock_ns(CLOCK_REALTIME);
+  const std::uint64_t mono = clock_ns(CLOCK_MONOTONIC);
+  struct timex tx {};
+  const int state = ::adjtimex(&tx);
+  char line[160];
+  const int n =
+      std::snprintf(line, sizeof line, "clocksync %s %llu %llu %d %lld %lld %lld\n", when,
+                    static_cast<unsigned long long>(rt), static_cast<unsigned long long>(mono),
+                    state, static_cast<long long>(state < 0 ? 0 : tx.status),
+                    static_cast<long long>(state < 0 ? 0 : tx.maxerror),
+                    static_cast<long long>(state < 0 ? 0 : tx.esterror));
+  text out;
+  return out.add(line, printed(n, sizeof line));
+}
+
+/// `host`, when set the distributed-training rank variables, and the start clock pair, for the
+/// sidecar.
 LOTUS_DETAIL_COLD inline text sidecar_host_lines() noexcept {
   char host[256] = {};
   if (::gethostname(host, sizeof host - 1) != 0 || has_control_char(host)) host[0] = '\0';
@@ -3721,7 +3743,7 @@ LOTUS_DETAIL_COLD inline text sidecar_host_lines() noexcept {
         std::snprintf(line, sizeof line, "%s %llu\n", v[1], static_cast<unsigned long long>(x));
     out.add(line, printed(n, sizeof line));
   }
-  return out;
+  return out.add(clocksync_line("start"));
 }
 
 /// Process-wide state. Leaked on purpose: threads may exit (and record) after static destruction.
@@ -3801,7 +3823,7 @@ LOTUS_DETAIL_COLD inline text stats_line() noexcept {
       static_cast<unsigned long long>(s.written), static_cast<unsigned long long>(s.dropped),
       static_cast<unsigned long long>(s.sanitized));
   text line;
-  return line.add(buf, printed(n, sizeof buf));
+  return line.add(buf, printed(n, sizeof buf)).add(clocksync_line("exit"));
 }
 
 bool runtime::initialize() noexcept {

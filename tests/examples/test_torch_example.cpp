@@ -2,6 +2,7 @@
 // SPDX-License-Identifier: MIT
 // Every record, then lotus-tool check / stats / report built from this tree (no libtorch in this
 // file: it compiles fast).
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -197,4 +198,46 @@ TEST_CASE("libtorch_dataset example: workers 0, --unordered, bad arguments",
   REQUIRE(bad.err.find("--workers: 'many' is not an integer") != std::string::npos);
   const auto bad_epochs = run_program({LIBTORCH_DATASET_BIN, "--epochs", "0"});
   REQUIRE(bad_epochs.status == 2);
+}
+
+TEST_CASE("libtorch_dataset example: two ranks share one trace directory",
+          "[examples][torch][tool][ranks]") {
+  // Two processes launched as torchrun launches ranks (RANK, LOCAL_RANK, WORLD_SIZE), one output
+  // directory and prefix; rank 1 is made slow on purpose (one worker, larger crops).
+  temp_dir root;
+  for (int rank = 0; rank < 2; ++rank) {
+    ::setenv("RANK", std::to_string(rank).c_str(), 1);
+    ::setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
+    ::setenv("WORLD_SIZE", "2", 1);
+    const auto res = run_program(
+        {LIBTORCH_DATASET_BIN, "--out", "out", "--images", "12", "--workers", rank == 0 ? "2" : "1",
+         "--batch-size", "4", "--size", rank == 0 ? "16" : "224", "--epochs", "2"},
+        root.path());
+    ::unsetenv("RANK");
+    ::unsetenv("LOCAL_RANK");
+    ::unsetenv("WORLD_SIZE");
+    INFO(res.err);
+    REQUIRE(res.status == 0);
+  }
+  const std::string trace = root.path() + "/out/trace";
+  const auto check = run_program({LOTUS_TOOL_BIN, "check", trace});
+  INFO(check.out << check.err);
+  REQUIRE(check.status == 0);
+  const auto stats = run_program({LOTUS_TOOL_BIN, "stats", trace, "--json"});
+  INFO(stats.out << stats.err);
+  REQUIRE(stats.status == 0);
+  const auto j = nlohmann::json::parse(stats.out);
+  REQUIRE(j["trace"]["epochs"] == 2);  // per rank: 3 batches x 2 epochs, not 4 pooled epochs
+  REQUIRE(j["ranks"].size() == 2);
+  for (int rank = 0; rank < 2; ++rank) {
+    const auto& r = j["ranks"][rank];
+    REQUIRE(r["rank"] == rank);
+    REQUIRE(r["batches"] == 6);
+    REQUIRE(r["waits"] == 6);
+    REQUIRE(r["worker_files"] == (rank == 0 ? 2 : 1));
+  }
+  REQUIRE(j["delay"]["count"] == 12);  // every batch joined within its own rank
+  REQUIRE(j["delay"]["unmatched_consumed"] == 0);
+  REQUIRE(j["straggler"]["rank"] == 1);
+  REQUIRE(j["straggler"]["cause"] == "workers");
 }

@@ -735,7 +735,9 @@ TEST_CASE("sidecar hosts and ranks name the processes in viz, stats and check",
   REQUIRE(v.process_names == std::map<std::int64_t, std::string>{
                                  {100, "lotus pid 100 \u00b7 host node-a \u00b7 rank 0"},
                                  {200, "lotus pid 200 \u00b7 host node-b \u00b7 rank 1"}});
-  REQUIRE(v.sort_index == std::map<std::int64_t, std::int64_t>{{100, 0}, {200, 1}});
+  // One process group per rank (ranks of one directory are parts of their own): rank 1 after
+  // every process of rank 0.
+  REQUIRE(v.sort_index.at(100) < v.sort_index.at(200));
   REQUIRE(v.thread_names.at({100, 101}) == "loader (101)");
   REQUIRE(v.thread_names.at({200, 201}) == "loader (201)");
   std::set<std::pair<std::int64_t, std::int64_t>> loader_rows;
@@ -918,4 +920,137 @@ TEST_CASE("report folds more threads than rows into group rows with their counts
   const std::string k_html = lotus_test::read_file(d + "/k.html");
   REQUIRE(report_timeline(k_html)["grouping"] == "kind");
   REQUIRE(report_rows(k_html) == json::array({"workers \u00b7 70 threads", "main 100"}));
+}
+
+TEST_CASE(
+    "ranks sharing one directory are grouped by the sidecars; batches never join across ranks",
+    "[tool][dir][ranks]") {
+  // Two ranks on one host share the prefix: their batch indices collide and their times
+  // interleave. Workers are forked (no rank of their own: their parent's counts). A file no
+  // sidecar names is kept apart as 'rank unknown'.
+  const std::string d = make_tmp_dir();
+  // rank 0: pid 100, worker 101; batch 0 preprocessed 1000..1100, consumed at 1400.
+  spit(d + "/p_worker_pid_101", "SBatchPreprocessed_0,1000,100\n");
+  spit(d + "/p_main_pid_100",
+       "SBatchWait_0,1050,200\nSBatchConsumed_0,1400,1000\nSBatchWait_1,2000,100\n"
+       "SBatchConsumed_1,2200,1000\n");
+  spit(d + "/p_worker_pid_102", "SBatchPreprocessed_1,1900,100\n");
+  // rank 1: pid 200, worker 201; batch 0 preprocessed 1020..1520, consumed at 1600.
+  spit(d + "/p_worker_pid_201", "SBatchPreprocessed_0,1020,500\nSBatchPreprocessed_1,1530,450\n");
+  spit(d + "/p_main_pid_200",
+       "SBatchWait_0,1030,560\nSBatchConsumed_0,1600,1000\nSBatchWait_1,1610,400\n"
+       "SBatchConsumed_1,2050,1000\n");
+  spit(d + "/p_worker_pid_900", "SLoader,1000,5\n");  // nobody's
+  spit(d + "/.p.lotus-meta_100",
+       "lotus-meta 1\npid 100\nppid 1\nhost h\nrank 0\nworld_size 2\nthread 100 main\n"
+       "file p_main_pid_100\n");
+  spit(d + "/.p.lotus-meta_101",
+       "lotus-meta 1\npid 101\nppid 100\nhost h\nthread 101 w\nfile p_worker_pid_101\n");
+  spit(d + "/.p.lotus-meta_102",
+       "lotus-meta 1\npid 102\nppid 100\nhost h\nthread 102 w\nfile p_worker_pid_102\n");
+  spit(d + "/.p.lotus-meta_200",
+       "lotus-meta 1\npid 200\nppid 1\nhost h\nrank 1\nworld_size 2\nthread 200 main\n"
+       "file p_main_pid_200\n");
+  spit(d + "/.p.lotus-meta_201",
+       "lotus-meta 1\npid 201\nppid 200\nhost h\nthread 201 w\nfile p_worker_pid_201\n");
+
+  const auto s = tool("stats " + d + " --json");
+  INFO(s.out << s.err);
+  REQUIRE(s.rc == 0);
+  REQUIRE(s.err.find("1 trace file(s) (p_worker_pid_900) belong to no known rank") !=
+          std::string::npos);
+  const json j = json::parse(s.out);
+  REQUIRE(j["trace"]["epochs"] == 1);  // pooled, the repeated indices looked like 2 epochs
+  REQUIRE(j["ranks"].size() == 3);
+  REQUIRE(j["ranks"][0]["label"] == "h \u00b7 rank 0");
+  REQUIRE(j["ranks"][1]["label"] == "h \u00b7 rank 1");
+  // (no sidecar: no host either; the directory's name)
+  REQUIRE(j["ranks"][2]["label"].get<std::string>() ==
+          d.substr(d.rfind('/') + 1) + " \u00b7 rank unknown");
+  REQUIRE(j["ranks"][0]["batches"] == 2);
+  REQUIRE(j["ranks"][1]["batches"] == 2);
+  REQUIRE(j["ranks"][2]["batches"] == 0);
+  REQUIRE(j["ranks"][0]["worker_files"] == 2);
+  REQUIRE(j["ranks"][1]["worker_files"] == 1);
+  // Delays (consumed start - end of preprocessed), each batch with its own rank's:
+  // rank 0: 1400-1100=300, 2200-2000=200; rank 1: 1600-1520=80, 2050-1980=70 (ns).
+  REQUIRE(j["delay"]["count"] == 4);
+  REQUIRE(j["delay"]["sum_ms"].get<double>() == Approx((300 + 200 + 80 + 70) / 1e6));
+  REQUIRE(j["delay"]["max_ms"].get<double>() == Approx(300 / 1e6));
+  REQUIRE(j["delay"]["min_ms"].get<double>() == Approx(70 / 1e6));
+  // Rank 1 waits 960 of its 2050-1030+1000=2020 ns; rank 0 300 of 3200-1050=2150.
+  REQUIRE(j["slowest_rank"] == "h \u00b7 rank 1");
+  REQUIRE(j["straggler"]["rank"] == 1);
+  // It waits 480 ns per step, rank 0 150: rank 0 loses 330 ns at each of its 2 steps.
+  REQUIRE(j["ranks"][0]["lost_to_straggler_ms"].get<double>() == Approx(660 / 1e6));
+  REQUIRE(j["straggler"]["cause"] == "workers");  // 1 worker file against 2
+
+  // The same files in one directory per rank give the same rank rows.
+  const std::string a = make_tmp_dir(), b = make_tmp_dir();
+  for (const char* f : {"/p_worker_pid_101", "/p_main_pid_100", "/p_worker_pid_102",
+                        "/.p.lotus-meta_100", "/.p.lotus-meta_101", "/.p.lotus-meta_102"}) {
+    spit(a + f, lotus_test::read_file(d + f));
+  }
+  for (const char* f :
+       {"/p_worker_pid_201", "/p_main_pid_200", "/.p.lotus-meta_200", "/.p.lotus-meta_201"}) {
+    spit(b + f, lotus_test::read_file(d + f));
+  }
+  const auto s2 = tool("stats " + a + " " + b + " --json");
+  REQUIRE(s2.rc == 0);
+  const json j2 = json::parse(s2.out);
+  for (const char* k : {"batches", "waits", "wait_ms", "wait_share", "preprocessing_mean_ms",
+                        "lost_to_straggler_ms", "label"}) {
+    INFO(k);
+    REQUIRE(j2["ranks"][0][k] == j["ranks"][0][k]);
+    REQUIRE(j2["ranks"][1][k] == j["ranks"][1][k]);
+  }
+  REQUIRE(j2["delay"] == j["delay"]);
+
+  const auto t = tool("stats " + d);
+  REQUIRE(t.out.find("Straggler: h \u00b7 rank 1.") != std::string::npos);
+  REQUIRE(t.out.find("To change: give h \u00b7 rank 1 as many DataLoader workers") !=
+          std::string::npos);
+  REQUIRE(tool("report " + d + " -o " + d + "/r.html").rc == 0);
+  const std::string html = lotus_test::read_file(d + "/r.html");
+  REQUIRE(html.find("as many DataLoader workers") != std::string::npos);
+}
+
+TEST_CASE("clocksync lines give each host's clock error bound; no skew correction",
+          "[tool][dir][clocks]") {
+  const std::string d = make_tmp_dir();
+  spit(d + "/p_main_pid_1", "SBatchWait_0,5000,100\n");
+  spit(d + "/p_main_pid_2", "SBatchWait_0,5000,100\n");
+  spit(d + "/p_main_pid_3", "SBatchWait_0,5000,100\n");
+  // a: synchronized (state 0, status 0x2001), maxerror 400 us at start and 700 us at exit; its
+  // realtime moved 2000 ns more than its monotonic clock. b: synchronized, 300 us.
+  spit(d + "/.p.lotus-meta_1",
+       "lotus-meta 1\npid 1\nhost a\nrank 0\nfile p_main_pid_1\n"
+       "clocksync start 1000000 500 0 8193 400 20\nclocksync exit 2002000 1000500 0 8193 700 20\n");
+  spit(d + "/.p.lotus-meta_2",
+       "lotus-meta 1\npid 2\nhost b\nrank 1\nfile p_main_pid_2\n"
+       "clocksync start 1000000 500 0 8193 300 20\nclocksync bogus 1 2\n");
+  const auto s = tool("stats " + d + " --json");
+  INFO(s.out << s.err);
+  REQUIRE(s.rc == 0);
+  REQUIRE(s.err.find("unknown 'clocksync' moment 'bogus'") != std::string::npos);
+  json j = json::parse(s.out);
+  REQUIRE(j["clocks"]["hosts"] ==
+          json::parse(R"([{"host": "a", "processes": 1, "synchronized": true, "error_bound_us": 700,
+                           "realtime_adjusted_ns": 2000},
+                          {"host": "b", "processes": 1, "synchronized": true, "error_bound_us": 300,
+                           "realtime_adjusted_ns": 0}])"));
+  REQUIRE(j["clocks"]["cross_host_bound_us"].get<double>() == Approx(1002.0));
+  const auto t = tool("stats " + d);
+  REQUIRE(t.out.find("Times of different hosts compare within +-1.002 ms") != std::string::npos);
+
+  // c: STA_UNSYNC (0x40) set: nothing can be vouched for across hosts.
+  spit(d + "/.p.lotus-meta_3",
+       "lotus-meta 1\npid 3\nhost c\nrank 2\nfile p_main_pid_3\n"
+       "clocksync start 1000000 500 5 65 16000000 16000000\n");
+  j = json::parse(tool("stats " + d + " --json").out);
+  REQUIRE(j["clocks"]["hosts"][2]["synchronized"] == false);
+  REQUIRE(j["clocks"]["hosts"][2]["error_bound_us"].is_null());
+  REQUIRE(j["clocks"]["cross_host_bound_us"].is_null());
+  REQUIRE(tool("stats " + d).out.find("c                              NOT synchronized") !=
+          std::string::npos);
 }

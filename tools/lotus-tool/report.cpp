@@ -205,6 +205,9 @@ group_key group_of(grouping g, const trace_file& f, std::size_t file,
 }
 
 std::optional<std::uint64_t> rank_of(const trace_dir& dir, const trace_file& f) {
+  // The rank of its part of the trace (a directory, or a rank of a shared directory: its
+  // workers carry their parent's rank), else its process's own.
+  if (const auto& src = dir.sources.at(f.source); src.rank) return src.rank;
   if (f.ambiguous) return std::nullopt;
   const auto pm = dir.processes.find({f.pid, f.host});
   return pm != dir.processes.end() ? pm->second.rank : std::nullopt;
@@ -403,9 +406,17 @@ void read_report(const report_args& a, report_data& rd) {
   rd.files = dir.files.size();
   for (const auto& f : dir.files) (f.kind == file_kind::worker ? rd.worker_files : rd.main_files)++;
   rd.hosts = dir.hosts();
+  rd.clock_note = cross_host_clock_note(dir);
   rd.timeline = std::move(tl).finish();
   rd.timeline.grouping = grouping_name(plan.level);
   rd.ranks = ranks_of(rd.timeline, plan.rank_keys);
+  for (const auto& f : dir.files) {  // worker files per rank: the straggler's cause
+    if (f.kind != file_kind::worker) continue;
+    const auto rank = rank_of(dir, f);
+    for (auto& rk : rd.ranks) {
+      if (rk.rank == rank && rk.host == (f.ambiguous ? std::string() : f.host)) ++rk.worker_files;
+    }
+  }
   // The listing (most of the memory with many files) is not needed by what follows.
   open = {};
   plan = {};

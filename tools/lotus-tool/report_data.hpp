@@ -213,6 +213,8 @@ struct report_data {
   std::uint64_t origin_ns = 0;
   /// Per rank, when the trace has several (hosts / ranks / directories); empty otherwise.
   std::vector<rank_data> ranks;
+  /// With several hosts: within what bound their times compare (cross_host_clock_note).
+  std::string clock_note;
   std::optional<attr_doc> attribution;
 };
 

@@ -238,7 +238,9 @@ finding delay_finding(const report_data& d) {
 finding rank_finding(const report_data& d, const finding_thresholds& t) {
   finding f;
   f.id = "ranks";
-  const rank_data* slow = &d.ranks[*slowest_rank_of(d.ranks)];
+  std::vector<rank_data> ranks = d.ranks;
+  const auto straggler = analyze_straggler(ranks);
+  const rank_data* slow = &d.ranks[straggler->rank];
   const rank_data* fast = &d.ranks.front();
   for (const auto& r : d.ranks) {
     if (r.wait_share() < fast->wait_share()) fast = &r;
@@ -252,9 +254,11 @@ finding rank_finding(const report_data& d, const finding_thresholds& t) {
     f.level = finding_level::warn;
     f.title = "The data loader of " + slow->label + " is the slowest: it waits " +
               fixed(100 * spread, 1) + " percentage points more than " + fast->label + ".";
-    f.advice =
-        "In synchronous data-parallel training every step waits for the slowest rank: give "
-        "that host more loader workers or faster storage, or check what else runs on it.";
+    f.evidence += " The other ranks lose ~" + format_ms(straggler->lost_per_step_ms) +
+                  " per step waiting for it (" + format_ms(straggler->lost_ms) + " in all, " +
+                  pct(straggler->lost_share) + " of their time).";
+    f.advice = "In synchronous data-parallel training every step waits for the slowest rank, " +
+               slow->label + ": " + straggler->advice + ".";
   } else {
     f.level = finding_level::good;
     f.title =

@@ -93,8 +93,11 @@ std::string findings_html(const report_data& d) {
 std::string ranks_html(const report_data& d) {
   if (d.ranks.size() < 2) return {};
   std::string o =
-      "<section id=\"ranks\">\n<h2>Ranks</h2>\n<p class=\"hint\">One row per host and rank. "
-      "Clocks of different hosts are taken as synchronized (NTP/PTP).</p>\n<div "
+      "<section id=\"ranks\">\n<h2>Ranks</h2>\n<p class=\"hint\">One row per host and rank. " +
+      (d.clock_note.empty() ? std::string("Wait shares and preprocessing times are measured "
+                                          "within each host: they do not depend on its clock.")
+                            : escape_html(d.clock_note) + ".") +
+      "</p>\n<div "
       "class=\"chart-box bars-box\"><canvas id=\"ranks-chart\" role=\"img\" aria-label=\"wait "
       "share per rank\"></canvas></div>\n<table><tr><th>rank</th><th>batches</th><th>mean "
       "preprocessing</th><th>waits</th><th>wait time</th><th>main-process time</th><th>wait "

@@ -68,12 +68,54 @@ nlohmann::json to_json(const stats_result& r, const trace_dir& dir, const record
                           {"wait_ms", x.wait_ms},
                           {"main_elapsed_ms", x.main_elapsed_ms},
                           {"wait_share", x.wait_share()},
-                          {"out_of_order", x.out_of_order}};
+                          {"out_of_order", x.out_of_order},
+                          {"worker_files", x.worker_files},
+                          {"lost_to_straggler_ms", x.lost_to_straggler_ms}};
       if (!x.host.empty()) o["host"] = x.host;
       if (x.rank) o["rank"] = *x.rank;
       rk.push_back(std::move(o));
     }
     if (r.slowest_rank) j["slowest_rank"] = r.ranks[*r.slowest_rank].label;
+    if (r.straggler) {
+      const straggler_analysis& a = *r.straggler;
+      const rank_stats& s = r.ranks[a.rank];
+      nlohmann::json o = {{"label", s.label},
+                          {"wait_share", s.wait_share()},
+                          {"others_wait_share", a.others_wait_share},
+                          {"lost_per_step_ms", a.lost_per_step_ms},
+                          {"lost_ms", a.lost_ms},
+                          {"lost_share", a.lost_share},
+                          {"preprocessing_ratio", a.preprocessing_ratio},
+                          {"cause", a.cause},
+                          {"advice", a.advice}};
+      if (s.rank) o["rank"] = *s.rank;
+      j["straggler"] = std::move(o);
+    }
+  }
+  // What the sidecars say about each host's clock (clocksync lines), and the bound within which
+  // times of different hosts can be compared.
+  const std::vector<host_clock> clocks = host_clocks(dir);
+  if (!clocks.empty()) {
+    auto& cj = j["clocks"] = nlohmann::json::object();
+    auto& hosts = cj["hosts"] = nlohmann::json::array();
+    for (const auto& h : clocks) {
+      nlohmann::json o = {{"host", h.host},
+                          {"processes", h.processes},
+                          {"synchronized", h.synchronized},
+                          {"realtime_adjusted_ns", h.realtime_adjusted_ns}};
+      if (h.synchronized) {
+        o["error_bound_us"] = h.error_bound_us;
+      } else {
+        o["error_bound_us"] = nullptr;  // unsynchronized: nothing to vouch for
+      }
+      hosts.push_back(std::move(o));
+    }
+    const auto bound = cross_host_bound_us(clocks);
+    if (bound) {
+      cj["cross_host_bound_us"] = *bound;
+    } else {
+      cj["cross_host_bound_us"] = nullptr;
+    }
   }
   // Processes from the sidecars: host and rank when the sidecar has them, the files attributed
   // to each, and the library's own counters.
@@ -196,6 +238,7 @@ std::string to_csv(const stats_result& r) {
     csv_row(out, "rank", x.label, "wait_ms", x.wait_ms);
     csv_row(out, "rank", x.label, "wait_share", x.wait_share());
     csv_row(out, "rank", x.label, "out_of_order", double(x.out_of_order));
+    csv_row(out, "rank", x.label, "lost_to_straggler_ms", x.lost_to_straggler_ms);
   }
   return out;
 }
@@ -307,7 +350,7 @@ std::string to_text(const stats_result& r, const trace_dir& dir, const record_fi
              static_cast<unsigned long long>(r.consumed));
   if (!r.ranks.empty()) {
     // Clocks of different hosts are taken as synchronized (NTP/PTP).
-    out += "\nPer rank (one trace directory each):\n";
+    out += "\nPer rank:\n";
     append_fmt(out, "%-32s %8s %12s %8s %12s %8s %8s\n", "rank", "batches", "prep mean", "waits",
                "wait sum", "wait %", "ooo");
     for (const auto& x : r.ranks) {
@@ -322,6 +365,42 @@ std::string to_text(const stats_result& r, const trace_dir& dir, const record_fi
                  "Slowest rank: %s (its main process waited %.2f ms for data, %.2f%% of its "
                  "time; mean batch preprocessing %.2f ms)\n",
                  s.label.c_str(), s.wait_ms, 100 * s.wait_share(), s.preprocessing_mean_ms);
+    }
+    if (r.straggler) {
+      const straggler_analysis& a = *r.straggler;
+      append_fmt(out,
+                 "Straggler: %s. The other ranks wait %.2f%% of their time for data; in "
+                 "synchronous training each of their steps also waits ~%.2f ms for it (%.2f ms "
+                 "in all, %.2f%% of their time).\n",
+                 r.ranks[a.rank].label.c_str(), 100 * a.others_wait_share, a.lost_per_step_ms,
+                 a.lost_ms, 100 * a.lost_share);
+      out += "To change: " + a.advice + ".\n";
+    }
+  }
+  const std::vector<host_clock> clocks = host_clocks(dir);
+  if (clocks.size() > 1) {
+    out += "\nClocks (from the sidecars' clocksync lines):\n";
+    for (const auto& h : clocks) {
+      if (h.synchronized) {
+        append_fmt(out, "  %-30s NTP-synchronized, error bound +-%lld us, adjusted %.3f ms\n",
+                   h.host.substr(0, 30).c_str(), static_cast<long long>(h.error_bound_us),
+                   double(h.realtime_adjusted_ns) / 1e6);
+      } else {
+        append_fmt(out, "  %-30s NOT synchronized: its times cannot be vouched for\n",
+                   h.host.substr(0, 30).c_str());
+      }
+    }
+    const auto bound = cross_host_bound_us(clocks);
+    if (bound) {
+      append_fmt(out,
+                 "  Times of different hosts compare within +-%.3f ms; finer cross-host "
+                 "differences (timeline alignment, batch delays across hosts) are not "
+                 "meaningful. No skew correction is applied.\n",
+                 *bound / 1000);
+    } else {
+      out +=
+          "  A host's clock is not synchronized: cross-host times are not comparable. No "
+          "skew correction is applied.\n";
     }
   }
   return out;

@@ -617,6 +617,7 @@ void run_viz(const viz_args& a) {
   b += a.compat ? "]}" : "]}\n";
   out.commit();
   warn_viewer_limits(out.size());
+  warn_cross_host_clocks(dir);
   if (skipped) {
     std::fprintf(stderr, "warning: skipped %llu malformed line(s)\n",
                  static_cast<unsigned long long>(skipped));

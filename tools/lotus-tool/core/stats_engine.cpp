@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdio>
 #include <tuple>
 
 #include "error.hpp"
@@ -459,9 +460,90 @@ stats_result compute_stats(const trace_dir& dir, const read_options& ropt,
     x.wait_ms = ms(wait_ns[k]);
     x.main_elapsed_ms = main_first[k] < main_last[k] ? ms(main_last[k] - main_first[k]) : 0;
   }
+  for (const auto& f : dir.files) {
+    if (per_rank && f.kind == file_kind::worker) ++ranks[f.source].worker_files;
+  }
   r.slowest_rank = slowest_rank_of(ranks);
+  r.straggler = analyze_straggler(ranks);
   r.ranks = std::move(ranks);
   return r;
+}
+
+namespace {
+
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+std::string fixed1(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f", v);
+  return b;
+}
+
+}  // namespace
+
+std::optional<straggler_analysis> analyze_straggler(std::vector<rank_stats>& ranks) {
+  const auto slowest = slowest_rank_of(ranks);
+  if (!slowest || ranks.size() < 2) return std::nullopt;
+  straggler_analysis a;
+  a.rank = *slowest;
+  const rank_stats& s = ranks[a.rank];
+  std::vector<double> prep, files;
+  double others_elapsed = 0;
+  for (std::size_t k = 0; k < ranks.size(); ++k) {
+    rank_stats& x = ranks[k];
+    if (k == a.rank) continue;
+    const double lost = std::max(0.0, s.wait_per_step_ms() - x.wait_per_step_ms());
+    x.lost_to_straggler_ms = lost * double(x.waits);
+    a.lost_per_step_ms += lost;
+    a.lost_ms += x.lost_to_straggler_ms;
+    a.others_wait_share += x.wait_share();
+    others_elapsed += x.main_elapsed_ms;
+    prep.push_back(x.preprocessing_mean_ms);
+    files.push_back(double(x.worker_files));
+  }
+  const double others = double(ranks.size() - 1);
+  a.lost_per_step_ms /= others;
+  a.others_wait_share /= others;
+  a.lost_share = others_elapsed > 0 ? a.lost_ms / others_elapsed : 0;
+  const double prep_median = median_of(prep);
+  const double files_median = median_of(files);
+  a.preprocessing_ratio = prep_median > 0 ? s.preprocessing_mean_ms / prep_median : 0;
+  // Another rank on the same host that is not slow per batch rules the host out.
+  bool host_peer_fast = false;
+  for (std::size_t k = 0; k < ranks.size(); ++k) {
+    if (k != a.rank && !s.host.empty() && ranks[k].host == s.host &&
+        ranks[k].preprocessing_mean_ms * 1.2 < s.preprocessing_mean_ms) {
+      host_peer_fast = true;
+    }
+  }
+  if (double(s.worker_files) < files_median) {
+    a.cause = "workers";
+    a.advice = "give " + s.label + " as many DataLoader workers as the other ranks (it wrote " +
+               std::to_string(s.worker_files) + " worker trace files, the others " +
+               fixed1(files_median) + " in the median)";
+  } else if (a.preprocessing_ratio >= 1.2 && host_peer_fast) {
+    a.cause = "shard";
+    a.advice = "its batches take " + fixed1(a.preprocessing_ratio) +
+               "x as long to preprocess as on the other ranks, including a rank on the same "
+               "host: check its data shard (larger or slower-to-decode samples) and balance the "
+               "shards";
+  } else if (a.preprocessing_ratio >= 1.2) {
+    a.cause = "host";
+    a.advice = "its batches take " + fixed1(a.preprocessing_ratio) +
+               "x as long to preprocess as on the other ranks: check its host (other load on "
+               "its CPUs, slower storage) and its data shard, or give it more workers";
+  } else {
+    a.cause = "loader";
+    a.advice =
+        "its batches are not slower to preprocess, yet its training loop waits longer: "
+        "give it more DataLoader workers or a larger prefetch_factor";
+  }
+  return a;
 }
 
 std::optional<std::size_t> slowest_rank_of(const std::vector<rank_stats>& ranks) {

@@ -96,9 +96,31 @@ struct rank_stats {
   double wait_ms = 0;          ///< their summed durations
   double main_elapsed_ms = 0;  ///< main files: first record start to last record end
   std::uint64_t out_of_order = 0;
+  std::uint64_t worker_files = 0;  ///< trace files of its workers (workers × epochs in Python)
+  /// Step time this rank loses waiting for the straggler (analyze_straggler): per step, the
+  /// straggler's mean data wait minus this rank's, summed over this rank's steps.
+  double lost_to_straggler_ms = 0;
   /// Share of the main process's time spent waiting for data.
   double wait_share() const { return main_elapsed_ms > 0 ? wait_ms / main_elapsed_ms : 0.0; }
+  double wait_per_step_ms() const { return waits ? wait_ms / double(waits) : 0.0; }
 };
+
+/// The straggler of a synchronous data-parallel run: every step waits for the rank whose data
+/// arrives last, so the others lose (straggler's wait per step - their own) at each step.
+struct straggler_analysis {
+  std::size_t rank = 0;            ///< index into the ranks
+  double others_wait_share = 0;    ///< mean wait share of the other ranks
+  double lost_per_step_ms = 0;     ///< mean over the other ranks
+  double lost_ms = 0;              ///< summed over the other ranks and their steps
+  double lost_share = 0;           ///< lost_ms / the other ranks' summed main-process time
+  double preprocessing_ratio = 0;  ///< its mean batch preprocessing / the others' median
+  std::string cause;               ///< "workers", "shard", "host" or "loader"
+  std::string advice;              ///< one sentence: what to change
+};
+
+/// Fills every rank's lost_to_straggler_ms and names the straggler (slowest_rank_of) and the
+/// likely cause; empty with fewer than two ranks.
+std::optional<straggler_analysis> analyze_straggler(std::vector<rank_stats>& ranks);
 
 /// The slowest of several ranks, the one rule `stats` and `report` share: the largest share of
 /// its main process's time spent waiting for data (in synchronous data-parallel training every
@@ -133,6 +155,7 @@ struct stats_result {
   // slowest (slowest_rank_of).
   std::vector<rank_stats> ranks;
   std::optional<std::size_t> slowest_rank;
+  std::optional<straggler_analysis> straggler;
 };
 
 /// Accumulates records (call add() for each) and computes everything at the end, in bounded

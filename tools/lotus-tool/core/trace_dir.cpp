@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <set>
 #include <sstream>
@@ -117,6 +118,39 @@ void parse_sidecar(std::istream& in, const std::string& file_label, trace_dir& o
       } else {
         files.push_back(std::move(name));
       }
+    } else if (key == "clocksync") {
+      std::string when;
+      ls >> when;
+      clock_sample c;
+      std::uint64_t rt = 0, mono = 0;
+      std::string tok[4];
+      if (!(when == "start" || when == "exit")) {
+        warn("unknown 'clocksync' moment '" + when + "'");
+        continue;
+      }
+      if (!read_u(rt) || !read_u(mono)) continue;
+      ls >> tok[0] >> tok[1] >> tok[2] >> tok[3];
+      std::int64_t v[4] = {};
+      bool ok = true;
+      for (int i = 0; i < 4; ++i) {
+        char* end = nullptr;
+        errno = 0;
+        const long long x = std::strtoll(tok[i].c_str(), &end, 10);
+        ok = ok && !tok[i].empty() && end != nullptr && *end == '\0' && errno == 0;
+        v[i] = x;
+      }
+      if (!ok) {
+        warn("bad 'clocksync' line");
+        continue;
+      }
+      c.have = true;
+      c.realtime_ns = rt;
+      c.monotonic_ns = mono;
+      c.state = v[0];
+      c.status = v[1];
+      c.maxerror_us = v[2];
+      c.esterror_us = v[3];
+      (when == "start" ? proc.clock_start : proc.clock_exit) = c;
     } else if (key == "stats") {
       std::uint64_t v[4] = {};
       bool ok = true;
@@ -151,6 +185,8 @@ void parse_sidecar(std::istream& in, const std::string& file_label, trace_dir& o
   if (!p.world_size) p.world_size = proc.world_size;
   if (p.version.empty()) p.version = proc.version;
   if (p.clock.empty()) p.clock = proc.clock;
+  if (!p.clock_start.have) p.clock_start = proc.clock_start;
+  if (proc.clock_exit.have) p.clock_exit = proc.clock_exit;
   p.has_stats = p.has_stats || proc.has_stats;
   p.recorded += proc.recorded;
   p.written += proc.written;
@@ -407,23 +443,114 @@ trace_source describe_source(const trace_dir& d) {
   return s;
 }
 
+std::optional<std::uint64_t> rank_of_process(const trace_dir& dir, process_key key) {
+  // A process's own rank, else its parent's (workers forked or spawned by a rank carry none
+  // of their own); the walk is bounded (a pid reused in a cycle must not loop).
+  for (int depth = 0; depth < 64; ++depth) {
+    const auto p = dir.processes.find(key);
+    if (p == dir.processes.end()) return std::nullopt;
+    if (p->second.rank) return p->second.rank;
+    if (p->second.ppid == 0 || p->second.ppid == key.first) return std::nullopt;
+    key.first = p->second.ppid;
+  }
+  return std::nullopt;
+}
+
+std::vector<trace_dir> split_by_rank(trace_dir&& dir) {
+  // The rank of each file: its writer process's (or that process's parent's).
+  std::vector<std::optional<std::uint64_t>> file_rank(dir.files.size());
+  std::set<std::uint64_t> ranks;
+  bool unknown = false;
+  for (std::size_t i = 0; i < dir.files.size(); ++i) {
+    const trace_file& f = dir.files[i];
+    if (!f.ambiguous) file_rank[i] = rank_of_process(dir, process_key{f.pid, f.host});
+    if (file_rank[i]) {
+      ranks.insert(*file_rank[i]);
+    } else {
+      unknown = true;
+    }
+  }
+  std::vector<trace_dir> parts;
+  if (ranks.size() < 2) {  // one rank (or none): the directory is that rank, as it always was
+    parts.push_back(std::move(dir));
+    return parts;
+  }
+  // One part per rank, then the files of no known rank, kept apart (never pooled into a rank).
+  std::vector<std::optional<std::uint64_t>> keys(ranks.begin(), ranks.end());
+  if (unknown) keys.emplace_back(std::nullopt);
+  std::map<std::optional<std::uint64_t>, std::size_t> part_of;
+  for (const auto& k : keys) {
+    part_of[k] = parts.size();
+    trace_dir p;
+    p.path = dir.path;
+    p.prefix = dir.prefix;
+    p.sources = dir.sources;
+    parts.push_back(std::move(p));
+  }
+  std::vector<std::string> unranked;
+  for (std::size_t i = 0; i < dir.files.size(); ++i) {
+    if (!file_rank[i]) unranked.push_back(dir.files[i].name);
+    parts[part_of[file_rank[i]]].files.push_back(std::move(dir.files[i]));
+  }
+  // Processes, their thread names and file lists go with their rank; a process of no rank
+  // (one without files) goes with the unknown files, or with the first rank when there are none.
+  const auto part_of_process = [&](const process_key& key) {
+    const auto it = part_of.find(rank_of_process(dir, key));
+    return it != part_of.end() ? it->second : std::size_t{0};
+  };
+  for (auto& [key, meta] : dir.processes) parts[part_of_process(key)].processes.emplace(key, meta);
+  for (auto& [tid, claims] : dir.threads) {
+    for (auto& c : claims) {
+      parts[part_of_process(process_key{c.pid, c.host})].threads[tid].push_back(c);
+    }
+  }
+  for (auto& [name, owner] : dir.file_owner) {
+    parts[part_of_process(owner)].file_owner.emplace(name, owner);
+  }
+  parts.front().warnings = std::move(dir.warnings);
+  if (!unranked.empty()) {
+    parts.front().warnings.push_back(
+        dir.path + ": " + std::to_string(unranked.size()) + " trace file(s) (" +
+        short_list(unranked, [](const std::string& v) { return v; }) +
+        ") belong to no known rank (no sidecar names their process, its rank or its parent): "
+        "shown apart as 'rank unknown', never pooled into a rank");
+  }
+  return parts;
+}
+
 }  // namespace
 
 trace_dir scan_trace_dirs(const std::vector<std::string>& dirs, const std::string& prefix) {
   if (dirs.empty()) throw tool_error(exit_usage, "no trace directory given");
   std::vector<trace_dir> parts;
+  std::vector<std::size_t> dir_of;  // the directory (index into dirs) of each part
   parts.reserve(dirs.size());
-  for (const auto& d : dirs) {
-    parts.push_back(scan_trace_dir(d, prefix));
-    parts.back().sources.front() = describe_source(parts.back());
+  for (std::size_t d = 0; d < dirs.size(); ++d) {
+    // Ranks of one directory (one shared prefix for a whole job) become parts of their own, as
+    // if each had its own directory.
+    std::vector<trace_dir> split = split_by_rank(scan_trace_dir(dirs[d], prefix));
+    for (std::size_t j = 0; j < split.size(); ++j) {
+      trace_dir& part = split[j];
+      part.sources.front() = describe_source(part);
+      // The last part of a split directory whose processes carry no rank: the unknown files.
+      if (split.size() > 1 && j + 1 == split.size() && !part.sources.front().rank) {
+        trace_source& src = part.sources.front();
+        src.label = (src.host.empty() ? base_name(part.path) : src.host) + " \u00b7 rank unknown";
+      }
+      parts.push_back(std::move(part));
+      dir_of.push_back(d);
+    }
   }
   if (parts.size() == 1) return std::move(parts.front());
 
-  // Labels must tell the directories apart: a repeated one gets the directory name.
+  // Labels must tell the parts apart: a repeated one gets the directory name.
   std::map<std::string, unsigned> uses, host_uses;
-  for (const auto& p : parts) {
-    ++uses[p.sources.front().label];
-    for (const auto& h : p.hosts()) ++host_uses[h];
+  std::set<std::pair<std::string, std::size_t>> host_dirs;
+  for (std::size_t k = 0; k < parts.size(); ++k) {
+    ++uses[parts[k].sources.front().label];
+    for (const auto& h : parts[k].hosts()) {
+      if (host_dirs.emplace(h, dir_of[k]).second) ++host_uses[h];
+    }
   }
   trace_dir out;
   std::set<std::string> prefixes;
@@ -437,7 +564,7 @@ trace_dir scan_trace_dirs(const std::vector<std::string>& dirs, const std::strin
       if (h.empty()) return src.label;
       return host_uses[h] > 1 ? h + " (" + p.path + ")" : h;
     };
-    out.path += (k == 0 ? "" : ", ") + p.path;
+    if (k == 0 || dir_of[k] != dir_of[k - 1]) out.path += (k == 0 ? "" : ", ") + p.path;
     prefixes.insert(p.prefix);
     for (auto& f : p.files) {
       f.source = k;
@@ -459,6 +586,75 @@ trace_dir scan_trace_dirs(const std::vector<std::string>& dirs, const std::strin
   }
   for (const auto& pf : prefixes) out.prefix += (out.prefix.empty() ? "" : ", ") + pf;
   return out;
+}
+
+std::vector<host_clock> host_clocks(const trace_dir& dir) {
+  std::map<std::string, host_clock> by_host;
+  for (const auto& [key, p] : dir.processes) {
+    if (!p.clock_start.have && !p.clock_exit.have) continue;
+    const std::string& host = p.host.empty() ? key.second : p.host;
+    auto [it, fresh] = by_host.try_emplace(host);
+    host_clock& h = it->second;
+    if (fresh) {
+      h.host = host;
+      h.synchronized = true;
+    }
+    ++h.processes;
+    for (const clock_sample* c : {&p.clock_start, &p.clock_exit}) {
+      if (!c->have) continue;
+      h.synchronized = h.synchronized && c->synchronized();
+      h.error_bound_us = std::max(h.error_bound_us, c->maxerror_us);
+    }
+    if (p.clock_start.have && p.clock_exit.have &&
+        p.clock_exit.monotonic_ns >= p.clock_start.monotonic_ns) {
+      const auto rt = static_cast<double>(p.clock_exit.realtime_ns) -
+                      static_cast<double>(p.clock_start.realtime_ns);
+      const auto mono = static_cast<double>(p.clock_exit.monotonic_ns - p.clock_start.monotonic_ns);
+      h.realtime_adjusted_ns =
+          std::max(h.realtime_adjusted_ns, static_cast<std::uint64_t>(std::fabs(rt - mono)));
+    }
+  }
+  std::vector<host_clock> out;
+  for (auto& [host, h] : by_host) out.push_back(std::move(h));
+  return out;
+}
+
+std::optional<double> cross_host_bound_us(const std::vector<host_clock>& clocks) {
+  if (clocks.size() < 2) return std::nullopt;
+  std::vector<std::int64_t> bounds;
+  std::uint64_t adjusted = 0;
+  for (const auto& h : clocks) {
+    if (!h.synchronized) return std::nullopt;
+    bounds.push_back(h.error_bound_us);
+    adjusted = std::max(adjusted, h.realtime_adjusted_ns);
+  }
+  std::sort(bounds.rbegin(), bounds.rend());
+  return static_cast<double>(bounds[0] + bounds[1]) + static_cast<double>(adjusted) / 1000.0;
+}
+
+std::string cross_host_clock_note(const trace_dir& dir) {
+  if (dir.hosts().size() < 2) return {};
+  const std::vector<host_clock> clocks = host_clocks(dir);
+  const auto bound =
+      clocks.size() == dir.hosts().size() ? cross_host_bound_us(clocks) : std::optional<double>();
+  char b[256];
+  if (bound) {
+    std::snprintf(b, sizeof b,
+                  "%zu hosts share one time axis; their clocks agree within +-%.3f ms (the "
+                  "sidecars' NTP state): cross-host offsets finer than that are not meaningful",
+                  clocks.size(), *bound / 1000);
+  } else {
+    std::snprintf(b, sizeof b,
+                  "%zu hosts share one time axis, but not every host's clock is known to be "
+                  "NTP-synchronized: cross-host offsets cannot be vouched for",
+                  dir.hosts().size());
+  }
+  return std::string(b) + " (no skew correction is applied)";
+}
+
+void warn_cross_host_clocks(const trace_dir& dir) {
+  const std::string note = cross_host_clock_note(dir);
+  if (!note.empty()) std::fprintf(stderr, "note: %s\n", note.c_str());
 }
 
 bool record_filter::keep(std::uint32_t source, const record& r, const batch_ref& b) const {

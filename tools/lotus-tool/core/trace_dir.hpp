@@ -54,6 +54,18 @@ struct thread_meta {
 /// sidecar without a `host` line, or no sidecar).
 using process_key = std::pair<std::uint64_t, std::string>;
 
+/// A `clocksync <start|exit> <realtime_ns> <monotonic_ns> <state> <status> <maxerror_us>
+/// <esterror_us>` line: a clock pair and the kernel's NTP state (adjtimex) at that moment.
+struct clock_sample {
+  bool have = false;
+  std::uint64_t realtime_ns = 0, monotonic_ns = 0;
+  std::int64_t state = -1;  ///< adjtimex's return: TIME_OK 0 ... TIME_ERROR 5; -1: call failed
+  std::int64_t status = 0, maxerror_us = 0, esterror_us = 0;
+  /// The kernel says the clock is synchronized: the call worked, the state is not TIME_ERROR
+  /// and STA_UNSYNC is clear.
+  bool synchronized() const { return have && state >= 0 && state != 5 && (status & 0x40) == 0; }
+};
+
 /// From one `.<prefix>.lotus-meta_<pid>` sidecar (or several with the same pid and host: a
 /// reused directory; their stats are summed).
 struct process_meta {
@@ -63,6 +75,7 @@ struct process_meta {
   std::optional<std::uint64_t> rank, local_rank, world_size;
   std::string version;
   std::string clock;
+  clock_sample clock_start, clock_exit;  ///< `clocksync start` / the last `clocksync exit`
   bool has_stats = false;
   std::uint64_t recorded = 0, written = 0, dropped = 0, sanitized = 0;
   std::vector<std::string> sidecars;  ///< labels (paths) of the sidecars read
@@ -109,6 +122,32 @@ trace_dir scan_trace_dir(const std::string& dir, const std::string& prefix);
 /// its name. Clocks of different hosts are taken as synchronized (NTP/PTP). Each directory
 /// detects its own prefix when `prefix` is empty. One directory: scan_trace_dir.
 trace_dir scan_trace_dirs(const std::vector<std::string>& dirs, const std::string& prefix);
+
+/// What the sidecars of one host say about its clock.
+struct host_clock {
+  std::string host;
+  std::uint64_t processes = 0;  ///< processes of that host with a `clocksync` line
+  bool synchronized = false;    ///< every sample of the host: NTP-synchronized
+  /// The largest maxerror the kernel reported (µs): how far CLOCK_REALTIME may be from true time.
+  std::int64_t error_bound_us = 0;
+  /// The largest change of CLOCK_REALTIME against CLOCK_MONOTONIC between a process's start and
+  /// exit samples (ns, absolute): steps and slewing during the run.
+  std::uint64_t realtime_adjusted_ns = 0;
+};
+
+/// Per host with `clocksync` lines, sorted by host. Hosts without them are not listed.
+std::vector<host_clock> host_clocks(const trace_dir& dir);
+
+/// The bound (µs) within which times of two different hosts can be compared: the sum of the two
+/// largest host bounds plus the largest adjustment seen. Empty with fewer than two hosts that
+/// have clock lines, or when a host is not synchronized (nothing can be vouched for).
+std::optional<double> cross_host_bound_us(const std::vector<host_clock>& clocks);
+
+/// With two hosts or more on one time axis (viz, report), prints once on stderr within what bound
+/// their times compare, from the sidecars' clocksync lines (or that nothing can be vouched for).
+void warn_cross_host_clocks(const trace_dir& dir);
+/// That sentence (without "note: "); empty with fewer than two hosts.
+std::string cross_host_clock_note(const trace_dir& dir);
 
 /// Which records a command looks at (--epoch, --from/--to, --ops); the default keeps all.
 struct record_filter {
