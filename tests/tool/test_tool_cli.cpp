@@ -1054,3 +1054,47 @@ TEST_CASE("clocksync lines give each host's clock error bound; no skew correctio
   REQUIRE(tool("stats " + d).out.find("c                              NOT synchronized") !=
           std::string::npos);
 }
+
+TEST_CASE("64 ranks in one directory: one row each, the straggler named", "[tool][dir][ranks]") {
+  const std::string d = make_tmp_dir();
+  for (int r = 0; r < 64; ++r) {
+    const int pid = 1000 + 2 * r, wid = pid + 1;
+    const std::uint64_t base = 1000000;
+    // Every rank: 2 batches; rank 17's preprocessing is 10x slower, so its main process waits.
+    const std::uint64_t pre = r == 17 ? 50000 : 5000, wait = r == 17 ? 48000 : 1000;
+    std::string w, m;
+    for (int b = 0; b < 2; ++b) {
+      const std::uint64_t t = base + std::uint64_t(b) * 100000;
+      w += "SBatchPreprocessed_" + std::to_string(b) + "," + std::to_string(t) + "," +
+           std::to_string(pre) + "\n";
+      m += "SBatchWait_" + std::to_string(b) + "," + std::to_string(t + 1000) + "," +
+           std::to_string(wait) + "\n";
+      m += "SBatchConsumed_" + std::to_string(b) + "," + std::to_string(t + 60000) + ",1000\n";
+    }
+    spit(d + "/p_worker_pid_" + std::to_string(wid), w);
+    spit(d + "/p_main_pid_" + std::to_string(pid), m);
+    spit(d + "/.p.lotus-meta_" + std::to_string(pid),
+         "lotus-meta 1\npid " + std::to_string(pid) + "\nppid 1\nhost n" + std::to_string(r / 8) +
+             "\nrank " + std::to_string(r) + "\nfile p_main_pid_" + std::to_string(pid) + "\n");
+    spit(d + "/.p.lotus-meta_" + std::to_string(wid),
+         "lotus-meta 1\npid " + std::to_string(wid) + "\nppid " + std::to_string(pid) + "\nhost n" +
+             std::to_string(r / 8) + "\nfile p_worker_pid_" + std::to_string(wid) + "\n");
+  }
+  const auto s = tool("stats " + d + " --json");
+  INFO(s.err);
+  REQUIRE(s.rc == 0);
+  const json j = json::parse(s.out);
+  REQUIRE(j["ranks"].size() == 64);
+  REQUIRE(j["trace"]["epochs"] == 1);
+  for (int r = 0; r < 64; ++r) REQUIRE(j["ranks"][r]["rank"] == r);
+  REQUIRE(j["straggler"]["rank"] == 17);
+  REQUIRE(j["straggler"]["cause"] == "shard");  // the other ranks of host n2 are fast
+  const auto t = tool("stats " + d);
+  std::size_t rows = 0;
+  for (std::size_t at = 0; (at = t.out.find(" \u00b7 rank ", at)) != std::string::npos; ++at)
+    ++rows;
+  REQUIRE(rows == 64 + 2);  // the table, then "Slowest rank:" and "Straggler:"
+  REQUIRE(tool("report " + d + " -o " + d + "/r.html").rc == 0);
+  const std::string html = lotus_test::read_file(d + "/r.html");
+  REQUIRE(html.find("n2 \u00b7 rank 17") != std::string::npos);
+}
