@@ -7,17 +7,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="$(mkdir -p "${1:-$root/demo_out}" && cd "${1:-$root/demo_out}" && pwd)"
 build="${LOTUS_DEMO_BUILD:-$root/build-demo}"
 
-# Only what the demo needs (the full list is tools/deps.txt).
-need=()
-for p in cmake ninja-build g++ libjpeg62-turbo-dev nlohmann-json3-dev libcli11-dev; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
-done
-if [ ${#need[@]} -gt 0 ]; then
-  sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
-  echo "demo: installing ${need[*]}"
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}"
-fi
+# Only what the demo needs: the `demo` group of tools/deps.txt.
+bash "$root/tools/install-deps.sh" demo
 
 echo "demo: building image_pipeline and lotus-tool in $build"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOTUS_BUILD_TESTS=OFF \

@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# Install the Debian 12 packages listed in tools/deps.txt (skips apt when all are present).
+# Installs the Debian 12 packages of groups of tools/deps.txt (default: all of them); skips apt when
+# every one is present.   bash tools/install-deps.sh [GROUP...]   (groups: see tools/deps.txt)
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-mapfile -t pkgs < <(grep -v '^#' "$here/deps.txt" | sed '/^$/d')
+list="$(bash "$here/deps.sh" "${@:-all}")"
+mapfile -t pkgs <<<"$list"
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "install-deps: all ${#pkgs[@]} packages present"
+  echo "install-deps: all ${#pkgs[@]} packages of '${*:-all}' present"
   exit 0
 fi
 sudo=""
@@ -19,5 +21,5 @@ if [ "$(id -u)" != 0 ]; then
 fi
 echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update
-$sudo apt-get install -y --no-install-recommends "${missing[@]}"
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
