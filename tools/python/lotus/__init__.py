@@ -25,6 +25,7 @@ from ._lotus import collector
 
 __all__ = [
     "BatchTracker",
+    "tool_path",
     "TraceStats",
     "collector",
     "configure",
@@ -38,6 +39,16 @@ __all__ = [
 ]
 
 __version__ = _lotus.VERSION
+
+
+def tool_path():
+    """Path of lotus-tool: the binary installed with this package (pip), else the first
+    ``lotus-tool`` on PATH (a CMake install), else None."""
+    import shutil as _shutil
+
+    from . import _tool
+
+    return _tool.bundled() or _shutil.which("lotus-tool")
 
 #: Counters of this process; ``recorded == written + dropped`` after ``flush()``.
 TraceStats = _collections.namedtuple("TraceStats", "recorded written dropped sanitized")
