@@ -3,13 +3,15 @@
 # The whole lotus test suite: install dependencies, then every build variant CI checks.
 #   bash tools/test-all.sh            everything (about 30 minutes on 2 cores)
 #   LOTUS_VARIANTS="gcc" bash tools/test-all.sh   only some variants
-# Variants: lint gcc clang asan tsan single disabled. Build trees go to build-ci/<variant>.
+# Variants: lint fresh gcc clang asan tsan single disabled. Build trees go to build-ci/<variant>.
+# `fresh` runs tools/demo.sh in a minimal Debian 12 root made by debootstrap (root and network to
+# the Debian archive needed; tools/fresh-demo.sh).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 bash tools/install-deps.sh
 
-variants="${LOTUS_VARIANTS:-lint gcc clang asan tsan single disabled}"
+variants="${LOTUS_VARIANTS:-lint fresh gcc clang asan tsan single disabled}"
 jobs="${LOTUS_JOBS:-$(nproc)}"
 out="${LOTUS_BUILD_ROOT:-$root/build-ci}"
 mkdir -p "$out"
@@ -55,6 +57,7 @@ configure_build_test() {  # dir ctest-args -- cmake-args...
 
 lint() {
   bash tools/check-spdx.sh || return 1
+  bash tools/check-tracked.sh || return 1
   python3 tools/check-cold-region.py || return 1
   python3 tools/amalgamate/amalgamate.py --check || return 1
   python3 tools/amalgamate/amalgamate.py && git diff --exit-code -- single_include/ || return 1
@@ -66,7 +69,8 @@ lint() {
 
 for v in $variants; do
   case "$v" in
-    lint) stage "lint: SPDX lines, clang-format-14 and single_include freshness" lint ;;
+    lint) stage "lint: SPDX lines, tracked outputs, clang-format-14 and single_include freshness" lint ;;
+    fresh) stage "fresh: tools/demo.sh on a debootstrap Debian 12 root" bash tools/fresh-demo.sh ;;
     gcc) stage "gcc: full suite, -Werror" configure_build_test gcc "" \
            -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=g++ -DLOTUS_WERROR=ON ;;
     clang) stage "clang: full suite, -Werror, fuzzers" configure_build_test clang "-LE python" \
