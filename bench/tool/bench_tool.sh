@@ -4,7 +4,8 @@
 # Usage: bench/tool/bench_tool.sh LOTUS_TOOL [WORK_DIR] [SIZES...]   (default sizes: 1000000 10000000)
 # Records/s are computed from user+sys CPU time (one core; the tool is single-threaded), so a
 # busy machine does not distort them; wall time is printed too. Output goes to /dev/null except
-# for `viz-file`, which also pays for writing the JSON to disk.
+# for `viz-file` and `pftrace-file`/`pftrace-z`, which also pay for writing the JSON or Perfetto
+# protobuf (`pftrace-z`: --compress) to disk; their bytes per record are printed.
 set -eu
 tool=$1
 work=${2:-/tmp/lotus_tool_bench}
@@ -15,7 +16,7 @@ gen="$here/../../tests/tool/gen_trace.py"
 "$here/../quiet.sh" --check
 trap '"$here/../quiet.sh" --end' EXIT
 mkdir -p "$work"
-printf '%-10s %10s %9s %9s %12s %10s\n' command records cpu_s wall_s records/s peak_rss_MB
+printf '%-12s %10s %9s %9s %12s %10s %10s\n' command records cpu_s wall_s records/s peak_rss_MB bytes/rec
 for n in $sizes; do
   dir="$work/trace_$n"
   if [ ! -f "$dir/.complete" ]; then
@@ -24,11 +25,15 @@ for n in $sizes; do
     touch "$dir/.complete"
   fi
   recs=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['records'])" "$work/summary_$n.json")
-  for cmd in viz viz-compat viz-file stats check report; do
+  for cmd in viz viz-compat viz-file pftrace pftrace-file pftrace-z stats check report; do
+    out=""
     case $cmd in
       viz) args="viz $dir -o /dev/null" ;;
       viz-compat) args="viz $dir --compat -o /dev/null" ;;
-      viz-file) args="viz $dir -o $work/out.json" ;;
+      viz-file) args="viz $dir -o $work/out.json"; out="$work/out.json" ;;
+      pftrace) args="viz $dir --format perfetto -o /dev/null" ;;
+      pftrace-file) args="viz $dir -o $work/out.pftrace"; out="$work/out.pftrace" ;;
+      pftrace-z) args="viz $dir -o $work/out.pftrace --compress"; out="$work/out.pftrace" ;;
       stats) args="stats $dir --json -o /dev/null" ;;
       check) args="check $dir -q" ;;
       report) args="report $dir -o $work/report.html" ;;
@@ -36,12 +41,15 @@ for n in $sizes; do
     # shellcheck disable=SC2086
     /usr/bin/time -f '%U %S %e %M' -o "$work/time.txt" "$tool" $args >/dev/null
     read -r u s e m < "$work/time.txt"
-    python3 - "$cmd" "$recs" "$u" "$s" "$e" "$m" <<'PY'
+    bytes=0
+    [ -n "$out" ] && bytes=$(stat -c %s "$out")
+    python3 - "$cmd" "$recs" "$u" "$s" "$e" "$m" "$bytes" <<'PY'
 import sys
-cmd, recs, u, s, e, m = sys.argv[1], int(sys.argv[2]), *map(float, sys.argv[3:])
+cmd, recs, u, s, e, m, size = sys.argv[1], int(sys.argv[2]), *map(float, sys.argv[3:])
 cpu = u + s
-print(f"{cmd:<10} {recs:>10} {cpu:>9.2f} {e:>9.2f} {recs / max(cpu, 1e-9):>12.0f} {m / 1024:>10.1f}")
+per = f"{size / recs:>10.1f}" if size else f"{'':>10}"
+print(f"{cmd:<12} {recs:>10} {cpu:>9.2f} {e:>9.2f} {recs / max(cpu, 1e-9):>12.0f} {m / 1024:>10.1f} {per}")
 PY
   done
-  rm -f "$work/out.json"
+  rm -f "$work/out.json" "$work/out.pftrace"
 done

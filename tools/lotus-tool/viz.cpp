@@ -23,6 +23,7 @@
 #include "output.hpp"
 #include "spill.hpp"
 #include "trace_dir.hpp"
+#include "viz_perfetto.hpp"
 
 namespace lotus_tool {
 
@@ -30,8 +31,8 @@ namespace {
 
 struct viz_args {
   input_args in;
-  std::string output, merge;
-  bool coarse = false, compat = false, absolute = false;
+  std::string output, merge, format;
+  bool coarse = false, compat = false, absolute = false, compress = false;
 };
 
 // ---- default mode helpers ----
@@ -160,9 +161,21 @@ void profiler_names(const profiler_trace& prof, meta_writer& mw) {
   }
 }
 
+// The same rows, collected for the Perfetto writer.
+struct pf_meta {
+  pf_layout* lay;
+  void process(std::uint64_t pid, const std::string& name, std::optional<std::uint64_t> sort) {
+    lay->processes.push_back({pid, name, sort});
+  }
+  void thread(std::uint64_t pid, std::uint64_t tid, const std::string& name) {
+    lay->threads.push_back({pid, tid, name});
+  }
+};
+
 // Writes the process/thread metadata and returns each file's Chrome (pid, tid).
+template <class MetaWriter>
 std::vector<std::pair<std::uint64_t, std::uint64_t>> layout_rows(const trace_dir& dir,
-                                                                 meta_writer& mw) {
+                                                                 MetaWriter& mw) {
   std::uint64_t next_free = 0;  // above every real id: numbers for reused pids and tids
   for (const auto& f : dir.files) next_free = std::max({next_free, f.id, f.pid});
   for (const auto& p : dir.processes) {
@@ -305,6 +318,9 @@ void warn_viewer_limits(std::uint64_t bytes) {
                bytes > k_perfetto ? " and what the Perfetto UI opens in a browser (about 1 GiB)"
                                   : "; ui.perfetto.dev opens it",
                bytes > k_perfetto ? ", or open it with Perfetto's trace_processor --httpd" : "");
+  std::fprintf(stderr,
+               "note: `-o run.pftrace` writes Perfetto's native protobuf format instead, several "
+               "times smaller (ui.perfetto.dev and trace_processor open it)\n");
 }
 
 // One event writer for both output formats. The caller says what a record is (an op span, a
@@ -519,7 +535,61 @@ class event_writer {
   std::string where_;
 };
 
+// viz -o X.pftrace: pass 1 for the epochs of every batch record kind, then the protobuf writer.
+void run_viz_perfetto(const viz_args& a) {
+  if (a.compat || !a.merge.empty()) {
+    throw tool_error(exit_usage, "--compat and --merge make Chrome JSON; the Perfetto output (" +
+                                     a.output + ") takes neither");
+  }
+  const input in = open_input(a.in);
+  const trace_dir& dir = in.dir;
+  read_options ropt = reading(in);
+  record_filter coarse_filter;
+  if (a.coarse) {
+    // Batch records only: an op list nothing matches (batch records always pass).
+    coarse_filter = ropt.filter != nullptr ? *ropt.filter : record_filter();
+    coarse_filter.ops = {std::string("\x01")};
+    ropt.filter = &coarse_filter;
+  }
+  epoch_index epochs;
+  for (std::size_t fi = 0; fi < dir.files.size(); ++fi) {
+    line_reader rd(dir.path_of(dir.files[fi]));
+    line_reader::line ln;
+    record r;
+    while (rd.next(ln)) {
+      if (parse_record(ln.text, r) != nullptr || r.name.compare(0, 6, "SBatch") != 0) continue;
+      batch_ref bt;
+      if (classify(r.name, bt) != nullptr) continue;
+      if (bt.kind != batch_kind::preprocessed && bt.kind != batch_kind::consumed &&
+          bt.kind != batch_kind::wait && bt.kind != batch_kind::queued) {
+        continue;
+      }
+      epochs.add(bt.kind, dir.files[fi].source, bt.idx, r.start_ns, fi, ln.number);
+    }
+  }
+  epochs.finish();
+  pf_layout lay;
+  pf_meta pm{&lay};
+  lay.where = layout_rows(dir, pm);
+  output_file out(a.output);
+  std::uint64_t skipped = 0;
+  write_perfetto_trace(
+      dir, ropt, lay, [&](std::size_t f, std::uint64_t line) { return epochs.epoch(f, line); }, out,
+      a.compress, &skipped);
+  out.commit();
+  warn_cross_host_clocks(dir);
+  if (skipped) {
+    std::fprintf(stderr, "warning: skipped %llu malformed line(s)\n",
+                 static_cast<unsigned long long>(skipped));
+  }
+}
+
 void run_viz(const viz_args& a) {
+  if (wants_perfetto(a.output, a.format)) {
+    run_viz_perfetto(a);
+    return;
+  }
+  if (a.compress) throw tool_error(exit_usage, "--compress applies to the Perfetto output only");
   const input in = open_input(a.in);
   const trace_dir& dir = in.dir;
   std::optional<profiler_trace> prof;
@@ -632,7 +702,8 @@ void add_viz_command(CLI::App& app) {
       "viz",
       "Write Chrome trace JSON (chrome://tracing, ui.perfetto.dev) for a Lotus trace directory.\n"
       "Default: ns precision, process/thread names, flow ids unique across epochs.\n"
-      "--compat: exactly the events of Lotus's visualization_augmenter.py.");
+      "--compat: exactly the events of Lotus's visualization_augmenter.py.\n"
+      "-o run.pftrace (or --format perfetto): Perfetto's native protobuf trace.");
   add_input_options(cmd, args->in, /*windows=*/true);
   cmd->add_option("-o,--output", args->output, "Output JSON file ('-' = stdout)")->required();
   cmd->add_flag("--coarse", args->coarse, "Batch-level events only (no per-op spans)");
@@ -643,6 +714,13 @@ void add_viz_command(CLI::App& app) {
                 "Emit exactly what visualization_augmenter.py emits (integer us, -(idx+1) ids)");
   cmd->add_flag("--absolute", args->absolute,
                 "Keep absolute epoch timestamps (default rebases to the first record)");
+  cmd->add_option("--format", args->format,
+                  "Output format: json (Chrome trace JSON) or perfetto (Perfetto's protobuf "
+                  "trace); default: perfetto for an output named *.pftrace or *.perfetto-trace, "
+                  "else json")
+      ->check(CLI::IsMember({"json", "perfetto"}));
+  cmd->add_flag("--compress", args->compress,
+                "Perfetto output: zlib-compress the packets (compressed_packets)");
   cmd->callback([args] { run_viz(*args); });
 }
 

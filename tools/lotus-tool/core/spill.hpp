@@ -65,6 +65,14 @@ class spill_log {
   bool empty() const noexcept { return size() == 0; }
   bool spilled() const noexcept { return spilled_ != 0; }
   std::size_t buffer_items() const noexcept { return cap_; }
+  /// Empties the log, keeping its RAM buffer (no new allocation for the next use).
+  void clear() {
+    buf_.clear();
+    file_.reset();
+    spilled_ = 0;
+  }
+  /// The items, when all are in RAM (never spilled): callers may reorder them in place.
+  std::vector<T>* in_ram() noexcept { return spilled_ == 0 ? &buf_ : nullptr; }
 
   /// Calls f(const T* items, std::size_t n) for consecutive blocks, in append order.
   template <class F>
