@@ -1086,7 +1086,7 @@ TEST_CASE("64 ranks in one directory: one row each, the straggler named", "[tool
   const json j = json::parse(s.out);
   REQUIRE(j["ranks"].size() == 64);
   REQUIRE(j["trace"]["epochs"] == 1);
-  for (int r = 0; r < 64; ++r) REQUIRE(j["ranks"][r]["rank"] == r);
+  for (std::size_t r = 0; r < 64; ++r) REQUIRE(j["ranks"][r]["rank"] == r);
   REQUIRE(j["straggler"]["rank"] == 17);
   REQUIRE(j["straggler"]["cause"] == "shard");  // the other ranks of host n2 are fast
   const auto t = tool("stats " + d);
