@@ -1098,3 +1098,38 @@ TEST_CASE("64 ranks in one directory: one row each, the straggler named", "[tool
   const std::string html = lotus_test::read_file(d + "/r.html");
   REQUIRE(html.find("n2 \u00b7 rank 17") != std::string::npos);
 }
+
+TEST_CASE("text and CSV output show control characters escaped; JSON keeps the bytes",
+          "[tool][names][terminal]") {
+  // An op that would retitle and clear the user's terminal, a C1 CSI, a quote for CSV.
+  const std::string d = make_tmp_dir();
+  const std::string evil =
+      "S\x1b]0;pwned\x07\x1b[2J\xc2\x9b"
+      "31m\"q\"";
+  spit(d + "/p_worker_pid_7", evil + ",1000,10\n");
+  spit(d + "/.p.lotus-meta_7", "lotus-meta 1\npid 7\nhost h\x1b[31m\nthread 7 t\x1b]2;x\x07\n");
+  const auto t = tool("stats " + d);
+  REQUIRE(t.rc == 0);
+  for (const auto* out : {&t.out, &t.err}) {
+    REQUIRE(out->find('\x1b') == std::string::npos);
+    REQUIRE(out->find('\x07') == std::string::npos);
+    REQUIRE(out->find("\xc2\x9b") == std::string::npos);
+  }
+  REQUIRE(t.out.find("\\x1b]0;pwned\\x07\\x1b[2J\\xc2\\x9b31m\"q\"") != std::string::npos);
+  const auto c = tool("stats " + d + " --csv");
+  REQUIRE(c.rc == 0);
+  REQUIRE(c.out.find('\x1b') == std::string::npos);
+  // RFC 4180: quoted (a quote inside), quotes doubled.
+  REQUIRE(c.out.find("op,\"S\\x1b]0;pwned\\x07\\x1b[2J\\xc2\\x9b31m\"\"q\"\"\",count,1") !=
+          std::string::npos);
+  const auto j = tool("stats " + d + " --json");
+  REQUIRE(j.rc == 0);
+  REQUIRE(json::parse(j.out)["ops"][0]["name"] == evil);  // exact bytes, JSON-escaped
+  // A trace file name with an escape in `check`'s per-line report.
+  const std::string bad = d + "/p_main_pid_9";
+  spit(bad, "SBatchWait_x\x1b[2J,1,2\n");
+  const auto k = tool("check " + d);
+  REQUIRE(k.rc != 0);
+  REQUIRE(k.out.find('\x1b') == std::string::npos);
+  REQUIRE(k.err.find('\x1b') == std::string::npos);
+}

@@ -9,6 +9,7 @@
 #include "error.hpp"
 #include "input_options.hpp"
 #include "line_reader.hpp"
+#include "output.hpp"
 #include "trace_dir.hpp"
 
 namespace lotus_tool {
@@ -28,7 +29,8 @@ void run_check(const check_args& a) {
   auto report = [&](const std::string& where, std::uint64_t line, const char* why) {
     ++errors;
     if (a.max_errors == 0 || errors <= a.max_errors) {
-      std::printf("%s:%llu: %s\n", where.c_str(), static_cast<unsigned long long>(line), why);
+      std::printf("%s:%llu: %s\n", printable(where).c_str(), static_cast<unsigned long long>(line),
+                  why);
     }
   };
   for (const auto& f : dir.files) {

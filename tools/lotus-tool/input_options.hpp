@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "output.hpp"
 #include "trace_dir.hpp"
 
 namespace lotus_tool {
@@ -58,7 +59,9 @@ struct input {
 inline input open_input(const input_args& a) {
   input in;
   in.dir = scan_trace_dirs(a.dirs, a.prefix);
-  for (const auto& w : in.dir.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+  for (const auto& w : in.dir.warnings) {
+    std::fprintf(stderr, "warning: %s\n", printable(w).c_str());
+  }
   in.filter = make_filter(in.dir, a.window);
   in.read.skip_invalid = a.skip_invalid;
   return in;

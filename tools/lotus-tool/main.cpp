@@ -8,6 +8,7 @@
 
 #include "commands.hpp"
 #include "error.hpp"
+#include "output.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"lotus-tool " LOTUS_VERSION_STRING
@@ -34,17 +35,18 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help / --version
-    std::fprintf(stderr, "lotus-tool: error: %s\nRun 'lotus-tool --help' for usage.\n", e.what());
+    std::fprintf(stderr, "lotus-tool: error: %s\nRun 'lotus-tool --help' for usage.\n",
+                 lotus_tool::printable(e.what()).c_str());
     return lotus_tool::exit_usage;
   } catch (const lotus_tool::tool_error& e) {
     std::fflush(stdout);
-    std::fprintf(stderr, "lotus-tool: error: %s\n", e.what());
+    std::fprintf(stderr, "lotus-tool: error: %s\n", lotus_tool::printable(e.what()).c_str());
     return e.code();
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "lotus-tool: error: out of memory\n");
     return lotus_tool::exit_io;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "lotus-tool: error: %s\n", e.what());
+    std::fprintf(stderr, "lotus-tool: error: %s\n", lotus_tool::printable(e.what()).c_str());
     return lotus_tool::exit_io;
   }
   return lotus_tool::exit_ok;

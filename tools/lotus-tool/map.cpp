@@ -32,6 +32,7 @@
 #include "map_profile.hpp"
 #include "map_spans.hpp"
 #include "map_vendor_csv.hpp"
+#include "output.hpp"
 
 namespace lotus_tool {
 
@@ -978,7 +979,9 @@ void driver::run() {
       throw tool_error(exit_io, "map: cannot write '" + opt_.output + "'");
     }
   }
-  for (const auto& w : warnings) std::fprintf(stderr, "lotus-tool map: warning: %s\n", w.c_str());
+  for (const auto& w : warnings) {
+    std::fprintf(stderr, "lotus-tool map: warning: %s\n", printable(w).c_str());
+  }
   // Summary table: per op what it ran, what it got, how long it took.
   std::printf("%-22s %6s %7s %8s %5s %10s %8s  %s\n", "op", "execs", "samples", "control", "funcs",
               "region", "time", "top functions");

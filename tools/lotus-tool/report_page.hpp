@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "report_data.hpp"
 
@@ -19,5 +20,9 @@ void write_report_page(const report_data& d, output_file& out);
 
 /// HTML-escapes text (& < > ").
 std::string escape_html(const std::string& s);
+/// The page's Content-Security-Policy: only its own scripts, by SHA-256 hash.
+std::string report_csp();
+/// Base64 of the SHA-256 of `data` (the CSP's hash form).
+std::string sha256_base64(std::string_view data);
 
 }  // namespace lotus_tool

@@ -175,7 +175,10 @@ nlohmann::json to_json(const stats_result& r, const trace_dir& dir, const record
 }
 
 // A CSV field: quoted when it holds a comma, quote or line break (RFC 4180).
-std::string csv_field(const std::string& s) {
+// RFC 4180: a field with a comma, quote or line break is quoted (quotes doubled); control bytes
+// are escaped first (printable), so a name cannot reach a terminal or a spreadsheet raw.
+std::string csv_field(const std::string& raw) {
+  const std::string s = printable(raw);
   if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
   std::string q = "\"";
   for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
@@ -285,8 +288,8 @@ std::string to_text(const stats_result& r, const trace_dir& dir, const record_fi
              "p99", "<10ms", "<100us");
   for (const auto& o : r.ops) {
     append_fmt(out, "%-28s %10llu %10.4f %10.4f %10.4f %10.4f %7.2f%% %7.2f%%\n",
-               o.name.substr(1).c_str(), static_cast<unsigned long long>(o.count), o.mean, o.p50,
-               o.p90, o.p99, 100 * o.share_lt_10ms, 100 * o.share_lt_100us);
+               printable(o.name.substr(1)).c_str(), static_cast<unsigned long long>(o.count),
+               o.mean, o.p50, o.p90, o.p99, 100 * o.share_lt_10ms, 100 * o.share_lt_100us);
   }
   if (r.ops.empty()) out += "  (no op records)\n";
 
@@ -355,16 +358,18 @@ std::string to_text(const stats_result& r, const trace_dir& dir, const record_fi
                "wait sum", "wait %", "ooo");
     for (const auto& x : r.ranks) {
       append_fmt(out, "%-32s %8llu %9.2f ms %8llu %9.2f ms %7.2f%% %8llu\n",
-                 x.label.substr(0, 32).c_str(), static_cast<unsigned long long>(x.batches),
-                 x.preprocessing_mean_ms, static_cast<unsigned long long>(x.waits), x.wait_ms,
-                 100 * x.wait_share(), static_cast<unsigned long long>(x.out_of_order));
+                 printable(x.label).substr(0, 32).c_str(),
+                 static_cast<unsigned long long>(x.batches), x.preprocessing_mean_ms,
+                 static_cast<unsigned long long>(x.waits), x.wait_ms, 100 * x.wait_share(),
+                 static_cast<unsigned long long>(x.out_of_order));
     }
     if (r.slowest_rank) {
       const rank_stats& s = r.ranks[*r.slowest_rank];
       append_fmt(out,
                  "Slowest rank: %s (its main process waited %.2f ms for data, %.2f%% of its "
                  "time; mean batch preprocessing %.2f ms)\n",
-                 s.label.c_str(), s.wait_ms, 100 * s.wait_share(), s.preprocessing_mean_ms);
+                 printable(s.label).c_str(), s.wait_ms, 100 * s.wait_share(),
+                 s.preprocessing_mean_ms);
     }
     if (r.straggler) {
       const straggler_analysis& a = *r.straggler;
@@ -372,9 +377,9 @@ std::string to_text(const stats_result& r, const trace_dir& dir, const record_fi
                  "Straggler: %s. The other ranks wait %.2f%% of their time for data; in "
                  "synchronous training each of their steps also waits ~%.2f ms for it (%.2f ms "
                  "in all, %.2f%% of their time).\n",
-                 r.ranks[a.rank].label.c_str(), 100 * a.others_wait_share, a.lost_per_step_ms,
-                 a.lost_ms, 100 * a.lost_share);
-      out += "To change: " + a.advice + ".\n";
+                 printable(r.ranks[a.rank].label).c_str(), 100 * a.others_wait_share,
+                 a.lost_per_step_ms, a.lost_ms, 100 * a.lost_share);
+      out += "To change: " + printable(a.advice) + ".\n";
     }
   }
   const std::vector<host_clock> clocks = host_clocks(dir);
@@ -383,11 +388,11 @@ std::string to_text(const stats_result& r, const trace_dir& dir, const record_fi
     for (const auto& h : clocks) {
       if (h.synchronized) {
         append_fmt(out, "  %-30s NTP-synchronized, error bound +-%lld us, adjusted %.3f ms\n",
-                   h.host.substr(0, 30).c_str(), static_cast<long long>(h.error_bound_us),
-                   double(h.realtime_adjusted_ns) / 1e6);
+                   printable(h.host).substr(0, 30).c_str(),
+                   static_cast<long long>(h.error_bound_us), double(h.realtime_adjusted_ns) / 1e6);
       } else {
         append_fmt(out, "  %-30s NOT synchronized: its times cannot be vouched for\n",
-                   h.host.substr(0, 30).c_str());
+                   printable(h.host).substr(0, 30).c_str());
       }
     }
     const auto bound = cross_host_bound_us(clocks);

@@ -234,7 +234,9 @@
         x: {axisLabelFormatter: function (v) { return num(v, 3); }, pixelsPerLabel: 80},
         y: {axisLabelWidth: labelWidth, drawAxis: true,
             ticker: function () {
-              return T.rows.map(function (r, i) { return {v: base(i) + band / 2, label: r.label}; });
+              // dygraphs puts tick labels in with innerHTML: a row label (a thread or host name
+              // from the trace) is text, so it goes in escaped.
+              return T.rows.map(function (r, i) { return {v: base(i) + band / 2, label: esc(r.label)}; });
             }}
       },
       drawCallback: function () {
@@ -269,8 +271,8 @@
     return g;
   }
   function esc(s) {
-    return s.replace(/[&<>"]/g, function (c) {
-      return {'&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;'}[c];
+    return String(s).replace(/[&<>"']/g, function (c) {
+      return {'&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;'}[c];
     });
   }
 

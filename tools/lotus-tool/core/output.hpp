@@ -52,6 +52,9 @@ inline void append_lit(std::string& out, const char (&s)[N]) {
 /// control characters become \u00XX; a byte that is not UTF-8 becomes the lone surrogate
 /// \udcXX (Python's "surrogateescape"), so every name round-trips to its exact bytes.
 void append_json_string(std::string& out, std::string_view s);
+/// `s` made safe for a terminal or a text report: C0 control bytes, DEL and the UTF-8-encoded C1
+/// controls (U+0080..U+009F: CSI, OSC...) become `\xHH` (each byte); everything else is kept.
+std::string printable(std::string_view s);
 void append_uint(std::string& out, std::uint64_t v);
 void append_int(std::string& out, std::int64_t v);
 /// Appends ns as microseconds with up to 3 decimals, exact (no float rounding): 1500 -> "1.5".

@@ -16,6 +16,7 @@
 
 #include "error.hpp"
 #include "line_reader.hpp"
+#include "output.hpp"
 #include "spill.hpp"
 
 namespace lotus_tool {
@@ -774,7 +775,7 @@ record_filter make_filter(const trace_dir& dir, const window_options& w) {
 }
 
 void warn_empty_file(const std::string& path) {
-  std::fprintf(stderr, "warning: %s: empty trace file (no records)\n", path.c_str());
+  std::fprintf(stderr, "warning: %s: empty trace file (no records)\n", printable(path).c_str());
 }
 
 const char* validate_line(std::string_view text, bool has_newline, bool too_long, record& rec,
