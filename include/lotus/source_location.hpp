@@ -2,6 +2,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include <cstddef>
 #include <cstdint>  // uint32_t
 
 #include "lotus/config.hpp"
@@ -23,6 +24,11 @@ namespace detail {
 constexpr std::uint32_t flag_main = 1;       // consumer side: route to the `_main_pid_` file
 constexpr std::uint32_t flag_indexed = 2;    // append `_<idx>` to the name
 constexpr std::uint32_t flag_fixed_1us = 4;  // write the Lotus 1000 ns placeholder as duration
+constexpr std::uint32_t flag_sanitized =
+    8;  // a run-time name was cut or had control bytes replaced
+/// The longest name a record carries (bytes, without the leading 'S'); longer run-time names are
+/// cut at a UTF-8 character boundary and counted as sanitized.
+constexpr std::size_t max_name_bytes = 4096;
 }  // namespace detail
 
 }  // namespace LOTUS_DETAIL_ABI

@@ -1389,6 +1389,7 @@ inline const char* to_string(kind k) noexcept {
 // lotus — the static description of one recording site
 // SPDX-License-Identifier: MIT
 
+#include <cstddef>
 #include <cstdint>  // uint32_t
 
 
@@ -1409,6 +1410,11 @@ namespace detail {
 constexpr std::uint32_t flag_main = 1;       // consumer side: route to the `_main_pid_` file
 constexpr std::uint32_t flag_indexed = 2;    // append `_<idx>` to the name
 constexpr std::uint32_t flag_fixed_1us = 4;  // write the Lotus 1000 ns placeholder as duration
+constexpr std::uint32_t flag_sanitized =
+    8;  // a run-time name was cut or had control bytes replaced
+/// The longest name a record carries (bytes, without the leading 'S'); longer run-time names are
+/// cut at a UTF-8 character boundary and counted as sanitized.
+constexpr std::size_t max_name_bytes = 4096;
 }  // namespace detail
 
 }  // namespace LOTUS_DETAIL_ABI
@@ -1919,10 +1925,11 @@ struct options {
 
 /// Event counters of this process: recorded == written + dropped once everything is flushed.
 struct trace_stats {
-  std::uint64_t recorded = 0;   ///< events recorded while tracing was on
-  std::uint64_t written = 0;    ///< events written to trace files
-  std::uint64_t dropped = 0;    ///< events lost: ring full under `drop`, or tracing disabled by I/O
-  std::uint64_t sanitized = 0;  ///< written events whose name had ',' '\n' or '\r' replaced
+  std::uint64_t recorded = 0;  ///< events recorded while tracing was on
+  std::uint64_t written = 0;   ///< events written to trace files
+  std::uint64_t dropped = 0;   ///< events lost: ring full under `drop`, or tracing disabled by I/O
+  std::uint64_t sanitized =
+      0;  ///< written events whose name had ',' or control bytes replaced, or was cut at 4096 bytes
 };
 
 }  // namespace LOTUS_DETAIL_ABI
@@ -2066,20 +2073,39 @@ class intern_table {
     const std::uint64_t h = name_hash(name, size) ^ (std::uint64_t{flags} * 0x9E3779B97F4A7C15ull);
     if (buckets_ != nullptr) {
       for (node* n = buckets_[h & mask_]; n != nullptr; n = n->next) {
-        if (n->hash == h && n->size == size && n->loc.flags == flags &&
+        if (n->hash == h && n->size == size && (n->loc.flags & ~flag_sanitized) == flags &&
             std::memcmp(n->text, name, size) == 0) {
           return &n->loc;
         }
       }
     }
     if (count_ + 1 > mask_ && !grow()) return nullptr;
-    auto* n = static_cast<node*>(std::malloc(sizeof(node) + size));
+    // The name the records carry: at most max_name_bytes (cut at a UTF-8 character boundary),
+    // NUL and other control bytes replaced by '_' (a NUL would cut it short in the writer, and
+    // "a\0x" and "a\0y" would both become "a"). The raw bytes stay the lookup key.
+    std::size_t keep = size;
+    if (keep > max_name_bytes) {
+      keep = max_name_bytes;
+      while (keep > 0 && (static_cast<unsigned char>(name[keep]) & 0xC0) == 0x80) --keep;
+    }
+    auto* n = static_cast<node*>(std::malloc(sizeof(node) + size + 1 + keep));
     if (n == nullptr) return nullptr;
     std::memcpy(n->text, name, size);
     n->text[size] = '\0';
+    char* clean = n->text + size + 1;
+    bool changed = keep != size;
+    for (std::size_t i = 0; i < keep; ++i) {
+      char c = name[i];
+      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+        c = '_';
+        changed = true;
+      }
+      clean[i] = c;
+    }
+    clean[keep] = '\0';
     n->hash = h;
     n->size = size;
-    n->loc = source_location{n->text, "", "", 0, flags};
+    n->loc = source_location{clean, "", "", 0, flags | (changed ? flag_sanitized : 0u)};
     n->next = buckets_[h & mask_];
     buckets_[h & mask_] = n;
     ++count_;
@@ -2098,7 +2124,7 @@ class intern_table {
     std::uint64_t hash;
     std::size_t size;
     source_location loc;
-    char text[1];  // size + 1 bytes (allocated past the struct)
+    char text[1];  // the raw name (size + 1 bytes), then the record's name (allocated past it)
   };
 
   bool grow() noexcept {
@@ -2124,8 +2150,9 @@ class intern_table {
   std::size_t count_ = 0;
 };
 
-/// The writer's `S<name>` label per source_location: built once (names with ',' '\n' '\r'
-/// sanitized), then found by pointer. Open addressing; written by the writer thread only.
+/// The writer's `S<name>` label per source_location: built once (',' and control bytes replaced
+/// by '_' and counted as sanitized), then found by pointer. Open addressing; written by the writer
+/// thread only.
 class label_table {
  public:
   struct label {
@@ -2159,10 +2186,10 @@ class label_table {
     auto* text = static_cast<char*>(std::malloc(n + 2));
     if (text == nullptr) return nullptr;
     text[0] = 'S';
-    bool sanitized = false;
+    bool sanitized = (loc->flags & flag_sanitized) != 0;
     for (std::size_t i = 0; i < n; ++i) {
       char c = name[i];
-      if (c == ',' || c == '\n' || c == '\r') {
+      if (c == ',' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
         c = '_';
         sanitized = true;
       }
@@ -4663,10 +4690,11 @@ struct options {
 
 /// Event counters of this process: recorded == written + dropped once everything is flushed.
 struct trace_stats {
-  std::uint64_t recorded = 0;   ///< events recorded while tracing was on
-  std::uint64_t written = 0;    ///< events written to trace files
-  std::uint64_t dropped = 0;    ///< events lost: ring full under `drop`, or tracing disabled by I/O
-  std::uint64_t sanitized = 0;  ///< written events whose name had ',' '\n' or '\r' replaced
+  std::uint64_t recorded = 0;  ///< events recorded while tracing was on
+  std::uint64_t written = 0;   ///< events written to trace files
+  std::uint64_t dropped = 0;   ///< events lost: ring full under `drop`, or tracing disabled by I/O
+  std::uint64_t sanitized =
+      0;  ///< written events whose name had ',' or control bytes replaced, or was cut at 4096 bytes
 };
 
 }  // namespace LOTUS_DETAIL_ABI

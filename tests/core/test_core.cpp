@@ -135,6 +135,35 @@ TEST_CASE("names with ',' and newlines are sanitized and counted", "[core][names
   CHECK(lotus::stats().sanitized - before.sanitized == 2);
 }
 
+TEST_CASE("NUL and control bytes in run-time names are sanitized; long names are cut",
+          "[core][names]") {
+  lotus_test::temp_dir dir;
+  lotus::configure(trace_to(dir.path + "/log"));
+  const auto before = lotus::stats();
+  { LOTUS_SCOPE_DYNAMIC(std::string("a\0x", 3)); }
+  { LOTUS_SCOPE_DYNAMIC(std::string("a\0y", 3)); }  // not the same name as the one before
+  { LOTUS_SCOPE_DYNAMIC(std::string("t\tab\x1b[2J")); }
+  // 5000 bytes of 3-byte characters: cut at the last whole character within 4096 bytes.
+  std::string big;
+  while (big.size() < 5000) big += "\xe2\x82\xac";  // U+20AC
+  { LOTUS_SCOPE_DYNAMIC(big); }
+  { LOTUS_SCOPE_DYNAMIC(std::string("fine")); }
+  lotus::flush();
+  std::size_t bad = 0;
+  const auto files = lotus_test::read_trace_dir(dir.path, &bad);
+  CHECK(bad == 0);
+  REQUIRE(files.size() == 1);
+  const auto& recs = files.begin()->second;
+  REQUIRE(recs.size() == 5);
+  CHECK(recs[0].name == "Sa_x");
+  CHECK(recs[1].name == "Sa_y");
+  CHECK(recs[2].name == "St_ab_[2J");
+  CHECK(recs[3].name.size() == 1 + 4095);  // 1365 whole characters
+  CHECK(recs[3].name == "S" + big.substr(0, 4095));
+  CHECK(recs[4].name == "Sfine");
+  CHECK(lotus::stats().sanitized - before.sanitized == 4);
+}
+
 TEST_CASE("traced() and compose record each call in order, nested inside the caller",
           "[core][pipeline]") {
   lotus_test::temp_dir dir;
