@@ -3,7 +3,9 @@
 #include "map_process.hpp"
 
 #include <fcntl.h>
+#include <dirent.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -14,7 +16,9 @@
 #include <cstring>
 #include <deque>
 #include <fstream>
+#include <sstream>
 #include <thread>
+#include <vector>
 
 namespace lotus_tool {
 
@@ -52,8 +56,61 @@ std::string find_executable(const std::string& name) {
   return {};
 }
 
+namespace {
+
+// The processes whose parent is lotus-tool, other than `except`: descendants of the command that
+// were orphaned and reparented to us (lotus-tool is a child subreaper).
+std::vector<pid_t> our_children(pid_t except) {
+  std::vector<pid_t> out;
+  DIR* d = ::opendir("/proc");
+  if (d == nullptr) return out;
+  const pid_t self = ::getpid();
+  while (const dirent* e = ::readdir(d)) {
+    char* end = nullptr;
+    const long pid = std::strtol(e->d_name, &end, 10);
+    if (end == e->d_name || *end != '\0' || pid <= 0 || pid == except) continue;
+    std::ifstream stat("/proc/" + std::string(e->d_name) + "/stat");
+    std::string text;
+    std::getline(stat, text);
+    // pid (comm) state ppid ...: the comm may hold spaces and parentheses; the last ')' ends it.
+    const auto close = text.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(text.substr(close + 1));
+    std::string state;
+    long ppid = 0;
+    rest >> state >> ppid;
+    if (ppid == self) out.push_back(static_cast<pid_t>(pid));
+  }
+  ::closedir(d);
+  return out;
+}
+
+// Nothing the command started outlives it: the rest of its process group, and processes that
+// left the group (setsid) but were reparented to lotus-tool, get SIGTERM, then SIGKILL after
+// 0.5 s, and are reaped. Bounded: about 2 s at most.
+void end_leftovers(pid_t group) {
+  for (int round = 0; round < 100; ++round) {
+    const int sig = round < 25 ? SIGTERM : SIGKILL;
+    bool any = ::kill(-group, 0) == 0;
+    if (any) ::kill(-group, sig);
+    for (const pid_t p : our_children(0)) {
+      any = true;
+      ::kill(p, sig);
+    }
+    while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+    }
+    if (!any) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+}  // namespace
+
 run_result run_process(const run_spec& spec) {
   run_result r;
+  // Orphaned descendants of the command (a background child, a daemon that called setsid) are
+  // reparented to lotus-tool instead of init, so that end_leftovers finds and reaps them.
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
   if (spec.argv.empty()) {
     r.error = "empty command";
     return r;
@@ -130,7 +187,7 @@ run_result run_process(const run_spec& spec) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  if (r.timed_out) ::kill(-pid, SIGKILL);  // leftovers in the group
+  end_leftovers(pid);  // background children, in the group or not
   if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
   return r;
