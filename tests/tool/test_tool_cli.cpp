@@ -1133,3 +1133,15 @@ TEST_CASE("text and CSV output show control characters escaped; JSON keeps the b
   REQUIRE(k.out.find('\x1b') == std::string::npos);
   REQUIRE(k.err.find('\x1b') == std::string::npos);
 }
+
+TEST_CASE("the same directory given twice is read once, with a warning", "[tool][dir][twice]") {
+  const std::string d = make_tmp_dir();
+  spit(d + "/p_worker_pid_7", "SLoader,1000,10\nSLoader,2000,10\n");
+  const auto once = tool("stats " + d + " --json");
+  const auto twice = tool("stats " + d + " " + d + "/. --json");
+  INFO(twice.err);
+  REQUIRE(twice.rc == 0);
+  REQUIRE(twice.err.find("is " + d + " again: read once") != std::string::npos);
+  REQUIRE(json::parse(twice.out)["trace"]["records"] == 2);
+  REQUIRE(json::parse(twice.out)["ops"] == json::parse(once.out)["ops"]);
+}

@@ -526,7 +526,19 @@ trace_dir scan_trace_dirs(const std::vector<std::string>& dirs, const std::strin
   std::vector<trace_dir> parts;
   std::vector<std::size_t> dir_of;  // the directory (index into dirs) of each part
   parts.reserve(dirs.size());
+  // The same directory given twice (or through another path) is read once: its records would
+  // count twice.
+  std::map<std::pair<dev_t, ino_t>, std::size_t> seen;
+  std::vector<std::string> repeated;
   for (std::size_t d = 0; d < dirs.size(); ++d) {
+    struct stat st {};
+    if (::stat(dirs[d].c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+      const auto first = seen.emplace(std::make_pair(st.st_dev, st.st_ino), d);
+      if (!first.second) {
+        repeated.push_back(dirs[d] + " is " + dirs[first.first->second] + " again: read once");
+        continue;
+      }
+    }
     // Ranks of one directory (one shared prefix for a whole job) become parts of their own, as
     // if each had its own directory.
     std::vector<trace_dir> split = split_by_rank(scan_trace_dir(dirs[d], prefix));
@@ -542,6 +554,7 @@ trace_dir scan_trace_dirs(const std::vector<std::string>& dirs, const std::strin
       dir_of.push_back(d);
     }
   }
+  for (auto& r : repeated) parts.front().warnings.push_back(std::move(r));
   if (parts.size() == 1) return std::move(parts.front());
 
   // Labels must tell the parts apart: a repeated one gets the directory name.
