@@ -66,7 +66,22 @@ inline const map_settings& map_config() noexcept {
 /// Executions of the selected region so far, process-wide (one counter: one region is selected).
 inline std::atomic<std::uint64_t> map_selected_executions{0};
 
-/// List mode: appends `name` to the list file the first time this process enters it.
+/// A name's byte as trace records carry it: ',' and control bytes become '_'.
+inline char record_char(char c) noexcept {
+  return c == ',' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? '_' : c;
+}
+
+/// True when `name` is written as `selected` in a trace (the driver selects by the trace's name).
+inline bool same_record_name(const char* name, const char* selected) noexcept {
+  std::size_t i = 0;
+  for (; name[i] != '\0' && selected[i] != '\0'; ++i) {
+    if (record_char(name[i]) != selected[i]) return false;
+  }
+  return name[i] == '\0' && selected[i] == '\0';
+}
+
+/// List mode: appends `name`, as trace records carry it, to the list file the first time this
+/// process enters it (a ',' or a newline in a name never makes another region).
 inline void map_list(const char* path, const char* name) noexcept {
   static std::mutex mutex;
   static std::vector<const char*> seen;
@@ -87,10 +102,10 @@ inline void map_list(const char* path, const char* name) noexcept {
     return;
   }
   // One write per line, O_APPEND: concurrent probe processes never interleave within a line.
-  char line[1024];
+  char line[max_name_bytes + 1];
   std::size_t len = std::strlen(name);
-  if (len > sizeof line - 1) len = sizeof line - 1;
-  std::memcpy(line, name, len);
+  if (len > max_name_bytes) len = max_name_bytes;
+  for (std::size_t i = 0; i < len; ++i) line[i] = record_char(name[i]);
   line[len] = '\n';
   if (::write(fd, line, len + 1) < 0) {
     diag(topic::map, "cannot write LOTUS_MAP_LIST=%s: %s", path, std::strerror(errno));
@@ -123,7 +138,7 @@ class map_gate {
       map_list(s.list_path, name);
       return;
     }
-    if (std::strcmp(name, s.select) != 0) return;
+    if (!same_record_name(name, s.select)) return;
     const std::uint64_t n = map_selected_executions.fetch_add(1, std::memory_order_relaxed);
     if (n < s.warmup || n - s.warmup >= s.count) return;
     if (s.gap_ms > 0) {

@@ -1,7 +1,8 @@
 // lotus — a mapping probe whose regions misbehave when selected
 // SPDX-License-Identifier: MIT
 // Good and Quiet work, Crash raises SIGSEGV, Hang never returns (tests of lotus-tool map's error
-// handling).
+// handling); with LOTUS_TEST_NAMES set, "Comma,Op" and "Line\nOp" work under names the trace holds
+// sanitized.
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -35,6 +36,16 @@ int main() {
     {
       LOTUS_MAP_REGION("Quiet");
       sum += good_work(1000);
+    }
+    if (std::getenv("LOTUS_TEST_NAMES") != nullptr) {
+      {
+        LOTUS_MAP_REGION("Comma,Op");  // the trace holds Comma_Op: map selects it by that name
+        sum += good_work(2000000);
+      }
+      {
+        LOTUS_MAP_REGION("Line\nOp");  // one region, Line_Op, not two
+        sum += good_work(2000000);
+      }
     }
     {
       LOTUS_MAP_REGION("Crash");

@@ -398,6 +398,25 @@ TEST_CASE("map: crashing and hanging regions are reported, the rest kept", "[map
   REQUIRE(r.out.find("FAILED") != std::string::npos);
 }
 
+TEST_CASE("map: regions whose names have ',' or a newline are mapped by the trace's name",
+          "[map][names]") {
+  const std::string dir = make_dir();
+  ::setenv("LOTUS_TEST_NAMES", "1", 1);  // the probe's two regions with such names
+  const auto r =
+      tool(dir, {"map", "--collector", "perf", "--runs", "1", "--freq", "4999", "--region",
+                 "Comma_Op", "--region", "Line_Op", "-o", dir + "/m.json", "--", FAULT_PROBE});
+  ::unsetenv("LOTUS_TEST_NAMES");
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  const json m = load_json(dir + "/m.json");
+  REQUIRE(has_function(funcs(m, "Comma_Op"), "good_work|"));
+  REQUIRE(has_function(funcs(m, "Line_Op"), "good_work|"));
+  for (const char* phantom : {"Comma,Op", "Line", "Op"}) {
+    INFO(phantom);
+    REQUIRE_FALSE(m["op_to_func"].contains(phantom));
+  }
+}
+
 TEST_CASE("map: setup errors are clear and non-zero", "[map][errors]") {
   const std::string dir = make_dir();
   SECTION("perf missing") {
