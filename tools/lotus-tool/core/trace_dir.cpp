@@ -48,9 +48,20 @@ std::vector<std::string> trace_dir::hosts() const {
   return {h.begin(), h.end()};
 }
 
-void parse_sidecar(std::istream& in, const std::string& file_label, trace_dir& out) {
+namespace {
+
+// Bounds on what one sidecar may make the tool keep, whatever its size: lines longer than this are
+// skipped, and `thread`/`file` lines beyond these counts are counted and ignored.
+constexpr std::size_t k_sidecar_max_line = std::size_t{64} << 10;
+constexpr std::size_t k_sidecar_max_threads = 65536;
+constexpr std::size_t k_sidecar_max_files = 65536;
+
+// `next(line, too_long)` yields the sidecar's lines; false at the end.
+template <class Next>
+void parse_sidecar_lines(Next&& next, const std::string& file_label, trace_dir& out) {
   std::string line;
-  std::uint64_t lineno = 0;
+  bool too_long = false;
+  std::uint64_t lineno = 0, long_lines = 0, extra_threads = 0, extra_files = 0;
   process_meta proc;
   bool have_pid = false;
   std::vector<std::pair<std::uint64_t, std::string>> threads;
@@ -58,8 +69,12 @@ void parse_sidecar(std::istream& in, const std::string& file_label, trace_dir& o
   auto warn = [&](const std::string& why) {
     out.warnings.push_back(file_label + ":" + std::to_string(lineno) + ": " + why);
   };
-  while (std::getline(in, line)) {
+  while (next(line, too_long)) {
     ++lineno;
+    if (too_long) {
+      ++long_lines;
+      continue;
+    }
     if (lineno == 1 && line.rfind("lotus-meta ", 0) != 0) {
       warn("not a lotus sidecar (first line must be 'lotus-meta <version>'); file ignored");
       return;
@@ -105,6 +120,10 @@ void parse_sidecar(std::istream& in, const std::string& file_label, trace_dir& o
     } else if (key == "clock") {
       ls >> proc.clock;
     } else if (key == "thread") {
+      if (threads.size() >= k_sidecar_max_threads) {
+        ++extra_threads;
+        continue;
+      }
       std::uint64_t tid = 0;
       if (!read_u(tid)) continue;
       std::string name;
@@ -116,6 +135,8 @@ void parse_sidecar(std::istream& in, const std::string& file_label, trace_dir& o
       ls >> name;
       if (name.empty()) {
         warn("empty 'file' line");
+      } else if (files.size() >= k_sidecar_max_files) {
+        ++extra_files;
       } else {
         files.push_back(std::move(name));
       }
@@ -166,6 +187,14 @@ void parse_sidecar(std::istream& in, const std::string& file_label, trace_dir& o
     }
     // Unknown keys (and lotus-meta/prefix) are ignored on purpose: forward compatible.
   }
+  const auto note = [&](std::uint64_t n, const std::string& what) {
+    if (n != 0) {
+      out.warnings.push_back(file_label + ": " + std::to_string(n) + " " + what + " ignored");
+    }
+  };
+  note(long_lines, "line(s) longer than 64 KiB");
+  note(extra_threads, "'thread' line(s) beyond the first 65536");
+  note(extra_files, "'file' line(s) beyond the first 65536");
   if (!have_pid) {
     warn("sidecar has no valid 'pid' line; file ignored");
     return;
@@ -194,6 +223,35 @@ void parse_sidecar(std::istream& in, const std::string& file_label, trace_dir& o
   p.dropped += proc.dropped;
   p.sanitized += proc.sanitized;
   p.sidecars.push_back(file_label);
+}
+
+}  // namespace
+
+void parse_sidecar(std::istream& in, const std::string& file_label, trace_dir& out) {
+  parse_sidecar_lines(
+      [&](std::string& line, bool& too_long) {
+        too_long = false;
+        if (!std::getline(in, line)) return false;
+        if (line.size() > k_sidecar_max_line) {
+          too_long = true;
+          line.clear();
+        }
+        return true;
+      },
+      file_label, out);
+}
+
+void parse_sidecar_file(const std::string& path, trace_dir& out) {
+  line_reader rd(path, k_sidecar_max_line);  // streamed: memory does not grow with the file
+  line_reader::line ln;
+  parse_sidecar_lines(
+      [&](std::string& line, bool& too_long) {
+        if (!rd.next(ln)) return false;
+        too_long = ln.too_long;
+        line.assign(too_long ? std::string_view() : ln.text);
+        return true;
+      },
+      path, out);
 }
 
 namespace {
@@ -386,15 +444,11 @@ trace_dir scan_trace_dir(const std::string& dir, const std::string& prefix) {
 
   for (const auto& n : hidden) {
     if (!is_sidecar_name(n, out.prefix)) continue;
-    std::string text;
     try {
-      text = read_whole_file(base + n);  // never blocks: a FIFO or device is refused
+      parse_sidecar_file(base + n, out);  // never blocks: a FIFO or device is refused
     } catch (const tool_error& e) {
       out.warnings.push_back(std::string(e.what()) + " (sidecar skipped)");
-      continue;
     }
-    std::istringstream in(text);
-    parse_sidecar(in, base + n, out);
   }
   attribute_files(out);
   return out;

@@ -174,8 +174,11 @@ struct window_options {
 /// --from/--to are given). Throws tool_error(exit_usage) for an empty or inverted window and
 /// tool_error(exit_invalid) for an epoch the trace does not have.
 record_filter make_filter(const trace_dir& dir, const window_options& w);
-/// Parses one sidecar; unknown keys are ignored, malformed lines become warnings.
+/// Parses one sidecar; unknown keys are ignored, malformed lines become warnings. Bounded: lines
+/// over 64 KiB and `thread`/`file` lines beyond 65536 are counted in a warning and ignored.
 void parse_sidecar(std::istream& in, const std::string& file_label, trace_dir& out);
+/// The same, streamed from a file (memory does not grow with its size).
+void parse_sidecar_file(const std::string& path, trace_dir& out);
 
 /// Sets each file's owner (pid, host, ambiguous) from the sidecars read into `dir`, and adds a
 /// warning when hosts reuse pids or thread ids. scan_trace_dir calls it.
