@@ -2,8 +2,8 @@
 // SPDX-License-Identifier: MIT
 #include "map_process.hpp"
 
-#include <fcntl.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
