@@ -66,16 +66,11 @@ inline const map_settings& map_config() noexcept {
 /// Executions of the selected region so far, process-wide (one counter: one region is selected).
 inline std::atomic<std::uint64_t> map_selected_executions{0};
 
-/// A name's byte as trace records carry it: ',' and control bytes become '_'.
-inline char record_char(char c) noexcept {
-  return c == ',' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? '_' : c;
-}
-
 /// True when `name` is written as `selected` in a trace (the driver selects by the trace's name).
 inline bool same_record_name(const char* name, const char* selected) noexcept {
   std::size_t i = 0;
   for (; name[i] != '\0' && selected[i] != '\0'; ++i) {
-    if (record_char(name[i]) != selected[i]) return false;
+    if (record_name_char(name[i]) != selected[i]) return false;
   }
   return name[i] == '\0' && selected[i] == '\0';
 }
@@ -105,7 +100,7 @@ inline void map_list(const char* path, const char* name) noexcept {
   char line[max_name_bytes + 1];
   std::size_t len = std::strlen(name);
   if (len > max_name_bytes) len = max_name_bytes;
-  for (std::size_t i = 0; i < len; ++i) line[i] = record_char(name[i]);
+  for (std::size_t i = 0; i < len; ++i) line[i] = record_name_char(name[i]);
   line[len] = '\n';
   if (::write(fd, line, len + 1) < 0) {
     diag(topic::map, "cannot write LOTUS_MAP_LIST=%s: %s", path, std::strerror(errno));

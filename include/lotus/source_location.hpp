@@ -29,6 +29,10 @@ constexpr std::uint32_t flag_sanitized =
 /// The longest name a record carries (bytes, without the leading 'S'); longer run-time names are
 /// cut at a UTF-8 character boundary and counted as sanitized.
 constexpr std::size_t max_name_bytes = 4096;
+/// A name's byte as records carry it: ',' (the field separator) and control bytes become '_'.
+constexpr char record_name_char(char c) noexcept {
+  return c == ',' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? '_' : c;
+}
 }  // namespace detail
 
 }  // namespace LOTUS_DETAIL_ABI

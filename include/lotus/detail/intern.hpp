@@ -38,8 +38,8 @@ class intern_table {
     }
     if (count_ + 1 > mask_ && !grow()) return nullptr;
     // The name the records carry: at most max_name_bytes (cut at a UTF-8 character boundary),
-    // NUL and other control bytes replaced by '_' (a NUL would cut it short in the writer, and
-    // "a\0x" and "a\0y" would both become "a"). The raw bytes stay the lookup key.
+    // record_name_char applied (a NUL would otherwise cut it short in the writer, and "a\0x" and
+    // "a\0y" would both become "a"). The raw bytes stay the lookup key.
     std::size_t keep = size;
     if (keep > max_name_bytes) {
       keep = max_name_bytes;
@@ -52,12 +52,8 @@ class intern_table {
     char* clean = n->text + size + 1;
     bool changed = keep != size;
     for (std::size_t i = 0; i < keep; ++i) {
-      char c = name[i];
-      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
-        c = '_';
-        changed = true;
-      }
-      clean[i] = c;
+      clean[i] = record_name_char(name[i]);
+      changed = changed || clean[i] != name[i];
     }
     clean[keep] = '\0';
     n->hash = h;
@@ -145,12 +141,8 @@ class label_table {
     text[0] = 'S';
     bool sanitized = (loc->flags & flag_sanitized) != 0;
     for (std::size_t i = 0; i < n; ++i) {
-      char c = name[i];
-      if (c == ',' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
-        c = '_';
-        sanitized = true;
-      }
-      text[i + 1] = c;
+      text[i + 1] = record_name_char(name[i]);
+      sanitized = sanitized || text[i + 1] != name[i];
     }
     text[n + 1] = '\0';
     std::size_t i = hash(loc) & mask_;
