@@ -58,7 +58,6 @@ configure_build_test() {  # dir ctest-args -- cmake-args...
 lint() {
   bash tools/check-spdx.sh || return 1
   bash tools/check-tracked.sh || return 1
-  python3 tools/check-cold-region.py || return 1
   python3 tools/amalgamate/amalgamate.py --check || return 1
   python3 tools/amalgamate/amalgamate.py && git diff --exit-code -- single_include/ || return 1
   local files

@@ -58,7 +58,7 @@
 #  define LOTUS_DETAIL_FORCE_INLINE inline __attribute__((always_inline))
 #  define LOTUS_DETAIL_NOINLINE __attribute__((noinline))
 // Rarely run runtime code (setup, errors, fork, file creation): optimized for size, and kept out
-// of the way of the code around it in compiled mode and with LOTUS_RUNTIME_FULL_OPT.
+// of the way of the code around it (a hint, not an optimizer setting).
 #  define LOTUS_DETAIL_COLD __attribute__((cold))
 #  define LOTUS_DETAIL_LIKELY(x) __builtin_expect(!!(x), 1)
 #  define LOTUS_DETAIL_UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -79,27 +79,6 @@
 #if !defined(__linux__)
 #  error \
       "lotus needs Linux (gettid, pipe2, sigtimedwait, /proc); other POSIX systems are not supported"
-#endif
-
-// The runtime in header-only mode. Every translation unit that records compiles the whole runtime
-// (the writer thread, settings, files, the sidecar, fork and error paths), which at -O2 costs it
-// most of a second of CPU. That code is off the recording path (a scope is the inline code of
-// scope.hpp; the runtime sees a thread at its first event and when its ring fills), so with GCC
-// it is compiled as at -Og, plus frame pointers for profilers that unwind with them: reasonably
-// optimized, at a fraction of the compile time (bench/README.md, "Compile cost", which also gives
-// the writer's rate in both modes). Not applied with LOTUS_COMPILED_LIB (one TU compiles the
-// runtime with the program's own options), at -O0, at -Os, with clang, or when
-// LOTUS_RUNTIME_FULL_OPT is defined. runtime.hpp includes every system header before it opens the
-// region: one first included inside it would be compiled that way for the rest of the translation
-// unit (checked by tools/check-cold-region.py).
-#if !defined(LOTUS_COMPILED_LIB) && !defined(LOTUS_RUNTIME_FULL_OPT) && defined(__GNUC__) && \
-    !defined(__clang__) && defined(__OPTIMIZE__) && !defined(__OPTIMIZE_SIZE__)
-#  define LOTUS_DETAIL_COLD_CODE_BEGIN \
-    _Pragma("GCC push_options") _Pragma("GCC optimize(\"Og\", \"no-omit-frame-pointer\")")
-#  define LOTUS_DETAIL_COLD_CODE_END _Pragma("GCC pop_options")
-#else
-#  define LOTUS_DETAIL_COLD_CODE_BEGIN
-#  define LOTUS_DETAIL_COLD_CODE_END
 #endif
 
 // Cold entry points of the runtime: `inline` in the default header-only mode; with
@@ -1415,6 +1394,10 @@ constexpr std::uint32_t flag_sanitized =
 /// The longest name a record carries (bytes, without the leading 'S'); longer run-time names are
 /// cut at a UTF-8 character boundary and counted as sanitized.
 constexpr std::size_t max_name_bytes = 4096;
+/// A name's byte as records carry it: ',' (the field separator) and control bytes become '_'.
+constexpr char record_name_char(char c) noexcept {
+  return c == ',' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? '_' : c;
+}
 }  // namespace detail
 
 }  // namespace LOTUS_DETAIL_ABI
@@ -1862,9 +1845,7 @@ class scope_timer {
 // lotus — the tracing runtime: settings, thread registration, full rings, process events (internal)
 // SPDX-License-Identifier: MIT
 
-// Every system header of the runtime's headers, before the cold-code region opens (see
-// LOTUS_DETAIL_COLD_CODE_BEGIN): a header first included inside it would be compiled as cold code
-// for the rest of the translation unit.
+// Every system header of the runtime's headers, in one place.
 #if defined(__x86_64__) || defined(__i386__)
 #  include <cpuid.h>  // __get_cpuid (calibration.hpp)
 #endif
@@ -1891,54 +1872,6 @@ class scope_timer {
 #include <string_view>  // string_view
 
 // The hot path's headers (included by scope.hpp already in the usual order).
-// ---- begin lotus/options.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
-#define LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
-// lotus — run-time configuration types: options, overflow policy, clock source, statistics
-// SPDX-License-Identifier: MIT
-
-#include <chrono>    // milliseconds
-#include <cstddef>   // size_t
-#include <cstdint>   // uint64_t
-#include <optional>  // optional
-#include <string>    // string
-
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-
-/// What a thread does when its ring is full: wait for the writer (lossless) or count a drop.
-enum class overflow_policy { block, drop };
-
-/// Timestamp source: TSC calibrated to CLOCK_REALTIME where invariant, or clock_gettime.
-enum class clock_source { automatic, tsc, realtime };
-
-/// Run-time options. Unset fields fall back to the environment, then to the defaults.
-struct options {
-  std::optional<std::string> log_file;                      ///< LOTUS_LOG_FILE: trace prefix
-  std::optional<bool> enabled;                              ///< !LOTUS_DISABLE
-  std::optional<std::size_t> ring_capacity;                 ///< LOTUS_RING_CAPACITY (events/thread)
-  std::optional<std::chrono::milliseconds> flush_interval;  ///< LOTUS_FLUSH_INTERVAL_MS
-  std::optional<overflow_policy> overflow;                  ///< LOTUS_OVERFLOW: block|drop
-  std::optional<clock_source> clock;                        ///< LOTUS_CLOCK: auto|tsc|realtime
-};
-
-/// Event counters of this process: recorded == written + dropped once everything is flushed.
-struct trace_stats {
-  std::uint64_t recorded = 0;  ///< events recorded while tracing was on
-  std::uint64_t written = 0;   ///< events written to trace files
-  std::uint64_t dropped = 0;   ///< events lost: ring full under `drop`, or tracing disabled by I/O
-  std::uint64_t sanitized =
-      0;  ///< written events whose name had ',' or control bytes replaced, or was cut at 4096 bytes
-};
-
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
-// ---- end lotus/options.hpp ----
-
-LOTUS_DETAIL_COLD_CODE_BEGIN
-
 // ---- begin lotus/detail/calibration.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_CALIBRATION_HPP
 #define LOTUS_AMALGAMATED_LOTUS_DETAIL_CALIBRATION_HPP
@@ -2081,8 +2014,8 @@ class intern_table {
     }
     if (count_ + 1 > mask_ && !grow()) return nullptr;
     // The name the records carry: at most max_name_bytes (cut at a UTF-8 character boundary),
-    // NUL and other control bytes replaced by '_' (a NUL would cut it short in the writer, and
-    // "a\0x" and "a\0y" would both become "a"). The raw bytes stay the lookup key.
+    // record_name_char applied (a NUL would otherwise cut it short in the writer, and "a\0x" and
+    // "a\0y" would both become "a"). The raw bytes stay the lookup key.
     std::size_t keep = size;
     if (keep > max_name_bytes) {
       keep = max_name_bytes;
@@ -2095,12 +2028,8 @@ class intern_table {
     char* clean = n->text + size + 1;
     bool changed = keep != size;
     for (std::size_t i = 0; i < keep; ++i) {
-      char c = name[i];
-      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
-        c = '_';
-        changed = true;
-      }
-      clean[i] = c;
+      clean[i] = record_name_char(name[i]);
+      changed = changed || clean[i] != name[i];
     }
     clean[keep] = '\0';
     n->hash = h;
@@ -2188,12 +2117,8 @@ class label_table {
     text[0] = 'S';
     bool sanitized = (loc->flags & flag_sanitized) != 0;
     for (std::size_t i = 0; i < n; ++i) {
-      char c = name[i];
-      if (c == ',' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
-        c = '_';
-        sanitized = true;
-      }
-      text[i + 1] = c;
+      text[i + 1] = record_name_char(name[i]);
+      sanitized = sanitized || text[i + 1] != name[i];
     }
     text[n + 1] = '\0';
     std::size_t i = hash(loc) & mask_;
@@ -2324,6 +2249,51 @@ class text {
 }  // namespace lotus
 #endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_TEXT_HPP
 // ---- end lotus/detail/text.hpp ----
+// ---- begin lotus/options.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
+// lotus — run-time configuration types: options, overflow policy, clock source, statistics
+// SPDX-License-Identifier: MIT
+
+#include <chrono>    // milliseconds
+#include <cstddef>   // size_t
+#include <cstdint>   // uint64_t
+#include <optional>  // optional
+#include <string>    // string
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+
+/// What a thread does when its ring is full: wait for the writer (lossless) or count a drop.
+enum class overflow_policy { block, drop };
+
+/// Timestamp source: TSC calibrated to CLOCK_REALTIME where invariant, or clock_gettime.
+enum class clock_source { automatic, tsc, realtime };
+
+/// Run-time options. Unset fields fall back to the environment, then to the defaults.
+struct options {
+  std::optional<std::string> log_file;                      ///< LOTUS_LOG_FILE: trace prefix
+  std::optional<bool> enabled;                              ///< !LOTUS_DISABLE
+  std::optional<std::size_t> ring_capacity;                 ///< LOTUS_RING_CAPACITY (events/thread)
+  std::optional<std::chrono::milliseconds> flush_interval;  ///< LOTUS_FLUSH_INTERVAL_MS
+  std::optional<overflow_policy> overflow;                  ///< LOTUS_OVERFLOW: block|drop
+  std::optional<clock_source> clock;                        ///< LOTUS_CLOCK: auto|tsc|realtime
+};
+
+/// Event counters of this process: recorded == written + dropped once everything is flushed.
+struct trace_stats {
+  std::uint64_t recorded = 0;  ///< events recorded while tracing was on
+  std::uint64_t written = 0;   ///< events written to trace files
+  std::uint64_t dropped = 0;   ///< events lost: ring full under `drop`, or tracing disabled by I/O
+  std::uint64_t sanitized =
+      0;  ///< written events whose name had ',' or control bytes replaced, or was cut at 4096 bytes
+};
+
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
+// ---- end lotus/options.hpp ----
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -4223,8 +4193,6 @@ LOTUS_DETAIL_API std::uint64_t writer_cpu_ns() noexcept { return runtime::get().
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-
-LOTUS_DETAIL_COLD_CODE_END
 #endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_RUNTIME_HPP
 // ---- end lotus/detail/runtime.hpp ----
 #  endif
@@ -4287,16 +4255,11 @@ inline const map_settings& map_config() noexcept {
 /// Executions of the selected region so far, process-wide (one counter: one region is selected).
 inline std::atomic<std::uint64_t> map_selected_executions{0};
 
-/// A name's byte as trace records carry it: ',' and control bytes become '_'.
-inline char record_char(char c) noexcept {
-  return c == ',' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? '_' : c;
-}
-
 /// True when `name` is written as `selected` in a trace (the driver selects by the trace's name).
 inline bool same_record_name(const char* name, const char* selected) noexcept {
   std::size_t i = 0;
   for (; name[i] != '\0' && selected[i] != '\0'; ++i) {
-    if (record_char(name[i]) != selected[i]) return false;
+    if (record_name_char(name[i]) != selected[i]) return false;
   }
   return name[i] == '\0' && selected[i] == '\0';
 }
@@ -4326,7 +4289,7 @@ inline void map_list(const char* path, const char* name) noexcept {
   char line[max_name_bytes + 1];
   std::size_t len = std::strlen(name);
   if (len > max_name_bytes) len = max_name_bytes;
-  for (std::size_t i = 0; i < len; ++i) line[i] = record_char(name[i]);
+  for (std::size_t i = 0; i < len; ++i) line[i] = record_name_char(name[i]);
   line[len] = '\n';
   if (::write(fd, line, len + 1) < 0) {
     diag(topic::map, "cannot write LOTUS_MAP_LIST=%s: %s", path, std::strerror(errno));

@@ -2,9 +2,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
-// Every system header of the runtime's headers, before the cold-code region opens (see
-// LOTUS_DETAIL_COLD_CODE_BEGIN): a header first included inside it would be compiled as cold code
-// for the rest of the translation unit.
+// Every system header of the runtime's headers, in one place.
 #if defined(__x86_64__) || defined(__i386__)
 #  include <cpuid.h>  // __get_cpuid (calibration.hpp)
 #endif
@@ -33,24 +31,21 @@
 // The hot path's headers (included by scope.hpp already in the usual order).
 #include "lotus/clock.hpp"
 #include "lotus/config.hpp"
+#include "lotus/detail/calibration.hpp"
+#include "lotus/detail/diagnostics.hpp"
 #include "lotus/detail/entry.hpp"
+#include "lotus/detail/env.hpp"
+#include "lotus/detail/intern.hpp"
 #include "lotus/detail/name_cache.hpp"
 #include "lotus/detail/platform.hpp"
 #include "lotus/detail/ring.hpp"
-#include "lotus/options.hpp"
-#include "lotus/source_location.hpp"
-
-LOTUS_DETAIL_COLD_CODE_BEGIN
-
-#include "lotus/detail/calibration.hpp"
-#include "lotus/detail/diagnostics.hpp"
-#include "lotus/detail/env.hpp"
-#include "lotus/detail/intern.hpp"
 #include "lotus/detail/settings.hpp"
 #include "lotus/detail/sync.hpp"
 #include "lotus/detail/test_hooks.hpp"
 #include "lotus/detail/threads.hpp"
 #include "lotus/detail/writer.hpp"
+#include "lotus/options.hpp"
+#include "lotus/source_location.hpp"
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -549,5 +544,3 @@ LOTUS_DETAIL_API std::uint64_t writer_cpu_ns() noexcept { return runtime::get().
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-
-LOTUS_DETAIL_COLD_CODE_END
