@@ -4,10 +4,10 @@
 
 #include <string>
 
-#include "line_reader.hpp"
-#include "record.hpp"
-#include "stats_engine.hpp"
-#include "trace_dir.hpp"
+#include "trace/line_reader.hpp"
+#include "trace/record.hpp"
+#include "trace/stats_engine.hpp"
+#include "trace/trace_dir.hpp"
 
 namespace {
 

@@ -2,6 +2,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include "lotus/collector_kind.hpp"
 #include "lotus/config.hpp"
 #include "lotus/detail/platform.hpp"
 
@@ -20,13 +21,6 @@
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
-namespace collector {
-
-/// The collector that resume()/pause() drive; chosen once per process by LOTUS_COLLECTOR
-/// (auto|perf|itt|amd|callgrind|none, default auto).
-enum class kind { none, perf, itt, amd, callgrind };
-
-}  // namespace collector
 
 #ifndef LOTUS_DISABLE
 namespace detail {
@@ -42,35 +36,31 @@ inline const collector_backend* collector_active = nullptr;
 inline collector::kind collector_kind = collector::kind::none;
 
 inline const collector_backend* collector_select(collector::kind& chosen) noexcept {
-  const char* want = env_text("LOTUS_COLLECTOR");
-  if (want == nullptr) want = "auto";
+  // env_choice: one configuration message for a value not in the list, then auto.
+  static const char* const names[] = {"auto", "none",  "perf",      "itt",  "vtune",
+                                      "amd",  "uprof", "callgrind", nullptr};
+  static const collector::kind kinds[] = {collector::kind::none, collector::kind::none,
+                                          collector::kind::perf, collector::kind::itt,
+                                          collector::kind::itt,  collector::kind::amd,
+                                          collector::kind::amd,  collector::kind::callgrind};
+  const int want = env_choice("LOTUS_COLLECTOR", names);
   const collector_backend* b = nullptr;
-  if (std::strcmp(want, "none") == 0) {
-    return nullptr;
-  } else if (std::strcmp(want, "perf") == 0) {
-    chosen = collector::kind::perf;
+  if (want == 1) return nullptr;
+  if (want > 1) chosen = kinds[want];
+  if (chosen == collector::kind::perf) {
     b = perf_backend();
-  } else if (std::strcmp(want, "itt") == 0 || std::strcmp(want, "vtune") == 0) {
-    chosen = collector::kind::itt;
+  } else if (chosen == collector::kind::itt) {
     if (!itt_available()) {
       collector_message("LOTUS_COLLECTOR=itt but %s is not set; collector control off",
                         itt_env_name());
       return nullptr;
     }
     b = itt_backend();
-  } else if (std::strcmp(want, "amd") == 0 || std::strcmp(want, "uprof") == 0) {
-    chosen = collector::kind::amd;
+  } else if (chosen == collector::kind::amd) {
     b = amd_backend(true);
-  } else if (std::strcmp(want, "callgrind") == 0) {
-    chosen = collector::kind::callgrind;
+  } else if (chosen == collector::kind::callgrind) {
     b = callgrind_backend(true);
   } else {
-    if (std::strcmp(want, "auto") != 0) {
-      collector_message(
-          "LOTUS_COLLECTOR='%s' is not one of auto|perf|itt|amd|callgrind|none; "
-          "using auto",
-          want);
-    }
     // auto: the first collector that is evidently present. A collector that is present but
     // broken is not skipped silently: its message explains why control is off.
     if (running_on_valgrind() && callgrind_tool_plausible()) {

@@ -84,8 +84,8 @@ TEST_CASE("a bad LOTUS_COLLECTOR value gives one message and falls back to auto"
   CHECK(r.exit_code == 0);
   CHECK(r.out == "attached none\n");
   CHECK(r.err ==
-        "lotus: collector: LOTUS_COLLECTOR='vtunes' is not one of "
-        "auto|perf|itt|amd|callgrind|none; using auto\n");
+        "lotus: ignoring LOTUS_COLLECTOR='vtunes' (expected "
+        "auto|none|perf|itt|vtune|amd|uprof|callgrind); using the default\n");
 }
 
 TEST_CASE("ITT: resume/pause/detach reach the collector through INTEL_LIBITTNOTIFY64",

@@ -18,11 +18,11 @@
 #include <vector>
 
 #include "catch.hpp"
-#include "map_join.hpp"
-#include "map_mapping.hpp"
-#include "map_profile.hpp"
-#include "map_spans.hpp"
-#include "map_vendor_csv.hpp"
+#include "map/join.hpp"
+#include "map/mapping.hpp"
+#include "map/profile.hpp"
+#include "map/spans.hpp"
+#include "map/vendor_csv.hpp"
 #include "sanitized.hpp"
 #include "spawn.hpp"
 

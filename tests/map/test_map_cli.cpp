@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "catch.hpp"
-#include "map_process.hpp"
-#include "map_profile.hpp"
+#include "map/profile.hpp"
 #include "spawn.hpp"
+#include "util/process.hpp"
 
 using lotus_tool::run_process;
 using lotus_tool::run_spec;

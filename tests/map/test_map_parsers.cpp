@@ -13,11 +13,11 @@
 #include <string>
 
 #include "catch.hpp"
-#include "map_callgrind.hpp"
-#include "map_elf.hpp"
-#include "map_perf_report.hpp"
-#include "map_perf_script.hpp"
-#include "map_vendor_csv.hpp"
+#include "map/callgrind.hpp"
+#include "map/elf.hpp"
+#include "map/perf_report.hpp"
+#include "map/perf_script.hpp"
+#include "map/vendor_csv.hpp"
 
 using namespace lotus_tool;
 

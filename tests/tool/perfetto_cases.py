@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
 """`lotus-tool viz -o X.pftrace` on real traces, each checked by perfetto_check.py (an independent
-decoder, and protoc --decode with tools/lotus-tool/perfetto_trace.proto): the C++ image pipeline
+decoder, and protoc --decode with tools/lotus-tool/viz/perfetto_trace.proto): the C++ image pipeline
 (threads and forked worker processes), a libtorch loader, a Python DataLoader traced by
 lotus.torch, two ranks sharing one directory and the same two ranks in two directories, a
 generated trace with out-of-order arrivals (also --compress), and the JSON output unchanged.

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "record.hpp"
+#include "trace/record.hpp"
 
 namespace lotus_tool_ref {
 

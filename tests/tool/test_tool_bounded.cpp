@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "catch.hpp"
-#include "error.hpp"
-#include "select.hpp"
-#include "spill.hpp"
-#include "stats_engine.hpp"
+#include "trace/select.hpp"
+#include "trace/stats_engine.hpp"
+#include "util/error.hpp"
+#include "util/spill.hpp"
 
 using namespace lotus_tool;
 

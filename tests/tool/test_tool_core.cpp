@@ -1,18 +1,18 @@
-// lotus — lotus-tool tests: record parser, line reader, sidecar, statistics (lotus_tool_core)
+// lotus — lotus-tool tests: record parser, line reader, sidecar, statistics (lotus_tool_trace)
 // SPDX-License-Identifier: MIT
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "catch.hpp"
-#include "error.hpp"
-#include "json_dump.hpp"
-#include "line_reader.hpp"
-#include "merge.hpp"
-#include "output.hpp"
-#include "record.hpp"
-#include "stats_engine.hpp"
-#include "trace_dir.hpp"
+#include "trace/line_reader.hpp"
+#include "trace/merge.hpp"
+#include "trace/record.hpp"
+#include "trace/stats_engine.hpp"
+#include "trace/trace_dir.hpp"
+#include "util/error.hpp"
+#include "util/json_dump.hpp"
+#include "util/output.hpp"
 
 using namespace lotus_tool;
 

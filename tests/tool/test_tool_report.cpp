@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "catch.hpp"
-#include "report_data.hpp"
-#include "report_findings.hpp"
+#include "report/data.hpp"
+#include "report/findings.hpp"
 
 using namespace lotus_tool;
 

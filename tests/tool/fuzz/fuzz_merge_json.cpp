@@ -5,8 +5,8 @@
 #include <string>
 #include <string_view>
 
-#include "error.hpp"
-#include "merge.hpp"
+#include "trace/merge.hpp"
+#include "util/error.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);

@@ -9,10 +9,10 @@
 #include <string_view>
 
 #include "../record_reference.hpp"
-#include "line_reader.hpp"
-#include "record.hpp"
-#include "stats_engine.hpp"
-#include "trace_dir.hpp"
+#include "trace/line_reader.hpp"
+#include "trace/record.hpp"
+#include "trace/stats_engine.hpp"
+#include "trace/trace_dir.hpp"
 
 namespace {
 

@@ -1,0 +1,42 @@
+// lotus — lotus-tool attribute: command-line options (the work is in map/attribute.hpp)
+// SPDX-License-Identifier: MIT
+#include "map/attribute.hpp"
+
+#include <CLI/CLI.hpp>
+#include <memory>
+
+#include "cli/commands.hpp"
+
+namespace lotus_tool {
+
+void add_attribute_command(CLI::App& app) {
+  auto opt = std::make_shared<attribute_args>();
+  CLI::App* cmd = app.add_subcommand(
+      "attribute",
+      "per-op CPU time: Lotus's method (--mapping + a profile + trace time weights), the join "
+      "(perf samples charged to the innermost S<op> span of their thread), or both side by side");
+  cmd->add_option("record_dir", opt->record_dir,
+                  "a 'lotus-tool record' directory (perf.data + trace/): the join, and with "
+                  "--mapping both methods");
+  cmd->add_option("--mapping", opt->mapping, "mapping_funcs.json (lotus-tool map or Lotus)");
+  cmd->add_option("--profile", opt->profile,
+                  "per-function profile of the real run: perf.data, 'perf report' text "
+                  "(-F overhead,period,sample,sym,dso -t $'\\x1f'), or a VTune/uProf .csv "
+                  "(default with a record directory: its perf.data)");
+  cmd->add_option("--perf-data", opt->perf_data, "join: perf.data recorded with -k CLOCK_REALTIME");
+  cmd->add_option("--perf-script", opt->perf_script,
+                  "join: output of perf script -F tid,time,period,event,ip,sym,dso --ns");
+  cmd->add_option("--trace", opt->trace, "LotusTrace directory of the same run");
+  cmd->add_option("--prefix", opt->prefix, "trace file prefix (default: the directory's one)");
+  cmd->add_flag("--all-threads", opt->all_threads,
+                "perf.data: every sampled thread (default: the threads that recorded op spans)");
+  cmd->add_flag_callback(
+      "--json", [opt]() { opt->format = "json"; }, "JSON output");
+  cmd->add_flag_callback(
+      "--csv", [opt]() { opt->format = "csv"; }, "CSV output");
+  cmd->add_option("-o,--output", opt->output, "write to this file instead of stdout");
+  cmd->add_option("--top", opt->top, "functions listed per op in the table")->capture_default_str();
+  cmd->callback([opt]() { run_attribute(*opt); });
+}
+
+}  // namespace lotus_tool

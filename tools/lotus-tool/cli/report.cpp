@@ -1,0 +1,30 @@
+// lotus — lotus-tool report: command-line options (the work is in report/report.hpp)
+// SPDX-License-Identifier: MIT
+#include "report/report.hpp"
+
+#include <CLI/CLI.hpp>
+#include <memory>
+
+#include "cli/commands.hpp"
+#include "cli/input_options.hpp"
+
+namespace lotus_tool {
+
+void add_report_command(CLI::App& app) {
+  auto args = std::make_shared<report_args>();
+  CLI::App* cmd = app.add_subcommand(
+      "report",
+      "Write one self-contained HTML page (works offline): findings, per-op duration\n"
+      "distributions, per-batch preprocessing, wait and delay time, a zoomable timeline.");
+  add_input_options(cmd, args->in, /*windows=*/true);
+  cmd->add_option("-o,--output", args->output, "Output HTML file")->required();
+  cmd->add_option("--title", args->title, "Page title");
+  cmd->add_option("--attribution", args->attribution,
+                  "Add per-op CPU attribution from 'lotus-tool attribute --json' output");
+  cmd->add_option("--max-points", args->max_points,
+                  "Most points per chart (evenly thinned beyond; 0 = all)")
+      ->capture_default_str();
+  cmd->callback([args] { run_report(*args); });
+}
+
+}  // namespace lotus_tool

@@ -1,0 +1,1031 @@
+// lotus — lotus-tool map: LotusMap driver (perf FIFOs, Callgrind dumps, VTune/uProf command lines)
+// SPDX-License-Identifier: MIT
+#include "map/map.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include "map/callgrind.hpp"
+#include "map/elf.hpp"
+#include "map/mapping.hpp"
+#include "map/perf_report.hpp"
+#include "map/profile.hpp"
+#include "map/spans.hpp"
+#include "map/vendor_csv.hpp"
+#include "util/diag.hpp"
+#include "util/error.hpp"
+#include "util/json_dump.hpp"
+#include "util/output.hpp"
+#include "util/process.hpp"
+
+namespace lotus_tool {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+bool make_dirs(const std::string& path) {
+  std::error_code ec;
+  fs::create_directories(path, ec);
+  return fs::is_directory(path, ec);
+}
+
+// Removes what is there; a symlink is removed, never followed.
+void remove_tree(const std::string& path) {
+  std::error_code ec;
+  fs::remove_all(path, ec);
+}
+
+std::vector<std::string> list_dir(const std::string& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    out.push_back(it->path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string absolute(const std::string& p) {
+  std::error_code ec;
+  const fs::path a = fs::absolute(p, ec);
+  return ec ? p : a.string();
+}
+
+// File-system-safe directory name for a region.
+std::string safe_name(const std::string& region) {
+  std::string s;
+  for (char c : region)
+    s += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_') ? c : '_';
+  return s.empty() ? std::string("_") : s;
+}
+
+bool file_has(const std::string& path, const char* needle) {
+  std::ifstream in(path);
+  std::string l;
+  while (std::getline(in, l))
+    if (l.find(needle) != std::string::npos) return true;
+  return false;
+}
+
+// The collector control itself (lotus::…::collector_resume_slow, callgrind_pause, …) runs inside
+// every window; it belongs to no op.
+function_profile without_lotus(const function_profile& p) {
+  function_profile q;
+  q.unit = p.unit;
+  q.total = p.total;
+  for (const auto& r : p.rows)
+    if (r.function.rfind("lotus::", 0) != 0) q.rows.push_back(r);
+  return q;
+}
+
+// What the list run measured of one region (its trace: executions and mean duration).
+struct region_info {
+  std::uint64_t executions = 0;  ///< in one probe run
+  double mean_ns = 0;
+};
+
+struct run_outcome {
+  bool ok = false;
+  function_profile profile;
+  std::string error;
+  bool fatal = false;  // e.g. perf not permitted: no point in continuing
+  bool executions_known = false;
+  std::uint64_t executions = 0;       ///< profiled executions found in the run's trace
+  double window_ns = 0;               ///< their summed duration
+  std::uint64_t control_samples = 0;  ///< samples outside them (collector control, other threads)
+};
+
+struct run_context {
+  const map_args& opt;
+  std::string tool;
+  std::vector<std::string> probe_argv;
+  std::uint64_t warmup = 1, count = 1;
+};
+
+std::string probe_failure(const run_result& r, const std::string& log, double timeout_s) {
+  std::string msg = "probe " + describe(r, timeout_s);
+  const std::string tail = tail_file(log, 6);
+  if (!tail.empty()) msg += "; last lines of " + log + ":\n" + tail;
+  return msg;
+}
+
+// Runs `perf report` on `data` (extra arguments first) and parses it.
+function_profile perf_report_of(const std::string& perf, const std::string& data,
+                                const std::vector<std::string>& extra, const std::string& out,
+                                double timeout_s) {
+  run_spec rep;
+  rep.argv = {perf, "report", "-i", data};
+  rep.argv.insert(rep.argv.end(), extra.begin(), extra.end());
+  for (const auto& a : perf_report_args()) rep.argv.push_back(a);
+  rep.stdout_path = out;
+  rep.stderr_path = out + ".stderr";
+  rep.timeout_s = timeout_s;
+  const run_result rr = run_process(rep);
+  if (!rr.ok()) {
+    throw tool_error(exit_invalid,
+                     "perf report " + describe(rr, timeout_s) + "; see " + rep.stderr_path);
+  }
+  std::ifstream in(out);
+  return parse_perf_report(in, out);
+}
+
+std::uint64_t sample_count(const function_profile& p) {
+  std::uint64_t n = 0;
+  for (const auto& r : p.rows) n += r.samples;
+  return n;
+}
+
+/// One strategy per collector: how to run a probe under it and read back one window's profile.
+class collector_strategy {
+ public:
+  virtual ~collector_strategy() = default;
+  virtual const char* executable() const = 0;
+  virtual const char* install_hint() const { return ""; }
+  /// Sampling period in ns; 0 for an exact collector.
+  virtual double interval_ns(const map_args& opt) const = 0;
+  virtual const char* unit() const { return "ns"; }
+  /// True when the profile counts samples per function (perf's report does; the vendors' CSV
+  /// exports give CPU time only).
+  virtual bool counts_samples() const { return false; }
+  /// Throws tool_error when the collector cannot work at all here.
+  virtual void check_access() const {}
+  virtual run_outcome profile(const run_context& ctx, const std::string& region,
+                              const std::string& dir, run_spec spec) const = 0;
+};
+
+// perf: the probe records its own trace (CLOCK_REALTIME, like `perf record -k CLOCK_REALTIME`),
+// and only the samples inside the profiled S<region> spans count. Everything else in the enabled
+// windows — the collector control (the FIFO write and ack poll of resume/pause, which map_region
+// runs outside its span), the trace writer thread — is left out by where it happened, not by name.
+class perf_strategy final : public collector_strategy {
+ public:
+  const char* executable() const override { return "perf"; }
+  const char* install_hint() const override {
+    return "; install it with: apt-get install linux-perf";
+  }
+  double interval_ns(const map_args& opt) const override { return 1e9 / std::max(1u, opt.freq); }
+  bool counts_samples() const override { return true; }
+  void check_access() const override {
+    if (::geteuid() == 0) return;
+    std::ifstream p("/proc/sys/kernel/perf_event_paranoid");
+    int level = 0;
+    if (p >> level && level > 2) {
+      throw tool_error(exit_io,
+                       "/proc/sys/kernel/perf_event_paranoid is " + std::to_string(level) +
+                           ": unprivileged perf cannot sample at all; run 'sudo sysctl "
+                           "kernel.perf_event_paranoid=2' (user-space sampling of your own "
+                           "processes) or run as a user with CAP_PERFMON");
+    }
+  }
+  run_outcome profile(const run_context& ctx, const std::string& region, const std::string& dir,
+                      run_spec spec) const override;
+};
+
+// Seconds.nanoseconds as perf prints and parses them.
+std::string perf_time(std::uint64_t ns) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%llu.%09llu", static_cast<unsigned long long>(ns / 1000000000u),
+                static_cast<unsigned long long>(ns % 1000000000u));
+  return buf;
+}
+
+void add_profile(function_profile& into, const function_profile& p) {
+  std::map<std::pair<std::string, std::string>, std::size_t> index;
+  for (std::size_t i = 0; i < into.rows.size(); ++i)
+    index.emplace(std::make_pair(into.rows[i].function, into.rows[i].module), i);
+  for (const auto& r : p.rows) {
+    const auto key = std::make_pair(r.function, r.module);
+    const auto it = index.find(key);
+    if (it == index.end()) {
+      index.emplace(key, into.rows.size());
+      into.rows.push_back(r);
+    } else {
+      into.rows[it->second].self += r.self;
+      into.rows[it->second].samples += r.samples;
+    }
+  }
+  into.total += p.total;
+}
+
+run_outcome perf_strategy::profile(const run_context& ctx, const std::string& region,
+                                   const std::string& dir, run_spec spec) const {
+  run_outcome o;
+  const std::string ctl = dir + "/ctl.fifo", ack = dir + "/ack.fifo", data = dir + "/perf.data";
+  const std::string trace = dir + "/trace";
+  ::unlink(ctl.c_str());
+  ::unlink(ack.c_str());
+  remove_tree(trace);
+  if (::mkfifo(ctl.c_str(), 0600) != 0 || ::mkfifo(ack.c_str(), 0600) != 0 || !make_dirs(trace)) {
+    o.error = "cannot create control FIFOs and trace/ in " + dir + ": " + std::strerror(errno);
+    o.fatal = true;
+    return o;
+  }
+  spec.env.emplace_back("LOTUS_PERF_CTL_FIFO", ctl);
+  spec.env.emplace_back("LOTUS_PERF_ACK_FIFO", ack);
+  spec.env.emplace_back("LOTUS_COLLECTOR", "perf");
+  spec.env.emplace_back("LOTUS_LOG_FILE", trace + "/lotus");
+  spec.env.emplace_back("LOTUS_CLOCK", "realtime");
+  // The writer then runs at exit (or when a ring fills), not inside the windows.
+  spec.env.emplace_back("LOTUS_FLUSH_INTERVAL_MS", "60000");
+  std::vector<std::string> argv{ctx.tool,
+                                "record",
+                                "-k",
+                                "CLOCK_REALTIME",
+                                "-e",
+                                ctx.opt.kernel ? "cpu-clock" : "cpu-clock:u",
+                                "-F",
+                                std::to_string(ctx.opt.freq),
+                                "-D",
+                                "-1",
+                                "--control=fifo:" + ctl + "," + ack,
+                                "-o",
+                                data,
+                                "--"};
+  argv.insert(argv.end(), ctx.probe_argv.begin(), ctx.probe_argv.end());
+  spec.argv = argv;
+  const run_result r = run_process(spec);
+  ::unlink(ctl.c_str());
+  ::unlink(ack.c_str());
+  if (!r.ok()) {
+    if (file_has(spec.stderr_path, "perf_event_paranoid") ||
+        file_has(spec.stderr_path, "Access to performance monitoring")) {
+      o.error = "perf is not allowed to sample (perf_event_paranoid too high?); see " +
+                spec.stderr_path + ":\n" + tail_file(spec.stderr_path, 8) +
+                "  fix: sudo sysctl kernel.perf_event_paranoid=2, or run with CAP_PERFMON";
+      o.fatal = true;
+      return o;
+    }
+    o.error = probe_failure(r, spec.stderr_path, ctx.opt.timeout_s);
+    return o;
+  }
+  // The profiled executions: the selected region's spans, in time order, after the warm-up.
+  std::uint64_t region_spans = 0;
+  std::optional<spill_log<span>> execs;
+  try {
+    const span_set s = read_spans(trace);
+    execs.emplace(s.buffer_bytes);
+    for (std::size_t i = 0; i < s.names.size(); ++i) {
+      if (s.names[i] != region) continue;
+      const auto id = static_cast<std::uint32_t>(i);
+      s.spans.scan([&](const span& sp) {
+        if (sp.op == id) execs->push(sp);
+      });
+      region_spans = s.count[i];
+    }
+  } catch (const tool_error& e) {
+    o.error = std::string("no trace from the profiled run (") + e.what() +
+              "); is the probe built with lotus enabled?";
+    return o;
+  }
+  const std::uint64_t first = std::min<std::uint64_t>(region_spans, ctx.warmup);
+  const std::uint64_t last = std::min<std::uint64_t>(region_spans, ctx.warmup + ctx.count);
+  o.executions_known = true;
+  o.executions = last - first;
+  std::set<std::uint64_t> tids;
+  std::vector<std::string> ranges;
+  std::uint64_t k = 0;
+  // By start; equal starts in thread order (a stable sort of the thread-ordered spans).
+  sorted_scan(
+      *execs,
+      [](const span& a, const span& b) {
+        return a.start != b.start ? a.start < b.start : thread_order(a, b);
+      },
+      [&](const span& sp) {
+        if (k >= first && k < last) {
+          o.window_ns += static_cast<double>(sp.end - sp.start);
+          tids.insert(sp.tid);
+          ranges.push_back(perf_time(sp.start) + "," + perf_time(sp.end));
+        }
+        ++k;
+      });
+  try {
+    const function_profile all =
+        perf_report_of(ctx.tool, data, {}, dir + "/report-all.txt", ctx.opt.timeout_s);
+    function_profile in;
+    in.unit = "ns";
+    std::string tid_list;
+    for (const auto t : tids) tid_list += (tid_list.empty() ? "" : ",") + std::to_string(t);
+    // perf report --time takes space-separated ranges; one argument stays below the kernel's
+    // 128 KiB limit per argument with 2000 ranges of ~44 bytes.
+    const std::size_t chunk = 2000;
+    for (std::size_t b = 0; b < ranges.size(); b += chunk) {
+      std::string arg;
+      for (std::size_t i = b; i < ranges.size() && i < b + chunk; ++i)
+        arg += (i == b ? "" : " ") + ranges[i];
+      add_profile(in, perf_report_of(ctx.tool, data, {"--tid=" + tid_list, "--time", arg},
+                                     dir + "/report.txt", ctx.opt.timeout_s));
+    }
+    // With LOTUS_CLOCK=realtime the span's own timestamps are clock_gettime calls (lotus's clock
+    // read, libc's wrapper and the vDSO), the first and last instructions of each span: lotus's,
+    // not the op's.
+    // The frame that encloses the region (the probe's code around LOTUS_MAP_REGION: its gate and
+    // timer, inlined) is scaffolding, not the op, as for Callgrind: a probe function sampled in
+    // the window but outside every span is that frame, and so is the probe's main.
+    const std::string probe_module = module_basename(ctx.probe_argv[0]);
+    std::map<std::string, std::uint64_t> inside;
+    for (const auto& row : in.rows) inside[function_key(row)] += row.samples;
+    std::set<std::string> enclosing;
+    for (const auto& row : all.rows) {
+      if (row.module != probe_module || row.function.rfind("lotus::", 0) == 0) continue;
+      if (row.function == "main" || row.samples > inside[function_key(row)])
+        enclosing.insert(function_key(row));
+    }
+    function_profile op_only;
+    op_only.unit = in.unit;
+    for (const auto& row : in.rows) {
+      if (row.module == "[vdso]" || row.function.rfind("lotus::", 0) == 0 ||
+          (row.module.rfind("libc.so", 0) == 0 && row.function == "clock_gettime") ||
+          enclosing.count(function_key(row)) != 0)
+        continue;
+      op_only.rows.push_back(row);
+      op_only.total += row.self;
+    }
+    in = std::move(op_only);
+    const std::uint64_t n_all = sample_count(all), n_in = sample_count(in);
+    o.control_samples = n_all > n_in ? n_all - n_in : 0;
+    o.profile = ctx.opt.keep_lotus ? all : in;
+  } catch (const tool_error& e) {
+    o.error = std::string("unparsable report: ") + e.what();
+    return o;
+  }
+  if (!ctx.opt.keep_data) ::unlink(data.c_str());
+  o.ok = true;
+  return o;
+}
+
+class callgrind_strategy final : public collector_strategy {
+ public:
+  const char* executable() const override { return "valgrind"; }
+  const char* install_hint() const override {
+    return "; install it with: apt-get install valgrind";
+  }
+  double interval_ns(const map_args&) const override { return 0; }
+  const char* unit() const override { return "Ir"; }
+  run_outcome profile(const run_context& ctx, const std::string& region, const std::string& dir,
+                      run_spec spec) const override;
+};
+
+class vendor_strategy final : public collector_strategy {
+ public:
+  explicit vendor_strategy(bool vtune) : vtune_(vtune) {}
+  const char* executable() const override { return vtune_ ? "vtune" : "AMDuProfCLI"; }
+  // hotspots' default sampling interval is 10 ms; uProf's tbp 1 ms.
+  double interval_ns(const map_args&) const override { return vtune_ ? 10e6 : 1e6; }
+  run_outcome profile(const run_context& ctx, const std::string& region, const std::string& dir,
+                      run_spec spec) const override;
+
+ private:
+  bool vtune_;
+};
+
+run_outcome callgrind_strategy::profile(const run_context& ctx, const std::string& region,
+                                        const std::string& dir, run_spec spec) const {
+  run_outcome o;
+  for (const auto& f : list_dir(dir))
+    if (f.rfind("cg.out.", 0) == 0) ::unlink((dir + "/" + f).c_str());
+  spec.env.emplace_back("LOTUS_COLLECTOR", "callgrind");
+  std::vector<std::string> argv{ctx.tool, "--tool=callgrind", "--instr-atstart=no",
+                                "--callgrind-out-file=" + dir + "/cg.out.%p"};
+  argv.insert(argv.end(), ctx.probe_argv.begin(), ctx.probe_argv.end());
+  spec.argv = argv;
+  const run_result r = run_process(spec);
+  if (!r.ok()) {
+    o.error = probe_failure(r, spec.stderr_path, ctx.opt.timeout_s);
+    return o;
+  }
+  // Region dumps are cg.out.<pid>.<n>; the exit dump cg.out.<pid> is ignored.
+  std::map<std::string, function_cost> merged;
+  unsigned dumps = 0;
+  function_profile prof;
+  prof.unit = "Ir";
+  for (const auto& f : list_dir(dir)) {
+    if (f.rfind("cg.out.", 0) != 0) continue;
+    const auto rest = f.substr(7);
+    if (rest.find('.') == std::string::npos) continue;
+    std::ifstream in(dir + "/" + f);
+    callgrind_dump d;
+    try {
+      d = parse_callgrind(in, dir + "/" + f);
+    } catch (const tool_error& e) {
+      o.error = std::string("unparsable report: ") + e.what();
+      return o;
+    }
+    if (callgrind_region(d) != region) continue;
+    if (!ctx.opt.keep_lotus) remove_control_path(d);
+    ++dumps;
+    prof.total += d.profile.total;
+    for (const auto& row : d.profile.rows) {
+      auto& m = merged[row.function + "|" + row.module];
+      if (m.function.empty()) {
+        m.function = row.function;
+        m.module = row.module;
+      }
+      m.self += row.self;
+      m.inclusive += row.inclusive;
+    }
+  }
+  if (dumps == 0) {
+    o.error = "Callgrind wrote no dump for region '" + region +
+              "' (did the probe reach it after the warm-up? is it built with lotus enabled?)";
+    return o;
+  }
+  for (auto& kv : merged) prof.rows.push_back(kv.second);
+  o.profile = std::move(prof);
+  o.ok = true;
+  return o;
+}
+
+run_outcome vendor_strategy::profile(const run_context& ctx, const std::string& /*region*/,
+                                     const std::string& dir, run_spec spec) const {
+  run_outcome o;
+  const bool vtune = vtune_;
+  const std::string result = dir + (vtune ? "/vtune" : "/uprof");
+  remove_tree(result);
+  std::vector<std::string> argv;
+  if (vtune) {
+    spec.env.emplace_back("LOTUS_COLLECTOR", "itt");
+    argv = {ctx.tool, "-collect", "hotspots", "-start-paused", "-result-dir", result, "--"};
+  } else {
+    spec.env.emplace_back("LOTUS_COLLECTOR", "amd");
+    argv = {ctx.tool, "collect", "--config", "tbp", "--start-paused", "-o", result};
+  }
+  argv.insert(argv.end(), ctx.probe_argv.begin(), ctx.probe_argv.end());
+  spec.argv = argv;
+  const run_result r = run_process(spec);
+  if (!r.ok()) {
+    o.error = probe_failure(r, spec.stderr_path, ctx.opt.timeout_s);
+    return o;
+  }
+  const std::string csv = dir + "/report.csv";
+  run_spec rep;
+  rep.stdout_path = dir + "/report.stdout";
+  rep.stderr_path = dir + "/report.stderr";
+  rep.timeout_s = ctx.opt.timeout_s;
+  if (vtune) {
+    rep.argv = {ctx.tool, "-report",        "hotspots", "-result-dir",    result, "-format",
+                "csv",    "-csv-delimiter", "comma",    "-report-output", csv};
+  } else {
+    // uProf writes a session folder inside the -o directory (Lotus reported each of them).
+    std::string input = result;
+    for (const auto& f : list_dir(result)) {
+      struct stat st {};
+      if (::stat((result + "/" + f).c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+        input = result + "/" + f;
+        break;
+      }
+    }
+    rep.argv = {ctx.tool, "report",   "--input-dir", input, "--report-output",
+                csv,      "--cutoff", "100",         "-f",  "csv"};
+  }
+  const run_result rr = run_process(rep);
+  if (!rr.ok()) {
+    o.error = std::string(vtune ? "vtune -report " : "AMDuProfCLI report ") +
+              describe(rr, ctx.opt.timeout_s) + "; see " + rep.stderr_path;
+    return o;
+  }
+  std::ifstream in(csv);
+  if (!in) {
+    o.error = "the report command wrote no " + csv;
+    return o;
+  }
+  try {
+    o.profile = parse_vendor_csv(in, csv);
+  } catch (const tool_error& e) {
+    o.error = std::string("unparsable report: ") + e.what();
+    return o;
+  }
+  if (!ctx.opt.keep_data) remove_tree(result);
+  o.ok = true;
+  return o;
+}
+
+std::unique_ptr<collector_strategy> make_strategy(collector_kind k) {
+  switch (k) {
+    case collector_kind::perf:
+      return std::make_unique<perf_strategy>();
+    case collector_kind::callgrind:
+      return std::make_unique<callgrind_strategy>();
+    case collector_kind::itt:
+      return std::make_unique<vendor_strategy>(true);
+    case collector_kind::amd:
+      return std::make_unique<vendor_strategy>(false);
+    case collector_kind::none:
+      break;
+  }
+  return std::make_unique<perf_strategy>();
+}
+
+std::string fmt_seconds(double s) {
+  char buf[32];
+  if (s < 60) {
+    std::snprintf(buf, sizeof buf, "%.1f s", s);
+  } else {
+    std::snprintf(buf, sizeof buf, "%dm%02ds", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
+  }
+  return buf;
+}
+
+std::string fmt_ns(double ns) {
+  char buf[32];
+  if (ns >= 1e6) {
+    std::snprintf(buf, sizeof buf, "%.2f ms", ns / 1e6);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.1f us", ns / 1e3);
+  }
+  return buf;
+}
+
+// Progress on a terminal: ops done, the current op, elapsed time and an estimate of the rest
+// (the plan's per-op estimates, scaled by how the finished ops compared with theirs).
+class progress_bar {
+ public:
+  progress_bar(bool on, double planned_s) : on_(on), planned_(planned_s) {
+    t0_ = std::chrono::steady_clock::now();
+  }
+  void show(unsigned done, unsigned total, const std::string& what, double planned_done) {
+    if (!on_) return;
+    const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+    const double scale = planned_done > 0 && el > 0 ? el / planned_done : 1.0;
+    const double left = std::max(0.0, (planned_ - planned_done) * scale);
+    const unsigned width = 24, filled = total == 0 ? 0 : done * width / total;
+    std::fprintf(stderr, "\r[%s%s] %u/%u %-22.22s %s elapsed, ~%s left\x1b[K",
+                 std::string(filled, '#').c_str(), std::string(width - filled, ' ').c_str(), done,
+                 total, what.c_str(), fmt_seconds(el).c_str(), fmt_seconds(left).c_str());
+    std::fflush(stderr);
+  }
+  void clear() {
+    if (on_) std::fprintf(stderr, "\r\x1b[K");
+  }
+
+ private:
+  bool on_;
+  double planned_;
+  std::chrono::steady_clock::time_point t0_;
+};
+
+// One op's plan: executions per run, runs, and what they should yield.
+struct op_plan {
+  std::uint64_t count = 1;
+  unsigned runs = 1;
+  double expected_samples = 0;  ///< sampled collectors
+  double est_s = 0;             ///< estimated seconds of all its runs
+  std::string limit;            ///< why fewer samples are expected than asked, or ""
+};
+
+// What one op got.
+struct op_result {
+  unsigned ok_runs = 0;
+  std::uint64_t executions = 0, samples = 0, control_samples = 0;
+  bool executions_known = false;
+  double seconds = 0;
+};
+
+class driver {
+ public:
+  explicit driver(const map_args& o) : opt_(o), strategy_(make_strategy(o.collector)) {}
+  void run();
+
+ private:
+  const map_args& opt_;
+  std::unique_ptr<collector_strategy> strategy_;
+  std::string work_, tool_, probe_;
+  std::vector<std::string> probe_argv_;
+  std::map<std::string, std::string> modules_;  // basename → file, for stripped-code names
+  double list_s_ = 0;                           // wall time of the list run
+  double list_ns_ = 0;                          // its traced span (first start .. last end)
+
+  // What run() carries from region to region.
+  struct run_state {
+    std::map<std::string, region_info> info;
+    std::vector<std::string> regions;
+    std::map<std::string, op_plan> plans;
+    std::map<std::string, op_result> results;
+    std::map<std::string, std::string> first_error;
+    std::vector<std::string> warnings;
+    double planned = 0, planned_done = 0;
+    unsigned done = 0;
+    bool fatal = false;
+  };
+
+  void setup();
+  std::vector<std::string> discover(std::map<std::string, region_info>& info);
+  op_plan plan(const region_info* info) const;
+  void plan_all(run_state& st) const;
+  void map_region(const std::string& region, run_state& st, progress_bar& bar,
+                  mapping_builder& builder) const;
+  std::uint64_t run_passes(const std::string& region, op_plan& p, op_result& res, run_state& st,
+                           progress_bar& bar, mapping_builder& builder) const;
+  void print_summary(const mapping& m, const run_state& st) const;
+  run_outcome profile_once(const std::string& region, const std::string& dir,
+                           const op_plan& p) const;
+};
+
+void driver::setup() {
+  if (opt_.probe.empty()) {
+    throw tool_error(exit_usage,
+                     "map: no probe given (usage: lotus-tool map [options] -- PROBE "
+                     "[ARGS])");
+  }
+  probe_ = find_executable(opt_.probe[0]);
+  if (probe_.empty()) {
+    throw tool_error(exit_io, "map: probe '" + opt_.probe[0] + "' not found or not executable");
+  }
+  probe_ = absolute(probe_);
+  probe_argv_ = opt_.probe;
+  probe_argv_[0] = probe_;
+  modules_ = program_modules(probe_);
+  tool_ = find_executable(strategy_->executable());
+  if (tool_.empty()) {
+    throw tool_error(exit_io, std::string("map: '") + strategy_->executable() +
+                                  "' not found on PATH (needed by --collector " +
+                                  lotus::collector::tool_name(opt_.collector) + ")" +
+                                  strategy_->install_hint());
+  }
+  strategy_->check_access();
+  work_ = absolute(opt_.work_dir.empty() ? opt_.output + ".work" : opt_.work_dir);
+  if (!make_dirs(work_)) {
+    throw tool_error(exit_io,
+                     "map: cannot create work directory '" + work_ + "': " + std::strerror(errno));
+  }
+}
+
+std::vector<std::string> driver::discover(std::map<std::string, region_info>& info) {
+  const std::string dir = work_ + "/list";
+  remove_tree(dir);
+  if (!make_dirs(dir + "/trace")) throw tool_error(exit_io, "map: cannot create '" + dir + "'");
+  run_spec spec;
+  spec.argv = probe_argv_;
+  spec.env = {{"LOTUS_MAP_LIST", dir + "/regions.txt"},
+              {"LOTUS_LOG_FILE", dir + "/trace/lotus"},
+              {"LOTUS_COLLECTOR", "none"}};
+  spec.unset_env = {"LOTUS_MAP_SELECT", "LOTUS_DISABLE", "LOTUS_PERF_CTL_FIFO",
+                    "LOTUS_PERF_ACK_FIFO"};
+  spec.stdout_path = dir + "/probe.stdout";
+  spec.stderr_path = dir + "/probe.stderr";
+  spec.timeout_s = opt_.timeout_s;
+  const auto t0 = std::chrono::steady_clock::now();
+  const run_result r = run_process(spec);
+  list_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!r.ok()) {
+    throw tool_error(exit_io, "map: listing the regions failed: " +
+                                  probe_failure(r, spec.stderr_path, opt_.timeout_s));
+  }
+  std::vector<std::string> regions;
+  std::ifstream in(dir + "/regions.txt");
+  std::string line;
+  std::set<std::string> seen;
+  while (std::getline(in, line)) {
+    if (!line.empty() && seen.insert(line).second) regions.push_back(line);
+  }
+  if (regions.empty()) {
+    throw tool_error(exit_invalid,
+                     "map: the probe '" + opt_.probe[0] +
+                         "' entered no LOTUS_MAP_REGION (ran fine, listed nothing in "
+                         "LOTUS_MAP_LIST); wrap each op in LOTUS_MAP_REGION(\"<op>\") and build "
+                         "with lotus enabled");
+  }
+  try {
+    const span_set s = read_spans(dir + "/trace");
+    // A window collects samples in proportion to the summed duration of its executions, so the
+    // mean sizes it; trimmed (an eighth at each end, at least one when there are 4 or more), so one
+    // cold first read or a preemption does not, while a bimodal op (RandomHorizontalFlip flips
+    // half the time) keeps both modes.
+    // Durations sorted per op by an external sort; each op's count is known from the reading pass.
+    bool any = false;
+    std::uint32_t op = 0;
+    std::uint64_t k = 0, cut = 0;
+    double sum = 0;
+    auto finish = [&]() {
+      const std::uint64_t n = s.count[op];
+      info[s.names[op]] = {n, sum / static_cast<double>(n - 2 * cut)};
+    };
+    auto dur = [](const span& x) { return x.end - x.start; };
+    sorted_scan(
+        s.spans,
+        [&dur](const span& a, const span& b) {
+          return a.op != b.op ? a.op < b.op : dur(a) < dur(b);
+        },
+        [&](const span& sp) {
+          if (!any || sp.op != op) {
+            if (any) finish();
+            any = true;
+            op = sp.op;
+            k = 0;
+            sum = 0;
+            const std::uint64_t n = s.count[op];
+            cut = n >= 4 ? std::max<std::uint64_t>(1, n / 8) : 0;
+          }
+          if (k >= cut && k < s.count[op] - cut) sum += static_cast<double>(dur(sp));
+          ++k;
+        });
+    if (any) finish();
+    const std::uint64_t lo = s.first_start, hi = s.last_end;
+    if (hi > lo) list_ns_ = static_cast<double>(hi - lo);
+  } catch (const tool_error& e) {
+    warning(std::string("no region timings from the probe's trace (") + e.what() +
+                "); windows are not sized (--count " + std::to_string(std::max(1u, opt_.count)) +
+                ")",
+            "lotus-tool map");
+  }
+  if (!opt_.regions.empty()) {
+    std::vector<std::string> keep;
+    for (const auto& want : opt_.regions) {
+      if (std::find(regions.begin(), regions.end(), want) == regions.end()) {
+        std::string all;
+        for (const auto& r2 : regions) all += " " + r2;
+        throw tool_error(exit_usage,
+                         "map: region '" + want + "' is not one of the probe's regions:" + all);
+      }
+      keep.push_back(want);
+    }
+    regions = keep;
+  }
+  return regions;
+}
+
+// Sizing a sampled window. A cpu-clock timer starts when collection is enabled and keeps its
+// remaining period across disable/enable, so a window made of k executions of a region of d ns
+// collects about k·d/s samples (s the period), and one execution shorter than s alone collects
+// none. k is chosen for opt.min_samples (with 25 % margin) from the list run's trimmed mean d,
+// capped by the time budget: the probe repeats its whole loop for k executions of the region, so a
+// run costs about (warm-up + k) × (list-run loop time / executions per list run).
+op_plan driver::plan(const region_info* info) const {
+  op_plan p;
+  const double s = strategy_->interval_ns(opt_);
+  const double d = info != nullptr ? info->mean_ns : 0;
+  const double per_exec_s = info != nullptr && info->executions > 0 && list_ns_ > 0
+                                ? list_ns_ / 1e9 / static_cast<double>(info->executions)
+                                : 0;
+  const double startup_s = std::max(0.0, list_s_ - list_ns_ / 1e9);
+  if (opt_.count > 0) {
+    p.count = opt_.count;
+  } else if (s > 0 && d > 0) {
+    const double want = std::ceil(1.25 * opt_.min_samples * s / d);
+    p.count = static_cast<std::uint64_t>(std::min(100000.0, std::max(1.0, want)));
+    if (per_exec_s > 0) {
+      // perf adds ~10 % to the probe's run time at these rates.
+      const double budget_execs = (opt_.budget_s - startup_s) / (1.1 * per_exec_s) - opt_.warmup;
+      if (budget_execs < static_cast<double>(p.count)) {
+        p.count = static_cast<std::uint64_t>(std::max(1.0, std::floor(budget_execs)));
+        p.limit = "--budget " + fmt_seconds(opt_.budget_s);
+      }
+    }
+  } else {
+    p.count = 1;
+  }
+  if (opt_.runs > 0) {
+    p.runs = opt_.runs;
+  } else if (s > 0 && opt_.count > 0) {  // a fixed window: Lotus's formula over it
+    p.runs =
+        runs_for_confidence(opt_.confidence, d * static_cast<double>(p.count), s, opt_.max_runs);
+  }
+  if (s > 0) p.expected_samples = d * static_cast<double>(p.count) / s * p.runs;
+  // Plus about a second per run to start the collector and read its report (measured: a perf
+  // run of 12 RandomResizedCrop executions took 1.3 s).
+  const double per_run =
+      1.0 + startup_s +
+      (opt_.warmup + static_cast<double>(p.count)) * per_exec_s * (s > 0 ? 1.1 : 50);
+  p.est_s = per_run * p.runs;
+  return p;
+}
+
+run_outcome driver::profile_once(const std::string& region, const std::string& dir,
+                                 const op_plan& p) const {
+  run_outcome o;
+  if (!make_dirs(dir)) {
+    o.error = "cannot create " + dir;
+    o.fatal = true;
+    return o;
+  }
+  run_spec spec;
+  spec.env = {{"LOTUS_MAP_SELECT", region},
+              {"LOTUS_MAP_WARMUP", std::to_string(opt_.warmup)},
+              {"LOTUS_MAP_COUNT", std::to_string(p.count)},
+              {"LOTUS_MAP_GAP_MS", std::to_string(opt_.gap_ms)}};
+  spec.unset_env = {"LOTUS_MAP_LIST", "LOTUS_DISABLE", "LOTUS_PERF_CTL_FIFO", "LOTUS_PERF_ACK_FIFO",
+                    "LOTUS_LOG_FILE"};
+  spec.stdout_path = dir + "/probe.stdout";
+  spec.stderr_path = dir + "/probe.stderr";
+  spec.timeout_s = opt_.timeout_s;
+  run_context ctx{opt_, tool_, probe_argv_, opt_.warmup, p.count};
+  return strategy_->profile(ctx, region, dir, spec);
+}
+
+void driver::run() {
+  setup();
+  run_state st;
+  st.regions = discover(st.info);
+  plan_all(st);
+  const bool show = opt_.progress < 0 ? ::isatty(STDERR_FILENO) != 0 : opt_.progress > 0;
+  progress_bar bar(show, st.planned);
+  mapping_builder builder(lotus::collector::tool_name(opt_.collector), strategy_->unit());
+  for (const auto& region : st.regions) {
+    map_region(region, st, bar, builder);
+    if (st.fatal) {
+      for (const auto& r2 : st.regions)
+        if (st.first_error.count(r2) == 0 && r2 != region)
+          builder.add_failure(r2, "not run (earlier fatal error)");
+      break;
+    }
+  }
+  bar.clear();
+  const mapping m = builder.finish();
+  {
+    output_file out(opt_.output);
+    out.write(dump_json(mapping_to_json(m), 4));
+    out.write("\n");
+    out.commit();
+  }
+  for (const auto& w : st.warnings) warning(w, "lotus-tool map");
+  print_summary(m, st);
+  if (!st.first_error.empty()) {
+    throw tool_error(st.fatal ? exit_io : exit_invalid,
+                     "map: " + std::to_string(st.first_error.size()) + " of " +
+                         std::to_string(st.regions.size()) +
+                         " region(s) failed; the mapping holds the others (partial)");
+  }
+}
+
+void driver::plan_all(run_state& st) const {
+  for (const auto& r : st.regions) {
+    const auto it = st.info.find(r);
+    st.plans[r] = plan(it == st.info.end() ? nullptr : &it->second);
+    st.planned += st.plans[r].est_s;
+  }
+}
+
+void driver::map_region(const std::string& region, run_state& st, progress_bar& bar,
+                        mapping_builder& builder) const {
+  op_plan& p = st.plans[region];
+  op_result& res = st.results[region];
+  if (st.info.count(region) != 0) builder.set_region_ns(region, st.info[region].mean_ns);
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::uint64_t asked = run_passes(region, p, res, st, bar, builder);
+  res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  st.planned_done += p.est_s;
+  ++st.done;
+  if (res.ok_runs > 0 && res.executions_known && res.executions < asked) {
+    st.warnings.push_back("op '" + region + "' executed " + std::to_string(res.executions) +
+                          " time(s) in its window(s), " + std::to_string(asked) +
+                          " asked: the probe ends before warm-up + count executions of it (let "
+                          "it run the op more often, e.g. more images or epochs)");
+  }
+  const double s = strategy_->interval_ns(opt_);
+  if (res.ok_runs > 0 && st.first_error.count(region) == 0 && !builder.has_functions(region)) {
+    std::string why = "no samples in the '" + region + "' window";
+    if (s > 0 && st.info.count(region) != 0) {
+      why += " (" + std::to_string(res.executions) + " executions of " +
+             fmt_ns(st.info[region].mean_ns) + " at one sample per " + fmt_ns(s) + ")";
+    }
+    why += p.limit.empty() ? "; raise --min-samples or --count"
+                           : "; raise " + p.limit.substr(0, 8) + " or --freq";
+    st.first_error[region] = why;
+    report(severity::progress, "region '" + region + "': " + why, "lotus-tool map");
+  } else if (res.ok_runs > 0 && strategy_->counts_samples() && res.samples < opt_.min_samples &&
+             st.first_error.count(region) == 0) {
+    std::string w = "op '" + region + "' got " + std::to_string(res.samples) + " sample(s), " +
+                    std::to_string(opt_.min_samples) + " wanted";
+    if (!p.limit.empty()) {
+      w += ": the window was capped by " + p.limit + "; raise it or --freq";
+    } else {
+      w += "; raise --count or --freq";
+    }
+    st.warnings.push_back(w);
+  }
+  if (st.first_error.count(region) != 0) builder.add_failure(region, st.first_error[region]);
+}
+
+// Pass 0 runs the plan; when its window got fewer samples than wanted (kernel time is not
+// sampled with cpu-clock:u; durations vary), later passes size the rest from what it measured:
+// samples per execution and seconds per execution, within the op's --budget. Returns the
+// executions asked for.
+std::uint64_t driver::run_passes(const std::string& region, op_plan& p, op_result& res,
+                                 run_state& st, progress_bar& bar, mapping_builder& builder) const {
+  const auto t0 = std::chrono::steady_clock::now();
+  bool region_failed = false;
+  std::uint64_t asked = 0;
+  for (unsigned pass = 0; !region_failed && !st.fatal; ++pass) {
+    const auto tp = std::chrono::steady_clock::now();
+    const std::uint64_t execs_before = res.executions;
+    for (unsigned i = 1; i <= p.runs; ++i) {
+      bar.show(st.done, static_cast<unsigned>(st.regions.size()),
+               region +
+                   (p.runs > 1 ? " " + std::to_string(i) + "/" + std::to_string(p.runs)
+                               : std::string()) +
+                   (pass > 0 ? " +" + std::to_string(pass) : std::string()),
+               st.planned_done + p.est_s * (i - 1) / p.runs);
+      const std::string dir = work_ + "/" + safe_name(region) + "/" +
+                              (pass > 0 ? "pass" + std::to_string(pass) + "-" : "") + "run" +
+                              std::to_string(i);
+      run_outcome o = profile_once(region, dir, p);
+      if (!o.ok) {
+        st.fatal = o.fatal;
+        region_failed = true;
+        bar.clear();
+        report(severity::progress,
+               "region '" + region + "' run " + std::to_string(i) + ": " + o.error,
+               "lotus-tool map");
+        if (st.first_error.count(region) == 0) st.first_error[region] = o.error;
+        break;  // a crash or hang repeats on every run of the same region
+      }
+      symbolize_addresses(o.profile, modules_);
+      const function_profile prof = opt_.keep_lotus || opt_.collector == collector_kind::perf
+                                        ? o.profile
+                                        : without_lotus(o.profile);
+      builder.add_run(region, prof);
+      asked += p.count;
+      ++res.ok_runs;
+      res.samples += sample_count(prof);
+      res.control_samples += o.control_samples;
+      res.executions_known = o.executions_known;
+      res.executions += o.executions;
+    }
+    if (region_failed || !strategy_->counts_samples() || opt_.count > 0 || pass >= 4) break;
+    if (res.samples >= opt_.min_samples || !res.executions_known) break;
+    const std::uint64_t got = res.executions - execs_before;
+    if (got == 0 || got < p.count * p.runs) break;  // the probe ran out of executions
+    const double pass_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - tp).count();
+    const double sec_per_exec = pass_s / static_cast<double>((opt_.warmup + p.count) * p.runs);
+    const double spent =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double per_exec = static_cast<double>(res.samples) / static_cast<double>(res.executions);
+    const double missing = static_cast<double>(opt_.min_samples - res.samples);
+    double need =
+        per_exec > 0 ? std::ceil(1.5 * missing / per_exec) : 8.0 * static_cast<double>(p.count);
+    const double afford = (opt_.budget_s - spent) / (1.1 * sec_per_exec) - opt_.warmup;
+    if (afford < 1) {
+      p.limit = "--budget " + fmt_seconds(opt_.budget_s);
+      break;
+    }
+    if (need > afford) {
+      need = std::floor(afford);
+      p.limit = "--budget " + fmt_seconds(opt_.budget_s);
+    }
+    p.count = static_cast<std::uint64_t>(std::min(100000.0, std::max(1.0, need)));
+    p.runs = 1;
+  }
+  return asked;
+}
+
+// Per op what it ran, what it got, how long it took; then where the mapping went.
+void driver::print_summary(const mapping& m, const run_state& st) const {
+  std::printf("%-22s %6s %7s %8s %5s %10s %8s  %s\n", "op", "execs", "samples", "control", "funcs",
+              "region", "time", "top functions");
+  for (const auto& o : m.ops) {
+    const auto rit = st.results.find(o.op);
+    const op_result res = rit == st.results.end() ? op_result{} : rit->second;
+    std::string top;
+    for (std::size_t i = 0; i < o.functions.size() && i < 3; ++i) {
+      if (i) top += ", ";
+      top += o.functions[i].function;
+    }
+    if (o.functions.empty()) {
+      const auto it = m.failed.find(o.op);
+      top = "FAILED: " + (it == m.failed.end() ? std::string("?") : it->second.substr(0, 60));
+    }
+    const std::string execs = res.executions_known ? std::to_string(res.executions) : "-";
+    const bool counted = strategy_->counts_samples();
+    const std::string samples = counted ? std::to_string(res.samples) : "-";
+    const std::string control = counted ? std::to_string(res.control_samples) : "-";
+    std::printf("%-22s %6s %7s %8s %5zu %10s %8s  %s\n", printable(o.op).c_str(), execs.c_str(),
+                samples.c_str(), control.c_str(), o.functions.size(),
+                o.region_ns > 0 ? fmt_ns(o.region_ns).c_str() : "-",
+                fmt_seconds(res.seconds).c_str(), printable(top).c_str());
+  }
+  for (const auto& kv : m.failed) {
+    bool listed = false;
+    for (const auto& o : m.ops) listed = listed || o.op == kv.first;
+    if (!listed)
+      std::printf("%s: FAILED: %s\n", printable(kv.first).c_str(),
+                  printable(kv.second.substr(0, 70)).c_str());
+  }
+  std::printf("mapping written to %s (%zu functions shared by several ops; work files in %s)\n",
+              printable(opt_.output).c_str(), m.common_funcs_to_op().size(),
+              printable(work_).c_str());
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+void run_map(const map_args& args) {
+  driver d(args);
+  d.run();
+}
+
+}  // namespace lotus_tool

@@ -1,0 +1,404 @@
+// lotus — mapping model, run-count formula, Lotus attribution and renderers
+// SPDX-License-Identifier: MIT
+#include "map/mapping.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <set>
+#include <sstream>
+#include <utility>
+
+namespace lotus_tool {
+
+std::map<std::string, std::vector<std::string>> mapping::op_to_func() const {
+  std::map<std::string, std::vector<std::string>> out;
+  for (const auto& o : ops) {
+    auto& v = out[o.op];
+    for (const auto& f : o.functions) v.push_back(f.function + "|" + f.module);
+  }
+  return out;
+}
+
+std::map<std::string, std::vector<std::string>> mapping::common_funcs_to_op() const {
+  std::map<std::string, std::vector<std::string>> all;
+  for (const auto& o : ops)
+    for (const auto& f : o.functions) all[f.function + "|" + f.module].push_back(o.op);
+  std::map<std::string, std::vector<std::string>> out;
+  for (auto& kv : all)
+    if (kv.second.size() > 1) out.emplace(kv.first, std::move(kv.second));
+  return out;
+}
+
+mapping_builder::mapping_builder(std::string collector, std::string unit) {
+  m_.collector = std::move(collector);
+  m_.unit = std::move(unit);
+}
+
+op_map& mapping_builder::op(const std::string& name) {
+  auto it = op_index_.find(name);
+  if (it == op_index_.end()) {
+    it = op_index_.emplace(name, m_.ops.size()).first;
+    m_.ops.push_back(op_map{});
+    m_.ops.back().op = name;
+  }
+  return m_.ops[it->second];
+}
+
+void mapping_builder::set_region_ns(const std::string& name, double ns) { op(name).region_ns = ns; }
+
+void mapping_builder::add_run(const std::string& name, const function_profile& p) {
+  op_map& o = op(name);
+  ++o.runs;
+  o.total += p.total;
+  auto& fm = funcs_[name];
+  for (const auto& r : p.rows) {
+    // ifunc variants are one function (the variant a collector sees depends on the machine).
+    const std::string plain = strip_symbol_version(r.function);
+    const std::string fn = is_shared_object(r.module) ? fold_ifunc(plain) : plain;
+    auto& f = fm[fn + "|" + r.module];
+    if (f.runs_seen == 0) {
+      f.function = fn;
+      f.module = r.module;
+    }
+    if (fn != r.function &&
+        std::find(f.variants.begin(), f.variants.end(), r.function) == f.variants.end()) {
+      f.variants.push_back(r.function);
+    }
+    f.self += r.self;
+    f.inclusive += r.inclusive;
+    f.samples += r.samples;
+    ++f.runs_seen;
+  }
+}
+
+void mapping_builder::add_failure(const std::string& name, const std::string& why) {
+  m_.failed[name] = why;
+}
+
+bool mapping_builder::has_functions(const std::string& name) const {
+  const auto it = funcs_.find(name);
+  return it != funcs_.end() && !it->second.empty();
+}
+
+mapping mapping_builder::finish() const {
+  mapping m = m_;
+  for (auto& o : m.ops) {
+    const auto it = funcs_.find(o.op);
+    if (it == funcs_.end()) continue;
+    for (const auto& kv : it->second) o.functions.push_back(kv.second);
+    std::sort(o.functions.begin(), o.functions.end(),
+              [](const mapped_function& a, const mapped_function& b) {
+                if (a.self != b.self) return a.self > b.self;
+                if (a.inclusive != b.inclusive) return a.inclusive > b.inclusive;
+                return a.function < b.function;
+              });
+  }
+  // Ops that only failed still appear (with no functions) so the JSON lists every region.
+  return m;
+}
+
+unsigned runs_for_confidence(double confidence, double f_ns, double s_ns, unsigned max_runs) {
+  if (max_runs == 0) max_runs = 1;
+  if (!(confidence > 0) || !(s_ns > 0)) return 1;
+  if (confidence >= 1) return max_runs;
+  if (!(f_ns > 0)) return max_runs;
+  const double p = f_ns / s_ns;
+  if (p >= 1) return 1;
+  const double n = std::ceil(std::log(1 - confidence) / std::log(1 - p));
+  if (!(n >= 1)) return 1;
+  return n > static_cast<double>(max_runs) ? max_runs : static_cast<unsigned>(n);
+}
+
+nlohmann::json mapping_to_json(const mapping& m) {
+  nlohmann::json j;
+  j["op_to_func"] = nlohmann::json::object();
+  for (const auto& kv : m.op_to_func()) j["op_to_func"][kv.first] = kv.second;
+  j["common_funcs_to_op"] = nlohmann::json::object();
+  for (const auto& kv : m.common_funcs_to_op()) j["common_funcs_to_op"][kv.first] = kv.second;
+  nlohmann::json d;
+  d["collector"] = m.collector;
+  d["unit"] = m.unit;
+  d["ops"] = nlohmann::json::object();
+  for (const auto& o : m.ops) {
+    nlohmann::json jo;
+    jo["runs"] = o.runs;
+    jo["region_ns"] = o.region_ns;
+    jo["total"] = o.total;
+    nlohmann::json fs = nlohmann::json::object();
+    for (const auto& f : o.functions) {
+      nlohmann::json jf;
+      jf["self"] = f.self;
+      jf["share"] = o.total > 0 ? f.self / o.total : 0.0;
+      if (m.unit == "Ir") {
+        jf["inclusive"] = f.inclusive;
+        jf["inclusive_share"] = o.total > 0 ? f.inclusive / o.total : 0.0;
+      } else {
+        jf["samples"] = f.samples;
+      }
+      jf["runs_seen"] = f.runs_seen;
+      if (!f.variants.empty()) jf["variants"] = f.variants;
+      fs[f.function + "|" + f.module] = jf;
+    }
+    jo["functions"] = fs;
+    d["ops"][o.op] = jo;
+  }
+  d["failed"] = m.failed;
+  j["lotus"] = d;
+  return j;
+}
+
+namespace {
+
+std::pair<std::string, std::string> split_key(const std::string& key) {
+  const auto bar = key.rfind('|');
+  if (bar == std::string::npos) return {key, ""};
+  return {key.substr(0, bar), key.substr(bar + 1)};
+}
+
+}  // namespace
+
+mapping mapping_from_json(const nlohmann::json& j, const std::string& source) {
+  if (!j.is_object() || !j.contains("op_to_func") || !j["op_to_func"].is_object()) {
+    throw tool_error(exit_invalid, source + ": not a LotusMap mapping (no \"op_to_func\" object)");
+  }
+  mapping m;
+  const nlohmann::json* details = nullptr;
+  if (j.contains("lotus") && j["lotus"].is_object()) {
+    details = &j["lotus"];
+    m.collector = details->value("collector", std::string());
+    m.unit = details->value("unit", std::string());
+  }
+  for (const auto& [op, funcs] : j["op_to_func"].items()) {
+    if (!funcs.is_array())
+      throw tool_error(exit_invalid, source + ": op_to_func[\"" + op + "\"] is not an array");
+    op_map o;
+    o.op = op;
+    for (const auto& k : funcs) {
+      if (!k.is_string())
+        throw tool_error(exit_invalid, source + ": op_to_func[\"" + op + "\"] holds a non-string");
+      mapped_function f;
+      std::tie(f.function, f.module) = split_key(k.get<std::string>());
+      if (details != nullptr && details->contains("ops") && (*details)["ops"].contains(op)) {
+        const auto& jo = (*details)["ops"][op];
+        const auto& jf = jo.value("functions", nlohmann::json::object());
+        const auto it = jf.find(k.get<std::string>());
+        if (it != jf.end() && it->is_object()) {
+          f.self = it->value("self", 0.0);
+          f.inclusive = it->value("inclusive", 0.0);
+          f.samples = it->value("samples", std::uint64_t{0});
+          f.runs_seen = it->value("runs_seen", 0u);
+        }
+      }
+      o.functions.push_back(std::move(f));
+    }
+    m.ops.push_back(std::move(o));
+  }
+  return m;
+}
+
+attribution attribute_lotus(const mapping& m, const function_profile& profile,
+                            const std::map<std::string, double>& weights) {
+  attribution a;
+  a.method = "lotus";
+  a.unit = profile.unit;
+  // Matched by function_identity: the probe's functions by name (the real program is another
+  // binary), libraries without their version, ifunc variants folded.
+  std::map<std::string, std::vector<std::string>> func_ops;  // identity → ops mapping it
+  for (const auto& o : m.ops) {
+    for (const auto& f : o.functions) {
+      auto& v = func_ops[function_identity(f.function, f.module)];
+      if (std::find(v.begin(), v.end(), o.op) == v.end()) v.push_back(o.op);
+    }
+  }
+  std::map<std::string, op_attribution> per_op;
+  for (const auto& o : m.ops) per_op[o.op].op = o.op;
+  auto weight = [&](const std::string& op) {
+    const auto it = weights.find(op);
+    return it == weights.end() ? 0.0 : it->second;
+  };
+  // Ratio metrics: weighted sums and weights per op (weight: clockticks, else CPU time).
+  std::map<std::string, std::map<std::string, std::pair<double, double>>> ratios;
+  for (const auto& r : profile.rows) {
+    const auto it = func_ops.find(function_identity(r.function, r.module));
+    if (it == func_ops.end()) {
+      a.unattributed += r.self;
+      a.unattributed_samples += r.samples;
+      a.unattributed_functions.push_back(r);
+      continue;
+    }
+    const auto& ops = it->second;
+    double wsum = 0;
+    for (const auto& op : ops) wsum += weight(op);
+    for (const auto& op : ops) {
+      const double frac = wsum > 0 ? weight(op) / wsum : 1.0 / static_cast<double>(ops.size());
+      if (frac <= 0) continue;
+      auto& oa = per_op[op];
+      function_cost c = r;
+      c.self = r.self * frac;
+      c.samples = static_cast<std::uint64_t>(std::llround(static_cast<double>(r.samples) * frac));
+      oa.value += c.self;
+      oa.samples += c.samples;
+      const auto ck = r.metrics.find("Clockticks");
+      const double w = (ck != r.metrics.end() ? ck->second : r.self) * frac;
+      for (const auto& [name, v] : r.metrics) {
+        if (is_ratio_metric(name)) {
+          auto& acc = ratios[op][name];
+          acc.first += v * w;
+          acc.second += w;
+        } else {
+          oa.metrics[name] += v * frac;
+        }
+      }
+      oa.functions.push_back(std::move(c));
+    }
+  }
+  double total = 0, wtotal = 0;
+  for (const auto& kv : per_op) {
+    total += kv.second.value;
+    wtotal += weight(kv.first);
+  }
+  for (auto& kv : per_op) {
+    auto& oa = kv.second;
+    for (const auto& [name, acc] : ratios[kv.first])
+      if (acc.second > 0) oa.metrics[name] = acc.first / acc.second;
+    oa.share = total > 0 ? oa.value / total : 0;
+    oa.trace_share = wtotal > 0 ? weight(kv.first) / wtotal : -1;
+    std::sort(oa.functions.begin(), oa.functions.end(),
+              [](const function_cost& x, const function_cost& y) { return x.self > y.self; });
+    a.ops.push_back(std::move(oa));
+  }
+  std::sort(a.ops.begin(), a.ops.end(),
+            [](const op_attribution& x, const op_attribution& y) { return x.value > y.value; });
+  std::sort(a.unattributed_functions.begin(), a.unattributed_functions.end(),
+            [](const function_cost& x, const function_cost& y) { return x.self > y.self; });
+  return a;
+}
+
+namespace {
+
+std::string fmt_value(double v, const std::string& unit) {
+  char buf[64];
+  if (unit == "ns") {
+    std::snprintf(buf, sizeof buf, "%.3f ms", v / 1e6);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.0f %s", v, unit.c_str());
+  }
+  return buf;
+}
+
+std::string pct(double x) {
+  if (x < 0) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f%%", 100.0 * x);
+  return buf;
+}
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string o = "\"";
+  for (char c : s) {
+    if (c == '"') o += '"';
+    o += c;
+  }
+  return o + "\"";
+}
+
+}  // namespace
+
+std::string attribution_text(const attribution& a, std::size_t top) {
+  std::ostringstream os;
+  os << "per-op attribution ("
+     << (a.method == "join" ? "join: perf samples × trace spans"
+                            : "Lotus: mapping × profile × time weights")
+     << ")\n";
+  char line[512];
+  std::snprintf(line, sizeof line, "%-28s %16s %8s %8s %9s\n", "op", "value", "share", "trace",
+                "samples");
+  os << line;
+  for (const auto& o : a.ops) {
+    std::snprintf(line, sizeof line, "%-28s %16s %8s %8s %9llu\n", o.op.c_str(),
+                  fmt_value(o.value, a.unit).c_str(), pct(o.share).c_str(),
+                  pct(o.trace_share).c_str(), static_cast<unsigned long long>(o.samples));
+    os << line;
+    std::size_t n = 0;
+    for (const auto& f : o.functions) {
+      if (n++ >= top) break;
+      const double s = o.value > 0 ? f.self / o.value : 0;
+      std::snprintf(line, sizeof line, "    %-50.50s %-22.22s %7s\n", f.function.c_str(),
+                    f.module.c_str(), pct(s).c_str());
+      os << line;
+    }
+    for (const auto& [name, v] : o.metrics) {
+      std::snprintf(line, sizeof line, "    metric %-40.40s %14.4g\n", name.c_str(), v);
+      os << line;
+    }
+    for (const auto& ev : o.events) {
+      os << "    event " << ev.first << ": " << static_cast<unsigned long long>(ev.second) << "\n";
+    }
+  }
+  os << "not charged to any op: " << fmt_value(a.unattributed, a.unit) << " ("
+     << a.unattributed_samples << " samples)\n";
+  return os.str();
+}
+
+nlohmann::json attribution_json(const attribution& a) {
+  nlohmann::json j;
+  j["method"] = a.method;
+  j["unit"] = a.unit;
+  j["ops"] = nlohmann::json::array();
+  for (const auto& o : a.ops) {
+    nlohmann::json jo;
+    jo["op"] = o.op;
+    jo["value"] = o.value;
+    jo["share"] = o.share;
+    if (o.trace_share >= 0) jo["trace_share"] = o.trace_share;
+    jo["samples"] = o.samples;
+    nlohmann::json fs = nlohmann::json::array();
+    for (const auto& f : o.functions) {
+      fs.push_back({{"function", f.function},
+                    {"module", f.module},
+                    {"value", f.self},
+                    {"samples", f.samples},
+                    {"share", o.value > 0 ? f.self / o.value : 0.0}});
+    }
+    jo["functions"] = fs;
+    if (!o.events.empty()) jo["events"] = o.events;
+    if (!o.metrics.empty()) jo["metrics"] = o.metrics;
+    j["ops"].push_back(jo);
+  }
+  j["unattributed"] = {{"value", a.unattributed}, {"samples", a.unattributed_samples}};
+  nlohmann::json uf = nlohmann::json::array();
+  for (std::size_t i = 0; i < a.unattributed_functions.size() && i < 50; ++i) {
+    const auto& f = a.unattributed_functions[i];
+    uf.push_back({{"function", f.function},
+                  {"module", f.module},
+                  {"value", f.self},
+                  {"samples", f.samples}});
+  }
+  j["unattributed"]["functions"] = uf;
+  return j;
+}
+
+std::string attribution_csv(const attribution& a) {
+  std::ostringstream os;
+  os << "op,function,module,value,samples,share\n";
+  char num[64];
+  auto row = [&](const std::string& op, const std::string& fn, const std::string& mod, double v,
+                 std::uint64_t s, double share) {
+    os << csv_field(op) << ',' << csv_field(fn) << ',' << csv_field(mod) << ',';
+    std::snprintf(num, sizeof num, "%.17g", v);
+    os << num << ',' << s << ',';
+    std::snprintf(num, sizeof num, "%.6f", share);
+    os << num << '\n';
+  };
+  for (const auto& o : a.ops) {
+    row(o.op, "*", "*", o.value, o.samples, o.share);
+    for (const auto& f : o.functions)
+      row(o.op, f.function, f.module, f.self, f.samples, o.value > 0 ? f.self / o.value : 0);
+  }
+  row("(none)", "*", "*", a.unattributed, a.unattributed_samples, 0);
+  return os.str();
+}
+
+}  // namespace lotus_tool

@@ -1,0 +1,93 @@
+// lotus — parser for perf report's unit-separated per-function rows
+// SPDX-License-Identifier: MIT
+#include "map/perf_report.hpp"
+
+#include <cstdlib>
+#include <map>
+#include <utility>
+
+namespace lotus_tool {
+
+std::vector<std::string> perf_report_args() {
+  return {
+      "--stdio", "-q",   "--no-children",   "-g", "none", "-F", "overhead,period,sample,sym,dso",
+      "-t",      "\x1f", "--percent-limit", "0"};
+}
+
+namespace {
+
+std::vector<std::string> split_fields(const std::string& line, char sep) {
+  std::vector<std::string> out;
+  std::string::size_type b = 0;
+  while (true) {
+    const auto e = line.find(sep, b);
+    out.push_back(trim_copy(line.substr(b, e == std::string::npos ? std::string::npos : e - b)));
+    if (e == std::string::npos) break;
+    b = e + 1;
+  }
+  return out;
+}
+
+bool parse_number(const std::string& s, double& out) {
+  if (s.empty()) return false;
+  char* end = nullptr;
+  out = std::strtod(s.c_str(), &end);
+  return end == s.c_str() + s.size();
+}
+
+}  // namespace
+
+function_profile parse_perf_report(std::istream& in, const std::string& source) {
+  function_profile prof;
+  prof.unit = "ns";
+  std::map<std::pair<std::string, std::string>, std::size_t> index;
+  std::string line;
+  std::size_t lineno = 0;
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (trim_copy(line).empty() || line[0] == '#') continue;
+    const auto fields = split_fields(line, '\x1f');
+    auto bad = [&](const std::string& why) {
+      return tool_error(
+          exit_invalid,
+          source + ":" + std::to_string(lineno) + ": " + why +
+              " (expected 'overhead<US>period<US>samples<US>[.] symbol<US>dso' from perf report -t "
+              "$'\\x1f')");
+    };
+    if (fields.size() != 5) throw bad("expected 5 fields, got " + std::to_string(fields.size()));
+    std::string pct = fields[0];
+    if (pct.empty() || pct.back() != '%') throw bad("overhead '" + pct + "' is not a percentage");
+    pct.pop_back();
+    double overhead = 0, period = 0;
+    if (!parse_number(pct, overhead)) throw bad("overhead '" + fields[0] + "' is not a number");
+    if (!parse_number(fields[1], period)) throw bad("period '" + fields[1] + "' is not a number");
+    double samples = 0;
+    if (!parse_number(fields[2], samples)) throw bad("samples '" + fields[2] + "' is not a number");
+    std::string sym = fields[3];
+    if (sym.size() >= 4 && sym[0] == '[' && sym[2] == ']' && sym[3] == ' ') {
+      sym = sym.substr(4);
+    } else {
+      throw bad("symbol '" + sym + "' lacks the '[.] ' / '[k] ' prefix");
+    }
+    const std::string inl = " (inlined)";
+    if (sym.size() > inl.size() && sym.compare(sym.size() - inl.size(), inl.size(), inl) == 0) {
+      sym.erase(sym.size() - inl.size());
+    }
+    sym = strip_symbol_version(sym);
+    std::string mod = module_basename(fields[4]);
+    const auto key = std::make_pair(sym, mod);
+    auto it = index.find(key);
+    if (it == index.end()) {
+      index.emplace(key, prof.rows.size());
+      prof.rows.push_back(
+          function_cost{sym, mod, period, 0, static_cast<std::uint64_t>(samples), {}});
+    } else {
+      prof.rows[it->second].self += period;
+      prof.rows[it->second].samples += static_cast<std::uint64_t>(samples);
+    }
+    prof.total += period;
+  }
+  return prof;
+}
+
+}  // namespace lotus_tool

@@ -1,0 +1,615 @@
+// lotus — lotus-tool report: the HTML page (one self-contained file, works offline)
+// SPDX-License-Identifier: MIT
+#include "report/page.hpp"
+
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <lotus/version.hpp>
+#include <nlohmann/json.hpp>
+#include <string_view>
+
+#include "report/assets.hpp"
+#include "report/findings.hpp"
+#include "util/output.hpp"
+
+namespace lotus_tool {
+
+std::string escape_html(const std::string& s) {
+  std::string o;
+  o.reserve(s.size());
+  for (char c : s) {
+    switch (c) {
+      case '<':
+        o += "&lt;";
+        break;
+      case '>':
+        o += "&gt;";
+        break;
+      case '&':
+        o += "&amp;";
+        break;
+      case '"':
+        o += "&quot;";
+        break;
+      default:
+        o += c;
+    }
+  }
+  return o;
+}
+
+namespace {
+
+std::string h(const std::string& s) { return escape_html(s); }
+
+std::string fmt(const char* format, double v) {
+  char b[64];
+  std::snprintf(b, sizeof b, format, v);
+  return b;
+}
+
+std::string count(std::uint64_t n, const char* one, const char* many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
+double rounded(double v, double scale) { return std::round(v * scale) / scale; }
+
+const char* level_name(finding_level l) {
+  switch (l) {
+    case finding_level::good:
+      return "good";
+    case finding_level::warn:
+      return "warn";
+    case finding_level::info:
+      break;
+  }
+  return "info";
+}
+const char* level_text(finding_level l) {
+  switch (l) {
+    case finding_level::good:
+      return "fine";
+    case finding_level::warn:
+      return "act";
+    case finding_level::info:
+      break;
+  }
+  return "note";
+}
+
+std::string findings_html(const report_data& d) {
+  std::string o = "<section id=\"findings\">\n<h2>Findings</h2>\n<ul class=\"findings\">\n";
+  for (const finding& f : compute_findings(d)) {
+    o += "<li class=\"" + std::string(level_name(f.level)) + "\" data-finding=\"" + h(f.id) +
+         "\"><span class=\"level\">" + level_text(f.level) + "</span><span class=\"title\">" +
+         h(f.title) + "</span>\n<p class=\"evidence\">" + h(f.evidence) +
+         "</p>\n<p class=\"advice\">" + h(f.advice) + "</p></li>\n";
+  }
+  o += "</ul>\n</section>\n";
+  return o;
+}
+
+std::string ranks_html(const report_data& d) {
+  if (d.ranks.size() < 2) return {};
+  std::string o =
+      "<section id=\"ranks\">\n<h2>Ranks</h2>\n<p class=\"hint\">One row per host and rank. " +
+      (d.clock_note.empty() ? std::string("Wait shares and preprocessing times are measured "
+                                          "within each host: they do not depend on its clock.")
+                            : escape_html(d.clock_note) + ".") +
+      "</p>\n<div "
+      "class=\"chart-box bars-box\"><canvas id=\"ranks-chart\" role=\"img\" aria-label=\"wait "
+      "share per rank\"></canvas></div>\n<table><tr><th>rank</th><th>batches</th><th>mean "
+      "preprocessing</th><th>waits</th><th>wait time</th><th>main-process time</th><th>wait "
+      "share</th><th>out of order</th></tr>\n";
+  for (const rank_data& r : d.ranks) {
+    o += "<tr><td>" + h(r.label) + "</td><td>" + std::to_string(r.batches) + "</td><td>" +
+         (r.batches ? h(format_ms(r.preprocessing_mean_ms)) : "&ndash;") + "</td><td>" +
+         std::to_string(r.waits) + "</td><td>" + h(format_ms(r.wait_ms)) + "</td><td>" +
+         h(format_ms(r.main_elapsed_ms)) + "</td><td>" +
+         (r.main_elapsed_ms > 0 ? fmt("%.1f%%", 100 * r.wait_share()) : "&ndash;") + "</td><td>" +
+         std::to_string(r.out_of_order) + "</td></tr>\n";
+  }
+  o += "</table>\n</section>\n";
+  return o;
+}
+
+std::string ops_html(const report_data& d) {
+  std::string o = "<h2>Per-op elapsed time</h2>\n";
+  if (d.stats.ops.empty()) {
+    return o +
+           "<p class=\"empty\">No op records: the worker files hold only batch records (or "
+           "none), so there is no per-op time.</p>\n";
+  }
+  o += "<table><tr><th>op</th><th>count</th><th>total (s)</th><th>mean (ms)</th><th>p50 "
+       "(ms)</th><th>p90 (ms)</th><th>p99 (ms)</th><th>&lt;10 ms</th><th>&lt;100 "
+       "&micro;s</th></tr>\n";
+  for (const auto& op : d.stats.ops) {
+    o += "<tr><td>" + h(op_display_name(op.name)) + "</td><td>" + std::to_string(op.count) +
+         "</td><td>" + fmt("%.3f", op.sum / 1000) + "</td><td>" + fmt("%.4f", op.mean) +
+         "</td><td>" + fmt("%.4f", op.p50) + "</td><td>" + fmt("%.4f", op.p90) + "</td><td>" +
+         fmt("%.4f", op.p99) + "</td><td>" + fmt("%.2f%%", 100 * op.share_lt_10ms) + "</td><td>" +
+         fmt("%.2f%%", 100 * op.share_lt_100us) + "</td></tr>\n";
+  }
+  return o + "</table>\n";
+}
+
+std::string thinned_note(std::size_t shown, std::uint64_t total, const char* what) {
+  if (shown >= total) return {};
+  return "<p class=\"hint\">Showing " + std::to_string(shown) + " of " + std::to_string(total) +
+         " " + what + ", evenly thinned (--max-points).</p>\n";
+}
+
+std::string dygraph_box(const char* id, int height) {
+  return std::string("<div class=\"dygraph-box\" id=\"") + id +
+         "\"><div class=\"dy\" style=\"height:" + std::to_string(height) +
+         "px\"></div><div class=\"legend\"></div></div>\n";
+}
+
+std::string batches_html(const report_data& d) {
+  const stats_result& st = d.stats;
+  std::string o = "<h2>Per-batch preprocessing time</h2>\n";
+  const summary& p = st.preprocessing;
+  if (p.count == 0) {
+    o += "<p class=\"empty\">No batch records: the worker files hold no SBatchPreprocessed "
+         "records (a DataLoader with num_workers=0, or a trace of ops only).</p>\n";
+  } else {
+    o += "<p>" + count(p.count, "batch", "batches") + ": mean " + h(format_ms(p.mean)) + ", std " +
+         h(format_ms(p.std)) + " (" + fmt("%.1f", p.std_pct_of_mean()) + "% of the mean), median " +
+         h(format_ms(p.median)) + ", p25 " + h(format_ms(p.p25)) + ", p75 " + h(format_ms(p.p75)) +
+         ". Drag to zoom, double-click to reset.</p>\n";
+    o += thinned_note(st.preprocessed.size(), p.count, "batches");
+    o += dygraph_box("pre", 320);
+  }
+  o += "<h2>Main-process wait time per batch</h2>\n";
+  const wait_stats& w = st.wait;
+  if (w.s.count == 0) {
+    o += "<p class=\"empty\">No batch records: the main-process files hold no SBatchWait "
+         "records, so there is no wait time.</p>\n";
+  } else {
+    o += "<p>" + count(w.s.count, "wait", "waits") + ": mean " + h(format_ms(w.s.mean)) +
+         ", median " + h(format_ms(w.s.median)) + ", " + std::to_string(w.eq_1us) +
+         " out-of-order arrivals (1 &micro;s markers), " + std::to_string(w.gt_500ms) +
+         " over 500 ms. Log scale.</p>\n";
+    o += thinned_note(st.waits.size(), w.s.count, "waits");
+    o += dygraph_box("wait", 320);
+  }
+  o += "<h2>Batch delay (consumed &minus; end of preprocessing)</h2>\n";
+  const delay_stats& dl = st.delay;
+  if (dl.s.count == 0) {
+    o += "<p class=\"empty\">No batch records to match: no batch has both an SBatchPreprocessed "
+         "and an SBatchConsumed record (" +
+         std::to_string(dl.unmatched_preprocessed) + " preprocessed, " +
+         std::to_string(dl.unmatched_consumed) + " consumed without a partner).</p>\n";
+  } else {
+    o += "<p>" + count(dl.s.count, "batch", "batches") + ": mean " + h(format_ms(dl.s.mean)) +
+         ", median " + h(format_ms(dl.s.median)) + ", " + std::to_string(dl.lt_250ms) +
+         " under 250 ms, " + std::to_string(dl.gt_500ms) + " over 500 ms";
+    if (dl.unmatched_preprocessed + dl.unmatched_consumed > 0) {
+      o += "; unmatched: " + std::to_string(dl.unmatched_preprocessed) + " preprocessed, " +
+           std::to_string(dl.unmatched_consumed) + " consumed";
+    }
+    o += ".</p>\n" + thinned_note(st.delays.size(), dl.s.count, "batches");
+    o += dygraph_box("delay", 320);
+  }
+  return o;
+}
+
+std::string timeline_html(const report_data& d) {
+  std::string o = "<h2>Timeline</h2>\n";
+  const timeline_data& t = d.timeline;
+  std::uint64_t spans = 0, markers = 0;
+  for (const auto& r : t.rows) {
+    spans += r.spans;
+    markers += r.out_of_order;
+  }
+  if (t.rows.empty() || t.bucket_ns == 0 || spans + markers == 0) {
+    return o +
+           "<p class=\"empty\">No batch records: no SBatchPreprocessed or SBatchWait "
+           "records to place on a timeline.</p>\n";
+  }
+  if (t.grouping == "thread") {
+    o += "<p>One row per thread. Each bar is the share of a " +
+         h(format_ms(double(t.bucket_ns) / 1e6)) +
+         " interval the thread was busy (workers: preparing a batch; main process: waiting for "
+         "one), so a thread busy all along is a solid band. Drag to zoom, double-click to "
+         "reset.</p>\n";
+  } else {
+    const char* per = t.grouping == "process" ? "process"
+                      : t.grouping == "rank"  ? "host and rank"
+                      : t.grouping == "host"  ? "host"
+                                              : "kind (workers, main)";
+    o += "<p>" + std::to_string(t.threads()) + " threads, more than the " +
+         std::to_string(timeline_builder::k_max_rows) + " rows a timeline shows: one row per " +
+         per +
+         ", labelled with the number of threads it stands for (a row of one thread is that "
+         "thread). Each bar is the share of a " +
+         h(format_ms(double(t.bucket_ns) / 1e6)) +
+         " interval the thread was busy (workers: preparing a batch; main process: waiting for "
+         "one); for a row of several threads, the share of their live time in the interval "
+         "(each thread lives from its first to its last record) they were busy, so workers "
+         "busy whenever alive make a solid band. Drag to zoom, double-click to reset.</p>\n";
+  }
+  const int height = 70 + 26 * static_cast<int>(t.rows.size());
+  o += dygraph_box("timeline", height);
+  return o;
+}
+
+std::string hists_html(const report_data& d) {
+  std::string o = "<h2>Per-op duration distributions</h2>\n";
+  if (d.op_hist.empty()) {
+    return o + "<p class=\"empty\">No op records in worker files.</p>\n";
+  }
+  return o +
+         "<p class=\"hint\">Records per duration bin; 10 bins per decade.</p>\n<div "
+         "class=\"hists\" id=\"hists\"></div>\n";
+}
+
+// The per-op CPU attribution section: a table (top functions per op) and the share chart.
+std::string attribution_html(const attr_doc& a) {
+  constexpr std::size_t k_top = 5;
+  std::string o =
+      "<h2>Per-op CPU attribution (" + h(a.method.empty() ? "attribute" : a.method) +
+      (a.unit.empty() ? std::string() : ", " + h(a.unit)) +
+      ")</h2>\n<p>Share of profiled CPU charged to each op, next to its share of traced time; "
+      "top functions by self cost within the op.</p>\n<div class=\"chart-box bars-box\"><canvas "
+      "id=\"attr\" role=\"img\" aria-label=\"CPU share per op\"></canvas></div>\n<table><tr><th>"
+      "op</th><th>CPU share</th><th>traced share</th><th>samples</th><th style=\"text-align:"
+      "left\">top functions (share of the op)</th></tr>\n";
+  for (const auto& op : a.ops) {
+    o += "<tr><td>" + h(op.op) + "</td>" + fmt("<td>%.1f%%</td>", 100 * op.share);
+    o += op.trace_share >= 0 ? fmt("<td>%.1f%%</td>", 100 * op.trace_share) : "<td>&ndash;</td>";
+    o += "<td>" + std::to_string(op.samples) + "</td><td style=\"text-align:left\">";
+    for (std::size_t k = 0; k < op.functions.size() && k < k_top; ++k) {
+      const auto& f = op.functions[k];
+      if (k > 0) o += "<br>";
+      o += fmt("%.1f%% ", 100 * f.share) + "<code>" + h(f.function) + "</code>";
+      if (!f.module.empty()) o += " <small>(" + h(f.module) + ")</small>";
+    }
+    if (op.functions.size() > k_top) {
+      o += "<br><small>+" + std::to_string(op.functions.size() - k_top) + " more</small>";
+    }
+    o += "</td></tr>\n";
+  }
+  return o + "</table>\n";
+}
+
+// The page's data as JSON text, written into the output as it is produced (the per-batch
+// points and the timeline are the bulk of a page; no document of them is built). Inside
+// <script>, '<' never appears raw: the data cannot close the element or open a comment.
+class json_writer {
+ public:
+  explicit json_writer(output_file& f) : f_(f), o_(f.buffer()) {}
+  void raw(std::string_view s) { o_.append(s); }
+  void key(std::string_view k) {
+    str(k);
+    o_ += ':';
+  }
+  void str(std::string_view s) {
+    const std::string j = nlohmann::json(std::string(s))
+                              .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    for (char c : j) {
+      if (c == '<') {
+        o_ += "\\u003c";
+      } else {
+        o_ += c;
+      }
+    }
+  }
+  void num(double v) {
+    if (!std::isfinite(v)) {
+      o_ += "null";
+      return;
+    }
+    char b[32];
+    const auto r = std::to_chars(b, b + sizeof b, v);  // shortest round-trip form
+    o_.append(b, r.ptr);
+  }
+  void uint(std::uint64_t v) { append_uint(o_, v); }
+  void flush() { f_.maybe_flush(); }
+
+ private:
+  output_file& f_;
+  std::string& o_;
+};
+
+void write_points(json_writer& w, const std::vector<batch_point>& v) {
+  w.raw("[");
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (i > 0) w.raw(",");
+    w.raw("[");
+    w.uint(v[i].idx);
+    w.raw(",");
+    w.num(rounded(v[i].value_ms, 1e6));
+    w.raw(",");
+    w.uint(v[i].epoch);
+    w.raw("]");
+    w.flush();
+  }
+  w.raw("]");
+}
+
+// The timeline one row at a time (a row of several threads carries "live" too).
+void write_timeline(json_writer& w, const report_data& d) {
+  const timeline_data& t = d.timeline;
+  w.raw("{\"buckets\":");
+  w.uint(t.buckets);
+  w.raw(",\"bucket_s\":");
+  w.num(double(t.bucket_ns) / 1e9);
+  // Bucket 0 may start before the origin: a signed difference, exact in 64 bits.
+  w.raw(",\"start_s\":");
+  w.num(static_cast<double>(static_cast<std::int64_t>(t.start_ns - d.origin_ns)) / 1e9);
+  w.raw(",\"grouping\":");
+  w.str(t.grouping);
+  w.raw(",\"threads\":");
+  w.uint(t.threads());
+  w.raw(",\"rows\":[");
+  for (std::size_t i = 0; i < t.rows.size(); ++i) {
+    const timeline_row& r = t.rows[i];
+    if (i > 0) w.raw(",");
+    w.raw("{\"label\":");
+    w.str(r.label);
+    w.raw(r.kind == file_kind::main ? ",\"kind\":\"main\",\"tid\":"
+                                    : ",\"kind\":\"worker\",\"tid\":");
+    w.uint(r.tid);
+    w.raw(",\"host\":");
+    w.str(r.host);
+    w.raw(",\"threads\":");
+    w.uint(r.threads);
+    w.raw(",\"spans\":");
+    w.uint(r.spans);
+    w.raw(",\"busy_s\":");
+    w.num(double(r.busy_ns) / 1e9);
+    w.raw(",\"out_of_order\":");
+    w.uint(r.out_of_order);
+    const auto floats = [&](const char* key, const std::vector<float>& v) {
+      w.raw(key);
+      w.raw("[");
+      for (std::size_t k = 0; k < v.size(); ++k) {
+        if (k > 0) w.raw(",");
+        w.num(rounded(double(v[k]), 1000));
+      }
+      w.raw("]");
+    };
+    floats(",\"coverage\":", r.coverage);
+    if (!r.live.empty()) floats(",\"live\":", r.live);
+    if (!r.markers.empty()) {
+      w.raw(",\"markers\":[");
+      for (std::size_t k = 0; k < r.markers.size(); ++k) {
+        if (k > 0) w.raw(",");
+        w.uint(r.markers[k]);
+      }
+      w.raw("]");
+    }
+    w.raw("}");
+    w.flush();
+  }
+  w.raw("]}");
+}
+
+void write_page_data(json_writer& w, const report_data& d) {
+  w.raw("{\"hist_min_ns\":");
+  w.num(k_hist_min_ns);
+  w.raw(",\"per_decade\":");
+  w.uint(static_cast<std::uint64_t>(k_hist_per_decade));
+  w.raw(",\"ops\":[");
+  bool first = true;
+  for (const auto& [name, bins] : d.op_hist) {
+    std::uint64_t n = 0;
+    for (auto c : bins) n += c;
+    w.raw(first ? "{\"label\":" : ",{\"label\":");
+    first = false;
+    w.str(op_display_name(name));
+    w.raw(",\"count\":");
+    w.uint(n);
+    w.raw(",\"hist\":[");
+    for (std::size_t k = 0; k < bins.size(); ++k) {
+      if (k > 0) w.raw(",");
+      w.uint(bins[k]);
+    }
+    w.raw("]}");
+    w.flush();
+  }
+  w.raw("],\"preprocessed\":");
+  write_points(w, d.stats.preprocessed);
+  w.raw(",\"waits\":");
+  write_points(w, d.stats.waits);
+  w.raw(",\"delays\":");
+  write_points(w, d.stats.delays);
+  if (d.ranks.size() >= 2) {
+    w.raw(",\"ranks\":[");
+    for (std::size_t i = 0; i < d.ranks.size(); ++i) {
+      const rank_data& r = d.ranks[i];
+      w.raw(i > 0 ? ",{\"label\":" : "{\"label\":");
+      w.str(r.label);
+      w.raw(",\"host\":");
+      w.str(r.host);
+      w.raw(",\"wait_share\":");
+      w.num(r.wait_share());
+      w.raw(",\"preprocessing_mean_ms\":");
+      w.num(r.preprocessing_mean_ms);
+      w.raw(",\"batches\":");
+      w.uint(r.batches);
+      w.raw("}");
+    }
+    w.raw("]");
+  }
+  if (d.attribution) {
+    w.raw(",\"attribution\":[");
+    for (std::size_t i = 0; i < d.attribution->ops.size(); ++i) {
+      const attr_op& o = d.attribution->ops[i];
+      w.raw(i > 0 ? ",[" : "[");
+      w.str(o.op);
+      w.raw(",");
+      w.num(o.share);
+      w.raw(",");
+      w.num(o.trace_share);
+      w.raw("]");
+    }
+    w.raw("]");
+  }
+  w.raw(",\"timeline\":");
+  write_timeline(w, d);
+  w.raw("}");
+}
+
+}  // namespace
+
+namespace {
+
+// SHA-256 (FIPS 180-4) of the page's own scripts, for the Content-Security-Policy hashes.
+std::array<std::uint8_t, 32> sha256(std::string_view data) {
+  static constexpr std::uint32_t k[64] = {
+      0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4,
+      0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe,
+      0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f,
+      0x4a7484aa, 0x5cb0a9dc, 0x76f988da, 0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7,
+      0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc,
+      0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b,
+      0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070, 0x19a4c116,
+      0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+      0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7,
+      0xc67178f2};
+  std::uint32_t hs[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+                         0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+  const auto rotr = [](std::uint32_t x, int n) { return (x >> n) | (x << (32 - n)); };
+  std::string msg(data);
+  const std::uint64_t bits = static_cast<std::uint64_t>(data.size()) * 8;
+  msg += static_cast<char>(0x80);
+  while (msg.size() % 64 != 56) msg += '\0';
+  for (int i = 7; i >= 0; --i) msg += static_cast<char>((bits >> (8 * i)) & 0xff);
+  for (std::size_t at = 0; at < msg.size(); at += 64) {
+    std::uint32_t w[64];
+    for (int i = 0; i < 16; ++i) {
+      const auto* p = reinterpret_cast<const unsigned char*>(msg.data() + at + 4 * i);
+      w[i] = (std::uint32_t{p[0]} << 24) | (std::uint32_t{p[1]} << 16) |
+             (std::uint32_t{p[2]} << 8) | std::uint32_t{p[3]};
+    }
+    for (int i = 16; i < 64; ++i) {
+      const std::uint32_t s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
+      const std::uint32_t s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
+      w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+    }
+    std::uint32_t a = hs[0], b = hs[1], c = hs[2], dd = hs[3], e = hs[4], f = hs[5], g = hs[6],
+                  hh = hs[7];
+    for (int i = 0; i < 64; ++i) {
+      const std::uint32_t t1 =
+          hh + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ((e & f) ^ (~e & g)) + k[i] + w[i];
+      const std::uint32_t t2 =
+          (rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
+      hh = g;
+      g = f;
+      f = e;
+      e = dd + t1;
+      dd = c;
+      c = b;
+      b = a;
+      a = t1 + t2;
+    }
+    hs[0] += a;
+    hs[1] += b;
+    hs[2] += c;
+    hs[3] += dd;
+    hs[4] += e;
+    hs[5] += f;
+    hs[6] += g;
+    hs[7] += hh;
+  }
+  std::array<std::uint8_t, 32> out{};
+  for (std::size_t i = 0; i < 8; ++i) {
+    for (std::size_t j = 0; j < 4; ++j) {
+      out[4 * i + j] = static_cast<std::uint8_t>(hs[i] >> (24 - 8 * j));
+    }
+  }
+  return out;
+}
+
+std::string base64(const std::uint8_t* p, std::size_t n) {
+  static const char t[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  for (std::size_t i = 0; i < n; i += 3) {
+    const std::uint32_t v = (std::uint32_t{p[i]} << 16) |
+                            (i + 1 < n ? std::uint32_t{p[i + 1]} << 8 : 0) |
+                            (i + 2 < n ? std::uint32_t{p[i + 2]} : 0);
+    out += t[(v >> 18) & 63];
+    out += t[(v >> 12) & 63];
+    out += i + 1 < n ? t[(v >> 6) & 63] : '=';
+    out += i + 2 < n ? t[v & 63] : '=';
+  }
+  return out;
+}
+
+std::string script_hash(const asset& a) {
+  std::string text;
+  a.append_to(text);
+  const auto d = sha256(text);
+  return "'sha256-" + base64(d.data(), d.size()) + "'";
+}
+
+}  // namespace
+
+std::string sha256_base64(std::string_view data) {
+  const auto d = sha256(data);
+  return base64(d.data(), d.size());
+}
+
+std::string report_csp() {
+  // Only the page's own three scripts run (by hash): no other inline script, no event-handler
+  // attribute, no script from anywhere; styles inline (the page's and dygraphs'), images as data.
+  return "default-src 'none'; script-src " + script_hash(assets::chart_js) + " " +
+         script_hash(assets::dygraph_js) + " " + script_hash(assets::report_js) +
+         "; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'";
+}
+
+void write_report_page(const report_data& d, output_file& out) {
+  const stats_result& st = d.stats;
+  std::string o;
+  o += "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+       "<meta http-equiv=\"Content-Security-Policy\" content=\"" +
+       report_csp() + "\">\n<meta name=\"viewport\" content=\"width=device-width\">\n<title>" +
+       h(d.title) + "</title>\n<style>";
+  assets::dygraph_css.append_to(o);
+  o += "</style>\n<style>";
+  assets::report_css.append_to(o);
+  o += "</style>\n</head><body>\n<h1>" + h(d.title) + "</h1>\n<p class=\"meta\">";
+  o += "prefix <b>" + h(d.prefix) + "</b> &middot; " + count(st.records, "record", "records") +
+       " in " + count(d.files, "file", "files") + " (" + std::to_string(d.worker_files) +
+       " worker, " + std::to_string(d.main_files) + " main) &middot; " +
+       count(st.epochs, "epoch", "epochs") + " &middot; " +
+       count(st.out_of_order, "out-of-order arrival", "out-of-order arrivals");
+  if (!d.hosts.empty()) {
+    o += " &middot; " + count(d.hosts.size(), "host", "hosts");
+  }
+  if (!d.window.empty()) o += " &middot; window: " + h(d.window);
+  if (d.skipped_lines)
+    o += " &middot; " + std::to_string(d.skipped_lines) + " malformed lines skipped";
+  o += " &middot; lotus-tool " LOTUS_VERSION_STRING "</p>\n<div id=\"lotus-errors\"></div>\n";
+  o += findings_html(d);
+  o += ranks_html(d);
+  o += ops_html(d);
+  if (d.attribution) o += attribution_html(*d.attribution);
+  o += batches_html(d);
+  o += timeline_html(d);
+  o += hists_html(d);
+  out.write(o);
+  o.clear();
+  o += "<script>";
+  assets::chart_js.append_to(o);
+  o += "</script>\n<script>";
+  out.write(o);
+  o.clear();
+  assets::dygraph_js.append_to(o);
+  o += "</script>\n<script type=\"application/json\" id=\"lotus-data\">";
+  out.write(o);
+  o = {};
+  json_writer w(out);
+  write_page_data(w, d);
+  std::string tail = "</script>\n<script>";
+  assets::report_js.append_to(tail);
+  tail += "</script>\n</body></html>\n";
+  out.write(tail);
+}
+
+}  // namespace lotus_tool

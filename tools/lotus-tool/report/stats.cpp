@@ -1,0 +1,434 @@
+// lotus — lotus-tool stats: the Lotus paper/script numbers as text, JSON or CSV
+// SPDX-License-Identifier: MIT
+#include "report/stats.hpp"
+
+#include <algorithm>
+#include <cstdarg>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "trace/input.hpp"
+#include "trace/stats_engine.hpp"
+#include "trace/trace_dir.hpp"
+#include "util/diag.hpp"
+#include "util/error.hpp"
+#include "util/json_dump.hpp"
+#include "util/output.hpp"
+
+namespace lotus_tool {
+
+namespace {
+
+nlohmann::json summary_json(const summary& s) {
+  return {{"count", s.count},
+          {"sum_ms", s.sum},
+          {"mean_ms", s.mean},
+          {"std_ms", s.std},
+          {"std_pct_of_mean", s.std_pct_of_mean()},
+          {"min_ms", s.min},
+          {"max_ms", s.max},
+          {"median_ms", s.median},
+          {"p25_ms", s.p25},
+          {"p75_ms", s.p75},
+          {"iqr_ms", s.iqr()}};
+}
+
+nlohmann::json to_json(const stats_result& r, const trace_dir& dir, const record_filter& win,
+                       bool outliers) {
+  nlohmann::json j;
+  j["trace"] = {{"dir", dir.path},
+                {"prefix", dir.prefix},
+                {"files", r.files},
+                {"worker_files", r.worker_files},
+                {"main_files", r.main_files},
+                {"records", r.records},
+                {"skipped_lines", r.skipped_lines},
+                {"epochs", r.epochs}};
+  j["trace"]["hosts"] = dir.hosts();
+  if (!win.description.empty()) j["trace"]["window"] = win.description;
+  if (dir.sources.size() > 1) {
+    auto& dirs = j["trace"]["dirs"] = nlohmann::json::array();
+    for (const auto& s : dir.sources) dirs.push_back({{"path", s.path}, {"label", s.label}});
+  }
+  // Several directories (hosts / ranks): the rank comparison.
+  if (!r.ranks.empty()) {
+    auto& rk = j["ranks"] = nlohmann::json::array();
+    for (const auto& x : r.ranks) {
+      nlohmann::json o = {{"label", x.label},
+                          {"batches", x.batches},
+                          {"preprocessing_ms", x.preprocessing_ms},
+                          {"preprocessing_mean_ms", x.preprocessing_mean_ms},
+                          {"waits", x.waits},
+                          {"wait_ms", x.wait_ms},
+                          {"main_elapsed_ms", x.main_elapsed_ms},
+                          {"wait_share", x.wait_share()},
+                          {"out_of_order", x.out_of_order},
+                          {"worker_files", x.worker_files},
+                          {"lost_to_straggler_ms", x.lost_to_straggler_ms}};
+      if (!x.host.empty()) o["host"] = x.host;
+      if (x.rank) o["rank"] = *x.rank;
+      rk.push_back(std::move(o));
+    }
+    if (r.slowest_rank) j["slowest_rank"] = r.ranks[*r.slowest_rank].label;
+    if (r.straggler) {
+      const straggler_analysis& a = *r.straggler;
+      const rank_stats& s = r.ranks[a.rank];
+      nlohmann::json o = {{"label", s.label},
+                          {"wait_share", s.wait_share()},
+                          {"others_wait_share", a.others_wait_share},
+                          {"lost_per_step_ms", a.lost_per_step_ms},
+                          {"lost_ms", a.lost_ms},
+                          {"lost_share", a.lost_share},
+                          {"preprocessing_ratio", a.preprocessing_ratio},
+                          {"cause", a.cause},
+                          {"advice", a.advice}};
+      if (s.rank) o["rank"] = *s.rank;
+      j["straggler"] = std::move(o);
+    }
+  }
+  // What the sidecars say about each host's clock (clocksync lines), and the bound within which
+  // times of different hosts can be compared.
+  const std::vector<host_clock> clocks = host_clocks(dir);
+  if (!clocks.empty()) {
+    auto& cj = j["clocks"] = nlohmann::json::object();
+    auto& hosts = cj["hosts"] = nlohmann::json::array();
+    for (const auto& h : clocks) {
+      nlohmann::json o = {{"host", h.host},
+                          {"processes", h.processes},
+                          {"synchronized", h.synchronized},
+                          {"realtime_adjusted_ns", h.realtime_adjusted_ns}};
+      if (h.synchronized) {
+        o["error_bound_us"] = h.error_bound_us;
+      } else {
+        o["error_bound_us"] = nullptr;  // unsynchronized: nothing to vouch for
+      }
+      hosts.push_back(std::move(o));
+    }
+    const auto bound = cross_host_bound_us(clocks);
+    if (bound) {
+      cj["cross_host_bound_us"] = *bound;
+    } else {
+      cj["cross_host_bound_us"] = nullptr;
+    }
+  }
+  // Processes from the sidecars: host and rank when the sidecar has them, the files attributed
+  // to each, and the library's own counters.
+  auto& procs = j["processes"] = nlohmann::json::array();
+  for (const auto& kv : dir.processes) {
+    const process_meta& p = kv.second;
+    nlohmann::json o = {{"pid", p.pid}, {"ppid", p.ppid}};
+    if (!p.host.empty()) o["host"] = p.host;
+    if (p.rank) o["rank"] = *p.rank;
+    if (p.local_rank) o["local_rank"] = *p.local_rank;
+    if (p.world_size) o["world_size"] = *p.world_size;
+    o["files"] = std::count_if(dir.files.begin(), dir.files.end(), [&](const trace_file& f) {
+      return !f.ambiguous && f.pid == p.pid && f.host == p.host;
+    });
+    if (p.has_stats) {
+      o["recorded"] = p.recorded;
+      o["written"] = p.written;
+      o["dropped"] = p.dropped;
+    }
+    procs.push_back(std::move(o));
+  }
+  auto& ops = j["ops"] = nlohmann::json::array();
+  for (const auto& o : r.ops) {
+    ops.push_back({{"name", o.name},
+                   {"count", o.count},
+                   {"sum_ms", o.sum},
+                   {"mean_ms", o.mean},
+                   {"p50_ms", o.p50},
+                   {"p90_ms", o.p90},
+                   {"p99_ms", o.p99},
+                   {"share_lt_10ms", o.share_lt_10ms},
+                   {"share_lt_100us", o.share_lt_100us}});
+  }
+  auto& pre = j["batch_preprocessing"] = summary_json(r.preprocessing);
+  if (outliers) {
+    pre["outliers_removed"] = r.outliers_removed;
+    pre["outlier_threshold_ms"] = r.outlier_threshold_ms;
+    pre["before_outlier_removal"] = summary_json(r.preprocessing_before);
+  }
+  auto& w = j["wait"] = summary_json(r.wait.s);
+  w["count_eq_1us"] = r.wait.eq_1us;
+  w["pct_eq_1us"] = r.wait.pct(r.wait.eq_1us);
+  w["pct_between_1us_1ms"] = r.wait.pct_between_1us_1ms();
+  w["pct_gt_1ms"] = r.wait.pct(r.wait.gt_1ms);
+  w["pct_gt_500ms"] = r.wait.pct(r.wait.gt_500ms);
+  auto& d = j["delay"] = summary_json(r.delay.s);
+  d["pct_lt_250ms"] =
+      r.delay.s.count ? 100.0 * double(r.delay.lt_250ms) / double(r.delay.s.count) : 0;
+  d["pct_gt_500ms"] =
+      r.delay.s.count ? 100.0 * double(r.delay.gt_500ms) / double(r.delay.s.count) : 0;
+  d["unmatched_preprocessed"] = r.delay.unmatched_preprocessed;
+  d["unmatched_consumed"] = r.delay.unmatched_consumed;
+  j["out_of_order_arrivals"] = r.out_of_order;
+  j["batches_queued"] = r.queued;
+  j["batches_consumed"] = r.consumed;
+  return j;
+}
+
+// A CSV field: quoted when it holds a comma, quote or line break (RFC 4180).
+// RFC 4180: a field with a comma, quote or line break is quoted (quotes doubled); control bytes
+// are escaped first (printable), so a name cannot reach a terminal or a spreadsheet raw.
+std::string csv_field(const std::string& raw) {
+  const std::string s = printable(raw);
+  if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
+void csv_row(std::string& out, const char* section, const std::string& name, const char* metric,
+             double v) {
+  out += section;
+  out += ',';
+  out += csv_field(name);  // names hold no comma or line break; rank labels may
+  out += ',';
+  out += metric;
+  out += ',';
+  append_double(out, v);
+  out += '\n';
+}
+
+void csv_summary(std::string& out, const char* section, const summary& s) {
+  csv_row(out, section, "", "count", double(s.count));
+  csv_row(out, section, "", "sum_ms", s.sum);
+  csv_row(out, section, "", "mean_ms", s.mean);
+  csv_row(out, section, "", "std_ms", s.std);
+  csv_row(out, section, "", "std_pct_of_mean", s.std_pct_of_mean());
+  csv_row(out, section, "", "min_ms", s.min);
+  csv_row(out, section, "", "max_ms", s.max);
+  csv_row(out, section, "", "median_ms", s.median);
+  csv_row(out, section, "", "p25_ms", s.p25);
+  csv_row(out, section, "", "p75_ms", s.p75);
+  csv_row(out, section, "", "iqr_ms", s.iqr());
+}
+
+std::string to_csv(const stats_result& r) {
+  std::string out = "section,name,metric,value\n";
+  csv_row(out, "trace", "", "records", double(r.records));
+  csv_row(out, "trace", "", "files", double(r.files));
+  csv_row(out, "trace", "", "epochs", double(r.epochs));
+  for (const auto& o : r.ops) {
+    csv_row(out, "op", o.name, "count", double(o.count));
+    csv_row(out, "op", o.name, "mean_ms", o.mean);
+    csv_row(out, "op", o.name, "p50_ms", o.p50);
+    csv_row(out, "op", o.name, "p90_ms", o.p90);
+    csv_row(out, "op", o.name, "p99_ms", o.p99);
+    csv_row(out, "op", o.name, "share_lt_10ms", o.share_lt_10ms);
+    csv_row(out, "op", o.name, "share_lt_100us", o.share_lt_100us);
+  }
+  csv_summary(out, "batch_preprocessing", r.preprocessing);
+  csv_row(out, "batch_preprocessing", "", "outliers_removed", double(r.outliers_removed));
+  csv_summary(out, "wait", r.wait.s);
+  csv_row(out, "wait", "", "pct_eq_1us", r.wait.pct(r.wait.eq_1us));
+  csv_row(out, "wait", "", "pct_between_1us_1ms", r.wait.pct_between_1us_1ms());
+  csv_row(out, "wait", "", "pct_gt_1ms", r.wait.pct(r.wait.gt_1ms));
+  csv_summary(out, "delay", r.delay.s);
+  csv_row(out, "batches", "", "out_of_order_arrivals", double(r.out_of_order));
+  csv_row(out, "batches", "", "queued", double(r.queued));
+  csv_row(out, "batches", "", "consumed", double(r.consumed));
+  for (const auto& x : r.ranks) {
+    csv_row(out, "rank", x.label, "batches", double(x.batches));
+    csv_row(out, "rank", x.label, "preprocessing_mean_ms", x.preprocessing_mean_ms);
+    csv_row(out, "rank", x.label, "wait_ms", x.wait_ms);
+    csv_row(out, "rank", x.label, "wait_share", x.wait_share());
+    csv_row(out, "rank", x.label, "out_of_order", double(x.out_of_order));
+    csv_row(out, "rank", x.label, "lost_to_straggler_ms", x.lost_to_straggler_ms);
+  }
+  return out;
+}
+
+void append_fmt(std::string& out, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+void append_fmt(std::string& out, const char* fmt, ...) {
+  char tmp[512];
+  va_list ap;
+  va_start(ap, fmt);
+  const int n = std::vsnprintf(tmp, sizeof tmp, fmt, ap);
+  va_end(ap);
+  if (n > 0) out.append(tmp, std::min(static_cast<std::size_t>(n), sizeof tmp - 1));
+}
+
+void text_summary(std::string& out, const summary& s) {
+  // Same fields and precision as preprocessing_time_stats.py's log_stats_to_file().
+  append_fmt(out, "\tsum = %.2f ms,\n\tavg = %.2f ms,\n\tstd = %.2f (%.2f%% of avg) ms,\n", s.sum,
+             s.mean, s.std, s.std_pct_of_mean());
+  append_fmt(out, "\tmin = %.2f ms,\n\tmax = %.2f ms\n", s.min, s.max);
+  append_fmt(out,
+             "\tmedian = %.2f ms,\n\t25th percentile = %.2f ms,\n\t75th percentile = %.2f ms\n",
+             s.median, s.p25, s.p75);
+  append_fmt(out, "\t75th - 25th = %.2f ms\n", s.iqr());
+}
+
+std::string to_text(const stats_result& r, const trace_dir& dir, const record_filter& win,
+                    bool outliers) {
+  std::string out;
+  append_fmt(out, "Trace %s (prefix '%s'): %llu records in %llu files (%llu worker, %llu main)",
+             dir.path.c_str(), dir.prefix.c_str(), static_cast<unsigned long long>(r.records),
+             static_cast<unsigned long long>(r.files),
+             static_cast<unsigned long long>(r.worker_files),
+             static_cast<unsigned long long>(r.main_files));
+  if (const auto hosts = dir.hosts(); hosts.size() > 1) {
+    append_fmt(out, ", %zu processes on %zu hosts", dir.processes.size(), hosts.size());
+  }
+  if (r.skipped_lines) {
+    append_fmt(out, ", %llu malformed lines skipped",
+               static_cast<unsigned long long>(r.skipped_lines));
+  }
+  if (!win.description.empty()) append_fmt(out, "\nWindow: %s", win.description.c_str());
+  out += "\n\nPer-op elapsed time (ms), worker files, SBatch* excluded:\n";
+  append_fmt(out, "%-28s %10s %10s %10s %10s %10s %8s %8s\n", "op", "count", "mean", "p50", "p90",
+             "p99", "<10ms", "<100us");
+  for (const auto& o : r.ops) {
+    append_fmt(out, "%-28s %10llu %10.4f %10.4f %10.4f %10.4f %7.2f%% %7.2f%%\n",
+               printable(o.name.substr(1)).c_str(), static_cast<unsigned long long>(o.count),
+               o.mean, o.p50, o.p90, o.p99, 100 * o.share_lt_10ms, 100 * o.share_lt_100us);
+  }
+  if (r.ops.empty()) out += "  (no op records)\n";
+
+  out += "\nPer-batch preprocessing time (SBatchPreprocessed):\n";
+  if (r.preprocessing_before.count == 0) {
+    out += "  (no SBatchPreprocessed records)\n";
+  } else {
+    append_fmt(out, "\tbatches = %llu, epochs = %llu\n",
+               static_cast<unsigned long long>(r.preprocessing_before.count),
+               static_cast<unsigned long long>(r.epochs));
+    if (outliers) {
+      out += "\tBefore removing outliers:\n";
+      text_summary(out, r.preprocessing_before);
+      append_fmt(
+          out, "\tRemoved %llu outliers < q1 - 2*(q3 - q1) = %.2f ms\n\tAfter removing outliers:\n",
+          static_cast<unsigned long long>(r.outliers_removed), r.outlier_threshold_ms);
+    }
+    text_summary(out, r.preprocessing);
+  }
+
+  out += "\nMain process wait time (SBatchWait):\n";
+  if (r.wait.s.count == 0) {
+    out += "  (no SBatchWait records)\n";
+  } else {
+    append_fmt(out, "\t%.2f%% of batches had 1 us < wait time < 1 ms\n",
+               r.wait.pct_between_1us_1ms());
+    append_fmt(out, "\t%.2f%% of batches had wait time > 1 ms\n", r.wait.pct(r.wait.gt_1ms));
+    append_fmt(out, "\t%.2f%% of batches had wait time == 1 us\n", r.wait.pct(r.wait.eq_1us));
+    const auto& s = r.wait.s;
+    append_fmt(out,
+               "\tsum = %.2f ms,\n\tavg = %.2f ms,\n\tstd = %.2f (%.2f%% of avg) ms,\n\tmin = %.2f "
+               "ms,\n\tmax = %.2f ms\n",
+               s.sum, s.mean, s.std, s.std_pct_of_mean(), s.min, s.max);
+    append_fmt(out, "\t%.2f%% of batches had wait time > 500 ms\n", r.wait.pct(r.wait.gt_500ms));
+  }
+
+  out += "\nBatch consumption delay time (SBatchConsumed - end of SBatchPreprocessed):\n";
+  if (r.delay.s.count == 0) {
+    out += "  (no matching SBatchPreprocessed/SBatchConsumed pairs)\n";
+  } else {
+    const auto& s = r.delay.s;
+    const double n = double(s.count);
+    append_fmt(out, "\t%.2f%% of batches had delay time < 250 ms\n",
+               100.0 * double(r.delay.lt_250ms) / n);
+    append_fmt(out,
+               "\tavg = %.2f ms,\n\tstd = %.2f (%.2f%% of avg) ms,\n\tmin = %.2f ms,\n\tmax = %.2f "
+               "ms\n",
+               s.mean, s.std, s.std_pct_of_mean(), s.min, s.max);
+    append_fmt(out, "\t%.2f%% of batches had delay time > 500 ms\n",
+               100.0 * double(r.delay.gt_500ms) / n);
+    if (r.delay.unmatched_consumed || r.delay.unmatched_preprocessed) {
+      append_fmt(out, "\tunmatched: %llu preprocessed, %llu consumed\n",
+                 static_cast<unsigned long long>(r.delay.unmatched_preprocessed),
+                 static_cast<unsigned long long>(r.delay.unmatched_consumed));
+    }
+  }
+  append_fmt(out, "\nOut-of-order arrivals (1 us SBatchWait markers): %llu\n",
+             static_cast<unsigned long long>(r.out_of_order));
+  append_fmt(out, "Batches queued: %llu, consumed: %llu\n",
+             static_cast<unsigned long long>(r.queued),
+             static_cast<unsigned long long>(r.consumed));
+  if (!r.ranks.empty()) {
+    // Clocks of different hosts are taken as synchronized (NTP/PTP).
+    out += "\nPer rank:\n";
+    append_fmt(out, "%-32s %8s %12s %8s %12s %8s %8s\n", "rank", "batches", "prep mean", "waits",
+               "wait sum", "wait %", "ooo");
+    for (const auto& x : r.ranks) {
+      append_fmt(out, "%-32s %8llu %9.2f ms %8llu %9.2f ms %7.2f%% %8llu\n",
+                 printable(x.label).substr(0, 32).c_str(),
+                 static_cast<unsigned long long>(x.batches), x.preprocessing_mean_ms,
+                 static_cast<unsigned long long>(x.waits), x.wait_ms, 100 * x.wait_share(),
+                 static_cast<unsigned long long>(x.out_of_order));
+    }
+    if (r.slowest_rank) {
+      const rank_stats& s = r.ranks[*r.slowest_rank];
+      append_fmt(out,
+                 "Slowest rank: %s (its main process waited %.2f ms for data, %.2f%% of its "
+                 "time; mean batch preprocessing %.2f ms)\n",
+                 printable(s.label).c_str(), s.wait_ms, 100 * s.wait_share(),
+                 s.preprocessing_mean_ms);
+    }
+    if (r.straggler) {
+      const straggler_analysis& a = *r.straggler;
+      append_fmt(out,
+                 "Straggler: %s. The other ranks wait %.2f%% of their time for data; in "
+                 "synchronous training each of their steps also waits ~%.2f ms for it (%.2f ms "
+                 "in all, %.2f%% of their time).\n",
+                 printable(r.ranks[a.rank].label).c_str(), 100 * a.others_wait_share,
+                 a.lost_per_step_ms, a.lost_ms, 100 * a.lost_share);
+      out += "To change: " + printable(a.advice) + ".\n";
+    }
+  }
+  const std::vector<host_clock> clocks = host_clocks(dir);
+  if (clocks.size() > 1) {
+    out += "\nClocks (from the sidecars' clocksync lines):\n";
+    for (const auto& h : clocks) {
+      if (h.synchronized) {
+        append_fmt(out, "  %-30s NTP-synchronized, error bound +-%lld us, adjusted %.3f ms\n",
+                   printable(h.host).substr(0, 30).c_str(),
+                   static_cast<long long>(h.error_bound_us), double(h.realtime_adjusted_ns) / 1e6);
+      } else {
+        append_fmt(out, "  %-30s NOT synchronized: its times cannot be vouched for\n",
+                   printable(h.host).substr(0, 30).c_str());
+      }
+    }
+    const auto bound = cross_host_bound_us(clocks);
+    if (bound) {
+      append_fmt(out,
+                 "  Times of different hosts compare within +-%.3f ms; finer cross-host "
+                 "differences (timeline alignment, batch delays across hosts) are not "
+                 "meaningful. No skew correction is applied.\n",
+                 *bound / 1000);
+    } else {
+      out +=
+          "  A host's clock is not synchronized: cross-host times are not comparable. No "
+          "skew correction is applied.\n";
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+void run_stats(const stats_args& a) {
+  const input in = open_input(a.in);
+  const trace_dir& dir = in.dir;
+  const read_options ropt = reading(in);
+  stats_options sopt;
+  sopt.remove_outliers = a.remove_outliers;
+  const stats_result r = compute_stats(dir, ropt, sopt);
+  if (r.skipped_lines) {
+    warning("skipped " + std::to_string(r.skipped_lines) + " malformed line(s)");
+  }
+  output_file out(a.output);
+  if (a.json) {
+    // Op, host and thread names keep their exact bytes (\udcXX for a byte that is not UTF-8).
+    out.write(dump_json(to_json(r, dir, in.filter, a.remove_outliers), 2));
+    out.write("\n");
+  } else if (a.csv) {
+    out.write(to_csv(r));
+  } else {
+    out.write(to_text(r, dir, in.filter, a.remove_outliers));
+  }
+  out.commit();
+}
+
+}  // namespace lotus_tool

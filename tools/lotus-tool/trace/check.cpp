@@ -1,0 +1,91 @@
+// lotus — lotus-tool check: validate every file of a trace directory
+// SPDX-License-Identifier: MIT
+#include "trace/check.hpp"
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+#include "trace/input.hpp"
+#include "trace/line_reader.hpp"
+#include "trace/trace_dir.hpp"
+#include "util/error.hpp"
+#include "util/output.hpp"
+
+namespace lotus_tool {
+
+namespace {}  // namespace
+
+void run_check(const check_args& a) {
+  const input in = open_input(a.in);
+  const trace_dir& dir = in.dir;
+  std::uint64_t errors = 0, records = 0, bad_files = 0;
+  auto report = [&](const std::string& where, std::uint64_t line, const char* why) {
+    ++errors;
+    if (a.max_errors == 0 || errors <= a.max_errors) {
+      std::printf("%s:%llu: %s\n", printable(where).c_str(), static_cast<unsigned long long>(line),
+                  why);
+    }
+  };
+  for (const auto& f : dir.files) {
+    const std::uint64_t before = errors;
+    try {
+      const std::string path = dir.path_of(f);
+      line_reader reader(path);
+      line_reader::line ln;
+      record rec;
+      batch_ref batch;
+      bool any = false;
+      while (reader.next(ln)) {
+        any = true;
+        const char* why = validate_line(ln.text, ln.has_newline, ln.too_long, rec, batch);
+        if (why != nullptr) {
+          report(path, ln.number, why);
+          continue;
+        }
+        ++records;
+        // Routing rules of the format: consumer-side records live in _main_pid_ files only.
+        const bool consumer = batch.kind == batch_kind::wait ||
+                              batch.kind == batch_kind::consumed ||
+                              batch.kind == batch_kind::queued;
+        if (consumer && f.kind == file_kind::worker) {
+          report(path, ln.number,
+                 "consumer-side record (SBatchWait/Consumed/Queued) in a worker file");
+        } else if (batch.kind == batch_kind::preprocessed && f.kind == file_kind::main) {
+          report(path, ln.number, "SBatchPreprocessed record in a main file");
+        }
+      }
+      if (!any) report(path, 1, "empty file (pandas.read_csv in the Lotus scripts rejects it)");
+    } catch (const tool_error& e) {
+      ++errors;
+      std::printf("%s\n", e.what());  // unreadable file: already "path: reason"
+    }
+    if (errors != before) ++bad_files;
+  }
+  if (a.max_errors != 0 && errors > a.max_errors) {
+    std::printf("... %llu more problems not shown (--max-errors)\n",
+                static_cast<unsigned long long>(errors - a.max_errors));
+  }
+  std::fflush(stdout);
+  if (errors > 0) {
+    throw tool_error(exit_invalid, std::to_string(errors) + " problem(s) in " +
+                                       std::to_string(bad_files) + " of " +
+                                       std::to_string(dir.files.size()) + " file(s)");
+  }
+  if (!a.quiet) {
+    // Several hosts in one directory: say so, with the process count (from the sidecars).
+    std::string hosts_note;
+    if (const auto hosts = dir.hosts(); hosts.size() > 1) {
+      hosts_note = ", " + std::to_string(dir.processes.size()) + " process(es) on " +
+                   std::to_string(hosts.size()) + " hosts (";
+      for (std::size_t i = 0; i < hosts.size() && i < 8; ++i) {
+        hosts_note += (i == 0 ? "" : ", ") + hosts[i];
+      }
+      hosts_note += hosts.size() > 8 ? ", ...)" : ")";
+    }
+    std::printf("ok: %zu file(s), %llu record(s), prefix '%s'%s\n", dir.files.size(),
+                static_cast<unsigned long long>(records), dir.prefix.c_str(), hosts_note.c_str());
+  }
+}
+
+}  // namespace lotus_tool

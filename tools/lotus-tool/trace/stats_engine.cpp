@@ -1,0 +1,560 @@
+// lotus — lotus-tool: statistics (reproduces the Lotus analysis scripts, see comments)
+// SPDX-License-Identifier: MIT
+#include "trace/stats_engine.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <tuple>
+
+#include "util/error.hpp"
+
+namespace lotus_tool {
+
+namespace {
+constexpr double k_ns_per_ms = 1e6;
+
+double ms(std::uint64_t ns) { return static_cast<double>(ns) / k_ns_per_ms; }
+
+}  // namespace
+
+double quantile_sorted(const std::vector<double>& v, double q) {
+  if (v.empty()) return 0;
+  const double pos = q * static_cast<double>(v.size() - 1);
+  const auto lo = static_cast<std::size_t>(std::floor(pos));
+  const std::size_t hi = std::min(lo + 1, v.size() - 1);
+  const double frac = pos - static_cast<double>(lo);
+  return v[lo] + (v[hi] - v[lo]) * frac;
+}
+
+summary summarize(std::vector<double> values) {
+  summary s;
+  if (values.empty()) return s;
+  std::sort(values.begin(), values.end());
+  s.count = values.size();
+  double sum = 0;
+  for (double x : values) sum += x;
+  s.sum = sum;
+  s.mean = sum / static_cast<double>(values.size());
+  double sq = 0;
+  for (double x : values) sq += (x - s.mean) * (x - s.mean);
+  s.std = std::sqrt(sq / static_cast<double>(values.size()));  // np.std: ddof = 0
+  s.min = values.front();
+  s.max = values.back();
+  s.median = quantile_sorted(values, 0.5);
+  s.p25 = quantile_sorted(values, 0.25);
+  s.p75 = quantile_sorted(values, 0.75);
+  return s;
+}
+
+stats_engine::stats_engine(const stats_limits& lim)
+    : lim_(lim),
+      op_log_(lim.buffer_bytes),
+      op_big_log_(lim.buffer_bytes / 8),
+      pre_(lim.buffer_bytes / 2),
+      wait_(lim.buffer_bytes / 2),
+      consumed_(lim.buffer_bytes / 2) {}
+
+std::size_t stats_engine::op_index(std::string_view name) {
+  // Op names repeat in short cycles: a 64-slot cache keyed by a cheap hash of the length and the
+  // first and last bytes answers almost every lookup with one compare.
+  std::uint64_t h = name.size();
+  if (!name.empty()) {
+    h = h * 0x9e3779b97f4a7c15ULL + static_cast<unsigned char>(name[name.size() / 2]);
+    h = h * 0x9e3779b97f4a7c15ULL + static_cast<unsigned char>(name.back());
+    h = h * 0x9e3779b97f4a7c15ULL + static_cast<unsigned char>(name[name.size() > 1 ? 1 : 0]);
+  }
+  cache_slot& slot = cache_[(h >> 32) & 63];
+  if (slot.op != SIZE_MAX && names_[slot.op] == name) return slot.op;
+  std::size_t i;
+  auto it = index_.find(name);
+  if (it == index_.end()) {
+    if (ops_.size() >= 0xffffffffULL) {
+      throw tool_error(exit_invalid, "more than 2^32-1 distinct op names");
+    }
+    names_.emplace_back(name);
+    i = ops_.size();
+    ops_.emplace_back();
+    index_.emplace(names_.back(), i);
+  } else {
+    i = it->second;
+  }
+  slot.op = i;
+  return i;
+}
+
+void stats_engine::add(std::size_t file, file_kind kind, const record& r, const batch_ref& b) {
+  ++records_;
+  switch (b.kind) {
+    case batch_kind::none: {
+      // The per-op notebook reads worker files only and drops every SBatch* name.
+      if (kind != file_kind::worker) return;
+      const std::size_t i = op_index(r.name);
+      op_acc& a = ops_[i];
+      if (r.dur_ns <= 0xffffffffULL) {
+        op_log_.push({static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(r.dur_ns)});
+      } else {
+        op_big_log_.push({i, r.dur_ns});
+      }
+      ++a.count;
+      a.sum = r.dur_ns > UINT64_MAX - a.sum ? UINT64_MAX : a.sum + r.dur_ns;  // saturating
+      a.min = std::min(a.min, r.dur_ns);
+      a.max = std::max(a.max, r.dur_ns);
+      a.lt_10ms += r.dur_ns < 10000000ULL ? 1 : 0;
+      a.lt_100us += r.dur_ns < 100000ULL ? 1 : 0;
+      return;
+    }
+    case batch_kind::preprocessed:
+      // preprocessing_time_stats.py: SBatchPreprocessed_* from files containing "worker_pid".
+      if (kind == file_kind::worker) pre_.push({b.idx, r.start_ns, r.dur_ns, file});
+      return;
+    case batch_kind::wait:
+      // delay_and_wait_time_stats_and_plot.py: SBatchWait_* from files containing "main_pid".
+      if (kind == file_kind::main) wait_.push({b.idx, r.start_ns, r.dur_ns, file});
+      return;
+    case batch_kind::consumed:
+      if (kind == file_kind::main) consumed_.push({b.idx, r.start_ns, r.dur_ns, file});
+      return;
+    case batch_kind::queued:
+      if (kind == file_kind::main) ++queued_;
+      return;
+    case batch_kind::other:
+      return;
+  }
+}
+
+namespace {
+
+// numpy 'linear' between the order statistics at floor(pos) and the next one.
+double lerp_ms(double vlo, double vhi, double frac) { return vlo + (vhi - vlo) * frac; }
+
+struct quantile_ask {
+  std::size_t lo_q = 0, hi_q = 0;
+  double frac = 0;
+  bool two = false;
+};
+
+// Asks `sel` for what a linear quantile q of `count` values (ranks offset by `skip`) needs.
+quantile_ask ask_quantile(rank_selector& sel, std::size_t group, std::uint64_t count,
+                          std::uint64_t skip, double q) {
+  quantile_ask a;
+  const double pos = q * static_cast<double>(count - 1);
+  const auto lo = static_cast<std::uint64_t>(std::floor(pos));
+  a.frac = pos - static_cast<double>(lo);
+  a.lo_q = sel.ask(group, skip + lo);
+  a.two = a.frac != 0 && lo + 1 < count;
+  if (a.two) a.hi_q = sel.ask(group, skip + lo + 1);
+  return a;
+}
+
+template <class ToMs>
+double answer(const rank_selector& sel, const quantile_ask& a, ToMs to_ms) {
+  const double vlo = to_ms(sel.value(a.lo_q));
+  return a.two ? lerp_ms(vlo, to_ms(sel.value(a.hi_q)), a.frac) : vlo;
+}
+
+// Signed nanoseconds as order-preserving unsigned keys for rank_selector.
+std::uint64_t key_of(std::int64_t v) { return static_cast<std::uint64_t>(v) ^ (1ULL << 63); }
+std::int64_t value_of(std::uint64_t k) { return static_cast<std::int64_t>(k ^ (1ULL << 63)); }
+double ms_of_key(std::uint64_t k) { return static_cast<double>(value_of(k)) / k_ns_per_ms; }
+
+// summary() of the values (signed ns, shown in ms) that `each(sink)` yields and `keep` accepts,
+// in bounded memory: one scan for count/sum/min/max, one for the variance (two-pass, like
+// numpy), and rank_selector's scans for the quartiles. `skip` is how many of the smallest
+// values `keep` rejects (they are skipped by rank).
+template <class Each, class Keep>
+summary summarize_stream(Each each, Keep keep, std::size_t budget) {
+  summary s;
+  std::int64_t mn = INT64_MAX, mx = INT64_MIN;
+  double sum = 0;
+  each([&](std::int64_t v) {
+    if (!keep(v)) return;
+    ++s.count;
+    sum += static_cast<double>(v) / k_ns_per_ms;
+    mn = std::min(mn, v);
+    mx = std::max(mx, v);
+  });
+  if (s.count == 0) return s;
+  s.sum = sum;
+  s.mean = sum / static_cast<double>(s.count);
+  double sq = 0;
+  each([&](std::int64_t v) {
+    if (!keep(v)) return;
+    const double d = static_cast<double>(v) / k_ns_per_ms - s.mean;
+    sq += d * d;
+  });
+  s.std = std::sqrt(sq / static_cast<double>(s.count));  // np.std: ddof = 0
+  s.min = static_cast<double>(mn) / k_ns_per_ms;
+  s.max = static_cast<double>(mx) / k_ns_per_ms;
+  rank_selector sel(budget);
+  const std::size_t g = sel.add_group(s.count, key_of(mn), key_of(mx));
+  const quantile_ask q25 = ask_quantile(sel, g, s.count, 0, 0.25);
+  const quantile_ask q50 = ask_quantile(sel, g, s.count, 0, 0.5);
+  const quantile_ask q75 = ask_quantile(sel, g, s.count, 0, 0.75);
+  sel.run([&](auto&& sink) {
+    each([&](std::int64_t v) {
+      if (keep(v)) sink(g, key_of(v));
+    });
+  });
+  s.p25 = answer(sel, q25, ms_of_key);
+  s.median = answer(sel, q50, ms_of_key);
+  s.p75 = answer(sel, q75, ms_of_key);
+  return s;
+}
+
+using span = stats_engine::span;
+
+// A batch record with its epoch: the rank of its start among records with the same batch index
+// (indices restart at 0 in every epoch, so the k-th SBatchPreprocessed_i is epoch k).
+struct epoch_span {
+  span s;
+  std::uint64_t epoch;
+  std::uint32_t src;  ///< the trace directory (rank): epochs are counted per directory
+};
+
+// Calls out(epoch_span) in (source, idx, epoch) order; src(file) is a file's directory.
+template <class Src, class Out>
+void with_epochs(const spill_log<span>& log, Src&& src, Out&& out) {
+  scan_epochs(
+      log,
+      [&src](const span& s) { return std::make_tuple(std::uint64_t{src(s.file)}, s.idx, s.start); },
+      [&](const span& s, std::uint64_t epoch) {
+        out(epoch_span{s, epoch, src(s.file)});
+      });
+}
+
+constexpr auto by_epoch_then_idx = [](const batch_point& a, const batch_point& b) {
+  return a.epoch != b.epoch ? a.epoch < b.epoch : a.idx < b.idx;
+};
+
+// The points of `log` in `less` order, at most `max` of them (0 = all): evenly strided, always
+// with the last one, like report's charts want. Bounded memory besides the output.
+template <class Less>
+void thinned_points(const spill_log<batch_point>& log, Less less, std::size_t max,
+                    std::vector<batch_point>& out) {
+  const std::uint64_t n = log.size();
+  out.clear();
+  if (n == 0) return;
+  if (max == 0 || n <= max) {
+    out.reserve(static_cast<std::size_t>(n));
+    sorted_scan(log, less, [&](const batch_point& p) { out.push_back(p); });
+    return;
+  }
+  out.reserve(max);
+  const double step = static_cast<double>(n) / static_cast<double>(max);
+  std::uint64_t i = 0;
+  batch_point last{};
+  sorted_scan(log, less, [&](const batch_point& p) {
+    if (out.size() < max &&
+        i == static_cast<std::uint64_t>(static_cast<double>(out.size()) * step)) {
+      out.push_back(p);
+    }
+    last = p;
+    ++i;
+  });
+  out.back() = last;
+}
+
+}  // namespace
+
+stats_result stats_engine::compute(const stats_options& opt) const {
+  stats_result r;
+  const auto src = [this](std::uint64_t file) -> std::uint32_t {
+    return file < file_source_.size() ? file_source_[static_cast<std::size_t>(file)] : 0;
+  };
+  r.records = records_;
+  r.queued = queued_;
+  r.consumed = consumed_.size();
+  r.spilled = op_log_.spilled() || op_big_log_.spilled() || pre_.spilled() || wait_.spilled() ||
+              consumed_.spilled();
+
+  // Per-op table (Table II): count, mean, p50/p90/p99 (linear), share < 10 ms and < 100 us.
+  // Exact order statistics of every op at once, by rank_selector over the op logs.
+  std::vector<std::size_t> order(ops_.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(),
+            [&](std::size_t a, std::size_t b) { return names_[a] < names_[b]; });
+  rank_selector sel(lim_.select_budget_bytes);
+  std::vector<std::array<quantile_ask, 3>> asks(ops_.size());
+  for (std::size_t i = 0; i < ops_.size(); ++i) {
+    const op_acc& a = ops_[i];
+    const std::size_t g = sel.add_group(a.count, a.min, a.max);  // group id == op index
+    std::size_t k = 0;
+    for (double q : {0.5, 0.9, 0.99}) asks[i][k++] = ask_quantile(sel, g, a.count, 0, q);
+  }
+  r.op_quantile_scans = sel.run([&](auto&& sink) {
+    op_log_.scan_blocks([&](const op_small* p, std::size_t n) {
+      for (std::size_t j = 0; j < n; ++j) sink(p[j].op, p[j].dur);
+    });
+    op_big_log_.scan([&](const op_big& e) { sink(static_cast<std::size_t>(e.op), e.dur); });
+  });
+  for (std::size_t i : order) {
+    const op_acc& a = ops_[i];
+    op_stats o;
+    o.name = names_[i];
+    o.count = a.count;
+    o.sum = static_cast<double>(a.sum) / k_ns_per_ms;
+    o.mean = o.sum / static_cast<double>(o.count);
+    o.p50 = answer(sel, asks[i][0], ms);
+    o.p90 = answer(sel, asks[i][1], ms);
+    o.p99 = answer(sel, asks[i][2], ms);
+    o.share_lt_10ms = static_cast<double>(a.lt_10ms) / static_cast<double>(o.count);
+    o.share_lt_100us = static_cast<double>(a.lt_100us) / static_cast<double>(o.count);
+    r.ops.push_back(std::move(o));
+  }
+
+  const std::size_t budget = lim_.select_budget_bytes;
+  auto durations = [](const spill_log<span>& log) {
+    return
+        [&log](auto&& f) { log.scan([&](const span& s) { f(static_cast<std::int64_t>(s.dur)); }); };
+  };
+  auto all = [](std::int64_t) { return true; };
+
+  // Per-batch preprocessing time, and the scripts' low-side outlier rule.
+  r.preprocessing_before = summarize_stream(durations(pre_), all, budget);
+  if (opt.remove_outliers && r.preprocessing_before.count != 0) {
+    // remove_wild_outliers(): q1/q3 via pandas quantile (linear), iqr = (q3 - q1) * 2, keep
+    // rows that are not `< q1 - iqr` (only the low side: the short last batch of an epoch).
+    const double q1 = r.preprocessing_before.p25;
+    const double q3 = r.preprocessing_before.p75;
+    const double thr = q1 - (q3 - q1) * 2;
+    r.outlier_threshold_ms = thr;
+    r.preprocessing = summarize_stream(
+        durations(pre_),
+        [thr](std::int64_t v) { return !(static_cast<double>(v) / k_ns_per_ms < thr); }, budget);
+    r.outliers_removed = r.preprocessing_before.count - r.preprocessing.count;
+  } else {
+    r.preprocessing = r.preprocessing_before;
+  }
+
+  // Main-process wait time: every SBatchWait record, markers included, as the script does.
+  wait_.scan([&](const span& s) {
+    r.wait.eq_1us += s.dur == 1000 ? 1 : 0;  // script: duration == 0.001 ms
+    r.wait.lt_1ms += s.dur < 1000000 ? 1 : 0;
+    r.wait.gt_1ms += s.dur > 1000000 ? 1 : 0;
+    r.wait.gt_500ms += s.dur > 500000000 ? 1 : 0;
+  });
+  r.wait.s = summarize_stream(durations(wait_), all, budget);
+  r.out_of_order = r.wait.eq_1us;
+
+  // Epochs of the preprocessed batches, kept in (idx, epoch) order for the delay join.
+  spill_log<epoch_span> pre_sorted(lim_.buffer_bytes / 2);
+  spill_log<batch_point> pre_points(lim_.buffer_bytes / 4), delay_points(lim_.buffer_bytes / 4),
+      wait_points(lim_.buffer_bytes / 4);
+  with_epochs(pre_, src, [&](const epoch_span& e) {
+    r.epochs = std::max(r.epochs, e.epoch + 1);
+    pre_sorted.push(e);
+    if (opt.keep_points) {
+      pre_points.push({e.s.idx, e.epoch, ms(e.s.dur), e.s.start, e.s.start + e.s.dur,
+                       static_cast<std::size_t>(e.s.file)});
+    }
+  });
+
+  // Batch delay = SBatchConsumed.ts - (SBatchPreprocessed.start + duration). The script does a
+  // pandas merge on batch_id; we pair the k-th occurrence of each index on both sides (epochs),
+  // which is the same for one epoch and avoids the cross product for several. Both sides come
+  // in (idx, epoch) order, so this is a merge join.
+  spill_log<std::int64_t> delay_ns(lim_.buffer_bytes / 2);
+  std::uint64_t matched = 0;
+  {
+    spill_log<epoch_span>::reader pre_rd(pre_sorted);
+    epoch_span p{};
+    bool have = pre_rd.next(p);
+    auto before = [](const epoch_span& a, const epoch_span& b) {
+      return std::tie(a.src, a.s.idx, a.epoch) < std::tie(b.src, b.s.idx, b.epoch);
+    };
+    with_epochs(consumed_, src, [&](const epoch_span& c) {
+      while (have && before(p, c)) have = pre_rd.next(p);
+      if (!have || before(c, p)) {
+        ++r.delay.unmatched_consumed;
+        return;
+      }
+      ++matched;
+      // Start and duration are <= 2^63-1 each: finish fits in uint64; the difference is taken
+      // without signed overflow and saturates at +-(2^63-1).
+      const std::uint64_t finish = p.s.start + p.s.dur;
+      const std::uint64_t k_max = static_cast<std::uint64_t>(INT64_MAX);
+      const std::int64_t d_ns =
+          c.s.start >= finish ? static_cast<std::int64_t>(std::min(c.s.start - finish, k_max))
+                              : -static_cast<std::int64_t>(std::min(finish - c.s.start, k_max));
+      const double d = static_cast<double>(d_ns) / k_ns_per_ms;
+      delay_ns.push(d_ns);
+      r.delay.lt_250ms += d < 250 ? 1 : 0;
+      r.delay.gt_500ms += d > 500 ? 1 : 0;
+      if (opt.keep_points) {
+        delay_points.push(
+            {c.s.idx, c.epoch, d, finish, c.s.start, static_cast<std::size_t>(c.s.file)});
+      }
+      have = pre_rd.next(p);
+    });
+  }
+  r.delay.unmatched_preprocessed = pre_.size() - matched;
+  r.delay.s = summarize_stream([&](auto&& f) { delay_ns.scan(f); }, all, budget);
+
+  if (opt.keep_points) {
+    with_epochs(wait_, src, [&](const epoch_span& e) {
+      wait_points.push({e.s.idx, e.epoch, ms(e.s.dur), e.s.start, e.s.start + e.s.dur,
+                        static_cast<std::size_t>(e.s.file)});
+    });
+    thinned_points(pre_points, by_epoch_then_idx, opt.max_points, r.preprocessed);
+    thinned_points(delay_points, by_epoch_then_idx, opt.max_points, r.delays);
+    thinned_points(
+        wait_points,
+        [](const batch_point& a, const batch_point& b) {
+          return std::tie(a.start_ns, a.file, a.idx) < std::tie(b.start_ns, b.file, b.idx);
+        },
+        opt.max_points, r.waits);
+  }
+  r.first_start_ns = UINT64_MAX;
+  pre_.scan([&](const span& x) { r.first_start_ns = std::min(r.first_start_ns, x.start); });
+  wait_.scan([&](const span& x) { r.first_start_ns = std::min(r.first_start_ns, x.start); });
+  if (r.first_start_ns == UINT64_MAX) r.first_start_ns = 0;
+  return r;
+}
+
+stats_result compute_stats(const trace_dir& dir, const read_options& ropt,
+                           const stats_options& sopt) {
+  stats_engine eng;
+  std::vector<std::uint32_t> sources(dir.files.size());
+  for (std::size_t i = 0; i < dir.files.size(); ++i) sources[i] = dir.files[i].source;
+  eng.set_file_sources(sources);
+  // Per directory (rank): the light sums of the rank comparison.
+  const bool per_rank = dir.sources.size() > 1;
+  std::vector<rank_stats> ranks(per_rank ? dir.sources.size() : 0);
+  std::vector<std::uint64_t> pre_ns(ranks.size()), wait_ns(ranks.size());
+  std::vector<std::uint64_t> main_first(ranks.size(), UINT64_MAX), main_last(ranks.size());
+  const std::uint64_t skipped =
+      for_each_record(dir, ropt, [&](std::size_t f, const record& rec, const batch_ref& b) {
+        const trace_file& tf = dir.files[f];
+        eng.add(f, tf.kind, rec, b);
+        if (!per_rank) return;
+        const std::uint32_t k = tf.source;
+        if (b.kind == batch_kind::preprocessed && tf.kind == file_kind::worker) {
+          ++ranks[k].batches;
+          pre_ns[k] = rec.dur_ns > UINT64_MAX - pre_ns[k] ? UINT64_MAX : pre_ns[k] + rec.dur_ns;
+        } else if (tf.kind == file_kind::main) {
+          main_first[k] = std::min(main_first[k], rec.start_ns);
+          main_last[k] = std::max(main_last[k], rec.start_ns + rec.dur_ns);
+          if (b.kind == batch_kind::wait) {
+            ++ranks[k].waits;
+            wait_ns[k] =
+                rec.dur_ns > UINT64_MAX - wait_ns[k] ? UINT64_MAX : wait_ns[k] + rec.dur_ns;
+            ranks[k].out_of_order += rec.dur_ns == 1000 ? 1 : 0;
+          }
+        }
+      });
+  stats_result r = eng.compute(sopt);
+  r.skipped_lines = skipped;
+  r.files = dir.files.size();
+  for (const auto& f : dir.files) {
+    (f.kind == file_kind::worker ? r.worker_files : r.main_files) += 1;
+  }
+  for (std::size_t k = 0; k < ranks.size(); ++k) {
+    rank_stats& x = ranks[k];
+    x.label = dir.sources[k].label;
+    x.host = dir.sources[k].host;
+    x.rank = dir.sources[k].rank;
+    x.preprocessing_ms = ms(pre_ns[k]);
+    x.preprocessing_mean_ms = x.batches ? x.preprocessing_ms / double(x.batches) : 0;
+    x.wait_ms = ms(wait_ns[k]);
+    x.main_elapsed_ms = main_first[k] < main_last[k] ? ms(main_last[k] - main_first[k]) : 0;
+  }
+  for (const auto& f : dir.files) {
+    if (per_rank && f.kind == file_kind::worker) ++ranks[f.source].worker_files;
+  }
+  r.slowest_rank = slowest_rank_of(ranks);
+  r.straggler = analyze_straggler(ranks);
+  r.ranks = std::move(ranks);
+  return r;
+}
+
+namespace {
+
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+std::string fixed1(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f", v);
+  return b;
+}
+
+}  // namespace
+
+std::optional<straggler_analysis> analyze_straggler(std::vector<rank_stats>& ranks) {
+  const auto slowest = slowest_rank_of(ranks);
+  if (!slowest || ranks.size() < 2) return std::nullopt;
+  straggler_analysis a;
+  a.rank = *slowest;
+  const rank_stats& s = ranks[a.rank];
+  std::vector<double> prep, files;
+  double others_elapsed = 0;
+  for (std::size_t k = 0; k < ranks.size(); ++k) {
+    rank_stats& x = ranks[k];
+    if (k == a.rank) continue;
+    const double lost = std::max(0.0, s.wait_per_step_ms() - x.wait_per_step_ms());
+    x.lost_to_straggler_ms = lost * double(x.waits);
+    a.lost_per_step_ms += lost;
+    a.lost_ms += x.lost_to_straggler_ms;
+    a.others_wait_share += x.wait_share();
+    others_elapsed += x.main_elapsed_ms;
+    prep.push_back(x.preprocessing_mean_ms);
+    files.push_back(double(x.worker_files));
+  }
+  const double others = double(ranks.size() - 1);
+  a.lost_per_step_ms /= others;
+  a.others_wait_share /= others;
+  a.lost_share = others_elapsed > 0 ? a.lost_ms / others_elapsed : 0;
+  const double prep_median = median_of(prep);
+  const double files_median = median_of(files);
+  a.preprocessing_ratio = prep_median > 0 ? s.preprocessing_mean_ms / prep_median : 0;
+  // Another rank on the same host that is not slow per batch rules the host out.
+  bool host_peer_fast = false;
+  for (std::size_t k = 0; k < ranks.size(); ++k) {
+    if (k != a.rank && !s.host.empty() && ranks[k].host == s.host &&
+        ranks[k].preprocessing_mean_ms * 1.2 < s.preprocessing_mean_ms) {
+      host_peer_fast = true;
+    }
+  }
+  if (double(s.worker_files) < files_median) {
+    a.cause = "workers";
+    a.advice = "give " + s.label + " as many DataLoader workers as the other ranks (it wrote " +
+               std::to_string(s.worker_files) + " worker trace files, the others " +
+               fixed1(files_median) + " in the median)";
+  } else if (a.preprocessing_ratio >= 1.2 && host_peer_fast) {
+    a.cause = "shard";
+    a.advice = "its batches take " + fixed1(a.preprocessing_ratio) +
+               "x as long to preprocess as on the other ranks, including a rank on the same "
+               "host: check its data shard (larger or slower-to-decode samples) and balance the "
+               "shards";
+  } else if (a.preprocessing_ratio >= 1.2) {
+    a.cause = "host";
+    a.advice = "its batches take " + fixed1(a.preprocessing_ratio) +
+               "x as long to preprocess as on the other ranks: check its host (other load on "
+               "its CPUs, slower storage) and its data shard, or give it more workers";
+  } else {
+    a.cause = "loader";
+    a.advice =
+        "its batches are not slower to preprocess, yet its training loop waits longer: "
+        "give it more DataLoader workers or a larger prefetch_factor";
+  }
+  return a;
+}
+
+std::optional<std::size_t> slowest_rank_of(const std::vector<rank_stats>& ranks) {
+  std::optional<std::size_t> slowest;
+  const auto key = [](const rank_stats& x) {
+    return std::make_tuple(x.wait_share(), x.wait_ms, x.preprocessing_mean_ms);
+  };
+  for (std::size_t k = 0; k < ranks.size(); ++k) {
+    if (!slowest || key(ranks[k]) > key(ranks[*slowest])) slowest = k;
+  }
+  return slowest;
+}
+
+}  // namespace lotus_tool

@@ -1,0 +1,212 @@
+// lotus — lotus-tool: the numbers of the Lotus paper and analysis scripts
+// SPDX-License-Identifier: MIT
+// In one pass and bounded memory.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "trace/record.hpp"
+#include "trace/select.hpp"
+#include "trace/trace_dir.hpp"
+#include "util/spill.hpp"
+
+namespace lotus_tool {
+
+/// Summary of a sample in milliseconds. `std` is numpy's np.std (population, ddof=0), which is
+/// what preprocessing_time_stats.py / delay_and_wait_time_stats_and_plot.py call; quantiles use
+/// linear interpolation (np.percentile / pandas.quantile default).
+struct summary {
+  std::uint64_t count = 0;
+  double sum = 0, mean = 0, std = 0, min = 0, max = 0, median = 0, p25 = 0, p75 = 0;
+  double std_pct_of_mean() const { return mean != 0 ? 100.0 * std / mean : 0.0; }
+  double iqr() const { return p75 - p25; }
+};
+
+/// Summarises values (ms); empty input gives count 0 and zeros.
+summary summarize(std::vector<double> values);
+
+/// Linear-interpolated quantile of sorted values (numpy 'linear').
+double quantile_sorted(const std::vector<double>& sorted, double q);
+
+/// Per-op row of Table II (all times in ms).
+struct op_stats {
+  std::string name;  ///< as in the trace, e.g. "SLoader"
+  std::uint64_t count = 0;
+  double mean = 0, p50 = 0, p90 = 0, p99 = 0, sum = 0;
+  double share_lt_10ms = 0, share_lt_100us = 0;  ///< fractions in [0, 1]
+};
+
+struct batch_point {
+  std::uint64_t idx = 0;
+  std::uint64_t epoch = 0;  ///< 0-based rank of this idx's occurrence in time order
+  double value_ms = 0;
+  std::uint64_t start_ns = 0;
+  std::uint64_t end_ns = 0;
+  std::size_t file = 0;  ///< index into trace_dir::files
+};
+
+struct wait_stats {
+  summary s;
+  std::uint64_t eq_1us = 0;  ///< duration == 1000 ns: the out-of-order marker
+  std::uint64_t lt_1ms = 0;  ///< duration < 1 ms (includes the markers)
+  std::uint64_t gt_1ms = 0;  ///< duration > 1 ms
+  std::uint64_t gt_500ms = 0;
+  double pct(std::uint64_t n) const { return s.count ? 100.0 * double(n) / double(s.count) : 0; }
+  /// The script's "1 us < wait time < 1 ms" share: (lt_1ms - eq_1us) / count.
+  double pct_between_1us_1ms() const { return pct(lt_1ms - eq_1us); }
+};
+
+struct delay_stats {
+  summary s;
+  std::uint64_t lt_250ms = 0, gt_500ms = 0;
+  std::uint64_t unmatched_preprocessed = 0, unmatched_consumed = 0;
+};
+
+struct stats_options {
+  bool remove_outliers = false;  ///< drop batches with time < q1 - 2*(q3 - q1), as the scripts do
+  /// Also return the batches as points (preprocessed / waits / delays), for `report`'s plots.
+  bool keep_points = false;
+  /// With keep_points: at most this many points per series, evenly strided with the last one
+  /// kept (0 = all, which costs ~48 bytes per batch record in the result).
+  std::size_t max_points = 0;
+};
+
+/// Memory knobs. The defaults bound the engine to ~24 MiB whatever the trace size; tests
+/// shrink them to run the spilling and multi-scan paths on small inputs.
+struct stats_limits {
+  std::size_t buffer_bytes = k_spill_buffer_bytes;  ///< RAM per record log before it spills
+  std::size_t select_budget_bytes = rank_selector::k_default_budget_bytes;
+};
+
+/// One trace directory (host / rank) of a multi-directory run, for the rank comparison.
+struct rank_stats {
+  std::string label;  ///< trace_source::label
+  std::string host;
+  std::optional<std::uint64_t> rank;
+  std::uint64_t batches = 0;    ///< SBatchPreprocessed records (worker files)
+  double preprocessing_ms = 0;  ///< their summed durations
+  double preprocessing_mean_ms = 0;
+  std::uint64_t waits = 0;     ///< SBatchWait records (main files)
+  double wait_ms = 0;          ///< their summed durations
+  double main_elapsed_ms = 0;  ///< main files: first record start to last record end
+  std::uint64_t out_of_order = 0;
+  std::uint64_t worker_files = 0;  ///< trace files of its workers (workers × epochs in Python)
+  /// Step time this rank loses waiting for the straggler (analyze_straggler): per step, the
+  /// straggler's mean data wait minus this rank's, summed over this rank's steps.
+  double lost_to_straggler_ms = 0;
+  /// Share of the main process's time spent waiting for data.
+  double wait_share() const { return main_elapsed_ms > 0 ? wait_ms / main_elapsed_ms : 0.0; }
+  double wait_per_step_ms() const { return waits ? wait_ms / double(waits) : 0.0; }
+};
+
+/// The straggler of a synchronous data-parallel run: every step waits for the rank whose data
+/// arrives last, so the others lose (straggler's wait per step - their own) at each step.
+struct straggler_analysis {
+  std::size_t rank = 0;            ///< index into the ranks
+  double others_wait_share = 0;    ///< mean wait share of the other ranks
+  double lost_per_step_ms = 0;     ///< mean over the other ranks
+  double lost_ms = 0;              ///< summed over the other ranks and their steps
+  double lost_share = 0;           ///< lost_ms / the other ranks' summed main-process time
+  double preprocessing_ratio = 0;  ///< its mean batch preprocessing / the others' median
+  std::string cause;               ///< "workers", "shard", "host" or "loader"
+  std::string advice;              ///< one sentence: what to change
+};
+
+/// Fills every rank's lost_to_straggler_ms and names the straggler (slowest_rank_of) and the
+/// likely cause; empty with fewer than two ranks.
+std::optional<straggler_analysis> analyze_straggler(std::vector<rank_stats>& ranks);
+
+/// The slowest of several ranks, the one rule `stats` and `report` share: the largest share of
+/// its main process's time spent waiting for data (in synchronous data-parallel training every
+/// rank then waits for it); ties by the longer wait, then the slower preprocessing. Empty: none.
+std::optional<std::size_t> slowest_rank_of(const std::vector<rank_stats>& ranks);
+
+struct stats_result {
+  std::uint64_t records = 0;
+  std::uint64_t files = 0;
+  std::uint64_t worker_files = 0, main_files = 0;
+  std::uint64_t skipped_lines = 0;
+  std::vector<op_stats> ops;  ///< sorted by name
+  summary preprocessing;      ///< after outlier removal when requested
+  summary preprocessing_before;
+  std::uint64_t outliers_removed = 0;
+  double outlier_threshold_ms = 0;
+  wait_stats wait;
+  delay_stats delay;
+  std::uint64_t out_of_order = 0;  ///< SBatchWait markers (duration exactly 1000 ns)
+  std::uint64_t queued = 0, consumed = 0;
+  std::uint64_t epochs = 0;
+  std::uint64_t first_start_ns = 0;  ///< earliest SBatchPreprocessed / SBatchWait start (0: none)
+  // With stats_options::keep_points only (thinned to max_points):
+  std::vector<batch_point> preprocessed;  ///< per batch, sorted by (epoch, idx)
+  std::vector<batch_point> waits;         ///< per SBatchWait record, in time order
+  std::vector<batch_point> delays;        ///< per matched batch, sorted by (epoch, idx)
+  // Diagnostics (not printed): whether any record log went to a temporary file, and the
+  // number of scans the exact per-op percentiles took.
+  bool spilled = false;
+  unsigned op_quantile_scans = 0;
+  // compute_stats with several directories only: one row per directory, and the index of the
+  // slowest (slowest_rank_of).
+  std::vector<rank_stats> ranks;
+  std::optional<std::size_t> slowest_rank;
+  std::optional<straggler_analysis> straggler;
+};
+
+/// Accumulates records (call add() for each) and computes everything at the end, in bounded
+/// memory: records go to spill_logs (RAM buffer, then an anonymous temp file), percentiles are
+/// exact order statistics found by rank_selector, epochs and the delay join use an external
+/// sort. Per distinct op name it keeps ~100 bytes.
+class stats_engine {
+ public:
+  explicit stats_engine(const stats_limits& lim = {});
+  void add(std::size_t file, file_kind kind, const record& r, const batch_ref& b);
+  stats_result compute(const stats_options& opt) const;
+  /// The directory (trace_file::source) of each file index: epochs and the delay join are per
+  /// directory. Without it every file is in directory 0.
+  void set_file_sources(std::vector<std::uint32_t> sources) { file_source_ = std::move(sources); }
+
+  struct span {
+    std::uint64_t idx, start, dur;
+    std::uint64_t file;
+  };
+
+ private:
+  struct op_acc {
+    std::uint64_t count = 0, lt_10ms = 0, lt_100us = 0;
+    std::uint64_t sum = 0;  // ns; overflows only after 584 years of spans
+    std::uint64_t min = UINT64_MAX, max = 0;
+  };
+  struct op_small {  // the usual record: an op and a duration < 2^32 ns (4.29 s)
+    std::uint32_t op, dur;
+  };
+  struct op_big {
+    std::uint64_t op, dur;
+  };
+  std::size_t op_index(std::string_view name);
+
+  stats_limits lim_;
+  std::deque<std::string> names_;
+  std::unordered_map<std::string_view, std::size_t> index_;
+  struct cache_slot {
+    std::size_t op = SIZE_MAX;
+  };
+  cache_slot cache_[64];
+  std::vector<op_acc> ops_;
+  spill_log<op_small> op_log_;
+  spill_log<op_big> op_big_log_;
+  spill_log<span> pre_, wait_, consumed_;
+  std::uint64_t records_ = 0, queued_ = 0;
+  std::vector<std::uint32_t> file_source_;
+};
+
+/// Convenience: stream a whole directory through a stats_engine.
+stats_result compute_stats(const trace_dir& dir, const read_options& ropt,
+                           const stats_options& sopt);
+
+}  // namespace lotus_tool

@@ -1,0 +1,251 @@
+// lotus — lotus-tool: finding the files of a Lotus trace directory and reading sidecar metadata
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <cstdint>
+#include <istream>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "trace/line_reader.hpp"
+#include "trace/record.hpp"
+#include "trace/trace_name.hpp"
+
+namespace lotus_tool {
+
+/// `<prefix>_worker_pid_<id>` or `<prefix>_main_pid_<id>`, or a fresh variant
+/// `<prefix>_worker_pid_r<k>_<id>` (the library's name when the plain one was taken).
+struct trace_file {
+  std::string
+      name;  ///< (the prefix is the directory's: trace_dir::prefix); path: trace_dir::path_of
+  // Owner, from the sidecars (see attribute_files): the writer process and its host.
+  std::string host;          ///< that sidecar's host; empty when unknown
+  std::uint64_t id = 0;      ///< the writer's thread id
+  std::uint64_t pid = 0;     ///< the pid of the sidecar naming thread `id`; else `id`
+  unsigned rev = 0;          ///< k of a fresh name `_r<k>_`; 0 for the plain name
+  std::uint32_t source = 0;  ///< index into trace_dir::sources (the directory it came from)
+  file_kind kind = file_kind::worker;
+  bool ambiguous = false;  ///< thread `id` is named by sidecars of several hosts (reused ids)
+};
+// (Members ordered for size: 100k files must fit in a few MB.)
+
+/// One trace directory given on the command line: one host or rank of a multi-node run.
+struct trace_source {
+  std::string path;
+  std::string label;  ///< "<host> · rank <r>" from its sidecars, else the directory's name
+  std::string host;   ///< the sidecars' host when they name exactly one
+  std::optional<std::uint64_t> rank;  ///< the sidecars' rank when they name exactly one
+};
+
+/// From a `thread <tid> <name>` line of a sidecar.
+struct thread_meta {
+  std::uint64_t pid = 0;
+  std::string host;
+  std::string name;
+};
+
+/// (pid, host) of a process: pids are unique per host only. host is empty when unknown (a
+/// sidecar without a `host` line, or no sidecar).
+using process_key = std::pair<std::uint64_t, std::string>;
+
+/// A `clocksync <start|exit> <realtime_ns> <monotonic_ns> <state> <status> <maxerror_us>
+/// <esterror_us>` line: a clock pair and the kernel's NTP state (adjtimex) at that moment.
+struct clock_sample {
+  bool have = false;
+  std::uint64_t realtime_ns = 0, monotonic_ns = 0;
+  std::int64_t state = -1;  ///< adjtimex's return: TIME_OK 0 ... TIME_ERROR 5; -1: call failed
+  std::int64_t status = 0, maxerror_us = 0, esterror_us = 0;
+  /// The kernel says the clock is synchronized: the call worked, the state is not TIME_ERROR
+  /// and STA_UNSYNC is clear.
+  bool synchronized() const { return have && state >= 0 && state != 5 && (status & 0x40) == 0; }
+};
+
+/// From one `.<prefix>.lotus-meta_<pid>` sidecar (or several with the same pid and host: a
+/// reused directory; their stats are summed).
+struct process_meta {
+  std::uint64_t pid = 0;
+  std::uint64_t ppid = 0;
+  std::string host;
+  std::optional<std::uint64_t> rank, local_rank, world_size;
+  std::string version;
+  std::string clock;
+  clock_sample clock_start, clock_exit;  ///< `clocksync start` / the last `clocksync exit`
+  bool has_stats = false;
+  std::uint64_t recorded = 0, written = 0, dropped = 0, sanitized = 0;
+  std::vector<std::string> sidecars;  ///< labels (paths) of the sidecars read
+};
+
+struct trace_dir {
+  std::string path;
+  std::string prefix;
+  std::vector<trace_file> files;  ///< sorted by (kind, id, rev): deterministic output
+  /// tid -> every sidecar `thread` line naming it, in sidecar order (several: a reused directory,
+  /// or thread ids reused across hosts).
+  std::map<std::uint64_t, std::vector<thread_meta>> threads;
+  std::map<process_key, process_meta> processes;
+  /// trace file name -> the process whose sidecar lists it in a `file <name>` line (exact owner).
+  std::map<std::string, process_key> file_owner;
+  std::vector<std::string> warnings;  ///< unreadable/odd sidecar lines (never fatal)
+  std::vector<trace_source> sources;  ///< the directories read (one unless several given)
+
+  /// The sidecar line that owns thread `tid` (the last one read), or nullptr.
+  const thread_meta* thread(std::uint64_t tid) const;
+  /// The same among the lines of `host` (several directories may reuse thread ids); falls
+  /// back to thread(tid).
+  const thread_meta* thread(std::uint64_t tid, const std::string& host) const;
+  /// Process id of a file's writer: the sidecar's mapping, else the id from the file name.
+  std::uint64_t pid_of(std::uint64_t tid) const;
+  /// The distinct non-empty hosts of the sidecars, sorted.
+  std::vector<std::string> hosts() const;
+  /// A file's path: its directory (sources[f.source]) and its name. Built on demand rather than
+  /// stored: with 100k files a stored path was 6 MB.
+  std::string path_of(const trace_file& f) const;
+};
+
+// parse_trace_file_name (prefix/kind/id/rev of a file name) is in trace_name.hpp.
+
+/// Lists the trace files of `dir` (not recursive). `prefix` empty = auto-detect (must be unique).
+/// Throws tool_error: exit_io (missing/unreadable dir, no trace files, prefix not found),
+/// exit_usage (several prefixes and none chosen).
+trace_dir scan_trace_dir(const std::string& dir, const std::string& prefix);
+
+/// Several trace directories (one per host or rank) as one trace: files keep their directory
+/// (trace_file::source), processes of different directories are never merged (a directory
+/// whose sidecars name no host, or a host that several directories name, is told apart by
+/// the directory's name), and each directory is labelled by its sidecars' host and rank, else
+/// its name. Clocks of different hosts are taken as synchronized (NTP/PTP). Each directory
+/// detects its own prefix when `prefix` is empty. One directory: scan_trace_dir.
+trace_dir scan_trace_dirs(const std::vector<std::string>& dirs, const std::string& prefix);
+
+/// What the sidecars of one host say about its clock.
+struct host_clock {
+  std::string host;
+  std::uint64_t processes = 0;  ///< processes of that host with a `clocksync` line
+  bool synchronized = false;    ///< every sample of the host: NTP-synchronized
+  /// The largest maxerror the kernel reported (µs): how far CLOCK_REALTIME may be from true time.
+  std::int64_t error_bound_us = 0;
+  /// The largest change of CLOCK_REALTIME against CLOCK_MONOTONIC between a process's start and
+  /// exit samples (ns, absolute): steps and slewing during the run.
+  std::uint64_t realtime_adjusted_ns = 0;
+};
+
+/// Per host with `clocksync` lines, sorted by host. Hosts without them are not listed.
+std::vector<host_clock> host_clocks(const trace_dir& dir);
+
+/// The bound (µs) within which times of two different hosts can be compared: the sum of the two
+/// largest host bounds plus the largest adjustment seen. Empty with fewer than two hosts that
+/// have clock lines, or when a host is not synchronized (nothing can be vouched for).
+std::optional<double> cross_host_bound_us(const std::vector<host_clock>& clocks);
+
+/// With two hosts or more on one time axis (viz, report), reports once (a note) within what bound
+/// their times compare, from the sidecars' clocksync lines (or that nothing can be vouched for).
+void warn_cross_host_clocks(const trace_dir& dir);
+/// That sentence (without "note: "); empty with fewer than two hosts.
+std::string cross_host_clock_note(const trace_dir& dir);
+
+/// Which records a command looks at (--epoch, --from/--to, --ops); the default keeps all.
+struct record_filter {
+  std::uint64_t lo_ns = 0, hi_ns = UINT64_MAX;  ///< record start in [lo_ns, hi_ns]
+  /// Op names (with the leading 'S') to keep; empty = every op. Batch records always pass.
+  std::vector<std::string> ops;
+  /// --epoch: the batch records of that epoch, (kind, source, idx, start) sorted; others of
+  /// the kinds that have epochs are dropped whatever their time.
+  bool by_epoch = false;
+  std::vector<std::tuple<std::uint8_t, std::uint32_t, std::uint64_t, std::uint64_t>> epoch_batches;
+  std::string description;  ///< "epoch 1", "12.5 s to 20 s", "ops Loader, Normalize"
+  bool active() const { return lo_ns != 0 || hi_ns != UINT64_MAX || !ops.empty() || by_epoch; }
+  bool keep(std::uint32_t source, const record& r, const batch_ref& b) const;
+};
+
+/// The window options of viz, stats and report.
+struct window_options {
+  std::optional<std::uint64_t> epoch;  ///< 0-based, as the `epoch` of viz's args
+  std::optional<double> from_s, to_s;  ///< seconds from the first record of the trace
+  std::vector<std::string> ops;        ///< op names, with or without the leading 'S'
+};
+
+/// Resolves window options against the trace (one light pass over every file when --epoch or
+/// --from/--to are given). Throws tool_error(exit_usage) for an empty or inverted window and
+/// tool_error(exit_invalid) for an epoch the trace does not have.
+record_filter make_filter(const trace_dir& dir, const window_options& w);
+/// Parses one sidecar; unknown keys are ignored, malformed lines become warnings. Bounded: lines
+/// over 64 KiB and `thread`/`file` lines beyond 65536 are counted in a warning and ignored.
+void parse_sidecar(std::istream& in, const std::string& file_label, trace_dir& out);
+/// The same, streamed from a file (memory does not grow with its size).
+void parse_sidecar_file(const std::string& path, trace_dir& out);
+
+/// Sets each file's owner (pid, host, ambiguous) from the sidecars read into `dir`, and adds a
+/// warning when hosts reuse pids or thread ids. scan_trace_dir calls it.
+///
+/// A file listed by a sidecar's `file <name>` line belongs to that sidecar's process. Otherwise
+/// (sidecars of older versions) a file of thread `tid` belongs to the process whose sidecar names
+/// `tid`. When sidecars of several hosts name the same tid, nothing in the file tells which host
+/// wrote it: the file is `ambiguous`, and commands show it apart (its own row) rather than merge it
+/// with another host's thread. Sidecars of one host naming the same tid (a directory reused by a
+/// later run) are not ambiguous: the last one read owns the thread.
+void attribute_files(trace_dir& dir);
+
+/// How commands treat malformed lines: stop at the first one (default) or skip and count.
+struct read_options {
+  bool skip_invalid = false;
+  const record_filter* filter = nullptr;  ///< records it rejects are not passed to fn
+  bool warn_empty = true;  ///< print "warning: <file>: empty trace file" for a file without lines
+};
+
+/// Streams every record of every file to `fn(file_index, record, batch_ref)`, or to
+/// `fn(file_index, record, batch_ref, line_number)` when fn takes four arguments. Strict mode
+/// throws tool_error(exit_invalid) with `file:line: reason` on the first malformed line; skip
+/// mode returns the number skipped. A template so the per-record call inlines.
+template <class F>
+std::uint64_t for_each_record(const trace_dir& dir, const read_options& opt, F&& fn);
+
+/// Reports `warning: <path>: empty trace file (no records)` (util/diag.hpp).
+void warn_empty_file(const std::string& path);
+
+/// Throws tool_error(exit_invalid): `path:line: why (run 'lotus-tool check' ...)`.
+[[noreturn]] void throw_bad_line(const std::string& path, std::uint64_t line, const char* why);
+
+/// Validates one line as `check` does (format + batch index). Returns nullptr or a reason.
+const char* validate_line(std::string_view text, bool has_newline, bool too_long, record& rec,
+                          batch_ref& batch) noexcept;
+
+template <class F>
+std::uint64_t for_each_record(const trace_dir& dir, const read_options& opt, F&& fn) {
+  std::uint64_t skipped = 0;
+  for (std::size_t i = 0; i < dir.files.size(); ++i) {
+    const std::string path = dir.path_of(dir.files[i]);
+    line_reader reader(path);
+    line_reader::line ln;
+    record rec;
+    batch_ref batch;
+    bool any = false;
+    while (reader.next(ln)) {
+      any = true;
+      const char* why = validate_line(ln.text, ln.has_newline, ln.too_long, rec, batch);
+      if (why != nullptr) {
+        if (opt.skip_invalid) {
+          ++skipped;
+          continue;
+        }
+        throw_bad_line(path, ln.number, why);
+      }
+      if (opt.filter != nullptr && !opt.filter->keep(dir.files[i].source, rec, batch)) continue;
+      if constexpr (std::is_invocable_v<F&, std::size_t, const record&, const batch_ref&,
+                                        std::uint64_t>) {
+        fn(i, rec, batch, ln.number);
+      } else {
+        fn(i, rec, batch);
+      }
+    }
+    if (!any && opt.warn_empty) warn_empty_file(path);
+  }
+  return skipped;
+}
+
+}  // namespace lotus_tool
