@@ -4,25 +4,25 @@
 #pragma once
 // ---- begin lotus/lotus.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_LOTUS_HPP
-#  define LOTUS_AMALGAMATED_LOTUS_LOTUS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_LOTUS_HPP
 // lotus — umbrella header: LotusTrace/LotusMap instrumentation for C++ preprocessing pipelines
 // SPDX-License-Identifier: MIT
 
 // ---- begin lotus/collector.hpp ----
-#  ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTOR_HPP
-#    define LOTUS_AMALGAMATED_LOTUS_COLLECTOR_HPP
+#ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTOR_HPP
+#define LOTUS_AMALGAMATED_LOTUS_COLLECTOR_HPP
 // lotus — vendor-neutral collector control: resume/pause/detach perf, Callgrind, VTune (ITT), uProf
 // SPDX-License-Identifier: MIT
 
 // ---- begin lotus/collector_kind.hpp ----
-#    ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTOR_KIND_HPP
-#      define LOTUS_AMALGAMATED_LOTUS_COLLECTOR_KIND_HPP
+#ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTOR_KIND_HPP
+#define LOTUS_AMALGAMATED_LOTUS_COLLECTOR_KIND_HPP
 // lotus — the collectors lotus drives, one enum for the library and lotus-tool
 // SPDX-License-Identifier: MIT
 
 // ---- begin lotus/config.hpp ----
-#      ifndef LOTUS_AMALGAMATED_LOTUS_CONFIG_HPP
-#        define LOTUS_AMALGAMATED_LOTUS_CONFIG_HPP
+#ifndef LOTUS_AMALGAMATED_LOTUS_CONFIG_HPP
+#define LOTUS_AMALGAMATED_LOTUS_CONFIG_HPP
 // lotus — compile-time configuration: LOTUS_DISABLE and tunable defaults
 // SPDX-License-Identifier: MIT
 
@@ -31,28 +31,28 @@
 //
 // The public API lives in an inline namespace whose name depends on LOTUS_DISABLE, so enabled and
 // disabled translation units can be linked into one program without ODR violations.
-#        ifdef LOTUS_DISABLE
-#          define LOTUS_DETAIL_ABI v0_disabled
-#        else
-#          define LOTUS_DETAIL_ABI v0
-#        endif
+#ifdef LOTUS_DISABLE
+#  define LOTUS_DETAIL_ABI v0_disabled
+#else
+#  define LOTUS_DETAIL_ABI v0
+#endif
 
 /// Default per-thread ring capacity in events (32 bytes each); LOTUS_RING_CAPACITY overrides.
-#        ifndef LOTUS_DEFAULT_RING_CAPACITY
-#          define LOTUS_DEFAULT_RING_CAPACITY 32768
-#        endif
+#ifndef LOTUS_DEFAULT_RING_CAPACITY
+#  define LOTUS_DEFAULT_RING_CAPACITY 32768
+#endif
 
 /// Default writer flush interval in milliseconds; LOTUS_FLUSH_INTERVAL_MS overrides.
-#        ifndef LOTUS_DEFAULT_FLUSH_INTERVAL_MS
-#          define LOTUS_DEFAULT_FLUSH_INTERVAL_MS 100
-#        endif
+#ifndef LOTUS_DEFAULT_FLUSH_INTERVAL_MS
+#  define LOTUS_DEFAULT_FLUSH_INTERVAL_MS 100
+#endif
 
 /// Internal assertion, overridable (nlohmann JSON_ASSERT style).
-#        ifndef LOTUS_ASSERT
-#          include <cassert>  // assert
-#          define LOTUS_ASSERT(x) assert(x)
-#        endif
-#      endif  // LOTUS_AMALGAMATED_LOTUS_CONFIG_HPP
+#ifndef LOTUS_ASSERT
+#  include <cassert>  // assert
+#  define LOTUS_ASSERT(x) assert(x)
+#endif
+#endif  // LOTUS_AMALGAMATED_LOTUS_CONFIG_HPP
 // ---- end lotus/config.hpp ----
 
 namespace lotus {
@@ -81,91 +81,92 @@ constexpr const char* tool_name(kind k) noexcept {
 }  // namespace collector
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#    endif  // LOTUS_AMALGAMATED_LOTUS_COLLECTOR_KIND_HPP
+#endif  // LOTUS_AMALGAMATED_LOTUS_COLLECTOR_KIND_HPP
 // ---- end lotus/collector_kind.hpp ----
 // ---- begin lotus/detail/platform.hpp ----
-#    ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_PLATFORM_HPP
-#      define LOTUS_AMALGAMATED_LOTUS_DETAIL_PLATFORM_HPP
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_PLATFORM_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_PLATFORM_HPP
 // lotus — compiler and OS detection helpers (internal)
 // SPDX-License-Identifier: MIT
 
-#      if defined(__GNUC__) || defined(__clang__)
-#        define LOTUS_DETAIL_FORCE_INLINE inline __attribute__((always_inline))
-#        define LOTUS_DETAIL_NOINLINE __attribute__((noinline))
+#if defined(__GNUC__) || defined(__clang__)
+#  define LOTUS_DETAIL_FORCE_INLINE inline __attribute__((always_inline))
+#  define LOTUS_DETAIL_NOINLINE __attribute__((noinline))
 // Rarely run runtime code (setup, errors, fork, file creation): optimized for size, and kept out
 // of the way of the code around it (a hint, not an optimizer setting).
-#        define LOTUS_DETAIL_COLD __attribute__((cold))
-#        define LOTUS_DETAIL_LIKELY(x) __builtin_expect(!!(x), 1)
-#        define LOTUS_DETAIL_UNLIKELY(x) __builtin_expect(!!(x), 0)
-#      else
-#        define LOTUS_DETAIL_FORCE_INLINE inline
-#        define LOTUS_DETAIL_NOINLINE
-#        define LOTUS_DETAIL_COLD
-#        define LOTUS_DETAIL_LIKELY(x) (x)
-#        define LOTUS_DETAIL_UNLIKELY(x) (x)
-#      endif
+#  define LOTUS_DETAIL_COLD __attribute__((cold))
+#  define LOTUS_DETAIL_LIKELY(x) __builtin_expect(!!(x), 1)
+#  define LOTUS_DETAIL_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#  define LOTUS_DETAIL_FORCE_INLINE inline
+#  define LOTUS_DETAIL_NOINLINE
+#  define LOTUS_DETAIL_COLD
+#  define LOTUS_DETAIL_LIKELY(x) (x)
+#  define LOTUS_DETAIL_UNLIKELY(x) (x)
+#endif
 
-#      if defined(__x86_64__) || defined(__i386__)
-#        define LOTUS_DETAIL_X86 1
-#      else
-#        define LOTUS_DETAIL_X86 0
-#      endif
+#if defined(__x86_64__) || defined(__i386__)
+#  define LOTUS_DETAIL_X86 1
+#else
+#  define LOTUS_DETAIL_X86 0
+#endif
 
-#      if !defined(__linux__)
-#        error \
-            "lotus needs Linux (gettid, pipe2, sigtimedwait, /proc); other POSIX systems are not supported"
-#      endif
+#if !defined(__linux__)
+#  error \
+      "lotus needs Linux (gettid, pipe2, sigtimedwait, /proc); other POSIX systems are not supported"
+#endif
 
 // Cold entry points of the runtime: `inline` in the default header-only mode; with
 // LOTUS_COMPILED_LIB they are ordinary functions compiled once, in the TU that includes
 // <lotus/src.hpp> (CMake target lotus::lotus_compiled).
-#      if defined(LOTUS_COMPILED_LIB)
-#        define LOTUS_DETAIL_API
-#      else
-#        define LOTUS_DETAIL_API inline
-#      endif
-#    endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_PLATFORM_HPP
+#if defined(LOTUS_COMPILED_LIB)
+#  define LOTUS_DETAIL_API
+#else
+#  define LOTUS_DETAIL_API inline
+#endif
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_PLATFORM_HPP
 // ---- end lotus/detail/platform.hpp ----
 
-#    ifndef LOTUS_DISABLE
-#      include <atomic>   // atomic
-#      include <cerrno>   // errno
-#      include <cstring>  // strcmp
-#      include <mutex>    // mutex, lock_guard
+#ifndef LOTUS_DISABLE
+#  include <atomic>   // atomic
+#  include <cerrno>   // errno
+#  include <cstring>  // strcmp
+#  include <mutex>    // mutex, lock_guard
 
 // ---- begin lotus/detail/collector_amd.hpp ----
-#      ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_AMD_HPP
-#        define LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_AMD_HPP
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_AMD_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_AMD_HPP
 // lotus — AMD uProf backend: dlopen of libAMDProfileController.so, 4.x and 5.x entry points
 // SPDX-License-Identifier: MIT
 
-#        include <dlfcn.h>  // dlopen, dlsym
-#        include <glob.h>   // glob
+#include <dlfcn.h>  // dlopen, dlsym
+#include <glob.h>   // glob
 
 // ---- begin lotus/detail/collector_common.hpp ----
-#        ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_COMMON_HPP
-#          define LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_COMMON_HPP
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_COMMON_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_COMMON_HPP
 // lotus — shared pieces of the collector backends: backend table, their message, env helpers
 // SPDX-License-Identifier: MIT
 
-#          include <atomic>   // atomic
-#          include <cstdarg>  // va_list
-#          include <cstdint>  // uint64_t
-#          include <cstdio>   // vsnprintf
-#          include <cstring>  // memcpy
+#include <atomic>   // atomic
+#include <cstdarg>  // va_list
+#include <cstdint>  // uint64_t
+#include <cstdio>   // vsnprintf
+#include <cstring>  // memcpy
 
 // ---- begin lotus/detail/diagnostics.hpp ----
-#          ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_DIAGNOSTICS_HPP
-#            define LOTUS_AMALGAMATED_LOTUS_DETAIL_DIAGNOSTICS_HPP
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_DIAGNOSTICS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_DIAGNOSTICS_HPP
 // lotus — the one diagnostics sink: `lotus: ...` on stderr, once per topic (internal)
 // SPDX-License-Identifier: MIT
 
-#            include <errno.h>   // errno
-#            include <unistd.h>  // write
+#include <errno.h>   // errno
+#include <unistd.h>  // write
 
-#            include <atomic>   // atomic
-#            include <cstdarg>  // va_list
-#            include <cstdio>   // vsnprintf
+#include <atomic>   // atomic
+#include <cstdarg>  // va_list
+#include <cstdio>   // vsnprintf
+
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -216,9 +217,9 @@ LOTUS_DETAIL_COLD inline void diag_vprint(const char* format, va_list args) noex
 }
 
 /// Print once per process for `t`; returns whether this call printed.
-#            if defined(__GNUC__) || defined(__clang__)
+#if defined(__GNUC__) || defined(__clang__)
 __attribute__((format(printf, 2, 3)))
-#            endif
+#endif
 inline bool
 diag(topic t, const char* format, ...) noexcept {
   if (g_topic_said[static_cast<unsigned>(t)].exchange(true, std::memory_order_relaxed))
@@ -232,9 +233,9 @@ diag(topic t, const char* format, ...) noexcept {
 
 /// A bad configuration value. Every variable is read once per process, so each bad one is
 /// reported once (these do not share a once-flag: two bad variables give two lines).
-#            if defined(__GNUC__) || defined(__clang__)
+#if defined(__GNUC__) || defined(__clang__)
 __attribute__((format(printf, 1, 2)))
-#            endif
+#endif
 inline void
 diag_config(const char* format, ...) noexcept {
   va_list args;
@@ -246,18 +247,19 @@ diag_config(const char* format, ...) noexcept {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#          endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_DIAGNOSTICS_HPP
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_DIAGNOSTICS_HPP
 // ---- end lotus/detail/diagnostics.hpp ----
 // ---- begin lotus/detail/env.hpp ----
-#          ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_ENV_HPP
-#            define LOTUS_AMALGAMATED_LOTUS_DETAIL_ENV_HPP
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_ENV_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_ENV_HPP
 // lotus — the typed environment parser shared by the runtime, collectors and map regions (internal)
 // SPDX-License-Identifier: MIT
 
-#            include <cstdint>      // uint64_t
-#            include <cstdlib>      // getenv
-#            include <cstring>      // strcmp, strlen
-#            include <string_view>  // string_view
+#include <cstdint>      // uint64_t
+#include <cstdlib>      // getenv
+#include <cstring>      // strcmp, strlen
+#include <string_view>  // string_view
+
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -335,7 +337,7 @@ inline bool has_control_char(std::string_view s) noexcept {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#          endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_ENV_HPP
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_ENV_HPP
 // ---- end lotus/detail/env.hpp ----
 
 namespace lotus {
@@ -354,9 +356,9 @@ struct collector_backend {
 
 /// Absent collectors are silent; a collector that was asked for and fails gets exactly one line
 /// on stderr (diagnostics topic `collector`), then control is off.
-#          if defined(__GNUC__) || defined(__clang__)
+#if defined(__GNUC__) || defined(__clang__)
 __attribute__((format(printf, 1, 2)))
-#          endif
+#endif
 inline void
 collector_message(const char* format, ...) noexcept {
   if (g_topic_said[static_cast<unsigned>(topic::collector)].exchange(true,
@@ -394,7 +396,7 @@ inline Fn collector_fn_cast(void* symbol) noexcept {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#        endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_COMMON_HPP
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_COMMON_HPP
 // ---- end lotus/detail/collector_common.hpp ----
 
 namespace lotus {
@@ -514,24 +516,24 @@ inline const collector_backend* amd_backend(bool explicit_choice) noexcept {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#      endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_AMD_HPP
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_AMD_HPP
 // ---- end lotus/detail/collector_amd.hpp ----
 // ---- begin lotus/detail/collector_callgrind.hpp ----
-#      ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_CALLGRIND_HPP
-#        define LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_CALLGRIND_HPP
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_CALLGRIND_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_CALLGRIND_HPP
 // lotus — Callgrind backend: Valgrind client requests, issued through the amd64 magic sequence
 // SPDX-License-Identifier: MIT
 
-#        include <cstdint>  // uintptr_t
-#        include <cstring>  // strstr, strncmp
+#include <cstdint>  // uintptr_t
+#include <cstring>  // strstr, strncmp
 
-#        if !(defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))) && \
-            defined(__has_include)
-#          if __has_include(<valgrind/valgrind.h>)
-#            include <valgrind/valgrind.h>
-#            define LOTUS_DETAIL_HAVE_VALGRIND_H 1
-#          endif
-#        endif
+
+#if !(defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))) && defined(__has_include)
+#  if __has_include(<valgrind/valgrind.h>)
+#    include <valgrind/valgrind.h>
+#    define LOTUS_DETAIL_HAVE_VALGRIND_H 1
+#  endif
+#endif
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -554,7 +556,7 @@ enum : std::uintptr_t {
 /// answer comes back in %rdx.
 inline std::uintptr_t valgrind_request(std::uintptr_t fallback, std::uintptr_t request,
                                        std::uintptr_t arg1 = 0, std::uintptr_t arg2 = 0) noexcept {
-#        if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   volatile std::uintptr_t block[6] = {request, arg1, arg2, 0, 0, 0};
   std::uintptr_t result;
   __asm__ volatile(
@@ -567,15 +569,15 @@ inline std::uintptr_t valgrind_request(std::uintptr_t fallback, std::uintptr_t r
       : "a"(&block[0]), "0"(fallback)
       : "cc", "memory");
   return result;
-#        elif defined(LOTUS_DETAIL_HAVE_VALGRIND_H)
+#elif defined(LOTUS_DETAIL_HAVE_VALGRIND_H)
   return static_cast<std::uintptr_t>(
       VALGRIND_DO_CLIENT_REQUEST_EXPR(fallback, request, arg1, arg2, 0, 0, 0));
-#        else
+#else
   static_cast<void>(request);
   static_cast<void>(arg1);
   static_cast<void>(arg2);
   return fallback;  // no client-request support on this target: never "under Valgrind"
-#        endif
+#endif
 }
 
 inline bool running_on_valgrind() noexcept {
@@ -633,18 +635,19 @@ inline const collector_backend* callgrind_backend(bool explicit_choice) noexcept
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#      endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_CALLGRIND_HPP
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_CALLGRIND_HPP
 // ---- end lotus/detail/collector_callgrind.hpp ----
 // ---- begin lotus/detail/collector_itt.hpp ----
-#      ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_ITT_HPP
-#        define LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_ITT_HPP
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_ITT_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_ITT_HPP
 // lotus — Intel VTune backend: the ITT `__itt_api_init` handshake with our own mirror of the ABI
 // SPDX-License-Identifier: MIT
 
-#        include <dlfcn.h>    // dlopen, dlsym
-#        include <pthread.h>  // pthread_mutex_t
+#include <dlfcn.h>    // dlopen, dlsym
+#include <pthread.h>  // pthread_mutex_t
 
-#        include <cstddef>  // offsetof
+#include <cstddef>  // offsetof
+
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -686,7 +689,7 @@ struct itt_global {
   void* counter_metadata_list;
 };
 
-#        if defined(__x86_64__) && defined(__linux__)
+#if defined(__x86_64__) && defined(__linux__)
 static_assert(sizeof(itt_api_info) == 40, "__itt_api_info layout");
 static_assert(offsetof(itt_global, version_major) == 8, "__itt_global layout");
 static_assert(offsetof(itt_global, api_initialized) == 32, "__itt_global layout");
@@ -699,7 +702,7 @@ static_assert(offsetof(itt_global, counter_list) == 168, "__itt_global layout");
 static_assert(offsetof(itt_global, ipt_collect_events) == 176, "__itt_global layout");
 static_assert(offsetof(itt_global, counter_metadata_list) == 192, "__itt_global layout");
 static_assert(sizeof(itt_global) == 200, "__itt_global layout");
-#        endif
+#endif
 
 enum : int {
   itt_group_legacy = 1 << 0,
@@ -830,26 +833,27 @@ inline const collector_backend* itt_backend() noexcept {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#      endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_ITT_HPP
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_ITT_HPP
 // ---- end lotus/detail/collector_itt.hpp ----
 // ---- begin lotus/detail/collector_perf.hpp ----
-#      ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_PERF_HPP
-#        define LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_PERF_HPP
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_PERF_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_PERF_HPP
 // lotus — Linux perf backend (internal)
 // SPDX-License-Identifier: MIT
 // `enable`/`disable` over the `perf record --control=fifo:CTL,ACK` FIFOs.
 
-#        include <fcntl.h>     // open
-#        include <poll.h>      // poll
-#        include <pthread.h>   // pthread_sigmask
-#        include <signal.h>    // sigset_t, sigtimedwait
-#        include <sys/stat.h>  // fstat, S_ISFIFO
-#        include <time.h>      // clock_gettime, nanosleep
-#        include <unistd.h>    // write, read, close
+#include <fcntl.h>     // open
+#include <poll.h>      // poll
+#include <pthread.h>   // pthread_sigmask
+#include <signal.h>    // sigset_t, sigtimedwait
+#include <sys/stat.h>  // fstat, S_ISFIFO
+#include <time.h>      // clock_gettime, nanosleep
+#include <unistd.h>    // write, read, close
 
-#        include <cerrno>   // errno
-#        include <cstdio>   // fprintf
-#        include <cstring>  // memcmp, memcpy, strerror, strlen
+#include <cerrno>   // errno
+#include <cstdio>   // fprintf
+#include <cstring>  // memcmp, memcpy, strerror, strlen
+
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -1119,14 +1123,14 @@ inline const collector_backend* perf_backend() noexcept {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#      endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_PERF_HPP
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_PERF_HPP
 // ---- end lotus/detail/collector_perf.hpp ----
-#    endif
+#endif
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 
-#    ifndef LOTUS_DISABLE
+#ifndef LOTUS_DISABLE
 namespace detail {
 
 enum : int { collector_unknown = 0, collector_off = 1, collector_on = 2 };
@@ -1309,7 +1313,7 @@ inline kind attached() noexcept {
 /// Current process-wide nesting depth of resume() calls.
 inline int depth() noexcept { return detail::collector_depth.load(std::memory_order_relaxed); }
 
-#    else  // LOTUS_DISABLE: the same API, doing nothing.
+#else  // LOTUS_DISABLE: the same API, doing nothing.
 
 namespace collector {
 inline void initialize() noexcept {}
@@ -1320,7 +1324,7 @@ inline void pause_region(const char*) noexcept {}
 inline void detach() noexcept {}
 inline kind attached() noexcept { return kind::none; }
 inline int depth() noexcept { return 0; }
-#    endif
+#endif
 
 /// "none", "perf", "itt", "amd" or "callgrind".
 inline const char* to_string(kind k) noexcept {
@@ -1342,54 +1346,55 @@ inline const char* to_string(kind k) noexcept {
 }  // namespace collector
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#  endif  // LOTUS_AMALGAMATED_LOTUS_COLLECTOR_HPP
+#endif  // LOTUS_AMALGAMATED_LOTUS_COLLECTOR_HPP
 // ---- end lotus/collector.hpp ----
 // ---- begin lotus/macros.hpp ----
-#  ifndef LOTUS_AMALGAMATED_LOTUS_MACROS_HPP
-#    define LOTUS_AMALGAMATED_LOTUS_MACROS_HPP
+#ifndef LOTUS_AMALGAMATED_LOTUS_MACROS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_MACROS_HPP
 // lotus — every public LOTUS_* macro, enabled and disabled forms side by side
 // SPDX-License-Identifier: MIT
 
 // ---- begin lotus/detail/preprocessor.hpp ----
-#    ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_PREPROCESSOR_HPP
-#      define LOTUS_AMALGAMATED_LOTUS_DETAIL_PREPROCESSOR_HPP
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_PREPROCESSOR_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_PREPROCESSOR_HPP
 // lotus — preprocessor helpers (internal)
 // SPDX-License-Identifier: MIT
 
-#      define LOTUS_DETAIL_CONCAT_IMPL(a, b) a##b
-#      define LOTUS_DETAIL_CONCAT(a, b) LOTUS_DETAIL_CONCAT_IMPL(a, b)
-#      ifdef __COUNTER__
-#        define LOTUS_DETAIL_UNIQUE(prefix) LOTUS_DETAIL_CONCAT(prefix, __COUNTER__)
-#      else
-#        define LOTUS_DETAIL_UNIQUE(prefix) LOTUS_DETAIL_CONCAT(prefix, __LINE__)
-#      endif
-#    endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_PREPROCESSOR_HPP
+#define LOTUS_DETAIL_CONCAT_IMPL(a, b) a##b
+#define LOTUS_DETAIL_CONCAT(a, b) LOTUS_DETAIL_CONCAT_IMPL(a, b)
+#ifdef __COUNTER__
+#  define LOTUS_DETAIL_UNIQUE(prefix) LOTUS_DETAIL_CONCAT(prefix, __COUNTER__)
+#else
+#  define LOTUS_DETAIL_UNIQUE(prefix) LOTUS_DETAIL_CONCAT(prefix, __LINE__)
+#endif
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_PREPROCESSOR_HPP
 // ---- end lotus/detail/preprocessor.hpp ----
 // ---- begin lotus/map_region.hpp ----
-#    ifndef LOTUS_AMALGAMATED_LOTUS_MAP_REGION_HPP
-#      define LOTUS_AMALGAMATED_LOTUS_MAP_REGION_HPP
+#ifndef LOTUS_AMALGAMATED_LOTUS_MAP_REGION_HPP
+#define LOTUS_AMALGAMATED_LOTUS_MAP_REGION_HPP
 // lotus — LOTUS_MAP_REGION: the LotusMap method inside a probe program
 // SPDX-License-Identifier: MIT
 // Records S<name>, and resumes the collector around one selected execution of one selected region.
 
 // ---- begin lotus/scope.hpp ----
-#      ifndef LOTUS_AMALGAMATED_LOTUS_SCOPE_HPP
-#        define LOTUS_AMALGAMATED_LOTUS_SCOPE_HPP
+#ifndef LOTUS_AMALGAMATED_LOTUS_SCOPE_HPP
+#define LOTUS_AMALGAMATED_LOTUS_SCOPE_HPP
 // lotus — RAII scope timer: the hot path (two timestamps and one ring slot per scope)
 // SPDX-License-Identifier: MIT
 
-#        include <cstddef>      // size_t
-#        include <cstdint>      // uint64_t
-#        include <string_view>  // string_view
+#include <cstddef>      // size_t
+#include <cstdint>      // uint64_t
+#include <string_view>  // string_view
 
 // ---- begin lotus/source_location.hpp ----
-#        ifndef LOTUS_AMALGAMATED_LOTUS_SOURCE_LOCATION_HPP
-#          define LOTUS_AMALGAMATED_LOTUS_SOURCE_LOCATION_HPP
+#ifndef LOTUS_AMALGAMATED_LOTUS_SOURCE_LOCATION_HPP
+#define LOTUS_AMALGAMATED_LOTUS_SOURCE_LOCATION_HPP
 // lotus — the static description of one recording site
 // SPDX-License-Identifier: MIT
 
-#          include <cstddef>
-#          include <cstdint>  // uint32_t
+#include <cstddef>
+#include <cstdint>  // uint32_t
+
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -1421,32 +1426,33 @@ constexpr char record_name_char(char c) noexcept {
 
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#        endif  // LOTUS_AMALGAMATED_LOTUS_SOURCE_LOCATION_HPP
+#endif  // LOTUS_AMALGAMATED_LOTUS_SOURCE_LOCATION_HPP
 // ---- end lotus/source_location.hpp ----
 
-#        ifndef LOTUS_DISABLE
-#          include <atomic>   // atomic_signal_fence
-#          include <cstring>  // memcpy, memcmp
+#ifndef LOTUS_DISABLE
+#  include <atomic>   // atomic_signal_fence
+#  include <cstring>  // memcpy, memcmp
 
 // ---- begin lotus/clock.hpp ----
-#          ifndef LOTUS_AMALGAMATED_LOTUS_CLOCK_HPP
-#            define LOTUS_AMALGAMATED_LOTUS_CLOCK_HPP
+#ifndef LOTUS_AMALGAMATED_LOTUS_CLOCK_HPP
+#define LOTUS_AMALGAMATED_LOTUS_CLOCK_HPP
 // lotus — timestamp sources on the hot path: the TSC, or clock_gettime
 // SPDX-License-Identifier: MIT
 
-#            include <time.h>  // clock_gettime
+#include <time.h>  // clock_gettime
 
-#            include <atomic>   // atomic
-#            include <cstdint>  // uint64_t
+#include <atomic>   // atomic
+#include <cstdint>  // uint64_t
 
 // ---- begin lotus/detail/test_hooks.hpp ----
-#            ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_TEST_HOOKS_HPP
-#              define LOTUS_AMALGAMATED_LOTUS_DETAIL_TEST_HOOKS_HPP
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_TEST_HOOKS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_TEST_HOOKS_HPP
 // lotus — hooks for lotus's own tests and benchmarks; not part of the API (internal)
 // SPDX-License-Identifier: MIT
 
-#              include <atomic>   // atomic
-#              include <cstdint>  // uint64_t
+#include <atomic>   // atomic
+#include <cstdint>  // uint64_t
+
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -1466,7 +1472,7 @@ LOTUS_DETAIL_API std::uint64_t writer_cpu_ns() noexcept;
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#            endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_TEST_HOOKS_HPP
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_TEST_HOOKS_HPP
 // ---- end lotus/detail/test_hooks.hpp ----
 
 namespace lotus {
@@ -1488,11 +1494,11 @@ inline std::uint64_t clock_ns(clockid_t clock) noexcept {
 inline std::uint64_t realtime_ns() noexcept { return clock_ns(CLOCK_REALTIME); }
 
 LOTUS_DETAIL_FORCE_INLINE std::uint64_t read_tsc() noexcept {
-#            if LOTUS_DETAIL_X86
+#if LOTUS_DETAIL_X86
   return __builtin_ia32_rdtsc();
-#            else
+#else
   return realtime_ns();
-#            endif
+#endif
 }
 
 /// Epoch ns for the non-TSC clocks (realtime, or a test's manual clock).
@@ -1513,17 +1519,18 @@ LOTUS_DETAIL_FORCE_INLINE std::uint64_t now_ticks(int mode) noexcept {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#          endif  // LOTUS_AMALGAMATED_LOTUS_CLOCK_HPP
+#endif  // LOTUS_AMALGAMATED_LOTUS_CLOCK_HPP
 // ---- end lotus/clock.hpp ----
 // ---- begin lotus/detail/entry.hpp ----
-#          ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_ENTRY_HPP
-#            define LOTUS_AMALGAMATED_LOTUS_DETAIL_ENTRY_HPP
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_ENTRY_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_ENTRY_HPP
 // lotus — the runtime's cold entry points, declared for the hot-path headers (internal)
 // SPDX-License-Identifier: MIT
 
-#            include <cstddef>      // size_t
-#            include <cstdint>      // uint64_t
-#            include <string_view>  // string_view
+#include <cstddef>      // size_t
+#include <cstdint>      // uint64_t
+#include <string_view>  // string_view
+
 
 // Header-only mode defines these in lotus/detail/runtime.hpp (reached through scope.hpp and
 // trace.hpp); with LOTUS_COMPILED_LIB they are defined once, in the TU that includes
@@ -1562,17 +1569,18 @@ LOTUS_DETAIL_API trace_stats api_stats() noexcept;
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#          endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_ENTRY_HPP
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_ENTRY_HPP
 // ---- end lotus/detail/entry.hpp ----
 // ---- begin lotus/detail/name_cache.hpp ----
-#          ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_NAME_CACHE_HPP
-#            define LOTUS_AMALGAMATED_LOTUS_DETAIL_NAME_CACHE_HPP
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_NAME_CACHE_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_NAME_CACHE_HPP
 // lotus — the per-thread cache of LOTUS_SCOPE_DYNAMIC names (internal)
 // SPDX-License-Identifier: MIT
 
-#            include <cstddef>  // size_t
-#            include <cstdint>  // uint64_t
-#            include <cstring>  // memcpy
+#include <cstddef>  // size_t
+#include <cstdint>  // uint64_t
+#include <cstring>  // memcpy
+
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -1627,19 +1635,20 @@ inline thread_local name_cache* t_names = nullptr;
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#          endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_NAME_CACHE_HPP
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_NAME_CACHE_HPP
 // ---- end lotus/detail/name_cache.hpp ----
 // ---- begin lotus/detail/ring.hpp ----
-#          ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_RING_HPP
-#            define LOTUS_AMALGAMATED_LOTUS_DETAIL_RING_HPP
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_RING_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_RING_HPP
 // lotus — the per-thread single-producer/single-consumer event ring (internal)
 // SPDX-License-Identifier: MIT
 
-#            include <atomic>   // atomic, atomic_signal_fence
-#            include <cstddef>  // size_t
-#            include <cstdint>  // uint64_t
-#            include <cstdlib>  // malloc, free
-#            include <new>      // nothrow
+#include <atomic>   // atomic, atomic_signal_fence
+#include <cstddef>  // size_t
+#include <cstdint>  // uint64_t
+#include <cstdlib>  // malloc, free
+#include <new>      // nothrow
+
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -1722,15 +1731,15 @@ inline thread_local std::atomic<ring*> t_ring{nullptr};
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#          endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_RING_HPP
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_RING_HPP
 // ---- end lotus/detail/ring.hpp ----
-#        endif
+#endif
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
 
-#        ifndef LOTUS_DISABLE
+#ifndef LOTUS_DISABLE
 
 /// Append one event to the calling thread's ring: a few stores and a release, no lock. The ring
 /// pointer is cleared around the claim of a slot (see t_ring): a signal handler recording on this
@@ -1783,11 +1792,11 @@ LOTUS_DETAIL_FORCE_INLINE const source_location* dynamic_location(std::string_vi
 /// Marker for scope_timer's run-time-name constructor.
 struct dynamic_name_tag {};
 
-#        endif
+#endif
 
 }  // namespace detail
 
-#        ifndef LOTUS_DISABLE
+#ifndef LOTUS_DISABLE
 
 /// Times its own lifetime and records `S<name>[_<idx>],<start_ns>,<duration_ns>` at scope exit.
 class scope_timer {
@@ -1836,7 +1845,7 @@ class scope_timer {
   std::uint64_t idx_ = 0;
 };
 
-#        else  // LOTUS_DISABLE
+#else  // LOTUS_DISABLE
 
 class scope_timer {
  public:
@@ -1845,61 +1854,62 @@ class scope_timer {
   scope_timer& operator=(const scope_timer&) = delete;
 };
 
-#        endif
+#endif
 
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
 
 // Header-only mode: the runtime's definitions. (Nested, not `&&`: the amalgamator then sees
 // that the copies of the headers it already inlined under `#ifndef LOTUS_DISABLE` cover these.)
-#        ifndef LOTUS_DISABLE
-#          ifndef LOTUS_COMPILED_LIB
+#ifndef LOTUS_DISABLE
+#  ifndef LOTUS_COMPILED_LIB
 // ---- begin lotus/detail/runtime.hpp ----
-#            ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_RUNTIME_HPP
-#              define LOTUS_AMALGAMATED_LOTUS_DETAIL_RUNTIME_HPP
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_RUNTIME_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_RUNTIME_HPP
 // lotus — the tracing runtime: settings, thread registration, full rings, process events (internal)
 // SPDX-License-Identifier: MIT
 
 // Every system header of the runtime's headers, in one place.
-#              if defined(__x86_64__) || defined(__i386__)
-#                include <cpuid.h>  // __get_cpuid (calibration.hpp)
-#              endif
-#              include <errno.h>        // errno
-#              include <fcntl.h>        // open, O_*
-#              include <pthread.h>      // pthread_atfork, pthread_mutex_t
-#              include <sched.h>        // sched_yield
-#              include <signal.h>       // sigfillset
-#              include <sys/prctl.h>    // PR_GET_NAME
-#              include <sys/stat.h>     // fstat, lstat, mkdir
-#              include <sys/syscall.h>  // SYS_gettid
-#              include <sys/timex.h>    // adjtimex (read-only: modes 0)
-#              include <time.h>         // clock_gettime, nanosleep
-#              include <unistd.h>       // gethostname, write, close
+#if defined(__x86_64__) || defined(__i386__)
+#  include <cpuid.h>  // __get_cpuid (calibration.hpp)
+#endif
+#include <errno.h>        // errno
+#include <fcntl.h>        // open, O_*
+#include <pthread.h>      // pthread_atfork, pthread_mutex_t
+#include <sched.h>        // sched_yield
+#include <signal.h>       // sigfillset
+#include <sys/prctl.h>    // PR_GET_NAME
+#include <sys/stat.h>     // fstat, lstat, mkdir
+#include <sys/syscall.h>  // SYS_gettid
+#include <sys/timex.h>    // adjtimex (read-only: modes 0)
+#include <time.h>         // clock_gettime, nanosleep
+#include <unistd.h>       // gethostname, write, close
 
-#              include <atomic>       // atomic
-#              include <cstdarg>      // va_list
-#              include <cstddef>      // size_t
-#              include <cstdint>      // uint64_t
-#              include <cstdio>       // snprintf
-#              include <cstdlib>      // atexit, malloc
-#              include <cstring>      // memcpy, strerror
-#              include <new>          // bad_alloc
-#              include <string_view>  // string_view
+#include <atomic>       // atomic
+#include <cstdarg>      // va_list
+#include <cstddef>      // size_t
+#include <cstdint>      // uint64_t
+#include <cstdio>       // snprintf
+#include <cstdlib>      // atexit, malloc
+#include <cstring>      // memcpy, strerror
+#include <new>          // bad_alloc
+#include <string_view>  // string_view
 
 // The hot path's headers (included by scope.hpp already in the usual order).
 // ---- begin lotus/detail/calibration.hpp ----
-#              ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_CALIBRATION_HPP
-#                define LOTUS_AMALGAMATED_LOTUS_DETAIL_CALIBRATION_HPP
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_CALIBRATION_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_CALIBRATION_HPP
 // lotus — TSC trust and calibration: invariant-TSC check, ticks to epoch ns (internal)
 // SPDX-License-Identifier: MIT
 
-#                include <cstdint>  // uint64_t
-#                include <cstdio>   // FILE, fopen
-#                include <cstring>  // strncmp
+#include <cstdint>  // uint64_t
+#include <cstdio>   // FILE, fopen
+#include <cstring>  // strncmp
 
-#                if LOTUS_DETAIL_X86
-#                  include <cpuid.h>  // __get_cpuid
-#                endif
+
+#if LOTUS_DETAIL_X86
+#  include <cpuid.h>  // __get_cpuid
+#endif
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -1907,7 +1917,7 @@ namespace detail {
 
 /// True when the TSC is invariant (CPUID) and the kernel itself keeps time with it.
 inline bool tsc_is_reliable() noexcept {
-#                if LOTUS_DETAIL_X86
+#if LOTUS_DETAIL_X86
   unsigned a = 0, b = 0, c = 0, d = 0;
   if (__get_cpuid(0x80000000u, &a, &b, &c, &d) == 0 || a < 0x80000007u) return false;
   if (__get_cpuid(0x80000007u, &a, &b, &c, &d) == 0 || (d & (1u << 8)) == 0) return false;
@@ -1918,9 +1928,9 @@ inline bool tsc_is_reliable() noexcept {
   const bool ok = std::fgets(buf, sizeof buf, f) != nullptr && std::strncmp(buf, "tsc", 3) == 0;
   std::fclose(f);
   return ok;
-#                else
+#else
   return false;
-#                endif
+#endif
 }
 
 /// Linear map from raw ticks to epoch ns. Owned by the writer thread: it re-anchors on every cycle
@@ -1987,18 +1997,19 @@ class tick_converter {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#              endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_CALIBRATION_HPP
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_CALIBRATION_HPP
 // ---- end lotus/detail/calibration.hpp ----
 // ---- begin lotus/detail/intern.hpp ----
-#              ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_INTERN_HPP
-#                define LOTUS_AMALGAMATED_LOTUS_DETAIL_INTERN_HPP
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_INTERN_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_INTERN_HPP
 // lotus — process-lifetime names: interned run-time names and the writer's record labels (internal)
 // SPDX-License-Identifier: MIT
 
-#                include <cstddef>  // size_t
-#                include <cstdint>  // uint64_t
-#                include <cstdlib>  // malloc, calloc, free
-#                include <cstring>  // memcpy, memcmp
+#include <cstddef>  // size_t
+#include <cstdint>  // uint64_t
+#include <cstdlib>  // malloc, calloc, free
+#include <cstring>  // memcpy, memcmp
+
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -2165,30 +2176,31 @@ class label_table {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#              endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_INTERN_HPP
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_INTERN_HPP
 // ---- end lotus/detail/intern.hpp ----
 // ---- begin lotus/detail/settings.hpp ----
-#              ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_SETTINGS_HPP
-#                define LOTUS_AMALGAMATED_LOTUS_DETAIL_SETTINGS_HPP
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_SETTINGS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_SETTINGS_HPP
 // lotus — settings: options > environment > defaults, and the trace prefix rules (internal)
 // SPDX-License-Identifier: MIT
 
-#                include <unistd.h>  // getcwd
+#include <unistd.h>  // getcwd
 
-#                include <cstddef>      // size_t
-#                include <cstdint>      // uint64_t
-#                include <string_view>  // string_view
+#include <cstddef>      // size_t
+#include <cstdint>      // uint64_t
+#include <string_view>  // string_view
 
 // ---- begin lotus/detail/text.hpp ----
-#                ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_TEXT_HPP
-#                  define LOTUS_AMALGAMATED_LOTUS_DETAIL_TEXT_HPP
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_TEXT_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_TEXT_HPP
 // lotus — a fixed-size text builder for paths and sidecar lines (no allocation) (internal)
 // SPDX-License-Identifier: MIT
 
-#                  include <cstddef>      // size_t
-#                  include <cstdint>      // uint64_t
-#                  include <cstring>      // memcpy, strlen
-#                  include <string_view>  // string_view
+#include <cstddef>      // size_t
+#include <cstdint>      // uint64_t
+#include <cstring>      // memcpy, strlen
+#include <string_view>  // string_view
+
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -2259,19 +2271,20 @@ class text {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#                endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_TEXT_HPP
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_TEXT_HPP
 // ---- end lotus/detail/text.hpp ----
 // ---- begin lotus/options.hpp ----
-#                ifndef LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
-#                  define LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
+#ifndef LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
 // lotus — run-time configuration types: options, overflow policy, clock source, statistics
 // SPDX-License-Identifier: MIT
 
-#                  include <chrono>    // milliseconds
-#                  include <cstddef>   // size_t
-#                  include <cstdint>   // uint64_t
-#                  include <optional>  // optional
-#                  include <string>    // string
+#include <chrono>    // milliseconds
+#include <cstddef>   // size_t
+#include <cstdint>   // uint64_t
+#include <optional>  // optional
+#include <string>    // string
+
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -2303,7 +2316,7 @@ struct trace_stats {
 
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#                endif  // LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
+#endif  // LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
 // ---- end lotus/options.hpp ----
 
 namespace lotus {
@@ -2439,11 +2452,11 @@ LOTUS_DETAIL_COLD inline void merge_settings(const options& o, const env_setting
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#              endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_SETTINGS_HPP
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_SETTINGS_HPP
 // ---- end lotus/detail/settings.hpp ----
 // ---- begin lotus/detail/sync.hpp ----
-#              ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_SYNC_HPP
-#                define LOTUS_AMALGAMATED_LOTUS_DETAIL_SYNC_HPP
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_SYNC_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_SYNC_HPP
 // lotus — mutex and condition variable on pthreads, with monotonic deadlines (internal)
 // SPDX-License-Identifier: MIT
 // The runtime's locks. std::mutex and std::condition_variable would do the same work, but their
@@ -2451,10 +2464,11 @@ LOTUS_DETAIL_COLD inline void merge_settings(const options& o, const env_setting
 // that records in header-only mode; these are a call each. Errors cannot happen here: the mutexes
 // are default (non-robust, non-error-checking) ones, locked and unlocked in pairs.
 
-#                include <pthread.h>  // pthread_mutex_t, pthread_cond_t
-#                include <time.h>     // CLOCK_MONOTONIC, pthread_condattr_setclock
+#include <pthread.h>  // pthread_mutex_t, pthread_cond_t
+#include <time.h>     // CLOCK_MONOTONIC, pthread_condattr_setclock
 
-#                include <cstdint>  // uint64_t
+#include <cstdint>  // uint64_t
+
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -2520,24 +2534,25 @@ class sync_cond {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#              endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_SYNC_HPP
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_SYNC_HPP
 // ---- end lotus/detail/sync.hpp ----
 // ---- begin lotus/detail/threads.hpp ----
-#              ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_THREADS_HPP
-#                define LOTUS_AMALGAMATED_LOTUS_DETAIL_THREADS_HPP
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_THREADS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_THREADS_HPP
 // lotus — the thread registry (internal)
 // SPDX-License-Identifier: MIT
 // One record per recording thread, its segments and counters.
 
-#                include <sys/prctl.h>    // PR_GET_NAME
-#                include <sys/syscall.h>  // SYS_gettid
-#                include <unistd.h>       // syscall
+#include <sys/prctl.h>    // PR_GET_NAME
+#include <sys/syscall.h>  // SYS_gettid
+#include <unistd.h>       // syscall
 
-#                include <atomic>   // atomic
-#                include <cstdint>  // uint64_t
-#                include <cstdlib>  // realloc, free
-#                include <cstring>  // memcpy
-#                include <new>      // nothrow
+#include <atomic>   // atomic
+#include <cstdint>  // uint64_t
+#include <cstdlib>  // realloc, free
+#include <cstring>  // memcpy
+#include <new>      // nothrow
+
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -2735,43 +2750,44 @@ class thread_registry {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#              endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_THREADS_HPP
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_THREADS_HPP
 // ---- end lotus/detail/threads.hpp ----
 // ---- begin lotus/detail/writer.hpp ----
-#              ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_WRITER_HPP
-#                define LOTUS_AMALGAMATED_LOTUS_DETAIL_WRITER_HPP
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_WRITER_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_WRITER_HPP
 // lotus — the background writer (internal)
 // SPDX-License-Identifier: MIT
 // Drains every thread's segments, formats records, writes files.
 
-#                include <pthread.h>  // pthread_create, pthread_sigmask
-#                include <signal.h>   // sigfillset
-#                include <time.h>     // clock_gettime
+#include <pthread.h>  // pthread_create, pthread_sigmask
+#include <signal.h>   // sigfillset
+#include <time.h>     // clock_gettime
 
-#                include <atomic>       // atomic
-#                include <cstdint>      // uint64_t
-#                include <cstdio>       // snprintf
-#                include <cstdlib>      // realloc, free
-#                include <cstring>      // memcpy
-#                include <string_view>  // string_view
+#include <atomic>       // atomic
+#include <cstdint>      // uint64_t
+#include <cstdio>       // snprintf
+#include <cstdlib>      // realloc, free
+#include <cstring>      // memcpy
+#include <string_view>  // string_view
 
 // ---- begin lotus/detail/trace_files.hpp ----
-#                ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_TRACE_FILES_HPP
-#                  define LOTUS_AMALGAMATED_LOTUS_DETAIL_TRACE_FILES_HPP
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_TRACE_FILES_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_TRACE_FILES_HPP
 // lotus — trace files and the sidecar (internal)
 // SPDX-License-Identifier: MIT
 // Safe creation, a bounded fd cache, whole-line writes.
 
-#                  include <errno.h>     // errno, EEXIST, EINTR, ENOSPC, EMFILE
-#                  include <fcntl.h>     // open, O_*
-#                  include <sys/stat.h>  // fstat, lstat, mkdir
-#                  include <unistd.h>    // write, close, ftruncate, geteuid
+#include <errno.h>     // errno, EEXIST, EINTR, ENOSPC, EMFILE
+#include <fcntl.h>     // open, O_*
+#include <sys/stat.h>  // fstat, lstat, mkdir
+#include <unistd.h>    // write, close, ftruncate, geteuid
 
-#                  include <cstdint>      // uint64_t
-#                  include <cstdio>       // snprintf
-#                  include <cstdlib>      // calloc, free
-#                  include <cstring>      // strerror
-#                  include <string_view>  // string_view
+#include <cstdint>      // uint64_t
+#include <cstdio>       // snprintf
+#include <cstdlib>      // calloc, free
+#include <cstring>      // strerror
+#include <string_view>  // string_view
+
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -3198,21 +3214,21 @@ class trace_files {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#                endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_TRACE_FILES_HPP
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_TRACE_FILES_HPP
 // ---- end lotus/detail/trace_files.hpp ----
 // ---- begin lotus/version.hpp ----
-#                ifndef LOTUS_AMALGAMATED_LOTUS_VERSION_HPP
-#                  define LOTUS_AMALGAMATED_LOTUS_VERSION_HPP
+#ifndef LOTUS_AMALGAMATED_LOTUS_VERSION_HPP
+#define LOTUS_AMALGAMATED_LOTUS_VERSION_HPP
 // lotus — library version, the single source of truth (CMake parses it)
 // SPDX-License-Identifier: MIT
 
-#                  define LOTUS_VERSION_MAJOR 0
-#                  define LOTUS_VERSION_MINOR 1
-#                  define LOTUS_VERSION_PATCH 0
-#                  define LOTUS_VERSION \
-                    (LOTUS_VERSION_MAJOR * 10000 + LOTUS_VERSION_MINOR * 100 + LOTUS_VERSION_PATCH)
-#                  define LOTUS_VERSION_STRING "0.1.0"
-#                endif  // LOTUS_AMALGAMATED_LOTUS_VERSION_HPP
+#define LOTUS_VERSION_MAJOR 0
+#define LOTUS_VERSION_MINOR 1
+#define LOTUS_VERSION_PATCH 0
+#define LOTUS_VERSION \
+  (LOTUS_VERSION_MAJOR * 10000 + LOTUS_VERSION_MINOR * 100 + LOTUS_VERSION_PATCH)
+#define LOTUS_VERSION_STRING "0.1.0"
+#endif  // LOTUS_AMALGAMATED_LOTUS_VERSION_HPP
 // ---- end lotus/version.hpp ----
 
 namespace lotus {
@@ -3701,7 +3717,7 @@ inline bool trace_writer::drain(thread_state& t) noexcept {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#              endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_WRITER_HPP
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_WRITER_HPP
 // ---- end lotus/detail/writer.hpp ----
 
 namespace lotus {
@@ -4201,32 +4217,32 @@ LOTUS_DETAIL_API std::uint64_t writer_cpu_ns() noexcept { return runtime::get().
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#            endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_RUNTIME_HPP
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_RUNTIME_HPP
 // ---- end lotus/detail/runtime.hpp ----
-#          endif
-#        endif
-#      endif  // LOTUS_AMALGAMATED_LOTUS_SCOPE_HPP
+#  endif
+#endif
+#endif  // LOTUS_AMALGAMATED_LOTUS_SCOPE_HPP
 // ---- end lotus/scope.hpp ----
 
-#      ifndef LOTUS_DISABLE
-#        include <errno.h>   // errno
-#        include <fcntl.h>   // open
-#        include <unistd.h>  // write, close
+#ifndef LOTUS_DISABLE
+#  include <errno.h>   // errno
+#  include <fcntl.h>   // open
+#  include <unistd.h>  // write, close
 
-#        include <atomic>   // atomic
-#        include <chrono>   // milliseconds
-#        include <cstdint>  // uint64_t
-#        include <cstring>  // strcmp, strlen
-#        include <mutex>    // mutex
-#        include <thread>   // sleep_for
-#        include <vector>   // vector
+#  include <atomic>   // atomic
+#  include <chrono>   // milliseconds
+#  include <cstdint>  // uint64_t
+#  include <cstring>  // strcmp, strlen
+#  include <mutex>    // mutex
+#  include <thread>   // sleep_for
+#  include <vector>   // vector
 
-#      endif
+#endif
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 
-#      ifndef LOTUS_DISABLE
+#ifndef LOTUS_DISABLE
 namespace detail {
 
 // The mapping-probe contract, read once per process (all optional):
@@ -4361,7 +4377,7 @@ class map_region {
   scope_timer timer_;
 };
 
-#      else
+#else
 
 class map_region {
  public:
@@ -4370,37 +4386,38 @@ class map_region {
   map_region& operator=(const map_region&) = delete;
 };
 
-#      endif
+#endif
 
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#    endif  // LOTUS_AMALGAMATED_LOTUS_MAP_REGION_HPP
+#endif  // LOTUS_AMALGAMATED_LOTUS_MAP_REGION_HPP
 // ---- end lotus/map_region.hpp ----
 // ---- begin lotus/pipeline.hpp ----
-#    ifndef LOTUS_AMALGAMATED_LOTUS_PIPELINE_HPP
-#      define LOTUS_AMALGAMATED_LOTUS_PIPELINE_HPP
+#ifndef LOTUS_AMALGAMATED_LOTUS_PIPELINE_HPP
+#define LOTUS_AMALGAMATED_LOTUS_PIPELINE_HPP
 // lotus — pipeline helpers: traced(), compose<T>, batch_tracker (Lotus DataLoader rules)
 // SPDX-License-Identifier: MIT
 
-#      include <cstddef>           // size_t
-#      include <cstdint>           // uint64_t
-#      include <functional>        // function
-#      include <initializer_list>  // initializer_list
-#      include <string>            // string
-#      include <string_view>       // string_view
-#      include <type_traits>       // invoke_result_t
-#      include <utility>           // forward, move, pair
-#      include <vector>            // vector
+#include <cstddef>           // size_t
+#include <cstdint>           // uint64_t
+#include <functional>        // function
+#include <initializer_list>  // initializer_list
+#include <string>            // string
+#include <string_view>       // string_view
+#include <type_traits>       // invoke_result_t
+#include <utility>           // forward, move, pair
+#include <vector>            // vector
+
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
 
-#      ifndef LOTUS_DISABLE
+#ifndef LOTUS_DISABLE
 inline const source_location* intern_or_null(std::string_view name) { return &intern(name); }
-#      else
+#else
 inline const source_location* intern_or_null(std::string_view) { return nullptr; }
-#      endif
+#endif
 
 // Consumer-side record sites (written to the `_main_pid_` file).
 inline constexpr source_location batch_queued_loc{"BatchQueued", "", "", 0,
@@ -4425,9 +4442,9 @@ class traced_fn {
 
   template <class... Args>
   decltype(auto) operator()(Args&&... args) const {
-#      ifndef LOTUS_DISABLE
+#ifndef LOTUS_DISABLE
     scope_timer timer(*loc_);
-#      endif
+#endif
     return f_(std::forward<Args>(args)...);
   }
 
@@ -4462,9 +4479,9 @@ class compose {
 
   T operator()(T x) const {
     for (const step& s : steps_) {
-#      ifndef LOTUS_DISABLE
+#ifndef LOTUS_DISABLE
       scope_timer timer(*s.loc);
-#      endif
+#endif
       x = s.fn(std::move(x));
     }
     return x;
@@ -4486,7 +4503,7 @@ class compose {
 /// recording `SLoader` and `STransform` *after* the transform's own records, Lotus's file order.
 template <class Load, class Transform>
 auto load_transform(Load&& load, Transform&& transform) {
-#      ifndef LOTUS_DISABLE
+#ifndef LOTUS_DISABLE
   const int m = detail::active_mode();
   if (m < detail::mode_tsc) return transform(load());
   const std::uint64_t l0 = detail::now_ticks(m);
@@ -4498,9 +4515,9 @@ auto load_transform(Load&& load, Transform&& transform) {
   detail::emit(detail::loader_loc, l0, l1, 0);
   detail::emit(detail::transform_loc, t0, t1, 0);
   return out;
-#      else
+#else
   return transform(load());
-#      endif
+#endif
 }
 
 /// Consumer side of a data loader, by the Lotus rules: `SBatchQueued`, `SBatchWait`,
@@ -4509,27 +4526,27 @@ class batch_tracker {
  public:
   /// An index was handed to a worker: `SBatchQueued_<idx>,<now>,1000`.
   void queued(std::uint64_t idx) noexcept {
-#      ifndef LOTUS_DISABLE
+#ifndef LOTUS_DISABLE
     const int m = detail::active_mode();
     if (m >= detail::mode_tsc) detail::emit(detail::batch_queued_loc, detail::now_ticks(m), 0, idx);
-#      else
+#else
     (void)idx;
-#      endif
+#endif
   }
 
   /// The consumer starts waiting for the next batch (once per next() call).
   void wait_begin() noexcept {
-#      ifndef LOTUS_DISABLE
+#ifndef LOTUS_DISABLE
     const int m = detail::active_mode();
     wait_start_ = m >= detail::mode_tsc ? detail::now_ticks(m) : 0;
-#      endif
+#endif
   }
 
   /// A batch arrived. In order: the wait since wait_begin() is kept for consumed() and true is
   /// returned. Out of order: `SBatchWait_<idx>,<arrival>,1000` is written and false returned.
   bool arrived(std::uint64_t idx) noexcept {
     const bool in_order = idx == expected_;
-#      ifndef LOTUS_DISABLE
+#ifndef LOTUS_DISABLE
     const int m = detail::active_mode();
     if (m >= detail::mode_tsc) {
       const std::uint64_t now = detail::now_ticks(m);
@@ -4541,14 +4558,14 @@ class batch_tracker {
         detail::emit(detail::batch_wait_marker_loc, now, 0, idx);
       }
     }
-#      endif
+#endif
     return in_order;
   }
 
   /// The batch was handed to the training step: writes the kept wait (if this batch had one),
   /// then `SBatchConsumed_<idx>,<now>,1000`. A cached batch (out-of-order arrival) has no wait.
   void consumed(std::uint64_t idx) noexcept {
-#      ifndef LOTUS_DISABLE
+#ifndef LOTUS_DISABLE
     const int m = detail::active_mode();
     if (m >= detail::mode_tsc) {
       const std::uint64_t now = detail::now_ticks(m);
@@ -4557,7 +4574,7 @@ class batch_tracker {
       }
       detail::emit(detail::batch_consumed_loc, now, 0, idx);
     }
-#      endif
+#endif
     pending_ = false;
     if (idx == expected_) ++expected_;
   }
@@ -4582,77 +4599,77 @@ class batch_tracker {
  private:
   std::uint64_t expected_ = 0;
   bool pending_ = false;
-#      ifndef LOTUS_DISABLE
+#ifndef LOTUS_DISABLE
   std::uint64_t wait_start_ = 0;
   std::uint64_t pending_start_ = 0, pending_end_ = 0;
-#      endif
+#endif
 };
 
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#    endif  // LOTUS_AMALGAMATED_LOTUS_PIPELINE_HPP
+#endif  // LOTUS_AMALGAMATED_LOTUS_PIPELINE_HPP
 // ---- end lotus/pipeline.hpp ----
 
-#    ifndef LOTUS_DISABLE
+#ifndef LOTUS_DISABLE
 
 /// Record `S<name>` for the rest of the enclosing scope; `name` is a string literal.
-#      define LOTUS_SCOPE(name) LOTUS_DETAIL_SCOPE_IMPL(LOTUS_DETAIL_UNIQUE(lotus_scope_), name)
-#      define LOTUS_DETAIL_SCOPE_IMPL(id, name)                                  \
-        static constexpr ::lotus::source_location LOTUS_DETAIL_CONCAT(id, _loc){ \
-            name, static_cast<const char*>(__func__), __FILE__,                  \
-            static_cast<std::uint32_t>(__LINE__), 0u};                           \
-        const ::lotus::scope_timer id(LOTUS_DETAIL_CONCAT(id, _loc))
+#  define LOTUS_SCOPE(name) LOTUS_DETAIL_SCOPE_IMPL(LOTUS_DETAIL_UNIQUE(lotus_scope_), name)
+#  define LOTUS_DETAIL_SCOPE_IMPL(id, name)                                                       \
+    static constexpr ::lotus::source_location LOTUS_DETAIL_CONCAT(id, _loc){                      \
+        name, static_cast<const char*>(__func__), __FILE__, static_cast<std::uint32_t>(__LINE__), \
+        0u};                                                                                      \
+    const ::lotus::scope_timer id(LOTUS_DETAIL_CONCAT(id, _loc))
 
 /// Same as LOTUS_SCOPE with a run-time name (anything convertible to std::string_view).
-#      define LOTUS_SCOPE_DYNAMIC(name)                               \
-        const ::lotus::scope_timer LOTUS_DETAIL_UNIQUE(lotus_scope_)( \
-            ::lotus::detail::dynamic_name_tag{}, (name))
+#  define LOTUS_SCOPE_DYNAMIC(name)                               \
+    const ::lotus::scope_timer LOTUS_DETAIL_UNIQUE(lotus_scope_)( \
+        ::lotus::detail::dynamic_name_tag{}, (name))
 
 /// Record `SBatchPreprocessed_<idx>` for the rest of the enclosing scope (worker side).
-#      define LOTUS_BATCH_PREPROCESSED(idx)                           \
-        const ::lotus::scope_timer LOTUS_DETAIL_UNIQUE(lotus_batch_)( \
-            ::lotus::detail::batch_preprocessed_loc, static_cast<std::uint64_t>(idx))
+#  define LOTUS_BATCH_PREPROCESSED(idx)                           \
+    const ::lotus::scope_timer LOTUS_DETAIL_UNIQUE(lotus_batch_)( \
+        ::lotus::detail::batch_preprocessed_loc, static_cast<std::uint64_t>(idx))
 
 /// Resume / pause the attached collector (perf, Callgrind, VTune, uProf); nest process-wide.
-#      define LOTUS_COLLECTOR_RESUME() ::lotus::collector::resume()
-#      define LOTUS_COLLECTOR_PAUSE() ::lotus::collector::pause()
+#  define LOTUS_COLLECTOR_RESUME() ::lotus::collector::resume()
+#  define LOTUS_COLLECTOR_PAUSE() ::lotus::collector::pause()
 /// Detach the collector; every later collector call is a no-op.
-#      define LOTUS_COLLECTOR_DETACH() ::lotus::collector::detach()
+#  define LOTUS_COLLECTOR_DETACH() ::lotus::collector::detach()
 
 /// LotusMap region in a probe program: records `S<name>`; when LOTUS_MAP_SELECT names it, the
 /// collector runs around the execution(s) after the warm-up. `name` is a string literal.
-#      define LOTUS_MAP_REGION(name) \
-        LOTUS_DETAIL_MAP_REGION_IMPL(LOTUS_DETAIL_UNIQUE(lotus_map_), name)
-#      define LOTUS_DETAIL_MAP_REGION_IMPL(id, name)                             \
-        static constexpr ::lotus::source_location LOTUS_DETAIL_CONCAT(id, _loc){ \
-            name, static_cast<const char*>(__func__), __FILE__,                  \
-            static_cast<std::uint32_t>(__LINE__), 0u};                           \
-        const ::lotus::map_region id(LOTUS_DETAIL_CONCAT(id, _loc))
+#  define LOTUS_MAP_REGION(name) LOTUS_DETAIL_MAP_REGION_IMPL(LOTUS_DETAIL_UNIQUE(lotus_map_), name)
+#  define LOTUS_DETAIL_MAP_REGION_IMPL(id, name)                                                  \
+    static constexpr ::lotus::source_location LOTUS_DETAIL_CONCAT(id, _loc){                      \
+        name, static_cast<const char*>(__func__), __FILE__, static_cast<std::uint32_t>(__LINE__), \
+        0u};                                                                                      \
+    const ::lotus::map_region id(LOTUS_DETAIL_CONCAT(id, _loc))
 
-#    else  // LOTUS_DISABLE: nothing is evaluated, nothing is declared
+#else  // LOTUS_DISABLE: nothing is evaluated, nothing is declared
 
-#      define LOTUS_SCOPE(name) static_cast<void>(0)
-#      define LOTUS_SCOPE_DYNAMIC(name) static_cast<void>(0)
-#      define LOTUS_BATCH_PREPROCESSED(idx) static_cast<void>(0)
-#      define LOTUS_COLLECTOR_RESUME() static_cast<void>(0)
-#      define LOTUS_COLLECTOR_PAUSE() static_cast<void>(0)
-#      define LOTUS_COLLECTOR_DETACH() static_cast<void>(0)
-#      define LOTUS_MAP_REGION(name) static_cast<void>(0)
+#  define LOTUS_SCOPE(name) static_cast<void>(0)
+#  define LOTUS_SCOPE_DYNAMIC(name) static_cast<void>(0)
+#  define LOTUS_BATCH_PREPROCESSED(idx) static_cast<void>(0)
+#  define LOTUS_COLLECTOR_RESUME() static_cast<void>(0)
+#  define LOTUS_COLLECTOR_PAUSE() static_cast<void>(0)
+#  define LOTUS_COLLECTOR_DETACH() static_cast<void>(0)
+#  define LOTUS_MAP_REGION(name) static_cast<void>(0)
 
-#    endif
-#  endif  // LOTUS_AMALGAMATED_LOTUS_MACROS_HPP
+#endif
+#endif  // LOTUS_AMALGAMATED_LOTUS_MACROS_HPP
 // ---- end lotus/macros.hpp ----
 // ---- begin lotus/options.hpp ----
-#  ifndef LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
-#    define LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
+#ifndef LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
 // lotus — run-time configuration types: options, overflow policy, clock source, statistics
 // SPDX-License-Identifier: MIT
 
-#    include <chrono>    // milliseconds
-#    include <cstddef>   // size_t
-#    include <cstdint>   // uint64_t
-#    include <optional>  // optional
-#    include <string>    // string
+#include <chrono>    // milliseconds
+#include <cstddef>   // size_t
+#include <cstdint>   // uint64_t
+#include <optional>  // optional
+#include <string>    // string
+
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -4684,21 +4701,22 @@ struct trace_stats {
 
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#  endif  // LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
+#endif  // LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
 // ---- end lotus/options.hpp ----
 // ---- begin lotus/trace.hpp ----
-#  ifndef LOTUS_AMALGAMATED_LOTUS_TRACE_HPP
-#    define LOTUS_AMALGAMATED_LOTUS_TRACE_HPP
+#ifndef LOTUS_AMALGAMATED_LOTUS_TRACE_HPP
+#define LOTUS_AMALGAMATED_LOTUS_TRACE_HPP
 // lotus — process-wide trace control: configure, flush, shutdown, stats
 // SPDX-License-Identifier: MIT
 
-#    ifndef LOTUS_DISABLE
-#    endif
+
+#ifndef LOTUS_DISABLE
+#endif
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 
-#    ifndef LOTUS_DISABLE
+#ifndef LOTUS_DISABLE
 
 /// Apply options (unset fields: environment, then defaults). Pending events are flushed first.
 inline void configure(const options& opts) { detail::api_configure(opts); }
@@ -4719,7 +4737,7 @@ inline bool tracing_enabled() noexcept {
   return m >= detail::mode_tsc;
 }
 
-#    else  // LOTUS_DISABLE: every function is a no-op
+#else  // LOTUS_DISABLE: every function is a no-op
 
 inline void configure(const options&) {}
 inline void flush() noexcept {}
@@ -4727,32 +4745,32 @@ inline void shutdown() noexcept {}
 inline trace_stats stats() noexcept { return {}; }
 inline bool tracing_enabled() noexcept { return false; }
 
-#    endif
+#endif
 
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
 
 // Header-only mode: the runtime's definitions. (Nested, not `&&`: the amalgamator then sees
 // that the copies of the headers it already inlined under `#ifndef LOTUS_DISABLE` cover these.)
-#    ifndef LOTUS_DISABLE
-#      ifndef LOTUS_COMPILED_LIB
-#      endif
-#    endif
-#  endif  // LOTUS_AMALGAMATED_LOTUS_TRACE_HPP
+#ifndef LOTUS_DISABLE
+#  ifndef LOTUS_COMPILED_LIB
+#  endif
+#endif
+#endif  // LOTUS_AMALGAMATED_LOTUS_TRACE_HPP
 // ---- end lotus/trace.hpp ----
 // ---- begin lotus/version.hpp ----
-#  ifndef LOTUS_AMALGAMATED_LOTUS_VERSION_HPP
-#    define LOTUS_AMALGAMATED_LOTUS_VERSION_HPP
+#ifndef LOTUS_AMALGAMATED_LOTUS_VERSION_HPP
+#define LOTUS_AMALGAMATED_LOTUS_VERSION_HPP
 // lotus — library version, the single source of truth (CMake parses it)
 // SPDX-License-Identifier: MIT
 
-#    define LOTUS_VERSION_MAJOR 0
-#    define LOTUS_VERSION_MINOR 1
-#    define LOTUS_VERSION_PATCH 0
-#    define LOTUS_VERSION \
-      (LOTUS_VERSION_MAJOR * 10000 + LOTUS_VERSION_MINOR * 100 + LOTUS_VERSION_PATCH)
-#    define LOTUS_VERSION_STRING "0.1.0"
-#  endif  // LOTUS_AMALGAMATED_LOTUS_VERSION_HPP
+#define LOTUS_VERSION_MAJOR 0
+#define LOTUS_VERSION_MINOR 1
+#define LOTUS_VERSION_PATCH 0
+#define LOTUS_VERSION \
+  (LOTUS_VERSION_MAJOR * 10000 + LOTUS_VERSION_MINOR * 100 + LOTUS_VERSION_PATCH)
+#define LOTUS_VERSION_STRING "0.1.0"
+#endif  // LOTUS_AMALGAMATED_LOTUS_VERSION_HPP
 // ---- end lotus/version.hpp ----
 #endif  // LOTUS_AMALGAMATED_LOTUS_LOTUS_HPP
 // ---- end lotus/lotus.hpp ----
