@@ -1876,7 +1876,7 @@ class scope_timer {
 #include <errno.h>        // errno
 #include <fcntl.h>        // open, O_*
 #include <pthread.h>      // pthread_atfork, pthread_mutex_t
-#include <sched.h>        // sched_yield
+#include <sched.h>        // sched_yield, sched_getaffinity
 #include <signal.h>       // sigfillset
 #include <sys/prctl.h>    // PR_GET_NAME
 #include <sys/stat.h>     // fstat, lstat, mkdir
@@ -3762,6 +3762,21 @@ LOTUS_DETAIL_COLD inline text sidecar_host_lines() noexcept {
     char line[48];
     const int n =
         std::snprintf(line, sizeof line, "%s %llu\n", v[1], static_cast<unsigned long long>(x));
+    out.add(line, printed(n, sizeof line));
+  }
+  // The CPUs this process could use: `cpus <online> <allowed by its affinity mask>` (what
+  // `lotus-tool whatif` assumes its workers shared).
+  const long online = ::sysconf(_SC_NPROCESSORS_ONLN);
+  int allowed = 0;
+#if defined(__linux__)
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) == 0) allowed = CPU_COUNT(&set);
+#endif
+  if (online > 0) {
+    char line[64];
+    const int n = std::snprintf(line, sizeof line, "cpus %ld %d\n", online,
+                                allowed > 0 ? allowed : static_cast<int>(online));
     out.add(line, printed(n, sizeof line));
   }
   return out.add(clocksync_line("start"));

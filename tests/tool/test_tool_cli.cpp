@@ -335,14 +335,14 @@ TEST_CASE("report draws its findings from the statistics and says when batch rec
   REQUIRE(tool("report " + k_golden + " -o " + dir + "/g.html").rc == 0);
   const std::string g = lotus_test::read_file(dir + "/g.html");
   // Findings in a fixed order. Main file: waits 15.6 + 0.001 + 15 ms over 129.051 ms from its
-  // first record start to its last record end: 23.7 %, partly preprocessing-bound.
+  // first record start to its last record end: 23.7 %, moderately input-bound.
   std::vector<std::string> ids;
   for (std::size_t at = 0; (at = g.find("data-finding=\"", at)) != std::string::npos; ++at) {
     ids.push_back(g.substr(at + 14, g.find('"', at + 14) - at - 14));
   }
   REQUIRE(ids == std::vector<std::string>{"wait", "top_op", "imbalance", "out_of_order", "delay"});
   REQUIRE(g.find("<li class=\"info\" data-finding=\"wait\"><span class=\"level\">note</span><span "
-                 "class=\"title\">Partly preprocessing-bound: training waited 23.7% of its time "
+                 "class=\"title\">Moderately input-bound: training waited 23.7% of its time "
                  "for data.</span>") != std::string::npos);
   REQUIRE(g.find("The main process waited 30.6 ms of 129 ms (23.7%) for its next batch, over 3 "
                  "waits") != std::string::npos);

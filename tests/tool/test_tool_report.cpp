@@ -84,7 +84,7 @@ TEST_CASE("findings: preprocessing-bound or not, from the main-process wait shar
     const auto fs = compute_findings(run(45));
     const finding& f = by_id(fs, "wait");
     REQUIRE(f.level == finding_level::warn);
-    REQUIRE(contains(f.title, "Preprocessing-bound"));
+    REQUIRE(contains(f.title, "Highly input-bound"));
     REQUIRE(contains(f.title, "45.0%"));
     REQUIRE(contains(f.evidence, "45.0 s of 100 s (45.0%)"));
     REQUIRE(contains(f.advice, "num_workers"));
@@ -92,13 +92,13 @@ TEST_CASE("findings: preprocessing-bound or not, from the main-process wait shar
   {
     const finding f = by_id(compute_findings(run(15)), "wait");
     REQUIRE(f.level == finding_level::info);
-    REQUIRE(contains(f.title, "Partly preprocessing-bound"));
+    REQUIRE(contains(f.title, "Moderately input-bound"));
     REQUIRE(contains(f.title, "15.0%"));
   }
   {
     const finding f = by_id(compute_findings(run(2)), "wait");
     REQUIRE(f.level == finding_level::good);
-    REQUIRE(contains(f.title, "Not preprocessing-bound"));
+    REQUIRE(contains(f.title, "Not input-bound"));
     REQUIRE(contains(f.title, "2.0%"));
     REQUIRE(contains(f.advice, "Fewer workers"));
   }

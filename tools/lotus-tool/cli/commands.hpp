@@ -17,5 +17,7 @@ void add_report_command(CLI::App& app);
 void add_map_command(CLI::App& app);        // map.cpp (LotusMap)
 void add_attribute_command(CLI::App& app);  // attribute.cpp
 void add_record_command(CLI::App& app);     // record.cpp
+void add_diff_command(CLI::App& app);       // diff.cpp
+void add_whatif_command(CLI::App& app);     // whatif.cpp
 
 }  // namespace lotus_tool

@@ -30,6 +30,8 @@ int main(int argc, char** argv) {
   lotus_tool::add_map_command(app);
   lotus_tool::add_attribute_command(app);
   lotus_tool::add_record_command(app);
+  lotus_tool::add_diff_command(app);
+  lotus_tool::add_whatif_command(app);
 
   try {
     app.parse(argc, argv);

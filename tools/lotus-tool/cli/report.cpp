@@ -21,6 +21,9 @@ void add_report_command(CLI::App& app) {
   cmd->add_option("--title", args->title, "Page title");
   cmd->add_option("--attribution", args->attribution,
                   "Add per-op CPU attribution from 'lotus-tool attribute --json' output");
+  cmd->add_option("--baseline", args->baseline,
+                  "Compare with this run (trace directory; repeat for several): a side-by-side "
+                  "section with lotus-tool diff's verdicts");
   cmd->add_option("--max-points", args->max_points,
                   "Most points per chart (evenly thinned beyond; 0 = all)")
       ->capture_default_str();

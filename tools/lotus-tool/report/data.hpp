@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "compare/diff.hpp"
+#include "compare/whatif.hpp"
 #include "trace/record.hpp"
 #include "trace/stats_engine.hpp"
 
@@ -216,6 +218,11 @@ struct report_data {
   /// With several hosts: within what bound their times compare (cross_host_clock_note).
   std::string clock_note;
   std::optional<attr_doc> attribution;
+  /// What the DataLoader model predicts for more workers and for in_order=False (whatif).
+  worker_advice advice;
+  /// report --baseline BASE: this run compared with BASE (diff), and BASE as given.
+  std::optional<diff_result> baseline;
+  std::string baseline_source;
 };
 
 }  // namespace lotus_tool

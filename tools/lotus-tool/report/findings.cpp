@@ -23,6 +23,16 @@ std::string fixed(double v, int digits) {
   return b;
 }
 
+}  // namespace
+
+const char* input_bound_class(double wait_share, const finding_thresholds& t) {
+  if (wait_share >= t.wait_bound) return "highly";
+  if (wait_share >= t.wait_partly) return "moderately";
+  return "not";
+}
+
+namespace {
+
 finding wait_finding(const report_data& d, const finding_thresholds& t) {
   finding f;
   f.id = "wait";
@@ -42,20 +52,27 @@ finding wait_finding(const report_data& d, const finding_thresholds& t) {
                " waits (mean " + format_ms(w.mean) + ").";
   if (share >= t.wait_bound) {
     f.level = finding_level::warn;
-    f.title = "Preprocessing-bound: training waited " + pct(share) + " of its time for data.";
+    f.title = "Highly input-bound: training waited " + pct(share) + " of its time for data.";
     f.advice =
         "Give the DataLoader more workers (num_workers) if CPU cores are free, and make the "
         "costliest op cheaper (see below); the training step idles while it waits.";
+    if (d.advice.more_workers) {
+      f.advice += " Predicted by the DataLoader model (lotus-tool whatif): " +
+                  whatif_sentence(*d.advice.more_workers) + ".";
+    }
   } else if (share >= t.wait_partly) {
     f.level = finding_level::info;
-    f.title =
-        "Partly preprocessing-bound: training waited " + pct(share) + " of its time for data.";
+    f.title = "Moderately input-bound: training waited " + pct(share) + " of its time for data.";
     f.advice =
         "One or two more DataLoader workers, or a cheaper costliest op, would recover part of "
         "the wait; look at the timeline for the phases where the waits cluster.";
+    if (d.advice.more_workers) {
+      f.advice += " Predicted by the DataLoader model (lotus-tool whatif): " +
+                  whatif_sentence(*d.advice.more_workers) + ".";
+    }
   } else {
     f.level = finding_level::good;
-    f.title = "Not preprocessing-bound: training waited only " + pct(share) + " of its time.";
+    f.title = "Not input-bound: training waited only " + pct(share) + " of its time.";
     f.advice =
         "The training step, not the data loader, sets the pace. Fewer workers would free CPU "
         "cores and memory without slowing training much.";
@@ -198,6 +215,10 @@ finding out_of_order_finding(const report_data& d, const finding_thresholds& t) 
       "per-batch cost (see the preprocessing-time chart), or, when batch order does not matter, "
       "let the DataLoader hand batches over as they finish (in_order=False, PyTorch 2.6 and "
       "later).";
+  if (d.advice.unordered) {
+    f.advice += " Predicted by the DataLoader model (lotus-tool whatif --unordered): " +
+                whatif_sentence(*d.advice.unordered) + ".";
+  }
   return f;
 }
 

@@ -35,6 +35,10 @@ struct finding_thresholds {
   double rank_spread = 0.10;   ///< wait-share difference between ranks worth a warning
 };
 
+/// How input-bound a run is, from the main process's wait share: "highly" (≥ wait_bound, 30 %),
+/// "moderately" (≥ wait_partly, 10 %) or "not". `stats` and the report's wait finding say it.
+const char* input_bound_class(double wait_share, const finding_thresholds& t = {});
+
 /// The findings, in a fixed order: wait, top_op, imbalance, out_of_order, delay, then ranks
 /// when the data has two ranks or more. Each is present even when its data is missing (it then
 /// says so, level info), so a reader always sees all questions answered or explicitly open.

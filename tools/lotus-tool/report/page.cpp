@@ -136,6 +136,47 @@ std::string ops_html(const report_data& d) {
   return o + "</table>\n";
 }
 
+// report --baseline: this run against the baseline, with diff's verdicts (compare/diff.hpp).
+std::string baseline_html(const report_data& d) {
+  if (!d.baseline) return {};
+  const diff_result& r = *d.baseline;
+  auto pct = [](double v) { return std::isfinite(v) ? fmt("%+.1f%%", 100 * v) : "&ndash;"; };
+  auto ms = [](const std::optional<side_stats>& x, double side_stats::*f) {
+    return x ? fmt("%.4f", (*x).*f) : std::string("&ndash;");
+  };
+  std::string o =
+      "<section id=\"baseline\">\n<h2>Compared with the baseline</h2>\n<p "
+      "class=\"hint\">Baseline: " +
+      h(d.baseline_source) +
+      ". Change: this run's median / the baseline's - 1, with a 95 % interval from "
+      "a seeded bootstrap; <i>same</i> when the interval holds 0 or the change is "
+      "under " +
+      fmt("%.0f", 100 * r.threshold) +
+      " % (as <code>lotus-tool diff</code>).</p>\n<table><tr><th>op</th><th>baseline "
+      "p50 (ms)</th><th>this run p50 (ms)</th><th>baseline mean (ms)</th><th>this "
+      "run mean (ms)</th><th>change</th><th>95 % interval</th><th>verdict</th></tr>\n";
+  for (const op_change& c : r.ops) {
+    const bool both = c.base && c.next;
+    o += "<tr data-verdict=\"" + h(c.verdict) + "\"><td>" + h(op_display_name(c.name)) +
+         "</td><td>" + ms(c.base, &side_stats::p50) + "</td><td>" + ms(c.next, &side_stats::p50) +
+         "</td><td>" + ms(c.base, &side_stats::mean) + "</td><td>" + ms(c.next, &side_stats::mean) +
+         "</td><td>" + (both ? pct(c.change) : "&ndash;") + "</td><td>" +
+         (both ? "[" + pct(c.lo) + ", " + pct(c.hi) + "]" : "&ndash;") + "</td><td>" +
+         h(c.verdict) + "</td></tr>\n";
+  }
+  o += "</table>\n<table><tr><th>run</th><th>baseline</th><th>this run</th><th>change</th><th>"
+       "verdict</th></tr>\n";
+  for (const run_change& c : r.run) {
+    const bool share = c.unit == "share";
+    auto v = [&](double x) { return share ? fmt("%.1f%%", 100 * x) : fmt("%.4g", x); };
+    o += "<tr data-verdict=\"" + h(c.verdict) + "\"><td>" + h(c.name) + "</td><td>" + v(c.base) +
+         "</td><td>" + v(c.next) + "</td><td>" +
+         (share || c.name == "out_of_order" ? fmt("%+.1f pt", 100 * c.change) : pct(c.change)) +
+         "</td><td>" + h(c.verdict) + "</td></tr>\n";
+  }
+  return o + "</table>\n</section>\n";
+}
+
 std::string thinned_note(std::size_t shown, std::uint64_t total, const char* what) {
   if (shown >= total) return {};
   return "<p class=\"hint\">Showing " + std::to_string(shown) + " of " + std::to_string(total) +
@@ -588,6 +629,7 @@ void write_report_page(const report_data& d, output_file& out) {
   o += " &middot; lotus-tool " LOTUS_VERSION_STRING "</p>\n<div id=\"lotus-errors\"></div>\n";
   o += findings_html(d);
   o += ranks_html(d);
+  o += baseline_html(d);
   o += ops_html(d);
   if (d.attribution) o += attribution_html(*d.attribution);
   o += batches_html(d);

@@ -429,6 +429,19 @@ void run_report(const report_args& a) {
   report_data rd;
   if (!a.attribution.empty()) rd.attribution = load_attribution(a.attribution);  // before the pass
   read_report(a, rd);
+  // The DataLoader model and the baseline read the run again (digest_run: two passes, bounded).
+  const bool batches = rd.stats.consumed > 0 && rd.stats.preprocessing_before.count > 0;
+  std::optional<run_digest> run;
+  if (batches || !a.baseline.empty()) run = digest_run(a.in);
+  if (batches) rd.advice = advise_workers(*run);
+  if (!a.baseline.empty()) {
+    input_args base = a.in;
+    base.dirs = a.baseline;
+    rd.baseline = diff_runs(digest_run(base), *run, diff_options{});
+    for (const auto& dname : a.baseline) {
+      rd.baseline_source += (rd.baseline_source.empty() ? "" : ", ") + dname;
+    }
+  }
   output_file out(a.output);
   write_report_page(rd, out);
   out.commit();

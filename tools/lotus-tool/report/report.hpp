@@ -14,6 +14,7 @@ namespace lotus_tool {
 struct report_args {
   input_args in;
   std::string output, title, attribution;
+  std::vector<std::string> baseline;  ///< --baseline DIR...: compare with this run (diff)
   std::size_t max_points = 20000;
 };
 

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "report/findings.hpp"
 #include "trace/input.hpp"
 #include "trace/stats_engine.hpp"
 #include "trace/trace_dir.hpp"
@@ -164,20 +165,16 @@ nlohmann::json to_json(const stats_result& r, const trace_dir& dir, const record
   d["unmatched_preprocessed"] = r.delay.unmatched_preprocessed;
   d["unmatched_consumed"] = r.delay.unmatched_consumed;
   j["out_of_order_arrivals"] = r.out_of_order;
+  if (r.wait.s.count > 0 && r.main_elapsed_ms > 0) {
+    j["input_bound"] = {{"class", input_bound_class(r.wait_share())},
+                        {"wait_share", r.wait_share()},
+                        {"main_elapsed_ms", r.main_elapsed_ms}};
+  } else {
+    j["input_bound"] = nullptr;
+  }
   j["batches_queued"] = r.queued;
   j["batches_consumed"] = r.consumed;
   return j;
-}
-
-// A CSV field: quoted when it holds a comma, quote or line break (RFC 4180).
-// RFC 4180: a field with a comma, quote or line break is quoted (quotes doubled); control bytes
-// are escaped first (printable), so a name cannot reach a terminal or a spreadsheet raw.
-std::string csv_field(const std::string& raw) {
-  const std::string s = printable(raw);
-  if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
-  std::string q = "\"";
-  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return q + "\"";
 }
 
 void csv_row(std::string& out, const char* section, const std::string& name, const char* metric,
@@ -226,6 +223,9 @@ std::string to_csv(const stats_result& r) {
   csv_row(out, "wait", "", "pct_eq_1us", r.wait.pct(r.wait.eq_1us));
   csv_row(out, "wait", "", "pct_between_1us_1ms", r.wait.pct_between_1us_1ms());
   csv_row(out, "wait", "", "pct_gt_1ms", r.wait.pct(r.wait.gt_1ms));
+  if (r.wait.s.count > 0 && r.main_elapsed_ms > 0) {  // name: highly | moderately | not
+    csv_row(out, "input_bound", input_bound_class(r.wait_share()), "wait_share", r.wait_share());
+  }
   csv_summary(out, "delay", r.delay.s);
   csv_row(out, "batches", "", "out_of_order_arrivals", double(r.out_of_order));
   csv_row(out, "batches", "", "queued", double(r.queued));
@@ -319,6 +319,14 @@ std::string to_text(const stats_result& r, const trace_dir& dir, const record_fi
                "ms,\n\tmax = %.2f ms\n",
                s.sum, s.mean, s.std, s.std_pct_of_mean(), s.min, s.max);
     append_fmt(out, "\t%.2f%% of batches had wait time > 500 ms\n", r.wait.pct(r.wait.gt_500ms));
+    if (r.main_elapsed_ms > 0) {
+      const finding_thresholds t;
+      append_fmt(out,
+                 "\tinput-bound: %s (waited %.2f%% of %.2f ms main-process time; highly >= "
+                 "%.0f%%, moderately >= %.0f%%)\n",
+                 input_bound_class(r.wait_share()), 100 * r.wait_share(), r.main_elapsed_ms,
+                 100 * t.wait_bound, 100 * t.wait_partly);
+    }
   }
 
   out += "\nBatch consumption delay time (SBatchConsumed - end of SBatchPreprocessed):\n";

@@ -421,21 +421,26 @@ stats_result compute_stats(const trace_dir& dir, const read_options& ropt,
   eng.set_file_sources(sources);
   // Per directory (rank): the light sums of the rank comparison.
   const bool per_rank = dir.sources.size() > 1;
+  // Every directory's main-process span (for the wait share), and per directory the light sums
+  // of the rank comparison.
+  const std::size_t n_sources = std::max<std::size_t>(1, dir.sources.size());
   std::vector<rank_stats> ranks(per_rank ? dir.sources.size() : 0);
   std::vector<std::uint64_t> pre_ns(ranks.size()), wait_ns(ranks.size());
-  std::vector<std::uint64_t> main_first(ranks.size(), UINT64_MAX), main_last(ranks.size());
+  std::vector<std::uint64_t> main_first(n_sources, UINT64_MAX), main_last(n_sources);
   const std::uint64_t skipped =
       for_each_record(dir, ropt, [&](std::size_t f, const record& rec, const batch_ref& b) {
         const trace_file& tf = dir.files[f];
         eng.add(f, tf.kind, rec, b);
+        const std::uint32_t k = tf.source < n_sources ? tf.source : 0;
+        if (tf.kind == file_kind::main) {
+          main_first[k] = std::min(main_first[k], rec.start_ns);
+          main_last[k] = std::max(main_last[k], rec.start_ns + rec.dur_ns);
+        }
         if (!per_rank) return;
-        const std::uint32_t k = tf.source;
         if (b.kind == batch_kind::preprocessed && tf.kind == file_kind::worker) {
           ++ranks[k].batches;
           pre_ns[k] = rec.dur_ns > UINT64_MAX - pre_ns[k] ? UINT64_MAX : pre_ns[k] + rec.dur_ns;
         } else if (tf.kind == file_kind::main) {
-          main_first[k] = std::min(main_first[k], rec.start_ns);
-          main_last[k] = std::max(main_last[k], rec.start_ns + rec.dur_ns);
           if (b.kind == batch_kind::wait) {
             ++ranks[k].waits;
             wait_ns[k] =
@@ -449,6 +454,9 @@ stats_result compute_stats(const trace_dir& dir, const read_options& ropt,
   r.files = dir.files.size();
   for (const auto& f : dir.files) {
     (f.kind == file_kind::worker ? r.worker_files : r.main_files) += 1;
+  }
+  for (std::size_t k = 0; k < n_sources; ++k) {
+    if (main_first[k] < main_last[k]) r.main_elapsed_ms += ms(main_last[k] - main_first[k]);
   }
   for (std::size_t k = 0; k < ranks.size(); ++k) {
     rank_stats& x = ranks[k];

@@ -3,6 +3,7 @@
 // In one pass and bounded memory.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <optional>
@@ -143,6 +144,13 @@ struct stats_result {
   std::uint64_t queued = 0, consumed = 0;
   std::uint64_t epochs = 0;
   std::uint64_t first_start_ns = 0;  ///< earliest SBatchPreprocessed / SBatchWait start (0: none)
+  /// Main-process time: first record start to last record end in each directory's main files,
+  /// summed over directories (compute_stats only).
+  double main_elapsed_ms = 0;
+  /// Share of main-process time spent waiting for data (SBatchWait), 0 without main files.
+  double wait_share() const {
+    return main_elapsed_ms > 0 ? std::min(1.0, wait.s.sum / main_elapsed_ms) : 0.0;
+  }
   // With stats_options::keep_points only (thinned to max_points):
   std::vector<batch_point> preprocessed;  ///< per batch, sorted by (epoch, idx)
   std::vector<batch_point> waits;         ///< per SBatchWait record, in time order

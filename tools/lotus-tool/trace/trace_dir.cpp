@@ -116,6 +116,12 @@ void parse_sidecar_lines(Next&& next, const std::string& file_label, trace_dir& 
                                                                  : proc.world_size;
       std::uint64_t v = 0;
       if (read_u(v)) slot = v;
+    } else if (key == "cpus") {
+      std::uint64_t online = 0, allowed = 0;
+      if (read_u(online) && read_u(allowed)) {
+        proc.cpus_online = online;
+        proc.cpus_allowed = allowed;
+      }
     } else if (key == "version") {
       ls >> proc.version;
     } else if (key == "clock") {
@@ -214,6 +220,10 @@ void parse_sidecar_lines(Next&& next, const std::string& file_label, trace_dir& 
   if (!p.rank) p.rank = proc.rank;
   if (!p.local_rank) p.local_rank = proc.local_rank;
   if (!p.world_size) p.world_size = proc.world_size;
+  if (p.cpus_online == 0) {
+    p.cpus_online = proc.cpus_online;
+    p.cpus_allowed = proc.cpus_allowed;
+  }
   if (p.version.empty()) p.version = proc.version;
   if (p.clock.empty()) p.clock = proc.clock;
   if (!p.clock_start.have) p.clock_start = proc.clock_start;

@@ -73,6 +73,7 @@ struct process_meta {
   std::uint64_t ppid = 0;
   std::string host;
   std::optional<std::uint64_t> rank, local_rank, world_size;
+  std::uint64_t cpus_online = 0, cpus_allowed = 0;  ///< `cpus` line; 0: not recorded
   std::string version;
   std::string clock;
   clock_sample clock_start, clock_exit;  ///< `clocksync start` / the last `clocksync exit`

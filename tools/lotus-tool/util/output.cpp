@@ -205,6 +205,17 @@ void append_double(std::string& out, double v) {
   out.append(tmp, static_cast<std::size_t>(n));
 }
 
+std::string csv_field(std::string_view raw) {
+  const std::string s = printable(raw);
+  if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) {
+    if (c == '"') q += '"';
+    q += c;
+  }
+  return q + "\"";
+}
+
 std::string printable(std::string_view s) {
   std::string out;
   out.reserve(s.size());

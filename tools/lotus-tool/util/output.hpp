@@ -55,6 +55,9 @@ void append_json_string(std::string& out, std::string_view s);
 /// `s` made safe for a terminal or a text report: C0 control bytes, DEL and the UTF-8-encoded C1
 /// controls (U+0080..U+009F: CSI, OSC...) become `\xHH` (each byte); everything else is kept.
 std::string printable(std::string_view s);
+/// A CSV field (RFC 4180): `printable` first, then quoted when it holds a comma, quote or line
+/// break (quotes doubled), so a name reaches neither a terminal nor a spreadsheet raw.
+std::string csv_field(std::string_view raw);
 void append_uint(std::string& out, std::uint64_t v);
 void append_int(std::string& out, std::int64_t v);
 /// Appends ns as microseconds with up to 3 decimals, exact (no float rounding): 1500 -> "1.5".

@@ -1,0 +1,190 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""lotus-tool whatif and diff on real runs of examples/image_pipeline.
+
+1. whatif: from a 1-worker run (10 ms simulated step) predict 2 and 4 workers, run them, and
+   require the prediction within 20 % of the measured epoch time and 12 points of the measured
+   wait share (4 workers on this machine's cores included). These are timings on a shared
+   machine: the whole comparison is tried up to three times and passes when one attempt holds.
+2. diff: two identical runs give `same` for every op; --size 224 -> 320 gives `slower` for
+   RandomResizedCrop, ToTensor and Normalize and `same` for Loader.
+3. JSON/CSV shapes, determinism, report --baseline and the findings' prediction, the sidecar's
+   `cpus` line, stats' input-bound class, and bad input (exit codes and messages).
+
+Usage: compare_cases.py LOTUS_TOOL IMAGE_PIPELINE WORKDIR
+"""
+import csv
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+TOOL, PIPELINE, WORK = sys.argv[1], sys.argv[2], sys.argv[3]
+IMAGES, EPOCHS = 256, 3
+
+
+def run(*args, ok=True):
+    p = subprocess.run(list(args), capture_output=True, text=True, timeout=300)
+    if ok and p.returncode != 0:
+        sys.exit(f"FAIL: {' '.join(args)} exited {p.returncode}\n{p.stdout}\n{p.stderr}")
+    return p
+
+
+def tool(*args, ok=True):
+    return run(TOOL, *args, ok=ok)
+
+
+def pipeline(name, *extra):
+    """Runs the pipeline into WORK/data (generated once) and moves its trace to WORK/<name>."""
+    dest = os.path.join(WORK, name)
+    shutil.rmtree(dest, ignore_errors=True)
+    shutil.rmtree(os.path.join(WORK, "out", "trace"), ignore_errors=True)
+    run(PIPELINE, "-o", os.path.join(WORK, "out"), "-n", str(IMAGES), "-e", str(EPOCHS),
+        "-b", "16", "-p", "2", "-q", *extra)
+    shutil.move(os.path.join(WORK, "out", "trace"), dest)
+    return dest
+
+
+def whatif(d, workers):
+    return json.loads(tool("whatif", d, "--workers", str(workers), "--json").stdout)
+
+
+def check(cond, msg):
+    if not cond:
+        sys.exit("FAIL: " + msg)
+
+
+def whatif_attempt():
+    one = pipeline("w1", "-w", "1", "--step-ms", "10")
+    errors = []
+    for n in (2, 4):
+        pred = whatif(one, n)
+        meas = whatif(pipeline(f"w{n}", "-w", str(n), "--step-ms", "10"), n)["measured"]
+        check(meas["workers"] == n, f"the {n}-worker run digests as {meas['workers']} workers")
+        pe, me = pred["predicted"]["epoch_seconds"], meas["epoch_seconds"]
+        pw, mw = pred["predicted"]["wait_share"], meas["wait_share"]
+        line = (f"{n} workers: predicted epoch {pe:.4f} s wait {100 * pw:.1f} %, measured "
+                f"{me:.4f} s {100 * mw:.1f} %")
+        print(line)
+        if abs(pe - me) > 0.20 * me or abs(pw - mw) > 0.12:
+            errors.append(line)
+    return errors
+
+
+def test_whatif_validation():
+    for attempt in range(3):
+        errors = whatif_attempt()
+        if not errors:
+            return
+        print(f"attempt {attempt + 1}: outside the bounds: {errors}")
+    sys.exit("FAIL: whatif predictions outside 20 % / 12 points in three attempts")
+
+
+def verdicts(base, new):
+    j = json.loads(tool("diff", base, new, "--json").stdout)
+    return {o["name"]: o["verdict"] for o in j["ops"]}, j
+
+
+def test_diff_real():
+    pipeline("warm", "-w", "2", "--step-ms", "2")  # page cache and data warm
+    a = pipeline("same_a", "-w", "2", "--step-ms", "2")
+    b = pipeline("same_b", "-w", "2", "--step-ms", "2")
+    v, j = verdicts(a, b)
+    check(set(v) >= {"SLoader", "SRandomResizedCrop", "SToTensor", "SNormalize"}, f"ops: {v}")
+    check(all(x == "same" for x in v.values()), f"identical runs: {v}")
+    big = pipeline("size320", "-w", "2", "--step-ms", "2", "--size", "320")
+    v, j = verdicts(a, big)
+    for op in ("SRandomResizedCrop", "SToTensor", "SNormalize"):
+        check(v[op] == "slower", f"--size 320: {op} is {v[op]}")
+    check(v["SLoader"] == "same", f"--size 320: SLoader is {v['SLoader']}")
+    # The documented JSON shape, and determinism (a seeded bootstrap).
+    for o in j["ops"]:
+        check(set(o) >= {"name", "verdict", "base", "new", "change", "mean_change", "ci95"}, str(o))
+        check(o["ci95"][0] <= o["change"] <= o["ci95"][1] or o["verdict"] == "same", str(o))
+    run_names = {r["name"] for r in j["run"]}
+    check(run_names == {"batch_preprocessing_p50_ms", "wait_share", "batch_delay_ms",
+                        "out_of_order", "epoch_seconds", "batches_per_second"}, str(run_names))
+    check(tool("diff", a, big, "--json").stdout == tool("diff", a, big, "--json").stdout,
+          "diff --json is not deterministic")
+    # CSV parses with the header's columns; text names every op.
+    rows = list(csv.DictReader(io.StringIO(tool("diff", a, big, "--csv").stdout)))
+    check(len(rows) == len(j["ops"]) + len(j["run"]), f"{len(rows)} CSV rows")
+    check({r["verdict"] for r in rows if r["name"] == "SNormalize"} == {"slower"}, "csv verdict")
+    text = tool("diff", a, big).stdout
+    check("SRandomResizedCrop" in text and "slower" in text, text)
+    # --base/--new, and the same run as baseline in the report.
+    check(json.loads(tool("diff", "--base", a, "--new", big, "--json").stdout) == j, "--base/--new")
+    html = os.path.join(WORK, "r.html")
+    tool("report", big, "--baseline", a, "-o", html)
+    page = open(html, encoding="utf-8").read()
+    check('<section id="baseline">' in page, "report --baseline: no section")
+    check(page.count('data-verdict="slower"') >= 3, "report --baseline: verdicts")
+    return a
+
+
+def test_advice_and_meta(one_worker):
+    # The sidecar records the CPUs the process could use.
+    sidecars = [f for f in os.listdir(one_worker) if f.startswith(".")]
+    lines = [ln.split() for f in sidecars for ln in open(os.path.join(one_worker, f))]
+    cpus = [ln for ln in lines if ln and ln[0] == "cpus"]
+    check(cpus and all(len(c) == 3 and int(c[1]) >= int(c[2]) >= 1 for c in cpus), f"cpus: {cpus}")
+    check(int(cpus[0][2]) == len(os.sched_getaffinity(0)), f"cpus allowed: {cpus[0]}")
+    st = json.loads(tool("stats", one_worker, "--json").stdout)
+    ib = st["input_bound"]
+    want = "highly" if ib["wait_share"] >= 0.3 else "moderately" if ib["wait_share"] >= 0.1 else "not"
+    check(ib["class"] == want, str(ib))
+    check(f"input-bound: {want}" in tool("stats", one_worker).stdout, "stats text: no class")
+    # The report's wait finding quotes the model when the run waits for data.
+    html = os.path.join(WORK, "w1.html")
+    tool("report", one_worker, "-o", html)
+    page = open(html, encoding="utf-8").read()
+    if ib["wait_share"] >= 0.1:
+        check("lotus-tool whatif): " in page and " workers: epoch " in page, "no prediction")
+    # whatif text and JSON agree; the summary has the documented form.
+    j = whatif(one_worker, 3)
+    check(j["summary"].startswith("3 workers: epoch ") and " wait " in j["summary"], j["summary"])
+    check(j["model"]["cores_from"] == "sidecar", str(j["model"]))
+    check(j["summary"] in tool("whatif", one_worker, "-w", "3").stdout, "text summary")
+    u = json.loads(tool("whatif", one_worker, "-w", "3", "--unordered", "--json").stdout)
+    check(u["model"]["in_order"] is False and u["predicted"]["out_of_order"] == 0, str(u))
+
+
+def test_bad_input(some_run):
+    p = tool("diff", some_run, ok=False)
+    check(p.returncode == 2 and "BASE and NEW" in p.stderr, f"diff one dir: {p.returncode} {p.stderr}")
+    p = tool("whatif", some_run, "--workers", "0", ok=False)
+    check(p.returncode == 2 and "--workers" in p.stderr, f"whatif -w 0: {p.stderr}")
+    p = tool("diff", some_run, "--threshold", "-1", some_run, ok=False)
+    check(p.returncode == 2, f"diff --threshold -1: {p.returncode}")
+    missing = os.path.join(WORK, "missing")
+    p = tool("diff", some_run, missing, ok=False)
+    check(p.returncode != 0 and "missing" in p.stderr, f"diff missing dir: {p.stderr}")
+    # Op records but no batches: nothing to replay.
+    nob = os.path.join(WORK, "nobatch")
+    os.makedirs(nob, exist_ok=True)
+    with open(os.path.join(nob, "lotustrace_log_worker_pid_7"), "w") as f:
+        f.write("SLoader,1000,2000\nSLoader,5000,2000\n")
+    p = tool("whatif", nob, "-w", "2", ok=False)
+    check(p.returncode != 0 and "no DataLoader batches" in p.stderr, f"whatif no batches: {p.stderr}")
+    # diff of runs without batches still compares ops (and has no run rows).
+    j = json.loads(tool("diff", nob, nob, "--json").stdout)
+    check([o["verdict"] for o in j["ops"]] == ["same"] and j["run"] == [], str(j))
+
+
+def main():
+    shutil.rmtree(WORK, ignore_errors=True)
+    os.makedirs(WORK)
+    try:
+        test_whatif_validation()
+        test_advice_and_meta(os.path.join(WORK, "w1"))
+        a = test_diff_real()
+        test_bad_input(a)
+    finally:
+        shutil.rmtree(WORK, ignore_errors=True)
+    print("compare cases passed")
+
+
+if __name__ == "__main__":
+    main()

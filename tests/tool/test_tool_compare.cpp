@@ -1,0 +1,193 @@
+// lotus — lotus-tool diff and whatif: the DataLoader model on hand-computed cases, the bootstrap
+// SPDX-License-Identifier: MIT
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "catch.hpp"
+#include "compare/diff.hpp"
+#include "compare/whatif.hpp"
+
+using namespace lotus_tool;
+
+namespace {
+
+std::vector<std::vector<double>> one_epoch(std::vector<double> batches) { return {batches}; }
+
+loader_model model(unsigned workers, double cores, double step_ms, unsigned prefetch = 2) {
+  loader_model m;
+  m.workers = workers;
+  m.cores = cores;
+  m.step_ms = step_ms;
+  m.prefetch_factor = prefetch;
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("whatif model: workers, cores and the step, against hand-computed epochs",
+          "[tool][compare][whatif]") {
+  const auto ten = one_epoch(std::vector<double>(10, 10.0));  // 10 batches of 10 ms
+  SECTION("one worker: the batches one after another, the consumer always waiting") {
+    const loader_prediction p = simulate_loader(ten, model(1, 1, 0));
+    CHECK(p.epoch_seconds == Approx(0.100));
+    CHECK(p.wait_share == Approx(1.0));
+    CHECK(p.out_of_order == 0);
+  }
+  SECTION("two workers on two cores: twice as fast") {
+    CHECK(simulate_loader(ten, model(2, 2, 0)).epoch_seconds == Approx(0.050));
+  }
+  SECTION("four workers on two cores: no faster than two (processor sharing)") {
+    // 4 batches at half speed end at 20 ms, 4 more at 40 ms, the last 2 at full speed at 50 ms.
+    CHECK(simulate_loader(ten, model(4, 2, 0)).epoch_seconds == Approx(0.050));
+  }
+  SECTION("a step longer than the batches: the step sets the pace, almost no wait") {
+    const auto fast = one_epoch(std::vector<double>(10, 1.0));
+    const loader_prediction p = simulate_loader(fast, model(2, 2, 10));
+    // The first batch at 1 ms, then one consumed every 10 ms: the last at 1 + 9 * 10 ms.
+    CHECK(p.epoch_seconds == Approx(0.091));
+    CHECK(p.wait_share == Approx(1.0 / 91.0));
+  }
+  SECTION("epochs are replayed separately and averaged") {
+    const std::vector<std::vector<double>> two = {std::vector<double>(10, 10.0),
+                                                  std::vector<double>(5, 10.0)};
+    CHECK(simulate_loader(two, model(1, 1, 0)).epoch_seconds == Approx(0.075));
+  }
+}
+
+TEST_CASE("whatif model: a slow batch makes later ones arrive out of order, unless unordered",
+          "[tool][compare][whatif]") {
+  // Worker 0 gets batches 0 and 2, worker 1 batches 1 and 3 (round robin). Batch 0 takes 10 ms:
+  // batches 1 and 3 (1 ms each) arrive before it.
+  const auto e = one_epoch({10, 1, 1, 1});
+  loader_model m = model(2, 2, 0);
+  const loader_prediction in_order = simulate_loader(e, m);
+  CHECK(in_order.out_of_order == 2);
+  CHECK(in_order.epoch_seconds == Approx(0.011));  // batch 2 runs 10..11 ms on worker 0
+  m.unordered = true;
+  const loader_prediction unordered = simulate_loader(e, m);
+  CHECK(unordered.out_of_order == 0);
+  CHECK(unordered.epoch_seconds == Approx(0.011));
+  // With a step, taking the early batches first saves the wait for batch 0.
+  m.step_ms = 5;
+  const loader_prediction u = simulate_loader(e, m);
+  m.unordered = false;
+  const loader_prediction o = simulate_loader(e, m);
+  CHECK(u.epoch_seconds < o.epoch_seconds);
+}
+
+TEST_CASE("whatif: predict_workers replays the measured setting and scales worker time",
+          "[tool][compare][whatif]") {
+  run_digest d;
+  d.batch_ms = {std::vector<double>(20, 40.0)};  // 4 workers on 2 cores: each batch 2x slower
+  d.workers = 4;
+  d.cpus = 2;
+  d.prefetch_factor = 2;
+  epoch_digest e;
+  e.seconds = 0.4;
+  e.batches = 20;
+  d.epochs = {e};
+  d.step_ms = std::vector<double>(19, 0.0);
+  whatif_args a;
+  a.workers = 2;
+  const whatif_result r = predict_workers(d, a);
+  CHECK(r.work_scale == Approx(0.5));  // one core's time: 20 ms a batch
+  CHECK(r.cores_from == "sidecar");
+  CHECK(r.replay.epoch_seconds == Approx(0.2));
+  CHECK(r.predicted.epoch_seconds == Approx(0.2));  // 2 workers, 2 cores: 10 rounds of 20 ms
+  CHECK(whatif_sentence(r) == "2 workers: epoch 0.40 s \u2192 0.20 s, wait 0 % \u2192 100 %");
+  a.workers = 1;
+  CHECK(predict_workers(d, a).predicted.epoch_seconds == Approx(0.4));
+  a.cores = 1;
+  a.workers = 8;
+  CHECK(predict_workers(d, a).cores_from == "option");
+  CHECK(predict_workers(d, a).predicted.epoch_seconds == Approx(0.4));
+}
+
+TEST_CASE("whatif: a run without batches is refused with a message", "[tool][compare][whatif]") {
+  run_digest d;
+  whatif_args a;
+  a.workers = 2;
+  CHECK_THROWS_WITH(predict_workers(d, a), Catch::Contains("no DataLoader batches"));
+  CHECK_FALSE(advise_workers(d).more_workers);
+}
+
+TEST_CASE("diff: the bootstrap is deterministic and centred on the change",
+          "[tool][compare][diff]") {
+  std::vector<double> a, b;
+  seeded_rng g(7);
+  for (int i = 0; i < 500; ++i) {
+    const double x = 1.0 + static_cast<double>(g.below(1000)) / 1000.0;
+    a.push_back(x);
+    b.push_back(2 * x);
+  }
+  const auto ci = bootstrap_median_ratio(a, b, 1000, 42);
+  CHECK(ci == bootstrap_median_ratio(a, b, 1000, 42));
+  CHECK(ci.first < 1.0);
+  CHECK(ci.second > 1.0);
+  CHECK(ci.first > 0.7);
+  CHECK(ci.second < 1.3);
+  const auto same = bootstrap_median_ratio(a, a, 1000, 42);
+  CHECK(same.first < 0);
+  CHECK(same.second > 0);
+}
+
+TEST_CASE("diff: verdicts from the median change, its interval and the threshold",
+          "[tool][compare][diff]") {
+  auto op = [](const std::string& name, double ms, double spread) {
+    op_digest o;
+    o.name = name;
+    seeded_rng g(name.size());
+    for (int i = 0; i < 400; ++i) {
+      o.sample_ms.push_back(ms * (1 + spread * (static_cast<double>(g.below(1000)) / 1000 - 0.5)));
+    }
+    o.count = o.sample_ms.size();
+    std::vector<double> s = o.sample_ms;
+    std::sort(s.begin(), s.end());
+    o.p50_ms = s[s.size() / 2];
+    o.p90_ms = s[s.size() * 9 / 10];
+    double sum = 0;
+    for (double v : s) sum += v;
+    o.mean_ms = sum / static_cast<double>(s.size());
+    return o;
+  };
+  run_digest base, next;
+  base.ops = {op("SA", 1.0, 0.2), op("SB", 1.0, 0.2), op("SC", 1.0, 0.2), op("SGone", 1, 0.1)};
+  next.ops = {op("SA", 1.0, 0.2), op("SB", 1.5, 0.2), op("SC", 0.5, 0.2), op("SNew", 1, 0.1)};
+  const diff_result d = diff_runs(base, next, diff_options{});
+  REQUIRE(d.ops.size() == 5);
+  auto verdict = [&](const std::string& n) {
+    for (const auto& c : d.ops)
+      if (c.name == n) return c.verdict;
+    return std::string("missing");
+  };
+  CHECK(verdict("SA") == "same");
+  CHECK(verdict("SB") == "slower");
+  CHECK(verdict("SC") == "faster");
+  CHECK(verdict("SGone") == "only_base");
+  CHECK(verdict("SNew") == "only_new");
+  CHECK(d.run.empty());  // no batch records on either side
+  // A 5 % change with a tight interval is still `same`: under the practical threshold.
+  run_digest five = base;
+  for (auto& o : five.ops) {
+    for (double& v : o.sample_ms) v *= 1.05;
+    o.p50_ms *= 1.05;
+    o.mean_ms *= 1.05;
+  }
+  for (const auto& c : diff_runs(base, five, diff_options{}).ops) CHECK(c.verdict == "same");
+  diff_options strict;
+  strict.threshold = 0.01;
+  CHECK(diff_runs(base, five, strict).ops[0].verdict == "slower");
+  // JSON: the documented shape.
+  const auto j = diff_json(d);
+  CHECK(j["ops"][0]["name"] == "SA");
+  CHECK(j["ops"][0]["verdict"] == "same");
+  CHECK(j["ops"][0].contains("ci95"));
+  CHECK(j["ops"][0]["base"]["p50_ms"].is_number());
+  // CSV: names are fields (a comma or quote in a name cannot shift the columns).
+  run_digest odd = base;
+  odd.ops[0].name = "Sa,\"b\"";
+  const std::string csv = diff_csv(diff_runs(odd, odd, diff_options{}));
+  CHECK(csv.find("op,\"Sa,\"\"b\"\"\",") != std::string::npos);
+}

@@ -1,0 +1,38 @@
+// lotus — lotus-tool whatif: command-line options (the work is in compare/whatif.hpp)
+// SPDX-License-Identifier: MIT
+#include "compare/whatif.hpp"
+
+#include <CLI/CLI.hpp>
+#include <memory>
+
+#include "cli/commands.hpp"
+#include "cli/input_options.hpp"
+
+namespace lotus_tool {
+
+void add_whatif_command(CLI::App& app) {
+  auto args = std::make_shared<whatif_args>();
+  CLI::App* cmd = app.add_subcommand(
+      "whatif",
+      "Predict a DataLoader setting from one run: replays the measured per-batch preprocessing\n"
+      "times and the consumer's step time through a model of PyTorch's DataLoader (N workers,\n"
+      "prefetch_factor*N batches outstanding, in-order delivery, workers sharing C cores) and\n"
+      "prints the predicted epoch time, wait share and out-of-order arrivals.");
+  add_input_options(cmd, args->in, /*windows=*/true);
+  cmd->add_option("--workers,-w", args->workers, "Workers to predict (num_workers)")->required();
+  cmd->add_option("--prefetch-factor", args->prefetch_factor,
+                  "Batches per worker outstanding (default: the measured one, else 2)");
+  cmd->add_option("--step-ms", args->step_ms,
+                  "The consumer's time per batch (default: measured between consuming a batch "
+                  "and asking for the next)");
+  cmd->add_option("--cores", args->cores,
+                  "Cores the workers share (default: the CPUs the traced process could use, "
+                  "from its sidecar)");
+  cmd->add_flag("--unordered", args->unordered,
+                "Deliver batches as they arrive (PyTorch's in_order=False)");
+  cmd->add_flag("--json", args->json, "Machine-readable JSON output");
+  cmd->add_option("-o,--output", args->output, "Output file ('-' = stdout)")->capture_default_str();
+  cmd->callback([args] { run_whatif(*args); });
+}
+
+}  // namespace lotus_tool

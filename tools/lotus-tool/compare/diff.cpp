@@ -1,0 +1,360 @@
+// lotus — lotus-tool diff: two runs compared op by op (compare/diff.hpp)
+// SPDX-License-Identifier: MIT
+#include "compare/diff.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+#include "util/diag.hpp"
+#include "util/error.hpp"
+#include "util/json_dump.hpp"
+#include "util/output.hpp"
+
+namespace lotus_tool {
+
+namespace {
+
+double median_of(std::vector<double>& v) {  // reorders v
+  if (v.empty()) return 0;
+  const std::size_t h = v.size() / 2;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(h), v.end());
+  const double hi = v[h];
+  if (v.size() % 2) return hi;
+  const double lo = *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(h));
+  return (lo + hi) / 2;
+}
+
+// One resample's median (with replacement), in `buf`.
+double resampled_median(const std::vector<double>& v, seeded_rng& rng, std::vector<double>& buf) {
+  const std::uint64_t n = v.size();
+  buf.resize(v.size());
+  for (std::uint64_t i = 0; i < n; ++i)
+    buf[static_cast<std::size_t>(i)] = v[static_cast<std::size_t>(rng.below(n))];
+  return median_of(buf);
+}
+
+// At most `cap` values of `v`, chosen uniformly with a seeded generator (all when fewer): the
+// bootstrap's cost is resamples × sample size.
+std::vector<double> capped(const std::vector<double>& v, std::size_t cap, std::uint64_t seed) {
+  if (v.size() <= cap) return v;
+  std::vector<double> out(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(cap));
+  seeded_rng rng(seed);
+  for (std::size_t i = cap; i < v.size(); ++i) {
+    const std::uint64_t j = rng.below(i + 1);
+    if (j < cap) out[static_cast<std::size_t>(j)] = v[i];
+  }
+  return out;
+}
+
+constexpr std::size_t k_bootstrap_cap = 4096;
+
+// slower / faster / same for a change where larger is worse (`higher_is_worse`) or better.
+std::string judge(double change, std::optional<double> lo, std::optional<double> hi,
+                  double threshold, bool higher_is_worse) {
+  if (!std::isfinite(change)) return "n/a";
+  if (std::fabs(change) < threshold) return "same";
+  if (lo && hi && *lo <= 0 && *hi >= 0) return "same";
+  const bool up = change > 0;
+  return up == higher_is_worse ? "slower" : "faster";
+}
+
+std::uint64_t name_seed(std::uint64_t seed, const std::string& name) {
+  std::uint64_t h = 1469598103934665603ULL;  // FNV-1a: a per-op stream independent of order
+  for (unsigned char c : name) h = (h ^ c) * 1099511628211ULL;
+  return seed ^ h;
+}
+
+double batch_delay_ms(const run_digest& d) { return d.stats.delay.s.mean; }
+
+std::vector<double> all_batches(const run_digest& d) {
+  std::vector<double> v;
+  for (const auto& e : d.batch_ms) v.insert(v.end(), e.begin(), e.end());
+  return v;
+}
+
+}  // namespace
+
+std::pair<double, double> bootstrap_median_ratio(const std::vector<double>& a,
+                                                 const std::vector<double>& b, unsigned resamples,
+                                                 std::uint64_t seed) {
+  if (a.empty() || b.empty() || resamples == 0) return {0.0, 0.0};
+  seeded_rng rng(seed);
+  std::vector<double> r, buf;
+  r.reserve(resamples);
+  for (unsigned i = 0; i < resamples; ++i) {
+    const double ma = resampled_median(a, rng, buf);
+    const double mb = resampled_median(b, rng, buf);
+    r.push_back(ma > 0 ? mb / ma - 1.0 : 0.0);
+  }
+  std::sort(r.begin(), r.end());
+  return {quantile_sorted(r, 0.025), quantile_sorted(r, 0.975)};
+}
+
+diff_result diff_runs(const run_digest& base, const run_digest& next, const diff_options& opt) {
+  diff_result out;
+  out.threshold = opt.threshold;
+  out.resamples = opt.resamples;
+  std::map<std::string, std::pair<const op_digest*, const op_digest*>> by_name;
+  for (const auto& o : base.ops) by_name[o.name].first = &o;
+  for (const auto& o : next.ops) by_name[o.name].second = &o;
+  for (const auto& kv : by_name) {
+    op_change c;
+    c.name = kv.first;
+    const op_digest* a = kv.second.first;
+    const op_digest* b = kv.second.second;
+    auto side = [](const op_digest& o) {
+      return side_stats{o.count, o.mean_ms, o.p50_ms, o.p90_ms};
+    };
+    if (a) c.base = side(*a);
+    if (b) c.next = side(*b);
+    if (!a || !b) {
+      c.verdict = a ? "only_base" : "only_new";
+      out.ops.push_back(std::move(c));
+      continue;
+    }
+    c.change = a->p50_ms > 0 ? b->p50_ms / a->p50_ms - 1.0 : 0.0;
+    c.mean_change = a->mean_ms > 0 ? b->mean_ms / a->mean_ms - 1.0 : 0.0;
+    const auto ci = bootstrap_median_ratio(capped(a->sample_ms, k_bootstrap_cap, opt.seed),
+                                           capped(b->sample_ms, k_bootstrap_cap, opt.seed + 1),
+                                           opt.resamples, name_seed(opt.seed, c.name));
+    c.lo = ci.first;
+    c.hi = ci.second;
+    c.verdict = judge(c.change, c.lo, c.hi, opt.threshold, true);
+    out.ops.push_back(std::move(c));
+  }
+
+  auto rel = [](double a, double b) { return a > 0 ? b / a - 1.0 : (b == 0 ? 0.0 : std::nan("")); };
+  auto add = [&](const char* name, const char* unit, double a, double b, double change,
+                 std::optional<double> lo, std::optional<double> hi, bool higher_is_worse,
+                 double threshold) {
+    run_change r;
+    r.name = name;
+    r.unit = unit;
+    r.base = a;
+    r.next = b;
+    r.change = change;
+    r.lo = lo;
+    r.hi = hi;
+    r.verdict = judge(change, lo, hi, threshold, higher_is_worse);
+    out.run.push_back(std::move(r));
+  };
+  const bool batches = base.has_batches() && next.has_batches();
+  {
+    std::vector<double> a = all_batches(base), b = all_batches(next);
+    if (!a.empty() && !b.empty()) {
+      const auto ci = bootstrap_median_ratio(capped(a, k_bootstrap_cap, opt.seed),
+                                             capped(b, k_bootstrap_cap, opt.seed + 1),
+                                             opt.resamples, name_seed(opt.seed, "batch"));
+      const double ma = median_of(a), mb = median_of(b);
+      add("batch_preprocessing_p50_ms", "ms", ma, mb, rel(ma, mb), ci.first, ci.second, true,
+          opt.threshold);
+    }
+  }
+  if (batches) {
+    // Shares are compared by their difference (points / 100), with half the threshold: 10 %
+    // of an epoch spent waiting is a change worth a verdict, 1 point is not.
+    add("wait_share", "share", base.wait_share(), next.wait_share(),
+        next.wait_share() - base.wait_share(), std::nullopt, std::nullopt, true, opt.threshold / 2);
+    add("batch_delay_ms", "ms", batch_delay_ms(base), batch_delay_ms(next),
+        rel(batch_delay_ms(base), batch_delay_ms(next)), std::nullopt, std::nullopt, true,
+        opt.threshold);
+    const double oa = static_cast<double>(base.out_of_order());
+    const double ob = static_cast<double>(next.out_of_order());
+    const double ba = static_cast<double>(base.stats.consumed);
+    const double bb = static_cast<double>(next.stats.consumed);
+    // Out-of-order arrivals per consumed batch, compared like a share.
+    const double sa = ba > 0 ? oa / ba : 0, sb = bb > 0 ? ob / bb : 0;
+    add("out_of_order", "count", oa, ob, sb - sa, std::nullopt, std::nullopt, true,
+        opt.threshold / 2);
+    add("epoch_seconds", "s", base.epoch_seconds(), next.epoch_seconds(),
+        rel(base.epoch_seconds(), next.epoch_seconds()), std::nullopt, std::nullopt, true,
+        opt.threshold);
+    add("batches_per_second", "1/s", base.batches_per_second(), next.batches_per_second(),
+        rel(base.batches_per_second(), next.batches_per_second()), std::nullopt, std::nullopt,
+        false, opt.threshold);
+  }
+  return out;
+}
+
+namespace {
+
+std::string fmt(const char* f, double v) {
+  char b[64];
+  std::snprintf(b, sizeof b, f, v);
+  return b;
+}
+
+std::string signed_pct(double v) {
+  if (!std::isfinite(v)) return "n/a";
+  return fmt("%+.1f %%", 100.0 * v);
+}
+
+std::string pad(std::string s, std::size_t w, bool left = false) {
+  // Width counts bytes; names are printable() first, so no control byte moves the cursor.
+  if (s.size() >= w) return s;
+  const std::string fill(w - s.size(), ' ');
+  return left ? s + fill : fill + s;
+}
+
+bool is_share(const run_change& r) { return r.unit == std::string("share"); }
+
+}  // namespace
+
+std::string diff_text(const diff_result& d) {
+  std::string s;
+  std::size_t w = 4;
+  for (const auto& o : d.ops) w = std::max(w, printable(o.name).size());
+  w = std::min<std::size_t>(w, 48);
+  s += pad("op", w, true) + pad("base n", 9) + pad("new n", 9) + pad("base mean", 11) +
+       pad("new mean", 11) + pad("mean", 9) + pad("base p50", 11) + pad("new p50", 11) +
+       pad("base p90", 11) + pad("new p90", 11) + pad("p50 change", 12) + "  " +
+       pad("95 % interval", 22, true) + "verdict\n";
+  for (const auto& o : d.ops) {
+    auto num = [](const std::optional<side_stats>& x, double side_stats::*f) {
+      return x ? fmt("%.4f", (*x).*f) : std::string("-");
+    };
+    auto cnt = [](const std::optional<side_stats>& x) {
+      return x ? std::to_string(x->count) : std::string("-");
+    };
+    const bool both = o.base && o.next;
+    s += pad(printable(o.name), w, true) + pad(cnt(o.base), 9) + pad(cnt(o.next), 9) +
+         pad(num(o.base, &side_stats::mean), 11) + pad(num(o.next, &side_stats::mean), 11) +
+         pad(both ? signed_pct(o.mean_change) : "-", 9) + pad(num(o.base, &side_stats::p50), 11) +
+         pad(num(o.next, &side_stats::p50), 11) + pad(num(o.base, &side_stats::p90), 11) +
+         pad(num(o.next, &side_stats::p90), 11) + pad(both ? signed_pct(o.change) : "-", 12) +
+         "  " + pad(both ? "[" + signed_pct(o.lo) + ", " + signed_pct(o.hi) + "]" : "-", 22, true) +
+         o.verdict + "\n";
+  }
+  s += "(times in ms; change = new p50 / base p50 - 1, mean: the same for the means; interval: "
+       "seeded bootstrap of the medians, " +
+       std::to_string(d.resamples) + " resamples; same when |change| < " +
+       fmt("%.0f %%", 100 * d.threshold) + " or the interval holds 0)\n";
+  if (!d.run.empty()) {
+    s += "\nrun" + std::string(27, ' ') + pad("base", 12) + pad("new", 12) + pad("change", 12) +
+         "  verdict\n";
+    for (const auto& r : d.run) {
+      const bool share = is_share(r) || r.name == "out_of_order";
+      auto val = [&](double v) {
+        if (is_share(r)) return fmt("%.1f %%", 100 * v);
+        if (r.unit == std::string("count")) return fmt("%.0f", v);
+        return fmt("%.4f", v);
+      };
+      std::string change = share ? fmt("%+.1f pt", 100 * r.change) : signed_pct(r.change);
+      if (r.lo && r.hi) change += " [" + signed_pct(*r.lo) + ", " + signed_pct(*r.hi) + "]";
+      s += pad(r.name + " (" + r.unit + ")", 30, true) + pad(val(r.base), 12) +
+           pad(val(r.next), 12) + "  " + pad(change, 10) + "  " + r.verdict + "\n";
+    }
+  }
+  return s;
+}
+
+std::string diff_csv(const diff_result& d) {
+  std::string s =
+      "kind,name,base_count,base_mean_ms,base_p50_ms,base_p90_ms,new_count,new_mean_ms,"
+      "new_p50_ms,new_p90_ms,mean_change,base,new,change,ci_low,ci_high,verdict\n";
+  auto num = [](double v) {
+    std::string o;
+    append_double(o, v);
+    return o;
+  };
+  for (const auto& o : d.ops) {
+    s += "op," + csv_field(o.name);
+    for (const auto* side : {&o.base, &o.next}) {
+      if (*side) {
+        s += "," + std::to_string((*side)->count) + "," + num((*side)->mean) + "," +
+             num((*side)->p50) + "," + num((*side)->p90);
+      } else {
+        s += ",,,,";
+      }
+    }
+    if (o.base && o.next) {
+      s += "," + num(o.mean_change) + ",,," + num(o.change) + "," + num(o.lo) + "," + num(o.hi);
+    } else {
+      s += ",,,,,,";
+    }
+    s += "," + o.verdict + "\n";
+  }
+  for (const auto& r : d.run) {
+    s += "run," + r.name + ",,,,,,,,,," + num(r.base) + "," + num(r.next) + "," + num(r.change) +
+         "," + (r.lo ? num(*r.lo) : "") + "," + (r.hi ? num(*r.hi) : "") + "," + r.verdict + "\n";
+  }
+  return s;
+}
+
+nlohmann::json diff_json(const diff_result& d) {
+  nlohmann::json j;
+  j["threshold"] = d.threshold;
+  j["resamples"] = d.resamples;
+  j["ops"] = nlohmann::json::array();
+  auto side = [](const std::optional<side_stats>& x) -> nlohmann::json {
+    if (!x) return nullptr;
+    return {{"count", x->count}, {"mean_ms", x->mean}, {"p50_ms", x->p50}, {"p90_ms", x->p90}};
+  };
+  auto finite = [](double v) -> nlohmann::json {
+    if (!std::isfinite(v)) return nullptr;
+    return v;
+  };
+  for (const auto& o : d.ops) {
+    nlohmann::json e;
+    e["name"] = o.name;
+    e["verdict"] = o.verdict;
+    e["base"] = side(o.base);
+    e["new"] = side(o.next);
+    if (o.base && o.next) {
+      e["change"] = finite(o.change);
+      e["mean_change"] = finite(o.mean_change);
+      e["ci95"] = {finite(o.lo), finite(o.hi)};
+    } else {
+      e["change"] = nullptr;
+      e["mean_change"] = nullptr;
+      e["ci95"] = nullptr;
+    }
+    j["ops"].push_back(std::move(e));
+  }
+  j["run"] = nlohmann::json::array();
+  for (const auto& r : d.run) {
+    nlohmann::json e;
+    e["name"] = r.name;
+    e["unit"] = r.unit;
+    e["base"] = finite(r.base);
+    e["new"] = finite(r.next);
+    e["change"] = finite(r.change);
+    e["change_kind"] = is_share(r) || r.name == "out_of_order" ? "difference" : "relative";
+    if (r.lo && r.hi) {
+      e["ci95"] = {finite(*r.lo), finite(*r.hi)};
+    } else {
+      e["ci95"] = nullptr;
+    }
+    e["verdict"] = r.verdict;
+    j["run"].push_back(std::move(e));
+  }
+  return j;
+}
+
+void run_diff(const diff_args& a) {
+  if (!(a.opt.threshold >= 0 && a.opt.threshold < 10)) {
+    throw tool_error(exit_usage, "diff: --threshold must be a fraction in [0, 10) (0.1 = 10 %)");
+  }
+  if (a.opt.resamples < 100 || a.opt.resamples > 100000) {
+    throw tool_error(exit_usage, "diff: --resamples must be in [100, 100000]");
+  }
+  const run_digest base = digest_run(a.base);
+  const run_digest next = digest_run(a.next);
+  if (base.ops.empty() && !base.has_batches()) warning("diff: BASE holds no records");
+  if (next.ops.empty() && !next.has_batches()) warning("diff: NEW holds no records");
+  const diff_result d = diff_runs(base, next, a.opt);
+  output_file out(a.output);
+  if (a.json) {
+    out.write(dump_json(diff_json(d), 2));
+    out.write("\n");
+  } else if (a.csv) {
+    out.write(diff_csv(d));
+  } else {
+    out.write(diff_text(d));
+  }
+  out.commit();
+}
+
+}  // namespace lotus_tool

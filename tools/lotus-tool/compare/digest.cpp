@@ -1,0 +1,220 @@
+// lotus — lotus-tool: one run reduced to what diff and whatif compare (compare/digest.hpp)
+// SPDX-License-Identifier: MIT
+#include "compare/digest.hpp"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+
+#include "trace/record.hpp"
+#include "util/diag.hpp"
+
+namespace lotus_tool {
+
+double run_digest::epoch_seconds() const {
+  if (epochs.empty()) return 0;
+  double s = 0;
+  for (const auto& e : epochs) s += e.seconds;
+  return s / static_cast<double>(epochs.size());
+}
+
+double run_digest::wait_share() const {
+  double wait = 0, total = 0;
+  for (const auto& e : epochs) {
+    wait += e.wait_ms;
+    total += e.seconds * 1e3;
+  }
+  return total > 0 ? std::min(1.0, wait / total) : 0.0;
+}
+
+double run_digest::batches_per_second() const {
+  double s = 0;
+  std::uint64_t n = 0;
+  for (const auto& e : epochs) {
+    s += e.seconds;
+    n += e.batches;
+  }
+  return s > 0 ? static_cast<double>(n) / s : 0.0;
+}
+
+std::uint64_t run_digest::out_of_order() const {
+  std::uint64_t n = 0;
+  for (const auto& e : epochs) n += e.out_of_order;
+  return n;
+}
+
+double run_digest::step_mean_ms() const {
+  if (step_ms.empty()) return 0;
+  double s = 0;
+  for (double v : step_ms) s += v;
+  return s / static_cast<double>(step_ms.size());
+}
+
+namespace {
+
+constexpr std::uint64_t k_marker_ns = 1000;  // the 1 us out-of-order SBatchWait
+
+struct main_rec {
+  std::uint64_t ts;
+  std::uint64_t dur;
+  std::uint64_t idx;
+  batch_kind kind;
+};
+
+// One main file's batch records, in time order, cut into epochs (a new iterator queues index 0
+// again after the previous one consumed batches).
+void digest_main_file(std::vector<main_rec>& recs, run_digest& out) {
+  std::stable_sort(recs.begin(), recs.end(),
+                   [](const main_rec& a, const main_rec& b) { return a.ts < b.ts; });
+  epoch_digest cur;
+  std::uint64_t first = 0, last = 0, queued_before_wait = 0;
+  bool open = false, waited = false;
+  bool have_consumed = false;
+  std::uint64_t consumed_at = 0;
+  std::vector<unsigned> queued_first;
+  auto close = [&] {
+    if (open && cur.batches > 0 && last > first) {
+      cur.seconds = static_cast<double>(last - first) / 1e9;
+      out.epochs.push_back(cur);
+      queued_first.push_back(static_cast<unsigned>(queued_before_wait));
+    }
+    cur = epoch_digest{};
+    open = false;
+    waited = false;
+    have_consumed = false;
+    queued_before_wait = 0;
+  };
+  for (const main_rec& r : recs) {
+    if (r.kind == batch_kind::queued && r.idx == 0 && open && cur.batches > 0) close();
+    if (!open) {
+      open = true;
+      first = r.ts;
+    }
+    switch (r.kind) {
+      case batch_kind::queued:
+        if (!waited) ++queued_before_wait;
+        break;
+      case batch_kind::wait:
+        waited = true;
+        if (r.dur == k_marker_ns) {
+          ++cur.out_of_order;
+        } else {
+          cur.wait_ms += static_cast<double>(r.dur) / 1e6;
+          if (have_consumed && r.ts >= consumed_at) {
+            out.step_ms.push_back(static_cast<double>(r.ts - consumed_at) / 1e6);
+            have_consumed = false;
+          }
+        }
+        break;
+      case batch_kind::consumed:
+        waited = true;
+        if (have_consumed && r.ts >= consumed_at) {  // served from the cache: no wait record
+          out.step_ms.push_back(static_cast<double>(r.ts - consumed_at) / 1e6);
+        }
+        ++cur.batches;
+        have_consumed = true;
+        consumed_at = r.ts;
+        last = r.ts;
+        break;
+      default:
+        break;
+    }
+  }
+  close();
+  if (!queued_first.empty() && out.workers > 0) {
+    std::sort(queued_first.begin(), queued_first.end());
+    const unsigned q = queued_first[queued_first.size() / 2];
+    if (q >= out.workers && out.prefetch_factor == 0) out.prefetch_factor = q / out.workers;
+  }
+}
+
+}  // namespace
+
+run_digest digest_run(const input_args& args, const digest_options& opt) {
+  run_digest d;
+  const input in = open_input(args);
+  const trace_dir& dir = in.dir;
+  const read_options ropt = reading(in);
+  stats_options sopt;
+  sopt.keep_points = true;  // every batch: a few numbers each
+  d.stats = compute_stats(dir, ropt, sopt);
+  if (d.stats.skipped_lines) {
+    warning("skipped " + std::to_string(d.stats.skipped_lines) + " malformed line(s)");
+  }
+
+  // Per-batch preprocessing times by epoch, and how many worker files produced each epoch.
+  std::map<std::uint64_t, std::set<std::size_t>> epoch_files;
+  for (const batch_point& p : d.stats.preprocessed) {
+    if (d.batch_ms.size() <= p.epoch) d.batch_ms.resize(static_cast<std::size_t>(p.epoch) + 1);
+    d.batch_ms[static_cast<std::size_t>(p.epoch)].push_back(p.value_ms);
+    epoch_files[p.epoch].insert(p.file);
+  }
+  for (const auto& kv : epoch_files)
+    d.workers = std::max(d.workers, static_cast<unsigned>(kv.second.size()));
+  d.stats.preprocessed.clear();
+  d.stats.preprocessed.shrink_to_fit();
+  d.stats.waits.clear();
+  d.stats.waits.shrink_to_fit();
+  d.stats.delays.clear();
+  d.stats.delays.shrink_to_fit();
+
+  // Op samples: reservoir sampling (Algorithm R) with one seeded generator, per-op capacity
+  // from the shared budget.
+  std::size_t per_op = opt.sample_per_op;
+  if (!d.stats.ops.empty()) {
+    per_op = std::max<std::size_t>(64, std::min(per_op, opt.sample_budget / d.stats.ops.size()));
+  }
+  std::unordered_map<std::string_view, std::size_t> index;
+  d.ops.resize(d.stats.ops.size());
+  for (std::size_t i = 0; i < d.stats.ops.size(); ++i) {
+    const op_stats& s = d.stats.ops[i];
+    op_digest& o = d.ops[i];
+    o.name = s.name;
+    o.count = s.count;
+    o.mean_ms = s.mean;
+    o.p50_ms = s.p50;
+    o.p90_ms = s.p90;
+    o.sample_ms.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(s.count, per_op)));
+  }
+  for (std::size_t i = 0; i < d.ops.size(); ++i) index.emplace(d.ops[i].name, i);
+  std::vector<std::uint64_t> seen(d.ops.size(), 0);
+  seeded_rng rng(opt.seed);
+  std::map<std::size_t, std::vector<main_rec>> mains;
+  read_options quiet = ropt;
+  quiet.warn_empty = false;
+  quiet.skip_invalid = true;  // the stats pass has already failed or counted them
+  for_each_record(dir, quiet, [&](std::size_t file, const record& r, const batch_ref& b) {
+    if (b.kind == batch_kind::none) {
+      const auto it = index.find(r.name);
+      if (it == index.end()) return;
+      op_digest& o = d.ops[it->second];
+      const double ms = static_cast<double>(r.dur_ns) / 1e6;
+      const std::uint64_t n = ++seen[it->second];
+      if (o.sample_ms.size() < per_op) {
+        o.sample_ms.push_back(ms);
+      } else {
+        const std::uint64_t j = rng.below(n);
+        if (j < per_op) o.sample_ms[static_cast<std::size_t>(j)] = ms;
+      }
+      return;
+    }
+    if (dir.files[file].kind != file_kind::main) return;
+    if (b.kind == batch_kind::queued || b.kind == batch_kind::wait ||
+        b.kind == batch_kind::consumed) {
+      mains[file].push_back(main_rec{r.start_ns, r.dur_ns, b.idx, b.kind});
+    }
+  });
+  for (auto& kv : mains) digest_main_file(kv.second, d);
+
+  for (const auto& kv : dir.processes) {
+    const unsigned c = static_cast<unsigned>(kv.second.cpus_allowed ? kv.second.cpus_allowed
+                                                                    : kv.second.cpus_online);
+    if (c > 0 && (d.cpus == 0 || c < d.cpus)) d.cpus = c;
+  }
+  return d;
+}
+
+}  // namespace lotus_tool

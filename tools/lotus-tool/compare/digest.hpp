@@ -1,0 +1,84 @@
+// lotus — lotus-tool: one run reduced to what diff and whatif compare, in bounded memory
+// SPDX-License-Identifier: MIT
+// The exact statistics of the stats engine, plus what they do not keep: a seeded uniform sample
+// of each op's durations (for the bootstrap), the per-batch preprocessing times in (epoch, idx)
+// order, the consumer's step times, and per-epoch wall time, waits and arrivals of the main
+// process. Memory: the op samples share one budget; the rest is a few numbers per batch.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "trace/input.hpp"
+#include "trace/stats_engine.hpp"
+
+namespace lotus_tool {
+
+struct op_digest {
+  std::string name;  ///< as in the trace ("SLoader")
+  std::uint64_t count = 0;
+  double mean_ms = 0, p50_ms = 0, p90_ms = 0;  ///< exact (stats engine)
+  std::vector<double> sample_ms;  ///< uniform sample without replacement (all when few)
+};
+
+/// One epoch of one main process (a DataLoader iterator): from its first SBatchQueued to its
+/// last SBatchConsumed.
+struct epoch_digest {
+  double seconds = 0;
+  double wait_ms = 0;              ///< in-order SBatchWait durations (the 1 us markers excluded)
+  std::uint64_t batches = 0;       ///< SBatchConsumed
+  std::uint64_t out_of_order = 0;  ///< 1 us SBatchWait markers
+};
+
+struct run_digest {
+  stats_result stats;
+  std::vector<op_digest> ops;  ///< sorted by name
+  /// SBatchPreprocessed durations (ms) per epoch, each in idx order.
+  std::vector<std::vector<double>> batch_ms;
+  std::vector<double> step_ms;  ///< consumer time from consuming a batch to asking the next
+  std::vector<epoch_digest> epochs;
+  unsigned workers = 0;          ///< most worker files producing batches in one epoch
+  unsigned prefetch_factor = 0;  ///< batches queued before the first wait / workers (0: unknown)
+  unsigned cpus = 0;             ///< the sidecars' `cpus` (allowed); 0 when not recorded
+  bool has_batches() const { return !epochs.empty(); }
+  double epoch_seconds() const;  ///< mean over epochs
+  double wait_share() const;     ///< summed waits / summed epoch time
+  double batches_per_second() const;
+  std::uint64_t out_of_order() const;
+  double step_mean_ms() const;
+};
+
+struct digest_options {
+  std::size_t sample_budget = std::size_t{1} << 21;  ///< op samples in all (8 bytes each)
+  std::size_t sample_per_op = 4096;                  ///< at most this many per op
+  std::uint64_t seed = 42;
+};
+
+/// Reads the run the input names (one pass for the stats engine, one for the samples and the
+/// main processes). Throws tool_error like stats does.
+run_digest digest_run(const input_args& in, const digest_options& opt = {});
+
+/// A small deterministic generator (splitmix64) for sampling and the bootstrap.
+class seeded_rng {
+ public:
+  explicit seeded_rng(std::uint64_t seed) : s_(seed) {}
+  std::uint64_t next() noexcept {
+    std::uint64_t z = (s_ += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
+  /// Uniform in [0, n) (n > 0).
+  std::uint64_t below(std::uint64_t n) noexcept {
+    const double u = static_cast<double>(next() >> 11) * (1.0 / 9007199254740992.0);  // [0, 1)
+    const auto k = static_cast<std::uint64_t>(u * static_cast<double>(n));
+    return k < n ? k : n - 1;
+  }
+
+ private:
+  std::uint64_t s_;
+};
+
+}  // namespace lotus_tool

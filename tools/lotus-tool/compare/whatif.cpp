@@ -1,0 +1,312 @@
+// lotus — lotus-tool whatif: the DataLoader model (compare/whatif.hpp)
+// SPDX-License-Identifier: MIT
+#include "compare/whatif.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <deque>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "util/error.hpp"
+#include "util/json_dump.hpp"
+#include "util/output.hpp"
+
+namespace lotus_tool {
+
+namespace {
+
+constexpr double k_inf = std::numeric_limits<double>::infinity();
+
+struct epoch_outcome {
+  double seconds = 0, wait_s = 0;
+  std::uint64_t out_of_order = 0, batches = 0;
+};
+
+// One epoch, event by event (times in seconds). Workers hold FIFO index queues; a busy worker's
+// remaining work shrinks at rate min(1, cores / busy workers).
+epoch_outcome simulate_epoch(const std::vector<double>& batch_ms, const loader_model& m) {
+  epoch_outcome out;
+  const std::size_t n = batch_ms.size();
+  if (n == 0) return out;
+  const unsigned workers = std::max(1u, m.workers);
+  const std::size_t outstanding =
+      static_cast<std::size_t>(std::max(1u, m.prefetch_factor)) * workers;
+  const double step_s = std::max(0.0, m.step_ms) / 1e3;
+  const double cores = m.cores > 0 ? m.cores : 1.0;
+
+  std::vector<std::deque<std::size_t>> queue(workers);
+  std::vector<std::size_t> current(workers, SIZE_MAX);
+  std::vector<double> remaining(workers, 0);
+  std::vector<double> ready(n, k_inf);
+  std::vector<bool> taken(n, false);
+  std::size_t dispatched = 0;
+  auto dispatch = [&] {
+    if (dispatched < n) {
+      queue[dispatched % workers].push_back(dispatched);
+      ++dispatched;
+    }
+  };
+  for (std::size_t i = 0; i < outstanding; ++i) dispatch();
+
+  double t = 0;
+  bool stepping = false;
+  double step_end = 0, wait_start = 0;
+  std::size_t next_in_order = 0, consumed = 0;
+  std::deque<std::size_t> arrived;         // ready, not taken, in arrival order (unordered mode)
+  std::vector<std::size_t> arrival_order;  // batch indices as they became ready
+  while (consumed < n) {
+    // Idle workers start their next batch.
+    unsigned busy = 0;
+    for (unsigned w = 0; w < workers; ++w) {
+      if (current[w] == SIZE_MAX && !queue[w].empty()) {
+        current[w] = queue[w].front();
+        queue[w].pop_front();
+        remaining[w] = std::max(0.0, batch_ms[current[w]]) / 1e3;
+      }
+      if (current[w] != SIZE_MAX) ++busy;
+    }
+    // The main process takes a batch when it is waiting and one it may take is ready.
+    if (!stepping) {
+      std::size_t take = SIZE_MAX;
+      if (m.unordered) {
+        if (!arrived.empty()) take = arrived.front();
+      } else if (next_in_order < n && ready[next_in_order] <= t) {
+        take = next_in_order;
+      }
+      if (take != SIZE_MAX) {
+        if (m.unordered) arrived.pop_front();
+        taken[take] = true;
+        while (next_in_order < n && taken[next_in_order]) ++next_in_order;
+        out.wait_s += t - wait_start;
+        ++consumed;
+        out.seconds = t;  // the last SBatchConsumed closes the epoch
+        dispatch();
+        stepping = true;
+        step_end = t + step_s;
+        continue;  // a dispatch may have given an idle worker work
+      }
+    }
+    // Advance to the next event.
+    const double rate = busy > 0 ? std::min(1.0, cores / busy) : 0.0;
+    double next = stepping ? step_end : k_inf;
+    for (unsigned w = 0; w < workers; ++w)
+      if (current[w] != SIZE_MAX) next = std::min(next, t + remaining[w] / rate);
+    if (!(next < k_inf)) break;  // nothing can happen (cannot occur with n > 0)
+    const double dt = next - t;
+    t = next;
+    for (unsigned w = 0; w < workers; ++w) {
+      if (current[w] == SIZE_MAX) continue;
+      remaining[w] -= dt * rate;
+      if (remaining[w] <= 1e-12) {
+        const std::size_t b = current[w];
+        ready[b] = t;
+        arrived.push_back(b);
+        arrival_order.push_back(b);
+        current[w] = SIZE_MAX;
+      }
+    }
+    if (stepping && t >= step_end) {
+      stepping = false;
+      wait_start = t;
+    }
+  }
+  // In-order delivery: PyTorch marks a batch out of order when it arrives before an
+  // earlier-indexed one, i.e. when some earlier batch arrives after it.
+  if (!m.unordered) {
+    std::vector<std::size_t> rank(n, 0);
+    for (std::size_t k = 0; k < arrival_order.size(); ++k) rank[arrival_order[k]] = k;
+    std::size_t latest = 0;
+    for (std::size_t j = 0; j < n; ++j) {
+      if (j > 0 && rank[j] < latest) ++out.out_of_order;
+      latest = std::max(latest, rank[j]);
+    }
+  }
+  out.batches = consumed;
+  return out;
+}
+
+}  // namespace
+
+loader_prediction simulate_loader(const std::vector<std::vector<double>>& epochs,
+                                  const loader_model& m) {
+  loader_prediction p;
+  double seconds = 0, wait = 0;
+  std::uint64_t batches = 0, replayed = 0;
+  for (const auto& e : epochs) {
+    if (e.empty()) continue;
+    const epoch_outcome o = simulate_epoch(e, m);
+    seconds += o.seconds;
+    wait += o.wait_s;
+    batches += o.batches;
+    p.out_of_order += o.out_of_order;
+    ++replayed;
+  }
+  if (replayed == 0) return p;
+  p.epoch_seconds = seconds / static_cast<double>(replayed);
+  p.wait_share = seconds > 0 ? std::min(1.0, wait / seconds) : 0.0;
+  p.batches_per_second = seconds > 0 ? static_cast<double>(batches) / seconds : 0.0;
+  return p;
+}
+
+whatif_result predict_workers(const run_digest& d, const whatif_args& a) {
+  if (!d.has_batches() || d.batch_ms.empty() || d.workers == 0) {
+    throw tool_error(exit_invalid,
+                     "whatif: the trace has no DataLoader batches to replay (SBatchPreprocessed "
+                     "and SBatchConsumed records; a run with workers = 0 has none)");
+  }
+  whatif_result r;
+  r.measured_workers = d.workers;
+  r.measured_epoch_seconds = d.epoch_seconds();
+  r.measured_wait_share = d.wait_share();
+  r.measured_step_ms = d.step_mean_ms();
+  r.measured_out_of_order = d.out_of_order();
+  r.epochs = d.epochs.size();
+  for (const auto& e : d.batch_ms) r.batches += e.size();
+
+  loader_model& m = r.model;
+  m.workers = a.workers;
+  m.prefetch_factor = a.prefetch_factor   ? a.prefetch_factor
+                      : d.prefetch_factor ? d.prefetch_factor
+                                          : 2;
+  m.step_ms = a.step_ms >= 0 ? a.step_ms : r.measured_step_ms;
+  m.unordered = a.unordered;
+  if (a.cores > 0) {
+    m.cores = a.cores;
+    r.cores_from = "option";
+  } else if (d.cpus > 0) {
+    m.cores = d.cpus;
+    r.cores_from = "sidecar";
+  } else {
+    const long n = ::sysconf(_SC_NPROCESSORS_ONLN);
+    m.cores = n > 0 ? static_cast<double>(n) : 1.0;
+    r.cores_from = "this machine";
+  }
+  // The measured times are wall times of each batch. With more workers than cores they were
+  // stretched by sharing (about workers / cores when all were busy): take one core's share.
+  const double measured_cores = d.cpus > 0 ? static_cast<double>(d.cpus) : m.cores;
+  r.work_scale = d.workers > measured_cores ? measured_cores / d.workers : 1.0;
+  std::vector<std::vector<double>> work = d.batch_ms;
+  if (r.work_scale != 1.0)
+    for (auto& e : work)
+      for (double& v : e) v *= r.work_scale;
+
+  loader_model replay = m;
+  replay.workers = d.workers;
+  replay.cores = measured_cores;
+  replay.step_ms = r.measured_step_ms;
+  replay.prefetch_factor = d.prefetch_factor ? d.prefetch_factor : m.prefetch_factor;
+  replay.unordered = false;
+  r.replay = simulate_loader(work, replay);
+  r.predicted = simulate_loader(work, m);
+  return r;
+}
+
+worker_advice advise_workers(const run_digest& d) {
+  worker_advice adv;
+  if (!d.has_batches() || d.batch_ms.empty() || d.workers == 0) return adv;
+  whatif_args a;
+  const unsigned cores = d.cpus > 0 ? d.cpus : 1;
+  const unsigned top = std::min(256u, std::max(2 * d.workers, cores + 1));
+  std::vector<whatif_result> tried;
+  for (unsigned n = d.workers + 1; n <= top; ++n) {
+    a.workers = n;
+    tried.push_back(predict_workers(d, a));
+  }
+  double best = k_inf;
+  for (const auto& r : tried) best = std::min(best, r.predicted.epoch_seconds);
+  for (const auto& r : tried) {
+    if (r.predicted.epoch_seconds <= best * 1.02) {
+      adv.more_workers = r;
+      break;
+    }
+  }
+  if (d.out_of_order() > 0) {
+    a.workers = d.workers;
+    a.unordered = true;
+    adv.unordered = predict_workers(d, a);
+  }
+  return adv;
+}
+
+namespace {
+
+std::string fmt(const char* f, double v) {
+  char b[64];
+  std::snprintf(b, sizeof b, f, v);
+  return b;
+}
+
+std::string pct(double share) { return fmt("%.0f %%", 100.0 * share); }
+
+}  // namespace
+
+std::string whatif_sentence(const whatif_result& r) {
+  return std::to_string(r.model.workers) + (r.model.workers == 1 ? " worker" : " workers") +
+         (r.model.unordered ? " (in_order=False)" : "") + ": epoch " +
+         fmt("%.2f s", r.measured_epoch_seconds) + " → " +
+         fmt("%.2f s", r.predicted.epoch_seconds) + ", wait " + pct(r.measured_wait_share) + " → " +
+         pct(r.predicted.wait_share);
+}
+
+void run_whatif(const whatif_args& a) {
+  if (a.workers == 0) throw tool_error(exit_usage, "whatif: --workers must be at least 1");
+  if (a.in.dirs.size() > 1) {
+    throw tool_error(exit_usage,
+                     "whatif models one DataLoader: give one trace directory (one rank)");
+  }
+  const run_digest d = digest_run(a.in);
+  const whatif_result r = predict_workers(d, a);
+  output_file out(a.output);
+  if (a.json) {
+    nlohmann::json j;
+    j["measured"] = {{"workers", r.measured_workers},
+                     {"epochs", r.epochs},
+                     {"batches", r.batches},
+                     {"epoch_seconds", r.measured_epoch_seconds},
+                     {"wait_share", r.measured_wait_share},
+                     {"step_ms", r.measured_step_ms},
+                     {"out_of_order", r.measured_out_of_order}};
+    j["model"] = {{"workers", r.model.workers}, {"prefetch_factor", r.model.prefetch_factor},
+                  {"cores", r.model.cores},     {"cores_from", r.cores_from},
+                  {"step_ms", r.model.step_ms}, {"in_order", !r.model.unordered},
+                  {"work_scale", r.work_scale}};
+    j["replay"] = {{"epoch_seconds", r.replay.epoch_seconds},
+                   {"wait_share", r.replay.wait_share},
+                   {"out_of_order", r.replay.out_of_order}};
+    j["predicted"] = {{"epoch_seconds", r.predicted.epoch_seconds},
+                      {"wait_share", r.predicted.wait_share},
+                      {"batches_per_second", r.predicted.batches_per_second},
+                      {"out_of_order", r.predicted.out_of_order}};
+    j["summary"] = whatif_sentence(r);
+    out.write(dump_json(j, 2));
+    out.write("\n");
+  } else {
+    std::string s;
+    s += "measured: " + std::to_string(r.measured_workers) + " worker(s), " +
+         std::to_string(r.epochs) + " epoch(s), " + std::to_string(r.batches) + " batches; epoch " +
+         fmt("%.3f s", r.measured_epoch_seconds) + ", wait " +
+         fmt("%.1f %%", 100 * r.measured_wait_share) + ", step " +
+         fmt("%.2f ms", r.measured_step_ms) + ", out of order " +
+         std::to_string(r.measured_out_of_order) + "\n";
+    s += "model: " + std::to_string(r.model.workers) + " worker(s), prefetch_factor " +
+         std::to_string(r.model.prefetch_factor) + ", " + fmt("%g", r.model.cores) + " core(s) (" +
+         r.cores_from + "), step " + fmt("%.2f ms", r.model.step_ms) +
+         (r.model.unordered ? ", in_order=False" : ", in order") + "\n";
+    s += "replay of the measured setting: epoch " + fmt("%.3f s", r.replay.epoch_seconds) +
+         ", wait " + fmt("%.1f %%", 100 * r.replay.wait_share) +
+         " (the model's error on this run)\n";
+    s += "predicted: epoch " + fmt("%.3f s", r.predicted.epoch_seconds) + ", wait " +
+         fmt("%.1f %%", 100 * r.predicted.wait_share) + ", " +
+         fmt("%.1f", r.predicted.batches_per_second) + " batches/s, out of order " +
+         std::to_string(r.predicted.out_of_order) + "\n";
+    s += whatif_sentence(r) + "\n";
+    out.write(s);
+  }
+  out.commit();
+}
+
+}  // namespace lotus_tool

@@ -1,0 +1,89 @@
+// lotus — lotus-tool whatif: what more (or fewer) DataLoader workers would buy, from one run
+// SPDX-License-Identifier: MIT
+// The measured per-batch preprocessing times and the consumer's step time are replayed through
+// a model of PyTorch's _MultiProcessingDataLoaderIter: N workers with their own index queues fed
+// round-robin, prefetch_factor·N batches outstanding (one more queued each time the main process
+// takes a batch), in-order delivery with a cache for early arrivals (or any order with
+// --unordered, PyTorch's in_order=False), and the workers sharing C cores equally (processor
+// sharing: k busy workers on C < k cores each run at C/k of their speed). The consumer's step is
+// taken as not using those cores (an accelerator step, or a sleep).
+//
+// Not modelled: memory bandwidth and caches shared by workers, the GIL (thread workers in
+// Python), I/O that does not scale with cores, the main process's own CPU use, worker start-up.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "compare/digest.hpp"
+
+namespace lotus_tool {
+
+struct loader_model {
+  unsigned workers = 1;
+  unsigned prefetch_factor = 2;
+  double cores = 1;
+  double step_ms = 0;
+  bool unordered = false;
+};
+
+struct loader_prediction {
+  double epoch_seconds = 0;  ///< mean over the epochs replayed
+  double wait_share = 0;     ///< main-process time waiting for data / epoch time
+  double batches_per_second = 0;
+  std::uint64_t out_of_order = 0;  ///< arrivals before an earlier batch (in-order delivery)
+};
+
+/// Replays the epochs (each a list of per-batch preprocessing times in ms, in index order; the
+/// time one batch takes on a core of its own) through the model.
+loader_prediction simulate_loader(const std::vector<std::vector<double>>& epochs,
+                                  const loader_model& m);
+
+struct whatif_args {
+  input_args in;
+  unsigned workers = 0;          ///< required
+  unsigned prefetch_factor = 0;  ///< 0: the measured one, else 2
+  double step_ms = -1;           ///< < 0: the measured mean
+  double cores = 0;              ///< 0: the sidecars' CPUs, else this machine's
+  bool unordered = false;
+  bool json = false;
+  std::string output = "-";
+};
+
+struct whatif_result {
+  // Measured.
+  unsigned measured_workers = 0;
+  double measured_epoch_seconds = 0, measured_wait_share = 0, measured_step_ms = 0;
+  std::uint64_t measured_out_of_order = 0;
+  std::uint64_t epochs = 0, batches = 0;
+  // The model's inputs.
+  loader_model model;
+  std::string cores_from;  ///< "sidecar", "option", "this machine"
+  double work_scale = 1;   ///< measured batch times × this = one core's time (see whatif.cpp)
+  // The model replaying the measured configuration (its error on this run), and the question.
+  loader_prediction replay, predicted;
+};
+
+/// Predicts from a digest. Throws tool_error(exit_invalid) when the run has no batch records
+/// (workers = 0 or no DataLoader) to replay.
+whatif_result predict_workers(const run_digest& d, const whatif_args& a);
+
+/// The report's advice: the fewest workers above the measured count whose predicted epoch is
+/// within 2 % of the best of measured+1 .. max(2 × measured, cores + 1), and the in_order=False
+/// prediction at the measured count when the run had out-of-order arrivals. Empty when the run
+/// has no batches to replay.
+struct worker_advice {
+  std::optional<whatif_result> more_workers;
+  std::optional<whatif_result> unordered;
+};
+worker_advice advise_workers(const run_digest& d);
+
+/// The sentence the report's "add workers" finding quotes:
+/// "4 workers: epoch 1.20 s → 0.61 s, wait 48 % → 2 %".
+std::string whatif_sentence(const whatif_result& r);
+
+void run_whatif(const whatif_args& a);
+
+}  // namespace lotus_tool
