@@ -5,7 +5,9 @@
 # Records/s are computed from user+sys CPU time (one core; the tool is single-threaded), so a
 # busy machine does not distort them; wall time is printed too. Output goes to /dev/null except
 # for `viz-file` and `pftrace-file`/`pftrace-z`, which also pay for writing the JSON or Perfetto
-# protobuf (`pftrace-z`: --compress) to disk; their bytes per record are printed.
+# protobuf (`pftrace-z`: --compress) to disk; their bytes per record are printed. `diff` compares
+# the trace with itself (both runs read: records/s counts both), `whatif` predicts 16 workers.
+# LOTUS_BENCH_COMMANDS="stats diff" runs only those commands.
 set -eu
 tool=$1
 work=${2:-/tmp/lotus_tool_bench}
@@ -25,7 +27,7 @@ for n in $sizes; do
     touch "$dir/.complete"
   fi
   recs=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['records'])" "$work/summary_$n.json")
-  for cmd in viz viz-compat viz-file pftrace pftrace-file pftrace-z stats check report; do
+  for cmd in ${LOTUS_BENCH_COMMANDS:-viz viz-compat viz-file pftrace pftrace-file pftrace-z stats check report diff whatif}; do
     out=""
     case $cmd in
       viz) args="viz $dir -o /dev/null" ;;
@@ -37,6 +39,8 @@ for n in $sizes; do
       stats) args="stats $dir --json -o /dev/null" ;;
       check) args="check $dir -q" ;;
       report) args="report $dir -o $work/report.html" ;;
+      diff) args="diff $dir $dir --json -o /dev/null" ;;
+      whatif) args="whatif $dir --workers 16 --json -o /dev/null" ;;
     esac
     # shellcheck disable=SC2086
     /usr/bin/time -f '%U %S %e %M' -o "$work/time.txt" "$tool" $args >/dev/null
@@ -47,6 +51,8 @@ for n in $sizes; do
 import sys
 cmd, recs, u, s, e, m, size = sys.argv[1], int(sys.argv[2]), *map(float, sys.argv[3:])
 cpu = u + s
+if cmd == "diff":
+    recs *= 2  # both runs are read
 per = f"{size / recs:>10.1f}" if size else f"{'':>10}"
 print(f"{cmd:<12} {recs:>10} {cpu:>9.2f} {e:>9.2f} {recs / max(cpu, 1e-9):>12.0f} {m / 1024:>10.1f} {per}")
 PY

@@ -62,7 +62,7 @@ std::string judge(double change, std::optional<double> lo, std::optional<double>
 
 std::uint64_t name_seed(std::uint64_t seed, const std::string& name) {
   std::uint64_t h = 1469598103934665603ULL;  // FNV-1a: a per-op stream independent of order
-  for (unsigned char c : name) h = (h ^ c) * 1099511628211ULL;
+  for (char c : name) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
   return seed ^ h;
 }
 
@@ -180,15 +180,9 @@ diff_result diff_runs(const run_digest& base, const run_digest& next, const diff
 
 namespace {
 
-std::string fmt(const char* f, double v) {
-  char b[64];
-  std::snprintf(b, sizeof b, f, v);
-  return b;
-}
-
 std::string signed_pct(double v) {
   if (!std::isfinite(v)) return "n/a";
-  return fmt("%+.1f %%", 100.0 * v);
+  return format_number("%+.1f %%", 100.0 * v);
 }
 
 std::string pad(std::string s, std::size_t w, bool left = false) {
@@ -213,7 +207,7 @@ std::string diff_text(const diff_result& d) {
        pad("95 % interval", 22, true) + "verdict\n";
   for (const auto& o : d.ops) {
     auto num = [](const std::optional<side_stats>& x, double side_stats::*f) {
-      return x ? fmt("%.4f", (*x).*f) : std::string("-");
+      return x ? format_number("%.4f", (*x).*f) : std::string("-");
     };
     auto cnt = [](const std::optional<side_stats>& x) {
       return x ? std::to_string(x->count) : std::string("-");
@@ -230,18 +224,18 @@ std::string diff_text(const diff_result& d) {
   s += "(times in ms; change = new p50 / base p50 - 1, mean: the same for the means; interval: "
        "seeded bootstrap of the medians, " +
        std::to_string(d.resamples) + " resamples; same when |change| < " +
-       fmt("%.0f %%", 100 * d.threshold) + " or the interval holds 0)\n";
+       format_number("%.0f %%", 100 * d.threshold) + " or the interval holds 0)\n";
   if (!d.run.empty()) {
     s += "\nrun" + std::string(27, ' ') + pad("base", 12) + pad("new", 12) + pad("change", 12) +
          "  verdict\n";
     for (const auto& r : d.run) {
       const bool share = is_share(r) || r.name == "out_of_order";
       auto val = [&](double v) {
-        if (is_share(r)) return fmt("%.1f %%", 100 * v);
-        if (r.unit == std::string("count")) return fmt("%.0f", v);
-        return fmt("%.4f", v);
+        if (is_share(r)) return format_number("%.1f %%", 100 * v);
+        if (r.unit == std::string("count")) return format_number("%.0f", v);
+        return format_number("%.4f", v);
       };
-      std::string change = share ? fmt("%+.1f pt", 100 * r.change) : signed_pct(r.change);
+      std::string change = share ? format_number("%+.1f pt", 100 * r.change) : signed_pct(r.change);
       if (r.lo && r.hi) change += " [" + signed_pct(*r.lo) + ", " + signed_pct(*r.hi) + "]";
       s += pad(r.name + " (" + r.unit + ")", 30, true) + pad(val(r.base), 12) +
            pad(val(r.next), 12) + "  " + pad(change, 10) + "  " + r.verdict + "\n";

@@ -57,12 +57,14 @@ namespace {
 
 constexpr std::uint64_t k_marker_ns = 1000;  // the 1 us out-of-order SBatchWait
 
+// 16 bytes a main-process batch record: what the epoch cut, the waits and the steps need.
 struct main_rec {
   std::uint64_t ts;
-  std::uint64_t dur;
-  std::uint64_t idx;
-  batch_kind kind;
+  float dur_ms;  ///< the wait's duration (SBatchWait); the marker is its own kind
+  std::uint16_t kind;
+  std::uint16_t first;  ///< idx == 0 (an SBatchQueued of index 0 starts an epoch)
 };
+enum : std::uint16_t { k_queued, k_wait, k_marker, k_consumed };
 
 // One main file's batch records, in time order, cut into epochs (a new iterator queues index 0
 // again after the previous one consumed batches).
@@ -88,28 +90,28 @@ void digest_main_file(std::vector<main_rec>& recs, run_digest& out) {
     queued_before_wait = 0;
   };
   for (const main_rec& r : recs) {
-    if (r.kind == batch_kind::queued && r.idx == 0 && open && cur.batches > 0) close();
+    if (r.kind == k_queued && r.first && open && cur.batches > 0) close();
     if (!open) {
       open = true;
       first = r.ts;
     }
     switch (r.kind) {
-      case batch_kind::queued:
+      case k_queued:
         if (!waited) ++queued_before_wait;
         break;
-      case batch_kind::wait:
+      case k_marker:
         waited = true;
-        if (r.dur == k_marker_ns) {
-          ++cur.out_of_order;
-        } else {
-          cur.wait_ms += static_cast<double>(r.dur) / 1e6;
-          if (have_consumed && r.ts >= consumed_at) {
-            out.step_ms.push_back(static_cast<double>(r.ts - consumed_at) / 1e6);
-            have_consumed = false;
-          }
+        ++cur.out_of_order;
+        break;
+      case k_wait:
+        waited = true;
+        cur.wait_ms += static_cast<double>(r.dur_ms);
+        if (have_consumed && r.ts >= consumed_at) {
+          out.step_ms.push_back(static_cast<double>(r.ts - consumed_at) / 1e6);
+          have_consumed = false;
         }
         break;
-      case batch_kind::consumed:
+      case k_consumed:
         waited = true;
         if (have_consumed && r.ts >= consumed_at) {  // served from the cache: no wait record
           out.step_ms.push_back(static_cast<double>(r.ts - consumed_at) / 1e6);
@@ -139,7 +141,8 @@ run_digest digest_run(const input_args& args, const digest_options& opt) {
   const trace_dir& dir = in.dir;
   const read_options ropt = reading(in);
   stats_options sopt;
-  sopt.keep_points = true;  // every batch: a few numbers each
+  sopt.keep_points = true;  // every preprocessed batch: 48 bytes each while digesting
+  sopt.keep_wait_delay_points = false;
   d.stats = compute_stats(dir, ropt, sopt);
   if (d.stats.skipped_lines) {
     warning("skipped " + std::to_string(d.stats.skipped_lines) + " malformed line(s)");
@@ -202,10 +205,19 @@ run_digest digest_run(const input_args& args, const digest_options& opt) {
       return;
     }
     if (dir.files[file].kind != file_kind::main) return;
-    if (b.kind == batch_kind::queued || b.kind == batch_kind::wait ||
-        b.kind == batch_kind::consumed) {
-      mains[file].push_back(main_rec{r.start_ns, r.dur_ns, b.idx, b.kind});
+    std::uint16_t kind = 0;
+    if (b.kind == batch_kind::queued) {
+      kind = k_queued;
+    } else if (b.kind == batch_kind::wait) {
+      kind = r.dur_ns == k_marker_ns ? k_marker : k_wait;
+    } else if (b.kind == batch_kind::consumed) {
+      kind = k_consumed;
+    } else {
+      return;
     }
+    mains[file].push_back(main_rec{r.start_ns,
+                                   static_cast<float>(static_cast<double>(r.dur_ns) / 1e6), kind,
+                                   static_cast<std::uint16_t>(b.idx == 0 ? 1 : 0)});
   });
   for (auto& kv : mains) digest_main_file(kv.second, d);
 

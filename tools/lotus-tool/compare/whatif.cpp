@@ -234,22 +234,16 @@ worker_advice advise_workers(const run_digest& d) {
 
 namespace {
 
-std::string fmt(const char* f, double v) {
-  char b[64];
-  std::snprintf(b, sizeof b, f, v);
-  return b;
-}
-
-std::string pct(double share) { return fmt("%.0f %%", 100.0 * share); }
+std::string pct(double share) { return format_number("%.0f %%", 100.0 * share); }
 
 }  // namespace
 
 std::string whatif_sentence(const whatif_result& r) {
   return std::to_string(r.model.workers) + (r.model.workers == 1 ? " worker" : " workers") +
          (r.model.unordered ? " (in_order=False)" : "") + ": epoch " +
-         fmt("%.2f s", r.measured_epoch_seconds) + " → " +
-         fmt("%.2f s", r.predicted.epoch_seconds) + ", wait " + pct(r.measured_wait_share) + " → " +
-         pct(r.predicted.wait_share);
+         format_number("%.2f s", r.measured_epoch_seconds) + " → " +
+         format_number("%.2f s", r.predicted.epoch_seconds) + ", wait " +
+         pct(r.measured_wait_share) + " → " + pct(r.predicted.wait_share);
 }
 
 void run_whatif(const whatif_args& a) {
@@ -288,20 +282,20 @@ void run_whatif(const whatif_args& a) {
     std::string s;
     s += "measured: " + std::to_string(r.measured_workers) + " worker(s), " +
          std::to_string(r.epochs) + " epoch(s), " + std::to_string(r.batches) + " batches; epoch " +
-         fmt("%.3f s", r.measured_epoch_seconds) + ", wait " +
-         fmt("%.1f %%", 100 * r.measured_wait_share) + ", step " +
-         fmt("%.2f ms", r.measured_step_ms) + ", out of order " +
+         format_number("%.3f s", r.measured_epoch_seconds) + ", wait " +
+         format_number("%.1f %%", 100 * r.measured_wait_share) + ", step " +
+         format_number("%.2f ms", r.measured_step_ms) + ", out of order " +
          std::to_string(r.measured_out_of_order) + "\n";
     s += "model: " + std::to_string(r.model.workers) + " worker(s), prefetch_factor " +
-         std::to_string(r.model.prefetch_factor) + ", " + fmt("%g", r.model.cores) + " core(s) (" +
-         r.cores_from + "), step " + fmt("%.2f ms", r.model.step_ms) +
+         std::to_string(r.model.prefetch_factor) + ", " + format_number("%g", r.model.cores) +
+         " core(s) (" + r.cores_from + "), step " + format_number("%.2f ms", r.model.step_ms) +
          (r.model.unordered ? ", in_order=False" : ", in order") + "\n";
-    s += "replay of the measured setting: epoch " + fmt("%.3f s", r.replay.epoch_seconds) +
-         ", wait " + fmt("%.1f %%", 100 * r.replay.wait_share) +
-         " (the model's error on this run)\n";
-    s += "predicted: epoch " + fmt("%.3f s", r.predicted.epoch_seconds) + ", wait " +
-         fmt("%.1f %%", 100 * r.predicted.wait_share) + ", " +
-         fmt("%.1f", r.predicted.batches_per_second) + " batches/s, out of order " +
+    s += "replay of the measured setting: epoch " +
+         format_number("%.3f s", r.replay.epoch_seconds) + ", wait " +
+         format_number("%.1f %%", 100 * r.replay.wait_share) + " (the model's error on this run)\n";
+    s += "predicted: epoch " + format_number("%.3f s", r.predicted.epoch_seconds) + ", wait " +
+         format_number("%.1f %%", 100 * r.predicted.wait_share) + ", " +
+         format_number("%.1f", r.predicted.batches_per_second) + " batches/s, out of order " +
          std::to_string(r.predicted.out_of_order) + "\n";
     s += whatif_sentence(r) + "\n";
     out.write(s);

@@ -45,12 +45,6 @@ namespace {
 
 std::string h(const std::string& s) { return escape_html(s); }
 
-std::string fmt(const char* format, double v) {
-  char b[64];
-  std::snprintf(b, sizeof b, format, v);
-  return b;
-}
-
 std::string count(std::uint64_t n, const char* one, const char* many) {
   return std::to_string(n) + " " + (n == 1 ? one : many);
 }
@@ -109,8 +103,8 @@ std::string ranks_html(const report_data& d) {
          (r.batches ? h(format_ms(r.preprocessing_mean_ms)) : "&ndash;") + "</td><td>" +
          std::to_string(r.waits) + "</td><td>" + h(format_ms(r.wait_ms)) + "</td><td>" +
          h(format_ms(r.main_elapsed_ms)) + "</td><td>" +
-         (r.main_elapsed_ms > 0 ? fmt("%.1f%%", 100 * r.wait_share()) : "&ndash;") + "</td><td>" +
-         std::to_string(r.out_of_order) + "</td></tr>\n";
+         (r.main_elapsed_ms > 0 ? format_number("%.1f%%", 100 * r.wait_share()) : "&ndash;") +
+         "</td><td>" + std::to_string(r.out_of_order) + "</td></tr>\n";
   }
   o += "</table>\n</section>\n";
   return o;
@@ -128,10 +122,11 @@ std::string ops_html(const report_data& d) {
        "&micro;s</th></tr>\n";
   for (const auto& op : d.stats.ops) {
     o += "<tr><td>" + h(op_display_name(op.name)) + "</td><td>" + std::to_string(op.count) +
-         "</td><td>" + fmt("%.3f", op.sum / 1000) + "</td><td>" + fmt("%.4f", op.mean) +
-         "</td><td>" + fmt("%.4f", op.p50) + "</td><td>" + fmt("%.4f", op.p90) + "</td><td>" +
-         fmt("%.4f", op.p99) + "</td><td>" + fmt("%.2f%%", 100 * op.share_lt_10ms) + "</td><td>" +
-         fmt("%.2f%%", 100 * op.share_lt_100us) + "</td></tr>\n";
+         "</td><td>" + format_number("%.3f", op.sum / 1000) + "</td><td>" +
+         format_number("%.4f", op.mean) + "</td><td>" + format_number("%.4f", op.p50) +
+         "</td><td>" + format_number("%.4f", op.p90) + "</td><td>" + format_number("%.4f", op.p99) +
+         "</td><td>" + format_number("%.2f%%", 100 * op.share_lt_10ms) + "</td><td>" +
+         format_number("%.2f%%", 100 * op.share_lt_100us) + "</td></tr>\n";
   }
   return o + "</table>\n";
 }
@@ -140,9 +135,11 @@ std::string ops_html(const report_data& d) {
 std::string baseline_html(const report_data& d) {
   if (!d.baseline) return {};
   const diff_result& r = *d.baseline;
-  auto pct = [](double v) { return std::isfinite(v) ? fmt("%+.1f%%", 100 * v) : "&ndash;"; };
+  auto pct = [](double v) {
+    return std::isfinite(v) ? format_number("%+.1f%%", 100 * v) : "&ndash;";
+  };
   auto ms = [](const std::optional<side_stats>& x, double side_stats::*f) {
-    return x ? fmt("%.4f", (*x).*f) : std::string("&ndash;");
+    return x ? format_number("%.4f", (*x).*f) : std::string("&ndash;");
   };
   std::string o =
       "<section id=\"baseline\">\n<h2>Compared with the baseline</h2>\n<p "
@@ -151,7 +148,7 @@ std::string baseline_html(const report_data& d) {
       ". Change: this run's median / the baseline's - 1, with a 95 % interval from "
       "a seeded bootstrap; <i>same</i> when the interval holds 0 or the change is "
       "under " +
-      fmt("%.0f", 100 * r.threshold) +
+      format_number("%.0f", 100 * r.threshold) +
       " % (as <code>lotus-tool diff</code>).</p>\n<table><tr><th>op</th><th>baseline "
       "p50 (ms)</th><th>this run p50 (ms)</th><th>baseline mean (ms)</th><th>this "
       "run mean (ms)</th><th>change</th><th>95 % interval</th><th>verdict</th></tr>\n";
@@ -168,10 +165,13 @@ std::string baseline_html(const report_data& d) {
        "verdict</th></tr>\n";
   for (const run_change& c : r.run) {
     const bool share = c.unit == "share";
-    auto v = [&](double x) { return share ? fmt("%.1f%%", 100 * x) : fmt("%.4g", x); };
+    auto v = [&](double x) {
+      return share ? format_number("%.1f%%", 100 * x) : format_number("%.4g", x);
+    };
     o += "<tr data-verdict=\"" + h(c.verdict) + "\"><td>" + h(c.name) + "</td><td>" + v(c.base) +
          "</td><td>" + v(c.next) + "</td><td>" +
-         (share || c.name == "out_of_order" ? fmt("%+.1f pt", 100 * c.change) : pct(c.change)) +
+         (share || c.name == "out_of_order" ? format_number("%+.1f pt", 100 * c.change)
+                                            : pct(c.change)) +
          "</td><td>" + h(c.verdict) + "</td></tr>\n";
   }
   return o + "</table>\n</section>\n";
@@ -198,9 +198,9 @@ std::string batches_html(const report_data& d) {
          "records (a DataLoader with num_workers=0, or a trace of ops only).</p>\n";
   } else {
     o += "<p>" + count(p.count, "batch", "batches") + ": mean " + h(format_ms(p.mean)) + ", std " +
-         h(format_ms(p.std)) + " (" + fmt("%.1f", p.std_pct_of_mean()) + "% of the mean), median " +
-         h(format_ms(p.median)) + ", p25 " + h(format_ms(p.p25)) + ", p75 " + h(format_ms(p.p75)) +
-         ". Drag to zoom, double-click to reset.</p>\n";
+         h(format_ms(p.std)) + " (" + format_number("%.1f", p.std_pct_of_mean()) +
+         "% of the mean), median " + h(format_ms(p.median)) + ", p25 " + h(format_ms(p.p25)) +
+         ", p75 " + h(format_ms(p.p75)) + ". Drag to zoom, double-click to reset.</p>\n";
     o += thinned_note(st.preprocessed.size(), p.count, "batches");
     o += dygraph_box("pre", 320);
   }
@@ -300,13 +300,14 @@ std::string attribution_html(const attr_doc& a) {
       "op</th><th>CPU share</th><th>traced share</th><th>samples</th><th style=\"text-align:"
       "left\">top functions (share of the op)</th></tr>\n";
   for (const auto& op : a.ops) {
-    o += "<tr><td>" + h(op.op) + "</td>" + fmt("<td>%.1f%%</td>", 100 * op.share);
-    o += op.trace_share >= 0 ? fmt("<td>%.1f%%</td>", 100 * op.trace_share) : "<td>&ndash;</td>";
+    o += "<tr><td>" + h(op.op) + "</td>" + format_number("<td>%.1f%%</td>", 100 * op.share);
+    o += op.trace_share >= 0 ? format_number("<td>%.1f%%</td>", 100 * op.trace_share)
+                             : "<td>&ndash;</td>";
     o += "<td>" + std::to_string(op.samples) + "</td><td style=\"text-align:left\">";
     for (std::size_t k = 0; k < op.functions.size() && k < k_top; ++k) {
       const auto& f = op.functions[k];
       if (k > 0) o += "<br>";
-      o += fmt("%.1f%% ", 100 * f.share) + "<code>" + h(f.function) + "</code>";
+      o += format_number("%.1f%% ", 100 * f.share) + "<code>" + h(f.function) + "</code>";
       if (!f.module.empty()) o += " <small>(" + h(f.module) + ")</small>";
     }
     if (op.functions.size() > k_top) {

@@ -382,7 +382,7 @@ stats_result stats_engine::compute(const stats_options& opt) const {
       delay_ns.push(d_ns);
       r.delay.lt_250ms += d < 250 ? 1 : 0;
       r.delay.gt_500ms += d > 500 ? 1 : 0;
-      if (opt.keep_points) {
+      if (opt.keep_points && opt.keep_wait_delay_points) {
         delay_points.push(
             {c.s.idx, c.epoch, d, finish, c.s.start, static_cast<std::size_t>(c.s.file)});
       }
@@ -393,11 +393,13 @@ stats_result stats_engine::compute(const stats_options& opt) const {
   r.delay.s = summarize_stream([&](auto&& f) { delay_ns.scan(f); }, all, budget);
 
   if (opt.keep_points) {
+    thinned_points(pre_points, by_epoch_then_idx, opt.max_points, r.preprocessed);
+  }
+  if (opt.keep_points && opt.keep_wait_delay_points) {
     with_epochs(wait_, src, [&](const epoch_span& e) {
       wait_points.push({e.s.idx, e.epoch, ms(e.s.dur), e.s.start, e.s.start + e.s.dur,
                         static_cast<std::size_t>(e.s.file)});
     });
-    thinned_points(pre_points, by_epoch_then_idx, opt.max_points, r.preprocessed);
     thinned_points(delay_points, by_epoch_then_idx, opt.max_points, r.delays);
     thinned_points(
         wait_points,

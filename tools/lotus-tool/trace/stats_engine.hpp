@@ -76,6 +76,8 @@ struct stats_options {
   /// With keep_points: at most this many points per series, evenly strided with the last one
   /// kept (0 = all, which costs ~48 bytes per batch record in the result).
   std::size_t max_points = 0;
+  /// With keep_points: also the waits and delays (false: the preprocessed points only).
+  bool keep_wait_delay_points = true;
 };
 
 /// Memory knobs. The defaults bound the engine to ~24 MiB whatever the trace size; tests

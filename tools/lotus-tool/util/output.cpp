@@ -205,6 +205,12 @@ void append_double(std::string& out, double v) {
   out.append(tmp, static_cast<std::size_t>(n));
 }
 
+std::string format_number(const char* printf_format, double v) {
+  char b[64];
+  std::snprintf(b, sizeof b, printf_format, v);
+  return b;
+}
+
 std::string csv_field(std::string_view raw) {
   const std::string s = printable(raw);
   if (s.find_first_of(",\"\r\n") == std::string::npos) return s;

@@ -58,6 +58,8 @@ std::string printable(std::string_view s);
 /// A CSV field (RFC 4180): `printable` first, then quoted when it holds a comma, quote or line
 /// break (quotes doubled), so a name reaches neither a terminal nor a spreadsheet raw.
 std::string csv_field(std::string_view raw);
+/// One double through a printf format ("%.2f s"): at most 63 bytes of output.
+std::string format_number(const char* printf_format, double v);
 void append_uint(std::string& out, std::uint64_t v);
 void append_int(std::string& out, std::int64_t v);
 /// Appends ns as microseconds with up to 3 decimals, exact (no float rounding): 1500 -> "1.5".
