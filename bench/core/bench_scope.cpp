@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "../support/scratch_dir.hpp"
-#include "lotus/detail/test_hooks.hpp"
 #include "lotus/lotus.hpp"
 
 void lotus_bench_disabled_scope();  // bench_disabled.cpp, compiled with LOTUS_DISABLE

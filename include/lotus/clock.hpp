@@ -9,14 +9,16 @@
 
 #include "lotus/config.hpp"
 #include "lotus/detail/platform.hpp"
-#include "lotus/detail/test_hooks.hpp"
+#ifdef LOTUS_TEST_HOOKS  // lotus's own tests only (tests/core/CMakeLists.txt)
+#  include "lotus/detail/test_hooks.hpp"
+#endif
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
 
 /// Tracing state and clock in one word, so the hot path pays a single relaxed load.
-enum : int { mode_uninit = 0, mode_off = 1, mode_tsc = 2, mode_realtime = 3, mode_manual = 4 };
+enum : int { mode_uninit = 0, mode_off = 1, mode_tsc = 2, mode_realtime = 3 };
 inline std::atomic<int> g_mode{mode_uninit};
 
 /// Nanoseconds on one of the kernel's clocks (realtime, monotonic, thread CPU time).
@@ -37,12 +39,12 @@ LOTUS_DETAIL_FORCE_INLINE std::uint64_t read_tsc() noexcept {
 #endif
 }
 
-/// Epoch ns for the non-TSC clocks (realtime, or a test's manual clock).
-LOTUS_DETAIL_NOINLINE inline std::uint64_t now_ticks_slow(int mode) noexcept {
-  if (mode == mode_manual) {
-    const test_hooks::clock_fn f = test_hooks::manual_clock.load(std::memory_order_relaxed);
-    if (f != nullptr) return f();
-  }
+/// Epoch ns for the non-TSC clock (and, in lotus's own tests, a scripted clock).
+LOTUS_DETAIL_NOINLINE inline std::uint64_t now_ticks_slow(int /*mode*/) noexcept {
+#ifdef LOTUS_TEST_HOOKS
+  const test_hooks::clock_fn f = test_hooks::manual_clock.load(std::memory_order_relaxed);
+  if (f != nullptr) return f();
+#endif
   return realtime_ns();
 }
 

@@ -51,8 +51,9 @@ inline const collector_backend* collector_select(collector::kind& chosen) noexce
     b = perf_backend();
   } else if (chosen == collector::kind::itt) {
     if (!itt_available()) {
-      collector_message("LOTUS_COLLECTOR=itt but %s is not set; collector control off",
-                        itt_env_name());
+      diag(topic::collector,
+           "collector: LOTUS_COLLECTOR=itt but %s is not set; collector control off",
+           itt_env_name());
       return nullptr;
     }
     b = itt_backend();

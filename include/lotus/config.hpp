@@ -9,6 +9,8 @@
 // disabled translation units can be linked into one program without ODR violations.
 #ifdef LOTUS_DISABLE
 #  define LOTUS_DETAIL_ABI v0_disabled
+#elif defined(LOTUS_TEST_HOOKS)  // lotus's own tests: a scripted clock and thread ids
+#  define LOTUS_DETAIL_ABI v0_test_hooks
 #else
 #  define LOTUS_DETAIL_ABI v0
 #endif

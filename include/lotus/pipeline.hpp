@@ -20,10 +20,12 @@ namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
 
+/// The process-lifetime location of `name` for the helpers' records; nullptr only in
+/// LOTUS_DISABLE builds, which record nothing.
 #ifndef LOTUS_DISABLE
-inline const source_location* intern_or_null(std::string_view name) { return &intern(name); }
+inline const source_location* interned_location(std::string_view name) { return &intern(name); }
 #else
-inline const source_location* intern_or_null(std::string_view) { return nullptr; }
+inline const source_location* interned_location(std::string_view) { return nullptr; }
 #endif
 
 // Consumer-side record sites (written to the `_main_pid_` file).
@@ -45,7 +47,7 @@ inline constexpr source_location batch_preprocessed_loc{"BatchPreprocessed", "",
 template <class F>
 class traced_fn {
  public:
-  traced_fn(std::string_view name, F f) : loc_(detail::intern_or_null(name)), f_(std::move(f)) {}
+  traced_fn(std::string_view name, F f) : loc_(detail::interned_location(name)), f_(std::move(f)) {}
 
   template <class... Args>
   decltype(auto) operator()(Args&&... args) const {
@@ -80,7 +82,7 @@ class compose {
 
   /// Append a step; the name is interned once here, not per call.
   compose& add(std::string_view name, transform f) {
-    steps_.push_back(step{detail::intern_or_null(name), std::string(name), std::move(f)});
+    steps_.push_back(step{detail::interned_location(name), std::string(name), std::move(f)});
     return *this;
   }
 

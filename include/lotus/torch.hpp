@@ -58,7 +58,7 @@ class traced_impl
   using OutputType = typename T::OutputType;
 
   traced_impl(std::string_view name, T inner)
-      : loc_(lotus::detail::intern_or_null(name)), inner_(std::move(inner)) {}
+      : loc_(lotus::detail::interned_location(name)), inner_(std::move(inner)) {}
 
   OutputType apply(InputType input) override {
     const timed t(loc_);
@@ -82,7 +82,7 @@ class traced_impl<T, false>
   using OutputBatchType = typename T::OutputBatchType;
 
   traced_impl(std::string_view name, T inner)
-      : loc_(lotus::detail::intern_or_null(name)), inner_(std::move(inner)) {}
+      : loc_(lotus::detail::interned_location(name)), inner_(std::move(inner)) {}
 
   OutputBatchType apply_batch(InputBatchType batch) override {
     const timed t(loc_);
@@ -115,7 +115,7 @@ class compose : public ::torch::data::transforms::Transform<Example, Example> {
   using step_fn = std::function<Example(Example)>;
 
   compose(std::initializer_list<std::pair<std::string_view, step_fn>> steps)
-      : whole_(lotus::detail::intern_or_null("Transform")) {
+      : whole_(lotus::detail::interned_location("Transform")) {
     for (const auto& s : steps) chain_.add(s.first, s.second);
   }
 
@@ -145,7 +145,7 @@ class traced_dataset : public ::torch::data::datasets::Dataset<traced_dataset<Da
   using ExampleType = typename Dataset::ExampleType;
 
   explicit traced_dataset(Dataset inner, std::string_view name = "Loader")
-      : loc_(lotus::detail::intern_or_null(name)), inner_(std::move(inner)) {}
+      : loc_(lotus::detail::interned_location(name)), inner_(std::move(inner)) {}
 
   ExampleType get(std::size_t index) override {
     const detail::timed t(loc_);

@@ -33,6 +33,8 @@
 // disabled translation units can be linked into one program without ODR violations.
 #ifdef LOTUS_DISABLE
 #  define LOTUS_DETAIL_ABI v0_disabled
+#elif defined(LOTUS_TEST_HOOKS)  // lotus's own tests: a scripted clock and thread ids
+#  define LOTUS_DETAIL_ABI v0_test_hooks
 #else
 #  define LOTUS_DETAIL_ABI v0
 #endif
@@ -145,13 +147,11 @@ constexpr const char* tool_name(kind k) noexcept {
 // ---- begin lotus/detail/collector_common.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_COMMON_HPP
 #define LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_COMMON_HPP
-// lotus — shared pieces of the collector backends: backend table, their message, env helpers
+// lotus — shared pieces of the collector backends: backend table, env helpers
 // SPDX-License-Identifier: MIT
 
 #include <atomic>   // atomic
-#include <cstdarg>  // va_list
 #include <cstdint>  // uint64_t
-#include <cstdio>   // vsnprintf
 #include <cstring>  // memcpy
 
 // ---- begin lotus/detail/diagnostics.hpp ----
@@ -354,26 +354,8 @@ struct collector_backend {
   void (*detach)(bool active) noexcept;
 };
 
-/// Absent collectors are silent; a collector that was asked for and fails gets exactly one line
-/// on stderr (diagnostics topic `collector`), then control is off.
-#if defined(__GNUC__) || defined(__clang__)
-__attribute__((format(printf, 1, 2)))
-#endif
-inline void
-collector_message(const char* format, ...) noexcept {
-  if (g_topic_said[static_cast<unsigned>(topic::collector)].exchange(true,
-                                                                     std::memory_order_relaxed))
-    return;
-  char line[512] = "collector: ";
-  va_list args;
-  va_start(args, format);
-  const int n = std::vsnprintf(line + 11, sizeof line - 11, format, args);
-  va_end(args);
-  if (n > 0)
-    diag_write(
-        line,
-        11 + (n < static_cast<int>(sizeof line) - 11 ? n : static_cast<int>(sizeof line) - 12));
-}
+// Absent collectors are silent; a collector that was asked for and fails gets exactly one line
+// on stderr: diag(topic::collector, "collector: ..."), then control is off.
 
 /// A non-negative integer variable: unset → fallback; bad value → one configuration warning and
 /// the fallback (diag_config: it does not use up the collector's message).
@@ -425,8 +407,8 @@ constexpr unsigned amd_profile_cpu = 1;
 inline bool amd_check(bool ok, const char* what) noexcept {
   if (ok) return true;
   amd_collector_state& s = amd_collector();
-  collector_message("amd: %s returned false (error %d); collector control off", what,
-                    s.last_error != nullptr ? s.last_error() : 0);
+  diag(topic::collector, "collector: amd: %s returned false (error %d); collector control off",
+       what, s.last_error != nullptr ? s.last_error() : 0);
   return false;
 }
 
@@ -481,17 +463,17 @@ inline const collector_backend* amd_backend(bool explicit_choice) noexcept {
   amd_collector_state& s = amd_collector();
   if (!amd_find_library(s.path)) {
     if (explicit_choice) {
-      collector_message(
-          "amd: libAMDProfileController.so not found (set "
-          "LOTUS_AMD_PROFILE_CONTROLLER); collector control off");
+      diag(topic::collector,
+           "collector: amd: libAMDProfileController.so not found (set "
+           "LOTUS_AMD_PROFILE_CONTROLLER); collector control off");
     }
     return nullptr;
   }
   void* lib = dlopen(s.path, RTLD_LAZY);
   if (lib == nullptr) {
     const char* why = dlerror();
-    collector_message("amd: cannot load %s: %s; collector control off", s.path,
-                      why != nullptr ? why : "unknown error");
+    diag(topic::collector, "collector: amd: cannot load %s: %s; collector control off", s.path,
+         why != nullptr ? why : "unknown error");
     return nullptr;
   }
   s.resume_impl = collector_fn_cast<bool (*)()>(dlsym(lib, "amdProfileResumeImpl"));
@@ -503,10 +485,10 @@ inline const collector_backend* amd_backend(bool explicit_choice) noexcept {
     s.resume_v4 = collector_fn_cast<bool (*)(unsigned)>(dlsym(lib, "amdProfileResume"));
     s.pause_v4 = collector_fn_cast<bool (*)(unsigned)>(dlsym(lib, "amdProfilePause"));
     if (s.resume_v4 == nullptr || s.pause_v4 == nullptr) {
-      collector_message(
-          "amd: %s exports neither amdProfileResumeImpl/PauseImpl nor "
-          "amdProfileResume/Pause; collector control off",
-          s.path);
+      diag(topic::collector,
+           "collector: amd: %s exports neither amdProfileResumeImpl/PauseImpl nor "
+           "amdProfileResume/Pause; collector control off",
+           s.path);
       return nullptr;  // never dlclose: the library may have started threads
     }
   }
@@ -625,9 +607,9 @@ inline const collector_backend* callgrind_backend(bool explicit_choice) noexcept
                                          callgrind_detach};
   if (running_on_valgrind()) return &backend;
   if (explicit_choice) {
-    collector_message(
-        "LOTUS_COLLECTOR=callgrind but the program is not running under Valgrind; "
-        "collector control off");
+    diag(topic::collector,
+         "collector: LOTUS_COLLECTOR=callgrind but the program is not running under Valgrind; "
+         "collector control off");
   }
   return nullptr;
 }
@@ -805,8 +787,8 @@ inline const collector_backend* itt_backend() noexcept {
     lib = dlopen(s.path, RTLD_LAZY);
     if (lib == nullptr) {
       const char* why = dlerror();
-      collector_message("itt: cannot load %s=%s: %s; collector control off", itt_env_name(), s.path,
-                        why != nullptr ? why : "unknown error");
+      diag(topic::collector, "collector: itt: cannot load %s=%s: %s; collector control off",
+           itt_env_name(), s.path, why != nullptr ? why : "unknown error");
       return nullptr;
     }
   }
@@ -823,8 +805,9 @@ inline const collector_backend* itt_backend() noexcept {
   const bool bound_pause = s.pause != nullptr && s.pause != noop;
   const bool bound_resume = s.resume != nullptr && s.resume != noop;
   if (!bound_pause || !bound_resume) {
-    collector_message("itt: %s binds no __itt_pause/__itt_resume; collector control off",
-                      s.path != nullptr ? s.path : "the preloaded collector");
+    diag(topic::collector,
+         "collector: itt: %s binds no __itt_pause/__itt_resume; collector control off",
+         s.path != nullptr ? s.path : "the preloaded collector");
     return nullptr;
   }
   return &backend;
@@ -895,10 +878,10 @@ enum class perf_open_result { opened, absent, failed };
 inline bool perf_is_fifo(int fd, const char* name, const char* path) noexcept {
   struct stat st {};
   if (::fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode)) return true;
-  collector_message(
-      "perf: %s=%s is not a FIFO (create it with mkfifo and pass it to perf "
-      "--control=fifo:CTL,ACK); collector control off",
-      name, path);
+  diag(topic::collector,
+       "collector: perf: %s=%s is not a FIFO (create it with mkfifo and pass it to perf "
+       "--control=fifo:CTL,ACK); collector control off",
+       name, path);
   return false;
 }
 
@@ -910,8 +893,9 @@ inline perf_open_result perf_try_open() noexcept {
   if (s.ctl < 0) {
     const int err = errno;
     if (err == ENXIO) return perf_open_result::absent;
-    collector_message("perf: cannot open LOTUS_PERF_CTL_FIFO=%s: %s; collector control off",
-                      s.ctl_path, std::strerror(err));
+    diag(topic::collector,
+         "collector: perf: cannot open LOTUS_PERF_CTL_FIFO=%s: %s; collector control off",
+         s.ctl_path, std::strerror(err));
     return perf_open_result::failed;
   }
   if (!perf_is_fifo(s.ctl, "LOTUS_PERF_CTL_FIFO", s.ctl_path)) {
@@ -922,8 +906,9 @@ inline perf_open_result perf_try_open() noexcept {
     s.ack = ::open(s.ack_path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (s.ack < 0) {
       const int err = errno;
-      collector_message("perf: cannot open LOTUS_PERF_ACK_FIFO=%s: %s; collector control off",
-                        s.ack_path, std::strerror(err));
+      diag(topic::collector,
+           "collector: perf: cannot open LOTUS_PERF_ACK_FIFO=%s: %s; collector control off",
+           s.ack_path, std::strerror(err));
       perf_close();
       return perf_open_result::failed;
     }
@@ -944,8 +929,8 @@ inline long long perf_now_ms() noexcept {
 inline bool perf_copy_path(char (&to)[4096], const char* name, const char* value) noexcept {
   const std::size_t len = std::strlen(value);
   if (len >= sizeof to) {
-    collector_message("perf: %s is longer than %zu bytes; collector control off", name,
-                      sizeof to - 1);
+    diag(topic::collector, "collector: perf: %s is longer than %zu bytes; collector control off",
+         name, sizeof to - 1);
     return false;
   }
   std::memcpy(to, value, len + 1);
@@ -961,8 +946,9 @@ inline bool perf_open() noexcept {
   const char* ctl_path = env_text("LOTUS_PERF_CTL_FIFO");
   const char* ack_path = env_text("LOTUS_PERF_ACK_FIFO");
   if (ctl_path == nullptr) {
-    collector_message(
-        "LOTUS_COLLECTOR=perf but LOTUS_PERF_CTL_FIFO is not set; collector control off");
+    diag(topic::collector,
+         "collector: LOTUS_COLLECTOR=perf but LOTUS_PERF_CTL_FIFO is not set; collector control "
+         "off");
     return false;
   }
   if (!perf_copy_path(s.ctl_path, "LOTUS_PERF_CTL_FIFO", ctl_path)) return false;
@@ -1030,18 +1016,19 @@ inline bool perf_read_ack(const char* command) noexcept {
   while (got < sizeof reply) {
     const long long left = deadline - perf_now_ms();
     if (left <= 0) {
-      collector_message(
-          "perf: no ack for '%s' within %d ms (LOTUS_PERF_ACK_TIMEOUT_MS); "
-          "collector control off",
-          command, s.timeout_ms);
+      diag(topic::collector,
+           "collector: perf: no ack for '%s' within %d ms (LOTUS_PERF_ACK_TIMEOUT_MS); "
+           "collector control off",
+           command, s.timeout_ms);
       return false;
     }
     pollfd p{s.ack, POLLIN, 0};
     const int r = ::poll(&p, 1, static_cast<int>(left));
     if (r < 0) {
       if (errno == EINTR) continue;
-      collector_message("perf: poll on the ack FIFO failed: %s; collector control off",
-                        std::strerror(errno));
+      diag(topic::collector,
+           "collector: perf: poll on the ack FIFO failed: %s; collector control off",
+           std::strerror(errno));
       return false;
     }
     if (r == 0) continue;  // the deadline check above reports the timeout
@@ -1049,16 +1036,19 @@ inline bool perf_read_ack(const char* command) noexcept {
     if (k > 0) {
       got += static_cast<std::size_t>(k);
     } else if (k == 0) {
-      collector_message("perf: the ack FIFO was closed (perf exited?); collector control off");
+      diag(topic::collector,
+           "collector: perf: the ack FIFO was closed (perf exited?); collector control off");
       return false;
     } else if (errno != EAGAIN && errno != EINTR) {
-      collector_message("perf: reading the ack FIFO failed: %s; collector control off",
-                        std::strerror(errno));
+      diag(topic::collector,
+           "collector: perf: reading the ack FIFO failed: %s; collector control off",
+           std::strerror(errno));
       return false;
     }
   }
   if (std::memcmp(reply, "ack\n", 4) != 0) {
-    collector_message("perf: unexpected ack for '%s'; collector control off", command);
+    diag(topic::collector, "collector: perf: unexpected ack for '%s'; collector control off",
+         command);
     return false;
   }
   return true;
@@ -1073,10 +1063,10 @@ inline bool perf_command(const char* command) noexcept {
   line[len] = '\n';
   if (!perf_write_no_sigpipe(s.ctl, line, len + 1)) {
     const int err = errno;
-    collector_message(
-        "perf: writing '%s' to the control FIFO failed: %s (perf exited?); "
-        "collector control off",
-        command, err == EAGAIN ? "FIFO full" : std::strerror(err));
+    diag(topic::collector,
+         "collector: perf: writing '%s' to the control FIFO failed: %s (perf exited?); "
+         "collector control off",
+         command, err == EAGAIN ? "FIFO full" : std::strerror(err));
     perf_close();
     return false;
   }
@@ -1159,8 +1149,9 @@ inline const collector_backend* collector_select(collector::kind& chosen) noexce
     b = perf_backend();
   } else if (chosen == collector::kind::itt) {
     if (!itt_available()) {
-      collector_message("LOTUS_COLLECTOR=itt but %s is not set; collector control off",
-                        itt_env_name());
+      diag(topic::collector,
+           "collector: LOTUS_COLLECTOR=itt but %s is not set; collector control off",
+           itt_env_name());
       return nullptr;
     }
     b = itt_backend();
@@ -1444,15 +1435,21 @@ constexpr char record_name_char(char c) noexcept {
 #include <atomic>   // atomic
 #include <cstdint>  // uint64_t
 
+#ifdef LOTUS_TEST_HOOKS  // lotus's own tests only (tests/core/CMakeLists.txt)
 // ---- begin lotus/detail/test_hooks.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_TEST_HOOKS_HPP
 #define LOTUS_AMALGAMATED_LOTUS_DETAIL_TEST_HOOKS_HPP
-// lotus — hooks for lotus's own tests and benchmarks; not part of the API (internal)
+// lotus — hooks for lotus's own tests: compiled only with LOTUS_TEST_HOOKS (internal)
 // SPDX-License-Identifier: MIT
 
 #include <atomic>   // atomic
 #include <cstdint>  // uint64_t
 
+
+#ifndef LOTUS_TEST_HOOKS
+#  error \
+      "lotus/detail/test_hooks.hpp is for lotus's own tests: define LOTUS_TEST_HOOKS for the whole test program"
+#endif
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -1466,21 +1463,19 @@ struct test_hooks {
   static inline thread_local std::uint64_t thread_id = 0;
 };
 
-/// CPU time the writer thread has spent draining, formatting and writing (benchmarks).
-LOTUS_DETAIL_API std::uint64_t writer_cpu_ns() noexcept;
-
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
 #endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_TEST_HOOKS_HPP
 // ---- end lotus/detail/test_hooks.hpp ----
+#endif
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
 
 /// Tracing state and clock in one word, so the hot path pays a single relaxed load.
-enum : int { mode_uninit = 0, mode_off = 1, mode_tsc = 2, mode_realtime = 3, mode_manual = 4 };
+enum : int { mode_uninit = 0, mode_off = 1, mode_tsc = 2, mode_realtime = 3 };
 inline std::atomic<int> g_mode{mode_uninit};
 
 /// Nanoseconds on one of the kernel's clocks (realtime, monotonic, thread CPU time).
@@ -1501,12 +1496,12 @@ LOTUS_DETAIL_FORCE_INLINE std::uint64_t read_tsc() noexcept {
 #endif
 }
 
-/// Epoch ns for the non-TSC clocks (realtime, or a test's manual clock).
-LOTUS_DETAIL_NOINLINE inline std::uint64_t now_ticks_slow(int mode) noexcept {
-  if (mode == mode_manual) {
-    const test_hooks::clock_fn f = test_hooks::manual_clock.load(std::memory_order_relaxed);
-    if (f != nullptr) return f();
-  }
+/// Epoch ns for the non-TSC clock (and, in lotus's own tests, a scripted clock).
+LOTUS_DETAIL_NOINLINE inline std::uint64_t now_ticks_slow(int /*mode*/) noexcept {
+#ifdef LOTUS_TEST_HOOKS
+  const test_hooks::clock_fn f = test_hooks::manual_clock.load(std::memory_order_relaxed);
+  if (f != nullptr) return f();
+#endif
   return realtime_ns();
 }
 
@@ -1565,6 +1560,9 @@ LOTUS_DETAIL_API void api_configure(const options& opts);
 LOTUS_DETAIL_API void api_flush() noexcept;
 LOTUS_DETAIL_API void api_shutdown() noexcept;
 LOTUS_DETAIL_API trace_stats api_stats() noexcept;
+
+/// CPU time the writer thread has spent draining, formatting and writing (bench/core).
+LOTUS_DETAIL_API std::uint64_t writer_cpu_ns() noexcept;
 
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
@@ -2553,6 +2551,40 @@ class sync_cond {
 #include <cstring>  // memcpy
 #include <new>      // nothrow
 
+#ifdef LOTUS_TEST_HOOKS
+// ---- begin lotus/detail/test_hooks.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_TEST_HOOKS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_TEST_HOOKS_HPP
+// lotus — hooks for lotus's own tests: compiled only with LOTUS_TEST_HOOKS (internal)
+// SPDX-License-Identifier: MIT
+
+#include <atomic>   // atomic
+#include <cstdint>  // uint64_t
+
+
+#ifndef LOTUS_TEST_HOOKS
+#  error \
+      "lotus/detail/test_hooks.hpp is for lotus's own tests: define LOTUS_TEST_HOOKS for the whole test program"
+#endif
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+struct test_hooks {
+  using clock_fn = std::uint64_t (*)() noexcept;
+  /// A scripted clock: installed before tracing is initialized, it replaces the TSC/realtime.
+  static inline std::atomic<clock_fn> manual_clock{nullptr};
+  /// The id this thread's trace files are named after instead of its tid (set before recording).
+  static inline thread_local std::uint64_t thread_id = 0;
+};
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_TEST_HOOKS_HPP
+// ---- end lotus/detail/test_hooks.hpp ----
+#endif
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -2668,8 +2700,12 @@ class thread_registry {
     }
     t->read = r;
     t->current.store(r, std::memory_order_release);
+#ifdef LOTUS_TEST_HOOKS
     const std::uint64_t id = test_hooks::thread_id;
     t->tid = id != 0 ? id : current_tid();
+#else
+    t->tid = current_tid();
+#endif
     if (::prctl(PR_GET_NAME, t->name, 0, 0, 0) != 0) t->name[0] = '\0';
     return t;
   }
@@ -3882,9 +3918,12 @@ LOTUS_DETAIL_COLD inline void runtime::apply_locked(const options& o) noexcept {
   merge_settings(o, env_, s);
   // The clock is chosen once per process: ticks already in rings must keep their meaning.
   if (g_mode.load(std::memory_order_relaxed) == mode_uninit) {
-    if (test_hooks::manual_clock.load(std::memory_order_relaxed) != nullptr) {
-      clock_mode_ = mode_manual;
-    } else if (s.clock == clock_source::realtime) {
+#ifdef LOTUS_TEST_HOOKS
+    const bool scripted = test_hooks::manual_clock.load(std::memory_order_relaxed) != nullptr;
+#else
+    const bool scripted = false;
+#endif
+    if (scripted || s.clock == clock_source::realtime) {  // a scripted clock reads as realtime
       clock_mode_ = mode_realtime;
     } else if (tsc_is_reliable()) {
       clock_mode_ = mode_tsc;
@@ -4428,10 +4467,12 @@ namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
 
+/// The process-lifetime location of `name` for the helpers' records; nullptr only in
+/// LOTUS_DISABLE builds, which record nothing.
 #ifndef LOTUS_DISABLE
-inline const source_location* intern_or_null(std::string_view name) { return &intern(name); }
+inline const source_location* interned_location(std::string_view name) { return &intern(name); }
 #else
-inline const source_location* intern_or_null(std::string_view) { return nullptr; }
+inline const source_location* interned_location(std::string_view) { return nullptr; }
 #endif
 
 // Consumer-side record sites (written to the `_main_pid_` file).
@@ -4453,7 +4494,7 @@ inline constexpr source_location batch_preprocessed_loc{"BatchPreprocessed", "",
 template <class F>
 class traced_fn {
  public:
-  traced_fn(std::string_view name, F f) : loc_(detail::intern_or_null(name)), f_(std::move(f)) {}
+  traced_fn(std::string_view name, F f) : loc_(detail::interned_location(name)), f_(std::move(f)) {}
 
   template <class... Args>
   decltype(auto) operator()(Args&&... args) const {
@@ -4488,7 +4529,7 @@ class compose {
 
   /// Append a step; the name is interned once here, not per call.
   compose& add(std::string_view name, transform f) {
-    steps_.push_back(step{detail::intern_or_null(name), std::string(name), std::move(f)});
+    steps_.push_back(step{detail::interned_location(name), std::string(name), std::move(f)});
     return *this;
   }
 

@@ -33,8 +33,8 @@ constexpr unsigned amd_profile_cpu = 1;
 inline bool amd_check(bool ok, const char* what) noexcept {
   if (ok) return true;
   amd_collector_state& s = amd_collector();
-  collector_message("amd: %s returned false (error %d); collector control off", what,
-                    s.last_error != nullptr ? s.last_error() : 0);
+  diag(topic::collector, "collector: amd: %s returned false (error %d); collector control off",
+       what, s.last_error != nullptr ? s.last_error() : 0);
   return false;
 }
 
@@ -89,17 +89,17 @@ inline const collector_backend* amd_backend(bool explicit_choice) noexcept {
   amd_collector_state& s = amd_collector();
   if (!amd_find_library(s.path)) {
     if (explicit_choice) {
-      collector_message(
-          "amd: libAMDProfileController.so not found (set "
-          "LOTUS_AMD_PROFILE_CONTROLLER); collector control off");
+      diag(topic::collector,
+           "collector: amd: libAMDProfileController.so not found (set "
+           "LOTUS_AMD_PROFILE_CONTROLLER); collector control off");
     }
     return nullptr;
   }
   void* lib = dlopen(s.path, RTLD_LAZY);
   if (lib == nullptr) {
     const char* why = dlerror();
-    collector_message("amd: cannot load %s: %s; collector control off", s.path,
-                      why != nullptr ? why : "unknown error");
+    diag(topic::collector, "collector: amd: cannot load %s: %s; collector control off", s.path,
+         why != nullptr ? why : "unknown error");
     return nullptr;
   }
   s.resume_impl = collector_fn_cast<bool (*)()>(dlsym(lib, "amdProfileResumeImpl"));
@@ -111,10 +111,10 @@ inline const collector_backend* amd_backend(bool explicit_choice) noexcept {
     s.resume_v4 = collector_fn_cast<bool (*)(unsigned)>(dlsym(lib, "amdProfileResume"));
     s.pause_v4 = collector_fn_cast<bool (*)(unsigned)>(dlsym(lib, "amdProfilePause"));
     if (s.resume_v4 == nullptr || s.pause_v4 == nullptr) {
-      collector_message(
-          "amd: %s exports neither amdProfileResumeImpl/PauseImpl nor "
-          "amdProfileResume/Pause; collector control off",
-          s.path);
+      diag(topic::collector,
+           "collector: amd: %s exports neither amdProfileResumeImpl/PauseImpl nor "
+           "amdProfileResume/Pause; collector control off",
+           s.path);
       return nullptr;  // never dlclose: the library may have started threads
     }
   }

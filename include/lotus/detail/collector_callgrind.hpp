@@ -104,9 +104,9 @@ inline const collector_backend* callgrind_backend(bool explicit_choice) noexcept
                                          callgrind_detach};
   if (running_on_valgrind()) return &backend;
   if (explicit_choice) {
-    collector_message(
-        "LOTUS_COLLECTOR=callgrind but the program is not running under Valgrind; "
-        "collector control off");
+    diag(topic::collector,
+         "collector: LOTUS_COLLECTOR=callgrind but the program is not running under Valgrind; "
+         "collector control off");
   }
   return nullptr;
 }

@@ -1,11 +1,9 @@
-// lotus — shared pieces of the collector backends: backend table, their message, env helpers
+// lotus — shared pieces of the collector backends: backend table, env helpers
 // SPDX-License-Identifier: MIT
 #pragma once
 
 #include <atomic>   // atomic
-#include <cstdarg>  // va_list
 #include <cstdint>  // uint64_t
-#include <cstdio>   // vsnprintf
 #include <cstring>  // memcpy
 
 #include "lotus/config.hpp"
@@ -27,26 +25,8 @@ struct collector_backend {
   void (*detach)(bool active) noexcept;
 };
 
-/// Absent collectors are silent; a collector that was asked for and fails gets exactly one line
-/// on stderr (diagnostics topic `collector`), then control is off.
-#if defined(__GNUC__) || defined(__clang__)
-__attribute__((format(printf, 1, 2)))
-#endif
-inline void
-collector_message(const char* format, ...) noexcept {
-  if (g_topic_said[static_cast<unsigned>(topic::collector)].exchange(true,
-                                                                     std::memory_order_relaxed))
-    return;
-  char line[512] = "collector: ";
-  va_list args;
-  va_start(args, format);
-  const int n = std::vsnprintf(line + 11, sizeof line - 11, format, args);
-  va_end(args);
-  if (n > 0)
-    diag_write(
-        line,
-        11 + (n < static_cast<int>(sizeof line) - 11 ? n : static_cast<int>(sizeof line) - 12));
-}
+// Absent collectors are silent; a collector that was asked for and fails gets exactly one line
+// on stderr: diag(topic::collector, "collector: ..."), then control is off.
 
 /// A non-negative integer variable: unset → fallback; bad value → one configuration warning and
 /// the fallback (diag_config: it does not use up the collector's message).

@@ -165,8 +165,8 @@ inline const collector_backend* itt_backend() noexcept {
     lib = dlopen(s.path, RTLD_LAZY);
     if (lib == nullptr) {
       const char* why = dlerror();
-      collector_message("itt: cannot load %s=%s: %s; collector control off", itt_env_name(), s.path,
-                        why != nullptr ? why : "unknown error");
+      diag(topic::collector, "collector: itt: cannot load %s=%s: %s; collector control off",
+           itt_env_name(), s.path, why != nullptr ? why : "unknown error");
       return nullptr;
     }
   }
@@ -183,8 +183,9 @@ inline const collector_backend* itt_backend() noexcept {
   const bool bound_pause = s.pause != nullptr && s.pause != noop;
   const bool bound_resume = s.resume != nullptr && s.resume != noop;
   if (!bound_pause || !bound_resume) {
-    collector_message("itt: %s binds no __itt_pause/__itt_resume; collector control off",
-                      s.path != nullptr ? s.path : "the preloaded collector");
+    diag(topic::collector,
+         "collector: itt: %s binds no __itt_pause/__itt_resume; collector control off",
+         s.path != nullptr ? s.path : "the preloaded collector");
     return nullptr;
   }
   return &backend;

@@ -57,10 +57,10 @@ enum class perf_open_result { opened, absent, failed };
 inline bool perf_is_fifo(int fd, const char* name, const char* path) noexcept {
   struct stat st {};
   if (::fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode)) return true;
-  collector_message(
-      "perf: %s=%s is not a FIFO (create it with mkfifo and pass it to perf "
-      "--control=fifo:CTL,ACK); collector control off",
-      name, path);
+  diag(topic::collector,
+       "collector: perf: %s=%s is not a FIFO (create it with mkfifo and pass it to perf "
+       "--control=fifo:CTL,ACK); collector control off",
+       name, path);
   return false;
 }
 
@@ -72,8 +72,9 @@ inline perf_open_result perf_try_open() noexcept {
   if (s.ctl < 0) {
     const int err = errno;
     if (err == ENXIO) return perf_open_result::absent;
-    collector_message("perf: cannot open LOTUS_PERF_CTL_FIFO=%s: %s; collector control off",
-                      s.ctl_path, std::strerror(err));
+    diag(topic::collector,
+         "collector: perf: cannot open LOTUS_PERF_CTL_FIFO=%s: %s; collector control off",
+         s.ctl_path, std::strerror(err));
     return perf_open_result::failed;
   }
   if (!perf_is_fifo(s.ctl, "LOTUS_PERF_CTL_FIFO", s.ctl_path)) {
@@ -84,8 +85,9 @@ inline perf_open_result perf_try_open() noexcept {
     s.ack = ::open(s.ack_path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (s.ack < 0) {
       const int err = errno;
-      collector_message("perf: cannot open LOTUS_PERF_ACK_FIFO=%s: %s; collector control off",
-                        s.ack_path, std::strerror(err));
+      diag(topic::collector,
+           "collector: perf: cannot open LOTUS_PERF_ACK_FIFO=%s: %s; collector control off",
+           s.ack_path, std::strerror(err));
       perf_close();
       return perf_open_result::failed;
     }
@@ -106,8 +108,8 @@ inline long long perf_now_ms() noexcept {
 inline bool perf_copy_path(char (&to)[4096], const char* name, const char* value) noexcept {
   const std::size_t len = std::strlen(value);
   if (len >= sizeof to) {
-    collector_message("perf: %s is longer than %zu bytes; collector control off", name,
-                      sizeof to - 1);
+    diag(topic::collector, "collector: perf: %s is longer than %zu bytes; collector control off",
+         name, sizeof to - 1);
     return false;
   }
   std::memcpy(to, value, len + 1);
@@ -123,8 +125,9 @@ inline bool perf_open() noexcept {
   const char* ctl_path = env_text("LOTUS_PERF_CTL_FIFO");
   const char* ack_path = env_text("LOTUS_PERF_ACK_FIFO");
   if (ctl_path == nullptr) {
-    collector_message(
-        "LOTUS_COLLECTOR=perf but LOTUS_PERF_CTL_FIFO is not set; collector control off");
+    diag(topic::collector,
+         "collector: LOTUS_COLLECTOR=perf but LOTUS_PERF_CTL_FIFO is not set; collector control "
+         "off");
     return false;
   }
   if (!perf_copy_path(s.ctl_path, "LOTUS_PERF_CTL_FIFO", ctl_path)) return false;
@@ -192,18 +195,19 @@ inline bool perf_read_ack(const char* command) noexcept {
   while (got < sizeof reply) {
     const long long left = deadline - perf_now_ms();
     if (left <= 0) {
-      collector_message(
-          "perf: no ack for '%s' within %d ms (LOTUS_PERF_ACK_TIMEOUT_MS); "
-          "collector control off",
-          command, s.timeout_ms);
+      diag(topic::collector,
+           "collector: perf: no ack for '%s' within %d ms (LOTUS_PERF_ACK_TIMEOUT_MS); "
+           "collector control off",
+           command, s.timeout_ms);
       return false;
     }
     pollfd p{s.ack, POLLIN, 0};
     const int r = ::poll(&p, 1, static_cast<int>(left));
     if (r < 0) {
       if (errno == EINTR) continue;
-      collector_message("perf: poll on the ack FIFO failed: %s; collector control off",
-                        std::strerror(errno));
+      diag(topic::collector,
+           "collector: perf: poll on the ack FIFO failed: %s; collector control off",
+           std::strerror(errno));
       return false;
     }
     if (r == 0) continue;  // the deadline check above reports the timeout
@@ -211,16 +215,19 @@ inline bool perf_read_ack(const char* command) noexcept {
     if (k > 0) {
       got += static_cast<std::size_t>(k);
     } else if (k == 0) {
-      collector_message("perf: the ack FIFO was closed (perf exited?); collector control off");
+      diag(topic::collector,
+           "collector: perf: the ack FIFO was closed (perf exited?); collector control off");
       return false;
     } else if (errno != EAGAIN && errno != EINTR) {
-      collector_message("perf: reading the ack FIFO failed: %s; collector control off",
-                        std::strerror(errno));
+      diag(topic::collector,
+           "collector: perf: reading the ack FIFO failed: %s; collector control off",
+           std::strerror(errno));
       return false;
     }
   }
   if (std::memcmp(reply, "ack\n", 4) != 0) {
-    collector_message("perf: unexpected ack for '%s'; collector control off", command);
+    diag(topic::collector, "collector: perf: unexpected ack for '%s'; collector control off",
+         command);
     return false;
   }
   return true;
@@ -235,10 +242,10 @@ inline bool perf_command(const char* command) noexcept {
   line[len] = '\n';
   if (!perf_write_no_sigpipe(s.ctl, line, len + 1)) {
     const int err = errno;
-    collector_message(
-        "perf: writing '%s' to the control FIFO failed: %s (perf exited?); "
-        "collector control off",
-        command, err == EAGAIN ? "FIFO full" : std::strerror(err));
+    diag(topic::collector,
+         "collector: perf: writing '%s' to the control FIFO failed: %s (perf exited?); "
+         "collector control off",
+         command, err == EAGAIN ? "FIFO full" : std::strerror(err));
     perf_close();
     return false;
   }

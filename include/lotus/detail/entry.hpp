@@ -43,6 +43,9 @@ LOTUS_DETAIL_API void api_flush() noexcept;
 LOTUS_DETAIL_API void api_shutdown() noexcept;
 LOTUS_DETAIL_API trace_stats api_stats() noexcept;
 
+/// CPU time the writer thread has spent draining, formatting and writing (bench/core).
+LOTUS_DETAIL_API std::uint64_t writer_cpu_ns() noexcept;
+
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus

@@ -41,7 +41,6 @@
 #include "lotus/detail/ring.hpp"
 #include "lotus/detail/settings.hpp"
 #include "lotus/detail/sync.hpp"
-#include "lotus/detail/test_hooks.hpp"
 #include "lotus/detail/threads.hpp"
 #include "lotus/detail/writer.hpp"
 #include "lotus/options.hpp"
@@ -209,9 +208,12 @@ LOTUS_DETAIL_COLD inline void runtime::apply_locked(const options& o) noexcept {
   merge_settings(o, env_, s);
   // The clock is chosen once per process: ticks already in rings must keep their meaning.
   if (g_mode.load(std::memory_order_relaxed) == mode_uninit) {
-    if (test_hooks::manual_clock.load(std::memory_order_relaxed) != nullptr) {
-      clock_mode_ = mode_manual;
-    } else if (s.clock == clock_source::realtime) {
+#ifdef LOTUS_TEST_HOOKS
+    const bool scripted = test_hooks::manual_clock.load(std::memory_order_relaxed) != nullptr;
+#else
+    const bool scripted = false;
+#endif
+    if (scripted || s.clock == clock_source::realtime) {  // a scripted clock reads as realtime
       clock_mode_ = mode_realtime;
     } else if (tsc_is_reliable()) {
       clock_mode_ = mode_tsc;

@@ -1,4 +1,4 @@
-// lotus — hooks for lotus's own tests and benchmarks; not part of the API (internal)
+// lotus — hooks for lotus's own tests: compiled only with LOTUS_TEST_HOOKS (internal)
 // SPDX-License-Identifier: MIT
 #pragma once
 
@@ -7,6 +7,11 @@
 
 #include "lotus/config.hpp"
 #include "lotus/detail/platform.hpp"
+
+#ifndef LOTUS_TEST_HOOKS
+#  error \
+      "lotus/detail/test_hooks.hpp is for lotus's own tests: define LOTUS_TEST_HOOKS for the whole test program"
+#endif
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -19,9 +24,6 @@ struct test_hooks {
   /// The id this thread's trace files are named after instead of its tid (set before recording).
   static inline thread_local std::uint64_t thread_id = 0;
 };
-
-/// CPU time the writer thread has spent draining, formatting and writing (benchmarks).
-LOTUS_DETAIL_API std::uint64_t writer_cpu_ns() noexcept;
 
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI

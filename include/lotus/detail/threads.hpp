@@ -16,7 +16,9 @@
 #include "lotus/config.hpp"
 #include "lotus/detail/ring.hpp"
 #include "lotus/detail/sync.hpp"
-#include "lotus/detail/test_hooks.hpp"
+#ifdef LOTUS_TEST_HOOKS
+#  include "lotus/detail/test_hooks.hpp"
+#endif
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -132,8 +134,12 @@ class thread_registry {
     }
     t->read = r;
     t->current.store(r, std::memory_order_release);
+#ifdef LOTUS_TEST_HOOKS
     const std::uint64_t id = test_hooks::thread_id;
     t->tid = id != 0 ? id : current_tid();
+#else
+    t->tid = current_tid();
+#endif
     if (::prctl(PR_GET_NAME, t->name, 0, 0, 0) != 0) t->name[0] = '\0';
     return t;
   }
