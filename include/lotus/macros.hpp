@@ -7,15 +7,15 @@
 #include "lotus/detail/preprocessor.hpp"
 #include "lotus/map_region.hpp"
 #include "lotus/pipeline.hpp"
+#include "lotus/record_site.hpp"
 #include "lotus/scope.hpp"
-#include "lotus/source_location.hpp"
 
 #ifndef LOTUS_DISABLE
 
 /// Record `S<name>` for the rest of the enclosing scope; `name` is a string literal.
 #  define LOTUS_SCOPE(name) LOTUS_DETAIL_SCOPE_IMPL(LOTUS_DETAIL_UNIQUE(lotus_scope_), name)
 #  define LOTUS_DETAIL_SCOPE_IMPL(id, name)                                                       \
-    static constexpr ::lotus::source_location LOTUS_DETAIL_CONCAT(id, _loc){                      \
+    static constexpr ::lotus::record_site LOTUS_DETAIL_CONCAT(id, _loc){                          \
         name, static_cast<const char*>(__func__), __FILE__, static_cast<std::uint32_t>(__LINE__), \
         0u};                                                                                      \
     const ::lotus::scope_timer id(LOTUS_DETAIL_CONCAT(id, _loc))
@@ -40,7 +40,7 @@
 /// collector runs around the execution(s) after the warm-up. `name` is a string literal.
 #  define LOTUS_MAP_REGION(name) LOTUS_DETAIL_MAP_REGION_IMPL(LOTUS_DETAIL_UNIQUE(lotus_map_), name)
 #  define LOTUS_DETAIL_MAP_REGION_IMPL(id, name)                                                  \
-    static constexpr ::lotus::source_location LOTUS_DETAIL_CONCAT(id, _loc){                      \
+    static constexpr ::lotus::record_site LOTUS_DETAIL_CONCAT(id, _loc){                          \
         name, static_cast<const char*>(__func__), __FILE__, static_cast<std::uint32_t>(__LINE__), \
         0u};                                                                                      \
     const ::lotus::map_region id(LOTUS_DETAIL_CONCAT(id, _loc))

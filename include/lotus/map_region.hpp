@@ -6,8 +6,8 @@
 #include "lotus/collector.hpp"
 #include "lotus/config.hpp"
 #include "lotus/detail/platform.hpp"
+#include "lotus/record_site.hpp"
 #include "lotus/scope.hpp"
-#include "lotus/source_location.hpp"
 
 #ifndef LOTUS_DISABLE
 #  include <errno.h>   // errno
@@ -155,7 +155,7 @@ class map_gate {
 /// before the timer starts and its pause after the timer stops, so S<name> excludes both.
 class map_region {
  public:
-  explicit map_region(const source_location& loc) noexcept : gate_(loc.name), timer_(loc) {}
+  explicit map_region(const record_site& loc) noexcept : gate_(loc.name), timer_(loc) {}
   map_region(const map_region&) = delete;
   map_region& operator=(const map_region&) = delete;
 
@@ -168,7 +168,7 @@ class map_region {
 
 class map_region {
  public:
-  explicit map_region(const source_location&) noexcept {}
+  explicit map_region(const record_site&) noexcept {}
   map_region(const map_region&) = delete;
   map_region& operator=(const map_region&) = delete;
 };

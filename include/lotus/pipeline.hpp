@@ -13,8 +13,8 @@
 #include <vector>            // vector
 
 #include "lotus/config.hpp"
+#include "lotus/record_site.hpp"
 #include "lotus/scope.hpp"
-#include "lotus/source_location.hpp"
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -23,23 +23,22 @@ namespace detail {
 /// The process-lifetime location of `name` for the helpers' records; nullptr only in
 /// LOTUS_DISABLE builds, which record nothing.
 #ifndef LOTUS_DISABLE
-inline const source_location* interned_location(std::string_view name) { return &intern(name); }
+inline const record_site* interned_location(std::string_view name) { return &intern(name); }
 #else
-inline const source_location* interned_location(std::string_view) { return nullptr; }
+inline const record_site* interned_location(std::string_view) { return nullptr; }
 #endif
 
 // Consumer-side record sites (written to the `_main_pid_` file).
-inline constexpr source_location batch_queued_loc{"BatchQueued", "", "", 0,
-                                                  flag_main | flag_indexed | flag_fixed_1us};
-inline constexpr source_location batch_wait_loc{"BatchWait", "", "", 0, flag_main | flag_indexed};
-inline constexpr source_location batch_wait_marker_loc{"BatchWait", "", "", 0,
-                                                       flag_main | flag_indexed | flag_fixed_1us};
-inline constexpr source_location batch_consumed_loc{"BatchConsumed", "", "", 0,
-                                                    flag_main | flag_indexed | flag_fixed_1us};
-inline constexpr source_location loader_loc{"Loader", "", "", 0, 0};
-inline constexpr source_location transform_loc{"Transform", "", "", 0, 0};
-inline constexpr source_location batch_preprocessed_loc{"BatchPreprocessed", "", "", 0,
-                                                        flag_indexed};
+inline constexpr record_site batch_queued_loc{"BatchQueued", "", "", 0,
+                                              flag_main | flag_indexed | flag_fixed_1us};
+inline constexpr record_site batch_wait_loc{"BatchWait", "", "", 0, flag_main | flag_indexed};
+inline constexpr record_site batch_wait_marker_loc{"BatchWait", "", "", 0,
+                                                   flag_main | flag_indexed | flag_fixed_1us};
+inline constexpr record_site batch_consumed_loc{"BatchConsumed", "", "", 0,
+                                                flag_main | flag_indexed | flag_fixed_1us};
+inline constexpr record_site loader_loc{"Loader", "", "", 0, 0};
+inline constexpr record_site transform_loc{"Transform", "", "", 0, 0};
+inline constexpr record_site batch_preprocessed_loc{"BatchPreprocessed", "", "", 0, flag_indexed};
 
 }  // namespace detail
 
@@ -58,7 +57,7 @@ class traced_fn {
   }
 
  private:
-  const source_location* loc_;
+  const record_site* loc_;
   F f_;
 };
 
@@ -101,7 +100,7 @@ class compose {
 
  private:
   struct step {
-    const source_location* loc;
+    const record_site* loc;
     std::string name;
     transform fn;
   };

@@ -8,7 +8,7 @@
 
 #include "lotus/config.hpp"
 #include "lotus/detail/platform.hpp"
-#include "lotus/source_location.hpp"
+#include "lotus/record_site.hpp"
 
 #ifndef LOTUS_DISABLE
 #  include <atomic>   // atomic_signal_fence
@@ -29,7 +29,7 @@ namespace detail {
 /// Append one event to the calling thread's ring: a few stores and a release, no lock. The ring
 /// pointer is cleared around the claim of a slot (see t_ring): a signal handler recording on this
 /// thread in that window goes to push_slow, which counts it instead of taking the same slot.
-LOTUS_DETAIL_FORCE_INLINE void push(const source_location* loc, std::uint64_t t0, std::uint64_t t1,
+LOTUS_DETAIL_FORCE_INLINE void push(const record_site* loc, std::uint64_t t0, std::uint64_t t1,
                                     std::uint64_t idx) noexcept {
   ring* r = t_ring.load(std::memory_order_relaxed);
   if (LOTUS_DETAIL_LIKELY(r != nullptr)) {
@@ -53,13 +53,13 @@ LOTUS_DETAIL_FORCE_INLINE int active_mode() noexcept {
 }
 
 /// Record an event with explicit raw timestamps (used by batch_tracker).
-inline void emit(const source_location& loc, std::uint64_t t0, std::uint64_t t1,
+inline void emit(const record_site& loc, std::uint64_t t0, std::uint64_t t1,
                  std::uint64_t idx) noexcept {
   if (g_mode.load(std::memory_order_relaxed) >= mode_tsc) push(&loc, t0, t1, idx);
 }
 
 /// The interned location of `name` for LOTUS_SCOPE_DYNAMIC: the thread's cache, else the runtime.
-LOTUS_DETAIL_FORCE_INLINE const source_location* dynamic_location(std::string_view name) noexcept {
+LOTUS_DETAIL_FORCE_INLINE const record_site* dynamic_location(std::string_view name) noexcept {
   const std::uint64_t h = name_hash(name.data(), name.size());
   if (const name_cache* c = t_names) {
     for (std::size_t i = static_cast<std::size_t>(h) & c->mask;; i = (i + 1) & c->mask) {
@@ -86,7 +86,7 @@ struct dynamic_name_tag {};
 /// Times its own lifetime and records `S<name>[_<idx>],<start_ns>,<duration_ns>` at scope exit.
 class scope_timer {
  public:
-  LOTUS_DETAIL_FORCE_INLINE explicit scope_timer(const source_location& loc,
+  LOTUS_DETAIL_FORCE_INLINE explicit scope_timer(const record_site& loc,
                                                  std::uint64_t idx = 0) noexcept
       : idx_(idx) {
     // One load and one compare when tracing is on or off; initialization is the cold path.
@@ -125,7 +125,7 @@ class scope_timer {
   scope_timer& operator=(scope_timer&&) = delete;
 
  private:
-  const source_location* loc_ = nullptr;
+  const record_site* loc_ = nullptr;
   std::uint64_t t0_ = 0;
   std::uint64_t idx_ = 0;
 };
@@ -134,7 +134,7 @@ class scope_timer {
 
 class scope_timer {
  public:
-  explicit scope_timer(const source_location&, std::uint64_t = 0) noexcept {}
+  explicit scope_timer(const record_site&, std::uint64_t = 0) noexcept {}
   scope_timer(const scope_timer&) = delete;
   scope_timer& operator=(const scope_timer&) = delete;
 };

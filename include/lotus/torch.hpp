@@ -35,7 +35,7 @@ struct is_per_example<T, std::void_t<typename T::InputType, typename T::OutputTy
 // Records `S<name>` for its lifetime (nothing under LOTUS_DISABLE).
 class timed {
  public:
-  explicit timed(const source_location* loc) noexcept
+  explicit timed(const record_site* loc) noexcept
 #ifndef LOTUS_DISABLE
       : timer_(*loc)
 #endif
@@ -68,7 +68,7 @@ class traced_impl
   T& inner() noexcept { return inner_; }
 
  private:
-  const source_location* loc_;
+  const record_site* loc_;
   T inner_;
 };
 
@@ -92,7 +92,7 @@ class traced_impl<T, false>
   T& inner() noexcept { return inner_; }
 
  private:
-  const source_location* loc_;
+  const record_site* loc_;
   T inner_;
 };
 
@@ -132,7 +132,7 @@ class compose : public ::torch::data::transforms::Transform<Example, Example> {
   std::size_t size() const noexcept { return chain_.size(); }
 
  private:
-  const source_location* whole_;
+  const record_site* whole_;
   lotus::compose<Example> chain_;
 };
 
@@ -157,7 +157,7 @@ class traced_dataset : public ::torch::data::datasets::Dataset<traced_dataset<Da
   Dataset& inner() noexcept { return inner_; }
 
  private:
-  const source_location* loc_;
+  const record_site* loc_;
   Dataset inner_;
 };
 

@@ -1367,20 +1367,10 @@ inline const char* to_string(kind k) noexcept {
 // SPDX-License-Identifier: MIT
 // Records S<name>, and resumes the collector around one selected execution of one selected region.
 
-// ---- begin lotus/scope.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_SCOPE_HPP
-#define LOTUS_AMALGAMATED_LOTUS_SCOPE_HPP
-// lotus — RAII scope timer: the hot path (two timestamps and one ring slot per scope)
-// SPDX-License-Identifier: MIT
-
-#include <cstddef>      // size_t
-#include <cstdint>      // uint64_t
-#include <string_view>  // string_view
-
-// ---- begin lotus/source_location.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_SOURCE_LOCATION_HPP
-#define LOTUS_AMALGAMATED_LOTUS_SOURCE_LOCATION_HPP
-// lotus — the static description of one recording site
+// ---- begin lotus/record_site.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RECORD_SITE_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RECORD_SITE_HPP
+// lotus — record_site: the static description of one recording site (not std::source_location)
 // SPDX-License-Identifier: MIT
 
 #include <cstddef>
@@ -1392,7 +1382,7 @@ inline namespace LOTUS_DETAIL_ABI {
 
 /// One per call site (a `static constexpr` object made by the macros) or per interned run-time
 /// name. `name` is written after an `S`: {"Loader"} produces `SLoader,...` records.
-struct source_location {
+struct record_site {
   const char* name;
   const char* function;
   const char* file;
@@ -1417,8 +1407,18 @@ constexpr char record_name_char(char c) noexcept {
 
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_SOURCE_LOCATION_HPP
-// ---- end lotus/source_location.hpp ----
+#endif  // LOTUS_AMALGAMATED_LOTUS_RECORD_SITE_HPP
+// ---- end lotus/record_site.hpp ----
+// ---- begin lotus/scope.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_SCOPE_HPP
+#define LOTUS_AMALGAMATED_LOTUS_SCOPE_HPP
+// lotus — RAII scope timer: the hot path (two timestamps and one ring slot per scope)
+// SPDX-License-Identifier: MIT
+
+#include <cstddef>      // size_t
+#include <cstdint>      // uint64_t
+#include <string_view>  // string_view
+
 
 #ifndef LOTUS_DISABLE
 #  include <atomic>   // atomic_signal_fence
@@ -1534,7 +1534,7 @@ LOTUS_DETAIL_FORCE_INLINE std::uint64_t now_ticks(int mode) noexcept {
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 
-struct source_location;
+struct record_site;
 struct options;
 struct trace_stats;
 
@@ -1542,19 +1542,19 @@ namespace detail {
 
 /// First event of a thread, a full ring, or a push that interrupted lotus on the same thread (a
 /// signal handler): never throws, never blocks inside a signal handler, counts what it drops.
-LOTUS_DETAIL_API void push_slow(const source_location* loc, std::uint64_t t0, std::uint64_t t1,
+LOTUS_DETAIL_API void push_slow(const record_site* loc, std::uint64_t t0, std::uint64_t t1,
                                 std::uint64_t idx) noexcept;
 
 /// First use in this process: read the environment; returns the tracing mode.
 LOTUS_DETAIL_API int initialize_mode() noexcept;
 
 /// Process-lifetime location for a run-time name (interned once per distinct name and flags).
-LOTUS_DETAIL_API const source_location& intern(std::string_view name, std::uint32_t flags = 0);
+LOTUS_DETAIL_API const record_site& intern(std::string_view name, std::uint32_t flags = 0);
 
 /// LOTUS_SCOPE_DYNAMIC's miss in the thread's name cache: intern, then remember it on this thread.
 /// nullptr when out of memory (the scope is then not recorded).
-LOTUS_DETAIL_API const source_location* intern_dynamic(const char* name, std::size_t size,
-                                                       std::uint64_t hash) noexcept;
+LOTUS_DETAIL_API const record_site* intern_dynamic(const char* name, std::size_t size,
+                                                   std::uint64_t hash) noexcept;
 
 LOTUS_DETAIL_API void api_configure(const options& opts);
 LOTUS_DETAIL_API void api_flush() noexcept;
@@ -1583,7 +1583,7 @@ LOTUS_DETAIL_API std::uint64_t writer_cpu_ns() noexcept;
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 
-struct source_location;
+struct record_site;
 
 namespace detail {
 
@@ -1622,7 +1622,7 @@ struct name_cache {
   struct slot {
     std::uint64_t hash;
     std::size_t size;
-    const source_location* loc;
+    const record_site* loc;
   };
   std::size_t mask = 0;  // capacity - 1
   std::size_t used = 0;
@@ -1651,13 +1651,13 @@ inline thread_local name_cache* t_names = nullptr;
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 
-struct source_location;
+struct record_site;
 
 namespace detail {
 
 /// One trace event: 32 bytes, no pointers to owned memory, formatted later by the writer.
 struct event {
-  const source_location* loc;
+  const record_site* loc;
   std::uint64_t t0;   // raw ticks at scope entry
   std::uint64_t t1;   // raw ticks at scope exit
   std::uint64_t idx;  // batch index for indexed records
@@ -1710,7 +1710,7 @@ struct alignas(64) ring {
   }
 
   /// Fill slot `h` (known to be free) and publish it to the writer.
-  void publish(std::uint64_t h, const source_location* loc, std::uint64_t t0, std::uint64_t t1,
+  void publish(std::uint64_t h, const record_site* loc, std::uint64_t t0, std::uint64_t t1,
                std::uint64_t idx) noexcept {
     event& e = buf[h & mask];
     e.loc = loc;
@@ -1742,7 +1742,7 @@ namespace detail {
 /// Append one event to the calling thread's ring: a few stores and a release, no lock. The ring
 /// pointer is cleared around the claim of a slot (see t_ring): a signal handler recording on this
 /// thread in that window goes to push_slow, which counts it instead of taking the same slot.
-LOTUS_DETAIL_FORCE_INLINE void push(const source_location* loc, std::uint64_t t0, std::uint64_t t1,
+LOTUS_DETAIL_FORCE_INLINE void push(const record_site* loc, std::uint64_t t0, std::uint64_t t1,
                                     std::uint64_t idx) noexcept {
   ring* r = t_ring.load(std::memory_order_relaxed);
   if (LOTUS_DETAIL_LIKELY(r != nullptr)) {
@@ -1766,13 +1766,13 @@ LOTUS_DETAIL_FORCE_INLINE int active_mode() noexcept {
 }
 
 /// Record an event with explicit raw timestamps (used by batch_tracker).
-inline void emit(const source_location& loc, std::uint64_t t0, std::uint64_t t1,
+inline void emit(const record_site& loc, std::uint64_t t0, std::uint64_t t1,
                  std::uint64_t idx) noexcept {
   if (g_mode.load(std::memory_order_relaxed) >= mode_tsc) push(&loc, t0, t1, idx);
 }
 
 /// The interned location of `name` for LOTUS_SCOPE_DYNAMIC: the thread's cache, else the runtime.
-LOTUS_DETAIL_FORCE_INLINE const source_location* dynamic_location(std::string_view name) noexcept {
+LOTUS_DETAIL_FORCE_INLINE const record_site* dynamic_location(std::string_view name) noexcept {
   const std::uint64_t h = name_hash(name.data(), name.size());
   if (const name_cache* c = t_names) {
     for (std::size_t i = static_cast<std::size_t>(h) & c->mask;; i = (i + 1) & c->mask) {
@@ -1799,7 +1799,7 @@ struct dynamic_name_tag {};
 /// Times its own lifetime and records `S<name>[_<idx>],<start_ns>,<duration_ns>` at scope exit.
 class scope_timer {
  public:
-  LOTUS_DETAIL_FORCE_INLINE explicit scope_timer(const source_location& loc,
+  LOTUS_DETAIL_FORCE_INLINE explicit scope_timer(const record_site& loc,
                                                  std::uint64_t idx = 0) noexcept
       : idx_(idx) {
     // One load and one compare when tracing is on or off; initialization is the cold path.
@@ -1838,7 +1838,7 @@ class scope_timer {
   scope_timer& operator=(scope_timer&&) = delete;
 
  private:
-  const source_location* loc_ = nullptr;
+  const record_site* loc_ = nullptr;
   std::uint64_t t0_ = 0;
   std::uint64_t idx_ = 0;
 };
@@ -1847,7 +1847,7 @@ class scope_timer {
 
 class scope_timer {
  public:
-  explicit scope_timer(const source_location&, std::uint64_t = 0) noexcept {}
+  explicit scope_timer(const record_site&, std::uint64_t = 0) noexcept {}
   scope_timer(const scope_timer&) = delete;
   scope_timer& operator=(const scope_timer&) = delete;
 };
@@ -2018,13 +2018,12 @@ namespace detail {
 // quarter of a second of compile time per TU.
 
 /// Run-time names, each interned once per (name, flags) for the life of the process: the
-/// source_location handed out must stay valid (rings and thread caches point at it), so entries
+/// record_site handed out must stay valid (rings and thread caches point at it), so entries
 /// are never freed. Chained hash table; the caller holds the runtime's intern lock.
 class intern_table {
  public:
   /// The location of (name, flags), created on first use; nullptr when out of memory.
-  const source_location* find_or_add(const char* name, std::size_t size,
-                                     std::uint32_t flags) noexcept {
+  const record_site* find_or_add(const char* name, std::size_t size, std::uint32_t flags) noexcept {
     const std::uint64_t h = name_hash(name, size) ^ (std::uint64_t{flags} * 0x9E3779B97F4A7C15ull);
     if (buckets_ != nullptr) {
       for (node* n = buckets_[h & mask_]; n != nullptr; n = n->next) {
@@ -2056,7 +2055,7 @@ class intern_table {
     clean[keep] = '\0';
     n->hash = h;
     n->size = size;
-    n->loc = source_location{clean, "", "", 0, flags | (changed ? flag_sanitized : 0u)};
+    n->loc = record_site{clean, "", "", 0, flags | (changed ? flag_sanitized : 0u)};
     n->next = buckets_[h & mask_];
     buckets_[h & mask_] = n;
     ++count_;
@@ -2074,7 +2073,7 @@ class intern_table {
     node* next;
     std::uint64_t hash;
     std::size_t size;
-    source_location loc;
+    record_site loc;
     char text[1];  // the raw name (size + 1 bytes), then the record's name (allocated past it)
   };
 
@@ -2101,20 +2100,20 @@ class intern_table {
   std::size_t count_ = 0;
 };
 
-/// The writer's `S<name>` label per source_location: built once (',' and control bytes replaced
+/// The writer's `S<name>` label per record_site: built once (',' and control bytes replaced
 /// by '_' and counted as sanitized), then found by pointer. Open addressing; written by the writer
 /// thread only.
 class label_table {
  public:
   struct label {
-    const source_location* key;
+    const record_site* key;
     char* text;  // "S" + sanitized name
     std::size_t size;
     bool sanitized;
   };
 
   /// nullptr when out of memory.
-  const label* find(const source_location* loc) noexcept {
+  const label* find(const record_site* loc) noexcept {
     if (slots_ != nullptr) {
       for (std::size_t i = hash(loc) & mask_;; i = (i + 1) & mask_) {
         if (slots_[i].key == loc) return &slots_[i];
@@ -2125,12 +2124,12 @@ class label_table {
   }
 
  private:
-  static std::size_t hash(const source_location* p) noexcept {
+  static std::size_t hash(const record_site* p) noexcept {
     const auto v = reinterpret_cast<std::uintptr_t>(p);
     return static_cast<std::size_t>((v >> 4) ^ (v >> 13));
   }
 
-  const label* add(const source_location* loc) noexcept {
+  const label* add(const record_site* loc) noexcept {
     if (2 * (used_ + 1) > mask_ + 1 && !grow()) return nullptr;
     const char* name = loc->name != nullptr ? loc->name : "";
     const std::size_t n = std::strlen(name);
@@ -3828,11 +3827,10 @@ class runtime {
   void flush() noexcept { writer_.flush(); }
   void shutdown() noexcept;
   trace_stats stats() noexcept;
-  const source_location& intern(std::string_view name, std::uint32_t flags);
-  LOTUS_DETAIL_NOINLINE inline const source_location* intern_dynamic(const char* name,
-                                                                     std::size_t size,
-                                                                     std::uint64_t hash) noexcept;
-  LOTUS_DETAIL_NOINLINE inline void push_slow(const source_location* loc, std::uint64_t t0,
+  const record_site& intern(std::string_view name, std::uint32_t flags);
+  LOTUS_DETAIL_NOINLINE inline const record_site* intern_dynamic(const char* name, std::size_t size,
+                                                                 std::uint64_t hash) noexcept;
+  LOTUS_DETAIL_NOINLINE inline void push_slow(const record_site* loc, std::uint64_t t0,
                                               std::uint64_t t1, std::uint64_t idx) noexcept;
   std::uint64_t writer_cpu_ns() const noexcept { return writer_.cpu_ns(); }
   void note_thread_exit() noexcept { threads_.note_exit(); }
@@ -3845,7 +3843,7 @@ class runtime {
   runtime() : writer_(threads_) {}
 
   ring* register_thread() noexcept;
-  ring* push_full(ring* r, const source_location* loc, std::uint64_t t0, std::uint64_t t1,
+  ring* push_full(ring* r, const record_site* loc, std::uint64_t t0, std::uint64_t t1,
                   std::uint64_t idx) noexcept;
   void apply_locked(const options& o) noexcept;
   void count_lost(std::atomic<std::uint64_t>& counter) noexcept {
@@ -3975,8 +3973,8 @@ inline trace_stats runtime::stats() noexcept {
   return s;
 }
 
-inline const source_location& runtime::intern(std::string_view name, std::uint32_t flags) {
-  const source_location* loc = nullptr;
+inline const record_site& runtime::intern(std::string_view name, std::uint32_t flags) {
+  const record_site* loc = nullptr;
   {
     const busy_guard busy;
     const sync_hold lk(intern_mu_);
@@ -4009,13 +4007,13 @@ inline void arm_thread_exit() noexcept {
   static_cast<void>(hook);
 }
 
-const source_location* runtime::intern_dynamic(const char* name, std::size_t size,
-                                               std::uint64_t hash) noexcept {
+const record_site* runtime::intern_dynamic(const char* name, std::size_t size,
+                                           std::uint64_t hash) noexcept {
   if (t_thread.busy != 0 || t_thread.exited) {
     count_lost(lost_reentrant_);
     return nullptr;
   }
-  const source_location* loc = nullptr;
+  const record_site* loc = nullptr;
   try {
     loc = &intern(std::string_view(name, size), 0);
   } catch (...) {
@@ -4095,8 +4093,8 @@ LOTUS_DETAIL_COLD inline ring* runtime::register_thread() noexcept {
   return t->current.load(std::memory_order_relaxed);
 }
 
-inline ring* runtime::push_full(ring* r, const source_location* loc, std::uint64_t t0,
-                                std::uint64_t t1, std::uint64_t idx) noexcept {
+inline ring* runtime::push_full(ring* r, const record_site* loc, std::uint64_t t0, std::uint64_t t1,
+                                std::uint64_t idx) noexcept {
   const std::uint64_t h = r->head.load(std::memory_order_relaxed);
   r->tail_cache = r->tail.load(std::memory_order_acquire);
   if (h - r->tail_cache < r->capacity) {
@@ -4139,7 +4137,7 @@ inline ring* runtime::push_full(ring* r, const source_location* loc, std::uint64
   return r;
 }
 
-void runtime::push_slow(const source_location* loc, std::uint64_t t0, std::uint64_t t1,
+void runtime::push_slow(const record_site* loc, std::uint64_t t0, std::uint64_t t1,
                         std::uint64_t idx) noexcept {
   thread_local_state& me = t_thread;
   ring* r = t_ring.load(std::memory_order_relaxed);
@@ -4231,7 +4229,7 @@ LOTUS_DETAIL_COLD inline void runtime::fork_child() noexcept {
 
 // ---- entry points (entry.hpp) -----------------------------------------------------------------
 
-LOTUS_DETAIL_API void push_slow(const source_location* loc, std::uint64_t t0, std::uint64_t t1,
+LOTUS_DETAIL_API void push_slow(const record_site* loc, std::uint64_t t0, std::uint64_t t1,
                                 std::uint64_t idx) noexcept {
   runtime::get().push_slow(loc, t0, t1, idx);
 }
@@ -4242,12 +4240,12 @@ LOTUS_DETAIL_API int initialize_mode() noexcept {
   return g_mode.load(std::memory_order_relaxed);
 }
 
-LOTUS_DETAIL_API const source_location& intern(std::string_view name, std::uint32_t flags) {
+LOTUS_DETAIL_API const record_site& intern(std::string_view name, std::uint32_t flags) {
   return runtime::get().intern(name, flags);
 }
 
-LOTUS_DETAIL_API const source_location* intern_dynamic(const char* name, std::size_t size,
-                                                       std::uint64_t hash) noexcept {
+LOTUS_DETAIL_API const record_site* intern_dynamic(const char* name, std::size_t size,
+                                                   std::uint64_t hash) noexcept {
   return runtime::get().intern_dynamic(name, size, hash);
 }
 
@@ -4422,7 +4420,7 @@ class map_gate {
 /// before the timer starts and its pause after the timer stops, so S<name> excludes both.
 class map_region {
  public:
-  explicit map_region(const source_location& loc) noexcept : gate_(loc.name), timer_(loc) {}
+  explicit map_region(const record_site& loc) noexcept : gate_(loc.name), timer_(loc) {}
   map_region(const map_region&) = delete;
   map_region& operator=(const map_region&) = delete;
 
@@ -4435,7 +4433,7 @@ class map_region {
 
 class map_region {
  public:
-  explicit map_region(const source_location&) noexcept {}
+  explicit map_region(const record_site&) noexcept {}
   map_region(const map_region&) = delete;
   map_region& operator=(const map_region&) = delete;
 };
@@ -4470,23 +4468,22 @@ namespace detail {
 /// The process-lifetime location of `name` for the helpers' records; nullptr only in
 /// LOTUS_DISABLE builds, which record nothing.
 #ifndef LOTUS_DISABLE
-inline const source_location* interned_location(std::string_view name) { return &intern(name); }
+inline const record_site* interned_location(std::string_view name) { return &intern(name); }
 #else
-inline const source_location* interned_location(std::string_view) { return nullptr; }
+inline const record_site* interned_location(std::string_view) { return nullptr; }
 #endif
 
 // Consumer-side record sites (written to the `_main_pid_` file).
-inline constexpr source_location batch_queued_loc{"BatchQueued", "", "", 0,
-                                                  flag_main | flag_indexed | flag_fixed_1us};
-inline constexpr source_location batch_wait_loc{"BatchWait", "", "", 0, flag_main | flag_indexed};
-inline constexpr source_location batch_wait_marker_loc{"BatchWait", "", "", 0,
-                                                       flag_main | flag_indexed | flag_fixed_1us};
-inline constexpr source_location batch_consumed_loc{"BatchConsumed", "", "", 0,
-                                                    flag_main | flag_indexed | flag_fixed_1us};
-inline constexpr source_location loader_loc{"Loader", "", "", 0, 0};
-inline constexpr source_location transform_loc{"Transform", "", "", 0, 0};
-inline constexpr source_location batch_preprocessed_loc{"BatchPreprocessed", "", "", 0,
-                                                        flag_indexed};
+inline constexpr record_site batch_queued_loc{"BatchQueued", "", "", 0,
+                                              flag_main | flag_indexed | flag_fixed_1us};
+inline constexpr record_site batch_wait_loc{"BatchWait", "", "", 0, flag_main | flag_indexed};
+inline constexpr record_site batch_wait_marker_loc{"BatchWait", "", "", 0,
+                                                   flag_main | flag_indexed | flag_fixed_1us};
+inline constexpr record_site batch_consumed_loc{"BatchConsumed", "", "", 0,
+                                                flag_main | flag_indexed | flag_fixed_1us};
+inline constexpr record_site loader_loc{"Loader", "", "", 0, 0};
+inline constexpr record_site transform_loc{"Transform", "", "", 0, 0};
+inline constexpr record_site batch_preprocessed_loc{"BatchPreprocessed", "", "", 0, flag_indexed};
 
 }  // namespace detail
 
@@ -4505,7 +4502,7 @@ class traced_fn {
   }
 
  private:
-  const source_location* loc_;
+  const record_site* loc_;
   F f_;
 };
 
@@ -4548,7 +4545,7 @@ class compose {
 
  private:
   struct step {
-    const source_location* loc;
+    const record_site* loc;
     std::string name;
     transform fn;
   };
@@ -4671,7 +4668,7 @@ class batch_tracker {
 /// Record `S<name>` for the rest of the enclosing scope; `name` is a string literal.
 #  define LOTUS_SCOPE(name) LOTUS_DETAIL_SCOPE_IMPL(LOTUS_DETAIL_UNIQUE(lotus_scope_), name)
 #  define LOTUS_DETAIL_SCOPE_IMPL(id, name)                                                       \
-    static constexpr ::lotus::source_location LOTUS_DETAIL_CONCAT(id, _loc){                      \
+    static constexpr ::lotus::record_site LOTUS_DETAIL_CONCAT(id, _loc){                          \
         name, static_cast<const char*>(__func__), __FILE__, static_cast<std::uint32_t>(__LINE__), \
         0u};                                                                                      \
     const ::lotus::scope_timer id(LOTUS_DETAIL_CONCAT(id, _loc))
@@ -4696,7 +4693,7 @@ class batch_tracker {
 /// collector runs around the execution(s) after the warm-up. `name` is a string literal.
 #  define LOTUS_MAP_REGION(name) LOTUS_DETAIL_MAP_REGION_IMPL(LOTUS_DETAIL_UNIQUE(lotus_map_), name)
 #  define LOTUS_DETAIL_MAP_REGION_IMPL(id, name)                                                  \
-    static constexpr ::lotus::source_location LOTUS_DETAIL_CONCAT(id, _loc){                      \
+    static constexpr ::lotus::record_site LOTUS_DETAIL_CONCAT(id, _loc){                          \
         name, static_cast<const char*>(__func__), __FILE__, static_cast<std::uint32_t>(__LINE__), \
         0u};                                                                                      \
     const ::lotus::map_region id(LOTUS_DETAIL_CONCAT(id, _loc))

@@ -190,7 +190,7 @@ PyTypeObject scope_type = [] {
 
 struct map_region_object {
   PyObject_HEAD PyObject* name;
-  const lotus::source_location* loc;  // interned: process lifetime (the map gate keeps name ptrs)
+  const lotus::record_site* loc;  // interned: process lifetime (the map gate keeps name ptrs)
   bool active;
   alignas(lotus::map_region) unsigned char region[sizeof(lotus::map_region)];
 };
@@ -208,7 +208,7 @@ PyObject* map_region_tp_new(PyTypeObject* type, PyObject* args, PyObject* kwargs
     PyErr_SetString(PyExc_ValueError, "lotus.map_region: the name must be non-empty, without NUL");
     return nullptr;
   }
-  const lotus::source_location* loc = nullptr;
+  const lotus::record_site* loc = nullptr;
   try {
     loc = &lotus::detail::intern(sv);
   } catch (const std::bad_alloc&) {
@@ -307,7 +307,7 @@ PyObject* py_record(PyObject*, PyObject* const* args, Py_ssize_t n) {
     return nullptr;
   }
   if (t0 != 0 && g_mode.load(std::memory_order_relaxed) >= mode_tsc) {
-    if (const lotus::source_location* loc = lotus::detail::dynamic_location(sv)) {
+    if (const lotus::record_site* loc = lotus::detail::dynamic_location(sv)) {
       lotus::detail::emit(*loc, t0, t1 < t0 ? t0 : t1, 0);
     }
   }
@@ -316,7 +316,7 @@ PyObject* py_record(PyObject*, PyObject* const* args, Py_ssize_t n) {
 
 enum batch_kind { k_preprocessed, k_wait, k_wait_marker, k_queued, k_consumed };
 
-const lotus::source_location& batch_loc(batch_kind k) {
+const lotus::record_site& batch_loc(batch_kind k) {
   switch (k) {
     case k_preprocessed:
       return lotus::detail::batch_preprocessed_loc;

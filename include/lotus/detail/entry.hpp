@@ -16,7 +16,7 @@
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 
-struct source_location;
+struct record_site;
 struct options;
 struct trace_stats;
 
@@ -24,19 +24,19 @@ namespace detail {
 
 /// First event of a thread, a full ring, or a push that interrupted lotus on the same thread (a
 /// signal handler): never throws, never blocks inside a signal handler, counts what it drops.
-LOTUS_DETAIL_API void push_slow(const source_location* loc, std::uint64_t t0, std::uint64_t t1,
+LOTUS_DETAIL_API void push_slow(const record_site* loc, std::uint64_t t0, std::uint64_t t1,
                                 std::uint64_t idx) noexcept;
 
 /// First use in this process: read the environment; returns the tracing mode.
 LOTUS_DETAIL_API int initialize_mode() noexcept;
 
 /// Process-lifetime location for a run-time name (interned once per distinct name and flags).
-LOTUS_DETAIL_API const source_location& intern(std::string_view name, std::uint32_t flags = 0);
+LOTUS_DETAIL_API const record_site& intern(std::string_view name, std::uint32_t flags = 0);
 
 /// LOTUS_SCOPE_DYNAMIC's miss in the thread's name cache: intern, then remember it on this thread.
 /// nullptr when out of memory (the scope is then not recorded).
-LOTUS_DETAIL_API const source_location* intern_dynamic(const char* name, std::size_t size,
-                                                       std::uint64_t hash) noexcept;
+LOTUS_DETAIL_API const record_site* intern_dynamic(const char* name, std::size_t size,
+                                                   std::uint64_t hash) noexcept;
 
 LOTUS_DETAIL_API void api_configure(const options& opts);
 LOTUS_DETAIL_API void api_flush() noexcept;

@@ -9,7 +9,7 @@
 
 #include "lotus/config.hpp"
 #include "lotus/detail/name_cache.hpp"
-#include "lotus/source_location.hpp"
+#include "lotus/record_site.hpp"
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -20,13 +20,12 @@ namespace detail {
 // quarter of a second of compile time per TU.
 
 /// Run-time names, each interned once per (name, flags) for the life of the process: the
-/// source_location handed out must stay valid (rings and thread caches point at it), so entries
+/// record_site handed out must stay valid (rings and thread caches point at it), so entries
 /// are never freed. Chained hash table; the caller holds the runtime's intern lock.
 class intern_table {
  public:
   /// The location of (name, flags), created on first use; nullptr when out of memory.
-  const source_location* find_or_add(const char* name, std::size_t size,
-                                     std::uint32_t flags) noexcept {
+  const record_site* find_or_add(const char* name, std::size_t size, std::uint32_t flags) noexcept {
     const std::uint64_t h = name_hash(name, size) ^ (std::uint64_t{flags} * 0x9E3779B97F4A7C15ull);
     if (buckets_ != nullptr) {
       for (node* n = buckets_[h & mask_]; n != nullptr; n = n->next) {
@@ -58,7 +57,7 @@ class intern_table {
     clean[keep] = '\0';
     n->hash = h;
     n->size = size;
-    n->loc = source_location{clean, "", "", 0, flags | (changed ? flag_sanitized : 0u)};
+    n->loc = record_site{clean, "", "", 0, flags | (changed ? flag_sanitized : 0u)};
     n->next = buckets_[h & mask_];
     buckets_[h & mask_] = n;
     ++count_;
@@ -76,7 +75,7 @@ class intern_table {
     node* next;
     std::uint64_t hash;
     std::size_t size;
-    source_location loc;
+    record_site loc;
     char text[1];  // the raw name (size + 1 bytes), then the record's name (allocated past it)
   };
 
@@ -103,20 +102,20 @@ class intern_table {
   std::size_t count_ = 0;
 };
 
-/// The writer's `S<name>` label per source_location: built once (',' and control bytes replaced
+/// The writer's `S<name>` label per record_site: built once (',' and control bytes replaced
 /// by '_' and counted as sanitized), then found by pointer. Open addressing; written by the writer
 /// thread only.
 class label_table {
  public:
   struct label {
-    const source_location* key;
+    const record_site* key;
     char* text;  // "S" + sanitized name
     std::size_t size;
     bool sanitized;
   };
 
   /// nullptr when out of memory.
-  const label* find(const source_location* loc) noexcept {
+  const label* find(const record_site* loc) noexcept {
     if (slots_ != nullptr) {
       for (std::size_t i = hash(loc) & mask_;; i = (i + 1) & mask_) {
         if (slots_[i].key == loc) return &slots_[i];
@@ -127,12 +126,12 @@ class label_table {
   }
 
  private:
-  static std::size_t hash(const source_location* p) noexcept {
+  static std::size_t hash(const record_site* p) noexcept {
     const auto v = reinterpret_cast<std::uintptr_t>(p);
     return static_cast<std::size_t>((v >> 4) ^ (v >> 13));
   }
 
-  const label* add(const source_location* loc) noexcept {
+  const label* add(const record_site* loc) noexcept {
     if (2 * (used_ + 1) > mask_ + 1 && !grow()) return nullptr;
     const char* name = loc->name != nullptr ? loc->name : "";
     const std::size_t n = std::strlen(name);

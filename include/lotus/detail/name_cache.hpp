@@ -12,7 +12,7 @@
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 
-struct source_location;
+struct record_site;
 
 namespace detail {
 
@@ -51,7 +51,7 @@ struct name_cache {
   struct slot {
     std::uint64_t hash;
     std::size_t size;
-    const source_location* loc;
+    const record_site* loc;
   };
   std::size_t mask = 0;  // capacity - 1
   std::size_t used = 0;

@@ -13,13 +13,13 @@
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 
-struct source_location;
+struct record_site;
 
 namespace detail {
 
 /// One trace event: 32 bytes, no pointers to owned memory, formatted later by the writer.
 struct event {
-  const source_location* loc;
+  const record_site* loc;
   std::uint64_t t0;   // raw ticks at scope entry
   std::uint64_t t1;   // raw ticks at scope exit
   std::uint64_t idx;  // batch index for indexed records
@@ -72,7 +72,7 @@ struct alignas(64) ring {
   }
 
   /// Fill slot `h` (known to be free) and publish it to the writer.
-  void publish(std::uint64_t h, const source_location* loc, std::uint64_t t0, std::uint64_t t1,
+  void publish(std::uint64_t h, const record_site* loc, std::uint64_t t0, std::uint64_t t1,
                std::uint64_t idx) noexcept {
     event& e = buf[h & mask];
     e.loc = loc;

@@ -44,7 +44,7 @@
 #include "lotus/detail/threads.hpp"
 #include "lotus/detail/writer.hpp"
 #include "lotus/options.hpp"
-#include "lotus/source_location.hpp"
+#include "lotus/record_site.hpp"
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -118,11 +118,10 @@ class runtime {
   void flush() noexcept { writer_.flush(); }
   void shutdown() noexcept;
   trace_stats stats() noexcept;
-  const source_location& intern(std::string_view name, std::uint32_t flags);
-  LOTUS_DETAIL_NOINLINE inline const source_location* intern_dynamic(const char* name,
-                                                                     std::size_t size,
-                                                                     std::uint64_t hash) noexcept;
-  LOTUS_DETAIL_NOINLINE inline void push_slow(const source_location* loc, std::uint64_t t0,
+  const record_site& intern(std::string_view name, std::uint32_t flags);
+  LOTUS_DETAIL_NOINLINE inline const record_site* intern_dynamic(const char* name, std::size_t size,
+                                                                 std::uint64_t hash) noexcept;
+  LOTUS_DETAIL_NOINLINE inline void push_slow(const record_site* loc, std::uint64_t t0,
                                               std::uint64_t t1, std::uint64_t idx) noexcept;
   std::uint64_t writer_cpu_ns() const noexcept { return writer_.cpu_ns(); }
   void note_thread_exit() noexcept { threads_.note_exit(); }
@@ -135,7 +134,7 @@ class runtime {
   runtime() : writer_(threads_) {}
 
   ring* register_thread() noexcept;
-  ring* push_full(ring* r, const source_location* loc, std::uint64_t t0, std::uint64_t t1,
+  ring* push_full(ring* r, const record_site* loc, std::uint64_t t0, std::uint64_t t1,
                   std::uint64_t idx) noexcept;
   void apply_locked(const options& o) noexcept;
   void count_lost(std::atomic<std::uint64_t>& counter) noexcept {
@@ -265,8 +264,8 @@ inline trace_stats runtime::stats() noexcept {
   return s;
 }
 
-inline const source_location& runtime::intern(std::string_view name, std::uint32_t flags) {
-  const source_location* loc = nullptr;
+inline const record_site& runtime::intern(std::string_view name, std::uint32_t flags) {
+  const record_site* loc = nullptr;
   {
     const busy_guard busy;
     const sync_hold lk(intern_mu_);
@@ -299,13 +298,13 @@ inline void arm_thread_exit() noexcept {
   static_cast<void>(hook);
 }
 
-const source_location* runtime::intern_dynamic(const char* name, std::size_t size,
-                                               std::uint64_t hash) noexcept {
+const record_site* runtime::intern_dynamic(const char* name, std::size_t size,
+                                           std::uint64_t hash) noexcept {
   if (t_thread.busy != 0 || t_thread.exited) {
     count_lost(lost_reentrant_);
     return nullptr;
   }
-  const source_location* loc = nullptr;
+  const record_site* loc = nullptr;
   try {
     loc = &intern(std::string_view(name, size), 0);
   } catch (...) {
@@ -385,8 +384,8 @@ LOTUS_DETAIL_COLD inline ring* runtime::register_thread() noexcept {
   return t->current.load(std::memory_order_relaxed);
 }
 
-inline ring* runtime::push_full(ring* r, const source_location* loc, std::uint64_t t0,
-                                std::uint64_t t1, std::uint64_t idx) noexcept {
+inline ring* runtime::push_full(ring* r, const record_site* loc, std::uint64_t t0, std::uint64_t t1,
+                                std::uint64_t idx) noexcept {
   const std::uint64_t h = r->head.load(std::memory_order_relaxed);
   r->tail_cache = r->tail.load(std::memory_order_acquire);
   if (h - r->tail_cache < r->capacity) {
@@ -429,7 +428,7 @@ inline ring* runtime::push_full(ring* r, const source_location* loc, std::uint64
   return r;
 }
 
-void runtime::push_slow(const source_location* loc, std::uint64_t t0, std::uint64_t t1,
+void runtime::push_slow(const record_site* loc, std::uint64_t t0, std::uint64_t t1,
                         std::uint64_t idx) noexcept {
   thread_local_state& me = t_thread;
   ring* r = t_ring.load(std::memory_order_relaxed);
@@ -521,7 +520,7 @@ LOTUS_DETAIL_COLD inline void runtime::fork_child() noexcept {
 
 // ---- entry points (entry.hpp) -----------------------------------------------------------------
 
-LOTUS_DETAIL_API void push_slow(const source_location* loc, std::uint64_t t0, std::uint64_t t1,
+LOTUS_DETAIL_API void push_slow(const record_site* loc, std::uint64_t t0, std::uint64_t t1,
                                 std::uint64_t idx) noexcept {
   runtime::get().push_slow(loc, t0, t1, idx);
 }
@@ -532,12 +531,12 @@ LOTUS_DETAIL_API int initialize_mode() noexcept {
   return g_mode.load(std::memory_order_relaxed);
 }
 
-LOTUS_DETAIL_API const source_location& intern(std::string_view name, std::uint32_t flags) {
+LOTUS_DETAIL_API const record_site& intern(std::string_view name, std::uint32_t flags) {
   return runtime::get().intern(name, flags);
 }
 
-LOTUS_DETAIL_API const source_location* intern_dynamic(const char* name, std::size_t size,
-                                                       std::uint64_t hash) noexcept {
+LOTUS_DETAIL_API const record_site* intern_dynamic(const char* name, std::size_t size,
+                                                   std::uint64_t hash) noexcept {
   return runtime::get().intern_dynamic(name, size, hash);
 }
 

@@ -24,7 +24,7 @@
 #include "lotus/detail/text.hpp"
 #include "lotus/detail/threads.hpp"
 #include "lotus/detail/trace_files.hpp"
-#include "lotus/source_location.hpp"
+#include "lotus/record_site.hpp"
 #include "lotus/version.hpp"
 
 namespace lotus {

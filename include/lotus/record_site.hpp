@@ -1,4 +1,4 @@
-// lotus — the static description of one recording site
+// lotus — record_site: the static description of one recording site (not std::source_location)
 // SPDX-License-Identifier: MIT
 #pragma once
 
@@ -12,7 +12,7 @@ inline namespace LOTUS_DETAIL_ABI {
 
 /// One per call site (a `static constexpr` object made by the macros) or per interned run-time
 /// name. `name` is written after an `S`: {"Loader"} produces `SLoader,...` records.
-struct source_location {
+struct record_site {
   const char* name;
   const char* function;
   const char* file;
