@@ -65,7 +65,7 @@ LOTUS_DETAIL_FORCE_INLINE const record_site* dynamic_location(std::string_view n
     for (std::size_t i = static_cast<std::size_t>(h) & c->mask;; i = (i + 1) & c->mask) {
       const name_cache::slot& s = c->slots[i];
       if (s.loc == nullptr) break;
-      if (s.hash == h && s.size == name.size() &&
+      if (s.name_hash == h && s.size == name.size() &&
           std::memcmp(s.loc->name, name.data(), name.size()) == 0) {
         return s.loc;
       }

@@ -1577,6 +1577,7 @@ LOTUS_DETAIL_API std::uint64_t writer_cpu_ns() noexcept;
 
 #include <cstddef>  // size_t
 #include <cstdint>  // uint64_t
+#include <cstdlib>  // calloc, free
 #include <cstring>  // memcpy
 
 
@@ -1617,16 +1618,65 @@ LOTUS_DETAIL_FORCE_INLINE std::uint64_t name_hash(const char* p, std::size_t n) 
   return h ^ (h >> 32);
 }
 
-/// A thread's cache of interned run-time names: open addressing, no lock (one owner thread).
-struct name_cache {
-  struct slot {
-    std::uint64_t hash;
-    std::size_t size;
-    const record_site* loc;
-  };
+/// The one open-addressing table of the runtime (the writer's labels, each thread's name cache):
+/// linear probing over a power-of-two array of trivially copyable slots, at most half full,
+/// calloc'ed (an all-zero slot is empty). `Slot` has `bool empty() const` and
+/// `std::size_t hash() const`. One owner, no lock; lookups probe `slots` / `mask` themselves.
+template <class Slot>
+struct probe_table {
+  Slot* slots = nullptr;
   std::size_t mask = 0;  // capacity - 1
   std::size_t used = 0;
-  slot* slots = nullptr;
+
+  /// Room for one more slot: allocates `first` slots, or doubles, but never beyond `max_slots`.
+  /// False when out of memory or full.
+  bool reserve_one(std::size_t first, std::size_t max_slots) noexcept {
+    if (slots != nullptr && 2 * (used + 1) <= mask + 1) return true;
+    const std::size_t cap = slots == nullptr ? first : 2 * (mask + 1);
+    if (cap > max_slots) return false;
+    auto* fresh = static_cast<Slot*>(std::calloc(cap, sizeof(Slot)));
+    if (fresh == nullptr) return false;
+    for (std::size_t i = 0; slots != nullptr && i <= mask; ++i) {
+      if (!slots[i].empty()) *free_slot(fresh, cap - 1, slots[i].hash()) = slots[i];
+    }
+    std::free(slots);
+    slots = fresh;
+    mask = cap - 1;
+    return true;
+  }
+
+  /// Stores `s` (after reserve_one) and returns where it went.
+  Slot* insert(const Slot& s) noexcept {
+    Slot* at = free_slot(slots, mask, s.hash());
+    *at = s;
+    ++used;
+    return at;
+  }
+
+  void release() noexcept {
+    std::free(slots);
+    slots = nullptr;
+    mask = used = 0;
+  }
+
+ private:
+  static Slot* free_slot(Slot* table, std::size_t m, std::size_t h) noexcept {
+    std::size_t i = h & m;
+    while (!table[i].empty()) i = (i + 1) & m;
+    return &table[i];
+  }
+};
+
+/// A thread's cache of interned run-time names (one owner thread, no lock).
+struct name_cache_slot {
+  std::uint64_t name_hash;
+  std::size_t size;
+  const record_site* loc;
+  bool empty() const noexcept { return loc == nullptr; }
+  std::size_t hash() const noexcept { return static_cast<std::size_t>(name_hash); }
+};
+struct name_cache : probe_table<name_cache_slot> {
+  using slot = name_cache_slot;
 };
 inline thread_local name_cache* t_names = nullptr;
 
@@ -1778,7 +1828,7 @@ LOTUS_DETAIL_FORCE_INLINE const record_site* dynamic_location(std::string_view n
     for (std::size_t i = static_cast<std::size_t>(h) & c->mask;; i = (i + 1) & c->mask) {
       const name_cache::slot& s = c->slots[i];
       if (s.loc == nullptr) break;
-      if (s.hash == h && s.size == name.size() &&
+      if (s.name_hash == h && s.size == name.size() &&
           std::memcmp(s.loc->name, name.data(), name.size()) == 0) {
         return s.loc;
       }
@@ -2110,27 +2160,29 @@ class label_table {
     char* text;  // "S" + sanitized name
     std::size_t size;
     bool sanitized;
+    bool empty() const noexcept { return key == nullptr; }
+    std::size_t hash() const noexcept { return hash_of(key); }
   };
 
   /// nullptr when out of memory.
   const label* find(const record_site* loc) noexcept {
-    if (slots_ != nullptr) {
-      for (std::size_t i = hash(loc) & mask_;; i = (i + 1) & mask_) {
-        if (slots_[i].key == loc) return &slots_[i];
-        if (slots_[i].key == nullptr) break;
+    if (table_.slots != nullptr) {
+      for (std::size_t i = hash_of(loc) & table_.mask;; i = (i + 1) & table_.mask) {
+        if (table_.slots[i].key == loc) return &table_.slots[i];
+        if (table_.slots[i].key == nullptr) break;
       }
     }
     return add(loc);
   }
 
  private:
-  static std::size_t hash(const record_site* p) noexcept {
+  static std::size_t hash_of(const record_site* p) noexcept {
     const auto v = reinterpret_cast<std::uintptr_t>(p);
     return static_cast<std::size_t>((v >> 4) ^ (v >> 13));
   }
 
   const label* add(const record_site* loc) noexcept {
-    if (2 * (used_ + 1) > mask_ + 1 && !grow()) return nullptr;
+    if (!table_.reserve_one(256, SIZE_MAX / (2 * sizeof(label)))) return nullptr;
     const char* name = loc->name != nullptr ? loc->name : "";
     const std::size_t n = std::strlen(name);
     auto* text = static_cast<char*>(std::malloc(n + 2));
@@ -2142,32 +2194,10 @@ class label_table {
       sanitized = sanitized || text[i + 1] != name[i];
     }
     text[n + 1] = '\0';
-    std::size_t i = hash(loc) & mask_;
-    while (slots_[i].key != nullptr) i = (i + 1) & mask_;
-    slots_[i] = label{loc, text, n + 1, sanitized};
-    ++used_;
-    return &slots_[i];
+    return table_.insert(label{loc, text, n + 1, sanitized});
   }
 
-  bool grow() noexcept {
-    const std::size_t cap = slots_ == nullptr ? 256 : 2 * (mask_ + 1);
-    auto* fresh = static_cast<label*>(std::calloc(cap, sizeof(label)));
-    if (fresh == nullptr) return false;
-    for (std::size_t i = 0; slots_ != nullptr && i <= mask_; ++i) {
-      if (slots_[i].key == nullptr) continue;
-      std::size_t j = hash(slots_[i].key) & (cap - 1);
-      while (fresh[j].key != nullptr) j = (j + 1) & (cap - 1);
-      fresh[j] = slots_[i];
-    }
-    std::free(slots_);
-    slots_ = fresh;
-    mask_ = cap - 1;
-    return true;
-  }
-
-  label* slots_ = nullptr;
-  std::size_t mask_ = 0;
-  std::size_t used_ = 0;
+  probe_table<label> table_;
 };
 
 }  // namespace detail
@@ -3996,7 +4026,7 @@ struct thread_exit_hook {
     }
     if (name_cache* c = t_names) {
       t_names = nullptr;
-      std::free(c->slots);
+      c->release();
       delete c;
     }
   }
@@ -4029,34 +4059,9 @@ const record_site* runtime::intern_dynamic(const char* name, std::size_t size,
   if (c == nullptr) {
     c = new (std::nothrow) name_cache();
     if (c == nullptr) return loc;
-    c->slots = static_cast<name_cache::slot*>(std::calloc(64, sizeof(name_cache::slot)));
-    if (c->slots == nullptr) {
-      delete c;
-      return loc;
-    }
-    c->mask = 63;
     t_names = c;
   }
-  if (2 * (c->used + 1) > c->mask + 1) {
-    const std::size_t cap = 2 * (c->mask + 1);
-    if (cap > 8192) return loc;
-    auto* slots = static_cast<name_cache::slot*>(std::calloc(cap, sizeof(name_cache::slot)));
-    if (slots == nullptr) return loc;
-    for (std::size_t i = 0; i <= c->mask; ++i) {
-      const name_cache::slot& s = c->slots[i];
-      if (s.loc == nullptr) continue;
-      std::size_t j = static_cast<std::size_t>(s.hash) & (cap - 1);
-      while (slots[j].loc != nullptr) j = (j + 1) & (cap - 1);
-      slots[j] = s;
-    }
-    std::free(c->slots);
-    c->slots = slots;
-    c->mask = cap - 1;
-  }
-  std::size_t j = static_cast<std::size_t>(hash) & c->mask;
-  while (c->slots[j].loc != nullptr) j = (j + 1) & c->mask;
-  c->slots[j] = name_cache::slot{hash, size, loc};
-  ++c->used;
+  if (c->reserve_one(64, 8192)) c->insert(name_cache::slot{hash, size, loc});
   return loc;
 }
 

@@ -112,27 +112,29 @@ class label_table {
     char* text;  // "S" + sanitized name
     std::size_t size;
     bool sanitized;
+    bool empty() const noexcept { return key == nullptr; }
+    std::size_t hash() const noexcept { return hash_of(key); }
   };
 
   /// nullptr when out of memory.
   const label* find(const record_site* loc) noexcept {
-    if (slots_ != nullptr) {
-      for (std::size_t i = hash(loc) & mask_;; i = (i + 1) & mask_) {
-        if (slots_[i].key == loc) return &slots_[i];
-        if (slots_[i].key == nullptr) break;
+    if (table_.slots != nullptr) {
+      for (std::size_t i = hash_of(loc) & table_.mask;; i = (i + 1) & table_.mask) {
+        if (table_.slots[i].key == loc) return &table_.slots[i];
+        if (table_.slots[i].key == nullptr) break;
       }
     }
     return add(loc);
   }
 
  private:
-  static std::size_t hash(const record_site* p) noexcept {
+  static std::size_t hash_of(const record_site* p) noexcept {
     const auto v = reinterpret_cast<std::uintptr_t>(p);
     return static_cast<std::size_t>((v >> 4) ^ (v >> 13));
   }
 
   const label* add(const record_site* loc) noexcept {
-    if (2 * (used_ + 1) > mask_ + 1 && !grow()) return nullptr;
+    if (!table_.reserve_one(256, SIZE_MAX / (2 * sizeof(label)))) return nullptr;
     const char* name = loc->name != nullptr ? loc->name : "";
     const std::size_t n = std::strlen(name);
     auto* text = static_cast<char*>(std::malloc(n + 2));
@@ -144,32 +146,10 @@ class label_table {
       sanitized = sanitized || text[i + 1] != name[i];
     }
     text[n + 1] = '\0';
-    std::size_t i = hash(loc) & mask_;
-    while (slots_[i].key != nullptr) i = (i + 1) & mask_;
-    slots_[i] = label{loc, text, n + 1, sanitized};
-    ++used_;
-    return &slots_[i];
+    return table_.insert(label{loc, text, n + 1, sanitized});
   }
 
-  bool grow() noexcept {
-    const std::size_t cap = slots_ == nullptr ? 256 : 2 * (mask_ + 1);
-    auto* fresh = static_cast<label*>(std::calloc(cap, sizeof(label)));
-    if (fresh == nullptr) return false;
-    for (std::size_t i = 0; slots_ != nullptr && i <= mask_; ++i) {
-      if (slots_[i].key == nullptr) continue;
-      std::size_t j = hash(slots_[i].key) & (cap - 1);
-      while (fresh[j].key != nullptr) j = (j + 1) & (cap - 1);
-      fresh[j] = slots_[i];
-    }
-    std::free(slots_);
-    slots_ = fresh;
-    mask_ = cap - 1;
-    return true;
-  }
-
-  label* slots_ = nullptr;
-  std::size_t mask_ = 0;
-  std::size_t used_ = 0;
+  probe_table<label> table_;
 };
 
 }  // namespace detail

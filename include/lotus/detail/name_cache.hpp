@@ -4,6 +4,7 @@
 
 #include <cstddef>  // size_t
 #include <cstdint>  // uint64_t
+#include <cstdlib>  // calloc, free
 #include <cstring>  // memcpy
 
 #include "lotus/config.hpp"
@@ -46,16 +47,65 @@ LOTUS_DETAIL_FORCE_INLINE std::uint64_t name_hash(const char* p, std::size_t n) 
   return h ^ (h >> 32);
 }
 
-/// A thread's cache of interned run-time names: open addressing, no lock (one owner thread).
-struct name_cache {
-  struct slot {
-    std::uint64_t hash;
-    std::size_t size;
-    const record_site* loc;
-  };
+/// The one open-addressing table of the runtime (the writer's labels, each thread's name cache):
+/// linear probing over a power-of-two array of trivially copyable slots, at most half full,
+/// calloc'ed (an all-zero slot is empty). `Slot` has `bool empty() const` and
+/// `std::size_t hash() const`. One owner, no lock; lookups probe `slots` / `mask` themselves.
+template <class Slot>
+struct probe_table {
+  Slot* slots = nullptr;
   std::size_t mask = 0;  // capacity - 1
   std::size_t used = 0;
-  slot* slots = nullptr;
+
+  /// Room for one more slot: allocates `first` slots, or doubles, but never beyond `max_slots`.
+  /// False when out of memory or full.
+  bool reserve_one(std::size_t first, std::size_t max_slots) noexcept {
+    if (slots != nullptr && 2 * (used + 1) <= mask + 1) return true;
+    const std::size_t cap = slots == nullptr ? first : 2 * (mask + 1);
+    if (cap > max_slots) return false;
+    auto* fresh = static_cast<Slot*>(std::calloc(cap, sizeof(Slot)));
+    if (fresh == nullptr) return false;
+    for (std::size_t i = 0; slots != nullptr && i <= mask; ++i) {
+      if (!slots[i].empty()) *free_slot(fresh, cap - 1, slots[i].hash()) = slots[i];
+    }
+    std::free(slots);
+    slots = fresh;
+    mask = cap - 1;
+    return true;
+  }
+
+  /// Stores `s` (after reserve_one) and returns where it went.
+  Slot* insert(const Slot& s) noexcept {
+    Slot* at = free_slot(slots, mask, s.hash());
+    *at = s;
+    ++used;
+    return at;
+  }
+
+  void release() noexcept {
+    std::free(slots);
+    slots = nullptr;
+    mask = used = 0;
+  }
+
+ private:
+  static Slot* free_slot(Slot* table, std::size_t m, std::size_t h) noexcept {
+    std::size_t i = h & m;
+    while (!table[i].empty()) i = (i + 1) & m;
+    return &table[i];
+  }
+};
+
+/// A thread's cache of interned run-time names (one owner thread, no lock).
+struct name_cache_slot {
+  std::uint64_t name_hash;
+  std::size_t size;
+  const record_site* loc;
+  bool empty() const noexcept { return loc == nullptr; }
+  std::size_t hash() const noexcept { return static_cast<std::size_t>(name_hash); }
+};
+struct name_cache : probe_table<name_cache_slot> {
+  using slot = name_cache_slot;
 };
 inline thread_local name_cache* t_names = nullptr;
 

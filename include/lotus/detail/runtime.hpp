@@ -287,7 +287,7 @@ struct thread_exit_hook {
     }
     if (name_cache* c = t_names) {
       t_names = nullptr;
-      std::free(c->slots);
+      c->release();
       delete c;
     }
   }
@@ -320,34 +320,9 @@ const record_site* runtime::intern_dynamic(const char* name, std::size_t size,
   if (c == nullptr) {
     c = new (std::nothrow) name_cache();
     if (c == nullptr) return loc;
-    c->slots = static_cast<name_cache::slot*>(std::calloc(64, sizeof(name_cache::slot)));
-    if (c->slots == nullptr) {
-      delete c;
-      return loc;
-    }
-    c->mask = 63;
     t_names = c;
   }
-  if (2 * (c->used + 1) > c->mask + 1) {
-    const std::size_t cap = 2 * (c->mask + 1);
-    if (cap > 8192) return loc;
-    auto* slots = static_cast<name_cache::slot*>(std::calloc(cap, sizeof(name_cache::slot)));
-    if (slots == nullptr) return loc;
-    for (std::size_t i = 0; i <= c->mask; ++i) {
-      const name_cache::slot& s = c->slots[i];
-      if (s.loc == nullptr) continue;
-      std::size_t j = static_cast<std::size_t>(s.hash) & (cap - 1);
-      while (slots[j].loc != nullptr) j = (j + 1) & (cap - 1);
-      slots[j] = s;
-    }
-    std::free(c->slots);
-    c->slots = slots;
-    c->mask = cap - 1;
-  }
-  std::size_t j = static_cast<std::size_t>(hash) & c->mask;
-  while (c->slots[j].loc != nullptr) j = (j + 1) & c->mask;
-  c->slots[j] = name_cache::slot{hash, size, loc};
-  ++c->used;
+  if (c->reserve_one(64, 8192)) c->insert(name_cache::slot{hash, size, loc});
   return loc;
 }
 
