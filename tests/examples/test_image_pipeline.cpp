@@ -250,7 +250,7 @@ TEST_CASE("image_pipeline trace follows the Lotus format for every worker setup"
       c.workers = workers;
       c.mode = mode;
       INFO(mode << " x " << workers);
-      const std::string out = root.path() + "/" + mode + std::to_string(workers);
+      const std::string out = root.path + "/" + mode + std::to_string(workers);
       const auto res = run_program(pipeline_args(c, out));
       INFO(res.err);
       REQUIRE(res.status == 0);
@@ -278,7 +278,7 @@ TEST_CASE("image_pipeline marks out-of-order arrivals by the Lotus rule",
     c.mode = mode;
     c.epochs = 2;
     c.delay = "1:400";  // batch 1 is held back, so batch 2 (other worker) arrives first
-    const std::string out = root.path() + "/" + mode;
+    const std::string out = root.path + "/" + mode;
     const auto res = run_program(pipeline_args(c, out));
     INFO(res.err);
     REQUIRE(res.status == 0);
@@ -296,7 +296,7 @@ TEST_CASE("image_pipeline with 0 workers writes only producer records",
   temp_dir root;
   run_config c;
   c.workers = 0;
-  const std::string out = root.path() + "/w0";
+  const std::string out = root.path + "/w0";
   const auto res = run_program(pipeline_args(c, out));
   REQUIRE(res.status == 0);
   const trace_dir t = read_trace(out + "/trace");
@@ -314,17 +314,17 @@ TEST_CASE("image_pipeline with 0 workers writes only producer records",
 TEST_CASE("image_pipeline stays inside its output directory", "[examples][image_pipeline]") {
   temp_dir root;
   run_config c;
-  const auto res = run_program(pipeline_args(c, "out"), root.path());
+  const auto res = run_program(pipeline_args(c, "out"), root.path);
   INFO(res.err);
   REQUIRE(res.status == 0);
-  REQUIRE(list_dir(root.path()) == std::vector<std::string>{"out"});
-  REQUIRE(list_dir(root.path() + "/out") == std::vector<std::string>{"data", "trace"});
+  REQUIRE(list_dir(root.path) == std::vector<std::string>{"out"});
+  REQUIRE(list_dir(root.path + "/out") == std::vector<std::string>{"data", "trace"});
   // --no-trace leaves the trace directory empty; a re-run reuses the dataset.
   auto args = pipeline_args(c, "out");
   args.push_back("--no-trace");
-  REQUIRE(run_program(args, root.path()).status == 0);
-  REQUIRE(list_dir(root.path() + "/out/trace").empty());
-  REQUIRE(list_dir(root.path()).size() == 1);
+  REQUIRE(run_program(args, root.path).status == 0);
+  REQUIRE(list_dir(root.path + "/out/trace").empty());
+  REQUIRE(list_dir(root.path).size() == 1);
 }
 
 TEST_CASE("image_pipeline has --help and rejects bad arguments", "[examples][image_pipeline]") {
@@ -354,7 +354,7 @@ TEST_CASE("image_pipeline has --help and rejects bad arguments", "[examples][ima
   }
 
   temp_dir root;
-  const std::string blocker = root.path() + "/file";
+  const std::string blocker = root.path + "/file";
   std::ofstream(blocker) << "x";
   const auto res = run_program({IMAGE_PIPELINE_BIN, "--out", blocker, "--images", "2"});
   REQUIRE(res.status == 1);
@@ -365,7 +365,7 @@ TEST_CASE("image_pipeline reports a corrupt image from a worker", "[examples][im
   temp_dir root;
   run_config c;
   c.images = 8;
-  const std::string out = root.path() + "/out";
+  const std::string out = root.path + "/out";
   REQUIRE(run_program(pipeline_args(c, out)).status == 0);
   // Corrupt one generated JPEG (the manifest still matches, so it is reused as is).
   std::ofstream(out + "/data/img_000003_c3.jpg", std::ios::trunc) << "not a jpeg";

@@ -1,11 +1,8 @@
-// lotus — helpers for the example tests: run a program, read a Lotus trace file strictly
-// SPDX-License-Identifier: MIT
+// lotus — helpers for the example tests: run a program (spawn.hpp), read a Lotus trace file
+// strictly SPDX-License-Identifier: MIT
 #pragma once
 
-#include <dirent.h>    // opendir
-#include <poll.h>      // poll
-#include <sys/wait.h>  // waitpid
-#include <unistd.h>    // fork, execv, pipe
+#include <dirent.h>  // opendir
 
 #include <algorithm>   // std::sort
 #include <cstdint>     // std::uint64_t
@@ -16,32 +13,9 @@
 #include <vector>
 
 #include "catch.hpp"
+#include "spawn.hpp"  // run, temp_dir
 
 namespace lotus_test {
-
-/// A fresh directory under $TMPDIR (or /tmp), removed with its contents at scope end.
-class temp_dir {
- public:
-  temp_dir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string pattern = std::string(base != nullptr && *base != '\0' ? base : "/tmp") +
-                          "/lotus-example-test-XXXXXX";
-    std::vector<char> buf(pattern.begin(), pattern.end());
-    buf.push_back('\0');
-    REQUIRE(::mkdtemp(buf.data()) != nullptr);
-    path_ = buf.data();
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  temp_dir(const temp_dir&) = delete;
-  temp_dir& operator=(const temp_dir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 /// Sorted names in a directory (hidden files included, "." and ".." not); empty if missing.
 inline std::vector<std::string> list_dir(const std::string& dir) {
@@ -63,55 +37,16 @@ struct program_result {
   std::string err;
 };
 
-/// Runs argv[0] with the given arguments (no shell), in `cwd` if not empty; captures both streams.
+/// Runs argv[0] with the given arguments (no shell), in `cwd` if not empty; captures both
+/// streams. spawn.hpp's runner, with a 10-minute deadline so a hang fails the test.
 inline program_result run_program(const std::vector<std::string>& argv,
                                   const std::string& cwd = "") {
-  int out_pipe[2];
-  int err_pipe[2];
-  REQUIRE(::pipe(out_pipe) == 0);
-  REQUIRE(::pipe(err_pipe) == 0);
-  const pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    ::dup2(out_pipe[1], 1);
-    ::dup2(err_pipe[1], 2);
-    ::close(out_pipe[0]);
-    ::close(err_pipe[0]);
-    ::close(out_pipe[1]);
-    ::close(err_pipe[1]);
-    if (!cwd.empty() && ::chdir(cwd.c_str()) != 0) ::_exit(126);
-    std::vector<char*> args;
-    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    ::execv(args[0], args.data());
-    ::_exit(127);
-  }
-  ::close(out_pipe[1]);
-  ::close(err_pipe[1]);
-  program_result res;
-  pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
-  std::string* sinks[2] = {&res.out, &res.err};
-  int open_fds = 2;
-  while (open_fds > 0) {
-    if (::poll(fds, 2, -1) < 0) continue;
-    for (int k = 0; k < 2; ++k) {
-      if (fds[k].fd < 0 || fds[k].revents == 0) continue;
-      char buf[4096];
-      const ssize_t n = ::read(fds[k].fd, buf, sizeof buf);
-      if (n > 0) {
-        sinks[k]->append(buf, static_cast<std::size_t>(n));
-      } else {
-        ::close(fds[k].fd);
-        fds[k].fd = -1;
-        --open_fds;
-      }
-    }
-  }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0) {
-  }
-  res.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return res;
+  run_options options;
+  options.cwd = cwd;
+  options.deadline = std::chrono::minutes(10);
+  const run_result r = run(argv, {}, {}, options);
+  REQUIRE_FALSE(r.timed_out);
+  return program_result{r.exit_code >= 0 ? r.exit_code : 128 + r.signal, r.out, r.err};
 }
 
 /// One trace line `NAME,START_NS,DURATION_NS`; for `SBatch<Kind>_<idx>`, base = "SBatch<Kind>".

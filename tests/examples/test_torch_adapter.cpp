@@ -53,7 +53,7 @@ TEST_CASE("lotus/torch.hpp records datasets and transforms from loader worker th
           "[examples][torch]") {
   temp_dir dir;
   lotus::options opts;
-  opts.log_file = dir.path() + "/torchlog";
+  opts.log_file = dir.path + "/torchlog";
   lotus::configure(opts);
 
   lotus::torch::compose<Example> chain{{"AddOne",
@@ -86,7 +86,7 @@ TEST_CASE("lotus/torch.hpp records datasets and transforms from loader worker th
   REQUIRE(batches == 5);
   REQUIRE(sum == Approx(6.0 * (190 + 20)));  // ((i + 1) * 2) * 0.5 summed over 6 values each
 
-  const worker_trace t = read_workers(dir.path(), "torchlog");
+  const worker_trace t = read_workers(dir.path, "torchlog");
   REQUIRE(!t.by_tid.empty());
   REQUIRE(t.by_tid.size() <= 2);
   std::map<std::string, int> totals;

@@ -51,13 +51,13 @@ TEST_CASE("libtorch_dataset example: Lotus's whole record set, 2 epochs",
   temp_dir root;
   const auto res = run_program({LIBTORCH_DATASET_BIN, "--out", "out", "--images", "12", "--workers",
                                 "2", "--batch-size", "4", "--size", "16", "--epochs", "2"},
-                               root.path());
+                               root.path);
   INFO(res.err);
   REQUIRE(res.status == 0);
   REQUIRE(res.out.find("batches 6 images 24") != std::string::npos);
   const long pid = std::stol(res.out.substr(res.out.find("pid ") + 4));
-  REQUIRE(list_dir(root.path()) == std::vector<std::string>{"out"});
-  const std::string trace = root.path() + "/out/trace";
+  REQUIRE(list_dir(root.path) == std::vector<std::string>{"out"});
+  const std::string trace = root.path + "/out/trace";
   const example_trace t = read_example_trace(trace);
 
   // Worker files: per batch, 4 x SLoader (get_batch), 4 x the Compose (4 steps + STransform),
@@ -127,10 +127,10 @@ TEST_CASE("libtorch_dataset example: Lotus's whole record set, 2 epochs",
   REQUIRE(s.find("Out-of-order arrivals (1 us SBatchWait markers): " + std::to_string(markers) +
                  "\n") != std::string::npos);
   REQUIRE(s.find("Batches queued: 6, consumed: 6") != std::string::npos);
-  const auto report = run_program({LOTUS_TOOL_BIN, "report", trace, "-o", root.path() + "/r.html"});
+  const auto report = run_program({LOTUS_TOOL_BIN, "report", trace, "-o", root.path + "/r.html"});
   INFO(report.out << report.err);
   REQUIRE(report.status == 0);
-  const std::string html = read_all(root.path() + "/r.html");
+  const std::string html = read_all(root.path + "/r.html");
   REQUIRE(html.find("2 epochs &middot; " + std::to_string(markers) +
                     (markers == 1 ? " out-of-order arrival" : " out-of-order arrivals")) !=
           std::string::npos);
@@ -156,24 +156,24 @@ TEST_CASE("libtorch_dataset example: workers 0, --unordered, bad arguments",
   temp_dir root;
   const auto zero = run_program({LIBTORCH_DATASET_BIN, "--out", "z", "--images", "6", "--workers",
                                  "0", "--batch-size", "4", "--size", "8"},
-                                root.path());
+                                root.path);
   INFO(zero.err);
   REQUIRE(zero.status == 0);
-  const example_trace z = read_example_trace(root.path() + "/z/trace");
+  const example_trace z = read_example_trace(root.path + "/z/trace");
   REQUIRE(z.mains.empty());  // like num_workers=0: no main file, no batch records
   REQUIRE(z.workers.size() == 1);
   for (const record& r : z.workers.begin()->second) REQUIRE(r.base.rfind("SBatch", 0) != 0);
-  const auto zero_stats = run_program({LOTUS_TOOL_BIN, "stats", root.path() + "/z/trace"});
+  const auto zero_stats = run_program({LOTUS_TOOL_BIN, "stats", root.path + "/z/trace"});
   REQUIRE(zero_stats.status == 0);
   REQUIRE(zero_stats.out.find("(no SBatchPreprocessed records)") != std::string::npos);
 
   const auto unordered =
       run_program({LIBTORCH_DATASET_BIN, "--out", "u", "--images", "12", "--workers", "2",
                    "--batch-size", "2", "--size", "8", "--unordered"},
-                  root.path());
+                  root.path);
   INFO(unordered.err);
   REQUIRE(unordered.status == 0);
-  const example_trace u = read_example_trace(root.path() + "/u/trace");
+  const example_trace u = read_example_trace(root.path + "/u/trace");
   REQUIRE(u.mains.size() == 1);
   std::multiset<long> consumed;
   const std::vector<record>& um = u.mains.begin()->second;
@@ -188,7 +188,7 @@ TEST_CASE("libtorch_dataset example: workers 0, --unordered, bad arguments",
   for (const record& r : um) wait_count += r.base == "SBatchWait" ? 1 : 0;
   REQUIRE(wait_count == 6);
   REQUIRE(consumed == std::multiset<long>{0, 1, 2, 3, 4, 5});
-  REQUIRE(run_program({LOTUS_TOOL_BIN, "check", root.path() + "/u/trace"}).status == 0);
+  REQUIRE(run_program({LOTUS_TOOL_BIN, "check", root.path + "/u/trace"}).status == 0);
 
   const auto help = run_program({LIBTORCH_DATASET_BIN, "--help"});
   REQUIRE(help.status == 0);
@@ -212,14 +212,14 @@ TEST_CASE("libtorch_dataset example: two ranks share one trace directory",
     const auto res = run_program(
         {LIBTORCH_DATASET_BIN, "--out", "out", "--images", "12", "--workers", rank == 0 ? "2" : "1",
          "--batch-size", "4", "--size", rank == 0 ? "16" : "224", "--epochs", "2"},
-        root.path());
+        root.path);
     ::unsetenv("RANK");
     ::unsetenv("LOCAL_RANK");
     ::unsetenv("WORLD_SIZE");
     INFO(res.err);
     REQUIRE(res.status == 0);
   }
-  const std::string trace = root.path() + "/out/trace";
+  const std::string trace = root.path + "/out/trace";
   const auto check = run_program({LOTUS_TOOL_BIN, "check", trace});
   INFO(check.out << check.err);
   REQUIRE(check.status == 0);

@@ -126,9 +126,9 @@ trace read_trace(const std::string& dir) {
 
 std::string configure_in(const temp_dir& dir) {
   lotus::options opts;
-  opts.log_file = dir.path() + "/log";
+  opts.log_file = dir.path + "/log";
   lotus::configure(opts);
-  return dir.path();
+  return dir.path;
 }
 
 // Labels of a main file's records: "M<k>" for an out-of-order marker, i.e. an SBatchWait_<k>
@@ -275,7 +275,7 @@ TEST_CASE("traced loader, one worker, sequential sampler, 3 epochs: exact record
     REQUIRE(seen == std::vector<std::int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
     REQUIRE(loader->tracker().expected() == 3);
   }
-  const trace t = read_trace(dir.path());
+  const trace t = read_trace(dir.path);
   REQUIRE(t.mains.size() == 1);
   REQUIRE(t.mains.begin()->first == static_cast<long>(::getpid()));  // the iterating thread
   REQUIRE(t.workers.size() == 1);
@@ -324,7 +324,7 @@ TEST_CASE("traced loader, default RandomSampler, 3 workers, 2 epochs: rules hold
     REQUIRE(seen.size() == 23);
     for (std::size_t i = 0; i < seen.size(); ++i) REQUIRE(seen[i] == static_cast<long>(i));
   }
-  const trace t = read_trace(dir.path());
+  const trace t = read_trace(dir.path);
   REQUIRE(t.mains.size() == 1);
   REQUIRE(t.workers.size() >= 1);
   REQUIRE(t.workers.size() <= 3);
@@ -360,7 +360,7 @@ void forced_out_of_order(bool ordered) {
     REQUIRE(delivered ==
             (ordered ? std::vector<long>{0, 1, 2, 3, 4} : std::vector<long>{1, 0, 2, 3, 4}));
   }
-  const trace t = read_trace(dir.path());
+  const trace t = read_trace(dir.path);
   REQUIRE(t.mains.size() == 1);
   REQUIRE(t.workers.size() == 2);
   const std::vector<record>& main = t.mains.begin()->second;
@@ -434,7 +434,7 @@ TEST_CASE("traced loader, workers(0): batches but no batch records, like num_wor
     }
     REQUIRE(seen == std::vector<std::int64_t>{0, 1, 2, 3, 4, 5, 6});
   }
-  const trace t = read_trace(dir.path());
+  const trace t = read_trace(dir.path);
   REQUIRE(t.mains.empty());
   REQUIRE(t.workers.size() == 1);
   REQUIRE(t.workers.begin()->first == static_cast<long>(::getpid()));  // the main thread
@@ -470,7 +470,7 @@ TEST_CASE("traced loader: a worker exception is rethrown in order and writes no 
   REQUIRE(targets(*it).at(0) == 4);
   ++it;
   REQUIRE(it == loader->end());
-  const trace t = read_trace(dir.path());
+  const trace t = read_trace(dir.path);
   REQUIRE(t.mains.size() == 1);
   std::vector<std::string> names;
   for (const record& r : t.mains.begin()->second) names.push_back(r.name);
@@ -533,7 +533,7 @@ TEST_CASE("traced loader over a stateful dataset: exhausted jobs write nothing",
     }
     REQUIRE(seen == std::vector<std::int64_t>{0, 1, 2, 3, 4});
   }
-  const trace t = read_trace(dir.path());
+  const trace t = read_trace(dir.path);
   REQUIRE(t.mains.size() == 1);
   std::vector<std::string> names;
   for (const record& r : t.mains.begin()->second) names.push_back(r.name);
@@ -579,7 +579,7 @@ TEST_CASE("traced loader: a new epoch before the last one is exhausted is refuse
   }
   REQUIRE(lotus_error.rfind("Attempted to get a new DataLoader iterator while another", 0) == 0);
   REQUIRE(lotus_error == torch_error);
-  const trace t = read_trace(dir.path());
+  const trace t = read_trace(dir.path);
   REQUIRE(t.mains.size() == 1);
   std::vector<std::string> names;
   for (const record& r : t.mains.begin()->second) names.push_back(r.name);

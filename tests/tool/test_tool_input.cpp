@@ -35,27 +35,13 @@ void spit(const std::string& path, const std::string& text) {
   out << text;
 }
 
-// Runs `sh -c cmd` with stdout/stderr to files.
+// Runs `sh -c cmd` (spawn.hpp's runner), capturing both streams.
 result sh(const std::string& cmd) {
-  static const std::string tmp = lotus_test::make_temp_dir("lotus_tool_input_run");
-  const std::string out = tmp + "/out", err = tmp + "/err";
-  const pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    const int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (o < 0 || e < 0) _exit(126);
-    dup2(o, 1);
-    dup2(e, 2);
-    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  int st = 0;
-  REQUIRE(waitpid(pid, &st, 0) == pid);
+  const lotus_test::run_result x = lotus_test::run({"/bin/sh", "-c", cmd}, {});
   result r;
-  r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  r.out = lotus_test::read_file(out);
-  r.err = lotus_test::read_file(err);
+  r.rc = x.exit_code >= 0 ? x.exit_code : 128 + x.signal;
+  r.out = x.out;
+  r.err = x.err;
   return r;
 }
 
