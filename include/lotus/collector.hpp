@@ -36,17 +36,11 @@ inline const collector_backend* collector_active = nullptr;
 inline collector::kind collector_kind = collector::kind::none;
 
 inline const collector_backend* collector_select(collector::kind& chosen) noexcept {
-  // env_choice: one configuration message for a value not in the list, then auto.
-  static const char* const names[] = {"auto", "none",  "perf",      "itt",  "vtune",
-                                      "amd",  "uprof", "callgrind", nullptr};
-  static const collector::kind kinds[] = {collector::kind::none, collector::kind::none,
-                                          collector::kind::perf, collector::kind::itt,
-                                          collector::kind::itt,  collector::kind::amd,
-                                          collector::kind::amd,  collector::kind::callgrind};
-  const int want = env_choice("LOTUS_COLLECTOR", names);
+  // LOTUS_COLLECTOR from the settings snapshot (a value not in the list: one message, auto).
+  const int want = collector_config().collector;
   const collector_backend* b = nullptr;
   if (want == 1) return nullptr;
-  if (want > 1) chosen = kinds[want];
+  if (want > 1) chosen = collector_kinds[want];
   if (chosen == collector::kind::perf) {
     b = perf_backend();
   } else if (chosen == collector::kind::itt) {

@@ -32,36 +32,8 @@ inline namespace LOTUS_DETAIL_ABI {
 #ifndef LOTUS_DISABLE
 namespace detail {
 
-// The mapping-probe contract, read once per process (all optional):
-//   LOTUS_MAP_LIST=<path>   list mode: append each region name, once, to <path>; never resume
-//   LOTUS_MAP_SELECT=<name> the region to profile; other regions never touch the collector
-//   LOTUS_MAP_WARMUP=<n>    executions of the selected region skipped first (default 1)
-//   LOTUS_MAP_COUNT=<k>     executions profiled after the warm-up (default 1)
-//   LOTUS_MAP_GAP_MS=<ms>   sleep before each profiled execution (default 0)
-struct map_settings {
-  const char* list_path = nullptr;
-  const char* select = nullptr;
-  std::uint64_t warmup = 1;
-  std::uint64_t count = 1;
-  long gap_ms = 0;
-  bool active = false;  // list mode or a selection: anything to do beyond recording S<name>
-};
-
-inline map_settings map_read_settings() noexcept {
-  map_settings s;
-  s.list_path = env_text("LOTUS_MAP_LIST");
-  s.select = env_text("LOTUS_MAP_SELECT");
-  s.warmup = collector_env_u64("LOTUS_MAP_WARMUP", 1, std::uint64_t{1} << 40);
-  s.count = collector_env_u64("LOTUS_MAP_COUNT", 1, std::uint64_t{1} << 40);
-  s.gap_ms = static_cast<long>(collector_env_u64("LOTUS_MAP_GAP_MS", 0, 3600000));
-  s.active = s.list_path != nullptr || s.select != nullptr;
-  return s;
-}
-
-inline const map_settings& map_config() noexcept {
-  static const map_settings settings = map_read_settings();
-  return settings;
-}
+// The mapping-probe contract (LOTUS_MAP_*) is part of collector_config()
+// (detail/collector_common.hpp): one snapshot with LOTUS_COLLECTOR, read once per process.
 
 /// Executions of the selected region so far, process-wide (one counter: one region is selected).
 inline std::atomic<std::uint64_t> map_selected_executions{0};
@@ -126,9 +98,9 @@ class map_gate {
 
  private:
   LOTUS_DETAIL_NOINLINE void enter(const char* name) noexcept {
-    const map_settings& s = map_config();
-    map_mode.store(s.active ? 2 : 1, std::memory_order_relaxed);
-    if (!s.active) return;
+    const collector_settings& s = collector_config();
+    map_mode.store(s.map_active ? 2 : 1, std::memory_order_relaxed);
+    if (!s.map_active) return;
     if (s.list_path != nullptr) {
       map_list(s.list_path, name);
       return;

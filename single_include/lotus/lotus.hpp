@@ -365,6 +365,51 @@ inline std::uint64_t collector_env_u64(const char* name, std::uint64_t fallback,
   return env_u64(name, 0, max_value, value) ? value : fallback;
 }
 
+/// LOTUS_COLLECTOR's values, and the collector each selects (auto and none: kind::none).
+inline const char* const collector_names[] = {"auto", "none",  "perf",      "itt",  "vtune",
+                                              "amd",  "uprof", "callgrind", nullptr};
+inline constexpr collector::kind collector_kinds[] = {
+    collector::kind::none, collector::kind::none,     collector::kind::perf,
+    collector::kind::itt,  collector::kind::itt,      collector::kind::amd,
+    collector::kind::amd,  collector::kind::callgrind};
+
+/// The collector's and the mapping probe's variables, read once per process into one snapshot
+/// (all optional):
+///   LOTUS_COLLECTOR=<name>  auto | none | perf | itt | vtune | amd | uprof | callgrind
+///   LOTUS_MAP_LIST=<path>   list mode: append each region name, once, to <path>; never resume
+///   LOTUS_MAP_SELECT=<name> the region to profile; other regions never touch the collector
+///   LOTUS_MAP_WARMUP=<n>    executions of the selected region skipped first (default 1)
+///   LOTUS_MAP_COUNT=<k>     executions profiled after the warm-up (default 1)
+///   LOTUS_MAP_GAP_MS=<ms>   sleep before each profiled execution (default 0)
+/// A bad value gives one configuration message and its default. The collector's own variables
+/// (FIFO paths, library paths) are read by each backend when it is selected.
+struct collector_settings {
+  int collector = -1;  ///< index into collector_names; -1: unset or refused (auto)
+  const char* list_path = nullptr;
+  const char* select = nullptr;
+  std::uint64_t warmup = 1;
+  std::uint64_t count = 1;
+  long gap_ms = 0;
+  bool map_active = false;  ///< list mode or a selection: anything beyond recording S<name>
+};
+
+LOTUS_DETAIL_COLD inline collector_settings collector_read_settings() noexcept {
+  collector_settings s;
+  s.collector = env_choice("LOTUS_COLLECTOR", collector_names);
+  s.list_path = env_text("LOTUS_MAP_LIST");
+  s.select = env_text("LOTUS_MAP_SELECT");
+  s.warmup = collector_env_u64("LOTUS_MAP_WARMUP", 1, std::uint64_t{1} << 40);
+  s.count = collector_env_u64("LOTUS_MAP_COUNT", 1, std::uint64_t{1} << 40);
+  s.gap_ms = static_cast<long>(collector_env_u64("LOTUS_MAP_GAP_MS", 0, 3600000));
+  s.map_active = s.list_path != nullptr || s.select != nullptr;
+  return s;
+}
+
+inline const collector_settings& collector_config() noexcept {
+  static const collector_settings settings = collector_read_settings();
+  return settings;
+}
+
 /// dlsym returns an object pointer; convert it to a function pointer without a cast that
 /// -Wpedantic could flag on some compilers.
 template <class Fn>
@@ -1134,17 +1179,11 @@ inline const collector_backend* collector_active = nullptr;
 inline collector::kind collector_kind = collector::kind::none;
 
 inline const collector_backend* collector_select(collector::kind& chosen) noexcept {
-  // env_choice: one configuration message for a value not in the list, then auto.
-  static const char* const names[] = {"auto", "none",  "perf",      "itt",  "vtune",
-                                      "amd",  "uprof", "callgrind", nullptr};
-  static const collector::kind kinds[] = {collector::kind::none, collector::kind::none,
-                                          collector::kind::perf, collector::kind::itt,
-                                          collector::kind::itt,  collector::kind::amd,
-                                          collector::kind::amd,  collector::kind::callgrind};
-  const int want = env_choice("LOTUS_COLLECTOR", names);
+  // LOTUS_COLLECTOR from the settings snapshot (a value not in the list: one message, auto).
+  const int want = collector_config().collector;
   const collector_backend* b = nullptr;
   if (want == 1) return nullptr;
-  if (want > 1) chosen = kinds[want];
+  if (want > 1) chosen = collector_kinds[want];
   if (chosen == collector::kind::perf) {
     b = perf_backend();
   } else if (chosen == collector::kind::itt) {
@@ -4302,36 +4341,8 @@ inline namespace LOTUS_DETAIL_ABI {
 #ifndef LOTUS_DISABLE
 namespace detail {
 
-// The mapping-probe contract, read once per process (all optional):
-//   LOTUS_MAP_LIST=<path>   list mode: append each region name, once, to <path>; never resume
-//   LOTUS_MAP_SELECT=<name> the region to profile; other regions never touch the collector
-//   LOTUS_MAP_WARMUP=<n>    executions of the selected region skipped first (default 1)
-//   LOTUS_MAP_COUNT=<k>     executions profiled after the warm-up (default 1)
-//   LOTUS_MAP_GAP_MS=<ms>   sleep before each profiled execution (default 0)
-struct map_settings {
-  const char* list_path = nullptr;
-  const char* select = nullptr;
-  std::uint64_t warmup = 1;
-  std::uint64_t count = 1;
-  long gap_ms = 0;
-  bool active = false;  // list mode or a selection: anything to do beyond recording S<name>
-};
-
-inline map_settings map_read_settings() noexcept {
-  map_settings s;
-  s.list_path = env_text("LOTUS_MAP_LIST");
-  s.select = env_text("LOTUS_MAP_SELECT");
-  s.warmup = collector_env_u64("LOTUS_MAP_WARMUP", 1, std::uint64_t{1} << 40);
-  s.count = collector_env_u64("LOTUS_MAP_COUNT", 1, std::uint64_t{1} << 40);
-  s.gap_ms = static_cast<long>(collector_env_u64("LOTUS_MAP_GAP_MS", 0, 3600000));
-  s.active = s.list_path != nullptr || s.select != nullptr;
-  return s;
-}
-
-inline const map_settings& map_config() noexcept {
-  static const map_settings settings = map_read_settings();
-  return settings;
-}
+// The mapping-probe contract (LOTUS_MAP_*) is part of collector_config()
+// (detail/collector_common.hpp): one snapshot with LOTUS_COLLECTOR, read once per process.
 
 /// Executions of the selected region so far, process-wide (one counter: one region is selected).
 inline std::atomic<std::uint64_t> map_selected_executions{0};
@@ -4396,9 +4407,9 @@ class map_gate {
 
  private:
   LOTUS_DETAIL_NOINLINE void enter(const char* name) noexcept {
-    const map_settings& s = map_config();
-    map_mode.store(s.active ? 2 : 1, std::memory_order_relaxed);
-    if (!s.active) return;
+    const collector_settings& s = collector_config();
+    map_mode.store(s.map_active ? 2 : 1, std::memory_order_relaxed);
+    if (!s.map_active) return;
     if (s.list_path != nullptr) {
       map_list(s.list_path, name);
       return;

@@ -6,6 +6,7 @@
 #include <cstdint>  // uint64_t
 #include <cstring>  // memcpy
 
+#include "lotus/collector_kind.hpp"
 #include "lotus/config.hpp"
 #include "lotus/detail/diagnostics.hpp"
 #include "lotus/detail/env.hpp"
@@ -34,6 +35,51 @@ inline std::uint64_t collector_env_u64(const char* name, std::uint64_t fallback,
                                        std::uint64_t max_value) noexcept {
   std::uint64_t value = 0;
   return env_u64(name, 0, max_value, value) ? value : fallback;
+}
+
+/// LOTUS_COLLECTOR's values, and the collector each selects (auto and none: kind::none).
+inline const char* const collector_names[] = {"auto", "none",  "perf",      "itt",  "vtune",
+                                              "amd",  "uprof", "callgrind", nullptr};
+inline constexpr collector::kind collector_kinds[] = {
+    collector::kind::none, collector::kind::none,     collector::kind::perf,
+    collector::kind::itt,  collector::kind::itt,      collector::kind::amd,
+    collector::kind::amd,  collector::kind::callgrind};
+
+/// The collector's and the mapping probe's variables, read once per process into one snapshot
+/// (all optional):
+///   LOTUS_COLLECTOR=<name>  auto | none | perf | itt | vtune | amd | uprof | callgrind
+///   LOTUS_MAP_LIST=<path>   list mode: append each region name, once, to <path>; never resume
+///   LOTUS_MAP_SELECT=<name> the region to profile; other regions never touch the collector
+///   LOTUS_MAP_WARMUP=<n>    executions of the selected region skipped first (default 1)
+///   LOTUS_MAP_COUNT=<k>     executions profiled after the warm-up (default 1)
+///   LOTUS_MAP_GAP_MS=<ms>   sleep before each profiled execution (default 0)
+/// A bad value gives one configuration message and its default. The collector's own variables
+/// (FIFO paths, library paths) are read by each backend when it is selected.
+struct collector_settings {
+  int collector = -1;  ///< index into collector_names; -1: unset or refused (auto)
+  const char* list_path = nullptr;
+  const char* select = nullptr;
+  std::uint64_t warmup = 1;
+  std::uint64_t count = 1;
+  long gap_ms = 0;
+  bool map_active = false;  ///< list mode or a selection: anything beyond recording S<name>
+};
+
+LOTUS_DETAIL_COLD inline collector_settings collector_read_settings() noexcept {
+  collector_settings s;
+  s.collector = env_choice("LOTUS_COLLECTOR", collector_names);
+  s.list_path = env_text("LOTUS_MAP_LIST");
+  s.select = env_text("LOTUS_MAP_SELECT");
+  s.warmup = collector_env_u64("LOTUS_MAP_WARMUP", 1, std::uint64_t{1} << 40);
+  s.count = collector_env_u64("LOTUS_MAP_COUNT", 1, std::uint64_t{1} << 40);
+  s.gap_ms = static_cast<long>(collector_env_u64("LOTUS_MAP_GAP_MS", 0, 3600000));
+  s.map_active = s.list_path != nullptr || s.select != nullptr;
+  return s;
+}
+
+inline const collector_settings& collector_config() noexcept {
+  static const collector_settings settings = collector_read_settings();
+  return settings;
 }
 
 /// dlsym returns an object pointer; convert it to a function pointer without a cast that
