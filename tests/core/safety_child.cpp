@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -126,15 +127,15 @@ void on_usr1(int) {
 }
 
 int usage() {
-  std::fprintf(
-      stderr,
-      "usage: safety_child MODE ARGS\n"
-      "  scopes THREADS N      THREADS (0: the main thread) record N 'Work' scopes each\n"
-      "  alloc THREADS N KIB   the threads record under RLIMIT_AS = current size + KIB\n"
-      "  emfile THREADS N      N 'Before' per thread with no fd free, then N 'After'\n"
-      "  chdir DIR N           'First' on main, chdir(DIR), a new thread records N\n"
-      "  signals MS            'Loop' scopes interrupted by SIGUSR1; the handler records\n"
-      "  fds THREADS           live threads record one 'Live' each; prints the open fds\n");
+  std::fprintf(stderr,
+               "usage: safety_child MODE ARGS\n"
+               "  scopes THREADS N      THREADS (0: the main thread) record N 'Work' scopes each\n"
+               "  alloc THREADS N KIB   the threads record under RLIMIT_AS = current size + KIB\n"
+               "  emfile THREADS N      N 'Before' per thread with no fd free, then N 'After'\n"
+               "  chdir DIR N           'First' on main, chdir(DIR), a new thread records N\n"
+               "  signals MS            'Loop' scopes interrupted by SIGUSR1; the handler records\n"
+               "  fds THREADS           live threads record one 'Live' each; prints the open fds\n"
+               "  fork_first_start T    T threads make the first events while main forks\n");
   return 2;
 }
 
@@ -261,6 +262,47 @@ int main(int argc, char** argv) {
     std::printf("handler %llu\nloops %llu\nsent %llu\n",
                 static_cast<unsigned long long>(g_handler_runs.load()),
                 static_cast<unsigned long long>(loops), static_cast<unsigned long long>(sent));
+    return 0;
+  }
+
+  if (mode == "fork_first_start" && argc == 3) {  // ARG: threads (4)
+    // Four threads make the process's first events while the main thread forks: the child must
+    // not inherit a half-constructed runtime or a lock held by a thread it does not have. It
+    // records one event and exits; the parent waits for it at most 10 s.
+    std::atomic<bool> go{false};
+    std::vector<std::thread> threads;
+    for (long i = 0; i < a; ++i) {
+      threads.emplace_back([&] {
+        while (!go.load(std::memory_order_acquire)) {
+        }
+        LOTUS_SCOPE("First");
+      });
+    }
+    go.store(true, std::memory_order_release);
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      { LOTUS_SCOPE("Child"); }
+      lotus::flush();
+      std::_Exit(0);  // no atexit: the flush above wrote everything
+    }
+    for (auto& t : threads) t.join();
+    int status = 0;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    pid_t w = 0;
+    while ((w = ::waitpid(pid, &status, WNOHANG)) == 0 &&
+           std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (w == 0) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      std::printf("child hung\n");
+      return 3;
+    }
+    lotus::flush();
+    print_stats();
+    std::printf("child_status %d\nchild_pid %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : 128,
+                static_cast<int>(pid));
     return 0;
   }
 

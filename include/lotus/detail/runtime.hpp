@@ -163,14 +163,34 @@ class runtime {
 };
 
 inline runtime* g_runtime = nullptr;  // replaced (old one leaked) in a forked child
+inline std::atomic<runtime*> g_runtime_ready{nullptr};  // g_runtime once it is constructed
+inline std::atomic<pid_t> g_runtime_creator{0};         // the process constructing it, 0: none
+
+/// The fork handlers exist before any runtime does (registered when the program or library is
+/// loaded), so a fork() at any moment of the first start finds them: fork_prepare() waits for an
+/// initialize() in progress, and a child forked while another thread was constructing the runtime
+/// builds its own (no function-local static: its guard would stay "in progress" in the child).
+inline const bool g_fork_handlers = [] {
+  return ::pthread_atfork(&runtime::fork_prepare, &runtime::fork_parent, &runtime::fork_child) == 0;
+}();
 
 runtime& runtime::get() noexcept {
-  static runtime* const instance = [] {
-    g_runtime = new runtime();
-    return g_runtime;
-  }();
-  static_cast<void>(instance);
-  return *g_runtime;
+  if (runtime* r = g_runtime_ready.load(std::memory_order_acquire)) return *r;
+  for (;;) {
+    if (runtime* r = g_runtime_ready.load(std::memory_order_acquire)) return *r;
+    const pid_t me = ::getpid();
+    pid_t owner = 0;
+    // The first thread of this process constructs it. A creator of another pid is the parent
+    // this process was forked from in the middle of construction: its thread is not here.
+    if (g_runtime_creator.compare_exchange_strong(owner, me, std::memory_order_acq_rel) ||
+        (owner != me &&
+         g_runtime_creator.compare_exchange_strong(owner, me, std::memory_order_acq_rel))) {
+      g_runtime = new runtime();
+      g_runtime_ready.store(g_runtime, std::memory_order_release);
+      return *g_runtime;
+    }
+    ::sched_yield();
+  }
 }
 
 LOTUS_DETAIL_COLD inline void at_exit_handler() noexcept { runtime::get().shutdown(); }
@@ -197,7 +217,7 @@ bool runtime::initialize() noexcept {
     writer_.set_stats_source(&stats_line);
     apply_locked(options());
     std::atexit(at_exit_handler);
-    pthread_atfork(&runtime::fork_prepare, &runtime::fork_parent, &runtime::fork_child);
+    static_cast<void>(g_fork_handlers);  // registered at load time (see there)
   }
   return g_mode.load(std::memory_order_relaxed) >= mode_tsc;
 }
@@ -450,7 +470,8 @@ void runtime::push_slow(const record_site* loc, std::uint64_t t0, std::uint64_t 
 /// writer held mid-cycle (an allocator without fork handlers, such as GCC 12's AddressSanitizer,
 /// would otherwise deadlock the child).
 LOTUS_DETAIL_COLD inline void runtime::fork_prepare() noexcept {
-  runtime* rt = g_runtime;
+  runtime* rt = g_runtime_ready.load(std::memory_order_acquire);
+  if (rt == nullptr) return;  // not started (or being constructed: the child builds its own)
   rt->mu_.lock();
   rt->writer_.fork_prepare();
   rt->threads_.mutex().lock();
@@ -458,7 +479,8 @@ LOTUS_DETAIL_COLD inline void runtime::fork_prepare() noexcept {
 }
 
 LOTUS_DETAIL_COLD inline void runtime::fork_parent() noexcept {
-  runtime* rt = g_runtime;
+  runtime* rt = g_runtime_ready.load(std::memory_order_acquire);
+  if (rt == nullptr) return;
   rt->intern_mu_.unlock();
   rt->threads_.mutex().unlock();
   rt->writer_.fork_parent();
@@ -466,7 +488,8 @@ LOTUS_DETAIL_COLD inline void runtime::fork_parent() noexcept {
 }
 
 LOTUS_DETAIL_COLD inline void runtime::fork_child() noexcept {
-  runtime* old = g_runtime;
+  runtime* old = g_runtime_ready.load(std::memory_order_acquire);
+  if (old == nullptr) return;  // get() in this child constructs one
   old->intern_mu_.unlock();
   old->threads_.mutex().unlock();
   old->writer_.fork_child(old->threads_.all_locked());
@@ -476,6 +499,12 @@ LOTUS_DETAIL_COLD inline void runtime::fork_child() noexcept {
   auto* fresh = new (std::nothrow) runtime();
   if (fresh == nullptr) {
     g_mode.store(mode_off, std::memory_order_relaxed);
+    return;
+  }
+  if (!old->initialized_) {  // forked before the first event: this child starts from scratch
+    fresh->parent_ = old;
+    g_runtime = fresh;
+    g_runtime_ready.store(fresh, std::memory_order_release);
     return;
   }
   fresh->initialized_ = true;
@@ -491,6 +520,7 @@ LOTUS_DETAIL_COLD inline void runtime::fork_child() noexcept {
   old->interned_.move_to(fresh->interned_);  // interned locations must stay valid
   fresh->parent_ = old;  // the parent's runtime and rings stay allocated (and reachable)
   g_runtime = fresh;
+  g_runtime_ready.store(fresh, std::memory_order_release);
 }
 
 // ---- entry points (entry.hpp) -----------------------------------------------------------------
