@@ -3488,12 +3488,17 @@ class trace_writer {
   }
 
   /// Blocks until every event pushed before the call is written.
-  LOTUS_DETAIL_COLD void flush() noexcept {
+  /// Asks for a cycle and waits for it, at most `limit_ms`; false when it timed out.
+  LOTUS_DETAIL_COLD bool flush(std::uint64_t limit_ms) noexcept {
     const sync_hold lk(mu_);
-    if (!thread_started_) return;
+    if (!thread_started_) return true;
     const std::uint64_t mine = ++flush_req_;
     cv_.notify_all();
-    while (flush_done_ < mine && thread_started_ && !exited_) done_cv_.wait(mu_);
+    const std::uint64_t deadline = clock_ns(CLOCK_MONOTONIC) + limit_ms * 1000000u;
+    while (flush_done_ < mine && thread_started_ && !exited_) {
+      if (!done_cv_.wait_until(mu_, deadline)) return flush_done_ >= mine;
+    }
+    return true;
   }
 
   /// Writes what is left and ends the thread. Waits at most `limit`: a writer stuck in the
@@ -3830,6 +3835,8 @@ namespace detail {
 
 /// How long exit waits for the writer before giving up (a stuck file system must not hang it).
 constexpr std::uint64_t writer_stop_limit_ms = 5000;
+/// The longest lotus::flush() waits for the writer (then it returns, with one message).
+constexpr std::uint64_t writer_flush_limit_ms = 10000;
 
 /// A sidecar `clocksync <when>` line: a CLOCK_REALTIME and CLOCK_MONOTONIC pair read back to
 /// back, then the kernel's NTP state from a read-only adjtimex (its return value, `status` bits,
@@ -3893,7 +3900,7 @@ class runtime {
 
   LOTUS_DETAIL_NOINLINE inline bool initialize() noexcept;
   void configure(const options& o);
-  void flush() noexcept { writer_.flush(); }
+  inline void flush() noexcept;
   void shutdown() noexcept;
   trace_stats stats() noexcept;
   const record_site& intern(std::string_view name, std::uint32_t flags);
@@ -4040,7 +4047,32 @@ LOTUS_DETAIL_COLD inline void runtime::configure(const options& o) {
   apply_locked(o);
 }
 
+/// Waits for the writer, bounded: never from a signal handler that interrupted lotus on this
+/// thread (the interrupted code may hold what the writer needs, such as the allocator's lock
+/// inside ring growth), and never longer than writer_flush_limit_ms.
+LOTUS_DETAIL_COLD inline void runtime::flush() noexcept {
+  if (t_thread.busy != 0) {
+    diag(topic::reentrant,
+         "lotus::flush() or shutdown() from a signal handler that interrupted lotus on the same "
+         "thread: not waited for (the writer writes those events on its next cycle)");
+    return;
+  }
+  const busy_guard busy;
+  if (!writer_.flush(writer_flush_limit_ms)) {
+    diag(topic::writer,
+         "lotus::flush() gave up after %llu ms: the writer is still writing (a slow or stuck "
+         "file system?); the events are written when it can",
+         static_cast<unsigned long long>(writer_flush_limit_ms));
+  }
+}
+
 LOTUS_DETAIL_COLD inline void runtime::shutdown() noexcept {
+  if (t_thread.busy != 0) {
+    diag(topic::reentrant,
+         "lotus::flush() or shutdown() from a signal handler that interrupted lotus on the same "
+         "thread: not waited for (the writer writes those events on its next cycle)");
+    return;
+  }
   const busy_guard busy;
   if (g_mode.load(std::memory_order_relaxed) >= mode_tsc) {
     g_mode.store(mode_off, std::memory_order_relaxed);

@@ -126,16 +126,25 @@ void on_usr1(int) {
   g_handler_runs.fetch_add(1, std::memory_order_relaxed);
 }
 
+std::atomic<std::uint64_t> g_flushes{0};
+
+void flush_on_usr2(int) {
+  lotus::flush();  // must return however the handler interrupted the thread
+  g_flushes.fetch_add(1, std::memory_order_relaxed);
+}
+
 int usage() {
-  std::fprintf(stderr,
-               "usage: safety_child MODE ARGS\n"
-               "  scopes THREADS N      THREADS (0: the main thread) record N 'Work' scopes each\n"
-               "  alloc THREADS N KIB   the threads record under RLIMIT_AS = current size + KIB\n"
-               "  emfile THREADS N      N 'Before' per thread with no fd free, then N 'After'\n"
-               "  chdir DIR N           'First' on main, chdir(DIR), a new thread records N\n"
-               "  signals MS            'Loop' scopes interrupted by SIGUSR1; the handler records\n"
-               "  fds THREADS           live threads record one 'Live' each; prints the open fds\n"
-               "  fork_first_start T    T threads make the first events while main forks\n");
+  std::fprintf(
+      stderr,
+      "usage: safety_child MODE ARGS\n"
+      "  scopes THREADS N      THREADS (0: the main thread) record N 'Work' scopes each\n"
+      "  alloc THREADS N KIB   the threads record under RLIMIT_AS = current size + KIB\n"
+      "  emfile THREADS N      N 'Before' per thread with no fd free, then N 'After'\n"
+      "  chdir DIR N           'First' on main, chdir(DIR), a new thread records N\n"
+      "  signals MS            'Loop' scopes interrupted by SIGUSR1; the handler records\n"
+      "  fds THREADS           live threads record one 'Live' each; prints the open fds\n"
+      "  fork_first_start T    T threads make the first events while main forks\n"
+      "  flush_in_handler MS   short-lived threads record; a SIGUSR2 handler calls flush()\n");
   return 2;
 }
 
@@ -262,6 +271,42 @@ int main(int argc, char** argv) {
     std::printf("handler %llu\nloops %llu\nsent %llu\n",
                 static_cast<unsigned long long>(g_handler_runs.load()),
                 static_cast<unsigned long long>(loops), static_cast<unsigned long long>(sent));
+    return 0;
+  }
+
+  if (mode == "flush_in_handler" && argc == 3) {
+    // Short-lived threads grow their rings (malloc) and record; SIGUSR2 hits the current one
+    // every ~30 us and its handler calls lotus::flush(). Nothing may wait for itself.
+    struct sigaction sa {};
+    sa.sa_handler = flush_on_usr2;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(SIGUSR2, &sa, nullptr);
+    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(a);
+    std::uint64_t threads = 0, sent = 0, scopes = 0;
+    while (std::chrono::steady_clock::now() < end) {
+      std::atomic<bool> done{false};
+      std::thread t([&] {
+        for (int i = 0; i < 5000; ++i) {
+          LOTUS_SCOPE_DYNAMIC(i % 2 ? "Grow" : "Ring");
+        }
+        done.store(true);
+      });
+      while (!done.load()) {
+        ::pthread_kill(t.native_handle(), SIGUSR2);
+        ++sent;
+        std::this_thread::sleep_for(std::chrono::microseconds(30));
+      }
+      t.join();
+      ++threads;
+      scopes += 5000;
+    }
+    lotus::flush();
+    print_stats();
+    std::printf("threads %llu\nscopes %llu\nsent %llu\nflushes %llu\n",
+                static_cast<unsigned long long>(threads), static_cast<unsigned long long>(scopes),
+                static_cast<unsigned long long>(sent),
+                static_cast<unsigned long long>(g_flushes.load()));
     return 0;
   }
 

@@ -52,6 +52,8 @@ namespace detail {
 
 /// How long exit waits for the writer before giving up (a stuck file system must not hang it).
 constexpr std::uint64_t writer_stop_limit_ms = 5000;
+/// The longest lotus::flush() waits for the writer (then it returns, with one message).
+constexpr std::uint64_t writer_flush_limit_ms = 10000;
 
 /// A sidecar `clocksync <when>` line: a CLOCK_REALTIME and CLOCK_MONOTONIC pair read back to
 /// back, then the kernel's NTP state from a read-only adjtimex (its return value, `status` bits,
@@ -115,7 +117,7 @@ class runtime {
 
   LOTUS_DETAIL_NOINLINE inline bool initialize() noexcept;
   void configure(const options& o);
-  void flush() noexcept { writer_.flush(); }
+  inline void flush() noexcept;
   void shutdown() noexcept;
   trace_stats stats() noexcept;
   const record_site& intern(std::string_view name, std::uint32_t flags);
@@ -262,7 +264,32 @@ LOTUS_DETAIL_COLD inline void runtime::configure(const options& o) {
   apply_locked(o);
 }
 
+/// Waits for the writer, bounded: never from a signal handler that interrupted lotus on this
+/// thread (the interrupted code may hold what the writer needs, such as the allocator's lock
+/// inside ring growth), and never longer than writer_flush_limit_ms.
+LOTUS_DETAIL_COLD inline void runtime::flush() noexcept {
+  if (t_thread.busy != 0) {
+    diag(topic::reentrant,
+         "lotus::flush() or shutdown() from a signal handler that interrupted lotus on the same "
+         "thread: not waited for (the writer writes those events on its next cycle)");
+    return;
+  }
+  const busy_guard busy;
+  if (!writer_.flush(writer_flush_limit_ms)) {
+    diag(topic::writer,
+         "lotus::flush() gave up after %llu ms: the writer is still writing (a slow or stuck "
+         "file system?); the events are written when it can",
+         static_cast<unsigned long long>(writer_flush_limit_ms));
+  }
+}
+
 LOTUS_DETAIL_COLD inline void runtime::shutdown() noexcept {
+  if (t_thread.busy != 0) {
+    diag(topic::reentrant,
+         "lotus::flush() or shutdown() from a signal handler that interrupted lotus on the same "
+         "thread: not waited for (the writer writes those events on its next cycle)");
+    return;
+  }
   const busy_guard busy;
   if (g_mode.load(std::memory_order_relaxed) >= mode_tsc) {
     g_mode.store(mode_off, std::memory_order_relaxed);

@@ -180,12 +180,17 @@ class trace_writer {
   }
 
   /// Blocks until every event pushed before the call is written.
-  LOTUS_DETAIL_COLD void flush() noexcept {
+  /// Asks for a cycle and waits for it, at most `limit_ms`; false when it timed out.
+  LOTUS_DETAIL_COLD bool flush(std::uint64_t limit_ms) noexcept {
     const sync_hold lk(mu_);
-    if (!thread_started_) return;
+    if (!thread_started_) return true;
     const std::uint64_t mine = ++flush_req_;
     cv_.notify_all();
-    while (flush_done_ < mine && thread_started_ && !exited_) done_cv_.wait(mu_);
+    const std::uint64_t deadline = clock_ns(CLOCK_MONOTONIC) + limit_ms * 1000000u;
+    while (flush_done_ < mine && thread_started_ && !exited_) {
+      if (!done_cv_.wait_until(mu_, deadline)) return flush_done_ >= mine;
+    }
+    return true;
   }
 
   /// Writes what is left and ends the thread. Waits at most `limit`: a writer stuck in the
