@@ -27,6 +27,13 @@ struct options {
   std::optional<std::chrono::milliseconds> flush_interval;  ///< LOTUS_FLUSH_INTERVAL_MS
   std::optional<overflow_policy> overflow;                  ///< LOTUS_OVERFLOW: block|drop
   std::optional<clock_source> clock;                        ///< LOTUS_CLOCK: auto|tsc|realtime
+  /// LOTUS_MAX_BYTES: trace-file bytes this process may write; beyond, events are dropped
+  /// (counted). 0: no limit (the default).
+  std::optional<std::uint64_t> max_bytes;
+  /// LOTUS_MIN_FREE_BYTES: free space the trace directory's file system keeps; below it events
+  /// are dropped (counted) until space is freed. Default: the larger of 1 GiB and 5 % of the
+  /// file system; 0: no reserve.
+  std::optional<std::uint64_t> min_free_bytes;
 };
 
 /// Event counters of this process: recorded == written + dropped once everything is flushed.

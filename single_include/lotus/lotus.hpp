@@ -180,6 +180,8 @@ enum class topic : unsigned {
   file_taken,      // a trace file name already existed; a fresh name is used
   file_refused,    // a file lotus will not write into (replaced, linked, no fresh name left)
   no_space,        // ENOSPC / EDQUOT
+  max_bytes,       // LOTUS_MAX_BYTES reached
+  disk_reserve,    // the file system's free space under LOTUS_MIN_FREE_BYTES
   too_many_files,  // EMFILE / ENFILE
   io_error,        // any other error creating or writing a trace file
   no_memory,       // a ring or buffer could not be allocated
@@ -2369,6 +2371,13 @@ struct options {
   std::optional<std::chrono::milliseconds> flush_interval;  ///< LOTUS_FLUSH_INTERVAL_MS
   std::optional<overflow_policy> overflow;                  ///< LOTUS_OVERFLOW: block|drop
   std::optional<clock_source> clock;                        ///< LOTUS_CLOCK: auto|tsc|realtime
+  /// LOTUS_MAX_BYTES: trace-file bytes this process may write; beyond, events are dropped
+  /// (counted). 0: no limit (the default).
+  std::optional<std::uint64_t> max_bytes;
+  /// LOTUS_MIN_FREE_BYTES: free space the trace directory's file system keeps; below it events
+  /// are dropped (counted) until space is freed. Default: the larger of 1 GiB and 5 % of the
+  /// file system; 0: no reserve.
+  std::optional<std::uint64_t> min_free_bytes;
 };
 
 /// Event counters of this process: recorded == written + dropped once everything is flushed.
@@ -2392,6 +2401,9 @@ namespace detail {
 /// Largest and smallest per-thread ring (events); rings start at `ring_initial` and double.
 constexpr std::size_t ring_min = 64, ring_max = std::size_t{1} << 26, ring_initial = 64;
 
+/// settings::min_free when neither options nor the environment set it.
+constexpr std::uint64_t min_free_default = ~std::uint64_t{0};
+
 /// Options after applying configure() > environment > defaults.
 struct settings {
   text log_file;  // absolute prefix; empty: tracing off
@@ -2400,6 +2412,8 @@ struct settings {
   std::uint64_t flush_interval_ms = LOTUS_DEFAULT_FLUSH_INTERVAL_MS;
   overflow_policy overflow = overflow_policy::block;
   clock_source clock = clock_source::automatic;
+  std::uint64_t max_bytes = 0;                // 0: no limit
+  std::uint64_t min_free = min_free_default;  // min_free_default: max(1 GiB, 5 %)
 };
 
 /// A trace prefix as lotus uses it, or false (one warning) when it cannot be used: control
@@ -2455,6 +2469,8 @@ struct env_settings {
   text log_file;  // already resolved
   bool has_log_file = false, has_enabled = false, has_ring_capacity = false;
   bool has_flush_interval = false, has_overflow = false, has_clock = false;
+  bool has_max_bytes = false, has_min_free = false;
+  std::uint64_t max_bytes = 0, min_free = 0;
   bool enabled = true;
   std::size_t ring_capacity = 0;
   std::uint64_t flush_interval_ms = 0;
@@ -2481,6 +2497,8 @@ struct env_settings {
     const int c = env_choice("LOTUS_CLOCK", clock_names);
     has_clock = c >= 0;
     clock = c == 1 ? clock_source::tsc : c == 2 ? clock_source::realtime : clock_source::automatic;
+    has_max_bytes = env_u64("LOTUS_MAX_BYTES", 0, std::uint64_t{1} << 62, max_bytes);
+    has_min_free = env_u64("LOTUS_MIN_FREE_BYTES", 0, std::uint64_t{1} << 62, min_free);
   }
 };
 
@@ -2513,6 +2531,10 @@ LOTUS_DETAIL_COLD inline void merge_settings(const options& o, const env_setting
   }
   s.overflow = o.overflow ? *o.overflow : env.overflow;
   s.clock = o.clock ? *o.clock : env.clock;
+  s.max_bytes = o.max_bytes ? *o.max_bytes : env.has_max_bytes ? env.max_bytes : 0;
+  s.min_free = o.min_free_bytes   ? *o.min_free_bytes
+               : env.has_min_free ? env.min_free
+                                  : min_free_default;
 }
 
 }  // namespace detail
@@ -2881,11 +2903,13 @@ class thread_registry {
 // SPDX-License-Identifier: MIT
 // Safe creation, a bounded fd cache, whole-line writes.
 
-#include <errno.h>     // errno, EEXIST, EINTR, ENOSPC, EMFILE
-#include <fcntl.h>     // open, O_*
-#include <sys/stat.h>  // fstat, lstat, mkdir
-#include <unistd.h>    // write, close, ftruncate, geteuid
+#include <errno.h>        // errno, EEXIST, EINTR, ENOSPC, EMFILE
+#include <fcntl.h>        // open, O_*
+#include <sys/stat.h>     // fstat, lstat, mkdir
+#include <sys/statvfs.h>  // statvfs
+#include <unistd.h>       // write, close, ftruncate, geteuid
 
+#include <atomic>       // atomic
 #include <cstdint>      // uint64_t
 #include <cstdio>       // snprintf
 #include <cstdlib>      // calloc, free
@@ -2933,6 +2957,17 @@ class trace_files {
 
   bool disabled() const noexcept { return disabled_; }
   const text& base() const noexcept { return base_; }
+
+  /// The disk budget (settings: LOTUS_MAX_BYTES, LOTUS_MIN_FREE_BYTES); set from any thread.
+  /// `max_bytes`: trace-file bytes this process may write (0: no limit). `min_free`: free bytes
+  /// the trace directory's file system keeps (min_free_auto: the larger of 1 GiB and 5 % of it;
+  /// 0: none). Records beyond either are dropped (counted); sidecars are not limited.
+  static constexpr std::uint64_t min_free_auto = ~std::uint64_t{0};
+  void set_budget(std::uint64_t max_bytes, std::uint64_t min_free) noexcept {
+    max_bytes_.store(max_bytes, std::memory_order_relaxed);
+    min_free_.store(min_free, std::memory_order_relaxed);
+    budget_changed_.store(true, std::memory_order_relaxed);
+  }
 
   /// Closes every file (prefix change, fork child, shutdown).
   LOTUS_DETAIL_COLD void close_all(ptr_list<thread_state>& threads) noexcept {
@@ -3247,8 +3282,88 @@ class trace_files {
   /// line, so a file never ends in a partial record; returns the lines on disk.
   std::uint64_t append_lines(file_slot& s, const char* data, std::size_t n, std::uint64_t lines,
                              int kind, std::uint64_t id) noexcept {
-    if (append_all(s, data, n)) return lines;
-    return cut_to_lines(s, data, lines, kind, id);
+    if (kind != kind_sidecar) {
+      const std::size_t allowed = budget_allows(n);
+      if (allowed < n) {  // the whole lines that fit; the rest are dropped (counted by the caller)
+        std::size_t keep = allowed;
+        while (keep > 0 && data[keep - 1] != '\n') --keep;
+        std::uint64_t kept = 0;
+        for (std::size_t i = 0; i < keep; ++i) kept += data[i] == '\n' ? 1u : 0u;
+        if (keep == 0) return 0;
+        n = keep;
+        lines = kept;
+      }
+    }
+    if (append_all(s, data, n)) {
+      if (kind != kind_sidecar) record_bytes_ += n;
+      return lines;
+    }
+    const std::uint64_t kept = cut_to_lines(s, data, lines, kind, id);
+    if (kind != kind_sidecar) record_bytes_ += failed_done_;
+    return kept;
+  }
+
+  /// How many of `n` record bytes the budget lets through now.
+  std::size_t budget_allows(std::size_t n) noexcept {
+    std::size_t allowed = n;
+    const std::uint64_t max = max_bytes_.load(std::memory_order_relaxed);
+    if (max != 0) {
+      const std::uint64_t left = record_bytes_ >= max ? 0 : max - record_bytes_;
+      if (left < allowed) {
+        allowed = static_cast<std::size_t>(left);
+        diag(topic::max_bytes,
+             "the trace reached LOTUS_MAX_BYTES=%llu bytes in this process; further events are "
+             "dropped (counted)",
+             static_cast<unsigned long long>(max));
+      }
+    }
+    if (allowed > 0) allowed = space_allows(allowed);
+    return allowed;
+  }
+
+  /// How many of `n` bytes can be written keeping the file system's reserve. statvfs() again
+  /// after half of the room left at the last check is written (at most 4 MiB), so the reserve
+  /// holds between checks, and at most once a second once the reserve is reached.
+  LOTUS_DETAIL_COLD std::size_t space_allows(std::size_t n) noexcept {
+    const std::uint64_t reserve_setting = min_free_.load(std::memory_order_relaxed);
+    if (budget_changed_.exchange(false, std::memory_order_relaxed)) space_checked_ = false;
+    if (reserve_setting == 0) return n;
+    const std::uint64_t now = clock_ns(CLOCK_MONOTONIC);
+    if (space_checked_) {
+      if (space_low_ && now - space_checked_at_ < 1000000000u) return 0;
+      if (!space_low_ && record_bytes_ + n <= space_next_check_) return n;
+    }
+    struct statvfs fs {};
+    space_checked_ = true;
+    space_checked_at_ = now;
+    if (::statvfs(dir_.c_str(), &fs) != 0) {  // cannot tell: write (ENOSPC is still counted)
+      space_low_ = false;
+      space_next_check_ = record_bytes_ + (4u << 20);
+      return n;
+    }
+    const std::uint64_t unit = fs.f_frsize != 0 ? fs.f_frsize : fs.f_bsize;
+    const std::uint64_t avail = static_cast<std::uint64_t>(fs.f_bavail) * unit;
+    const std::uint64_t size = static_cast<std::uint64_t>(fs.f_blocks) * unit;
+    std::uint64_t reserve = reserve_setting;
+    if (reserve == min_free_auto) {  // the larger of 1 GiB and 5 %; 5 % of a smaller one
+      reserve = size / 20 > (std::uint64_t{1} << 30) ? size / 20 : (std::uint64_t{1} << 30);
+      if (reserve >= size) reserve = size / 20;
+    }
+    // Files take whole blocks, and sidecars are not counted: 8 blocks of slack.
+    const std::uint64_t keep = reserve + 8 * unit;
+    const std::uint64_t room = avail > keep ? avail - keep : 0;
+    space_low_ = room < n;  // what fits is written; then nothing until a check finds room
+    const std::uint64_t step = room / 2 < (4u << 20) ? room / 2 : (4u << 20);
+    space_next_check_ = record_bytes_ + (step > n ? step : n);
+    if (space_low_) {
+      diag(topic::disk_reserve,
+           "the trace directory's file system has %llu KiB free, the %llu KiB lotus leaves free "
+           "(LOTUS_MIN_FREE_BYTES); events are dropped (counted) until space is freed",
+           static_cast<unsigned long long>(avail >> 10),
+           static_cast<unsigned long long>(reserve >> 10));
+      return static_cast<std::size_t>(room);
+    }
+    return n;
   }
 
   /// The common case: every byte written. Otherwise `failed_*` describe how far it got.
@@ -3311,6 +3426,12 @@ class trace_files {
   text created_;                 // `file <name>` lines not yet in the sidecar
   bool created_overflow_ = false;
   std::size_t failed_done_ = 0;  // bytes of the last failed append that did reach the file
+  std::atomic<std::uint64_t> max_bytes_{0};
+  std::atomic<std::uint64_t> min_free_{min_free_auto};
+  std::atomic<bool> budget_changed_{false};
+  std::uint64_t record_bytes_ = 0;  // record bytes written by this process
+  bool space_checked_ = false, space_low_ = false;
+  std::uint64_t space_checked_at_ = 0, space_next_check_ = 0;
   int failed_errno_ = 0;
   std::size_t known_mask_ = 0, known_used_ = 0;
 };
@@ -3448,6 +3569,11 @@ class trace_writer {
   void adopt_clock(const tick_converter& c) noexcept { conv_ = c; }
 
   /// Where to write from now on; pending events of the old prefix were flushed by the caller.
+  /// The disk budget (trace_files::set_budget).
+  void set_budget(std::uint64_t max_bytes, std::uint64_t min_free) noexcept {
+    files_.set_budget(max_bytes, min_free);
+  }
+
   void retarget(const text& prefix, std::uint64_t interval_ms) noexcept {
     const sync_hold lk(mu_);
     if (std::string_view(prefix.c_str(), prefix.size()) !=
@@ -4033,6 +4159,8 @@ LOTUS_DETAIL_COLD inline void runtime::apply_locked(const options& o) noexcept {
   }
   max_capacity_.store(set_.ring_capacity, std::memory_order_relaxed);
   block_.store(set_.overflow == overflow_policy::block, std::memory_order_relaxed);
+  writer_.set_budget(set_.max_bytes, set_.min_free == min_free_default ? trace_files::min_free_auto
+                                                                       : set_.min_free);
   writer_.retarget(set_.log_file, set_.flush_interval_ms);
   const bool on = set_.enabled && !set_.log_file.empty();
   g_mode.store(on ? clock_mode_ : mode_off, std::memory_order_release);
@@ -4326,6 +4454,9 @@ LOTUS_DETAIL_COLD inline void runtime::fork_child() noexcept {
   fresh->writer_.adopt_clock(old->writer_.clock_model());
   fresh->writer_.set_sidecar_info(sidecar_host_lines());
   fresh->writer_.set_stats_source(&stats_line);
+  fresh->writer_.set_budget(old->set_.max_bytes, old->set_.min_free == min_free_default
+                                                     ? trace_files::min_free_auto
+                                                     : old->set_.min_free);
   fresh->writer_.retarget(old->set_.log_file, old->set_.flush_interval_ms);
   old->interned_.move_to(fresh->interned_);  // interned locations must stay valid
   fresh->parent_ = old;  // the parent's runtime and rings stay allocated (and reachable)
@@ -4819,6 +4950,13 @@ struct options {
   std::optional<std::chrono::milliseconds> flush_interval;  ///< LOTUS_FLUSH_INTERVAL_MS
   std::optional<overflow_policy> overflow;                  ///< LOTUS_OVERFLOW: block|drop
   std::optional<clock_source> clock;                        ///< LOTUS_CLOCK: auto|tsc|realtime
+  /// LOTUS_MAX_BYTES: trace-file bytes this process may write; beyond, events are dropped
+  /// (counted). 0: no limit (the default).
+  std::optional<std::uint64_t> max_bytes;
+  /// LOTUS_MIN_FREE_BYTES: free space the trace directory's file system keeps; below it events
+  /// are dropped (counted) until space is freed. Default: the larger of 1 GiB and 5 % of the
+  /// file system; 0: no reserve.
+  std::optional<std::uint64_t> min_free_bytes;
 };
 
 /// Event counters of this process: recorded == written + dropped once everything is flushed.

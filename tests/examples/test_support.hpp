@@ -1,5 +1,5 @@
-// lotus — helpers for the example tests: run a program (spawn.hpp), read a Lotus trace file
-// strictly SPDX-License-Identifier: MIT
+// lotus — example-test helpers: run a program (spawn.hpp), read a Lotus trace file strictly
+// SPDX-License-Identifier: MIT
 #pragma once
 
 #include <dirent.h>  // opendir

@@ -24,6 +24,8 @@ enum class topic : unsigned {
   file_taken,      // a trace file name already existed; a fresh name is used
   file_refused,    // a file lotus will not write into (replaced, linked, no fresh name left)
   no_space,        // ENOSPC / EDQUOT
+  max_bytes,       // LOTUS_MAX_BYTES reached
+  disk_reserve,    // the file system's free space under LOTUS_MIN_FREE_BYTES
   too_many_files,  // EMFILE / ENFILE
   io_error,        // any other error creating or writing a trace file
   no_memory,       // a ring or buffer could not be allocated

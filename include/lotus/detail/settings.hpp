@@ -21,6 +21,9 @@ namespace detail {
 /// Largest and smallest per-thread ring (events); rings start at `ring_initial` and double.
 constexpr std::size_t ring_min = 64, ring_max = std::size_t{1} << 26, ring_initial = 64;
 
+/// settings::min_free when neither options nor the environment set it.
+constexpr std::uint64_t min_free_default = ~std::uint64_t{0};
+
 /// Options after applying configure() > environment > defaults.
 struct settings {
   text log_file;  // absolute prefix; empty: tracing off
@@ -29,6 +32,8 @@ struct settings {
   std::uint64_t flush_interval_ms = LOTUS_DEFAULT_FLUSH_INTERVAL_MS;
   overflow_policy overflow = overflow_policy::block;
   clock_source clock = clock_source::automatic;
+  std::uint64_t max_bytes = 0;                // 0: no limit
+  std::uint64_t min_free = min_free_default;  // min_free_default: max(1 GiB, 5 %)
 };
 
 /// A trace prefix as lotus uses it, or false (one warning) when it cannot be used: control
@@ -84,6 +89,8 @@ struct env_settings {
   text log_file;  // already resolved
   bool has_log_file = false, has_enabled = false, has_ring_capacity = false;
   bool has_flush_interval = false, has_overflow = false, has_clock = false;
+  bool has_max_bytes = false, has_min_free = false;
+  std::uint64_t max_bytes = 0, min_free = 0;
   bool enabled = true;
   std::size_t ring_capacity = 0;
   std::uint64_t flush_interval_ms = 0;
@@ -110,6 +117,8 @@ struct env_settings {
     const int c = env_choice("LOTUS_CLOCK", clock_names);
     has_clock = c >= 0;
     clock = c == 1 ? clock_source::tsc : c == 2 ? clock_source::realtime : clock_source::automatic;
+    has_max_bytes = env_u64("LOTUS_MAX_BYTES", 0, std::uint64_t{1} << 62, max_bytes);
+    has_min_free = env_u64("LOTUS_MIN_FREE_BYTES", 0, std::uint64_t{1} << 62, min_free);
   }
 };
 
@@ -142,6 +151,10 @@ LOTUS_DETAIL_COLD inline void merge_settings(const options& o, const env_setting
   }
   s.overflow = o.overflow ? *o.overflow : env.overflow;
   s.clock = o.clock ? *o.clock : env.clock;
+  s.max_bytes = o.max_bytes ? *o.max_bytes : env.has_max_bytes ? env.max_bytes : 0;
+  s.min_free = o.min_free_bytes   ? *o.min_free_bytes
+               : env.has_min_free ? env.min_free
+                                  : min_free_default;
 }
 
 }  // namespace detail

@@ -3,11 +3,13 @@
 // Safe creation, a bounded fd cache, whole-line writes.
 #pragma once
 
-#include <errno.h>     // errno, EEXIST, EINTR, ENOSPC, EMFILE
-#include <fcntl.h>     // open, O_*
-#include <sys/stat.h>  // fstat, lstat, mkdir
-#include <unistd.h>    // write, close, ftruncate, geteuid
+#include <errno.h>        // errno, EEXIST, EINTR, ENOSPC, EMFILE
+#include <fcntl.h>        // open, O_*
+#include <sys/stat.h>     // fstat, lstat, mkdir
+#include <sys/statvfs.h>  // statvfs
+#include <unistd.h>       // write, close, ftruncate, geteuid
 
+#include <atomic>       // atomic
 #include <cstdint>      // uint64_t
 #include <cstdio>       // snprintf
 #include <cstdlib>      // calloc, free
@@ -60,6 +62,17 @@ class trace_files {
 
   bool disabled() const noexcept { return disabled_; }
   const text& base() const noexcept { return base_; }
+
+  /// The disk budget (settings: LOTUS_MAX_BYTES, LOTUS_MIN_FREE_BYTES); set from any thread.
+  /// `max_bytes`: trace-file bytes this process may write (0: no limit). `min_free`: free bytes
+  /// the trace directory's file system keeps (min_free_auto: the larger of 1 GiB and 5 % of it;
+  /// 0: none). Records beyond either are dropped (counted); sidecars are not limited.
+  static constexpr std::uint64_t min_free_auto = ~std::uint64_t{0};
+  void set_budget(std::uint64_t max_bytes, std::uint64_t min_free) noexcept {
+    max_bytes_.store(max_bytes, std::memory_order_relaxed);
+    min_free_.store(min_free, std::memory_order_relaxed);
+    budget_changed_.store(true, std::memory_order_relaxed);
+  }
 
   /// Closes every file (prefix change, fork child, shutdown).
   LOTUS_DETAIL_COLD void close_all(ptr_list<thread_state>& threads) noexcept {
@@ -374,8 +387,88 @@ class trace_files {
   /// line, so a file never ends in a partial record; returns the lines on disk.
   std::uint64_t append_lines(file_slot& s, const char* data, std::size_t n, std::uint64_t lines,
                              int kind, std::uint64_t id) noexcept {
-    if (append_all(s, data, n)) return lines;
-    return cut_to_lines(s, data, lines, kind, id);
+    if (kind != kind_sidecar) {
+      const std::size_t allowed = budget_allows(n);
+      if (allowed < n) {  // the whole lines that fit; the rest are dropped (counted by the caller)
+        std::size_t keep = allowed;
+        while (keep > 0 && data[keep - 1] != '\n') --keep;
+        std::uint64_t kept = 0;
+        for (std::size_t i = 0; i < keep; ++i) kept += data[i] == '\n' ? 1u : 0u;
+        if (keep == 0) return 0;
+        n = keep;
+        lines = kept;
+      }
+    }
+    if (append_all(s, data, n)) {
+      if (kind != kind_sidecar) record_bytes_ += n;
+      return lines;
+    }
+    const std::uint64_t kept = cut_to_lines(s, data, lines, kind, id);
+    if (kind != kind_sidecar) record_bytes_ += failed_done_;
+    return kept;
+  }
+
+  /// How many of `n` record bytes the budget lets through now.
+  std::size_t budget_allows(std::size_t n) noexcept {
+    std::size_t allowed = n;
+    const std::uint64_t max = max_bytes_.load(std::memory_order_relaxed);
+    if (max != 0) {
+      const std::uint64_t left = record_bytes_ >= max ? 0 : max - record_bytes_;
+      if (left < allowed) {
+        allowed = static_cast<std::size_t>(left);
+        diag(topic::max_bytes,
+             "the trace reached LOTUS_MAX_BYTES=%llu bytes in this process; further events are "
+             "dropped (counted)",
+             static_cast<unsigned long long>(max));
+      }
+    }
+    if (allowed > 0) allowed = space_allows(allowed);
+    return allowed;
+  }
+
+  /// How many of `n` bytes can be written keeping the file system's reserve. statvfs() again
+  /// after half of the room left at the last check is written (at most 4 MiB), so the reserve
+  /// holds between checks, and at most once a second once the reserve is reached.
+  LOTUS_DETAIL_COLD std::size_t space_allows(std::size_t n) noexcept {
+    const std::uint64_t reserve_setting = min_free_.load(std::memory_order_relaxed);
+    if (budget_changed_.exchange(false, std::memory_order_relaxed)) space_checked_ = false;
+    if (reserve_setting == 0) return n;
+    const std::uint64_t now = clock_ns(CLOCK_MONOTONIC);
+    if (space_checked_) {
+      if (space_low_ && now - space_checked_at_ < 1000000000u) return 0;
+      if (!space_low_ && record_bytes_ + n <= space_next_check_) return n;
+    }
+    struct statvfs fs {};
+    space_checked_ = true;
+    space_checked_at_ = now;
+    if (::statvfs(dir_.c_str(), &fs) != 0) {  // cannot tell: write (ENOSPC is still counted)
+      space_low_ = false;
+      space_next_check_ = record_bytes_ + (4u << 20);
+      return n;
+    }
+    const std::uint64_t unit = fs.f_frsize != 0 ? fs.f_frsize : fs.f_bsize;
+    const std::uint64_t avail = static_cast<std::uint64_t>(fs.f_bavail) * unit;
+    const std::uint64_t size = static_cast<std::uint64_t>(fs.f_blocks) * unit;
+    std::uint64_t reserve = reserve_setting;
+    if (reserve == min_free_auto) {  // the larger of 1 GiB and 5 %; 5 % of a smaller one
+      reserve = size / 20 > (std::uint64_t{1} << 30) ? size / 20 : (std::uint64_t{1} << 30);
+      if (reserve >= size) reserve = size / 20;
+    }
+    // Files take whole blocks, and sidecars are not counted: 8 blocks of slack.
+    const std::uint64_t keep = reserve + 8 * unit;
+    const std::uint64_t room = avail > keep ? avail - keep : 0;
+    space_low_ = room < n;  // what fits is written; then nothing until a check finds room
+    const std::uint64_t step = room / 2 < (4u << 20) ? room / 2 : (4u << 20);
+    space_next_check_ = record_bytes_ + (step > n ? step : n);
+    if (space_low_) {
+      diag(topic::disk_reserve,
+           "the trace directory's file system has %llu KiB free, the %llu KiB lotus leaves free "
+           "(LOTUS_MIN_FREE_BYTES); events are dropped (counted) until space is freed",
+           static_cast<unsigned long long>(avail >> 10),
+           static_cast<unsigned long long>(reserve >> 10));
+      return static_cast<std::size_t>(room);
+    }
+    return n;
   }
 
   /// The common case: every byte written. Otherwise `failed_*` describe how far it got.
@@ -438,6 +531,12 @@ class trace_files {
   text created_;                 // `file <name>` lines not yet in the sidecar
   bool created_overflow_ = false;
   std::size_t failed_done_ = 0;  // bytes of the last failed append that did reach the file
+  std::atomic<std::uint64_t> max_bytes_{0};
+  std::atomic<std::uint64_t> min_free_{min_free_auto};
+  std::atomic<bool> budget_changed_{false};
+  std::uint64_t record_bytes_ = 0;  // record bytes written by this process
+  bool space_checked_ = false, space_low_ = false;
+  std::uint64_t space_checked_at_ = 0, space_next_check_ = 0;
   int failed_errno_ = 0;
   std::size_t known_mask_ = 0, known_used_ = 0;
 };

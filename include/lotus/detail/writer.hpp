@@ -140,6 +140,11 @@ class trace_writer {
   void adopt_clock(const tick_converter& c) noexcept { conv_ = c; }
 
   /// Where to write from now on; pending events of the old prefix were flushed by the caller.
+  /// The disk budget (trace_files::set_budget).
+  void set_budget(std::uint64_t max_bytes, std::uint64_t min_free) noexcept {
+    files_.set_budget(max_bytes, min_free);
+  }
+
   void retarget(const text& prefix, std::uint64_t interval_ms) noexcept {
     const sync_hold lk(mu_);
     if (std::string_view(prefix.c_str(), prefix.size()) !=
