@@ -144,7 +144,8 @@ int usage() {
       "  signals MS            'Loop' scopes interrupted by SIGUSR1; the handler records\n"
       "  fds THREADS           live threads record one 'Live' each; prints the open fds\n"
       "  fork_first_start T    T threads make the first events while main forks\n"
-      "  flush_in_handler MS   short-lived threads record; a SIGUSR2 handler calls flush()\n");
+      "  flush_in_handler MS   short-lived threads record; a SIGUSR2 handler calls flush()\n"
+      "  reconfigure N         configure() N times, alternating two prefixes, 10 scopes each\n");
   return 2;
 }
 
@@ -271,6 +272,22 @@ int main(int argc, char** argv) {
     std::printf("handler %llu\nloops %llu\nsent %llu\n",
                 static_cast<unsigned long long>(g_handler_runs.load()),
                 static_cast<unsigned long long>(loops), static_cast<unsigned long long>(sent));
+    return 0;
+  }
+
+  if (mode == "reconfigure" && argc == 3) {  // alternate two prefixes, 10 scopes under each
+    const char* base = std::getenv("LOTUS_LOG_FILE");
+    if (base == nullptr) return usage();
+    for (long i = 0; i < a; ++i) {
+      lotus::options o;
+      o.log_file = std::string(base) + (i % 2 ? "_b" : "_a");
+      lotus::configure(o);
+      for (int k = 0; k < 10; ++k) {
+        LOTUS_SCOPE("Step");
+      }
+    }
+    lotus::flush();
+    print_stats();
     return 0;
   }
 

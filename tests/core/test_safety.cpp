@@ -652,6 +652,28 @@ TEST_CASE("lotus::flush() in a signal handler returns, whatever the handler inte
   CHECK(disk.lines == c.written);
 }
 
+TEST_CASE("configure() alternating two prefixes appends to its own files, drops nothing",
+          "[safety][configure]") {
+  // Before the fix, the third configure() of a prefix found its own earlier files, took fresh
+  // names, and after 64 of them dropped events ("its 64 fresh names are taken").
+  lotus_test::temp_dir dir;
+  const auto c = run_child({child, "reconfigure", "140"}, {{"LOTUS_LOG_FILE", dir / "t"}});
+  require_clean_exit(c);
+  INFO("stderr:\n" << c.run.err);
+  CHECK(c.recorded == 1400);
+  CHECK(c.written == 1400);
+  CHECK(c.dropped == 0);
+  CHECK(c.run.err.empty());
+  std::size_t trace_files = 0;
+  for (const auto& name : lotus_test::list_dir(dir.path)) {
+    if (name[0] != '.') ++trace_files;
+  }
+  CHECK(trace_files == 2);  // one per prefix: the main thread's worker file
+  const auto disk = read_disk(dir.path);
+  CHECK(disk.bad == 0);
+  CHECK(disk.lines_named("SStep") == 1400);
+}
+
 TEST_CASE("fork() while other threads make the first events: the child never hangs",
           "[safety][fork]") {
   if (lotus_test::k_tsan) {

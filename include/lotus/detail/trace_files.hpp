@@ -19,6 +19,7 @@
 #include "lotus/clock.hpp"
 #include "lotus/config.hpp"
 #include "lotus/detail/diagnostics.hpp"
+#include "lotus/detail/name_cache.hpp"
 #include "lotus/detail/text.hpp"
 #include "lotus/detail/threads.hpp"
 
@@ -45,7 +46,8 @@ class trace_files {
  public:
   /// New prefix (absolute): files of the old one are closed; nothing is created yet.
   LOTUS_DETAIL_COLD void start(std::string_view prefix, ptr_list<thread_state>& threads) noexcept {
-    close_all(threads);
+    close_all(threads, /*keep_known=*/true);
+    prefix_id_ = prefix_id_of(prefix);
     const std::size_t slash = prefix.rfind('/');
     prefix_ = text();
     dir_ = text();
@@ -74,11 +76,19 @@ class trace_files {
     budget_changed_.store(true, std::memory_order_relaxed);
   }
 
-  /// Closes every file (prefix change, fork child, shutdown).
-  LOTUS_DETAIL_COLD void close_all(ptr_list<thread_state>& threads) noexcept {
+  /// Closes every file (prefix change, fork child, shutdown). With `keep_known` (a prefix change)
+  /// the files stay known under their prefix: configuring it again appends to them (they were
+  /// created by this process) instead of taking fresh names.
+  LOTUS_DETAIL_COLD void close_all(ptr_list<thread_state>& threads,
+                                   bool keep_known = false) noexcept {
     for (thread_state* t : threads) {
       release(t->worker);
       release(t->main);
+      if (keep_known) {
+        if (t->worker.state == file_slot::created)
+          remember(file_key(t->tid, kind_worker), t->worker);
+        if (t->main.state == file_slot::created) remember(file_key(t->tid, kind_main), t->main);
+      }
       t->worker = file_slot{};
       t->main = file_slot{};
       t->announced = false;
@@ -89,11 +99,18 @@ class trace_files {
     }
     open_count_ = 0;
     if (sidecar_.fd >= 0) ::close(sidecar_.fd);
+    sidecar_.fd = -1;
+    if (keep_known && sidecar_.state == file_slot::created &&
+        sidecar_pid_ == static_cast<std::uint64_t>(::getpid())) {
+      remember(file_key(sidecar_pid_, kind_sidecar), sidecar_);
+    }
     sidecar_ = file_slot{};
     sidecar_pid_ = 0;
-    std::free(known_);
-    known_ = nullptr;
-    known_mask_ = known_used_ = 0;
+    if (!keep_known) {
+      known_.release();
+      prefix_count_ = 0;
+      prefix_id_ = no_prefix_id;
+    }
   }
 
   /// A finished thread: its files are closed and leave the cache. They are remembered by thread id:
@@ -102,8 +119,8 @@ class trace_files {
   void forget(thread_state& t) noexcept {
     release(t.worker);
     release(t.main);
-    if (t.worker.state == file_slot::created) remember(t.tid * 2, t.worker);
-    if (t.main.state == file_slot::created) remember(t.tid * 2 + 1, t.main);
+    if (t.worker.state == file_slot::created) remember(file_key(t.tid, kind_worker), t.worker);
+    if (t.main.state == file_slot::created) remember(file_key(t.tid, kind_main), t.main);
   }
 
   /// Appends `n` bytes of whole lines to the thread's worker or main file. Returns how many of the
@@ -112,7 +129,7 @@ class trace_files {
                       std::uint64_t lines) {
     file_slot& s = main_file ? t.main : t.worker;
     if (disabled_ || s.state == file_slot::refused) return 0;
-    if (s.state == file_slot::none) recall(t.tid * 2 + (main_file ? 1 : 0), s);
+    if (s.state == file_slot::none) recall(file_key(t.tid, main_file ? kind_main : kind_worker), s);
     const int kind = main_file ? kind_main : kind_worker;
     if (s.fd < 0 && !acquire(s, kind, t.tid)) return 0;
     s.last_use = ++clock_;
@@ -128,10 +145,14 @@ class trace_files {
       if (sidecar_.fd >= 0) ::close(sidecar_.fd);
       sidecar_ = file_slot{};
       sidecar_pid_ = pid;
+      recall(file_key(pid, kind_sidecar), sidecar_);  // this prefix, configured before
     }
     if (sidecar_.state == file_slot::refused) return false;
+    if (sidecar_.fd < 0 && sidecar_.state == file_slot::created) {
+      if (!reopen(sidecar_, kind_sidecar, pid)) return false;
+      return append_lines(sidecar_, lines.c_str(), lines.size(), 1, kind_sidecar, pid) == 1;
+    }
     if (sidecar_.fd < 0) {
-      if (sidecar_.state == file_slot::created) return false;  // never reopened: it stays open
       if (!create(sidecar_, kind_sidecar, pid)) return false;
       text all = header;
       all.add(lines);
@@ -157,41 +178,65 @@ class trace_files {
   }
 
  private:
+  /// A file this process created, by (prefix, thread id, kind): a later thread with the same id
+  /// (the kernel reuses them) or the same prefix configured again appends to it.
   struct known_file {
-    std::uint64_t key;  // tid * 2 + (main file ? 1 : 0); 0 marks an empty slot (no tid is 0)
+    std::uint64_t key;  // file_key(); 0 marks an empty slot
     file_slot slot;
+    bool empty() const noexcept { return key == 0; }
+    std::size_t hash() const noexcept {
+      return static_cast<std::size_t>(key * 0x9E3779B97F4A7C15ull >> 20);
+    }
   };
 
-  LOTUS_DETAIL_COLD void remember(std::uint64_t key, const file_slot& s) noexcept {
-    if (2 * (known_used_ + 1) > known_mask_ + 1) {
-      const std::size_t cap = known_ == nullptr ? 256 : 2 * (known_mask_ + 1);
-      auto* fresh = static_cast<known_file*>(std::calloc(cap, sizeof(known_file)));
-      if (fresh == nullptr) return;  // the next thread with this id takes a fresh name instead
-      for (std::size_t i = 0; known_ != nullptr && i <= known_mask_; ++i) {
-        if (known_[i].key == 0) continue;
-        std::size_t j =
-            static_cast<std::size_t>(known_[i].key * 0x9E3779B97F4A7C15ull >> 20) & (cap - 1);
-        while (fresh[j].key != 0) j = (j + 1) & (cap - 1);
-        fresh[j] = known_[i];
-      }
-      std::free(known_);
-      known_ = fresh;
-      known_mask_ = cap - 1;
+  static constexpr unsigned max_prefixes = 64;  // distinct prefixes remembered per process
+  static constexpr unsigned no_prefix_id = ~0u;
+
+  /// The index of `prefix` among the prefixes this process wrote, added when new; no_prefix_id
+  /// beyond max_prefixes (files of those prefixes are not remembered: fresh names as before).
+  unsigned prefix_id_of(std::string_view prefix) noexcept {
+    std::uint64_t h = 1469598103934665603ull;  // FNV-1a of the prefix (64 bits)
+    for (const char c : prefix) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+    for (unsigned i = 0; i < prefix_count_; ++i) {
+      if (prefixes_[i] == h) return i;
     }
-    std::size_t j = static_cast<std::size_t>(key * 0x9E3779B97F4A7C15ull >> 20) & known_mask_;
-    while (known_[j].key != 0 && known_[j].key != key) j = (j + 1) & known_mask_;
-    if (known_[j].key == 0) ++known_used_;
-    known_[j].key = key;
-    known_[j].slot = s;
-    known_[j].slot.fd = -1;
+    if (prefix_count_ == max_prefixes) return no_prefix_id;
+    prefixes_[prefix_count_] = h;
+    return prefix_count_++;
+  }
+
+  /// id * 4 + kind in the low 40 bits (a thread id, or the pid for the sidecar), the prefix
+  /// above; 0 when the prefix is not remembered.
+  std::uint64_t file_key(std::uint64_t id, int kind) const noexcept {
+    if (prefix_id_ == no_prefix_id) return 0;
+    return (std::uint64_t{prefix_id_ + 1} << 40) |
+           ((id * 4 + static_cast<std::uint64_t>(kind)) & ((std::uint64_t{1} << 40) - 1));
+  }
+
+  LOTUS_DETAIL_COLD void remember(std::uint64_t key, const file_slot& s) noexcept {
+    if (key == 0) return;
+    for (std::size_t j = known_file{key, {}}.hash() & known_.mask; known_.slots != nullptr;
+         j = (j + 1) & known_.mask) {
+      if (known_.slots[j].key == key) {
+        known_.slots[j].slot = s;
+        known_.slots[j].slot.fd = -1;
+        return;
+      }
+      if (known_.slots[j].key == 0) break;
+    }
+    // Out of memory: the next thread with this id takes a fresh name instead.
+    if (!known_.reserve_one(256, std::size_t{1} << 24)) return;
+    known_file k{key, s};
+    k.slot.fd = -1;
+    known_.insert(k);
   }
 
   void recall(std::uint64_t key, file_slot& s) const noexcept {
-    if (known_ == nullptr) return;
-    for (std::size_t j = static_cast<std::size_t>(key * 0x9E3779B97F4A7C15ull >> 20) & known_mask_;
-         known_[j].key != 0; j = (j + 1) & known_mask_) {
-      if (known_[j].key == key) {
-        s = known_[j].slot;
+    if (key == 0 || known_.slots == nullptr) return;
+    for (std::size_t j = known_file{key, {}}.hash() & known_.mask; known_.slots[j].key != 0;
+         j = (j + 1) & known_.mask) {
+      if (known_.slots[j].key == key) {
+        s = known_.slots[j].slot;
         return;
       }
     }
@@ -350,36 +395,44 @@ class trace_files {
     make_room();
     if (s.state == file_slot::none) {
       if (!create(s, kind, id)) return false;
-    } else {
-      text name;
-      path_of(name, s, kind, id);  // it fit when the file was created
-      const char* const path = name.c_str();
-      int fd = -1;
-      do {
-        fd = ::open(path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-      } while (fd < 0 && errno == EINTR);
-      struct stat st {};
-      const bool same = fd >= 0 && ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-                        st.st_uid == ::geteuid() && st.st_nlink == 1 &&
-                        static_cast<std::uint64_t>(st.st_dev) == s.dev &&
-                        static_cast<std::uint64_t>(st.st_ino) == s.ino;
-      if (!same) {
-        const int err = errno;
-        if (fd >= 0) ::close(fd);
-        if (fd < 0 && (err == EMFILE || err == ENFILE)) {
-          open_failed(path, err, "reopen");
-          return false;
-        }
-        s.state = file_slot::refused;
-        diag(topic::file_refused,
-             "trace file '%s' was removed, replaced or linked since lotus created it; it is not "
-             "written again and its events are dropped (counted)",
-             path);
-        return false;
-      }
-      s.fd = fd;
+    } else if (!reopen(s, kind, id)) {
+      return false;
     }
     open_[open_count_++] = &s;
+    return true;
+  }
+
+  /// Reopens a file this process created (`s` holds its identity). False when it cannot be
+  /// opened now (EMFILE: retried later), or was removed, replaced or linked since: then it is
+  /// refused, with one message.
+  LOTUS_DETAIL_COLD bool reopen(file_slot& s, int kind, std::uint64_t id) noexcept {
+    text name;
+    path_of(name, s, kind, id);  // it fit when the file was created
+    const char* const path = name.c_str();
+    int fd = -1;
+    do {
+      fd = ::open(path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    } while (fd < 0 && errno == EINTR);
+    struct stat st {};
+    const bool same = fd >= 0 && ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+                      st.st_uid == ::geteuid() && st.st_nlink == 1 &&
+                      static_cast<std::uint64_t>(st.st_dev) == s.dev &&
+                      static_cast<std::uint64_t>(st.st_ino) == s.ino;
+    if (!same) {
+      const int err = errno;
+      if (fd >= 0) ::close(fd);
+      if (fd < 0 && (err == EMFILE || err == ENFILE)) {
+        open_failed(path, err, "reopen");
+        return false;
+      }
+      s.state = file_slot::refused;
+      diag(topic::file_refused,
+           "trace file '%s' was removed, replaced or linked since lotus created it; it is not "
+           "written again and its events are dropped (counted)",
+           path);
+      return false;
+    }
+    s.fd = fd;
     return true;
   }
 
@@ -527,8 +580,11 @@ class trace_files {
   std::uint64_t clock_ = 0;
   file_slot sidecar_;
   std::uint64_t sidecar_pid_ = 0;
-  known_file* known_ = nullptr;  // files of exited threads, by id (open addressing)
-  text created_;                 // `file <name>` lines not yet in the sidecar
+  probe_table<known_file> known_;              // files of exited threads and earlier prefixes
+  std::uint64_t prefixes_[max_prefixes] = {};  // hashes of known_'s prefixes (prefix_id_of)
+  unsigned prefix_count_ = 0;
+  unsigned prefix_id_ = no_prefix_id;
+  text created_;  // `file <name>` lines not yet in the sidecar
   bool created_overflow_ = false;
   std::size_t failed_done_ = 0;  // bytes of the last failed append that did reach the file
   std::atomic<std::uint64_t> max_bytes_{0};
@@ -538,7 +594,6 @@ class trace_files {
   bool space_checked_ = false, space_low_ = false;
   std::uint64_t space_checked_at_ = 0, space_next_check_ = 0;
   int failed_errno_ = 0;
-  std::size_t known_mask_ = 0, known_used_ = 0;
 };
 
 }  // namespace detail
