@@ -1502,6 +1502,8 @@ struct test_hooks {
   static inline std::atomic<clock_fn> manual_clock{nullptr};
   /// The id this thread's trace files are named after instead of its tid (set before recording).
   static inline thread_local std::uint64_t thread_id = 0;
+  /// The most trace files the writer created between a full ring's nudge and its drain.
+  static inline std::atomic<std::uint64_t> max_creates_while_full{0};
 };
 
 }  // namespace detail
@@ -2667,6 +2669,8 @@ struct test_hooks {
   static inline std::atomic<clock_fn> manual_clock{nullptr};
   /// The id this thread's trace files are named after instead of its tid (set before recording).
   static inline thread_local std::uint64_t thread_id = 0;
+  /// The most trace files the writer created between a full ring's nudge and its drain.
+  static inline std::atomic<std::uint64_t> max_creates_while_full{0};
 };
 
 }  // namespace detail
@@ -2958,6 +2962,8 @@ class trace_files {
 
   bool disabled() const noexcept { return disabled_; }
   const text& base() const noexcept { return base_; }
+  /// Files this process tried to create (any thread may read it).
+  std::uint64_t creates() const noexcept { return creates_.load(std::memory_order_relaxed); }
 
   /// The disk budget (settings: LOTUS_MAX_BYTES, LOTUS_MIN_FREE_BYTES); set from any thread.
   /// `max_bytes`: trace-file bytes this process may write (0: no limit). `min_free`: free bytes
@@ -3232,6 +3238,7 @@ class trace_files {
   }
 
   LOTUS_DETAIL_COLD bool create(file_slot& s, int kind, std::uint64_t id) noexcept {
+    creates_.fetch_add(1, std::memory_order_relaxed);
     make_dirs();
     text taken, name;
     for (unsigned k = s.fresh; k <= max_fresh_names; ++k) {
@@ -3484,6 +3491,7 @@ class trace_files {
   std::atomic<std::uint64_t> max_bytes_{0};
   std::atomic<std::uint64_t> min_free_{min_free_auto};
   std::atomic<bool> budget_changed_{false};
+  std::atomic<std::uint64_t> creates_{0};
   std::uint64_t record_bytes_ = 0;  // record bytes written by this process
   bool space_checked_ = false, space_low_ = false;
   std::uint64_t space_checked_at_ = 0, space_next_check_ = 0;
@@ -3663,6 +3671,11 @@ class trace_writer {
   /// A thread's ring is full: drain soon. Lock-free (callable from a thread that holds no lock
   /// and from a signal handler's push); the writer also wakes on its own twice per interval.
   void nudge() noexcept {
+#ifdef LOTUS_TEST_HOOKS
+    if (!nudge_pending_.exchange(true, std::memory_order_relaxed)) {
+      nudged_at_creates_.store(files_.creates(), std::memory_order_relaxed);
+    }
+#endif
     urgent_.store(true, std::memory_order_relaxed);
     cv_.notify_one();
   }
@@ -3822,7 +3835,7 @@ class trace_writer {
   }
 
   /// Drains every thread once and writes the sidecar lines of the cycle (no lock held).
-  void cycle(bool reopen, bool stats) noexcept {
+  void cycle(bool reopen, bool stats, bool urgent) noexcept {
     const std::uint64_t cpu0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
     if (!threads_.snapshot(cycle_threads_)) {
       diag(topic::no_memory, "out of memory listing the recording threads; retried next cycle");
@@ -3832,6 +3845,7 @@ class trace_writer {
     }
     discard_ = files_.disabled();
     busy_ = false;
+    if (urgent) serve_urgent();  // a full ring woke this cycle: it goes first
     for (thread_state* t : cycle_threads_) {
       const bool retired = t->retired.load(std::memory_order_acquire);
       if (drain(*t)) busy_ = true;
@@ -3839,11 +3853,26 @@ class trace_writer {
         files_.forget(*t);
         if (!cycle_finished_.push(t)) break;  // out of memory: the rest next cycle
       }
+      if (urgent_.load(std::memory_order_relaxed)) serve_urgent();
     }
     flush_thread_lines();
     if (stats && stats_line_ != nullptr && files_.has_sidecar()) sidecar(stats_line_());
     threads_.release(cycle_finished_);
     cpu_ns_.fetch_add(clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0, std::memory_order_relaxed);
+  }
+
+  /// A ring filled while this cycle writes other threads' files (after thread churn, thousands
+  /// of new files: seconds on some file systems): drain every live thread now, so file creation
+  /// never sits between a full ring and its drain for more than one file.
+  void serve_urgent() noexcept {
+    urgent_.store(false, std::memory_order_relaxed);
+    // A fresh list: the thread whose ring is full may have started after this cycle's. Only
+    // this thread frees thread records, after the cycle, so every one listed stays valid.
+    ptr_list<thread_state>& live =
+        threads_.snapshot(urgent_threads_) ? urgent_threads_ : cycle_threads_;
+    for (thread_state* t : live) {
+      if (!t->retired.load(std::memory_order_acquire) && drain(*t)) busy_ = true;
+    }
   }
 
   void loop() noexcept {
@@ -3869,7 +3898,7 @@ class trace_writer {
       mu_.lock();
       const std::uint64_t req = flush_req_;
       const bool stopping = stop_;
-      urgent_.store(false, std::memory_order_relaxed);
+      const bool urgent = urgent_.exchange(false, std::memory_order_relaxed);
       if (!conv_.calibrated()) await_calibration();
       conv_.reanchor();
       const bool reopen = reopen_;
@@ -3877,7 +3906,7 @@ class trace_writer {
       if (reopen) cycle_prefix_ = prefix_;
       mu_.unlock();
 
-      cycle(reopen, req != flush_done_ || stopping);
+      cycle(reopen, req != flush_done_ || stopping, urgent);
 
       mu_.lock();
       flush_done_ = req;
@@ -3898,6 +3927,10 @@ class trace_writer {
   sync_cond done_cv_;    // wakes flush(), stop() and fork_prepare()
   std::atomic<int> forks_pending_{0};
   std::atomic<bool> urgent_{false};
+#ifdef LOTUS_TEST_HOOKS
+  std::atomic<std::uint64_t> nudged_at_creates_{0};
+  std::atomic<bool> nudge_pending_{false};
+#endif
   std::atomic<bool> running_{false};
   pthread_t thread_{};
   bool thread_started_ = false;  // (mu)
@@ -3923,7 +3956,7 @@ class trace_writer {
   text cycle_prefix_;  // the prefix of a reopening cycle
   text thread_lines_;  // sidecar `thread` lines of this cycle
   out_buffer worker_buf_, main_buf_;
-  ptr_list<thread_state> cycle_threads_, cycle_finished_;
+  ptr_list<thread_state> cycle_threads_, cycle_finished_, urgent_threads_;
   epoch_formatter epoch_;
   label_table labels_;
 };
@@ -3978,6 +4011,17 @@ inline bool trace_writer::drain(thread_state& t) noexcept {
     std::uint64_t tail = r->tail.load(std::memory_order_relaxed);
     const std::uint64_t head = r->head.load(std::memory_order_acquire);
     busy = busy || head - tail > r->capacity / 2;
+#ifdef LOTUS_TEST_HOOKS
+    // A full ring: how many files were created since its owner asked for this drain.
+    if (head - tail >= r->capacity && nudge_pending_.exchange(false, std::memory_order_relaxed)) {
+      const std::uint64_t lag =
+          files_.creates() - nudged_at_creates_.load(std::memory_order_relaxed);
+      std::uint64_t seen = test_hooks::max_creates_while_full.load(std::memory_order_relaxed);
+      while (lag > seen && !test_hooks::max_creates_while_full.compare_exchange_weak(
+                               seen, lag, std::memory_order_relaxed)) {
+      }
+    }
+#endif
     if (head != tail && !t.announced) announce(t);
     constexpr std::size_t flush_bytes = 1u << 18;
     while (tail != head) {

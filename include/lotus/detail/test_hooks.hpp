@@ -23,6 +23,8 @@ struct test_hooks {
   static inline std::atomic<clock_fn> manual_clock{nullptr};
   /// The id this thread's trace files are named after instead of its tid (set before recording).
   static inline thread_local std::uint64_t thread_id = 0;
+  /// The most trace files the writer created between a full ring's nudge and its drain.
+  static inline std::atomic<std::uint64_t> max_creates_while_full{0};
 };
 
 }  // namespace detail

@@ -64,6 +64,8 @@ class trace_files {
 
   bool disabled() const noexcept { return disabled_; }
   const text& base() const noexcept { return base_; }
+  /// Files this process tried to create (any thread may read it).
+  std::uint64_t creates() const noexcept { return creates_.load(std::memory_order_relaxed); }
 
   /// The disk budget (settings: LOTUS_MAX_BYTES, LOTUS_MIN_FREE_BYTES); set from any thread.
   /// `max_bytes`: trace-file bytes this process may write (0: no limit). `min_free`: free bytes
@@ -338,6 +340,7 @@ class trace_files {
   }
 
   LOTUS_DETAIL_COLD bool create(file_slot& s, int kind, std::uint64_t id) noexcept {
+    creates_.fetch_add(1, std::memory_order_relaxed);
     make_dirs();
     text taken, name;
     for (unsigned k = s.fresh; k <= max_fresh_names; ++k) {
@@ -590,6 +593,7 @@ class trace_files {
   std::atomic<std::uint64_t> max_bytes_{0};
   std::atomic<std::uint64_t> min_free_{min_free_auto};
   std::atomic<bool> budget_changed_{false};
+  std::atomic<std::uint64_t> creates_{0};
   std::uint64_t record_bytes_ = 0;  // record bytes written by this process
   bool space_checked_ = false, space_low_ = false;
   std::uint64_t space_checked_at_ = 0, space_next_check_ = 0;
