@@ -250,3 +250,42 @@ print(lotus._last_options["log_file"], w[0].category.__name__, len(w))
 """
     prefix, category, count = run_python(code).stdout.split()
     assert (prefix, category, count) == (str(tmp_path / "a" / "log"), "RuntimeWarning", "1")
+
+
+EXIT_WITH_WORKERS = """
+import sys, torch
+from torch.utils.data import DataLoader, Dataset
+import lotus, lotus.torch
+class D(Dataset):
+    def __len__(self): return 16
+    def __getitem__(self, i): return torch.tensor([float(i)])
+if __name__ == "__main__":
+    lotus.torch.instrument(log_file=sys.argv[1])
+    # A module global and persistent workers: the workers are still alive at interpreter exit,
+    # where multiprocessing's exit handler SIGTERMs them and torch's worker handler _exit()s.
+    loader = DataLoader(D(), batch_size=2, num_workers=2, persistent_workers=True,
+                        multiprocessing_context=sys.argv[2])
+    consumed = sum(1 for _ in loader)
+    print(consumed)
+"""
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_workers_sigtermed_at_exit_keep_their_records(tmp_path, context):
+    # A 60 s writer period: without the SIGTERM flush no worker record reached disk at all.
+    script = tmp_path / "exit_with_workers.py"
+    script.write_text(EXIT_WITH_WORKERS)
+    trace = tmp_path / "trace"
+    r = run_python([str(script), str(trace / "lotustrace_log"), context],
+                   env={"LOTUS_FLUSH_INTERVAL_MS": "60000"}, timeout=300)
+    assert r.stdout.strip() == "8"
+    files = read_trace(trace)
+    main = [rows for n, rows in files.items() if "_main_pid_" in n]
+    workers = [rows for n, rows in files.items() if "_worker_pid_" in n]
+    assert len(main) == 1 and len(workers) == 2, sorted(files)
+    consumed = sorted(int(n.split("_")[1]) for n, _, _ in main[0]
+                      if n.startswith("SBatchConsumed_"))
+    preprocessed = sorted(int(n.split("_")[1]) for rows in workers for n, _, _ in rows
+                          if n.startswith("SBatchPreprocessed_"))
+    assert consumed == list(range(8))
+    assert preprocessed == consumed  # every batch the main process consumed, on disk

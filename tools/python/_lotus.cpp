@@ -7,6 +7,7 @@
 // API (configure, stats, collector, BatchTracker) uses pybind11.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <signal.h>
 
 #include <chrono>
 #include <cstdint>
@@ -366,6 +367,37 @@ PyMethodDef module_methods[] = {
      "_batch(kind, idx[, t0, t1]): record one SBatch* record."},
     {nullptr, nullptr, 0, nullptr}};
 
+// ---- SIGTERM in DataLoader workers ------------------------------------------------------------
+
+// Workers still alive at interpreter exit are SIGTERMed (multiprocessing's exit handler), and
+// torch's worker handler _exit()s: their last records would never reach disk although the main
+// process consumed those batches. This handler, installed in each worker after torch's, flushes
+// lotus (bounded; not at all when the signal interrupted lotus itself) and then runs torch's.
+struct sigaction g_prev_sigterm {};
+bool g_sigterm_hooked = false;
+
+void on_sigterm(int sig, siginfo_t* info, void* context) {
+  lotus::flush();
+  const struct sigaction& prev = g_prev_sigterm;
+  if ((prev.sa_flags & SA_SIGINFO) != 0) {
+    if (prev.sa_sigaction != nullptr) prev.sa_sigaction(sig, info, context);
+  } else if (prev.sa_handler == SIG_DFL) {
+    ::signal(sig, SIG_DFL);
+    ::raise(sig);
+  } else if (prev.sa_handler != SIG_IGN && prev.sa_handler != nullptr) {
+    prev.sa_handler(sig);
+  }
+}
+
+void flush_on_sigterm() {
+  if (g_sigterm_hooked) return;
+  struct sigaction sa {};
+  sa.sa_sigaction = on_sigterm;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  if (::sigaction(SIGTERM, &sa, &g_prev_sigterm) == 0) g_sigterm_hooked = true;
+}
+
 // ---- configure ---------------------------------------------------------------------------------
 
 void configure(std::optional<std::string> log_file, std::optional<bool> enabled,
@@ -436,6 +468,8 @@ PYBIND11_MODULE(_lotus, m) {
   m.attr("BATCH_QUEUED") = static_cast<int>(k_queued);
   m.attr("BATCH_CONSUMED") = static_cast<int>(k_consumed);
 
+  m.def("_flush_on_sigterm", &flush_on_sigterm,
+        "In a DataLoader worker: flush lotus when SIGTERM arrives, then run the previous handler.");
   m.def("_set_decorator_factory", [](py::object f) {
     Py_XDECREF(g_decorate);
     g_decorate = f.release().ptr();

@@ -48,6 +48,7 @@ _lock = _threading.Lock()
 _patches = None      # [(owner, attribute, original)] while instrumented, else None
 _trace_all = False   # True: trace everything; False: only objects with Lotus's keywords
 _worker_batch = None  # in a DataLoader worker: the index of the batch being fetched
+_sigterm_hooked = False  # in a DataLoader worker: _lotus._flush_on_sigterm() done
 _prefix_warned = False
 
 
@@ -185,7 +186,12 @@ class _IndexQueue:
         self._queue = queue
 
     def get(self, *args, **kwargs):
-        global _worker_batch
+        global _worker_batch, _sigterm_hooked
+        if not _sigterm_hooked:
+            # After torch's worker signal handlers (set when its loop starts): SIGTERM at
+            # interpreter exit flushes this worker's records before torch's handler exits.
+            _lotus._flush_on_sigterm()
+            _sigterm_hooked = True
         r = self._queue.get(*args, **kwargs)
         _worker_batch = r[0] if type(r) is tuple and len(r) == 2 and type(r[0]) is int else None
         return r
