@@ -4012,8 +4012,9 @@ inline bool trace_writer::drain(thread_state& t) noexcept {
     const std::uint64_t head = r->head.load(std::memory_order_acquire);
     busy = busy || head - tail > r->capacity / 2;
 #ifdef LOTUS_TEST_HOOKS
-    // A full ring: how many files were created since its owner asked for this drain.
-    if (head - tail >= r->capacity && nudge_pending_.exchange(false, std::memory_order_relaxed)) {
+    // A live thread's events: how many files were created since a full ring asked for a drain.
+    if (head != tail && !t.retired.load(std::memory_order_relaxed) &&
+        nudge_pending_.exchange(false, std::memory_order_relaxed)) {
       const std::uint64_t lag =
           files_.creates() - nudged_at_creates_.load(std::memory_order_relaxed);
       std::uint64_t seen = test_hooks::max_creates_while_full.load(std::memory_order_relaxed);
@@ -4273,16 +4274,21 @@ LOTUS_DETAIL_COLD inline void runtime::configure(const options& o) {
   apply_locked(o);
 }
 
-/// Waits for the writer, bounded: never from a signal handler that interrupted lotus on this
-/// thread (the interrupted code may hold what the writer needs, such as the allocator's lock
-/// inside ring growth), and never longer than writer_flush_limit_ms.
+/// True (with one message) when this call comes from a signal handler that interrupted lotus on
+/// this thread: flush() and shutdown() must not wait then (the interrupted code may hold what the
+/// writer needs, such as the allocator's lock inside ring growth).
+LOTUS_DETAIL_COLD inline bool interrupted_lotus() noexcept {
+  if (t_thread.busy == 0) return false;
+  diag(topic::reentrant,
+       "lotus::flush() or shutdown() from a signal handler that interrupted lotus on the same "
+       "thread: not waited for (the writer writes those events on its next cycle)");
+  return true;
+}
+
+/// Waits for the writer, bounded: not at all from a handler that interrupted lotus
+/// (interrupted_lotus), and never longer than writer_flush_limit_ms.
 LOTUS_DETAIL_COLD inline void runtime::flush() noexcept {
-  if (t_thread.busy != 0) {
-    diag(topic::reentrant,
-         "lotus::flush() or shutdown() from a signal handler that interrupted lotus on the same "
-         "thread: not waited for (the writer writes those events on its next cycle)");
-    return;
-  }
+  if (interrupted_lotus()) return;
   const busy_guard busy;
   if (!writer_.flush(writer_flush_limit_ms)) {
     diag(topic::writer,
@@ -4293,12 +4299,7 @@ LOTUS_DETAIL_COLD inline void runtime::flush() noexcept {
 }
 
 LOTUS_DETAIL_COLD inline void runtime::shutdown() noexcept {
-  if (t_thread.busy != 0) {
-    diag(topic::reentrant,
-         "lotus::flush() or shutdown() from a signal handler that interrupted lotus on the same "
-         "thread: not waited for (the writer writes those events on its next cycle)");
-    return;
-  }
+  if (interrupted_lotus()) return;
   const busy_guard busy;
   if (g_mode.load(std::memory_order_relaxed) >= mode_tsc) {
     g_mode.store(mode_off, std::memory_order_relaxed);

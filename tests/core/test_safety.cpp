@@ -126,6 +126,25 @@ disk_summary read_disk(const std::string& dir) {
 
 std::string pid_str(pid_t pid) { return std::to_string(static_cast<long>(pid)); }
 
+/// A tmpfs of `size` mounted at `path` (created) for the test's lifetime; `mounted` is false,
+/// with a warning, where mounting is not allowed (not root): the test is then skipped.
+struct small_tmpfs {
+  std::string path;
+  bool mounted = false;
+  small_tmpfs(std::string at, const char* size) : path(std::move(at)) {
+    REQUIRE(::mkdir(path.c_str(), 0755) == 0);
+    const std::string opts = std::string("size=") + size;
+    mounted = ::mount("tmpfs", path.c_str(), "tmpfs", 0, opts.c_str()) == 0;
+    if (!mounted)
+      WARN("cannot mount a " << size << " tmpfs (" << std::strerror(errno) << "); skipped");
+  }
+  ~small_tmpfs() {
+    if (mounted) ::umount2(path.c_str(), MNT_DETACH);
+  }
+  small_tmpfs(const small_tmpfs&) = delete;
+  small_tmpfs& operator=(const small_tmpfs&) = delete;
+};
+
 // ---- hostile names in a shared sticky directory ---------------------------------------------
 
 constexpr uid_t victim_uid = 61000;    // runs the traced program (no passwd entry needed)
@@ -436,16 +455,9 @@ TEST_CASE("ring allocation failure: one message, every event written or counted"
 
 TEST_CASE("ENOSPC: whole lines only, the rest counted as dropped, one message", "[safety][loss]") {
   lotus_test::temp_dir dir;
-  const std::string mnt = dir / "full";
-  REQUIRE(::mkdir(mnt.c_str(), 0755) == 0);
-  if (::mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=64k") != 0) {
-    WARN("cannot mount a 64 KiB tmpfs (" << std::strerror(errno) << "); skipped");
-    return;
-  }
-  struct unmount {
-    std::string path;
-    ~unmount() { ::umount2(path.c_str(), MNT_DETACH); }
-  } unmount_at_end{mnt};
+  const small_tmpfs fs(dir / "full", "64k");
+  if (!fs.mounted) return;
+  const std::string& mnt = fs.path;
 
   // Two threads, 20000 scopes each: about 1.2 MB of lines for 64 KiB. No free-space reserve:
   // this is about the disk filling up anyway.
@@ -472,16 +484,9 @@ TEST_CASE("ENOSPC: whole lines only, the rest counted as dropped, one message", 
 TEST_CASE("disk budget: the default reserve keeps 5 % of a small file system free",
           "[safety][loss][budget]") {
   lotus_test::temp_dir dir;
-  const std::string mnt = dir / "small";
-  REQUIRE(::mkdir(mnt.c_str(), 0755) == 0);
-  if (::mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=256k") != 0) {
-    WARN("cannot mount a 256 KiB tmpfs (" << std::strerror(errno) << "); skipped");
-    return;
-  }
-  struct unmount {
-    std::string path;
-    ~unmount() { ::umount2(path.c_str(), MNT_DETACH); }
-  } unmount_at_end{mnt};
+  const small_tmpfs small(dir / "small", "256k");
+  if (!small.mounted) return;
+  const std::string& mnt = small.path;
   const auto c = run_child({child, "scopes", "2", "20000"}, {{"LOTUS_LOG_FILE", mnt + "/t"}});
   require_clean_exit(c);
   INFO("stderr:\n" << c.run.err);

@@ -266,16 +266,21 @@ LOTUS_DETAIL_COLD inline void runtime::configure(const options& o) {
   apply_locked(o);
 }
 
-/// Waits for the writer, bounded: never from a signal handler that interrupted lotus on this
-/// thread (the interrupted code may hold what the writer needs, such as the allocator's lock
-/// inside ring growth), and never longer than writer_flush_limit_ms.
+/// True (with one message) when this call comes from a signal handler that interrupted lotus on
+/// this thread: flush() and shutdown() must not wait then (the interrupted code may hold what the
+/// writer needs, such as the allocator's lock inside ring growth).
+LOTUS_DETAIL_COLD inline bool interrupted_lotus() noexcept {
+  if (t_thread.busy == 0) return false;
+  diag(topic::reentrant,
+       "lotus::flush() or shutdown() from a signal handler that interrupted lotus on the same "
+       "thread: not waited for (the writer writes those events on its next cycle)");
+  return true;
+}
+
+/// Waits for the writer, bounded: not at all from a handler that interrupted lotus
+/// (interrupted_lotus), and never longer than writer_flush_limit_ms.
 LOTUS_DETAIL_COLD inline void runtime::flush() noexcept {
-  if (t_thread.busy != 0) {
-    diag(topic::reentrant,
-         "lotus::flush() or shutdown() from a signal handler that interrupted lotus on the same "
-         "thread: not waited for (the writer writes those events on its next cycle)");
-    return;
-  }
+  if (interrupted_lotus()) return;
   const busy_guard busy;
   if (!writer_.flush(writer_flush_limit_ms)) {
     diag(topic::writer,
@@ -286,12 +291,7 @@ LOTUS_DETAIL_COLD inline void runtime::flush() noexcept {
 }
 
 LOTUS_DETAIL_COLD inline void runtime::shutdown() noexcept {
-  if (t_thread.busy != 0) {
-    diag(topic::reentrant,
-         "lotus::flush() or shutdown() from a signal handler that interrupted lotus on the same "
-         "thread: not waited for (the writer writes those events on its next cycle)");
-    return;
-  }
+  if (interrupted_lotus()) return;
   const busy_guard busy;
   if (g_mode.load(std::memory_order_relaxed) >= mode_tsc) {
     g_mode.store(mode_off, std::memory_order_relaxed);

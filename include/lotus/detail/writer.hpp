@@ -521,8 +521,9 @@ inline bool trace_writer::drain(thread_state& t) noexcept {
     const std::uint64_t head = r->head.load(std::memory_order_acquire);
     busy = busy || head - tail > r->capacity / 2;
 #ifdef LOTUS_TEST_HOOKS
-    // A full ring: how many files were created since its owner asked for this drain.
-    if (head - tail >= r->capacity && nudge_pending_.exchange(false, std::memory_order_relaxed)) {
+    // A live thread's events: how many files were created since a full ring asked for a drain.
+    if (head != tail && !t.retired.load(std::memory_order_relaxed) &&
+        nudge_pending_.exchange(false, std::memory_order_relaxed)) {
       const std::uint64_t lag =
           files_.creates() - nudged_at_creates_.load(std::memory_order_relaxed);
       std::uint64_t seen = test_hooks::max_creates_while_full.load(std::memory_order_relaxed);

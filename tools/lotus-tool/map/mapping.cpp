@@ -9,6 +9,8 @@
 #include <sstream>
 #include <utility>
 
+#include "util/output.hpp"
+
 namespace lotus_tool {
 
 std::map<std::string, std::vector<std::string>> mapping::op_to_func() const {
@@ -292,16 +294,6 @@ std::string pct(double x) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f%%", 100.0 * x);
   return buf;
-}
-
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string o = "\"";
-  for (char c : s) {
-    if (c == '"') o += '"';
-    o += c;
-  }
-  return o + "\"";
 }
 
 }  // namespace
