@@ -2931,6 +2931,27 @@ constexpr std::size_t max_open_trace_files = 60;
 /// Fresh names tried when a file name is taken: `_r1_` … `_r64_`.
 constexpr unsigned max_fresh_names = 64;
 
+/// This process's start time (clock ticks since boot, /proc/self/stat field 22): with the pid,
+/// it tells this process's sidecar from one of an earlier process with the same pid. 0: unknown.
+LOTUS_DETAIL_COLD inline std::uint64_t process_start() noexcept {
+  char buf[1024];
+  int fd = -1;
+  do {
+    fd = ::open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) return 0;
+  const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  const char* p = std::strrchr(buf, ')');  // the command name may hold spaces and ')'
+  if (p == nullptr) return 0;
+  for (int field = 2; field < 22 && *p != '\0'; ++p) field += *p == ' ' ? 1 : 0;
+  std::uint64_t v = 0;
+  for (; *p >= '0' && *p <= '9'; ++p) v = v * 10 + static_cast<std::uint64_t>(*p - '0');
+  return v;
+}
+
 /// Every trace file and sidecar of one process, written by the writer thread only.
 ///
 /// Rules (tools/RUNTIME.md, "File creation"): a file is only ever *created*, with
@@ -3053,7 +3074,11 @@ class trace_files {
       return append_lines(sidecar_, lines.c_str(), lines.size(), 1, kind_sidecar, pid) == 1;
     }
     if (sidecar_.fd < 0) {
+      sidecar_adopted_ = false;
       if (!create(sidecar_, kind_sidecar, pid)) return false;
+      if (sidecar_adopted_) {  // an earlier runtime of this process wrote its header
+        return append_lines(sidecar_, lines.c_str(), lines.size(), 1, kind_sidecar, pid) == 1;
+      }
       text all = header;
       all.add(lines);
       return append_lines(sidecar_, all.c_str(), all.size(), 1, kind_sidecar, pid) == 1;
@@ -3237,6 +3262,54 @@ class trace_files {
     }
   }
 
+  /// Adopts `path` as this process's sidecar when an earlier runtime of this process wrote it
+  /// (its header has this pid and `start` line), it is a regular file of this user with one
+  /// link, and it can be opened for appending as the same inode.
+  LOTUS_DETAIL_COLD bool adopt_own_sidecar(const char* path, file_slot& s) noexcept {
+    const std::uint64_t start = process_start();
+    if (start == 0) return false;
+    int fd = -1;
+    do {
+      fd = ::open(path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    } while (fd < 0 && errno == EINTR);
+    if (fd < 0) return false;
+    struct stat st {};
+    char head[1024];
+    ssize_t n = -1;
+    int rfd = -1;
+    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid() &&
+        st.st_nlink == 1) {
+      // Read the header through /proc/self/fd: the very inode just opened.
+      char self[64];
+      std::snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
+      rfd = ::open(self, O_RDONLY | O_CLOEXEC);
+      if (rfd >= 0) n = ::pread(rfd, head, sizeof head - 1, 0);
+      if (rfd >= 0) ::close(rfd);
+    }
+    bool ours = false;
+    if (n > 0) {
+      head[n] = '\0';
+      char want[96];
+      std::snprintf(want, sizeof want, "\npid %d\n", static_cast<int>(::getpid()));
+      char want_start[64];
+      std::snprintf(want_start, sizeof want_start, "\nstart %llu\n",
+                    static_cast<unsigned long long>(start));
+      ours = std::strncmp(head, "lotus-meta 1\n", 13) == 0 && std::strstr(head, want) != nullptr &&
+             std::strstr(head, want_start) != nullptr;
+    }
+    if (!ours) {
+      ::close(fd);
+      return false;
+    }
+    s.fd = fd;
+    s.state = file_slot::created;
+    s.dev = static_cast<std::uint64_t>(st.st_dev);
+    s.ino = static_cast<std::uint64_t>(st.st_ino);
+    s.size = static_cast<std::uint64_t>(st.st_size);
+    sidecar_adopted_ = true;
+    return true;
+  }
+
   LOTUS_DETAIL_COLD bool create(file_slot& s, int kind, std::uint64_t id) noexcept {
     creates_.fetch_add(1, std::memory_order_relaxed);
     make_dirs();
@@ -3281,6 +3354,9 @@ class trace_files {
         open_failed(path, err, "create");
         return false;
       }
+      // Another runtime of this same process (a library loaded again after dlclose) made this
+      // sidecar: append to it rather than use up fresh names.
+      if (kind == kind_sidecar && adopt_own_sidecar(path, s)) return true;
       if (taken.empty()) taken = name;
     }
     s.state = file_slot::refused;
@@ -3492,6 +3568,7 @@ class trace_files {
   std::atomic<std::uint64_t> min_free_{min_free_auto};
   std::atomic<bool> budget_changed_{false};
   std::atomic<std::uint64_t> creates_{0};
+  bool sidecar_adopted_ = false;
   std::uint64_t record_bytes_ = 0;  // record bytes written by this process
   bool space_checked_ = false, space_low_ = false;
   std::uint64_t space_checked_at_ = 0, space_next_check_ = 0;
@@ -3779,7 +3856,8 @@ class trace_writer {
                       "lotus-meta 1\nversion " LOTUS_VERSION_STRING "\npid %d\nppid %d\nprefix ",
                       static_cast<int>(::getpid()), static_cast<int>(::getppid()));
     head.add(line, printed(n, sizeof line)).add(files_.base());
-    const int m = std::snprintf(line, sizeof line, "\nclock %s %.9f\n",
+    const int m = std::snprintf(line, sizeof line, "\nstart %llu\nclock %s %.9f\n",
+                                static_cast<unsigned long long>(process_start()),
                                 conv_.mode() == mode_tsc ? "tsc" : "realtime", conv_.ns_per_tick());
     return head.add(line, printed(m, sizeof line)).add(sidecar_info_);
   }

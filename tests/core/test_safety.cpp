@@ -679,6 +679,32 @@ TEST_CASE("configure() alternating two prefixes appends to its own files, drops 
   CHECK(disk.lines_named("SStep") == 1400);
 }
 
+TEST_CASE("a recording plugin loaded and unloaded 70 times keeps one sidecar and every record",
+          "[safety][configure]") {
+  // Each dlopen is a runtime of its own; before the fix the 65th found its sidecar name and all
+  // 64 fresh names taken (by its own process's earlier loads) and lost its sidecar.
+  lotus_test::temp_dir dir;
+  const auto c =
+      run_child({LOTUS_DL_CHILD, LOTUS_DL_RECORDER, "70", "10"}, {{"LOTUS_LOG_FILE", dir / "t"}});
+  INFO("stderr:\n" << c.run.err);
+  REQUIRE(c.run.exit_code == 0);
+  CHECK(c.run.err.empty());
+  std::size_t sidecars = 0;
+  std::string sidecar;
+  for (const auto& name : lotus_test::list_dir(dir.path)) {
+    if (name[0] == '.') {
+      ++sidecars;
+      sidecar = lotus_test::read_file(dir / name);
+    }
+  }
+  CHECK(sidecars == 1);
+  CHECK(count_of(sidecar, "lotus-meta 1\n") == 1);  // one header
+  CHECK(count_of(sidecar, "\nthread ") == 70);      // every load's thread
+  const auto disk = read_disk(dir.path);
+  CHECK(disk.bad == 0);
+  CHECK(disk.lines_named("SPlugin") == 700);
+}
+
 TEST_CASE("fork() while other threads make the first events: the child never hangs",
           "[safety][fork]") {
   if (lotus_test::k_tsan) {

@@ -288,7 +288,8 @@ class trace_writer {
                       "lotus-meta 1\nversion " LOTUS_VERSION_STRING "\npid %d\nppid %d\nprefix ",
                       static_cast<int>(::getpid()), static_cast<int>(::getppid()));
     head.add(line, printed(n, sizeof line)).add(files_.base());
-    const int m = std::snprintf(line, sizeof line, "\nclock %s %.9f\n",
+    const int m = std::snprintf(line, sizeof line, "\nstart %llu\nclock %s %.9f\n",
+                                static_cast<unsigned long long>(process_start()),
                                 conv_.mode() == mode_tsc ? "tsc" : "realtime", conv_.ns_per_tick());
     return head.add(line, printed(m, sizeof line)).add(sidecar_info_);
   }
