@@ -4344,23 +4344,24 @@ LOTUS_DETAIL_COLD inline void runtime::apply_locked(const options& o) noexcept {
   if (on) writer_.start();
 }
 
+/// True (with one message) when this call comes from a signal handler that interrupted lotus on
+/// this thread: configure(), flush() and shutdown() must not wait then (the interrupted code may
+/// hold what the writer needs, such as the allocator's lock inside ring growth).
+LOTUS_DETAIL_COLD inline bool interrupted_lotus() noexcept {
+  if (t_thread.busy == 0) return false;
+  diag(topic::reentrant,
+       "lotus::configure(), flush() or shutdown() from a signal handler that interrupted lotus "
+       "on the same thread: skipped (it would wait for the code it interrupted)");
+  return true;
+}
+
 LOTUS_DETAIL_COLD inline void runtime::configure(const options& o) {
+  if (interrupted_lotus()) return;
   initialize();  // reads the environment once; the options below may still turn tracing on
   flush();       // events recorded under the old settings go to the old files
   const busy_guard busy;
   const sync_hold lk(mu_);
   apply_locked(o);
-}
-
-/// True (with one message) when this call comes from a signal handler that interrupted lotus on
-/// this thread: flush() and shutdown() must not wait then (the interrupted code may hold what the
-/// writer needs, such as the allocator's lock inside ring growth).
-LOTUS_DETAIL_COLD inline bool interrupted_lotus() noexcept {
-  if (t_thread.busy == 0) return false;
-  diag(topic::reentrant,
-       "lotus::flush() or shutdown() from a signal handler that interrupted lotus on the same "
-       "thread: not waited for (the writer writes those events on its next cycle)");
-  return true;
 }
 
 /// Waits for the writer, bounded: not at all from a handler that interrupted lotus
