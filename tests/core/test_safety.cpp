@@ -683,9 +683,14 @@ TEST_CASE("a recording plugin loaded and unloaded 70 times keeps one sidecar and
           "[safety][configure]") {
   // Each dlopen is a runtime of its own; before the fix the 65th found its sidecar name and all
   // 64 fresh names taken (by its own process's earlier loads) and lost its sidecar.
+#ifndef LOTUS_DL_CHILD
+  WARN("skipped: the plugin and its loader are not built in sanitizer builds");
+#else
   lotus_test::temp_dir dir;
-  const auto c =
-      run_child({LOTUS_DL_CHILD, LOTUS_DL_RECORDER, "70", "10"}, {{"LOTUS_LOG_FILE", dir / "t"}});
+  // Each load's runtime is deliberately never freed (threads may still record at exit); once its
+  // library is unloaded, LeakSanitizer can no longer see the pointer: not a leak to report here.
+  const auto c = run_child({LOTUS_DL_CHILD, LOTUS_DL_RECORDER, "70", "10"},
+                           {{"LOTUS_LOG_FILE", dir / "t"}, {"ASAN_OPTIONS", "detect_leaks=0"}});
   INFO("stderr:\n" << c.run.err);
   REQUIRE(c.run.exit_code == 0);
   CHECK(c.run.err.empty());
@@ -703,14 +708,16 @@ TEST_CASE("a recording plugin loaded and unloaded 70 times keeps one sidecar and
   const auto disk = read_disk(dir.path);
   CHECK(disk.bad == 0);
   CHECK(disk.lines_named("SPlugin") == 700);
+#endif
 }
 
 TEST_CASE("fork() while other threads make the first events: the child never hangs",
           "[safety][fork]") {
-  if (lotus_test::k_tsan) {
-    WARN(
-        "skipped under ThreadSanitizer: it does not support threads in a child forked from a "
-        "multi-threaded process");
+  if (lotus_test::k_sanitized) {
+    // ThreadSanitizer does not support threads in a child forked from a multi-threaded process,
+    // and GCC 12's AddressSanitizer allocator has no fork handlers: a child forked while the
+    // other threads allocate their first rings inherits its locks held (glibc's malloc does not).
+    WARN("skipped under a sanitizer (its runtime is not fork-safe while other threads allocate)");
     return;
   }
   // Before the fix about 1 run in 10 hung the child in __cxa_guard_acquire under runtime::get().

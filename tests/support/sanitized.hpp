@@ -11,21 +11,7 @@
 #  endif
 #endif
 
-#if defined(__SANITIZE_THREAD__)
-#  define LOTUS_TEST_TSAN 1
-#elif defined(__has_feature)
-#  if __has_feature(thread_sanitizer)
-#    define LOTUS_TEST_TSAN 1
-#  endif
-#endif
-
 namespace lotus_test {
-#ifdef LOTUS_TEST_TSAN
-/// ThreadSanitizer: no threads in a child forked from a multi-threaded process.
-inline constexpr bool k_tsan = true;
-#else
-inline constexpr bool k_tsan = false;
-#endif
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || defined(LOTUS_TEST_SANITIZED)
 inline constexpr bool k_sanitized = true;
 #else
