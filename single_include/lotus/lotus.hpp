@@ -1688,6 +1688,16 @@ struct probe_table {
     return true;
   }
 
+  /// The slot with hash `h` that `match` accepts, or nullptr.
+  template <class Match>
+  Slot* find(std::size_t h, Match&& match) const noexcept {
+    if (slots == nullptr) return nullptr;
+    for (std::size_t i = h & mask; !slots[i].empty(); i = (i + 1) & mask) {
+      if (match(slots[i])) return &slots[i];
+    }
+    return nullptr;
+  }
+
   /// Stores `s` (after reserve_one) and returns where it went.
   Slot* insert(const Slot& s) noexcept {
     Slot* at = free_slot(slots, mask, s.hash());
@@ -2209,11 +2219,9 @@ class label_table {
 
   /// nullptr when out of memory.
   const label* find(const record_site* loc) noexcept {
-    if (table_.slots != nullptr) {
-      for (std::size_t i = hash_of(loc) & table_.mask;; i = (i + 1) & table_.mask) {
-        if (table_.slots[i].key == loc) return &table_.slots[i];
-        if (table_.slots[i].key == nullptr) break;
-      }
+    if (const label* l =
+            table_.find(hash_of(loc), [loc](const label& x) { return x.key == loc; })) {
+      return l;
     }
     return add(loc);
   }
@@ -2643,42 +2651,6 @@ class sync_cond {
 #include <cstring>  // memcpy
 #include <new>      // nothrow
 
-#ifdef LOTUS_TEST_HOOKS
-// ---- begin lotus/detail/test_hooks.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_TEST_HOOKS_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_TEST_HOOKS_HPP
-// lotus — hooks for lotus's own tests: compiled only with LOTUS_TEST_HOOKS (internal)
-// SPDX-License-Identifier: MIT
-
-#include <atomic>   // atomic
-#include <cstdint>  // uint64_t
-
-
-#ifndef LOTUS_TEST_HOOKS
-#  error \
-      "lotus/detail/test_hooks.hpp is for lotus's own tests: define LOTUS_TEST_HOOKS for the whole test program"
-#endif
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-namespace detail {
-
-struct test_hooks {
-  using clock_fn = std::uint64_t (*)() noexcept;
-  /// A scripted clock: installed before tracing is initialized, it replaces the TSC/realtime.
-  static inline std::atomic<clock_fn> manual_clock{nullptr};
-  /// The id this thread's trace files are named after instead of its tid (set before recording).
-  static inline thread_local std::uint64_t thread_id = 0;
-  /// The most trace files the writer created between a full ring's nudge and its drain.
-  static inline std::atomic<std::uint64_t> max_creates_while_full{0};
-};
-
-}  // namespace detail
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_TEST_HOOKS_HPP
-// ---- end lotus/detail/test_hooks.hpp ----
-#endif
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -3140,30 +3112,23 @@ class trace_files {
 
   LOTUS_DETAIL_COLD void remember(std::uint64_t key, const file_slot& s) noexcept {
     if (key == 0) return;
-    for (std::size_t j = known_file{key, {}}.hash() & known_.mask; known_.slots != nullptr;
-         j = (j + 1) & known_.mask) {
-      if (known_.slots[j].key == key) {
-        known_.slots[j].slot = s;
-        known_.slots[j].slot.fd = -1;
-        return;
-      }
-      if (known_.slots[j].key == 0) break;
-    }
+    known_file* k = known_.find(known_file{key, {}}.hash(),
+                                [key](const known_file& x) { return x.key == key; });
     // Out of memory: the next thread with this id takes a fresh name instead.
-    if (!known_.reserve_one(256, std::size_t{1} << 24)) return;
-    known_file k{key, s};
-    k.slot.fd = -1;
-    known_.insert(k);
+    if (k == nullptr && known_.reserve_one(256, std::size_t{1} << 24)) {
+      k = known_.insert(known_file{key, s});
+    }
+    if (k != nullptr) {
+      k->slot = s;
+      k->slot.fd = -1;
+    }
   }
 
   void recall(std::uint64_t key, file_slot& s) const noexcept {
-    if (key == 0 || known_.slots == nullptr) return;
-    for (std::size_t j = known_file{key, {}}.hash() & known_.mask; known_.slots[j].key != 0;
-         j = (j + 1) & known_.mask) {
-      if (known_.slots[j].key == key) {
-        s = known_.slots[j].slot;
-        return;
-      }
+    if (key == 0) return;
+    if (const known_file* k = known_.find(known_file{key, {}}.hash(),
+                                          [key](const known_file& x) { return x.key == key; })) {
+      s = k->slot;
     }
   }
 
@@ -3269,22 +3234,16 @@ class trace_files {
     const std::uint64_t start = process_start();
     if (start == 0) return false;
     int fd = -1;
-    do {
-      fd = ::open(path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    do {  // read-write: the header is read from the very inode that is then appended to
+      fd = ::open(path, O_RDWR | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     } while (fd < 0 && errno == EINTR);
     if (fd < 0) return false;
     struct stat st {};
     char head[1024];
     ssize_t n = -1;
-    int rfd = -1;
     if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid() &&
         st.st_nlink == 1) {
-      // Read the header through /proc/self/fd: the very inode just opened.
-      char self[64];
-      std::snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
-      rfd = ::open(self, O_RDONLY | O_CLOEXEC);
-      if (rfd >= 0) n = ::pread(rfd, head, sizeof head - 1, 0);
-      if (rfd >= 0) ::close(rfd);
+      n = ::pread(fd, head, sizeof head - 1, 0);
     }
     bool ours = false;
     if (n > 0) {
@@ -4136,6 +4095,9 @@ namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
 
+static_assert(min_free_default == trace_files::min_free_auto,
+              "settings and trace_files share the 'default reserve' value");
+
 /// How long exit waits for the writer before giving up (a stuck file system must not hang it).
 constexpr std::uint64_t writer_stop_limit_ms = 5000;
 /// The longest lotus::flush() waits for the writer (then it returns, with one message).
@@ -4336,8 +4298,7 @@ LOTUS_DETAIL_COLD inline void runtime::apply_locked(const options& o) noexcept {
   }
   max_capacity_.store(set_.ring_capacity, std::memory_order_relaxed);
   block_.store(set_.overflow == overflow_policy::block, std::memory_order_relaxed);
-  writer_.set_budget(set_.max_bytes, set_.min_free == min_free_default ? trace_files::min_free_auto
-                                                                       : set_.min_free);
+  writer_.set_budget(set_.max_bytes, set_.min_free);
   writer_.retarget(set_.log_file, set_.flush_interval_ms);
   const bool on = set_.enabled && !set_.log_file.empty();
   g_mode.store(on ? clock_mode_ : mode_off, std::memory_order_release);
@@ -4632,9 +4593,7 @@ LOTUS_DETAIL_COLD inline void runtime::fork_child() noexcept {
   fresh->writer_.adopt_clock(old->writer_.clock_model());
   fresh->writer_.set_sidecar_info(sidecar_host_lines());
   fresh->writer_.set_stats_source(&stats_line);
-  fresh->writer_.set_budget(old->set_.max_bytes, old->set_.min_free == min_free_default
-                                                     ? trace_files::min_free_auto
-                                                     : old->set_.min_free);
+  fresh->writer_.set_budget(old->set_.max_bytes, old->set_.min_free);
   fresh->writer_.retarget(old->set_.log_file, old->set_.flush_interval_ms);
   old->interned_.move_to(fresh->interned_);  // interned locations must stay valid
   fresh->parent_ = old;  // the parent's runtime and rings stay allocated (and reachable)

@@ -89,16 +89,24 @@ def verdicts(base, new):
 
 def test_diff_real():
     pipeline("warm", "-w", "2", "--step-ms", "2")  # page cache and data warm
-    a = pipeline("same_a", "-w", "2", "--step-ms", "2")
-    b = pipeline("same_b", "-w", "2", "--step-ms", "2")
-    v, j = verdicts(a, b)
-    check(set(v) >= {"SLoader", "SRandomResizedCrop", "SToTensor", "SNormalize"}, f"ops: {v}")
-    check(all(x == "same" for x in v.values()), f"identical runs: {v}")
-    big = pipeline("size320", "-w", "2", "--step-ms", "2", "--size", "320")
-    v, j = verdicts(a, big)
-    for op in ("SRandomResizedCrop", "SToTensor", "SNormalize"):
-        check(v[op] == "slower", f"--size 320: {op} is {v[op]}")
-    check(v["SLoader"] == "same", f"--size 320: SLoader is {v['SLoader']}")
+    # Timings on a shared machine: the verdicts are checked on up to three sets of runs.
+    for attempt in range(3):
+        a = pipeline("same_a", "-w", "2", "--step-ms", "2")
+        b = pipeline("same_b", "-w", "2", "--step-ms", "2")
+        big = pipeline("size320", "-w", "2", "--step-ms", "2", "--size", "320")
+        same, _ = verdicts(a, b)
+        v, j = verdicts(a, big)
+        check(set(same) >= {"SLoader", "SRandomResizedCrop", "SToTensor", "SNormalize"},
+              f"ops: {same}")
+        errors = [f"identical runs: {op} is {x}" for op, x in same.items() if x != "same"]
+        errors += [f"--size 320: {op} is {v[op]}" for op in
+                   ("SRandomResizedCrop", "SToTensor", "SNormalize") if v[op] != "slower"]
+        errors += [f"--size 320: SLoader is {v['SLoader']}"] if v["SLoader"] != "same" else []
+        if not errors:
+            break
+        print(f"attempt {attempt + 1}: {errors}")
+    else:
+        sys.exit(f"FAIL: diff verdicts wrong in three attempts: {errors}")
     # The documented JSON shape, and determinism (a seeded bootstrap).
     for o in j["ops"]:
         check(set(o) >= {"name", "verdict", "base", "new", "change", "mean_change", "ci95"}, str(o))

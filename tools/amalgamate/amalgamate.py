@@ -16,7 +16,7 @@ import tempfile
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 INCLUDE = ROOT / "include"
 OUTPUT = ROOT / "single_include" / "lotus" / "lotus.hpp"
-LOCAL = re.compile(r'^\s*#\s*include\s+"(lotus/[^"]+)"\s*$')
+LOCAL = re.compile(r'^\s*#\s*include\s+"(lotus/[^"]+)"\s*(//.*)?$')  # a trailing // comment allowed
 PRAGMA = re.compile(r"^\s*#\s*pragma\s+once\s*$")
 VERSION = re.compile(r'#define LOTUS_VERSION_STRING "([^"]+)"')
 

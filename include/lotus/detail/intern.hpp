@@ -118,11 +118,9 @@ class label_table {
 
   /// nullptr when out of memory.
   const label* find(const record_site* loc) noexcept {
-    if (table_.slots != nullptr) {
-      for (std::size_t i = hash_of(loc) & table_.mask;; i = (i + 1) & table_.mask) {
-        if (table_.slots[i].key == loc) return &table_.slots[i];
-        if (table_.slots[i].key == nullptr) break;
-      }
+    if (const label* l =
+            table_.find(hash_of(loc), [loc](const label& x) { return x.key == loc; })) {
+      return l;
     }
     return add(loc);
   }

@@ -74,6 +74,16 @@ struct probe_table {
     return true;
   }
 
+  /// The slot with hash `h` that `match` accepts, or nullptr.
+  template <class Match>
+  Slot* find(std::size_t h, Match&& match) const noexcept {
+    if (slots == nullptr) return nullptr;
+    for (std::size_t i = h & mask; !slots[i].empty(); i = (i + 1) & mask) {
+      if (match(slots[i])) return &slots[i];
+    }
+    return nullptr;
+  }
+
   /// Stores `s` (after reserve_one) and returns where it went.
   Slot* insert(const Slot& s) noexcept {
     Slot* at = free_slot(slots, mask, s.hash());

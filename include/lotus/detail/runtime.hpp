@@ -50,6 +50,9 @@ namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
 
+static_assert(min_free_default == trace_files::min_free_auto,
+              "settings and trace_files share the 'default reserve' value");
+
 /// How long exit waits for the writer before giving up (a stuck file system must not hang it).
 constexpr std::uint64_t writer_stop_limit_ms = 5000;
 /// The longest lotus::flush() waits for the writer (then it returns, with one message).
@@ -250,8 +253,7 @@ LOTUS_DETAIL_COLD inline void runtime::apply_locked(const options& o) noexcept {
   }
   max_capacity_.store(set_.ring_capacity, std::memory_order_relaxed);
   block_.store(set_.overflow == overflow_policy::block, std::memory_order_relaxed);
-  writer_.set_budget(set_.max_bytes, set_.min_free == min_free_default ? trace_files::min_free_auto
-                                                                       : set_.min_free);
+  writer_.set_budget(set_.max_bytes, set_.min_free);
   writer_.retarget(set_.log_file, set_.flush_interval_ms);
   const bool on = set_.enabled && !set_.log_file.empty();
   g_mode.store(on ? clock_mode_ : mode_off, std::memory_order_release);
@@ -546,9 +548,7 @@ LOTUS_DETAIL_COLD inline void runtime::fork_child() noexcept {
   fresh->writer_.adopt_clock(old->writer_.clock_model());
   fresh->writer_.set_sidecar_info(sidecar_host_lines());
   fresh->writer_.set_stats_source(&stats_line);
-  fresh->writer_.set_budget(old->set_.max_bytes, old->set_.min_free == min_free_default
-                                                     ? trace_files::min_free_auto
-                                                     : old->set_.min_free);
+  fresh->writer_.set_budget(old->set_.max_bytes, old->set_.min_free);
   fresh->writer_.retarget(old->set_.log_file, old->set_.flush_interval_ms);
   old->interned_.move_to(fresh->interned_);  // interned locations must stay valid
   fresh->parent_ = old;  // the parent's runtime and rings stay allocated (and reachable)

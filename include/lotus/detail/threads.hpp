@@ -15,10 +15,7 @@
 
 #include "lotus/config.hpp"
 #include "lotus/detail/ring.hpp"
-#include "lotus/detail/sync.hpp"
-#ifdef LOTUS_TEST_HOOKS
-#  include "lotus/detail/test_hooks.hpp"
-#endif
+#include "lotus/detail/sync.hpp"  // clock.hpp: test_hooks under LOTUS_TEST_HOOKS
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {

@@ -242,30 +242,23 @@ class trace_files {
 
   LOTUS_DETAIL_COLD void remember(std::uint64_t key, const file_slot& s) noexcept {
     if (key == 0) return;
-    for (std::size_t j = known_file{key, {}}.hash() & known_.mask; known_.slots != nullptr;
-         j = (j + 1) & known_.mask) {
-      if (known_.slots[j].key == key) {
-        known_.slots[j].slot = s;
-        known_.slots[j].slot.fd = -1;
-        return;
-      }
-      if (known_.slots[j].key == 0) break;
-    }
+    known_file* k = known_.find(known_file{key, {}}.hash(),
+                                [key](const known_file& x) { return x.key == key; });
     // Out of memory: the next thread with this id takes a fresh name instead.
-    if (!known_.reserve_one(256, std::size_t{1} << 24)) return;
-    known_file k{key, s};
-    k.slot.fd = -1;
-    known_.insert(k);
+    if (k == nullptr && known_.reserve_one(256, std::size_t{1} << 24)) {
+      k = known_.insert(known_file{key, s});
+    }
+    if (k != nullptr) {
+      k->slot = s;
+      k->slot.fd = -1;
+    }
   }
 
   void recall(std::uint64_t key, file_slot& s) const noexcept {
-    if (key == 0 || known_.slots == nullptr) return;
-    for (std::size_t j = known_file{key, {}}.hash() & known_.mask; known_.slots[j].key != 0;
-         j = (j + 1) & known_.mask) {
-      if (known_.slots[j].key == key) {
-        s = known_.slots[j].slot;
-        return;
-      }
+    if (key == 0) return;
+    if (const known_file* k = known_.find(known_file{key, {}}.hash(),
+                                          [key](const known_file& x) { return x.key == key; })) {
+      s = k->slot;
     }
   }
 
@@ -371,22 +364,16 @@ class trace_files {
     const std::uint64_t start = process_start();
     if (start == 0) return false;
     int fd = -1;
-    do {
-      fd = ::open(path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    do {  // read-write: the header is read from the very inode that is then appended to
+      fd = ::open(path, O_RDWR | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     } while (fd < 0 && errno == EINTR);
     if (fd < 0) return false;
     struct stat st {};
     char head[1024];
     ssize_t n = -1;
-    int rfd = -1;
     if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid() &&
         st.st_nlink == 1) {
-      // Read the header through /proc/self/fd: the very inode just opened.
-      char self[64];
-      std::snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
-      rfd = ::open(self, O_RDONLY | O_CLOEXEC);
-      if (rfd >= 0) n = ::pread(rfd, head, sizeof head - 1, 0);
-      if (rfd >= 0) ::close(rfd);
+      n = ::pread(fd, head, sizeof head - 1, 0);
     }
     bool ours = false;
     if (n > 0) {

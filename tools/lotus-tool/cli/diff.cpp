@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "cli/commands.hpp"
+#include "cli/input_options.hpp"
 #include "util/error.hpp"
 
 namespace lotus_tool {
@@ -24,17 +25,7 @@ void add_diff_command(CLI::App& app) {
                   "A base-run directory (repeat for a run of several hosts or ranks)");
   cmd->add_option("--new", args->next.dirs,
                   "A new-run directory (repeat for a run of several hosts or ranks)");
-  cmd->add_option("--prefix,-p", args->base.prefix,
-                  "Log-file prefix (default: the only prefix present in each directory)");
-  cmd->add_flag("--skip-invalid", args->base.skip_invalid,
-                "Skip malformed lines (counted) instead of failing on the first one");
-  cmd->add_option("--epoch", args->base.window.epoch, "Compare epoch N (0-based) of each run");
-  cmd->add_option("--from", args->base.window.from_s,
-                  "Only records starting at least this many seconds after each run's first");
-  cmd->add_option("--to", args->base.window.to_s,
-                  "Only records starting at most this many seconds after each run's first");
-  cmd->add_option("--ops", args->base.window.ops, "Only these ops (comma-separated)")
-      ->delimiter(',');
+  add_input_flags(cmd, args->base, /*windows=*/true);  // applied to both runs
   cmd->add_option("--threshold", args->opt.threshold,
                   "Practical threshold: |relative change| below it is 'same' (shares: half of "
                   "it, in points)")

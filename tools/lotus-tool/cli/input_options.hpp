@@ -10,13 +10,9 @@
 
 namespace lotus_tool {
 
-/// DIR... (one per host or rank), --prefix, with `skip` --skip-invalid and with `windows`
-/// --epoch, --from, --to and --ops.
-inline void add_input_options(CLI::App* cmd, input_args& a, bool windows, bool skip = true) {
-  cmd->add_option("DIR", a.dirs,
-                  "Trace directory; several (one per host or rank) are read as one run, each "
-                  "labelled by its sidecars' host and rank, else its name")
-      ->required();
+/// --prefix, with `skip` --skip-invalid and with `windows` --epoch, --from, --to and --ops (for
+/// a command that takes its directories itself, as diff does).
+inline void add_input_flags(CLI::App* cmd, input_args& a, bool windows, bool skip = true) {
   cmd->add_option("--prefix,-p", a.prefix,
                   "Log-file prefix (default: the only prefix present in each DIR)");
   if (skip) {
@@ -35,6 +31,15 @@ inline void add_input_options(CLI::App* cmd, input_args& a, bool windows, bool s
                   "Only these ops (names with or without the leading 'S', comma-separated); "
                   "batch records are kept")
       ->delimiter(',');
+}
+
+/// DIR... (one per host or rank) and add_input_flags.
+inline void add_input_options(CLI::App* cmd, input_args& a, bool windows, bool skip = true) {
+  cmd->add_option("DIR", a.dirs,
+                  "Trace directory; several (one per host or rank) are read as one run, each "
+                  "labelled by its sidecars' host and rank, else its name")
+      ->required();
+  add_input_flags(cmd, a, windows, skip);
 }
 
 }  // namespace lotus_tool

@@ -157,12 +157,7 @@ run_digest digest_run(const input_args& args, const digest_options& opt) {
   }
   for (const auto& kv : epoch_files)
     d.workers = std::max(d.workers, static_cast<unsigned>(kv.second.size()));
-  d.stats.preprocessed.clear();
-  d.stats.preprocessed.shrink_to_fit();
-  d.stats.waits.clear();
-  d.stats.waits.shrink_to_fit();
-  d.stats.delays.clear();
-  d.stats.delays.shrink_to_fit();
+  d.stats.preprocessed = {};  // now in batch_ms (waits and delays were not kept)
 
   // Op samples: reservoir sampling (Algorithm R) with one seeded generator, per-op capacity
   // from the shared budget.

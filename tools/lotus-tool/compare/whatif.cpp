@@ -210,7 +210,8 @@ worker_advice advise_workers(const run_digest& d) {
   if (!d.has_batches() || d.batch_ms.empty() || d.workers == 0) return adv;
   whatif_args a;
   const unsigned cores = d.cpus > 0 ? d.cpus : 1;
-  const unsigned top = std::min(256u, std::max(2 * d.workers, cores + 1));
+  // At most 32 settings: each replays the whole run.
+  const unsigned top = std::min(d.workers + 32, std::max(2 * d.workers, cores + 1));
   std::vector<whatif_result> tried;
   for (unsigned n = d.workers + 1; n <= top; ++n) {
     a.workers = n;

@@ -71,7 +71,8 @@ struct whatif_result {
 whatif_result predict_workers(const run_digest& d, const whatif_args& a);
 
 /// The report's advice: the fewest workers above the measured count whose predicted epoch is
-/// within 2 % of the best of measured+1 .. max(2 × measured, cores + 1), and the in_order=False
+/// within 2 % of the best of measured+1 .. max(2 × measured, cores + 1) (at most 32 settings),
+/// and the in_order=False
 /// prediction at the measured count when the run had out-of-order arrivals. Empty when the run
 /// has no batches to replay.
 struct worker_advice {
