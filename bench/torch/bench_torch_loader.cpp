@@ -67,9 +67,10 @@ void BM_worker_record(benchmark::State& state) {
   std::uint64_t i = 0;
   std::int64_t n = 0;
   for (auto _ : state) {
-    const lotus::torch::detail::batch_span span = lotus::torch::detail::batch_begin();
+    lotus::torch::detail::batch_span span = lotus::torch::detail::batch_begin(i);
     benchmark::ClobberMemory();
-    lotus::torch::detail::batch_end(span, i++);
+    lotus::torch::detail::batch_end(span, i, true);
+    ++i;
     drain(state, n);
   }
   lotus::flush();

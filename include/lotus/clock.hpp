@@ -17,8 +17,18 @@ namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
 
-/// Tracing state and clock in one word, so the hot path pays a single relaxed load.
-enum : int { mode_uninit = 0, mode_off = 1, mode_tsc = 2, mode_realtime = 3 };
+/// Tracing state and clock in one word, so the hot path pays a single relaxed load. The two
+/// `_nvtx` modes are the same clocks once NVTX ranges were asked for in this process (LOTUS_NVTX):
+/// spans then take their out-of-line path, which pushes and pops the ranges; plain mode_tsc keeps
+/// the hot path exactly as it is without NVTX.
+enum : int {
+  mode_uninit = 0,
+  mode_off = 1,
+  mode_tsc = 2,
+  mode_realtime = 3,
+  mode_tsc_nvtx = 4,
+  mode_realtime_nvtx = 5
+};
 inline std::atomic<int> g_mode{mode_uninit};
 
 /// Nanoseconds on one of the kernel's clocks (realtime, monotonic, thread CPU time).
@@ -40,11 +50,12 @@ LOTUS_DETAIL_FORCE_INLINE std::uint64_t read_tsc() noexcept {
 }
 
 /// Epoch ns for the non-TSC clock (and, in lotus's own tests, a scripted clock).
-LOTUS_DETAIL_NOINLINE inline std::uint64_t now_ticks_slow(int /*mode*/) noexcept {
+LOTUS_DETAIL_NOINLINE inline std::uint64_t now_ticks_slow(int mode) noexcept {
 #ifdef LOTUS_TEST_HOOKS
   const test_hooks::clock_fn f = test_hooks::manual_clock.load(std::memory_order_relaxed);
   if (f != nullptr) return f();
 #endif
+  if (mode == mode_tsc_nvtx) return read_tsc();
   return realtime_ns();
 }
 

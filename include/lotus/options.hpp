@@ -34,6 +34,10 @@ struct options {
   /// are dropped (counted) until space is freed. Default: the larger of 1 GiB and 5 % of the
   /// file system; 0: no reserve.
   std::optional<std::uint64_t> min_free_bytes;
+  /// LOTUS_NVTX: every span also pushes and pops an NVTX range (domain `lotus`) for Nsight
+  /// Systems. Needs a build with NVTX (LOTUS_WITH_NVTX; CMake option LOTUS_NVTX); elsewhere one
+  /// message says so and tracing goes on without it.
+  std::optional<bool> nvtx;
 };
 
 /// Event counters of this process: recorded == written + dropped once everything is flushed.

@@ -39,6 +39,8 @@ inline constexpr record_site batch_consumed_loc{"BatchConsumed", "", "", 0,
 inline constexpr record_site loader_loc{"Loader", "", "", 0, 0};
 inline constexpr record_site transform_loc{"Transform", "", "", 0, 0};
 inline constexpr record_site batch_preprocessed_loc{"BatchPreprocessed", "", "", 0, flag_indexed};
+/// The NVTX range of a consumer's wait (LOTUS_NVTX): the batch index is not known while waiting.
+inline constexpr record_site batch_wait_range_loc{"BatchWait", "", "", 0, flag_main};
 
 }  // namespace detail
 
@@ -107,6 +109,48 @@ class compose {
   std::vector<step> steps_;
 };
 
+namespace detail {
+#ifndef LOTUS_DISABLE
+/// An NVTX range around a part of a span recorded after the fact (LOTUS_NVTX): pushed now,
+/// popped at scope exit, also when the part throws.
+class nvtx_part {
+ public:
+  nvtx_part(const record_site& loc, std::uint64_t idx) noexcept : pushed_(nvtx_push(loc, idx)) {}
+  ~nvtx_part() {
+    if (pushed_) nvtx_pop();
+  }
+  nvtx_part(const nvtx_part&) = delete;
+  nvtx_part& operator=(const nvtx_part&) = delete;
+
+ private:
+  bool pushed_;
+};
+
+/// load_transform with NVTX ranges around the load and the transform.
+template <class Load, class Transform>
+auto load_transform_nvtx(int m, Load& load, Transform& transform) {
+  std::uint64_t l0 = 0, l1 = 0, t0 = 0, t1 = 0;
+  auto sample = [&] {
+    const nvtx_part range(loader_loc, 0);
+    l0 = now_ticks(m);
+    auto r = load();
+    l1 = now_ticks(m);
+    return r;
+  }();
+  auto out = [&] {
+    const nvtx_part range(transform_loc, 0);
+    t0 = now_ticks(m);
+    auto r = transform(std::move(sample));
+    t1 = now_ticks(m);
+    return r;
+  }();
+  emit(loader_loc, l0, l1, 0);
+  emit(transform_loc, t0, t1, 0);
+  return out;
+}
+#endif
+}  // namespace detail
+
 /// One dataset sample as torchvision's `DatasetFolder.__getitem__` does it: `transform(load())`,
 /// recording `SLoader` and `STransform` *after* the transform's own records, Lotus's file order.
 template <class Load, class Transform>
@@ -114,6 +158,9 @@ auto load_transform(Load&& load, Transform&& transform) {
 #ifndef LOTUS_DISABLE
   const int m = detail::active_mode();
   if (m < detail::mode_tsc) return transform(load());
+  if (LOTUS_DETAIL_UNLIKELY(m >= detail::mode_tsc_nvtx)) {
+    return detail::load_transform_nvtx(m, load, transform);
+  }
   const std::uint64_t l0 = detail::now_ticks(m);
   auto sample = load();
   const std::uint64_t l1 = detail::now_ticks(m);
@@ -137,6 +184,7 @@ class batch_tracker {
 #ifndef LOTUS_DISABLE
     const int m = detail::active_mode();
     if (m >= detail::mode_tsc) detail::emit(detail::batch_queued_loc, detail::now_ticks(m), 0, idx);
+    if (m >= detail::mode_tsc_nvtx) detail::nvtx_mark(detail::batch_queued_loc, idx);
 #else
     (void)idx;
 #endif
@@ -146,6 +194,10 @@ class batch_tracker {
   void wait_begin() noexcept {
 #ifndef LOTUS_DISABLE
     const int m = detail::active_mode();
+    if (LOTUS_DETAIL_UNLIKELY(m >= detail::mode_tsc_nvtx)) {
+      detail::nvtx_end(nvtx_wait_);  // a wait that never saw its batch (end of the epoch)
+      nvtx_wait_ = detail::nvtx_start(detail::batch_wait_range_loc, 0);
+    }
     wait_start_ = m >= detail::mode_tsc ? detail::now_ticks(m) : 0;
 #endif
   }
@@ -166,6 +218,12 @@ class batch_tracker {
         detail::emit(detail::batch_wait_marker_loc, now, 0, idx);
       }
     }
+    if (LOTUS_DETAIL_UNLIKELY(nvtx_wait_ != 0)) {
+      detail::nvtx_end(nvtx_wait_);
+      nvtx_wait_ = 0;
+    }
+    if (m >= detail::mode_tsc_nvtx && !in_order)
+      detail::nvtx_mark(detail::batch_wait_marker_loc, idx);
 #endif
     return in_order;
   }
@@ -182,6 +240,7 @@ class batch_tracker {
       }
       detail::emit(detail::batch_consumed_loc, now, 0, idx);
     }
+    if (m >= detail::mode_tsc_nvtx) detail::nvtx_mark(detail::batch_consumed_loc, idx);
 #endif
     pending_ = false;
     if (idx == expected_) ++expected_;
@@ -191,6 +250,10 @@ class batch_tracker {
   void reset() noexcept {
     expected_ = 0;
     pending_ = false;
+#ifndef LOTUS_DISABLE
+    detail::nvtx_end(nvtx_wait_);
+    nvtx_wait_ = 0;
+#endif
   }
 
   /// Index of the batch the consumer needs next.
@@ -210,6 +273,7 @@ class batch_tracker {
 #ifndef LOTUS_DISABLE
   std::uint64_t wait_start_ = 0;
   std::uint64_t pending_start_ = 0, pending_end_ = 0;
+  std::uint64_t nvtx_wait_ = 0;  // the open NVTX range of a wait (LOTUS_NVTX), 0: none
 #endif
 };
 

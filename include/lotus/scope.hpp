@@ -89,15 +89,14 @@ class scope_timer {
   LOTUS_DETAIL_FORCE_INLINE explicit scope_timer(const record_site& loc,
                                                  std::uint64_t idx = 0) noexcept
       : idx_(idx) {
-    // One load and one compare when tracing is on or off; initialization is the cold path.
+    // One load and one compare when tracing is on with the TSC, or off; the realtime clock, NVTX
+    // ranges and initialization take the out-of-line path.
     const int m = detail::g_mode.load(std::memory_order_relaxed);
-    if (LOTUS_DETAIL_LIKELY(m >= detail::mode_tsc)) {
+    if (LOTUS_DETAIL_LIKELY(m == detail::mode_tsc)) {
       loc_ = &loc;
-      t0_ = detail::now_ticks(m);
-    } else if (LOTUS_DETAIL_UNLIKELY(m == detail::mode_uninit) &&
-               detail::initialize_mode() >= detail::mode_tsc) {
-      loc_ = &loc;
-      t0_ = detail::now_ticks(detail::g_mode.load(std::memory_order_relaxed));
+      t0_ = detail::read_tsc();
+    } else if (m != detail::mode_off) {
+      start_slow(m, loc);
     }
   }
 
@@ -105,16 +104,23 @@ class scope_timer {
   scope_timer(detail::dynamic_name_tag, std::string_view name) noexcept {
     const int m = detail::active_mode();
     if (m >= detail::mode_tsc) {
-      loc_ = detail::dynamic_location(name);
-      if (loc_ != nullptr) t0_ = detail::now_ticks(m);
+      const record_site* loc = detail::dynamic_location(name);
+      if (loc != nullptr && m == detail::mode_tsc) {
+        loc_ = loc;
+        t0_ = detail::read_tsc();
+      } else if (loc != nullptr) {
+        start_slow(m, *loc);
+      }
     }
   }
 
   LOTUS_DETAIL_FORCE_INLINE ~scope_timer() {
     if (loc_ != nullptr) {
       const int m = detail::g_mode.load(std::memory_order_relaxed);
-      if (LOTUS_DETAIL_LIKELY(m >= detail::mode_tsc)) {
-        detail::push(loc_, t0_, detail::now_ticks(m), idx_);
+      if (LOTUS_DETAIL_LIKELY(m == detail::mode_tsc)) {
+        detail::push(loc_, t0_, detail::read_tsc(), idx_);
+      } else {
+        end_slow(m);
       }
     }
   }
@@ -125,6 +131,32 @@ class scope_timer {
   scope_timer& operator=(scope_timer&&) = delete;
 
  private:
+  // loc_'s low bit (record sites are pointer-aligned): this span pushed an NVTX range. A process
+  // never returns to plain mode_tsc once NVTX was on (the _nvtx modes stay), so the inline
+  // destructor path never sees a tagged pointer.
+  static constexpr std::uintptr_t pushed_bit = 1;
+
+  LOTUS_DETAIL_NOINLINE void start_slow(int m, const record_site& loc) noexcept {
+    if (m == detail::mode_uninit) {
+      m = detail::initialize_mode();
+      if (m < detail::mode_tsc) return;
+    }
+    if (m < detail::mode_tsc) return;
+    loc_ = &loc;
+    if (m >= detail::mode_tsc_nvtx && detail::nvtx_push(loc, idx_)) {
+      loc_ =
+          reinterpret_cast<const record_site*>(reinterpret_cast<std::uintptr_t>(&loc) | pushed_bit);
+    }
+    t0_ = detail::now_ticks(m);  // after the push: the record does not include NVTX's cost
+  }
+
+  LOTUS_DETAIL_NOINLINE void end_slow(int m) noexcept {
+    const std::uintptr_t bits = reinterpret_cast<std::uintptr_t>(loc_);
+    const auto* loc = reinterpret_cast<const record_site*>(bits & ~pushed_bit);
+    if (m >= detail::mode_tsc) detail::push(loc, t0_, detail::now_ticks(m), idx_);
+    if ((bits & pushed_bit) != 0) detail::nvtx_pop();
+  }
+
   const record_site* loc_ = nullptr;
   std::uint64_t t0_ = 0;
   std::uint64_t idx_ = 0;

@@ -174,26 +174,37 @@ namespace detail {
 struct batch_span {
   int mode = 0;
   std::uint64_t start = 0;
+  std::uint64_t nvtx = 0;  // the NVTX range of the batch (LOTUS_NVTX), 0: none
 };
 
-inline batch_span batch_begin() noexcept {
+inline batch_span batch_begin(std::uint64_t idx) noexcept {
   batch_span s;
 #ifndef LOTUS_DISABLE
   s.mode = lotus::detail::active_mode();
+  if (s.mode >= lotus::detail::mode_tsc_nvtx) {
+    s.nvtx = lotus::detail::nvtx_start(lotus::detail::batch_preprocessed_loc, idx);
+  }
   if (s.mode >= lotus::detail::mode_tsc) s.start = lotus::detail::now_ticks(s.mode);
+#else
+  static_cast<void>(idx);
 #endif
   return s;
 }
 
-inline void batch_end(const batch_span& s, std::uint64_t idx) noexcept {
+/// Ends the span: records it when `record` (the dataset returned a batch), and ends its NVTX
+/// range in any case (also after an exception).
+inline void batch_end(batch_span& s, std::uint64_t idx, bool record) noexcept {
 #ifndef LOTUS_DISABLE
-  if (s.mode >= lotus::detail::mode_tsc) {
+  if (s.mode >= lotus::detail::mode_tsc && record) {
     lotus::detail::emit(lotus::detail::batch_preprocessed_loc, s.start,
                         lotus::detail::now_ticks(s.mode), idx);
   }
+  lotus::detail::nvtx_end(s.nvtx);
+  s.nvtx = 0;
 #else
   static_cast<void>(s);
   static_cast<void>(idx);
+  static_cast<void>(record);
 #endif
 }
 
@@ -256,12 +267,14 @@ class traced_loader_base : public ::torch::data::DataLoaderBase<Dataset, Batch, 
     while (true) {
       auto job = this->shuttle_.pop_job();
       if (job.quit) break;
+      detail::batch_span span;
       try {
-        const detail::batch_span span = detail::batch_begin();
+        span = detail::batch_begin(job.sequence_number);
         auto batch = dataset.get_batch(std::move(*job.batch_request));
-        if (detail::has_batch(batch)) detail::batch_end(span, job.sequence_number);
+        detail::batch_end(span, job.sequence_number, detail::has_batch(batch));
         this->shuttle_.push_result({std::move(batch), job.sequence_number});
       } catch (...) {
+        detail::batch_end(span, job.sequence_number, false);
         this->shuttle_.push_result({std::current_exception(), job.sequence_number});
       }
     }

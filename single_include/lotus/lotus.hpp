@@ -190,6 +190,7 @@ enum class topic : unsigned {
   reentrant,       // an event from a signal handler that interrupted lotus on the same thread
   collector,       // the collector backend (perf, ITT, uProf, Callgrind) failed
   map,             // LotusMap probe control (list file)
+  nvtx,            // LOTUS_NVTX asked for in a build without NVTX
   count_
 };
 
@@ -1517,8 +1518,18 @@ namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
 
-/// Tracing state and clock in one word, so the hot path pays a single relaxed load.
-enum : int { mode_uninit = 0, mode_off = 1, mode_tsc = 2, mode_realtime = 3 };
+/// Tracing state and clock in one word, so the hot path pays a single relaxed load. The two
+/// `_nvtx` modes are the same clocks once NVTX ranges were asked for in this process (LOTUS_NVTX):
+/// spans then take their out-of-line path, which pushes and pops the ranges; plain mode_tsc keeps
+/// the hot path exactly as it is without NVTX.
+enum : int {
+  mode_uninit = 0,
+  mode_off = 1,
+  mode_tsc = 2,
+  mode_realtime = 3,
+  mode_tsc_nvtx = 4,
+  mode_realtime_nvtx = 5
+};
 inline std::atomic<int> g_mode{mode_uninit};
 
 /// Nanoseconds on one of the kernel's clocks (realtime, monotonic, thread CPU time).
@@ -1540,11 +1551,12 @@ LOTUS_DETAIL_FORCE_INLINE std::uint64_t read_tsc() noexcept {
 }
 
 /// Epoch ns for the non-TSC clock (and, in lotus's own tests, a scripted clock).
-LOTUS_DETAIL_NOINLINE inline std::uint64_t now_ticks_slow(int /*mode*/) noexcept {
+LOTUS_DETAIL_NOINLINE inline std::uint64_t now_ticks_slow(int mode) noexcept {
 #ifdef LOTUS_TEST_HOOKS
   const test_hooks::clock_fn f = test_hooks::manual_clock.load(std::memory_order_relaxed);
   if (f != nullptr) return f();
 #endif
+  if (mode == mode_tsc_nvtx) return read_tsc();
   return realtime_ns();
 }
 
@@ -1603,6 +1615,18 @@ LOTUS_DETAIL_API void api_configure(const options& opts);
 LOTUS_DETAIL_API void api_flush() noexcept;
 LOTUS_DETAIL_API void api_shutdown() noexcept;
 LOTUS_DETAIL_API trace_stats api_stats() noexcept;
+
+/// NVTX ranges for lotus's spans (LOTUS_NVTX; lotus/detail/nvtx.hpp). Each is a no-op, and
+/// nvtx_push/nvtx_start return false/0, while NVTX is off or not compiled in. A pushed range is
+/// popped by the same thread; a started one (id != 0) may end anywhere.
+LOTUS_DETAIL_API bool nvtx_push(const record_site& loc, std::uint64_t idx) noexcept;
+LOTUS_DETAIL_API void nvtx_pop() noexcept;
+LOTUS_DETAIL_API void nvtx_mark(const record_site& loc, std::uint64_t idx) noexcept;
+LOTUS_DETAIL_API std::uint64_t nvtx_start(const record_site& loc, std::uint64_t idx) noexcept;
+LOTUS_DETAIL_API void nvtx_end(std::uint64_t id) noexcept;
+/// Whether this build has NVTX (LOTUS_WITH_NVTX) and whether ranges are pushed now.
+LOTUS_DETAIL_API bool nvtx_compiled() noexcept;
+LOTUS_DETAIL_API bool nvtx_active() noexcept;
 
 /// CPU time the writer thread has spent draining, formatting and writing (bench/core).
 LOTUS_DETAIL_API std::uint64_t writer_cpu_ns() noexcept;
@@ -1905,15 +1929,14 @@ class scope_timer {
   LOTUS_DETAIL_FORCE_INLINE explicit scope_timer(const record_site& loc,
                                                  std::uint64_t idx = 0) noexcept
       : idx_(idx) {
-    // One load and one compare when tracing is on or off; initialization is the cold path.
+    // One load and one compare when tracing is on with the TSC, or off; the realtime clock, NVTX
+    // ranges and initialization take the out-of-line path.
     const int m = detail::g_mode.load(std::memory_order_relaxed);
-    if (LOTUS_DETAIL_LIKELY(m >= detail::mode_tsc)) {
+    if (LOTUS_DETAIL_LIKELY(m == detail::mode_tsc)) {
       loc_ = &loc;
-      t0_ = detail::now_ticks(m);
-    } else if (LOTUS_DETAIL_UNLIKELY(m == detail::mode_uninit) &&
-               detail::initialize_mode() >= detail::mode_tsc) {
-      loc_ = &loc;
-      t0_ = detail::now_ticks(detail::g_mode.load(std::memory_order_relaxed));
+      t0_ = detail::read_tsc();
+    } else if (m != detail::mode_off) {
+      start_slow(m, loc);
     }
   }
 
@@ -1921,16 +1944,23 @@ class scope_timer {
   scope_timer(detail::dynamic_name_tag, std::string_view name) noexcept {
     const int m = detail::active_mode();
     if (m >= detail::mode_tsc) {
-      loc_ = detail::dynamic_location(name);
-      if (loc_ != nullptr) t0_ = detail::now_ticks(m);
+      const record_site* loc = detail::dynamic_location(name);
+      if (loc != nullptr && m == detail::mode_tsc) {
+        loc_ = loc;
+        t0_ = detail::read_tsc();
+      } else if (loc != nullptr) {
+        start_slow(m, *loc);
+      }
     }
   }
 
   LOTUS_DETAIL_FORCE_INLINE ~scope_timer() {
     if (loc_ != nullptr) {
       const int m = detail::g_mode.load(std::memory_order_relaxed);
-      if (LOTUS_DETAIL_LIKELY(m >= detail::mode_tsc)) {
-        detail::push(loc_, t0_, detail::now_ticks(m), idx_);
+      if (LOTUS_DETAIL_LIKELY(m == detail::mode_tsc)) {
+        detail::push(loc_, t0_, detail::read_tsc(), idx_);
+      } else {
+        end_slow(m);
       }
     }
   }
@@ -1941,6 +1971,32 @@ class scope_timer {
   scope_timer& operator=(scope_timer&&) = delete;
 
  private:
+  // loc_'s low bit (record sites are pointer-aligned): this span pushed an NVTX range. A process
+  // never returns to plain mode_tsc once NVTX was on (the _nvtx modes stay), so the inline
+  // destructor path never sees a tagged pointer.
+  static constexpr std::uintptr_t pushed_bit = 1;
+
+  LOTUS_DETAIL_NOINLINE void start_slow(int m, const record_site& loc) noexcept {
+    if (m == detail::mode_uninit) {
+      m = detail::initialize_mode();
+      if (m < detail::mode_tsc) return;
+    }
+    if (m < detail::mode_tsc) return;
+    loc_ = &loc;
+    if (m >= detail::mode_tsc_nvtx && detail::nvtx_push(loc, idx_)) {
+      loc_ =
+          reinterpret_cast<const record_site*>(reinterpret_cast<std::uintptr_t>(&loc) | pushed_bit);
+    }
+    t0_ = detail::now_ticks(m);  // after the push: the record does not include NVTX's cost
+  }
+
+  LOTUS_DETAIL_NOINLINE void end_slow(int m) noexcept {
+    const std::uintptr_t bits = reinterpret_cast<std::uintptr_t>(loc_);
+    const auto* loc = reinterpret_cast<const record_site*>(bits & ~pushed_bit);
+    if (m >= detail::mode_tsc) detail::push(loc, t0_, detail::now_ticks(m), idx_);
+    if ((bits & pushed_bit) != 0) detail::nvtx_pop();
+  }
+
   const record_site* loc_ = nullptr;
   std::uint64_t t0_ = 0;
   std::uint64_t idx_ = 0;
@@ -2256,6 +2312,163 @@ class label_table {
 }  // namespace lotus
 #endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_INTERN_HPP
 // ---- end lotus/detail/intern.hpp ----
+// ---- begin lotus/detail/nvtx.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_NVTX_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_NVTX_HPP
+// lotus — NVTX ranges for lotus's spans (LOTUS_NVTX), for Nsight Systems (internal)
+// SPDX-License-Identifier: MIT
+
+// Compiled only with LOTUS_WITH_NVTX (defined for the whole program, with NVTX v3's header-only
+// <nvtx3/nvToolsExt.h> on the include path; CMake: -DLOTUS_NVTX=ON, found as CUDA::nvtx3). Without
+// it every function below is a no-op and LOTUS_NVTX=1 gets one message.
+//
+// Ranges go to the domain "lotus". Names are registered once per record site (nvtxStringHandle_t
+// in a fixed lock-free table); names with a batch index (`BatchPreprocessed_<idx>`) are passed as
+// ASCII with the index as the payload. A span's range is pushed before its first clock read and
+// popped after its last, so lotus's records do not include NVTX's cost.
+
+#include <atomic>   // atomic
+#include <cstdint>  // uint64_t
+#include <cstdio>   // snprintf
+
+
+#ifdef LOTUS_WITH_NVTX
+#  ifndef NVTX_AS_SYSTEM_HEADER
+#    define NVTX_AS_SYSTEM_HEADER
+#  endif
+#  include <nvtx3/nvToolsExt.h>
+#endif
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// Whether spans push NVTX ranges now (set by the runtime from options::nvtx / LOTUS_NVTX).
+inline std::atomic<bool> g_nvtx_on{false};
+
+#ifdef LOTUS_WITH_NVTX
+
+/// The "lotus" domain, created once (a race creates it twice; NVTX returns the same domain).
+inline std::atomic<nvtxDomainHandle_t> g_nvtx_domain{nullptr};
+
+inline nvtxDomainHandle_t nvtx_domain() noexcept {
+  nvtxDomainHandle_t d = g_nvtx_domain.load(std::memory_order_acquire);
+  if (LOTUS_DETAIL_UNLIKELY(d == nullptr)) {
+    d = nvtxDomainCreateA("lotus");
+    g_nvtx_domain.store(d, std::memory_order_release);
+  }
+  return d;
+}
+
+/// Registered names by record site: open addressing, insert-only, bounded (a site beyond it
+/// passes its name as ASCII each time).
+struct nvtx_names {
+  static constexpr std::size_t size = 4096, probes = 16;
+  std::atomic<const record_site*> site[size];
+  std::atomic<nvtxStringHandle_t> handle[size];
+};
+inline nvtx_names g_nvtx_names{};
+
+inline nvtxStringHandle_t nvtx_registered(const record_site& loc) noexcept {
+  const auto h = static_cast<std::size_t>(reinterpret_cast<std::uintptr_t>(&loc) >> 3) *
+                 std::size_t{0x9e3779b97f4a7c15ULL >> 1};
+  for (std::size_t i = 0; i < nvtx_names::probes; ++i) {
+    const std::size_t at = (h + i) & (nvtx_names::size - 1);
+    const record_site* s = g_nvtx_names.site[at].load(std::memory_order_acquire);
+    if (s == &loc) {
+      nvtxStringHandle_t r = g_nvtx_names.handle[at].load(std::memory_order_acquire);
+      if (r != nullptr) return r;
+      return nvtxDomainRegisterStringA(nvtx_domain(), loc.name);  // being inserted by another
+    }
+    if (s == nullptr) {
+      const record_site* expected = nullptr;
+      if (g_nvtx_names.site[at].compare_exchange_strong(expected, &loc,
+                                                        std::memory_order_acq_rel) ||
+          expected == &loc) {
+        nvtxStringHandle_t r = nvtxDomainRegisterStringA(nvtx_domain(), loc.name);
+        g_nvtx_names.handle[at].store(r, std::memory_order_release);
+        return r;
+      }
+    }
+  }
+  return nullptr;
+}
+
+/// The attributes of a range or mark for `loc` (with `_<idx>` when the site is indexed).
+inline void nvtx_attributes(nvtxEventAttributes_t& a, const record_site& loc, std::uint64_t idx,
+                            char (&buf)[160]) noexcept {
+  a = nvtxEventAttributes_t{};
+  a.version = NVTX_VERSION;
+  a.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+  if ((loc.flags & flag_indexed) != 0) {
+    std::snprintf(buf, sizeof buf, "%.120s_%llu", loc.name, static_cast<unsigned long long>(idx));
+    a.messageType = NVTX_MESSAGE_TYPE_ASCII;
+    a.message.ascii = buf;
+    a.payloadType = NVTX_PAYLOAD_TYPE_UNSIGNED_INT64;
+    a.payload.ullValue = idx;
+    return;
+  }
+  if (nvtxStringHandle_t r = nvtx_registered(loc)) {
+    a.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
+    a.message.registered = r;
+  } else {
+    a.messageType = NVTX_MESSAGE_TYPE_ASCII;
+    a.message.ascii = loc.name;
+  }
+}
+
+LOTUS_DETAIL_API bool nvtx_push(const record_site& loc, std::uint64_t idx) noexcept {
+  if (!g_nvtx_on.load(std::memory_order_relaxed)) return false;
+  nvtxEventAttributes_t a;
+  char buf[160];
+  nvtx_attributes(a, loc, idx, buf);
+  nvtxDomainRangePushEx(nvtx_domain(), &a);
+  return true;
+}
+
+LOTUS_DETAIL_API void nvtx_pop() noexcept { nvtxDomainRangePop(nvtx_domain()); }
+
+LOTUS_DETAIL_API void nvtx_mark(const record_site& loc, std::uint64_t idx) noexcept {
+  if (!g_nvtx_on.load(std::memory_order_relaxed)) return;
+  nvtxEventAttributes_t a;
+  char buf[160];
+  nvtx_attributes(a, loc, idx, buf);
+  nvtxDomainMarkEx(nvtx_domain(), &a);
+}
+
+LOTUS_DETAIL_API std::uint64_t nvtx_start(const record_site& loc, std::uint64_t idx) noexcept {
+  if (!g_nvtx_on.load(std::memory_order_relaxed)) return 0;
+  nvtxEventAttributes_t a;
+  char buf[160];
+  nvtx_attributes(a, loc, idx, buf);
+  const nvtxRangeId_t id = nvtxDomainRangeStartEx(nvtx_domain(), &a);
+  return id != 0 ? id : ~std::uint64_t{0};  // 0 means "no range" to callers
+}
+
+LOTUS_DETAIL_API void nvtx_end(std::uint64_t id) noexcept {
+  if (id != 0) nvtxDomainRangeEnd(nvtx_domain(), id == ~std::uint64_t{0} ? 0 : id);
+}
+
+LOTUS_DETAIL_API bool nvtx_compiled() noexcept { return true; }
+
+#else  // no NVTX in this build
+
+LOTUS_DETAIL_API bool nvtx_push(const record_site&, std::uint64_t) noexcept { return false; }
+LOTUS_DETAIL_API void nvtx_pop() noexcept {}
+LOTUS_DETAIL_API void nvtx_mark(const record_site&, std::uint64_t) noexcept {}
+LOTUS_DETAIL_API std::uint64_t nvtx_start(const record_site&, std::uint64_t) noexcept { return 0; }
+LOTUS_DETAIL_API void nvtx_end(std::uint64_t) noexcept {}
+LOTUS_DETAIL_API bool nvtx_compiled() noexcept { return false; }
+
+#endif
+
+LOTUS_DETAIL_API bool nvtx_active() noexcept { return g_nvtx_on.load(std::memory_order_relaxed); }
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_NVTX_HPP
+// ---- end lotus/detail/nvtx.hpp ----
 // ---- begin lotus/detail/settings.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_SETTINGS_HPP
 #define LOTUS_AMALGAMATED_LOTUS_DETAIL_SETTINGS_HPP
@@ -2388,6 +2601,10 @@ struct options {
   /// are dropped (counted) until space is freed. Default: the larger of 1 GiB and 5 % of the
   /// file system; 0: no reserve.
   std::optional<std::uint64_t> min_free_bytes;
+  /// LOTUS_NVTX: every span also pushes and pops an NVTX range (domain `lotus`) for Nsight
+  /// Systems. Needs a build with NVTX (LOTUS_WITH_NVTX; CMake option LOTUS_NVTX); elsewhere one
+  /// message says so and tracing goes on without it.
+  std::optional<bool> nvtx;
 };
 
 /// Event counters of this process: recorded == written + dropped once everything is flushed.
@@ -2424,6 +2641,7 @@ struct settings {
   clock_source clock = clock_source::automatic;
   std::uint64_t max_bytes = 0;                // 0: no limit
   std::uint64_t min_free = min_free_default;  // min_free_default: max(1 GiB, 5 %)
+  bool nvtx = false;
 };
 
 /// A trace prefix as lotus uses it, or false (one warning) when it cannot be used: control
@@ -2481,6 +2699,7 @@ struct env_settings {
   bool has_flush_interval = false, has_overflow = false, has_clock = false;
   bool has_max_bytes = false, has_min_free = false;
   std::uint64_t max_bytes = 0, min_free = 0;
+  bool nvtx = false;
   bool enabled = true;
   std::size_t ring_capacity = 0;
   std::uint64_t flush_interval_ms = 0;
@@ -2509,6 +2728,7 @@ struct env_settings {
     clock = c == 1 ? clock_source::tsc : c == 2 ? clock_source::realtime : clock_source::automatic;
     has_max_bytes = env_u64("LOTUS_MAX_BYTES", 0, std::uint64_t{1} << 62, max_bytes);
     has_min_free = env_u64("LOTUS_MIN_FREE_BYTES", 0, std::uint64_t{1} << 62, min_free);
+    nvtx = env_flag("LOTUS_NVTX") > 0;
   }
 };
 
@@ -2545,6 +2765,7 @@ LOTUS_DETAIL_COLD inline void merge_settings(const options& o, const env_setting
   s.min_free = o.min_free_bytes   ? *o.min_free_bytes
                : env.has_min_free ? env.min_free
                                   : min_free_default;
+  s.nvtx = o.nvtx ? *o.nvtx : env.nvtx;
 }
 
 }  // namespace detail
@@ -4196,6 +4417,7 @@ class runtime {
   env_settings env_;                // (mu)
   settings set_;                    // (mu) the last configure()'s options over env_
   int clock_mode_ = mode_realtime;  // (mu) fixed at first initialization
+  bool nvtx_modes_ = false;         // (mu) NVTX was on once: g_mode takes the _nvtx modes
   // Read by push_slow without the lock.
   std::atomic<std::size_t> max_capacity_{LOTUS_DEFAULT_RING_CAPACITY};
   std::atomic<bool> block_{true};
@@ -4301,7 +4523,18 @@ LOTUS_DETAIL_COLD inline void runtime::apply_locked(const options& o) noexcept {
   writer_.set_budget(set_.max_bytes, set_.min_free);
   writer_.retarget(set_.log_file, set_.flush_interval_ms);
   const bool on = set_.enabled && !set_.log_file.empty();
-  g_mode.store(on ? clock_mode_ : mode_off, std::memory_order_release);
+  if (set_.nvtx && !nvtx_compiled()) {
+    diag(topic::nvtx,
+         "LOTUS_NVTX / options::nvtx: this build has no NVTX support (define LOTUS_WITH_NVTX with "
+         "the nvtx3 headers, CMake option LOTUS_NVTX=ON); tracing goes on without NVTX ranges");
+  }
+  const bool nvtx = set_.nvtx && nvtx_compiled() && on;
+  // Once NVTX was on, spans keep their out-of-line path (the _nvtx modes) so that a range pushed
+  // before NVTX is turned off is still popped.
+  nvtx_modes_ = nvtx_modes_ || nvtx;
+  g_nvtx_on.store(nvtx, std::memory_order_relaxed);
+  const int clock = nvtx_modes_ ? clock_mode_ + (mode_tsc_nvtx - mode_tsc) : clock_mode_;
+  g_mode.store(on ? clock : mode_off, std::memory_order_release);
   if (on) writer_.start();
 }
 
@@ -4588,6 +4821,7 @@ LOTUS_DETAIL_COLD inline void runtime::fork_child() noexcept {
   fresh->env_ = old->env_;
   fresh->set_ = old->set_;
   fresh->clock_mode_ = old->clock_mode_;
+  fresh->nvtx_modes_ = old->nvtx_modes_;
   fresh->max_capacity_.store(old->max_capacity_.load());
   fresh->block_.store(old->block_.load());
   fresh->writer_.adopt_clock(old->writer_.clock_model());
@@ -4830,6 +5064,8 @@ inline constexpr record_site batch_consumed_loc{"BatchConsumed", "", "", 0,
 inline constexpr record_site loader_loc{"Loader", "", "", 0, 0};
 inline constexpr record_site transform_loc{"Transform", "", "", 0, 0};
 inline constexpr record_site batch_preprocessed_loc{"BatchPreprocessed", "", "", 0, flag_indexed};
+/// The NVTX range of a consumer's wait (LOTUS_NVTX): the batch index is not known while waiting.
+inline constexpr record_site batch_wait_range_loc{"BatchWait", "", "", 0, flag_main};
 
 }  // namespace detail
 
@@ -4898,6 +5134,48 @@ class compose {
   std::vector<step> steps_;
 };
 
+namespace detail {
+#ifndef LOTUS_DISABLE
+/// An NVTX range around a part of a span recorded after the fact (LOTUS_NVTX): pushed now,
+/// popped at scope exit, also when the part throws.
+class nvtx_part {
+ public:
+  nvtx_part(const record_site& loc, std::uint64_t idx) noexcept : pushed_(nvtx_push(loc, idx)) {}
+  ~nvtx_part() {
+    if (pushed_) nvtx_pop();
+  }
+  nvtx_part(const nvtx_part&) = delete;
+  nvtx_part& operator=(const nvtx_part&) = delete;
+
+ private:
+  bool pushed_;
+};
+
+/// load_transform with NVTX ranges around the load and the transform.
+template <class Load, class Transform>
+auto load_transform_nvtx(int m, Load& load, Transform& transform) {
+  std::uint64_t l0 = 0, l1 = 0, t0 = 0, t1 = 0;
+  auto sample = [&] {
+    const nvtx_part range(loader_loc, 0);
+    l0 = now_ticks(m);
+    auto r = load();
+    l1 = now_ticks(m);
+    return r;
+  }();
+  auto out = [&] {
+    const nvtx_part range(transform_loc, 0);
+    t0 = now_ticks(m);
+    auto r = transform(std::move(sample));
+    t1 = now_ticks(m);
+    return r;
+  }();
+  emit(loader_loc, l0, l1, 0);
+  emit(transform_loc, t0, t1, 0);
+  return out;
+}
+#endif
+}  // namespace detail
+
 /// One dataset sample as torchvision's `DatasetFolder.__getitem__` does it: `transform(load())`,
 /// recording `SLoader` and `STransform` *after* the transform's own records, Lotus's file order.
 template <class Load, class Transform>
@@ -4905,6 +5183,9 @@ auto load_transform(Load&& load, Transform&& transform) {
 #ifndef LOTUS_DISABLE
   const int m = detail::active_mode();
   if (m < detail::mode_tsc) return transform(load());
+  if (LOTUS_DETAIL_UNLIKELY(m >= detail::mode_tsc_nvtx)) {
+    return detail::load_transform_nvtx(m, load, transform);
+  }
   const std::uint64_t l0 = detail::now_ticks(m);
   auto sample = load();
   const std::uint64_t l1 = detail::now_ticks(m);
@@ -4928,6 +5209,7 @@ class batch_tracker {
 #ifndef LOTUS_DISABLE
     const int m = detail::active_mode();
     if (m >= detail::mode_tsc) detail::emit(detail::batch_queued_loc, detail::now_ticks(m), 0, idx);
+    if (m >= detail::mode_tsc_nvtx) detail::nvtx_mark(detail::batch_queued_loc, idx);
 #else
     (void)idx;
 #endif
@@ -4937,6 +5219,10 @@ class batch_tracker {
   void wait_begin() noexcept {
 #ifndef LOTUS_DISABLE
     const int m = detail::active_mode();
+    if (LOTUS_DETAIL_UNLIKELY(m >= detail::mode_tsc_nvtx)) {
+      detail::nvtx_end(nvtx_wait_);  // a wait that never saw its batch (end of the epoch)
+      nvtx_wait_ = detail::nvtx_start(detail::batch_wait_range_loc, 0);
+    }
     wait_start_ = m >= detail::mode_tsc ? detail::now_ticks(m) : 0;
 #endif
   }
@@ -4957,6 +5243,12 @@ class batch_tracker {
         detail::emit(detail::batch_wait_marker_loc, now, 0, idx);
       }
     }
+    if (LOTUS_DETAIL_UNLIKELY(nvtx_wait_ != 0)) {
+      detail::nvtx_end(nvtx_wait_);
+      nvtx_wait_ = 0;
+    }
+    if (m >= detail::mode_tsc_nvtx && !in_order)
+      detail::nvtx_mark(detail::batch_wait_marker_loc, idx);
 #endif
     return in_order;
   }
@@ -4973,6 +5265,7 @@ class batch_tracker {
       }
       detail::emit(detail::batch_consumed_loc, now, 0, idx);
     }
+    if (m >= detail::mode_tsc_nvtx) detail::nvtx_mark(detail::batch_consumed_loc, idx);
 #endif
     pending_ = false;
     if (idx == expected_) ++expected_;
@@ -4982,6 +5275,10 @@ class batch_tracker {
   void reset() noexcept {
     expected_ = 0;
     pending_ = false;
+#ifndef LOTUS_DISABLE
+    detail::nvtx_end(nvtx_wait_);
+    nvtx_wait_ = 0;
+#endif
   }
 
   /// Index of the batch the consumer needs next.
@@ -5001,6 +5298,7 @@ class batch_tracker {
 #ifndef LOTUS_DISABLE
   std::uint64_t wait_start_ = 0;
   std::uint64_t pending_start_ = 0, pending_end_ = 0;
+  std::uint64_t nvtx_wait_ = 0;  // the open NVTX range of a wait (LOTUS_NVTX), 0: none
 #endif
 };
 
@@ -5094,6 +5392,10 @@ struct options {
   /// are dropped (counted) until space is freed. Default: the larger of 1 GiB and 5 % of the
   /// file system; 0: no reserve.
   std::optional<std::uint64_t> min_free_bytes;
+  /// LOTUS_NVTX: every span also pushes and pops an NVTX range (domain `lotus`) for Nsight
+  /// Systems. Needs a build with NVTX (LOTUS_WITH_NVTX; CMake option LOTUS_NVTX); elsewhere one
+  /// message says so and tracing goes on without it.
+  std::optional<bool> nvtx;
 };
 
 /// Event counters of this process: recorded == written + dropped once everything is flushed.

@@ -355,11 +355,66 @@ PyObject* py_batch(PyObject*, PyObject* const* args, Py_ssize_t n) {
       t1 = t0;
     }
     if (t0 != 0) lotus::detail::emit(batch_loc(static_cast<batch_kind>(kind)), t0, t1, idx);
+    if (n == 2 && m >= lotus::detail::mode_tsc_nvtx) {  // markers are NVTX marks
+      lotus::detail::nvtx_mark(batch_loc(static_cast<batch_kind>(kind)), idx);
+    }
   }
   Py_RETURN_NONE;
 }
 
+// ---- NVTX ranges of lotus.torch's spans (lotus.configure(nvtx=True)) ---------------------------
+// lotus.torch times its spans with _now()/_record(); with NVTX on it also calls these around them.
+
+/// _nvtx_push(name[, idx]): push an NVTX range (domain lotus) on this thread; True when pushed.
+PyObject* py_nvtx_push(PyObject*, PyObject* const* args, Py_ssize_t n) {
+  if (n != 1 && n != 2) {
+    PyErr_SetString(PyExc_TypeError, "_nvtx_push(name[, idx])");
+    return nullptr;
+  }
+  std::uint64_t idx = 0;
+  if (n == 2 && !u64_arg(args[1], idx, "idx")) return nullptr;
+  if (n == 2) {
+    if (lotus::detail::nvtx_push(lotus::detail::batch_preprocessed_loc, idx)) Py_RETURN_TRUE;
+    Py_RETURN_FALSE;
+  }
+  std::string_view sv;
+  if (!name_view(args[0], sv, "_nvtx_push")) return nullptr;
+  if (!lotus::detail::nvtx_active()) Py_RETURN_FALSE;
+  const lotus::record_site* loc = lotus::detail::dynamic_location(sv);
+  if (loc != nullptr && lotus::detail::nvtx_push(*loc, 0)) Py_RETURN_TRUE;
+  Py_RETURN_FALSE;
+}
+
+PyObject* py_nvtx_on(PyObject*, PyObject*) {
+  if (lotus::detail::nvtx_active()) Py_RETURN_TRUE;
+  Py_RETURN_FALSE;
+}
+
+PyObject* py_nvtx_pop(PyObject*, PyObject*) {
+  lotus::detail::nvtx_pop();
+  Py_RETURN_NONE;
+}
+
+/// _nvtx_wait_start(): the NVTX range of a consumer's wait (ended by _nvtx_end); 0 when off.
+PyObject* py_nvtx_wait_start(PyObject*, PyObject*) {
+  return PyLong_FromUnsignedLongLong(
+      lotus::detail::nvtx_start(lotus::detail::batch_wait_range_loc, 0));
+}
+
+PyObject* py_nvtx_end(PyObject*, PyObject* arg) {
+  std::uint64_t id = 0;
+  if (!u64_arg(arg, id, "id")) return nullptr;
+  lotus::detail::nvtx_end(id);
+  Py_RETURN_NONE;
+}
+
 PyMethodDef module_methods[] = {
+    {"_nvtx_push", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_nvtx_push)),
+     METH_FASTCALL, "_nvtx_push(name[, idx]): push an NVTX range when NVTX is on."},
+    {"_nvtx_on", py_nvtx_on, METH_NOARGS, "Whether spans push NVTX ranges now."},
+    {"_nvtx_pop", py_nvtx_pop, METH_NOARGS, "_nvtx_pop(): pop the range _nvtx_push pushed."},
+    {"_nvtx_wait_start", py_nvtx_wait_start, METH_NOARGS, "NVTX range of a wait (0: off)."},
+    {"_nvtx_end", py_nvtx_end, METH_O, "_nvtx_end(id): end a range of _nvtx_wait_start."},
     {"_now", py_now, METH_NOARGS, "Raw timestamp of the runtime's clock, 0 when tracing is off."},
     {"_record", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_record)),
      METH_FASTCALL, "_record(name, t0, t1): record an already-timed span S<name>."},
@@ -402,8 +457,10 @@ void flush_on_sigterm() {
 
 void configure(std::optional<std::string> log_file, std::optional<bool> enabled,
                std::optional<std::uint64_t> ring_capacity, std::optional<std::uint64_t> flush_ms,
-               std::optional<std::string> overflow, std::optional<std::string> clock) {
+               std::optional<std::string> overflow, std::optional<std::string> clock,
+               std::optional<bool> nvtx) {
   lotus::options o;
+  o.nvtx = nvtx;
   if (log_file) {
     for (const char c : *log_file) {
       const auto u = static_cast<unsigned char>(c);
@@ -468,6 +525,12 @@ PYBIND11_MODULE(_lotus, m) {
   m.attr("BATCH_QUEUED") = static_cast<int>(k_queued);
   m.attr("BATCH_CONSUMED") = static_cast<int>(k_consumed);
 
+  m.def(
+      "nvtx_compiled", [] { return lotus::detail::nvtx_compiled(); },
+      "Whether this build pushes NVTX ranges when asked (LOTUS_NVTX / configure(nvtx=True)).");
+  m.def(
+      "nvtx_active", [] { return lotus::detail::nvtx_active(); },
+      "Whether spans push NVTX ranges now.");
   m.def("_flush_on_sigterm", &flush_on_sigterm,
         "In a DataLoader worker: flush lotus when SIGTERM arrives, then run the previous handler.");
   m.def("_set_decorator_factory", [](py::object f) {
@@ -476,7 +539,8 @@ PYBIND11_MODULE(_lotus, m) {
   });
 
   m.def("_configure", &configure, py::arg("log_file"), py::arg("enabled"), py::arg("ring_capacity"),
-        py::arg("flush_interval_ms"), py::arg("overflow"), py::arg("clock"));
+        py::arg("flush_interval_ms"), py::arg("overflow"), py::arg("clock"),
+        py::arg("nvtx") = py::none());
   // The runtime may wait for its writer thread (I/O): let other Python threads run meanwhile.
   m.def(
       "flush", [] { lotus::flush(); }, py::call_guard<py::gil_scoped_release>(),

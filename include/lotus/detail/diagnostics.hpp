@@ -34,6 +34,7 @@ enum class topic : unsigned {
   reentrant,       // an event from a signal handler that interrupted lotus on the same thread
   collector,       // the collector backend (perf, ITT, uProf, Callgrind) failed
   map,             // LotusMap probe control (list file)
+  nvtx,            // LOTUS_NVTX asked for in a build without NVTX
   count_
 };
 

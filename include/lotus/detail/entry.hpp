@@ -43,6 +43,18 @@ LOTUS_DETAIL_API void api_flush() noexcept;
 LOTUS_DETAIL_API void api_shutdown() noexcept;
 LOTUS_DETAIL_API trace_stats api_stats() noexcept;
 
+/// NVTX ranges for lotus's spans (LOTUS_NVTX; lotus/detail/nvtx.hpp). Each is a no-op, and
+/// nvtx_push/nvtx_start return false/0, while NVTX is off or not compiled in. A pushed range is
+/// popped by the same thread; a started one (id != 0) may end anywhere.
+LOTUS_DETAIL_API bool nvtx_push(const record_site& loc, std::uint64_t idx) noexcept;
+LOTUS_DETAIL_API void nvtx_pop() noexcept;
+LOTUS_DETAIL_API void nvtx_mark(const record_site& loc, std::uint64_t idx) noexcept;
+LOTUS_DETAIL_API std::uint64_t nvtx_start(const record_site& loc, std::uint64_t idx) noexcept;
+LOTUS_DETAIL_API void nvtx_end(std::uint64_t id) noexcept;
+/// Whether this build has NVTX (LOTUS_WITH_NVTX) and whether ranges are pushed now.
+LOTUS_DETAIL_API bool nvtx_compiled() noexcept;
+LOTUS_DETAIL_API bool nvtx_active() noexcept;
+
 /// CPU time the writer thread has spent draining, formatting and writing (bench/core).
 LOTUS_DETAIL_API std::uint64_t writer_cpu_ns() noexcept;
 

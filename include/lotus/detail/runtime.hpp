@@ -37,6 +37,7 @@
 #include "lotus/detail/env.hpp"
 #include "lotus/detail/intern.hpp"
 #include "lotus/detail/name_cache.hpp"
+#include "lotus/detail/nvtx.hpp"
 #include "lotus/detail/platform.hpp"
 #include "lotus/detail/ring.hpp"
 #include "lotus/detail/settings.hpp"
@@ -151,6 +152,7 @@ class runtime {
   env_settings env_;                // (mu)
   settings set_;                    // (mu) the last configure()'s options over env_
   int clock_mode_ = mode_realtime;  // (mu) fixed at first initialization
+  bool nvtx_modes_ = false;         // (mu) NVTX was on once: g_mode takes the _nvtx modes
   // Read by push_slow without the lock.
   std::atomic<std::size_t> max_capacity_{LOTUS_DEFAULT_RING_CAPACITY};
   std::atomic<bool> block_{true};
@@ -256,7 +258,18 @@ LOTUS_DETAIL_COLD inline void runtime::apply_locked(const options& o) noexcept {
   writer_.set_budget(set_.max_bytes, set_.min_free);
   writer_.retarget(set_.log_file, set_.flush_interval_ms);
   const bool on = set_.enabled && !set_.log_file.empty();
-  g_mode.store(on ? clock_mode_ : mode_off, std::memory_order_release);
+  if (set_.nvtx && !nvtx_compiled()) {
+    diag(topic::nvtx,
+         "LOTUS_NVTX / options::nvtx: this build has no NVTX support (define LOTUS_WITH_NVTX with "
+         "the nvtx3 headers, CMake option LOTUS_NVTX=ON); tracing goes on without NVTX ranges");
+  }
+  const bool nvtx = set_.nvtx && nvtx_compiled() && on;
+  // Once NVTX was on, spans keep their out-of-line path (the _nvtx modes) so that a range pushed
+  // before NVTX is turned off is still popped.
+  nvtx_modes_ = nvtx_modes_ || nvtx;
+  g_nvtx_on.store(nvtx, std::memory_order_relaxed);
+  const int clock = nvtx_modes_ ? clock_mode_ + (mode_tsc_nvtx - mode_tsc) : clock_mode_;
+  g_mode.store(on ? clock : mode_off, std::memory_order_release);
   if (on) writer_.start();
 }
 
@@ -543,6 +556,7 @@ LOTUS_DETAIL_COLD inline void runtime::fork_child() noexcept {
   fresh->env_ = old->env_;
   fresh->set_ = old->set_;
   fresh->clock_mode_ = old->clock_mode_;
+  fresh->nvtx_modes_ = old->nvtx_modes_;
   fresh->max_capacity_.store(old->max_capacity_.load());
   fresh->block_.store(old->block_.load());
   fresh->writer_.adopt_clock(old->writer_.clock_model());

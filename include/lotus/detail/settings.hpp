@@ -34,6 +34,7 @@ struct settings {
   clock_source clock = clock_source::automatic;
   std::uint64_t max_bytes = 0;                // 0: no limit
   std::uint64_t min_free = min_free_default;  // min_free_default: max(1 GiB, 5 %)
+  bool nvtx = false;
 };
 
 /// A trace prefix as lotus uses it, or false (one warning) when it cannot be used: control
@@ -91,6 +92,7 @@ struct env_settings {
   bool has_flush_interval = false, has_overflow = false, has_clock = false;
   bool has_max_bytes = false, has_min_free = false;
   std::uint64_t max_bytes = 0, min_free = 0;
+  bool nvtx = false;
   bool enabled = true;
   std::size_t ring_capacity = 0;
   std::uint64_t flush_interval_ms = 0;
@@ -119,6 +121,7 @@ struct env_settings {
     clock = c == 1 ? clock_source::tsc : c == 2 ? clock_source::realtime : clock_source::automatic;
     has_max_bytes = env_u64("LOTUS_MAX_BYTES", 0, std::uint64_t{1} << 62, max_bytes);
     has_min_free = env_u64("LOTUS_MIN_FREE_BYTES", 0, std::uint64_t{1} << 62, min_free);
+    nvtx = env_flag("LOTUS_NVTX") > 0;
   }
 };
 
@@ -155,6 +158,7 @@ LOTUS_DETAIL_COLD inline void merge_settings(const options& o, const env_setting
   s.min_free = o.min_free_bytes   ? *o.min_free_bytes
                : env.has_min_free ? env.min_free
                                   : min_free_default;
+  s.nvtx = o.nvtx ? *o.nvtx : env.nvtx;
 }
 
 }  // namespace detail

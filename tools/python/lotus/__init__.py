@@ -20,12 +20,16 @@ import functools as _functools
 import os as _os
 
 from . import _lotus
-from ._lotus import BatchTracker, flush, map_region, scope, shutdown, tracing_enabled
+from ._lotus import BatchTracker, flush, map_region, nvtx_active, nvtx_compiled, scope, shutdown
+from ._lotus import tracing_enabled
 from ._lotus import collector
 
 __all__ = [
     "BatchTracker",
     "tool_path",
+    "nvtx_injection_path",
+    "nvtx_active",
+    "nvtx_compiled",
     "TraceStats",
     "collector",
     "configure",
@@ -50,6 +54,24 @@ def tool_path():
 
     return _tool.bundled() or _shutil.which("lotus-tool")
 
+def nvtx_injection_path():
+    """Path of liblotus_nvtx.so, NVTX's injection library that records any program's NVTX ranges
+    as Lotus records (``NVTX_INJECTION64_PATH=<path> LOTUS_LOG_FILE=... program``): the copy
+    built with this package (lotus/lib/), else one in a CMake install's lib directory next to
+    lotus-tool, else None."""
+    here = _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), "lib", "liblotus_nvtx.so")
+    if _os.path.isfile(here):
+        return here
+    tool = tool_path()
+    if tool:
+        prefix = _os.path.dirname(_os.path.dirname(_os.path.realpath(tool)))
+        for lib in ("lib", "lib64", _os.path.join("lib", "x86_64-linux-gnu")):
+            p = _os.path.join(prefix, lib, "liblotus_nvtx.so")
+            if _os.path.isfile(p):
+                return p
+    return None
+
+
 #: Counters of this process; ``recorded == written + dropped`` after ``flush()``.
 TraceStats = _collections.namedtuple("TraceStats", "recorded written dropped sanitized")
 
@@ -69,7 +91,7 @@ def _check_int(name, value, lo, hi):
 
 
 def configure(log_file=_UNSET, *, enabled=None, ring_capacity=None, flush_interval=None,
-              overflow=None, clock=None):
+              overflow=None, clock=None, nvtx=None):
     """Apply options to this process; unset options fall back to the environment, then defaults.
 
     As the C++ ``lotus::configure``, each call replaces the options of the previous one (pass
@@ -87,6 +109,8 @@ def configure(log_file=_UNSET, *, enabled=None, ring_capacity=None, flush_interv
     flush_interval    LOTUS_FLUSH_INTERVAL_MS    writer period: ms (int) or datetime.timedelta
     overflow          LOTUS_OVERFLOW             'block' (lossless) or 'drop'
     clock             LOTUS_CLOCK                'auto', 'tsc' or 'realtime'
+    nvtx              LOTUS_NVTX                 True: spans also push NVTX ranges (Nsight
+                                                 Systems; a build with NVTX, see nvtx_compiled())
     ================  =========================  =============================================
 
     Bad values raise TypeError or ValueError and change nothing.
@@ -126,8 +150,13 @@ def configure(log_file=_UNSET, *, enabled=None, ring_capacity=None, flush_interv
             raise ValueError(f"lotus.configure: {name} must be one of {', '.join(choices)}; "
                              f"got {value!r}")
         opts[name] = value
+    if nvtx is not None:
+        if not isinstance(nvtx, bool):
+            raise TypeError(f"lotus.configure: nvtx must be a bool, not {type(nvtx).__name__}")
+        opts["nvtx"] = nvtx
     _lotus._configure(opts.get("log_file"), opts.get("enabled"), opts.get("ring_capacity"),
-                      opts.get("flush_interval"), opts.get("overflow"), opts.get("clock"))
+                      opts.get("flush_interval"), opts.get("overflow"), opts.get("clock"),
+                      opts.get("nvtx"))
     _last_options.clear()
     _last_options.update(opts)
 

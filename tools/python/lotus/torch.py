@@ -38,6 +38,9 @@ __all__ = ["instrument", "uninstrument", "instrumented"]
 _now = _lotus._now
 _record = _lotus._record
 _batch = _lotus._batch
+_nvtx_on = _lotus._nvtx_on  # lotus.configure(nvtx=True) / LOTUS_NVTX=1: ranges around the spans
+_nvtx_push = _lotus._nvtx_push
+_nvtx_pop = _lotus._nvtx_pop
 _PREPROCESSED = _lotus.BATCH_PREPROCESSED
 _WAIT = _lotus.BATCH_WAIT
 _WAIT_MARKER = _lotus.BATCH_WAIT_MARKER
@@ -98,9 +101,17 @@ def _compose_call(self, img):
     # Lotus writes the lines of one call together, after the last step (so a nested Compose's own
     # lines come before its parent's); nothing is written when a step raises.
     spans = []
+    nvtx = _nvtx_on()
     for step in self.transforms:
-        img = step(img)
-        end = _now()
+        pushed = nvtx and _nvtx_push(step.__class__.__name__)
+        if pushed:
+            t = _now()
+        try:
+            img = step(img)
+        finally:
+            end = _now()
+            if pushed:
+                _nvtx_pop()
         spans.append((step.__class__.__name__, t, end))
         t = _now()
     for name, start, end in spans:
@@ -126,6 +137,8 @@ def _folder_getitem(self, index):
     if not _gate(self):
         return _original("DatasetFolder.__getitem__")(self, index)
     path, target = self.samples[index]
+    if _nvtx_on():
+        return _folder_getitem_nvtx(self, path, target)
     l0 = _now()
     sample = self.loader(path)
     l1 = _now()
@@ -134,6 +147,32 @@ def _folder_getitem(self, index):
         sample = self.transform(sample)
     t1 = _now()
     # After the Compose lines, as Lotus writes them; STransform even without a transform.
+    _record("Loader", l0, l1)
+    _record("Transform", t0, t1)
+    if self.target_transform is not None:
+        target = self.target_transform(target)
+    return sample, target
+
+
+def _folder_getitem_nvtx(self, path, target):
+    """_folder_getitem with NVTX ranges around the load and the transform."""
+    pushed = _nvtx_push("Loader")
+    try:
+        l0 = _now()
+        sample = self.loader(path)
+        l1 = _now()
+    finally:
+        if pushed:
+            _nvtx_pop()
+    pushed = _nvtx_push("Transform")
+    try:
+        t0 = _now()
+        if self.transform is not None:
+            sample = self.transform(sample)
+        t1 = _now()
+    finally:
+        if pushed:
+            _nvtx_pop()
     _record("Loader", l0, l1)
     _record("Transform", t0, t1)
     if self.target_transform is not None:
@@ -154,7 +193,12 @@ class _TimedCollate:
 
     def __call__(self, data):
         t0 = _now() if _patches is not None and _gate(self.dataset) else 0
-        out = self.fn(data)
+        pushed = t0 and _nvtx_on() and _nvtx_push("Collation")
+        try:
+            out = self.fn(data)
+        finally:
+            if pushed:
+                _nvtx_pop()
         if t0:
             _record("Collation", t0, _now())
         return out
@@ -169,7 +213,12 @@ def _make_fetch(key):
     def fetch(self, possibly_batched_index):
         idx = _worker_batch
         t0 = _now() if idx is not None and _gate(self.dataset) else 0
-        data = _original(key)(self, possibly_batched_index)
+        pushed = t0 and _nvtx_on() and _nvtx_push("BatchPreprocessed", idx)
+        try:
+            data = _original(key)(self, possibly_batched_index)
+        finally:
+            if pushed:
+                _nvtx_pop()
         if t0:
             _batch(_PREPROCESSED, idx, t0, _now())
         return data
@@ -246,11 +295,17 @@ def _try_put_index(self):
 def _next_data(self):
     # Lotus takes the wait start once per _next_data call, before its loop.
     self._lotus_wait = _now() if _gate(self._dataset) else 0
+    if self._lotus_wait and _nvtx_on():  # the wait as an NVTX range, ended when data arrives
+        _lotus._nvtx_end(getattr(self, "_lotus_nvtx_wait", 0))
+        self._lotus_nvtx_wait = _lotus._nvtx_wait_start()
     return _original("_MultiProcessingDataLoaderIter._next_data")(self)
 
 
 def _get_data(self):
     r = _original("_MultiProcessingDataLoaderIter._get_data")(self)
+    if getattr(self, "_lotus_nvtx_wait", 0):
+        _lotus._nvtx_end(self._lotus_nvtx_wait)
+        self._lotus_nvtx_wait = 0
     start = getattr(self, "_lotus_wait", 0)
     if start and type(r) is tuple and len(r) == 2 and type(r[0]) is int:
         from torch.utils.data._utils.worker import _IterableDatasetStopIteration
