@@ -514,8 +514,14 @@ void runtime::push_slow(const record_site* loc, std::uint64_t t0, std::uint64_t 
 /// fork() waits for a writer cycle in progress to end, so the child never inherits a lock the
 /// writer held mid-cycle (an allocator without fork handlers, such as GCC 12's AddressSanitizer,
 /// would otherwise deadlock the child).
+/// The runtime this thread's fork_prepare() locked, for its fork_parent()/fork_child(): another
+/// thread may publish the runtime between the two, and they must not unlock (nor take for
+/// theirs) a runtime that prepare did not lock.
+inline thread_local runtime* t_fork_locked = nullptr;
+
 LOTUS_DETAIL_COLD inline void runtime::fork_prepare() noexcept {
   runtime* rt = g_runtime_ready.load(std::memory_order_acquire);
+  t_fork_locked = rt;
   if (rt == nullptr) return;  // not started (or being constructed: the child builds its own)
   rt->mu_.lock();
   rt->writer_.fork_prepare();
@@ -524,7 +530,8 @@ LOTUS_DETAIL_COLD inline void runtime::fork_prepare() noexcept {
 }
 
 LOTUS_DETAIL_COLD inline void runtime::fork_parent() noexcept {
-  runtime* rt = g_runtime_ready.load(std::memory_order_acquire);
+  runtime* rt = t_fork_locked;
+  t_fork_locked = nullptr;
   if (rt == nullptr) return;
   rt->intern_mu_.unlock();
   rt->threads_.mutex().unlock();
@@ -533,8 +540,22 @@ LOTUS_DETAIL_COLD inline void runtime::fork_parent() noexcept {
 }
 
 LOTUS_DETAIL_COLD inline void runtime::fork_child() noexcept {
+  runtime* const locked = t_fork_locked;
+  t_fork_locked = nullptr;
   runtime* old = g_runtime_ready.load(std::memory_order_acquire);
   if (old == nullptr) return;  // get() in this child constructs one
+  if (locked != old) {
+    // Another thread published the runtime while this fork was under way (after prepare found
+    // none): it may have held the runtime's locks at the fork, and its writer is not here. This
+    // child forgets it (leaked) and starts from scratch at its first event.
+    g_runtime = nullptr;
+    g_runtime_ready.store(nullptr, std::memory_order_relaxed);
+    g_runtime_creator.store(0, std::memory_order_relaxed);
+    g_mode.store(mode_uninit, std::memory_order_relaxed);
+    t_ring.store(nullptr, std::memory_order_relaxed);
+    t_thread.self = nullptr;
+    return;
+  }
   old->intern_mu_.unlock();
   old->threads_.mutex().unlock();
   old->writer_.fork_child(old->threads_.all_locked());
