@@ -19,6 +19,21 @@ from setuptools.command.build_py import build_py
 ROOT = Path(__file__).resolve().parent
 
 
+def nvtx_include():
+    """The include directory holding NVTX v3's header-only nvtx3/ (the CUDA toolkit's), or None:
+    with it the extension pushes NVTX ranges on lotus.configure(nvtx=True), and liblotus_nvtx.so
+    is built and shipped in lotus/lib/. LOTUS_NVTX=OFF builds without; CUDA_HOME/CUDA_PATH first."""
+    if os.environ.get("LOTUS_NVTX", "AUTO").upper() == "OFF":
+        return None
+    for base in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if base and (Path(base) / "include" / "nvtx3" / "nvToolsExt.h").is_file():
+            return str(Path(base) / "include")
+    return None
+
+
+NVTX_INCLUDE = nvtx_include()
+
+
 def version():
     text = (ROOT / "include" / "lotus" / "version.hpp").read_text()
     parts = []
@@ -50,7 +65,8 @@ class build_py_with_tool(build_py):
             args += ["-G", "Ninja"]
         try:
             subprocess.run(args, check=True, stdout=subprocess.DEVNULL)
-            subprocess.run([cmake, "--build", str(build), "--target", "lotus-tool", "-j",
+            targets = ["lotus-tool"] + (["lotus_nvtx"] if NVTX_INCLUDE else [])
+            subprocess.run([cmake, "--build", str(build), "--target", *targets, "-j",
                             str(os.cpu_count() or 2)], check=True)
         except subprocess.CalledProcessError as e:
             raise SystemExit(f"lotus: building lotus-tool failed ({e}); install its Debian packages "
@@ -60,12 +76,18 @@ class build_py_with_tool(build_py):
         dest.mkdir(parents=True, exist_ok=True)
         shutil.copy2(build / "tools" / "lotus-tool" / "lotus-tool", dest / "lotus-tool")
         os.chmod(dest / "lotus-tool", 0o755)
+        nvtx = build / "tools" / "nvtx" / "liblotus_nvtx.so"
+        if NVTX_INCLUDE and nvtx.is_file():  # lotus.nvtx_injection_path()
+            (Path(self.build_lib) / "lotus" / "lib").mkdir(parents=True, exist_ok=True)
+            shutil.copy2(nvtx, Path(self.build_lib) / "lotus" / "lib" / "liblotus_nvtx.so")
 
 
 setup(
     version=version(),
     ext_modules=[
-        Pybind11Extension("lotus._lotus", ["tools/python/_lotus.cpp"], include_dirs=["include"],
+        Pybind11Extension("lotus._lotus", ["tools/python/_lotus.cpp"],
+                          include_dirs=["include"] + ([NVTX_INCLUDE] if NVTX_INCLUDE else []),
+                          define_macros=[("LOTUS_WITH_NVTX", "1")] if NVTX_INCLUDE else [],
                           cxx_std=17, libraries=["dl"], extra_compile_args=["-pthread"],
                           extra_link_args=["-pthread"]),
     ],

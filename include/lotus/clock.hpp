@@ -50,18 +50,21 @@ LOTUS_DETAIL_FORCE_INLINE std::uint64_t read_tsc() noexcept {
 }
 
 /// Epoch ns for the non-TSC clock (and, in lotus's own tests, a scripted clock).
-LOTUS_DETAIL_NOINLINE inline std::uint64_t now_ticks_slow(int mode) noexcept {
+LOTUS_DETAIL_NOINLINE inline std::uint64_t now_ticks_slow(int /*mode*/) noexcept {
 #ifdef LOTUS_TEST_HOOKS
   const test_hooks::clock_fn f = test_hooks::manual_clock.load(std::memory_order_relaxed);
   if (f != nullptr) return f();
 #endif
-  if (mode == mode_tsc_nvtx) return read_tsc();
   return realtime_ns();
 }
 
-/// Raw ticks in the unit of `mode` (TSC cycles, or epoch ns for the other clocks).
+/// Raw ticks in the unit of `mode` (TSC cycles, or epoch ns for the other clocks). The TSC modes
+/// are the even ones at or above mode_tsc (callers pass a tracing mode).
 LOTUS_DETAIL_FORCE_INLINE std::uint64_t now_ticks(int mode) noexcept {
-  if (LOTUS_DETAIL_LIKELY(mode == mode_tsc)) return read_tsc();
+  static_assert(mode_tsc % 2 == 0 && mode_tsc_nvtx % 2 == 0 && mode_realtime % 2 == 1 &&
+                    mode_realtime_nvtx % 2 == 1,
+                "now_ticks tells the clocks apart by parity");
+  if (LOTUS_DETAIL_LIKELY((mode & 1) == 0)) return read_tsc();
   return now_ticks_slow(mode);
 }
 

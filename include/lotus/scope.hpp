@@ -89,12 +89,15 @@ class scope_timer {
   LOTUS_DETAIL_FORCE_INLINE explicit scope_timer(const record_site& loc,
                                                  std::uint64_t idx = 0) noexcept
       : idx_(idx) {
-    // One load and one compare when tracing is on with the TSC, or off; the realtime clock, NVTX
-    // ranges and initialization take the out-of-line path.
+    // One load and one compare with the TSC, two with clock_gettime or off; NVTX ranges and
+    // initialization take the out-of-line path.
     const int m = detail::g_mode.load(std::memory_order_relaxed);
     if (LOTUS_DETAIL_LIKELY(m == detail::mode_tsc)) {
       loc_ = &loc;
       t0_ = detail::read_tsc();
+    } else if (m == detail::mode_realtime) {
+      loc_ = &loc;
+      t0_ = detail::now_ticks_slow(m);
     } else if (m != detail::mode_off) {
       start_slow(m, loc);
     }
@@ -105,9 +108,9 @@ class scope_timer {
     const int m = detail::active_mode();
     if (m >= detail::mode_tsc) {
       const record_site* loc = detail::dynamic_location(name);
-      if (loc != nullptr && m == detail::mode_tsc) {
+      if (loc != nullptr && (m == detail::mode_tsc || m == detail::mode_realtime)) {
         loc_ = loc;
-        t0_ = detail::read_tsc();
+        t0_ = detail::now_ticks(m);
       } else if (loc != nullptr) {
         start_slow(m, *loc);
       }
@@ -117,11 +120,16 @@ class scope_timer {
   LOTUS_DETAIL_FORCE_INLINE ~scope_timer() {
     if (loc_ != nullptr) {
       const int m = detail::g_mode.load(std::memory_order_relaxed);
+      std::uint64_t t1;
       if (LOTUS_DETAIL_LIKELY(m == detail::mode_tsc)) {
-        detail::push(loc_, t0_, detail::read_tsc(), idx_);
+        t1 = detail::read_tsc();
+      } else if (m == detail::mode_realtime) {
+        t1 = detail::now_ticks_slow(m);
       } else {
         end_slow(m);
+        return;
       }
+      detail::push(loc_, t0_, t1, idx_);
     }
   }
 
@@ -132,7 +140,7 @@ class scope_timer {
 
  private:
   // loc_'s low bit (record sites are pointer-aligned): this span pushed an NVTX range. A process
-  // never returns to plain mode_tsc once NVTX was on (the _nvtx modes stay), so the inline
+  // never returns to a plain clock mode once NVTX was on (the _nvtx modes stay), so the inline
   // destructor path never sees a tagged pointer.
   static constexpr std::uintptr_t pushed_bit = 1;
 

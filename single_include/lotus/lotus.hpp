@@ -1551,18 +1551,21 @@ LOTUS_DETAIL_FORCE_INLINE std::uint64_t read_tsc() noexcept {
 }
 
 /// Epoch ns for the non-TSC clock (and, in lotus's own tests, a scripted clock).
-LOTUS_DETAIL_NOINLINE inline std::uint64_t now_ticks_slow(int mode) noexcept {
+LOTUS_DETAIL_NOINLINE inline std::uint64_t now_ticks_slow(int /*mode*/) noexcept {
 #ifdef LOTUS_TEST_HOOKS
   const test_hooks::clock_fn f = test_hooks::manual_clock.load(std::memory_order_relaxed);
   if (f != nullptr) return f();
 #endif
-  if (mode == mode_tsc_nvtx) return read_tsc();
   return realtime_ns();
 }
 
-/// Raw ticks in the unit of `mode` (TSC cycles, or epoch ns for the other clocks).
+/// Raw ticks in the unit of `mode` (TSC cycles, or epoch ns for the other clocks). The TSC modes
+/// are the even ones at or above mode_tsc (callers pass a tracing mode).
 LOTUS_DETAIL_FORCE_INLINE std::uint64_t now_ticks(int mode) noexcept {
-  if (LOTUS_DETAIL_LIKELY(mode == mode_tsc)) return read_tsc();
+  static_assert(mode_tsc % 2 == 0 && mode_tsc_nvtx % 2 == 0 && mode_realtime % 2 == 1 &&
+                    mode_realtime_nvtx % 2 == 1,
+                "now_ticks tells the clocks apart by parity");
+  if (LOTUS_DETAIL_LIKELY((mode & 1) == 0)) return read_tsc();
   return now_ticks_slow(mode);
 }
 
@@ -1929,12 +1932,15 @@ class scope_timer {
   LOTUS_DETAIL_FORCE_INLINE explicit scope_timer(const record_site& loc,
                                                  std::uint64_t idx = 0) noexcept
       : idx_(idx) {
-    // One load and one compare when tracing is on with the TSC, or off; the realtime clock, NVTX
-    // ranges and initialization take the out-of-line path.
+    // One load and one compare with the TSC, two with clock_gettime or off; NVTX ranges and
+    // initialization take the out-of-line path.
     const int m = detail::g_mode.load(std::memory_order_relaxed);
     if (LOTUS_DETAIL_LIKELY(m == detail::mode_tsc)) {
       loc_ = &loc;
       t0_ = detail::read_tsc();
+    } else if (m == detail::mode_realtime) {
+      loc_ = &loc;
+      t0_ = detail::now_ticks_slow(m);
     } else if (m != detail::mode_off) {
       start_slow(m, loc);
     }
@@ -1945,9 +1951,9 @@ class scope_timer {
     const int m = detail::active_mode();
     if (m >= detail::mode_tsc) {
       const record_site* loc = detail::dynamic_location(name);
-      if (loc != nullptr && m == detail::mode_tsc) {
+      if (loc != nullptr && (m == detail::mode_tsc || m == detail::mode_realtime)) {
         loc_ = loc;
-        t0_ = detail::read_tsc();
+        t0_ = detail::now_ticks(m);
       } else if (loc != nullptr) {
         start_slow(m, *loc);
       }
@@ -1957,11 +1963,16 @@ class scope_timer {
   LOTUS_DETAIL_FORCE_INLINE ~scope_timer() {
     if (loc_ != nullptr) {
       const int m = detail::g_mode.load(std::memory_order_relaxed);
+      std::uint64_t t1;
       if (LOTUS_DETAIL_LIKELY(m == detail::mode_tsc)) {
-        detail::push(loc_, t0_, detail::read_tsc(), idx_);
+        t1 = detail::read_tsc();
+      } else if (m == detail::mode_realtime) {
+        t1 = detail::now_ticks_slow(m);
       } else {
         end_slow(m);
+        return;
       }
+      detail::push(loc_, t0_, t1, idx_);
     }
   }
 
@@ -1972,7 +1983,7 @@ class scope_timer {
 
  private:
   // loc_'s low bit (record sites are pointer-aligned): this span pushed an NVTX range. A process
-  // never returns to plain mode_tsc once NVTX was on (the _nvtx modes stay), so the inline
+  // never returns to a plain clock mode once NVTX was on (the _nvtx modes stay), so the inline
   // destructor path never sees a tagged pointer.
   static constexpr std::uintptr_t pushed_bit = 1;
 
@@ -4779,8 +4790,14 @@ void runtime::push_slow(const record_site* loc, std::uint64_t t0, std::uint64_t 
 /// fork() waits for a writer cycle in progress to end, so the child never inherits a lock the
 /// writer held mid-cycle (an allocator without fork handlers, such as GCC 12's AddressSanitizer,
 /// would otherwise deadlock the child).
+/// The runtime this thread's fork_prepare() locked, for its fork_parent()/fork_child(): another
+/// thread may publish the runtime between the two, and they must not unlock (nor take for
+/// theirs) a runtime that prepare did not lock.
+inline thread_local runtime* t_fork_locked = nullptr;
+
 LOTUS_DETAIL_COLD inline void runtime::fork_prepare() noexcept {
   runtime* rt = g_runtime_ready.load(std::memory_order_acquire);
+  t_fork_locked = rt;
   if (rt == nullptr) return;  // not started (or being constructed: the child builds its own)
   rt->mu_.lock();
   rt->writer_.fork_prepare();
@@ -4789,7 +4806,8 @@ LOTUS_DETAIL_COLD inline void runtime::fork_prepare() noexcept {
 }
 
 LOTUS_DETAIL_COLD inline void runtime::fork_parent() noexcept {
-  runtime* rt = g_runtime_ready.load(std::memory_order_acquire);
+  runtime* rt = t_fork_locked;
+  t_fork_locked = nullptr;
   if (rt == nullptr) return;
   rt->intern_mu_.unlock();
   rt->threads_.mutex().unlock();
@@ -4798,8 +4816,22 @@ LOTUS_DETAIL_COLD inline void runtime::fork_parent() noexcept {
 }
 
 LOTUS_DETAIL_COLD inline void runtime::fork_child() noexcept {
+  runtime* const locked = t_fork_locked;
+  t_fork_locked = nullptr;
   runtime* old = g_runtime_ready.load(std::memory_order_acquire);
   if (old == nullptr) return;  // get() in this child constructs one
+  if (locked != old) {
+    // Another thread published the runtime while this fork was under way (after prepare found
+    // none): it may have held the runtime's locks at the fork, and its writer is not here. This
+    // child forgets it (leaked) and starts from scratch at its first event.
+    g_runtime = nullptr;
+    g_runtime_ready.store(nullptr, std::memory_order_relaxed);
+    g_runtime_creator.store(0, std::memory_order_relaxed);
+    g_mode.store(mode_uninit, std::memory_order_relaxed);
+    t_ring.store(nullptr, std::memory_order_relaxed);
+    t_thread.self = nullptr;
+    return;
+  }
   old->intern_mu_.unlock();
   old->threads_.mutex().unlock();
   old->writer_.fork_child(old->threads_.all_locked());

@@ -118,6 +118,13 @@ def test_pip_venv_wheel_and_uninstall(tmp_path):
     found = check_import(venv / "bin" / "python", work, venv)
     assert pathlib.Path(found).resolve().is_relative_to(venv.resolve())  # the bundled binary
     traced_run_checked(venv / "bin" / "python", tool, work)
+    if pathlib.Path("/usr/local/cuda/include/nvtx3/nvToolsExt.h").is_file():
+        # NVTX found at build time: the extension pushes ranges, liblotus_nvtx.so is shipped.
+        out = run([venv / "bin" / "python", "-c", "import json, lotus; "
+                   "print(json.dumps([lotus.nvtx_compiled(), lotus.nvtx_injection_path()]))"], work)
+        compiled, injection = json.loads(out.stdout.strip().splitlines()[-1])
+        assert compiled and injection, out.stdout
+        assert pathlib.Path(injection).resolve().is_relative_to(venv.resolve()), injection
     run([venv / "bin" / "pip", "uninstall", "-y", "-q", "lotus"], work)
     assert not tool.exists()
     gone = subprocess.run([venv / "bin" / "python", "-c", "import lotus"], cwd=work,

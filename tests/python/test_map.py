@@ -3,6 +3,7 @@
 examples/python_pipeline, and lotus-tool record + attribute on the Python pipeline."""
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -59,12 +60,27 @@ def test_map_python_probe_with_perf(tmp_path):
     assert any(f.startswith("ImagingResample") for f in m["op_to_func"]["RandomResizedCrop"])
 
 
+def skip_if_valgrind_cannot_decode(work, r):
+    """Skip when Valgrind itself stopped the probe on an instruction it cannot decode in a system
+    library (seen: RDTSCP in libhwy, loaded by torchvision, on a VM whose CPUID hides RDTSCP):
+    the machine's limit, not lotus's. Any other failure still fails the test."""
+    if r.returncode == 0:
+        return
+    for log in work.glob("*/run*/probe.stderr"):
+        text = log.read_text(errors="replace")
+        m = re.search(r"valgrind: Unrecognised instruction at address \S+\.\n==\d+==\s+at \S+: (.*)",
+                      text)
+        if m and "lotus" not in m.group(1):
+            pytest.skip(f"valgrind cannot decode an instruction of a system library here: {m.group(1)}")
+
+
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind not installed")
 def test_map_python_probe_with_callgrind(tmp_path):
     out = tmp_path / "callgrind.json"
     r = tool("map", "--collector", "callgrind", "--timeout", "800", "--region",
              "RandomHorizontalFlip", "-o", str(out), "--", sys.executable, str(PROBE),
              "--iterations", "2", "--size", "64", "--batch", "1")
+    skip_if_valgrind_cannot_decode(tmp_path / "callgrind.json.work", r)
     assert r.returncode == 0, r.stderr
     m = check_mapping(out, ["RandomHorizontalFlip"])
     funcs = m["op_to_func"]["RandomHorizontalFlip"]
