@@ -1932,17 +1932,21 @@ class scope_timer {
   LOTUS_DETAIL_FORCE_INLINE explicit scope_timer(const record_site& loc,
                                                  std::uint64_t idx = 0) noexcept
       : idx_(idx) {
-    // One load and one compare with the TSC, two with clock_gettime or off; NVTX ranges and
-    // initialization take the out-of-line path.
+    // One load and one compare with the TSC, two when off, three with clock_gettime; NVTX ranges
+    // and initialization take the out-of-line path.
     const int m = detail::g_mode.load(std::memory_order_relaxed);
     if (LOTUS_DETAIL_LIKELY(m == detail::mode_tsc)) {
       loc_ = &loc;
       t0_ = detail::read_tsc();
+    } else if (LOTUS_DETAIL_LIKELY(m == detail::mode_off)) {
+      // nothing: tracing off costs the load and two compares
     } else if (m == detail::mode_realtime) {
       loc_ = &loc;
       t0_ = detail::now_ticks_slow(m);
-    } else if (m != detail::mode_off) {
-      start_slow(m, loc);
+    } else {
+      const started s = start_slow(m, loc, idx);
+      loc_ = s.loc;
+      t0_ = s.t0;
     }
   }
 
@@ -1955,7 +1959,9 @@ class scope_timer {
         loc_ = loc;
         t0_ = detail::now_ticks(m);
       } else if (loc != nullptr) {
-        start_slow(m, *loc);
+        const started s = start_slow(m, *loc, 0);
+        loc_ = s.loc;
+        t0_ = s.t0;
       }
     }
   }
@@ -1969,7 +1975,7 @@ class scope_timer {
       } else if (m == detail::mode_realtime) {
         t1 = detail::now_ticks_slow(m);
       } else {
-        end_slow(m);
+        end_slow(m, loc_, t0_, idx_);
         return;
       }
       detail::push(loc_, t0_, t1, idx_);
@@ -1987,24 +1993,30 @@ class scope_timer {
   // destructor path never sees a tagged pointer.
   static constexpr std::uintptr_t pushed_bit = 1;
 
-  LOTUS_DETAIL_NOINLINE void start_slow(int m, const record_site& loc) noexcept {
-    if (m == detail::mode_uninit) {
-      m = detail::initialize_mode();
-      if (m < detail::mode_tsc) return;
-    }
-    if (m < detail::mode_tsc) return;
-    loc_ = &loc;
-    if (m >= detail::mode_tsc_nvtx && detail::nvtx_push(loc, idx_)) {
-      loc_ =
+  // Static, with the span's fields passed and returned by value: the inline paths keep them in
+  // registers (a member function would make the object live in memory).
+  struct started {
+    const record_site* loc;
+    std::uint64_t t0;
+  };
+
+  LOTUS_DETAIL_NOINLINE static started start_slow(int m, const record_site& loc,
+                                                  std::uint64_t idx) noexcept {
+    if (m == detail::mode_uninit) m = detail::initialize_mode();
+    if (m < detail::mode_tsc) return {nullptr, 0};
+    const record_site* tagged = &loc;
+    if (m >= detail::mode_tsc_nvtx && detail::nvtx_push(loc, idx)) {
+      tagged =
           reinterpret_cast<const record_site*>(reinterpret_cast<std::uintptr_t>(&loc) | pushed_bit);
     }
-    t0_ = detail::now_ticks(m);  // after the push: the record does not include NVTX's cost
+    return {tagged, detail::now_ticks(m)};  // after the push: the record excludes NVTX's cost
   }
 
-  LOTUS_DETAIL_NOINLINE void end_slow(int m) noexcept {
-    const std::uintptr_t bits = reinterpret_cast<std::uintptr_t>(loc_);
+  LOTUS_DETAIL_NOINLINE static void end_slow(int m, const record_site* tagged, std::uint64_t t0,
+                                             std::uint64_t idx) noexcept {
+    const std::uintptr_t bits = reinterpret_cast<std::uintptr_t>(tagged);
     const auto* loc = reinterpret_cast<const record_site*>(bits & ~pushed_bit);
-    if (m >= detail::mode_tsc) detail::push(loc, t0_, detail::now_ticks(m), idx_);
+    if (m >= detail::mode_tsc) detail::push(loc, t0, detail::now_ticks(m), idx);
     if ((bits & pushed_bit) != 0) detail::nvtx_pop();
   }
 
