@@ -71,6 +71,9 @@ class spill_log {
     file_.reset();
     spilled_ = 0;
   }
+  /// Allocates the RAM buffer now (pages are touched only as items arrive): no reallocation
+  /// while it fills.
+  void reserve() { buf_.reserve(cap_); }
   /// The items, when all are in RAM (never spilled): callers may reorder them in place.
   std::vector<T>* in_ram() noexcept { return spilled_ == 0 ? &buf_ : nullptr; }
 
