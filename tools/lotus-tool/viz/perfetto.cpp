@@ -275,7 +275,7 @@ class pf_writer {
   void flush_block() {
     if (used_ == 0) return;
     if (!compress_) {
-      out_.write(std::string_view(buf_.get(), used_));
+      out_.write_through(std::string_view(buf_.get(), used_));
       used_ = 0;
       return;
     }
@@ -298,7 +298,7 @@ class pf_writer {
     p = put_varint(p, n);
     const std::size_t h = static_cast<std::size_t>(p - tmp);
     std::memcpy(head + 24 - h, tmp, h);
-    out_.write(std::string_view(head + 24 - h, h + n));
+    out_.write_through(std::string_view(head + 24 - h, h + n));
 #endif
     used_ = 0;
   }
@@ -591,9 +591,27 @@ std::uint64_t write_perfetto_trace(
     return id;
   };
   const std::uint32_t marker_name = intern("out-of-order arrival");
-  // The previous op name and its iid: most records repeat a recent name.
-  std::string last_name;
-  std::uint32_t last_iid = 0;
+  // A direct-mapped cache of recent op names and their iids (a file cycles through a few names):
+  // most records skip the hash map.
+  struct cached_name {
+    std::string name;
+    std::uint32_t iid = 0;
+  };
+  std::vector<cached_name> name_cache(64);
+  const auto cached_intern = [&](std::string_view n) -> std::uint32_t {
+    const std::size_t k = n.size();
+    const unsigned char* b = reinterpret_cast<const unsigned char*>(n.data());
+    const std::size_t slot =
+        k == 0 ? 0 : (k * 7 + b[k - 1] * 3 + b[k / 2] + b[k - 2 < k ? k - 2 : 0]) & 63;
+    cached_name& c = name_cache[slot];
+    if (c.iid != 0 && c.name == n) return c.iid;
+    const std::uint32_t id = intern(n);
+    if (id != 0) {
+      c.name.assign(n.data(), n.size());
+      c.iid = id;
+    }
+    return id;
+  };
 
   // Counter changes: at most 4 per batch (the 1M-record bench trace needs about 2 MiB).
   spill_log<counter_change> counters(std::size_t{4} << 20);
@@ -701,17 +719,7 @@ std::uint64_t write_perfetto_trace(
         const std::uint32_t part = dir.files[fi].source;
         if (batch) x.flow = flow_id(part, epoch_of(fi, line), bt.idx);
         if (bt.kind == batch_kind::wait && r.dur_ns == 1000) x.kind |= k_marker;
-        if (bt.kind == batch_kind::none) {
-          if (last_iid != 0 && r.name == last_name) {
-            x.name = last_iid;
-          } else {
-            x.name = intern(r.name);
-            if (x.name != 0) {
-              last_name.assign(r.name.data(), r.name.size());
-              last_iid = x.name;
-            }
-          }
-        }
+        if (bt.kind == batch_kind::none) x.name = cached_intern(r.name);
         if (x.name == 0 && r.name == canonical_batch_name(batch_text, bt.kind, bt.idx)) {
           x.name = k_batch_name;  // rebuilt from kind and index when written: no memory
         } else if (x.name == 0) {
