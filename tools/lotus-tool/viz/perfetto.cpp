@@ -753,10 +753,15 @@ std::uint64_t write_perfetto_trace(
   lane cl;
   std::int64_t value[3] = {0, 0, 0}, shown[3] = {0, 0, 0};
   std::optional<std::uint64_t> pending_ts;
+  bool first_sample = true;
   const auto emit_pending = [&] {
     if (pending_ts && (value[0] != shown[0] || value[1] != shown[1] || value[2] != shown[2])) {
-      tb.counters(cl, *pending_ts, value, 3);
-      std::copy(value, value + 3, shown);
+      // The part's first sample has all three values; later ones end at the last that changed.
+      std::size_t n = 3;
+      while (!first_sample && n > 1 && value[n - 1] == shown[n - 1]) --n;
+      tb.counters(cl, *pending_ts, value, n);
+      std::copy(value, value + n, shown);
+      first_sample = false;
     }
     pending_ts.reset();
   };
@@ -768,6 +773,7 @@ std::uint64_t write_perfetto_trace(
       part = c.part;
       std::fill(value, value + 3, 0);
       std::fill(shown, shown + 3, 0);
+      first_sample = true;
       const std::string label =
           dir.sources.size() > 1 ? dir.sources[part].label + ": " : std::string();
       std::uint64_t uuid[3];
