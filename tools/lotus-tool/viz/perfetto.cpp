@@ -6,20 +6,37 @@
 // - Sequence 1 holds the track descriptors: one per process (pid, name), per thread (pid, tid,
 //   name), per extra lane of a thread (records of one file that do not nest: parent = its thread)
 //   and per counter track.
-// - Every other track is written by a sequence of its own. Its first packet clears the incremental
-//   state, sets the packet defaults (the track, and clock 64) and a clock snapshot that defines
-//   clock 64 as an incremental nanosecond clock equal to CLOCK_REALTIME (the trace's primary
-//   clock): the packets after it carry timestamps as deltas from the previous packet of their
-//   sequence, so each sequence is written in time order. Event names are interned per sequence
-//   (InternedData.event_names, emitted with the first event that uses them).
+// - Every other track (a lane of a file, or a trace part's counters) is written by one sequence
+//   generation. Its first packet sets SEQ_INCREMENTAL_STATE_CLEARED, the packet defaults (the
+//   track, clock 64) and a clock snapshot that defines clock 64 as an incremental nanosecond clock
+//   equal to CLOCK_REALTIME (the trace's primary clock): the packets after it carry timestamps as
+//   deltas from the previous packet of their sequence, so a generation is written in time order.
+//   Event names are interned per generation (InternedData.event_names, with the first event that
+//   uses them). Every such packet carries its trusted_packet_sequence_id (Perfetto ignores
+//   interned data, defaults and sequence clocks without it).
+// - Sequence ids are reused: once a file is written, its lanes' ids start the next file's lanes
+//   as new generations, so ids stay below 128 (one byte). Perfetto rejects a clock snapshot of a
+//   sequence whose trace-clock time goes back, so a generation's snapshot is 1 ns after the
+//   previous generation's (not after its first event; else another id is taken).
 // - A record is one slice: a SLICE_BEGIN at its start and a SLICE_END at its end, exact in ns.
-//   Records of a file that do not nest (batch records of a main file) go to extra lanes.
-// - Batch records carry flow ids: SBatchQueued → SBatchPreprocessed → SBatchWait →
-//   SBatchConsumed of one (trace part, epoch, index), terminating at SBatchConsumed. An
-//   out-of-order arrival (the 1 µs SBatchWait marker) adds an instant event "out-of-order arrival".
+//   Records of a file that do not nest (batch records of a main file) go to extra lanes. A file's
+//   records are sorted by start (a bounded insertion sort: Lotus files are in end order, nearly
+//   sorted), in RAM up to 8 MiB of records, else with the spill log's external merge.
+// - Batch records carry flow ids (fixed64): SBatchQueued → SBatchPreprocessed → SBatchWait →
+//   SBatchConsumed of one (trace part, epoch, index), terminating at SBatchConsumed. Their names
+//   (one per index) are inline: an interned name would cost a definition each. An out-of-order
+//   arrival (the 1 µs SBatchWait marker) adds an instant event "out-of-order arrival".
 // - Counter tracks per trace part (a directory or rank): batches in flight (queued, not yet
 //   preprocessed), batches ready (preprocessed, not yet consumed) and busy workers (inside an
-//   SBatchPreprocessed span).
+//   SBatchPreprocessed span). One sequence per part writes them: a TYPE_COUNTER event on the
+//   "in flight" track (counter_value, or double_counter_value when negative: 10 bytes instead of
+//   12) whose extra_counter_values are the two others (the defaults' extra_counter_track_uuids),
+//   one packet per time at which a value changes, ending at the last value that changed.
+// - Size: a packet is framing (2 B), timestamp (1 B key + the delta), sequence id (2 B) and the
+//   track event (2 B framing + 2 B type, + 2 B name_iid on a begin): a record takes at least
+//   20 B + its two timestamp deltas, which op records reach. See bench/README.md.
+// - Speed: packets are assembled in place in a 1 MiB block written straight to the file (or
+//   zlib-compressed into one `compressed_packets` packet with --compress).
 #include "viz/perfetto.hpp"
 
 #include <algorithm>
