@@ -157,8 +157,6 @@ constexpr unsigned k_type_begin = 1, k_type_end = 2, k_type_instant = 3, k_type_
 constexpr std::uint64_t k_seq_cleared = 1;     // SEQ_INCREMENTAL_STATE_CLEARED
 constexpr std::uint64_t k_clock_realtime = 1;  // BUILTIN_CLOCK_REALTIME
 constexpr std::uint64_t k_clock_delta = 64;    // a sequence-scoped clock of ours
-// Sequence ids below this take one byte; ids are reused to stay below it when they can.
-constexpr std::uint32_t k_one_byte_seq = 128;
 
 // A name of the trace: an interned id (iid >= 1), or for names beyond k_max_interned an index
 // into the current file's own list (high bit set).
