@@ -5,8 +5,9 @@
     perfetto_check.py TOOL PROTO TRACE_DIR... [--compress] [--expect-ranks N]
 
 A protobuf wire-format reader of its own (no Perfetto code, no lotus-tool code) decodes the output:
-sequences with their incremental clocks, packet defaults and interned names; slices from BEGIN/END
-pairs per track. It checks that every record of the trace files is exactly one slice with its name,
+sequences with their incremental clocks (a sequence id may start several generations, each with
+SEQ_INCREMENTAL_STATE_CLEARED), packet defaults and interned names; slices from BEGIN/END pairs per
+track; counter values (int64 or double) and the extra counter values of other tracks. It checks that every record of the trace files is exactly one slice with its name,
 start and duration; that each file's slices are on its thread's tracks; that flows connect the
 batch records of one (trace part, epoch, index) in life-cycle order; that every out-of-order marker
 has its instant; and that the counter tracks equal a brute-force recount from the records. It also
@@ -17,6 +18,7 @@ import bisect
 import collections
 import os
 import re
+import struct
 import subprocess
 import sys
 import tempfile
@@ -117,6 +119,7 @@ def decode(data):
             st["default_clock"] = one(df, 58)
             ted = one(df, 11)
             st["track"] = one(fields(ted), 11) if ted is not None else None
+            st["extra"] = many(fields(ted), 31) if ted is not None else []
         cs = one(p, 6)
         if cs is not None:
             for c in many(fields(cs), 1):
@@ -157,9 +160,22 @@ def decode(data):
         elif typ == 3:
             instants.append((track, name, ts))
         elif typ == 4:
-            counters[track].append((ts, signed(one(e, 30, 0))))
+            dbl = one(e, 44)  # double_counter_value (fixed64 bits)
+            if dbl is not None:
+                v = struct.unpack("<d", dbl.to_bytes(8, "little"))[0]
+                assert v == int(v), f"counter value {v}"
+                counters[track].append((ts, int(v)))
+            else:
+                counters[track].append((ts, signed(one(e, 30, 0))))
         else:
             raise AssertionError(f"event type {typ}")
+        # Extra counter values: for the event's extra_counter_track_uuids, else the defaults'.
+        extra_values = many(e, 12)
+        if extra_values:
+            uuids = many(e, 31) or st.get("extra", [])
+            assert len(extra_values) <= len(uuids), "more extra counter values than tracks"
+            for u, v in zip(uuids, extra_values):
+                counters[u].append((ts, signed(v)))
     for st in seqs.values():
         for track, stack in st["stacks"].items():
             assert not stack, f"unclosed slices on track {track}: {stack[:3]}"

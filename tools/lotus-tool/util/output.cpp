@@ -44,9 +44,17 @@ output_file::~output_file() {
 }
 
 void output_file::flush() {
-  written_ += buf_.size();
-  const char* p = buf_.data();
-  std::size_t left = buf_.size();
+  write_all(buf_.data(), buf_.size());
+  buf_.clear();
+}
+
+void output_file::write_through(std::string_view s) {
+  if (!buf_.empty()) flush();
+  write_all(s.data(), s.size());
+}
+
+void output_file::write_all(const char* p, std::size_t left) {
+  written_ += left;
   while (left > 0) {
     const ssize_t n = ::write(fd_, p, left);
     if (n < 0 && errno == EINTR) continue;
@@ -57,7 +65,6 @@ void output_file::flush() {
     p += n;
     left -= static_cast<std::size_t>(n);
   }
-  buf_.clear();
 }
 
 void output_file::commit() {

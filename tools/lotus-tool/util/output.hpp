@@ -27,12 +27,15 @@ class output_file {
     if (buf_.size() >= k_flush_at) flush();
   }
   void flush();
+  /// Writes `s` now, after what is buffered (no copy into the buffer: for large blocks).
+  void write_through(std::string_view s);
   /// Bytes written so far (flushed and buffered).
   std::uint64_t size() const noexcept { return written_ + buf_.size(); }
   /// Flushes, closes and renames into place. Throws tool_error(exit_io) on failure.
   void commit();
 
  private:
+  void write_all(const char* p, std::size_t n);
   static constexpr std::size_t k_flush_at = 1 << 20;
   std::string path_, tmp_;
   int fd_ = -1;

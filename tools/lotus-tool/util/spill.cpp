@@ -3,9 +3,11 @@
 #include "util/spill.hpp"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -21,6 +23,20 @@ namespace {
 }
 
 }  // namespace
+
+void advise_huge_pages(void* p, std::size_t bytes) noexcept {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  const long page = ::sysconf(_SC_PAGESIZE);
+  if (p == nullptr || bytes == 0 || page <= 0) return;
+  const auto at = reinterpret_cast<std::uintptr_t>(p);
+  const std::uintptr_t lo = at - at % static_cast<std::uintptr_t>(page);
+  ::madvise(reinterpret_cast<void*>(lo), bytes + (at - lo),
+            MADV_HUGEPAGE);  // a hint: errors ignored
+#else
+  (void)p;
+  (void)bytes;
+#endif
+}
 
 std::string temp_dir() {
   const char* t = std::getenv("TMPDIR");

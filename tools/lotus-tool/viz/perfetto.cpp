@@ -6,26 +6,45 @@
 // - Sequence 1 holds the track descriptors: one per process (pid, name), per thread (pid, tid,
 //   name), per extra lane of a thread (records of one file that do not nest: parent = its thread)
 //   and per counter track.
-// - Every other track is written by a sequence of its own. Its first packet clears the incremental
-//   state, sets the packet defaults (the track, and clock 64) and a clock snapshot that defines
-//   clock 64 as an incremental nanosecond clock equal to CLOCK_REALTIME (the trace's primary
-//   clock): the packets after it carry timestamps as deltas from the previous packet of their
-//   sequence, so each sequence is written in time order. Event names are interned per sequence
-//   (InternedData.event_names, emitted with the first event that uses them).
+// - Every other track (a lane of a file, or a trace part's counters) is written by one sequence
+//   generation. Its first packet sets SEQ_INCREMENTAL_STATE_CLEARED, the packet defaults (the
+//   track, clock 64) and a clock snapshot that defines clock 64 as an incremental nanosecond clock
+//   equal to CLOCK_REALTIME (the trace's primary clock): the packets after it carry timestamps as
+//   deltas from the previous packet of their sequence, so a generation is written in time order.
+//   Event names are interned per generation (InternedData.event_names, with the first event that
+//   uses them). Every such packet carries its trusted_packet_sequence_id (Perfetto ignores
+//   interned data, defaults and sequence clocks without it).
+// - Sequence ids are reused: once a file is written, its lanes' ids start the next file's lanes
+//   as new generations, so ids stay below 128 (one byte). Perfetto rejects a clock snapshot of a
+//   sequence whose trace-clock time goes back, so a generation's snapshot is 1 ns after the
+//   previous generation's (not after its first event; else another id is taken).
 // - A record is one slice: a SLICE_BEGIN at its start and a SLICE_END at its end, exact in ns.
-//   Records of a file that do not nest (batch records of a main file) go to extra lanes.
-// - Batch records carry flow ids: SBatchQueued → SBatchPreprocessed → SBatchWait →
-//   SBatchConsumed of one (trace part, epoch, index), terminating at SBatchConsumed. An
-//   out-of-order arrival (the 1 µs SBatchWait marker) adds an instant event "out-of-order arrival".
+//   Records of a file that do not nest (batch records of a main file) go to extra lanes. A file's
+//   records are sorted by start (a bounded insertion sort: Lotus files are in end order, nearly
+//   sorted), in RAM up to 8 MiB of records, else with the spill log's external merge.
+// - Batch records carry flow ids (fixed64): SBatchQueued → SBatchPreprocessed → SBatchWait →
+//   SBatchConsumed of one (trace part, epoch, index), terminating at SBatchConsumed. Their names
+//   (one per index) are inline: an interned name would cost a definition each. An out-of-order
+//   arrival (the 1 µs SBatchWait marker) adds an instant event "out-of-order arrival".
 // - Counter tracks per trace part (a directory or rank): batches in flight (queued, not yet
 //   preprocessed), batches ready (preprocessed, not yet consumed) and busy workers (inside an
-//   SBatchPreprocessed span).
+//   SBatchPreprocessed span). One sequence per part writes them: a TYPE_COUNTER event on the
+//   "in flight" track (counter_value, or double_counter_value when negative: 10 bytes instead of
+//   12) whose extra_counter_values are the two others (the defaults' extra_counter_track_uuids),
+//   one packet per time at which a value changes, ending at the last value that changed.
+// - Size: a packet is framing (2 B), timestamp (1 B key + the delta), sequence id (2 B) and the
+//   track event (2 B framing + 2 B type, + 2 B name_iid on a begin): a record takes at least
+//   20 B + its two timestamp deltas, which op records reach. See bench/README.md.
+// - Speed: packets are assembled in place in a 1 MiB block written straight to the file (or
+//   zlib-compressed into one `compressed_packets` packet with --compress).
 #include "viz/perfetto.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cstring>
 #include <deque>
 #include <map>
+#include <memory>
 #include <string_view>
 #include <unordered_map>
 
@@ -59,34 +78,46 @@ namespace {
 
 // ---- protobuf wire format ----
 
-void put_varint(std::string& b, std::uint64_t v) {
-  char tmp[10];
-  int n = 0;
+std::size_t varint_len(std::uint64_t v) {
+  std::size_t n = 1;
   while (v >= 0x80) {
-    tmp[n++] = static_cast<char>(v | 0x80);
+    v >>= 7;
+    ++n;
+  }
+  return n;
+}
+char* put_varint(char* p, std::uint64_t v) {
+  while (v >= 0x80) {
+    *p++ = static_cast<char>(v | 0x80);
     v >>= 7;
   }
-  tmp[n++] = static_cast<char>(v);
-  b.append(tmp, static_cast<std::size_t>(n));
+  *p++ = static_cast<char>(v);
+  return p;
 }
-void put_tag(std::string& b, unsigned field, unsigned wire) { put_varint(b, (field << 3) | wire); }
+// A field key: (field << 3) | wire type, as a varint.
+char* put_key(char* p, unsigned field, unsigned wire) { return put_varint(p, (field << 3) | wire); }
+std::size_t key_len(unsigned field) { return varint_len(field << 3); }
+char* put_fixed64(char* p, std::uint64_t v) {
+  for (int i = 0; i < 8; ++i) *p++ = static_cast<char>((v >> (8 * i)) & 0xff);
+  return p;
+}
+
+// Messages of the sequence starts and descriptors (a few per file): assembled in strings.
 void put_uint(std::string& b, unsigned field, std::uint64_t v) {
-  put_tag(b, field, 0);
-  put_varint(b, v);
+  char tmp[20];
+  char* p = put_key(tmp, field, 0);
+  p = put_varint(p, v);
+  b.append(tmp, static_cast<std::size_t>(p - tmp));
 }
 void put_int(std::string& b, unsigned field, std::int64_t v) {
   put_uint(b, field, static_cast<std::uint64_t>(v));  // int32/int64: two's complement varint
 }
 void put_bytes(std::string& b, unsigned field, std::string_view s) {
-  put_tag(b, field, 2);
-  put_varint(b, s.size());
+  char tmp[20];
+  char* p = put_key(tmp, field, 2);
+  p = put_varint(p, s.size());
+  b.append(tmp, static_cast<std::size_t>(p - tmp));
   b.append(s.data(), s.size());
-}
-void put_fixed64(std::string& b, unsigned field, std::uint64_t v) {
-  put_tag(b, field, 1);
-  char tmp[8];
-  for (int i = 0; i < 8; ++i) tmp[i] = static_cast<char>((v >> (8 * i)) & 0xff);
-  b.append(tmp, 8);
 }
 
 // Field numbers (perfetto_trace.proto).
@@ -103,12 +134,15 @@ enum : unsigned {
   k_timestamp_clock_id = 58,
   k_packet_defaults = 59,
   k_track_descriptor = 60,
-  // TrackEvent
+  // TrackEvent (and TrackEventDefaults: track_uuid, extra_counter_track_uuids)
   k_te_type = 9,
   k_te_name_iid = 10,
   k_te_track_uuid = 11,
+  k_te_extra_counter_values = 12,
   k_te_name = 23,
   k_te_counter_value = 30,
+  k_te_extra_counter_track_uuids = 31,
+  k_te_double_counter_value = 44,
   k_te_flow_ids = 47,
   k_te_terminating_flow_ids = 48,
   // TrackDescriptor
@@ -119,7 +153,7 @@ enum : unsigned {
   k_td_parent_uuid = 5,
   k_td_counter = 8,
 };
-constexpr std::uint64_t k_type_begin = 1, k_type_end = 2, k_type_instant = 3, k_type_counter = 4;
+constexpr unsigned k_type_begin = 1, k_type_end = 2, k_type_instant = 3, k_type_counter = 4;
 constexpr std::uint64_t k_seq_cleared = 1;     // SEQ_INCREMENTAL_STATE_CLEARED
 constexpr std::uint64_t k_clock_realtime = 1;  // BUILTIN_CLOCK_REALTIME
 constexpr std::uint64_t k_clock_delta = 64;    // a sequence-scoped clock of ours
@@ -130,26 +164,75 @@ constexpr std::uint32_t k_local_name = 0x80000000u;
 constexpr std::size_t k_max_interned = std::size_t{1} << 16;
 constexpr std::uint32_t k_batch_name = k_local_name - 1;  // SBatch<Kind>_<idx> as written
 
-std::string canonical_batch_name(batch_kind kind, std::uint64_t idx) {
-  const char* k = kind == batch_kind::queued         ? "SBatchQueued_"
-                  : kind == batch_kind::preprocessed ? "SBatchPreprocessed_"
-                  : kind == batch_kind::wait         ? "SBatchWait_"
-                  : kind == batch_kind::consumed     ? "SBatchConsumed_"
-                                                     : nullptr;
-  return k == nullptr ? std::string() : k + std::to_string(idx);
+std::string_view batch_prefix(batch_kind kind) {
+  switch (kind) {
+    case batch_kind::queued:
+      return "SBatchQueued_";
+    case batch_kind::preprocessed:
+      return "SBatchPreprocessed_";
+    case batch_kind::wait:
+      return "SBatchWait_";
+    case batch_kind::consumed:
+      return "SBatchConsumed_";
+    default:
+      return {};
+  }
+}
+// SBatch<Kind>_<idx> into `buf` (at least 48 bytes); empty for other kinds.
+std::string_view canonical_batch_name(char* buf, batch_kind kind, std::uint64_t idx) {
+  const std::string_view pre = batch_prefix(kind);
+  if (pre.empty()) return {};
+  std::memcpy(buf, pre.data(), pre.size());
+  char* p = std::to_chars(buf + pre.size(), buf + 48, idx).ptr;
+  return std::string_view(buf, static_cast<std::size_t>(p - buf));
 }
 
+bool is_batch(batch_kind k) {
+  return k == batch_kind::queued || k == batch_kind::preprocessed || k == batch_kind::wait ||
+         k == batch_kind::consumed;
+}
+
+// One record as the writer keeps it until its file is done (40 bytes).
 struct item {
-  std::uint64_t start, end, idx, epoch, seq;
+  std::uint64_t start, end, idx;
+  std::uint64_t flow;  // 0: none
   std::uint32_t name;
   std::uint32_t kind;  // batch_kind, and bit 8: an out-of-order arrival marker
 };
 constexpr std::uint32_t k_marker = 0x100;
+bool by_start(const item& a, const item& b) {
+  if (a.start != b.start) return a.start < b.start;
+  return a.end > b.end;  // the enclosing slice first
+}
 
+// Sorts a file's records by start. Lotus writes a record when it ends, so a file is in end
+// order: nearly in start order, each enclosing record a few places after its children. An
+// insertion sort handles that in linear time; it gives up for std::sort past 8 moves per item.
+void sort_by_start(std::vector<item>& v) {
+  const std::size_t n = v.size();
+  std::size_t budget = 8 * n + 64;
+  for (std::size_t i = 1; i < n; ++i) {
+    if (!by_start(v[i], v[i - 1])) continue;
+    const item x = v[i];
+    std::size_t j = i;
+    while (j > 0 && by_start(x, v[j - 1])) {
+      v[j] = v[j - 1];
+      --j;
+      if (--budget == 0) break;
+    }
+    v[j] = x;
+    if (budget == 0) {
+      std::sort(v.begin(), v.end(), by_start);
+      return;
+    }
+  }
+}
+
+// A change of a trace part's counters at one time: batches in flight, ready, busy workers.
 struct counter_change {
   std::uint64_t ts;
-  std::uint32_t key;  // part * 3 + counter
-  std::int32_t delta;
+  std::uint32_t part;
+  std::int8_t delta[3];
 };
 const char* const k_counter_names[3] = {"batches in flight (queued, not preprocessed)",
                                         "batches ready (preprocessed, not consumed)",
@@ -166,77 +249,140 @@ std::uint64_t flow_id(std::uint32_t part, std::uint64_t epoch, std::uint64_t idx
   return h == 0 ? 1 : h;
 }
 
+// The packets go straight into a block of about 1 MiB, written out (or zlib-compressed into one
+// `compressed_packets` packet) when full.
 class pf_writer {
  public:
-  pf_writer(output_file& out, bool compress) : out_(out), compress_(compress) {}
+  pf_writer(output_file& out, bool compress)
+      : out_(out), compress_(compress), cap_(k_block + k_slack), buf_(new char[cap_]) {}
 
+  /// Room for `n` more bytes; write them, then call commit() with the end.
+  char* room(std::size_t n) {
+    if (used_ + n > cap_) {
+      flush_block();
+      if (n > cap_) {
+        buf_.reset(new char[n]);
+        cap_ = n;
+      }
+    }
+    return buf_.get() + used_;
+  }
+  void commit(const char* end) {
+    used_ = static_cast<std::size_t>(end - buf_.get());
+    if (used_ >= k_block) flush_block();
+  }
+  /// One packet whose body is `body`.
   void packet(std::string_view body) {
-    std::string& b = compress_ ? pending_ : out_.buffer();
-    char head[12];
-    std::size_t n = 0;
-    head[n++] = static_cast<char>((k_trace_packet << 3) | 2);
-    for (std::uint64_t v = body.size();; v >>= 7) {
-      head[n++] = static_cast<char>(v >= 0x80 ? (v & 0x7f) | 0x80 : v);
-      if (v < 0x80) break;
-    }
-    b.append(head, n);
-    b.append(body.data(), body.size());
-    if (compress_) {
-      if (pending_.size() >= (std::size_t{1} << 20)) flush_compressed();
-    } else {
-      out_.maybe_flush();
-    }
+    char* p = room(body.size() + 11);
+    *p++ = static_cast<char>((k_trace_packet << 3) | 2);
+    p = put_varint(p, body.size());
+    std::memcpy(p, body.data(), body.size());
+    commit(p + body.size());
   }
+  void finish() { flush_block(); }
 
-  void finish() {
-    if (compress_) flush_compressed();
-  }
-
-  std::uint32_t new_sequence() { return next_seq_++; }
   std::uint64_t new_uuid() { return next_uuid_++; }
 
  private:
-  void flush_compressed() {
-    if (pending_.empty()) return;
+  static constexpr std::size_t k_block = std::size_t{1} << 20;
+  static constexpr std::size_t k_slack = std::size_t{64} << 10;
+
+  void flush_block() {
+    if (used_ == 0) return;
+    if (!compress_) {
+      out_.write_through(std::string_view(buf_.get(), used_));
+      used_ = 0;
+      return;
+    }
 #ifdef LOTUS_TOOL_ZLIB
-    uLongf n = compressBound(static_cast<uLong>(pending_.size()));
-    std::string z(n, '\0');
-    if (compress2(reinterpret_cast<Bytef*>(&z[0]), &n,
-                  reinterpret_cast<const Bytef*>(pending_.data()),
-                  static_cast<uLong>(pending_.size()), 6) != Z_OK) {
+    uLongf n = compressBound(static_cast<uLong>(used_));
+    z_.resize(n + 24);
+    char* head = &z_[0];
+    // compressed_packets after room for the packet's key and lengths (written once known).
+    if (compress2(reinterpret_cast<Bytef*>(head + 24), &n,
+                  reinterpret_cast<const Bytef*>(buf_.get()), static_cast<uLong>(used_),
+                  6) != Z_OK) {
       throw tool_error(exit_io, "zlib: compression failed");
     }
-    z.resize(n);
-    std::string body;
-    put_bytes(body, k_compressed_packets, z);
-    std::string& b = out_.buffer();
-    put_tag(b, k_trace_packet, 2);
-    put_varint(b, body.size());
-    b += body;
-    out_.maybe_flush();
+    const std::size_t body = key_len(k_compressed_packets) + varint_len(n) + n;
+    char tmp[24];
+    char* p = tmp;
+    *p++ = static_cast<char>((k_trace_packet << 3) | 2);
+    p = put_varint(p, body);
+    p = put_key(p, k_compressed_packets, 2);
+    p = put_varint(p, n);
+    const std::size_t h = static_cast<std::size_t>(p - tmp);
+    std::memcpy(head + 24 - h, tmp, h);
+    out_.write_through(std::string_view(head + 24 - h, h + n));
 #endif
-    pending_.clear();
+    used_ = 0;
   }
 
   output_file& out_;
   bool compress_;
-  std::string pending_;
-  std::uint32_t next_seq_ = 2;  // 1: descriptors
+  std::size_t cap_, used_ = 0;
+  std::unique_ptr<char[]> buf_;
+  std::string z_;
   std::uint64_t next_uuid_ = 1;
 };
 
-// One track written by one sequence, in time order.
+// Sequence ids 2.. (1: the descriptors), reused once their lanes are done: a reused id starts a
+// new generation (incremental state cleared, new defaults, a new clock snapshot). Perfetto keeps
+// the snapshots of one sequence's clocks in order and rejects one whose CLOCK_REALTIME (the
+// trace clock) goes back, so a generation's clock starts 1 ns after the previous generation's
+// (and never after the lane's first event); an id whose last start is too late is not reused.
+class sequence_pool {
+ public:
+  struct grant {
+    std::uint32_t id;
+    std::uint64_t t0;  // the clock snapshot's time, <= the first event
+  };
+  grant acquire(std::uint64_t first_ts) {
+    earliest_ = std::min(earliest_, first_ts);
+    std::size_t best = free_.size();
+    for (std::size_t i = 0; i < free_.size(); ++i) {
+      if (free_[i].t0 < first_ts && (best == free_.size() || free_[i].id < free_[best].id)) {
+        best = i;
+      }
+    }
+    if (best != free_.size()) {
+      grant g{free_[best].id, free_[best].t0 + 1};
+      free_[best] = free_.back();
+      free_.pop_back();
+      return g;
+    }
+    // A new id: its clock starts at the earliest first event seen so far, which leaves room for
+    // the generations after it.
+    return {next_++, earliest_};
+  }
+  void release(std::uint32_t id, std::uint64_t t0) { free_.push_back({id, t0}); }
+
+ private:
+  std::vector<grant> free_;
+  std::uint32_t next_ = 2;
+  std::uint64_t earliest_ = UINT64_MAX;
+};
+
+// One track written by one sequence (generation), in time order.
 struct lane {
   std::uint32_t seq = 0;
   std::uint64_t uuid = 0;
+  std::uint64_t t0 = 0;
   std::uint64_t last_ts = 0;
   std::vector<std::uint64_t> open;      // end times of the open slices, innermost last
-  std::vector<std::uint32_t> interned;  // iids this sequence has defined, sorted
+  std::vector<std::uint64_t> interned;  // bit set of the iids this generation has defined
+  bool defined(std::uint32_t iid) const {
+    return iid / 64 < interned.size() && ((interned[iid / 64] >> (iid % 64)) & 1) != 0;
+  }
+  void define(std::uint32_t iid) {
+    if (iid / 64 >= interned.size()) interned.resize(iid / 64 + 1);
+    interned[iid / 64] |= std::uint64_t{1} << (iid % 64);
+  }
 };
 
 class trace_builder {
  public:
-  trace_builder(pf_writer& w) : w_(w) {}
+  explicit trace_builder(pf_writer& w) : w_(w) {}
 
   void descriptor(const std::string& body) {
     std::string p;
@@ -283,115 +429,145 @@ class trace_builder {
     return uuid;
   }
 
-  /// A new sequence for `track`, its clock starting at `t0` (absolute ns).
-  lane start(std::uint64_t track, std::uint64_t t0) {
+  /// A sequence generation for `track` whose first event is at `first_ts` (absolute ns); with
+  /// `extra`, its events carry values of those counter tracks too (extra_counter_values).
+  lane start(std::uint64_t track, std::uint64_t first_ts, const std::uint64_t* extra = nullptr,
+             std::size_t n_extra = 0) {
+    const sequence_pool::grant g = seqs_.acquire(first_ts);
     lane l;
-    l.seq = w_.new_sequence();
+    l.seq = g.id;
     l.uuid = track;
-    l.last_ts = t0;
+    l.t0 = g.t0;
+    l.last_ts = g.t0;
     std::string p, defaults, ted, snap, clock;
     put_uint(p, k_seq_id, l.seq);
     put_uint(p, k_sequence_flags, k_seq_cleared);
     put_uint(ted, k_te_track_uuid, track);  // TrackEventDefaults.track_uuid
+    for (std::size_t i = 0; i < n_extra; ++i) {
+      put_uint(ted, k_te_extra_counter_track_uuids, extra[i]);
+    }
     put_uint(defaults, k_timestamp_clock_id, k_clock_delta);
     put_bytes(defaults, 11, ted);  // TracePacketDefaults.track_event_defaults
     put_bytes(p, k_packet_defaults, defaults);
     put_uint(clock, 1, k_clock_realtime);  // Clock.clock_id
-    put_uint(clock, 2, t0);                // Clock.timestamp
+    put_uint(clock, 2, g.t0);              // Clock.timestamp
     put_bytes(snap, 1, clock);             // ClockSnapshot.clocks
     clock.clear();
     put_uint(clock, 1, k_clock_delta);
-    put_uint(clock, 2, t0);
+    put_uint(clock, 2, g.t0);
     put_uint(clock, 3, 1);  // Clock.is_incremental
     put_bytes(snap, 1, clock);
     put_uint(snap, 2, k_clock_realtime);  // ClockSnapshot.primary_trace_clock
     put_bytes(p, k_clock_snapshot, snap);
-    put_uint(p, k_timestamp, t0);
+    put_uint(p, k_timestamp, g.t0);
     put_uint(p, k_timestamp_clock_id, k_clock_realtime);
     w_.packet(p);
     return l;
   }
+  /// The lane's sequence id is free for another generation.
+  void done(const lane& l) { seqs_.release(l.seq, l.t0); }
 
-  /// One track event on lane `l` at absolute time `ts` (>= the lane's last).
-  void event(lane& l, std::uint64_t ts, std::uint64_t type, std::uint32_t name,
-             const std::string* local_name, const std::uint64_t* flow, bool terminating,
-             std::string_view name_text, std::int64_t counter = 0) {
-    const bool named = type == k_type_begin || type == k_type_instant;
-    if (type != k_type_counter && local_name == nullptr &&
-        (!named || std::binary_search(l.interned.begin(), l.interned.end(), name))) {
-      fast_event(l, ts, type, name, flow, terminating);
-      return;
-    }
-    pk_.clear();
-    te_.clear();
-    put_uint(pk_, k_timestamp, ts - l.last_ts);
+  /// One slice or instant event on lane `l` at absolute time `ts` (>= the lane's last): a name
+  /// by iid (defined in this packet when `text` is given and the lane has not defined it) or
+  /// inline (`iid` 0), a flow id (0: none).
+  void event(lane& l, std::uint64_t ts, unsigned type, std::uint32_t iid, std::string_view text,
+             std::uint64_t flow, bool terminating) {
+    const std::uint64_t delta = ts - l.last_ts;
     l.last_ts = ts;
-    put_uint(pk_, k_seq_id, l.seq);
-    put_uint(te_, k_te_type, type);
-    if (type == k_type_begin || type == k_type_instant) {
-      if (local_name != nullptr) {
-        put_bytes(te_, k_te_name, *local_name);
-      } else {
-        put_uint(te_, k_te_name_iid, name);
-        const auto at = std::lower_bound(l.interned.begin(), l.interned.end(), name);
-        if (at == l.interned.end() || *at != name) {
-          l.interned.insert(at, name);
-          std::string en, id;
-          put_uint(en, 1, name);        // EventName.iid
-          put_bytes(en, 2, name_text);  // EventName.name
-          put_bytes(id, 2, en);         // InternedData.event_names
-          put_bytes(pk_, k_interned_data, id);
-        }
-      }
-      if (flow != nullptr) {
-        put_fixed64(te_, terminating ? k_te_terminating_flow_ids : k_te_flow_ids, *flow);
-      }
+    const bool named = type != k_type_end;
+    const bool define = named && iid != 0 && !l.defined(iid);
+    std::size_t te = 2;  // type: key and value (< 128)
+    if (named) {
+      te += iid != 0 ? 1 + varint_len(iid) : 2 + varint_len(text.size()) + text.size();
     }
-    if (type == k_type_counter) put_int(te_, k_te_counter_value, counter);
-    put_bytes(pk_, k_track_event, te_);
-    w_.packet(pk_);
+    if (flow != 0) te += 2 + 8;
+    std::size_t en = 0, idata = 0;
+    if (define) {
+      l.define(iid);
+      en = 1 + varint_len(iid) + 1 + varint_len(text.size()) + text.size();  // EventName
+      idata = 1 + varint_len(en) + en;  // InternedData.event_names
+    }
+    const std::size_t body = 1 + varint_len(delta) + 1 + varint_len(l.seq) +
+                             (define ? 1 + varint_len(idata) + idata : 0) + 1 + varint_len(te) + te;
+    char* p = w_.room(1 + varint_len(body) + body);
+    *p++ = static_cast<char>((k_trace_packet << 3) | 2);
+    p = put_varint(p, body);
+    *p++ = static_cast<char>(k_timestamp << 3);
+    p = put_varint(p, delta);
+    *p++ = static_cast<char>(k_seq_id << 3);
+    p = put_varint(p, l.seq);
+    if (define) {
+      p = put_key(p, k_interned_data, 2);
+      p = put_varint(p, idata);
+      p = put_key(p, 2, 2);  // InternedData.event_names
+      p = put_varint(p, en);
+      p = put_key(p, 1, 0);  // EventName.iid
+      p = put_varint(p, iid);
+      p = put_key(p, 2, 2);  // EventName.name
+      p = put_varint(p, text.size());
+      std::memcpy(p, text.data(), text.size());
+      p += text.size();
+    }
+    p = put_key(p, k_track_event, 2);
+    p = put_varint(p, te);
+    *p++ = static_cast<char>(k_te_type << 3);
+    *p++ = static_cast<char>(type);
+    if (named && iid != 0) {
+      *p++ = static_cast<char>(k_te_name_iid << 3);
+      p = put_varint(p, iid);
+    } else if (named) {
+      p = put_key(p, k_te_name, 2);
+      p = put_varint(p, text.size());
+      std::memcpy(p, text.data(), text.size());
+      p += text.size();
+    }
+    if (flow != 0) {
+      p = put_key(p, terminating ? k_te_terminating_flow_ids : k_te_flow_ids, 1);
+      p = put_fixed64(p, flow);
+    }
+    w_.commit(p);
+  }
+
+  /// A counter sample at `ts` on lane `l`: v[0] for the lane's track (int64, or a double when
+  /// negative: 10 bytes instead of 12), v[1..] for its extra counter tracks.
+  void counters(lane& l, std::uint64_t ts, const std::int64_t* v, std::size_t n) {
+    const std::uint64_t delta = ts - l.last_ts;
+    l.last_ts = ts;
+    std::size_t te = 2 + (v[0] >= 0 ? 2 + varint_len(static_cast<std::uint64_t>(v[0])) : 2 + 8);
+    for (std::size_t i = 1; i < n; ++i) te += 1 + varint_len(static_cast<std::uint64_t>(v[i]));
+    const std::size_t body =
+        1 + varint_len(delta) + 1 + varint_len(l.seq) + 1 + varint_len(te) + te;
+    char* p = w_.room(1 + varint_len(body) + body);
+    *p++ = static_cast<char>((k_trace_packet << 3) | 2);
+    p = put_varint(p, body);
+    *p++ = static_cast<char>(k_timestamp << 3);
+    p = put_varint(p, delta);
+    *p++ = static_cast<char>(k_seq_id << 3);
+    p = put_varint(p, l.seq);
+    p = put_key(p, k_track_event, 2);
+    p = put_varint(p, te);
+    *p++ = static_cast<char>(k_te_type << 3);
+    *p++ = static_cast<char>(k_type_counter);
+    if (v[0] >= 0) {
+      p = put_key(p, k_te_counter_value, 0);
+      p = put_varint(p, static_cast<std::uint64_t>(v[0]));
+    } else {
+      const double d = static_cast<double>(v[0]);
+      std::uint64_t bits = 0;
+      std::memcpy(&bits, &d, sizeof bits);
+      p = put_key(p, k_te_double_counter_value, 1);
+      p = put_fixed64(p, bits);
+    }
+    for (std::size_t i = 1; i < n; ++i) {
+      p = put_key(p, k_te_extra_counter_values, 0);
+      p = put_varint(p, static_cast<std::uint64_t>(v[i]));
+    }
+    w_.commit(p);
   }
 
  private:
-  // The usual event, assembled on the stack: no name to define, no counter value.
-  static char* varint_at(char* p, std::uint64_t v) {
-    while (v >= 0x80) {
-      *p++ = static_cast<char>(v | 0x80);
-      v >>= 7;
-    }
-    *p++ = static_cast<char>(v);
-    return p;
-  }
-  void fast_event(lane& l, std::uint64_t ts, std::uint64_t type, std::uint32_t name,
-                  const std::uint64_t* flow, bool terminating) {
-    char te[32];
-    char* t = te;
-    *t++ = static_cast<char>(k_te_type << 3);
-    t = varint_at(t, type);
-    if (type != k_type_end) {
-      *t++ = static_cast<char>(k_te_name_iid << 3);
-      t = varint_at(t, name);
-      if (flow != nullptr) {
-        t = varint_at(t, ((terminating ? k_te_terminating_flow_ids : k_te_flow_ids) << 3) | 1);
-        for (int i = 0; i < 8; ++i) *t++ = static_cast<char>((*flow >> (8 * i)) & 0xff);
-      }
-    }
-    char pk[80];
-    char* p = pk;
-    *p++ = static_cast<char>(k_timestamp << 3);
-    p = varint_at(p, ts - l.last_ts);
-    l.last_ts = ts;
-    *p++ = static_cast<char>(k_seq_id << 3);
-    p = varint_at(p, l.seq);
-    *p++ = static_cast<char>((k_track_event << 3) | 2);
-    p = varint_at(p, static_cast<std::uint64_t>(t - te));
-    std::memcpy(p, te, static_cast<std::size_t>(t - te));
-    p += t - te;
-    w_.packet(std::string_view(pk, static_cast<std::size_t>(p - pk)));
-  }
-
   pf_writer& w_;
-  std::string pk_, te_;
+  sequence_pool seqs_;
 };
 
 }  // namespace
@@ -415,8 +591,9 @@ std::uint64_t write_perfetto_trace(
   }
   std::map<std::pair<std::uint64_t, std::uint64_t>, bool> thread_used;
 
-  // Interned names (global ids, defined per sequence on first use): op names. Batch record
-  // names (one per index) are written inline: interning them would cost a definition each.
+  // Interned names (global ids, defined per sequence generation on first use): op names. Batch
+  // record names (one per index) are written inline: interning them would cost a definition
+  // each.
   std::unordered_map<std::string_view, std::uint32_t> iid_of;
   std::deque<std::string> names(1);  // names[iid]; a deque keeps the map's keys valid
   const auto intern = [&](std::string_view n) -> std::uint32_t {
@@ -429,13 +606,39 @@ std::uint64_t write_perfetto_trace(
     return id;
   };
   const std::uint32_t marker_name = intern("out-of-order arrival");
+  // A direct-mapped cache of recent op names and their iids (a file cycles through a few names):
+  // most records skip the hash map.
+  struct cached_name {
+    std::string name;
+    std::uint32_t iid = 0;
+  };
+  std::vector<cached_name> name_cache(64);
+  const auto cached_intern = [&](std::string_view n) -> std::uint32_t {
+    const std::size_t k = n.size();
+    const unsigned char* b = reinterpret_cast<const unsigned char*>(n.data());
+    const std::size_t slot =
+        k == 0 ? 0 : (k * 7 + b[k - 1] * 3 + b[k / 2] + b[k - 2 < k ? k - 2 : 0]) & 63;
+    cached_name& c = name_cache[slot];
+    if (c.iid != 0 && c.name == n) return c.iid;
+    const std::uint32_t id = intern(n);
+    if (id != 0) {
+      c.name.assign(n.data(), n.size());
+      c.iid = id;
+    }
+    return id;
+  };
 
-  spill_log<counter_change> counters(std::size_t{1} << 20);
+  // Counter changes: at most 4 per batch (the 1M-record bench trace needs about 2 MiB).
+  spill_log<counter_change> counters(std::size_t{4} << 20);
+  counters.reserve();
   std::uint64_t records = 0;
   std::vector<std::string> local;  // the current file's names beyond k_max_interned
-  spill_log<item> items(std::size_t{4} << 20);
+  // A file's records: 8 MiB holds about 200k of them in RAM; larger files spill and are merged.
+  spill_log<item> items(std::size_t{8} << 20);
+  items.reserve();
   std::size_t cur = SIZE_MAX;
-  std::uint64_t seq = 0;
+  std::vector<lane> lanes;
+  char batch_text[48];
 
   const auto finish_file = [&](std::size_t fi) {
     if (items.empty()) return;
@@ -443,9 +646,8 @@ std::uint64_t write_perfetto_trace(
     const auto where = lay.where[fi];
     const auto th = thread.find(where);
     const std::uint64_t thread_uuid = th != thread.end() ? th->second.first : 0;
-    const std::string thread_name = th != thread.end() ? th->second.second : f.name;
-    std::vector<lane> lanes;
-    std::string batch_text;
+    const std::string& thread_name = th != thread.end() ? th->second.second : f.name;
+    lanes.clear();
     std::uint64_t first_ts = 0;
     bool any = false;
     const auto new_lane = [&](std::uint64_t t0) {
@@ -464,14 +666,9 @@ std::uint64_t write_perfetto_trace(
     };
     const auto close_until = [&](lane& l, std::uint64_t t) {
       while (!l.open.empty() && l.open.back() <= t) {
-        tb.event(l, l.open.back(), k_type_end, 0, nullptr, nullptr, false, std::string());
+        tb.event(l, l.open.back(), k_type_end, 0, {}, 0, false);
         l.open.pop_back();
       }
-    };
-    const auto by_start = [](const item& a, const item& b) {
-      if (a.start != b.start) return a.start < b.start;
-      if (a.end != b.end) return a.end > b.end;
-      return a.seq < b.seq;
     };
     const auto place = [&](const item& x) {
       if (!any) {
@@ -491,31 +688,32 @@ std::uint64_t write_perfetto_trace(
         chosen = &lanes.back();
       }
       const auto kind = static_cast<batch_kind>(x.kind & 0xff);
-      std::uint64_t flow = 0;
-      const bool batch = kind == batch_kind::queued || kind == batch_kind::preprocessed ||
-                         kind == batch_kind::wait || kind == batch_kind::consumed;
-      if (batch) flow = flow_id(f.source, x.epoch, x.idx);
-      const bool local_name = (x.name & k_local_name) != 0;
-      if (x.name == k_batch_name) batch_text = canonical_batch_name(kind, x.idx);
-      const std::string& text = x.name == k_batch_name ? batch_text
-                                : local_name           ? local[x.name & ~k_local_name]
-                                                       : names[x.name];
-      const bool inline_name = local_name || x.name == k_batch_name;
-      tb.event(*chosen, x.start, k_type_begin, x.name, inline_name ? &text : nullptr,
-               batch ? &flow : nullptr, kind == batch_kind::consumed, text);
+      std::string_view text;
+      std::uint32_t iid = 0;
+      if (x.name == k_batch_name) {
+        text = canonical_batch_name(batch_text, kind, x.idx);
+      } else if ((x.name & k_local_name) != 0) {
+        text = local[x.name & ~k_local_name];
+      } else {
+        iid = x.name;
+        text = names[iid];
+      }
+      tb.event(*chosen, x.start, k_type_begin, iid, text, x.flow, kind == batch_kind::consumed);
       chosen->open.push_back(x.end);
       if (x.kind & k_marker) {
-        tb.event(*chosen, x.start, k_type_instant, marker_name, nullptr, nullptr, false,
-                 names[marker_name]);
+        tb.event(*chosen, x.start, k_type_instant, marker_name, names[marker_name], 0, false);
       }
     };
     if (std::vector<item>* ram = items.in_ram()) {  // the usual file: sorted in place
-      std::sort(ram->begin(), ram->end(), by_start);
+      sort_by_start(*ram);
       for (const item& x : *ram) place(x);
     } else {
       sorted_scan(items, by_start, place);
     }
-    for (auto& l : lanes) close_until(l, UINT64_MAX);
+    for (auto& l : lanes) {
+      close_until(l, UINT64_MAX);
+      tb.done(l);
+    }
     items.clear();
     local.clear();
   };
@@ -531,14 +729,13 @@ std::uint64_t write_perfetto_trace(
         x.start = r.start_ns;
         x.end = r.start_ns + r.dur_ns < r.start_ns ? UINT64_MAX : r.start_ns + r.dur_ns;
         x.idx = bt.idx;
-        x.seq = seq++;
         x.kind = static_cast<std::uint32_t>(bt.kind);
-        const bool batch = bt.kind == batch_kind::queued || bt.kind == batch_kind::preprocessed ||
-                           bt.kind == batch_kind::wait || bt.kind == batch_kind::consumed;
-        if (batch) x.epoch = epoch_of(fi, line);
+        const bool batch = is_batch(bt.kind);
+        const std::uint32_t part = dir.files[fi].source;
+        if (batch) x.flow = flow_id(part, epoch_of(fi, line), bt.idx);
         if (bt.kind == batch_kind::wait && r.dur_ns == 1000) x.kind |= k_marker;
-        x.name = bt.kind == batch_kind::none ? intern(r.name) : 0;
-        if (x.name == 0 && r.name == canonical_batch_name(bt.kind, bt.idx)) {
+        if (bt.kind == batch_kind::none) x.name = cached_intern(r.name);
+        if (x.name == 0 && r.name == canonical_batch_name(batch_text, bt.kind, bt.idx)) {
           x.name = k_batch_name;  // rebuilt from kind and index when written: no memory
         } else if (x.name == 0) {
           x.name = k_local_name | static_cast<std::uint32_t>(local.size());
@@ -546,19 +743,16 @@ std::uint64_t write_perfetto_trace(
         }
         items.push(x);
         // Counter changes of this record's trace part.
-        const std::uint32_t key = dir.files[fi].source * 3;
         switch (bt.kind) {
           case batch_kind::queued:
-            counters.push({r.start_ns, key + 0, +1});
+            counters.push({r.start_ns, part, {+1, 0, 0}});
             break;
           case batch_kind::preprocessed:
-            counters.push({x.end, key + 0, -1});
-            counters.push({x.end, key + 1, +1});
-            counters.push({r.start_ns, key + 2, +1});
-            counters.push({x.end, key + 2, -1});
+            counters.push({r.start_ns, part, {0, 0, +1}});
+            counters.push({x.end, part, {-1, +1, -1}});
             break;
           case batch_kind::consumed:
-            counters.push({r.start_ns, key + 1, -1});
+            counters.push({r.start_ns, part, {0, -1, 0}});
             break;
           default:
             break;
@@ -567,36 +761,54 @@ std::uint64_t write_perfetto_trace(
   if (cur != SIZE_MAX) finish_file(cur);
   if (skipped != nullptr) *skipped = skip;
 
-  // Counter tracks: the running sums, one sequence each, one value per distinct time.
-  std::optional<std::uint32_t> key;
+  // Counter tracks: per trace part, one sequence on its "in flight" track that carries the two
+  // others as extra counter values; one sample of all three per distinct time where one changed.
+  bool have_part = false;
+  std::uint32_t part = 0;
   lane cl;
-  std::int64_t value = 0;
+  std::int64_t value[3] = {0, 0, 0}, shown[3] = {0, 0, 0};
   std::optional<std::uint64_t> pending_ts;
+  bool first_sample = true;
   const auto emit_pending = [&] {
-    if (pending_ts)
-      tb.event(cl, *pending_ts, k_type_counter, 0, nullptr, nullptr, false, {}, value);
+    if (pending_ts && (value[0] != shown[0] || value[1] != shown[1] || value[2] != shown[2])) {
+      // The part's first sample has all three values; later ones end at the last that changed.
+      std::size_t n = 3;
+      while (!first_sample && n > 1 && value[n - 1] == shown[n - 1]) --n;
+      tb.counters(cl, *pending_ts, value, n);
+      std::copy(value, value + n, shown);
+      first_sample = false;
+    }
     pending_ts.reset();
   };
-  sorted_scan(
-      counters,
-      [](const counter_change& a, const counter_change& b) {
-        if (a.key != b.key) return a.key < b.key;
-        return a.ts < b.ts;
-      },
-      [&](const counter_change& c) {
-        if (key != c.key) {
-          emit_pending();
-          key = c.key;
-          value = 0;
-          const std::uint32_t part = c.key / 3;
-          const std::string label =
-              dir.sources.size() > 1 ? dir.sources[part].label + ": " : std::string();
-          cl = tb.start(tb.child_track(0, label + k_counter_names[c.key % 3], true), c.ts);
-        }
-        if (pending_ts && *pending_ts != c.ts) emit_pending();
-        value += c.delta;
-        pending_ts = c.ts;
-      });
+  const auto on_change = [&](const counter_change& c) {
+    if (!have_part || part != c.part) {
+      emit_pending();
+      if (have_part) tb.done(cl);
+      have_part = true;
+      part = c.part;
+      std::fill(value, value + 3, 0);
+      std::fill(shown, shown + 3, 0);
+      first_sample = true;
+      const std::string label =
+          dir.sources.size() > 1 ? dir.sources[part].label + ": " : std::string();
+      std::uint64_t uuid[3];
+      for (int k = 0; k < 3; ++k) uuid[k] = tb.child_track(0, label + k_counter_names[k], true);
+      cl = tb.start(uuid[0], c.ts, uuid + 1, 2);
+    }
+    if (pending_ts && *pending_ts != c.ts) emit_pending();
+    for (int k = 0; k < 3; ++k) value[k] += c.delta[k];
+    pending_ts = c.ts;
+  };
+  const auto by_part_time = [](const counter_change& a, const counter_change& b) {
+    if (a.part != b.part) return a.part < b.part;
+    return a.ts < b.ts;
+  };
+  if (std::vector<counter_change>* ram = counters.in_ram()) {
+    std::sort(ram->begin(), ram->end(), by_part_time);
+    for (const auto& c : *ram) on_change(c);
+  } else {
+    sorted_scan(counters, by_part_time, on_change);
+  }
   emit_pending();
   w.finish();
   return records;

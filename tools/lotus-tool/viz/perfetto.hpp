@@ -36,8 +36,9 @@ bool wants_perfetto(const std::string& output, const std::string& format);
 
 /// Writes the trace as Perfetto's protobuf `Trace` (see tools/lotus-tool/viz/perfetto_trace.proto
 /// for the subset and the README for the encoding): one slice per record with exact ns times, one
-/// sequence per track with interned names and delta-encoded timestamps, batch life-cycle flows,
-/// out-of-order instants, and counter tracks per trace part (rank). `epoch_of(file, line)` gives
+/// sequence generation per track with interned names and delta-encoded timestamps (sequence ids
+/// reused from file to file), batch life-cycle flows, out-of-order instants, and counter tracks
+/// per trace part (rank). `epoch_of(file, line)` gives
 /// the epoch of a batch record (calls come in file order). Returns the number of records written.
 /// With `compress`, packets go into zlib-compressed `compressed_packets` (needs zlib at build
 /// time).

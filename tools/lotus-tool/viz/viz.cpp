@@ -554,6 +554,8 @@ void run_viz_perfetto(const viz_args& a) {
     line_reader::line ln;
     record r;
     while (rd.next(ln)) {
+      // A record's name is the line up to its first ',': other lines cannot be batch records.
+      if (ln.text.compare(0, 6, "SBatch") != 0) continue;
       if (parse_record(ln.text, r) != nullptr || r.name.compare(0, 6, "SBatch") != 0) continue;
       batch_ref bt;
       if (classify(r.name, bt) != nullptr) continue;
