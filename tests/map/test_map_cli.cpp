@@ -549,3 +549,145 @@ TEST_CASE("attribute by Lotus's method with a VTune CSV and a trace", "[map][att
                  "--trace", dir + "/trace"});
   REQUIRE(r.code == 3);
 }
+
+namespace {
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary);
+  REQUIRE(f);
+  f << text;
+}
+
+// A perf report row as lotus-tool reads it (unit separators).
+std::string report_row(const std::string& fn, const std::string& module, unsigned samples) {
+  return " 10.00%\x1f " + std::to_string(samples * 1000000ull) + "\x1f " + std::to_string(samples) +
+         "\x1f[.] " + fn + "\x1f " + module + "\n";
+}
+
+// `n` perf script samples of `fn` on thread 11, 100 us apart from `start_us`.
+std::string script_rows(const std::string& fn, const std::string& dso, unsigned start_us,
+                        unsigned n) {
+  std::string out;
+  for (unsigned i = 0; i < n; ++i) {
+    char t[32];
+    std::snprintf(t, sizeof t, "0.%09u", (start_us + 100 * i) * 1000);
+    out += " 11 " + std::string(t) + ": 1000000 cpu-clock:u: 7f00 " + fn + " (" + dso + ")\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("attribute: the coverage report lists the functions charged to no op and their join ops",
+          "[map][attribute][coverage]") {
+  // A run whose RandomHorizontalFlip calls horizontal_flip and whose Loader decodes a
+  // progressive JPEG, mapped by a probe that did neither: Lotus's method charges them to no op;
+  // the join finds them inside the RandomHorizontalFlip and Loader spans. queue_wait runs
+  // outside every op span: not a coverage gap.
+  const std::string dir = make_dir();
+  ::mkdir((dir + "/trace").c_str(), 0755);
+  write_text(dir + "/trace/log_worker_pid_11",
+             "SLoader,1000000,3000000\nSRandomHorizontalFlip,5000000,1000000\n");
+  write_text(dir + "/mapping.json", R"({"op_to_func": {
+      "Loader": ["decode_mcu|libjpeg.so.62"],
+      "RandomHorizontalFlip": ["lotus_examples::random_horizontal_flip(lotus_examples::image, lotus_examples::rng&, double)|image_probe"]},
+      "common_funcs_to_op": {}})");
+  write_text(dir + "/profile.txt",
+             report_row("decode_mcu", "libjpeg.so.62.3.0", 4) +
+                 report_row("decode_progressive", "libjpeg.so.62.3.0", 2) +
+                 report_row("lotus_examples::random_horizontal_flip", "image_pipeline", 1) +
+                 report_row("lotus_examples::horizontal_flip", "image_pipeline", 3) +
+                 report_row("queue_wait", "image_pipeline", 2));
+  const std::string jpeg = "/usr/lib/x86_64-linux-gnu/libjpeg.so.62.3.0";
+  write_text(
+      dir + "/script.txt",
+      script_rows("decode_mcu", jpeg, 1500, 4) + script_rows("decode_progressive", jpeg, 2100, 2) +
+          script_rows("lotus_examples::random_horizontal_flip", "/opt/image_pipeline", 5100, 1) +
+          script_rows("lotus_examples::horizontal_flip", "/opt/image_pipeline", 5200, 3) +
+          script_rows("queue_wait", "/opt/image_pipeline", 7000, 2));
+  const std::vector<std::string> base{
+      "attribute",          "--mapping",     dir + "/mapping.json", "--profile",
+      dir + "/profile.txt", "--perf-script", dir + "/script.txt",   "--trace",
+      dir + "/trace"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = base;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  auto r = tool(dir, with({"--json", "-o", dir + "/a.json"}));
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  const json a = load_json(dir + "/a.json");
+  REQUIRE(a.contains("coverage"));
+  const json& c = a["coverage"];
+  REQUIRE(c["joined"] == true);
+  // In-op CPU time: 10 samples; horizontal_flip (3) and decode_progressive (2) charged to no op.
+  REQUIRE(c["charged_in_op_share"].get<double>() == Approx(0.5));
+  std::map<std::string, json> gaps;
+  for (const auto& g : c["uncharged_functions"]) gaps[g["function"].get<std::string>()] = g;
+  REQUIRE(gaps.size() == 3);
+  REQUIRE(gaps["lotus_examples::horizontal_flip"]["join_op"] == "RandomHorizontalFlip");
+  REQUIRE(gaps["lotus_examples::horizontal_flip"]["in_op_share"].get<double>() == Approx(0.3));
+  REQUIRE(gaps["decode_progressive"]["join_op"] == "Loader");
+  REQUIRE(gaps["decode_progressive"]["in_op_share"].get<double>() == Approx(0.2));
+  REQUIRE(gaps["queue_wait"]["join_op"].is_null());
+  REQUIRE(gaps["queue_wait"]["reason"] == "outside-ops");
+  // The text report names both gaps with their join ops, not the code outside op spans.
+  r = tool(dir, base);
+  REQUIRE(r.code == 0);
+  REQUIRE(r.out.find("charged 50.0% of the CPU time inside op spans") != std::string::npos);
+  auto line_of = [](const std::string& text, const std::string& needle) {
+    const auto p = text.find("\n  " + needle);
+    if (p == std::string::npos) return std::string();
+    return text.substr(p + 1, text.find('\n', p + 1) - p - 1);
+  };
+  CHECK(line_of(r.out, "lotus_examples::horizontal_flip").find("RandomHorizontalFlip") !=
+        std::string::npos);
+  CHECK(line_of(r.out, "decode_progressive").find("Loader") != std::string::npos);
+  CHECK(line_of(r.out, "queue_wait").empty());
+  // CSV: two more columns, one "(not charged)" row per function.
+  r = tool(dir, with({"--csv"}));
+  REQUIRE(r.code == 0);
+  REQUIRE(r.out.rfind("op,function,module,value,samples,share,join_op,reason\n", 0) == 0);
+  REQUIRE(r.out.find("\n(not charged),lotus_examples::horizontal_flip,image_pipeline,3000000,3,"
+                     "0.300000,RandomHorizontalFlip,") != std::string::npos);
+  // The HTML report shows the coverage of the mapping from the attribution.
+  r = tool(dir,
+           {"report", dir + "/trace", "--attribution", dir + "/a.json", "-o", dir + "/r.html"});
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const std::string html = lotus_test::read_file(dir + "/r.html");
+  REQUIRE(html.find("Mapping coverage") != std::string::npos);
+  REQUIRE(html.find("charged 50.0% of the CPU time inside op spans to ops.") != std::string::npos);
+  REQUIRE(html.find("<code>lotus_examples::horizontal_flip</code>") != std::string::npos);
+  // Without the join (a profile alone) the list stays, with shares of the profile.
+  r = tool(dir, {"attribute", "--mapping", dir + "/mapping.json", "--profile", dir + "/profile.txt",
+                 "--trace", dir + "/trace", "--json"});
+  REQUIRE(r.code == 0);
+  const json nj = json::parse(r.out);
+  REQUIRE(nj["coverage"]["joined"] == false);
+  REQUIRE(nj["coverage"]["uncharged_functions"].size() == 3);
+}
+
+TEST_CASE("map warns when an op was profiled on too few distinct inputs",
+          "[map][callgrind][coverage]") {
+  // Six small inputs; Callgrind profiles one execution per op by default: one input.
+  const std::string dir = make_dir();
+  ::mkdir((dir + "/in").c_str(), 0755);
+  for (int i = 0; i < 6; ++i)
+    write_text(dir + "/in/" + std::to_string(i), std::string(512, static_cast<char>('a' + i)));
+  auto r = tool(dir, {"map", "--collector", "callgrind", "-o", dir + "/m.json", "--",
+                      COVERAGE_PROBE, "--inputs", dir + "/in"});
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  REQUIRE(r.err.find("profiled on fewer than 4 distinct inputs") != std::string::npos);
+  REQUIRE(r.err.find("Decode 1 of 6") != std::string::npos);
+  REQUIRE(load_json(dir + "/m.json")["lotus"]["ops"]["Decode"]["distinct_inputs"] == 1);
+  // Windows over every input: no warning, and the mapping says so.
+  r = tool(dir, {"map", "--collector", "callgrind", "--count", "6", "-o", dir + "/m6.json", "--",
+                 COVERAGE_PROBE, "--inputs", dir + "/in"});
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  REQUIRE(r.err.find("distinct inputs") == std::string::npos);
+  REQUIRE(load_json(dir + "/m6.json")["lotus"]["ops"]["Decode"]["distinct_inputs"] == 6);
+}

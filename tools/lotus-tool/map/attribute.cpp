@@ -12,6 +12,7 @@
 #include <memory>
 #include <set>
 
+#include "map/coverage.hpp"
 #include "map/elf.hpp"
 #include "map/join.hpp"
 #include "map/mapping.hpp"
@@ -150,7 +151,7 @@ attribution join_of(const span_set& spans, const attribute_args& opt) {
   return a;
 }
 
-attribution lotus_of(const span_set& spans, const attribute_args& opt) {
+attribution lotus_of(const span_set& spans, const attribute_args& opt, mapping& out_mapping) {
   std::ifstream mf(opt.mapping);
   if (!mf) throw tool_error(exit_io, "attribute: cannot read mapping '" + opt.mapping + "'");
   nlohmann::json j;
@@ -159,7 +160,8 @@ attribution lotus_of(const span_set& spans, const attribute_args& opt) {
   } catch (const std::exception& e) {
     throw tool_error(exit_invalid, opt.mapping + ": not valid JSON (" + e.what() + ")");
   }
-  const mapping m = mapping_from_json(j, opt.mapping);
+  out_mapping = mapping_from_json(j, opt.mapping);
+  const mapping& m = out_mapping;
   const std::string profile = opt.profile.empty() ? opt.perf_data : opt.profile;
   std::string tids;
   for (const auto t : scope_of(spans, opt)) tids += (tids.empty() ? "" : ",") + std::to_string(t);
@@ -281,10 +283,23 @@ void run_attribute(const attribute_args& o) {
   }
   const span_set spans = read_spans(opt.trace, opt.prefix);
   attribution primary, other;
-  const bool both = lotus && join && (opt.profile.empty() || !opt.perf_data.empty());
+  mapping m;
+  coverage_report cov;
+  const bool both = lotus && join;
   if (lotus) {
-    primary = lotus_of(spans, opt);
+    primary = lotus_of(spans, opt, m);
     if (both) other = join_of(spans, opt);
+    // Coverage: what the mapping misses of this run, the join's op for each, and why.
+    probe_binaries probe;
+    if (!opt.probe.empty()) {
+      const std::string exe = find_executable(opt.probe);
+      if (exe.empty()) throw tool_error(exit_io, "attribute: probe '" + opt.probe + "' not found");
+      const auto mods = program_modules(exe);
+      probe.load({mods.begin(), mods.end()});
+    } else if (!m.probe_modules.empty()) {
+      probe.load(m.probe_modules);
+    }
+    cov = mapping_coverage(m, primary, both ? &other : nullptr, &probe);
   } else {
     primary = join_of(spans, opt);
   }
@@ -292,16 +307,21 @@ void run_attribute(const attribute_args& o) {
   if (opt.format == "json") {
     nlohmann::json j = attribution_json(primary);
     j["shares"] = shares_json(primary);
+    if (lotus) j["coverage"] = coverage_json(cov);
     if (both) {
       j["join"] = attribution_json(other);
       j["join"]["shares"] = shares_json(other);
     }
     text = dump_json(j, 2) + "\n";  // op names byte-exact (\udcXX)
   } else if (opt.format == "csv") {
-    text = attribution_csv(primary);
+    // The Lotus method's CSV has two more columns: the join op and the reason of each function
+    // charged to no op (rows "(not charged)").
+    text = attribution_csv(primary, lotus);
+    if (lotus) text += coverage_csv_rows(cov);
   } else {
     text = (both ? comparison_text(primary, other) : std::string()) +
            attribution_text(primary, opt.top);
+    if (lotus) text += "\n" + coverage_text(cov, opt.coverage_rows);
   }
   output_file out(opt.output.empty() ? std::string("-") : opt.output);
   out.write(text);

@@ -446,6 +446,8 @@ run_outcome callgrind_strategy::profile(const run_context& ctx, const std::strin
   }
   for (auto& kv : merged) prof.rows.push_back(kv.second);
   o.profile = std::move(prof);
+  o.executions_known = true;  // one dump per profiled execution
+  o.executions = dumps;
   o.ok = true;
   return o;
 }
@@ -592,6 +594,7 @@ struct op_result {
   unsigned ok_runs = 0;
   std::uint64_t executions = 0, samples = 0, control_samples = 0;
   bool executions_known = false;
+  std::uint64_t most_in_one_run = 0;  ///< profiled executions of the largest run
   double seconds = 0;
 };
 
@@ -631,6 +634,7 @@ class driver {
   std::uint64_t run_passes(const std::string& region, op_plan& p, op_result& res, run_state& st,
                            progress_bar& bar, mapping_builder& builder) const;
   void print_summary(const mapping& m, const run_state& st) const;
+  void inputs_warning(mapping& m, run_state& st) const;
   run_outcome profile_once(const std::string& region, const std::string& dir,
                            const op_plan& p) const;
 };
@@ -844,7 +848,13 @@ void driver::run() {
     }
   }
   bar.clear();
-  const mapping m = builder.finish();
+  mapping m = builder.finish();
+  for (const auto& [name, path] : modules_) {
+    bool dup = false;
+    for (const auto& e : m.probe_modules) dup = dup || e.second == path;
+    if (!dup) m.probe_modules.emplace_back(module_basename(path), path);
+  }
+  inputs_warning(m, st);
   {
     output_file out(opt_.output);
     out.write(dump_json(mapping_to_json(m), 4));
@@ -954,6 +964,7 @@ std::uint64_t driver::run_passes(const std::string& region, op_plan& p, op_resul
       res.control_samples += o.control_samples;
       res.executions_known = o.executions_known;
       res.executions += o.executions;
+      res.most_in_one_run = std::max(res.most_in_one_run, o.executions);
     }
     if (region_failed || !strategy_->counts_samples() || opt_.count > 0 || pass >= 4) break;
     if (res.samples >= opt_.min_samples || !res.executions_known) break;
@@ -981,6 +992,38 @@ std::uint64_t driver::run_passes(const std::string& region, op_plan& p, op_resul
     p.runs = 1;
   }
   return asked;
+}
+
+// Distinct inputs per op. The probe's trace is what records its inputs: each execution of a
+// region is one S<op> span, and the list run (no region selected) makes one pass over the
+// probe's inputs, so its span count of an op is how many distinct inputs the probe has for it
+// (images for a per-sample op, batches for Collation). A profiled run covers executions
+// [warm-up, warm-up + count) of the same deterministic sequence in every run, so the distinct
+// inputs a mapping saw are the executions of its largest run, at most one pass. Too few, and
+// code paths that depend on the input (decoder variants, image sizes, rare branches) may be
+// missing from the mapping: warned about, and recorded per op (lotus.ops.<op>.distinct_inputs).
+void driver::inputs_warning(mapping& m, run_state& st) const {
+  std::string few;
+  for (const auto& o : m.ops) {
+    const auto rit = st.results.find(o.op);
+    const auto iit = st.info.find(o.op);
+    if (rit == st.results.end() || rit->second.ok_runs == 0 || !rit->second.executions_known)
+      continue;
+    const std::uint64_t per_pass = iit == st.info.end() ? 0 : iit->second.executions;
+    std::uint64_t distinct = rit->second.most_in_one_run;
+    if (per_pass > 0) distinct = std::min(distinct, per_pass);
+    m.distinct_inputs[o.op] = distinct;
+    if (distinct >= opt_.min_inputs) continue;
+    few += (few.empty() ? "" : ", ") + printable(o.op) + " " + std::to_string(distinct);
+    if (per_pass > 0) few += " of " + std::to_string(per_pass);
+  }
+  if (few.empty()) return;
+  st.warnings.push_back(
+      "op(s) profiled on fewer than " + std::to_string(opt_.min_inputs) +
+      " distinct inputs (op: inputs profiled of the probe's inputs per pass): " + few +
+      "; code paths that depend on the input may be missing from the mapping: raise --count "
+      "(or --runs), give the probe more inputs, ideally the run's own (image_probe --images "
+      "DIR), or lower --min-inputs");
 }
 
 // Per op what it ran, what it got, how long it took; then where the mapping went.

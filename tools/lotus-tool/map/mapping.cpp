@@ -146,6 +146,13 @@ nlohmann::json mapping_to_json(const mapping& m) {
     d["ops"][o.op] = jo;
   }
   d["failed"] = m.failed;
+  if (!m.probe_modules.empty()) {
+    nlohmann::json pm = nlohmann::json::array();
+    for (const auto& [name, path] : m.probe_modules)
+      pm.push_back({{"module", name}, {"path", path}});
+    d["probe_modules"] = pm;
+  }
+  for (const auto& [op, n] : m.distinct_inputs) d["ops"][op]["distinct_inputs"] = n;
   j["lotus"] = d;
   return j;
 }
@@ -170,6 +177,18 @@ mapping mapping_from_json(const nlohmann::json& j, const std::string& source) {
     details = &j["lotus"];
     m.collector = details->value("collector", std::string());
     m.unit = details->value("unit", std::string());
+    const auto pm = details->find("probe_modules");
+    if (pm != details->end() && pm->is_array()) {
+      for (const auto& e : *pm) {
+        if (!e.is_object() || !e.contains("module") || !e.contains("path") ||
+            !e["module"].is_string() || !e["path"].is_string()) {
+          throw tool_error(exit_invalid, source +
+                                             ": lotus.probe_modules holds an entry that is not "
+                                             "{\"module\": string, \"path\": string}");
+        }
+        m.probe_modules.emplace_back(e["module"].get<std::string>(), e["path"].get<std::string>());
+      }
+    }
   }
   for (const auto& [op, funcs] : j["op_to_func"].items()) {
     if (!funcs.is_array())
@@ -372,9 +391,9 @@ nlohmann::json attribution_json(const attribution& a) {
   return j;
 }
 
-std::string attribution_csv(const attribution& a) {
+std::string attribution_csv(const attribution& a, bool coverage_columns) {
   std::ostringstream os;
-  os << "op,function,module,value,samples,share\n";
+  os << "op,function,module,value,samples,share" << (coverage_columns ? ",join_op,reason\n" : "\n");
   char num[64];
   auto row = [&](const std::string& op, const std::string& fn, const std::string& mod, double v,
                  std::uint64_t s, double share) {
@@ -382,7 +401,7 @@ std::string attribution_csv(const attribution& a) {
     std::snprintf(num, sizeof num, "%.17g", v);
     os << num << ',' << s << ',';
     std::snprintf(num, sizeof num, "%.6f", share);
-    os << num << '\n';
+    os << num << (coverage_columns ? ",,\n" : "\n");
   };
   for (const auto& o : a.ops) {
     row(o.op, "*", "*", o.value, o.samples, o.share);

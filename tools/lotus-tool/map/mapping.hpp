@@ -36,6 +36,11 @@ struct mapping {
   std::string unit;       ///< "ns" or "Ir"
   std::vector<op_map> ops;
   std::map<std::string, std::string> failed;  ///< region → reason (partial results)
+  /// The probe's executable and the shared objects it loads (basename, path), as `map` ran it:
+  /// `attribute` reads them to say why a run's function is missing from the mapping.
+  std::vector<std::pair<std::string, std::string>> probe_modules;
+  /// Per op, the distinct inputs its profiled executions covered (0 unknown); see map.cpp.
+  std::map<std::string, std::uint64_t> distinct_inputs;
 
   /// Lotus's op_to_func / common_funcs_to_op (functions in two or more ops), as "function|module".
   std::map<std::string, std::vector<std::string>> op_to_func() const;
@@ -102,6 +107,7 @@ attribution attribute_lotus(const mapping& m, const function_profile& profile,
 /// Renders the attribution: a text table, JSON or CSV.
 std::string attribution_text(const attribution& a, std::size_t top_functions);
 nlohmann::json attribution_json(const attribution& a);
-std::string attribution_csv(const attribution& a);
+/// With `coverage_columns`, two empty trailing columns (join_op, reason) that coverage rows fill.
+std::string attribution_csv(const attribution& a, bool coverage_columns = false);
 
 }  // namespace lotus_tool
