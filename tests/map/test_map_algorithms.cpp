@@ -276,6 +276,34 @@ TEST_CASE("Lotus attribution splits shared functions by time weights", "[map][at
   REQUIRE(attribution_text(a, 3).find("Loader") != std::string::npos);
 }
 
+TEST_CASE("Lotus attribution: one function across executables and shared objects by name",
+          "[map][attribute][coverage]") {
+  // The probe links the image ops as a shared object (Callgrind prints parameters); the run has
+  // them in its executable (perf prints none). Same demangled name: one function. Stripped code
+  // (func@0x...) is an address, not a name: it never matches across modules.
+  const auto j = nlohmann::json::parse(R"({
+    "op_to_func": {
+      "RandomHorizontalFlip": ["lotus_examples::horizontal_flip(lotus_examples::image)|libimage_ops.so",
+                               "lotus_examples::random_horizontal_flip(lotus_examples::image, lotus_examples::rng&, double)|image_probe"],
+      "Loader": ["func@0x100|libjpeg.so.62", "read@@GLIBC_2.2.5|libc.so.6"]},
+    "common_funcs_to_op": {}})");
+  const mapping m = mapping_from_json(j, "probe.json");
+  function_profile p;
+  p.unit = "ns";
+  p.rows = {{"lotus_examples::horizontal_flip", "image_pipeline", 300, 0, 3, {}},
+            {"lotus_examples::random_horizontal_flip", "libpipeline.so.1", 100, 0, 1, {}},
+            {"func@0x100", "libother.so.2", 50, 0, 1, {}},
+            {"read", "libc.so.6", 20, 0, 1, {}}};
+  const auto a = attribute_lotus(m, p, {});
+  const auto* f = find_op(a, "RandomHorizontalFlip");
+  REQUIRE(f != nullptr);
+  REQUIRE(f->value == Approx(400.0));
+  REQUIRE(find_op(a, "Loader")->value == Approx(20.0));
+  REQUIRE(a.unattributed == Approx(50.0));
+  REQUIRE(a.unattributed_functions.size() == 1);
+  REQUIRE(a.unattributed_functions[0].module == "libother.so.2");
+}
+
 TEST_CASE("vendor reports: every metric column split per op with Lotus's weighting",
           "[map][vendor_csv]") {
   // VTune's tab-separated grouping export (-group-by source-function… -format csv -csv-delimiter

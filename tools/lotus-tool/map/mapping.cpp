@@ -232,6 +232,20 @@ attribution attribute_lotus(const mapping& m, const function_profile& profile,
       if (std::find(v.begin(), v.end(), o.op) == v.end()) v.push_back(o.op);
     }
   }
+  // Identity across binaries: a function of the run and a function of the probe with the same
+  // demangled name (no parameters, no symbol version) are one function even when they live in
+  // different executables or shared objects (the probe may link the pipeline's code as a
+  // library, or the pipeline the probe's). Names that only stand for an address are not names.
+  std::map<std::string, std::vector<std::string>> name_ops;  // plain name → ops mapping it
+  for (const auto& o : m.ops) {
+    for (const auto& f : o.functions) {
+      const std::string n = strip_parameters(strip_symbol_version(f.function));
+      if (n.empty() || n == "[unknown]" || n.rfind("func@0x", 0) == 0 || n.rfind("0x", 0) == 0)
+        continue;
+      auto& v = name_ops[n];
+      if (std::find(v.begin(), v.end(), o.op) == v.end()) v.push_back(o.op);
+    }
+  }
   std::map<std::string, op_attribution> per_op;
   for (const auto& o : m.ops) per_op[o.op].op = o.op;
   auto weight = [&](const std::string& op) {
@@ -241,14 +255,21 @@ attribution attribute_lotus(const mapping& m, const function_profile& profile,
   // Ratio metrics: weighted sums and weights per op (weight: clockticks, else CPU time).
   std::map<std::string, std::map<std::string, std::pair<double, double>>> ratios;
   for (const auto& r : profile.rows) {
-    const auto it = func_ops.find(function_identity(r.function, r.module));
-    if (it == func_ops.end()) {
+    const std::vector<std::string>* found = nullptr;
+    if (const auto it = func_ops.find(function_identity(r.function, r.module));
+        it != func_ops.end()) {
+      found = &it->second;
+    } else if (const auto nt = name_ops.find(strip_parameters(strip_symbol_version(r.function)));
+               nt != name_ops.end()) {
+      found = &nt->second;
+    }
+    if (found == nullptr) {
       a.unattributed += r.self;
       a.unattributed_samples += r.samples;
       a.unattributed_functions.push_back(r);
       continue;
     }
-    const auto& ops = it->second;
+    const auto& ops = *found;
     double wsum = 0;
     for (const auto& op : ops) wsum += weight(op);
     for (const auto& op : ops) {
