@@ -47,7 +47,7 @@ __attribute__((noinline)) std::uint64_t decode_large(const bytes& b) {
 }
 
 COVERAGE_FLIP_INLINE void flip_rows(bytes& b) {
-  for (int pass = 0; pass < 16; ++pass) std::reverse(b.begin(), b.end());
+  for (int pass = 0; pass < 64; ++pass) std::reverse(b.begin(), b.end());
   b[0] = static_cast<unsigned char>(b[0] + 1);
 }
 

@@ -691,3 +691,67 @@ TEST_CASE("map warns when an op was profiled on too few distinct inputs",
   REQUIRE(r.err.find("distinct inputs") == std::string::npos);
   REQUIRE(load_json(dir + "/m6.json")["lotus"]["ops"]["Decode"]["distinct_inputs"] == 6);
 }
+
+TEST_CASE("coverage: a probe/run pair built to differ shows the gap, the run's inputs close it",
+          "[map][callgrind][perf][coverage]") {
+  // coverage_probe and coverage_run are one source: Decode calls decode_large only for inputs
+  // over 16 KiB, and flip_rows is inlined in the probe only. The probe mapped on small inputs
+  // (Callgrind: exact, no sampling noise) misses decode_large; the run (perf) decodes large ones.
+  const std::string dir = make_dir();
+  for (const char* d : {"/small", "/run"}) ::mkdir((dir + d).c_str(), 0755);
+  for (int i = 0; i < 4; ++i)
+    write_text(dir + "/small/" + std::to_string(i), std::string(2048, static_cast<char>('a' + i)));
+  for (int i = 0; i < 4; ++i) {
+    write_text(dir + "/run/" + std::to_string(i),
+               std::string(i % 2 == 0 ? 65536 : 2048, static_cast<char>('k' + i)));
+  }
+  auto map_on = [&](const std::string& inputs, const std::string& out) {
+    const auto r = tool(dir, {"map", "--collector", "callgrind", "--count", "4", "-o", out, "--",
+                              COVERAGE_PROBE, "--inputs", inputs});
+    INFO(r.out << r.err);
+    REQUIRE(r.code == 0);
+  };
+  map_on(dir + "/small", dir + "/m_small.json");
+  // The mapping names the probe's binaries, for the reasons.
+  REQUIRE(load_json(dir + "/m_small.json")["lotus"]["probe_modules"].size() >= 1);
+  auto r = tool(dir, {"record", "-o", dir + "/rec", "-e", "cpu-clock:u", "-F", "2999", "--",
+                      COVERAGE_RUN, "--inputs", dir + "/run", "--rounds", "25"});
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  auto coverage = [&](const std::string& mapping) {
+    const auto a = tool(dir, {"attribute", dir + "/rec", "--mapping", mapping, "--json"});
+    INFO(a.err);
+    REQUIRE(a.code == 0);
+    const json j = json::parse(a.out);
+    REQUIRE(j.contains("coverage"));
+    std::map<std::string, json> gaps;
+    for (const auto& g : j["coverage"]["uncharged_functions"]) {
+      const std::string f = g["function"].get<std::string>();
+      gaps[lotus_tool::strip_parameters(f)] = g;
+    }
+    return std::make_pair(j["coverage"], gaps);
+  };
+  auto [small, gaps] = coverage(dir + "/m_small.json");
+  INFO(small.dump(1));
+  // The gap: decode_large ran in the run's Decode spans, the probe has it but never ran it.
+  REQUIRE(gaps.count("coverage_pair::decode_large") == 1);
+  CHECK(gaps["coverage_pair::decode_large"]["join_op"] == "Decode");
+  CHECK(gaps["coverage_pair::decode_large"]["reason"] == "not-run-by-probe");
+  // flip_rows is a function of the run but only inlined in the probe: reported as such.
+  REQUIRE(gaps.count("coverage_pair::flip_rows") == 1);
+  CHECK(gaps["coverage_pair::flip_rows"]["join_op"] == "Flip");
+  CHECK(gaps["coverage_pair::flip_rows"]["reason"] == "inlined-in-probe");
+  // The text report names them with their join ops.
+  r = tool(dir, {"attribute", dir + "/rec", "--mapping", dir + "/m_small.json"});
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("coverage_pair::decode_large") != std::string::npos);
+  CHECK(r.out.find("inlined-in-probe") != std::string::npos);
+
+  // Fed the run's inputs, the probe runs decode_large: the gap closes.
+  map_on(dir + "/run", dir + "/m_run.json");
+  auto [fed, fed_gaps] = coverage(dir + "/m_run.json");
+  INFO(fed.dump(1));
+  CHECK(fed_gaps.count("coverage_pair::decode_large") == 0);
+  CHECK(fed_gaps.count("coverage_pair::flip_rows") == 1);  // still inlined in the probe
+  CHECK(fed["charged_in_op_share"].get<double>() > small["charged_in_op_share"].get<double>());
+}
