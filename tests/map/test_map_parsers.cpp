@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -79,6 +80,30 @@ TEST_CASE("perf report: empty output is no rows, garbage is an error naming the 
   }
   std::istringstream badnum("abc%\x1f 10\x1f 1\x1f[.] f\x1f m\n");
   REQUIRE_THROWS_AS(parse_perf_report(badnum, "r"), lotus_tool::tool_error);
+}
+
+TEST_CASE("perf report per thread: the threads kept, each function summed over them",
+          "[map][perf_report]") {
+  // perf report --tid drops a function whose merged entry first came from another thread: the
+  // threads are selected from the pid column instead. memset is first sampled on the main
+  // thread (101) and then on both workers.
+  std::istringstream in(
+      " 50.00%\x1f 5000\x1f 5\x1f  101:main\x1f[.] __memset_avx512_unaligned_erms\x1f libc.so.6\n"
+      " 30.00%\x1f 3000\x1f 3\x1f  102:worker-0\x1f[.] __memset_avx512_unaligned_erms\x1f "
+      "libc.so.6\n"
+      " 10.00%\x1f 1000\x1f 1\x1f  103:worker-1\x1f[.] __memset_avx512_unaligned_erms\x1f "
+      "libc.so.6\n"
+      " 10.00%\x1f 1000\x1f 1\x1f  103:worker-1\x1f[.] decode\x1f app\n");
+  const std::set<std::uint64_t> workers{102, 103};
+  const auto p = parse_perf_report(in, "per-thread", &workers);
+  REQUIRE(p.rows.size() == 2);
+  REQUIRE(p.rows[0].function == "__memset_avx512_unaligned_erms");
+  REQUIRE(p.rows[0].self == 4000);
+  REQUIRE(p.rows[0].samples == 4);
+  REQUIRE(p.total == 5000);
+  std::istringstream bad(" 1.00%\x1f 1\x1f 1\x1f x:main\x1f[.] f\x1f m\n");
+  REQUIRE_THROWS_WITH(parse_perf_report(bad, "b", &workers),
+                      Catch::Contains("b:1: thread 'x:main' is not TID:comm"));
 }
 
 TEST_CASE("callgrind.out: exclusive and inclusive Ir agree with callgrind_annotate",

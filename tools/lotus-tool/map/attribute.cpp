@@ -75,16 +75,19 @@ std::string perf_to_temp(const std::vector<std::string>& args, const std::string
   return tmpl;
 }
 
-function_profile load_profile(const std::string& path, const std::string& tids) {
+function_profile load_profile(const std::string& path, const std::set<std::uint64_t>& tids) {
   if (!exists(path)) throw tool_error(exit_io, "profile '" + path + "' not found");
   if (is_perf_data(path)) {
     std::vector<std::string> args{"report", "-i", path};
-    if (!tids.empty()) args.push_back("--tid=" + tids);
-    for (const auto& a : perf_report_args()) args.push_back(a);
+    // The threads are selected from a per-thread report (see parse_perf_report), not --tid.
+    for (const auto& a : perf_report_args())
+      args.push_back(!tids.empty() && a == "overhead,period,sample,sym,dso"
+                         ? std::string("overhead,period,sample,pid,sym,dso")
+                         : a);
     const std::string tmp = perf_to_temp(args, path);
     std::ifstream in(tmp);
     try {
-      auto p = parse_perf_report(in, path + " (perf report)");
+      auto p = parse_perf_report(in, path + " (perf report)", tids.empty() ? nullptr : &tids);
       ::unlink(tmp.c_str());
       return p;
     } catch (...) {
@@ -163,9 +166,7 @@ attribution lotus_of(const span_set& spans, const attribute_args& opt, mapping& 
   out_mapping = mapping_from_json(j, opt.mapping);
   const mapping& m = out_mapping;
   const std::string profile = opt.profile.empty() ? opt.perf_data : opt.profile;
-  std::string tids;
-  for (const auto t : scope_of(spans, opt)) tids += (tids.empty() ? "" : ",") + std::to_string(t);
-  function_profile p = load_profile(profile, tids);
+  function_profile p = load_profile(profile, scope_of(spans, opt));
   if (p.rows.empty())
     throw tool_error(exit_invalid, profile + ": the profile has no function rows");
   // Stripped code: raw addresses become func@0x<start>, the name the mapping uses.
