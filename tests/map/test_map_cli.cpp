@@ -755,3 +755,64 @@ TEST_CASE("coverage: a probe/run pair built to differ shows the gap, the run's i
   CHECK(fed_gaps.count("coverage_pair::flip_rows") == 1);  // still inlined in the probe
   CHECK(fed["charged_in_op_share"].get<double>() > small["charged_in_op_share"].get<double>());
 }
+
+TEST_CASE("image_probe --images: the run's JPEGs from a directory or a list", "[map][probe]") {
+  const std::string dir = make_dir();
+  // The run's dataset: image_pipeline's generated JPEGs.
+  auto run = [&](std::vector<std::string> argv) {
+    run_spec s;
+    s.argv = std::move(argv);
+    s.stdout_path = dir + "/p.stdout";
+    s.stderr_path = dir + "/p.stderr";
+    s.timeout_s = 120;
+    const auto r = run_process(s);
+    REQUIRE(r.started);
+    return std::make_pair(
+        r.exit_code, lotus_test::read_file(s.stdout_path) + lotus_test::read_file(s.stderr_path));
+  };
+  auto r = run({IMAGE_PIPELINE, "-o", dir + "/out", "-n", "6", "-e", "1", "-q", "--step-ms", "0"});
+  INFO(r.second);
+  REQUIRE(r.first == 0);
+  const std::string data = dir + "/out/data";
+  r = run({IMAGE_PROBE, "--images", data, "-e", "1"});
+  INFO(r.second);
+  REQUIRE(r.first == 0);
+  REQUIRE(r.second.find("image_probe: 6 images") != std::string::npos);
+  r = run({IMAGE_PROBE, "--images", data, "--sample", "3", "-e", "1"});
+  REQUIRE(r.first == 0);
+  REQUIRE(r.second.find("image_probe: 3 images") != std::string::npos);
+  // A list: paths relative to the list's directory, comments and blank lines skipped.
+  write_text(data + "/list.txt",
+             "# two of them\nimg_000001_c1.jpg\n\n" + data + "/img_000004_c4.jpg\n");
+  r = run({IMAGE_PROBE, "--images", data + "/list.txt", "-e", "1"});
+  INFO(r.second);
+  REQUIRE(r.first == 0);
+  REQUIRE(r.second.find("image_probe: 2 images") != std::string::npos);
+  // A number still generates that many synthetic images.
+  r = run({IMAGE_PROBE, "--images", "2", "-d", dir + "/gen", "-e", "1"});
+  REQUIRE(r.first == 0);
+  REQUIRE(r.second.find("image_probe: 2 images") != std::string::npos);
+  // Bad input: a clear message and a non-zero status.
+  r = run({IMAGE_PROBE, "--images", dir + "/nope"});
+  REQUIRE(r.first == 1);
+  REQUIRE(r.second.find("not a number, a directory or a list file") != std::string::npos);
+  ::mkdir((dir + "/empty").c_str(), 0755);
+  r = run({IMAGE_PROBE, "--images", dir + "/empty"});
+  REQUIRE(r.first == 1);
+  REQUIRE(r.second.find("no .jpg/.jpeg files under") != std::string::npos);
+  write_text(dir + "/bad.txt", "missing.jpg\n");
+  r = run({IMAGE_PROBE, "--images", dir + "/bad.txt"});
+  REQUIRE(r.first == 1);
+  REQUIRE(r.second.find("bad.txt:1: no such file") != std::string::npos);
+  r = run({IMAGE_PROBE, "--sample", "2"});
+  REQUIRE(r.first == 2);
+  // Mapped on the run's images: the Loader's windows decode them (4 distinct inputs, no warning).
+  const auto m = tool(dir, {"map", "--collector", "callgrind", "--region", "Loader", "--count", "4",
+                            "-o", dir + "/m.json", "--", IMAGE_PROBE, "-s", "1", "--images", data});
+  INFO(m.out << m.err);
+  REQUIRE(m.code == 0);
+  REQUIRE(m.err.find("distinct inputs") == std::string::npos);
+  const json mj = load_json(dir + "/m.json");
+  REQUIRE(mj["lotus"]["ops"]["Loader"]["distinct_inputs"] == 4);
+  REQUIRE(has_function(funcs(mj, "Loader"), "jpeg_read_scanlines|libjpeg.so"));
+}
