@@ -304,6 +304,33 @@ TEST_CASE("Lotus attribution: one function across executables and shared objects
   REQUIRE(a.unattributed_functions[0].module == "libother.so.2");
 }
 
+TEST_CASE("Lotus attribution --split profile: traced time x the function's share in the probe",
+          "[map][attribute]") {
+  // memset is 80 % of Collation's probe profile and 10 % of Loader's; the traced times are equal.
+  // By time (the paper): 50/50. By profile: 8:1. A function without shares for every op (free)
+  // falls back to the traced times.
+  const auto j = nlohmann::json::parse(R"({
+    "op_to_func": {"Loader": ["memset|libc.so.6", "decode|app", "free|libc.so.6"],
+                   "Collation": ["memset|libc.so.6", "free|libc.so.6"]},
+    "common_funcs_to_op": {},
+    "lotus": {"collector": "perf", "unit": "ns", "ops": {
+      "Loader": {"total": 100, "functions": {"memset|libc.so.6": {"self": 10},
+                                             "decode|app": {"self": 90}}},
+      "Collation": {"total": 100, "functions": {"memset|libc.so.6": {"self": 80},
+                                                "free|libc.so.6": {"self": 20}}}}}})");
+  const mapping m = mapping_from_json(j, "m.json");
+  function_profile p;
+  p.unit = "ns";
+  p.rows = {{"__memset_avx2_unaligned_erms", "libc.so.6", 900, 0, 9, {}},
+            {"free", "libc.so.6", 100, 0, 1, {}}};
+  const std::map<std::string, double> w{{"Loader", 1.0}, {"Collation", 1.0}};
+  const auto t = attribute_lotus(m, p, w);
+  REQUIRE(find_op(t, "Collation")->value == Approx(500.0));
+  const auto q = attribute_lotus(m, p, w, lotus_split::by_profile);
+  REQUIRE(find_op(q, "Collation")->value == Approx(800.0 + 50.0));
+  REQUIRE(find_op(q, "Loader")->value == Approx(100.0 + 50.0));
+}
+
 TEST_CASE("vendor reports: every metric column split per op with Lotus's weighting",
           "[map][vendor_csv]") {
   // VTune's tab-separated grouping export (-group-by source-function… -format csv -csv-delimiter

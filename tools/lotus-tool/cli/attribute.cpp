@@ -39,6 +39,12 @@ void add_attribute_command(CLI::App& app) {
       "--csv", [opt]() { opt->format = "csv"; }, "CSV output");
   cmd->add_option("-o,--output", opt->output, "write to this file instead of stdout");
   cmd->add_option("--top", opt->top, "functions listed per op in the table")->capture_default_str();
+  cmd->add_option("--split", opt->split,
+                  "Lotus's method: a function shared by several ops is split by the ops' traced "
+                  "times ('time', the paper's), or by traced time x the function's share of each "
+                  "op in the probe's profile ('profile')")
+      ->check(CLI::IsMember({"time", "profile"}))
+      ->capture_default_str();
   cmd->add_option("--coverage-rows", opt->coverage_rows,
                   "uncharged functions listed in the text coverage section")
       ->capture_default_str();

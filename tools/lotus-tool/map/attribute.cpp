@@ -185,7 +185,8 @@ attribution lotus_of(const span_set& spans, const attribute_args& opt, mapping& 
         "record with -e cpu-clock:u), so kernel time stays unattributed",
         "lotus-tool attribute");
   }
-  return attribute_lotus(m, p, time_weights(spans));
+  return attribute_lotus(m, p, time_weights(spans),
+                         opt.split == "profile" ? lotus_split::by_profile : lotus_split::by_time);
 }
 
 // Shares of the whole sampled time: per op, and what no op was charged with (for the join, also

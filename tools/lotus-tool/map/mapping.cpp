@@ -202,6 +202,8 @@ mapping mapping_from_json(const nlohmann::json& j, const std::string& source) {
       std::tie(f.function, f.module) = split_key(k.get<std::string>());
       if (details != nullptr && details->contains("ops") && (*details)["ops"].contains(op)) {
         const auto& jo = (*details)["ops"][op];
+        if (jo.is_object() && jo.contains("total") && jo["total"].is_number())
+          o.total = jo["total"].get<double>();
         const auto& jf = jo.value("functions", nlohmann::json::object());
         const auto it = jf.find(k.get<std::string>());
         if (it != jf.end() && it->is_object()) {
@@ -219,17 +221,26 @@ mapping mapping_from_json(const nlohmann::json& j, const std::string& source) {
 }
 
 attribution attribute_lotus(const mapping& m, const function_profile& profile,
-                            const std::map<std::string, double>& weights) {
+                            const std::map<std::string, double>& weights, lotus_split split) {
   attribution a;
   a.method = "lotus";
   a.unit = profile.unit;
   // Matched by function_identity: the probe's functions by name (the real program is another
   // binary), libraries without their version, ifunc variants folded.
   std::map<std::string, std::vector<std::string>> func_ops;  // identity → ops mapping it
+  // split == by_profile: each op's share of a function in the probe's profile of that op
+  // (self / the op's total), by identity and by plain name.
+  std::map<std::string, std::map<std::string, double>> probe_share;
+  auto plain = [](const std::string& f) { return strip_parameters(strip_symbol_version(f)); };
   for (const auto& o : m.ops) {
     for (const auto& f : o.functions) {
-      auto& v = func_ops[function_identity(f.function, f.module)];
+      const std::string id = function_identity(f.function, f.module);
+      auto& v = func_ops[id];
       if (std::find(v.begin(), v.end(), o.op) == v.end()) v.push_back(o.op);
+      if (o.total > 0 && f.self > 0) {
+        probe_share[id][o.op] += f.self / o.total;
+        probe_share["\n" + plain(f.function)][o.op] += f.self / o.total;
+      }
     }
   }
   // Identity across binaries: a function of the run and a function of the probe with the same
@@ -270,10 +281,24 @@ attribution attribute_lotus(const mapping& m, const function_profile& profile,
       continue;
     }
     const auto& ops = *found;
+    // Lotus's split: the ops' traced times T(op). By profile: T(op) x the function's share of
+    // the op in the probe (the cost the op is expected to spend in it), when every op has one.
+    const std::map<std::string, double>* shares = nullptr;
+    if (split == lotus_split::by_profile && ops.size() > 1) {
+      auto st = probe_share.find(function_identity(r.function, r.module));
+      if (st == probe_share.end() || st->second.size() < ops.size())
+        st = probe_share.find("\n" + plain(r.function));
+      if (st != probe_share.end() && st->second.size() >= ops.size()) shares = &st->second;
+    }
+    auto op_weight = [&](const std::string& op) {
+      if (shares == nullptr) return weight(op);
+      const auto it = shares->find(op);
+      return it == shares->end() ? 0.0 : weight(op) * it->second;
+    };
     double wsum = 0;
-    for (const auto& op : ops) wsum += weight(op);
+    for (const auto& op : ops) wsum += op_weight(op);
     for (const auto& op : ops) {
-      const double frac = wsum > 0 ? weight(op) / wsum : 1.0 / static_cast<double>(ops.size());
+      const double frac = wsum > 0 ? op_weight(op) / wsum : 1.0 / static_cast<double>(ops.size());
       if (frac <= 0) continue;
       auto& oa = per_op[op];
       function_cost c = r;

@@ -101,8 +101,13 @@ struct attribution {
 /// Lotus's method: each profile function in op_to_func[op] is charged to op; a function shared by
 /// several ops (common_funcs_to_op) is split by the ops' traced time weights T(op)/ΣT.
 /// `weights` maps op name → traced time; ops missing from it weigh 0 (equal split if all are 0).
+/// How a function shared by several ops is split: by the ops' traced times (Lotus's paper), or
+/// by traced time x the function's share of each op in the probe's own profile (the mapping's
+/// lotus.ops.<op>.functions.<f>.self / total; ops without it fall back to traced time).
+enum class lotus_split { by_time, by_profile };
 attribution attribute_lotus(const mapping& m, const function_profile& profile,
-                            const std::map<std::string, double>& weights);
+                            const std::map<std::string, double>& weights,
+                            lotus_split split = lotus_split::by_time);
 
 /// Renders the attribution: a text table, JSON or CSV.
 std::string attribution_text(const attribution& a, std::size_t top_functions);
