@@ -660,6 +660,12 @@ TEST_CASE("attribute: the coverage report lists the functions charged to no op a
   REQUIRE(html.find("Mapping coverage") != std::string::npos);
   REQUIRE(html.find("charged 50.0% of the CPU time inside op spans to ops.") != std::string::npos);
   REQUIRE(html.find("<code>lotus_examples::horizontal_flip</code>") != std::string::npos);
+  // A malformed coverage section is rejected, naming the field.
+  write_text(dir + "/bad.json", R"({"ops": [], "coverage": {"uncharged_functions": 3}})");
+  r = tool(dir,
+           {"report", dir + "/trace", "--attribution", dir + "/bad.json", "-o", dir + "/b.html"});
+  REQUIRE(r.code == 1);
+  REQUIRE(r.err.find("coverage: \"uncharged_functions\" is not an array") != std::string::npos);
   // Without the join (a profile alone) the list stays, with shares of the profile.
   r = tool(dir, {"attribute", "--mapping", dir + "/mapping.json", "--profile", dir + "/profile.txt",
                  "--trace", dir + "/trace", "--json"});

@@ -123,7 +123,7 @@ void add_costs(std::map<std::string, op_cost>& into, const std::string& op,
 
 }  // namespace
 
-coverage_report mapping_coverage(const mapping& /*m*/, const attribution& lotus,
+coverage_report mapping_coverage(const mapping& m, const attribution& lotus,
                                  const attribution* join, const probe_binaries* probe) {
   coverage_report c;
   c.unit = lotus.unit;
@@ -205,6 +205,11 @@ coverage_report mapping_coverage(const mapping& /*m*/, const attribution& lotus,
         g.detail =
             "the probe loads this library but no op region ran this code: a path its "
             "inputs did not take (feed the probe the run's inputs)";
+        if (m.collector == "callgrind") {
+          g.detail +=
+              ", or a variant the CPU picks and Valgrind does not (SIMD code chosen by CPU "
+              "features: map with perf to see the native code)";
+        }
       } else {
         g.reason = "not-in-probe";
         g.detail = "the probe's binaries do not have it";
@@ -278,9 +283,17 @@ std::string coverage_text(const coverage_report& c, std::size_t max_rows) {
   for (const auto& g : c.gaps) {
     if (g.reason == "outside-ops" || !seen.insert(g.reason).second) continue;
     std::string d = g.detail;
-    if (g.reason == "not-run-by-probe")
+    if (g.reason == "not-run-by-probe") {
       d = "the probe has it but no op region ran it: a path its "
           "inputs did not take (feed the probe the run's inputs)";
+      for (const auto& x : c.gaps) {
+        if (x.reason == g.reason && x.detail.find("Valgrind") != std::string::npos) {
+          d += "; stripped library code may also be a variant the CPU picks and Valgrind does "
+               "not (map with perf to see the native code)";
+          break;
+        }
+      }
+    }
     os << "  " << g.reason << ": " << printable(d) << "\n";
   }
   os << "\n";

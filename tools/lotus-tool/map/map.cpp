@@ -125,13 +125,18 @@ std::string probe_failure(const run_result& r, const std::string& log, double ti
 }
 
 // Runs `perf report` on `data` (extra arguments first) and parses it.
+// With `tids`, only those threads' samples, from a per-thread report (perf report --tid drops a
+// function whose merged entry another thread hit first; see parse_perf_report).
 function_profile perf_report_of(const std::string& perf, const std::string& data,
                                 const std::vector<std::string>& extra, const std::string& out,
-                                double timeout_s) {
+                                double timeout_s, const std::set<std::uint64_t>* tids = nullptr) {
   run_spec rep;
   rep.argv = {perf, "report", "-i", data};
   rep.argv.insert(rep.argv.end(), extra.begin(), extra.end());
-  for (const auto& a : perf_report_args()) rep.argv.push_back(a);
+  for (const auto& a : perf_report_args())
+    rep.argv.push_back(tids != nullptr && a == "overhead,period,sample,sym,dso"
+                           ? std::string("overhead,period,sample,pid,sym,dso")
+                           : a);
   rep.stdout_path = out;
   rep.stderr_path = out + ".stderr";
   rep.timeout_s = timeout_s;
@@ -141,7 +146,7 @@ function_profile perf_report_of(const std::string& perf, const std::string& data
                      "perf report " + describe(rr, timeout_s) + "; see " + rep.stderr_path);
   }
   std::ifstream in(out);
-  return parse_perf_report(in, out);
+  return parse_perf_report(in, out, tids);
 }
 
 std::uint64_t sample_count(const function_profile& p) {
@@ -318,8 +323,6 @@ run_outcome perf_strategy::profile(const run_context& ctx, const std::string& re
         perf_report_of(ctx.tool, data, {}, dir + "/report-all.txt", ctx.opt.timeout_s);
     function_profile in;
     in.unit = "ns";
-    std::string tid_list;
-    for (const auto t : tids) tid_list += (tid_list.empty() ? "" : ",") + std::to_string(t);
     // perf report --time takes space-separated ranges; one argument stays below the kernel's
     // 128 KiB limit per argument with 2000 ranges of ~44 bytes.
     const std::size_t chunk = 2000;
@@ -327,8 +330,8 @@ run_outcome perf_strategy::profile(const run_context& ctx, const std::string& re
       std::string arg;
       for (std::size_t i = b; i < ranges.size() && i < b + chunk; ++i)
         arg += (i == b ? "" : " ") + ranges[i];
-      add_profile(in, perf_report_of(ctx.tool, data, {"--tid=" + tid_list, "--time", arg},
-                                     dir + "/report.txt", ctx.opt.timeout_s));
+      add_profile(in, perf_report_of(ctx.tool, data, {"--time", arg}, dir + "/report.txt",
+                                     ctx.opt.timeout_s, &tids));
     }
     // With LOTUS_CLOCK=realtime the span's own timestamps are clock_gettime calls (lotus's clock
     // read, libc's wrapper and the vDSO), the first and last instructions of each span: lotus's,
