@@ -483,6 +483,10 @@ TEST_CASE("record + attribute (join) on the traced image pipeline", "[map][join]
     return s;
   };
   REQUIRE(module_share(ops["Loader"], "libjpeg") > 0.3);
+  // Stripped libjpeg-turbo code is named from the mapping records and the file's unwind tables
+  // (func@0x<start>, as perf report and Callgrind mappings name it), not "[unknown]".
+  REQUIRE(module_share(ops["Loader"], "libjpeg.so.62.3.0|func@0x") > 0.1);
+  CHECK(module_share(ops["Loader"], "libjpeg.so.62.3.0|[unknown]") == 0);
   REQUIRE(module_share(ops["RandomResizedCrop"], "resize_bilinear") > 0.5);
   for (const auto& [name, op] : ops) {
     if (name != "Loader") CHECK(module_share(op, "libjpeg") == 0);

@@ -12,6 +12,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "catch.hpp"
 #include "map/callgrind.hpp"
@@ -267,6 +268,40 @@ TEST_CASE("vendor CSV errors", "[map][vendor_csv]") {
                       Catch::Contains("y.csv:2: CPU time 'abc' is not a number"));
   std::istringstream few("Function,CPU Time,Module\nf,1\n");
   REQUIRE_THROWS_WITH(parse_vendor_csv(few, "z.csv"), Catch::Contains("z.csv:2: expected 3"));
+}
+
+TEST_CASE("perf script mapping records: stripped code gets its file offset", "[map][perf_script]") {
+  perf_mmap m;
+  REQUIRE(parse_perf_mmap_line(
+      "29596 1795589385.380402991: PERF_RECORD_MMAP2 29596/29596: [0x7f172fd0c000(0x4b000) @ "
+      "0x4000 fe:00 333171 0]: r-xp /usr/lib/x86_64-linux-gnu/libjpeg.so.62.3.0",
+      m));
+  REQUIRE(m.pid == 29596);
+  REQUIRE(m.start == 0x7f172fd0c000ull);
+  REQUIRE(m.len == 0x4b000);
+  REQUIRE(m.pgoff == 0x4000);
+  REQUIRE(m.path == "/usr/lib/x86_64-linux-gnu/libjpeg.so.62.3.0");
+  REQUIRE(parse_perf_mmap_line(
+      "1 2.0: PERF_RECORD_MMAP2 1/1: [0x1000(0x2000) @ 0 00:00 0 0]: r-xp /opt/my app/bin", m));
+  REQUIRE(m.pgoff == 0);
+  REQUIRE(m.path == "/opt/my app/bin");
+  REQUIRE_FALSE(parse_perf_mmap_line("1 2.0: PERF_RECORD_MMAP2 1/1: [junk]: r-xp /x", m));
+  REQUIRE_FALSE(parse_perf_mmap_line(" 1 1.0: 1 cpu-clock: 0 f (m)", m));
+  // In a script: mapping records go to their callback, other records are skipped, samples carry
+  // their address and the dso as printed.
+  std::istringstream in(
+      "1 1.0: PERF_RECORD_MMAP2 1/1: [0x1000(0x2000) @ 0x400 00:00 0 0]: r-xp /opt/app\n"
+      "1 1.1: PERF_RECORD_COMM exec: app:1/1\n"
+      " 1 1.5: 1 cpu-clock: 1a2b [unknown] (/opt/app)\n");
+  std::vector<perf_mmap> maps;
+  std::vector<perf_sample> got;
+  REQUIRE(parse_perf_script(
+              in, "s", [&](const perf_sample& x) { got.push_back(x); },
+              [&](const perf_mmap& x) { maps.push_back(x); }) == 1);
+  REQUIRE(maps.size() == 1);
+  REQUIRE(got.size() == 1);
+  REQUIRE(got[0].ip == 0x1a2b);
+  REQUIRE(got[0].dso_path == "/opt/app");
 }
 
 TEST_CASE("perf script sample lines", "[map][perf_script]") {

@@ -115,7 +115,8 @@ const std::set<std::uint64_t>& scope_of(const span_set& spans, const attribute_a
   return opt.all_threads ? every_thread : spans.op_threads;
 }
 
-attribution join_of(const span_set& spans, const attribute_args& opt) {
+attribution join_of(const span_set& spans, const attribute_args& opt,
+                    const std::vector<function_cost>& known) {
   std::string script = opt.perf_script;
   std::string tmp;
   if (script.empty()) {
@@ -142,6 +143,8 @@ attribution join_of(const span_set& spans, const attribute_args& opt) {
     throw;
   }
   if (!tmp.empty()) ::unlink(tmp.c_str());
+  // Stripped code as Lotus's profile names it (with the mapping's entries when there is one).
+  name_addresses(a, known);
   std::uint64_t n = a.unattributed_samples;
   for (const auto& x : a.ops) n += x.samples;
   if (n == 0) throw tool_error(exit_invalid, "attribute: the profile has no cpu-clock samples");
@@ -152,6 +155,14 @@ attribution join_of(const span_set& spans, const attribute_args& opt) {
         "lotus-tool attribute");
   }
   return a;
+}
+
+// The mapping's functions, for naming stripped code in a profile the way the mapping does.
+std::vector<function_cost> known_functions(const mapping& m) {
+  std::vector<function_cost> known;
+  for (const auto& op : m.ops)
+    for (const auto& f : op.functions) known.push_back({f.function, f.module, 0, 0, 0, {}});
+  return known;
 }
 
 attribution lotus_of(const span_set& spans, const attribute_args& opt, mapping& out_mapping) {
@@ -170,10 +181,7 @@ attribution lotus_of(const span_set& spans, const attribute_args& opt, mapping& 
   if (p.rows.empty())
     throw tool_error(exit_invalid, profile + ": the profile has no function rows");
   // Stripped code: raw addresses become func@0x<start>, the name the mapping uses.
-  std::vector<function_cost> known;
-  for (const auto& op : m.ops)
-    for (const auto& f : op.functions) known.push_back({f.function, f.module, 0, 0, 0, {}});
-  symbolize_addresses_like(p, known);
+  symbolize_addresses_like(p, known_functions(m));
   bool kernel_rows = false, kernel_mapped = false;
   for (const auto& r : p.rows) kernel_rows = kernel_rows || r.module == "[kernel.kallsyms]";
   for (const auto& op : m.ops)
@@ -290,7 +298,7 @@ void run_attribute(const attribute_args& o) {
   const bool both = lotus && join;
   if (lotus) {
     primary = lotus_of(spans, opt, m);
-    if (both) other = join_of(spans, opt);
+    if (both) other = join_of(spans, opt, known_functions(m));
     // Coverage: what the mapping misses of this run, the join's op for each, and why.
     probe_binaries probe;
     if (!opt.probe.empty()) {
@@ -303,7 +311,7 @@ void run_attribute(const attribute_args& o) {
     }
     cov = mapping_coverage(m, primary, both ? &other : nullptr, &probe);
   } else {
-    primary = join_of(spans, opt);
+    primary = join_of(spans, opt, {});
   }
   std::string text;
   if (opt.format == "json") {

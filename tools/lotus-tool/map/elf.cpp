@@ -258,7 +258,8 @@ std::uint64_t elf_functions::gap_start(std::uint64_t addr) const {
   return ends_[i] != 0 && addr >= ends_[i] ? ends_[i] : 0;
 }
 
-void symbolize_addresses_like(function_profile& p, const std::vector<function_cost>& known) {
+void symbolize_addresses_like(function_profile& p, const std::vector<function_cost>& known,
+                              const std::map<std::string, std::string>& module_paths) {
   // library (identity, without version) → entries named func@0x<entry>
   std::map<std::string, std::vector<std::uint64_t>> entries;
   for (const auto& k : known) {
@@ -275,7 +276,8 @@ void symbolize_addresses_like(function_profile& p, const std::vector<function_co
     if (!bare) continue;
     const auto e = entries.find(function_identity("", r.module));
     if (e == entries.end()) continue;
-    const std::string path = find_library(r.module);
+    const auto mp = module_paths.find(r.module);
+    const std::string path = mp != module_paths.end() ? mp->second : find_library(r.module);
     if (path.empty()) continue;
     auto c = cache.find(path);
     if (c == cache.end()) {
@@ -291,7 +293,7 @@ void symbolize_addresses_like(function_profile& p, const std::vector<function_co
     std::snprintf(buf, sizeof buf, "func@0x%llx", static_cast<unsigned long long>(*(it - 1)));
     r.function = buf;
   }
-  symbolize_addresses(p, {});
+  symbolize_addresses(p, module_paths);
 }
 
 std::string find_library(const std::string& basename) {

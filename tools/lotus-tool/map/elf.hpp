@@ -58,7 +58,9 @@ std::string find_library(const std::string& basename);
 /// of the nearest function entry at or below it that `known` names (`func@0x<entry>` with the
 /// same library, as Callgrind names the entries it saw called) within the same stretch, so a
 /// profile and a mapping made by different collectors name it the same way.
-void symbolize_addresses_like(function_profile& p, const std::vector<function_cost>& known);
+/// `module_paths` (basename → file) is tried before find_library.
+void symbolize_addresses_like(function_profile& p, const std::vector<function_cost>& known,
+                              const std::map<std::string, std::string>& module_paths = {});
 
 /// The functions an ELF object's DWARF (its own, or a separate debug file) shows inlined into
 /// callers (DW_TAG_inlined_subroutine), by demangled name without parameters; empty without

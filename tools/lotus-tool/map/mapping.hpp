@@ -96,6 +96,8 @@ struct attribution {
   double unattributed = 0;          ///< profile cost not charged to any op
   std::uint64_t unattributed_samples = 0;
   std::vector<function_cost> unattributed_functions;
+  /// Join: module basename → file, from perf's mapping records (names stripped code).
+  std::map<std::string, std::string> module_paths;
 };
 
 /// Lotus's method: each profile function in op_to_func[op] is charged to op; a function shared by
