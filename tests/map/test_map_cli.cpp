@@ -681,25 +681,33 @@ TEST_CASE("attribute: the coverage report lists the functions charged to no op a
 
 TEST_CASE("map warns when an op was profiled on too few distinct inputs",
           "[map][callgrind][coverage]") {
-  // Six small inputs; Callgrind profiles one execution per op by default: one input.
+  // Six small inputs. Callgrind profiles --min-inputs (4) executions per op by default; one
+  // (--count 1) is one input: warned, with the probe's inputs per pass.
   const std::string dir = make_dir();
   ::mkdir((dir + "/in").c_str(), 0755);
   for (int i = 0; i < 6; ++i)
     write_text(dir + "/in/" + std::to_string(i), std::string(512, static_cast<char>('a' + i)));
-  auto r = tool(dir, {"map", "--collector", "callgrind", "-o", dir + "/m.json", "--",
-                      COVERAGE_PROBE, "--inputs", dir + "/in"});
+  auto r = tool(dir, {"map", "--collector", "callgrind", "--count", "1", "-o", dir + "/m.json",
+                      "--", COVERAGE_PROBE, "--inputs", dir + "/in"});
   INFO(r.out << r.err);
   REQUIRE(r.code == 0);
   REQUIRE(r.err.find("profiled on fewer than 4 distinct inputs") != std::string::npos);
   REQUIRE(r.err.find("Decode 1 of 6") != std::string::npos);
   REQUIRE(load_json(dir + "/m.json")["lotus"]["ops"]["Decode"]["distinct_inputs"] == 1);
-  // Windows over every input: no warning, and the mapping says so.
-  r = tool(dir, {"map", "--collector", "callgrind", "--count", "6", "-o", dir + "/m6.json", "--",
-                 COVERAGE_PROBE, "--inputs", dir + "/in"});
+  // The default: 4 inputs, no warning.
+  r = tool(dir, {"map", "--collector", "callgrind", "-o", dir + "/m4.json", "--", COVERAGE_PROBE,
+                 "--inputs", dir + "/in"});
   INFO(r.out << r.err);
   REQUIRE(r.code == 0);
   REQUIRE(r.err.find("distinct inputs") == std::string::npos);
-  REQUIRE(load_json(dir + "/m6.json")["lotus"]["ops"]["Decode"]["distinct_inputs"] == 6);
+  REQUIRE(load_json(dir + "/m4.json")["lotus"]["ops"]["Decode"]["distinct_inputs"] == 4);
+  // --min-inputs 8: at most one pass over the inputs (6), still short of 8: warned as 6 of 6.
+  r = tool(dir, {"map", "--collector", "callgrind", "--min-inputs", "8", "-o", dir + "/m8.json",
+                 "--", COVERAGE_PROBE, "--inputs", dir + "/in"});
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  REQUIRE(r.err.find("Decode 6 of 6") != std::string::npos);
+  REQUIRE(load_json(dir + "/m8.json")["lotus"]["ops"]["Decode"]["distinct_inputs"] == 6);
 }
 
 TEST_CASE("coverage: a probe/run pair built to differ shows the gap, the run's inputs close it",

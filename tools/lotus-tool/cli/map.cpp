@@ -39,7 +39,7 @@ void add_map_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--count", opt->count,
                   "executions profiled per run (LOTUS_MAP_COUNT; default: sized so the window "
-                  "gets --min-samples samples)")
+                  "gets --min-samples samples; Callgrind: --min-inputs, at most one pass)")
       ->check(CLI::Range(1u, 1000000u));
   cmd->add_option("--min-samples", opt->min_samples,
                   "sampled collectors: samples each op's window is sized for")

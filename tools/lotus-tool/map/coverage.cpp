@@ -154,8 +154,9 @@ coverage_report mapping_coverage(const mapping& m, const attribution& lotus,
       double scale = 1;
       if ((it == joined.end() || it->second.by_op.empty()) && is_address_name(f.function) &&
           !f.module.empty() && f.module.front() != '[') {
-        // perf script cannot name stripped code: the module's "[unknown]" samples stand for it,
-        // shared out in proportion (the function's part of them is unknown).
+        // Stripped code the join could not name (no mapping record, no unwind entry): the
+        // module's "[unknown]" samples stand for it, shared out in proportion (the function's
+        // part of them is unknown).
         const auto mod = joined.find(function_identity("[unknown]", f.module));
         if (mod != joined.end()) {
           double all = mod->second.outside;

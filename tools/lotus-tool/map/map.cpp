@@ -792,6 +792,13 @@ op_plan driver::plan(const region_info* info) const {
         p.limit = "--budget " + fmt_seconds(opt_.budget_s);
       }
     }
+  } else if (s == 0) {
+    // An exact collector has no window to size: it profiles --min-inputs executions (at most
+    // one pass over the probe's inputs), so input-dependent paths and random branches of the op
+    // are seen on more than one input.
+    std::uint64_t n = opt_.min_inputs;
+    if (info != nullptr && info->executions > 0) n = std::min<std::uint64_t>(n, info->executions);
+    p.count = std::max<std::uint64_t>(1, n);
   } else {
     p.count = 1;
   }
