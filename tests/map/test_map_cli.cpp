@@ -213,10 +213,16 @@ TEST_CASE("map --collector perf on the image probe: windows sized from the regio
   const double unattributed = a["shares"]["unattributed"].get<double>();
   INFO("Lotus's method leaves " << unattributed << " of the sampled time unattributed");
   CHECK(unattributed <= 0.10);
+  // Stated tolerance: 10 points per op. memset is ~30 % of the workers' CPU time, run by four
+  // ops; Lotus's method splits it by the ops' traced (wall) times, which include the kernel's
+  // page faults that a cpu-clock:u profile does not sample: measured Collation -8.4 and
+  // RandomResizedCrop +6.3 points (--split profile: Collation -8.4, ToTensor +8.3, or within 5 on
+  // another run). The 5-point bound this test had held only while perf report --tid dropped
+  // memset's worker samples from Lotus's profile (Collation got 0 % of them on a 4-epoch run).
   for (const auto& [op, share] : a["shares"]["ops"].items()) {
     const double j = a["join"]["shares"]["ops"].value(op, 0.0);
     INFO(op << ": Lotus " << share.get<double>() << ", join " << j);
-    CHECK(std::abs(share.get<double>() - j) <= 0.05);
+    CHECK(std::abs(share.get<double>() - j) <= 0.10);
   }
   // The text output shows both methods side by side with the unattributed share.
   const auto txt = tool(
