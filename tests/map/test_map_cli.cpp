@@ -676,6 +676,22 @@ TEST_CASE("attribute: the coverage report lists the functions charged to no op a
            {"report", dir + "/trace", "--attribution", dir + "/bad.json", "-o", dir + "/b.html"});
   REQUIRE(r.code == 1);
   REQUIRE(r.err.find("coverage: \"uncharged_functions\" is not an array") != std::string::npos);
+  // The probe's binaries named by the mapping are data: a FIFO or a device is not opened (no
+  // hang), and a malformed entry is an error naming the key.
+  REQUIRE(::mkfifo((dir + "/fifo").c_str(), 0600) == 0);
+  write_text(dir + "/m_fifo.json",
+             R"({"op_to_func": {"Loader": ["decode_mcu|libjpeg.so.62"]}, "common_funcs_to_op": {},
+                 "lotus": {"probe_modules": [{"module": "p", "path": ")" +
+                 dir + R"(/fifo"}, {"module": "z", "path": "/dev/zero"}]}})");
+  r = tool(dir, {"attribute", "--mapping", dir + "/m_fifo.json", "--profile", dir + "/profile.txt",
+                 "--trace", dir + "/trace", "--json"});
+  REQUIRE(r.code == 0);
+  REQUIRE(json::parse(r.out)["coverage"]["probe_checked"] == false);
+  write_text(dir + "/m_bad.json", R"({"op_to_func": {}, "lotus": {"probe_modules": [1]}})");
+  r = tool(dir, {"attribute", "--mapping", dir + "/m_bad.json", "--profile", dir + "/profile.txt",
+                 "--trace", dir + "/trace"});
+  REQUIRE(r.code == 1);
+  REQUIRE(r.err.find("lotus.probe_modules holds an entry") != std::string::npos);
   // Without the join (a profile alone) the list stays, with shares of the profile.
   r = tool(dir, {"attribute", "--mapping", dir + "/mapping.json", "--profile", dir + "/profile.txt",
                  "--trace", dir + "/trace", "--json"});

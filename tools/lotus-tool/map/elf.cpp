@@ -9,6 +9,7 @@
 #include <gelf.h>
 #include <limits.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -124,10 +125,18 @@ void elf_functions::load_unwind_bounds(Dwfl_Module* mod, Elf* elf) {
   }
 }
 
+// Only regular files are opened: a path from a mapping or a profile is data, and a FIFO or a
+// device there must not block or feed the reader.
+static bool regular_file(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
 bool elf_functions::load(const std::string& path) {
   starts_.clear();
   ends_.clear();
   syms_.clear();
+  if (!regular_file(path)) return false;
   static char* debuginfo_path = nullptr;
   Dwfl_Callbacks cb{};
   cb.find_elf = dwfl_build_id_find_elf;
@@ -218,6 +227,7 @@ void collect_inlined(Dwarf_Die* die, std::vector<std::string>& out, int depth) {
 
 std::vector<std::string> inlined_functions(const std::string& path) {
   std::vector<std::string> out;
+  if (!regular_file(path)) return out;
   static char* debuginfo_path = nullptr;
   Dwfl_Callbacks cb{};
   cb.find_elf = dwfl_build_id_find_elf;
