@@ -46,6 +46,7 @@ attribution attribute_join(const span_set& spans, std::istream& in, const std::s
   // ("0x<offset>", perf report's name for it), named from the file's unwind tables below.
   std::map<std::string, std::vector<perf_mmap>> mmaps;
   std::map<std::string, std::string> module_paths;  // basename → path
+  std::map<std::string, elf_functions> elves;       // path → its function table
   char addr[40];
   auto on_mmap = [&](const perf_mmap& m) {
     if (m.path.empty() || m.path.front() != '/') return;
@@ -70,10 +71,24 @@ attribution attribute_join(const span_set& spans, std::istream& in, const std::s
             if (mm != mmaps.end()) {
               for (auto it = mm->second.rbegin(); it != mm->second.rend(); ++it) {
                 if (s.ip < it->start || s.ip - it->start >= it->len) continue;
-                std::snprintf(addr, sizeof addr, "0x%016llx",
-                              static_cast<unsigned long long>(s.ip - it->start + it->pgoff));
-                key.assign(addr);
+                const std::uint64_t off = s.ip - it->start + it->pgoff;
                 module_paths.emplace(s.dso, s.dso_path);
+                // One key per function, not per address (memory stays bounded by the code's
+                // functions): named now, except code without unwind info, whose name depends on
+                // the mapping's entries (name_addresses) and keeps its address.
+                auto ef = elves.find(s.dso_path);
+                if (ef == elves.end()) {
+                  ef = elves.emplace(s.dso_path, elf_functions{}).first;
+                  if (!ef->second.load(s.dso_path)) ef->second = elf_functions{};
+                }
+                std::string name;
+                if (ef->second.gap_start(off) == 0) name = ef->second.name_for(off);
+                if (name.empty()) {
+                  std::snprintf(addr, sizeof addr, "0x%016llx",
+                                static_cast<unsigned long long>(off));
+                  name = addr;
+                }
+                key.assign(name);
                 break;
               }
             }
