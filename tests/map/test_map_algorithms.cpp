@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "catch.hpp"
+#include "map/coverage.hpp"
 #include "map/join.hpp"
 #include "map/mapping.hpp"
 #include "map/profile.hpp"
@@ -329,6 +330,42 @@ TEST_CASE("Lotus attribution --split profile: traced time x the function's share
   const auto q = attribute_lotus(m, p, w, lotus_split::by_profile);
   REQUIRE(find_op(q, "Collation")->value == Approx(800.0 + 50.0));
   REQUIRE(find_op(q, "Loader")->value == Approx(100.0 + 50.0));
+}
+
+TEST_CASE("coverage reasons: a library the probe loaded at run time, one it never loads",
+          "[map][coverage]") {
+  // The probe's recorded binaries are this test program alone; the mapping has a function of a
+  // Python extension the probe loaded with dlopen (so not among them). Another function of that
+  // extension is a path the probe did not take; a library absent from both is not in the probe;
+  // a function of this program that no op ran is the probe's, unrun.
+  const auto j = nlohmann::json::parse(R"({
+    "op_to_func": {"RandomHorizontalFlip": ["ImagingFlipLeftRight|_imaging.cpython-311-x86_64-linux-gnu.so"]},
+    "common_funcs_to_op": {}})");
+  const mapping m = mapping_from_json(j, "m.json");
+  function_profile p;
+  p.unit = "ns";
+  p.rows = {{"ImagingFlipLeftRight", "_imaging.cpython-311-x86_64-linux-gnu.so", 100, 0, 1, {}},
+            {"ImagingFlipTopBottom", "_imaging.cpython-311-x86_64-linux-gnu.so", 50, 0, 1, {}},
+            {"png_read_row", "libpng16.so.16", 30, 0, 1, {}},
+            {"main", "test_map_unit", 20, 0, 1, {}}};
+  const auto a = attribute_lotus(m, p, {});
+  probe_binaries probe;
+  REQUIRE(probe.load({{"test_map_unit", "/proc/self/exe"}}) == 1);
+  const auto c = mapping_coverage(m, a, nullptr, &probe);
+  REQUIRE(c.probe_checked);
+  std::map<std::string, std::string> reason, detail;
+  for (const auto& g : c.gaps) {
+    reason[g.function] = g.reason;
+    detail[g.function] = g.detail;
+  }
+  REQUIRE(reason.size() == 3);
+  CHECK(reason["ImagingFlipTopBottom"] == "not-run-by-probe");
+  CHECK(reason["png_read_row"] == "not-in-probe");
+  CHECK(detail["png_read_row"] == "the probe does not load this library");
+  CHECK(reason["main"] == "not-run-by-probe");
+  // Without the probe's binaries there is nothing to look at.
+  const auto none = mapping_coverage(m, a, nullptr, nullptr);
+  for (const auto& g : none.gaps) CHECK(g.reason == "not-mapped");
 }
 
 TEST_CASE("vendor reports: every metric column split per op with Lotus's weighting",

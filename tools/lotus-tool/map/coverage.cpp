@@ -141,6 +141,11 @@ coverage_report mapping_coverage(const mapping& m, const attribution& lotus,
     }
     add_costs(joined, "", join->unattributed_functions, false);
   }
+  // Libraries the mapping has functions of: the probe loaded them (perhaps with dlopen).
+  std::set<std::string> mapped_libs;
+  for (const auto& o : m.ops)
+    for (const auto& f : o.functions)
+      if (!library_of(f.module).empty()) mapped_libs.insert(library_of(f.module));
   double uncharged_in_op = 0;
   for (const auto& f : lotus.unattributed_functions) {
     coverage_gap g;
@@ -201,7 +206,10 @@ coverage_report mapping_coverage(const mapping& m, const attribution& lotus,
         g.reason = "inlined-in-probe";
         g.detail = "the probe (" + inl +
                    ") has it only inlined into its callers, so no profile of the probe names it";
-      } else if (is_address_name(f.function) && probe->has_library(f.module)) {
+      } else if ((is_address_name(f.function) && probe->has_library(f.module)) ||
+                 (!probe->has_library(f.module) && mapped_libs.count(library_of(f.module)))) {
+        // Stripped code of a library the probe loads, or any code of a library the probe
+        // loaded at run time (dlopen: not among the binaries map recorded, but in the mapping).
         g.reason = "not-run-by-probe";
         g.detail =
             "the probe loads this library but no op region ran this code: a path its "
@@ -213,7 +221,9 @@ coverage_report mapping_coverage(const mapping& m, const attribution& lotus,
         }
       } else {
         g.reason = "not-in-probe";
-        g.detail = "the probe's binaries do not have it";
+        g.detail = library_of(f.module).empty() || probe->has_library(f.module)
+                       ? "the probe's binaries do not have it"
+                       : "the probe does not load this library";
       }
     } else {
       g.reason = "not-mapped";
