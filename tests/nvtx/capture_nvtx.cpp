@@ -1,7 +1,7 @@
-// lotus tests — an NVTX injection library that writes down every call it receives, so that the
-// NVTX ranges lotus pushes (LOTUS_NVTX=1) can be checked without Nsight Systems or a GPU.
+// lotus tests — an NVTX injection library that writes down every call it receives
 // SPDX-License-Identifier: MIT
 //
+// The NVTX ranges lotus pushes (LOTUS_NVTX=1) are checked with it, without Nsight or a GPU.
 //   NVTX_INJECTION64_PATH=libcapture_nvtx.so LOTUS_TEST_NVTX_OUT=/tmp/x ./program
 //
 // At exit it writes `/tmp/x.<pid>`, one line per call in call order:

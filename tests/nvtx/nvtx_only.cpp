@@ -1,7 +1,8 @@
-// lotus tests — a program annotated with NVTX only (no lotus): liblotus_nvtx.so turns its ranges
-// into Lotus records (direction 2). Two threads; push/pop, start/end, a named domain through
-// nvtx3::scoped_range_in, a registered string, a wide name, a mark and an unmatched pop.
+// lotus tests — a program annotated with NVTX only (no lotus), for liblotus_nvtx.so
 // SPDX-License-Identifier: MIT
+// liblotus_nvtx.so turns its ranges into Lotus records (direction 2). Two threads; push/pop,
+// start/end, a named domain through nvtx3::scoped_range_in, a registered string, a wide name, a
+// mark and an unmatched pop.
 #define NVTX_AS_SYSTEM_HEADER
 #include <sys/wait.h>
 #include <unistd.h>
