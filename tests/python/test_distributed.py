@@ -16,7 +16,7 @@ import pytest
 from conftest import HERE, read_trace
 
 TOOL = os.environ.get("LOTUS_TOOL")
-CFG = dict(samples=48, batch_size=4, workers=2, epochs=2, slow_rank=1, slow_ms=6, step_ms=2)
+CFG = dict(samples=48, batch_size=4, workers=2, epochs=2, slow_rank=1, slow_ms=30, step_ms=2)
 PER_RANK = CFG["samples"] // 2 // CFG["batch_size"]  # batches per rank and epoch: 6
 
 
