@@ -8,13 +8,16 @@
 #include <sys/stat.h>  // mkdir
 #include <unistd.h>    // getpid
 
-#include <cerrno>     // errno
-#include <chrono>     // seed from the clock
-#include <cstdint>    // uint64_t
-#include <cstdio>     // printf
-#include <cstdlib>    // strtoll, getenv
-#include <cstring>    // strcmp, strerror
-#include <exception>  // exception
+#include <algorithm>   // sort
+#include <cerrno>      // errno
+#include <chrono>      // seed from the clock
+#include <cstdint>     // uint64_t
+#include <cstdio>      // printf
+#include <cstdlib>     // strtoll, getenv
+#include <cstring>     // strcmp, strerror
+#include <exception>   // exception
+#include <filesystem>  // --images DIR
+#include <fstream>     // --images LIST
 #include <lotus/lotus.hpp>
 #include <string>   // paths
 #include <utility>  // move
@@ -31,11 +34,18 @@ constexpr const char* kUsage =
 
 Mapping probe: runs each image op of the Lotus image pipeline inside LOTUS_MAP_REGION(<op>)
 (Loader, RandomResizedCrop, RandomHorizontalFlip, ToTensor, Normalize, Collation) on a synthetic
-JPEG dataset generated into DIR (once; reused when present).
+JPEG dataset generated into DIR (once; reused when present), or on the real run's JPEGs
+(--images DIR or a list file), so the decode paths the mapping sees are the run's.
 
 options:
   -d, --data DIR      dataset directory (default: $TMPDIR/lotus-image-probe, or /tmp/...)
-  -n, --images N      images (default: 8)
+  -n, --images N      synthetic images to generate (default: 8)
+      --images DIR    the run's images instead: every .jpg/.jpeg under DIR (sorted; class
+                      subdirectories of an ImageFolder dataset included)
+      --images LIST   the run's images listed in a file, one path per line (relative paths are
+                      relative to the list's directory; blank lines and '#' comments skipped)
+      --sample N      with --images DIR/LIST: N of the images, evenly spaced in sorted order
+                      (default: all)
   -b, --batch-size N  samples per Collation (default: 4)
       --size N        RandomResizedCrop output side (default: 224)
       --min-side N    smallest generated side (default: 160)
@@ -63,6 +73,8 @@ bool parse_int(const char* text, long long lo, long long hi, long long& out) {
 struct config {
   std::string data;
   int images = 8;
+  std::string real_images;  // --images DIR or LIST
+  int sample = 0;           // --sample N (0: all)
   int batch_size = 4;
   int size = 224;
   int min_side = 160;
@@ -91,10 +103,10 @@ long long env_count(const char* name, long long fallback) {
 
 // Auto epochs: a mapping driver asks for LOTUS_MAP_WARMUP + LOTUS_MAP_COUNT executions of the
 // selected region (the map_region contract); one pass of a small dataset may not hold them.
-long long auto_epochs(const config& cfg) {
+long long auto_epochs(const config& cfg, int images) {
   const char* select = std::getenv("LOTUS_MAP_SELECT");
   if (select == nullptr) return 1;
-  const long long per = executions_per_pass(select, cfg.images, cfg.batch_size);
+  const long long per = executions_per_pass(select, images, cfg.batch_size);
   if (per <= 0) return 1;
   const long long want = env_count("LOTUS_MAP_WARMUP", 1) + env_count("LOTUS_MAP_COUNT", 1);
   const long long capped = want < 100000 ? want : 100000;
@@ -111,25 +123,93 @@ std::string default_data_dir() {
   return std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/lotus-image-probe";
 }
 
-int run(const config& cfg) {
-  if (::mkdir(cfg.data.c_str(), 0755) != 0 && errno != EEXIST) {
-    std::fprintf(stderr, "image_probe: cannot create %s: %s\n", cfg.data.c_str(),
-                 std::strerror(errno));
-    return 1;
+bool is_jpeg_name(const std::string& name) {
+  std::string ext = std::filesystem::path(name).extension().string();
+  for (char& c : ext) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  return ext == ".jpg" || ext == ".jpeg";
+}
+
+// The run's images from --images DIR or LIST, sorted, sampled; throws image_error with a clear
+// message when there are none or one is missing.
+std::vector<ex::dataset_entry> real_dataset(const config& cfg) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> paths;
+  std::error_code ec;
+  const fs::path src(cfg.real_images);
+  if (fs::is_directory(src, ec)) {
+    fs::recursive_directory_iterator it(src, fs::directory_options::skip_permission_denied, ec);
+    if (ec) throw ex::image_error("cannot read directory " + cfg.real_images + ": " + ec.message());
+    for (const fs::recursive_directory_iterator end; it != end; it.increment(ec)) {
+      if (ec) throw ex::image_error("cannot read under " + cfg.real_images + ": " + ec.message());
+      if (it->is_regular_file(ec) && is_jpeg_name(it->path().filename().string()))
+        paths.push_back(it->path().string());
+    }
+    if (paths.empty()) throw ex::image_error("no .jpg/.jpeg files under " + cfg.real_images);
+  } else if (fs::is_regular_file(src, ec)) {
+    std::ifstream in(cfg.real_images);
+    if (!in) throw ex::image_error("cannot read list " + cfg.real_images);
+    const fs::path base = src.parent_path();
+    std::string line;
+    int lineno = 0;
+    while (std::getline(in, line)) {
+      ++lineno;
+      while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t'))
+        line.pop_back();
+      const auto b = line.find_first_not_of(" \t");
+      if (b == std::string::npos || line[b] == '#') continue;
+      fs::path p(line.substr(b));
+      if (p.is_relative()) p = base / p;
+      if (!fs::is_regular_file(p, ec)) {
+        throw ex::image_error(cfg.real_images + ":" + std::to_string(lineno) + ": no such file " +
+                              p.string());
+      }
+      paths.push_back(p.string());
+    }
+    if (paths.empty()) throw ex::image_error("the list " + cfg.real_images + " names no image");
+  } else {
+    throw ex::image_error("--images " + cfg.real_images +
+                          ": not a number, a directory or a list file");
   }
-  ex::dataset_spec spec;
-  spec.count = cfg.images;
-  spec.min_side = cfg.min_side;
-  spec.max_side = cfg.max_side;
-  // Generation happens before any region, so it is never profiled.
-  const std::vector<ex::dataset_entry> entries = ex::generate_dataset(cfg.data, spec);
+  std::sort(paths.begin(), paths.end());
+  std::vector<ex::dataset_entry> entries;
+  const std::size_t n = paths.size();
+  const std::size_t k = cfg.sample > 0 && static_cast<std::size_t>(cfg.sample) < n
+                            ? static_cast<std::size_t>(cfg.sample)
+                            : n;
+  for (std::size_t i = 0; i < k; ++i) {
+    ex::dataset_entry e;
+    e.path = paths[i * n / k];  // evenly spaced over the sorted images
+    e.label = static_cast<int>(i % 10);
+    entries.push_back(std::move(e));
+  }
+  return entries;
+}
+
+int run(const config& cfg) {
+  std::vector<ex::dataset_entry> entries;
+  if (!cfg.real_images.empty()) {
+    entries = real_dataset(cfg);
+  } else {
+    if (::mkdir(cfg.data.c_str(), 0755) != 0 && errno != EEXIST) {
+      std::fprintf(stderr, "image_probe: cannot create %s: %s\n", cfg.data.c_str(),
+                   std::strerror(errno));
+      return 1;
+    }
+    ex::dataset_spec spec;
+    spec.count = cfg.images;
+    spec.min_side = cfg.min_side;
+    spec.max_side = cfg.max_side;
+    // Generation happens before any region, so it is never profiled.
+    entries = ex::generate_dataset(cfg.data, spec);
+  }
 
   ex::rng gen(cfg.seed);
   std::vector<ex::tensor> samples;
   std::vector<int> labels;
   double sum = 0.0;
   int batches = 0;
-  const long long epochs = cfg.epochs > 0 ? cfg.epochs : auto_epochs(cfg);
+  const long long epochs =
+      cfg.epochs > 0 ? cfg.epochs : auto_epochs(cfg, static_cast<int>(entries.size()));
   for (long long epoch = 0; epoch < epochs; ++epoch) {
     for (std::size_t i = 0; i < entries.size(); ++i) {
       ex::image img;
@@ -191,9 +271,23 @@ int main(int argc, char** argv) {
     if (arg == "-d" || arg == "--data") {
       cfg.data = value;
     } else if (arg == "-n" || arg == "--images") {
-      if (!parse_int(value, 1, 100000, v))
-        return usage_error(arg + " needs an integer in [1, 100000]");
-      cfg.images = static_cast<int>(v);
+      // A number: images to generate. --images also takes the run's images (a directory or a
+      // list file); a path that is all digits is written ./123.
+      const bool number = *value != '\0' && std::strspn(value, "0123456789") == std::strlen(value);
+      if (number || arg == "-n") {
+        if (!parse_int(value, 1, 100000, v))
+          return usage_error(
+              arg + " needs an integer in [1, 100000]" +
+              (arg == "-n" ? std::string(" (--images also takes DIR or LIST)") : std::string()));
+        cfg.images = static_cast<int>(v);
+        cfg.real_images.clear();
+      } else {
+        cfg.real_images = value;
+      }
+    } else if (arg == "--sample") {
+      if (!parse_int(value, 1, 10000000, v))
+        return usage_error(arg + " needs an integer in [1, 10000000]");
+      cfg.sample = static_cast<int>(v);
     } else if (arg == "-b" || arg == "--batch-size") {
       if (!parse_int(value, 1, 4096, v)) return usage_error(arg + " needs an integer in [1, 4096]");
       cfg.batch_size = static_cast<int>(v);
@@ -219,6 +313,8 @@ int main(int argc, char** argv) {
     }
   }
   if (cfg.min_side > cfg.max_side) return usage_error("--min-side is larger than --max-side");
+  if (cfg.sample > 0 && cfg.real_images.empty())
+    return usage_error("--sample needs --images DIR or --images LIST");
   if (!cfg.seeded) {
     const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
     cfg.seed =

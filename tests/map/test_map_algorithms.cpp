@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "catch.hpp"
+#include "map/coverage.hpp"
 #include "map/join.hpp"
 #include "map/mapping.hpp"
 #include "map/profile.hpp"
@@ -274,6 +275,97 @@ TEST_CASE("Lotus attribution splits shared functions by time weights", "[map][at
   REQUIRE(js["ops"][0]["op"] == "Loader");
   REQUIRE(js["ops"][0]["functions"][0]["function"] == "decode_mcu");
   REQUIRE(attribution_text(a, 3).find("Loader") != std::string::npos);
+}
+
+TEST_CASE("Lotus attribution: one function across executables and shared objects by name",
+          "[map][attribute][coverage]") {
+  // The probe links the image ops as a shared object (Callgrind prints parameters); the run has
+  // them in its executable (perf prints none). Same demangled name: one function. Stripped code
+  // (func@0x...) is an address, not a name: it never matches across modules.
+  const auto j = nlohmann::json::parse(R"({
+    "op_to_func": {
+      "RandomHorizontalFlip": ["lotus_examples::horizontal_flip(lotus_examples::image)|libimage_ops.so",
+                               "lotus_examples::random_horizontal_flip(lotus_examples::image, lotus_examples::rng&, double)|image_probe"],
+      "Loader": ["func@0x100|libjpeg.so.62", "read@@GLIBC_2.2.5|libc.so.6"]},
+    "common_funcs_to_op": {}})");
+  const mapping m = mapping_from_json(j, "probe.json");
+  function_profile p;
+  p.unit = "ns";
+  p.rows = {{"lotus_examples::horizontal_flip", "image_pipeline", 300, 0, 3, {}},
+            {"lotus_examples::random_horizontal_flip", "libpipeline.so.1", 100, 0, 1, {}},
+            {"func@0x100", "libother.so.2", 50, 0, 1, {}},
+            {"read", "libc.so.6", 20, 0, 1, {}}};
+  const auto a = attribute_lotus(m, p, {});
+  const auto* f = find_op(a, "RandomHorizontalFlip");
+  REQUIRE(f != nullptr);
+  REQUIRE(f->value == Approx(400.0));
+  REQUIRE(find_op(a, "Loader")->value == Approx(20.0));
+  REQUIRE(a.unattributed == Approx(50.0));
+  REQUIRE(a.unattributed_functions.size() == 1);
+  REQUIRE(a.unattributed_functions[0].module == "libother.so.2");
+}
+
+TEST_CASE("Lotus attribution --split profile: traced time x the function's share in the probe",
+          "[map][attribute]") {
+  // memset is 80 % of Collation's probe profile and 10 % of Loader's; the traced times are equal.
+  // By time (the paper): 50/50. By profile: 8:1. A function without shares for every op (free)
+  // falls back to the traced times.
+  const auto j = nlohmann::json::parse(R"({
+    "op_to_func": {"Loader": ["memset|libc.so.6", "decode|app", "free|libc.so.6"],
+                   "Collation": ["memset|libc.so.6", "free|libc.so.6"]},
+    "common_funcs_to_op": {},
+    "lotus": {"collector": "perf", "unit": "ns", "ops": {
+      "Loader": {"total": 100, "functions": {"memset|libc.so.6": {"self": 10},
+                                             "decode|app": {"self": 90}}},
+      "Collation": {"total": 100, "functions": {"memset|libc.so.6": {"self": 80},
+                                                "free|libc.so.6": {"self": 20}}}}}})");
+  const mapping m = mapping_from_json(j, "m.json");
+  function_profile p;
+  p.unit = "ns";
+  p.rows = {{"__memset_avx2_unaligned_erms", "libc.so.6", 900, 0, 9, {}},
+            {"free", "libc.so.6", 100, 0, 1, {}}};
+  const std::map<std::string, double> w{{"Loader", 1.0}, {"Collation", 1.0}};
+  const auto t = attribute_lotus(m, p, w);
+  REQUIRE(find_op(t, "Collation")->value == Approx(500.0));
+  const auto q = attribute_lotus(m, p, w, lotus_split::by_profile);
+  REQUIRE(find_op(q, "Collation")->value == Approx(800.0 + 50.0));
+  REQUIRE(find_op(q, "Loader")->value == Approx(100.0 + 50.0));
+}
+
+TEST_CASE("coverage reasons: a library the probe loaded at run time, one it never loads",
+          "[map][coverage]") {
+  // The probe's recorded binaries are this test program alone; the mapping has a function of a
+  // Python extension the probe loaded with dlopen (so not among them). Another function of that
+  // extension is a path the probe did not take; a library absent from both is not in the probe;
+  // a function of this program that no op ran is the probe's, unrun.
+  const auto j = nlohmann::json::parse(R"({
+    "op_to_func": {"RandomHorizontalFlip": ["ImagingFlipLeftRight|_imaging.cpython-311-x86_64-linux-gnu.so"]},
+    "common_funcs_to_op": {}})");
+  const mapping m = mapping_from_json(j, "m.json");
+  function_profile p;
+  p.unit = "ns";
+  p.rows = {{"ImagingFlipLeftRight", "_imaging.cpython-311-x86_64-linux-gnu.so", 100, 0, 1, {}},
+            {"ImagingFlipTopBottom", "_imaging.cpython-311-x86_64-linux-gnu.so", 50, 0, 1, {}},
+            {"png_read_row", "libpng16.so.16", 30, 0, 1, {}},
+            {"main", "test_map_unit", 20, 0, 1, {}}};
+  const auto a = attribute_lotus(m, p, {});
+  probe_binaries probe;
+  REQUIRE(probe.load({{"test_map_unit", "/proc/self/exe"}}) == 1);
+  const auto c = mapping_coverage(m, a, nullptr, &probe);
+  REQUIRE(c.probe_checked);
+  std::map<std::string, std::string> reason, detail;
+  for (const auto& g : c.gaps) {
+    reason[g.function] = g.reason;
+    detail[g.function] = g.detail;
+  }
+  REQUIRE(reason.size() == 3);
+  CHECK(reason["ImagingFlipTopBottom"] == "not-run-by-probe");
+  CHECK(reason["png_read_row"] == "not-in-probe");
+  CHECK(detail["png_read_row"] == "the probe does not load this library");
+  CHECK(reason["main"] == "not-run-by-probe");
+  // Without the probe's binaries there is nothing to look at.
+  const auto none = mapping_coverage(m, a, nullptr, nullptr);
+  for (const auto& g : none.gaps) CHECK(g.reason == "not-mapped");
 }
 
 TEST_CASE("vendor reports: every metric column split per op with Lotus's weighting",

@@ -213,10 +213,16 @@ TEST_CASE("map --collector perf on the image probe: windows sized from the regio
   const double unattributed = a["shares"]["unattributed"].get<double>();
   INFO("Lotus's method leaves " << unattributed << " of the sampled time unattributed");
   CHECK(unattributed <= 0.10);
+  // Stated tolerance: 10 points per op. memset is ~30 % of the workers' CPU time, run by four
+  // ops; Lotus's method splits it by the ops' traced (wall) times, which include the kernel's
+  // page faults that a cpu-clock:u profile does not sample: measured Collation -8.4 and
+  // RandomResizedCrop +6.3 points (--split profile: Collation -8.4, ToTensor +8.3, or within 5 on
+  // another run). The 5-point bound this test had held only while perf report --tid dropped
+  // memset's worker samples from Lotus's profile (Collation got 0 % of them on a 4-epoch run).
   for (const auto& [op, share] : a["shares"]["ops"].items()) {
     const double j = a["join"]["shares"]["ops"].value(op, 0.0);
     INFO(op << ": Lotus " << share.get<double>() << ", join " << j);
-    CHECK(std::abs(share.get<double>() - j) <= 0.05);
+    CHECK(std::abs(share.get<double>() - j) <= 0.10);
   }
   // The text output shows both methods side by side with the unattributed share.
   const auto txt = tool(
@@ -483,6 +489,10 @@ TEST_CASE("record + attribute (join) on the traced image pipeline", "[map][join]
     return s;
   };
   REQUIRE(module_share(ops["Loader"], "libjpeg") > 0.3);
+  // Stripped libjpeg-turbo code is named from the mapping records and the file's unwind tables
+  // (func@0x<start>, as perf report and Callgrind mappings name it), not "[unknown]".
+  REQUIRE(module_share(ops["Loader"], "libjpeg.so.62.3.0|func@0x") > 0.1);
+  CHECK(module_share(ops["Loader"], "libjpeg.so.62.3.0|[unknown]") == 0);
   REQUIRE(module_share(ops["RandomResizedCrop"], "resize_bilinear") > 0.5);
   for (const auto& [name, op] : ops) {
     if (name != "Loader") CHECK(module_share(op, "libjpeg") == 0);
@@ -548,4 +558,301 @@ TEST_CASE("attribute by Lotus's method with a VTune CSV and a trace", "[map][att
   r = tool(dir, {"attribute", "--mapping", dir + "/nope.json", "--profile", dir + "/profile.csv",
                  "--trace", dir + "/trace"});
   REQUIRE(r.code == 3);
+}
+
+namespace {
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary);
+  REQUIRE(f);
+  f << text;
+}
+
+// A perf report row as lotus-tool reads it (unit separators).
+std::string report_row(const std::string& fn, const std::string& module, unsigned samples) {
+  return " 10.00%\x1f " + std::to_string(samples * 1000000ull) + "\x1f " + std::to_string(samples) +
+         "\x1f[.] " + fn + "\x1f " + module + "\n";
+}
+
+// `n` perf script samples of `fn` on thread 11, 100 us apart from `start_us`.
+std::string script_rows(const std::string& fn, const std::string& dso, unsigned start_us,
+                        unsigned n) {
+  std::string out;
+  for (unsigned i = 0; i < n; ++i) {
+    char t[32];
+    std::snprintf(t, sizeof t, "0.%09u", (start_us + 100 * i) * 1000);
+    out += " 11 " + std::string(t) + ": 1000000 cpu-clock:u: 7f00 " + fn + " (" + dso + ")\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("attribute: the coverage report lists the functions charged to no op and their join ops",
+          "[map][attribute][coverage]") {
+  // A run whose RandomHorizontalFlip calls horizontal_flip and whose Loader decodes a
+  // progressive JPEG, mapped by a probe that did neither: Lotus's method charges them to no op;
+  // the join finds them inside the RandomHorizontalFlip and Loader spans. queue_wait runs
+  // outside every op span: not a coverage gap.
+  const std::string dir = make_dir();
+  ::mkdir((dir + "/trace").c_str(), 0755);
+  write_text(dir + "/trace/log_worker_pid_11",
+             "SLoader,1000000,3000000\nSRandomHorizontalFlip,5000000,1000000\n");
+  write_text(dir + "/mapping.json", R"({"op_to_func": {
+      "Loader": ["decode_mcu|libjpeg.so.62"],
+      "RandomHorizontalFlip": ["lotus_examples::random_horizontal_flip(lotus_examples::image, lotus_examples::rng&, double)|image_probe"]},
+      "common_funcs_to_op": {}})");
+  write_text(dir + "/profile.txt",
+             report_row("decode_mcu", "libjpeg.so.62.3.0", 4) +
+                 report_row("decode_progressive", "libjpeg.so.62.3.0", 2) +
+                 report_row("lotus_examples::random_horizontal_flip", "image_pipeline", 1) +
+                 report_row("lotus_examples::horizontal_flip", "image_pipeline", 3) +
+                 report_row("queue_wait", "image_pipeline", 2));
+  const std::string jpeg = "/usr/lib/x86_64-linux-gnu/libjpeg.so.62.3.0";
+  write_text(
+      dir + "/script.txt",
+      script_rows("decode_mcu", jpeg, 1500, 4) + script_rows("decode_progressive", jpeg, 2100, 2) +
+          script_rows("lotus_examples::random_horizontal_flip", "/opt/image_pipeline", 5100, 1) +
+          script_rows("lotus_examples::horizontal_flip", "/opt/image_pipeline", 5200, 3) +
+          script_rows("queue_wait", "/opt/image_pipeline", 7000, 2));
+  const std::vector<std::string> base{
+      "attribute",          "--mapping",     dir + "/mapping.json", "--profile",
+      dir + "/profile.txt", "--perf-script", dir + "/script.txt",   "--trace",
+      dir + "/trace"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = base;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  auto r = tool(dir, with({"--json", "-o", dir + "/a.json"}));
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  const json a = load_json(dir + "/a.json");
+  REQUIRE(a.contains("coverage"));
+  const json& c = a["coverage"];
+  REQUIRE(c["joined"] == true);
+  // In-op CPU time: 10 samples; horizontal_flip (3) and decode_progressive (2) charged to no op.
+  REQUIRE(c["charged_in_op_share"].get<double>() == Approx(0.5));
+  std::map<std::string, json> gaps;
+  for (const auto& g : c["uncharged_functions"]) gaps[g["function"].get<std::string>()] = g;
+  REQUIRE(gaps.size() == 3);
+  REQUIRE(gaps["lotus_examples::horizontal_flip"]["join_op"] == "RandomHorizontalFlip");
+  REQUIRE(gaps["lotus_examples::horizontal_flip"]["in_op_share"].get<double>() == Approx(0.3));
+  REQUIRE(gaps["decode_progressive"]["join_op"] == "Loader");
+  REQUIRE(gaps["decode_progressive"]["in_op_share"].get<double>() == Approx(0.2));
+  REQUIRE(gaps["queue_wait"]["join_op"].is_null());
+  REQUIRE(gaps["queue_wait"]["reason"] == "outside-ops");
+  // The text report names both gaps with their join ops, not the code outside op spans.
+  r = tool(dir, base);
+  REQUIRE(r.code == 0);
+  REQUIRE(r.out.find("charged 50.0% of the CPU time inside op spans") != std::string::npos);
+  auto line_of = [](const std::string& text, const std::string& needle) {
+    const auto p = text.find("\n  " + needle);
+    if (p == std::string::npos) return std::string();
+    return text.substr(p + 1, text.find('\n', p + 1) - p - 1);
+  };
+  CHECK(line_of(r.out, "lotus_examples::horizontal_flip").find("RandomHorizontalFlip") !=
+        std::string::npos);
+  CHECK(line_of(r.out, "decode_progressive").find("Loader") != std::string::npos);
+  CHECK(line_of(r.out, "queue_wait").empty());
+  // CSV: two more columns, one "(not charged)" row per function.
+  r = tool(dir, with({"--csv"}));
+  REQUIRE(r.code == 0);
+  REQUIRE(r.out.rfind("op,function,module,value,samples,share,join_op,reason\n", 0) == 0);
+  REQUIRE(r.out.find("\n(not charged),lotus_examples::horizontal_flip,image_pipeline,3000000,3,"
+                     "0.300000,RandomHorizontalFlip,") != std::string::npos);
+  // The HTML report shows the coverage of the mapping from the attribution.
+  r = tool(dir,
+           {"report", dir + "/trace", "--attribution", dir + "/a.json", "-o", dir + "/r.html"});
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const std::string html = lotus_test::read_file(dir + "/r.html");
+  REQUIRE(html.find("Mapping coverage") != std::string::npos);
+  REQUIRE(html.find("charged 50.0% of the CPU time inside op spans to ops.") != std::string::npos);
+  REQUIRE(html.find("<code>lotus_examples::horizontal_flip</code>") != std::string::npos);
+  // A malformed coverage section is rejected, naming the field.
+  write_text(dir + "/bad.json", R"({"ops": [], "coverage": {"uncharged_functions": 3}})");
+  r = tool(dir,
+           {"report", dir + "/trace", "--attribution", dir + "/bad.json", "-o", dir + "/b.html"});
+  REQUIRE(r.code == 1);
+  REQUIRE(r.err.find("coverage: \"uncharged_functions\" is not an array") != std::string::npos);
+  // The probe's binaries named by the mapping are data: a FIFO or a device is not opened (no
+  // hang), and a malformed entry is an error naming the key.
+  REQUIRE(::mkfifo((dir + "/fifo").c_str(), 0600) == 0);
+  write_text(dir + "/m_fifo.json",
+             R"({"op_to_func": {"Loader": ["decode_mcu|libjpeg.so.62"]}, "common_funcs_to_op": {},
+                 "lotus": {"probe_modules": [{"module": "p", "path": ")" +
+                 dir + R"(/fifo"}, {"module": "z", "path": "/dev/zero"}]}})");
+  r = tool(dir, {"attribute", "--mapping", dir + "/m_fifo.json", "--profile", dir + "/profile.txt",
+                 "--trace", dir + "/trace", "--json"});
+  REQUIRE(r.code == 0);
+  REQUIRE(json::parse(r.out)["coverage"]["probe_checked"] == false);
+  write_text(dir + "/m_bad.json", R"({"op_to_func": {}, "lotus": {"probe_modules": [1]}})");
+  r = tool(dir, {"attribute", "--mapping", dir + "/m_bad.json", "--profile", dir + "/profile.txt",
+                 "--trace", dir + "/trace"});
+  REQUIRE(r.code == 1);
+  REQUIRE(r.err.find("lotus.probe_modules holds an entry") != std::string::npos);
+  // Without the join (a profile alone) the list stays, with shares of the profile.
+  r = tool(dir, {"attribute", "--mapping", dir + "/mapping.json", "--profile", dir + "/profile.txt",
+                 "--trace", dir + "/trace", "--json"});
+  REQUIRE(r.code == 0);
+  const json nj = json::parse(r.out);
+  REQUIRE(nj["coverage"]["joined"] == false);
+  REQUIRE(nj["coverage"]["uncharged_functions"].size() == 3);
+}
+
+TEST_CASE("map warns when an op was profiled on too few distinct inputs",
+          "[map][callgrind][coverage]") {
+  // Six small inputs. Callgrind profiles --min-inputs (4) executions per op by default; one
+  // (--count 1) is one input: warned, with the probe's inputs per pass.
+  const std::string dir = make_dir();
+  ::mkdir((dir + "/in").c_str(), 0755);
+  for (int i = 0; i < 6; ++i)
+    write_text(dir + "/in/" + std::to_string(i), std::string(512, static_cast<char>('a' + i)));
+  auto r = tool(dir, {"map", "--collector", "callgrind", "--count", "1", "-o", dir + "/m.json",
+                      "--", COVERAGE_PROBE, "--inputs", dir + "/in"});
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  REQUIRE(r.err.find("profiled on fewer than 4 distinct inputs") != std::string::npos);
+  REQUIRE(r.err.find("Decode 1 of 6") != std::string::npos);
+  REQUIRE(load_json(dir + "/m.json")["lotus"]["ops"]["Decode"]["distinct_inputs"] == 1);
+  // The default: 4 inputs, no warning.
+  r = tool(dir, {"map", "--collector", "callgrind", "-o", dir + "/m4.json", "--", COVERAGE_PROBE,
+                 "--inputs", dir + "/in"});
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  REQUIRE(r.err.find("distinct inputs") == std::string::npos);
+  REQUIRE(load_json(dir + "/m4.json")["lotus"]["ops"]["Decode"]["distinct_inputs"] == 4);
+  // --min-inputs 8: at most one pass over the inputs (6), still short of 8: warned as 6 of 6.
+  r = tool(dir, {"map", "--collector", "callgrind", "--min-inputs", "8", "-o", dir + "/m8.json",
+                 "--", COVERAGE_PROBE, "--inputs", dir + "/in"});
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  REQUIRE(r.err.find("Decode 6 of 6") != std::string::npos);
+  REQUIRE(load_json(dir + "/m8.json")["lotus"]["ops"]["Decode"]["distinct_inputs"] == 6);
+}
+
+TEST_CASE("coverage: a probe/run pair built to differ shows the gap, the run's inputs close it",
+          "[map][callgrind][perf][coverage]") {
+  // coverage_probe and coverage_run are one source: Decode calls decode_large only for inputs
+  // over 16 KiB, and flip_rows is inlined in the probe only. The probe mapped on small inputs
+  // (Callgrind: exact, no sampling noise) misses decode_large; the run (perf) decodes large ones.
+  const std::string dir = make_dir();
+  for (const char* d : {"/small", "/run"}) ::mkdir((dir + d).c_str(), 0755);
+  for (int i = 0; i < 4; ++i)
+    write_text(dir + "/small/" + std::to_string(i), std::string(2048, static_cast<char>('a' + i)));
+  for (int i = 0; i < 4; ++i) {
+    write_text(dir + "/run/" + std::to_string(i),
+               std::string(i % 2 == 0 ? 65536 : 2048, static_cast<char>('k' + i)));
+  }
+  auto map_on = [&](const std::string& inputs, const std::string& out) {
+    const auto r = tool(dir, {"map", "--collector", "callgrind", "--count", "4", "-o", out, "--",
+                              COVERAGE_PROBE, "--inputs", inputs});
+    INFO(r.out << r.err);
+    REQUIRE(r.code == 0);
+  };
+  map_on(dir + "/small", dir + "/m_small.json");
+  // The mapping names the probe's binaries, for the reasons.
+  REQUIRE(load_json(dir + "/m_small.json")["lotus"]["probe_modules"].size() >= 1);
+  auto r = tool(dir, {"record", "-o", dir + "/rec", "-e", "cpu-clock:u", "-F", "2999", "--",
+                      COVERAGE_RUN, "--inputs", dir + "/run", "--rounds", "25"});
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  auto coverage = [&](const std::string& mapping) {
+    const auto a = tool(dir, {"attribute", dir + "/rec", "--mapping", mapping, "--json"});
+    INFO(a.err);
+    REQUIRE(a.code == 0);
+    const json j = json::parse(a.out);
+    REQUIRE(j.contains("coverage"));
+    std::map<std::string, json> gaps;
+    for (const auto& g : j["coverage"]["uncharged_functions"]) {
+      const std::string f = g["function"].get<std::string>();
+      gaps[lotus_tool::strip_parameters(f)] = g;
+    }
+    return std::make_pair(j["coverage"], gaps);
+  };
+  auto [small, gaps] = coverage(dir + "/m_small.json");
+  INFO(small.dump(1));
+  // The gap: decode_large ran in the run's Decode spans, the probe has it but never ran it.
+  REQUIRE(gaps.count("coverage_pair::decode_large") == 1);
+  CHECK(gaps["coverage_pair::decode_large"]["join_op"] == "Decode");
+  CHECK(gaps["coverage_pair::decode_large"]["reason"] == "not-run-by-probe");
+  // flip_rows is a function of the run but only inlined in the probe: reported as such.
+  REQUIRE(gaps.count("coverage_pair::flip_rows") == 1);
+  CHECK(gaps["coverage_pair::flip_rows"]["join_op"] == "Flip");
+  CHECK(gaps["coverage_pair::flip_rows"]["reason"] == "inlined-in-probe");
+  // The text report names them with their join ops.
+  r = tool(dir, {"attribute", dir + "/rec", "--mapping", dir + "/m_small.json"});
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("coverage_pair::decode_large") != std::string::npos);
+  CHECK(r.out.find("inlined-in-probe") != std::string::npos);
+
+  // Fed the run's inputs, the probe runs decode_large: the gap closes.
+  map_on(dir + "/run", dir + "/m_run.json");
+  auto [fed, fed_gaps] = coverage(dir + "/m_run.json");
+  INFO(fed.dump(1));
+  CHECK(fed_gaps.count("coverage_pair::decode_large") == 0);
+  CHECK(fed_gaps.count("coverage_pair::flip_rows") == 1);  // still inlined in the probe
+  CHECK(fed["charged_in_op_share"].get<double>() > small["charged_in_op_share"].get<double>());
+}
+
+TEST_CASE("image_probe --images: the run's JPEGs from a directory or a list", "[map][probe]") {
+  const std::string dir = make_dir();
+  // The run's dataset: image_pipeline's generated JPEGs.
+  auto run = [&](std::vector<std::string> argv) {
+    run_spec s;
+    s.argv = std::move(argv);
+    s.stdout_path = dir + "/p.stdout";
+    s.stderr_path = dir + "/p.stderr";
+    s.timeout_s = 120;
+    const auto r = run_process(s);
+    REQUIRE(r.started);
+    return std::make_pair(
+        r.exit_code, lotus_test::read_file(s.stdout_path) + lotus_test::read_file(s.stderr_path));
+  };
+  auto r = run({IMAGE_PIPELINE, "-o", dir + "/out", "-n", "6", "-e", "1", "-q", "--step-ms", "0"});
+  INFO(r.second);
+  REQUIRE(r.first == 0);
+  const std::string data = dir + "/out/data";
+  r = run({IMAGE_PROBE, "--images", data, "-e", "1"});
+  INFO(r.second);
+  REQUIRE(r.first == 0);
+  REQUIRE(r.second.find("image_probe: 6 images") != std::string::npos);
+  r = run({IMAGE_PROBE, "--images", data, "--sample", "3", "-e", "1"});
+  REQUIRE(r.first == 0);
+  REQUIRE(r.second.find("image_probe: 3 images") != std::string::npos);
+  // A list: paths relative to the list's directory, comments and blank lines skipped.
+  write_text(data + "/list.txt",
+             "# two of them\nimg_000001_c1.jpg\n\n" + data + "/img_000004_c4.jpg\n");
+  r = run({IMAGE_PROBE, "--images", data + "/list.txt", "-e", "1"});
+  INFO(r.second);
+  REQUIRE(r.first == 0);
+  REQUIRE(r.second.find("image_probe: 2 images") != std::string::npos);
+  // A number still generates that many synthetic images.
+  r = run({IMAGE_PROBE, "--images", "2", "-d", dir + "/gen", "-e", "1"});
+  REQUIRE(r.first == 0);
+  REQUIRE(r.second.find("image_probe: 2 images") != std::string::npos);
+  // Bad input: a clear message and a non-zero status.
+  r = run({IMAGE_PROBE, "--images", dir + "/nope"});
+  REQUIRE(r.first == 1);
+  REQUIRE(r.second.find("not a number, a directory or a list file") != std::string::npos);
+  ::mkdir((dir + "/empty").c_str(), 0755);
+  r = run({IMAGE_PROBE, "--images", dir + "/empty"});
+  REQUIRE(r.first == 1);
+  REQUIRE(r.second.find("no .jpg/.jpeg files under") != std::string::npos);
+  write_text(dir + "/bad.txt", "missing.jpg\n");
+  r = run({IMAGE_PROBE, "--images", dir + "/bad.txt"});
+  REQUIRE(r.first == 1);
+  REQUIRE(r.second.find("bad.txt:1: no such file") != std::string::npos);
+  r = run({IMAGE_PROBE, "--sample", "2"});
+  REQUIRE(r.first == 2);
+  // Mapped on the run's images: the Loader's windows decode them (4 distinct inputs, no warning).
+  const auto m = tool(dir, {"map", "--collector", "callgrind", "--region", "Loader", "--count", "4",
+                            "-o", dir + "/m.json", "--", IMAGE_PROBE, "-s", "1", "--images", data});
+  INFO(m.out << m.err);
+  REQUIRE(m.code == 0);
+  REQUIRE(m.err.find("distinct inputs") == std::string::npos);
+  const json mj = load_json(dir + "/m.json");
+  REQUIRE(mj["lotus"]["ops"]["Loader"]["distinct_inputs"] == 4);
+  REQUIRE(has_function(funcs(mj, "Loader"), "jpeg_read_scanlines|libjpeg.so"));
 }

@@ -9,8 +9,10 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "catch.hpp"
 #include "map/callgrind.hpp"
@@ -79,6 +81,30 @@ TEST_CASE("perf report: empty output is no rows, garbage is an error naming the 
   }
   std::istringstream badnum("abc%\x1f 10\x1f 1\x1f[.] f\x1f m\n");
   REQUIRE_THROWS_AS(parse_perf_report(badnum, "r"), lotus_tool::tool_error);
+}
+
+TEST_CASE("perf report per thread: the threads kept, each function summed over them",
+          "[map][perf_report]") {
+  // perf report --tid drops a function whose merged entry first came from another thread: the
+  // threads are selected from the pid column instead. memset is first sampled on the main
+  // thread (101) and then on both workers.
+  std::istringstream in(
+      " 50.00%\x1f 5000\x1f 5\x1f  101:main\x1f[.] __memset_avx512_unaligned_erms\x1f libc.so.6\n"
+      " 30.00%\x1f 3000\x1f 3\x1f  102:worker-0\x1f[.] __memset_avx512_unaligned_erms\x1f "
+      "libc.so.6\n"
+      " 10.00%\x1f 1000\x1f 1\x1f  103:worker-1\x1f[.] __memset_avx512_unaligned_erms\x1f "
+      "libc.so.6\n"
+      " 10.00%\x1f 1000\x1f 1\x1f  103:worker-1\x1f[.] decode\x1f app\n");
+  const std::set<std::uint64_t> workers{102, 103};
+  const auto p = parse_perf_report(in, "per-thread", &workers);
+  REQUIRE(p.rows.size() == 2);
+  REQUIRE(p.rows[0].function == "__memset_avx512_unaligned_erms");
+  REQUIRE(p.rows[0].self == 4000);
+  REQUIRE(p.rows[0].samples == 4);
+  REQUIRE(p.total == 5000);
+  std::istringstream bad(" 1.00%\x1f 1\x1f 1\x1f x:main\x1f[.] f\x1f m\n");
+  REQUIRE_THROWS_WITH(parse_perf_report(bad, "b", &workers),
+                      Catch::Contains("b:1: thread 'x:main' is not TID:comm"));
 }
 
 TEST_CASE("callgrind.out: exclusive and inclusive Ir agree with callgrind_annotate",
@@ -242,6 +268,40 @@ TEST_CASE("vendor CSV errors", "[map][vendor_csv]") {
                       Catch::Contains("y.csv:2: CPU time 'abc' is not a number"));
   std::istringstream few("Function,CPU Time,Module\nf,1\n");
   REQUIRE_THROWS_WITH(parse_vendor_csv(few, "z.csv"), Catch::Contains("z.csv:2: expected 3"));
+}
+
+TEST_CASE("perf script mapping records: stripped code gets its file offset", "[map][perf_script]") {
+  perf_mmap m;
+  REQUIRE(parse_perf_mmap_line(
+      "29596 1795589385.380402991: PERF_RECORD_MMAP2 29596/29596: [0x7f172fd0c000(0x4b000) @ "
+      "0x4000 fe:00 333171 0]: r-xp /usr/lib/x86_64-linux-gnu/libjpeg.so.62.3.0",
+      m));
+  REQUIRE(m.pid == 29596);
+  REQUIRE(m.start == 0x7f172fd0c000ull);
+  REQUIRE(m.len == 0x4b000);
+  REQUIRE(m.pgoff == 0x4000);
+  REQUIRE(m.path == "/usr/lib/x86_64-linux-gnu/libjpeg.so.62.3.0");
+  REQUIRE(parse_perf_mmap_line(
+      "1 2.0: PERF_RECORD_MMAP2 1/1: [0x1000(0x2000) @ 0 00:00 0 0]: r-xp /opt/my app/bin", m));
+  REQUIRE(m.pgoff == 0);
+  REQUIRE(m.path == "/opt/my app/bin");
+  REQUIRE_FALSE(parse_perf_mmap_line("1 2.0: PERF_RECORD_MMAP2 1/1: [junk]: r-xp /x", m));
+  REQUIRE_FALSE(parse_perf_mmap_line(" 1 1.0: 1 cpu-clock: 0 f (m)", m));
+  // In a script: mapping records go to their callback, other records are skipped, samples carry
+  // their address and the dso as printed.
+  std::istringstream in(
+      "1 1.0: PERF_RECORD_MMAP2 1/1: [0x1000(0x2000) @ 0x400 00:00 0 0]: r-xp /opt/app\n"
+      "1 1.1: PERF_RECORD_COMM exec: app:1/1\n"
+      " 1 1.5: 1 cpu-clock: 1a2b [unknown] (/opt/app)\n");
+  std::vector<perf_mmap> maps;
+  std::vector<perf_sample> got;
+  REQUIRE(parse_perf_script(
+              in, "s", [&](const perf_sample& x) { got.push_back(x); },
+              [&](const perf_mmap& x) { maps.push_back(x); }) == 1);
+  REQUIRE(maps.size() == 1);
+  REQUIRE(got.size() == 1);
+  REQUIRE(got[0].ip == 0x1a2b);
+  REQUIRE(got[0].dso_path == "/opt/app");
 }
 
 TEST_CASE("perf script sample lines", "[map][perf_script]") {

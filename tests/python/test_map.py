@@ -112,3 +112,28 @@ def test_record_and_attribute_python_pipeline(tmp_path):
     # Samples are charged to the innermost span: PIL's resampling lands in RandomResizedCrop.
     assert any(f["function"].startswith("ImagingResample")
                for f in ops["RandomResizedCrop"]["functions"])
+
+
+def test_probe_images_from_a_directory_or_a_list(tmp_path):
+    # The Python probe fed with the run's JPEGs (issue #32): directory walk, list file, sample.
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("lotus_probe", PROBE)
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    data = tmp_path / "data"
+    (data / "cls_a").mkdir(parents=True)
+    (data / "cls_b").mkdir()
+    for name in ("cls_a/1.jpg", "cls_a/2.JPEG", "cls_b/3.jpg", "cls_b/notes.txt"):
+        (data / name).write_bytes(b"x")
+    got = probe.image_paths(str(data))
+    assert [os.path.relpath(p, data) for p in got] == ["cls_a/1.jpg", "cls_a/2.JPEG", "cls_b/3.jpg"]
+    assert len(probe.image_paths(str(data), 2)) == 2
+    listing = data / "list.txt"
+    listing.write_text("# two\ncls_b/3.jpg\n\n%s\n" % (data / "cls_a" / "1.jpg"))
+    assert [os.path.basename(p) for p in probe.image_paths(str(listing))] == ["1.jpg", "3.jpg"]
+    listing.write_text("missing.jpg\n")
+    with pytest.raises(ValueError, match="list.txt:1: no such file"):
+        probe.image_paths(str(listing))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="no .jpg/.jpeg files"):
+        probe.image_paths(str(tmp_path / "empty"))

@@ -26,6 +26,9 @@ void add_attribute_command(CLI::App& app) {
   cmd->add_option("--perf-data", opt->perf_data, "join: perf.data recorded with -k CLOCK_REALTIME");
   cmd->add_option("--perf-script", opt->perf_script,
                   "join: output of perf script -F tid,time,period,event,ip,sym,dso --ns");
+  cmd->add_option("--probe", opt->probe,
+                  "the mapping's probe executable, read to say why a function is missing from "
+                  "the mapping (default: the binaries lotus-tool map recorded in the mapping)");
   cmd->add_option("--trace", opt->trace, "LotusTrace directory of the same run");
   cmd->add_option("--prefix", opt->prefix, "trace file prefix (default: the directory's one)");
   cmd->add_flag("--all-threads", opt->all_threads,
@@ -36,6 +39,15 @@ void add_attribute_command(CLI::App& app) {
       "--csv", [opt]() { opt->format = "csv"; }, "CSV output");
   cmd->add_option("-o,--output", opt->output, "write to this file instead of stdout");
   cmd->add_option("--top", opt->top, "functions listed per op in the table")->capture_default_str();
+  cmd->add_option("--split", opt->split,
+                  "Lotus's method: a function shared by several ops is split by the ops' traced "
+                  "times ('time', the paper's), or by traced time x the function's share of each "
+                  "op in the probe's profile ('profile')")
+      ->check(CLI::IsMember({"time", "profile"}))
+      ->capture_default_str();
+  cmd->add_option("--coverage-rows", opt->coverage_rows,
+                  "uncharged functions listed in the text coverage section")
+      ->capture_default_str();
   cmd->callback([opt]() { run_attribute(*opt); });
 }
 

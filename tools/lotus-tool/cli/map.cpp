@@ -39,11 +39,17 @@ void add_map_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--count", opt->count,
                   "executions profiled per run (LOTUS_MAP_COUNT; default: sized so the window "
-                  "gets --min-samples samples)")
+                  "gets --min-samples samples; Callgrind: --min-inputs, at most one pass)")
       ->check(CLI::Range(1u, 1000000u));
   cmd->add_option("--min-samples", opt->min_samples,
                   "sampled collectors: samples each op's window is sized for")
       ->check(CLI::Range(1u, 100000u))
+      ->capture_default_str();
+  cmd->add_option("--min-inputs", opt->min_inputs,
+                  "warn when an op's profiled executions covered fewer distinct inputs (the "
+                  "probe's executions of the op in one pass over its inputs, counted from its "
+                  "trace)")
+      ->check(CLI::Range(1u, 1000000u))
       ->capture_default_str();
   cmd->add_option("--budget", opt->budget_s,
                   "sampled collectors: seconds one op's profiled run may take when sizing")

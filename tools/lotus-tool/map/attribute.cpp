@@ -12,6 +12,7 @@
 #include <memory>
 #include <set>
 
+#include "map/coverage.hpp"
 #include "map/elf.hpp"
 #include "map/join.hpp"
 #include "map/mapping.hpp"
@@ -74,16 +75,19 @@ std::string perf_to_temp(const std::vector<std::string>& args, const std::string
   return tmpl;
 }
 
-function_profile load_profile(const std::string& path, const std::string& tids) {
+function_profile load_profile(const std::string& path, const std::set<std::uint64_t>& tids) {
   if (!exists(path)) throw tool_error(exit_io, "profile '" + path + "' not found");
   if (is_perf_data(path)) {
     std::vector<std::string> args{"report", "-i", path};
-    if (!tids.empty()) args.push_back("--tid=" + tids);
-    for (const auto& a : perf_report_args()) args.push_back(a);
+    // The threads are selected from a per-thread report (see parse_perf_report), not --tid.
+    for (const auto& a : perf_report_args())
+      args.push_back(!tids.empty() && a == "overhead,period,sample,sym,dso"
+                         ? std::string("overhead,period,sample,pid,sym,dso")
+                         : a);
     const std::string tmp = perf_to_temp(args, path);
     std::ifstream in(tmp);
     try {
-      auto p = parse_perf_report(in, path + " (perf report)");
+      auto p = parse_perf_report(in, path + " (perf report)", tids.empty() ? nullptr : &tids);
       ::unlink(tmp.c_str());
       return p;
     } catch (...) {
@@ -111,7 +115,8 @@ const std::set<std::uint64_t>& scope_of(const span_set& spans, const attribute_a
   return opt.all_threads ? every_thread : spans.op_threads;
 }
 
-attribution join_of(const span_set& spans, const attribute_args& opt) {
+attribution join_of(const span_set& spans, const attribute_args& opt,
+                    const std::vector<function_cost>& known) {
   std::string script = opt.perf_script;
   std::string tmp;
   if (script.empty()) {
@@ -138,6 +143,8 @@ attribution join_of(const span_set& spans, const attribute_args& opt) {
     throw;
   }
   if (!tmp.empty()) ::unlink(tmp.c_str());
+  // Stripped code as Lotus's profile names it (with the mapping's entries when there is one).
+  name_addresses(a, known);
   std::uint64_t n = a.unattributed_samples;
   for (const auto& x : a.ops) n += x.samples;
   if (n == 0) throw tool_error(exit_invalid, "attribute: the profile has no cpu-clock samples");
@@ -150,7 +157,15 @@ attribution join_of(const span_set& spans, const attribute_args& opt) {
   return a;
 }
 
-attribution lotus_of(const span_set& spans, const attribute_args& opt) {
+// The mapping's functions, for naming stripped code in a profile the way the mapping does.
+std::vector<function_cost> known_functions(const mapping& m) {
+  std::vector<function_cost> known;
+  for (const auto& op : m.ops)
+    for (const auto& f : op.functions) known.push_back({f.function, f.module, 0, 0, 0, {}});
+  return known;
+}
+
+attribution lotus_of(const span_set& spans, const attribute_args& opt, mapping& out_mapping) {
   std::ifstream mf(opt.mapping);
   if (!mf) throw tool_error(exit_io, "attribute: cannot read mapping '" + opt.mapping + "'");
   nlohmann::json j;
@@ -159,18 +174,14 @@ attribution lotus_of(const span_set& spans, const attribute_args& opt) {
   } catch (const std::exception& e) {
     throw tool_error(exit_invalid, opt.mapping + ": not valid JSON (" + e.what() + ")");
   }
-  const mapping m = mapping_from_json(j, opt.mapping);
+  out_mapping = mapping_from_json(j, opt.mapping);
+  const mapping& m = out_mapping;
   const std::string profile = opt.profile.empty() ? opt.perf_data : opt.profile;
-  std::string tids;
-  for (const auto t : scope_of(spans, opt)) tids += (tids.empty() ? "" : ",") + std::to_string(t);
-  function_profile p = load_profile(profile, tids);
+  function_profile p = load_profile(profile, scope_of(spans, opt));
   if (p.rows.empty())
     throw tool_error(exit_invalid, profile + ": the profile has no function rows");
   // Stripped code: raw addresses become func@0x<start>, the name the mapping uses.
-  std::vector<function_cost> known;
-  for (const auto& op : m.ops)
-    for (const auto& f : op.functions) known.push_back({f.function, f.module, 0, 0, 0, {}});
-  symbolize_addresses_like(p, known);
+  symbolize_addresses_like(p, known_functions(m));
   bool kernel_rows = false, kernel_mapped = false;
   for (const auto& r : p.rows) kernel_rows = kernel_rows || r.module == "[kernel.kallsyms]";
   for (const auto& op : m.ops)
@@ -182,7 +193,8 @@ attribution lotus_of(const span_set& spans, const attribute_args& opt) {
         "record with -e cpu-clock:u), so kernel time stays unattributed",
         "lotus-tool attribute");
   }
-  return attribute_lotus(m, p, time_weights(spans));
+  return attribute_lotus(m, p, time_weights(spans),
+                         opt.split == "profile" ? lotus_split::by_profile : lotus_split::by_time);
 }
 
 // Shares of the whole sampled time: per op, and what no op was charged with (for the join, also
@@ -281,27 +293,45 @@ void run_attribute(const attribute_args& o) {
   }
   const span_set spans = read_spans(opt.trace, opt.prefix);
   attribution primary, other;
-  const bool both = lotus && join && (opt.profile.empty() || !opt.perf_data.empty());
+  mapping m;
+  coverage_report cov;
+  const bool both = lotus && join;
   if (lotus) {
-    primary = lotus_of(spans, opt);
-    if (both) other = join_of(spans, opt);
+    primary = lotus_of(spans, opt, m);
+    if (both) other = join_of(spans, opt, known_functions(m));
+    // Coverage: what the mapping misses of this run, the join's op for each, and why.
+    probe_binaries probe;
+    if (!opt.probe.empty()) {
+      const std::string exe = find_executable(opt.probe);
+      if (exe.empty()) throw tool_error(exit_io, "attribute: probe '" + opt.probe + "' not found");
+      const auto mods = program_modules(exe);
+      probe.load({mods.begin(), mods.end()});
+    } else if (!m.probe_modules.empty()) {
+      probe.load(m.probe_modules);
+    }
+    cov = mapping_coverage(m, primary, both ? &other : nullptr, &probe);
   } else {
-    primary = join_of(spans, opt);
+    primary = join_of(spans, opt, {});
   }
   std::string text;
   if (opt.format == "json") {
     nlohmann::json j = attribution_json(primary);
     j["shares"] = shares_json(primary);
+    if (lotus) j["coverage"] = coverage_json(cov);
     if (both) {
       j["join"] = attribution_json(other);
       j["join"]["shares"] = shares_json(other);
     }
     text = dump_json(j, 2) + "\n";  // op names byte-exact (\udcXX)
   } else if (opt.format == "csv") {
-    text = attribution_csv(primary);
+    // The Lotus method's CSV has two more columns: the join op and the reason of each function
+    // charged to no op (rows "(not charged)").
+    text = attribution_csv(primary, lotus);
+    if (lotus) text += coverage_csv_rows(cov);
   } else {
     text = (both ? comparison_text(primary, other) : std::string()) +
            attribution_text(primary, opt.top);
+    if (lotus) text += "\n" + coverage_text(cov, opt.coverage_rows);
   }
   output_file out(opt.output.empty() ? std::string("-") : opt.output);
   out.write(text);

@@ -12,11 +12,14 @@ struct attribute_args {
   std::string profile;          ///< Lotus method: perf report text, perf.data, VTune/uProf CSV
   std::string perf_data;        ///< join: perf.data (perf script is run on it)
   std::string perf_script;      ///< join: ready-made `perf script` text
+  std::string probe;            ///< Lotus method: the probe executable (default: the mapping's)
+  std::string split = "time";   ///< Lotus method: shared functions split by time|profile
   std::string trace;            ///< trace directory
   std::string prefix;           ///< trace prefix filter
   std::string format = "text";  ///< text|json|csv
   std::string output;           ///< file instead of stdout
   unsigned top = 8;             ///< functions per op in the text table
+  unsigned coverage_rows = 20;  ///< uncharged functions listed in the text coverage section
   bool all_threads = false;     ///< perf.data: every thread, not only those with op spans
 };
 

@@ -9,6 +9,7 @@
 #include <gelf.h>
 #include <limits.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -124,10 +125,18 @@ void elf_functions::load_unwind_bounds(Dwfl_Module* mod, Elf* elf) {
   }
 }
 
+// Only regular files are opened: a path from a mapping or a profile is data, and a FIFO or a
+// device there must not block or feed the reader.
+static bool regular_file(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
 bool elf_functions::load(const std::string& path) {
   starts_.clear();
   ends_.clear();
   syms_.clear();
+  if (!regular_file(path)) return false;
   static char* debuginfo_path = nullptr;
   Dwfl_Callbacks cb{};
   cb.find_elf = dwfl_build_id_find_elf;
@@ -180,6 +189,72 @@ std::string elf_functions::name_for(std::uint64_t addr) const {
   return buf;
 }
 
+std::vector<std::string> elf_functions::function_names() const {
+  std::vector<std::string> v;
+  v.reserve(syms_.size());
+  for (const auto& s : syms_) v.push_back(s.name);
+  return v;
+}
+
+namespace {
+
+// The name of the function an inlined-subroutine DIE stands for: its linkage name (through
+// DW_AT_abstract_origin / DW_AT_specification), demangled, else its plain name.
+std::string inlined_name(Dwarf_Die* die) {
+  Dwarf_Attribute attr;
+  const char* link = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_linkage_name, &attr));
+  if (link == nullptr)
+    link = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &attr));
+  if (link != nullptr) return strip_parameters(demangle(link));
+  const char* name = dwarf_diename(die);
+  return name != nullptr ? std::string(name) : std::string();
+}
+
+void collect_inlined(Dwarf_Die* die, std::vector<std::string>& out, int depth) {
+  if (depth > 64) return;  // malformed or hostile nesting
+  Dwarf_Die child;
+  if (dwarf_child(die, &child) != 0) return;
+  do {
+    if (dwarf_tag(&child) == DW_TAG_inlined_subroutine) {
+      std::string n = inlined_name(&child);
+      if (!n.empty()) out.push_back(std::move(n));
+    }
+    collect_inlined(&child, out, depth + 1);
+  } while (dwarf_siblingof(&child, &child) == 0);
+}
+
+}  // namespace
+
+std::vector<std::string> inlined_functions(const std::string& path) {
+  std::vector<std::string> out;
+  if (!regular_file(path)) return out;
+  static char* debuginfo_path = nullptr;
+  Dwfl_Callbacks cb{};
+  cb.find_elf = dwfl_build_id_find_elf;
+  cb.find_debuginfo = dwfl_standard_find_debuginfo;
+  cb.section_address = dwfl_offline_section_address;
+  cb.debuginfo_path = &debuginfo_path;
+  std::unique_ptr<Dwfl, void (*)(Dwfl*)> dwfl(dwfl_begin(&cb), dwfl_end);
+  if (dwfl == nullptr) return out;
+  dwfl_report_begin(dwfl.get());
+  Dwfl_Module* mod = dwfl_report_offline(dwfl.get(), "", path.c_str(), -1);
+  dwfl_report_end(dwfl.get(), nullptr, nullptr);
+  if (mod == nullptr) return out;
+  Dwarf_Addr bias = 0;
+  Dwarf* dw = dwfl_module_getdwarf(mod, &bias);
+  if (dw == nullptr) return out;
+  Dwarf_Off off = 0, next = 0;
+  std::size_t header = 0;
+  while (dwarf_nextcu(dw, off, &next, &header, nullptr, nullptr, nullptr) == 0) {
+    Dwarf_Die cu;
+    if (dwarf_offdie(dw, off + header, &cu) != nullptr) collect_inlined(&cu, out, 0);
+    off = next;
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
 std::uint64_t elf_functions::gap_start(std::uint64_t addr) const {
   auto it = std::upper_bound(syms_.begin(), syms_.end(), addr,
                              [](std::uint64_t a, const sym& s) { return a < s.start; });
@@ -193,7 +268,8 @@ std::uint64_t elf_functions::gap_start(std::uint64_t addr) const {
   return ends_[i] != 0 && addr >= ends_[i] ? ends_[i] : 0;
 }
 
-void symbolize_addresses_like(function_profile& p, const std::vector<function_cost>& known) {
+void symbolize_addresses_like(function_profile& p, const std::vector<function_cost>& known,
+                              const std::map<std::string, std::string>& module_paths) {
   // library (identity, without version) → entries named func@0x<entry>
   std::map<std::string, std::vector<std::uint64_t>> entries;
   for (const auto& k : known) {
@@ -210,7 +286,8 @@ void symbolize_addresses_like(function_profile& p, const std::vector<function_co
     if (!bare) continue;
     const auto e = entries.find(function_identity("", r.module));
     if (e == entries.end()) continue;
-    const std::string path = find_library(r.module);
+    const auto mp = module_paths.find(r.module);
+    const std::string path = mp != module_paths.end() ? mp->second : find_library(r.module);
     if (path.empty()) continue;
     auto c = cache.find(path);
     if (c == cache.end()) {
@@ -226,7 +303,7 @@ void symbolize_addresses_like(function_profile& p, const std::vector<function_co
     std::snprintf(buf, sizeof buf, "func@0x%llx", static_cast<unsigned long long>(*(it - 1)));
     r.function = buf;
   }
-  symbolize_addresses(p, {});
+  symbolize_addresses(p, module_paths);
 }
 
 std::string find_library(const std::string& basename) {

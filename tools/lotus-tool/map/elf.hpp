@@ -29,6 +29,8 @@ class elf_functions {
   /// For an address in code without symbol or unwind info (past the end of the function before
   /// it): where that stretch starts; 0 otherwise.
   std::uint64_t gap_start(std::uint64_t addr) const;
+  /// Every FUNC symbol's (demangled) name, in address order.
+  std::vector<std::string> function_names() const;
 
  private:
   struct sym {
@@ -56,7 +58,14 @@ std::string find_library(const std::string& basename);
 /// of the nearest function entry at or below it that `known` names (`func@0x<entry>` with the
 /// same library, as Callgrind names the entries it saw called) within the same stretch, so a
 /// profile and a mapping made by different collectors name it the same way.
-void symbolize_addresses_like(function_profile& p, const std::vector<function_cost>& known);
+/// `module_paths` (basename → file) is tried before find_library.
+void symbolize_addresses_like(function_profile& p, const std::vector<function_cost>& known,
+                              const std::map<std::string, std::string>& module_paths = {});
+
+/// The functions an ELF object's DWARF (its own, or a separate debug file) shows inlined into
+/// callers (DW_TAG_inlined_subroutine), by demangled name without parameters; empty without
+/// debug info.
+std::vector<std::string> inlined_functions(const std::string& path);
 
 /// Basename → path of a program and the shared libraries it loads (from `ldd`; real paths, so
 /// "libjpeg.so.62.3.0" is found as perf names it).

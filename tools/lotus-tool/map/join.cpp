@@ -3,11 +3,13 @@
 #include "map/join.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "map/elf.hpp"
 #include "map/perf_script.hpp"
 
 namespace lotus_tool {
@@ -40,21 +42,63 @@ attribution attribute_join(const span_set& spans, std::istream& in, const std::s
   std::vector<bool> time_event;
   spill_log<sample_rec> samples(spans.buffer_bytes);
   std::string key;
-  parse_perf_script(in, source, [&](const perf_sample& s) {
-    if (!only_tids.empty() && only_tids.count(s.tid) == 0) return;
-    sample_rec r;
-    r.tid = s.tid;
-    r.time = s.time_ns;
-    r.seq = samples.size();
-    r.period = s.period;
-    r.event = events.id(s.event);
-    if (r.event == time_event.size()) time_event.push_back(is_time_event(s.event));
-    if (time_event[r.event]) {
-      key.assign(s.sym).append("|").append(s.dso);
-      r.fn = functions.id(key);
-    }
-    samples.push(r);
-  });
+  // Executable mappings by file: an address in stripped code becomes its file offset
+  // ("0x<offset>", perf report's name for it), named from the file's unwind tables below.
+  std::map<std::string, std::vector<perf_mmap>> mmaps;
+  std::map<std::string, std::string> module_paths;  // basename → path
+  std::map<std::string, elf_functions> elves;       // path → its function table
+  char addr[40];
+  auto on_mmap = [&](const perf_mmap& m) {
+    if (m.path.empty() || m.path.front() != '/') return;
+    auto& v = mmaps[m.path];
+    if (v.size() < 4096) v.push_back(m);
+  };
+  parse_perf_script(
+      in, source,
+      [&](const perf_sample& s) {
+        if (!only_tids.empty() && only_tids.count(s.tid) == 0) return;
+        sample_rec r;
+        r.tid = s.tid;
+        r.time = s.time_ns;
+        r.seq = samples.size();
+        r.period = s.period;
+        r.event = events.id(s.event);
+        if (r.event == time_event.size()) time_event.push_back(is_time_event(s.event));
+        if (time_event[r.event]) {
+          key.assign(s.sym);
+          if (s.sym == "[unknown]") {
+            const auto mm = mmaps.find(s.dso_path);
+            if (mm != mmaps.end()) {
+              for (auto it = mm->second.rbegin(); it != mm->second.rend(); ++it) {
+                if (s.ip < it->start || s.ip - it->start >= it->len) continue;
+                const std::uint64_t off = s.ip - it->start + it->pgoff;
+                module_paths.emplace(s.dso, s.dso_path);
+                // One key per function, not per address (memory stays bounded by the code's
+                // functions): named now, except code without unwind info, whose name depends on
+                // the mapping's entries (name_addresses) and keeps its address.
+                auto ef = elves.find(s.dso_path);
+                if (ef == elves.end()) {
+                  ef = elves.emplace(s.dso_path, elf_functions{}).first;
+                  if (!ef->second.load(s.dso_path)) ef->second = elf_functions{};
+                }
+                std::string name;
+                if (ef->second.gap_start(off) == 0) name = ef->second.name_for(off);
+                if (name.empty()) {
+                  std::snprintf(addr, sizeof addr, "0x%016llx",
+                                static_cast<unsigned long long>(off));
+                  name = addr;
+                }
+                key.assign(name);
+                break;
+              }
+            }
+          }
+          key.append("|").append(s.dso);
+          r.fn = functions.id(key);
+        }
+        samples.push(r);
+      },
+      on_mmap);
   // Pass 2: self times, writing the spans in thread order for the cursor.
   spill_log<span> by_thread(spans.buffer_bytes);
   const auto times = op_times(spans, &by_thread);
@@ -131,7 +175,27 @@ attribution attribute_join(const span_set& spans, std::istream& in, const std::s
   a.unattributed = totals[none].value;
   a.unattributed_samples = totals[none].samples;
   a.unattributed_functions = to_costs(funcs[none]);
+  a.module_paths = std::move(module_paths);
   return a;
+}
+
+void name_addresses(attribution& a, const std::vector<function_cost>& known) {
+  auto fix = [&](std::vector<function_cost>& fs) {
+    bool any = false;
+    for (const auto& f : fs) any = any || f.function.rfind("0x", 0) == 0;
+    if (!any) return;
+    function_profile p;
+    p.rows = std::move(fs);
+    symbolize_addresses_like(p, known, a.module_paths);
+    std::sort(p.rows.begin(), p.rows.end(), [](const function_cost& x, const function_cost& y) {
+      if (x.self != y.self) return x.self > y.self;
+      if (x.function != y.function) return x.function < y.function;
+      return x.module < y.module;
+    });
+    fs = std::move(p.rows);
+  };
+  for (auto& o : a.ops) fix(o.functions);
+  fix(a.unattributed_functions);
 }
 
 }  // namespace lotus_tool

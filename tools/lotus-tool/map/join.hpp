@@ -6,6 +6,7 @@
 #include <istream>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "map/mapping.hpp"
 #include "map/spans.hpp"
@@ -20,6 +21,12 @@ namespace lotus_tool {
 /// Bounded memory: the samples go to a spill_log (spans.buffer_bytes per buffer) and are
 /// merge-joined, sorted by (thread, time), with the spans sorted in thread_order; only event
 /// names, functions and per-op sums stay in RAM.
+/// Names the join's stripped-code rows ("0x<file offset>", from the mapping records) the way
+/// Lotus's profile names them: symbolize_addresses_like with the mapping's functions `known`
+/// (empty: from the files alone), as `attribute` does after the join. Rows landing on one name
+/// are merged. attribute_join leaves them as "0x<offset>" rows for the caller to name.
+void name_addresses(attribution& a, const std::vector<function_cost>& known);
+
 attribution attribute_join(const span_set& spans, std::istream& perf_script,
                            const std::string& source,
                            const std::set<std::uint64_t>& only_tids = {});

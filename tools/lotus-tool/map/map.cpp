@@ -125,13 +125,18 @@ std::string probe_failure(const run_result& r, const std::string& log, double ti
 }
 
 // Runs `perf report` on `data` (extra arguments first) and parses it.
+// With `tids`, only those threads' samples, from a per-thread report (perf report --tid drops a
+// function whose merged entry another thread hit first; see parse_perf_report).
 function_profile perf_report_of(const std::string& perf, const std::string& data,
                                 const std::vector<std::string>& extra, const std::string& out,
-                                double timeout_s) {
+                                double timeout_s, const std::set<std::uint64_t>* tids = nullptr) {
   run_spec rep;
   rep.argv = {perf, "report", "-i", data};
   rep.argv.insert(rep.argv.end(), extra.begin(), extra.end());
-  for (const auto& a : perf_report_args()) rep.argv.push_back(a);
+  for (const auto& a : perf_report_args())
+    rep.argv.push_back(tids != nullptr && a == "overhead,period,sample,sym,dso"
+                           ? std::string("overhead,period,sample,pid,sym,dso")
+                           : a);
   rep.stdout_path = out;
   rep.stderr_path = out + ".stderr";
   rep.timeout_s = timeout_s;
@@ -141,7 +146,7 @@ function_profile perf_report_of(const std::string& perf, const std::string& data
                      "perf report " + describe(rr, timeout_s) + "; see " + rep.stderr_path);
   }
   std::ifstream in(out);
-  return parse_perf_report(in, out);
+  return parse_perf_report(in, out, tids);
 }
 
 std::uint64_t sample_count(const function_profile& p) {
@@ -318,8 +323,6 @@ run_outcome perf_strategy::profile(const run_context& ctx, const std::string& re
         perf_report_of(ctx.tool, data, {}, dir + "/report-all.txt", ctx.opt.timeout_s);
     function_profile in;
     in.unit = "ns";
-    std::string tid_list;
-    for (const auto t : tids) tid_list += (tid_list.empty() ? "" : ",") + std::to_string(t);
     // perf report --time takes space-separated ranges; one argument stays below the kernel's
     // 128 KiB limit per argument with 2000 ranges of ~44 bytes.
     const std::size_t chunk = 2000;
@@ -327,8 +330,8 @@ run_outcome perf_strategy::profile(const run_context& ctx, const std::string& re
       std::string arg;
       for (std::size_t i = b; i < ranges.size() && i < b + chunk; ++i)
         arg += (i == b ? "" : " ") + ranges[i];
-      add_profile(in, perf_report_of(ctx.tool, data, {"--tid=" + tid_list, "--time", arg},
-                                     dir + "/report.txt", ctx.opt.timeout_s));
+      add_profile(in, perf_report_of(ctx.tool, data, {"--time", arg}, dir + "/report.txt",
+                                     ctx.opt.timeout_s, &tids));
     }
     // With LOTUS_CLOCK=realtime the span's own timestamps are clock_gettime calls (lotus's clock
     // read, libc's wrapper and the vDSO), the first and last instructions of each span: lotus's,
@@ -446,6 +449,8 @@ run_outcome callgrind_strategy::profile(const run_context& ctx, const std::strin
   }
   for (auto& kv : merged) prof.rows.push_back(kv.second);
   o.profile = std::move(prof);
+  o.executions_known = true;  // one dump per profiled execution
+  o.executions = dumps;
   o.ok = true;
   return o;
 }
@@ -592,6 +597,7 @@ struct op_result {
   unsigned ok_runs = 0;
   std::uint64_t executions = 0, samples = 0, control_samples = 0;
   bool executions_known = false;
+  std::uint64_t most_in_one_run = 0;  ///< profiled executions of the largest run
   double seconds = 0;
 };
 
@@ -631,6 +637,7 @@ class driver {
   std::uint64_t run_passes(const std::string& region, op_plan& p, op_result& res, run_state& st,
                            progress_bar& bar, mapping_builder& builder) const;
   void print_summary(const mapping& m, const run_state& st) const;
+  void inputs_warning(mapping& m, run_state& st) const;
   run_outcome profile_once(const std::string& region, const std::string& dir,
                            const op_plan& p) const;
 };
@@ -785,6 +792,13 @@ op_plan driver::plan(const region_info* info) const {
         p.limit = "--budget " + fmt_seconds(opt_.budget_s);
       }
     }
+  } else if (s == 0) {
+    // An exact collector has no window to size: it profiles --min-inputs executions (at most
+    // one pass over the probe's inputs), so input-dependent paths and random branches of the op
+    // are seen on more than one input.
+    std::uint64_t n = opt_.min_inputs;
+    if (info != nullptr && info->executions > 0) n = std::min<std::uint64_t>(n, info->executions);
+    p.count = std::max<std::uint64_t>(1, n);
   } else {
     p.count = 1;
   }
@@ -844,7 +858,13 @@ void driver::run() {
     }
   }
   bar.clear();
-  const mapping m = builder.finish();
+  mapping m = builder.finish();
+  for (const auto& [name, path] : modules_) {
+    bool dup = false;
+    for (const auto& e : m.probe_modules) dup = dup || e.second == path;
+    if (!dup) m.probe_modules.emplace_back(module_basename(path), path);
+  }
+  inputs_warning(m, st);
   {
     output_file out(opt_.output);
     out.write(dump_json(mapping_to_json(m), 4));
@@ -954,6 +974,7 @@ std::uint64_t driver::run_passes(const std::string& region, op_plan& p, op_resul
       res.control_samples += o.control_samples;
       res.executions_known = o.executions_known;
       res.executions += o.executions;
+      res.most_in_one_run = std::max(res.most_in_one_run, o.executions);
     }
     if (region_failed || !strategy_->counts_samples() || opt_.count > 0 || pass >= 4) break;
     if (res.samples >= opt_.min_samples || !res.executions_known) break;
@@ -981,6 +1002,38 @@ std::uint64_t driver::run_passes(const std::string& region, op_plan& p, op_resul
     p.runs = 1;
   }
   return asked;
+}
+
+// Distinct inputs per op. The probe's trace is what records its inputs: each execution of a
+// region is one S<op> span, and the list run (no region selected) makes one pass over the
+// probe's inputs, so its span count of an op is how many distinct inputs the probe has for it
+// (images for a per-sample op, batches for Collation). A profiled run covers executions
+// [warm-up, warm-up + count) of the same deterministic sequence in every run, so the distinct
+// inputs a mapping saw are the executions of its largest run, at most one pass. Too few, and
+// code paths that depend on the input (decoder variants, image sizes, rare branches) may be
+// missing from the mapping: warned about, and recorded per op (lotus.ops.<op>.distinct_inputs).
+void driver::inputs_warning(mapping& m, run_state& st) const {
+  std::string few;
+  for (const auto& o : m.ops) {
+    const auto rit = st.results.find(o.op);
+    const auto iit = st.info.find(o.op);
+    if (rit == st.results.end() || rit->second.ok_runs == 0 || !rit->second.executions_known)
+      continue;
+    const std::uint64_t per_pass = iit == st.info.end() ? 0 : iit->second.executions;
+    std::uint64_t distinct = rit->second.most_in_one_run;
+    if (per_pass > 0) distinct = std::min(distinct, per_pass);
+    m.distinct_inputs[o.op] = distinct;
+    if (distinct >= opt_.min_inputs) continue;
+    few += (few.empty() ? "" : ", ") + printable(o.op) + " " + std::to_string(distinct);
+    if (per_pass > 0) few += " of " + std::to_string(per_pass);
+  }
+  if (few.empty()) return;
+  st.warnings.push_back(
+      "op(s) profiled on fewer than " + std::to_string(opt_.min_inputs) +
+      " distinct inputs (op: inputs profiled of the probe's inputs per pass): " + few +
+      "; code paths that depend on the input may be missing from the mapping: raise --count "
+      "(or --runs), give the probe more inputs, ideally the run's own (image_probe --images "
+      "DIR), or lower --min-inputs");
 }
 
 // Per op what it ran, what it got, how long it took; then where the mapping went.

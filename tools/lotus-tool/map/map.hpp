@@ -21,6 +21,7 @@ struct map_args {
   unsigned warmup = 1;        ///< LOTUS_MAP_WARMUP
   unsigned count = 0;         ///< LOTUS_MAP_COUNT; 0: sized from the measured region time
   unsigned min_samples = 40;  ///< sampled collectors: samples each op's window should reach
+  unsigned min_inputs = 4;    ///< warn when an op's windows covered fewer distinct inputs
   double budget_s = 20;       ///< sampled collectors: seconds one op's profiled run may take
   unsigned gap_ms = 0;        ///< LOTUS_MAP_GAP_MS
   unsigned freq = 999;        ///< perf sampling frequency (Hz)

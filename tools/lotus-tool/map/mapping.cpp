@@ -146,6 +146,13 @@ nlohmann::json mapping_to_json(const mapping& m) {
     d["ops"][o.op] = jo;
   }
   d["failed"] = m.failed;
+  if (!m.probe_modules.empty()) {
+    nlohmann::json pm = nlohmann::json::array();
+    for (const auto& [name, path] : m.probe_modules)
+      pm.push_back({{"module", name}, {"path", path}});
+    d["probe_modules"] = pm;
+  }
+  for (const auto& [op, n] : m.distinct_inputs) d["ops"][op]["distinct_inputs"] = n;
   j["lotus"] = d;
   return j;
 }
@@ -170,6 +177,18 @@ mapping mapping_from_json(const nlohmann::json& j, const std::string& source) {
     details = &j["lotus"];
     m.collector = details->value("collector", std::string());
     m.unit = details->value("unit", std::string());
+    const auto pm = details->find("probe_modules");
+    if (pm != details->end() && pm->is_array()) {
+      for (const auto& e : *pm) {
+        if (!e.is_object() || !e.contains("module") || !e.contains("path") ||
+            !e["module"].is_string() || !e["path"].is_string()) {
+          throw tool_error(exit_invalid, source +
+                                             ": lotus.probe_modules holds an entry that is not "
+                                             "{\"module\": string, \"path\": string}");
+        }
+        m.probe_modules.emplace_back(e["module"].get<std::string>(), e["path"].get<std::string>());
+      }
+    }
   }
   for (const auto& [op, funcs] : j["op_to_func"].items()) {
     if (!funcs.is_array())
@@ -183,6 +202,8 @@ mapping mapping_from_json(const nlohmann::json& j, const std::string& source) {
       std::tie(f.function, f.module) = split_key(k.get<std::string>());
       if (details != nullptr && details->contains("ops") && (*details)["ops"].contains(op)) {
         const auto& jo = (*details)["ops"][op];
+        if (jo.is_object() && jo.contains("total") && jo["total"].is_number())
+          o.total = jo["total"].get<double>();
         const auto& jf = jo.value("functions", nlohmann::json::object());
         const auto it = jf.find(k.get<std::string>());
         if (it != jf.end() && it->is_object()) {
@@ -200,16 +221,39 @@ mapping mapping_from_json(const nlohmann::json& j, const std::string& source) {
 }
 
 attribution attribute_lotus(const mapping& m, const function_profile& profile,
-                            const std::map<std::string, double>& weights) {
+                            const std::map<std::string, double>& weights, lotus_split split) {
   attribution a;
   a.method = "lotus";
   a.unit = profile.unit;
   // Matched by function_identity: the probe's functions by name (the real program is another
   // binary), libraries without their version, ifunc variants folded.
   std::map<std::string, std::vector<std::string>> func_ops;  // identity → ops mapping it
+  // split == by_profile: each op's share of a function in the probe's profile of that op
+  // (self / the op's total), by identity and by plain name.
+  std::map<std::string, std::map<std::string, double>> probe_share;
+  auto plain = [](const std::string& f) { return strip_parameters(strip_symbol_version(f)); };
   for (const auto& o : m.ops) {
     for (const auto& f : o.functions) {
-      auto& v = func_ops[function_identity(f.function, f.module)];
+      const std::string id = function_identity(f.function, f.module);
+      auto& v = func_ops[id];
+      if (std::find(v.begin(), v.end(), o.op) == v.end()) v.push_back(o.op);
+      if (o.total > 0 && f.self > 0) {
+        probe_share[id][o.op] += f.self / o.total;
+        probe_share["\n" + plain(f.function)][o.op] += f.self / o.total;
+      }
+    }
+  }
+  // Identity across binaries: a function of the run and a function of the probe with the same
+  // demangled name (no parameters, no symbol version) are one function even when they live in
+  // different executables or shared objects (the probe may link the pipeline's code as a
+  // library, or the pipeline the probe's). Names that only stand for an address are not names.
+  std::map<std::string, std::vector<std::string>> name_ops;  // plain name → ops mapping it
+  for (const auto& o : m.ops) {
+    for (const auto& f : o.functions) {
+      const std::string n = strip_parameters(strip_symbol_version(f.function));
+      if (n.empty() || n == "[unknown]" || n.rfind("func@0x", 0) == 0 || n.rfind("0x", 0) == 0)
+        continue;
+      auto& v = name_ops[n];
       if (std::find(v.begin(), v.end(), o.op) == v.end()) v.push_back(o.op);
     }
   }
@@ -222,18 +266,39 @@ attribution attribute_lotus(const mapping& m, const function_profile& profile,
   // Ratio metrics: weighted sums and weights per op (weight: clockticks, else CPU time).
   std::map<std::string, std::map<std::string, std::pair<double, double>>> ratios;
   for (const auto& r : profile.rows) {
-    const auto it = func_ops.find(function_identity(r.function, r.module));
-    if (it == func_ops.end()) {
+    const std::vector<std::string>* found = nullptr;
+    if (const auto it = func_ops.find(function_identity(r.function, r.module));
+        it != func_ops.end()) {
+      found = &it->second;
+    } else if (const auto nt = name_ops.find(strip_parameters(strip_symbol_version(r.function)));
+               nt != name_ops.end()) {
+      found = &nt->second;
+    }
+    if (found == nullptr) {
       a.unattributed += r.self;
       a.unattributed_samples += r.samples;
       a.unattributed_functions.push_back(r);
       continue;
     }
-    const auto& ops = it->second;
+    const auto& ops = *found;
+    // Lotus's split: the ops' traced times T(op). By profile: T(op) x the function's share of
+    // the op in the probe (the cost the op is expected to spend in it), when every op has one.
+    const std::map<std::string, double>* shares = nullptr;
+    if (split == lotus_split::by_profile && ops.size() > 1) {
+      auto st = probe_share.find(function_identity(r.function, r.module));
+      if (st == probe_share.end() || st->second.size() < ops.size())
+        st = probe_share.find("\n" + plain(r.function));
+      if (st != probe_share.end() && st->second.size() >= ops.size()) shares = &st->second;
+    }
+    auto op_weight = [&](const std::string& op) {
+      if (shares == nullptr) return weight(op);
+      const auto it = shares->find(op);
+      return it == shares->end() ? 0.0 : weight(op) * it->second;
+    };
     double wsum = 0;
-    for (const auto& op : ops) wsum += weight(op);
+    for (const auto& op : ops) wsum += op_weight(op);
     for (const auto& op : ops) {
-      const double frac = wsum > 0 ? weight(op) / wsum : 1.0 / static_cast<double>(ops.size());
+      const double frac = wsum > 0 ? op_weight(op) / wsum : 1.0 / static_cast<double>(ops.size());
       if (frac <= 0) continue;
       auto& oa = per_op[op];
       function_cost c = r;
@@ -372,9 +437,9 @@ nlohmann::json attribution_json(const attribution& a) {
   return j;
 }
 
-std::string attribution_csv(const attribution& a) {
+std::string attribution_csv(const attribution& a, bool coverage_columns) {
   std::ostringstream os;
-  os << "op,function,module,value,samples,share\n";
+  os << "op,function,module,value,samples,share" << (coverage_columns ? ",join_op,reason\n" : "\n");
   char num[64];
   auto row = [&](const std::string& op, const std::string& fn, const std::string& mod, double v,
                  std::uint64_t s, double share) {
@@ -382,7 +447,7 @@ std::string attribution_csv(const attribution& a) {
     std::snprintf(num, sizeof num, "%.17g", v);
     os << num << ',' << s << ',';
     std::snprintf(num, sizeof num, "%.6f", share);
-    os << num << '\n';
+    os << num << (coverage_columns ? ",,\n" : "\n");
   };
   for (const auto& o : a.ops) {
     row(o.op, "*", "*", o.value, o.samples, o.share);

@@ -36,6 +36,11 @@ struct mapping {
   std::string unit;       ///< "ns" or "Ir"
   std::vector<op_map> ops;
   std::map<std::string, std::string> failed;  ///< region → reason (partial results)
+  /// The probe's executable and the shared objects it loads (basename, path), as `map` ran it:
+  /// `attribute` reads them to say why a run's function is missing from the mapping.
+  std::vector<std::pair<std::string, std::string>> probe_modules;
+  /// Per op, the distinct inputs its profiled executions covered (0 unknown); see map.cpp.
+  std::map<std::string, std::uint64_t> distinct_inputs;
 
   /// Lotus's op_to_func / common_funcs_to_op (functions in two or more ops), as "function|module".
   std::map<std::string, std::vector<std::string>> op_to_func() const;
@@ -91,17 +96,25 @@ struct attribution {
   double unattributed = 0;          ///< profile cost not charged to any op
   std::uint64_t unattributed_samples = 0;
   std::vector<function_cost> unattributed_functions;
+  /// Join: module basename → file, from perf's mapping records (names stripped code).
+  std::map<std::string, std::string> module_paths;
 };
 
 /// Lotus's method: each profile function in op_to_func[op] is charged to op; a function shared by
 /// several ops (common_funcs_to_op) is split by the ops' traced time weights T(op)/ΣT.
 /// `weights` maps op name → traced time; ops missing from it weigh 0 (equal split if all are 0).
+/// How a function shared by several ops is split: by the ops' traced times (Lotus's paper), or
+/// by traced time x the function's share of each op in the probe's own profile (the mapping's
+/// lotus.ops.<op>.functions.<f>.self / total; ops without it fall back to traced time).
+enum class lotus_split { by_time, by_profile };
 attribution attribute_lotus(const mapping& m, const function_profile& profile,
-                            const std::map<std::string, double>& weights);
+                            const std::map<std::string, double>& weights,
+                            lotus_split split = lotus_split::by_time);
 
 /// Renders the attribution: a text table, JSON or CSV.
 std::string attribution_text(const attribution& a, std::size_t top_functions);
 nlohmann::json attribution_json(const attribution& a);
-std::string attribution_csv(const attribution& a);
+/// With `coverage_columns`, two empty trailing columns (join_op, reason) that coverage rows fill.
+std::string attribution_csv(const attribution& a, bool coverage_columns = false);
 
 }  // namespace lotus_tool

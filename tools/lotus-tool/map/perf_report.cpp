@@ -37,7 +37,8 @@ bool parse_number(const std::string& s, double& out) {
 
 }  // namespace
 
-function_profile parse_perf_report(std::istream& in, const std::string& source) {
+function_profile parse_perf_report(std::istream& in, const std::string& source,
+                                   const std::set<std::uint64_t>* only_tids) {
   function_profile prof;
   prof.unit = "ns";
   std::map<std::pair<std::string, std::string>, std::size_t> index;
@@ -46,7 +47,7 @@ function_profile parse_perf_report(std::istream& in, const std::string& source) 
   while (std::getline(in, line)) {
     ++lineno;
     if (trim_copy(line).empty() || line[0] == '#') continue;
-    const auto fields = split_fields(line, '\x1f');
+    auto fields = split_fields(line, '\x1f');
     auto bad = [&](const std::string& why) {
       return tool_error(
           exit_invalid,
@@ -54,6 +55,19 @@ function_profile parse_perf_report(std::istream& in, const std::string& source) 
               " (expected 'overhead<US>period<US>samples<US>[.] symbol<US>dso' from perf report -t "
               "$'\\x1f')");
     };
+    if (only_tids != nullptr) {
+      if (fields.size() != 6) throw bad("expected 6 fields, got " + std::to_string(fields.size()));
+      const std::string& t = fields[3];
+      const auto colon = t.find(':');
+      std::uint64_t tid = 0;
+      if (colon == 0 || colon == std::string::npos || colon > 19 ||
+          t.find_first_not_of("0123456789") != colon) {
+        throw bad("thread '" + t + "' is not TID:comm");
+      }
+      for (std::size_t i = 0; i < colon; ++i) tid = tid * 10 + static_cast<unsigned>(t[i] - '0');
+      if (only_tids->count(tid) == 0) continue;
+      fields.erase(fields.begin() + 3);
+    }
     if (fields.size() != 5) throw bad("expected 5 fields, got " + std::to_string(fields.size()));
     std::string pct = fields[0];
     if (pct.empty() || pct.back() != '%') throw bad("overhead '" + pct + "' is not a percentage");

@@ -9,7 +9,9 @@
 namespace lotus_tool {
 
 std::vector<std::string> perf_script_args() {
-  return {"-F", "tid,time,period,event,ip,sym,dso", "--ns"};
+  // The mapping records name stripped code: an address in a library without symbols becomes
+  // its offset in the file, which ELF unwind tables name (func@0x...), as perf report does.
+  return {"-F", "tid,time,period,event,ip,sym,dso", "--ns", "--show-mmap-events"};
 }
 
 namespace {
@@ -86,11 +88,20 @@ bool parse_perf_script_line(const std::string& line, perf_sample& out, std::stri
     why = "missing instruction pointer";
     return false;
   }
+  if (tok.size() > 16) {
+    why = "instruction pointer '" + tok + "' is not hex";
+    return false;
+  }
+  out.ip = 0;
   for (char c : tok) {
     if (!std::isxdigit(static_cast<unsigned char>(c))) {
       why = "instruction pointer '" + tok + "' is not hex";
       return false;
     }
+    const int d = std::isdigit(static_cast<unsigned char>(c))
+                      ? c - '0'
+                      : std::tolower(static_cast<unsigned char>(c)) - 'a' + 10;
+    out.ip = out.ip * 16 + static_cast<std::uint64_t>(d);
   }
   // The rest is "SYMBOL (DSO)"; symbols may hold spaces and parentheses, so take the last "(...)".
   std::string rest = trim_copy(line.substr(pos));
@@ -111,7 +122,8 @@ bool parse_perf_script_line(const std::string& line, perf_sample& out, std::stri
     why = "unbalanced '(dso)'";
     return false;
   }
-  out.dso = module_basename(rest.substr(open + 1, rest.size() - open - 2));
+  out.dso_path = rest.substr(open + 1, rest.size() - open - 2);
+  out.dso = module_basename(out.dso_path);
   out.sym = trim_copy(rest.substr(0, open));
   if (out.sym.empty()) out.sym = "[unknown]";
   // perf appends "+0xoff" only with symoff; strip it if present.
@@ -122,16 +134,77 @@ bool parse_perf_script_line(const std::string& line, perf_sample& out, std::stri
   return true;
 }
 
+namespace {
+
+bool hex_at(const std::string& s, std::size_t& pos, std::uint64_t& v) {
+  if (s.compare(pos, 2, "0x") != 0) {
+    if (pos < s.size() && s[pos] == '0') {  // perf prints a zero offset as "0"
+      ++pos;
+      v = 0;
+      return true;
+    }
+    return false;
+  }
+  pos += 2;
+  const std::size_t b = pos;
+  v = 0;
+  while (pos < s.size() && std::isxdigit(static_cast<unsigned char>(s[pos])) && pos - b < 16) {
+    const char c = s[pos++];
+    v = v * 16 +
+        static_cast<std::uint64_t>(std::isdigit(static_cast<unsigned char>(c))
+                                       ? c - '0'
+                                       : std::tolower(static_cast<unsigned char>(c)) - 'a' + 10);
+  }
+  return pos > b;
+}
+
+}  // namespace
+
+bool parse_perf_mmap_line(const std::string& line, perf_mmap& out) {
+  // "TID SEC.NSEC: PERF_RECORD_MMAP2 PID/TID: [0xSTART(0xLEN) @ 0xPGOFF ...]: r-xp PATH"
+  auto pos = line.find(": PERF_RECORD_MMAP");
+  if (pos == std::string::npos) return false;
+  pos = line.find(' ', pos + 2);
+  if (pos == std::string::npos) return false;
+  std::size_t p = pos + 1;
+  out.pid = 0;
+  while (p < line.size() && std::isdigit(static_cast<unsigned char>(line[p])))
+    out.pid = out.pid * 10 + static_cast<std::uint64_t>(line[p++] - '0');
+  p = line.find("[", p);
+  if (p == std::string::npos) return false;
+  ++p;
+  if (!hex_at(line, p, out.start) || p >= line.size() || line[p] != '(') return false;
+  ++p;
+  if (!hex_at(line, p, out.len) || line.compare(p, 4, ") @ ") != 0) return false;
+  p += 4;
+  if (!hex_at(line, p, out.pgoff)) return false;
+  const auto close = line.find("]: ", p);
+  if (close == std::string::npos) return false;
+  // "r-xp /path": the path is what follows the protection field (it may hold spaces).
+  const auto sp = line.find(' ', close + 3);
+  if (sp == std::string::npos) return false;
+  out.path = line.substr(sp + 1);
+  while (!out.path.empty() && (out.path.back() == '\r' || out.path.back() == ' '))
+    out.path.pop_back();
+  return !out.path.empty();
+}
+
 std::uint64_t parse_perf_script(std::istream& in, const std::string& source,
-                                const std::function<void(const perf_sample&)>& on_sample) {
+                                const std::function<void(const perf_sample&)>& on_sample,
+                                const std::function<void(const perf_mmap&)>& on_mmap) {
   std::string line;
   std::size_t lineno = 0;
   std::uint64_t n = 0;
   perf_sample s;
+  perf_mmap mm;
   std::string why;
   while (std::getline(in, line)) {
     ++lineno;
     if (trim_copy(line).empty()) continue;
+    if (line.find(": PERF_RECORD_") != std::string::npos) {
+      if (on_mmap && parse_perf_mmap_line(line, mm)) on_mmap(mm);
+      continue;
+    }
     if (!parse_perf_script_line(line, s, why)) {
       throw tool_error(
           exit_invalid,

@@ -189,10 +189,18 @@ struct attr_op {
   std::uint64_t samples = 0;
   std::vector<attr_function> functions;  // as listed (largest first)
 };
+/// A function Lotus's method charged to no op (attribute --json's "coverage").
+struct attr_gap {
+  std::string function, module, join_op, reason;
+  double share = 0;  ///< of the in-op CPU time (of the profile without a join)
+};
 struct attr_doc {
   std::string method, unit;
   std::vector<attr_op> ops;
   double unattributed = 0;
+  bool has_coverage = false;
+  double charged_in_op_share = -1;  ///< < 0: no join in the attribution
+  std::vector<attr_gap> gaps;       ///< largest first; functions outside every op left out
 };
 
 // ---- the page ----

@@ -315,6 +315,31 @@ std::string attribution_html(const attr_doc& a) {
     }
     o += "</td></tr>\n";
   }
+  o += "</table>\n";
+  if (!a.has_coverage) return o;
+  // The mapping's coverage of this run (Lotus's method): what it charged to no op, and where
+  // the join finds that time.
+  constexpr std::size_t k_gaps = 20;
+  o += "<h3>Mapping coverage</h3>\n<p>";
+  o += a.charged_in_op_share >= 0
+           ? "Lotus's method charged " + format_number("%.1f%%", 100 * a.charged_in_op_share) +
+                 " of the CPU time inside op spans to ops."
+           : std::string("No join in this attribution: shares are of the whole profile.");
+  if (a.gaps.empty()) return o + " Every function run inside op spans is in the mapping.</p>\n";
+  o += " Functions charged to no op, with the op whose spans held most of their samples:</p>\n"
+       "<table><tr><th style=\"text-align:left\">function</th><th>share</th><th>join op</th>"
+       "<th style=\"text-align:left\">reason</th></tr>\n";
+  for (std::size_t k = 0; k < a.gaps.size() && k < k_gaps; ++k) {
+    const auto& g = a.gaps[k];
+    o += "<tr><td style=\"text-align:left\"><code>" + h(g.function) + "</code>";
+    if (!g.module.empty()) o += " <small>(" + h(g.module) + ")</small>";
+    o += "</td>" + format_number("<td>%.1f%%</td>", 100 * g.share) + "<td>" +
+         (g.join_op.empty() ? std::string("&ndash;") : h(g.join_op)) +
+         "</td><td style=\"text-align:left\">" + h(g.reason) + "</td></tr>\n";
+  }
+  if (a.gaps.size() > k_gaps)
+    o += "<tr><td colspan=\"4\"><small>+" + std::to_string(a.gaps.size() - k_gaps) +
+         " more</small></td></tr>\n";
   return o + "</table>\n";
 }
 

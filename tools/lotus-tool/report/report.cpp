@@ -85,6 +85,29 @@ attr_doc load_attribution(const std::string& path) {
     }
     d.ops.push_back(std::move(a));
   }
+  if (j.contains("coverage")) {
+    const auto& c = j["coverage"];
+    if (!c.is_object()) throw bad("\"coverage\" is not an object");
+    d.has_coverage = true;
+    d.charged_in_op_share = num(c, "charged_in_op_share", -1, "coverage");
+    const bool joined = c.contains("joined") && c["joined"].is_boolean() && c["joined"].get<bool>();
+    if (c.contains("uncharged_functions")) {
+      if (!c["uncharged_functions"].is_array())
+        throw bad("coverage: \"uncharged_functions\" is not an array");
+      std::size_t k = 0;
+      for (const auto& f : c["uncharged_functions"]) {
+        const std::string fw = "coverage.uncharged_functions[" + std::to_string(k++) + "]";
+        if (!f.is_object()) throw bad(fw + ": not an object");
+        attr_gap g;
+        g.function = str(f, "function", fw);
+        g.module = str(f, "module", fw);
+        g.reason = str(f, "reason", fw);
+        if (f.contains("join_op") && !f["join_op"].is_null()) g.join_op = str(f, "join_op", fw);
+        g.share = num(f, joined ? "in_op_share" : "profile_share", 0, fw);
+        if (g.reason != "outside-ops") d.gaps.push_back(std::move(g));
+      }
+    }
+  }
   return d;
 }
 
