@@ -321,7 +321,11 @@ TEST_CASE("map --collector callgrind is exact: every executed function, inclusiv
     }
     return v;
   };
-  for (const char* op : {"Loader", "RandomResizedCrop", "ToTensor", "Collation"}) {
+  // Not the Loader: libjpeg-turbo picks its SIMD decode functions from CPUID, and Valgrind's
+  // virtual CPU reports other features than the machine's, so Callgrind and perf see different
+  // libjpeg functions for the same decode (seen on a KVM guest: Callgrind's top three were
+  // libjpeg internals, perf's first was memset). The Loader's mapping is checked above by name.
+  for (const char* op : {"RandomResizedCrop", "ToTensor", "Collation"}) {
     const auto c3 = top(m, op, 3), p3 = top(p, op, 3);
     INFO(op);
     REQUIRE(!c3.empty());
