@@ -111,12 +111,8 @@ class scope_timer {
   scope_timer(detail::dynamic_name_tag, std::string_view name) noexcept {
     const int m = detail::active_mode();
     if (m >= detail::mode_tsc) {
-      const record_site* loc = detail::dynamic_location(name);
-      if (loc != nullptr && (m == detail::mode_tsc || m == detail::mode_realtime)) {
-        loc_ = loc;
-        t0_ = detail::now_ticks(m);
-      } else if (loc != nullptr) {
-        const started s = start_slow(m, *loc, 0);
+      if (const record_site* loc = detail::dynamic_location(name)) {
+        const started s = start_slow(m, *loc, 0);  // after a name lookup: a call is noise
         loc_ = s.loc;
         t0_ = s.t0;
       }

@@ -1954,12 +1954,8 @@ class scope_timer {
   scope_timer(detail::dynamic_name_tag, std::string_view name) noexcept {
     const int m = detail::active_mode();
     if (m >= detail::mode_tsc) {
-      const record_site* loc = detail::dynamic_location(name);
-      if (loc != nullptr && (m == detail::mode_tsc || m == detail::mode_realtime)) {
-        loc_ = loc;
-        t0_ = detail::now_ticks(m);
-      } else if (loc != nullptr) {
-        const started s = start_slow(m, *loc, 0);
+      if (const record_site* loc = detail::dynamic_location(name)) {
+        const started s = start_slow(m, *loc, 0);  // after a name lookup: a call is noise
         loc_ = s.loc;
         t0_ = s.t0;
       }
@@ -5180,11 +5176,12 @@ class compose {
 
 namespace detail {
 #ifndef LOTUS_DISABLE
-/// An NVTX range around a part of a span recorded after the fact (LOTUS_NVTX): pushed now,
-/// popped at scope exit, also when the part throws.
+/// An NVTX range around a part of a span recorded after the fact (LOTUS_NVTX): pushed now when
+/// `mode` is an NVTX mode, popped at scope exit (also when the part throws).
 class nvtx_part {
  public:
-  nvtx_part(const record_site& loc, std::uint64_t idx) noexcept : pushed_(nvtx_push(loc, idx)) {}
+  nvtx_part(int mode, const record_site& loc) noexcept
+      : pushed_(mode >= mode_tsc_nvtx && nvtx_push(loc, 0)) {}
   ~nvtx_part() {
     if (pushed_) nvtx_pop();
   }
@@ -5194,29 +5191,6 @@ class nvtx_part {
  private:
   bool pushed_;
 };
-
-/// load_transform with NVTX ranges around the load and the transform.
-template <class Load, class Transform>
-auto load_transform_nvtx(int m, Load& load, Transform& transform) {
-  std::uint64_t l0 = 0, l1 = 0, t0 = 0, t1 = 0;
-  auto sample = [&] {
-    const nvtx_part range(loader_loc, 0);
-    l0 = now_ticks(m);
-    auto r = load();
-    l1 = now_ticks(m);
-    return r;
-  }();
-  auto out = [&] {
-    const nvtx_part range(transform_loc, 0);
-    t0 = now_ticks(m);
-    auto r = transform(std::move(sample));
-    t1 = now_ticks(m);
-    return r;
-  }();
-  emit(loader_loc, l0, l1, 0);
-  emit(transform_loc, t0, t1, 0);
-  return out;
-}
 #endif
 }  // namespace detail
 
@@ -5227,15 +5201,21 @@ auto load_transform(Load&& load, Transform&& transform) {
 #ifndef LOTUS_DISABLE
   const int m = detail::active_mode();
   if (m < detail::mode_tsc) return transform(load());
-  if (LOTUS_DETAIL_UNLIKELY(m >= detail::mode_tsc_nvtx)) {
-    return detail::load_transform_nvtx(m, load, transform);
-  }
-  const std::uint64_t l0 = detail::now_ticks(m);
-  auto sample = load();
-  const std::uint64_t l1 = detail::now_ticks(m);
-  const std::uint64_t t0 = detail::now_ticks(m);
-  auto out = transform(std::move(sample));
-  const std::uint64_t t1 = detail::now_ticks(m);
+  std::uint64_t l0 = 0, l1 = 0, t0 = 0, t1 = 0;
+  auto sample = [&] {
+    const detail::nvtx_part range(m, detail::loader_loc);
+    l0 = detail::now_ticks(m);
+    auto r = load();
+    l1 = detail::now_ticks(m);
+    return r;
+  }();
+  auto out = [&] {
+    const detail::nvtx_part range(m, detail::transform_loc);
+    t0 = detail::now_ticks(m);
+    auto r = transform(std::move(sample));
+    t1 = detail::now_ticks(m);
+    return r;
+  }();
   detail::emit(detail::loader_loc, l0, l1, 0);
   detail::emit(detail::transform_loc, t0, t1, 0);
   return out;

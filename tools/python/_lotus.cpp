@@ -365,23 +365,21 @@ PyObject* py_batch(PyObject*, PyObject* const* args, Py_ssize_t n) {
 // ---- NVTX ranges of lotus.torch's spans (lotus.configure(nvtx=True)) ---------------------------
 // lotus.torch times its spans with _now()/_record(); with NVTX on it also calls these around them.
 
-/// _nvtx_push(name[, idx]): push an NVTX range (domain lotus) on this thread; True when pushed.
-PyObject* py_nvtx_push(PyObject*, PyObject* const* args, Py_ssize_t n) {
-  if (n != 1 && n != 2) {
-    PyErr_SetString(PyExc_TypeError, "_nvtx_push(name[, idx])");
-    return nullptr;
-  }
-  std::uint64_t idx = 0;
-  if (n == 2 && !u64_arg(args[1], idx, "idx")) return nullptr;
-  if (n == 2) {
-    if (lotus::detail::nvtx_push(lotus::detail::batch_preprocessed_loc, idx)) Py_RETURN_TRUE;
-    Py_RETURN_FALSE;
-  }
+/// _nvtx_push(name): push an NVTX range (domain lotus) on this thread; True when pushed.
+PyObject* py_nvtx_push(PyObject*, PyObject* name) {
   std::string_view sv;
-  if (!name_view(args[0], sv, "_nvtx_push")) return nullptr;
+  if (!name_view(name, sv, "_nvtx_push")) return nullptr;
   if (!lotus::detail::nvtx_active()) Py_RETURN_FALSE;
   const lotus::record_site* loc = lotus::detail::dynamic_location(sv);
   if (loc != nullptr && lotus::detail::nvtx_push(*loc, 0)) Py_RETURN_TRUE;
+  Py_RETURN_FALSE;
+}
+
+/// _nvtx_batch_push(idx): push the range BatchPreprocessed_<idx> (payload idx); True when pushed.
+PyObject* py_nvtx_batch_push(PyObject*, PyObject* arg) {
+  std::uint64_t idx = 0;
+  if (!u64_arg(arg, idx, "idx")) return nullptr;
+  if (lotus::detail::nvtx_push(lotus::detail::batch_preprocessed_loc, idx)) Py_RETURN_TRUE;
   Py_RETURN_FALSE;
 }
 
@@ -409,8 +407,9 @@ PyObject* py_nvtx_end(PyObject*, PyObject* arg) {
 }
 
 PyMethodDef module_methods[] = {
-    {"_nvtx_push", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_nvtx_push)),
-     METH_FASTCALL, "_nvtx_push(name[, idx]): push an NVTX range when NVTX is on."},
+    {"_nvtx_push", py_nvtx_push, METH_O, "_nvtx_push(name): push an NVTX range when NVTX is on."},
+    {"_nvtx_batch_push", py_nvtx_batch_push, METH_O,
+     "_nvtx_batch_push(idx): push BatchPreprocessed_<idx> when NVTX is on."},
     {"_nvtx_on", py_nvtx_on, METH_NOARGS, "Whether spans push NVTX ranges now."},
     {"_nvtx_pop", py_nvtx_pop, METH_NOARGS, "_nvtx_pop(): pop the range _nvtx_push pushed."},
     {"_nvtx_wait_start", py_nvtx_wait_start, METH_NOARGS, "NVTX range of a wait (0: off)."},
@@ -528,9 +527,6 @@ PYBIND11_MODULE(_lotus, m) {
   m.def(
       "nvtx_compiled", [] { return lotus::detail::nvtx_compiled(); },
       "Whether this build pushes NVTX ranges when asked (LOTUS_NVTX / configure(nvtx=True)).");
-  m.def(
-      "nvtx_active", [] { return lotus::detail::nvtx_active(); },
-      "Whether spans push NVTX ranges now.");
   m.def("_flush_on_sigterm", &flush_on_sigterm,
         "In a DataLoader worker: flush lotus when SIGTERM arrives, then run the previous handler.");
   m.def("_set_decorator_factory", [](py::object f) {

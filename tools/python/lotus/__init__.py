@@ -20,7 +20,7 @@ import functools as _functools
 import os as _os
 
 from . import _lotus
-from ._lotus import BatchTracker, flush, map_region, nvtx_active, nvtx_compiled, scope, shutdown
+from ._lotus import BatchTracker, flush, map_region, nvtx_compiled, scope, shutdown
 from ._lotus import tracing_enabled
 from ._lotus import collector
 
@@ -71,6 +71,9 @@ def nvtx_injection_path():
                 return p
     return None
 
+
+#: Whether spans push NVTX ranges now (``configure(nvtx=True)`` / ``LOTUS_NVTX=1``).
+nvtx_active = _lotus._nvtx_on
 
 #: Counters of this process; ``recorded == written + dropped`` after ``flush()``.
 TraceStats = _collections.namedtuple("TraceStats", "recorded written dropped sanitized")

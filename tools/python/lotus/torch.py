@@ -213,7 +213,7 @@ def _make_fetch(key):
     def fetch(self, possibly_batched_index):
         idx = _worker_batch
         t0 = _now() if idx is not None and _gate(self.dataset) else 0
-        pushed = t0 and _nvtx_on() and _nvtx_push("BatchPreprocessed", idx)
+        pushed = t0 and _nvtx_on() and _lotus._nvtx_batch_push(idx)
         try:
             data = _original(key)(self, possibly_batched_index)
         finally:
