@@ -42,8 +42,9 @@ void add_attribute_command(CLI::App& app) {
   cmd->add_option("--split", opt->split,
                   "Lotus's method: a function shared by several ops is split by the ops' traced "
                   "times ('time', the paper's), or by traced time x the function's share of each "
-                  "op in the probe's profile ('profile')")
-      ->check(CLI::IsMember({"time", "profile"}))
+                  "op in the probe's profile ('profile'); 'auto': profile with a Callgrind "
+                  "mapping that has cycle estimates, else time")
+      ->check(CLI::IsMember({"auto", "time", "profile"}))
       ->capture_default_str();
   cmd->add_option("--coverage-rows", opt->coverage_rows,
                   "uncharged functions listed in the text coverage section")

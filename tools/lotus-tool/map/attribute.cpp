@@ -193,8 +193,15 @@ attribution lotus_of(const span_set& spans, const attribute_args& opt, mapping& 
         "record with -e cpu-clock:u), so kernel time stays unattributed",
         "lotus-tool attribute");
   }
+  // auto: by profile when the mapping's per-op shares are exact and time-like (a Callgrind
+  // mapping with cycle estimates), else by traced time (the paper's; a sampled mapping's shares
+  // are as noisy as its few samples per op).
+  bool cycles = false;
+  for (const auto& op : m.ops)
+    for (const auto& f : op.functions) cycles = cycles || f.cycles > 0;
+  const bool by_profile = opt.split == "profile" || (opt.split == "auto" && cycles);
   return attribute_lotus(m, p, time_weights(spans),
-                         opt.split == "profile" ? lotus_split::by_profile : lotus_split::by_time);
+                         by_profile ? lotus_split::by_profile : lotus_split::by_time);
 }
 
 // Shares of the whole sampled time: per op, and what no op was charged with (for the join, also
@@ -230,8 +237,9 @@ std::string comparison_text(const attribution& lotus, const attribution& join) {
   for (const auto& kv : l.op) ops.insert(kv.first);
   for (const auto& kv : jv.op) ops.insert(kv.first);
   std::string out =
-      "per-op share of CPU time: Lotus's method (mapping x profile x time weights) vs the join "
-      "(samples in each op's spans)\n";
+      "per-op share of CPU time: Lotus's method (mapping x profile x time weights, shared "
+      "functions split by " +
+      lotus.split + ") vs the join (samples in each op's spans)\n";
   char line[256];
   std::snprintf(line, sizeof line, "%-26s %10s %10s %10s %10s\n", "op", "Lotus", "join", "diff",
                 "trace");

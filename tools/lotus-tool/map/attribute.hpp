@@ -13,7 +13,7 @@ struct attribute_args {
   std::string perf_data;        ///< join: perf.data (perf script is run on it)
   std::string perf_script;      ///< join: ready-made `perf script` text
   std::string probe;            ///< Lotus method: the probe executable (default: the mapping's)
-  std::string split = "time";   ///< Lotus method: shared functions split by time|profile
+  std::string split = "auto";   ///< Lotus method: shared functions split by auto|time|profile
   std::string trace;            ///< trace directory
   std::string prefix;           ///< trace prefix filter
   std::string format = "text";  ///< text|json|csv

@@ -72,10 +72,50 @@ bool valid_position(const std::string& t) {
 struct fn_acc {
   std::string function, module;
   std::uint64_t self = 0;
+  std::uint64_t est = 0;  // estimated cycles (cache/branch simulation), self
   std::uint64_t calls_cost = 0;
   bool defined = false;  // seen as fn= (not only as cfn=)
   std::uint64_t incoming = 0;
+  std::map<std::uint64_t, std::pair<std::uint64_t, std::uint64_t>> at;  // (Ir, est) by address
 };
+
+// KCachegrind's cycle estimate from Callgrind's simulated events: Ir + 10 x (L1 misses + branch
+// mispredictions) + 100 x last-level misses. Weights per event column; empty without simulation.
+std::vector<std::uint64_t> estimate_weights(const std::vector<std::string>& events) {
+  std::vector<std::uint64_t> w(events.size(), 0);
+  bool simulated = false;
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    const std::string& e = events[i];
+    if (e == "Ir") {
+      w[i] = 1;
+    } else if (e == "I1mr" || e == "D1mr" || e == "D1mw" || e == "Bcm" || e == "Bim") {
+      w[i] = 10;
+      simulated = true;
+    } else if (e == "ILmr" || e == "DLmr" || e == "DLmw") {
+      w[i] = 100;
+      simulated = true;
+    }
+  }
+  if (!simulated) w.clear();
+  return w;
+}
+
+bool bare_address(const std::string& f) {
+  return f.size() > 2 && f.compare(0, 2, "0x") == 0 &&
+         f.find_first_not_of("0123456789abcdefABCDEF", 2) == std::string::npos;
+}
+
+// The instruction address a position token names: absolute (hex or decimal), relative to the
+// last one ("+n", "-n") or the same ("*").
+std::uint64_t next_address(const std::string& t, std::uint64_t last) {
+  if (t == "*") return last;
+  const bool rel = t[0] == '+' || t[0] == '-';
+  const std::string num = rel ? t.substr(1) : t;
+  const std::uint64_t v = num.compare(0, 2, "0x") == 0 ? std::strtoull(num.c_str() + 2, nullptr, 16)
+                                                       : std::strtoull(num.c_str(), nullptr, 10);
+  if (!rel) return v;
+  return t[0] == '+' ? last + v : last - v;
+}
 
 }  // namespace
 
@@ -84,6 +124,9 @@ callgrind_dump parse_callgrind(std::istream& in, const std::string& source) {
   dump.profile.unit = "Ir";
   name_table obs, files, fns;
   std::size_t npos = 1;  // position columns ("positions: line" by default)
+  bool instr = false;    // the first position is an instruction address (--dump-instr=yes)
+  std::uint64_t addr = 0;
+  std::vector<std::uint64_t> est_w;  // estimate_weights of the events: line
   std::map<std::pair<std::string, std::string>, fn_acc> acc;
   fn_acc* cur = nullptr;
   std::string cur_ob, cob, cfn;
@@ -113,10 +156,14 @@ callgrind_dump parse_callgrind(std::istream& in, const std::string& source) {
       for (std::size_t i = 0; i < npos; ++i) {
         if (!(ss >> tok) || !valid_position(tok))
           throw bad("bad position in cost line '" + line + "'");
+        if (i == 0 && instr) addr = next_address(tok, addr);
       }
-      std::uint64_t cost = 0;
-      if (ss >> tok) {
-        if (!parse_u64(tok, cost)) throw bad("bad cost '" + tok + "'");
+      std::uint64_t cost = 0, est = 0;
+      for (std::size_t e = 0; ss >> tok; ++e) {
+        std::uint64_t v = 0;
+        if (!parse_u64(tok, v)) throw bad("bad cost '" + tok + "'");
+        if (e == 0) cost = v;
+        if (e < est_w.size()) est += est_w[e] * v;
       }
       if (next == next_kind::jump) {
         next = next_kind::cost;
@@ -137,6 +184,12 @@ callgrind_dump parse_callgrind(std::istream& in, const std::string& source) {
         next = next_kind::cost;
       } else {
         cur->self += cost;
+        cur->est += est;
+        if (instr && cost != 0 && bare_address(cur->function)) {
+          auto& a = cur->at[addr];
+          a.first += cost;
+          a.second += est;
+        }
       }
       seen_body = true;
       continue;
@@ -182,11 +235,17 @@ callgrind_dump parse_callgrind(std::istream& in, const std::string& source) {
         std::istringstream ss(val);
         std::string t;
         npos = 0;
-        while (ss >> t) ++npos;
+        while (ss >> t) {
+          if (npos == 0) instr = t == "instr";
+          ++npos;
+        }
         if (npos == 0) throw bad("empty positions:");
       } else if (key == "events") {
         std::istringstream ss(val);
-        ss >> dump.event;
+        std::vector<std::string> events;
+        for (std::string t; ss >> t;) events.push_back(t);
+        if (!events.empty()) dump.event = events[0];
+        est_w = estimate_weights(events);
       } else if (key == "desc") {
         const std::string trig = "Trigger:";
         if (val.rfind(trig, 0) == 0) dump.trigger = trim_copy(val.substr(trig.size()));
@@ -212,6 +271,12 @@ callgrind_dump parse_callgrind(std::istream& in, const std::string& source) {
     f.function = a.function;
     f.module = a.module;
     f.self = static_cast<double>(a.self);
+    if (!est_w.empty()) f.metrics[cycle_estimate_metric] = static_cast<double>(a.est);
+    if (!a.at.empty()) {
+      auto& at = dump.profile.at[function_key(f)];
+      for (const auto& [where, cost] : a.at)
+        at[where] = {static_cast<double>(cost.first), static_cast<double>(cost.second)};
+    }
     f.inclusive =
         a.defined ? static_cast<double>(a.self + a.calls_cost) : static_cast<double>(a.incoming);
     if (f.inclusive == 0 && f.self == 0 && !a.defined && a.incoming == 0) continue;

@@ -327,6 +327,20 @@ void symbolize_addresses(function_profile& p,
   std::map<std::string, elf_functions> cache;
   std::vector<function_cost> out;
   std::map<std::pair<std::string, std::string>, std::size_t> index;
+  std::vector<function_cost> extra;  // split off by address; merged after the rows
+  auto merge = [&](function_cost& r) {
+    const auto key = std::make_pair(r.function, r.module);
+    const auto it = index.find(key);
+    if (it == index.end()) {
+      index.emplace(key, out.size());
+      out.push_back(std::move(r));
+    } else {
+      out[it->second].self += r.self;
+      out[it->second].inclusive += r.inclusive;
+      out[it->second].samples += r.samples;
+      for (const auto& [name, v] : r.metrics) out[it->second].metrics[name] += v;
+    }
+  };
   for (auto& r : p.rows) {
     const bool bare =
         r.function.size() > 2 && r.function.size() <= 18 && r.function.compare(0, 2, "0x") == 0 &&
@@ -340,22 +354,40 @@ void symbolize_addresses(function_profile& p,
           c = cache.emplace(path, elf_functions{}).first;
           c->second.load(path);
         }
+        const auto at = p.at.find(function_key(r));
         const std::string n = c->second.name_for(std::stoull(r.function, nullptr, 16));
         if (!n.empty()) r.function = n;
+        // Cost Callgrind charged to this function at addresses of other code (assembly without
+        // symbols that it called): a row of its own, named as a sample there would be.
+        std::map<std::string, std::pair<double, double>> moved;
+        if (at != p.at.end())
+          for (const auto& [where, cost] : at->second) {
+            const std::string m = c->second.name_for(where);
+            if (m.empty() || m == r.function) continue;
+            moved[m].first += cost.first;
+            moved[m].second += cost.second;
+          }
+        for (const auto& [name, cost] : moved) {
+          function_cost x;
+          x.function = name;
+          x.module = r.module;
+          x.self = x.inclusive = cost.first;
+          r.self -= cost.first;
+          r.inclusive -= cost.first;
+          const auto est = r.metrics.find(cycle_estimate_metric);
+          if (est != r.metrics.end()) {
+            x.metrics[cycle_estimate_metric] = cost.second;
+            est->second -= cost.second;
+          }
+          extra.push_back(std::move(x));
+        }
       }
     }
-    const auto key = std::make_pair(r.function, r.module);
-    const auto it = index.find(key);
-    if (it == index.end()) {
-      index.emplace(key, out.size());
-      out.push_back(r);
-    } else {
-      out[it->second].self += r.self;
-      out[it->second].inclusive += r.inclusive;
-      out[it->second].samples += r.samples;
-    }
+    merge(r);
   }
+  for (auto& x : extra) merge(x);
   p.rows = std::move(out);
+  p.at.clear();
 }
 
 std::map<std::string, std::string> program_modules(const std::string& program) {

@@ -402,7 +402,16 @@ run_outcome callgrind_strategy::profile(const run_context& ctx, const std::strin
   for (const auto& f : list_dir(dir))
     if (f.rfind("cg.out.", 0) == 0) ::unlink((dir + "/" + f).c_str());
   spec.env.emplace_back("LOTUS_COLLECTOR", "callgrind");
-  std::vector<std::string> argv{ctx.tool, "--tool=callgrind", "--instr-atstart=no",
+  // --dump-instr: costs by instruction address, so code without symbols that Callgrind charges
+  // to the function that called it (libjpeg-turbo's SIMD assembly) is named by where it is.
+  // Cache and branch simulation: the cycle estimate that `attribute --split profile` splits
+  // shared functions by (instruction counts undercount memory-bound code such as memset).
+  std::vector<std::string> argv{ctx.tool,
+                                "--tool=callgrind",
+                                "--instr-atstart=no",
+                                "--dump-instr=yes",
+                                "--cache-sim=yes",
+                                "--branch-sim=yes",
                                 "--callgrind-out-file=" + dir + "/cg.out.%p"};
   argv.insert(argv.end(), ctx.probe_argv.begin(), ctx.probe_argv.end());
   spec.argv = argv;
@@ -440,6 +449,14 @@ run_outcome callgrind_strategy::profile(const run_context& ctx, const std::strin
       }
       m.self += row.self;
       m.inclusive += row.inclusive;
+      for (const auto& [name, v] : row.metrics) m.metrics[name] += v;
+    }
+    for (const auto& [key, at] : d.profile.at) {
+      for (const auto& [where, cost] : at) {
+        auto& a = prof.at[key][where];
+        a.first += cost.first;
+        a.second += cost.second;
+      }
     }
   }
   if (dumps == 0) {

@@ -70,6 +70,8 @@ void mapping_builder::add_run(const std::string& name, const function_profile& p
     f.self += r.self;
     f.inclusive += r.inclusive;
     f.samples += r.samples;
+    if (const auto est = r.metrics.find(cycle_estimate_metric); est != r.metrics.end())
+      f.cycles += est->second;
     ++f.runs_seen;
   }
 }
@@ -135,6 +137,7 @@ nlohmann::json mapping_to_json(const mapping& m) {
       if (m.unit == "Ir") {
         jf["inclusive"] = f.inclusive;
         jf["inclusive_share"] = o.total > 0 ? f.inclusive / o.total : 0.0;
+        if (f.cycles > 0) jf["cycles"] = f.cycles;
       } else {
         jf["samples"] = f.samples;
       }
@@ -209,6 +212,7 @@ mapping mapping_from_json(const nlohmann::json& j, const std::string& source) {
         if (it != jf.end() && it->is_object()) {
           f.self = it->value("self", 0.0);
           f.inclusive = it->value("inclusive", 0.0);
+          f.cycles = it->value("cycles", 0.0);
           f.samples = it->value("samples", std::uint64_t{0});
           f.runs_seen = it->value("runs_seen", 0u);
         }
@@ -224,22 +228,28 @@ attribution attribute_lotus(const mapping& m, const function_profile& profile,
                             const std::map<std::string, double>& weights, lotus_split split) {
   attribution a;
   a.method = "lotus";
+  a.split = split == lotus_split::by_profile ? "profile" : "time";
   a.unit = profile.unit;
   // Matched by function_identity: the probe's functions by name (the real program is another
   // binary), libraries without their version, ifunc variants folded.
   std::map<std::string, std::vector<std::string>> func_ops;  // identity → ops mapping it
   // split == by_profile: each op's share of a function in the probe's profile of that op
   // (self / the op's total), by identity and by plain name.
+  // A Callgrind mapping made with cache simulation gives shares of estimated cycles, which
+  // track time where instruction counts do not (memset, memcpy).
   std::map<std::string, std::map<std::string, double>> probe_share;
   auto plain = [](const std::string& f) { return strip_parameters(strip_symbol_version(f)); };
   for (const auto& o : m.ops) {
+    double cycles = 0;
+    for (const auto& f : o.functions) cycles += f.cycles;
     for (const auto& f : o.functions) {
       const std::string id = function_identity(f.function, f.module);
       auto& v = func_ops[id];
       if (std::find(v.begin(), v.end(), o.op) == v.end()) v.push_back(o.op);
-      if (o.total > 0 && f.self > 0) {
-        probe_share[id][o.op] += f.self / o.total;
-        probe_share["\n" + plain(f.function)][o.op] += f.self / o.total;
+      const double share = cycles > 0 ? f.cycles / cycles : o.total > 0 ? f.self / o.total : 0.0;
+      if (share > 0) {
+        probe_share[id][o.op] += share;
+        probe_share["\n" + plain(f.function)][o.op] += share;
       }
     }
   }
@@ -367,7 +377,8 @@ std::string attribution_text(const attribution& a, std::size_t top) {
   std::ostringstream os;
   os << "per-op attribution ("
      << (a.method == "join" ? "join: perf samples × trace spans"
-                            : "Lotus: mapping × profile × time weights")
+                            : "Lotus: mapping × profile × time weights, shared functions split by " +
+                                  a.split)
      << ")\n";
   char line[512];
   std::snprintf(line, sizeof line, "%-28s %16s %8s %8s %9s\n", "op", "value", "share", "trace",
@@ -402,6 +413,7 @@ std::string attribution_text(const attribution& a, std::size_t top) {
 nlohmann::json attribution_json(const attribution& a) {
   nlohmann::json j;
   j["method"] = a.method;
+  if (!a.split.empty()) j["split"] = a.split;
   j["unit"] = a.unit;
   j["ops"] = nlohmann::json::array();
   for (const auto& o : a.ops) {

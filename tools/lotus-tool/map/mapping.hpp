@@ -20,6 +20,7 @@ struct mapped_function {
   std::uint64_t samples = 0;
   unsigned runs_seen = 0;
   std::vector<std::string> variants;  ///< ifunc variants folded into `function` (detail)
+  double cycles = 0;  ///< Callgrind's cycle estimate (cache/branch simulation), summed; 0 if none
 };
 
 struct op_map {
@@ -91,6 +92,7 @@ struct op_attribution {
 };
 struct attribution {
   std::string method;  ///< "lotus" or "join"
+  std::string split;   ///< Lotus's method: how shared functions were split ("time", "profile")
   std::string unit;
   std::vector<op_attribution> ops;  ///< sorted by value, descending
   double unattributed = 0;          ///< profile cost not charged to any op

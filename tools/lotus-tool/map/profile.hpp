@@ -35,7 +35,17 @@ struct function_profile {
   std::vector<function_cost> rows;
   std::string unit;  ///< "ns" (CPU time) or "Ir" (instructions)
   double total = 0;  ///< sum of `self` over all rows (or the report's own total when it has one)
+  /// Self cost by object-relative instruction address of the rows Callgrind names by a bare
+  /// address (code without symbols), by function_key: Callgrind charges unnamed code that such a
+  /// function calls (hand-written assembly) to it; symbolize_addresses names each address by the
+  /// code that holds it.
+  std::map<std::string, std::map<std::uint64_t, std::pair<double, double>>> at;  ///< (self, est)
 };
+
+/// The metric Callgrind's rows carry when it simulated caches and branches: estimated cycles
+/// (Ir + 10 x (L1 misses + mispredicted branches) + 100 x last-level misses), a closer stand-in
+/// for time than instructions for memory-bound code such as memset.
+inline constexpr const char* cycle_estimate_metric = "CEst";
 
 /// "function|module", the key Lotus's mapping JSON uses.
 inline std::string function_key(const function_cost& f) { return f.function + "|" + f.module; }
