@@ -330,6 +330,37 @@ TEST_CASE("Lotus attribution --split profile: traced time x the function's share
   const auto q = attribute_lotus(m, p, w, lotus_split::by_profile);
   REQUIRE(find_op(q, "Collation")->value == Approx(800.0 + 50.0));
   REQUIRE(find_op(q, "Loader")->value == Approx(100.0 + 50.0));
+  REQUIRE(q.split == "profile");
+  REQUIRE(t.split == "time");
+}
+
+TEST_CASE("Lotus attribution --split profile: a Callgrind mapping's cycle estimates, not its Ir",
+          "[map][attribute]") {
+  // Callgrind counts memset's stores as instructions: 50 % of Collation's Ir and 20 % of
+  // ToTensor's, but its cache misses make it 80 % and 20 % of their estimated cycles. The split
+  // follows the cycles (4:1 with equal traced times), not the instructions (5:2).
+  const auto j = nlohmann::json::parse(R"({
+    "op_to_func": {"Collation": ["memset|libc.so.6", "memcpy|libc.so.6"],
+                   "ToTensor": ["memset|libc.so.6", "to_tensor|app"]},
+    "common_funcs_to_op": {},
+    "lotus": {"collector": "callgrind", "unit": "Ir", "ops": {
+      "Collation": {"total": 200, "functions": {"memset|libc.so.6": {"self": 100, "cycles": 800},
+                                                "memcpy|libc.so.6": {"self": 100, "cycles": 200}}},
+      "ToTensor": {"total": 500, "functions": {"memset|libc.so.6": {"self": 100, "cycles": 200},
+                                               "to_tensor|app": {"self": 400, "cycles": 800}}}}}})");
+  const mapping m = mapping_from_json(j, "m.json");
+  REQUIRE(m.ops[0].functions[0].cycles > 0);
+  function_profile p;
+  p.unit = "ns";
+  p.rows = {{"__memset_avx512_unaligned_erms", "libc.so.6", 1000, 0, 10, {}}};
+  const std::map<std::string, double> w{{"Collation", 1.0}, {"ToTensor", 1.0}};
+  const auto q = attribute_lotus(m, p, w, lotus_split::by_profile);
+  REQUIRE(find_op(q, "Collation")->value == Approx(800.0));
+  REQUIRE(find_op(q, "ToTensor")->value == Approx(200.0));
+  // The mapping JSON round-trips the estimates.
+  const mapping back = mapping_from_json(mapping_to_json(m), "again.json");
+  const auto r = attribute_lotus(back, p, w, lotus_split::by_profile);
+  REQUIRE(find_op(r, "Collation")->value == Approx(800.0));
 }
 
 TEST_CASE("coverage reasons: a library the probe loaded at run time, one it never loads",

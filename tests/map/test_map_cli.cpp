@@ -279,6 +279,22 @@ TEST_CASE("map --collector callgrind is exact: every executed function, inclusiv
   check_exclusive(m);
   REQUIRE(m["lotus"]["unit"] == "Ir");
   REQUIRE(m["lotus"]["ops"]["Loader"]["runs"] == 1);
+  // Cache and branch simulation: every function has a cycle estimate of at least its Ir, and
+  // memset (stores that miss) costs more per instruction than the resize loop.
+  double memset_ratio = 0, resize_ratio = 0;
+  for (const auto& [op, o] : m["lotus"]["ops"].items()) {
+    for (const auto& [key, f] : o["functions"].items()) {
+      INFO(op << " " << key);
+      REQUIRE(f.contains("cycles"));
+      REQUIRE(f["cycles"].get<double>() >= f["self"].get<double>());
+      const double ratio = f["cycles"].get<double>() / std::max(1.0, f["self"].get<double>());
+      if (op == "RandomResizedCrop" && key.rfind("memset|", 0) == 0) memset_ratio = ratio;
+      if (op == "RandomResizedCrop" && key.rfind("lotus_examples::resize_bilinear(", 0) == 0)
+        resize_ratio = ratio;
+    }
+  }
+  REQUIRE(resize_ratio > 0);
+  REQUIRE(memset_ratio > resize_ratio);
   // The collector control (resume/pause's mutex, errno, client requests) and the probe's own
   // enclosing frame (main) are never mapped, nor shared between ops.
   check_no_control(m);
@@ -547,6 +563,33 @@ TEST_CASE("attribute by Lotus's method with a VTune CSV and a trace", "[map][att
   REQUIRE(a["ops"][0]["value"].get<double>() == Approx(1.5e9 + 0.6e9));
   REQUIRE(a["ops"][1]["value"].get<double>() == Approx(0.5e9 + 0.1e9));
   REQUIRE(a["unattributed"]["value"].get<double>() == Approx(0.1e9));
+  REQUIRE(a["split"] == "time");  // auto: the mapping has no cycle estimates
+  {
+    // A Callgrind mapping with cycle estimates: auto splits by them (memmove: 6 x 0.1 for the
+    // Loader, 1 x 0.6 for RandomResizedCrop → 1:1); --split time keeps the paper's 6:1.
+    std::ofstream mj(dir + "/cg.json");
+    mj << R"({"op_to_func": {"Loader": ["decode_mcu|libjpeg.so.9", "__memmove_avx_unaligned_erms|libc.so.6"],
+             "RandomResizedCrop": ["ImagingResampleHorizontal_8bpc|_imaging.so", "__memmove_avx_unaligned_erms|libc.so.6"]},
+             "common_funcs_to_op": {},
+             "lotus": {"collector": "callgrind", "unit": "Ir", "ops": {
+               "Loader": {"total": 10, "functions": {"decode_mcu|libjpeg.so.9": {"self": 9, "cycles": 90},
+                                                     "__memmove_avx_unaligned_erms|libc.so.6": {"self": 1, "cycles": 10}}},
+               "RandomResizedCrop": {"total": 10, "functions": {"ImagingResampleHorizontal_8bpc|_imaging.so": {"self": 9, "cycles": 40},
+                                                                "__memmove_avx_unaligned_erms|libc.so.6": {"self": 1, "cycles": 60}}}}}})";
+  }
+  r = tool(dir, {"attribute", "--mapping", dir + "/cg.json", "--profile", dir + "/profile.csv",
+                 "--trace", dir + "/trace", "--json"});
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const json c = json::parse(r.out);
+  REQUIRE(c["split"] == "profile");
+  REQUIRE(c["ops"][0]["value"].get<double>() == Approx(1.5e9 + 0.35e9));
+  REQUIRE(c["ops"][1]["value"].get<double>() == Approx(0.5e9 + 0.35e9));
+  r = tool(dir, {"attribute", "--mapping", dir + "/cg.json", "--profile", dir + "/profile.csv",
+                 "--trace", dir + "/trace", "--json", "--split", "time"});
+  REQUIRE(r.code == 0);
+  REQUIRE(json::parse(r.out)["split"] == "time");
+  REQUIRE(json::parse(r.out)["ops"][0]["value"].get<double>() == Approx(1.5e9 + 0.6e9));
   r = tool(dir, {"attribute", "--mapping", dir + "/mapping.json", "--profile", dir + "/profile.csv",
                  "--trace", dir + "/trace"});
   REQUIRE(r.code == 0);

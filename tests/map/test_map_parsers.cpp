@@ -145,6 +145,50 @@ TEST_CASE("callgrind.out: exclusive and inclusive Ir agree with callgrind_annota
   REQUIRE(sum == 12079.0);
 }
 
+TEST_CASE("callgrind.out: instruction addresses and the cycle estimate", "[map][callgrind]") {
+  // --dump-instr=yes --cache-sim=yes --branch-sim=yes: positions "instr line", absolute and
+  // relative addresses, "*" for the same one; 13 events. A function named by a bare address
+  // keeps its cost by address (Callgrind charges the unnamed code it calls to it); the estimate
+  // is Ir + 10 x (I1mr + D1mr + D1mw + Bcm + Bim) + 100 x (ILmr + DLmr + DLmw).
+  std::istringstream in(R"(# callgrind format
+version: 1
+positions: instr line
+events: Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw Bc Bcm Bi Bim
+ob=(1) /usr/lib/libx.so.1
+fn=(1) 0x0000000000001000
+0x1000 0 10 0 0 1 0 0 1 0 0 0 0 0 0
++4 0 5
+0x5000 0 100 0 100 0 0 2 0 0 2 40 3
+* 0 1
+fn=(2) named
+-16 0 7
+cfn=(1)
+calls=1 0x1000 0
+* 0 3
+)");
+  const auto d = parse_callgrind(in, "instr.out");
+  const auto* bare = find_fn(d.profile, "0x0000000000001000", "libx.so.1");
+  REQUIRE(bare != nullptr);
+  REQUIRE(bare->self == 116.0);
+  REQUIRE(bare->metrics.at(cycle_estimate_metric) == 120.0 + 5.0 + 350.0 + 1.0);
+  const auto& at = d.profile.at.at("0x0000000000001000|libx.so.1");
+  REQUIRE(at.size() == 3);
+  REQUIRE(at.at(0x1000) == std::make_pair(10.0, 120.0));
+  REQUIRE(at.at(0x1004) == std::make_pair(5.0, 5.0));
+  REQUIRE(at.at(0x5000) == std::make_pair(101.0, 351.0));
+  const auto* named = find_fn(d.profile, "named", "libx.so.1");
+  REQUIRE(named != nullptr);
+  REQUIRE(named->self == 7.0);  // at 0x4ff0; its call's cost is inclusive only
+  REQUIRE(named->inclusive == 10.0);
+  REQUIRE(named->metrics.at(cycle_estimate_metric) == 7.0);
+  REQUIRE(d.profile.at.count("named|libx.so.1") == 0);
+  // Without simulated events there is no estimate.
+  std::istringstream plain("events: Ir\nfn=f\n3 9\n");
+  const auto q = parse_callgrind(plain, "plain.out");
+  REQUIRE(q.profile.rows.size() == 1);
+  REQUIRE(q.profile.rows[0].metrics.empty());
+}
+
 TEST_CASE("callgrind.out: malformed input names the line", "[map][callgrind]") {
   std::istringstream in("version: 1\nevents: Ir\nfn=(1) f\n12 abc\n");
   try {
@@ -342,6 +386,12 @@ namespace {
 __attribute__((noinline)) int elf_probe_static(int x) { return x * 3 + 1; }
 }  // namespace
 
+// Hand-written assembly as libjpeg-turbo's SIMD code is: no FUNC symbol (a hidden label, gone
+// when stripped) and no unwind info, after a function that has both.
+asm(".text\n.p2align 4\n.globl lotus_test_asm_stretch\n.hidden lotus_test_asm_stretch\n"
+    "lotus_test_asm_stretch:\n nop\n nop\n nop\n ret\n");
+extern "C" void lotus_test_asm_stretch();
+
 TEST_CASE("ELF function names for addresses, with and without symbols", "[map][elf]") {
   Dl_info info{};
   const auto fn = reinterpret_cast<void*>(&elf_probe_static);
@@ -376,6 +426,53 @@ TEST_CASE("ELF function names for addresses, with and without symbols", "[map][e
   REQUIRE(p.rows[0].function == want);
   REQUIRE(p.rows[0].self == 7.0);
   REQUIRE(p.rows[0].samples == 2);
+  {
+    // Callgrind charges the assembly a function calls to that function (its name is a bare
+    // address in stripped code); by address, that cost is named as a perf sample there is: the
+    // stretch that starts where the function before it ends.
+    const auto asm_addr = reinterpret_cast<std::uintptr_t>(&lotus_test_asm_stretch) -
+                          reinterpret_cast<std::uintptr_t>(info.dli_fbase);
+    const std::uint64_t gap = no_syms.gap_start(asm_addr + 1);
+    REQUIRE(gap != 0);
+    REQUIRE(gap <= asm_addr);
+    char stretch[40], caller[40];
+    std::snprintf(stretch, sizeof stretch, "func@0x%llx", static_cast<unsigned long long>(gap));
+    REQUIRE(no_syms.name_for(asm_addr + 1) == stretch);
+    std::snprintf(caller, sizeof caller, "0x%016llx", static_cast<unsigned long long>(addr));
+    function_profile cg;
+    function_cost row;
+    row.function = caller;
+    row.module = "stripped";
+    row.self = row.inclusive = 10;
+    row.metrics[cycle_estimate_metric] = 100;
+    cg.rows = {row};
+    cg.at[std::string(caller) + "|stripped"] = {{addr, {4, 40}}, {addr + 2, {2, 20}},
+                                                {asm_addr, {3, 30}}, {asm_addr + 2, {1, 10}}};
+    symbolize_addresses(cg, {{"stripped", stripped}});
+    REQUIRE(cg.rows.size() == 2);
+    const auto* own = find_fn(cg, want, "stripped");
+    const auto* moved = find_fn(cg, stretch, "stripped");
+    REQUIRE(own != nullptr);
+    REQUIRE(moved != nullptr);
+    REQUIRE(own->self == 6.0);
+    REQUIRE(own->metrics.at(cycle_estimate_metric) == 60.0);
+    REQUIRE(moved->self == 4.0);
+    REQUIRE(moved->metrics.at(cycle_estimate_metric) == 40.0);
+    REQUIRE(cg.at.empty());
+    // A run's perf sample in the stretch takes the same name with the mapping's names known.
+    function_profile run;
+    char sample[40];
+    std::snprintf(sample, sizeof sample, "0x%016llx",
+                  static_cast<unsigned long long>(asm_addr + 3));
+    function_cost s;
+    s.function = sample;
+    s.module = "stripped";
+    s.self = 1;
+    run.rows = {s};
+    symbolize_addresses_like(run, cg.rows, {{"stripped", stripped}});
+    REQUIRE(run.rows.size() == 1);
+    REQUIRE(run.rows[0].function == stretch);
+  }
   // A separate debug file (objcopy --only-keep-debug + --add-gnu-debuglink, as Debian's -dbgsym
   // packages are made) gives the stripped copy its names back: elfutils follows the debug link.
   const std::string dir = std::string("/tmp/lotus_map_dbg_") + std::to_string(::getpid());
