@@ -18,6 +18,7 @@ decode paths the mapping sees are the run's (examples/probes/README.md).
 """
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 
@@ -76,16 +77,29 @@ def main(argv=None):
 
     from PIL import Image
     import torch
-    from torch.utils.data import default_collate
-    from torchvision import transforms as T
-    from torchvision.datasets.folder import pil_loader
-    import lotus
 
     torch.set_num_threads(1)  # as in a DataLoader worker
     path = a.image
+    tmp = None  # the generated image's directory, removed on the way out
     if paths is None and path is None:
-        path = os.path.join(tempfile.mkdtemp(prefix="lotus_probe_"), "image.jpg")
-        Image.effect_noise((a.size, a.size), 60).convert("RGB").save(path, quality=90)
+        tmp = tempfile.mkdtemp(prefix="lotus_probe_")
+        path = os.path.join(tmp, "image.jpg")
+    try:
+        if tmp is not None:
+            Image.effect_noise((a.size, a.size), 60).convert("RGB").save(path, quality=90)
+        run_ops(a, paths, path)
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+def run_ops(a, paths, path):
+    import lotus
+    from torch.utils.data import default_collate
+    from torchvision import transforms as T
+    from torchvision.datasets.folder import pil_loader
+
     rrc, flip = T.RandomResizedCrop(224), T.RandomHorizontalFlip(p=1.0)
     to_tensor = T.ToTensor()
     normalize = T.Normalize(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225])
@@ -105,7 +119,6 @@ def main(argv=None):
         batch = [(x, 0)] * a.batch
         with lotus.map_region("Collation"):
             default_collate(batch)
-    return 0
 
 
 if __name__ == "__main__":

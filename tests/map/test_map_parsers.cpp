@@ -446,8 +446,8 @@ TEST_CASE("ELF function names for addresses, with and without symbols", "[map][e
     row.self = row.inclusive = 10;
     row.metrics[cycle_estimate_metric] = 100;
     cg.rows = {row};
-    cg.at[std::string(caller) + "|stripped"] = {{addr, {4, 40}}, {addr + 2, {2, 20}},
-                                                {asm_addr, {3, 30}}, {asm_addr + 2, {1, 10}}};
+    cg.at[std::string(caller) + "|stripped"] = {
+        {addr, {4, 40}}, {addr + 2, {2, 20}}, {asm_addr, {3, 30}}, {asm_addr + 2, {1, 10}}};
     symbolize_addresses(cg, {{"stripped", stripped}});
     REQUIRE(cg.rows.size() == 2);
     const auto* own = find_fn(cg, want, "stripped");

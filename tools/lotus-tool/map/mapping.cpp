@@ -376,9 +376,9 @@ std::string pct(double x) {
 std::string attribution_text(const attribution& a, std::size_t top) {
   std::ostringstream os;
   os << "per-op attribution ("
-     << (a.method == "join" ? "join: perf samples × trace spans"
-                            : "Lotus: mapping × profile × time weights, shared functions split by " +
-                                  a.split)
+     << (a.method == "join"
+             ? "join: perf samples × trace spans"
+             : "Lotus: mapping × profile × time weights, shared functions split by " + a.split)
      << ")\n";
   char line[512];
   std::snprintf(line, sizeof line, "%-28s %16s %8s %8s %9s\n", "op", "value", "share", "trace",
