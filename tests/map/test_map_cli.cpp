@@ -358,6 +358,43 @@ TEST_CASE("map --collector callgrind is exact: every executed function, inclusiv
   }
 }
 
+TEST_CASE("Lotus's method with a Callgrind mapping on a recorded run: close to the join",
+          "[map][callgrind][perf][attribute]") {
+  // The default Callgrind mapping of the image probe (cycle estimates; libjpeg-turbo's assembly
+  // named by its stretch) on a real run of the pipeline: nearly all in-op CPU time is charged
+  // and, split by the cycle estimates (--split auto), every op's share is near the join's.
+  // Measured within 1.6 points (bench/map/mapping_accuracy.sh: 1.4); stated tolerance 5.
+  const std::string dir = make_dir();
+  auto r = tool(dir, {"map", "--collector", "callgrind", "-o", dir + "/m.json", "--", IMAGE_PROBE,
+                      "-s", "1", "-d", probe_data_dir()});
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  const std::string pipe = dir + "/pipe";
+  run_spec gen;
+  gen.argv = {IMAGE_PIPELINE, "-o", pipe, "-n", "96", "-q", "--no-trace"};
+  gen.stdout_path = dir + "/gen.out";
+  gen.stderr_path = dir + "/gen.err";
+  REQUIRE(run_process(gen).ok());
+  r = tool(dir, {"record", "-o", dir + "/rec", "-F", "4999", "-e", "cpu-clock:u", "--",
+                 IMAGE_PIPELINE, "-o", pipe, "-n", "96", "-w", "2", "-e", "2", "-q"});
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  r = tool(dir, {"attribute", dir + "/rec", "--trace", pipe + "/trace", "--mapping",
+                 dir + "/m.json", "--json"});
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const json a = json::parse(r.out);
+  REQUIRE(a["split"] == "profile");
+  const double charged = a["coverage"]["charged_in_op_share"].get<double>();
+  INFO("charged " << charged);
+  CHECK(charged >= 0.95);
+  for (const auto& [op, share] : a["shares"]["ops"].items()) {
+    const double j = a["join"]["shares"]["ops"].value(op, 0.0);
+    INFO(op << ": Lotus " << share.get<double>() << ", join " << j);
+    CHECK(std::abs(share.get<double>() - j) <= 0.05);
+  }
+}
+
 TEST_CASE("map with a stand-in VTune: command lines checked, CSV parsed, partial results",
           "[map][vtune]") {
   const std::string dir = make_dir();
