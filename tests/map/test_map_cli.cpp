@@ -138,6 +138,18 @@ std::string probe_data_dir() {
   return d;
 }
 
+// The image pipeline's generated dataset of n images in dir/pipe, made before a recorded run so
+// that the run is the pipeline alone. Returns dir/pipe.
+std::string pipeline_dataset(const std::string& dir, const char* n) {
+  const std::string pipe = dir + "/pipe";
+  run_spec gen;
+  gen.argv = {IMAGE_PIPELINE, "-o", pipe, "-n", n, "-q", "--no-trace"};
+  gen.stdout_path = dir + "/gen.out";
+  gen.stderr_path = dir + "/gen.err";
+  REQUIRE(run_process(gen).ok());
+  return pipe;
+}
+
 }  // namespace
 
 // The summary table's row of `op`: execs, samples, control (columns 2..4).
@@ -192,13 +204,7 @@ TEST_CASE("map --collector perf on the image probe: windows sized from the regio
 
   // Lotus's method with this mapping on a real `lotus-tool record` run of the image pipeline
   // (another binary: its functions match the probe's by name), side by side with the join.
-  // The dataset is generated first so the recorded run is the pipeline alone.
-  const std::string pipe = dir + "/pipe";
-  run_spec gen;
-  gen.argv = {IMAGE_PIPELINE, "-o", pipe, "-n", "96", "-q", "--no-trace"};
-  gen.stdout_path = dir + "/gen.out";
-  gen.stderr_path = dir + "/gen.err";
-  REQUIRE(run_process(gen).ok());
+  const std::string pipe = pipeline_dataset(dir, "96");
   auto rec = tool(dir, {"record", "-o", dir + "/rec", "-F", "2999", "-e", "cpu-clock:u", "--",
                         IMAGE_PIPELINE, "-o", pipe, "-n", "96", "-q"});
   INFO(rec.out << rec.err);
@@ -369,12 +375,7 @@ TEST_CASE("Lotus's method with a Callgrind mapping on a recorded run: close to t
                       "-s", "1", "-d", probe_data_dir()});
   INFO(r.out << r.err);
   REQUIRE(r.code == 0);
-  const std::string pipe = dir + "/pipe";
-  run_spec gen;
-  gen.argv = {IMAGE_PIPELINE, "-o", pipe, "-n", "96", "-q", "--no-trace"};
-  gen.stdout_path = dir + "/gen.out";
-  gen.stderr_path = dir + "/gen.err";
-  REQUIRE(run_process(gen).ok());
+  const std::string pipe = pipeline_dataset(dir, "96");
   r = tool(dir, {"record", "-o", dir + "/rec", "-F", "4999", "-e", "cpu-clock:u", "--",
                  IMAGE_PIPELINE, "-o", pipe, "-n", "96", "-w", "2", "-e", "2", "-q"});
   INFO(r.out << r.err);
