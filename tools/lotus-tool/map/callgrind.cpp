@@ -100,11 +100,6 @@ std::vector<std::uint64_t> estimate_weights(const std::vector<std::string>& even
   return w;
 }
 
-bool bare_address(const std::string& f) {
-  return f.size() > 2 && f.compare(0, 2, "0x") == 0 &&
-         f.find_first_not_of("0123456789abcdefABCDEF", 2) == std::string::npos;
-}
-
 // The instruction address a position token names: absolute (hex or decimal), relative to the
 // last one ("+n", "-n") or the same ("*").
 std::uint64_t next_address(const std::string& t, std::uint64_t last) {
@@ -185,7 +180,7 @@ callgrind_dump parse_callgrind(std::istream& in, const std::string& source) {
       } else {
         cur->self += cost;
         cur->est += est;
-        if (instr && cost != 0 && bare_address(cur->function)) {
+        if (instr && cost != 0 && is_bare_address(cur->function)) {
           auto& a = cur->at[addr];
           a.first += cost;
           a.second += est;

@@ -132,22 +132,43 @@ static bool regular_file(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
+namespace {
+
+// One ELF file opened offline with elfutils (its separate debug file found by build-id or debug
+// link); `mod` lives as long as `dwfl`. Null `mod` when the file is not a regular ELF file.
+struct offline_module {
+  std::unique_ptr<Dwfl, void (*)(Dwfl*)> dwfl{nullptr, dwfl_end};
+  Dwfl_Module* mod = nullptr;
+};
+
+offline_module open_offline(const std::string& path) {
+  offline_module m;
+  if (!regular_file(path)) return m;
+  static char* debuginfo_path = nullptr;
+  static const Dwfl_Callbacks cb = [] {
+    Dwfl_Callbacks c{};
+    c.find_elf = dwfl_build_id_find_elf;
+    c.find_debuginfo = dwfl_standard_find_debuginfo;
+    c.section_address = dwfl_offline_section_address;
+    c.debuginfo_path = &debuginfo_path;
+    return c;
+  }();
+  m.dwfl.reset(dwfl_begin(&cb));
+  if (m.dwfl == nullptr) return m;
+  dwfl_report_begin(m.dwfl.get());
+  m.mod = dwfl_report_offline(m.dwfl.get(), "", path.c_str(), -1);
+  dwfl_report_end(m.dwfl.get(), nullptr, nullptr);
+  return m;
+}
+
+}  // namespace
+
 bool elf_functions::load(const std::string& path) {
   starts_.clear();
   ends_.clear();
   syms_.clear();
-  if (!regular_file(path)) return false;
-  static char* debuginfo_path = nullptr;
-  Dwfl_Callbacks cb{};
-  cb.find_elf = dwfl_build_id_find_elf;
-  cb.find_debuginfo = dwfl_standard_find_debuginfo;
-  cb.section_address = dwfl_offline_section_address;
-  cb.debuginfo_path = &debuginfo_path;
-  std::unique_ptr<Dwfl, void (*)(Dwfl*)> dwfl(dwfl_begin(&cb), dwfl_end);
-  if (dwfl == nullptr) return false;
-  dwfl_report_begin(dwfl.get());
-  Dwfl_Module* mod = dwfl_report_offline(dwfl.get(), "", path.c_str(), -1);
-  dwfl_report_end(dwfl.get(), nullptr, nullptr);
+  const offline_module m = open_offline(path);
+  Dwfl_Module* mod = m.mod;
   if (mod == nullptr) return false;
   GElf_Addr bias = 0;
   Elf* elf = dwfl_module_getelf(mod, &bias);
@@ -227,18 +248,8 @@ void collect_inlined(Dwarf_Die* die, std::vector<std::string>& out, int depth) {
 
 std::vector<std::string> inlined_functions(const std::string& path) {
   std::vector<std::string> out;
-  if (!regular_file(path)) return out;
-  static char* debuginfo_path = nullptr;
-  Dwfl_Callbacks cb{};
-  cb.find_elf = dwfl_build_id_find_elf;
-  cb.find_debuginfo = dwfl_standard_find_debuginfo;
-  cb.section_address = dwfl_offline_section_address;
-  cb.debuginfo_path = &debuginfo_path;
-  std::unique_ptr<Dwfl, void (*)(Dwfl*)> dwfl(dwfl_begin(&cb), dwfl_end);
-  if (dwfl == nullptr) return out;
-  dwfl_report_begin(dwfl.get());
-  Dwfl_Module* mod = dwfl_report_offline(dwfl.get(), "", path.c_str(), -1);
-  dwfl_report_end(dwfl.get(), nullptr, nullptr);
+  const offline_module m = open_offline(path);
+  Dwfl_Module* mod = m.mod;
   if (mod == nullptr) return out;
   Dwarf_Addr bias = 0;
   Dwarf* dw = dwfl_module_getdwarf(mod, &bias);
@@ -280,9 +291,7 @@ void symbolize_addresses_like(function_profile& p, const std::vector<function_co
   for (auto& v : entries) std::sort(v.second.begin(), v.second.end());
   std::map<std::string, elf_functions> cache;
   for (auto& r : p.rows) {
-    const bool bare =
-        r.function.size() > 2 && r.function.size() <= 18 && r.function.compare(0, 2, "0x") == 0 &&
-        r.function.find_first_not_of("0123456789abcdefABCDEF", 2) == std::string::npos;
+    const bool bare = is_bare_address(r.function);
     if (!bare) continue;
     const auto e = entries.find(function_identity("", r.module));
     if (e == entries.end()) continue;
@@ -342,9 +351,7 @@ void symbolize_addresses(function_profile& p,
     }
   };
   for (auto& r : p.rows) {
-    const bool bare =
-        r.function.size() > 2 && r.function.size() <= 18 && r.function.compare(0, 2, "0x") == 0 &&
-        r.function.find_first_not_of("0123456789abcdefABCDEF", 2) == std::string::npos;
+    const bool bare = is_bare_address(r.function);
     if (bare) {
       const auto mp = module_paths.find(r.module);
       const std::string path = mp != module_paths.end() ? mp->second : find_library(r.module);

@@ -47,6 +47,13 @@ struct function_profile {
 /// for time than instructions for memory-bound code such as memset.
 inline constexpr const char* cycle_estimate_metric = "CEst";
 
+/// A function name that only stands for an address ("0x000000000002314d": perf and Callgrind
+/// print stripped code so).
+inline bool is_bare_address(const std::string& f) {
+  return f.size() > 2 && f.size() <= 18 && f.compare(0, 2, "0x") == 0 &&
+         f.find_first_not_of("0123456789abcdefABCDEF", 2) == std::string::npos;
+}
+
 /// "function|module", the key Lotus's mapping JSON uses.
 inline std::string function_key(const function_cost& f) { return f.function + "|" + f.module; }
 
