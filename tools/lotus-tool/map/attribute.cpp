@@ -193,15 +193,10 @@ attribution lotus_of(const span_set& spans, const attribute_args& opt, mapping& 
         "record with -e cpu-clock:u), so kernel time stays unattributed",
         "lotus-tool attribute");
   }
-  // auto: by profile when the mapping's per-op shares are exact and time-like (a Callgrind
-  // mapping with cycle estimates), else by traced time (the paper's; a sampled mapping's shares
-  // are as noisy as its few samples per op).
-  bool cycles = false;
-  for (const auto& op : m.ops)
-    for (const auto& f : op.functions) cycles = cycles || f.cycles > 0;
-  const bool by_profile = opt.split == "profile" || (opt.split == "auto" && cycles);
-  return attribute_lotus(m, p, time_weights(spans),
-                         by_profile ? lotus_split::by_profile : lotus_split::by_time);
+  const lotus_split split = opt.split == "profile" ? lotus_split::by_profile
+                            : opt.split == "time"  ? lotus_split::by_time
+                                                   : lotus_split::automatic;
+  return attribute_lotus(m, p, time_weights(spans), split);
 }
 
 // Shares of the whole sampled time: per op, and what no op was charged with (for the join, also

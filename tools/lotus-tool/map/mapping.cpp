@@ -228,7 +228,6 @@ attribution attribute_lotus(const mapping& m, const function_profile& profile,
                             const std::map<std::string, double>& weights, lotus_split split) {
   attribution a;
   a.method = "lotus";
-  a.split = split == lotus_split::by_profile ? "profile" : "time";
   a.unit = profile.unit;
   // Matched by function_identity: the probe's functions by name (the real program is another
   // binary), libraries without their version, ifunc variants folded.
@@ -239,9 +238,11 @@ attribution attribute_lotus(const mapping& m, const function_profile& profile,
   // track time where instruction counts do not (memset, memcpy).
   std::map<std::string, std::map<std::string, double>> probe_share;
   auto plain = [](const std::string& f) { return strip_parameters(strip_symbol_version(f)); };
+  bool any_cycles = false;
   for (const auto& o : m.ops) {
     double cycles = 0;
     for (const auto& f : o.functions) cycles += f.cycles;
+    any_cycles = any_cycles || cycles > 0;
     for (const auto& f : o.functions) {
       const std::string id = function_identity(f.function, f.module);
       auto& v = func_ops[id];
@@ -253,6 +254,9 @@ attribution attribute_lotus(const mapping& m, const function_profile& profile,
       }
     }
   }
+  if (split == lotus_split::automatic)
+    split = any_cycles ? lotus_split::by_profile : lotus_split::by_time;
+  a.split = split == lotus_split::by_profile ? "profile" : "time";
   // Identity across binaries: a function of the run and a function of the probe with the same
   // demangled name (no parameters, no symbol version) are one function even when they live in
   // different executables or shared objects (the probe may link the pipeline's code as a

@@ -108,7 +108,9 @@ struct attribution {
 /// How a function shared by several ops is split: by the ops' traced times (Lotus's paper), or
 /// by traced time x the function's share of each op in the probe's own profile (the mapping's
 /// lotus.ops.<op>.functions.<f>.self / total; ops without it fall back to traced time).
-enum class lotus_split { by_time, by_profile };
+/// `automatic`: by profile when the mapping has cycle estimates (a Callgrind mapping's exact,
+/// time-like shares), else by time (a sampled mapping's shares are as noisy as its few samples).
+enum class lotus_split { by_time, by_profile, automatic };
 attribution attribute_lotus(const mapping& m, const function_profile& profile,
                             const std::map<std::string, double>& weights,
                             lotus_split split = lotus_split::by_time);
