@@ -1,5 +1,6 @@
 // lotus — a small multi-threaded producer/consumer pipeline traced with compose and batch_tracker
 // SPDX-License-Identifier: MIT
+#include <algorithm>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdio>

@@ -20,7 +20,9 @@ void add_diff_command(CLI::App& app) {
       "with a 95 % seeded-bootstrap interval, and a verdict (slower, faster, same: same when the\n"
       "interval holds 0 or |change| is under --threshold); then per-batch preprocessing time,\n"
       "wait share, batch delay, out-of-order arrivals, epoch time and batches per second.");
-  cmd->add_option("BASE NEW", *dirs, "The base run's trace directory, then the new run's");
+  // CLI11 2.x rejects a positional name with a space: the name is one word, the help shows both.
+  cmd->add_option("runs", *dirs, "The base run's trace directory, then the new run's")
+      ->type_name("BASE NEW");
   cmd->add_option("--base", args->base.dirs,
                   "A base-run directory (repeat for a run of several hosts or ranks)");
   cmd->add_option("--new", args->next.dirs,
