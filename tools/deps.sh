@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# Lists the Debian packages of groups of tools/deps.txt, one per line, without repeats.
+# Lists the Debian packages of groups of tools/deps.txt, one per line, without repeats, by the names
+# of the running Debian release (tools/deps.txt: `PACKAGE RELEASE=NAME`).
 #   bash tools/deps.sh demo          the demo's packages (and those of the groups it includes)
 #   bash tools/deps.sh all           every group
 # Exit 2 for an unknown group.
 set -euo pipefail
 file="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/deps.txt"
 [ $# -gt 0 ] || { echo "usage: deps.sh GROUP... (groups: $(grep -o '^\[[a-z0-9_-]*\]' "$file" | tr -d '[]' | tr '\n' ' ')all)" >&2; exit 2; }
-awk -v want="$*" '
+codename="${LOTUS_DEBIAN_CODENAME:-}"
+if [ -z "$codename" ] && [ -r /etc/os-release ]; then
+  codename="$(. /etc/os-release && echo "${VERSION_CODENAME:-}")"
+fi
+awk -v want="$*" -v codename="$codename" '
   function add(g,   i, n, parts) {
     if (g in done) return
     done[g] = 1
@@ -26,7 +31,12 @@ awk -v want="$*" '
   }
   {
     if (cur == "") { print "deps.sh: package outside a group: " $0 > "/dev/stderr"; exit 2 }
-    pkgs[cur] = pkgs[cur] " " $1
+    name = $1
+    for (i = 2; i <= NF; i++) {  # RELEASE=NAME: that release names it so ("-": not needed)
+      if (split($i, alt, "=") != 2) { print "deps.sh: bad package line: " $0 > "/dev/stderr"; exit 2 }
+      if (alt[1] == codename) name = alt[2]
+    }
+    if (name != "-") pkgs[cur] = pkgs[cur] " " name
   }
   END {
     n = split(want, w, " ")

@@ -1,23 +1,40 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# The README's first command on a truly fresh Debian 12: builds a minimal bookworm root with
-# `debootstrap --variant=minbase` (plus git), clones a commit of this repository into it, runs
-# `bash tools/demo.sh` there as root, and checks what it wrote (lotus-tool check on the trace, the
-# timeline parses as JSON, the report exists). Mounts and the root are removed on every path.
-#   bash tools/fresh-demo.sh [REPO [COMMIT]]     (default: this checkout, HEAD)
-# Needs root and debootstrap (tools/deps.txt group `fresh`); downloads from the apt mirror
-# (LOTUS_FRESH_MIRROR, default: the host's Debian mirror). Exit 0 when the demo works there.
+# The README's commands on a truly fresh Debian: builds a minimal root with `debootstrap
+# --variant=minbase` (plus git), clones a commit of this repository into it, runs `bash
+# tools/demo.sh` there as root, and checks what it wrote (lotus-tool check on the trace, the
+# timeline parses as JSON, the report exists). With --tests it then runs the `stack` variant of
+# tools/test-all.sh there (the tool, Python and docs tests on that release's GCC, CLI11 and torch).
+# Mounts and the root are removed on every path.
+#   bash tools/fresh-demo.sh [--suite bookworm|trixie] [--tests] [REPO [COMMIT]]
+#        (default: bookworm, this checkout, HEAD)
+# Needs root and debootstrap (tools/deps.txt group `fresh`); downloads from the Debian archive this
+# machine's apt sources name (LOTUS_FRESH_MIRROR overrides). LOTUS_FRESH_CTEST_LOG=FILE: where to
+# copy the root's ctest log (--tests). Exit 0 when the demo (and the tests) pass there.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+suite=bookworm
+tests=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --suite) suite="${2:?--suite needs bookworm or trixie}"; shift 2 ;;
+    --tests) tests=1; shift ;;
+    -*) echo "fresh-demo: unknown option $1" >&2; exit 2 ;;
+    *) break ;;
+  esac
+done
+case "$suite" in bookworm|trixie) ;; *) echo "fresh-demo: --suite bookworm or trixie, not '$suite'" >&2; exit 2 ;; esac
 repo="${1:-$here}"
 commit="$(git -C "$repo" rev-parse "${2:-HEAD}")"
 [ "$(id -u)" = 0 ] || { echo "fresh-demo: needs root (debootstrap, chroot, mount)" >&2; exit 2; }
 command -v debootstrap >/dev/null || { echo "fresh-demo: debootstrap missing (bash tools/install-deps.sh fresh)" >&2; exit 2; }
 mirror="${LOTUS_FRESH_MIRROR:-}"
 if [ -z "$mirror" ]; then
-  mirror="$(sed -n 's/^URIs: *\(http[^ ]*debian\)$/\1/p' /etc/apt/sources.list.d/*.sources 2>/dev/null | head -1)"
-  [ -n "$mirror" ] || mirror="$(awk '$1 == "deb" && $3 == "bookworm" {print $2; exit}' /etc/apt/sources.list 2>/dev/null || true)"
-  [ -n "$mirror" ] || mirror="http://deb.debian.org/debian"
+  # The archive this machine installs from: deb822 sources first, then the one-line format.
+  mirror="$(sed -n 's/^URIs: *\(http[^ ]*debian\)\/* *$/\1/p' /etc/apt/sources.list.d/*.sources 2>/dev/null | head -1)"
+  [ -n "$mirror" ] || mirror="$(awk '$1 == "deb" && $2 ~ /^http.*debian\/?$/ {print $2; exit}' \
+    /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null || true)"
+  [ -n "$mirror" ] || { echo "fresh-demo: no Debian archive found in /etc/apt/sources*; set LOTUS_FRESH_MIRROR" >&2; exit 2; }
 fi
 root="$(mktemp -d "${TMPDIR:-/var/tmp}/lotus-fresh.XXXXXX")"
 mounts=()
@@ -40,14 +57,17 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 t0=$SECONDS
-echo "fresh-demo: debootstrap minbase bookworm from $mirror into $root"
-debootstrap --variant=minbase --include=git,ca-certificates bookworm "$root" "$mirror" \
+echo "fresh-demo: debootstrap minbase $suite from $mirror into $root"
+debootstrap --variant=minbase --include=git,ca-certificates "$suite" "$root" "$mirror" \
   >"$root.debootstrap.log" 2>&1 || { tail -20 "$root.debootstrap.log"; rm -f "$root.debootstrap.log"; exit 1; }
 rm -f "$root.debootstrap.log"
 echo "fresh-demo: root ready in $((SECONDS - t0)) s"
 cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
 mount -t proc proc "$root/proc" && mounts+=("$root/proc")
 mount --bind /dev "$root/dev" && mounts+=("$root/dev")
+# DataLoader workers share tensors through /dev/shm, and torch reads the CPU layout from /sys.
+mount -t tmpfs -o size=2g,mode=1777 shm "$root/dev/shm" && mounts+=("$root/dev/shm")
+mount -t sysfs sys "$root/sys" && mounts+=("$root/sys")
 
 # The commit, cloned as a user would (no hard links into this repository).
 git clone -q --no-hardlinks "$repo" "$root/root/lotus"
@@ -69,4 +89,15 @@ print(f"fresh-demo: timeline.json parses: {len(events)} events, {len(spans)} spa
 PY
 [ -s "$out/report.html" ] && grep -q "</html>" "$out/report.html" || { echo "fresh-demo: report.html missing or cut" >&2; exit 1; }
 ls "$trace" | grep -q "_worker_pid_" || { echo "fresh-demo: no worker trace files" >&2; exit 1; }
+echo "fresh-demo: demo passed on $suite in $((SECONDS - t0)) s"
+if [ "$tests" = 1 ]; then
+  t1=$SECONDS
+  echo "fresh-demo: running 'LOTUS_VARIANTS=stack bash tools/test-all.sh' in the $suite root"
+  rc=0
+  chroot "$root" /usr/bin/env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    LANG=C.UTF-8 LOTUS_VARIANTS=stack bash -c 'cd /root/lotus && bash tools/test-all.sh' || rc=$?
+  [ -z "${LOTUS_FRESH_CTEST_LOG:-}" ] || cp "$root/root/lotus/build-ci/stack.ctest.log" "$LOTUS_FRESH_CTEST_LOG" 2>/dev/null || true
+  echo "fresh-demo: stack tests on $suite: exit $rc in $((SECONDS - t1)) s"
+  [ "$rc" = 0 ] || exit 1
+fi
 echo "fresh-demo: passed in $((SECONDS - t0)) s"

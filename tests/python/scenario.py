@@ -7,7 +7,12 @@ json keys: trace (prefix), context (fork|spawn), workers, epochs, batches, batch
 order ('in': batches arrive in order; 'swap01': batch 1 arrives before batch 0), style ('all':
 instrument(log_file=...); 'keywords': instrument() + Lotus's keywords; 'none': instrument() only),
 dataset ('seq': custom dataset with a Compose `transforms` attribute; 'iterable'; 'folder': ImageFolder
-over generated JPEGs in `data`), uninstrument (bool: run once traced, uninstrument, run again).
+over generated JPEGs in `data`), uninstrument (bool: run once traced, uninstrument, run again),
+in_order (bool, torch 2.6+), prefetch, pin_memory, drop_last, samples (count, default batches *
+batch_size), batch_sampler (bool: a BatchSampler instead of batch_size), collate ('custom'), sample
+('dict': samples are dicts), compose ('v2': transforms.v2.Compose with a nested Compose and a plain
+function), sleep_ms ([ms per sample by batch index modulo its length]: timed arrivals, no gate).
+Prints {pid, samples, stats, blocked_ns (time the loop spent inside next())}.
 Arrival order is forced, not timed: batch k's first sample waits until the main process has received
 batch k-1 (for 'swap01', batch 0 waits for batch 1), through flag files written by a hook on the
 main process's _get_data.
@@ -23,6 +28,10 @@ from torchvision import transforms as T
 
 import lotus
 import lotus.torch
+
+
+def add_one(x):
+    return x + 1
 
 
 class AddOne:
@@ -56,18 +65,23 @@ def gate(flags, order, batch):
 class SeqDataset(Dataset):
     """Lotus's custom-dataset shape: `log_file` and a Compose in `transforms`."""
 
-    def __init__(self, n, batch_size, flags, order, transforms, log_file=None):
+    def __init__(self, n, batch_size, flags, order, transforms, log_file=None, sample="tensor",
+                 sleep_ms=None):
         self.n, self.batch_size, self.flags, self.order = n, batch_size, flags, order
         self.transforms = transforms
         self.log_file = log_file
+        self.sample, self.sleep_ms = sample, sleep_ms
 
     def __len__(self):
         return self.n
 
     def __getitem__(self, i):
-        if i % self.batch_size == 0:
+        if self.sleep_ms:
+            time.sleep(self.sleep_ms[(i // self.batch_size) % len(self.sleep_ms)] / 1000)
+        elif i % self.batch_size == 0:
             gate(self.flags, self.order, i // self.batch_size)
-        return self.transforms(torch.tensor([float(i)]))
+        x = self.transforms(torch.tensor([float(i)]))
+        return {"x": x, "i": i} if self.sample == "dict" else x
 
 
 class Stream(IterableDataset):
@@ -116,12 +130,19 @@ def main():
     workers = cfg.get("workers", 2)
     flags = cfg.get("flags")
     kind = cfg.get("dataset", "seq")
+    n = cfg.get("samples", n)
     steps = [T.Resize((8, 8)), T.ToTensor()] if kind == "folder" else [AddOne(), Double()]
-    compose = (T.Compose(steps, log_transform_elapsed_time=kw) if style == "keywords"
-               else T.Compose(steps))
+    if cfg.get("compose") == "v2":
+        from torchvision.transforms import v2
+        compose = v2.Compose([AddOne(), v2.Compose([Double(), add_one]), v2.Lambda(add_one)])
+    elif style == "keywords":
+        compose = T.Compose(steps, log_transform_elapsed_time=kw)
+    else:
+        compose = T.Compose(steps)
     if kind == "seq":
         ds = SeqDataset(n, b, flags if workers else None, cfg.get("order", "in"), compose,
-                        log_file=kw)
+                        log_file=kw, sample=cfg.get("sample", "tensor"),
+                        sleep_ms=cfg.get("sleep_ms"))
     elif kind == "iterable":
         ds = Stream(n, compose)
     else:
@@ -136,24 +157,63 @@ def main():
     if workers:
         extra = dict(multiprocessing_context=cfg.get("context", "fork"),
                      persistent_workers=cfg.get("persistent", False))
-    loader = DataLoader(ds, batch_size=b, num_workers=workers, **extra)
+        if "prefetch" in cfg:
+            extra["prefetch_factor"] = cfg["prefetch"]
+    if "in_order" in cfg:
+        extra["in_order"] = cfg["in_order"]
+    if cfg.get("pin_memory"):
+        extra["pin_memory"] = True
+    if cfg.get("collate") == "custom":
+        extra["collate_fn"] = collate
+    if cfg.get("batch_sampler"):
+        from torch.utils.data import BatchSampler, SequentialSampler
+        extra["batch_sampler"] = BatchSampler(SequentialSampler(range(n)), b,
+                                              cfg.get("drop_last", False))
+    else:
+        extra.update(batch_size=b, drop_last=cfg.get("drop_last", False))
+    loader = DataLoader(ds, num_workers=workers, **extra)
     total = 0
+    blocked = 0
     for _ in range(cfg.get("epochs", 1)):
         if flags:
             for f in os.listdir(flags):
                 os.unlink(os.path.join(flags, f))
-        for batch in loader:
-            total += len(batch[0]) if kind == "folder" else len(batch)
+        it = iter(loader)
+        while True:
+            t0 = time.perf_counter_ns()
+            try:
+                batch = next(it)
+            except StopIteration:
+                break
+            blocked += time.perf_counter_ns() - t0
+            total += count(batch, kind)
     if cfg.get("uninstrument"):
         lotus.torch.uninstrument()
         del loader
         if kind == "seq":
             ds.flags = None  # uninstrument() removed the arrival hook too
-        loader = DataLoader(ds, batch_size=b, num_workers=workers, **extra)
+        loader = DataLoader(ds, num_workers=workers, **extra)
         for batch in loader:
-            total += len(batch)
+            total += count(batch, kind)
     lotus.flush()
-    print(json.dumps({"pid": os.getpid(), "samples": total, "stats": list(lotus.stats())}))
+    print(json.dumps({"pid": os.getpid(), "samples": total, "stats": list(lotus.stats()),
+                      "blocked_ns": blocked}))
+
+
+def collate(samples):
+    """A custom collate_fn: stacks tensors (dict samples: their 'x')."""
+    if isinstance(samples[0], dict):
+        return {"x": torch.stack([s["x"] for s in samples]),
+                "i": torch.tensor([s["i"] for s in samples])}
+    return torch.stack(samples)
+
+
+def count(batch, kind):
+    if kind == "folder":
+        return len(batch[0])
+    if isinstance(batch, dict):
+        return len(batch["x"])
+    return len(batch)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -556,19 +557,73 @@ TEST_CASE("bad input gives clear messages and non-zero exits", "[tool][errors]")
     REQUIRE(c.rc == 0);
     REQUIRE(c.out == "ok: 1 file(s), 1 record(s), prefix 'p'\n");
   }
+  SECTION("check: main-side batch indices must match the workers' batches") {
+    // A main file shifted by one (consumed 1..4 for preprocessed 0..3), as a hook reading the
+    // wrong DataLoader counter writes it: every line is well-formed, the directory is not.
+    const auto d = fresh("shifted");
+    spit(d + "/p_worker_pid_7",
+         "SBatchPreprocessed_0,10,5\nSBatchPreprocessed_1,20,5\nSBatchPreprocessed_2,30,5\n"
+         "SBatchPreprocessed_3,40,5\n");
+    std::string main_file;
+    for (int i = 1; i <= 4; ++i) {
+      main_file += "SBatchWait_" + std::to_string(i) + ",1" + std::to_string(i) + ",1\n";
+      main_file += "SBatchConsumed_" + std::to_string(i) + ",1" + std::to_string(i) + ",1000\n";
+    }
+    spit(d + "/p_main_pid_5", main_file);
+    const auto c = tool("check " + d);
+    CHECK(c.rc == 1);
+    CHECK(c.out == d + "/p_main_pid_5:8: SBatchConsumed_4 has no SBatchPreprocessed_4 in a worker "
+                       "file for it: the main-process records do not match the workers' batches\n");
+    CHECK(c.err.find("1 problem(s) in 1 of 2 file(s)") != std::string::npos);
+    // Two epochs of the same indices, and a loop that stopped early (1 consumed of 2): fine.
+    const auto ok = fresh("epochs");
+    spit(ok + "/p_worker_pid_7",
+         "SBatchPreprocessed_0,10,5\nSBatchPreprocessed_1,20,5\nSBatchPreprocessed_0,30,5\n"
+         "SBatchPreprocessed_1,40,5\n");
+    spit(ok + "/p_main_pid_5",
+         "SBatchConsumed_0,11,1000\nSBatchConsumed_1,21,1000\nSBatchConsumed_0,31,1000\n");
+    CHECK(tool("check " + ok).rc == 0);
+    // The second epoch consumes batch 1 twice: one more than the workers preprocessed.
+    spit(ok + "/p_main_pid_5",
+         "SBatchConsumed_0,11,1000\nSBatchConsumed_1,21,1000\nSBatchConsumed_1,31,1000\n"
+         "SBatchConsumed_1,41,1000\n");
+    const auto twice = tool("check " + ok);
+    CHECK(twice.rc == 1);
+    CHECK(twice.out.find("p_main_pid_5:4: SBatchConsumed_1 has no") != std::string::npos);
+  }
   SECTION("usage errors and help") {
     REQUIRE(tool("").rc == 2);
     REQUIRE(tool("frobnicate").rc == 2);
     REQUIRE(tool("viz " + k_golden).rc == 2);  // -o is required
     const auto u = tool("stats " + k_golden + " --json --csv");
     REQUIRE(u.rc == 2);
-    for (const char* cmd : {"viz", "stats", "check", "report"}) {
-      const auto h = tool(std::string(cmd) + " --help");
-      REQUIRE(h.rc == 0);
-      REQUIRE(h.out.find("Usage:") != std::string::npos);
-    }
     const auto top = tool("--help");
+    REQUIRE(top.rc == 0);
     REQUIRE(top.out.find("Exit codes: 0 success; 1 malformed") != std::string::npos);
+    // Every subcommand the top help lists (CLI11 builds them all at start-up: a name one CLI11
+    // version rejects aborts every command on it) answers --help.
+    std::vector<std::string> commands;
+    std::istringstream lines(top.out.substr(top.out.find("Subcommands:")));
+    for (std::string line; std::getline(lines, line);) {
+      if (line.size() > 2 && line.compare(0, 2, "  ") == 0 &&
+          std::islower(static_cast<unsigned char>(line[2]))) {
+        commands.push_back(line.substr(2, line.find(' ', 2) - 2));
+      }
+    }
+    for (const char* want :
+         {"viz", "stats", "check", "report", "diff", "whatif", "map", "attribute", "record"}) {
+      CHECK(std::find(commands.begin(), commands.end(), want) != commands.end());
+    }
+    for (const auto& cmd : commands) {
+      const auto h = tool(cmd + " --help");
+      INFO(cmd << ": " << h.err);
+      CHECK(h.rc == 0);
+      CHECK(h.out.find("Usage:") != std::string::npos);
+    }
+    const auto v = tool("--version");
+    CHECK(v.rc == 0);
+    REQUIRE(!v.out.empty());
+    CHECK(std::isdigit(static_cast<unsigned char>(v.out[0])));  // "0.1.0"
   }
   SECTION("unwritable output") {
     const auto r = tool("viz " + k_golden + " -o /nonexistent/dir/out.json");

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "catch.hpp"
@@ -13,7 +14,7 @@ using namespace lotus_tool;
 
 namespace {
 
-const finding& by_id(const std::vector<finding>& fs, const std::string& id) {
+const finding& by_id(const std::vector<finding>& fs, std::string_view id) {
   for (const auto& f : fs) {
     if (f.id == id) return f;
   }

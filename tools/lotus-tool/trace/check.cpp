@@ -2,9 +2,13 @@
 // SPDX-License-Identifier: MIT
 #include "trace/check.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
 
 #include "trace/input.hpp"
 #include "trace/line_reader.hpp"
@@ -14,7 +18,68 @@
 
 namespace lotus_tool {
 
-namespace {}  // namespace
+namespace {
+
+/// Cross-check of the two sides of a DataLoader: every SBatchConsumed_<idx> of the main files must
+/// have an SBatchPreprocessed_<idx> in a worker file (per index, as many as it is consumed: epochs
+/// repeat indices). A main file whose indices are shifted or invented (a hook reading the wrong
+/// counter) fails here although each line is well-formed. Bounded: past k_max_indices distinct
+/// indices the check is skipped and said so.
+class batch_balance {
+ public:
+  static constexpr std::size_t k_max_indices = std::size_t{1} << 21;
+
+  void add(batch_kind kind, std::uint64_t idx, std::size_t file, std::uint64_t line) {
+    if (kind != batch_kind::preprocessed && kind != batch_kind::consumed) return;
+    (kind == batch_kind::preprocessed ? preprocessed_ : consumed_) += 1;
+    if (overflow_) return;
+    auto it = by_idx_.find(idx);
+    if (it == by_idx_.end()) {
+      if (by_idx_.size() >= k_max_indices) {
+        overflow_ = true;
+        by_idx_.clear();
+        return;
+      }
+      it = by_idx_.emplace(idx, entry{}).first;
+    }
+    if (kind == batch_kind::preprocessed) {
+      ++it->second.balance;
+    } else {
+      --it->second.balance;
+      if (it->second.balance < 0 && it->second.file == no_file) {
+        it->second.file = file;
+        it->second.line = line;
+      }
+    }
+  }
+
+  /// The (file, line, idx) of each index consumed more often than preprocessed (its first
+  /// consumption past the balance), sorted; none when one side has no batch records at all.
+  std::vector<std::tuple<std::size_t, std::uint64_t, std::uint64_t>> unmatched() const {
+    std::vector<std::tuple<std::size_t, std::uint64_t, std::uint64_t>> out;
+    if (preprocessed_ == 0 || consumed_ == 0 || overflow_) return out;
+    for (const auto& [idx, e] : by_idx_) {
+      if (e.balance < 0) out.emplace_back(e.file, e.line, idx);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+  bool overflow() const { return overflow_; }
+
+ private:
+  static constexpr std::size_t no_file = static_cast<std::size_t>(-1);
+  struct entry {
+    std::int64_t balance = 0;
+    std::size_t file = no_file;
+    std::uint64_t line = 0;
+  };
+  std::unordered_map<std::uint64_t, entry> by_idx_;
+  std::uint64_t preprocessed_ = 0, consumed_ = 0;
+  bool overflow_ = false;
+};
+
+}  // namespace
 
 void run_check(const check_args& a) {
   const input in = open_input(a.in);
@@ -27,7 +92,10 @@ void run_check(const check_args& a) {
                   why);
     }
   };
-  for (const auto& f : dir.files) {
+  batch_balance balance;
+  std::vector<bool> file_bad(dir.files.size(), false);
+  for (std::size_t fi = 0; fi < dir.files.size(); ++fi) {
+    const auto& f = dir.files[fi];
     const std::uint64_t before = errors;
     try {
       const std::string path = dir.path_of(f);
@@ -53,6 +121,8 @@ void run_check(const check_args& a) {
                  "consumer-side record (SBatchWait/Consumed/Queued) in a worker file");
         } else if (batch.kind == batch_kind::preprocessed && f.kind == file_kind::main) {
           report(path, ln.number, "SBatchPreprocessed record in a main file");
+        } else {
+          balance.add(batch.kind, batch.idx, fi, ln.number);
         }
       }
       if (!any) report(path, 1, "empty file (pandas.read_csv in the Lotus scripts rejects it)");
@@ -60,7 +130,21 @@ void run_check(const check_args& a) {
       ++errors;
       std::printf("%s\n", e.what());  // unreadable file: already "path: reason"
     }
-    if (errors != before) ++bad_files;
+    if (errors != before) {
+      file_bad[fi] = true;
+      ++bad_files;
+    }
+  }
+  for (const auto& [fi, line, idx] : balance.unmatched()) {
+    const std::string why = "SBatchConsumed_" + std::to_string(idx) +
+                            " has no SBatchPreprocessed_" + std::to_string(idx) +
+                            " in a worker file for it: the main-process records do not match the "
+                            "workers' batches";
+    report(dir.path_of(dir.files[fi]), line, why.c_str());
+    if (!file_bad[fi]) {
+      file_bad[fi] = true;
+      ++bad_files;
+    }
   }
   if (a.max_errors != 0 && errors > a.max_errors) {
     std::printf("... %llu more problems not shown (--max-errors)\n",
@@ -83,8 +167,11 @@ void run_check(const check_args& a) {
       }
       hosts_note += hosts.size() > 8 ? ", ...)" : ")";
     }
-    std::printf("ok: %zu file(s), %llu record(s), prefix '%s'%s\n", dir.files.size(),
-                static_cast<unsigned long long>(records), dir.prefix.c_str(), hosts_note.c_str());
+    const char* skipped =
+        balance.overflow() ? " (batch indices not cross-checked: over 2097152 distinct)" : "";
+    std::printf("ok: %zu file(s), %llu record(s), prefix '%s'%s%s\n", dir.files.size(),
+                static_cast<unsigned long long>(records), dir.prefix.c_str(), hosts_note.c_str(),
+                skipped);
   }
 }
 

@@ -9,7 +9,8 @@ writes the record set of Lotus's patched PyTorch 2.0.1 / torchvision 0.15, by th
 
 * worker side, in ``<log_file>_worker_pid_<pid>`` of the process that loads (a DataLoader worker, or
   the main process with ``num_workers=0``): ``S<transform class>`` for each step of a
-  ``torchvision.transforms.Compose``, then ``SLoader`` and ``STransform`` for each sample of a
+  ``torchvision.transforms.Compose`` or ``transforms.v2.Compose`` (a plain function is named by its
+  ``__name__``), then ``SLoader`` and ``STransform`` for each sample of a
   ``DatasetFolder``/``ImageFolder`` (after the Compose lines, Lotus's file order), ``SCollation`` per
   batch of a map-style dataset, and ``SBatchPreprocessed_<idx>`` around each batch fetched by a worker;
 * main side, in ``<log_file>_main_pid_<pid>`` (workers > 0 only): ``SBatchQueued_<idx>`` when an index
@@ -21,13 +22,25 @@ for is traced, as with Lotus: ``Compose(..., log_transform_elapsed_time=path)`` 
 ``ImageFolder(..., log_file=path)`` (or a custom dataset with a ``log_file`` attribute) traces its
 samples and batches; the first path given becomes the process's trace prefix.
 
+The main-side records follow the batch torch actually returns, whatever its version: the index of
+each batch is taken where it arrives (``_get_data``) and matched to the batch ``_process_data``
+hands back, never read from torch's counters. With ``in_order=False`` (torch 2.6+) a batch used as
+soon as it arrives gets its real wait, not the out-of-order marker. ``instrument()`` checks the
+shape of every private function it wraps (present, callable, the parameters it relies on); where a
+torch or torchvision version differs, it warns once, naming the version and the function, and
+leaves that part untraced rather than record wrong indices.
+
 Worker processes started by fork inherit everything; workers started by spawn (or forkserver)
 configure themselves from the state the main process hands to them. ``uninstrument()`` restores
 every patched function.
 """
 
+import functools as _functools
+import inspect as _inspect
 import os as _os
+import sys as _sys
 import threading as _threading
+import types as _types
 import warnings as _warnings
 
 import lotus as _lotus_pkg
@@ -92,31 +105,69 @@ def _compose_init(self, transforms, log_transform_elapsed_time=None):
         _use_prefix(log_transform_elapsed_time)
 
 
-def _compose_call(self, img):
-    t = _now() if (_trace_all or getattr(self, "log_transform_elapsed_time", None)) else 0
-    if not t:
-        for step in self.transforms:
-            img = step(img)
-        return img
-    # Lotus writes the lines of one call together, after the last step (so a nested Compose's own
-    # lines come before its parent's); nothing is written when a step raises.
+def _step_name(step):
+    """A Compose step's record name: its class, or a plain function's own name (Lotus writes the
+    class name; for a function that would be 'function')."""
+    if isinstance(step, (_types.FunctionType, _types.BuiltinFunctionType)):
+        return getattr(step, "__name__", None) or "function"
+    if isinstance(step, _functools.partial):
+        return _step_name(step.func)
+    return step.__class__.__name__
+
+
+def _run_steps(steps, apply, x):
+    """Apply `steps` in order (`apply(step, x)` -> x) and record each; Lotus writes the lines of one
+    call together, after the last step (so a nested Compose's own lines come before its parent's);
+    nothing is written when a step raises."""
     spans = []
     nvtx = _nvtx_on()
-    for step in self.transforms:
-        pushed = nvtx and _nvtx_push(step.__class__.__name__)
+    t = _now()
+    for step in steps:
+        name = _step_name(step)
+        pushed = nvtx and _nvtx_push(name)
         if pushed:
             t = _now()
         try:
-            img = step(img)
+            x = apply(step, x)
         finally:
             end = _now()
             if pushed:
                 _nvtx_pop()
-        spans.append((step.__class__.__name__, t, end))
+        spans.append((name, t, end))
         t = _now()
     for name, start, end in spans:
         _record(name, start, end)
-    return img
+    return x
+
+
+def _apply_one(step, img):
+    return step(img)
+
+
+def _compose_call(self, img):
+    if not (_trace_all or getattr(self, "log_transform_elapsed_time", None)):
+        for step in self.transforms:
+            img = step(img)
+        return img
+    return _run_steps(self.transforms, _apply_one, img)
+
+
+def _v2_apply(step, state):
+    inputs, unpack = state
+    outputs = step(*inputs)
+    return (outputs if unpack else (outputs,)), unpack
+
+
+def _v2_compose_forward(self, *inputs):
+    """transforms.v2.Compose.forward (torchvision 0.15+), traced step by step when tracing all."""
+    unpack = len(inputs) > 1
+    if not _trace_all:
+        for step in self.transforms:
+            outputs = step(*inputs)
+            inputs = outputs if unpack else (outputs,)
+        return outputs
+    inputs, _ = _run_steps(self.transforms, _v2_apply, (inputs, unpack))
+    return inputs if unpack else inputs[0]
 
 
 def _folder_init(self, *args, log_file=None, **kwargs):
@@ -276,17 +327,28 @@ class _WorkerLoop:
 
 
 # ---- torch.utils.data: main side ----------------------------------------------------------------
+#
+# torch's private methods changed between versions (1.13 advances _rcvd_idx in _process_data, 2.6
+# before calling it, and not at all for a batch used out of order with in_order=False), so the
+# index of the batch being returned is never read from _rcvd_idx there: _get_data notes each
+# arrival by the identity of its data object (the object torch stores out of order and later hands
+# to _process_data), and _process_data looks it up. _rcvd_idx is read only in _get_data, where every
+# version still holds the index torch expects next.
 
 def _iter_init(self, loader, *args, **kwargs):
-    from torch.utils.data._utils import worker
-    worker._worker_loop = _WorkerLoop((dict(_lotus_pkg._last_options), _trace_all))
+    if "_worker_loop" in _originals:
+        from torch.utils.data._utils import worker
+        worker._worker_loop = _WorkerLoop((dict(_lotus_pkg._last_options), _trace_all))
     self._lotus_wait = 0
-    self._lotus_pending = None
+    self._lotus_arrived = {}  # id(batch data) -> (idx, wait start, arrival) or (idx, 0, 0)
+    self._lotus_nvtx_wait = 0
     _original("_MultiProcessingDataLoaderIter.__init__")(self, loader, *args, **kwargs)
 
 
 def _try_put_index(self):
     before = self._send_idx
+    if before == 0:  # a new epoch (_reset): arrivals of an abandoned one are stale
+        self._lotus_arrived.clear()
     _original("_MultiProcessingDataLoaderIter._try_put_index")(self)
     if self._send_idx != before and _gate(self._dataset):
         _batch(_QUEUED, before)
@@ -296,97 +358,200 @@ def _next_data(self):
     # Lotus takes the wait start once per _next_data call, before its loop.
     self._lotus_wait = _now() if _gate(self._dataset) else 0
     if self._lotus_wait and _nvtx_on():  # the wait as an NVTX range, ended when data arrives
-        _lotus._nvtx_end(getattr(self, "_lotus_nvtx_wait", 0))
+        _lotus._nvtx_end(self._lotus_nvtx_wait)
         self._lotus_nvtx_wait = _lotus._nvtx_wait_start()
     return _original("_MultiProcessingDataLoaderIter._next_data")(self)
 
 
 def _get_data(self):
     r = _original("_MultiProcessingDataLoaderIter._get_data")(self)
-    if getattr(self, "_lotus_nvtx_wait", 0):
+    if self._lotus_nvtx_wait:
         _lotus._nvtx_end(self._lotus_nvtx_wait)
         self._lotus_nvtx_wait = 0
-    start = getattr(self, "_lotus_wait", 0)
+    start = self._lotus_wait
     if start and type(r) is tuple and len(r) == 2 and type(r[0]) is int:
-        from torch.utils.data._utils.worker import _IterableDatasetStopIteration
         idx, data = r
         if not isinstance(data, _IterableDatasetStopIteration):
-            if idx != self._rcvd_idx:
-                _batch(_WAIT_MARKER, idx)  # out of order: arrival time, 1 µs placeholder
-            else:
-                self._lotus_pending = (idx, start, _now())
+            if idx != self._rcvd_idx and getattr(self, "_in_order", True):
+                # Stored for later by torch: Lotus's marker at the arrival, and no wait record
+                # when it is served from the store.
+                _batch(_WAIT_MARKER, idx)
+                self._lotus_arrived[id(data)] = (idx, 0, 0)
+            else:  # used now: in order, or any arrival with in_order=False
+                self._lotus_arrived[id(data)] = (idx, start, _now())
     return r
 
 
 def _process_data(self, data):
-    idx = self._rcvd_idx
-    try:
-        out = _original("_MultiProcessingDataLoaderIter._process_data")(self, data)
-        if _gate(self._dataset):
-            pending = getattr(self, "_lotus_pending", None)
-            if pending is not None and pending[0] == idx:
-                _batch(_WAIT, idx, pending[1], pending[2])
-            _batch(_CONSUMED, idx)
-        return out
-    finally:
-        self._lotus_pending = None
+    arrived = self._lotus_arrived.pop(id(data), None)
+    out = _original("_MultiProcessingDataLoaderIter._process_data")(self, data)
+    if arrived is not None:
+        idx, start, end = arrived
+        if start:
+            _batch(_WAIT, idx, start, end)
+        _batch(_CONSUMED, idx)
+    elif self._lotus_wait and not _warned.get("process_data"):
+        _unsupported("process_data", "_MultiProcessingDataLoaderIter._process_data received a "
+                     "batch that did not come through _get_data; main-process records are "
+                     "incomplete")
+    return out
 
 
 # ---- install / remove ---------------------------------------------------------------------------
 
 _originals = {}
+_warned = {}
+_IterableDatasetStopIteration = None  # torch's class, resolved at install
 
 
 def _original(key):
     return _originals[key]
 
 
+def _versions():
+    out = []
+    for mod in ("torch", "torchvision"):
+        m = _sys.modules.get(mod)
+        if m is not None:
+            out.append(f"{mod} {getattr(m, '__version__', '?')}")
+    return ", ".join(out)
+
+
+def _unsupported(key, what):
+    """Warn once per key that a part of torch's private API is not what lotus.torch knows."""
+    if _warned.get(key):
+        return
+    _warned[key] = True
+    _warnings.warn(f"lotus.torch does not support this version ({_versions()}): {what}",
+                   RuntimeWarning, stacklevel=3)
+
+
+# (group, key, owner, attribute, replacement, the parameters the replacement relies on, in order; a
+# final "..." allows more). A group is
+# installed whole or not at all: a wrapper whose partner is missing would record wrong indices.
 def _targets():
-    """(key, owner, attribute, replacement) for everything instrument() patches."""
     from torch.utils.data import dataloader
     from torch.utils.data._utils import fetch, worker
     it = dataloader._MultiProcessingDataLoaderIter
+    mf, itf = fetch._MapDatasetFetcher, fetch._IterableDatasetFetcher
     out = [
-        ("_worker_loop", worker, "_worker_loop", None),  # set per iterator by _iter_init
-        ("_MultiProcessingDataLoaderIter.__init__", it, "__init__", _iter_init),
-        ("_MultiProcessingDataLoaderIter._try_put_index", it, "_try_put_index", _try_put_index),
-        ("_MultiProcessingDataLoaderIter._next_data", it, "_next_data", _next_data),
-        ("_MultiProcessingDataLoaderIter._get_data", it, "_get_data", _get_data),
-        ("_MultiProcessingDataLoaderIter._process_data", it, "_process_data", _process_data),
-        ("_MapDatasetFetcher.__init__", fetch._MapDatasetFetcher, "__init__", _map_fetcher_init),
-        ("_MapDatasetFetcher.fetch", fetch._MapDatasetFetcher, "fetch",
-         _make_fetch("_MapDatasetFetcher.fetch")),
-        ("_IterableDatasetFetcher.fetch", fetch._IterableDatasetFetcher, "fetch",
-         _make_fetch("_IterableDatasetFetcher.fetch")),
+        ("workers", "_worker_loop", worker, "_worker_loop", None,  # set in _install
+         ("dataset_kind", "dataset", "index_queue", "...")),
+        ("main", "_MultiProcessingDataLoaderIter.__init__", it, "__init__", _iter_init,
+         ("self", "loader")),
+        ("main", "_MultiProcessingDataLoaderIter._try_put_index", it, "_try_put_index",
+         _try_put_index, ("self",)),
+        ("main", "_MultiProcessingDataLoaderIter._next_data", it, "_next_data", _next_data,
+         ("self",)),
+        ("main", "_MultiProcessingDataLoaderIter._get_data", it, "_get_data", _get_data,
+         ("self",)),
+        ("main", "_MultiProcessingDataLoaderIter._process_data", it, "_process_data",
+         _process_data, ("self", "data")),
+        ("fetch", "_MapDatasetFetcher.__init__", mf, "__init__", _map_fetcher_init,
+         ("self", "dataset", "auto_collation", "collate_fn", "drop_last")),
+        ("fetch", "_MapDatasetFetcher.fetch", mf, "fetch", _make_fetch("_MapDatasetFetcher.fetch"),
+         ("self", "possibly_batched_index")),
+        ("fetch", "_IterableDatasetFetcher.fetch", itf, "fetch",
+         _make_fetch("_IterableDatasetFetcher.fetch"), ("self", "possibly_batched_index")),
     ]
     try:
         from torchvision import datasets, transforms
     except ImportError:  # torch without torchvision: the DataLoader records only
         return out
     out += [
-        ("Compose.__init__", transforms.Compose, "__init__", _compose_init),
-        ("Compose.__call__", transforms.Compose, "__call__", _compose_call),
-        ("DatasetFolder.__init__", datasets.DatasetFolder, "__init__", _folder_init),
-        ("DatasetFolder.__getitem__", datasets.DatasetFolder, "__getitem__", _folder_getitem),
-        ("ImageFolder.__init__", datasets.ImageFolder, "__init__", _image_folder_init),
+        ("compose", "Compose.__init__", transforms.Compose, "__init__", _compose_init,
+         ("self", "transforms")),
+        ("compose", "Compose.__call__", transforms.Compose, "__call__", _compose_call,
+         ("self", "img")),
+        ("folder", "DatasetFolder.__init__", datasets.DatasetFolder, "__init__", _folder_init,
+         ("self", "root", "...")),
+        ("folder", "DatasetFolder.__getitem__", datasets.DatasetFolder, "__getitem__",
+         _folder_getitem, ("self", "index")),
+        ("folder", "ImageFolder.__init__", datasets.ImageFolder, "__init__", _image_folder_init,
+         ("self", "root", "...")),
     ]
+    try:
+        from torchvision.transforms import v2
+    except ImportError:  # torchvision before 0.15: no transforms.v2
+        return out
+    out.append(("compose_v2", "v2.Compose.forward", v2.Compose, "forward", _v2_compose_forward,
+                ("self", "*inputs")))
     return out
 
 
+def _lookup(owner, attr):
+    """(the function `owner.attr` resolves to, whether `owner` defines it itself), or None."""
+    if isinstance(owner, type):
+        for klass in owner.__mro__:
+            if attr in klass.__dict__:
+                return klass.__dict__[attr], klass is owner
+        return None
+    return (owner.__dict__[attr], True) if attr in owner.__dict__ else None
+
+
+def _shape_error(found, params):
+    """Why `found` is not the function a wrapper expects, or None when it is."""
+    if found is None:
+        return "missing"
+    fn = found[0]
+    if not callable(fn):
+        return "not a function"
+    try:
+        sig = _inspect.signature(fn)
+    except (TypeError, ValueError):
+        return "its signature cannot be read"
+    have = [("*" if p.kind is p.VAR_POSITIONAL else "") + name
+            for name, p in sig.parameters.items()]
+    # "..." ends a list whose function takes more (passed through); otherwise a further parameter
+    # without a default is a call lotus's wrapper does not make.
+    rest = params[-1] == "..."
+    params = params[:-1] if rest else params
+    extra_required = [p for p in list(sig.parameters.values())[len(params):]
+                      if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY,
+                                                             p.POSITIONAL_OR_KEYWORD)]
+    if list(params) != have[:len(params)] or (extra_required and not rest):
+        return f"parameters ({', '.join(have)}), expected ({', '.join(params)}, ...)"
+    return None
+
+
 def _install(trace_all):
-    global _patches, _trace_all
+    global _patches, _trace_all, _IterableDatasetStopIteration
     with _lock:
         _trace_all = bool(trace_all)
         if _patches is not None:
             return
+        from torch.utils.data._utils.worker import _IterableDatasetStopIteration as stop
+        _IterableDatasetStopIteration = stop
+        targets = _targets()
+        bad = {}
+        for group, key, owner, attr, _, params in targets:
+            why = _shape_error(_lookup(owner, attr), params)
+            if why is not None and group not in bad:
+                bad[group] = f"{getattr(owner, '__name__', owner)}.{attr}: {why}"
+        for group, why in bad.items():
+            _unsupported("shape:" + group, f"{why}; its {_GROUP_RECORDS[group]} are not recorded")
         patches = []
-        for key, owner, attr, replacement in _targets():
-            original = owner.__dict__[attr]
-            _originals[key] = original
-            patches.append((owner, attr, original))
-            if replacement is not None:
-                setattr(owner, attr, replacement)
+        _originals.clear()
+        for group, key, owner, attr, replacement, _ in targets:
+            if group in bad:
+                continue
+            fn, own = _lookup(owner, attr)
+            _originals[key] = fn
+            patches.append((owner, attr, fn if own else None))
+            if key == "_worker_loop":  # refreshed by each iterator with the options of the day
+                replacement = _WorkerLoop((dict(_lotus_pkg._last_options), _trace_all))
+            setattr(owner, attr, replacement)
         _patches = patches
+
+
+_GROUP_RECORDS = {
+    "workers": "worker-side batch records",
+    "main": "main-process records (SBatchQueued/Wait/Consumed)",
+    "fetch": "SBatchPreprocessed and SCollation records",
+    "compose": "Compose step records",
+    "compose_v2": "transforms.v2.Compose step records",
+    "folder": "SLoader/STransform records",
+}
 
 
 class _Instrumentation:
@@ -431,7 +596,10 @@ def uninstrument():
         if _patches is None:
             return
         for owner, attr, original in reversed(_patches):
-            setattr(owner, attr, original)
+            if original is None:  # inherited: remove ours, the base class's shows again
+                delattr(owner, attr)
+            else:
+                setattr(owner, attr, original)
         _patches = None
         _trace_all = False
     _lotus.flush()
