@@ -8,6 +8,10 @@
 # Mounts and the root are removed on every path.
 #   bash tools/fresh-demo.sh [--suite bookworm|trixie] [--tests] [REPO [COMMIT]]
 #        (default: bookworm, this checkout, HEAD)
+#   bash tools/fresh-demo.sh [--suite S] [--tests] --prepare DIR   only debootstrap into DIR and
+#        download (not install) the packages the run will install, then leave DIR for:
+#   bash tools/fresh-demo.sh [--suite S] [--tests] --root DIR [REPO [COMMIT]]   run in that root
+#        (removed afterwards). test-all.sh prepares while other variants build.
 # Needs root and debootstrap (tools/deps.txt group `fresh`); downloads from the Debian archive this
 # machine's apt sources name (LOTUS_FRESH_MIRROR overrides). LOTUS_FRESH_CTEST_LOG=FILE: where to
 # copy the root's ctest log (--tests). Exit 0 when the demo (and the tests) pass there.
@@ -15,10 +19,14 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 suite=bookworm
 tests=0
+prepare=""
+given_root=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --suite) suite="${2:?--suite needs bookworm or trixie}"; shift 2 ;;
     --tests) tests=1; shift ;;
+    --prepare) prepare="${2:?--prepare needs a directory}"; shift 2 ;;
+    --root) given_root="${2:?--root needs a directory}"; shift 2 ;;
     -*) echo "fresh-demo: unknown option $1" >&2; exit 2 ;;
     *) break ;;
   esac
@@ -36,7 +44,16 @@ if [ -z "$mirror" ]; then
     /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null || true)"
   [ -n "$mirror" ] || { echo "fresh-demo: no Debian archive found in /etc/apt/sources*; set LOTUS_FRESH_MIRROR" >&2; exit 2; }
 fi
-root="$(mktemp -d "${TMPDIR:-/var/tmp}/lotus-fresh.XXXXXX")"
+if [ -n "$prepare" ]; then
+  root="$prepare"
+  [ ! -e "$root" ] || [ -z "$(ls -A "$root")" ] || { echo "fresh-demo: --prepare $root: not empty" >&2; exit 2; }
+  mkdir -p "$root"
+elif [ -n "$given_root" ]; then
+  root="$given_root"
+  [ -x "$root/usr/bin/apt-get" ] || { echo "fresh-demo: --root $root: not a prepared root" >&2; exit 2; }
+else
+  root="$(mktemp -d "${TMPDIR:-/var/tmp}/lotus-fresh.XXXXXX")"
+fi
 mounts=()
 cleanup() {
   local rc=$?
@@ -48,6 +65,8 @@ cleanup() {
   done
   if grep -q " $root" /proc/mounts; then
     echo "fresh-demo: $root still has mounts; not removing it" >&2
+  elif [ -n "$prepare" ] && [ "$rc" = 0 ]; then
+    :  # left for --root
   else
     rm -rf --one-file-system "$root"
   fi
@@ -57,17 +76,34 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 t0=$SECONDS
-echo "fresh-demo: debootstrap minbase $suite from $mirror into $root"
-debootstrap --variant=minbase --include=git,ca-certificates "$suite" "$root" "$mirror" \
-  >"$root.debootstrap.log" 2>&1 || { tail -20 "$root.debootstrap.log"; rm -f "$root.debootstrap.log"; exit 1; }
-rm -f "$root.debootstrap.log"
-echo "fresh-demo: root ready in $((SECONDS - t0)) s"
+if [ -z "$given_root" ]; then
+  echo "fresh-demo: debootstrap minbase $suite from $mirror into $root"
+  log="$(mktemp "${TMPDIR:-/tmp}/lotus-debootstrap.XXXXXX")"
+  debootstrap --variant=minbase --include=git,ca-certificates "$suite" "$root" "$mirror" \
+    >"$log" 2>&1 || { tail -20 "$log"; rm -f "$log"; exit 1; }
+  rm -f "$log"
+  echo "fresh-demo: root ready in $((SECONDS - t0)) s"
+fi
 cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
 mount -t proc proc "$root/proc" && mounts+=("$root/proc")
 mount --bind /dev "$root/dev" && mounts+=("$root/dev")
 # DataLoader workers share tensors through /dev/shm, and torch reads the CPU layout from /sys.
 mount -t tmpfs -o size=2g,mode=1777 shm "$root/dev/shm" && mounts+=("$root/dev/shm")
 mount -t sysfs sys "$root/sys" && mounts+=("$root/sys")
+
+if [ -n "$prepare" ]; then
+  # Download what the run's install steps will install (they still install it themselves).
+  groups="demo"
+  [ "$tests" = 1 ] && groups="demo stack"
+  # shellcheck disable=SC2086
+  pkgs="$(LOTUS_DEBIAN_CODENAME="$suite" bash "$here/tools/deps.sh" $groups | tr '\n' ' ')"
+  # shellcheck disable=SC2086
+  chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive \
+    bash -c "apt-get update -qq && apt-get install -y -qq --download-only --no-install-recommends $pkgs" \
+    || { echo "fresh-demo: downloading the packages into the $suite root failed" >&2; exit 1; }
+  echo "fresh-demo: $suite root prepared in $root in $((SECONDS - t0)) s"
+  exit 0
+fi
 
 # The commit, cloned as a user would (no hard links into this repository).
 git clone -q --no-hardlinks "$repo" "$root/root/lotus"

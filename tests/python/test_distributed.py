@@ -31,7 +31,10 @@ def run_job(trace_prefix, world=2):
     procs = []
     for rank in range(world):
         env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world),
-                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+                   # torch 2.4+ defaults its TCP store to libuv; Debian 13's torch is built
+                   # without it (init_process_group fails unless told to use the plain store).
+                   USE_LIBUV="0")
         env.pop("LOTUS_LOG_FILE", None)
         procs.append(subprocess.Popen(
             [sys.executable, str(HERE / "dist_rank.py"), json.dumps(dict(CFG, trace=trace_prefix))],
