@@ -352,9 +352,12 @@ def test_fork_main_records_exact(tmp_path, order, persistent, in_order):
     check_main_and_workers(info, files, 6, 2, 2, order, in_order, persistent)
 
 
-@pytest.mark.parametrize("in_order", [True, pytest.param(False, marks=needs_in_order)])
-@pytest.mark.parametrize("context,persistent", [("spawn", False), ("spawn", True),
-                                                ("forkserver", False)])
+# (spawn, not persistent, in order) is test_spawn_workers_out_of_order.
+@pytest.mark.parametrize("context,persistent,in_order", [
+    pytest.param("spawn", False, False, marks=needs_in_order),
+    ("spawn", True, True),
+    pytest.param("spawn", True, False, marks=needs_in_order),
+    ("forkserver", False, True)])
 def test_spawn_and_forkserver_main_records_exact(tmp_path, context, persistent, in_order):
     cfg = dict(context=context, workers=2, epochs=2, batches=4, order="swap01",
                persistent=persistent)
