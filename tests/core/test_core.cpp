@@ -340,3 +340,25 @@ TEST_CASE("after thread churn, a full ring is drained before the backlog of new 
   CHECK(burst_lines == 40000);
   lotus::configure(trace_to(dir.path + "/unused"));  // back to defaults for later tests
 }
+
+TEST_CASE("a malformed LOTUS_MAX_BYTES fails closed: the documented limit, not none",
+          "[core][options][budget]") {
+  // Before the fix a malformed value warned and applied no limit at all.
+  const auto parsed = [](const char* value) {
+    ::setenv("LOTUS_MAX_BYTES", value, 1);
+    lotus::detail::env_settings env;
+    env.read();
+    ::unsetenv("LOTUS_MAX_BYTES");
+    return env;
+  };
+  for (const char* bad : {"lots", "-5", "100000000000000000000", "1e9", " 12"}) {
+    INFO("LOTUS_MAX_BYTES=" << bad);
+    const auto env = parsed(bad);
+    CHECK(env.has_max_bytes);
+    CHECK(env.max_bytes == lotus::detail::max_bytes_fail_closed);
+    CHECK_FALSE(env.has_min_free);  // the default disk reserve stays on
+  }
+  CHECK(parsed("20000").max_bytes == 20000);
+  CHECK(parsed("0").max_bytes == 0);  // 0 is the explicit "no limit"
+  CHECK(parsed("0").has_max_bytes);
+}
