@@ -145,7 +145,8 @@ int usage() {
       "  fds THREADS           live threads record one 'Live' each; prints the open fds\n"
       "  fork_first_start T    T threads make the first events while main forks\n"
       "  flush_in_handler MS   short-lived threads record; a SIGUSR2 handler calls flush()\n"
-      "  reconfigure N         configure() N times, alternating two prefixes, 10 scopes each\n");
+      "  reconfigure N         configure() N times, alternating two prefixes, 10 scopes each\n"
+      "  thread_name 0         a thread named 'w\\nrank 7\\nhost' records one 'Work'\n");
   return 2;
 }
 
@@ -365,6 +366,16 @@ int main(int argc, char** argv) {
     print_stats();
     std::printf("child_status %d\nchild_pid %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : 128,
                 static_cast<int>(pid));
+    return 0;
+  }
+
+  if (mode == "thread_name" && argc == 3) {  // a thread named with a newline records
+    std::thread t([] {
+      ::pthread_setname_np(::pthread_self(), "w\nrank 7\nhost");  // 15 bytes: the limit
+      work(1);
+    });
+    t.join();
+    print_stats();
     return 0;
   }
 

@@ -819,6 +819,25 @@ TEST_CASE("sidecar: host, and rank lines from RANK, LOCAL_RANK, WORLD_SIZE", "[s
     CHECK(starts(lines, "local_rank ") == 0);
     CHECK(starts(lines, "world_size ") == 0);
   }
+
+  SECTION("a thread name with newlines stays one value of its thread line") {
+    // Before the fix 'w\nrank 7\nhost' became three sidecar lines: the process was filed under
+    // rank 7, and a second host line.
+    const auto c = run_child({child, "thread_name", "0"}, {{"LOTUS_LOG_FILE", dir / "t"}});
+    require_clean_exit(c);
+    CHECK(c.written == 1);
+    const auto lines = sidecar_lines(c);
+    INFO(lotus_test::read_file(dir / (".t.lotus-meta_" + std::to_string(c.values.at("pid")))));
+    CHECK(starts(lines, "rank ") == 0);
+    CHECK(starts(lines, "host ") == 1);
+    CHECK(starts(lines, "thread ") == 1);
+    const auto thread = std::find_if(lines.begin(), lines.end(), [](const std::string& l) {
+      return l.rfind("thread ", 0) == 0;
+    });
+    REQUIRE(thread != lines.end());
+    CHECK(thread->size() > 20);
+    CHECK(thread->substr(thread->size() - 14) == " w_rank 7_host");
+  }
 }
 
 TEST_CASE("EACCES: an unwritable directory gives one message, tracing off, every event counted",

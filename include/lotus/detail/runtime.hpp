@@ -85,7 +85,7 @@ LOTUS_DETAIL_COLD inline text sidecar_host_lines() noexcept {
   char host[256] = {};
   if (::gethostname(host, sizeof host - 1) != 0 || has_control_char(host)) host[0] = '\0';
   text out;
-  out.add("host ").add(host[0] != '\0' ? host : "unknown").add('\n');
+  out.add("host ").add_value(host[0] != '\0' ? host : "unknown").add('\n');
   static const char* const vars[][2] = {
       {"RANK", "rank"}, {"LOCAL_RANK", "local_rank"}, {"WORLD_SIZE", "world_size"}};
   for (const auto& v : vars) {

@@ -287,7 +287,7 @@ class trace_writer {
         std::snprintf(line, sizeof line,
                       "lotus-meta 1\nversion " LOTUS_VERSION_STRING "\npid %d\nppid %d\nprefix ",
                       static_cast<int>(::getpid()), static_cast<int>(::getppid()));
-    head.add(line, printed(n, sizeof line)).add(files_.base());
+    head.add(line, printed(n, sizeof line)).add_value(files_.base());
     const int m = std::snprintf(line, sizeof line, "\nstart %llu\nclock %s %.9f\n",
                                 static_cast<unsigned long long>(process_start()),
                                 conv_.mode() == mode_tsc ? "tsc" : "realtime", conv_.ns_per_tick());
@@ -318,10 +318,8 @@ class trace_writer {
   LOTUS_DETAIL_COLD void announce(thread_state& t) noexcept {
     t.announced = true;
     if (thread_lines_.size() > 3500) flush_thread_lines();
-    char line[64];
-    const int n = std::snprintf(line, sizeof line, "thread %llu %s\n",
-                                static_cast<unsigned long long>(t.tid), t.name);
-    thread_lines_.add(line, printed(n, sizeof line));
+    // The name is the thread's own (pthread_setname_np): any bytes, a newline included.
+    thread_lines_.add("thread ").add(t.tid).add(' ').add_value(t.name).add('\n');
   }
 
   /// A drained segment the owner has moved on from. stats() may still hold it (it reads under the
