@@ -125,6 +125,7 @@ class runtime {
   void shutdown() noexcept;
   trace_stats stats() noexcept;
   const record_site& intern(std::string_view name, std::uint32_t flags);
+  interned_name intern_locked(const char* name, std::size_t size, std::uint32_t flags) noexcept;
   LOTUS_DETAIL_NOINLINE inline const record_site* intern_dynamic(const char* name, std::size_t size,
                                                                  std::uint64_t hash) noexcept;
   LOTUS_DETAIL_NOINLINE inline void push_slow(const record_site* loc, std::uint64_t t0,
@@ -329,13 +330,15 @@ inline trace_stats runtime::stats() noexcept {
   return s;
 }
 
+inline interned_name runtime::intern_locked(const char* name, std::size_t size,
+                                            std::uint32_t flags) noexcept {
+  const busy_guard busy;
+  const sync_hold lk(intern_mu_);
+  return interned_.find_or_add(name, size, flags);
+}
+
 inline const record_site& runtime::intern(std::string_view name, std::uint32_t flags) {
-  const record_site* loc = nullptr;
-  {
-    const busy_guard busy;
-    const sync_hold lk(intern_mu_);
-    loc = interned_.find_or_add(name.data(), name.size(), flags);
-  }
+  const record_site* loc = intern_locked(name.data(), name.size(), flags).loc;
   if (loc == nullptr) throw std::bad_alloc();
   return *loc;
 }
@@ -363,21 +366,27 @@ inline void arm_thread_exit() noexcept {
   static_cast<void>(hook);
 }
 
-const record_site* runtime::intern_dynamic(const char* name, std::size_t size,
+const record_site* runtime::intern_dynamic(const char* name, std::size_t key_size,
                                            std::uint64_t hash) noexcept {
   if (t_thread.busy != 0 || t_thread.exited) {
     count_lost(lost_reentrant_);
     return nullptr;
   }
-  const record_site* loc = nullptr;
-  try {
-    loc = &intern(std::string_view(name, size), 0);
-  } catch (...) {
+#ifdef LOTUS_TEST_HOOKS
+  test_hooks::dynamic_misses.fetch_add(1, std::memory_order_relaxed);
+#endif
+  // A cut name is interned under its kept bytes with flag_sanitized (a key of its own).
+  const std::size_t size = key_size & ~name_cut_bit;
+  const interned_name in =
+      intern_locked(name, size, (key_size & name_cut_bit) != 0 ? flag_sanitized : 0u);
+  const record_site* loc = in.loc;
+  if (loc == nullptr) {
     diag(topic::no_memory,
          "out of memory interning a LOTUS_SCOPE_DYNAMIC name; the scope is dropped");
     count_lost(lost_no_ring_);
     return nullptr;
   }
+  if (in.key == nullptr) return loc;  // the pooled site (table full): not cached, each use counts
   // Remember it on this thread (up to 4096 names: a larger working set still works, with the lock).
   const busy_guard busy;
   arm_thread_exit();
@@ -387,7 +396,7 @@ const record_site* runtime::intern_dynamic(const char* name, std::size_t size,
     if (c == nullptr) return loc;
     t_names = c;
   }
-  if (c->reserve_one(64, 8192)) c->insert(name_cache::slot{hash, size, loc});
+  if (c->reserve_one(64, 8192)) c->insert(name_cache::slot{hash, key_size, in.key, loc});
   return loc;
 }
 
