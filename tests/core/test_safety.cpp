@@ -568,6 +568,31 @@ TEST_CASE("EMFILE: counted as dropped, one message, tracing goes on", "[safety][
   CHECK(disk.lines_named("SBefore") + c.dropped == 4000);
 }
 
+TEST_CASE("the host closes every fd >= 3 and opens its own files: not one lotus byte in them",
+          "[safety][files]") {
+  // Before the fix the writer kept writing to its old descriptor numbers: the host's own file got
+  // the 'SAfter' records, and stats() counted them as written.
+  lotus_test::temp_dir dir;
+  const std::string own = dir / "own";
+  std::filesystem::create_directories(own);
+  const auto c =
+      run_child({child, "close_fds", own, "1000"}, {{"LOTUS_LOG_FILE", dir / "trace/t"}});
+  require_clean_exit(c);
+  INFO("stderr:\n" << c.run.err);
+  for (int i = 0; i < 8; ++i) {
+    INFO("host file " << i << " (fd " << c.value("host_fd_" + std::to_string(i)) << ")");
+    CHECK(lotus_test::read_file(own + "/host_" + std::to_string(i)) == "host\n");
+  }
+  CHECK(c.recorded == 3000);
+  CHECK(c.recorded == c.written + c.dropped);
+  // The trace files are reopened by name (checked to be the same inode): nothing is lost.
+  const auto disk = read_disk(dir / "trace");
+  CHECK(disk.bad == 0);
+  CHECK(disk.lines == c.written);
+  CHECK(disk.lines_named("SBefore") == 1000);
+  CHECK(disk.lines_named("SAfter") == 2000);
+}
+
 TEST_CASE("a relative LOTUS_LOG_FILE keeps its directory after the host's chdir()",
           "[safety][loss]") {
   lotus_test::temp_dir dir;

@@ -117,12 +117,10 @@ class trace_files {
       t->announced = false;
     }
     for (std::size_t i = 0; i < open_count_; ++i) {
-      if (open_[i]->fd >= 0) ::close(open_[i]->fd);
-      open_[i]->fd = -1;
+      close_if_ours(*open_[i]);
     }
     open_count_ = 0;
-    if (sidecar_.fd >= 0) ::close(sidecar_.fd);
-    sidecar_.fd = -1;
+    close_if_ours(sidecar_);
     if (keep_known && sidecar_.state == file_slot::created &&
         sidecar_pid_ == static_cast<std::uint64_t>(::getpid())) {
       remember(file_key(sidecar_pid_, kind_sidecar), sidecar_);
@@ -154,6 +152,7 @@ class trace_files {
     if (disabled_ || s.state == file_slot::refused) return 0;
     if (s.state == file_slot::none) recall(file_key(t.tid, main_file ? kind_main : kind_worker), s);
     const int kind = main_file ? kind_main : kind_worker;
+    if (s.fd >= 0 && !still_ours(s)) drop_fd(s);  // the host closed it: reopen by name, checked
     if (s.fd < 0 && !acquire(s, kind, t.tid)) return 0;
     s.last_use = ++clock_;
     return append_lines(s, data, n, lines, kind, t.tid);
@@ -165,12 +164,13 @@ class trace_files {
     if (disabled_) return false;
     const std::uint64_t pid = static_cast<std::uint64_t>(::getpid());
     if (sidecar_pid_ != pid) {
-      if (sidecar_.fd >= 0) ::close(sidecar_.fd);
+      close_if_ours(sidecar_);
       sidecar_ = file_slot{};
       sidecar_pid_ = pid;
       recall(file_key(pid, kind_sidecar), sidecar_);  // this prefix, configured before
     }
     if (sidecar_.state == file_slot::refused) return false;
+    if (sidecar_.fd >= 0 && !still_ours(sidecar_)) drop_fd(sidecar_);
     if (sidecar_.fd < 0 && sidecar_.state == file_slot::created) {
       if (!reopen(sidecar_, kind_sidecar, pid)) return false;
       return append_lines(sidecar_, lines.c_str(), lines.size(), 1, kind_sidecar, pid) == 1;
@@ -311,29 +311,55 @@ class trace_files {
     for (std::size_t i = 1; i < open_count_; ++i) {
       if (open_[i]->last_use < open_[victim]->last_use) victim = i;
     }
-    ::close(open_[victim]->fd);
-    open_[victim]->fd = -1;
+    close_if_ours(*open_[victim]);
     open_[victim] = open_[--open_count_];
   }
 
   void release(file_slot& s) noexcept {
     if (s.fd < 0) return;
+    uncache(s);
+    close_if_ours(s);
+  }
+
+  void uncache(file_slot& s) noexcept {
     for (std::size_t i = 0; i < open_count_; ++i) {
       if (open_[i] == &s) {
         open_[i] = open_[--open_count_];
         break;
       }
     }
-    ::close(s.fd);
+  }
+
+  /// True when `s.fd` still is the file lotus created (same device and inode). The host may close
+  /// any descriptor (daemonizing code, close_range(3, ~0U)) and open its own file, which then
+  /// gets the same number: lotus must never write into it, nor close it. One fstat() per write
+  /// of a buffer (a few hundred kilobytes at most), on the writer thread only; the window between
+  /// this check and the write(2) is the only one left (tools/RUNTIME.md).
+  bool still_ours(const file_slot& s) const noexcept {
+    struct stat st {};
+    return ::fstat(s.fd, &st) == 0 && static_cast<std::uint64_t>(st.st_dev) == s.dev &&
+           static_cast<std::uint64_t>(st.st_ino) == s.ino;
+  }
+
+  /// Forgets a descriptor that is not ours any more, without closing it (the number may be the
+  /// host's now). The file is reopened by name, with the identity checks of reopen().
+  LOTUS_DETAIL_COLD void drop_fd(file_slot& s) noexcept {
+    uncache(s);
+    s.fd = -1;
+    diag(topic::fd_reused,
+         "a trace file descriptor of lotus was closed by the program (and maybe reused for another "
+         "file); lotus never writes into it: the trace file is reopened by name");
+  }
+
+  /// close(2), only when the descriptor still is ours.
+  void close_if_ours(file_slot& s) noexcept {
+    if (s.fd >= 0 && still_ours(s)) ::close(s.fd);
     s.fd = -1;
   }
 
   /// Hands our descriptors back when the process ran out of them.
   LOTUS_DETAIL_COLD void shed() noexcept {
-    for (std::size_t i = 0; i < open_count_; ++i) {
-      ::close(open_[i]->fd);
-      open_[i]->fd = -1;
-    }
+    for (std::size_t i = 0; i < open_count_; ++i) close_if_ours(*open_[i]);
     open_count_ = 0;
   }
 
