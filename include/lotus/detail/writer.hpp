@@ -309,8 +309,24 @@ class trace_writer {
     thread_lines_ = text();
   }
 
-  void sidecar(const text& lines) noexcept {
-    if (!discard_ && !files_.disabled()) files_.write_sidecar(sidecar_header(), lines);
+  void sidecar(const text& lines, bool final = false) noexcept {
+    if (!discard_ && !files_.disabled()) files_.write_sidecar(sidecar_header(), lines, final);
+  }
+
+  /// The `stats` line: at a flush when the counts changed since the last one written (a loop of
+  /// flush() calls adds nothing), and always at the writer's stop (`final`, which may use the
+  /// budget's stats reserve). Every sidecar byte counts against LOTUS_MAX_BYTES.
+  LOTUS_DETAIL_COLD void write_stats(bool final) noexcept {
+    const text line = stats_line_();
+    const char* nl = std::strchr(line.c_str(), '\n');
+    const std::size_t head = nl != nullptr ? static_cast<std::size_t>(nl - line.c_str()) : 0;
+    if (!final && head == last_stats_.size() &&
+        std::memcmp(line.c_str(), last_stats_.c_str(), head) == 0) {
+      return;
+    }
+    last_stats_.clear();
+    last_stats_.add(line.c_str(), head);
+    sidecar(line, final);
   }
 
   /// The thread's `thread` line, collected and written once per cycle (or when the buffer is
@@ -343,12 +359,13 @@ class trace_writer {
   }
 
   /// Drains every thread once and writes the sidecar lines of the cycle (no lock held).
-  void cycle(bool reopen, bool stats, bool urgent) noexcept {
+  void cycle(bool reopen, bool stats, bool urgent, bool final) noexcept {
     const std::uint64_t cpu0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
     if (!threads_.snapshot(cycle_threads_)) {
       diag(topic::no_memory, "out of memory listing the recording threads; retried next cycle");
     }
     if (reopen) {
+      last_stats_.clear();  // a new prefix gets its own sidecar, with a stats line
       files_.start(std::string_view(cycle_prefix_.c_str(), cycle_prefix_.size()), cycle_threads_);
     }
     discard_ = files_.disabled();
@@ -364,7 +381,7 @@ class trace_writer {
       if (urgent_.load(std::memory_order_relaxed)) serve_urgent();
     }
     flush_thread_lines();
-    if (stats && stats_line_ != nullptr && files_.has_sidecar()) sidecar(stats_line_());
+    if (stats && stats_line_ != nullptr && files_.has_sidecar()) write_stats(final);
     threads_.release(cycle_finished_);
     cpu_ns_.fetch_add(clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0, std::memory_order_relaxed);
   }
@@ -414,7 +431,7 @@ class trace_writer {
       if (reopen) cycle_prefix_ = prefix_;
       mu_.unlock();
 
-      cycle(reopen, req != flush_done_ || stopping, urgent);
+      cycle(reopen, req != flush_done_ || stopping, urgent, stopping);
 
       mu_.lock();
       flush_done_ = req;
@@ -463,6 +480,7 @@ class trace_writer {
   bool busy_ = false;  // a ring was found half full in the last cycle
   text cycle_prefix_;  // the prefix of a reopening cycle
   text thread_lines_;  // sidecar `thread` lines of this cycle
+  text last_stats_;    // the last `stats` line written (without its clocksync line)
   out_buffer worker_buf_, main_buf_;
   ptr_list<thread_state> cycle_threads_, cycle_finished_, urgent_threads_;
   epoch_formatter epoch_;
