@@ -103,6 +103,25 @@ bool contains(const std::string& text, const std::string& what) {
   return text.find(what) != std::string::npos;
 }
 
+struct sidecar_stats {
+  std::uint64_t recorded = 0, written = 0, dropped = 0, sanitized = 0;
+};
+
+/// The last `stats` line of a sidecar (zeros when it has none).
+sidecar_stats last_stats(const std::string& sidecar) {
+  sidecar_stats s;
+  const auto at = sidecar.rfind("stats ");
+  if (at == std::string::npos || (at != 0 && sidecar[at - 1] != '\n')) return s;
+  unsigned long long r = 0, w = 0, d = 0, z = 0;
+  if (std::sscanf(sidecar.c_str() + at, "stats %llu %llu %llu %llu", &r, &w, &d, &z) == 4) {
+    s.recorded = r;
+    s.written = w;
+    s.dropped = d;
+    s.sanitized = z;
+  }
+  return s;
+}
+
 /// The trace files of a directory: lines per record name, malformed lines (a partial last line
 /// counts as malformed), files.
 struct disk_summary {
@@ -759,6 +778,63 @@ TEST_CASE("a recording plugin loaded and unloaded 70 times keeps one sidecar and
   const auto disk = read_disk(dir.path);
   CHECK(disk.bad == 0);
   CHECK(disk.lines_named("SPlugin") == 700);
+  // The last stats line counts every load's runtime (before: only the last load's 10).
+  CHECK(last_stats(sidecar).recorded == 700);
+  CHECK(last_stats(sidecar).written == 700);
+#endif
+}
+
+TEST_CASE("two lotus runtimes in one process: one byte budget, one stats line for both",
+          "[safety][configure][budget]") {
+  // The program's own lotus and a plugin's (hidden visibility: a runtime of its own), both
+  // recording at once. Before the fix each had the whole LOTUS_MAX_BYTES, and the sidecar's last
+  // stats line was whichever runtime wrote last (the tool showed half the drops).
+#ifndef LOTUS_DL_HOST
+  WARN("skipped: the plugin and its host are not built in sanitizer builds");
+#else
+  lotus_test::temp_dir dir;
+  SECTION("stats") {
+    const auto c = run_child({LOTUS_DL_HOST, LOTUS_DL_RECORDER, "1000"},
+                             {{"LOTUS_LOG_FILE", dir / "t"}, {"ASAN_OPTIONS", "detect_leaks=0"}});
+    INFO("stdout:\n" << c.run.out << "stderr:\n" << c.run.err);
+    REQUIRE(c.run.exit_code == 0);
+    CHECK(c.run.err.empty());
+    std::string sidecar;
+    for (const auto& name : lotus_test::list_dir(dir.path)) {
+      if (name[0] == '.') sidecar += lotus_test::read_file(dir / name);
+    }
+    INFO("sidecar:\n" << sidecar);
+    CHECK(count_of(sidecar, "lotus-meta 1\n") == 1);  // one sidecar, shared
+    const auto s = last_stats(sidecar);
+    CHECK(s.recorded == 3000);  // 2000 'Host' + 1000 'Plugin'
+    CHECK(s.written == 3000);
+    CHECK(s.dropped == 0);
+    const auto disk = read_disk(dir.path);
+    CHECK(disk.lines_named("SHost") == 2000);
+    CHECK(disk.lines_named("SPlugin") == 1000);
+  }
+  SECTION("budget") {
+    const auto c =
+        run_child({LOTUS_DL_HOST, LOTUS_DL_RECORDER, "2000"}, {{"LOTUS_LOG_FILE", dir / "t"},
+                                                               {"LOTUS_MAX_BYTES", "20000"},
+                                                               {"ASAN_OPTIONS", "detect_leaks=0"}});
+    INFO("stdout:\n" << c.run.out << "stderr:\n" << c.run.err);
+    REQUIRE(c.run.exit_code == 0);
+    std::uint64_t bytes = 0;
+    std::string sidecar;
+    for (const auto& name : lotus_test::list_dir(dir.path)) {
+      const std::string text = lotus_test::read_file(dir / name);
+      bytes += text.size();
+      if (name[0] == '.') sidecar += text;
+    }
+    INFO("sidecar:\n" << sidecar);
+    CHECK(bytes <= 20000);  // both runtimes, every file
+    const auto s = last_stats(sidecar);
+    CHECK(s.recorded == 6000);
+    CHECK(s.dropped > 0);
+    CHECK(s.recorded == s.written + s.dropped);
+    CHECK(read_disk(dir.path).lines == s.written);
+  }
 #endif
 }
 

@@ -8,9 +8,11 @@
 #endif
 #include <errno.h>        // errno
 #include <fcntl.h>        // open, O_*
+#include <link.h>         // dl_iterate_phdr (ledger.hpp)
 #include <pthread.h>      // pthread_atfork, pthread_mutex_t
 #include <sched.h>        // sched_yield, sched_getaffinity
 #include <signal.h>       // sigfillset
+#include <sys/mman.h>     // memfd_create, mmap (ledger.hpp)
 #include <sys/prctl.h>    // PR_GET_NAME
 #include <sys/stat.h>     // fstat, lstat, mkdir
 #include <sys/syscall.h>  // SYS_gettid
@@ -36,6 +38,7 @@
 #include "lotus/detail/entry.hpp"
 #include "lotus/detail/env.hpp"
 #include "lotus/detail/intern.hpp"
+#include "lotus/detail/ledger.hpp"
 #include "lotus/detail/name_cache.hpp"
 #include "lotus/detail/nvtx.hpp"
 #include "lotus/detail/platform.hpp"
@@ -58,26 +61,6 @@ static_assert(min_free_default == trace_files::min_free_auto,
 constexpr std::uint64_t writer_stop_limit_ms = 5000;
 /// The longest lotus::flush() waits for the writer (then it returns, with one message).
 constexpr std::uint64_t writer_flush_limit_ms = 10000;
-
-/// A sidecar `clocksync <when>` line: a CLOCK_REALTIME and CLOCK_MONOTONIC pair read back to
-/// back, then the kernel's NTP state from a read-only adjtimex (its return value, `status` bits,
-/// `maxerror` and `esterror` in microseconds; -1 and zeros when the call fails). The tool turns
-/// these into the clock error bound it can vouch for per host (see tools/FORMAT.md).
-LOTUS_DETAIL_COLD inline text clocksync_line(const char* when) noexcept {
-  const std::uint64_t rt = clock_ns(CLOCK_REALTIME);
-  const std::uint64_t mono = clock_ns(CLOCK_MONOTONIC);
-  struct timex tx {};
-  const int state = ::adjtimex(&tx);
-  char line[160];
-  const int n =
-      std::snprintf(line, sizeof line, "clocksync %s %llu %llu %d %lld %lld %lld\n", when,
-                    static_cast<unsigned long long>(rt), static_cast<unsigned long long>(mono),
-                    state, static_cast<long long>(state < 0 ? 0 : tx.status),
-                    static_cast<long long>(state < 0 ? 0 : tx.maxerror),
-                    static_cast<long long>(state < 0 ? 0 : tx.esterror));
-  text out;
-  return out.add(line, printed(n, sizeof line));
-}
 
 /// `host`, when set the distributed-training rank variables, and the start clock pair, for the
 /// sidecar.
@@ -203,17 +186,8 @@ runtime& runtime::get() noexcept {
 
 LOTUS_DETAIL_COLD inline void at_exit_handler() noexcept { runtime::get().shutdown(); }
 
-/// The sidecar's `stats` line of the current process.
-LOTUS_DETAIL_COLD inline text stats_line() noexcept {
-  const trace_stats s = runtime::get().stats();
-  char buf[112];
-  const int n = std::snprintf(
-      buf, sizeof buf, "stats %llu %llu %llu %llu\n", static_cast<unsigned long long>(s.recorded),
-      static_cast<unsigned long long>(s.written), static_cast<unsigned long long>(s.dropped),
-      static_cast<unsigned long long>(s.sanitized));
-  text line;
-  return line.add(buf, printed(n, sizeof buf)).add(clocksync_line("exit"));
-}
+/// This runtime's counts, for the sidecar's `stats` line (the writer adds the other runtimes').
+LOTUS_DETAIL_COLD inline trace_stats own_stats() noexcept { return runtime::get().stats(); }
 
 bool runtime::initialize() noexcept {
   const busy_guard busy;
@@ -222,7 +196,7 @@ bool runtime::initialize() noexcept {
     initialized_ = true;
     env_.read();
     writer_.set_sidecar_info(sidecar_host_lines());
-    writer_.set_stats_source(&stats_line);
+    writer_.set_stats_source(&own_stats);
     apply_locked(options());
     std::atexit(at_exit_handler);
     static_cast<void>(g_fork_handlers);  // registered at load time (see there)
@@ -591,7 +565,7 @@ LOTUS_DETAIL_COLD inline void runtime::fork_child() noexcept {
   fresh->block_.store(old->block_.load());
   fresh->writer_.adopt_clock(old->writer_.clock_model());
   fresh->writer_.set_sidecar_info(sidecar_host_lines());
-  fresh->writer_.set_stats_source(&stats_line);
+  fresh->writer_.set_stats_source(&own_stats);
   fresh->writer_.set_budget(old->set_.max_bytes, old->set_.min_free);
   fresh->writer_.retarget(old->set_.log_file, old->set_.flush_interval_ms);
   old->interned_.move_to(fresh->interned_);  // interned locations must stay valid

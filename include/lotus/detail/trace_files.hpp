@@ -103,6 +103,15 @@ class trace_files {
     budget_changed_.store(true, std::memory_order_relaxed);
   }
 
+  /// The byte count this runtime shares with the process's other lotus runtimes (ledger.hpp);
+  /// nullptr: its own. Writer thread only, before it writes.
+  void set_byte_counter(std::atomic<std::uint64_t>* shared) noexcept {
+    std::atomic<std::uint64_t>* to = shared != nullptr ? shared : &own_bytes_;
+    if (to == bytes_) return;
+    to->fetch_add(bytes_->exchange(0, std::memory_order_relaxed), std::memory_order_relaxed);
+    bytes_ = to;
+  }
+
   /// Closes every file (prefix change, fork child, shutdown). With `keep_known` (a prefix change)
   /// the files stay known under their prefix: configuring it again appends to them (they were
   /// created by this process) instead of taking fresh names.
