@@ -147,6 +147,7 @@ int usage() {
       "  fork_first_start T    T threads make the first events while main forks\n"
       "  flush_in_handler MS   short-lived threads record; a SIGUSR2 handler calls flush()\n"
       "  reconfigure N         configure() N times, alternating two prefixes, 10 scopes each\n"
+      "  names N               N distinct LOTUS_SCOPE_DYNAMIC names, one scope each\n"
       "  flushes N             N times: one 'Work' scope, then lotus::flush()\n"
       "  close_fds DIR N       N 'Before', close every fd >= 3, open DIR/host_*, N 'After'\n"
       "  thread_name 0         a thread named 'w\\nrank 7\\nhost' records one 'Work'\n");
@@ -369,6 +370,16 @@ int main(int argc, char** argv) {
     print_stats();
     std::printf("child_status %d\nchild_pid %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : 128,
                 static_cast<int>(pid));
+    return 0;
+  }
+
+  if (mode == "names" && argc == 3) {  // N distinct run-time names, one scope each
+    for (long i = 0; i < a; ++i) {
+      LOTUS_SCOPE_DYNAMIC("op, seq = " + std::to_string(i));
+    }
+    lotus::flush();
+    print_stats();
+    std::printf("sanitized %llu\n", static_cast<unsigned long long>(lotus::stats().sanitized));
     return 0;
   }
 

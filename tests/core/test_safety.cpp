@@ -613,6 +613,25 @@ TEST_CASE("EMFILE: counted as dropped, one message, tracing goes on", "[safety][
   CHECK(disk.lines_named("SBefore") + c.dropped == 4000);
 }
 
+TEST_CASE("a bounded name table: names past 65536 are pooled and counted, none lost",
+          "[safety][names]") {
+  // Before the fix every distinct run-time name stayed interned (~320 B each, without bound).
+  lotus_test::temp_dir dir;
+  const auto c = run_child({child, "names", "70000"}, {{"LOTUS_LOG_FILE", dir / "t"}});
+  require_clean_exit(c);
+  INFO("stderr:\n" << c.run.err);
+  CHECK(count_of(c.run.err, "lotus_more_names") == 1);  // one message
+  CHECK(c.recorded == 70000);
+  CHECK(c.written == 70000);
+  const auto disk = read_disk(dir.path);
+  CHECK(disk.lines == 70000);
+  CHECK(disk.lines_named("Sop_ seq = 0") == 1);
+  CHECK(disk.lines_named("Sop_ seq = 65535") == 1);
+  CHECK(disk.lines_named("Slotus_more_names") == 70000 - 65536);
+  CHECK(disk.names.size() == 65536 + 1);
+  CHECK(c.value("sanitized") == 70000);  // every name had a ','; the pooled ones too
+}
+
 TEST_CASE("the host closes every fd >= 3 and opens its own files: not one lotus byte in them",
           "[safety][files]") {
   // Before the fix the writer kept writing to its old descriptor numbers: the host's own file got
