@@ -114,6 +114,12 @@ class runtime {
   LOTUS_DETAIL_NOINLINE inline void push_slow(const record_site* loc, std::uint64_t t0,
                                               std::uint64_t t1, std::uint64_t idx) noexcept;
   std::uint64_t writer_cpu_ns() const noexcept { return writer_.cpu_ns(); }
+  /// Run-time name lookups that found the name table full (recorded under pooled_name).
+  std::uint64_t pooled_names() noexcept {
+    const busy_guard busy;
+    const sync_hold lk(intern_mu_);
+    return interned_.pooled_count();
+  }
   void note_thread_exit() noexcept { threads_.note_exit(); }
 
   static void fork_prepare() noexcept;
