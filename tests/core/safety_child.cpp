@@ -150,6 +150,7 @@ int usage() {
       "  names N               N distinct LOTUS_SCOPE_DYNAMIC names, one scope each\n"
       "  flushes N             N times: one 'Work' scope, then lotus::flush()\n"
       "  close_fds DIR N       N 'Before', close every fd >= 3, open DIR/host_*, N 'After'\n"
+      "  collector_close_fds DIR  resume/pause, close every fd >= 3, open DIR/host_*, again\n"
       "  thread_name 0         a thread named 'w\\nrank 7\\nhost' records one 'Work'\n");
   return 2;
 }
@@ -416,6 +417,25 @@ int main(int argc, char** argv) {
     for (std::size_t i = 0; i < own.size(); ++i) {
       std::printf("host_fd_%zu %d\n", i, own[i]);
     }
+    return 0;
+  }
+
+  if (mode == "collector_close_fds" && argc == 3) {  // DIR: the host closes the perf FIFOs' fds
+    const std::string dir = argv[2];
+    LOTUS_COLLECTOR_RESUME();
+    LOTUS_COLLECTOR_PAUSE();
+    if (::syscall(SYS_close_range, 3u, ~0u, 0u) != 0) {
+      for (int fd = 3; fd < 4096; ++fd) ::close(fd);
+    }
+    for (int i = 0; i < 4; ++i) {
+      const std::string path = dir + "/host_" + std::to_string(i);
+      const int fd =
+          ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+      if (fd < 0 || ::write(fd, "host\n", 5) != 5) return 3;
+    }
+    LOTUS_COLLECTOR_RESUME();  // the FIFOs are opened again: the commands still reach perf
+    LOTUS_COLLECTOR_PAUSE();
+    print_stats();
     return 0;
   }
 

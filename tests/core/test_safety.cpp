@@ -7,6 +7,7 @@
 // stats().dropped, one message per cause, at most 64 descriptors however many threads record.
 #include <fcntl.h>
 #include <grp.h>
+#include <poll.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -655,6 +656,58 @@ TEST_CASE("the host closes every fd >= 3 and opens its own files: not one lotus 
   CHECK(disk.lines == c.written);
   CHECK(disk.lines_named("SBefore") == 1000);
   CHECK(disk.lines_named("SAfter") == 2000);
+}
+
+TEST_CASE("the host closes every fd >= 3: perf's control FIFO commands never reach its files",
+          "[safety][files][collector]") {
+  // The collector's descriptors are lotus's too: before the fix the second 'enable' and
+  // 'disable' went into the host's file that got the control FIFO's number.
+  lotus_test::temp_dir dir;
+  const std::string own = dir / "own";
+  std::filesystem::create_directories(own);
+  const std::string ctl = dir / "ctl.fifo", ack = dir / "ack.fifo";
+  REQUIRE(::mkfifo(ctl.c_str(), 0600) == 0);
+  REQUIRE(::mkfifo(ack.c_str(), 0600) == 0);
+  // Plays `perf record --control=fifo:CTL,ACK`: both FIFOs open before the program starts.
+  const int ctl_fd = ::open(ctl.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC);
+  const int ack_fd = ::open(ack.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC);
+  REQUIRE(ctl_fd >= 0);
+  REQUIRE(ack_fd >= 0);
+  std::vector<std::string> commands;
+  const auto serve = [&](pid_t pid) {
+    std::string pending;
+    for (;;) {
+      siginfo_t info{};
+      if (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0 ||
+          info.si_pid != 0) {
+        break;
+      }
+      pollfd p{ctl_fd, POLLIN, 0};
+      if (::poll(&p, 1, 20) <= 0) continue;
+      char buf[64];
+      const ssize_t n = ::read(ctl_fd, buf, sizeof buf);
+      if (n <= 0) continue;
+      pending.append(buf, static_cast<std::size_t>(n));
+      for (std::size_t nl; (nl = pending.find('\n')) != std::string::npos;) {
+        commands.push_back(pending.substr(0, nl));
+        pending.erase(0, nl + 1);
+        if (::write(ack_fd, "ack\n", 5) != 5) break;
+      }
+    }
+  };
+  const auto c = run_child(
+      {child, "collector_close_fds", own},
+      {{"LOTUS_COLLECTOR", "perf"}, {"LOTUS_PERF_CTL_FIFO", ctl}, {"LOTUS_PERF_ACK_FIFO", ack}}, {},
+      serve);
+  ::close(ctl_fd);
+  ::close(ack_fd);
+  require_clean_exit(c);
+  INFO("stderr:\n" << c.run.err);
+  for (int i = 0; i < 4; ++i) {
+    INFO("host file " << i);
+    CHECK(lotus_test::read_file(own + "/host_" + std::to_string(i)) == "host\n");
+  }
+  CHECK(commands == std::vector<std::string>{"enable", "disable", "enable", "disable"});
 }
 
 TEST_CASE("a relative LOTUS_LOG_FILE keeps its directory after the host's chdir()",
