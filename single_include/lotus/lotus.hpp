@@ -3561,6 +3561,9 @@ class trace_files {
     budget_changed_.store(true, std::memory_order_relaxed);
   }
 
+  /// LOTUS_MAX_BYTES is set.
+  bool byte_limited() const noexcept { return max_bytes_.load(std::memory_order_relaxed) != 0; }
+
   /// The byte count this runtime shares with the process's other lotus runtimes (ledger.hpp);
   /// nullptr: its own. Writer thread only, before it writes.
   void set_byte_counter(std::atomic<std::uint64_t>* shared) noexcept {
@@ -4590,6 +4593,11 @@ class trace_writer {
     }
     discard_ = files_.disabled();
     busy_ = false;
+    // Under LOTUS_MAX_BYTES the sidecar's header goes first, before the cycle's records: with a
+    // small budget the process's metadata (pid, clock, host) is the last thing to lose.
+    if (!discard_ && files_.byte_limited() && !cycle_threads_.empty() && !files_.has_sidecar()) {
+      sidecar(text());
+    }
     if (urgent) serve_urgent();  // a full ring woke this cycle: it goes first
     for (thread_state* t : cycle_threads_) {
       const bool retired = t->retired.load(std::memory_order_acquire);

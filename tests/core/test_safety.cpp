@@ -535,8 +535,15 @@ TEST_CASE("disk budget: LOTUS_MAX_BYTES caps the trace bytes of a process, one m
   CHECK(c.recorded == c.written + c.dropped);
   CHECK(c.dropped > 0);
   std::uint64_t bytes = 0;  // every file lotus wrote: trace files and the sidecar
-  for (const auto& name : lotus_test::list_dir(dir.path))
-    bytes += lotus_test::read_file(dir / name).size();
+  std::string sidecar;
+  for (const auto& name : lotus_test::list_dir(dir.path)) {
+    const std::string text = lotus_test::read_file(dir / name);
+    bytes += text.size();
+    if (name[0] == '.') sidecar = text;
+  }
+  // The sidecar's header is written before the records that use up the budget.
+  CHECK(sidecar.find("\npid " + std::to_string(c.values.at("pid")) + "\n") != std::string::npos);
+  CHECK(sidecar.find("\nclock ") != std::string::npos);
   CHECK(bytes <= 20000);
   // Whole lines up to the budget; at most 256 bytes are kept for the exit stats line.
   CHECK(bytes > 20000 - 200 - 256);

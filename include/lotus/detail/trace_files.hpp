@@ -103,6 +103,9 @@ class trace_files {
     budget_changed_.store(true, std::memory_order_relaxed);
   }
 
+  /// LOTUS_MAX_BYTES is set.
+  bool byte_limited() const noexcept { return max_bytes_.load(std::memory_order_relaxed) != 0; }
+
   /// The byte count this runtime shares with the process's other lotus runtimes (ledger.hpp);
   /// nullptr: its own. Writer thread only, before it writes.
   void set_byte_counter(std::atomic<std::uint64_t>* shared) noexcept {

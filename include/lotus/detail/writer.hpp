@@ -397,6 +397,11 @@ class trace_writer {
     }
     discard_ = files_.disabled();
     busy_ = false;
+    // Under LOTUS_MAX_BYTES the sidecar's header goes first, before the cycle's records: with a
+    // small budget the process's metadata (pid, clock, host) is the last thing to lose.
+    if (!discard_ && files_.byte_limited() && !cycle_threads_.empty() && !files_.has_sidecar()) {
+      sidecar(text());
+    }
     if (urgent) serve_urgent();  // a full ring woke this cycle: it goes first
     for (thread_state* t : cycle_threads_) {
       const bool retired = t->retired.load(std::memory_order_acquire);
