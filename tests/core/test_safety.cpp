@@ -109,7 +109,7 @@ struct sidecar_stats {
 };
 
 /// The last `stats` line of a sidecar (zeros when it has none).
-sidecar_stats last_stats(const std::string& sidecar) {
+[[maybe_unused]] sidecar_stats last_stats(const std::string& sidecar) {
   sidecar_stats s;
   const auto at = sidecar.rfind("stats ");
   if (at == std::string::npos || (at != 0 && sidecar[at - 1] != '\n')) return s;
