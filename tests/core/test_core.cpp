@@ -358,7 +358,7 @@ TEST_CASE("a malformed LOTUS_MAX_BYTES fails closed: the documented limit, not n
     const auto env = parsed(bad);
     CHECK(env.has_max_bytes);
     CHECK(env.max_bytes == (std::uint64_t{1} << 30));  // 1 GiB, as tools/RUNTIME.md says
-    CHECK_FALSE(env.has_min_free);  // the default disk reserve stays on
+    CHECK_FALSE(env.has_min_free);                     // the default disk reserve stays on
   }
   CHECK(parsed("20000").max_bytes == 20000);
   CHECK(parsed("0").max_bytes == 0);  // 0 is the explicit "no limit"
