@@ -29,6 +29,15 @@ constexpr std::uint32_t flag_sanitized =
 /// The longest name a record carries (bytes, without the leading 'S'); longer run-time names are
 /// cut at a UTF-8 character boundary and counted as sanitized.
 constexpr std::size_t max_name_bytes = 4096;
+/// The bytes of a run-time name that count: at most max_name_bytes, cut back to a UTF-8 character
+/// boundary. What lies beyond is neither read, hashed nor stored.
+inline std::size_t name_key_size(const char* name, std::size_t size) noexcept {
+  if (size <= max_name_bytes) return size;
+  std::size_t keep = max_name_bytes;
+  while (keep > 0 && (static_cast<unsigned char>(name[keep]) & 0xC0) == 0x80) --keep;
+  return keep;
+}
+
 /// A name's byte as records carry it: ',' (the field separator) and control bytes become '_'.
 constexpr char record_name_char(char c) noexcept {
   return c == ',' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? '_' : c;

@@ -59,19 +59,25 @@ inline void emit(const record_site& loc, std::uint64_t t0, std::uint64_t t1,
 }
 
 /// The interned location of `name` for LOTUS_SCOPE_DYNAMIC: the thread's cache, else the runtime.
+/// The key is the name as given, at most max_name_bytes of it (name_key_size), and whether it was
+/// cut (the size's top bit): an exact match, whatever bytes the name holds.
 LOTUS_DETAIL_FORCE_INLINE const record_site* dynamic_location(std::string_view name) noexcept {
-  const std::uint64_t h = name_hash(name.data(), name.size());
+  std::size_t n = name.size(), key_size = n;
+  if (LOTUS_DETAIL_UNLIKELY(n > max_name_bytes)) {
+    n = name_key_size(name.data(), n);
+    key_size = n | name_cut_bit;
+  }
+  const std::uint64_t h = name_hash(name.data(), n);
   if (const name_cache* c = t_names) {
     for (std::size_t i = static_cast<std::size_t>(h) & c->mask;; i = (i + 1) & c->mask) {
       const name_cache::slot& s = c->slots[i];
       if (s.loc == nullptr) break;
-      if (s.name_hash == h && s.size == name.size() &&
-          std::memcmp(s.loc->name, name.data(), name.size()) == 0) {
+      if (s.name_hash == h && s.size == key_size && std::memcmp(s.key, name.data(), n) == 0) {
         return s.loc;
       }
     }
   }
-  return intern_dynamic(name.data(), name.size(), h);
+  return intern_dynamic(name.data(), key_size, h);
 }
 
 /// Marker for scope_timer's run-time-name constructor.

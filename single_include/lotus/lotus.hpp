@@ -191,6 +191,8 @@ enum class topic : unsigned {
   collector,       // the collector backend (perf, ITT, uProf, Callgrind) failed
   map,             // LotusMap probe control (list file)
   nvtx,            // LOTUS_NVTX asked for in a build without NVTX
+  names,           // the run-time name table is full: new names pooled
+  fd_reused,       // a descriptor of lotus was closed (and maybe reused) by the host
   count_
 };
 
@@ -882,6 +884,7 @@ inline const collector_backend* itt_backend() noexcept {
 #include <unistd.h>    // write, read, close
 
 #include <cerrno>   // errno
+#include <cstdint>  // uint64_t
 #include <cstdio>   // fprintf
 #include <cstring>  // memcmp, memcpy, strerror, strlen
 
@@ -899,6 +902,9 @@ namespace detail {
 struct perf_collector_state {
   int ctl = -1;
   int ack = -1;
+  // The FIFOs' identity when opened: the program may close any descriptor and open its own
+  // file under the same number, which must never get a command (nor be closed by lotus).
+  std::uint64_t ctl_dev = 0, ctl_ino = 0, ack_dev = 0, ack_ino = 0;
   int timeout_ms = 5000;
   bool waiting = false;  // attach mode: nobody reads the CTL FIFO yet; regions are skipped
   // Copies: a later setenv() may free the strings getenv() returned.
@@ -911,10 +917,17 @@ inline perf_collector_state& perf_collector() noexcept {
   return state;
 }
 
+/// True when `fd` still is the FIFO opened as (dev, ino).
+inline bool perf_fd_is(int fd, std::uint64_t dev, std::uint64_t ino) noexcept {
+  struct stat st {};
+  return fd >= 0 && ::fstat(fd, &st) == 0 && static_cast<std::uint64_t>(st.st_dev) == dev &&
+         static_cast<std::uint64_t>(st.st_ino) == ino;
+}
+
 inline void perf_close() noexcept {
   perf_collector_state& s = perf_collector();
-  if (s.ctl >= 0) ::close(s.ctl);
-  if (s.ack >= 0) ::close(s.ack);
+  if (perf_fd_is(s.ctl, s.ctl_dev, s.ctl_ino)) ::close(s.ctl);
+  if (perf_fd_is(s.ack, s.ack_dev, s.ack_ino)) ::close(s.ack);
   s.ctl = -1;
   s.ack = -1;
   s.waiting = false;
@@ -922,10 +935,16 @@ inline void perf_close() noexcept {
 
 enum class perf_open_result { opened, absent, failed };
 
-/// A regular file in place of a FIFO would swallow the commands and never ack: refuse it.
-inline bool perf_is_fifo(int fd, const char* name, const char* path) noexcept {
+/// A regular file in place of a FIFO would swallow the commands and never ack: refuse it. A FIFO's
+/// identity goes to (dev, ino).
+inline bool perf_is_fifo(int fd, const char* name, const char* path, std::uint64_t& dev,
+                         std::uint64_t& ino) noexcept {
   struct stat st {};
-  if (::fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode)) return true;
+  if (::fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode)) {
+    dev = static_cast<std::uint64_t>(st.st_dev);
+    ino = static_cast<std::uint64_t>(st.st_ino);
+    return true;
+  }
   diag(topic::collector,
        "collector: perf: %s=%s is not a FIFO (create it with mkfifo and pass it to perf "
        "--control=fifo:CTL,ACK); collector control off",
@@ -946,7 +965,7 @@ inline perf_open_result perf_try_open() noexcept {
          s.ctl_path, std::strerror(err));
     return perf_open_result::failed;
   }
-  if (!perf_is_fifo(s.ctl, "LOTUS_PERF_CTL_FIFO", s.ctl_path)) {
+  if (!perf_is_fifo(s.ctl, "LOTUS_PERF_CTL_FIFO", s.ctl_path, s.ctl_dev, s.ctl_ino)) {
     perf_close();
     return perf_open_result::failed;
   }
@@ -960,7 +979,7 @@ inline perf_open_result perf_try_open() noexcept {
       perf_close();
       return perf_open_result::failed;
     }
-    if (!perf_is_fifo(s.ack, "LOTUS_PERF_ACK_FIFO", s.ack_path)) {
+    if (!perf_is_fifo(s.ack, "LOTUS_PERF_ACK_FIFO", s.ack_path, s.ack_dev, s.ack_ino)) {
       perf_close();
       return perf_open_result::failed;
     }
@@ -1102,9 +1121,30 @@ inline bool perf_read_ack(const char* command) noexcept {
   return true;
 }
 
+/// Before every command: both descriptors must still be the FIFOs. When the program closed them
+/// (daemonizing code, close_range), they are forgotten unclosed (the numbers may be its files now)
+/// and the FIFOs are opened again by path.
+inline bool perf_fds_still_ours() noexcept {
+  perf_collector_state& s = perf_collector();
+  const bool ctl_ok = perf_fd_is(s.ctl, s.ctl_dev, s.ctl_ino);
+  const bool ack_ok = s.ack < 0 || perf_fd_is(s.ack, s.ack_dev, s.ack_ino);
+  if (ctl_ok && ack_ok) return true;
+  if (ctl_ok) ::close(s.ctl);
+  if (ack_ok && s.ack >= 0) ::close(s.ack);
+  s.ctl = -1;
+  s.ack = -1;
+  if (perf_try_open() == perf_open_result::opened) return true;
+  diag(topic::collector,
+       "collector: perf: the program closed the control FIFO's descriptor and it cannot be "
+       "opened again; collector control off");
+  perf_close();
+  return false;
+}
+
 inline bool perf_command(const char* command) noexcept {
   perf_collector_state& s = perf_collector();
   if (s.ctl < 0) return false;
+  if (!perf_fds_still_ours()) return false;
   char line[32];
   const std::size_t len = std::strlen(command);
   std::memcpy(line, command, len);
@@ -1441,6 +1481,15 @@ constexpr std::uint32_t flag_sanitized =
 /// The longest name a record carries (bytes, without the leading 'S'); longer run-time names are
 /// cut at a UTF-8 character boundary and counted as sanitized.
 constexpr std::size_t max_name_bytes = 4096;
+/// The bytes of a run-time name that count: at most max_name_bytes, cut back to a UTF-8 character
+/// boundary. What lies beyond is neither read, hashed nor stored.
+inline std::size_t name_key_size(const char* name, std::size_t size) noexcept {
+  if (size <= max_name_bytes) return size;
+  std::size_t keep = max_name_bytes;
+  while (keep > 0 && (static_cast<unsigned char>(name[keep]) & 0xC0) == 0x80) --keep;
+  return keep;
+}
+
 /// A name's byte as records carry it: ',' (the field separator) and control bytes become '_'.
 constexpr char record_name_char(char c) noexcept {
   return c == ',' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? '_' : c;
@@ -1505,6 +1554,8 @@ struct test_hooks {
   static inline thread_local std::uint64_t thread_id = 0;
   /// The most trace files the writer created between a full ring's nudge and its drain.
   static inline std::atomic<std::uint64_t> max_creates_while_full{0};
+  /// LOTUS_SCOPE_DYNAMIC lookups that missed the thread's name cache (took the intern lock).
+  static inline std::atomic<std::uint64_t> dynamic_misses{0};
 };
 
 }  // namespace detail
@@ -1610,8 +1661,9 @@ LOTUS_DETAIL_API int initialize_mode() noexcept;
 LOTUS_DETAIL_API const record_site& intern(std::string_view name, std::uint32_t flags = 0);
 
 /// LOTUS_SCOPE_DYNAMIC's miss in the thread's name cache: intern, then remember it on this thread.
-/// nullptr when out of memory (the scope is then not recorded).
-LOTUS_DETAIL_API const record_site* intern_dynamic(const char* name, std::size_t size,
+/// nullptr when out of memory (the scope is then not recorded). `key_size`: the name's kept bytes
+/// (name_key_size), | name_cut_bit when it was longer.
+LOTUS_DETAIL_API const record_site* intern_dynamic(const char* name, std::size_t key_size,
                                                    std::uint64_t hash) noexcept;
 
 LOTUS_DETAIL_API void api_configure(const options& opts);
@@ -1747,10 +1799,14 @@ struct probe_table {
   }
 };
 
+/// dynamic_location's key size of a name longer than max_name_bytes: its kept bytes | this bit.
+constexpr std::size_t name_cut_bit = ~(~std::size_t{0} >> 1);
+
 /// A thread's cache of interned run-time names (one owner thread, no lock).
 struct name_cache_slot {
   std::uint64_t name_hash;
-  std::size_t size;
+  std::size_t size;  // the key's bytes, | name_cut_bit when the name was longer
+  const char* key;   // the key's bytes, owned by the runtime's intern table (never freed)
   const record_site* loc;
   bool empty() const noexcept { return loc == nullptr; }
   std::size_t hash() const noexcept { return static_cast<std::size_t>(name_hash); }
@@ -1902,19 +1958,25 @@ inline void emit(const record_site& loc, std::uint64_t t0, std::uint64_t t1,
 }
 
 /// The interned location of `name` for LOTUS_SCOPE_DYNAMIC: the thread's cache, else the runtime.
+/// The key is the name as given, at most max_name_bytes of it (name_key_size), and whether it was
+/// cut (the size's top bit): an exact match, whatever bytes the name holds.
 LOTUS_DETAIL_FORCE_INLINE const record_site* dynamic_location(std::string_view name) noexcept {
-  const std::uint64_t h = name_hash(name.data(), name.size());
+  std::size_t n = name.size(), key_size = n;
+  if (LOTUS_DETAIL_UNLIKELY(n > max_name_bytes)) {
+    n = name_key_size(name.data(), n);
+    key_size = n | name_cut_bit;
+  }
+  const std::uint64_t h = name_hash(name.data(), n);
   if (const name_cache* c = t_names) {
     for (std::size_t i = static_cast<std::size_t>(h) & c->mask;; i = (i + 1) & c->mask) {
       const name_cache::slot& s = c->slots[i];
       if (s.loc == nullptr) break;
-      if (s.name_hash == h && s.size == name.size() &&
-          std::memcmp(s.loc->name, name.data(), name.size()) == 0) {
+      if (s.name_hash == h && s.size == key_size && std::memcmp(s.key, name.data(), n) == 0) {
         return s.loc;
       }
     }
   }
-  return intern_dynamic(name.data(), name.size(), h);
+  return intern_dynamic(name.data(), key_size, h);
 }
 
 /// Marker for scope_timer's run-time-name constructor.
@@ -2051,9 +2113,11 @@ class scope_timer {
 #endif
 #include <errno.h>        // errno
 #include <fcntl.h>        // open, O_*
+#include <link.h>         // dl_iterate_phdr (ledger.hpp)
 #include <pthread.h>      // pthread_atfork, pthread_mutex_t
 #include <sched.h>        // sched_yield, sched_getaffinity
 #include <signal.h>       // sigfillset
+#include <sys/mman.h>     // memfd_create, mmap (ledger.hpp)
 #include <sys/prctl.h>    // PR_GET_NAME
 #include <sys/stat.h>     // fstat, lstat, mkdir
 #include <sys/syscall.h>  // SYS_gettid
@@ -2195,55 +2259,86 @@ namespace detail {
 // into every translation unit that records, and two unordered_map instantiations alone cost a
 // quarter of a second of compile time per TU.
 
-/// Run-time names, each interned once per (name, flags) for the life of the process: the
+/// The most distinct run-time names a process interns, and the most bytes of name text they may
+/// hold (each name is at most max_name_bytes): whichever is reached first, later new names are
+/// pooled into one record name, `lotus_more_names`, counted as sanitized (tools/RUNTIME.md).
+constexpr std::size_t max_interned_names = 65536;
+constexpr std::size_t max_interned_bytes = std::size_t{64} << 20;
+/// The name of the pooled record site (one per flags combination).
+inline constexpr char pooled_name[] = "lotus_more_names";
+
+/// What interning returns: the site, and the key bytes the thread caches compare against (stable
+/// for the process's life); `key` is nullptr for the pooled site (it is not cached).
+struct interned_name {
+  const record_site* loc = nullptr;
+  const char* key = nullptr;
+};
+
+/// Run-time names, each interned once per (key, flags) for the life of the process: the
 /// record_site handed out must stay valid (rings and thread caches point at it), so entries
-/// are never freed. Chained hash table; the caller holds the runtime's intern lock.
+/// are never freed. The key is the name's first bytes (name_key_size) plus whether it was cut,
+/// as given: an exact memcmp in the thread caches finds it whatever it contains (',' and control
+/// bytes included), and no byte beyond the cap is ever read. Chained hash table, bounded
+/// (max_interned_names, max_interned_bytes; the rest pooled and counted); the caller holds the
+/// runtime's intern lock.
 class intern_table {
  public:
-  /// The location of (name, flags), created on first use; nullptr when out of memory.
-  const record_site* find_or_add(const char* name, std::size_t size, std::uint32_t flags) noexcept {
+  /// The location of (name, flags), created on first use; loc nullptr when out of memory.
+  interned_name find_or_add(const char* name, std::size_t size, std::uint32_t flags) noexcept {
+    const std::size_t keep = name_key_size(name, size);
+    if (keep != size) flags |= flag_sanitized;  // cut: a key of its own, counted as sanitized
+    size = keep;
     const std::uint64_t h = name_hash(name, size) ^ (std::uint64_t{flags} * 0x9E3779B97F4A7C15ull);
     if (buckets_ != nullptr) {
       for (node* n = buckets_[h & mask_]; n != nullptr; n = n->next) {
-        if (n->hash == h && n->size == size && (n->loc.flags & ~flag_sanitized) == flags &&
+        if (n->hash == h && n->size == size && n->key_flags == flags &&
             std::memcmp(n->text, name, size) == 0) {
-          return &n->loc;
+          return {&n->loc, n->text};
         }
       }
     }
-    if (count_ + 1 > mask_ && !grow()) return nullptr;
-    // The name the records carry: at most max_name_bytes (cut at a UTF-8 character boundary),
-    // record_name_char applied (a NUL would otherwise cut it short in the writer, and "a\0x" and
-    // "a\0y" would both become "a"). The raw bytes stay the lookup key.
-    std::size_t keep = size;
-    if (keep > max_name_bytes) {
-      keep = max_name_bytes;
-      while (keep > 0 && (static_cast<unsigned char>(name[keep]) & 0xC0) == 0x80) --keep;
+    if (count_ >= max_interned_names || bytes_ + 2 * size > max_interned_bytes) {
+      return {pooled(flags), nullptr};
     }
-    auto* n = static_cast<node*>(std::malloc(sizeof(node) + size + 1 + keep));
-    if (n == nullptr) return nullptr;
+    if (count_ + 1 > mask_ && !grow()) return {};
+    // The name the records carry: record_name_char applied (a NUL would otherwise cut it short in
+    // the writer, and "a\0x" and "a\0y" would both become "a"). The raw bytes stay the key.
+    auto* n = static_cast<node*>(std::malloc(sizeof(node) + 2 * size + 1));
+    if (n == nullptr) return {};
     std::memcpy(n->text, name, size);
     n->text[size] = '\0';
     char* clean = n->text + size + 1;
-    bool changed = keep != size;
-    for (std::size_t i = 0; i < keep; ++i) {
+    bool changed = (flags & flag_sanitized) != 0;
+    for (std::size_t i = 0; i < size; ++i) {
       clean[i] = record_name_char(name[i]);
       changed = changed || clean[i] != name[i];
     }
-    clean[keep] = '\0';
+    clean[size] = '\0';
     n->hash = h;
     n->size = size;
+    n->key_flags = flags;
     n->loc = record_site{clean, "", "", 0, flags | (changed ? flag_sanitized : 0u)};
     n->next = buckets_[h & mask_];
     buckets_[h & mask_] = n;
     ++count_;
-    return &n->loc;
+    bytes_ += 2 * size;
+    return {&n->loc, n->text};
   }
 
-  /// Hands every entry to `to` (a forked child's runtime); this table is left empty.
+  /// Lookups that found the table full and got the pooled site (each thread's cache does not
+  /// keep pooled names: every use of one counts).
+  std::uint64_t pooled_count() const noexcept { return pooled_count_; }
+  std::size_t size() const noexcept { return count_; }
+
+  /// Hands every entry to `to` (a forked child's runtime); this table is left empty. The pooled
+  /// sites stay where they are (in the parent's runtime, never freed): the child copies them.
   void move_to(intern_table& to) noexcept {
-    to = *this;
-    *this = intern_table();
+    to.buckets_ = buckets_;
+    to.mask_ = mask_;
+    to.count_ = count_;
+    to.bytes_ = bytes_;
+    buckets_ = nullptr;
+    mask_ = count_ = bytes_ = 0;
   }
 
  private:
@@ -2251,9 +2346,27 @@ class intern_table {
     node* next;
     std::uint64_t hash;
     std::size_t size;
+    std::uint32_t key_flags;
     record_site loc;
-    char text[1];  // the raw name (size + 1 bytes), then the record's name (allocated past it)
+    char text[1];  // the key (size + 1 bytes), then the record's name (allocated past it)
   };
+
+  static constexpr std::uint32_t pool_flags = flag_main | flag_indexed | flag_fixed_1us;
+
+  LOTUS_DETAIL_COLD const record_site* pooled(std::uint32_t flags) noexcept {
+    ++pooled_count_;
+    if (!pool_said_) {
+      pool_said_ = true;
+      diag(topic::names,
+           "more than %zu distinct run-time names (or %zu MiB of them) in this process: new "
+           "names are recorded as '%s' (counted as sanitized)",
+           max_interned_names, max_interned_bytes >> 20, pooled_name);
+    }
+    record_site& s = pool_[flags & pool_flags];
+    if (s.name == nullptr)
+      s = record_site{pooled_name, "", "", 0, (flags & pool_flags) | flag_sanitized};
+    return &s;
+  }
 
   bool grow() noexcept {
     const std::size_t cap = buckets_ == nullptr ? 64 : 2 * (mask_ + 1);
@@ -2276,6 +2389,10 @@ class intern_table {
   node** buckets_ = nullptr;
   std::size_t mask_ = 0;
   std::size_t count_ = 0;
+  std::size_t bytes_ = 0;
+  std::uint64_t pooled_count_ = 0;
+  bool pool_said_ = false;
+  record_site pool_[pool_flags + 1] = {};
 };
 
 /// The writer's `S<name>` label per record_site: built once (',' and control bytes replaced
@@ -2331,6 +2448,258 @@ class label_table {
 }  // namespace lotus
 #endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_INTERN_HPP
 // ---- end lotus/detail/intern.hpp ----
+// ---- begin lotus/detail/ledger.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_LEDGER_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_LEDGER_HPP
+// lotus — the process ledger: the byte budget and counters every lotus runtime shares (internal)
+// SPDX-License-Identifier: MIT
+//
+// A process may hold several lotus runtimes: the program's own (header-only, or lotus_compiled)
+// and each shared object that compiles lotus with hidden visibility (liblotus_nvtx.so, a plugin,
+// a Python extension). They share no symbol, yet LOTUS_MAX_BYTES is a limit per process and the
+// sidecar's `stats` line (the last one counts) must be the process's totals. They meet in a
+// *ledger*: a small memfd mapping named `lotus-ledger-v1`, found by its name in /proc/self/maps.
+// - Finding or creating it happens inside dl_iterate_phdr(), whose callback runs under the dynamic
+//   loader's lock: the one lock every copy of lotus in the process shares, so two runtimes
+//   starting at once agree on one ledger. The mapping is private (MAP_PRIVATE): a forked child
+//   gets a copy, sees another pid in it and makes its own.
+// - No environment variable is written (setenv races with other threads' getenv) and no symbol
+//   needs exporting. Where /proc or memfd_create is missing, each runtime keeps its own counts,
+//   as before (documented in tools/RUNTIME.md).
+
+#include <errno.h>     // errno
+#include <fcntl.h>     // open
+#include <link.h>      // dl_iterate_phdr
+#include <sys/mman.h>  // memfd_create, mmap
+#include <unistd.h>    // read, close, ftruncate, getpid
+
+#include <atomic>   // atomic
+#include <cstddef>  // size_t
+#include <cstdint>  // uint64_t
+#include <cstring>  // memcmp
+
+// ---- begin lotus/options.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
+// lotus — run-time configuration types: options, overflow policy, clock source, statistics
+// SPDX-License-Identifier: MIT
+
+#include <chrono>    // milliseconds
+#include <cstddef>   // size_t
+#include <cstdint>   // uint64_t
+#include <optional>  // optional
+#include <string>    // string
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+
+/// What a thread does when its ring is full: wait for the writer (lossless) or count a drop.
+enum class overflow_policy { block, drop };
+
+/// Timestamp source: TSC calibrated to CLOCK_REALTIME where invariant, or clock_gettime.
+enum class clock_source { automatic, tsc, realtime };
+
+/// Run-time options. Unset fields fall back to the environment, then to the defaults.
+struct options {
+  std::optional<std::string> log_file;                      ///< LOTUS_LOG_FILE: trace prefix
+  std::optional<bool> enabled;                              ///< !LOTUS_DISABLE
+  std::optional<std::size_t> ring_capacity;                 ///< LOTUS_RING_CAPACITY (events/thread)
+  std::optional<std::chrono::milliseconds> flush_interval;  ///< LOTUS_FLUSH_INTERVAL_MS
+  std::optional<overflow_policy> overflow;                  ///< LOTUS_OVERFLOW: block|drop
+  std::optional<clock_source> clock;                        ///< LOTUS_CLOCK: auto|tsc|realtime
+  /// LOTUS_MAX_BYTES: trace-file bytes this process may write; beyond, events are dropped
+  /// (counted). 0: no limit (the default).
+  std::optional<std::uint64_t> max_bytes;
+  /// LOTUS_MIN_FREE_BYTES: free space the trace directory's file system keeps; below it events
+  /// are dropped (counted) until space is freed. Default: the larger of 1 GiB and 5 % of the
+  /// file system; 0: no reserve.
+  std::optional<std::uint64_t> min_free_bytes;
+  /// LOTUS_NVTX: every span also pushes and pops an NVTX range (domain `lotus`) for Nsight
+  /// Systems. Needs a build with NVTX (LOTUS_WITH_NVTX; CMake option LOTUS_NVTX); elsewhere one
+  /// message says so and tracing goes on without it.
+  std::optional<bool> nvtx;
+};
+
+/// Event counters of this process: recorded == written + dropped once everything is flushed.
+struct trace_stats {
+  std::uint64_t recorded = 0;  ///< events recorded while tracing was on
+  std::uint64_t written = 0;   ///< events written to trace files
+  std::uint64_t dropped = 0;   ///< events lost: ring full under `drop`, or tracing disabled by I/O
+  std::uint64_t sanitized =
+      0;  ///< written events whose name had ',' or control bytes replaced, or was cut at 4096 bytes
+};
+
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
+// ---- end lotus/options.hpp ----
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// The counters one runtime publishes: its own trace_stats (monotonic totals).
+struct ledger_slot {
+  std::atomic<std::uint64_t> recorded{0}, written{0}, dropped{0}, sanitized{0};
+};
+
+/// Runtimes a ledger has room for (a plugin loaded 500 times); later ones keep their own counts.
+constexpr std::uint32_t ledger_slots = 500;
+
+struct process_ledger {
+  static constexpr std::uint64_t magic_v1 = 0x3176676c73756f6cull;  // "lotuslgv1" (8 bytes)
+  std::uint64_t magic;
+  std::uint64_t size;                     // sizeof(process_ledger) of the lotus that made it
+  std::int64_t pid;                       // the process it belongs to (a forked child has a copy)
+  std::atomic<std::uint64_t> bytes;       // bytes every runtime of the process wrote (the budget)
+  std::atomic<std::uint32_t> slots_used;  // slots handed out
+  std::uint32_t reserved;
+  ledger_slot slots[ledger_slots];
+};
+
+inline constexpr char ledger_name[] = "lotus-ledger-v1";
+
+/// The ledger of this process named in /proc/self/maps, or nullptr. Parses the file in chunks on
+/// the stack (no allocation).
+LOTUS_DETAIL_COLD inline process_ledger* find_ledger() noexcept {
+  int fd = -1;
+  do {
+    fd = ::open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) return nullptr;
+  static constexpr char suffix[] = "/memfd:lotus-ledger-v1 (deleted)";
+  constexpr std::size_t suffix_len = sizeof suffix - 1;
+  char buf[8192];
+  std::size_t have = 0;
+  process_ledger* found = nullptr;
+  const auto me = static_cast<std::int64_t>(::getpid());
+  for (bool eof = false; found == nullptr && !(eof && have == 0);) {
+    if (!eof && have < sizeof buf) {
+      const ssize_t n = ::read(fd, buf + have, sizeof buf - have);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        eof = true;
+      } else {
+        have += static_cast<std::size_t>(n);
+      }
+    }
+    const char* nl = static_cast<const char*>(std::memchr(buf, '\n', have));
+    std::size_t len = nl != nullptr ? static_cast<std::size_t>(nl - buf) : have;
+    if (nl == nullptr && !eof && have < sizeof buf) continue;  // read the rest of the line
+    // "start-end perms offset dev inode path": ours end in suffix and are rw-p.
+    if (len > suffix_len && std::memcmp(buf + len - suffix_len, suffix, suffix_len) == 0) {
+      std::uint64_t start = 0, end = 0;
+      std::size_t i = 0;
+      const auto hex = [&](std::uint64_t& v) {
+        for (; i < len; ++i) {
+          const char c = buf[i];
+          const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+          if (d < 0) break;
+          v = v * 16 + static_cast<std::uint64_t>(d);
+        }
+      };
+      hex(start);
+      if (i < len && buf[i] == '-') ++i;
+      hex(end);
+      const bool rw = i + 3 < len && buf[i + 1] == 'r' && buf[i + 2] == 'w';
+      if (rw && end > start && end - start >= sizeof(process_ledger)) {
+        auto* l = reinterpret_cast<process_ledger*>(static_cast<std::uintptr_t>(start));
+        if (l->magic == process_ledger::magic_v1 && l->size == sizeof(process_ledger) &&
+            l->pid == me) {
+          found = l;
+        }
+      }
+    }
+    // Drop the line (or a line longer than the buffer, which is no ledger's).
+    const std::size_t used = nl != nullptr ? len + 1 : have;
+    std::memmove(buf, buf + used, have - used);
+    have -= used;
+  }
+  ::close(fd);
+  return found;
+}
+
+/// A new ledger for this process, or nullptr (no memfd_create, no memory).
+LOTUS_DETAIL_COLD inline process_ledger* make_ledger() noexcept {
+  const int fd = ::memfd_create(ledger_name, MFD_CLOEXEC);
+  if (fd < 0) return nullptr;
+  void* p = MAP_FAILED;
+  if (::ftruncate(fd, static_cast<off_t>(sizeof(process_ledger))) == 0) {
+    p = ::mmap(nullptr, sizeof(process_ledger), PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+  }
+  ::close(fd);  // the mapping keeps the memory; no descriptor stays open
+  if (p == MAP_FAILED) return nullptr;
+  auto* l = static_cast<process_ledger*>(p);  // zero-filled: every counter starts at 0
+  l->size = sizeof(process_ledger);
+  l->pid = static_cast<std::int64_t>(::getpid());
+  l->magic = process_ledger::magic_v1;
+  return l;
+}
+
+LOTUS_DETAIL_COLD inline int ledger_rendezvous(dl_phdr_info*, std::size_t, void* out) noexcept {
+  auto* l = static_cast<process_ledger**>(out);
+  *l = find_ledger();
+  if (*l == nullptr) *l = make_ledger();
+  return 1;  // one call is enough: the loader's lock was what it needed
+}
+
+/// This process's ledger, found or made under the loader's lock; nullptr when unavailable.
+LOTUS_DETAIL_COLD inline process_ledger* process_ledger_of_this_process() noexcept {
+  process_ledger* l = nullptr;
+  ::dl_iterate_phdr(&ledger_rendezvous, &l);
+  return l;
+}
+
+/// A runtime's place in the ledger: its slot (or none when the ledger is full or missing).
+class ledger_entry {
+ public:
+  /// Joins this process's ledger (once per runtime and process; a forked child joins its own).
+  /// Returns the byte counter every runtime of the process shares, or nullptr.
+  LOTUS_DETAIL_COLD std::atomic<std::uint64_t>* join() noexcept {
+    const auto me = static_cast<std::int64_t>(::getpid());
+    if (ledger_ != nullptr && ledger_->pid == me) return &ledger_->bytes;
+    ledger_ = process_ledger_of_this_process();
+    slot_ = nullptr;
+    if (ledger_ == nullptr) return nullptr;
+    const std::uint32_t i = ledger_->slots_used.fetch_add(1, std::memory_order_relaxed);
+    if (i < ledger_slots) slot_ = &ledger_->slots[i];
+    return &ledger_->bytes;
+  }
+
+  /// Publishes this runtime's counts and returns the process's: the sum over every runtime that
+  /// has a slot (plus this one's when it has none).
+  trace_stats process_totals(const trace_stats& own) noexcept {
+    if (ledger_ == nullptr || ledger_->pid != static_cast<std::int64_t>(::getpid())) return own;
+    if (slot_ != nullptr) {
+      slot_->recorded.store(own.recorded, std::memory_order_relaxed);
+      slot_->written.store(own.written, std::memory_order_relaxed);
+      slot_->dropped.store(own.dropped, std::memory_order_relaxed);
+      slot_->sanitized.store(own.sanitized, std::memory_order_relaxed);
+    }
+    trace_stats sum = slot_ != nullptr ? trace_stats{} : own;
+    std::uint32_t n = ledger_->slots_used.load(std::memory_order_relaxed);
+    if (n > ledger_slots) n = ledger_slots;
+    for (std::uint32_t i = 0; i < n; ++i) {
+      const ledger_slot& s = ledger_->slots[i];
+      sum.recorded += s.recorded.load(std::memory_order_relaxed);
+      sum.written += s.written.load(std::memory_order_relaxed);
+      sum.dropped += s.dropped.load(std::memory_order_relaxed);
+      sum.sanitized += s.sanitized.load(std::memory_order_relaxed);
+    }
+    return sum;
+  }
+
+ private:
+  process_ledger* ledger_ = nullptr;
+  ledger_slot* slot_ = nullptr;
+};
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_LEDGER_HPP
+// ---- end lotus/detail/ledger.hpp ----
 // ---- begin lotus/detail/nvtx.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_NVTX_HPP
 #define LOTUS_AMALGAMATED_LOTUS_DETAIL_NVTX_HPP
@@ -2555,6 +2924,19 @@ class text {
     return add(digits + sizeof digits - n, n);
   }
   text& add(char c) noexcept { return add(&c, 1); }
+  /// A value for a one-line `key value` record (the sidecar): control bytes (C0, DEL) become
+  /// '_', so a value can never start a line, or a key, of its own.
+  LOTUS_DETAIL_NOINLINE text& add_value(const char* s, std::size_t n) noexcept {
+    const std::size_t from = size_;
+    add(s, n);
+    for (std::size_t i = from; i < size_; ++i) {
+      const auto c = static_cast<unsigned char>(buf_[i]);
+      if (c < 0x20 || c == 0x7f) buf_[i] = '_';
+    }
+    return *this;
+  }
+  text& add_value(const char* s) noexcept { return add_value(s, std::strlen(s)); }
+  text& add_value(const text& t) noexcept { return add_value(t.buf_, t.size_); }
 
   void clear() noexcept {
     size_ = 0;
@@ -2583,62 +2965,6 @@ class text {
 }  // namespace lotus
 #endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_TEXT_HPP
 // ---- end lotus/detail/text.hpp ----
-// ---- begin lotus/options.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
-#define LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
-// lotus — run-time configuration types: options, overflow policy, clock source, statistics
-// SPDX-License-Identifier: MIT
-
-#include <chrono>    // milliseconds
-#include <cstddef>   // size_t
-#include <cstdint>   // uint64_t
-#include <optional>  // optional
-#include <string>    // string
-
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-
-/// What a thread does when its ring is full: wait for the writer (lossless) or count a drop.
-enum class overflow_policy { block, drop };
-
-/// Timestamp source: TSC calibrated to CLOCK_REALTIME where invariant, or clock_gettime.
-enum class clock_source { automatic, tsc, realtime };
-
-/// Run-time options. Unset fields fall back to the environment, then to the defaults.
-struct options {
-  std::optional<std::string> log_file;                      ///< LOTUS_LOG_FILE: trace prefix
-  std::optional<bool> enabled;                              ///< !LOTUS_DISABLE
-  std::optional<std::size_t> ring_capacity;                 ///< LOTUS_RING_CAPACITY (events/thread)
-  std::optional<std::chrono::milliseconds> flush_interval;  ///< LOTUS_FLUSH_INTERVAL_MS
-  std::optional<overflow_policy> overflow;                  ///< LOTUS_OVERFLOW: block|drop
-  std::optional<clock_source> clock;                        ///< LOTUS_CLOCK: auto|tsc|realtime
-  /// LOTUS_MAX_BYTES: trace-file bytes this process may write; beyond, events are dropped
-  /// (counted). 0: no limit (the default).
-  std::optional<std::uint64_t> max_bytes;
-  /// LOTUS_MIN_FREE_BYTES: free space the trace directory's file system keeps; below it events
-  /// are dropped (counted) until space is freed. Default: the larger of 1 GiB and 5 % of the
-  /// file system; 0: no reserve.
-  std::optional<std::uint64_t> min_free_bytes;
-  /// LOTUS_NVTX: every span also pushes and pops an NVTX range (domain `lotus`) for Nsight
-  /// Systems. Needs a build with NVTX (LOTUS_WITH_NVTX; CMake option LOTUS_NVTX); elsewhere one
-  /// message says so and tracing goes on without it.
-  std::optional<bool> nvtx;
-};
-
-/// Event counters of this process: recorded == written + dropped once everything is flushed.
-struct trace_stats {
-  std::uint64_t recorded = 0;  ///< events recorded while tracing was on
-  std::uint64_t written = 0;   ///< events written to trace files
-  std::uint64_t dropped = 0;   ///< events lost: ring full under `drop`, or tracing disabled by I/O
-  std::uint64_t sanitized =
-      0;  ///< written events whose name had ',' or control bytes replaced, or was cut at 4096 bytes
-};
-
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
-// ---- end lotus/options.hpp ----
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -2646,6 +2972,26 @@ namespace detail {
 
 /// Largest and smallest per-thread ring (events); rings start at `ring_initial` and double.
 constexpr std::size_t ring_min = 64, ring_max = std::size_t{1} << 26, ring_initial = 64;
+
+/// LOTUS_MAX_BYTES when it is set but malformed (garbage, negative, out of range): a budget the
+/// user asked for must not turn into "no limit". 1 GiB per process, with the disk reserve.
+constexpr std::uint64_t max_bytes_fail_closed = std::uint64_t{1} << 30;
+
+/// A byte limit from the environment: unset → false, silently; valid → true and `out`; malformed
+/// → one warning and `fallback` (true): a limit fails closed, never open.
+LOTUS_DETAIL_COLD inline bool env_u64_fail_closed(const char* name, std::uint64_t hi,
+                                                  std::uint64_t fallback,
+                                                  std::uint64_t& out) noexcept {
+  const char* v = env_text(name);
+  if (v == nullptr) return false;
+  if (parse_u64(v, 0, hi, out)) return true;
+  diag_config(
+      "ignoring %s='%.200s' (expected an integer from 0 to %llu); using %llu bytes, the "
+      "fail-closed limit for a malformed value",
+      name, v, static_cast<unsigned long long>(hi), static_cast<unsigned long long>(fallback));
+  out = fallback;
+  return true;
+}
 
 /// settings::min_free when neither options nor the environment set it.
 constexpr std::uint64_t min_free_default = ~std::uint64_t{0};
@@ -2745,7 +3091,8 @@ struct env_settings {
     const int c = env_choice("LOTUS_CLOCK", clock_names);
     has_clock = c >= 0;
     clock = c == 1 ? clock_source::tsc : c == 2 ? clock_source::realtime : clock_source::automatic;
-    has_max_bytes = env_u64("LOTUS_MAX_BYTES", 0, std::uint64_t{1} << 62, max_bytes);
+    has_max_bytes = env_u64_fail_closed("LOTUS_MAX_BYTES", std::uint64_t{1} << 62,
+                                        max_bytes_fail_closed, max_bytes);
     has_min_free = env_u64("LOTUS_MIN_FREE_BYTES", 0, std::uint64_t{1} << 62, min_free);
     nvtx = env_flag("LOTUS_NVTX") > 0;
   }
@@ -3101,9 +3448,10 @@ class thread_registry {
 // SPDX-License-Identifier: MIT
 // Drains every thread's segments, formats records, writes files.
 
-#include <pthread.h>  // pthread_create, pthread_sigmask
-#include <signal.h>   // sigfillset
-#include <time.h>     // clock_gettime
+#include <pthread.h>    // pthread_create, pthread_sigmask
+#include <signal.h>     // sigfillset
+#include <sys/timex.h>  // adjtimex (read-only: modes 0)
+#include <time.h>       // clock_gettime
 
 #include <atomic>       // atomic
 #include <cstdint>      // uint64_t
@@ -3140,6 +3488,9 @@ namespace detail {
 /// How many trace files lotus keeps open at once, whatever the number of threads (plus the
 /// sidecar): a host near its RLIMIT_NOFILE keeps its descriptors.
 constexpr std::size_t max_open_trace_files = 60;
+/// Bytes of LOTUS_MAX_BYTES (at most a quarter of it) kept for the sidecar's exit `stats` line, so
+/// the loss counters reach the disk even when records used the rest of the budget.
+constexpr std::uint64_t sidecar_stats_reserve = 256;
 /// Fresh names tried when a file name is taken: `_r1_` … `_r64_`.
 constexpr unsigned max_fresh_names = 64;
 
@@ -3199,14 +3550,27 @@ class trace_files {
   std::uint64_t creates() const noexcept { return creates_.load(std::memory_order_relaxed); }
 
   /// The disk budget (settings: LOTUS_MAX_BYTES, LOTUS_MIN_FREE_BYTES); set from any thread.
-  /// `max_bytes`: trace-file bytes this process may write (0: no limit). `min_free`: free bytes
-  /// the trace directory's file system keeps (min_free_auto: the larger of 1 GiB and 5 % of it;
-  /// 0: none). Records beyond either are dropped (counted); sidecars are not limited.
+  /// `max_bytes`: bytes this process may write, trace files and sidecar together (0: no limit).
+  /// `min_free`: free bytes the trace directory's file system keeps (min_free_auto: the larger of
+  /// 1 GiB and 5 % of it; 0: none). Records beyond either are dropped (counted), and so are
+  /// sidecar lines (whole lines; sidecar_stats_reserve is kept for the exit `stats` line).
   static constexpr std::uint64_t min_free_auto = ~std::uint64_t{0};
   void set_budget(std::uint64_t max_bytes, std::uint64_t min_free) noexcept {
     max_bytes_.store(max_bytes, std::memory_order_relaxed);
     min_free_.store(min_free, std::memory_order_relaxed);
     budget_changed_.store(true, std::memory_order_relaxed);
+  }
+
+  /// LOTUS_MAX_BYTES is set.
+  bool byte_limited() const noexcept { return max_bytes_.load(std::memory_order_relaxed) != 0; }
+
+  /// The byte count this runtime shares with the process's other lotus runtimes (ledger.hpp);
+  /// nullptr: its own. Writer thread only, before it writes.
+  void set_byte_counter(std::atomic<std::uint64_t>* shared) noexcept {
+    std::atomic<std::uint64_t>* to = shared != nullptr ? shared : &own_bytes_;
+    if (to == bytes_) return;
+    to->fetch_add(bytes_->exchange(0, std::memory_order_relaxed), std::memory_order_relaxed);
+    bytes_ = to;
   }
 
   /// Closes every file (prefix change, fork child, shutdown). With `keep_known` (a prefix change)
@@ -3227,12 +3591,10 @@ class trace_files {
       t->announced = false;
     }
     for (std::size_t i = 0; i < open_count_; ++i) {
-      if (open_[i]->fd >= 0) ::close(open_[i]->fd);
-      open_[i]->fd = -1;
+      close_if_ours(*open_[i]);
     }
     open_count_ = 0;
-    if (sidecar_.fd >= 0) ::close(sidecar_.fd);
-    sidecar_.fd = -1;
+    close_if_ours(sidecar_);
     if (keep_known && sidecar_.state == file_slot::created &&
         sidecar_pid_ == static_cast<std::uint64_t>(::getpid())) {
       remember(file_key(sidecar_pid_, kind_sidecar), sidecar_);
@@ -3264,6 +3626,7 @@ class trace_files {
     if (disabled_ || s.state == file_slot::refused) return 0;
     if (s.state == file_slot::none) recall(file_key(t.tid, main_file ? kind_main : kind_worker), s);
     const int kind = main_file ? kind_main : kind_worker;
+    if (s.fd >= 0 && !still_ours(s)) drop_fd(s);  // the host closed it: reopen by name, checked
     if (s.fd < 0 && !acquire(s, kind, t.tid)) return 0;
     s.last_use = ++clock_;
     return append_lines(s, data, n, lines, kind, t.tid);
@@ -3271,31 +3634,34 @@ class trace_files {
 
   /// Appends sidecar lines, creating `.<base>.lotus-meta_<pid>` first (with `header`) in a new
   /// process. Returns false when the sidecar cannot be written.
-  LOTUS_DETAIL_COLD bool write_sidecar(const text& header, const text& lines) noexcept {
+  LOTUS_DETAIL_COLD bool write_sidecar(const text& header, const text& lines,
+                                       bool final = false) noexcept {
     if (disabled_) return false;
     const std::uint64_t pid = static_cast<std::uint64_t>(::getpid());
     if (sidecar_pid_ != pid) {
-      if (sidecar_.fd >= 0) ::close(sidecar_.fd);
+      close_if_ours(sidecar_);
       sidecar_ = file_slot{};
       sidecar_pid_ = pid;
       recall(file_key(pid, kind_sidecar), sidecar_);  // this prefix, configured before
     }
     if (sidecar_.state == file_slot::refused) return false;
+    if (sidecar_.fd >= 0 && !still_ours(sidecar_)) drop_fd(sidecar_);
     if (sidecar_.fd < 0 && sidecar_.state == file_slot::created) {
       if (!reopen(sidecar_, kind_sidecar, pid)) return false;
-      return append_lines(sidecar_, lines.c_str(), lines.size(), 1, kind_sidecar, pid) == 1;
+      return append_lines(sidecar_, lines.c_str(), lines.size(), 1, kind_sidecar, pid, final) != 0;
     }
     if (sidecar_.fd < 0) {
       sidecar_adopted_ = false;
       if (!create(sidecar_, kind_sidecar, pid)) return false;
       if (sidecar_adopted_) {  // an earlier runtime of this process wrote its header
-        return append_lines(sidecar_, lines.c_str(), lines.size(), 1, kind_sidecar, pid) == 1;
+        return append_lines(sidecar_, lines.c_str(), lines.size(), 1, kind_sidecar, pid, final) !=
+               0;
       }
       text all = header;
       all.add(lines);
-      return append_lines(sidecar_, all.c_str(), all.size(), 1, kind_sidecar, pid) == 1;
+      return append_lines(sidecar_, all.c_str(), all.size(), 1, kind_sidecar, pid, final) != 0;
     }
-    return append_lines(sidecar_, lines.c_str(), lines.size(), 1, kind_sidecar, pid) == 1;
+    return append_lines(sidecar_, lines.c_str(), lines.size(), 1, kind_sidecar, pid, final) != 0;
   }
 
   /// `file <name>` lines for the trace files created since the last call (for the sidecar).
@@ -3421,29 +3787,55 @@ class trace_files {
     for (std::size_t i = 1; i < open_count_; ++i) {
       if (open_[i]->last_use < open_[victim]->last_use) victim = i;
     }
-    ::close(open_[victim]->fd);
-    open_[victim]->fd = -1;
+    close_if_ours(*open_[victim]);
     open_[victim] = open_[--open_count_];
   }
 
   void release(file_slot& s) noexcept {
     if (s.fd < 0) return;
+    uncache(s);
+    close_if_ours(s);
+  }
+
+  void uncache(file_slot& s) noexcept {
     for (std::size_t i = 0; i < open_count_; ++i) {
       if (open_[i] == &s) {
         open_[i] = open_[--open_count_];
         break;
       }
     }
-    ::close(s.fd);
+  }
+
+  /// True when `s.fd` still is the file lotus created (same device and inode). The host may close
+  /// any descriptor (daemonizing code, close_range(3, ~0U)) and open its own file, which then
+  /// gets the same number: lotus must never write into it, nor close it. One fstat() per write
+  /// of a buffer (a few hundred kilobytes at most), on the writer thread only; the window between
+  /// this check and the write(2) is the only one left (tools/RUNTIME.md).
+  bool still_ours(const file_slot& s) const noexcept {
+    struct stat st {};
+    return ::fstat(s.fd, &st) == 0 && static_cast<std::uint64_t>(st.st_dev) == s.dev &&
+           static_cast<std::uint64_t>(st.st_ino) == s.ino;
+  }
+
+  /// Forgets a descriptor that is not ours any more, without closing it (the number may be the
+  /// host's now). The file is reopened by name, with the identity checks of reopen().
+  LOTUS_DETAIL_COLD void drop_fd(file_slot& s) noexcept {
+    uncache(s);
+    s.fd = -1;
+    diag(topic::fd_reused,
+         "a trace file descriptor of lotus was closed by the program (and maybe reused for another "
+         "file); lotus never writes into it: the trace file is reopened by name");
+  }
+
+  /// close(2), only when the descriptor still is ours.
+  void close_if_ours(file_slot& s) noexcept {
+    if (s.fd >= 0 && still_ours(s)) ::close(s.fd);
     s.fd = -1;
   }
 
   /// Hands our descriptors back when the process ran out of them.
   LOTUS_DETAIL_COLD void shed() noexcept {
-    for (std::size_t i = 0; i < open_count_; ++i) {
-      ::close(open_[i]->fd);
-      open_[i]->fd = -1;
-    }
+    for (std::size_t i = 0; i < open_count_; ++i) close_if_ours(*open_[i]);
     open_count_ = 0;
   }
 
@@ -3612,47 +4004,85 @@ class trace_files {
     return true;
   }
 
-  /// write(2) of whole lines. A failed or short write (full disk) is cut back to the last whole
-  /// line, so a file never ends in a partial record; returns the lines on disk.
+  /// write(2) of whole lines, within the byte budget and the disk reserve (trace files and sidecar
+  /// alike). A failed or short write (full disk) is cut back to the last whole line, so a file
+  /// never ends in a partial record; returns the lines on disk. `final`: the exit `stats` line,
+  /// which may use the budget's stats reserve.
   std::uint64_t append_lines(file_slot& s, const char* data, std::size_t n, std::uint64_t lines,
-                             int kind, std::uint64_t id) noexcept {
-    if (kind != kind_sidecar) {
-      const std::size_t allowed = budget_allows(n);
-      if (allowed < n) {  // the whole lines that fit; the rest are dropped (counted by the caller)
-        std::size_t keep = allowed;
-        while (keep > 0 && data[keep - 1] != '\n') --keep;
-        std::uint64_t kept = 0;
-        for (std::size_t i = 0; i < keep; ++i) kept += data[i] == '\n' ? 1u : 0u;
-        if (keep == 0) return 0;
-        n = keep;
-        lines = kept;
+                             int kind, std::uint64_t id, bool final = false) noexcept {
+    const grant g = budget_take(n, final, kind == kind_sidecar);
+    if (g.bytes < n) {  // the whole lines that fit; the rest are dropped (counted by the caller)
+      std::size_t keep = g.bytes;
+      while (keep > 0 && data[keep - 1] != '\n') --keep;
+      std::uint64_t kept = 0;
+      for (std::size_t i = 0; i < keep; ++i) kept += data[i] == '\n' ? 1u : 0u;
+      if (keep == 0) {
+        budget_settle(g, 0);
+        return 0;
       }
+      n = keep;
+      lines = kept;
     }
     if (append_all(s, data, n)) {
-      if (kind != kind_sidecar) record_bytes_ += n;
+      budget_settle(g, n);
       return lines;
     }
+    const std::uint64_t size0 = s.size;
     const std::uint64_t kept = cut_to_lines(s, data, lines, kind, id);
-    if (kind != kind_sidecar) record_bytes_ += failed_done_;
+    budget_settle(g, static_cast<std::size_t>(s.size - size0));
     return kept;
   }
 
-  /// How many of `n` record bytes the budget lets through now.
-  std::size_t budget_allows(std::size_t n) noexcept {
-    std::size_t allowed = n;
+  /// Bytes the budget handed out for one write; `counted`: taken from the process's byte count
+  /// (a limit was set), to be settled once the write is done.
+  struct grant {
+    std::size_t bytes;
+    bool counted;
+  };
+
+  /// The room in the budget for `n` bytes now. Every file lotus writes shares one count per
+  /// process (bytes_, see set_byte_counter), so the limit holds for trace files and sidecar
+  /// together; sidecar_stats_reserve of it is left for the exit `stats` line (`final`).
+  grant budget_take(std::size_t n, bool final, bool sidecar) noexcept {
+    grant g{n, false};
     const std::uint64_t max = max_bytes_.load(std::memory_order_relaxed);
     if (max != 0) {
-      const std::uint64_t left = record_bytes_ >= max ? 0 : max - record_bytes_;
-      if (left < allowed) {
-        allowed = static_cast<std::size_t>(left);
+      const std::uint64_t reserve =
+          final ? 0 : (max / 4 < sidecar_stats_reserve ? max / 4 : sidecar_stats_reserve);
+      const std::uint64_t limit = max - reserve;
+      std::uint64_t used = bytes_->load(std::memory_order_relaxed);
+      std::uint64_t take = 0;
+      do {
+        const std::uint64_t left = used >= limit ? 0 : limit - used;
+        take = left < n ? left : n;
+      } while (take != 0 &&
+               !bytes_->compare_exchange_weak(used, used + take, std::memory_order_relaxed));
+      g = grant{static_cast<std::size_t>(take), true};
+      if (take < n && !sidecar) {
         diag(topic::max_bytes,
-             "the trace reached LOTUS_MAX_BYTES=%llu bytes in this process; further events are "
-             "dropped (counted)",
+             "the trace reached LOTUS_MAX_BYTES=%llu bytes in this process (trace files and "
+             "sidecar together); further events are dropped (counted)",
              static_cast<unsigned long long>(max));
       }
     }
-    if (allowed > 0) allowed = space_allows(allowed);
-    return allowed;
+    if (g.bytes > 0) {
+      const std::size_t room = space_allows(g.bytes);
+      if (room < g.bytes) {
+        if (g.counted) bytes_->fetch_sub(g.bytes - room, std::memory_order_relaxed);
+        g.bytes = room;
+      }
+    }
+    return g;
+  }
+
+  /// `done` of the granted bytes reached the file: the rest goes back to the budget.
+  void budget_settle(const grant& g, std::size_t done) noexcept {
+    if (g.counted) {
+      if (done < g.bytes) bytes_->fetch_sub(g.bytes - done, std::memory_order_relaxed);
+    } else {
+      bytes_->fetch_add(done, std::memory_order_relaxed);
+    }
+    local_bytes_ += done;
   }
 
   /// How many of `n` bytes can be written keeping the file system's reserve. statvfs() again
@@ -3665,14 +4095,14 @@ class trace_files {
     const std::uint64_t now = clock_ns(CLOCK_MONOTONIC);
     if (space_checked_) {
       if (space_low_ && now - space_checked_at_ < 1000000000u) return 0;
-      if (!space_low_ && record_bytes_ + n <= space_next_check_) return n;
+      if (!space_low_ && local_bytes_ + n <= space_next_check_) return n;
     }
     struct statvfs fs {};
     space_checked_ = true;
     space_checked_at_ = now;
     if (::statvfs(dir_.c_str(), &fs) != 0) {  // cannot tell: write (ENOSPC is still counted)
       space_low_ = false;
-      space_next_check_ = record_bytes_ + (4u << 20);
+      space_next_check_ = local_bytes_ + (4u << 20);
       return n;
     }
     const std::uint64_t unit = fs.f_frsize != 0 ? fs.f_frsize : fs.f_bsize;
@@ -3683,12 +4113,12 @@ class trace_files {
       reserve = size / 20 > (std::uint64_t{1} << 30) ? size / 20 : (std::uint64_t{1} << 30);
       if (reserve >= size) reserve = size / 20;
     }
-    // Files take whole blocks, and sidecars are not counted: 8 blocks of slack.
+    // Files take whole blocks: 8 blocks of slack.
     const std::uint64_t keep = reserve + 8 * unit;
     const std::uint64_t room = avail > keep ? avail - keep : 0;
     space_low_ = room < n;  // what fits is written; then nothing until a check finds room
     const std::uint64_t step = room / 2 < (4u << 20) ? room / 2 : (4u << 20);
-    space_next_check_ = record_bytes_ + (step > n ? step : n);
+    space_next_check_ = local_bytes_ + (step > n ? step : n);
     if (space_low_) {
       diag(topic::disk_reserve,
            "the trace directory's file system has %llu KiB free, the %llu KiB lotus leaves free "
@@ -3768,7 +4198,9 @@ class trace_files {
   std::atomic<bool> budget_changed_{false};
   std::atomic<std::uint64_t> creates_{0};
   bool sidecar_adopted_ = false;
-  std::uint64_t record_bytes_ = 0;  // record bytes written by this process
+  std::uint64_t local_bytes_ = 0;  // bytes this runtime wrote (for the statvfs schedule)
+  std::atomic<std::uint64_t> own_bytes_{0};
+  std::atomic<std::uint64_t>* bytes_ = &own_bytes_;  // bytes written: the process's one count
   bool space_checked_ = false, space_low_ = false;
   std::uint64_t space_checked_at_ = 0, space_next_check_ = 0;
   int failed_errno_ = 0;
@@ -3797,6 +4229,26 @@ class trace_files {
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
+
+/// A sidecar `clocksync <when>` line: a CLOCK_REALTIME and CLOCK_MONOTONIC pair read back to
+/// back, then the kernel's NTP state from a read-only adjtimex (its return value, `status` bits,
+/// `maxerror` and `esterror` in microseconds; -1 and zeros when the call fails). The tool turns
+/// these into the clock error bound it can vouch for per host (see tools/FORMAT.md).
+LOTUS_DETAIL_COLD inline text clocksync_line(const char* when) noexcept {
+  const std::uint64_t rt = clock_ns(CLOCK_REALTIME);
+  const std::uint64_t mono = clock_ns(CLOCK_MONOTONIC);
+  struct timex tx {};
+  const int state = ::adjtimex(&tx);
+  char line[160];
+  const int n =
+      std::snprintf(line, sizeof line, "clocksync %s %llu %llu %d %lld %lld %lld\n", when,
+                    static_cast<unsigned long long>(rt), static_cast<unsigned long long>(mono),
+                    state, static_cast<long long>(state < 0 ? 0 : tx.status),
+                    static_cast<long long>(state < 0 ? 0 : tx.maxerror),
+                    static_cast<long long>(state < 0 ? 0 : tx.esterror));
+  text out;
+  return out.add(line, printed(n, sizeof line));
+}
 
 /// "00".."99": two digits per table lookup.
 inline constexpr char digit_pairs[] =
@@ -4002,8 +4454,8 @@ class trace_writer {
   std::uint64_t discarded() const noexcept { return discarded_.load(std::memory_order_relaxed); }
   std::uint64_t sanitized() const noexcept { return sanitized_.load(std::memory_order_relaxed); }
   std::uint64_t cpu_ns() const noexcept { return cpu_ns_.load(std::memory_order_relaxed); }
-  /// Stats line for the sidecar, filled in by the runtime.
-  void set_stats_source(text (*fn)()) noexcept { stats_line_ = fn; }
+  /// This runtime's counts for the sidecar's stats line, filled in by the runtime.
+  void set_stats_source(trace_stats (*fn)()) noexcept { stats_source_ = fn; }
 
   // ---- fork(): the child must not inherit a lock the writer held mid-cycle --------------------
   LOTUS_DETAIL_COLD void fork_prepare() noexcept {
@@ -4054,7 +4506,7 @@ class trace_writer {
         std::snprintf(line, sizeof line,
                       "lotus-meta 1\nversion " LOTUS_VERSION_STRING "\npid %d\nppid %d\nprefix ",
                       static_cast<int>(::getpid()), static_cast<int>(::getppid()));
-    head.add(line, printed(n, sizeof line)).add(files_.base());
+    head.add(line, printed(n, sizeof line)).add_value(files_.base());
     const int m = std::snprintf(line, sizeof line, "\nstart %llu\nclock %s %.9f\n",
                                 static_cast<unsigned long long>(process_start()),
                                 conv_.mode() == mode_tsc ? "tsc" : "realtime", conv_.ns_per_tick());
@@ -4076,8 +4528,28 @@ class trace_writer {
     thread_lines_ = text();
   }
 
-  void sidecar(const text& lines) noexcept {
-    if (!discard_ && !files_.disabled()) files_.write_sidecar(sidecar_header(), lines);
+  void sidecar(const text& lines, bool final = false) noexcept {
+    if (!discard_ && !files_.disabled()) files_.write_sidecar(sidecar_header(), lines, final);
+  }
+
+  /// The `stats` line: at a flush when the counts changed since the last one written (a loop of
+  /// flush() calls adds nothing), and always at the writer's stop (`final`, which may use the
+  /// budget's stats reserve). Every sidecar byte counts against LOTUS_MAX_BYTES.
+  /// The counts are the process's: this runtime's plus those every other lotus runtime of the
+  /// process published in the ledger (ledger.hpp), so whichever writes the last line, it counts
+  /// everything.
+  LOTUS_DETAIL_COLD void write_stats(bool final) noexcept {
+    const trace_stats s = ledger_.process_totals(stats_source_());
+    text line;
+    line.add("stats ").add(s.recorded).add(' ').add(s.written).add(' ').add(s.dropped);
+    line.add(' ').add(s.sanitized);
+    if (!final && line.size() == last_stats_.size() &&
+        std::memcmp(line.c_str(), last_stats_.c_str(), line.size()) == 0) {
+      return;
+    }
+    last_stats_ = line;
+    line.add('\n').add(clocksync_line("exit"));
+    sidecar(line, final);
   }
 
   /// The thread's `thread` line, collected and written once per cycle (or when the buffer is
@@ -4085,10 +4557,8 @@ class trace_writer {
   LOTUS_DETAIL_COLD void announce(thread_state& t) noexcept {
     t.announced = true;
     if (thread_lines_.size() > 3500) flush_thread_lines();
-    char line[64];
-    const int n = std::snprintf(line, sizeof line, "thread %llu %s\n",
-                                static_cast<unsigned long long>(t.tid), t.name);
-    thread_lines_.add(line, printed(n, sizeof line));
+    // The name is the thread's own (pthread_setname_np): any bytes, a newline included.
+    thread_lines_.add("thread ").add(t.tid).add(' ').add_value(t.name).add('\n');
   }
 
   /// A drained segment the owner has moved on from. stats() may still hold it (it reads under the
@@ -4112,16 +4582,22 @@ class trace_writer {
   }
 
   /// Drains every thread once and writes the sidecar lines of the cycle (no lock held).
-  void cycle(bool reopen, bool stats, bool urgent) noexcept {
+  void cycle(bool reopen, bool stats, bool urgent, bool final) noexcept {
     const std::uint64_t cpu0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
     if (!threads_.snapshot(cycle_threads_)) {
       diag(topic::no_memory, "out of memory listing the recording threads; retried next cycle");
     }
     if (reopen) {
+      last_stats_.clear();  // a new prefix gets its own sidecar, with a stats line
       files_.start(std::string_view(cycle_prefix_.c_str(), cycle_prefix_.size()), cycle_threads_);
     }
     discard_ = files_.disabled();
     busy_ = false;
+    // Under LOTUS_MAX_BYTES the sidecar's header goes first, before the cycle's records: with a
+    // small budget the process's metadata (pid, clock, host) is the last thing to lose.
+    if (!discard_ && files_.byte_limited() && !cycle_threads_.empty() && !files_.has_sidecar()) {
+      sidecar(text());
+    }
     if (urgent) serve_urgent();  // a full ring woke this cycle: it goes first
     for (thread_state* t : cycle_threads_) {
       const bool retired = t->retired.load(std::memory_order_acquire);
@@ -4133,7 +4609,7 @@ class trace_writer {
       if (urgent_.load(std::memory_order_relaxed)) serve_urgent();
     }
     flush_thread_lines();
-    if (stats && stats_line_ != nullptr && files_.has_sidecar()) sidecar(stats_line_());
+    if (stats && stats_source_ != nullptr && files_.has_sidecar()) write_stats(final);
     threads_.release(cycle_finished_);
     cpu_ns_.fetch_add(clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0, std::memory_order_relaxed);
   }
@@ -4153,6 +4629,8 @@ class trace_writer {
   }
 
   void loop() noexcept {
+    // One byte count for every lotus runtime of the process (before the first write).
+    files_.set_byte_counter(ledger_.join());
     mu_.lock();
     in_loop_ = true;
     done_cv_.notify_all();  // a fork() waiting for the writer to start
@@ -4183,7 +4661,7 @@ class trace_writer {
       if (reopen) cycle_prefix_ = prefix_;
       mu_.unlock();
 
-      cycle(reopen, req != flush_done_ || stopping, urgent);
+      cycle(reopen, req != flush_done_ || stopping, urgent, stopping);
 
       mu_.lock();
       flush_done_ = req;
@@ -4220,7 +4698,7 @@ class trace_writer {
   std::uint64_t flush_req_ = 0, flush_done_ = 0;                 // (mu)
   tick_converter conv_;  // (mu) re-anchored by the writer each cycle
   text sidecar_info_;
-  text (*stats_line_)() = nullptr;
+  trace_stats (*stats_source_)() = nullptr;
 
   std::atomic<std::uint64_t> written_{0}, discarded_{0}, sanitized_{0}, cpu_ns_{0};
 
@@ -4229,9 +4707,11 @@ class trace_writer {
   // writer held must stay reachable there (LeakSanitizer checks children too).
   trace_files files_;
   bool discard_ = false;
-  bool busy_ = false;  // a ring was found half full in the last cycle
-  text cycle_prefix_;  // the prefix of a reopening cycle
-  text thread_lines_;  // sidecar `thread` lines of this cycle
+  bool busy_ = false;    // a ring was found half full in the last cycle
+  text cycle_prefix_;    // the prefix of a reopening cycle
+  text thread_lines_;    // sidecar `thread` lines of this cycle
+  text last_stats_;      // the last `stats` line written (without its clocksync line)
+  ledger_entry ledger_;  // this runtime's place among the process's runtimes
   out_buffer worker_buf_, main_buf_;
   ptr_list<thread_state> cycle_threads_, cycle_finished_, urgent_threads_;
   epoch_formatter epoch_;
@@ -4343,33 +4823,13 @@ constexpr std::uint64_t writer_stop_limit_ms = 5000;
 /// The longest lotus::flush() waits for the writer (then it returns, with one message).
 constexpr std::uint64_t writer_flush_limit_ms = 10000;
 
-/// A sidecar `clocksync <when>` line: a CLOCK_REALTIME and CLOCK_MONOTONIC pair read back to
-/// back, then the kernel's NTP state from a read-only adjtimex (its return value, `status` bits,
-/// `maxerror` and `esterror` in microseconds; -1 and zeros when the call fails). The tool turns
-/// these into the clock error bound it can vouch for per host (see tools/FORMAT.md).
-LOTUS_DETAIL_COLD inline text clocksync_line(const char* when) noexcept {
-  const std::uint64_t rt = clock_ns(CLOCK_REALTIME);
-  const std::uint64_t mono = clock_ns(CLOCK_MONOTONIC);
-  struct timex tx {};
-  const int state = ::adjtimex(&tx);
-  char line[160];
-  const int n =
-      std::snprintf(line, sizeof line, "clocksync %s %llu %llu %d %lld %lld %lld\n", when,
-                    static_cast<unsigned long long>(rt), static_cast<unsigned long long>(mono),
-                    state, static_cast<long long>(state < 0 ? 0 : tx.status),
-                    static_cast<long long>(state < 0 ? 0 : tx.maxerror),
-                    static_cast<long long>(state < 0 ? 0 : tx.esterror));
-  text out;
-  return out.add(line, printed(n, sizeof line));
-}
-
 /// `host`, when set the distributed-training rank variables, and the start clock pair, for the
 /// sidecar.
 LOTUS_DETAIL_COLD inline text sidecar_host_lines() noexcept {
   char host[256] = {};
   if (::gethostname(host, sizeof host - 1) != 0 || has_control_char(host)) host[0] = '\0';
   text out;
-  out.add("host ").add(host[0] != '\0' ? host : "unknown").add('\n');
+  out.add("host ").add_value(host[0] != '\0' ? host : "unknown").add('\n');
   static const char* const vars[][2] = {
       {"RANK", "rank"}, {"LOCAL_RANK", "local_rank"}, {"WORLD_SIZE", "world_size"}};
   for (const auto& v : vars) {
@@ -4409,11 +4869,18 @@ class runtime {
   void shutdown() noexcept;
   trace_stats stats() noexcept;
   const record_site& intern(std::string_view name, std::uint32_t flags);
+  interned_name intern_locked(const char* name, std::size_t size, std::uint32_t flags) noexcept;
   LOTUS_DETAIL_NOINLINE inline const record_site* intern_dynamic(const char* name, std::size_t size,
                                                                  std::uint64_t hash) noexcept;
   LOTUS_DETAIL_NOINLINE inline void push_slow(const record_site* loc, std::uint64_t t0,
                                               std::uint64_t t1, std::uint64_t idx) noexcept;
   std::uint64_t writer_cpu_ns() const noexcept { return writer_.cpu_ns(); }
+  /// Run-time name lookups that found the name table full (recorded under pooled_name).
+  std::uint64_t pooled_names() noexcept {
+    const busy_guard busy;
+    const sync_hold lk(intern_mu_);
+    return interned_.pooled_count();
+  }
   void note_thread_exit() noexcept { threads_.note_exit(); }
 
   static void fork_prepare() noexcept;
@@ -4486,17 +4953,8 @@ runtime& runtime::get() noexcept {
 
 LOTUS_DETAIL_COLD inline void at_exit_handler() noexcept { runtime::get().shutdown(); }
 
-/// The sidecar's `stats` line of the current process.
-LOTUS_DETAIL_COLD inline text stats_line() noexcept {
-  const trace_stats s = runtime::get().stats();
-  char buf[112];
-  const int n = std::snprintf(
-      buf, sizeof buf, "stats %llu %llu %llu %llu\n", static_cast<unsigned long long>(s.recorded),
-      static_cast<unsigned long long>(s.written), static_cast<unsigned long long>(s.dropped),
-      static_cast<unsigned long long>(s.sanitized));
-  text line;
-  return line.add(buf, printed(n, sizeof buf)).add(clocksync_line("exit"));
-}
+/// This runtime's counts, for the sidecar's `stats` line (the writer adds the other runtimes').
+LOTUS_DETAIL_COLD inline trace_stats own_stats() noexcept { return runtime::get().stats(); }
 
 bool runtime::initialize() noexcept {
   const busy_guard busy;
@@ -4505,7 +4963,7 @@ bool runtime::initialize() noexcept {
     initialized_ = true;
     env_.read();
     writer_.set_sidecar_info(sidecar_host_lines());
-    writer_.set_stats_source(&stats_line);
+    writer_.set_stats_source(&own_stats);
     apply_locked(options());
     std::atexit(at_exit_handler);
     static_cast<void>(g_fork_handlers);  // registered at load time (see there)
@@ -4613,13 +5071,15 @@ inline trace_stats runtime::stats() noexcept {
   return s;
 }
 
+inline interned_name runtime::intern_locked(const char* name, std::size_t size,
+                                            std::uint32_t flags) noexcept {
+  const busy_guard busy;
+  const sync_hold lk(intern_mu_);
+  return interned_.find_or_add(name, size, flags);
+}
+
 inline const record_site& runtime::intern(std::string_view name, std::uint32_t flags) {
-  const record_site* loc = nullptr;
-  {
-    const busy_guard busy;
-    const sync_hold lk(intern_mu_);
-    loc = interned_.find_or_add(name.data(), name.size(), flags);
-  }
+  const record_site* loc = intern_locked(name.data(), name.size(), flags).loc;
   if (loc == nullptr) throw std::bad_alloc();
   return *loc;
 }
@@ -4647,21 +5107,27 @@ inline void arm_thread_exit() noexcept {
   static_cast<void>(hook);
 }
 
-const record_site* runtime::intern_dynamic(const char* name, std::size_t size,
+const record_site* runtime::intern_dynamic(const char* name, std::size_t key_size,
                                            std::uint64_t hash) noexcept {
   if (t_thread.busy != 0 || t_thread.exited) {
     count_lost(lost_reentrant_);
     return nullptr;
   }
-  const record_site* loc = nullptr;
-  try {
-    loc = &intern(std::string_view(name, size), 0);
-  } catch (...) {
+#ifdef LOTUS_TEST_HOOKS
+  test_hooks::dynamic_misses.fetch_add(1, std::memory_order_relaxed);
+#endif
+  // A cut name is interned under its kept bytes with flag_sanitized (a key of its own).
+  const std::size_t size = key_size & ~name_cut_bit;
+  const interned_name in =
+      intern_locked(name, size, (key_size & name_cut_bit) != 0 ? flag_sanitized : 0u);
+  const record_site* loc = in.loc;
+  if (loc == nullptr) {
     diag(topic::no_memory,
          "out of memory interning a LOTUS_SCOPE_DYNAMIC name; the scope is dropped");
     count_lost(lost_no_ring_);
     return nullptr;
   }
+  if (in.key == nullptr) return loc;  // the pooled site (table full): not cached, each use counts
   // Remember it on this thread (up to 4096 names: a larger working set still works, with the lock).
   const busy_guard busy;
   arm_thread_exit();
@@ -4671,7 +5137,7 @@ const record_site* runtime::intern_dynamic(const char* name, std::size_t size,
     if (c == nullptr) return loc;
     t_names = c;
   }
-  if (c->reserve_one(64, 8192)) c->insert(name_cache::slot{hash, size, loc});
+  if (c->reserve_one(64, 8192)) c->insert(name_cache::slot{hash, key_size, in.key, loc});
   return loc;
 }
 
@@ -4866,7 +5332,7 @@ LOTUS_DETAIL_COLD inline void runtime::fork_child() noexcept {
   fresh->block_.store(old->block_.load());
   fresh->writer_.adopt_clock(old->writer_.clock_model());
   fresh->writer_.set_sidecar_info(sidecar_host_lines());
-  fresh->writer_.set_stats_source(&stats_line);
+  fresh->writer_.set_stats_source(&own_stats);
   fresh->writer_.set_budget(old->set_.max_bytes, old->set_.min_free);
   fresh->writer_.retarget(old->set_.log_file, old->set_.flush_interval_ms);
   old->interned_.move_to(fresh->interned_);  // interned locations must stay valid

@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -145,7 +146,12 @@ int usage() {
       "  fds THREADS           live threads record one 'Live' each; prints the open fds\n"
       "  fork_first_start T    T threads make the first events while main forks\n"
       "  flush_in_handler MS   short-lived threads record; a SIGUSR2 handler calls flush()\n"
-      "  reconfigure N         configure() N times, alternating two prefixes, 10 scopes each\n");
+      "  reconfigure N         configure() N times, alternating two prefixes, 10 scopes each\n"
+      "  names N               N distinct LOTUS_SCOPE_DYNAMIC names, one scope each\n"
+      "  flushes N             N times: one 'Work' scope, then lotus::flush()\n"
+      "  close_fds DIR N       N 'Before', close every fd >= 3, open DIR/host_*, N 'After'\n"
+      "  collector_close_fds DIR  resume/pause, close every fd >= 3, open DIR/host_*, again\n"
+      "  thread_name 0         a thread named 'w\\nrank 7\\nhost' records one 'Work'\n");
   return 2;
 }
 
@@ -365,6 +371,81 @@ int main(int argc, char** argv) {
     print_stats();
     std::printf("child_status %d\nchild_pid %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : 128,
                 static_cast<int>(pid));
+    return 0;
+  }
+
+  if (mode == "names" && argc == 3) {  // N distinct run-time names, one scope each
+    for (long i = 0; i < a; ++i) {
+      LOTUS_SCOPE_DYNAMIC("op, seq = " + std::to_string(i));
+    }
+    lotus::flush();
+    print_stats();
+    std::printf("sanitized %llu\n", static_cast<unsigned long long>(lotus::stats().sanitized));
+    return 0;
+  }
+
+  if (mode == "flushes" && argc == 3) {  // N: one 'Work' scope and one flush(), N times
+    for (long i = 0; i < a; ++i) {
+      { LOTUS_SCOPE("Work"); }
+      lotus::flush();
+    }
+    print_stats();
+    return 0;
+  }
+
+  if (mode == "close_fds" && argc == 4) {  // DIR N: the host closes every fd >= 3 mid-run
+    const std::string dir = argv[2];
+    before(b);
+    lotus::flush();  // the trace files are open now
+    // Daemonizing code: every descriptor from 3 up is closed (close_range, or a loop where the
+    // kernel has none), then the host opens files of its own, which get the freed numbers.
+    if (::syscall(SYS_close_range, 3u, ~0u, 0u) != 0) {
+      for (int fd = 3; fd < 4096; ++fd) ::close(fd);
+    }
+    std::vector<int> own;
+    for (int i = 0; i < 8; ++i) {
+      const std::string path = dir + "/host_" + std::to_string(i);
+      const int fd =
+          ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+      if (fd < 0) return 3;
+      if (::write(fd, "host\n", 5) != 5) return 3;
+      own.push_back(fd);
+    }
+    after(b);                          // the main thread's files
+    on_threads(1, [b] { after(b); });  // and a new thread's
+    print_stats();
+    for (std::size_t i = 0; i < own.size(); ++i) {
+      std::printf("host_fd_%zu %d\n", i, own[i]);
+    }
+    return 0;
+  }
+
+  if (mode == "collector_close_fds" && argc == 3) {  // DIR: the host closes the perf FIFOs' fds
+    const std::string dir = argv[2];
+    LOTUS_COLLECTOR_RESUME();
+    LOTUS_COLLECTOR_PAUSE();
+    if (::syscall(SYS_close_range, 3u, ~0u, 0u) != 0) {
+      for (int fd = 3; fd < 4096; ++fd) ::close(fd);
+    }
+    for (int i = 0; i < 4; ++i) {
+      const std::string path = dir + "/host_" + std::to_string(i);
+      const int fd =
+          ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+      if (fd < 0 || ::write(fd, "host\n", 5) != 5) return 3;
+    }
+    LOTUS_COLLECTOR_RESUME();  // the FIFOs are opened again: the commands still reach perf
+    LOTUS_COLLECTOR_PAUSE();
+    print_stats();
+    return 0;
+  }
+
+  if (mode == "thread_name" && argc == 3) {  // a thread named with a newline records
+    std::thread t([] {
+      ::pthread_setname_np(::pthread_self(), "w\nrank 7\nhost");  // 15 bytes: the limit
+      work(1);
+    });
+    t.join();
+    print_stats();
     return 0;
   }
 

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
+#include <map>
 #include <set>
 #include <string>
 #include <thread>
@@ -339,4 +341,71 @@ TEST_CASE("after thread churn, a full ring is drained before the backlog of new 
   CHECK(churn == 2000);
   CHECK(burst_lines == 40000);
   lotus::configure(trace_to(dir.path + "/unused"));  // back to defaults for later tests
+}
+
+TEST_CASE("a malformed LOTUS_MAX_BYTES fails closed: the documented limit, not none",
+          "[core][options][budget]") {
+  // Before the fix a malformed value warned and applied no limit at all.
+  const auto parsed = [](const char* value) {
+    ::setenv("LOTUS_MAX_BYTES", value, 1);
+    lotus::detail::env_settings env;
+    env.read();
+    ::unsetenv("LOTUS_MAX_BYTES");
+    return env;
+  };
+  for (const char* bad : {"lots", "-5", "100000000000000000000", "1e9", " 12"}) {
+    INFO("LOTUS_MAX_BYTES=" << bad);
+    const auto env = parsed(bad);
+    CHECK(env.has_max_bytes);
+    CHECK(env.max_bytes == (std::uint64_t{1} << 30));  // 1 GiB, as tools/RUNTIME.md says
+    CHECK_FALSE(env.has_min_free);                     // the default disk reserve stays on
+  }
+  CHECK(parsed("20000").max_bytes == 20000);
+  CHECK(parsed("0").max_bytes == 0);  // 0 is the explicit "no limit"
+  CHECK(parsed("0").has_max_bytes);
+}
+
+TEST_CASE("run-time names: the thread cache finds any name, long ones are read only to the cap",
+          "[core][names]") {
+  lotus_test::temp_dir dir;
+  lotus::configure(trace_to(dir.path + "/log"));
+  const auto before = lotus::stats();
+  // A name over 4 KiB used twice: before the fix the cache compared 5000 bytes against the
+  // 4096-byte record name (a heap overflow, reported by ASan in dynamic_location).
+  const std::string long_name(5000, 'L');
+  // 4096 'A' then NULs to 1 MiB, twice: before the fix the compare ran past the record name into
+  // unmapped memory (a segfault in release builds).
+  std::string nul_tail(4096, 'A');
+  nul_tail.resize(std::size_t{1} << 20, '\0');
+  std::thread t([&] {
+    for (int i = 0; i < 2; ++i) {
+      { LOTUS_SCOPE_DYNAMIC(long_name); }
+      { LOTUS_SCOPE_DYNAMIC(nul_tail); }
+    }
+    // A name with ',' and control bytes is found in the cache after its first use (before the
+    // fix every use missed it and took the intern lock: 20-35 us a scope).
+    const auto misses = lotus::detail::test_hooks::dynamic_misses.load();
+    for (int i = 0; i < 1000; ++i) {
+      LOTUS_SCOPE_DYNAMIC(std::string("aten::add, seq = 7\x01\n"));
+    }
+    CHECK(lotus::detail::test_hooks::dynamic_misses.load() - misses == 1);
+    // The exact bytes: "a,b" and "a_b" stay two names (only the first is sanitized).
+    { LOTUS_SCOPE_DYNAMIC(std::string("a,b")); }
+    { LOTUS_SCOPE_DYNAMIC(std::string("a_b")); }
+  });
+  t.join();
+  lotus::flush();
+  std::size_t bad = 0;
+  const auto files = lotus_test::read_trace_dir(dir.path, &bad);
+  CHECK(bad == 0);
+  std::map<std::string, std::size_t> names;
+  for (const auto& [file, recs] : files) {
+    for (const auto& r : recs) ++names[r.name];
+  }
+  CHECK(names["S" + std::string(4096, 'L')] == 2);  // cut at the 4096-byte cap
+  CHECK(names["S" + std::string(4096, 'A')] == 2);
+  CHECK(names["Saten::add_ seq = 7__"] == 1000);
+  CHECK(names["Sa_b"] == 2);
+  // The cut names (4), the ',' name (1000) and "a,b" (1).
+  CHECK(lotus::stats().sanitized - before.sanitized == 4 + 1000 + 1);
 }

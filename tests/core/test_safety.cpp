@@ -7,6 +7,7 @@
 // stats().dropped, one message per cause, at most 64 descriptors however many threads record.
 #include <fcntl.h>
 #include <grp.h>
+#include <poll.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -101,6 +102,25 @@ std::size_t count_of(const std::string& text, const std::string& what) {
 
 bool contains(const std::string& text, const std::string& what) {
   return text.find(what) != std::string::npos;
+}
+
+struct sidecar_stats {
+  std::uint64_t recorded = 0, written = 0, dropped = 0, sanitized = 0;
+};
+
+/// The last `stats` line of a sidecar (zeros when it has none).
+[[maybe_unused]] sidecar_stats last_stats(const std::string& sidecar) {
+  sidecar_stats s;
+  const auto at = sidecar.rfind("stats ");
+  if (at == std::string::npos || (at != 0 && sidecar[at - 1] != '\n')) return s;
+  unsigned long long r = 0, w = 0, d = 0, z = 0;
+  if (std::sscanf(sidecar.c_str() + at, "stats %llu %llu %llu %llu", &r, &w, &d, &z) == 4) {
+    s.recorded = r;
+    s.written = w;
+    s.dropped = d;
+    s.sanitized = z;
+  }
+  return s;
 }
 
 /// The trace files of a directory: lines per record name, malformed lines (a partial last line
@@ -514,17 +534,67 @@ TEST_CASE("disk budget: LOTUS_MAX_BYTES caps the trace bytes of a process, one m
   CHECK(c.recorded == 10000);
   CHECK(c.recorded == c.written + c.dropped);
   CHECK(c.dropped > 0);
-  std::uint64_t bytes = 0;
+  std::uint64_t bytes = 0;  // every file lotus wrote: trace files and the sidecar
+  std::string sidecar;
   for (const auto& name : lotus_test::list_dir(dir.path)) {
-    if (contains(name, "_pid_") && name[0] != '.') {
-      bytes += lotus_test::read_file(dir / name).size();
-    }
+    const std::string text = lotus_test::read_file(dir / name);
+    bytes += text.size();
+    if (name[0] == '.') sidecar = text;
   }
+  // The sidecar's header is written before the records that use up the budget.
+  CHECK(sidecar.find("\npid " + std::to_string(c.values.at("pid")) + "\n") != std::string::npos);
+  CHECK(sidecar.find("\nclock ") != std::string::npos);
   CHECK(bytes <= 20000);
-  CHECK(bytes > 20000 - 200);  // whole lines up to the budget
+  // Whole lines up to the budget; at most 256 bytes are kept for the exit stats line.
+  CHECK(bytes > 20000 - 200 - 256);
   const auto disk = read_disk(dir.path);
   CHECK(disk.bad == 0);
   CHECK(disk.lines == c.written);
+}
+
+TEST_CASE("disk budget: LOTUS_MAX_BYTES covers the sidecar too, however often flush() runs",
+          "[safety][loss][budget]") {
+  // Before the fix the sidecar was outside the budget: 100k flush() calls wrote a 9.3 MB sidecar
+  // (a stats line each) with LOTUS_MAX_BYTES=1000.
+  lotus_test::temp_dir dir;
+  const auto c = run_child({child, "flushes", "100000"},
+                           {{"LOTUS_LOG_FILE", dir / "t"}, {"LOTUS_MAX_BYTES", "1000"}});
+  require_clean_exit(c);
+  INFO("stderr:\n" << c.run.err);
+  CHECK(c.recorded == 100000);
+  CHECK(c.recorded == c.written + c.dropped);
+  std::uint64_t bytes = 0;
+  std::string sidecar;
+  for (const auto& name : lotus_test::list_dir(dir.path)) {
+    const std::string text = lotus_test::read_file(dir / name);
+    bytes += text.size();
+    if (name[0] == '.') sidecar = text;
+  }
+  INFO("sidecar:\n" << sidecar);
+  CHECK(bytes <= 1000);  // every file lotus wrote, no slack beyond the limit itself
+  CHECK(count_of(sidecar, "lotus-meta 1\n") == 1);
+  CHECK(count_of(sidecar, "\nstats ") >= 1);           // the exit line, from the stats reserve
+  CHECK((sidecar.empty() || sidecar.back() == '\n'));  // whole lines only
+  const auto disk = read_disk(dir.path);
+  CHECK(disk.bad == 0);
+  CHECK(disk.lines == c.written);
+}
+
+TEST_CASE("disk budget: the sidecar keeps the file system's reserve too",
+          "[safety][loss][budget]") {
+  // Before the fix a stats line per flush() went past the reserve: on a small tmpfs the sidecar
+  // took the file system from the reserve to 0 bytes free.
+  lotus_test::temp_dir dir;
+  const small_tmpfs small(dir / "small", "256k");
+  if (!small.mounted) return;
+  const auto c = run_child({child, "flushes", "20000"}, {{"LOTUS_LOG_FILE", small.path + "/t"}});
+  require_clean_exit(c);
+  INFO("stderr:\n" << c.run.err);
+  CHECK(count_of(c.run.err, "No space left on device") == 0);  // stopped before the disk filled
+  CHECK(c.recorded == c.written + c.dropped);
+  struct statvfs fs {};
+  REQUIRE(::statvfs(small.path.c_str(), &fs) == 0);
+  CHECK(fs.f_bavail * 20 >= fs.f_blocks);  // at least 5 % free
 }
 
 TEST_CASE("disk budget: a reserve larger than the free space writes nothing, counts it all",
@@ -566,6 +636,102 @@ TEST_CASE("EMFILE: counted as dropped, one message, tracing goes on", "[safety][
   CHECK(disk.lines_named("SFirst") == 1);
   CHECK(disk.lines_named("SAfter") == 4000);  // the program ran on, and so did tracing
   CHECK(disk.lines_named("SBefore") + c.dropped == 4000);
+}
+
+TEST_CASE("a bounded name table: names past 65536 are pooled and counted, none lost",
+          "[safety][names]") {
+  // Before the fix every distinct run-time name stayed interned (~320 B each, without bound).
+  lotus_test::temp_dir dir;
+  const auto c = run_child({child, "names", "70000"}, {{"LOTUS_LOG_FILE", dir / "t"}});
+  require_clean_exit(c);
+  INFO("stderr:\n" << c.run.err);
+  CHECK(count_of(c.run.err, "lotus_more_names") == 1);  // one message
+  CHECK(c.recorded == 70000);
+  CHECK(c.written == 70000);
+  const auto disk = read_disk(dir.path);
+  CHECK(disk.lines == 70000);
+  CHECK(disk.lines_named("Sop_ seq = 0") == 1);
+  CHECK(disk.lines_named("Sop_ seq = 65535") == 1);
+  CHECK(disk.lines_named("Slotus_more_names") == 70000 - 65536);
+  CHECK(disk.names.size() == 65536 + 1);
+  CHECK(c.value("sanitized") == 70000);  // every name had a ','; the pooled ones too
+}
+
+TEST_CASE("the host closes every fd >= 3 and opens its own files: not one lotus byte in them",
+          "[safety][files]") {
+  // Before the fix the writer kept writing to its old descriptor numbers: the host's own file got
+  // the 'SAfter' records, and stats() counted them as written.
+  lotus_test::temp_dir dir;
+  const std::string own = dir / "own";
+  std::filesystem::create_directories(own);
+  const auto c =
+      run_child({child, "close_fds", own, "1000"}, {{"LOTUS_LOG_FILE", dir / "trace/t"}});
+  require_clean_exit(c);
+  INFO("stderr:\n" << c.run.err);
+  for (int i = 0; i < 8; ++i) {
+    INFO("host file " << i << " (fd " << c.value("host_fd_" + std::to_string(i)) << ")");
+    CHECK(lotus_test::read_file(own + "/host_" + std::to_string(i)) == "host\n");
+  }
+  CHECK(c.recorded == 3000);
+  CHECK(c.recorded == c.written + c.dropped);
+  // The trace files are reopened by name (checked to be the same inode): nothing is lost.
+  const auto disk = read_disk(dir / "trace");
+  CHECK(disk.bad == 0);
+  CHECK(disk.lines == c.written);
+  CHECK(disk.lines_named("SBefore") == 1000);
+  CHECK(disk.lines_named("SAfter") == 2000);
+}
+
+TEST_CASE("the host closes every fd >= 3: perf's control FIFO commands never reach its files",
+          "[safety][files][collector]") {
+  // The collector's descriptors are lotus's too: before the fix the second 'enable' and
+  // 'disable' went into the host's file that got the control FIFO's number.
+  lotus_test::temp_dir dir;
+  const std::string own = dir / "own";
+  std::filesystem::create_directories(own);
+  const std::string ctl = dir / "ctl.fifo", ack = dir / "ack.fifo";
+  REQUIRE(::mkfifo(ctl.c_str(), 0600) == 0);
+  REQUIRE(::mkfifo(ack.c_str(), 0600) == 0);
+  // Plays `perf record --control=fifo:CTL,ACK`: both FIFOs open before the program starts.
+  const int ctl_fd = ::open(ctl.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC);
+  const int ack_fd = ::open(ack.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC);
+  REQUIRE(ctl_fd >= 0);
+  REQUIRE(ack_fd >= 0);
+  std::vector<std::string> commands;
+  const auto serve = [&](pid_t pid) {
+    std::string pending;
+    for (;;) {
+      siginfo_t info{};
+      if (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0 ||
+          info.si_pid != 0) {
+        break;
+      }
+      pollfd p{ctl_fd, POLLIN, 0};
+      if (::poll(&p, 1, 20) <= 0) continue;
+      char buf[64];
+      const ssize_t n = ::read(ctl_fd, buf, sizeof buf);
+      if (n <= 0) continue;
+      pending.append(buf, static_cast<std::size_t>(n));
+      for (std::size_t nl; (nl = pending.find('\n')) != std::string::npos;) {
+        commands.push_back(pending.substr(0, nl));
+        pending.erase(0, nl + 1);
+        if (::write(ack_fd, "ack\n", 5) != 5) break;
+      }
+    }
+  };
+  const auto c = run_child(
+      {child, "collector_close_fds", own},
+      {{"LOTUS_COLLECTOR", "perf"}, {"LOTUS_PERF_CTL_FIFO", ctl}, {"LOTUS_PERF_ACK_FIFO", ack}}, {},
+      serve);
+  ::close(ctl_fd);
+  ::close(ack_fd);
+  require_clean_exit(c);
+  INFO("stderr:\n" << c.run.err);
+  for (int i = 0; i < 4; ++i) {
+    INFO("host file " << i);
+    CHECK(lotus_test::read_file(own + "/host_" + std::to_string(i)) == "host\n");
+  }
+  CHECK(commands == std::vector<std::string>{"enable", "disable", "enable", "disable"});
 }
 
 TEST_CASE("a relative LOTUS_LOG_FILE keeps its directory after the host's chdir()",
@@ -708,6 +874,63 @@ TEST_CASE("a recording plugin loaded and unloaded 70 times keeps one sidecar and
   const auto disk = read_disk(dir.path);
   CHECK(disk.bad == 0);
   CHECK(disk.lines_named("SPlugin") == 700);
+  // The last stats line counts every load's runtime (before: only the last load's 10).
+  CHECK(last_stats(sidecar).recorded == 700);
+  CHECK(last_stats(sidecar).written == 700);
+#endif
+}
+
+TEST_CASE("two lotus runtimes in one process: one byte budget, one stats line for both",
+          "[safety][configure][budget]") {
+  // The program's own lotus and a plugin's (hidden visibility: a runtime of its own), both
+  // recording at once. Before the fix each had the whole LOTUS_MAX_BYTES, and the sidecar's last
+  // stats line was whichever runtime wrote last (the tool showed half the drops).
+#ifndef LOTUS_DL_HOST
+  WARN("skipped: the plugin and its host are not built in sanitizer builds");
+#else
+  lotus_test::temp_dir dir;
+  SECTION("stats") {
+    const auto c = run_child({LOTUS_DL_HOST, LOTUS_DL_RECORDER, "1000"},
+                             {{"LOTUS_LOG_FILE", dir / "t"}, {"ASAN_OPTIONS", "detect_leaks=0"}});
+    INFO("stdout:\n" << c.run.out << "stderr:\n" << c.run.err);
+    REQUIRE(c.run.exit_code == 0);
+    CHECK(c.run.err.empty());
+    std::string sidecar;
+    for (const auto& name : lotus_test::list_dir(dir.path)) {
+      if (name[0] == '.') sidecar += lotus_test::read_file(dir / name);
+    }
+    INFO("sidecar:\n" << sidecar);
+    CHECK(count_of(sidecar, "lotus-meta 1\n") == 1);  // one sidecar, shared
+    const auto s = last_stats(sidecar);
+    CHECK(s.recorded == 3000);  // 2000 'Host' + 1000 'Plugin'
+    CHECK(s.written == 3000);
+    CHECK(s.dropped == 0);
+    const auto disk = read_disk(dir.path);
+    CHECK(disk.lines_named("SHost") == 2000);
+    CHECK(disk.lines_named("SPlugin") == 1000);
+  }
+  SECTION("budget") {
+    const auto c =
+        run_child({LOTUS_DL_HOST, LOTUS_DL_RECORDER, "2000"}, {{"LOTUS_LOG_FILE", dir / "t"},
+                                                               {"LOTUS_MAX_BYTES", "20000"},
+                                                               {"ASAN_OPTIONS", "detect_leaks=0"}});
+    INFO("stdout:\n" << c.run.out << "stderr:\n" << c.run.err);
+    REQUIRE(c.run.exit_code == 0);
+    std::uint64_t bytes = 0;
+    std::string sidecar;
+    for (const auto& name : lotus_test::list_dir(dir.path)) {
+      const std::string text = lotus_test::read_file(dir / name);
+      bytes += text.size();
+      if (name[0] == '.') sidecar += text;
+    }
+    INFO("sidecar:\n" << sidecar);
+    CHECK(bytes <= 20000);  // both runtimes, every file
+    const auto s = last_stats(sidecar);
+    CHECK(s.recorded == 6000);
+    CHECK(s.dropped > 0);
+    CHECK(s.recorded == s.written + s.dropped);
+    CHECK(read_disk(dir.path).lines == s.written);
+  }
 #endif
 }
 
@@ -818,6 +1041,25 @@ TEST_CASE("sidecar: host, and rank lines from RANK, LOCAL_RANK, WORLD_SIZE", "[s
     CHECK(starts(lines, "rank ") == 0);
     CHECK(starts(lines, "local_rank ") == 0);
     CHECK(starts(lines, "world_size ") == 0);
+  }
+
+  SECTION("a thread name with newlines stays one value of its thread line") {
+    // Before the fix 'w\nrank 7\nhost' became three sidecar lines: the process was filed under
+    // rank 7, and a second host line.
+    const auto c = run_child({child, "thread_name", "0"}, {{"LOTUS_LOG_FILE", dir / "t"}});
+    require_clean_exit(c);
+    CHECK(c.written == 1);
+    const auto lines = sidecar_lines(c);
+    INFO(lotus_test::read_file(dir / (".t.lotus-meta_" + std::to_string(c.values.at("pid")))));
+    CHECK(starts(lines, "rank ") == 0);
+    CHECK(starts(lines, "host ") == 1);
+    CHECK(starts(lines, "thread ") == 1);
+    const auto thread = std::find_if(lines.begin(), lines.end(), [](const std::string& l) {
+      return l.rfind("thread ", 0) == 0;
+    });
+    REQUIRE(thread != lines.end());
+    CHECK(thread->size() > 20);
+    CHECK(thread->substr(thread->size() - 14) == " w_rank 7_host");
   }
 }
 

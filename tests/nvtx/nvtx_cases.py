@@ -204,6 +204,34 @@ def direction2(a, tmp):
     assert got == [["BeforeFork"], ["Child", "BeforeFork"]], got
     print("direction 2 (fork): parent and child files exact")
 
+    # Domain rules (issue #39): a pop ends its own domain's range (before: the innermost of any
+    # domain); ranges left open at thread exit are counted; domains past 4096 keep a flagged
+    # prefix (before: silently the default domain's names); unknown RangeEnd ids are counted.
+    d = os.path.join(tmp, "d2domains")
+    os.makedirs(d)
+    env = base_env(NVTX_INJECTION64_PATH=a.injection, LOTUS_LOG_FILE=os.path.join(d, "t"))
+    r = run([a.nvtx_only, "domains"], env)
+    files = sorted(glob.glob(os.path.join(d, "t_worker_pid_*")))
+    assert len(files) == 1, files
+    got = [n for n, _, _ in records(files[0])]
+    assert got == ["Outer", "D:Inner", "lotus_more_domains:Late", "Started"], got
+    for part in ("1 pops/ends without a range", "2 ends of unknown range ids",
+                 "2 ranges open when their thread exited", "5 domains beyond 4096"):
+        assert part in r.stderr, (part, r.stderr)
+    print("direction 2 (domains): per-domain pops, open ranges, extra domains, unknown ids")
+
+    # A million distinct names (PyTorch's "op, seq = N"): memory stays bounded (before: ~320 B a
+    # name, 300+ MB), the names beyond the runtime's table are pooled and counted.
+    d = os.path.join(tmp, "d2names")
+    os.makedirs(d)
+    env = base_env(NVTX_INJECTION64_PATH=a.injection, LOTUS_LOG_FILE=os.path.join(d, "t"),
+                   LOTUS_MAX_BYTES="100000")
+    r = run([a.nvtx_only, "names", "1000000"], env)
+    growth = int(re.search(r"rss_growth_kib (-?\d+)", r.stdout).group(1))
+    assert growth < 64 * 1024, (growth, r.stderr)
+    assert "uses of names beyond the name table (recorded as lotus_more_names)" in r.stderr, r.stderr
+    print(f"direction 2 (names): 1e6 distinct names, RSS +{growth} KiB")
+
     # Without LOTUS_LOG_FILE: nothing written, the program runs as always.
     d = os.path.join(tmp, "d2off")
     os.makedirs(d)

@@ -2,14 +2,17 @@
 // SPDX-License-Identifier: MIT
 // liblotus_nvtx.so turns its ranges into Lotus records (direction 2). Two threads; push/pop,
 // start/end, a named domain through nvtx3::scoped_range_in, a registered string, a wide name, a
-// mark and an unmatched pop.
+// mark and an unmatched pop. Modes `domains` (domain rules and counts) and `names N` (N distinct
+// names: bounded memory).
 #define NVTX_AS_SYSTEM_HEADER
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <nvtx3/nvtx3.hpp>
+#include <string>
 #include <thread>
 
 namespace {
@@ -42,7 +45,75 @@ void worker(int t) {
 
 }  // namespace
 
+/// VmRSS of this process in KiB (0 when unknown).
+long rss_kib() {
+  FILE* f = std::fopen("/proc/self/status", "r");
+  if (f == nullptr) return 0;
+  char line[256];
+  long kib = 0;
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    if (std::strncmp(line, "VmRSS:", 6) == 0) kib = std::strtol(line + 6, nullptr, 10);
+  }
+  std::fclose(f);
+  return kib;
+}
+
+/// Domain rules: a pop ends its own domain's range; ranges left open at thread and process exit;
+/// domains beyond the library's 4096; an unknown RangeEnd id.
+void domains() {
+  nvtxRangeEnd(12345);  // no range was ever started: an unknown id
+  nvtxDomainHandle_t d = nvtxDomainCreateA("D");
+  nvtxRangePushA("Outer");  // default domain
+  nvtxEventAttributes_t a{};
+  a.version = NVTX_VERSION;
+  a.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+  a.messageType = NVTX_MESSAGE_TYPE_ASCII;
+  a.message.ascii = "Inner";
+  nvtxDomainRangePushEx(d, &a);
+  nvtxRangePop();         // ends Outer (the default domain's), not D's Inner
+  nvtxDomainRangePop(d);  // ends Inner
+  nvtxDomainRangePop(d);  // nothing open in D: unmatched
+  std::thread([] { nvtxRangePushA("LeftByThread"); }).join();
+  nvtxDomainHandle_t last = nullptr;
+  for (int i = 0; i < 4100; ++i) {
+    const std::string name = "dom" + std::to_string(i);
+    last = nvtxDomainCreateA(name.c_str());
+  }
+  a.message.ascii = "Late";
+  nvtxDomainRangePushEx(last, &a);
+  nvtxDomainRangePop(last);
+  const nvtxRangeId_t id = nvtxRangeStartA("Started");
+  nvtxRangeEnd(id);
+  nvtxRangeEnd(id);        // ended already: unknown
+  nvtxRangePushA("Left");  // open at process exit
+}
+
+/// N distinct names, as PyTorch's emit_nvtx makes them ("op, seq = N"); prints the RSS growth.
+void names(long n) {
+  char name[64];
+  for (long i = 0; i < 1000; ++i) {  // warm-up: the runtime, its writer, the first names
+    std::snprintf(name, sizeof name, "warm, seq = %ld", i);
+    nvtxRangePushA(name);
+    nvtxRangePop();
+  }
+  const long before = rss_kib();
+  for (long i = 0; i < n; ++i) {
+    std::snprintf(name, sizeof name, "aten::add, seq = %ld", i);
+    nvtxRangePushA(name);
+    nvtxRangePop();
+  }
+  std::printf("rss_growth_kib %ld\n", rss_kib() - before);
+}
+
 int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "domains") == 0) {
+    domains();
+    return 0;
+  }
+  if (argc > 2 && std::strcmp(argv[1], "names") == 0) {
+    names(std::atol(argv[2]));
+    return 0;
+  }
   if (argc > 1 && std::strcmp(argv[1], "fork") == 0) {  // a range open across fork()
     nvtxRangePushA("BeforeFork");
     const pid_t pid = fork();

@@ -9,12 +9,16 @@
 // calling thread's worker file, written by lotus's runtime (compiled into this library, private to
 // it), with its guarantees: bounded memory, fork, exit and signals.
 //
-// - Push/pop ranges: a per-thread stack (at most max_depth open ranges; deeper pushes are counted
-//   and not recorded). Start/end ranges: a process-wide table (at most max_started open; more are
-//   counted); the record goes to the thread that ends the range.
-// - Names: the message (ASCII, wide, or a registered string). A range of a named domain is recorded
-//   as `S<domain>:<name>`; the default domain's as `S<name>`. A range without a message is
-//   `S<domain>:unnamed` / `Sunnamed`.
+// - Push/pop ranges: one stack per thread and domain, as NVTX defines them (a pop of domain D ends
+//   the innermost open range of D on that thread, never another domain's; at most max_depth open
+//   ranges per stack, deeper pushes are counted and not recorded). Ranges still open when their
+//   thread exits, or at process exit, are counted. Start/end ranges: a process-wide table (at most
+//   max_started open; more are counted); the record goes to the thread that ends the range; an
+//   unknown id is counted.
+// - Names: the message (ASCII, wide, or a registered string), interned by lotus's runtime (bounded:
+//   tools/RUNTIME.md). A range of a named domain is recorded as `S<domain>:<name>`; the default
+//   domain's as `S<name>`. A range without a message is `S<domain>:unnamed` / `Sunnamed`. Domains
+//   beyond max_domains share the prefix `lotus_more_domains:` (counted), never the default's.
 // - Marks have no Lotus form (a record is a span): they are counted, and the count is printed once
 //   at exit, with the other counts, when any is not zero.
 #ifndef NVTX_NO_IMPL
@@ -47,11 +51,16 @@ constexpr std::size_t max_started = 65536;  // open start/end ranges per process
 constexpr std::size_t max_domains = 4096;
 
 std::atomic<std::uint64_t> g_marks{0}, g_too_deep{0}, g_too_many_started{0}, g_unmatched{0};
+std::atomic<std::uint64_t> g_unknown_ends{0}, g_extra_domains{0};
+// Push/pop ranges open now (all threads), and those still open when their thread exited.
+std::atomic<std::uint64_t> g_open{0}, g_open_at_thread_exit{0};
 
 /// A domain: the prefix of its records' names ("name:"); the default domain has none.
 struct domain {
   std::string prefix;
 };
+/// The domain of every domain created beyond max_domains: flagged, not the default's names.
+domain g_more_domains{"lotus_more_domains:"};
 
 std::mutex g_mu;                            // domains and started ranges
 std::vector<domain*>* g_domains = nullptr;  // (g_mu) kept for the process's life
@@ -66,8 +75,50 @@ struct frame {
   const lotus::record_site* site;  // nullptr: not recorded (tracing off, or no memory)
   std::uint64_t t0;
 };
-thread_local std::vector<frame> t_stack;
-thread_local std::size_t t_depth = 0;  // pushes not yet popped, also those beyond max_depth
+
+/// One domain's push/pop ranges on one thread.
+struct range_stack {
+  nvtxDomainHandle_t domain;
+  std::vector<frame> frames;
+  std::size_t depth = 0;  // pushes not yet popped, also those beyond max_depth
+};
+
+/// A thread's stacks, one per domain it pushed in (few: found by a scan from the last used).
+/// Its destructor counts the ranges its thread left open.
+struct thread_ranges {
+  std::vector<range_stack> stacks;
+  std::size_t last = 0;
+
+  range_stack* find(nvtxDomainHandle_t d) noexcept {
+    if (last < stacks.size() && stacks[last].domain == d) return &stacks[last];
+    for (std::size_t i = 0; i < stacks.size(); ++i) {
+      if (stacks[i].domain == d) {
+        last = i;
+        return &stacks[i];
+      }
+    }
+    return nullptr;
+  }
+  range_stack* get(nvtxDomainHandle_t d) {
+    if (range_stack* s = find(d)) return s;
+    stacks.push_back(range_stack{d, {}, 0});
+    last = stacks.size() - 1;
+    return &stacks.back();
+  }
+  ~thread_ranges() {
+    std::uint64_t open = 0;
+    for (const range_stack& s : stacks) open += s.depth;
+    if (open != 0) {
+      g_open_at_thread_exit.fetch_add(open, std::memory_order_relaxed);
+      g_open.fetch_sub(open, std::memory_order_relaxed);
+    }
+  }
+};
+thread_local thread_ranges t_ranges;
+
+/// The full name of a named domain's range, built in a buffer of the thread (no allocation per
+/// push once it has grown).
+thread_local std::string t_name;
 
 /// UTF-8 of a wide (UTF-32 on Linux) string; invalid code points become U+FFFD.
 std::string utf8(const wchar_t* w) {
@@ -103,14 +154,15 @@ std::string_view prefix_of(nvtxDomainHandle_t d) {
 const lotus::record_site* site_of(nvtxDomainHandle_t d, std::string_view name) {
   const std::string_view prefix = prefix_of(d);
   if (prefix.empty()) return ld::dynamic_location(name);
-  std::string full;
+  // The runtime reads at most lotus::detail::max_name_bytes of a name: so does this copy.
+  const std::size_t room = ld::max_name_bytes + 4;
+  if (name.size() > room) name = name.substr(0, room);
   try {
-    full.reserve(prefix.size() + name.size());
-    full.append(prefix).append(name);
+    t_name.assign(prefix).append(name);
   } catch (const std::bad_alloc&) {
     return nullptr;
   }
-  return ld::dynamic_location(full);
+  return ld::dynamic_location(t_name);
 }
 
 /// The site an event's attributes name (tracing is on).
@@ -149,7 +201,14 @@ bool tracing(int& m) {
 // ---- push / pop ----
 
 int push(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a) {
-  const std::size_t level = t_depth++;
+  range_stack* st = nullptr;
+  try {
+    st = t_ranges.get(d);
+  } catch (const std::bad_alloc&) {
+    return -1;
+  }
+  const std::size_t level = st->depth++;
+  g_open.fetch_add(1, std::memory_order_relaxed);
   if (level >= max_depth) {
     g_too_deep.fetch_add(1, std::memory_order_relaxed);
     return static_cast<int>(level);
@@ -161,25 +220,29 @@ int push(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a) {
     f.t0 = ld::now_ticks(m);
   }
   try {
-    if (t_stack.capacity() == 0) t_stack.reserve(64);
-    t_stack.push_back(f);
+    if (st->frames.capacity() == 0) st->frames.reserve(16);
+    st->frames.push_back(f);
   } catch (const std::bad_alloc&) {
-    --t_depth;
+    --st->depth;
+    g_open.fetch_sub(1, std::memory_order_relaxed);
     return -1;
   }
   return static_cast<int>(level);
 }
 
-int pop(nvtxDomainHandle_t) {
-  if (t_depth == 0) {
+/// Ends the innermost open range of domain `d` on this thread (NVTX: per thread and domain).
+int pop(nvtxDomainHandle_t d) {
+  range_stack* st = t_ranges.find(d);
+  if (st == nullptr || st->depth == 0) {
     g_unmatched.fetch_add(1, std::memory_order_relaxed);
     return -1;
   }
-  const std::size_t level = --t_depth;
+  const std::size_t level = --st->depth;
+  g_open.fetch_sub(1, std::memory_order_relaxed);
   if (level >= max_depth) return static_cast<int>(level);
-  if (t_stack.empty()) return static_cast<int>(level);  // a push that ran out of memory
-  const frame f = t_stack.back();
-  t_stack.pop_back();
+  if (st->frames.empty()) return static_cast<int>(level);  // a push that ran out of memory
+  const frame f = st->frames.back();
+  st->frames.pop_back();
   int m = 0;
   if (f.site != nullptr && tracing(m)) ld::emit(*f.site, f.t0, ld::now_ticks(m), 0);
   return static_cast<int>(level);
@@ -211,10 +274,15 @@ void end(nvtxDomainHandle_t, nvtxRangeId_t id) {
   started s{nullptr, 0};
   {
     const std::lock_guard<std::mutex> lk(g_mu);
-    if (g_started == nullptr) return;
+    // Id 0 is what a start beyond max_started returned (counted there); any other id not open
+    // now (never started, or ended already) is counted.
+    if (g_started == nullptr) {
+      if (id != 0) g_unknown_ends.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
     const auto it = g_started->find(id);
     if (it == g_started->end()) {
-      if (id != 0) g_unmatched.fetch_add(1, std::memory_order_relaxed);
+      if (id != 0) g_unknown_ends.fetch_add(1, std::memory_order_relaxed);
       return;
     }
     s = it->second;
@@ -235,7 +303,10 @@ nvtxDomainHandle_t create_domain(std::string name) {
         return reinterpret_cast<nvtxDomainHandle_t>(d);
       }
     }
-    if (g_domains->size() >= max_domains) return nullptr;  // the default domain's names
+    if (g_domains->size() >= max_domains) {  // flagged by a prefix of their own, and counted
+      g_extra_domains.fetch_add(1, std::memory_order_relaxed);
+      return reinterpret_cast<nvtxDomainHandle_t>(&g_more_domains);
+    }
     auto* d = new domain{std::move(name) + ":"};
     g_domains->push_back(d);
     return reinterpret_cast<nvtxDomainHandle_t>(d);
@@ -339,17 +410,37 @@ nvtxDomainHandle_t NVTX_API DomainCreateW(const wchar_t* name) {
 }
 void NVTX_API DomainDestroy(nvtxDomainHandle_t) {}  // handles stay valid: names were interned
 
+/// Name lookups the runtime pooled (its table full); 0 when it never started.
+std::uint64_t runtime_pooled_names() {
+  ld::runtime* rt = ld::g_runtime_ready.load(std::memory_order_acquire);
+  return rt != nullptr ? rt->pooled_names() : 0;
+}
+
 /// The counts of what was not recorded, once at exit (only when one is not zero).
 void report_counts() {
+  std::uint64_t started_open = 0;
+  {
+    const std::lock_guard<std::mutex> lk(g_mu);
+    if (g_started != nullptr) started_open = g_started->size();
+  }
   const unsigned long long marks = g_marks.load(), deep = g_too_deep.load(),
-                           many = g_too_many_started.load(), unmatched = g_unmatched.load();
-  if (marks + deep + many + unmatched == 0) return;
-  char line[400];
-  const int n = std::snprintf(line, sizeof line,
-                              "lotus (liblotus_nvtx): not recorded: %llu marks (Lotus has no "
-                              "instant record), %llu ranges deeper than %zu, %llu start/end "
-                              "ranges beyond %zu open, %llu pops/ends without a range\n",
-                              marks, deep, max_depth, many, max_started, unmatched);
+                           many = g_too_many_started.load(), unmatched = g_unmatched.load(),
+                           unknown = g_unknown_ends.load(), domains = g_extra_domains.load(),
+                           thread_exit = g_open_at_thread_exit.load(),
+                           at_exit = g_open.load() + started_open, pooled = runtime_pooled_names();
+  if (marks + deep + many + unmatched + unknown + domains + thread_exit + at_exit + pooled == 0) {
+    return;
+  }
+  char line[800];
+  const int n = std::snprintf(
+      line, sizeof line,
+      "lotus (liblotus_nvtx): not recorded: %llu marks (Lotus has no instant record), %llu "
+      "ranges deeper than %zu, %llu start/end ranges beyond %zu open, %llu pops/ends without a "
+      "range, %llu ends of unknown range ids, %llu ranges open when their thread exited, %llu "
+      "open at process exit; %llu domains beyond %zu (recorded as lotus_more_domains:<name>), "
+      "%llu uses of names beyond the name table (recorded as %s)\n",
+      marks, deep, max_depth, many, max_started, unmatched, unknown, thread_exit, at_exit, domains,
+      max_domains, pooled, ld::pooled_name);
   if (n > 0) {
     const ssize_t w = ::write(
         2, line,

@@ -12,6 +12,7 @@
 #include <unistd.h>    // write, read, close
 
 #include <cerrno>   // errno
+#include <cstdint>  // uint64_t
 #include <cstdio>   // fprintf
 #include <cstring>  // memcmp, memcpy, strerror, strlen
 
@@ -30,6 +31,9 @@ namespace detail {
 struct perf_collector_state {
   int ctl = -1;
   int ack = -1;
+  // The FIFOs' identity when opened: the program may close any descriptor and open its own
+  // file under the same number, which must never get a command (nor be closed by lotus).
+  std::uint64_t ctl_dev = 0, ctl_ino = 0, ack_dev = 0, ack_ino = 0;
   int timeout_ms = 5000;
   bool waiting = false;  // attach mode: nobody reads the CTL FIFO yet; regions are skipped
   // Copies: a later setenv() may free the strings getenv() returned.
@@ -42,10 +46,17 @@ inline perf_collector_state& perf_collector() noexcept {
   return state;
 }
 
+/// True when `fd` still is the FIFO opened as (dev, ino).
+inline bool perf_fd_is(int fd, std::uint64_t dev, std::uint64_t ino) noexcept {
+  struct stat st {};
+  return fd >= 0 && ::fstat(fd, &st) == 0 && static_cast<std::uint64_t>(st.st_dev) == dev &&
+         static_cast<std::uint64_t>(st.st_ino) == ino;
+}
+
 inline void perf_close() noexcept {
   perf_collector_state& s = perf_collector();
-  if (s.ctl >= 0) ::close(s.ctl);
-  if (s.ack >= 0) ::close(s.ack);
+  if (perf_fd_is(s.ctl, s.ctl_dev, s.ctl_ino)) ::close(s.ctl);
+  if (perf_fd_is(s.ack, s.ack_dev, s.ack_ino)) ::close(s.ack);
   s.ctl = -1;
   s.ack = -1;
   s.waiting = false;
@@ -53,10 +64,16 @@ inline void perf_close() noexcept {
 
 enum class perf_open_result { opened, absent, failed };
 
-/// A regular file in place of a FIFO would swallow the commands and never ack: refuse it.
-inline bool perf_is_fifo(int fd, const char* name, const char* path) noexcept {
+/// A regular file in place of a FIFO would swallow the commands and never ack: refuse it. A FIFO's
+/// identity goes to (dev, ino).
+inline bool perf_is_fifo(int fd, const char* name, const char* path, std::uint64_t& dev,
+                         std::uint64_t& ino) noexcept {
   struct stat st {};
-  if (::fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode)) return true;
+  if (::fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode)) {
+    dev = static_cast<std::uint64_t>(st.st_dev);
+    ino = static_cast<std::uint64_t>(st.st_ino);
+    return true;
+  }
   diag(topic::collector,
        "collector: perf: %s=%s is not a FIFO (create it with mkfifo and pass it to perf "
        "--control=fifo:CTL,ACK); collector control off",
@@ -77,7 +94,7 @@ inline perf_open_result perf_try_open() noexcept {
          s.ctl_path, std::strerror(err));
     return perf_open_result::failed;
   }
-  if (!perf_is_fifo(s.ctl, "LOTUS_PERF_CTL_FIFO", s.ctl_path)) {
+  if (!perf_is_fifo(s.ctl, "LOTUS_PERF_CTL_FIFO", s.ctl_path, s.ctl_dev, s.ctl_ino)) {
     perf_close();
     return perf_open_result::failed;
   }
@@ -91,7 +108,7 @@ inline perf_open_result perf_try_open() noexcept {
       perf_close();
       return perf_open_result::failed;
     }
-    if (!perf_is_fifo(s.ack, "LOTUS_PERF_ACK_FIFO", s.ack_path)) {
+    if (!perf_is_fifo(s.ack, "LOTUS_PERF_ACK_FIFO", s.ack_path, s.ack_dev, s.ack_ino)) {
       perf_close();
       return perf_open_result::failed;
     }
@@ -233,9 +250,30 @@ inline bool perf_read_ack(const char* command) noexcept {
   return true;
 }
 
+/// Before every command: both descriptors must still be the FIFOs. When the program closed them
+/// (daemonizing code, close_range), they are forgotten unclosed (the numbers may be its files now)
+/// and the FIFOs are opened again by path.
+inline bool perf_fds_still_ours() noexcept {
+  perf_collector_state& s = perf_collector();
+  const bool ctl_ok = perf_fd_is(s.ctl, s.ctl_dev, s.ctl_ino);
+  const bool ack_ok = s.ack < 0 || perf_fd_is(s.ack, s.ack_dev, s.ack_ino);
+  if (ctl_ok && ack_ok) return true;
+  if (ctl_ok) ::close(s.ctl);
+  if (ack_ok && s.ack >= 0) ::close(s.ack);
+  s.ctl = -1;
+  s.ack = -1;
+  if (perf_try_open() == perf_open_result::opened) return true;
+  diag(topic::collector,
+       "collector: perf: the program closed the control FIFO's descriptor and it cannot be "
+       "opened again; collector control off");
+  perf_close();
+  return false;
+}
+
 inline bool perf_command(const char* command) noexcept {
   perf_collector_state& s = perf_collector();
   if (s.ctl < 0) return false;
+  if (!perf_fds_still_ours()) return false;
   char line[32];
   const std::size_t len = std::strlen(command);
   std::memcpy(line, command, len);

@@ -34,8 +34,9 @@ LOTUS_DETAIL_API int initialize_mode() noexcept;
 LOTUS_DETAIL_API const record_site& intern(std::string_view name, std::uint32_t flags = 0);
 
 /// LOTUS_SCOPE_DYNAMIC's miss in the thread's name cache: intern, then remember it on this thread.
-/// nullptr when out of memory (the scope is then not recorded).
-LOTUS_DETAIL_API const record_site* intern_dynamic(const char* name, std::size_t size,
+/// nullptr when out of memory (the scope is then not recorded). `key_size`: the name's kept bytes
+/// (name_key_size), | name_cut_bit when it was longer.
+LOTUS_DETAIL_API const record_site* intern_dynamic(const char* name, std::size_t key_size,
                                                    std::uint64_t hash) noexcept;
 
 LOTUS_DETAIL_API void api_configure(const options& opts);

@@ -8,6 +8,7 @@
 #include <cstring>  // memcpy, memcmp
 
 #include "lotus/config.hpp"
+#include "lotus/detail/diagnostics.hpp"
 #include "lotus/detail/name_cache.hpp"
 #include "lotus/record_site.hpp"
 
@@ -19,55 +20,86 @@ namespace detail {
 // into every translation unit that records, and two unordered_map instantiations alone cost a
 // quarter of a second of compile time per TU.
 
-/// Run-time names, each interned once per (name, flags) for the life of the process: the
+/// The most distinct run-time names a process interns, and the most bytes of name text they may
+/// hold (each name is at most max_name_bytes): whichever is reached first, later new names are
+/// pooled into one record name, `lotus_more_names`, counted as sanitized (tools/RUNTIME.md).
+constexpr std::size_t max_interned_names = 65536;
+constexpr std::size_t max_interned_bytes = std::size_t{64} << 20;
+/// The name of the pooled record site (one per flags combination).
+inline constexpr char pooled_name[] = "lotus_more_names";
+
+/// What interning returns: the site, and the key bytes the thread caches compare against (stable
+/// for the process's life); `key` is nullptr for the pooled site (it is not cached).
+struct interned_name {
+  const record_site* loc = nullptr;
+  const char* key = nullptr;
+};
+
+/// Run-time names, each interned once per (key, flags) for the life of the process: the
 /// record_site handed out must stay valid (rings and thread caches point at it), so entries
-/// are never freed. Chained hash table; the caller holds the runtime's intern lock.
+/// are never freed. The key is the name's first bytes (name_key_size) plus whether it was cut,
+/// as given: an exact memcmp in the thread caches finds it whatever it contains (',' and control
+/// bytes included), and no byte beyond the cap is ever read. Chained hash table, bounded
+/// (max_interned_names, max_interned_bytes; the rest pooled and counted); the caller holds the
+/// runtime's intern lock.
 class intern_table {
  public:
-  /// The location of (name, flags), created on first use; nullptr when out of memory.
-  const record_site* find_or_add(const char* name, std::size_t size, std::uint32_t flags) noexcept {
+  /// The location of (name, flags), created on first use; loc nullptr when out of memory.
+  interned_name find_or_add(const char* name, std::size_t size, std::uint32_t flags) noexcept {
+    const std::size_t keep = name_key_size(name, size);
+    if (keep != size) flags |= flag_sanitized;  // cut: a key of its own, counted as sanitized
+    size = keep;
     const std::uint64_t h = name_hash(name, size) ^ (std::uint64_t{flags} * 0x9E3779B97F4A7C15ull);
     if (buckets_ != nullptr) {
       for (node* n = buckets_[h & mask_]; n != nullptr; n = n->next) {
-        if (n->hash == h && n->size == size && (n->loc.flags & ~flag_sanitized) == flags &&
+        if (n->hash == h && n->size == size && n->key_flags == flags &&
             std::memcmp(n->text, name, size) == 0) {
-          return &n->loc;
+          return {&n->loc, n->text};
         }
       }
     }
-    if (count_ + 1 > mask_ && !grow()) return nullptr;
-    // The name the records carry: at most max_name_bytes (cut at a UTF-8 character boundary),
-    // record_name_char applied (a NUL would otherwise cut it short in the writer, and "a\0x" and
-    // "a\0y" would both become "a"). The raw bytes stay the lookup key.
-    std::size_t keep = size;
-    if (keep > max_name_bytes) {
-      keep = max_name_bytes;
-      while (keep > 0 && (static_cast<unsigned char>(name[keep]) & 0xC0) == 0x80) --keep;
+    if (count_ >= max_interned_names || bytes_ + 2 * size > max_interned_bytes) {
+      return {pooled(flags), nullptr};
     }
-    auto* n = static_cast<node*>(std::malloc(sizeof(node) + size + 1 + keep));
-    if (n == nullptr) return nullptr;
+    if (count_ + 1 > mask_ && !grow()) return {};
+    // The name the records carry: record_name_char applied (a NUL would otherwise cut it short in
+    // the writer, and "a\0x" and "a\0y" would both become "a"). The raw bytes stay the key.
+    auto* n = static_cast<node*>(std::malloc(sizeof(node) + 2 * size + 1));
+    if (n == nullptr) return {};
     std::memcpy(n->text, name, size);
     n->text[size] = '\0';
     char* clean = n->text + size + 1;
-    bool changed = keep != size;
-    for (std::size_t i = 0; i < keep; ++i) {
+    bool changed = (flags & flag_sanitized) != 0;
+    for (std::size_t i = 0; i < size; ++i) {
       clean[i] = record_name_char(name[i]);
       changed = changed || clean[i] != name[i];
     }
-    clean[keep] = '\0';
+    clean[size] = '\0';
     n->hash = h;
     n->size = size;
+    n->key_flags = flags;
     n->loc = record_site{clean, "", "", 0, flags | (changed ? flag_sanitized : 0u)};
     n->next = buckets_[h & mask_];
     buckets_[h & mask_] = n;
     ++count_;
-    return &n->loc;
+    bytes_ += 2 * size;
+    return {&n->loc, n->text};
   }
 
-  /// Hands every entry to `to` (a forked child's runtime); this table is left empty.
+  /// Lookups that found the table full and got the pooled site (each thread's cache does not
+  /// keep pooled names: every use of one counts).
+  std::uint64_t pooled_count() const noexcept { return pooled_count_; }
+  std::size_t size() const noexcept { return count_; }
+
+  /// Hands every entry to `to` (a forked child's runtime); this table is left empty. The pooled
+  /// sites stay where they are (in the parent's runtime, never freed): the child copies them.
   void move_to(intern_table& to) noexcept {
-    to = *this;
-    *this = intern_table();
+    to.buckets_ = buckets_;
+    to.mask_ = mask_;
+    to.count_ = count_;
+    to.bytes_ = bytes_;
+    buckets_ = nullptr;
+    mask_ = count_ = bytes_ = 0;
   }
 
  private:
@@ -75,9 +107,27 @@ class intern_table {
     node* next;
     std::uint64_t hash;
     std::size_t size;
+    std::uint32_t key_flags;
     record_site loc;
-    char text[1];  // the raw name (size + 1 bytes), then the record's name (allocated past it)
+    char text[1];  // the key (size + 1 bytes), then the record's name (allocated past it)
   };
+
+  static constexpr std::uint32_t pool_flags = flag_main | flag_indexed | flag_fixed_1us;
+
+  LOTUS_DETAIL_COLD const record_site* pooled(std::uint32_t flags) noexcept {
+    ++pooled_count_;
+    if (!pool_said_) {
+      pool_said_ = true;
+      diag(topic::names,
+           "more than %zu distinct run-time names (or %zu MiB of them) in this process: new "
+           "names are recorded as '%s' (counted as sanitized)",
+           max_interned_names, max_interned_bytes >> 20, pooled_name);
+    }
+    record_site& s = pool_[flags & pool_flags];
+    if (s.name == nullptr)
+      s = record_site{pooled_name, "", "", 0, (flags & pool_flags) | flag_sanitized};
+    return &s;
+  }
 
   bool grow() noexcept {
     const std::size_t cap = buckets_ == nullptr ? 64 : 2 * (mask_ + 1);
@@ -100,6 +150,10 @@ class intern_table {
   node** buckets_ = nullptr;
   std::size_t mask_ = 0;
   std::size_t count_ = 0;
+  std::size_t bytes_ = 0;
+  std::uint64_t pooled_count_ = 0;
+  bool pool_said_ = false;
+  record_site pool_[pool_flags + 1] = {};
 };
 
 /// The writer's `S<name>` label per record_site: built once (',' and control bytes replaced

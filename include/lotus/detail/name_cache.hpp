@@ -106,10 +106,14 @@ struct probe_table {
   }
 };
 
+/// dynamic_location's key size of a name longer than max_name_bytes: its kept bytes | this bit.
+constexpr std::size_t name_cut_bit = ~(~std::size_t{0} >> 1);
+
 /// A thread's cache of interned run-time names (one owner thread, no lock).
 struct name_cache_slot {
   std::uint64_t name_hash;
-  std::size_t size;
+  std::size_t size;  // the key's bytes, | name_cut_bit when the name was longer
+  const char* key;   // the key's bytes, owned by the runtime's intern table (never freed)
   const record_site* loc;
   bool empty() const noexcept { return loc == nullptr; }
   std::size_t hash() const noexcept { return static_cast<std::size_t>(name_hash); }

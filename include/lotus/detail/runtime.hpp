@@ -8,9 +8,11 @@
 #endif
 #include <errno.h>        // errno
 #include <fcntl.h>        // open, O_*
+#include <link.h>         // dl_iterate_phdr (ledger.hpp)
 #include <pthread.h>      // pthread_atfork, pthread_mutex_t
 #include <sched.h>        // sched_yield, sched_getaffinity
 #include <signal.h>       // sigfillset
+#include <sys/mman.h>     // memfd_create, mmap (ledger.hpp)
 #include <sys/prctl.h>    // PR_GET_NAME
 #include <sys/stat.h>     // fstat, lstat, mkdir
 #include <sys/syscall.h>  // SYS_gettid
@@ -36,6 +38,7 @@
 #include "lotus/detail/entry.hpp"
 #include "lotus/detail/env.hpp"
 #include "lotus/detail/intern.hpp"
+#include "lotus/detail/ledger.hpp"
 #include "lotus/detail/name_cache.hpp"
 #include "lotus/detail/nvtx.hpp"
 #include "lotus/detail/platform.hpp"
@@ -59,33 +62,13 @@ constexpr std::uint64_t writer_stop_limit_ms = 5000;
 /// The longest lotus::flush() waits for the writer (then it returns, with one message).
 constexpr std::uint64_t writer_flush_limit_ms = 10000;
 
-/// A sidecar `clocksync <when>` line: a CLOCK_REALTIME and CLOCK_MONOTONIC pair read back to
-/// back, then the kernel's NTP state from a read-only adjtimex (its return value, `status` bits,
-/// `maxerror` and `esterror` in microseconds; -1 and zeros when the call fails). The tool turns
-/// these into the clock error bound it can vouch for per host (see tools/FORMAT.md).
-LOTUS_DETAIL_COLD inline text clocksync_line(const char* when) noexcept {
-  const std::uint64_t rt = clock_ns(CLOCK_REALTIME);
-  const std::uint64_t mono = clock_ns(CLOCK_MONOTONIC);
-  struct timex tx {};
-  const int state = ::adjtimex(&tx);
-  char line[160];
-  const int n =
-      std::snprintf(line, sizeof line, "clocksync %s %llu %llu %d %lld %lld %lld\n", when,
-                    static_cast<unsigned long long>(rt), static_cast<unsigned long long>(mono),
-                    state, static_cast<long long>(state < 0 ? 0 : tx.status),
-                    static_cast<long long>(state < 0 ? 0 : tx.maxerror),
-                    static_cast<long long>(state < 0 ? 0 : tx.esterror));
-  text out;
-  return out.add(line, printed(n, sizeof line));
-}
-
 /// `host`, when set the distributed-training rank variables, and the start clock pair, for the
 /// sidecar.
 LOTUS_DETAIL_COLD inline text sidecar_host_lines() noexcept {
   char host[256] = {};
   if (::gethostname(host, sizeof host - 1) != 0 || has_control_char(host)) host[0] = '\0';
   text out;
-  out.add("host ").add(host[0] != '\0' ? host : "unknown").add('\n');
+  out.add("host ").add_value(host[0] != '\0' ? host : "unknown").add('\n');
   static const char* const vars[][2] = {
       {"RANK", "rank"}, {"LOCAL_RANK", "local_rank"}, {"WORLD_SIZE", "world_size"}};
   for (const auto& v : vars) {
@@ -125,11 +108,18 @@ class runtime {
   void shutdown() noexcept;
   trace_stats stats() noexcept;
   const record_site& intern(std::string_view name, std::uint32_t flags);
+  interned_name intern_locked(const char* name, std::size_t size, std::uint32_t flags) noexcept;
   LOTUS_DETAIL_NOINLINE inline const record_site* intern_dynamic(const char* name, std::size_t size,
                                                                  std::uint64_t hash) noexcept;
   LOTUS_DETAIL_NOINLINE inline void push_slow(const record_site* loc, std::uint64_t t0,
                                               std::uint64_t t1, std::uint64_t idx) noexcept;
   std::uint64_t writer_cpu_ns() const noexcept { return writer_.cpu_ns(); }
+  /// Run-time name lookups that found the name table full (recorded under pooled_name).
+  std::uint64_t pooled_names() noexcept {
+    const busy_guard busy;
+    const sync_hold lk(intern_mu_);
+    return interned_.pooled_count();
+  }
   void note_thread_exit() noexcept { threads_.note_exit(); }
 
   static void fork_prepare() noexcept;
@@ -202,17 +192,8 @@ runtime& runtime::get() noexcept {
 
 LOTUS_DETAIL_COLD inline void at_exit_handler() noexcept { runtime::get().shutdown(); }
 
-/// The sidecar's `stats` line of the current process.
-LOTUS_DETAIL_COLD inline text stats_line() noexcept {
-  const trace_stats s = runtime::get().stats();
-  char buf[112];
-  const int n = std::snprintf(
-      buf, sizeof buf, "stats %llu %llu %llu %llu\n", static_cast<unsigned long long>(s.recorded),
-      static_cast<unsigned long long>(s.written), static_cast<unsigned long long>(s.dropped),
-      static_cast<unsigned long long>(s.sanitized));
-  text line;
-  return line.add(buf, printed(n, sizeof buf)).add(clocksync_line("exit"));
-}
+/// This runtime's counts, for the sidecar's `stats` line (the writer adds the other runtimes').
+LOTUS_DETAIL_COLD inline trace_stats own_stats() noexcept { return runtime::get().stats(); }
 
 bool runtime::initialize() noexcept {
   const busy_guard busy;
@@ -221,7 +202,7 @@ bool runtime::initialize() noexcept {
     initialized_ = true;
     env_.read();
     writer_.set_sidecar_info(sidecar_host_lines());
-    writer_.set_stats_source(&stats_line);
+    writer_.set_stats_source(&own_stats);
     apply_locked(options());
     std::atexit(at_exit_handler);
     static_cast<void>(g_fork_handlers);  // registered at load time (see there)
@@ -329,13 +310,15 @@ inline trace_stats runtime::stats() noexcept {
   return s;
 }
 
+inline interned_name runtime::intern_locked(const char* name, std::size_t size,
+                                            std::uint32_t flags) noexcept {
+  const busy_guard busy;
+  const sync_hold lk(intern_mu_);
+  return interned_.find_or_add(name, size, flags);
+}
+
 inline const record_site& runtime::intern(std::string_view name, std::uint32_t flags) {
-  const record_site* loc = nullptr;
-  {
-    const busy_guard busy;
-    const sync_hold lk(intern_mu_);
-    loc = interned_.find_or_add(name.data(), name.size(), flags);
-  }
+  const record_site* loc = intern_locked(name.data(), name.size(), flags).loc;
   if (loc == nullptr) throw std::bad_alloc();
   return *loc;
 }
@@ -363,21 +346,27 @@ inline void arm_thread_exit() noexcept {
   static_cast<void>(hook);
 }
 
-const record_site* runtime::intern_dynamic(const char* name, std::size_t size,
+const record_site* runtime::intern_dynamic(const char* name, std::size_t key_size,
                                            std::uint64_t hash) noexcept {
   if (t_thread.busy != 0 || t_thread.exited) {
     count_lost(lost_reentrant_);
     return nullptr;
   }
-  const record_site* loc = nullptr;
-  try {
-    loc = &intern(std::string_view(name, size), 0);
-  } catch (...) {
+#ifdef LOTUS_TEST_HOOKS
+  test_hooks::dynamic_misses.fetch_add(1, std::memory_order_relaxed);
+#endif
+  // A cut name is interned under its kept bytes with flag_sanitized (a key of its own).
+  const std::size_t size = key_size & ~name_cut_bit;
+  const interned_name in =
+      intern_locked(name, size, (key_size & name_cut_bit) != 0 ? flag_sanitized : 0u);
+  const record_site* loc = in.loc;
+  if (loc == nullptr) {
     diag(topic::no_memory,
          "out of memory interning a LOTUS_SCOPE_DYNAMIC name; the scope is dropped");
     count_lost(lost_no_ring_);
     return nullptr;
   }
+  if (in.key == nullptr) return loc;  // the pooled site (table full): not cached, each use counts
   // Remember it on this thread (up to 4096 names: a larger working set still works, with the lock).
   const busy_guard busy;
   arm_thread_exit();
@@ -387,7 +376,7 @@ const record_site* runtime::intern_dynamic(const char* name, std::size_t size,
     if (c == nullptr) return loc;
     t_names = c;
   }
-  if (c->reserve_one(64, 8192)) c->insert(name_cache::slot{hash, size, loc});
+  if (c->reserve_one(64, 8192)) c->insert(name_cache::slot{hash, key_size, in.key, loc});
   return loc;
 }
 
@@ -582,7 +571,7 @@ LOTUS_DETAIL_COLD inline void runtime::fork_child() noexcept {
   fresh->block_.store(old->block_.load());
   fresh->writer_.adopt_clock(old->writer_.clock_model());
   fresh->writer_.set_sidecar_info(sidecar_host_lines());
-  fresh->writer_.set_stats_source(&stats_line);
+  fresh->writer_.set_stats_source(&own_stats);
   fresh->writer_.set_budget(old->set_.max_bytes, old->set_.min_free);
   fresh->writer_.retarget(old->set_.log_file, old->set_.flush_interval_ms);
   old->interned_.move_to(fresh->interned_);  // interned locations must stay valid

@@ -21,6 +21,26 @@ namespace detail {
 /// Largest and smallest per-thread ring (events); rings start at `ring_initial` and double.
 constexpr std::size_t ring_min = 64, ring_max = std::size_t{1} << 26, ring_initial = 64;
 
+/// LOTUS_MAX_BYTES when it is set but malformed (garbage, negative, out of range): a budget the
+/// user asked for must not turn into "no limit". 1 GiB per process, with the disk reserve.
+constexpr std::uint64_t max_bytes_fail_closed = std::uint64_t{1} << 30;
+
+/// A byte limit from the environment: unset → false, silently; valid → true and `out`; malformed
+/// → one warning and `fallback` (true): a limit fails closed, never open.
+LOTUS_DETAIL_COLD inline bool env_u64_fail_closed(const char* name, std::uint64_t hi,
+                                                  std::uint64_t fallback,
+                                                  std::uint64_t& out) noexcept {
+  const char* v = env_text(name);
+  if (v == nullptr) return false;
+  if (parse_u64(v, 0, hi, out)) return true;
+  diag_config(
+      "ignoring %s='%.200s' (expected an integer from 0 to %llu); using %llu bytes, the "
+      "fail-closed limit for a malformed value",
+      name, v, static_cast<unsigned long long>(hi), static_cast<unsigned long long>(fallback));
+  out = fallback;
+  return true;
+}
+
 /// settings::min_free when neither options nor the environment set it.
 constexpr std::uint64_t min_free_default = ~std::uint64_t{0};
 
@@ -119,7 +139,8 @@ struct env_settings {
     const int c = env_choice("LOTUS_CLOCK", clock_names);
     has_clock = c >= 0;
     clock = c == 1 ? clock_source::tsc : c == 2 ? clock_source::realtime : clock_source::automatic;
-    has_max_bytes = env_u64("LOTUS_MAX_BYTES", 0, std::uint64_t{1} << 62, max_bytes);
+    has_max_bytes = env_u64_fail_closed("LOTUS_MAX_BYTES", std::uint64_t{1} << 62,
+                                        max_bytes_fail_closed, max_bytes);
     has_min_free = env_u64("LOTUS_MIN_FREE_BYTES", 0, std::uint64_t{1} << 62, min_free);
     nvtx = env_flag("LOTUS_NVTX") > 0;
   }

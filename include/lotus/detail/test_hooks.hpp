@@ -25,6 +25,8 @@ struct test_hooks {
   static inline thread_local std::uint64_t thread_id = 0;
   /// The most trace files the writer created between a full ring's nudge and its drain.
   static inline std::atomic<std::uint64_t> max_creates_while_full{0};
+  /// LOTUS_SCOPE_DYNAMIC lookups that missed the thread's name cache (took the intern lock).
+  static inline std::atomic<std::uint64_t> dynamic_misses{0};
 };
 
 }  // namespace detail

@@ -53,6 +53,19 @@ class text {
     return add(digits + sizeof digits - n, n);
   }
   text& add(char c) noexcept { return add(&c, 1); }
+  /// A value for a one-line `key value` record (the sidecar): control bytes (C0, DEL) become
+  /// '_', so a value can never start a line, or a key, of its own.
+  LOTUS_DETAIL_NOINLINE text& add_value(const char* s, std::size_t n) noexcept {
+    const std::size_t from = size_;
+    add(s, n);
+    for (std::size_t i = from; i < size_; ++i) {
+      const auto c = static_cast<unsigned char>(buf_[i]);
+      if (c < 0x20 || c == 0x7f) buf_[i] = '_';
+    }
+    return *this;
+  }
+  text& add_value(const char* s) noexcept { return add_value(s, std::strlen(s)); }
+  text& add_value(const text& t) noexcept { return add_value(t.buf_, t.size_); }
 
   void clear() noexcept {
     size_ = 0;

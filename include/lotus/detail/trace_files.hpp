@@ -30,6 +30,9 @@ namespace detail {
 /// How many trace files lotus keeps open at once, whatever the number of threads (plus the
 /// sidecar): a host near its RLIMIT_NOFILE keeps its descriptors.
 constexpr std::size_t max_open_trace_files = 60;
+/// Bytes of LOTUS_MAX_BYTES (at most a quarter of it) kept for the sidecar's exit `stats` line, so
+/// the loss counters reach the disk even when records used the rest of the budget.
+constexpr std::uint64_t sidecar_stats_reserve = 256;
 /// Fresh names tried when a file name is taken: `_r1_` … `_r64_`.
 constexpr unsigned max_fresh_names = 64;
 
@@ -89,14 +92,27 @@ class trace_files {
   std::uint64_t creates() const noexcept { return creates_.load(std::memory_order_relaxed); }
 
   /// The disk budget (settings: LOTUS_MAX_BYTES, LOTUS_MIN_FREE_BYTES); set from any thread.
-  /// `max_bytes`: trace-file bytes this process may write (0: no limit). `min_free`: free bytes
-  /// the trace directory's file system keeps (min_free_auto: the larger of 1 GiB and 5 % of it;
-  /// 0: none). Records beyond either are dropped (counted); sidecars are not limited.
+  /// `max_bytes`: bytes this process may write, trace files and sidecar together (0: no limit).
+  /// `min_free`: free bytes the trace directory's file system keeps (min_free_auto: the larger of
+  /// 1 GiB and 5 % of it; 0: none). Records beyond either are dropped (counted), and so are
+  /// sidecar lines (whole lines; sidecar_stats_reserve is kept for the exit `stats` line).
   static constexpr std::uint64_t min_free_auto = ~std::uint64_t{0};
   void set_budget(std::uint64_t max_bytes, std::uint64_t min_free) noexcept {
     max_bytes_.store(max_bytes, std::memory_order_relaxed);
     min_free_.store(min_free, std::memory_order_relaxed);
     budget_changed_.store(true, std::memory_order_relaxed);
+  }
+
+  /// LOTUS_MAX_BYTES is set.
+  bool byte_limited() const noexcept { return max_bytes_.load(std::memory_order_relaxed) != 0; }
+
+  /// The byte count this runtime shares with the process's other lotus runtimes (ledger.hpp);
+  /// nullptr: its own. Writer thread only, before it writes.
+  void set_byte_counter(std::atomic<std::uint64_t>* shared) noexcept {
+    std::atomic<std::uint64_t>* to = shared != nullptr ? shared : &own_bytes_;
+    if (to == bytes_) return;
+    to->fetch_add(bytes_->exchange(0, std::memory_order_relaxed), std::memory_order_relaxed);
+    bytes_ = to;
   }
 
   /// Closes every file (prefix change, fork child, shutdown). With `keep_known` (a prefix change)
@@ -117,12 +133,10 @@ class trace_files {
       t->announced = false;
     }
     for (std::size_t i = 0; i < open_count_; ++i) {
-      if (open_[i]->fd >= 0) ::close(open_[i]->fd);
-      open_[i]->fd = -1;
+      close_if_ours(*open_[i]);
     }
     open_count_ = 0;
-    if (sidecar_.fd >= 0) ::close(sidecar_.fd);
-    sidecar_.fd = -1;
+    close_if_ours(sidecar_);
     if (keep_known && sidecar_.state == file_slot::created &&
         sidecar_pid_ == static_cast<std::uint64_t>(::getpid())) {
       remember(file_key(sidecar_pid_, kind_sidecar), sidecar_);
@@ -154,6 +168,7 @@ class trace_files {
     if (disabled_ || s.state == file_slot::refused) return 0;
     if (s.state == file_slot::none) recall(file_key(t.tid, main_file ? kind_main : kind_worker), s);
     const int kind = main_file ? kind_main : kind_worker;
+    if (s.fd >= 0 && !still_ours(s)) drop_fd(s);  // the host closed it: reopen by name, checked
     if (s.fd < 0 && !acquire(s, kind, t.tid)) return 0;
     s.last_use = ++clock_;
     return append_lines(s, data, n, lines, kind, t.tid);
@@ -161,31 +176,34 @@ class trace_files {
 
   /// Appends sidecar lines, creating `.<base>.lotus-meta_<pid>` first (with `header`) in a new
   /// process. Returns false when the sidecar cannot be written.
-  LOTUS_DETAIL_COLD bool write_sidecar(const text& header, const text& lines) noexcept {
+  LOTUS_DETAIL_COLD bool write_sidecar(const text& header, const text& lines,
+                                       bool final = false) noexcept {
     if (disabled_) return false;
     const std::uint64_t pid = static_cast<std::uint64_t>(::getpid());
     if (sidecar_pid_ != pid) {
-      if (sidecar_.fd >= 0) ::close(sidecar_.fd);
+      close_if_ours(sidecar_);
       sidecar_ = file_slot{};
       sidecar_pid_ = pid;
       recall(file_key(pid, kind_sidecar), sidecar_);  // this prefix, configured before
     }
     if (sidecar_.state == file_slot::refused) return false;
+    if (sidecar_.fd >= 0 && !still_ours(sidecar_)) drop_fd(sidecar_);
     if (sidecar_.fd < 0 && sidecar_.state == file_slot::created) {
       if (!reopen(sidecar_, kind_sidecar, pid)) return false;
-      return append_lines(sidecar_, lines.c_str(), lines.size(), 1, kind_sidecar, pid) == 1;
+      return append_lines(sidecar_, lines.c_str(), lines.size(), 1, kind_sidecar, pid, final) != 0;
     }
     if (sidecar_.fd < 0) {
       sidecar_adopted_ = false;
       if (!create(sidecar_, kind_sidecar, pid)) return false;
       if (sidecar_adopted_) {  // an earlier runtime of this process wrote its header
-        return append_lines(sidecar_, lines.c_str(), lines.size(), 1, kind_sidecar, pid) == 1;
+        return append_lines(sidecar_, lines.c_str(), lines.size(), 1, kind_sidecar, pid, final) !=
+               0;
       }
       text all = header;
       all.add(lines);
-      return append_lines(sidecar_, all.c_str(), all.size(), 1, kind_sidecar, pid) == 1;
+      return append_lines(sidecar_, all.c_str(), all.size(), 1, kind_sidecar, pid, final) != 0;
     }
-    return append_lines(sidecar_, lines.c_str(), lines.size(), 1, kind_sidecar, pid) == 1;
+    return append_lines(sidecar_, lines.c_str(), lines.size(), 1, kind_sidecar, pid, final) != 0;
   }
 
   /// `file <name>` lines for the trace files created since the last call (for the sidecar).
@@ -311,29 +329,55 @@ class trace_files {
     for (std::size_t i = 1; i < open_count_; ++i) {
       if (open_[i]->last_use < open_[victim]->last_use) victim = i;
     }
-    ::close(open_[victim]->fd);
-    open_[victim]->fd = -1;
+    close_if_ours(*open_[victim]);
     open_[victim] = open_[--open_count_];
   }
 
   void release(file_slot& s) noexcept {
     if (s.fd < 0) return;
+    uncache(s);
+    close_if_ours(s);
+  }
+
+  void uncache(file_slot& s) noexcept {
     for (std::size_t i = 0; i < open_count_; ++i) {
       if (open_[i] == &s) {
         open_[i] = open_[--open_count_];
         break;
       }
     }
-    ::close(s.fd);
+  }
+
+  /// True when `s.fd` still is the file lotus created (same device and inode). The host may close
+  /// any descriptor (daemonizing code, close_range(3, ~0U)) and open its own file, which then
+  /// gets the same number: lotus must never write into it, nor close it. One fstat() per write
+  /// of a buffer (a few hundred kilobytes at most), on the writer thread only; the window between
+  /// this check and the write(2) is the only one left (tools/RUNTIME.md).
+  bool still_ours(const file_slot& s) const noexcept {
+    struct stat st {};
+    return ::fstat(s.fd, &st) == 0 && static_cast<std::uint64_t>(st.st_dev) == s.dev &&
+           static_cast<std::uint64_t>(st.st_ino) == s.ino;
+  }
+
+  /// Forgets a descriptor that is not ours any more, without closing it (the number may be the
+  /// host's now). The file is reopened by name, with the identity checks of reopen().
+  LOTUS_DETAIL_COLD void drop_fd(file_slot& s) noexcept {
+    uncache(s);
+    s.fd = -1;
+    diag(topic::fd_reused,
+         "a trace file descriptor of lotus was closed by the program (and maybe reused for another "
+         "file); lotus never writes into it: the trace file is reopened by name");
+  }
+
+  /// close(2), only when the descriptor still is ours.
+  void close_if_ours(file_slot& s) noexcept {
+    if (s.fd >= 0 && still_ours(s)) ::close(s.fd);
     s.fd = -1;
   }
 
   /// Hands our descriptors back when the process ran out of them.
   LOTUS_DETAIL_COLD void shed() noexcept {
-    for (std::size_t i = 0; i < open_count_; ++i) {
-      ::close(open_[i]->fd);
-      open_[i]->fd = -1;
-    }
+    for (std::size_t i = 0; i < open_count_; ++i) close_if_ours(*open_[i]);
     open_count_ = 0;
   }
 
@@ -502,47 +546,85 @@ class trace_files {
     return true;
   }
 
-  /// write(2) of whole lines. A failed or short write (full disk) is cut back to the last whole
-  /// line, so a file never ends in a partial record; returns the lines on disk.
+  /// write(2) of whole lines, within the byte budget and the disk reserve (trace files and sidecar
+  /// alike). A failed or short write (full disk) is cut back to the last whole line, so a file
+  /// never ends in a partial record; returns the lines on disk. `final`: the exit `stats` line,
+  /// which may use the budget's stats reserve.
   std::uint64_t append_lines(file_slot& s, const char* data, std::size_t n, std::uint64_t lines,
-                             int kind, std::uint64_t id) noexcept {
-    if (kind != kind_sidecar) {
-      const std::size_t allowed = budget_allows(n);
-      if (allowed < n) {  // the whole lines that fit; the rest are dropped (counted by the caller)
-        std::size_t keep = allowed;
-        while (keep > 0 && data[keep - 1] != '\n') --keep;
-        std::uint64_t kept = 0;
-        for (std::size_t i = 0; i < keep; ++i) kept += data[i] == '\n' ? 1u : 0u;
-        if (keep == 0) return 0;
-        n = keep;
-        lines = kept;
+                             int kind, std::uint64_t id, bool final = false) noexcept {
+    const grant g = budget_take(n, final, kind == kind_sidecar);
+    if (g.bytes < n) {  // the whole lines that fit; the rest are dropped (counted by the caller)
+      std::size_t keep = g.bytes;
+      while (keep > 0 && data[keep - 1] != '\n') --keep;
+      std::uint64_t kept = 0;
+      for (std::size_t i = 0; i < keep; ++i) kept += data[i] == '\n' ? 1u : 0u;
+      if (keep == 0) {
+        budget_settle(g, 0);
+        return 0;
       }
+      n = keep;
+      lines = kept;
     }
     if (append_all(s, data, n)) {
-      if (kind != kind_sidecar) record_bytes_ += n;
+      budget_settle(g, n);
       return lines;
     }
+    const std::uint64_t size0 = s.size;
     const std::uint64_t kept = cut_to_lines(s, data, lines, kind, id);
-    if (kind != kind_sidecar) record_bytes_ += failed_done_;
+    budget_settle(g, static_cast<std::size_t>(s.size - size0));
     return kept;
   }
 
-  /// How many of `n` record bytes the budget lets through now.
-  std::size_t budget_allows(std::size_t n) noexcept {
-    std::size_t allowed = n;
+  /// Bytes the budget handed out for one write; `counted`: taken from the process's byte count
+  /// (a limit was set), to be settled once the write is done.
+  struct grant {
+    std::size_t bytes;
+    bool counted;
+  };
+
+  /// The room in the budget for `n` bytes now. Every file lotus writes shares one count per
+  /// process (bytes_, see set_byte_counter), so the limit holds for trace files and sidecar
+  /// together; sidecar_stats_reserve of it is left for the exit `stats` line (`final`).
+  grant budget_take(std::size_t n, bool final, bool sidecar) noexcept {
+    grant g{n, false};
     const std::uint64_t max = max_bytes_.load(std::memory_order_relaxed);
     if (max != 0) {
-      const std::uint64_t left = record_bytes_ >= max ? 0 : max - record_bytes_;
-      if (left < allowed) {
-        allowed = static_cast<std::size_t>(left);
+      const std::uint64_t reserve =
+          final ? 0 : (max / 4 < sidecar_stats_reserve ? max / 4 : sidecar_stats_reserve);
+      const std::uint64_t limit = max - reserve;
+      std::uint64_t used = bytes_->load(std::memory_order_relaxed);
+      std::uint64_t take = 0;
+      do {
+        const std::uint64_t left = used >= limit ? 0 : limit - used;
+        take = left < n ? left : n;
+      } while (take != 0 &&
+               !bytes_->compare_exchange_weak(used, used + take, std::memory_order_relaxed));
+      g = grant{static_cast<std::size_t>(take), true};
+      if (take < n && !sidecar) {
         diag(topic::max_bytes,
-             "the trace reached LOTUS_MAX_BYTES=%llu bytes in this process; further events are "
-             "dropped (counted)",
+             "the trace reached LOTUS_MAX_BYTES=%llu bytes in this process (trace files and "
+             "sidecar together); further events are dropped (counted)",
              static_cast<unsigned long long>(max));
       }
     }
-    if (allowed > 0) allowed = space_allows(allowed);
-    return allowed;
+    if (g.bytes > 0) {
+      const std::size_t room = space_allows(g.bytes);
+      if (room < g.bytes) {
+        if (g.counted) bytes_->fetch_sub(g.bytes - room, std::memory_order_relaxed);
+        g.bytes = room;
+      }
+    }
+    return g;
+  }
+
+  /// `done` of the granted bytes reached the file: the rest goes back to the budget.
+  void budget_settle(const grant& g, std::size_t done) noexcept {
+    if (g.counted) {
+      if (done < g.bytes) bytes_->fetch_sub(g.bytes - done, std::memory_order_relaxed);
+    } else {
+      bytes_->fetch_add(done, std::memory_order_relaxed);
+    }
+    local_bytes_ += done;
   }
 
   /// How many of `n` bytes can be written keeping the file system's reserve. statvfs() again
@@ -555,14 +637,14 @@ class trace_files {
     const std::uint64_t now = clock_ns(CLOCK_MONOTONIC);
     if (space_checked_) {
       if (space_low_ && now - space_checked_at_ < 1000000000u) return 0;
-      if (!space_low_ && record_bytes_ + n <= space_next_check_) return n;
+      if (!space_low_ && local_bytes_ + n <= space_next_check_) return n;
     }
     struct statvfs fs {};
     space_checked_ = true;
     space_checked_at_ = now;
     if (::statvfs(dir_.c_str(), &fs) != 0) {  // cannot tell: write (ENOSPC is still counted)
       space_low_ = false;
-      space_next_check_ = record_bytes_ + (4u << 20);
+      space_next_check_ = local_bytes_ + (4u << 20);
       return n;
     }
     const std::uint64_t unit = fs.f_frsize != 0 ? fs.f_frsize : fs.f_bsize;
@@ -573,12 +655,12 @@ class trace_files {
       reserve = size / 20 > (std::uint64_t{1} << 30) ? size / 20 : (std::uint64_t{1} << 30);
       if (reserve >= size) reserve = size / 20;
     }
-    // Files take whole blocks, and sidecars are not counted: 8 blocks of slack.
+    // Files take whole blocks: 8 blocks of slack.
     const std::uint64_t keep = reserve + 8 * unit;
     const std::uint64_t room = avail > keep ? avail - keep : 0;
     space_low_ = room < n;  // what fits is written; then nothing until a check finds room
     const std::uint64_t step = room / 2 < (4u << 20) ? room / 2 : (4u << 20);
-    space_next_check_ = record_bytes_ + (step > n ? step : n);
+    space_next_check_ = local_bytes_ + (step > n ? step : n);
     if (space_low_) {
       diag(topic::disk_reserve,
            "the trace directory's file system has %llu KiB free, the %llu KiB lotus leaves free "
@@ -658,7 +740,9 @@ class trace_files {
   std::atomic<bool> budget_changed_{false};
   std::atomic<std::uint64_t> creates_{0};
   bool sidecar_adopted_ = false;
-  std::uint64_t record_bytes_ = 0;  // record bytes written by this process
+  std::uint64_t local_bytes_ = 0;  // bytes this runtime wrote (for the statvfs schedule)
+  std::atomic<std::uint64_t> own_bytes_{0};
+  std::atomic<std::uint64_t>* bytes_ = &own_bytes_;  // bytes written: the process's one count
   bool space_checked_ = false, space_low_ = false;
   std::uint64_t space_checked_at_ = 0, space_next_check_ = 0;
   int failed_errno_ = 0;

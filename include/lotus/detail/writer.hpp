@@ -3,9 +3,10 @@
 // Drains every thread's segments, formats records, writes files.
 #pragma once
 
-#include <pthread.h>  // pthread_create, pthread_sigmask
-#include <signal.h>   // sigfillset
-#include <time.h>     // clock_gettime
+#include <pthread.h>    // pthread_create, pthread_sigmask
+#include <signal.h>     // sigfillset
+#include <sys/timex.h>  // adjtimex (read-only: modes 0)
+#include <time.h>       // clock_gettime
 
 #include <atomic>       // atomic
 #include <cstdint>      // uint64_t
@@ -19,17 +20,39 @@
 #include "lotus/detail/calibration.hpp"
 #include "lotus/detail/diagnostics.hpp"
 #include "lotus/detail/intern.hpp"
+#include "lotus/detail/ledger.hpp"
 #include "lotus/detail/ring.hpp"
 #include "lotus/detail/sync.hpp"
 #include "lotus/detail/text.hpp"
 #include "lotus/detail/threads.hpp"
 #include "lotus/detail/trace_files.hpp"
+#include "lotus/options.hpp"
 #include "lotus/record_site.hpp"
 #include "lotus/version.hpp"
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
+
+/// A sidecar `clocksync <when>` line: a CLOCK_REALTIME and CLOCK_MONOTONIC pair read back to
+/// back, then the kernel's NTP state from a read-only adjtimex (its return value, `status` bits,
+/// `maxerror` and `esterror` in microseconds; -1 and zeros when the call fails). The tool turns
+/// these into the clock error bound it can vouch for per host (see tools/FORMAT.md).
+LOTUS_DETAIL_COLD inline text clocksync_line(const char* when) noexcept {
+  const std::uint64_t rt = clock_ns(CLOCK_REALTIME);
+  const std::uint64_t mono = clock_ns(CLOCK_MONOTONIC);
+  struct timex tx {};
+  const int state = ::adjtimex(&tx);
+  char line[160];
+  const int n =
+      std::snprintf(line, sizeof line, "clocksync %s %llu %llu %d %lld %lld %lld\n", when,
+                    static_cast<unsigned long long>(rt), static_cast<unsigned long long>(mono),
+                    state, static_cast<long long>(state < 0 ? 0 : tx.status),
+                    static_cast<long long>(state < 0 ? 0 : tx.maxerror),
+                    static_cast<long long>(state < 0 ? 0 : tx.esterror));
+  text out;
+  return out.add(line, printed(n, sizeof line));
+}
 
 /// "00".."99": two digits per table lookup.
 inline constexpr char digit_pairs[] =
@@ -235,8 +258,8 @@ class trace_writer {
   std::uint64_t discarded() const noexcept { return discarded_.load(std::memory_order_relaxed); }
   std::uint64_t sanitized() const noexcept { return sanitized_.load(std::memory_order_relaxed); }
   std::uint64_t cpu_ns() const noexcept { return cpu_ns_.load(std::memory_order_relaxed); }
-  /// Stats line for the sidecar, filled in by the runtime.
-  void set_stats_source(text (*fn)()) noexcept { stats_line_ = fn; }
+  /// This runtime's counts for the sidecar's stats line, filled in by the runtime.
+  void set_stats_source(trace_stats (*fn)()) noexcept { stats_source_ = fn; }
 
   // ---- fork(): the child must not inherit a lock the writer held mid-cycle --------------------
   LOTUS_DETAIL_COLD void fork_prepare() noexcept {
@@ -287,7 +310,7 @@ class trace_writer {
         std::snprintf(line, sizeof line,
                       "lotus-meta 1\nversion " LOTUS_VERSION_STRING "\npid %d\nppid %d\nprefix ",
                       static_cast<int>(::getpid()), static_cast<int>(::getppid()));
-    head.add(line, printed(n, sizeof line)).add(files_.base());
+    head.add(line, printed(n, sizeof line)).add_value(files_.base());
     const int m = std::snprintf(line, sizeof line, "\nstart %llu\nclock %s %.9f\n",
                                 static_cast<unsigned long long>(process_start()),
                                 conv_.mode() == mode_tsc ? "tsc" : "realtime", conv_.ns_per_tick());
@@ -309,8 +332,28 @@ class trace_writer {
     thread_lines_ = text();
   }
 
-  void sidecar(const text& lines) noexcept {
-    if (!discard_ && !files_.disabled()) files_.write_sidecar(sidecar_header(), lines);
+  void sidecar(const text& lines, bool final = false) noexcept {
+    if (!discard_ && !files_.disabled()) files_.write_sidecar(sidecar_header(), lines, final);
+  }
+
+  /// The `stats` line: at a flush when the counts changed since the last one written (a loop of
+  /// flush() calls adds nothing), and always at the writer's stop (`final`, which may use the
+  /// budget's stats reserve). Every sidecar byte counts against LOTUS_MAX_BYTES.
+  /// The counts are the process's: this runtime's plus those every other lotus runtime of the
+  /// process published in the ledger (ledger.hpp), so whichever writes the last line, it counts
+  /// everything.
+  LOTUS_DETAIL_COLD void write_stats(bool final) noexcept {
+    const trace_stats s = ledger_.process_totals(stats_source_());
+    text line;
+    line.add("stats ").add(s.recorded).add(' ').add(s.written).add(' ').add(s.dropped);
+    line.add(' ').add(s.sanitized);
+    if (!final && line.size() == last_stats_.size() &&
+        std::memcmp(line.c_str(), last_stats_.c_str(), line.size()) == 0) {
+      return;
+    }
+    last_stats_ = line;
+    line.add('\n').add(clocksync_line("exit"));
+    sidecar(line, final);
   }
 
   /// The thread's `thread` line, collected and written once per cycle (or when the buffer is
@@ -318,10 +361,8 @@ class trace_writer {
   LOTUS_DETAIL_COLD void announce(thread_state& t) noexcept {
     t.announced = true;
     if (thread_lines_.size() > 3500) flush_thread_lines();
-    char line[64];
-    const int n = std::snprintf(line, sizeof line, "thread %llu %s\n",
-                                static_cast<unsigned long long>(t.tid), t.name);
-    thread_lines_.add(line, printed(n, sizeof line));
+    // The name is the thread's own (pthread_setname_np): any bytes, a newline included.
+    thread_lines_.add("thread ").add(t.tid).add(' ').add_value(t.name).add('\n');
   }
 
   /// A drained segment the owner has moved on from. stats() may still hold it (it reads under the
@@ -345,16 +386,22 @@ class trace_writer {
   }
 
   /// Drains every thread once and writes the sidecar lines of the cycle (no lock held).
-  void cycle(bool reopen, bool stats, bool urgent) noexcept {
+  void cycle(bool reopen, bool stats, bool urgent, bool final) noexcept {
     const std::uint64_t cpu0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
     if (!threads_.snapshot(cycle_threads_)) {
       diag(topic::no_memory, "out of memory listing the recording threads; retried next cycle");
     }
     if (reopen) {
+      last_stats_.clear();  // a new prefix gets its own sidecar, with a stats line
       files_.start(std::string_view(cycle_prefix_.c_str(), cycle_prefix_.size()), cycle_threads_);
     }
     discard_ = files_.disabled();
     busy_ = false;
+    // Under LOTUS_MAX_BYTES the sidecar's header goes first, before the cycle's records: with a
+    // small budget the process's metadata (pid, clock, host) is the last thing to lose.
+    if (!discard_ && files_.byte_limited() && !cycle_threads_.empty() && !files_.has_sidecar()) {
+      sidecar(text());
+    }
     if (urgent) serve_urgent();  // a full ring woke this cycle: it goes first
     for (thread_state* t : cycle_threads_) {
       const bool retired = t->retired.load(std::memory_order_acquire);
@@ -366,7 +413,7 @@ class trace_writer {
       if (urgent_.load(std::memory_order_relaxed)) serve_urgent();
     }
     flush_thread_lines();
-    if (stats && stats_line_ != nullptr && files_.has_sidecar()) sidecar(stats_line_());
+    if (stats && stats_source_ != nullptr && files_.has_sidecar()) write_stats(final);
     threads_.release(cycle_finished_);
     cpu_ns_.fetch_add(clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0, std::memory_order_relaxed);
   }
@@ -386,6 +433,8 @@ class trace_writer {
   }
 
   void loop() noexcept {
+    // One byte count for every lotus runtime of the process (before the first write).
+    files_.set_byte_counter(ledger_.join());
     mu_.lock();
     in_loop_ = true;
     done_cv_.notify_all();  // a fork() waiting for the writer to start
@@ -416,7 +465,7 @@ class trace_writer {
       if (reopen) cycle_prefix_ = prefix_;
       mu_.unlock();
 
-      cycle(reopen, req != flush_done_ || stopping, urgent);
+      cycle(reopen, req != flush_done_ || stopping, urgent, stopping);
 
       mu_.lock();
       flush_done_ = req;
@@ -453,7 +502,7 @@ class trace_writer {
   std::uint64_t flush_req_ = 0, flush_done_ = 0;                 // (mu)
   tick_converter conv_;  // (mu) re-anchored by the writer each cycle
   text sidecar_info_;
-  text (*stats_line_)() = nullptr;
+  trace_stats (*stats_source_)() = nullptr;
 
   std::atomic<std::uint64_t> written_{0}, discarded_{0}, sanitized_{0}, cpu_ns_{0};
 
@@ -462,9 +511,11 @@ class trace_writer {
   // writer held must stay reachable there (LeakSanitizer checks children too).
   trace_files files_;
   bool discard_ = false;
-  bool busy_ = false;  // a ring was found half full in the last cycle
-  text cycle_prefix_;  // the prefix of a reopening cycle
-  text thread_lines_;  // sidecar `thread` lines of this cycle
+  bool busy_ = false;    // a ring was found half full in the last cycle
+  text cycle_prefix_;    // the prefix of a reopening cycle
+  text thread_lines_;    // sidecar `thread` lines of this cycle
+  text last_stats_;      // the last `stats` line written (without its clocksync line)
+  ledger_entry ledger_;  // this runtime's place among the process's runtimes
   out_buffer worker_buf_, main_buf_;
   ptr_list<thread_state> cycle_threads_, cycle_finished_, urgent_threads_;
   epoch_formatter epoch_;

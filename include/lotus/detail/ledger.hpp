@@ -1,0 +1,194 @@
+// lotus — the process ledger: the byte budget and counters every lotus runtime shares (internal)
+// SPDX-License-Identifier: MIT
+//
+// A process may hold several lotus runtimes: the program's own (header-only, or lotus_compiled)
+// and each shared object that compiles lotus with hidden visibility (liblotus_nvtx.so, a plugin,
+// a Python extension). They share no symbol, yet LOTUS_MAX_BYTES is a limit per process and the
+// sidecar's `stats` line (the last one counts) must be the process's totals. They meet in a
+// *ledger*: a small memfd mapping named `lotus-ledger-v1`, found by its name in /proc/self/maps.
+// - Finding or creating it happens inside dl_iterate_phdr(), whose callback runs under the dynamic
+//   loader's lock: the one lock every copy of lotus in the process shares, so two runtimes
+//   starting at once agree on one ledger. The mapping is private (MAP_PRIVATE): a forked child
+//   gets a copy, sees another pid in it and makes its own.
+// - No environment variable is written (setenv races with other threads' getenv) and no symbol
+//   needs exporting. Where /proc or memfd_create is missing, each runtime keeps its own counts,
+//   as before (documented in tools/RUNTIME.md).
+#pragma once
+
+#include <errno.h>     // errno
+#include <fcntl.h>     // open
+#include <link.h>      // dl_iterate_phdr
+#include <sys/mman.h>  // memfd_create, mmap
+#include <unistd.h>    // read, close, ftruncate, getpid
+
+#include <atomic>   // atomic
+#include <cstddef>  // size_t
+#include <cstdint>  // uint64_t
+#include <cstring>  // memcmp
+
+#include "lotus/config.hpp"
+#include "lotus/options.hpp"
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// The counters one runtime publishes: its own trace_stats (monotonic totals).
+struct ledger_slot {
+  std::atomic<std::uint64_t> recorded{0}, written{0}, dropped{0}, sanitized{0};
+};
+
+/// Runtimes a ledger has room for (a plugin loaded 500 times); later ones keep their own counts.
+constexpr std::uint32_t ledger_slots = 500;
+
+struct process_ledger {
+  static constexpr std::uint64_t magic_v1 = 0x3176676c73756f6cull;  // "lotuslgv1" (8 bytes)
+  std::uint64_t magic;
+  std::uint64_t size;                     // sizeof(process_ledger) of the lotus that made it
+  std::int64_t pid;                       // the process it belongs to (a forked child has a copy)
+  std::atomic<std::uint64_t> bytes;       // bytes every runtime of the process wrote (the budget)
+  std::atomic<std::uint32_t> slots_used;  // slots handed out
+  std::uint32_t reserved;
+  ledger_slot slots[ledger_slots];
+};
+
+inline constexpr char ledger_name[] = "lotus-ledger-v1";
+
+/// The ledger of this process named in /proc/self/maps, or nullptr. Parses the file in chunks on
+/// the stack (no allocation).
+LOTUS_DETAIL_COLD inline process_ledger* find_ledger() noexcept {
+  int fd = -1;
+  do {
+    fd = ::open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) return nullptr;
+  static constexpr char suffix[] = "/memfd:lotus-ledger-v1 (deleted)";
+  constexpr std::size_t suffix_len = sizeof suffix - 1;
+  char buf[8192];
+  std::size_t have = 0;
+  process_ledger* found = nullptr;
+  const auto me = static_cast<std::int64_t>(::getpid());
+  for (bool eof = false; found == nullptr && !(eof && have == 0);) {
+    if (!eof && have < sizeof buf) {
+      const ssize_t n = ::read(fd, buf + have, sizeof buf - have);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        eof = true;
+      } else {
+        have += static_cast<std::size_t>(n);
+      }
+    }
+    const char* nl = static_cast<const char*>(std::memchr(buf, '\n', have));
+    std::size_t len = nl != nullptr ? static_cast<std::size_t>(nl - buf) : have;
+    if (nl == nullptr && !eof && have < sizeof buf) continue;  // read the rest of the line
+    // "start-end perms offset dev inode path": ours end in suffix and are rw-p.
+    if (len > suffix_len && std::memcmp(buf + len - suffix_len, suffix, suffix_len) == 0) {
+      std::uint64_t start = 0, end = 0;
+      std::size_t i = 0;
+      const auto hex = [&](std::uint64_t& v) {
+        for (; i < len; ++i) {
+          const char c = buf[i];
+          const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+          if (d < 0) break;
+          v = v * 16 + static_cast<std::uint64_t>(d);
+        }
+      };
+      hex(start);
+      if (i < len && buf[i] == '-') ++i;
+      hex(end);
+      const bool rw = i + 3 < len && buf[i + 1] == 'r' && buf[i + 2] == 'w';
+      if (rw && end > start && end - start >= sizeof(process_ledger)) {
+        auto* l = reinterpret_cast<process_ledger*>(static_cast<std::uintptr_t>(start));
+        if (l->magic == process_ledger::magic_v1 && l->size == sizeof(process_ledger) &&
+            l->pid == me) {
+          found = l;
+        }
+      }
+    }
+    // Drop the line (or a line longer than the buffer, which is no ledger's).
+    const std::size_t used = nl != nullptr ? len + 1 : have;
+    std::memmove(buf, buf + used, have - used);
+    have -= used;
+  }
+  ::close(fd);
+  return found;
+}
+
+/// A new ledger for this process, or nullptr (no memfd_create, no memory).
+LOTUS_DETAIL_COLD inline process_ledger* make_ledger() noexcept {
+  const int fd = ::memfd_create(ledger_name, MFD_CLOEXEC);
+  if (fd < 0) return nullptr;
+  void* p = MAP_FAILED;
+  if (::ftruncate(fd, static_cast<off_t>(sizeof(process_ledger))) == 0) {
+    p = ::mmap(nullptr, sizeof(process_ledger), PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+  }
+  ::close(fd);  // the mapping keeps the memory; no descriptor stays open
+  if (p == MAP_FAILED) return nullptr;
+  auto* l = static_cast<process_ledger*>(p);  // zero-filled: every counter starts at 0
+  l->size = sizeof(process_ledger);
+  l->pid = static_cast<std::int64_t>(::getpid());
+  l->magic = process_ledger::magic_v1;
+  return l;
+}
+
+LOTUS_DETAIL_COLD inline int ledger_rendezvous(dl_phdr_info*, std::size_t, void* out) noexcept {
+  auto* l = static_cast<process_ledger**>(out);
+  *l = find_ledger();
+  if (*l == nullptr) *l = make_ledger();
+  return 1;  // one call is enough: the loader's lock was what it needed
+}
+
+/// This process's ledger, found or made under the loader's lock; nullptr when unavailable.
+LOTUS_DETAIL_COLD inline process_ledger* process_ledger_of_this_process() noexcept {
+  process_ledger* l = nullptr;
+  ::dl_iterate_phdr(&ledger_rendezvous, &l);
+  return l;
+}
+
+/// A runtime's place in the ledger: its slot (or none when the ledger is full or missing).
+class ledger_entry {
+ public:
+  /// Joins this process's ledger (once per runtime and process; a forked child joins its own).
+  /// Returns the byte counter every runtime of the process shares, or nullptr.
+  LOTUS_DETAIL_COLD std::atomic<std::uint64_t>* join() noexcept {
+    const auto me = static_cast<std::int64_t>(::getpid());
+    if (ledger_ != nullptr && ledger_->pid == me) return &ledger_->bytes;
+    ledger_ = process_ledger_of_this_process();
+    slot_ = nullptr;
+    if (ledger_ == nullptr) return nullptr;
+    const std::uint32_t i = ledger_->slots_used.fetch_add(1, std::memory_order_relaxed);
+    if (i < ledger_slots) slot_ = &ledger_->slots[i];
+    return &ledger_->bytes;
+  }
+
+  /// Publishes this runtime's counts and returns the process's: the sum over every runtime that
+  /// has a slot (plus this one's when it has none).
+  trace_stats process_totals(const trace_stats& own) noexcept {
+    if (ledger_ == nullptr || ledger_->pid != static_cast<std::int64_t>(::getpid())) return own;
+    if (slot_ != nullptr) {
+      slot_->recorded.store(own.recorded, std::memory_order_relaxed);
+      slot_->written.store(own.written, std::memory_order_relaxed);
+      slot_->dropped.store(own.dropped, std::memory_order_relaxed);
+      slot_->sanitized.store(own.sanitized, std::memory_order_relaxed);
+    }
+    trace_stats sum = slot_ != nullptr ? trace_stats{} : own;
+    std::uint32_t n = ledger_->slots_used.load(std::memory_order_relaxed);
+    if (n > ledger_slots) n = ledger_slots;
+    for (std::uint32_t i = 0; i < n; ++i) {
+      const ledger_slot& s = ledger_->slots[i];
+      sum.recorded += s.recorded.load(std::memory_order_relaxed);
+      sum.written += s.written.load(std::memory_order_relaxed);
+      sum.dropped += s.dropped.load(std::memory_order_relaxed);
+      sum.sanitized += s.sanitized.load(std::memory_order_relaxed);
+    }
+    return sum;
+  }
+
+ private:
+  process_ledger* ledger_ = nullptr;
+  ledger_slot* slot_ = nullptr;
+};
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
