@@ -58,6 +58,8 @@ epoch_outcome simulate_epoch(const std::vector<double>& batch_ms, const loader_m
   std::size_t next_in_order = 0, consumed = 0;
   std::deque<std::size_t> arrived;         // ready, not taken, in arrival order (unordered mode)
   std::vector<std::size_t> arrival_order;  // batch indices as they became ready
+  std::uint64_t events = 0;
+  const std::uint64_t max_events = 3 * static_cast<std::uint64_t>(n) + 2;
   while (consumed < n) {
     // Idle workers start their next batch.
     unsigned busy = 0;
@@ -90,18 +92,36 @@ epoch_outcome simulate_epoch(const std::vector<double>& batch_ms, const loader_m
         continue;  // a dispatch may have given an idle worker work
       }
     }
-    // Advance to the next event.
+    // Advance to the next event: the earliest of the step's end and each busy worker's
+    // completion. The event is applied by what it is, not by comparing clocks: once t is large
+    // (an epoch past ~2^14 s with 5 s batches, or one 9e18 ns batch), t + remaining / rate can
+    // round to t, and a loop that waited for `remaining` to reach 0 through the clock never
+    // ended. Here every iteration consumes a batch, completes at least one, or ends a step:
+    // at most 3 n iterations.
     const double rate = busy > 0 ? std::min(1.0, cores / busy) : 0.0;
     double next = stepping ? step_end : k_inf;
-    for (unsigned w = 0; w < workers; ++w)
-      if (current[w] != SIZE_MAX) next = std::min(next, t + remaining[w] / rate);
+    unsigned first = workers;  // the worker whose completion is the next event, if any
+    for (unsigned w = 0; w < workers; ++w) {
+      if (current[w] == SIZE_MAX) continue;
+      const double done = t + remaining[w] / rate;
+      if (done < next) {
+        next = done;
+        first = w;
+      }
+    }
     if (!(next < k_inf)) break;  // nothing can happen (cannot occur with n > 0)
-    const double dt = next - t;
-    t = next;
+    if (++events > max_events) {
+      throw tool_error(exit_invalid, "whatif: the DataLoader model did not converge (" +
+                                         std::to_string(n) + " batches)");
+    }
+    const double dt = std::max(0.0, next - t);
+    t = std::max(t, next);
     for (unsigned w = 0; w < workers; ++w) {
       if (current[w] == SIZE_MAX) continue;
       remaining[w] -= dt * rate;
-      if (remaining[w] <= 1e-12) {
+      // The event's own worker completes however the subtraction rounded; others that finish
+      // at the same instant (to rounding) complete with it.
+      if (w == first || remaining[w] <= 1e-12 || t + remaining[w] / rate <= t) {
         const std::size_t b = current[w];
         ready[b] = t;
         arrived.push_back(b);
@@ -109,6 +129,8 @@ epoch_outcome simulate_epoch(const std::vector<double>& batch_ms, const loader_m
         current[w] = SIZE_MAX;
       }
     }
+    // The step ends when it is the event, or when it ends at this instant (to rounding).
+    if (stepping && first == workers) step_end = t;
     if (stepping && t >= step_end) {
       stepping = false;
       wait_start = t;

@@ -14,7 +14,13 @@
 
 namespace lotus_tool {
 
-namespace {}  // namespace
+namespace {
+
+// A span longer than this is no measurement (a preprocessing op, a batch or a wait of more than
+// 30 days): an absurd value that the whole-run models (whatif, report) would replay as real.
+constexpr std::uint64_t k_max_plausible_ns = 30ULL * 24 * 3600 * 1000000000ULL;
+
+}  // namespace
 
 void run_check(const check_args& a) {
   const input in = open_input(a.in);
@@ -44,6 +50,11 @@ void run_check(const check_args& a) {
           continue;
         }
         ++records;
+        if (rec.dur_ns > static_cast<std::uint64_t>(INT64_MAX) - rec.start_ns) {
+          report(path, ln.number, "the record ends past the int64 range (start + duration)");
+        } else if (rec.dur_ns > k_max_plausible_ns) {
+          report(path, ln.number, "implausible duration: over 30 days");
+        }
         // Routing rules of the format: consumer-side records live in _main_pid_ files only.
         const bool consumer = batch.kind == batch_kind::wait ||
                               batch.kind == batch_kind::consumed ||

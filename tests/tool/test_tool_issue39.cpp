@@ -1,0 +1,134 @@
+// lotus — lotus-tool tests: reliability on hostile and extreme traces (issue 39, tool side)
+// SPDX-License-Identifier: MIT
+// Every case runs the tool with a deadline, so a hang fails the case instead of the run.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "catch.hpp"
+#include "spawn.hpp"
+
+using nlohmann::json;
+
+namespace {
+
+constexpr std::chrono::milliseconds k_deadline{60000};
+
+lotus_test::run_result tool(const std::vector<std::string>& args,
+                            const lotus_test::env_list& env = {}) {
+  std::vector<std::string> argv{LOTUS_TOOL_EXE};
+  argv.insert(argv.end(), args.begin(), args.end());
+  lotus_test::run_options o;
+  o.deadline = k_deadline;
+  return lotus_test::run(argv, env, {}, o);
+}
+
+void spit(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+}
+
+bool has_byte(const std::string& s, unsigned char b) {
+  return s.find(static_cast<char>(b)) != std::string::npos;
+}
+
+// No raw terminal control: ESC, CSI (0x9b, raw or as UTF-8 C1 U+009B), BEL.
+void require_no_control(const lotus_test::run_result& r) {
+  for (const std::string* s : {&r.out, &r.err}) {
+    REQUIRE_FALSE(has_byte(*s, 0x1b));
+    REQUIRE_FALSE(has_byte(*s, 0x9b));
+    REQUIRE_FALSE(has_byte(*s, 0x07));
+  }
+}
+
+// A DataLoader run: `workers` worker files (ids 101..), batch b on worker b % workers, with the
+// durations `dur(b)` (ns) back to back on each worker from t0; the main file (id 100) queues
+// 2 * workers batches, then waits for and consumes each in order.
+template <class Dur>
+void write_loader_trace(const std::string& dir, unsigned workers, std::size_t batches, Dur dur,
+                        std::uint64_t t0, std::uint64_t main_id = 100,
+                        std::uint64_t first_worker = 101) {
+  std::vector<std::string> wlines(workers);
+  std::vector<std::uint64_t> free(workers, t0 + 1000), end(batches);
+  for (std::size_t b = 0; b < batches; ++b) {
+    const unsigned w = static_cast<unsigned>(b % workers);
+    const std::uint64_t d = dur(b);
+    wlines[w] += "SBatchPreprocessed_" + std::to_string(b) + "," + std::to_string(free[w]) + "," +
+                 std::to_string(d) + "\n";
+    free[w] += d;
+    end[b] = free[w];
+  }
+  for (unsigned w = 0; w < workers; ++w) {
+    spit(dir + "/p_worker_pid_" + std::to_string(first_worker + w), wlines[w]);
+  }
+  std::string m;
+  std::uint64_t now = t0;
+  const std::size_t ahead = std::min<std::size_t>(batches, 2 * workers);
+  for (std::size_t q = 0; q < ahead; ++q) {
+    m += "SBatchQueued_" + std::to_string(q) + "," + std::to_string(now) + ",1000\n";
+  }
+  for (std::size_t b = 0; b < batches; ++b) {
+    const std::uint64_t ready = std::max(now, end[b]);
+    m += "SBatchWait_" + std::to_string(b) + "," + std::to_string(now) + "," +
+         std::to_string(std::max<std::uint64_t>(1001, ready - now)) + "\n";
+    now = std::max(now + 1001, ready) + 1000;
+    if (b + ahead < batches) {
+      m += "SBatchQueued_" + std::to_string(b + ahead) + "," + std::to_string(now) + ",1000\n";
+    }
+    m += "SBatchConsumed_" + std::to_string(b) + "," + std::to_string(now) + ",1000\n";
+    now += 2000;
+  }
+  spit(dir + "/p_main_pid_" + std::to_string(main_id), m);
+}
+
+}  // namespace
+
+TEST_CASE("whatif and report end on epochs past 2^14 s (the model's clock always advances)",
+          "[tool][whatif][issue39]") {
+  lotus_test::temp_dir tmp;
+  SECTION("10,000 batches of 5 s on 3 workers") {
+    const std::string dir = tmp / "long";
+    ::mkdir(dir.c_str(), 0755);
+    write_loader_trace(
+        dir, 3, 10000, [](std::size_t) { return std::uint64_t{5000000000}; },
+        1722800000000000000ULL);
+    const auto c = tool({"check", dir});
+    REQUIRE(c.exit_code == 0);  // a valid trace
+    const auto w = tool({"whatif", dir, "--workers", "4", "--cores", "4", "--json"});
+    REQUIRE_FALSE(w.timed_out);
+    REQUIRE(w.exit_code == 0);
+    const json j = json::parse(w.out);
+    // 3334 rounds of 5 s on 3 workers; 2500 on 4.
+    REQUIRE(j["replay"]["epoch_seconds"].get<double>() == Approx(16670).epsilon(0.01));
+    REQUIRE(j["predicted"]["epoch_seconds"].get<double>() == Approx(12500).epsilon(0.01));
+    const auto r = tool({"report", dir, "-o", tmp / "long.html"});
+    REQUIRE_FALSE(r.timed_out);
+    REQUIRE(r.exit_code == 0);
+  }
+  SECTION("one 9e18 ns batch, then 1 ns batches") {
+    const std::string dir = tmp / "huge";
+    ::mkdir(dir.c_str(), 0755);
+    write_loader_trace(
+        dir, 3, 3000,
+        [](std::size_t b) { return b == 0 ? std::uint64_t{9000000000000000000ULL} : 1; },
+        1000000000ULL);
+    const auto w = tool({"whatif", dir, "--workers", "2"});
+    REQUIRE_FALSE(w.timed_out);
+    REQUIRE(w.exit_code == 0);
+    const auto r = tool({"report", dir, "-o", tmp / "huge.html"});
+    REQUIRE_FALSE(r.timed_out);
+    REQUIRE(r.exit_code == 0);
+    // check calls the absurd span what it is.
+    const auto c = tool({"check", dir});
+    REQUIRE(c.exit_code == 1);
+    REQUIRE(c.out.find("implausible duration: over 30 days") != std::string::npos);
+  }
+}
