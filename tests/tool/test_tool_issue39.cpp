@@ -132,3 +132,53 @@ TEST_CASE("whatif and report end on epochs past 2^14 s (the model's clock always
     REQUIRE(c.out.find("implausible duration: over 30 days") != std::string::npos);
   }
 }
+
+TEST_CASE("whatif models each rank of one directory on its own", "[tool][whatif][issue39]") {
+  lotus_test::temp_dir tmp;
+  const std::string dir = tmp / "ranks";
+  ::mkdir(dir.c_str(), 0755);
+  // Rank 0: main 100, workers 101, 102 (20 batches of 10 ms). Rank 1: main 200, workers 201,
+  // 202 (10 batches of 30 ms). The sidecars say which process is which rank.
+  write_loader_trace(
+      dir, 2, 20, [](std::size_t) { return std::uint64_t{10000000}; }, 1722800000000000000ULL, 100,
+      101);
+  write_loader_trace(
+      dir, 2, 10, [](std::size_t) { return std::uint64_t{30000000}; }, 1722800000000000000ULL, 200,
+      201);
+  spit(dir + "/.p.lotus-meta_100",
+       "lotus-meta 1\npid 100\nhost h\nrank 0\ncpus 8 8\nthread 100 main\nthread 101 w0\n"
+       "thread 102 w1\n");
+  spit(dir + "/.p.lotus-meta_200",
+       "lotus-meta 1\npid 200\nhost h\nrank 1\ncpus 8 8\nthread 200 main\nthread 201 w0\n"
+       "thread 202 w1\n");
+  const auto w = tool({"whatif", dir, "--workers", "4", "--json"});
+  REQUIRE_FALSE(w.timed_out);
+  REQUIRE(w.exit_code == 0);
+  const json j = json::parse(w.out);
+  REQUIRE(j.contains("ranks"));
+  REQUIRE(j["ranks"].size() == 2);
+  std::vector<std::uint64_t> batches;
+  for (const auto& r : j["ranks"]) {
+    REQUIRE(r["measured"]["workers"] == 2);  // not 4: the two loaders are not one
+    batches.push_back(r["measured"]["batches"].get<std::uint64_t>());
+  }
+  std::sort(batches.begin(), batches.end());
+  REQUIRE(batches == std::vector<std::uint64_t>{10, 20});
+  const auto t = tool({"whatif", dir, "--workers", "4"});
+  REQUIRE(t.exit_code == 0);
+  REQUIRE(t.out.find("rank 0") != std::string::npos);
+  REQUIRE(t.out.find("rank 1") != std::string::npos);
+}
+
+TEST_CASE("whatif --workers is bounded", "[tool][whatif][issue39]") {
+  lotus_test::temp_dir tmp;
+  const std::string dir = tmp / "t";
+  ::mkdir(dir.c_str(), 0755);
+  write_loader_trace(
+      dir, 2, 20, [](std::size_t) { return std::uint64_t{10000000}; }, 1722800000000000000ULL);
+  const auto w = tool({"whatif", dir, "--workers", "1000000"});
+  REQUIRE_FALSE(w.timed_out);
+  REQUIRE(w.exit_code == 2);
+  REQUIRE(w.err.find("above the model's maximum of 4096 workers") != std::string::npos);
+  REQUIRE(tool({"whatif", dir, "--workers", "4096"}).exit_code == 0);
+}
