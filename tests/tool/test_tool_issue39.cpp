@@ -182,3 +182,41 @@ TEST_CASE("whatif --workers is bounded", "[tool][whatif][issue39]") {
   REQUIRE(w.err.find("above the model's maximum of 4096 workers") != std::string::npos);
   REQUIRE(tool({"whatif", dir, "--workers", "4096"}).exit_code == 0);
 }
+
+TEST_CASE("diff: an op from 0 ms to 50 ms is slower, not '+0.0 % same'", "[tool][diff][issue39]") {
+  lotus_test::temp_dir tmp;
+  const std::string base = tmp / "base", next = tmp / "new";
+  ::mkdir(base.c_str(), 0755);
+  ::mkdir(next.c_str(), 0755);
+  std::string a, b, c;
+  for (int i = 0; i < 20; ++i) {
+    const std::string t = std::to_string(1722800000000000000ULL + 100000000ULL * i);
+    a += "SOp," + t + ",0\nSSame," + t + ",0\n";
+    b += "SOp," + t + ",50000000\nSSame," + t + ",0\n";
+  }
+  spit(base + "/p_worker_pid_1", a);
+  spit(next + "/p_worker_pid_1", b);
+  const auto j = tool({"diff", base, next, "--json"});
+  REQUIRE(j.exit_code == 0);
+  const json d = json::parse(j.out);
+  bool seen = false;
+  for (const auto& o : d["ops"]) {
+    if (o["name"] == "SOp") {
+      seen = true;
+      REQUIRE(o["verdict"] == "slower");
+      REQUIRE(o["change"].is_null());  // no finite relative change from zero
+      REQUIRE(o["from_zero"] == true);
+    } else if (o["name"] == "SSame") {
+      REQUIRE(o["verdict"] == "same");  // 0 ms both: no change
+    }
+  }
+  REQUIRE(seen);
+  const auto t = tool({"diff", base, next});
+  REQUIRE(t.exit_code == 0);
+  for (const auto& line : lotus_test::lines_of(t.out)) {
+    if (line.rfind("SOp", 0) != 0) continue;
+    REQUIRE(line.find("+0.0 %") == std::string::npos);
+    REQUIRE(line.find("from 0") != std::string::npos);
+    REQUIRE(line.find("slower") != std::string::npos);
+  }
+}
