@@ -220,3 +220,67 @@ TEST_CASE("diff: an op from 0 ms to 50 ms is slower, not '+0.0 % same'", "[tool]
     REQUIRE(line.find("slower") != std::string::npos);
   }
 }
+
+TEST_CASE("no raw terminal control reaches the terminal", "[tool][escape][issue39]") {
+  lotus_test::temp_dir tmp;
+  SECTION("the trace prefix (file names)") {
+    const std::string dir = tmp / "prefix";
+    ::mkdir(dir.c_str(), 0755);
+    spit(dir + "/p\x1b]0;owned\x07_worker_pid_1", "SOp,1000,10\n");
+    const auto s = tool({"stats", dir});
+    REQUIRE(s.exit_code == 0);
+    require_no_control(s);
+    const auto c = tool({"check", dir});
+    REQUIRE(c.exit_code == 0);
+    require_no_control(c);
+  }
+  SECTION("UTF-8 C1 controls in host names") {
+    const std::string dir = tmp / "hosts";
+    ::mkdir(dir.c_str(), 0755);
+    spit(dir + "/p_worker_pid_1", "SOp,1000,10\n");
+    spit(dir + "/p_worker_pid_2", "SOp,1000,10\n");
+    const std::string clock = "clocksync start 1722800000000000000 5 0 0 100 10\n";
+    spit(dir + "/.p.lotus-meta_1",
+         "lotus-meta 1\npid 1\nhost evil\xc2\x9b"
+         "2J\xc2\x9d"
+         "0;x\x07\nthread 1 a\n" +
+             clock);
+    spit(dir + "/.p.lotus-meta_2", "lotus-meta 1\npid 2\nhost good\nthread 2 b\n" + clock);
+    for (const auto& args : std::vector<std::vector<std::string>>{
+             {"stats", dir}, {"check", dir}, {"stats", dir, "--csv"}}) {
+      const auto r = tool(args);
+      REQUIRE(r.exit_code == 0);
+      require_no_control(r);
+    }
+  }
+  SECTION("raw 0x9b in op names (stats, diff)") {
+    const std::string dir = tmp / "ops";
+    ::mkdir(dir.c_str(), 0755);
+    spit(dir + "/p_worker_pid_1",
+         "S\x9b"
+         "2Jop,1000,10\nS\x9b"
+         "2Jop,2000,10\n");
+    const auto s = tool({"stats", dir});
+    REQUIRE(s.exit_code == 0);
+    require_no_control(s);
+    REQUIRE(s.out.find("\\x9b2Jop") != std::string::npos);
+    const auto c = tool({"stats", dir, "--csv"});
+    require_no_control(c);
+    const auto d = tool({"diff", dir, dir});
+    REQUIRE(d.exit_code == 0);
+    require_no_control(d);
+  }
+  SECTION("an unreadable file's path in check") {
+    const std::string dir = tmp /
+                            "d\x1b[2J\x9b"
+                            "31m";
+    ::mkdir(dir.c_str(), 0755);
+    spit(dir + "/p_worker_pid_1", "SOp,1000,10\n");
+    // A dangling link named like a trace file: listed, then unreadable.
+    REQUIRE(::symlink("/nonexistent/lotus", (dir + "/p_worker_pid_2").c_str()) == 0);
+    const auto c = tool({"check", dir});
+    REQUIRE(c.exit_code != 0);
+    require_no_control(c);
+    REQUIRE(c.out.find("p_worker_pid_2") != std::string::npos);
+  }
+}

@@ -266,8 +266,8 @@ std::string to_text(const stats_result& r, const trace_dir& dir, const record_fi
                     bool outliers) {
   std::string out;
   append_fmt(out, "Trace %s (prefix '%s'): %llu records in %llu files (%llu worker, %llu main)",
-             dir.path.c_str(), dir.prefix.c_str(), static_cast<unsigned long long>(r.records),
-             static_cast<unsigned long long>(r.files),
+             printable(dir.path).c_str(), printable(dir.prefix).c_str(),
+             static_cast<unsigned long long>(r.records), static_cast<unsigned long long>(r.files),
              static_cast<unsigned long long>(r.worker_files),
              static_cast<unsigned long long>(r.main_files));
   if (const auto hosts = dir.hosts(); hosts.size() > 1) {

@@ -69,7 +69,8 @@ void run_check(const check_args& a) {
       if (!any) report(path, 1, "empty file (pandas.read_csv in the Lotus scripts rejects it)");
     } catch (const tool_error& e) {
       ++errors;
-      std::printf("%s\n", e.what());  // unreadable file: already "path: reason"
+      // An unreadable file: already "path: reason"; the path is a file name from the directory.
+      std::printf("%s\n", printable(e.what()).c_str());
     }
     if (errors != before) ++bad_files;
   }
@@ -90,12 +91,13 @@ void run_check(const check_args& a) {
       hosts_note = ", " + std::to_string(dir.processes.size()) + " process(es) on " +
                    std::to_string(hosts.size()) + " hosts (";
       for (std::size_t i = 0; i < hosts.size() && i < 8; ++i) {
-        hosts_note += (i == 0 ? "" : ", ") + hosts[i];
+        hosts_note += (i == 0 ? "" : ", ") + printable(hosts[i]);
       }
       hosts_note += hosts.size() > 8 ? ", ...)" : ")";
     }
     std::printf("ok: %zu file(s), %llu record(s), prefix '%s'%s\n", dir.files.size(),
-                static_cast<unsigned long long>(records), dir.prefix.c_str(), hosts_note.c_str());
+                static_cast<unsigned long long>(records), printable(dir.prefix).c_str(),
+                hosts_note.c_str());
   }
 }
 
