@@ -284,3 +284,29 @@ TEST_CASE("no raw terminal control reaches the terminal", "[tool][escape][issue3
     REQUIRE(c.out.find("p_worker_pid_2") != std::string::npos);
   }
 }
+
+TEST_CASE("viz -o x.pftrace writes valid UTF-8 in every string field",
+          "[tool][perfetto][issue39]") {
+#ifndef LOTUS_PROTOC
+  WARN("protoc not found: skipped");
+#else
+  lotus_test::temp_dir tmp;
+  const std::string dir = tmp / "utf";
+  ::mkdir(dir.c_str(), 0755);
+  spit(dir + "/p_worker_pid_7",
+       "S\xff\xfe"
+       "bad,1000,10\nSok\xc3,2000,10\n");
+  spit(dir + "/p_main_pid_8", "SBatchWait_0,3000,5000\nSBatchConsumed_0,9000,1000\n");
+  spit(dir + "/.p.lotus-meta_7", "lotus-meta 1\npid 7\nhost h\xff\nthread 7 w\xed\xa0\x80x\n");
+  const auto v = tool({"viz", dir, "-o", tmp / "t.pftrace"});
+  REQUIRE(v.exit_code == 0);
+  const auto p = lotus_test::run(
+      {"/bin/sh", "-c",
+       std::string("'") + LOTUS_PROTOC + "' --proto_path='" + LOTUS_PROTO_DIR +
+           "' --decode=perfetto.protos.Trace perfetto_trace.proto < '" + (tmp / "t.pftrace") + "'"},
+      {});
+  REQUIRE(p.exit_code == 0);
+  REQUIRE(p.err.find("UTF-8") == std::string::npos);
+  REQUIRE(p.out.find("\\357\\277\\275") != std::string::npos);  // U+FFFD, octal-escaped
+#endif
+}

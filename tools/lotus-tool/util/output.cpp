@@ -267,4 +267,38 @@ std::string printable(std::string_view s) {
   return out;
 }
 
+std::string valid_utf8(std::string_view s) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const auto* const end = p + s.size();
+  std::string out;
+  out.reserve(s.size());
+  while (p < end) {
+    if (*p < 0x80) {
+      out += static_cast<char>(*p++);
+    } else if (const std::size_t n = utf8_sequence(p, end)) {
+      out.append(reinterpret_cast<const char*>(p), n);
+      p += n;
+    } else {
+      out += "\xef\xbf\xbd";  // U+FFFD REPLACEMENT CHARACTER, one per byte that is not UTF-8
+      ++p;
+    }
+  }
+  return out;
+}
+
+bool is_valid_utf8(std::string_view s) noexcept {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const auto* const end = p + s.size();
+  while (p < end) {
+    if (*p < 0x80) {
+      ++p;
+    } else if (const std::size_t n = utf8_sequence(p, end)) {
+      p += n;
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace lotus_tool
