@@ -310,3 +310,33 @@ TEST_CASE("viz -o x.pftrace writes valid UTF-8 in every string field",
   REQUIRE(p.out.find("\\357\\277\\275") != std::string::npos);  // U+FFFD, octal-escaped
 #endif
 }
+
+TEST_CASE("impossible clocksync values are not 'synchronized, +-0 us'", "[tool][clock][issue39]") {
+  lotus_test::temp_dir tmp;
+  const std::string dir = tmp / "clk";
+  ::mkdir(dir.c_str(), 0755);
+  spit(dir + "/p_worker_pid_1", "SOp,1000,10\n");
+  spit(dir + "/p_worker_pid_2", "SOp,1000,10\n");
+  // maxerror and esterror negative, an unknown state: no kernel reports these.
+  spit(dir + "/.p.lotus-meta_1",
+       "lotus-meta 1\npid 1\nhost a\nthread 1 x\n"
+       "clocksync start 1722800000000000000 5 0 0 -7 -7\n"
+       "clocksync exit 1722800001000000000 1000000005 99 0 -7 -7\n");
+  spit(dir + "/.p.lotus-meta_2",
+       "lotus-meta 1\npid 2\nhost b\nthread 2 y\nclocksync start 1722800000000000000 5 0 0 "
+       "100 10\n");
+  const auto s = tool({"stats", dir});
+  REQUIRE(s.exit_code == 0);
+  REQUIRE(s.out.find("+-0 us") == std::string::npos);
+  REQUIRE(s.out.find("impossible clocksync values") != std::string::npos);
+  REQUIRE(s.err.find("impossible 'clocksync' values") != std::string::npos);
+  const auto j = tool({"stats", dir, "--json"});
+  const json d = json::parse(j.out);
+  for (const auto& h : d["clocks"]["hosts"]) {
+    if (h["host"] == "a") {
+      REQUIRE(h["synchronized"] == false);
+      REQUIRE(h["implausible"] == true);
+    }
+  }
+  REQUIRE(d["clocks"]["cross_host_bound_us"].is_null());
+}

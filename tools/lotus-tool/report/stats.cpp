@@ -98,6 +98,7 @@ nlohmann::json to_json(const stats_result& r, const trace_dir& dir, const record
       nlohmann::json o = {{"host", h.host},
                           {"processes", h.processes},
                           {"synchronized", h.synchronized},
+                          {"implausible", h.implausible},
                           {"realtime_adjusted_ns", h.realtime_adjusted_ns}};
       if (h.synchronized) {
         o["error_bound_us"] = h.error_bound_us;
@@ -393,6 +394,9 @@ std::string to_text(const stats_result& r, const trace_dir& dir, const record_fi
         append_fmt(out, "  %-30s NTP-synchronized, error bound +-%lld us, adjusted %.3f ms\n",
                    printable(h.host).substr(0, 30).c_str(),
                    static_cast<long long>(h.error_bound_us), double(h.realtime_adjusted_ns) / 1e6);
+      } else if (h.implausible) {
+        append_fmt(out, "  %-30s impossible clocksync values: its times cannot be vouched for\n",
+                   printable(h.host).substr(0, 30).c_str());
       } else {
         append_fmt(out, "  %-30s NOT synchronized: its times cannot be vouched for\n",
                    printable(h.host).substr(0, 30).c_str());

@@ -179,6 +179,12 @@ void parse_sidecar_lines(Next&& next, const std::string& file_label, trace_dir& 
       c.status = v[1];
       c.maxerror_us = v[2];
       c.esterror_us = v[3];
+      c.plausible = plausible_clock_sample(c);
+      if (!c.plausible) {
+        warn("impossible 'clocksync' values (state " + tok[0] + ", status " + tok[1] +
+             ", maxerror " + tok[2] + " us, esterror " + tok[3] +
+             " us): that clock is taken as not synchronized");
+      }
       (when == "start" ? proc.clock_start : proc.clock_exit) = c;
     } else if (key == "stats") {
       std::uint64_t v[4] = {};
@@ -667,6 +673,13 @@ trace_dir scan_trace_dirs(const std::vector<std::string>& dirs, const std::strin
   return out;
 }
 
+bool plausible_clock_sample(const clock_sample& c) {
+  constexpr std::int64_t k_max_error_us = 16000000;  // the kernel's NTP_PHASE_LIMIT clamp
+  return c.state >= -1 && c.state <= 5 && c.status >= 0 && c.status <= 0xffff &&
+         c.maxerror_us >= 0 && c.maxerror_us <= k_max_error_us && c.esterror_us >= 0 &&
+         c.esterror_us <= k_max_error_us && c.realtime_ns > 0;
+}
+
 std::vector<host_clock> host_clocks(const trace_dir& dir) {
   std::map<std::string, host_clock> by_host;
   for (const auto& [key, p] : dir.processes) {
@@ -682,10 +695,15 @@ std::vector<host_clock> host_clocks(const trace_dir& dir) {
     for (const clock_sample* c : {&p.clock_start, &p.clock_exit}) {
       if (!c->have) continue;
       h.synchronized = h.synchronized && c->synchronized();
-      h.error_bound_us = std::max(h.error_bound_us, c->maxerror_us);
+      h.implausible = h.implausible || !c->plausible;
+      if (c->plausible) h.error_bound_us = std::max(h.error_bound_us, c->maxerror_us);
     }
     if (p.clock_start.have && p.clock_exit.have &&
-        p.clock_exit.monotonic_ns >= p.clock_start.monotonic_ns) {
+        p.clock_exit.monotonic_ns < p.clock_start.monotonic_ns) {
+      // The exit sample before the start on the monotonic clock: impossible.
+      h.implausible = true;
+      h.synchronized = false;
+    } else if (p.clock_start.have && p.clock_exit.have) {
       const auto rt = static_cast<double>(p.clock_exit.realtime_ns) -
                       static_cast<double>(p.clock_start.realtime_ns);
       const auto mono = static_cast<double>(p.clock_exit.monotonic_ns - p.clock_start.monotonic_ns);

@@ -61,9 +61,14 @@ struct clock_sample {
   std::uint64_t realtime_ns = 0, monotonic_ns = 0;
   std::int64_t state = -1;  ///< adjtimex's return: TIME_OK 0 ... TIME_ERROR 5; -1: call failed
   std::int64_t status = 0, maxerror_us = 0, esterror_us = 0;
+  /// The values are ones the kernel can report (plausible_clock_sample); a line with impossible
+  /// ones vouches for nothing.
+  bool plausible = true;
   /// The kernel says the clock is synchronized: the call worked, the state is not TIME_ERROR
   /// and STA_UNSYNC is clear.
-  bool synchronized() const { return have && state >= 0 && state != 5 && (status & 0x40) == 0; }
+  bool synchronized() const {
+    return have && plausible && state >= 0 && state != 5 && (status & 0x40) == 0;
+  }
 };
 
 /// From one `.<prefix>.lotus-meta_<pid>` sidecar (or several with the same pid and host: a
@@ -129,12 +134,18 @@ struct host_clock {
   std::string host;
   std::uint64_t processes = 0;  ///< processes of that host with a `clocksync` line
   bool synchronized = false;    ///< every sample of the host: NTP-synchronized
+  bool implausible = false;     ///< a sample holds values no kernel reports (never synchronized)
   /// The largest maxerror the kernel reported (µs): how far CLOCK_REALTIME may be from true time.
   std::int64_t error_bound_us = 0;
   /// The largest change of CLOCK_REALTIME against CLOCK_MONOTONIC between a process's start and
   /// exit samples (ns, absolute): steps and slewing during the run.
   std::uint64_t realtime_adjusted_ns = 0;
 };
+
+/// Values adjtimex can return: state -1 (the call failed) or TIME_OK..TIME_ERROR (0..5), status
+/// within the 16 STA_* bits, maxerror and esterror within 0..NTP_PHASE_LIMIT-bounded 16 s, and
+/// a start no later than the exit (monotonic).
+bool plausible_clock_sample(const clock_sample& c);
 
 /// Per host with `clocksync` lines, sorted by host. Hosts without them are not listed.
 std::vector<host_clock> host_clocks(const trace_dir& dir);
