@@ -340,3 +340,40 @@ TEST_CASE("impossible clocksync values are not 'synchronized, +-0 us'", "[tool][
   }
   REQUIRE(d["clocks"]["cross_host_bound_us"].is_null());
 }
+
+TEST_CASE("distinct op names beyond the cap are pooled and counted", "[tool][bounded][issue39]") {
+  lotus_test::temp_dir tmp;
+  const std::string dir = tmp / "names";
+  ::mkdir(dir.c_str(), 0755);
+  std::string w;
+  for (int i = 0; i < 1000; ++i) {
+    w += "SOp" + std::to_string(i) + "," + std::to_string(1722800000000000000ULL + 1000ULL * i) +
+         ",500\n";
+  }
+  spit(dir + "/p_worker_pid_1", w);
+  const lotus_test::env_list cap{{"LOTUS_TOOL_MAX_OPS", "100"}};
+  const auto s = tool({"stats", dir, "--json"}, cap);
+  REQUIRE(s.exit_code == 0);
+  const json j = json::parse(s.out);
+  REQUIRE(j["ops"].size() == 101);
+  const json& last = j["ops"].back();
+  REQUIRE(last["name"] == "S(other ops)");
+  REQUIRE(last["pooled"] == true);
+  REQUIRE(last["count"] == 900);
+  REQUIRE(j["ops_pooled"]["records"] == 900);
+  REQUIRE(j["ops_pooled"]["max_ops"] == 100);
+  REQUIRE(j["ops_pooled"]["names_estimate"].get<double>() == Approx(900).epsilon(0.06));
+  const auto t = tool({"stats", dir}, cap);
+  REQUIRE(t.out.find("(other ops)") != std::string::npos);
+  REQUIRE(t.out.find("900 records of about") != std::string::npos);
+  const auto r = tool({"report", dir, "-o", tmp / "r.html"}, cap);
+  REQUIRE(r.exit_code == 0);
+  const std::string page = lotus_test::read_file(tmp / "r.html");
+  REQUIRE(page.find("(other ops)") != std::string::npos);
+  REQUIRE(page.find("SOp999") == std::string::npos);  // pooled, not a row or histogram
+  const auto d = tool({"diff", dir, dir, "--json"}, cap);
+  REQUIRE(d.exit_code == 0);
+  const json dj = json::parse(d.out);
+  REQUIRE(dj["ops"].size() == 101);
+  REQUIRE(tool({"stats", dir, "--json"}, {{"LOTUS_TOOL_MAX_OPS", "-3"}}).exit_code == 0);
+}

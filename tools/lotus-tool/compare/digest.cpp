@@ -216,7 +216,14 @@ run_digest digest_input(const input& in, const digest_options& opt) {
     o.p90_ms = s.p90;
     o.sample_ms.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(s.count, per_op)));
   }
-  for (std::size_t i = 0; i < d.ops.size(); ++i) index.emplace(d.ops[i].name, i);
+  std::size_t pooled = SIZE_MAX;
+  for (std::size_t i = 0; i < d.ops.size(); ++i) {
+    if (d.stats.ops[i].pooled) {
+      pooled = i;
+    } else {
+      index.emplace(d.ops[i].name, i);
+    }
+  }
   std::vector<std::uint64_t> seen(d.ops.size(), 0);
   seeded_rng rng(opt.seed);
   std::map<std::size_t, std::vector<main_rec>> mains;
@@ -226,10 +233,12 @@ run_digest digest_input(const input& in, const digest_options& opt) {
   for_each_record(dir, quiet, [&](std::size_t file, const record& r, const batch_ref& b) {
     if (b.kind == batch_kind::none) {
       const auto it = index.find(r.name);
-      if (it == index.end()) return;
-      op_digest& o = d.ops[it->second];
+      // A name beyond the stats engine's cap belongs to its pooled row.
+      const std::size_t op = it != index.end() ? it->second : pooled;
+      if (op == SIZE_MAX) return;
+      op_digest& o = d.ops[op];
       const double ms = static_cast<double>(r.dur_ns) / 1e6;
-      const std::uint64_t n = ++seen[it->second];
+      const std::uint64_t n = ++seen[op];
       if (o.sample_ms.size() < per_op) {
         o.sample_ms.push_back(ms);
       } else {

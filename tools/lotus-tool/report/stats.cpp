@@ -145,6 +145,13 @@ nlohmann::json to_json(const stats_result& r, const trace_dir& dir, const record
                    {"p99_ms", o.p99},
                    {"share_lt_10ms", o.share_lt_10ms},
                    {"share_lt_100us", o.share_lt_100us}});
+    if (o.pooled) ops.back()["pooled"] = true;
+  }
+  if (r.pooled_ops_records > 0) {
+    // More distinct op names than the cap: the rest are in the pooled row, counted here.
+    j["ops_pooled"] = {{"max_ops", r.max_ops},
+                       {"records", r.pooled_ops_records},
+                       {"names_estimate", r.pooled_op_names}};
   }
   auto& pre = j["batch_preprocessing"] = summary_json(r.preprocessing);
   if (outliers) {
@@ -209,6 +216,10 @@ std::string to_csv(const stats_result& r) {
   csv_row(out, "trace", "", "records", double(r.records));
   csv_row(out, "trace", "", "files", double(r.files));
   csv_row(out, "trace", "", "epochs", double(r.epochs));
+  if (r.pooled_ops_records > 0) {
+    csv_row(out, "trace", "", "ops_pooled_records", double(r.pooled_ops_records));
+    csv_row(out, "trace", "", "ops_pooled_names_estimate", double(r.pooled_op_names));
+  }
   for (const auto& o : r.ops) {
     csv_row(out, "op", o.name, "count", double(o.count));
     csv_row(out, "op", o.name, "mean_ms", o.mean);
@@ -288,6 +299,13 @@ std::string to_text(const stats_result& r, const trace_dir& dir, const record_fi
                o.mean, o.p50, o.p90, o.p99, 100 * o.share_lt_10ms, 100 * o.share_lt_100us);
   }
   if (r.ops.empty()) out += "  (no op records)\n";
+  if (r.pooled_ops_records > 0) {
+    append_fmt(out,
+               "  (more than %zu distinct op names: %llu records of about %llu further names "
+               "pooled in '(other ops)')\n",
+               r.max_ops, static_cast<unsigned long long>(r.pooled_ops_records),
+               static_cast<unsigned long long>(r.pooled_op_names));
+  }
 
   out += "\nPer-batch preprocessing time (SBatchPreprocessed):\n";
   if (r.preprocessing_before.count == 0) {
