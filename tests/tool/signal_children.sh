@@ -3,6 +3,7 @@
 # `lotus-tool record` owns what it starts: SIGTERM, SIGINT or SIGHUP to the tool stop the program
 # and everything it started (a double-forked child that called setsid, all ignoring the
 # signals) and perf, which still leaves a readable perf.data; the tool then ends by that signal.
+# And `record -o` never writes through a symbolic link nor renames a perf.data it did not create.
 #   signal_children.sh LOTUS_TOOL
 set -uo pipefail
 tool="$1"
@@ -78,4 +79,38 @@ for sig in TERM INT HUP; do
   fi
 done
 
+# -o through a symbolic link: refused, nothing written or renamed in the link's target.
+mkdir "$tmp/victim"
+echo "not ours" >"$tmp/victim/perf.data"
+ln -s "$tmp/victim" "$tmp/link"
+if "$tool" record -e cpu-clock:u -o "$tmp/link" -- true >/dev/null 2>"$tmp/link.err"; then
+  echo "FAIL: record -o through a symbolic link succeeded"
+  fail=1
+elif ! grep -q "symbolic link" "$tmp/link.err"; then
+  echo "FAIL: record -o LINK: unclear message: $(cat "$tmp/link.err")"
+  fail=1
+fi
+if [ "$(cat "$tmp/victim/perf.data")" != "not ours" ] || [ -e "$tmp/victim/perf.data.old" ] ||
+  [ -e "$tmp/victim/trace" ]; then
+  echo "FAIL: record -o LINK touched the link's target: $(ls -a "$tmp/victim" | tr '\n' ' ')"
+  fail=1
+else
+  echo "ok: -o symbolic link refused, target untouched"
+fi
+# A perf.data we did not create is never renamed (perf would make it perf.data.old).
+mkdir "$tmp/mine"
+echo "theirs" >"$tmp/mine/perf.data"
+if "$tool" record -e cpu-clock:u -o "$tmp/mine" -- true >/dev/null 2>"$tmp/mine.err"; then
+  echo "FAIL: record -o over an existing perf.data succeeded"
+  fail=1
+fi
+if [ "$(cat "$tmp/mine/perf.data")" != "theirs" ] || [ -e "$tmp/mine/perf.data.old" ]; then
+  echo "FAIL: record renamed or replaced a perf.data it did not create"
+  fail=1
+elif ! grep -q "already exists" "$tmp/mine.err"; then
+  echo "FAIL: record -o over perf.data: unclear message: $(cat "$tmp/mine.err")"
+  fail=1
+else
+  echo "ok: an existing perf.data is left alone"
+fi
 exit $fail

@@ -202,7 +202,9 @@ run_result run_process(const run_spec& spec) {
     for (const auto& kv : spec.env) ::setenv(kv.first.c_str(), kv.second.c_str(), 1);
     auto redirect = [&](const std::string& path, int target) {
       if (path.empty()) return;
-      const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      // Never through a symbolic link: an output file is ours or nothing.
+      const int fd =
+          ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
       if (fd < 0 || ::dup2(fd, target) < 0) child_fail(pipefd[1], errno);
       ::close(fd);
     };
