@@ -80,6 +80,20 @@ namespace {
 
 constexpr std::size_t k_hll_registers = 4096;
 
+// Adds a name to HyperLogLog registers (allocated on first use).
+void hll_add(std::vector<std::uint8_t>& reg, std::string_view name) {
+  if (reg.empty()) reg.assign(k_hll_registers, 0);
+  std::uint64_t h = 1469598103934665603ULL;  // FNV-1a, then a splitmix finaliser
+  for (char c : name) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdULL;
+  h ^= h >> 33;
+  const auto r = static_cast<std::size_t>(h >> 52);  // top 12 bits: the register
+  const std::uint64_t rest = (h << 12) | (std::uint64_t{1} << 11);
+  const auto rho = static_cast<std::uint8_t>(__builtin_clzll(rest) + 1);
+  if (rho > reg[r]) reg[r] = rho;
+}
+
 // HyperLogLog's estimate (with the small-range correction) from its registers.
 std::uint64_t hll_estimate(const std::vector<std::uint8_t>& reg) {
   if (reg.empty()) return 0;
@@ -115,16 +129,7 @@ std::size_t stats_engine::op_index(std::string_view name) {
       // Beyond the cap: pooled, and the distinct names counted in a fixed 4 KiB (HyperLogLog,
       // 4096 registers: ~1.6 % standard error) instead of kept.
       ++pooled_records_;
-      if (pooled_hll_.empty()) pooled_hll_.assign(k_hll_registers, 0);
-      std::uint64_t h = 1469598103934665603ULL;  // FNV-1a, then a splitmix finaliser
-      for (char c : name) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
-      h ^= h >> 33;
-      h *= 0xff51afd7ed558ccdULL;
-      h ^= h >> 33;
-      const std::size_t reg = static_cast<std::size_t>(h >> 52);  // top 12 bits
-      const std::uint64_t rest = (h << 12) | (std::uint64_t{1} << 11);
-      const auto rho = static_cast<std::uint8_t>(__builtin_clzll(rest) + 1);
-      if (rho > pooled_hll_[reg]) pooled_hll_[reg] = rho;
+      hll_add(pooled_hll_, name);
       if (other_ == SIZE_MAX) {
         other_ = ops_.size();
         names_.emplace_back(k_other_ops_name);
