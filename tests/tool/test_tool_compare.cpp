@@ -191,3 +191,20 @@ TEST_CASE("diff: verdicts from the median change, its interval and the threshold
   const std::string csv = diff_csv(diff_runs(odd, odd, diff_options{}));
   CHECK(csv.find("op,\"Sa,\"\"b\"\"\",") != std::string::npos);
 }
+
+TEST_CASE("whatif model: epochs past 2^14 s end (issue 39)", "[tool][compare][whatif]") {
+  SECTION("10,000 batches of 5 s on 3 workers: t + remaining / rate once rounded to t") {
+    const auto p = simulate_loader(one_epoch(std::vector<double>(10000, 5000.0)), model(3, 3, 0));
+    CHECK(p.epoch_seconds == Approx(3334 * 5.0));
+    const auto shared = simulate_loader(one_epoch(std::vector<double>(10000, 5000.0)),
+                                        model(3, 1, 0.5));  // sharing one core, with a step
+    CHECK(shared.epoch_seconds == Approx(50000.0).epsilon(0.001));
+  }
+  SECTION("one 9e18 ns batch, then 1 ns batches") {
+    std::vector<double> b(3000, 1e-6);
+    b[0] = 9e12;  // ms
+    const auto p = simulate_loader(one_epoch(b), model(3, 3, 0));
+    CHECK(p.epoch_seconds == Approx(9e9));
+    CHECK(simulate_loader(one_epoch(b), model(2, 1, 1e-6)).epoch_seconds >= 9e9);
+  }
+}

@@ -17,9 +17,11 @@ void add_whatif_command(CLI::App& app) {
       "Predict a DataLoader setting from one run: replays the measured per-batch preprocessing\n"
       "times and the consumer's step time through a model of PyTorch's DataLoader (N workers,\n"
       "prefetch_factor*N batches outstanding, in-order delivery, workers sharing C cores) and\n"
-      "prints the predicted epoch time, wait share and out-of-order arrivals.");
+      "prints the predicted epoch time, wait share and out-of-order arrivals. Each rank (several\n"
+      "directories, or the ranks of one directory) is modelled on its own.");
   add_input_options(cmd, args->in, /*windows=*/true);
-  cmd->add_option("--workers,-w", args->workers, "Workers to predict (num_workers)")->required();
+  cmd->add_option("--workers,-w", args->workers, "Workers to predict (num_workers, 1..4096)")
+      ->required();
   cmd->add_option("--prefetch-factor", args->prefetch_factor,
                   "Batches per worker outstanding (default: the measured one, else 2)");
   cmd->add_option("--step-ms", args->step_ms,

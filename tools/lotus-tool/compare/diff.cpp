@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <map>
 
 #include "util/diag.hpp"
@@ -53,11 +54,22 @@ constexpr std::size_t k_bootstrap_cap = 4096;
 // slower / faster / same for a change where larger is worse (`higher_is_worse`) or better.
 std::string judge(double change, std::optional<double> lo, std::optional<double> hi,
                   double threshold, bool higher_is_worse) {
-  if (!std::isfinite(change)) return "n/a";
+  if (std::isnan(change)) return "n/a";
   if (std::fabs(change) < threshold) return "same";
-  if (lo && hi && *lo <= 0 && *hi >= 0) return "same";
+  // From zero to something (change +inf): a change whatever the interval (resamples of a zero
+  // median have no ratio).
+  if (std::isfinite(change) && lo && hi && *lo <= 0 && *hi >= 0) return "same";
   const bool up = change > 0;
   return up == higher_is_worse ? "slower" : "faster";
+}
+
+// b / a - 1; from a zero base: 0 when b is zero too, +inf when b grew from nothing (a 0 ms op
+// that now takes 50 ms is not "+0.0 % same").
+double relative_change(double a, double b) {
+  if (a > 0) return b / a - 1.0;
+  if (a == 0 && b == 0) return 0.0;
+  if (a == 0 && b > 0) return std::numeric_limits<double>::infinity();
+  return std::nan("");
 }
 
 std::uint64_t name_seed(std::uint64_t seed, const std::string& name) {
@@ -114,18 +126,19 @@ diff_result diff_runs(const run_digest& base, const run_digest& next, const diff
       out.ops.push_back(std::move(c));
       continue;
     }
-    c.change = a->p50_ms > 0 ? b->p50_ms / a->p50_ms - 1.0 : 0.0;
-    c.mean_change = a->mean_ms > 0 ? b->mean_ms / a->mean_ms - 1.0 : 0.0;
+    c.change = relative_change(a->p50_ms, b->p50_ms);
+    c.mean_change = relative_change(a->mean_ms, b->mean_ms);
     const auto ci = bootstrap_median_ratio(capped(a->sample_ms, k_bootstrap_cap, opt.seed),
                                            capped(b->sample_ms, k_bootstrap_cap, opt.seed + 1),
                                            opt.resamples, name_seed(opt.seed, c.name));
     c.lo = ci.first;
     c.hi = ci.second;
+    if (std::isinf(c.change)) c.lo = c.hi = std::nan("");  // no ratio to resample from zero
     c.verdict = judge(c.change, c.lo, c.hi, opt.threshold, true);
     out.ops.push_back(std::move(c));
   }
 
-  auto rel = [](double a, double b) { return a > 0 ? b / a - 1.0 : (b == 0 ? 0.0 : std::nan("")); };
+  const auto rel = relative_change;
   auto add = [&](const char* name, const char* unit, double a, double b, double change,
                  std::optional<double> lo, std::optional<double> hi, bool higher_is_worse,
                  double threshold) {
@@ -181,6 +194,7 @@ diff_result diff_runs(const run_digest& base, const run_digest& next, const diff
 namespace {
 
 std::string signed_pct(double v) {
+  if (std::isinf(v)) return v > 0 ? "from 0" : "to -inf";
   if (!std::isfinite(v)) return "n/a";
   return format_number("%+.1f %%", 100.0 * v);
 }
@@ -300,6 +314,7 @@ nlohmann::json diff_json(const diff_result& d) {
       e["change"] = finite(o.change);
       e["mean_change"] = finite(o.mean_change);
       e["ci95"] = {finite(o.lo), finite(o.hi)};
+      if (std::isinf(o.change)) e["from_zero"] = true;  // base p50 0: no relative change
     } else {
       e["change"] = nullptr;
       e["mean_change"] = nullptr;

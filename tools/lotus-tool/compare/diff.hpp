@@ -7,6 +7,8 @@
 // while its median moves by under 3 % (measured on examples/image_pipeline); the mean's change
 // is reported beside it. Verdict: `same` when |change| is under the practical threshold
 // (default 10 %) or the interval holds 0; else `slower` (interval above 0) or `faster` (below).
+// From a zero base the change is +inf ("from 0", JSON null with "from_zero"): `slower` for a
+// duration, never `same`; both zero is `same`.
 // Run-level figures (per-batch preprocessing, wait share, batch delay, out-of-order arrivals, epoch
 // time, batches per second) get the same verdicts; only the per-batch preprocessing time has an
 // interval (the others are one value per run, judged by the threshold alone).
@@ -36,7 +38,7 @@ struct side_stats {
 struct op_change {
   std::string name;  ///< as in the trace ("SLoader")
   std::optional<side_stats> base, next;
-  double change = 0;       ///< next.p50 / base.p50 - 1 (the judged change)
+  double change = 0;       ///< next.p50 / base.p50 - 1 (the judged change); +inf from a 0 base
   double mean_change = 0;  ///< next.mean / base.mean - 1 (shown, not judged)
   double lo = 0, hi = 0;   ///< 95 % bootstrap interval of `change`
   std::string verdict;     ///< slower | faster | same | only_base | only_new

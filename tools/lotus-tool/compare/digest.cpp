@@ -136,8 +136,47 @@ void digest_main_file(std::vector<main_rec>& recs, run_digest& out) {
 }  // namespace
 
 run_digest digest_run(const input_args& args, const digest_options& opt) {
-  run_digest d;
   const input in = open_input(args);
+  return digest_input(in, opt);
+}
+
+std::vector<rank_digest> digest_ranks(const input_args& args, const digest_options& opt) {
+  const input in = open_input(args);
+  std::vector<rank_digest> out;
+  if (in.dir.sources.size() <= 1) {
+    out.push_back(rank_digest{in.dir.sources.empty() ? in.dir.path : in.dir.sources[0].label,
+                              digest_input(in, opt)});
+    return out;
+  }
+  for (std::uint32_t k = 0; k < in.dir.sources.size(); ++k) {
+    // The rank's own trace: its files and the processes (with their sidecar lines) that own
+    // them; one source, so nothing of the other ranks is pooled in.
+    input part;
+    part.dir.path = in.dir.sources[k].path;
+    part.dir.prefix = in.dir.prefix;
+    part.dir.sources = {in.dir.sources[k]};
+    std::set<process_key> owners;
+    for (const auto& f : in.dir.files) {
+      if (f.source != k) continue;
+      part.dir.files.push_back(f);
+      part.dir.files.back().source = 0;
+      owners.emplace(f.pid, f.host);
+    }
+    if (part.dir.files.empty()) continue;
+    for (const auto& kv : in.dir.processes) {
+      if (owners.count(kv.first)) part.dir.processes.insert(kv);
+    }
+    part.dir.threads = in.dir.threads;
+    part.dir.file_owner = in.dir.file_owner;
+    part.filter = make_filter(part.dir, args.window);
+    part.read = in.read;
+    out.push_back(rank_digest{in.dir.sources[k].label, digest_input(part, opt)});
+  }
+  return out;
+}
+
+run_digest digest_input(const input& in, const digest_options& opt) {
+  run_digest d;
   const trace_dir& dir = in.dir;
   const read_options ropt = reading(in);
   stats_options sopt;
@@ -177,7 +216,14 @@ run_digest digest_run(const input_args& args, const digest_options& opt) {
     o.p90_ms = s.p90;
     o.sample_ms.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(s.count, per_op)));
   }
-  for (std::size_t i = 0; i < d.ops.size(); ++i) index.emplace(d.ops[i].name, i);
+  std::size_t pooled = SIZE_MAX;
+  for (std::size_t i = 0; i < d.ops.size(); ++i) {
+    if (d.stats.ops[i].pooled) {
+      pooled = i;
+    } else {
+      index.emplace(d.ops[i].name, i);
+    }
+  }
   std::vector<std::uint64_t> seen(d.ops.size(), 0);
   seeded_rng rng(opt.seed);
   std::map<std::size_t, std::vector<main_rec>> mains;
@@ -187,10 +233,12 @@ run_digest digest_run(const input_args& args, const digest_options& opt) {
   for_each_record(dir, quiet, [&](std::size_t file, const record& r, const batch_ref& b) {
     if (b.kind == batch_kind::none) {
       const auto it = index.find(r.name);
-      if (it == index.end()) return;
-      op_digest& o = d.ops[it->second];
+      // A name beyond the stats engine's cap belongs to its pooled row.
+      const std::size_t op = it != index.end() ? it->second : pooled;
+      if (op == SIZE_MAX) return;
+      op_digest& o = d.ops[op];
       const double ms = static_cast<double>(r.dur_ns) / 1e6;
-      const std::uint64_t n = ++seen[it->second];
+      const std::uint64_t n = ++seen[op];
       if (o.sample_ms.size() < per_op) {
         o.sample_ms.push_back(ms);
       } else {

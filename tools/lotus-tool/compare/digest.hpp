@@ -59,6 +59,16 @@ struct digest_options {
 /// Reads the run the input names (one pass for the stats engine, one for the samples and the
 /// main processes). Throws tool_error like stats does.
 run_digest digest_run(const input_args& in, const digest_options& opt = {});
+/// The same over an input already opened.
+run_digest digest_input(const input& in, const digest_options& opt = {});
+
+/// One rank of a run: a directory, or a rank of one directory grouped by its sidecars.
+struct rank_digest {
+  std::string label;  ///< trace_source::label
+  run_digest digest;
+};
+/// Each rank of the input digested on its own (one element for a single rank).
+std::vector<rank_digest> digest_ranks(const input_args& in, const digest_options& opt = {});
 
 /// A small deterministic generator (splitmix64) for sampling and the bootstrap.
 class seeded_rng {

@@ -50,7 +50,7 @@ epoch_outcome simulate_epoch(const std::vector<double>& batch_ms, const loader_m
       ++dispatched;
     }
   };
-  for (std::size_t i = 0; i < outstanding; ++i) dispatch();
+  for (std::size_t i = 0; i < outstanding && i < n; ++i) dispatch();
 
   double t = 0;
   bool stepping = false;
@@ -58,6 +58,8 @@ epoch_outcome simulate_epoch(const std::vector<double>& batch_ms, const loader_m
   std::size_t next_in_order = 0, consumed = 0;
   std::deque<std::size_t> arrived;         // ready, not taken, in arrival order (unordered mode)
   std::vector<std::size_t> arrival_order;  // batch indices as they became ready
+  std::uint64_t events = 0;
+  const std::uint64_t max_events = 3 * static_cast<std::uint64_t>(n) + 2;
   while (consumed < n) {
     // Idle workers start their next batch.
     unsigned busy = 0;
@@ -90,18 +92,36 @@ epoch_outcome simulate_epoch(const std::vector<double>& batch_ms, const loader_m
         continue;  // a dispatch may have given an idle worker work
       }
     }
-    // Advance to the next event.
+    // Advance to the next event: the earliest of the step's end and each busy worker's
+    // completion. The event is applied by what it is, not by comparing clocks: once t is large
+    // (an epoch past ~2^14 s with 5 s batches, or one 9e18 ns batch), t + remaining / rate can
+    // round to t, and a loop that waited for `remaining` to reach 0 through the clock never
+    // ended. Here every iteration consumes a batch, completes at least one, or ends a step:
+    // at most 3 n iterations.
     const double rate = busy > 0 ? std::min(1.0, cores / busy) : 0.0;
     double next = stepping ? step_end : k_inf;
-    for (unsigned w = 0; w < workers; ++w)
-      if (current[w] != SIZE_MAX) next = std::min(next, t + remaining[w] / rate);
+    unsigned first = workers;  // the worker whose completion is the next event, if any
+    for (unsigned w = 0; w < workers; ++w) {
+      if (current[w] == SIZE_MAX) continue;
+      const double done = t + remaining[w] / rate;
+      if (done < next) {
+        next = done;
+        first = w;
+      }
+    }
     if (!(next < k_inf)) break;  // nothing can happen (cannot occur with n > 0)
-    const double dt = next - t;
-    t = next;
+    if (++events > max_events) {
+      throw tool_error(exit_invalid, "whatif: the DataLoader model did not converge (" +
+                                         std::to_string(n) + " batches)");
+    }
+    const double dt = std::max(0.0, next - t);
+    t = std::max(t, next);
     for (unsigned w = 0; w < workers; ++w) {
       if (current[w] == SIZE_MAX) continue;
       remaining[w] -= dt * rate;
-      if (remaining[w] <= 1e-12) {
+      // The event's own worker completes however the subtraction rounded; others that finish
+      // at the same instant (to rounding) complete with it.
+      if (w == first || remaining[w] <= 1e-12 || t + remaining[w] / rate <= t) {
         const std::size_t b = current[w];
         ready[b] = t;
         arrived.push_back(b);
@@ -109,6 +129,8 @@ epoch_outcome simulate_epoch(const std::vector<double>& batch_ms, const loader_m
         current[w] = SIZE_MAX;
       }
     }
+    // The step ends when it is the event, or when it ends at this instant (to rounding).
+    if (stepping && first == workers) step_end = t;
     if (stepping && t >= step_end) {
       stepping = false;
       wait_start = t;
@@ -157,6 +179,12 @@ whatif_result predict_workers(const run_digest& d, const whatif_args& a) {
     throw tool_error(exit_invalid,
                      "whatif: the trace has no DataLoader batches to replay (SBatchPreprocessed "
                      "and SBatchConsumed records; a run with workers = 0 has none)");
+  }
+  if (d.workers > k_whatif_max_workers) {
+    throw tool_error(exit_invalid, "whatif: the trace has " + std::to_string(d.workers) +
+                                       " workers producing batches in one epoch; the model "
+                                       "handles at most " +
+                                       std::to_string(k_whatif_max_workers));
   }
   whatif_result r;
   r.measured_workers = d.workers;
@@ -208,6 +236,7 @@ whatif_result predict_workers(const run_digest& d, const whatif_args& a) {
 worker_advice advise_workers(const run_digest& d) {
   worker_advice adv;
   if (!d.has_batches() || d.batch_ms.empty() || d.workers == 0) return adv;
+  if (d.workers > k_whatif_max_workers) return adv;  // beyond the model: no advice
   whatif_args a;
   const unsigned cores = d.cpus > 0 ? d.cpus : 1;
   // At most 32 settings: each replays the whole run.
@@ -247,58 +276,101 @@ std::string whatif_sentence(const whatif_result& r) {
          pct(r.measured_wait_share) + " → " + pct(r.predicted.wait_share);
 }
 
+namespace {
+
+nlohmann::json whatif_json(const whatif_result& r) {
+  nlohmann::json j;
+  j["measured"] = {{"workers", r.measured_workers},
+                   {"epochs", r.epochs},
+                   {"batches", r.batches},
+                   {"epoch_seconds", r.measured_epoch_seconds},
+                   {"wait_share", r.measured_wait_share},
+                   {"step_ms", r.measured_step_ms},
+                   {"out_of_order", r.measured_out_of_order}};
+  j["model"] = {{"workers", r.model.workers}, {"prefetch_factor", r.model.prefetch_factor},
+                {"cores", r.model.cores},     {"cores_from", r.cores_from},
+                {"step_ms", r.model.step_ms}, {"in_order", !r.model.unordered},
+                {"work_scale", r.work_scale}};
+  j["replay"] = {{"epoch_seconds", r.replay.epoch_seconds},
+                 {"wait_share", r.replay.wait_share},
+                 {"out_of_order", r.replay.out_of_order}};
+  j["predicted"] = {{"epoch_seconds", r.predicted.epoch_seconds},
+                    {"wait_share", r.predicted.wait_share},
+                    {"batches_per_second", r.predicted.batches_per_second},
+                    {"out_of_order", r.predicted.out_of_order}};
+  j["summary"] = whatif_sentence(r);
+  return j;
+}
+
+std::string whatif_text(const whatif_result& r) {
+  std::string s;
+  s += "measured: " + std::to_string(r.measured_workers) + " worker(s), " +
+       std::to_string(r.epochs) + " epoch(s), " + std::to_string(r.batches) + " batches; epoch " +
+       format_number("%.3f s", r.measured_epoch_seconds) + ", wait " +
+       format_number("%.1f %%", 100 * r.measured_wait_share) + ", step " +
+       format_number("%.2f ms", r.measured_step_ms) + ", out of order " +
+       std::to_string(r.measured_out_of_order) + "\n";
+  s += "model: " + std::to_string(r.model.workers) + " worker(s), prefetch_factor " +
+       std::to_string(r.model.prefetch_factor) + ", " + format_number("%g", r.model.cores) +
+       " core(s) (" + r.cores_from + "), step " + format_number("%.2f ms", r.model.step_ms) +
+       (r.model.unordered ? ", in_order=False" : ", in order") + "\n";
+  s += "replay of the measured setting: epoch " + format_number("%.3f s", r.replay.epoch_seconds) +
+       ", wait " + format_number("%.1f %%", 100 * r.replay.wait_share) +
+       " (the model's error on this run)\n";
+  s += "predicted: epoch " + format_number("%.3f s", r.predicted.epoch_seconds) + ", wait " +
+       format_number("%.1f %%", 100 * r.predicted.wait_share) + ", " +
+       format_number("%.1f", r.predicted.batches_per_second) + " batches/s, out of order " +
+       std::to_string(r.predicted.out_of_order) + "\n";
+  s += whatif_sentence(r) + "\n";
+  return s;
+}
+
+}  // namespace
+
 void run_whatif(const whatif_args& a) {
   if (a.workers == 0) throw tool_error(exit_usage, "whatif: --workers must be at least 1");
-  if (a.in.dirs.size() > 1) {
-    throw tool_error(exit_usage,
-                     "whatif models one DataLoader: give one trace directory (one rank)");
+  if (a.workers > k_whatif_max_workers) {
+    throw tool_error(exit_usage, "whatif: --workers " + std::to_string(a.workers) +
+                                     " is above the model's maximum of " +
+                                     std::to_string(k_whatif_max_workers) + " workers");
   }
-  const run_digest d = digest_run(a.in);
-  const whatif_result r = predict_workers(d, a);
+  if (a.prefetch_factor > k_whatif_max_prefetch_factor) {
+    throw tool_error(exit_usage, "whatif: --prefetch-factor " + std::to_string(a.prefetch_factor) +
+                                     " is above the model's maximum of " +
+                                     std::to_string(k_whatif_max_prefetch_factor));
+  }
+  // Each rank (a directory, or a rank of one directory grouped by its sidecars) has its own
+  // DataLoader: each is modelled on its own, never pooled into one.
+  const std::vector<rank_digest> ranks = digest_ranks(a.in);
+  std::vector<whatif_result> results;
+  results.reserve(ranks.size());
+  for (const auto& rk : ranks) {
+    try {
+      results.push_back(predict_workers(rk.digest, a));
+    } catch (const tool_error& e) {
+      if (ranks.size() == 1) throw;
+      throw tool_error(e.code(), std::string(e.what()) + " (" + printable(rk.label) + ")");
+    }
+  }
   output_file out(a.output);
-  if (a.json) {
+  if (ranks.size() == 1) {
+    out.write(a.json ? dump_json(whatif_json(results.front()), 2) + "\n"
+                     : whatif_text(results.front()));
+  } else if (a.json) {
     nlohmann::json j;
-    j["measured"] = {{"workers", r.measured_workers},
-                     {"epochs", r.epochs},
-                     {"batches", r.batches},
-                     {"epoch_seconds", r.measured_epoch_seconds},
-                     {"wait_share", r.measured_wait_share},
-                     {"step_ms", r.measured_step_ms},
-                     {"out_of_order", r.measured_out_of_order}};
-    j["model"] = {{"workers", r.model.workers}, {"prefetch_factor", r.model.prefetch_factor},
-                  {"cores", r.model.cores},     {"cores_from", r.cores_from},
-                  {"step_ms", r.model.step_ms}, {"in_order", !r.model.unordered},
-                  {"work_scale", r.work_scale}};
-    j["replay"] = {{"epoch_seconds", r.replay.epoch_seconds},
-                   {"wait_share", r.replay.wait_share},
-                   {"out_of_order", r.replay.out_of_order}};
-    j["predicted"] = {{"epoch_seconds", r.predicted.epoch_seconds},
-                      {"wait_share", r.predicted.wait_share},
-                      {"batches_per_second", r.predicted.batches_per_second},
-                      {"out_of_order", r.predicted.out_of_order}};
-    j["summary"] = whatif_sentence(r);
-    out.write(dump_json(j, 2));
-    out.write("\n");
+    j["ranks"] = nlohmann::json::array();
+    for (std::size_t k = 0; k < ranks.size(); ++k) {
+      nlohmann::json e = whatif_json(results[k]);
+      e["rank"] = ranks[k].label;
+      j["ranks"].push_back(std::move(e));
+    }
+    out.write(dump_json(j, 2) + "\n");
   } else {
-    std::string s;
-    s += "measured: " + std::to_string(r.measured_workers) + " worker(s), " +
-         std::to_string(r.epochs) + " epoch(s), " + std::to_string(r.batches) + " batches; epoch " +
-         format_number("%.3f s", r.measured_epoch_seconds) + ", wait " +
-         format_number("%.1f %%", 100 * r.measured_wait_share) + ", step " +
-         format_number("%.2f ms", r.measured_step_ms) + ", out of order " +
-         std::to_string(r.measured_out_of_order) + "\n";
-    s += "model: " + std::to_string(r.model.workers) + " worker(s), prefetch_factor " +
-         std::to_string(r.model.prefetch_factor) + ", " + format_number("%g", r.model.cores) +
-         " core(s) (" + r.cores_from + "), step " + format_number("%.2f ms", r.model.step_ms) +
-         (r.model.unordered ? ", in_order=False" : ", in order") + "\n";
-    s += "replay of the measured setting: epoch " +
-         format_number("%.3f s", r.replay.epoch_seconds) + ", wait " +
-         format_number("%.1f %%", 100 * r.replay.wait_share) + " (the model's error on this run)\n";
-    s += "predicted: epoch " + format_number("%.3f s", r.predicted.epoch_seconds) + ", wait " +
-         format_number("%.1f %%", 100 * r.predicted.wait_share) + ", " +
-         format_number("%.1f", r.predicted.batches_per_second) + " batches/s, out of order " +
-         std::to_string(r.predicted.out_of_order) + "\n";
-    s += whatif_sentence(r) + "\n";
+    std::string s = std::to_string(ranks.size()) +
+                    " ranks, each with its own DataLoader, each modelled on its own:\n";
+    for (std::size_t k = 0; k < ranks.size(); ++k) {
+      s += "\n== " + printable(ranks[k].label) + " ==\n" + whatif_text(results[k]);
+    }
     out.write(s);
   }
   out.commit();

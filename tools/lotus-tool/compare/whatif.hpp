@@ -21,6 +21,12 @@
 
 namespace lotus_tool {
 
+/// The largest --workers the model takes (its state is a few hundred bytes per worker, and
+/// no DataLoader runs more worker processes than this usefully).
+constexpr unsigned k_whatif_max_workers = 4096;
+/// The largest --prefetch-factor.
+constexpr unsigned k_whatif_max_prefetch_factor = 1u << 16;
+
 struct loader_model {
   unsigned workers = 1;
   unsigned prefetch_factor = 2;

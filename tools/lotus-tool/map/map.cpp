@@ -587,7 +587,8 @@ class progress_bar {
     const unsigned width = 24, filled = total == 0 ? 0 : done * width / total;
     std::fprintf(stderr, "\r[%s%s] %u/%u %-22.22s %s elapsed, ~%s left\x1b[K",
                  std::string(filled, '#').c_str(), std::string(width - filled, ' ').c_str(), done,
-                 total, what.c_str(), fmt_seconds(el).c_str(), fmt_seconds(left).c_str());
+                 total, printable(what).c_str(), fmt_seconds(el).c_str(),
+                 fmt_seconds(left).c_str());
     std::fflush(stderr);
   }
   void clear() {

@@ -2,7 +2,9 @@
 // SPDX-License-Identifier: MIT
 #include "map/perf_record.hpp"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -17,7 +19,37 @@
 
 namespace lotus_tool {
 
-namespace {}  // namespace
+namespace {
+
+// The output directory, created or opened without following a symbolic link at its last
+// component (an attacker's link would send perf.data, and perf's rename of an existing
+// perf.data to perf.data.old, into another directory). Returns its descriptor.
+int open_output_dir(int at, const std::string& name, const std::string& shown) {
+  if (::mkdirat(at, name.c_str(), 0755) != 0 && errno != EEXIST) {
+    throw tool_error(exit_io, "record: cannot create '" + shown + "': " + std::strerror(errno));
+  }
+  const int fd = ::openat(at, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    const int e = errno;
+    struct stat st {};
+    if (::fstatat(at, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode)) {
+      throw tool_error(exit_io, "record: '" + shown +
+                                    "' is a symbolic link: give a real directory (record never "
+                                    "writes through a link)");
+    }
+    throw tool_error(exit_io, "record: cannot open '" + shown + "': " + std::strerror(e));
+  }
+  return fd;
+}
+
+struct fd_closer {
+  int fd;
+  ~fd_closer() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+}  // namespace
 
 void run_record(const record_args& opt) {
   const std::string perf = find_executable("perf");
@@ -30,11 +62,25 @@ void run_record(const record_args& opt) {
                                   "' not found or not executable");
   }
   const std::string trace = opt.dir + "/trace";
-  for (const std::string& d : {opt.dir, trace}) {
-    if (::mkdir(d.c_str(), 0755) != 0 && errno != EEXIST) {
-      throw tool_error(exit_io, "record: cannot create '" + d + "': " + std::strerror(errno));
+  std::string dir_name = opt.dir;
+  while (dir_name.size() > 1 && dir_name.back() == '/') dir_name.pop_back();
+  const fd_closer dir{open_output_dir(AT_FDCWD, dir_name, opt.dir)};
+  const fd_closer trace_dir_fd{open_output_dir(dir.fd, "trace", trace)};
+  // perf renames an existing non-empty perf.data to perf.data.old: a file we did not create is
+  // never touched. We create perf.data ourselves (empty: perf then opens it in place).
+  const int data =
+      ::openat(dir.fd, "perf.data", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (data < 0) {
+    if (errno == EEXIST) {
+      throw tool_error(exit_io, "record: '" + opt.dir +
+                                    "/perf.data' already exists: record never replaces or "
+                                    "renames a file it did not create; remove it or give "
+                                    "another -o directory");
     }
+    throw tool_error(exit_io,
+                     "record: cannot create '" + opt.dir + "/perf.data': " + std::strerror(errno));
   }
+  ::close(data);
   run_spec spec;
   spec.argv = {perf, "record", "-k", "CLOCK_REALTIME", "-F", std::to_string(opt.freq)};
   std::vector<std::string> events = opt.events;

@@ -128,7 +128,14 @@ std::string ops_html(const report_data& d) {
          "</td><td>" + format_number("%.2f%%", 100 * op.share_lt_10ms) + "</td><td>" +
          format_number("%.2f%%", 100 * op.share_lt_100us) + "</td></tr>\n";
   }
-  return o + "</table>\n";
+  o += "</table>\n";
+  if (d.stats.pooled_ops_records > 0) {
+    o += "<p class=\"note\">More than " + std::to_string(d.stats.max_ops) +
+         " distinct op names: " + std::to_string(d.stats.pooled_ops_records) +
+         " records of about " + std::to_string(d.stats.pooled_op_names) +
+         " further names are pooled in the row (other ops).</p>\n";
+  }
+  return o;
 }
 
 // report --baseline: this run against the baseline, with diff's verdicts (compare/diff.hpp).

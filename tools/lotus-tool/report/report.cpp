@@ -383,6 +383,7 @@ void read_report(const report_args& a, report_data& rd) {
 
   const read_options ropt = reading(in);
   stats_engine eng;
+  const std::size_t max_ops = default_max_ops();
   {
     std::vector<std::uint32_t> sources(dir.files.size());
     for (std::size_t i = 0; i < dir.files.size(); ++i) sources[i] = dir.files[i].source;
@@ -397,10 +398,17 @@ void read_report(const report_args& a, report_data& rd) {
           if (b.kind == batch_kind::none) {
             auto it = rd.op_hist.find(r.name);
             if (it == rd.op_hist.end()) {
-              it = rd.op_hist
-                       .emplace(std::string(r.name), std::vector<std::uint64_t>(
-                                                         static_cast<std::size_t>(k_hist_bins), 0))
-                       .first;
+              // The stats engine's cap on distinct names holds here too: the rest share the
+              // pooled row's histogram.
+              const std::string_view key =
+                  rd.op_hist.size() >= max_ops ? std::string_view(k_other_ops_name) : r.name;
+              it = rd.op_hist.find(key);
+              if (it == rd.op_hist.end()) {
+                it = rd.op_hist
+                         .emplace(std::string(key), std::vector<std::uint64_t>(
+                                                        static_cast<std::size_t>(k_hist_bins), 0))
+                         .first;
+              }
             }
             ++it->second[static_cast<std::size_t>(hist_bin_of(r.dur_ns))];
             tl.extent(th, r.start_ns, r.dur_ns);

@@ -98,6 +98,7 @@ nlohmann::json to_json(const stats_result& r, const trace_dir& dir, const record
       nlohmann::json o = {{"host", h.host},
                           {"processes", h.processes},
                           {"synchronized", h.synchronized},
+                          {"implausible", h.implausible},
                           {"realtime_adjusted_ns", h.realtime_adjusted_ns}};
       if (h.synchronized) {
         o["error_bound_us"] = h.error_bound_us;
@@ -144,6 +145,13 @@ nlohmann::json to_json(const stats_result& r, const trace_dir& dir, const record
                    {"p99_ms", o.p99},
                    {"share_lt_10ms", o.share_lt_10ms},
                    {"share_lt_100us", o.share_lt_100us}});
+    if (o.pooled) ops.back()["pooled"] = true;
+  }
+  if (r.pooled_ops_records > 0) {
+    // More distinct op names than the cap: the rest are in the pooled row, counted here.
+    j["ops_pooled"] = {{"max_ops", r.max_ops},
+                       {"records", r.pooled_ops_records},
+                       {"names_estimate", r.pooled_op_names}};
   }
   auto& pre = j["batch_preprocessing"] = summary_json(r.preprocessing);
   if (outliers) {
@@ -208,6 +216,10 @@ std::string to_csv(const stats_result& r) {
   csv_row(out, "trace", "", "records", double(r.records));
   csv_row(out, "trace", "", "files", double(r.files));
   csv_row(out, "trace", "", "epochs", double(r.epochs));
+  if (r.pooled_ops_records > 0) {
+    csv_row(out, "trace", "", "ops_pooled_records", double(r.pooled_ops_records));
+    csv_row(out, "trace", "", "ops_pooled_names_estimate", double(r.pooled_op_names));
+  }
   for (const auto& o : r.ops) {
     csv_row(out, "op", o.name, "count", double(o.count));
     csv_row(out, "op", o.name, "mean_ms", o.mean);
@@ -266,8 +278,8 @@ std::string to_text(const stats_result& r, const trace_dir& dir, const record_fi
                     bool outliers) {
   std::string out;
   append_fmt(out, "Trace %s (prefix '%s'): %llu records in %llu files (%llu worker, %llu main)",
-             dir.path.c_str(), dir.prefix.c_str(), static_cast<unsigned long long>(r.records),
-             static_cast<unsigned long long>(r.files),
+             printable(dir.path).c_str(), printable(dir.prefix).c_str(),
+             static_cast<unsigned long long>(r.records), static_cast<unsigned long long>(r.files),
              static_cast<unsigned long long>(r.worker_files),
              static_cast<unsigned long long>(r.main_files));
   if (const auto hosts = dir.hosts(); hosts.size() > 1) {
@@ -287,6 +299,13 @@ std::string to_text(const stats_result& r, const trace_dir& dir, const record_fi
                o.mean, o.p50, o.p90, o.p99, 100 * o.share_lt_10ms, 100 * o.share_lt_100us);
   }
   if (r.ops.empty()) out += "  (no op records)\n";
+  if (r.pooled_ops_records > 0) {
+    append_fmt(out,
+               "  (more than %zu distinct op names: %llu records of about %llu further names "
+               "pooled in '(other ops)')\n",
+               r.max_ops, static_cast<unsigned long long>(r.pooled_ops_records),
+               static_cast<unsigned long long>(r.pooled_op_names));
+  }
 
   out += "\nPer-batch preprocessing time (SBatchPreprocessed):\n";
   if (r.preprocessing_before.count == 0) {
@@ -393,6 +412,9 @@ std::string to_text(const stats_result& r, const trace_dir& dir, const record_fi
         append_fmt(out, "  %-30s NTP-synchronized, error bound +-%lld us, adjusted %.3f ms\n",
                    printable(h.host).substr(0, 30).c_str(),
                    static_cast<long long>(h.error_bound_us), double(h.realtime_adjusted_ns) / 1e6);
+      } else if (h.implausible) {
+        append_fmt(out, "  %-30s impossible clocksync values: its times cannot be vouched for\n",
+                   printable(h.host).substr(0, 30).c_str());
       } else {
         append_fmt(out, "  %-30s NOT synchronized: its times cannot be vouched for\n",
                    printable(h.host).substr(0, 30).c_str());

@@ -79,6 +79,10 @@ class batch_balance {
   bool overflow_ = false;
 };
 
+// A span longer than this is no measurement (a preprocessing op, a batch or a wait of more than
+// 30 days): an absurd value that the whole-run models (whatif, report) would replay as real.
+constexpr std::uint64_t k_max_plausible_ns = 30ULL * 24 * 3600 * 1000000000ULL;
+
 }  // namespace
 
 void run_check(const check_args& a) {
@@ -112,6 +116,11 @@ void run_check(const check_args& a) {
           continue;
         }
         ++records;
+        if (rec.dur_ns > static_cast<std::uint64_t>(INT64_MAX) - rec.start_ns) {
+          report(path, ln.number, "the record ends past the int64 range (start + duration)");
+        } else if (rec.dur_ns > k_max_plausible_ns) {
+          report(path, ln.number, "implausible duration: over 30 days");
+        }
         // Routing rules of the format: consumer-side records live in _main_pid_ files only.
         const bool consumer = batch.kind == batch_kind::wait ||
                               batch.kind == batch_kind::consumed ||
@@ -128,7 +137,8 @@ void run_check(const check_args& a) {
       if (!any) report(path, 1, "empty file (pandas.read_csv in the Lotus scripts rejects it)");
     } catch (const tool_error& e) {
       ++errors;
-      std::printf("%s\n", e.what());  // unreadable file: already "path: reason"
+      // An unreadable file: already "path: reason"; the path is a file name from the directory.
+      std::printf("%s\n", printable(e.what()).c_str());
     }
     if (errors != before) {
       file_bad[fi] = true;
@@ -163,15 +173,15 @@ void run_check(const check_args& a) {
       hosts_note = ", " + std::to_string(dir.processes.size()) + " process(es) on " +
                    std::to_string(hosts.size()) + " hosts (";
       for (std::size_t i = 0; i < hosts.size() && i < 8; ++i) {
-        hosts_note += (i == 0 ? "" : ", ") + hosts[i];
+        hosts_note += (i == 0 ? "" : ", ") + printable(hosts[i]);
       }
       hosts_note += hosts.size() > 8 ? ", ...)" : ")";
     }
     const char* skipped =
         balance.overflow() ? " (batch indices not cross-checked: over 2097152 distinct)" : "";
     std::printf("ok: %zu file(s), %llu record(s), prefix '%s'%s%s\n", dir.files.size(),
-                static_cast<unsigned long long>(records), dir.prefix.c_str(), hosts_note.c_str(),
-                skipped);
+                static_cast<unsigned long long>(records), printable(dir.prefix).c_str(),
+                hosts_note.c_str(), skipped);
   }
 }
 

@@ -4,10 +4,13 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <tuple>
 
+#include "util/diag.hpp"
 #include "util/error.hpp"
 
 namespace lotus_tool {
@@ -56,6 +59,58 @@ stats_engine::stats_engine(const stats_limits& lim)
       wait_(lim.buffer_bytes / 2),
       consumed_(lim.buffer_bytes / 2) {}
 
+std::size_t default_max_ops() {
+  static const std::size_t cap = [] {
+    const char* v = std::getenv("LOTUS_TOOL_MAX_OPS");
+    if (v == nullptr || *v == '\0') return k_default_max_ops;
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long n = std::strtoull(v, &end, 10);
+    if (errno != 0 || end == v || *end != '\0' || n == 0 || n > 0xfffffffeULL || *v == '-') {
+      warning("LOTUS_TOOL_MAX_OPS='" + std::string(v) +
+              "' is not a positive integer below 2^32: using " + std::to_string(k_default_max_ops));
+      return k_default_max_ops;
+    }
+    return static_cast<std::size_t>(n);
+  }();
+  return cap;
+}
+
+namespace {
+
+constexpr std::size_t k_hll_registers = 4096;
+
+// Adds a name to HyperLogLog registers (allocated on first use).
+void hll_add(std::vector<std::uint8_t>& reg, std::string_view name) {
+  if (reg.empty()) reg.assign(k_hll_registers, 0);
+  std::uint64_t h = 1469598103934665603ULL;  // FNV-1a, then a splitmix finaliser
+  for (char c : name) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdULL;
+  h ^= h >> 33;
+  const auto r = static_cast<std::size_t>(h >> 52);  // top 12 bits: the register
+  const std::uint64_t rest = (h << 12) | (std::uint64_t{1} << 11);
+  const auto rho = static_cast<std::uint8_t>(__builtin_clzll(rest) + 1);
+  if (rho > reg[r]) reg[r] = rho;
+}
+
+// HyperLogLog's estimate (with the small-range correction) from its registers.
+std::uint64_t hll_estimate(const std::vector<std::uint8_t>& reg) {
+  if (reg.empty()) return 0;
+  const double m = static_cast<double>(reg.size());
+  double sum = 0;
+  std::size_t zeros = 0;
+  for (const std::uint8_t r : reg) {
+    sum += std::ldexp(1.0, -static_cast<int>(r));
+    zeros += r == 0 ? 1 : 0;
+  }
+  double e = 0.7213 / (1 + 1.079 / m) * m * m / sum;
+  if (e <= 2.5 * m && zeros > 0) e = m * std::log(m / static_cast<double>(zeros));
+  return static_cast<std::uint64_t>(std::llround(e));
+}
+
+}  // namespace
+
 std::size_t stats_engine::op_index(std::string_view name) {
   // Op names repeat in short cycles: a 64-slot cache keyed by a cheap hash of the length and the
   // first and last bytes answers almost every lookup with one compare.
@@ -70,8 +125,17 @@ std::size_t stats_engine::op_index(std::string_view name) {
   std::size_t i;
   auto it = index_.find(name);
   if (it == index_.end()) {
-    if (ops_.size() >= 0xffffffffULL) {
-      throw tool_error(exit_invalid, "more than 2^32-1 distinct op names");
+    if (names_.size() >= lim_.max_ops + (other_ != SIZE_MAX ? 1 : 0)) {
+      // Beyond the cap: pooled, and the distinct names counted in a fixed 4 KiB (HyperLogLog,
+      // 4096 registers: ~1.6 % standard error) instead of kept.
+      ++pooled_records_;
+      hll_add(pooled_hll_, name);
+      if (other_ == SIZE_MAX) {
+        other_ = ops_.size();
+        names_.emplace_back(k_other_ops_name);
+        ops_.emplace_back();
+      }
+      return other_;  // not cached: the cache compares names
     }
     names_.emplace_back(name);
     i = ops_.size();
@@ -273,8 +337,11 @@ stats_result stats_engine::compute(const stats_options& opt) const {
   // Exact order statistics of every op at once, by rank_selector over the op logs.
   std::vector<std::size_t> order(ops_.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(),
-            [&](std::size_t a, std::size_t b) { return names_[a] < names_[b]; });
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    // The pooled row last, the others by name.
+    if ((a == other_) != (b == other_)) return b == other_;
+    return names_[a] < names_[b];
+  });
   rank_selector sel(lim_.select_budget_bytes);
   std::vector<std::array<quantile_ask, 3>> asks(ops_.size());
   for (std::size_t i = 0; i < ops_.size(); ++i) {
@@ -289,10 +356,14 @@ stats_result stats_engine::compute(const stats_options& opt) const {
     });
     op_big_log_.scan([&](const op_big& e) { sink(static_cast<std::size_t>(e.op), e.dur); });
   });
+  r.max_ops = lim_.max_ops;
+  r.pooled_ops_records = pooled_records_;
+  r.pooled_op_names = hll_estimate(pooled_hll_);
   for (std::size_t i : order) {
     const op_acc& a = ops_[i];
     op_stats o;
     o.name = names_[i];
+    o.pooled = i == other_;
     o.count = a.count;
     o.sum = static_cast<double>(a.sum) / k_ns_per_ms;
     o.mean = o.sum / static_cast<double>(o.count);

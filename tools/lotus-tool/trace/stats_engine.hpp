@@ -41,6 +41,7 @@ struct op_stats {
   std::uint64_t count = 0;
   double mean = 0, p50 = 0, p90 = 0, p99 = 0, sum = 0;
   double share_lt_10ms = 0, share_lt_100us = 0;  ///< fractions in [0, 1]
+  bool pooled = false;  ///< the row of the names beyond the cap (k_other_ops_name)
 };
 
 struct batch_point {
@@ -80,11 +81,21 @@ struct stats_options {
   bool keep_wait_delay_points = true;
 };
 
+/// The cap on distinct op names (stats_limits::max_ops): 65,536, or LOTUS_TOOL_MAX_OPS (a
+/// positive integer; for tests and for machines that can afford more).
+std::size_t default_max_ops();
+constexpr std::size_t k_default_max_ops = 65536;
+/// The pooled row's name, as in a trace (an op name is "S" + the op).
+constexpr const char* k_other_ops_name = "S(other ops)";
+
 /// Memory knobs. The defaults bound the engine to ~24 MiB whatever the trace size; tests
 /// shrink them to run the spilling and multi-scan paths on small inputs.
 struct stats_limits {
   std::size_t buffer_bytes = k_spill_buffer_bytes;  ///< RAM per record log before it spills
   std::size_t select_budget_bytes = rank_selector::k_default_budget_bytes;
+  /// Distinct op names kept as rows of their own (the first met, in file order); the records
+  /// of every further name are pooled in one row, k_other_ops_name, and counted.
+  std::size_t max_ops = default_max_ops();
 };
 
 /// One trace directory (host / rank) of a multi-directory run, for the rank comparison.
@@ -135,8 +146,12 @@ struct stats_result {
   std::uint64_t files = 0;
   std::uint64_t worker_files = 0, main_files = 0;
   std::uint64_t skipped_lines = 0;
-  std::vector<op_stats> ops;  ///< sorted by name
-  summary preprocessing;      ///< after outlier removal when requested
+  std::vector<op_stats> ops;  ///< sorted by name, the pooled row (if any) last
+  /// Op names beyond stats_limits::max_ops: their records are in the row k_other_ops_name
+  /// (pooled_ops_records of them; pooled_op_names distinct names, estimated within ~2 %).
+  std::uint64_t pooled_ops_records = 0, pooled_op_names = 0;
+  std::size_t max_ops = 0;  ///< the cap applied
+  summary preprocessing;    ///< after outlier removal when requested
   summary preprocessing_before;
   std::uint64_t outliers_removed = 0;
   double outlier_threshold_ms = 0;
@@ -201,6 +216,9 @@ class stats_engine {
   std::size_t op_index(std::string_view name);
 
   stats_limits lim_;
+  std::size_t other_ = SIZE_MAX;  // the pooled row, once a name beyond max_ops is met
+  std::uint64_t pooled_records_ = 0;
+  std::vector<std::uint8_t> pooled_hll_;  // HyperLogLog registers: distinct pooled names
   std::deque<std::string> names_;
   std::unordered_map<std::string_view, std::size_t> index_;
   struct cache_slot {

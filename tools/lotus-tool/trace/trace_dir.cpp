@@ -57,12 +57,17 @@ constexpr std::size_t k_sidecar_max_line = std::size_t{64} << 10;
 constexpr std::size_t k_sidecar_max_threads = 65536;
 constexpr std::size_t k_sidecar_max_files = 65536;
 
-// `next(line, too_long)` yields the sidecar's lines; false at the end.
+// `next(line, too_long)` yields the sidecar's lines; false at the end. With `keep`, only the
+// `thread` and `file` lines of the directory's trace files are kept (the rest are counted):
+// what the tool holds of the sidecars is then bounded by the trace files, however many sidecars
+// and lines there are.
 template <class Next>
-void parse_sidecar_lines(Next&& next, const std::string& file_label, trace_dir& out) {
+void parse_sidecar_lines(Next&& next, const std::string& file_label, trace_dir& out,
+                         const sidecar_keep* keep = nullptr) {
   std::string line;
   bool too_long = false;
   std::uint64_t lineno = 0, long_lines = 0, extra_threads = 0, extra_files = 0;
+  std::size_t thread_lines = 0;
   process_meta proc;
   bool have_pid = false;
   std::vector<std::pair<std::uint64_t, std::string>> threads;
@@ -127,12 +132,14 @@ void parse_sidecar_lines(Next&& next, const std::string& file_label, trace_dir& 
     } else if (key == "clock") {
       ls >> proc.clock;
     } else if (key == "thread") {
-      if (threads.size() >= k_sidecar_max_threads) {
+      if (thread_lines >= k_sidecar_max_threads) {
         ++extra_threads;
         continue;
       }
+      ++thread_lines;
       std::uint64_t tid = 0;
       if (!read_u(tid)) continue;
+      if (keep != nullptr && !keep->thread(tid)) continue;  // a thread with no trace file
       std::string name;
       std::getline(ls, name);
       if (!name.empty() && name[0] == ' ') name.erase(0, 1);
@@ -142,6 +149,8 @@ void parse_sidecar_lines(Next&& next, const std::string& file_label, trace_dir& 
       ls >> name;
       if (name.empty()) {
         warn("empty 'file' line");
+      } else if (keep != nullptr && !keep->file(name)) {
+        // not a trace file of this directory (another prefix, or removed)
       } else if (files.size() >= k_sidecar_max_files) {
         ++extra_files;
       } else {
@@ -179,6 +188,12 @@ void parse_sidecar_lines(Next&& next, const std::string& file_label, trace_dir& 
       c.status = v[1];
       c.maxerror_us = v[2];
       c.esterror_us = v[3];
+      c.plausible = plausible_clock_sample(c);
+      if (!c.plausible) {
+        warn("impossible 'clocksync' values (state " + tok[0] + ", status " + tok[1] +
+             ", maxerror " + tok[2] + " us, esterror " + tok[3] +
+             " us): that clock is taken as not synchronized");
+      }
       (when == "start" ? proc.clock_start : proc.clock_exit) = c;
     } else if (key == "stats") {
       std::uint64_t v[4] = {};
@@ -252,7 +267,7 @@ void parse_sidecar(std::istream& in, const std::string& file_label, trace_dir& o
       file_label, out);
 }
 
-void parse_sidecar_file(const std::string& path, trace_dir& out) {
+void parse_sidecar_file(const std::string& path, trace_dir& out, const sidecar_keep* keep) {
   line_reader rd(path, k_sidecar_max_line);  // streamed: memory does not grow with the file
   line_reader::line ln;
   parse_sidecar_lines(
@@ -262,7 +277,26 @@ void parse_sidecar_file(const std::string& path, trace_dir& out) {
         line.assign(too_long ? std::string_view() : ln.text);
         return true;
       },
-      path, out);
+      path, out, keep);
+}
+
+sidecar_keep::sidecar_keep(const std::vector<trace_file>& files) {
+  ids_.reserve(files.size());
+  names_.reserve(files.size());
+  for (const auto& f : files) {
+    ids_.push_back(f.id);
+    names_.emplace_back(f.name);
+  }
+  std::sort(ids_.begin(), ids_.end());
+  std::sort(names_.begin(), names_.end());
+}
+
+bool sidecar_keep::thread(std::uint64_t tid) const {
+  return std::binary_search(ids_.begin(), ids_.end(), tid);
+}
+
+bool sidecar_keep::file(std::string_view name) const {
+  return std::binary_search(names_.begin(), names_.end(), name);
 }
 
 namespace {
@@ -453,10 +487,11 @@ trace_dir scan_trace_dir(const std::string& dir, const std::string& prefix) {
     return a.name < b.name;
   });
 
+  const sidecar_keep keep(out.files);  // out.files stays put while the sidecars are read
   for (const auto& n : hidden) {
     if (!is_sidecar_name(n, out.prefix)) continue;
     try {
-      parse_sidecar_file(base + n, out);  // never blocks: a FIFO or device is refused
+      parse_sidecar_file(base + n, out, &keep);  // never blocks: a FIFO or device is refused
     } catch (const tool_error& e) {
       out.warnings.push_back(std::string(e.what()) + " (sidecar skipped)");
     }
@@ -667,6 +702,13 @@ trace_dir scan_trace_dirs(const std::vector<std::string>& dirs, const std::strin
   return out;
 }
 
+bool plausible_clock_sample(const clock_sample& c) {
+  constexpr std::int64_t k_max_error_us = 16000000;  // the kernel's NTP_PHASE_LIMIT clamp
+  return c.state >= -1 && c.state <= 5 && c.status >= 0 && c.status <= 0xffff &&
+         c.maxerror_us >= 0 && c.maxerror_us <= k_max_error_us && c.esterror_us >= 0 &&
+         c.esterror_us <= k_max_error_us && c.realtime_ns > 0;
+}
+
 std::vector<host_clock> host_clocks(const trace_dir& dir) {
   std::map<std::string, host_clock> by_host;
   for (const auto& [key, p] : dir.processes) {
@@ -682,10 +724,15 @@ std::vector<host_clock> host_clocks(const trace_dir& dir) {
     for (const clock_sample* c : {&p.clock_start, &p.clock_exit}) {
       if (!c->have) continue;
       h.synchronized = h.synchronized && c->synchronized();
-      h.error_bound_us = std::max(h.error_bound_us, c->maxerror_us);
+      h.implausible = h.implausible || !c->plausible;
+      if (c->plausible) h.error_bound_us = std::max(h.error_bound_us, c->maxerror_us);
     }
     if (p.clock_start.have && p.clock_exit.have &&
-        p.clock_exit.monotonic_ns >= p.clock_start.monotonic_ns) {
+        p.clock_exit.monotonic_ns < p.clock_start.monotonic_ns) {
+      // The exit sample before the start on the monotonic clock: impossible.
+      h.implausible = true;
+      h.synchronized = false;
+    } else if (p.clock_start.have && p.clock_exit.have) {
       const auto rt = static_cast<double>(p.clock_exit.realtime_ns) -
                       static_cast<double>(p.clock_start.realtime_ns);
       const auto mono = static_cast<double>(p.clock_exit.monotonic_ns - p.clock_start.monotonic_ns);

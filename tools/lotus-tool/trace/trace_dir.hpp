@@ -61,9 +61,14 @@ struct clock_sample {
   std::uint64_t realtime_ns = 0, monotonic_ns = 0;
   std::int64_t state = -1;  ///< adjtimex's return: TIME_OK 0 ... TIME_ERROR 5; -1: call failed
   std::int64_t status = 0, maxerror_us = 0, esterror_us = 0;
+  /// The values are ones the kernel can report (plausible_clock_sample); a line with impossible
+  /// ones vouches for nothing.
+  bool plausible = true;
   /// The kernel says the clock is synchronized: the call worked, the state is not TIME_ERROR
   /// and STA_UNSYNC is clear.
-  bool synchronized() const { return have && state >= 0 && state != 5 && (status & 0x40) == 0; }
+  bool synchronized() const {
+    return have && plausible && state >= 0 && state != 5 && (status & 0x40) == 0;
+  }
 };
 
 /// From one `.<prefix>.lotus-meta_<pid>` sidecar (or several with the same pid and host: a
@@ -129,12 +134,18 @@ struct host_clock {
   std::string host;
   std::uint64_t processes = 0;  ///< processes of that host with a `clocksync` line
   bool synchronized = false;    ///< every sample of the host: NTP-synchronized
+  bool implausible = false;     ///< a sample holds values no kernel reports (never synchronized)
   /// The largest maxerror the kernel reported (µs): how far CLOCK_REALTIME may be from true time.
   std::int64_t error_bound_us = 0;
   /// The largest change of CLOCK_REALTIME against CLOCK_MONOTONIC between a process's start and
   /// exit samples (ns, absolute): steps and slewing during the run.
   std::uint64_t realtime_adjusted_ns = 0;
 };
+
+/// Values adjtimex can return: state -1 (the call failed) or TIME_OK..TIME_ERROR (0..5), status
+/// within the 16 STA_* bits, maxerror and esterror within 0..NTP_PHASE_LIMIT-bounded 16 s, and
+/// a start no later than the exit (monotonic).
+bool plausible_clock_sample(const clock_sample& c);
 
 /// Per host with `clocksync` lines, sorted by host. Hosts without them are not listed.
 std::vector<host_clock> host_clocks(const trace_dir& dir);
@@ -178,8 +189,23 @@ record_filter make_filter(const trace_dir& dir, const window_options& w);
 /// Parses one sidecar; unknown keys are ignored, malformed lines become warnings. Bounded: lines
 /// over 64 KiB and `thread`/`file` lines beyond 65536 are counted in a warning and ignored.
 void parse_sidecar(std::istream& in, const std::string& file_label, trace_dir& out);
-/// The same, streamed from a file (memory does not grow with its size).
-void parse_sidecar_file(const std::string& path, trace_dir& out);
+/// What of the sidecars is worth keeping: the `thread` lines of thread ids that have a trace
+/// file and the `file` lines naming one (a sidecar lists every thread of its process; 60
+/// sidecars of 65,536 thread lines took 1.9 GB when all were kept). Views into `files`.
+class sidecar_keep {
+ public:
+  explicit sidecar_keep(const std::vector<trace_file>& files);
+  bool thread(std::uint64_t tid) const;
+  bool file(std::string_view name) const;
+
+ private:
+  std::vector<std::uint64_t> ids_;
+  std::vector<std::string_view> names_;
+};
+/// parse_sidecar streamed from a file (memory does not grow with its size). `keep`: nullptr
+/// keeps every line (up to the per-sidecar bounds).
+void parse_sidecar_file(const std::string& path, trace_dir& out,
+                        const sidecar_keep* keep = nullptr);
 
 /// Sets each file's owner (pid, host, ambiguous) from the sidecars read into `dir`, and adds a
 /// warning when hosts reuse pids or thread ids. scan_trace_dir calls it.

@@ -238,19 +238,67 @@ std::string printable(std::string_view s) {
     out += hex[c >> 4];
     out += hex[c & 15];
   };
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    const auto c = static_cast<unsigned char>(s[i]);
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const auto* const end = p + s.size();
+  while (p < end) {
+    const unsigned c = *p;
     if (c < 0x20 || c == 0x7f) {
-      esc(c);
-    } else if (c == 0xc2 && i + 1 < s.size() && static_cast<unsigned char>(s[i + 1]) >= 0x80 &&
-               static_cast<unsigned char>(s[i + 1]) <= 0x9f) {
-      esc(c);
-      esc(static_cast<unsigned char>(s[++i]));
-    } else {
+      esc(static_cast<unsigned char>(c));
+      ++p;
+    } else if (c < 0x80) {
       out += static_cast<char>(c);
+      ++p;
+    } else if (const std::size_t n = utf8_sequence(p, end)) {
+      // U+0080..U+009F (C1: CSI, OSC, ...) are controls in UTF-8 terminals too.
+      const bool c1 = n == 2 && c == 0xc2 && p[1] <= 0x9f;
+      if (c1) {
+        esc(p[0]);
+        esc(p[1]);
+      } else {
+        out.append(reinterpret_cast<const char*>(p), n);
+      }
+      p += n;
+    } else {
+      // A byte that is not UTF-8: a raw 0x9b is CSI to a terminal in 8-bit mode.
+      esc(static_cast<unsigned char>(c));
+      ++p;
     }
   }
   return out;
+}
+
+std::string valid_utf8(std::string_view s) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const auto* const end = p + s.size();
+  std::string out;
+  out.reserve(s.size());
+  while (p < end) {
+    if (*p < 0x80) {
+      out += static_cast<char>(*p++);
+    } else if (const std::size_t n = utf8_sequence(p, end)) {
+      out.append(reinterpret_cast<const char*>(p), n);
+      p += n;
+    } else {
+      out += "\xef\xbf\xbd";  // U+FFFD REPLACEMENT CHARACTER, one per byte that is not UTF-8
+      ++p;
+    }
+  }
+  return out;
+}
+
+bool is_valid_utf8(std::string_view s) noexcept {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const auto* const end = p + s.size();
+  while (p < end) {
+    if (*p < 0x80) {
+      ++p;
+    } else if (const std::size_t n = utf8_sequence(p, end)) {
+      p += n;
+    } else {
+      return false;
+    }
+  }
+  return true;
 }
 
 }  // namespace lotus_tool

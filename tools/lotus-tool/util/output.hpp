@@ -55,9 +55,21 @@ inline void append_lit(std::string& out, const char (&s)[N]) {
 /// control characters become \u00XX; a byte that is not UTF-8 becomes the lone surrogate
 /// \udcXX (Python's "surrogateescape"), so every name round-trips to its exact bytes.
 void append_json_string(std::string& out, std::string_view s);
-/// `s` made safe for a terminal or a text report: C0 control bytes, DEL and the UTF-8-encoded C1
-/// controls (U+0080..U+009F: CSI, OSC...) become `\xHH` (each byte); everything else is kept.
+// The escaping routines: every string that leaves the tool goes through one of them, chosen by
+// where it goes (all share one UTF-8 decoder, so they agree on what is a character):
+//   terminal, text report, CSV   printable / csv_field
+//   JSON                         append_json_string (json_dump.hpp for documents)
+//   protobuf (Perfetto)          valid_utf8
+//   HTML                         escape_html (report/page.hpp), over JSON-escaped data
+/// `s` made safe for a terminal or a text report: C0 control bytes, DEL, the UTF-8-encoded C1
+/// controls (U+0080..U+009F: CSI, OSC...) and every byte that is not part of well-formed UTF-8
+/// (a raw 0x9b is CSI to a terminal in 8-bit mode) become `\xHH` (each byte); the rest is kept.
 std::string printable(std::string_view s);
+/// `s` as well-formed UTF-8 (protobuf `string` fields must be): each byte that is not part of a
+/// well-formed sequence becomes U+FFFD; everything else is kept.
+std::string valid_utf8(std::string_view s);
+/// True if `s` is well-formed UTF-8 (no overlong forms, surrogates or cut sequences).
+bool is_valid_utf8(std::string_view s) noexcept;
 /// A CSV field (RFC 4180): `printable` first, then quoted when it holds a comma, quote or line
 /// break (quotes doubled), so a name reaches neither a terminal nor a spreadsheet raw.
 std::string csv_field(std::string_view raw);

@@ -49,6 +49,7 @@
 #include <unordered_map>
 
 #include "util/error.hpp"
+#include "util/output.hpp"
 #include "util/spill.hpp"
 
 #ifdef LOTUS_TOOL_ZLIB
@@ -118,6 +119,15 @@ void put_bytes(std::string& b, unsigned field, std::string_view s) {
   p = put_varint(p, s.size());
   b.append(tmp, static_cast<std::size_t>(p - tmp));
   b.append(s.data(), s.size());
+}
+// A protobuf `string` field: must be well-formed UTF-8 (protoc and Perfetto reject the trace
+// otherwise), whatever bytes a name holds.
+void put_string(std::string& b, unsigned field, std::string_view s) {
+  if (is_valid_utf8(s)) {
+    put_bytes(b, field, s);
+  } else {
+    put_bytes(b, field, valid_utf8(s));
+  }
 }
 
 // Field numbers (perfetto_trace.proto).
@@ -395,7 +405,7 @@ class trace_builder {
     const std::uint64_t uuid = w_.new_uuid();
     std::string pd, td;
     put_int(pd, 1, static_cast<std::int32_t>(pid));  // ProcessDescriptor.pid
-    put_bytes(pd, 6, name);                          // ProcessDescriptor.process_name
+    put_string(pd, 6, name);                         // ProcessDescriptor.process_name
     put_uint(td, k_td_uuid, uuid);
     put_bytes(td, k_td_process, pd);
     descriptor(td);
@@ -407,7 +417,7 @@ class trace_builder {
     std::string th, td;
     put_int(th, 1, static_cast<std::int32_t>(pid));  // ThreadDescriptor.pid
     put_int(th, 2, static_cast<std::int32_t>(tid));  // ThreadDescriptor.tid
-    put_bytes(th, 5, name);                          // ThreadDescriptor.thread_name
+    put_string(th, 5, name);                         // ThreadDescriptor.thread_name
     put_uint(td, k_td_uuid, uuid);
     put_bytes(td, k_td_thread, th);
     descriptor(td);
@@ -419,10 +429,10 @@ class trace_builder {
     std::string td;
     put_uint(td, k_td_uuid, uuid);
     if (parent != 0) put_uint(td, k_td_parent_uuid, parent);
-    put_bytes(td, k_td_name, name);
+    put_string(td, k_td_name, name);
     if (counter) {
       std::string cd;
-      put_bytes(cd, 6, "count");  // CounterDescriptor.unit_name
+      put_string(cd, 6, "count");  // CounterDescriptor.unit_name
       put_bytes(td, k_td_counter, cd);
     }
     descriptor(td);
@@ -476,6 +486,11 @@ class trace_builder {
     l.last_ts = ts;
     const bool named = type != k_type_end;
     const bool define = named && iid != 0 && !l.defined(iid);
+    std::string fixed;  // a name that is not UTF-8, made valid (protobuf string fields)
+    if ((define || (named && iid == 0)) && !is_valid_utf8(text)) {
+      fixed = valid_utf8(text);
+      text = fixed;
+    }
     std::size_t te = 2;  // type: key and value (< 128)
     if (named) {
       te += iid != 0 ? 1 + varint_len(iid) : 2 + varint_len(text.size()) + text.size();
