@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 # `lotus-tool record` leaves nothing of the recorded program running: a background child in its
 # process group and one that left it with setsid are both gone when record returns, after a
-# normal exit and after --timeout.   children_left.sh LOTUS_TOOL
+# normal exit and after --timeout (5 s: perf and the shell start slowly on a loaded machine).
+#   children_left.sh LOTUS_TOOL
 set -uo pipefail
 tool="$1"
 tmp="$(mktemp -d)"
@@ -28,7 +29,7 @@ check() {  # check NAME PIDFILE
 prog='sleep 300 & echo $! >>"$1"; setsid sleep 301 & echo $! >>"$1"; sleep 0.3; '
 "$tool" record -e cpu-clock:u -o "$tmp/rec1" -- sh -c "$prog exit 0" sh "$tmp/normal.pids" >/dev/null 2>"$tmp/err1" || true
 check "normal exit" "$tmp/normal.pids"
-"$tool" record -e cpu-clock:u --timeout 1 -o "$tmp/rec2" -- sh -c "$prog sleep 30" sh "$tmp/timeout.pids" >/dev/null 2>"$tmp/err2"
+"$tool" record -e cpu-clock:u --timeout 5 -o "$tmp/rec2" -- sh -c "$prog sleep 30" sh "$tmp/timeout.pids" >/dev/null 2>"$tmp/err2"
 [ $? -ne 0 ] || { echo "FAIL: --timeout did not fail"; fail=1; }
 check "--timeout" "$tmp/timeout.pids"
 exit $fail
