@@ -293,6 +293,7 @@ void lotus_itt_detach() {}
 void lotus_itt_thread_set_name(const char*) {}
 void lotus_itt_thread_ignore() {}
 void lotus_itt_frame(const itt_domain_abi*, itt_id_abi*) { count(c_frames); }
+void lotus_itt_frame_end(const itt_domain_abi*, itt_id_abi*) {}
 void lotus_itt_frame_submit(const itt_domain_abi*, itt_id_abi*, unsigned long long,
                             unsigned long long) {
   count(c_frames);
@@ -361,7 +362,7 @@ const entry* entries() {
       {"__itt_thread_set_name", fn_ptr(&lotus_itt_thread_set_name)},
       {"__itt_thread_ignore", fn_ptr(&lotus_itt_thread_ignore)},
       {"__itt_frame_begin_v3", fn_ptr(&lotus_itt_frame)},
-      {"__itt_frame_end_v3", fn_ptr(&lotus_itt_frame)},
+      {"__itt_frame_end_v3", fn_ptr(&lotus_itt_frame_end)},
       {"__itt_frame_submit_v3", fn_ptr(&lotus_itt_frame_submit)},
       {"__itt_marker", fn_ptr(&lotus_itt_marker)},
       {"__itt_counter_create", fn_ptr(&lotus_itt_counter_create)},
