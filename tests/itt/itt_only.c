@@ -1,16 +1,15 @@
-/* lotus tests — an ITT-annotated program with a minimal ITT static part of its own (direction 2)
- * SPDX-License-Identifier: MIT
- *
- * Written from the ABI facts in tools/docs/ITT.md (no Intel code): the `__itt_*` entry points the
- * program calls bind, at the first call, to the collector named by INTEL_LIBITTNOTIFY64 through
- * the `__itt_api_init(global, groups)` handshake, as ittnotify's static part does; without a
- * collector every call is a no-op. Like oneDNN, tasks go to the domain "oneDNN".
- *
- *   itt_only            2 threads x 150 tasks Conv, each holding a nested Relu; on the main thread
- *                       a frame, a marker, 5 tasks "Paused" between __itt_pause and __itt_resume,
- *                       and one task end without a task
- *   itt_only names N    N distinct string handles, one task each (the collector's bounds)
- */
+// lotus tests — an ITT-annotated program with a minimal ITT static part of its own (direction 2)
+// SPDX-License-Identifier: MIT
+//
+// Written from the ABI facts in tools/docs/ITT.md (no Intel code): the `__itt_*` entry points the
+// program calls bind, at the first call, to the collector named by INTEL_LIBITTNOTIFY64 through
+// the `__itt_api_init(global, groups)` handshake, as ittnotify's static part does; without a
+// collector every call is a no-op. Like oneDNN, tasks go to the domain "oneDNN".
+//
+//   itt_only            2 threads x 150 tasks Conv, each holding a nested Relu; on the main thread
+//                       a frame, a marker, 5 tasks "Paused" between __itt_pause and __itt_resume,
+//                       and one task end without a task
+//   itt_only names N    N distinct string handles, one task each (the collector's bounds)
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
