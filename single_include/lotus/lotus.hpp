@@ -1578,9 +1578,9 @@ inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
 
 /// Tracing state and clock in one word, so the hot path pays a single relaxed load. The two
-/// `_nvtx` modes are the same clocks once NVTX ranges were asked for in this process (LOTUS_NVTX):
-/// spans then take their out-of-line path, which pushes and pops the ranges; plain mode_tsc keeps
-/// the hot path exactly as it is without NVTX.
+/// `_nvtx` modes are the same clocks once NVTX ranges or ITT tasks were asked for in this process
+/// (LOTUS_NVTX, LOTUS_ITT): spans then take their out-of-line path, which pushes and pops them;
+/// plain mode_tsc keeps the hot path exactly as it is without either.
 enum : int {
   mode_uninit = 0,
   mode_off = 1,
@@ -2065,9 +2065,10 @@ class scope_timer {
   scope_timer& operator=(scope_timer&&) = delete;
 
  private:
-  // loc_'s low bit (record sites are pointer-aligned): this span pushed an NVTX range. A process
-  // never returns to a plain clock mode once NVTX was on (the _nvtx modes stay), so the inline
-  // destructor path never sees a tagged pointer.
+  // loc_'s low bit (record sites are pointer-aligned): this span pushed an NVTX range and/or an
+  // ITT task (nvtx_push keeps which, per thread). A process never returns to a plain clock mode
+  // once NVTX or ITT was on (the _nvtx modes stay), so the inline destructor path never sees a
+  // tagged pointer.
   static constexpr std::uintptr_t pushed_bit = 1;
 
   // Static, with the span's fields passed and returned by value: the inline paths keep them in
