@@ -2946,7 +2946,8 @@ LOTUS_DETAIL_API bool itt_open() noexcept {
 }
 
 LOTUS_DETAIL_API bool itt_task_push(const record_site& loc) noexcept {
-  if (!g_itt_on.load(std::memory_order_relaxed)) return false;
+  // Acquire: the thread that turned ITT on filled itt_tasks() (the handshake) before.
+  if (!g_itt_on.load(std::memory_order_acquire)) return false;
   itt_tasks_state& s = itt_tasks();
   const itt_domain_abi* d = s.domain;
   if (d == nullptr || d->flags == 0) return false;  // the collector does not record "lotus" now
@@ -3110,7 +3111,7 @@ inline thread_local annotation_stack t_annotations;
 
 LOTUS_DETAIL_API bool nvtx_push(const record_site& loc, std::uint64_t idx) noexcept {
   const bool nvtx = g_nvtx_on.load(std::memory_order_relaxed);
-  const bool itt = g_itt_on.load(std::memory_order_relaxed);
+  const bool itt = g_itt_on.load(std::memory_order_acquire);
   if (!nvtx && !itt) return false;
   annotation_stack& a = t_annotations;
   if (a.depth >= annotation_stack::max_depth) return false;
@@ -5299,7 +5300,7 @@ LOTUS_DETAIL_COLD inline void runtime::apply_locked(const options& o) noexcept {
   // or task pushed before it is turned off is still popped.
   nvtx_modes_ = nvtx_modes_ || nvtx || itt;
   g_nvtx_on.store(nvtx, std::memory_order_relaxed);
-  g_itt_on.store(itt, std::memory_order_relaxed);
+  g_itt_on.store(itt, std::memory_order_release);
   const int clock = nvtx_modes_ ? clock_mode_ + (mode_tsc_nvtx - mode_tsc) : clock_mode_;
   g_mode.store(on ? clock : mode_off, std::memory_order_release);
   if (on) writer_.start();

@@ -205,7 +205,8 @@ LOTUS_DETAIL_API bool itt_open() noexcept {
 }
 
 LOTUS_DETAIL_API bool itt_task_push(const record_site& loc) noexcept {
-  if (!g_itt_on.load(std::memory_order_relaxed)) return false;
+  // Acquire: the thread that turned ITT on filled itt_tasks() (the handshake) before.
+  if (!g_itt_on.load(std::memory_order_acquire)) return false;
   itt_tasks_state& s = itt_tasks();
   const itt_domain_abi* d = s.domain;
   if (d == nullptr || d->flags == 0) return false;  // the collector does not record "lotus" now

@@ -163,7 +163,7 @@ inline thread_local annotation_stack t_annotations;
 
 LOTUS_DETAIL_API bool nvtx_push(const record_site& loc, std::uint64_t idx) noexcept {
   const bool nvtx = g_nvtx_on.load(std::memory_order_relaxed);
-  const bool itt = g_itt_on.load(std::memory_order_relaxed);
+  const bool itt = g_itt_on.load(std::memory_order_acquire);
   if (!nvtx && !itt) return false;
   annotation_stack& a = t_annotations;
   if (a.depth >= annotation_stack::max_depth) return false;
