@@ -224,6 +224,18 @@ assert not lotus.itt_active()
 with lotus.scope("After"):
     pass
 lotus.flush()
+print(lotus.itt_collector_path())
+"""
+
+PY_TORCH = """
+import sys, torch, lotus.torch
+from torchvision import transforms as T
+class AddOne:
+    def __call__(self, x): return x + 1
+lotus.torch.instrument(log_file=sys.argv[1])
+t = T.Compose([AddOne(), T.Lambda(lambda x: x * 2)])
+for i in range(3):
+    t(torch.tensor([1.0]))
 """
 
 
@@ -232,11 +244,31 @@ def python(a, tmp):
     cap = os.path.join(d, "cap")
     env = base_env(INTEL_LIBITTNOTIFY64=a.capture, CAPTURE_ITT_OUT=cap,
                    PYTHONPATH=a.python_path)
-    run([sys.executable, "-c", PY_PROGRAM, os.path.join(d, "t")], env)
+    r = run([sys.executable, "-c", PY_PROGRAM, os.path.join(d, "t")], env)
+    path = r.stdout.strip().splitlines()[-1]
+    assert os.path.isfile(path) and os.path.basename(path) == "liblotus_itt.so", r.stdout
     every = [c for calls in captured(cap).values() for c in calls]
     tasks = [c for c in every if c.startswith(("begin ", "end "))]
     assert tasks == ["begin lotus Decode", "end lotus"] * 3, tasks
-    print("python: lotus.configure(itt=True): lotus.scope spans are ITT tasks; itt=False: none")
+    print("python: lotus.configure(itt=True): lotus.scope spans are ITT tasks; itt=False: none; "
+          "lotus.itt_collector_path()")
+    try:
+        import importlib.util
+        have_torch = all(importlib.util.find_spec(m) for m in ("torch", "torchvision"))
+    except (ImportError, ValueError):
+        have_torch = False
+    if not have_torch:
+        print("python: lotus.torch case skipped (no torch/torchvision)")
+        return
+    d = tempfile.mkdtemp(dir=tmp)
+    cap = os.path.join(d, "cap")
+    env = base_env(INTEL_LIBITTNOTIFY64=a.capture, CAPTURE_ITT_OUT=cap,
+                   PYTHONPATH=a.python_path, LOTUS_ITT="1")
+    run([sys.executable, "-c", PY_TORCH, os.path.join(d, "t")], env)
+    every = [c for calls in captured(cap).values() for c in calls]
+    tasks = [c for c in every if c.startswith(("begin ", "end "))]
+    assert tasks == ["begin lotus AddOne", "end lotus", "begin lotus Lambda", "end lotus"] * 3, tasks
+    print("python: lotus.torch Compose steps with LOTUS_ITT=1 are ITT tasks")
 
 
 def main():
