@@ -74,6 +74,14 @@ std::atomic<bool> g_paused{false};
 
 void count(counted c) { g_counts[c].fetch_add(1, std::memory_order_relaxed); }
 
+// The objects this collector creates carry own_magic in their reserved `extra1` and themselves
+// in `extra2`. A static part may also hand over objects of its own: ittnotify's creates domains
+// and string handles on its global's lists until the collector is bound (reserved fields 0), and
+// passes those to every later call. __itt_api_init adopts them (under the static part's mutex,
+// before any call reaches this collector): `extra2` then points at this collector's object of
+// the same name. An object seen neither way is looked up by name at each use.
+constexpr int own_magic = 0x4c4f5455;  // "LOTU"
+
 /// A domain: the ABI part the static part reads (flags), then our own.
 struct domain {
   itt_domain_abi abi;
@@ -141,11 +149,34 @@ struct thread_tasks {
 thread_local thread_tasks t_tasks;
 thread_local std::string t_name;  // a prefixed name, built without allocation once grown
 
-const domain* domain_of(const itt_domain_abi* d) { return reinterpret_cast<const domain*>(d); }
+itt_domain_abi* domain_create(const char* name);
+itt_string_handle_abi* string_handle_create(const char* name);
+
+/// This collector's domain for a domain pointer a program passes (nullptr: none, or no memory).
+const domain* domain_of(const itt_domain_abi* d) {
+  if (d == nullptr) return nullptr;
+  if (d->extra1 != own_magic) {
+    if (d->nameA == nullptr) return nullptr;
+    d = domain_create(d->nameA);  // a static part's own object, not adopted
+    if (d == nullptr) return nullptr;
+  }
+  return static_cast<const domain*>(d->extra2);
+}
+
+/// This collector's string handle for a handle pointer a program passes (nullptr: none).
+const handle* handle_of(const itt_string_handle_abi* h) {
+  if (h == nullptr) return nullptr;
+  if (h->extra1 != own_magic) {
+    if (h->strA == nullptr) return nullptr;
+    h = string_handle_create(h->strA);
+    if (h == nullptr) return nullptr;
+  }
+  return static_cast<const handle*>(h->extra2);
+}
 
 /// The record site of a task (tracing is on): the handle's, or the prefixed name's.
 const lotus::record_site* site_of(const domain* d, const itt_string_handle_abi* h) {
-  const auto* hd = reinterpret_cast<const handle*>(h);
+  const handle* hd = handle_of(h);
   if (hd == nullptr) {
     static const lotus::record_site& unnamed = ld::intern("unnamed");
     if (!g_prefix) return &unnamed;
@@ -166,12 +197,11 @@ const lotus::record_site* site_of(const domain* d, const itt_string_handle_abi* 
 /// Begins a task of `dom` on this thread; recorded at its end unless `named` is false (a task
 /// named by a function address: begun so that its end balances, counted, not recorded).
 void task_begin(const itt_domain_abi* dom, itt_string_handle_abi* name, bool named) {
-  if (dom == nullptr) return;
   const domain* d = domain_of(dom);
-  if (d->skip) return;
+  if (d == nullptr || d->skip) return;
   task_stack* st = nullptr;
   try {
-    st = t_tasks.get(dom);
+    st = t_tasks.get(&d->abi);
   } catch (const std::bad_alloc&) {
     return;
   }
@@ -201,8 +231,9 @@ void task_begin(const itt_domain_abi* dom, itt_string_handle_abi* name, bool nam
 }
 
 void task_end(const itt_domain_abi* dom) {
-  if (dom == nullptr || domain_of(dom)->skip) return;
-  task_stack* st = t_tasks.find(dom);
+  const domain* d = domain_of(dom);
+  if (d == nullptr || d->skip) return;
+  task_stack* st = t_tasks.find(&d->abi);
   if (st == nullptr || st->depth == 0) {
     count(c_unmatched);
     return;
@@ -222,6 +253,8 @@ domain* new_domain(const std::string& name) {
   auto* d = new domain{itt_domain_abi{}, name, name + ":", name == "lotus"};
   d->abi.flags = 1;  // enabled: the static part then passes the domain's calls on
   d->abi.nameA = d->name.c_str();
+  d->abi.extra1 = own_magic;
+  d->abi.extra2 = d;
   return d;
 }
 
@@ -249,6 +282,8 @@ itt_domain_abi* domain_create(const char* name) {
 handle* new_handle(const std::string& name) {
   auto* h = new handle{itt_string_handle_abi{}, &ld::intern(name)};
   h->abi.strA = h->site->name;
+  h->abi.extra1 = own_magic;
+  h->abi.extra2 = h;
   return h;
 }
 
@@ -436,6 +471,21 @@ extern "C" __attribute__((visibility("default"))) void __itt_api_init(void* glob
     std::atexit(report_counts);
   });
   auto* g = static_cast<ld::itt_global*>(global);
+  // Adopt the domains and string handles the static part created before this handshake.
+  for (auto* d = static_cast<itt_domain_abi*>(g->domain_list); d != nullptr; d = d->next) {
+    if (d->extra1 == own_magic || d->nameA == nullptr) continue;
+    if (itt_domain_abi* ours = domain_create(d->nameA)) {
+      d->extra2 = ours->extra2;
+      d->extra1 = own_magic;
+    }
+  }
+  for (auto* h = static_cast<itt_string_handle_abi*>(g->string_list); h != nullptr; h = h->next) {
+    if (h->extra1 == own_magic || h->strA == nullptr) continue;
+    if (itt_string_handle_abi* ours = string_handle_create(h->strA)) {
+      h->extra2 = ours->extra2;
+      h->extra1 = own_magic;
+    }
+  }
   for (itt_api_info* p = g->api_list_ptr; p != nullptr && p->name != nullptr; ++p) {
     if (p->func_ptr == nullptr) continue;
     void* fn = p->null_func;
