@@ -4,7 +4,9 @@
 // Written from the ABI facts in tools/docs/ITT.md (no Intel code): the `__itt_*` entry points the
 // program calls bind, at the first call, to the collector named by INTEL_LIBITTNOTIFY64 through
 // the `__itt_api_init(global, groups)` handshake, as ittnotify's static part does; without a
-// collector every call is a no-op. Like oneDNN, tasks go to the domain "oneDNN".
+// collector every call is a no-op. As in ittnotify's, domains and string handles created before
+// the first task or control call live on the static part's own lists (the collector adopts them
+// at the handshake). Like oneDNN, tasks go to the domain "oneDNN".
 //
 //   itt_only            2 threads x 150 tasks Conv, each holding a nested Relu; on the main thread
 //                       a frame, a marker, 5 tasks "Paused" between __itt_pause and __itt_resume,
@@ -105,6 +107,8 @@ static itt_api_info g_table[] = {
     {NULL, NULL, NULL, NULL, 0},
 };
 static itt_global g_global;
+static pthread_mutex_t g_lists = PTHREAD_MUTEX_INITIALIZER;
+static int g_bound;  // (g_lists) the handshake ran
 static const char* g_path;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
@@ -138,16 +142,54 @@ static void itt_init(void) {
   pthread_mutex_unlock(&g_global.mutex);
 }
 
+static void itt_bind(void) {
+  pthread_mutex_lock(&g_lists);
+  itt_init();
+  g_bound = 1;
+  pthread_mutex_unlock(&g_lists);
+}
+
+// As ittnotify's static part: domains and string handles created before the collector is bound
+// (the handshake comes with the first task or control call) are objects of the static part, on
+// its global's lists, with the reserved fields 0; the program keeps passing those.
+
+static int collector_named(void) { return getenv("INTEL_LIBITTNOTIFY64") != NULL; }
+
 static itt_domain* itt_domain_create(const char* name) {
+  pthread_mutex_lock(&g_lists);
+  if (!g_bound) {
+    itt_domain* d = NULL;
+    if (collector_named() && (d = calloc(1, sizeof *d)) != NULL) {
+      d->flags = 1;
+      d->nameA = strdup(name);
+      d->next = g_global.domain_list;
+      g_global.domain_list = d;
+    }
+    pthread_mutex_unlock(&g_lists);
+    return d;
+  }
+  pthread_mutex_unlock(&g_lists);
   domain_create_fn f;
-  void* p = (pthread_once(&g_once, itt_init), p_domain_create);
+  void* p = p_domain_create;
   if (p == NULL) return NULL;
   memcpy(&f, &p, sizeof f);
   return f(name);
 }
 static itt_string_handle* itt_string_handle_create(const char* name) {
+  pthread_mutex_lock(&g_lists);
+  if (!g_bound) {
+    itt_string_handle* h = NULL;
+    if (collector_named() && (h = calloc(1, sizeof *h)) != NULL) {
+      h->strA = strdup(name);
+      h->next = g_global.string_list;
+      g_global.string_list = h;
+    }
+    pthread_mutex_unlock(&g_lists);
+    return h;
+  }
+  pthread_mutex_unlock(&g_lists);
   string_handle_create_fn f;
-  void* p = (pthread_once(&g_once, itt_init), p_string_handle_create);
+  void* p = p_string_handle_create;
   if (p == NULL) return NULL;
   memcpy(&f, &p, sizeof f);
   return f(name);
@@ -155,28 +197,28 @@ static itt_string_handle* itt_string_handle_create(const char* name) {
 static void itt_task_begin(const itt_domain* d, itt_string_handle* name) {
   static const itt_id null_id = {0, 0, 0};
   task_begin_fn f;
-  void* p = (pthread_once(&g_once, itt_init), p_task_begin);
+  void* p = (pthread_once(&g_once, itt_bind), p_task_begin);
   if (p == NULL || d == NULL || d->flags == 0) return;
   memcpy(&f, &p, sizeof f);
   f(d, null_id, null_id, name);
 }
 static void itt_task_end(const itt_domain* d) {
   task_end_fn f;
-  void* p = (pthread_once(&g_once, itt_init), p_task_end);
+  void* p = (pthread_once(&g_once, itt_bind), p_task_end);
   if (p == NULL || d == NULL || d->flags == 0) return;
   memcpy(&f, &p, sizeof f);
   f(d);
 }
 static void itt_void_call(void** slot) {
   void_fn f;
-  void* p = (pthread_once(&g_once, itt_init), *slot);
+  void* p = (pthread_once(&g_once, itt_bind), *slot);
   if (p == NULL) return;
   memcpy(&f, &p, sizeof f);
   f();
 }
 static void itt_frame(void** slot, const itt_domain* d) {
   frame_fn f;
-  void* p = (pthread_once(&g_once, itt_init), *slot);
+  void* p = (pthread_once(&g_once, itt_bind), *slot);
   if (p == NULL || d == NULL || d->flags == 0) return;
   memcpy(&f, &p, sizeof f);
   f(d, NULL);
@@ -184,7 +226,7 @@ static void itt_frame(void** slot, const itt_domain* d) {
 static void itt_marker(const itt_domain* d, itt_string_handle* name) {
   static const itt_id null_id = {0, 0, 0};
   marker_fn f;
-  void* p = (pthread_once(&g_once, itt_init), p_marker);
+  void* p = (pthread_once(&g_once, itt_bind), p_marker);
   if (p == NULL || d == NULL || d->flags == 0) return;
   memcpy(&f, &p, sizeof f);
   f(d, null_id, name, 2 /* __itt_scope_thread */);
