@@ -34,7 +34,7 @@ def run(args, env, expect_rc=0):
 
 def base_env(**extra):
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("LOTUS_", "INTEL_LIBITTNOTIFY", "CAPTURE_ITT"))}
+           if not k.startswith(("LOTUS_", "INTEL_LIBITTNOTIFY", "CAPTURE_ITT", "NVTX_"))}
     env.update(extra)
     return env
 
@@ -151,6 +151,51 @@ def direction1(a, tmp):
         assert len(lines) == 1 and words in lines[0], r.stderr
         check_ops_trace(d)
     print("direction 1: LOTUS_ITT=1 without a loadable collector: one message, tracing goes on")
+
+
+def nvtx_and_itt(a, tmp):
+    """LOTUS_NVTX=1 and LOTUS_ITT=1 together (tests/nvtx/lotus_ops.cpp): on every thread, the ITT
+    tasks are exactly the NVTX push/pop ranges (the indexed BatchPreprocessed_<i> named without
+    its index), nested the same way."""
+    d = tempfile.mkdtemp(dir=tmp)
+    itt_cap, nvtx_cap = os.path.join(d, "itt"), os.path.join(d, "nvtx")
+    env = base_env(INTEL_LIBITTNOTIFY64=a.capture, CAPTURE_ITT_OUT=itt_cap,
+                   NVTX_INJECTION64_PATH=a.nvtx_capture, LOTUS_TEST_NVTX_OUT=nvtx_cap,
+                   LOTUS_NVTX="1", LOTUS_ITT="1", LOTUS_LOG_FILE=os.path.join(d, "t"))
+    env = {k: v for k, v in env.items() if k != "NVTX_INJECTION32_PATH"}
+    run([a.nvtx_ops], env)
+    itt = {tid: [c for c in calls if c.startswith(("begin ", "end "))]
+           for tid, calls in captured(itt_cap).items()}
+    nvtx = {tid: [c for c in calls if c.startswith(("push ", "pop "))]
+            for tid, calls in captured(nvtx_cap).items()}
+    as_itt = {}
+    for tid, calls in nvtx.items():
+        seq = []
+        for c in calls:
+            if c.startswith("pop "):
+                seq.append("end lotus")
+            else:
+                name = c.split(" ", 2)[2].split(":payload=")[0]
+                seq.append("begin lotus " + re.sub(r"^BatchPreprocessed_\d+$", "BatchPreprocessed", name))
+        if seq:
+            as_itt[tid] = seq
+    # The consumer's wait is an NVTX start/end range but an ITT task (here ended at once by the
+    # batch's arrival): drop each BatchWait begin and the end that follows it.
+    itt_push_pop = {}
+    for tid, calls in itt.items():
+        kept, skip_end = [], False
+        for c in calls:
+            if c == "begin lotus BatchWait":
+                skip_end = True
+            elif skip_end and c == "end lotus":
+                skip_end = False
+            else:
+                kept.append(c)
+        if kept:
+            itt_push_pop[tid] = kept
+    assert itt_push_pop == as_itt, (itt_push_pop, as_itt)
+    assert sum(len(c) for c in as_itt.values()) > 0
+    print("NVTX and ITT together: each thread's ITT tasks are its NVTX ranges, nested alike")
 
 
 def check_itt_only(tdir, prefix=""):
@@ -280,9 +325,13 @@ def main():
     p.add_argument("--itt-only", required=True)
     p.add_argument("--tool")
     p.add_argument("--python-path")
+    p.add_argument("--nvtx-ops")
+    p.add_argument("--nvtx-capture")
     a = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         direction1(a, tmp)
+        if a.nvtx_ops and a.nvtx_capture:
+            nvtx_and_itt(a, tmp)
         direction2(a, tmp)
         if a.python_path:
             python(a, tmp)
