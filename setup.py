@@ -65,7 +65,7 @@ class build_py_with_tool(build_py):
             args += ["-G", "Ninja"]
         try:
             subprocess.run(args, check=True, stdout=subprocess.DEVNULL)
-            targets = ["lotus-tool"] + (["lotus_nvtx"] if NVTX_INCLUDE else [])
+            targets = ["lotus-tool", "lotus_itt"] + (["lotus_nvtx"] if NVTX_INCLUDE else [])
             subprocess.run([cmake, "--build", str(build), "--target", *targets, "-j",
                             str(os.cpu_count() or 2)], check=True)
         except subprocess.CalledProcessError as e:
@@ -80,6 +80,10 @@ class build_py_with_tool(build_py):
         if NVTX_INCLUDE and nvtx.is_file():  # lotus.nvtx_injection_path()
             (Path(self.build_lib) / "lotus" / "lib").mkdir(parents=True, exist_ok=True)
             shutil.copy2(nvtx, Path(self.build_lib) / "lotus" / "lib" / "liblotus_nvtx.so")
+        itt = build / "tools" / "itt" / "liblotus_itt.so"
+        if itt.is_file():  # lotus.itt_collector_path()
+            (Path(self.build_lib) / "lotus" / "lib").mkdir(parents=True, exist_ok=True)
+            shutil.copy2(itt, Path(self.build_lib) / "lotus" / "lib" / "liblotus_itt.so")
 
 
 setup(

@@ -18,9 +18,9 @@ inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
 
 /// Tracing state and clock in one word, so the hot path pays a single relaxed load. The two
-/// `_nvtx` modes are the same clocks once NVTX ranges were asked for in this process (LOTUS_NVTX):
-/// spans then take their out-of-line path, which pushes and pops the ranges; plain mode_tsc keeps
-/// the hot path exactly as it is without NVTX.
+/// `_nvtx` modes are the same clocks once NVTX ranges or ITT tasks were asked for in this process
+/// (LOTUS_NVTX, LOTUS_ITT): spans then take their out-of-line path, which pushes and pops them;
+/// plain mode_tsc keeps the hot path exactly as it is without either.
 enum : int {
   mode_uninit = 0,
   mode_off = 1,

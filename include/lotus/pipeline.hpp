@@ -181,6 +181,8 @@ class batch_tracker {
     if (LOTUS_DETAIL_UNLIKELY(m >= detail::mode_tsc_nvtx)) {
       detail::nvtx_end(nvtx_wait_);  // a wait that never saw its batch (end of the epoch)
       nvtx_wait_ = detail::nvtx_start(detail::batch_wait_range_loc, 0);
+      if (itt_wait_) detail::itt_task_pop();
+      itt_wait_ = detail::itt_task_push(detail::batch_wait_range_loc);
     }
     wait_start_ = m >= detail::mode_tsc ? detail::now_ticks(m) : 0;
 #endif
@@ -205,6 +207,10 @@ class batch_tracker {
     if (LOTUS_DETAIL_UNLIKELY(nvtx_wait_ != 0)) {
       detail::nvtx_end(nvtx_wait_);
       nvtx_wait_ = 0;
+    }
+    if (LOTUS_DETAIL_UNLIKELY(itt_wait_)) {
+      detail::itt_task_pop();
+      itt_wait_ = false;
     }
     if (m >= detail::mode_tsc_nvtx && !in_order)
       detail::nvtx_mark(detail::batch_wait_marker_loc, idx);
@@ -237,6 +243,8 @@ class batch_tracker {
 #ifndef LOTUS_DISABLE
     detail::nvtx_end(nvtx_wait_);
     nvtx_wait_ = 0;
+    if (itt_wait_) detail::itt_task_pop();
+    itt_wait_ = false;
 #endif
   }
 
@@ -258,6 +266,7 @@ class batch_tracker {
   std::uint64_t wait_start_ = 0;
   std::uint64_t pending_start_ = 0, pending_end_ = 0;
   std::uint64_t nvtx_wait_ = 0;  // the open NVTX range of a wait (LOTUS_NVTX), 0: none
+  bool itt_wait_ = false;        // the open ITT task of a wait on this thread (LOTUS_ITT)
 #endif
 };
 

@@ -147,9 +147,10 @@ class scope_timer {
   scope_timer& operator=(scope_timer&&) = delete;
 
  private:
-  // loc_'s low bit (record sites are pointer-aligned): this span pushed an NVTX range. A process
-  // never returns to a plain clock mode once NVTX was on (the _nvtx modes stay), so the inline
-  // destructor path never sees a tagged pointer.
+  // loc_'s low bit (record sites are pointer-aligned): this span pushed an NVTX range and/or an
+  // ITT task (nvtx_push keeps which, per thread). A process never returns to a plain clock mode
+  // once NVTX or ITT was on (the _nvtx modes stay), so the inline destructor path never sees a
+  // tagged pointer.
   static constexpr std::uintptr_t pushed_bit = 1;
 
   // Static, with the span's fields passed and returned by value: the inline paths keep them in

@@ -175,6 +175,7 @@ struct batch_span {
   int mode = 0;
   std::uint64_t start = 0;
   std::uint64_t nvtx = 0;  // the NVTX range of the batch (LOTUS_NVTX), 0: none
+  bool itt = false;        // the batch's ITT task on this thread (LOTUS_ITT)
 };
 
 inline batch_span batch_begin(std::uint64_t idx) noexcept {
@@ -183,6 +184,7 @@ inline batch_span batch_begin(std::uint64_t idx) noexcept {
   s.mode = lotus::detail::active_mode();
   if (s.mode >= lotus::detail::mode_tsc_nvtx) {
     s.nvtx = lotus::detail::nvtx_start(lotus::detail::batch_preprocessed_loc, idx);
+    s.itt = lotus::detail::itt_task_push(lotus::detail::batch_preprocessed_loc);
   }
   if (s.mode >= lotus::detail::mode_tsc) s.start = lotus::detail::now_ticks(s.mode);
 #else
@@ -199,6 +201,8 @@ inline void batch_end(batch_span& s, std::uint64_t idx, bool record) noexcept {
     lotus::detail::emit(lotus::detail::batch_preprocessed_loc, s.start,
                         lotus::detail::now_ticks(s.mode), idx);
   }
+  if (s.itt) lotus::detail::itt_task_pop();
+  s.itt = false;
   lotus::detail::nvtx_end(s.nvtx);
   s.nvtx = 0;
 #else

@@ -191,6 +191,7 @@ enum class topic : unsigned {
   collector,       // the collector backend (perf, ITT, uProf, Callgrind) failed
   map,             // LotusMap probe control (list file)
   nvtx,            // LOTUS_NVTX asked for in a build without NVTX
+  itt,             // LOTUS_ITT asked for with no usable ITT collector
   names,           // the run-time name table is full: new names pooled
   fd_reused,       // a descriptor of lotus was closed (and maybe reused) by the host
   count_
@@ -739,6 +740,7 @@ static_assert(sizeof(itt_global) == 200, "__itt_global layout");
 enum : int {
   itt_group_legacy = 1 << 0,
   itt_group_control = 1 << 1,
+  itt_group_structure = 1 << 12,
   itt_group_all = -1,
   itt_state_init_successful = 4,
   itt_version_major = 3,
@@ -783,18 +785,11 @@ inline bool itt_pause(const char*) noexcept {
 }
 inline void itt_detach(bool) noexcept { itt_call(itt_collector().detach); }
 
-/// The static part's handshake: fill a global, lock its (recursive) mutex, call __itt_api_init.
-inline void itt_handshake(void* lib, itt_api_init_fn init) noexcept {
-  itt_collector_state& s = itt_collector();
-  void* const noop = reinterpret_cast<void*>(&itt_noop);
-  s.pause = s.resume = s.detach = noop;
-  const int group = itt_group_control | itt_group_legacy;
-  s.table[0] = itt_api_info{"__itt_pause", &s.pause, noop, noop, group};
-  s.table[1] = itt_api_info{"__itt_resume", &s.resume, noop, noop, group};
-  s.table[2] = itt_api_info{"__itt_detach", &s.detach, noop, noop, group};
-  s.table[3] = itt_api_info{nullptr, nullptr, nullptr, nullptr, 0};
-
-  itt_global& g = s.global;
+/// The static part's handshake for one global: fill it, lock its (recursive) mutex, call
+/// __itt_api_init. Each user of ITT in lotus (collector control, lotus's ITT tasks) has its own
+/// global and table, as each static part in a process has (the collector handles several).
+inline void itt_handshake_global(itt_global& g, itt_api_info* table, const char** path, void* lib,
+                                 itt_api_init_fn init) noexcept {
   const unsigned char magic[8] = {0xED, 0xAB, 0xAB, 0xEC, 0x0D, 0xEE, 0xDA, 0x30};
   std::memcpy(g.magic, magic, sizeof magic);
   g.version_major = itt_version_major;
@@ -807,8 +802,8 @@ inline void itt_handshake(void* lib, itt_api_init_fn init) noexcept {
   pthread_mutexattr_destroy(&attr);
   g.mutex_initialized = 1;
   g.lib = lib;
-  g.dll_path_ptr = &s.path;
-  g.api_list_ptr = s.table;
+  g.dll_path_ptr = path;
+  g.api_list_ptr = table;
   g.next = nullptr;
   g.state = itt_state_init_successful;
 
@@ -816,6 +811,19 @@ inline void itt_handshake(void* lib, itt_api_init_fn init) noexcept {
   init(&g, itt_group_all);
   g.api_initialized = 1;
   pthread_mutex_unlock(&g.mutex);
+}
+
+/// Collector control's handshake: binds __itt_pause, __itt_resume and __itt_detach.
+inline void itt_handshake(void* lib, itt_api_init_fn init) noexcept {
+  itt_collector_state& s = itt_collector();
+  void* const noop = reinterpret_cast<void*>(&itt_noop);
+  s.pause = s.resume = s.detach = noop;
+  const int group = itt_group_control | itt_group_legacy;
+  s.table[0] = itt_api_info{"__itt_pause", &s.pause, noop, noop, group};
+  s.table[1] = itt_api_info{"__itt_resume", &s.resume, noop, noop, group};
+  s.table[2] = itt_api_info{"__itt_detach", &s.detach, noop, noop, group};
+  s.table[3] = itt_api_info{nullptr, nullptr, nullptr, nullptr, 0};
+  itt_handshake_global(s.global, s.table, &s.path, lib, init);
 }
 
 /// INTEL_LIBITTNOTIFY64 (INTEL_LIBITTNOTIFY32 in 32-bit builds) names the collector, as for
@@ -1570,9 +1578,9 @@ inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
 
 /// Tracing state and clock in one word, so the hot path pays a single relaxed load. The two
-/// `_nvtx` modes are the same clocks once NVTX ranges were asked for in this process (LOTUS_NVTX):
-/// spans then take their out-of-line path, which pushes and pops the ranges; plain mode_tsc keeps
-/// the hot path exactly as it is without NVTX.
+/// `_nvtx` modes are the same clocks once NVTX ranges or ITT tasks were asked for in this process
+/// (LOTUS_NVTX, LOTUS_ITT): spans then take their out-of-line path, which pushes and pops them;
+/// plain mode_tsc keeps the hot path exactly as it is without either.
 enum : int {
   mode_uninit = 0,
   mode_off = 1,
@@ -1673,7 +1681,8 @@ LOTUS_DETAIL_API trace_stats api_stats() noexcept;
 
 /// NVTX ranges for lotus's spans (LOTUS_NVTX; lotus/detail/nvtx.hpp). Each is a no-op, and
 /// nvtx_push/nvtx_start return false/0, while NVTX is off or not compiled in. A pushed range is
-/// popped by the same thread; a started one (id != 0) may end anywhere.
+/// popped by the same thread; a started one (id != 0) may end anywhere. nvtx_push/nvtx_pop are
+/// the annotation path of every span: they also begin and end the span's ITT task (LOTUS_ITT).
 LOTUS_DETAIL_API bool nvtx_push(const record_site& loc, std::uint64_t idx) noexcept;
 LOTUS_DETAIL_API void nvtx_pop() noexcept;
 LOTUS_DETAIL_API void nvtx_mark(const record_site& loc, std::uint64_t idx) noexcept;
@@ -1682,6 +1691,16 @@ LOTUS_DETAIL_API void nvtx_end(std::uint64_t id) noexcept;
 /// Whether this build has NVTX (LOTUS_WITH_NVTX) and whether ranges are pushed now.
 LOTUS_DETAIL_API bool nvtx_compiled() noexcept;
 LOTUS_DETAIL_API bool nvtx_active() noexcept;
+/// Whether nvtx_push annotates now (NVTX ranges or ITT tasks).
+LOTUS_DETAIL_API bool annotations_active() noexcept;
+
+/// ITT tasks for lotus's spans (LOTUS_ITT; lotus/detail/itt.hpp), domain "lotus". itt_open loads
+/// the collector once (false, with one message, when there is none); itt_task_push begins a
+/// task on this thread (false while ITT is off), itt_task_pop ends the thread's innermost one.
+LOTUS_DETAIL_API bool itt_open() noexcept;
+LOTUS_DETAIL_API bool itt_task_push(const record_site& loc) noexcept;
+LOTUS_DETAIL_API void itt_task_pop() noexcept;
+LOTUS_DETAIL_API bool itt_active() noexcept;
 
 /// CPU time the writer thread has spent draining, formatting and writing (bench/core).
 LOTUS_DETAIL_API std::uint64_t writer_cpu_ns() noexcept;
@@ -2046,9 +2065,10 @@ class scope_timer {
   scope_timer& operator=(scope_timer&&) = delete;
 
  private:
-  // loc_'s low bit (record sites are pointer-aligned): this span pushed an NVTX range. A process
-  // never returns to a plain clock mode once NVTX was on (the _nvtx modes stay), so the inline
-  // destructor path never sees a tagged pointer.
+  // loc_'s low bit (record sites are pointer-aligned): this span pushed an NVTX range and/or an
+  // ITT task (nvtx_push keeps which, per thread). A process never returns to a plain clock mode
+  // once NVTX or ITT was on (the _nvtx modes stay), so the inline destructor path never sees a
+  // tagged pointer.
   static constexpr std::uintptr_t pushed_bit = 1;
 
   // Static, with the span's fields passed and returned by value: the inline paths keep them in
@@ -2519,6 +2539,10 @@ struct options {
   /// Systems. Needs a build with NVTX (LOTUS_WITH_NVTX; CMake option LOTUS_NVTX); elsewhere one
   /// message says so and tracing goes on without it.
   std::optional<bool> nvtx;
+  /// LOTUS_ITT: every span is also an ITT task (domain `lotus`) for Intel VTune, through the
+  /// collector named by INTEL_LIBITTNOTIFY64 (no vendor SDK); with none, one message says so
+  /// and tracing goes on without it.
+  std::optional<bool> itt;
 };
 
 /// Event counters of this process: recorded == written + dropped once everything is flushed.
@@ -2703,7 +2727,7 @@ class ledger_entry {
 // ---- begin lotus/detail/nvtx.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_NVTX_HPP
 #define LOTUS_AMALGAMATED_LOTUS_DETAIL_NVTX_HPP
-// lotus — NVTX ranges for lotus's spans (LOTUS_NVTX), for Nsight Systems (internal)
+// lotus — NVTX ranges and ITT tasks for lotus's spans (LOTUS_NVTX, LOTUS_ITT) (internal)
 // SPDX-License-Identifier: MIT
 
 // Compiled only with LOTUS_WITH_NVTX (defined for the whole program, with NVTX v3's header-only
@@ -2719,6 +2743,231 @@ class ledger_entry {
 #include <cstdint>  // uint64_t
 #include <cstdio>   // snprintf
 
+// ---- begin lotus/detail/itt.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_ITT_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_ITT_HPP
+// lotus — ITT tasks for lotus's spans (LOTUS_ITT), for Intel VTune (internal)
+// SPDX-License-Identifier: MIT
+
+// Through lotus's own mirror of the ITT ABI (collector_itt.hpp), no vendor SDK: the collector
+// named by INTEL_LIBITTNOTIFY64 (or one already in the process) is loaded as collector control
+// loads it, and a handshake of lotus's own fills __itt_domain_create, __itt_string_handle_create,
+// __itt_task_begin and __itt_task_end. Tasks go to the domain "lotus"; a record site's name
+// becomes a string handle once (a fixed lock-free table keyed by site; sites beyond it share the
+// handle `lotus_more_names`). Indexed sites (`BatchPreprocessed_<idx>`) are tasks named without
+// the index, so that a collector's name table stays small.
+
+#include <dlfcn.h>  // dlopen, dlsym
+
+#include <atomic>   // atomic
+#include <cstddef>  // offsetof, size_t
+#include <cstdint>  // uint64_t, uintptr_t
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+// Mirror of ittnotify's `__itt_domain`, `__itt_string_handle` and `__itt_id` (ittnotify.h).
+struct itt_domain_abi {
+  volatile int flags;  // non-zero: the collector records this domain
+  const char* nameA;
+  void* nameW;
+  int extra1;
+  void* extra2;
+  itt_domain_abi* next;
+};
+struct itt_string_handle_abi {
+  const char* strA;
+  void* strW;
+  int extra1;
+  void* extra2;
+  itt_string_handle_abi* next;
+};
+struct itt_id_abi {
+  unsigned long long d1, d2, d3;
+};
+
+#if defined(__x86_64__) && defined(__linux__)
+static_assert(sizeof(itt_domain_abi) == 48 && offsetof(itt_domain_abi, nameA) == 8 &&
+                  offsetof(itt_domain_abi, next) == 40,
+              "__itt_domain layout");
+static_assert(sizeof(itt_string_handle_abi) == 40 && offsetof(itt_string_handle_abi, next) == 32,
+              "__itt_string_handle layout");
+static_assert(sizeof(itt_id_abi) == 24, "__itt_id layout");
+#endif
+
+using itt_domain_create_fn = itt_domain_abi* (*)(const char*);
+using itt_string_handle_create_fn = itt_string_handle_abi* (*)(const char*);
+using itt_task_begin_fn = void (*)(const itt_domain_abi*, itt_id_abi, itt_id_abi,
+                                   itt_string_handle_abi*);
+using itt_task_end_fn = void (*)(const itt_domain_abi*);
+
+inline itt_domain_abi* itt_null_domain_create(const char*) noexcept { return nullptr; }
+inline itt_string_handle_abi* itt_null_string_handle_create(const char*) noexcept {
+  return nullptr;
+}
+inline void itt_null_task_begin(const itt_domain_abi*, itt_id_abi, itt_id_abi,
+                                itt_string_handle_abi*) noexcept {}
+inline void itt_null_task_end(const itt_domain_abi*) noexcept {}
+
+/// lotus's own static part for tasks: a global and a table of its own, kept for the process's
+/// life (collectors keep the pointer); the library is never dlclose'd.
+struct itt_tasks_state {
+  void* domain_create = nullptr;
+  void* string_handle_create = nullptr;
+  void* task_begin = nullptr;
+  void* task_end = nullptr;
+  const char* path = nullptr;
+  itt_domain_abi* domain = nullptr;
+  itt_string_handle_abi* more_names = nullptr;
+  itt_api_info table[5] = {};
+  itt_global global = {};
+};
+
+inline itt_tasks_state& itt_tasks() noexcept {
+  static itt_tasks_state state;
+  return state;
+}
+
+/// Whether spans begin and end ITT tasks now (set by the runtime from options::itt / LOTUS_ITT).
+inline std::atomic<bool> g_itt_on{false};
+
+/// String handles by record site: open addressing, insert-only, bounded.
+struct itt_names {
+  static constexpr std::size_t size = 4096, probes = 16;
+  std::atomic<const record_site*> site[size];
+  std::atomic<itt_string_handle_abi*> handle[size];
+};
+inline itt_names g_itt_names{};
+
+inline itt_string_handle_abi* itt_make_handle(const char* name) noexcept {
+  return collector_fn_cast<itt_string_handle_create_fn>(itt_tasks().string_handle_create)(name);
+}
+
+inline itt_string_handle_abi* itt_handle(const record_site& loc) noexcept {
+  const auto h = static_cast<std::size_t>(reinterpret_cast<std::uintptr_t>(&loc) >> 3) *
+                 std::size_t{0x9e3779b97f4a7c15ULL >> 1};
+  for (std::size_t i = 0; i < itt_names::probes; ++i) {
+    const std::size_t at = (h + i) & (itt_names::size - 1);
+    const record_site* s = g_itt_names.site[at].load(std::memory_order_acquire);
+    if (s == &loc) {
+      itt_string_handle_abi* r = g_itt_names.handle[at].load(std::memory_order_acquire);
+      // Being inserted by another thread: collectors return the same handle for the same name.
+      return r != nullptr ? r : itt_make_handle(loc.name);
+    }
+    if (s == nullptr) {
+      const record_site* expected = nullptr;
+      if (g_itt_names.site[at].compare_exchange_strong(expected, &loc, std::memory_order_acq_rel) ||
+          expected == &loc) {
+        itt_string_handle_abi* r = itt_make_handle(loc.name);
+        g_itt_names.handle[at].store(r, std::memory_order_release);
+        return r;
+      }
+    }
+  }
+  return itt_tasks().more_names;
+}
+
+inline bool itt_bound(void* fn, void* null_fn) noexcept { return fn != nullptr && fn != null_fn; }
+
+/// Loads the collector and handshakes, once per process; false (with one message) when no
+/// collector can be loaded or it binds no tasks.
+LOTUS_DETAIL_COLD inline bool itt_open_once() noexcept {
+  itt_tasks_state& s = itt_tasks();
+  s.path = env_text(itt_env_name());
+  void* lib = RTLD_DEFAULT;
+  if (s.path != nullptr) {
+    lib = dlopen(s.path, RTLD_LAZY);
+    if (lib == nullptr) {
+      const char* why = dlerror();
+      diag(topic::itt,
+           "LOTUS_ITT / options::itt: cannot load %s=%s: %s; tracing goes on without "
+           "ITT tasks",
+           itt_env_name(), s.path, why != nullptr ? why : "unknown error");
+      return false;
+    }
+  }
+  void* init = dlsym(lib, "__itt_api_init");
+  if (s.path == nullptr && init == nullptr) {
+    diag(topic::itt,
+         "LOTUS_ITT / options::itt: no ITT collector (%s is unset and none is preloaded; VTune "
+         "sets it, or point it at a collector library); tracing goes on without ITT tasks",
+         itt_env_name());
+    return false;
+  }
+  void* const null_domain = reinterpret_cast<void*>(&itt_null_domain_create);
+  void* const null_string = reinterpret_cast<void*>(&itt_null_string_handle_create);
+  void* const null_begin = reinterpret_cast<void*>(&itt_null_task_begin);
+  void* const null_end = reinterpret_cast<void*>(&itt_null_task_end);
+  if (init != nullptr) {
+    s.domain_create = null_domain;
+    s.string_handle_create = null_string;
+    s.task_begin = null_begin;
+    s.task_end = null_end;
+    s.table[0] = itt_api_info{"__itt_domain_create", &s.domain_create, null_domain, null_domain,
+                              itt_group_structure};
+    s.table[1] = itt_api_info{"__itt_string_handle_create", &s.string_handle_create, null_string,
+                              null_string, itt_group_structure};
+    s.table[2] = itt_api_info{"__itt_task_begin", &s.task_begin, null_begin, null_begin,
+                              itt_group_structure};
+    s.table[3] =
+        itt_api_info{"__itt_task_end", &s.task_end, null_end, null_end, itt_group_structure};
+    s.table[4] = itt_api_info{nullptr, nullptr, nullptr, nullptr, 0};
+    itt_handshake_global(s.global, s.table, &s.path, lib, collector_fn_cast<itt_api_init_fn>(init));
+  } else {  // version 0/1 collectors export the entry points themselves
+    s.domain_create = dlsym(lib, "__itt_domain_create");
+    s.string_handle_create = dlsym(lib, "__itt_string_handle_create");
+    s.task_begin = dlsym(lib, "__itt_task_begin");
+    s.task_end = dlsym(lib, "__itt_task_end");
+  }
+  if (!itt_bound(s.domain_create, null_domain) || !itt_bound(s.string_handle_create, null_string) ||
+      !itt_bound(s.task_begin, null_begin) || !itt_bound(s.task_end, null_end)) {
+    diag(topic::itt,
+         "LOTUS_ITT / options::itt: %s binds no ITT tasks (__itt_task_begin/__itt_task_end); "
+         "tracing goes on without ITT tasks",
+         s.path != nullptr ? s.path : "the preloaded collector");
+    return false;
+  }
+  s.domain = collector_fn_cast<itt_domain_create_fn>(s.domain_create)("lotus");
+  s.more_names = itt_make_handle("lotus_more_names");
+  if (s.domain == nullptr) {
+    diag(topic::itt,
+         "LOTUS_ITT / options::itt: the ITT collector created no domain; tracing "
+         "goes on without ITT tasks");
+    return false;
+  }
+  return true;
+}
+
+LOTUS_DETAIL_API bool itt_open() noexcept {
+  static const bool ok = itt_open_once();
+  return ok;
+}
+
+LOTUS_DETAIL_API bool itt_task_push(const record_site& loc) noexcept {
+  // Acquire: the thread that turned ITT on filled itt_tasks() (the handshake) before.
+  if (!g_itt_on.load(std::memory_order_acquire)) return false;
+  itt_tasks_state& s = itt_tasks();
+  const itt_domain_abi* d = s.domain;
+  if (d == nullptr || d->flags == 0) return false;  // the collector does not record "lotus" now
+  collector_fn_cast<itt_task_begin_fn>(s.task_begin)(d, itt_id_abi{}, itt_id_abi{},
+                                                     itt_handle(loc));
+  return true;
+}
+
+LOTUS_DETAIL_API void itt_task_pop() noexcept {
+  itt_tasks_state& s = itt_tasks();
+  collector_fn_cast<itt_task_end_fn>(s.task_end)(s.domain);
+}
+
+LOTUS_DETAIL_API bool itt_active() noexcept { return g_itt_on.load(std::memory_order_relaxed); }
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_ITT_HPP
+// ---- end lotus/detail/itt.hpp ----
 
 #ifdef LOTUS_WITH_NVTX
 #  ifndef NVTX_AS_SYSTEM_HEADER
@@ -2805,16 +3054,14 @@ inline void nvtx_attributes(nvtxEventAttributes_t& a, const record_site& loc, st
   }
 }
 
-LOTUS_DETAIL_API bool nvtx_push(const record_site& loc, std::uint64_t idx) noexcept {
-  if (!g_nvtx_on.load(std::memory_order_relaxed)) return false;
+inline void nvtx_range_push(const record_site& loc, std::uint64_t idx) noexcept {
   nvtxEventAttributes_t a;
   char buf[160];
   nvtx_attributes(a, loc, idx, buf);
   nvtxDomainRangePushEx(nvtx_domain(), &a);
-  return true;
 }
 
-LOTUS_DETAIL_API void nvtx_pop() noexcept { nvtxDomainRangePop(nvtx_domain()); }
+inline void nvtx_range_pop() noexcept { nvtxDomainRangePop(nvtx_domain()); }
 
 LOTUS_DETAIL_API void nvtx_mark(const record_site& loc, std::uint64_t idx) noexcept {
   if (!g_nvtx_on.load(std::memory_order_relaxed)) return;
@@ -2841,8 +3088,8 @@ LOTUS_DETAIL_API bool nvtx_compiled() noexcept { return true; }
 
 #else  // no NVTX in this build
 
-LOTUS_DETAIL_API bool nvtx_push(const record_site&, std::uint64_t) noexcept { return false; }
-LOTUS_DETAIL_API void nvtx_pop() noexcept {}
+inline void nvtx_range_push(const record_site&, std::uint64_t) noexcept {}
+inline void nvtx_range_pop() noexcept {}
 LOTUS_DETAIL_API void nvtx_mark(const record_site&, std::uint64_t) noexcept {}
 LOTUS_DETAIL_API std::uint64_t nvtx_start(const record_site&, std::uint64_t) noexcept { return 0; }
 LOTUS_DETAIL_API void nvtx_end(std::uint64_t) noexcept {}
@@ -2851,6 +3098,44 @@ LOTUS_DETAIL_API bool nvtx_compiled() noexcept { return false; }
 #endif
 
 LOTUS_DETAIL_API bool nvtx_active() noexcept { return g_nvtx_on.load(std::memory_order_relaxed); }
+
+/// What each open annotated span of this thread pushed (one bit per depth): an NVTX range, an
+/// ITT task, or both. Spans deeper than max_depth carry no annotation (their records are kept).
+struct annotation_stack {
+  static constexpr std::uint32_t max_depth = 256;
+  std::uint32_t depth = 0;
+  std::uint64_t nvtx[max_depth / 64] = {};
+  std::uint64_t itt[max_depth / 64] = {};
+};
+inline thread_local annotation_stack t_annotations;
+
+LOTUS_DETAIL_API bool nvtx_push(const record_site& loc, std::uint64_t idx) noexcept {
+  const bool nvtx = g_nvtx_on.load(std::memory_order_relaxed);
+  const bool itt = g_itt_on.load(std::memory_order_acquire);
+  if (!nvtx && !itt) return false;
+  annotation_stack& a = t_annotations;
+  if (a.depth >= annotation_stack::max_depth) return false;
+  const std::uint32_t d = a.depth++;
+  const std::uint64_t bit = std::uint64_t{1} << (d % 64);
+  if (nvtx) nvtx_range_push(loc, idx);
+  a.nvtx[d / 64] = nvtx ? a.nvtx[d / 64] | bit : a.nvtx[d / 64] & ~bit;
+  const bool task = itt && itt_task_push(loc);
+  a.itt[d / 64] = task ? a.itt[d / 64] | bit : a.itt[d / 64] & ~bit;
+  return true;
+}
+
+LOTUS_DETAIL_API void nvtx_pop() noexcept {
+  annotation_stack& a = t_annotations;
+  if (a.depth == 0) return;
+  const std::uint32_t d = --a.depth;
+  const std::uint64_t bit = std::uint64_t{1} << (d % 64);
+  if ((a.itt[d / 64] & bit) != 0) itt_task_pop();
+  if ((a.nvtx[d / 64] & bit) != 0) nvtx_range_pop();
+}
+
+LOTUS_DETAIL_API bool annotations_active() noexcept {
+  return g_nvtx_on.load(std::memory_order_relaxed) || g_itt_on.load(std::memory_order_relaxed);
+}
 
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
@@ -3007,6 +3292,7 @@ struct settings {
   std::uint64_t max_bytes = 0;                // 0: no limit
   std::uint64_t min_free = min_free_default;  // min_free_default: max(1 GiB, 5 %)
   bool nvtx = false;
+  bool itt = false;
 };
 
 /// A trace prefix as lotus uses it, or false (one warning) when it cannot be used: control
@@ -3065,6 +3351,7 @@ struct env_settings {
   bool has_max_bytes = false, has_min_free = false;
   std::uint64_t max_bytes = 0, min_free = 0;
   bool nvtx = false;
+  bool itt = false;
   bool enabled = true;
   std::size_t ring_capacity = 0;
   std::uint64_t flush_interval_ms = 0;
@@ -3095,6 +3382,7 @@ struct env_settings {
                                         max_bytes_fail_closed, max_bytes);
     has_min_free = env_u64("LOTUS_MIN_FREE_BYTES", 0, std::uint64_t{1} << 62, min_free);
     nvtx = env_flag("LOTUS_NVTX") > 0;
+    itt = env_flag("LOTUS_ITT") > 0;
   }
 };
 
@@ -3132,6 +3420,7 @@ LOTUS_DETAIL_COLD inline void merge_settings(const options& o, const env_setting
                : env.has_min_free ? env.min_free
                                   : min_free_default;
   s.nvtx = o.nvtx ? *o.nvtx : env.nvtx;
+  s.itt = o.itt ? *o.itt : env.itt;
 }
 
 }  // namespace detail
@@ -5006,10 +5295,12 @@ LOTUS_DETAIL_COLD inline void runtime::apply_locked(const options& o) noexcept {
          "the nvtx3 headers, CMake option LOTUS_NVTX=ON); tracing goes on without NVTX ranges");
   }
   const bool nvtx = set_.nvtx && nvtx_compiled() && on;
-  // Once NVTX was on, spans keep their out-of-line path (the _nvtx modes) so that a range pushed
-  // before NVTX is turned off is still popped.
-  nvtx_modes_ = nvtx_modes_ || nvtx;
+  const bool itt = set_.itt && on && itt_open();  // itt_open: one message when no collector
+  // Once NVTX or ITT was on, spans keep their out-of-line path (the _nvtx modes) so that a range
+  // or task pushed before it is turned off is still popped.
+  nvtx_modes_ = nvtx_modes_ || nvtx || itt;
   g_nvtx_on.store(nvtx, std::memory_order_relaxed);
+  g_itt_on.store(itt, std::memory_order_release);
   const int clock = nvtx_modes_ ? clock_mode_ + (mode_tsc_nvtx - mode_tsc) : clock_mode_;
   g_mode.store(on ? clock : mode_off, std::memory_order_release);
   if (on) writer_.start();
@@ -5712,6 +6003,8 @@ class batch_tracker {
     if (LOTUS_DETAIL_UNLIKELY(m >= detail::mode_tsc_nvtx)) {
       detail::nvtx_end(nvtx_wait_);  // a wait that never saw its batch (end of the epoch)
       nvtx_wait_ = detail::nvtx_start(detail::batch_wait_range_loc, 0);
+      if (itt_wait_) detail::itt_task_pop();
+      itt_wait_ = detail::itt_task_push(detail::batch_wait_range_loc);
     }
     wait_start_ = m >= detail::mode_tsc ? detail::now_ticks(m) : 0;
 #endif
@@ -5736,6 +6029,10 @@ class batch_tracker {
     if (LOTUS_DETAIL_UNLIKELY(nvtx_wait_ != 0)) {
       detail::nvtx_end(nvtx_wait_);
       nvtx_wait_ = 0;
+    }
+    if (LOTUS_DETAIL_UNLIKELY(itt_wait_)) {
+      detail::itt_task_pop();
+      itt_wait_ = false;
     }
     if (m >= detail::mode_tsc_nvtx && !in_order)
       detail::nvtx_mark(detail::batch_wait_marker_loc, idx);
@@ -5768,6 +6065,8 @@ class batch_tracker {
 #ifndef LOTUS_DISABLE
     detail::nvtx_end(nvtx_wait_);
     nvtx_wait_ = 0;
+    if (itt_wait_) detail::itt_task_pop();
+    itt_wait_ = false;
 #endif
   }
 
@@ -5789,6 +6088,7 @@ class batch_tracker {
   std::uint64_t wait_start_ = 0;
   std::uint64_t pending_start_ = 0, pending_end_ = 0;
   std::uint64_t nvtx_wait_ = 0;  // the open NVTX range of a wait (LOTUS_NVTX), 0: none
+  bool itt_wait_ = false;        // the open ITT task of a wait on this thread (LOTUS_ITT)
 #endif
 };
 
@@ -5886,6 +6186,10 @@ struct options {
   /// Systems. Needs a build with NVTX (LOTUS_WITH_NVTX; CMake option LOTUS_NVTX); elsewhere one
   /// message says so and tracing goes on without it.
   std::optional<bool> nvtx;
+  /// LOTUS_ITT: every span is also an ITT task (domain `lotus`) for Intel VTune, through the
+  /// collector named by INTEL_LIBITTNOTIFY64 (no vendor SDK); with none, one message says so
+  /// and tracing goes on without it.
+  std::optional<bool> itt;
 };
 
 /// Event counters of this process: recorded == written + dropped once everything is flushed.

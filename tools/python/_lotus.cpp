@@ -369,7 +369,7 @@ PyObject* py_batch(PyObject*, PyObject* const* args, Py_ssize_t n) {
 PyObject* py_nvtx_push(PyObject*, PyObject* name) {
   std::string_view sv;
   if (!name_view(name, sv, "_nvtx_push")) return nullptr;
-  if (!lotus::detail::nvtx_active()) Py_RETURN_FALSE;
+  if (!lotus::detail::annotations_active()) Py_RETURN_FALSE;
   const lotus::record_site* loc = lotus::detail::dynamic_location(sv);
   if (loc != nullptr && lotus::detail::nvtx_push(*loc, 0)) Py_RETURN_TRUE;
   Py_RETURN_FALSE;
@@ -383,8 +383,19 @@ PyObject* py_nvtx_batch_push(PyObject*, PyObject* arg) {
   Py_RETURN_FALSE;
 }
 
+/// _nvtx_on(): whether spans are annotated now (NVTX ranges or ITT tasks: _nvtx_push does both).
 PyObject* py_nvtx_on(PyObject*, PyObject*) {
+  if (lotus::detail::annotations_active()) Py_RETURN_TRUE;
+  Py_RETURN_FALSE;
+}
+
+PyObject* py_nvtx_ranges_on(PyObject*, PyObject*) {
   if (lotus::detail::nvtx_active()) Py_RETURN_TRUE;
+  Py_RETURN_FALSE;
+}
+
+PyObject* py_itt_on(PyObject*, PyObject*) {
+  if (lotus::detail::itt_active()) Py_RETURN_TRUE;
   Py_RETURN_FALSE;
 }
 
@@ -410,7 +421,9 @@ PyMethodDef module_methods[] = {
     {"_nvtx_push", py_nvtx_push, METH_O, "_nvtx_push(name): push an NVTX range when NVTX is on."},
     {"_nvtx_batch_push", py_nvtx_batch_push, METH_O,
      "_nvtx_batch_push(idx): push BatchPreprocessed_<idx> when NVTX is on."},
-    {"_nvtx_on", py_nvtx_on, METH_NOARGS, "Whether spans push NVTX ranges now."},
+    {"_nvtx_on", py_nvtx_on, METH_NOARGS, "Whether spans push NVTX ranges or ITT tasks now."},
+    {"_nvtx_ranges_on", py_nvtx_ranges_on, METH_NOARGS, "Whether spans push NVTX ranges now."},
+    {"_itt_on", py_itt_on, METH_NOARGS, "Whether spans are ITT tasks now."},
     {"_nvtx_pop", py_nvtx_pop, METH_NOARGS, "_nvtx_pop(): pop the range _nvtx_push pushed."},
     {"_nvtx_wait_start", py_nvtx_wait_start, METH_NOARGS, "NVTX range of a wait (0: off)."},
     {"_nvtx_end", py_nvtx_end, METH_O, "_nvtx_end(id): end a range of _nvtx_wait_start."},
@@ -457,9 +470,10 @@ void flush_on_sigterm() {
 void configure(std::optional<std::string> log_file, std::optional<bool> enabled,
                std::optional<std::uint64_t> ring_capacity, std::optional<std::uint64_t> flush_ms,
                std::optional<std::string> overflow, std::optional<std::string> clock,
-               std::optional<bool> nvtx) {
+               std::optional<bool> nvtx, std::optional<bool> itt) {
   lotus::options o;
   o.nvtx = nvtx;
+  o.itt = itt;
   if (log_file) {
     for (const char c : *log_file) {
       const auto u = static_cast<unsigned char>(c);
@@ -536,7 +550,7 @@ PYBIND11_MODULE(_lotus, m) {
 
   m.def("_configure", &configure, py::arg("log_file"), py::arg("enabled"), py::arg("ring_capacity"),
         py::arg("flush_interval_ms"), py::arg("overflow"), py::arg("clock"),
-        py::arg("nvtx") = py::none());
+        py::arg("nvtx") = py::none(), py::arg("itt") = py::none());
   // The runtime may wait for its writer thread (I/O): let other Python threads run meanwhile.
   m.def(
       "flush", [] { lotus::flush(); }, py::call_guard<py::gil_scoped_release>(),

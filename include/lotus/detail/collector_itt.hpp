@@ -67,6 +67,7 @@ static_assert(sizeof(itt_global) == 200, "__itt_global layout");
 enum : int {
   itt_group_legacy = 1 << 0,
   itt_group_control = 1 << 1,
+  itt_group_structure = 1 << 12,
   itt_group_all = -1,
   itt_state_init_successful = 4,
   itt_version_major = 3,
@@ -111,18 +112,11 @@ inline bool itt_pause(const char*) noexcept {
 }
 inline void itt_detach(bool) noexcept { itt_call(itt_collector().detach); }
 
-/// The static part's handshake: fill a global, lock its (recursive) mutex, call __itt_api_init.
-inline void itt_handshake(void* lib, itt_api_init_fn init) noexcept {
-  itt_collector_state& s = itt_collector();
-  void* const noop = reinterpret_cast<void*>(&itt_noop);
-  s.pause = s.resume = s.detach = noop;
-  const int group = itt_group_control | itt_group_legacy;
-  s.table[0] = itt_api_info{"__itt_pause", &s.pause, noop, noop, group};
-  s.table[1] = itt_api_info{"__itt_resume", &s.resume, noop, noop, group};
-  s.table[2] = itt_api_info{"__itt_detach", &s.detach, noop, noop, group};
-  s.table[3] = itt_api_info{nullptr, nullptr, nullptr, nullptr, 0};
-
-  itt_global& g = s.global;
+/// The static part's handshake for one global: fill it, lock its (recursive) mutex, call
+/// __itt_api_init. Each user of ITT in lotus (collector control, lotus's ITT tasks) has its own
+/// global and table, as each static part in a process has (the collector handles several).
+inline void itt_handshake_global(itt_global& g, itt_api_info* table, const char** path, void* lib,
+                                 itt_api_init_fn init) noexcept {
   const unsigned char magic[8] = {0xED, 0xAB, 0xAB, 0xEC, 0x0D, 0xEE, 0xDA, 0x30};
   std::memcpy(g.magic, magic, sizeof magic);
   g.version_major = itt_version_major;
@@ -135,8 +129,8 @@ inline void itt_handshake(void* lib, itt_api_init_fn init) noexcept {
   pthread_mutexattr_destroy(&attr);
   g.mutex_initialized = 1;
   g.lib = lib;
-  g.dll_path_ptr = &s.path;
-  g.api_list_ptr = s.table;
+  g.dll_path_ptr = path;
+  g.api_list_ptr = table;
   g.next = nullptr;
   g.state = itt_state_init_successful;
 
@@ -144,6 +138,19 @@ inline void itt_handshake(void* lib, itt_api_init_fn init) noexcept {
   init(&g, itt_group_all);
   g.api_initialized = 1;
   pthread_mutex_unlock(&g.mutex);
+}
+
+/// Collector control's handshake: binds __itt_pause, __itt_resume and __itt_detach.
+inline void itt_handshake(void* lib, itt_api_init_fn init) noexcept {
+  itt_collector_state& s = itt_collector();
+  void* const noop = reinterpret_cast<void*>(&itt_noop);
+  s.pause = s.resume = s.detach = noop;
+  const int group = itt_group_control | itt_group_legacy;
+  s.table[0] = itt_api_info{"__itt_pause", &s.pause, noop, noop, group};
+  s.table[1] = itt_api_info{"__itt_resume", &s.resume, noop, noop, group};
+  s.table[2] = itt_api_info{"__itt_detach", &s.detach, noop, noop, group};
+  s.table[3] = itt_api_info{nullptr, nullptr, nullptr, nullptr, 0};
+  itt_handshake_global(s.global, s.table, &s.path, lib, init);
 }
 
 /// INTEL_LIBITTNOTIFY64 (INTEL_LIBITTNOTIFY32 in 32-bit builds) names the collector, as for

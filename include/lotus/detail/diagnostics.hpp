@@ -35,6 +35,7 @@ enum class topic : unsigned {
   collector,       // the collector backend (perf, ITT, uProf, Callgrind) failed
   map,             // LotusMap probe control (list file)
   nvtx,            // LOTUS_NVTX asked for in a build without NVTX
+  itt,             // LOTUS_ITT asked for with no usable ITT collector
   names,           // the run-time name table is full: new names pooled
   fd_reused,       // a descriptor of lotus was closed (and maybe reused) by the host
   count_

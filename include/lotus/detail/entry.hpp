@@ -46,7 +46,8 @@ LOTUS_DETAIL_API trace_stats api_stats() noexcept;
 
 /// NVTX ranges for lotus's spans (LOTUS_NVTX; lotus/detail/nvtx.hpp). Each is a no-op, and
 /// nvtx_push/nvtx_start return false/0, while NVTX is off or not compiled in. A pushed range is
-/// popped by the same thread; a started one (id != 0) may end anywhere.
+/// popped by the same thread; a started one (id != 0) may end anywhere. nvtx_push/nvtx_pop are
+/// the annotation path of every span: they also begin and end the span's ITT task (LOTUS_ITT).
 LOTUS_DETAIL_API bool nvtx_push(const record_site& loc, std::uint64_t idx) noexcept;
 LOTUS_DETAIL_API void nvtx_pop() noexcept;
 LOTUS_DETAIL_API void nvtx_mark(const record_site& loc, std::uint64_t idx) noexcept;
@@ -55,6 +56,16 @@ LOTUS_DETAIL_API void nvtx_end(std::uint64_t id) noexcept;
 /// Whether this build has NVTX (LOTUS_WITH_NVTX) and whether ranges are pushed now.
 LOTUS_DETAIL_API bool nvtx_compiled() noexcept;
 LOTUS_DETAIL_API bool nvtx_active() noexcept;
+/// Whether nvtx_push annotates now (NVTX ranges or ITT tasks).
+LOTUS_DETAIL_API bool annotations_active() noexcept;
+
+/// ITT tasks for lotus's spans (LOTUS_ITT; lotus/detail/itt.hpp), domain "lotus". itt_open loads
+/// the collector once (false, with one message, when there is none); itt_task_push begins a
+/// task on this thread (false while ITT is off), itt_task_pop ends the thread's innermost one.
+LOTUS_DETAIL_API bool itt_open() noexcept;
+LOTUS_DETAIL_API bool itt_task_push(const record_site& loc) noexcept;
+LOTUS_DETAIL_API void itt_task_pop() noexcept;
+LOTUS_DETAIL_API bool itt_active() noexcept;
 
 /// CPU time the writer thread has spent draining, formatting and writing (bench/core).
 LOTUS_DETAIL_API std::uint64_t writer_cpu_ns() noexcept;

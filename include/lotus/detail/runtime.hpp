@@ -245,10 +245,12 @@ LOTUS_DETAIL_COLD inline void runtime::apply_locked(const options& o) noexcept {
          "the nvtx3 headers, CMake option LOTUS_NVTX=ON); tracing goes on without NVTX ranges");
   }
   const bool nvtx = set_.nvtx && nvtx_compiled() && on;
-  // Once NVTX was on, spans keep their out-of-line path (the _nvtx modes) so that a range pushed
-  // before NVTX is turned off is still popped.
-  nvtx_modes_ = nvtx_modes_ || nvtx;
+  const bool itt = set_.itt && on && itt_open();  // itt_open: one message when no collector
+  // Once NVTX or ITT was on, spans keep their out-of-line path (the _nvtx modes) so that a range
+  // or task pushed before it is turned off is still popped.
+  nvtx_modes_ = nvtx_modes_ || nvtx || itt;
   g_nvtx_on.store(nvtx, std::memory_order_relaxed);
+  g_itt_on.store(itt, std::memory_order_release);
   const int clock = nvtx_modes_ ? clock_mode_ + (mode_tsc_nvtx - mode_tsc) : clock_mode_;
   g_mode.store(on ? clock : mode_off, std::memory_order_release);
   if (on) writer_.start();

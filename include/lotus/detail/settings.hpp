@@ -55,6 +55,7 @@ struct settings {
   std::uint64_t max_bytes = 0;                // 0: no limit
   std::uint64_t min_free = min_free_default;  // min_free_default: max(1 GiB, 5 %)
   bool nvtx = false;
+  bool itt = false;
 };
 
 /// A trace prefix as lotus uses it, or false (one warning) when it cannot be used: control
@@ -113,6 +114,7 @@ struct env_settings {
   bool has_max_bytes = false, has_min_free = false;
   std::uint64_t max_bytes = 0, min_free = 0;
   bool nvtx = false;
+  bool itt = false;
   bool enabled = true;
   std::size_t ring_capacity = 0;
   std::uint64_t flush_interval_ms = 0;
@@ -143,6 +145,7 @@ struct env_settings {
                                         max_bytes_fail_closed, max_bytes);
     has_min_free = env_u64("LOTUS_MIN_FREE_BYTES", 0, std::uint64_t{1} << 62, min_free);
     nvtx = env_flag("LOTUS_NVTX") > 0;
+    itt = env_flag("LOTUS_ITT") > 0;
   }
 };
 
@@ -180,6 +183,7 @@ LOTUS_DETAIL_COLD inline void merge_settings(const options& o, const env_setting
                : env.has_min_free ? env.min_free
                                   : min_free_default;
   s.nvtx = o.nvtx ? *o.nvtx : env.nvtx;
+  s.itt = o.itt ? *o.itt : env.itt;
 }
 
 }  // namespace detail

@@ -30,6 +30,8 @@ __all__ = [
     "nvtx_injection_path",
     "nvtx_active",
     "nvtx_compiled",
+    "itt_active",
+    "itt_collector_path",
     "TraceStats",
     "collector",
     "configure",
@@ -72,8 +74,30 @@ def nvtx_injection_path():
     return None
 
 
+def itt_collector_path():
+    """Path of liblotus_itt.so, an ITT collector that records any program's ITT tasks (oneDNN,
+    PyTorch's ``torch.profiler.itt``) as Lotus records (``INTEL_LIBITTNOTIFY64=<path>
+    LOTUS_LOG_FILE=... program``): the copy built with this package (lotus/lib/), else one in a
+    CMake install's lib directory next to lotus-tool, else None."""
+    here = _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), "lib", "liblotus_itt.so")
+    if _os.path.isfile(here):
+        return here
+    tool = tool_path()
+    if tool:
+        prefix = _os.path.dirname(_os.path.dirname(_os.path.realpath(tool)))
+        for lib in ("lib", "lib64", _os.path.join("lib", "x86_64-linux-gnu")):
+            p = _os.path.join(prefix, lib, "liblotus_itt.so")
+            if _os.path.isfile(p):
+                return p
+    return None
+
+
 #: Whether spans push NVTX ranges now (``configure(nvtx=True)`` / ``LOTUS_NVTX=1``).
-nvtx_active = _lotus._nvtx_on
+nvtx_active = _lotus._nvtx_ranges_on
+
+#: Whether spans are also ITT tasks now (``configure(itt=True)`` / ``LOTUS_ITT=1`` with a
+#: collector loaded through ``INTEL_LIBITTNOTIFY64``).
+itt_active = _lotus._itt_on
 
 #: Counters of this process; ``recorded == written + dropped`` after ``flush()``.
 TraceStats = _collections.namedtuple("TraceStats", "recorded written dropped sanitized")
@@ -94,7 +118,7 @@ def _check_int(name, value, lo, hi):
 
 
 def configure(log_file=_UNSET, *, enabled=None, ring_capacity=None, flush_interval=None,
-              overflow=None, clock=None, nvtx=None):
+              overflow=None, clock=None, nvtx=None, itt=None):
     """Apply options to this process; unset options fall back to the environment, then defaults.
 
     As the C++ ``lotus::configure``, each call replaces the options of the previous one (pass
@@ -114,6 +138,8 @@ def configure(log_file=_UNSET, *, enabled=None, ring_capacity=None, flush_interv
     clock             LOTUS_CLOCK                'auto', 'tsc' or 'realtime'
     nvtx              LOTUS_NVTX                 True: spans also push NVTX ranges (Nsight
                                                  Systems; a build with NVTX, see nvtx_compiled())
+    itt               LOTUS_ITT                  True: spans are also ITT tasks (VTune; the
+                                                 collector of INTEL_LIBITTNOTIFY64)
     ================  =========================  =============================================
 
     Bad values raise TypeError or ValueError and change nothing.
@@ -157,9 +183,13 @@ def configure(log_file=_UNSET, *, enabled=None, ring_capacity=None, flush_interv
         if not isinstance(nvtx, bool):
             raise TypeError(f"lotus.configure: nvtx must be a bool, not {type(nvtx).__name__}")
         opts["nvtx"] = nvtx
+    if itt is not None:
+        if not isinstance(itt, bool):
+            raise TypeError(f"lotus.configure: itt must be a bool, not {type(itt).__name__}")
+        opts["itt"] = itt
     _lotus._configure(opts.get("log_file"), opts.get("enabled"), opts.get("ring_capacity"),
                       opts.get("flush_interval"), opts.get("overflow"), opts.get("clock"),
-                      opts.get("nvtx"))
+                      opts.get("nvtx"), opts.get("itt"))
     _last_options.clear()
     _last_options.update(opts)
 
