@@ -2276,8 +2276,8 @@ inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
 
 // Both tables are written by hand rather than with std::unordered_map: the runtime is compiled
-// into every translation unit that records, and two unordered_map instantiations alone cost a
-// quarter of a second of compile time per TU.
+// into every translation unit that records, and each instantiation adds to its compile time
+// (bench/README.md).
 
 /// The most distinct run-time names a process interns, and the most bytes of name text they may
 /// hold (each name is at most max_name_bytes): whichever is reached first, later new names are

@@ -18,19 +18,6 @@
 
 namespace lotus_test {
 
-inline std::vector<std::string> list_dir(const std::string& dir) {
-  std::vector<std::string> out;
-  if (DIR* d = ::opendir(dir.c_str())) {
-    while (dirent* e = ::readdir(d)) {
-      const std::string n = e->d_name;
-      if (n != "." && n != "..") out.push_back(n);
-    }
-    ::closedir(d);
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 struct record {
   std::string name;
   std::uint64_t start = 0;

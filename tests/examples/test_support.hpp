@@ -17,20 +17,6 @@
 
 namespace lotus_test {
 
-/// Sorted names in a directory (hidden files included, "." and ".." not); empty if missing.
-inline std::vector<std::string> list_dir(const std::string& dir) {
-  std::vector<std::string> names;
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return names;
-  while (const dirent* e = ::readdir(d)) {
-    const std::string n = e->d_name;
-    if (n != "." && n != "..") names.push_back(n);
-  }
-  ::closedir(d);
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
 struct program_result {
   int status = -1;  // exit status, or 128 + signal
   std::string out;

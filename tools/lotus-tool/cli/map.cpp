@@ -3,6 +3,7 @@
 #include "map/map.hpp"
 
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <memory>
 
 #include "cli/commands.hpp"
@@ -80,6 +81,15 @@ void add_map_command(CLI::App& app) {
   cmd->add_option("probe", opt->probe, "PROBE [ARGS] (after --)")->required();
   cmd->callback([opt, collector, kinds]() {
     opt->collector = kinds.at(*collector);
+    // The progress display: one line redrawn in place on stderr ("" clears it).
+    opt->on_progress = [](const std::string& line) {
+      if (line.empty()) {
+        std::fputs("\r\x1b[K", stderr);
+      } else {
+        std::fprintf(stderr, "\r%s\x1b[K", line.c_str());
+      }
+      std::fflush(stderr);
+    };
     run_map(*opt);
   });
 }

@@ -576,27 +576,29 @@ std::string fmt_ns(double ns) {
 // (the plan's per-op estimates, scaled by how the finished ops compared with theirs).
 class progress_bar {
  public:
-  progress_bar(bool on, double planned_s) : on_(on), planned_(planned_s) {
+  progress_bar(const std::function<void(const std::string&)>* sink, double planned_s)
+      : sink_(sink), planned_(planned_s) {
     t0_ = std::chrono::steady_clock::now();
   }
   void show(unsigned done, unsigned total, const std::string& what, double planned_done) {
-    if (!on_) return;
+    if (sink_ == nullptr) return;
     const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
     const double scale = planned_done > 0 && el > 0 ? el / planned_done : 1.0;
     const double left = std::max(0.0, (planned_ - planned_done) * scale);
     const unsigned width = 24, filled = total == 0 ? 0 : done * width / total;
-    std::fprintf(stderr, "\r[%s%s] %u/%u %-22.22s %s elapsed, ~%s left\x1b[K",
-                 std::string(filled, '#').c_str(), std::string(width - filled, ' ').c_str(), done,
-                 total, printable(what).c_str(), fmt_seconds(el).c_str(),
-                 fmt_seconds(left).c_str());
-    std::fflush(stderr);
+    char line[256];
+    std::snprintf(line, sizeof line, "[%s%s] %u/%u %-22.22s %s elapsed, ~%s left",
+                  std::string(filled, '#').c_str(), std::string(width - filled, ' ').c_str(), done,
+                  total, printable(what).c_str(), fmt_seconds(el).c_str(),
+                  fmt_seconds(left).c_str());
+    (*sink_)(line);
   }
   void clear() {
-    if (on_) std::fprintf(stderr, "\r\x1b[K");
+    if (sink_ != nullptr) (*sink_)(std::string());
   }
 
  private:
-  bool on_;
+  const std::function<void(const std::string&)>* sink_;
   double planned_;
   std::chrono::steady_clock::time_point t0_;
 };
@@ -864,7 +866,7 @@ void driver::run() {
   st.regions = discover(st.info);
   plan_all(st);
   const bool show = opt_.progress < 0 ? ::isatty(STDERR_FILENO) != 0 : opt_.progress > 0;
-  progress_bar bar(show, st.planned);
+  progress_bar bar(show && opt_.on_progress ? &opt_.on_progress : nullptr, st.planned);
   mapping_builder builder(lotus::collector::tool_name(opt_.collector), strategy_->unit());
   for (const auto& region : st.regions) {
     map_region(region, st, bar, builder);

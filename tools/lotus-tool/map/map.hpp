@@ -2,6 +2,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include <functional>
 #include <lotus/collector_kind.hpp>
 #include <string>
 #include <vector>
@@ -34,6 +35,9 @@ struct map_args {
   bool kernel = false;               ///< perf: sample kernel code too (cpu-clock, not cpu-clock:u)
   bool keep_lotus = false;           ///< keep lotus's own collector control in the map
   int progress = -1;                 ///< -1 auto (stderr is a terminal), 0 off, 1 on
+  /// Where the progress display goes (the library never prints): the line to show in place of
+  /// the previous one, or "" to clear it. The command line writes it to stderr; none: no display.
+  std::function<void(const std::string&)> on_progress;
 };
 
 /// Runs the mapping and writes the JSON. Throws tool_error: exit_usage (bad region names),

@@ -20,8 +20,10 @@
 //   previous generation's (not after its first event; else another id is taken).
 // - A record is one slice: a SLICE_BEGIN at its start and a SLICE_END at its end, exact in ns.
 //   Records of a file that do not nest (batch records of a main file) go to extra lanes. A file's
-//   records are sorted by start (a bounded insertion sort: Lotus files are in end order, nearly
-//   sorted), in RAM up to 8 MiB of records, else with the spill log's external merge.
+//   records stream through a window of 32k records sorted by start (an insertion sort: Lotus
+//   files are in end order, nearly sorted); the memory does not grow with the file. A record that
+//   starts before one already written (further out of order than the window) is written after
+//   the file's others, on extra lanes.
 // - Batch records carry flow ids (fixed64): SBatchQueued → SBatchPreprocessed → SBatchWait →
 //   SBatchConsumed of one (trace part, epoch, index), terminating at SBatchConsumed. Their names
 //   (one per index) are inline: an interned name would cost a definition each. An out-of-order
@@ -36,7 +38,8 @@
 //   track event (2 B framing + 2 B type, + 2 B name_iid on a begin): a record takes at least
 //   20 B + its two timestamp deltas, which op records reach. See bench/README.md.
 // - Speed: packets are assembled in place in a 1 MiB block written straight to the file (or
-//   zlib-compressed into one `compressed_packets` packet with --compress).
+//   zlib-compressed into one `compressed_packets` packet with --compress); no allocation per
+//   record.
 #include "viz/perfetto.hpp"
 
 #include <algorithm>
@@ -648,96 +651,140 @@ std::uint64_t write_perfetto_trace(
   counters.reserve();
   std::uint64_t records = 0;
   std::vector<std::string> local;  // the current file's names beyond k_max_interned
-  // A file's records: 8 MiB holds about 200k of them in RAM; larger files spill and are merged.
-  spill_log<item> items(std::size_t{8} << 20);
-  items.reserve();
+  // A file's records stream through a window (k_window records, 1.25 MiB): sorted by start when
+  // full, all but the last k_hold are written; the rest wait for the records after them. Lotus
+  // files are in end order, so a record comes at most a batch's records after those it encloses.
+  // A record that starts before one already written (beyond the window) is "late": late records
+  // are kept in a spill log and written after the file's others, on lanes of their own.
+  constexpr std::size_t k_window = std::size_t{1} << 15, k_hold = std::size_t{1} << 13;
+  std::vector<item> win;
+  win.reserve(k_window);
+  spill_log<item> late(std::size_t{1} << 20);
+  bool placed_any = false;
+  item last_placed{};
   std::size_t cur = SIZE_MAX;
   std::vector<lane> lanes;
+  std::size_t lane_no = 0;  // lanes of the file so far (names of the extra lanes)
   char batch_text[48];
 
-  const auto finish_file = [&](std::size_t fi) {
-    if (items.empty()) return;
-    const trace_file& f = dir.files[fi];
-    const auto where = lay.where[fi];
-    const auto th = thread.find(where);
-    const std::uint64_t thread_uuid = th != thread.end() ? th->second.first : 0;
-    const std::string& thread_name = th != thread.end() ? th->second.second : f.name;
-    lanes.clear();
-    std::uint64_t first_ts = 0;
-    bool any = false;
-    const auto new_lane = [&](std::uint64_t t0) {
-      std::uint64_t track = 0;
-      bool& used = thread_used[where];
-      if (!used && thread_uuid != 0) {
-        used = true;
-        track = thread_uuid;
-      } else {
-        track = tb.child_track(
-            thread_uuid,
-            thread_name + " \u00b7 " + f.name + " \u00b7 lane " + std::to_string(lanes.size()),
-            false);
-      }
-      lanes.push_back(tb.start(track, t0));
-    };
-    const auto close_until = [&](lane& l, std::uint64_t t) {
-      while (!l.open.empty() && l.open.back() <= t) {
-        tb.event(l, l.open.back(), k_type_end, 0, {}, 0, false);
-        l.open.pop_back();
-      }
-    };
-    const auto place = [&](const item& x) {
-      if (!any) {
-        any = true;
-        first_ts = x.start;
-      }
-      lane* chosen = nullptr;
-      for (auto& l : lanes) {
-        close_until(l, x.start);
-        if (l.open.empty() || x.end <= l.open.back()) {
-          chosen = &l;
-          break;
-        }
-      }
-      if (chosen == nullptr) {
-        new_lane(first_ts);
-        chosen = &lanes.back();
-      }
-      const auto kind = static_cast<batch_kind>(x.kind & 0xff);
-      std::string_view text;
-      std::uint32_t iid = 0;
-      if (x.name == k_batch_name) {
-        text = canonical_batch_name(batch_text, kind, x.idx);
-      } else if ((x.name & k_local_name) != 0) {
-        text = local[x.name & ~k_local_name];
-      } else {
-        iid = x.name;
-        text = names[iid];
-      }
-      tb.event(*chosen, x.start, k_type_begin, iid, text, x.flow, kind == batch_kind::consumed);
-      chosen->open.push_back(x.end);
-      if (x.kind & k_marker) {
-        tb.event(*chosen, x.start, k_type_instant, marker_name, names[marker_name], 0, false);
-      }
-    };
-    if (std::vector<item>* ram = items.in_ram()) {  // the usual file: sorted in place
-      sort_by_start(*ram);
-      for (const item& x : *ram) place(x);
+  // The current file's thread row.
+  std::pair<std::uint64_t, std::uint64_t> where{};
+  std::uint64_t thread_uuid = 0;
+  const std::string* thread_name = nullptr;
+  std::uint64_t first_ts = 0;
+  bool any = false;
+  const auto new_lane = [&](std::uint64_t t0) {
+    std::uint64_t track = 0;
+    bool& used = thread_used[where];
+    if (!used && thread_uuid != 0) {
+      used = true;
+      track = thread_uuid;
     } else {
-      sorted_scan(items, by_start, place);
+      track = tb.child_track(thread_uuid,
+                             *thread_name + " \u00b7 " + dir.files[cur].name + " \u00b7 lane " +
+                                 std::to_string(lane_no),
+                             false);
     }
+    ++lane_no;
+    lanes.push_back(tb.start(track, t0));
+  };
+  const auto close_until = [&](lane& l, std::uint64_t t) {
+    while (!l.open.empty() && l.open.back() <= t) {
+      tb.event(l, l.open.back(), k_type_end, 0, {}, 0, false);
+      l.open.pop_back();
+    }
+  };
+  // Records in start order: each on the first lane where it nests (or a new one).
+  const auto place = [&](const item& x) {
+    if (!any) {
+      any = true;
+      first_ts = x.start;
+    }
+    lane* chosen = nullptr;
+    for (auto& l : lanes) {
+      close_until(l, x.start);
+      if (l.open.empty() || x.end <= l.open.back()) {
+        chosen = &l;
+        break;
+      }
+    }
+    if (chosen == nullptr) {
+      new_lane(first_ts);
+      chosen = &lanes.back();
+    }
+    const auto kind = static_cast<batch_kind>(x.kind & 0xff);
+    std::string_view text;
+    std::uint32_t iid = 0;
+    if (x.name == k_batch_name) {
+      text = canonical_batch_name(batch_text, kind, x.idx);
+    } else if ((x.name & k_local_name) != 0) {
+      text = local[x.name & ~k_local_name];
+    } else {
+      iid = x.name;
+      text = names[iid];
+    }
+    tb.event(*chosen, x.start, k_type_begin, iid, text, x.flow, kind == batch_kind::consumed);
+    chosen->open.push_back(x.end);
+    if (x.kind & k_marker) {
+      tb.event(*chosen, x.start, k_type_instant, marker_name, names[marker_name], 0, false);
+    }
+  };
+  const auto close_lanes = [&] {
     for (auto& l : lanes) {
       close_until(l, UINT64_MAX);
       tb.done(l);
     }
-    items.clear();
+    lanes.clear();
+    any = false;
+  };
+  // Writes the first n records of the window (sorted first).
+  const auto drain = [&](std::size_t n) {
+    sort_by_start(win);
+    for (std::size_t i = 0; i < n; ++i) place(win[i]);
+    if (n != 0) {
+      placed_any = true;
+      last_placed = win[n - 1];
+    }
+    win.erase(win.begin(), win.begin() + static_cast<std::ptrdiff_t>(n));
+  };
+  const auto begin_file = [&](std::size_t fi) {
+    where = lay.where[fi];
+    const auto th = thread.find(where);
+    thread_uuid = th != thread.end() ? th->second.first : 0;
+    thread_name = th != thread.end() ? &th->second.second : &dir.files[fi].name;
+    lane_no = 0;
+    placed_any = false;
+  };
+  const auto add_item = [&](const item& x) {
+    if (placed_any && by_start(x, last_placed)) {
+      late.push(x);
+      return;
+    }
+    win.push_back(x);
+    if (win.size() == k_window) drain(k_window - k_hold);
+  };
+  const auto finish_file = [&] {
+    drain(win.size());
+    close_lanes();
+    if (!late.empty()) {
+      if (std::vector<item>* ram = late.in_ram()) {
+        std::sort(ram->begin(), ram->end(), by_start);
+        for (const item& x : *ram) place(x);
+      } else {
+        sorted_scan(late, by_start, place);
+      }
+      close_lanes();
+      late.clear();
+    }
     local.clear();
   };
 
   const std::uint64_t skip = for_each_record(
       dir, ropt, [&](std::size_t fi, const record& r, const batch_ref& bt, std::uint64_t line) {
         if (fi != cur) {
-          if (cur != SIZE_MAX) finish_file(cur);
+          if (cur != SIZE_MAX) finish_file();
           cur = fi;
+          begin_file(fi);
         }
         ++records;
         item x{};
@@ -756,7 +803,7 @@ std::uint64_t write_perfetto_trace(
           x.name = k_local_name | static_cast<std::uint32_t>(local.size());
           local.emplace_back(r.name);
         }
-        items.push(x);
+        add_item(x);
         // Counter changes of this record's trace part.
         switch (bt.kind) {
           case batch_kind::queued:
@@ -773,7 +820,7 @@ std::uint64_t write_perfetto_trace(
             break;
         }
       });
-  if (cur != SIZE_MAX) finish_file(cur);
+  if (cur != SIZE_MAX) finish_file();
   if (skipped != nullptr) *skipped = skip;
 
   // Counter tracks: per trace part, one sequence on its "in flight" track that carries the two
