@@ -189,7 +189,7 @@ TEST_CASE("diff: an op from 0 ms to 50 ms is slower, not '+0.0 % same'", "[tool]
   ::mkdir(base.c_str(), 0755);
   ::mkdir(next.c_str(), 0755);
   std::string a, b, c;
-  for (int i = 0; i < 20; ++i) {
+  for (unsigned long long i = 0; i < 20; ++i) {
     const std::string t = std::to_string(1722800000000000000ULL + 100000000ULL * i);
     a += "SOp," + t + ",0\nSSame," + t + ",0\n";
     b += "SOp," + t + ",50000000\nSSame," + t + ",0\n";
@@ -346,7 +346,7 @@ TEST_CASE("distinct op names beyond the cap are pooled and counted", "[tool][bou
   const std::string dir = tmp / "names";
   ::mkdir(dir.c_str(), 0755);
   std::string w;
-  for (int i = 0; i < 1000; ++i) {
+  for (unsigned long long i = 0; i < 1000; ++i) {
     w += "SOp" + std::to_string(i) + "," + std::to_string(1722800000000000000ULL + 1000ULL * i) +
          ",500\n";
   }
