@@ -46,7 +46,7 @@ def clean_env(**extra):
     return env
 
 
-def run(args, cwd, env=None, timeout=900):
+def run(args, cwd, env=None, timeout=1500):
     r = subprocess.run([str(a) for a in args], cwd=cwd, env=env or clean_env(),
                        capture_output=True, text=True, timeout=timeout)
     assert r.returncode == 0, f"{args}: exit {r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
