@@ -138,7 +138,7 @@ TEST_CASE("names with ',' and newlines are sanitized and counted", "[core][names
   CHECK(lotus::stats().sanitized - before.sanitized == 2);
 }
 
-TEST_CASE("NUL and control bytes in run-time names are sanitized; long names are cut",
+TEST_CASE("NUL and control bytes in run-time names are sanitized, long names are cut",
           "[core][names]") {
   lotus_test::temp_dir dir;
   lotus::configure(trace_to(dir.path + "/log"));

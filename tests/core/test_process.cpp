@@ -123,7 +123,7 @@ TEST_CASE("fork: parent and 4 children each write their own records exactly once
   CHECK(sidecars == 5);
 }
 
-TEST_CASE("fork: 64 forks during busy writer cycles; no child deadlocks, nothing lost",
+TEST_CASE("fork: 64 forks during busy writer cycles, no child deadlocks, nothing lost",
           "[process][fork]") {
   if (under_tsan) {
     WARN("fork test skipped under ThreadSanitizer");

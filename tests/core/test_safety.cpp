@@ -358,7 +358,7 @@ void check_sidecar(const shared_dir& s, const victim_run& v, const std::string& 
 
 }  // namespace
 
-TEST_CASE("a shared sticky directory: planted names are never opened; events go to a fresh name",
+TEST_CASE("a shared sticky directory: planted names are never opened, events go to a fresh name",
           "[safety][attack]") {
   if (::geteuid() != 0) {
     WARN("needs root (setresuid to two unprivileged uids); skipped");

@@ -223,7 +223,7 @@ void add_sidecar(trace_dir& d, const std::string& label, const std::string& text
 }
 }  // namespace
 
-TEST_CASE("files are attributed to processes by host; reused ids are kept apart", "[tool][dir]") {
+TEST_CASE("files are attributed to processes by host, reused ids are kept apart", "[tool][dir]") {
   SECTION("one host, a reused directory: the r1 file merges with the plain one") {
     trace_dir d;
     d.files = {file_of(file_kind::worker, 7), file_of(file_kind::worker, 7, 1),

@@ -316,7 +316,7 @@ TEST_CASE("timeline: with many rows the buckets widen, coverage kept", "[tool][r
   }
 }
 
-TEST_CASE("timeline: no spans gives no buckets; zero-length spans count but cover nothing",
+TEST_CASE("timeline: no spans gives no buckets, zero-length spans count but cover nothing",
           "[tool][report][timeline]") {
   timeline_builder b;
   b.open_thread(b.add_row("worker 1", file_kind::worker, 1, ""), 1, "");

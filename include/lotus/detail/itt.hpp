@@ -11,6 +11,7 @@
 // the index, so that a collector's name table stays small.
 
 #include <dlfcn.h>  // dlopen, dlsym
+#include <sched.h>  // sched_yield
 
 #include <atomic>   // atomic
 #include <cstddef>  // offsetof, size_t
@@ -110,19 +111,23 @@ inline itt_string_handle_abi* itt_handle(const record_site& loc) noexcept {
   for (std::size_t i = 0; i < itt_names::probes; ++i) {
     const std::size_t at = (h + i) & (itt_names::size - 1);
     const record_site* s = g_itt_names.site[at].load(std::memory_order_acquire);
-    if (s == &loc) {
-      itt_string_handle_abi* r = g_itt_names.handle[at].load(std::memory_order_acquire);
-      // Being inserted by another thread: collectors return the same handle for the same name.
-      return r != nullptr ? r : itt_make_handle(loc.name);
-    }
     if (s == nullptr) {
       const record_site* expected = nullptr;
-      if (g_itt_names.site[at].compare_exchange_strong(expected, &loc, std::memory_order_acq_rel) ||
-          expected == &loc) {
-        itt_string_handle_abi* r = itt_make_handle(loc.name);
+      if (g_itt_names.site[at].compare_exchange_strong(expected, &loc, std::memory_order_acq_rel)) {
+        itt_string_handle_abi* r = itt_make_handle(loc.name);  // once per site, by the winner
         g_itt_names.handle[at].store(r, std::memory_order_release);
         return r;
       }
+      s = expected;
+    }
+    if (s == &loc) {
+      // Another thread won the slot and is creating the handle: wait for it (once per site and
+      // thread at most), so that every site's handle is created exactly once.
+      itt_string_handle_abi* r;
+      while ((r = g_itt_names.handle[at].load(std::memory_order_acquire)) == nullptr) {
+        ::sched_yield();
+      }
+      return r;
     }
   }
   return itt_tasks().more_names;
