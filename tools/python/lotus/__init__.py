@@ -56,22 +56,28 @@ def tool_path():
 
     return _tool.bundled() or _shutil.which("lotus-tool")
 
-def nvtx_injection_path():
-    """Path of liblotus_nvtx.so, NVTX's injection library that records any program's NVTX ranges
-    as Lotus records (``NVTX_INJECTION64_PATH=<path> LOTUS_LOG_FILE=... program``): the copy
-    built with this package (lotus/lib/), else one in a CMake install's lib directory next to
-    lotus-tool, else None."""
-    here = _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), "lib", "liblotus_nvtx.so")
+def _shipped_library(name):
+    """The library `name` built with this package (lotus/lib/), else one in a CMake install's lib
+    directory next to lotus-tool, else None."""
+    here = _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), "lib", name)
     if _os.path.isfile(here):
         return here
     tool = tool_path()
     if tool:
         prefix = _os.path.dirname(_os.path.dirname(_os.path.realpath(tool)))
         for lib in ("lib", "lib64", _os.path.join("lib", "x86_64-linux-gnu")):
-            p = _os.path.join(prefix, lib, "liblotus_nvtx.so")
+            p = _os.path.join(prefix, lib, name)
             if _os.path.isfile(p):
                 return p
     return None
+
+
+def nvtx_injection_path():
+    """Path of liblotus_nvtx.so, NVTX's injection library that records any program's NVTX ranges
+    as Lotus records (``NVTX_INJECTION64_PATH=<path> LOTUS_LOG_FILE=... program``): the copy
+    built with this package (lotus/lib/), else one in a CMake install's lib directory next to
+    lotus-tool, else None."""
+    return _shipped_library("liblotus_nvtx.so")
 
 
 def itt_collector_path():
@@ -79,17 +85,7 @@ def itt_collector_path():
     PyTorch's ``torch.profiler.itt``) as Lotus records (``INTEL_LIBITTNOTIFY64=<path>
     LOTUS_LOG_FILE=... program``): the copy built with this package (lotus/lib/), else one in a
     CMake install's lib directory next to lotus-tool, else None."""
-    here = _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), "lib", "liblotus_itt.so")
-    if _os.path.isfile(here):
-        return here
-    tool = tool_path()
-    if tool:
-        prefix = _os.path.dirname(_os.path.dirname(_os.path.realpath(tool)))
-        for lib in ("lib", "lib64", _os.path.join("lib", "x86_64-linux-gnu")):
-            p = _os.path.join(prefix, lib, "liblotus_itt.so")
-            if _os.path.isfile(p):
-                return p
-    return None
+    return _shipped_library("liblotus_itt.so")
 
 
 #: Whether spans push NVTX ranges now (``configure(nvtx=True)`` / ``LOTUS_NVTX=1``).
