@@ -1,7 +1,7 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 # lotus — instructions per LOTUS_SCOPE under Callgrind (deterministic: no timing noise), for the
-# NVTX path (tools/NVTX.md): built without NVTX, with NVTX compiled in but off, and with
+# NVTX path (tools/docs/NVTX.md): built without NVTX, with NVTX compiled in but off, and with
 # LOTUS_NVTX=1 and no NVTX tool attached. 100000 scopes in one function, counted with
 # --toggle-collect; the thread's ring growth and writer hand-offs (push_slow) are subtracted.
 #   sh bench/core/nvtx_instructions.sh [NVTX_INCLUDE_DIR] [OTHER_LOTUS_INCLUDE_DIR]

@@ -160,7 +160,7 @@ auto load_transform(Load&& load, Transform&& transform) {
 }
 
 /// Consumer side of a data loader, by the Lotus rules: `SBatchQueued`, `SBatchWait`,
-/// `SBatchConsumed`. One tracker per consuming thread; see tools/FORMAT.md §4 for the order.
+/// `SBatchConsumed`. One tracker per consuming thread; see tools/docs/FORMAT.md §4 for the order.
 class batch_tracker {
  public:
   /// An index was handed to a worker: `SBatchQueued_<idx>,<now>,1000`.

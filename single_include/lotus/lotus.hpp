@@ -1,6 +1,6 @@
 // lotus — single-header build of the lotus library
 // SPDX-License-Identifier: MIT
-// lotus 0.1.0: generated from include/lotus by tools/amalgamate — do not edit
+// lotus 0.1.0: generated from include/lotus by tools/scripts/amalgamate.py — do not edit
 #pragma once
 // ---- begin lotus/lotus.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_LOTUS_HPP
@@ -2281,7 +2281,7 @@ namespace detail {
 
 /// The most distinct run-time names a process interns, and the most bytes of name text they may
 /// hold (each name is at most max_name_bytes): whichever is reached first, later new names are
-/// pooled into one record name, `lotus_more_names`, counted as sanitized (tools/RUNTIME.md).
+/// pooled into one record name, `lotus_more_names`, counted as sanitized (tools/docs/RUNTIME.md).
 constexpr std::size_t max_interned_names = 65536;
 constexpr std::size_t max_interned_bytes = std::size_t{64} << 20;
 /// The name of the pooled record site (one per flags combination).
@@ -2485,7 +2485,7 @@ class label_table {
 //   gets a copy, sees another pid in it and makes its own.
 // - No environment variable is written (setenv races with other threads' getenv) and no symbol
 //   needs exporting. Where /proc or memfd_create is missing, each runtime keeps its own counts,
-//   as before (documented in tools/RUNTIME.md).
+//   as before (documented in tools/docs/RUNTIME.md).
 
 #include <errno.h>     // errno
 #include <fcntl.h>     // open
@@ -3811,7 +3811,7 @@ LOTUS_DETAIL_COLD inline std::uint64_t process_start() noexcept {
 
 /// Every trace file and sidecar of one process, written by the writer thread only.
 ///
-/// Rules (tools/RUNTIME.md, "File creation"): a file is only ever *created*, with
+/// Rules (tools/docs/RUNTIME.md, "File creation"): a file is only ever *created*, with
 /// O_CREAT|O_EXCL|O_NOFOLLOW|O_NONBLOCK, so lotus never follows a symlink, never opens a FIFO or
 /// device, and never appends to a file it did not create in this run. A taken name gets the next
 /// fresh name, with `r<k>_` before the id so Lotus's scripts and lotus-tool still group it with its
@@ -4104,7 +4104,7 @@ class trace_files {
   /// any descriptor (daemonizing code, close_range(3, ~0U)) and open its own file, which then
   /// gets the same number: lotus must never write into it, nor close it. One fstat() per write
   /// of a buffer (a few hundred kilobytes at most), on the writer thread only; the window between
-  /// this check and the write(2) is the only one left (tools/RUNTIME.md).
+  /// this check and the write(2) is the only one left (tools/docs/RUNTIME.md).
   bool still_ours(const file_slot& s) const noexcept {
     struct stat st {};
     return ::fstat(s.fd, &st) == 0 && static_cast<std::uint64_t>(st.st_dev) == s.dev &&
@@ -4527,7 +4527,7 @@ namespace detail {
 /// A sidecar `clocksync <when>` line: a CLOCK_REALTIME and CLOCK_MONOTONIC pair read back to
 /// back, then the kernel's NTP state from a read-only adjtimex (its return value, `status` bits,
 /// `maxerror` and `esterror` in microseconds; -1 and zeros when the call fails). The tool turns
-/// these into the clock error bound it can vouch for per host (see tools/FORMAT.md).
+/// these into the clock error bound it can vouch for per host (see tools/docs/FORMAT.md).
 LOTUS_DETAIL_COLD inline text clocksync_line(const char* when) noexcept {
   const std::uint64_t rt = clock_ns(CLOCK_REALTIME);
   const std::uint64_t mono = clock_ns(CLOCK_MONOTONIC);
@@ -5987,7 +5987,7 @@ auto load_transform(Load&& load, Transform&& transform) {
 }
 
 /// Consumer side of a data loader, by the Lotus rules: `SBatchQueued`, `SBatchWait`,
-/// `SBatchConsumed`. One tracker per consuming thread; see tools/FORMAT.md §4 for the order.
+/// `SBatchConsumed`. One tracker per consuming thread; see tools/docs/FORMAT.md §4 for the order.
 class batch_tracker {
  public:
   /// An index was handed to a worker: `SBatchQueued_<idx>,<now>,1000`.

@@ -357,7 +357,7 @@ TEST_CASE("a malformed LOTUS_MAX_BYTES fails closed: the documented limit, not n
     INFO("LOTUS_MAX_BYTES=" << bad);
     const auto env = parsed(bad);
     CHECK(env.has_max_bytes);
-    CHECK(env.max_bytes == (std::uint64_t{1} << 30));  // 1 GiB, as tools/RUNTIME.md says
+    CHECK(env.max_bytes == (std::uint64_t{1} << 30));  // 1 GiB, as tools/docs/RUNTIME.md says
     CHECK_FALSE(env.has_min_free);                     // the default disk reserve stays on
   }
   CHECK(parsed("20000").max_bytes == 20000);

@@ -1,6 +1,6 @@
 // lotus — byte-exact reproduction of the worker and main files of one Lotus batch
 // SPDX-License-Identifier: MIT
-// The reference example of the trace format (tools/FORMAT.md).
+// The reference example of the trace format (tools/docs/FORMAT.md).
 #include <atomic>
 #include <cstdint>
 #include <string>

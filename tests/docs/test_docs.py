@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-# lotus — tests of tools/readme_commands.py on tests/docs/fixture.md (extraction, running, failures),
-# and of tools/FORMAT.md's worked example against tests/core/test_format.cpp and the golden trace.
+# lotus — tests of tools/scripts/readme_commands.py on tests/docs/fixture.md (extraction, running, failures),
+# and of tools/docs/FORMAT.md's worked example against tests/core/test_format.cpp and the golden trace.
 import os
 import re
 import stat
@@ -12,8 +12,8 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-SCRIPT = os.path.join(ROOT, "tools", "readme_commands.py")
-sys.path.insert(0, os.path.join(ROOT, "tools"))
+SCRIPT = os.path.join(ROOT, "tools", "scripts", "readme_commands.py")
+sys.path.insert(0, os.path.join(ROOT, "tools", "scripts"))
 import readme_commands  # noqa: E402
 
 
@@ -147,7 +147,7 @@ def cpp_string(source, variable):
 
 class FormatExample(unittest.TestCase):
     def test_format_doc_example_equals_test_and_golden(self):
-        with open(os.path.join(ROOT, "tools", "FORMAT.md"), encoding="utf-8") as f:
+        with open(os.path.join(ROOT, "tools", "docs", "FORMAT.md"), encoding="utf-8") as f:
             doc = f.read()
         examples = dict(re.findall(r"<!-- format-example: (\S+) -->\n```\n(.*?)```\n", doc, re.S))
         self.assertEqual(sorted(examples), ["lotustrace_log_main_pid_48190",
@@ -268,6 +268,38 @@ class Links(unittest.TestCase):
         with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
             lines = f.read().count("\n")
         self.assertLessEqual(lines, int(os.environ.get("LOTUS_README_MAX_LINES", "300")))
+
+
+class Layout(unittest.TestCase):
+    """tools/docs/architecture.md's room table is the tree: every room it names exists with a
+    README, every folder of tools/ is a room it names, and nothing but README.md and deps.txt lies
+    loose beside the rooms. The top level holds only what the project's design fixes."""
+
+    def rooms(self):
+        with open(os.path.join(ROOT, "tools", "docs", "architecture.md"), encoding="utf-8") as f:
+            text = f.read()
+        table = text.split("<!-- rooms:", 1)[1].split("\n\n", 1)[0]
+        return re.findall(r"^\| `tools/([^`/]+)/` \|", table, re.M)
+
+    def test_rooms_match_the_tree(self):
+        rooms = self.rooms()
+        self.assertGreaterEqual(len(rooms), 6, rooms)
+        tools = os.path.join(ROOT, "tools")
+        tracked_tools = {os.path.relpath(f, tools).split(os.sep)[0]: f
+                         for f in tracked("tools/*")}
+        dirs = sorted(n for n in tracked_tools if os.path.isdir(os.path.join(tools, n)))
+        self.assertEqual(sorted(rooms), dirs)
+        loose = sorted(n for n in tracked_tools if not os.path.isdir(os.path.join(tools, n)))
+        self.assertEqual(loose, ["README.md", "deps.txt"])
+        for room in rooms:
+            self.assertTrue(os.path.isfile(os.path.join(tools, room, "README.md")), room)
+
+    def test_top_level_is_fixed(self):
+        allowed = {"include", "single_include", "examples", "tests", "bench", "tools",
+                   "CMakeLists.txt", "README.md", "LICENSE", "CHANGELOG.md", "setup.py",
+                   "pyproject.toml", ".gitignore", ".ci", ".clang-format", ".gitattributes"}
+        top = {os.path.relpath(f, ROOT).split(os.sep)[0] for f in tracked("*")}
+        self.assertEqual(sorted(top - allowed), [])
 
 
 if __name__ == "__main__":

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# tools/check-tracked.sh passes on a clean repository and fails, naming the file, once a build or
+# tools/scripts/check-tracked.sh passes on a clean repository and fails, naming the file, once a build or
 # test output is tracked.   tracked_outputs.sh <source dir>
 set -euo pipefail
-check="$1/tools/check-tracked.sh"
+check="$1/tools/scripts/check-tracked.sh"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 git -C "$tmp" init -q

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""NVTX both ways, checked without a GPU through NVTX's injection interface (tools/NVTX.md).
+"""NVTX both ways, checked without a GPU through NVTX's injection interface (tools/docs/NVTX.md).
 
 Direction 1 (lotus -> NVTX): lotus_ops runs with NVTX_INJECTION64_PATH=libcapture_nvtx.so, which
 writes down every NVTX call; the pushes, pops, marks and start/end ranges of each thread must be

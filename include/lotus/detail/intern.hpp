@@ -22,7 +22,7 @@ namespace detail {
 
 /// The most distinct run-time names a process interns, and the most bytes of name text they may
 /// hold (each name is at most max_name_bytes): whichever is reached first, later new names are
-/// pooled into one record name, `lotus_more_names`, counted as sanitized (tools/RUNTIME.md).
+/// pooled into one record name, `lotus_more_names`, counted as sanitized (tools/docs/RUNTIME.md).
 constexpr std::size_t max_interned_names = 65536;
 constexpr std::size_t max_interned_bytes = std::size_t{64} << 20;
 /// The name of the pooled record site (one per flags combination).

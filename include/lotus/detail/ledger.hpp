@@ -12,7 +12,7 @@
 //   gets a copy, sees another pid in it and makes its own.
 // - No environment variable is written (setenv races with other threads' getenv) and no symbol
 //   needs exporting. Where /proc or memfd_create is missing, each runtime keeps its own counts,
-//   as before (documented in tools/RUNTIME.md).
+//   as before (documented in tools/docs/RUNTIME.md).
 #pragma once
 
 #include <errno.h>     // errno

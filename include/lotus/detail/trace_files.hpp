@@ -59,7 +59,7 @@ LOTUS_DETAIL_COLD inline std::uint64_t process_start() noexcept {
 
 /// Every trace file and sidecar of one process, written by the writer thread only.
 ///
-/// Rules (tools/RUNTIME.md, "File creation"): a file is only ever *created*, with
+/// Rules (tools/docs/RUNTIME.md, "File creation"): a file is only ever *created*, with
 /// O_CREAT|O_EXCL|O_NOFOLLOW|O_NONBLOCK, so lotus never follows a symlink, never opens a FIFO or
 /// device, and never appends to a file it did not create in this run. A taken name gets the next
 /// fresh name, with `r<k>_` before the id so Lotus's scripts and lotus-tool still group it with its
@@ -352,7 +352,7 @@ class trace_files {
   /// any descriptor (daemonizing code, close_range(3, ~0U)) and open its own file, which then
   /// gets the same number: lotus must never write into it, nor close it. One fstat() per write
   /// of a buffer (a few hundred kilobytes at most), on the writer thread only; the window between
-  /// this check and the write(2) is the only one left (tools/RUNTIME.md).
+  /// this check and the write(2) is the only one left (tools/docs/RUNTIME.md).
   bool still_ours(const file_slot& s) const noexcept {
     struct stat st {};
     return ::fstat(s.fd, &st) == 0 && static_cast<std::uint64_t>(st.st_dev) == s.dev &&

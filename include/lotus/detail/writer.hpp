@@ -37,7 +37,7 @@ namespace detail {
 /// A sidecar `clocksync <when>` line: a CLOCK_REALTIME and CLOCK_MONOTONIC pair read back to
 /// back, then the kernel's NTP state from a read-only adjtimex (its return value, `status` bits,
 /// `maxerror` and `esterror` in microseconds; -1 and zeros when the call fails). The tool turns
-/// these into the clock error bound it can vouch for per host (see tools/FORMAT.md).
+/// these into the clock error bound it can vouch for per host (see tools/docs/FORMAT.md).
 LOTUS_DETAIL_COLD inline text clocksync_line(const char* when) noexcept {
   const std::uint64_t rt = clock_ns(CLOCK_REALTIME);
   const std::uint64_t mono = clock_ns(CLOCK_MONOTONIC);

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # The main demo: build, run the traced image pipeline, then turn its trace into a timeline,
-# statistics and an HTML report.   Usage: bash tools/demo.sh [OUT_DIR]
+# statistics and an HTML report.   Usage: bash tools/scripts/demo.sh [OUT_DIR]
 set -euo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 out="$(mkdir -p "${1:-$root/demo_out}" && cd "${1:-$root/demo_out}" && pwd)"
 build="${LOTUS_DEMO_BUILD:-$root/build-demo}"
 
 # Only what the demo needs: the `demo` group of tools/deps.txt.
-bash "$root/tools/install-deps.sh" demo
+bash "$root/tools/scripts/install-deps.sh" demo
 
 echo "demo: building image_pipeline and lotus-tool in $build"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOTUS_BUILD_TESTS=OFF \

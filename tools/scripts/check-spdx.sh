@@ -5,10 +5,10 @@
 #     (`/* SPDX-License-Identifier: MIT */` in C and CSS files);
 #   CMakeLists.txt, *.cmake, *.cmake.in, *.sh, *.py and scripts with a `#!` line: one of the first
 #     5 lines is `# SPDX-License-Identifier: MIT`.
-# Usage: tools/check-spdx.sh [FILE...]   (default: every file git tracks outside dot-directories)
+# Usage: tools/scripts/check-spdx.sh [FILE...]   (default: every file git tracks outside dot-directories)
 # Prints one "file: reason" line per offender and exits 1 if there is any.
 set -euo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
 tag='SPDX-License-Identifier: MIT'
 bad=0

@@ -72,7 +72,7 @@ def generate():
         "// lotus — single-header build of the lotus library\n",
         "// SPDX-License-Identifier: MIT\n",
         f"// lotus {version.group(1) if version else '?'}: generated from include/lotus by "
-        "tools/amalgamate — do not edit\n",
+        "tools/scripts/amalgamate.py — do not edit\n",
         "#pragma once\n",
     ]
     expand("lotus/lotus.hpp", {}, out)
@@ -93,7 +93,7 @@ def main():
                 if i > 40:
                     break
                 print(line, file=sys.stderr)
-            print("single_include/lotus/lotus.hpp is stale: run tools/amalgamate/amalgamate.py",
+            print("single_include/lotus/lotus.hpp is stale: run tools/scripts/amalgamate.py",
                   file=sys.stderr)
             return 1
         return 0

@@ -2,11 +2,11 @@
 # SPDX-License-Identifier: MIT
 # Lists the Debian packages of groups of tools/deps.txt, one per line, without repeats, by the names
 # of the running Debian release (tools/deps.txt: `PACKAGE RELEASE=NAME`).
-#   bash tools/deps.sh demo          the demo's packages (and those of the groups it includes)
-#   bash tools/deps.sh all           every group
+#   bash tools/scripts/deps.sh demo          the demo's packages (and those of the groups it includes)
+#   bash tools/scripts/deps.sh all           every group
 # Exit 2 for an unknown group.
 set -euo pipefail
-file="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/deps.txt"
+file="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/deps.txt"
 [ $# -gt 0 ] || { echo "usage: deps.sh GROUP... (groups: $(grep -o '^\[[a-z0-9_-]*\]' "$file" | tr -d '[]' | tr '\n' ' ')all)" >&2; exit 2; }
 codename="${LOTUS_DEBIAN_CODENAME:-}"
 if [ -z "$codename" ] && [ -r /etc/os-release ]; then

@@ -2,21 +2,21 @@
 # SPDX-License-Identifier: MIT
 # The README's commands on a truly fresh Debian: builds a minimal root with `debootstrap
 # --variant=minbase` (plus git), clones a commit of this repository into it, runs `bash
-# tools/demo.sh` there as root, and checks what it wrote (lotus-tool check on the trace, the
+# tools/scripts/demo.sh` there as root, and checks what it wrote (lotus-tool check on the trace, the
 # timeline parses as JSON, the report exists). With --tests it then runs the `stack` variant of
-# tools/test-all.sh there (the tool, Python and docs tests on that release's GCC, CLI11 and torch).
+# tools/scripts/test-all.sh there (the tool, Python and docs tests on that release's GCC, CLI11 and torch).
 # Mounts and the root are removed on every path.
-#   bash tools/fresh-demo.sh [--suite bookworm|trixie] [--tests] [REPO [COMMIT]]
+#   bash tools/scripts/fresh-demo.sh [--suite bookworm|trixie] [--tests] [REPO [COMMIT]]
 #        (default: bookworm, this checkout, HEAD)
-#   bash tools/fresh-demo.sh [--suite S] [--tests] --prepare DIR   only debootstrap into DIR and
+#   bash tools/scripts/fresh-demo.sh [--suite S] [--tests] --prepare DIR   only debootstrap into DIR and
 #        download (not install) the packages the run will install, then leave DIR for:
-#   bash tools/fresh-demo.sh [--suite S] [--tests] --root DIR [REPO [COMMIT]]   run in that root
+#   bash tools/scripts/fresh-demo.sh [--suite S] [--tests] --root DIR [REPO [COMMIT]]   run in that root
 #        (removed afterwards). test-all.sh prepares while other variants build.
 # Needs root and debootstrap (tools/deps.txt group `fresh`); downloads from the Debian archive this
 # machine's apt sources name (LOTUS_FRESH_MIRROR overrides). LOTUS_FRESH_CTEST_LOG=FILE: where to
 # copy the root's ctest log (--tests). Exit 0 when the demo (and the tests) pass there.
 set -euo pipefail
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 suite=bookworm
 tests=0
 prepare=""
@@ -35,7 +35,7 @@ case "$suite" in bookworm|trixie) ;; *) echo "fresh-demo: --suite bookworm or tr
 repo="${1:-$here}"
 commit="$(git -C "$repo" rev-parse "${2:-HEAD}")"
 [ "$(id -u)" = 0 ] || { echo "fresh-demo: needs root (debootstrap, chroot, mount)" >&2; exit 2; }
-command -v debootstrap >/dev/null || { echo "fresh-demo: debootstrap missing (bash tools/install-deps.sh fresh)" >&2; exit 2; }
+command -v debootstrap >/dev/null || { echo "fresh-demo: debootstrap missing (bash tools/scripts/install-deps.sh fresh)" >&2; exit 2; }
 mirror="${LOTUS_FRESH_MIRROR:-}"
 if [ -z "$mirror" ]; then
   # The archive this machine installs from: deb822 sources first, then the one-line format.
@@ -96,7 +96,7 @@ if [ -n "$prepare" ]; then
   groups="demo"
   [ "$tests" = 1 ] && groups="demo stack"
   # shellcheck disable=SC2086
-  pkgs="$(LOTUS_DEBIAN_CODENAME="$suite" bash "$here/tools/deps.sh" $groups | tr '\n' ' ')"
+  pkgs="$(LOTUS_DEBIAN_CODENAME="$suite" bash "$here/tools/scripts/deps.sh" $groups | tr '\n' ' ')"
   # shellcheck disable=SC2086
   chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive \
     bash -c "apt-get update -qq && apt-get install -y -qq --download-only --no-install-recommends $pkgs" \
@@ -108,9 +108,9 @@ fi
 # The commit, cloned as a user would (no hard links into this repository).
 git clone -q --no-hardlinks "$repo" "$root/root/lotus"
 git -C "$root/root/lotus" checkout -q "$commit"
-echo "fresh-demo: running 'bash tools/demo.sh' at ${commit:0:12} as root in the fresh root"
+echo "fresh-demo: running 'bash tools/scripts/demo.sh' at ${commit:0:12} as root in the fresh root"
 chroot "$root" /usr/bin/env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-  LANG=C.UTF-8 bash -c 'cd /root/lotus && bash tools/demo.sh /root/out'
+  LANG=C.UTF-8 bash -c 'cd /root/lotus && bash tools/scripts/demo.sh /root/out'
 
 out="$root/root/out"
 trace="$out/trace"
@@ -128,10 +128,10 @@ ls "$trace" | grep -q "_worker_pid_" || { echo "fresh-demo: no worker trace file
 echo "fresh-demo: demo passed on $suite in $((SECONDS - t0)) s"
 if [ "$tests" = 1 ]; then
   t1=$SECONDS
-  echo "fresh-demo: running 'LOTUS_VARIANTS=stack bash tools/test-all.sh' in the $suite root"
+  echo "fresh-demo: running 'LOTUS_VARIANTS=stack bash tools/scripts/test-all.sh' in the $suite root"
   rc=0
   chroot "$root" /usr/bin/env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-    LANG=C.UTF-8 LOTUS_VARIANTS=stack bash -c 'cd /root/lotus && bash tools/test-all.sh' || rc=$?
+    LANG=C.UTF-8 LOTUS_VARIANTS=stack bash -c 'cd /root/lotus && bash tools/scripts/test-all.sh' || rc=$?
   [ -z "${LOTUS_FRESH_CTEST_LOG:-}" ] || cp "$root/root/lotus/build-ci/stack.ctest.log" "$LOTUS_FRESH_CTEST_LOG" 2>/dev/null || true
   echo "fresh-demo: stack tests on $suite: exit $rc in $((SECONDS - t1)) s"
   [ "$rc" = 0 ] || exit 1

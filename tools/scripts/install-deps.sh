@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # Installs the Debian packages of groups of tools/deps.txt (default: all of them); skips apt when
-# every one is present.   bash tools/install-deps.sh [GROUP...]   (groups: see tools/deps.txt)
+# every one is present.   bash tools/scripts/install-deps.sh [GROUP...]   (groups: see tools/deps.txt)
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 list="$(bash "$here/deps.sh" "${@:-all}")"

@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # The whole lotus test suite: install dependencies, then every build variant CI checks.
-#   bash tools/test-all.sh            everything for this machine's Debian release
-#   LOTUS_VARIANTS="gcc" bash tools/test-all.sh   only some variants
+#   bash tools/scripts/test-all.sh            everything for this machine's Debian release
+#   LOTUS_VARIANTS="gcc" bash tools/scripts/test-all.sh   only some variants
 # Variants: lint fresh fresh13 gcc clang asan tsan single disabled stack. Build trees go to
 # build-ci/<variant>. On Debian 12 (the CI machine) the default is every variant but `stack`:
-# `fresh` runs tools/demo.sh in a minimal Debian 12 root made by debootstrap, `fresh13` runs it and
+# `fresh` runs tools/scripts/demo.sh in a minimal Debian 12 root made by debootstrap, `fresh13` runs it and
 # then the `stack` variant in a Debian 13 root (GCC 14, CLI11 2.4, torch 2.6; root and the Debian
-# archive needed; tools/fresh-demo.sh). `stack` is the tool, Python and docs tests with -Werror on
+# archive needed; tools/scripts/fresh-demo.sh). `stack` is the tool, Python and docs tests with -Werror on
 # the machine's own compiler, Python and torch. On Debian 13 the default is lint, gcc (the whole
 # suite with GCC 14), single and disabled; the compiler-variant builds (clang, sanitizers) and the
 # fresh roots are proven from Debian 12.
 set -euo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
 codename="$(. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}")" || codename=""
 if [ "$codename" = bookworm ]; then
@@ -24,7 +24,7 @@ variants="${LOTUS_VARIANTS:-$default_variants}"
 # Only the packages the variants need: `stack` alone needs the stack group, anything else all.
 deps_groups="stack"
 for v in $variants; do [ "$v" = stack ] || deps_groups="all"; done
-bash tools/install-deps.sh $deps_groups
+bash tools/scripts/install-deps.sh $deps_groups
 
 jobs="${LOTUS_JOBS:-$(nproc)}"
 out="${LOTUS_BUILD_ROOT:-$root/build-ci}"
@@ -75,7 +75,7 @@ declare -A prepare_pid=()
 start_prepare() {  # start_prepare SUITE [--tests]
   local suite="$1"; shift
   rm -rf --one-file-system "$out/root-$suite" "$out/root-$suite.prepare.log"
-  bash tools/fresh-demo.sh --suite "$suite" "$@" --prepare "$out/root-$suite" \
+  bash tools/scripts/fresh-demo.sh --suite "$suite" "$@" --prepare "$out/root-$suite" \
     >"$out/root-$suite.prepare.log" 2>&1 &
   prepare_pid[$suite]=$!
 }
@@ -90,7 +90,7 @@ fresh_stage() {  # fresh_stage SUITE [--tests]: the demo (and the stack tests) i
     [ -z "$pid" ] || { tail -5 "$out/root-$suite.prepare.log"; echo "fresh: preparing the $suite root failed; starting afresh"; }
     rm -rf --one-file-system "$out/root-$suite"
   fi
-  bash tools/fresh-demo.sh --suite "$suite" "$@" "${where[@]}" || rc=1
+  bash tools/scripts/fresh-demo.sh --suite "$suite" "$@" "${where[@]}" || rc=1
   return $rc
 }
 
@@ -103,10 +103,10 @@ fresh13() {  # the Debian 13 root: the demo, then the stack variant; its ctest c
 }
 
 lint() {
-  bash tools/check-spdx.sh || return 1
-  bash tools/check-tracked.sh || return 1
-  python3 tools/amalgamate/amalgamate.py --check || return 1
-  python3 tools/amalgamate/amalgamate.py && git diff --exit-code -- single_include/ || return 1
+  bash tools/scripts/check-spdx.sh || return 1
+  bash tools/scripts/check-tracked.sh || return 1
+  python3 tools/scripts/amalgamate.py --check || return 1
+  python3 tools/scripts/amalgamate.py && git diff --exit-code -- single_include/ || return 1
   local files
   files=$(git ls-files '*.hpp' '*.cpp' '*.h' | grep -v '^single_include/')
   # The style is clang-format 14's (Debian 12); another version formats differently.
@@ -126,8 +126,8 @@ case " $variants " in *" fresh13 "*) gcc_ctest="-E ^python\.pip$" ;; esac
 for v in $variants; do
   case "$v" in
     lint) stage "lint: SPDX lines, tracked outputs, clang-format-14 and single_include freshness" lint ;;
-    fresh) stage "fresh: tools/demo.sh on a debootstrap Debian 12 root" fresh_stage bookworm ;;
-    fresh13) stage "fresh13: tools/demo.sh, then the stack variant, on a debootstrap Debian 13 root" fresh13 ;;
+    fresh) stage "fresh: tools/scripts/demo.sh on a debootstrap Debian 12 root" fresh_stage bookworm ;;
+    fresh13) stage "fresh13: tools/scripts/demo.sh, then the stack variant, on a debootstrap Debian 13 root" fresh13 ;;
     stack) stage "stack: lotus-tool, Python and docs tests on this release's GCC, CLI11 and torch, -Werror" \
              configure_build_test stack "" \
              -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=g++ -DLOTUS_WERROR=ON \
