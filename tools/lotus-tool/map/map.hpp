@@ -9,9 +9,9 @@
 
 namespace lotus_tool {
 
-/// The profiler behind a mapping run (the library's enum; each has one strategy in map.cpp):
-/// perf, callgrind, itt (VTune) or amd (uProf). Spelled as --collector spells it by
-/// lotus::collector::tool_name.
+/// The profiler behind a mapping run (the library's enum; each has one strategy in
+/// map/strategy_*.cpp): perf, callgrind, itt (VTune) or amd (uProf). Spelled as --collector spells
+/// it by lotus::collector::tool_name.
 using collector_kind = lotus::collector::kind;
 
 struct map_args {
