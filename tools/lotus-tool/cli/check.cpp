@@ -20,7 +20,10 @@ void add_check_command(CLI::App& app) {
   cmd->add_option("--max-errors", args->max_errors, "Print at most N problems (0 = all)")
       ->capture_default_str();
   cmd->add_flag("--quiet,-q", args->quiet, "Print nothing when the trace is valid");
-  cmd->callback([args] { run_check(*args); });
+  cmd->callback([args] {
+    args->on_output = print_stdout;
+    run_check(*args);
+  });
 }
 
 }  // namespace lotus_tool

@@ -2,6 +2,9 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include <cstdio>
+#include <string>
+
 namespace CLI {
 class App;
 }
@@ -19,5 +22,11 @@ void add_attribute_command(CLI::App& app);  // attribute.cpp
 void add_record_command(CLI::App& app);     // record.cpp
 void add_diff_command(CLI::App& app);       // diff.cpp
 void add_whatif_command(CLI::App& app);     // whatif.cpp
+
+/// The libraries never print; a command's text output (their on_output callbacks) goes to
+/// stdout here, as is.
+inline void print_stdout(const std::string& text) {
+  std::fwrite(text.data(), 1, text.size(), stdout);
+}
 
 }  // namespace lotus_tool

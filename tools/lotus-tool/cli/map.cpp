@@ -90,6 +90,7 @@ void add_map_command(CLI::App& app) {
       }
       std::fflush(stderr);
     };
+    opt->on_output = print_stdout;
     run_map(*opt);
   });
 }

@@ -25,7 +25,10 @@ void add_record_command(CLI::App& app) {
       ->allow_extra_args(false);  // one event per -e, so "-e E -- PROGRAM -o X" parses
   cmd->add_option("--timeout", opt->timeout_s, "kill the program after this many seconds");
   cmd->add_option("program", opt->program, "PROGRAM [ARGS] (after --)")->required();
-  cmd->callback([opt]() { run_record(*opt); });
+  cmd->callback([opt]() {
+    opt->on_output = print_stdout;
+    run_record(*opt);
+  });
 }
 
 }  // namespace lotus_tool

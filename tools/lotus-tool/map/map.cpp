@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdarg>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -576,10 +577,31 @@ void driver::inputs_warning(mapping& m, run_state& st) const {
       "DIR), or lower --min-inputs");
 }
 
-// Per op what it ran, what it got, how long it took; then where the mapping went.
+// printf into a string, whatever its length.
+std::string printf_string(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+std::string printf_string(const char* fmt, ...) {
+  va_list ap, ap2;
+  va_start(ap, fmt);
+  va_copy(ap2, ap);
+  const int n = std::vsnprintf(nullptr, 0, fmt, ap);
+  va_end(ap);
+  std::string out;
+  if (n > 0) {
+    out.resize(static_cast<std::size_t>(n) + 1);
+    std::vsnprintf(&out[0], out.size(), fmt, ap2);
+    out.resize(static_cast<std::size_t>(n));
+  }
+  va_end(ap2);
+  return out;
+}
+
+// Per op what it ran, what it got, how long it took; then where the mapping went. To
+// opt_.on_output (the library never prints), when there is one.
 void driver::print_summary(const mapping& m, const run_state& st) const {
-  std::printf("%-22s %6s %7s %8s %5s %10s %8s  %s\n", "op", "execs", "samples", "control", "funcs",
-              "region", "time", "top functions");
+  if (!opt_.on_output) return;
+  const auto& print = opt_.on_output;
+  print(printf_string("%-22s %6s %7s %8s %5s %10s %8s  %s\n", "op", "execs", "samples", "control",
+                      "funcs", "region", "time", "top functions"));
   for (const auto& o : m.ops) {
     const auto rit = st.results.find(o.op);
     const op_result res = rit == st.results.end() ? op_result{} : rit->second;
@@ -596,22 +618,20 @@ void driver::print_summary(const mapping& m, const run_state& st) const {
     const bool counted = strategy_->counts_samples();
     const std::string samples = counted ? std::to_string(res.samples) : "-";
     const std::string control = counted ? std::to_string(res.control_samples) : "-";
-    std::printf("%-22s %6s %7s %8s %5zu %10s %8s  %s\n", printable(o.op).c_str(), execs.c_str(),
-                samples.c_str(), control.c_str(), o.functions.size(),
-                o.region_ns > 0 ? fmt_ns(o.region_ns).c_str() : "-",
-                fmt_seconds(res.seconds).c_str(), printable(top).c_str());
+    print(printf_string("%-22s %6s %7s %8s %5zu %10s %8s  %s\n", printable(o.op).c_str(),
+                        execs.c_str(), samples.c_str(), control.c_str(), o.functions.size(),
+                        o.region_ns > 0 ? fmt_ns(o.region_ns).c_str() : "-",
+                        fmt_seconds(res.seconds).c_str(), printable(top).c_str()));
   }
   for (const auto& kv : m.failed) {
     bool listed = false;
     for (const auto& o : m.ops) listed = listed || o.op == kv.first;
     if (!listed)
-      std::printf("%s: FAILED: %s\n", printable(kv.first).c_str(),
-                  printable(kv.second.substr(0, 70)).c_str());
+      print(printable(kv.first) + ": FAILED: " + printable(kv.second.substr(0, 70)) + "\n");
   }
-  std::printf("mapping written to %s (%zu functions shared by several ops; work files in %s)\n",
-              printable(opt_.output).c_str(), m.common_funcs_to_op().size(),
-              printable(work_).c_str());
-  std::fflush(stdout);
+  print(printf_string(
+      "mapping written to %s (%zu functions shared by several ops; work files in %s)\n",
+      printable(opt_.output).c_str(), m.common_funcs_to_op().size(), printable(work_).c_str()));
 }
 
 }  // namespace

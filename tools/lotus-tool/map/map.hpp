@@ -38,6 +38,9 @@ struct map_args {
   /// Where the progress display goes (the library never prints): the line to show in place of
   /// the previous one, or "" to clear it. The command line writes it to stderr; none: no display.
   std::function<void(const std::string&)> on_progress;
+  /// Where the summary table goes (text, each line ending in '\n'). The command line writes it
+  /// to stdout; none: no summary.
+  std::function<void(const std::string&)> on_output;
 };
 
 /// Runs the mapping and writes the JSON. Throws tool_error: exit_usage (bad region names),

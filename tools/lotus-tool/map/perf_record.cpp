@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -110,17 +109,16 @@ void run_record(const record_args& opt) {
   } catch (const tool_error&) {
     files = 0;
   }
+  if (!opt.on_output) return;
   if (files > 0) {
-    std::printf(
-        "recorded %s/perf.data and the trace in %s (%zu file(s))\nnext: lotus-tool "
-        "attribute %s\n",
-        opt.dir.c_str(), trace.c_str(), files, opt.dir.c_str());
+    opt.on_output("recorded " + opt.dir + "/perf.data and the trace in " + trace + " (" +
+                  std::to_string(files) + " file(s))\nnext: lotus-tool attribute " + opt.dir +
+                  "\n");
   } else {
-    std::printf(
-        "recorded %s/perf.data; the program wrote no trace to %s (it sets its own log "
-        "file, or is not built with lotus)\nnext: lotus-tool attribute %s --trace <its "
-        "trace directory>\n",
-        opt.dir.c_str(), trace.c_str(), opt.dir.c_str());
+    opt.on_output("recorded " + opt.dir + "/perf.data; the program wrote no trace to " + trace +
+                  " (it sets its own log file, or is not built with lotus)\nnext: lotus-tool "
+                  "attribute " +
+                  opt.dir + " --trace <its trace directory>\n");
   }
 }
 

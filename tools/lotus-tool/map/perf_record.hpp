@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,9 @@ struct record_args {
   std::vector<std::string> events;
   double timeout_s = 0;
   std::vector<std::string> program;
+  /// Where the closing note (what was recorded, what to run next) goes, each line ending in '\n'
+  /// (the library never prints). The command line writes it to stdout; none: no text.
+  std::function<void(const std::string&)> on_output;
 };
 
 void run_record(const record_args& args);

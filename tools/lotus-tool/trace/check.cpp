@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdio>
 #include <string>
 #include <tuple>
 #include <unordered_map>
@@ -89,11 +88,13 @@ void run_check(const check_args& a) {
   const input in = open_input(a.in);
   const trace_dir& dir = in.dir;
   std::uint64_t errors = 0, records = 0, bad_files = 0;
+  auto print = [&a](const std::string& text) {
+    if (a.on_output) a.on_output(text);
+  };
   auto report = [&](const std::string& where, std::uint64_t line, const char* why) {
     ++errors;
     if (a.max_errors == 0 || errors <= a.max_errors) {
-      std::printf("%s:%llu: %s\n", printable(where).c_str(), static_cast<unsigned long long>(line),
-                  why);
+      print(printable(where) + ":" + std::to_string(line) + ": " + why + "\n");
     }
   };
   batch_balance balance;
@@ -138,7 +139,7 @@ void run_check(const check_args& a) {
     } catch (const tool_error& e) {
       ++errors;
       // An unreadable file: already "path: reason"; the path is a file name from the directory.
-      std::printf("%s\n", printable(e.what()).c_str());
+      print(printable(e.what()) + "\n");
     }
     if (errors != before) {
       file_bad[fi] = true;
@@ -157,10 +158,9 @@ void run_check(const check_args& a) {
     }
   }
   if (a.max_errors != 0 && errors > a.max_errors) {
-    std::printf("... %llu more problems not shown (--max-errors)\n",
-                static_cast<unsigned long long>(errors - a.max_errors));
+    print("... " + std::to_string(errors - a.max_errors) +
+          " more problems not shown (--max-errors)\n");
   }
-  std::fflush(stdout);
   if (errors > 0) {
     throw tool_error(exit_invalid, std::to_string(errors) + " problem(s) in " +
                                        std::to_string(bad_files) + " of " +
@@ -179,9 +179,8 @@ void run_check(const check_args& a) {
     }
     const char* skipped =
         balance.overflow() ? " (batch indices not cross-checked: over 2097152 distinct)" : "";
-    std::printf("ok: %zu file(s), %llu record(s), prefix '%s'%s%s\n", dir.files.size(),
-                static_cast<unsigned long long>(records), printable(dir.prefix).c_str(),
-                hosts_note.c_str(), skipped);
+    print("ok: " + std::to_string(dir.files.size()) + " file(s), " + std::to_string(records) +
+          " record(s), prefix '" + printable(dir.prefix) + "'" + hosts_note + skipped + "\n");
   }
 }
 

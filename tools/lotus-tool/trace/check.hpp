@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,9 @@ struct check_args {
   input_args in;
   std::uint64_t max_errors = 1000;
   bool quiet = false;
+  /// Where the report goes (the library never prints): each problem as 'file:line: reason' and
+  /// the closing line, each ending in '\n'. The command line writes it to stdout; none: no text.
+  std::function<void(const std::string&)> on_output;
 };
 
 void run_check(const check_args& args);
