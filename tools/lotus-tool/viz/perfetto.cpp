@@ -588,55 +588,41 @@ class trace_builder {
   sequence_pool seqs_;
 };
 
-}  // namespace
-
-std::uint64_t write_perfetto_trace(
-    const trace_dir& dir, const read_options& ropt, const pf_layout& lay,
-    const std::function<std::uint64_t(std::size_t, std::uint64_t)>& epoch_of, output_file& out,
-    bool compress, std::uint64_t* skipped) {
-  if (compress && !perfetto_compression_available()) {
-    throw tool_error(exit_usage, "--compress: this lotus-tool was built without zlib");
-  }
-  pf_writer w(out, compress);
-  trace_builder tb(w);
-
-  // Tracks of the processes and threads, as the JSON timeline lays them out.
-  std::map<std::uint64_t, std::uint64_t> process_uuid;
-  for (const auto& p : lay.processes) process_uuid[p.pid] = tb.process_track(p.pid, p.name);
+// Tracks of the processes and threads, as the JSON timeline lays them out.
+struct thread_tracks {
   std::map<std::pair<std::uint64_t, std::uint64_t>, std::pair<std::uint64_t, std::string>> thread;
-  for (const auto& t : lay.threads) {
-    thread[{t.pid, t.tid}] = {tb.thread_track(t.pid, t.tid, t.name), t.name};
-  }
-  std::map<std::pair<std::uint64_t, std::uint64_t>, bool> thread_used;
+  std::map<std::pair<std::uint64_t, std::uint64_t>, bool> used;
 
-  // Interned names (global ids, defined per sequence generation on first use): op names. Batch
-  // record names (one per index) are written inline: interning them would cost a definition
-  // each.
-  std::unordered_map<std::string_view, std::uint32_t> iid_of;
-  std::deque<std::string> names(1);  // names[iid]; a deque keeps the map's keys valid
-  const auto intern = [&](std::string_view n) -> std::uint32_t {
-    const auto it = iid_of.find(n);
-    if (it != iid_of.end()) return it->second;
-    if (names.size() > k_max_interned) return 0;
-    const auto id = static_cast<std::uint32_t>(names.size());
-    names.emplace_back(n);
-    iid_of.emplace(names.back(), id);
+  thread_tracks(trace_builder& tb, const pf_layout& lay) {
+    for (const auto& p : lay.processes) tb.process_track(p.pid, p.name);
+    for (const auto& t : lay.threads) {
+      thread[{t.pid, t.tid}] = {tb.thread_track(t.pid, t.tid, t.name), t.name};
+    }
+  }
+};
+
+// Interned names (global ids, defined per sequence generation on first use): op names. Batch
+// record names (one per index) are written inline: interning them would cost a definition
+// each.
+class name_table {
+ public:
+  std::uint32_t intern(std::string_view n) {
+    const auto it = iid_of_.find(n);
+    if (it != iid_of_.end()) return it->second;
+    if (names_.size() > k_max_interned) return 0;
+    const auto id = static_cast<std::uint32_t>(names_.size());
+    names_.emplace_back(n);
+    iid_of_.emplace(names_.back(), id);
     return id;
-  };
-  const std::uint32_t marker_name = intern("out-of-order arrival");
+  }
   // A direct-mapped cache of recent op names and their iids (a file cycles through a few names):
   // most records skip the hash map.
-  struct cached_name {
-    std::string name;
-    std::uint32_t iid = 0;
-  };
-  std::vector<cached_name> name_cache(64);
-  const auto cached_intern = [&](std::string_view n) -> std::uint32_t {
+  std::uint32_t cached_intern(std::string_view n) {
     const std::size_t k = n.size();
     const unsigned char* b = reinterpret_cast<const unsigned char*>(n.data());
     const std::size_t slot =
         k == 0 ? 0 : (k * 7 + b[k - 1] * 3 + b[k / 2] + b[k - 2 < k ? k - 2 : 0]) & 63;
-    cached_name& c = name_cache[slot];
+    cached_name& c = cache_[slot];
     if (c.iid != 0 && c.name == n) return c.iid;
     const std::uint32_t id = intern(n);
     if (id != 0) {
@@ -644,64 +630,102 @@ std::uint64_t write_perfetto_trace(
       c.iid = id;
     }
     return id;
+  }
+  std::string_view operator[](std::uint32_t iid) const { return names_[iid]; }
+
+ private:
+  struct cached_name {
+    std::string name;
+    std::uint32_t iid = 0;
   };
+  std::unordered_map<std::string_view, std::uint32_t> iid_of_;
+  std::deque<std::string> names_ = std::deque<std::string>(1);  // names_[iid]; a deque keeps
+                                                                // the map's keys valid
+  std::vector<cached_name> cache_ = std::vector<cached_name>(64);
+};
 
-  // Counter changes: at most 4 per batch (the 1M-record bench trace needs about 2 MiB).
-  spill_log<counter_change> counters(std::size_t{4} << 20);
-  counters.reserve();
-  std::uint64_t records = 0;
-  std::vector<std::string> local;  // the current file's names beyond k_max_interned
-  // A file's records stream through a window (k_window records, 1.25 MiB): sorted by start when
-  // full, all but the last k_hold are written; the rest wait for the records after them. Lotus
-  // files are in end order, so a record comes at most a batch's records after those it encloses.
-  // A record that starts before one already written (beyond the window) is "late": late records
-  // are kept in a spill log and written after the file's others, on lanes of their own.
-  constexpr std::size_t k_window = std::size_t{1} << 15, k_hold = std::size_t{1} << 13;
-  std::vector<item> win;
-  win.reserve(k_window);
-  spill_log<item> late(std::size_t{1} << 20);
-  bool placed_any = false;
-  item last_placed{};
-  std::size_t cur = SIZE_MAX;
-  std::vector<lane> lanes;
-  std::size_t lane_no = 0;  // lanes of the file so far (names of the extra lanes)
-  char batch_text[48];
+// A file's records stream through a window (k_window records, 1.25 MiB): sorted by start when
+// full, all but the last k_hold are written; the rest wait for the records after them. Lotus
+// files are in end order, so a record comes at most a batch's records after those it encloses.
+// A record that starts before one already written (beyond the window) is "late": late records
+// are kept in a spill log and written after the file's others, on lanes of their own.
+class file_slices {
+ public:
+  file_slices(trace_builder& tb, const trace_dir& dir, const pf_layout& lay, thread_tracks& tracks,
+              const name_table& names, std::uint32_t marker_name)
+      : tb_(tb), dir_(dir), lay_(lay), tracks_(tracks), names_(names), marker_name_(marker_name) {
+    win_.reserve(k_window);
+  }
 
-  // The current file's thread row.
-  std::pair<std::uint64_t, std::uint64_t> where{};
-  std::uint64_t thread_uuid = 0;
-  const std::string* thread_name = nullptr;
-  std::uint64_t first_ts = 0;
-  bool any = false;
-  const auto new_lane = [&](std::uint64_t t0) {
-    std::uint64_t track = 0;
-    bool& used = thread_used[where];
-    if (!used && thread_uuid != 0) {
-      used = true;
-      track = thread_uuid;
-    } else {
-      track = tb.child_track(thread_uuid,
-                             *thread_name + " \u00b7 " + dir.files[cur].name + " \u00b7 lane " +
-                                 std::to_string(lane_no),
-                             false);
+  /// The current file's names beyond k_max_interned (item::name k_local_name | index).
+  std::vector<std::string> local;
+
+  void begin_file(std::size_t fi) {
+    file_ = fi;
+    where_ = lay_.where[fi];
+    const auto th = tracks_.thread.find(where_);
+    thread_uuid_ = th != tracks_.thread.end() ? th->second.first : 0;
+    thread_name_ = th != tracks_.thread.end() ? &th->second.second : &dir_.files[fi].name;
+    lane_no_ = 0;
+    placed_any_ = false;
+  }
+  void add(const item& x) {
+    if (placed_any_ && by_start(x, last_placed_)) {
+      late_.push(x);
+      return;
     }
-    ++lane_no;
-    lanes.push_back(tb.start(track, t0));
-  };
-  const auto close_until = [&](lane& l, std::uint64_t t) {
+    win_.push_back(x);
+    if (win_.size() == k_window) drain(k_window - k_hold);
+  }
+  void finish_file() {
+    drain(win_.size());
+    close_lanes();
+    if (!late_.empty()) {
+      const auto place = [this](const item& x) { this->place(x); };
+      if (std::vector<item>* ram = late_.in_ram()) {
+        std::sort(ram->begin(), ram->end(), by_start);
+        for (const item& x : *ram) place(x);
+      } else {
+        sorted_scan(late_, by_start, place);
+      }
+      close_lanes();
+      late_.clear();
+    }
+    local.clear();
+  }
+
+ private:
+  static constexpr std::size_t k_window = std::size_t{1} << 15, k_hold = std::size_t{1} << 13;
+
+  void new_lane(std::uint64_t t0) {
+    std::uint64_t track = 0;
+    bool& used = tracks_.used[where_];
+    if (!used && thread_uuid_ != 0) {
+      used = true;
+      track = thread_uuid_;
+    } else {
+      track = tb_.child_track(thread_uuid_,
+                              *thread_name_ + " \u00b7 " + dir_.files[file_].name +
+                                  " \u00b7 lane " + std::to_string(lane_no_),
+                              false);
+    }
+    ++lane_no_;
+    lanes_.push_back(tb_.start(track, t0));
+  }
+  void close_until(lane& l, std::uint64_t t) {
     while (!l.open.empty() && l.open.back() <= t) {
-      tb.event(l, l.open.back(), k_type_end, 0, {}, 0, false);
+      tb_.event(l, l.open.back(), k_type_end, 0, {}, 0, false);
       l.open.pop_back();
     }
-  };
+  }
   // Records in start order: each on the first lane where it nests (or a new one).
-  const auto place = [&](const item& x) {
-    if (!any) {
-      any = true;
-      first_ts = x.start;
+  void place(const item& x) {
+    if (!any_) {
+      any_ = true;
+      first_ts_ = x.start;
     }
     lane* chosen = nullptr;
-    for (auto& l : lanes) {
+    for (auto& l : lanes_) {
       close_until(l, x.start);
       if (l.open.empty() || x.end <= l.open.back()) {
         chosen = &l;
@@ -709,122 +733,70 @@ std::uint64_t write_perfetto_trace(
       }
     }
     if (chosen == nullptr) {
-      new_lane(first_ts);
-      chosen = &lanes.back();
+      new_lane(first_ts_);
+      chosen = &lanes_.back();
     }
     const auto kind = static_cast<batch_kind>(x.kind & 0xff);
     std::string_view text;
     std::uint32_t iid = 0;
     if (x.name == k_batch_name) {
-      text = canonical_batch_name(batch_text, kind, x.idx);
+      text = canonical_batch_name(batch_text_, kind, x.idx);
     } else if ((x.name & k_local_name) != 0) {
       text = local[x.name & ~k_local_name];
     } else {
       iid = x.name;
-      text = names[iid];
+      text = names_[iid];
     }
-    tb.event(*chosen, x.start, k_type_begin, iid, text, x.flow, kind == batch_kind::consumed);
+    tb_.event(*chosen, x.start, k_type_begin, iid, text, x.flow, kind == batch_kind::consumed);
     chosen->open.push_back(x.end);
     if (x.kind & k_marker) {
-      tb.event(*chosen, x.start, k_type_instant, marker_name, names[marker_name], 0, false);
+      tb_.event(*chosen, x.start, k_type_instant, marker_name_, names_[marker_name_], 0, false);
     }
-  };
-  const auto close_lanes = [&] {
-    for (auto& l : lanes) {
+  }
+  void close_lanes() {
+    for (auto& l : lanes_) {
       close_until(l, UINT64_MAX);
-      tb.done(l);
+      tb_.done(l);
     }
-    lanes.clear();
-    any = false;
-  };
+    lanes_.clear();
+    any_ = false;
+  }
   // Writes the first n records of the window (sorted first).
-  const auto drain = [&](std::size_t n) {
-    sort_by_start(win);
-    for (std::size_t i = 0; i < n; ++i) place(win[i]);
+  void drain(std::size_t n) {
+    sort_by_start(win_);
+    for (std::size_t i = 0; i < n; ++i) place(win_[i]);
     if (n != 0) {
-      placed_any = true;
-      last_placed = win[n - 1];
+      placed_any_ = true;
+      last_placed_ = win_[n - 1];
     }
-    win.erase(win.begin(), win.begin() + static_cast<std::ptrdiff_t>(n));
-  };
-  const auto begin_file = [&](std::size_t fi) {
-    where = lay.where[fi];
-    const auto th = thread.find(where);
-    thread_uuid = th != thread.end() ? th->second.first : 0;
-    thread_name = th != thread.end() ? &th->second.second : &dir.files[fi].name;
-    lane_no = 0;
-    placed_any = false;
-  };
-  const auto add_item = [&](const item& x) {
-    if (placed_any && by_start(x, last_placed)) {
-      late.push(x);
-      return;
-    }
-    win.push_back(x);
-    if (win.size() == k_window) drain(k_window - k_hold);
-  };
-  const auto finish_file = [&] {
-    drain(win.size());
-    close_lanes();
-    if (!late.empty()) {
-      if (std::vector<item>* ram = late.in_ram()) {
-        std::sort(ram->begin(), ram->end(), by_start);
-        for (const item& x : *ram) place(x);
-      } else {
-        sorted_scan(late, by_start, place);
-      }
-      close_lanes();
-      late.clear();
-    }
-    local.clear();
-  };
+    win_.erase(win_.begin(), win_.begin() + static_cast<std::ptrdiff_t>(n));
+  }
 
-  const std::uint64_t skip = for_each_record(
-      dir, ropt, [&](std::size_t fi, const record& r, const batch_ref& bt, std::uint64_t line) {
-        if (fi != cur) {
-          if (cur != SIZE_MAX) finish_file();
-          cur = fi;
-          begin_file(fi);
-        }
-        ++records;
-        item x{};
-        x.start = r.start_ns;
-        x.end = r.start_ns + r.dur_ns < r.start_ns ? UINT64_MAX : r.start_ns + r.dur_ns;
-        x.idx = bt.idx;
-        x.kind = static_cast<std::uint32_t>(bt.kind);
-        const bool batch = is_batch(bt.kind);
-        const std::uint32_t part = dir.files[fi].source;
-        if (batch) x.flow = flow_id(part, epoch_of(fi, line), bt.idx);
-        if (bt.kind == batch_kind::wait && r.dur_ns == 1000) x.kind |= k_marker;
-        if (bt.kind == batch_kind::none) x.name = cached_intern(r.name);
-        if (x.name == 0 && r.name == canonical_batch_name(batch_text, bt.kind, bt.idx)) {
-          x.name = k_batch_name;  // rebuilt from kind and index when written: no memory
-        } else if (x.name == 0) {
-          x.name = k_local_name | static_cast<std::uint32_t>(local.size());
-          local.emplace_back(r.name);
-        }
-        add_item(x);
-        // Counter changes of this record's trace part.
-        switch (bt.kind) {
-          case batch_kind::queued:
-            counters.push({r.start_ns, part, {+1, 0, 0}});
-            break;
-          case batch_kind::preprocessed:
-            counters.push({r.start_ns, part, {0, 0, +1}});
-            counters.push({x.end, part, {-1, +1, -1}});
-            break;
-          case batch_kind::consumed:
-            counters.push({r.start_ns, part, {0, -1, 0}});
-            break;
-          default:
-            break;
-        }
-      });
-  if (cur != SIZE_MAX) finish_file();
-  if (skipped != nullptr) *skipped = skip;
+  trace_builder& tb_;
+  const trace_dir& dir_;
+  const pf_layout& lay_;
+  thread_tracks& tracks_;
+  const name_table& names_;
+  const std::uint32_t marker_name_;
+  std::vector<item> win_;
+  spill_log<item> late_{std::size_t{1} << 20};
+  bool placed_any_ = false;
+  item last_placed_{};
+  std::vector<lane> lanes_;
+  std::size_t file_ = 0;
+  std::size_t lane_no_ = 0;  // lanes of the file so far (names of the extra lanes)
+  char batch_text_[48];
+  // The current file's thread row.
+  std::pair<std::uint64_t, std::uint64_t> where_{};
+  std::uint64_t thread_uuid_ = 0;
+  const std::string* thread_name_ = nullptr;
+  std::uint64_t first_ts_ = 0;
+  bool any_ = false;
+};
 
-  // Counter tracks: per trace part, one sequence on its "in flight" track that carries the two
-  // others as extra counter values; one sample of all three per distinct time where one changed.
+// Counter tracks: per trace part, one sequence on its "in flight" track that carries the two
+// others as extra counter values; one sample of all three per distinct time where one changed.
+void write_counters(trace_builder& tb, const trace_dir& dir, spill_log<counter_change>& counters) {
   bool have_part = false;
   std::uint32_t part = 0;
   lane cl;
@@ -872,6 +844,74 @@ std::uint64_t write_perfetto_trace(
     sorted_scan(counters, by_part_time, on_change);
   }
   emit_pending();
+}
+
+}  // namespace
+
+std::uint64_t write_perfetto_trace(
+    const trace_dir& dir, const read_options& ropt, const pf_layout& lay,
+    const std::function<std::uint64_t(std::size_t, std::uint64_t)>& epoch_of, output_file& out,
+    bool compress, std::uint64_t* skipped) {
+  if (compress && !perfetto_compression_available()) {
+    throw tool_error(exit_usage, "--compress: this lotus-tool was built without zlib");
+  }
+  pf_writer w(out, compress);
+  trace_builder tb(w);
+  thread_tracks tracks(tb, lay);
+  name_table names;
+  const std::uint32_t marker_name = names.intern("out-of-order arrival");
+  file_slices slices(tb, dir, lay, tracks, names, marker_name);
+
+  // Counter changes: at most 4 per batch (the 1M-record bench trace needs about 2 MiB).
+  spill_log<counter_change> counters(std::size_t{4} << 20);
+  counters.reserve();
+  std::uint64_t records = 0;
+  std::size_t cur = SIZE_MAX;
+  char batch_text[48];
+  const std::uint64_t skip = for_each_record(
+      dir, ropt, [&](std::size_t fi, const record& r, const batch_ref& bt, std::uint64_t line) {
+        if (fi != cur) {
+          if (cur != SIZE_MAX) slices.finish_file();
+          cur = fi;
+          slices.begin_file(fi);
+        }
+        ++records;
+        item x{};
+        x.start = r.start_ns;
+        x.end = r.start_ns + r.dur_ns < r.start_ns ? UINT64_MAX : r.start_ns + r.dur_ns;
+        x.idx = bt.idx;
+        x.kind = static_cast<std::uint32_t>(bt.kind);
+        const bool batch = is_batch(bt.kind);
+        const std::uint32_t part = dir.files[fi].source;
+        if (batch) x.flow = flow_id(part, epoch_of(fi, line), bt.idx);
+        if (bt.kind == batch_kind::wait && r.dur_ns == 1000) x.kind |= k_marker;
+        if (bt.kind == batch_kind::none) x.name = names.cached_intern(r.name);
+        if (x.name == 0 && r.name == canonical_batch_name(batch_text, bt.kind, bt.idx)) {
+          x.name = k_batch_name;  // rebuilt from kind and index when written: no memory
+        } else if (x.name == 0) {
+          x.name = k_local_name | static_cast<std::uint32_t>(slices.local.size());
+          slices.local.emplace_back(r.name);
+        }
+        slices.add(x);
+        // Counter changes of this record's trace part.
+        switch (bt.kind) {
+          case batch_kind::queued:
+            counters.push({r.start_ns, part, {+1, 0, 0}});
+            break;
+          case batch_kind::preprocessed:
+            counters.push({r.start_ns, part, {0, 0, +1}});
+            counters.push({x.end, part, {-1, +1, -1}});
+            break;
+          case batch_kind::consumed:
+            counters.push({r.start_ns, part, {0, -1, 0}});
+            break;
+          default:
+            break;
+        }
+      });
+  if (cur != SIZE_MAX) slices.finish_file();
+  if (skipped != nullptr) *skipped = skip;
+  write_counters(tb, dir, counters);
   w.finish();
   return records;
 }
