@@ -322,17 +322,23 @@ void thinned_points(const spill_log<batch_point>& log, Less less, std::size_t ma
 
 }  // namespace
 
-stats_result stats_engine::compute(const stats_options& opt) const {
-  stats_result r;
-  const auto src = [this](std::uint64_t file) -> std::uint32_t {
-    return file < file_source_.size() ? file_source_[static_cast<std::size_t>(file)] : 0;
-  };
-  r.records = records_;
-  r.queued = queued_;
-  r.consumed = consumed_.size();
-  r.spilled = op_log_.spilled() || op_big_log_.spilled() || pre_.spilled() || wait_.spilled() ||
-              consumed_.spilled();
+namespace {
 
+// Each span's duration, as summarize_stream reads a stream.
+auto durations(const spill_log<stats_engine::span>& log) {
+  return [&log](auto&& f) {
+    log.scan([&](const stats_engine::span& s) { f(static_cast<std::int64_t>(s.dur)); });
+  };
+}
+constexpr auto keep_all = [](std::int64_t) { return true; };
+
+}  // namespace
+
+std::uint32_t stats_engine::source_of(std::uint64_t file) const {
+  return file < file_source_.size() ? file_source_[static_cast<std::size_t>(file)] : 0;
+}
+
+void stats_engine::op_table(stats_result& r) const {
   // Per-op table (Table II): count, mean, p50/p90/p99 (linear), share < 10 ms and < 100 us.
   // Exact order statistics of every op at once, by rank_selector over the op logs.
   std::vector<std::size_t> order(ops_.size());
@@ -374,16 +380,12 @@ stats_result stats_engine::compute(const stats_options& opt) const {
     o.share_lt_100us = static_cast<double>(a.lt_100us) / static_cast<double>(o.count);
     r.ops.push_back(std::move(o));
   }
+}
 
+void stats_engine::batch_and_wait_times(const stats_options& opt, stats_result& r) const {
   const std::size_t budget = lim_.select_budget_bytes;
-  auto durations = [](const spill_log<span>& log) {
-    return
-        [&log](auto&& f) { log.scan([&](const span& s) { f(static_cast<std::int64_t>(s.dur)); }); };
-  };
-  auto all = [](std::int64_t) { return true; };
-
   // Per-batch preprocessing time, and the scripts' low-side outlier rule.
-  r.preprocessing_before = summarize_stream(durations(pre_), all, budget);
+  r.preprocessing_before = summarize_stream(durations(pre_), keep_all, budget);
   if (opt.remove_outliers && r.preprocessing_before.count != 0) {
     // remove_wild_outliers(): q1/q3 via pandas quantile (linear), iqr = (q3 - q1) * 2, keep
     // rows that are not `< q1 - iqr` (only the low side: the short last batch of an epoch).
@@ -406,9 +408,13 @@ stats_result stats_engine::compute(const stats_options& opt) const {
     r.wait.gt_1ms += s.dur > 1000000 ? 1 : 0;
     r.wait.gt_500ms += s.dur > 500000000 ? 1 : 0;
   });
-  r.wait.s = summarize_stream(durations(wait_), all, budget);
+  r.wait.s = summarize_stream(durations(wait_), keep_all, budget);
   r.out_of_order = r.wait.eq_1us;
+}
 
+void stats_engine::batch_delays(const stats_options& opt, stats_result& r) const {
+  const std::size_t budget = lim_.select_budget_bytes;
+  const auto src = [this](std::uint64_t file) { return source_of(file); };
   // Epochs of the preprocessed batches, kept in (idx, epoch) order for the delay join.
   spill_log<epoch_span> pre_sorted(lim_.buffer_bytes / 2);
   spill_log<batch_point> pre_points(lim_.buffer_bytes / 4), delay_points(lim_.buffer_bytes / 4),
@@ -461,7 +467,7 @@ stats_result stats_engine::compute(const stats_options& opt) const {
     });
   }
   r.delay.unmatched_preprocessed = pre_.size() - matched;
-  r.delay.s = summarize_stream([&](auto&& f) { delay_ns.scan(f); }, all, budget);
+  r.delay.s = summarize_stream([&](auto&& f) { delay_ns.scan(f); }, keep_all, budget);
 
   if (opt.keep_points) {
     thinned_points(pre_points, by_epoch_then_idx, opt.max_points, r.preprocessed);
@@ -479,6 +485,18 @@ stats_result stats_engine::compute(const stats_options& opt) const {
         },
         opt.max_points, r.waits);
   }
+}
+
+stats_result stats_engine::compute(const stats_options& opt) const {
+  stats_result r;
+  r.records = records_;
+  r.queued = queued_;
+  r.consumed = consumed_.size();
+  r.spilled = op_log_.spilled() || op_big_log_.spilled() || pre_.spilled() || wait_.spilled() ||
+              consumed_.spilled();
+  op_table(r);
+  batch_and_wait_times(opt, r);
+  batch_delays(opt, r);
   r.first_start_ns = UINT64_MAX;
   pre_.scan([&](const span& x) { r.first_start_ns = std::min(r.first_start_ns, x.start); });
   wait_.scan([&](const span& x) { r.first_start_ns = std::min(r.first_start_ns, x.start); });

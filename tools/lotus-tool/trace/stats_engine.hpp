@@ -214,6 +214,11 @@ class stats_engine {
     std::uint64_t op, dur;
   };
   std::size_t op_index(std::string_view name);
+  // The parts of compute(), in its order (stats_engine.cpp).
+  std::uint32_t source_of(std::uint64_t file) const;
+  void op_table(stats_result& r) const;
+  void batch_and_wait_times(const stats_options& opt, stats_result& r) const;
+  void batch_delays(const stats_options& opt, stats_result& r) const;
 
   stats_limits lim_;
   std::size_t other_ = SIZE_MAX;  // the pooled row, once a name beyond max_ops is met

@@ -57,198 +57,237 @@ constexpr std::size_t k_sidecar_max_line = std::size_t{64} << 10;
 constexpr std::size_t k_sidecar_max_threads = 65536;
 constexpr std::size_t k_sidecar_max_files = 65536;
 
-// `next(line, too_long)` yields the sidecar's lines; false at the end. With `keep`, only the
-// `thread` and `file` lines of the directory's trace files are kept (the rest are counted):
-// what the tool holds of the sidecars is then bounded by the trace files, however many sidecars
-// and lines there are.
-template <class Next>
-void parse_sidecar_lines(Next&& next, const std::string& file_label, trace_dir& out,
-                         const sidecar_keep* keep = nullptr) {
-  std::string line;
-  bool too_long = false;
-  std::uint64_t lineno = 0, long_lines = 0, extra_threads = 0, extra_files = 0;
-  std::size_t thread_lines = 0;
-  process_meta proc;
-  bool have_pid = false;
-  std::vector<std::pair<std::uint64_t, std::string>> threads;
-  std::vector<std::string> files;  // `file <name>`: trace files this process created
-  auto warn = [&](const std::string& why) {
-    out.warnings.push_back(file_label + ":" + std::to_string(lineno) + ": " + why);
-  };
-  while (next(line, too_long)) {
-    ++lineno;
+// One sidecar's lines, in order: what they say of its process, the process's threads and the
+// trace files it created. With `keep`, only the `thread` and `file` lines of the directory's
+// trace files are kept (the rest are counted): what the tool holds of the sidecars is then
+// bounded by the trace files, however many sidecars and lines there are.
+class sidecar_parser {
+ public:
+  sidecar_parser(const std::string& file_label, trace_dir& out, const sidecar_keep* keep)
+      : file_label_(file_label), out_(out), keep_(keep) {}
+
+  /// Takes the next line; false when the file is no sidecar (it is then ignored).
+  bool line(const std::string& line, bool too_long) {
+    ++lineno_;
     if (too_long) {
-      ++long_lines;
-      continue;
+      ++long_lines_;
+      return true;
     }
-    if (lineno == 1 && line.rfind("lotus-meta ", 0) != 0) {
+    if (lineno_ == 1 && line.rfind("lotus-meta ", 0) != 0) {
       warn("not a lotus sidecar (first line must be 'lotus-meta <version>'); file ignored");
-      return;
+      return false;
     }
     std::istringstream ls(line);
     std::string key;
     ls >> key;
-    auto read_u = [&](std::uint64_t& v) {
-      std::string tok;
-      ls >> tok;
-      if (!parse_u63(tok, v)) {
-        warn("bad number in '" + key + "' line");
-        return false;
-      }
-      return true;
-    };
     if (key == "pid") {
-      have_pid = read_u(proc.pid);
+      have_pid_ = read_u(ls, key, proc_.pid);
     } else if (key == "ppid") {
-      read_u(proc.ppid);
+      read_u(ls, key, proc_.ppid);
     } else if (key == "host") {
-      std::string host;
-      std::getline(ls, host);
-      const std::size_t b = host.find_first_not_of(" \t\r");
-      const std::size_t e = host.find_last_not_of(" \t\r");
-      if (b == std::string::npos) {
-        warn("empty 'host' line");
-      } else {
-        proc.host = host.substr(b, e - b + 1);
-        // Printed in messages and row names: no control characters.
-        for (char& c : proc.host) {
-          if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
-        }
-      }
+      host_line(ls);
     } else if (key == "rank" || key == "local_rank" || key == "world_size") {
-      std::optional<std::uint64_t>& slot = key == "rank"         ? proc.rank
-                                           : key == "local_rank" ? proc.local_rank
-                                                                 : proc.world_size;
+      std::optional<std::uint64_t>& slot = key == "rank"         ? proc_.rank
+                                           : key == "local_rank" ? proc_.local_rank
+                                                                 : proc_.world_size;
       std::uint64_t v = 0;
-      if (read_u(v)) slot = v;
+      if (read_u(ls, key, v)) slot = v;
     } else if (key == "cpus") {
       std::uint64_t online = 0, allowed = 0;
-      if (read_u(online) && read_u(allowed)) {
-        proc.cpus_online = online;
-        proc.cpus_allowed = allowed;
+      if (read_u(ls, key, online) && read_u(ls, key, allowed)) {
+        proc_.cpus_online = online;
+        proc_.cpus_allowed = allowed;
       }
     } else if (key == "version") {
-      ls >> proc.version;
+      ls >> proc_.version;
     } else if (key == "clock") {
-      ls >> proc.clock;
+      ls >> proc_.clock;
     } else if (key == "thread") {
-      if (thread_lines >= k_sidecar_max_threads) {
-        ++extra_threads;
-        continue;
-      }
-      ++thread_lines;
-      std::uint64_t tid = 0;
-      if (!read_u(tid)) continue;
-      if (keep != nullptr && !keep->thread(tid)) continue;  // a thread with no trace file
-      std::string name;
-      std::getline(ls, name);
-      if (!name.empty() && name[0] == ' ') name.erase(0, 1);
-      threads.emplace_back(tid, name);
+      thread_line(ls, key);
     } else if (key == "file") {
-      std::string name;
-      ls >> name;
-      if (name.empty()) {
-        warn("empty 'file' line");
-      } else if (keep != nullptr && !keep->file(name)) {
-        // not a trace file of this directory (another prefix, or removed)
-      } else if (files.size() >= k_sidecar_max_files) {
-        ++extra_files;
-      } else {
-        files.push_back(std::move(name));
-      }
+      file_line(ls);
     } else if (key == "clocksync") {
-      std::string when;
-      ls >> when;
-      clock_sample c;
-      std::uint64_t rt = 0, mono = 0;
-      std::string tok[4];
-      if (!(when == "start" || when == "exit")) {
-        warn("unknown 'clocksync' moment '" + when + "'");
-        continue;
-      }
-      if (!read_u(rt) || !read_u(mono)) continue;
-      ls >> tok[0] >> tok[1] >> tok[2] >> tok[3];
-      std::int64_t v[4] = {};
-      bool ok = true;
-      for (int i = 0; i < 4; ++i) {
-        char* end = nullptr;
-        errno = 0;
-        const long long x = std::strtoll(tok[i].c_str(), &end, 10);
-        ok = ok && !tok[i].empty() && end != nullptr && *end == '\0' && errno == 0;
-        v[i] = x;
-      }
-      if (!ok) {
-        warn("bad 'clocksync' line");
-        continue;
-      }
-      c.have = true;
-      c.realtime_ns = rt;
-      c.monotonic_ns = mono;
-      c.state = v[0];
-      c.status = v[1];
-      c.maxerror_us = v[2];
-      c.esterror_us = v[3];
-      c.plausible = plausible_clock_sample(c);
-      if (!c.plausible) {
-        warn("impossible 'clocksync' values (state " + tok[0] + ", status " + tok[1] +
-             ", maxerror " + tok[2] + " us, esterror " + tok[3] +
-             " us): that clock is taken as not synchronized");
-      }
-      (when == "start" ? proc.clock_start : proc.clock_exit) = c;
+      clocksync_line(ls, key);
     } else if (key == "stats") {
       std::uint64_t v[4] = {};
       bool ok = true;
-      for (auto& x : v) ok = ok && read_u(x);
+      for (auto& x : v) ok = ok && read_u(ls, key, x);
       if (ok) {
-        proc.has_stats = true;
-        proc.recorded = v[0];
-        proc.written = v[1];
-        proc.dropped = v[2];
-        proc.sanitized = v[3];
+        proc_.has_stats = true;
+        proc_.recorded = v[0];
+        proc_.written = v[1];
+        proc_.dropped = v[2];
+        proc_.sanitized = v[3];
       }
     }
     // Unknown keys (and lotus-meta/prefix) are ignored on purpose: forward compatible.
+    return true;
   }
-  const auto note = [&](std::uint64_t n, const std::string& what) {
-    if (n != 0) {
-      out.warnings.push_back(file_label + ": " + std::to_string(n) + " " + what + " ignored");
+
+  /// After the last line: what was ignored, then the process into `out`.
+  void finish() {
+    const auto note = [&](std::uint64_t n, const std::string& what) {
+      if (n != 0) {
+        out_.warnings.push_back(file_label_ + ": " + std::to_string(n) + " " + what + " ignored");
+      }
+    };
+    note(long_lines_, "line(s) longer than 64 KiB");
+    note(extra_threads_, "'thread' line(s) beyond the first 65536");
+    note(extra_files_, "'file' line(s) beyond the first 65536");
+    if (!have_pid_) {
+      warn("sidecar has no valid 'pid' line; file ignored");
+      return;
     }
-  };
-  note(long_lines, "line(s) longer than 64 KiB");
-  note(extra_threads, "'thread' line(s) beyond the first 65536");
-  note(extra_files, "'file' line(s) beyond the first 65536");
-  if (!have_pid) {
-    warn("sidecar has no valid 'pid' line; file ignored");
-    return;
+    for (auto& t : threads_) {
+      out_.threads[t.first].push_back(thread_meta{proc_.pid, proc_.host, std::move(t.second)});
+    }
+    for (auto& f : files_) out_.file_owner[std::move(f)] = process_key{proc_.pid, proc_.host};
+    proc_.sidecars.push_back(file_label_);
+    auto [it, fresh] = out_.processes.try_emplace(process_key{proc_.pid, proc_.host}, proc_);
+    if (!fresh) merge_reused(it->second, proc_, file_label_);
   }
-  for (auto& t : threads) {
-    out.threads[t.first].push_back(thread_meta{proc.pid, proc.host, std::move(t.second)});
+
+ private:
+  void warn(const std::string& why) {
+    out_.warnings.push_back(file_label_ + ":" + std::to_string(lineno_) + ": " + why);
   }
-  for (auto& f : files) out.file_owner[std::move(f)] = process_key{proc.pid, proc.host};
-  proc.sidecars.push_back(file_label);
-  auto [it, fresh] = out.processes.try_emplace(process_key{proc.pid, proc.host}, proc);
-  if (fresh) return;
+  bool read_u(std::istringstream& ls, const std::string& key, std::uint64_t& v) {
+    std::string tok;
+    ls >> tok;
+    if (!parse_u63(tok, v)) {
+      warn("bad number in '" + key + "' line");
+      return false;
+    }
+    return true;
+  }
+  void host_line(std::istringstream& ls) {
+    std::string host;
+    std::getline(ls, host);
+    const std::size_t b = host.find_first_not_of(" \t\r");
+    const std::size_t e = host.find_last_not_of(" \t\r");
+    if (b == std::string::npos) {
+      warn("empty 'host' line");
+    } else {
+      proc_.host = host.substr(b, e - b + 1);
+      // Printed in messages and row names: no control characters.
+      for (char& c : proc_.host) {
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+      }
+    }
+  }
+  void thread_line(std::istringstream& ls, const std::string& key) {
+    if (thread_lines_ >= k_sidecar_max_threads) {
+      ++extra_threads_;
+      return;
+    }
+    ++thread_lines_;
+    std::uint64_t tid = 0;
+    if (!read_u(ls, key, tid)) return;
+    if (keep_ != nullptr && !keep_->thread(tid)) return;  // a thread with no trace file
+    std::string name;
+    std::getline(ls, name);
+    if (!name.empty() && name[0] == ' ') name.erase(0, 1);
+    threads_.emplace_back(tid, name);
+  }
+  void file_line(std::istringstream& ls) {
+    std::string name;
+    ls >> name;
+    if (name.empty()) {
+      warn("empty 'file' line");
+    } else if (keep_ != nullptr && !keep_->file(name)) {
+      // not a trace file of this directory (another prefix, or removed)
+    } else if (files_.size() >= k_sidecar_max_files) {
+      ++extra_files_;
+    } else {
+      files_.push_back(std::move(name));
+    }
+  }
+  void clocksync_line(std::istringstream& ls, const std::string& key) {
+    std::string when;
+    ls >> when;
+    clock_sample c;
+    std::uint64_t rt = 0, mono = 0;
+    std::string tok[4];
+    if (!(when == "start" || when == "exit")) {
+      warn("unknown 'clocksync' moment '" + when + "'");
+      return;
+    }
+    if (!read_u(ls, key, rt) || !read_u(ls, key, mono)) return;
+    ls >> tok[0] >> tok[1] >> tok[2] >> tok[3];
+    std::int64_t v[4] = {};
+    bool ok = true;
+    for (int i = 0; i < 4; ++i) {
+      char* end = nullptr;
+      errno = 0;
+      const long long x = std::strtoll(tok[i].c_str(), &end, 10);
+      ok = ok && !tok[i].empty() && end != nullptr && *end == '\0' && errno == 0;
+      v[i] = x;
+    }
+    if (!ok) {
+      warn("bad 'clocksync' line");
+      return;
+    }
+    c.have = true;
+    c.realtime_ns = rt;
+    c.monotonic_ns = mono;
+    c.state = v[0];
+    c.status = v[1];
+    c.maxerror_us = v[2];
+    c.esterror_us = v[3];
+    c.plausible = plausible_clock_sample(c);
+    if (!c.plausible) {
+      warn("impossible 'clocksync' values (state " + tok[0] + ", status " + tok[1] + ", maxerror " +
+           tok[2] + " us, esterror " + tok[3] + " us): that clock is taken as not synchronized");
+    }
+    (when == "start" ? proc_.clock_start : proc_.clock_exit) = c;
+  }
   // The same pid on the same host again: a directory reused by a later run (whose files then got
   // fresh `_r<k>_` names). Its files merge with the earlier ones, so the counts add up.
-  process_meta& p = it->second;
-  if (p.ppid == 0) p.ppid = proc.ppid;
-  if (!p.rank) p.rank = proc.rank;
-  if (!p.local_rank) p.local_rank = proc.local_rank;
-  if (!p.world_size) p.world_size = proc.world_size;
-  if (p.cpus_online == 0) {
-    p.cpus_online = proc.cpus_online;
-    p.cpus_allowed = proc.cpus_allowed;
+  static void merge_reused(process_meta& p, const process_meta& proc,
+                           const std::string& file_label) {
+    if (p.ppid == 0) p.ppid = proc.ppid;
+    if (!p.rank) p.rank = proc.rank;
+    if (!p.local_rank) p.local_rank = proc.local_rank;
+    if (!p.world_size) p.world_size = proc.world_size;
+    if (p.cpus_online == 0) {
+      p.cpus_online = proc.cpus_online;
+      p.cpus_allowed = proc.cpus_allowed;
+    }
+    if (p.version.empty()) p.version = proc.version;
+    if (p.clock.empty()) p.clock = proc.clock;
+    if (!p.clock_start.have) p.clock_start = proc.clock_start;
+    if (proc.clock_exit.have) p.clock_exit = proc.clock_exit;
+    p.has_stats = p.has_stats || proc.has_stats;
+    p.recorded += proc.recorded;
+    p.written += proc.written;
+    p.dropped += proc.dropped;
+    p.sanitized += proc.sanitized;
+    p.sidecars.push_back(file_label);
   }
-  if (p.version.empty()) p.version = proc.version;
-  if (p.clock.empty()) p.clock = proc.clock;
-  if (!p.clock_start.have) p.clock_start = proc.clock_start;
-  if (proc.clock_exit.have) p.clock_exit = proc.clock_exit;
-  p.has_stats = p.has_stats || proc.has_stats;
-  p.recorded += proc.recorded;
-  p.written += proc.written;
-  p.dropped += proc.dropped;
-  p.sanitized += proc.sanitized;
-  p.sidecars.push_back(file_label);
+
+  const std::string& file_label_;
+  trace_dir& out_;
+  const sidecar_keep* keep_;
+  std::uint64_t lineno_ = 0, long_lines_ = 0, extra_threads_ = 0, extra_files_ = 0;
+  std::size_t thread_lines_ = 0;
+  process_meta proc_;
+  bool have_pid_ = false;
+  std::vector<std::pair<std::uint64_t, std::string>> threads_;
+  std::vector<std::string> files_;  // `file <name>`: trace files this process created
+};
+
+// `next(line, too_long)` yields the sidecar's lines; false at the end. `keep`: see
+// sidecar_parser.
+template <class Next>
+void parse_sidecar_lines(Next&& next, const std::string& file_label, trace_dir& out,
+                         const sidecar_keep* keep = nullptr) {
+  sidecar_parser parser(file_label, out, keep);
+  std::string line;
+  bool too_long = false;
+  while (next(line, too_long)) {
+    if (!parser.line(line, too_long)) return;
+  }
+  parser.finish();
 }
 
 }  // namespace
