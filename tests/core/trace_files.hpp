@@ -1,4 +1,4 @@
-// lotus — test helpers: trace-file parsing (temporary directories and files: spawn.hpp)
+// lotus — test helpers: trace files of a directory (records: support/trace_reader.hpp)
 // SPDX-License-Identifier: MIT
 #pragma once
 
@@ -15,46 +15,24 @@
 #include <vector>
 
 #include "spawn.hpp"
+#include "trace_reader.hpp"  // record, parse_trace_line
 
 namespace lotus_test {
 
-struct record {
-  std::string name;
-  std::uint64_t start = 0;
-  std::uint64_t dur = 0;
-};
-
-/// Parse `NAME,START,DUR\n` lines strictly; `bad` counts malformed lines.
+/// Parse `NAME,START,DUR\n` lines (trace_reader.hpp's rules); `bad` counts malformed lines,
+/// an unterminated last line included.
 inline std::vector<record> parse_records(const std::string& text, std::size_t* bad = nullptr) {
   std::vector<record> out;
-  std::size_t pos = 0, malformed = 0;
-  while (pos < text.size()) {
-    std::size_t nl = text.find('\n', pos);
-    if (nl == std::string::npos) {  // unterminated last line
-      ++malformed;
-      break;
-    }
-    const std::string line = text.substr(pos, nl - pos);
-    pos = nl + 1;
-    const auto c1 = line.find(',');
-    const auto c2 = c1 == std::string::npos ? c1 : line.find(',', c1 + 1);
-    if (c1 == std::string::npos || c2 == std::string::npos ||
-        line.find(',', c2 + 1) != std::string::npos || line.empty() || line[0] != 'S') {
-      ++malformed;
-      continue;
-    }
+  std::size_t malformed = 0;
+  const bool terminated = for_each_trace_line(text, [&](const std::string& line) {
     record r;
-    r.name = line.substr(0, c1);
-    const std::string a = line.substr(c1 + 1, c2 - c1 - 1), b = line.substr(c2 + 1);
-    if (a.empty() || b.empty() || a.find_first_not_of("0123456789") != std::string::npos ||
-        b.find_first_not_of("0123456789") != std::string::npos) {
+    if (parse_trace_line(line, r, /*strict=*/false) != nullptr) {
       ++malformed;
-      continue;
+    } else {
+      out.push_back(r);
     }
-    r.start = std::stoull(a);
-    r.dur = std::stoull(b);
-    out.push_back(r);
-  }
+  });
+  if (!terminated) ++malformed;
   if (bad != nullptr) *bad = malformed;
   return out;
 }

@@ -94,10 +94,10 @@ std::map<long, std::vector<span>> check_worker_files(const trace_dir& t, const r
         got.push_back(g.name);
         // The batch span contains every per-sample record and the collation.
         REQUIRE(g.start >= r.start);
-        REQUIRE(g.start + g.duration <= r.start + r.duration);
+        REQUIRE(g.start + g.dur <= r.start + r.dur);
       }
       REQUIRE(got == expected);
-      batches[r.idx].push_back({r.start, r.start + r.duration});
+      batches[r.idx].push_back({r.start, r.start + r.dur});
       group.clear();
     }
     REQUIRE(group.empty());  // every op record belongs to a batch
@@ -140,7 +140,7 @@ int check_main_file(const std::vector<record>& recs, const run_config& c,
       const record& r = next();
       REQUIRE(r.base == "SBatchQueued");
       REQUIRE(r.idx == q);
-      REQUIRE(r.duration == 1000);
+      REQUIRE(r.dur == 1000);
     }
     long queued = prime;
     std::set<long> cached;
@@ -151,7 +151,7 @@ int check_main_file(const std::vector<record>& recs, const run_config& c,
       while (r->base == "SBatchWait" && r->idx != k) {  // out-of-order arrival marker
         REQUIRE(r->idx > k);
         REQUIRE(r->idx < total);
-        REQUIRE(r->duration == 1000);
+        REQUIRE(r->dur == 1000);
         REQUIRE(cached.insert(r->idx).second);
         REQUIRE(r->start >= preprocessed.at(r->idx).at(static_cast<std::size_t>(epoch)).end);
         ++out_of_order;
@@ -160,21 +160,21 @@ int check_main_file(const std::vector<record>& recs, const run_config& c,
       if (queued < total) {
         REQUIRE(r->base == "SBatchQueued");
         REQUIRE(r->idx == queued);
-        REQUIRE(r->duration == 1000);
+        REQUIRE(r->dur == 1000);
         ++queued;
         r = &next();
       }
       if (cached.count(k) == 0) {
         REQUIRE(r->base == "SBatchWait");
         REQUIRE(r->idx == k);
-        REQUIRE(r->start + r->duration >= done.end);  // the wait ends at the batch's arrival
+        REQUIRE(r->start + r->dur >= done.end);  // the wait ends at the batch's arrival
         r = &next();
       } else {
         cached.erase(k);
       }
       REQUIRE(r->base == "SBatchConsumed");
       REQUIRE(r->idx == k);
-      REQUIRE(r->duration == 1000);
+      REQUIRE(r->dur == 1000);
       REQUIRE(r->start >= done.end);
     }
     REQUIRE(cached.empty());

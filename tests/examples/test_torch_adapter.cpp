@@ -111,8 +111,8 @@ TEST_CASE("lotus/torch.hpp records datasets and transforms from loader worker th
     for (std::size_t i = 0; i + 2 < records.size(); ++i) {
       if (records[i + 2].name != "STransform") continue;
       REQUIRE(records[i].start >= records[i + 2].start);
-      REQUIRE(records[i + 1].start + records[i + 1].duration <=
-              records[i + 2].start + records[i + 2].duration);
+      REQUIRE(records[i + 1].start + records[i + 1].dur <=
+              records[i + 2].start + records[i + 2].dur);
     }
   }
   const std::map<std::string, int> expected = {{"SLoader", 20}, {"SAddOne", 20},

@@ -94,15 +94,15 @@ TEST_CASE("libtorch_dataset example: Lotus's whole record set, 2 epochs",
   std::uint64_t markers = 0;
   for (const record& r : t.mains.begin()->second) {
     if (r.base == "SBatchConsumed") {
-      REQUIRE(r.duration == 1000);
+      REQUIRE(r.dur == 1000);
       consumed.push_back(r.idx);
     } else if (r.base == "SBatchQueued") {
-      REQUIRE(r.duration == 1000);
+      REQUIRE(r.dur == 1000);
       ++queued[r.idx];
     } else {
       REQUIRE(r.base == "SBatchWait");
       ++waits[r.idx];
-      if (r.duration == 1000) ++markers;
+      if (r.dur == 1000) ++markers;
     }
   }
   REQUIRE(consumed == std::vector<long>{0, 1, 2, 0, 1, 2});

@@ -200,12 +200,12 @@ std::vector<std::string> check_main(const std::vector<record>& main, long n, lon
   const std::vector<std::string> labels = labels_of(main);
   for (std::size_t i = 0; i < main.size(); ++i) {
     const record& r = main[i];
-    INFO(r.name << "," << r.start << "," << r.duration);
+    INFO(r.name << "," << r.start << "," << r.dur);
     REQUIRE(r.base != "SBatchPreprocessed");
     REQUIRE(r.idx >= 0);
     REQUIRE(r.idx < n);
     if (r.base == "SBatchQueued" || r.base == "SBatchConsumed" || labels[i][0] == 'M') {
-      REQUIRE(r.duration == 1000);  // Lotus's 1 us placeholder
+      REQUIRE(r.dur == 1000);  // Lotus's 1 us placeholder
     }
   }
   const auto arrivals = arrivals_in(main);
@@ -243,7 +243,7 @@ std::map<long, int> check_workers(const trace& t, const std::vector<long>& sizes
       REQUIRE(group[k].name == "SCollation");
       for (const record& g : group) {
         REQUIRE(g.start >= r.start);
-        REQUIRE(g.start + g.duration <= r.start + r.duration);
+        REQUIRE(g.start + g.dur <= r.start + r.dur);
       }
       ++seen[r.idx];
       group.clear();
@@ -399,7 +399,7 @@ void forced_out_of_order(bool ordered) {
       if (labels[i] != "M1") continue;
       REQUIRE(main[i + 2].name == "SBatchWait_0");
       REQUIRE(main[i + 2].start <= main[i].start);
-      REQUIRE(main[i].start <= main[i + 2].start + main[i + 2].duration);
+      REQUIRE(main[i].start <= main[i + 2].start + main[i + 2].dur);
     }
   }
   const std::map<long, int> per_idx = check_workers(t, {2, 2, 2, 2, 2});
