@@ -200,11 +200,11 @@ LOTUS_DETAIL_COLD inline bool env_option_u64(opt o, std::uint64_t& out) noexcept
   return true;
 }
 
-/// A choice or flag variable of the table: the index of its spelling; unset → -1, silently;
-/// anything else → the message and -1.
+/// A choice or flag variable of the table: the index of its spelling; unset (or empty, for a
+/// choice; an empty flag is "no") → -1, silently; anything else → the message and -1.
 LOTUS_DETAIL_COLD inline int env_option_choice(opt o) noexcept {
   const option_desc& d = option_of(o);
-  const char* v = std::getenv(d.env);
+  const char* v = d.kind == option_kind::flag ? std::getenv(d.env) : env_text(d.env);
   if (v == nullptr) return -1;
   for (int i = 0; d.choices[i] != nullptr; ++i) {
     if (std::strcmp(v, d.choices[i]) == 0) return i;
