@@ -1,5 +1,4 @@
-// lotus — the option table: every option's bad value, from the environment and from
-// lotus::options, gives the one documented message and keeps the default (or the environment's)
+// lotus — the option table: a bad value, from the environment or lotus::options, gets one message
 // SPDX-License-Identifier: MIT
 #include <fcntl.h>
 #include <unistd.h>

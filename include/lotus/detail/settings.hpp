@@ -1,5 +1,5 @@
-// lotus — settings: options > environment > defaults (option_table.hpp), the prefix rules
-// (internal) SPDX-License-Identifier: MIT
+// lotus — settings: options > environment > defaults, and the trace prefix rules (internal)
+// SPDX-License-Identifier: MIT
 #pragma once
 
 #include <unistd.h>  // getcwd
