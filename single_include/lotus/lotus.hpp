@@ -258,12 +258,11 @@ diag_config(const char* format, ...) noexcept {
 // ---- begin lotus/detail/env.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_ENV_HPP
 #define LOTUS_AMALGAMATED_LOTUS_DETAIL_ENV_HPP
-// lotus — the typed environment parser shared by the runtime, collectors and map regions (internal)
+// lotus — the typed environment parser under option_table.hpp (internal)
 // SPDX-License-Identifier: MIT
 
 #include <cstdint>      // uint64_t
 #include <cstdlib>      // getenv
-#include <cstring>      // strcmp, strlen
 #include <string_view>  // string_view
 
 
@@ -303,34 +302,6 @@ LOTUS_DETAIL_COLD inline bool env_u64(const char* name, std::uint64_t lo, std::u
   return false;
 }
 
-/// One of `choices` (a nullptr-terminated list): its index; unset → -1; anything else → one
-/// warning listing the choices, and -1.
-LOTUS_DETAIL_COLD inline int env_choice(const char* name, const char* const* choices) noexcept {
-  const char* v = std::getenv(name);
-  if (v == nullptr) return -1;
-  char expected[160] = {};
-  std::size_t used = 0;
-  for (int i = 0; choices[i] != nullptr; ++i) {
-    if (std::strcmp(v, choices[i]) == 0) return i;
-    const std::size_t len = std::strlen(choices[i]);
-    if (len != 0 && used + len + 2 < sizeof expected) {
-      if (used != 0) expected[used++] = '|';
-      std::memcpy(expected + used, choices[i], len);
-      used += len;
-    }
-  }
-  diag_config("ignoring %s='%.200s' (expected %s); using the default", name, v, expected);
-  return -1;
-}
-
-/// A yes/no variable: 1/true/yes/on → 1, ""/0/false/no/off → 0, unset → -1, else warning and -1.
-LOTUS_DETAIL_COLD inline int env_flag(const char* name) noexcept {
-  static const char* const words[] = {"0", "false", "no",  "off", "",
-                                      "1", "true",  "yes", "on",  nullptr};
-  const int i = env_choice(name, words);
-  return i < 0 ? -1 : (i >= 5 ? 1 : 0);
-}
-
 /// True when `s` holds a control character (a newline in a file name splits sidecar lines).
 inline bool has_control_char(std::string_view s) noexcept {
   for (const char ch : s) {
@@ -345,6 +316,258 @@ inline bool has_control_char(std::string_view s) noexcept {
 }  // namespace lotus
 #endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_ENV_HPP
 // ---- end lotus/detail/env.hpp ----
+// ---- begin lotus/detail/option_table.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_OPTION_TABLE_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_OPTION_TABLE_HPP
+// lotus — the one table of run-time options: name, variable, kind, range, default, doc (internal)
+// SPDX-License-Identifier: MIT
+
+#include <cstddef>  // size_t
+#include <cstdint>  // uint64_t
+#include <cstdio>   // snprintf
+#include <cstdlib>  // getenv
+#include <cstring>  // strcmp
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// How an option's value is spelled and checked.
+enum class option_kind : unsigned char {
+  prefix,  // a trace prefix (resolve_prefix)
+  flag,    // 1/true/yes/on or ""/0/false/no/off
+  uint,    // a decimal integer within [min, max]
+  choice,  // one of `choices`
+  bytes,   // a byte count within [min, max]
+  path,    // any text (a file or a name); not checked here
+};
+
+/// One option, declared once: its lotus::options field (and lotus.configure keyword; nullptr for
+/// a variable of the collector or the mapping probe only), its environment variable, kind, range,
+/// default (a number; for choice and flag an index into `choices`), how the docs and messages
+/// spell the default when not as the number/choice, and one doc line.
+struct option_desc {
+  const char* field;
+  const char* env;
+  option_kind kind;
+  std::uint64_t min, max, def;
+  const char* const* choices;  // choice and flag: nullptr-terminated spellings
+  const char* default_text;    // nullptr: def as spelled by the kind
+  std::uint64_t fail_closed;   // bytes: the value a malformed variable gets (0: the default)
+  const char* doc;
+};
+
+inline constexpr const char* option_flag_words[] = {"0", "false", "no",  "off", "",
+                                                    "1", "true",  "yes", "on",  nullptr};
+/// option_flag_words[i] means "yes" from this index on.
+constexpr int option_flag_yes = 5;
+inline constexpr const char* option_overflow_names[] = {"block", "drop", nullptr};
+inline constexpr const char* option_clock_names[] = {"auto", "tsc", "realtime", nullptr};
+/// LOTUS_COLLECTOR's values (collector_common.hpp maps each to a collector::kind).
+inline constexpr const char* option_collector_names[] = {
+    "auto", "none", "perf", "itt", "vtune", "amd", "uprof", "callgrind", nullptr};
+
+/// LOTUS_MAX_BYTES when it is set but malformed (garbage, negative, out of range): a budget the
+/// user asked for must not turn into "no limit". 1 GiB per process, with the disk reserve.
+constexpr std::uint64_t max_bytes_fail_closed = std::uint64_t{1} << 30;
+/// settings::min_free when neither options nor the environment set it: max(1 GiB, 5 %).
+constexpr std::uint64_t min_free_default = ~std::uint64_t{0};
+/// The largest per-thread ring (events) and the smallest; the largest byte limit.
+constexpr std::uint64_t option_ring_min = 64, option_ring_max = std::uint64_t{1} << 26;
+constexpr std::uint64_t option_bytes_max = std::uint64_t{1} << 62;
+
+/// Index of each row of option_table.
+enum class opt : unsigned {
+  log_file,
+  enabled,
+  ring_capacity,
+  flush_interval,
+  overflow,
+  clock,
+  max_bytes,
+  min_free_bytes,
+  nvtx,
+  itt,
+  collector,
+  perf_ctl_fifo,
+  perf_ack_fifo,
+  perf_ack_timeout_ms,
+  perf_wait_ms,
+  map_list,
+  map_select,
+  map_warmup,
+  map_count,
+  map_gap_ms,
+  count_
+};
+
+// clang-format off
+inline constexpr option_desc option_table[] = {
+  {"log_file", "LOTUS_LOG_FILE", option_kind::prefix, 0, 0, 0, nullptr, "unset", 0,
+   "trace prefix: <prefix>_worker_pid_<tid>, <prefix>_main_pid_<tid>; unset: tracing off"},
+  {"enabled", "LOTUS_DISABLE", option_kind::flag, 0, 1, 0, option_flag_words, nullptr, 0,
+   "LOTUS_DISABLE=1 (enabled=false): tracing off at run time"},
+  {"ring_capacity", "LOTUS_RING_CAPACITY", option_kind::uint, option_ring_min, option_ring_max,
+   LOTUS_DEFAULT_RING_CAPACITY, nullptr, nullptr, 0,
+   "largest ring per thread, in 32-byte events (rounded up to a power of two)"},
+  {"flush_interval", "LOTUS_FLUSH_INTERVAL_MS", option_kind::uint, 1, 60000,
+   LOTUS_DEFAULT_FLUSH_INTERVAL_MS, nullptr, nullptr, 0,
+   "writer period in ms: after a SIGKILL every event older than this is on disk"},
+  {"overflow", "LOTUS_OVERFLOW", option_kind::choice, 0, 1, 0, option_overflow_names, nullptr, 0,
+   "full ring: block waits for the writer (lossless), drop counts the event as dropped"},
+  {"clock", "LOTUS_CLOCK", option_kind::choice, 0, 2, 0, option_clock_names, nullptr, 0,
+   "timestamps: tsc, realtime (clock_gettime), or auto (the TSC where CPU and kernel vouch)"},
+  {"max_bytes", "LOTUS_MAX_BYTES", option_kind::bytes, 0, option_bytes_max, 0, nullptr, nullptr,
+   max_bytes_fail_closed,
+   "bytes this process may write (sidecar included); beyond, events are dropped; 0: no limit"},
+  {"min_free_bytes", "LOTUS_MIN_FREE_BYTES", option_kind::bytes, 0, option_bytes_max,
+   min_free_default, nullptr, "max(1 GiB, 5 %)", 0,
+   "free space the trace file system keeps; below, events are dropped; 0: no reserve"},
+  {"nvtx", "LOTUS_NVTX", option_kind::flag, 0, 1, 0, option_flag_words, nullptr, 0,
+   "every span also pushes an NVTX range (builds with NVTX)"},
+  {"itt", "LOTUS_ITT", option_kind::flag, 0, 1, 0, option_flag_words, nullptr, 0,
+   "every span is also an ITT task (the collector of INTEL_LIBITTNOTIFY64)"},
+  {nullptr, "LOTUS_COLLECTOR", option_kind::choice, 0, 7, 0, option_collector_names, nullptr, 0,
+   "the collector LOTUS_COLLECTOR_RESUME/PAUSE and map regions drive"},
+  {nullptr, "LOTUS_PERF_CTL_FIFO", option_kind::path, 0, 0, 0, nullptr, "\xe2\x80\x94", 0,
+   "perf's control FIFO (perf record --control=fifo:CTL,ACK)"},
+  {nullptr, "LOTUS_PERF_ACK_FIFO", option_kind::path, 0, 0, 0, nullptr, "\xe2\x80\x94", 0,
+   "perf's ack FIFO; each command waits for its ack"},
+  {nullptr, "LOTUS_PERF_ACK_TIMEOUT_MS", option_kind::uint, 0, 3600000, 5000, nullptr, nullptr, 0,
+   "bounded wait for each perf ack, in ms"},
+  {nullptr, "LOTUS_PERF_WAIT_MS", option_kind::uint, 0, 3600000, 0, nullptr, nullptr, 0,
+   "attach mode: how long the first region waits for perf to open the control FIFO, in ms"},
+  {nullptr, "LOTUS_MAP_LIST", option_kind::path, 0, 0, 0, nullptr, "\xe2\x80\x94", 0,
+   "list mode: append each region name once to this file"},
+  {nullptr, "LOTUS_MAP_SELECT", option_kind::path, 0, 0, 0, nullptr, "\xe2\x80\x94", 0,
+   "the region to profile"},
+  {nullptr, "LOTUS_MAP_WARMUP", option_kind::uint, 0, std::uint64_t{1} << 40, 1, nullptr, nullptr,
+   0, "executions of the selected region skipped before profiling"},
+  {nullptr, "LOTUS_MAP_COUNT", option_kind::uint, 0, std::uint64_t{1} << 40, 1, nullptr, nullptr,
+   0, "executions profiled after the warm-up"},
+  {nullptr, "LOTUS_MAP_GAP_MS", option_kind::uint, 0, 3600000, 0, nullptr, nullptr, 0,
+   "sleep before each profiled execution, in ms"},
+};
+// clang-format on
+static_assert(sizeof option_table / sizeof option_table[0] == static_cast<unsigned>(opt::count_),
+              "one option_table row per opt");
+
+constexpr const option_desc& option_of(opt o) noexcept {
+  return option_table[static_cast<unsigned>(o)];
+}
+
+/// What a value of `d` must be: "an integer from 1 to 60000", "block|drop".
+inline void option_expected(const option_desc& d, char* out, std::size_t size) noexcept {
+  out[0] = '\0';
+  if (d.kind == option_kind::uint || d.kind == option_kind::bytes) {
+    std::snprintf(out, size, "an integer from %llu to %llu", static_cast<unsigned long long>(d.min),
+                  static_cast<unsigned long long>(d.max));
+    return;
+  }
+  if (d.choices == nullptr) return;
+  std::size_t used = 0;
+  for (int i = 0; d.choices[i] != nullptr; ++i) {
+    if (d.choices[i][0] == '\0') continue;
+    const int n =
+        std::snprintf(out + used, size - used, "%s%s", used != 0 ? "|" : "", d.choices[i]);
+    if (n < 0 || static_cast<std::size_t>(n) >= size - used) break;
+    used += static_cast<std::size_t>(n);
+  }
+}
+
+/// `value` of `d` as the docs spell it (its default_text for the default).
+inline void option_value_text(const option_desc& d, std::uint64_t value, char* out,
+                              std::size_t size) noexcept {
+  if (value == d.def && d.default_text != nullptr) {
+    std::snprintf(out, size, "%s", d.default_text);
+  } else if (d.kind == option_kind::choice) {
+    std::snprintf(out, size, "%s", value <= d.max ? d.choices[value] : "?");
+  } else {
+    std::snprintf(out, size, "%llu", static_cast<unsigned long long>(value));
+  }
+}
+
+/// The one message for a refused value, from the environment or from lotus::options:
+///   lotus: ignoring <source>='<value>' (expected <what>); using <kept>
+/// `kept` is the value used instead (for a malformed LOTUS_MAX_BYTES: the fail-closed limit).
+LOTUS_DETAIL_COLD inline void option_refused(const char* source, const char* value,
+                                             const option_desc& d, std::uint64_t kept) noexcept {
+  char expected[160];
+  char using_text[96];
+  option_expected(d, expected, sizeof expected);
+  option_value_text(d, kept, using_text, sizeof using_text);
+  diag_config("ignoring %s='%.200s' (expected %s); using %s%s", source, value, expected, using_text,
+              d.fail_closed != 0 && kept == d.fail_closed
+                  ? ", the fail-closed limit for a malformed value"
+                  : "");
+}
+
+/// An integer variable of the table (uint, bytes): unset → false, silently; valid → true and
+/// `out`; bad → the message and false, or, for a fail-closed limit, true and that limit.
+LOTUS_DETAIL_COLD inline bool env_option_u64(opt o, std::uint64_t& out) noexcept {
+  const option_desc& d = option_of(o);
+  const char* v = env_text(d.env);
+  if (v == nullptr) return false;
+  if (parse_u64(v, d.min, d.max, out)) return true;
+  const std::uint64_t kept = d.fail_closed != 0 ? d.fail_closed : d.def;
+  option_refused(d.env, v, d, kept);
+  if (d.fail_closed == 0) return false;
+  out = d.fail_closed;
+  return true;
+}
+
+/// A choice or flag variable of the table: the index of its spelling; unset (or empty, for a
+/// choice; an empty flag is "no") → -1, silently; anything else → the message and -1.
+LOTUS_DETAIL_COLD inline int env_option_choice(opt o) noexcept {
+  const option_desc& d = option_of(o);
+  const char* v = d.kind == option_kind::flag ? std::getenv(d.env) : env_text(d.env);
+  if (v == nullptr) return -1;
+  for (int i = 0; d.choices[i] != nullptr; ++i) {
+    if (std::strcmp(v, d.choices[i]) == 0) return i;
+  }
+  option_refused(d.env, v, d, d.def);
+  return -1;
+}
+
+/// A flag variable of the table: 1 (yes), 0 (no), -1 (unset or refused).
+LOTUS_DETAIL_COLD inline int env_option_flag(opt o) noexcept {
+  const int i = env_option_choice(o);
+  return i < 0 ? -1 : (i >= option_flag_yes ? 1 : 0);
+}
+
+/// A lotus::options integer field checked against the table: true when within range; else the
+/// message (source `options::<field>`, the value kept from the environment or the default) and
+/// false.
+LOTUS_DETAIL_COLD inline bool option_check_i64(opt o, long long value,
+                                               std::uint64_t kept) noexcept {
+  const option_desc& d = option_of(o);
+  if (value >= 0 && static_cast<std::uint64_t>(value) >= d.min &&
+      static_cast<std::uint64_t>(value) <= d.max) {
+    return true;
+  }
+  char source[64], shown[24];
+  std::snprintf(source, sizeof source, "options::%s", d.field);
+  std::snprintf(shown, sizeof shown, "%lld", value);
+  option_refused(source, shown, d, kept);
+  return false;
+}
+LOTUS_DETAIL_COLD inline bool option_check_u64(opt o, std::uint64_t value,
+                                               std::uint64_t kept) noexcept {
+  const option_desc& d = option_of(o);
+  if (value >= d.min && value <= d.max) return true;
+  char source[64], shown[24];
+  std::snprintf(source, sizeof source, "options::%s", d.field);
+  std::snprintf(shown, sizeof shown, "%llu", static_cast<unsigned long long>(value));
+  option_refused(source, shown, d, kept);
+  return false;
+}
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_OPTION_TABLE_HPP
+// ---- end lotus/detail/option_table.hpp ----
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -363,24 +586,23 @@ struct collector_backend {
 // Absent collectors are silent; a collector that was asked for and fails gets exactly one line
 // on stderr: diag(topic::collector, "collector: ..."), then control is off.
 
-/// A non-negative integer variable: unset → fallback; bad value → one configuration warning and
-/// the fallback (diag_config: it does not use up the collector's message).
-inline std::uint64_t collector_env_u64(const char* name, std::uint64_t fallback,
-                                       std::uint64_t max_value) noexcept {
+/// An integer variable of option_table (option_table.hpp: range and default): unset → its
+/// default; bad value → option_table's message and the default (diag_config: it does not use up
+/// the collector's message).
+inline std::uint64_t collector_env_u64(opt o) noexcept {
   std::uint64_t value = 0;
-  return env_u64(name, 0, max_value, value) ? value : fallback;
+  return env_option_u64(o, value) ? value : option_of(o).def;
 }
 
 /// LOTUS_COLLECTOR's values, and the collector each selects (auto and none: kind::none).
-inline const char* const collector_names[] = {"auto", "none",  "perf",      "itt",  "vtune",
-                                              "amd",  "uprof", "callgrind", nullptr};
+inline constexpr const char* const* collector_names = option_collector_names;
 inline constexpr collector::kind collector_kinds[] = {
     collector::kind::none, collector::kind::none,     collector::kind::perf,
     collector::kind::itt,  collector::kind::itt,      collector::kind::amd,
     collector::kind::amd,  collector::kind::callgrind};
 
-/// The collector's and the mapping probe's variables, read once per process into one snapshot
-/// (all optional):
+/// The collector's and the mapping probe's variables (declared in option_table), read once per
+/// process into one snapshot (all optional):
 ///   LOTUS_COLLECTOR=<name>  auto | none | perf | itt | vtune | amd | uprof | callgrind
 ///   LOTUS_MAP_LIST=<path>   list mode: append each region name, once, to <path>; never resume
 ///   LOTUS_MAP_SELECT=<name> the region to profile; other regions never touch the collector
@@ -393,20 +615,20 @@ struct collector_settings {
   int collector = -1;  ///< index into collector_names; -1: unset or refused (auto)
   const char* list_path = nullptr;
   const char* select = nullptr;
-  std::uint64_t warmup = 1;
-  std::uint64_t count = 1;
-  long gap_ms = 0;
+  std::uint64_t warmup = option_of(opt::map_warmup).def;
+  std::uint64_t count = option_of(opt::map_count).def;
+  long gap_ms = static_cast<long>(option_of(opt::map_gap_ms).def);
   bool map_active = false;  ///< list mode or a selection: anything beyond recording S<name>
 };
 
 LOTUS_DETAIL_COLD inline collector_settings collector_read_settings() noexcept {
   collector_settings s;
-  s.collector = env_choice("LOTUS_COLLECTOR", collector_names);
-  s.list_path = env_text("LOTUS_MAP_LIST");
-  s.select = env_text("LOTUS_MAP_SELECT");
-  s.warmup = collector_env_u64("LOTUS_MAP_WARMUP", 1, std::uint64_t{1} << 40);
-  s.count = collector_env_u64("LOTUS_MAP_COUNT", 1, std::uint64_t{1} << 40);
-  s.gap_ms = static_cast<long>(collector_env_u64("LOTUS_MAP_GAP_MS", 0, 3600000));
+  s.collector = env_option_choice(opt::collector);
+  s.list_path = env_text(option_of(opt::map_list).env);
+  s.select = env_text(option_of(opt::map_select).env);
+  s.warmup = collector_env_u64(opt::map_warmup);
+  s.count = collector_env_u64(opt::map_count);
+  s.gap_ms = static_cast<long>(collector_env_u64(opt::map_gap_ms));
   s.map_active = s.list_path != nullptr || s.select != nullptr;
   return s;
 }
@@ -1030,8 +1252,8 @@ inline bool perf_open() noexcept {
   if (ack_path != nullptr && !perf_copy_path(s.ack_path, "LOTUS_PERF_ACK_FIFO", ack_path)) {
     return false;
   }
-  s.timeout_ms = static_cast<int>(collector_env_u64("LOTUS_PERF_ACK_TIMEOUT_MS", 5000, 3600000));
-  const long wait_ms = static_cast<long>(collector_env_u64("LOTUS_PERF_WAIT_MS", 0, 3600000));
+  s.timeout_ms = static_cast<int>(collector_env_u64(opt::perf_ack_timeout_ms));
+  const long wait_ms = static_cast<long>(collector_env_u64(opt::perf_wait_ms));
   perf_open_result r = perf_try_open();
   const long long deadline = perf_now_ms() + wait_ms;
   while (r == perf_open_result::absent && perf_now_ms() < deadline) {
@@ -3260,31 +3482,9 @@ namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
 
-/// Largest and smallest per-thread ring (events); rings start at `ring_initial` and double.
-constexpr std::size_t ring_min = 64, ring_max = std::size_t{1} << 26, ring_initial = 64;
-
-/// LOTUS_MAX_BYTES when it is set but malformed (garbage, negative, out of range): a budget the
-/// user asked for must not turn into "no limit". 1 GiB per process, with the disk reserve.
-constexpr std::uint64_t max_bytes_fail_closed = std::uint64_t{1} << 30;
-
-/// A byte limit from the environment: unset → false, silently; valid → true and `out`; malformed
-/// → one warning and `fallback` (true): a limit fails closed, never open.
-LOTUS_DETAIL_COLD inline bool env_u64_fail_closed(const char* name, std::uint64_t hi,
-                                                  std::uint64_t fallback,
-                                                  std::uint64_t& out) noexcept {
-  const char* v = env_text(name);
-  if (v == nullptr) return false;
-  if (parse_u64(v, 0, hi, out)) return true;
-  diag_config(
-      "ignoring %s='%.200s' (expected an integer from 0 to %llu); using %llu bytes, the "
-      "fail-closed limit for a malformed value",
-      name, v, static_cast<unsigned long long>(hi), static_cast<unsigned long long>(fallback));
-  out = fallback;
-  return true;
-}
-
-/// settings::min_free when neither options nor the environment set it.
-constexpr std::uint64_t min_free_default = ~std::uint64_t{0};
+/// Largest and smallest per-thread ring (events, option_table's range); rings start at
+/// `ring_initial` and double.
+constexpr std::size_t ring_min = option_ring_min, ring_max = option_ring_max, ring_initial = 64;
 
 /// Options after applying configure() > environment > defaults.
 struct settings {
@@ -3364,30 +3564,28 @@ struct env_settings {
   clock_source clock = clock_source::automatic;
 
   LOTUS_DETAIL_COLD void read() noexcept {
+    // Every range, spelling and message comes from option_table (option_table.hpp).
     // A refused value leaves it unset: tracing stays off unless configure() names a prefix.
-    if (const char* v = env_text("LOTUS_LOG_FILE")) {
-      has_log_file = resolve_prefix(v, "LOTUS_LOG_FILE", log_file);
+    if (const char* v = env_text(option_of(opt::log_file).env)) {
+      has_log_file = resolve_prefix(v, option_of(opt::log_file).env, log_file);
     }
-    const int off = env_flag("LOTUS_DISABLE");
+    const int off = env_option_flag(opt::enabled);
     has_enabled = off >= 0;
     enabled = off <= 0;
     std::uint64_t x = 0;
-    has_ring_capacity = env_u64("LOTUS_RING_CAPACITY", ring_min, ring_max, x);
+    has_ring_capacity = env_option_u64(opt::ring_capacity, x);
     ring_capacity = static_cast<std::size_t>(x);
-    has_flush_interval = env_u64("LOTUS_FLUSH_INTERVAL_MS", 1, 60000, flush_interval_ms);
-    static const char* const overflow_names[] = {"block", "drop", nullptr};
-    const int o = env_choice("LOTUS_OVERFLOW", overflow_names);
+    has_flush_interval = env_option_u64(opt::flush_interval, flush_interval_ms);
+    const int o = env_option_choice(opt::overflow);
     has_overflow = o >= 0;
     overflow = o == 1 ? overflow_policy::drop : overflow_policy::block;
-    static const char* const clock_names[] = {"auto", "tsc", "realtime", nullptr};
-    const int c = env_choice("LOTUS_CLOCK", clock_names);
+    const int c = env_option_choice(opt::clock);
     has_clock = c >= 0;
     clock = c == 1 ? clock_source::tsc : c == 2 ? clock_source::realtime : clock_source::automatic;
-    has_max_bytes = env_u64_fail_closed("LOTUS_MAX_BYTES", std::uint64_t{1} << 62,
-                                        max_bytes_fail_closed, max_bytes);
-    has_min_free = env_u64("LOTUS_MIN_FREE_BYTES", 0, std::uint64_t{1} << 62, min_free);
-    nvtx = env_flag("LOTUS_NVTX") > 0;
-    itt = env_flag("LOTUS_ITT") > 0;
+    has_max_bytes = env_option_u64(opt::max_bytes, max_bytes);  // malformed: fails closed
+    has_min_free = env_option_u64(opt::min_free_bytes, min_free);
+    nvtx = env_option_flag(opt::nvtx) > 0;
+    itt = env_option_flag(opt::itt) > 0;
   }
 };
 
@@ -3403,27 +3601,28 @@ LOTUS_DETAIL_COLD inline void merge_settings(const options& o, const env_setting
     s.log_file = env.log_file;
   }
   s.enabled = o.enabled ? *o.enabled : env.enabled;
-  s.ring_capacity = LOTUS_DEFAULT_RING_CAPACITY;
-  if (o.ring_capacity && (*o.ring_capacity < ring_min || *o.ring_capacity > ring_max)) {
-    diag_config("options::ring_capacity out of range [64, 67108864]; using the default");
-  } else if (o.ring_capacity) {
+  // An out-of-range field: option_table's message, and the environment's value or the default.
+  s.ring_capacity = env.has_ring_capacity ? env.ring_capacity : LOTUS_DEFAULT_RING_CAPACITY;
+  if (o.ring_capacity && option_check_u64(opt::ring_capacity, *o.ring_capacity, s.ring_capacity)) {
     s.ring_capacity = *o.ring_capacity;
-  } else if (env.has_ring_capacity) {
-    s.ring_capacity = env.ring_capacity;
   }
   s.ring_capacity = round_up_pow2(s.ring_capacity);
-  s.flush_interval_ms = LOTUS_DEFAULT_FLUSH_INTERVAL_MS;
-  if (o.flush_interval && o.flush_interval->count() >= 1) {
+  s.flush_interval_ms =
+      env.has_flush_interval ? env.flush_interval_ms : LOTUS_DEFAULT_FLUSH_INTERVAL_MS;
+  if (o.flush_interval &&
+      option_check_i64(opt::flush_interval, o.flush_interval->count(), s.flush_interval_ms)) {
     s.flush_interval_ms = static_cast<std::uint64_t>(o.flush_interval->count());
-  } else if (env.has_flush_interval) {
-    s.flush_interval_ms = env.flush_interval_ms;
   }
   s.overflow = o.overflow ? *o.overflow : env.overflow;
   s.clock = o.clock ? *o.clock : env.clock;
-  s.max_bytes = o.max_bytes ? *o.max_bytes : env.has_max_bytes ? env.max_bytes : 0;
-  s.min_free = o.min_free_bytes   ? *o.min_free_bytes
-               : env.has_min_free ? env.min_free
-                                  : min_free_default;
+  s.max_bytes = env.has_max_bytes ? env.max_bytes : 0;
+  if (o.max_bytes && option_check_u64(opt::max_bytes, *o.max_bytes, s.max_bytes)) {
+    s.max_bytes = *o.max_bytes;
+  }
+  s.min_free = env.has_min_free ? env.min_free : min_free_default;
+  if (o.min_free_bytes && option_check_u64(opt::min_free_bytes, *o.min_free_bytes, s.min_free)) {
+    s.min_free = *o.min_free_bytes;
+  }
   s.nvtx = o.nvtx ? *o.nvtx : env.nvtx;
   s.itt = o.itt ? *o.itt : env.itt;
 }

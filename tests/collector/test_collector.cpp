@@ -85,7 +85,7 @@ TEST_CASE("a bad LOTUS_COLLECTOR value gives one message and falls back to auto"
   CHECK(r.out == "attached none\n");
   CHECK(r.err ==
         "lotus: ignoring LOTUS_COLLECTOR='vtunes' (expected "
-        "auto|none|perf|itt|vtune|amd|uprof|callgrind); using the default\n");
+        "auto|none|perf|itt|vtune|amd|uprof|callgrind); using auto\n");
 }
 
 TEST_CASE("ITT: resume/pause/detach reach the collector through INTEL_LIBITTNOTIFY64",
@@ -412,7 +412,7 @@ TEST_CASE("perf attach mode: an expired LOTUS_PERF_WAIT_MS or a bad value gives 
     CHECK(r.exit_code == 0);
     CHECK(r.err ==
           "lotus: ignoring LOTUS_PERF_WAIT_MS='soon' (expected an integer from 0 to 3600000); "
-          "using the default\n" +
+          "using 0\n" +
               perf_waiting_note(perf.ctl, 0));
   }
   SECTION("a regular file where a FIFO belongs") {
@@ -544,7 +544,7 @@ TEST_CASE("LOTUS_MAP_REGION: a bad knob gives one message and its default", "[co
   CHECK(r.exit_code == 0);
   CHECK(r.err ==
         "lotus: ignoring LOTUS_MAP_WARMUP='one' (expected an integer from 0 to 1099511627776); "
-        "using the default\n");
+        "using 1\n");
   CHECK(read_file(dir / "log") == "in a\n" + itt_init_line + "\nitt resume\nin a\nitt pause\n");
 }
 

@@ -302,5 +302,81 @@ class Layout(unittest.TestCase):
         self.assertEqual(sorted(top - allowed), [])
 
 
+def option_rows():
+    """The rows of include/lotus/detail/option_table.hpp: (field or None, env, kind, default as the
+    docs spell it). Parsed from the header, so this check needs no build."""
+    with open(os.path.join(ROOT, "include", "lotus", "detail", "option_table.hpp"),
+              encoding="utf-8") as f:
+        header = f.read()
+    with open(os.path.join(ROOT, "include", "lotus", "config.hpp"), encoding="utf-8") as f:
+        macros = dict(re.findall(r"#\s*define (LOTUS_DEFAULT_\w+) (\d+)", f.read()))
+    arrays = {name: re.findall(r'"([^"]*)"', body) for name, body in re.findall(
+        r"inline constexpr const char\* (\w+)\[\] = \{(.*?)\};", header, re.S)}
+    table = header[header.index("option_table[] = {"):header.index("// clang-format on")]
+    rows = []
+    for m in re.finditer(r'\{(nullptr|"\w+"), "(LOTUS_\w+)", option_kind::(\w+), ([^,]+), ([^,]+),'
+                         r'\s*([^,]+), (\w+), (nullptr|"[^"]*"),', table):
+        field, env, kind, default, choices, text = (m.group(i) for i in (1, 2, 3, 6, 7, 8))
+        if text != "nullptr":
+            shown = text[1:-1].encode("latin-1").decode("unicode_escape").encode(
+                "latin-1").decode("utf-8")
+        elif kind == "choice":
+            shown = arrays[choices][int(default)]
+        else:
+            shown = macros.get(default.strip(), default.strip())
+        rows.append((None if field == "nullptr" else field[1:-1], env, kind, shown))
+    return rows
+
+
+class Options(unittest.TestCase):
+    """Every option of the option table appears in the docs' tables with its variable and default:
+    the run-time options in README.md and tools/docs/RUNTIME.md (with their options field), the
+    collector's and mapping probe's in examples/probes/README.md (README.md names them by prefix)."""
+
+    def table_lines(self, rel):
+        """The rows of the tables whose header starts `| variable` (not the compile-time ones)."""
+        with open(os.path.join(ROOT, rel), encoding="utf-8") as f:
+            lines = f.read().splitlines()
+        rows, inside = [], False
+        for line in lines:
+            if not line.startswith("|"):
+                inside = False
+            elif line.startswith("| variable"):
+                inside = True
+            elif inside and line.startswith("| `"):
+                rows.append(line)
+        return rows
+
+    def check(self, rel, rows, with_field):
+        lines = self.table_lines(rel)
+        for field, env, _, default in rows:
+            with self.subTest(doc=rel, env=env):
+                hits = [ln for ln in lines if f"`{env}`" in ln.split(" | ")[0]]
+                self.assertEqual(len(hits), 1, f"{rel}: one table row names `{env}`")
+                cells = hits[0].split(" | ")
+                if with_field:
+                    self.assertIn(f"`{env}` / `{field}`", cells[0])
+                self.assertIn(default, cells[1], f"{rel}: the default of {env}")
+
+    def test_table_parsed(self):
+        rows = option_rows()
+        self.assertEqual(len(rows), 20)
+        self.assertIn(("flush_interval", "LOTUS_FLUSH_INTERVAL_MS", "uint", "100"), rows)
+        self.assertIn((None, "LOTUS_COLLECTOR", "choice", "auto"), rows)
+
+    def test_runtime_options_in_readme_and_runtime_md(self):
+        rows = [r for r in option_rows() if r[0] is not None]
+        self.check("README.md", rows, True)
+        self.check(os.path.join("tools", "docs", "RUNTIME.md"), rows, True)
+
+    def test_collector_options_in_probes_readme(self):
+        rows = [r for r in option_rows() if r[0] is None]
+        self.check(os.path.join("examples", "probes", "README.md"), rows, False)
+        readme = "\n".join(self.table_lines("README.md"))
+        for r in rows:
+            prefix = "LOTUS_COLLECTOR" if r[1] == "LOTUS_COLLECTOR" else r[1][:r[1].index("_", 6)]
+            self.assertTrue(f"`{r[1]}`" in readme or f"`{prefix}_*`" in readme, r[1])
+
+
 if __name__ == "__main__":
     unittest.main()

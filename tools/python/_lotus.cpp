@@ -467,10 +467,41 @@ void flush_on_sigterm() {
 
 // ---- configure ---------------------------------------------------------------------------------
 
+// Ranges, spellings and the refusal text come from lotus/detail/option_table.hpp, as for the
+// environment and lotus::options; lotus/__init__.py checks the same table first.
+using lotus::detail::opt;
+using lotus::detail::option_of;
+
+/// "lotus.configure: <field>='<value>' (expected <what>)": the table's message, raised.
+std::string option_refusal(opt o, const std::string& value) {
+  char expected[160];
+  lotus::detail::option_expected(option_of(o), expected, sizeof expected);
+  return std::string("lotus.configure: ") + option_of(o).field + "='" + value + "' (expected " +
+         expected + ")";
+}
+
+std::uint64_t option_u64(opt o, std::uint64_t value) {
+  const auto& d = option_of(o);
+  if (value < d.min || value > d.max)
+    throw py::value_error(option_refusal(o, std::to_string(value)));
+  return value;
+}
+
+/// The index of `value` among the choices of `o`.
+int option_choice(opt o, const std::string& value) {
+  const auto& d = option_of(o);
+  for (int i = 0; d.choices[i] != nullptr; ++i) {
+    if (value == d.choices[i]) return i;
+  }
+  throw py::value_error(option_refusal(o, value));
+}
+
 void configure(std::optional<std::string> log_file, std::optional<bool> enabled,
                std::optional<std::uint64_t> ring_capacity, std::optional<std::uint64_t> flush_ms,
                std::optional<std::string> overflow, std::optional<std::string> clock,
-               std::optional<bool> nvtx, std::optional<bool> itt) {
+               std::optional<bool> nvtx, std::optional<bool> itt,
+               std::optional<std::uint64_t> max_bytes,
+               std::optional<std::uint64_t> min_free_bytes) {
   lotus::options o;
   o.nvtx = nvtx;
   o.itt = itt;
@@ -483,38 +514,48 @@ void configure(std::optional<std::string> log_file, std::optional<bool> enabled,
   }
   o.enabled = enabled;
   if (ring_capacity) {
-    if (*ring_capacity < 64 || *ring_capacity > (std::uint64_t{1} << 26)) {
-      throw py::value_error("ring_capacity must be from 64 to 67108864 events");
-    }
-    o.ring_capacity = static_cast<std::size_t>(*ring_capacity);
+    o.ring_capacity = static_cast<std::size_t>(option_u64(opt::ring_capacity, *ring_capacity));
   }
   if (flush_ms) {
-    if (*flush_ms < 1 || *flush_ms > 60000) {
-      throw py::value_error("flush_interval must be from 1 to 60000 ms");
-    }
-    o.flush_interval = std::chrono::milliseconds(static_cast<std::int64_t>(*flush_ms));
+    o.flush_interval = std::chrono::milliseconds(
+        static_cast<std::int64_t>(option_u64(opt::flush_interval, *flush_ms)));
   }
   if (overflow) {
-    if (*overflow == "block") {
-      o.overflow = lotus::overflow_policy::block;
-    } else if (*overflow == "drop") {
-      o.overflow = lotus::overflow_policy::drop;
-    } else {
-      throw py::value_error("overflow must be 'block' or 'drop'");
-    }
+    o.overflow = option_choice(opt::overflow, *overflow) == 1 ? lotus::overflow_policy::drop
+                                                              : lotus::overflow_policy::block;
   }
   if (clock) {
-    if (*clock == "auto") {
-      o.clock = lotus::clock_source::automatic;
-    } else if (*clock == "tsc") {
-      o.clock = lotus::clock_source::tsc;
-    } else if (*clock == "realtime") {
-      o.clock = lotus::clock_source::realtime;
-    } else {
-      throw py::value_error("clock must be 'auto', 'tsc' or 'realtime'");
-    }
+    const int c = option_choice(opt::clock, *clock);
+    o.clock = c == 1   ? lotus::clock_source::tsc
+              : c == 2 ? lotus::clock_source::realtime
+                       : lotus::clock_source::automatic;
   }
+  if (max_bytes) o.max_bytes = option_u64(opt::max_bytes, *max_bytes);
+  if (min_free_bytes) o.min_free_bytes = option_u64(opt::min_free_bytes, *min_free_bytes);
   lotus::configure(o);
+}
+
+/// The option table, one tuple per row: (field or None, env, kind, min, max, default,
+/// default_text, choices, expected, doc). default: the number, or the index into choices.
+py::list option_table() {
+  static const char* const kinds[] = {"prefix", "flag", "uint", "choice", "bytes", "path"};
+  py::list rows;
+  for (const auto& d : lotus::detail::option_table) {
+    py::tuple choices(0);
+    if (d.choices != nullptr) {
+      py::list c;
+      for (int i = 0; d.choices[i] != nullptr; ++i) c.append(d.choices[i]);
+      choices = py::tuple(c);
+    }
+    char expected[160];
+    lotus::detail::option_expected(d, expected, sizeof expected);
+    char shown[96];
+    lotus::detail::option_value_text(d, d.def, shown, sizeof shown);
+    rows.append(py::make_tuple(d.field != nullptr ? py::object(py::str(d.field)) : py::none(),
+                               d.env, kinds[static_cast<unsigned>(d.kind)], d.min, d.max, d.def,
+                               std::string(shown), choices, std::string(expected), d.doc));
+  }
+  return rows;
 }
 
 }  // namespace
@@ -550,7 +591,11 @@ PYBIND11_MODULE(_lotus, m) {
 
   m.def("_configure", &configure, py::arg("log_file"), py::arg("enabled"), py::arg("ring_capacity"),
         py::arg("flush_interval_ms"), py::arg("overflow"), py::arg("clock"),
-        py::arg("nvtx") = py::none(), py::arg("itt") = py::none());
+        py::arg("nvtx") = py::none(), py::arg("itt") = py::none(),
+        py::arg("max_bytes") = py::none(), py::arg("min_free_bytes") = py::none());
+  m.def("_option_table", &option_table,
+        "The run-time option table (lotus/detail/option_table.hpp): (field, env, kind, min, max, "
+        "default, default_text, choices, expected, doc) per option.");
   // The runtime may wait for its writer thread (I/O): let other Python threads run meanwhile.
   m.def(
       "flush", [] { lotus::flush(); }, py::call_guard<py::gil_scoped_release>(),

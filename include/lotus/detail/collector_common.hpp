@@ -10,6 +10,7 @@
 #include "lotus/config.hpp"
 #include "lotus/detail/diagnostics.hpp"
 #include "lotus/detail/env.hpp"
+#include "lotus/detail/option_table.hpp"
 #include "lotus/detail/platform.hpp"
 
 namespace lotus {
@@ -29,24 +30,23 @@ struct collector_backend {
 // Absent collectors are silent; a collector that was asked for and fails gets exactly one line
 // on stderr: diag(topic::collector, "collector: ..."), then control is off.
 
-/// A non-negative integer variable: unset → fallback; bad value → one configuration warning and
-/// the fallback (diag_config: it does not use up the collector's message).
-inline std::uint64_t collector_env_u64(const char* name, std::uint64_t fallback,
-                                       std::uint64_t max_value) noexcept {
+/// An integer variable of option_table (option_table.hpp: range and default): unset → its
+/// default; bad value → option_table's message and the default (diag_config: it does not use up
+/// the collector's message).
+inline std::uint64_t collector_env_u64(opt o) noexcept {
   std::uint64_t value = 0;
-  return env_u64(name, 0, max_value, value) ? value : fallback;
+  return env_option_u64(o, value) ? value : option_of(o).def;
 }
 
 /// LOTUS_COLLECTOR's values, and the collector each selects (auto and none: kind::none).
-inline const char* const collector_names[] = {"auto", "none",  "perf",      "itt",  "vtune",
-                                              "amd",  "uprof", "callgrind", nullptr};
+inline constexpr const char* const* collector_names = option_collector_names;
 inline constexpr collector::kind collector_kinds[] = {
     collector::kind::none, collector::kind::none,     collector::kind::perf,
     collector::kind::itt,  collector::kind::itt,      collector::kind::amd,
     collector::kind::amd,  collector::kind::callgrind};
 
-/// The collector's and the mapping probe's variables, read once per process into one snapshot
-/// (all optional):
+/// The collector's and the mapping probe's variables (declared in option_table), read once per
+/// process into one snapshot (all optional):
 ///   LOTUS_COLLECTOR=<name>  auto | none | perf | itt | vtune | amd | uprof | callgrind
 ///   LOTUS_MAP_LIST=<path>   list mode: append each region name, once, to <path>; never resume
 ///   LOTUS_MAP_SELECT=<name> the region to profile; other regions never touch the collector
@@ -59,20 +59,20 @@ struct collector_settings {
   int collector = -1;  ///< index into collector_names; -1: unset or refused (auto)
   const char* list_path = nullptr;
   const char* select = nullptr;
-  std::uint64_t warmup = 1;
-  std::uint64_t count = 1;
-  long gap_ms = 0;
+  std::uint64_t warmup = option_of(opt::map_warmup).def;
+  std::uint64_t count = option_of(opt::map_count).def;
+  long gap_ms = static_cast<long>(option_of(opt::map_gap_ms).def);
   bool map_active = false;  ///< list mode or a selection: anything beyond recording S<name>
 };
 
 LOTUS_DETAIL_COLD inline collector_settings collector_read_settings() noexcept {
   collector_settings s;
-  s.collector = env_choice("LOTUS_COLLECTOR", collector_names);
-  s.list_path = env_text("LOTUS_MAP_LIST");
-  s.select = env_text("LOTUS_MAP_SELECT");
-  s.warmup = collector_env_u64("LOTUS_MAP_WARMUP", 1, std::uint64_t{1} << 40);
-  s.count = collector_env_u64("LOTUS_MAP_COUNT", 1, std::uint64_t{1} << 40);
-  s.gap_ms = static_cast<long>(collector_env_u64("LOTUS_MAP_GAP_MS", 0, 3600000));
+  s.collector = env_option_choice(opt::collector);
+  s.list_path = env_text(option_of(opt::map_list).env);
+  s.select = env_text(option_of(opt::map_select).env);
+  s.warmup = collector_env_u64(opt::map_warmup);
+  s.count = collector_env_u64(opt::map_count);
+  s.gap_ms = static_cast<long>(collector_env_u64(opt::map_gap_ms));
   s.map_active = s.list_path != nullptr || s.select != nullptr;
   return s;
 }

@@ -151,8 +151,8 @@ inline bool perf_open() noexcept {
   if (ack_path != nullptr && !perf_copy_path(s.ack_path, "LOTUS_PERF_ACK_FIFO", ack_path)) {
     return false;
   }
-  s.timeout_ms = static_cast<int>(collector_env_u64("LOTUS_PERF_ACK_TIMEOUT_MS", 5000, 3600000));
-  const long wait_ms = static_cast<long>(collector_env_u64("LOTUS_PERF_WAIT_MS", 0, 3600000));
+  s.timeout_ms = static_cast<int>(collector_env_u64(opt::perf_ack_timeout_ms));
+  const long wait_ms = static_cast<long>(collector_env_u64(opt::perf_wait_ms));
   perf_open_result r = perf_try_open();
   const long long deadline = perf_now_ms() + wait_ms;
   while (r == perf_open_result::absent && perf_now_ms() < deadline) {

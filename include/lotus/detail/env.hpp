@@ -1,10 +1,9 @@
-// lotus — the typed environment parser shared by the runtime, collectors and map regions (internal)
+// lotus — the typed environment parser under option_table.hpp (internal)
 // SPDX-License-Identifier: MIT
 #pragma once
 
 #include <cstdint>      // uint64_t
 #include <cstdlib>      // getenv
-#include <cstring>      // strcmp, strlen
 #include <string_view>  // string_view
 
 #include "lotus/config.hpp"
@@ -44,34 +43,6 @@ LOTUS_DETAIL_COLD inline bool env_u64(const char* name, std::uint64_t lo, std::u
   diag_config("ignoring %s='%.200s' (expected an integer from %llu to %llu); using the default",
               name, v, static_cast<unsigned long long>(lo), static_cast<unsigned long long>(hi));
   return false;
-}
-
-/// One of `choices` (a nullptr-terminated list): its index; unset → -1; anything else → one
-/// warning listing the choices, and -1.
-LOTUS_DETAIL_COLD inline int env_choice(const char* name, const char* const* choices) noexcept {
-  const char* v = std::getenv(name);
-  if (v == nullptr) return -1;
-  char expected[160] = {};
-  std::size_t used = 0;
-  for (int i = 0; choices[i] != nullptr; ++i) {
-    if (std::strcmp(v, choices[i]) == 0) return i;
-    const std::size_t len = std::strlen(choices[i]);
-    if (len != 0 && used + len + 2 < sizeof expected) {
-      if (used != 0) expected[used++] = '|';
-      std::memcpy(expected + used, choices[i], len);
-      used += len;
-    }
-  }
-  diag_config("ignoring %s='%.200s' (expected %s); using the default", name, v, expected);
-  return -1;
-}
-
-/// A yes/no variable: 1/true/yes/on → 1, ""/0/false/no/off → 0, unset → -1, else warning and -1.
-LOTUS_DETAIL_COLD inline int env_flag(const char* name) noexcept {
-  static const char* const words[] = {"0", "false", "no",  "off", "",
-                                      "1", "true",  "yes", "on",  nullptr};
-  const int i = env_choice(name, words);
-  return i < 0 ? -1 : (i >= 5 ? 1 : 0);
 }
 
 /// True when `s` holds a control character (a newline in a file name splits sidecar lines).

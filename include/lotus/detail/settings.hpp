@@ -11,6 +11,7 @@
 #include "lotus/config.hpp"
 #include "lotus/detail/diagnostics.hpp"
 #include "lotus/detail/env.hpp"
+#include "lotus/detail/option_table.hpp"
 #include "lotus/detail/text.hpp"
 #include "lotus/options.hpp"
 
@@ -18,31 +19,9 @@ namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
 
-/// Largest and smallest per-thread ring (events); rings start at `ring_initial` and double.
-constexpr std::size_t ring_min = 64, ring_max = std::size_t{1} << 26, ring_initial = 64;
-
-/// LOTUS_MAX_BYTES when it is set but malformed (garbage, negative, out of range): a budget the
-/// user asked for must not turn into "no limit". 1 GiB per process, with the disk reserve.
-constexpr std::uint64_t max_bytes_fail_closed = std::uint64_t{1} << 30;
-
-/// A byte limit from the environment: unset → false, silently; valid → true and `out`; malformed
-/// → one warning and `fallback` (true): a limit fails closed, never open.
-LOTUS_DETAIL_COLD inline bool env_u64_fail_closed(const char* name, std::uint64_t hi,
-                                                  std::uint64_t fallback,
-                                                  std::uint64_t& out) noexcept {
-  const char* v = env_text(name);
-  if (v == nullptr) return false;
-  if (parse_u64(v, 0, hi, out)) return true;
-  diag_config(
-      "ignoring %s='%.200s' (expected an integer from 0 to %llu); using %llu bytes, the "
-      "fail-closed limit for a malformed value",
-      name, v, static_cast<unsigned long long>(hi), static_cast<unsigned long long>(fallback));
-  out = fallback;
-  return true;
-}
-
-/// settings::min_free when neither options nor the environment set it.
-constexpr std::uint64_t min_free_default = ~std::uint64_t{0};
+/// Largest and smallest per-thread ring (events, option_table's range); rings start at
+/// `ring_initial` and double.
+constexpr std::size_t ring_min = option_ring_min, ring_max = option_ring_max, ring_initial = 64;
 
 /// Options after applying configure() > environment > defaults.
 struct settings {
@@ -122,30 +101,28 @@ struct env_settings {
   clock_source clock = clock_source::automatic;
 
   LOTUS_DETAIL_COLD void read() noexcept {
+    // Every range, spelling and message comes from option_table (option_table.hpp).
     // A refused value leaves it unset: tracing stays off unless configure() names a prefix.
-    if (const char* v = env_text("LOTUS_LOG_FILE")) {
-      has_log_file = resolve_prefix(v, "LOTUS_LOG_FILE", log_file);
+    if (const char* v = env_text(option_of(opt::log_file).env)) {
+      has_log_file = resolve_prefix(v, option_of(opt::log_file).env, log_file);
     }
-    const int off = env_flag("LOTUS_DISABLE");
+    const int off = env_option_flag(opt::enabled);
     has_enabled = off >= 0;
     enabled = off <= 0;
     std::uint64_t x = 0;
-    has_ring_capacity = env_u64("LOTUS_RING_CAPACITY", ring_min, ring_max, x);
+    has_ring_capacity = env_option_u64(opt::ring_capacity, x);
     ring_capacity = static_cast<std::size_t>(x);
-    has_flush_interval = env_u64("LOTUS_FLUSH_INTERVAL_MS", 1, 60000, flush_interval_ms);
-    static const char* const overflow_names[] = {"block", "drop", nullptr};
-    const int o = env_choice("LOTUS_OVERFLOW", overflow_names);
+    has_flush_interval = env_option_u64(opt::flush_interval, flush_interval_ms);
+    const int o = env_option_choice(opt::overflow);
     has_overflow = o >= 0;
     overflow = o == 1 ? overflow_policy::drop : overflow_policy::block;
-    static const char* const clock_names[] = {"auto", "tsc", "realtime", nullptr};
-    const int c = env_choice("LOTUS_CLOCK", clock_names);
+    const int c = env_option_choice(opt::clock);
     has_clock = c >= 0;
     clock = c == 1 ? clock_source::tsc : c == 2 ? clock_source::realtime : clock_source::automatic;
-    has_max_bytes = env_u64_fail_closed("LOTUS_MAX_BYTES", std::uint64_t{1} << 62,
-                                        max_bytes_fail_closed, max_bytes);
-    has_min_free = env_u64("LOTUS_MIN_FREE_BYTES", 0, std::uint64_t{1} << 62, min_free);
-    nvtx = env_flag("LOTUS_NVTX") > 0;
-    itt = env_flag("LOTUS_ITT") > 0;
+    has_max_bytes = env_option_u64(opt::max_bytes, max_bytes);  // malformed: fails closed
+    has_min_free = env_option_u64(opt::min_free_bytes, min_free);
+    nvtx = env_option_flag(opt::nvtx) > 0;
+    itt = env_option_flag(opt::itt) > 0;
   }
 };
 
@@ -161,27 +138,28 @@ LOTUS_DETAIL_COLD inline void merge_settings(const options& o, const env_setting
     s.log_file = env.log_file;
   }
   s.enabled = o.enabled ? *o.enabled : env.enabled;
-  s.ring_capacity = LOTUS_DEFAULT_RING_CAPACITY;
-  if (o.ring_capacity && (*o.ring_capacity < ring_min || *o.ring_capacity > ring_max)) {
-    diag_config("options::ring_capacity out of range [64, 67108864]; using the default");
-  } else if (o.ring_capacity) {
+  // An out-of-range field: option_table's message, and the environment's value or the default.
+  s.ring_capacity = env.has_ring_capacity ? env.ring_capacity : LOTUS_DEFAULT_RING_CAPACITY;
+  if (o.ring_capacity && option_check_u64(opt::ring_capacity, *o.ring_capacity, s.ring_capacity)) {
     s.ring_capacity = *o.ring_capacity;
-  } else if (env.has_ring_capacity) {
-    s.ring_capacity = env.ring_capacity;
   }
   s.ring_capacity = round_up_pow2(s.ring_capacity);
-  s.flush_interval_ms = LOTUS_DEFAULT_FLUSH_INTERVAL_MS;
-  if (o.flush_interval && o.flush_interval->count() >= 1) {
+  s.flush_interval_ms =
+      env.has_flush_interval ? env.flush_interval_ms : LOTUS_DEFAULT_FLUSH_INTERVAL_MS;
+  if (o.flush_interval &&
+      option_check_i64(opt::flush_interval, o.flush_interval->count(), s.flush_interval_ms)) {
     s.flush_interval_ms = static_cast<std::uint64_t>(o.flush_interval->count());
-  } else if (env.has_flush_interval) {
-    s.flush_interval_ms = env.flush_interval_ms;
   }
   s.overflow = o.overflow ? *o.overflow : env.overflow;
   s.clock = o.clock ? *o.clock : env.clock;
-  s.max_bytes = o.max_bytes ? *o.max_bytes : env.has_max_bytes ? env.max_bytes : 0;
-  s.min_free = o.min_free_bytes   ? *o.min_free_bytes
-               : env.has_min_free ? env.min_free
-                                  : min_free_default;
+  s.max_bytes = env.has_max_bytes ? env.max_bytes : 0;
+  if (o.max_bytes && option_check_u64(opt::max_bytes, *o.max_bytes, s.max_bytes)) {
+    s.max_bytes = *o.max_bytes;
+  }
+  s.min_free = env.has_min_free ? env.min_free : min_free_default;
+  if (o.min_free_bytes && option_check_u64(opt::min_free_bytes, *o.min_free_bytes, s.min_free)) {
+    s.min_free = *o.min_free_bytes;
+  }
   s.nvtx = o.nvtx ? *o.nvtx : env.nvtx;
   s.itt = o.itt ? *o.itt : env.itt;
 }

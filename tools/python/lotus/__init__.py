@@ -105,40 +105,60 @@ _last_options = {}
 _UNSET = object()
 
 
-def _check_int(name, value, lo, hi):
+# The run-time options, declared once in lotus/detail/option_table.hpp: per row (field, env, kind,
+# min, max, default, default_text, choices, expected, doc). Python's checks, messages and the
+# table in configure's docstring all come from it.
+_OptionRow = _collections.namedtuple(
+    "_OptionRow", "field env kind min max default default_text choices expected doc")
+_OPTIONS = {r.field: r for r in (_OptionRow(*t) for t in _lotus._option_table()) if r.field}
+
+
+def _refused(name, value):
+    """The table's message for a refused value, as a ValueError (nothing is changed)."""
+    return ValueError(f"lotus.configure: {name}='{value}' (expected {_OPTIONS[name].expected})")
+
+
+def _check_int(name, value):
+    row = _OPTIONS[name]
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"lotus.configure: {name} must be an int, not {type(value).__name__}")
-    if not lo <= value <= hi:
-        raise ValueError(f"lotus.configure: {name} must be from {lo} to {hi}, got {value}")
+    if not row.min <= value <= row.max:
+        raise _refused(name, value)
+    return value
+
+
+def _check_bool(name, value):
+    if not isinstance(value, bool):
+        raise TypeError(f"lotus.configure: {name} must be a bool, not {type(value).__name__}")
+    return value
+
+
+def _check_choice(name, value):
+    if not isinstance(value, str):
+        raise TypeError(f"lotus.configure: {name} must be a str, not {type(value).__name__}")
+    if value not in _OPTIONS[name].choices:
+        raise _refused(name, value)
     return value
 
 
 def configure(log_file=_UNSET, *, enabled=None, ring_capacity=None, flush_interval=None,
-              overflow=None, clock=None, nvtx=None, itt=None):
+              overflow=None, clock=None, nvtx=None, itt=None, max_bytes=None,
+              min_free_bytes=None):
     """Apply options to this process; unset options fall back to the environment, then defaults.
 
     As the C++ ``lotus::configure``, each call replaces the options of the previous one (pass
     ``log_file`` again with ``enabled=True``); events recorded before the call are flushed first.
 
-    The options and environment variables are those of the C++ ``lotus::options``:
+    The options and environment variables are those of the C++ ``lotus::options`` (the table
+    below is lotus/detail/option_table.hpp's; ``enabled`` is ``LOTUS_DISABLE`` inverted;
+    ``log_file``: a str or path, None: unset, "": no prefix; ``flush_interval``: ms as an int or
+    a datetime.timedelta):
 
-    ================  =========================  =============================================
-    option            environment                meaning
-    ================  =========================  =============================================
-    log_file          LOTUS_LOG_FILE             trace prefix (str or path); None: unset;
-                                                 "": no prefix (tracing off)
-    enabled           LOTUS_DISABLE (inverted)   False: tracing off at run time
-    ring_capacity     LOTUS_RING_CAPACITY        largest per-thread ring, 64 .. 67108864 events
-    flush_interval    LOTUS_FLUSH_INTERVAL_MS    writer period: ms (int) or datetime.timedelta
-    overflow          LOTUS_OVERFLOW             'block' (lossless) or 'drop'
-    clock             LOTUS_CLOCK                'auto', 'tsc' or 'realtime'
-    nvtx              LOTUS_NVTX                 True: spans also push NVTX ranges (Nsight
-                                                 Systems; a build with NVTX, see nvtx_compiled())
-    itt               LOTUS_ITT                  True: spans are also ITT tasks (VTune; the
-                                                 collector of INTEL_LIBITTNOTIFY64)
-    ================  =========================  =============================================
+{options}
 
-    Bad values raise TypeError or ValueError and change nothing.
+    Bad values raise TypeError or ValueError and change nothing; a value out of range raises
+    ValueError("lotus.configure: <option>='<value>' (expected <what>)"), the text lotus prints
+    for a bad environment variable or ``lotus::options`` field.
     """
     opts = {}
     if log_file is not _UNSET and log_file is not None:
@@ -153,41 +173,52 @@ def configure(log_file=_UNSET, *, enabled=None, ring_capacity=None, flush_interv
             raise ValueError("lotus.configure: log_file must not contain control characters")
         opts["log_file"] = _os.path.abspath(path) if path else ""
     if enabled is not None:
-        if not isinstance(enabled, bool):
-            raise TypeError(f"lotus.configure: enabled must be a bool, not {type(enabled).__name__}")
-        opts["enabled"] = enabled
+        opts["enabled"] = _check_bool("enabled", enabled)
     if ring_capacity is not None:
-        opts["ring_capacity"] = _check_int("ring_capacity", ring_capacity, 64, 1 << 26)
+        opts["ring_capacity"] = _check_int("ring_capacity", ring_capacity)
     if flush_interval is not None:
         if isinstance(flush_interval, _datetime.timedelta):
             ms = flush_interval / _datetime.timedelta(milliseconds=1)
             if ms != int(ms):
                 raise ValueError("lotus.configure: flush_interval must be a whole number of ms")
             flush_interval = int(ms)
-        opts["flush_interval"] = _check_int("flush_interval (ms)", flush_interval, 1, 60000)
-    for name, value, choices in (("overflow", overflow, ("block", "drop")),
-                                 ("clock", clock, ("auto", "tsc", "realtime"))):
-        if value is None:
-            continue
-        if not isinstance(value, str):
-            raise TypeError(f"lotus.configure: {name} must be a str, not {type(value).__name__}")
-        if value not in choices:
-            raise ValueError(f"lotus.configure: {name} must be one of {', '.join(choices)}; "
-                             f"got {value!r}")
-        opts[name] = value
+        opts["flush_interval"] = _check_int("flush_interval", flush_interval)
+    if overflow is not None:
+        opts["overflow"] = _check_choice("overflow", overflow)
+    if clock is not None:
+        opts["clock"] = _check_choice("clock", clock)
     if nvtx is not None:
-        if not isinstance(nvtx, bool):
-            raise TypeError(f"lotus.configure: nvtx must be a bool, not {type(nvtx).__name__}")
-        opts["nvtx"] = nvtx
+        opts["nvtx"] = _check_bool("nvtx", nvtx)
     if itt is not None:
-        if not isinstance(itt, bool):
-            raise TypeError(f"lotus.configure: itt must be a bool, not {type(itt).__name__}")
-        opts["itt"] = itt
+        opts["itt"] = _check_bool("itt", itt)
+    if max_bytes is not None:
+        opts["max_bytes"] = _check_int("max_bytes", max_bytes)
+    if min_free_bytes is not None:
+        opts["min_free_bytes"] = _check_int("min_free_bytes", min_free_bytes)
     _lotus._configure(opts.get("log_file"), opts.get("enabled"), opts.get("ring_capacity"),
                       opts.get("flush_interval"), opts.get("overflow"), opts.get("clock"),
-                      opts.get("nvtx"), opts.get("itt"))
+                      opts.get("nvtx"), opts.get("itt"), opts.get("max_bytes"),
+                      opts.get("min_free_bytes"))
     _last_options.clear()
     _last_options.update(opts)
+
+
+def _options_doc():
+    """configure's option table, from the option table."""
+    rows = [(r.field, r.env, r.default_text, r.doc) for r in _OPTIONS.values()]
+    widths = [max(len(row[i]) for row in rows + [("option", "environment", "default", "")])
+              for i in range(3)]
+    rule = "    " + "  ".join("=" * w for w in widths) + "  " + "=" * 40
+    head = ("option", "environment", "default", "meaning")
+    lines = [rule, "    " + "  ".join(h.ljust(w) for h, w in zip(head, widths)) + "  meaning", rule]
+    for row in rows:
+        lines.append("    " + "  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + row[3])
+    lines.append(rule)
+    return "\n".join(lines)
+
+
+if configure.__doc__:  # None under python -OO
+    configure.__doc__ = configure.__doc__.replace("{options}", _options_doc())
 
 
 def stats():

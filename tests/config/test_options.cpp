@@ -1,0 +1,249 @@
+// lotus — the option table: a bad value, from the environment or lotus::options, gets one message
+// SPDX-License-Identifier: MIT
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "catch.hpp"
+#include "lotus/lotus.hpp"
+#include "spawn.hpp"
+
+namespace {
+
+namespace d = lotus::detail;
+
+/// Runs f() with stderr (fd 2) captured; returns what was written.
+template <class F>
+std::string captured_stderr(F&& f) {
+  lotus_test::temp_dir dir;
+  const std::string path = dir / "err";
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  REQUIRE(fd >= 0);
+  const int saved = ::dup(2);
+  ::dup2(fd, 2);
+  f();
+  ::dup2(saved, 2);
+  ::close(saved);
+  ::close(fd);
+  return lotus_test::read_file(path);
+}
+
+/// Every variable of the table unset, then `name`=`value` (when name is not null).
+void set_only(const char* name, const char* value) {
+  for (const auto& row : d::option_table) ::unsetenv(row.env);
+  if (name != nullptr) ::setenv(name, value, 1);
+}
+
+struct merged {
+  d::settings s;
+  std::string err;
+};
+
+merged merge(const lotus::options& o, const char* name = nullptr, const char* value = nullptr) {
+  merged m;
+  m.err = captured_stderr([&] {
+    set_only(name, value);
+    d::env_settings env;
+    env.read();
+    d::merge_settings(o, env, m.s);
+  });
+  set_only(nullptr, nullptr);
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("option table: one row per option, ranges and defaults as documented",
+          "[config][options]") {
+  const auto& f = d::option_of(d::opt::flush_interval);
+  CHECK(std::string(f.env) == "LOTUS_FLUSH_INTERVAL_MS");
+  CHECK(f.min == 1);
+  CHECK(f.max == 60000);
+  CHECK(f.def == LOTUS_DEFAULT_FLUSH_INTERVAL_MS);
+  CHECK(d::option_of(d::opt::ring_capacity).def == LOTUS_DEFAULT_RING_CAPACITY);
+  std::vector<std::string> envs;
+  for (const auto& row : d::option_table) {
+    CHECK(std::string(row.env).rfind("LOTUS_", 0) == 0);
+    CHECK(row.doc[0] != '\0');
+    for (const auto& e : envs) CHECK(e != row.env);
+    envs.emplace_back(row.env);
+  }
+}
+
+TEST_CASE("option table: a bad environment value gives the one message and the default",
+          "[config][options][env]") {
+  struct bad_env {
+    const char* name;
+    const char* value;
+    const char* message;
+  };
+  const bad_env cases[] = {
+      {"LOTUS_FLUSH_INTERVAL_MS", "0",
+       "lotus: ignoring LOTUS_FLUSH_INTERVAL_MS='0' (expected an integer from 1 to 60000); using "
+       "100\n"},
+      {"LOTUS_FLUSH_INTERVAL_MS", "60001",
+       "lotus: ignoring LOTUS_FLUSH_INTERVAL_MS='60001' (expected an integer from 1 to 60000); "
+       "using 100\n"},
+      {"LOTUS_RING_CAPACITY", "lots",
+       "lotus: ignoring LOTUS_RING_CAPACITY='lots' (expected an integer from 64 to 67108864); "
+       "using 32768\n"},
+      {"LOTUS_DISABLE", "maybe",
+       "lotus: ignoring LOTUS_DISABLE='maybe' (expected 0|false|no|off|1|true|yes|on); using 0\n"},
+      {"LOTUS_OVERFLOW", "sometimes",
+       "lotus: ignoring LOTUS_OVERFLOW='sometimes' (expected block|drop); using block\n"},
+      {"LOTUS_CLOCK", "sundial",
+       "lotus: ignoring LOTUS_CLOCK='sundial' (expected auto|tsc|realtime); using auto\n"},
+      {"LOTUS_MAX_BYTES", "-1",
+       "lotus: ignoring LOTUS_MAX_BYTES='-1' (expected an integer from 0 to 4611686018427387904); "
+       "using 1073741824, the fail-closed limit for a malformed value\n"},
+      {"LOTUS_MIN_FREE_BYTES", "1G",
+       "lotus: ignoring LOTUS_MIN_FREE_BYTES='1G' (expected an integer from 0 to "
+       "4611686018427387904); using max(1 GiB, 5 %)\n"},
+      {"LOTUS_NVTX", "2",
+       "lotus: ignoring LOTUS_NVTX='2' (expected 0|false|no|off|1|true|yes|on); using 0\n"},
+      {"LOTUS_ITT", "sure",
+       "lotus: ignoring LOTUS_ITT='sure' (expected 0|false|no|off|1|true|yes|on); using 0\n"},
+  };
+  const merged defaults = merge({});
+  CHECK(defaults.err.empty());
+  for (const auto& c : cases) {
+    INFO(c.name << "=" << c.value);
+    const merged m = merge({}, c.name, c.value);
+    CHECK(m.err == c.message);
+    CHECK(m.s.enabled == defaults.s.enabled);
+    CHECK(m.s.ring_capacity == defaults.s.ring_capacity);
+    CHECK(m.s.flush_interval_ms == defaults.s.flush_interval_ms);
+    CHECK(m.s.overflow == defaults.s.overflow);
+    CHECK(m.s.clock == defaults.s.clock);
+    CHECK(m.s.max_bytes == (std::string(c.name) == "LOTUS_MAX_BYTES" ? d::max_bytes_fail_closed
+                                                                     : defaults.s.max_bytes));
+    CHECK(m.s.min_free == defaults.s.min_free);
+    CHECK(m.s.nvtx == defaults.s.nvtx);
+    CHECK(m.s.itt == defaults.s.itt);
+  }
+  CHECK(defaults.s.flush_interval_ms == 100);
+  CHECK(defaults.s.max_bytes == 0);
+  CHECK(defaults.s.min_free == d::min_free_default);
+}
+
+TEST_CASE(
+    "option table: a bad lotus::options field gives the same message and keeps the "
+    "environment's value or the default",
+    "[config][options][configure]") {
+  SECTION("flush_interval 0, negative, above 60000: refused (0 was ignored silently before)") {
+    lotus::options o;
+    o.flush_interval = std::chrono::milliseconds(0);
+    merged m = merge(o);
+    CHECK(m.err ==
+          "lotus: ignoring options::flush_interval='0' (expected an integer from 1 to 60000); "
+          "using 100\n");
+    CHECK(m.s.flush_interval_ms == 100);
+    o.flush_interval = std::chrono::milliseconds(-5);
+    m = merge(o, "LOTUS_FLUSH_INTERVAL_MS", "250");
+    CHECK(m.err ==
+          "lotus: ignoring options::flush_interval='-5' (expected an integer from 1 to 60000); "
+          "using 250\n");
+    CHECK(m.s.flush_interval_ms == 250);
+    o.flush_interval = std::chrono::milliseconds(60001);
+    m = merge(o);
+    CHECK(m.err ==
+          "lotus: ignoring options::flush_interval='60001' (expected an integer from 1 to "
+          "60000); using 100\n");
+    CHECK(m.s.flush_interval_ms == 100);
+    o.flush_interval = std::chrono::milliseconds(60000);
+    m = merge(o);
+    CHECK(m.err.empty());
+    CHECK(m.s.flush_interval_ms == 60000);
+  }
+  SECTION("ring_capacity") {
+    lotus::options o;
+    o.ring_capacity = 10;
+    merged m = merge(o);
+    CHECK(m.err ==
+          "lotus: ignoring options::ring_capacity='10' (expected an integer from 64 to "
+          "67108864); using 32768\n");
+    CHECK(m.s.ring_capacity == 32768);
+    o.ring_capacity = std::size_t{1} << 27;
+    m = merge(o, "LOTUS_RING_CAPACITY", "1024");
+    CHECK(m.err ==
+          "lotus: ignoring options::ring_capacity='134217728' (expected an integer from 64 to "
+          "67108864); using 1024\n");
+    CHECK(m.s.ring_capacity == 1024);
+  }
+  SECTION("max_bytes and min_free_bytes") {
+    lotus::options o;
+    o.max_bytes = (std::uint64_t{1} << 62) + 1;
+    o.min_free_bytes = ~std::uint64_t{0};
+    const merged m = merge(o, "LOTUS_MAX_BYTES", "5000");
+    CHECK(m.err ==
+          "lotus: ignoring options::max_bytes='4611686018427387905' (expected an integer from 0 "
+          "to 4611686018427387904); using 5000\n"
+          "lotus: ignoring options::min_free_bytes='18446744073709551615' (expected an integer "
+          "from 0 to 4611686018427387904); using max(1 GiB, 5 %)\n");
+    CHECK(m.s.max_bytes == 5000);
+    CHECK(m.s.min_free == d::min_free_default);
+  }
+  SECTION("values within range are taken over the environment") {
+    lotus::options o;
+    o.max_bytes = 0;
+    o.min_free_bytes = 0;
+    o.ring_capacity = 64;
+    o.flush_interval = std::chrono::milliseconds(1);
+    const merged m = merge(o, "LOTUS_MAX_BYTES", "5000");
+    CHECK(m.err.empty());
+    CHECK(m.s.max_bytes == 0);
+    CHECK(m.s.min_free == 0);
+    CHECK(m.s.ring_capacity == 64);
+    CHECK(m.s.flush_interval_ms == 1);
+  }
+}
+
+TEST_CASE("option table: collector and map variables take range and default from the table",
+          "[config][options][collector]") {
+  struct bad_env {
+    lotus::detail::opt o;
+    const char* value;
+    const char* message;
+  };
+  const bad_env cases[] = {
+      {d::opt::map_warmup, "one",
+       "lotus: ignoring LOTUS_MAP_WARMUP='one' (expected an integer from 0 to 1099511627776); "
+       "using 1\n"},
+      {d::opt::map_count, "-1",
+       "lotus: ignoring LOTUS_MAP_COUNT='-1' (expected an integer from 0 to 1099511627776); "
+       "using 1\n"},
+      {d::opt::map_gap_ms, "3600001",
+       "lotus: ignoring LOTUS_MAP_GAP_MS='3600001' (expected an integer from 0 to 3600000); "
+       "using 0\n"},
+      {d::opt::perf_ack_timeout_ms, "x",
+       "lotus: ignoring LOTUS_PERF_ACK_TIMEOUT_MS='x' (expected an integer from 0 to 3600000); "
+       "using 5000\n"},
+      {d::opt::perf_wait_ms, "soon",
+       "lotus: ignoring LOTUS_PERF_WAIT_MS='soon' (expected an integer from 0 to 3600000); "
+       "using 0\n"},
+  };
+  for (const auto& c : cases) {
+    const auto& row = d::option_of(c.o);
+    INFO(row.env << "=" << c.value);
+    std::uint64_t got = 12345;
+    const std::string err = captured_stderr([&] {
+      set_only(row.env, c.value);
+      got = d::collector_env_u64(c.o);
+    });
+    CHECK(err == c.message);
+    CHECK(got == row.def);
+  }
+  const std::string err = captured_stderr([&] {
+    set_only("LOTUS_COLLECTOR", "vtunes");
+    CHECK(d::env_option_choice(d::opt::collector) == -1);
+  });
+  CHECK(err ==
+        "lotus: ignoring LOTUS_COLLECTOR='vtunes' (expected "
+        "auto|none|perf|itt|vtune|amd|uprof|callgrind); using auto\n");
+  set_only(nullptr, nullptr);
+}

@@ -1,0 +1,150 @@
+# SPDX-License-Identifier: MIT
+"""The option table (lotus/detail/option_table.hpp) from Python: lotus.configure takes every option
+of it, refuses a value out of its range with the table's text, and a bad environment variable gives
+the one documented message and the default."""
+import inspect
+
+import pytest
+
+from conftest import run_python
+
+import lotus
+
+OPTIONS = lotus._OPTIONS
+TABLE_VARS = [r[1] for r in lotus._lotus._option_table()]
+
+
+def clean_env(**extra):
+    """Every variable of the table unset (the test's own environment must not leak in)."""
+    env = {name: "" for name in TABLE_VARS}
+    env.update(extra)
+    return env
+
+
+def test_configure_takes_every_option_of_the_table():
+    params = inspect.signature(lotus.configure).parameters
+    assert set(OPTIONS) == set(params)
+    assert {"max_bytes", "min_free_bytes"} <= set(OPTIONS)
+    for name, row in OPTIONS.items():
+        assert row.env.startswith("LOTUS_") and row.doc, name
+        assert name in lotus.configure.__doc__ and row.env in lotus.configure.__doc__
+    f = OPTIONS["flush_interval"]
+    assert (f.env, f.min, f.max, f.default, f.expected) == (
+        "LOTUS_FLUSH_INTERVAL_MS", 1, 60000, 100, "an integer from 1 to 60000")
+
+
+def int_cases():
+    for name, row in OPTIONS.items():
+        if row.kind in ("uint", "bytes"):
+            if row.min > 0:
+                yield name, row.min - 1
+            yield name, row.max + 1
+            yield name, -1
+
+
+@pytest.mark.parametrize("name, value", list(int_cases()))
+def test_out_of_range_int_raises_the_table_message(name, value):
+    row = OPTIONS[name]
+    with pytest.raises(ValueError) as e:
+        lotus.configure(**{name: value})
+    assert str(e.value) == (f"lotus.configure: {name}='{value}' "
+                            f"(expected an integer from {row.min} to {row.max})")
+
+
+@pytest.mark.parametrize("name", [n for n, r in OPTIONS.items() if r.kind == "choice"])
+def test_bad_choice_raises_the_table_message(name):
+    with pytest.raises(ValueError) as e:
+        lotus.configure(**{name: "sundial"})
+    assert str(e.value) == (f"lotus.configure: {name}='sundial' "
+                            f"(expected {'|'.join(OPTIONS[name].choices)})")
+
+
+def test_extension_checks_the_same_table():
+    # lotus._lotus._configure checks again, with the same text (callers that skip __init__).
+    with pytest.raises(ValueError, match=r"^lotus.configure: flush_interval='0' \(expected an "
+                                         r"integer from 1 to 60000\)$"):
+        lotus._lotus._configure(None, None, None, 0, None, None)
+    with pytest.raises(ValueError, match=r"^lotus.configure: max_bytes='4611686018427387905'"):
+        lotus._lotus._configure(None, None, None, None, None, None, None, None, (1 << 62) + 1)
+
+
+def test_a_refused_value_changes_nothing(tmp_path):
+    code = f"""
+import lotus
+lotus.configure(log_file={str(tmp_path / 't' / 'log')!r}, max_bytes=0)
+for bad in (dict(flush_interval=0), dict(flush_interval=60001), dict(max_bytes=-1),
+            dict(min_free_bytes=1 << 63), dict(ring_capacity=1 << 27)):
+    try:
+        lotus.configure(**bad)
+    except ValueError:
+        pass
+    else:
+        raise SystemExit("accepted " + repr(bad))
+for i in range(100):
+    with lotus.scope("S"):
+        pass
+lotus.flush()
+s = lotus.stats()
+print(s.recorded, s.written, s.dropped, lotus.tracing_enabled())
+"""
+    r = run_python(code, env=clean_env())
+    assert r.stdout.split() == ["100", "100", "0", "True"]
+    assert r.stderr == ""
+
+
+def test_max_bytes_and_min_free_bytes_reach_the_runtime(tmp_path):
+    code = f"""
+import lotus
+lotus.configure(log_file={str(tmp_path / 'a' / 'log')!r}, min_free_bytes=1 << 62)
+for i in range(100):
+    with lotus.scope("S"):
+        pass
+lotus.flush()
+print(*lotus.stats()[:3])
+lotus.configure(log_file={str(tmp_path / 'b' / 'log')!r}, max_bytes=300, min_free_bytes=0)
+for i in range(1000):
+    with lotus.scope("S"):
+        pass
+lotus.flush()
+print(*lotus.stats()[:3])
+"""
+    r = run_python(code, env=clean_env())
+    first, second = (list(map(int, line.split())) for line in r.stdout.splitlines())
+    assert first == [100, 0, 100]  # the reserve is larger than any file system: all dropped
+    assert second[0] == 1100 and second[2] > 100 and second[1] + second[2] == 1100
+
+
+ENV_CASES = [
+    ("LOTUS_FLUSH_INTERVAL_MS", "0", "an integer from 1 to 60000", "100"),
+    ("LOTUS_FLUSH_INTERVAL_MS", "60001", "an integer from 1 to 60000", "100"),
+    ("LOTUS_RING_CAPACITY", "63", "an integer from 64 to 67108864", "32768"),
+    ("LOTUS_DISABLE", "maybe", "0|false|no|off|1|true|yes|on", "0"),
+    ("LOTUS_OVERFLOW", "lossy", "block|drop", "block"),
+    ("LOTUS_CLOCK", "sundial", "auto|tsc|realtime", "auto"),
+    ("LOTUS_MAX_BYTES", "lots", "an integer from 0 to 4611686018427387904",
+     "1073741824, the fail-closed limit for a malformed value"),
+    ("LOTUS_MIN_FREE_BYTES", "-1", "an integer from 0 to 4611686018427387904", "max(1 GiB, 5 %)"),
+    ("LOTUS_NVTX", "2", "0|false|no|off|1|true|yes|on", "0"),
+    ("LOTUS_ITT", "sure", "0|false|no|off|1|true|yes|on", "0"),
+]
+
+
+def test_env_cases_cover_every_checked_option():
+    checked = {r.env for r in OPTIONS.values() if r.kind not in ("prefix", "path")}
+    assert checked == {c[0] for c in ENV_CASES}
+
+
+@pytest.mark.parametrize("var, value, expected, default", ENV_CASES)
+def test_bad_environment_value_gives_the_one_message_and_the_default(tmp_path, var, value,
+                                                                    expected, default):
+    code = """
+import lotus
+for i in range(100):
+    with lotus.scope("S"):
+        pass
+lotus.flush()
+print(*lotus.stats()[:3], lotus.tracing_enabled())
+"""
+    r = run_python(code, env=clean_env(LOTUS_LOG_FILE=str(tmp_path / "t" / "log"), **{var: value}))
+    assert r.stderr == f"lotus: ignoring {var}='{value}' (expected {expected}); using {default}\n"
+    assert r.stdout.split() == ["100", "100", "0", "True"]  # the defaults still trace
