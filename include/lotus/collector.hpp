@@ -1,150 +1,26 @@
 // lotus — vendor-neutral collector control: resume/pause/detach perf, Callgrind, VTune (ITT), uProf
 // SPDX-License-Identifier: MIT
+// Not part of lotus.hpp: a probe includes it (or <lotus/map_region.hpp>). The fast paths are
+// inline (one relaxed load while nothing is attached); detection and the backends are compiled
+// in the files that include this header (header-only) or once, in lotus::lotus_compiled.
 #pragma once
+
+#include <atomic>  // memory_order (the state words)
 
 #include "lotus/collector_kind.hpp"
 #include "lotus/config.hpp"
+#include "lotus/detail/hooks.hpp"
 #include "lotus/detail/platform.hpp"
-
-#ifndef LOTUS_DISABLE
-#  include <atomic>   // atomic
-#  include <cerrno>   // errno
-#  include <cstring>  // strcmp
-#  include <mutex>    // mutex, lock_guard
-
-#  include "lotus/detail/collector_amd.hpp"
-#  include "lotus/detail/collector_callgrind.hpp"
-#  include "lotus/detail/collector_common.hpp"
-#  include "lotus/detail/collector_itt.hpp"
-#  include "lotus/detail/collector_perf.hpp"
-#endif
+#include "lotus/detail/preprocessor.hpp"
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
-
-#ifndef LOTUS_DISABLE
-namespace detail {
-
-enum : int { collector_unknown = 0, collector_off = 1, collector_on = 2 };
-
-// Hot-path word: after detection it is collector_off (nothing attached, detached, or failed) or
-// collector_on; resume()/pause() cost one relaxed load and a branch while it is collector_off.
-inline std::atomic<int> collector_state{collector_unknown};
-inline std::atomic<int> collector_depth{0};
-inline std::mutex collector_mutex;  // serialises detection, depth changes and backend calls
-inline const collector_backend* collector_active = nullptr;
-inline collector::kind collector_kind = collector::kind::none;
-
-inline const collector_backend* collector_select(collector::kind& chosen) noexcept {
-  // LOTUS_COLLECTOR from the settings snapshot (a value not in the list: one message, auto).
-  const int want = collector_config().collector;
-  const collector_backend* b = nullptr;
-  if (want == 1) return nullptr;
-  if (want > 1) chosen = collector_kinds[want];
-  if (chosen == collector::kind::perf) {
-    b = perf_backend();
-  } else if (chosen == collector::kind::itt) {
-    if (!itt_available()) {
-      diag(topic::collector,
-           "collector: LOTUS_COLLECTOR=itt but %s is not set; collector control off",
-           itt_env_name());
-      return nullptr;
-    }
-    b = itt_backend();
-  } else if (chosen == collector::kind::amd) {
-    b = amd_backend(true);
-  } else if (chosen == collector::kind::callgrind) {
-    b = callgrind_backend(true);
-  } else {
-    // auto: the first collector that is evidently present. A collector that is present but
-    // broken is not skipped silently: its message explains why control is off.
-    if (running_on_valgrind() && callgrind_tool_plausible()) {
-      chosen = collector::kind::callgrind;
-      b = callgrind_backend(false);
-    } else if (env_text("LOTUS_PERF_CTL_FIFO") != nullptr) {
-      chosen = collector::kind::perf;
-      b = perf_backend();
-    } else if (itt_available()) {
-      chosen = collector::kind::itt;
-      b = itt_backend();
-    } else if (amd_available()) {
-      chosen = collector::kind::amd;
-      b = amd_backend(false);
-    }
-  }
-  return b;
-}
-
-inline void collector_detect_locked() noexcept {
-  if (collector_state.load(std::memory_order_relaxed) != collector_unknown) return;
-  collector::kind chosen = collector::kind::none;
-  collector_active = collector_select(chosen);
-  collector_kind = collector_active != nullptr ? chosen : collector::kind::none;
-  collector_state.store(collector_active != nullptr ? collector_on : collector_off,
-                        std::memory_order_release);
-}
-
-inline void collector_turn_off_locked() noexcept {
-  collector_active = nullptr;
-  collector_depth.store(0, std::memory_order_relaxed);
-  collector_state.store(collector_off, std::memory_order_release);
-}
-
-/// Keeps the host program's errno: a region boundary must not change what the code around it sees.
-class collector_errno_guard {
- public:
-  collector_errno_guard() noexcept : saved_(errno) {}
-  ~collector_errno_guard() { errno = saved_; }
-  collector_errno_guard(const collector_errno_guard&) = delete;
-  collector_errno_guard& operator=(const collector_errno_guard&) = delete;
-
- private:
-  int saved_;
-};
-
-LOTUS_DETAIL_NOINLINE inline void collector_resume_slow(const char* region) noexcept {
-  const collector_errno_guard keep_errno;
-  std::lock_guard<std::mutex> lock(collector_mutex);
-  collector_detect_locked();
-  if (collector_active == nullptr) return;
-  // Process-wide nesting: only the outermost resume reaches the collector.
-  if (collector_depth.fetch_add(1, std::memory_order_relaxed) == 0 &&
-      !collector_active->resume(region)) {
-    collector_turn_off_locked();
-  }
-}
-
-LOTUS_DETAIL_NOINLINE inline void collector_pause_slow(const char* region) noexcept {
-  const collector_errno_guard keep_errno;
-  std::lock_guard<std::mutex> lock(collector_mutex);
-  collector_detect_locked();
-  if (collector_active == nullptr) return;
-  const int depth = collector_depth.load(std::memory_order_relaxed);
-  if (depth == 0) return;  // unbalanced pause: ignore rather than go negative
-  collector_depth.store(depth - 1, std::memory_order_relaxed);
-  if (depth == 1 && !collector_active->pause(region)) collector_turn_off_locked();
-}
-
-LOTUS_DETAIL_NOINLINE inline void collector_detach_slow() noexcept {
-  const collector_errno_guard keep_errno;
-  std::lock_guard<std::mutex> lock(collector_mutex);
-  collector_detect_locked();
-  if (collector_active != nullptr) {
-    collector_active->detach(collector_depth.load(std::memory_order_relaxed) > 0);
-  }
-  collector_turn_off_locked();
-}
-
-}  // namespace detail
-
 namespace collector {
 
 /// Detects the collector now instead of at the first resume/pause (idempotent).
 inline void initialize() noexcept {
   if (detail::collector_state.load(std::memory_order_acquire) != detail::collector_unknown) return;
-  const detail::collector_errno_guard keep_errno;
-  std::lock_guard<std::mutex> lock(detail::collector_mutex);
-  detail::collector_detect_locked();
+  detail::collector_initialize();
 }
 
 /// Starts (resumes) collection; nests process-wide: only the outermost resume() reaches it.
@@ -191,27 +67,10 @@ inline void detach() noexcept {
 }
 
 /// The collector in use (detecting it if needed); kind::none when nothing is attached any more.
-inline kind attached() noexcept {
-  initialize();
-  std::lock_guard<std::mutex> lock(detail::collector_mutex);
-  return detail::collector_active != nullptr ? detail::collector_kind : kind::none;
-}
+inline kind attached() noexcept { return detail::collector_attached(); }
 
 /// Current process-wide nesting depth of resume() calls.
 inline int depth() noexcept { return detail::collector_depth.load(std::memory_order_relaxed); }
-
-#else  // LOTUS_DISABLE: the same API, doing nothing.
-
-namespace collector {
-inline void initialize() noexcept {}
-inline void resume() noexcept {}
-inline void pause() noexcept {}
-inline void resume_region(const char*) noexcept {}
-inline void pause_region(const char*) noexcept {}
-inline void detach() noexcept {}
-inline kind attached() noexcept { return kind::none; }
-inline int depth() noexcept { return 0; }
-#endif
 
 /// "none", "perf", "itt", "amd" or "callgrind".
 inline const char* to_string(kind k) noexcept {
@@ -233,3 +92,17 @@ inline const char* to_string(kind k) noexcept {
 }  // namespace collector
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
+
+/// Resume / pause the attached collector (perf, Callgrind, VTune, uProf); nest process-wide.
+#undef LOTUS_COLLECTOR_RESUME
+#undef LOTUS_COLLECTOR_PAUSE
+#undef LOTUS_COLLECTOR_DETACH
+#define LOTUS_COLLECTOR_RESUME() LOTUS_DETAIL_COLLECTOR_CALL(::lotus::collector::resume())
+#define LOTUS_COLLECTOR_PAUSE() LOTUS_DETAIL_COLLECTOR_CALL(::lotus::collector::pause())
+/// Detach the collector; every later collector call is a no-op.
+#define LOTUS_COLLECTOR_DETACH() LOTUS_DETAIL_COLLECTOR_CALL(::lotus::collector::detach())
+
+// Header-only mode: detection and the backends, compiled in this file.
+#if LOTUS_DETAIL_INLINE_RUNTIME
+#  include "lotus/detail/collector_impl.hpp"
+#endif

@@ -7,12 +7,19 @@
 //
 // The public API lives in an inline namespace whose name depends on LOTUS_DISABLE, so enabled and
 // disabled translation units can be linked into one program without ODR violations.
+//
+// This is the one place that reads LOTUS_DISABLE: it names the ABI and sets LOTUS_DETAIL_ENABLED,
+// by which lotus/detail/hooks.hpp picks the recording or the no-op implementation of what the
+// public headers call (each public header is written once).
 #ifdef LOTUS_DISABLE
 #  define LOTUS_DETAIL_ABI v0_disabled
+#  define LOTUS_DETAIL_ENABLED 0
 #elif defined(LOTUS_TEST_HOOKS)  // lotus's own tests: a scripted clock and thread ids
 #  define LOTUS_DETAIL_ABI v0_test_hooks
+#  define LOTUS_DETAIL_ENABLED 1
 #else
 #  define LOTUS_DETAIL_ABI v0
+#  define LOTUS_DETAIL_ENABLED 1
 #endif
 
 /// Default per-thread ring capacity in events (32 bytes each); LOTUS_RING_CAPACITY overrides.

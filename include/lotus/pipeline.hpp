@@ -13,36 +13,14 @@
 #include <vector>            // vector
 
 #include "lotus/config.hpp"
+#include "lotus/detail/helpers.hpp"
+#include "lotus/detail/hooks.hpp"
+#include "lotus/detail/record_name.hpp"
 #include "lotus/record_site.hpp"
 #include "lotus/scope.hpp"
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
-namespace detail {
-
-/// The process-lifetime location of `name` for the helpers' records; nullptr only in
-/// LOTUS_DISABLE builds, which record nothing.
-#ifndef LOTUS_DISABLE
-inline const record_site* interned_location(std::string_view name) { return &intern(name); }
-#else
-inline const record_site* interned_location(std::string_view) { return nullptr; }
-#endif
-
-// Consumer-side record sites (written to the `_main_pid_` file).
-inline constexpr record_site batch_queued_loc{"BatchQueued", "", "", 0,
-                                              flag_main | flag_indexed | flag_fixed_1us};
-inline constexpr record_site batch_wait_loc{"BatchWait", "", "", 0, flag_main | flag_indexed};
-inline constexpr record_site batch_wait_marker_loc{"BatchWait", "", "", 0,
-                                                   flag_main | flag_indexed | flag_fixed_1us};
-inline constexpr record_site batch_consumed_loc{"BatchConsumed", "", "", 0,
-                                                flag_main | flag_indexed | flag_fixed_1us};
-inline constexpr record_site loader_loc{"Loader", "", "", 0, 0};
-inline constexpr record_site transform_loc{"Transform", "", "", 0, 0};
-inline constexpr record_site batch_preprocessed_loc{"BatchPreprocessed", "", "", 0, flag_indexed};
-/// The NVTX range of a consumer's wait (LOTUS_NVTX): the batch index is not known while waiting.
-inline constexpr record_site batch_wait_range_loc{"BatchWait", "", "", 0, flag_main};
-
-}  // namespace detail
 
 /// A callable that records `S<name>` around every call of `f`.
 template <class F>
@@ -52,9 +30,7 @@ class traced_fn {
 
   template <class... Args>
   decltype(auto) operator()(Args&&... args) const {
-#ifndef LOTUS_DISABLE
     scope_timer timer(*loc_);
-#endif
     return f_(std::forward<Args>(args)...);
   }
 
@@ -89,9 +65,7 @@ class compose {
 
   T operator()(T x) const {
     for (const step& s : steps_) {
-#ifndef LOTUS_DISABLE
       scope_timer timer(*s.loc);
-#endif
       x = s.fn(std::move(x));
     }
     return x;
@@ -109,31 +83,11 @@ class compose {
   std::vector<step> steps_;
 };
 
-namespace detail {
-#ifndef LOTUS_DISABLE
-/// An NVTX range around a part of a span recorded after the fact (LOTUS_NVTX): pushed now when
-/// `mode` is an NVTX mode, popped at scope exit (also when the part throws).
-class nvtx_part {
- public:
-  nvtx_part(int mode, const record_site& loc) noexcept
-      : pushed_(mode >= mode_tsc_nvtx && nvtx_push(loc, 0)) {}
-  ~nvtx_part() {
-    if (pushed_) nvtx_pop();
-  }
-  nvtx_part(const nvtx_part&) = delete;
-  nvtx_part& operator=(const nvtx_part&) = delete;
-
- private:
-  bool pushed_;
-};
-#endif
-}  // namespace detail
 
 /// One dataset sample as torchvision's `DatasetFolder.__getitem__` does it: `transform(load())`,
 /// recording `SLoader` and `STransform` *after* the transform's own records, Lotus's file order.
 template <class Load, class Transform>
 auto load_transform(Load&& load, Transform&& transform) {
-#ifndef LOTUS_DISABLE
   const int m = detail::active_mode();
   if (m < detail::mode_tsc) return transform(load());
   std::uint64_t l0 = 0, l1 = 0, t0 = 0, t1 = 0;
@@ -154,9 +108,6 @@ auto load_transform(Load&& load, Transform&& transform) {
   detail::emit(detail::loader_loc, l0, l1, 0);
   detail::emit(detail::transform_loc, t0, t1, 0);
   return out;
-#else
-  return transform(load());
-#endif
 }
 
 /// Consumer side of a data loader, by the Lotus rules: `SBatchQueued`, `SBatchWait`,
@@ -165,18 +116,13 @@ class batch_tracker {
  public:
   /// An index was handed to a worker: `SBatchQueued_<idx>,<now>,1000`.
   void queued(std::uint64_t idx) noexcept {
-#ifndef LOTUS_DISABLE
     const int m = detail::active_mode();
     if (m >= detail::mode_tsc) detail::emit(detail::batch_queued_loc, detail::now_ticks(m), 0, idx);
     if (m >= detail::mode_tsc_nvtx) detail::nvtx_mark(detail::batch_queued_loc, idx);
-#else
-    (void)idx;
-#endif
   }
 
   /// The consumer starts waiting for the next batch (once per next() call).
   void wait_begin() noexcept {
-#ifndef LOTUS_DISABLE
     const int m = detail::active_mode();
     if (LOTUS_DETAIL_UNLIKELY(m >= detail::mode_tsc_nvtx)) {
       detail::nvtx_end(nvtx_wait_);  // a wait that never saw its batch (end of the epoch)
@@ -185,14 +131,12 @@ class batch_tracker {
       itt_wait_ = detail::itt_task_push(detail::batch_wait_range_loc);
     }
     wait_start_ = m >= detail::mode_tsc ? detail::now_ticks(m) : 0;
-#endif
   }
 
   /// A batch arrived. In order: the wait since wait_begin() is kept for consumed() and true is
   /// returned. Out of order: `SBatchWait_<idx>,<arrival>,1000` is written and false returned.
   bool arrived(std::uint64_t idx) noexcept {
     const bool in_order = idx == expected_;
-#ifndef LOTUS_DISABLE
     const int m = detail::active_mode();
     if (m >= detail::mode_tsc) {
       const std::uint64_t now = detail::now_ticks(m);
@@ -214,14 +158,12 @@ class batch_tracker {
     }
     if (m >= detail::mode_tsc_nvtx && !in_order)
       detail::nvtx_mark(detail::batch_wait_marker_loc, idx);
-#endif
     return in_order;
   }
 
   /// The batch was handed to the training step: writes the kept wait (if this batch had one),
   /// then `SBatchConsumed_<idx>,<now>,1000`. A cached batch (out-of-order arrival) has no wait.
   void consumed(std::uint64_t idx) noexcept {
-#ifndef LOTUS_DISABLE
     const int m = detail::active_mode();
     if (m >= detail::mode_tsc) {
       const std::uint64_t now = detail::now_ticks(m);
@@ -231,7 +173,6 @@ class batch_tracker {
       detail::emit(detail::batch_consumed_loc, now, 0, idx);
     }
     if (m >= detail::mode_tsc_nvtx) detail::nvtx_mark(detail::batch_consumed_loc, idx);
-#endif
     pending_ = false;
     if (idx == expected_) ++expected_;
   }
@@ -240,12 +181,10 @@ class batch_tracker {
   void reset() noexcept {
     expected_ = 0;
     pending_ = false;
-#ifndef LOTUS_DISABLE
     detail::nvtx_end(nvtx_wait_);
     nvtx_wait_ = 0;
     if (itt_wait_) detail::itt_task_pop();
     itt_wait_ = false;
-#endif
   }
 
   /// Index of the batch the consumer needs next.
@@ -262,12 +201,10 @@ class batch_tracker {
  private:
   std::uint64_t expected_ = 0;
   bool pending_ = false;
-#ifndef LOTUS_DISABLE
   std::uint64_t wait_start_ = 0;
   std::uint64_t pending_start_ = 0, pending_end_ = 0;
   std::uint64_t nvtx_wait_ = 0;  // the open NVTX range of a wait (LOTUS_NVTX), 0: none
   bool itt_wait_ = false;        // the open ITT task of a wait on this thread (LOTUS_ITT)
-#endif
 };
 
 }  // namespace LOTUS_DETAIL_ABI

@@ -2,92 +2,17 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
-#include <cstddef>      // size_t
+#include <atomic>  // memory_order (the state words)
 #include <cstdint>      // uint64_t
 #include <string_view>  // string_view
 
 #include "lotus/config.hpp"
+#include "lotus/detail/hooks.hpp"
 #include "lotus/detail/platform.hpp"
 #include "lotus/record_site.hpp"
 
-#ifndef LOTUS_DISABLE
-#  include <atomic>   // atomic_signal_fence
-#  include <cstring>  // memcpy, memcmp
-
-#  include "lotus/clock.hpp"
-#  include "lotus/detail/entry.hpp"
-#  include "lotus/detail/name_cache.hpp"
-#  include "lotus/detail/ring.hpp"
-#endif
-
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
-namespace detail {
-
-#ifndef LOTUS_DISABLE
-
-/// Append one event to the calling thread's ring: a few stores and a release, no lock. The ring
-/// pointer is cleared around the claim of a slot (see t_ring): a signal handler recording on this
-/// thread in that window goes to push_slow, which counts it instead of taking the same slot.
-LOTUS_DETAIL_FORCE_INLINE void push(const record_site* loc, std::uint64_t t0, std::uint64_t t1,
-                                    std::uint64_t idx) noexcept {
-  ring* r = t_ring.load(std::memory_order_relaxed);
-  if (LOTUS_DETAIL_LIKELY(r != nullptr)) {
-    t_ring.store(nullptr, std::memory_order_relaxed);
-    std::atomic_signal_fence(std::memory_order_seq_cst);
-    const std::uint64_t h = r->head.load(std::memory_order_relaxed);
-    const bool room = h - r->tail_cache < r->capacity;
-    if (LOTUS_DETAIL_LIKELY(room)) r->publish(h, loc, t0, t1, idx);
-    std::atomic_signal_fence(std::memory_order_seq_cst);
-    t_ring.store(r, std::memory_order_relaxed);
-    if (LOTUS_DETAIL_LIKELY(room)) return;
-  }
-  push_slow(loc, t0, t1, idx);
-}
-
-/// Tracing mode after lazy initialization (reads the environment on the first call).
-LOTUS_DETAIL_FORCE_INLINE int active_mode() noexcept {
-  const int m = g_mode.load(std::memory_order_relaxed);
-  if (LOTUS_DETAIL_LIKELY(m != mode_uninit)) return m;
-  return initialize_mode();
-}
-
-/// Record an event with explicit raw timestamps (used by batch_tracker).
-inline void emit(const record_site& loc, std::uint64_t t0, std::uint64_t t1,
-                 std::uint64_t idx) noexcept {
-  if (g_mode.load(std::memory_order_relaxed) >= mode_tsc) push(&loc, t0, t1, idx);
-}
-
-/// The interned location of `name` for LOTUS_SCOPE_DYNAMIC: the thread's cache, else the runtime.
-/// The key is the name as given, at most max_name_bytes of it (name_key_size), and whether it was
-/// cut (the size's top bit): an exact match, whatever bytes the name holds.
-LOTUS_DETAIL_FORCE_INLINE const record_site* dynamic_location(std::string_view name) noexcept {
-  std::size_t n = name.size(), key_size = n;
-  if (LOTUS_DETAIL_UNLIKELY(n > max_name_bytes)) {
-    n = name_key_size(name.data(), n);
-    key_size = n | name_cut_bit;
-  }
-  const std::uint64_t h = name_hash(name.data(), n);
-  if (const name_cache* c = t_names) {
-    for (std::size_t i = static_cast<std::size_t>(h) & c->mask;; i = (i + 1) & c->mask) {
-      const name_cache::slot& s = c->slots[i];
-      if (s.loc == nullptr) break;
-      if (s.name_hash == h && s.size == key_size && std::memcmp(s.key, name.data(), n) == 0) {
-        return s.loc;
-      }
-    }
-  }
-  return intern_dynamic(name.data(), key_size, h);
-}
-
-/// Marker for scope_timer's run-time-name constructor.
-struct dynamic_name_tag {};
-
-#endif
-
-}  // namespace detail
-
-#ifndef LOTUS_DISABLE
 
 /// Times its own lifetime and records `S<name>[_<idx>],<start_ns>,<duration_ns>` at scope exit.
 class scope_timer {
@@ -185,24 +110,5 @@ class scope_timer {
   std::uint64_t idx_ = 0;
 };
 
-#else  // LOTUS_DISABLE
-
-class scope_timer {
- public:
-  explicit scope_timer(const record_site&, std::uint64_t = 0) noexcept {}
-  scope_timer(const scope_timer&) = delete;
-  scope_timer& operator=(const scope_timer&) = delete;
-};
-
-#endif
-
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-
-// Header-only mode: the runtime's definitions. (Nested, not `&&`: the amalgamator then sees
-// that the copies of the headers it already inlined under `#ifndef LOTUS_DISABLE` cover these.)
-#ifndef LOTUS_DISABLE
-#  ifndef LOTUS_COMPILED_LIB
-#    include "lotus/detail/runtime.hpp"
-#  endif
-#endif

@@ -1,11 +1,19 @@
 // lotus — the runtime's definitions for LOTUS_COMPILED_LIB: include in exactly one .cpp
 // SPDX-License-Identifier: MIT
+// Everything but the hot path, compiled once: the runtime, the collectors and LOTUS_MAP_REGION's
+// selection (lotus::lotus_compiled does this for CMake users).
 #pragma once
 
 #ifndef LOTUS_COMPILED_LIB
 #  error "lotus/src.hpp is for LOTUS_COMPILED_LIB builds (define it for the whole program)"
 #endif
 
-#ifndef LOTUS_DISABLE
+#include "lotus/collector.hpp"
+#include "lotus/detail/hooks.hpp"
+#include "lotus/map_region.hpp"
+
+#if LOTUS_DETAIL_ENABLED
+#  include "lotus/detail/collector_impl.hpp"
+#  include "lotus/detail/map_impl.hpp"
 #  include "lotus/detail/runtime.hpp"
 #endif

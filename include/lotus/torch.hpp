@@ -15,6 +15,7 @@
 #include <utility>      // move, pair
 #include <vector>       // vector
 
+#include "lotus/detail/helpers.hpp"
 #include "lotus/pipeline.hpp"
 #include "lotus/scope.hpp"
 
@@ -35,18 +36,10 @@ struct is_per_example<T, std::void_t<typename T::InputType, typename T::OutputTy
 // Records `S<name>` for its lifetime (nothing under LOTUS_DISABLE).
 class timed {
  public:
-  explicit timed(const record_site* loc) noexcept
-#ifndef LOTUS_DISABLE
-      : timer_(*loc)
-#endif
-  {
-    static_cast<void>(loc);
-  }
+  explicit timed(const record_site* loc) noexcept : timer_(*loc) {}
 
  private:
-#ifndef LOTUS_DISABLE
   scope_timer timer_;
-#endif
 };
 
 // Per-example transform (a ::torch::data::transforms::Transform): one record per example.
@@ -180,23 +173,18 @@ struct batch_span {
 
 inline batch_span batch_begin(std::uint64_t idx) noexcept {
   batch_span s;
-#ifndef LOTUS_DISABLE
   s.mode = lotus::detail::active_mode();
   if (s.mode >= lotus::detail::mode_tsc_nvtx) {
     s.nvtx = lotus::detail::nvtx_start(lotus::detail::batch_preprocessed_loc, idx);
     s.itt = lotus::detail::itt_task_push(lotus::detail::batch_preprocessed_loc);
   }
   if (s.mode >= lotus::detail::mode_tsc) s.start = lotus::detail::now_ticks(s.mode);
-#else
-  static_cast<void>(idx);
-#endif
   return s;
 }
 
 /// Ends the span: records it when `record` (the dataset returned a batch), and ends its NVTX
 /// range in any case (also after an exception).
 inline void batch_end(batch_span& s, std::uint64_t idx, bool record) noexcept {
-#ifndef LOTUS_DISABLE
   if (s.mode >= lotus::detail::mode_tsc && record) {
     lotus::detail::emit(lotus::detail::batch_preprocessed_loc, s.start,
                         lotus::detail::now_ticks(s.mode), idx);
@@ -205,11 +193,6 @@ inline void batch_end(batch_span& s, std::uint64_t idx, bool record) noexcept {
   s.itt = false;
   lotus::detail::nvtx_end(s.nvtx);
   s.nvtx = 0;
-#else
-  static_cast<void>(s);
-  static_cast<void>(idx);
-  static_cast<void>(record);
-#endif
 }
 
 // A stateless dataset returns a batch; a stateful one an optional batch (empty: exhausted).

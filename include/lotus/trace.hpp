@@ -2,18 +2,14 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
-#include "lotus/config.hpp"
-#include "lotus/options.hpp"
+#include <atomic>  // memory_order (the state words)
 
-#ifndef LOTUS_DISABLE
-#  include "lotus/clock.hpp"
-#  include "lotus/detail/entry.hpp"
-#endif
+#include "lotus/config.hpp"
+#include "lotus/detail/hooks.hpp"
+#include "lotus/options.hpp"
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
-
-#ifndef LOTUS_DISABLE
 
 /// Apply options (unset fields: environment, then defaults). Pending events are flushed first.
 inline void configure(const options& opts) { detail::api_configure(opts); }
@@ -34,23 +30,5 @@ inline bool tracing_enabled() noexcept {
   return m >= detail::mode_tsc;
 }
 
-#else  // LOTUS_DISABLE: every function is a no-op
-
-inline void configure(const options&) {}
-inline void flush() noexcept {}
-inline void shutdown() noexcept {}
-inline trace_stats stats() noexcept { return {}; }
-inline bool tracing_enabled() noexcept { return false; }
-
-#endif
-
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-
-// Header-only mode: the runtime's definitions. (Nested, not `&&`: the amalgamator then sees
-// that the copies of the headers it already inlined under `#ifndef LOTUS_DISABLE` cover these.)
-#ifndef LOTUS_DISABLE
-#  ifndef LOTUS_COMPILED_LIB
-#    include "lotus/detail/runtime.hpp"
-#  endif
-#endif

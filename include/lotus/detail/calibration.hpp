@@ -6,7 +6,7 @@
 #include <cstdio>   // FILE, fopen
 #include <cstring>  // strncmp
 
-#include "lotus/clock.hpp"
+#include "lotus/detail/clock.hpp"
 #include "lotus/config.hpp"
 #include "lotus/detail/platform.hpp"
 

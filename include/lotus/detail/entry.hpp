@@ -6,8 +6,10 @@
 #include <cstdint>      // uint64_t
 #include <string_view>  // string_view
 
+#include "lotus/collector_kind.hpp"
 #include "lotus/config.hpp"
 #include "lotus/detail/platform.hpp"
+#include "lotus/detail/record_name.hpp"
 
 // Header-only mode defines these in lotus/detail/runtime.hpp (reached through scope.hpp and
 // trace.hpp); with LOTUS_COMPILED_LIB they are defined once, in the TU that includes
@@ -66,6 +68,19 @@ LOTUS_DETAIL_API bool itt_open() noexcept;
 LOTUS_DETAIL_API bool itt_task_push(const record_site& loc) noexcept;
 LOTUS_DETAIL_API void itt_task_pop() noexcept;
 LOTUS_DETAIL_API bool itt_active() noexcept;
+
+/// The collector's slow paths (lotus/collector.hpp; defined in detail/collector_impl.hpp):
+/// detection, process-wide nesting, the backend's resume/pause/detach. Never throw; keep errno.
+LOTUS_DETAIL_API void collector_resume_slow(const char* region) noexcept;
+LOTUS_DETAIL_API void collector_pause_slow(const char* region) noexcept;
+LOTUS_DETAIL_API void collector_detach_slow() noexcept;
+LOTUS_DETAIL_API void collector_initialize() noexcept;
+LOTUS_DETAIL_API collector::kind collector_attached() noexcept;
+
+/// A map region's entry when the map word is not idle (lotus/map_region.hpp; defined in
+/// detail/map_impl.hpp): list mode, or the gap and resume of a selected execution. Returns the
+/// name to pause at the region's end, or nullptr.
+LOTUS_DETAIL_API const char* map_gate_enter(const char* name) noexcept;
 
 /// CPU time the writer thread has spent draining, formatting and writing (bench/core).
 LOTUS_DETAIL_API std::uint64_t writer_cpu_ns() noexcept;

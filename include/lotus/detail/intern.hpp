@@ -10,6 +10,7 @@
 #include "lotus/config.hpp"
 #include "lotus/detail/diagnostics.hpp"
 #include "lotus/detail/name_cache.hpp"
+#include "lotus/detail/record_name.hpp"
 #include "lotus/record_site.hpp"
 
 namespace lotus {

@@ -9,6 +9,7 @@
 
 #include "lotus/config.hpp"
 #include "lotus/detail/platform.hpp"
+#include "lotus/detail/record_name.hpp"
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {

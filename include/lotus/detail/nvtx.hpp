@@ -19,6 +19,7 @@
 #include "lotus/detail/entry.hpp"
 #include "lotus/detail/itt.hpp"
 #include "lotus/detail/platform.hpp"
+#include "lotus/detail/record_name.hpp"
 #include "lotus/record_site.hpp"
 
 #ifdef LOTUS_WITH_NVTX

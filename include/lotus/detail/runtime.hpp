@@ -31,7 +31,7 @@
 #include <string_view>  // string_view
 
 // The hot path's headers (included by scope.hpp already in the usual order).
-#include "lotus/clock.hpp"
+#include "lotus/detail/clock.hpp"
 #include "lotus/config.hpp"
 #include "lotus/detail/calibration.hpp"
 #include "lotus/detail/diagnostics.hpp"
@@ -48,6 +48,7 @@
 #include "lotus/detail/threads.hpp"
 #include "lotus/detail/writer.hpp"
 #include "lotus/options.hpp"
+#include "lotus/detail/record_name.hpp"
 #include "lotus/record_site.hpp"
 
 namespace lotus {

@@ -11,7 +11,7 @@
 
 #include <cstdint>  // uint64_t
 
-#include "lotus/clock.hpp"
+#include "lotus/detail/clock.hpp"
 #include "lotus/config.hpp"
 
 namespace lotus {

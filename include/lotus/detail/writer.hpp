@@ -15,7 +15,7 @@
 #include <cstring>      // memcpy
 #include <string_view>  // string_view
 
-#include "lotus/clock.hpp"
+#include "lotus/detail/clock.hpp"
 #include "lotus/config.hpp"
 #include "lotus/detail/calibration.hpp"
 #include "lotus/detail/diagnostics.hpp"
@@ -27,6 +27,7 @@
 #include "lotus/detail/threads.hpp"
 #include "lotus/detail/trace_files.hpp"
 #include "lotus/options.hpp"
+#include "lotus/detail/record_name.hpp"
 #include "lotus/record_site.hpp"
 #include "lotus/version.hpp"
 

@@ -1,4 +1,4 @@
-// lotus — timestamp sources on the hot path: the TSC, or clock_gettime
+// lotus — timestamp sources on the hot path: the TSC, or clock_gettime (internal)
 // SPDX-License-Identifier: MIT
 #pragma once
 
@@ -8,6 +8,7 @@
 #include <cstdint>  // uint64_t
 
 #include "lotus/config.hpp"
+#include "lotus/detail/modes.hpp"
 #include "lotus/detail/platform.hpp"
 #ifdef LOTUS_TEST_HOOKS  // lotus's own tests only (tests/core/CMakeLists.txt)
 #  include "lotus/detail/test_hooks.hpp"
@@ -17,18 +18,7 @@ namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
 
-/// Tracing state and clock in one word, so the hot path pays a single relaxed load. The two
-/// `_nvtx` modes are the same clocks once NVTX ranges or ITT tasks were asked for in this process
-/// (LOTUS_NVTX, LOTUS_ITT): spans then take their out-of-line path, which pushes and pops them;
-/// plain mode_tsc keeps the hot path exactly as it is without either.
-enum : int {
-  mode_uninit = 0,
-  mode_off = 1,
-  mode_tsc = 2,
-  mode_realtime = 3,
-  mode_tsc_nvtx = 4,
-  mode_realtime_nvtx = 5
-};
+/// The tracing mode word (modes.hpp).
 inline std::atomic<int> g_mode{mode_uninit};
 
 /// Nanoseconds on one of the kernel's clocks (realtime, monotonic, thread CPU time).

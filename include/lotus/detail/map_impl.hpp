@@ -1,0 +1,100 @@
+// lotus — LOTUS_MAP_REGION's list mode and selection behind lotus/map_region.hpp (internal)
+// SPDX-License-Identifier: MIT
+// Header-only: included by map_region.hpp; LOTUS_COMPILED_LIB: compiled once (lotus/src.hpp).
+#pragma once
+
+#include <errno.h>   // errno
+#include <fcntl.h>   // open
+#include <unistd.h>  // write, close
+
+#include <atomic>   // atomic
+#include <chrono>   // milliseconds
+#include <cstdint>  // uint64_t
+#include <cstring>  // strcmp, strlen
+#include <mutex>    // mutex
+#include <thread>   // sleep_for
+#include <vector>   // vector
+
+#include "lotus/collector.hpp"
+#include "lotus/config.hpp"
+#include "lotus/detail/collector_common.hpp"
+#include "lotus/detail/diagnostics.hpp"
+#include "lotus/detail/entry.hpp"
+#include "lotus/detail/record_name.hpp"
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+// The mapping-probe contract (LOTUS_MAP_*) is part of collector_config()
+// (detail/collector_common.hpp): one snapshot with LOTUS_COLLECTOR, read once per process.
+
+/// Executions of the selected region so far, process-wide (one counter: one region is selected).
+inline std::atomic<std::uint64_t> map_selected_executions{0};
+
+/// True when `name` is written as `selected` in a trace (the driver selects by the trace's name).
+inline bool same_record_name(const char* name, const char* selected) noexcept {
+  std::size_t i = 0;
+  for (; name[i] != '\0' && selected[i] != '\0'; ++i) {
+    if (record_name_char(name[i]) != selected[i]) return false;
+  }
+  return name[i] == '\0' && selected[i] == '\0';
+}
+
+/// List mode: appends `name`, as trace records carry it, to the list file the first time this
+/// process enters it (a ',' or a newline in a name never makes another region).
+inline void map_list(const char* path, const char* name) noexcept {
+  static std::mutex mutex;
+  static std::vector<const char*> seen;
+  std::lock_guard<std::mutex> lock(mutex);
+  for (const char* s : seen) {
+    if (std::strcmp(s, name) == 0) return;
+  }
+  try {
+    seen.push_back(name);
+  } catch (...) {
+    return;
+  }
+  // The driver made this file; a symlink or FIFO in its place is refused, never followed.
+  const int fd =
+      ::open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
+  if (fd < 0) {
+    diag(topic::map, "cannot open LOTUS_MAP_LIST=%s for appending: %s", path, std::strerror(errno));
+    return;
+  }
+  // One write per line, O_APPEND: concurrent probe processes never interleave within a line.
+  char line[max_name_bytes + 1];
+  std::size_t len = std::strlen(name);
+  if (len > max_name_bytes) len = max_name_bytes;
+  for (std::size_t i = 0; i < len; ++i) line[i] = record_name_char(name[i]);
+  line[len] = '\n';
+  if (::write(fd, line, len + 1) < 0) {
+    diag(topic::map, "cannot write LOTUS_MAP_LIST=%s: %s", path, std::strerror(errno));
+  }
+  ::close(fd);
+}
+
+LOTUS_DETAIL_API const char* map_gate_enter(const char* name) noexcept {
+  const collector_settings& s = collector_config();
+  map_mode.store(s.map_active ? map_active : map_idle, std::memory_order_relaxed);
+  if (!s.map_active) return nullptr;
+  if (s.list_path != nullptr) {
+    map_list(s.list_path, name);
+    return nullptr;
+  }
+  if (!same_record_name(name, s.select)) return nullptr;
+  const std::uint64_t n = map_selected_executions.fetch_add(1, std::memory_order_relaxed);
+  if (n < s.warmup || n - s.warmup >= s.count) return nullptr;
+  if (s.gap_ms > 0) {
+    try {
+      std::this_thread::sleep_for(std::chrono::milliseconds(s.gap_ms));
+    } catch (...) {
+    }
+  }
+  collector::resume_region(name);
+  return name;
+}
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
