@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <lotus/lotus.hpp>
+#include <lotus/map_region.hpp>
 
 namespace {
 

@@ -19,6 +19,7 @@
 #include <filesystem>  // --images DIR
 #include <fstream>     // --images LIST
 #include <lotus/lotus.hpp>
+#include <lotus/map_region.hpp>
 #include <string>   // paths
 #include <utility>  // move
 #include <vector>   // samples

@@ -14,7 +14,8 @@
 #define LOTUS_SCOPE(name) LOTUS_DETAIL_SCOPE(LOTUS_DETAIL_UNIQUE(lotus_scope_), name)
 
 /// Same as LOTUS_SCOPE with a run-time name (anything convertible to std::string_view).
-#define LOTUS_SCOPE_DYNAMIC(name) LOTUS_DETAIL_SCOPE_DYNAMIC(LOTUS_DETAIL_UNIQUE(lotus_scope_), name)
+#define LOTUS_SCOPE_DYNAMIC(name) \
+  LOTUS_DETAIL_SCOPE_DYNAMIC(LOTUS_DETAIL_UNIQUE(lotus_scope_), name)
 
 /// Record `SBatchPreprocessed_<idx>` for the rest of the enclosing scope (worker side).
 #define LOTUS_BATCH_PREPROCESSED(idx) \
@@ -26,10 +27,13 @@
     static_assert(sizeof(name) == 0, "LOTUS_MAP_REGION needs #include <lotus/map_region.hpp>")
 #endif
 #ifndef LOTUS_COLLECTOR_RESUME
-#  define LOTUS_COLLECTOR_RESUME() \
-    static_assert(false && sizeof(int), "LOTUS_COLLECTOR_RESUME needs #include <lotus/collector.hpp>")
-#  define LOTUS_COLLECTOR_PAUSE() \
-    static_assert(false && sizeof(int), "LOTUS_COLLECTOR_PAUSE needs #include <lotus/collector.hpp>")
-#  define LOTUS_COLLECTOR_DETACH() \
-    static_assert(false && sizeof(int), "LOTUS_COLLECTOR_DETACH needs #include <lotus/collector.hpp>")
+#  define LOTUS_COLLECTOR_RESUME()      \
+    static_assert(false && sizeof(int), \
+                  "LOTUS_COLLECTOR_RESUME needs #include <lotus/collector.hpp>")
+#  define LOTUS_COLLECTOR_PAUSE()       \
+    static_assert(false && sizeof(int), \
+                  "LOTUS_COLLECTOR_PAUSE needs #include <lotus/collector.hpp>")
+#  define LOTUS_COLLECTOR_DETACH()      \
+    static_assert(false && sizeof(int), \
+                  "LOTUS_COLLECTOR_DETACH needs #include <lotus/collector.hpp>")
 #endif

@@ -83,7 +83,6 @@ class compose {
   std::vector<step> steps_;
 };
 
-
 /// One dataset sample as torchvision's `DatasetFolder.__getitem__` does it: `transform(load())`,
 /// recording `SLoader` and `STransform` *after* the transform's own records, Lotus's file order.
 template <class Load, class Transform>

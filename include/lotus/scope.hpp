@@ -2,7 +2,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
-#include <atomic>  // memory_order (the state words)
+#include <atomic>       // memory_order (the state words)
 #include <cstdint>      // uint64_t
 #include <string_view>  // string_view
 

@@ -5,20 +5,11 @@
 // ---- begin lotus/lotus.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_LOTUS_HPP
 #define LOTUS_AMALGAMATED_LOTUS_LOTUS_HPP
-// lotus — umbrella header: LotusTrace/LotusMap instrumentation for C++ preprocessing pipelines
+// lotus — the default header: LotusTrace recording for C++ preprocessing pipelines
 // SPDX-License-Identifier: MIT
-
-// ---- begin lotus/collector.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTOR_HPP
-#define LOTUS_AMALGAMATED_LOTUS_COLLECTOR_HPP
-// lotus — vendor-neutral collector control: resume/pause/detach perf, Callgrind, VTune (ITT), uProf
-// SPDX-License-Identifier: MIT
-
-// ---- begin lotus/collector_kind.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTOR_KIND_HPP
-#define LOTUS_AMALGAMATED_LOTUS_COLLECTOR_KIND_HPP
-// lotus — the collectors lotus drives, one enum for the library and lotus-tool
-// SPDX-License-Identifier: MIT
+// Scopes, batch records, the pipeline helpers and process-wide control; header-only, nothing to
+// build. A file that records scopes pays for the hot path and the runtime only: the collectors
+// and LOTUS_MAP_REGION are in <lotus/collector.hpp> and <lotus/map_region.hpp>, for probes.
 
 // ---- begin lotus/config.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_CONFIG_HPP
@@ -31,12 +22,19 @@
 //
 // The public API lives in an inline namespace whose name depends on LOTUS_DISABLE, so enabled and
 // disabled translation units can be linked into one program without ODR violations.
+//
+// This is the one place that reads LOTUS_DISABLE: it names the ABI and sets LOTUS_DETAIL_ENABLED,
+// by which lotus/detail/hooks.hpp picks the recording or the no-op implementation of what the
+// public headers call (each public header is written once).
 #ifdef LOTUS_DISABLE
 #  define LOTUS_DETAIL_ABI v0_disabled
+#  define LOTUS_DETAIL_ENABLED 0
 #elif defined(LOTUS_TEST_HOOKS)  // lotus's own tests: a scripted clock and thread ids
 #  define LOTUS_DETAIL_ABI v0_test_hooks
+#  define LOTUS_DETAIL_ENABLED 1
 #else
 #  define LOTUS_DETAIL_ABI v0
+#  define LOTUS_DETAIL_ENABLED 1
 #endif
 
 /// Default per-thread ring capacity in events (32 bytes each); LOTUS_RING_CAPACITY overrides.
@@ -56,35 +54,90 @@
 #endif
 #endif  // LOTUS_AMALGAMATED_LOTUS_CONFIG_HPP
 // ---- end lotus/config.hpp ----
+// ---- begin lotus/macros.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_MACROS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_MACROS_HPP
+// lotus — the recording macros: LOTUS_SCOPE, LOTUS_SCOPE_DYNAMIC, LOTUS_BATCH_PREPROCESSED
+// SPDX-License-Identifier: MIT
+// Under LOTUS_DISABLE each expands to nothing and its arguments are not evaluated
+// (detail/hooks.hpp). The collector macros are in <lotus/collector.hpp>, LOTUS_MAP_REGION in
+// <lotus/map_region.hpp>: a file that only records scopes does not compile them.
+
+// ---- begin lotus/detail/hooks.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_HOOKS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_HOOKS_HPP
+// lotus — the one switch: what the public headers call into, recording or not (internal)
+// SPDX-License-Identifier: MIT
+// Every public header includes this and is written once. LOTUS_DISABLE (config.hpp) picks the
+// implementation here and nowhere else: detail/enabled.hpp (the hot path, the runtime's entry
+// points and, header-only, the runtime) or detail/disabled.hpp (constants and no-ops).
+
+
+#if LOTUS_DETAIL_ENABLED
+// ---- begin lotus/detail/enabled.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_ENABLED_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_ENABLED_HPP
+// lotus — the hooks the public headers call, recording (internal; chosen by detail/hooks.hpp)
+// SPDX-License-Identifier: MIT
+// The hot path of a span (clock, ring, name cache), the runtime's entry points, the state words the
+// inline fast paths read, and the bodies of the public macros. In header-only mode the runtime's
+// definitions follow (detail/runtime.hpp); with LOTUS_COMPILED_LIB they are compiled once, in the
+// TU that includes <lotus/src.hpp>, and every other file sees only what is here.
+
+#include <atomic>       // atomic, atomic_signal_fence
+#include <cstddef>      // size_t
+#include <cstdint>      // uint64_t
+#include <cstring>      // memcmp
+#include <string_view>  // string_view
+
+// ---- begin lotus/detail/clock.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_CLOCK_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_CLOCK_HPP
+// lotus — timestamp sources on the hot path: the TSC, or clock_gettime (internal)
+// SPDX-License-Identifier: MIT
+
+#include <time.h>  // clock_gettime
+
+#include <atomic>   // atomic
+#include <cstdint>  // uint64_t
+
+// ---- begin lotus/detail/modes.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_MODES_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_MODES_HPP
+// lotus — the state words' values: tracing mode, collector state (internal)
+// SPDX-License-Identifier: MIT
+
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
-namespace collector {
+namespace detail {
 
-/// The collector that resume()/pause() drive; chosen once per process by LOTUS_COLLECTOR
-/// (auto|perf|itt|amd|callgrind|none, default auto; `vtune` and `uprof` name itt and amd).
-enum class kind { none, perf, itt, amd, callgrind };
+/// Tracing state and clock in one word, so the hot path pays a single relaxed load. The two
+/// `_nvtx` modes are the same clocks once NVTX ranges or ITT tasks were asked for in this process
+/// (LOTUS_NVTX, LOTUS_ITT): spans then take their out-of-line path, which pushes and pops them;
+/// plain mode_tsc keeps the hot path exactly as it is without either.
+enum : int {
+  mode_uninit = 0,
+  mode_off = 1,
+  mode_tsc = 2,
+  mode_realtime = 3,
+  mode_tsc_nvtx = 4,
+  mode_realtime_nvtx = 5
+};
 
-/// LOTUS_COLLECTOR's spelling of `k`: "none", "perf", "itt", "amd", "callgrind".
-constexpr const char* env_name(kind k) noexcept {
-  return k == kind::perf        ? "perf"
-         : k == kind::itt       ? "itt"
-         : k == kind::amd       ? "amd"
-         : k == kind::callgrind ? "callgrind"
-                                : "none";
-}
+/// The collector word (collector.hpp): after detection off (nothing attached, detached, failed)
+/// or on; resume()/pause() cost one relaxed load and a branch while it is off.
+enum : int { collector_unknown = 0, collector_off = 1, collector_on = 2 };
 
-/// The profiler's own name, as lotus-tool's --collector spells it: "perf", "vtune", "uprof",
-/// "callgrind" ("none" for none).
-constexpr const char* tool_name(kind k) noexcept {
-  return k == kind::itt ? "vtune" : k == kind::amd ? "uprof" : env_name(k);
-}
+/// The map-region word (map_region.hpp): 0 settings not read yet; 1 no list mode and no
+/// selection (the common case); 2 active.
+enum : int { map_unread = 0, map_idle = 1, map_active = 2 };
 
-}  // namespace collector
+}  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_COLLECTOR_KIND_HPP
-// ---- end lotus/collector_kind.hpp ----
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_MODES_HPP
+// ---- end lotus/detail/modes.hpp ----
 // ---- begin lotus/detail/platform.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_PLATFORM_HPP
 #define LOTUS_AMALGAMATED_LOTUS_DETAIL_PLATFORM_HPP
@@ -121,39 +174,788 @@ constexpr const char* tool_name(kind k) noexcept {
 // Cold entry points of the runtime: `inline` in the default header-only mode; with
 // LOTUS_COMPILED_LIB they are ordinary functions compiled once, in the TU that includes
 // <lotus/src.hpp> (CMake target lotus::lotus_compiled).
-#if defined(LOTUS_COMPILED_LIB)
+// In the runtime source that lotus::lotus adds to each target (tools/cmake/lotus_runtime.cpp) they
+// are weak, so that the targets of one program share one runtime.
+#if defined(LOTUS_COMPILED_LIB) && defined(LOTUS_DETAIL_WEAK_ENTRY_POINTS)
+#  define LOTUS_DETAIL_API __attribute__((weak))
+#elif defined(LOTUS_COMPILED_LIB)
 #  define LOTUS_DETAIL_API
 #else
 #  define LOTUS_DETAIL_API inline
 #endif
 #endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_PLATFORM_HPP
 // ---- end lotus/detail/platform.hpp ----
-
-#ifndef LOTUS_DISABLE
-#  include <atomic>   // atomic
-#  include <cerrno>   // errno
-#  include <cstring>  // strcmp
-#  include <mutex>    // mutex, lock_guard
-
-// ---- begin lotus/detail/collector_amd.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_AMD_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_AMD_HPP
-// lotus — AMD uProf backend: dlopen of libAMDProfileController.so, 4.x and 5.x entry points
-// SPDX-License-Identifier: MIT
-
-#include <dlfcn.h>  // dlopen, dlsym
-#include <glob.h>   // glob
-
-// ---- begin lotus/detail/collector_common.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_COMMON_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_COMMON_HPP
-// lotus — shared pieces of the collector backends: backend table, env helpers
+#ifdef LOTUS_TEST_HOOKS  // lotus's own tests only (tests/core/CMakeLists.txt)
+// ---- begin lotus/detail/test_hooks.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_TEST_HOOKS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_TEST_HOOKS_HPP
+// lotus — hooks for lotus's own tests: compiled only with LOTUS_TEST_HOOKS (internal)
 // SPDX-License-Identifier: MIT
 
 #include <atomic>   // atomic
 #include <cstdint>  // uint64_t
+
+
+#ifndef LOTUS_TEST_HOOKS
+#  error \
+      "lotus/detail/test_hooks.hpp is for lotus's own tests: define LOTUS_TEST_HOOKS for the whole test program"
+#endif
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+struct test_hooks {
+  using clock_fn = std::uint64_t (*)() noexcept;
+  /// A scripted clock: installed before tracing is initialized, it replaces the TSC/realtime.
+  static inline std::atomic<clock_fn> manual_clock{nullptr};
+  /// The id this thread's trace files are named after instead of its tid (set before recording).
+  static inline thread_local std::uint64_t thread_id = 0;
+  /// The most trace files the writer created between a full ring's nudge and its drain.
+  static inline std::atomic<std::uint64_t> max_creates_while_full{0};
+  /// LOTUS_SCOPE_DYNAMIC lookups that missed the thread's name cache (took the intern lock).
+  static inline std::atomic<std::uint64_t> dynamic_misses{0};
+};
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_TEST_HOOKS_HPP
+// ---- end lotus/detail/test_hooks.hpp ----
+#endif
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// The tracing mode word (modes.hpp).
+inline std::atomic<int> g_mode{mode_uninit};
+
+/// Nanoseconds on one of the kernel's clocks (realtime, monotonic, thread CPU time).
+inline std::uint64_t clock_ns(clockid_t clock) noexcept {
+  timespec ts{};
+  clock_gettime(clock, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ull +
+         static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+inline std::uint64_t realtime_ns() noexcept { return clock_ns(CLOCK_REALTIME); }
+
+LOTUS_DETAIL_FORCE_INLINE std::uint64_t read_tsc() noexcept {
+#if LOTUS_DETAIL_X86
+  return __builtin_ia32_rdtsc();
+#else
+  return realtime_ns();
+#endif
+}
+
+/// Epoch ns for the non-TSC clock (and, in lotus's own tests, a scripted clock).
+LOTUS_DETAIL_NOINLINE inline std::uint64_t now_ticks_slow(int /*mode*/) noexcept {
+#ifdef LOTUS_TEST_HOOKS
+  const test_hooks::clock_fn f = test_hooks::manual_clock.load(std::memory_order_relaxed);
+  if (f != nullptr) return f();
+#endif
+  return realtime_ns();
+}
+
+/// Raw ticks in the unit of `mode` (TSC cycles, or epoch ns for the other clocks). The TSC modes
+/// are the even ones at or above mode_tsc (callers pass a tracing mode).
+LOTUS_DETAIL_FORCE_INLINE std::uint64_t now_ticks(int mode) noexcept {
+  static_assert(mode_tsc % 2 == 0 && mode_tsc_nvtx % 2 == 0 && mode_realtime % 2 == 1 &&
+                    mode_realtime_nvtx % 2 == 1,
+                "now_ticks tells the clocks apart by parity");
+  if (LOTUS_DETAIL_LIKELY((mode & 1) == 0)) return read_tsc();
+  return now_ticks_slow(mode);
+}
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_CLOCK_HPP
+// ---- end lotus/detail/clock.hpp ----
+// ---- begin lotus/detail/entry.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_ENTRY_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_ENTRY_HPP
+// lotus — the runtime's cold entry points, declared for the hot-path headers (internal)
+// SPDX-License-Identifier: MIT
+
+#include <cstddef>      // size_t
+#include <cstdint>      // uint64_t
+#include <string_view>  // string_view
+
+// ---- begin lotus/collector_kind.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTOR_KIND_HPP
+#define LOTUS_AMALGAMATED_LOTUS_COLLECTOR_KIND_HPP
+// lotus — the collectors lotus drives, one enum for the library and lotus-tool
+// SPDX-License-Identifier: MIT
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace collector {
+
+/// The collector that resume()/pause() drive; chosen once per process by LOTUS_COLLECTOR
+/// (auto|perf|itt|amd|callgrind|none, default auto; `vtune` and `uprof` name itt and amd).
+enum class kind { none, perf, itt, amd, callgrind };
+
+/// LOTUS_COLLECTOR's spelling of `k`: "none", "perf", "itt", "amd", "callgrind".
+constexpr const char* env_name(kind k) noexcept {
+  return k == kind::perf        ? "perf"
+         : k == kind::itt       ? "itt"
+         : k == kind::amd       ? "amd"
+         : k == kind::callgrind ? "callgrind"
+                                : "none";
+}
+
+/// The profiler's own name, as lotus-tool's --collector spells it: "perf", "vtune", "uprof",
+/// "callgrind" ("none" for none).
+constexpr const char* tool_name(kind k) noexcept {
+  return k == kind::itt ? "vtune" : k == kind::amd ? "uprof" : env_name(k);
+}
+
+}  // namespace collector
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_COLLECTOR_KIND_HPP
+// ---- end lotus/collector_kind.hpp ----
+// ---- begin lotus/detail/record_name.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_RECORD_NAME_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_RECORD_NAME_HPP
+// lotus — how a record names its site: flags, name limit, built-in sites (internal)
+// SPDX-License-Identifier: MIT
+
+#include <cstddef>  // size_t
+#include <cstdint>  // uint32_t
+
+// ---- begin lotus/record_site.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RECORD_SITE_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RECORD_SITE_HPP
+// lotus — record_site: the static description of one recording site (not std::source_location)
+// SPDX-License-Identifier: MIT
+
+#include <cstdint>  // uint32_t
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+
+/// One per call site (a `static constexpr` object made by the macros) or per interned run-time
+/// name. `name` is written after an `S`: {"Loader"} produces `SLoader,...` records.
+struct record_site {
+  const char* name;
+  const char* function;
+  const char* file;
+  std::uint32_t line;
+  std::uint32_t flags;  ///< detail::flag_* bits (lotus/detail/record_name.hpp)
+};
+
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_RECORD_SITE_HPP
+// ---- end lotus/record_site.hpp ----
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+constexpr std::uint32_t flag_main = 1;       // consumer side: route to the `_main_pid_` file
+constexpr std::uint32_t flag_indexed = 2;    // append `_<idx>` to the name
+constexpr std::uint32_t flag_fixed_1us = 4;  // write the Lotus 1000 ns placeholder as duration
+constexpr std::uint32_t flag_sanitized =
+    8;  // a run-time name was cut or had control bytes replaced
+/// The longest name a record carries (bytes, without the leading 'S'); longer run-time names are
+/// cut at a UTF-8 character boundary and counted as sanitized.
+constexpr std::size_t max_name_bytes = 4096;
+/// The bytes of a run-time name that count: at most max_name_bytes, cut back to a UTF-8 character
+/// boundary. What lies beyond is neither read, hashed nor stored.
+inline std::size_t name_key_size(const char* name, std::size_t size) noexcept {
+  if (size <= max_name_bytes) return size;
+  std::size_t keep = max_name_bytes;
+  while (keep > 0 && (static_cast<unsigned char>(name[keep]) & 0xC0) == 0x80) --keep;
+  return keep;
+}
+
+/// A name's byte as records carry it: ',' (the field separator) and control bytes become '_'.
+constexpr char record_name_char(char c) noexcept {
+  return c == ',' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? '_' : c;
+}
+
+// Consumer-side record sites (written to the `_main_pid_` file).
+inline constexpr record_site batch_queued_loc{"BatchQueued", "", "", 0,
+                                              flag_main | flag_indexed | flag_fixed_1us};
+inline constexpr record_site batch_wait_loc{"BatchWait", "", "", 0, flag_main | flag_indexed};
+inline constexpr record_site batch_wait_marker_loc{"BatchWait", "", "", 0,
+                                                   flag_main | flag_indexed | flag_fixed_1us};
+inline constexpr record_site batch_consumed_loc{"BatchConsumed", "", "", 0,
+                                                flag_main | flag_indexed | flag_fixed_1us};
+inline constexpr record_site loader_loc{"Loader", "", "", 0, 0};
+inline constexpr record_site transform_loc{"Transform", "", "", 0, 0};
+inline constexpr record_site batch_preprocessed_loc{"BatchPreprocessed", "", "", 0, flag_indexed};
+/// The NVTX range of a consumer's wait (LOTUS_NVTX): the batch index is not known while waiting.
+inline constexpr record_site batch_wait_range_loc{"BatchWait", "", "", 0, flag_main};
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_RECORD_NAME_HPP
+// ---- end lotus/detail/record_name.hpp ----
+
+// Header-only mode defines these in lotus/detail/runtime.hpp (reached through scope.hpp and
+// trace.hpp); with LOTUS_COMPILED_LIB they are defined once, in the TU that includes
+// <lotus/src.hpp>, and the hot-path headers see only these declarations.
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+
+struct record_site;
+struct options;
+struct trace_stats;
+
+namespace detail {
+
+/// First event of a thread, a full ring, or a push that interrupted lotus on the same thread (a
+/// signal handler): never throws, never blocks inside a signal handler, counts what it drops.
+LOTUS_DETAIL_API void push_slow(const record_site* loc, std::uint64_t t0, std::uint64_t t1,
+                                std::uint64_t idx) noexcept;
+
+/// First use in this process: read the environment; returns the tracing mode.
+LOTUS_DETAIL_API int initialize_mode() noexcept;
+
+/// Process-lifetime location for a run-time name (interned once per distinct name and flags).
+LOTUS_DETAIL_API const record_site& intern(std::string_view name, std::uint32_t flags = 0);
+
+/// LOTUS_SCOPE_DYNAMIC's miss in the thread's name cache: intern, then remember it on this thread.
+/// nullptr when out of memory (the scope is then not recorded). `key_size`: the name's kept bytes
+/// (name_key_size), | name_cut_bit when it was longer.
+LOTUS_DETAIL_API const record_site* intern_dynamic(const char* name, std::size_t key_size,
+                                                   std::uint64_t hash) noexcept;
+
+LOTUS_DETAIL_API void api_configure(const options& opts);
+LOTUS_DETAIL_API void api_flush() noexcept;
+LOTUS_DETAIL_API void api_shutdown() noexcept;
+LOTUS_DETAIL_API trace_stats api_stats() noexcept;
+
+/// NVTX ranges for lotus's spans (LOTUS_NVTX; lotus/detail/nvtx.hpp). Each is a no-op, and
+/// nvtx_push/nvtx_start return false/0, while NVTX is off or not compiled in. A pushed range is
+/// popped by the same thread; a started one (id != 0) may end anywhere. nvtx_push/nvtx_pop are
+/// the annotation path of every span: they also begin and end the span's ITT task (LOTUS_ITT).
+LOTUS_DETAIL_API bool nvtx_push(const record_site& loc, std::uint64_t idx) noexcept;
+LOTUS_DETAIL_API void nvtx_pop() noexcept;
+LOTUS_DETAIL_API void nvtx_mark(const record_site& loc, std::uint64_t idx) noexcept;
+LOTUS_DETAIL_API std::uint64_t nvtx_start(const record_site& loc, std::uint64_t idx) noexcept;
+LOTUS_DETAIL_API void nvtx_end(std::uint64_t id) noexcept;
+/// Whether this build has NVTX (LOTUS_WITH_NVTX) and whether ranges are pushed now.
+LOTUS_DETAIL_API bool nvtx_compiled() noexcept;
+LOTUS_DETAIL_API bool nvtx_active() noexcept;
+/// Whether nvtx_push annotates now (NVTX ranges or ITT tasks).
+LOTUS_DETAIL_API bool annotations_active() noexcept;
+
+/// ITT tasks for lotus's spans (LOTUS_ITT; lotus/detail/itt.hpp), domain "lotus". itt_open loads
+/// the collector once (false, with one message, when there is none); itt_task_push begins a
+/// task on this thread (false while ITT is off), itt_task_pop ends the thread's innermost one.
+LOTUS_DETAIL_API bool itt_open() noexcept;
+LOTUS_DETAIL_API bool itt_task_push(const record_site& loc) noexcept;
+LOTUS_DETAIL_API void itt_task_pop() noexcept;
+LOTUS_DETAIL_API bool itt_active() noexcept;
+
+/// The collector's slow paths (lotus/collector.hpp; defined in detail/collector_impl.hpp):
+/// detection, process-wide nesting, the backend's resume/pause/detach. Never throw; keep errno.
+LOTUS_DETAIL_API void collector_resume_slow(const char* region) noexcept;
+LOTUS_DETAIL_API void collector_pause_slow(const char* region) noexcept;
+LOTUS_DETAIL_API void collector_detach_slow() noexcept;
+LOTUS_DETAIL_API void collector_initialize() noexcept;
+LOTUS_DETAIL_API collector::kind collector_attached() noexcept;
+
+/// A map region's entry when the map word is not idle (lotus/map_region.hpp; defined in
+/// detail/map_impl.hpp): list mode, or the gap and resume of a selected execution. Returns the
+/// name to pause at the region's end, or nullptr.
+LOTUS_DETAIL_API const char* map_gate_enter(const char* name) noexcept;
+
+/// CPU time the writer thread has spent draining, formatting and writing (bench/core).
+LOTUS_DETAIL_API std::uint64_t writer_cpu_ns() noexcept;
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_ENTRY_HPP
+// ---- end lotus/detail/entry.hpp ----
+// ---- begin lotus/detail/name_cache.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_NAME_CACHE_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_NAME_CACHE_HPP
+// lotus — the per-thread cache of LOTUS_SCOPE_DYNAMIC names (internal)
+// SPDX-License-Identifier: MIT
+
+#include <cstddef>  // size_t
+#include <cstdint>  // uint64_t
+#include <cstdlib>  // calloc, free
 #include <cstring>  // memcpy
 
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+
+struct record_site;
+
+namespace detail {
+
+/// Hash of a run-time name for the per-thread name cache: whole words, no per-byte loop.
+LOTUS_DETAIL_FORCE_INLINE std::uint64_t name_hash(const char* p, std::size_t n) noexcept {
+  constexpr std::uint64_t k = 0x9E3779B97F4A7C15ull;
+  std::uint64_t a = 0, b = 0;
+  if (n >= 8) {
+    std::uint64_t h = n * k;
+    const char* const last = p + n - 8;
+    for (; p < last; p += 8) {
+      std::memcpy(&a, p, 8);
+      h = (h ^ a) * k;
+      h ^= h >> 29;
+    }
+    std::memcpy(&b, last, 8);
+    h = (h ^ b) * k;
+    return h ^ (h >> 32);
+  }
+  if (n >= 4) {
+    std::uint32_t x = 0, y = 0;
+    std::memcpy(&x, p, 4);
+    std::memcpy(&y, p + n - 4, 4);
+    a = (static_cast<std::uint64_t>(x) << 32) | y;
+  } else if (n > 0) {
+    a = (static_cast<std::uint64_t>(static_cast<unsigned char>(p[0])) << 16) |
+        (static_cast<std::uint64_t>(static_cast<unsigned char>(p[n / 2])) << 8) |
+        static_cast<unsigned char>(p[n - 1]);
+  }
+  const std::uint64_t h = (a ^ (n * k)) * k;
+  return h ^ (h >> 32);
+}
+
+/// The one open-addressing table of the runtime (the writer's labels, each thread's name cache):
+/// linear probing over a power-of-two array of trivially copyable slots, at most half full,
+/// calloc'ed (an all-zero slot is empty). `Slot` has `bool empty() const` and
+/// `std::size_t hash() const`. One owner, no lock; lookups probe `slots` / `mask` themselves.
+template <class Slot>
+struct probe_table {
+  Slot* slots = nullptr;
+  std::size_t mask = 0;  // capacity - 1
+  std::size_t used = 0;
+
+  /// Room for one more slot: allocates `first` slots, or doubles, but never beyond `max_slots`.
+  /// False when out of memory or full.
+  bool reserve_one(std::size_t first, std::size_t max_slots) noexcept {
+    if (slots != nullptr && 2 * (used + 1) <= mask + 1) return true;
+    const std::size_t cap = slots == nullptr ? first : 2 * (mask + 1);
+    if (cap > max_slots) return false;
+    auto* fresh = static_cast<Slot*>(std::calloc(cap, sizeof(Slot)));
+    if (fresh == nullptr) return false;
+    for (std::size_t i = 0; slots != nullptr && i <= mask; ++i) {
+      if (!slots[i].empty()) *free_slot(fresh, cap - 1, slots[i].hash()) = slots[i];
+    }
+    std::free(slots);
+    slots = fresh;
+    mask = cap - 1;
+    return true;
+  }
+
+  /// The slot with hash `h` that `match` accepts, or nullptr.
+  template <class Match>
+  Slot* find(std::size_t h, Match&& match) const noexcept {
+    if (slots == nullptr) return nullptr;
+    for (std::size_t i = h & mask; !slots[i].empty(); i = (i + 1) & mask) {
+      if (match(slots[i])) return &slots[i];
+    }
+    return nullptr;
+  }
+
+  /// Stores `s` (after reserve_one) and returns where it went.
+  Slot* insert(const Slot& s) noexcept {
+    Slot* at = free_slot(slots, mask, s.hash());
+    *at = s;
+    ++used;
+    return at;
+  }
+
+  void release() noexcept {
+    std::free(slots);
+    slots = nullptr;
+    mask = used = 0;
+  }
+
+ private:
+  static Slot* free_slot(Slot* table, std::size_t m, std::size_t h) noexcept {
+    std::size_t i = h & m;
+    while (!table[i].empty()) i = (i + 1) & m;
+    return &table[i];
+  }
+};
+
+/// dynamic_location's key size of a name longer than max_name_bytes: its kept bytes | this bit.
+constexpr std::size_t name_cut_bit = ~(~std::size_t{0} >> 1);
+
+/// A thread's cache of interned run-time names (one owner thread, no lock).
+struct name_cache_slot {
+  std::uint64_t name_hash;
+  std::size_t size;  // the key's bytes, | name_cut_bit when the name was longer
+  const char* key;   // the key's bytes, owned by the runtime's intern table (never freed)
+  const record_site* loc;
+  bool empty() const noexcept { return loc == nullptr; }
+  std::size_t hash() const noexcept { return static_cast<std::size_t>(name_hash); }
+};
+struct name_cache : probe_table<name_cache_slot> {
+  using slot = name_cache_slot;
+};
+inline thread_local name_cache* t_names = nullptr;
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_NAME_CACHE_HPP
+// ---- end lotus/detail/name_cache.hpp ----
+// ---- begin lotus/detail/preprocessor.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_PREPROCESSOR_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_PREPROCESSOR_HPP
+// lotus — preprocessor helpers (internal)
+// SPDX-License-Identifier: MIT
+
+#define LOTUS_DETAIL_CONCAT_IMPL(a, b) a##b
+#define LOTUS_DETAIL_CONCAT(a, b) LOTUS_DETAIL_CONCAT_IMPL(a, b)
+#ifdef __COUNTER__
+#  define LOTUS_DETAIL_UNIQUE(prefix) LOTUS_DETAIL_CONCAT(prefix, __COUNTER__)
+#else
+#  define LOTUS_DETAIL_UNIQUE(prefix) LOTUS_DETAIL_CONCAT(prefix, __LINE__)
+#endif
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_PREPROCESSOR_HPP
+// ---- end lotus/detail/preprocessor.hpp ----
+// ---- begin lotus/detail/ring.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_RING_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_RING_HPP
+// lotus — the per-thread single-producer/single-consumer event ring (internal)
+// SPDX-License-Identifier: MIT
+
+#include <atomic>   // atomic, atomic_signal_fence
+#include <cstddef>  // size_t
+#include <cstdint>  // uint64_t
+#include <cstdlib>  // malloc, free
+#include <new>      // nothrow
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+
+struct record_site;
+
+namespace detail {
+
+/// One trace event: 32 bytes, no pointers to owned memory, formatted later by the writer.
+struct event {
+  const record_site* loc;
+  std::uint64_t t0;   // raw ticks at scope entry
+  std::uint64_t t1;   // raw ticks at scope exit
+  std::uint64_t idx;  // batch index for indexed records
+};
+
+struct thread_state;
+
+/// One segment of a thread's event queue. The owner thread advances `head` (release), the writer
+/// `tail`. A thread starts with a small segment; when it fills, the owner links a segment twice as
+/// large (up to LOTUS_RING_CAPACITY) through `next` and writes there; the writer drains the old
+/// one, follows `next` and frees it. Indices continue across segments, so `head` of the current
+/// segment is the thread's event count. Producer and consumer fields sit on separate cache lines.
+struct alignas(64) ring {
+  // --- producer side ---
+  std::atomic<std::uint64_t> head{0};
+  std::uint64_t tail_cache = 0;  // producer's last view of `tail`
+  event* buf = nullptr;
+  std::uint64_t mask = 0;
+  std::uint64_t capacity = 0;
+  thread_state* owner = nullptr;
+
+  // --- consumer side ---
+  alignas(64) std::atomic<std::uint64_t> tail{0};
+  std::atomic<ring*> next{nullptr};  // set by the producer after its last push here
+
+  /// A segment of `capacity` (a power of two) events whose first index is `base`; nullptr when out
+  /// of memory. The slots are not zeroed: a slot is read only after it was published.
+  static ring* make(std::uint64_t cap, std::uint64_t base, thread_state* owner) noexcept {
+    auto* slots = static_cast<event*>(std::malloc(static_cast<std::size_t>(cap) * sizeof(event)));
+    if (slots == nullptr) return nullptr;
+    ring* r = new (std::nothrow) ring();
+    if (r == nullptr) {
+      std::free(slots);
+      return nullptr;
+    }
+    r->buf = slots;
+    r->capacity = cap;
+    r->mask = cap - 1;
+    r->owner = owner;
+    r->head.store(base, std::memory_order_relaxed);
+    r->tail.store(base, std::memory_order_relaxed);
+    r->tail_cache = base;
+    return r;
+  }
+
+  static void destroy(ring* r) noexcept {
+    if (r == nullptr) return;
+    std::free(r->buf);
+    delete r;
+  }
+
+  /// Fill slot `h` (known to be free) and publish it to the writer.
+  void publish(std::uint64_t h, const record_site* loc, std::uint64_t t0, std::uint64_t t1,
+               std::uint64_t idx) noexcept {
+    event& e = buf[h & mask];
+    e.loc = loc;
+    e.t0 = t0;
+    e.t1 = t1;
+    e.idx = idx;
+    head.store(h + 1, std::memory_order_release);
+  }
+};
+
+/// The calling thread's current segment. It is also the thread's re-entrancy guard: the fast push
+/// sets it to nullptr while it works, so a signal handler that records on this thread in between
+/// takes the slow path, which sees the thread busy and counts a drop instead of racing for a slot.
+inline thread_local std::atomic<ring*> t_ring{nullptr};
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_RING_HPP
+// ---- end lotus/detail/ring.hpp ----
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// Append one event to the calling thread's ring: a few stores and a release, no lock. The ring
+/// pointer is cleared around the claim of a slot (see t_ring): a signal handler recording on this
+/// thread in that window goes to push_slow, which counts it instead of taking the same slot.
+LOTUS_DETAIL_FORCE_INLINE void push(const record_site* loc, std::uint64_t t0, std::uint64_t t1,
+                                    std::uint64_t idx) noexcept {
+  ring* r = t_ring.load(std::memory_order_relaxed);
+  if (LOTUS_DETAIL_LIKELY(r != nullptr)) {
+    t_ring.store(nullptr, std::memory_order_relaxed);
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    const std::uint64_t h = r->head.load(std::memory_order_relaxed);
+    const bool room = h - r->tail_cache < r->capacity;
+    if (LOTUS_DETAIL_LIKELY(room)) r->publish(h, loc, t0, t1, idx);
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    t_ring.store(r, std::memory_order_relaxed);
+    if (LOTUS_DETAIL_LIKELY(room)) return;
+  }
+  push_slow(loc, t0, t1, idx);
+}
+
+/// Tracing mode after lazy initialization (reads the environment on the first call).
+LOTUS_DETAIL_FORCE_INLINE int active_mode() noexcept {
+  const int m = g_mode.load(std::memory_order_relaxed);
+  if (LOTUS_DETAIL_LIKELY(m != mode_uninit)) return m;
+  return initialize_mode();
+}
+
+/// Record an event with explicit raw timestamps (used by batch_tracker).
+inline void emit(const record_site& loc, std::uint64_t t0, std::uint64_t t1,
+                 std::uint64_t idx) noexcept {
+  if (g_mode.load(std::memory_order_relaxed) >= mode_tsc) push(&loc, t0, t1, idx);
+}
+
+/// The interned location of `name` for LOTUS_SCOPE_DYNAMIC: the thread's cache, else the runtime.
+/// The key is the name as given, at most max_name_bytes of it (name_key_size), and whether it was
+/// cut (the size's top bit): an exact match, whatever bytes the name holds.
+LOTUS_DETAIL_FORCE_INLINE const record_site* dynamic_location(std::string_view name) noexcept {
+  std::size_t n = name.size(), key_size = n;
+  if (LOTUS_DETAIL_UNLIKELY(n > max_name_bytes)) {
+    n = name_key_size(name.data(), n);
+    key_size = n | name_cut_bit;
+  }
+  const std::uint64_t h = name_hash(name.data(), n);
+  if (const name_cache* c = t_names) {
+    for (std::size_t i = static_cast<std::size_t>(h) & c->mask;; i = (i + 1) & c->mask) {
+      const name_cache::slot& s = c->slots[i];
+      if (s.loc == nullptr) break;
+      if (s.name_hash == h && s.size == key_size && std::memcmp(s.key, name.data(), n) == 0) {
+        return s.loc;
+      }
+    }
+  }
+  return intern_dynamic(name.data(), key_size, h);
+}
+
+/// Marker for scope_timer's run-time-name constructor.
+struct dynamic_name_tag {};
+
+/// The collector word and the nesting depth of resume() (collector.hpp's fast paths).
+inline std::atomic<int> collector_state{collector_unknown};
+inline std::atomic<int> collector_depth{0};
+
+/// The map-region word (map_region.hpp's fast path).
+inline std::atomic<int> map_mode{map_unread};
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+
+// The bodies of the public macros (lotus/macros.hpp, collector.hpp, map_region.hpp).
+#define LOTUS_DETAIL_SITE(id, name)                                                              \
+  static constexpr ::lotus::record_site LOTUS_DETAIL_CONCAT(id, _loc) {                          \
+    name, static_cast<const char*>(__func__), __FILE__, static_cast<std::uint32_t>(__LINE__), 0u \
+  }
+#define LOTUS_DETAIL_SCOPE(id, name) \
+  LOTUS_DETAIL_SITE(id, name);       \
+  const ::lotus::scope_timer id(LOTUS_DETAIL_CONCAT(id, _loc))
+#define LOTUS_DETAIL_SCOPE_DYNAMIC(id, name) \
+  const ::lotus::scope_timer id(::lotus::detail::dynamic_name_tag{}, (name))
+#define LOTUS_DETAIL_BATCH_PREPROCESSED(id, idx)                         \
+  const ::lotus::scope_timer id(::lotus::detail::batch_preprocessed_loc, \
+                                static_cast<std::uint64_t>(idx))
+#define LOTUS_DETAIL_MAP_REGION(id, name) \
+  LOTUS_DETAIL_SITE(id, name);            \
+  const ::lotus::map_region id(LOTUS_DETAIL_CONCAT(id, _loc))
+#define LOTUS_DETAIL_COLLECTOR_CALL(call) call
+
+// Header-only mode: the runtime's definitions, inline (collector.hpp and map_region.hpp add
+// theirs where they are included).
+#ifdef LOTUS_COMPILED_LIB
+#  define LOTUS_DETAIL_INLINE_RUNTIME 0
+#else
+#  define LOTUS_DETAIL_INLINE_RUNTIME 1
+#endif
+#if LOTUS_DETAIL_INLINE_RUNTIME
+// ---- begin lotus/detail/runtime.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_RUNTIME_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_RUNTIME_HPP
+// lotus — the tracing runtime: settings, thread registration, full rings, process events (internal)
+// SPDX-License-Identifier: MIT
+
+// Every system header of the runtime's headers, in one place.
+#if defined(__x86_64__) || defined(__i386__)
+#  include <cpuid.h>  // __get_cpuid (calibration.hpp)
+#endif
+#include <errno.h>        // errno
+#include <fcntl.h>        // open, O_*
+#include <link.h>         // dl_iterate_phdr (ledger.hpp)
+#include <pthread.h>      // pthread_atfork, pthread_mutex_t
+#include <sched.h>        // sched_yield, sched_getaffinity
+#include <signal.h>       // sigfillset
+#include <sys/mman.h>     // memfd_create, mmap (ledger.hpp)
+#include <sys/prctl.h>    // PR_GET_NAME
+#include <sys/stat.h>     // fstat, lstat, mkdir
+#include <sys/syscall.h>  // SYS_gettid
+#include <sys/timex.h>    // adjtimex (read-only: modes 0)
+#include <time.h>         // clock_gettime, nanosleep
+#include <unistd.h>       // gethostname, write, close
+
+#include <atomic>       // atomic
+#include <cstdarg>      // va_list
+#include <cstddef>      // size_t
+#include <cstdint>      // uint64_t
+#include <cstdio>       // snprintf
+#include <cstdlib>      // atexit, malloc
+#include <cstring>      // memcpy, strerror
+#include <new>          // bad_alloc
+#include <string_view>  // string_view
+
+// The hot path's headers (included by scope.hpp already in the usual order).
+// ---- begin lotus/detail/calibration.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_CALIBRATION_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_CALIBRATION_HPP
+// lotus — TSC trust and calibration: invariant-TSC check, ticks to epoch ns (internal)
+// SPDX-License-Identifier: MIT
+
+#include <cstdint>  // uint64_t
+#include <cstdio>   // FILE, fopen
+#include <cstring>  // strncmp
+
+
+#if LOTUS_DETAIL_X86
+#  include <cpuid.h>  // __get_cpuid
+#endif
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// True when the TSC is invariant (CPUID) and the kernel itself keeps time with it.
+inline bool tsc_is_reliable() noexcept {
+#if LOTUS_DETAIL_X86
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid(0x80000000u, &a, &b, &c, &d) == 0 || a < 0x80000007u) return false;
+  if (__get_cpuid(0x80000007u, &a, &b, &c, &d) == 0 || (d & (1u << 8)) == 0) return false;
+  std::FILE* f =
+      std::fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "re");
+  if (f == nullptr) return false;
+  char buf[32] = {};
+  const bool ok = std::fgets(buf, sizeof buf, f) != nullptr && std::strncmp(buf, "tsc", 3) == 0;
+  std::fclose(f);
+  return ok;
+#else
+  return false;
+#endif
+}
+
+/// Linear map from raw ticks to epoch ns. Owned by the writer thread: it re-anchors on every cycle
+/// and refines the rate over the whole run, so conversion error stays far below a microsecond.
+class tick_converter {
+ public:
+  void start(int mode) noexcept {
+    mode_ = mode;
+    if (mode_ != mode_tsc) return;
+    sample(first_tsc_, first_ns_);
+    anchor_tsc_ = first_tsc_;
+    anchor_ns_ = first_ns_;
+  }
+
+  /// Take a fresh (tsc, realtime) pair; needs >= 2 ms since start() for a first rate.
+  void reanchor() noexcept {
+    if (mode_ != mode_tsc) return;
+    std::uint64_t t = 0, ns = 0;
+    sample(t, ns);
+    if (t <= first_tsc_ || ns <= first_ns_) return;  // clock stepped backwards: keep the old model
+    const double rate = static_cast<double>(ns - first_ns_) / static_cast<double>(t - first_tsc_);
+    if (rate > 0.001 && rate < 100.0) {
+      ns_per_tick_ = rate;
+      anchor_tsc_ = t;
+      anchor_ns_ = ns;
+      calibrated_ = true;
+    }
+  }
+
+  bool calibrated() const noexcept { return mode_ != mode_tsc || calibrated_; }
+  std::uint64_t started_ns() const noexcept { return first_ns_; }
+  double ns_per_tick() const noexcept { return mode_ == mode_tsc ? ns_per_tick_ : 1.0; }
+  int mode() const noexcept { return mode_; }
+
+  std::uint64_t to_ns(std::uint64_t ticks) const noexcept {
+    if (mode_ != mode_tsc) return ticks;
+    const double delta = static_cast<double>(static_cast<std::int64_t>(ticks - anchor_tsc_));
+    return anchor_ns_ + static_cast<std::uint64_t>(static_cast<std::int64_t>(delta * ns_per_tick_));
+  }
+
+ private:
+  // Bracket clock_gettime between two TSC reads and keep the tightest of a few tries.
+  static void sample(std::uint64_t& tsc, std::uint64_t& ns) noexcept {
+    std::uint64_t best = ~0ull;
+    for (int i = 0; i < 7; ++i) {
+      const std::uint64_t a = read_tsc();
+      const std::uint64_t r = realtime_ns();
+      const std::uint64_t b = read_tsc();
+      if (b - a < best) {
+        best = b - a;
+        tsc = a + (b - a) / 2;
+        ns = r;
+      }
+    }
+  }
+
+  int mode_ = mode_realtime;
+  bool calibrated_ = false;
+  std::uint64_t first_tsc_ = 0, first_ns_ = 0;
+  std::uint64_t anchor_tsc_ = 0, anchor_ns_ = 0;
+  double ns_per_tick_ = 1.0;
+};
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_CALIBRATION_HPP
+// ---- end lotus/detail/calibration.hpp ----
 // ---- begin lotus/detail/diagnostics.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_DIAGNOSTICS_HPP
 #define LOTUS_AMALGAMATED_LOTUS_DETAIL_DIAGNOSTICS_HPP
@@ -316,2171 +1118,6 @@ inline bool has_control_char(std::string_view s) noexcept {
 }  // namespace lotus
 #endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_ENV_HPP
 // ---- end lotus/detail/env.hpp ----
-// ---- begin lotus/detail/option_table.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_OPTION_TABLE_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_OPTION_TABLE_HPP
-// lotus — the one table of run-time options: name, variable, kind, range, default, doc (internal)
-// SPDX-License-Identifier: MIT
-
-#include <cstddef>  // size_t
-#include <cstdint>  // uint64_t
-#include <cstdio>   // snprintf
-#include <cstdlib>  // getenv
-#include <cstring>  // strcmp
-
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-namespace detail {
-
-/// How an option's value is spelled and checked.
-enum class option_kind : unsigned char {
-  prefix,  // a trace prefix (resolve_prefix)
-  flag,    // 1/true/yes/on or ""/0/false/no/off
-  uint,    // a decimal integer within [min, max]
-  choice,  // one of `choices`
-  bytes,   // a byte count within [min, max]
-  path,    // any text (a file or a name); not checked here
-};
-
-/// One option, declared once: its lotus::options field (and lotus.configure keyword; nullptr for
-/// a variable of the collector or the mapping probe only), its environment variable, kind, range,
-/// default (a number; for choice and flag an index into `choices`), how the docs and messages
-/// spell the default when not as the number/choice, and one doc line.
-struct option_desc {
-  const char* field;
-  const char* env;
-  option_kind kind;
-  std::uint64_t min, max, def;
-  const char* const* choices;  // choice and flag: nullptr-terminated spellings
-  const char* default_text;    // nullptr: def as spelled by the kind
-  std::uint64_t fail_closed;   // bytes: the value a malformed variable gets (0: the default)
-  const char* doc;
-};
-
-inline constexpr const char* option_flag_words[] = {"0", "false", "no",  "off", "",
-                                                    "1", "true",  "yes", "on",  nullptr};
-/// option_flag_words[i] means "yes" from this index on.
-constexpr int option_flag_yes = 5;
-inline constexpr const char* option_overflow_names[] = {"block", "drop", nullptr};
-inline constexpr const char* option_clock_names[] = {"auto", "tsc", "realtime", nullptr};
-/// LOTUS_COLLECTOR's values (collector_common.hpp maps each to a collector::kind).
-inline constexpr const char* option_collector_names[] = {
-    "auto", "none", "perf", "itt", "vtune", "amd", "uprof", "callgrind", nullptr};
-
-/// LOTUS_MAX_BYTES when it is set but malformed (garbage, negative, out of range): a budget the
-/// user asked for must not turn into "no limit". 1 GiB per process, with the disk reserve.
-constexpr std::uint64_t max_bytes_fail_closed = std::uint64_t{1} << 30;
-/// settings::min_free when neither options nor the environment set it: max(1 GiB, 5 %).
-constexpr std::uint64_t min_free_default = ~std::uint64_t{0};
-/// The largest per-thread ring (events) and the smallest; the largest byte limit.
-constexpr std::uint64_t option_ring_min = 64, option_ring_max = std::uint64_t{1} << 26;
-constexpr std::uint64_t option_bytes_max = std::uint64_t{1} << 62;
-
-/// Index of each row of option_table.
-enum class opt : unsigned {
-  log_file,
-  enabled,
-  ring_capacity,
-  flush_interval,
-  overflow,
-  clock,
-  max_bytes,
-  min_free_bytes,
-  nvtx,
-  itt,
-  collector,
-  perf_ctl_fifo,
-  perf_ack_fifo,
-  perf_ack_timeout_ms,
-  perf_wait_ms,
-  map_list,
-  map_select,
-  map_warmup,
-  map_count,
-  map_gap_ms,
-  count_
-};
-
-// clang-format off
-inline constexpr option_desc option_table[] = {
-  {"log_file", "LOTUS_LOG_FILE", option_kind::prefix, 0, 0, 0, nullptr, "unset", 0,
-   "trace prefix: <prefix>_worker_pid_<tid>, <prefix>_main_pid_<tid>; unset: tracing off"},
-  {"enabled", "LOTUS_DISABLE", option_kind::flag, 0, 1, 0, option_flag_words, nullptr, 0,
-   "LOTUS_DISABLE=1 (enabled=false): tracing off at run time"},
-  {"ring_capacity", "LOTUS_RING_CAPACITY", option_kind::uint, option_ring_min, option_ring_max,
-   LOTUS_DEFAULT_RING_CAPACITY, nullptr, nullptr, 0,
-   "largest ring per thread, in 32-byte events (rounded up to a power of two)"},
-  {"flush_interval", "LOTUS_FLUSH_INTERVAL_MS", option_kind::uint, 1, 60000,
-   LOTUS_DEFAULT_FLUSH_INTERVAL_MS, nullptr, nullptr, 0,
-   "writer period in ms: after a SIGKILL every event older than this is on disk"},
-  {"overflow", "LOTUS_OVERFLOW", option_kind::choice, 0, 1, 0, option_overflow_names, nullptr, 0,
-   "full ring: block waits for the writer (lossless), drop counts the event as dropped"},
-  {"clock", "LOTUS_CLOCK", option_kind::choice, 0, 2, 0, option_clock_names, nullptr, 0,
-   "timestamps: tsc, realtime (clock_gettime), or auto (the TSC where CPU and kernel vouch)"},
-  {"max_bytes", "LOTUS_MAX_BYTES", option_kind::bytes, 0, option_bytes_max, 0, nullptr, nullptr,
-   max_bytes_fail_closed,
-   "bytes this process may write (sidecar included); beyond, events are dropped; 0: no limit"},
-  {"min_free_bytes", "LOTUS_MIN_FREE_BYTES", option_kind::bytes, 0, option_bytes_max,
-   min_free_default, nullptr, "max(1 GiB, 5 %)", 0,
-   "free space the trace file system keeps; below, events are dropped; 0: no reserve"},
-  {"nvtx", "LOTUS_NVTX", option_kind::flag, 0, 1, 0, option_flag_words, nullptr, 0,
-   "every span also pushes an NVTX range (builds with NVTX)"},
-  {"itt", "LOTUS_ITT", option_kind::flag, 0, 1, 0, option_flag_words, nullptr, 0,
-   "every span is also an ITT task (the collector of INTEL_LIBITTNOTIFY64)"},
-  {nullptr, "LOTUS_COLLECTOR", option_kind::choice, 0, 7, 0, option_collector_names, nullptr, 0,
-   "the collector LOTUS_COLLECTOR_RESUME/PAUSE and map regions drive"},
-  {nullptr, "LOTUS_PERF_CTL_FIFO", option_kind::path, 0, 0, 0, nullptr, "\xe2\x80\x94", 0,
-   "perf's control FIFO (perf record --control=fifo:CTL,ACK)"},
-  {nullptr, "LOTUS_PERF_ACK_FIFO", option_kind::path, 0, 0, 0, nullptr, "\xe2\x80\x94", 0,
-   "perf's ack FIFO; each command waits for its ack"},
-  {nullptr, "LOTUS_PERF_ACK_TIMEOUT_MS", option_kind::uint, 0, 3600000, 5000, nullptr, nullptr, 0,
-   "bounded wait for each perf ack, in ms"},
-  {nullptr, "LOTUS_PERF_WAIT_MS", option_kind::uint, 0, 3600000, 0, nullptr, nullptr, 0,
-   "attach mode: how long the first region waits for perf to open the control FIFO, in ms"},
-  {nullptr, "LOTUS_MAP_LIST", option_kind::path, 0, 0, 0, nullptr, "\xe2\x80\x94", 0,
-   "list mode: append each region name once to this file"},
-  {nullptr, "LOTUS_MAP_SELECT", option_kind::path, 0, 0, 0, nullptr, "\xe2\x80\x94", 0,
-   "the region to profile"},
-  {nullptr, "LOTUS_MAP_WARMUP", option_kind::uint, 0, std::uint64_t{1} << 40, 1, nullptr, nullptr,
-   0, "executions of the selected region skipped before profiling"},
-  {nullptr, "LOTUS_MAP_COUNT", option_kind::uint, 0, std::uint64_t{1} << 40, 1, nullptr, nullptr,
-   0, "executions profiled after the warm-up"},
-  {nullptr, "LOTUS_MAP_GAP_MS", option_kind::uint, 0, 3600000, 0, nullptr, nullptr, 0,
-   "sleep before each profiled execution, in ms"},
-};
-// clang-format on
-static_assert(sizeof option_table / sizeof option_table[0] == static_cast<unsigned>(opt::count_),
-              "one option_table row per opt");
-
-constexpr const option_desc& option_of(opt o) noexcept {
-  return option_table[static_cast<unsigned>(o)];
-}
-
-/// What a value of `d` must be: "an integer from 1 to 60000", "block|drop".
-inline void option_expected(const option_desc& d, char* out, std::size_t size) noexcept {
-  out[0] = '\0';
-  if (d.kind == option_kind::uint || d.kind == option_kind::bytes) {
-    std::snprintf(out, size, "an integer from %llu to %llu", static_cast<unsigned long long>(d.min),
-                  static_cast<unsigned long long>(d.max));
-    return;
-  }
-  if (d.choices == nullptr) return;
-  std::size_t used = 0;
-  for (int i = 0; d.choices[i] != nullptr; ++i) {
-    if (d.choices[i][0] == '\0') continue;
-    const int n =
-        std::snprintf(out + used, size - used, "%s%s", used != 0 ? "|" : "", d.choices[i]);
-    if (n < 0 || static_cast<std::size_t>(n) >= size - used) break;
-    used += static_cast<std::size_t>(n);
-  }
-}
-
-/// `value` of `d` as the docs spell it (its default_text for the default).
-inline void option_value_text(const option_desc& d, std::uint64_t value, char* out,
-                              std::size_t size) noexcept {
-  if (value == d.def && d.default_text != nullptr) {
-    std::snprintf(out, size, "%s", d.default_text);
-  } else if (d.kind == option_kind::choice) {
-    std::snprintf(out, size, "%s", value <= d.max ? d.choices[value] : "?");
-  } else {
-    std::snprintf(out, size, "%llu", static_cast<unsigned long long>(value));
-  }
-}
-
-/// The one message for a refused value, from the environment or from lotus::options:
-///   lotus: ignoring <source>='<value>' (expected <what>); using <kept>
-/// `kept` is the value used instead (for a malformed LOTUS_MAX_BYTES: the fail-closed limit).
-LOTUS_DETAIL_COLD inline void option_refused(const char* source, const char* value,
-                                             const option_desc& d, std::uint64_t kept) noexcept {
-  char expected[160];
-  char using_text[96];
-  option_expected(d, expected, sizeof expected);
-  option_value_text(d, kept, using_text, sizeof using_text);
-  diag_config("ignoring %s='%.200s' (expected %s); using %s%s", source, value, expected, using_text,
-              d.fail_closed != 0 && kept == d.fail_closed
-                  ? ", the fail-closed limit for a malformed value"
-                  : "");
-}
-
-/// An integer variable of the table (uint, bytes): unset → false, silently; valid → true and
-/// `out`; bad → the message and false, or, for a fail-closed limit, true and that limit.
-LOTUS_DETAIL_COLD inline bool env_option_u64(opt o, std::uint64_t& out) noexcept {
-  const option_desc& d = option_of(o);
-  const char* v = env_text(d.env);
-  if (v == nullptr) return false;
-  if (parse_u64(v, d.min, d.max, out)) return true;
-  const std::uint64_t kept = d.fail_closed != 0 ? d.fail_closed : d.def;
-  option_refused(d.env, v, d, kept);
-  if (d.fail_closed == 0) return false;
-  out = d.fail_closed;
-  return true;
-}
-
-/// A choice or flag variable of the table: the index of its spelling; unset (or empty, for a
-/// choice; an empty flag is "no") → -1, silently; anything else → the message and -1.
-LOTUS_DETAIL_COLD inline int env_option_choice(opt o) noexcept {
-  const option_desc& d = option_of(o);
-  const char* v = d.kind == option_kind::flag ? std::getenv(d.env) : env_text(d.env);
-  if (v == nullptr) return -1;
-  for (int i = 0; d.choices[i] != nullptr; ++i) {
-    if (std::strcmp(v, d.choices[i]) == 0) return i;
-  }
-  option_refused(d.env, v, d, d.def);
-  return -1;
-}
-
-/// A flag variable of the table: 1 (yes), 0 (no), -1 (unset or refused).
-LOTUS_DETAIL_COLD inline int env_option_flag(opt o) noexcept {
-  const int i = env_option_choice(o);
-  return i < 0 ? -1 : (i >= option_flag_yes ? 1 : 0);
-}
-
-/// A lotus::options integer field checked against the table: true when within range; else the
-/// message (source `options::<field>`, the value kept from the environment or the default) and
-/// false.
-LOTUS_DETAIL_COLD inline bool option_check_i64(opt o, long long value,
-                                               std::uint64_t kept) noexcept {
-  const option_desc& d = option_of(o);
-  if (value >= 0 && static_cast<std::uint64_t>(value) >= d.min &&
-      static_cast<std::uint64_t>(value) <= d.max) {
-    return true;
-  }
-  char source[64], shown[24];
-  std::snprintf(source, sizeof source, "options::%s", d.field);
-  std::snprintf(shown, sizeof shown, "%lld", value);
-  option_refused(source, shown, d, kept);
-  return false;
-}
-LOTUS_DETAIL_COLD inline bool option_check_u64(opt o, std::uint64_t value,
-                                               std::uint64_t kept) noexcept {
-  const option_desc& d = option_of(o);
-  if (value >= d.min && value <= d.max) return true;
-  char source[64], shown[24];
-  std::snprintf(source, sizeof source, "options::%s", d.field);
-  std::snprintf(shown, sizeof shown, "%llu", static_cast<unsigned long long>(value));
-  option_refused(source, shown, d, kept);
-  return false;
-}
-
-}  // namespace detail
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_OPTION_TABLE_HPP
-// ---- end lotus/detail/option_table.hpp ----
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-namespace detail {
-
-/// One attached collector. Every entry is noexcept and called with the collector mutex held.
-/// resume/pause get the region name (nullptr for plain LOTUS_COLLECTOR_RESUME/PAUSE) and return
-/// false when the collector failed; the caller then turns collector control off.
-struct collector_backend {
-  const char* name;
-  bool (*resume)(const char* region) noexcept;
-  bool (*pause)(const char* region) noexcept;
-  void (*detach)(bool active) noexcept;
-};
-
-// Absent collectors are silent; a collector that was asked for and fails gets exactly one line
-// on stderr: diag(topic::collector, "collector: ..."), then control is off.
-
-/// An integer variable of option_table (option_table.hpp: range and default): unset → its
-/// default; bad value → option_table's message and the default (diag_config: it does not use up
-/// the collector's message).
-inline std::uint64_t collector_env_u64(opt o) noexcept {
-  std::uint64_t value = 0;
-  return env_option_u64(o, value) ? value : option_of(o).def;
-}
-
-/// LOTUS_COLLECTOR's values, and the collector each selects (auto and none: kind::none).
-inline constexpr const char* const* collector_names = option_collector_names;
-inline constexpr collector::kind collector_kinds[] = {
-    collector::kind::none, collector::kind::none,     collector::kind::perf,
-    collector::kind::itt,  collector::kind::itt,      collector::kind::amd,
-    collector::kind::amd,  collector::kind::callgrind};
-
-/// The collector's and the mapping probe's variables (declared in option_table), read once per
-/// process into one snapshot (all optional):
-///   LOTUS_COLLECTOR=<name>  auto | none | perf | itt | vtune | amd | uprof | callgrind
-///   LOTUS_MAP_LIST=<path>   list mode: append each region name, once, to <path>; never resume
-///   LOTUS_MAP_SELECT=<name> the region to profile; other regions never touch the collector
-///   LOTUS_MAP_WARMUP=<n>    executions of the selected region skipped first (default 1)
-///   LOTUS_MAP_COUNT=<k>     executions profiled after the warm-up (default 1)
-///   LOTUS_MAP_GAP_MS=<ms>   sleep before each profiled execution (default 0)
-/// A bad value gives one configuration message and its default. The collector's own variables
-/// (FIFO paths, library paths) are read by each backend when it is selected.
-struct collector_settings {
-  int collector = -1;  ///< index into collector_names; -1: unset or refused (auto)
-  const char* list_path = nullptr;
-  const char* select = nullptr;
-  std::uint64_t warmup = option_of(opt::map_warmup).def;
-  std::uint64_t count = option_of(opt::map_count).def;
-  long gap_ms = static_cast<long>(option_of(opt::map_gap_ms).def);
-  bool map_active = false;  ///< list mode or a selection: anything beyond recording S<name>
-};
-
-LOTUS_DETAIL_COLD inline collector_settings collector_read_settings() noexcept {
-  collector_settings s;
-  s.collector = env_option_choice(opt::collector);
-  s.list_path = env_text(option_of(opt::map_list).env);
-  s.select = env_text(option_of(opt::map_select).env);
-  s.warmup = collector_env_u64(opt::map_warmup);
-  s.count = collector_env_u64(opt::map_count);
-  s.gap_ms = static_cast<long>(collector_env_u64(opt::map_gap_ms));
-  s.map_active = s.list_path != nullptr || s.select != nullptr;
-  return s;
-}
-
-inline const collector_settings& collector_config() noexcept {
-  static const collector_settings settings = collector_read_settings();
-  return settings;
-}
-
-/// dlsym returns an object pointer; convert it to a function pointer without a cast that
-/// -Wpedantic could flag on some compilers.
-template <class Fn>
-inline Fn collector_fn_cast(void* symbol) noexcept {
-  static_assert(sizeof(Fn) == sizeof(void*), "function and object pointers differ in size");
-  Fn fn;
-  std::memcpy(&fn, &symbol, sizeof fn);
-  return fn;
-}
-
-}  // namespace detail
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_COMMON_HPP
-// ---- end lotus/detail/collector_common.hpp ----
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-namespace detail {
-
-// uProf 5.x exports `bool amdProfileResumeImpl(void)` / `amdProfilePauseImpl(void)`; 4.x and older
-// export `bool amdProfileResume(unsigned)` / `amdProfilePause(unsigned)`, called with
-// AMD_PROFILE_CPU (1). One generation is picked per process: mixing them is an error (-7).
-struct amd_collector_state {
-  bool (*resume_impl)() = nullptr;
-  bool (*pause_impl)() = nullptr;
-  bool (*resume_v4)(unsigned) = nullptr;
-  bool (*pause_v4)(unsigned) = nullptr;
-  int (*last_error)() = nullptr;
-  char path[4096] = {};
-};
-
-inline amd_collector_state& amd_collector() noexcept {
-  static amd_collector_state state;
-  return state;
-}
-
-constexpr unsigned amd_profile_cpu = 1;
-
-inline bool amd_check(bool ok, const char* what) noexcept {
-  if (ok) return true;
-  amd_collector_state& s = amd_collector();
-  diag(topic::collector, "collector: amd: %s returned false (error %d); collector control off",
-       what, s.last_error != nullptr ? s.last_error() : 0);
-  return false;
-}
-
-inline bool amd_resume(const char*) noexcept {
-  amd_collector_state& s = amd_collector();
-  if (s.resume_impl != nullptr) return amd_check(s.resume_impl(), "amdProfileResumeImpl()");
-  return amd_check(s.resume_v4(amd_profile_cpu), "amdProfileResume(1)");
-}
-
-inline bool amd_pause(const char*) noexcept {
-  amd_collector_state& s = amd_collector();
-  if (s.pause_impl != nullptr) return amd_check(s.pause_impl(), "amdProfilePauseImpl()");
-  return amd_check(s.pause_v4(amd_profile_cpu), "amdProfilePause(1)");
-}
-
-inline void amd_detach(bool active) noexcept {
-  if (active) amd_pause(nullptr);
-}
-
-/// Finds the controller library: LOTUS_AMD_PROFILE_CONTROLLER, then the standard install folders
-/// (newest match last in glob order wins). Returns false when none exists.
-inline bool amd_find_library(char (&out)[4096]) noexcept {
-  const char* env = env_text("LOTUS_AMD_PROFILE_CONTROLLER");
-  if (env != nullptr) {
-    std::snprintf(out, sizeof out, "%s", env);
-    return true;
-  }
-  static const char* const patterns[] = {
-      "/opt/AMDuProf*/lib/x64/shared/libAMDProfileController.so",
-      "/opt/amduprof/lib/x64/shared/libAMDProfileController.so",
-      "/opt/amd/uprof/lib/x64/shared/libAMDProfileController.so",
-  };
-  for (const char* pattern : patterns) {
-    glob_t matches{};
-    if (glob(pattern, 0, nullptr, &matches) == 0 && matches.gl_pathc > 0) {
-      std::snprintf(out, sizeof out, "%s", matches.gl_pathv[matches.gl_pathc - 1]);
-      globfree(&matches);
-      return true;
-    }
-    globfree(&matches);
-  }
-  return false;
-}
-
-inline bool amd_available() noexcept {
-  char path[4096];
-  return amd_find_library(path);
-}
-
-inline const collector_backend* amd_backend(bool explicit_choice) noexcept {
-  static const collector_backend backend{"amd", amd_resume, amd_pause, amd_detach};
-  amd_collector_state& s = amd_collector();
-  if (!amd_find_library(s.path)) {
-    if (explicit_choice) {
-      diag(topic::collector,
-           "collector: amd: libAMDProfileController.so not found (set "
-           "LOTUS_AMD_PROFILE_CONTROLLER); collector control off");
-    }
-    return nullptr;
-  }
-  void* lib = dlopen(s.path, RTLD_LAZY);
-  if (lib == nullptr) {
-    const char* why = dlerror();
-    diag(topic::collector, "collector: amd: cannot load %s: %s; collector control off", s.path,
-         why != nullptr ? why : "unknown error");
-    return nullptr;
-  }
-  s.resume_impl = collector_fn_cast<bool (*)()>(dlsym(lib, "amdProfileResumeImpl"));
-  s.pause_impl = collector_fn_cast<bool (*)()>(dlsym(lib, "amdProfilePauseImpl"));
-  s.last_error = collector_fn_cast<int (*)()>(dlsym(lib, "amdGetLastProfileError"));
-  if (s.resume_impl == nullptr || s.pause_impl == nullptr) {
-    s.resume_impl = nullptr;
-    s.pause_impl = nullptr;
-    s.resume_v4 = collector_fn_cast<bool (*)(unsigned)>(dlsym(lib, "amdProfileResume"));
-    s.pause_v4 = collector_fn_cast<bool (*)(unsigned)>(dlsym(lib, "amdProfilePause"));
-    if (s.resume_v4 == nullptr || s.pause_v4 == nullptr) {
-      diag(topic::collector,
-           "collector: amd: %s exports neither amdProfileResumeImpl/PauseImpl nor "
-           "amdProfileResume/Pause; collector control off",
-           s.path);
-      return nullptr;  // never dlclose: the library may have started threads
-    }
-  }
-  return &backend;
-}
-
-}  // namespace detail
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_AMD_HPP
-// ---- end lotus/detail/collector_amd.hpp ----
-// ---- begin lotus/detail/collector_callgrind.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_CALLGRIND_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_CALLGRIND_HPP
-// lotus — Callgrind backend: Valgrind client requests, issued through the amd64 magic sequence
-// SPDX-License-Identifier: MIT
-
-#include <cstdint>  // uintptr_t
-#include <cstring>  // strstr, strncmp
-
-
-#if !(defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))) && defined(__has_include)
-#  if __has_include(<valgrind/valgrind.h>)
-#    include <valgrind/valgrind.h>
-#    define LOTUS_DETAIL_HAVE_VALGRIND_H 1
-#  endif
-#endif
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-namespace detail {
-
-// Request codes: core 0x1001 (RUNNING_ON_VALGRIND); Callgrind's base is ('C' << 24 | 'T' << 16).
-enum : std::uintptr_t {
-  valgrind_running_on_valgrind = 0x1001,
-  callgrind_dump_stats = 0x43540000,
-  callgrind_zero_stats = 0x43540001,
-  callgrind_toggle_collect = 0x43540002,
-  callgrind_dump_stats_at = 0x43540003,
-  callgrind_start_instrumentation = 0x43540004,
-  callgrind_stop_instrumentation = 0x43540005,
-};
-
-/// One client request; returns `fallback` when not running under Valgrind. Natively the sequence
-/// is four rotates of %rdi by 3+13+61+51 = 128 bits (no change) and `xchg %rbx,%rbx` (a no-op):
-/// under Valgrind the JIT recognises it and hands the six-word block at %rax to the tool, and the
-/// answer comes back in %rdx.
-inline std::uintptr_t valgrind_request(std::uintptr_t fallback, std::uintptr_t request,
-                                       std::uintptr_t arg1 = 0, std::uintptr_t arg2 = 0) noexcept {
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  volatile std::uintptr_t block[6] = {request, arg1, arg2, 0, 0, 0};
-  std::uintptr_t result;
-  __asm__ volatile(
-      "rolq $3, %%rdi\n\t"
-      "rolq $13, %%rdi\n\t"
-      "rolq $61, %%rdi\n\t"
-      "rolq $51, %%rdi\n\t"
-      "xchgq %%rbx, %%rbx"
-      : "=d"(result)
-      : "a"(&block[0]), "0"(fallback)
-      : "cc", "memory");
-  return result;
-#elif defined(LOTUS_DETAIL_HAVE_VALGRIND_H)
-  return static_cast<std::uintptr_t>(
-      VALGRIND_DO_CLIENT_REQUEST_EXPR(fallback, request, arg1, arg2, 0, 0, 0));
-#else
-  static_cast<void>(request);
-  static_cast<void>(arg1);
-  static_cast<void>(arg2);
-  return fallback;  // no client-request support on this target: never "under Valgrind"
-#endif
-}
-
-inline bool running_on_valgrind() noexcept {
-  return valgrind_request(0, valgrind_running_on_valgrind) != 0;
-}
-
-// START/STOP_INSTRUMENTATION act on every thread (TOGGLE_COLLECT only on the calling one), so a
-// region that hands work to worker threads is still counted. For a named region (LOTUS_MAP_REGION)
-// the counters are zeroed at resume and dumped under the region's name at pause, so each profiled
-// execution lands in its own `callgrind.out.<pid>.<n>` with `desc: Trigger: Client Request:
-// <name>`.
-inline bool callgrind_resume(const char* region) noexcept {
-  valgrind_request(0, callgrind_start_instrumentation);
-  if (region != nullptr) valgrind_request(0, callgrind_zero_stats);
-  return true;
-}
-
-inline bool callgrind_pause(const char* region) noexcept {
-  if (region != nullptr) {
-    valgrind_request(0, callgrind_dump_stats_at, reinterpret_cast<std::uintptr_t>(region));
-  }
-  valgrind_request(0, callgrind_stop_instrumentation);
-  return true;
-}
-
-inline void callgrind_detach(bool active) noexcept {
-  if (active) valgrind_request(0, callgrind_stop_instrumentation);
-}
-
-/// Under Valgrind, whether the tool may be Callgrind. Valgrind puts `vgpreload_<tool>-*.so` into
-/// LD_PRELOAD for the tools that replace functions (memcheck, helgrind, drd, massif, dhat), never
-/// for Callgrind, so such an entry rules Callgrind out. `auto` then leaves Valgrind alone.
-inline bool callgrind_tool_plausible() noexcept {
-  const char* preload = env_text("LD_PRELOAD");
-  if (preload == nullptr) return true;
-  for (const char* p = std::strstr(preload, "vgpreload_"); p != nullptr;
-       p = std::strstr(p + 1, "vgpreload_")) {
-    if (std::strncmp(p, "vgpreload_core", 14) != 0) return false;
-  }
-  return true;
-}
-
-inline const collector_backend* callgrind_backend(bool explicit_choice) noexcept {
-  static const collector_backend backend{"callgrind", callgrind_resume, callgrind_pause,
-                                         callgrind_detach};
-  if (running_on_valgrind()) return &backend;
-  if (explicit_choice) {
-    diag(topic::collector,
-         "collector: LOTUS_COLLECTOR=callgrind but the program is not running under Valgrind; "
-         "collector control off");
-  }
-  return nullptr;
-}
-
-}  // namespace detail
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_CALLGRIND_HPP
-// ---- end lotus/detail/collector_callgrind.hpp ----
-// ---- begin lotus/detail/collector_itt.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_ITT_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_ITT_HPP
-// lotus — Intel VTune backend: the ITT `__itt_api_init` handshake with our own mirror of the ABI
-// SPDX-License-Identifier: MIT
-
-#include <dlfcn.h>    // dlopen, dlsym
-#include <pthread.h>  // pthread_mutex_t
-
-#include <cstddef>  // offsetof
-
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-namespace detail {
-
-// Mirror of ittnotify's `__itt_api_info` and `__itt_global` (ittnotify_config.h, packed to 8).
-// A version-2 collector receives the global in `__itt_api_init(global, groups)`, fills the function
-// pointers named in `api_list_ptr`, and may keep the pointer for the rest of the process, so both
-// live in static storage and the library is never dlclose'd. Fields only ever get appended.
-struct itt_api_info {
-  const char* name;
-  void** func_ptr;
-  void* init_func;
-  void* null_func;
-  int group;  // __itt_group_id
-};
-
-struct itt_global {
-  unsigned char magic[8];
-  unsigned long version_major;
-  unsigned long version_minor;
-  unsigned long version_build;
-  volatile long api_initialized;
-  volatile long mutex_initialized;
-  volatile long atomic_counter;
-  pthread_mutex_t mutex;
-  void* lib;
-  void* error_handler;
-  const char** dll_path_ptr;
-  itt_api_info* api_list_ptr;
-  itt_global* next;
-  void* thread_list;
-  void* domain_list;
-  void* string_list;
-  int state;  // __itt_collection_state
-  void* counter_list;
-  unsigned int ipt_collect_events;
-  void* histogram_list;
-  void* counter_metadata_list;
-};
-
-#if defined(__x86_64__) && defined(__linux__)
-static_assert(sizeof(itt_api_info) == 40, "__itt_api_info layout");
-static_assert(offsetof(itt_global, version_major) == 8, "__itt_global layout");
-static_assert(offsetof(itt_global, api_initialized) == 32, "__itt_global layout");
-static_assert(offsetof(itt_global, mutex) == 56, "__itt_global layout");
-static_assert(offsetof(itt_global, lib) == 96, "__itt_global layout");
-static_assert(offsetof(itt_global, api_list_ptr) == 120, "__itt_global layout");
-static_assert(offsetof(itt_global, next) == 128, "__itt_global layout");
-static_assert(offsetof(itt_global, state) == 160, "__itt_global layout");
-static_assert(offsetof(itt_global, counter_list) == 168, "__itt_global layout");
-static_assert(offsetof(itt_global, ipt_collect_events) == 176, "__itt_global layout");
-static_assert(offsetof(itt_global, counter_metadata_list) == 192, "__itt_global layout");
-static_assert(sizeof(itt_global) == 200, "__itt_global layout");
-#endif
-
-enum : int {
-  itt_group_legacy = 1 << 0,
-  itt_group_control = 1 << 1,
-  itt_group_structure = 1 << 12,
-  itt_group_all = -1,
-  itt_state_init_successful = 4,
-  itt_version_major = 3,
-  itt_version_minor = 0,
-};
-// The ittapi build whose __itt_global we mirror (v3.26.x).
-constexpr unsigned long itt_version_build = 20250807UL;
-
-using itt_void_fn = void (*)();
-// Called as `void(void*, int)`: collectors are C code, and with clang -fsanitize=function the
-// pointee type must match the definition exactly (a C collector carries no such check).
-using itt_api_init_fn = void (*)(void*, int);
-
-inline void itt_noop() noexcept {}
-
-struct itt_collector_state {
-  void* pause = nullptr;  // filled by the collector (func_ptr targets)
-  void* resume = nullptr;
-  void* detach = nullptr;
-  const char* path = nullptr;
-  itt_api_info table[4] = {};
-  itt_global global = {};
-};
-
-inline itt_collector_state& itt_collector() noexcept {
-  static itt_collector_state state;
-  return state;
-}
-
-inline void itt_call(void* fn) noexcept {
-  if (fn != nullptr && fn != reinterpret_cast<void*>(&itt_noop))
-    collector_fn_cast<itt_void_fn>(fn)();
-}
-
-inline bool itt_resume(const char*) noexcept {
-  itt_call(itt_collector().resume);
-  return true;
-}
-inline bool itt_pause(const char*) noexcept {
-  itt_call(itt_collector().pause);
-  return true;
-}
-inline void itt_detach(bool) noexcept { itt_call(itt_collector().detach); }
-
-/// The static part's handshake for one global: fill it, lock its (recursive) mutex, call
-/// __itt_api_init. Each user of ITT in lotus (collector control, lotus's ITT tasks) has its own
-/// global and table, as each static part in a process has (the collector handles several).
-inline void itt_handshake_global(itt_global& g, itt_api_info* table, const char** path, void* lib,
-                                 itt_api_init_fn init) noexcept {
-  const unsigned char magic[8] = {0xED, 0xAB, 0xAB, 0xEC, 0x0D, 0xEE, 0xDA, 0x30};
-  std::memcpy(g.magic, magic, sizeof magic);
-  g.version_major = itt_version_major;
-  g.version_minor = itt_version_minor;
-  g.version_build = itt_version_build;
-  pthread_mutexattr_t attr;
-  pthread_mutexattr_init(&attr);
-  pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
-  pthread_mutex_init(&g.mutex, &attr);
-  pthread_mutexattr_destroy(&attr);
-  g.mutex_initialized = 1;
-  g.lib = lib;
-  g.dll_path_ptr = path;
-  g.api_list_ptr = table;
-  g.next = nullptr;
-  g.state = itt_state_init_successful;
-
-  pthread_mutex_lock(&g.mutex);
-  init(&g, itt_group_all);
-  g.api_initialized = 1;
-  pthread_mutex_unlock(&g.mutex);
-}
-
-/// Collector control's handshake: binds __itt_pause, __itt_resume and __itt_detach.
-inline void itt_handshake(void* lib, itt_api_init_fn init) noexcept {
-  itt_collector_state& s = itt_collector();
-  void* const noop = reinterpret_cast<void*>(&itt_noop);
-  s.pause = s.resume = s.detach = noop;
-  const int group = itt_group_control | itt_group_legacy;
-  s.table[0] = itt_api_info{"__itt_pause", &s.pause, noop, noop, group};
-  s.table[1] = itt_api_info{"__itt_resume", &s.resume, noop, noop, group};
-  s.table[2] = itt_api_info{"__itt_detach", &s.detach, noop, noop, group};
-  s.table[3] = itt_api_info{nullptr, nullptr, nullptr, nullptr, 0};
-  itt_handshake_global(s.global, s.table, &s.path, lib, init);
-}
-
-/// INTEL_LIBITTNOTIFY64 (INTEL_LIBITTNOTIFY32 in 32-bit builds) names the collector, as for
-/// Intel's static part; without it, a collector already in the process (LD_PRELOAD) is used.
-inline const char* itt_env_name() noexcept {
-  return sizeof(void*) == 8 ? "INTEL_LIBITTNOTIFY64" : "INTEL_LIBITTNOTIFY32";
-}
-
-inline bool itt_available() noexcept {
-  return env_text(itt_env_name()) != nullptr || dlsym(RTLD_DEFAULT, "__itt_api_init") != nullptr;
-}
-
-inline const collector_backend* itt_backend() noexcept {
-  static const collector_backend backend{"itt", itt_resume, itt_pause, itt_detach};
-  itt_collector_state& s = itt_collector();
-  s.path = env_text(itt_env_name());
-  void* lib = RTLD_DEFAULT;
-  if (s.path != nullptr) {
-    lib = dlopen(s.path, RTLD_LAZY);
-    if (lib == nullptr) {
-      const char* why = dlerror();
-      diag(topic::collector, "collector: itt: cannot load %s=%s: %s; collector control off",
-           itt_env_name(), s.path, why != nullptr ? why : "unknown error");
-      return nullptr;
-    }
-  }
-  void* init = dlsym(lib, "__itt_api_init");
-  if (init != nullptr) {
-    itt_handshake(lib, collector_fn_cast<itt_api_init_fn>(init));
-  } else {
-    // Version 0/1 collectors export the entry points themselves.
-    s.pause = dlsym(lib, "__itt_pause");
-    s.resume = dlsym(lib, "__itt_resume");
-    s.detach = dlsym(lib, "__itt_detach");
-  }
-  void* const noop = reinterpret_cast<void*>(&itt_noop);
-  const bool bound_pause = s.pause != nullptr && s.pause != noop;
-  const bool bound_resume = s.resume != nullptr && s.resume != noop;
-  if (!bound_pause || !bound_resume) {
-    diag(topic::collector,
-         "collector: itt: %s binds no __itt_pause/__itt_resume; collector control off",
-         s.path != nullptr ? s.path : "the preloaded collector");
-    return nullptr;
-  }
-  return &backend;
-}
-
-}  // namespace detail
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_ITT_HPP
-// ---- end lotus/detail/collector_itt.hpp ----
-// ---- begin lotus/detail/collector_perf.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_PERF_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_PERF_HPP
-// lotus — Linux perf backend (internal)
-// SPDX-License-Identifier: MIT
-// `enable`/`disable` over the `perf record --control=fifo:CTL,ACK` FIFOs.
-
-#include <fcntl.h>     // open
-#include <poll.h>      // poll
-#include <pthread.h>   // pthread_sigmask
-#include <signal.h>    // sigset_t, sigtimedwait
-#include <sys/stat.h>  // fstat, S_ISFIFO
-#include <time.h>      // clock_gettime, nanosleep
-#include <unistd.h>    // write, read, close
-
-#include <cerrno>   // errno
-#include <cstdint>  // uint64_t
-#include <cstdio>   // fprintf
-#include <cstring>  // memcmp, memcpy, strerror, strlen
-
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-namespace detail {
-
-// perf exports nothing to the workload, so the launcher names the FIFOs in our own env vars:
-//   LOTUS_PERF_CTL_FIFO  the CTL path given to --control=fifo:CTL,ACK (required)
-//   LOTUS_PERF_ACK_FIFO  the ACK path (recommended: without it enabling is asynchronous)
-//   LOTUS_PERF_ACK_TIMEOUT_MS  bounded wait for each ack (default 5000)
-//   LOTUS_PERF_WAIT_MS   attach mode: how long the first region waits for perf to open the CTL
-//                        FIFO (default 0); after that every outermost resume retries the open
-struct perf_collector_state {
-  int ctl = -1;
-  int ack = -1;
-  // The FIFOs' identity when opened: the program may close any descriptor and open its own
-  // file under the same number, which must never get a command (nor be closed by lotus).
-  std::uint64_t ctl_dev = 0, ctl_ino = 0, ack_dev = 0, ack_ino = 0;
-  int timeout_ms = 5000;
-  bool waiting = false;  // attach mode: nobody reads the CTL FIFO yet; regions are skipped
-  // Copies: a later setenv() may free the strings getenv() returned.
-  char ctl_path[4096] = {};
-  char ack_path[4096] = {};
-};
-
-inline perf_collector_state& perf_collector() noexcept {
-  static perf_collector_state state;
-  return state;
-}
-
-/// True when `fd` still is the FIFO opened as (dev, ino).
-inline bool perf_fd_is(int fd, std::uint64_t dev, std::uint64_t ino) noexcept {
-  struct stat st {};
-  return fd >= 0 && ::fstat(fd, &st) == 0 && static_cast<std::uint64_t>(st.st_dev) == dev &&
-         static_cast<std::uint64_t>(st.st_ino) == ino;
-}
-
-inline void perf_close() noexcept {
-  perf_collector_state& s = perf_collector();
-  if (perf_fd_is(s.ctl, s.ctl_dev, s.ctl_ino)) ::close(s.ctl);
-  if (perf_fd_is(s.ack, s.ack_dev, s.ack_ino)) ::close(s.ack);
-  s.ctl = -1;
-  s.ack = -1;
-  s.waiting = false;
-}
-
-enum class perf_open_result { opened, absent, failed };
-
-/// A regular file in place of a FIFO would swallow the commands and never ack: refuse it. A FIFO's
-/// identity goes to (dev, ino).
-inline bool perf_is_fifo(int fd, const char* name, const char* path, std::uint64_t& dev,
-                         std::uint64_t& ino) noexcept {
-  struct stat st {};
-  if (::fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode)) {
-    dev = static_cast<std::uint64_t>(st.st_dev);
-    ino = static_cast<std::uint64_t>(st.st_ino);
-    return true;
-  }
-  diag(topic::collector,
-       "collector: perf: %s=%s is not a FIFO (create it with mkfifo and pass it to perf "
-       "--control=fifo:CTL,ACK); collector control off",
-       name, path);
-  return false;
-}
-
-/// One try at opening the FIFOs. ENXIO on the CTL FIFO means nobody reads it: perf is not running
-/// (yet). Any other failure prints the one collector message.
-inline perf_open_result perf_try_open() noexcept {
-  perf_collector_state& s = perf_collector();
-  s.ctl = ::open(s.ctl_path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
-  if (s.ctl < 0) {
-    const int err = errno;
-    if (err == ENXIO) return perf_open_result::absent;
-    diag(topic::collector,
-         "collector: perf: cannot open LOTUS_PERF_CTL_FIFO=%s: %s; collector control off",
-         s.ctl_path, std::strerror(err));
-    return perf_open_result::failed;
-  }
-  if (!perf_is_fifo(s.ctl, "LOTUS_PERF_CTL_FIFO", s.ctl_path, s.ctl_dev, s.ctl_ino)) {
-    perf_close();
-    return perf_open_result::failed;
-  }
-  if (s.ack_path[0] != '\0') {
-    s.ack = ::open(s.ack_path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (s.ack < 0) {
-      const int err = errno;
-      diag(topic::collector,
-           "collector: perf: cannot open LOTUS_PERF_ACK_FIFO=%s: %s; collector control off",
-           s.ack_path, std::strerror(err));
-      perf_close();
-      return perf_open_result::failed;
-    }
-    if (!perf_is_fifo(s.ack, "LOTUS_PERF_ACK_FIFO", s.ack_path, s.ack_dev, s.ack_ino)) {
-      perf_close();
-      return perf_open_result::failed;
-    }
-  }
-  return perf_open_result::opened;
-}
-
-inline long long perf_now_ms() noexcept {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<long long>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
-}
-
-inline bool perf_copy_path(char (&to)[4096], const char* name, const char* value) noexcept {
-  const std::size_t len = std::strlen(value);
-  if (len >= sizeof to) {
-    diag(topic::collector, "collector: perf: %s is longer than %zu bytes; collector control off",
-         name, sizeof to - 1);
-    return false;
-  }
-  std::memcpy(to, value, len + 1);
-  return true;
-}
-
-/// Detection: reads the settings and opens the FIFOs. When perf is not reading yet (attach mode:
-/// `perf record -p PID` started after the program), waits up to LOTUS_PERF_WAIT_MS, then stays
-/// attached but waiting: every outermost resume tries the open again and skips its region while
-/// it fails. A note on stderr says so, once; it does not use up the one failure message.
-inline bool perf_open() noexcept {
-  perf_collector_state& s = perf_collector();
-  const char* ctl_path = env_text("LOTUS_PERF_CTL_FIFO");
-  const char* ack_path = env_text("LOTUS_PERF_ACK_FIFO");
-  if (ctl_path == nullptr) {
-    diag(topic::collector,
-         "collector: LOTUS_COLLECTOR=perf but LOTUS_PERF_CTL_FIFO is not set; collector control "
-         "off");
-    return false;
-  }
-  if (!perf_copy_path(s.ctl_path, "LOTUS_PERF_CTL_FIFO", ctl_path)) return false;
-  if (ack_path != nullptr && !perf_copy_path(s.ack_path, "LOTUS_PERF_ACK_FIFO", ack_path)) {
-    return false;
-  }
-  s.timeout_ms = static_cast<int>(collector_env_u64(opt::perf_ack_timeout_ms));
-  const long wait_ms = static_cast<long>(collector_env_u64(opt::perf_wait_ms));
-  perf_open_result r = perf_try_open();
-  const long long deadline = perf_now_ms() + wait_ms;
-  while (r == perf_open_result::absent && perf_now_ms() < deadline) {
-    const timespec step{0, 2000000};  // 2 ms between tries
-    ::nanosleep(&step, nullptr);
-    r = perf_try_open();
-  }
-  if (r == perf_open_result::failed) return false;
-  if (r == perf_open_result::absent) {
-    s.waiting = true;
-    std::fprintf(stderr,
-                 "lotus: collector: perf: nobody reads LOTUS_PERF_CTL_FIFO=%s yet (waited %ld ms, "
-                 "LOTUS_PERF_WAIT_MS); regions are not collected until `perf record "
-                 "--control=fifo:...` opens it\n",
-                 s.ctl_path, wait_ms);
-  }
-  return true;
-}
-
-/// write() with SIGPIPE blocked on this thread only: a perf that exited turns into EPIPE, and the
-/// SIGPIPE this write raised (if any) is consumed before the old mask comes back.
-inline bool perf_write_no_sigpipe(int fd, const char* data, std::size_t size) noexcept {
-  sigset_t pipe_set;
-  sigset_t old_set;
-  sigemptyset(&pipe_set);
-  sigaddset(&pipe_set, SIGPIPE);
-  const bool masked = pthread_sigmask(SIG_BLOCK, &pipe_set, &old_set) == 0;
-  sigset_t pending;
-  sigemptyset(&pending);
-  const bool was_pending =
-      masked && sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1;
-
-  ssize_t n;
-  do {
-    n = ::write(fd, data, size);
-  } while (n < 0 && errno == EINTR);
-  const int err = errno;
-
-  if (masked) {
-    if (n < 0 && err == EPIPE && !was_pending) {
-      const timespec zero{0, 0};
-      while (sigtimedwait(&pipe_set, nullptr, &zero) < 0 && errno == EINTR) {
-      }
-    }
-    if (sigismember(&old_set, SIGPIPE) != 1) pthread_sigmask(SIG_SETMASK, &old_set, nullptr);
-  }
-  errno = err;
-  return n == static_cast<ssize_t>(size);
-}
-
-/// Waits (bounded) for exactly one 5-byte ack "ack\n\0".
-inline bool perf_read_ack(const char* command) noexcept {
-  perf_collector_state& s = perf_collector();
-  char reply[5];
-  std::size_t got = 0;
-  const long long deadline = perf_now_ms() + s.timeout_ms;
-  while (got < sizeof reply) {
-    const long long left = deadline - perf_now_ms();
-    if (left <= 0) {
-      diag(topic::collector,
-           "collector: perf: no ack for '%s' within %d ms (LOTUS_PERF_ACK_TIMEOUT_MS); "
-           "collector control off",
-           command, s.timeout_ms);
-      return false;
-    }
-    pollfd p{s.ack, POLLIN, 0};
-    const int r = ::poll(&p, 1, static_cast<int>(left));
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      diag(topic::collector,
-           "collector: perf: poll on the ack FIFO failed: %s; collector control off",
-           std::strerror(errno));
-      return false;
-    }
-    if (r == 0) continue;  // the deadline check above reports the timeout
-    const ssize_t k = ::read(s.ack, reply + got, sizeof reply - got);
-    if (k > 0) {
-      got += static_cast<std::size_t>(k);
-    } else if (k == 0) {
-      diag(topic::collector,
-           "collector: perf: the ack FIFO was closed (perf exited?); collector control off");
-      return false;
-    } else if (errno != EAGAIN && errno != EINTR) {
-      diag(topic::collector,
-           "collector: perf: reading the ack FIFO failed: %s; collector control off",
-           std::strerror(errno));
-      return false;
-    }
-  }
-  if (std::memcmp(reply, "ack\n", 4) != 0) {
-    diag(topic::collector, "collector: perf: unexpected ack for '%s'; collector control off",
-         command);
-    return false;
-  }
-  return true;
-}
-
-/// Before every command: both descriptors must still be the FIFOs. When the program closed them
-/// (daemonizing code, close_range), they are forgotten unclosed (the numbers may be its files now)
-/// and the FIFOs are opened again by path.
-inline bool perf_fds_still_ours() noexcept {
-  perf_collector_state& s = perf_collector();
-  const bool ctl_ok = perf_fd_is(s.ctl, s.ctl_dev, s.ctl_ino);
-  const bool ack_ok = s.ack < 0 || perf_fd_is(s.ack, s.ack_dev, s.ack_ino);
-  if (ctl_ok && ack_ok) return true;
-  if (ctl_ok) ::close(s.ctl);
-  if (ack_ok && s.ack >= 0) ::close(s.ack);
-  s.ctl = -1;
-  s.ack = -1;
-  if (perf_try_open() == perf_open_result::opened) return true;
-  diag(topic::collector,
-       "collector: perf: the program closed the control FIFO's descriptor and it cannot be "
-       "opened again; collector control off");
-  perf_close();
-  return false;
-}
-
-inline bool perf_command(const char* command) noexcept {
-  perf_collector_state& s = perf_collector();
-  if (s.ctl < 0) return false;
-  if (!perf_fds_still_ours()) return false;
-  char line[32];
-  const std::size_t len = std::strlen(command);
-  std::memcpy(line, command, len);
-  line[len] = '\n';
-  if (!perf_write_no_sigpipe(s.ctl, line, len + 1)) {
-    const int err = errno;
-    diag(topic::collector,
-         "collector: perf: writing '%s' to the control FIFO failed: %s (perf exited?); "
-         "collector control off",
-         command, err == EAGAIN ? "FIFO full" : std::strerror(err));
-    perf_close();
-    return false;
-  }
-  if (s.ack >= 0 && !perf_read_ack(command)) {
-    perf_close();
-    return false;
-  }
-  return true;
-}
-
-/// Outermost resume. While waiting for perf (attach mode) it first retries the open; a region
-/// that starts before perf reads the FIFO is skipped, and so is its pause.
-inline bool perf_resume(const char*) noexcept {
-  perf_collector_state& s = perf_collector();
-  if (s.waiting) {
-    switch (perf_try_open()) {
-      case perf_open_result::absent:
-        return true;
-      case perf_open_result::failed:
-        s.waiting = false;
-        return false;
-      case perf_open_result::opened:
-        s.waiting = false;
-        break;
-    }
-  }
-  return perf_command("enable");
-}
-
-inline bool perf_pause(const char*) noexcept {
-  if (perf_collector().waiting) return true;
-  return perf_command("disable");
-}
-inline void perf_detach(bool active) noexcept {
-  if (active && !perf_collector().waiting) perf_command("disable");
-  perf_close();
-}
-
-inline const collector_backend* perf_backend() noexcept {
-  static const collector_backend backend{"perf", perf_resume, perf_pause, perf_detach};
-  return perf_open() ? &backend : nullptr;
-}
-
-}  // namespace detail
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_PERF_HPP
-// ---- end lotus/detail/collector_perf.hpp ----
-#endif
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-
-#ifndef LOTUS_DISABLE
-namespace detail {
-
-enum : int { collector_unknown = 0, collector_off = 1, collector_on = 2 };
-
-// Hot-path word: after detection it is collector_off (nothing attached, detached, or failed) or
-// collector_on; resume()/pause() cost one relaxed load and a branch while it is collector_off.
-inline std::atomic<int> collector_state{collector_unknown};
-inline std::atomic<int> collector_depth{0};
-inline std::mutex collector_mutex;  // serialises detection, depth changes and backend calls
-inline const collector_backend* collector_active = nullptr;
-inline collector::kind collector_kind = collector::kind::none;
-
-inline const collector_backend* collector_select(collector::kind& chosen) noexcept {
-  // LOTUS_COLLECTOR from the settings snapshot (a value not in the list: one message, auto).
-  const int want = collector_config().collector;
-  const collector_backend* b = nullptr;
-  if (want == 1) return nullptr;
-  if (want > 1) chosen = collector_kinds[want];
-  if (chosen == collector::kind::perf) {
-    b = perf_backend();
-  } else if (chosen == collector::kind::itt) {
-    if (!itt_available()) {
-      diag(topic::collector,
-           "collector: LOTUS_COLLECTOR=itt but %s is not set; collector control off",
-           itt_env_name());
-      return nullptr;
-    }
-    b = itt_backend();
-  } else if (chosen == collector::kind::amd) {
-    b = amd_backend(true);
-  } else if (chosen == collector::kind::callgrind) {
-    b = callgrind_backend(true);
-  } else {
-    // auto: the first collector that is evidently present. A collector that is present but
-    // broken is not skipped silently: its message explains why control is off.
-    if (running_on_valgrind() && callgrind_tool_plausible()) {
-      chosen = collector::kind::callgrind;
-      b = callgrind_backend(false);
-    } else if (env_text("LOTUS_PERF_CTL_FIFO") != nullptr) {
-      chosen = collector::kind::perf;
-      b = perf_backend();
-    } else if (itt_available()) {
-      chosen = collector::kind::itt;
-      b = itt_backend();
-    } else if (amd_available()) {
-      chosen = collector::kind::amd;
-      b = amd_backend(false);
-    }
-  }
-  return b;
-}
-
-inline void collector_detect_locked() noexcept {
-  if (collector_state.load(std::memory_order_relaxed) != collector_unknown) return;
-  collector::kind chosen = collector::kind::none;
-  collector_active = collector_select(chosen);
-  collector_kind = collector_active != nullptr ? chosen : collector::kind::none;
-  collector_state.store(collector_active != nullptr ? collector_on : collector_off,
-                        std::memory_order_release);
-}
-
-inline void collector_turn_off_locked() noexcept {
-  collector_active = nullptr;
-  collector_depth.store(0, std::memory_order_relaxed);
-  collector_state.store(collector_off, std::memory_order_release);
-}
-
-/// Keeps the host program's errno: a region boundary must not change what the code around it sees.
-class collector_errno_guard {
- public:
-  collector_errno_guard() noexcept : saved_(errno) {}
-  ~collector_errno_guard() { errno = saved_; }
-  collector_errno_guard(const collector_errno_guard&) = delete;
-  collector_errno_guard& operator=(const collector_errno_guard&) = delete;
-
- private:
-  int saved_;
-};
-
-LOTUS_DETAIL_NOINLINE inline void collector_resume_slow(const char* region) noexcept {
-  const collector_errno_guard keep_errno;
-  std::lock_guard<std::mutex> lock(collector_mutex);
-  collector_detect_locked();
-  if (collector_active == nullptr) return;
-  // Process-wide nesting: only the outermost resume reaches the collector.
-  if (collector_depth.fetch_add(1, std::memory_order_relaxed) == 0 &&
-      !collector_active->resume(region)) {
-    collector_turn_off_locked();
-  }
-}
-
-LOTUS_DETAIL_NOINLINE inline void collector_pause_slow(const char* region) noexcept {
-  const collector_errno_guard keep_errno;
-  std::lock_guard<std::mutex> lock(collector_mutex);
-  collector_detect_locked();
-  if (collector_active == nullptr) return;
-  const int depth = collector_depth.load(std::memory_order_relaxed);
-  if (depth == 0) return;  // unbalanced pause: ignore rather than go negative
-  collector_depth.store(depth - 1, std::memory_order_relaxed);
-  if (depth == 1 && !collector_active->pause(region)) collector_turn_off_locked();
-}
-
-LOTUS_DETAIL_NOINLINE inline void collector_detach_slow() noexcept {
-  const collector_errno_guard keep_errno;
-  std::lock_guard<std::mutex> lock(collector_mutex);
-  collector_detect_locked();
-  if (collector_active != nullptr) {
-    collector_active->detach(collector_depth.load(std::memory_order_relaxed) > 0);
-  }
-  collector_turn_off_locked();
-}
-
-}  // namespace detail
-
-namespace collector {
-
-/// Detects the collector now instead of at the first resume/pause (idempotent).
-inline void initialize() noexcept {
-  if (detail::collector_state.load(std::memory_order_acquire) != detail::collector_unknown) return;
-  const detail::collector_errno_guard keep_errno;
-  std::lock_guard<std::mutex> lock(detail::collector_mutex);
-  detail::collector_detect_locked();
-}
-
-/// Starts (resumes) collection; nests process-wide: only the outermost resume() reaches it.
-LOTUS_DETAIL_FORCE_INLINE void resume() noexcept {
-  if (LOTUS_DETAIL_LIKELY(detail::collector_state.load(std::memory_order_relaxed) ==
-                          detail::collector_off)) {
-    return;
-  }
-  detail::collector_resume_slow(nullptr);
-}
-
-/// Stops (pauses) collection when the outermost resume() is matched.
-LOTUS_DETAIL_FORCE_INLINE void pause() noexcept {
-  if (LOTUS_DETAIL_LIKELY(detail::collector_state.load(std::memory_order_relaxed) ==
-                          detail::collector_off)) {
-    return;
-  }
-  detail::collector_pause_slow(nullptr);
-}
-
-/// resume() for a named region: Callgrind also zeroes its counters so the region dumps alone.
-LOTUS_DETAIL_FORCE_INLINE void resume_region(const char* name) noexcept {
-  if (LOTUS_DETAIL_LIKELY(detail::collector_state.load(std::memory_order_relaxed) ==
-                          detail::collector_off)) {
-    return;
-  }
-  detail::collector_resume_slow(name);
-}
-
-/// pause() for a named region: Callgrind dumps `callgrind.out.<pid>.<n>` labelled with `name`.
-LOTUS_DETAIL_FORCE_INLINE void pause_region(const char* name) noexcept {
-  if (LOTUS_DETAIL_LIKELY(detail::collector_state.load(std::memory_order_relaxed) ==
-                          detail::collector_off)) {
-    return;
-  }
-  detail::collector_pause_slow(name);
-}
-
-/// Pauses if needed, detaches the collector (ITT `__itt_detach`, perf FIFOs closed) and turns
-/// every later call into a no-op.
-inline void detach() noexcept {
-  if (detail::collector_state.load(std::memory_order_relaxed) == detail::collector_off) return;
-  detail::collector_detach_slow();
-}
-
-/// The collector in use (detecting it if needed); kind::none when nothing is attached any more.
-inline kind attached() noexcept {
-  initialize();
-  std::lock_guard<std::mutex> lock(detail::collector_mutex);
-  return detail::collector_active != nullptr ? detail::collector_kind : kind::none;
-}
-
-/// Current process-wide nesting depth of resume() calls.
-inline int depth() noexcept { return detail::collector_depth.load(std::memory_order_relaxed); }
-
-#else  // LOTUS_DISABLE: the same API, doing nothing.
-
-namespace collector {
-inline void initialize() noexcept {}
-inline void resume() noexcept {}
-inline void pause() noexcept {}
-inline void resume_region(const char*) noexcept {}
-inline void pause_region(const char*) noexcept {}
-inline void detach() noexcept {}
-inline kind attached() noexcept { return kind::none; }
-inline int depth() noexcept { return 0; }
-#endif
-
-/// "none", "perf", "itt", "amd" or "callgrind".
-inline const char* to_string(kind k) noexcept {
-  switch (k) {
-    case kind::perf:
-      return "perf";
-    case kind::itt:
-      return "itt";
-    case kind::amd:
-      return "amd";
-    case kind::callgrind:
-      return "callgrind";
-    case kind::none:
-      break;
-  }
-  return "none";
-}
-
-}  // namespace collector
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_COLLECTOR_HPP
-// ---- end lotus/collector.hpp ----
-// ---- begin lotus/macros.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_MACROS_HPP
-#define LOTUS_AMALGAMATED_LOTUS_MACROS_HPP
-// lotus — every public LOTUS_* macro, enabled and disabled forms side by side
-// SPDX-License-Identifier: MIT
-
-// ---- begin lotus/detail/preprocessor.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_PREPROCESSOR_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_PREPROCESSOR_HPP
-// lotus — preprocessor helpers (internal)
-// SPDX-License-Identifier: MIT
-
-#define LOTUS_DETAIL_CONCAT_IMPL(a, b) a##b
-#define LOTUS_DETAIL_CONCAT(a, b) LOTUS_DETAIL_CONCAT_IMPL(a, b)
-#ifdef __COUNTER__
-#  define LOTUS_DETAIL_UNIQUE(prefix) LOTUS_DETAIL_CONCAT(prefix, __COUNTER__)
-#else
-#  define LOTUS_DETAIL_UNIQUE(prefix) LOTUS_DETAIL_CONCAT(prefix, __LINE__)
-#endif
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_PREPROCESSOR_HPP
-// ---- end lotus/detail/preprocessor.hpp ----
-// ---- begin lotus/map_region.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_MAP_REGION_HPP
-#define LOTUS_AMALGAMATED_LOTUS_MAP_REGION_HPP
-// lotus — LOTUS_MAP_REGION: the LotusMap method inside a probe program
-// SPDX-License-Identifier: MIT
-// Records S<name>, and resumes the collector around one selected execution of one selected region.
-
-// ---- begin lotus/record_site.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_RECORD_SITE_HPP
-#define LOTUS_AMALGAMATED_LOTUS_RECORD_SITE_HPP
-// lotus — record_site: the static description of one recording site (not std::source_location)
-// SPDX-License-Identifier: MIT
-
-#include <cstddef>
-#include <cstdint>  // uint32_t
-
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-
-/// One per call site (a `static constexpr` object made by the macros) or per interned run-time
-/// name. `name` is written after an `S`: {"Loader"} produces `SLoader,...` records.
-struct record_site {
-  const char* name;
-  const char* function;
-  const char* file;
-  std::uint32_t line;
-  std::uint32_t flags;  ///< detail::flag_* bits
-};
-
-namespace detail {
-constexpr std::uint32_t flag_main = 1;       // consumer side: route to the `_main_pid_` file
-constexpr std::uint32_t flag_indexed = 2;    // append `_<idx>` to the name
-constexpr std::uint32_t flag_fixed_1us = 4;  // write the Lotus 1000 ns placeholder as duration
-constexpr std::uint32_t flag_sanitized =
-    8;  // a run-time name was cut or had control bytes replaced
-/// The longest name a record carries (bytes, without the leading 'S'); longer run-time names are
-/// cut at a UTF-8 character boundary and counted as sanitized.
-constexpr std::size_t max_name_bytes = 4096;
-/// The bytes of a run-time name that count: at most max_name_bytes, cut back to a UTF-8 character
-/// boundary. What lies beyond is neither read, hashed nor stored.
-inline std::size_t name_key_size(const char* name, std::size_t size) noexcept {
-  if (size <= max_name_bytes) return size;
-  std::size_t keep = max_name_bytes;
-  while (keep > 0 && (static_cast<unsigned char>(name[keep]) & 0xC0) == 0x80) --keep;
-  return keep;
-}
-
-/// A name's byte as records carry it: ',' (the field separator) and control bytes become '_'.
-constexpr char record_name_char(char c) noexcept {
-  return c == ',' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? '_' : c;
-}
-}  // namespace detail
-
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_RECORD_SITE_HPP
-// ---- end lotus/record_site.hpp ----
-// ---- begin lotus/scope.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_SCOPE_HPP
-#define LOTUS_AMALGAMATED_LOTUS_SCOPE_HPP
-// lotus — RAII scope timer: the hot path (two timestamps and one ring slot per scope)
-// SPDX-License-Identifier: MIT
-
-#include <cstddef>      // size_t
-#include <cstdint>      // uint64_t
-#include <string_view>  // string_view
-
-
-#ifndef LOTUS_DISABLE
-#  include <atomic>   // atomic_signal_fence
-#  include <cstring>  // memcpy, memcmp
-
-// ---- begin lotus/clock.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_CLOCK_HPP
-#define LOTUS_AMALGAMATED_LOTUS_CLOCK_HPP
-// lotus — timestamp sources on the hot path: the TSC, or clock_gettime
-// SPDX-License-Identifier: MIT
-
-#include <time.h>  // clock_gettime
-
-#include <atomic>   // atomic
-#include <cstdint>  // uint64_t
-
-#ifdef LOTUS_TEST_HOOKS  // lotus's own tests only (tests/core/CMakeLists.txt)
-// ---- begin lotus/detail/test_hooks.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_TEST_HOOKS_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_TEST_HOOKS_HPP
-// lotus — hooks for lotus's own tests: compiled only with LOTUS_TEST_HOOKS (internal)
-// SPDX-License-Identifier: MIT
-
-#include <atomic>   // atomic
-#include <cstdint>  // uint64_t
-
-
-#ifndef LOTUS_TEST_HOOKS
-#  error \
-      "lotus/detail/test_hooks.hpp is for lotus's own tests: define LOTUS_TEST_HOOKS for the whole test program"
-#endif
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-namespace detail {
-
-struct test_hooks {
-  using clock_fn = std::uint64_t (*)() noexcept;
-  /// A scripted clock: installed before tracing is initialized, it replaces the TSC/realtime.
-  static inline std::atomic<clock_fn> manual_clock{nullptr};
-  /// The id this thread's trace files are named after instead of its tid (set before recording).
-  static inline thread_local std::uint64_t thread_id = 0;
-  /// The most trace files the writer created between a full ring's nudge and its drain.
-  static inline std::atomic<std::uint64_t> max_creates_while_full{0};
-  /// LOTUS_SCOPE_DYNAMIC lookups that missed the thread's name cache (took the intern lock).
-  static inline std::atomic<std::uint64_t> dynamic_misses{0};
-};
-
-}  // namespace detail
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_TEST_HOOKS_HPP
-// ---- end lotus/detail/test_hooks.hpp ----
-#endif
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-namespace detail {
-
-/// Tracing state and clock in one word, so the hot path pays a single relaxed load. The two
-/// `_nvtx` modes are the same clocks once NVTX ranges or ITT tasks were asked for in this process
-/// (LOTUS_NVTX, LOTUS_ITT): spans then take their out-of-line path, which pushes and pops them;
-/// plain mode_tsc keeps the hot path exactly as it is without either.
-enum : int {
-  mode_uninit = 0,
-  mode_off = 1,
-  mode_tsc = 2,
-  mode_realtime = 3,
-  mode_tsc_nvtx = 4,
-  mode_realtime_nvtx = 5
-};
-inline std::atomic<int> g_mode{mode_uninit};
-
-/// Nanoseconds on one of the kernel's clocks (realtime, monotonic, thread CPU time).
-inline std::uint64_t clock_ns(clockid_t clock) noexcept {
-  timespec ts{};
-  clock_gettime(clock, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ull +
-         static_cast<std::uint64_t>(ts.tv_nsec);
-}
-
-inline std::uint64_t realtime_ns() noexcept { return clock_ns(CLOCK_REALTIME); }
-
-LOTUS_DETAIL_FORCE_INLINE std::uint64_t read_tsc() noexcept {
-#if LOTUS_DETAIL_X86
-  return __builtin_ia32_rdtsc();
-#else
-  return realtime_ns();
-#endif
-}
-
-/// Epoch ns for the non-TSC clock (and, in lotus's own tests, a scripted clock).
-LOTUS_DETAIL_NOINLINE inline std::uint64_t now_ticks_slow(int /*mode*/) noexcept {
-#ifdef LOTUS_TEST_HOOKS
-  const test_hooks::clock_fn f = test_hooks::manual_clock.load(std::memory_order_relaxed);
-  if (f != nullptr) return f();
-#endif
-  return realtime_ns();
-}
-
-/// Raw ticks in the unit of `mode` (TSC cycles, or epoch ns for the other clocks). The TSC modes
-/// are the even ones at or above mode_tsc (callers pass a tracing mode).
-LOTUS_DETAIL_FORCE_INLINE std::uint64_t now_ticks(int mode) noexcept {
-  static_assert(mode_tsc % 2 == 0 && mode_tsc_nvtx % 2 == 0 && mode_realtime % 2 == 1 &&
-                    mode_realtime_nvtx % 2 == 1,
-                "now_ticks tells the clocks apart by parity");
-  if (LOTUS_DETAIL_LIKELY((mode & 1) == 0)) return read_tsc();
-  return now_ticks_slow(mode);
-}
-
-}  // namespace detail
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_CLOCK_HPP
-// ---- end lotus/clock.hpp ----
-// ---- begin lotus/detail/entry.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_ENTRY_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_ENTRY_HPP
-// lotus — the runtime's cold entry points, declared for the hot-path headers (internal)
-// SPDX-License-Identifier: MIT
-
-#include <cstddef>      // size_t
-#include <cstdint>      // uint64_t
-#include <string_view>  // string_view
-
-
-// Header-only mode defines these in lotus/detail/runtime.hpp (reached through scope.hpp and
-// trace.hpp); with LOTUS_COMPILED_LIB they are defined once, in the TU that includes
-// <lotus/src.hpp>, and the hot-path headers see only these declarations.
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-
-struct record_site;
-struct options;
-struct trace_stats;
-
-namespace detail {
-
-/// First event of a thread, a full ring, or a push that interrupted lotus on the same thread (a
-/// signal handler): never throws, never blocks inside a signal handler, counts what it drops.
-LOTUS_DETAIL_API void push_slow(const record_site* loc, std::uint64_t t0, std::uint64_t t1,
-                                std::uint64_t idx) noexcept;
-
-/// First use in this process: read the environment; returns the tracing mode.
-LOTUS_DETAIL_API int initialize_mode() noexcept;
-
-/// Process-lifetime location for a run-time name (interned once per distinct name and flags).
-LOTUS_DETAIL_API const record_site& intern(std::string_view name, std::uint32_t flags = 0);
-
-/// LOTUS_SCOPE_DYNAMIC's miss in the thread's name cache: intern, then remember it on this thread.
-/// nullptr when out of memory (the scope is then not recorded). `key_size`: the name's kept bytes
-/// (name_key_size), | name_cut_bit when it was longer.
-LOTUS_DETAIL_API const record_site* intern_dynamic(const char* name, std::size_t key_size,
-                                                   std::uint64_t hash) noexcept;
-
-LOTUS_DETAIL_API void api_configure(const options& opts);
-LOTUS_DETAIL_API void api_flush() noexcept;
-LOTUS_DETAIL_API void api_shutdown() noexcept;
-LOTUS_DETAIL_API trace_stats api_stats() noexcept;
-
-/// NVTX ranges for lotus's spans (LOTUS_NVTX; lotus/detail/nvtx.hpp). Each is a no-op, and
-/// nvtx_push/nvtx_start return false/0, while NVTX is off or not compiled in. A pushed range is
-/// popped by the same thread; a started one (id != 0) may end anywhere. nvtx_push/nvtx_pop are
-/// the annotation path of every span: they also begin and end the span's ITT task (LOTUS_ITT).
-LOTUS_DETAIL_API bool nvtx_push(const record_site& loc, std::uint64_t idx) noexcept;
-LOTUS_DETAIL_API void nvtx_pop() noexcept;
-LOTUS_DETAIL_API void nvtx_mark(const record_site& loc, std::uint64_t idx) noexcept;
-LOTUS_DETAIL_API std::uint64_t nvtx_start(const record_site& loc, std::uint64_t idx) noexcept;
-LOTUS_DETAIL_API void nvtx_end(std::uint64_t id) noexcept;
-/// Whether this build has NVTX (LOTUS_WITH_NVTX) and whether ranges are pushed now.
-LOTUS_DETAIL_API bool nvtx_compiled() noexcept;
-LOTUS_DETAIL_API bool nvtx_active() noexcept;
-/// Whether nvtx_push annotates now (NVTX ranges or ITT tasks).
-LOTUS_DETAIL_API bool annotations_active() noexcept;
-
-/// ITT tasks for lotus's spans (LOTUS_ITT; lotus/detail/itt.hpp), domain "lotus". itt_open loads
-/// the collector once (false, with one message, when there is none); itt_task_push begins a
-/// task on this thread (false while ITT is off), itt_task_pop ends the thread's innermost one.
-LOTUS_DETAIL_API bool itt_open() noexcept;
-LOTUS_DETAIL_API bool itt_task_push(const record_site& loc) noexcept;
-LOTUS_DETAIL_API void itt_task_pop() noexcept;
-LOTUS_DETAIL_API bool itt_active() noexcept;
-
-/// CPU time the writer thread has spent draining, formatting and writing (bench/core).
-LOTUS_DETAIL_API std::uint64_t writer_cpu_ns() noexcept;
-
-}  // namespace detail
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_ENTRY_HPP
-// ---- end lotus/detail/entry.hpp ----
-// ---- begin lotus/detail/name_cache.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_NAME_CACHE_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_NAME_CACHE_HPP
-// lotus — the per-thread cache of LOTUS_SCOPE_DYNAMIC names (internal)
-// SPDX-License-Identifier: MIT
-
-#include <cstddef>  // size_t
-#include <cstdint>  // uint64_t
-#include <cstdlib>  // calloc, free
-#include <cstring>  // memcpy
-
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-
-struct record_site;
-
-namespace detail {
-
-/// Hash of a run-time name for the per-thread name cache: whole words, no per-byte loop.
-LOTUS_DETAIL_FORCE_INLINE std::uint64_t name_hash(const char* p, std::size_t n) noexcept {
-  constexpr std::uint64_t k = 0x9E3779B97F4A7C15ull;
-  std::uint64_t a = 0, b = 0;
-  if (n >= 8) {
-    std::uint64_t h = n * k;
-    const char* const last = p + n - 8;
-    for (; p < last; p += 8) {
-      std::memcpy(&a, p, 8);
-      h = (h ^ a) * k;
-      h ^= h >> 29;
-    }
-    std::memcpy(&b, last, 8);
-    h = (h ^ b) * k;
-    return h ^ (h >> 32);
-  }
-  if (n >= 4) {
-    std::uint32_t x = 0, y = 0;
-    std::memcpy(&x, p, 4);
-    std::memcpy(&y, p + n - 4, 4);
-    a = (static_cast<std::uint64_t>(x) << 32) | y;
-  } else if (n > 0) {
-    a = (static_cast<std::uint64_t>(static_cast<unsigned char>(p[0])) << 16) |
-        (static_cast<std::uint64_t>(static_cast<unsigned char>(p[n / 2])) << 8) |
-        static_cast<unsigned char>(p[n - 1]);
-  }
-  const std::uint64_t h = (a ^ (n * k)) * k;
-  return h ^ (h >> 32);
-}
-
-/// The one open-addressing table of the runtime (the writer's labels, each thread's name cache):
-/// linear probing over a power-of-two array of trivially copyable slots, at most half full,
-/// calloc'ed (an all-zero slot is empty). `Slot` has `bool empty() const` and
-/// `std::size_t hash() const`. One owner, no lock; lookups probe `slots` / `mask` themselves.
-template <class Slot>
-struct probe_table {
-  Slot* slots = nullptr;
-  std::size_t mask = 0;  // capacity - 1
-  std::size_t used = 0;
-
-  /// Room for one more slot: allocates `first` slots, or doubles, but never beyond `max_slots`.
-  /// False when out of memory or full.
-  bool reserve_one(std::size_t first, std::size_t max_slots) noexcept {
-    if (slots != nullptr && 2 * (used + 1) <= mask + 1) return true;
-    const std::size_t cap = slots == nullptr ? first : 2 * (mask + 1);
-    if (cap > max_slots) return false;
-    auto* fresh = static_cast<Slot*>(std::calloc(cap, sizeof(Slot)));
-    if (fresh == nullptr) return false;
-    for (std::size_t i = 0; slots != nullptr && i <= mask; ++i) {
-      if (!slots[i].empty()) *free_slot(fresh, cap - 1, slots[i].hash()) = slots[i];
-    }
-    std::free(slots);
-    slots = fresh;
-    mask = cap - 1;
-    return true;
-  }
-
-  /// The slot with hash `h` that `match` accepts, or nullptr.
-  template <class Match>
-  Slot* find(std::size_t h, Match&& match) const noexcept {
-    if (slots == nullptr) return nullptr;
-    for (std::size_t i = h & mask; !slots[i].empty(); i = (i + 1) & mask) {
-      if (match(slots[i])) return &slots[i];
-    }
-    return nullptr;
-  }
-
-  /// Stores `s` (after reserve_one) and returns where it went.
-  Slot* insert(const Slot& s) noexcept {
-    Slot* at = free_slot(slots, mask, s.hash());
-    *at = s;
-    ++used;
-    return at;
-  }
-
-  void release() noexcept {
-    std::free(slots);
-    slots = nullptr;
-    mask = used = 0;
-  }
-
- private:
-  static Slot* free_slot(Slot* table, std::size_t m, std::size_t h) noexcept {
-    std::size_t i = h & m;
-    while (!table[i].empty()) i = (i + 1) & m;
-    return &table[i];
-  }
-};
-
-/// dynamic_location's key size of a name longer than max_name_bytes: its kept bytes | this bit.
-constexpr std::size_t name_cut_bit = ~(~std::size_t{0} >> 1);
-
-/// A thread's cache of interned run-time names (one owner thread, no lock).
-struct name_cache_slot {
-  std::uint64_t name_hash;
-  std::size_t size;  // the key's bytes, | name_cut_bit when the name was longer
-  const char* key;   // the key's bytes, owned by the runtime's intern table (never freed)
-  const record_site* loc;
-  bool empty() const noexcept { return loc == nullptr; }
-  std::size_t hash() const noexcept { return static_cast<std::size_t>(name_hash); }
-};
-struct name_cache : probe_table<name_cache_slot> {
-  using slot = name_cache_slot;
-};
-inline thread_local name_cache* t_names = nullptr;
-
-}  // namespace detail
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_NAME_CACHE_HPP
-// ---- end lotus/detail/name_cache.hpp ----
-// ---- begin lotus/detail/ring.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_RING_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_RING_HPP
-// lotus — the per-thread single-producer/single-consumer event ring (internal)
-// SPDX-License-Identifier: MIT
-
-#include <atomic>   // atomic, atomic_signal_fence
-#include <cstddef>  // size_t
-#include <cstdint>  // uint64_t
-#include <cstdlib>  // malloc, free
-#include <new>      // nothrow
-
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-
-struct record_site;
-
-namespace detail {
-
-/// One trace event: 32 bytes, no pointers to owned memory, formatted later by the writer.
-struct event {
-  const record_site* loc;
-  std::uint64_t t0;   // raw ticks at scope entry
-  std::uint64_t t1;   // raw ticks at scope exit
-  std::uint64_t idx;  // batch index for indexed records
-};
-
-struct thread_state;
-
-/// One segment of a thread's event queue. The owner thread advances `head` (release), the writer
-/// `tail`. A thread starts with a small segment; when it fills, the owner links a segment twice as
-/// large (up to LOTUS_RING_CAPACITY) through `next` and writes there; the writer drains the old
-/// one, follows `next` and frees it. Indices continue across segments, so `head` of the current
-/// segment is the thread's event count. Producer and consumer fields sit on separate cache lines.
-struct alignas(64) ring {
-  // --- producer side ---
-  std::atomic<std::uint64_t> head{0};
-  std::uint64_t tail_cache = 0;  // producer's last view of `tail`
-  event* buf = nullptr;
-  std::uint64_t mask = 0;
-  std::uint64_t capacity = 0;
-  thread_state* owner = nullptr;
-
-  // --- consumer side ---
-  alignas(64) std::atomic<std::uint64_t> tail{0};
-  std::atomic<ring*> next{nullptr};  // set by the producer after its last push here
-
-  /// A segment of `capacity` (a power of two) events whose first index is `base`; nullptr when out
-  /// of memory. The slots are not zeroed: a slot is read only after it was published.
-  static ring* make(std::uint64_t cap, std::uint64_t base, thread_state* owner) noexcept {
-    auto* slots = static_cast<event*>(std::malloc(static_cast<std::size_t>(cap) * sizeof(event)));
-    if (slots == nullptr) return nullptr;
-    ring* r = new (std::nothrow) ring();
-    if (r == nullptr) {
-      std::free(slots);
-      return nullptr;
-    }
-    r->buf = slots;
-    r->capacity = cap;
-    r->mask = cap - 1;
-    r->owner = owner;
-    r->head.store(base, std::memory_order_relaxed);
-    r->tail.store(base, std::memory_order_relaxed);
-    r->tail_cache = base;
-    return r;
-  }
-
-  static void destroy(ring* r) noexcept {
-    if (r == nullptr) return;
-    std::free(r->buf);
-    delete r;
-  }
-
-  /// Fill slot `h` (known to be free) and publish it to the writer.
-  void publish(std::uint64_t h, const record_site* loc, std::uint64_t t0, std::uint64_t t1,
-               std::uint64_t idx) noexcept {
-    event& e = buf[h & mask];
-    e.loc = loc;
-    e.t0 = t0;
-    e.t1 = t1;
-    e.idx = idx;
-    head.store(h + 1, std::memory_order_release);
-  }
-};
-
-/// The calling thread's current segment. It is also the thread's re-entrancy guard: the fast push
-/// sets it to nullptr while it works, so a signal handler that records on this thread in between
-/// takes the slow path, which sees the thread busy and counts a drop instead of racing for a slot.
-inline thread_local std::atomic<ring*> t_ring{nullptr};
-
-}  // namespace detail
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_RING_HPP
-// ---- end lotus/detail/ring.hpp ----
-#endif
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-namespace detail {
-
-#ifndef LOTUS_DISABLE
-
-/// Append one event to the calling thread's ring: a few stores and a release, no lock. The ring
-/// pointer is cleared around the claim of a slot (see t_ring): a signal handler recording on this
-/// thread in that window goes to push_slow, which counts it instead of taking the same slot.
-LOTUS_DETAIL_FORCE_INLINE void push(const record_site* loc, std::uint64_t t0, std::uint64_t t1,
-                                    std::uint64_t idx) noexcept {
-  ring* r = t_ring.load(std::memory_order_relaxed);
-  if (LOTUS_DETAIL_LIKELY(r != nullptr)) {
-    t_ring.store(nullptr, std::memory_order_relaxed);
-    std::atomic_signal_fence(std::memory_order_seq_cst);
-    const std::uint64_t h = r->head.load(std::memory_order_relaxed);
-    const bool room = h - r->tail_cache < r->capacity;
-    if (LOTUS_DETAIL_LIKELY(room)) r->publish(h, loc, t0, t1, idx);
-    std::atomic_signal_fence(std::memory_order_seq_cst);
-    t_ring.store(r, std::memory_order_relaxed);
-    if (LOTUS_DETAIL_LIKELY(room)) return;
-  }
-  push_slow(loc, t0, t1, idx);
-}
-
-/// Tracing mode after lazy initialization (reads the environment on the first call).
-LOTUS_DETAIL_FORCE_INLINE int active_mode() noexcept {
-  const int m = g_mode.load(std::memory_order_relaxed);
-  if (LOTUS_DETAIL_LIKELY(m != mode_uninit)) return m;
-  return initialize_mode();
-}
-
-/// Record an event with explicit raw timestamps (used by batch_tracker).
-inline void emit(const record_site& loc, std::uint64_t t0, std::uint64_t t1,
-                 std::uint64_t idx) noexcept {
-  if (g_mode.load(std::memory_order_relaxed) >= mode_tsc) push(&loc, t0, t1, idx);
-}
-
-/// The interned location of `name` for LOTUS_SCOPE_DYNAMIC: the thread's cache, else the runtime.
-/// The key is the name as given, at most max_name_bytes of it (name_key_size), and whether it was
-/// cut (the size's top bit): an exact match, whatever bytes the name holds.
-LOTUS_DETAIL_FORCE_INLINE const record_site* dynamic_location(std::string_view name) noexcept {
-  std::size_t n = name.size(), key_size = n;
-  if (LOTUS_DETAIL_UNLIKELY(n > max_name_bytes)) {
-    n = name_key_size(name.data(), n);
-    key_size = n | name_cut_bit;
-  }
-  const std::uint64_t h = name_hash(name.data(), n);
-  if (const name_cache* c = t_names) {
-    for (std::size_t i = static_cast<std::size_t>(h) & c->mask;; i = (i + 1) & c->mask) {
-      const name_cache::slot& s = c->slots[i];
-      if (s.loc == nullptr) break;
-      if (s.name_hash == h && s.size == key_size && std::memcmp(s.key, name.data(), n) == 0) {
-        return s.loc;
-      }
-    }
-  }
-  return intern_dynamic(name.data(), key_size, h);
-}
-
-/// Marker for scope_timer's run-time-name constructor.
-struct dynamic_name_tag {};
-
-#endif
-
-}  // namespace detail
-
-#ifndef LOTUS_DISABLE
-
-/// Times its own lifetime and records `S<name>[_<idx>],<start_ns>,<duration_ns>` at scope exit.
-class scope_timer {
- public:
-  LOTUS_DETAIL_FORCE_INLINE explicit scope_timer(const record_site& loc,
-                                                 std::uint64_t idx = 0) noexcept
-      : idx_(idx) {
-    // One load and one compare with the TSC, two when off, three with clock_gettime; NVTX ranges
-    // and initialization take the out-of-line path.
-    const int m = detail::g_mode.load(std::memory_order_relaxed);
-    if (LOTUS_DETAIL_LIKELY(m == detail::mode_tsc)) {
-      loc_ = &loc;
-      t0_ = detail::read_tsc();
-    } else if (LOTUS_DETAIL_LIKELY(m == detail::mode_off)) {
-      // nothing: tracing off costs the load and two compares
-    } else if (m == detail::mode_realtime) {
-      loc_ = &loc;
-      t0_ = detail::now_ticks_slow(m);
-    } else {
-      const started s = start_slow(m, loc, idx);
-      loc_ = s.loc;
-      t0_ = s.t0;
-    }
-  }
-
-  /// Run-time name: looked up (interned on first use) only when tracing is on.
-  scope_timer(detail::dynamic_name_tag, std::string_view name) noexcept {
-    const int m = detail::active_mode();
-    if (m >= detail::mode_tsc) {
-      if (const record_site* loc = detail::dynamic_location(name)) {
-        const started s = start_slow(m, *loc, 0);  // after a name lookup: a call is noise
-        loc_ = s.loc;
-        t0_ = s.t0;
-      }
-    }
-  }
-
-  LOTUS_DETAIL_FORCE_INLINE ~scope_timer() {
-    if (loc_ != nullptr) {
-      const int m = detail::g_mode.load(std::memory_order_relaxed);
-      std::uint64_t t1;
-      if (LOTUS_DETAIL_LIKELY(m == detail::mode_tsc)) {
-        t1 = detail::read_tsc();
-      } else if (m == detail::mode_realtime) {
-        t1 = detail::now_ticks_slow(m);
-      } else {
-        end_slow(m, loc_, t0_, idx_);
-        return;
-      }
-      detail::push(loc_, t0_, t1, idx_);
-    }
-  }
-
-  scope_timer(const scope_timer&) = delete;
-  scope_timer& operator=(const scope_timer&) = delete;
-  scope_timer(scope_timer&&) = delete;
-  scope_timer& operator=(scope_timer&&) = delete;
-
- private:
-  // loc_'s low bit (record sites are pointer-aligned): this span pushed an NVTX range and/or an
-  // ITT task (nvtx_push keeps which, per thread). A process never returns to a plain clock mode
-  // once NVTX or ITT was on (the _nvtx modes stay), so the inline destructor path never sees a
-  // tagged pointer.
-  static constexpr std::uintptr_t pushed_bit = 1;
-
-  // Static, with the span's fields passed and returned by value: the inline paths keep them in
-  // registers (a member function would make the object live in memory).
-  struct started {
-    const record_site* loc;
-    std::uint64_t t0;
-  };
-
-  LOTUS_DETAIL_NOINLINE static started start_slow(int m, const record_site& loc,
-                                                  std::uint64_t idx) noexcept {
-    if (m == detail::mode_uninit) m = detail::initialize_mode();
-    if (m < detail::mode_tsc) return {nullptr, 0};
-    const record_site* tagged = &loc;
-    if (m >= detail::mode_tsc_nvtx && detail::nvtx_push(loc, idx)) {
-      tagged =
-          reinterpret_cast<const record_site*>(reinterpret_cast<std::uintptr_t>(&loc) | pushed_bit);
-    }
-    return {tagged, detail::now_ticks(m)};  // after the push: the record excludes NVTX's cost
-  }
-
-  LOTUS_DETAIL_NOINLINE static void end_slow(int m, const record_site* tagged, std::uint64_t t0,
-                                             std::uint64_t idx) noexcept {
-    const std::uintptr_t bits = reinterpret_cast<std::uintptr_t>(tagged);
-    const auto* loc = reinterpret_cast<const record_site*>(bits & ~pushed_bit);
-    if (m >= detail::mode_tsc) detail::push(loc, t0, detail::now_ticks(m), idx);
-    if ((bits & pushed_bit) != 0) detail::nvtx_pop();
-  }
-
-  const record_site* loc_ = nullptr;
-  std::uint64_t t0_ = 0;
-  std::uint64_t idx_ = 0;
-};
-
-#else  // LOTUS_DISABLE
-
-class scope_timer {
- public:
-  explicit scope_timer(const record_site&, std::uint64_t = 0) noexcept {}
-  scope_timer(const scope_timer&) = delete;
-  scope_timer& operator=(const scope_timer&) = delete;
-};
-
-#endif
-
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-
-// Header-only mode: the runtime's definitions. (Nested, not `&&`: the amalgamator then sees
-// that the copies of the headers it already inlined under `#ifndef LOTUS_DISABLE` cover these.)
-#ifndef LOTUS_DISABLE
-#  ifndef LOTUS_COMPILED_LIB
-// ---- begin lotus/detail/runtime.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_RUNTIME_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_RUNTIME_HPP
-// lotus — the tracing runtime: settings, thread registration, full rings, process events (internal)
-// SPDX-License-Identifier: MIT
-
-// Every system header of the runtime's headers, in one place.
-#if defined(__x86_64__) || defined(__i386__)
-#  include <cpuid.h>  // __get_cpuid (calibration.hpp)
-#endif
-#include <errno.h>        // errno
-#include <fcntl.h>        // open, O_*
-#include <link.h>         // dl_iterate_phdr (ledger.hpp)
-#include <pthread.h>      // pthread_atfork, pthread_mutex_t
-#include <sched.h>        // sched_yield, sched_getaffinity
-#include <signal.h>       // sigfillset
-#include <sys/mman.h>     // memfd_create, mmap (ledger.hpp)
-#include <sys/prctl.h>    // PR_GET_NAME
-#include <sys/stat.h>     // fstat, lstat, mkdir
-#include <sys/syscall.h>  // SYS_gettid
-#include <sys/timex.h>    // adjtimex (read-only: modes 0)
-#include <time.h>         // clock_gettime, nanosleep
-#include <unistd.h>       // gethostname, write, close
-
-#include <atomic>       // atomic
-#include <cstdarg>      // va_list
-#include <cstddef>      // size_t
-#include <cstdint>      // uint64_t
-#include <cstdio>       // snprintf
-#include <cstdlib>      // atexit, malloc
-#include <cstring>      // memcpy, strerror
-#include <new>          // bad_alloc
-#include <string_view>  // string_view
-
-// The hot path's headers (included by scope.hpp already in the usual order).
-// ---- begin lotus/detail/calibration.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_CALIBRATION_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_CALIBRATION_HPP
-// lotus — TSC trust and calibration: invariant-TSC check, ticks to epoch ns (internal)
-// SPDX-License-Identifier: MIT
-
-#include <cstdint>  // uint64_t
-#include <cstdio>   // FILE, fopen
-#include <cstring>  // strncmp
-
-
-#if LOTUS_DETAIL_X86
-#  include <cpuid.h>  // __get_cpuid
-#endif
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-namespace detail {
-
-/// True when the TSC is invariant (CPUID) and the kernel itself keeps time with it.
-inline bool tsc_is_reliable() noexcept {
-#if LOTUS_DETAIL_X86
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  if (__get_cpuid(0x80000000u, &a, &b, &c, &d) == 0 || a < 0x80000007u) return false;
-  if (__get_cpuid(0x80000007u, &a, &b, &c, &d) == 0 || (d & (1u << 8)) == 0) return false;
-  std::FILE* f =
-      std::fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "re");
-  if (f == nullptr) return false;
-  char buf[32] = {};
-  const bool ok = std::fgets(buf, sizeof buf, f) != nullptr && std::strncmp(buf, "tsc", 3) == 0;
-  std::fclose(f);
-  return ok;
-#else
-  return false;
-#endif
-}
-
-/// Linear map from raw ticks to epoch ns. Owned by the writer thread: it re-anchors on every cycle
-/// and refines the rate over the whole run, so conversion error stays far below a microsecond.
-class tick_converter {
- public:
-  void start(int mode) noexcept {
-    mode_ = mode;
-    if (mode_ != mode_tsc) return;
-    sample(first_tsc_, first_ns_);
-    anchor_tsc_ = first_tsc_;
-    anchor_ns_ = first_ns_;
-  }
-
-  /// Take a fresh (tsc, realtime) pair; needs >= 2 ms since start() for a first rate.
-  void reanchor() noexcept {
-    if (mode_ != mode_tsc) return;
-    std::uint64_t t = 0, ns = 0;
-    sample(t, ns);
-    if (t <= first_tsc_ || ns <= first_ns_) return;  // clock stepped backwards: keep the old model
-    const double rate = static_cast<double>(ns - first_ns_) / static_cast<double>(t - first_tsc_);
-    if (rate > 0.001 && rate < 100.0) {
-      ns_per_tick_ = rate;
-      anchor_tsc_ = t;
-      anchor_ns_ = ns;
-      calibrated_ = true;
-    }
-  }
-
-  bool calibrated() const noexcept { return mode_ != mode_tsc || calibrated_; }
-  std::uint64_t started_ns() const noexcept { return first_ns_; }
-  double ns_per_tick() const noexcept { return mode_ == mode_tsc ? ns_per_tick_ : 1.0; }
-  int mode() const noexcept { return mode_; }
-
-  std::uint64_t to_ns(std::uint64_t ticks) const noexcept {
-    if (mode_ != mode_tsc) return ticks;
-    const double delta = static_cast<double>(static_cast<std::int64_t>(ticks - anchor_tsc_));
-    return anchor_ns_ + static_cast<std::uint64_t>(static_cast<std::int64_t>(delta * ns_per_tick_));
-  }
-
- private:
-  // Bracket clock_gettime between two TSC reads and keep the tightest of a few tries.
-  static void sample(std::uint64_t& tsc, std::uint64_t& ns) noexcept {
-    std::uint64_t best = ~0ull;
-    for (int i = 0; i < 7; ++i) {
-      const std::uint64_t a = read_tsc();
-      const std::uint64_t r = realtime_ns();
-      const std::uint64_t b = read_tsc();
-      if (b - a < best) {
-        best = b - a;
-        tsc = a + (b - a) / 2;
-        ns = r;
-      }
-    }
-  }
-
-  int mode_ = mode_realtime;
-  bool calibrated_ = false;
-  std::uint64_t first_tsc_ = 0, first_ns_ = 0;
-  std::uint64_t anchor_tsc_ = 0, anchor_ns_ = 0;
-  double ns_per_tick_ = 1.0;
-};
-
-}  // namespace detail
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_CALIBRATION_HPP
-// ---- end lotus/detail/calibration.hpp ----
 // ---- begin lotus/detail/intern.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_INTERN_HPP
 #define LOTUS_AMALGAMATED_LOTUS_DETAIL_INTERN_HPP
@@ -2986,6 +1623,559 @@ class ledger_entry {
 #include <cstddef>  // offsetof, size_t
 #include <cstdint>  // uint64_t, uintptr_t
 
+// ---- begin lotus/detail/collector_itt.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_ITT_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_ITT_HPP
+// lotus — Intel VTune backend: the ITT `__itt_api_init` handshake with our own mirror of the ABI
+// SPDX-License-Identifier: MIT
+
+#include <dlfcn.h>    // dlopen, dlsym
+#include <pthread.h>  // pthread_mutex_t
+
+#include <cstddef>  // offsetof
+
+// ---- begin lotus/detail/collector_common.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_COMMON_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_COMMON_HPP
+// lotus — shared pieces of the collector backends: backend table, env helpers
+// SPDX-License-Identifier: MIT
+
+#include <atomic>   // atomic
+#include <cstdint>  // uint64_t
+#include <cstring>  // memcpy
+
+// ---- begin lotus/detail/option_table.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_OPTION_TABLE_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_OPTION_TABLE_HPP
+// lotus — the one table of run-time options: name, variable, kind, range, default, doc (internal)
+// SPDX-License-Identifier: MIT
+
+#include <cstddef>  // size_t
+#include <cstdint>  // uint64_t
+#include <cstdio>   // snprintf
+#include <cstdlib>  // getenv
+#include <cstring>  // strcmp
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// How an option's value is spelled and checked.
+enum class option_kind : unsigned char {
+  prefix,  // a trace prefix (resolve_prefix)
+  flag,    // 1/true/yes/on or ""/0/false/no/off
+  uint,    // a decimal integer within [min, max]
+  choice,  // one of `choices`
+  bytes,   // a byte count within [min, max]
+  path,    // any text (a file or a name); not checked here
+};
+
+/// One option, declared once: its lotus::options field (and lotus.configure keyword; nullptr for
+/// a variable of the collector or the mapping probe only), its environment variable, kind, range,
+/// default (a number; for choice and flag an index into `choices`), how the docs and messages
+/// spell the default when not as the number/choice, and one doc line.
+struct option_desc {
+  const char* field;
+  const char* env;
+  option_kind kind;
+  std::uint64_t min, max, def;
+  const char* const* choices;  // choice and flag: nullptr-terminated spellings
+  const char* default_text;    // nullptr: def as spelled by the kind
+  std::uint64_t fail_closed;   // bytes: the value a malformed variable gets (0: the default)
+  const char* doc;
+};
+
+inline constexpr const char* option_flag_words[] = {"0", "false", "no",  "off", "",
+                                                    "1", "true",  "yes", "on",  nullptr};
+/// option_flag_words[i] means "yes" from this index on.
+constexpr int option_flag_yes = 5;
+inline constexpr const char* option_overflow_names[] = {"block", "drop", nullptr};
+inline constexpr const char* option_clock_names[] = {"auto", "tsc", "realtime", nullptr};
+/// LOTUS_COLLECTOR's values (collector_common.hpp maps each to a collector::kind).
+inline constexpr const char* option_collector_names[] = {
+    "auto", "none", "perf", "itt", "vtune", "amd", "uprof", "callgrind", nullptr};
+
+/// LOTUS_MAX_BYTES when it is set but malformed (garbage, negative, out of range): a budget the
+/// user asked for must not turn into "no limit". 1 GiB per process, with the disk reserve.
+constexpr std::uint64_t max_bytes_fail_closed = std::uint64_t{1} << 30;
+/// settings::min_free when neither options nor the environment set it: max(1 GiB, 5 %).
+constexpr std::uint64_t min_free_default = ~std::uint64_t{0};
+/// The largest per-thread ring (events) and the smallest; the largest byte limit.
+constexpr std::uint64_t option_ring_min = 64, option_ring_max = std::uint64_t{1} << 26;
+constexpr std::uint64_t option_bytes_max = std::uint64_t{1} << 62;
+
+/// Index of each row of option_table.
+enum class opt : unsigned {
+  log_file,
+  enabled,
+  ring_capacity,
+  flush_interval,
+  overflow,
+  clock,
+  max_bytes,
+  min_free_bytes,
+  nvtx,
+  itt,
+  collector,
+  perf_ctl_fifo,
+  perf_ack_fifo,
+  perf_ack_timeout_ms,
+  perf_wait_ms,
+  map_list,
+  map_select,
+  map_warmup,
+  map_count,
+  map_gap_ms,
+  count_
+};
+
+// clang-format off
+inline constexpr option_desc option_table[] = {
+  {"log_file", "LOTUS_LOG_FILE", option_kind::prefix, 0, 0, 0, nullptr, "unset", 0,
+   "trace prefix: <prefix>_worker_pid_<tid>, <prefix>_main_pid_<tid>; unset: tracing off"},
+  {"enabled", "LOTUS_DISABLE", option_kind::flag, 0, 1, 0, option_flag_words, nullptr, 0,
+   "LOTUS_DISABLE=1 (enabled=false): tracing off at run time"},
+  {"ring_capacity", "LOTUS_RING_CAPACITY", option_kind::uint, option_ring_min, option_ring_max,
+   LOTUS_DEFAULT_RING_CAPACITY, nullptr, nullptr, 0,
+   "largest ring per thread, in 32-byte events (rounded up to a power of two)"},
+  {"flush_interval", "LOTUS_FLUSH_INTERVAL_MS", option_kind::uint, 1, 60000,
+   LOTUS_DEFAULT_FLUSH_INTERVAL_MS, nullptr, nullptr, 0,
+   "writer period in ms: after a SIGKILL every event older than this is on disk"},
+  {"overflow", "LOTUS_OVERFLOW", option_kind::choice, 0, 1, 0, option_overflow_names, nullptr, 0,
+   "full ring: block waits for the writer (lossless), drop counts the event as dropped"},
+  {"clock", "LOTUS_CLOCK", option_kind::choice, 0, 2, 0, option_clock_names, nullptr, 0,
+   "timestamps: tsc, realtime (clock_gettime), or auto (the TSC where CPU and kernel vouch)"},
+  {"max_bytes", "LOTUS_MAX_BYTES", option_kind::bytes, 0, option_bytes_max, 0, nullptr, nullptr,
+   max_bytes_fail_closed,
+   "bytes this process may write (sidecar included); beyond, events are dropped; 0: no limit"},
+  {"min_free_bytes", "LOTUS_MIN_FREE_BYTES", option_kind::bytes, 0, option_bytes_max,
+   min_free_default, nullptr, "max(1 GiB, 5 %)", 0,
+   "free space the trace file system keeps; below, events are dropped; 0: no reserve"},
+  {"nvtx", "LOTUS_NVTX", option_kind::flag, 0, 1, 0, option_flag_words, nullptr, 0,
+   "every span also pushes an NVTX range (builds with NVTX)"},
+  {"itt", "LOTUS_ITT", option_kind::flag, 0, 1, 0, option_flag_words, nullptr, 0,
+   "every span is also an ITT task (the collector of INTEL_LIBITTNOTIFY64)"},
+  {nullptr, "LOTUS_COLLECTOR", option_kind::choice, 0, 7, 0, option_collector_names, nullptr, 0,
+   "the collector LOTUS_COLLECTOR_RESUME/PAUSE and map regions drive"},
+  {nullptr, "LOTUS_PERF_CTL_FIFO", option_kind::path, 0, 0, 0, nullptr, "\xe2\x80\x94", 0,
+   "perf's control FIFO (perf record --control=fifo:CTL,ACK)"},
+  {nullptr, "LOTUS_PERF_ACK_FIFO", option_kind::path, 0, 0, 0, nullptr, "\xe2\x80\x94", 0,
+   "perf's ack FIFO; each command waits for its ack"},
+  {nullptr, "LOTUS_PERF_ACK_TIMEOUT_MS", option_kind::uint, 0, 3600000, 5000, nullptr, nullptr, 0,
+   "bounded wait for each perf ack, in ms"},
+  {nullptr, "LOTUS_PERF_WAIT_MS", option_kind::uint, 0, 3600000, 0, nullptr, nullptr, 0,
+   "attach mode: how long the first region waits for perf to open the control FIFO, in ms"},
+  {nullptr, "LOTUS_MAP_LIST", option_kind::path, 0, 0, 0, nullptr, "\xe2\x80\x94", 0,
+   "list mode: append each region name once to this file"},
+  {nullptr, "LOTUS_MAP_SELECT", option_kind::path, 0, 0, 0, nullptr, "\xe2\x80\x94", 0,
+   "the region to profile"},
+  {nullptr, "LOTUS_MAP_WARMUP", option_kind::uint, 0, std::uint64_t{1} << 40, 1, nullptr, nullptr,
+   0, "executions of the selected region skipped before profiling"},
+  {nullptr, "LOTUS_MAP_COUNT", option_kind::uint, 0, std::uint64_t{1} << 40, 1, nullptr, nullptr,
+   0, "executions profiled after the warm-up"},
+  {nullptr, "LOTUS_MAP_GAP_MS", option_kind::uint, 0, 3600000, 0, nullptr, nullptr, 0,
+   "sleep before each profiled execution, in ms"},
+};
+// clang-format on
+static_assert(sizeof option_table / sizeof option_table[0] == static_cast<unsigned>(opt::count_),
+              "one option_table row per opt");
+
+constexpr const option_desc& option_of(opt o) noexcept {
+  return option_table[static_cast<unsigned>(o)];
+}
+
+/// What a value of `d` must be: "an integer from 1 to 60000", "block|drop".
+inline void option_expected(const option_desc& d, char* out, std::size_t size) noexcept {
+  out[0] = '\0';
+  if (d.kind == option_kind::uint || d.kind == option_kind::bytes) {
+    std::snprintf(out, size, "an integer from %llu to %llu", static_cast<unsigned long long>(d.min),
+                  static_cast<unsigned long long>(d.max));
+    return;
+  }
+  if (d.choices == nullptr) return;
+  std::size_t used = 0;
+  for (int i = 0; d.choices[i] != nullptr; ++i) {
+    if (d.choices[i][0] == '\0') continue;
+    const int n =
+        std::snprintf(out + used, size - used, "%s%s", used != 0 ? "|" : "", d.choices[i]);
+    if (n < 0 || static_cast<std::size_t>(n) >= size - used) break;
+    used += static_cast<std::size_t>(n);
+  }
+}
+
+/// `value` of `d` as the docs spell it (its default_text for the default).
+inline void option_value_text(const option_desc& d, std::uint64_t value, char* out,
+                              std::size_t size) noexcept {
+  if (value == d.def && d.default_text != nullptr) {
+    std::snprintf(out, size, "%s", d.default_text);
+  } else if (d.kind == option_kind::choice) {
+    std::snprintf(out, size, "%s", value <= d.max ? d.choices[value] : "?");
+  } else {
+    std::snprintf(out, size, "%llu", static_cast<unsigned long long>(value));
+  }
+}
+
+/// The one message for a refused value, from the environment or from lotus::options:
+///   lotus: ignoring <source>='<value>' (expected <what>); using <kept>
+/// `kept` is the value used instead (for a malformed LOTUS_MAX_BYTES: the fail-closed limit).
+LOTUS_DETAIL_COLD inline void option_refused(const char* source, const char* value,
+                                             const option_desc& d, std::uint64_t kept) noexcept {
+  char expected[160];
+  char using_text[96];
+  option_expected(d, expected, sizeof expected);
+  option_value_text(d, kept, using_text, sizeof using_text);
+  diag_config("ignoring %s='%.200s' (expected %s); using %s%s", source, value, expected, using_text,
+              d.fail_closed != 0 && kept == d.fail_closed
+                  ? ", the fail-closed limit for a malformed value"
+                  : "");
+}
+
+/// An integer variable of the table (uint, bytes): unset → false, silently; valid → true and
+/// `out`; bad → the message and false, or, for a fail-closed limit, true and that limit.
+LOTUS_DETAIL_COLD inline bool env_option_u64(opt o, std::uint64_t& out) noexcept {
+  const option_desc& d = option_of(o);
+  const char* v = env_text(d.env);
+  if (v == nullptr) return false;
+  if (parse_u64(v, d.min, d.max, out)) return true;
+  const std::uint64_t kept = d.fail_closed != 0 ? d.fail_closed : d.def;
+  option_refused(d.env, v, d, kept);
+  if (d.fail_closed == 0) return false;
+  out = d.fail_closed;
+  return true;
+}
+
+/// A choice or flag variable of the table: the index of its spelling; unset (or empty, for a
+/// choice; an empty flag is "no") → -1, silently; anything else → the message and -1.
+LOTUS_DETAIL_COLD inline int env_option_choice(opt o) noexcept {
+  const option_desc& d = option_of(o);
+  const char* v = d.kind == option_kind::flag ? std::getenv(d.env) : env_text(d.env);
+  if (v == nullptr) return -1;
+  for (int i = 0; d.choices[i] != nullptr; ++i) {
+    if (std::strcmp(v, d.choices[i]) == 0) return i;
+  }
+  option_refused(d.env, v, d, d.def);
+  return -1;
+}
+
+/// A flag variable of the table: 1 (yes), 0 (no), -1 (unset or refused).
+LOTUS_DETAIL_COLD inline int env_option_flag(opt o) noexcept {
+  const int i = env_option_choice(o);
+  return i < 0 ? -1 : (i >= option_flag_yes ? 1 : 0);
+}
+
+/// A lotus::options integer field checked against the table: true when within range; else the
+/// message (source `options::<field>`, the value kept from the environment or the default) and
+/// false.
+LOTUS_DETAIL_COLD inline bool option_check_i64(opt o, long long value,
+                                               std::uint64_t kept) noexcept {
+  const option_desc& d = option_of(o);
+  if (value >= 0 && static_cast<std::uint64_t>(value) >= d.min &&
+      static_cast<std::uint64_t>(value) <= d.max) {
+    return true;
+  }
+  char source[64], shown[24];
+  std::snprintf(source, sizeof source, "options::%s", d.field);
+  std::snprintf(shown, sizeof shown, "%lld", value);
+  option_refused(source, shown, d, kept);
+  return false;
+}
+LOTUS_DETAIL_COLD inline bool option_check_u64(opt o, std::uint64_t value,
+                                               std::uint64_t kept) noexcept {
+  const option_desc& d = option_of(o);
+  if (value >= d.min && value <= d.max) return true;
+  char source[64], shown[24];
+  std::snprintf(source, sizeof source, "options::%s", d.field);
+  std::snprintf(shown, sizeof shown, "%llu", static_cast<unsigned long long>(value));
+  option_refused(source, shown, d, kept);
+  return false;
+}
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_OPTION_TABLE_HPP
+// ---- end lotus/detail/option_table.hpp ----
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// One attached collector. Every entry is noexcept and called with the collector mutex held.
+/// resume/pause get the region name (nullptr for plain LOTUS_COLLECTOR_RESUME/PAUSE) and return
+/// false when the collector failed; the caller then turns collector control off.
+struct collector_backend {
+  const char* name;
+  bool (*resume)(const char* region) noexcept;
+  bool (*pause)(const char* region) noexcept;
+  void (*detach)(bool active) noexcept;
+};
+
+// Absent collectors are silent; a collector that was asked for and fails gets exactly one line
+// on stderr: diag(topic::collector, "collector: ..."), then control is off.
+
+/// An integer variable of option_table (option_table.hpp: range and default): unset → its
+/// default; bad value → option_table's message and the default (diag_config: it does not use up
+/// the collector's message).
+inline std::uint64_t collector_env_u64(opt o) noexcept {
+  std::uint64_t value = 0;
+  return env_option_u64(o, value) ? value : option_of(o).def;
+}
+
+/// LOTUS_COLLECTOR's values, and the collector each selects (auto and none: kind::none).
+inline constexpr const char* const* collector_names = option_collector_names;
+inline constexpr collector::kind collector_kinds[] = {
+    collector::kind::none, collector::kind::none,     collector::kind::perf,
+    collector::kind::itt,  collector::kind::itt,      collector::kind::amd,
+    collector::kind::amd,  collector::kind::callgrind};
+
+/// The collector's and the mapping probe's variables (declared in option_table), read once per
+/// process into one snapshot (all optional):
+///   LOTUS_COLLECTOR=<name>  auto | none | perf | itt | vtune | amd | uprof | callgrind
+///   LOTUS_MAP_LIST=<path>   list mode: append each region name, once, to <path>; never resume
+///   LOTUS_MAP_SELECT=<name> the region to profile; other regions never touch the collector
+///   LOTUS_MAP_WARMUP=<n>    executions of the selected region skipped first (default 1)
+///   LOTUS_MAP_COUNT=<k>     executions profiled after the warm-up (default 1)
+///   LOTUS_MAP_GAP_MS=<ms>   sleep before each profiled execution (default 0)
+/// A bad value gives one configuration message and its default. The collector's own variables
+/// (FIFO paths, library paths) are read by each backend when it is selected.
+struct collector_settings {
+  int collector = -1;  ///< index into collector_names; -1: unset or refused (auto)
+  const char* list_path = nullptr;
+  const char* select = nullptr;
+  std::uint64_t warmup = option_of(opt::map_warmup).def;
+  std::uint64_t count = option_of(opt::map_count).def;
+  long gap_ms = static_cast<long>(option_of(opt::map_gap_ms).def);
+  bool map_active = false;  ///< list mode or a selection: anything beyond recording S<name>
+};
+
+LOTUS_DETAIL_COLD inline collector_settings collector_read_settings() noexcept {
+  collector_settings s;
+  s.collector = env_option_choice(opt::collector);
+  s.list_path = env_text(option_of(opt::map_list).env);
+  s.select = env_text(option_of(opt::map_select).env);
+  s.warmup = collector_env_u64(opt::map_warmup);
+  s.count = collector_env_u64(opt::map_count);
+  s.gap_ms = static_cast<long>(collector_env_u64(opt::map_gap_ms));
+  s.map_active = s.list_path != nullptr || s.select != nullptr;
+  return s;
+}
+
+inline const collector_settings& collector_config() noexcept {
+  static const collector_settings settings = collector_read_settings();
+  return settings;
+}
+
+/// dlsym returns an object pointer; convert it to a function pointer without a cast that
+/// -Wpedantic could flag on some compilers.
+template <class Fn>
+inline Fn collector_fn_cast(void* symbol) noexcept {
+  static_assert(sizeof(Fn) == sizeof(void*), "function and object pointers differ in size");
+  Fn fn;
+  std::memcpy(&fn, &symbol, sizeof fn);
+  return fn;
+}
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_COMMON_HPP
+// ---- end lotus/detail/collector_common.hpp ----
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+// Mirror of ittnotify's `__itt_api_info` and `__itt_global` (ittnotify_config.h, packed to 8).
+// A version-2 collector receives the global in `__itt_api_init(global, groups)`, fills the function
+// pointers named in `api_list_ptr`, and may keep the pointer for the rest of the process, so both
+// live in static storage and the library is never dlclose'd. Fields only ever get appended.
+struct itt_api_info {
+  const char* name;
+  void** func_ptr;
+  void* init_func;
+  void* null_func;
+  int group;  // __itt_group_id
+};
+
+struct itt_global {
+  unsigned char magic[8];
+  unsigned long version_major;
+  unsigned long version_minor;
+  unsigned long version_build;
+  volatile long api_initialized;
+  volatile long mutex_initialized;
+  volatile long atomic_counter;
+  pthread_mutex_t mutex;
+  void* lib;
+  void* error_handler;
+  const char** dll_path_ptr;
+  itt_api_info* api_list_ptr;
+  itt_global* next;
+  void* thread_list;
+  void* domain_list;
+  void* string_list;
+  int state;  // __itt_collection_state
+  void* counter_list;
+  unsigned int ipt_collect_events;
+  void* histogram_list;
+  void* counter_metadata_list;
+};
+
+#if defined(__x86_64__) && defined(__linux__)
+static_assert(sizeof(itt_api_info) == 40, "__itt_api_info layout");
+static_assert(offsetof(itt_global, version_major) == 8, "__itt_global layout");
+static_assert(offsetof(itt_global, api_initialized) == 32, "__itt_global layout");
+static_assert(offsetof(itt_global, mutex) == 56, "__itt_global layout");
+static_assert(offsetof(itt_global, lib) == 96, "__itt_global layout");
+static_assert(offsetof(itt_global, api_list_ptr) == 120, "__itt_global layout");
+static_assert(offsetof(itt_global, next) == 128, "__itt_global layout");
+static_assert(offsetof(itt_global, state) == 160, "__itt_global layout");
+static_assert(offsetof(itt_global, counter_list) == 168, "__itt_global layout");
+static_assert(offsetof(itt_global, ipt_collect_events) == 176, "__itt_global layout");
+static_assert(offsetof(itt_global, counter_metadata_list) == 192, "__itt_global layout");
+static_assert(sizeof(itt_global) == 200, "__itt_global layout");
+#endif
+
+enum : int {
+  itt_group_legacy = 1 << 0,
+  itt_group_control = 1 << 1,
+  itt_group_structure = 1 << 12,
+  itt_group_all = -1,
+  itt_state_init_successful = 4,
+  itt_version_major = 3,
+  itt_version_minor = 0,
+};
+// The ittapi build whose __itt_global we mirror (v3.26.x).
+constexpr unsigned long itt_version_build = 20250807UL;
+
+using itt_void_fn = void (*)();
+// Called as `void(void*, int)`: collectors are C code, and with clang -fsanitize=function the
+// pointee type must match the definition exactly (a C collector carries no such check).
+using itt_api_init_fn = void (*)(void*, int);
+
+inline void itt_noop() noexcept {}
+
+struct itt_collector_state {
+  void* pause = nullptr;  // filled by the collector (func_ptr targets)
+  void* resume = nullptr;
+  void* detach = nullptr;
+  const char* path = nullptr;
+  itt_api_info table[4] = {};
+  itt_global global = {};
+};
+
+inline itt_collector_state& itt_collector() noexcept {
+  static itt_collector_state state;
+  return state;
+}
+
+inline void itt_call(void* fn) noexcept {
+  if (fn != nullptr && fn != reinterpret_cast<void*>(&itt_noop))
+    collector_fn_cast<itt_void_fn>(fn)();
+}
+
+inline bool itt_resume(const char*) noexcept {
+  itt_call(itt_collector().resume);
+  return true;
+}
+inline bool itt_pause(const char*) noexcept {
+  itt_call(itt_collector().pause);
+  return true;
+}
+inline void itt_detach(bool) noexcept { itt_call(itt_collector().detach); }
+
+/// The static part's handshake for one global: fill it, lock its (recursive) mutex, call
+/// __itt_api_init. Each user of ITT in lotus (collector control, lotus's ITT tasks) has its own
+/// global and table, as each static part in a process has (the collector handles several).
+inline void itt_handshake_global(itt_global& g, itt_api_info* table, const char** path, void* lib,
+                                 itt_api_init_fn init) noexcept {
+  const unsigned char magic[8] = {0xED, 0xAB, 0xAB, 0xEC, 0x0D, 0xEE, 0xDA, 0x30};
+  std::memcpy(g.magic, magic, sizeof magic);
+  g.version_major = itt_version_major;
+  g.version_minor = itt_version_minor;
+  g.version_build = itt_version_build;
+  pthread_mutexattr_t attr;
+  pthread_mutexattr_init(&attr);
+  pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
+  pthread_mutex_init(&g.mutex, &attr);
+  pthread_mutexattr_destroy(&attr);
+  g.mutex_initialized = 1;
+  g.lib = lib;
+  g.dll_path_ptr = path;
+  g.api_list_ptr = table;
+  g.next = nullptr;
+  g.state = itt_state_init_successful;
+
+  pthread_mutex_lock(&g.mutex);
+  init(&g, itt_group_all);
+  g.api_initialized = 1;
+  pthread_mutex_unlock(&g.mutex);
+}
+
+/// Collector control's handshake: binds __itt_pause, __itt_resume and __itt_detach.
+inline void itt_handshake(void* lib, itt_api_init_fn init) noexcept {
+  itt_collector_state& s = itt_collector();
+  void* const noop = reinterpret_cast<void*>(&itt_noop);
+  s.pause = s.resume = s.detach = noop;
+  const int group = itt_group_control | itt_group_legacy;
+  s.table[0] = itt_api_info{"__itt_pause", &s.pause, noop, noop, group};
+  s.table[1] = itt_api_info{"__itt_resume", &s.resume, noop, noop, group};
+  s.table[2] = itt_api_info{"__itt_detach", &s.detach, noop, noop, group};
+  s.table[3] = itt_api_info{nullptr, nullptr, nullptr, nullptr, 0};
+  itt_handshake_global(s.global, s.table, &s.path, lib, init);
+}
+
+/// INTEL_LIBITTNOTIFY64 (INTEL_LIBITTNOTIFY32 in 32-bit builds) names the collector, as for
+/// Intel's static part; without it, a collector already in the process (LD_PRELOAD) is used.
+inline const char* itt_env_name() noexcept {
+  return sizeof(void*) == 8 ? "INTEL_LIBITTNOTIFY64" : "INTEL_LIBITTNOTIFY32";
+}
+
+inline bool itt_available() noexcept {
+  return env_text(itt_env_name()) != nullptr || dlsym(RTLD_DEFAULT, "__itt_api_init") != nullptr;
+}
+
+inline const collector_backend* itt_backend() noexcept {
+  static const collector_backend backend{"itt", itt_resume, itt_pause, itt_detach};
+  itt_collector_state& s = itt_collector();
+  s.path = env_text(itt_env_name());
+  void* lib = RTLD_DEFAULT;
+  if (s.path != nullptr) {
+    lib = dlopen(s.path, RTLD_LAZY);
+    if (lib == nullptr) {
+      const char* why = dlerror();
+      diag(topic::collector, "collector: itt: cannot load %s=%s: %s; collector control off",
+           itt_env_name(), s.path, why != nullptr ? why : "unknown error");
+      return nullptr;
+    }
+  }
+  void* init = dlsym(lib, "__itt_api_init");
+  if (init != nullptr) {
+    itt_handshake(lib, collector_fn_cast<itt_api_init_fn>(init));
+  } else {
+    // Version 0/1 collectors export the entry points themselves.
+    s.pause = dlsym(lib, "__itt_pause");
+    s.resume = dlsym(lib, "__itt_resume");
+    s.detach = dlsym(lib, "__itt_detach");
+  }
+  void* const noop = reinterpret_cast<void*>(&itt_noop);
+  const bool bound_pause = s.pause != nullptr && s.pause != noop;
+  const bool bound_resume = s.resume != nullptr && s.resume != noop;
+  if (!bound_pause || !bound_resume) {
+    diag(topic::collector,
+         "collector: itt: %s binds no __itt_pause/__itt_resume; collector control off",
+         s.path != nullptr ? s.path : "the preloaded collector");
+    return nullptr;
+  }
+  return &backend;
+}
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_ITT_HPP
+// ---- end lotus/detail/collector_itt.hpp ----
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -5880,179 +5070,202 @@ LOTUS_DETAIL_API std::uint64_t writer_cpu_ns() noexcept { return runtime::get().
 }  // namespace lotus
 #endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_RUNTIME_HPP
 // ---- end lotus/detail/runtime.hpp ----
-#  endif
 #endif
-#endif  // LOTUS_AMALGAMATED_LOTUS_SCOPE_HPP
-// ---- end lotus/scope.hpp ----
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_ENABLED_HPP
+// ---- end lotus/detail/enabled.hpp ----
+#else
+// ---- begin lotus/detail/disabled.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_DISABLED_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_DISABLED_HPP
+// lotus — the hooks the public headers call, under LOTUS_DISABLE: all no-ops (internal)
+// SPDX-License-Identifier: MIT
+// Chosen by detail/hooks.hpp. The public headers are written once, against these names; here the
+// state words are constants that say "off", so every inline path folds away, nothing is linked
+// from the runtime, and every public macro expands to nothing (its arguments are not evaluated).
 
-#ifndef LOTUS_DISABLE
-#  include <errno.h>   // errno
-#  include <fcntl.h>   // open
-#  include <unistd.h>  // write, close
+#include <atomic>       // memory_order (the state words)
+#include <cstdint>      // uint64_t
+#include <string_view>  // string_view
 
-#  include <atomic>   // atomic
-#  include <chrono>   // milliseconds
-#  include <cstdint>  // uint64_t
-#  include <cstring>  // strcmp, strlen
-#  include <mutex>    // mutex
-#  include <thread>   // sleep_for
-#  include <vector>   // vector
+// ---- begin lotus/collector_kind.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTOR_KIND_HPP
+#define LOTUS_AMALGAMATED_LOTUS_COLLECTOR_KIND_HPP
+// lotus — the collectors lotus drives, one enum for the library and lotus-tool
+// SPDX-License-Identifier: MIT
 
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace collector {
+
+/// The collector that resume()/pause() drive; chosen once per process by LOTUS_COLLECTOR
+/// (auto|perf|itt|amd|callgrind|none, default auto; `vtune` and `uprof` name itt and amd).
+enum class kind { none, perf, itt, amd, callgrind };
+
+/// LOTUS_COLLECTOR's spelling of `k`: "none", "perf", "itt", "amd", "callgrind".
+constexpr const char* env_name(kind k) noexcept {
+  return k == kind::perf        ? "perf"
+         : k == kind::itt       ? "itt"
+         : k == kind::amd       ? "amd"
+         : k == kind::callgrind ? "callgrind"
+                                : "none";
+}
+
+/// The profiler's own name, as lotus-tool's --collector spells it: "perf", "vtune", "uprof",
+/// "callgrind" ("none" for none).
+constexpr const char* tool_name(kind k) noexcept {
+  return k == kind::itt ? "vtune" : k == kind::amd ? "uprof" : env_name(k);
+}
+
+}  // namespace collector
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_COLLECTOR_KIND_HPP
+// ---- end lotus/collector_kind.hpp ----
+// ---- begin lotus/detail/modes.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_MODES_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_MODES_HPP
+// lotus — the state words' values: tracing mode, collector state (internal)
+// SPDX-License-Identifier: MIT
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// Tracing state and clock in one word, so the hot path pays a single relaxed load. The two
+/// `_nvtx` modes are the same clocks once NVTX ranges or ITT tasks were asked for in this process
+/// (LOTUS_NVTX, LOTUS_ITT): spans then take their out-of-line path, which pushes and pops them;
+/// plain mode_tsc keeps the hot path exactly as it is without either.
+enum : int {
+  mode_uninit = 0,
+  mode_off = 1,
+  mode_tsc = 2,
+  mode_realtime = 3,
+  mode_tsc_nvtx = 4,
+  mode_realtime_nvtx = 5
+};
+
+/// The collector word (collector.hpp): after detection off (nothing attached, detached, failed)
+/// or on; resume()/pause() cost one relaxed load and a branch while it is off.
+enum : int { collector_unknown = 0, collector_off = 1, collector_on = 2 };
+
+/// The map-region word (map_region.hpp): 0 settings not read yet; 1 no list mode and no
+/// selection (the common case); 2 active.
+enum : int { map_unread = 0, map_idle = 1, map_active = 2 };
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_MODES_HPP
+// ---- end lotus/detail/modes.hpp ----
+// ---- begin lotus/detail/platform.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_PLATFORM_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_PLATFORM_HPP
+// lotus — compiler and OS detection helpers (internal)
+// SPDX-License-Identifier: MIT
+
+#if defined(__GNUC__) || defined(__clang__)
+#  define LOTUS_DETAIL_FORCE_INLINE inline __attribute__((always_inline))
+#  define LOTUS_DETAIL_NOINLINE __attribute__((noinline))
+// Rarely run runtime code (setup, errors, fork, file creation): optimized for size, and kept out
+// of the way of the code around it (a hint, not an optimizer setting).
+#  define LOTUS_DETAIL_COLD __attribute__((cold))
+#  define LOTUS_DETAIL_LIKELY(x) __builtin_expect(!!(x), 1)
+#  define LOTUS_DETAIL_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#  define LOTUS_DETAIL_FORCE_INLINE inline
+#  define LOTUS_DETAIL_NOINLINE
+#  define LOTUS_DETAIL_COLD
+#  define LOTUS_DETAIL_LIKELY(x) (x)
+#  define LOTUS_DETAIL_UNLIKELY(x) (x)
 #endif
+
+#if defined(__x86_64__) || defined(__i386__)
+#  define LOTUS_DETAIL_X86 1
+#else
+#  define LOTUS_DETAIL_X86 0
+#endif
+
+#if !defined(__linux__)
+#  error \
+      "lotus needs Linux (gettid, pipe2, sigtimedwait, /proc); other POSIX systems are not supported"
+#endif
+
+// Cold entry points of the runtime: `inline` in the default header-only mode; with
+// LOTUS_COMPILED_LIB they are ordinary functions compiled once, in the TU that includes
+// <lotus/src.hpp> (CMake target lotus::lotus_compiled).
+// In the runtime source that lotus::lotus adds to each target (tools/cmake/lotus_runtime.cpp) they
+// are weak, so that the targets of one program share one runtime.
+#if defined(LOTUS_COMPILED_LIB) && defined(LOTUS_DETAIL_WEAK_ENTRY_POINTS)
+#  define LOTUS_DETAIL_API __attribute__((weak))
+#elif defined(LOTUS_COMPILED_LIB)
+#  define LOTUS_DETAIL_API
+#else
+#  define LOTUS_DETAIL_API inline
+#endif
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_PLATFORM_HPP
+// ---- end lotus/detail/platform.hpp ----
+// ---- begin lotus/detail/record_name.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_RECORD_NAME_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_RECORD_NAME_HPP
+// lotus — how a record names its site: flags, name limit, built-in sites (internal)
+// SPDX-License-Identifier: MIT
+
+#include <cstddef>  // size_t
+#include <cstdint>  // uint32_t
+
+// ---- begin lotus/record_site.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RECORD_SITE_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RECORD_SITE_HPP
+// lotus — record_site: the static description of one recording site (not std::source_location)
+// SPDX-License-Identifier: MIT
+
+#include <cstdint>  // uint32_t
+
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 
-#ifndef LOTUS_DISABLE
-namespace detail {
-
-// The mapping-probe contract (LOTUS_MAP_*) is part of collector_config()
-// (detail/collector_common.hpp): one snapshot with LOTUS_COLLECTOR, read once per process.
-
-/// Executions of the selected region so far, process-wide (one counter: one region is selected).
-inline std::atomic<std::uint64_t> map_selected_executions{0};
-
-/// True when `name` is written as `selected` in a trace (the driver selects by the trace's name).
-inline bool same_record_name(const char* name, const char* selected) noexcept {
-  std::size_t i = 0;
-  for (; name[i] != '\0' && selected[i] != '\0'; ++i) {
-    if (record_name_char(name[i]) != selected[i]) return false;
-  }
-  return name[i] == '\0' && selected[i] == '\0';
-}
-
-/// List mode: appends `name`, as trace records carry it, to the list file the first time this
-/// process enters it (a ',' or a newline in a name never makes another region).
-inline void map_list(const char* path, const char* name) noexcept {
-  static std::mutex mutex;
-  static std::vector<const char*> seen;
-  std::lock_guard<std::mutex> lock(mutex);
-  for (const char* s : seen) {
-    if (std::strcmp(s, name) == 0) return;
-  }
-  try {
-    seen.push_back(name);
-  } catch (...) {
-    return;
-  }
-  // The driver made this file; a symlink or FIFO in its place is refused, never followed.
-  const int fd =
-      ::open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
-  if (fd < 0) {
-    diag(topic::map, "cannot open LOTUS_MAP_LIST=%s for appending: %s", path, std::strerror(errno));
-    return;
-  }
-  // One write per line, O_APPEND: concurrent probe processes never interleave within a line.
-  char line[max_name_bytes + 1];
-  std::size_t len = std::strlen(name);
-  if (len > max_name_bytes) len = max_name_bytes;
-  for (std::size_t i = 0; i < len; ++i) line[i] = record_name_char(name[i]);
-  line[len] = '\n';
-  if (::write(fd, line, len + 1) < 0) {
-    diag(topic::map, "cannot write LOTUS_MAP_LIST=%s: %s", path, std::strerror(errno));
-  }
-  ::close(fd);
-}
-
-/// 0: settings not read yet; 1: no list mode and no selection (the common case); 2: active.
-inline std::atomic<int> map_mode{0};
-
-/// Gap + resume on construction, pause on destruction, for the executions the driver selected.
-class map_gate {
- public:
-  LOTUS_DETAIL_FORCE_INLINE explicit map_gate(const char* name) noexcept {
-    if (LOTUS_DETAIL_LIKELY(map_mode.load(std::memory_order_relaxed) == 1)) return;
-    enter(name);
-  }
-  LOTUS_DETAIL_FORCE_INLINE ~map_gate() {
-    if (name_ != nullptr) collector::pause_region(name_);
-  }
-  map_gate(const map_gate&) = delete;
-  map_gate& operator=(const map_gate&) = delete;
-
- private:
-  LOTUS_DETAIL_NOINLINE void enter(const char* name) noexcept {
-    const collector_settings& s = collector_config();
-    map_mode.store(s.map_active ? 2 : 1, std::memory_order_relaxed);
-    if (!s.map_active) return;
-    if (s.list_path != nullptr) {
-      map_list(s.list_path, name);
-      return;
-    }
-    if (!same_record_name(name, s.select)) return;
-    const std::uint64_t n = map_selected_executions.fetch_add(1, std::memory_order_relaxed);
-    if (n < s.warmup || n - s.warmup >= s.count) return;
-    if (s.gap_ms > 0) {
-      try {
-        std::this_thread::sleep_for(std::chrono::milliseconds(s.gap_ms));
-      } catch (...) {
-      }
-    }
-    name_ = name;
-    collector::resume_region(name);
-  }
-
-  const char* name_ = nullptr;
+/// One per call site (a `static constexpr` object made by the macros) or per interned run-time
+/// name. `name` is written after an `S`: {"Loader"} produces `SLoader,...` records.
+struct record_site {
+  const char* name;
+  const char* function;
+  const char* file;
+  std::uint32_t line;
+  std::uint32_t flags;  ///< detail::flag_* bits (lotus/detail/record_name.hpp)
 };
-
-}  // namespace detail
-
-/// The object behind LOTUS_MAP_REGION. Member order matters: the gate (gap sleep, resume) runs
-/// before the timer starts and its pause after the timer stops, so S<name> excludes both.
-class map_region {
- public:
-  explicit map_region(const record_site& loc) noexcept : gate_(loc.name), timer_(loc) {}
-  map_region(const map_region&) = delete;
-  map_region& operator=(const map_region&) = delete;
-
- private:
-  detail::map_gate gate_;
-  scope_timer timer_;
-};
-
-#else
-
-class map_region {
- public:
-  explicit map_region(const record_site&) noexcept {}
-  map_region(const map_region&) = delete;
-  map_region& operator=(const map_region&) = delete;
-};
-
-#endif
 
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_MAP_REGION_HPP
-// ---- end lotus/map_region.hpp ----
-// ---- begin lotus/pipeline.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_PIPELINE_HPP
-#define LOTUS_AMALGAMATED_LOTUS_PIPELINE_HPP
-// lotus — pipeline helpers: traced(), compose<T>, batch_tracker (Lotus DataLoader rules)
-// SPDX-License-Identifier: MIT
-
-#include <cstddef>           // size_t
-#include <cstdint>           // uint64_t
-#include <functional>        // function
-#include <initializer_list>  // initializer_list
-#include <string>            // string
-#include <string_view>       // string_view
-#include <type_traits>       // invoke_result_t
-#include <utility>           // forward, move, pair
-#include <vector>            // vector
-
+#endif  // LOTUS_AMALGAMATED_LOTUS_RECORD_SITE_HPP
+// ---- end lotus/record_site.hpp ----
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
+constexpr std::uint32_t flag_main = 1;       // consumer side: route to the `_main_pid_` file
+constexpr std::uint32_t flag_indexed = 2;    // append `_<idx>` to the name
+constexpr std::uint32_t flag_fixed_1us = 4;  // write the Lotus 1000 ns placeholder as duration
+constexpr std::uint32_t flag_sanitized =
+    8;  // a run-time name was cut or had control bytes replaced
+/// The longest name a record carries (bytes, without the leading 'S'); longer run-time names are
+/// cut at a UTF-8 character boundary and counted as sanitized.
+constexpr std::size_t max_name_bytes = 4096;
+/// The bytes of a run-time name that count: at most max_name_bytes, cut back to a UTF-8 character
+/// boundary. What lies beyond is neither read, hashed nor stored.
+inline std::size_t name_key_size(const char* name, std::size_t size) noexcept {
+  if (size <= max_name_bytes) return size;
+  std::size_t keep = max_name_bytes;
+  while (keep > 0 && (static_cast<unsigned char>(name[keep]) & 0xC0) == 0x80) --keep;
+  return keep;
+}
 
-/// The process-lifetime location of `name` for the helpers' records; nullptr only in
-/// LOTUS_DISABLE builds, which record nothing.
-#ifndef LOTUS_DISABLE
-inline const record_site* interned_location(std::string_view name) { return &intern(name); }
-#else
-inline const record_site* interned_location(std::string_view) { return nullptr; }
-#endif
+/// A name's byte as records carry it: ',' (the field separator) and control bytes become '_'.
+constexpr char record_name_char(char c) noexcept {
+  return c == ',' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? '_' : c;
+}
 
 // Consumer-side record sites (written to the `_main_pid_` file).
 inline constexpr record_site batch_queued_loc{"BatchQueued", "", "", 0,
@@ -6069,283 +5282,366 @@ inline constexpr record_site batch_preprocessed_loc{"BatchPreprocessed", "", "",
 inline constexpr record_site batch_wait_range_loc{"BatchWait", "", "", 0, flag_main};
 
 }  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_RECORD_NAME_HPP
+// ---- end lotus/detail/record_name.hpp ----
+// ---- begin lotus/options.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
+// lotus — run-time configuration types: options, overflow policy, clock source, statistics
+// SPDX-License-Identifier: MIT
 
-/// A callable that records `S<name>` around every call of `f`.
-template <class F>
-class traced_fn {
- public:
-  traced_fn(std::string_view name, F f) : loc_(detail::interned_location(name)), f_(std::move(f)) {}
+#include <chrono>    // milliseconds
+#include <cstddef>   // size_t
+#include <cstdint>   // uint64_t
+#include <optional>  // optional
+#include <string>    // string
 
-  template <class... Args>
-  decltype(auto) operator()(Args&&... args) const {
-#ifndef LOTUS_DISABLE
-    scope_timer timer(*loc_);
-#endif
-    return f_(std::forward<Args>(args)...);
-  }
 
- private:
-  const record_site* loc_;
-  F f_;
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+
+/// What a thread does when its ring is full: wait for the writer (lossless) or count a drop.
+enum class overflow_policy { block, drop };
+
+/// Timestamp source: TSC calibrated to CLOCK_REALTIME where invariant, or clock_gettime.
+enum class clock_source { automatic, tsc, realtime };
+
+/// Run-time options. Unset fields fall back to the environment, then to the defaults.
+struct options {
+  std::optional<std::string> log_file;                      ///< LOTUS_LOG_FILE: trace prefix
+  std::optional<bool> enabled;                              ///< !LOTUS_DISABLE
+  std::optional<std::size_t> ring_capacity;                 ///< LOTUS_RING_CAPACITY (events/thread)
+  std::optional<std::chrono::milliseconds> flush_interval;  ///< LOTUS_FLUSH_INTERVAL_MS
+  std::optional<overflow_policy> overflow;                  ///< LOTUS_OVERFLOW: block|drop
+  std::optional<clock_source> clock;                        ///< LOTUS_CLOCK: auto|tsc|realtime
+  /// LOTUS_MAX_BYTES: trace-file bytes this process may write; beyond, events are dropped
+  /// (counted). 0: no limit (the default).
+  std::optional<std::uint64_t> max_bytes;
+  /// LOTUS_MIN_FREE_BYTES: free space the trace directory's file system keeps; below it events
+  /// are dropped (counted) until space is freed. Default: the larger of 1 GiB and 5 % of the
+  /// file system; 0: no reserve.
+  std::optional<std::uint64_t> min_free_bytes;
+  /// LOTUS_NVTX: every span also pushes and pops an NVTX range (domain `lotus`) for Nsight
+  /// Systems. Needs a build with NVTX (LOTUS_WITH_NVTX; CMake option LOTUS_NVTX); elsewhere one
+  /// message says so and tracing goes on without it.
+  std::optional<bool> nvtx;
+  /// LOTUS_ITT: every span is also an ITT task (domain `lotus`) for Intel VTune, through the
+  /// collector named by INTEL_LIBITTNOTIFY64 (no vendor SDK); with none, one message says so
+  /// and tracing goes on without it.
+  std::optional<bool> itt;
 };
 
-/// Wrap `f` so that every call is recorded as `S<name>`.
-template <class F>
-traced_fn<F> traced(std::string_view name, F f) {
-  return traced_fn<F>(name, std::move(f));
-}
-
-/// torchvision-like Compose: applies named transforms in order and records each as `S<name>`.
-/// **Example**: `lotus::compose<Image> t{{"RandomResizedCrop", rrc}, {"Normalize", norm}};`
-template <class T>
-class compose {
- public:
-  using transform = std::function<T(T)>;
-
-  compose() = default;
-  compose(std::initializer_list<std::pair<std::string_view, transform>> steps) {
-    for (const auto& s : steps) add(s.first, s.second);
-  }
-
-  /// Append a step; the name is interned once here, not per call.
-  compose& add(std::string_view name, transform f) {
-    steps_.push_back(step{detail::interned_location(name), std::string(name), std::move(f)});
-    return *this;
-  }
-
-  T operator()(T x) const {
-    for (const step& s : steps_) {
-#ifndef LOTUS_DISABLE
-      scope_timer timer(*s.loc);
-#endif
-      x = s.fn(std::move(x));
-    }
-    return x;
-  }
-
-  std::size_t size() const noexcept { return steps_.size(); }
-  const std::string& name(std::size_t i) const { return steps_.at(i).name; }
-
- private:
-  struct step {
-    const record_site* loc;
-    std::string name;
-    transform fn;
-  };
-  std::vector<step> steps_;
-};
-
-namespace detail {
-#ifndef LOTUS_DISABLE
-/// An NVTX range around a part of a span recorded after the fact (LOTUS_NVTX): pushed now when
-/// `mode` is an NVTX mode, popped at scope exit (also when the part throws).
-class nvtx_part {
- public:
-  nvtx_part(int mode, const record_site& loc) noexcept
-      : pushed_(mode >= mode_tsc_nvtx && nvtx_push(loc, 0)) {}
-  ~nvtx_part() {
-    if (pushed_) nvtx_pop();
-  }
-  nvtx_part(const nvtx_part&) = delete;
-  nvtx_part& operator=(const nvtx_part&) = delete;
-
- private:
-  bool pushed_;
-};
-#endif
-}  // namespace detail
-
-/// One dataset sample as torchvision's `DatasetFolder.__getitem__` does it: `transform(load())`,
-/// recording `SLoader` and `STransform` *after* the transform's own records, Lotus's file order.
-template <class Load, class Transform>
-auto load_transform(Load&& load, Transform&& transform) {
-#ifndef LOTUS_DISABLE
-  const int m = detail::active_mode();
-  if (m < detail::mode_tsc) return transform(load());
-  std::uint64_t l0 = 0, l1 = 0, t0 = 0, t1 = 0;
-  auto sample = [&] {
-    const detail::nvtx_part range(m, detail::loader_loc);
-    l0 = detail::now_ticks(m);
-    auto r = load();
-    l1 = detail::now_ticks(m);
-    return r;
-  }();
-  auto out = [&] {
-    const detail::nvtx_part range(m, detail::transform_loc);
-    t0 = detail::now_ticks(m);
-    auto r = transform(std::move(sample));
-    t1 = detail::now_ticks(m);
-    return r;
-  }();
-  detail::emit(detail::loader_loc, l0, l1, 0);
-  detail::emit(detail::transform_loc, t0, t1, 0);
-  return out;
-#else
-  return transform(load());
-#endif
-}
-
-/// Consumer side of a data loader, by the Lotus rules: `SBatchQueued`, `SBatchWait`,
-/// `SBatchConsumed`. One tracker per consuming thread; see tools/docs/FORMAT.md §4 for the order.
-class batch_tracker {
- public:
-  /// An index was handed to a worker: `SBatchQueued_<idx>,<now>,1000`.
-  void queued(std::uint64_t idx) noexcept {
-#ifndef LOTUS_DISABLE
-    const int m = detail::active_mode();
-    if (m >= detail::mode_tsc) detail::emit(detail::batch_queued_loc, detail::now_ticks(m), 0, idx);
-    if (m >= detail::mode_tsc_nvtx) detail::nvtx_mark(detail::batch_queued_loc, idx);
-#else
-    (void)idx;
-#endif
-  }
-
-  /// The consumer starts waiting for the next batch (once per next() call).
-  void wait_begin() noexcept {
-#ifndef LOTUS_DISABLE
-    const int m = detail::active_mode();
-    if (LOTUS_DETAIL_UNLIKELY(m >= detail::mode_tsc_nvtx)) {
-      detail::nvtx_end(nvtx_wait_);  // a wait that never saw its batch (end of the epoch)
-      nvtx_wait_ = detail::nvtx_start(detail::batch_wait_range_loc, 0);
-      if (itt_wait_) detail::itt_task_pop();
-      itt_wait_ = detail::itt_task_push(detail::batch_wait_range_loc);
-    }
-    wait_start_ = m >= detail::mode_tsc ? detail::now_ticks(m) : 0;
-#endif
-  }
-
-  /// A batch arrived. In order: the wait since wait_begin() is kept for consumed() and true is
-  /// returned. Out of order: `SBatchWait_<idx>,<arrival>,1000` is written and false returned.
-  bool arrived(std::uint64_t idx) noexcept {
-    const bool in_order = idx == expected_;
-#ifndef LOTUS_DISABLE
-    const int m = detail::active_mode();
-    if (m >= detail::mode_tsc) {
-      const std::uint64_t now = detail::now_ticks(m);
-      if (in_order) {
-        pending_ = true;
-        pending_start_ = wait_start_ != 0 ? wait_start_ : now;
-        pending_end_ = now;
-      } else {
-        detail::emit(detail::batch_wait_marker_loc, now, 0, idx);
-      }
-    }
-    if (LOTUS_DETAIL_UNLIKELY(nvtx_wait_ != 0)) {
-      detail::nvtx_end(nvtx_wait_);
-      nvtx_wait_ = 0;
-    }
-    if (LOTUS_DETAIL_UNLIKELY(itt_wait_)) {
-      detail::itt_task_pop();
-      itt_wait_ = false;
-    }
-    if (m >= detail::mode_tsc_nvtx && !in_order)
-      detail::nvtx_mark(detail::batch_wait_marker_loc, idx);
-#endif
-    return in_order;
-  }
-
-  /// The batch was handed to the training step: writes the kept wait (if this batch had one),
-  /// then `SBatchConsumed_<idx>,<now>,1000`. A cached batch (out-of-order arrival) has no wait.
-  void consumed(std::uint64_t idx) noexcept {
-#ifndef LOTUS_DISABLE
-    const int m = detail::active_mode();
-    if (m >= detail::mode_tsc) {
-      const std::uint64_t now = detail::now_ticks(m);
-      if (pending_ && idx == expected_) {
-        detail::emit(detail::batch_wait_loc, pending_start_, pending_end_, idx);
-      }
-      detail::emit(detail::batch_consumed_loc, now, 0, idx);
-    }
-    if (m >= detail::mode_tsc_nvtx) detail::nvtx_mark(detail::batch_consumed_loc, idx);
-#endif
-    pending_ = false;
-    if (idx == expected_) ++expected_;
-  }
-
-  /// New epoch: batch indices restart at 0.
-  void reset() noexcept {
-    expected_ = 0;
-    pending_ = false;
-#ifndef LOTUS_DISABLE
-    detail::nvtx_end(nvtx_wait_);
-    nvtx_wait_ = 0;
-    if (itt_wait_) detail::itt_task_pop();
-    itt_wait_ = false;
-#endif
-  }
-
-  /// Index of the batch the consumer needs next.
-  std::uint64_t expected() const noexcept { return expected_; }
-
-  /// Makes `idx` the batch the consumer needs next, dropping a kept wait. For consumers that
-  /// take batches in arrival order (expect(idx) before arrived(idx): a real wait, no marker), and
-  /// to step past a batch that is never consumed (a worker exception).
-  void expect(std::uint64_t idx) noexcept {
-    expected_ = idx;
-    pending_ = false;
-  }
-
- private:
-  std::uint64_t expected_ = 0;
-  bool pending_ = false;
-#ifndef LOTUS_DISABLE
-  std::uint64_t wait_start_ = 0;
-  std::uint64_t pending_start_ = 0, pending_end_ = 0;
-  std::uint64_t nvtx_wait_ = 0;  // the open NVTX range of a wait (LOTUS_NVTX), 0: none
-  bool itt_wait_ = false;        // the open ITT task of a wait on this thread (LOTUS_ITT)
-#endif
+/// Event counters of this process: recorded == written + dropped once everything is flushed.
+struct trace_stats {
+  std::uint64_t recorded = 0;  ///< events recorded while tracing was on
+  std::uint64_t written = 0;   ///< events written to trace files
+  std::uint64_t dropped = 0;   ///< events lost: ring full under `drop`, or tracing disabled by I/O
+  std::uint64_t sanitized =
+      0;  ///< written events whose name had ',' or control bytes replaced, or was cut at 4096 bytes
 };
 
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_PIPELINE_HPP
-// ---- end lotus/pipeline.hpp ----
+#endif  // LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
+// ---- end lotus/options.hpp ----
 
-#ifndef LOTUS_DISABLE
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// A state word that never changes: load() is a constant the compiler folds.
+struct constant_word {
+  int value;
+  template <class Order>
+  constexpr int load(Order) const noexcept {
+    return value;
+  }
+};
+inline constexpr constant_word g_mode{mode_off};
+inline constexpr constant_word collector_state{collector_off};
+inline constexpr constant_word collector_depth{0};
+inline constexpr constant_word map_mode{map_idle};
+
+constexpr std::uint64_t read_tsc() noexcept { return 0; }
+constexpr std::uint64_t now_ticks(int) noexcept { return 0; }
+constexpr std::uint64_t now_ticks_slow(int) noexcept { return 0; }
+constexpr int initialize_mode() noexcept { return mode_off; }
+constexpr int active_mode() noexcept { return mode_off; }
+inline void push(const record_site*, std::uint64_t, std::uint64_t, std::uint64_t) noexcept {}
+inline void emit(const record_site&, std::uint64_t, std::uint64_t, std::uint64_t) noexcept {}
+struct dynamic_name_tag {};
+inline const record_site* dynamic_location(std::string_view) noexcept { return nullptr; }
+inline const record_site& intern(std::string_view, std::uint32_t = 0) noexcept {
+  static constexpr record_site nowhere{"", "", "", 0, 0};
+  return nowhere;
+}
+
+inline bool nvtx_push(const record_site&, std::uint64_t) noexcept { return false; }
+inline void nvtx_pop() noexcept {}
+inline void nvtx_mark(const record_site&, std::uint64_t) noexcept {}
+inline std::uint64_t nvtx_start(const record_site&, std::uint64_t) noexcept { return 0; }
+inline void nvtx_end(std::uint64_t) noexcept {}
+inline bool itt_task_push(const record_site&) noexcept { return false; }
+inline void itt_task_pop() noexcept {}
+
+inline void api_configure(const options&) {}
+inline void api_flush() noexcept {}
+inline void api_shutdown() noexcept {}
+inline trace_stats api_stats() noexcept { return {}; }
+
+inline void collector_resume_slow(const char*) noexcept {}
+inline void collector_pause_slow(const char*) noexcept {}
+inline void collector_detach_slow() noexcept {}
+inline void collector_initialize() noexcept {}
+inline collector::kind collector_attached() noexcept { return collector::kind::none; }
+inline const char* map_gate_enter(const char*) noexcept { return nullptr; }
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+
+#define LOTUS_DETAIL_INLINE_RUNTIME 0  // nothing to define
+#define LOTUS_DETAIL_SCOPE(id, name) static_cast<void>(0)
+#define LOTUS_DETAIL_SCOPE_DYNAMIC(id, name) static_cast<void>(0)
+#define LOTUS_DETAIL_BATCH_PREPROCESSED(id, idx) static_cast<void>(0)
+#define LOTUS_DETAIL_MAP_REGION(id, name) static_cast<void>(0)
+#define LOTUS_DETAIL_COLLECTOR_CALL(call) static_cast<void>(0)
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_DISABLED_HPP
+// ---- end lotus/detail/disabled.hpp ----
+#endif
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_HOOKS_HPP
+// ---- end lotus/detail/hooks.hpp ----
+// ---- begin lotus/detail/preprocessor.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_PREPROCESSOR_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_PREPROCESSOR_HPP
+// lotus — preprocessor helpers (internal)
+// SPDX-License-Identifier: MIT
+
+#define LOTUS_DETAIL_CONCAT_IMPL(a, b) a##b
+#define LOTUS_DETAIL_CONCAT(a, b) LOTUS_DETAIL_CONCAT_IMPL(a, b)
+#ifdef __COUNTER__
+#  define LOTUS_DETAIL_UNIQUE(prefix) LOTUS_DETAIL_CONCAT(prefix, __COUNTER__)
+#else
+#  define LOTUS_DETAIL_UNIQUE(prefix) LOTUS_DETAIL_CONCAT(prefix, __LINE__)
+#endif
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_PREPROCESSOR_HPP
+// ---- end lotus/detail/preprocessor.hpp ----
+// ---- begin lotus/scope.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_SCOPE_HPP
+#define LOTUS_AMALGAMATED_LOTUS_SCOPE_HPP
+// lotus — RAII scope timer: the hot path (two timestamps and one ring slot per scope)
+// SPDX-License-Identifier: MIT
+
+#include <atomic>       // memory_order (the state words)
+#include <cstdint>      // uint64_t
+#include <string_view>  // string_view
+
+// ---- begin lotus/detail/platform.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_PLATFORM_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_PLATFORM_HPP
+// lotus — compiler and OS detection helpers (internal)
+// SPDX-License-Identifier: MIT
+
+#if defined(__GNUC__) || defined(__clang__)
+#  define LOTUS_DETAIL_FORCE_INLINE inline __attribute__((always_inline))
+#  define LOTUS_DETAIL_NOINLINE __attribute__((noinline))
+// Rarely run runtime code (setup, errors, fork, file creation): optimized for size, and kept out
+// of the way of the code around it (a hint, not an optimizer setting).
+#  define LOTUS_DETAIL_COLD __attribute__((cold))
+#  define LOTUS_DETAIL_LIKELY(x) __builtin_expect(!!(x), 1)
+#  define LOTUS_DETAIL_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#  define LOTUS_DETAIL_FORCE_INLINE inline
+#  define LOTUS_DETAIL_NOINLINE
+#  define LOTUS_DETAIL_COLD
+#  define LOTUS_DETAIL_LIKELY(x) (x)
+#  define LOTUS_DETAIL_UNLIKELY(x) (x)
+#endif
+
+#if defined(__x86_64__) || defined(__i386__)
+#  define LOTUS_DETAIL_X86 1
+#else
+#  define LOTUS_DETAIL_X86 0
+#endif
+
+#if !defined(__linux__)
+#  error \
+      "lotus needs Linux (gettid, pipe2, sigtimedwait, /proc); other POSIX systems are not supported"
+#endif
+
+// Cold entry points of the runtime: `inline` in the default header-only mode; with
+// LOTUS_COMPILED_LIB they are ordinary functions compiled once, in the TU that includes
+// <lotus/src.hpp> (CMake target lotus::lotus_compiled).
+// In the runtime source that lotus::lotus adds to each target (tools/cmake/lotus_runtime.cpp) they
+// are weak, so that the targets of one program share one runtime.
+#if defined(LOTUS_COMPILED_LIB) && defined(LOTUS_DETAIL_WEAK_ENTRY_POINTS)
+#  define LOTUS_DETAIL_API __attribute__((weak))
+#elif defined(LOTUS_COMPILED_LIB)
+#  define LOTUS_DETAIL_API
+#else
+#  define LOTUS_DETAIL_API inline
+#endif
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_PLATFORM_HPP
+// ---- end lotus/detail/platform.hpp ----
+// ---- begin lotus/record_site.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RECORD_SITE_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RECORD_SITE_HPP
+// lotus — record_site: the static description of one recording site (not std::source_location)
+// SPDX-License-Identifier: MIT
+
+#include <cstdint>  // uint32_t
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+
+/// One per call site (a `static constexpr` object made by the macros) or per interned run-time
+/// name. `name` is written after an `S`: {"Loader"} produces `SLoader,...` records.
+struct record_site {
+  const char* name;
+  const char* function;
+  const char* file;
+  std::uint32_t line;
+  std::uint32_t flags;  ///< detail::flag_* bits (lotus/detail/record_name.hpp)
+};
+
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_RECORD_SITE_HPP
+// ---- end lotus/record_site.hpp ----
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+
+/// Times its own lifetime and records `S<name>[_<idx>],<start_ns>,<duration_ns>` at scope exit.
+class scope_timer {
+ public:
+  LOTUS_DETAIL_FORCE_INLINE explicit scope_timer(const record_site& loc,
+                                                 std::uint64_t idx = 0) noexcept
+      : idx_(idx) {
+    // One load and one compare with the TSC, two when off, three with clock_gettime; NVTX ranges
+    // and initialization take the out-of-line path.
+    const int m = detail::g_mode.load(std::memory_order_relaxed);
+    if (LOTUS_DETAIL_LIKELY(m == detail::mode_tsc)) {
+      loc_ = &loc;
+      t0_ = detail::read_tsc();
+    } else if (LOTUS_DETAIL_LIKELY(m == detail::mode_off)) {
+      // nothing: tracing off costs the load and two compares
+    } else if (m == detail::mode_realtime) {
+      loc_ = &loc;
+      t0_ = detail::now_ticks_slow(m);
+    } else {
+      const started s = start_slow(m, loc, idx);
+      loc_ = s.loc;
+      t0_ = s.t0;
+    }
+  }
+
+  /// Run-time name: looked up (interned on first use) only when tracing is on.
+  scope_timer(detail::dynamic_name_tag, std::string_view name) noexcept {
+    const int m = detail::active_mode();
+    if (m >= detail::mode_tsc) {
+      if (const record_site* loc = detail::dynamic_location(name)) {
+        const started s = start_slow(m, *loc, 0);  // after a name lookup: a call is noise
+        loc_ = s.loc;
+        t0_ = s.t0;
+      }
+    }
+  }
+
+  LOTUS_DETAIL_FORCE_INLINE ~scope_timer() {
+    if (loc_ != nullptr) {
+      const int m = detail::g_mode.load(std::memory_order_relaxed);
+      std::uint64_t t1;
+      if (LOTUS_DETAIL_LIKELY(m == detail::mode_tsc)) {
+        t1 = detail::read_tsc();
+      } else if (m == detail::mode_realtime) {
+        t1 = detail::now_ticks_slow(m);
+      } else {
+        end_slow(m, loc_, t0_, idx_);
+        return;
+      }
+      detail::push(loc_, t0_, t1, idx_);
+    }
+  }
+
+  scope_timer(const scope_timer&) = delete;
+  scope_timer& operator=(const scope_timer&) = delete;
+  scope_timer(scope_timer&&) = delete;
+  scope_timer& operator=(scope_timer&&) = delete;
+
+ private:
+  // loc_'s low bit (record sites are pointer-aligned): this span pushed an NVTX range and/or an
+  // ITT task (nvtx_push keeps which, per thread). A process never returns to a plain clock mode
+  // once NVTX or ITT was on (the _nvtx modes stay), so the inline destructor path never sees a
+  // tagged pointer.
+  static constexpr std::uintptr_t pushed_bit = 1;
+
+  // Static, with the span's fields passed and returned by value: the inline paths keep them in
+  // registers (a member function would make the object live in memory).
+  struct started {
+    const record_site* loc;
+    std::uint64_t t0;
+  };
+
+  LOTUS_DETAIL_NOINLINE static started start_slow(int m, const record_site& loc,
+                                                  std::uint64_t idx) noexcept {
+    if (m == detail::mode_uninit) m = detail::initialize_mode();
+    if (m < detail::mode_tsc) return {nullptr, 0};
+    const record_site* tagged = &loc;
+    if (m >= detail::mode_tsc_nvtx && detail::nvtx_push(loc, idx)) {
+      tagged =
+          reinterpret_cast<const record_site*>(reinterpret_cast<std::uintptr_t>(&loc) | pushed_bit);
+    }
+    return {tagged, detail::now_ticks(m)};  // after the push: the record excludes NVTX's cost
+  }
+
+  LOTUS_DETAIL_NOINLINE static void end_slow(int m, const record_site* tagged, std::uint64_t t0,
+                                             std::uint64_t idx) noexcept {
+    const std::uintptr_t bits = reinterpret_cast<std::uintptr_t>(tagged);
+    const auto* loc = reinterpret_cast<const record_site*>(bits & ~pushed_bit);
+    if (m >= detail::mode_tsc) detail::push(loc, t0, detail::now_ticks(m), idx);
+    if ((bits & pushed_bit) != 0) detail::nvtx_pop();
+  }
+
+  const record_site* loc_ = nullptr;
+  std::uint64_t t0_ = 0;
+  std::uint64_t idx_ = 0;
+};
+
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_SCOPE_HPP
+// ---- end lotus/scope.hpp ----
 
 /// Record `S<name>` for the rest of the enclosing scope; `name` is a string literal.
-#  define LOTUS_SCOPE(name) LOTUS_DETAIL_SCOPE_IMPL(LOTUS_DETAIL_UNIQUE(lotus_scope_), name)
-#  define LOTUS_DETAIL_SCOPE_IMPL(id, name)                                                       \
-    static constexpr ::lotus::record_site LOTUS_DETAIL_CONCAT(id, _loc){                          \
-        name, static_cast<const char*>(__func__), __FILE__, static_cast<std::uint32_t>(__LINE__), \
-        0u};                                                                                      \
-    const ::lotus::scope_timer id(LOTUS_DETAIL_CONCAT(id, _loc))
+#define LOTUS_SCOPE(name) LOTUS_DETAIL_SCOPE(LOTUS_DETAIL_UNIQUE(lotus_scope_), name)
 
 /// Same as LOTUS_SCOPE with a run-time name (anything convertible to std::string_view).
-#  define LOTUS_SCOPE_DYNAMIC(name)                               \
-    const ::lotus::scope_timer LOTUS_DETAIL_UNIQUE(lotus_scope_)( \
-        ::lotus::detail::dynamic_name_tag{}, (name))
+#define LOTUS_SCOPE_DYNAMIC(name) \
+  LOTUS_DETAIL_SCOPE_DYNAMIC(LOTUS_DETAIL_UNIQUE(lotus_scope_), name)
 
 /// Record `SBatchPreprocessed_<idx>` for the rest of the enclosing scope (worker side).
-#  define LOTUS_BATCH_PREPROCESSED(idx)                           \
-    const ::lotus::scope_timer LOTUS_DETAIL_UNIQUE(lotus_batch_)( \
-        ::lotus::detail::batch_preprocessed_loc, static_cast<std::uint64_t>(idx))
+#define LOTUS_BATCH_PREPROCESSED(idx) \
+  LOTUS_DETAIL_BATCH_PREPROCESSED(LOTUS_DETAIL_UNIQUE(lotus_batch_), idx)
 
-/// Resume / pause the attached collector (perf, Callgrind, VTune, uProf); nest process-wide.
-#  define LOTUS_COLLECTOR_RESUME() ::lotus::collector::resume()
-#  define LOTUS_COLLECTOR_PAUSE() ::lotus::collector::pause()
-/// Detach the collector; every later collector call is a no-op.
-#  define LOTUS_COLLECTOR_DETACH() ::lotus::collector::detach()
-
-/// LotusMap region in a probe program: records `S<name>`; when LOTUS_MAP_SELECT names it, the
-/// collector runs around the execution(s) after the warm-up. `name` is a string literal.
-#  define LOTUS_MAP_REGION(name) LOTUS_DETAIL_MAP_REGION_IMPL(LOTUS_DETAIL_UNIQUE(lotus_map_), name)
-#  define LOTUS_DETAIL_MAP_REGION_IMPL(id, name)                                                  \
-    static constexpr ::lotus::record_site LOTUS_DETAIL_CONCAT(id, _loc){                          \
-        name, static_cast<const char*>(__func__), __FILE__, static_cast<std::uint32_t>(__LINE__), \
-        0u};                                                                                      \
-    const ::lotus::map_region id(LOTUS_DETAIL_CONCAT(id, _loc))
-
-#else  // LOTUS_DISABLE: nothing is evaluated, nothing is declared
-
-#  define LOTUS_SCOPE(name) static_cast<void>(0)
-#  define LOTUS_SCOPE_DYNAMIC(name) static_cast<void>(0)
-#  define LOTUS_BATCH_PREPROCESSED(idx) static_cast<void>(0)
-#  define LOTUS_COLLECTOR_RESUME() static_cast<void>(0)
-#  define LOTUS_COLLECTOR_PAUSE() static_cast<void>(0)
-#  define LOTUS_COLLECTOR_DETACH() static_cast<void>(0)
-#  define LOTUS_MAP_REGION(name) static_cast<void>(0)
-
+// The probe macros, until their header is included: a clear error instead of an unknown name.
+#ifndef LOTUS_MAP_REGION
+#  define LOTUS_MAP_REGION(name) \
+    static_assert(sizeof(name) == 0, "LOTUS_MAP_REGION needs #include <lotus/map_region.hpp>")
+#endif
+#ifndef LOTUS_COLLECTOR_RESUME
+#  define LOTUS_COLLECTOR_RESUME()      \
+    static_assert(false && sizeof(int), \
+                  "LOTUS_COLLECTOR_RESUME needs #include <lotus/collector.hpp>")
+#  define LOTUS_COLLECTOR_PAUSE()       \
+    static_assert(false && sizeof(int), \
+                  "LOTUS_COLLECTOR_PAUSE needs #include <lotus/collector.hpp>")
+#  define LOTUS_COLLECTOR_DETACH()      \
+    static_assert(false && sizeof(int), \
+                  "LOTUS_COLLECTOR_DETACH needs #include <lotus/collector.hpp>")
 #endif
 #endif  // LOTUS_AMALGAMATED_LOTUS_MACROS_HPP
 // ---- end lotus/macros.hpp ----
@@ -6409,20 +5705,317 @@ struct trace_stats {
 }  // namespace lotus
 #endif  // LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
 // ---- end lotus/options.hpp ----
+// ---- begin lotus/pipeline.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_PIPELINE_HPP
+#define LOTUS_AMALGAMATED_LOTUS_PIPELINE_HPP
+// lotus — pipeline helpers: traced(), compose<T>, batch_tracker (Lotus DataLoader rules)
+// SPDX-License-Identifier: MIT
+
+#include <cstddef>           // size_t
+#include <cstdint>           // uint64_t
+#include <functional>        // function
+#include <initializer_list>  // initializer_list
+#include <string>            // string
+#include <string_view>       // string_view
+#include <type_traits>       // invoke_result_t
+#include <utility>           // forward, move, pair
+#include <vector>            // vector
+
+// ---- begin lotus/detail/helpers.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_HELPERS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_HELPERS_HPP
+// lotus — pieces the pipeline helpers share (lotus/pipeline.hpp, lotus/torch.hpp) (internal)
+// SPDX-License-Identifier: MIT
+
+#include <string_view>  // string_view
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// The process-lifetime location of `name` for the helpers' records (under LOTUS_DISABLE one
+/// location that is never recorded).
+inline const record_site* interned_location(std::string_view name) { return &intern(name); }
+
+/// An NVTX range around a part of a span recorded after the fact (LOTUS_NVTX): pushed now when
+/// `mode` is an NVTX mode, popped at scope exit (also when the part throws).
+class nvtx_part {
+ public:
+  nvtx_part(int mode, const record_site& loc) noexcept
+      : pushed_(mode >= mode_tsc_nvtx && nvtx_push(loc, 0)) {}
+  ~nvtx_part() {
+    if (pushed_) nvtx_pop();
+  }
+  nvtx_part(const nvtx_part&) = delete;
+  nvtx_part& operator=(const nvtx_part&) = delete;
+
+ private:
+  bool pushed_;
+};
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_HELPERS_HPP
+// ---- end lotus/detail/helpers.hpp ----
+// ---- begin lotus/detail/record_name.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_RECORD_NAME_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_RECORD_NAME_HPP
+// lotus — how a record names its site: flags, name limit, built-in sites (internal)
+// SPDX-License-Identifier: MIT
+
+#include <cstddef>  // size_t
+#include <cstdint>  // uint32_t
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+constexpr std::uint32_t flag_main = 1;       // consumer side: route to the `_main_pid_` file
+constexpr std::uint32_t flag_indexed = 2;    // append `_<idx>` to the name
+constexpr std::uint32_t flag_fixed_1us = 4;  // write the Lotus 1000 ns placeholder as duration
+constexpr std::uint32_t flag_sanitized =
+    8;  // a run-time name was cut or had control bytes replaced
+/// The longest name a record carries (bytes, without the leading 'S'); longer run-time names are
+/// cut at a UTF-8 character boundary and counted as sanitized.
+constexpr std::size_t max_name_bytes = 4096;
+/// The bytes of a run-time name that count: at most max_name_bytes, cut back to a UTF-8 character
+/// boundary. What lies beyond is neither read, hashed nor stored.
+inline std::size_t name_key_size(const char* name, std::size_t size) noexcept {
+  if (size <= max_name_bytes) return size;
+  std::size_t keep = max_name_bytes;
+  while (keep > 0 && (static_cast<unsigned char>(name[keep]) & 0xC0) == 0x80) --keep;
+  return keep;
+}
+
+/// A name's byte as records carry it: ',' (the field separator) and control bytes become '_'.
+constexpr char record_name_char(char c) noexcept {
+  return c == ',' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? '_' : c;
+}
+
+// Consumer-side record sites (written to the `_main_pid_` file).
+inline constexpr record_site batch_queued_loc{"BatchQueued", "", "", 0,
+                                              flag_main | flag_indexed | flag_fixed_1us};
+inline constexpr record_site batch_wait_loc{"BatchWait", "", "", 0, flag_main | flag_indexed};
+inline constexpr record_site batch_wait_marker_loc{"BatchWait", "", "", 0,
+                                                   flag_main | flag_indexed | flag_fixed_1us};
+inline constexpr record_site batch_consumed_loc{"BatchConsumed", "", "", 0,
+                                                flag_main | flag_indexed | flag_fixed_1us};
+inline constexpr record_site loader_loc{"Loader", "", "", 0, 0};
+inline constexpr record_site transform_loc{"Transform", "", "", 0, 0};
+inline constexpr record_site batch_preprocessed_loc{"BatchPreprocessed", "", "", 0, flag_indexed};
+/// The NVTX range of a consumer's wait (LOTUS_NVTX): the batch index is not known while waiting.
+inline constexpr record_site batch_wait_range_loc{"BatchWait", "", "", 0, flag_main};
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_RECORD_NAME_HPP
+// ---- end lotus/detail/record_name.hpp ----
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+
+/// A callable that records `S<name>` around every call of `f`.
+template <class F>
+class traced_fn {
+ public:
+  traced_fn(std::string_view name, F f) : loc_(detail::interned_location(name)), f_(std::move(f)) {}
+
+  template <class... Args>
+  decltype(auto) operator()(Args&&... args) const {
+    scope_timer timer(*loc_);
+    return f_(std::forward<Args>(args)...);
+  }
+
+ private:
+  const record_site* loc_;
+  F f_;
+};
+
+/// Wrap `f` so that every call is recorded as `S<name>`.
+template <class F>
+traced_fn<F> traced(std::string_view name, F f) {
+  return traced_fn<F>(name, std::move(f));
+}
+
+/// torchvision-like Compose: applies named transforms in order and records each as `S<name>`.
+/// **Example**: `lotus::compose<Image> t{{"RandomResizedCrop", rrc}, {"Normalize", norm}};`
+template <class T>
+class compose {
+ public:
+  using transform = std::function<T(T)>;
+
+  compose() = default;
+  compose(std::initializer_list<std::pair<std::string_view, transform>> steps) {
+    for (const auto& s : steps) add(s.first, s.second);
+  }
+
+  /// Append a step; the name is interned once here, not per call.
+  compose& add(std::string_view name, transform f) {
+    steps_.push_back(step{detail::interned_location(name), std::string(name), std::move(f)});
+    return *this;
+  }
+
+  T operator()(T x) const {
+    for (const step& s : steps_) {
+      scope_timer timer(*s.loc);
+      x = s.fn(std::move(x));
+    }
+    return x;
+  }
+
+  std::size_t size() const noexcept { return steps_.size(); }
+  const std::string& name(std::size_t i) const { return steps_.at(i).name; }
+
+ private:
+  struct step {
+    const record_site* loc;
+    std::string name;
+    transform fn;
+  };
+  std::vector<step> steps_;
+};
+
+/// One dataset sample as torchvision's `DatasetFolder.__getitem__` does it: `transform(load())`,
+/// recording `SLoader` and `STransform` *after* the transform's own records, Lotus's file order.
+template <class Load, class Transform>
+auto load_transform(Load&& load, Transform&& transform) {
+  const int m = detail::active_mode();
+  if (m < detail::mode_tsc) return transform(load());
+  std::uint64_t l0 = 0, l1 = 0, t0 = 0, t1 = 0;
+  auto sample = [&] {
+    const detail::nvtx_part range(m, detail::loader_loc);
+    l0 = detail::now_ticks(m);
+    auto r = load();
+    l1 = detail::now_ticks(m);
+    return r;
+  }();
+  auto out = [&] {
+    const detail::nvtx_part range(m, detail::transform_loc);
+    t0 = detail::now_ticks(m);
+    auto r = transform(std::move(sample));
+    t1 = detail::now_ticks(m);
+    return r;
+  }();
+  detail::emit(detail::loader_loc, l0, l1, 0);
+  detail::emit(detail::transform_loc, t0, t1, 0);
+  return out;
+}
+
+/// Consumer side of a data loader, by the Lotus rules: `SBatchQueued`, `SBatchWait`,
+/// `SBatchConsumed`. One tracker per consuming thread; see tools/docs/FORMAT.md §4 for the order.
+class batch_tracker {
+ public:
+  /// An index was handed to a worker: `SBatchQueued_<idx>,<now>,1000`.
+  void queued(std::uint64_t idx) noexcept {
+    const int m = detail::active_mode();
+    if (m >= detail::mode_tsc) detail::emit(detail::batch_queued_loc, detail::now_ticks(m), 0, idx);
+    if (m >= detail::mode_tsc_nvtx) detail::nvtx_mark(detail::batch_queued_loc, idx);
+  }
+
+  /// The consumer starts waiting for the next batch (once per next() call).
+  void wait_begin() noexcept {
+    const int m = detail::active_mode();
+    if (LOTUS_DETAIL_UNLIKELY(m >= detail::mode_tsc_nvtx)) {
+      detail::nvtx_end(nvtx_wait_);  // a wait that never saw its batch (end of the epoch)
+      nvtx_wait_ = detail::nvtx_start(detail::batch_wait_range_loc, 0);
+      if (itt_wait_) detail::itt_task_pop();
+      itt_wait_ = detail::itt_task_push(detail::batch_wait_range_loc);
+    }
+    wait_start_ = m >= detail::mode_tsc ? detail::now_ticks(m) : 0;
+  }
+
+  /// A batch arrived. In order: the wait since wait_begin() is kept for consumed() and true is
+  /// returned. Out of order: `SBatchWait_<idx>,<arrival>,1000` is written and false returned.
+  bool arrived(std::uint64_t idx) noexcept {
+    const bool in_order = idx == expected_;
+    const int m = detail::active_mode();
+    if (m >= detail::mode_tsc) {
+      const std::uint64_t now = detail::now_ticks(m);
+      if (in_order) {
+        pending_ = true;
+        pending_start_ = wait_start_ != 0 ? wait_start_ : now;
+        pending_end_ = now;
+      } else {
+        detail::emit(detail::batch_wait_marker_loc, now, 0, idx);
+      }
+    }
+    if (LOTUS_DETAIL_UNLIKELY(nvtx_wait_ != 0)) {
+      detail::nvtx_end(nvtx_wait_);
+      nvtx_wait_ = 0;
+    }
+    if (LOTUS_DETAIL_UNLIKELY(itt_wait_)) {
+      detail::itt_task_pop();
+      itt_wait_ = false;
+    }
+    if (m >= detail::mode_tsc_nvtx && !in_order)
+      detail::nvtx_mark(detail::batch_wait_marker_loc, idx);
+    return in_order;
+  }
+
+  /// The batch was handed to the training step: writes the kept wait (if this batch had one),
+  /// then `SBatchConsumed_<idx>,<now>,1000`. A cached batch (out-of-order arrival) has no wait.
+  void consumed(std::uint64_t idx) noexcept {
+    const int m = detail::active_mode();
+    if (m >= detail::mode_tsc) {
+      const std::uint64_t now = detail::now_ticks(m);
+      if (pending_ && idx == expected_) {
+        detail::emit(detail::batch_wait_loc, pending_start_, pending_end_, idx);
+      }
+      detail::emit(detail::batch_consumed_loc, now, 0, idx);
+    }
+    if (m >= detail::mode_tsc_nvtx) detail::nvtx_mark(detail::batch_consumed_loc, idx);
+    pending_ = false;
+    if (idx == expected_) ++expected_;
+  }
+
+  /// New epoch: batch indices restart at 0.
+  void reset() noexcept {
+    expected_ = 0;
+    pending_ = false;
+    detail::nvtx_end(nvtx_wait_);
+    nvtx_wait_ = 0;
+    if (itt_wait_) detail::itt_task_pop();
+    itt_wait_ = false;
+  }
+
+  /// Index of the batch the consumer needs next.
+  std::uint64_t expected() const noexcept { return expected_; }
+
+  /// Makes `idx` the batch the consumer needs next, dropping a kept wait. For consumers that
+  /// take batches in arrival order (expect(idx) before arrived(idx): a real wait, no marker), and
+  /// to step past a batch that is never consumed (a worker exception).
+  void expect(std::uint64_t idx) noexcept {
+    expected_ = idx;
+    pending_ = false;
+  }
+
+ private:
+  std::uint64_t expected_ = 0;
+  bool pending_ = false;
+  std::uint64_t wait_start_ = 0;
+  std::uint64_t pending_start_ = 0, pending_end_ = 0;
+  std::uint64_t nvtx_wait_ = 0;  // the open NVTX range of a wait (LOTUS_NVTX), 0: none
+  bool itt_wait_ = false;        // the open ITT task of a wait on this thread (LOTUS_ITT)
+};
+
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_PIPELINE_HPP
+// ---- end lotus/pipeline.hpp ----
 // ---- begin lotus/trace.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_TRACE_HPP
 #define LOTUS_AMALGAMATED_LOTUS_TRACE_HPP
 // lotus — process-wide trace control: configure, flush, shutdown, stats
 // SPDX-License-Identifier: MIT
 
+#include <atomic>  // memory_order (the state words)
 
-#ifndef LOTUS_DISABLE
-#endif
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
-
-#ifndef LOTUS_DISABLE
 
 /// Apply options (unset fields: environment, then defaults). Pending events are flushed first.
 inline void configure(const options& opts) { detail::api_configure(opts); }
@@ -6443,25 +6036,8 @@ inline bool tracing_enabled() noexcept {
   return m >= detail::mode_tsc;
 }
 
-#else  // LOTUS_DISABLE: every function is a no-op
-
-inline void configure(const options&) {}
-inline void flush() noexcept {}
-inline void shutdown() noexcept {}
-inline trace_stats stats() noexcept { return {}; }
-inline bool tracing_enabled() noexcept { return false; }
-
-#endif
-
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-
-// Header-only mode: the runtime's definitions. (Nested, not `&&`: the amalgamator then sees
-// that the copies of the headers it already inlined under `#ifndef LOTUS_DISABLE` cover these.)
-#ifndef LOTUS_DISABLE
-#  ifndef LOTUS_COMPILED_LIB
-#  endif
-#endif
 #endif  // LOTUS_AMALGAMATED_LOTUS_TRACE_HPP
 // ---- end lotus/trace.hpp ----
 // ---- begin lotus/version.hpp ----
@@ -6480,3 +6056,1830 @@ inline bool tracing_enabled() noexcept { return false; }
 // ---- end lotus/version.hpp ----
 #endif  // LOTUS_AMALGAMATED_LOTUS_LOTUS_HPP
 // ---- end lotus/lotus.hpp ----
+// ---- begin lotus/collector.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTOR_HPP
+#define LOTUS_AMALGAMATED_LOTUS_COLLECTOR_HPP
+// lotus — vendor-neutral collector control: resume/pause/detach perf, Callgrind, VTune (ITT), uProf
+// SPDX-License-Identifier: MIT
+// Not part of lotus.hpp: a probe includes it (or <lotus/map_region.hpp>). The fast paths are
+// inline (one relaxed load while nothing is attached); detection and the backends are compiled
+// in the files that include this header (header-only) or once, in lotus::lotus_compiled.
+
+#include <atomic>  // memory_order (the state words)
+
+// ---- begin lotus/collector_kind.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTOR_KIND_HPP
+#define LOTUS_AMALGAMATED_LOTUS_COLLECTOR_KIND_HPP
+// lotus — the collectors lotus drives, one enum for the library and lotus-tool
+// SPDX-License-Identifier: MIT
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace collector {
+
+/// The collector that resume()/pause() drive; chosen once per process by LOTUS_COLLECTOR
+/// (auto|perf|itt|amd|callgrind|none, default auto; `vtune` and `uprof` name itt and amd).
+enum class kind { none, perf, itt, amd, callgrind };
+
+/// LOTUS_COLLECTOR's spelling of `k`: "none", "perf", "itt", "amd", "callgrind".
+constexpr const char* env_name(kind k) noexcept {
+  return k == kind::perf        ? "perf"
+         : k == kind::itt       ? "itt"
+         : k == kind::amd       ? "amd"
+         : k == kind::callgrind ? "callgrind"
+                                : "none";
+}
+
+/// The profiler's own name, as lotus-tool's --collector spells it: "perf", "vtune", "uprof",
+/// "callgrind" ("none" for none).
+constexpr const char* tool_name(kind k) noexcept {
+  return k == kind::itt ? "vtune" : k == kind::amd ? "uprof" : env_name(k);
+}
+
+}  // namespace collector
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_COLLECTOR_KIND_HPP
+// ---- end lotus/collector_kind.hpp ----
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace collector {
+
+/// Detects the collector now instead of at the first resume/pause (idempotent).
+inline void initialize() noexcept {
+  if (detail::collector_state.load(std::memory_order_acquire) != detail::collector_unknown) return;
+  detail::collector_initialize();
+}
+
+/// Starts (resumes) collection; nests process-wide: only the outermost resume() reaches it.
+LOTUS_DETAIL_FORCE_INLINE void resume() noexcept {
+  if (LOTUS_DETAIL_LIKELY(detail::collector_state.load(std::memory_order_relaxed) ==
+                          detail::collector_off)) {
+    return;
+  }
+  detail::collector_resume_slow(nullptr);
+}
+
+/// Stops (pauses) collection when the outermost resume() is matched.
+LOTUS_DETAIL_FORCE_INLINE void pause() noexcept {
+  if (LOTUS_DETAIL_LIKELY(detail::collector_state.load(std::memory_order_relaxed) ==
+                          detail::collector_off)) {
+    return;
+  }
+  detail::collector_pause_slow(nullptr);
+}
+
+/// resume() for a named region: Callgrind also zeroes its counters so the region dumps alone.
+LOTUS_DETAIL_FORCE_INLINE void resume_region(const char* name) noexcept {
+  if (LOTUS_DETAIL_LIKELY(detail::collector_state.load(std::memory_order_relaxed) ==
+                          detail::collector_off)) {
+    return;
+  }
+  detail::collector_resume_slow(name);
+}
+
+/// pause() for a named region: Callgrind dumps `callgrind.out.<pid>.<n>` labelled with `name`.
+LOTUS_DETAIL_FORCE_INLINE void pause_region(const char* name) noexcept {
+  if (LOTUS_DETAIL_LIKELY(detail::collector_state.load(std::memory_order_relaxed) ==
+                          detail::collector_off)) {
+    return;
+  }
+  detail::collector_pause_slow(name);
+}
+
+/// Pauses if needed, detaches the collector (ITT `__itt_detach`, perf FIFOs closed) and turns
+/// every later call into a no-op.
+inline void detach() noexcept {
+  if (detail::collector_state.load(std::memory_order_relaxed) == detail::collector_off) return;
+  detail::collector_detach_slow();
+}
+
+/// The collector in use (detecting it if needed); kind::none when nothing is attached any more.
+inline kind attached() noexcept { return detail::collector_attached(); }
+
+/// Current process-wide nesting depth of resume() calls.
+inline int depth() noexcept { return detail::collector_depth.load(std::memory_order_relaxed); }
+
+/// "none", "perf", "itt", "amd" or "callgrind".
+inline const char* to_string(kind k) noexcept {
+  switch (k) {
+    case kind::perf:
+      return "perf";
+    case kind::itt:
+      return "itt";
+    case kind::amd:
+      return "amd";
+    case kind::callgrind:
+      return "callgrind";
+    case kind::none:
+      break;
+  }
+  return "none";
+}
+
+}  // namespace collector
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+
+/// Resume / pause the attached collector (perf, Callgrind, VTune, uProf); nest process-wide.
+#undef LOTUS_COLLECTOR_RESUME
+#undef LOTUS_COLLECTOR_PAUSE
+#undef LOTUS_COLLECTOR_DETACH
+#define LOTUS_COLLECTOR_RESUME() LOTUS_DETAIL_COLLECTOR_CALL(::lotus::collector::resume())
+#define LOTUS_COLLECTOR_PAUSE() LOTUS_DETAIL_COLLECTOR_CALL(::lotus::collector::pause())
+/// Detach the collector; every later collector call is a no-op.
+#define LOTUS_COLLECTOR_DETACH() LOTUS_DETAIL_COLLECTOR_CALL(::lotus::collector::detach())
+
+// Header-only mode: detection and the backends, compiled in this file.
+#if LOTUS_DETAIL_INLINE_RUNTIME
+// ---- begin lotus/detail/collector_impl.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_IMPL_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_IMPL_HPP
+// lotus — collector detection, nesting and the backends behind lotus/collector.hpp (internal)
+// SPDX-License-Identifier: MIT
+// Header-only: included by collector.hpp; LOTUS_COMPILED_LIB: compiled once (lotus/src.hpp).
+
+#include <atomic>   // atomic
+#include <cerrno>   // errno
+#include <cstring>  // strcmp
+#include <mutex>    // mutex, lock_guard
+
+// ---- begin lotus/detail/collector_amd.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_AMD_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_AMD_HPP
+// lotus — AMD uProf backend: dlopen of libAMDProfileController.so, 4.x and 5.x entry points
+// SPDX-License-Identifier: MIT
+
+#include <dlfcn.h>  // dlopen, dlsym
+#include <glob.h>   // glob
+
+// ---- begin lotus/detail/collector_common.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_COMMON_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_COMMON_HPP
+// lotus — shared pieces of the collector backends: backend table, env helpers
+// SPDX-License-Identifier: MIT
+
+#include <atomic>   // atomic
+#include <cstdint>  // uint64_t
+#include <cstring>  // memcpy
+
+// ---- begin lotus/detail/diagnostics.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_DIAGNOSTICS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_DIAGNOSTICS_HPP
+// lotus — the one diagnostics sink: `lotus: ...` on stderr, once per topic (internal)
+// SPDX-License-Identifier: MIT
+
+#include <errno.h>   // errno
+#include <unistd.h>  // write
+
+#include <atomic>   // atomic
+#include <cstdarg>  // va_list
+#include <cstdio>   // vsnprintf
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// What a message is about. Each topic prints at most once per process, so a flood of one failure
+/// never hides the first report of another (a bad LOTUS_MAP_* value does not silence the perf
+/// FIFO).
+enum class topic : unsigned {
+  clock,           // TSC refused
+  file_taken,      // a trace file name already existed; a fresh name is used
+  file_refused,    // a file lotus will not write into (replaced, linked, no fresh name left)
+  no_space,        // ENOSPC / EDQUOT
+  max_bytes,       // LOTUS_MAX_BYTES reached
+  disk_reserve,    // the file system's free space under LOTUS_MIN_FREE_BYTES
+  too_many_files,  // EMFILE / ENFILE
+  io_error,        // any other error creating or writing a trace file
+  no_memory,       // a ring or buffer could not be allocated
+  writer,          // the writer thread could not start or did not stop in time
+  late_event,      // an event after the thread's exit hook (a thread_local destructor)
+  reentrant,       // an event from a signal handler that interrupted lotus on the same thread
+  collector,       // the collector backend (perf, ITT, uProf, Callgrind) failed
+  map,             // LotusMap probe control (list file)
+  nvtx,            // LOTUS_NVTX asked for in a build without NVTX
+  itt,             // LOTUS_ITT asked for with no usable ITT collector
+  names,           // the run-time name table is full: new names pooled
+  fd_reused,       // a descriptor of lotus was closed (and maybe reused) by the host
+  count_
+};
+
+inline std::atomic<bool> g_topic_said[static_cast<unsigned>(topic::count_)] = {};
+
+/// `lotus: <text>` on stderr with one write(2): async-signal-safe formatting aside, no stdio lock.
+inline void diag_write(const char* text, int n) noexcept {
+  char line[640];
+  if (n < 0) return;
+  const int max = static_cast<int>(sizeof line) - 9;
+  if (n > max) n = max;
+  const char head[] = "lotus: ";
+  for (int i = 0; i < 7; ++i) line[i] = head[i];
+  for (int i = 0; i < n; ++i) line[7 + i] = text[i];
+  line[7 + n] = '\n';
+  const int saved = errno;
+  const ssize_t w = ::write(2, line, static_cast<std::size_t>(8 + n));
+  static_cast<void>(w);
+  errno = saved;
+}
+
+LOTUS_DETAIL_COLD inline void diag_vprint(const char* format, va_list args) noexcept {
+  char text[600];
+  const int n = std::vsnprintf(text, sizeof text, format, args);
+  if (n > 0)
+    diag_write(text, n < static_cast<int>(sizeof text) ? n : static_cast<int>(sizeof text) - 1);
+}
+
+/// Print once per process for `t`; returns whether this call printed.
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((format(printf, 2, 3)))
+#endif
+inline bool
+diag(topic t, const char* format, ...) noexcept {
+  if (g_topic_said[static_cast<unsigned>(t)].exchange(true, std::memory_order_relaxed))
+    return false;
+  va_list args;
+  va_start(args, format);
+  diag_vprint(format, args);
+  va_end(args);
+  return true;
+}
+
+/// A bad configuration value. Every variable is read once per process, so each bad one is
+/// reported once (these do not share a once-flag: two bad variables give two lines).
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((format(printf, 1, 2)))
+#endif
+inline void
+diag_config(const char* format, ...) noexcept {
+  va_list args;
+  va_start(args, format);
+  diag_vprint(format, args);
+  va_end(args);
+}
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_DIAGNOSTICS_HPP
+// ---- end lotus/detail/diagnostics.hpp ----
+// ---- begin lotus/detail/env.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_ENV_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_ENV_HPP
+// lotus — the typed environment parser under option_table.hpp (internal)
+// SPDX-License-Identifier: MIT
+
+#include <cstdint>      // uint64_t
+#include <cstdlib>      // getenv
+#include <string_view>  // string_view
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// The value of `name`, or nullptr when unset or empty.
+inline const char* env_text(const char* name) noexcept {
+  const char* v = std::getenv(name);
+  return (v != nullptr && *v != '\0') ? v : nullptr;
+}
+
+/// Decimal digits only (no sign, no spaces), at most 19 of them, within [lo, hi].
+inline bool parse_u64(const char* s, std::uint64_t lo, std::uint64_t hi,
+                      std::uint64_t& out) noexcept {
+  std::uint64_t x = 0;
+  std::size_t n = 0;
+  for (; s[n] != '\0'; ++n) {
+    if (s[n] < '0' || s[n] > '9' || n == 19) return false;
+    x = x * 10 + static_cast<std::uint64_t>(s[n] - '0');
+  }
+  if (n == 0 || x < lo || x > hi) return false;
+  out = x;
+  return true;
+}
+
+/// An integer variable: true and `out` set when it is set and valid; unset → false, silently;
+/// invalid → one warning naming the variable, the value and what was expected, and false.
+LOTUS_DETAIL_COLD inline bool env_u64(const char* name, std::uint64_t lo, std::uint64_t hi,
+                                      std::uint64_t& out) noexcept {
+  const char* v = env_text(name);
+  if (v == nullptr) return false;
+  if (parse_u64(v, lo, hi, out)) return true;
+  diag_config("ignoring %s='%.200s' (expected an integer from %llu to %llu); using the default",
+              name, v, static_cast<unsigned long long>(lo), static_cast<unsigned long long>(hi));
+  return false;
+}
+
+/// True when `s` holds a control character (a newline in a file name splits sidecar lines).
+inline bool has_control_char(std::string_view s) noexcept {
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c == 0x7f) return true;
+  }
+  return false;
+}
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_ENV_HPP
+// ---- end lotus/detail/env.hpp ----
+// ---- begin lotus/detail/option_table.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_OPTION_TABLE_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_OPTION_TABLE_HPP
+// lotus — the one table of run-time options: name, variable, kind, range, default, doc (internal)
+// SPDX-License-Identifier: MIT
+
+#include <cstddef>  // size_t
+#include <cstdint>  // uint64_t
+#include <cstdio>   // snprintf
+#include <cstdlib>  // getenv
+#include <cstring>  // strcmp
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// How an option's value is spelled and checked.
+enum class option_kind : unsigned char {
+  prefix,  // a trace prefix (resolve_prefix)
+  flag,    // 1/true/yes/on or ""/0/false/no/off
+  uint,    // a decimal integer within [min, max]
+  choice,  // one of `choices`
+  bytes,   // a byte count within [min, max]
+  path,    // any text (a file or a name); not checked here
+};
+
+/// One option, declared once: its lotus::options field (and lotus.configure keyword; nullptr for
+/// a variable of the collector or the mapping probe only), its environment variable, kind, range,
+/// default (a number; for choice and flag an index into `choices`), how the docs and messages
+/// spell the default when not as the number/choice, and one doc line.
+struct option_desc {
+  const char* field;
+  const char* env;
+  option_kind kind;
+  std::uint64_t min, max, def;
+  const char* const* choices;  // choice and flag: nullptr-terminated spellings
+  const char* default_text;    // nullptr: def as spelled by the kind
+  std::uint64_t fail_closed;   // bytes: the value a malformed variable gets (0: the default)
+  const char* doc;
+};
+
+inline constexpr const char* option_flag_words[] = {"0", "false", "no",  "off", "",
+                                                    "1", "true",  "yes", "on",  nullptr};
+/// option_flag_words[i] means "yes" from this index on.
+constexpr int option_flag_yes = 5;
+inline constexpr const char* option_overflow_names[] = {"block", "drop", nullptr};
+inline constexpr const char* option_clock_names[] = {"auto", "tsc", "realtime", nullptr};
+/// LOTUS_COLLECTOR's values (collector_common.hpp maps each to a collector::kind).
+inline constexpr const char* option_collector_names[] = {
+    "auto", "none", "perf", "itt", "vtune", "amd", "uprof", "callgrind", nullptr};
+
+/// LOTUS_MAX_BYTES when it is set but malformed (garbage, negative, out of range): a budget the
+/// user asked for must not turn into "no limit". 1 GiB per process, with the disk reserve.
+constexpr std::uint64_t max_bytes_fail_closed = std::uint64_t{1} << 30;
+/// settings::min_free when neither options nor the environment set it: max(1 GiB, 5 %).
+constexpr std::uint64_t min_free_default = ~std::uint64_t{0};
+/// The largest per-thread ring (events) and the smallest; the largest byte limit.
+constexpr std::uint64_t option_ring_min = 64, option_ring_max = std::uint64_t{1} << 26;
+constexpr std::uint64_t option_bytes_max = std::uint64_t{1} << 62;
+
+/// Index of each row of option_table.
+enum class opt : unsigned {
+  log_file,
+  enabled,
+  ring_capacity,
+  flush_interval,
+  overflow,
+  clock,
+  max_bytes,
+  min_free_bytes,
+  nvtx,
+  itt,
+  collector,
+  perf_ctl_fifo,
+  perf_ack_fifo,
+  perf_ack_timeout_ms,
+  perf_wait_ms,
+  map_list,
+  map_select,
+  map_warmup,
+  map_count,
+  map_gap_ms,
+  count_
+};
+
+// clang-format off
+inline constexpr option_desc option_table[] = {
+  {"log_file", "LOTUS_LOG_FILE", option_kind::prefix, 0, 0, 0, nullptr, "unset", 0,
+   "trace prefix: <prefix>_worker_pid_<tid>, <prefix>_main_pid_<tid>; unset: tracing off"},
+  {"enabled", "LOTUS_DISABLE", option_kind::flag, 0, 1, 0, option_flag_words, nullptr, 0,
+   "LOTUS_DISABLE=1 (enabled=false): tracing off at run time"},
+  {"ring_capacity", "LOTUS_RING_CAPACITY", option_kind::uint, option_ring_min, option_ring_max,
+   LOTUS_DEFAULT_RING_CAPACITY, nullptr, nullptr, 0,
+   "largest ring per thread, in 32-byte events (rounded up to a power of two)"},
+  {"flush_interval", "LOTUS_FLUSH_INTERVAL_MS", option_kind::uint, 1, 60000,
+   LOTUS_DEFAULT_FLUSH_INTERVAL_MS, nullptr, nullptr, 0,
+   "writer period in ms: after a SIGKILL every event older than this is on disk"},
+  {"overflow", "LOTUS_OVERFLOW", option_kind::choice, 0, 1, 0, option_overflow_names, nullptr, 0,
+   "full ring: block waits for the writer (lossless), drop counts the event as dropped"},
+  {"clock", "LOTUS_CLOCK", option_kind::choice, 0, 2, 0, option_clock_names, nullptr, 0,
+   "timestamps: tsc, realtime (clock_gettime), or auto (the TSC where CPU and kernel vouch)"},
+  {"max_bytes", "LOTUS_MAX_BYTES", option_kind::bytes, 0, option_bytes_max, 0, nullptr, nullptr,
+   max_bytes_fail_closed,
+   "bytes this process may write (sidecar included); beyond, events are dropped; 0: no limit"},
+  {"min_free_bytes", "LOTUS_MIN_FREE_BYTES", option_kind::bytes, 0, option_bytes_max,
+   min_free_default, nullptr, "max(1 GiB, 5 %)", 0,
+   "free space the trace file system keeps; below, events are dropped; 0: no reserve"},
+  {"nvtx", "LOTUS_NVTX", option_kind::flag, 0, 1, 0, option_flag_words, nullptr, 0,
+   "every span also pushes an NVTX range (builds with NVTX)"},
+  {"itt", "LOTUS_ITT", option_kind::flag, 0, 1, 0, option_flag_words, nullptr, 0,
+   "every span is also an ITT task (the collector of INTEL_LIBITTNOTIFY64)"},
+  {nullptr, "LOTUS_COLLECTOR", option_kind::choice, 0, 7, 0, option_collector_names, nullptr, 0,
+   "the collector LOTUS_COLLECTOR_RESUME/PAUSE and map regions drive"},
+  {nullptr, "LOTUS_PERF_CTL_FIFO", option_kind::path, 0, 0, 0, nullptr, "\xe2\x80\x94", 0,
+   "perf's control FIFO (perf record --control=fifo:CTL,ACK)"},
+  {nullptr, "LOTUS_PERF_ACK_FIFO", option_kind::path, 0, 0, 0, nullptr, "\xe2\x80\x94", 0,
+   "perf's ack FIFO; each command waits for its ack"},
+  {nullptr, "LOTUS_PERF_ACK_TIMEOUT_MS", option_kind::uint, 0, 3600000, 5000, nullptr, nullptr, 0,
+   "bounded wait for each perf ack, in ms"},
+  {nullptr, "LOTUS_PERF_WAIT_MS", option_kind::uint, 0, 3600000, 0, nullptr, nullptr, 0,
+   "attach mode: how long the first region waits for perf to open the control FIFO, in ms"},
+  {nullptr, "LOTUS_MAP_LIST", option_kind::path, 0, 0, 0, nullptr, "\xe2\x80\x94", 0,
+   "list mode: append each region name once to this file"},
+  {nullptr, "LOTUS_MAP_SELECT", option_kind::path, 0, 0, 0, nullptr, "\xe2\x80\x94", 0,
+   "the region to profile"},
+  {nullptr, "LOTUS_MAP_WARMUP", option_kind::uint, 0, std::uint64_t{1} << 40, 1, nullptr, nullptr,
+   0, "executions of the selected region skipped before profiling"},
+  {nullptr, "LOTUS_MAP_COUNT", option_kind::uint, 0, std::uint64_t{1} << 40, 1, nullptr, nullptr,
+   0, "executions profiled after the warm-up"},
+  {nullptr, "LOTUS_MAP_GAP_MS", option_kind::uint, 0, 3600000, 0, nullptr, nullptr, 0,
+   "sleep before each profiled execution, in ms"},
+};
+// clang-format on
+static_assert(sizeof option_table / sizeof option_table[0] == static_cast<unsigned>(opt::count_),
+              "one option_table row per opt");
+
+constexpr const option_desc& option_of(opt o) noexcept {
+  return option_table[static_cast<unsigned>(o)];
+}
+
+/// What a value of `d` must be: "an integer from 1 to 60000", "block|drop".
+inline void option_expected(const option_desc& d, char* out, std::size_t size) noexcept {
+  out[0] = '\0';
+  if (d.kind == option_kind::uint || d.kind == option_kind::bytes) {
+    std::snprintf(out, size, "an integer from %llu to %llu", static_cast<unsigned long long>(d.min),
+                  static_cast<unsigned long long>(d.max));
+    return;
+  }
+  if (d.choices == nullptr) return;
+  std::size_t used = 0;
+  for (int i = 0; d.choices[i] != nullptr; ++i) {
+    if (d.choices[i][0] == '\0') continue;
+    const int n =
+        std::snprintf(out + used, size - used, "%s%s", used != 0 ? "|" : "", d.choices[i]);
+    if (n < 0 || static_cast<std::size_t>(n) >= size - used) break;
+    used += static_cast<std::size_t>(n);
+  }
+}
+
+/// `value` of `d` as the docs spell it (its default_text for the default).
+inline void option_value_text(const option_desc& d, std::uint64_t value, char* out,
+                              std::size_t size) noexcept {
+  if (value == d.def && d.default_text != nullptr) {
+    std::snprintf(out, size, "%s", d.default_text);
+  } else if (d.kind == option_kind::choice) {
+    std::snprintf(out, size, "%s", value <= d.max ? d.choices[value] : "?");
+  } else {
+    std::snprintf(out, size, "%llu", static_cast<unsigned long long>(value));
+  }
+}
+
+/// The one message for a refused value, from the environment or from lotus::options:
+///   lotus: ignoring <source>='<value>' (expected <what>); using <kept>
+/// `kept` is the value used instead (for a malformed LOTUS_MAX_BYTES: the fail-closed limit).
+LOTUS_DETAIL_COLD inline void option_refused(const char* source, const char* value,
+                                             const option_desc& d, std::uint64_t kept) noexcept {
+  char expected[160];
+  char using_text[96];
+  option_expected(d, expected, sizeof expected);
+  option_value_text(d, kept, using_text, sizeof using_text);
+  diag_config("ignoring %s='%.200s' (expected %s); using %s%s", source, value, expected, using_text,
+              d.fail_closed != 0 && kept == d.fail_closed
+                  ? ", the fail-closed limit for a malformed value"
+                  : "");
+}
+
+/// An integer variable of the table (uint, bytes): unset → false, silently; valid → true and
+/// `out`; bad → the message and false, or, for a fail-closed limit, true and that limit.
+LOTUS_DETAIL_COLD inline bool env_option_u64(opt o, std::uint64_t& out) noexcept {
+  const option_desc& d = option_of(o);
+  const char* v = env_text(d.env);
+  if (v == nullptr) return false;
+  if (parse_u64(v, d.min, d.max, out)) return true;
+  const std::uint64_t kept = d.fail_closed != 0 ? d.fail_closed : d.def;
+  option_refused(d.env, v, d, kept);
+  if (d.fail_closed == 0) return false;
+  out = d.fail_closed;
+  return true;
+}
+
+/// A choice or flag variable of the table: the index of its spelling; unset (or empty, for a
+/// choice; an empty flag is "no") → -1, silently; anything else → the message and -1.
+LOTUS_DETAIL_COLD inline int env_option_choice(opt o) noexcept {
+  const option_desc& d = option_of(o);
+  const char* v = d.kind == option_kind::flag ? std::getenv(d.env) : env_text(d.env);
+  if (v == nullptr) return -1;
+  for (int i = 0; d.choices[i] != nullptr; ++i) {
+    if (std::strcmp(v, d.choices[i]) == 0) return i;
+  }
+  option_refused(d.env, v, d, d.def);
+  return -1;
+}
+
+/// A flag variable of the table: 1 (yes), 0 (no), -1 (unset or refused).
+LOTUS_DETAIL_COLD inline int env_option_flag(opt o) noexcept {
+  const int i = env_option_choice(o);
+  return i < 0 ? -1 : (i >= option_flag_yes ? 1 : 0);
+}
+
+/// A lotus::options integer field checked against the table: true when within range; else the
+/// message (source `options::<field>`, the value kept from the environment or the default) and
+/// false.
+LOTUS_DETAIL_COLD inline bool option_check_i64(opt o, long long value,
+                                               std::uint64_t kept) noexcept {
+  const option_desc& d = option_of(o);
+  if (value >= 0 && static_cast<std::uint64_t>(value) >= d.min &&
+      static_cast<std::uint64_t>(value) <= d.max) {
+    return true;
+  }
+  char source[64], shown[24];
+  std::snprintf(source, sizeof source, "options::%s", d.field);
+  std::snprintf(shown, sizeof shown, "%lld", value);
+  option_refused(source, shown, d, kept);
+  return false;
+}
+LOTUS_DETAIL_COLD inline bool option_check_u64(opt o, std::uint64_t value,
+                                               std::uint64_t kept) noexcept {
+  const option_desc& d = option_of(o);
+  if (value >= d.min && value <= d.max) return true;
+  char source[64], shown[24];
+  std::snprintf(source, sizeof source, "options::%s", d.field);
+  std::snprintf(shown, sizeof shown, "%llu", static_cast<unsigned long long>(value));
+  option_refused(source, shown, d, kept);
+  return false;
+}
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_OPTION_TABLE_HPP
+// ---- end lotus/detail/option_table.hpp ----
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// One attached collector. Every entry is noexcept and called with the collector mutex held.
+/// resume/pause get the region name (nullptr for plain LOTUS_COLLECTOR_RESUME/PAUSE) and return
+/// false when the collector failed; the caller then turns collector control off.
+struct collector_backend {
+  const char* name;
+  bool (*resume)(const char* region) noexcept;
+  bool (*pause)(const char* region) noexcept;
+  void (*detach)(bool active) noexcept;
+};
+
+// Absent collectors are silent; a collector that was asked for and fails gets exactly one line
+// on stderr: diag(topic::collector, "collector: ..."), then control is off.
+
+/// An integer variable of option_table (option_table.hpp: range and default): unset → its
+/// default; bad value → option_table's message and the default (diag_config: it does not use up
+/// the collector's message).
+inline std::uint64_t collector_env_u64(opt o) noexcept {
+  std::uint64_t value = 0;
+  return env_option_u64(o, value) ? value : option_of(o).def;
+}
+
+/// LOTUS_COLLECTOR's values, and the collector each selects (auto and none: kind::none).
+inline constexpr const char* const* collector_names = option_collector_names;
+inline constexpr collector::kind collector_kinds[] = {
+    collector::kind::none, collector::kind::none,     collector::kind::perf,
+    collector::kind::itt,  collector::kind::itt,      collector::kind::amd,
+    collector::kind::amd,  collector::kind::callgrind};
+
+/// The collector's and the mapping probe's variables (declared in option_table), read once per
+/// process into one snapshot (all optional):
+///   LOTUS_COLLECTOR=<name>  auto | none | perf | itt | vtune | amd | uprof | callgrind
+///   LOTUS_MAP_LIST=<path>   list mode: append each region name, once, to <path>; never resume
+///   LOTUS_MAP_SELECT=<name> the region to profile; other regions never touch the collector
+///   LOTUS_MAP_WARMUP=<n>    executions of the selected region skipped first (default 1)
+///   LOTUS_MAP_COUNT=<k>     executions profiled after the warm-up (default 1)
+///   LOTUS_MAP_GAP_MS=<ms>   sleep before each profiled execution (default 0)
+/// A bad value gives one configuration message and its default. The collector's own variables
+/// (FIFO paths, library paths) are read by each backend when it is selected.
+struct collector_settings {
+  int collector = -1;  ///< index into collector_names; -1: unset or refused (auto)
+  const char* list_path = nullptr;
+  const char* select = nullptr;
+  std::uint64_t warmup = option_of(opt::map_warmup).def;
+  std::uint64_t count = option_of(opt::map_count).def;
+  long gap_ms = static_cast<long>(option_of(opt::map_gap_ms).def);
+  bool map_active = false;  ///< list mode or a selection: anything beyond recording S<name>
+};
+
+LOTUS_DETAIL_COLD inline collector_settings collector_read_settings() noexcept {
+  collector_settings s;
+  s.collector = env_option_choice(opt::collector);
+  s.list_path = env_text(option_of(opt::map_list).env);
+  s.select = env_text(option_of(opt::map_select).env);
+  s.warmup = collector_env_u64(opt::map_warmup);
+  s.count = collector_env_u64(opt::map_count);
+  s.gap_ms = static_cast<long>(collector_env_u64(opt::map_gap_ms));
+  s.map_active = s.list_path != nullptr || s.select != nullptr;
+  return s;
+}
+
+inline const collector_settings& collector_config() noexcept {
+  static const collector_settings settings = collector_read_settings();
+  return settings;
+}
+
+/// dlsym returns an object pointer; convert it to a function pointer without a cast that
+/// -Wpedantic could flag on some compilers.
+template <class Fn>
+inline Fn collector_fn_cast(void* symbol) noexcept {
+  static_assert(sizeof(Fn) == sizeof(void*), "function and object pointers differ in size");
+  Fn fn;
+  std::memcpy(&fn, &symbol, sizeof fn);
+  return fn;
+}
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_COMMON_HPP
+// ---- end lotus/detail/collector_common.hpp ----
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+// uProf 5.x exports `bool amdProfileResumeImpl(void)` / `amdProfilePauseImpl(void)`; 4.x and older
+// export `bool amdProfileResume(unsigned)` / `amdProfilePause(unsigned)`, called with
+// AMD_PROFILE_CPU (1). One generation is picked per process: mixing them is an error (-7).
+struct amd_collector_state {
+  bool (*resume_impl)() = nullptr;
+  bool (*pause_impl)() = nullptr;
+  bool (*resume_v4)(unsigned) = nullptr;
+  bool (*pause_v4)(unsigned) = nullptr;
+  int (*last_error)() = nullptr;
+  char path[4096] = {};
+};
+
+inline amd_collector_state& amd_collector() noexcept {
+  static amd_collector_state state;
+  return state;
+}
+
+constexpr unsigned amd_profile_cpu = 1;
+
+inline bool amd_check(bool ok, const char* what) noexcept {
+  if (ok) return true;
+  amd_collector_state& s = amd_collector();
+  diag(topic::collector, "collector: amd: %s returned false (error %d); collector control off",
+       what, s.last_error != nullptr ? s.last_error() : 0);
+  return false;
+}
+
+inline bool amd_resume(const char*) noexcept {
+  amd_collector_state& s = amd_collector();
+  if (s.resume_impl != nullptr) return amd_check(s.resume_impl(), "amdProfileResumeImpl()");
+  return amd_check(s.resume_v4(amd_profile_cpu), "amdProfileResume(1)");
+}
+
+inline bool amd_pause(const char*) noexcept {
+  amd_collector_state& s = amd_collector();
+  if (s.pause_impl != nullptr) return amd_check(s.pause_impl(), "amdProfilePauseImpl()");
+  return amd_check(s.pause_v4(amd_profile_cpu), "amdProfilePause(1)");
+}
+
+inline void amd_detach(bool active) noexcept {
+  if (active) amd_pause(nullptr);
+}
+
+/// Finds the controller library: LOTUS_AMD_PROFILE_CONTROLLER, then the standard install folders
+/// (newest match last in glob order wins). Returns false when none exists.
+inline bool amd_find_library(char (&out)[4096]) noexcept {
+  const char* env = env_text("LOTUS_AMD_PROFILE_CONTROLLER");
+  if (env != nullptr) {
+    std::snprintf(out, sizeof out, "%s", env);
+    return true;
+  }
+  static const char* const patterns[] = {
+      "/opt/AMDuProf*/lib/x64/shared/libAMDProfileController.so",
+      "/opt/amduprof/lib/x64/shared/libAMDProfileController.so",
+      "/opt/amd/uprof/lib/x64/shared/libAMDProfileController.so",
+  };
+  for (const char* pattern : patterns) {
+    glob_t matches{};
+    if (glob(pattern, 0, nullptr, &matches) == 0 && matches.gl_pathc > 0) {
+      std::snprintf(out, sizeof out, "%s", matches.gl_pathv[matches.gl_pathc - 1]);
+      globfree(&matches);
+      return true;
+    }
+    globfree(&matches);
+  }
+  return false;
+}
+
+inline bool amd_available() noexcept {
+  char path[4096];
+  return amd_find_library(path);
+}
+
+inline const collector_backend* amd_backend(bool explicit_choice) noexcept {
+  static const collector_backend backend{"amd", amd_resume, amd_pause, amd_detach};
+  amd_collector_state& s = amd_collector();
+  if (!amd_find_library(s.path)) {
+    if (explicit_choice) {
+      diag(topic::collector,
+           "collector: amd: libAMDProfileController.so not found (set "
+           "LOTUS_AMD_PROFILE_CONTROLLER); collector control off");
+    }
+    return nullptr;
+  }
+  void* lib = dlopen(s.path, RTLD_LAZY);
+  if (lib == nullptr) {
+    const char* why = dlerror();
+    diag(topic::collector, "collector: amd: cannot load %s: %s; collector control off", s.path,
+         why != nullptr ? why : "unknown error");
+    return nullptr;
+  }
+  s.resume_impl = collector_fn_cast<bool (*)()>(dlsym(lib, "amdProfileResumeImpl"));
+  s.pause_impl = collector_fn_cast<bool (*)()>(dlsym(lib, "amdProfilePauseImpl"));
+  s.last_error = collector_fn_cast<int (*)()>(dlsym(lib, "amdGetLastProfileError"));
+  if (s.resume_impl == nullptr || s.pause_impl == nullptr) {
+    s.resume_impl = nullptr;
+    s.pause_impl = nullptr;
+    s.resume_v4 = collector_fn_cast<bool (*)(unsigned)>(dlsym(lib, "amdProfileResume"));
+    s.pause_v4 = collector_fn_cast<bool (*)(unsigned)>(dlsym(lib, "amdProfilePause"));
+    if (s.resume_v4 == nullptr || s.pause_v4 == nullptr) {
+      diag(topic::collector,
+           "collector: amd: %s exports neither amdProfileResumeImpl/PauseImpl nor "
+           "amdProfileResume/Pause; collector control off",
+           s.path);
+      return nullptr;  // never dlclose: the library may have started threads
+    }
+  }
+  return &backend;
+}
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_AMD_HPP
+// ---- end lotus/detail/collector_amd.hpp ----
+// ---- begin lotus/detail/collector_callgrind.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_CALLGRIND_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_CALLGRIND_HPP
+// lotus — Callgrind backend: Valgrind client requests, issued through the amd64 magic sequence
+// SPDX-License-Identifier: MIT
+
+#include <cstdint>  // uintptr_t
+#include <cstring>  // strstr, strncmp
+
+
+#if !(defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))) && defined(__has_include)
+#  if __has_include(<valgrind/valgrind.h>)
+#    include <valgrind/valgrind.h>
+#    define LOTUS_DETAIL_HAVE_VALGRIND_H 1
+#  endif
+#endif
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+// Request codes: core 0x1001 (RUNNING_ON_VALGRIND); Callgrind's base is ('C' << 24 | 'T' << 16).
+enum : std::uintptr_t {
+  valgrind_running_on_valgrind = 0x1001,
+  callgrind_dump_stats = 0x43540000,
+  callgrind_zero_stats = 0x43540001,
+  callgrind_toggle_collect = 0x43540002,
+  callgrind_dump_stats_at = 0x43540003,
+  callgrind_start_instrumentation = 0x43540004,
+  callgrind_stop_instrumentation = 0x43540005,
+};
+
+/// One client request; returns `fallback` when not running under Valgrind. Natively the sequence
+/// is four rotates of %rdi by 3+13+61+51 = 128 bits (no change) and `xchg %rbx,%rbx` (a no-op):
+/// under Valgrind the JIT recognises it and hands the six-word block at %rax to the tool, and the
+/// answer comes back in %rdx.
+inline std::uintptr_t valgrind_request(std::uintptr_t fallback, std::uintptr_t request,
+                                       std::uintptr_t arg1 = 0, std::uintptr_t arg2 = 0) noexcept {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  volatile std::uintptr_t block[6] = {request, arg1, arg2, 0, 0, 0};
+  std::uintptr_t result;
+  __asm__ volatile(
+      "rolq $3, %%rdi\n\t"
+      "rolq $13, %%rdi\n\t"
+      "rolq $61, %%rdi\n\t"
+      "rolq $51, %%rdi\n\t"
+      "xchgq %%rbx, %%rbx"
+      : "=d"(result)
+      : "a"(&block[0]), "0"(fallback)
+      : "cc", "memory");
+  return result;
+#elif defined(LOTUS_DETAIL_HAVE_VALGRIND_H)
+  return static_cast<std::uintptr_t>(
+      VALGRIND_DO_CLIENT_REQUEST_EXPR(fallback, request, arg1, arg2, 0, 0, 0));
+#else
+  static_cast<void>(request);
+  static_cast<void>(arg1);
+  static_cast<void>(arg2);
+  return fallback;  // no client-request support on this target: never "under Valgrind"
+#endif
+}
+
+inline bool running_on_valgrind() noexcept {
+  return valgrind_request(0, valgrind_running_on_valgrind) != 0;
+}
+
+// START/STOP_INSTRUMENTATION act on every thread (TOGGLE_COLLECT only on the calling one), so a
+// region that hands work to worker threads is still counted. For a named region (LOTUS_MAP_REGION)
+// the counters are zeroed at resume and dumped under the region's name at pause, so each profiled
+// execution lands in its own `callgrind.out.<pid>.<n>` with `desc: Trigger: Client Request:
+// <name>`.
+inline bool callgrind_resume(const char* region) noexcept {
+  valgrind_request(0, callgrind_start_instrumentation);
+  if (region != nullptr) valgrind_request(0, callgrind_zero_stats);
+  return true;
+}
+
+inline bool callgrind_pause(const char* region) noexcept {
+  if (region != nullptr) {
+    valgrind_request(0, callgrind_dump_stats_at, reinterpret_cast<std::uintptr_t>(region));
+  }
+  valgrind_request(0, callgrind_stop_instrumentation);
+  return true;
+}
+
+inline void callgrind_detach(bool active) noexcept {
+  if (active) valgrind_request(0, callgrind_stop_instrumentation);
+}
+
+/// Under Valgrind, whether the tool may be Callgrind. Valgrind puts `vgpreload_<tool>-*.so` into
+/// LD_PRELOAD for the tools that replace functions (memcheck, helgrind, drd, massif, dhat), never
+/// for Callgrind, so such an entry rules Callgrind out. `auto` then leaves Valgrind alone.
+inline bool callgrind_tool_plausible() noexcept {
+  const char* preload = env_text("LD_PRELOAD");
+  if (preload == nullptr) return true;
+  for (const char* p = std::strstr(preload, "vgpreload_"); p != nullptr;
+       p = std::strstr(p + 1, "vgpreload_")) {
+    if (std::strncmp(p, "vgpreload_core", 14) != 0) return false;
+  }
+  return true;
+}
+
+inline const collector_backend* callgrind_backend(bool explicit_choice) noexcept {
+  static const collector_backend backend{"callgrind", callgrind_resume, callgrind_pause,
+                                         callgrind_detach};
+  if (running_on_valgrind()) return &backend;
+  if (explicit_choice) {
+    diag(topic::collector,
+         "collector: LOTUS_COLLECTOR=callgrind but the program is not running under Valgrind; "
+         "collector control off");
+  }
+  return nullptr;
+}
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_CALLGRIND_HPP
+// ---- end lotus/detail/collector_callgrind.hpp ----
+// ---- begin lotus/detail/collector_itt.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_ITT_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_ITT_HPP
+// lotus — Intel VTune backend: the ITT `__itt_api_init` handshake with our own mirror of the ABI
+// SPDX-License-Identifier: MIT
+
+#include <dlfcn.h>    // dlopen, dlsym
+#include <pthread.h>  // pthread_mutex_t
+
+#include <cstddef>  // offsetof
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+// Mirror of ittnotify's `__itt_api_info` and `__itt_global` (ittnotify_config.h, packed to 8).
+// A version-2 collector receives the global in `__itt_api_init(global, groups)`, fills the function
+// pointers named in `api_list_ptr`, and may keep the pointer for the rest of the process, so both
+// live in static storage and the library is never dlclose'd. Fields only ever get appended.
+struct itt_api_info {
+  const char* name;
+  void** func_ptr;
+  void* init_func;
+  void* null_func;
+  int group;  // __itt_group_id
+};
+
+struct itt_global {
+  unsigned char magic[8];
+  unsigned long version_major;
+  unsigned long version_minor;
+  unsigned long version_build;
+  volatile long api_initialized;
+  volatile long mutex_initialized;
+  volatile long atomic_counter;
+  pthread_mutex_t mutex;
+  void* lib;
+  void* error_handler;
+  const char** dll_path_ptr;
+  itt_api_info* api_list_ptr;
+  itt_global* next;
+  void* thread_list;
+  void* domain_list;
+  void* string_list;
+  int state;  // __itt_collection_state
+  void* counter_list;
+  unsigned int ipt_collect_events;
+  void* histogram_list;
+  void* counter_metadata_list;
+};
+
+#if defined(__x86_64__) && defined(__linux__)
+static_assert(sizeof(itt_api_info) == 40, "__itt_api_info layout");
+static_assert(offsetof(itt_global, version_major) == 8, "__itt_global layout");
+static_assert(offsetof(itt_global, api_initialized) == 32, "__itt_global layout");
+static_assert(offsetof(itt_global, mutex) == 56, "__itt_global layout");
+static_assert(offsetof(itt_global, lib) == 96, "__itt_global layout");
+static_assert(offsetof(itt_global, api_list_ptr) == 120, "__itt_global layout");
+static_assert(offsetof(itt_global, next) == 128, "__itt_global layout");
+static_assert(offsetof(itt_global, state) == 160, "__itt_global layout");
+static_assert(offsetof(itt_global, counter_list) == 168, "__itt_global layout");
+static_assert(offsetof(itt_global, ipt_collect_events) == 176, "__itt_global layout");
+static_assert(offsetof(itt_global, counter_metadata_list) == 192, "__itt_global layout");
+static_assert(sizeof(itt_global) == 200, "__itt_global layout");
+#endif
+
+enum : int {
+  itt_group_legacy = 1 << 0,
+  itt_group_control = 1 << 1,
+  itt_group_structure = 1 << 12,
+  itt_group_all = -1,
+  itt_state_init_successful = 4,
+  itt_version_major = 3,
+  itt_version_minor = 0,
+};
+// The ittapi build whose __itt_global we mirror (v3.26.x).
+constexpr unsigned long itt_version_build = 20250807UL;
+
+using itt_void_fn = void (*)();
+// Called as `void(void*, int)`: collectors are C code, and with clang -fsanitize=function the
+// pointee type must match the definition exactly (a C collector carries no such check).
+using itt_api_init_fn = void (*)(void*, int);
+
+inline void itt_noop() noexcept {}
+
+struct itt_collector_state {
+  void* pause = nullptr;  // filled by the collector (func_ptr targets)
+  void* resume = nullptr;
+  void* detach = nullptr;
+  const char* path = nullptr;
+  itt_api_info table[4] = {};
+  itt_global global = {};
+};
+
+inline itt_collector_state& itt_collector() noexcept {
+  static itt_collector_state state;
+  return state;
+}
+
+inline void itt_call(void* fn) noexcept {
+  if (fn != nullptr && fn != reinterpret_cast<void*>(&itt_noop))
+    collector_fn_cast<itt_void_fn>(fn)();
+}
+
+inline bool itt_resume(const char*) noexcept {
+  itt_call(itt_collector().resume);
+  return true;
+}
+inline bool itt_pause(const char*) noexcept {
+  itt_call(itt_collector().pause);
+  return true;
+}
+inline void itt_detach(bool) noexcept { itt_call(itt_collector().detach); }
+
+/// The static part's handshake for one global: fill it, lock its (recursive) mutex, call
+/// __itt_api_init. Each user of ITT in lotus (collector control, lotus's ITT tasks) has its own
+/// global and table, as each static part in a process has (the collector handles several).
+inline void itt_handshake_global(itt_global& g, itt_api_info* table, const char** path, void* lib,
+                                 itt_api_init_fn init) noexcept {
+  const unsigned char magic[8] = {0xED, 0xAB, 0xAB, 0xEC, 0x0D, 0xEE, 0xDA, 0x30};
+  std::memcpy(g.magic, magic, sizeof magic);
+  g.version_major = itt_version_major;
+  g.version_minor = itt_version_minor;
+  g.version_build = itt_version_build;
+  pthread_mutexattr_t attr;
+  pthread_mutexattr_init(&attr);
+  pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
+  pthread_mutex_init(&g.mutex, &attr);
+  pthread_mutexattr_destroy(&attr);
+  g.mutex_initialized = 1;
+  g.lib = lib;
+  g.dll_path_ptr = path;
+  g.api_list_ptr = table;
+  g.next = nullptr;
+  g.state = itt_state_init_successful;
+
+  pthread_mutex_lock(&g.mutex);
+  init(&g, itt_group_all);
+  g.api_initialized = 1;
+  pthread_mutex_unlock(&g.mutex);
+}
+
+/// Collector control's handshake: binds __itt_pause, __itt_resume and __itt_detach.
+inline void itt_handshake(void* lib, itt_api_init_fn init) noexcept {
+  itt_collector_state& s = itt_collector();
+  void* const noop = reinterpret_cast<void*>(&itt_noop);
+  s.pause = s.resume = s.detach = noop;
+  const int group = itt_group_control | itt_group_legacy;
+  s.table[0] = itt_api_info{"__itt_pause", &s.pause, noop, noop, group};
+  s.table[1] = itt_api_info{"__itt_resume", &s.resume, noop, noop, group};
+  s.table[2] = itt_api_info{"__itt_detach", &s.detach, noop, noop, group};
+  s.table[3] = itt_api_info{nullptr, nullptr, nullptr, nullptr, 0};
+  itt_handshake_global(s.global, s.table, &s.path, lib, init);
+}
+
+/// INTEL_LIBITTNOTIFY64 (INTEL_LIBITTNOTIFY32 in 32-bit builds) names the collector, as for
+/// Intel's static part; without it, a collector already in the process (LD_PRELOAD) is used.
+inline const char* itt_env_name() noexcept {
+  return sizeof(void*) == 8 ? "INTEL_LIBITTNOTIFY64" : "INTEL_LIBITTNOTIFY32";
+}
+
+inline bool itt_available() noexcept {
+  return env_text(itt_env_name()) != nullptr || dlsym(RTLD_DEFAULT, "__itt_api_init") != nullptr;
+}
+
+inline const collector_backend* itt_backend() noexcept {
+  static const collector_backend backend{"itt", itt_resume, itt_pause, itt_detach};
+  itt_collector_state& s = itt_collector();
+  s.path = env_text(itt_env_name());
+  void* lib = RTLD_DEFAULT;
+  if (s.path != nullptr) {
+    lib = dlopen(s.path, RTLD_LAZY);
+    if (lib == nullptr) {
+      const char* why = dlerror();
+      diag(topic::collector, "collector: itt: cannot load %s=%s: %s; collector control off",
+           itt_env_name(), s.path, why != nullptr ? why : "unknown error");
+      return nullptr;
+    }
+  }
+  void* init = dlsym(lib, "__itt_api_init");
+  if (init != nullptr) {
+    itt_handshake(lib, collector_fn_cast<itt_api_init_fn>(init));
+  } else {
+    // Version 0/1 collectors export the entry points themselves.
+    s.pause = dlsym(lib, "__itt_pause");
+    s.resume = dlsym(lib, "__itt_resume");
+    s.detach = dlsym(lib, "__itt_detach");
+  }
+  void* const noop = reinterpret_cast<void*>(&itt_noop);
+  const bool bound_pause = s.pause != nullptr && s.pause != noop;
+  const bool bound_resume = s.resume != nullptr && s.resume != noop;
+  if (!bound_pause || !bound_resume) {
+    diag(topic::collector,
+         "collector: itt: %s binds no __itt_pause/__itt_resume; collector control off",
+         s.path != nullptr ? s.path : "the preloaded collector");
+    return nullptr;
+  }
+  return &backend;
+}
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_ITT_HPP
+// ---- end lotus/detail/collector_itt.hpp ----
+// ---- begin lotus/detail/collector_perf.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_PERF_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_PERF_HPP
+// lotus — Linux perf backend (internal)
+// SPDX-License-Identifier: MIT
+// `enable`/`disable` over the `perf record --control=fifo:CTL,ACK` FIFOs.
+
+#include <fcntl.h>     // open
+#include <poll.h>      // poll
+#include <pthread.h>   // pthread_sigmask
+#include <signal.h>    // sigset_t, sigtimedwait
+#include <sys/stat.h>  // fstat, S_ISFIFO
+#include <time.h>      // clock_gettime, nanosleep
+#include <unistd.h>    // write, read, close
+
+#include <cerrno>   // errno
+#include <cstdint>  // uint64_t
+#include <cstdio>   // fprintf
+#include <cstring>  // memcmp, memcpy, strerror, strlen
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+// perf exports nothing to the workload, so the launcher names the FIFOs in our own env vars:
+//   LOTUS_PERF_CTL_FIFO  the CTL path given to --control=fifo:CTL,ACK (required)
+//   LOTUS_PERF_ACK_FIFO  the ACK path (recommended: without it enabling is asynchronous)
+//   LOTUS_PERF_ACK_TIMEOUT_MS  bounded wait for each ack (default 5000)
+//   LOTUS_PERF_WAIT_MS   attach mode: how long the first region waits for perf to open the CTL
+//                        FIFO (default 0); after that every outermost resume retries the open
+struct perf_collector_state {
+  int ctl = -1;
+  int ack = -1;
+  // The FIFOs' identity when opened: the program may close any descriptor and open its own
+  // file under the same number, which must never get a command (nor be closed by lotus).
+  std::uint64_t ctl_dev = 0, ctl_ino = 0, ack_dev = 0, ack_ino = 0;
+  int timeout_ms = 5000;
+  bool waiting = false;  // attach mode: nobody reads the CTL FIFO yet; regions are skipped
+  // Copies: a later setenv() may free the strings getenv() returned.
+  char ctl_path[4096] = {};
+  char ack_path[4096] = {};
+};
+
+inline perf_collector_state& perf_collector() noexcept {
+  static perf_collector_state state;
+  return state;
+}
+
+/// True when `fd` still is the FIFO opened as (dev, ino).
+inline bool perf_fd_is(int fd, std::uint64_t dev, std::uint64_t ino) noexcept {
+  struct stat st {};
+  return fd >= 0 && ::fstat(fd, &st) == 0 && static_cast<std::uint64_t>(st.st_dev) == dev &&
+         static_cast<std::uint64_t>(st.st_ino) == ino;
+}
+
+inline void perf_close() noexcept {
+  perf_collector_state& s = perf_collector();
+  if (perf_fd_is(s.ctl, s.ctl_dev, s.ctl_ino)) ::close(s.ctl);
+  if (perf_fd_is(s.ack, s.ack_dev, s.ack_ino)) ::close(s.ack);
+  s.ctl = -1;
+  s.ack = -1;
+  s.waiting = false;
+}
+
+enum class perf_open_result { opened, absent, failed };
+
+/// A regular file in place of a FIFO would swallow the commands and never ack: refuse it. A FIFO's
+/// identity goes to (dev, ino).
+inline bool perf_is_fifo(int fd, const char* name, const char* path, std::uint64_t& dev,
+                         std::uint64_t& ino) noexcept {
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode)) {
+    dev = static_cast<std::uint64_t>(st.st_dev);
+    ino = static_cast<std::uint64_t>(st.st_ino);
+    return true;
+  }
+  diag(topic::collector,
+       "collector: perf: %s=%s is not a FIFO (create it with mkfifo and pass it to perf "
+       "--control=fifo:CTL,ACK); collector control off",
+       name, path);
+  return false;
+}
+
+/// One try at opening the FIFOs. ENXIO on the CTL FIFO means nobody reads it: perf is not running
+/// (yet). Any other failure prints the one collector message.
+inline perf_open_result perf_try_open() noexcept {
+  perf_collector_state& s = perf_collector();
+  s.ctl = ::open(s.ctl_path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+  if (s.ctl < 0) {
+    const int err = errno;
+    if (err == ENXIO) return perf_open_result::absent;
+    diag(topic::collector,
+         "collector: perf: cannot open LOTUS_PERF_CTL_FIFO=%s: %s; collector control off",
+         s.ctl_path, std::strerror(err));
+    return perf_open_result::failed;
+  }
+  if (!perf_is_fifo(s.ctl, "LOTUS_PERF_CTL_FIFO", s.ctl_path, s.ctl_dev, s.ctl_ino)) {
+    perf_close();
+    return perf_open_result::failed;
+  }
+  if (s.ack_path[0] != '\0') {
+    s.ack = ::open(s.ack_path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (s.ack < 0) {
+      const int err = errno;
+      diag(topic::collector,
+           "collector: perf: cannot open LOTUS_PERF_ACK_FIFO=%s: %s; collector control off",
+           s.ack_path, std::strerror(err));
+      perf_close();
+      return perf_open_result::failed;
+    }
+    if (!perf_is_fifo(s.ack, "LOTUS_PERF_ACK_FIFO", s.ack_path, s.ack_dev, s.ack_ino)) {
+      perf_close();
+      return perf_open_result::failed;
+    }
+  }
+  return perf_open_result::opened;
+}
+
+inline long long perf_now_ms() noexcept {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<long long>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+
+inline bool perf_copy_path(char (&to)[4096], const char* name, const char* value) noexcept {
+  const std::size_t len = std::strlen(value);
+  if (len >= sizeof to) {
+    diag(topic::collector, "collector: perf: %s is longer than %zu bytes; collector control off",
+         name, sizeof to - 1);
+    return false;
+  }
+  std::memcpy(to, value, len + 1);
+  return true;
+}
+
+/// Detection: reads the settings and opens the FIFOs. When perf is not reading yet (attach mode:
+/// `perf record -p PID` started after the program), waits up to LOTUS_PERF_WAIT_MS, then stays
+/// attached but waiting: every outermost resume tries the open again and skips its region while
+/// it fails. A note on stderr says so, once; it does not use up the one failure message.
+inline bool perf_open() noexcept {
+  perf_collector_state& s = perf_collector();
+  const char* ctl_path = env_text("LOTUS_PERF_CTL_FIFO");
+  const char* ack_path = env_text("LOTUS_PERF_ACK_FIFO");
+  if (ctl_path == nullptr) {
+    diag(topic::collector,
+         "collector: LOTUS_COLLECTOR=perf but LOTUS_PERF_CTL_FIFO is not set; collector control "
+         "off");
+    return false;
+  }
+  if (!perf_copy_path(s.ctl_path, "LOTUS_PERF_CTL_FIFO", ctl_path)) return false;
+  if (ack_path != nullptr && !perf_copy_path(s.ack_path, "LOTUS_PERF_ACK_FIFO", ack_path)) {
+    return false;
+  }
+  s.timeout_ms = static_cast<int>(collector_env_u64(opt::perf_ack_timeout_ms));
+  const long wait_ms = static_cast<long>(collector_env_u64(opt::perf_wait_ms));
+  perf_open_result r = perf_try_open();
+  const long long deadline = perf_now_ms() + wait_ms;
+  while (r == perf_open_result::absent && perf_now_ms() < deadline) {
+    const timespec step{0, 2000000};  // 2 ms between tries
+    ::nanosleep(&step, nullptr);
+    r = perf_try_open();
+  }
+  if (r == perf_open_result::failed) return false;
+  if (r == perf_open_result::absent) {
+    s.waiting = true;
+    std::fprintf(stderr,
+                 "lotus: collector: perf: nobody reads LOTUS_PERF_CTL_FIFO=%s yet (waited %ld ms, "
+                 "LOTUS_PERF_WAIT_MS); regions are not collected until `perf record "
+                 "--control=fifo:...` opens it\n",
+                 s.ctl_path, wait_ms);
+  }
+  return true;
+}
+
+/// write() with SIGPIPE blocked on this thread only: a perf that exited turns into EPIPE, and the
+/// SIGPIPE this write raised (if any) is consumed before the old mask comes back.
+inline bool perf_write_no_sigpipe(int fd, const char* data, std::size_t size) noexcept {
+  sigset_t pipe_set;
+  sigset_t old_set;
+  sigemptyset(&pipe_set);
+  sigaddset(&pipe_set, SIGPIPE);
+  const bool masked = pthread_sigmask(SIG_BLOCK, &pipe_set, &old_set) == 0;
+  sigset_t pending;
+  sigemptyset(&pending);
+  const bool was_pending =
+      masked && sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1;
+
+  ssize_t n;
+  do {
+    n = ::write(fd, data, size);
+  } while (n < 0 && errno == EINTR);
+  const int err = errno;
+
+  if (masked) {
+    if (n < 0 && err == EPIPE && !was_pending) {
+      const timespec zero{0, 0};
+      while (sigtimedwait(&pipe_set, nullptr, &zero) < 0 && errno == EINTR) {
+      }
+    }
+    if (sigismember(&old_set, SIGPIPE) != 1) pthread_sigmask(SIG_SETMASK, &old_set, nullptr);
+  }
+  errno = err;
+  return n == static_cast<ssize_t>(size);
+}
+
+/// Waits (bounded) for exactly one 5-byte ack "ack\n\0".
+inline bool perf_read_ack(const char* command) noexcept {
+  perf_collector_state& s = perf_collector();
+  char reply[5];
+  std::size_t got = 0;
+  const long long deadline = perf_now_ms() + s.timeout_ms;
+  while (got < sizeof reply) {
+    const long long left = deadline - perf_now_ms();
+    if (left <= 0) {
+      diag(topic::collector,
+           "collector: perf: no ack for '%s' within %d ms (LOTUS_PERF_ACK_TIMEOUT_MS); "
+           "collector control off",
+           command, s.timeout_ms);
+      return false;
+    }
+    pollfd p{s.ack, POLLIN, 0};
+    const int r = ::poll(&p, 1, static_cast<int>(left));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      diag(topic::collector,
+           "collector: perf: poll on the ack FIFO failed: %s; collector control off",
+           std::strerror(errno));
+      return false;
+    }
+    if (r == 0) continue;  // the deadline check above reports the timeout
+    const ssize_t k = ::read(s.ack, reply + got, sizeof reply - got);
+    if (k > 0) {
+      got += static_cast<std::size_t>(k);
+    } else if (k == 0) {
+      diag(topic::collector,
+           "collector: perf: the ack FIFO was closed (perf exited?); collector control off");
+      return false;
+    } else if (errno != EAGAIN && errno != EINTR) {
+      diag(topic::collector,
+           "collector: perf: reading the ack FIFO failed: %s; collector control off",
+           std::strerror(errno));
+      return false;
+    }
+  }
+  if (std::memcmp(reply, "ack\n", 4) != 0) {
+    diag(topic::collector, "collector: perf: unexpected ack for '%s'; collector control off",
+         command);
+    return false;
+  }
+  return true;
+}
+
+/// Before every command: both descriptors must still be the FIFOs. When the program closed them
+/// (daemonizing code, close_range), they are forgotten unclosed (the numbers may be its files now)
+/// and the FIFOs are opened again by path.
+inline bool perf_fds_still_ours() noexcept {
+  perf_collector_state& s = perf_collector();
+  const bool ctl_ok = perf_fd_is(s.ctl, s.ctl_dev, s.ctl_ino);
+  const bool ack_ok = s.ack < 0 || perf_fd_is(s.ack, s.ack_dev, s.ack_ino);
+  if (ctl_ok && ack_ok) return true;
+  if (ctl_ok) ::close(s.ctl);
+  if (ack_ok && s.ack >= 0) ::close(s.ack);
+  s.ctl = -1;
+  s.ack = -1;
+  if (perf_try_open() == perf_open_result::opened) return true;
+  diag(topic::collector,
+       "collector: perf: the program closed the control FIFO's descriptor and it cannot be "
+       "opened again; collector control off");
+  perf_close();
+  return false;
+}
+
+inline bool perf_command(const char* command) noexcept {
+  perf_collector_state& s = perf_collector();
+  if (s.ctl < 0) return false;
+  if (!perf_fds_still_ours()) return false;
+  char line[32];
+  const std::size_t len = std::strlen(command);
+  std::memcpy(line, command, len);
+  line[len] = '\n';
+  if (!perf_write_no_sigpipe(s.ctl, line, len + 1)) {
+    const int err = errno;
+    diag(topic::collector,
+         "collector: perf: writing '%s' to the control FIFO failed: %s (perf exited?); "
+         "collector control off",
+         command, err == EAGAIN ? "FIFO full" : std::strerror(err));
+    perf_close();
+    return false;
+  }
+  if (s.ack >= 0 && !perf_read_ack(command)) {
+    perf_close();
+    return false;
+  }
+  return true;
+}
+
+/// Outermost resume. While waiting for perf (attach mode) it first retries the open; a region
+/// that starts before perf reads the FIFO is skipped, and so is its pause.
+inline bool perf_resume(const char*) noexcept {
+  perf_collector_state& s = perf_collector();
+  if (s.waiting) {
+    switch (perf_try_open()) {
+      case perf_open_result::absent:
+        return true;
+      case perf_open_result::failed:
+        s.waiting = false;
+        return false;
+      case perf_open_result::opened:
+        s.waiting = false;
+        break;
+    }
+  }
+  return perf_command("enable");
+}
+
+inline bool perf_pause(const char*) noexcept {
+  if (perf_collector().waiting) return true;
+  return perf_command("disable");
+}
+inline void perf_detach(bool active) noexcept {
+  if (active && !perf_collector().waiting) perf_command("disable");
+  perf_close();
+}
+
+inline const collector_backend* perf_backend() noexcept {
+  static const collector_backend backend{"perf", perf_resume, perf_pause, perf_detach};
+  return perf_open() ? &backend : nullptr;
+}
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_PERF_HPP
+// ---- end lotus/detail/collector_perf.hpp ----
+// ---- begin lotus/detail/entry.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_ENTRY_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_ENTRY_HPP
+// lotus — the runtime's cold entry points, declared for the hot-path headers (internal)
+// SPDX-License-Identifier: MIT
+
+#include <cstddef>      // size_t
+#include <cstdint>      // uint64_t
+#include <string_view>  // string_view
+
+
+// Header-only mode defines these in lotus/detail/runtime.hpp (reached through scope.hpp and
+// trace.hpp); with LOTUS_COMPILED_LIB they are defined once, in the TU that includes
+// <lotus/src.hpp>, and the hot-path headers see only these declarations.
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+
+struct record_site;
+struct options;
+struct trace_stats;
+
+namespace detail {
+
+/// First event of a thread, a full ring, or a push that interrupted lotus on the same thread (a
+/// signal handler): never throws, never blocks inside a signal handler, counts what it drops.
+LOTUS_DETAIL_API void push_slow(const record_site* loc, std::uint64_t t0, std::uint64_t t1,
+                                std::uint64_t idx) noexcept;
+
+/// First use in this process: read the environment; returns the tracing mode.
+LOTUS_DETAIL_API int initialize_mode() noexcept;
+
+/// Process-lifetime location for a run-time name (interned once per distinct name and flags).
+LOTUS_DETAIL_API const record_site& intern(std::string_view name, std::uint32_t flags = 0);
+
+/// LOTUS_SCOPE_DYNAMIC's miss in the thread's name cache: intern, then remember it on this thread.
+/// nullptr when out of memory (the scope is then not recorded). `key_size`: the name's kept bytes
+/// (name_key_size), | name_cut_bit when it was longer.
+LOTUS_DETAIL_API const record_site* intern_dynamic(const char* name, std::size_t key_size,
+                                                   std::uint64_t hash) noexcept;
+
+LOTUS_DETAIL_API void api_configure(const options& opts);
+LOTUS_DETAIL_API void api_flush() noexcept;
+LOTUS_DETAIL_API void api_shutdown() noexcept;
+LOTUS_DETAIL_API trace_stats api_stats() noexcept;
+
+/// NVTX ranges for lotus's spans (LOTUS_NVTX; lotus/detail/nvtx.hpp). Each is a no-op, and
+/// nvtx_push/nvtx_start return false/0, while NVTX is off or not compiled in. A pushed range is
+/// popped by the same thread; a started one (id != 0) may end anywhere. nvtx_push/nvtx_pop are
+/// the annotation path of every span: they also begin and end the span's ITT task (LOTUS_ITT).
+LOTUS_DETAIL_API bool nvtx_push(const record_site& loc, std::uint64_t idx) noexcept;
+LOTUS_DETAIL_API void nvtx_pop() noexcept;
+LOTUS_DETAIL_API void nvtx_mark(const record_site& loc, std::uint64_t idx) noexcept;
+LOTUS_DETAIL_API std::uint64_t nvtx_start(const record_site& loc, std::uint64_t idx) noexcept;
+LOTUS_DETAIL_API void nvtx_end(std::uint64_t id) noexcept;
+/// Whether this build has NVTX (LOTUS_WITH_NVTX) and whether ranges are pushed now.
+LOTUS_DETAIL_API bool nvtx_compiled() noexcept;
+LOTUS_DETAIL_API bool nvtx_active() noexcept;
+/// Whether nvtx_push annotates now (NVTX ranges or ITT tasks).
+LOTUS_DETAIL_API bool annotations_active() noexcept;
+
+/// ITT tasks for lotus's spans (LOTUS_ITT; lotus/detail/itt.hpp), domain "lotus". itt_open loads
+/// the collector once (false, with one message, when there is none); itt_task_push begins a
+/// task on this thread (false while ITT is off), itt_task_pop ends the thread's innermost one.
+LOTUS_DETAIL_API bool itt_open() noexcept;
+LOTUS_DETAIL_API bool itt_task_push(const record_site& loc) noexcept;
+LOTUS_DETAIL_API void itt_task_pop() noexcept;
+LOTUS_DETAIL_API bool itt_active() noexcept;
+
+/// The collector's slow paths (lotus/collector.hpp; defined in detail/collector_impl.hpp):
+/// detection, process-wide nesting, the backend's resume/pause/detach. Never throw; keep errno.
+LOTUS_DETAIL_API void collector_resume_slow(const char* region) noexcept;
+LOTUS_DETAIL_API void collector_pause_slow(const char* region) noexcept;
+LOTUS_DETAIL_API void collector_detach_slow() noexcept;
+LOTUS_DETAIL_API void collector_initialize() noexcept;
+LOTUS_DETAIL_API collector::kind collector_attached() noexcept;
+
+/// A map region's entry when the map word is not idle (lotus/map_region.hpp; defined in
+/// detail/map_impl.hpp): list mode, or the gap and resume of a selected execution. Returns the
+/// name to pause at the region's end, or nullptr.
+LOTUS_DETAIL_API const char* map_gate_enter(const char* name) noexcept;
+
+/// CPU time the writer thread has spent draining, formatting and writing (bench/core).
+LOTUS_DETAIL_API std::uint64_t writer_cpu_ns() noexcept;
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_ENTRY_HPP
+// ---- end lotus/detail/entry.hpp ----
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+inline std::mutex collector_mutex;  // serialises detection, depth changes and backend calls
+inline const collector_backend* collector_active = nullptr;
+inline collector::kind collector_kind = collector::kind::none;
+
+inline const collector_backend* collector_select(collector::kind& chosen) noexcept {
+  // LOTUS_COLLECTOR from the settings snapshot (a value not in the list: one message, auto).
+  const int want = collector_config().collector;
+  const collector_backend* b = nullptr;
+  if (want == 1) return nullptr;
+  if (want > 1) chosen = collector_kinds[want];
+  if (chosen == collector::kind::perf) {
+    b = perf_backend();
+  } else if (chosen == collector::kind::itt) {
+    if (!itt_available()) {
+      diag(topic::collector,
+           "collector: LOTUS_COLLECTOR=itt but %s is not set; collector control off",
+           itt_env_name());
+      return nullptr;
+    }
+    b = itt_backend();
+  } else if (chosen == collector::kind::amd) {
+    b = amd_backend(true);
+  } else if (chosen == collector::kind::callgrind) {
+    b = callgrind_backend(true);
+  } else {
+    // auto: the first collector that is evidently present. A collector that is present but
+    // broken is not skipped silently: its message explains why control is off.
+    if (running_on_valgrind() && callgrind_tool_plausible()) {
+      chosen = collector::kind::callgrind;
+      b = callgrind_backend(false);
+    } else if (env_text("LOTUS_PERF_CTL_FIFO") != nullptr) {
+      chosen = collector::kind::perf;
+      b = perf_backend();
+    } else if (itt_available()) {
+      chosen = collector::kind::itt;
+      b = itt_backend();
+    } else if (amd_available()) {
+      chosen = collector::kind::amd;
+      b = amd_backend(false);
+    }
+  }
+  return b;
+}
+
+inline void collector_detect_locked() noexcept {
+  if (collector_state.load(std::memory_order_relaxed) != collector_unknown) return;
+  collector::kind chosen = collector::kind::none;
+  collector_active = collector_select(chosen);
+  collector_kind = collector_active != nullptr ? chosen : collector::kind::none;
+  collector_state.store(collector_active != nullptr ? collector_on : collector_off,
+                        std::memory_order_release);
+}
+
+inline void collector_turn_off_locked() noexcept {
+  collector_active = nullptr;
+  collector_depth.store(0, std::memory_order_relaxed);
+  collector_state.store(collector_off, std::memory_order_release);
+}
+
+/// Keeps the host program's errno: a region boundary must not change what the code around it sees.
+class collector_errno_guard {
+ public:
+  collector_errno_guard() noexcept : saved_(errno) {}
+  ~collector_errno_guard() { errno = saved_; }
+  collector_errno_guard(const collector_errno_guard&) = delete;
+  collector_errno_guard& operator=(const collector_errno_guard&) = delete;
+
+ private:
+  int saved_;
+};
+
+LOTUS_DETAIL_API void collector_resume_slow(const char* region) noexcept {
+  const collector_errno_guard keep_errno;
+  std::lock_guard<std::mutex> lock(collector_mutex);
+  collector_detect_locked();
+  if (collector_active == nullptr) return;
+  // Process-wide nesting: only the outermost resume reaches the collector.
+  if (collector_depth.fetch_add(1, std::memory_order_relaxed) == 0 &&
+      !collector_active->resume(region)) {
+    collector_turn_off_locked();
+  }
+}
+
+LOTUS_DETAIL_API void collector_pause_slow(const char* region) noexcept {
+  const collector_errno_guard keep_errno;
+  std::lock_guard<std::mutex> lock(collector_mutex);
+  collector_detect_locked();
+  if (collector_active == nullptr) return;
+  const int depth = collector_depth.load(std::memory_order_relaxed);
+  if (depth == 0) return;  // unbalanced pause: ignore rather than go negative
+  collector_depth.store(depth - 1, std::memory_order_relaxed);
+  if (depth == 1 && !collector_active->pause(region)) collector_turn_off_locked();
+}
+
+LOTUS_DETAIL_API void collector_detach_slow() noexcept {
+  const collector_errno_guard keep_errno;
+  std::lock_guard<std::mutex> lock(collector_mutex);
+  collector_detect_locked();
+  if (collector_active != nullptr) {
+    collector_active->detach(collector_depth.load(std::memory_order_relaxed) > 0);
+  }
+  collector_turn_off_locked();
+}
+
+LOTUS_DETAIL_API void collector_initialize() noexcept {
+  const collector_errno_guard keep_errno;
+  std::lock_guard<std::mutex> lock(collector_mutex);
+  collector_detect_locked();
+}
+
+LOTUS_DETAIL_API collector::kind collector_attached() noexcept {
+  collector::initialize();
+  std::lock_guard<std::mutex> lock(collector_mutex);
+  return collector_active != nullptr ? collector_kind : collector::kind::none;
+}
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_IMPL_HPP
+// ---- end lotus/detail/collector_impl.hpp ----
+#endif
+#endif  // LOTUS_AMALGAMATED_LOTUS_COLLECTOR_HPP
+// ---- end lotus/collector.hpp ----
+// ---- begin lotus/map_region.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_MAP_REGION_HPP
+#define LOTUS_AMALGAMATED_LOTUS_MAP_REGION_HPP
+// lotus — LOTUS_MAP_REGION: the LotusMap method inside a probe program
+// SPDX-License-Identifier: MIT
+// Records S<name>, and resumes the collector around one selected execution of one selected region.
+// Not part of lotus.hpp: a probe includes it. The region's fast path is inline; the list mode,
+// the selection and the collector are compiled in the files that include this header
+// (header-only) or once, in lotus::lotus_compiled.
+
+#include <atomic>  // memory_order (the state words)
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// Gap + resume on construction, pause on destruction, for the executions the driver selected.
+class map_gate {
+ public:
+  LOTUS_DETAIL_FORCE_INLINE explicit map_gate(const char* name) noexcept {
+    if (LOTUS_DETAIL_LIKELY(map_mode.load(std::memory_order_relaxed) == map_idle)) return;
+    name_ = map_gate_enter(name);
+  }
+  LOTUS_DETAIL_FORCE_INLINE ~map_gate() {
+    if (name_ != nullptr) collector::pause_region(name_);
+  }
+  map_gate(const map_gate&) = delete;
+  map_gate& operator=(const map_gate&) = delete;
+
+ private:
+  const char* name_ = nullptr;
+};
+
+}  // namespace detail
+
+/// The object behind LOTUS_MAP_REGION. Member order matters: the gate (gap sleep, resume) runs
+/// before the timer starts and its pause after the timer stops, so S<name> excludes both.
+class map_region {
+ public:
+  explicit map_region(const record_site& loc) noexcept : gate_(loc.name), timer_(loc) {}
+  map_region(const map_region&) = delete;
+  map_region& operator=(const map_region&) = delete;
+
+ private:
+  detail::map_gate gate_;
+  scope_timer timer_;
+};
+
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+
+/// LotusMap region in a probe program: records `S<name>`; when LOTUS_MAP_SELECT names it, the
+/// collector runs around the execution(s) after the warm-up. `name` is a string literal.
+#undef LOTUS_MAP_REGION
+#define LOTUS_MAP_REGION(name) LOTUS_DETAIL_MAP_REGION(LOTUS_DETAIL_UNIQUE(lotus_map_), name)
+
+// Header-only mode: the list mode and the selection, compiled in this file.
+#if LOTUS_DETAIL_INLINE_RUNTIME
+// ---- begin lotus/detail/map_impl.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_MAP_IMPL_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_MAP_IMPL_HPP
+// lotus — LOTUS_MAP_REGION's list mode and selection behind lotus/map_region.hpp (internal)
+// SPDX-License-Identifier: MIT
+// Header-only: included by map_region.hpp; LOTUS_COMPILED_LIB: compiled once (lotus/src.hpp).
+
+#include <errno.h>   // errno
+#include <fcntl.h>   // open
+#include <unistd.h>  // write, close
+
+#include <atomic>   // atomic
+#include <chrono>   // milliseconds
+#include <cstdint>  // uint64_t
+#include <cstring>  // strcmp, strlen
+#include <mutex>    // mutex
+#include <thread>   // sleep_for
+#include <vector>   // vector
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+// The mapping-probe contract (LOTUS_MAP_*) is part of collector_config()
+// (detail/collector_common.hpp): one snapshot with LOTUS_COLLECTOR, read once per process.
+
+/// Executions of the selected region so far, process-wide (one counter: one region is selected).
+inline std::atomic<std::uint64_t> map_selected_executions{0};
+
+/// True when `name` is written as `selected` in a trace (the driver selects by the trace's name).
+inline bool same_record_name(const char* name, const char* selected) noexcept {
+  std::size_t i = 0;
+  for (; name[i] != '\0' && selected[i] != '\0'; ++i) {
+    if (record_name_char(name[i]) != selected[i]) return false;
+  }
+  return name[i] == '\0' && selected[i] == '\0';
+}
+
+/// List mode: appends `name`, as trace records carry it, to the list file the first time this
+/// process enters it (a ',' or a newline in a name never makes another region).
+inline void map_list(const char* path, const char* name) noexcept {
+  static std::mutex mutex;
+  static std::vector<const char*> seen;
+  std::lock_guard<std::mutex> lock(mutex);
+  for (const char* s : seen) {
+    if (std::strcmp(s, name) == 0) return;
+  }
+  try {
+    seen.push_back(name);
+  } catch (...) {
+    return;
+  }
+  // The driver made this file; a symlink or FIFO in its place is refused, never followed.
+  const int fd =
+      ::open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
+  if (fd < 0) {
+    diag(topic::map, "cannot open LOTUS_MAP_LIST=%s for appending: %s", path, std::strerror(errno));
+    return;
+  }
+  // One write per line, O_APPEND: concurrent probe processes never interleave within a line.
+  char line[max_name_bytes + 1];
+  std::size_t len = std::strlen(name);
+  if (len > max_name_bytes) len = max_name_bytes;
+  for (std::size_t i = 0; i < len; ++i) line[i] = record_name_char(name[i]);
+  line[len] = '\n';
+  if (::write(fd, line, len + 1) < 0) {
+    diag(topic::map, "cannot write LOTUS_MAP_LIST=%s: %s", path, std::strerror(errno));
+  }
+  ::close(fd);
+}
+
+LOTUS_DETAIL_API const char* map_gate_enter(const char* name) noexcept {
+  const collector_settings& s = collector_config();
+  map_mode.store(s.map_active ? map_active : map_idle, std::memory_order_relaxed);
+  if (!s.map_active) return nullptr;
+  if (s.list_path != nullptr) {
+    map_list(s.list_path, name);
+    return nullptr;
+  }
+  if (!same_record_name(name, s.select)) return nullptr;
+  const std::uint64_t n = map_selected_executions.fetch_add(1, std::memory_order_relaxed);
+  if (n < s.warmup || n - s.warmup >= s.count) return nullptr;
+  if (s.gap_ms > 0) {
+    try {
+      std::this_thread::sleep_for(std::chrono::milliseconds(s.gap_ms));
+    } catch (...) {
+    }
+  }
+  collector::resume_region(name);
+  return name;
+}
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_MAP_IMPL_HPP
+// ---- end lotus/detail/map_impl.hpp ----
+#endif
+#endif  // LOTUS_AMALGAMATED_LOTUS_MAP_REGION_HPP
+// ---- end lotus/map_region.hpp ----

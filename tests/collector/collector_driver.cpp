@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <cstring>
 #include <lotus/lotus.hpp>
+#include <lotus/map_region.hpp>
 #include <string>
 #include <thread>
 #include <vector>

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <lotus/lotus.hpp>
+#include <lotus/map_region.hpp>
 
 #define PROBE_WORK(fn)                                                     \
   extern "C" __attribute__((noinline)) std::uint64_t fn(std::uint64_t n) { \

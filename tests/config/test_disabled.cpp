@@ -8,6 +8,7 @@
 #include "../core/trace_files.hpp"
 #include "catch.hpp"
 #include "lotus/lotus.hpp"
+#include "lotus/map_region.hpp"
 
 namespace {
 int evaluations = 0;

@@ -29,6 +29,7 @@
 #include <thread>
 #include <vector>
 
+#include "lotus/collector.hpp"
 #include "lotus/lotus.hpp"
 
 namespace {

@@ -17,6 +17,7 @@
 #include <fstream>
 #include <iterator>
 #include <lotus/lotus.hpp>
+#include <lotus/map_region.hpp>
 #include <string>
 #include <vector>
 

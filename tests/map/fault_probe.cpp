@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <lotus/lotus.hpp>
+#include <lotus/map_region.hpp>
 #include <thread>
 
 __attribute__((noinline)) double good_work(int n);

@@ -17,6 +17,7 @@
 #include <string_view>
 
 #include "lotus/lotus.hpp"
+#include "lotus/map_region.hpp"
 
 namespace py = pybind11;
 

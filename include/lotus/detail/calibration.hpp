@@ -6,8 +6,8 @@
 #include <cstdio>   // FILE, fopen
 #include <cstring>  // strncmp
 
-#include "lotus/detail/clock.hpp"
 #include "lotus/config.hpp"
+#include "lotus/detail/clock.hpp"
 #include "lotus/detail/platform.hpp"
 
 #if LOTUS_DETAIL_X86

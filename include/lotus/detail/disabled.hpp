@@ -5,7 +5,7 @@
 // from the runtime, and every public macro expands to nothing (its arguments are not evaluated).
 #pragma once
 
-#include <atomic>  // memory_order (the state words)
+#include <atomic>       // memory_order (the state words)
 #include <cstdint>      // uint64_t
 #include <string_view>  // string_view
 

@@ -84,7 +84,6 @@ LOTUS_DETAIL_FORCE_INLINE const record_site* dynamic_location(std::string_view n
 /// Marker for scope_timer's run-time-name constructor.
 struct dynamic_name_tag {};
 
-
 /// The collector word and the nesting depth of resume() (collector.hpp's fast paths).
 inline std::atomic<int> collector_state{collector_unknown};
 inline std::atomic<int> collector_depth{0};
@@ -97,18 +96,18 @@ inline std::atomic<int> map_mode{map_unread};
 }  // namespace lotus
 
 // The bodies of the public macros (lotus/macros.hpp, collector.hpp, map_region.hpp).
-#define LOTUS_DETAIL_SITE(id, name)                                                           \
-  static constexpr ::lotus::record_site LOTUS_DETAIL_CONCAT(id, _loc) {                       \
-    name, static_cast<const char*>(__func__), __FILE__, static_cast<std::uint32_t>(__LINE__), \
-        0u                                                                                    \
+#define LOTUS_DETAIL_SITE(id, name)                                                              \
+  static constexpr ::lotus::record_site LOTUS_DETAIL_CONCAT(id, _loc) {                          \
+    name, static_cast<const char*>(__func__), __FILE__, static_cast<std::uint32_t>(__LINE__), 0u \
   }
 #define LOTUS_DETAIL_SCOPE(id, name) \
   LOTUS_DETAIL_SITE(id, name);       \
   const ::lotus::scope_timer id(LOTUS_DETAIL_CONCAT(id, _loc))
 #define LOTUS_DETAIL_SCOPE_DYNAMIC(id, name) \
   const ::lotus::scope_timer id(::lotus::detail::dynamic_name_tag{}, (name))
-#define LOTUS_DETAIL_BATCH_PREPROCESSED(id, idx) \
-  const ::lotus::scope_timer id(::lotus::detail::batch_preprocessed_loc, static_cast<std::uint64_t>(idx))
+#define LOTUS_DETAIL_BATCH_PREPROCESSED(id, idx)                         \
+  const ::lotus::scope_timer id(::lotus::detail::batch_preprocessed_loc, \
+                                static_cast<std::uint64_t>(idx))
 #define LOTUS_DETAIL_MAP_REGION(id, name) \
   LOTUS_DETAIL_SITE(id, name);            \
   const ::lotus::map_region id(LOTUS_DETAIL_CONCAT(id, _loc))

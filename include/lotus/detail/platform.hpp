@@ -32,7 +32,11 @@
 // Cold entry points of the runtime: `inline` in the default header-only mode; with
 // LOTUS_COMPILED_LIB they are ordinary functions compiled once, in the TU that includes
 // <lotus/src.hpp> (CMake target lotus::lotus_compiled).
-#if defined(LOTUS_COMPILED_LIB)
+// In the runtime source that lotus::lotus adds to each target (tools/cmake/lotus_runtime.cpp) they
+// are weak, so that the targets of one program share one runtime.
+#if defined(LOTUS_COMPILED_LIB) && defined(LOTUS_DETAIL_WEAK_ENTRY_POINTS)
+#  define LOTUS_DETAIL_API __attribute__((weak))
+#elif defined(LOTUS_COMPILED_LIB)
 #  define LOTUS_DETAIL_API
 #else
 #  define LOTUS_DETAIL_API inline

@@ -1,4 +1,4 @@
-// lotus — how a record names its site: flag bits, the name length limit, the name's characters (internal)
+// lotus — how a record names its site: flags, name limit, built-in sites (internal)
 // SPDX-License-Identifier: MIT
 #pragma once
 

@@ -31,9 +31,9 @@
 #include <string_view>  // string_view
 
 // The hot path's headers (included by scope.hpp already in the usual order).
-#include "lotus/detail/clock.hpp"
 #include "lotus/config.hpp"
 #include "lotus/detail/calibration.hpp"
+#include "lotus/detail/clock.hpp"
 #include "lotus/detail/diagnostics.hpp"
 #include "lotus/detail/entry.hpp"
 #include "lotus/detail/env.hpp"
@@ -42,13 +42,13 @@
 #include "lotus/detail/name_cache.hpp"
 #include "lotus/detail/nvtx.hpp"
 #include "lotus/detail/platform.hpp"
+#include "lotus/detail/record_name.hpp"
 #include "lotus/detail/ring.hpp"
 #include "lotus/detail/settings.hpp"
 #include "lotus/detail/sync.hpp"
 #include "lotus/detail/threads.hpp"
 #include "lotus/detail/writer.hpp"
 #include "lotus/options.hpp"
-#include "lotus/detail/record_name.hpp"
 #include "lotus/record_site.hpp"
 
 namespace lotus {

@@ -11,8 +11,8 @@
 
 #include <cstdint>  // uint64_t
 
-#include "lotus/detail/clock.hpp"
 #include "lotus/config.hpp"
+#include "lotus/detail/clock.hpp"
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {

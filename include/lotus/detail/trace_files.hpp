@@ -16,8 +16,8 @@
 #include <cstring>      // strerror
 #include <string_view>  // string_view
 
-#include "lotus/detail/clock.hpp"
 #include "lotus/config.hpp"
+#include "lotus/detail/clock.hpp"
 #include "lotus/detail/diagnostics.hpp"
 #include "lotus/detail/name_cache.hpp"
 #include "lotus/detail/text.hpp"

@@ -15,19 +15,19 @@
 #include <cstring>      // memcpy
 #include <string_view>  // string_view
 
-#include "lotus/detail/clock.hpp"
 #include "lotus/config.hpp"
 #include "lotus/detail/calibration.hpp"
+#include "lotus/detail/clock.hpp"
 #include "lotus/detail/diagnostics.hpp"
 #include "lotus/detail/intern.hpp"
 #include "lotus/detail/ledger.hpp"
+#include "lotus/detail/record_name.hpp"
 #include "lotus/detail/ring.hpp"
 #include "lotus/detail/sync.hpp"
 #include "lotus/detail/text.hpp"
 #include "lotus/detail/threads.hpp"
 #include "lotus/detail/trace_files.hpp"
 #include "lotus/options.hpp"
-#include "lotus/detail/record_name.hpp"
 #include "lotus/record_site.hpp"
 #include "lotus/version.hpp"
 

@@ -16,9 +16,10 @@
 //   max_started open; more are counted); the record goes to the thread that ends the range; an
 //   unknown id is counted.
 // - Names: the message (ASCII, wide, or a registered string), interned by lotus's runtime (bounded:
-//   tools/docs/RUNTIME.md). A range of a named domain is recorded as `S<domain>:<name>`; the default
-//   domain's as `S<name>`. A range without a message is `S<domain>:unnamed` / `Sunnamed`. Domains
-//   beyond max_domains share the prefix `lotus_more_domains:` (counted), never the default's.
+//   tools/docs/RUNTIME.md). A range of a named domain is recorded as `S<domain>:<name>`; the
+//   default domain's as `S<name>`. A range without a message is `S<domain>:unnamed` / `Sunnamed`.
+//   Domains beyond max_domains share the prefix `lotus_more_domains:` (counted), never the
+//   default's.
 // - Marks have no Lotus form (a record is a span): they are counted, and the count is printed once
 //   at exit, with the other counts, when any is not zero.
 #ifndef NVTX_NO_IMPL
