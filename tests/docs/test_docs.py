@@ -294,6 +294,28 @@ class Layout(unittest.TestCase):
         for room in rooms:
             self.assertTrue(os.path.isfile(os.path.join(tools, room, "README.md")), room)
 
+    def test_public_headers_are_the_api(self):
+        """architecture.md names every public header, and no header but config.hpp acts on
+        LOTUS_DISABLE (detail/hooks.hpp acts on what config.hpp derives from it)."""
+        with open(os.path.join(ROOT, "tools", "docs", "architecture.md"), encoding="utf-8") as f:
+            text = f.read()
+        api = text.split("## API and machinery", 1)[1].split("\n## ", 1)[0]
+        include = os.path.join(ROOT, "include", "lotus")
+        public = sorted(n for n in os.listdir(include) if n.endswith(".hpp"))
+        self.assertEqual(sorted(re.findall(r"`([a-z_]+\.hpp)`", api.split("everything else")[0])),
+                         public)
+        switches = []
+        for d in (include, os.path.join(include, "detail")):
+            for name in sorted(os.listdir(d)):
+                if not name.endswith(".hpp"):
+                    continue
+                with open(os.path.join(d, name), encoding="utf-8") as f:
+                    for n, line in enumerate(f, 1):
+                        if re.match(r"\s*#\s*(if|ifdef|ifndef|elif)\b.*LOTUS_DISABLE", line):
+                            switches.append(f"{os.path.relpath(os.path.join(d, name), ROOT)}:{n}")
+        self.assertEqual(len(switches), 1, switches)
+        self.assertTrue(switches[0].startswith("include/lotus/config.hpp:"), switches)
+
     def test_top_level_is_fixed(self):
         allowed = {"include", "single_include", "examples", "tests", "bench", "tools",
                    "CMakeLists.txt", "README.md", "LICENSE", "CHANGELOG.md", "setup.py",
