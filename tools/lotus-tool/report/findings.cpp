@@ -259,7 +259,8 @@ finding delay_finding(const report_data& d) {
 finding rank_finding(const report_data& d, const finding_thresholds& t) {
   finding f;
   f.id = "ranks";
-  const auto& straggler = d.straggler;
+  std::vector<rank_data> ranks = d.ranks;  // (analyze_straggler fills their losses)
+  const auto straggler = analyze_straggler(ranks, d.rank_ops);
   const rank_data* fast = &d.ranks.front();
   for (const auto& r : d.ranks) {
     if (r.wait_share() < fast->wait_share()) fast = &r;
