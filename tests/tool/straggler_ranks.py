@@ -27,6 +27,16 @@ def stats(tool, work, args=("--json",)):
     return json.loads(r.stdout) if "--json" in args else r.stdout
 
 
+def report(tool, work):
+    dirs = sorted(os.path.join(work, d) for d in os.listdir(work) if d.startswith("rank-"))
+    out = os.path.join(work, "report.html")
+    r = subprocess.run([tool, "report", *dirs, "-o", out], capture_output=True, text=True,
+                       check=False)
+    assert r.returncode == 0, r.stderr
+    with open(out, encoding="utf-8") as f:
+        return f.read()
+
+
 def generate(gen, work, ranks, *extra):
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
@@ -65,6 +75,9 @@ def main():
         assert s["host_level"] is True and s["host"] == "node0077", s
         assert s["host_ranks"] == 8 and s["cause"] == "host", s
         assert 77 * 8 <= s["rank"] < 78 * 8, s
+        page = report(tool, work)
+        assert "Straggler: <b>host node0077 (8 ranks)</b> on <b>RandomResizedCrop</b>" in page
+        assert 'class="population"' in page  # the per-rank means of the op
 
         print("nothing planted")
         generate(gen, work, ranks)
@@ -72,6 +85,7 @@ def main():
         assert "straggler" not in j, j.get("straggler")
         assert "slowest_rank" in j  # the largest wait share is still reported, as before
         assert "Straggler: none." in stats(tool, work, ())
+        assert "No straggler: no rank stands out" in report(tool, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -443,12 +443,23 @@ void read_report(const report_args& a, report_data& rd) {
     }
   }
   // Each directory's (source's) row in rd.ranks: the per-rank op table follows that order.
+  // (A row is keyed by its files' host and rank, as plan_timeline keys them.)
   std::vector<std::size_t> row_of_source(dir.sources.size(), SIZE_MAX);
-  for (std::size_t k = 0; k < dir.sources.size(); ++k) {
+  {
+    std::map<rank_key, std::size_t> row_of_key;
     for (std::size_t i = 0; i < rd.ranks.size(); ++i) {
-      if (rd.ranks[i].host == dir.sources[k].host && rd.ranks[i].rank == dir.sources[k].rank) {
-        row_of_source[k] = i;
+      row_of_key.emplace(rank_key{rd.ranks[i].host, rd.ranks[i].rank}, i);
+    }
+    for (const auto& f : dir.files) {
+      const auto it = row_of_key.find({f.ambiguous ? std::string() : f.host, rank_of(dir, f)});
+      if (it != row_of_key.end() && f.source < row_of_source.size()) {
+        row_of_source[f.source] = it->second;
       }
+    }
+    // The sources' plain hosts: rows of several directories qualify theirs with the directory.
+    rd.rank_ops.hosts.assign(rd.ranks.size(), std::string());
+    for (std::size_t k = 0; k < dir.sources.size(); ++k) {
+      if (row_of_source[k] != SIZE_MAX) rd.rank_ops.hosts[row_of_source[k]] = dir.sources[k].host;
     }
   }
   // The listing (most of the memory with many files) is not needed by what follows.

@@ -851,17 +851,21 @@ std::optional<straggler_analysis> analyze_straggler(std::vector<rank_stats>& ran
   }
   straggler_cost(ranks, a);
   // A host-level cause: every rank of its host (two or more) stands out on the same metric.
+  const auto host_of = [&](std::size_t k) -> const std::string& {
+    return ops.hosts.size() == nr && !ops.hosts[k].empty() ? ops.hosts[k] : ranks[k].host;
+  };
+  const std::string& s_host = host_of(a.rank);
   std::size_t host_n = 0, host_slow = 0;
   bool host_peer_fast = false;
-  for (std::size_t k = 0; k < nr && !s.host.empty(); ++k) {
-    if (ranks[k].host != s.host || best_n[k] == 0) continue;
+  for (std::size_t k = 0; k < nr && !s_host.empty(); ++k) {
+    if (host_of(k) != s_host || best_n[k] == 0) continue;
     ++host_n;
     host_slow += best.slow[k] ? 1 : 0;
     host_peer_fast = host_peer_fast || !best.slow[k];
   }
   if (host_n >= 2 && host_slow == host_n) {
     a.host_level = true;
-    a.host = s.host;
+    a.host = s_host;
     a.host_ranks = host_n;
   }
   // One slow worker: within the rank, one worker file's mean of the op stands out and the

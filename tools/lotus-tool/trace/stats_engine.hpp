@@ -135,6 +135,9 @@ struct rank_op_table {
   std::vector<std::vector<op_cell>> ranks;  ///< per source, sparse
   std::vector<std::vector<op_cell>> files;  ///< per file index, sparse
   std::vector<std::uint32_t> file_source;   ///< per file index: its source
+  /// Per rank, when set: the host its ranks share (else rank_stats::host), for the host-level
+  /// cause where rank rows carry a host qualified by its directory.
+  std::vector<std::string> hosts;
   bool empty() const { return ops.empty(); }
 };
 
