@@ -446,3 +446,115 @@ TEST_CASE("dump_json lays a document out as nlohmann does, names byte-exact", "[
   odd["bad\xff"] = std::string("v\xfe\tw");
   REQUIRE(dump_json(odd, -1) == "{\"bad\\udcff\":\"v\\udcfe\\u0009w\"}");
 }
+
+namespace {
+
+// n ranks, 8 a host, each with one worker file per worker: op 0 ("SCrop") with `count` records of
+// mean 1 ms (+ a deterministic wobble of up to +-2 %), op 1 ("STransform") enclosing it.
+struct straggler_job {
+  std::vector<rank_stats> ranks;
+  rank_op_table ops;
+  straggler_job(std::size_t n, std::size_t workers = 2) {
+    ops.ops = {"SCrop", "STransform"};
+    ops.ranks.resize(n);
+    for (std::size_t k = 0; k < n; ++k) {
+      rank_stats r;
+      r.label = "rank " + std::to_string(k);
+      r.host = "h" + std::to_string(k / 8);
+      r.rank = k;
+      r.batches = 16;
+      r.preprocessing_ms = 16 * 5.0;
+      r.preprocessing_mean_ms = 5.0;
+      r.worker_files = workers;
+      ranks.push_back(r);
+      for (std::size_t w = 0; w < workers; ++w) {
+        const double wobble = 1.0 + 0.02 * (double((k * 7 + w * 3) % 5) - 2) / 2;
+        add(k, 0, std::uint64_t(32 * 1e6 * wobble));
+        add(k, 1, std::uint64_t(32 * 3e6 * wobble));
+      }
+    }
+  }
+  void add(std::size_t k, std::uint32_t op, std::uint64_t sum_ns) {  // one file: 32 records
+    ops.files.push_back({op_cell{op, 32, sum_ns}});
+    ops.file_source.push_back(static_cast<std::uint32_t>(k));
+    auto& row = ops.ranks[k];
+    for (auto& c : row) {
+      if (c.op == op) {
+        c.count += 32;
+        c.sum_ns += sum_ns;
+        return;
+      }
+    }
+    row.push_back(op_cell{op, 32, sum_ns});
+  }
+  // Multiplies op `op` of rank k (its worker file w only, or all) by f, STransform by the excess.
+  void slow(std::size_t k, double f, int w = -1) {
+    std::size_t seen = 0;
+    for (std::size_t i = 0; i < ops.files.size(); ++i) {
+      if (ops.file_source[i] != k || ops.files[i][0].op != 0) continue;
+      if (w >= 0 && seen++ != std::size_t(w)) continue;
+      const std::uint64_t extra = std::uint64_t(double(ops.files[i][0].sum_ns) * (f - 1));
+      ops.files[i][0].sum_ns += extra;
+      for (auto& c : ops.ranks[k]) c.sum_ns += extra;  // both ops grow by the same time
+    }
+  }
+};
+
+}  // namespace
+
+TEST_CASE("straggler: robust per-op comparison of many ranks", "[tool][stats][straggler]") {
+  SECTION("nothing stands out: none claimed") {
+    straggler_job j(64);
+    REQUIRE_FALSE(analyze_straggler(j.ranks, j.ops));
+  }
+  SECTION("one rank's op: named by the op inside STransform, a fast peer on its host: shard") {
+    straggler_job j(64);
+    j.slow(17, 3.0);
+    const auto a = analyze_straggler(j.ranks, j.ops);
+    REQUIRE(a);
+    REQUIRE(a->rank == 17);
+    REQUIRE(a->op == "SCrop");
+    REQUIRE(a->metric == "op");
+    REQUIRE_FALSE(a->host_level);
+    REQUIRE(a->cause == "shard");
+    REQUIRE(a->population == 64);
+    REQUIRE(a->count == 64);
+    REQUIRE(a->ratio == Approx(3.0).epsilon(0.05));
+    REQUIRE(a->excess_per_step_ms == Approx(2.0 * 64 / 16).epsilon(0.05));
+    REQUIRE(a->population_ms.size() == 7);
+  }
+  SECTION("one worker of one rank") {
+    straggler_job j(64);
+    j.slow(30, 4.0, 1);
+    const auto a = analyze_straggler(j.ranks, j.ops);
+    REQUIRE(a);
+    REQUIRE(a->rank == 30);
+    REQUIRE(a->cause == "worker");
+    REQUIRE(a->worker_file);
+    REQUIRE(j.ops.file_source[*a->worker_file] == 30);
+  }
+  SECTION("every rank of a host: host-level") {
+    straggler_job j(64);
+    for (std::size_t k = 40; k < 48; ++k) j.slow(k, 1.8);
+    const auto a = analyze_straggler(j.ranks, j.ops);
+    REQUIRE(a);
+    REQUIRE(a->host_level);
+    REQUIRE(a->host == "h5");
+    REQUIRE(a->host_ranks == 8);
+    REQUIRE(a->cause == "host");
+  }
+  SECTION("below the effect size (1.2x): none; below 8 ranks: the largest wait share") {
+    straggler_job j(64);
+    j.slow(5, 1.2);
+    REQUIRE_FALSE(analyze_straggler(j.ranks, j.ops));
+    straggler_job small(4);
+    small.slow(2, 3.0);
+    small.ranks[1].wait_ms = 10;
+    small.ranks[1].waits = 4;
+    small.ranks[1].main_elapsed_ms = 20;
+    const auto a = analyze_straggler(small.ranks, small.ops);
+    REQUIRE(a);
+    REQUIRE(a->rank == 1);
+    REQUIRE(a->metric == "wait share");
+  }
+}

@@ -223,6 +223,10 @@ struct report_data {
   std::uint64_t origin_ns = 0;
   /// Per rank, when the trace has several (hosts / ranks / directories); empty otherwise.
   std::vector<rank_data> ranks;
+  /// With several ranks: per rank (in `ranks` order) and op, the straggler finder's input, and
+  /// what it found (analyze_straggler; lost_to_straggler_ms filled in `ranks`).
+  rank_op_table rank_ops;
+  std::optional<straggler_analysis> straggler;
   /// With several hosts: within what bound their times compare (cross_host_clock_note).
   std::string clock_note;
   std::optional<attr_doc> attribution;

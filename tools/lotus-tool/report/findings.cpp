@@ -259,19 +259,49 @@ finding delay_finding(const report_data& d) {
 finding rank_finding(const report_data& d, const finding_thresholds& t) {
   finding f;
   f.id = "ranks";
-  std::vector<rank_data> ranks = d.ranks;
-  const auto straggler = analyze_straggler(ranks);
-  const rank_data* slow = &d.ranks[straggler->rank];
+  std::vector<rank_data> ranks = d.ranks;  // (analyze_straggler fills their losses)
+  const auto straggler = analyze_straggler(ranks, d.rank_ops);
   const rank_data* fast = &d.ranks.front();
   for (const auto& r : d.ranks) {
     if (r.wait_share() < fast->wait_share()) fast = &r;
   }
+  if (!straggler) {
+    // The robust finder (>= straggler_thresholds::min_ranks ranks) found none beyond the noise.
+    const straggler_thresholds th;
+    f.level = finding_level::good;
+    f.title =
+        "No rank stands out: no straggler among " + std::to_string(d.ranks.size()) + " ranks.";
+    f.evidence = "No rank's mean of any op, or of its batch preprocessing is both " +
+                 fixed(th.z, 1) + " robust deviations (MAD) and " + fixed(th.ratio, 2) +
+                 "x above the median of the ranks.";
+    f.advice = "Nothing to change here.";
+    return f;
+  }
+  const rank_data* slow = &d.ranks[straggler->rank];
   const double spread = slow->wait_share() - fast->wait_share();
   f.evidence = slow->label + " waited " + pct(slow->wait_share()) + " of its time (mean batch " +
                format_ms(slow->preprocessing_mean_ms) + "), " + fast->label + " " +
                pct(fast->wait_share()) + " (mean batch " + format_ms(fast->preprocessing_mean_ms) +
                "), over " + std::to_string(d.ranks.size()) + " ranks.";
-  if (spread >= t.rank_spread) {
+  if (straggler->population > 0) {
+    // The robust finder named it: by an op (or its batches, or its wait) against the ranks.
+    f.level = finding_level::warn;
+    f.title = straggler->host_level
+                  ? "Host " + straggler->host + " is the straggler: all its " +
+                        std::to_string(straggler->host_ranks) + " ranks are slow."
+                  : slow->label + " is the straggler" +
+                        (straggler->op.empty() ? std::string(" (") + straggler->metric + ")."
+                                               : " on " + op_display_name(straggler->op) + ".");
+    f.evidence += " Its " +
+                  (straggler->op.empty() ? straggler->metric : op_display_name(straggler->op)) +
+                  " averages " + format_ms(straggler->mean_ms) + " over " +
+                  std::to_string(straggler->count) + " records, " + fixed(straggler->ratio, 1) +
+                  "x the median rank's " + format_ms(straggler->median_ms) + " (MAD " +
+                  format_ms(straggler->mad_ms) + ", robust z " + fixed(straggler->z, 1) +
+                  "): " + format_ms(straggler->excess_per_step_ms) + " extra per step.";
+    f.advice = "In synchronous data-parallel training every step waits for the slowest rank: " +
+               straggler->advice + ".";
+  } else if (spread >= t.rank_spread) {
     f.level = finding_level::warn;
     f.title = "The data loader of " + slow->label + " is the slowest: it waits " +
               fixed(100 * spread, 1) + " percentage points more than " + fast->label + ".";

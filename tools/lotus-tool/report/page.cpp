@@ -106,7 +106,32 @@ std::string ranks_html(const report_data& d) {
          (r.main_elapsed_ms > 0 ? format_number("%.1f%%", 100 * r.wait_share()) : "&ndash;") +
          "</td><td>" + std::to_string(r.out_of_order) + "</td></tr>\n";
   }
-  o += "</table>\n</section>\n";
+  o += "</table>\n";
+  const straggler_thresholds th;
+  if (d.straggler && d.straggler->population > 0) {
+    // The robust finder's rank, and the population it stood out from.
+    const straggler_analysis& a = *d.straggler;
+    const std::string what = a.op.empty() ? a.metric : op_display_name(a.op);
+    o += "<p class=\"straggler\">Straggler: <b>" +
+         h(a.host_level ? "host " + a.host + " (" + std::to_string(a.host_ranks) + " ranks)"
+                        : d.ranks[a.rank].label) +
+         "</b> on <b>" + h(what) + "</b>: " + h(format_ms(a.mean_ms)) + " mean over " +
+         std::to_string(a.count) + " records, " + format_number("%.1f", a.ratio) +
+         "&times; the median, robust z " + format_number("%.1f", a.z) + "; " +
+         h(format_ms(a.excess_per_step_ms)) + " extra per step.</p>\n";
+    o += "<table class=\"population\"><tr><th>" + h(what) +
+         ": per-rank means</th><th>ranks</th><th>min</th><th>p10</th><th>p25</th><th>median</"
+         "th><th>p75</th><th>p90</th><th>max</th><th>MAD</th></tr>\n<tr><td>population</td><td>" +
+         std::to_string(a.population) + "</td>";
+    for (double v : a.population_ms) o += "<td>" + h(format_ms(v)) + "</td>";
+    o += "<td>" + h(format_ms(a.mad_ms)) + "</td></tr>\n</table>\n";
+  } else if (!d.straggler && d.ranks.size() >= th.min_ranks) {
+    o += "<p class=\"straggler\">No straggler: no rank stands out beyond the noise (robust z "
+         "&ge; " +
+         format_number("%.1f", th.z) + " and &ge; " + format_number("%.2f", th.ratio) +
+         "&times; the median, per op and per batch preprocessing).</p>\n";
+  }
+  o += "</section>\n";
   return o;
 }
 

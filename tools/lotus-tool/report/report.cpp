@@ -442,6 +442,26 @@ void read_report(const report_args& a, report_data& rd) {
       if (rk.rank == rank && rk.host == (f.ambiguous ? std::string() : f.host)) ++rk.worker_files;
     }
   }
+  // Each directory's (source's) row in rd.ranks: the per-rank op table follows that order.
+  // (A row is keyed by its files' host and rank, as plan_timeline keys them.)
+  std::vector<std::size_t> row_of_source(dir.sources.size(), SIZE_MAX);
+  {
+    std::map<rank_key, std::size_t> row_of_key;
+    for (std::size_t i = 0; i < rd.ranks.size(); ++i) {
+      row_of_key.emplace(rank_key{rd.ranks[i].host, rd.ranks[i].rank}, i);
+    }
+    for (const auto& f : dir.files) {
+      const auto it = row_of_key.find({f.ambiguous ? std::string() : f.host, rank_of(dir, f)});
+      if (it != row_of_key.end() && f.source < row_of_source.size()) {
+        row_of_source[f.source] = it->second;
+      }
+    }
+    // The sources' plain hosts: rows of several directories qualify theirs with the directory.
+    rd.rank_ops.hosts.assign(rd.ranks.size(), std::string());
+    for (std::size_t k = 0; k < dir.sources.size(); ++k) {
+      if (row_of_source[k] != SIZE_MAX) rd.rank_ops.hosts[row_of_source[k]] = dir.sources[k].host;
+    }
+  }
   // The listing (most of the memory with many files) is not needed by what follows.
   open = {};
   plan = {};
@@ -451,6 +471,25 @@ void read_report(const report_args& a, report_data& rd) {
   sopt.keep_points = true;  // the per-batch plots, thinned in bounded memory
   sopt.max_points = a.max_points;
   rd.stats = eng.compute(sopt);
+  if (rd.ranks.size() >= 2) {
+    rank_op_table t = eng.rank_ops();
+    rd.rank_ops.ops = std::move(t.ops);
+    rd.rank_ops.ranks.assign(rd.ranks.size(), {});
+    for (std::size_t k = 0; k < t.ranks.size(); ++k) {
+      if (k < row_of_source.size() && row_of_source[k] != SIZE_MAX) {
+        rd.rank_ops.ranks[row_of_source[k]] = std::move(t.ranks[k]);
+      }
+    }
+    // Per worker file: only the files of a known row (a file's source mapped to its row).
+    for (std::size_t f = 0; f < t.files.size(); ++f) {
+      const std::uint32_t src = t.file_source[f];
+      if (src >= row_of_source.size() || row_of_source[src] == SIZE_MAX) continue;
+      rd.rank_ops.files.push_back(std::move(t.files[f]));
+      rd.rank_ops.file_source.push_back(static_cast<std::uint32_t>(row_of_source[src]));
+    }
+    rd.straggler = analyze_straggler(rd.ranks, rd.rank_ops);
+    if (rd.straggler) rd.straggler->worker_file.reset();  // (file indices renumbered here)
+  }
   rd.origin_ns = rd.stats.first_start_ns != 0 ? rd.stats.first_start_ns : rd.timeline.start_ns;
 }
 

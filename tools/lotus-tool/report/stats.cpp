@@ -85,6 +85,27 @@ nlohmann::json to_json(const stats_result& r, const trace_dir& dir, const record
                           {"cause", a.cause},
                           {"advice", a.advice}};
       if (s.rank) o["rank"] = *s.rank;
+      // The robust finder: what it compared, the rank's figures and the population's.
+      o["metric"] = a.metric;
+      o["op"] = a.op.empty() ? nlohmann::json(nullptr) : nlohmann::json(a.op);
+      o["host_level"] = a.host_level;
+      if (!s.host.empty()) o["host"] = s.host;
+      if (a.host_level) o["host_ranks"] = a.host_ranks;
+      if (a.population > 0) {
+        o["mean_ms"] = a.mean_ms;
+        o["count"] = a.count;
+        o["ratio"] = a.ratio;
+        o["z"] = a.z;
+        o["excess_ms"] = a.excess_ms;
+        o["excess_per_step_ms"] = a.excess_per_step_ms;
+        o["population"] = {{"ranks", a.population},
+                           {"median_ms", a.median_ms},
+                           {"mad_ms", a.mad_ms},
+                           {"quantiles_ms", a.population_ms}};
+      }
+      if (a.worker_file) {
+        o["worker"] = {{"file", dir.files[*a.worker_file].name}, {"mean_ms", a.worker_mean_ms}};
+      }
       j["straggler"] = std::move(o);
     }
   }
@@ -401,7 +422,22 @@ std::string to_text(const stats_result& r, const trace_dir& dir, const record_fi
                  "in all, %.2f%% of their time).\n",
                  printable(r.ranks[a.rank].label).c_str(), 100 * a.others_wait_share,
                  a.lost_per_step_ms, a.lost_ms, 100 * a.lost_share);
+      if (a.population > 0) {
+        append_fmt(out,
+                   "  on %s%s%s: %.3f ms mean over %llu records against a median of %.3f ms (MAD "
+                   "%.3f ms, %zu ranks): %.1fx, robust z %.1f; %.2f ms extra per step%s%s\n",
+                   a.metric.c_str(), a.op.empty() ? "" : " ", printable(a.op).c_str(), a.mean_ms,
+                   static_cast<unsigned long long>(a.count), a.median_ms, a.mad_ms, a.population,
+                   a.ratio, a.z, a.excess_per_step_ms, a.host_level ? "; host-level: " : "",
+                   a.host_level ? printable(a.host).c_str() : "");
+      }
       out += "To change: " + printable(a.advice) + ".\n";
+    } else if (r.ranks.size() >= straggler_thresholds{}.min_ranks) {
+      const straggler_thresholds th;
+      append_fmt(out,
+                 "Straggler: none. No rank stands out beyond the noise on any op or its batch "
+                 "preprocessing (robust z >= %.1f and >= %.2fx the median).\n",
+                 th.z, th.ratio);
     }
   }
   const std::vector<host_clock> clocks = host_clocks(dir);

@@ -155,6 +155,25 @@ void stats_engine::add(std::size_t file, file_kind kind, const record& r, const 
       // The per-op notebook reads worker files only and drops every SBatch* name.
       if (kind != file_kind::worker) return;
       const std::size_t i = op_index(r.name);
+      if (i != other_) {  // per file and op, for the straggler finder
+        if (file >= file_ops_.size()) file_ops_.resize(file + 1);
+        std::vector<op_cell>& cells = file_ops_[file];
+        op_cell* c = nullptr;
+        for (op_cell& x : cells) {
+          if (x.op == i) {
+            c = &x;
+            break;
+          }
+        }
+        if (c == nullptr && cells.size() < rank_op_table::k_ops_per_file) {
+          cells.push_back(op_cell{static_cast<std::uint32_t>(i), 0, 0});
+          c = &cells.back();
+        }
+        if (c != nullptr) {
+          ++c->count;
+          c->sum_ns += r.dur_ns;
+        }
+      }
       op_acc& a = ops_[i];
       if (r.dur_ns <= 0xffffffffULL) {
         op_log_.push({static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(r.dur_ns)});
@@ -487,6 +506,33 @@ void stats_engine::batch_delays(const stats_options& opt, stats_result& r) const
   }
 }
 
+rank_op_table stats_engine::rank_ops() const {
+  rank_op_table t;
+  t.ops.assign(names_.begin(), names_.end());
+  t.files = file_ops_;
+  t.file_source.resize(file_ops_.size());
+  std::size_t sources = 0;
+  for (std::size_t f = 0; f < file_ops_.size(); ++f) {
+    t.file_source[f] = source_of(f);
+    if (!file_ops_[f].empty()) sources = std::max<std::size_t>(sources, t.file_source[f] + 1);
+  }
+  t.ranks.resize(sources);
+  for (std::size_t f = 0; f < file_ops_.size(); ++f) {
+    std::vector<op_cell>& row = t.ranks[t.file_source[f] < sources ? t.file_source[f] : 0];
+    for (const op_cell& c : file_ops_[f]) {
+      auto it =
+          std::find_if(row.begin(), row.end(), [&](const op_cell& x) { return x.op == c.op; });
+      if (it == row.end()) {
+        row.push_back(c);
+      } else {
+        it->count += c.count;
+        it->sum_ns += c.sum_ns;
+      }
+    }
+  }
+  return t;
+}
+
 stats_result stats_engine::compute(const stats_options& opt) const {
   stats_result r;
   r.records = records_;
@@ -563,7 +609,8 @@ stats_result compute_stats(const trace_dir& dir, const read_options& ropt,
     if (per_rank && f.kind == file_kind::worker) ++ranks[f.source].worker_files;
   }
   r.slowest_rank = slowest_rank_of(ranks);
-  r.straggler = analyze_straggler(ranks);
+  if (per_rank) r.rank_ops = eng.rank_ops();
+  r.straggler = analyze_straggler(ranks, r.rank_ops);
   r.ranks = std::move(ranks);
   return r;
 }
@@ -585,16 +632,23 @@ std::string fixed1(double v) {
 
 }  // namespace
 
-std::optional<straggler_analysis> analyze_straggler(std::vector<rank_stats>& ranks) {
-  const auto slowest = slowest_rank_of(ranks);
-  if (!slowest || ranks.size() < 2) return std::nullopt;
-  straggler_analysis a;
-  a.rank = *slowest;
+namespace {
+
+std::string fixed3(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.3f", v);
+  return b;
+}
+
+// The other ranks' loss to the straggler a.rank (from the waits), and its preprocessing ratio.
+void straggler_cost(std::vector<rank_stats>& ranks, straggler_analysis& a) {
   const rank_stats& s = ranks[a.rank];
-  std::vector<double> prep, files;
+  std::vector<double> prep;
   double others_elapsed = 0;
+  a.lost_per_step_ms = a.lost_ms = a.others_wait_share = 0;
   for (std::size_t k = 0; k < ranks.size(); ++k) {
     rank_stats& x = ranks[k];
+    x.lost_to_straggler_ms = 0;
     if (k == a.rank) continue;
     const double lost = std::max(0.0, s.wait_per_step_ms() - x.wait_per_step_ms());
     x.lost_to_straggler_ms = lost * double(x.waits);
@@ -603,15 +657,27 @@ std::optional<straggler_analysis> analyze_straggler(std::vector<rank_stats>& ran
     a.others_wait_share += x.wait_share();
     others_elapsed += x.main_elapsed_ms;
     prep.push_back(x.preprocessing_mean_ms);
-    files.push_back(double(x.worker_files));
   }
   const double others = double(ranks.size() - 1);
   a.lost_per_step_ms /= others;
   a.others_wait_share /= others;
   a.lost_share = others_elapsed > 0 ? a.lost_ms / others_elapsed : 0;
   const double prep_median = median_of(prep);
-  const double files_median = median_of(files);
   a.preprocessing_ratio = prep_median > 0 ? s.preprocessing_mean_ms / prep_median : 0;
+}
+
+double median_worker_files(const std::vector<rank_stats>& ranks, std::size_t except) {
+  std::vector<double> files;
+  for (std::size_t k = 0; k < ranks.size(); ++k) {
+    if (k != except) files.push_back(double(ranks[k].worker_files));
+  }
+  return median_of(files);
+}
+
+// Below min_ranks: the rank with the largest wait share, and its cause from its batches.
+void legacy_cause(const std::vector<rank_stats>& ranks, straggler_analysis& a) {
+  const rank_stats& s = ranks[a.rank];
+  const double files_median = median_worker_files(ranks, a.rank);
   // Another rank on the same host that is not slow per batch rules the host out.
   bool host_peer_fast = false;
   for (std::size_t k = 0; k < ranks.size(); ++k) {
@@ -641,6 +707,226 @@ std::optional<straggler_analysis> analyze_straggler(std::vector<rank_stats>& ran
     a.advice =
         "its batches are not slower to preprocess, yet its training loop waits longer: "
         "give it more DataLoader workers or a larger prefetch_factor";
+  }
+}
+
+// One metric over the ranks (has[k]: rank k has it): the robust population and the rank that
+// stands out most (largest excess), if any.
+struct metric_eval {
+  bool found = false;
+  std::size_t rank = 0;
+  double median = 0, mad = 0, z = 0, excess = 0;
+  std::size_t population = 0;
+  std::vector<double> sorted;
+  std::vector<bool> slow;  ///< per rank: beyond the thresholds
+};
+
+metric_eval evaluate(const std::vector<double>& x, const std::vector<std::uint64_t>& n,
+                     const std::vector<double>& share_of, const straggler_thresholds& th) {
+  metric_eval e;
+  for (std::size_t k = 0; k < x.size(); ++k) {
+    if (n[k] > 0) e.sorted.push_back(x[k]);
+  }
+  e.population = e.sorted.size();
+  e.slow.assign(x.size(), false);
+  if (e.population < th.min_ranks) return e;
+  std::sort(e.sorted.begin(), e.sorted.end());
+  e.median = quantile_sorted(e.sorted, 0.5);
+  std::vector<double> dev;
+  dev.reserve(e.sorted.size());
+  for (double v : e.sorted) dev.push_back(std::fabs(v - e.median));
+  e.mad = median_of(std::move(dev));
+  // The floor keeps identical means (MAD 0) from making any difference infinitely significant.
+  const double sigma = std::max(1.4826 * e.mad, 0.01 * e.median);
+  if (!(sigma > 0)) return e;
+  for (std::size_t k = 0; k < x.size(); ++k) {
+    if (n[k] == 0) continue;
+    const double z = (x[k] - e.median) / sigma;
+    const double excess = (x[k] - e.median) * double(n[k]);
+    const bool share_ok =
+        share_of.empty() || (share_of[k] > 0 && excess >= th.min_share * share_of[k]);
+    if (z >= th.z && x[k] >= th.ratio * e.median && share_ok) {
+      e.slow[k] = true;
+      if (!e.found || excess > e.excess) {
+        e.found = true;
+        e.rank = k;
+        e.z = z;
+        e.excess = excess;
+      }
+    }
+  }
+  return e;
+}
+
+}  // namespace
+
+std::optional<straggler_analysis> analyze_straggler(std::vector<rank_stats>& ranks,
+                                                    const rank_op_table& ops,
+                                                    const straggler_thresholds& th) {
+  if (ranks.size() < 2) return std::nullopt;
+  straggler_analysis a;
+  if (ranks.size() < th.min_ranks) {
+    const auto slowest = slowest_rank_of(ranks);
+    if (!slowest) return std::nullopt;
+    a.rank = *slowest;
+    straggler_cost(ranks, a);
+    legacy_cause(ranks, a);
+    return a;
+  }
+  for (rank_stats& x : ranks) x.lost_to_straggler_ms = 0;
+  const std::size_t nr = ranks.size();
+  // 1. Per op: each rank's mean of the op against the other ranks' means.
+  metric_eval best;
+  std::size_t best_op = SIZE_MAX;
+  std::vector<std::uint64_t> best_n;
+  std::vector<double> best_x;
+  if (!ops.empty() && ops.ranks.size() <= nr) {
+    std::vector<double> total(nr, 0);  // each rank's op time (ms): the effect-size floor
+    for (std::size_t k = 0; k < ops.ranks.size(); ++k) {
+      for (const op_cell& c : ops.ranks[k]) total[k] += double(c.sum_ns) / k_ns_per_ms;
+    }
+    // STransform spans a sample's whole transform chain (FORMAT.md §3): it is named only when
+    // no step inside it stands out, so the step that makes it slow is the one named.
+    for (int pass = 0; pass < 2 && !best.found; ++pass)
+      for (std::size_t j = 0; j < ops.ops.size(); ++j) {
+        if ((ops.ops[j] == "STransform") != (pass == 1)) continue;
+        std::vector<double> x(nr, 0);
+        std::vector<std::uint64_t> n(nr, 0);
+        for (std::size_t k = 0; k < ops.ranks.size(); ++k) {
+          for (const op_cell& c : ops.ranks[k]) {
+            if (c.op == j) {
+              x[k] = c.mean_ms();
+              n[k] = c.count;
+            }
+          }
+        }
+        metric_eval e = evaluate(x, n, total, th);
+        if (e.found && (!best.found || e.excess > best.excess)) {
+          best = std::move(e);
+          best_op = j;
+          best_n = std::move(n);
+          best_x = std::move(x);
+        }
+      }
+  }
+  if (best.found) {
+    a.metric = "op";
+    a.op = ops.ops[best_op];
+  } else {
+    // 2. Per batch: the mean preprocessing of a batch. (Not the training loop's wait per step:
+    // it swings with the step times and arrival order, and named the noisiest rank.)
+    for (const char* metric : {"batch preprocessing"}) {
+      std::vector<double> x(nr);
+      std::vector<std::uint64_t> n(nr);
+      const bool pre = metric[0] == 'b';
+      for (std::size_t k = 0; k < nr; ++k) {
+        x[k] = pre ? ranks[k].preprocessing_mean_ms : ranks[k].wait_per_step_ms();
+        n[k] = pre ? ranks[k].batches : ranks[k].waits;
+      }
+      metric_eval e = evaluate(x, n, {}, th);
+      if (e.found) {
+        best = std::move(e);
+        best_n = std::move(n);
+        best_x = std::move(x);
+        a.metric = metric;
+        break;
+      }
+    }
+  }
+  if (!best.found) return std::nullopt;  // no rank stands out beyond the noise
+  a.rank = best.rank;
+  const rank_stats& s = ranks[a.rank];
+  a.mean_ms = best_x[a.rank];
+  a.count = best_n[a.rank];
+  a.median_ms = best.median;
+  a.mad_ms = best.mad;
+  a.z = best.z;
+  a.ratio = best.median > 0 ? a.mean_ms / best.median : 0;
+  a.population = best.population;
+  a.excess_ms = best.excess;
+  const std::uint64_t steps = s.batches ? s.batches : s.waits ? s.waits : a.count;
+  a.excess_per_step_ms = steps ? a.excess_ms / double(steps) : 0;
+  for (double q : {0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0}) {
+    a.population_ms.push_back(quantile_sorted(best.sorted, q));
+  }
+  straggler_cost(ranks, a);
+  // A host-level cause: every rank of its host (two or more) stands out on the same metric.
+  const auto host_of = [&](std::size_t k) -> const std::string& {
+    return ops.hosts.size() == nr && !ops.hosts[k].empty() ? ops.hosts[k] : ranks[k].host;
+  };
+  const std::string& s_host = host_of(a.rank);
+  std::size_t host_n = 0, host_slow = 0;
+  bool host_peer_fast = false;
+  for (std::size_t k = 0; k < nr && !s_host.empty(); ++k) {
+    if (host_of(k) != s_host || best_n[k] == 0) continue;
+    ++host_n;
+    host_slow += best.slow[k] ? 1 : 0;
+    host_peer_fast = host_peer_fast || !best.slow[k];
+  }
+  if (host_n >= 2 && host_slow == host_n) {
+    a.host_level = true;
+    a.host = s_host;
+    a.host_ranks = host_n;
+  }
+  // One slow worker: within the rank, one worker file's mean of the op stands out and the
+  // median of the others does not.
+  if (a.metric == "op" && !a.host_level) {
+    std::vector<std::pair<double, std::size_t>> w;
+    for (std::size_t f = 0; f < ops.files.size(); ++f) {
+      if (ops.file_source[f] != a.rank) continue;
+      for (const op_cell& c : ops.files[f]) {
+        if (c.op == best_op && c.count > 0) w.emplace_back(c.mean_ms(), f);
+      }
+    }
+    if (w.size() >= 2) {
+      std::sort(w.begin(), w.end());
+      std::vector<double> rest;
+      for (std::size_t i = 0; i + 1 < w.size(); ++i) rest.push_back(w[i].first);
+      if (median_of(rest) < th.ratio * a.median_ms && w.back().first >= th.ratio * a.median_ms) {
+        a.worker_file = w.back().second;
+        a.worker_mean_ms = w.back().first;
+      }
+    }
+  }
+  const std::string what = a.metric == "op" ? "its " + a.op.substr(a.op[0] == 'S' ? 1 : 0)
+                           : a.metric == "batch preprocessing" ? "its batch preprocessing"
+                                                               : "its wait per step";
+  const std::string finding = what + " averages " + fixed3(a.mean_ms) + " ms, " + fixed1(a.ratio) +
+                              "x the median rank's " + fixed3(a.median_ms) + " ms (" +
+                              std::to_string(a.population) + " ranks)";
+  const double files_median = median_worker_files(ranks, a.rank);
+  if (a.host_level) {
+    a.cause = "host";
+    a.advice = "all " + std::to_string(a.host_ranks) + " ranks of host " + a.host +
+               " are as slow (" + finding +
+               "): check the host (other load on its CPUs, slower "
+               "storage, throttling) rather than its ranks";
+  } else if (double(s.worker_files) < files_median) {
+    a.cause = "workers";
+    a.advice = finding + "; give " + s.label +
+               " as many DataLoader workers as the other ranks (it wrote " +
+               std::to_string(s.worker_files) + " worker trace files, the others " +
+               fixed1(files_median) + " in the median)";
+  } else if (a.metric == "wait per step") {
+    a.cause = "loader";
+    a.advice = finding +
+               ", though its batches are not slower to preprocess: give it more DataLoader "
+               "workers or a larger prefetch_factor";
+  } else if (a.worker_file) {
+    a.cause = "worker";
+    a.advice = finding + ", from one worker (" + fixed3(a.worker_mean_ms) +
+               " ms) while its other workers are not slow: check what else runs on that "
+               "worker's CPUs";
+  } else if (host_peer_fast) {
+    a.cause = "shard";
+    a.advice = finding +
+               ", and a rank on the same host is not slow: check its data shard (larger or "
+               "slower-to-decode samples) and balance the shards";
+  } else {
+    a.cause = "host";
+    a.advice = finding +
+               ": check its host (other load on its CPUs, slower storage) and its "
+               "data shard";
   }
   return a;
 }
