@@ -49,15 +49,20 @@ def main():
     tool, gen, root = sys.argv[1], sys.argv[2], sys.argv[3]
     ranks = int(sys.argv[4]) if len(sys.argv) > 4 else 4096
     work = os.path.join(root, "job")
+    # The planted rank and host lie inside the job whatever its size (fewer ranks under the
+    # sanitizers): rank 1234 and host 77 of 4,096 ranks.
+    slow_rank = 1234 * ranks // 4096
+    slow_host = 77 * ranks // 4096
+    assert ranks >= 64 and ranks % 8 == 0, ranks
     try:
         print("one slow op on one rank")
-        g = generate(gen, work, ranks, "--slow-rank", "1234", "--slow-op", "RandomResizedCrop",
+        g = generate(gen, work, ranks, "--slow-rank", str(slow_rank), "--slow-op", "RandomResizedCrop",
                      "--factor", "3")
         j = stats(tool, work)
         s = j["straggler"]
         assert len(j["ranks"]) == ranks
         assert j["trace"]["records"] == g["records"]
-        assert s["rank"] == 1234 and s["op"] == "SRandomResizedCrop", s
+        assert s["rank"] == slow_rank and s["op"] == "SRandomResizedCrop", s
         assert s["metric"] == "op" and s["host_level"] is False, s
         assert s["population"]["ranks"] == ranks and s["count"] == 64, s
         assert s["ratio"] > 2 and s["excess_per_step_ms"] > 0, s
@@ -67,16 +72,17 @@ def main():
             assert k in s, k
         text = stats(tool, work, ())
         line = text.split("Straggler: ")[1].splitlines()
-        assert "rank 1234" in line[0] and "SRandomResizedCrop" in line[1], line[:2]
+        assert f"rank {slow_rank}" in line[0] and "SRandomResizedCrop" in line[1], line[:2]
 
         print("one slow host (all its 8 ranks)")
-        generate(gen, work, ranks, "--slow-host", "77", "--factor", "1.6")
+        generate(gen, work, ranks, "--slow-host", str(slow_host), "--factor", "1.6")
         s = stats(tool, work)["straggler"]
-        assert s["host_level"] is True and s["host"] == "node0077", s
+        assert s["host_level"] is True and s["host"] == f"node{slow_host:04d}", s
         assert s["host_ranks"] == 8 and s["cause"] == "host", s
-        assert 77 * 8 <= s["rank"] < 78 * 8, s
+        assert slow_host * 8 <= s["rank"] < (slow_host + 1) * 8, s
         page = report(tool, work)
-        assert "Straggler: <b>host node0077 (8 ranks)</b> on <b>RandomResizedCrop</b>" in page
+        assert (f"Straggler: <b>host node{slow_host:04d} (8 ranks)</b> on <b>RandomResizedCrop</b>"
+                in page)
         assert 'class="population"' in page  # the per-rank means of the op
 
         print("nothing planted")
