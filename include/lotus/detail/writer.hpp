@@ -303,6 +303,37 @@ class trace_writer {
   /// drained ones for release. Returns true when the thread was busy (a segment half full).
   bool drain(thread_state& t) noexcept;
 
+  /// The thread's queued per-batch resource figures as sidecar `batchres` lines (FORMAT.md §5),
+  /// and a `batchres_lost` line when its queue overflowed since the last one.
+  void drain_resources(thread_state& t) noexcept {
+    res_queue* q = t.res.load(std::memory_order_acquire);
+    if (q == nullptr) return;
+    std::uint64_t tail = q->tail.load(std::memory_order_relaxed);
+    const std::uint64_t head = q->head.load(std::memory_order_acquire);
+    for (; tail != head; ++tail) {
+      const res_entry& e = q->slots[tail % res_queue::capacity];
+      const std::uint64_t start = conv_.to_ns(e.t0), end = conv_.to_ns(e.t1);
+      res_lines_.add("batchres ").add(t.tid).add(' ').add(e.idx).add(' ').add(start).add(' ');
+      res_lines_.add(end > start ? end - start : 0).add(' ').add(e.cpu_ns).add(' ');
+      res_lines_.add(e.wait_ns).add(' ').add(e.minflt).add(' ').add(e.majflt).add(' ');
+      res_lines_.add(e.nvcsw).add(' ').add(e.nivcsw).add('\n');
+    }
+    q->tail.store(tail, std::memory_order_release);
+    const std::uint64_t lost = q->lost.load(std::memory_order_relaxed);
+    if (lost != q->lost_reported) {
+      q->lost_reported = lost;
+      res_lines_.add("batchres_lost ").add(t.tid).add(' ').add(lost).add('\n');
+    }
+    if (res_lines_.size() >= (1u << 16)) flush_resource_lines();
+  }
+
+  void flush_resource_lines() noexcept {
+    if (res_lines_.empty()) return;
+    flush_thread_lines();  // a thread's `thread` line before its figures
+    sidecar(res_lines_);
+    res_lines_ = text();
+  }
+
   /// The sidecar's first lines for this process.
   LOTUS_DETAIL_COLD text sidecar_header() const noexcept {
     text head;
@@ -414,6 +445,7 @@ class trace_writer {
       if (urgent_.load(std::memory_order_relaxed)) serve_urgent();
     }
     flush_thread_lines();
+    flush_resource_lines();
     if (stats && stats_source_ != nullptr && files_.has_sidecar()) write_stats(final);
     threads_.release(cycle_finished_);
     cpu_ns_.fetch_add(clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0, std::memory_order_relaxed);
@@ -515,6 +547,7 @@ class trace_writer {
   bool busy_ = false;    // a ring was found half full in the last cycle
   text cycle_prefix_;    // the prefix of a reopening cycle
   text thread_lines_;    // sidecar `thread` lines of this cycle
+  text res_lines_;       // sidecar `batchres` lines of this cycle
   text last_stats_;      // the last `stats` line written (without its clocksync line)
   ledger_entry ledger_;  // this runtime's place among the process's runtimes
   out_buffer worker_buf_, main_buf_;
@@ -607,6 +640,7 @@ inline bool trace_writer::drain(thread_state& t) noexcept {
   }
   write_out(t, worker_buf_, false);
   write_out(t, main_buf_, true);
+  drain_resources(t);
   return busy;
 }
 
