@@ -16,10 +16,10 @@ from conftest import HERE, run_python
 TOOL = os.environ.get("LOTUS_TOOL")
 
 
-def run(tmp_path, cause, **cfg):
+def run(tmp_path, cause, env=None, **cfg):
     trace = tmp_path / "trace"
     cfg.update(cause=cause, trace=str(trace / "lotustrace_log"))
-    run_python([str(HERE / "causes_scenario.py"), json.dumps(cfg)], timeout=300)
+    run_python([str(HERE / "causes_scenario.py"), json.dumps(cfg)], env=env, timeout=300)
     return trace
 
 
@@ -108,3 +108,14 @@ def test_page_faults(tmp_path):
     print("faults:", json.dumps({k: c[k] for k in c if k not in ("workers", "advice")}))
     assert c["verdict"] == "page_faults", c
     assert c["minor_faults_per_batch"] >= 1000, c
+
+
+def test_off(tmp_path):
+    """LOTUS_RESOURCES=0: no batchres lines, no "causes" in stats, the records as always."""
+    trace = run(tmp_path, "blocked", env={"LOTUS_RESOURCES": "0"})
+    assert batchres(trace) == []
+    r = subprocess.run([TOOL, "stats", "--json", str(trace)], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    j = json.loads(r.stdout)
+    assert "causes" not in j and j["batch_preprocessing"]["count"] == 8

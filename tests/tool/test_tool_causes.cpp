@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -89,10 +90,42 @@ TEST_CASE("causes: exact shares, rates and verdict from a hand-written sidecar",
   CHECK(text.find("Causes of batch time") != std::string::npos);
   CHECK(text.find("Verdict: cpu_contention") != std::string::npos);
 
+  // The report: its section with the per-batch bars' data, and the finding with its action.
+  tool("report " + dir + " -o " + dir + "/report.html", rc);
+  REQUIRE(rc == 0);
+  const std::string page = lotus_test::read_file(dir + "/report.html");
+  CHECK(page.find("<section id=\"causes\">") != std::string::npos);
+  CHECK(page.find("\"causes\":[[\"0 (48213)\",3.6,7.2,3.6],[\"1 (48213)\",0.4,2.8,2.4]]") !=
+        std::string::npos);
+  CHECK(page.find("Workers waited for a CPU") != std::string::npos);
+  CHECK(page.find("set torch.set_num_threads(1) in workers") != std::string::npos);
+
   // A trace without `batchres` lines has no "causes" key (the golden files: unchanged output).
   const json g = json::parse(tool("stats --json " + std::string(LOTUS_TOOL_DATA) + "/golden", rc));
   REQUIRE(rc == 0);
   CHECK(!g.contains("causes"));
+}
+
+TEST_CASE("causes: diff compares the shares of two runs", "[tool][causes][diff]") {
+  // Base: 20 % on a CPU, 50 % waiting, 30 % blocked; next: 80 %, 10 %, 10 %.
+  const std::string base = trace_with(
+      "batchres 48213 0 1722800000000005000 14400000 3600000 7200000 10 0 3 40\n"
+      "batchres 48213 1 1722800000020000000 5600000 400000 2800000 20 0 5 10\n");
+  const std::string next = trace_with(
+      "batchres 48213 0 1722800000000005000 14400000 12400000 1000000 10 0 3 40\n"
+      "batchres 48213 1 1722800000020000000 5600000 3600000 1000000 20 0 5 10\n");
+  int rc = -1;
+  const json j = json::parse(tool("diff --json " + base + " " + next, rc));
+  REQUIRE(rc == 0);
+  std::map<std::string, json> run;
+  for (const auto& r : j.at("run")) run[r.at("name").get<std::string>()] = r;
+  REQUIRE(run.count("cpu_wait_share") == 1);
+  CHECK(run["cpu_share"]["base"].get<double>() == Approx(0.2));
+  CHECK(run["cpu_share"]["new"].get<double>() == Approx(0.8));
+  CHECK(run["cpu_wait_share"]["base"].get<double>() == Approx(0.5));
+  CHECK(run["cpu_wait_share"]["new"].get<double>() == Approx(0.1));
+  CHECK(run["cpu_wait_share"]["verdict"] == "faster");
+  CHECK(run["blocked_share"]["new"].get<double>() == Approx(0.1));
 }
 
 TEST_CASE("causes: the verdict's thresholds", "[tool][causes]") {
