@@ -3197,6 +3197,14 @@ struct thread_state {
   bool announced = false;  // writer: its `thread` line is in the sidecar
   file_slot worker, main;
   std::atomic<res_queue*> res{nullptr};  // per-batch resource figures, from the first batch on
+  // writer: the last batch records formatted (their ticks, written start and duration), so that a
+  // `batchres` line carries exactly its record's START and DURATION (trace_writer::drain_resources)
+  struct batch_seen {
+    std::uint64_t t0, start_ns, dur_ns;
+  };
+  batch_seen seen[4] = {};
+  unsigned seen_count = 0;
+  std::uint64_t seen_newest_t0 = 0;
 
   std::uint64_t pushed() const noexcept {
     const ring* r = current.load(std::memory_order_acquire);
@@ -4393,11 +4401,20 @@ class trace_writer {
     if (q == nullptr) return;
     std::uint64_t tail = q->tail.load(std::memory_order_relaxed);
     const std::uint64_t head = q->head.load(std::memory_order_acquire);
+    const bool last = t.retired.load(std::memory_order_acquire);
     for (; tail != head; ++tail) {
       const res_entry& e = q->slots[tail % res_queue::capacity];
-      const std::uint64_t start = conv_.to_ns(e.t0), end = conv_.to_ns(e.t1);
+      std::uint64_t start = 0, dur = 0;
+      if (!find_batch(t, e.t0, start, dur)) {
+        // Its record is not formatted yet (pushed after this cycle drained the ring): next
+        // cycle, with the converter that formats it. Older: the record was lost; convert here.
+        if (!last && (t.seen_count == 0 || e.t0 > t.seen_newest_t0)) break;
+        start = conv_.to_ns(e.t0);
+        const std::uint64_t end = conv_.to_ns(e.t1);
+        dur = end > start ? end - start : 0;
+      }
       res_lines_.add("batchres ").add(t.tid).add(' ').add(e.idx).add(' ').add(start).add(' ');
-      res_lines_.add(end > start ? end - start : 0).add(' ').add(e.cpu_ns).add(' ');
+      res_lines_.add(dur).add(' ').add(e.cpu_ns).add(' ');
       res_lines_.add(e.wait_ns).add(' ').add(e.minflt).add(' ').add(e.majflt).add(' ');
       res_lines_.add(e.nvcsw).add(' ').add(e.nivcsw).add('\n');
     }
@@ -4408,6 +4425,27 @@ class trace_writer {
       res_lines_.add("batchres_lost ").add(t.tid).add(' ').add(lost).add('\n');
     }
     if (res_lines_.size() >= (1u << 16)) flush_resource_lines();
+  }
+
+  /// A batch record just formatted (drain): remembered for its `batchres` line.
+  void note_batch(thread_state& t, const event& e) noexcept {
+    const std::uint64_t start = conv_.to_ns(e.t0), end = conv_.to_ns(e.t1);  // as format()
+    thread_state::batch_seen& s = t.seen[t.seen_count++ % 4];
+    s = {e.t0, start, end > start ? end - start : 0};
+    if (e.t0 > t.seen_newest_t0) t.seen_newest_t0 = e.t0;
+  }
+
+  static bool find_batch(const thread_state& t, std::uint64_t t0, std::uint64_t& start,
+                         std::uint64_t& dur) noexcept {
+    const unsigned n = t.seen_count < 4 ? t.seen_count : 4;
+    for (unsigned i = 0; i < n; ++i) {
+      if (t.seen[i].t0 == t0) {
+        start = t.seen[i].start_ns;
+        dur = t.seen[i].dur_ns;
+        return true;
+      }
+    }
+    return false;
   }
 
   void flush_resource_lines() noexcept {
@@ -4684,6 +4722,9 @@ void trace_writer::write_out(thread_state& t, out_buffer& buf, bool main_file) n
 }
 
 inline bool trace_writer::drain(thread_state& t) noexcept {
+  // A `batchres` entry queued after the last cycle formatted its record: its record's figures
+  // are still remembered (note_batch), from that cycle's converter.
+  drain_resources(t);
   bool busy = false;
   for (ring* r = t.read;;) {
     std::uint64_t tail = r->tail.load(std::memory_order_relaxed);
@@ -4708,6 +4749,8 @@ inline bool trace_writer::drain(thread_state& t) noexcept {
       for (std::uint64_t i = 0; i < chunk; ++i) {
         const event& e = r->buf[(tail + i) & r->mask];
         format(e, (e.loc->flags & flag_main) != 0 ? main_buf_ : worker_buf_);
+        // The one indexed worker-file record is SBatchPreprocessed: its `batchres` key.
+        if ((e.loc->flags & (flag_indexed | flag_main)) == flag_indexed) note_batch(t, e);
       }
       tail += chunk;
       r->tail.store(tail, std::memory_order_release);  // slots copied out: hand them back

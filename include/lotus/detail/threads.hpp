@@ -90,6 +90,14 @@ struct thread_state {
   bool announced = false;  // writer: its `thread` line is in the sidecar
   file_slot worker, main;
   std::atomic<res_queue*> res{nullptr};  // per-batch resource figures, from the first batch on
+  // writer: the last batch records formatted (their ticks, written start and duration), so that a
+  // `batchres` line carries exactly its record's START and DURATION (trace_writer::drain_resources)
+  struct batch_seen {
+    std::uint64_t t0, start_ns, dur_ns;
+  };
+  batch_seen seen[4] = {};
+  unsigned seen_count = 0;
+  std::uint64_t seen_newest_t0 = 0;
 
   std::uint64_t pushed() const noexcept {
     const ring* r = current.load(std::memory_order_acquire);
