@@ -54,7 +54,7 @@ def check_records(trace):
     for pid, tid, idx, start, dur, cpu, wait, *_ in rows:
         assert tid == pid  # a forked worker's main thread
         assert dur > 0 and start > 1_600_000_000 * 10**9
-    # Each line's start is its SBatchPreprocessed record's (same clock reading).
+    # Each line's start and duration are its SBatchPreprocessed record's, exactly.
     names = {}
     for p in pathlib.Path(trace).iterdir():
         if "_worker_pid_" in p.name:
@@ -64,7 +64,7 @@ def check_records(trace):
                     names[(int(p.name.split("_")[-1]), int(n.split("_")[-1]))] = (int(s), int(d))
     for pid, tid, idx, start, dur, *_ in rows:
         s, d = names[(tid, idx)]
-        assert abs(s - start) <= 1000 and abs(d - dur) <= 1000, (s, start, d, dur)
+        assert (s, d) == (start, dur)
     return rows
 
 
@@ -76,7 +76,9 @@ def test_compute(tmp_path):
     check_records(trace)
     c = causes(trace)
     print("compute:", json.dumps({k: c[k] for k in c if k not in ("workers", "advice")}))
-    if c["cpu_wait_share"] >= 0.3:
+    # Other work on the machine (a shared CI host) is real CPU contention: then the planted
+    # cause cannot be seen alone, and the test says so instead of failing.
+    if c["cpu_share"] < 0.7 and c["cpu_wait_share"] >= 0.1:
         pytest.skip(f"the machine is busy: workers waited {c['cpu_wait_share']:.2f} for a CPU")
     assert c["verdict"] == "compute", c
     assert c["cpu_share"] >= 0.7, c
