@@ -167,8 +167,9 @@ namespace detail {
 struct batch_span {
   int mode = 0;
   std::uint64_t start = 0;
-  std::uint64_t nvtx = 0;  // the NVTX range of the batch (LOTUS_NVTX), 0: none
-  bool itt = false;        // the batch's ITT task on this thread (LOTUS_ITT)
+  std::uint64_t nvtx = 0;         // the NVTX range of the batch (LOTUS_NVTX), 0: none
+  bool itt = false;               // the batch's ITT task on this thread (LOTUS_ITT)
+  lotus::detail::res_sample res;  // the thread's resource figures at the start (batch boundary)
 };
 
 inline batch_span batch_begin(std::uint64_t idx) noexcept {
@@ -178,7 +179,10 @@ inline batch_span batch_begin(std::uint64_t idx) noexcept {
     s.nvtx = lotus::detail::nvtx_start(lotus::detail::batch_preprocessed_loc, idx);
     s.itt = lotus::detail::itt_task_push(lotus::detail::batch_preprocessed_loc);
   }
-  if (s.mode >= lotus::detail::mode_tsc) s.start = lotus::detail::now_ticks(s.mode);
+  if (s.mode >= lotus::detail::mode_tsc) {
+    s.res = lotus::detail::resources_read();
+    s.start = lotus::detail::now_ticks(s.mode);
+  }
   return s;
 }
 
@@ -186,8 +190,9 @@ inline batch_span batch_begin(std::uint64_t idx) noexcept {
 /// range in any case (also after an exception).
 inline void batch_end(batch_span& s, std::uint64_t idx, bool record) noexcept {
   if (s.mode >= lotus::detail::mode_tsc && record) {
-    lotus::detail::emit(lotus::detail::batch_preprocessed_loc, s.start,
-                        lotus::detail::now_ticks(s.mode), idx);
+    const std::uint64_t end = lotus::detail::now_ticks(s.mode);
+    lotus::detail::emit(lotus::detail::batch_preprocessed_loc, s.start, end, idx);
+    lotus::detail::resources_record(s.res, s.start, end, idx);
   }
   if (s.itt) lotus::detail::itt_task_pop();
   s.itt = false;

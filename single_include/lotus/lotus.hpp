@@ -398,6 +398,33 @@ inline constexpr record_site batch_wait_range_loc{"BatchWait", "", "", 0, flag_m
 }  // namespace lotus
 #endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_RECORD_NAME_HPP
 // ---- end lotus/detail/record_name.hpp ----
+// ---- begin lotus/detail/res_sample.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_RES_SAMPLE_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_RES_SAMPLE_HPP
+// lotus — one reading of a thread's resource figures, taken at batch boundaries (internal)
+// SPDX-License-Identifier: MIT
+
+#include <cstdint>  // uint64_t
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// The calling thread's counters (detail/resources.hpp): CPU time and run-queue wait from
+/// /proc/thread-self/schedstat, faults and context switches from getrusage(RUSAGE_THREAD).
+/// `ok` false: not read (tracing or resources off, or the reads failed).
+struct res_sample {
+  std::uint64_t cpu_ns = 0, wait_ns = 0;
+  std::uint64_t minflt = 0, majflt = 0, nvcsw = 0, nivcsw = 0;
+  bool ok = false;
+};
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_RES_SAMPLE_HPP
+// ---- end lotus/detail/res_sample.hpp ----
 
 // Header-only mode defines these in lotus/detail/runtime.hpp (reached through scope.hpp and
 // trace.hpp); with LOTUS_COMPILED_LIB they are defined once, in the TU that includes
@@ -469,6 +496,15 @@ LOTUS_DETAIL_API collector::kind collector_attached() noexcept;
 /// detail/map_impl.hpp): list mode, or the gap and resume of a selected execution. Returns the
 /// name to pause at the region's end, or nullptr.
 LOTUS_DETAIL_API const char* map_gate_enter(const char* name) noexcept;
+
+/// A batch's resource figures (detail/resources.hpp), read only at batch boundaries, never per op.
+/// resources_read: the calling thread's counters now (`ok` false when tracing or LOTUS_RESOURCES
+/// is off). resources_record: reads them again and queues the difference from `begin` for the
+/// sidecar's `batchres` line of batch `idx` spanning ticks [t0, t1] (nothing when `begin` is
+/// not ok); a full queue counts a loss.
+LOTUS_DETAIL_API res_sample resources_read() noexcept;
+LOTUS_DETAIL_API void resources_record(const res_sample& begin, std::uint64_t t0, std::uint64_t t1,
+                                       std::uint64_t idx) noexcept;
 
 /// CPU time the writer thread has spent draining, formatting and writing (bench/core).
 LOTUS_DETAIL_API std::uint64_t writer_cpu_ns() noexcept;
@@ -778,6 +814,35 @@ LOTUS_DETAIL_FORCE_INLINE const record_site* dynamic_location(std::string_view n
   return intern_dynamic(name.data(), key_size, h);
 }
 
+/// LOTUS_BATCH_PREPROCESSED: the span of a worker's batch (`SBatchPreprocessed_<idx>`) and its
+/// resource figures, read at its start and end only (two calls, a few system calls each; the
+/// per-op scope_timer is untouched). NVTX/ITT annotation as scope_timer's.
+class batch_scope {
+ public:
+  explicit batch_scope(std::uint64_t idx) noexcept : idx_(idx) {
+    mode_ = active_mode();
+    if (mode_ < mode_tsc) return;
+    if (mode_ >= mode_tsc_nvtx) pushed_ = nvtx_push(batch_preprocessed_loc, idx);
+    res_ = resources_read();
+    t0_ = now_ticks(mode_);
+  }
+  ~batch_scope() {
+    if (mode_ < mode_tsc) return;
+    const std::uint64_t t1 = now_ticks(mode_);
+    emit(batch_preprocessed_loc, t0_, t1, idx_);
+    if (pushed_) nvtx_pop();
+    resources_record(res_, t0_, t1, idx_);
+  }
+  batch_scope(const batch_scope&) = delete;
+  batch_scope& operator=(const batch_scope&) = delete;
+
+ private:
+  int mode_ = mode_off;
+  bool pushed_ = false;
+  std::uint64_t idx_ = 0, t0_ = 0;
+  res_sample res_;
+};
+
 /// Marker for scope_timer's run-time-name constructor.
 struct dynamic_name_tag {};
 
@@ -802,9 +867,8 @@ inline std::atomic<int> map_mode{map_unread};
   const ::lotus::scope_timer id(LOTUS_DETAIL_CONCAT(id, _loc))
 #define LOTUS_DETAIL_SCOPE_DYNAMIC(id, name) \
   const ::lotus::scope_timer id(::lotus::detail::dynamic_name_tag{}, (name))
-#define LOTUS_DETAIL_BATCH_PREPROCESSED(id, idx)                         \
-  const ::lotus::scope_timer id(::lotus::detail::batch_preprocessed_loc, \
-                                static_cast<std::uint64_t>(idx))
+#define LOTUS_DETAIL_BATCH_PREPROCESSED(id, idx) \
+  const ::lotus::detail::batch_scope id(static_cast<std::uint64_t>(idx))
 #define LOTUS_DETAIL_MAP_REGION(id, name) \
   LOTUS_DETAIL_SITE(id, name);            \
   const ::lotus::map_region id(LOTUS_DETAIL_CONCAT(id, _loc))
@@ -2559,6 +2623,145 @@ LOTUS_DETAIL_API bool annotations_active() noexcept {
 }  // namespace lotus
 #endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_NVTX_HPP
 // ---- end lotus/detail/nvtx.hpp ----
+// ---- begin lotus/detail/resources.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_RESOURCES_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_RESOURCES_HPP
+// lotus — per-batch resource figures: the reads and the per-thread queue (internal)
+// SPDX-License-Identifier: MIT
+// At a batch's start and end (never per op) a worker reads its thread's CPU time and run-queue
+// wait (/proc/thread-self/schedstat, through a descriptor kept open per thread) and its faults
+// and context switches (getrusage(RUSAGE_THREAD)). The difference goes into the thread's
+// resource queue; the writer turns each entry into a sidecar `batchres` line (FORMAT.md §5).
+
+#include <fcntl.h>         // open, O_*
+#include <sys/resource.h>  // getrusage, RUSAGE_THREAD
+#include <unistd.h>        // pread, close
+
+#include <atomic>   // atomic
+#include <cstdint>  // uint64_t
+#include <cstdlib>  // calloc, free
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// One batch's figures, queued for the writer.
+struct res_entry {
+  std::uint64_t t0, t1, idx;
+  std::uint64_t cpu_ns, wait_ns, minflt, majflt, nvcsw, nivcsw;
+};
+
+/// A thread's single-producer/single-consumer queue of res_entry (allocated at its first batch).
+struct res_queue {
+  static constexpr std::uint64_t capacity = 512;
+  std::atomic<std::uint64_t> head{0};  // owner thread
+  std::atomic<std::uint64_t> tail{0};  // writer
+  std::atomic<std::uint64_t> lost{0};  // entries dropped because the queue was full
+  std::uint64_t lost_reported = 0;     // writer: the count in the last `batchres_lost` line
+  res_entry slots[capacity];
+};
+
+/// The calling thread's open /proc/thread-self/schedstat: -1 not opened yet, -2 unavailable.
+/// Closed when the thread exits (resources_thread_exit); a forked child's surviving thread closes
+/// the parent's (runtime::fork_child): that descriptor reads the parent's thread.
+inline thread_local int t_schedstat_fd = -1;
+
+/// LOTUS_RESOURCES: 1 (default) records per-batch figures, 0 does not. Read once.
+inline int resources_enabled() noexcept {
+  static const int on = [] {
+    const char* v = env_text("LOTUS_RESOURCES");
+    if (v == nullptr) return 1;
+    return (v[0] == '0' && v[1] == '\0') || (v[0] == 'o' && v[1] == 'f' && v[2] == 'f') ? 0 : 1;
+  }();
+  return on;
+}
+
+/// Parses "<cpu_ns> <wait_ns> <slices>\n".
+inline bool parse_schedstat(const char* p, const char* end, std::uint64_t& cpu,
+                            std::uint64_t& wait) noexcept {
+  std::uint64_t v[2] = {0, 0};
+  for (std::uint64_t& x : v) {
+    if (p == end || *p < '0' || *p > '9') return false;
+    while (p != end && *p >= '0' && *p <= '9') x = x * 10 + static_cast<std::uint64_t>(*p++ - '0');
+    if (p != end && *p == ' ') ++p;
+  }
+  cpu = v[0];
+  wait = v[1];
+  return true;
+}
+
+/// The calling thread's counters now. Without schedstat (an old kernel, no /proc), CPU time
+/// comes from getrusage (µs) and the wait is 0.
+inline res_sample read_thread_resources() noexcept {
+  res_sample s;
+  struct rusage ru {};
+  if (::getrusage(RUSAGE_THREAD, &ru) != 0) return s;
+  s.minflt = static_cast<std::uint64_t>(ru.ru_minflt);
+  s.majflt = static_cast<std::uint64_t>(ru.ru_majflt);
+  s.nvcsw = static_cast<std::uint64_t>(ru.ru_nvcsw);
+  s.nivcsw = static_cast<std::uint64_t>(ru.ru_nivcsw);
+  if (t_schedstat_fd == -1) {
+    t_schedstat_fd = ::open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+    if (t_schedstat_fd < 0) t_schedstat_fd = -2;
+  }
+  if (t_schedstat_fd >= 0) {
+    char buf[96];
+    const ssize_t n = ::pread(t_schedstat_fd, buf, sizeof buf, 0);
+    if (n > 0 && parse_schedstat(buf, buf + n, s.cpu_ns, s.wait_ns)) {
+      s.ok = true;
+      return s;
+    }
+  }
+  s.cpu_ns = (static_cast<std::uint64_t>(ru.ru_utime.tv_sec) + ru.ru_stime.tv_sec) * 1000000000u +
+             (static_cast<std::uint64_t>(ru.ru_utime.tv_usec) + ru.ru_stime.tv_usec) * 1000u;
+  s.ok = true;
+  return s;
+}
+
+/// In a forked child, on the thread that forked: forget the parent's descriptor.
+inline void resources_after_fork() noexcept {
+  if (t_schedstat_fd >= 0) ::close(t_schedstat_fd);
+  t_schedstat_fd = -1;
+}
+
+/// At the thread's exit (runtime's thread_exit_hook): close its descriptor; no reads after.
+inline void resources_thread_exit() noexcept {
+  if (t_schedstat_fd >= 0) ::close(t_schedstat_fd);
+  t_schedstat_fd = -2;
+}
+
+inline std::uint64_t res_delta(std::uint64_t a, std::uint64_t b) noexcept {
+  return b > a ? b - a : 0;
+}
+
+/// Queues the difference end - begin; false when the queue is full (counted in `lost`).
+inline bool res_push(res_queue& q, const res_sample& b, const res_sample& e, std::uint64_t t0,
+                     std::uint64_t t1, std::uint64_t idx) noexcept {
+  const std::uint64_t h = q.head.load(std::memory_order_relaxed);
+  if (h - q.tail.load(std::memory_order_acquire) >= res_queue::capacity) {
+    q.lost.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  res_entry& s = q.slots[h % res_queue::capacity];
+  s.t0 = t0;
+  s.t1 = t1;
+  s.idx = idx;
+  s.cpu_ns = res_delta(b.cpu_ns, e.cpu_ns);
+  s.wait_ns = res_delta(b.wait_ns, e.wait_ns);
+  s.minflt = res_delta(b.minflt, e.minflt);
+  s.majflt = res_delta(b.majflt, e.majflt);
+  s.nvcsw = res_delta(b.nvcsw, e.nvcsw);
+  s.nivcsw = res_delta(b.nivcsw, e.nivcsw);
+  q.head.store(h + 1, std::memory_order_release);
+  return true;
+}
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_RESOURCES_HPP
+// ---- end lotus/detail/resources.hpp ----
 // ---- begin lotus/detail/settings.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_SETTINGS_HPP
 #define LOTUS_AMALGAMATED_LOTUS_DETAIL_SETTINGS_HPP
@@ -2993,6 +3196,15 @@ struct thread_state {
   char name[17] = {};
   bool announced = false;  // writer: its `thread` line is in the sidecar
   file_slot worker, main;
+  std::atomic<res_queue*> res{nullptr};  // per-batch resource figures, from the first batch on
+  // writer: the last batch records formatted (their ticks, written start and duration), so that a
+  // `batchres` line carries exactly its record's START and DURATION (trace_writer::drain_resources)
+  struct batch_seen {
+    std::uint64_t t0, start_ns, dur_ns;
+  };
+  batch_seen seen[4] = {};
+  unsigned seen_count = 0;
+  std::uint64_t seen_newest_t0 = 0;
 
   std::uint64_t pushed() const noexcept {
     const ring* r = current.load(std::memory_order_acquire);
@@ -3053,6 +3265,7 @@ class thread_registry {
       ring::destroy(r);
       r = next;
     }
+    delete t->res.load(std::memory_order_acquire);
     delete t;
   }
 
@@ -4181,6 +4394,67 @@ class trace_writer {
   /// drained ones for release. Returns true when the thread was busy (a segment half full).
   bool drain(thread_state& t) noexcept;
 
+  /// The thread's queued per-batch resource figures as sidecar `batchres` lines (FORMAT.md §5),
+  /// and a `batchres_lost` line when its queue overflowed since the last one.
+  void drain_resources(thread_state& t) noexcept {
+    res_queue* q = t.res.load(std::memory_order_acquire);
+    if (q == nullptr) return;
+    std::uint64_t tail = q->tail.load(std::memory_order_relaxed);
+    const std::uint64_t head = q->head.load(std::memory_order_acquire);
+    const bool last = t.retired.load(std::memory_order_acquire);
+    for (; tail != head; ++tail) {
+      const res_entry& e = q->slots[tail % res_queue::capacity];
+      std::uint64_t start = 0, dur = 0;
+      if (!find_batch(t, e.t0, start, dur)) {
+        // Its record is not formatted yet (pushed after this cycle drained the ring): next
+        // cycle, with the converter that formats it. Older: the record was lost; convert here.
+        if (!last && (t.seen_count == 0 || e.t0 > t.seen_newest_t0)) break;
+        start = conv_.to_ns(e.t0);
+        const std::uint64_t end = conv_.to_ns(e.t1);
+        dur = end > start ? end - start : 0;
+      }
+      res_lines_.add("batchres ").add(t.tid).add(' ').add(e.idx).add(' ').add(start).add(' ');
+      res_lines_.add(dur).add(' ').add(e.cpu_ns).add(' ');
+      res_lines_.add(e.wait_ns).add(' ').add(e.minflt).add(' ').add(e.majflt).add(' ');
+      res_lines_.add(e.nvcsw).add(' ').add(e.nivcsw).add('\n');
+    }
+    q->tail.store(tail, std::memory_order_release);
+    const std::uint64_t lost = q->lost.load(std::memory_order_relaxed);
+    if (lost != q->lost_reported) {
+      q->lost_reported = lost;
+      res_lines_.add("batchres_lost ").add(t.tid).add(' ').add(lost).add('\n');
+    }
+    if (res_lines_.size() >= (1u << 16)) flush_resource_lines();
+  }
+
+  /// A batch record just formatted (drain): remembered for its `batchres` line.
+  void note_batch(thread_state& t, const event& e) noexcept {
+    const std::uint64_t start = conv_.to_ns(e.t0), end = conv_.to_ns(e.t1);  // as format()
+    thread_state::batch_seen& s = t.seen[t.seen_count++ % 4];
+    s = {e.t0, start, end > start ? end - start : 0};
+    if (e.t0 > t.seen_newest_t0) t.seen_newest_t0 = e.t0;
+  }
+
+  static bool find_batch(const thread_state& t, std::uint64_t t0, std::uint64_t& start,
+                         std::uint64_t& dur) noexcept {
+    const unsigned n = t.seen_count < 4 ? t.seen_count : 4;
+    for (unsigned i = 0; i < n; ++i) {
+      if (t.seen[i].t0 == t0) {
+        start = t.seen[i].start_ns;
+        dur = t.seen[i].dur_ns;
+        return true;
+      }
+    }
+    return false;
+  }
+
+  void flush_resource_lines() noexcept {
+    if (res_lines_.empty()) return;
+    flush_thread_lines();  // a thread's `thread` line before its figures
+    sidecar(res_lines_);
+    res_lines_ = text();
+  }
+
   /// The sidecar's first lines for this process.
   LOTUS_DETAIL_COLD text sidecar_header() const noexcept {
     text head;
@@ -4292,6 +4566,7 @@ class trace_writer {
       if (urgent_.load(std::memory_order_relaxed)) serve_urgent();
     }
     flush_thread_lines();
+    flush_resource_lines();
     if (stats && stats_source_ != nullptr && files_.has_sidecar()) write_stats(final);
     threads_.release(cycle_finished_);
     cpu_ns_.fetch_add(clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0, std::memory_order_relaxed);
@@ -4393,6 +4668,7 @@ class trace_writer {
   bool busy_ = false;    // a ring was found half full in the last cycle
   text cycle_prefix_;    // the prefix of a reopening cycle
   text thread_lines_;    // sidecar `thread` lines of this cycle
+  text res_lines_;       // sidecar `batchres` lines of this cycle
   text last_stats_;      // the last `stats` line written (without its clocksync line)
   ledger_entry ledger_;  // this runtime's place among the process's runtimes
   out_buffer worker_buf_, main_buf_;
@@ -4446,6 +4722,9 @@ void trace_writer::write_out(thread_state& t, out_buffer& buf, bool main_file) n
 }
 
 inline bool trace_writer::drain(thread_state& t) noexcept {
+  // A `batchres` entry queued after the last cycle formatted its record: its record's figures
+  // are still remembered (note_batch), from that cycle's converter.
+  drain_resources(t);
   bool busy = false;
   for (ring* r = t.read;;) {
     std::uint64_t tail = r->tail.load(std::memory_order_relaxed);
@@ -4470,6 +4749,8 @@ inline bool trace_writer::drain(thread_state& t) noexcept {
       for (std::uint64_t i = 0; i < chunk; ++i) {
         const event& e = r->buf[(tail + i) & r->mask];
         format(e, (e.loc->flags & flag_main) != 0 ? main_buf_ : worker_buf_);
+        // The one indexed worker-file record is SBatchPreprocessed: its `batchres` key.
+        if ((e.loc->flags & (flag_indexed | flag_main)) == flag_indexed) note_batch(t, e);
       }
       tail += chunk;
       r->tail.store(tail, std::memory_order_release);  // slots copied out: hand them back
@@ -4485,6 +4766,7 @@ inline bool trace_writer::drain(thread_state& t) noexcept {
   }
   write_out(t, worker_buf_, false);
   write_out(t, main_buf_, true);
+  drain_resources(t);
   return busy;
 }
 
@@ -4784,6 +5066,7 @@ struct thread_exit_hook {
       c->release();
       delete c;
     }
+    resources_thread_exit();
   }
 };
 
@@ -4975,6 +5258,7 @@ LOTUS_DETAIL_COLD inline void runtime::fork_parent() noexcept {
 }
 
 LOTUS_DETAIL_COLD inline void runtime::fork_child() noexcept {
+  resources_after_fork();
   runtime* const locked = t_fork_locked;
   t_fork_locked = nullptr;
   runtime* old = g_runtime_ready.load(std::memory_order_acquire);
@@ -5061,6 +5345,30 @@ LOTUS_DETAIL_API void api_shutdown() noexcept {
 LOTUS_DETAIL_API trace_stats api_stats() noexcept {
   if (g_mode.load(std::memory_order_relaxed) == mode_uninit) return {};
   return runtime::get().stats();
+}
+
+LOTUS_DETAIL_API res_sample resources_read() noexcept {
+  if (g_mode.load(std::memory_order_relaxed) < mode_tsc || resources_enabled() == 0) return {};
+  if (t_thread.exited) return {};
+  arm_thread_exit();  // its schedstat descriptor is closed when the thread exits
+  return read_thread_resources();
+}
+
+LOTUS_DETAIL_API void resources_record(const res_sample& begin, std::uint64_t t0, std::uint64_t t1,
+                                       std::uint64_t idx) noexcept {
+  if (!begin.ok) return;
+  thread_local_state& me = t_thread;
+  // After the batch's own record: the thread is registered, unless its ring failed.
+  if (me.busy != 0 || me.self == nullptr || me.exited) return;
+  const res_sample end = read_thread_resources();
+  if (!end.ok) return;
+  res_queue* q = me.self->res.load(std::memory_order_relaxed);
+  if (q == nullptr) {
+    q = new (std::nothrow) res_queue();
+    if (q == nullptr) return;
+    me.self->res.store(q, std::memory_order_release);
+  }
+  res_push(*q, begin, end, t0, t1, idx);
 }
 
 LOTUS_DETAIL_API std::uint64_t writer_cpu_ns() noexcept { return runtime::get().writer_cpu_ns(); }
@@ -5286,6 +5594,33 @@ inline constexpr record_site batch_wait_range_loc{"BatchWait", "", "", 0, flag_m
 }  // namespace lotus
 #endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_RECORD_NAME_HPP
 // ---- end lotus/detail/record_name.hpp ----
+// ---- begin lotus/detail/res_sample.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_RES_SAMPLE_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_RES_SAMPLE_HPP
+// lotus — one reading of a thread's resource figures, taken at batch boundaries (internal)
+// SPDX-License-Identifier: MIT
+
+#include <cstdint>  // uint64_t
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// The calling thread's counters (detail/resources.hpp): CPU time and run-queue wait from
+/// /proc/thread-self/schedstat, faults and context switches from getrusage(RUSAGE_THREAD).
+/// `ok` false: not read (tracing or resources off, or the reads failed).
+struct res_sample {
+  std::uint64_t cpu_ns = 0, wait_ns = 0;
+  std::uint64_t minflt = 0, majflt = 0, nvcsw = 0, nivcsw = 0;
+  bool ok = false;
+};
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_RES_SAMPLE_HPP
+// ---- end lotus/detail/res_sample.hpp ----
 // ---- begin lotus/options.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
 #define LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
@@ -5385,6 +5720,9 @@ inline std::uint64_t nvtx_start(const record_site&, std::uint64_t) noexcept { re
 inline void nvtx_end(std::uint64_t) noexcept {}
 inline bool itt_task_push(const record_site&) noexcept { return false; }
 inline void itt_task_pop() noexcept {}
+inline res_sample resources_read() noexcept { return {}; }
+inline void resources_record(const res_sample&, std::uint64_t, std::uint64_t,
+                             std::uint64_t) noexcept {}
 
 inline void api_configure(const options&) {}
 inline void api_flush() noexcept {}
@@ -7514,6 +7852,33 @@ inline const collector_backend* perf_backend() noexcept {
 #include <cstdint>      // uint64_t
 #include <string_view>  // string_view
 
+// ---- begin lotus/detail/res_sample.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_RES_SAMPLE_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_RES_SAMPLE_HPP
+// lotus — one reading of a thread's resource figures, taken at batch boundaries (internal)
+// SPDX-License-Identifier: MIT
+
+#include <cstdint>  // uint64_t
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// The calling thread's counters (detail/resources.hpp): CPU time and run-queue wait from
+/// /proc/thread-self/schedstat, faults and context switches from getrusage(RUSAGE_THREAD).
+/// `ok` false: not read (tracing or resources off, or the reads failed).
+struct res_sample {
+  std::uint64_t cpu_ns = 0, wait_ns = 0;
+  std::uint64_t minflt = 0, majflt = 0, nvcsw = 0, nivcsw = 0;
+  bool ok = false;
+};
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_RES_SAMPLE_HPP
+// ---- end lotus/detail/res_sample.hpp ----
 
 // Header-only mode defines these in lotus/detail/runtime.hpp (reached through scope.hpp and
 // trace.hpp); with LOTUS_COMPILED_LIB they are defined once, in the TU that includes
@@ -7585,6 +7950,15 @@ LOTUS_DETAIL_API collector::kind collector_attached() noexcept;
 /// detail/map_impl.hpp): list mode, or the gap and resume of a selected execution. Returns the
 /// name to pause at the region's end, or nullptr.
 LOTUS_DETAIL_API const char* map_gate_enter(const char* name) noexcept;
+
+/// A batch's resource figures (detail/resources.hpp), read only at batch boundaries, never per op.
+/// resources_read: the calling thread's counters now (`ok` false when tracing or LOTUS_RESOURCES
+/// is off). resources_record: reads them again and queues the difference from `begin` for the
+/// sidecar's `batchres` line of batch `idx` spanning ticks [t0, t1] (nothing when `begin` is
+/// not ok); a full queue counts a loss.
+LOTUS_DETAIL_API res_sample resources_read() noexcept;
+LOTUS_DETAIL_API void resources_record(const res_sample& begin, std::uint64_t t0, std::uint64_t t1,
+                                       std::uint64_t idx) noexcept;
 
 /// CPU time the writer thread has spent draining, formatting and writing (bench/core).
 LOTUS_DETAIL_API std::uint64_t writer_cpu_ns() noexcept;

@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -297,6 +298,25 @@ TEST_CASE("traced loader, one worker, sequential sampler, 3 epochs: exact record
     if (r.base == "SBatchPreprocessed") order.push_back(r.idx);
   }
   REQUIRE(order == std::vector<long>{0, 1, 2, 0, 1, 2, 0, 1, 2});
+  // Issue #43: the adapter's batch_begin/batch_end also give each batch its resource figures,
+  // a sidecar `batchres` line keyed like its record (thread, index, start).
+  lotus::flush();
+  std::istringstream side(
+      lotus_test::read_file(dir.path + "/.log.lotus-meta_" + std::to_string(::getpid())));
+  std::vector<std::pair<long, std::uint64_t>> res, recs;
+  for (std::string line; std::getline(side, line);) {
+    if (line.rfind("batchres ", 0) != 0) continue;
+    std::istringstream ls(line.substr(9));
+    long tid = 0, idx = 0;
+    std::uint64_t start = 0;
+    ls >> tid >> idx >> start;
+    REQUIRE(tid == t.workers.begin()->first);
+    res.emplace_back(idx, start);
+  }
+  for (const record& r : t.workers.begin()->second) {
+    if (r.base == "SBatchPreprocessed") recs.emplace_back(r.idx, r.start);
+  }
+  REQUIRE(res == recs);
 }
 
 TEST_CASE("traced loader, default RandomSampler, 3 workers, 2 epochs: rules hold per file",

@@ -173,8 +173,10 @@ def test_diff_real():
         check(set(o) >= {"name", "verdict", "base", "new", "change", "mean_change", "ci95"}, str(o))
         check(o["ci95"][0] <= o["change"] <= o["ci95"][1] or o["verdict"] == "same", str(o))
     run_names = {r["name"] for r in j["run"]}
+    # The image pipeline's sidecars have `batchres` lines: the causes shares too (issue #43).
     check(run_names == {"batch_preprocessing_p50_ms", "wait_share", "batch_delay_ms",
-                        "out_of_order", "epoch_seconds", "batches_per_second"}, str(run_names))
+                        "out_of_order", "epoch_seconds", "batches_per_second", "cpu_share",
+                        "cpu_wait_share", "blocked_share"}, str(run_names))
     check(tool("diff", a, slow, "--json").stdout == tool("diff", a, slow, "--json").stdout,
           "diff --json is not deterministic")
     # CSV parses with the header's columns; text names every op.

@@ -334,6 +334,16 @@ const lotus::record_site& batch_loc(batch_kind k) {
   return lotus::detail::batch_consumed_loc;
 }
 
+/// The worker thread's resource figures at its batch's start (_res_begin), for the
+/// SBatchPreprocessed record that ends it (_batch): batch boundaries only, never per op.
+thread_local lotus::detail::res_sample t_batch_res;
+
+/// _res_begin(): read the thread's resource figures now (a worker's batch starts).
+PyObject* py_res_begin(PyObject*, PyObject*) {
+  t_batch_res = lotus::detail::resources_read();
+  Py_RETURN_NONE;
+}
+
 /// _batch(kind, idx[, t0, t1]): a batch record; without t0/t1 the record is a marker at "now".
 PyObject* py_batch(PyObject*, PyObject* const* args, Py_ssize_t n) {
   if (n != 2 && n != 4) {
@@ -356,6 +366,10 @@ PyObject* py_batch(PyObject*, PyObject* const* args, Py_ssize_t n) {
       t1 = t0;
     }
     if (t0 != 0) lotus::detail::emit(batch_loc(static_cast<batch_kind>(kind)), t0, t1, idx);
+    if (t0 != 0 && n == 4 && kind == k_preprocessed) {
+      lotus::detail::resources_record(t_batch_res, t0, t1, idx);
+      t_batch_res = lotus::detail::res_sample{};
+    }
     if (n == 2 && m >= lotus::detail::mode_tsc_nvtx) {  // markers are NVTX marks
       lotus::detail::nvtx_mark(batch_loc(static_cast<batch_kind>(kind)), idx);
     }
@@ -420,6 +434,8 @@ PyObject* py_nvtx_end(PyObject*, PyObject* arg) {
 
 PyMethodDef module_methods[] = {
     {"_nvtx_push", py_nvtx_push, METH_O, "_nvtx_push(name): push an NVTX range when NVTX is on."},
+    {"_res_begin", py_res_begin, METH_NOARGS,
+     "_res_begin(): read the thread's resource figures at a batch's start."},
     {"_nvtx_batch_push", py_nvtx_batch_push, METH_O,
      "_nvtx_batch_push(idx): push BatchPreprocessed_<idx> when NVTX is on."},
     {"_nvtx_on", py_nvtx_on, METH_NOARGS, "Whether spans push NVTX ranges or ITT tasks now."},

@@ -14,6 +14,7 @@
 #include "lotus/detail/modes.hpp"
 #include "lotus/detail/platform.hpp"
 #include "lotus/detail/record_name.hpp"
+#include "lotus/detail/res_sample.hpp"
 #include "lotus/options.hpp"
 #include "lotus/record_site.hpp"
 
@@ -55,6 +56,9 @@ inline std::uint64_t nvtx_start(const record_site&, std::uint64_t) noexcept { re
 inline void nvtx_end(std::uint64_t) noexcept {}
 inline bool itt_task_push(const record_site&) noexcept { return false; }
 inline void itt_task_pop() noexcept {}
+inline res_sample resources_read() noexcept { return {}; }
+inline void resources_record(const res_sample&, std::uint64_t, std::uint64_t,
+                             std::uint64_t) noexcept {}
 
 inline void api_configure(const options&) {}
 inline void api_flush() noexcept {}

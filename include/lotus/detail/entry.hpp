@@ -10,6 +10,7 @@
 #include "lotus/config.hpp"
 #include "lotus/detail/platform.hpp"
 #include "lotus/detail/record_name.hpp"
+#include "lotus/detail/res_sample.hpp"
 
 // Header-only mode defines these in lotus/detail/runtime.hpp (reached through scope.hpp and
 // trace.hpp); with LOTUS_COMPILED_LIB they are defined once, in the TU that includes
@@ -81,6 +82,15 @@ LOTUS_DETAIL_API collector::kind collector_attached() noexcept;
 /// detail/map_impl.hpp): list mode, or the gap and resume of a selected execution. Returns the
 /// name to pause at the region's end, or nullptr.
 LOTUS_DETAIL_API const char* map_gate_enter(const char* name) noexcept;
+
+/// A batch's resource figures (detail/resources.hpp), read only at batch boundaries, never per op.
+/// resources_read: the calling thread's counters now (`ok` false when tracing or LOTUS_RESOURCES
+/// is off). resources_record: reads them again and queues the difference from `begin` for the
+/// sidecar's `batchres` line of batch `idx` spanning ticks [t0, t1] (nothing when `begin` is
+/// not ok); a full queue counts a loss.
+LOTUS_DETAIL_API res_sample resources_read() noexcept;
+LOTUS_DETAIL_API void resources_record(const res_sample& begin, std::uint64_t t0, std::uint64_t t1,
+                                       std::uint64_t idx) noexcept;
 
 /// CPU time the writer thread has spent draining, formatting and writing (bench/core).
 LOTUS_DETAIL_API std::uint64_t writer_cpu_ns() noexcept;

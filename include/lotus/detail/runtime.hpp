@@ -43,6 +43,7 @@
 #include "lotus/detail/nvtx.hpp"
 #include "lotus/detail/platform.hpp"
 #include "lotus/detail/record_name.hpp"
+#include "lotus/detail/resources.hpp"
 #include "lotus/detail/ring.hpp"
 #include "lotus/detail/settings.hpp"
 #include "lotus/detail/sync.hpp"
@@ -341,6 +342,7 @@ struct thread_exit_hook {
       c->release();
       delete c;
     }
+    resources_thread_exit();
   }
 };
 
@@ -532,6 +534,7 @@ LOTUS_DETAIL_COLD inline void runtime::fork_parent() noexcept {
 }
 
 LOTUS_DETAIL_COLD inline void runtime::fork_child() noexcept {
+  resources_after_fork();
   runtime* const locked = t_fork_locked;
   t_fork_locked = nullptr;
   runtime* old = g_runtime_ready.load(std::memory_order_acquire);
@@ -618,6 +621,30 @@ LOTUS_DETAIL_API void api_shutdown() noexcept {
 LOTUS_DETAIL_API trace_stats api_stats() noexcept {
   if (g_mode.load(std::memory_order_relaxed) == mode_uninit) return {};
   return runtime::get().stats();
+}
+
+LOTUS_DETAIL_API res_sample resources_read() noexcept {
+  if (g_mode.load(std::memory_order_relaxed) < mode_tsc || resources_enabled() == 0) return {};
+  if (t_thread.exited) return {};
+  arm_thread_exit();  // its schedstat descriptor is closed when the thread exits
+  return read_thread_resources();
+}
+
+LOTUS_DETAIL_API void resources_record(const res_sample& begin, std::uint64_t t0, std::uint64_t t1,
+                                       std::uint64_t idx) noexcept {
+  if (!begin.ok) return;
+  thread_local_state& me = t_thread;
+  // After the batch's own record: the thread is registered, unless its ring failed.
+  if (me.busy != 0 || me.self == nullptr || me.exited) return;
+  const res_sample end = read_thread_resources();
+  if (!end.ok) return;
+  res_queue* q = me.self->res.load(std::memory_order_relaxed);
+  if (q == nullptr) {
+    q = new (std::nothrow) res_queue();
+    if (q == nullptr) return;
+    me.self->res.store(q, std::memory_order_release);
+  }
+  res_push(*q, begin, end, t0, t1, idx);
 }
 
 LOTUS_DETAIL_API std::uint64_t writer_cpu_ns() noexcept { return runtime::get().writer_cpu_ns(); }

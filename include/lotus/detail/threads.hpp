@@ -14,6 +14,7 @@
 #include <new>      // nothrow
 
 #include "lotus/config.hpp"
+#include "lotus/detail/resources.hpp"
 #include "lotus/detail/ring.hpp"
 #include "lotus/detail/sync.hpp"  // clock.hpp: test_hooks under LOTUS_TEST_HOOKS
 
@@ -88,6 +89,15 @@ struct thread_state {
   char name[17] = {};
   bool announced = false;  // writer: its `thread` line is in the sidecar
   file_slot worker, main;
+  std::atomic<res_queue*> res{nullptr};  // per-batch resource figures, from the first batch on
+  // writer: the last batch records formatted (their ticks, written start and duration), so that a
+  // `batchres` line carries exactly its record's START and DURATION (trace_writer::drain_resources)
+  struct batch_seen {
+    std::uint64_t t0, start_ns, dur_ns;
+  };
+  batch_seen seen[4] = {};
+  unsigned seen_count = 0;
+  std::uint64_t seen_newest_t0 = 0;
 
   std::uint64_t pushed() const noexcept {
     const ring* r = current.load(std::memory_order_acquire);
@@ -148,6 +158,7 @@ class thread_registry {
       ring::destroy(r);
       r = next;
     }
+    delete t->res.load(std::memory_order_acquire);
     delete t;
   }
 

@@ -303,6 +303,67 @@ class trace_writer {
   /// drained ones for release. Returns true when the thread was busy (a segment half full).
   bool drain(thread_state& t) noexcept;
 
+  /// The thread's queued per-batch resource figures as sidecar `batchres` lines (FORMAT.md §5),
+  /// and a `batchres_lost` line when its queue overflowed since the last one.
+  void drain_resources(thread_state& t) noexcept {
+    res_queue* q = t.res.load(std::memory_order_acquire);
+    if (q == nullptr) return;
+    std::uint64_t tail = q->tail.load(std::memory_order_relaxed);
+    const std::uint64_t head = q->head.load(std::memory_order_acquire);
+    const bool last = t.retired.load(std::memory_order_acquire);
+    for (; tail != head; ++tail) {
+      const res_entry& e = q->slots[tail % res_queue::capacity];
+      std::uint64_t start = 0, dur = 0;
+      if (!find_batch(t, e.t0, start, dur)) {
+        // Its record is not formatted yet (pushed after this cycle drained the ring): next
+        // cycle, with the converter that formats it. Older: the record was lost; convert here.
+        if (!last && (t.seen_count == 0 || e.t0 > t.seen_newest_t0)) break;
+        start = conv_.to_ns(e.t0);
+        const std::uint64_t end = conv_.to_ns(e.t1);
+        dur = end > start ? end - start : 0;
+      }
+      res_lines_.add("batchres ").add(t.tid).add(' ').add(e.idx).add(' ').add(start).add(' ');
+      res_lines_.add(dur).add(' ').add(e.cpu_ns).add(' ');
+      res_lines_.add(e.wait_ns).add(' ').add(e.minflt).add(' ').add(e.majflt).add(' ');
+      res_lines_.add(e.nvcsw).add(' ').add(e.nivcsw).add('\n');
+    }
+    q->tail.store(tail, std::memory_order_release);
+    const std::uint64_t lost = q->lost.load(std::memory_order_relaxed);
+    if (lost != q->lost_reported) {
+      q->lost_reported = lost;
+      res_lines_.add("batchres_lost ").add(t.tid).add(' ').add(lost).add('\n');
+    }
+    if (res_lines_.size() >= (1u << 16)) flush_resource_lines();
+  }
+
+  /// A batch record just formatted (drain): remembered for its `batchres` line.
+  void note_batch(thread_state& t, const event& e) noexcept {
+    const std::uint64_t start = conv_.to_ns(e.t0), end = conv_.to_ns(e.t1);  // as format()
+    thread_state::batch_seen& s = t.seen[t.seen_count++ % 4];
+    s = {e.t0, start, end > start ? end - start : 0};
+    if (e.t0 > t.seen_newest_t0) t.seen_newest_t0 = e.t0;
+  }
+
+  static bool find_batch(const thread_state& t, std::uint64_t t0, std::uint64_t& start,
+                         std::uint64_t& dur) noexcept {
+    const unsigned n = t.seen_count < 4 ? t.seen_count : 4;
+    for (unsigned i = 0; i < n; ++i) {
+      if (t.seen[i].t0 == t0) {
+        start = t.seen[i].start_ns;
+        dur = t.seen[i].dur_ns;
+        return true;
+      }
+    }
+    return false;
+  }
+
+  void flush_resource_lines() noexcept {
+    if (res_lines_.empty()) return;
+    flush_thread_lines();  // a thread's `thread` line before its figures
+    sidecar(res_lines_);
+    res_lines_ = text();
+  }
+
   /// The sidecar's first lines for this process.
   LOTUS_DETAIL_COLD text sidecar_header() const noexcept {
     text head;
@@ -414,6 +475,7 @@ class trace_writer {
       if (urgent_.load(std::memory_order_relaxed)) serve_urgent();
     }
     flush_thread_lines();
+    flush_resource_lines();
     if (stats && stats_source_ != nullptr && files_.has_sidecar()) write_stats(final);
     threads_.release(cycle_finished_);
     cpu_ns_.fetch_add(clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0, std::memory_order_relaxed);
@@ -515,6 +577,7 @@ class trace_writer {
   bool busy_ = false;    // a ring was found half full in the last cycle
   text cycle_prefix_;    // the prefix of a reopening cycle
   text thread_lines_;    // sidecar `thread` lines of this cycle
+  text res_lines_;       // sidecar `batchres` lines of this cycle
   text last_stats_;      // the last `stats` line written (without its clocksync line)
   ledger_entry ledger_;  // this runtime's place among the process's runtimes
   out_buffer worker_buf_, main_buf_;
@@ -568,6 +631,9 @@ void trace_writer::write_out(thread_state& t, out_buffer& buf, bool main_file) n
 }
 
 inline bool trace_writer::drain(thread_state& t) noexcept {
+  // A `batchres` entry queued after the last cycle formatted its record: its record's figures
+  // are still remembered (note_batch), from that cycle's converter.
+  drain_resources(t);
   bool busy = false;
   for (ring* r = t.read;;) {
     std::uint64_t tail = r->tail.load(std::memory_order_relaxed);
@@ -592,6 +658,8 @@ inline bool trace_writer::drain(thread_state& t) noexcept {
       for (std::uint64_t i = 0; i < chunk; ++i) {
         const event& e = r->buf[(tail + i) & r->mask];
         format(e, (e.loc->flags & flag_main) != 0 ? main_buf_ : worker_buf_);
+        // The one indexed worker-file record is SBatchPreprocessed: its `batchres` key.
+        if ((e.loc->flags & (flag_indexed | flag_main)) == flag_indexed) note_batch(t, e);
       }
       tail += chunk;
       r->tail.store(tail, std::memory_order_release);  // slots copied out: hand them back
@@ -607,6 +675,7 @@ inline bool trace_writer::drain(thread_state& t) noexcept {
   }
   write_out(t, worker_buf_, false);
   write_out(t, main_buf_, true);
+  drain_resources(t);
   return busy;
 }
 

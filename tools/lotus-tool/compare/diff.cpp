@@ -188,6 +188,17 @@ diff_result diff_runs(const run_digest& base, const run_digest& next, const diff
         rel(base.batches_per_second(), next.batches_per_second()), std::nullopt, std::nullopt,
         false, opt.threshold);
   }
+  if (base.causes.batches > 0 && next.causes.batches > 0) {
+    // Causes of batch time (sidecar `batchres` lines): shares compared by their difference, as
+    // wait_share. More time on a CPU is better (less waiting, less blocking).
+    const cause_shares a = shares_of(base.causes), b = shares_of(next.causes);
+    add("cpu_share", "share", a.cpu, b.cpu, b.cpu - a.cpu, std::nullopt, std::nullopt, false,
+        opt.threshold / 2);
+    add("cpu_wait_share", "share", a.cpu_wait, b.cpu_wait, b.cpu_wait - a.cpu_wait, std::nullopt,
+        std::nullopt, true, opt.threshold / 2);
+    add("blocked_share", "share", a.blocked, b.blocked, b.blocked - a.blocked, std::nullopt,
+        std::nullopt, true, opt.threshold / 2);
+  }
   return out;
 }
 

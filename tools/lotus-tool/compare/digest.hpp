@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "trace/causes.hpp"
 #include "trace/input.hpp"
 #include "trace/stats_engine.hpp"
 
@@ -42,6 +43,7 @@ struct run_digest {
   unsigned workers = 0;          ///< most worker files producing batches in one epoch
   unsigned prefetch_factor = 0;  ///< batches queued before the first wait / workers (0: unknown)
   unsigned cpus = 0;             ///< the sidecars' `cpus` (allowed); 0 when not recorded
+  resource_totals causes;        ///< the sidecars' `batchres` sums (batches 0: none)
   bool has_batches() const { return !epochs.empty(); }
   double epoch_seconds() const;  ///< mean over epochs
   double wait_share() const;     ///< summed waits / summed epoch time

@@ -14,6 +14,7 @@
 
 #include "compare/diff.hpp"
 #include "compare/whatif.hpp"
+#include "trace/causes.hpp"
 #include "trace/record.hpp"
 #include "trace/stats_engine.hpp"
 
@@ -205,6 +206,8 @@ struct attr_doc {
 
 // ---- the page ----
 
+constexpr std::size_t k_max_cause_bars = 400;
+
 struct report_data {
   std::string title;   ///< page title (--title or a default)
   std::string source;  ///< the trace directory (or directories), as given
@@ -232,6 +235,10 @@ struct report_data {
   std::optional<attr_doc> attribution;
   /// What the DataLoader model predicts for more workers and for in_order=False (whatif).
   worker_advice advice;
+  /// Why batches were slow: the sidecars' `batchres` sums (causes.present false: none), and
+  /// the per-batch figures of the first k_max_cause_bars batches by start (the stacked bars).
+  causes_result causes;
+  std::vector<batch_resources> cause_batches;
   /// report --baseline BASE: this run compared with BASE (diff), and BASE as given.
   std::optional<diff_result> baseline;
   std::string baseline_source;

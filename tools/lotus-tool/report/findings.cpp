@@ -3,6 +3,7 @@
 #include "report/findings.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -349,6 +350,52 @@ std::string format_ms(double ms) {
   return b;
 }
 
+// Why batches were slow (issue #43), from the sidecars' per-batch resource figures; only for
+// traces that have them.
+finding causes_finding(const report_data& d) {
+  const auto format_number = [](const char* fmt, double v) {
+    char b[64];
+    std::snprintf(b, sizeof b, fmt, v);
+    return std::string(b);
+  };
+  finding f;
+  f.id = "causes";
+  const causes_result& c = d.causes;
+  const std::string v = cause_verdict(c.all);
+  const cause_shares s = shares_of(c.all);
+  const double n = c.all.batches != 0 ? double(c.all.batches) : 1.0;
+  f.evidence = format_number("%.0f", 100 * s.cpu) + " % of the workers' batch time on a CPU, " +
+               format_number("%.0f", 100 * s.cpu_wait) + " % waiting for one, " +
+               format_number("%.0f", 100 * s.blocked) + " % blocked; " +
+               format_number("%.0f", double(c.all.minflt) / n) + " minor and " +
+               format_number("%.1f", double(c.all.majflt) / n) + " major faults, " +
+               format_number("%.1f", double(c.all.nvcsw) / n) + " voluntary and " +
+               format_number("%.1f", double(c.all.nivcsw) / n) +
+               " involuntary context switches per batch (" + std::to_string(c.all.batches) +
+               " batches, " + std::to_string(c.workers.size()) + " workers)";
+  if (c.all.lost != 0) f.evidence += "; " + std::to_string(c.all.lost) + " batches' figures lost";
+  f.evidence += ".";
+  if (v.empty()) {
+    f.title = "No batch had resource figures.";
+    f.advice = "Nothing to conclude.";
+    return f;
+  }
+  f.level = v == "compute" ? finding_level::info : finding_level::warn;
+  if (v == "compute") {
+    f.title = "Batches were slow because of their own computation: workers were on a CPU.";
+  } else if (v == "cpu_contention") {
+    f.title = "Workers waited for a CPU: batches were slowed by CPU contention.";
+  } else if (v == "blocked") {
+    f.title = "Workers were blocked (I/O, locks, sleeps) for most of their batch time.";
+  } else {
+    f.title = "Page faults dominate the workers' batch time.";
+  }
+  f.advice = cause_advice(c, v);
+  if (!f.advice.empty()) f.advice[0] = static_cast<char>(std::toupper(f.advice[0]));
+  f.advice += ".";
+  return f;
+}
+
 std::vector<finding> compute_findings(const report_data& d, const finding_thresholds& t) {
   std::vector<finding> out;
   out.push_back(wait_finding(d, t));
@@ -357,6 +404,7 @@ std::vector<finding> compute_findings(const report_data& d, const finding_thresh
   out.push_back(out_of_order_finding(d, t));
   out.push_back(delay_finding(d));
   if (d.ranks.size() >= 2) out.push_back(rank_finding(d, t));
+  if (d.causes.present) out.push_back(causes_finding(d));
   return out;
 }
 

@@ -270,6 +270,27 @@ std::string batches_html(const report_data& d) {
   return o;
 }
 
+// Why batches were slow (issue #43): per batch, its time on a CPU, waiting for one, and blocked.
+std::string causes_html(const report_data& d) {
+  const causes_result& c = d.causes;
+  if (!c.present) return {};
+  const cause_shares s = shares_of(c.all);
+  std::string o =
+      "<section id=\"causes\">\n<h2>Causes of batch time</h2>\n<p>Per batch, the "
+      "worker thread's time on a CPU, runnable but waiting for a CPU, and blocked "
+      "(the rest: I/O, locks, sleeps), from the sidecars' <code>batchres</code> "
+      "lines. Over " +
+      count(c.all.batches, "batch", "batches") + ": " + format_number("%.1f%%", 100 * s.cpu) +
+      " on a CPU, " + format_number("%.1f%%", 100 * s.cpu_wait) + " waiting for one, " +
+      format_number("%.1f%%", 100 * s.blocked) + " blocked; verdict <b>" + h(cause_verdict(c.all)) +
+      "</b>.</p>\n";
+  o += thinned_note(d.cause_batches.size(), c.all.batches, "batches (the first by start)");
+  o += "<div class=\"chart-box\" style=\"height:320px\"><canvas id=\"causes-chart\" "
+       "role=\"img\" aria-label=\"per-batch time on a CPU, waiting for a CPU, blocked\">"
+       "</canvas></div>\n</section>\n";
+  return o;
+}
+
 std::string timeline_html(const report_data& d) {
   std::string o = "<h2>Timeline</h2>\n";
   const timeline_data& t = d.timeline;
@@ -549,6 +570,25 @@ void write_page_data(json_writer& w, const report_data& d) {
     }
     w.raw("]");
   }
+  if (d.causes.present) {
+    // Per batch: [label, on CPU ms, waiting for a CPU ms, blocked ms].
+    w.raw(",\"causes\":[");
+    for (std::size_t i = 0; i < d.cause_batches.size(); ++i) {
+      const batch_resources& b = d.cause_batches[i];
+      const cause_shares s = shares_of(b.r);
+      const double ms = double(b.r.dur_ns) / 1e6;
+      w.raw(i > 0 ? ",[" : "[");
+      w.str(std::to_string(b.idx) + " (" + std::to_string(b.tid) + ")");
+      w.raw(",");
+      w.num(rounded(s.cpu * ms, 1000));
+      w.raw(",");
+      w.num(rounded(s.cpu_wait * ms, 1000));
+      w.raw(",");
+      w.num(rounded(s.blocked * ms, 1000));
+      w.raw("]");
+    }
+    w.raw("]");
+  }
   w.raw(",\"timeline\":");
   write_timeline(w, d);
   w.raw("}");
@@ -691,6 +731,7 @@ void write_report_page(const report_data& d, output_file& out) {
   o += ops_html(d);
   if (d.attribution) o += attribution_html(*d.attribution);
   o += batches_html(d);
+  o += causes_html(d);
   o += timeline_html(d);
   o += hists_html(d);
   out.write(o);

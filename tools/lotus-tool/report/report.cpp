@@ -432,6 +432,13 @@ void read_report(const report_args& a, report_data& rd) {
   for (const auto& f : dir.files) (f.kind == file_kind::worker ? rd.worker_files : rd.main_files)++;
   rd.hosts = dir.hosts();
   rd.clock_note = cross_host_clock_note(dir);
+  rd.causes = compute_causes(dir);
+  rd.cause_batches = dir.batch_res;
+  std::sort(rd.cause_batches.begin(), rd.cause_batches.end(),
+            [](const batch_resources& x, const batch_resources& y) {
+              return x.start_ns != y.start_ns ? x.start_ns < y.start_ns : x.tid < y.tid;
+            });
+  if (rd.cause_batches.size() > k_max_cause_bars) rd.cause_batches.resize(k_max_cause_bars);
   rd.timeline = std::move(tl).finish();
   rd.timeline.grouping = grouping_name(plan.level);
   rd.ranks = ranks_of(rd.timeline, plan.rank_keys);

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "report/findings.hpp"
+#include "trace/causes.hpp"
 #include "trace/input.hpp"
 #include "trace/stats_engine.hpp"
 #include "trace/trace_dir.hpp"
@@ -34,6 +35,50 @@ nlohmann::json summary_json(const summary& s) {
           {"p75_ms", s.p75},
           {"iqr_ms", s.iqr()}};
 }
+
+nlohmann::json cause_json(const resource_totals& t) {
+  const cause_shares s = shares_of(t);
+  const double n = t.batches != 0 ? double(t.batches) : 1.0;
+  nlohmann::json o = {{"batches", t.batches},
+                      {"batch_ms", double(t.dur_ns) / 1e6},
+                      {"cpu_share", s.cpu},
+                      {"cpu_wait_share", s.cpu_wait},
+                      {"blocked_share", s.blocked},
+                      {"minor_faults_per_batch", double(t.minflt) / n},
+                      {"major_faults_per_batch", double(t.majflt) / n},
+                      {"voluntary_switches_per_batch", double(t.nvcsw) / n},
+                      {"involuntary_switches_per_batch", double(t.nivcsw) / n},
+                      {"lost", t.lost}};
+  const std::string v = cause_verdict(t);
+  if (v.empty()) {
+    o["verdict"] = nullptr;
+  } else {
+    o["verdict"] = v;
+  }
+  return o;
+}
+
+nlohmann::json causes_json(const causes_result& c) {
+  nlohmann::json j = cause_json(c.all);
+  j["advice"] = cause_advice(c, cause_verdict(c.all));
+  auto& w = j["workers"] = nlohmann::json::array();
+  for (const auto& x : c.workers) {
+    nlohmann::json o = cause_json(x.totals);
+    o["label"] = x.label;
+    w.push_back(std::move(o));
+  }
+  if (!c.ranks.empty()) {
+    auto& rk = j["ranks"] = nlohmann::json::array();
+    for (const auto& x : c.ranks) {
+      nlohmann::json o = cause_json(x.totals);
+      o["label"] = x.label;
+      rk.push_back(std::move(o));
+    }
+  }
+  return j;
+}
+
+void cause_text_row(std::string& out, const std::string& label, const resource_totals& t);
 
 nlohmann::json to_json(const stats_result& r, const trace_dir& dir, const record_filter& win,
                        bool outliers) {
@@ -203,6 +248,8 @@ nlohmann::json to_json(const stats_result& r, const trace_dir& dir, const record
   }
   j["batches_queued"] = r.queued;
   j["batches_consumed"] = r.consumed;
+  // Why batches were slow: the sidecars' `batchres` lines (absent from traces without them).
+  if (const causes_result c = compute_causes(dir); c.present) j["causes"] = causes_json(c);
   return j;
 }
 
@@ -440,6 +487,29 @@ std::string to_text(const stats_result& r, const trace_dir& dir, const record_fi
                  th.z, th.ratio);
     }
   }
+  if (const causes_result c = compute_causes(dir); c.present) {
+    const cause_thresholds th;
+    out += "\nCauses of batch time (workers' batch preprocessing, from the sidecars):\n";
+    append_fmt(out, "%-34s %8s %7s %9s %8s %10s %8s %8s %8s  %s\n", "", "batches", "on CPU",
+               "wait CPU", "blocked", "minflt/b", "majflt/b", "vcsw/b", "ivcsw/b", "verdict");
+    cause_text_row(out, "all workers", c.all);
+    for (const auto& x : c.ranks) cause_text_row(out, x.label, x.totals);
+    for (const auto& x : c.workers) cause_text_row(out, x.label, x.totals);
+    if (c.all.lost != 0) {
+      append_fmt(out, "\t%llu batches' figures lost (the runtime's queue was full)\n",
+                 static_cast<unsigned long long>(c.all.lost));
+    }
+    const std::string v = cause_verdict(c.all);
+    if (!v.empty()) {
+      append_fmt(out, "\tVerdict: %s: %s.\n", v.c_str(), cause_advice(c, v).c_str());
+    }
+    append_fmt(out,
+               "\t(page_faults: >= %.0f minor faults per batch costing >= %.0f%% of CPU time at "
+               "%.1f us each, or >= %.0f major faults per batch when blocked; else the largest "
+               "share)\n",
+               th.minor_faults_per_batch, 100 * th.fault_time_share, th.fault_cost_us,
+               th.major_faults_per_batch);
+  }
   const std::vector<host_clock> clocks = host_clocks(dir);
   if (clocks.size() > 1) {
     out += "\nClocks (from the sidecars' clocksync lines):\n";
@@ -470,6 +540,17 @@ std::string to_text(const stats_result& r, const trace_dir& dir, const record_fi
     }
   }
   return out;
+}
+
+void cause_text_row(std::string& out, const std::string& label, const resource_totals& t) {
+  const cause_shares s = shares_of(t);
+  const double n = t.batches != 0 ? double(t.batches) : 1.0;
+  const std::string v = cause_verdict(t);
+  append_fmt(out, "%-34s %8llu %6.1f%% %8.1f%% %7.1f%% %10.1f %8.2f %8.1f %8.1f  %s\n",
+             printable(label).substr(0, 34).c_str(), static_cast<unsigned long long>(t.batches),
+             100 * s.cpu, 100 * s.cpu_wait, 100 * s.blocked, double(t.minflt) / n,
+             double(t.majflt) / n, double(t.nvcsw) / n, double(t.nivcsw) / n,
+             v.empty() ? "-" : v.c_str());
 }
 
 }  // namespace

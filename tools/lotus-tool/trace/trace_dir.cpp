@@ -108,6 +108,14 @@ class sidecar_parser {
       file_line(ls);
     } else if (key == "clocksync") {
       clocksync_line(ls, key);
+    } else if (key == "batchres") {
+      batchres_line(ls, key);
+    } else if (key == "batchres_lost") {
+      std::uint64_t tid = 0, n = 0;
+      if (read_u(ls, key, tid) && read_u(ls, key, n)) {
+        auto& t = proc_.resources[tid];
+        t.lost = std::max(t.lost, n);  // a running count: the last line is the total
+      }
     } else if (key == "stats") {
       std::uint64_t v[4] = {};
       bool ok = true;
@@ -142,6 +150,10 @@ class sidecar_parser {
       out_.threads[t.first].push_back(thread_meta{proc_.pid, proc_.host, std::move(t.second)});
     }
     for (auto& f : files_) out_.file_owner[std::move(f)] = process_key{proc_.pid, proc_.host};
+    for (auto& b : batches_) {
+      b.pid = proc_.pid;
+      out_.batch_res.push_back(b);
+    }
     proc_.sidecars.push_back(file_label_);
     auto [it, fresh] = out_.processes.try_emplace(process_key{proc_.pid, proc_.host}, proc_);
     if (!fresh) merge_reused(it->second, proc_, file_label_);
@@ -159,6 +171,32 @@ class sidecar_parser {
       return false;
     }
     return true;
+  }
+  // `batchres <tid> <idx> <start_ns> <dur_ns> <cpu_ns> <wait_ns> <minflt> <majflt> <nvcsw>
+  // <nivcsw>`: summed per thread; the first lines of the trace are kept for the report's bars.
+  void batchres_line(std::istringstream& ls, const std::string& key) {
+    std::uint64_t v[10] = {};
+    for (auto& x : v) {
+      if (!read_u(ls, key, x)) return;
+    }
+    batch_resources b;
+    b.tid = v[0];
+    b.idx = v[1];
+    b.start_ns = v[2];
+    b.r.batches = 1;
+    b.r.dur_ns = v[3];
+    b.r.cpu_ns = v[4];
+    b.r.wait_ns = v[5];
+    b.r.minflt = v[6];
+    b.r.majflt = v[7];
+    b.r.nvcsw = v[8];
+    b.r.nivcsw = v[9];
+    proc_.resources[b.tid].add(b.r);
+    if (out_.batch_res.size() + batches_.size() < k_max_batch_resources) {
+      batches_.push_back(b);
+    } else {
+      ++out_.batch_res_beyond;
+    }
   }
   void host_line(std::istringstream& ls) {
     std::string host;
@@ -258,6 +296,7 @@ class sidecar_parser {
     if (!p.clock_start.have) p.clock_start = proc.clock_start;
     if (proc.clock_exit.have) p.clock_exit = proc.clock_exit;
     p.has_stats = p.has_stats || proc.has_stats;
+    for (const auto& t : proc.resources) p.resources[t.first].add(t.second);
     p.recorded += proc.recorded;
     p.written += proc.written;
     p.dropped += proc.dropped;
@@ -273,7 +312,8 @@ class sidecar_parser {
   process_meta proc_;
   bool have_pid_ = false;
   std::vector<std::pair<std::uint64_t, std::string>> threads_;
-  std::vector<std::string> files_;  // `file <name>`: trace files this process created
+  std::vector<batch_resources> batches_;  // this sidecar's kept `batchres` lines
+  std::vector<std::string> files_;        // `file <name>`: trace files this process created
 };
 
 // `next(line, too_long)` yields the sidecar's lines; false at the end. `keep`: see

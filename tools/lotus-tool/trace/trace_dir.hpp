@@ -71,6 +71,31 @@ struct clock_sample {
   }
 };
 
+/// Sums of a thread's sidecar `batchres` lines: its batches' time and what the thread did in it
+/// (FORMAT.md §5). ns and counts.
+struct resource_totals {
+  std::uint64_t batches = 0, dur_ns = 0, cpu_ns = 0, wait_ns = 0;
+  std::uint64_t minflt = 0, majflt = 0, nvcsw = 0, nivcsw = 0;
+  std::uint64_t lost = 0;  ///< `batchres_lost`: batches whose figures the runtime could not queue
+  void add(const resource_totals& o) {
+    batches += o.batches;
+    dur_ns += o.dur_ns;
+    cpu_ns += o.cpu_ns;
+    wait_ns += o.wait_ns;
+    minflt += o.minflt;
+    majflt += o.majflt;
+    nvcsw += o.nvcsw;
+    nivcsw += o.nivcsw;
+    lost += o.lost;
+  }
+};
+
+/// One `batchres` line: thread, batch index, its span (ns) and the thread's figures in it.
+struct batch_resources {
+  std::uint64_t pid = 0, tid = 0, idx = 0, start_ns = 0;
+  resource_totals r;  ///< batches = 1
+};
+
 /// From one `.<prefix>.lotus-meta_<pid>` sidecar (or several with the same pid and host: a
 /// reused directory; their stats are summed).
 struct process_meta {
@@ -84,8 +109,11 @@ struct process_meta {
   clock_sample clock_start, clock_exit;  ///< `clocksync start` / the last `clocksync exit`
   bool has_stats = false;
   std::uint64_t recorded = 0, written = 0, dropped = 0, sanitized = 0;
-  std::vector<std::string> sidecars;  ///< labels (paths) of the sidecars read
+  std::vector<std::string> sidecars;                   ///< labels (paths) of the sidecars read
+  std::map<std::uint64_t, resource_totals> resources;  ///< tid -> its `batchres` sums
 };
+
+constexpr std::size_t k_max_batch_resources = 65536;
 
 struct trace_dir {
   std::string path;
@@ -99,6 +127,10 @@ struct trace_dir {
   std::map<std::string, process_key> file_owner;
   std::vector<std::string> warnings;  ///< unreadable/odd sidecar lines (never fatal)
   std::vector<trace_source> sources;  ///< the directories read (one unless several given)
+  /// `batchres` lines in sidecar order, the first k_max_batch_resources of them (the report's
+  /// per-batch bars); the sums in process_meta::resources count every line.
+  std::vector<batch_resources> batch_res;
+  std::uint64_t batch_res_beyond = 0;  ///< lines beyond that cap (summed, not kept)
 
   /// The sidecar line that owns thread `tid` (the last one read), or nullptr.
   const thread_meta* thread(std::uint64_t tid) const;

@@ -51,6 +51,7 @@ __all__ = ["instrument", "uninstrument", "instrumented"]
 _now = _lotus._now
 _record = _lotus._record
 _batch = _lotus._batch
+_res_begin = _lotus._res_begin
 _nvtx_on = _lotus._nvtx_on  # lotus.configure(nvtx=True) / LOTUS_NVTX=1: ranges around the spans
 _nvtx_push = _lotus._nvtx_push
 _nvtx_pop = _lotus._nvtx_pop
@@ -263,7 +264,10 @@ def _map_fetcher_init(self, dataset, auto_collation, collate_fn, drop_last):
 def _make_fetch(key):
     def fetch(self, possibly_batched_index):
         idx = _worker_batch
-        t0 = _now() if idx is not None and _gate(self.dataset) else 0
+        gated = idx is not None and _gate(self.dataset)
+        if gated:
+            _res_begin()  # the thread's CPU time, waits, faults: at batch boundaries only
+        t0 = _now() if gated else 0
         pushed = t0 and _nvtx_on() and _lotus._nvtx_batch_push(idx)
         try:
             data = _original(key)(self, possibly_batched_index)

@@ -315,6 +315,31 @@
       ], 'share (%)');
     });
   }
+  if (D.causes && D.causes.length) {
+    // Per batch: stacked bars of its time on a CPU, waiting for a CPU, and blocked (ms).
+    run('causes', function () {
+      var c = document.getElementById('causes-chart');
+      if (!c) return;
+      var names = ['on CPU', 'waiting for a CPU', 'blocked'];
+      new Chart(c, {
+        type: 'bar',
+        data: {labels: D.causes.map(function (b) { return b[0]; }),
+               datasets: names.map(function (n, i) {
+                 return {label: n, data: D.causes.map(function (b) { return b[i + 1]; }),
+                         backgroundColor: palette[i % palette.length]};
+               })},
+        options: {
+          animation: false,
+          plugins: {legend: {position: 'top'},
+                    tooltip: {callbacks: {label: function (it) {
+                      return it.dataset.label + ': ' + num(it.raw, 2) + ' ms';
+                    }}}},
+          scales: {x: {stacked: true, title: {display: true, text: 'batch (worker thread)'}},
+                   y: {stacked: true, beginAtZero: true, title: {display: true, text: 'ms'}}}
+        }
+      });
+    });
+  }
   if (D.ranks && D.ranks.length > 1) {
     run('ranks', function () {
       hbars('ranks-chart', D.ranks.map(function (r) { return r.label; }), [

@@ -1,0 +1,24 @@
+// lotus — one reading of a thread's resource figures, taken at batch boundaries (internal)
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <cstdint>  // uint64_t
+
+#include "lotus/config.hpp"
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// The calling thread's counters (detail/resources.hpp): CPU time and run-queue wait from
+/// /proc/thread-self/schedstat, faults and context switches from getrusage(RUSAGE_THREAD).
+/// `ok` false: not read (tracing or resources off, or the reads failed).
+struct res_sample {
+  std::uint64_t cpu_ns = 0, wait_ns = 0;
+  std::uint64_t minflt = 0, majflt = 0, nvcsw = 0, nivcsw = 0;
+  bool ok = false;
+};
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus

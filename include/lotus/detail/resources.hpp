@@ -1,0 +1,138 @@
+// lotus — per-batch resource figures: the reads and the per-thread queue (internal)
+// SPDX-License-Identifier: MIT
+// At a batch's start and end (never per op) a worker reads its thread's CPU time and run-queue
+// wait (/proc/thread-self/schedstat, through a descriptor kept open per thread) and its faults
+// and context switches (getrusage(RUSAGE_THREAD)). The difference goes into the thread's
+// resource queue; the writer turns each entry into a sidecar `batchres` line (FORMAT.md §5).
+#pragma once
+
+#include <fcntl.h>         // open, O_*
+#include <sys/resource.h>  // getrusage, RUSAGE_THREAD
+#include <unistd.h>        // pread, close
+
+#include <atomic>   // atomic
+#include <cstdint>  // uint64_t
+#include <cstdlib>  // calloc, free
+
+#include "lotus/config.hpp"
+#include "lotus/detail/env.hpp"
+#include "lotus/detail/res_sample.hpp"
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// One batch's figures, queued for the writer.
+struct res_entry {
+  std::uint64_t t0, t1, idx;
+  std::uint64_t cpu_ns, wait_ns, minflt, majflt, nvcsw, nivcsw;
+};
+
+/// A thread's single-producer/single-consumer queue of res_entry (allocated at its first batch).
+struct res_queue {
+  static constexpr std::uint64_t capacity = 512;
+  std::atomic<std::uint64_t> head{0};  // owner thread
+  std::atomic<std::uint64_t> tail{0};  // writer
+  std::atomic<std::uint64_t> lost{0};  // entries dropped because the queue was full
+  std::uint64_t lost_reported = 0;     // writer: the count in the last `batchres_lost` line
+  res_entry slots[capacity];
+};
+
+/// The calling thread's open /proc/thread-self/schedstat: -1 not opened yet, -2 unavailable.
+/// Closed when the thread exits (resources_thread_exit); a forked child's surviving thread closes
+/// the parent's (runtime::fork_child): that descriptor reads the parent's thread.
+inline thread_local int t_schedstat_fd = -1;
+
+/// LOTUS_RESOURCES: 1 (default) records per-batch figures, 0 does not. Read once.
+inline int resources_enabled() noexcept {
+  static const int on = [] {
+    const char* v = env_text("LOTUS_RESOURCES");
+    if (v == nullptr) return 1;
+    return (v[0] == '0' && v[1] == '\0') || (v[0] == 'o' && v[1] == 'f' && v[2] == 'f') ? 0 : 1;
+  }();
+  return on;
+}
+
+/// Parses "<cpu_ns> <wait_ns> <slices>\n".
+inline bool parse_schedstat(const char* p, const char* end, std::uint64_t& cpu,
+                            std::uint64_t& wait) noexcept {
+  std::uint64_t v[2] = {0, 0};
+  for (std::uint64_t& x : v) {
+    if (p == end || *p < '0' || *p > '9') return false;
+    while (p != end && *p >= '0' && *p <= '9') x = x * 10 + static_cast<std::uint64_t>(*p++ - '0');
+    if (p != end && *p == ' ') ++p;
+  }
+  cpu = v[0];
+  wait = v[1];
+  return true;
+}
+
+/// The calling thread's counters now. Without schedstat (an old kernel, no /proc), CPU time
+/// comes from getrusage (µs) and the wait is 0.
+inline res_sample read_thread_resources() noexcept {
+  res_sample s;
+  struct rusage ru {};
+  if (::getrusage(RUSAGE_THREAD, &ru) != 0) return s;
+  s.minflt = static_cast<std::uint64_t>(ru.ru_minflt);
+  s.majflt = static_cast<std::uint64_t>(ru.ru_majflt);
+  s.nvcsw = static_cast<std::uint64_t>(ru.ru_nvcsw);
+  s.nivcsw = static_cast<std::uint64_t>(ru.ru_nivcsw);
+  if (t_schedstat_fd == -1) {
+    t_schedstat_fd = ::open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+    if (t_schedstat_fd < 0) t_schedstat_fd = -2;
+  }
+  if (t_schedstat_fd >= 0) {
+    char buf[96];
+    const ssize_t n = ::pread(t_schedstat_fd, buf, sizeof buf, 0);
+    if (n > 0 && parse_schedstat(buf, buf + n, s.cpu_ns, s.wait_ns)) {
+      s.ok = true;
+      return s;
+    }
+  }
+  s.cpu_ns = (static_cast<std::uint64_t>(ru.ru_utime.tv_sec) + ru.ru_stime.tv_sec) * 1000000000u +
+             (static_cast<std::uint64_t>(ru.ru_utime.tv_usec) + ru.ru_stime.tv_usec) * 1000u;
+  s.ok = true;
+  return s;
+}
+
+/// In a forked child, on the thread that forked: forget the parent's descriptor.
+inline void resources_after_fork() noexcept {
+  if (t_schedstat_fd >= 0) ::close(t_schedstat_fd);
+  t_schedstat_fd = -1;
+}
+
+/// At the thread's exit (runtime's thread_exit_hook): close its descriptor; no reads after.
+inline void resources_thread_exit() noexcept {
+  if (t_schedstat_fd >= 0) ::close(t_schedstat_fd);
+  t_schedstat_fd = -2;
+}
+
+inline std::uint64_t res_delta(std::uint64_t a, std::uint64_t b) noexcept {
+  return b > a ? b - a : 0;
+}
+
+/// Queues the difference end - begin; false when the queue is full (counted in `lost`).
+inline bool res_push(res_queue& q, const res_sample& b, const res_sample& e, std::uint64_t t0,
+                     std::uint64_t t1, std::uint64_t idx) noexcept {
+  const std::uint64_t h = q.head.load(std::memory_order_relaxed);
+  if (h - q.tail.load(std::memory_order_acquire) >= res_queue::capacity) {
+    q.lost.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  res_entry& s = q.slots[h % res_queue::capacity];
+  s.t0 = t0;
+  s.t1 = t1;
+  s.idx = idx;
+  s.cpu_ns = res_delta(b.cpu_ns, e.cpu_ns);
+  s.wait_ns = res_delta(b.wait_ns, e.wait_ns);
+  s.minflt = res_delta(b.minflt, e.minflt);
+  s.majflt = res_delta(b.majflt, e.majflt);
+  s.nvcsw = res_delta(b.nvcsw, e.nvcsw);
+  s.nivcsw = res_delta(b.nivcsw, e.nivcsw);
+  q.head.store(h + 1, std::memory_order_release);
+  return true;
+}
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus

@@ -1,0 +1,77 @@
+# SPDX-License-Identifier: MIT
+"""A DataLoader run that plants one cause of slow batches (run by test_causes.py in a fresh process).
+
+argv[1]: JSON {"trace": prefix, "cause": compute|contention|blocked|faults}. Two fork workers,
+batch size 4, lotus.torch traced; each sample does the planted work.
+"""
+import json
+import mmap
+import os
+import subprocess
+import sys
+import time
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+import lotus
+import lotus.torch
+
+CFG = json.loads(sys.argv[1])
+CAUSE = CFG["cause"]
+HOG_CPU = CFG.get("cpu", 0)
+
+
+def spin(seconds):
+    end = time.thread_time() + seconds  # CPU time, not wall time: the same work when contended
+    x = 0
+    while time.thread_time() < end:
+        x += 1
+    return x
+
+
+class Planted(Dataset):
+    def __len__(self):
+        return 32
+
+    def __getitem__(self, i):
+        if CAUSE in ("compute", "contention"):
+            spin(0.01)
+        elif CAUSE == "blocked":
+            time.sleep(0.02)
+        elif CAUSE == "faults":
+            m = mmap.mmap(-1, 48 << 20)
+            if hasattr(mmap, "MADV_NOHUGEPAGE"):
+                m.madvise(mmap.MADV_NOHUGEPAGE)  # 4 KiB pages: one fault each
+            m.write(b"\1" * (48 << 20))
+            m.close()
+        return torch.tensor([i])
+
+
+def pin_worker(_):
+    os.sched_setaffinity(0, {HOG_CPU})
+
+
+def main():
+    torch.set_num_threads(1)
+    lotus.torch.instrument(log_file=CFG["trace"])
+    hog = None
+    extra = {}
+    if CAUSE == "contention":
+        # A CPU hog on the workers' one CPU: they are runnable but wait for it.
+        hog = subprocess.Popen([sys.executable, "-c",
+                                f"import os\nos.sched_setaffinity(0, {{{HOG_CPU}}})\nwhile True: pass"])
+        extra["worker_init_fn"] = pin_worker
+    try:
+        loader = DataLoader(Planted(), batch_size=4, num_workers=2, **extra)
+        n = sum(1 for _ in loader)
+    finally:
+        if hog is not None:
+            hog.kill()
+            hog.wait()
+    lotus.flush()
+    print(json.dumps({"batches": n}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,152 @@
+// lotus — lotus-tool: the causes of batch time (issue #43) from hand-written sidecar lines
+// SPDX-License-Identifier: MIT
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "catch.hpp"
+#include "spawn.hpp"
+#include "trace/causes.hpp"
+
+using nlohmann::json;
+
+namespace {
+
+void spit(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+}
+
+std::string tool(const std::string& args, int& rc) {
+  std::string out;
+  FILE* p = popen((std::string(LOTUS_TOOL_EXE) + " " + args + " 2>/dev/null").c_str(), "r");
+  REQUIRE(p != nullptr);
+  char buf[65536];
+  std::size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  const int st = pclose(p);
+  rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+  return out;
+}
+
+// The golden worker file (batch 0 of 14.4 ms) and a sidecar with the given extra lines.
+std::string trace_with(const std::string& lines) {
+  const std::string dir = lotus_test::make_temp_dir("lotus_tool_causes");
+  spit(dir + "/lotustrace_log_worker_pid_48213",
+       lotus_test::read_file(std::string(LOTUS_TOOL_DATA) +
+                             "/golden/lotustrace_log_worker_pid_48213"));
+  spit(dir + "/.lotustrace_log.lotus-meta_48213",
+       "lotus-meta 1\npid 48213\nppid 48190\ncpus 8 2\nthread 48213 pt_data_worker\n" + lines);
+  return dir;
+}
+
+lotus_tool::resource_totals totals(std::uint64_t dur, std::uint64_t cpu, std::uint64_t wait,
+                                   std::uint64_t minflt, std::uint64_t majflt = 0) {
+  lotus_tool::resource_totals t;
+  t.batches = 1;
+  t.dur_ns = dur;
+  t.cpu_ns = cpu;
+  t.wait_ns = wait;
+  t.minflt = minflt;
+  t.majflt = majflt;
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("causes: exact shares, rates and verdict from a hand-written sidecar", "[tool][causes]") {
+  // Two batches: 14.4 + 5.6 = 20 ms; 4 ms on a CPU, 10 ms waiting for one, 6 ms blocked.
+  const std::string dir = trace_with(
+      "batchres 48213 0 1722800000000005000 14400000 3600000 7200000 10 0 3 40\n"
+      "batchres 48213 1 1722800000020000000 5600000 400000 2800000 20 0 5 10\n"
+      "batchres_lost 48213 1\nbatchres_lost 48213 2\n");
+  int rc = -1;
+  const json j = json::parse(tool("stats --json " + dir, rc));
+  REQUIRE(rc == 0);
+  const json& c = j.at("causes");
+  CHECK(c["batches"] == 2);
+  CHECK(c["batch_ms"].get<double>() == Approx(20.0));
+  CHECK(c["cpu_share"].get<double>() == Approx(0.2));
+  CHECK(c["cpu_wait_share"].get<double>() == Approx(0.5));
+  CHECK(c["blocked_share"].get<double>() == Approx(0.3));
+  CHECK(c["minor_faults_per_batch"].get<double>() == Approx(15.0));
+  CHECK(c["major_faults_per_batch"].get<double>() == Approx(0.0));
+  CHECK(c["voluntary_switches_per_batch"].get<double>() == Approx(4.0));
+  CHECK(c["involuntary_switches_per_batch"].get<double>() == Approx(25.0));
+  CHECK(c["lost"] == 2);
+  CHECK(c["verdict"] == "cpu_contention");
+  CHECK(c["advice"].get<std::string>().find("waited 50 % of their batch time for a CPU: 1 "
+                                            "workers on 2 CPUs") != std::string::npos);
+  REQUIRE(c["workers"].size() == 1);
+  CHECK(c["workers"][0]["label"] == "worker 48213 (pid 48213)");
+  CHECK(c["workers"][0]["cpu_wait_share"].get<double>() == Approx(0.5));
+
+  const std::string text = tool("stats " + dir, rc);
+  REQUIRE(rc == 0);
+  CHECK(text.find("Causes of batch time") != std::string::npos);
+  CHECK(text.find("Verdict: cpu_contention") != std::string::npos);
+
+  // The report: its section with the per-batch bars' data, and the finding with its action.
+  tool("report " + dir + " -o " + dir + "/report.html", rc);
+  REQUIRE(rc == 0);
+  const std::string page = lotus_test::read_file(dir + "/report.html");
+  CHECK(page.find("<section id=\"causes\">") != std::string::npos);
+  CHECK(page.find("\"causes\":[[\"0 (48213)\",3.6,7.2,3.6],[\"1 (48213)\",0.4,2.8,2.4]]") !=
+        std::string::npos);
+  CHECK(page.find("Workers waited for a CPU") != std::string::npos);
+  CHECK(page.find("set torch.set_num_threads(1) in workers") != std::string::npos);
+
+  // A trace without `batchres` lines has no "causes" key (the golden files: unchanged output).
+  const json g = json::parse(tool("stats --json " + std::string(LOTUS_TOOL_DATA) + "/golden", rc));
+  REQUIRE(rc == 0);
+  CHECK(!g.contains("causes"));
+}
+
+TEST_CASE("causes: diff compares the shares of two runs", "[tool][causes][diff]") {
+  // Base: 20 % on a CPU, 50 % waiting, 30 % blocked; next: 80 %, 10 %, 10 %.
+  const std::string base = trace_with(
+      "batchres 48213 0 1722800000000005000 14400000 3600000 7200000 10 0 3 40\n"
+      "batchres 48213 1 1722800000020000000 5600000 400000 2800000 20 0 5 10\n");
+  const std::string next = trace_with(
+      "batchres 48213 0 1722800000000005000 14400000 12400000 1000000 10 0 3 40\n"
+      "batchres 48213 1 1722800000020000000 5600000 3600000 1000000 20 0 5 10\n");
+  int rc = -1;
+  const json j = json::parse(tool("diff --json " + base + " " + next, rc));
+  REQUIRE(rc == 0);
+  std::map<std::string, json> run;
+  for (const auto& r : j.at("run")) run[r.at("name").get<std::string>()] = r;
+  REQUIRE(run.count("cpu_wait_share") == 1);
+  CHECK(run["cpu_share"]["base"].get<double>() == Approx(0.2));
+  CHECK(run["cpu_share"]["new"].get<double>() == Approx(0.8));
+  CHECK(run["cpu_wait_share"]["base"].get<double>() == Approx(0.5));
+  CHECK(run["cpu_wait_share"]["new"].get<double>() == Approx(0.1));
+  CHECK(run["cpu_wait_share"]["verdict"] == "faster");
+  CHECK(run["blocked_share"]["new"].get<double>() == Approx(0.1));
+}
+
+TEST_CASE("causes: the verdict's thresholds", "[tool][causes]") {
+  using lotus_tool::cause_verdict;
+  CHECK(cause_verdict(totals(100000000, 90000000, 5000000, 2000)) == "compute");
+  CHECK(cause_verdict(totals(100000000, 30000000, 40000000, 0)) == "cpu_contention");
+  CHECK(cause_verdict(totals(100000000, 10000000, 5000000, 0)) == "blocked");
+  // 49152 minor faults (~49 ms at 1 us each) in 55 ms of CPU: faults, though on the CPU.
+  CHECK(cause_verdict(totals(60000000, 55000000, 1000000, 49152)) == "page_faults");
+  // 2000 minor faults in a batch with 90 ms of CPU: 2 % of it, below 25 %: compute.
+  CHECK(cause_verdict(totals(100000000, 90000000, 0, 2000)) == "compute");
+  // 999 faults in 1 ms: below 1000 per batch.
+  // 49152 faults in 120 ms of CPU within a batch stretched to 1 s by contention: still faults.
+  CHECK(cause_verdict(totals(1000000000, 120000000, 870000000, 49152)) == "page_faults");
+  CHECK(cause_verdict(totals(1000000, 900000, 0, 999)) == "compute");
+  // Blocked with major faults: page_faults.
+  CHECK(cause_verdict(totals(100000000, 5000000, 0, 0, 50)) == "page_faults");
+  CHECK(cause_verdict(lotus_tool::resource_totals{}).empty());
+  // CPU and wait above the batch time: scaled down together, blocked 0.
+  const auto s = lotus_tool::shares_of(totals(1000, 800, 400, 0));
+  CHECK(s.cpu == Approx(800.0 / 1200));
+  CHECK(s.cpu_wait == Approx(400.0 / 1200));
+  CHECK(s.blocked == Approx(0.0).margin(1e-12));
+}

@@ -1,0 +1,56 @@
+// lotus — lotus-tool: why batches were slow, from the sidecars' per-batch resource figures
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "trace/trace_dir.hpp"
+
+namespace lotus_tool {
+
+/// Thresholds of the verdict (documented in tools/lotus-tool/README.md, `stats`).
+struct cause_thresholds {
+  /// Minor faults per batch from which faults may be the cause ...
+  double minor_faults_per_batch = 1000;
+  /// ... when their estimated cost (fault_cost_us each) is at least this share of the workers'
+  /// CPU time in their batches (faults dominate the work, whatever else slowed the batch).
+  double fault_time_share = 0.25;
+  double fault_cost_us = 1.0;  ///< one minor fault: kernel entry and a zeroed 4 KiB page
+  /// Major faults per batch from which faults are the cause when blocked time is the largest.
+  double major_faults_per_batch = 10;
+};
+
+/// The shares of the workers' batch time: on a CPU, runnable but waiting for one, and the rest
+/// (sleeping: I/O, locks, queues, major faults). They sum to 1 (CPU and wait are scaled down
+/// together in the rare case that their sum exceeds the batch time).
+struct cause_shares {
+  double cpu = 0, cpu_wait = 0, blocked = 0;
+};
+
+cause_shares shares_of(const resource_totals& t);
+
+/// "compute", "cpu_contention", "blocked" or "page_faults": the largest share wins, unless
+/// faults dominate (see cause_thresholds). Empty when there are no batches.
+std::string cause_verdict(const resource_totals& t, const cause_thresholds& th = {});
+
+struct cause_row {
+  std::string label;  ///< "worker <tid> (pid <pid>)" or "rank <r>"
+  resource_totals totals;
+};
+
+struct causes_result {
+  bool present = false;  ///< some sidecar has `batchres` lines
+  resource_totals all;
+  std::vector<cause_row> workers;  ///< one per recording thread, by (pid, tid)
+  std::vector<cause_row> ranks;    ///< with two ranks or more
+  std::uint64_t cpus_allowed = 0;  ///< the largest `cpus` allowed count of the processes
+};
+
+causes_result compute_causes(const trace_dir& dir);
+
+/// The action that fits a verdict, with the numbers of `c` (plain text, one sentence).
+std::string cause_advice(const causes_result& c, const std::string& verdict);
+
+}  // namespace lotus_tool
