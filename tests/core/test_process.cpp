@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "catch.hpp"
+#include "sanitized.hpp"
 #include "trace_files.hpp"
 
 namespace {
@@ -71,18 +72,7 @@ void check_exactly_once(const std::vector<lotus_test::record>& recs, int n, std:
   for (int v : seen) REQUIRE(v == 1);
 }
 
-// ThreadSanitizer cannot follow a multi-threaded fork whose child starts threads ("dup thread
-// with used id"); the gcc, clang and asan variants run the fork tests.
-#if defined(__has_feature)
-#  if __has_feature(thread_sanitizer)
-#    define LOTUS_TEST_TSAN 1
-#  endif
-#endif
-#if defined(__SANITIZE_THREAD__) || defined(LOTUS_TEST_TSAN)
-constexpr bool under_tsan = true;
-#else
-constexpr bool under_tsan = false;
-#endif
+constexpr bool under_tsan = lotus_test::k_under_tsan;  // fork tests: see sanitized.hpp
 
 // Runs a trace_child fork mode, requires a clean exit with nothing on stderr and no malformed
 // line, and returns the trace files by name.

@@ -14,6 +14,7 @@
 
 #include "catch.hpp"
 #include "lotus/lotus.hpp"
+#include "sanitized.hpp"
 #include "trace_files.hpp"
 
 namespace {
@@ -124,6 +125,10 @@ TEST_CASE("batchres: one line per batch with the thread's CPU, wait, faults and 
 
 TEST_CASE("batchres: a forked child reads its own thread, and writes its own sidecar",
           "[resources][fork]") {
+  if (lotus_test::k_under_tsan) {
+    WARN("fork test skipped under ThreadSanitizer");
+    return;
+  }
   lotus_test::temp_dir dir;
   lotus::configure(trace_to(dir.path + "/lotustrace_log"));
   {

@@ -9,6 +9,9 @@
 #  if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
 #    define LOTUS_TEST_SANITIZED 1
 #  endif
+#  if __has_feature(thread_sanitizer)
+#    define LOTUS_TEST_TSAN 1
+#  endif
 #endif
 
 namespace lotus_test {
@@ -16,5 +19,14 @@ namespace lotus_test {
 inline constexpr bool k_sanitized = true;
 #else
 inline constexpr bool k_sanitized = false;
+#endif
+
+// ThreadSanitizer cannot follow a multi-threaded fork whose child starts threads ("starting new
+// threads after multi-threaded fork is not supported"); the gcc, clang and asan variants run the
+// fork tests.
+#if defined(__SANITIZE_THREAD__) || defined(LOTUS_TEST_TSAN)
+inline constexpr bool k_under_tsan = true;
+#else
+inline constexpr bool k_under_tsan = false;
 #endif
 }  // namespace lotus_test
