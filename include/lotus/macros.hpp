@@ -6,6 +6,7 @@
 #pragma once
 
 #include "lotus/config.hpp"
+#include "lotus/detail/helpers.hpp"  // batch_scope
 #include "lotus/detail/hooks.hpp"
 #include "lotus/detail/preprocessor.hpp"
 #include "lotus/scope.hpp"

@@ -166,10 +166,9 @@ namespace detail {
 // after the batch's own records (Lotus's worker-file order). Nothing when tracing is off.
 struct batch_span {
   int mode = 0;
-  std::uint64_t start = 0;
-  std::uint64_t nvtx = 0;         // the NVTX range of the batch (LOTUS_NVTX), 0: none
-  bool itt = false;               // the batch's ITT task on this thread (LOTUS_ITT)
-  lotus::detail::res_sample res;  // the thread's resource figures at the start (batch boundary)
+  lotus::detail::batch_start clock;  // start and resource figures (detail/helpers.hpp)
+  std::uint64_t nvtx = 0;            // the NVTX range of the batch (LOTUS_NVTX), 0: none
+  bool itt = false;                  // the batch's ITT task on this thread (LOTUS_ITT)
 };
 
 inline batch_span batch_begin(std::uint64_t idx) noexcept {
@@ -179,21 +178,14 @@ inline batch_span batch_begin(std::uint64_t idx) noexcept {
     s.nvtx = lotus::detail::nvtx_start(lotus::detail::batch_preprocessed_loc, idx);
     s.itt = lotus::detail::itt_task_push(lotus::detail::batch_preprocessed_loc);
   }
-  if (s.mode >= lotus::detail::mode_tsc) {
-    s.res = lotus::detail::resources_read();
-    s.start = lotus::detail::now_ticks(s.mode);
-  }
+  if (s.mode >= lotus::detail::mode_tsc) s.clock = lotus::detail::batch_started(s.mode);
   return s;
 }
 
 /// Ends the span: records it when `record` (the dataset returned a batch), and ends its NVTX
 /// range in any case (also after an exception).
 inline void batch_end(batch_span& s, std::uint64_t idx, bool record) noexcept {
-  if (s.mode >= lotus::detail::mode_tsc && record) {
-    const std::uint64_t end = lotus::detail::now_ticks(s.mode);
-    lotus::detail::emit(lotus::detail::batch_preprocessed_loc, s.start, end, idx);
-    lotus::detail::resources_record(s.res, s.start, end, idx);
-  }
+  if (s.mode >= lotus::detail::mode_tsc && record) lotus::detail::batch_ended(s.mode, s.clock, idx);
   if (s.itt) lotus::detail::itt_task_pop();
   s.itt = false;
   lotus::detail::nvtx_end(s.nvtx);

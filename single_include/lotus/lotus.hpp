@@ -63,6 +63,15 @@
 // (detail/hooks.hpp). The collector macros are in <lotus/collector.hpp>, LOTUS_MAP_REGION in
 // <lotus/map_region.hpp>: a file that only records scopes does not compile them.
 
+// ---- begin lotus/detail/helpers.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_HELPERS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_HELPERS_HPP
+// lotus — pieces the pipeline helpers share (lotus/pipeline.hpp, lotus/torch.hpp) (internal)
+// SPDX-License-Identifier: MIT
+
+#include <cstdint>      // uint64_t
+#include <string_view>  // string_view
+
 // ---- begin lotus/detail/hooks.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_HOOKS_HPP
 #define LOTUS_AMALGAMATED_LOTUS_DETAIL_HOOKS_HPP
@@ -813,35 +822,6 @@ LOTUS_DETAIL_FORCE_INLINE const record_site* dynamic_location(std::string_view n
   }
   return intern_dynamic(name.data(), key_size, h);
 }
-
-/// LOTUS_BATCH_PREPROCESSED: the span of a worker's batch (`SBatchPreprocessed_<idx>`) and its
-/// resource figures, read at its start and end only (two calls, a few system calls each; the
-/// per-op scope_timer is untouched). NVTX/ITT annotation as scope_timer's.
-class batch_scope {
- public:
-  explicit batch_scope(std::uint64_t idx) noexcept : idx_(idx) {
-    mode_ = active_mode();
-    if (mode_ < mode_tsc) return;
-    if (mode_ >= mode_tsc_nvtx) pushed_ = nvtx_push(batch_preprocessed_loc, idx);
-    res_ = resources_read();
-    t0_ = now_ticks(mode_);
-  }
-  ~batch_scope() {
-    if (mode_ < mode_tsc) return;
-    const std::uint64_t t1 = now_ticks(mode_);
-    emit(batch_preprocessed_loc, t0_, t1, idx_);
-    if (pushed_) nvtx_pop();
-    resources_record(res_, t0_, t1, idx_);
-  }
-  batch_scope(const batch_scope&) = delete;
-  batch_scope& operator=(const batch_scope&) = delete;
-
- private:
-  int mode_ = mode_off;
-  bool pushed_ = false;
-  std::uint64_t idx_ = 0, t0_ = 0;
-  res_sample res_;
-};
 
 /// Marker for scope_timer's run-time-name constructor.
 struct dynamic_name_tag {};
@@ -5751,6 +5731,159 @@ inline const char* map_gate_enter(const char*) noexcept { return nullptr; }
 #endif
 #endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_HOOKS_HPP
 // ---- end lotus/detail/hooks.hpp ----
+// ---- begin lotus/detail/record_name.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_RECORD_NAME_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_RECORD_NAME_HPP
+// lotus — how a record names its site: flags, name limit, built-in sites (internal)
+// SPDX-License-Identifier: MIT
+
+#include <cstddef>  // size_t
+#include <cstdint>  // uint32_t
+
+// ---- begin lotus/record_site.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RECORD_SITE_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RECORD_SITE_HPP
+// lotus — record_site: the static description of one recording site (not std::source_location)
+// SPDX-License-Identifier: MIT
+
+#include <cstdint>  // uint32_t
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+
+/// One per call site (a `static constexpr` object made by the macros) or per interned run-time
+/// name. `name` is written after an `S`: {"Loader"} produces `SLoader,...` records.
+struct record_site {
+  const char* name;
+  const char* function;
+  const char* file;
+  std::uint32_t line;
+  std::uint32_t flags;  ///< detail::flag_* bits (lotus/detail/record_name.hpp)
+};
+
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_RECORD_SITE_HPP
+// ---- end lotus/record_site.hpp ----
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+constexpr std::uint32_t flag_main = 1;       // consumer side: route to the `_main_pid_` file
+constexpr std::uint32_t flag_indexed = 2;    // append `_<idx>` to the name
+constexpr std::uint32_t flag_fixed_1us = 4;  // write the Lotus 1000 ns placeholder as duration
+constexpr std::uint32_t flag_sanitized =
+    8;  // a run-time name was cut or had control bytes replaced
+/// The longest name a record carries (bytes, without the leading 'S'); longer run-time names are
+/// cut at a UTF-8 character boundary and counted as sanitized.
+constexpr std::size_t max_name_bytes = 4096;
+/// The bytes of a run-time name that count: at most max_name_bytes, cut back to a UTF-8 character
+/// boundary. What lies beyond is neither read, hashed nor stored.
+inline std::size_t name_key_size(const char* name, std::size_t size) noexcept {
+  if (size <= max_name_bytes) return size;
+  std::size_t keep = max_name_bytes;
+  while (keep > 0 && (static_cast<unsigned char>(name[keep]) & 0xC0) == 0x80) --keep;
+  return keep;
+}
+
+/// A name's byte as records carry it: ',' (the field separator) and control bytes become '_'.
+constexpr char record_name_char(char c) noexcept {
+  return c == ',' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? '_' : c;
+}
+
+// Consumer-side record sites (written to the `_main_pid_` file).
+inline constexpr record_site batch_queued_loc{"BatchQueued", "", "", 0,
+                                              flag_main | flag_indexed | flag_fixed_1us};
+inline constexpr record_site batch_wait_loc{"BatchWait", "", "", 0, flag_main | flag_indexed};
+inline constexpr record_site batch_wait_marker_loc{"BatchWait", "", "", 0,
+                                                   flag_main | flag_indexed | flag_fixed_1us};
+inline constexpr record_site batch_consumed_loc{"BatchConsumed", "", "", 0,
+                                                flag_main | flag_indexed | flag_fixed_1us};
+inline constexpr record_site loader_loc{"Loader", "", "", 0, 0};
+inline constexpr record_site transform_loc{"Transform", "", "", 0, 0};
+inline constexpr record_site batch_preprocessed_loc{"BatchPreprocessed", "", "", 0, flag_indexed};
+/// The NVTX range of a consumer's wait (LOTUS_NVTX): the batch index is not known while waiting.
+inline constexpr record_site batch_wait_range_loc{"BatchWait", "", "", 0, flag_main};
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_RECORD_NAME_HPP
+// ---- end lotus/detail/record_name.hpp ----
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// The process-lifetime location of `name` for the helpers' records (under LOTUS_DISABLE one
+/// location that is never recorded).
+inline const record_site* interned_location(std::string_view name) { return &intern(name); }
+
+/// An NVTX range around a part of a span recorded after the fact (LOTUS_NVTX): pushed now when
+/// `mode` is an NVTX mode, popped at scope exit (also when the part throws).
+class nvtx_part {
+ public:
+  nvtx_part(int mode, const record_site& loc) noexcept
+      : pushed_(mode >= mode_tsc_nvtx && nvtx_push(loc, 0)) {}
+  ~nvtx_part() {
+    if (pushed_) nvtx_pop();
+  }
+  nvtx_part(const nvtx_part&) = delete;
+  nvtx_part& operator=(const nvtx_part&) = delete;
+
+ private:
+  bool pushed_;
+};
+
+/// A worker batch's clock and resource figures from its start: the one implementation of
+/// `SBatchPreprocessed_<idx>` with its `batchres` figures, for LOTUS_BATCH_PREPROCESSED
+/// (batch_scope) and the libtorch adapter (torch.hpp). Read at a batch's start and end only.
+struct batch_start {
+  std::uint64_t t0 = 0;
+  res_sample res;  // the thread's figures at the start
+};
+inline batch_start batch_started(int mode) noexcept {
+  batch_start b;
+  b.res = resources_read();
+  b.t0 = now_ticks(mode);
+  return b;
+}
+inline void batch_ended(int mode, const batch_start& b, std::uint64_t idx) noexcept {
+  const std::uint64_t t1 = now_ticks(mode);
+  emit(batch_preprocessed_loc, b.t0, t1, idx);
+  resources_record(b.res, b.t0, t1, idx);
+}
+
+/// LOTUS_BATCH_PREPROCESSED: the span of a worker's batch for the rest of the scope (the per-op
+/// scope_timer is untouched). NVTX/ITT annotation as scope_timer's.
+class batch_scope {
+ public:
+  explicit batch_scope(std::uint64_t idx) noexcept : idx_(idx), mode_(active_mode()) {
+    if (mode_ < mode_tsc) return;
+    if (mode_ >= mode_tsc_nvtx) pushed_ = nvtx_push(batch_preprocessed_loc, idx);
+    start_ = batch_started(mode_);
+  }
+  ~batch_scope() {
+    if (mode_ < mode_tsc) return;
+    batch_ended(mode_, start_, idx_);
+    if (pushed_) nvtx_pop();
+  }
+  batch_scope(const batch_scope&) = delete;
+  batch_scope& operator=(const batch_scope&) = delete;
+
+ private:
+  std::uint64_t idx_;
+  int mode_;
+  bool pushed_ = false;
+  batch_start start_;
+};
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_HELPERS_HPP
+// ---- end lotus/detail/helpers.hpp ----
 // ---- begin lotus/detail/preprocessor.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_PREPROCESSOR_HPP
 #define LOTUS_AMALGAMATED_LOTUS_DETAIL_PREPROCESSOR_HPP
@@ -5823,32 +5956,6 @@ inline const char* map_gate_enter(const char*) noexcept { return nullptr; }
 #endif
 #endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_PLATFORM_HPP
 // ---- end lotus/detail/platform.hpp ----
-// ---- begin lotus/record_site.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_RECORD_SITE_HPP
-#define LOTUS_AMALGAMATED_LOTUS_RECORD_SITE_HPP
-// lotus — record_site: the static description of one recording site (not std::source_location)
-// SPDX-License-Identifier: MIT
-
-#include <cstdint>  // uint32_t
-
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-
-/// One per call site (a `static constexpr` object made by the macros) or per interned run-time
-/// name. `name` is written after an `S`: {"Loader"} produces `SLoader,...` records.
-struct record_site {
-  const char* name;
-  const char* function;
-  const char* file;
-  std::uint32_t line;
-  std::uint32_t flags;  ///< detail::flag_* bits (lotus/detail/record_name.hpp)
-};
-
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_RECORD_SITE_HPP
-// ---- end lotus/record_site.hpp ----
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -6059,98 +6166,6 @@ struct trace_stats {
 #include <utility>           // forward, move, pair
 #include <vector>            // vector
 
-// ---- begin lotus/detail/helpers.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_HELPERS_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_HELPERS_HPP
-// lotus — pieces the pipeline helpers share (lotus/pipeline.hpp, lotus/torch.hpp) (internal)
-// SPDX-License-Identifier: MIT
-
-#include <string_view>  // string_view
-
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-namespace detail {
-
-/// The process-lifetime location of `name` for the helpers' records (under LOTUS_DISABLE one
-/// location that is never recorded).
-inline const record_site* interned_location(std::string_view name) { return &intern(name); }
-
-/// An NVTX range around a part of a span recorded after the fact (LOTUS_NVTX): pushed now when
-/// `mode` is an NVTX mode, popped at scope exit (also when the part throws).
-class nvtx_part {
- public:
-  nvtx_part(int mode, const record_site& loc) noexcept
-      : pushed_(mode >= mode_tsc_nvtx && nvtx_push(loc, 0)) {}
-  ~nvtx_part() {
-    if (pushed_) nvtx_pop();
-  }
-  nvtx_part(const nvtx_part&) = delete;
-  nvtx_part& operator=(const nvtx_part&) = delete;
-
- private:
-  bool pushed_;
-};
-
-}  // namespace detail
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_HELPERS_HPP
-// ---- end lotus/detail/helpers.hpp ----
-// ---- begin lotus/detail/record_name.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_RECORD_NAME_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_RECORD_NAME_HPP
-// lotus — how a record names its site: flags, name limit, built-in sites (internal)
-// SPDX-License-Identifier: MIT
-
-#include <cstddef>  // size_t
-#include <cstdint>  // uint32_t
-
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-namespace detail {
-constexpr std::uint32_t flag_main = 1;       // consumer side: route to the `_main_pid_` file
-constexpr std::uint32_t flag_indexed = 2;    // append `_<idx>` to the name
-constexpr std::uint32_t flag_fixed_1us = 4;  // write the Lotus 1000 ns placeholder as duration
-constexpr std::uint32_t flag_sanitized =
-    8;  // a run-time name was cut or had control bytes replaced
-/// The longest name a record carries (bytes, without the leading 'S'); longer run-time names are
-/// cut at a UTF-8 character boundary and counted as sanitized.
-constexpr std::size_t max_name_bytes = 4096;
-/// The bytes of a run-time name that count: at most max_name_bytes, cut back to a UTF-8 character
-/// boundary. What lies beyond is neither read, hashed nor stored.
-inline std::size_t name_key_size(const char* name, std::size_t size) noexcept {
-  if (size <= max_name_bytes) return size;
-  std::size_t keep = max_name_bytes;
-  while (keep > 0 && (static_cast<unsigned char>(name[keep]) & 0xC0) == 0x80) --keep;
-  return keep;
-}
-
-/// A name's byte as records carry it: ',' (the field separator) and control bytes become '_'.
-constexpr char record_name_char(char c) noexcept {
-  return c == ',' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? '_' : c;
-}
-
-// Consumer-side record sites (written to the `_main_pid_` file).
-inline constexpr record_site batch_queued_loc{"BatchQueued", "", "", 0,
-                                              flag_main | flag_indexed | flag_fixed_1us};
-inline constexpr record_site batch_wait_loc{"BatchWait", "", "", 0, flag_main | flag_indexed};
-inline constexpr record_site batch_wait_marker_loc{"BatchWait", "", "", 0,
-                                                   flag_main | flag_indexed | flag_fixed_1us};
-inline constexpr record_site batch_consumed_loc{"BatchConsumed", "", "", 0,
-                                                flag_main | flag_indexed | flag_fixed_1us};
-inline constexpr record_site loader_loc{"Loader", "", "", 0, 0};
-inline constexpr record_site transform_loc{"Transform", "", "", 0, 0};
-inline constexpr record_site batch_preprocessed_loc{"BatchPreprocessed", "", "", 0, flag_indexed};
-/// The NVTX range of a consumer's wait (LOTUS_NVTX): the batch index is not known while waiting.
-inline constexpr record_site batch_wait_range_loc{"BatchWait", "", "", 0, flag_main};
-
-}  // namespace detail
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_RECORD_NAME_HPP
-// ---- end lotus/detail/record_name.hpp ----
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {

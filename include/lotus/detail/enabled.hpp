@@ -81,35 +81,6 @@ LOTUS_DETAIL_FORCE_INLINE const record_site* dynamic_location(std::string_view n
   return intern_dynamic(name.data(), key_size, h);
 }
 
-/// LOTUS_BATCH_PREPROCESSED: the span of a worker's batch (`SBatchPreprocessed_<idx>`) and its
-/// resource figures, read at its start and end only (two calls, a few system calls each; the
-/// per-op scope_timer is untouched). NVTX/ITT annotation as scope_timer's.
-class batch_scope {
- public:
-  explicit batch_scope(std::uint64_t idx) noexcept : idx_(idx) {
-    mode_ = active_mode();
-    if (mode_ < mode_tsc) return;
-    if (mode_ >= mode_tsc_nvtx) pushed_ = nvtx_push(batch_preprocessed_loc, idx);
-    res_ = resources_read();
-    t0_ = now_ticks(mode_);
-  }
-  ~batch_scope() {
-    if (mode_ < mode_tsc) return;
-    const std::uint64_t t1 = now_ticks(mode_);
-    emit(batch_preprocessed_loc, t0_, t1, idx_);
-    if (pushed_) nvtx_pop();
-    resources_record(res_, t0_, t1, idx_);
-  }
-  batch_scope(const batch_scope&) = delete;
-  batch_scope& operator=(const batch_scope&) = delete;
-
- private:
-  int mode_ = mode_off;
-  bool pushed_ = false;
-  std::uint64_t idx_ = 0, t0_ = 0;
-  res_sample res_;
-};
-
 /// Marker for scope_timer's run-time-name constructor.
 struct dynamic_name_tag {};
 

@@ -2,10 +2,12 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include <cstdint>      // uint64_t
 #include <string_view>  // string_view
 
 #include "lotus/config.hpp"
 #include "lotus/detail/hooks.hpp"
+#include "lotus/detail/record_name.hpp"
 #include "lotus/record_site.hpp"
 
 namespace lotus {
@@ -30,6 +32,49 @@ class nvtx_part {
 
  private:
   bool pushed_;
+};
+
+/// A worker batch's clock and resource figures from its start: the one implementation of
+/// `SBatchPreprocessed_<idx>` with its `batchres` figures, for LOTUS_BATCH_PREPROCESSED
+/// (batch_scope) and the libtorch adapter (torch.hpp). Read at a batch's start and end only.
+struct batch_start {
+  std::uint64_t t0 = 0;
+  res_sample res;  // the thread's figures at the start
+};
+inline batch_start batch_started(int mode) noexcept {
+  batch_start b;
+  b.res = resources_read();
+  b.t0 = now_ticks(mode);
+  return b;
+}
+inline void batch_ended(int mode, const batch_start& b, std::uint64_t idx) noexcept {
+  const std::uint64_t t1 = now_ticks(mode);
+  emit(batch_preprocessed_loc, b.t0, t1, idx);
+  resources_record(b.res, b.t0, t1, idx);
+}
+
+/// LOTUS_BATCH_PREPROCESSED: the span of a worker's batch for the rest of the scope (the per-op
+/// scope_timer is untouched). NVTX/ITT annotation as scope_timer's.
+class batch_scope {
+ public:
+  explicit batch_scope(std::uint64_t idx) noexcept : idx_(idx), mode_(active_mode()) {
+    if (mode_ < mode_tsc) return;
+    if (mode_ >= mode_tsc_nvtx) pushed_ = nvtx_push(batch_preprocessed_loc, idx);
+    start_ = batch_started(mode_);
+  }
+  ~batch_scope() {
+    if (mode_ < mode_tsc) return;
+    batch_ended(mode_, start_, idx_);
+    if (pushed_) nvtx_pop();
+  }
+  batch_scope(const batch_scope&) = delete;
+  batch_scope& operator=(const batch_scope&) = delete;
+
+ private:
+  std::uint64_t idx_;
+  int mode_;
+  bool pushed_ = false;
+  batch_start start_;
 };
 
 }  // namespace detail
