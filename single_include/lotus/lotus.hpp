@@ -2693,8 +2693,9 @@ inline res_sample read_thread_resources() noexcept {
       return s;
     }
   }
-  s.cpu_ns = (static_cast<std::uint64_t>(ru.ru_utime.tv_sec) + ru.ru_stime.tv_sec) * 1000000000u +
-             (static_cast<std::uint64_t>(ru.ru_utime.tv_usec) + ru.ru_stime.tv_usec) * 1000u;
+  const auto u64 = [](long v) { return v > 0 ? static_cast<std::uint64_t>(v) : std::uint64_t{0}; };
+  s.cpu_ns = (u64(ru.ru_utime.tv_sec) + u64(ru.ru_stime.tv_sec)) * 1000000000u +
+             (u64(ru.ru_utime.tv_usec) + u64(ru.ru_stime.tv_usec)) * 1000u;
   s.ok = true;
   return s;
 }
