@@ -55,7 +55,8 @@ std::vector<batchres> read_batchres(const std::string& dir, long pid) {
 std::uint64_t thread_cpu_ns() {
   timespec ts{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u + ts.tv_nsec;
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u +
+         static_cast<std::uint64_t>(ts.tv_nsec);
 }
 
 void spin_cpu_ms(std::uint64_t ms) {
