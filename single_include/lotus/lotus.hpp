@@ -2180,21 +2180,46 @@ inline bool itt_available() noexcept {
   return env_text(itt_env_name()) != nullptr || dlsym(RTLD_DEFAULT, "__itt_api_init") != nullptr;
 }
 
+/// The collector library, for both users of ITT in lotus (collector control here, ITT tasks in
+/// itt.hpp): the one INTEL_LIBITTNOTIFY64 names, loaded, or the process itself (a preloaded
+/// collector) when it is unset. `init` is its __itt_api_init, null for version 0/1 collectors
+/// (they export the entry points themselves). `error` is set when the named library cannot be
+/// loaded (`lib` may be RTLD_DEFAULT, which is null on glibc: it tells nothing).
+struct itt_library {
+  const char* path = nullptr;
+  void* lib = nullptr;
+  void* init = nullptr;
+  const char* error = nullptr;
+};
+
+LOTUS_DETAIL_COLD inline itt_library itt_load() noexcept {
+  itt_library l;
+  l.path = env_text(itt_env_name());
+  l.lib = RTLD_DEFAULT;
+  if (l.path != nullptr) {
+    l.lib = dlopen(l.path, RTLD_LAZY);
+    if (l.lib == nullptr) {
+      l.error = dlerror();
+      if (l.error == nullptr) l.error = "unknown error";
+      return l;
+    }
+  }
+  l.init = dlsym(l.lib, "__itt_api_init");
+  return l;
+}
+
 inline const collector_backend* itt_backend() noexcept {
   static const collector_backend backend{"itt", itt_resume, itt_pause, itt_detach};
   itt_collector_state& s = itt_collector();
-  s.path = env_text(itt_env_name());
-  void* lib = RTLD_DEFAULT;
-  if (s.path != nullptr) {
-    lib = dlopen(s.path, RTLD_LAZY);
-    if (lib == nullptr) {
-      const char* why = dlerror();
-      diag(topic::collector, "collector: itt: cannot load %s=%s: %s; collector control off",
-           itt_env_name(), s.path, why != nullptr ? why : "unknown error");
-      return nullptr;
-    }
+  const itt_library l = itt_load();
+  s.path = l.path;
+  void* const lib = l.lib;
+  if (l.error != nullptr) {
+    diag(topic::collector, "collector: itt: cannot load %s=%s: %s; collector control off",
+         itt_env_name(), s.path, l.error);
+    return nullptr;
   }
-  void* init = dlsym(lib, "__itt_api_init");
+  void* const init = l.init;
   if (init != nullptr) {
     itt_handshake(lib, collector_fn_cast<itt_api_init_fn>(init));
   } else {
@@ -2336,20 +2361,16 @@ inline bool itt_bound(void* fn, void* null_fn) noexcept { return fn != nullptr &
 /// collector can be loaded or it binds no tasks.
 LOTUS_DETAIL_COLD inline bool itt_open_once() noexcept {
   itt_tasks_state& s = itt_tasks();
-  s.path = env_text(itt_env_name());
-  void* lib = RTLD_DEFAULT;
-  if (s.path != nullptr) {
-    lib = dlopen(s.path, RTLD_LAZY);
-    if (lib == nullptr) {
-      const char* why = dlerror();
-      diag(topic::itt,
-           "LOTUS_ITT / options::itt: cannot load %s=%s: %s; tracing goes on without "
-           "ITT tasks",
-           itt_env_name(), s.path, why != nullptr ? why : "unknown error");
-      return false;
-    }
+  const itt_library l = itt_load();
+  s.path = l.path;
+  void* const lib = l.lib;
+  if (l.error != nullptr) {
+    diag(topic::itt,
+         "LOTUS_ITT / options::itt: cannot load %s=%s: %s; tracing goes on without ITT tasks",
+         itt_env_name(), s.path, l.error);
+    return false;
   }
-  void* init = dlsym(lib, "__itt_api_init");
+  void* const init = l.init;
   if (s.path == nullptr && init == nullptr) {
     diag(topic::itt,
          "LOTUS_ITT / options::itt: no ITT collector (%s is unset and none is preloaded; VTune "
@@ -7483,21 +7504,46 @@ inline bool itt_available() noexcept {
   return env_text(itt_env_name()) != nullptr || dlsym(RTLD_DEFAULT, "__itt_api_init") != nullptr;
 }
 
+/// The collector library, for both users of ITT in lotus (collector control here, ITT tasks in
+/// itt.hpp): the one INTEL_LIBITTNOTIFY64 names, loaded, or the process itself (a preloaded
+/// collector) when it is unset. `init` is its __itt_api_init, null for version 0/1 collectors
+/// (they export the entry points themselves). `error` is set when the named library cannot be
+/// loaded (`lib` may be RTLD_DEFAULT, which is null on glibc: it tells nothing).
+struct itt_library {
+  const char* path = nullptr;
+  void* lib = nullptr;
+  void* init = nullptr;
+  const char* error = nullptr;
+};
+
+LOTUS_DETAIL_COLD inline itt_library itt_load() noexcept {
+  itt_library l;
+  l.path = env_text(itt_env_name());
+  l.lib = RTLD_DEFAULT;
+  if (l.path != nullptr) {
+    l.lib = dlopen(l.path, RTLD_LAZY);
+    if (l.lib == nullptr) {
+      l.error = dlerror();
+      if (l.error == nullptr) l.error = "unknown error";
+      return l;
+    }
+  }
+  l.init = dlsym(l.lib, "__itt_api_init");
+  return l;
+}
+
 inline const collector_backend* itt_backend() noexcept {
   static const collector_backend backend{"itt", itt_resume, itt_pause, itt_detach};
   itt_collector_state& s = itt_collector();
-  s.path = env_text(itt_env_name());
-  void* lib = RTLD_DEFAULT;
-  if (s.path != nullptr) {
-    lib = dlopen(s.path, RTLD_LAZY);
-    if (lib == nullptr) {
-      const char* why = dlerror();
-      diag(topic::collector, "collector: itt: cannot load %s=%s: %s; collector control off",
-           itt_env_name(), s.path, why != nullptr ? why : "unknown error");
-      return nullptr;
-    }
+  const itt_library l = itt_load();
+  s.path = l.path;
+  void* const lib = l.lib;
+  if (l.error != nullptr) {
+    diag(topic::collector, "collector: itt: cannot load %s=%s: %s; collector control off",
+         itt_env_name(), s.path, l.error);
+    return nullptr;
   }
-  void* init = dlsym(lib, "__itt_api_init");
+  void* const init = l.init;
   if (init != nullptr) {
     itt_handshake(lib, collector_fn_cast<itt_api_init_fn>(init));
   } else {

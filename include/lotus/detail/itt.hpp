@@ -139,20 +139,16 @@ inline bool itt_bound(void* fn, void* null_fn) noexcept { return fn != nullptr &
 /// collector can be loaded or it binds no tasks.
 LOTUS_DETAIL_COLD inline bool itt_open_once() noexcept {
   itt_tasks_state& s = itt_tasks();
-  s.path = env_text(itt_env_name());
-  void* lib = RTLD_DEFAULT;
-  if (s.path != nullptr) {
-    lib = dlopen(s.path, RTLD_LAZY);
-    if (lib == nullptr) {
-      const char* why = dlerror();
-      diag(topic::itt,
-           "LOTUS_ITT / options::itt: cannot load %s=%s: %s; tracing goes on without "
-           "ITT tasks",
-           itt_env_name(), s.path, why != nullptr ? why : "unknown error");
-      return false;
-    }
+  const itt_library l = itt_load();
+  s.path = l.path;
+  void* const lib = l.lib;
+  if (l.error != nullptr) {
+    diag(topic::itt,
+         "LOTUS_ITT / options::itt: cannot load %s=%s: %s; tracing goes on without ITT tasks",
+         itt_env_name(), s.path, l.error);
+    return false;
   }
-  void* init = dlsym(lib, "__itt_api_init");
+  void* const init = l.init;
   if (s.path == nullptr && init == nullptr) {
     diag(topic::itt,
          "LOTUS_ITT / options::itt: no ITT collector (%s is unset and none is preloaded; VTune "
