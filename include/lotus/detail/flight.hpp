@@ -300,7 +300,9 @@ class flight_recorder {
     if (set_.share_permille != 0) {
       waits_[waits_count_++ % max_waits] = wait_span{start, end};
     }
-    if (set_.wait_ns != 0 && dur > set_.wait_ns && !wait_fired_ && end >= holdoff_until_) {
+    // Batch 0 of an epoch waits for the workers to start (spawn: seconds of imports): no stall.
+    if (set_.wait_ns != 0 && dur > set_.wait_ns && idx != 0 && !wait_fired_ &&
+        end >= holdoff_until_) {
       wait_fired_ = true;
       wait_idx_ = idx;
       wait_dur_ = dur;

@@ -239,6 +239,19 @@
               return T.rows.map(function (r, i) { return {v: base(i) + band / 2, label: esc(r.label)}; });
             }}
       },
+      underlayCallback: function (c, area, gr) {
+        if (typeof T.capture_s !== 'number') return;  // a capture: its trigger, a red line
+        var x = gr.toDomXCoord(T.capture_s);
+        if (x < area.x || x > area.x + area.w) return;
+        c.save();
+        c.strokeStyle = '#d62728';
+        c.lineWidth = 2;
+        c.beginPath(); c.moveTo(x, area.y); c.lineTo(x, area.y + area.h); c.stroke();
+        c.fillStyle = '#d62728';
+        c.font = '12px sans-serif';
+        c.fillText('trigger', x + 4, area.y + 12);
+        c.restore();
+      },
       drawCallback: function () {
         Array.prototype.forEach.call(box.querySelectorAll('.dygraph-axis-label-y'), function (e) {
           e.title = e.textContent;
