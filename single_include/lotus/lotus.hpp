@@ -3388,8 +3388,9 @@ class trace_files {
     return append_lines(s, data, n, lines, kind, tid);
   }
 
-  /// The trace directory (the prefix up to its last '/').
+  /// The trace directory (the prefix up to its last '/'), and making it (as a first file would).
   const text& dir() const noexcept { return dir_; }
+  void make_dir() noexcept { make_dirs(); }
   /// The budget's settings and the byte count it charges (a capture shares them).
   std::uint64_t max_bytes() const noexcept { return max_bytes_.load(std::memory_order_relaxed); }
   std::uint64_t min_free() const noexcept { return min_free_.load(std::memory_order_relaxed); }
@@ -4458,6 +4459,7 @@ class flight_recorder {
     }
     const char* why = nullptr;
     int err = 0;
+    files.make_dir();
     if (!flight_append_request(files.dir().c_str(), r, &why, &err)) {
       diag_config("flight recorder: capture %s not requested: %s in %s%s%s", r.id, why,
                   files.dir().c_str(), err != 0 ? ": " : "", err != 0 ? std::strerror(err) : "");
@@ -4540,6 +4542,7 @@ class flight_recorder {
     text dir;
     dir.add(files.dir()).add("/capture-").add(r.id);
     if (dir.overflow) return;
+    files.make_dir();
     if (::mkdir(dir.c_str(), 0777) != 0 && errno != EEXIST) {
       diag_config("flight recorder: cannot create '%s': %s; capture skipped", dir.c_str(),
                   std::strerror(errno));

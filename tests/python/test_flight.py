@@ -91,6 +91,35 @@ def check_every_process(cap, main_pid, workers):
     return {p: records(cap, p) for p in pids}
 
 
+def test_options_and_a_malformed_trigger(tmp_path):
+    code = f"""
+import lotus
+assert lotus.capture() is False  # no flight mode: nothing to capture
+for bad in (dict(trigger="idle>1s"), dict(trigger="wait>800"), dict(flight=86401),
+            dict(flight_bytes=100)):
+    try:
+        lotus.configure(**bad)
+    except ValueError as e:
+        print(e)
+    else:
+        raise SystemExit("accepted " + repr(bad))
+lotus.configure(log_file={str(tmp_path / 't' / 'log')!r}, flight=2, trigger="wait>1s")
+assert lotus.capture("x") is True
+"""
+    r = run_python(code, env={"LOTUS_TRIGGER": "wait>fast"})
+    assert r.stdout.splitlines() == [
+        "lotus.configure: trigger='idle>1s' (expected wait>DURATION and/or waitshare>P%/DURATION, "
+        "comma-separated, DURATION such as 800ms or 10s)",
+        "lotus.configure: trigger='wait>800' (expected wait>DURATION and/or waitshare>P%/DURATION, "
+        "comma-separated, DURATION such as 800ms or 10s)",
+        "lotus.configure: flight='86401' (expected an integer from 0 to 86400)",
+        "lotus.configure: flight_bytes='100' (expected an integer from 4096 to 4611686018427387904)",
+    ]
+    assert r.stderr == ("lotus: ignoring LOTUS_TRIGGER='wait>fast' (expected wait>DURATION and/or "
+                        "waitshare>P%/DURATION, comma-separated, DURATION such as 800ms or 10s); "
+                        "no automatic capture\n")
+
+
 @pytest.mark.skipif(not TOOL, reason="LOTUS_TOOL not set")
 @pytest.mark.parametrize("context", ["fork", "spawn"])
 def test_wait_trigger_captures_the_stall_of_every_process(tmp_path, context):

@@ -498,6 +498,7 @@ class flight_recorder {
     }
     const char* why = nullptr;
     int err = 0;
+    files.make_dir();
     if (!flight_append_request(files.dir().c_str(), r, &why, &err)) {
       diag_config("flight recorder: capture %s not requested: %s in %s%s%s", r.id, why,
                   files.dir().c_str(), err != 0 ? ": " : "", err != 0 ? std::strerror(err) : "");
@@ -580,6 +581,7 @@ class flight_recorder {
     text dir;
     dir.add(files.dir()).add("/capture-").add(r.id);
     if (dir.overflow) return;
+    files.make_dir();
     if (::mkdir(dir.c_str(), 0777) != 0 && errno != EEXIST) {
       diag_config("flight recorder: cannot create '%s': %s; capture skipped", dir.c_str(),
                   std::strerror(errno));

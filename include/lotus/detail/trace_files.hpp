@@ -180,8 +180,9 @@ class trace_files {
     return append_lines(s, data, n, lines, kind, tid);
   }
 
-  /// The trace directory (the prefix up to its last '/').
+  /// The trace directory (the prefix up to its last '/'), and making it (as a first file would).
   const text& dir() const noexcept { return dir_; }
+  void make_dir() noexcept { make_dirs(); }
   /// The budget's settings and the byte count it charges (a capture shares them).
   std::uint64_t max_bytes() const noexcept { return max_bytes_.load(std::memory_order_relaxed); }
   std::uint64_t min_free() const noexcept { return min_free_.load(std::memory_order_relaxed); }
