@@ -269,6 +269,39 @@ TEST_CASE("flight: wait>X captures the long SBatchWait; a second stall in the ho
   lotus::configure(lotus::options{});
 }
 
+TEST_CASE("flight: a stall another process (a rank) already captured is not captured twice",
+          "[flight]") {
+  lotus_test::temp_dir dir;
+  lotus::configure(flight_to(dir.path, 3, "wait>150ms"));
+  {
+    lotus::batch_tracker bt;
+    for (std::uint64_t i = 0; i < 5; ++i) batch(bt, i, 1);
+    lotus::flush();
+    // Another rank sharing the directory stalled first and asked for the window around now.
+    const std::uint64_t end = now_ns() + 1500000000u;
+    std::FILE* f = std::fopen((dir.path + "/.lotus-capture").c_str(), "a");
+    REQUIRE(f != nullptr);
+    std::fprintf(f, "capture rank1-stall %llu %llu 0 wait>150ms: SBatchWait_5 waited 400 ms\n",
+                 static_cast<unsigned long long>(end - 1000000000u),
+                 static_cast<unsigned long long>(end));
+    std::fclose(f);
+    sleep_ms(100);      // a writer cycle reads it
+    batch(bt, 5, 300);  // this process's own stall, inside that window
+    for (std::uint64_t i = 6; i < 10; ++i) batch(bt, i, 1);
+  }
+  const auto caps = await_captures(dir.path, 1);
+  REQUIRE(caps.size() == 1);
+  CHECK(caps[0] == dir.path + "/capture-rank1-stall");
+  sleep_ms(500);
+  lotus::flush();
+  CHECK(captures(dir.path).size() == 1);
+  const auto recs = records_of(caps[0]);
+  bool found = false;
+  for (const auto& r : recs) found = found || (r.name == "SBatchWait_5" && r.dur >= 300000000u);
+  CHECK(found);  // the rank's capture holds this process's stall
+  lotus::configure(lotus::options{});
+}
+
 TEST_CASE("flight: waitshare>P%/W captures when waits fill the sliding window", "[flight]") {
   lotus_test::temp_dir dir;
   lotus::configure(flight_to(dir.path, 3, "wait>10s, waitshare>50%/1s"));

@@ -366,6 +366,7 @@ class flight_recorder {
                                bool final) noexcept {
     if (!on() || files.disabled()) return;
     trim(now);
+    poll(files);  // requests of other processes first: a stall they captured is not captured twice
     fire_triggers(files, now);
     for (unsigned i = 0; i < asks_count_; ++i) {
       flight_make_id(asks_[i].id, asks_[i].trigger_ns, static_cast<std::uint64_t>(::getpid()),
@@ -478,6 +479,12 @@ class flight_recorder {
             const char* reason) noexcept {
     if (when < holdoff_until_) return;
     holdoff_until_ = when + holdoff_ns_;
+    // Another process of the directory (a rank stalled with this one) asked for a capture whose
+    // window holds this trigger: that capture has this process's records too.
+    for (unsigned i = 0; i < pending_count_; ++i) {
+      const flight_request& p = pending_[i];
+      if (p.pid == 0 && p.end_ns >= when && p.end_ns <= when + set_.window_ns) return;
+    }
     flight_request r;
     r.trigger_ns = when;
     r.end_ns = now + set_.margin_ns;
