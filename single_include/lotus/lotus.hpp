@@ -473,6 +473,8 @@ LOTUS_DETAIL_API void api_shutdown() noexcept;
 LOTUS_DETAIL_API trace_stats api_stats() noexcept;
 /// Flight mode: ask every process tracing into the directory for a capture (flight.hpp).
 LOTUS_DETAIL_API bool api_capture(const char* reason, std::size_t size) noexcept;
+/// Whether `text` is a valid LOTUS_TRIGGER value (Python's configure checks before applying).
+LOTUS_DETAIL_API bool trigger_valid(const char* text, std::size_t size) noexcept;
 
 /// NVTX ranges for lotus's spans (LOTUS_NVTX; lotus/detail/nvtx.hpp). Each is a no-op, and
 /// nvtx_push/nvtx_start return false/0, while NVTX is off or not compiled in. A pushed range is
@@ -6202,6 +6204,11 @@ LOTUS_DETAIL_API bool api_capture(const char* reason, std::size_t size) noexcept
   return runtime::get().capture(std::string_view(reason, size));
 }
 
+LOTUS_DETAIL_API bool trigger_valid(const char* text, std::size_t size) noexcept {
+  flight_settings s;
+  return flight_parse_triggers(std::string_view(text, size), s);
+}
+
 LOTUS_DETAIL_API trace_stats api_stats() noexcept {
   if (g_mode.load(std::memory_order_relaxed) == mode_uninit) return {};
   return runtime::get().stats();
@@ -6600,6 +6607,7 @@ inline void api_flush() noexcept {}
 inline void api_shutdown() noexcept {}
 inline trace_stats api_stats() noexcept { return {}; }
 inline bool api_capture(const char*, std::size_t) noexcept { return false; }
+inline bool trigger_valid(const char*, std::size_t) noexcept { return true; }  // ignored anyway
 
 inline void collector_resume_slow(const char*) noexcept {}
 inline void collector_pause_slow(const char*) noexcept {}
@@ -8853,6 +8861,8 @@ LOTUS_DETAIL_API void api_shutdown() noexcept;
 LOTUS_DETAIL_API trace_stats api_stats() noexcept;
 /// Flight mode: ask every process tracing into the directory for a capture (flight.hpp).
 LOTUS_DETAIL_API bool api_capture(const char* reason, std::size_t size) noexcept;
+/// Whether `text` is a valid LOTUS_TRIGGER value (Python's configure checks before applying).
+LOTUS_DETAIL_API bool trigger_valid(const char* text, std::size_t size) noexcept;
 
 /// NVTX ranges for lotus's spans (LOTUS_NVTX; lotus/detail/nvtx.hpp). Each is a no-op, and
 /// nvtx_push/nvtx_start return false/0, while NVTX is off or not compiled in. A pushed range is

@@ -16,7 +16,6 @@
 #include <string>
 #include <string_view>
 
-#include "lotus/detail/flight.hpp"  // flight_parse_triggers (configure(trigger=...))
 #include "lotus/lotus.hpp"
 #include "lotus/map_region.hpp"
 
@@ -554,8 +553,7 @@ void configure(std::optional<std::string> log_file, std::optional<bool> enabled,
   if (flight) o.flight = option_u64(opt::flight, *flight);
   if (flight_bytes) o.flight_bytes = option_u64(opt::flight_bytes, *flight_bytes);
   if (trigger) {
-    lotus::detail::flight_settings check;
-    if (!lotus::detail::flight_parse_triggers(*trigger, check)) {
+    if (!lotus::detail::trigger_valid(trigger->data(), trigger->size())) {
       throw py::value_error("lotus.configure: trigger='" + *trigger +
                             "' (expected wait>DURATION and/or waitshare>P%/DURATION, "
                             "comma-separated, DURATION such as 800ms or 10s)");

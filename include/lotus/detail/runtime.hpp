@@ -629,6 +629,11 @@ LOTUS_DETAIL_API bool api_capture(const char* reason, std::size_t size) noexcept
   return runtime::get().capture(std::string_view(reason, size));
 }
 
+LOTUS_DETAIL_API bool trigger_valid(const char* text, std::size_t size) noexcept {
+  flight_settings s;
+  return flight_parse_triggers(std::string_view(text, size), s);
+}
+
 LOTUS_DETAIL_API trace_stats api_stats() noexcept {
   if (g_mode.load(std::memory_order_relaxed) == mode_uninit) return {};
   return runtime::get().stats();
