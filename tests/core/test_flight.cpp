@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -232,6 +233,54 @@ TEST_CASE("flight: memory is bounded by LOTUS_FLIGHT_BYTES; the bound's drops ar
   CHECK(written == kept);
   CHECK(dropped > 0);
   CHECK(recorded == written + dropped);
+  lotus::configure(lotus::options{});
+}
+
+TEST_CASE("flight: a capture's bytes count against LOTUS_MAX_BYTES", "[flight]") {
+  // LOTUS_MAX_BYTES counts what the whole process wrote: this case runs in a fresh process (this
+  // program again, this case only).
+  if (std::getenv("LOTUS_FLIGHT_BUDGET_CHILD") == nullptr) {
+    char self[4096] = {};
+    const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+    REQUIRE(n > 0);
+    const auto r =
+        lotus_test::run({self, "flight: a capture's bytes count against LOTUS_MAX_BYTES"},
+                        {{"LOTUS_FLIGHT_BUDGET_CHILD", "1"}});
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 0);
+    CHECK(r.out.find("All tests passed") != std::string::npos);
+    return;
+  }
+  lotus_test::temp_dir dir;
+  lotus::options o = flight_to(dir.path, 30, "");
+  o.max_bytes = 8192;
+  lotus::configure(o);
+  for (int i = 0; i < 2000; ++i) {
+    LOTUS_SCOPE("Budget");
+  }
+  REQUIRE(lotus::capture("budget"));
+  const auto caps = await_captures(dir.path, 1);
+  REQUIRE(caps.size() == 1);
+  std::uint64_t bytes = lotus_test::read_file(dir.path + "/.lotus-capture").size();
+  for (const auto& n : lotus_test::list_dir(caps[0])) {
+    bytes += lotus_test::read_file(caps[0] + "/" + n).size();
+  }
+  CHECK(bytes <= 8192);
+  const auto recs = records_of(caps[0]);
+  CHECK(count_named(recs, "SBudget") > 0);
+  CHECK(count_named(recs, "SBudget") < 2000);
+  const std::string side =
+      lotus_test::read_file(caps[0] + "/.lotustrace_log.lotus-meta_" + std::to_string(::getpid()));
+  std::uint64_t recorded = 0, written = 0, dropped = 0;
+  for (const auto& l : lotus_test::lines_of(side)) {
+    if (l.rfind("stats ", 0) == 0) {
+      std::istringstream in(l.substr(6));
+      in >> recorded >> written >> dropped;
+    }
+  }
+  CHECK(recorded == 2000);
+  CHECK(written == count_named(recs, "SBudget"));
+  CHECK(dropped == recorded - written);
   lotus::configure(lotus::options{});
 }
 

@@ -618,6 +618,8 @@ class flight_recorder {
     prefix.add('/').add(files.base());
     ptr_list<thread_state> none;
     out->start(std::string_view(prefix.c_str(), prefix.size()), none);
+    // The header first: under LOTUS_MAX_BYTES the process's identity is the last thing to lose.
+    out->write_sidecar(header, text());
     std::size_t nslots = 0;
     std::uint64_t recorded = 0, written = 0, sanitized = 0;
     text lines;
@@ -678,8 +680,9 @@ class flight_recorder {
     cap.add(r.end_ns).add(' ').add(r.pid).add(' ').add_value(r.reason).add('\n');
     cap.add("stats ").add(recorded + dropped).add(' ').add(written).add(' ');
     cap.add(recorded + dropped - written).add(' ').add(sanitized).add('\n');
-    emit(cap);
-    out->write_sidecar(header, lines, true);
+    if (!lines.empty()) out->write_sidecar(header, lines);
+    // The closing lines on their own, from the budget's reserve for the `stats` line if need be.
+    out->write_sidecar(header, cap, true);
     out->close_all(none);
     delete out;
     std::free(slots);
