@@ -732,7 +732,7 @@ void write_report_page(const report_data& d, output_file& out) {
   o += " &middot; lotus-tool " LOTUS_VERSION_STRING "</p>\n";
   if (d.capture) {  // a flight-recorder capture: why and when (the timeline marks the trigger)
     o += "<p class=\"capture\"><b>Flight-recorder capture</b> " + h(d.capture->id) + ": " +
-         h(capture_text(*d.capture)) + ". The red line on the timeline marks the trigger.</p>\n";
+         h(capture_text(*d.capture)) + ". The dashed line on the timeline marks the trigger.</p>\n";
   }
   o += "<div id=\"lotus-errors\"></div>\n";
   o += findings_html(d);
