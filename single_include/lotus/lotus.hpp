@@ -3999,6 +3999,9 @@ constexpr const char flight_control_name[] = ".lotus-capture";
 constexpr std::uint64_t flight_control_max = std::uint64_t{1} << 20;
 /// Requests one process holds until their window ends; more are refused (one message).
 constexpr unsigned flight_max_pending = 16;
+/// Automatic captures one process asks for (a job that stalls all day must not fill the disk
+/// with captures); on-demand ones are not counted.
+constexpr unsigned flight_max_auto = 64;
 
 /// What flight mode does (settings from LOTUS_FLIGHT, LOTUS_FLIGHT_BYTES, LOTUS_TRIGGER).
 struct flight_settings {
@@ -4442,6 +4445,16 @@ class flight_recorder {
             const char* reason) noexcept {
     if (when < holdoff_until_) return;
     holdoff_until_ = when + holdoff_ns_;
+    if (auto_count_ == flight_max_auto) {
+      if (!auto_capped_) {
+        auto_capped_ = true;
+        diag_config(
+            "flight recorder: %u automatic captures taken; no more are asked for by this "
+            "process (lotus-tool capture still works)",
+            flight_max_auto);
+      }
+      return;
+    }
     // Another process of the directory (a rank stalled with this one) asked for a capture whose
     // window holds this trigger: that capture has this process's records too.
     for (unsigned i = 0; i < pending_count_; ++i) {
@@ -4453,6 +4466,7 @@ class flight_recorder {
     r.end_ns = now + set_.margin_ns;
     flight_set_reason(r, reason);
     flight_make_id(r.id, when, static_cast<std::uint64_t>(::getpid()), ++seq_);
+    ++auto_count_;
     if (append(files, r)) {
       diag_config("flight recorder: %s; capture in %s/capture-%s", reason, files.dir().c_str(),
                   r.id);
@@ -4665,6 +4679,8 @@ class flight_recorder {
   std::uint64_t started_ns_ = 0;  // flight mode began (requests ending before are ignored)
   std::uint64_t holdoff_ns_ = 0, holdoff_until_ = 0;
   std::uint64_t seq_ = 0;
+  unsigned auto_count_ = 0;  // automatic captures asked for (flight_max_auto)
+  bool auto_capped_ = false;
   bool wait_fired_ = false;
   std::uint64_t wait_idx_ = 0, wait_dur_ = 0, wait_end_ = 0;
   wait_span waits_[max_waits] = {};
