@@ -9,6 +9,8 @@ Runs examples/image_pipeline in three variants, interleaved (the order rotates e
   runtime  image_pipeline --no-trace (compiled in, tracing off at run time)
   on       image_pipeline (fine-grained: Loader, Transform, each transform op, Collation,
            SBatchPreprocessed, SBatchQueued/Wait/Consumed)
+  flight   (with --flight SECONDS) the same with LOTUS_FLIGHT=SECONDS: recorded and formatted as
+           "on", kept in memory, nothing written (no trigger); its peak RSS against "on"
 and reports the median, min..max and IQR of the DataLoader loop wall time (printed by the
 program as wall_s) and of the whole process, the on/off ratio, and trace bytes per image.
 Everything is written under --out (default: a fresh temporary directory, removed afterwards).
@@ -47,6 +49,8 @@ def parse_args():
     p.add_argument("--instructions", action="store_true",
                    help="also count executed instructions (all threads) under valgrind "
                         "--tool=callgrind: deterministic, immune to machine load")
+    p.add_argument("--flight", type=positive_int, default=None,
+                   help="add the flight-recorder variant (LOTUS_FLIGHT=SECONDS)")
     p.add_argument("--step-ms", type=float, default=0.0,
                    help="simulated training step (default 0: preprocessing-bound, the worst case)")
     a = p.parse_args()
@@ -64,11 +68,11 @@ def quartiles(values):
     return q[0], q[2]
 
 
-def callgrind_instructions(cmd, work):
+def callgrind_instructions(cmd, work, env=None):
     """Instructions executed by the whole process (every thread), from callgrind's summary."""
     out_file = os.path.join(work, "callgrind.out")
     res = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out_file}"] + cmd,
-                         capture_output=True, text=True)
+                         capture_output=True, text=True, env=env)
     if res.returncode != 0:
         sys.exit(f"overhead.py: callgrind run failed:\n{res.stderr[-2000:]}")
     for line in res.stderr.splitlines():
@@ -93,6 +97,9 @@ def instruction_study(a, work, traced, untraced):
         subprocess.run([untraced] + common, capture_output=True, check=True)  # dataset
         counts[("off", n)] = callgrind_instructions([untraced] + common, work)
         counts[("on", n)] = callgrind_instructions([traced] + common, work)
+        if a.flight:
+            env = dict(os.environ, LOTUS_FLIGHT=str(a.flight))
+            counts[("flight", n)] = callgrind_instructions([traced] + common, work, env)
     lo, hi = sizes
     per_image_work = (counts[("off", hi)] - counts[("off", lo)]) / (hi - lo)
     per_image_trace = ((counts[("on", hi)] - counts[("off", hi)]) -
@@ -108,6 +115,15 @@ def instruction_study(a, work, traced, untraced):
     print(f"per image: {per_image_work:.0f} instructions of preprocessing, "
           f"{per_image_trace:.0f} for tracing ({per_image_trace / per_image_work * 100:.3f} %); "
           f"fixed tracing cost per run: {fixed:.0f} instructions")
+    if a.flight:
+        per_image_flight = ((counts[("flight", hi)] - counts[("off", hi)]) -
+                            (counts[("flight", lo)] - counts[("off", lo)])) / (hi - lo)
+        for n in sizes:
+            print(f"flight, {n} images: {counts[('flight', n)]} instructions, "
+                  f"{counts[('flight', n)] / counts[('off', n)]:.5f} of compiled out, "
+                  f"{counts[('flight', n)] / counts[('on', n)]:.5f} of writing files")
+        print(f"flight per image: {per_image_flight:.0f} instructions "
+              f"({per_image_flight / per_image_work * 100:.3f} % of the preprocessing)")
 
 
 def main():
@@ -135,21 +151,36 @@ def main():
         "runtime": [traced] + common + ["--no-trace"],
         "on": [traced] + common,
     }
+    envs = {n: None for n in variants}
+    if a.flight:
+        variants["flight"] = [traced] + common
+        envs["flight"] = dict(os.environ, LOTUS_FLIGHT=str(a.flight))
     trace_dir = os.path.join(out, "trace")
+    rss = {n: [] for n in variants}
 
     def run(name):
+        if os.path.isdir(trace_dir):
+            shutil.rmtree(trace_dir)
         t0 = time.perf_counter()
-        r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        res = subprocess.run(variants[name], capture_output=True, text=True)
-        proc = time.perf_counter() - t0
-        r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
-        if res.returncode != 0:
-            sys.exit(f"overhead.py: {' '.join(variants[name])} failed:\n{res.stderr}")
-        fields = res.stdout.split()
+        with tempfile.TemporaryFile("w+") as out_f, tempfile.TemporaryFile("w+") as err_f:
+            child = subprocess.Popen(variants[name], stdout=out_f, stderr=err_f, text=True,
+                                     env=envs[name])
+            _, status, ru = os.wait4(child.pid, 0)  # its own rusage: CPU and peak RSS
+            child.returncode = os.waitstatus_to_exitcode(status)
+            proc = time.perf_counter() - t0
+            out_f.seek(0)
+            err_f.seek(0)
+            stdout, stderr = out_f.read(), err_f.read()
+        cpu = ru.ru_utime + ru.ru_stime
+        rss[name].append(ru.ru_maxrss)
+        if child.returncode != 0:
+            sys.exit(f"overhead.py: {' '.join(variants[name])} failed:\n{stderr}")
+        fields = stdout.split()
         wall = float(fields[fields.index("wall_s") + 1])
         size = sum(os.path.getsize(os.path.join(trace_dir, f)) for f in os.listdir(trace_dir)
                    if "_worker_pid_" in f or "_main_pid_" in f)
+        if name == "flight" and size != 0:
+            sys.exit("overhead.py: the flight variant wrote trace records")
         return wall, proc, cpu, size
 
     try:
@@ -201,6 +232,18 @@ def main():
         b = statistics.median(trace_bytes)
         print(f"trace: {b / images:.1f} bytes per image ({b / 1e6:.2f} MB per run, "
               f"{images} images)")
+        print("peak RSS median (KiB): " + ", ".join(
+            f"{n} {statistics.median(rss[n]):.0f}" for n in variants))
+        if a.flight:
+            per_s = b / statistics.median(walls["on"])
+            extra = (statistics.median(rss["flight"]) - statistics.median(rss["on"])) * 1024
+            print(f"flight: the window holds what the pipeline records, {per_s / 1e6:.3f} MB per "
+                  f"second of window at this rate ({b / images:.1f} B per image); peak RSS "
+                  f"flight - on: {extra / 1e6:+.2f} MB for a {b / 1e6:.2f} MB run")
+            for n, ref in (("flight", "off"), ("flight", "on")):
+                paired = [x / y for x, y in zip(walls[n], walls[ref])]
+                print(f"{n} / {ref} paired per round: median {statistics.median(paired):.4f}, "
+                      f"min..max {min(paired):.4f}..{max(paired):.4f}")
         if a.instructions:
             instruction_study(a, work, traced, untraced)
     finally:

@@ -42,6 +42,17 @@ struct options {
   /// collector named by INTEL_LIBITTNOTIFY64 (no vendor SDK); with none, one message says so
   /// and tracing goes on without it.
   std::optional<bool> itt;
+  /// LOTUS_FLIGHT: flight recorder. Keep only the last this-many seconds of every thread's
+  /// records in memory and write them, as a capture directory inside the trace directory, when
+  /// a trigger fires (LOTUS_TRIGGER, lotus::capture(), `lotus-tool capture`). 0: off (default).
+  std::optional<std::uint64_t> flight;
+  /// LOTUS_FLIGHT_BYTES: the most bytes of formatted records one process keeps in flight mode
+  /// (default 64 MiB); beyond, the oldest go first and are counted as dropped.
+  std::optional<std::uint64_t> flight_bytes;
+  /// LOTUS_TRIGGER: automatic captures in flight mode, comma-separated: `wait>DURATION` (one
+  /// batch wait longer than that) and `waitshare>P%/DURATION` (the main process waited more than
+  /// P % of the last DURATION). "": none.
+  std::optional<std::string> trigger;
 };
 
 /// Event counters of this process: recorded == written + dropped once everything is flushed.

@@ -2,7 +2,8 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
-#include <atomic>  // memory_order (the state words)
+#include <atomic>       // memory_order (the state words)
+#include <string_view>  // string_view
 
 #include "lotus/config.hpp"
 #include "lotus/detail/hooks.hpp"
@@ -22,6 +23,14 @@ inline void shutdown() noexcept { detail::api_shutdown(); }
 
 /// Counters of this process (recorded == written + dropped after flush()).
 inline trace_stats stats() noexcept { return detail::api_stats(); }
+
+/// Flight mode (LOTUS_FLIGHT): a capture of the last LOTUS_FLIGHT seconds of every process
+/// tracing into this trace directory, in `<dir>/capture-<id>/`, with `reason` in its sidecars.
+/// Returns at once; the capture is written a few writer cycles later. False when flight mode is
+/// off.
+inline bool capture(std::string_view reason = {}) noexcept {
+  return detail::api_capture(reason.data(), reason.size());
+}
 
 /// True when events are being recorded (reads the environment on first use).
 inline bool tracing_enabled() noexcept {

@@ -224,6 +224,8 @@ struct test_hooks {
   static inline std::atomic<std::uint64_t> max_creates_while_full{0};
   /// LOTUS_SCOPE_DYNAMIC lookups that missed the thread's name cache (took the intern lock).
   static inline std::atomic<std::uint64_t> dynamic_misses{0};
+  /// The most bytes the flight recorder's window held (LOTUS_FLIGHT_BYTES bounds it).
+  static inline std::atomic<std::uint64_t> flight_max_held{0};
 };
 
 }  // namespace detail
@@ -469,6 +471,10 @@ LOTUS_DETAIL_API void api_configure(const options& opts);
 LOTUS_DETAIL_API void api_flush() noexcept;
 LOTUS_DETAIL_API void api_shutdown() noexcept;
 LOTUS_DETAIL_API trace_stats api_stats() noexcept;
+/// Flight mode: ask every process tracing into the directory for a capture (flight.hpp).
+LOTUS_DETAIL_API bool api_capture(const char* reason, std::size_t size) noexcept;
+/// Whether `text` is a valid LOTUS_TRIGGER value (Python's configure checks before applying).
+LOTUS_DETAIL_API bool trigger_valid(const char* text, std::size_t size) noexcept;
 
 /// NVTX ranges for lotus's spans (LOTUS_NVTX; lotus/detail/nvtx.hpp). Each is a no-op, and
 /// nvtx_push/nvtx_start return false/0, while NVTX is off or not compiled in. A pushed range is
@@ -1446,6 +1452,17 @@ struct options {
   /// collector named by INTEL_LIBITTNOTIFY64 (no vendor SDK); with none, one message says so
   /// and tracing goes on without it.
   std::optional<bool> itt;
+  /// LOTUS_FLIGHT: flight recorder. Keep only the last this-many seconds of every thread's
+  /// records in memory and write them, as a capture directory inside the trace directory, when
+  /// a trigger fires (LOTUS_TRIGGER, lotus::capture(), `lotus-tool capture`). 0: off (default).
+  std::optional<std::uint64_t> flight;
+  /// LOTUS_FLIGHT_BYTES: the most bytes of formatted records one process keeps in flight mode
+  /// (default 64 MiB); beyond, the oldest go first and are counted as dropped.
+  std::optional<std::uint64_t> flight_bytes;
+  /// LOTUS_TRIGGER: automatic captures in flight mode, comma-separated: `wait>DURATION` (one
+  /// batch wait longer than that) and `waitshare>P%/DURATION` (the main process waited more than
+  /// P % of the last DURATION). "": none.
+  std::optional<std::string> trigger;
 };
 
 /// Event counters of this process: recorded == written + dropped once everything is flushed.
@@ -1771,6 +1788,9 @@ enum class opt : unsigned {
   map_warmup,
   map_count,
   map_gap_ms,
+  flight,
+  flight_bytes,
+  trigger,
   count_
 };
 
@@ -1820,6 +1840,13 @@ inline constexpr option_desc option_table[] = {
    0, "executions profiled after the warm-up"},
   {nullptr, "LOTUS_MAP_GAP_MS", option_kind::uint, 0, 3600000, 0, nullptr, nullptr, 0,
    "sleep before each profiled execution, in ms"},
+  {"flight", "LOTUS_FLIGHT", option_kind::uint, 0, 86400, 0, nullptr, "0 (off)", 0,
+   "flight recorder: keep the last SECONDS in memory, write them as a capture on a trigger"},
+  {"flight_bytes", "LOTUS_FLIGHT_BYTES", option_kind::bytes, 4096, option_bytes_max,
+   std::uint64_t{64} << 20, nullptr, "64 MiB", 0,
+   "flight mode: most record bytes one process keeps; beyond, oldest dropped (counted)"},
+  {"trigger", "LOTUS_TRIGGER", option_kind::path, 0, 0, 0, nullptr, "\xe2\x80\x94", 0,
+   "flight mode: automatic captures: wait>DURATION, waitshare>P%/DURATION, comma-separated"},
 };
 // clang-format on
 static_assert(sizeof option_table / sizeof option_table[0] == static_cast<unsigned>(opt::count_),
@@ -2774,6 +2801,28 @@ inline bool res_push(res_queue& q, const res_sample& b, const res_sample& e, std
 
 #include <cstddef>      // size_t
 #include <cstdint>      // uint64_t
+#include <cstdlib>      // getenv
+#include <string_view>  // string_view
+
+// ---- begin lotus/detail/flight.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_FLIGHT_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_FLIGHT_HPP
+// lotus — the flight recorder: the last seconds in memory, written as a capture on a trigger
+// SPDX-License-Identifier: MIT
+// (internal; writer thread only, except flight_append_request, which lotus-tool uses too)
+
+#include <errno.h>     // errno
+#include <fcntl.h>     // open, O_*
+#include <sys/stat.h>  // fstat, lstat, mkdir
+#include <time.h>      // gmtime_r
+#include <unistd.h>    // getpid, getppid, pread, write, close
+
+#include <cstddef>      // offsetof, size_t
+#include <cstdint>      // uint64_t
+#include <cstdio>       // snprintf
+#include <cstdlib>      // malloc, free
+#include <cstring>      // memcpy, strerror
+#include <new>          // nothrow
 #include <string_view>  // string_view
 
 // ---- begin lotus/detail/text.hpp ----
@@ -2872,161 +2921,23 @@ class text {
 }  // namespace lotus
 #endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_TEXT_HPP
 // ---- end lotus/detail/text.hpp ----
+// ---- begin lotus/detail/threads.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_THREADS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_THREADS_HPP
+// lotus — the thread registry (internal)
+// SPDX-License-Identifier: MIT
+// One record per recording thread, its segments and counters.
 
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-namespace detail {
+#include <sys/prctl.h>    // PR_GET_NAME
+#include <sys/syscall.h>  // SYS_gettid
+#include <unistd.h>       // syscall
 
-/// Largest and smallest per-thread ring (events, option_table's range); rings start at
-/// `ring_initial` and double.
-constexpr std::size_t ring_min = option_ring_min, ring_max = option_ring_max, ring_initial = 64;
+#include <atomic>   // atomic
+#include <cstdint>  // uint64_t
+#include <cstdlib>  // realloc, free
+#include <cstring>  // memcpy
+#include <new>      // nothrow
 
-/// Options after applying configure() > environment > defaults.
-struct settings {
-  text log_file;  // absolute prefix; empty: tracing off
-  bool enabled = true;
-  std::size_t ring_capacity = LOTUS_DEFAULT_RING_CAPACITY;  // largest segment, a power of two
-  std::uint64_t flush_interval_ms = LOTUS_DEFAULT_FLUSH_INTERVAL_MS;
-  overflow_policy overflow = overflow_policy::block;
-  clock_source clock = clock_source::automatic;
-  std::uint64_t max_bytes = 0;                // 0: no limit
-  std::uint64_t min_free = min_free_default;  // min_free_default: max(1 GiB, 5 %)
-  bool nvtx = false;
-  bool itt = false;
-};
-
-/// A trace prefix as lotus uses it, or false (one warning) when it cannot be used: control
-/// characters are refused (a newline would split file names and sidecar lines); a directory
-/// gets `lotustrace_log` appended; a relative prefix is made absolute now, so a later chdir() of
-/// the host changes nothing. `raw` is not empty.
-LOTUS_DETAIL_COLD inline bool resolve_prefix(std::string_view raw, const char* source,
-                                             text& out) noexcept {
-  out.clear();
-  const std::string_view orig = raw;
-  const int shown = raw.size() < 300 ? static_cast<int>(raw.size()) : 300;
-  if (has_control_char(raw)) {
-    diag_config("ignoring %s (it contains a control character); tracing stays off", source);
-    return false;
-  }
-  if (raw.empty()) return false;
-  if (raw[0] != '/') {
-    char cwd[4096];
-    if (::getcwd(cwd, sizeof cwd) == nullptr) {
-      diag_config("cannot resolve the relative %s='%.*s' (getcwd failed); tracing stays off",
-                  source, shown, orig.data());
-      return false;
-    }
-    out.add(cwd);
-    if (out.c_str()[out.size() - 1] != '/') out.add('/');
-    while (raw.size() >= 2 && raw[0] == '.' && raw[1] == '/') raw.remove_prefix(2);
-  }
-  out.add(raw);
-  if (orig.back() == '/') {
-    diag_config(
-        "%s='%.*s' names a directory; writing %.*slotustrace_log_* (a prefix such as "
-        "dir/lotustrace_log is expected)",
-        source, shown, orig.data(), shown, orig.data());
-    out.add("lotustrace_log");
-  }
-  if (out.overflow) {
-    diag_config("%s='%.*s' is longer than a path may be; tracing stays off", source, shown,
-                orig.data());
-    return false;
-  }
-  return true;
-}
-
-inline std::size_t round_up_pow2(std::size_t n) {
-  std::size_t p = ring_min;
-  while (p < n) p <<= 1;
-  return p;
-}
-
-/// The environment, parsed once per process; every bad value warns once and keeps the default.
-/// A `has_*` flag is false when the variable is unset or was refused.
-struct env_settings {
-  text log_file;  // already resolved
-  bool has_log_file = false, has_enabled = false, has_ring_capacity = false;
-  bool has_flush_interval = false, has_overflow = false, has_clock = false;
-  bool has_max_bytes = false, has_min_free = false;
-  std::uint64_t max_bytes = 0, min_free = 0;
-  bool nvtx = false;
-  bool itt = false;
-  bool enabled = true;
-  std::size_t ring_capacity = 0;
-  std::uint64_t flush_interval_ms = 0;
-  overflow_policy overflow = overflow_policy::block;
-  clock_source clock = clock_source::automatic;
-
-  LOTUS_DETAIL_COLD void read() noexcept {
-    // Every range, spelling and message comes from option_table (option_table.hpp).
-    // A refused value leaves it unset: tracing stays off unless configure() names a prefix.
-    if (const char* v = env_text(option_of(opt::log_file).env)) {
-      has_log_file = resolve_prefix(v, option_of(opt::log_file).env, log_file);
-    }
-    const int off = env_option_flag(opt::enabled);
-    has_enabled = off >= 0;
-    enabled = off <= 0;
-    std::uint64_t x = 0;
-    has_ring_capacity = env_option_u64(opt::ring_capacity, x);
-    ring_capacity = static_cast<std::size_t>(x);
-    has_flush_interval = env_option_u64(opt::flush_interval, flush_interval_ms);
-    const int o = env_option_choice(opt::overflow);
-    has_overflow = o >= 0;
-    overflow = o == 1 ? overflow_policy::drop : overflow_policy::block;
-    const int c = env_option_choice(opt::clock);
-    has_clock = c >= 0;
-    clock = c == 1 ? clock_source::tsc : c == 2 ? clock_source::realtime : clock_source::automatic;
-    has_max_bytes = env_option_u64(opt::max_bytes, max_bytes);  // malformed: fails closed
-    has_min_free = env_option_u64(opt::min_free_bytes, min_free);
-    nvtx = env_option_flag(opt::nvtx) > 0;
-    itt = env_option_flag(opt::itt) > 0;
-  }
-};
-
-/// configure()'s options over the environment over the defaults, into `s`.
-LOTUS_DETAIL_COLD inline void merge_settings(const options& o, const env_settings& env,
-                                             settings& s) noexcept {
-  s.log_file.clear();
-  if (o.log_file) {
-    if (!o.log_file->empty() && !resolve_prefix(*o.log_file, "options::log_file", s.log_file)) {
-      s.log_file.clear();
-    }
-  } else if (env.has_log_file) {
-    s.log_file = env.log_file;
-  }
-  s.enabled = o.enabled ? *o.enabled : env.enabled;
-  // An out-of-range field: option_table's message, and the environment's value or the default.
-  s.ring_capacity = env.has_ring_capacity ? env.ring_capacity : LOTUS_DEFAULT_RING_CAPACITY;
-  if (o.ring_capacity && option_check_u64(opt::ring_capacity, *o.ring_capacity, s.ring_capacity)) {
-    s.ring_capacity = *o.ring_capacity;
-  }
-  s.ring_capacity = round_up_pow2(s.ring_capacity);
-  s.flush_interval_ms =
-      env.has_flush_interval ? env.flush_interval_ms : LOTUS_DEFAULT_FLUSH_INTERVAL_MS;
-  if (o.flush_interval &&
-      option_check_i64(opt::flush_interval, o.flush_interval->count(), s.flush_interval_ms)) {
-    s.flush_interval_ms = static_cast<std::uint64_t>(o.flush_interval->count());
-  }
-  s.overflow = o.overflow ? *o.overflow : env.overflow;
-  s.clock = o.clock ? *o.clock : env.clock;
-  s.max_bytes = env.has_max_bytes ? env.max_bytes : 0;
-  if (o.max_bytes && option_check_u64(opt::max_bytes, *o.max_bytes, s.max_bytes)) {
-    s.max_bytes = *o.max_bytes;
-  }
-  s.min_free = env.has_min_free ? env.min_free : min_free_default;
-  if (o.min_free_bytes && option_check_u64(opt::min_free_bytes, *o.min_free_bytes, s.min_free)) {
-    s.min_free = *o.min_free_bytes;
-  }
-  s.nvtx = o.nvtx ? *o.nvtx : env.nvtx;
-  s.itt = o.itt ? *o.itt : env.itt;
-}
-
-}  // namespace detail
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_SETTINGS_HPP
-// ---- end lotus/detail/settings.hpp ----
 // ---- begin lotus/detail/sync.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_SYNC_HPP
 #define LOTUS_AMALGAMATED_LOTUS_DETAIL_SYNC_HPP
@@ -3109,23 +3020,6 @@ class sync_cond {
 }  // namespace lotus
 #endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_SYNC_HPP
 // ---- end lotus/detail/sync.hpp ----
-// ---- begin lotus/detail/threads.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_THREADS_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_THREADS_HPP
-// lotus — the thread registry (internal)
-// SPDX-License-Identifier: MIT
-// One record per recording thread, its segments and counters.
-
-#include <sys/prctl.h>    // PR_GET_NAME
-#include <sys/syscall.h>  // SYS_gettid
-#include <unistd.h>       // syscall
-
-#include <atomic>   // atomic
-#include <cstdint>  // uint64_t
-#include <cstdlib>  // realloc, free
-#include <cstring>  // memcpy
-#include <new>      // nothrow
-
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -3339,25 +3233,6 @@ class thread_registry {
 }  // namespace lotus
 #endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_THREADS_HPP
 // ---- end lotus/detail/threads.hpp ----
-// ---- begin lotus/detail/writer.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_WRITER_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_WRITER_HPP
-// lotus — the background writer (internal)
-// SPDX-License-Identifier: MIT
-// Drains every thread's segments, formats records, writes files.
-
-#include <pthread.h>    // pthread_create, pthread_sigmask
-#include <signal.h>     // sigfillset
-#include <sys/timex.h>  // adjtimex (read-only: modes 0)
-#include <time.h>       // clock_gettime
-
-#include <atomic>       // atomic
-#include <cstdint>      // uint64_t
-#include <cstdio>       // snprintf
-#include <cstdlib>      // realloc, free
-#include <cstring>      // memcpy
-#include <string_view>  // string_view
-
 // ---- begin lotus/detail/trace_files.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_TRACE_FILES_HPP
 #define LOTUS_AMALGAMATED_LOTUS_DETAIL_TRACE_FILES_HPP
@@ -3520,14 +3395,37 @@ class trace_files {
   /// `lines` are on disk; the rest are lost and reported (once per cause).
   std::uint64_t write(thread_state& t, bool main_file, const char* data, std::size_t n,
                       std::uint64_t lines) {
-    file_slot& s = main_file ? t.main : t.worker;
+    return write_slot(main_file ? t.main : t.worker, t.tid, main_file, data, n, lines);
+  }
+
+  /// write() for a file slot of thread `tid` held elsewhere (a flight-recorder capture, whose
+  /// threads may have exited); `s` must stay at its address until close_all().
+  std::uint64_t write_slot(file_slot& s, std::uint64_t tid, bool main_file, const char* data,
+                           std::size_t n, std::uint64_t lines) {
     if (disabled_ || s.state == file_slot::refused) return 0;
-    if (s.state == file_slot::none) recall(file_key(t.tid, main_file ? kind_main : kind_worker), s);
+    if (s.state == file_slot::none) recall(file_key(tid, main_file ? kind_main : kind_worker), s);
     const int kind = main_file ? kind_main : kind_worker;
     if (s.fd >= 0 && !still_ours(s)) drop_fd(s);  // the host closed it: reopen by name, checked
-    if (s.fd < 0 && !acquire(s, kind, t.tid)) return 0;
+    if (s.fd < 0 && !acquire(s, kind, tid)) return 0;
     s.last_use = ++clock_;
-    return append_lines(s, data, n, lines, kind, t.tid);
+    return append_lines(s, data, n, lines, kind, tid);
+  }
+
+  /// The trace directory (the prefix up to its last '/'), and making it (as a first file would).
+  const text& dir() const noexcept { return dir_; }
+  void make_dir() noexcept { make_dirs(); }
+  /// The budget's settings and the byte count it charges (a capture shares them).
+  std::uint64_t max_bytes() const noexcept { return max_bytes_.load(std::memory_order_relaxed); }
+  std::uint64_t min_free() const noexcept { return min_free_.load(std::memory_order_relaxed); }
+  std::atomic<std::uint64_t>* byte_counter() const noexcept { return bytes_; }
+
+  /// `n` bytes lotus writes elsewhere (the flight recorder's control file), charged to the
+  /// budget: false (nothing charged) when they do not fit.
+  bool charge(std::size_t n) noexcept {
+    const grant g = budget_take(n, false, true);
+    const bool fits = g.bytes == n;
+    budget_settle(g, fits ? n : 0);
+    return fits;
   }
 
   /// Appends sidecar lines, creating `.<base>.lotus-meta_<pid>` first (with `header`) in a new
@@ -4109,6 +4007,931 @@ class trace_files {
 }  // namespace lotus
 #endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_TRACE_FILES_HPP
 // ---- end lotus/detail/trace_files.hpp ----
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// LOTUS_FLIGHT_BYTES when unset: the formatted records one process keeps in memory.
+constexpr std::uint64_t flight_bytes_default = std::uint64_t{64} << 20;
+/// The control file in the trace directory: one `capture` request per line (FORMAT.md §7).
+constexpr const char flight_control_name[] = ".lotus-capture";
+/// The control file is not appended to beyond this (a message asks to remove it).
+constexpr std::uint64_t flight_control_max = std::uint64_t{1} << 20;
+/// Requests one process holds until their window ends; more are refused (one message).
+constexpr unsigned flight_max_pending = 16;
+/// Automatic captures one process asks for (a job that stalls all day must not fill the disk
+/// with captures); on-demand ones are not counted.
+constexpr unsigned flight_max_auto = 64;
+
+/// What flight mode does (settings from LOTUS_FLIGHT, LOTUS_FLIGHT_BYTES, LOTUS_TRIGGER).
+struct flight_settings {
+  std::uint64_t window_ns = 0;  // 0: flight mode off
+  std::uint64_t max_bytes = flight_bytes_default;
+  std::uint64_t wait_ns = 0;                              // wait>X; 0: none
+  std::uint64_t share_permille = 0, share_window_ns = 0;  // waitshare>P%/W; 0: none
+  std::uint64_t margin_ns = 300000000;                    // window end after an automatic trigger
+};
+
+/// A duration `<number><ns|us|ms|s|min>` at `s[i..]`; false when malformed.
+inline bool flight_parse_duration(std::string_view s, std::size_t& i, std::uint64_t& out) noexcept {
+  std::uint64_t v = 0;
+  const std::size_t from = i;
+  for (; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i) {
+    if (v > (std::uint64_t{1} << 40)) return false;
+    v = v * 10 + static_cast<std::uint64_t>(s[i] - '0');
+  }
+  if (i == from) return false;
+  static const struct {
+    const char* unit;
+    std::uint64_t ns;
+  } units[] = {{"min", 60000000000ull},
+               {"ms", 1000000ull},
+               {"us", 1000ull},
+               {"ns", 1ull},
+               {"s", 1000000000ull}};
+  for (const auto& u : units) {
+    const std::size_t n = std::strlen(u.unit);
+    if (s.substr(i, n) == u.unit) {
+      i += n;
+      out = v * u.ns;
+      return true;
+    }
+  }
+  return false;
+}
+
+/// LOTUS_TRIGGER: `wait>DUR` and `waitshare>P%/DUR`, comma-separated (spaces allowed around
+/// them). False (and `out` unchanged) when any condition is malformed.
+inline bool flight_parse_triggers(std::string_view s, flight_settings& out) noexcept {
+  flight_settings t = out;
+  t.wait_ns = 0;
+  t.share_permille = 0;
+  t.share_window_ns = 0;
+  std::size_t i = 0;
+  auto skip_spaces = [&] {
+    while (i < s.size() && s[i] == ' ') ++i;
+  };
+  skip_spaces();
+  if (i == s.size()) {
+    out = t;
+    return true;
+  }
+  for (;;) {
+    skip_spaces();
+    if (s.substr(i, 10) == "waitshare>") {
+      i += 10;
+      std::uint64_t pct = 0;
+      const std::size_t from = i;
+      for (; i < s.size() && s[i] >= '0' && s[i] <= '9' && pct < 1000; ++i) {
+        pct = pct * 10 + static_cast<std::uint64_t>(s[i] - '0');
+      }
+      if (i == from) return false;
+      pct *= 10;
+      if (i < s.size() && s[i] == '.') {
+        ++i;
+        if (i >= s.size() || s[i] < '0' || s[i] > '9') return false;
+        pct += static_cast<std::uint64_t>(s[i++] - '0');
+      }
+      if (i + 1 >= s.size() || s[i] != '%' || s[i + 1] != '/') return false;
+      i += 2;
+      std::uint64_t w = 0;
+      if (!flight_parse_duration(s, i, w) || w < 1000000 || pct == 0 || pct >= 1000) return false;
+      t.share_permille = pct;
+      t.share_window_ns = w;
+    } else if (s.substr(i, 5) == "wait>") {
+      i += 5;
+      std::uint64_t w = 0;
+      if (!flight_parse_duration(s, i, w) || w == 0) return false;
+      t.wait_ns = w;
+    } else {
+      return false;
+    }
+    skip_spaces();
+    if (i == s.size()) break;
+    if (s[i] != ',') return false;
+    ++i;
+  }
+  out = t;
+  return true;
+}
+
+/// One capture request: a line of the control file,
+///   capture <id> <trigger_ns> <end_ns> <pid> <reason>
+/// `id` names the capture directory (`capture-<id>`); every process writes the window
+/// [end - LOTUS_FLIGHT, end] of its records there once its clock passed `end`; `pid` 0: every
+/// process, else that process and its children (DataLoader workers).
+struct flight_request {
+  char id[64] = {};
+  std::uint64_t trigger_ns = 0, end_ns = 0, pid = 0;
+  char reason[192] = {};
+};
+
+/// `c` may be part of a capture id.
+constexpr bool flight_id_char(char c) noexcept {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+         c == '_' || c == '.';
+}
+
+/// A fresh id: `<UTC YYYYmmddTHHMMSS>Z-<pid>-<seq>`.
+inline void flight_make_id(char (&id)[64], std::uint64_t when_ns, std::uint64_t pid,
+                           std::uint64_t seq) noexcept {
+  const time_t secs = static_cast<time_t>(when_ns / 1000000000u);
+  struct tm tm {};
+  if (::gmtime_r(&secs, &tm) == nullptr) tm = {};
+  std::snprintf(id, sizeof id, "%04d%02d%02dT%02d%02d%02dZ-%llu-%llu", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                static_cast<unsigned long long>(pid), static_cast<unsigned long long>(seq));
+}
+
+/// Copies `reason` into `r.reason`: control bytes become '_', cut to fit.
+inline void flight_set_reason(flight_request& r, std::string_view reason) noexcept {
+  std::size_t n = 0;
+  for (const char c : reason) {
+    if (n + 1 >= sizeof r.reason) break;
+    const auto u = static_cast<unsigned char>(c);
+    r.reason[n++] = u < 0x20 || u == 0x7f ? '_' : c;
+  }
+  r.reason[n] = '\0';
+}
+
+/// The request as its control-file line (with the newline); its length, 0 when it does not fit.
+inline std::size_t flight_request_line(const flight_request& r, char* out,
+                                       std::size_t size) noexcept {
+  const int n = std::snprintf(
+      out, size, "capture %s %llu %llu %llu %s\n", r.id,
+      static_cast<unsigned long long>(r.trigger_ns), static_cast<unsigned long long>(r.end_ns),
+      static_cast<unsigned long long>(r.pid), r.reason[0] != '\0' ? r.reason : "-");
+  return n > 0 && static_cast<std::size_t>(n) < size ? static_cast<std::size_t>(n) : 0;
+}
+
+/// Parses one control-file line (without its newline); false when it is not a valid request.
+inline bool flight_parse_request(std::string_view line, flight_request& r) noexcept {
+  if (line.substr(0, 8) != "capture ") return false;
+  std::size_t i = 8, n = 0;
+  for (; i < line.size() && line[i] != ' '; ++i) {
+    if (!flight_id_char(line[i]) || n + 1 >= sizeof r.id) return false;
+    r.id[n++] = line[i];
+  }
+  r.id[n] = '\0';
+  if (n == 0 || r.id[0] == '.') return false;
+  std::uint64_t* nums[] = {&r.trigger_ns, &r.end_ns, &r.pid};
+  for (std::uint64_t* v : nums) {
+    if (i >= line.size() || line[i] != ' ') return false;
+    ++i;
+    const std::size_t from = i;
+    *v = 0;
+    for (; i < line.size() && line[i] >= '0' && line[i] <= '9'; ++i) {
+      if (*v > (std::uint64_t{1} << 62) / 10) return false;
+      *v = *v * 10 + static_cast<std::uint64_t>(line[i] - '0');
+    }
+    if (i == from) return false;
+  }
+  if (i >= line.size() || line[i] != ' ') return false;
+  flight_set_reason(r, line.substr(i + 1));
+  return true;
+}
+
+/// Appends `r` to `<dir>/.lotus-capture` with one write(2) (O_APPEND: lines of concurrent
+/// writers never interleave). The file is created if missing; an existing one must be a regular
+/// file of this user with one link, never a symlink, and smaller than flight_control_max. On
+/// failure: false, `why` says why.
+inline bool flight_append_request(const char* dir, const flight_request& r, const char** why,
+                                  int* err) noexcept {
+  text path;
+  path.add(dir).add('/').add(flight_control_name);
+  char line[320];
+  const std::size_t n = flight_request_line(r, line, sizeof line);
+  *err = 0;
+  if (path.overflow || n == 0) {
+    *why = "the path or the request is too long";
+    return false;
+  }
+  int fd = -1;
+  do {
+    fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+                0644);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) {
+    *err = errno;
+    *why = "cannot open the control file";
+    return false;
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid() ||
+      st.st_nlink != 1) {
+    ::close(fd);
+    *why = "the control file is not a regular file of this user with one link";
+    return false;
+  }
+  if (static_cast<std::uint64_t>(st.st_size) >= flight_control_max) {
+    ::close(fd);
+    *why = "the control file is over 1 MiB (remove it)";
+    return false;
+  }
+  ssize_t w = -1;
+  do {
+    w = ::write(fd, line, n);
+  } while (w < 0 && errno == EINTR);
+  if (w < 0) *err = errno;
+  ::close(fd);
+  if (w != static_cast<ssize_t>(n)) {
+    *why = "cannot write the control file";
+    return false;
+  }
+  return true;
+}
+
+/// The window: every thread's formatted records of the last LOTUS_FLIGHT seconds, as chunks in
+/// drain order (one per thread, file and writer cycle), bounded by LOTUS_FLIGHT_BYTES; the
+/// triggers; the control file; the captures. Writer thread only.
+class flight_recorder {
+ public:
+  enum : unsigned char { chunk_worker, chunk_main, chunk_sidecar };
+
+  flight_recorder() = default;
+  flight_recorder(const flight_recorder&) = delete;
+  flight_recorder& operator=(const flight_recorder&) = delete;
+
+  bool on() const noexcept { return set_.window_ns != 0; }
+  /// The wait triggers need SBatchWait records (observe_wait).
+  bool watching() const noexcept { return set_.wait_ns != 0 || set_.share_permille != 0; }
+  std::uint64_t held_bytes() const noexcept { return held_; }
+  /// Records dropped by LOTUS_FLIGHT_BYTES before they aged out of the window.
+  std::uint64_t bound_dropped() const noexcept { return bound_dropped_; }
+
+  /// New settings (at a writer cycle). Turning flight mode off or on starts an empty window.
+  LOTUS_DETAIL_COLD void apply(const flight_settings& s, std::uint64_t now) noexcept {
+    if ((s.window_ns != 0) != on()) reset(now);
+    set_ = s;
+    holdoff_ns_ = s.window_ns;
+  }
+
+  /// A new trace directory (or flight mode turned on or off): an empty window, the new
+  /// directory's control file read from requests ending after `now` on.
+  LOTUS_DETAIL_COLD void reset(std::uint64_t now) noexcept {
+    free_chunks();
+    started_ns_ = now;
+    control_ino_ = 0;
+    control_dev_ = 0;
+    control_off_ = 0;
+    pending_count_ = 0;
+    waits_count_ = 0;
+    wait_fired_ = false;
+    holdoff_until_ = 0;
+  }
+
+  /// An SBatchWait record the writer formatted (start and duration in epoch ns).
+  void observe_wait(std::uint64_t start, std::uint64_t dur, std::uint64_t idx) noexcept {
+    const std::uint64_t end = start + dur;
+    if (set_.share_permille != 0) {
+      waits_[waits_count_++ % max_waits] = wait_span{start, end};
+    }
+    // Batch 0 of an epoch waits for the workers to start (spawn: seconds of imports): no stall.
+    if (set_.wait_ns != 0 && dur > set_.wait_ns && idx != 0 && !wait_fired_ &&
+        end >= holdoff_until_) {
+      wait_fired_ = true;
+      wait_idx_ = idx;
+      wait_dur_ = dur;
+      wait_end_ = end;
+    }
+  }
+
+  /// Keeps `n` bytes of whole lines (`lines` records) drained at `now`; false when out of
+  /// memory (the caller counts them as dropped). Older chunks beyond LOTUS_FLIGHT_BYTES go.
+  bool keep(std::uint64_t tid, const char* name, unsigned char kind, const char* data,
+            std::size_t n, std::uint64_t lines, std::uint64_t sanitized,
+            std::uint64_t now) noexcept {
+    if (n == 0) return true;
+    void* mem = std::malloc(offsetof(chunk, data) + n);
+    if (mem == nullptr) return false;
+    chunk* c = static_cast<chunk*>(mem);
+    c->next = nullptr;
+    c->stamp_ns = now;
+    c->tid = tid;
+    c->lines = lines;
+    c->sanitized = sanitized;
+    c->size = n;
+    c->kind = kind;
+    std::size_t len = 0;
+    while (len + 1 < sizeof c->name && name[len] != '\0') ++len;
+    std::memcpy(c->name, name, len);
+    c->name[len] = '\0';
+    std::memcpy(c->data, data, n);
+    if (tail_ != nullptr) {
+      tail_->next = c;
+    } else {
+      head_ = c;
+    }
+    tail_ = c;
+    held_ += offsetof(chunk, data) + n;
+    while (held_ > set_.max_bytes && head_ != nullptr) pop(true);
+#ifdef LOTUS_TEST_HOOKS
+    std::uint64_t seen = test_hooks::flight_max_held.load(std::memory_order_relaxed);
+    while (held_ > seen && !test_hooks::flight_max_held.compare_exchange_weak(
+                               seen, held_, std::memory_order_relaxed)) {
+    }
+#endif
+    return true;
+  }
+
+  /// An on-demand capture (lotus::capture): appended to the control file at the next cycle.
+  void ask(std::string_view reason, std::uint64_t now) noexcept {
+    if (asks_count_ == max_asks) return;
+    flight_request& r = asks_[asks_count_++];
+    r = flight_request{};
+    r.trigger_ns = now;
+    r.end_ns = now + set_.margin_ns;
+    flight_set_reason(r, reason.empty() ? std::string_view("lotus.capture") : reason);
+  }
+
+  /// Once per writer cycle, after the drains: trims the window, evaluates the triggers, reads
+  /// the control file and writes the captures whose window has ended (all of them at `final`).
+  /// `header()`: the sidecar's first lines for this process (called when a capture is written).
+  template <class Header>
+  LOTUS_DETAIL_COLD void cycle(trace_files& files, Header&& header, std::uint64_t now,
+                               bool final) noexcept {
+    if (!on() || files.disabled()) return;
+    trim(now);
+    poll(files);  // requests of other processes first: a stall they captured is not captured twice
+    fire_triggers(files, now);
+    for (unsigned i = 0; i < asks_count_; ++i) {
+      flight_make_id(asks_[i].id, asks_[i].trigger_ns, static_cast<std::uint64_t>(::getpid()),
+                     ++seq_);
+      append(files, asks_[i]);
+    }
+    asks_count_ = 0;
+    poll(files);
+    for (unsigned i = 0; i < pending_count_;) {
+      if (final || pending_[i].end_ns <= now) {
+        write_capture(files, header(), pending_[i]);
+        pending_[i] = pending_[--pending_count_];
+      } else {
+        ++i;
+      }
+    }
+  }
+
+  /// In a forked child: the parent's records are not this process's; requests still pending
+  /// are (the child writes its own records of their window).
+  LOTUS_DETAIL_COLD void fork_child() noexcept {
+    free_chunks();
+    waits_count_ = 0;
+    wait_fired_ = false;
+    asks_count_ = 0;
+  }
+
+ private:
+  struct chunk {
+    chunk* next;
+    std::uint64_t stamp_ns;  // drain time: every record in it ended before
+    std::uint64_t tid, lines, sanitized;
+    std::size_t size;
+    unsigned char kind;
+    char name[17];
+    char data[1];
+  };
+  struct wait_span {
+    std::uint64_t start, end;
+  };
+  static constexpr unsigned max_waits = 4096;
+  static constexpr unsigned max_asks = 8;
+  static constexpr unsigned max_evictions = 256;
+
+  void pop(bool bound) noexcept {
+    chunk* c = head_;
+    head_ = c->next;
+    if (head_ == nullptr) tail_ = nullptr;
+    held_ -= offsetof(chunk, data) + c->size;
+    if (bound && c->kind != chunk_sidecar) {
+      bound_dropped_ += c->lines;
+      evicted_[evicted_count_++ % max_evictions] = eviction{c->stamp_ns, c->lines};
+    }
+    std::free(c);
+  }
+
+  void free_chunks() noexcept {
+    while (head_ != nullptr) pop(false);
+    held_ = 0;
+    evicted_count_ = 0;
+  }
+
+  /// Chunks older than the window (or than a pending capture's window) age out: not lost.
+  void trim(std::uint64_t now) noexcept {
+    std::uint64_t keep_from = now > set_.window_ns ? now - set_.window_ns : 0;
+    for (unsigned i = 0; i < pending_count_; ++i) {
+      const std::uint64_t from =
+          pending_[i].end_ns > set_.window_ns ? pending_[i].end_ns - set_.window_ns : 0;
+      if (from < keep_from) keep_from = from;
+    }
+    while (head_ != nullptr && head_->stamp_ns < keep_from) pop(false);
+  }
+
+  /// wait> (seen by observe_wait) and waitshare> (over the recent SBatchWait spans).
+  void fire_triggers(trace_files& files, std::uint64_t now) noexcept {
+    char reason[192];
+    if (wait_fired_) {
+      wait_fired_ = false;
+      std::snprintf(reason, sizeof reason, "wait>%llums: SBatchWait_%llu waited %llu ms",
+                    static_cast<unsigned long long>(set_.wait_ns / 1000000),
+                    static_cast<unsigned long long>(wait_idx_),
+                    static_cast<unsigned long long>(wait_dur_ / 1000000));
+      fire(files, wait_end_, now, reason);
+    }
+    if (set_.share_permille == 0 || now < holdoff_until_) return;
+    const std::uint64_t w = set_.share_window_ns;
+    const std::uint64_t from = now > w ? now - w : 0;
+    std::uint64_t waited = 0;
+    const unsigned n = waits_count_ < max_waits ? waits_count_ : max_waits;
+    for (unsigned i = 0; i < n; ++i) {
+      const wait_span& s = waits_[i];
+      const std::uint64_t a = s.start > from ? s.start : from;
+      const std::uint64_t b = s.end < now ? s.end : now;
+      if (b > a) waited += b - a;
+    }
+    if (waited / 1000 * 1000 > set_.share_permille * (w / 1000)) {
+      std::snprintf(reason, sizeof reason,
+                    "waitshare>%llu.%llu%%/%llums: waited %llu ms of %llu ms",
+                    static_cast<unsigned long long>(set_.share_permille / 10),
+                    static_cast<unsigned long long>(set_.share_permille % 10),
+                    static_cast<unsigned long long>(w / 1000000),
+                    static_cast<unsigned long long>(waited / 1000000),
+                    static_cast<unsigned long long>(w / 1000000));
+      fire(files, now, now, reason);
+    }
+  }
+
+  /// An automatic trigger at `when`: one request, then the hold-off (LOTUS_FLIGHT seconds).
+  void fire(trace_files& files, std::uint64_t when, std::uint64_t now,
+            const char* reason) noexcept {
+    if (when < holdoff_until_) return;
+    holdoff_until_ = when + holdoff_ns_;
+    if (auto_count_ == flight_max_auto) {
+      if (!auto_capped_) {
+        auto_capped_ = true;
+        diag_config(
+            "flight recorder: %u automatic captures taken; no more are asked for by this "
+            "process (lotus-tool capture still works)",
+            flight_max_auto);
+      }
+      return;
+    }
+    // Another process of the directory (a rank stalled with this one) asked for a capture whose
+    // window holds this trigger: that capture has this process's records too.
+    for (unsigned i = 0; i < pending_count_; ++i) {
+      const flight_request& p = pending_[i];
+      if (p.pid == 0 && p.end_ns >= when && p.end_ns <= when + set_.window_ns) return;
+    }
+    flight_request r;
+    r.trigger_ns = when;
+    r.end_ns = now + set_.margin_ns;
+    flight_set_reason(r, reason);
+    flight_make_id(r.id, when, static_cast<std::uint64_t>(::getpid()), ++seq_);
+    ++auto_count_;
+    if (append(files, r)) {
+      diag_config("flight recorder: %s; capture in %s/capture-%s", reason, files.dir().c_str(),
+                  r.id);
+    }
+  }
+
+  bool append(trace_files& files, const flight_request& r) noexcept {
+    char line[320];
+    const std::size_t n = flight_request_line(r, line, sizeof line);
+    if (n == 0 || !files.charge(n)) {
+      diag_config("flight recorder: capture %s not requested (LOTUS_MAX_BYTES reached)", r.id);
+      return false;
+    }
+    const char* why = nullptr;
+    int err = 0;
+    files.make_dir();
+    if (!flight_append_request(files.dir().c_str(), r, &why, &err)) {
+      diag_config("flight recorder: capture %s not requested: %s in %s%s%s", r.id, why,
+                  files.dir().c_str(), err != 0 ? ": " : "", err != 0 ? std::strerror(err) : "");
+      return false;
+    }
+    return true;
+  }
+
+  /// Reads what the control file gained since the last cycle (one lstat when nothing changed).
+  void poll(trace_files& files) noexcept {
+    text path;
+    path.add(files.dir()).add('/').add(flight_control_name);
+    struct stat st {};
+    if (path.overflow || ::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return;
+    const auto ino = static_cast<std::uint64_t>(st.st_ino);
+    const auto dev = static_cast<std::uint64_t>(st.st_dev);
+    if (ino != control_ino_ || dev != control_dev_ ||
+        static_cast<std::uint64_t>(st.st_size) < control_off_) {
+      control_ino_ = ino;  // a new (or truncated) file: read from its start
+      control_dev_ = dev;
+      control_off_ = 0;
+    }
+    if (static_cast<std::uint64_t>(st.st_size) <= control_off_) return;
+    int fd = -1;
+    do {
+      fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    } while (fd < 0 && errno == EINTR);
+    if (fd < 0) return;
+    struct stat fst {};
+    char buf[16384];
+    ssize_t got = -1;
+    if (::fstat(fd, &fst) == 0 && S_ISREG(fst.st_mode) &&
+        static_cast<std::uint64_t>(fst.st_ino) == ino &&
+        static_cast<std::uint64_t>(fst.st_dev) == dev) {
+      got = ::pread(fd, buf, sizeof buf, static_cast<off_t>(control_off_));
+    }
+    ::close(fd);
+    if (got <= 0) return;
+    const auto n = static_cast<std::size_t>(got);
+    std::size_t line_start = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (buf[i] != '\n') continue;
+      take(std::string_view(buf + line_start, i - line_start));
+      line_start = i + 1;
+    }
+    // A line longer than the buffer is no request: skipped whole.
+    control_off_ += line_start != 0 ? line_start : n;
+  }
+
+  void take(std::string_view line) noexcept {
+    flight_request r;
+    if (!flight_parse_request(line, r)) return;
+    if (r.end_ns < started_ns_) return;  // ended before this process recorded
+    const auto pid = static_cast<std::uint64_t>(::getpid());
+    const auto ppid = static_cast<std::uint64_t>(::getppid());
+    if (r.pid != 0 && r.pid != pid && r.pid != ppid) return;
+    for (unsigned i = 0; i < pending_count_; ++i) {
+      if (std::strcmp(pending_[i].id, r.id) == 0) return;
+    }
+    if (pending_count_ == flight_max_pending) {
+      diag_config("flight recorder: over %u captures pending; capture %s skipped",
+                  flight_max_pending, r.id);
+      return;
+    }
+    pending_[pending_count_++] = r;
+  }
+
+  /// One `slot` per (thread, file) of a capture.
+  struct capture_file {
+    std::uint64_t tid;
+    bool main;
+    const char* name;
+    file_slot slot;
+  };
+
+  /// Writes this process's window of `r` into `<dir>/capture-<id>/`: trace files named as usual,
+  /// then the sidecar, whose `capture` line comes last.
+  LOTUS_DETAIL_COLD void write_capture(trace_files& files, const text& header,
+                                       const flight_request& r) noexcept {
+    text dir;
+    dir.add(files.dir()).add("/capture-").add(r.id);
+    if (dir.overflow) return;
+    files.make_dir();
+    if (::mkdir(dir.c_str(), 0777) != 0 && errno != EEXIST) {
+      diag_config("flight recorder: cannot create '%s': %s; capture skipped", dir.c_str(),
+                  std::strerror(errno));
+      return;
+    }
+    struct stat st {};
+    if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid()) {
+      diag_config("flight recorder: '%s' is not a directory of this user; capture skipped",
+                  dir.c_str());
+      return;
+    }
+    const std::uint64_t from = r.end_ns > set_.window_ns ? r.end_ns - set_.window_ns : 0;
+    std::size_t count = 0;
+    for (chunk* c = head_; c != nullptr; c = c->next) count += c->stamp_ns >= from ? 1u : 0u;
+    capture_file* slots =
+        static_cast<capture_file*>(std::calloc(count != 0 ? count : 1, sizeof(capture_file)));
+    trace_files* out = new (std::nothrow) trace_files();
+    if (slots == nullptr || out == nullptr) {
+      std::free(slots);
+      delete out;
+      diag(topic::no_memory, "flight recorder: out of memory writing a capture; skipped");
+      return;
+    }
+    out->set_byte_counter(files.byte_counter());
+    out->set_budget(files.max_bytes(), files.min_free());
+    text prefix = dir;
+    prefix.add('/').add(files.base());
+    ptr_list<thread_state> none;
+    out->start(std::string_view(prefix.c_str(), prefix.size()), none);
+    // The header first: under LOTUS_MAX_BYTES the process's identity is the last thing to lose.
+    out->write_sidecar(header, text());
+    std::size_t nslots = 0;
+    std::uint64_t recorded = 0, written = 0, sanitized = 0;
+    text lines;
+    auto emit = [&](const text& more) {
+      if (lines.size() + more.size() > 4000) {
+        out->write_sidecar(header, lines);
+        lines.clear();
+      }
+      lines.add(more);
+    };
+    for (chunk* c = head_; c != nullptr; c = c->next) {
+      if (c->stamp_ns < from || c->kind == chunk_sidecar) continue;
+      const bool main = c->kind == chunk_main;
+      capture_file* f = nullptr;
+      for (std::size_t i = 0; i < nslots && f == nullptr; ++i) {
+        if (slots[i].tid == c->tid && slots[i].main == main) f = &slots[i];
+      }
+      if (f == nullptr) {
+        f = &slots[nslots++];
+        f->tid = c->tid;
+        f->main = main;
+        f->name = c->name;
+        f->slot = file_slot{};
+        bool named = false;  // one `thread` line per thread
+        for (std::size_t i = 0; i + 1 < nslots; ++i) named = named || slots[i].tid == c->tid;
+        if (!named) {
+          text t;
+          emit(t.add("thread ").add(c->tid).add(' ').add_value(c->name).add('\n'));
+        }
+      }
+      recorded += c->lines;
+      const std::uint64_t done = out->write_slot(f->slot, c->tid, main, c->data, c->size, c->lines);
+      written += done;
+      if (done == c->lines) sanitized += c->sanitized;
+      if (out->created_full()) emit(out->take_created());
+    }
+    if (out->created_pending()) emit(out->take_created());
+    for (chunk* c = head_; c != nullptr; c = c->next) {
+      if (c->stamp_ns < from || c->kind != chunk_sidecar) continue;
+      std::size_t at = 0;  // whole lines, in pieces that fit a text
+      while (at < c->size) {
+        std::size_t end = at;
+        while (end < c->size && c->data[end] != '\n') ++end;
+        text t;
+        emit(t.add(c->data + at, end - at + 1));
+        at = end + 1;
+      }
+    }
+    std::uint64_t dropped = 0;  // records the byte bound dropped from this window
+    const unsigned ne = evicted_count_ < max_evictions ? evicted_count_ : max_evictions;
+    for (unsigned i = 0; i < ne; ++i) {
+      if (evicted_[i].stamp_ns >= from && evicted_[i].stamp_ns <= r.end_ns) {
+        dropped += evicted_[i].lines;
+      }
+    }
+    text cap;
+    cap.add("capture ").add(r.id).add(' ').add(r.trigger_ns).add(' ').add(from).add(' ');
+    cap.add(r.end_ns).add(' ').add(r.pid).add(' ').add_value(r.reason).add('\n');
+    cap.add("stats ").add(recorded + dropped).add(' ').add(written).add(' ');
+    cap.add(recorded + dropped - written).add(' ').add(sanitized).add('\n');
+    if (!lines.empty()) out->write_sidecar(header, lines);
+    // The closing lines on their own, from the budget's reserve for the `stats` line if need be.
+    out->write_sidecar(header, cap, true);
+    out->close_all(none);
+    delete out;
+    std::free(slots);
+  }
+
+  struct eviction {
+    std::uint64_t stamp_ns, lines;
+  };
+
+  flight_settings set_;
+  chunk* head_ = nullptr;  // oldest
+  chunk* tail_ = nullptr;
+  std::uint64_t held_ = 0;  // bytes of the chunks, headers included
+  std::uint64_t bound_dropped_ = 0;
+  eviction evicted_[max_evictions] = {};
+  unsigned evicted_count_ = 0;
+  std::uint64_t started_ns_ = 0;  // flight mode began (requests ending before are ignored)
+  std::uint64_t holdoff_ns_ = 0, holdoff_until_ = 0;
+  std::uint64_t seq_ = 0;
+  unsigned auto_count_ = 0;  // automatic captures asked for (flight_max_auto)
+  bool auto_capped_ = false;
+  bool wait_fired_ = false;
+  std::uint64_t wait_idx_ = 0, wait_dur_ = 0, wait_end_ = 0;
+  wait_span waits_[max_waits] = {};
+  unsigned waits_count_ = 0;
+  flight_request asks_[max_asks];
+  unsigned asks_count_ = 0;
+  flight_request pending_[flight_max_pending];
+  unsigned pending_count_ = 0;
+  std::uint64_t control_ino_ = 0, control_dev_ = 0, control_off_ = 0;
+};
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_FLIGHT_HPP
+// ---- end lotus/detail/flight.hpp ----
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// Largest and smallest per-thread ring (events, option_table's range); rings start at
+/// `ring_initial` and double.
+constexpr std::size_t ring_min = option_ring_min, ring_max = option_ring_max, ring_initial = 64;
+
+/// Options after applying configure() > environment > defaults.
+struct settings {
+  text log_file;  // absolute prefix; empty: tracing off
+  bool enabled = true;
+  std::size_t ring_capacity = LOTUS_DEFAULT_RING_CAPACITY;  // largest segment, a power of two
+  std::uint64_t flush_interval_ms = LOTUS_DEFAULT_FLUSH_INTERVAL_MS;
+  overflow_policy overflow = overflow_policy::block;
+  clock_source clock = clock_source::automatic;
+  std::uint64_t max_bytes = 0;                // 0: no limit
+  std::uint64_t min_free = min_free_default;  // min_free_default: max(1 GiB, 5 %)
+  bool nvtx = false;
+  bool itt = false;
+  flight_settings flight;  // window_ns 0: flight mode off
+};
+
+/// LOTUS_TRIGGER / options::trigger into `out`; a malformed value: one message, no trigger.
+LOTUS_DETAIL_COLD inline void parse_trigger_setting(const char* source, std::string_view v,
+                                                    flight_settings& out) noexcept {
+  if (flight_parse_triggers(v, out)) return;
+  out.wait_ns = out.share_permille = out.share_window_ns = 0;
+  diag_config(
+      "ignoring %s='%.*s' (expected wait>DURATION and/or waitshare>P%%/DURATION, "
+      "comma-separated, DURATION such as 800ms or 10s); no automatic capture",
+      source, static_cast<int>(v.size() < 200 ? v.size() : 200), v.data());
+}
+
+/// A trace prefix as lotus uses it, or false (one warning) when it cannot be used: control
+/// characters are refused (a newline would split file names and sidecar lines); a directory
+/// gets `lotustrace_log` appended; a relative prefix is made absolute now, so a later chdir() of
+/// the host changes nothing. `raw` is not empty.
+LOTUS_DETAIL_COLD inline bool resolve_prefix(std::string_view raw, const char* source,
+                                             text& out) noexcept {
+  out.clear();
+  const std::string_view orig = raw;
+  const int shown = raw.size() < 300 ? static_cast<int>(raw.size()) : 300;
+  if (has_control_char(raw)) {
+    diag_config("ignoring %s (it contains a control character); tracing stays off", source);
+    return false;
+  }
+  if (raw.empty()) return false;
+  if (raw[0] != '/') {
+    char cwd[4096];
+    if (::getcwd(cwd, sizeof cwd) == nullptr) {
+      diag_config("cannot resolve the relative %s='%.*s' (getcwd failed); tracing stays off",
+                  source, shown, orig.data());
+      return false;
+    }
+    out.add(cwd);
+    if (out.c_str()[out.size() - 1] != '/') out.add('/');
+    while (raw.size() >= 2 && raw[0] == '.' && raw[1] == '/') raw.remove_prefix(2);
+  }
+  out.add(raw);
+  if (orig.back() == '/') {
+    diag_config(
+        "%s='%.*s' names a directory; writing %.*slotustrace_log_* (a prefix such as "
+        "dir/lotustrace_log is expected)",
+        source, shown, orig.data(), shown, orig.data());
+    out.add("lotustrace_log");
+  }
+  if (out.overflow) {
+    diag_config("%s='%.*s' is longer than a path may be; tracing stays off", source, shown,
+                orig.data());
+    return false;
+  }
+  return true;
+}
+
+inline std::size_t round_up_pow2(std::size_t n) {
+  std::size_t p = ring_min;
+  while (p < n) p <<= 1;
+  return p;
+}
+
+/// The environment, parsed once per process; every bad value warns once and keeps the default.
+/// A `has_*` flag is false when the variable is unset or was refused.
+struct env_settings {
+  text log_file;  // already resolved
+  bool has_log_file = false, has_enabled = false, has_ring_capacity = false;
+  bool has_flush_interval = false, has_overflow = false, has_clock = false;
+  bool has_max_bytes = false, has_min_free = false;
+  std::uint64_t max_bytes = 0, min_free = 0;
+  bool nvtx = false;
+  bool itt = false;
+  bool has_flight = false, has_flight_bytes = false, has_trigger = false;
+  std::uint64_t flight_s = 0, flight_bytes = 0;
+  flight_settings trigger;  // its wait_ns/share fields
+  bool enabled = true;
+  std::size_t ring_capacity = 0;
+  std::uint64_t flush_interval_ms = 0;
+  overflow_policy overflow = overflow_policy::block;
+  clock_source clock = clock_source::automatic;
+
+  LOTUS_DETAIL_COLD void read() noexcept {
+    // Every range, spelling and message comes from option_table (option_table.hpp).
+    // A refused value leaves it unset: tracing stays off unless configure() names a prefix.
+    if (const char* v = env_text(option_of(opt::log_file).env)) {
+      has_log_file = resolve_prefix(v, option_of(opt::log_file).env, log_file);
+    }
+    const int off = env_option_flag(opt::enabled);
+    has_enabled = off >= 0;
+    enabled = off <= 0;
+    std::uint64_t x = 0;
+    has_ring_capacity = env_option_u64(opt::ring_capacity, x);
+    ring_capacity = static_cast<std::size_t>(x);
+    has_flush_interval = env_option_u64(opt::flush_interval, flush_interval_ms);
+    const int o = env_option_choice(opt::overflow);
+    has_overflow = o >= 0;
+    overflow = o == 1 ? overflow_policy::drop : overflow_policy::block;
+    const int c = env_option_choice(opt::clock);
+    has_clock = c >= 0;
+    clock = c == 1 ? clock_source::tsc : c == 2 ? clock_source::realtime : clock_source::automatic;
+    has_max_bytes = env_option_u64(opt::max_bytes, max_bytes);  // malformed: fails closed
+    has_min_free = env_option_u64(opt::min_free_bytes, min_free);
+    nvtx = env_option_flag(opt::nvtx) > 0;
+    itt = env_option_flag(opt::itt) > 0;
+    has_flight = env_option_u64(opt::flight, flight_s);
+    has_flight_bytes = env_option_u64(opt::flight_bytes, flight_bytes);
+    if (const char* v = std::getenv(option_of(opt::trigger).env)) {
+      has_trigger = true;
+      parse_trigger_setting(option_of(opt::trigger).env, v, trigger);
+    }
+  }
+};
+
+/// configure()'s options over the environment over the defaults, into `s`.
+LOTUS_DETAIL_COLD inline void merge_settings(const options& o, const env_settings& env,
+                                             settings& s) noexcept {
+  s.log_file.clear();
+  if (o.log_file) {
+    if (!o.log_file->empty() && !resolve_prefix(*o.log_file, "options::log_file", s.log_file)) {
+      s.log_file.clear();
+    }
+  } else if (env.has_log_file) {
+    s.log_file = env.log_file;
+  }
+  s.enabled = o.enabled ? *o.enabled : env.enabled;
+  // An out-of-range field: option_table's message, and the environment's value or the default.
+  s.ring_capacity = env.has_ring_capacity ? env.ring_capacity : LOTUS_DEFAULT_RING_CAPACITY;
+  if (o.ring_capacity && option_check_u64(opt::ring_capacity, *o.ring_capacity, s.ring_capacity)) {
+    s.ring_capacity = *o.ring_capacity;
+  }
+  s.ring_capacity = round_up_pow2(s.ring_capacity);
+  s.flush_interval_ms =
+      env.has_flush_interval ? env.flush_interval_ms : LOTUS_DEFAULT_FLUSH_INTERVAL_MS;
+  if (o.flush_interval &&
+      option_check_i64(opt::flush_interval, o.flush_interval->count(), s.flush_interval_ms)) {
+    s.flush_interval_ms = static_cast<std::uint64_t>(o.flush_interval->count());
+  }
+  s.overflow = o.overflow ? *o.overflow : env.overflow;
+  s.clock = o.clock ? *o.clock : env.clock;
+  s.max_bytes = env.has_max_bytes ? env.max_bytes : 0;
+  if (o.max_bytes && option_check_u64(opt::max_bytes, *o.max_bytes, s.max_bytes)) {
+    s.max_bytes = *o.max_bytes;
+  }
+  s.min_free = env.has_min_free ? env.min_free : min_free_default;
+  if (o.min_free_bytes && option_check_u64(opt::min_free_bytes, *o.min_free_bytes, s.min_free)) {
+    s.min_free = *o.min_free_bytes;
+  }
+  s.nvtx = o.nvtx ? *o.nvtx : env.nvtx;
+  s.itt = o.itt ? *o.itt : env.itt;
+  std::uint64_t secs = env.has_flight ? env.flight_s : 0;
+  if (o.flight && option_check_u64(opt::flight, *o.flight, secs)) secs = *o.flight;
+  s.flight = flight_settings{};
+  s.flight.window_ns = secs * 1000000000u;
+  s.flight.max_bytes = env.has_flight_bytes ? env.flight_bytes : flight_bytes_default;
+  if (o.flight_bytes && option_check_u64(opt::flight_bytes, *o.flight_bytes, s.flight.max_bytes)) {
+    s.flight.max_bytes = *o.flight_bytes;
+  }
+  if (o.trigger) {
+    parse_trigger_setting("options::trigger", *o.trigger, s.flight);
+  } else if (env.has_trigger) {
+    s.flight.wait_ns = env.trigger.wait_ns;
+    s.flight.share_permille = env.trigger.share_permille;
+    s.flight.share_window_ns = env.trigger.share_window_ns;
+  }
+  // An automatic capture's window ends a few writer cycles after its trigger: the workers'
+  // records of the slow batch (and the wait itself) reach every window first.
+  const std::uint64_t margin = 3 * s.flush_interval_ms * 1000000u;
+  s.flight.margin_ns = margin < 200000000u ? 200000000u : margin;
+}
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_SETTINGS_HPP
+// ---- end lotus/detail/settings.hpp ----
+// ---- begin lotus/detail/writer.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_WRITER_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_WRITER_HPP
+// lotus — the background writer (internal)
+// SPDX-License-Identifier: MIT
+// Drains every thread's segments, formats records, writes files.
+
+#include <pthread.h>    // pthread_create, pthread_sigmask
+#include <signal.h>     // sigfillset
+#include <sys/timex.h>  // adjtimex (read-only: modes 0)
+#include <time.h>       // clock_gettime
+
+#include <atomic>       // atomic
+#include <cstdint>      // uint64_t
+#include <cstdio>       // snprintf
+#include <cstdlib>      // realloc, free
+#include <cstring>      // memcpy
+#include <string_view>  // string_view
+
 // ---- begin lotus/version.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_VERSION_HPP
 #define LOTUS_AMALGAMATED_LOTUS_VERSION_HPP
@@ -4294,6 +5117,26 @@ class trace_writer {
 
   bool running() const noexcept { return running_.load(std::memory_order_acquire); }
 
+  // ---- flight recorder (flight.hpp): LOTUS_FLIGHT keeps records in memory until a capture -----
+  /// Applied at the writer's next cycle.
+  void set_flight(const flight_settings& s) noexcept {
+    const sync_hold lk(mu_);
+    flight_next_ = s;
+    flight_changed_ = true;
+  }
+  /// lotus::capture(): false when flight mode is off (nothing to capture).
+  LOTUS_DETAIL_COLD bool ask_capture(std::string_view reason) noexcept {
+    const sync_hold lk(mu_);
+    if (flight_next_.window_ns == 0 || !thread_started_) return false;
+    if (asks_ == max_asks) return true;  // as many already asked this cycle: one of them serves
+    text& r = ask_reason_[asks_];
+    r.clear();
+    r.add(reason.substr(0, 180));
+    ask_ns_[asks_++] = realtime_ns();
+    cv_.notify_all();
+    return true;
+  }
+
   /// A thread's ring is full: drain soon. Lock-free (callable from a thread that holds no lock
   /// and from a signal handler's push); the writer also wakes on its own twice per interval.
   void nudge() noexcept {
@@ -4375,6 +5218,7 @@ class trace_writer {
     mu_.unlock();
     cycle_mu_.unlock();
     files_.close_all(parent_threads);
+    flight_.fork_child();
   }
 
  private:
@@ -4452,6 +5296,12 @@ class trace_writer {
 
   void flush_resource_lines() noexcept {
     if (res_lines_.empty()) return;
+    if (flight_.on()) {  // kept with the records, for a capture's sidecar
+      flight_.keep(0, "", flight_recorder::chunk_sidecar, res_lines_.c_str(), res_lines_.size(), 0,
+                   0, realtime_ns());
+      res_lines_ = text();
+      return;
+    }
     flush_thread_lines();  // a thread's `thread` line before its figures
     sidecar(res_lines_);
     res_lines_ = text();
@@ -4488,6 +5338,7 @@ class trace_writer {
   }
 
   void sidecar(const text& lines, bool final = false) noexcept {
+    if (flight_.on()) return;  // flight mode: the sidecars go into captures (flight.hpp)
     if (!discard_ && !files_.disabled()) files_.write_sidecar(sidecar_header(), lines, final);
   }
 
@@ -4549,6 +5400,7 @@ class trace_writer {
     if (reopen) {
       last_stats_.clear();  // a new prefix gets its own sidecar, with a stats line
       files_.start(std::string_view(cycle_prefix_.c_str(), cycle_prefix_.size()), cycle_threads_);
+      flight_.reset(realtime_ns());  // the window belongs to the old directory
     }
     discard_ = files_.disabled();
     busy_ = false;
@@ -4570,6 +5422,10 @@ class trace_writer {
     flush_thread_lines();
     flush_resource_lines();
     if (stats && stats_source_ != nullptr && files_.has_sidecar()) write_stats(final);
+    if (flight_.on()) {
+      flight_.cycle(
+          files_, [this] { return sidecar_header(); }, realtime_ns(), final);
+    }
     threads_.release(cycle_finished_);
     cpu_ns_.fetch_add(clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0, std::memory_order_relaxed);
   }
@@ -4619,6 +5475,15 @@ class trace_writer {
       const bool reopen = reopen_;
       reopen_ = false;
       if (reopen) cycle_prefix_ = prefix_;
+      if (flight_changed_) {
+        flight_changed_ = false;
+        flight_.apply(flight_next_, realtime_ns());
+        watch_waits_ = flight_.on() && flight_.watching();
+      }
+      for (unsigned i = 0; i < asks_; ++i) {
+        flight_.ask(std::string_view(ask_reason_[i].c_str(), ask_reason_[i].size()), ask_ns_[i]);
+      }
+      asks_ = 0;
       mu_.unlock();
 
       cycle(reopen, req != flush_done_ || stopping, urgent, stopping);
@@ -4656,7 +5521,13 @@ class trace_writer {
   text prefix_;                  // (mu)
   std::uint64_t interval_ms_ = LOTUS_DEFAULT_FLUSH_INTERVAL_MS;  // (mu)
   std::uint64_t flush_req_ = 0, flush_done_ = 0;                 // (mu)
-  tick_converter conv_;  // (mu) re-anchored by the writer each cycle
+  flight_settings flight_next_;                                  // (mu)
+  bool flight_changed_ = false;                                  // (mu)
+  static constexpr unsigned max_asks = 4;
+  text ask_reason_[max_asks];            // (mu) lotus::capture() calls since the last cycle
+  std::uint64_t ask_ns_[max_asks] = {};  // (mu)
+  unsigned asks_ = 0;                    // (mu)
+  tick_converter conv_;                  // (mu) re-anchored by the writer each cycle
   text sidecar_info_;
   trace_stats (*stats_source_)() = nullptr;
 
@@ -4677,6 +5548,8 @@ class trace_writer {
   ptr_list<thread_state> cycle_threads_, cycle_finished_, urgent_threads_;
   epoch_formatter epoch_;
   label_table labels_;
+  flight_recorder flight_;    // the window, triggers and captures of flight mode
+  bool watch_waits_ = false;  // a wait trigger is set: format() shows it each SBatchWait
 };
 
 // ---- per-record work --------------------------------------------------------------------------
@@ -4701,6 +5574,12 @@ inline void trace_writer::format(const event& e, out_buffer& out) noexcept {
     const std::uint64_t end = conv_.to_ns(e.t1);
     dur = end > start ? end - start : 0;
   }
+  // The flight recorder's wait triggers see each SBatchWait (the only main, indexed record whose
+  // duration is measured).
+  if (LOTUS_DETAIL_UNLIKELY(watch_waits_) &&
+      (flags & (flag_main | flag_indexed | flag_fixed_1us)) == (flag_main | flag_indexed)) {
+    flight_.observe_wait(start, dur, e.idx);
+  }
   p = epoch_(p, start);
   *p++ = ',';
   p = write_u64(p, dur);
@@ -4712,6 +5591,16 @@ inline void trace_writer::format(const event& e, out_buffer& out) noexcept {
 
 void trace_writer::write_out(thread_state& t, out_buffer& buf, bool main_file) noexcept {
   if (buf.size() == 0) return;
+  if (flight_.on()) {  // flight mode: into the window, not a file (flight.hpp)
+    if (discard_ ||
+        !flight_.keep(t.tid, t.name,
+                      main_file ? flight_recorder::chunk_main : flight_recorder::chunk_worker,
+                      buf.data(), buf.size(), buf.count, buf.sanitized, realtime_ns())) {
+      discarded_.fetch_add(buf.count, std::memory_order_relaxed);
+    }
+    buf.clear();
+    return;
+  }
   const std::uint64_t on_disk =
       discard_ ? 0 : files_.write(t, main_file, buf.data(), buf.size(), buf.count);
   written_.fetch_add(on_disk, std::memory_order_relaxed);
@@ -4842,6 +5731,10 @@ class runtime {
   LOTUS_DETAIL_NOINLINE inline void push_slow(const record_site* loc, std::uint64_t t0,
                                               std::uint64_t t1, std::uint64_t idx) noexcept;
   std::uint64_t writer_cpu_ns() const noexcept { return writer_.cpu_ns(); }
+  bool capture(std::string_view reason) noexcept {
+    const busy_guard busy;
+    return writer_.ask_capture(reason);
+  }
   /// Run-time name lookups that found the name table full (recorded under pooled_name).
   std::uint64_t pooled_names() noexcept {
     const busy_guard busy;
@@ -4966,6 +5859,7 @@ LOTUS_DETAIL_COLD inline void runtime::apply_locked(const options& o) noexcept {
   block_.store(set_.overflow == overflow_policy::block, std::memory_order_relaxed);
   writer_.set_budget(set_.max_bytes, set_.min_free);
   writer_.retarget(set_.log_file, set_.flush_interval_ms);
+  writer_.set_flight(set_.flight);
   const bool on = set_.enabled && !set_.log_file.empty();
   if (set_.nvtx && !nvtx_compiled()) {
     diag(topic::nvtx,
@@ -5306,7 +6200,8 @@ LOTUS_DETAIL_COLD inline void runtime::fork_child() noexcept {
   fresh->writer_.set_stats_source(&own_stats);
   fresh->writer_.set_budget(old->set_.max_bytes, old->set_.min_free);
   fresh->writer_.retarget(old->set_.log_file, old->set_.flush_interval_ms);
-  old->interned_.move_to(fresh->interned_);  // interned locations must stay valid
+  fresh->writer_.set_flight(old->set_.flight);  // an empty window; the same control file
+  old->interned_.move_to(fresh->interned_);     // interned locations must stay valid
   fresh->parent_ = old;  // the parent's runtime and rings stay allocated (and reachable)
   g_runtime = fresh;
   g_runtime_ready.store(fresh, std::memory_order_release);
@@ -5342,6 +6237,16 @@ LOTUS_DETAIL_API void api_flush() noexcept {
 
 LOTUS_DETAIL_API void api_shutdown() noexcept {
   if (g_mode.load(std::memory_order_relaxed) != mode_uninit) runtime::get().shutdown();
+}
+
+LOTUS_DETAIL_API bool api_capture(const char* reason, std::size_t size) noexcept {
+  if (g_mode.load(std::memory_order_relaxed) < mode_tsc) return false;
+  return runtime::get().capture(std::string_view(reason, size));
+}
+
+LOTUS_DETAIL_API bool trigger_valid(const char* text, std::size_t size) noexcept {
+  flight_settings s;
+  return flight_parse_triggers(std::string_view(text, size), s);
 }
 
 LOTUS_DETAIL_API trace_stats api_stats() noexcept {
@@ -5668,6 +6573,17 @@ struct options {
   /// collector named by INTEL_LIBITTNOTIFY64 (no vendor SDK); with none, one message says so
   /// and tracing goes on without it.
   std::optional<bool> itt;
+  /// LOTUS_FLIGHT: flight recorder. Keep only the last this-many seconds of every thread's
+  /// records in memory and write them, as a capture directory inside the trace directory, when
+  /// a trigger fires (LOTUS_TRIGGER, lotus::capture(), `lotus-tool capture`). 0: off (default).
+  std::optional<std::uint64_t> flight;
+  /// LOTUS_FLIGHT_BYTES: the most bytes of formatted records one process keeps in flight mode
+  /// (default 64 MiB); beyond, the oldest go first and are counted as dropped.
+  std::optional<std::uint64_t> flight_bytes;
+  /// LOTUS_TRIGGER: automatic captures in flight mode, comma-separated: `wait>DURATION` (one
+  /// batch wait longer than that) and `waitshare>P%/DURATION` (the main process waited more than
+  /// P % of the last DURATION). "": none.
+  std::optional<std::string> trigger;
 };
 
 /// Event counters of this process: recorded == written + dropped once everything is flushed.
@@ -5730,6 +6646,8 @@ inline void api_configure(const options&) {}
 inline void api_flush() noexcept {}
 inline void api_shutdown() noexcept {}
 inline trace_stats api_stats() noexcept { return {}; }
+inline bool api_capture(const char*, std::size_t) noexcept { return false; }
+inline bool trigger_valid(const char*, std::size_t) noexcept { return true; }  // ignored anyway
 
 inline void collector_resume_slow(const char*) noexcept {}
 inline void collector_pause_slow(const char*) noexcept {}
@@ -6157,6 +7075,17 @@ struct options {
   /// collector named by INTEL_LIBITTNOTIFY64 (no vendor SDK); with none, one message says so
   /// and tracing goes on without it.
   std::optional<bool> itt;
+  /// LOTUS_FLIGHT: flight recorder. Keep only the last this-many seconds of every thread's
+  /// records in memory and write them, as a capture directory inside the trace directory, when
+  /// a trigger fires (LOTUS_TRIGGER, lotus::capture(), `lotus-tool capture`). 0: off (default).
+  std::optional<std::uint64_t> flight;
+  /// LOTUS_FLIGHT_BYTES: the most bytes of formatted records one process keeps in flight mode
+  /// (default 64 MiB); beyond, the oldest go first and are counted as dropped.
+  std::optional<std::uint64_t> flight_bytes;
+  /// LOTUS_TRIGGER: automatic captures in flight mode, comma-separated: `wait>DURATION` (one
+  /// batch wait longer than that) and `waitshare>P%/DURATION` (the main process waited more than
+  /// P % of the last DURATION). "": none.
+  std::optional<std::string> trigger;
 };
 
 /// Event counters of this process: recorded == written + dropped once everything is flushed.
@@ -6386,7 +7315,8 @@ class batch_tracker {
 // lotus — process-wide trace control: configure, flush, shutdown, stats
 // SPDX-License-Identifier: MIT
 
-#include <atomic>  // memory_order (the state words)
+#include <atomic>       // memory_order (the state words)
+#include <string_view>  // string_view
 
 
 namespace lotus {
@@ -6403,6 +7333,14 @@ inline void shutdown() noexcept { detail::api_shutdown(); }
 
 /// Counters of this process (recorded == written + dropped after flush()).
 inline trace_stats stats() noexcept { return detail::api_stats(); }
+
+/// Flight mode (LOTUS_FLIGHT): a capture of the last LOTUS_FLIGHT seconds of every process
+/// tracing into this trace directory, in `<dir>/capture-<id>/`, with `reason` in its sidecars.
+/// Returns at once; the capture is written a few writer cycles later. False when flight mode is
+/// off.
+inline bool capture(std::string_view reason = {}) noexcept {
+  return detail::api_capture(reason.data(), reason.size());
+}
 
 /// True when events are being recorded (reads the environment on first use).
 inline bool tracing_enabled() noexcept {
@@ -6845,6 +7783,9 @@ enum class opt : unsigned {
   map_warmup,
   map_count,
   map_gap_ms,
+  flight,
+  flight_bytes,
+  trigger,
   count_
 };
 
@@ -6894,6 +7835,13 @@ inline constexpr option_desc option_table[] = {
    0, "executions profiled after the warm-up"},
   {nullptr, "LOTUS_MAP_GAP_MS", option_kind::uint, 0, 3600000, 0, nullptr, nullptr, 0,
    "sleep before each profiled execution, in ms"},
+  {"flight", "LOTUS_FLIGHT", option_kind::uint, 0, 86400, 0, nullptr, "0 (off)", 0,
+   "flight recorder: keep the last SECONDS in memory, write them as a capture on a trigger"},
+  {"flight_bytes", "LOTUS_FLIGHT_BYTES", option_kind::bytes, 4096, option_bytes_max,
+   std::uint64_t{64} << 20, nullptr, "64 MiB", 0,
+   "flight mode: most record bytes one process keeps; beyond, oldest dropped (counted)"},
+  {"trigger", "LOTUS_TRIGGER", option_kind::path, 0, 0, 0, nullptr, "\xe2\x80\x94", 0,
+   "flight mode: automatic captures: wait>DURATION, waitshare>P%/DURATION, comma-separated"},
 };
 // clang-format on
 static_assert(sizeof option_table / sizeof option_table[0] == static_cast<unsigned>(opt::count_),
@@ -7976,6 +8924,10 @@ LOTUS_DETAIL_API void api_configure(const options& opts);
 LOTUS_DETAIL_API void api_flush() noexcept;
 LOTUS_DETAIL_API void api_shutdown() noexcept;
 LOTUS_DETAIL_API trace_stats api_stats() noexcept;
+/// Flight mode: ask every process tracing into the directory for a capture (flight.hpp).
+LOTUS_DETAIL_API bool api_capture(const char* reason, std::size_t size) noexcept;
+/// Whether `text` is a valid LOTUS_TRIGGER value (Python's configure checks before applying).
+LOTUS_DETAIL_API bool trigger_valid(const char* text, std::size_t size) noexcept;
 
 /// NVTX ranges for lotus's spans (LOTUS_NVTX; lotus/detail/nvtx.hpp). Each is a no-op, and
 /// nvtx_push/nvtx_start return false/0, while NVTX is off or not compiled in. A pushed range is

@@ -382,7 +382,7 @@ class Options(unittest.TestCase):
 
     def test_table_parsed(self):
         rows = option_rows()
-        self.assertEqual(len(rows), 20)
+        self.assertEqual(len(rows), 23)
         self.assertIn(("flush_interval", "LOTUS_FLUSH_INTERVAL_MS", "uint", "100"), rows)
         self.assertIn((None, "LOTUS_COLLECTOR", "choice", "auto"), rows)
 

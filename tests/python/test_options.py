@@ -126,6 +126,8 @@ ENV_CASES = [
     ("LOTUS_MIN_FREE_BYTES", "-1", "an integer from 0 to 4611686018427387904", "max(1 GiB, 5 %)"),
     ("LOTUS_NVTX", "2", "0|false|no|off|1|true|yes|on", "0"),
     ("LOTUS_ITT", "sure", "0|false|no|off|1|true|yes|on", "0"),
+    ("LOTUS_FLIGHT", "4s", "an integer from 0 to 86400", "0 (off)"),
+    ("LOTUS_FLIGHT_BYTES", "100", "an integer from 4096 to 4611686018427387904", "64 MiB"),
 ]
 
 

@@ -558,3 +558,38 @@ TEST_CASE("straggler: robust per-op comparison of many ranks", "[tool][stats][st
     REQUIRE(a->metric == "wait share");
   }
 }
+
+TEST_CASE("a capture's sidecar line: why, when, the window; hostile reasons print escaped",
+          "[tool][dir][flight]") {
+  trace_dir d;
+  std::istringstream in(
+      "lotus-meta 1\npid 100\nppid 1\nprefix rt\nthread 100 main\n"
+      "capture 20261125T221530Z-100-1 1795645000500000000 1795644997000000000 "
+      "1795645001000000000 0 wait>800ms: SBatchWait_17 waited 1502 ms\nstats 9 9 0 0\n");
+  parse_sidecar(in, "meta", d);
+  REQUIRE(d.warnings.empty());
+  const capture_meta* c = d.capture();
+  REQUIRE(c != nullptr);
+  CHECK(c->id == "20261125T221530Z-100-1");
+  CHECK(c->trigger_ns == 1795645000500000000u);
+  CHECK(c->start_ns == 1795644997000000000u);
+  CHECK(c->end_ns == 1795645001000000000u);
+  CHECK(c->pid == 0);
+  CHECK(c->reason == "wait>800ms: SBatchWait_17 waited 1502 ms");
+  CHECK(utc_text(1795645000500000000u) == "2026-11-25 22:16:40.500 UTC");
+  CHECK(capture_text(*c) ==
+        "wait>800ms: SBatchWait_17 waited 1502 ms; triggered at 2026-11-25 22:16:40.500 UTC "
+        "(3.500 s into the 4.000 s window)");
+  capture_meta hostile = *c;
+  hostile.reason = "a\x1b[2Jb";
+  CHECK(capture_text(hostile).rfind("a\\x1b[2Jb; ", 0) == 0);
+
+  trace_dir plain;  // no capture line: not a capture
+  std::istringstream p("lotus-meta 1\npid 7\nstats 1 1 0 0\n");
+  parse_sidecar(p, "meta", plain);
+  CHECK(plain.capture() == nullptr);
+  trace_dir broken;  // a malformed line is no capture (and warned about)
+  std::istringstream b("lotus-meta 1\npid 7\ncapture x 1 2\n");
+  parse_sidecar(b, "meta", broken);
+  CHECK(broken.capture() == nullptr);
+}

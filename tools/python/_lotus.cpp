@@ -517,8 +517,9 @@ void configure(std::optional<std::string> log_file, std::optional<bool> enabled,
                std::optional<std::uint64_t> ring_capacity, std::optional<std::uint64_t> flush_ms,
                std::optional<std::string> overflow, std::optional<std::string> clock,
                std::optional<bool> nvtx, std::optional<bool> itt,
-               std::optional<std::uint64_t> max_bytes,
-               std::optional<std::uint64_t> min_free_bytes) {
+               std::optional<std::uint64_t> max_bytes, std::optional<std::uint64_t> min_free_bytes,
+               std::optional<std::uint64_t> flight, std::optional<std::uint64_t> flight_bytes,
+               std::optional<std::string> trigger) {
   lotus::options o;
   o.nvtx = nvtx;
   o.itt = itt;
@@ -549,6 +550,16 @@ void configure(std::optional<std::string> log_file, std::optional<bool> enabled,
   }
   if (max_bytes) o.max_bytes = option_u64(opt::max_bytes, *max_bytes);
   if (min_free_bytes) o.min_free_bytes = option_u64(opt::min_free_bytes, *min_free_bytes);
+  if (flight) o.flight = option_u64(opt::flight, *flight);
+  if (flight_bytes) o.flight_bytes = option_u64(opt::flight_bytes, *flight_bytes);
+  if (trigger) {
+    if (!lotus::detail::trigger_valid(trigger->data(), trigger->size())) {
+      throw py::value_error("lotus.configure: trigger='" + *trigger +
+                            "' (expected wait>DURATION and/or waitshare>P%/DURATION, "
+                            "comma-separated, DURATION such as 800ms or 10s)");
+    }
+    o.trigger = std::move(trigger);
+  }
   lotus::configure(o);
 }
 
@@ -609,7 +620,15 @@ PYBIND11_MODULE(_lotus, m) {
   m.def("_configure", &configure, py::arg("log_file"), py::arg("enabled"), py::arg("ring_capacity"),
         py::arg("flush_interval_ms"), py::arg("overflow"), py::arg("clock"),
         py::arg("nvtx") = py::none(), py::arg("itt") = py::none(),
-        py::arg("max_bytes") = py::none(), py::arg("min_free_bytes") = py::none());
+        py::arg("max_bytes") = py::none(), py::arg("min_free_bytes") = py::none(),
+        py::arg("flight") = py::none(), py::arg("flight_bytes") = py::none(),
+        py::arg("trigger") = py::none());
+  m.def(
+      "capture", [](const std::string& reason) { return lotus::capture(reason); },
+      py::arg("reason") = "lotus.capture", py::call_guard<py::gil_scoped_release>(),
+      "Flight mode (LOTUS_FLIGHT): ask every process tracing into this trace directory for a\n"
+      "capture of its last LOTUS_FLIGHT seconds (DIR/capture-<id>/); returns at once, False when\n"
+      "flight mode is off.");
   m.def("_option_table", &option_table,
         "The run-time option table (lotus/detail/option_table.hpp): (field, env, kind, min, max, "
         "default, default_text, choices, expected, doc) per option.");

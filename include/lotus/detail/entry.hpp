@@ -46,6 +46,10 @@ LOTUS_DETAIL_API void api_configure(const options& opts);
 LOTUS_DETAIL_API void api_flush() noexcept;
 LOTUS_DETAIL_API void api_shutdown() noexcept;
 LOTUS_DETAIL_API trace_stats api_stats() noexcept;
+/// Flight mode: ask every process tracing into the directory for a capture (flight.hpp).
+LOTUS_DETAIL_API bool api_capture(const char* reason, std::size_t size) noexcept;
+/// Whether `text` is a valid LOTUS_TRIGGER value (Python's configure checks before applying).
+LOTUS_DETAIL_API bool trigger_valid(const char* text, std::size_t size) noexcept;
 
 /// NVTX ranges for lotus's spans (LOTUS_NVTX; lotus/detail/nvtx.hpp). Each is a no-op, and
 /// nvtx_push/nvtx_start return false/0, while NVTX is off or not compiled in. A pushed range is

@@ -82,6 +82,9 @@ enum class opt : unsigned {
   map_warmup,
   map_count,
   map_gap_ms,
+  flight,
+  flight_bytes,
+  trigger,
   count_
 };
 
@@ -131,6 +134,13 @@ inline constexpr option_desc option_table[] = {
    0, "executions profiled after the warm-up"},
   {nullptr, "LOTUS_MAP_GAP_MS", option_kind::uint, 0, 3600000, 0, nullptr, nullptr, 0,
    "sleep before each profiled execution, in ms"},
+  {"flight", "LOTUS_FLIGHT", option_kind::uint, 0, 86400, 0, nullptr, "0 (off)", 0,
+   "flight recorder: keep the last SECONDS in memory, write them as a capture on a trigger"},
+  {"flight_bytes", "LOTUS_FLIGHT_BYTES", option_kind::bytes, 4096, option_bytes_max,
+   std::uint64_t{64} << 20, nullptr, "64 MiB", 0,
+   "flight mode: most record bytes one process keeps; beyond, oldest dropped (counted)"},
+  {"trigger", "LOTUS_TRIGGER", option_kind::path, 0, 0, 0, nullptr, "\xe2\x80\x94", 0,
+   "flight mode: automatic captures: wait>DURATION, waitshare>P%/DURATION, comma-separated"},
 };
 // clang-format on
 static_assert(sizeof option_table / sizeof option_table[0] == static_cast<unsigned>(opt::count_),

@@ -116,6 +116,10 @@ class runtime {
   LOTUS_DETAIL_NOINLINE inline void push_slow(const record_site* loc, std::uint64_t t0,
                                               std::uint64_t t1, std::uint64_t idx) noexcept;
   std::uint64_t writer_cpu_ns() const noexcept { return writer_.cpu_ns(); }
+  bool capture(std::string_view reason) noexcept {
+    const busy_guard busy;
+    return writer_.ask_capture(reason);
+  }
   /// Run-time name lookups that found the name table full (recorded under pooled_name).
   std::uint64_t pooled_names() noexcept {
     const busy_guard busy;
@@ -240,6 +244,7 @@ LOTUS_DETAIL_COLD inline void runtime::apply_locked(const options& o) noexcept {
   block_.store(set_.overflow == overflow_policy::block, std::memory_order_relaxed);
   writer_.set_budget(set_.max_bytes, set_.min_free);
   writer_.retarget(set_.log_file, set_.flush_interval_ms);
+  writer_.set_flight(set_.flight);
   const bool on = set_.enabled && !set_.log_file.empty();
   if (set_.nvtx && !nvtx_compiled()) {
     diag(topic::nvtx,
@@ -580,7 +585,8 @@ LOTUS_DETAIL_COLD inline void runtime::fork_child() noexcept {
   fresh->writer_.set_stats_source(&own_stats);
   fresh->writer_.set_budget(old->set_.max_bytes, old->set_.min_free);
   fresh->writer_.retarget(old->set_.log_file, old->set_.flush_interval_ms);
-  old->interned_.move_to(fresh->interned_);  // interned locations must stay valid
+  fresh->writer_.set_flight(old->set_.flight);  // an empty window; the same control file
+  old->interned_.move_to(fresh->interned_);     // interned locations must stay valid
   fresh->parent_ = old;  // the parent's runtime and rings stay allocated (and reachable)
   g_runtime = fresh;
   g_runtime_ready.store(fresh, std::memory_order_release);
@@ -616,6 +622,16 @@ LOTUS_DETAIL_API void api_flush() noexcept {
 
 LOTUS_DETAIL_API void api_shutdown() noexcept {
   if (g_mode.load(std::memory_order_relaxed) != mode_uninit) runtime::get().shutdown();
+}
+
+LOTUS_DETAIL_API bool api_capture(const char* reason, std::size_t size) noexcept {
+  if (g_mode.load(std::memory_order_relaxed) < mode_tsc) return false;
+  return runtime::get().capture(std::string_view(reason, size));
+}
+
+LOTUS_DETAIL_API bool trigger_valid(const char* text, std::size_t size) noexcept {
+  flight_settings s;
+  return flight_parse_triggers(std::string_view(text, size), s);
 }
 
 LOTUS_DETAIL_API trace_stats api_stats() noexcept {

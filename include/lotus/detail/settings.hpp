@@ -6,11 +6,13 @@
 
 #include <cstddef>      // size_t
 #include <cstdint>      // uint64_t
+#include <cstdlib>      // getenv
 #include <string_view>  // string_view
 
 #include "lotus/config.hpp"
 #include "lotus/detail/diagnostics.hpp"
 #include "lotus/detail/env.hpp"
+#include "lotus/detail/flight.hpp"
 #include "lotus/detail/option_table.hpp"
 #include "lotus/detail/text.hpp"
 #include "lotus/options.hpp"
@@ -35,7 +37,19 @@ struct settings {
   std::uint64_t min_free = min_free_default;  // min_free_default: max(1 GiB, 5 %)
   bool nvtx = false;
   bool itt = false;
+  flight_settings flight;  // window_ns 0: flight mode off
 };
+
+/// LOTUS_TRIGGER / options::trigger into `out`; a malformed value: one message, no trigger.
+LOTUS_DETAIL_COLD inline void parse_trigger_setting(const char* source, std::string_view v,
+                                                    flight_settings& out) noexcept {
+  if (flight_parse_triggers(v, out)) return;
+  out.wait_ns = out.share_permille = out.share_window_ns = 0;
+  diag_config(
+      "ignoring %s='%.*s' (expected wait>DURATION and/or waitshare>P%%/DURATION, "
+      "comma-separated, DURATION such as 800ms or 10s); no automatic capture",
+      source, static_cast<int>(v.size() < 200 ? v.size() : 200), v.data());
+}
 
 /// A trace prefix as lotus uses it, or false (one warning) when it cannot be used: control
 /// characters are refused (a newline would split file names and sidecar lines); a directory
@@ -94,6 +108,9 @@ struct env_settings {
   std::uint64_t max_bytes = 0, min_free = 0;
   bool nvtx = false;
   bool itt = false;
+  bool has_flight = false, has_flight_bytes = false, has_trigger = false;
+  std::uint64_t flight_s = 0, flight_bytes = 0;
+  flight_settings trigger;  // its wait_ns/share fields
   bool enabled = true;
   std::size_t ring_capacity = 0;
   std::uint64_t flush_interval_ms = 0;
@@ -123,6 +140,12 @@ struct env_settings {
     has_min_free = env_option_u64(opt::min_free_bytes, min_free);
     nvtx = env_option_flag(opt::nvtx) > 0;
     itt = env_option_flag(opt::itt) > 0;
+    has_flight = env_option_u64(opt::flight, flight_s);
+    has_flight_bytes = env_option_u64(opt::flight_bytes, flight_bytes);
+    if (const char* v = std::getenv(option_of(opt::trigger).env)) {
+      has_trigger = true;
+      parse_trigger_setting(option_of(opt::trigger).env, v, trigger);
+    }
   }
 };
 
@@ -162,6 +185,25 @@ LOTUS_DETAIL_COLD inline void merge_settings(const options& o, const env_setting
   }
   s.nvtx = o.nvtx ? *o.nvtx : env.nvtx;
   s.itt = o.itt ? *o.itt : env.itt;
+  std::uint64_t secs = env.has_flight ? env.flight_s : 0;
+  if (o.flight && option_check_u64(opt::flight, *o.flight, secs)) secs = *o.flight;
+  s.flight = flight_settings{};
+  s.flight.window_ns = secs * 1000000000u;
+  s.flight.max_bytes = env.has_flight_bytes ? env.flight_bytes : flight_bytes_default;
+  if (o.flight_bytes && option_check_u64(opt::flight_bytes, *o.flight_bytes, s.flight.max_bytes)) {
+    s.flight.max_bytes = *o.flight_bytes;
+  }
+  if (o.trigger) {
+    parse_trigger_setting("options::trigger", *o.trigger, s.flight);
+  } else if (env.has_trigger) {
+    s.flight.wait_ns = env.trigger.wait_ns;
+    s.flight.share_permille = env.trigger.share_permille;
+    s.flight.share_window_ns = env.trigger.share_window_ns;
+  }
+  // An automatic capture's window ends a few writer cycles after its trigger: the workers'
+  // records of the slow batch (and the wait itself) reach every window first.
+  const std::uint64_t margin = 3 * s.flush_interval_ms * 1000000u;
+  s.flight.margin_ns = margin < 200000000u ? 200000000u : margin;
 }
 
 }  // namespace detail

@@ -27,6 +27,8 @@ struct test_hooks {
   static inline std::atomic<std::uint64_t> max_creates_while_full{0};
   /// LOTUS_SCOPE_DYNAMIC lookups that missed the thread's name cache (took the intern lock).
   static inline std::atomic<std::uint64_t> dynamic_misses{0};
+  /// The most bytes the flight recorder's window held (LOTUS_FLIGHT_BYTES bounds it).
+  static inline std::atomic<std::uint64_t> flight_max_held{0};
 };
 
 }  // namespace detail

@@ -164,14 +164,37 @@ class trace_files {
   /// `lines` are on disk; the rest are lost and reported (once per cause).
   std::uint64_t write(thread_state& t, bool main_file, const char* data, std::size_t n,
                       std::uint64_t lines) {
-    file_slot& s = main_file ? t.main : t.worker;
+    return write_slot(main_file ? t.main : t.worker, t.tid, main_file, data, n, lines);
+  }
+
+  /// write() for a file slot of thread `tid` held elsewhere (a flight-recorder capture, whose
+  /// threads may have exited); `s` must stay at its address until close_all().
+  std::uint64_t write_slot(file_slot& s, std::uint64_t tid, bool main_file, const char* data,
+                           std::size_t n, std::uint64_t lines) {
     if (disabled_ || s.state == file_slot::refused) return 0;
-    if (s.state == file_slot::none) recall(file_key(t.tid, main_file ? kind_main : kind_worker), s);
+    if (s.state == file_slot::none) recall(file_key(tid, main_file ? kind_main : kind_worker), s);
     const int kind = main_file ? kind_main : kind_worker;
     if (s.fd >= 0 && !still_ours(s)) drop_fd(s);  // the host closed it: reopen by name, checked
-    if (s.fd < 0 && !acquire(s, kind, t.tid)) return 0;
+    if (s.fd < 0 && !acquire(s, kind, tid)) return 0;
     s.last_use = ++clock_;
-    return append_lines(s, data, n, lines, kind, t.tid);
+    return append_lines(s, data, n, lines, kind, tid);
+  }
+
+  /// The trace directory (the prefix up to its last '/'), and making it (as a first file would).
+  const text& dir() const noexcept { return dir_; }
+  void make_dir() noexcept { make_dirs(); }
+  /// The budget's settings and the byte count it charges (a capture shares them).
+  std::uint64_t max_bytes() const noexcept { return max_bytes_.load(std::memory_order_relaxed); }
+  std::uint64_t min_free() const noexcept { return min_free_.load(std::memory_order_relaxed); }
+  std::atomic<std::uint64_t>* byte_counter() const noexcept { return bytes_; }
+
+  /// `n` bytes lotus writes elsewhere (the flight recorder's control file), charged to the
+  /// budget: false (nothing charged) when they do not fit.
+  bool charge(std::size_t n) noexcept {
+    const grant g = budget_take(n, false, true);
+    const bool fits = g.bytes == n;
+    budget_settle(g, fits ? n : 0);
+    return fits;
   }
 
   /// Appends sidecar lines, creating `.<base>.lotus-meta_<pid>` first (with `header`) in a new

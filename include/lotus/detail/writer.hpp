@@ -19,6 +19,7 @@
 #include "lotus/detail/calibration.hpp"
 #include "lotus/detail/clock.hpp"
 #include "lotus/detail/diagnostics.hpp"
+#include "lotus/detail/flight.hpp"
 #include "lotus/detail/intern.hpp"
 #include "lotus/detail/ledger.hpp"
 #include "lotus/detail/record_name.hpp"
@@ -201,6 +202,26 @@ class trace_writer {
 
   bool running() const noexcept { return running_.load(std::memory_order_acquire); }
 
+  // ---- flight recorder (flight.hpp): LOTUS_FLIGHT keeps records in memory until a capture -----
+  /// Applied at the writer's next cycle.
+  void set_flight(const flight_settings& s) noexcept {
+    const sync_hold lk(mu_);
+    flight_next_ = s;
+    flight_changed_ = true;
+  }
+  /// lotus::capture(): false when flight mode is off (nothing to capture).
+  LOTUS_DETAIL_COLD bool ask_capture(std::string_view reason) noexcept {
+    const sync_hold lk(mu_);
+    if (flight_next_.window_ns == 0 || !thread_started_) return false;
+    if (asks_ == max_asks) return true;  // as many already asked this cycle: one of them serves
+    text& r = ask_reason_[asks_];
+    r.clear();
+    r.add(reason.substr(0, 180));
+    ask_ns_[asks_++] = realtime_ns();
+    cv_.notify_all();
+    return true;
+  }
+
   /// A thread's ring is full: drain soon. Lock-free (callable from a thread that holds no lock
   /// and from a signal handler's push); the writer also wakes on its own twice per interval.
   void nudge() noexcept {
@@ -282,6 +303,7 @@ class trace_writer {
     mu_.unlock();
     cycle_mu_.unlock();
     files_.close_all(parent_threads);
+    flight_.fork_child();
   }
 
  private:
@@ -359,6 +381,12 @@ class trace_writer {
 
   void flush_resource_lines() noexcept {
     if (res_lines_.empty()) return;
+    if (flight_.on()) {  // kept with the records, for a capture's sidecar
+      flight_.keep(0, "", flight_recorder::chunk_sidecar, res_lines_.c_str(), res_lines_.size(), 0,
+                   0, realtime_ns());
+      res_lines_ = text();
+      return;
+    }
     flush_thread_lines();  // a thread's `thread` line before its figures
     sidecar(res_lines_);
     res_lines_ = text();
@@ -395,6 +423,7 @@ class trace_writer {
   }
 
   void sidecar(const text& lines, bool final = false) noexcept {
+    if (flight_.on()) return;  // flight mode: the sidecars go into captures (flight.hpp)
     if (!discard_ && !files_.disabled()) files_.write_sidecar(sidecar_header(), lines, final);
   }
 
@@ -456,6 +485,7 @@ class trace_writer {
     if (reopen) {
       last_stats_.clear();  // a new prefix gets its own sidecar, with a stats line
       files_.start(std::string_view(cycle_prefix_.c_str(), cycle_prefix_.size()), cycle_threads_);
+      flight_.reset(realtime_ns());  // the window belongs to the old directory
     }
     discard_ = files_.disabled();
     busy_ = false;
@@ -477,6 +507,10 @@ class trace_writer {
     flush_thread_lines();
     flush_resource_lines();
     if (stats && stats_source_ != nullptr && files_.has_sidecar()) write_stats(final);
+    if (flight_.on()) {
+      flight_.cycle(
+          files_, [this] { return sidecar_header(); }, realtime_ns(), final);
+    }
     threads_.release(cycle_finished_);
     cpu_ns_.fetch_add(clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0, std::memory_order_relaxed);
   }
@@ -526,6 +560,15 @@ class trace_writer {
       const bool reopen = reopen_;
       reopen_ = false;
       if (reopen) cycle_prefix_ = prefix_;
+      if (flight_changed_) {
+        flight_changed_ = false;
+        flight_.apply(flight_next_, realtime_ns());
+        watch_waits_ = flight_.on() && flight_.watching();
+      }
+      for (unsigned i = 0; i < asks_; ++i) {
+        flight_.ask(std::string_view(ask_reason_[i].c_str(), ask_reason_[i].size()), ask_ns_[i]);
+      }
+      asks_ = 0;
       mu_.unlock();
 
       cycle(reopen, req != flush_done_ || stopping, urgent, stopping);
@@ -563,7 +606,13 @@ class trace_writer {
   text prefix_;                  // (mu)
   std::uint64_t interval_ms_ = LOTUS_DEFAULT_FLUSH_INTERVAL_MS;  // (mu)
   std::uint64_t flush_req_ = 0, flush_done_ = 0;                 // (mu)
-  tick_converter conv_;  // (mu) re-anchored by the writer each cycle
+  flight_settings flight_next_;                                  // (mu)
+  bool flight_changed_ = false;                                  // (mu)
+  static constexpr unsigned max_asks = 4;
+  text ask_reason_[max_asks];            // (mu) lotus::capture() calls since the last cycle
+  std::uint64_t ask_ns_[max_asks] = {};  // (mu)
+  unsigned asks_ = 0;                    // (mu)
+  tick_converter conv_;                  // (mu) re-anchored by the writer each cycle
   text sidecar_info_;
   trace_stats (*stats_source_)() = nullptr;
 
@@ -584,6 +633,8 @@ class trace_writer {
   ptr_list<thread_state> cycle_threads_, cycle_finished_, urgent_threads_;
   epoch_formatter epoch_;
   label_table labels_;
+  flight_recorder flight_;    // the window, triggers and captures of flight mode
+  bool watch_waits_ = false;  // a wait trigger is set: format() shows it each SBatchWait
 };
 
 // ---- per-record work --------------------------------------------------------------------------
@@ -608,6 +659,12 @@ inline void trace_writer::format(const event& e, out_buffer& out) noexcept {
     const std::uint64_t end = conv_.to_ns(e.t1);
     dur = end > start ? end - start : 0;
   }
+  // The flight recorder's wait triggers see each SBatchWait (the only main, indexed record whose
+  // duration is measured).
+  if (LOTUS_DETAIL_UNLIKELY(watch_waits_) &&
+      (flags & (flag_main | flag_indexed | flag_fixed_1us)) == (flag_main | flag_indexed)) {
+    flight_.observe_wait(start, dur, e.idx);
+  }
   p = epoch_(p, start);
   *p++ = ',';
   p = write_u64(p, dur);
@@ -619,6 +676,16 @@ inline void trace_writer::format(const event& e, out_buffer& out) noexcept {
 
 void trace_writer::write_out(thread_state& t, out_buffer& buf, bool main_file) noexcept {
   if (buf.size() == 0) return;
+  if (flight_.on()) {  // flight mode: into the window, not a file (flight.hpp)
+    if (discard_ ||
+        !flight_.keep(t.tid, t.name,
+                      main_file ? flight_recorder::chunk_main : flight_recorder::chunk_worker,
+                      buf.data(), buf.size(), buf.count, buf.sanitized, realtime_ns())) {
+      discarded_.fetch_add(buf.count, std::memory_order_relaxed);
+    }
+    buf.clear();
+    return;
+  }
   const std::uint64_t on_disk =
       discard_ ? 0 : files_.write(t, main_file, buf.data(), buf.size(), buf.count);
   written_.fetch_add(on_disk, std::memory_order_relaxed);

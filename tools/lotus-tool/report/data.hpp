@@ -17,6 +17,7 @@
 #include "trace/causes.hpp"
 #include "trace/record.hpp"
 #include "trace/stats_engine.hpp"
+#include "trace/trace_dir.hpp"
 
 namespace lotus_tool {
 
@@ -215,7 +216,8 @@ struct report_data {
   std::string window;  ///< the part of the run shown (--epoch, --from/--to, --ops); empty: all
   std::uint64_t files = 0, worker_files = 0, main_files = 0;
   std::uint64_t skipped_lines = 0;
-  std::vector<std::string> hosts;  ///< distinct sidecar hosts
+  std::vector<std::string> hosts;       ///< distinct sidecar hosts
+  std::optional<capture_meta> capture;  ///< a flight-recorder capture: why and when
 
   /// Statistics with stats_options::keep_points (the per-batch charts read the points).
   stats_result stats;

@@ -463,6 +463,11 @@ void write_timeline(json_writer& w, const report_data& d) {
   w.num(static_cast<double>(static_cast<std::int64_t>(t.start_ns - d.origin_ns)) / 1e9);
   w.raw(",\"grouping\":");
   w.str(t.grouping);
+  if (d.capture) {  // the trigger of a capture, on the timeline's axis
+    w.raw(",\"capture_s\":");
+    w.num(static_cast<double>(static_cast<std::int64_t>(d.capture->trigger_ns - d.origin_ns)) /
+          1e9);
+  }
   w.raw(",\"threads\":");
   w.uint(t.threads());
   w.raw(",\"rows\":[");
@@ -724,7 +729,12 @@ void write_report_page(const report_data& d, output_file& out) {
   if (!d.window.empty()) o += " &middot; window: " + h(d.window);
   if (d.skipped_lines)
     o += " &middot; " + std::to_string(d.skipped_lines) + " malformed lines skipped";
-  o += " &middot; lotus-tool " LOTUS_VERSION_STRING "</p>\n<div id=\"lotus-errors\"></div>\n";
+  o += " &middot; lotus-tool " LOTUS_VERSION_STRING "</p>\n";
+  if (d.capture) {  // a flight-recorder capture: why and when (the timeline marks the trigger)
+    o += "<p class=\"capture\"><b>Flight-recorder capture</b> " + h(d.capture->id) + ": " +
+         h(capture_text(*d.capture)) + ". The dashed line on the timeline marks the trigger.</p>\n";
+  }
+  o += "<div id=\"lotus-errors\"></div>\n";
   o += findings_html(d);
   o += ranks_html(d);
   o += baseline_html(d);

@@ -431,6 +431,7 @@ void read_report(const report_args& a, report_data& rd) {
   rd.files = dir.files.size();
   for (const auto& f : dir.files) (f.kind == file_kind::worker ? rd.worker_files : rd.main_files)++;
   rd.hosts = dir.hosts();
+  if (const capture_meta* c = dir.capture()) rd.capture = *c;
   rd.clock_note = cross_host_clock_note(dir);
   rd.causes = compute_causes(dir);
   rd.cause_batches = dir.batch_res;

@@ -93,6 +93,14 @@ nlohmann::json to_json(const stats_result& r, const trace_dir& dir, const record
                 {"epochs", r.epochs}};
   j["trace"]["hosts"] = dir.hosts();
   if (!win.description.empty()) j["trace"]["window"] = win.description;
+  if (const capture_meta* c = dir.capture()) {
+    j["trace"]["capture"] = {{"id", c->id},
+                             {"reason", c->reason},
+                             {"trigger_ns", c->trigger_ns},
+                             {"window_start_ns", c->start_ns},
+                             {"window_end_ns", c->end_ns},
+                             {"pid_filter", c->pid}};
+  }
   if (dir.sources.size() > 1) {
     auto& dirs = j["trace"]["dirs"] = nlohmann::json::array();
     for (const auto& s : dir.sources) dirs.push_back({{"path", s.path}, {"label", s.label}});
@@ -358,6 +366,9 @@ std::string to_text(const stats_result& r, const trace_dir& dir, const record_fi
                static_cast<unsigned long long>(r.skipped_lines));
   }
   if (!win.description.empty()) append_fmt(out, "\nWindow: %s", win.description.c_str());
+  if (const capture_meta* c = dir.capture()) {
+    out += "\nFlight-recorder capture " + printable(c->id) + ": " + capture_text(*c);
+  }
   out += "\n\nPer-op elapsed time (ms), worker files, SBatch* excluded:\n";
   append_fmt(out, "%-28s %10s %10s %10s %10s %10s %8s %8s\n", "op", "count", "mean", "p50", "p90",
              "p99", "<10ms", "<100us");

@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -39,6 +40,32 @@ const thread_meta* trace_dir::thread(std::uint64_t tid, const std::string& host)
 std::uint64_t trace_dir::pid_of(std::uint64_t tid) const {
   const thread_meta* t = thread(tid);
   return t != nullptr ? t->pid : tid;
+}
+
+std::string utc_text(std::uint64_t ns) {
+  const auto secs = static_cast<time_t>(ns / 1000000000u);
+  struct tm tm {};
+  if (gmtime_r(&secs, &tm) == nullptr) return std::to_string(ns) + " ns";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02d %02d:%02d:%02d.%03u UTC", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                static_cast<unsigned>(ns % 1000000000u / 1000000u));
+  return buf;
+}
+
+std::string capture_text(const capture_meta& c) {
+  char buf[160];
+  const double into = c.trigger_ns >= c.start_ns ? double(c.trigger_ns - c.start_ns) / 1e9 : 0.0;
+  const double len = c.end_ns >= c.start_ns ? double(c.end_ns - c.start_ns) / 1e9 : 0.0;
+  std::snprintf(buf, sizeof buf, " (%.3f s into the %.3f s window)", into, len);
+  return printable(c.reason) + "; triggered at " + utc_text(c.trigger_ns) + buf;
+}
+
+const capture_meta* trace_dir::capture() const {
+  for (const auto& p : processes) {
+    if (p.second.capture) return &*p.second.capture;
+  }
+  return nullptr;
 }
 
 std::vector<std::string> trace_dir::hosts() const {
@@ -115,6 +142,14 @@ class sidecar_parser {
       if (read_u(ls, key, tid) && read_u(ls, key, n)) {
         auto& t = proc_.resources[tid];
         t.lost = std::max(t.lost, n);  // a running count: the last line is the total
+      }
+    } else if (key == "capture") {
+      capture_meta c;
+      if (ls >> c.id && read_u(ls, key, c.trigger_ns) && read_u(ls, key, c.start_ns) &&
+          read_u(ls, key, c.end_ns) && read_u(ls, key, c.pid)) {
+        std::getline(ls, c.reason);
+        if (!c.reason.empty() && c.reason[0] == ' ') c.reason.erase(0, 1);
+        proc_.capture = std::move(c);
       }
     } else if (key == "stats") {
       std::uint64_t v[4] = {};
@@ -296,6 +331,7 @@ class sidecar_parser {
     if (!p.clock_start.have) p.clock_start = proc.clock_start;
     if (proc.clock_exit.have) p.clock_exit = proc.clock_exit;
     p.has_stats = p.has_stats || proc.has_stats;
+    if (!p.capture) p.capture = proc.capture;
     for (const auto& t : proc.resources) p.resources[t.first].add(t.second);
     p.recorded += proc.recorded;
     p.written += proc.written;

@@ -96,6 +96,21 @@ struct batch_resources {
   resource_totals r;  ///< batches = 1
 };
 
+/// A flight-recorder capture (the sidecar's `capture` line, FORMAT.md §5): why and when it was
+/// taken, and the window each process wrote.
+struct capture_meta {
+  std::string id;
+  std::uint64_t trigger_ns = 0;            ///< the triggering event (a wait's end) or the request
+  std::uint64_t start_ns = 0, end_ns = 0;  ///< the window
+  std::uint64_t pid = 0;                   ///< the request's pid filter (0: every process)
+  std::string reason;
+};
+
+/// `2026-11-25 22:06:32.123 UTC` for epoch nanoseconds.
+std::string utc_text(std::uint64_t ns);
+/// One line on a capture: `<reason>; triggered at <UTC> (<s> s into the <s> s window)`.
+std::string capture_text(const capture_meta& c);
+
 /// From one `.<prefix>.lotus-meta_<pid>` sidecar (or several with the same pid and host: a
 /// reused directory; their stats are summed).
 struct process_meta {
@@ -111,6 +126,7 @@ struct process_meta {
   std::uint64_t recorded = 0, written = 0, dropped = 0, sanitized = 0;
   std::vector<std::string> sidecars;                   ///< labels (paths) of the sidecars read
   std::map<std::uint64_t, resource_totals> resources;  ///< tid -> its `batchres` sums
+  std::optional<capture_meta> capture;                 ///< the sidecar of a capture
 };
 
 constexpr std::size_t k_max_batch_resources = 65536;
@@ -139,6 +155,8 @@ struct trace_dir {
   const thread_meta* thread(std::uint64_t tid, const std::string& host) const;
   /// Process id of a file's writer: the sidecar's mapping, else the id from the file name.
   std::uint64_t pid_of(std::uint64_t tid) const;
+  /// The capture this directory is (the first process's `capture` line), or nullptr.
+  const capture_meta* capture() const;
   /// The distinct non-empty hosts of the sidecars, sorted.
   std::vector<std::string> hosts() const;
   /// A file's path: its directory (sources[f.source]) and its name. Built on demand rather than

@@ -20,7 +20,7 @@ import functools as _functools
 import os as _os
 
 from . import _lotus
-from ._lotus import BatchTracker, flush, map_region, nvtx_compiled, scope, shutdown
+from ._lotus import BatchTracker, capture, flush, map_region, nvtx_compiled, scope, shutdown
 from ._lotus import tracing_enabled
 from ._lotus import collector
 
@@ -33,6 +33,7 @@ __all__ = [
     "itt_active",
     "itt_collector_path",
     "TraceStats",
+    "capture",
     "collector",
     "configure",
     "flush",
@@ -143,7 +144,7 @@ def _check_choice(name, value):
 
 def configure(log_file=_UNSET, *, enabled=None, ring_capacity=None, flush_interval=None,
               overflow=None, clock=None, nvtx=None, itt=None, max_bytes=None,
-              min_free_bytes=None):
+              min_free_bytes=None, flight=None, flight_bytes=None, trigger=None):
     """Apply options to this process; unset options fall back to the environment, then defaults.
 
     As the C++ ``lotus::configure``, each call replaces the options of the previous one (pass
@@ -195,10 +196,20 @@ def configure(log_file=_UNSET, *, enabled=None, ring_capacity=None, flush_interv
         opts["max_bytes"] = _check_int("max_bytes", max_bytes)
     if min_free_bytes is not None:
         opts["min_free_bytes"] = _check_int("min_free_bytes", min_free_bytes)
+    if flight is not None:
+        opts["flight"] = _check_int("flight", flight)
+    if flight_bytes is not None:
+        opts["flight_bytes"] = _check_int("flight_bytes", flight_bytes)
+    if trigger is not None:
+        if not isinstance(trigger, str):
+            raise TypeError("lotus.configure: trigger must be a str, not "
+                            f"{type(trigger).__name__}")
+        opts["trigger"] = trigger
     _lotus._configure(opts.get("log_file"), opts.get("enabled"), opts.get("ring_capacity"),
                       opts.get("flush_interval"), opts.get("overflow"), opts.get("clock"),
                       opts.get("nvtx"), opts.get("itt"), opts.get("max_bytes"),
-                      opts.get("min_free_bytes"))
+                      opts.get("min_free_bytes"), opts.get("flight"), opts.get("flight_bytes"),
+                      opts.get("trigger"))
     _last_options.clear()
     _last_options.update(opts)
 

@@ -15,7 +15,7 @@
   var D = JSON.parse(document.getElementById('lotus-data').textContent);
   var palette = ['#1f77b4', '#ff7f0e', '#2ca02c', '#9467bd', '#8c564b', '#e377c2', '#7f7f7f',
                  '#bcbd22', '#17becf', '#d62728'];
-  var WORKER = '#1f77b4', WAIT = '#d62728', MARKER = '#2ca02c';
+  var WORKER = '#1f77b4', WAIT = '#d62728', MARKER = '#2ca02c', TRIGGER = '#111111';
 
   // 1234.5 -> "1,234.5"; a duration in ns -> "1 ms", "100 µs", "10 s".
   function num(v, digits) {
@@ -181,16 +181,34 @@
     T.rows.forEach(function (r, i) {
       if (r.markers) { labels.push('m' + i); series['m' + i] = {row: i, marker: true}; hasMarkers.push(i); }
     });
+    // A flight-recorder capture: its trigger, a vertical line drawn over the rows (last series).
+    var trigger = typeof T.capture_s === 'number';
+    if (trigger) { labels.push('trigger'); series.trigger = {trigger: true}; }
     for (var k = 0; k < T.buckets; k++) {
       var row = [T.start_s + k * T.bucket_s];
       T.rows.forEach(function (r) { row.push(r.coverage[k]); });
       hasMarkers.forEach(function (i) { row.push(T.rows[i].markers[k]); });
+      if (trigger) {
+        var b0 = T.start_s + k * T.bucket_s;
+        row.push(T.capture_s >= b0 && T.capture_s < b0 + T.bucket_s ? 1 : null);
+      }
       data.push(row);
     }
     // Row i occupies the band [n - 1 - i, n - i) of the y axis; busy coverage c fills c * band.
     function base(i) { return n - 1 - i; }
     function plotter(e) {
       var s = series[e.setName], g = e.dygraph, ctx = e.drawingContext;
+      if (s.trigger) {
+        var tx = g.toDomXCoord(T.capture_s), a = e.plotArea;
+        if (tx < a.x || tx > a.x + a.w) return;
+        ctx.save();
+        ctx.strokeStyle = TRIGGER;
+        ctx.lineWidth = 2;
+        ctx.setLineDash([6, 3]);
+        ctx.beginPath(); ctx.moveTo(tx, a.y); ctx.lineTo(tx, a.y + a.h); ctx.stroke();
+        ctx.restore();
+        return;
+      }
       var y0 = g.toDomYCoord(base(s.row)), full = y0 - g.toDomYCoord(base(s.row) + band);
       e.points.forEach(function (p) {
         if (!p.yval || isNaN(p.yval)) return;
@@ -214,6 +232,7 @@
     }
     var colors = labels.slice(1).map(function (l) {
       var s = series[l];
+      if (s.trigger) return TRIGGER;
       return s.marker ? MARKER : (s.kind === 'main' ? WAIT : WORKER);
     });
     var legend = box.querySelector('.legend');
@@ -251,12 +270,15 @@
                  '<span class="tri"></span> out-of-order arrival \u00b7 bar height: busy share of each ' +
                  dur(T.bucket_s * 1e9) + ' bucket' +
                  (T.grouping !== 'thread' ? ' (rows of several threads: of their live time)' : '') +
+                 (trigger ? ' \u00b7 <span class="key" style="background:' + TRIGGER +
+                            '"></span> the capture\u2019s trigger' : '') +
                  ' \u00b7 drag to zoom, double-click to reset';
         }
         var parts = [];
         d.series.forEach(function (sd) {
           var s = series[sd.label];
           if (!sd.y) return;
+          if (s.trigger) { parts.push('the capture\u2019s trigger'); return; }
           var r = T.rows[s.row];
           var k = Math.round((d.x - T.start_s) / T.bucket_s);
           parts.push(s.marker ? esc(r.label) + ': ' + sd.y + ' out of order'

@@ -1,0 +1,734 @@
+// lotus — the flight recorder: the last seconds in memory, written as a capture on a trigger
+// SPDX-License-Identifier: MIT
+// (internal; writer thread only, except flight_append_request, which lotus-tool uses too)
+#pragma once
+
+#include <errno.h>     // errno
+#include <fcntl.h>     // open, O_*
+#include <sys/stat.h>  // fstat, lstat, mkdir
+#include <time.h>      // gmtime_r
+#include <unistd.h>    // getpid, getppid, pread, write, close
+
+#include <cstddef>      // offsetof, size_t
+#include <cstdint>      // uint64_t
+#include <cstdio>       // snprintf
+#include <cstdlib>      // malloc, free
+#include <cstring>      // memcpy, strerror
+#include <new>          // nothrow
+#include <string_view>  // string_view
+
+#include "lotus/config.hpp"
+#include "lotus/detail/clock.hpp"
+#include "lotus/detail/diagnostics.hpp"
+#include "lotus/detail/text.hpp"
+#include "lotus/detail/threads.hpp"
+#include "lotus/detail/trace_files.hpp"
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// LOTUS_FLIGHT_BYTES when unset: the formatted records one process keeps in memory.
+constexpr std::uint64_t flight_bytes_default = std::uint64_t{64} << 20;
+/// The control file in the trace directory: one `capture` request per line (FORMAT.md §7).
+constexpr const char flight_control_name[] = ".lotus-capture";
+/// The control file is not appended to beyond this (a message asks to remove it).
+constexpr std::uint64_t flight_control_max = std::uint64_t{1} << 20;
+/// Requests one process holds until their window ends; more are refused (one message).
+constexpr unsigned flight_max_pending = 16;
+/// Automatic captures one process asks for (a job that stalls all day must not fill the disk
+/// with captures); on-demand ones are not counted.
+constexpr unsigned flight_max_auto = 64;
+
+/// What flight mode does (settings from LOTUS_FLIGHT, LOTUS_FLIGHT_BYTES, LOTUS_TRIGGER).
+struct flight_settings {
+  std::uint64_t window_ns = 0;  // 0: flight mode off
+  std::uint64_t max_bytes = flight_bytes_default;
+  std::uint64_t wait_ns = 0;                              // wait>X; 0: none
+  std::uint64_t share_permille = 0, share_window_ns = 0;  // waitshare>P%/W; 0: none
+  std::uint64_t margin_ns = 300000000;                    // window end after an automatic trigger
+};
+
+/// A duration `<number><ns|us|ms|s|min>` at `s[i..]`; false when malformed.
+inline bool flight_parse_duration(std::string_view s, std::size_t& i, std::uint64_t& out) noexcept {
+  std::uint64_t v = 0;
+  const std::size_t from = i;
+  for (; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i) {
+    if (v > (std::uint64_t{1} << 40)) return false;
+    v = v * 10 + static_cast<std::uint64_t>(s[i] - '0');
+  }
+  if (i == from) return false;
+  static const struct {
+    const char* unit;
+    std::uint64_t ns;
+  } units[] = {{"min", 60000000000ull},
+               {"ms", 1000000ull},
+               {"us", 1000ull},
+               {"ns", 1ull},
+               {"s", 1000000000ull}};
+  for (const auto& u : units) {
+    const std::size_t n = std::strlen(u.unit);
+    if (s.substr(i, n) == u.unit) {
+      i += n;
+      out = v * u.ns;
+      return true;
+    }
+  }
+  return false;
+}
+
+/// LOTUS_TRIGGER: `wait>DUR` and `waitshare>P%/DUR`, comma-separated (spaces allowed around
+/// them). False (and `out` unchanged) when any condition is malformed.
+inline bool flight_parse_triggers(std::string_view s, flight_settings& out) noexcept {
+  flight_settings t = out;
+  t.wait_ns = 0;
+  t.share_permille = 0;
+  t.share_window_ns = 0;
+  std::size_t i = 0;
+  auto skip_spaces = [&] {
+    while (i < s.size() && s[i] == ' ') ++i;
+  };
+  skip_spaces();
+  if (i == s.size()) {
+    out = t;
+    return true;
+  }
+  for (;;) {
+    skip_spaces();
+    if (s.substr(i, 10) == "waitshare>") {
+      i += 10;
+      std::uint64_t pct = 0;
+      const std::size_t from = i;
+      for (; i < s.size() && s[i] >= '0' && s[i] <= '9' && pct < 1000; ++i) {
+        pct = pct * 10 + static_cast<std::uint64_t>(s[i] - '0');
+      }
+      if (i == from) return false;
+      pct *= 10;
+      if (i < s.size() && s[i] == '.') {
+        ++i;
+        if (i >= s.size() || s[i] < '0' || s[i] > '9') return false;
+        pct += static_cast<std::uint64_t>(s[i++] - '0');
+      }
+      if (i + 1 >= s.size() || s[i] != '%' || s[i + 1] != '/') return false;
+      i += 2;
+      std::uint64_t w = 0;
+      if (!flight_parse_duration(s, i, w) || w < 1000000 || pct == 0 || pct >= 1000) return false;
+      t.share_permille = pct;
+      t.share_window_ns = w;
+    } else if (s.substr(i, 5) == "wait>") {
+      i += 5;
+      std::uint64_t w = 0;
+      if (!flight_parse_duration(s, i, w) || w == 0) return false;
+      t.wait_ns = w;
+    } else {
+      return false;
+    }
+    skip_spaces();
+    if (i == s.size()) break;
+    if (s[i] != ',') return false;
+    ++i;
+  }
+  out = t;
+  return true;
+}
+
+/// One capture request: a line of the control file,
+///   capture <id> <trigger_ns> <end_ns> <pid> <reason>
+/// `id` names the capture directory (`capture-<id>`); every process writes the window
+/// [end - LOTUS_FLIGHT, end] of its records there once its clock passed `end`; `pid` 0: every
+/// process, else that process and its children (DataLoader workers).
+struct flight_request {
+  char id[64] = {};
+  std::uint64_t trigger_ns = 0, end_ns = 0, pid = 0;
+  char reason[192] = {};
+};
+
+/// `c` may be part of a capture id.
+constexpr bool flight_id_char(char c) noexcept {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+         c == '_' || c == '.';
+}
+
+/// A fresh id: `<UTC YYYYmmddTHHMMSS>Z-<pid>-<seq>`.
+inline void flight_make_id(char (&id)[64], std::uint64_t when_ns, std::uint64_t pid,
+                           std::uint64_t seq) noexcept {
+  const time_t secs = static_cast<time_t>(when_ns / 1000000000u);
+  struct tm tm {};
+  if (::gmtime_r(&secs, &tm) == nullptr) tm = {};
+  std::snprintf(id, sizeof id, "%04d%02d%02dT%02d%02d%02dZ-%llu-%llu", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                static_cast<unsigned long long>(pid), static_cast<unsigned long long>(seq));
+}
+
+/// Copies `reason` into `r.reason`: control bytes become '_', cut to fit.
+inline void flight_set_reason(flight_request& r, std::string_view reason) noexcept {
+  std::size_t n = 0;
+  for (const char c : reason) {
+    if (n + 1 >= sizeof r.reason) break;
+    const auto u = static_cast<unsigned char>(c);
+    r.reason[n++] = u < 0x20 || u == 0x7f ? '_' : c;
+  }
+  r.reason[n] = '\0';
+}
+
+/// The request as its control-file line (with the newline); its length, 0 when it does not fit.
+inline std::size_t flight_request_line(const flight_request& r, char* out,
+                                       std::size_t size) noexcept {
+  const int n = std::snprintf(
+      out, size, "capture %s %llu %llu %llu %s\n", r.id,
+      static_cast<unsigned long long>(r.trigger_ns), static_cast<unsigned long long>(r.end_ns),
+      static_cast<unsigned long long>(r.pid), r.reason[0] != '\0' ? r.reason : "-");
+  return n > 0 && static_cast<std::size_t>(n) < size ? static_cast<std::size_t>(n) : 0;
+}
+
+/// Parses one control-file line (without its newline); false when it is not a valid request.
+inline bool flight_parse_request(std::string_view line, flight_request& r) noexcept {
+  if (line.substr(0, 8) != "capture ") return false;
+  std::size_t i = 8, n = 0;
+  for (; i < line.size() && line[i] != ' '; ++i) {
+    if (!flight_id_char(line[i]) || n + 1 >= sizeof r.id) return false;
+    r.id[n++] = line[i];
+  }
+  r.id[n] = '\0';
+  if (n == 0 || r.id[0] == '.') return false;
+  std::uint64_t* nums[] = {&r.trigger_ns, &r.end_ns, &r.pid};
+  for (std::uint64_t* v : nums) {
+    if (i >= line.size() || line[i] != ' ') return false;
+    ++i;
+    const std::size_t from = i;
+    *v = 0;
+    for (; i < line.size() && line[i] >= '0' && line[i] <= '9'; ++i) {
+      if (*v > (std::uint64_t{1} << 62) / 10) return false;
+      *v = *v * 10 + static_cast<std::uint64_t>(line[i] - '0');
+    }
+    if (i == from) return false;
+  }
+  if (i >= line.size() || line[i] != ' ') return false;
+  flight_set_reason(r, line.substr(i + 1));
+  return true;
+}
+
+/// Appends `r` to `<dir>/.lotus-capture` with one write(2) (O_APPEND: lines of concurrent
+/// writers never interleave). The file is created if missing; an existing one must be a regular
+/// file of this user with one link, never a symlink, and smaller than flight_control_max. On
+/// failure: false, `why` says why.
+inline bool flight_append_request(const char* dir, const flight_request& r, const char** why,
+                                  int* err) noexcept {
+  text path;
+  path.add(dir).add('/').add(flight_control_name);
+  char line[320];
+  const std::size_t n = flight_request_line(r, line, sizeof line);
+  *err = 0;
+  if (path.overflow || n == 0) {
+    *why = "the path or the request is too long";
+    return false;
+  }
+  int fd = -1;
+  do {
+    fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+                0644);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) {
+    *err = errno;
+    *why = "cannot open the control file";
+    return false;
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid() ||
+      st.st_nlink != 1) {
+    ::close(fd);
+    *why = "the control file is not a regular file of this user with one link";
+    return false;
+  }
+  if (static_cast<std::uint64_t>(st.st_size) >= flight_control_max) {
+    ::close(fd);
+    *why = "the control file is over 1 MiB (remove it)";
+    return false;
+  }
+  ssize_t w = -1;
+  do {
+    w = ::write(fd, line, n);
+  } while (w < 0 && errno == EINTR);
+  if (w < 0) *err = errno;
+  ::close(fd);
+  if (w != static_cast<ssize_t>(n)) {
+    *why = "cannot write the control file";
+    return false;
+  }
+  return true;
+}
+
+/// The window: every thread's formatted records of the last LOTUS_FLIGHT seconds, as chunks in
+/// drain order (one per thread, file and writer cycle), bounded by LOTUS_FLIGHT_BYTES; the
+/// triggers; the control file; the captures. Writer thread only.
+class flight_recorder {
+ public:
+  enum : unsigned char { chunk_worker, chunk_main, chunk_sidecar };
+
+  flight_recorder() = default;
+  flight_recorder(const flight_recorder&) = delete;
+  flight_recorder& operator=(const flight_recorder&) = delete;
+
+  bool on() const noexcept { return set_.window_ns != 0; }
+  /// The wait triggers need SBatchWait records (observe_wait).
+  bool watching() const noexcept { return set_.wait_ns != 0 || set_.share_permille != 0; }
+  std::uint64_t held_bytes() const noexcept { return held_; }
+  /// Records dropped by LOTUS_FLIGHT_BYTES before they aged out of the window.
+  std::uint64_t bound_dropped() const noexcept { return bound_dropped_; }
+
+  /// New settings (at a writer cycle). Turning flight mode off or on starts an empty window.
+  LOTUS_DETAIL_COLD void apply(const flight_settings& s, std::uint64_t now) noexcept {
+    if ((s.window_ns != 0) != on()) reset(now);
+    set_ = s;
+    holdoff_ns_ = s.window_ns;
+  }
+
+  /// A new trace directory (or flight mode turned on or off): an empty window, the new
+  /// directory's control file read from requests ending after `now` on.
+  LOTUS_DETAIL_COLD void reset(std::uint64_t now) noexcept {
+    free_chunks();
+    started_ns_ = now;
+    control_ino_ = 0;
+    control_dev_ = 0;
+    control_off_ = 0;
+    pending_count_ = 0;
+    waits_count_ = 0;
+    wait_fired_ = false;
+    holdoff_until_ = 0;
+  }
+
+  /// An SBatchWait record the writer formatted (start and duration in epoch ns).
+  void observe_wait(std::uint64_t start, std::uint64_t dur, std::uint64_t idx) noexcept {
+    const std::uint64_t end = start + dur;
+    if (set_.share_permille != 0) {
+      waits_[waits_count_++ % max_waits] = wait_span{start, end};
+    }
+    // Batch 0 of an epoch waits for the workers to start (spawn: seconds of imports): no stall.
+    if (set_.wait_ns != 0 && dur > set_.wait_ns && idx != 0 && !wait_fired_ &&
+        end >= holdoff_until_) {
+      wait_fired_ = true;
+      wait_idx_ = idx;
+      wait_dur_ = dur;
+      wait_end_ = end;
+    }
+  }
+
+  /// Keeps `n` bytes of whole lines (`lines` records) drained at `now`; false when out of
+  /// memory (the caller counts them as dropped). Older chunks beyond LOTUS_FLIGHT_BYTES go.
+  bool keep(std::uint64_t tid, const char* name, unsigned char kind, const char* data,
+            std::size_t n, std::uint64_t lines, std::uint64_t sanitized,
+            std::uint64_t now) noexcept {
+    if (n == 0) return true;
+    void* mem = std::malloc(offsetof(chunk, data) + n);
+    if (mem == nullptr) return false;
+    chunk* c = static_cast<chunk*>(mem);
+    c->next = nullptr;
+    c->stamp_ns = now;
+    c->tid = tid;
+    c->lines = lines;
+    c->sanitized = sanitized;
+    c->size = n;
+    c->kind = kind;
+    std::size_t len = 0;
+    while (len + 1 < sizeof c->name && name[len] != '\0') ++len;
+    std::memcpy(c->name, name, len);
+    c->name[len] = '\0';
+    std::memcpy(c->data, data, n);
+    if (tail_ != nullptr) {
+      tail_->next = c;
+    } else {
+      head_ = c;
+    }
+    tail_ = c;
+    held_ += offsetof(chunk, data) + n;
+    while (held_ > set_.max_bytes && head_ != nullptr) pop(true);
+#ifdef LOTUS_TEST_HOOKS
+    std::uint64_t seen = test_hooks::flight_max_held.load(std::memory_order_relaxed);
+    while (held_ > seen && !test_hooks::flight_max_held.compare_exchange_weak(
+                               seen, held_, std::memory_order_relaxed)) {
+    }
+#endif
+    return true;
+  }
+
+  /// An on-demand capture (lotus::capture): appended to the control file at the next cycle.
+  void ask(std::string_view reason, std::uint64_t now) noexcept {
+    if (asks_count_ == max_asks) return;
+    flight_request& r = asks_[asks_count_++];
+    r = flight_request{};
+    r.trigger_ns = now;
+    r.end_ns = now + set_.margin_ns;
+    flight_set_reason(r, reason.empty() ? std::string_view("lotus.capture") : reason);
+  }
+
+  /// Once per writer cycle, after the drains: trims the window, evaluates the triggers, reads
+  /// the control file and writes the captures whose window has ended (all of them at `final`).
+  /// `header()`: the sidecar's first lines for this process (called when a capture is written).
+  template <class Header>
+  LOTUS_DETAIL_COLD void cycle(trace_files& files, Header&& header, std::uint64_t now,
+                               bool final) noexcept {
+    if (!on() || files.disabled()) return;
+    trim(now);
+    poll(files);  // requests of other processes first: a stall they captured is not captured twice
+    fire_triggers(files, now);
+    for (unsigned i = 0; i < asks_count_; ++i) {
+      flight_make_id(asks_[i].id, asks_[i].trigger_ns, static_cast<std::uint64_t>(::getpid()),
+                     ++seq_);
+      append(files, asks_[i]);
+    }
+    asks_count_ = 0;
+    poll(files);
+    for (unsigned i = 0; i < pending_count_;) {
+      if (final || pending_[i].end_ns <= now) {
+        write_capture(files, header(), pending_[i]);
+        pending_[i] = pending_[--pending_count_];
+      } else {
+        ++i;
+      }
+    }
+  }
+
+  /// In a forked child: the parent's records are not this process's; requests still pending
+  /// are (the child writes its own records of their window).
+  LOTUS_DETAIL_COLD void fork_child() noexcept {
+    free_chunks();
+    waits_count_ = 0;
+    wait_fired_ = false;
+    asks_count_ = 0;
+  }
+
+ private:
+  struct chunk {
+    chunk* next;
+    std::uint64_t stamp_ns;  // drain time: every record in it ended before
+    std::uint64_t tid, lines, sanitized;
+    std::size_t size;
+    unsigned char kind;
+    char name[17];
+    char data[1];
+  };
+  struct wait_span {
+    std::uint64_t start, end;
+  };
+  static constexpr unsigned max_waits = 4096;
+  static constexpr unsigned max_asks = 8;
+  static constexpr unsigned max_evictions = 256;
+
+  void pop(bool bound) noexcept {
+    chunk* c = head_;
+    head_ = c->next;
+    if (head_ == nullptr) tail_ = nullptr;
+    held_ -= offsetof(chunk, data) + c->size;
+    if (bound && c->kind != chunk_sidecar) {
+      bound_dropped_ += c->lines;
+      evicted_[evicted_count_++ % max_evictions] = eviction{c->stamp_ns, c->lines};
+    }
+    std::free(c);
+  }
+
+  void free_chunks() noexcept {
+    while (head_ != nullptr) pop(false);
+    held_ = 0;
+    evicted_count_ = 0;
+  }
+
+  /// Chunks older than the window (or than a pending capture's window) age out: not lost.
+  void trim(std::uint64_t now) noexcept {
+    std::uint64_t keep_from = now > set_.window_ns ? now - set_.window_ns : 0;
+    for (unsigned i = 0; i < pending_count_; ++i) {
+      const std::uint64_t from =
+          pending_[i].end_ns > set_.window_ns ? pending_[i].end_ns - set_.window_ns : 0;
+      if (from < keep_from) keep_from = from;
+    }
+    while (head_ != nullptr && head_->stamp_ns < keep_from) pop(false);
+  }
+
+  /// wait> (seen by observe_wait) and waitshare> (over the recent SBatchWait spans).
+  void fire_triggers(trace_files& files, std::uint64_t now) noexcept {
+    char reason[192];
+    if (wait_fired_) {
+      wait_fired_ = false;
+      std::snprintf(reason, sizeof reason, "wait>%llums: SBatchWait_%llu waited %llu ms",
+                    static_cast<unsigned long long>(set_.wait_ns / 1000000),
+                    static_cast<unsigned long long>(wait_idx_),
+                    static_cast<unsigned long long>(wait_dur_ / 1000000));
+      fire(files, wait_end_, now, reason);
+    }
+    if (set_.share_permille == 0 || now < holdoff_until_) return;
+    const std::uint64_t w = set_.share_window_ns;
+    const std::uint64_t from = now > w ? now - w : 0;
+    std::uint64_t waited = 0;
+    const unsigned n = waits_count_ < max_waits ? waits_count_ : max_waits;
+    for (unsigned i = 0; i < n; ++i) {
+      const wait_span& s = waits_[i];
+      const std::uint64_t a = s.start > from ? s.start : from;
+      const std::uint64_t b = s.end < now ? s.end : now;
+      if (b > a) waited += b - a;
+    }
+    if (waited / 1000 * 1000 > set_.share_permille * (w / 1000)) {
+      std::snprintf(reason, sizeof reason,
+                    "waitshare>%llu.%llu%%/%llums: waited %llu ms of %llu ms",
+                    static_cast<unsigned long long>(set_.share_permille / 10),
+                    static_cast<unsigned long long>(set_.share_permille % 10),
+                    static_cast<unsigned long long>(w / 1000000),
+                    static_cast<unsigned long long>(waited / 1000000),
+                    static_cast<unsigned long long>(w / 1000000));
+      fire(files, now, now, reason);
+    }
+  }
+
+  /// An automatic trigger at `when`: one request, then the hold-off (LOTUS_FLIGHT seconds).
+  void fire(trace_files& files, std::uint64_t when, std::uint64_t now,
+            const char* reason) noexcept {
+    if (when < holdoff_until_) return;
+    holdoff_until_ = when + holdoff_ns_;
+    if (auto_count_ == flight_max_auto) {
+      if (!auto_capped_) {
+        auto_capped_ = true;
+        diag_config(
+            "flight recorder: %u automatic captures taken; no more are asked for by this "
+            "process (lotus-tool capture still works)",
+            flight_max_auto);
+      }
+      return;
+    }
+    // Another process of the directory (a rank stalled with this one) asked for a capture whose
+    // window holds this trigger: that capture has this process's records too.
+    for (unsigned i = 0; i < pending_count_; ++i) {
+      const flight_request& p = pending_[i];
+      if (p.pid == 0 && p.end_ns >= when && p.end_ns <= when + set_.window_ns) return;
+    }
+    flight_request r;
+    r.trigger_ns = when;
+    r.end_ns = now + set_.margin_ns;
+    flight_set_reason(r, reason);
+    flight_make_id(r.id, when, static_cast<std::uint64_t>(::getpid()), ++seq_);
+    ++auto_count_;
+    if (append(files, r)) {
+      diag_config("flight recorder: %s; capture in %s/capture-%s", reason, files.dir().c_str(),
+                  r.id);
+    }
+  }
+
+  bool append(trace_files& files, const flight_request& r) noexcept {
+    char line[320];
+    const std::size_t n = flight_request_line(r, line, sizeof line);
+    if (n == 0 || !files.charge(n)) {
+      diag_config("flight recorder: capture %s not requested (LOTUS_MAX_BYTES reached)", r.id);
+      return false;
+    }
+    const char* why = nullptr;
+    int err = 0;
+    files.make_dir();
+    if (!flight_append_request(files.dir().c_str(), r, &why, &err)) {
+      diag_config("flight recorder: capture %s not requested: %s in %s%s%s", r.id, why,
+                  files.dir().c_str(), err != 0 ? ": " : "", err != 0 ? std::strerror(err) : "");
+      return false;
+    }
+    return true;
+  }
+
+  /// Reads what the control file gained since the last cycle (one lstat when nothing changed).
+  void poll(trace_files& files) noexcept {
+    text path;
+    path.add(files.dir()).add('/').add(flight_control_name);
+    struct stat st {};
+    if (path.overflow || ::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return;
+    const auto ino = static_cast<std::uint64_t>(st.st_ino);
+    const auto dev = static_cast<std::uint64_t>(st.st_dev);
+    if (ino != control_ino_ || dev != control_dev_ ||
+        static_cast<std::uint64_t>(st.st_size) < control_off_) {
+      control_ino_ = ino;  // a new (or truncated) file: read from its start
+      control_dev_ = dev;
+      control_off_ = 0;
+    }
+    if (static_cast<std::uint64_t>(st.st_size) <= control_off_) return;
+    int fd = -1;
+    do {
+      fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    } while (fd < 0 && errno == EINTR);
+    if (fd < 0) return;
+    struct stat fst {};
+    char buf[16384];
+    ssize_t got = -1;
+    if (::fstat(fd, &fst) == 0 && S_ISREG(fst.st_mode) &&
+        static_cast<std::uint64_t>(fst.st_ino) == ino &&
+        static_cast<std::uint64_t>(fst.st_dev) == dev) {
+      got = ::pread(fd, buf, sizeof buf, static_cast<off_t>(control_off_));
+    }
+    ::close(fd);
+    if (got <= 0) return;
+    const auto n = static_cast<std::size_t>(got);
+    std::size_t line_start = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (buf[i] != '\n') continue;
+      take(std::string_view(buf + line_start, i - line_start));
+      line_start = i + 1;
+    }
+    // A line longer than the buffer is no request: skipped whole.
+    control_off_ += line_start != 0 ? line_start : n;
+  }
+
+  void take(std::string_view line) noexcept {
+    flight_request r;
+    if (!flight_parse_request(line, r)) return;
+    if (r.end_ns < started_ns_) return;  // ended before this process recorded
+    const auto pid = static_cast<std::uint64_t>(::getpid());
+    const auto ppid = static_cast<std::uint64_t>(::getppid());
+    if (r.pid != 0 && r.pid != pid && r.pid != ppid) return;
+    for (unsigned i = 0; i < pending_count_; ++i) {
+      if (std::strcmp(pending_[i].id, r.id) == 0) return;
+    }
+    if (pending_count_ == flight_max_pending) {
+      diag_config("flight recorder: over %u captures pending; capture %s skipped",
+                  flight_max_pending, r.id);
+      return;
+    }
+    pending_[pending_count_++] = r;
+  }
+
+  /// One `slot` per (thread, file) of a capture.
+  struct capture_file {
+    std::uint64_t tid;
+    bool main;
+    const char* name;
+    file_slot slot;
+  };
+
+  /// Writes this process's window of `r` into `<dir>/capture-<id>/`: trace files named as usual,
+  /// then the sidecar, whose `capture` line comes last.
+  LOTUS_DETAIL_COLD void write_capture(trace_files& files, const text& header,
+                                       const flight_request& r) noexcept {
+    text dir;
+    dir.add(files.dir()).add("/capture-").add(r.id);
+    if (dir.overflow) return;
+    files.make_dir();
+    if (::mkdir(dir.c_str(), 0777) != 0 && errno != EEXIST) {
+      diag_config("flight recorder: cannot create '%s': %s; capture skipped", dir.c_str(),
+                  std::strerror(errno));
+      return;
+    }
+    struct stat st {};
+    if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid()) {
+      diag_config("flight recorder: '%s' is not a directory of this user; capture skipped",
+                  dir.c_str());
+      return;
+    }
+    const std::uint64_t from = r.end_ns > set_.window_ns ? r.end_ns - set_.window_ns : 0;
+    std::size_t count = 0;
+    for (chunk* c = head_; c != nullptr; c = c->next) count += c->stamp_ns >= from ? 1u : 0u;
+    capture_file* slots =
+        static_cast<capture_file*>(std::calloc(count != 0 ? count : 1, sizeof(capture_file)));
+    trace_files* out = new (std::nothrow) trace_files();
+    if (slots == nullptr || out == nullptr) {
+      std::free(slots);
+      delete out;
+      diag(topic::no_memory, "flight recorder: out of memory writing a capture; skipped");
+      return;
+    }
+    out->set_byte_counter(files.byte_counter());
+    out->set_budget(files.max_bytes(), files.min_free());
+    text prefix = dir;
+    prefix.add('/').add(files.base());
+    ptr_list<thread_state> none;
+    out->start(std::string_view(prefix.c_str(), prefix.size()), none);
+    // The header first: under LOTUS_MAX_BYTES the process's identity is the last thing to lose.
+    out->write_sidecar(header, text());
+    std::size_t nslots = 0;
+    std::uint64_t recorded = 0, written = 0, sanitized = 0;
+    text lines;
+    auto emit = [&](const text& more) {
+      if (lines.size() + more.size() > 4000) {
+        out->write_sidecar(header, lines);
+        lines.clear();
+      }
+      lines.add(more);
+    };
+    for (chunk* c = head_; c != nullptr; c = c->next) {
+      if (c->stamp_ns < from || c->kind == chunk_sidecar) continue;
+      const bool main = c->kind == chunk_main;
+      capture_file* f = nullptr;
+      for (std::size_t i = 0; i < nslots && f == nullptr; ++i) {
+        if (slots[i].tid == c->tid && slots[i].main == main) f = &slots[i];
+      }
+      if (f == nullptr) {
+        f = &slots[nslots++];
+        f->tid = c->tid;
+        f->main = main;
+        f->name = c->name;
+        f->slot = file_slot{};
+        bool named = false;  // one `thread` line per thread
+        for (std::size_t i = 0; i + 1 < nslots; ++i) named = named || slots[i].tid == c->tid;
+        if (!named) {
+          text t;
+          emit(t.add("thread ").add(c->tid).add(' ').add_value(c->name).add('\n'));
+        }
+      }
+      recorded += c->lines;
+      const std::uint64_t done = out->write_slot(f->slot, c->tid, main, c->data, c->size, c->lines);
+      written += done;
+      if (done == c->lines) sanitized += c->sanitized;
+      if (out->created_full()) emit(out->take_created());
+    }
+    if (out->created_pending()) emit(out->take_created());
+    for (chunk* c = head_; c != nullptr; c = c->next) {
+      if (c->stamp_ns < from || c->kind != chunk_sidecar) continue;
+      std::size_t at = 0;  // whole lines, in pieces that fit a text
+      while (at < c->size) {
+        std::size_t end = at;
+        while (end < c->size && c->data[end] != '\n') ++end;
+        text t;
+        emit(t.add(c->data + at, end - at + 1));
+        at = end + 1;
+      }
+    }
+    std::uint64_t dropped = 0;  // records the byte bound dropped from this window
+    const unsigned ne = evicted_count_ < max_evictions ? evicted_count_ : max_evictions;
+    for (unsigned i = 0; i < ne; ++i) {
+      if (evicted_[i].stamp_ns >= from && evicted_[i].stamp_ns <= r.end_ns) {
+        dropped += evicted_[i].lines;
+      }
+    }
+    text cap;
+    cap.add("capture ").add(r.id).add(' ').add(r.trigger_ns).add(' ').add(from).add(' ');
+    cap.add(r.end_ns).add(' ').add(r.pid).add(' ').add_value(r.reason).add('\n');
+    cap.add("stats ").add(recorded + dropped).add(' ').add(written).add(' ');
+    cap.add(recorded + dropped - written).add(' ').add(sanitized).add('\n');
+    if (!lines.empty()) out->write_sidecar(header, lines);
+    // The closing lines on their own, from the budget's reserve for the `stats` line if need be.
+    out->write_sidecar(header, cap, true);
+    out->close_all(none);
+    delete out;
+    std::free(slots);
+  }
+
+  struct eviction {
+    std::uint64_t stamp_ns, lines;
+  };
+
+  flight_settings set_;
+  chunk* head_ = nullptr;  // oldest
+  chunk* tail_ = nullptr;
+  std::uint64_t held_ = 0;  // bytes of the chunks, headers included
+  std::uint64_t bound_dropped_ = 0;
+  eviction evicted_[max_evictions] = {};
+  unsigned evicted_count_ = 0;
+  std::uint64_t started_ns_ = 0;  // flight mode began (requests ending before are ignored)
+  std::uint64_t holdoff_ns_ = 0, holdoff_until_ = 0;
+  std::uint64_t seq_ = 0;
+  unsigned auto_count_ = 0;  // automatic captures asked for (flight_max_auto)
+  bool auto_capped_ = false;
+  bool wait_fired_ = false;
+  std::uint64_t wait_idx_ = 0, wait_dur_ = 0, wait_end_ = 0;
+  wait_span waits_[max_waits] = {};
+  unsigned waits_count_ = 0;
+  flight_request asks_[max_asks];
+  unsigned asks_count_ = 0;
+  flight_request pending_[flight_max_pending];
+  unsigned pending_count_ = 0;
+  std::uint64_t control_ino_ = 0, control_dev_ = 0, control_off_ = 0;
+};
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus

@@ -1,0 +1,455 @@
+// lotus — the flight recorder (issue #41): window, triggers, captures
+// SPDX-License-Identifier: MIT
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "catch.hpp"
+#include "lotus/lotus.hpp"
+#include "sanitized.hpp"
+#include "trace_files.hpp"
+
+namespace {
+
+void sleep_ms(long ms) {
+  const timespec ts{ms / 1000, (ms % 1000) * 1000000L};
+  nanosleep(&ts, nullptr);
+}
+
+std::uint64_t now_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u +
+         static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+lotus::options flight_to(const std::string& dir, std::uint64_t seconds, const std::string& trig) {
+  lotus::options o;
+  o.log_file = dir + "/lotustrace_log";
+  o.overflow = lotus::overflow_policy::block;
+  o.flush_interval = std::chrono::milliseconds(20);
+  o.flight = seconds;
+  o.trigger = trig;
+  return o;
+}
+
+/// The capture directories (`capture-*`) of `dir`.
+std::vector<std::string> captures(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& n : lotus_test::list_dir(dir)) {
+    if (n.rfind("capture-", 0) == 0) out.push_back(dir + "/" + n);
+  }
+  return out;
+}
+
+/// The `capture` line of process `pid`'s sidecar in capture directory `cap` ("" until written).
+std::string capture_line(const std::string& cap, long pid) {
+  const std::string side =
+      lotus_test::read_file(cap + "/.lotustrace_log.lotus-meta_" + std::to_string(pid));
+  for (const auto& l : lotus_test::lines_of(side)) {
+    if (l.rfind("capture ", 0) == 0) return l;
+  }
+  return "";
+}
+
+/// Waits (at most 20 s) until `n` captures of `dir` hold this process's complete part.
+std::vector<std::string> await_captures(const std::string& dir, std::size_t n) {
+  for (int i = 0; i < 2000; ++i) {
+    std::vector<std::string> caps = captures(dir);
+    std::size_t done = 0;
+    for (const auto& c : caps) done += capture_line(c, ::getpid()).empty() ? 0 : 1;
+    if (caps.size() >= n && done >= n) return caps;
+    sleep_ms(10);
+  }
+  return captures(dir);
+}
+
+/// The named records of every trace file of `dir`.
+std::vector<lotus_test::record> records_of(const std::string& dir) {
+  std::vector<lotus_test::record> out;
+  std::size_t bad = 0;
+  for (const auto& [name, recs] : lotus_test::read_trace_dir(dir, &bad)) {
+    static_cast<void>(name);
+    out.insert(out.end(), recs.begin(), recs.end());
+  }
+  REQUIRE(bad == 0);
+  return out;
+}
+
+std::size_t count_named(const std::vector<lotus_test::record>& recs, const std::string& name) {
+  std::size_t n = 0;
+  for (const auto& r : recs) n += r.name == name ? 1u : 0u;
+  return n;
+}
+
+/// Records named `<base>_<index>` (batch records).
+std::size_t count_batch(const std::vector<lotus_test::record>& recs, const std::string& base) {
+  std::size_t n = 0;
+  for (const auto& r : recs) n += r.name.rfind(base + "_", 0) == 0 ? 1u : 0u;
+  return n;
+}
+
+bool has_trace_files(const std::string& dir) {
+  for (const auto& n : lotus_test::list_dir(dir)) {
+    if (n.find("_pid_") != std::string::npos) return true;
+  }
+  return false;
+}
+
+/// The fields of a `capture` line: id, trigger, window start, window end, pid, reason.
+struct capture_fields {
+  std::string id;
+  std::uint64_t trigger = 0, start = 0, end = 0, pid = 0;
+  std::string reason;
+};
+
+capture_fields parse_capture(const std::string& line) {
+  capture_fields f;
+  std::istringstream in(line.substr(8));
+  in >> f.id >> f.trigger >> f.start >> f.end >> f.pid;
+  std::getline(in, f.reason);
+  if (!f.reason.empty() && f.reason[0] == ' ') f.reason.erase(0, 1);
+  return f;
+}
+
+/// A wait of `ms` for batch `idx`, as the consumer side records it.
+void batch(lotus::batch_tracker& bt, std::uint64_t idx, long ms) {
+  bt.queued(idx);
+  bt.wait_begin();
+  if (ms > 0) sleep_ms(ms);
+  bt.arrived(idx);
+  bt.consumed(idx);
+}
+
+}  // namespace
+
+TEST_CASE("flight: no record reaches the disk before a trigger; lotus::capture() writes the window",
+          "[flight]") {
+  lotus_test::temp_dir dir;
+  lotus::configure(flight_to(dir.path, 5, ""));
+  for (int i = 0; i < 200; ++i) {
+    LOTUS_SCOPE("Before");
+  }
+  lotus::flush();
+  sleep_ms(100);
+  lotus::flush();
+  CHECK_FALSE(has_trace_files(dir.path));
+  CHECK(captures(dir.path).empty());
+  const std::uint64_t asked = now_ns();
+  REQUIRE(lotus::capture("on call: slow step"));
+  const auto caps = await_captures(dir.path, 1);
+  REQUIRE(caps.size() == 1);
+  const auto recs = records_of(caps[0]);
+  CHECK(count_named(recs, "SBefore") == 200);
+  const capture_fields f = parse_capture(capture_line(caps[0], ::getpid()));
+  CHECK(f.reason == "on call: slow step");
+  CHECK(f.pid == 0);
+  CHECK(f.trigger >= asked);
+  CHECK(f.end > f.trigger);
+  CHECK(f.end - f.start == 5000000000u);
+  CHECK(caps[0] == dir.path + "/capture-" + f.id);
+  // The sidecar names its thread and files, and counts exactly what the files hold.
+  const std::string side =
+      lotus_test::read_file(caps[0] + "/.lotustrace_log.lotus-meta_" + std::to_string(::getpid()));
+  CHECK(side.find("\nthread ") != std::string::npos);
+  CHECK(side.find("\nfile lotustrace_log_worker_pid_") != std::string::npos);
+  CHECK(side.find("\nstats 200 200 0 0\n") != std::string::npos);
+  // Still nothing in the trace directory itself, but the control file.
+  CHECK_FALSE(has_trace_files(dir.path));
+  lotus::configure(lotus::options{});
+}
+
+TEST_CASE("flight: the window holds the last LOTUS_FLIGHT seconds only", "[flight]") {
+  lotus_test::temp_dir dir;
+  lotus::configure(flight_to(dir.path, 1, ""));
+  for (int i = 0; i < 50; ++i) {
+    LOTUS_SCOPE("Old");
+  }
+  lotus::flush();
+  sleep_ms(2500);  // Old ends more than the window (and its margin) before the capture's end
+  for (int i = 0; i < 50; ++i) {
+    LOTUS_SCOPE("New");
+  }
+  REQUIRE(lotus::capture());
+  const auto caps = await_captures(dir.path, 1);
+  REQUIRE(caps.size() == 1);
+  const auto recs = records_of(caps[0]);
+  CHECK(count_named(recs, "SNew") == 50);
+  CHECK(count_named(recs, "SOld") == 0);
+  const capture_fields f = parse_capture(capture_line(caps[0], ::getpid()));
+  CHECK(f.reason == "lotus.capture");
+  for (const auto& r : recs) {  // every record ended inside the window (a cycle of slack)
+    CHECK(r.start + r.dur + 100000000u >= f.start);
+  }
+  lotus::configure(lotus::options{});
+}
+
+TEST_CASE("flight: memory is bounded by LOTUS_FLIGHT_BYTES; the bound's drops are counted",
+          "[flight]") {
+  lotus_test::temp_dir dir;
+  lotus::options o = flight_to(dir.path, 60, "");
+  o.flight_bytes = 64 * 1024;
+  lotus::configure(o);
+  for (int round = 0; round < 20; ++round) {
+    for (int i = 0; i < 2000; ++i) {
+      LOTUS_SCOPE("Many");
+    }
+    lotus::flush();
+  }
+  CHECK(lotus::detail::test_hooks::flight_max_held.load() <= 64 * 1024);
+  CHECK(lotus::detail::test_hooks::flight_max_held.load() > 32 * 1024);
+  REQUIRE(lotus::capture());
+  const auto caps = await_captures(dir.path, 1);
+  REQUIRE(caps.size() == 1);
+  std::uint64_t bytes = 0;
+  for (const auto& n : lotus_test::list_dir(caps[0])) {
+    if (n.find("_pid_") != std::string::npos) {
+      bytes += lotus_test::read_file(caps[0] + "/" + n).size();
+    }
+  }
+  CHECK(bytes <= 64 * 1024);
+  const auto recs = records_of(caps[0]);
+  const std::size_t kept = count_named(recs, "SMany");
+  CHECK(kept > 0);
+  CHECK(kept < 40000);
+  // stats: recorded = kept + dropped by the bound, written = kept.
+  const std::string side =
+      lotus_test::read_file(caps[0] + "/.lotustrace_log.lotus-meta_" + std::to_string(::getpid()));
+  std::uint64_t recorded = 0, written = 0, dropped = 0;
+  for (const auto& l : lotus_test::lines_of(side)) {
+    if (l.rfind("stats ", 0) == 0) {
+      std::istringstream in(l.substr(6));
+      in >> recorded >> written >> dropped;
+    }
+  }
+  CHECK(written == kept);
+  CHECK(dropped > 0);
+  CHECK(recorded == written + dropped);
+  lotus::configure(lotus::options{});
+}
+
+TEST_CASE("flight: a capture's bytes count against LOTUS_MAX_BYTES", "[flight]") {
+  // LOTUS_MAX_BYTES counts what the whole process wrote: this case runs in a fresh process (this
+  // program again, this case only).
+  if (std::getenv("LOTUS_FLIGHT_BUDGET_CHILD") == nullptr) {
+    char self[4096] = {};
+    const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+    REQUIRE(n > 0);
+    const auto r =
+        lotus_test::run({self, "flight: a capture's bytes count against LOTUS_MAX_BYTES"},
+                        {{"LOTUS_FLIGHT_BUDGET_CHILD", "1"}});
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 0);
+    CHECK(r.out.find("All tests passed") != std::string::npos);
+    return;
+  }
+  lotus_test::temp_dir dir;
+  lotus::options o = flight_to(dir.path, 30, "");
+  o.max_bytes = 8192;
+  lotus::configure(o);
+  for (int i = 0; i < 2000; ++i) {
+    LOTUS_SCOPE("Budget");
+  }
+  REQUIRE(lotus::capture("budget"));
+  const auto caps = await_captures(dir.path, 1);
+  REQUIRE(caps.size() == 1);
+  std::uint64_t bytes = lotus_test::read_file(dir.path + "/.lotus-capture").size();
+  for (const auto& n : lotus_test::list_dir(caps[0])) {
+    bytes += lotus_test::read_file(caps[0] + "/" + n).size();
+  }
+  CHECK(bytes <= 8192);
+  const auto recs = records_of(caps[0]);
+  CHECK(count_named(recs, "SBudget") > 0);
+  CHECK(count_named(recs, "SBudget") < 2000);
+  const std::string side =
+      lotus_test::read_file(caps[0] + "/.lotustrace_log.lotus-meta_" + std::to_string(::getpid()));
+  std::uint64_t recorded = 0, written = 0, dropped = 0;
+  for (const auto& l : lotus_test::lines_of(side)) {
+    if (l.rfind("stats ", 0) == 0) {
+      std::istringstream in(l.substr(6));
+      in >> recorded >> written >> dropped;
+    }
+  }
+  CHECK(recorded == 2000);
+  CHECK(written == count_named(recs, "SBudget"));
+  CHECK(dropped == recorded - written);
+  lotus::configure(lotus::options{});
+}
+
+TEST_CASE("flight: wait>X captures the long SBatchWait; a second stall in the hold-off does not",
+          "[flight]") {
+  lotus_test::temp_dir dir;
+  lotus::configure(flight_to(dir.path, 2, "wait>150ms"));
+  {
+    lotus::batch_tracker bt;
+    for (std::uint64_t i = 0; i < 20; ++i) batch(bt, i, 1);
+    CHECK(captures(dir.path).empty());
+    batch(bt, 20, 300);  // fires
+    for (std::uint64_t i = 21; i < 25; ++i) batch(bt, i, 1);
+    batch(bt, 25, 300);  // within the hold-off (LOTUS_FLIGHT seconds): no second capture
+    for (std::uint64_t i = 26; i < 30; ++i) batch(bt, i, 1);
+  }
+  const auto caps = await_captures(dir.path, 1);
+  REQUIRE(caps.size() == 1);
+  sleep_ms(600);
+  lotus::flush();
+  CHECK(captures(dir.path).size() == 1);
+  const auto recs = records_of(caps[0]);
+  const capture_fields f = parse_capture(capture_line(caps[0], ::getpid()));
+  CHECK(f.reason.rfind("wait>150ms: SBatchWait_20 waited ", 0) == 0);
+  bool found = false;
+  for (const auto& r : recs) {
+    if (r.name == "SBatchWait_20") {
+      found = true;
+      CHECK(r.dur >= 300000000u);
+      CHECK(f.trigger == r.start + r.dur);  // the trigger is the wait's end: the batch's arrival
+    }
+  }
+  CHECK(found);
+  CHECK(count_batch(recs, "SBatchConsumed") >= 20);
+  lotus::configure(lotus::options{});
+}
+
+TEST_CASE("flight: a stall another process (a rank) already captured is not captured twice",
+          "[flight]") {
+  lotus_test::temp_dir dir;
+  lotus::configure(flight_to(dir.path, 3, "wait>150ms"));
+  {
+    lotus::batch_tracker bt;
+    for (std::uint64_t i = 0; i < 5; ++i) batch(bt, i, 1);
+    lotus::flush();
+    // Another rank sharing the directory stalled first and asked for the window around now.
+    const std::uint64_t end = now_ns() + 1500000000u;
+    std::FILE* f = std::fopen((dir.path + "/.lotus-capture").c_str(), "a");
+    REQUIRE(f != nullptr);
+    std::fprintf(f, "capture rank1-stall %llu %llu 0 wait>150ms: SBatchWait_5 waited 400 ms\n",
+                 static_cast<unsigned long long>(end - 1000000000u),
+                 static_cast<unsigned long long>(end));
+    std::fclose(f);
+    sleep_ms(100);      // a writer cycle reads it
+    batch(bt, 5, 300);  // this process's own stall, inside that window
+    for (std::uint64_t i = 6; i < 10; ++i) batch(bt, i, 1);
+  }
+  const auto caps = await_captures(dir.path, 1);
+  REQUIRE(caps.size() == 1);
+  CHECK(caps[0] == dir.path + "/capture-rank1-stall");
+  sleep_ms(500);
+  lotus::flush();
+  CHECK(captures(dir.path).size() == 1);
+  const auto recs = records_of(caps[0]);
+  bool found = false;
+  for (const auto& r : recs) found = found || (r.name == "SBatchWait_5" && r.dur >= 300000000u);
+  CHECK(found);  // the rank's capture holds this process's stall
+  lotus::configure(lotus::options{});
+}
+
+TEST_CASE("flight: waitshare>P%/W captures when waits fill the sliding window", "[flight]") {
+  lotus_test::temp_dir dir;
+  lotus::configure(flight_to(dir.path, 3, "wait>10s, waitshare>50%/1s"));
+  {
+    lotus::batch_tracker bt;
+    for (std::uint64_t i = 0; i < 10; ++i) batch(bt, i, 1);  // 1 ms in 1 s: far below
+    lotus::flush();
+    sleep_ms(200);
+    lotus::flush();
+    CHECK(captures(dir.path).empty());
+    for (std::uint64_t i = 10; i < 20; ++i) batch(bt, i, 100);  // ~100 % waiting
+  }
+  const auto caps = await_captures(dir.path, 1);
+  REQUIRE(caps.size() == 1);
+  const capture_fields f = parse_capture(capture_line(caps[0], ::getpid()));
+  CHECK(f.reason.rfind("waitshare>50.0%/1000ms: waited ", 0) == 0);
+  const auto recs = records_of(caps[0]);
+  CHECK(count_batch(recs, "SBatchWait") >= 5);
+  lotus::configure(lotus::options{});
+}
+
+TEST_CASE("flight: two captures asked close together are two captures; a forked child joins",
+          "[flight]") {
+  if (lotus_test::k_under_tsan) return;
+  lotus_test::temp_dir dir;
+  lotus::configure(flight_to(dir.path, 5, ""));
+  for (int i = 0; i < 10; ++i) {
+    LOTUS_SCOPE("Parent");
+  }
+  lotus::flush();
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::close(fds[1]);
+    for (int i = 0; i < 7; ++i) {
+      LOTUS_SCOPE("Child");
+    }
+    char c = 0;
+    while (::read(fds[0], &c, 1) < 0) {
+    }
+    lotus::flush();
+    ::_exit(0);  // exits without atexit: pending captures were written by then (see below)
+  }
+  ::close(fds[0]);
+  sleep_ms(100);
+  REQUIRE(lotus::capture("first"));
+  sleep_ms(60);
+  REQUIRE(lotus::capture("second"));
+  const auto caps = await_captures(dir.path, 2);
+  REQUIRE(caps.size() == 2);
+  // The child's part of both (its writer sees the same control file).
+  for (int i = 0; i < 500; ++i) {
+    if (!capture_line(caps[0], child).empty() && !capture_line(caps[1], child).empty()) break;
+    sleep_ms(10);
+  }
+  REQUIRE(::write(fds[1], "x", 1) == 1);
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  std::vector<std::string> reasons;
+  for (const auto& c : caps) {
+    reasons.push_back(parse_capture(capture_line(c, ::getpid())).reason);
+    const auto recs = records_of(c);
+    CHECK(count_named(recs, "SParent") == 10);
+    CHECK(count_named(recs, "SChild") == 7);
+    CHECK_FALSE(capture_line(c, child).empty());
+  }
+  std::sort(reasons.begin(), reasons.end());
+  CHECK(reasons == std::vector<std::string>{"first", "second"});
+  lotus::configure(lotus::options{});
+}
+
+TEST_CASE("flight: a malformed LOTUS_TRIGGER is refused, the triggers parse", "[flight]") {
+  using lotus::detail::flight_parse_triggers;
+  lotus::detail::flight_settings s;
+  CHECK(flight_parse_triggers("wait>800ms", s));
+  CHECK(s.wait_ns == 800000000u);
+  CHECK(flight_parse_triggers(" wait>1s , waitshare>30%/10s", s));
+  CHECK(s.wait_ns == 1000000000u);
+  CHECK(s.share_permille == 300);
+  CHECK(s.share_window_ns == 10000000000u);
+  CHECK(flight_parse_triggers("waitshare>12.5%/2min", s));
+  CHECK(s.wait_ns == 0);
+  CHECK(s.share_permille == 125);
+  CHECK(s.share_window_ns == 120000000000u);
+  for (const char* bad : {"wait", "wait>", "wait>800", "wait>800mss", "waitshare>30/10s",
+                          "waitshare>100%/1s", "wait>1s,", "idle>1s", "wait>0ms"}) {
+    INFO(bad);
+    lotus::detail::flight_settings t;
+    t.wait_ns = 7;
+    CHECK_FALSE(flight_parse_triggers(bad, t));
+    CHECK(t.wait_ns == 7);
+  }
+  lotus::detail::flight_request r;
+  CHECK(lotus::detail::flight_parse_request("capture a-1 5 6 0 why not", r));
+  CHECK(std::string(r.id) == "a-1");
+  CHECK(r.end_ns == 6);
+  CHECK(std::string(r.reason) == "why not");
+  CHECK_FALSE(lotus::detail::flight_parse_request("capture ../x 5 6 0 r", r));
+  CHECK_FALSE(lotus::detail::flight_parse_request("capture .x 5 6 0 r", r));
+  CHECK_FALSE(lotus::detail::flight_parse_request("capture x 5 6", r));
+}
