@@ -216,6 +216,100 @@ class trace_files {
   bool created_pending() const noexcept { return !created_.empty(); }
   bool created_full() const noexcept { return created_overflow_; }
 
+  /// The live file (live.hpp): `.<base>.lotus-live_<pid>` beside the sidecar.
+  struct live_file {
+    int fd = -1;
+    std::uint64_t dev = 0, ino = 0;
+    unsigned fresh = 0;
+  };
+  /// What the live file's name depends on (a new prefix: a new live file).
+  std::string_view live_key() const noexcept { return {prefix_.c_str(), prefix_.size()}; }
+
+  /// Creates the live file like every lotus file (O_EXCL|O_NOFOLLOW|O_NONBLOCK, a regular file of
+  /// this user with one link; a taken name gets the next fresh name `r<k>_`) at `size` bytes,
+  /// taken once from the byte budget (all or nothing). False, with one message, when it cannot.
+  LOTUS_DETAIL_COLD bool create_live(live_file& f, std::size_t size) noexcept {
+    if (disabled_) return false;
+    make_dirs();
+    const grant g = budget_take(size, false, true);
+    if (g.bytes < size) {
+      budget_settle(g, 0);
+      diag(topic::max_bytes,
+           "no room under LOTUS_MAX_BYTES or LOTUS_MIN_FREE_BYTES for the %zu-byte live figures "
+           "file; lotus-tool top and serve will not see this process",
+           size);
+      return false;
+    }
+    const auto pid = static_cast<std::uint64_t>(::getpid());
+    text name;
+    for (unsigned k = 0; k <= max_fresh_names; ++k) {
+      name.clear();
+      name.add(dir_).add("/.").add(base_).add(".lotus-live_");
+      if (k != 0) name.add('r').add(std::uint64_t{k}).add('_');
+      name.add(pid);
+      if (name.overflow) break;
+      int fd = -1;
+      do {
+        fd = ::open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+                    0644);
+      } while (fd < 0 && errno == EINTR);
+      if (fd < 0 && errno == EEXIST) continue;
+      struct stat st {};
+      if (fd < 0 || ::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1 ||
+          ::ftruncate(fd, static_cast<off_t>(size)) != 0) {
+        if (fd >= 0) ::close(fd);
+        break;
+      }
+      f = live_file{fd, static_cast<std::uint64_t>(st.st_dev),
+                    static_cast<std::uint64_t>(st.st_ino), k};
+      budget_settle(g, size);
+      return true;
+    }
+    budget_settle(g, 0);
+    diag(topic::file_refused, "cannot create the live figures file '%s': %s", name.c_str(),
+         name.overflow ? "name too long" : std::strerror(errno));
+    return false;
+  }
+
+  /// True when `f.fd` still is the live file (the host may have closed the descriptor and reused
+  /// its number: then it is reopened by name, and must be the same inode). Never closes a
+  /// descriptor that is not ours.
+  bool live_ours(live_file& f) noexcept {
+    struct stat st {};
+    if (f.fd >= 0 && ::fstat(f.fd, &st) == 0 && static_cast<std::uint64_t>(st.st_dev) == f.dev &&
+        static_cast<std::uint64_t>(st.st_ino) == f.ino) {
+      return true;
+    }
+    f.fd = -1;
+    text name;
+    name.add(dir_).add("/.").add(base_).add(".lotus-live_");
+    if (f.fresh != 0) name.add('r').add(std::uint64_t{f.fresh}).add('_');
+    name.add(static_cast<std::uint64_t>(::getpid()));
+    int fd = -1;
+    do {
+      fd = ::open(name.c_str(), O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    } while (fd < 0 && errno == EINTR);
+    if (fd < 0) return false;
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1 ||
+        static_cast<std::uint64_t>(st.st_dev) != f.dev ||
+        static_cast<std::uint64_t>(st.st_ino) != f.ino) {
+      ::close(fd);
+      return false;
+    }
+    f.fd = fd;
+    return true;
+  }
+
+  /// Closes the live file when its descriptor still is ours.
+  static void close_live(live_file& f) noexcept {
+    struct stat st {};
+    if (f.fd >= 0 && ::fstat(f.fd, &st) == 0 && static_cast<std::uint64_t>(st.st_dev) == f.dev &&
+        static_cast<std::uint64_t>(st.st_ino) == f.ino) {
+      ::close(f.fd);
+    }
+    f.fd = -1;
+  }
+
   /// True once this process's sidecar exists (a stats line then has somewhere to go).
   bool has_sidecar() const noexcept {
     return sidecar_.state == file_slot::created &&

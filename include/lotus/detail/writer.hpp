@@ -21,6 +21,7 @@
 #include "lotus/detail/diagnostics.hpp"
 #include "lotus/detail/intern.hpp"
 #include "lotus/detail/ledger.hpp"
+#include "lotus/detail/live.hpp"
 #include "lotus/detail/record_name.hpp"
 #include "lotus/detail/ring.hpp"
 #include "lotus/detail/sync.hpp"
@@ -282,6 +283,7 @@ class trace_writer {
     mu_.unlock();
     cycle_mu_.unlock();
     files_.close_all(parent_threads);
+    live_.after_fork();
   }
 
  private:
@@ -476,6 +478,7 @@ class trace_writer {
     }
     flush_thread_lines();
     flush_resource_lines();
+    live_.publish(files_, stats_source_, sidecar_info_, stats, final);  // live.hpp
     if (stats && stats_source_ != nullptr && files_.has_sidecar()) write_stats(final);
     threads_.release(cycle_finished_);
     cpu_ns_.fetch_add(clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0, std::memory_order_relaxed);
@@ -584,6 +587,10 @@ class trace_writer {
   ptr_list<thread_state> cycle_threads_, cycle_finished_, urgent_threads_;
   epoch_formatter epoch_;
   label_table labels_;
+  live_state live_;  // live aggregates (live.hpp), fed by every record whatever the sink
+  // The record format() just handled (nullptr: lost), for the live aggregates.
+  const label_table::label* rec_label_ = nullptr;
+  std::uint64_t rec_start_ = 0, rec_dur_ = 0;
 };
 
 // ---- per-record work --------------------------------------------------------------------------
@@ -592,6 +599,7 @@ inline void trace_writer::format(const event& e, out_buffer& out) noexcept {
   const label_table::label* n = labels_.find(e.loc);
   // Out of memory for the label or the buffer: this record is lost, and counted.
   char* p = n != nullptr ? out.reserve(n->size + 64) : nullptr;
+  rec_label_ = p != nullptr ? n : nullptr;
   if (LOTUS_DETAIL_UNLIKELY(p == nullptr)) return format_failed();
   char* const begin = p;
   std::memcpy(p, n->text, n->size);
@@ -608,6 +616,8 @@ inline void trace_writer::format(const event& e, out_buffer& out) noexcept {
     const std::uint64_t end = conv_.to_ns(e.t1);
     dur = end > start ? end - start : 0;
   }
+  rec_start_ = start;
+  rec_dur_ = dur;
   p = epoch_(p, start);
   *p++ = ',';
   p = write_u64(p, dur);
@@ -658,6 +668,7 @@ inline bool trace_writer::drain(thread_state& t) noexcept {
       for (std::uint64_t i = 0; i < chunk; ++i) {
         const event& e = r->buf[(tail + i) & r->mask];
         format(e, (e.loc->flags & flag_main) != 0 ? main_buf_ : worker_buf_);
+        if (rec_label_ != nullptr) live_.observe(*rec_label_, rec_start_, rec_dur_, t.tid);
         // The one indexed worker-file record is SBatchPreprocessed: its `batchres` key.
         if ((e.loc->flags & (flag_indexed | flag_main)) == flag_indexed) note_batch(t, e);
       }
