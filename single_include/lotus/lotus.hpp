@@ -4251,7 +4251,8 @@ class live_state {
   /// The per-record cost: a cached site lookup, a bucket found in at most three compares.
   void observe(const label_table::label& n, std::uint64_t start, std::uint64_t dur,
                std::uint64_t tid) noexcept {
-    site* s = n.key == last_key_ ? last_site_ : find_site(n);
+    site* s = &sites_[slot_of(n.key)];  // the common case: the site in its home slot
+    if (LOTUS_DETAIL_UNLIKELY(s->key != n.key)) s = find_site(n);
     switch (s->kind) {
       case kind_op: {
         add(ops_[s->op].hist, dur);
@@ -4354,8 +4355,6 @@ class live_state {
     site_count_ = 0;
     op_count_ = 0;
     worker_count_ = 0;
-    last_key_ = nullptr;
-    last_site_ = nullptr;
     last_tid_ = 0;
     last_worker_ = nullptr;
     wait_ = live_hist{};
@@ -4384,9 +4383,13 @@ class live_state {
     h.sum_ns += dur;
   }
 
+  static std::size_t slot_of(const record_site* key) noexcept {
+    const auto v = reinterpret_cast<std::uintptr_t>(key);
+    return static_cast<std::size_t>((v >> 4) ^ (v >> 13)) & (site_slots - 1);
+  }
+
   LOTUS_DETAIL_NOINLINE site* find_site(const label_table::label& n) noexcept {
-    const auto v = reinterpret_cast<std::uintptr_t>(n.key);
-    std::size_t i = static_cast<std::size_t>((v >> 4) ^ (v >> 13)) & (site_slots - 1);
+    std::size_t i = slot_of(n.key);
     for (;; i = (i + 1) & (site_slots - 1)) {
       site& s = sites_[i];
       if (s.key == n.key) break;
@@ -4398,9 +4401,7 @@ class live_state {
         break;
       }
     }
-    last_key_ = n.key;
-    last_site_ = &sites_[i];
-    return last_site_;
+    return &sites_[i];
   }
 
   static bool is(const label_table::label& n, std::string_view what) noexcept {
@@ -4649,8 +4650,6 @@ class live_state {
   site sites_[site_slots];
   std::size_t site_count_ = 0;
   site overflow_site_{};
-  const record_site* last_key_ = nullptr;
-  site* last_site_ = nullptr;
   op_entry ops_[live_max_ops];
   std::size_t op_count_ = 0;
   worker_entry workers_[live_max_workers];
