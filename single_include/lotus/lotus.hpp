@@ -1040,6 +1040,7 @@ enum class topic : unsigned {
   itt,             // LOTUS_ITT asked for with no usable ITT collector
   names,           // the run-time name table is full: new names pooled
   fd_reused,       // a descriptor of lotus was closed (and maybe reused) by the host
+  live,            // the live figures file (live.hpp) could not be created or was replaced
   count_
 };
 
@@ -3578,17 +3579,20 @@ class trace_files {
 
   /// Creates the live file like every lotus file (O_EXCL|O_NOFOLLOW|O_NONBLOCK, a regular file of
   /// this user with one link; a taken name gets the next fresh name `r<k>_`) at `size` bytes,
-  /// taken once from the byte budget (all or nothing). False, with one message, when it cannot.
-  LOTUS_DETAIL_COLD bool create_live(live_file& f, std::size_t size) noexcept {
+  /// taken once from the byte budget (all or nothing). Under a LOTUS_MAX_BYTES smaller than 8 times
+  /// `size` there is none (the budget is for the trace). False when it cannot be created (then
+  /// one message, except for that small budget).
+  /// `mine`: the live files this runtime made before (an earlier prefix configured again: its file
+  /// is written again).
+  LOTUS_DETAIL_COLD bool create_live(live_file& f, std::size_t size, const live_file* mine,
+                                     std::size_t mine_count) noexcept {
     if (disabled_) return false;
+    const std::uint64_t max = max_bytes_.load(std::memory_order_relaxed);
+    if (max != 0 && max / 8 < size) return false;
     make_dirs();
     const grant g = budget_take(size, false, true);
-    if (g.bytes < size) {
+    if (g.bytes < size) {  // the budget's and the reserve's own messages say enough
       budget_settle(g, 0);
-      diag(topic::max_bytes,
-           "no room under LOTUS_MAX_BYTES or LOTUS_MIN_FREE_BYTES for the %zu-byte live figures "
-           "file; lotus-tool top and serve will not see this process",
-           size);
       return false;
     }
     const auto pid = static_cast<std::uint64_t>(::getpid());
@@ -3604,7 +3608,14 @@ class trace_files {
         fd = ::open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
                     0644);
       } while (fd < 0 && errno == EINTR);
-      if (fd < 0 && errno == EEXIST) continue;
+      if (fd < 0 && errno == EEXIST) {
+        // An earlier lotus runtime of this very process (a library loaded again) made it: reuse.
+        if (adopt_own_live(name.c_str(), size, f, k, mine, mine_count)) {
+          budget_settle(g, 0);
+          return true;
+        }
+        continue;
+      }
       struct stat st {};
       if (fd < 0 || ::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1 ||
           ::ftruncate(fd, static_cast<off_t>(size)) != 0) {
@@ -3617,9 +3628,53 @@ class trace_files {
       return true;
     }
     budget_settle(g, 0);
-    diag(topic::file_refused, "cannot create the live figures file '%s': %s", name.c_str(),
+    diag(topic::live, "cannot create the live figures file '%s': %s", name.c_str(),
          name.overflow ? "name too long" : std::strerror(errno));
     return false;
+  }
+
+  /// `path` as this process's live file when an earlier runtime of this process wrote it and ended
+  /// (its body names this pid and start, and is final), a regular file of this user with one link,
+  /// `size` bytes. (Two runtimes alive at once each have a file; readers add them up.)
+  LOTUS_DETAIL_COLD static bool adopt_own_live(const char* path, std::size_t size, live_file& f,
+                                               unsigned fresh, const live_file* mine,
+                                               std::size_t mine_count) noexcept {
+    const std::uint64_t start = process_start();
+    if (start == 0) return false;
+    int fd = -1;
+    do {
+      fd = ::open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    } while (fd < 0 && errno == EINTR);
+    if (fd < 0) return false;
+    struct stat st {};
+    char head[1024];
+    ssize_t n = -1;
+    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid() &&
+        st.st_nlink == 1 && static_cast<std::uint64_t>(st.st_size) == size) {
+      n = ::pread(fd, head, sizeof head - 1, 0);
+    }
+    bool ours = false;
+    if (n > 0) {
+      head[n] = '\0';
+      char want[96];
+      std::snprintf(want, sizeof want, "\npid %d\nppid %d\nstart %llu\n",
+                    static_cast<int>(::getpid()), static_cast<int>(::getppid()),
+                    static_cast<unsigned long long>(start));
+      bool made_here = false;
+      for (std::size_t i = 0; i < mine_count; ++i) {
+        made_here = made_here || (mine[i].dev == static_cast<std::uint64_t>(st.st_dev) &&
+                                  mine[i].ino == static_cast<std::uint64_t>(st.st_ino));
+      }
+      ours = std::strncmp(head, "lotus-live 1 ", 13) == 0 && std::strstr(head, want) != nullptr &&
+             (made_here || std::strstr(head, "\nfinal 1\n") != nullptr);
+    }
+    if (!ours) {
+      ::close(fd);
+      return false;
+    }
+    f = live_file{fd, static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino),
+                  fresh};
+    return true;
   }
 
   /// True when `f.fd` still is the live file (the host may have closed the descriptor and reused
@@ -4217,6 +4272,20 @@ constexpr std::size_t live_max_sites = 512;
 constexpr std::size_t live_file_bytes = 32768;
 /// The live file is rewritten at most this often (and at every flush and at exit).
 constexpr std::uint64_t live_publish_ns = 250000000;
+/// LOTUS_LIVE: 1 (default) keeps and publishes the live figures, 0 (or off, false, no) does not.
+/// Read once.
+inline bool live_enabled() noexcept {
+  static const bool on = [] {
+    const char* v = env_text("LOTUS_LIVE");
+    if (v == nullptr) return true;
+    for (const char* off : {"0", "off", "false", "no"}) {
+      if (std::strcmp(v, off) == 0) return false;
+    }
+    return true;
+  }();
+  return on;
+}
+
 /// The recent window (input-wait share, rates, busy shares): the last 10 s, in 1 s steps.
 constexpr unsigned live_window_steps = 10;
 /// Histogram bucket upper bounds (ns), Prometheus style (1, 2.5, 5 per decade), then +Inf.
@@ -4236,7 +4305,7 @@ struct live_hist {
 /// The live figures of one process. Writer thread only (observe, publish, after_fork).
 class live_state {
  public:
-  live_state() noexcept {
+  live_state() noexcept : on_(live_enabled()) {
     // first_bucket_[b]: buckets whose bound is below every duration of bit length b.
     for (unsigned b = 0; b <= 64; ++b) {
       const std::uint64_t least = b == 0 ? 0 : std::uint64_t{1} << (b - 1);
@@ -4251,6 +4320,7 @@ class live_state {
   /// The per-record cost: a cached site lookup, a bucket found in at most three compares.
   void observe(const label_table::label& n, std::uint64_t start, std::uint64_t dur,
                std::uint64_t tid) noexcept {
+    if (LOTUS_DETAIL_UNLIKELY(!on_)) return;
     site* s = &sites_[slot_of(n.key)];  // the common case: the site in its home slot
     if (LOTUS_DETAIL_UNLIKELY(s->key != n.key)) s = find_site(n);
     switch (s->kind) {
@@ -4281,6 +4351,7 @@ class live_state {
   LOTUS_DETAIL_COLD void after_fork() noexcept {
     trace_files::close_live(file_);
     failed_ = false;
+    mine_count_ = 0;  // the parent's
     reset();
   }
 
@@ -4289,6 +4360,7 @@ class live_state {
   /// the prefix changed; nothing when tracing to files is off.
   LOTUS_DETAIL_COLD void publish(trace_files& files, trace_stats (*stats)(), const text& info,
                                  bool force, bool final) noexcept {
+    if (!on_) return;
     const std::uint64_t now = clock_ns(CLOCK_REALTIME);
     if (!force && !final && now - published_at_ < live_publish_ns) return;
     if (files.disabled()) return;
@@ -4302,9 +4374,19 @@ class live_state {
       where_.clear();
       where_.add(where.data(), where.size());
     }
-    if (file_.fd < 0 && !failed_) failed_ = !files.create_live(file_, live_file_bytes);
-    if (failed_ || !files.live_ours(file_)) {
+    if (file_.fd < 0 && !failed_) {
+      failed_ = !files.create_live(file_, live_file_bytes, mine_, mine_count_);
+      if (!failed_) {
+        continue_generation();
+        remember(file_);
+      }
+    }
+    if (failed_) return;
+    if (!files.live_ours(file_)) {
       failed_ = true;  // removed or replaced: not written again (until the next prefix)
+      diag(topic::live,
+           "the live figures file was removed or replaced; lotus-tool top and serve no longer see "
+           "this process");
       return;
     }
     const trace_stats st = stats != nullptr ? stats() : trace_stats{};
@@ -4620,6 +4702,28 @@ class live_state {
     put("end\n");
   }
 
+  /// The files this runtime made (by identity), so that a prefix configured again reuses its own.
+  void remember(const trace_files::live_file& f) noexcept {
+    for (std::size_t i = 0; i < mine_count_; ++i) {
+      if (mine_[i].dev == f.dev && mine_[i].ino == f.ino) return;
+    }
+    if (mine_count_ < max_mine) mine_[mine_count_++] = f;
+  }
+
+  /// A file adopted from an earlier runtime of this process: go on from its generation, so that a
+  /// reader never sees a generation again with another body.
+  void continue_generation() noexcept {
+    char h[header_bytes];
+    if (::pread(file_.fd, h, sizeof h, 0) != static_cast<ssize_t>(sizeof h)) return;
+    if (std::memcmp(h, "lotus-live 1 ", 13) != 0) return;
+    std::uint64_t g = 0;
+    for (int i = 13; i < 33; ++i) {
+      if (h[i] < '0' || h[i] > '9') return;
+      g = g * 10 + static_cast<std::uint64_t>(h[i] - '0');
+    }
+    if (g >= gen_) gen_ = g + (g % 2);  // even: the next rewrite starts odd
+  }
+
   void write_header(std::uint64_t gen) noexcept {
     char h[header_bytes + 1];
     std::memcpy(h, "lotus-live 1 ", 13);
@@ -4663,6 +4767,10 @@ class live_state {
   snapshot ring_[ring_size];
   std::uint64_t snaps_ = 0;
   std::uint64_t started_ns_ = 0, start_ticks_ = 0, published_at_ = 0, gen_ = 0;
+  bool on_;
+  static constexpr std::size_t max_mine = 64;
+  trace_files::live_file mine_[max_mine];
+  std::size_t mine_count_ = 0;
   trace_files::live_file file_;
   bool failed_ = false;
   text where_;  // the directory and prefix of the file fd_ is
@@ -7217,6 +7325,7 @@ enum class topic : unsigned {
   itt,             // LOTUS_ITT asked for with no usable ITT collector
   names,           // the run-time name table is full: new names pooled
   fd_reused,       // a descriptor of lotus was closed (and maybe reused) by the host
+  live,            // the live figures file (live.hpp) could not be created or was replaced
   count_
 };
 

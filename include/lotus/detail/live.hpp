@@ -14,6 +14,8 @@
 
 #include "lotus/config.hpp"
 #include "lotus/detail/clock.hpp"
+#include "lotus/detail/diagnostics.hpp"
+#include "lotus/detail/env.hpp"
 #include "lotus/detail/intern.hpp"
 #include "lotus/detail/record_name.hpp"
 #include "lotus/detail/text.hpp"
@@ -38,6 +40,20 @@ constexpr std::size_t live_max_sites = 512;
 constexpr std::size_t live_file_bytes = 32768;
 /// The live file is rewritten at most this often (and at every flush and at exit).
 constexpr std::uint64_t live_publish_ns = 250000000;
+/// LOTUS_LIVE: 1 (default) keeps and publishes the live figures, 0 (or off, false, no) does not.
+/// Read once.
+inline bool live_enabled() noexcept {
+  static const bool on = [] {
+    const char* v = env_text("LOTUS_LIVE");
+    if (v == nullptr) return true;
+    for (const char* off : {"0", "off", "false", "no"}) {
+      if (std::strcmp(v, off) == 0) return false;
+    }
+    return true;
+  }();
+  return on;
+}
+
 /// The recent window (input-wait share, rates, busy shares): the last 10 s, in 1 s steps.
 constexpr unsigned live_window_steps = 10;
 /// Histogram bucket upper bounds (ns), Prometheus style (1, 2.5, 5 per decade), then +Inf.
@@ -57,7 +73,7 @@ struct live_hist {
 /// The live figures of one process. Writer thread only (observe, publish, after_fork).
 class live_state {
  public:
-  live_state() noexcept {
+  live_state() noexcept : on_(live_enabled()) {
     // first_bucket_[b]: buckets whose bound is below every duration of bit length b.
     for (unsigned b = 0; b <= 64; ++b) {
       const std::uint64_t least = b == 0 ? 0 : std::uint64_t{1} << (b - 1);
@@ -72,6 +88,7 @@ class live_state {
   /// The per-record cost: a cached site lookup, a bucket found in at most three compares.
   void observe(const label_table::label& n, std::uint64_t start, std::uint64_t dur,
                std::uint64_t tid) noexcept {
+    if (LOTUS_DETAIL_UNLIKELY(!on_)) return;
     site* s = &sites_[slot_of(n.key)];  // the common case: the site in its home slot
     if (LOTUS_DETAIL_UNLIKELY(s->key != n.key)) s = find_site(n);
     switch (s->kind) {
@@ -102,6 +119,7 @@ class live_state {
   LOTUS_DETAIL_COLD void after_fork() noexcept {
     trace_files::close_live(file_);
     failed_ = false;
+    mine_count_ = 0;  // the parent's
     reset();
   }
 
@@ -110,6 +128,7 @@ class live_state {
   /// the prefix changed; nothing when tracing to files is off.
   LOTUS_DETAIL_COLD void publish(trace_files& files, trace_stats (*stats)(), const text& info,
                                  bool force, bool final) noexcept {
+    if (!on_) return;
     const std::uint64_t now = clock_ns(CLOCK_REALTIME);
     if (!force && !final && now - published_at_ < live_publish_ns) return;
     if (files.disabled()) return;
@@ -123,9 +142,19 @@ class live_state {
       where_.clear();
       where_.add(where.data(), where.size());
     }
-    if (file_.fd < 0 && !failed_) failed_ = !files.create_live(file_, live_file_bytes);
-    if (failed_ || !files.live_ours(file_)) {
+    if (file_.fd < 0 && !failed_) {
+      failed_ = !files.create_live(file_, live_file_bytes, mine_, mine_count_);
+      if (!failed_) {
+        continue_generation();
+        remember(file_);
+      }
+    }
+    if (failed_) return;
+    if (!files.live_ours(file_)) {
       failed_ = true;  // removed or replaced: not written again (until the next prefix)
+      diag(topic::live,
+           "the live figures file was removed or replaced; lotus-tool top and serve no longer see "
+           "this process");
       return;
     }
     const trace_stats st = stats != nullptr ? stats() : trace_stats{};
@@ -441,6 +470,28 @@ class live_state {
     put("end\n");
   }
 
+  /// The files this runtime made (by identity), so that a prefix configured again reuses its own.
+  void remember(const trace_files::live_file& f) noexcept {
+    for (std::size_t i = 0; i < mine_count_; ++i) {
+      if (mine_[i].dev == f.dev && mine_[i].ino == f.ino) return;
+    }
+    if (mine_count_ < max_mine) mine_[mine_count_++] = f;
+  }
+
+  /// A file adopted from an earlier runtime of this process: go on from its generation, so that a
+  /// reader never sees a generation again with another body.
+  void continue_generation() noexcept {
+    char h[header_bytes];
+    if (::pread(file_.fd, h, sizeof h, 0) != static_cast<ssize_t>(sizeof h)) return;
+    if (std::memcmp(h, "lotus-live 1 ", 13) != 0) return;
+    std::uint64_t g = 0;
+    for (int i = 13; i < 33; ++i) {
+      if (h[i] < '0' || h[i] > '9') return;
+      g = g * 10 + static_cast<std::uint64_t>(h[i] - '0');
+    }
+    if (g >= gen_) gen_ = g + (g % 2);  // even: the next rewrite starts odd
+  }
+
   void write_header(std::uint64_t gen) noexcept {
     char h[header_bytes + 1];
     std::memcpy(h, "lotus-live 1 ", 13);
@@ -484,6 +535,10 @@ class live_state {
   snapshot ring_[ring_size];
   std::uint64_t snaps_ = 0;
   std::uint64_t started_ns_ = 0, start_ticks_ = 0, published_at_ = 0, gen_ = 0;
+  bool on_;
+  static constexpr std::size_t max_mine = 64;
+  trace_files::live_file mine_[max_mine];
+  std::size_t mine_count_ = 0;
   trace_files::live_file file_;
   bool failed_ = false;
   text where_;  // the directory and prefix of the file fd_ is

@@ -371,6 +371,42 @@ live_process parse_live(std::string_view text) {
   return p;
 }
 
+/// Two lotus runtimes alive at once in one process (a plugin with its own copy) each publish a
+/// file: one process's figures are their sum.
+static void merge_into(live_process& a, const live_process& b) {
+  a.main = a.main || b.main;
+  a.final = a.final && b.final;
+  a.gone = a.gone && b.gone;
+  a.updated_ns = std::max(a.updated_ns, b.updated_ns);
+  a.since_ns = std::min(a.since_ns, b.since_ns);
+  a.recorded += b.recorded;
+  a.dropped += b.dropped;
+  a.overflow_ops += b.overflow_ops;
+  a.overflow_workers += b.overflow_workers;
+  a.cut = a.cut || b.cut;
+  a.window_ns = std::max(a.window_ns, b.window_ns);
+  a.window_consumed += b.window_consumed;
+  a.window_wait_ns += b.window_wait_ns;
+  a.window_batches += b.window_batches;
+  a.consumed += b.consumed;
+  if (a.bounds_ns != b.bounds_ns) {  // another version's buckets: counters only
+    a.overflow_ops += b.wait.count;
+    return;
+  }
+  a.wait.merge(b.wait);
+  a.workers.insert(a.workers.end(), b.workers.begin(), b.workers.end());
+  for (const live_op& o : b.ops) {
+    auto it = std::find_if(a.ops.begin(), a.ops.end(),
+                           [&](const live_op& x) { return x.name == o.name; });
+    if (it == a.ops.end()) {
+      a.ops.push_back(o);
+    } else {
+      it->window_count += o.window_count;
+      it->hist.merge(o.hist);
+    }
+  }
+}
+
 std::vector<live_process> read_live_dir(const std::string& dir,
                                         std::vector<std::string>& warnings) {
   std::vector<std::string> paths;
@@ -390,7 +426,13 @@ std::vector<live_process> read_live_dir(const std::string& dir,
       live_process p = parse_live(body);
       p.path = path;
       if (!p.final && p.host == here) p.gone = !same_process_here(p);
-      out.push_back(std::move(p));
+      auto same = std::find_if(out.begin(), out.end(),
+                               [&](const live_process& x) { return x.key() == p.key(); });
+      if (same != out.end()) {
+        merge_into(*same, p);
+      } else {
+        out.push_back(std::move(p));
+      }
     } catch (const tool_error& e) {
       warnings.push_back(printable(path) + ": " + printable(e.what()));
     }

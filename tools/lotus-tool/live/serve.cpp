@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -62,10 +63,17 @@ constexpr std::size_t k_max_request = 8192;
 struct connection {
   int fd = -1;
   std::string in, out;
-  std::size_t sent = 0;
+  std::size_t sent = 0, drained = 0;
   std::uint64_t deadline_ns = 0;
   bool responding = false;
+  bool draining = false;  // reply sent, write side shut: reading what the client still sends
+  bool reject = false;    // beyond --max-connections: its request gets 503
 };
+
+/// Connections beyond --max-connections still get their 503 after their request (closing on
+/// unread bytes would reset the connection before the client reads it), up to this many more;
+/// beyond, they are closed at once.
+constexpr std::size_t k_reject_slots = 16;
 
 std::string response(int status, const char* reason, const std::string& type,
                      const std::string& body, bool head_only) {
@@ -242,7 +250,7 @@ void run_serve(const serve_args& a) {
     std::vector<pollfd> fds;
     fds.push_back({lfd, POLLIN, 0});
     for (const connection& c : conns) {
-      fds.push_back({c.fd, static_cast<short>(c.responding ? POLLOUT : POLLIN), 0});
+      fds.push_back({c.fd, static_cast<short>(c.responding && !c.draining ? POLLOUT : POLLIN), 0});
     }
     const int n = ::poll(fds.data(), fds.size(), 200);
     if (n < 0 && errno != EINTR)
@@ -252,16 +260,16 @@ void run_serve(const serve_args& a) {
       for (int k = 0; k < 16; ++k) {  // a few per turn: the others' turns come soon
         const int cfd = ::accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (cfd < 0) break;
-        if (conns.size() >= a.max_connections) {
-          const std::string r = error_response(503, "Service Unavailable");
-          const ssize_t w = ::send(cfd, r.data(), r.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-          static_cast<void>(w);
+        std::size_t serving = 0;
+        for (const connection& c : conns) serving += c.reject || c.draining ? 0 : 1;
+        if (conns.size() >= a.max_connections + k_reject_slots) {
           ::close(cfd);
           continue;
         }
         connection c;
         c.fd = cfd;
         c.deadline_ns = now + timeout_ns;
+        c.reject = serving >= a.max_connections;
         conns.push_back(std::move(c));
       }
     }
@@ -269,7 +277,14 @@ void run_serve(const serve_args& a) {
       connection& c = conns[i];
       const short rev = i + 1 < fds.size() && fds[i + 1].fd == c.fd ? fds[i + 1].revents : 0;
       bool done = false;
-      if (!c.responding && (rev & (POLLIN | POLLHUP | POLLERR)) != 0) {
+      if (c.draining && (rev & (POLLIN | POLLHUP | POLLERR)) != 0) {
+        char buf[4096];
+        const ssize_t r = ::recv(c.fd, buf, sizeof buf, 0);
+        if (r > 0) c.drained += static_cast<std::size_t>(r);
+        if ((r <= 0 && !(r < 0 && (errno == EAGAIN || errno == EINTR))) || c.drained > (1u << 16)) {
+          done = true;
+        }
+      } else if (!c.responding && (rev & (POLLIN | POLLHUP | POLLERR)) != 0) {
         char buf[4096];
         const ssize_t r = ::recv(c.fd, buf, sizeof buf, 0);
         if (r <= 0 && !(r < 0 && (errno == EAGAIN || errno == EINTR))) {
@@ -278,7 +293,8 @@ void run_serve(const serve_args& a) {
           c.in.append(buf, static_cast<std::size_t>(r));
           const std::size_t end = c.in.find("\r\n\r\n");
           if (end != std::string::npos) {
-            c.out = answer(c.in.substr(0, end + 2), a.dir, memory);
+            c.out = c.reject ? error_response(503, "Service Unavailable")
+                             : answer(c.in.substr(0, end + 2), a.dir, memory);
             c.responding = true;
           } else if (c.in.size() > k_max_request) {
             c.out = error_response(431, "Request Header Fields Too Large");
@@ -289,13 +305,17 @@ void run_serve(const serve_args& a) {
         const ssize_t w = ::send(c.fd, c.out.data() + c.sent, c.out.size() - c.sent, MSG_NOSIGNAL);
         if (w > 0) {
           c.sent += static_cast<std::size_t>(w);
-          if (c.sent == c.out.size()) done = true;
+          if (c.sent == c.out.size()) {  // lingering close: what the client still sends is read
+            ::shutdown(c.fd, SHUT_WR);
+            c.draining = true;
+            c.deadline_ns = std::min(c.deadline_ns, now + 2000000000u);
+          }
         } else if (!(w < 0 && (errno == EAGAIN || errno == EINTR))) {
           done = true;
         }
       }
       if (!done && now > c.deadline_ns) {  // a slow or idle client: 408 if nothing was sent
-        if (!c.responding) {
+        if (!c.responding && !c.draining) {
           const std::string r = error_response(408, "Request Timeout");
           const ssize_t w = ::send(c.fd, r.data(), r.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
           static_cast<void>(w);
