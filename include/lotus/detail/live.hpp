@@ -81,6 +81,9 @@ class live_state {
       while (i < live_bounds && live_bounds_ns[i] < least) ++i;
       first_bucket_[b] = static_cast<std::uint8_t>(i);
     }
+    for (unsigned i = 0; i < live_buckets; ++i) {
+      bound_or_max_[i] = i < live_bounds ? live_bounds_ns[i] : ~std::uint64_t{0};
+    }
     reset();
   }
 
@@ -165,8 +168,8 @@ class live_state {
     write_header(++gen_);
   }
 
-  /// The figures as the file has them (tests).
-  std::uint64_t consumed() const noexcept { return consumed_; }
+  /// The histogram bucket of a duration (tests and bench check it against a plain search).
+  unsigned bucket(std::uint64_t dur) const noexcept { return bucket_of(dur); }
 
  private:
   enum : std::uint8_t {
@@ -224,11 +227,16 @@ class live_state {
     snaps_ = 1;
   }
 
-  void add(live_hist& h, std::uint64_t dur) noexcept {
+  /// The bucket of `dur`: the first bound not below it. Bounds are at least 2x apart, so at most
+  /// one lies within [2^(b-1), 2^b): one table read and one compare, no branch.
+  unsigned bucket_of(std::uint64_t dur) const noexcept {
     const unsigned bits = dur == 0 ? 0u : 64u - static_cast<unsigned>(__builtin_clzll(dur));
-    unsigned i = first_bucket_[bits];
-    while (i < live_bounds && dur > live_bounds_ns[i]) ++i;
-    ++h.bucket[i];
+    const unsigned i = first_bucket_[bits];
+    return i + (dur > bound_or_max_[i] ? 1u : 0u);
+  }
+
+  void add(live_hist& h, std::uint64_t dur) noexcept {
+    ++h.bucket[bucket_of(dur)];
     ++h.count;
     h.sum_ns += dur;
   }
@@ -532,6 +540,7 @@ class live_state {
   std::uint64_t consumed_ = 0, overflow_ = 0, worker_overflow_ = 0;
   bool role_main_ = false;
   std::uint8_t first_bucket_[65] = {};
+  std::uint64_t bound_or_max_[live_buckets] = {};
   snapshot ring_[ring_size];
   std::uint64_t snaps_ = 0;
   std::uint64_t started_ns_ = 0, start_ticks_ = 0, published_at_ = 0, gen_ = 0;
