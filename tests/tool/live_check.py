@@ -97,6 +97,12 @@ class Server:
                     return got.decode(errors="replace")
                 got += b
 
+    def get_and_stop(self):
+        try:
+            return self.get()[2]
+        finally:
+            self.stop()
+
     def stop(self):
         self.proc.terminate()
         assert self.proc.wait(timeout=30) == 0
@@ -288,6 +294,31 @@ def test_hostile_names_escaped(tmp):
             assert r.returncode == 0, r.stdout + r.stderr
     finally:
         srv.stop()
+
+
+def read_live_file(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    head = data[:46].decode()
+    assert head.startswith("lotus-live 1 ") and int(head[13:33]) % 2 == 0
+    return data[46:int(head[34:44])].decode()
+
+
+def test_name_table_bounded_overflow_counted_and_buckets(tmp):
+    r = subprocess.run([os.environ["LOTUS_LIVE_NAMES"], tmp], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.startswith("buckets ") and r.stdout.split()[2] == "0"
+    (live,) = glob.glob(os.path.join(tmp, ".n.lotus-live_*"))
+    body = read_live_file(live).splitlines()
+    ops = [l.split()[-1] for l in body if l.startswith("op ")]
+    assert ops == [f"Name{i:03d}" for i in range(64)]  # the first 64 names, in order of arrival
+    assert all(l.split()[2] == "3" for l in body if l.startswith("op "))
+    assert "overflow 108 0" in body  # 36 names x 3 records
+    assert "final 1" in body and os.path.getsize(live) == 32768
+    frame = top_once(tmp)
+    assert "overflow 108" in frame
+    assert sum(series(parse_metrics(Server(tmp).get_and_stop()), "lotus_live_overflow_total")) == 108
 
 
 def test_documented_alert_rules():
