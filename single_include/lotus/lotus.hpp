@@ -4367,7 +4367,7 @@ class live_state {
     const std::uint64_t now = clock_ns(CLOCK_REALTIME);
     if (!force && !final && now - published_at_ < live_publish_ns) return;
     if (files.disabled()) return;
-    published_at_ = now;
+    if (site_count_ == 0 && file_.fd < 0) return;  // no record yet: no file (as the sidecar)
     step(now);
     const std::string_view where = files.live_key();
     if (where.size() != where_.size() ||
@@ -4377,6 +4377,7 @@ class live_state {
       where_.clear();
       where_.add(where.data(), where.size());
     }
+    published_at_ = now;
     if (file_.fd < 0 && !failed_) {
       failed_ = !files.create_live(file_, live_file_bytes, mine_, mine_count_);
       if (!failed_) {

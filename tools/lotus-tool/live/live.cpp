@@ -372,7 +372,8 @@ live_process parse_live(std::string_view text) {
 }
 
 /// Two lotus runtimes alive at once in one process (a plugin with its own copy) each publish a
-/// file: one process's figures are their sum.
+/// file: one process's figures are their sum. (Files of one runtime, under two prefixes, have the
+/// same `since`: only the newest counts.)
 static void merge_into(live_process& a, const live_process& b) {
   a.main = a.main || b.main;
   a.final = a.final && b.final;
@@ -428,7 +429,10 @@ std::vector<live_process> read_live_dir(const std::string& dir,
       if (!p.final && p.host == here) p.gone = !same_process_here(p);
       auto same = std::find_if(out.begin(), out.end(),
                                [&](const live_process& x) { return x.key() == p.key(); });
-      if (same != out.end()) {
+      if (same != out.end() && same->since_ns == p.since_ns) {
+        // One runtime's files under two prefixes (it was configured again): its newest figures.
+        if (p.updated_ns > same->updated_ns) *same = std::move(p);
+      } else if (same != out.end()) {
         merge_into(*same, p);
       } else {
         out.push_back(std::move(p));
