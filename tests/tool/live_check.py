@@ -321,6 +321,33 @@ def test_name_table_bounded_overflow_counted_and_buckets(tmp):
     assert sum(series(parse_metrics(Server(tmp).get_and_stop()), "lotus_live_overflow_total")) == 108
 
 
+def run_names(d, **env):
+    r = subprocess.run([os.environ["LOTUS_LIVE_NAMES"], d], capture_output=True, text=True,
+                       timeout=300, env={**os.environ, **env})
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r
+
+
+def test_switch_and_byte_budget(tmp):
+    # LOTUS_LIVE=0: no live figures file, the trace as always.
+    off = os.path.join(tmp, "off")
+    run_names(off, LOTUS_LIVE="0")
+    assert glob.glob(os.path.join(off, ".*lotus-live_*")) == []
+    assert len(glob.glob(os.path.join(off, "n_worker_pid_*"))) == 1
+    # The live file counts once against LOTUS_MAX_BYTES: everything lotus wrote fits the budget.
+    budget = 300000
+    on = os.path.join(tmp, "on")
+    r = run_names(on, LOTUS_MAX_BYTES=str(budget))
+    assert r.stderr == ""
+    (live,) = glob.glob(os.path.join(on, ".n.lotus-live_*"))
+    total = sum(os.path.getsize(os.path.join(on, f)) for f in os.listdir(on))
+    assert os.path.getsize(live) == 32768 and total <= budget
+    # Under a budget below 8 live files (256 KiB) there is none, and no message.
+    small = os.path.join(tmp, "small")
+    r = run_names(small, LOTUS_MAX_BYTES="200000")
+    assert r.stderr == "" and glob.glob(os.path.join(small, ".*lotus-live_*")) == []
+
+
 def test_documented_alert_rules():
     if not shutil.which("promtool"):
         pytest.skip("promtool (Debian package prometheus) not installed")
