@@ -1046,6 +1046,7 @@ enum class topic : unsigned {
   itt,             // LOTUS_ITT asked for with no usable ITT collector
   names,           // the run-time name table is full: new names pooled
   fd_reused,       // a descriptor of lotus was closed (and maybe reused) by the host
+  live,            // the live figures file (live.hpp) could not be created or was replaced
   count_
 };
 
@@ -3470,6 +3471,154 @@ class trace_files {
   bool created_pending() const noexcept { return !created_.empty(); }
   bool created_full() const noexcept { return created_overflow_; }
 
+  /// The live file (live.hpp): `.<base>.lotus-live_<pid>` beside the sidecar.
+  struct live_file {
+    int fd = -1;
+    std::uint64_t dev = 0, ino = 0;
+    unsigned fresh = 0;
+  };
+  /// What the live file's name depends on (a new prefix: a new live file).
+  std::string_view live_key() const noexcept { return {prefix_.c_str(), prefix_.size()}; }
+
+  /// Creates the live file like every lotus file (O_EXCL|O_NOFOLLOW|O_NONBLOCK, a regular file of
+  /// this user with one link; a taken name gets the next fresh name `r<k>_`) at `size` bytes,
+  /// taken once from the byte budget (all or nothing). Under a LOTUS_MAX_BYTES smaller than 8 times
+  /// `size` there is none (the budget is for the trace). False when it cannot be created (then
+  /// one message, except for that small budget).
+  /// `mine`: the live files this runtime made before (an earlier prefix configured again: its file
+  /// is written again).
+  LOTUS_DETAIL_COLD bool create_live(live_file& f, std::size_t size, const live_file* mine,
+                                     std::size_t mine_count) noexcept {
+    if (disabled_) return false;
+    const std::uint64_t max = max_bytes_.load(std::memory_order_relaxed);
+    if (max != 0 && max / 8 < size) return false;
+    make_dirs();
+    const grant g = budget_take(size, false, true);
+    if (g.bytes < size) {  // the budget's and the reserve's own messages say enough
+      budget_settle(g, 0);
+      return false;
+    }
+    const auto pid = static_cast<std::uint64_t>(::getpid());
+    text name;
+    for (unsigned k = 0; k <= max_fresh_names; ++k) {
+      name.clear();
+      name.add(dir_).add("/.").add(base_).add(".lotus-live_");
+      if (k != 0) name.add('r').add(std::uint64_t{k}).add('_');
+      name.add(pid);
+      if (name.overflow) break;
+      int fd = -1;
+      do {
+        fd = ::open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+                    0644);
+      } while (fd < 0 && errno == EINTR);
+      if (fd < 0 && errno == EEXIST) {
+        // An earlier lotus runtime of this very process (a library loaded again) made it: reuse.
+        if (adopt_own_live(name.c_str(), size, f, k, mine, mine_count)) {
+          budget_settle(g, 0);
+          return true;
+        }
+        continue;
+      }
+      struct stat st {};
+      if (fd < 0 || ::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1 ||
+          ::ftruncate(fd, static_cast<off_t>(size)) != 0) {
+        if (fd >= 0) ::close(fd);
+        break;
+      }
+      f = live_file{fd, static_cast<std::uint64_t>(st.st_dev),
+                    static_cast<std::uint64_t>(st.st_ino), k};
+      budget_settle(g, size);
+      return true;
+    }
+    budget_settle(g, 0);
+    diag(topic::live, "cannot create the live figures file '%s': %s", name.c_str(),
+         name.overflow ? "name too long" : std::strerror(errno));
+    return false;
+  }
+
+  /// `path` as this process's live file when an earlier runtime of this process wrote it and ended
+  /// (its body names this pid and start, and is final), a regular file of this user with one link,
+  /// `size` bytes. (Two runtimes alive at once each have a file; readers add them up.)
+  LOTUS_DETAIL_COLD static bool adopt_own_live(const char* path, std::size_t size, live_file& f,
+                                               unsigned fresh, const live_file* mine,
+                                               std::size_t mine_count) noexcept {
+    const std::uint64_t start = process_start();
+    if (start == 0) return false;
+    int fd = -1;
+    do {
+      fd = ::open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    } while (fd < 0 && errno == EINTR);
+    if (fd < 0) return false;
+    struct stat st {};
+    char head[1024];
+    ssize_t n = -1;
+    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid() &&
+        st.st_nlink == 1 && static_cast<std::uint64_t>(st.st_size) == size) {
+      n = ::pread(fd, head, sizeof head - 1, 0);
+    }
+    bool ours = false;
+    if (n > 0) {
+      head[n] = '\0';
+      char want[96];
+      std::snprintf(want, sizeof want, "\npid %d\nppid %d\nstart %llu\n",
+                    static_cast<int>(::getpid()), static_cast<int>(::getppid()),
+                    static_cast<unsigned long long>(start));
+      bool made_here = false;
+      for (std::size_t i = 0; i < mine_count; ++i) {
+        made_here = made_here || (mine[i].dev == static_cast<std::uint64_t>(st.st_dev) &&
+                                  mine[i].ino == static_cast<std::uint64_t>(st.st_ino));
+      }
+      ours = std::strncmp(head, "lotus-live 1 ", 13) == 0 && std::strstr(head, want) != nullptr &&
+             (made_here || std::strstr(head, "\nfinal 1\n") != nullptr);
+    }
+    if (!ours) {
+      ::close(fd);
+      return false;
+    }
+    f = live_file{fd, static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino),
+                  fresh};
+    return true;
+  }
+
+  /// True when `f.fd` still is the live file (the host may have closed the descriptor and reused
+  /// its number: then it is reopened by name, and must be the same inode). Never closes a
+  /// descriptor that is not ours.
+  bool live_ours(live_file& f) noexcept {
+    struct stat st {};
+    if (f.fd >= 0 && ::fstat(f.fd, &st) == 0 && static_cast<std::uint64_t>(st.st_dev) == f.dev &&
+        static_cast<std::uint64_t>(st.st_ino) == f.ino) {
+      return true;
+    }
+    f.fd = -1;
+    text name;
+    name.add(dir_).add("/.").add(base_).add(".lotus-live_");
+    if (f.fresh != 0) name.add('r').add(std::uint64_t{f.fresh}).add('_');
+    name.add(static_cast<std::uint64_t>(::getpid()));
+    int fd = -1;
+    do {
+      fd = ::open(name.c_str(), O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    } while (fd < 0 && errno == EINTR);
+    if (fd < 0) return false;
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1 ||
+        static_cast<std::uint64_t>(st.st_dev) != f.dev ||
+        static_cast<std::uint64_t>(st.st_ino) != f.ino) {
+      ::close(fd);
+      return false;
+    }
+    f.fd = fd;
+    return true;
+  }
+
+  /// Closes the live file when its descriptor still is ours.
+  static void close_live(live_file& f) noexcept {
+    struct stat st {};
+    if (f.fd >= 0 && ::fstat(f.fd, &st) == 0 && static_cast<std::uint64_t>(st.st_dev) == f.dev &&
+        static_cast<std::uint64_t>(st.st_ino) == f.ino) {
+      ::close(f.fd);
+    }
+    f.fd = -1;
+  }
+
   /// True once this process's sidecar exists (a stats line then has somewhere to go).
   bool has_sidecar() const noexcept {
     return sidecar_.state == file_slot::created &&
@@ -4932,6 +5081,563 @@ LOTUS_DETAIL_COLD inline void merge_settings(const options& o, const env_setting
 #include <cstring>      // memcpy
 #include <string_view>  // string_view
 
+// ---- begin lotus/detail/live.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_LIVE_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_LIVE_HPP
+// lotus — live aggregates of a running process (internal)
+// SPDX-License-Identifier: MIT
+// Counters and histograms kept by the writer thread, published in place in a small `.lotus-live_`
+// file beside the sidecar (tools/docs/FORMAT.md §9); `lotus-tool top` and `serve` read it.
+
+#include <errno.h>   // errno, EINTR
+#include <time.h>    // CLOCK_REALTIME
+#include <unistd.h>  // pwrite, close, getpid, getppid
+
+#include <cstdint>      // uint64_t
+#include <cstring>      // memcpy, memcmp
+#include <string_view>  // string_view
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// Distinct op names one process keeps figures for; records of further names are counted
+/// (`overflow`), not lost from the trace.
+constexpr std::size_t live_max_ops = 64;
+/// Worker threads (threads that write SBatchPreprocessed) one process keeps figures for.
+constexpr std::size_t live_max_workers = 64;
+/// Longest op name kept (bytes, without the leading S); a longer name is counted as overflow.
+constexpr std::size_t live_max_name = 96;
+/// Record sites remembered (several sites may share one op name); further sites: overflow.
+constexpr std::size_t live_max_sites = 512;
+/// Size of the live file: written once at creation (counted once against LOTUS_MAX_BYTES), then
+/// rewritten in place.
+constexpr std::size_t live_file_bytes = 32768;
+/// The live file is rewritten at most this often (and at every flush and at exit).
+constexpr std::uint64_t live_publish_ns = 250000000;
+/// LOTUS_LIVE: 1 (default) keeps and publishes the live figures, 0 (or off, false, no) does not.
+/// Read once.
+inline bool live_enabled() noexcept {
+  static const bool on = [] {
+    const char* v = env_text("LOTUS_LIVE");
+    if (v == nullptr) return true;
+    for (const char* off : {"0", "off", "false", "no"}) {
+      if (std::strcmp(v, off) == 0) return false;
+    }
+    return true;
+  }();
+  return on;
+}
+
+/// The recent window (input-wait share, rates, busy shares): the last 10 s, in 1 s steps.
+constexpr unsigned live_window_steps = 10;
+/// Histogram bucket upper bounds (ns), Prometheus style (1, 2.5, 5 per decade), then +Inf.
+inline constexpr std::uint64_t live_bounds_ns[] = {
+    10000,     25000,      50000,      100000,     250000,     500000,    1000000,
+    2500000,   5000000,    10000000,   25000000,   50000000,   100000000, 250000000,
+    500000000, 1000000000, 2500000000, 5000000000, 10000000000};
+constexpr unsigned live_bounds = sizeof live_bounds_ns / sizeof live_bounds_ns[0];
+constexpr unsigned live_buckets = live_bounds + 1;  // the last one: +Inf
+
+/// Counts per bucket (not cumulative), the count and the sum.
+struct live_hist {
+  std::uint64_t count = 0, sum_ns = 0;
+  std::uint64_t bucket[live_buckets] = {};
+};
+
+/// The live figures of one process. Writer thread only (observe, publish, after_fork).
+class live_state {
+ public:
+  live_state() noexcept : on_(live_enabled()) {
+    // first_bucket_[b]: buckets whose bound is below every duration of bit length b.
+    for (unsigned b = 0; b <= 64; ++b) {
+      const std::uint64_t least = b == 0 ? 0 : std::uint64_t{1} << (b - 1);
+      unsigned i = 0;
+      while (i < live_bounds && live_bounds_ns[i] < least) ++i;
+      first_bucket_[b] = static_cast<std::uint8_t>(i);
+    }
+    for (unsigned i = 0; i < live_buckets; ++i) {
+      bound_or_max_[i] = i < live_bounds ? live_bounds_ns[i] : ~std::uint64_t{0};
+    }
+    reset();
+  }
+
+  /// One formatted record: `n` its label ("S" + name), `start`/`dur` as written, `tid` its thread.
+  /// The per-record cost: a cached site lookup, a bucket found in at most three compares.
+  void observe(const label_table::label& n, std::uint64_t start, std::uint64_t dur,
+               std::uint64_t tid) noexcept {
+    if (LOTUS_DETAIL_UNLIKELY(!on_)) return;
+    site* s = &sites_[slot_of(n.key)];  // the common case: the site in its home slot
+    if (LOTUS_DETAIL_UNLIKELY(s->key != n.key)) s = find_site(n);
+    switch (s->kind) {
+      case kind_op: {
+        add(ops_[s->op].hist, dur);
+        return;
+      }
+      case kind_wait:
+        role_main_ = true;
+        add(wait_, dur);
+        return;
+      case kind_consumed:
+        role_main_ = true;
+        ++consumed_;
+        return;
+      case kind_batch:
+        worker_batch(tid, start, dur);
+        return;
+      case kind_overflow:
+        ++overflow_;
+        return;
+      default:
+        return;
+    }
+  }
+
+  /// In a forked child: the parent's figures and file are not this process's.
+  LOTUS_DETAIL_COLD void after_fork() noexcept {
+    trace_files::close_live(file_);
+    failed_ = false;
+    mine_count_ = 0;  // the parent's
+    reset();
+  }
+
+  /// Rewrites the live file when due (every live_publish_ns; at once when `force`: a flush, the
+  /// exit). `final`: the process's last figures. Creates the file on first use and again after
+  /// the prefix changed; nothing when tracing to files is off.
+  LOTUS_DETAIL_COLD void publish(trace_files& files, trace_stats (*stats)(), const text& info,
+                                 bool force, bool final) noexcept {
+    if (!on_) return;
+    const std::uint64_t now = clock_ns(CLOCK_REALTIME);
+    if (!force && !final && now - published_at_ < live_publish_ns) return;
+    if (files.disabled()) return;
+    if (site_count_ == 0 && file_.fd < 0) return;  // no record yet: no file (as the sidecar)
+    step(now);
+    const std::string_view where = files.live_key();
+    if (where.size() != where_.size() ||
+        std::memcmp(where.data(), where_.c_str(), where.size()) != 0) {
+      trace_files::close_live(file_);
+      failed_ = false;
+      where_.clear();
+      where_.add(where.data(), where.size());
+    }
+    published_at_ = now;
+    if (file_.fd < 0 && !failed_) {
+      failed_ = !files.create_live(file_, live_file_bytes, mine_, mine_count_);
+      if (!failed_) {
+        continue_generation();
+        remember(file_);
+      }
+    }
+    if (failed_) return;
+    if (!files.live_ours(file_)) {
+      failed_ = true;  // removed or replaced: not written again (until the next prefix)
+      diag(topic::live,
+           "the live figures file was removed or replaced; lotus-tool top and serve no longer see "
+           "this process");
+      return;
+    }
+    const trace_stats st = stats != nullptr ? stats() : trace_stats{};
+    format_body(now, st, info, final);
+    // Seqlock: an odd generation while the body changes; readers check it before and after.
+    write_header(++gen_);
+    pwrite_all(header_bytes, buf_ + header_bytes, used_ - header_bytes);
+    write_header(++gen_);
+  }
+
+  /// The histogram bucket of a duration (tests and bench check it against a plain search).
+  unsigned bucket(std::uint64_t dur) const noexcept { return bucket_of(dur); }
+
+ private:
+  enum : std::uint8_t {
+    kind_new,
+    kind_op,
+    kind_wait,
+    kind_consumed,
+    kind_batch,
+    kind_other,
+    kind_overflow
+  };
+  struct site {
+    const record_site* key;
+    std::uint8_t kind;
+    std::uint16_t op;
+  };
+  struct op_entry {
+    char name[live_max_name];
+    std::size_t size;
+    live_hist hist;
+  };
+  struct worker_entry {
+    std::uint64_t tid, batches, busy_ns, last_end_ns;
+  };
+  /// Cumulative figures at a 1 s step: the window is now minus the oldest step kept.
+  struct snapshot {
+    std::uint64_t at_ns, consumed, wait_ns, batches;
+    std::uint64_t op_count[live_max_ops];
+    std::uint64_t busy_ns[live_max_workers];
+  };
+  static constexpr std::size_t site_slots = 2 * live_max_sites;  // a power of two
+  static constexpr std::size_t header_bytes = 46;  // "lotus-live 1 <gen:20> <used:10>\n"
+
+  void reset() noexcept {
+    std::memset(sites_, 0, sizeof sites_);
+    site_count_ = 0;
+    op_count_ = 0;
+    worker_count_ = 0;
+    last_tid_ = 0;
+    last_worker_ = nullptr;
+    wait_ = live_hist{};
+    consumed_ = 0;
+    overflow_ = 0;
+    worker_overflow_ = 0;
+    role_main_ = false;
+    published_at_ = 0;
+    gen_ = 0;
+    snaps_ = 0;
+    where_.clear();
+    started_ns_ = clock_ns(CLOCK_REALTIME);
+    start_ticks_ = process_start();
+    overflow_site_ = site{nullptr, kind_overflow, 0};
+    std::memset(&ring_[0], 0, sizeof ring_[0]);
+    ring_[0].at_ns = started_ns_;
+    snaps_ = 1;
+  }
+
+  /// The bucket of `dur`: the first bound not below it. Bounds are at least 2x apart, so at most
+  /// one lies within [2^(b-1), 2^b): one table read and one compare, no branch.
+  unsigned bucket_of(std::uint64_t dur) const noexcept {
+    const unsigned bits = dur == 0 ? 0u : 64u - static_cast<unsigned>(__builtin_clzll(dur));
+    const unsigned i = first_bucket_[bits];
+    return i + (dur > bound_or_max_[i] ? 1u : 0u);
+  }
+
+  void add(live_hist& h, std::uint64_t dur) noexcept {
+    ++h.bucket[bucket_of(dur)];
+    ++h.count;
+    h.sum_ns += dur;
+  }
+
+  static std::size_t slot_of(const record_site* key) noexcept {
+    const auto v = reinterpret_cast<std::uintptr_t>(key);
+    return static_cast<std::size_t>((v >> 4) ^ (v >> 13)) & (site_slots - 1);
+  }
+
+  LOTUS_DETAIL_NOINLINE site* find_site(const label_table::label& n) noexcept {
+    std::size_t i = slot_of(n.key);
+    for (;; i = (i + 1) & (site_slots - 1)) {
+      site& s = sites_[i];
+      if (s.key == n.key) break;
+      if (s.key == nullptr) {
+        if (site_count_ == live_max_sites) return &overflow_site_;  // not cached: counted each time
+        ++site_count_;
+        s.key = n.key;
+        classify(s, n);
+        break;
+      }
+    }
+    return &sites_[i];
+  }
+
+  static bool is(const label_table::label& n, std::string_view what) noexcept {
+    return n.size == what.size() && std::memcmp(n.text, what.data(), what.size()) == 0;
+  }
+
+  LOTUS_DETAIL_COLD void classify(site& s, const label_table::label& n) noexcept {
+    const std::uint32_t flags = n.key->flags;
+    const bool main = (flags & flag_main) != 0;
+    s.kind = kind_other;
+    if (main && is(n, "SBatchWait")) {
+      s.kind = kind_wait;
+    } else if (main && is(n, "SBatchConsumed")) {
+      s.kind = kind_consumed;
+    } else if (!main && (flags & flag_indexed) != 0 && is(n, "SBatchPreprocessed")) {
+      s.kind = kind_batch;
+    } else if (n.size >= 6 && std::memcmp(n.text, "SBatch", 6) == 0) {
+      s.kind = kind_other;  // queued markers, pin-memory spans: not ops
+    } else {
+      // An op: the name without its S, shared by every site of that name.
+      const char* name = n.size > 0 ? n.text + 1 : n.text;
+      const std::size_t size = n.size > 0 ? n.size - 1 : 0;
+      s.kind = kind_overflow;
+      if (size == 0 || size > live_max_name) return;
+      for (std::size_t k = 0; k < op_count_; ++k) {
+        if (ops_[k].size == size && std::memcmp(ops_[k].name, name, size) == 0) {
+          s.kind = kind_op;
+          s.op = static_cast<std::uint16_t>(k);
+          return;
+        }
+      }
+      if (op_count_ == live_max_ops) return;
+      op_entry& o = ops_[op_count_];
+      std::memcpy(o.name, name, size);
+      o.size = size;
+      o.hist = live_hist{};
+      s.kind = kind_op;
+      s.op = static_cast<std::uint16_t>(op_count_++);
+    }
+  }
+
+  void worker_batch(std::uint64_t tid, std::uint64_t start, std::uint64_t dur) noexcept {
+    worker_entry* w = tid == last_tid_ ? last_worker_ : nullptr;
+    if (w == nullptr) {
+      for (std::size_t k = 0; k < worker_count_; ++k) {
+        if (workers_[k].tid == tid) w = &workers_[k];
+      }
+      if (w == nullptr) {
+        if (worker_count_ == live_max_workers) {
+          ++worker_overflow_;
+          return;
+        }
+        w = &workers_[worker_count_++];
+        *w = worker_entry{tid, 0, 0, 0};
+      }
+      last_tid_ = tid;
+      last_worker_ = w;
+    }
+    ++w->batches;
+    w->busy_ns += dur;
+    if (start + dur > w->last_end_ns) w->last_end_ns = start + dur;
+  }
+
+  /// Keeps a cumulative snapshot per second: ring_ holds the last live_window_steps + 1.
+  void step(std::uint64_t now) noexcept {
+    const snapshot& newest = ring_[(snaps_ - 1) % ring_size];
+    if (now - newest.at_ns < 1000000000u) return;
+    snapshot& s = ring_[snaps_ % ring_size];
+    s.at_ns = now;
+    fill(s);
+    ++snaps_;
+  }
+
+  void fill(snapshot& s) const noexcept {
+    s.consumed = consumed_;
+    s.wait_ns = wait_.sum_ns;
+    s.batches = 0;
+    for (std::size_t k = 0; k < worker_count_; ++k) s.batches += workers_[k].batches;
+    for (std::size_t k = 0; k < live_max_ops; ++k) {
+      s.op_count[k] = k < op_count_ ? ops_[k].hist.count : 0;
+    }
+    for (std::size_t k = 0; k < live_max_workers; ++k) {
+      s.busy_ns[k] = k < worker_count_ ? workers_[k].busy_ns : 0;
+    }
+  }
+
+  // ---- the file's text (FORMAT.md §9) --------------------------------------------------------
+  void put(const char* s, std::size_t n) noexcept {
+    if (cut_ || used_ + n > live_file_bytes - 8) {  // room for "end\n" kept
+      cut_ = true;
+      return;
+    }
+    std::memcpy(buf_ + used_, s, n);
+    used_ += n;
+  }
+  void put(std::string_view s) noexcept { put(s.data(), s.size()); }
+  void put(std::uint64_t v) noexcept {
+    char tmp[24];
+    char* q = tmp + sizeof tmp;
+    do {
+      *--q = static_cast<char>('0' + v % 10);
+      v /= 10;
+    } while (v != 0);
+    put(q, static_cast<std::size_t>(tmp + sizeof tmp - q));
+  }
+  /// A name: control bytes and spaces become '_' (names are the last field of their line).
+  void put_name(const char* s, std::size_t n) noexcept {
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto c = static_cast<unsigned char>(s[i]);
+      const char out = c <= 0x20 || c == 0x7f ? '_' : static_cast<char>(c);
+      put(&out, 1);
+    }
+  }
+  void put_hist(const live_hist& h) noexcept {
+    put(h.count);
+    put(" ");
+    put(h.sum_ns);
+    for (unsigned i = 0; i < live_buckets; ++i) {
+      put(" ");
+      put(h.bucket[i]);
+    }
+  }
+  /// The sidecar's `host`, `rank`, `local_rank` and `world_size` lines, as they are.
+  void put_identity(const text& info) noexcept {
+    std::string_view rest(info.c_str(), info.size());
+    while (!rest.empty()) {
+      const std::size_t eol = rest.find('\n');
+      const std::string_view line = rest.substr(0, eol);
+      rest = eol == std::string_view::npos ? std::string_view() : rest.substr(eol + 1);
+      for (const std::string_view key : {"host ", "rank ", "local_rank ", "world_size "}) {
+        if (line.substr(0, key.size()) == key) {
+          put(line);
+          put("\n");
+        }
+      }
+    }
+  }
+
+  void format_body(std::uint64_t now, const trace_stats& st, const text& info,
+                   bool final) noexcept {
+    used_ = header_bytes;
+    cut_ = false;
+    const snapshot& old =
+        ring_[snaps_ > live_window_steps + 1 ? (snaps_ - live_window_steps - 1) % ring_size : 0];
+    snapshot cur;
+    cur.at_ns = now;
+    fill(cur);
+    put("pid ");
+    put(static_cast<std::uint64_t>(::getpid()));
+    put("\nppid ");
+    put(static_cast<std::uint64_t>(::getppid()));
+    put("\nstart ");
+    put(start_ticks_);
+    put("\n");
+    put_identity(info);
+    put(role_main_ ? "role main\n" : "role worker\n");
+    put("updated ");
+    put(now);
+    put("\nsince ");
+    put(started_ns_);
+    put("\nfinal ");
+    put(final ? "1" : "0");
+    put("\nrecorded ");
+    put(st.recorded);
+    put("\ndropped ");
+    put(st.dropped);
+    put("\noverflow ");
+    put(overflow_);
+    put(" ");
+    put(worker_overflow_);
+    put("\nbounds");
+    for (unsigned i = 0; i < live_bounds; ++i) {
+      put(" ");
+      put(live_bounds_ns[i]);
+    }
+    put("\nwindow ");
+    put(now - old.at_ns);
+    put(" ");
+    put(consumed_ - old.consumed);
+    put(" ");
+    put(wait_.sum_ns - old.wait_ns);
+    put(" ");
+    put(cur.batches - old.batches);
+    put("\nconsumed ");
+    put(consumed_);
+    put("\nwait ");
+    put_hist(wait_);
+    put("\n");
+    for (std::size_t k = 0; k < worker_count_; ++k) {
+      const worker_entry& w = workers_[k];
+      put("worker ");
+      put(w.tid);
+      put(" ");
+      put(w.batches);
+      put(" ");
+      put(w.busy_ns);
+      put(" ");
+      put(w.busy_ns - old.busy_ns[k]);
+      put(" ");
+      put(w.last_end_ns);
+      put("\n");
+    }
+    for (std::size_t k = 0; k < op_count_; ++k) {
+      const op_entry& o = ops_[k];
+      put("op ");
+      put(o.hist.count - old.op_count[k]);
+      put(" ");
+      put_hist(o.hist);
+      put(" ");
+      put_name(o.name, o.size);
+      put("\n");
+    }
+    const bool cut = cut_;
+    cut_ = false;
+    if (cut) put("cut\n");
+    put("end\n");
+  }
+
+  /// The files this runtime made (by identity), so that a prefix configured again reuses its own.
+  void remember(const trace_files::live_file& f) noexcept {
+    for (std::size_t i = 0; i < mine_count_; ++i) {
+      if (mine_[i].dev == f.dev && mine_[i].ino == f.ino) return;
+    }
+    if (mine_count_ < max_mine) mine_[mine_count_++] = f;
+  }
+
+  /// A file adopted from an earlier runtime of this process: go on from its generation, so that a
+  /// reader never sees a generation again with another body.
+  void continue_generation() noexcept {
+    char h[header_bytes];
+    if (::pread(file_.fd, h, sizeof h, 0) != static_cast<ssize_t>(sizeof h)) return;
+    if (std::memcmp(h, "lotus-live 1 ", 13) != 0) return;
+    std::uint64_t g = 0;
+    for (int i = 13; i < 33; ++i) {
+      if (h[i] < '0' || h[i] > '9') return;
+      g = g * 10 + static_cast<std::uint64_t>(h[i] - '0');
+    }
+    if (g >= gen_) gen_ = g + (g % 2);  // even: the next rewrite starts odd
+  }
+
+  void write_header(std::uint64_t gen) noexcept {
+    char h[header_bytes + 1];
+    std::memcpy(h, "lotus-live 1 ", 13);
+    std::uint64_t g = gen;
+    for (int i = 32; i >= 13; --i, g /= 10) h[i] = static_cast<char>('0' + g % 10);
+    h[33] = ' ';
+    std::uint64_t u = used_;
+    for (int i = 43; i >= 34; --i, u /= 10) h[i] = static_cast<char>('0' + u % 10);
+    h[44] = '\n';
+    h[45] = '\n';  // a blank line: the body starts after it
+    pwrite_all(0, h, header_bytes);
+  }
+
+  void pwrite_all(std::size_t at, const char* data, std::size_t n) noexcept {
+    std::size_t done = 0;
+    while (done < n) {
+      const ssize_t w = ::pwrite(file_.fd, data + done, n - done, static_cast<off_t>(at + done));
+      if (w > 0) {
+        done += static_cast<std::size_t>(w);
+      } else if (!(w < 0 && errno == EINTR)) {
+        return;  // a full disk cannot shrink a file already allocated; nothing else to do
+      }
+    }
+  }
+
+  static constexpr std::size_t ring_size = live_window_steps + 2;
+
+  site sites_[site_slots];
+  std::size_t site_count_ = 0;
+  site overflow_site_{};
+  op_entry ops_[live_max_ops];
+  std::size_t op_count_ = 0;
+  worker_entry workers_[live_max_workers];
+  std::size_t worker_count_ = 0;
+  std::uint64_t last_tid_ = 0;
+  worker_entry* last_worker_ = nullptr;
+  live_hist wait_;
+  std::uint64_t consumed_ = 0, overflow_ = 0, worker_overflow_ = 0;
+  bool role_main_ = false;
+  std::uint8_t first_bucket_[65] = {};
+  std::uint64_t bound_or_max_[live_buckets] = {};
+  snapshot ring_[ring_size];
+  std::uint64_t snaps_ = 0;
+  std::uint64_t started_ns_ = 0, start_ticks_ = 0, published_at_ = 0, gen_ = 0;
+  bool on_;
+  static constexpr std::size_t max_mine = 64;
+  trace_files::live_file mine_[max_mine];
+  std::size_t mine_count_ = 0;
+  trace_files::live_file file_;
+  bool failed_ = false;
+  text where_;  // the directory and prefix of the file fd_ is
+  char buf_[live_file_bytes];
+  std::size_t used_ = 0;
+  bool cut_ = false;
+};
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_LIVE_HPP
+// ---- end lotus/detail/live.hpp ----
 // ---- begin lotus/version.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_VERSION_HPP
 #define LOTUS_AMALGAMATED_LOTUS_VERSION_HPP
@@ -5219,6 +5925,7 @@ class trace_writer {
     cycle_mu_.unlock();
     files_.close_all(parent_threads);
     flight_.fork_child();
+    live_.after_fork();
   }
 
  private:
@@ -5274,11 +5981,27 @@ class trace_writer {
   }
 
   /// A batch record just formatted (drain): remembered for its `batchres` line.
-  void note_batch(thread_state& t, const event& e) noexcept {
-    const std::uint64_t start = conv_.to_ns(e.t0), end = conv_.to_ns(e.t1);  // as format()
+  void note_batch(thread_state& t, const event& e, std::uint64_t start,
+                  std::uint64_t dur) noexcept {
     thread_state::batch_seen& s = t.seen[t.seen_count++ % 4];
-    s = {e.t0, start, end > start ? end - start : 0};
+    s = {e.t0, start, dur};
     if (e.t0 > t.seen_newest_t0) t.seen_newest_t0 = e.t0;
+  }
+
+  /// The writer's one per-record tap: every record just formatted, whatever its sink (a file or
+  /// the flight window), feeds the live figures (live.hpp), the flight recorder's wait triggers
+  /// (flight.hpp) and the per-batch resource figures (`batchres`). The recording threads do
+  /// nothing more for any of them. A record format() lost (out of memory) feeds nothing.
+  void tap(thread_state& t, const event& e) noexcept {
+    if (LOTUS_DETAIL_UNLIKELY(rec_label_ == nullptr)) return;
+    live_.observe(*rec_label_, rec_start_, rec_dur_, t.tid);
+    const std::uint32_t kind = e.loc->flags & (flag_main | flag_indexed | flag_fixed_1us);
+    // The one indexed main-file record with a measured duration is SBatchWait.
+    if (LOTUS_DETAIL_UNLIKELY(watch_waits_) && kind == (flag_main | flag_indexed)) {
+      flight_.observe_wait(rec_start_, rec_dur_, e.idx);
+    }
+    // The one indexed worker-file record is SBatchPreprocessed: its `batchres` key.
+    if ((kind & (flag_main | flag_indexed)) == flag_indexed) note_batch(t, e, rec_start_, rec_dur_);
   }
 
   static bool find_batch(const thread_state& t, std::uint64_t t0, std::uint64_t& start,
@@ -5421,6 +6144,7 @@ class trace_writer {
     }
     flush_thread_lines();
     flush_resource_lines();
+    live_.publish(files_, stats_source_, sidecar_info_, stats, final);  // live.hpp
     if (stats && stats_source_ != nullptr && files_.has_sidecar()) write_stats(final);
     if (flight_.on()) {
       flight_.cycle(
@@ -5550,6 +6274,10 @@ class trace_writer {
   label_table labels_;
   flight_recorder flight_;    // the window, triggers and captures of flight mode
   bool watch_waits_ = false;  // a wait trigger is set: format() shows it each SBatchWait
+  live_state live_;  // live aggregates (live.hpp), fed by tap() whatever the sink
+  // The record format() just handled (nullptr: lost), for tap().
+  const label_table::label* rec_label_ = nullptr;
+  std::uint64_t rec_start_ = 0, rec_dur_ = 0;
 };
 
 // ---- per-record work --------------------------------------------------------------------------
@@ -5558,6 +6286,7 @@ inline void trace_writer::format(const event& e, out_buffer& out) noexcept {
   const label_table::label* n = labels_.find(e.loc);
   // Out of memory for the label or the buffer: this record is lost, and counted.
   char* p = n != nullptr ? out.reserve(n->size + 64) : nullptr;
+  rec_label_ = p != nullptr ? n : nullptr;
   if (LOTUS_DETAIL_UNLIKELY(p == nullptr)) return format_failed();
   char* const begin = p;
   std::memcpy(p, n->text, n->size);
@@ -5574,12 +6303,8 @@ inline void trace_writer::format(const event& e, out_buffer& out) noexcept {
     const std::uint64_t end = conv_.to_ns(e.t1);
     dur = end > start ? end - start : 0;
   }
-  // The flight recorder's wait triggers see each SBatchWait (the only main, indexed record whose
-  // duration is measured).
-  if (LOTUS_DETAIL_UNLIKELY(watch_waits_) &&
-      (flags & (flag_main | flag_indexed | flag_fixed_1us)) == (flag_main | flag_indexed)) {
-    flight_.observe_wait(start, dur, e.idx);
-  }
+  rec_start_ = start;
+  rec_dur_ = dur;
   p = epoch_(p, start);
   *p++ = ',';
   p = write_u64(p, dur);
@@ -5640,8 +6365,7 @@ inline bool trace_writer::drain(thread_state& t) noexcept {
       for (std::uint64_t i = 0; i < chunk; ++i) {
         const event& e = r->buf[(tail + i) & r->mask];
         format(e, (e.loc->flags & flag_main) != 0 ? main_buf_ : worker_buf_);
-        // The one indexed worker-file record is SBatchPreprocessed: its `batchres` key.
-        if ((e.loc->flags & (flag_indexed | flag_main)) == flag_indexed) note_batch(t, e);
+        tap(t, e);
       }
       tail += chunk;
       r->tail.store(tail, std::memory_order_release);  // slots copied out: hand them back
@@ -7578,6 +8302,7 @@ enum class topic : unsigned {
   itt,             // LOTUS_ITT asked for with no usable ITT collector
   names,           // the run-time name table is full: new names pooled
   fd_reused,       // a descriptor of lotus was closed (and maybe reused) by the host
+  live,            // the live figures file (live.hpp) could not be created or was replaced
   count_
 };
 

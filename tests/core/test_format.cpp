@@ -144,10 +144,11 @@ TEST_CASE("scripted run reproduces the reference batch byte for byte", "[format]
       "SBatchConsumed_2,1722800000120050000,1000\n";
 
   const auto files = lotus_test::list_dir(dir.path);
-  REQUIRE(files.size() == 3);
-  CHECK(files[0].rfind(".lotustrace_log.lotus-meta_", 0) == 0);  // sidecar, hidden from the scripts
-  CHECK(files[1] == "lotustrace_log_main_pid_48190");
-  CHECK(files[2] == "lotustrace_log_worker_pid_48213");
+  REQUIRE(files.size() == 4);
+  CHECK(files[0].rfind(".lotustrace_log.lotus-live_", 0) == 0);  // live figures (FORMAT.md §9)
+  CHECK(files[1].rfind(".lotustrace_log.lotus-meta_", 0) == 0);  // sidecar, hidden from the scripts
+  CHECK(files[2] == "lotustrace_log_main_pid_48190");
+  CHECK(files[3] == "lotustrace_log_worker_pid_48213");
   CHECK(lotus_test::read_file(prefix + "_worker_pid_48213") == expected_worker);
   CHECK(lotus_test::read_file(prefix + "_main_pid_48190") == expected_main);
 

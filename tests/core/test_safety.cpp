@@ -860,15 +860,17 @@ TEST_CASE("a recording plugin loaded and unloaded 70 times keeps one sidecar and
   INFO("stderr:\n" << c.run.err);
   REQUIRE(c.run.exit_code == 0);
   CHECK(c.run.err.empty());
-  std::size_t sidecars = 0;
+  std::size_t sidecars = 0, live_files = 0;
   std::string sidecar;
   for (const auto& name : lotus_test::list_dir(dir.path)) {
-    if (name[0] == '.') {
+    if (name.rfind(".t.lotus-meta_", 0) == 0) {
       ++sidecars;
       sidecar = lotus_test::read_file(dir / name);
     }
+    live_files += name.rfind(".t.lotus-live_", 0) == 0 ? 1u : 0u;
   }
   CHECK(sidecars == 1);
+  CHECK(live_files == 1);  // the loads share the process's live figures file too
   CHECK(count_of(sidecar, "lotus-meta 1\n") == 1);  // one header
   CHECK(count_of(sidecar, "\nthread ") == 70);      // every load's thread
   const auto disk = read_disk(dir.path);
@@ -897,7 +899,7 @@ TEST_CASE("two lotus runtimes in one process: one byte budget, one stats line fo
     CHECK(c.run.err.empty());
     std::string sidecar;
     for (const auto& name : lotus_test::list_dir(dir.path)) {
-      if (name[0] == '.') sidecar += lotus_test::read_file(dir / name);
+      if (name.rfind(".t.lotus-meta_", 0) == 0) sidecar += lotus_test::read_file(dir / name);
     }
     INFO("sidecar:\n" << sidecar);
     CHECK(count_of(sidecar, "lotus-meta 1\n") == 1);  // one sidecar, shared

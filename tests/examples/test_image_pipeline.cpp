@@ -50,8 +50,10 @@ trace_dir read_trace(const std::string& dir) {
     } else if (name.rfind("lotustrace_log_main_pid_", 0) == 0) {
       t.main_files[name] = parse_trace_file(dir + "/" + name);
     } else {
-      // The only other file allowed is the sidecar, whose name the Lotus scripts ignore.
-      REQUIRE(name.rfind(".lotustrace_log.lotus-meta_", 0) == 0);
+      // The only other file allowed is the sidecar and the live figures file, whose names the Lotus
+      // scripts ignore.
+      REQUIRE((name.rfind(".lotustrace_log.lotus-meta_", 0) == 0 ||
+               name.rfind(".lotustrace_log.lotus-live_", 0) == 0));
     }
   }
   return t;

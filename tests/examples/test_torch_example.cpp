@@ -38,7 +38,8 @@ example_trace read_example_trace(const std::string& dir) {
     } else if (name.rfind("lotustrace_log_main_pid_", 0) == 0) {
       t.mains[std::stol(name.substr(24))] = parse_trace_file(dir + "/" + name);
     } else {
-      REQUIRE(name.rfind(".lotustrace_log.lotus-meta_", 0) == 0);
+      REQUIRE((name.rfind(".lotustrace_log.lotus-meta_", 0) == 0 ||
+               name.rfind(".lotustrace_log.lotus-live_", 0) == 0));
     }
   }
   return t;

@@ -119,7 +119,8 @@ trace read_trace(const std::string& dir) {
     } else if (name.rfind("log_main_pid_", 0) == 0) {
       t.mains[std::stol(name.substr(13))] = parse_trace_file(path);
     } else {
-      REQUIRE(name.rfind(".log.lotus-meta_", 0) == 0);  // the sidecar
+      // The sidecar, or the live figures file.
+      REQUIRE((name.rfind(".log.lotus-meta_", 0) == 0 || name.rfind(".log.lotus-live_", 0) == 0));
     }
   }
   return t;

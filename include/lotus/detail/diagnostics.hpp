@@ -38,6 +38,7 @@ enum class topic : unsigned {
   itt,             // LOTUS_ITT asked for with no usable ITT collector
   names,           // the run-time name table is full: new names pooled
   fd_reused,       // a descriptor of lotus was closed (and maybe reused) by the host
+  live,            // the live figures file (live.hpp) could not be created or was replaced
   count_
 };
 

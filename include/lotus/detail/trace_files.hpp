@@ -239,6 +239,154 @@ class trace_files {
   bool created_pending() const noexcept { return !created_.empty(); }
   bool created_full() const noexcept { return created_overflow_; }
 
+  /// The live file (live.hpp): `.<base>.lotus-live_<pid>` beside the sidecar.
+  struct live_file {
+    int fd = -1;
+    std::uint64_t dev = 0, ino = 0;
+    unsigned fresh = 0;
+  };
+  /// What the live file's name depends on (a new prefix: a new live file).
+  std::string_view live_key() const noexcept { return {prefix_.c_str(), prefix_.size()}; }
+
+  /// Creates the live file like every lotus file (O_EXCL|O_NOFOLLOW|O_NONBLOCK, a regular file of
+  /// this user with one link; a taken name gets the next fresh name `r<k>_`) at `size` bytes,
+  /// taken once from the byte budget (all or nothing). Under a LOTUS_MAX_BYTES smaller than 8 times
+  /// `size` there is none (the budget is for the trace). False when it cannot be created (then
+  /// one message, except for that small budget).
+  /// `mine`: the live files this runtime made before (an earlier prefix configured again: its file
+  /// is written again).
+  LOTUS_DETAIL_COLD bool create_live(live_file& f, std::size_t size, const live_file* mine,
+                                     std::size_t mine_count) noexcept {
+    if (disabled_) return false;
+    const std::uint64_t max = max_bytes_.load(std::memory_order_relaxed);
+    if (max != 0 && max / 8 < size) return false;
+    make_dirs();
+    const grant g = budget_take(size, false, true);
+    if (g.bytes < size) {  // the budget's and the reserve's own messages say enough
+      budget_settle(g, 0);
+      return false;
+    }
+    const auto pid = static_cast<std::uint64_t>(::getpid());
+    text name;
+    for (unsigned k = 0; k <= max_fresh_names; ++k) {
+      name.clear();
+      name.add(dir_).add("/.").add(base_).add(".lotus-live_");
+      if (k != 0) name.add('r').add(std::uint64_t{k}).add('_');
+      name.add(pid);
+      if (name.overflow) break;
+      int fd = -1;
+      do {
+        fd = ::open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+                    0644);
+      } while (fd < 0 && errno == EINTR);
+      if (fd < 0 && errno == EEXIST) {
+        // An earlier lotus runtime of this very process (a library loaded again) made it: reuse.
+        if (adopt_own_live(name.c_str(), size, f, k, mine, mine_count)) {
+          budget_settle(g, 0);
+          return true;
+        }
+        continue;
+      }
+      struct stat st {};
+      if (fd < 0 || ::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1 ||
+          ::ftruncate(fd, static_cast<off_t>(size)) != 0) {
+        if (fd >= 0) ::close(fd);
+        break;
+      }
+      f = live_file{fd, static_cast<std::uint64_t>(st.st_dev),
+                    static_cast<std::uint64_t>(st.st_ino), k};
+      budget_settle(g, size);
+      return true;
+    }
+    budget_settle(g, 0);
+    diag(topic::live, "cannot create the live figures file '%s': %s", name.c_str(),
+         name.overflow ? "name too long" : std::strerror(errno));
+    return false;
+  }
+
+  /// `path` as this process's live file when an earlier runtime of this process wrote it and ended
+  /// (its body names this pid and start, and is final), a regular file of this user with one link,
+  /// `size` bytes. (Two runtimes alive at once each have a file; readers add them up.)
+  LOTUS_DETAIL_COLD static bool adopt_own_live(const char* path, std::size_t size, live_file& f,
+                                               unsigned fresh, const live_file* mine,
+                                               std::size_t mine_count) noexcept {
+    const std::uint64_t start = process_start();
+    if (start == 0) return false;
+    int fd = -1;
+    do {
+      fd = ::open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    } while (fd < 0 && errno == EINTR);
+    if (fd < 0) return false;
+    struct stat st {};
+    char head[1024];
+    ssize_t n = -1;
+    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid() &&
+        st.st_nlink == 1 && static_cast<std::uint64_t>(st.st_size) == size) {
+      n = ::pread(fd, head, sizeof head - 1, 0);
+    }
+    bool ours = false;
+    if (n > 0) {
+      head[n] = '\0';
+      char want[96];
+      std::snprintf(want, sizeof want, "\npid %d\nppid %d\nstart %llu\n",
+                    static_cast<int>(::getpid()), static_cast<int>(::getppid()),
+                    static_cast<unsigned long long>(start));
+      bool made_here = false;
+      for (std::size_t i = 0; i < mine_count; ++i) {
+        made_here = made_here || (mine[i].dev == static_cast<std::uint64_t>(st.st_dev) &&
+                                  mine[i].ino == static_cast<std::uint64_t>(st.st_ino));
+      }
+      ours = std::strncmp(head, "lotus-live 1 ", 13) == 0 && std::strstr(head, want) != nullptr &&
+             (made_here || std::strstr(head, "\nfinal 1\n") != nullptr);
+    }
+    if (!ours) {
+      ::close(fd);
+      return false;
+    }
+    f = live_file{fd, static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino),
+                  fresh};
+    return true;
+  }
+
+  /// True when `f.fd` still is the live file (the host may have closed the descriptor and reused
+  /// its number: then it is reopened by name, and must be the same inode). Never closes a
+  /// descriptor that is not ours.
+  bool live_ours(live_file& f) noexcept {
+    struct stat st {};
+    if (f.fd >= 0 && ::fstat(f.fd, &st) == 0 && static_cast<std::uint64_t>(st.st_dev) == f.dev &&
+        static_cast<std::uint64_t>(st.st_ino) == f.ino) {
+      return true;
+    }
+    f.fd = -1;
+    text name;
+    name.add(dir_).add("/.").add(base_).add(".lotus-live_");
+    if (f.fresh != 0) name.add('r').add(std::uint64_t{f.fresh}).add('_');
+    name.add(static_cast<std::uint64_t>(::getpid()));
+    int fd = -1;
+    do {
+      fd = ::open(name.c_str(), O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    } while (fd < 0 && errno == EINTR);
+    if (fd < 0) return false;
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1 ||
+        static_cast<std::uint64_t>(st.st_dev) != f.dev ||
+        static_cast<std::uint64_t>(st.st_ino) != f.ino) {
+      ::close(fd);
+      return false;
+    }
+    f.fd = fd;
+    return true;
+  }
+
+  /// Closes the live file when its descriptor still is ours.
+  static void close_live(live_file& f) noexcept {
+    struct stat st {};
+    if (f.fd >= 0 && ::fstat(f.fd, &st) == 0 && static_cast<std::uint64_t>(st.st_dev) == f.dev &&
+        static_cast<std::uint64_t>(st.st_ino) == f.ino) {
+      ::close(f.fd);
+    }
+    f.fd = -1;
+  }
+
   /// True once this process's sidecar exists (a stats line then has somewhere to go).
   bool has_sidecar() const noexcept {
     return sidecar_.state == file_slot::created &&

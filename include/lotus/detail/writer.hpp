@@ -22,6 +22,7 @@
 #include "lotus/detail/flight.hpp"
 #include "lotus/detail/intern.hpp"
 #include "lotus/detail/ledger.hpp"
+#include "lotus/detail/live.hpp"
 #include "lotus/detail/record_name.hpp"
 #include "lotus/detail/ring.hpp"
 #include "lotus/detail/sync.hpp"
@@ -304,6 +305,7 @@ class trace_writer {
     cycle_mu_.unlock();
     files_.close_all(parent_threads);
     flight_.fork_child();
+    live_.after_fork();
   }
 
  private:
@@ -359,11 +361,27 @@ class trace_writer {
   }
 
   /// A batch record just formatted (drain): remembered for its `batchres` line.
-  void note_batch(thread_state& t, const event& e) noexcept {
-    const std::uint64_t start = conv_.to_ns(e.t0), end = conv_.to_ns(e.t1);  // as format()
+  void note_batch(thread_state& t, const event& e, std::uint64_t start,
+                  std::uint64_t dur) noexcept {
     thread_state::batch_seen& s = t.seen[t.seen_count++ % 4];
-    s = {e.t0, start, end > start ? end - start : 0};
+    s = {e.t0, start, dur};
     if (e.t0 > t.seen_newest_t0) t.seen_newest_t0 = e.t0;
+  }
+
+  /// The writer's one per-record tap: every record just formatted, whatever its sink (a file or
+  /// the flight window), feeds the live figures (live.hpp), the flight recorder's wait triggers
+  /// (flight.hpp) and the per-batch resource figures (`batchres`). The recording threads do
+  /// nothing more for any of them. A record format() lost (out of memory) feeds nothing.
+  void tap(thread_state& t, const event& e) noexcept {
+    if (LOTUS_DETAIL_UNLIKELY(rec_label_ == nullptr)) return;
+    live_.observe(*rec_label_, rec_start_, rec_dur_, t.tid);
+    const std::uint32_t kind = e.loc->flags & (flag_main | flag_indexed | flag_fixed_1us);
+    // The one indexed main-file record with a measured duration is SBatchWait.
+    if (LOTUS_DETAIL_UNLIKELY(watch_waits_) && kind == (flag_main | flag_indexed)) {
+      flight_.observe_wait(rec_start_, rec_dur_, e.idx);
+    }
+    // The one indexed worker-file record is SBatchPreprocessed: its `batchres` key.
+    if ((kind & (flag_main | flag_indexed)) == flag_indexed) note_batch(t, e, rec_start_, rec_dur_);
   }
 
   static bool find_batch(const thread_state& t, std::uint64_t t0, std::uint64_t& start,
@@ -506,6 +524,7 @@ class trace_writer {
     }
     flush_thread_lines();
     flush_resource_lines();
+    live_.publish(files_, stats_source_, sidecar_info_, stats, final);  // live.hpp
     if (stats && stats_source_ != nullptr && files_.has_sidecar()) write_stats(final);
     if (flight_.on()) {
       flight_.cycle(
@@ -635,6 +654,10 @@ class trace_writer {
   label_table labels_;
   flight_recorder flight_;    // the window, triggers and captures of flight mode
   bool watch_waits_ = false;  // a wait trigger is set: format() shows it each SBatchWait
+  live_state live_;           // live aggregates (live.hpp), fed by tap() whatever the sink
+  // The record format() just handled (nullptr: lost), for tap().
+  const label_table::label* rec_label_ = nullptr;
+  std::uint64_t rec_start_ = 0, rec_dur_ = 0;
 };
 
 // ---- per-record work --------------------------------------------------------------------------
@@ -643,6 +666,7 @@ inline void trace_writer::format(const event& e, out_buffer& out) noexcept {
   const label_table::label* n = labels_.find(e.loc);
   // Out of memory for the label or the buffer: this record is lost, and counted.
   char* p = n != nullptr ? out.reserve(n->size + 64) : nullptr;
+  rec_label_ = p != nullptr ? n : nullptr;
   if (LOTUS_DETAIL_UNLIKELY(p == nullptr)) return format_failed();
   char* const begin = p;
   std::memcpy(p, n->text, n->size);
@@ -659,12 +683,8 @@ inline void trace_writer::format(const event& e, out_buffer& out) noexcept {
     const std::uint64_t end = conv_.to_ns(e.t1);
     dur = end > start ? end - start : 0;
   }
-  // The flight recorder's wait triggers see each SBatchWait (the only main, indexed record whose
-  // duration is measured).
-  if (LOTUS_DETAIL_UNLIKELY(watch_waits_) &&
-      (flags & (flag_main | flag_indexed | flag_fixed_1us)) == (flag_main | flag_indexed)) {
-    flight_.observe_wait(start, dur, e.idx);
-  }
+  rec_start_ = start;
+  rec_dur_ = dur;
   p = epoch_(p, start);
   *p++ = ',';
   p = write_u64(p, dur);
@@ -725,8 +745,7 @@ inline bool trace_writer::drain(thread_state& t) noexcept {
       for (std::uint64_t i = 0; i < chunk; ++i) {
         const event& e = r->buf[(tail + i) & r->mask];
         format(e, (e.loc->flags & flag_main) != 0 ? main_buf_ : worker_buf_);
-        // The one indexed worker-file record is SBatchPreprocessed: its `batchres` key.
-        if ((e.loc->flags & (flag_indexed | flag_main)) == flag_indexed) note_batch(t, e);
+        tap(t, e);
       }
       tail += chunk;
       r->tail.store(tail, std::memory_order_release);  // slots copied out: hand them back

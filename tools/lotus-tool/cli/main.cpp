@@ -33,6 +33,8 @@ int main(int argc, char** argv) {
   lotus_tool::add_diff_command(app);
   lotus_tool::add_whatif_command(app);
   lotus_tool::add_capture_command(app);
+  lotus_tool::add_top_command(app);
+  lotus_tool::add_serve_command(app);
 
   try {
     app.parse(argc, argv);

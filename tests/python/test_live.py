@@ -1,0 +1,156 @@
+# SPDX-License-Identifier: MIT
+"""Issue #42 with a real torch DataLoader job (2 fork workers): `lotus-tool top --once` while it
+runs, and Debian's Prometheus scraping `lotus-tool serve` every second, queried through its HTTP
+API once the job ended (ctest python.live, python.live_prometheus)."""
+import json
+import os
+import pathlib
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+
+import pytest
+
+from conftest import HERE, read_trace
+
+TOOL = os.environ.get("LOTUS_TOOL")
+pytestmark = pytest.mark.skipif(not TOOL, reason="LOTUS_TOOL not set")
+
+
+def job(tmp, **kw):
+    args = {"trace": str(tmp / "t" / "job"), "samples": 48, "batch_size": 4, "epochs": 2,
+            "sleep_ms": 20, "control": str(tmp / "control"), **kw}
+    return subprocess.Popen([sys.executable, str(HERE / "live_job.py"), json.dumps(args)],
+                            stdout=subprocess.PIPE, text=True)
+
+
+def records(d, prefix):
+    return sum(1 for rows in read_trace(d).values() for r in rows
+               if re.sub(r"_\d+$", "", r[0]) == prefix)
+
+
+def top_once(d):
+    r = subprocess.run([TOOL, "top", "--once", str(d)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def test_top_once_on_running_python_job(tmp_path):
+    p = job(tmp_path, hold_at=5)
+    try:
+        line = p.stdout.readline()
+        assert line.startswith("ready "), line
+        pid = json.loads(line[6:])["pid"]
+        frame = top_once(tmp_path / "t")
+        rows = {l.split()[0]: l.split() for l in frame.splitlines() if re.match(r"\d+ ", l)}
+        assert rows[str(pid)][:4] == [str(pid), "main", "live", "5"], frame
+        workers = [r for k, r in rows.items() if r[1] == "worker"]
+        assert len(workers) == 2 and all(r[2] == "live" for r in workers), frame
+        assert re.search(r"^[* ] Decode +\d+ ", frame, re.M), frame
+        (tmp_path / "control").touch()
+        done = p.stdout.readline()
+        assert p.wait(timeout=120) == 0
+        consumed = json.loads(done[5:])["consumed"]
+        frame = top_once(tmp_path / "t")
+        rows = {l.split()[0]: l.split() for l in frame.splitlines() if re.match(r"\d+ ", l)}
+        assert rows[str(pid)][:4] == [str(pid), "main", "ended", str(consumed)], frame
+        # Every worker process's figures, final: the op counts equal the trace's records.
+        decode = re.search(r"^[* ] Decode +(\d+) ", frame, re.M)
+        assert int(decode.group(1)) == records(tmp_path / "t", "SDecode") == 96, frame
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def query(port, expr):
+    url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+    with urllib.request.urlopen(url, timeout=30) as r:
+        body = json.load(r)
+    assert body["status"] == "success", body
+    res = body["data"]["result"]
+    return None if not res else float(res[0]["value"][1])
+
+
+def test_prometheus_scrapes_serve_during_a_dataloader_job(tmp_path):
+    prometheus = shutil.which("prometheus")
+    if not prometheus or not shutil.which("promtool"):
+        pytest.skip("prometheus not installed (Debian package prometheus)")
+    trace = tmp_path / "t"
+    trace.mkdir()
+    procs = []
+    try:
+        serve = subprocess.Popen([TOOL, "serve", str(trace), "--listen", "127.0.0.1:0"],
+                                 stdout=subprocess.PIPE, text=True)
+        procs.append(serve)
+        target = re.match(r"lotus-tool serve: listening on http://(\S+)/metrics",
+                          serve.stdout.readline()).group(1)
+        port = free_port()
+        cfg = tmp_path / "prometheus.yml"
+        cfg.write_text("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+                       "scrape_configs:\n  - job_name: lotus\n    scrape_interval: 1s\n"
+                       f"    static_configs:\n      - targets: ['{target}']\n")
+        prom = subprocess.Popen([prometheus, f"--config.file={cfg}",
+                                 f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                                 f"--web.listen-address=127.0.0.1:{port}",
+                                 "--storage.tsdb.retention.size=64MB"],
+                                stdout=subprocess.DEVNULL, stderr=open(tmp_path / "prom.log", "w"))
+        procs.append(prom)
+        deadline = time.monotonic() + 90
+        while True:  # ready, and it scraped serve once
+            try:
+                if query(port, 'up{job="lotus"}') == 1:
+                    break
+            except OSError:
+                pass
+            assert prom.poll() is None and time.monotonic() < deadline, (
+                tmp_path / "prom.log").read_text()[-3000:]
+            time.sleep(0.2)
+        p = job(tmp_path, samples=64, sleep_ms=30)
+        procs.append(p)
+        # A scrape while the job runs passes promtool check metrics.
+        scrape = ""
+        while p.poll() is None and "lotus_op_duration_seconds_count" not in scrape:
+            time.sleep(0.3)
+            with urllib.request.urlopen(f"http://{target}/metrics", timeout=30) as r:
+                scrape = r.read().decode()
+        check = subprocess.run(["promtool", "check", "metrics"], input=scrape, text=True,
+                               capture_output=True)
+        assert check.returncode == 0, check.stdout + check.stderr
+        done = p.stdout.readline()
+        assert p.wait(timeout=300) == 0
+        consumed = json.loads(done[5:])["consumed"]
+        decode = records(trace, "SDecode")
+        assert consumed == 32 and decode == 128
+        # Prometheus catches up within a few scrapes; then its answers are exact.
+        want = {"max(lotus_batches_consumed_total)": consumed,
+                'sum(lotus_op_duration_seconds_count{op="Decode"})': decode}
+        deadline = time.monotonic() + 60
+        got = {}
+        while time.monotonic() < deadline:
+            got = {e: query(port, e) for e in want}
+            if got == want:
+                break
+            time.sleep(0.5)
+        assert got == want
+        assert query(port, "max(lotus_batches_consumed_total)") == records(trace, "SBatchConsumed")
+    finally:
+        for q in reversed(procs):
+            if q.poll() is None:
+                q.terminate()
+                try:
+                    q.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    q.kill()
+                    q.wait()

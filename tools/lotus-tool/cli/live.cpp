@@ -1,0 +1,51 @@
+// lotus — lotus-tool top and serve: command-line options (the work is in live/serve.hpp)
+// SPDX-License-Identifier: MIT
+#include <CLI/CLI.hpp>
+#include <memory>
+
+#include "cli/commands.hpp"
+#include "live/serve.hpp"
+
+namespace lotus_tool {
+
+void add_top_command(CLI::App& app) {
+  auto args = std::make_shared<top_args>();
+  CLI::App* cmd = app.add_subcommand(
+      "top",
+      "Live view of a running job from its live figures files (.<prefix>.lotus-live_<pid>, one\n"
+      "per traced process, rewritten by lotus several times a second): per rank and host the\n"
+      "input-wait share and batches/s over the last 10 s, per op the rate and p50/p95/p99, per\n"
+      "worker its busy share; the slowest worker and op are marked '*'. Refreshes every second\n"
+      "until Ctrl-C; processes that start later appear, ended ones keep their final figures.");
+  cmd->add_option("DIR", args->dir, "The job's trace directory (and its subdirectories)")
+      ->required();
+  cmd->add_flag("--once", args->once, "Print one plain frame and exit (scripts, tests)");
+  cmd->add_option("--interval", args->interval_s, "Seconds between frames (0.1..3600)")
+      ->capture_default_str();
+  cmd->add_flag("--no-color", args->no_color, "No bold/reverse highlighting on a terminal");
+  cmd->callback([args] { run_top(*args); });
+}
+
+void add_serve_command(CLI::App& app) {
+  auto args = std::make_shared<serve_args>();
+  CLI::App* cmd = app.add_subcommand(
+      "serve",
+      "Serve the live figures of a running job for Prometheus: GET /metrics in the text\n"
+      "exposition format 0.0.4 (see tools/docs/PROMETHEUS.md for the metrics, a scrape config\n"
+      "and alert rules). Prints the address it listens on, then serves until SIGINT/SIGTERM.");
+  cmd->add_option("DIR", args->dir, "The job's trace directory (and its subdirectories)")
+      ->required();
+  cmd->add_option("--listen", args->listen,
+                  "HOST:PORT or [IPV6]:PORT to listen on; loopback by default, 0.0.0.0:PORT to "
+                  "let other hosts scrape; port 0 picks a free one")
+      ->capture_default_str();
+  cmd->add_option("--max-connections", args->max_connections,
+                  "Connections served at once; more get 503 (1..4096)")
+      ->capture_default_str();
+  cmd->add_option("--timeout", args->timeout_s,
+                  "Seconds a connection may take to send its request and read the reply")
+      ->capture_default_str();
+  cmd->callback([args] { run_serve(*args); });
+}
+
+}  // namespace lotus_tool

@@ -1,0 +1,736 @@
+// lotus — lotus-tool live: live files read, top frames, Prometheus text
+// SPDX-License-Identifier: MIT
+#include "live/live.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <set>
+
+#include "util/error.hpp"
+#include "util/output.hpp"
+
+namespace lotus_tool {
+
+namespace {
+
+constexpr std::size_t k_header = 46;          // "lotus-live 1 <gen:20> <used:10>\n\n"
+constexpr std::size_t k_max_file = 1u << 20;  // a live file is 32 KiB; anything larger is not one
+
+[[noreturn]] void bad(std::size_t line, const std::string& why) {
+  throw tool_error(exit_invalid, "line " + std::to_string(line) + ": " + why);
+}
+
+std::uint64_t to_u64(std::string_view s, std::size_t line) {
+  if (s.empty() || s.size() > 20) bad(line, "bad number");
+  std::uint64_t v = 0;
+  for (const char c : s) {
+    if (c < '0' || c > '9') bad(line, "bad number");
+    const auto d = static_cast<std::uint64_t>(c - '0');
+    if (v > (UINT64_MAX - d) / 10) bad(line, "number out of range");
+    v = v * 10 + d;
+  }
+  return v;
+}
+
+std::vector<std::string_view> fields(std::string_view line) {
+  std::vector<std::string_view> out;
+  std::size_t i = 0;
+  while (i < line.size()) {
+    const std::size_t sp = line.find(' ', i);
+    const std::size_t end = sp == std::string_view::npos ? line.size() : sp;
+    out.push_back(line.substr(i, end - i));
+    i = end + 1;
+  }
+  return out;
+}
+
+/// The header's generation and body length; false when it is not a live file header.
+bool header(std::string_view h, std::uint64_t& gen, std::uint64_t& used) {
+  if (h.size() < k_header || h.substr(0, 13) != "lotus-live 1 " || h[33] != ' ' || h[44] != '\n') {
+    return false;
+  }
+  gen = 0;
+  used = 0;
+  for (std::size_t i = 13; i < 33; ++i) {
+    if (h[i] < '0' || h[i] > '9') return false;
+    gen = gen * 10 + static_cast<std::uint64_t>(h[i] - '0');
+  }
+  for (std::size_t i = 34; i < 44; ++i) {
+    if (h[i] < '0' || h[i] > '9') return false;
+    used = used * 10 + static_cast<std::uint64_t>(h[i] - '0');
+  }
+  return true;
+}
+
+bool pread_all(int fd, char* buf, std::size_t n, std::size_t& got) {
+  got = 0;
+  while (got < n) {
+    const ssize_t r = ::pread(fd, buf + got, n - got, static_cast<off_t>(got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return false;
+    if (r == 0) break;
+    got += static_cast<std::size_t>(r);
+  }
+  return true;
+}
+
+/// One consistent copy of the file's body: the generation is even and the same before and after
+/// the read (the writer makes it odd while it rewrites the body). Empty with `why` set otherwise.
+std::string read_consistent(const std::string& path, std::string& why) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    why = std::strerror(errno);
+    return {};
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < static_cast<off_t>(k_header) ||
+      st.st_size > static_cast<off_t>(k_max_file)) {
+    ::close(fd);
+    why = "not a live figures file (size or type)";
+    return {};
+  }
+  std::string buf(static_cast<std::size_t>(st.st_size), '\0');
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    std::size_t got = 0;
+    char again[k_header];
+    std::size_t got2 = 0;
+    std::uint64_t gen = 0, used = 0, gen2 = 0, used2 = 0;
+    if (!pread_all(fd, buf.data(), buf.size(), got) || !pread_all(fd, again, k_header, got2)) {
+      why = std::strerror(errno);
+      break;
+    }
+    if (got < k_header || !header(std::string_view(buf.data(), got), gen, used)) {
+      why = "no live figures header";
+      break;
+    }
+    if (got2 == k_header && header(std::string_view(again, k_header), gen2, used2) && gen == gen2 &&
+        gen % 2 == 0 && gen != 0 && used <= got && used >= k_header) {
+      ::close(fd);
+      return buf.substr(k_header, used - k_header);
+    }
+    const timespec ts{0, 2000000};  // being rewritten: 2 ms
+    nanosleep(&ts, nullptr);
+  }
+  ::close(fd);
+  if (why.empty()) why = "never found unchanged (being rewritten) or not written yet";
+  return {};
+}
+
+bool same_process_here(const live_process& p) {
+  // /proc/<pid>/stat field 22 is the start time the runtime wrote.
+  const std::string path = "/proc/" + std::to_string(p.pid) + "/stat";
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[1024];
+  const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return false;
+  buf[n] = '\0';
+  const char* q = std::strrchr(buf, ')');
+  if (q == nullptr) return false;
+  for (int field = 2; field < 22 && *q != '\0'; ++q) field += *q == ' ' ? 1 : 0;
+  std::uint64_t v = 0;
+  for (; *q >= '0' && *q <= '9'; ++q) v = v * 10 + static_cast<std::uint64_t>(*q - '0');
+  return v == p.start;
+}
+
+std::string this_host() {
+  char h[256] = {};
+  if (::gethostname(h, sizeof h - 1) != 0) return {};
+  return h;
+}
+
+void list_live_files(const std::string& dir, int depth, std::vector<std::string>& out) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) {
+    if (depth == 0) {
+      throw tool_error(exit_io, "cannot list '" + printable(dir) + "': " + std::strerror(errno));
+    }
+    return;
+  }
+  std::vector<std::string> subdirs;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name == "." || name == "..") continue;
+    const std::string path = dir + "/" + name;
+    if (name[0] == '.' && name.find(".lotus-live_") != std::string::npos) {
+      out.push_back(path);
+    } else if (depth == 0 && name[0] != '.') {
+      struct stat st {};
+      if (::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) subdirs.push_back(path);
+    }
+  }
+  ::closedir(d);
+  std::sort(subdirs.begin(), subdirs.end());
+  if (subdirs.size() > 256) subdirs.resize(256);  // bounded: a trace dir, not a file system
+  for (const std::string& s : subdirs) list_live_files(s, depth + 1, out);
+}
+
+std::string fmt_duration(double ns) {
+  if (ns < 0) return "-";
+  if (ns < 1e3) return format_number("%.0fns", ns);
+  if (ns < 1e6) return format_number("%.1fus", ns / 1e3);
+  if (ns < 1e9) return format_number("%.1fms", ns / 1e6);
+  return format_number("%.2fs", ns / 1e9);
+}
+
+std::string pad(std::string s, std::size_t width, bool right = false) {
+  if (s.size() >= width) return s;
+  return right ? std::string(width - s.size(), ' ') + s : s + std::string(width - s.size(), ' ');
+}
+
+std::string pct(double share) {
+  return share < 0 ? std::string("-") : format_number("%.1f%%", 100.0 * share);
+}
+
+/// A Prometheus label value: valid UTF-8, with \, " and newline escaped.
+std::string label(std::string_view v) {
+  std::string out;
+  for (const char c : valid_utf8(v)) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '"') {
+      out += "\\\"";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string seconds(std::uint64_t ns) {
+  // Exact decimal seconds: integer part, then nine digits with trailing zeros cut.
+  std::string out = std::to_string(ns / 1000000000u);
+  std::string frac = std::to_string(ns % 1000000000u);
+  frac.insert(0, 9 - frac.size(), '0');
+  while (!frac.empty() && frac.back() == '0') frac.pop_back();
+  if (!frac.empty()) out += "." + frac;
+  return out;
+}
+
+std::string ratio(std::uint64_t part, std::uint64_t whole) {
+  if (whole == 0) return "0";
+  double r = static_cast<double>(part) / static_cast<double>(whole);
+  if (r > 1) r = 1;
+  return format_number("%.6g", r);
+}
+
+}  // namespace
+
+// ---- histograms ---------------------------------------------------------------------------------
+
+void live_histogram::merge(const live_histogram& o) {
+  count += o.count;
+  sum_ns += o.sum_ns;
+  if (buckets.size() < o.buckets.size()) buckets.resize(o.buckets.size(), 0);
+  for (std::size_t i = 0; i < o.buckets.size(); ++i) buckets[i] += o.buckets[i];
+}
+
+double live_histogram::quantile_ns(double q, const std::vector<std::uint64_t>& bounds) const {
+  if (count == 0 || buckets.empty()) return -1;
+  const double want = q * static_cast<double>(count);
+  double seen = 0;
+  for (std::size_t i = 0; i < buckets.size(); ++i) {
+    const double here = static_cast<double>(buckets[i]);
+    if (here > 0 && seen + here >= want) {
+      if (i >= bounds.size()) return bounds.empty() ? -1 : static_cast<double>(bounds.back());
+      const double lo = i == 0 ? 0.0 : static_cast<double>(bounds[i - 1]);
+      const double hi = static_cast<double>(bounds[i]);
+      return lo + (hi - lo) * ((want - seen) / here);
+    }
+    seen += here;
+  }
+  return bounds.empty() ? -1 : static_cast<double>(bounds.back());
+}
+
+std::uint64_t stall_threshold_ns(const live_worker& w) {
+  const std::uint64_t mean = w.batches != 0 ? w.busy_ns / w.batches : 0;
+  return std::max<std::uint64_t>(1000000000u, 3 * mean);
+}
+
+// ---- parsing
+// --------------------------------------------------------------------------------------
+
+live_process parse_live(std::string_view text) {
+  live_process p;
+  std::size_t lineno = 1;  // the header
+  bool ended = false;
+  const auto hist = [&](const std::vector<std::string_view>& f, std::size_t at) {
+    live_histogram h;
+    if (f.size() < at + 2 + p.bounds_ns.size() + 1) bad(lineno, "histogram too short");
+    h.count = to_u64(f[at], lineno);
+    h.sum_ns = to_u64(f[at + 1], lineno);
+    std::uint64_t total = 0;
+    for (std::size_t i = 0; i <= p.bounds_ns.size(); ++i) {
+      h.buckets.push_back(to_u64(f[at + 2 + i], lineno));
+      total += h.buckets.back();
+    }
+    if (total != h.count) bad(lineno, "histogram buckets do not add up to its count");
+    return h;
+  };
+  while (!text.empty()) {
+    ++lineno;
+    const std::size_t eol = text.find('\n');
+    if (eol == std::string_view::npos) bad(lineno, "line without its newline");
+    const std::string_view line = text.substr(0, eol);
+    text.remove_prefix(eol + 1);
+    if (line.empty()) continue;
+    if (ended) bad(lineno, "text after 'end'");
+    const std::vector<std::string_view> f = fields(line);
+    const std::string_view key = f[0];
+    const auto one = [&]() {
+      if (f.size() != 2) bad(lineno, "'" + std::string(key) + "' takes one value");
+      return to_u64(f[1], lineno);
+    };
+    if (key == "pid") {
+      p.pid = one();
+    } else if (key == "ppid") {
+      p.ppid = one();
+    } else if (key == "start") {
+      p.start = one();
+    } else if (key == "host") {
+      p.host = std::string(line.substr(5));
+    } else if (key == "rank") {
+      p.rank = std::to_string(one());
+    } else if (key == "local_rank") {
+      p.local_rank = std::to_string(one());
+    } else if (key == "world_size") {
+    } else if (key == "role") {
+      if (f.size() != 2 || (f[1] != "main" && f[1] != "worker")) bad(lineno, "bad role");
+      p.main = f[1] == "main";
+    } else if (key == "updated") {
+      p.updated_ns = one();
+    } else if (key == "since") {
+      p.since_ns = one();
+    } else if (key == "final") {
+      p.final = one() != 0;
+    } else if (key == "recorded") {
+      p.recorded = one();
+    } else if (key == "dropped") {
+      p.dropped = one();
+    } else if (key == "overflow") {
+      if (f.size() != 3) bad(lineno, "'overflow' takes two values");
+      p.overflow_ops = to_u64(f[1], lineno);
+      p.overflow_workers = to_u64(f[2], lineno);
+    } else if (key == "bounds") {
+      if (f.size() < 2 || f.size() > 65) bad(lineno, "bad bucket bounds");
+      p.bounds_ns.clear();
+      for (std::size_t i = 1; i < f.size(); ++i) {
+        p.bounds_ns.push_back(to_u64(f[i], lineno));
+        if (i > 1 && p.bounds_ns[i - 1] <= p.bounds_ns[i - 2]) bad(lineno, "bounds not rising");
+      }
+    } else if (key == "window") {
+      if (f.size() != 5) bad(lineno, "'window' takes four values");
+      p.window_ns = to_u64(f[1], lineno);
+      p.window_consumed = to_u64(f[2], lineno);
+      p.window_wait_ns = to_u64(f[3], lineno);
+      p.window_batches = to_u64(f[4], lineno);
+    } else if (key == "consumed") {
+      p.consumed = one();
+    } else if (key == "wait") {
+      if (p.bounds_ns.empty()) bad(lineno, "'wait' before 'bounds'");
+      if (f.size() != 3 + p.bounds_ns.size() + 1) bad(lineno, "bad 'wait' histogram");
+      p.wait = hist(f, 1);
+    } else if (key == "worker") {
+      if (f.size() != 6) bad(lineno, "'worker' takes five values");
+      live_worker w;
+      w.tid = to_u64(f[1], lineno);
+      w.batches = to_u64(f[2], lineno);
+      w.busy_ns = to_u64(f[3], lineno);
+      w.window_busy_ns = to_u64(f[4], lineno);
+      w.last_end_ns = to_u64(f[5], lineno);
+      if (p.workers.size() >= 4096) bad(lineno, "too many workers");
+      p.workers.push_back(w);
+    } else if (key == "op") {
+      if (p.bounds_ns.empty()) bad(lineno, "'op' before 'bounds'");
+      if (f.size() != 2 + 2 + p.bounds_ns.size() + 1 + 1) bad(lineno, "bad 'op' line");
+      live_op o;
+      o.window_count = to_u64(f[1], lineno);
+      o.hist = hist(f, 2);
+      o.name = std::string(f.back());
+      if (p.ops.size() >= 4096) bad(lineno, "too many ops");
+      p.ops.push_back(std::move(o));
+    } else if (key == "cut") {
+      p.cut = true;
+    } else if (key == "end") {
+      ended = true;
+    }
+    // Other keys: a later version's; ignored (forward compatible).
+  }
+  if (!ended) bad(lineno, "no 'end' line");
+  if (p.pid == 0) bad(lineno, "no 'pid' line");
+  return p;
+}
+
+/// Two lotus runtimes alive at once in one process (a plugin with its own copy) each publish a
+/// file: one process's figures are their sum. (Files of one runtime, under two prefixes, have the
+/// same `since`: only the newest counts.)
+static void merge_into(live_process& a, const live_process& b) {
+  a.main = a.main || b.main;
+  a.final = a.final && b.final;
+  a.gone = a.gone && b.gone;
+  a.updated_ns = std::max(a.updated_ns, b.updated_ns);
+  a.since_ns = std::min(a.since_ns, b.since_ns);
+  a.recorded += b.recorded;
+  a.dropped += b.dropped;
+  a.overflow_ops += b.overflow_ops;
+  a.overflow_workers += b.overflow_workers;
+  a.cut = a.cut || b.cut;
+  a.window_ns = std::max(a.window_ns, b.window_ns);
+  a.window_consumed += b.window_consumed;
+  a.window_wait_ns += b.window_wait_ns;
+  a.window_batches += b.window_batches;
+  a.consumed += b.consumed;
+  if (a.bounds_ns != b.bounds_ns) {  // another version's buckets: counters only
+    a.overflow_ops += b.wait.count;
+    return;
+  }
+  a.wait.merge(b.wait);
+  a.workers.insert(a.workers.end(), b.workers.begin(), b.workers.end());
+  for (const live_op& o : b.ops) {
+    auto it = std::find_if(a.ops.begin(), a.ops.end(),
+                           [&](const live_op& x) { return x.name == o.name; });
+    if (it == a.ops.end()) {
+      a.ops.push_back(o);
+    } else {
+      it->window_count += o.window_count;
+      it->hist.merge(o.hist);
+    }
+  }
+}
+
+std::vector<live_process> read_live_dir(const std::string& dir,
+                                        std::vector<std::string>& warnings) {
+  std::vector<std::string> paths;
+  list_live_files(dir, 0, paths);
+  std::sort(paths.begin(), paths.end());
+  if (paths.size() > 65536) paths.resize(65536);
+  const std::string here = this_host();
+  std::vector<live_process> out;
+  for (const std::string& path : paths) {
+    std::string why;
+    const std::string body = read_consistent(path, why);
+    if (body.empty()) {
+      warnings.push_back(printable(path) + ": " + why);
+      continue;
+    }
+    try {
+      live_process p = parse_live(body);
+      p.path = path;
+      if (!p.final && p.host == here) p.gone = !same_process_here(p);
+      auto same = std::find_if(out.begin(), out.end(),
+                               [&](const live_process& x) { return x.key() == p.key(); });
+      if (same != out.end() && same->since_ns == p.since_ns) {
+        // One runtime's files under two prefixes (it was configured again): its newest figures.
+        if (p.updated_ns > same->updated_ns) *same = std::move(p);
+      } else if (same != out.end()) {
+        merge_into(*same, p);
+      } else {
+        out.push_back(std::move(p));
+      }
+    } catch (const tool_error& e) {
+      warnings.push_back(printable(path) + ": " + printable(e.what()));
+    }
+  }
+  return out;
+}
+
+std::vector<live_process> live_memory::update(std::vector<live_process> now) {
+  for (live_process& p : now) {
+    auto k = p.key();
+    seen_[k] = std::move(p);
+  }
+  while (seen_.size() > max_) {  // the oldest ended process leaves first (else the oldest)
+    auto victim = seen_.begin();
+    for (auto it = seen_.begin(); it != seen_.end(); ++it) {
+      const bool better = it->second.ended() && !victim->second.ended();
+      if (better || (it->second.ended() == victim->second.ended() &&
+                     it->second.updated_ns < victim->second.updated_ns)) {
+        victim = it;
+      }
+    }
+    seen_.erase(victim);
+  }
+  std::vector<live_process> all;
+  all.reserve(seen_.size());
+  for (const auto& kv : seen_) all.push_back(kv.second);
+  return all;
+}
+
+// ---- top
+// ------------------------------------------------------------------------------------------
+
+std::string render_top(const std::string& dir, const std::vector<live_process>& procs,
+                       std::uint64_t now_ns, bool color) {
+  const std::string hi_on = color ? "\x1b[1;7m" : "", hi_off = color ? "\x1b[0m" : "";
+  std::string out;
+  std::size_t live = 0;
+  for (const live_process& p : procs) live += p.ended() ? 0 : 1;
+  out += "lotus top  " + printable(dir) + "  " + std::to_string(procs.size()) + " processes (" +
+         std::to_string(live) + " live, " + std::to_string(procs.size() - live) + " ended)\n";
+  if (procs.empty()) {
+    out +=
+        "no live figures yet (files .<prefix>.lotus-live_<pid> appear once a traced process "
+        "writes)\n";
+    return out;
+  }
+  // One group per (host, rank): its main processes, its workers, its ops.
+  std::map<std::pair<std::string, std::string>, std::vector<const live_process*>> groups;
+  for (const live_process& p : procs) groups[{p.host, p.rank}].push_back(&p);
+  for (const auto& g : groups) {
+    const std::vector<const live_process*>& ps = g.second;
+    std::uint64_t consumed = 0, produced = 0, dropped = 0, overflow = 0;
+    for (const live_process* p : ps) {
+      consumed += p->consumed;
+      for (const live_worker& w : p->workers) produced += w.batches;
+      dropped += p->dropped;
+      overflow += p->overflow_ops + p->overflow_workers;
+    }
+    out += "\n== host " + printable(g.first.first) + "  rank " +
+           (g.first.second.empty() ? std::string("-") : g.first.second) + "  batches consumed " +
+           std::to_string(consumed) + "  in flight " +
+           std::to_string(produced > consumed ? produced - consumed : 0) + "  dropped " +
+           std::to_string(dropped) +
+           (overflow != 0 ? "  overflow " + std::to_string(overflow) : "") + "\n";
+    out +=
+        "PID       ROLE    STATE   BATCHES   BATCH/S   INPUT-WAIT  WAIT-P50   WAIT-P99   "
+        "WINDOW\n";
+    for (const live_process* p : ps) {
+      const double win_s = static_cast<double>(p->window_ns) / 1e9;
+      const std::string state = p->final ? "ended" : p->gone ? "gone" : "live";
+      out += pad(std::to_string(p->pid), 10) + pad(p->main ? "main" : "worker", 8) + pad(state, 8);
+      if (p->main) {
+        out +=
+            pad(std::to_string(p->consumed), 9, true) +
+            pad(win_s > 0 ? format_number("%.1f", static_cast<double>(p->window_consumed) / win_s)
+                          : "-",
+                10, true) +
+            pad(pct(p->window_ns != 0
+                        ? static_cast<double>(p->window_wait_ns) / static_cast<double>(p->window_ns)
+                        : -1),
+                13, true) +
+            pad(fmt_duration(p->wait.quantile_ns(0.5, p->bounds_ns)), 11, true) +
+            pad(fmt_duration(p->wait.quantile_ns(0.99, p->bounds_ns)), 11, true);
+      } else {
+        out += pad("-", 9, true) + pad("-", 10, true) + pad("-", 13, true) + pad("-", 11, true) +
+               pad("-", 11, true);
+      }
+      out += "   " + format_number("%.1fs", win_s) + "\n";
+    }
+    // Workers: the slowest one (stalled first, else the longest mean batch) highlighted.
+    struct wrow {
+      const live_process* p;
+      const live_worker* w;
+      bool stalled;
+      double mean;
+    };
+    std::vector<wrow> rows;
+    for (const live_process* p : ps) {
+      for (const live_worker& w : p->workers) {
+        const bool stalled = !p->ended() && w.last_end_ns != 0 && now_ns > w.last_end_ns &&
+                             now_ns - w.last_end_ns > stall_threshold_ns(w);
+        rows.push_back(
+            {p, &w, stalled,
+             w.batches != 0 ? static_cast<double>(w.busy_ns) / static_cast<double>(w.batches) : 0});
+      }
+    }
+    if (!rows.empty()) {
+      std::size_t slow = 0;
+      for (std::size_t i = 1; i < rows.size(); ++i) {
+        if ((rows[i].stalled && !rows[slow].stalled) ||
+            (rows[i].stalled == rows[slow].stalled && rows[i].mean > rows[slow].mean)) {
+          slow = i;
+        }
+      }
+      out += "  WORKER (PID/TID)    BATCHES   BUSY     MEAN-BATCH  LAST-BATCH\n";
+      for (std::size_t i = 0; i < rows.size(); ++i) {
+        const wrow& r = rows[i];
+        const double busy = r.p->window_ns != 0 ? static_cast<double>(r.w->window_busy_ns) /
+                                                      static_cast<double>(r.p->window_ns)
+                                                : -1;
+        std::string last = "-";
+        if (r.w->last_end_ns != 0) {
+          last = r.p->ended()
+                     ? "ended"
+                     : format_number("%.1fs ago",
+                                     now_ns > r.w->last_end_ns
+                                         ? static_cast<double>(now_ns - r.w->last_end_ns) / 1e9
+                                         : 0.0);
+        }
+        std::string row =
+            (i == slow ? "* " : "  ") +
+            pad(std::to_string(r.p->pid) + "/" + std::to_string(r.w->tid), 18) +
+            pad(std::to_string(r.w->batches), 10, true) + pad(pct(busy > 1 ? 1 : busy), 8, true) +
+            pad(fmt_duration(r.mean), 13, true) + "  " + last + (r.stalled ? "  STALLED" : "");
+        out += i == slow ? hi_on + row + hi_off + "\n" : row + "\n";
+      }
+    }
+    // Ops of the group, merged by name; the slowest (longest mean) highlighted.
+    std::map<std::string, std::pair<live_histogram, std::uint64_t>> ops;
+    std::vector<std::uint64_t> bounds;
+    double win_ns = 0;
+    for (const live_process* p : ps) {
+      if (bounds.empty()) bounds = p->bounds_ns;
+      if (p->bounds_ns != bounds) continue;  // another version's buckets: not mixed
+      if (!p->ended()) win_ns = std::max(win_ns, static_cast<double>(p->window_ns));
+      for (const live_op& o : p->ops) {
+        auto& e = ops[o.name];
+        e.first.merge(o.hist);
+        if (!p->ended()) e.second += o.window_count;
+      }
+    }
+    if (!ops.empty()) {
+      std::string slow;
+      double slow_mean = -1;
+      for (const auto& o : ops) {
+        const double mean = o.second.first.count != 0
+                                ? static_cast<double>(o.second.first.sum_ns) /
+                                      static_cast<double>(o.second.first.count)
+                                : 0;
+        if (mean > slow_mean) {
+          slow_mean = mean;
+          slow = o.first;
+        }
+      }
+      out +=
+          "  OP                          COUNT     RATE/S      P50        P95        P99       "
+          "MEAN\n";
+      for (const auto& o : ops) {
+        const live_histogram& h = o.second.first;
+        const bool mark = o.first == slow;
+        std::string name = printable(o.first);
+        if (name.size() > 24) name = name.substr(0, 23) + "~";
+        std::string row =
+            (mark ? "* " : "  ") + pad(name, 24) + pad(std::to_string(h.count), 11, true) +
+            pad(win_ns > 0
+                    ? format_number("%.1f", static_cast<double>(o.second.second) / (win_ns / 1e9))
+                    : "-",
+                11, true) +
+            pad(fmt_duration(h.quantile_ns(0.5, bounds)), 11, true) +
+            pad(fmt_duration(h.quantile_ns(0.95, bounds)), 11, true) +
+            pad(fmt_duration(h.quantile_ns(0.99, bounds)), 11, true) +
+            pad(fmt_duration(h.count != 0
+                                 ? static_cast<double>(h.sum_ns) / static_cast<double>(h.count)
+                                 : -1),
+                11, true);
+        out += mark ? hi_on + row + hi_off + "\n" : row + "\n";
+      }
+    }
+  }
+  return out;
+}
+
+// ---- Prometheus
+// -----------------------------------------------------------------------------------
+
+std::string render_metrics(const std::vector<live_process>& in) {
+  // One series per (host, pid): a pid reused later on the same host keeps the newest figures.
+  std::map<std::pair<std::string, std::uint64_t>, const live_process*> by_pid;
+  for (const live_process& p : in) {
+    const live_process*& slot = by_pid[{p.host, p.pid}];
+    if (slot == nullptr || p.updated_ns > slot->updated_ns) slot = &p;
+  }
+  std::vector<const live_process*> procs;
+  for (const auto& kv : by_pid) procs.push_back(kv.second);
+
+  std::string out;
+  const auto labels = [](const live_process& p) {
+    return "host=\"" + label(p.host) + "\",rank=\"" + label(p.rank) + "\",pid=\"" +
+           std::to_string(p.pid) + "\"";
+  };
+  const auto head = [&](const char* name, const char* type, const char* help) {
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+  };
+  const auto histogram = [&](const char* name, const std::string& lab, const live_histogram& h,
+                             const std::vector<std::uint64_t>& bounds) {
+    std::uint64_t cum = 0;
+    for (std::size_t i = 0; i < h.buckets.size(); ++i) {
+      cum += h.buckets[i];
+      const std::string le = i < bounds.size() ? seconds(bounds[i]) : std::string("+Inf");
+      out += std::string(name) + "_bucket{" + lab + ",le=\"" + le + "\"} " + std::to_string(cum) +
+             "\n";
+    }
+    out += std::string(name) + "_sum{" + lab + "} " + seconds(h.sum_ns) + "\n";
+    out += std::string(name) + "_count{" + lab + "} " + std::to_string(h.count) + "\n";
+  };
+
+  head("lotus_batches_consumed_total", "counter",
+       "Batches the process consumed (SBatchConsumed records).");
+  for (const live_process* p : procs) {
+    if (p->main) {
+      out +=
+          "lotus_batches_consumed_total{" + labels(*p) + "} " + std::to_string(p->consumed) + "\n";
+    }
+  }
+  head("lotus_batch_wait_seconds", "histogram",
+       "The consuming process's wait per batch (SBatchWait records).");
+  for (const live_process* p : procs) {
+    if (p->main) histogram("lotus_batch_wait_seconds", labels(*p), p->wait, p->bounds_ns);
+  }
+  head("lotus_op_duration_seconds", "histogram",
+       "Duration of each op record (SDecode: op Decode).");
+  for (const live_process* p : procs) {
+    for (const live_op& o : p->ops) {
+      histogram("lotus_op_duration_seconds", labels(*p) + ",op=\"" + label(o.name) + "\"", o.hist,
+                p->bounds_ns);
+    }
+  }
+  head("lotus_input_wait_ratio", "gauge",
+       "Share of the last 10 s the consuming process waited for batches (0 once it ended).");
+  for (const live_process* p : procs) {
+    if (p->main) {
+      out += "lotus_input_wait_ratio{" + labels(*p) + "} " +
+             (p->ended() ? std::string("0") : ratio(p->window_wait_ns, p->window_ns)) + "\n";
+    }
+  }
+  head("lotus_worker_busy_ratio", "gauge",
+       "Share of the last 10 s a worker thread spent preprocessing batches (0 once it ended).");
+  for (const live_process* p : procs) {
+    for (const live_worker& w : p->workers) {
+      out += "lotus_worker_busy_ratio{" + labels(*p) + ",worker=\"" + std::to_string(w.tid) +
+             "\"} " + (p->ended() ? std::string("0") : ratio(w.window_busy_ns, p->window_ns)) +
+             "\n";
+    }
+  }
+  head("lotus_worker_batches_total", "counter",
+       "Batches a worker thread preprocessed (SBatchPreprocessed records).");
+  for (const live_process* p : procs) {
+    for (const live_worker& w : p->workers) {
+      out += "lotus_worker_batches_total{" + labels(*p) + ",worker=\"" + std::to_string(w.tid) +
+             "\"} " + std::to_string(w.batches) + "\n";
+    }
+  }
+  head("lotus_events_dropped_total", "counter",
+       "Events the process recorded but lost (ring full, LOTUS_MAX_BYTES, I/O errors).");
+  for (const live_process* p : procs) {
+    out += "lotus_events_dropped_total{" + labels(*p) + "} " + std::to_string(p->dropped) + "\n";
+  }
+  head("lotus_live_overflow_total", "counter",
+       "Records not in the live figures because a name or worker table was full.");
+  for (const live_process* p : procs) {
+    out += "lotus_live_overflow_total{" + labels(*p) + "} " +
+           std::to_string(p->overflow_ops + p->overflow_workers) + "\n";
+  }
+  head("lotus_live_updated_timestamp_seconds", "gauge",
+       "When the process last published its figures (Unix time).");
+  for (const live_process* p : procs) {
+    out +=
+        "lotus_live_updated_timestamp_seconds{" + labels(*p) + "} " + seconds(p->updated_ns) + "\n";
+  }
+  head("lotus_process_ended", "gauge", "1 once the process ended (its figures are final), else 0.");
+  for (const live_process* p : procs) {
+    out += "lotus_process_ended{" + labels(*p) + "} " + (p->ended() ? "1" : "0") + "\n";
+  }
+  return out;
+}
+
+}  // namespace lotus_tool

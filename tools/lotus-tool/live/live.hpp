@@ -1,0 +1,92 @@
+// lotus — lotus-tool live: reading the `.lotus-live_` files of a running job (FORMAT.md §9)
+// SPDX-License-Identifier: MIT
+// Both `top` (terminal frames) and `serve` (Prometheus text) start from read_live_dir().
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <vector>
+
+namespace lotus_tool {
+
+/// A histogram as the file has it: counts per bucket (not cumulative), the last one +Inf.
+struct live_histogram {
+  std::uint64_t count = 0, sum_ns = 0;
+  std::vector<std::uint64_t> buckets;
+  void merge(const live_histogram& o);
+  /// The q-quantile (0..1) in ns, interpolated inside its bucket; -1 when empty. A value in the
+  /// +Inf bucket reads as the last bound.
+  double quantile_ns(double q, const std::vector<std::uint64_t>& bounds) const;
+};
+
+struct live_op {
+  std::string name;                // as in the file (spaces and control bytes already '_')
+  std::uint64_t window_count = 0;  // records that ended in the window
+  live_histogram hist;
+};
+
+struct live_worker {
+  std::uint64_t tid = 0, batches = 0, busy_ns = 0, window_busy_ns = 0, last_end_ns = 0;
+};
+
+/// One process's figures (one live file).
+struct live_process {
+  std::string path;
+  std::uint64_t pid = 0, ppid = 0, start = 0;
+  std::string host = "unknown", rank, local_rank;
+  bool main = false;   // role main: it consumes batches
+  bool final = false;  // its exit figures
+  bool gone = false;   // not final, and no such process on this host any more
+  std::uint64_t updated_ns = 0, since_ns = 0, recorded = 0, dropped = 0;
+  std::uint64_t overflow_ops = 0, overflow_workers = 0;
+  bool cut = false;  // the file had no room for every line
+  std::vector<std::uint64_t> bounds_ns;
+  std::uint64_t window_ns = 0, window_consumed = 0, window_wait_ns = 0, window_batches = 0;
+  std::uint64_t consumed = 0;
+  live_histogram wait;
+  std::vector<live_worker> workers;
+  std::vector<live_op> ops;
+
+  bool ended() const { return final || gone; }
+  /// (host, pid, start): one process, even when its pid is reused later.
+  std::tuple<std::string, std::uint64_t, std::uint64_t> key() const { return {host, pid, start}; }
+};
+
+/// Parses one live file's text (the generation checked by the caller). Throws tool_error
+/// (exit_invalid) with the line at fault.
+live_process parse_live(std::string_view text);
+
+/// Every live file in `dir` (`.<prefix>.lotus-live_<pid>`, also one level of subdirectories: one
+/// per rank or host), read consistently (the generation counter checked before and after).
+/// Unreadable or malformed files are skipped with a line in `warnings`. Throws tool_error
+/// (exit_io) when `dir` cannot be listed.
+std::vector<live_process> read_live_dir(const std::string& dir, std::vector<std::string>& warnings);
+
+/// The figures of processes seen earlier and not found now (files removed) stay, so counters never
+/// go back (serve). Bounded: at most `max_kept` processes, the oldest ended ones leave first.
+class live_memory {
+ public:
+  explicit live_memory(std::size_t max_kept = 4096) : max_(max_kept) {}
+  std::vector<live_process> update(std::vector<live_process> now);
+
+ private:
+  std::size_t max_;
+  std::map<std::tuple<std::string, std::uint64_t, std::uint64_t>, live_process> seen_;
+};
+
+/// One frame of `top`: plain text; `color` adds ANSI bold/reverse to the highlighted rows.
+/// `now_ns`: the realtime clock (idle times, ages).
+std::string render_top(const std::string& dir, const std::vector<live_process>& procs,
+                       std::uint64_t now_ns, bool color);
+
+/// The Prometheus text exposition (format 0.0.4) of `procs`.
+std::string render_metrics(const std::vector<live_process>& procs);
+
+/// A worker counts as stalled when its process is live and its last batch ended this long ago:
+/// the larger of 1 s and 3 times its mean batch time.
+std::uint64_t stall_threshold_ns(const live_worker& w);
+
+}  // namespace lotus_tool
