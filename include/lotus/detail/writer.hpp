@@ -21,6 +21,7 @@
 #include "lotus/detail/diagnostics.hpp"
 #include "lotus/detail/intern.hpp"
 #include "lotus/detail/ledger.hpp"
+#include "lotus/detail/memory.hpp"
 #include "lotus/detail/record_name.hpp"
 #include "lotus/detail/ring.hpp"
 #include "lotus/detail/sync.hpp"
@@ -476,6 +477,8 @@ class trace_writer {
     }
     flush_thread_lines();
     flush_resource_lines();
+    if (!discard_ && files_.has_sidecar())
+      memory_.sample(final, [this](const text& l) { sidecar(l); });
     if (stats && stats_source_ != nullptr && files_.has_sidecar()) write_stats(final);
     threads_.release(cycle_finished_);
     cpu_ns_.fetch_add(clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0, std::memory_order_relaxed);
@@ -584,6 +587,7 @@ class trace_writer {
   ptr_list<thread_state> cycle_threads_, cycle_finished_, urgent_threads_;
   epoch_formatter epoch_;
   label_table labels_;
+  memory_sampler memory_;  // sidecar `memory` lines (memory.hpp)
 };
 
 // ---- per-record work --------------------------------------------------------------------------

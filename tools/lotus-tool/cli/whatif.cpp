@@ -32,6 +32,9 @@ void add_whatif_command(CLI::App& app) {
                   "from its sidecar)");
   cmd->add_flag("--unordered", args->unordered,
                 "Deliver batches as they arrive (PyTorch's in_order=False)");
+  cmd->add_option("--memory-budget", args->memory_budget,
+                  "Bytes the job may use: warn when the predicted peak memory exceeds it "
+                  "(default: this machine's physical memory)");
   cmd->add_flag("--json", args->json, "Machine-readable JSON output");
   cmd->add_option("-o,--output", args->output, "Output file ('-' = stdout)")->capture_default_str();
   cmd->callback([args] { run_whatif(*args); });
