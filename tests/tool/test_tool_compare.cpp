@@ -176,9 +176,47 @@ TEST_CASE("diff: verdicts from the median change, its interval and the threshold
     o.mean_ms *= 1.05;
   }
   for (const auto& c : diff_runs(base, five, diff_options{}).ops) CHECK(c.verdict == "same");
+  // Every op 5 % slower is the machine (issue 44): the shift is taken out, even at a 1 %
+  // threshold; one op 5 % slower while the others hold is that op's own change.
   diff_options strict;
   strict.threshold = 0.01;
-  CHECK(diff_runs(base, five, strict).ops[0].verdict == "slower");
+  strict.allowance = 0;
+  const diff_result all_five = diff_runs(base, five, strict);
+  REQUIRE(all_five.machine_shift.has_value());
+  CHECK(*all_five.machine_shift == Approx(0.05).margin(0.002));
+  for (const auto& c : all_five.ops) {
+    if (c.base && c.next) CHECK(c.verdict == "same");
+  }
+  run_digest one_five = base;
+  for (double& v : one_five.ops[1].sample_ms) v *= 1.05;
+  one_five.ops[1].p50_ms *= 1.05;
+  const diff_result own = diff_runs(base, one_five, strict);
+  CHECK(own.ops[1].name == "SB");
+  CHECK(own.ops[1].verdict == "slower");
+  CHECK(own.ops[1].own_change == Approx(0.05).margin(0.01));
+  CHECK(own.ops[0].verdict == "same");
+  CHECK(own.basis.rfind("one run a side", 0) == 0);
+  // The default allowance for between-run drift (one run a side) keeps a 5 % own change `same`
+  // at a 1 % threshold.
+  diff_options allow = strict;
+  allow.allowance = k_between_run_allowance;
+  CHECK(diff_runs(base, one_five, allow).ops[1].verdict == "same");
+  // Repeated runs: the between-run spread of an op's median is measured. Three base runs whose
+  // SB medians spread by ±30 %: a 20 % change of SB is within it; SA's spread is nil.
+  std::vector<run_digest> bases(3, base), nexts(3, base);
+  const double spread[3] = {0.7, 1.0, 1.3};
+  for (int k = 0; k < 3; ++k) {
+    for (double& v : bases[k].ops[1].sample_ms) v *= spread[k];
+    bases[k].ops[1].p50_ms *= spread[k];
+    for (double& v : nexts[k].ops[1].sample_ms) v *= 1.2 * spread[k];
+    nexts[k].ops[1].p50_ms *= 1.2 * spread[k];
+  }
+  const diff_result rep = diff_repeated(bases, nexts, strict);
+  CHECK(rep.base_runs == 3);
+  CHECK(rep.new_runs == 3);
+  CHECK(rep.ops[1].verdict == "same");
+  CHECK(rep.ops[1].change == Approx(0.2).margin(0.01));
+  CHECK(rep.basis.find("between-run spread") != std::string::npos);
   // JSON: the documented shape.
   const auto j = diff_json(d);
   CHECK(j["ops"][0]["name"] == "SA");
