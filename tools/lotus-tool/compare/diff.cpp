@@ -176,7 +176,7 @@ std::map<std::string, double> between_run_spread(const std::vector<run_digest>& 
     if (std::isnan(va)) va = vb;
     if (std::isnan(vb)) vb = va;
     out[kv.first] = 1.96 * std::sqrt(va / static_cast<double>(kv.second.size()) +
-                                      vb / static_cast<double>(it->second.size()));
+                                     vb / static_cast<double>(it->second.size()));
   }
   return out;
 }
@@ -296,9 +296,10 @@ diff_result diff_core(const run_digest& base, const run_digest& next, const diff
           " new run(s): within-run noise (bootstrap over the pooled durations) and each op's "
           "between-run spread of its median";
     }
-    s += out.machine_shift ? "; a machine shift of " + format_number("%+.1f %%", 100 * *out.machine_shift) +
-                                 " shared by every op is taken out"
-                           : "; no shift is shared by every op (nothing taken out)";
+    s += out.machine_shift
+             ? "; a machine shift of " + format_number("%+.1f %%", 100 * *out.machine_shift) +
+                   " shared by every op is taken out"
+             : "; no shift is shared by every op (nothing taken out)";
     out.basis = s;
   }
 
@@ -405,19 +406,21 @@ std::string diff_text(const diff_result& d) {
       return x ? std::to_string(x->count) : std::string("-");
     };
     const bool both = o.base && o.next;
-    s += pad(printable(o.name), w, true) + pad(cnt(o.base), 9) + pad(cnt(o.next), 9) +
-         pad(num(o.base, &side_stats::mean), 11) + pad(num(o.next, &side_stats::mean), 11) +
-         pad(both ? signed_pct(o.mean_change) : "-", 9) + pad(num(o.base, &side_stats::p50), 11) +
-         pad(num(o.next, &side_stats::p50), 11) + pad(num(o.base, &side_stats::p90), 11) +
-         pad(num(o.next, &side_stats::p90), 11) + pad(both ? signed_pct(o.change) : "-", 12) +
-         "  " + pad(both ? "[" + signed_pct(o.lo) + ", " + signed_pct(o.hi) + "]" : "-", 22, true) +
-         pad(both ? signed_pct(o.own_change) : "-", 12) + "  " +
-         pad(both ? "[" + signed_pct(o.own_lo) + ", " + signed_pct(o.own_hi) + "]" : "-", 22, true) +
-         o.verdict + "\n";
+    s +=
+        pad(printable(o.name), w, true) + pad(cnt(o.base), 9) + pad(cnt(o.next), 9) +
+        pad(num(o.base, &side_stats::mean), 11) + pad(num(o.next, &side_stats::mean), 11) +
+        pad(both ? signed_pct(o.mean_change) : "-", 9) + pad(num(o.base, &side_stats::p50), 11) +
+        pad(num(o.next, &side_stats::p50), 11) + pad(num(o.base, &side_stats::p90), 11) +
+        pad(num(o.next, &side_stats::p90), 11) + pad(both ? signed_pct(o.change) : "-", 12) + "  " +
+        pad(both ? "[" + signed_pct(o.lo) + ", " + signed_pct(o.hi) + "]" : "-", 22, true) +
+        pad(both ? signed_pct(o.own_change) : "-", 12) + "  " +
+        pad(both ? "[" + signed_pct(o.own_lo) + ", " + signed_pct(o.own_hi) + "]" : "-", 22, true) +
+        o.verdict + "\n";
   }
   s += "(times in ms; change = new p50 / base p50 - 1, mean: the same for the means; interval: "
        "seeded bootstrap of the medians, " +
-       std::to_string(d.resamples) + " resamples; own change: without the machine shift, judged "
+       std::to_string(d.resamples) +
+       " resamples; own change: without the machine shift, judged "
        "on its interval widened by the between-run variation; same when |own change| < " +
        format_number("%.0f %%", 100 * d.threshold) + " or the judged interval holds 0)\n";
   s += "verdicts rest on: " + d.basis + "\n";
@@ -562,7 +565,8 @@ std::vector<run_digest> digest_side(const input_args& in, const std::string& run
     }
   }
   for (const auto& d : out) {
-    if (d.ops.empty() && !d.has_batches()) warning(std::string("diff: ") + side + " holds no records");
+    if (d.ops.empty() && !d.has_batches())
+      warning(std::string("diff: ") + side + " holds no records");
   }
   return out;
 }

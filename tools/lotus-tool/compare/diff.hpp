@@ -41,7 +41,6 @@ struct diff_options {
   double allowance = k_between_run_allowance;
 };
 
-
 struct side_stats {
   std::uint64_t count = 0;
   double mean = 0, p50 = 0, p90 = 0;  ///< ms
@@ -77,7 +76,7 @@ struct diff_result {
   /// The relative shift shared by every op (the machine), taken out before judging; nullopt
   /// when the ops' intervals admit no common shift (then nothing is taken out).
   std::optional<double> machine_shift;
-  std::string basis;  ///< what the verdicts rest on, one sentence
+  std::string basis;           ///< what the verdicts rest on, one sentence
   std::vector<op_change> ops;  ///< sorted by name
   std::vector<run_change> run;
 };

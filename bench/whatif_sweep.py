@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""The model's error, published (issue #44): from a 1-worker trace of examples/image_pipeline
+(forked worker processes, 256 images, 3 epochs, 10 ms step), `lotus-tool whatif` predicts 1..4
+workers and `lotus-tool tune` recommends one; each setting is then run and measured (epoch time,
+wait share from its own trace; peak memory: the trace's summed Pss at the main process's samples).
+Prints a Markdown table: predicted vs measured for every setting, and the tune verdict.
+
+    bench/whatif_sweep.py BUILD_DIR WORK_DIR [--max-workers 4] [--repeats 2]
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+
+
+def sh(*args):
+    return subprocess.run(args, check=True, capture_output=True, text=True).stdout
+
+
+def run(pipeline, work, name, workers):
+    out = os.path.join(work, name)
+    shutil.rmtree(out, ignore_errors=True)
+    sh(pipeline, "--out", out, "--images", "256", "--epochs", "3", "--step-ms", "10",
+       "--workers", str(workers), "--mode", "processes", "--quiet")
+    return os.path.join(out, "trace")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("build")
+    ap.add_argument("work")
+    ap.add_argument("--max-workers", type=int, default=4)
+    ap.add_argument("--repeats", type=int, default=2)
+    a = ap.parse_args()
+    tool = os.path.join(a.build, "tools/lotus-tool/lotus-tool")
+    pipeline = os.path.join(a.build, "examples/image_pipeline/image_pipeline")
+    os.makedirs(a.work, exist_ok=True)
+    one = run(pipeline, a.work, "w1_trace", 1)
+    tune = json.loads(sh(tool, "tune", one, "--json", "--max-workers", str(a.max_workers)))
+    rows = []
+    measured_epoch = {}
+    for n in range(1, a.max_workers + 1):
+        p = json.loads(sh(tool, "whatif", one, "--workers", str(n), "--json"))
+        ms = []
+        for k in range(a.repeats):
+            t = run(pipeline, a.work, f"w{n}_{k}", n)
+            m = json.loads(sh(tool, "whatif", t, "--workers", str(n), "--json"))
+            ms.append(m)
+        ep = sorted(m["measured"]["epoch_seconds"] for m in ms)[len(ms) // 2]
+        wait = sorted(m["measured"]["wait_share"] for m in ms)[len(ms) // 2]
+        mem = [m["memory"].get("measured_peak_bytes") for m in ms if m["memory"]["available"]]
+        mem = sorted(mem)[len(mem) // 2] if mem else None
+        pm = p["predicted"]["peak_memory_bytes"]
+        measured_epoch[n] = ep
+        rows.append((n, p["predicted"]["epoch_seconds"], ep, p["predicted"]["wait_share"], wait,
+                     pm, mem))
+    print("| workers | epoch predicted | epoch measured | error | wait predicted | wait measured "
+          "| peak MiB predicted | peak MiB measured | error |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for n, pe, me, pw, mw, pm, mm in rows:
+        merr = f"{(pm - mm) / mm:+.0%}" if pm and mm else "-"
+        print(f"| {n}{' (traced)' if n == 1 else ''} | {pe:.3f} s | {me:.3f} s | "
+              f"{(pe - me) / me:+.0%} | {pw:.0%} | {mw:.0%} | "
+              f"{pm / 2**20 if pm else float('nan'):.0f} | "
+              f"{mm / 2**20 if mm else float('nan'):.0f} | {merr} |")
+    rec = tune["recommended"]["workers"]
+    best = min(measured_epoch, key=measured_epoch.get)
+    print(f"\ntune recommends {rec} worker(s) (prefetch_factor "
+          f"{tune['recommended']['prefetch_factor']}, in_order {tune['recommended']['in_order']}); "
+          f"measured epoch {measured_epoch[rec]:.3f} s against the best measured "
+          f"{measured_epoch[best]:.3f} s ({best} workers): "
+          f"{(measured_epoch[rec] - measured_epoch[best]) / measured_epoch[best]:+.1%}, "
+          f"{rec - best:+d} worker(s)")
+
+
+if __name__ == "__main__":
+    main()
