@@ -249,9 +249,9 @@ diff_result diff_core(const run_digest& base, const run_digest& next, const diff
     out.ops.push_back(std::move(c));
   }
 
-  // The machine: a shift every op admits. Each op's widened interval on the log scale; when
-  // they share a point, the shift is the ops' median change moved into that intersection,
-  // else there is none. Ops with few durations or no interval do not constrain it.
+  // The machine: a shift every op admits. The ops' median change (log scale) is that shift when
+  // it lies in every op's widened interval; else some op moved apart from the others and no
+  // shift is taken out. Ops with few durations or no interval do not constrain it.
   {
     double lo = -std::numeric_limits<double>::infinity(), hi = -lo;
     std::vector<double> x;
@@ -265,8 +265,9 @@ diff_result diff_core(const run_digest& base, const run_digest& next, const diff
       lo = std::max(lo, to_log(c.lo) - c.between_run);
       hi = std::min(hi, to_log(c.hi) + c.between_run);
     }
-    if (x.size() >= 2 && lo <= hi) {
-      out.machine_shift = from_log(std::clamp(median_of(x), lo, hi));
+    if (x.size() >= 2) {
+      const double m = median_of(x);
+      if (lo <= m && m <= hi) out.machine_shift = from_log(m);
     }
   }
   const double shift = out.machine_shift ? to_log(*out.machine_shift) : 0.0;
