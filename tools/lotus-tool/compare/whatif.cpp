@@ -207,10 +207,15 @@ memory_prediction predict_memory(const run_digest& d, unsigned workers, std::uin
   p.growth_per_batch = m.growth_per_batch;
   p.shared_bytes = static_cast<double>(m.shared);
   const unsigned n = std::max(1u, workers);
-  if (n >= m.worker_processes || m.growth_per_batch <= 0 || d.total_batches == 0) {
+  // Workers started again each epoch (persistent_workers=False) are several processes per
+  // worker: the concurrent count is the digest's workers.
+  const unsigned measured = std::max(1u, d.workers);
+  if (n >= measured || m.growth_per_batch <= 0 || d.total_batches == 0) {
     p.per_worker_bytes = m.worker_private;
   } else {
-    const double batches = static_cast<double>(d.total_batches) / n;
+    // A worker process prepares its share of one epoch's batches (a process per epoch) or of
+    // the whole run's (persistent): batches_per_worker scaled by measured / n.
+    const double batches = m.batches_per_worker * measured / n;
     p.per_worker_bytes =
         std::max(m.worker_private, m.worker_start_private + m.growth_per_batch * batches);
   }

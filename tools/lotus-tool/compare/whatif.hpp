@@ -110,6 +110,8 @@ whatif_result predict_workers(const run_digest& d, const whatif_args& a);
 struct worker_advice {
   std::optional<whatif_result> more_workers;
   std::optional<whatif_result> unordered;
+  /// lotus-tool tune's recommendation (tune_sentence), filled in by the report; empty: none.
+  std::string tune;
 };
 worker_advice advise_workers(const run_digest& d);
 
