@@ -133,19 +133,20 @@ void digest_main_file(std::vector<main_rec>& recs, run_digest& out) {
   }
 }
 
-// A worker counts as alive at a main sample from this before its first sample (the runtime
-// samples at most every 500 ms) to the later of its last sample and its last batch's end: once
-// a worker has exited, the pages it shared count whole in the main process's Pss.
+// A worker counts as alive at a main sample from the earlier of its first sample and its first
+// batch's start to the later of its last sample and its last batch's end (once a worker has
+// exited, the pages it shared count whole in the main process's Pss; workers restarted each
+// epoch must not overlap their successors). A worker without batches: from this before its
+// first sample (the runtime samples at most every 500 ms).
 constexpr std::uint64_t k_alive_slack_ns = 600000000u;
 
+struct alive_span {
+  std::uint64_t from = 0, to = 0;
+};
+
 // The sample of `m` nearest to `t`, or nullptr when the worker is not alive at t.
-const memory_sample* nearest(const process_memory& m, std::uint64_t last_batch_end,
-                             std::uint64_t t) {
-  if (m.samples.empty()) return nullptr;
-  if (t + k_alive_slack_ns < m.samples.front().ns ||
-      t > std::max(m.samples.back().ns, last_batch_end)) {
-    return nullptr;
-  }
+const memory_sample* nearest(const process_memory& m, const alive_span& alive, std::uint64_t t) {
+  if (m.samples.empty() || t < alive.from || t > alive.to) return nullptr;
   auto it = std::lower_bound(m.samples.begin(), m.samples.end(), t,
                              [](const memory_sample& s, std::uint64_t v) { return s.ns < v; });
   if (it == m.samples.end()) return &m.samples.back();
@@ -163,15 +164,19 @@ memory_digest digest_memory(const trace_dir& dir, const std::vector<batch_point>
     main = main || f.kind == file_kind::main;
   }
   std::map<process_key, std::vector<std::uint64_t>> ends;  // batch ends per worker process
+  std::map<process_key, std::uint64_t> first_start;        // its first batch's start
   for (const batch_point& b : batches) {
     const trace_file& f = dir.files[b.file];
-    ends[process_key{f.pid, f.host}].push_back(b.end_ns);
+    const process_key k{f.pid, f.host};
+    ends[k].push_back(b.end_ns);
+    const auto [it, fresh] = first_start.emplace(k, b.start_ns);
+    if (!fresh) it->second = std::min(it->second, b.start_ns);
   }
   double priv = 0, start = 0, growth = 0, per_worker = 0;
   unsigned grown = 0;
   bool pss = true;
   std::vector<const process_memory*> mains, workers;
-  std::vector<std::uint64_t> worker_end;  // each worker's last batch end
+  std::vector<alive_span> worker_alive;
   std::uint64_t peaks = 0;
   for (const auto& kv : role) {
     const auto it = dir.processes.find(kv.first);
@@ -190,7 +195,16 @@ memory_digest digest_memory(const trace_dir& dir, const std::vector<batch_point>
     start += static_cast<double>(pm.samples.front().priv);
     std::vector<std::uint64_t>& e = ends[kv.first];
     per_worker += static_cast<double>(e.size());
-    worker_end.push_back(e.empty() ? 0 : *std::max_element(e.begin(), e.end()));
+    alive_span span;
+    span.to = pm.samples.back().ns;
+    if (e.empty()) {
+      span.from =
+          pm.samples.front().ns > k_alive_slack_ns ? pm.samples.front().ns - k_alive_slack_ns : 0;
+    } else {
+      span.from = std::min(pm.samples.front().ns, first_start[kv.first]);
+      span.to = std::max(span.to, *std::max_element(e.begin(), e.end()));
+    }
+    worker_alive.push_back(span);
     const memory_sample& a = pm.samples.front();
     const memory_sample& z = pm.samples.back();
     const auto n =
@@ -214,7 +228,7 @@ memory_digest digest_memory(const trace_dir& dir, const std::vector<batch_point>
     for (const memory_sample& s : mains.front()->samples) {
       std::uint64_t job = s.pss, shared = s.pss;
       for (std::size_t k = 0; k < workers.size(); ++k) {
-        const memory_sample* ws = nearest(*workers[k], worker_end[k], s.ns);
+        const memory_sample* ws = nearest(*workers[k], worker_alive[k], s.ns);
         if (ws == nullptr) continue;
         job += ws->pss;
         shared += ws->pss > ws->priv ? ws->pss - ws->priv : 0;
