@@ -205,7 +205,7 @@ TEST_CASE("diff: verdicts from the median change, its interval and the threshold
   // SB medians spread by ±30 %: a 20 % change of SB is within it; SA's spread is nil.
   std::vector<run_digest> bases(3, base), nexts(3, base);
   const double spread[3] = {0.7, 1.0, 1.3};
-  for (int k = 0; k < 3; ++k) {
+  for (std::size_t k = 0; k < 3; ++k) {
     for (double& v : bases[k].ops[1].sample_ms) v *= spread[k];
     bases[k].ops[1].p50_ms *= spread[k];
     for (double& v : nexts[k].ops[1].sample_ms) v *= 1.2 * spread[k];
