@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""The model's error, published (issue #44). Two loaders: examples/image_pipeline (forked worker
-processes, 256 images, 3 epochs, 10 ms step) and a Python torch DataLoader (bench/tool/
+"""The model's error, published (issue #44). Two loaders: examples/image_pipeline (worker
+threads, its default, or --image-mode processes; 256 images, 3 epochs, 10 ms step) and a Python torch DataLoader (bench/tool/
 whatif_loader.py: fork workers, 4 ms of CPU a sample, 64 MiB kept per worker, 10 ms step).
 From a 1-worker trace of each, `lotus-tool whatif` predicts 1..4 workers and `lotus-tool tune`
 recommends one; each setting is then run --repeats times and measured from its own trace
@@ -26,11 +26,14 @@ def sh(*args):
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+IMAGE_MODE = "threads"
+
+
 def run_image(pipeline, work, name, workers):
     out = os.path.join(work, name)
     shutil.rmtree(out, ignore_errors=True)
     sh(pipeline, "--out", out, "--images", "256", "--epochs", "3", "--step-ms", "10",
-       "--workers", str(workers), "--mode", "processes", "--quiet")
+       "--workers", str(workers), "--mode", IMAGE_MODE, "--quiet")
     return os.path.join(out, "trace")
 
 
@@ -91,12 +94,17 @@ def main():
     ap.add_argument("--max-workers", type=int, default=4)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--only", choices=["image", "python"])
+    ap.add_argument("--image-mode", choices=["threads", "processes"], default="threads",
+                    help="the image pipeline's workers (threads: its default; processes: forked, "
+                         "with memory lines per worker)")
     a = ap.parse_args()
+    global IMAGE_MODE
+    IMAGE_MODE = a.image_mode
     tool = os.path.join(a.build, "tools/lotus-tool/lotus-tool")
     pipeline = os.path.join(a.build, "examples/image_pipeline/image_pipeline")
     if a.only != "python":
         sweep(tool, pipeline, run_image, os.path.join(a.work, "image"), a.max_workers, a.repeats,
-              "examples/image_pipeline (processes, 256 images, 3 epochs, 10 ms step)")
+              f"examples/image_pipeline ({a.image_mode}, 256 images, 3 epochs, 10 ms step)")
     if a.only != "image":
         sweep(tool, pipeline, run_python, os.path.join(a.work, "python"), a.max_workers,
               a.repeats, "Python DataLoader (bench/tool/whatif_loader.py, fork workers)")

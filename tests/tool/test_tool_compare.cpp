@@ -2,12 +2,14 @@
 // SPDX-License-Identifier: MIT
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include "catch.hpp"
 #include "compare/diff.hpp"
 #include "compare/whatif.hpp"
+#include "spawn.hpp"
 
 using namespace lotus_tool;
 
@@ -245,4 +247,81 @@ TEST_CASE("whatif model: epochs past 2^14 s end (issue 39)", "[tool][compare][wh
     CHECK(p.epoch_seconds == Approx(9e9));
     CHECK(simulate_loader(one_epoch(b), model(2, 1, 1e-6)).epoch_seconds >= 9e9);
   }
+}
+
+TEST_CASE("whatif memory: sidecar memory lines, shared pages once, N x private (issue 44)",
+          "[tool][compare][whatif]") {
+  // One main process (pid 100) and one fork worker (pid 200) preparing 4 batches of 100 ms.
+  lotus_test::temp_dir dir;
+  const std::uint64_t t0 = 1700000000000000000ULL, ms = 1000000ULL;
+  const std::uint64_t mib = 1048576ULL;
+  auto at = [&](std::uint64_t m) { return std::to_string(t0 + m * ms); };
+  {
+    std::ofstream w(dir / "lotustrace_log_worker_pid_200");
+    for (int k = 0; k < 4; ++k) {
+      const auto u = static_cast<std::uint64_t>(k);
+      w << "SLoader," << at(100 * u) << ",50000000\n";
+      w << "SBatchPreprocessed_" << k << "," << at(100 * u) << ",100000000\n";
+    }
+    std::ofstream m(dir / "lotustrace_log_main_pid_100");
+    for (int k = 0; k < 4; ++k) m << "SBatchQueued_" << k << "," << at(0) << ",1000\n";
+    for (int k = 0; k < 4; ++k) {
+      const auto u = static_cast<std::uint64_t>(k);
+      m << "SBatchWait_" << k << "," << at(100 * u + 1) << ",99000000\n";
+      m << "SBatchConsumed_" << k << "," << std::to_string(t0 + (100 * u + 100) * ms + 10000)
+        << ",1000\n";
+    }
+  }
+  auto line = [&](std::uint64_t when, std::uint64_t rss, std::uint64_t pss, std::uint64_t priv,
+                  std::uint64_t prss, std::uint64_t ppss, std::uint64_t ppriv) {
+    return "memory " + at(when) + " " + std::to_string(rss * mib) + " " +
+           std::to_string(pss * mib) + " " + std::to_string(priv * mib) + " " +
+           std::to_string(prss * mib) + " " + std::to_string(ppss * mib) + " " +
+           std::to_string(ppriv * mib) + "\n";
+  };
+  {
+    std::ofstream m(dir / ".lotustrace_log.lotus-meta_100");
+    m << "lotus-meta 1\npid 100\nppid 1\nhost h\ncpus 2 2\nthread 100 main\n"
+      << "file lotustrace_log_main_pid_100\n";
+    m << line(50, 300, 200, 150, 300, 200, 150) << line(350, 310, 210, 160, 310, 210, 160)
+      << line(600, 310, 260, 255, 310, 260, 255) << "memory 1 2\n";
+    std::ofstream w(dir / ".lotustrace_log.lotus-meta_200");
+    w << "lotus-meta 1\npid 200\nppid 100\nhost h\nthread 200 worker\n"
+      << "file lotustrace_log_worker_pid_200\n";
+    w << line(60, 250, 80, 30, 250, 80, 30) << line(360, 280, 110, 60, 280, 110, 60);
+  }
+  input_args in;
+  in.dirs = {dir.path};
+  const run_digest d = digest_run(in);
+  const memory_digest& m = d.memory;
+  CHECK(m.main_processes == 1);
+  CHECK(m.worker_processes == 1);
+  CHECK(m.aligned);
+  CHECK(m.pss_known);
+  // At 50 ms: main 200 + worker 80 (nearest sample); at 350 ms: 210 + 110 = 320, the peak; at
+  // 600 ms the worker has ended (its last batch ended at 400 ms): 260 alone.
+  CHECK(m.job_pss == 320 * mib);
+  // Shared: main Pss + the worker's shared part (Pss - private): 200 + 50, 210 + 50, then 260.
+  CHECK(m.shared == 260 * mib);
+  CHECK(m.worker_private == Approx(60.0 * mib));
+  // 30 -> 60 MiB over the batches that ended between the samples (at 100, 200 and 300 ms).
+  CHECK(m.growth_per_batch == Approx(10.0 * mib));
+  CHECK(d.workers == 1);
+
+  const memory_prediction three = predict_memory(d, 3, 0);
+  REQUIRE(three.available);
+  CHECK(three.peak_bytes == Approx(static_cast<double>((260 + 3 * 60) * mib)));
+  CHECK(three.measured_bytes == Approx(static_cast<double>(320 * mib)));
+  const memory_prediction tight = predict_memory(d, 3, 400 * mib);
+  CHECK(tight.budget_from == "option");
+  CHECK_FALSE(tight.fits);
+  CHECK(predict_memory(d, 2, 400 * mib).fits);  // 380 MiB
+
+  // tune: memory-bound at a budget of 400 MiB (3 workers need 440).
+  whatif_args a;
+  a.workers = 3;
+  a.memory_budget = 400 * mib;
+  const whatif_result r = predict_workers(d, a);
+  CHECK(r.memory.available);
+  CHECK_FALSE(r.memory.fits);
 }
