@@ -8,6 +8,7 @@
 
 #include "catch.hpp"
 #include "compare/diff.hpp"
+#include "compare/tune.hpp"
 #include "compare/whatif.hpp"
 #include "spawn.hpp"
 
@@ -324,4 +325,38 @@ TEST_CASE("whatif memory: sidecar memory lines, shared pages once, N x private (
   const whatif_result r = predict_workers(d, a);
   CHECK(r.memory.available);
   CHECK_FALSE(r.memory.fits);
+}
+
+TEST_CASE("tune: the cheapest setting within 5 % of the best predicted epoch (issue 44)",
+          "[tool][compare][tune]") {
+  // One worker, 40 batches of 20 ms on 2 cores, a 10 ms step: 2 workers reach the step's pace
+  // (one batch each 10 ms); more workers share the same 2 cores and buy nothing.
+  run_digest d;
+  d.batch_ms = {std::vector<double>(40, 20.0)};
+  d.step_ms = std::vector<double>(40, 10.0);
+  epoch_digest e;
+  e.seconds = 0.8;
+  e.batches = 40;
+  e.wait_ms = 400;
+  d.epochs = {e};
+  d.workers = 1;
+  d.cpus = 2;
+  d.total_batches = 40;
+  tune_args a;
+  a.max_workers = 4;
+  const tune_result t = tune_loader(d, a);
+  REQUIRE(t.candidates.size() == 4 * 3 * 2);
+  const tune_candidate& r = t.candidates[t.recommended];
+  CHECK(r.workers == 2);
+  CHECK(r.in_order);
+  CHECK(r.epoch_seconds <= t.best_epoch_seconds * 1.05);
+  // Nothing cheaper is within 5 %: every 1-worker setting is far slower.
+  for (const auto& c : t.candidates) {
+    if (c.workers == 1) CHECK(c.epoch_seconds > t.best_epoch_seconds * 1.05);
+  }
+  CHECK_FALSE(t.memory_known);  // no memory lines in this digest
+  CHECK(tune_sentence(t).rfind("tune: 2 workers, prefetch_factor ", 0) == 0);
+  // --max-workers 1: the one worker it may use.
+  a.max_workers = 1;
+  CHECK(tune_loader(d, a).candidates[tune_loader(d, a).recommended].workers == 1);
 }
