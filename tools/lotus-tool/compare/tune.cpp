@@ -27,7 +27,7 @@ tune_result tune_loader(const run_digest& d, const tune_args& a) {
   unsigned top = a.max_workers;
   if (top == 0) {
     top = std::max(d.workers + 1, static_cast<unsigned>(std::ceil(2 * cores)));
-    top = std::min(top, 64u);
+    top = std::min(top, 32u);
   }
   top = std::min(top, k_whatif_max_workers);
   double best = std::numeric_limits<double>::infinity();

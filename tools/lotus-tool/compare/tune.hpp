@@ -19,7 +19,7 @@ constexpr double k_tune_tolerance = 0.05;
 
 struct tune_args {
   input_args in;
-  unsigned max_workers = 0;         ///< 0: 2 × cores (at least the measured + 1), at most 64
+  unsigned max_workers = 0;         ///< 0: 2 × cores (at least the measured + 1), at most 32
   std::uint64_t memory_budget = 0;  ///< bytes; 0: this machine's physical memory
   double cores = 0;                 ///< 0: the sidecars' CPUs, else this machine's
   bool json = false;
