@@ -11,6 +11,7 @@
 #include "compare/tune.hpp"
 #include "compare/whatif.hpp"
 #include "spawn.hpp"
+#include "util/error.hpp"
 
 using namespace lotus_tool;
 
@@ -359,4 +360,16 @@ TEST_CASE("tune: the cheapest setting within 5 % of the best predicted epoch (is
   // --max-workers 1: the one worker it may use.
   a.max_workers = 1;
   CHECK(tune_loader(d, a).candidates[tune_loader(d, a).recommended].workers == 1);
+}
+
+TEST_CASE("--memory-budget sizes: bytes or K, M, G, T (powers of 1024)", "[tool][compare]") {
+  CHECK(parse_memory_budget("1000", "--memory-budget") == 1000);
+  CHECK(parse_memory_budget("8G", "--memory-budget") == 8ULL << 30);
+  CHECK(parse_memory_budget("8GiB", "--memory-budget") == 8ULL << 30);
+  CHECK(parse_memory_budget("512MB", "--memory-budget") == 512ULL << 20);
+  CHECK(parse_memory_budget("1.5k", "--memory-budget") == 1536);
+  for (const char* bad : {"", "0", "-5", "8X", "abc", "1e9", "8GB2", "99999999999T", "1..2G"}) {
+    INFO(bad);
+    CHECK_THROWS_AS(parse_memory_budget(bad, "--memory-budget"), tool_error);
+  }
 }

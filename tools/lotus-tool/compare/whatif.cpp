@@ -5,8 +5,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -173,6 +175,38 @@ loader_prediction simulate_loader(const std::vector<std::vector<double>>& epochs
   p.wait_share = seconds > 0 ? std::min(1.0, wait / seconds) : 0.0;
   p.batches_per_second = seconds > 0 ? static_cast<double>(batches) / seconds : 0.0;
   return p;
+}
+
+std::uint64_t parse_memory_budget(const std::string& text, const std::string& option) {
+  auto bad = [&]() -> tool_error {
+    return tool_error(exit_usage, option + ": '" + printable(text) +
+                                      "' is not a size (bytes, or a number with K, M, G or T: "
+                                      "8G, 512MiB)");
+  };
+  std::size_t i = 0;
+  while (i < text.size() && ((text[i] >= '0' && text[i] <= '9') || text[i] == '.')) ++i;
+  if (i == 0 || i > 24) throw bad();
+  char* end = nullptr;
+  const std::string number = text.substr(0, i);
+  const double v = std::strtod(number.c_str(), &end);
+  if (end == nullptr || *end != '\0' || !(v > 0)) throw bad();
+  std::string unit = text.substr(i);
+  double scale = 1;
+  if (!unit.empty()) {
+    const std::string units = "KMGT";
+    const std::size_t k =
+        units.find(static_cast<char>(std::toupper(static_cast<unsigned char>(unit[0]))));
+    if (k == std::string::npos) {
+      if (unit != "B" && unit != "b") throw bad();
+    } else {
+      scale = std::pow(1024.0, static_cast<double>(k + 1));
+      const std::string rest = unit.substr(1);
+      if (!(rest.empty() || rest == "B" || rest == "iB" || rest == "i")) throw bad();
+    }
+  }
+  const double bytes = v * scale;
+  if (!(bytes >= 1) || bytes > 9.2e18) throw bad();
+  return static_cast<std::uint64_t>(bytes);
 }
 
 memory_prediction predict_memory(const run_digest& d, unsigned workers, std::uint64_t budget) {

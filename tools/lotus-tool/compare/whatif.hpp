@@ -71,6 +71,11 @@ struct memory_prediction {
 /// has no worker `memory` lines). `budget` 0: this machine's physical memory.
 memory_prediction predict_memory(const run_digest& d, unsigned workers, std::uint64_t budget);
 
+/// A --memory-budget value: bytes, or a number with K, M, G or T (powers of 1024; "8G", "8GiB",
+/// "512MB" and "1.5G" all accepted). Throws tool_error(exit_usage) naming `option` otherwise, or
+/// for 0 or a value past 2^63.
+std::uint64_t parse_memory_budget(const std::string& text, const std::string& option);
+
 struct whatif_args {
   input_args in;
   unsigned workers = 0;          ///< required
