@@ -362,7 +362,7 @@ TEST_CASE("tune: the cheapest setting within 5 % of the best predicted epoch (is
   CHECK(tune_loader(d, a).candidates[tune_loader(d, a).recommended].workers == 1);
 }
 
-TEST_CASE("--memory-budget sizes: bytes or K, M, G, T (powers of 1024)", "[tool][compare]") {
+TEST_CASE("memory budget sizes: bytes or K, M, G, T (powers of 1024)", "[tool][compare]") {
   CHECK(parse_memory_budget("1000", "--memory-budget") == 1000);
   CHECK(parse_memory_budget("8G", "--memory-budget") == 8ULL << 30);
   CHECK(parse_memory_budget("8GiB", "--memory-budget") == 8ULL << 30);
