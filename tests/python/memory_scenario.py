@@ -2,7 +2,7 @@
 """A traced DataLoader whose fork workers each keep 150 MiB of private memory (run by
 test_memory.py in a fresh process).
 
-argv[1]: JSON {"trace": prefix, "workers": N}. One epoch of 48 samples, batch size 4. Each worker
+argv[1]: JSON {"trace": prefix, "workers": N, "context": "fork"|"spawn" (default fork)}. One epoch of 48 samples, batch size 4. Each worker
 allocates and writes 150 MiB at its first sample and keeps it to the end of the epoch. While the
 epoch runs, a thread of the main process samples every 20 ms the Pss of the main process and of
 each of its children (/proc/<pid>/smaps_rollup) and keeps the largest sum: the job's measured
@@ -74,7 +74,8 @@ def main():
 
     t = threading.Thread(target=sample, daemon=True)
     t.start()
-    loader = DataLoader(Keeps150MiB(), batch_size=4, num_workers=CFG["workers"])
+    loader = DataLoader(Keeps150MiB(), batch_size=4, num_workers=CFG["workers"],
+                        multiprocessing_context=CFG.get("context", "fork"))
     n = 0
     for _ in loader:
         time.sleep(0.01)
