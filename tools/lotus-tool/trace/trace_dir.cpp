@@ -157,8 +157,13 @@ class sidecar_parser {
       out_.batch_res.push_back(b);
     }
     proc_.sidecars.push_back(file_label_);
+    // Two lotus runtimes of one process append to one sidecar, each with its own `memory` lines.
+    sort_memory(proc_.memory);
     auto [it, fresh] = out_.processes.try_emplace(process_key{proc_.pid, proc_.host}, proc_);
-    if (!fresh) merge_reused(it->second, proc_, file_label_);
+    if (!fresh) {
+      merge_reused(it->second, proc_, file_label_);
+      sort_memory(it->second.memory);
+    }
   }
 
  private:
@@ -207,6 +212,10 @@ class sidecar_parser {
       if (!read_u(ls, key, x)) return;
     }
     add_memory(proc_.memory, memory_sample{v[0], v[1], v[2], v[3]}, v[4], v[5], v[6]);
+  }
+  static void sort_memory(process_memory& m) {
+    std::stable_sort(m.samples.begin(), m.samples.end(),
+                     [](const memory_sample& a, const memory_sample& b) { return a.ns < b.ns; });
   }
   static void add_memory(process_memory& m, const memory_sample& s, std::uint64_t peak_rss,
                          std::uint64_t peak_pss, std::uint64_t peak_priv) {
