@@ -5638,6 +5638,160 @@ class live_state {
 }  // namespace lotus
 #endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_LIVE_HPP
 // ---- end lotus/detail/live.hpp ----
+// ---- begin lotus/detail/memory.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_MEMORY_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_MEMORY_HPP
+// lotus — the process's memory over time, sampled on the writer thread (internal)
+// SPDX-License-Identifier: MIT
+// At most every 500 ms (k_memory_sample_ns) the writer reads the process's resident and
+// proportional set size and its private pages from /proc/self/smaps_rollup (Linux 4.14+; without
+// it, the resident size from /proc/self/statm and zeros for the rest), keeps the peaks of every
+// sample, and writes a sidecar `memory` line (tools/docs/FORMAT.md §5). Lines are thinned: the
+// interval between written lines starts at 500 ms and doubles after every 64 lines, so a process
+// writes at most 64 lines per doubling (about 700 lines, 60 KB, in a day), every byte of them
+// counted against LOTUS_MAX_BYTES like the rest of the sidecar. The peaks in each line cover every
+// sample, written or not. Off with LOTUS_RESOURCES=0, as the per-batch figures are.
+
+#include <fcntl.h>   // open, O_*
+#include <unistd.h>  // pread, close, getpid, sysconf
+
+#include <cerrno>   // errno, EINTR
+#include <cstdint>  // uint64_t
+#include <cstring>  // strncmp
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// The least time between two samples (ns).
+constexpr std::uint64_t k_memory_sample_ns = 500000000u;
+/// Lines written before the interval between written lines doubles.
+constexpr unsigned k_memory_lines_per_level = 64;
+
+/// One reading of the process's memory, in bytes. `pss` and `priv` are 0 without smaps_rollup.
+struct memory_reading {
+  std::uint64_t rss = 0, pss = 0, priv = 0;
+  bool ok = false;
+};
+
+/// Reads `path` whole into buf (NUL-terminated); its length, 0 when it could not be read.
+LOTUS_DETAIL_COLD inline std::size_t read_proc_file(const char* path, char* buf,
+                                                    std::size_t size) noexcept {
+  int fd = -1;
+  do {
+    fd = ::open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) return 0;
+  std::size_t len = 0;
+  while (len + 1 < size) {
+    const ssize_t n = ::pread(fd, buf + len, size - 1 - len, static_cast<off_t>(len));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    len += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+  buf[len] = '\0';
+  return len;
+}
+
+/// The value in kB of the `key:` line of an smaps-style text, in bytes; false when absent.
+inline bool smaps_field(const char* text, const char* key, std::uint64_t& bytes) noexcept {
+  const std::size_t klen = std::strlen(key);
+  for (const char* p = text; *p != '\0';) {
+    if (std::strncmp(p, key, klen) == 0 && p[klen] == ':') {
+      const char* q = p + klen + 1;
+      while (*q == ' ' || *q == '\t') ++q;
+      if (*q < '0' || *q > '9') return false;
+      std::uint64_t v = 0;
+      for (; *q >= '0' && *q <= '9'; ++q) v = v * 10 + static_cast<std::uint64_t>(*q - '0');
+      bytes = v * 1024u;
+      return true;
+    }
+    while (*p != '\0' && *p != '\n') ++p;
+    if (*p == '\n') ++p;
+  }
+  return false;
+}
+
+/// The process's memory now: smaps_rollup, else statm's resident pages.
+LOTUS_DETAIL_COLD inline memory_reading read_process_memory() noexcept {
+  memory_reading m;
+  char buf[2048];
+  if (read_proc_file("/proc/self/smaps_rollup", buf, sizeof buf) != 0) {
+    std::uint64_t clean = 0, dirty = 0;
+    if (smaps_field(buf, "Rss", m.rss) && smaps_field(buf, "Pss", m.pss) &&
+        smaps_field(buf, "Private_Clean", clean) && smaps_field(buf, "Private_Dirty", dirty)) {
+      m.priv = clean + dirty;
+      m.ok = true;
+      return m;
+    }
+    m = memory_reading();
+  }
+  if (read_proc_file("/proc/self/statm", buf, sizeof buf) != 0) {
+    const char* p = buf;
+    while (*p >= '0' && *p <= '9') ++p;  // size
+    while (*p == ' ') ++p;
+    std::uint64_t pages = 0;
+    const char* digits = p;
+    for (; *p >= '0' && *p <= '9'; ++p) pages = pages * 10 + static_cast<std::uint64_t>(*p - '0');
+    const long page = ::sysconf(_SC_PAGESIZE);
+    if (p != digits && page > 0) {
+      m.rss = pages * static_cast<std::uint64_t>(page);
+      m.ok = true;
+    }
+  }
+  return m;
+}
+
+/// The writer's sampler: sample() is called once per writer cycle, on the writer thread only.
+class memory_sampler {
+ public:
+  memory_sampler() noexcept = default;
+
+  /// Takes a sample when k_memory_sample_ns passed since the last one (always when `final`), and
+  /// hands `write` a `memory` line when the thinned interval allows it (always when `final`).
+  template <class Write>
+  LOTUS_DETAIL_COLD void sample(bool final, Write&& write) noexcept {
+    if (resources_enabled() == 0) return;
+    const int pid = static_cast<int>(::getpid());
+    if (pid != pid_) *this = memory_sampler(pid);  // a forked child starts its own record
+    const std::uint64_t now = clock_ns(CLOCK_MONOTONIC);
+    if (sampled_ && !final && now - last_sample_ < k_memory_sample_ns) return;
+    const memory_reading m = read_process_memory();
+    if (!m.ok) return;
+    last_sample_ = now;
+    sampled_ = true;
+    peak_.rss = m.rss > peak_.rss ? m.rss : peak_.rss;
+    peak_.pss = m.pss > peak_.pss ? m.pss : peak_.pss;
+    peak_.priv = m.priv > peak_.priv ? m.priv : peak_.priv;
+    const std::uint64_t gap = k_memory_sample_ns << (lines_ / k_memory_lines_per_level < 30
+                                                         ? lines_ / k_memory_lines_per_level
+                                                         : 30);
+    if (lines_ != 0 && !final && now - last_line_ < gap) return;
+    text line;
+    line.add("memory ").add(realtime_ns()).add(' ').add(m.rss).add(' ').add(m.pss).add(' ');
+    line.add(m.priv).add(' ').add(peak_.rss).add(' ').add(peak_.pss).add(' ').add(peak_.priv);
+    write(line.add('\n'));
+    last_line_ = now;
+    ++lines_;
+  }
+
+ private:
+  explicit memory_sampler(int pid) noexcept : pid_(pid) {}
+
+  int pid_ = 0;
+  bool sampled_ = false;
+  unsigned lines_ = 0;
+  std::uint64_t last_sample_ = 0, last_line_ = 0;
+  memory_reading peak_;
+};
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_MEMORY_HPP
+// ---- end lotus/detail/memory.hpp ----
 // ---- begin lotus/version.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_VERSION_HPP
 #define LOTUS_AMALGAMATED_LOTUS_VERSION_HPP
@@ -6019,15 +6173,20 @@ class trace_writer {
 
   void flush_resource_lines() noexcept {
     if (res_lines_.empty()) return;
-    if (flight_.on()) {  // kept with the records, for a capture's sidecar
-      flight_.keep(0, "", flight_recorder::chunk_sidecar, res_lines_.c_str(), res_lines_.size(), 0,
-                   0, realtime_ns());
-      res_lines_ = text();
+    sidecar_lines(res_lines_);
+    res_lines_ = text();
+  }
+
+  /// Figures for the sidecar (`batchres`, `memory`): written there, or in flight mode kept with
+  /// the records in the window, for the sidecars of a capture.
+  void sidecar_lines(const text& lines) noexcept {
+    if (flight_.on()) {
+      flight_.keep(0, "", flight_recorder::chunk_sidecar, lines.c_str(), lines.size(), 0, 0,
+                   realtime_ns());
       return;
     }
     flush_thread_lines();  // a thread's `thread` line before its figures
-    sidecar(res_lines_);
-    res_lines_ = text();
+    sidecar(lines);
   }
 
   /// The sidecar's first lines for this process.
@@ -6145,6 +6304,11 @@ class trace_writer {
     flush_thread_lines();
     flush_resource_lines();
     live_.publish(files_, stats_source_, sidecar_info_, stats, final);  // live.hpp
+    // `memory` lines: into the sidecar, or in flight mode into the window with the `batchres`
+    // lines, for a capture's sidecars.
+    if (!discard_ && (flight_.on() || files_.has_sidecar())) {
+      memory_.sample(final, [this](const text& l) { sidecar_lines(l); });
+    }
     if (stats && stats_source_ != nullptr && files_.has_sidecar()) write_stats(final);
     if (flight_.on()) {
       flight_.cycle(
@@ -6274,10 +6438,11 @@ class trace_writer {
   label_table labels_;
   flight_recorder flight_;    // the window, triggers and captures of flight mode
   bool watch_waits_ = false;  // a wait trigger is set: format() shows it each SBatchWait
-  live_state live_;  // live aggregates (live.hpp), fed by tap() whatever the sink
+  live_state live_;           // live aggregates (live.hpp), fed by tap() whatever the sink
   // The record format() just handled (nullptr: lost), for tap().
   const label_table::label* rec_label_ = nullptr;
   std::uint64_t rec_start_ = 0, rec_dur_ = 0;
+  memory_sampler memory_;  // sidecar `memory` lines (memory.hpp)
 };
 
 // ---- per-record work --------------------------------------------------------------------------

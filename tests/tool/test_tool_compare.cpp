@@ -2,12 +2,16 @@
 // SPDX-License-Identifier: MIT
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include "catch.hpp"
 #include "compare/diff.hpp"
+#include "compare/tune.hpp"
 #include "compare/whatif.hpp"
+#include "spawn.hpp"
+#include "util/error.hpp"
 
 using namespace lotus_tool;
 
@@ -176,9 +180,47 @@ TEST_CASE("diff: verdicts from the median change, its interval and the threshold
     o.mean_ms *= 1.05;
   }
   for (const auto& c : diff_runs(base, five, diff_options{}).ops) CHECK(c.verdict == "same");
+  // Every op 5 % slower is the machine (issue 44): the shift is taken out, even at a 1 %
+  // threshold; one op 5 % slower while the others hold is that op's own change.
   diff_options strict;
   strict.threshold = 0.01;
-  CHECK(diff_runs(base, five, strict).ops[0].verdict == "slower");
+  strict.allowance = 0;
+  const diff_result all_five = diff_runs(base, five, strict);
+  REQUIRE(all_five.machine_shift.has_value());
+  CHECK(*all_five.machine_shift == Approx(0.05).margin(0.002));
+  for (const auto& c : all_five.ops) {
+    if (c.base && c.next) CHECK(c.verdict == "same");
+  }
+  run_digest one_five = base;
+  for (double& v : one_five.ops[1].sample_ms) v *= 1.05;
+  one_five.ops[1].p50_ms *= 1.05;
+  const diff_result own = diff_runs(base, one_five, strict);
+  CHECK(own.ops[1].name == "SB");
+  CHECK(own.ops[1].verdict == "slower");
+  CHECK(own.ops[1].own_change == Approx(0.05).margin(0.01));
+  CHECK(own.ops[0].verdict == "same");
+  CHECK(own.basis.rfind("one run a side", 0) == 0);
+  // The default allowance for between-run drift (one run a side) keeps a 5 % own change `same`
+  // at a 1 % threshold.
+  diff_options allow = strict;
+  allow.allowance = k_between_run_allowance;
+  CHECK(diff_runs(base, one_five, allow).ops[1].verdict == "same");
+  // Repeated runs: the between-run spread of an op's median is measured. Three base runs whose
+  // SB medians spread by ±30 %: a 20 % change of SB is within it; SA's spread is nil.
+  std::vector<run_digest> bases(3, base), nexts(3, base);
+  const double spread[3] = {0.7, 1.0, 1.3};
+  for (std::size_t k = 0; k < 3; ++k) {
+    for (double& v : bases[k].ops[1].sample_ms) v *= spread[k];
+    bases[k].ops[1].p50_ms *= spread[k];
+    for (double& v : nexts[k].ops[1].sample_ms) v *= 1.2 * spread[k];
+    nexts[k].ops[1].p50_ms *= 1.2 * spread[k];
+  }
+  const diff_result rep = diff_repeated(bases, nexts, strict);
+  CHECK(rep.base_runs == 3);
+  CHECK(rep.new_runs == 3);
+  CHECK(rep.ops[1].verdict == "same");
+  CHECK(rep.ops[1].change == Approx(0.2).margin(0.01));
+  CHECK(rep.basis.find("between-run spread") != std::string::npos);
   // JSON: the documented shape.
   const auto j = diff_json(d);
   CHECK(j["ops"][0]["name"] == "SA");
@@ -206,5 +248,128 @@ TEST_CASE("whatif model: epochs past 2^14 s end (issue 39)", "[tool][compare][wh
     const auto p = simulate_loader(one_epoch(b), model(3, 3, 0));
     CHECK(p.epoch_seconds == Approx(9e9));
     CHECK(simulate_loader(one_epoch(b), model(2, 1, 1e-6)).epoch_seconds >= 9e9);
+  }
+}
+
+TEST_CASE("whatif memory: sidecar memory lines, shared pages once, N x private (issue 44)",
+          "[tool][compare][whatif]") {
+  // One main process (pid 100) and one fork worker (pid 200) preparing 4 batches of 100 ms.
+  lotus_test::temp_dir dir;
+  const std::uint64_t t0 = 1700000000000000000ULL, ms = 1000000ULL;
+  const std::uint64_t mib = 1048576ULL;
+  auto at = [&](std::uint64_t m) { return std::to_string(t0 + m * ms); };
+  {
+    std::ofstream w(dir / "lotustrace_log_worker_pid_200");
+    for (int k = 0; k < 4; ++k) {
+      const auto u = static_cast<std::uint64_t>(k);
+      w << "SLoader," << at(100 * u) << ",50000000\n";
+      w << "SBatchPreprocessed_" << k << "," << at(100 * u) << ",100000000\n";
+    }
+    std::ofstream m(dir / "lotustrace_log_main_pid_100");
+    for (int k = 0; k < 4; ++k) m << "SBatchQueued_" << k << "," << at(0) << ",1000\n";
+    for (int k = 0; k < 4; ++k) {
+      const auto u = static_cast<std::uint64_t>(k);
+      m << "SBatchWait_" << k << "," << at(100 * u + 1) << ",99000000\n";
+      m << "SBatchConsumed_" << k << "," << std::to_string(t0 + (100 * u + 100) * ms + 10000)
+        << ",1000\n";
+    }
+  }
+  auto line = [&](std::uint64_t when, std::uint64_t rss, std::uint64_t pss, std::uint64_t priv,
+                  std::uint64_t prss, std::uint64_t ppss, std::uint64_t ppriv) {
+    return "memory " + at(when) + " " + std::to_string(rss * mib) + " " +
+           std::to_string(pss * mib) + " " + std::to_string(priv * mib) + " " +
+           std::to_string(prss * mib) + " " + std::to_string(ppss * mib) + " " +
+           std::to_string(ppriv * mib) + "\n";
+  };
+  {
+    std::ofstream m(dir / ".lotustrace_log.lotus-meta_100");
+    m << "lotus-meta 1\npid 100\nppid 1\nhost h\ncpus 2 2\nthread 100 main\n"
+      << "file lotustrace_log_main_pid_100\n";
+    m << line(50, 300, 200, 150, 300, 200, 150) << line(350, 310, 210, 160, 310, 210, 160)
+      << line(600, 310, 260, 255, 310, 260, 255) << "memory 1 2\n";
+    std::ofstream w(dir / ".lotustrace_log.lotus-meta_200");
+    w << "lotus-meta 1\npid 200\nppid 100\nhost h\nthread 200 worker\n"
+      << "file lotustrace_log_worker_pid_200\n";
+    w << line(60, 250, 80, 30, 250, 80, 30) << line(360, 280, 110, 60, 280, 110, 60);
+  }
+  input_args in;
+  in.dirs = {dir.path};
+  const run_digest d = digest_run(in);
+  const memory_digest& m = d.memory;
+  CHECK(m.main_processes == 1);
+  CHECK(m.worker_processes == 1);
+  CHECK(m.aligned);
+  CHECK(m.pss_known);
+  // At 50 ms: main 200 + worker 80 (nearest sample); at 350 ms: 210 + 110 = 320, the peak; at
+  // 600 ms the worker has ended (its last batch ended at 400 ms): 260 alone.
+  CHECK(m.job_pss == 320 * mib);
+  // Shared: main Pss + the worker's shared part (Pss - private): 200 + 50, 210 + 50, then 260.
+  CHECK(m.shared == 260 * mib);
+  CHECK(m.worker_private == Approx(60.0 * mib));
+  // 30 -> 60 MiB over the batches that ended between the samples (at 100, 200 and 300 ms).
+  CHECK(m.growth_per_batch == Approx(10.0 * mib));
+  CHECK(d.workers == 1);
+
+  const memory_prediction three = predict_memory(d, 3, 0);
+  REQUIRE(three.available);
+  CHECK(three.peak_bytes == Approx(static_cast<double>((260 + 3 * 60) * mib)));
+  CHECK(three.measured_bytes == Approx(static_cast<double>(320 * mib)));
+  const memory_prediction tight = predict_memory(d, 3, 400 * mib);
+  CHECK(tight.budget_from == "option");
+  CHECK_FALSE(tight.fits);
+  CHECK(predict_memory(d, 2, 400 * mib).fits);  // 380 MiB
+
+  // tune: memory-bound at a budget of 400 MiB (3 workers need 440).
+  whatif_args a;
+  a.workers = 3;
+  a.memory_budget = 400 * mib;
+  const whatif_result r = predict_workers(d, a);
+  CHECK(r.memory.available);
+  CHECK_FALSE(r.memory.fits);
+}
+
+TEST_CASE("tune: the cheapest setting within 5 % of the best predicted epoch (issue 44)",
+          "[tool][compare][tune]") {
+  // One worker, 40 batches of 20 ms on 2 cores, a 10 ms step: 2 workers reach the step's pace
+  // (one batch each 10 ms); more workers share the same 2 cores and buy nothing.
+  run_digest d;
+  d.batch_ms = {std::vector<double>(40, 20.0)};
+  d.step_ms = std::vector<double>(40, 10.0);
+  epoch_digest e;
+  e.seconds = 0.8;
+  e.batches = 40;
+  e.wait_ms = 400;
+  d.epochs = {e};
+  d.workers = 1;
+  d.cpus = 2;
+  d.total_batches = 40;
+  tune_args a;
+  a.max_workers = 4;
+  const tune_result t = tune_loader(d, a);
+  REQUIRE(t.candidates.size() == 4 * 3 * 2);
+  const tune_candidate& r = t.candidates[t.recommended];
+  CHECK(r.workers == 2);
+  CHECK(r.in_order);
+  CHECK(r.epoch_seconds <= t.best_epoch_seconds * 1.05);
+  // Nothing cheaper is within 5 %: every 1-worker setting is far slower.
+  for (const auto& c : t.candidates) {
+    if (c.workers == 1) CHECK(c.epoch_seconds > t.best_epoch_seconds * 1.05);
+  }
+  CHECK_FALSE(t.memory_known);  // no memory lines in this digest
+  CHECK(tune_sentence(t).rfind("tune: 2 workers, prefetch_factor ", 0) == 0);
+  // --max-workers 1: the one worker it may use.
+  a.max_workers = 1;
+  CHECK(tune_loader(d, a).candidates[tune_loader(d, a).recommended].workers == 1);
+}
+
+TEST_CASE("memory budget sizes: bytes or K, M, G, T (powers of 1024)", "[tool][compare]") {
+  CHECK(parse_memory_budget("1000", "--memory-budget") == 1000);
+  CHECK(parse_memory_budget("8G", "--memory-budget") == 8ULL << 30);
+  CHECK(parse_memory_budget("8GiB", "--memory-budget") == 8ULL << 30);
+  CHECK(parse_memory_budget("512MB", "--memory-budget") == 512ULL << 20);
+  CHECK(parse_memory_budget("1.5k", "--memory-budget") == 1536);
+  for (const char* bad : {"", "0", "-5", "8X", "abc", "1e9", "8GB2", "99999999999T", "1..2G"}) {
+    INFO(bad);
+    CHECK_THROWS_AS(parse_memory_budget(bad, "--memory-budget"), tool_error);
   }
 }

@@ -377,3 +377,43 @@ TEST_CASE("distinct op names beyond the cap are pooled and counted", "[tool][bou
   REQUIRE(dj["ops"].size() == 101);
   REQUIRE(tool({"stats", dir, "--json"}, {{"LOTUS_TOOL_MAX_OPS", "-3"}}).exit_code == 0);
 }
+
+TEST_CASE("tune: each rank on its own; bad input exits with a message", "[tool][tune][issue44]") {
+  lotus_test::temp_dir tmp;
+  const std::string dir = tmp / "ranks";
+  ::mkdir(dir.c_str(), 0755);
+  write_loader_trace(
+      dir, 2, 20, [](std::size_t) { return std::uint64_t{10000000}; }, 1722800000000000000ULL, 100,
+      101);
+  write_loader_trace(
+      dir, 2, 10, [](std::size_t) { return std::uint64_t{30000000}; }, 1722800000000000000ULL, 200,
+      201);
+  spit(dir + "/.p.lotus-meta_100",
+       "lotus-meta 1\npid 100\nhost h\nrank 0\ncpus 8 8\nthread 100 main\nthread 101 w0\n"
+       "thread 102 w1\n");
+  spit(dir + "/.p.lotus-meta_200",
+       "lotus-meta 1\npid 200\nhost h\nrank 1\ncpus 8 8\nthread 200 main\nthread 201 w0\n"
+       "thread 202 w1\n");
+  const auto t = tool({"tune", dir, "--max-workers", "4", "--json"});
+  REQUIRE(t.exit_code == 0);
+  const json j = json::parse(t.out);
+  REQUIRE(j["ranks"].size() == 2);
+  for (const auto& r : j["ranks"]) {
+    REQUIRE(r["measured"]["workers"] == 2);
+    REQUIRE(r["candidates"].size() == 4 * 3 * 2);
+    const unsigned w = r["recommended"]["workers"].get<unsigned>();
+    REQUIRE(w >= 1);
+    REQUIRE(w <= 4);
+    REQUIRE(r["predicted"]["peak_memory_bytes"].is_null());  // no memory lines
+    REQUIRE(r["summary"].get<std::string>().rfind("tune: ", 0) == 0);
+  }
+  const auto big = tool({"tune", dir, "--max-workers", "5000"});
+  REQUIRE(big.exit_code == 2);
+  REQUIRE(big.err.find("--max-workers is above the model's maximum") != std::string::npos);
+  const std::string none = tmp / "none";
+  ::mkdir(none.c_str(), 0755);
+  spit(none + "/p_worker_pid_1", "SOp,1722800000000000000,1000000\n");
+  const auto n = tool({"tune", none});
+  REQUIRE(n.exit_code == 1);
+  REQUIRE(n.err.find("no DataLoader batches to replay") != std::string::npos);
+}

@@ -23,6 +23,7 @@
 #include "lotus/detail/intern.hpp"
 #include "lotus/detail/ledger.hpp"
 #include "lotus/detail/live.hpp"
+#include "lotus/detail/memory.hpp"
 #include "lotus/detail/record_name.hpp"
 #include "lotus/detail/ring.hpp"
 #include "lotus/detail/sync.hpp"
@@ -399,15 +400,20 @@ class trace_writer {
 
   void flush_resource_lines() noexcept {
     if (res_lines_.empty()) return;
-    if (flight_.on()) {  // kept with the records, for a capture's sidecar
-      flight_.keep(0, "", flight_recorder::chunk_sidecar, res_lines_.c_str(), res_lines_.size(), 0,
-                   0, realtime_ns());
-      res_lines_ = text();
+    sidecar_lines(res_lines_);
+    res_lines_ = text();
+  }
+
+  /// Figures for the sidecar (`batchres`, `memory`): written there, or in flight mode kept with
+  /// the records in the window, for the sidecars of a capture.
+  void sidecar_lines(const text& lines) noexcept {
+    if (flight_.on()) {
+      flight_.keep(0, "", flight_recorder::chunk_sidecar, lines.c_str(), lines.size(), 0, 0,
+                   realtime_ns());
       return;
     }
     flush_thread_lines();  // a thread's `thread` line before its figures
-    sidecar(res_lines_);
-    res_lines_ = text();
+    sidecar(lines);
   }
 
   /// The sidecar's first lines for this process.
@@ -525,6 +531,11 @@ class trace_writer {
     flush_thread_lines();
     flush_resource_lines();
     live_.publish(files_, stats_source_, sidecar_info_, stats, final);  // live.hpp
+    // `memory` lines: into the sidecar, or in flight mode into the window with the `batchres`
+    // lines, for a capture's sidecars.
+    if (!discard_ && (flight_.on() || files_.has_sidecar())) {
+      memory_.sample(final, [this](const text& l) { sidecar_lines(l); });
+    }
     if (stats && stats_source_ != nullptr && files_.has_sidecar()) write_stats(final);
     if (flight_.on()) {
       flight_.cycle(
@@ -658,6 +669,7 @@ class trace_writer {
   // The record format() just handled (nullptr: lost), for tap().
   const label_table::label* rec_label_ = nullptr;
   std::uint64_t rec_start_ = 0, rec_dur_ = 0;
+  memory_sampler memory_;  // sidecar `memory` lines (memory.hpp)
 };
 
 // ---- per-record work --------------------------------------------------------------------------

@@ -25,6 +25,7 @@ void add_whatif_command(CLI::App& app);     // whatif.cpp
 void add_capture_command(CLI::App& app);    // capture.cpp (flight recorder)
 void add_top_command(CLI::App& app);        // live.cpp
 void add_serve_command(CLI::App& app);      // live.cpp
+void add_tune_command(CLI::App& app);       // tune.cpp
 
 /// The libraries never print; a command's text output (their on_output callbacks) goes to
 /// stdout here, as is.

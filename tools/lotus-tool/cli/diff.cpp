@@ -24,9 +24,20 @@ void add_diff_command(CLI::App& app) {
   cmd->add_option("runs", *dirs, "The base run's trace directory, then the new run's")
       ->type_name("BASE NEW");
   cmd->add_option("--base", args->base.dirs,
-                  "A base-run directory (repeat for a run of several hosts or ranks)");
+                  "A base-run directory (repeat for repeated runs, or for a run of several hosts "
+                  "or ranks: see --runs)");
   cmd->add_option("--new", args->next.dirs,
-                  "A new-run directory (repeat for a run of several hosts or ranks)");
+                  "A new-run directory (repeat for repeated runs, or for a run of several hosts "
+                  "or ranks: see --runs)");
+  cmd->add_option("--runs", args->runs,
+                  "Several directories of a side are: 'repeats' (each a whole run: between-run "
+                  "variance is measured), 'one' (one run of several hosts or ranks), or 'auto': "
+                  "repeats when each names the same host and rank in its sidecars")
+      ->check(CLI::IsMember({"auto", "repeats", "one"}))
+      ->capture_default_str();
+  cmd->add_option("--allowance", args->opt.allowance,
+                  "With one run a side: between-run drift allowed each op beyond its interval")
+      ->capture_default_str();
   add_input_flags(cmd, args->base, /*windows=*/true);  // applied to both runs
   cmd->add_option("--threshold", args->opt.threshold,
                   "Practical threshold: |relative change| below it is 'same' (shares: half of "

@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
   lotus_tool::add_capture_command(app);
   lotus_tool::add_top_command(app);
   lotus_tool::add_serve_command(app);
+  lotus_tool::add_tune_command(app);
 
   try {
     app.parse(argc, argv);

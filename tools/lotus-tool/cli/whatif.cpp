@@ -12,6 +12,7 @@ namespace lotus_tool {
 
 void add_whatif_command(CLI::App& app) {
   auto args = std::make_shared<whatif_args>();
+  auto budget = std::make_shared<std::string>();
   CLI::App* cmd = app.add_subcommand(
       "whatif",
       "Predict a DataLoader setting from one run: replays the measured per-batch preprocessing\n"
@@ -32,9 +33,15 @@ void add_whatif_command(CLI::App& app) {
                   "from its sidecar)");
   cmd->add_flag("--unordered", args->unordered,
                 "Deliver batches as they arrive (PyTorch's in_order=False)");
+  cmd->add_option("--memory-budget", *budget,
+                  "Bytes the job may use: warn when the predicted peak memory exceeds it "
+                  "(bytes, or with K, M, G, T: 8G; default: this machine's physical memory)");
   cmd->add_flag("--json", args->json, "Machine-readable JSON output");
   cmd->add_option("-o,--output", args->output, "Output file ('-' = stdout)")->capture_default_str();
-  cmd->callback([args] { run_whatif(*args); });
+  cmd->callback([args, budget] {
+    if (!budget->empty()) args->memory_budget = parse_memory_budget(*budget, "--memory-budget");
+    run_whatif(*args);
+  });
 }
 
 }  // namespace lotus_tool

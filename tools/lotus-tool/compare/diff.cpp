@@ -104,10 +104,117 @@ std::pair<double, double> bootstrap_median_ratio(const std::vector<double>& a,
   return {quantile_sorted(r, 0.025), quantile_sorted(r, 0.975)};
 }
 
+namespace {
+
+// The runs of one side as one digest: ops with every run's sample, the median of the runs'
+// medians (and mean of means), batches, epochs and steps of all runs.
+run_digest pooled(const std::vector<run_digest>& runs) {
+  if (runs.size() == 1) return runs.front();
+  run_digest d = runs.front();
+  std::map<std::string, std::vector<const op_digest*>> by_name;
+  for (const auto& r : runs)
+    for (const auto& o : r.ops) by_name[o.name].push_back(&o);
+  d.ops.clear();
+  for (const auto& kv : by_name) {
+    op_digest o;
+    o.name = kv.first;
+    std::vector<double> p50, p90;
+    double mean = 0;
+    for (const op_digest* x : kv.second) {
+      o.count += x->count;
+      mean += x->mean_ms;
+      p50.push_back(x->p50_ms);
+      p90.push_back(x->p90_ms);
+      o.sample_ms.insert(o.sample_ms.end(), x->sample_ms.begin(), x->sample_ms.end());
+    }
+    o.mean_ms = mean / static_cast<double>(kv.second.size());
+    o.p50_ms = median_of(p50);
+    o.p90_ms = median_of(p90);
+    d.ops.push_back(std::move(o));
+  }
+  double delay = 0;
+  for (std::size_t k = 1; k < runs.size(); ++k) {
+    const run_digest& r = runs[k];
+    d.batch_ms.insert(d.batch_ms.end(), r.batch_ms.begin(), r.batch_ms.end());
+    d.step_ms.insert(d.step_ms.end(), r.step_ms.begin(), r.step_ms.end());
+    d.epochs.insert(d.epochs.end(), r.epochs.begin(), r.epochs.end());
+    d.stats.consumed += r.stats.consumed;
+    d.causes.add(r.causes);
+  }
+  for (const auto& r : runs) delay += r.stats.delay.s.mean;
+  d.stats.delay.s.mean = delay / static_cast<double>(runs.size());
+  return d;
+}
+
+// Per op: the between-run spread of its median on the log scale, 1.96 × the standard error of
+// the difference of the two sides' means of log medians (a side of one run borrows the other's
+// spread). Ops seen in fewer than two runs of both sides get none.
+std::map<std::string, double> between_run_spread(const std::vector<run_digest>& base,
+                                                 const std::vector<run_digest>& next) {
+  auto logs = [](const std::vector<run_digest>& runs) {
+    std::map<std::string, std::vector<double>> m;
+    for (const auto& r : runs)
+      for (const auto& o : r.ops)
+        if (o.p50_ms > 0) m[o.name].push_back(std::log(o.p50_ms));
+    return m;
+  };
+  auto var = [](const std::vector<double>& v) {
+    if (v.size() < 2) return std::nan("");
+    double m = 0, s = 0;
+    for (double x : v) m += x;
+    m /= static_cast<double>(v.size());
+    for (double x : v) s += (x - m) * (x - m);
+    return s / static_cast<double>(v.size() - 1);
+  };
+  const auto a = logs(base), b = logs(next);
+  std::map<std::string, double> out;
+  for (const auto& kv : a) {
+    const auto it = b.find(kv.first);
+    if (it == b.end()) continue;
+    double va = var(kv.second), vb = var(it->second);
+    if (std::isnan(va) && std::isnan(vb)) continue;
+    if (std::isnan(va)) va = vb;
+    if (std::isnan(vb)) vb = va;
+    out[kv.first] = 1.96 * std::sqrt(va / static_cast<double>(kv.second.size()) +
+                                     vb / static_cast<double>(it->second.size()));
+  }
+  return out;
+}
+
+// Ops with at least this many durations a side take part in estimating the machine shift.
+constexpr std::uint64_t k_shift_min_count = 20;
+
+double to_log(double change) { return std::log1p(std::max(change, -0.999999)); }
+double from_log(double x) { return std::expm1(x); }
+
+diff_result diff_core(const run_digest& base, const run_digest& next, const diff_options& opt,
+                      const std::map<std::string, double>* spread, std::size_t base_runs,
+                      std::size_t new_runs);
+
+}  // namespace
+
 diff_result diff_runs(const run_digest& base, const run_digest& next, const diff_options& opt) {
+  return diff_core(base, next, opt, nullptr, 1, 1);
+}
+
+diff_result diff_repeated(const std::vector<run_digest>& base, const std::vector<run_digest>& next,
+                          const diff_options& opt) {
+  if (base.empty() || next.empty()) throw tool_error(exit_usage, "diff: a side has no run");
+  if (base.size() == 1 && next.size() == 1) return diff_runs(base.front(), next.front(), opt);
+  const std::map<std::string, double> spread = between_run_spread(base, next);
+  return diff_core(pooled(base), pooled(next), opt, &spread, base.size(), next.size());
+}
+
+namespace {
+
+diff_result diff_core(const run_digest& base, const run_digest& next, const diff_options& opt,
+                      const std::map<std::string, double>* spread, std::size_t base_runs,
+                      std::size_t new_runs) {
   diff_result out;
   out.threshold = opt.threshold;
   out.resamples = opt.resamples;
+  out.base_runs = base_runs;
+  out.new_runs = new_runs;
   std::map<std::string, std::pair<const op_digest*, const op_digest*>> by_name;
   for (const auto& o : base.ops) by_name[o.name].first = &o;
   for (const auto& o : next.ops) by_name[o.name].second = &o;
@@ -134,8 +241,67 @@ diff_result diff_runs(const run_digest& base, const run_digest& next, const diff
     c.lo = ci.first;
     c.hi = ci.second;
     if (std::isinf(c.change)) c.lo = c.hi = std::nan("");  // no ratio to resample from zero
-    c.verdict = judge(c.change, c.lo, c.hi, opt.threshold, true);
+    c.between_run = std::log1p(opt.allowance);
+    if (spread != nullptr) {
+      const auto it = spread->find(c.name);
+      c.between_run = it != spread->end() ? it->second : std::log1p(opt.allowance);
+    }
     out.ops.push_back(std::move(c));
+  }
+
+  // The machine: a shift every op admits. The ops' median change (log scale) is that shift when
+  // it lies in every op's widened interval; else some op moved apart from the others and no
+  // shift is taken out. Ops with few durations or no interval do not constrain it.
+  {
+    double lo = -std::numeric_limits<double>::infinity(), hi = -lo;
+    std::vector<double> x;
+    for (const auto& c : out.ops) {
+      if (!c.base || !c.next || !std::isfinite(c.change) || !std::isfinite(c.lo) ||
+          !std::isfinite(c.hi) || c.base->count < k_shift_min_count ||
+          c.next->count < k_shift_min_count) {
+        continue;
+      }
+      x.push_back(to_log(c.change));
+      lo = std::max(lo, to_log(c.lo) - c.between_run);
+      hi = std::min(hi, to_log(c.hi) + c.between_run);
+    }
+    if (x.size() >= 2) {
+      const double m = median_of(x);
+      if (lo <= m && m <= hi) out.machine_shift = from_log(m);
+    }
+  }
+  const double shift = out.machine_shift ? to_log(*out.machine_shift) : 0.0;
+  for (auto& c : out.ops) {
+    if (!c.base || !c.next) continue;
+    if (!std::isfinite(c.change) || !std::isfinite(c.lo) || !std::isfinite(c.hi)) {
+      c.own_change = c.change;
+      c.own_lo = c.lo;
+      c.own_hi = c.hi;
+      c.verdict = judge(c.change, c.lo, c.hi, opt.threshold, true);
+      continue;
+    }
+    c.own_change = from_log(to_log(c.change) - shift);
+    c.own_lo = from_log(to_log(c.lo) - shift - c.between_run);
+    c.own_hi = from_log(to_log(c.hi) - shift + c.between_run);
+    c.verdict = judge(c.own_change, c.own_lo, c.own_hi, opt.threshold, true);
+  }
+  {
+    std::string s;
+    if (base_runs == 1 && new_runs == 1) {
+      s = "one run a side: within-run noise (bootstrap) and an allowance of " +
+          format_number("%.0f %%", 100 * opt.allowance) +
+          " for the machine's drift between runs (give repeated runs, --base A --base B ..., "
+          "to measure it)";
+    } else {
+      s = std::to_string(base_runs) + " base run(s) and " + std::to_string(new_runs) +
+          " new run(s): within-run noise (bootstrap over the pooled durations) and each op's "
+          "between-run spread of its median";
+    }
+    s += out.machine_shift
+             ? "; a machine shift of " + format_number("%+.1f %%", 100 * *out.machine_shift) +
+                   " shared by every op is taken out"
+             : "; no shift is shared by every op (nothing taken out)";
+    out.basis = s;
   }
 
   const auto rel = relative_change;
@@ -202,6 +368,8 @@ diff_result diff_runs(const run_digest& base, const run_digest& next, const diff
   return out;
 }
 
+}  // namespace
+
 namespace {
 
 std::string signed_pct(double v) {
@@ -229,7 +397,8 @@ std::string diff_text(const diff_result& d) {
   s += pad("op", w, true) + pad("base n", 9) + pad("new n", 9) + pad("base mean", 11) +
        pad("new mean", 11) + pad("mean", 9) + pad("base p50", 11) + pad("new p50", 11) +
        pad("base p90", 11) + pad("new p90", 11) + pad("p50 change", 12) + "  " +
-       pad("95 % interval", 22, true) + "verdict\n";
+       pad("95 % interval", 22, true) + pad("own change", 12) + "  " +
+       pad("judged interval", 22, true) + "verdict\n";
   for (const auto& o : d.ops) {
     auto num = [](const std::optional<side_stats>& x, double side_stats::*f) {
       return x ? format_number("%.4f", (*x).*f) : std::string("-");
@@ -238,18 +407,24 @@ std::string diff_text(const diff_result& d) {
       return x ? std::to_string(x->count) : std::string("-");
     };
     const bool both = o.base && o.next;
-    s += pad(printable(o.name), w, true) + pad(cnt(o.base), 9) + pad(cnt(o.next), 9) +
-         pad(num(o.base, &side_stats::mean), 11) + pad(num(o.next, &side_stats::mean), 11) +
-         pad(both ? signed_pct(o.mean_change) : "-", 9) + pad(num(o.base, &side_stats::p50), 11) +
-         pad(num(o.next, &side_stats::p50), 11) + pad(num(o.base, &side_stats::p90), 11) +
-         pad(num(o.next, &side_stats::p90), 11) + pad(both ? signed_pct(o.change) : "-", 12) +
-         "  " + pad(both ? "[" + signed_pct(o.lo) + ", " + signed_pct(o.hi) + "]" : "-", 22, true) +
-         o.verdict + "\n";
+    s +=
+        pad(printable(o.name), w, true) + pad(cnt(o.base), 9) + pad(cnt(o.next), 9) +
+        pad(num(o.base, &side_stats::mean), 11) + pad(num(o.next, &side_stats::mean), 11) +
+        pad(both ? signed_pct(o.mean_change) : "-", 9) + pad(num(o.base, &side_stats::p50), 11) +
+        pad(num(o.next, &side_stats::p50), 11) + pad(num(o.base, &side_stats::p90), 11) +
+        pad(num(o.next, &side_stats::p90), 11) + pad(both ? signed_pct(o.change) : "-", 12) + "  " +
+        pad(both ? "[" + signed_pct(o.lo) + ", " + signed_pct(o.hi) + "]" : "-", 22, true) +
+        pad(both ? signed_pct(o.own_change) : "-", 12) + "  " +
+        pad(both ? "[" + signed_pct(o.own_lo) + ", " + signed_pct(o.own_hi) + "]" : "-", 22, true) +
+        o.verdict + "\n";
   }
   s += "(times in ms; change = new p50 / base p50 - 1, mean: the same for the means; interval: "
        "seeded bootstrap of the medians, " +
-       std::to_string(d.resamples) + " resamples; same when |change| < " +
-       format_number("%.0f %%", 100 * d.threshold) + " or the interval holds 0)\n";
+       std::to_string(d.resamples) +
+       " resamples; own change: without the machine shift, judged "
+       "on its interval widened by the between-run variation; same when |own change| < " +
+       format_number("%.0f %%", 100 * d.threshold) + " or the judged interval holds 0)\n";
+  s += "verdicts rest on: " + d.basis + "\n";
   if (!d.run.empty()) {
     s += "\nrun" + std::string(27, ' ') + pad("base", 12) + pad("new", 12) + pad("change", 12) +
          "  verdict\n";
@@ -306,6 +481,10 @@ nlohmann::json diff_json(const diff_result& d) {
   nlohmann::json j;
   j["threshold"] = d.threshold;
   j["resamples"] = d.resamples;
+  j["base_runs"] = d.base_runs;
+  j["new_runs"] = d.new_runs;
+  j["machine_shift"] = d.machine_shift ? nlohmann::json(*d.machine_shift) : nlohmann::json(nullptr);
+  j["basis"] = d.basis;
   j["ops"] = nlohmann::json::array();
   auto side = [](const std::optional<side_stats>& x) -> nlohmann::json {
     if (!x) return nullptr;
@@ -325,11 +504,15 @@ nlohmann::json diff_json(const diff_result& d) {
       e["change"] = finite(o.change);
       e["mean_change"] = finite(o.mean_change);
       e["ci95"] = {finite(o.lo), finite(o.hi)};
+      e["own_change"] = finite(o.own_change);
+      e["judged_ci"] = {finite(o.own_lo), finite(o.own_hi)};
       if (std::isinf(o.change)) e["from_zero"] = true;  // base p50 0: no relative change
     } else {
       e["change"] = nullptr;
       e["mean_change"] = nullptr;
       e["ci95"] = nullptr;
+      e["own_change"] = nullptr;
+      e["judged_ci"] = nullptr;
     }
     j["ops"].push_back(std::move(e));
   }
@@ -353,6 +536,44 @@ nlohmann::json diff_json(const diff_result& d) {
   return j;
 }
 
+namespace {
+
+// The directories of one side: one run, or repeated runs (each directory a whole run). "auto":
+// repeated when there are several and every one, read alone, gets the same label from its
+// sidecars (the same host, and rank) — one run never holds the same host and rank twice.
+std::vector<run_digest> digest_side(const input_args& in, const std::string& runs,
+                                    const char* side) {
+  bool repeats = runs == "repeats";
+  if (runs == "auto" && in.dirs.size() >= 2) {
+    std::string first;
+    repeats = true;
+    for (std::size_t k = 0; k < in.dirs.size() && repeats; ++k) {
+      const trace_dir d = scan_trace_dirs({in.dirs[k]}, in.prefix);
+      const bool named = !d.sources.empty() && !d.sources[0].host.empty();
+      const std::string label = named ? d.sources[0].label : std::string();
+      if (!named || (k > 0 && label != first)) repeats = false;
+      if (k == 0) first = label;
+    }
+  }
+  std::vector<run_digest> out;
+  if (!repeats || in.dirs.size() < 2) {
+    out.push_back(digest_run(in));
+  } else {
+    for (const auto& dir : in.dirs) {
+      input_args one = in;
+      one.dirs = {dir};
+      out.push_back(digest_run(one));
+    }
+  }
+  for (const auto& d : out) {
+    if (d.ops.empty() && !d.has_batches())
+      warning(std::string("diff: ") + side + " holds no records");
+  }
+  return out;
+}
+
+}  // namespace
+
 void run_diff(const diff_args& a) {
   if (!(a.opt.threshold >= 0 && a.opt.threshold < 10)) {
     throw tool_error(exit_usage, "diff: --threshold must be a fraction in [0, 10) (0.1 = 10 %)");
@@ -360,11 +581,12 @@ void run_diff(const diff_args& a) {
   if (a.opt.resamples < 100 || a.opt.resamples > 100000) {
     throw tool_error(exit_usage, "diff: --resamples must be in [100, 100000]");
   }
-  const run_digest base = digest_run(a.base);
-  const run_digest next = digest_run(a.next);
-  if (base.ops.empty() && !base.has_batches()) warning("diff: BASE holds no records");
-  if (next.ops.empty() && !next.has_batches()) warning("diff: NEW holds no records");
-  const diff_result d = diff_runs(base, next, a.opt);
+  if (!(a.opt.allowance >= 0 && a.opt.allowance < 10)) {
+    throw tool_error(exit_usage, "diff: --allowance must be a fraction in [0, 10)");
+  }
+  const std::vector<run_digest> base = digest_side(a.base, a.runs, "BASE");
+  const std::vector<run_digest> next = digest_side(a.next, a.runs, "NEW");
+  const diff_result d = diff_repeated(base, next, a.opt);
   output_file out(a.output);
   if (a.json) {
     out.write(dump_json(diff_json(d), 2));

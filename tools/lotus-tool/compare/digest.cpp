@@ -133,6 +133,118 @@ void digest_main_file(std::vector<main_rec>& recs, run_digest& out) {
   }
 }
 
+// A worker counts as alive at a main sample from the earlier of its first sample and its first
+// batch's start to the later of its last sample and its last batch's end (once a worker has
+// exited, the pages it shared count whole in the main process's Pss; workers restarted each
+// epoch must not overlap their successors). A worker without batches: from this before its
+// first sample (the runtime samples at most every 500 ms).
+constexpr std::uint64_t k_alive_slack_ns = 600000000u;
+
+struct alive_span {
+  std::uint64_t from = 0, to = 0;
+};
+
+// The sample of `m` nearest to `t`, or nullptr when the worker is not alive at t.
+const memory_sample* nearest(const process_memory& m, const alive_span& alive, std::uint64_t t) {
+  if (m.samples.empty() || t < alive.from || t > alive.to) return nullptr;
+  auto it = std::lower_bound(m.samples.begin(), m.samples.end(), t,
+                             [](const memory_sample& s, std::uint64_t v) { return s.ns < v; });
+  if (it == m.samples.end()) return &m.samples.back();
+  if (it != m.samples.begin() && t - std::prev(it)->ns < it->ns - t) --it;
+  return &*it;
+}
+
+// Each process's role from the files it owns, its peaks, and a worker's private growth per batch
+// (batches that ended between its first and last sample).
+memory_digest digest_memory(const trace_dir& dir, const std::vector<batch_point>& batches) {
+  memory_digest m;
+  std::map<process_key, bool> role;  // true: main
+  for (const auto& f : dir.files) {
+    bool& main = role[process_key{f.pid, f.host}];
+    main = main || f.kind == file_kind::main;
+  }
+  std::map<process_key, std::vector<std::uint64_t>> ends;  // batch ends per worker process
+  std::map<process_key, std::uint64_t> first_start;        // its first batch's start
+  for (const batch_point& b : batches) {
+    const trace_file& f = dir.files[b.file];
+    const process_key k{f.pid, f.host};
+    ends[k].push_back(b.end_ns);
+    const auto [it, fresh] = first_start.emplace(k, b.start_ns);
+    if (!fresh) it->second = std::min(it->second, b.start_ns);
+  }
+  double priv = 0, start = 0, growth = 0, per_worker = 0;
+  unsigned grown = 0;
+  bool pss = true;
+  std::vector<const process_memory*> mains, workers;
+  std::vector<alive_span> worker_alive;
+  std::uint64_t peaks = 0;
+  for (const auto& kv : role) {
+    const auto it = dir.processes.find(kv.first);
+    if (it == dir.processes.end() || !it->second.memory.recorded()) continue;
+    const process_memory& pm = it->second.memory;
+    pss = pss && pm.peak_pss > 0;
+    peaks += pm.peak_pss;
+    if (kv.second) {
+      ++m.main_processes;
+      mains.push_back(&pm);
+      continue;
+    }
+    ++m.worker_processes;
+    workers.push_back(&pm);
+    priv += static_cast<double>(pm.peak_priv);
+    start += static_cast<double>(pm.samples.front().priv);
+    std::vector<std::uint64_t>& e = ends[kv.first];
+    per_worker += static_cast<double>(e.size());
+    alive_span span;
+    span.to = pm.samples.back().ns;
+    if (e.empty()) {
+      span.from =
+          pm.samples.front().ns > k_alive_slack_ns ? pm.samples.front().ns - k_alive_slack_ns : 0;
+    } else {
+      span.from = std::min(pm.samples.front().ns, first_start[kv.first]);
+      span.to = std::max(span.to, *std::max_element(e.begin(), e.end()));
+    }
+    worker_alive.push_back(span);
+    const memory_sample& a = pm.samples.front();
+    const memory_sample& z = pm.samples.back();
+    const auto n =
+        std::count_if(e.begin(), e.end(), [&](std::uint64_t t) { return t > a.ns && t <= z.ns; });
+    if (n > 0 && z.ns > a.ns) {
+      growth +=
+          (static_cast<double>(z.priv) - static_cast<double>(a.priv)) / static_cast<double>(n);
+      ++grown;
+    }
+  }
+  if (m.worker_processes > 0) {
+    const double w = m.worker_processes;
+    m.worker_private = priv / w;
+    m.worker_start_private = start / w;
+    m.batches_per_worker = per_worker / w;
+  }
+  if (grown > 0) m.growth_per_batch = std::max(0.0, growth / grown);
+  m.pss_known = m.recorded() && pss;
+  if (mains.size() == 1) {
+    m.aligned = true;
+    for (const memory_sample& s : mains.front()->samples) {
+      std::uint64_t job = s.pss, shared = s.pss;
+      for (std::size_t k = 0; k < workers.size(); ++k) {
+        const memory_sample* ws = nearest(*workers[k], worker_alive[k], s.ns);
+        if (ws == nullptr) continue;
+        job += ws->pss;
+        shared += ws->pss > ws->priv ? ws->pss - ws->priv : 0;
+      }
+      m.job_pss = std::max(m.job_pss, job);
+      m.shared = std::max(m.shared, shared);
+    }
+  } else {
+    m.job_pss = peaks;
+    std::uint64_t main_peaks = 0;
+    for (const process_memory* p : mains) main_peaks += p->peak_pss;
+    m.shared = main_peaks;
+  }
+  return m;
+}
+
 }  // namespace
 
 run_digest digest_run(const input_args& args, const digest_options& opt) {
@@ -194,6 +306,8 @@ run_digest digest_input(const input& in, const digest_options& opt) {
     d.batch_ms[static_cast<std::size_t>(p.epoch)].push_back(p.value_ms);
     epoch_files[p.epoch].insert(p.file);
   }
+  d.memory = digest_memory(dir, d.stats.preprocessed);
+  d.total_batches = d.stats.preprocessed.size();
   for (const auto& kv : epoch_files)
     d.workers = std::max(d.workers, static_cast<unsigned>(kv.second.size()));
   d.stats.preprocessed = {};  // now in batch_ms (waits and delays were not kept)

@@ -33,6 +33,28 @@ struct epoch_digest {
   std::uint64_t out_of_order = 0;  ///< 1 us SBatchWait markers
 };
 
+/// The processes' sidecar `memory` lines, by role: main processes (they write a main file) and
+/// worker processes (only worker files). Bytes. `worker_processes` 0: no worker memory recorded.
+struct memory_digest {
+  unsigned main_processes = 0, worker_processes = 0;
+  /// The job's peak of summed Pss: at each sample of the main process, its Pss plus each live
+  /// worker's nearest sample (with several main processes, or none with samples: every
+  /// process's peak Pss summed, an upper bound).
+  std::uint64_t job_pss = 0;
+  /// The largest of main Pss + each live worker's shared part (Pss − private) at a main sample:
+  /// the main process's pages and the pages its workers share with it, counted once.
+  std::uint64_t shared = 0;
+  bool aligned = false;             ///< job_pss and shared from one main process's samples
+  double worker_private = 0;        ///< mean of the workers' peak private (Private_Clean + _Dirty)
+  double worker_start_private = 0;  ///< mean private at a worker's first sample
+  /// Mean growth of a worker's private memory per batch it prepared, between its first and last
+  /// sample (0 when no worker has two samples with batches between them).
+  double growth_per_batch = 0;
+  double batches_per_worker = 0;  ///< mean batches a worker process prepared
+  bool pss_known = false;         ///< every process with samples had smaps_rollup (Pss > 0)
+  bool recorded() const { return main_processes + worker_processes > 0; }
+};
+
 struct run_digest {
   stats_result stats;
   std::vector<op_digest> ops;  ///< sorted by name
@@ -40,10 +62,12 @@ struct run_digest {
   std::vector<std::vector<double>> batch_ms;
   std::vector<double> step_ms;  ///< consumer time from consuming a batch to asking the next
   std::vector<epoch_digest> epochs;
-  unsigned workers = 0;          ///< most worker files producing batches in one epoch
-  unsigned prefetch_factor = 0;  ///< batches queued before the first wait / workers (0: unknown)
-  unsigned cpus = 0;             ///< the sidecars' `cpus` (allowed); 0 when not recorded
-  resource_totals causes;        ///< the sidecars' `batchres` sums (batches 0: none)
+  unsigned workers = 0;             ///< most worker files producing batches in one epoch
+  unsigned prefetch_factor = 0;     ///< batches queued before the first wait / workers (0: unknown)
+  unsigned cpus = 0;                ///< the sidecars' `cpus` (allowed); 0 when not recorded
+  resource_totals causes;           ///< the sidecars' `batchres` sums (batches 0: none)
+  memory_digest memory;             ///< the sidecars' `memory` lines
+  std::uint64_t total_batches = 0;  ///< SBatchPreprocessed records, all epochs
   bool has_batches() const { return !epochs.empty(); }
   double epoch_seconds() const;  ///< mean over epochs
   double wait_share() const;     ///< summed waits / summed epoch time

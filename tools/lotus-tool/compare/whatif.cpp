@@ -5,12 +5,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "util/diag.hpp"
 #include "util/error.hpp"
 #include "util/json_dump.hpp"
 #include "util/output.hpp"
@@ -174,6 +177,87 @@ loader_prediction simulate_loader(const std::vector<std::vector<double>>& epochs
   return p;
 }
 
+std::uint64_t parse_memory_budget(const std::string& text, const std::string& option) {
+  auto bad = [&]() -> tool_error {
+    return tool_error(exit_usage, option + ": '" + printable(text) +
+                                      "' is not a size (bytes, or a number with K, M, G or T: "
+                                      "8G, 512MiB)");
+  };
+  std::size_t i = 0;
+  while (i < text.size() && ((text[i] >= '0' && text[i] <= '9') || text[i] == '.')) ++i;
+  if (i == 0 || i > 24) throw bad();
+  char* end = nullptr;
+  const std::string number = text.substr(0, i);
+  const double v = std::strtod(number.c_str(), &end);
+  if (end == nullptr || *end != '\0' || !(v > 0)) throw bad();
+  std::string unit = text.substr(i);
+  double scale = 1;
+  if (!unit.empty()) {
+    const std::string units = "KMGT";
+    const std::size_t k =
+        units.find(static_cast<char>(std::toupper(static_cast<unsigned char>(unit[0]))));
+    if (k == std::string::npos) {
+      if (unit != "B" && unit != "b") throw bad();
+    } else {
+      scale = std::pow(1024.0, static_cast<double>(k + 1));
+      const std::string rest = unit.substr(1);
+      if (!(rest.empty() || rest == "B" || rest == "iB" || rest == "i")) throw bad();
+    }
+  }
+  const double bytes = v * scale;
+  if (!(bytes >= 1) || bytes > 9.2e18) throw bad();
+  return static_cast<std::uint64_t>(bytes);
+}
+
+memory_prediction predict_memory(const run_digest& d, unsigned workers, std::uint64_t budget) {
+  memory_prediction p;
+  const memory_digest& m = d.memory;
+  if (!m.recorded()) {
+    p.unavailable_why =
+        "the trace has no memory lines (sidecar `memory`: traces of an older lotus, of the "
+        "original Lotus, or written with LOTUS_RESOURCES=0)";
+  } else if (m.worker_processes == 0) {
+    p.unavailable_why = "the trace has no memory lines of a worker process";
+  } else if (m.main_processes == 0) {
+    p.unavailable_why = "the trace has no memory lines of the main process";
+  } else if (!m.pss_known) {
+    p.unavailable_why =
+        "the trace has no proportional set size (the kernel had no /proc/self/smaps_rollup)";
+  }
+  if (budget > 0) {
+    p.budget_bytes = budget;
+    p.budget_from = "option";
+  } else {
+    const long pages = ::sysconf(_SC_PHYS_PAGES), size = ::sysconf(_SC_PAGESIZE);
+    if (pages > 0 && size > 0) {
+      p.budget_bytes = static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(size);
+      p.budget_from = "this machine";
+    }
+  }
+  if (!p.unavailable_why.empty()) return p;
+  p.available = true;
+  p.worker_processes = m.worker_processes;
+  p.measured_bytes = static_cast<double>(m.job_pss);
+  p.growth_per_batch = m.growth_per_batch;
+  p.shared_bytes = static_cast<double>(m.shared);
+  const unsigned n = std::max(1u, workers);
+  // Workers started again each epoch (persistent_workers=False) are several processes per
+  // worker: the concurrent count is the digest's workers.
+  const unsigned measured = std::max(1u, d.workers);
+  if (n >= measured || m.growth_per_batch <= 0 || d.total_batches == 0) {
+    p.per_worker_bytes = m.worker_private;
+  } else {
+    // A worker process prepares its share of one epoch's batches (a process per epoch) or of
+    // the whole run's (persistent): batches_per_worker scaled by measured / n.
+    const double batches = m.batches_per_worker * measured / n;
+    p.per_worker_bytes =
+        std::max(m.worker_private, m.worker_start_private + m.growth_per_batch * batches);
+  }
+  p.peak_bytes = p.shared_bytes + n * p.per_worker_bytes;
+  p.fits = p.budget_bytes == 0 || p.peak_bytes <= static_cast<double>(p.budget_bytes);
+  return p;
+}
+
 whatif_result predict_workers(const run_digest& d, const whatif_args& a) {
   if (!d.has_batches() || d.batch_ms.empty() || d.workers == 0) {
     throw tool_error(exit_invalid,
@@ -230,6 +314,7 @@ whatif_result predict_workers(const run_digest& d, const whatif_args& a) {
   replay.unordered = false;
   r.replay = simulate_loader(work, replay);
   r.predicted = simulate_loader(work, m);
+  r.memory = predict_memory(d, m.workers, a.memory_budget);
   return r;
 }
 
@@ -266,6 +351,8 @@ namespace {
 
 std::string pct(double share) { return format_number("%.0f %%", 100.0 * share); }
 
+std::string mib(double bytes) { return format_number("%.0f MiB", bytes / 1048576.0); }
+
 }  // namespace
 
 std::string whatif_sentence(const whatif_result& r) {
@@ -298,8 +385,41 @@ nlohmann::json whatif_json(const whatif_result& r) {
                     {"wait_share", r.predicted.wait_share},
                     {"batches_per_second", r.predicted.batches_per_second},
                     {"out_of_order", r.predicted.out_of_order}};
+  const memory_prediction& mp = r.memory;
+  j["predicted"]["peak_memory_bytes"] =
+      mp.available ? nlohmann::json(std::llround(mp.peak_bytes)) : nlohmann::json(nullptr);
+  nlohmann::json mem;
+  mem["available"] = mp.available;
+  if (mp.available) {
+    mem["measured_peak_bytes"] = std::llround(mp.measured_bytes);
+    mem["shared_bytes"] = std::llround(mp.shared_bytes);
+    mem["private_per_worker_bytes"] = std::llround(mp.per_worker_bytes);
+    mem["growth_per_batch_bytes"] = std::llround(mp.growth_per_batch);
+    mem["worker_processes"] = mp.worker_processes;
+  } else {
+    mem["why"] = mp.unavailable_why;
+  }
+  mem["budget_bytes"] = mp.budget_bytes;
+  mem["budget_from"] = mp.budget_from;
+  mem["fits"] = mp.fits;
+  j["memory"] = mem;
   j["summary"] = whatif_sentence(r);
   return j;
+}
+
+std::string memory_text(const memory_prediction& mp, unsigned workers) {
+  if (!mp.available) return "memory: not predicted: " + mp.unavailable_why + "\n";
+  std::string s = "memory: measured peak " + mib(mp.measured_bytes) + " (sum of Pss, " +
+                  std::to_string(mp.worker_processes) + " worker process(es)); predicted peak " +
+                  mib(mp.peak_bytes) + " = shared " + mib(mp.shared_bytes) + " + " +
+                  std::to_string(workers) + " × " + mib(mp.per_worker_bytes) +
+                  " private per worker (growth " +
+                  format_number("%.1f KiB", mp.growth_per_batch / 1024.0) + " per batch)";
+  if (mp.budget_bytes > 0) {
+    s += "; budget " + mib(static_cast<double>(mp.budget_bytes)) + " (" + mp.budget_from + ")" +
+         (mp.fits ? "" : ": EXCEEDED");
+  }
+  return s + "\n";
 }
 
 std::string whatif_text(const whatif_result& r) {
@@ -321,6 +441,7 @@ std::string whatif_text(const whatif_result& r) {
        format_number("%.1f %%", 100 * r.predicted.wait_share) + ", " +
        format_number("%.1f", r.predicted.batches_per_second) + " batches/s, out of order " +
        std::to_string(r.predicted.out_of_order) + "\n";
+  s += memory_text(r.memory, r.model.workers);
   s += whatif_sentence(r) + "\n";
   return s;
 }
@@ -350,6 +471,16 @@ void run_whatif(const whatif_args& a) {
     } catch (const tool_error& e) {
       if (ranks.size() == 1) throw;
       throw tool_error(e.code(), std::string(e.what()) + " (" + printable(rk.label) + ")");
+    }
+  }
+  for (std::size_t k = 0; k < results.size(); ++k) {
+    const memory_prediction& mp = results[k].memory;
+    if (mp.available && !mp.fits) {
+      warning("whatif: " + std::to_string(a.workers) + " workers are predicted to need " +
+              mib(mp.peak_bytes) + " at peak, more than the " +
+              (mp.budget_from == "option" ? "--memory-budget" : "machine's memory") + " of " +
+              mib(static_cast<double>(mp.budget_bytes)) +
+              (ranks.size() > 1 ? " (" + printable(ranks[k].label) + ")" : std::string()));
     }
   }
   output_file out(a.output);

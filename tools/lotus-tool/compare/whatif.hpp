@@ -47,6 +47,35 @@ struct loader_prediction {
 loader_prediction simulate_loader(const std::vector<std::vector<double>>& epochs,
                                   const loader_model& m);
 
+/// The job's peak physical memory with N workers (the model, tools/docs/WHATIF.md):
+///   predicted(N) = shared + N × private_per_worker(N)
+/// shared = the measured job's summed peak Pss minus its workers' private memory: the main
+/// process's pages and every page the workers still share with it (after fork), counted once.
+/// private_per_worker(N): a worker's peak private memory (Private_Clean + Private_Dirty: pages
+/// copied on write or read, and its own allocations; with spawn, its whole interpreter) as
+/// measured when N is at least the measured workers; with fewer workers each prepares more
+/// batches, so its growth per batch is extrapolated: start + growth × batches / N.
+struct memory_prediction {
+  bool available = false;
+  std::string unavailable_why;  ///< when not available
+  double peak_bytes = 0;
+  double measured_bytes = 0;  ///< the measured job's summed peak Pss
+  double shared_bytes = 0, per_worker_bytes = 0, growth_per_batch = 0;
+  unsigned worker_processes = 0;
+  std::uint64_t budget_bytes = 0;  ///< 0: unknown
+  std::string budget_from;         ///< "option" (--memory-budget) or "this machine"
+  bool fits = true;                ///< peak_bytes <= budget_bytes (true when no budget is known)
+};
+
+/// The model's memory prediction for `workers` from a digest (available false when the trace
+/// has no worker `memory` lines). `budget` 0: this machine's physical memory.
+memory_prediction predict_memory(const run_digest& d, unsigned workers, std::uint64_t budget);
+
+/// A --memory-budget value: bytes, or a number with K, M, G or T (powers of 1024; "8G", "8GiB",
+/// "512MB" and "1.5G" all accepted). Throws tool_error(exit_usage) naming `option` otherwise, or
+/// for 0 or a value past 2^63.
+std::uint64_t parse_memory_budget(const std::string& text, const std::string& option);
+
 struct whatif_args {
   input_args in;
   unsigned workers = 0;          ///< required
@@ -56,6 +85,7 @@ struct whatif_args {
   bool unordered = false;
   bool json = false;
   std::string output = "-";
+  std::uint64_t memory_budget = 0;  ///< bytes; 0: this machine's physical memory
 };
 
 struct whatif_result {
@@ -70,6 +100,7 @@ struct whatif_result {
   double work_scale = 1;   ///< measured batch times × this = one core's time (see whatif.cpp)
   // The model replaying the measured configuration (its error on this run), and the question.
   loader_prediction replay, predicted;
+  memory_prediction memory;  ///< for model.workers
 };
 
 /// Predicts from a digest. Throws tool_error(exit_invalid) when the run has no batch records
@@ -84,6 +115,8 @@ whatif_result predict_workers(const run_digest& d, const whatif_args& a);
 struct worker_advice {
   std::optional<whatif_result> more_workers;
   std::optional<whatif_result> unordered;
+  /// lotus-tool tune's recommendation (tune_sentence), filled in by the report; empty: none.
+  std::string tune;
 };
 worker_advice advise_workers(const run_digest& d);
 

@@ -61,6 +61,7 @@ finding wait_finding(const report_data& d, const finding_thresholds& t) {
       f.advice += " Predicted by the DataLoader model (lotus-tool whatif): " +
                   whatif_sentence(*d.advice.more_workers) + ".";
     }
+    if (!d.advice.tune.empty()) f.advice += " Recommended (lotus-tool " + d.advice.tune + ").";
   } else if (share >= t.wait_partly) {
     f.level = finding_level::info;
     f.title = "Moderately input-bound: training waited " + pct(share) + " of its time for data.";
@@ -71,6 +72,7 @@ finding wait_finding(const report_data& d, const finding_thresholds& t) {
       f.advice += " Predicted by the DataLoader model (lotus-tool whatif): " +
                   whatif_sentence(*d.advice.more_workers) + ".";
     }
+    if (!d.advice.tune.empty()) f.advice += " Recommended (lotus-tool " + d.advice.tune + ").";
   } else {
     f.level = finding_level::good;
     f.title = "Not input-bound: training waited only " + pct(share) + " of its time.";

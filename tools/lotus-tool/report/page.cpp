@@ -178,10 +178,13 @@ std::string baseline_html(const report_data& d) {
       "class=\"hint\">Baseline: " +
       h(d.baseline_source) +
       ". Change: this run's median / the baseline's - 1, with a 95 % interval from "
-      "a seeded bootstrap; <i>same</i> when the interval holds 0 or the change is "
-      "under " +
+      "a seeded bootstrap; <i>same</i> when the op's own change (without a shift shared by "
+      "every op) is under " +
       format_number("%.0f", 100 * r.threshold) +
-      " % (as <code>lotus-tool diff</code>).</p>\n<table><tr><th>op</th><th>baseline "
+      " % or its interval, widened by the between-run variation, holds 0 (as <code>lotus-tool "
+      "diff</code>). Verdicts rest on: " +
+      h(r.basis) +
+      ".</p>\n<table><tr><th>op</th><th>baseline "
       "p50 (ms)</th><th>this run p50 (ms)</th><th>baseline mean (ms)</th><th>this "
       "run mean (ms)</th><th>change</th><th>95 % interval</th><th>verdict</th></tr>\n";
   for (const op_change& c : r.ops) {

@@ -15,6 +15,7 @@
 #include <tuple>
 #include <vector>
 
+#include "compare/tune.hpp"
 #include "report/data.hpp"
 #include "report/page.hpp"
 #include "trace/input.hpp"
@@ -511,7 +512,17 @@ void run_report(const report_args& a) {
   const bool batches = rd.stats.consumed > 0 && rd.stats.preprocessing_before.count > 0;
   std::optional<run_digest> run;
   if (batches || !a.baseline.empty()) run = digest_run(a.in);
-  if (batches) rd.advice = advise_workers(*run);
+  if (batches) {
+    rd.advice = advise_workers(*run);
+    try {  // the "add workers" finding quotes tune's recommendation (issue 44)
+      tune_args ta;
+      ta.in = a.in;
+      const tune_result t = tune_loader(*run, ta);
+      rd.advice.tune = tune_sentence(t);
+    } catch (const tool_error&) {
+      // no setting fits the budget, or nothing to replay: the finding says what whatif says
+    }
+  }
   if (!a.baseline.empty()) {
     input_args base = a.in;
     base.dirs = a.baseline;

@@ -137,6 +137,8 @@ class sidecar_parser {
       clocksync_line(ls, key);
     } else if (key == "batchres") {
       batchres_line(ls, key);
+    } else if (key == "memory") {
+      memory_line(ls, key);
     } else if (key == "batchres_lost") {
       std::uint64_t tid = 0, n = 0;
       if (read_u(ls, key, tid) && read_u(ls, key, n)) {
@@ -190,8 +192,13 @@ class sidecar_parser {
       out_.batch_res.push_back(b);
     }
     proc_.sidecars.push_back(file_label_);
+    // Two lotus runtimes of one process append to one sidecar, each with its own `memory` lines.
+    sort_memory(proc_.memory);
     auto [it, fresh] = out_.processes.try_emplace(process_key{proc_.pid, proc_.host}, proc_);
-    if (!fresh) merge_reused(it->second, proc_, file_label_);
+    if (!fresh) {
+      merge_reused(it->second, proc_, file_label_);
+      sort_memory(it->second.memory);
+    }
   }
 
  private:
@@ -232,6 +239,30 @@ class sidecar_parser {
     } else {
       ++out_.batch_res_beyond;
     }
+  }
+  // `memory <realtime_ns> <rss> <pss> <private> <peak_rss> <peak_pss> <peak_private>`.
+  void memory_line(std::istringstream& ls, const std::string& key) {
+    std::uint64_t v[7] = {};
+    for (auto& x : v) {
+      if (!read_u(ls, key, x)) return;
+    }
+    add_memory(proc_.memory, memory_sample{v[0], v[1], v[2], v[3]}, v[4], v[5], v[6]);
+  }
+  static void sort_memory(process_memory& m) {
+    std::stable_sort(m.samples.begin(), m.samples.end(),
+                     [](const memory_sample& a, const memory_sample& b) { return a.ns < b.ns; });
+  }
+  static void add_memory(process_memory& m, const memory_sample& s, std::uint64_t peak_rss,
+                         std::uint64_t peak_pss, std::uint64_t peak_priv) {
+    m.peak_rss = std::max({m.peak_rss, s.rss, peak_rss});
+    m.peak_pss = std::max({m.peak_pss, s.pss, peak_pss});
+    m.peak_priv = std::max({m.peak_priv, s.priv, peak_priv});
+    if (m.samples.size() >= k_max_memory_samples) {  // thin: keep every other one
+      std::size_t j = 0;
+      for (std::size_t i = 0; i < m.samples.size(); i += 2) m.samples[j++] = m.samples[i];
+      m.samples.resize(j);
+    }
+    m.samples.push_back(s);
   }
   void host_line(std::istringstream& ls) {
     std::string host;
@@ -333,6 +364,9 @@ class sidecar_parser {
     p.has_stats = p.has_stats || proc.has_stats;
     if (!p.capture) p.capture = proc.capture;
     for (const auto& t : proc.resources) p.resources[t.first].add(t.second);
+    for (const auto& s : proc.memory.samples) {
+      add_memory(p.memory, s, proc.memory.peak_rss, proc.memory.peak_pss, proc.memory.peak_priv);
+    }
     p.recorded += proc.recorded;
     p.written += proc.written;
     p.dropped += proc.dropped;

@@ -110,6 +110,21 @@ struct capture_meta {
 std::string utc_text(std::uint64_t ns);
 /// One line on a capture: `<reason>; triggered at <UTC> (<s> s into the <s> s window)`.
 std::string capture_text(const capture_meta& c);
+/// One sidecar `memory <realtime_ns> <rss> <pss> <private> <peak_rss> <peak_pss> <peak_private>`
+/// line (bytes; pss and private are 0 where the kernel has no smaps_rollup).
+struct memory_sample {
+  std::uint64_t ns = 0, rss = 0, pss = 0, priv = 0;
+};
+
+/// A process's `memory` lines: the peaks over every sample the runtime took (written or not) and
+/// the samples written, in order (at most k_max_memory_samples; beyond, every other one is
+/// dropped, so they still span the run).
+struct process_memory {
+  std::uint64_t peak_rss = 0, peak_pss = 0, peak_priv = 0;
+  std::vector<memory_sample> samples;
+  bool recorded() const { return !samples.empty(); }
+};
+constexpr std::size_t k_max_memory_samples = 4096;
 
 /// From one `.<prefix>.lotus-meta_<pid>` sidecar (or several with the same pid and host: a
 /// reused directory; their stats are summed).
@@ -127,6 +142,7 @@ struct process_meta {
   std::vector<std::string> sidecars;                   ///< labels (paths) of the sidecars read
   std::map<std::uint64_t, resource_totals> resources;  ///< tid -> its `batchres` sums
   std::optional<capture_meta> capture;                 ///< the sidecar of a capture
+  process_memory memory;                               ///< its `memory` lines
 };
 
 constexpr std::size_t k_max_batch_resources = 65536;

@@ -1,0 +1,200 @@
+// lotus — lotus-tool tune (compare/tune.hpp)
+// SPDX-License-Identifier: MIT
+#include "compare/tune.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "util/diag.hpp"
+#include "util/error.hpp"
+#include "util/json_dump.hpp"
+#include "util/output.hpp"
+
+namespace lotus_tool {
+
+tune_result tune_loader(const run_digest& d, const tune_args& a) {
+  tune_result t;
+  whatif_args w;
+  w.in = a.in;
+  w.cores = a.cores;
+  w.memory_budget = a.memory_budget;
+  w.workers = std::max(1u, d.workers);
+  t.measured = predict_workers(d, w);  // throws for a trace without batches
+  const double cores = t.measured.model.cores;
+  unsigned top = a.max_workers;
+  if (top == 0) {
+    top = std::max(d.workers + 1, static_cast<unsigned>(std::ceil(2 * cores)));
+    top = std::min(top, 32u);
+  }
+  top = std::min(top, k_whatif_max_workers);
+  double best = std::numeric_limits<double>::infinity();
+  for (unsigned n = 1; n <= top; ++n) {
+    for (bool in_order : {true, false}) {
+      for (unsigned pf : {1u, 2u, 4u}) {
+        w.workers = n;
+        w.prefetch_factor = pf;
+        w.unordered = !in_order;
+        const whatif_result r = predict_workers(d, w);
+        tune_candidate c;
+        c.workers = n;
+        c.prefetch_factor = pf;
+        c.in_order = in_order;
+        c.epoch_seconds = r.predicted.epoch_seconds;
+        c.wait_share = r.predicted.wait_share;
+        if (r.memory.available) {
+          c.peak_memory_bytes = r.memory.peak_bytes;
+          c.fits = r.memory.fits;
+          t.memory_known = true;
+        } else {
+          t.memory_why = r.memory.unavailable_why;
+        }
+        t.budget_bytes = r.memory.budget_bytes;
+        t.budget_from = r.memory.budget_from;
+        if (c.fits) best = std::min(best, c.epoch_seconds);
+        t.candidates.push_back(c);
+      }
+    }
+  }
+  if (!std::isfinite(best)) {
+    throw tool_error(exit_invalid,
+                     "tune: no setting fits the memory budget (even 1 worker is predicted to "
+                     "need more)");
+  }
+  t.best_epoch_seconds = best;
+  // Candidates are in cost order: workers, then in-order delivery kept (PyTorch's default; out
+  // of order changes the batch sequence), then prefetch_factor (batches held in memory).
+  for (std::size_t k = 0; k < t.candidates.size(); ++k) {
+    const tune_candidate& c = t.candidates[k];
+    if (c.fits && c.epoch_seconds <= best * (1 + k_tune_tolerance)) {
+      t.recommended = k;
+      break;
+    }
+  }
+  return t;
+}
+
+std::string tune_sentence(const tune_result& t) {
+  const tune_candidate& c = t.candidates[t.recommended];
+  std::string s = "tune: " + std::to_string(c.workers) + (c.workers == 1 ? " worker" : " workers") +
+                  ", prefetch_factor " + std::to_string(c.prefetch_factor) +
+                  (c.in_order ? ", in order" : ", in_order=False") + ": epoch " +
+                  format_number("%.2f s", t.measured.measured_epoch_seconds) + " → " +
+                  format_number("%.2f s", c.epoch_seconds) + " (predicted)";
+  if (c.peak_memory_bytes >= 0) {
+    s += ", peak memory " + format_number("%.0f MiB", c.peak_memory_bytes / 1048576.0);
+  }
+  return s;
+}
+
+namespace {
+
+nlohmann::json candidate_json(const tune_candidate& c) {
+  nlohmann::json j = {{"workers", c.workers},       {"prefetch_factor", c.prefetch_factor},
+                      {"in_order", c.in_order},     {"epoch_seconds", c.epoch_seconds},
+                      {"wait_share", c.wait_share}, {"fits", c.fits}};
+  j["peak_memory_bytes"] = c.peak_memory_bytes >= 0
+                               ? nlohmann::json(std::llround(c.peak_memory_bytes))
+                               : nlohmann::json(nullptr);
+  return j;
+}
+
+nlohmann::json tune_json(const tune_result& t) {
+  const tune_candidate& c = t.candidates[t.recommended];
+  nlohmann::json j;
+  j["recommended"] = {
+      {"workers", c.workers}, {"prefetch_factor", c.prefetch_factor}, {"in_order", c.in_order}};
+  j["predicted"] = {{"epoch_seconds", c.epoch_seconds}, {"wait_share", c.wait_share}};
+  j["predicted"]["peak_memory_bytes"] = c.peak_memory_bytes >= 0
+                                            ? nlohmann::json(std::llround(c.peak_memory_bytes))
+                                            : nlohmann::json(nullptr);
+  j["best_epoch_seconds"] = t.best_epoch_seconds;
+  j["tolerance"] = k_tune_tolerance;
+  j["measured"] = {{"workers", t.measured.measured_workers},
+                   {"epoch_seconds", t.measured.measured_epoch_seconds},
+                   {"wait_share", t.measured.measured_wait_share}};
+  j["replay"] = {{"epoch_seconds", t.measured.replay.epoch_seconds},
+                 {"wait_share", t.measured.replay.wait_share}};
+  j["cores"] = t.measured.model.cores;
+  j["memory_budget"] = {
+      {"bytes", t.budget_bytes}, {"from", t.budget_from}, {"memory_predicted", t.memory_known}};
+  j["candidates"] = nlohmann::json::array();
+  for (const auto& x : t.candidates) j["candidates"].push_back(candidate_json(x));
+  j["summary"] = tune_sentence(t);
+  return j;
+}
+
+std::string tune_text(const tune_result& t) {
+  std::string s = tune_sentence(t) + "\n";
+  s += "searched " + std::to_string(t.candidates.size()) +
+       " settings (workers × prefetch_factor 1, 2, 4 × in order or not) on " +
+       format_number("%g", t.measured.model.cores) + " core(s); best predicted epoch " +
+       format_number("%.3f s", t.best_epoch_seconds) + "; recommended: the cheapest within " +
+       format_number("%.0f %%", 100 * k_tune_tolerance) + " of it that fits";
+  if (t.budget_bytes > 0) {
+    s += " the memory budget of " +
+         format_number("%.0f MiB", static_cast<double>(t.budget_bytes) / 1048576.0) + " (" +
+         t.budget_from + ")";
+  }
+  if (!t.memory_known) s += " (memory not predicted: " + t.memory_why + ")";
+  s += "\nreplay of the measured setting: epoch " +
+       format_number("%.3f s", t.measured.replay.epoch_seconds) + " against " +
+       format_number("%.3f s", t.measured.measured_epoch_seconds) +
+       " measured (the model's error on this run)\n";
+  s += "workers  prefetch  in_order  epoch s   wait    peak MiB  fits\n";
+  for (const auto& c : t.candidates) {
+    if (c.prefetch_factor != 2 && &c != &t.candidates[t.recommended]) continue;  // the text: pf 2
+    s += format_number("%7.0f", c.workers) + format_number("%10.0f", c.prefetch_factor) +
+         (c.in_order ? "      true" : "     false") + format_number("%9.3f", c.epoch_seconds) +
+         format_number("%7.1f %%", 100 * c.wait_share) +
+         (c.peak_memory_bytes >= 0 ? format_number("%10.0f", c.peak_memory_bytes / 1048576.0)
+                                   : std::string("         -")) +
+         (c.fits ? "  yes" : "  no") + (&c == &t.candidates[t.recommended] ? "  <-" : "") + "\n";
+  }
+  return s;
+}
+
+}  // namespace
+
+void run_tune(const tune_args& a) {
+  if (a.max_workers > k_whatif_max_workers) {
+    throw tool_error(exit_usage, "tune: --max-workers is above the model's maximum of " +
+                                     std::to_string(k_whatif_max_workers));
+  }
+  if (a.cores < 0) throw tool_error(exit_usage, "tune: --cores must be positive");
+  const std::vector<rank_digest> ranks = digest_ranks(a.in);
+  std::vector<tune_result> results;
+  for (const auto& rk : ranks) {
+    try {
+      results.push_back(tune_loader(rk.digest, a));
+    } catch (const tool_error& e) {
+      if (ranks.size() == 1) throw;
+      throw tool_error(e.code(), std::string(e.what()) + " (" + printable(rk.label) + ")");
+    }
+  }
+  output_file out(a.output);
+  if (ranks.size() == 1) {
+    out.write(a.json ? dump_json(tune_json(results.front()), 2) + "\n"
+                     : tune_text(results.front()));
+  } else if (a.json) {
+    nlohmann::json j;
+    j["ranks"] = nlohmann::json::array();
+    for (std::size_t k = 0; k < ranks.size(); ++k) {
+      nlohmann::json e = tune_json(results[k]);
+      e["rank"] = ranks[k].label;
+      j["ranks"].push_back(std::move(e));
+    }
+    out.write(dump_json(j, 2) + "\n");
+  } else {
+    std::string s;
+    for (std::size_t k = 0; k < ranks.size(); ++k) {
+      s += "== " + printable(ranks[k].label) + " ==\n" + tune_text(results[k]) + "\n";
+    }
+    out.write(s);
+  }
+  out.commit();
+}
+
+}  // namespace lotus_tool

@@ -1,0 +1,56 @@
+// lotus — lotus-tool tune: the cheapest DataLoader setting the model predicts within 5 % of best
+// SPDX-License-Identifier: MIT
+// Searches workers (1..M) × prefetch_factor {1, 2, 4} × in_order {true, false} with whatif's model
+// (compare/whatif.hpp), drops the settings whose predicted peak memory exceeds the budget, and
+// recommends the cheapest whose predicted epoch time is within 5 % of the best that fits:
+// fewest workers, then in_order=True (PyTorch's default), then the smallest prefetch_factor.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "compare/whatif.hpp"
+
+namespace lotus_tool {
+
+/// Within this of the best predicted epoch time, the cheapest setting is recommended.
+constexpr double k_tune_tolerance = 0.05;
+
+struct tune_args {
+  input_args in;
+  unsigned max_workers = 0;         ///< 0: 2 × cores (at least the measured + 1), at most 32
+  std::uint64_t memory_budget = 0;  ///< bytes; 0: this machine's physical memory
+  double cores = 0;                 ///< 0: the sidecars' CPUs, else this machine's
+  bool json = false;
+  std::string output = "-";
+};
+
+struct tune_candidate {
+  unsigned workers = 0, prefetch_factor = 0;
+  bool in_order = true;
+  double epoch_seconds = 0, wait_share = 0;
+  double peak_memory_bytes = -1;  ///< < 0: not predicted
+  bool fits = true;
+};
+
+struct tune_result {
+  std::vector<tune_candidate> candidates;  ///< every setting tried
+  std::size_t recommended = 0;             ///< index into candidates
+  double best_epoch_seconds = 0;
+  bool memory_known = false;
+  std::string memory_why;  ///< why memory was not predicted
+  std::uint64_t budget_bytes = 0;
+  std::string budget_from;
+  whatif_result measured;  ///< the model's replay of the measured setting (its error)
+};
+
+/// Throws tool_error(exit_invalid) when the trace has no batches, or no setting fits.
+tune_result tune_loader(const run_digest& d, const tune_args& a);
+
+/// "tune: 2 workers, prefetch_factor 2, in order: epoch 1.20 s → 0.61 s (predicted)".
+std::string tune_sentence(const tune_result& t);
+
+void run_tune(const tune_args& a);
+
+}  // namespace lotus_tool
