@@ -22,6 +22,7 @@ void add_attribute_command(CLI::App& app);  // attribute.cpp
 void add_record_command(CLI::App& app);     // record.cpp
 void add_diff_command(CLI::App& app);       // diff.cpp
 void add_whatif_command(CLI::App& app);     // whatif.cpp
+void add_summarize_command(CLI::App& app);  // summarize.cpp
 
 /// The libraries never print; a command's text output (their on_output callbacks) goes to
 /// stdout here, as is.

@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
   lotus_tool::add_record_command(app);
   lotus_tool::add_diff_command(app);
   lotus_tool::add_whatif_command(app);
+  lotus_tool::add_summarize_command(app);
 
   try {
     app.parse(argc, argv);

@@ -12,6 +12,7 @@
 #include "trace/causes.hpp"
 #include "trace/input.hpp"
 #include "trace/stats_engine.hpp"
+#include "trace/summary.hpp"
 #include "trace/trace_dir.hpp"
 #include "util/diag.hpp"
 #include "util/error.hpp"
@@ -556,12 +557,22 @@ void cause_text_row(std::string& out, const std::string& label, const resource_t
 }  // namespace
 
 void run_stats(const stats_args& a) {
-  const input in = open_input(a.in);
+  input in;
+  stats_result r;
+  if (names_summaries(a.in.dirs)) {
+    // Summaries: the merged figures (exact counts, quantiles within the sketch's error).
+    refuse_on_summaries(a.in, a.remove_outliers);
+    merged_summaries m = read_summaries(a.in.dirs);
+    in.dir = std::move(m.dir);
+    r = std::move(m.stats);
+  } else {
+    in = open_input(a.in);
+    const read_options ropt = reading(in);
+    stats_options sopt;
+    sopt.remove_outliers = a.remove_outliers;
+    r = compute_stats(in.dir, ropt, sopt);
+  }
   const trace_dir& dir = in.dir;
-  const read_options ropt = reading(in);
-  stats_options sopt;
-  sopt.remove_outliers = a.remove_outliers;
-  const stats_result r = compute_stats(dir, ropt, sopt);
   if (r.skipped_lines) {
     warning("skipped " + std::to_string(r.skipped_lines) + " malformed line(s)");
   }
