@@ -42,6 +42,9 @@ struct options {
   /// collector named by INTEL_LIBITTNOTIFY64 (no vendor SDK); with none, one message says so
   /// and tracing goes on without it.
   std::optional<bool> itt;
+  /// LOTUS_RESOURCES: at each worker batch's start and end, read the thread's CPU time, run-queue
+  /// wait, faults and context switches; the sidecar's `batchres` lines (default on; false: off).
+  std::optional<bool> resources;
 };
 
 /// Event counters of this process: recorded == written + dropped once everything is flushed.

@@ -1446,6 +1446,9 @@ struct options {
   /// collector named by INTEL_LIBITTNOTIFY64 (no vendor SDK); with none, one message says so
   /// and tracing goes on without it.
   std::optional<bool> itt;
+  /// LOTUS_RESOURCES: at each worker batch's start and end, read the thread's CPU time, run-queue
+  /// wait, faults and context switches; the sidecar's `batchres` lines (default on; false: off).
+  std::optional<bool> resources;
 };
 
 /// Event counters of this process: recorded == written + dropped once everything is flushed.
@@ -1761,6 +1764,7 @@ enum class opt : unsigned {
   min_free_bytes,
   nvtx,
   itt,
+  resources,
   collector,
   perf_ctl_fifo,
   perf_ack_fifo,
@@ -1800,6 +1804,8 @@ inline constexpr option_desc option_table[] = {
    "every span also pushes an NVTX range (builds with NVTX)"},
   {"itt", "LOTUS_ITT", option_kind::flag, 0, 1, 0, option_flag_words, nullptr, 0,
    "every span is also an ITT task (the collector of INTEL_LIBITTNOTIFY64)"},
+  {"resources", "LOTUS_RESOURCES", option_kind::flag, 0, 1,
+   option_flag_yes, option_flag_words, "1", 0, "per-batch CPU, run-queue wait, faults and switches of workers (sidecar batchres)"},
   {nullptr, "LOTUS_COLLECTOR", option_kind::choice, 0, 7, 0, option_collector_names, nullptr, 0,
    "the collector LOTUS_COLLECTOR_RESUME/PAUSE and map regions drive"},
   {nullptr, "LOTUS_PERF_CTL_FIFO", option_kind::path, 0, 0, 0, nullptr, "\xe2\x80\x94", 0,
@@ -2647,15 +2653,10 @@ struct res_queue {
 /// the parent's (runtime::fork_child): that descriptor reads the parent's thread.
 inline thread_local int t_schedstat_fd = -1;
 
-/// LOTUS_RESOURCES: 1 (default) records per-batch figures, 0 does not. Read once.
-inline int resources_enabled() noexcept {
-  static const int on = [] {
-    const char* v = env_text("LOTUS_RESOURCES");
-    if (v == nullptr) return 1;
-    return (v[0] == '0' && v[1] == '\0') || (v[0] == 'o' && v[1] == 'f' && v[2] == 'f') ? 0 : 1;
-  }();
-  return on;
-}
+/// LOTUS_RESOURCES / options::resources (option_table's row): 1 (default) records per-batch
+/// figures, 0 does not. Set by the runtime whenever its settings are applied.
+inline std::atomic<int> g_resources_on{1};
+inline int resources_enabled() noexcept { return g_resources_on.load(std::memory_order_relaxed); }
 
 /// Parses "<cpu_ns> <wait_ns> <slices>\n".
 inline bool parse_schedstat(const char* p, const char* end, std::uint64_t& cpu,
@@ -2872,6 +2873,7 @@ struct settings {
   std::uint64_t min_free = min_free_default;  // min_free_default: max(1 GiB, 5 %)
   bool nvtx = false;
   bool itt = false;
+  bool resources = true;
 };
 
 /// A trace prefix as lotus uses it, or false (one warning) when it cannot be used: control
@@ -2931,6 +2933,7 @@ struct env_settings {
   std::uint64_t max_bytes = 0, min_free = 0;
   bool nvtx = false;
   bool itt = false;
+  bool resources = true;
   bool enabled = true;
   std::size_t ring_capacity = 0;
   std::uint64_t flush_interval_ms = 0;
@@ -2960,6 +2963,7 @@ struct env_settings {
     has_min_free = env_option_u64(opt::min_free_bytes, min_free);
     nvtx = env_option_flag(opt::nvtx) > 0;
     itt = env_option_flag(opt::itt) > 0;
+    resources = env_option_flag(opt::resources) != 0;  // unset or refused: the default, on
   }
 };
 
@@ -2999,6 +3003,7 @@ LOTUS_DETAIL_COLD inline void merge_settings(const options& o, const env_setting
   }
   s.nvtx = o.nvtx ? *o.nvtx : env.nvtx;
   s.itt = o.itt ? *o.itt : env.itt;
+  s.resources = o.resources ? *o.resources : env.resources;
 }
 
 }  // namespace detail
@@ -4958,6 +4963,7 @@ LOTUS_DETAIL_COLD inline void runtime::apply_locked(const options& o) noexcept {
   nvtx_modes_ = nvtx_modes_ || nvtx || itt;
   g_nvtx_on.store(nvtx, std::memory_order_relaxed);
   g_itt_on.store(itt, std::memory_order_release);
+  g_resources_on.store(set_.resources ? 1 : 0, std::memory_order_relaxed);
   const int clock = nvtx_modes_ ? clock_mode_ + (mode_tsc_nvtx - mode_tsc) : clock_mode_;
   g_mode.store(on ? clock : mode_off, std::memory_order_release);
   if (on) writer_.start();
@@ -5647,6 +5653,9 @@ struct options {
   /// collector named by INTEL_LIBITTNOTIFY64 (no vendor SDK); with none, one message says so
   /// and tracing goes on without it.
   std::optional<bool> itt;
+  /// LOTUS_RESOURCES: at each worker batch's start and end, read the thread's CPU time, run-queue
+  /// wait, faults and context switches; the sidecar's `batchres` lines (default on; false: off).
+  std::optional<bool> resources;
 };
 
 /// Event counters of this process: recorded == written + dropped once everything is flushed.
@@ -6136,6 +6145,9 @@ struct options {
   /// collector named by INTEL_LIBITTNOTIFY64 (no vendor SDK); with none, one message says so
   /// and tracing goes on without it.
   std::optional<bool> itt;
+  /// LOTUS_RESOURCES: at each worker batch's start and end, read the thread's CPU time, run-queue
+  /// wait, faults and context switches; the sidecar's `batchres` lines (default on; false: off).
+  std::optional<bool> resources;
 };
 
 /// Event counters of this process: recorded == written + dropped once everything is flushed.
@@ -6814,6 +6826,7 @@ enum class opt : unsigned {
   min_free_bytes,
   nvtx,
   itt,
+  resources,
   collector,
   perf_ctl_fifo,
   perf_ack_fifo,
@@ -6853,6 +6866,8 @@ inline constexpr option_desc option_table[] = {
    "every span also pushes an NVTX range (builds with NVTX)"},
   {"itt", "LOTUS_ITT", option_kind::flag, 0, 1, 0, option_flag_words, nullptr, 0,
    "every span is also an ITT task (the collector of INTEL_LIBITTNOTIFY64)"},
+  {"resources", "LOTUS_RESOURCES", option_kind::flag, 0, 1,
+   option_flag_yes, option_flag_words, "1", 0, "per-batch CPU, run-queue wait, faults and switches of workers (sidecar batchres)"},
   {nullptr, "LOTUS_COLLECTOR", option_kind::choice, 0, 7, 0, option_collector_names, nullptr, 0,
    "the collector LOTUS_COLLECTOR_RESUME/PAUSE and map regions drive"},
   {nullptr, "LOTUS_PERF_CTL_FIFO", option_kind::path, 0, 0, 0, nullptr, "\xe2\x80\x94", 0,

@@ -517,11 +517,12 @@ void configure(std::optional<std::string> log_file, std::optional<bool> enabled,
                std::optional<std::uint64_t> ring_capacity, std::optional<std::uint64_t> flush_ms,
                std::optional<std::string> overflow, std::optional<std::string> clock,
                std::optional<bool> nvtx, std::optional<bool> itt,
-               std::optional<std::uint64_t> max_bytes,
-               std::optional<std::uint64_t> min_free_bytes) {
+               std::optional<std::uint64_t> max_bytes, std::optional<std::uint64_t> min_free_bytes,
+               std::optional<bool> resources) {
   lotus::options o;
   o.nvtx = nvtx;
   o.itt = itt;
+  o.resources = resources;
   if (log_file) {
     for (const char c : *log_file) {
       const auto u = static_cast<unsigned char>(c);
@@ -609,7 +610,8 @@ PYBIND11_MODULE(_lotus, m) {
   m.def("_configure", &configure, py::arg("log_file"), py::arg("enabled"), py::arg("ring_capacity"),
         py::arg("flush_interval_ms"), py::arg("overflow"), py::arg("clock"),
         py::arg("nvtx") = py::none(), py::arg("itt") = py::none(),
-        py::arg("max_bytes") = py::none(), py::arg("min_free_bytes") = py::none());
+        py::arg("max_bytes") = py::none(), py::arg("min_free_bytes") = py::none(),
+        py::arg("resources") = py::none());
   m.def("_option_table", &option_table,
         "The run-time option table (lotus/detail/option_table.hpp): (field, env, kind, min, max, "
         "default, default_text, choices, expected, doc) per option.");

@@ -43,15 +43,10 @@ struct res_queue {
 /// the parent's (runtime::fork_child): that descriptor reads the parent's thread.
 inline thread_local int t_schedstat_fd = -1;
 
-/// LOTUS_RESOURCES: 1 (default) records per-batch figures, 0 does not. Read once.
-inline int resources_enabled() noexcept {
-  static const int on = [] {
-    const char* v = env_text("LOTUS_RESOURCES");
-    if (v == nullptr) return 1;
-    return (v[0] == '0' && v[1] == '\0') || (v[0] == 'o' && v[1] == 'f' && v[2] == 'f') ? 0 : 1;
-  }();
-  return on;
-}
+/// LOTUS_RESOURCES / options::resources (option_table's row): 1 (default) records per-batch
+/// figures, 0 does not. Set by the runtime whenever its settings are applied.
+inline std::atomic<int> g_resources_on{1};
+inline int resources_enabled() noexcept { return g_resources_on.load(std::memory_order_relaxed); }
 
 /// Parses "<cpu_ns> <wait_ns> <slices>\n".
 inline bool parse_schedstat(const char* p, const char* end, std::uint64_t& cpu,

@@ -35,6 +35,7 @@ struct settings {
   std::uint64_t min_free = min_free_default;  // min_free_default: max(1 GiB, 5 %)
   bool nvtx = false;
   bool itt = false;
+  bool resources = true;
 };
 
 /// A trace prefix as lotus uses it, or false (one warning) when it cannot be used: control
@@ -94,6 +95,7 @@ struct env_settings {
   std::uint64_t max_bytes = 0, min_free = 0;
   bool nvtx = false;
   bool itt = false;
+  bool resources = true;
   bool enabled = true;
   std::size_t ring_capacity = 0;
   std::uint64_t flush_interval_ms = 0;
@@ -123,6 +125,7 @@ struct env_settings {
     has_min_free = env_option_u64(opt::min_free_bytes, min_free);
     nvtx = env_option_flag(opt::nvtx) > 0;
     itt = env_option_flag(opt::itt) > 0;
+    resources = env_option_flag(opt::resources) != 0;  // unset or refused: the default, on
   }
 };
 
@@ -162,6 +165,7 @@ LOTUS_DETAIL_COLD inline void merge_settings(const options& o, const env_setting
   }
   s.nvtx = o.nvtx ? *o.nvtx : env.nvtx;
   s.itt = o.itt ? *o.itt : env.itt;
+  s.resources = o.resources ? *o.resources : env.resources;
 }
 
 }  // namespace detail
