@@ -269,7 +269,7 @@ run_digest digest_input(const input& in, const digest_options& opt) {
                                                                     : kv.second.cpus_online);
     if (c > 0 && (d.cpus == 0 || c < d.cpus)) d.cpus = c;
   }
-  d.causes = compute_causes(dir).all;
+  d.causes = compute_causes(dir, &in.filter).all;
   return d;
 }
 

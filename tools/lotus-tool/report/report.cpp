@@ -432,8 +432,14 @@ void read_report(const report_args& a, report_data& rd) {
   for (const auto& f : dir.files) (f.kind == file_kind::worker ? rd.worker_files : rd.main_files)++;
   rd.hosts = dir.hosts();
   rd.clock_note = cross_host_clock_note(dir);
-  rd.causes = compute_causes(dir);
-  rd.cause_batches = dir.batch_res;
+  rd.causes = compute_causes(dir, &in.filter);
+  rd.cause_batches.clear();
+  {
+    const std::vector<bool> keep = batch_res_in_window(dir, in.filter);  // as compute_causes
+    for (std::size_t i = 0; i < dir.batch_res.size(); ++i) {
+      if (keep[i]) rd.cause_batches.push_back(dir.batch_res[i]);
+    }
+  }
   std::sort(rd.cause_batches.begin(), rd.cause_batches.end(),
             [](const batch_resources& x, const batch_resources& y) {
               return x.start_ns != y.start_ns ? x.start_ns < y.start_ns : x.tid < y.tid;

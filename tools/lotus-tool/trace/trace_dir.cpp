@@ -782,6 +782,15 @@ trace_dir merge_trace_parts(std::vector<trace_dir> parts, const std::vector<std:
       out.processes.emplace(process_key{key.first, meta.host}, std::move(meta));
     }
     for (auto& w : p.warnings) out.warnings.push_back(std::move(w));
+    for (auto& b : p.batch_res) {  // the first k_max_batch_resources of all directories
+      if (out.batch_res.size() >= k_max_batch_resources) {
+        ++out.batch_res_beyond;
+        continue;
+      }
+      b.source = k;
+      out.batch_res.push_back(b);
+    }
+    out.batch_res_beyond += p.batch_res_beyond;
     out.sources.push_back(std::move(src));
   }
   for (const auto& pf : prefixes) out.prefix += (out.prefix.empty() ? "" : ", ") + pf;

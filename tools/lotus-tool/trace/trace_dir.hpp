@@ -93,7 +93,8 @@ struct resource_totals {
 /// One `batchres` line: thread, batch index, its span (ns) and the thread's figures in it.
 struct batch_resources {
   std::uint64_t pid = 0, tid = 0, idx = 0, start_ns = 0;
-  resource_totals r;  ///< batches = 1
+  resource_totals r;         ///< batches = 1
+  std::uint32_t source = 0;  ///< index into trace_dir::sources (the directory of its sidecar)
 };
 
 /// From one `.<prefix>.lotus-meta_<pid>` sidecar (or several with the same pid and host: a
