@@ -216,7 +216,14 @@ std::string summarize_dirs(const input_args& in, std::uint64_t* skipped) {
             {"version", k_summary_version},
             {"sketch", {{"type", "log"}, {"alpha", log_sketch::k_alpha}}},
             {"sources", std::move(sources)}};
-  return dump_json(j, -1);
+  std::string text = dump_json(j, -1);
+  if (text.size() > k_summary_max_bytes) {  // (the bounds above keep a rank far below it)
+    throw tool_error(exit_invalid, "the summary would exceed " +
+                                       std::to_string(k_summary_max_bytes >> 20) +
+                                       " MiB (too many ranks for one file): summarize the "
+                                       "directories into several files");
+  }
+  return text;
 }
 
 // ---------------------------------------------------------------- reading

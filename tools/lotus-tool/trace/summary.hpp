@@ -19,11 +19,11 @@ constexpr const char* k_summary_format = "lotus-summary";
 constexpr std::uint64_t k_summary_version = 1;
 constexpr const char* k_summary_suffix = ".lsum";
 /// Bounds of one summary, whatever the trace size (per rank: source).
-constexpr std::size_t k_summary_max_ops = 512;         ///< op rows; further names pooled
-constexpr std::size_t k_summary_max_files = 16384;     ///< trace files listed (all counted)
-constexpr std::size_t k_summary_max_processes = 1024;  ///< sidecar processes listed
-constexpr std::size_t k_summary_max_threads = 256;     ///< batchres threads per process
-constexpr std::size_t k_summary_max_sources = 65536;   ///< ranks in one summary file
+constexpr std::size_t k_summary_max_ops = 512;        ///< op rows; further names pooled
+constexpr std::size_t k_summary_max_files = 4096;     ///< trace files listed (all counted)
+constexpr std::size_t k_summary_max_processes = 256;  ///< sidecar processes listed
+constexpr std::size_t k_summary_max_threads = 64;     ///< batchres threads per process
+constexpr std::size_t k_summary_max_sources = 65536;  ///< ranks in one summary file
 constexpr std::uint64_t k_summary_max_bytes = std::uint64_t{64} << 20;  ///< a file larger: refused
 
 /// Reads the directories (each split by rank, as stats does) and returns the summary text
