@@ -114,6 +114,19 @@ def main():
         for a, b in zip(raw_csv, sum_csv):
             if a.split(",")[:3] != b.split(",")[:3]:
                 sys.exit(f"FAIL: csv rows {a!r} vs {b!r}")
+        # The report reads summaries too: the same straggler finding and rank rows, the op
+        # histograms from the sketches (no timeline, no per-batch charts).
+        page_raw = os.path.join(work, "raw.html")
+        page_sum = os.path.join(work, "sum.html")
+        run([tool, "report", *ranks, "-o", page_raw])
+        run([tool, "report", sums, "-o", page_sum])
+        want = "rank 37 is the straggler on RandomResizedCrop."
+        for page in (page_raw, page_sum):
+            text = open(page, encoding="utf-8").read()
+            assert want in text, (page, want)
+            assert "<section id=\"ranks\">" in text, page
+        p = run([tool, "report", sums, "--baseline", ranks[0], "-o", page_sum], ok=(2,))
+        assert "--baseline" in p.stderr, p.stderr
         # Options that need the records, and mixed inputs: usage errors.
         for extra in (["--epoch", "0"], ["--remove-outliers"], ["--ops", "Loader"]):
             p = run([tool, "stats", sums, *extra], ok=(2,))

@@ -817,10 +817,17 @@ merged_summaries read_summaries(const std::vector<std::string>& paths) {
     o.share_lt_10ms = double(o.lt_10ms) / double(o.count);
     o.share_lt_100us = double(o.lt_100us) / double(o.count);
     r.ops.push_back(std::move(o));
+    r.op_sketches.push_back(std::move(a.k));
   }
-  std::stable_sort(r.ops.begin(), r.ops.end(), [](const op_stats& a, const op_stats& b) {
-    return !a.pooled && b.pooled;  // the pooled row last, the others by name (map order)
-  });
+  // The pooled row last, the others by name (map order); sketches alongside.
+  for (std::size_t i = 0; i + 1 < r.ops.size(); ++i) {
+    if (r.ops[i].pooled) {
+      std::rotate(r.ops.begin() + long(i), r.ops.begin() + long(i) + 1, r.ops.end());
+      std::rotate(r.op_sketches.begin() + long(i), r.op_sketches.begin() + long(i) + 1,
+                  r.op_sketches.end());
+      break;
+    }
+  }
   r.preprocessing = r.preprocessing_before = pre.result(pre_k);
   r.wait.s = wait.result(wait_k);
   r.delay.s = delay.result(delay_k);
