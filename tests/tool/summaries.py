@@ -125,8 +125,35 @@ def main():
             text = open(page, encoding="utf-8").read()
             assert want in text, (page, want)
             assert "<section id=\"ranks\">" in text, page
-        p = run([tool, "report", sums, "--baseline", ranks[0], "-o", page_sum], ok=(2,))
-        assert "--baseline" in p.stderr, p.stderr
+        # diff reads summaries: per op the same counts and means, p50/p90 within 1 %, the same
+        # verdicts (here: host 0's ranks 2x slower on every op in the new run).
+        job2 = os.path.join(work, "job2")
+        run([sys.executable, gen, job2, "--ranks", "16", "--slow-host", "0", "--factor", "2",
+             "--batches", "24", "--seed", "5"])
+        ranks2 = sorted(os.path.join(job2, d) for d in os.listdir(job2))
+        sums2 = os.path.join(work, "sums2.lsum")
+        run([tool, "summarize", *ranks2, "-o", sums2])
+        base = ["--base=" + d for d in ranks[:16]]
+        new = ["--new=" + d for d in ranks2]
+        d_raw = json.loads(run([tool, "diff", "--json", *base, *new]).stdout)
+        first16 = os.path.join(work, "first16.lsum")
+        run([tool, "summarize", *ranks[:16], "-o", first16])
+        d_sum = json.loads(run([tool, "diff", "--json", first16, sums2]).stdout)
+        assert [o["name"] for o in d_raw["ops"]] == [o["name"] for o in d_sum["ops"]]
+        slower = 0
+        for a, b in zip(d_raw["ops"], d_sum["ops"]):
+            assert a["verdict"] == b["verdict"], (a, b)
+            slower += a["verdict"] == "slower"
+            for side in ("base", "new"):
+                assert a[side]["count"] == b[side]["count"], (a, b)
+                assert abs(a[side]["mean_ms"] - b[side]["mean_ms"]) <= 1e-9 * a[side]["mean_ms"]
+                for q in ("p50_ms", "p90_ms"):
+                    assert abs(a[side][q] - b[side][q]) <= ALPHA * a[side][q] * (1 + 1e-9), (a, b)
+        assert slower >= 5, d_raw["ops"]
+        rows = {r["name"]: r for r in d_sum["run"]}
+        assert rows["batch_preprocessing_p50_ms"]["verdict"] == "slower", rows
+        # report --baseline with summaries on both sides.
+        run([tool, "report", sums2, "--baseline", first16, "-o", page_sum])
         # Options that need the records, and mixed inputs: usage errors.
         for extra in (["--epoch", "0"], ["--remove-outliers"], ["--ops", "Loader"]):
             p = run([tool, "stats", sums, *extra], ok=(2,))

@@ -345,9 +345,6 @@ timeline_plan plan_timeline(const trace_dir& dir, timeline_builder& tl) {
 // histograms from the merged sketches (each bucket's count in the bin of its value).
 void read_report_summaries(const report_args& a, report_data& rd) {
   refuse_on_summaries(a.in, false);
-  if (!a.baseline.empty()) {
-    throw tool_error(exit_usage, "--baseline: diff reads trace directories only, not summaries");
-  }
   merged_summaries m = read_summaries(a.in.dirs);
   const trace_dir& dir = m.dir;
   rd.title = a.title.empty() ? "Lotus trace report: " + dir.path : a.title;

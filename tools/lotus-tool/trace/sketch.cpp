@@ -79,6 +79,27 @@ double log_sketch::quantile(double q) const {
   return vlo + (order_statistic(lo + 1) - vlo) * frac;
 }
 
+std::vector<double> log_sketch::evenly(std::size_t n) const {
+  std::vector<double> out;
+  if (count_ == 0 || n == 0) return out;
+  const std::uint64_t m = std::min<std::uint64_t>(n, count_);
+  out.reserve(static_cast<std::size_t>(m));
+  std::uint64_t i = 0, seen = 0;  // seen: values in the buckets walked so far
+  const auto walk = [&](double value, std::uint64_t c) {
+    seen += c;
+    while (i < m) {
+      const auto rank = static_cast<std::uint64_t>((double(i) + 0.5) * double(count_) / double(m));
+      if (rank >= seen) break;
+      out.push_back(value);
+      ++i;
+    }
+  };
+  for (auto it = neg_.rbegin(); it != neg_.rend(); ++it) walk(-value_of(it->first), it->second);
+  if (zero_ != 0) walk(0, zero_);
+  for (const auto& b : pos_) walk(value_of(b.first), b.second);
+  return out;
+}
+
 log_sketch log_sketch::from_buckets(std::vector<std::pair<std::int32_t, std::uint64_t>> pos,
                                     std::vector<std::pair<std::int32_t, std::uint64_t>> neg,
                                     std::uint64_t zeros) {

@@ -26,6 +26,9 @@ class log_sketch {
   /// numpy's 'linear' quantile q of the values, from the estimated order statistics (within
   /// k_alpha of the larger magnitude of the two order statistics it interpolates).
   double quantile(double q) const;
+  /// n values standing for the distribution: the estimated order statistics at ranks
+  /// floor((i + 0.5) count / n), i < n, ascending (all of them when count <= n).
+  std::vector<double> evenly(std::size_t n) const;
 
   /// The buckets, for serialisation: (index, count), index ascending, counts > 0.
   const std::vector<std::pair<std::int32_t, std::uint64_t>>& positive() const { return pos_; }

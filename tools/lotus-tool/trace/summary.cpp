@@ -831,6 +831,9 @@ merged_summaries read_summaries(const std::vector<std::string>& paths) {
   r.preprocessing = r.preprocessing_before = pre.result(pre_k);
   r.wait.s = wait.result(wait_k);
   r.delay.s = delay.result(delay_k);
+  r.preprocessing_sketch = std::move(pre_k);
+  r.wait_sketch = std::move(wait_k);
+  r.delay_sketch = std::move(delay_k);
   // The trace: parts merged as scan_trace_dirs merges directories.
   std::vector<trace_dir> parts;
   std::vector<rank_stats> rows;
