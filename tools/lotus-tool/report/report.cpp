@@ -368,6 +368,28 @@ void read_report_summaries(const report_args& a, report_data& rd) {
     }
     rd.op_hist.emplace(m.stats.ops[i].name, std::move(h));
   }
+  // Worker balance per host (the imbalance finding): each worker file's batches and busy time.
+  {
+    std::map<std::string, std::size_t> host_index;
+    rd.timeline.hosts.clear();
+    for (std::size_t f = 0; f < dir.files.size() && f < m.stats.file_batches.size(); ++f) {
+      const trace_file& tf = dir.files[f];
+      const auto [n, busy] = m.stats.file_batches[f];
+      if (tf.kind != file_kind::worker || n == 0) continue;
+      const auto [it, fresh] = host_index.emplace(tf.host, rd.timeline.hosts.size());
+      if (fresh) {
+        rd.timeline.hosts.push_back(tf.host);
+        rd.timeline.balance.emplace_back();
+      }
+      worker_balance& b = rd.timeline.balance[it->second];
+      const std::string label = "worker " + std::to_string(tf.id) +
+                                (tf.host.empty() ? std::string() : " \u00b7 " + tf.host);
+      if (b.workers == 0 || busy > b.busiest.busy_ns) b.busiest = {label, busy, n};
+      if (b.workers == 0 || busy < b.idlest.busy_ns) b.idlest = {label, busy, n};
+      ++b.workers;
+      b.busy_ns += static_cast<double>(busy);
+    }
+  }
   rd.ranks = m.stats.ranks;
   rd.rank_ops = m.stats.rank_ops;
   rd.straggler = m.stats.straggler;

@@ -154,6 +154,10 @@ json source_json(const trace_dir& part, std::size_t dir_index, const stats_resul
               {"ambiguous", t.ambiguous}};
     x["ops"] =
         f < r.rank_ops.files.size() ? cells_json(r.rank_ops.files[f], op_row) : json::array();
+    const auto busy =
+        f < r.file_batches.size() ? r.file_batches[f] : std::pair<std::uint64_t, std::uint64_t>{};
+    x["batches"] = busy.first;
+    x["busy_ns"] = busy.second;
     files.push_back(std::move(x));
   }
   j["file_list"] = std::move(files);
@@ -416,8 +420,9 @@ struct source_in {
   trace_dir part;
   std::uint64_t dir = 0;
   stats_result r;
-  std::vector<op_cell> rank_cells;               // op: index into r.ops
-  std::vector<std::vector<op_cell>> file_cells;  // per file of part
+  std::vector<op_cell> rank_cells;                                    // op: index into r.ops
+  std::vector<std::vector<op_cell>> file_cells;                       // per file of part
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> file_batches;  // per file of part
 };
 
 std::vector<op_cell> read_cells(const reader& rd, const json& a, std::size_t ops,
@@ -543,6 +548,7 @@ source_in read_source(const reader& rd, const json& s, const std::string& w) {
     f.rev = static_cast<unsigned>(rev);
     f.ambiguous = rd.flag(files[i], "ambiguous", wf, false);
     in.file_cells.push_back(read_cells(rd, rd.at(files[i], "ops", wf), r.ops.size(), wf + ".ops"));
+    in.file_batches.emplace_back(rd.u64(files[i], "batches", wf), rd.u64(files[i], "busy_ns", wf));
     in.part.files.push_back(std::move(f));
   }
   const json& procs = rd.arr(s, "processes", w, k_summary_max_processes);
@@ -863,6 +869,7 @@ merged_summaries read_summaries(const std::vector<std::string>& paths) {
       t.files.push_back(map_cells(s, cells));
       t.file_source.push_back(static_cast<std::uint32_t>(k));
     }
+    r.file_batches.insert(r.file_batches.end(), s.file_batches.begin(), s.file_batches.end());
     parts.push_back(std::move(s.part));
   }
   m.dir = merge_trace_parts(std::move(parts), dir_of);
