@@ -126,6 +126,7 @@ ENV_CASES = [
     ("LOTUS_MIN_FREE_BYTES", "-1", "an integer from 0 to 4611686018427387904", "max(1 GiB, 5 %)"),
     ("LOTUS_NVTX", "2", "0|false|no|off|1|true|yes|on", "0"),
     ("LOTUS_ITT", "sure", "0|false|no|off|1|true|yes|on", "0"),
+    ("LOTUS_RESOURCES", "sometimes", "0|false|no|off|1|true|yes|on", "1"),
 ]
 
 
