@@ -199,7 +199,13 @@ json source_json(const trace_dir& part, std::size_t dir_index, const stats_resul
 std::string summarize_dirs(const input_args& in, std::uint64_t* skipped) {
   std::vector<std::size_t> dir_of;
   std::vector<trace_dir> parts = scan_trace_parts(in.dirs, in.prefix, dir_of);
-  json sources = json::array();
+  // The head, then each source's object as soon as it is computed (memory: one source's).
+  json head = {{"format", k_summary_format},
+               {"version", k_summary_version},
+               {"sketch", {{"type", "log"}, {"alpha", log_sketch::k_alpha}}}};
+  std::string text = dump_json(head, -1);
+  text.pop_back();  // the closing brace: "sources" follows
+  text += ",\"sources\":[";
   std::uint64_t skip_total = 0;
   for (std::size_t k = 0; k < parts.size(); ++k) {
     trace_dir& part = parts[k];
@@ -211,22 +217,20 @@ std::string summarize_dirs(const input_args& in, std::uint64_t* skipped) {
     sopt.sketches = true;
     stats_limits lim;
     lim.max_ops = std::min(default_max_ops(), k_summary_max_ops);
-    stats_result r = compute_stats(part, ropt, sopt, lim);
+    const stats_result r = compute_stats(part, ropt, sopt, lim);
     skip_total += r.skipped_lines;
-    sources.push_back(source_json(part, dir_of[k], r));
+    if (k != 0) text += ',';
+    text += dump_json(source_json(part, dir_of[k], r), -1);
+    part = trace_dir();                       // its listing is not needed any more
+    if (text.size() > k_summary_max_bytes) {  // (the bounds above keep a rank far below it)
+      throw tool_error(exit_invalid, "the summary would exceed " +
+                                         std::to_string(k_summary_max_bytes >> 20) +
+                                         " MiB (too many ranks for one file): summarize the "
+                                         "directories into several files");
+    }
   }
+  text += "]}";
   if (skipped != nullptr) *skipped = skip_total;
-  json j = {{"format", k_summary_format},
-            {"version", k_summary_version},
-            {"sketch", {{"type", "log"}, {"alpha", log_sketch::k_alpha}}},
-            {"sources", std::move(sources)}};
-  std::string text = dump_json(j, -1);
-  if (text.size() > k_summary_max_bytes) {  // (the bounds above keep a rank far below it)
-    throw tool_error(exit_invalid, "the summary would exceed " +
-                                       std::to_string(k_summary_max_bytes >> 20) +
-                                       " MiB (too many ranks for one file): summarize the "
-                                       "directories into several files");
-  }
   return text;
 }
 
