@@ -717,9 +717,35 @@ merged_summaries read_summaries(const std::vector<std::string>& paths) {
   for (const auto& f : files) {
     const std::string text = read_bounded(f);
     check_depth(f, text);
-    json j = json::parse(text, nullptr, false);
-    if (j.is_discarded()) bad(f, "not JSON (truncated?)");
     const reader rd{f};
+    // Each source is read (and checked) as soon as the parser completes its object, then
+    // dropped from the document: memory holds one source's JSON, not the file's.
+    std::string root_key;
+    std::size_t in_file = 0, max_dir = 0;
+    const std::size_t first = sources.size();
+    const json::parser_callback_t keep = [&](int depth, json::parse_event_t ev, json& parsed) {
+      if (depth == 1 && ev == json::parse_event_t::key && parsed.is_string()) {
+        root_key = parsed.get<std::string>();
+      } else if (depth == 2 && ev == json::parse_event_t::object_end && root_key == "sources") {
+        if (in_file >= k_summary_max_sources) {
+          bad(f, "more than " + std::to_string(k_summary_max_sources) + " sources");
+        }
+        if (sources.size() >= 16u * k_summary_max_sources) {
+          throw tool_error(exit_usage, "more than " + std::to_string(16u * k_summary_max_sources) +
+                                           " ranks in the summaries");
+        }
+        source_in src = read_source(rd, parsed, "sources[" + std::to_string(in_file) + "]");
+        max_dir = std::max<std::size_t>(
+            max_dir, static_cast<std::size_t>(std::min<std::uint64_t>(src.dir, SIZE_MAX)));
+        dir_of.push_back(dir_base + static_cast<std::size_t>(src.dir));
+        sources.push_back(std::move(src));
+        ++in_file;
+        return false;  // not kept in the document
+      }
+      return true;
+    };
+    const json j = json::parse(text, keep, false);
+    if (j.is_discarded()) bad(f, "not JSON (truncated?)");
     if (!j.is_object() || !j.contains("format") || j["format"] != k_summary_format) {
       bad(f, "no \"format\": \"lotus-summary\"");
     }
@@ -733,19 +759,12 @@ merged_summaries read_summaries(const std::vector<std::string>& paths) {
         rd.num(sk, "alpha", "sketch") != log_sketch::k_alpha) {
       bad(f, "a sketch other than this tool's (log, alpha 0.01)");
     }
-    const json& srcs = rd.arr(j, "sources", "summary", k_summary_max_sources);
-    if (srcs.empty()) bad(f, "no sources");
-    if (sources.size() + srcs.size() > 16u * k_summary_max_sources) {
-      throw tool_error(exit_usage, "more than " + std::to_string(16u * k_summary_max_sources) +
-                                       " ranks in the summaries");
-    }
-    std::size_t max_dir = 0;
-    for (std::size_t i = 0; i < srcs.size(); ++i) {
-      source_in s = read_source(rd, srcs[i], "sources[" + std::to_string(i) + "]");
-      if (s.dir >= srcs.size()) bad(f, "sources[" + std::to_string(i) + "].dir out of range");
-      max_dir = std::max<std::size_t>(max_dir, s.dir);
-      dir_of.push_back(dir_base + s.dir);
-      sources.push_back(std::move(s));
+    const json& rest = rd.arr(j, "sources", "summary", 0);  // every object was taken above
+    (void)rest;
+    if (in_file == 0) bad(f, "no sources");
+    if (max_dir >= in_file) bad(f, "a source's dir is out of range");
+    for (std::size_t i = first; i < sources.size(); ++i) {
+      if (dir_of[i] - dir_base >= in_file) bad(f, "a source's dir is out of range");
     }
     dir_base += max_dir + 1;
   }
