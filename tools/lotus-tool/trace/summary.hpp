@@ -39,7 +39,8 @@ bool names_summaries(const std::vector<std::string>& paths);
 /// file for anything malformed, exit_io for an unreadable one.
 struct merged_summaries {
   trace_dir dir;
-  stats_result stats;  ///< with op_sketches (merged, parallel to ops) and file_batches (dir.files) and file_batches (dir.files)
+  /// With op_sketches (merged, parallel to ops) and file_batches (per file of dir.files).
+  stats_result stats;
   std::uint64_t summaries = 0;  ///< files read
 };
 merged_summaries read_summaries(const std::vector<std::string>& paths);
