@@ -685,91 +685,69 @@ void refuse_on_summaries(const input_args& in, bool remove_outliers) {
   }
 }
 
-merged_summaries read_summaries(const std::vector<std::string>& paths) {
-  // The files: each path, or a directory's *.lsum files in name order.
-  std::vector<std::string> files;
-  for (const auto& p : paths) {
-    struct stat st {};
-    if (::stat(p.c_str(), &st) != 0) {
-      throw tool_error(exit_io, p + ": " + std::strerror(errno));
-    }
-    if (!S_ISDIR(st.st_mode)) {
-      files.push_back(p);
-      continue;
-    }
-    DIR* d = ::opendir(p.c_str());
-    if (d == nullptr) throw tool_error(exit_io, p + ": " + std::strerror(errno));
-    std::vector<std::string> names;
-    while (const dirent* e = ::readdir(d)) {
-      const std::string n = e->d_name;
-      const std::string suf = k_summary_suffix;
-      if (n.size() > suf.size() && n.compare(n.size() - suf.size(), suf.size(), suf) == 0) {
-        names.push_back(n);
+namespace {
+
+// One summary file's text: its sources appended (dir_of: their directory groups, numbered from
+// dir_base, which moves past this file's).
+void parse_summary(const std::string& f, const std::string& text, std::vector<source_in>& sources,
+                   std::vector<std::size_t>& dir_of, std::size_t& dir_base) {
+  check_depth(f, text);
+  const reader rd{f};
+  // Each source is read (and checked) as soon as the parser completes its object, then
+  // dropped from the document: memory holds one source's JSON, not the file's.
+  std::string root_key;
+  std::size_t in_file = 0, max_dir = 0;
+  const std::size_t first = sources.size();
+  const json::parser_callback_t keep = [&](int depth, json::parse_event_t ev, json& parsed) {
+    if (depth == 1 && ev == json::parse_event_t::key && parsed.is_string()) {
+      root_key = parsed.get<std::string>();
+    } else if (depth == 2 && ev == json::parse_event_t::object_end && root_key == "sources") {
+      if (in_file >= k_summary_max_sources) {
+        bad(f, "more than " + std::to_string(k_summary_max_sources) + " sources");
       }
-    }
-    ::closedir(d);
-    std::sort(names.begin(), names.end());
-    for (const auto& n : names) files.push_back(p + "/" + n);
-  }
-  std::vector<source_in> sources;
-  std::vector<std::size_t> dir_of;
-  std::size_t dir_base = 0;
-  for (const auto& f : files) {
-    const std::string text = read_bounded(f);
-    check_depth(f, text);
-    const reader rd{f};
-    // Each source is read (and checked) as soon as the parser completes its object, then
-    // dropped from the document: memory holds one source's JSON, not the file's.
-    std::string root_key;
-    std::size_t in_file = 0, max_dir = 0;
-    const std::size_t first = sources.size();
-    const json::parser_callback_t keep = [&](int depth, json::parse_event_t ev, json& parsed) {
-      if (depth == 1 && ev == json::parse_event_t::key && parsed.is_string()) {
-        root_key = parsed.get<std::string>();
-      } else if (depth == 2 && ev == json::parse_event_t::object_end && root_key == "sources") {
-        if (in_file >= k_summary_max_sources) {
-          bad(f, "more than " + std::to_string(k_summary_max_sources) + " sources");
-        }
-        if (sources.size() >= 16u * k_summary_max_sources) {
-          throw tool_error(exit_usage, "more than " + std::to_string(16u * k_summary_max_sources) +
-                                           " ranks in the summaries");
-        }
-        source_in src = read_source(rd, parsed, "sources[" + std::to_string(in_file) + "]");
-        max_dir = std::max<std::size_t>(
-            max_dir, static_cast<std::size_t>(std::min<std::uint64_t>(src.dir, SIZE_MAX)));
-        dir_of.push_back(dir_base + static_cast<std::size_t>(src.dir));
-        sources.push_back(std::move(src));
-        ++in_file;
-        return false;  // not kept in the document
+      if (sources.size() >= 16u * k_summary_max_sources) {
+        throw tool_error(exit_usage, "more than " + std::to_string(16u * k_summary_max_sources) +
+                                         " ranks in the summaries");
       }
-      return true;
-    };
-    const json j = json::parse(text, keep, false);
-    if (j.is_discarded()) bad(f, "not JSON (truncated?)");
-    if (!j.is_object() || !j.contains("format") || j["format"] != k_summary_format) {
-      bad(f, "no \"format\": \"lotus-summary\"");
+      source_in src = read_source(rd, parsed, "sources[" + std::to_string(in_file) + "]");
+      max_dir = std::max<std::size_t>(
+          max_dir, static_cast<std::size_t>(std::min<std::uint64_t>(src.dir, SIZE_MAX)));
+      dir_of.push_back(dir_base + static_cast<std::size_t>(src.dir));
+      sources.push_back(std::move(src));
+      ++in_file;
+      return false;  // not kept in the document
     }
-    const std::uint64_t v = rd.u64(j, "version", "summary");
-    if (v != k_summary_version) {
-      bad(f, "version " + std::to_string(v) + " (this lotus-tool reads version " +
-                 std::to_string(k_summary_version) + ")");
-    }
-    const json& sk = rd.at(j, "sketch", "summary");
-    if (rd.str(sk, "type", "sketch") != "log" ||
-        rd.num(sk, "alpha", "sketch") != log_sketch::k_alpha) {
-      bad(f, "a sketch other than this tool's (log, alpha 0.01)");
-    }
-    const json& rest = rd.arr(j, "sources", "summary", 0);  // every object was taken above
-    (void)rest;
-    if (in_file == 0) bad(f, "no sources");
-    if (max_dir >= in_file) bad(f, "a source's dir is out of range");
-    for (std::size_t i = first; i < sources.size(); ++i) {
-      if (dir_of[i] - dir_base >= in_file) bad(f, "a source's dir is out of range");
-    }
-    dir_base += max_dir + 1;
+    return true;
+  };
+  const json j = json::parse(text, keep, false);
+  if (j.is_discarded()) bad(f, "not JSON (truncated?)");
+  if (!j.is_object() || !j.contains("format") || j["format"] != k_summary_format) {
+    bad(f, "no \"format\": \"lotus-summary\"");
   }
+  const std::uint64_t v = rd.u64(j, "version", "summary");
+  if (v != k_summary_version) {
+    bad(f, "version " + std::to_string(v) + " (this lotus-tool reads version " +
+               std::to_string(k_summary_version) + ")");
+  }
+  const json& sk = rd.at(j, "sketch", "summary");
+  if (rd.str(sk, "type", "sketch") != "log" ||
+      rd.num(sk, "alpha", "sketch") != log_sketch::k_alpha) {
+    bad(f, "a sketch other than this tool's (log, alpha 0.01)");
+  }
+  const json& rest = rd.arr(j, "sources", "summary", 0);  // every object was taken above
+  (void)rest;
+  if (in_file == 0) bad(f, "no sources");
+  if (max_dir >= in_file) bad(f, "a source's dir is out of range");
+  for (std::size_t i = first; i < sources.size(); ++i) {
+    if (dir_of[i] - dir_base >= in_file) bad(f, "a source's dir is out of range");
+  }
+  dir_base += max_dir + 1;
+}
+
+merged_summaries merge_sources(std::vector<source_in> sources,
+                               const std::vector<std::size_t>& dir_of, std::uint64_t files) {
   merged_summaries m;
-  m.summaries = files.size();
+  m.summaries = files;
   stats_result& r = m.stats;
   // Statistics: sums, minima and maxima, merged sketches.
   std::map<std::string, op_merge> ops;
@@ -904,6 +882,50 @@ merged_summaries read_summaries(const std::vector<std::string>& paths) {
     r.ranks = std::move(rows);
   }
   return m;
+}
+
+}  // namespace
+
+merged_summaries read_summaries(const std::vector<std::string>& paths) {
+  // The files: each path, or a directory's *.lsum files in name order.
+  std::vector<std::string> files;
+  for (const auto& p : paths) {
+    struct stat st {};
+    if (::stat(p.c_str(), &st) != 0) {
+      throw tool_error(exit_io, p + ": " + std::strerror(errno));
+    }
+    if (!S_ISDIR(st.st_mode)) {
+      files.push_back(p);
+      continue;
+    }
+    DIR* d = ::opendir(p.c_str());
+    if (d == nullptr) throw tool_error(exit_io, p + ": " + std::strerror(errno));
+    std::vector<std::string> names;
+    while (const dirent* e = ::readdir(d)) {
+      const std::string n = e->d_name;
+      const std::string suf = k_summary_suffix;
+      if (n.size() > suf.size() && n.compare(n.size() - suf.size(), suf.size(), suf) == 0) {
+        names.push_back(n);
+      }
+    }
+    ::closedir(d);
+    std::sort(names.begin(), names.end());
+    for (const auto& n : names) files.push_back(p + "/" + n);
+  }
+  std::vector<source_in> sources;
+  std::vector<std::size_t> dir_of;
+  std::size_t dir_base = 0;
+  for (const auto& f : files) parse_summary(f, read_bounded(f), sources, dir_of, dir_base);
+  return merge_sources(std::move(sources), dir_of, files.size());
+}
+
+merged_summaries read_summary_text(const std::string& label, const std::string& text) {
+  if (text.size() > k_summary_max_bytes) bad(label, "too large");
+  std::vector<source_in> sources;
+  std::vector<std::size_t> dir_of;
+  std::size_t dir_base = 0;
+  parse_summary(label, text, sources, dir_of, dir_base);
+  return merge_sources(std::move(sources), dir_of, 1);
 }
 
 }  // namespace lotus_tool

@@ -44,6 +44,8 @@ struct merged_summaries {
   std::uint64_t summaries = 0;  ///< files read
 };
 merged_summaries read_summaries(const std::vector<std::string>& paths);
+/// The same for one summary's text (`label` names it in errors): the fuzz target's entry.
+merged_summaries read_summary_text(const std::string& label, const std::string& text);
 
 /// The options of stats/report/diff that need the records themselves: refused on summaries
 /// with a clear message (tool_error(exit_usage)).
