@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "../support/scratch_dir.hpp"
+#include "lotus/detail/resources.hpp"  // t_res_last (BM_batch_with_resources_switching)
 #include "lotus/lotus.hpp"
 
 void lotus_bench_disabled_scope();  // bench_disabled.cpp, compiled with LOTUS_DISABLE
@@ -115,6 +116,32 @@ void BM_batch_with_resources(benchmark::State& state) {
   lotus::flush();
 }
 BENCHMARK(BM_batch_with_resources);
+
+// The same where the thread was descheduled before the batch and in it (a DataLoader worker
+// blocks waiting for its next index, and on I/O): both readings then also read schedstat for
+// the run-queue wait. Forgetting the thread's previous reading forces that path without
+// sleeping (a sleep's cost would drown the reads' in noise).
+void BM_batch_with_resources_switching(benchmark::State& state) {
+  trace_on(lotus::overflow_policy::drop, 1 << 16);
+  std::uint64_t idx = 0;
+  std::int64_t n = 0;
+  for (auto _ : state) {
+    lotus::detail::t_res_last = lotus::detail::res_sample{};
+    {
+      LOTUS_BATCH_PREPROCESSED(idx++);
+      lotus::detail::t_res_last = lotus::detail::res_sample{};
+    }
+    benchmark::ClobberMemory();
+    if (++n == 256) {
+      state.PauseTiming();
+      lotus::flush();
+      n = 0;
+      state.ResumeTiming();
+    }
+  }
+  lotus::flush();
+}
+BENCHMARK(BM_batch_with_resources_switching);
 
 // Tracing off at run time (LOTUS_DISABLE=1 / options::enabled = false): one load and a branch.
 void BM_scope_runtime_off(benchmark::State& state) {

@@ -53,6 +53,9 @@ struct options {
   /// batch wait longer than that) and `waitshare>P%/DURATION` (the main process waited more than
   /// P % of the last DURATION). "": none.
   std::optional<std::string> trigger;
+  /// LOTUS_RESOURCES: at each worker batch's start and end, read the thread's CPU time, run-queue
+  /// wait, faults and context switches; the sidecar's `batchres` lines (default on; false: off).
+  std::optional<bool> resources;
 };
 
 /// Event counters of this process: recorded == written + dropped once everything is flushed.

@@ -422,8 +422,8 @@ namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
 
-/// The calling thread's counters (detail/resources.hpp): CPU time and run-queue wait from
-/// /proc/thread-self/schedstat, faults and context switches from getrusage(RUSAGE_THREAD).
+/// The calling thread's counters (detail/resources.hpp): CPU time, faults and context switches
+/// from getrusage(RUSAGE_THREAD), run-queue wait from /proc/thread-self/schedstat.
 /// `ok` false: not read (tracing or resources off, or the reads failed).
 struct res_sample {
   std::uint64_t cpu_ns = 0, wait_ns = 0;
@@ -1464,6 +1464,9 @@ struct options {
   /// batch wait longer than that) and `waitshare>P%/DURATION` (the main process waited more than
   /// P % of the last DURATION). "": none.
   std::optional<std::string> trigger;
+  /// LOTUS_RESOURCES: at each worker batch's start and end, read the thread's CPU time, run-queue
+  /// wait, faults and context switches; the sidecar's `batchres` lines (default on; false: off).
+  std::optional<bool> resources;
 };
 
 /// Event counters of this process: recorded == written + dropped once everything is flushed.
@@ -1779,6 +1782,7 @@ enum class opt : unsigned {
   min_free_bytes,
   nvtx,
   itt,
+  resources,
   collector,
   perf_ctl_fifo,
   perf_ack_fifo,
@@ -1821,6 +1825,8 @@ inline constexpr option_desc option_table[] = {
    "every span also pushes an NVTX range (builds with NVTX)"},
   {"itt", "LOTUS_ITT", option_kind::flag, 0, 1, 0, option_flag_words, nullptr, 0,
    "every span is also an ITT task (the collector of INTEL_LIBITTNOTIFY64)"},
+  {"resources", "LOTUS_RESOURCES", option_kind::flag, 0, 1,
+   option_flag_yes, option_flag_words, "1", 0, "per-batch CPU, run-queue wait, faults and switches of workers (sidecar batchres)"},
   {nullptr, "LOTUS_COLLECTOR", option_kind::choice, 0, 7, 0, option_collector_names, nullptr, 0,
    "the collector LOTUS_COLLECTOR_RESUME/PAUSE and map regions drive"},
   {nullptr, "LOTUS_PERF_CTL_FIFO", option_kind::path, 0, 0, 0, nullptr, "\xe2\x80\x94", 0,
@@ -2657,10 +2663,12 @@ LOTUS_DETAIL_API bool annotations_active() noexcept {
 #define LOTUS_AMALGAMATED_LOTUS_DETAIL_RESOURCES_HPP
 // lotus — per-batch resource figures: the reads and the per-thread queue (internal)
 // SPDX-License-Identifier: MIT
-// At a batch's start and end (never per op) a worker reads its thread's CPU time and run-queue
-// wait (/proc/thread-self/schedstat, through a descriptor kept open per thread) and its faults
-// and context switches (getrusage(RUSAGE_THREAD)). The difference goes into the thread's
-// resource queue; the writer turns each entry into a sidecar `batchres` line (FORMAT.md §5).
+// At a batch's start and end (never per op) a worker reads its thread's CPU time, faults and
+// context switches (getrusage(RUSAGE_THREAD)) and, only when the thread was descheduled since its
+// previous reading, its run-queue wait (/proc/thread-self/schedstat, through a descriptor kept
+// open per thread): a thread that did not switch cannot have waited for a CPU. The difference
+// goes into the thread's resource queue; the writer turns each entry into a sidecar `batchres`
+// line (FORMAT.md §5).
 
 #include <fcntl.h>         // open, O_*
 #include <sys/resource.h>  // getrusage, RUSAGE_THREAD
@@ -2696,15 +2704,14 @@ struct res_queue {
 /// the parent's (runtime::fork_child): that descriptor reads the parent's thread.
 inline thread_local int t_schedstat_fd = -1;
 
-/// LOTUS_RESOURCES: 1 (default) records per-batch figures, 0 does not. Read once.
-inline int resources_enabled() noexcept {
-  static const int on = [] {
-    const char* v = env_text("LOTUS_RESOURCES");
-    if (v == nullptr) return 1;
-    return (v[0] == '0' && v[1] == '\0') || (v[0] == 'o' && v[1] == 'f' && v[2] == 'f') ? 0 : 1;
-  }();
-  return on;
-}
+/// The calling thread's previous reading (ok: there is one): its context switches tell whether
+/// the run-queue wait can have changed since.
+inline thread_local res_sample t_res_last;
+
+/// LOTUS_RESOURCES / options::resources (option_table's row): 1 (default) records per-batch
+/// figures, 0 does not. Set by the runtime whenever its settings are applied.
+inline std::atomic<int> g_resources_on{1};
+inline int resources_enabled() noexcept { return g_resources_on.load(std::memory_order_relaxed); }
 
 /// Parses "<cpu_ns> <wait_ns> <slices>\n".
 inline bool parse_schedstat(const char* p, const char* end, std::uint64_t& cpu,
@@ -2720,8 +2727,24 @@ inline bool parse_schedstat(const char* p, const char* end, std::uint64_t& cpu,
   return true;
 }
 
-/// The calling thread's counters now. Without schedstat (an old kernel, no /proc), CPU time
-/// comes from getrusage (µs) and the wait is 0.
+/// The thread's run-queue wait (schedstat's second field), or false without schedstat.
+inline bool read_schedstat_wait(std::uint64_t& wait) noexcept {
+  if (t_schedstat_fd == -1) {
+    t_schedstat_fd = ::open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+    if (t_schedstat_fd < 0) t_schedstat_fd = -2;
+  }
+  if (t_schedstat_fd < 0) return false;
+  char buf[96];
+  const ssize_t n = ::pread(t_schedstat_fd, buf, sizeof buf, 0);
+  std::uint64_t cpu = 0;
+  return n > 0 && parse_schedstat(buf, buf + n, cpu, wait);
+}
+
+/// The calling thread's counters now. CPU time is getrusage's user + system time (the
+/// scheduler's runtime of the thread, to the µs: what schedstat's first field holds in ns). The
+/// run-queue wait changes only when the thread is switched back in, so it is read (one pread of
+/// schedstat) only when the thread's context switches changed since its previous reading; else
+/// that reading's stands. Without schedstat (an old kernel, no /proc) the wait is 0.
 inline res_sample read_thread_resources() noexcept {
   res_sample s;
   struct rusage ru {};
@@ -2730,29 +2753,25 @@ inline res_sample read_thread_resources() noexcept {
   s.majflt = static_cast<std::uint64_t>(ru.ru_majflt);
   s.nvcsw = static_cast<std::uint64_t>(ru.ru_nvcsw);
   s.nivcsw = static_cast<std::uint64_t>(ru.ru_nivcsw);
-  if (t_schedstat_fd == -1) {
-    t_schedstat_fd = ::open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
-    if (t_schedstat_fd < 0) t_schedstat_fd = -2;
-  }
-  if (t_schedstat_fd >= 0) {
-    char buf[96];
-    const ssize_t n = ::pread(t_schedstat_fd, buf, sizeof buf, 0);
-    if (n > 0 && parse_schedstat(buf, buf + n, s.cpu_ns, s.wait_ns)) {
-      s.ok = true;
-      return s;
-    }
-  }
   const auto u64 = [](long v) { return v > 0 ? static_cast<std::uint64_t>(v) : std::uint64_t{0}; };
   s.cpu_ns = (u64(ru.ru_utime.tv_sec) + u64(ru.ru_stime.tv_sec)) * 1000000000u +
              (u64(ru.ru_utime.tv_usec) + u64(ru.ru_stime.tv_usec)) * 1000u;
+  const res_sample& last = t_res_last;
+  if (last.ok && last.nvcsw == s.nvcsw && last.nivcsw == s.nivcsw) {
+    s.wait_ns = last.wait_ns;  // not descheduled since: no wait for a CPU either
+  } else if (!read_schedstat_wait(s.wait_ns)) {
+    s.wait_ns = 0;
+  }
   s.ok = true;
+  t_res_last = s;
   return s;
 }
 
-/// In a forked child, on the thread that forked: forget the parent's descriptor.
+/// In a forked child, on the thread that forked: forget the parent's descriptor and reading.
 inline void resources_after_fork() noexcept {
   if (t_schedstat_fd >= 0) ::close(t_schedstat_fd);
   t_schedstat_fd = -1;
+  t_res_last = res_sample{};
 }
 
 /// At the thread's exit (runtime's thread_exit_hook): close its descriptor; no reads after.
@@ -4889,6 +4908,7 @@ struct settings {
   bool nvtx = false;
   bool itt = false;
   flight_settings flight;  // window_ns 0: flight mode off
+  bool resources = true;
 };
 
 /// LOTUS_TRIGGER / options::trigger into `out`; a malformed value: one message, no trigger.
@@ -4962,6 +4982,7 @@ struct env_settings {
   bool has_flight = false, has_flight_bytes = false, has_trigger = false;
   std::uint64_t flight_s = 0, flight_bytes = 0;
   flight_settings trigger;  // its wait_ns/share fields
+  bool resources = true;
   bool enabled = true;
   std::size_t ring_capacity = 0;
   std::uint64_t flush_interval_ms = 0;
@@ -4997,6 +5018,7 @@ struct env_settings {
       has_trigger = true;
       parse_trigger_setting(option_of(opt::trigger).env, v, trigger);
     }
+    resources = env_option_flag(opt::resources) != 0;  // unset or refused: the default, on
   }
 };
 
@@ -5055,6 +5077,7 @@ LOTUS_DETAIL_COLD inline void merge_settings(const options& o, const env_setting
   // records of the slow batch (and the wait itself) reach every window first.
   const std::uint64_t margin = 3 * s.flush_interval_ms * 1000000u;
   s.flight.margin_ns = margin < 200000000u ? 200000000u : margin;
+  s.resources = o.resources ? *o.resources : env.resources;
 }
 
 }  // namespace detail
@@ -6762,6 +6785,7 @@ LOTUS_DETAIL_COLD inline void runtime::apply_locked(const options& o) noexcept {
   nvtx_modes_ = nvtx_modes_ || nvtx || itt;
   g_nvtx_on.store(nvtx, std::memory_order_relaxed);
   g_itt_on.store(itt, std::memory_order_release);
+  g_resources_on.store(set_.resources ? 1 : 0, std::memory_order_relaxed);
   const int clock = nvtx_modes_ ? clock_mode_ + (mode_tsc_nvtx - mode_tsc) : clock_mode_;
   g_mode.store(on ? clock : mode_off, std::memory_order_release);
   if (on) writer_.start();
@@ -7403,8 +7427,8 @@ namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
 
-/// The calling thread's counters (detail/resources.hpp): CPU time and run-queue wait from
-/// /proc/thread-self/schedstat, faults and context switches from getrusage(RUSAGE_THREAD).
+/// The calling thread's counters (detail/resources.hpp): CPU time, faults and context switches
+/// from getrusage(RUSAGE_THREAD), run-queue wait from /proc/thread-self/schedstat.
 /// `ok` false: not read (tracing or resources off, or the reads failed).
 struct res_sample {
   std::uint64_t cpu_ns = 0, wait_ns = 0;
@@ -7473,6 +7497,9 @@ struct options {
   /// batch wait longer than that) and `waitshare>P%/DURATION` (the main process waited more than
   /// P % of the last DURATION). "": none.
   std::optional<std::string> trigger;
+  /// LOTUS_RESOURCES: at each worker batch's start and end, read the thread's CPU time, run-queue
+  /// wait, faults and context switches; the sidecar's `batchres` lines (default on; false: off).
+  std::optional<bool> resources;
 };
 
 /// Event counters of this process: recorded == written + dropped once everything is flushed.
@@ -7975,6 +8002,9 @@ struct options {
   /// batch wait longer than that) and `waitshare>P%/DURATION` (the main process waited more than
   /// P % of the last DURATION). "": none.
   std::optional<std::string> trigger;
+  /// LOTUS_RESOURCES: at each worker batch's start and end, read the thread's CPU time, run-queue
+  /// wait, faults and context switches; the sidecar's `batchres` lines (default on; false: off).
+  std::optional<bool> resources;
 };
 
 /// Event counters of this process: recorded == written + dropped once everything is flushed.
@@ -8663,6 +8693,7 @@ enum class opt : unsigned {
   min_free_bytes,
   nvtx,
   itt,
+  resources,
   collector,
   perf_ctl_fifo,
   perf_ack_fifo,
@@ -8705,6 +8736,8 @@ inline constexpr option_desc option_table[] = {
    "every span also pushes an NVTX range (builds with NVTX)"},
   {"itt", "LOTUS_ITT", option_kind::flag, 0, 1, 0, option_flag_words, nullptr, 0,
    "every span is also an ITT task (the collector of INTEL_LIBITTNOTIFY64)"},
+  {"resources", "LOTUS_RESOURCES", option_kind::flag, 0, 1,
+   option_flag_yes, option_flag_words, "1", 0, "per-batch CPU, run-queue wait, faults and switches of workers (sidecar batchres)"},
   {nullptr, "LOTUS_COLLECTOR", option_kind::choice, 0, 7, 0, option_collector_names, nullptr, 0,
    "the collector LOTUS_COLLECTOR_RESUME/PAUSE and map regions drive"},
   {nullptr, "LOTUS_PERF_CTL_FIFO", option_kind::path, 0, 0, 0, nullptr, "\xe2\x80\x94", 0,
@@ -9765,8 +9798,8 @@ namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
 
-/// The calling thread's counters (detail/resources.hpp): CPU time and run-queue wait from
-/// /proc/thread-self/schedstat, faults and context switches from getrusage(RUSAGE_THREAD).
+/// The calling thread's counters (detail/resources.hpp): CPU time, faults and context switches
+/// from getrusage(RUSAGE_THREAD), run-queue wait from /proc/thread-self/schedstat.
 /// `ok` false: not read (tracing or resources off, or the reads failed).
 struct res_sample {
   std::uint64_t cpu_ns = 0, wait_ns = 0;

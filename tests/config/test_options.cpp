@@ -108,6 +108,9 @@ TEST_CASE("option table: a bad environment value gives the one message and the d
        "lotus: ignoring LOTUS_NVTX='2' (expected 0|false|no|off|1|true|yes|on); using 0\n"},
       {"LOTUS_ITT", "sure",
        "lotus: ignoring LOTUS_ITT='sure' (expected 0|false|no|off|1|true|yes|on); using 0\n"},
+      {"LOTUS_RESOURCES", "sometimes",
+       "lotus: ignoring LOTUS_RESOURCES='sometimes' (expected 0|false|no|off|1|true|yes|on); "
+       "using 1\n"},
   };
   const merged defaults = merge({});
   CHECK(defaults.err.empty());
@@ -125,10 +128,28 @@ TEST_CASE("option table: a bad environment value gives the one message and the d
     CHECK(m.s.min_free == defaults.s.min_free);
     CHECK(m.s.nvtx == defaults.s.nvtx);
     CHECK(m.s.itt == defaults.s.itt);
+    CHECK(m.s.resources == defaults.s.resources);
   }
   CHECK(defaults.s.flush_interval_ms == 100);
+  CHECK(defaults.s.resources);
   CHECK(defaults.s.max_bytes == 0);
   CHECK(defaults.s.min_free == d::min_free_default);
+}
+
+TEST_CASE("option table: LOTUS_RESOURCES and options::resources (default on)",
+          "[config][options][resources]") {
+  for (const char* off : {"0", "off", "no", "false", ""}) {
+    INFO(off);
+    const merged m = merge({}, "LOTUS_RESOURCES", off);
+    CHECK(m.err.empty());
+    CHECK_FALSE(m.s.resources);
+  }
+  CHECK(merge({}, "LOTUS_RESOURCES", "1").s.resources);
+  lotus::options o;
+  o.resources = true;  // a field set in configure() overrides the environment
+  CHECK(merge(o, "LOTUS_RESOURCES", "0").s.resources);
+  o.resources = false;
+  CHECK_FALSE(merge(o).s.resources);
 }
 
 TEST_CASE(

@@ -124,6 +124,29 @@ TEST_CASE("batchres: one line per batch with the thread's CPU, wait, faults and 
   lotus::configure(trace_to(dir.path + "/unused"));
 }
 
+TEST_CASE("batchres: options::resources = false records none; true records them again",
+          "[resources]") {
+  lotus_test::temp_dir dir;
+  lotus::options o = trace_to(dir.path + "/lotustrace_log");
+  o.resources = false;
+  lotus::configure(o);
+  { LOTUS_BATCH_PREPROCESSED(1); }
+  lotus::flush();
+  const long me = ::getpid();
+  CHECK(read_batchres(dir.path, me).empty());
+  const auto files = lotus_test::read_trace_dir(dir.path);
+  const auto& recs = files.at("lotustrace_log_worker_pid_" + std::to_string(::syscall(SYS_gettid)));
+  CHECK(find(recs, "SBatchPreprocessed_1") != nullptr);  // the record as always
+  o.resources = true;
+  lotus::configure(o);
+  { LOTUS_BATCH_PREPROCESSED(2); }
+  lotus::flush();
+  const auto res = read_batchres(dir.path, me);
+  REQUIRE(res.size() == 1);
+  CHECK(res[0].idx == 2);
+  lotus::configure(trace_to(dir.path + "/unused"));
+}
+
 TEST_CASE("batchres: a forked child reads its own thread, and writes its own sidecar",
           "[resources][fork]") {
   if (lotus_test::k_under_tsan) {

@@ -382,9 +382,10 @@ class Options(unittest.TestCase):
 
     def test_table_parsed(self):
         rows = option_rows()
-        self.assertEqual(len(rows), 23)
+        self.assertEqual(len(rows), 24)
         self.assertIn(("flush_interval", "LOTUS_FLUSH_INTERVAL_MS", "uint", "100"), rows)
         self.assertIn((None, "LOTUS_COLLECTOR", "choice", "auto"), rows)
+        self.assertIn(("resources", "LOTUS_RESOURCES", "flag", "1"), rows)
 
     def test_runtime_options_in_readme_and_runtime_md(self):
         rows = [r for r in option_rows() if r[0] is not None]

@@ -128,6 +128,7 @@ ENV_CASES = [
     ("LOTUS_ITT", "sure", "0|false|no|off|1|true|yes|on", "0"),
     ("LOTUS_FLIGHT", "4s", "an integer from 0 to 86400", "0 (off)"),
     ("LOTUS_FLIGHT_BYTES", "100", "an integer from 4096 to 4611686018427387904", "64 MiB"),
+    ("LOTUS_RESOURCES", "sometimes", "0|false|no|off|1|true|yes|on", "1"),
 ]
 
 
@@ -150,3 +151,37 @@ print(*lotus.stats()[:3], lotus.tracing_enabled())
     r = run_python(code, env=clean_env(LOTUS_LOG_FILE=str(tmp_path / "t" / "log"), **{var: value}))
     assert r.stderr == f"lotus: ignoring {var}='{value}' (expected {expected}); using {default}\n"
     assert r.stdout.split() == ["100", "100", "0", "True"]  # the defaults still trace
+
+
+def test_resources_option_reaches_the_runtime(tmp_path):
+    """configure(resources=False) writes no `batchres` line for a worker batch; resources=True
+    (the default) writes one, keyed by the batch index; a non-bool is refused."""
+    code = f"""
+import os
+import lotus
+from lotus import _lotus
+for name, on in (("off", False), ("on", True)):
+    lotus.configure(log_file=os.path.join({str(tmp_path)!r}, name, "log"), resources=on)
+    _lotus._res_begin()
+    t0 = _lotus._now()
+    sum(range(100000))
+    _lotus._batch(_lotus.BATCH_PREPROCESSED, 7, t0, _lotus._now())
+    lotus.flush()
+try:
+    lotus.configure(resources="yes")
+except TypeError:
+    print("refused")
+"""
+    r = run_python(code, env=clean_env())
+    assert r.stdout.split() == ["refused"]
+
+    def lines(name):
+        out = []
+        for p in (tmp_path / name).iterdir():
+            if p.name.startswith("."):
+                out += [ln for ln in p.read_text().splitlines() if ln.startswith("batchres ")]
+        return out
+
+    assert lines("off") == []
+    on = lines("on")
+    assert len(on) == 1 and on[0].split()[2] == "7", on

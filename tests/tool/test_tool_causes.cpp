@@ -100,6 +100,33 @@ TEST_CASE("causes: exact shares, rates and verdict from a hand-written sidecar",
   CHECK(page.find("Workers waited for a CPU") != std::string::npos);
   CHECK(page.find("set torch.set_num_threads(1) in workers") != std::string::npos);
 
+  // --epoch and --from/--to filter the causes as the batches: batch 1's line has no record in
+  // epoch 0 and starts 20 ms after the first record.
+  for (const char* win : {"--epoch 0 ", "--to 0.015 "}) {
+    INFO(win);
+    const json w = json::parse(tool("stats --json " + std::string(win) + dir, rc));
+    REQUIRE(rc == 0);
+    const json& wc = w.at("causes");
+    CHECK(wc["batches"] == 1);
+    CHECK(wc["batch_ms"].get<double>() == Approx(14.4));
+    CHECK(wc["cpu_share"].get<double>() == Approx(0.25));
+    CHECK(wc["cpu_wait_share"].get<double>() == Approx(0.5));
+    CHECK(wc["minor_faults_per_batch"].get<double>() == Approx(10.0));
+    CHECK(wc["workers"][0]["batches"] == 1);
+    CHECK(tool("stats --csv " + std::string(win) + dir, rc).find("causes,all,cpu_share,0.25\n") !=
+          std::string::npos);
+  }
+  // --csv: the causes section, as the JSON's.
+  const std::string csv = tool("stats --csv " + dir, rc);
+  REQUIRE(rc == 0);
+  CHECK(
+      csv.find(
+          "causes,all,batches,2\ncauses,all,batch_ms,20\ncauses,all,cpu_share,0.20000000000000001\n"
+          "causes,all,cpu_wait_share,0.5\n") != std::string::npos);
+  CHECK(csv.find("causes_verdict,cpu_contention,batches,2\n") != std::string::npos);
+  CHECK(csv.find("causes,worker 48213 (pid 48213),blocked_share,0.30000000000000004\n") !=
+        std::string::npos);
+
   // A trace without `batchres` lines has no "causes" key (the golden files: unchanged output).
   const json g = json::parse(tool("stats --json " + std::string(LOTUS_TOOL_DATA) + "/golden", rc));
   REQUIRE(rc == 0);

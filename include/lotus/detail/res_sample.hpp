@@ -10,8 +10,8 @@ namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
 
-/// The calling thread's counters (detail/resources.hpp): CPU time and run-queue wait from
-/// /proc/thread-self/schedstat, faults and context switches from getrusage(RUSAGE_THREAD).
+/// The calling thread's counters (detail/resources.hpp): CPU time, faults and context switches
+/// from getrusage(RUSAGE_THREAD), run-queue wait from /proc/thread-self/schedstat.
 /// `ok` false: not read (tracing or resources off, or the reads failed).
 struct res_sample {
   std::uint64_t cpu_ns = 0, wait_ns = 0;

@@ -1,9 +1,11 @@
 // lotus — per-batch resource figures: the reads and the per-thread queue (internal)
 // SPDX-License-Identifier: MIT
-// At a batch's start and end (never per op) a worker reads its thread's CPU time and run-queue
-// wait (/proc/thread-self/schedstat, through a descriptor kept open per thread) and its faults
-// and context switches (getrusage(RUSAGE_THREAD)). The difference goes into the thread's
-// resource queue; the writer turns each entry into a sidecar `batchres` line (FORMAT.md §5).
+// At a batch's start and end (never per op) a worker reads its thread's CPU time, faults and
+// context switches (getrusage(RUSAGE_THREAD)) and, only when the thread was descheduled since its
+// previous reading, its run-queue wait (/proc/thread-self/schedstat, through a descriptor kept
+// open per thread): a thread that did not switch cannot have waited for a CPU. The difference
+// goes into the thread's resource queue; the writer turns each entry into a sidecar `batchres`
+// line (FORMAT.md §5).
 #pragma once
 
 #include <fcntl.h>         // open, O_*
@@ -43,15 +45,14 @@ struct res_queue {
 /// the parent's (runtime::fork_child): that descriptor reads the parent's thread.
 inline thread_local int t_schedstat_fd = -1;
 
-/// LOTUS_RESOURCES: 1 (default) records per-batch figures, 0 does not. Read once.
-inline int resources_enabled() noexcept {
-  static const int on = [] {
-    const char* v = env_text("LOTUS_RESOURCES");
-    if (v == nullptr) return 1;
-    return (v[0] == '0' && v[1] == '\0') || (v[0] == 'o' && v[1] == 'f' && v[2] == 'f') ? 0 : 1;
-  }();
-  return on;
-}
+/// The calling thread's previous reading (ok: there is one): its context switches tell whether
+/// the run-queue wait can have changed since.
+inline thread_local res_sample t_res_last;
+
+/// LOTUS_RESOURCES / options::resources (option_table's row): 1 (default) records per-batch
+/// figures, 0 does not. Set by the runtime whenever its settings are applied.
+inline std::atomic<int> g_resources_on{1};
+inline int resources_enabled() noexcept { return g_resources_on.load(std::memory_order_relaxed); }
 
 /// Parses "<cpu_ns> <wait_ns> <slices>\n".
 inline bool parse_schedstat(const char* p, const char* end, std::uint64_t& cpu,
@@ -67,8 +68,24 @@ inline bool parse_schedstat(const char* p, const char* end, std::uint64_t& cpu,
   return true;
 }
 
-/// The calling thread's counters now. Without schedstat (an old kernel, no /proc), CPU time
-/// comes from getrusage (µs) and the wait is 0.
+/// The thread's run-queue wait (schedstat's second field), or false without schedstat.
+inline bool read_schedstat_wait(std::uint64_t& wait) noexcept {
+  if (t_schedstat_fd == -1) {
+    t_schedstat_fd = ::open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+    if (t_schedstat_fd < 0) t_schedstat_fd = -2;
+  }
+  if (t_schedstat_fd < 0) return false;
+  char buf[96];
+  const ssize_t n = ::pread(t_schedstat_fd, buf, sizeof buf, 0);
+  std::uint64_t cpu = 0;
+  return n > 0 && parse_schedstat(buf, buf + n, cpu, wait);
+}
+
+/// The calling thread's counters now. CPU time is getrusage's user + system time (the
+/// scheduler's runtime of the thread, to the µs: what schedstat's first field holds in ns). The
+/// run-queue wait changes only when the thread is switched back in, so it is read (one pread of
+/// schedstat) only when the thread's context switches changed since its previous reading; else
+/// that reading's stands. Without schedstat (an old kernel, no /proc) the wait is 0.
 inline res_sample read_thread_resources() noexcept {
   res_sample s;
   struct rusage ru {};
@@ -77,29 +94,25 @@ inline res_sample read_thread_resources() noexcept {
   s.majflt = static_cast<std::uint64_t>(ru.ru_majflt);
   s.nvcsw = static_cast<std::uint64_t>(ru.ru_nvcsw);
   s.nivcsw = static_cast<std::uint64_t>(ru.ru_nivcsw);
-  if (t_schedstat_fd == -1) {
-    t_schedstat_fd = ::open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
-    if (t_schedstat_fd < 0) t_schedstat_fd = -2;
-  }
-  if (t_schedstat_fd >= 0) {
-    char buf[96];
-    const ssize_t n = ::pread(t_schedstat_fd, buf, sizeof buf, 0);
-    if (n > 0 && parse_schedstat(buf, buf + n, s.cpu_ns, s.wait_ns)) {
-      s.ok = true;
-      return s;
-    }
-  }
   const auto u64 = [](long v) { return v > 0 ? static_cast<std::uint64_t>(v) : std::uint64_t{0}; };
   s.cpu_ns = (u64(ru.ru_utime.tv_sec) + u64(ru.ru_stime.tv_sec)) * 1000000000u +
              (u64(ru.ru_utime.tv_usec) + u64(ru.ru_stime.tv_usec)) * 1000u;
+  const res_sample& last = t_res_last;
+  if (last.ok && last.nvcsw == s.nvcsw && last.nivcsw == s.nivcsw) {
+    s.wait_ns = last.wait_ns;  // not descheduled since: no wait for a CPU either
+  } else if (!read_schedstat_wait(s.wait_ns)) {
+    s.wait_ns = 0;
+  }
   s.ok = true;
+  t_res_last = s;
   return s;
 }
 
-/// In a forked child, on the thread that forked: forget the parent's descriptor.
+/// In a forked child, on the thread that forked: forget the parent's descriptor and reading.
 inline void resources_after_fork() noexcept {
   if (t_schedstat_fd >= 0) ::close(t_schedstat_fd);
   t_schedstat_fd = -1;
+  t_res_last = res_sample{};
 }
 
 /// At the thread's exit (runtime's thread_exit_hook): close its descriptor; no reads after.

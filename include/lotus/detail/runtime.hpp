@@ -258,6 +258,7 @@ LOTUS_DETAIL_COLD inline void runtime::apply_locked(const options& o) noexcept {
   nvtx_modes_ = nvtx_modes_ || nvtx || itt;
   g_nvtx_on.store(nvtx, std::memory_order_relaxed);
   g_itt_on.store(itt, std::memory_order_release);
+  g_resources_on.store(set_.resources ? 1 : 0, std::memory_order_relaxed);
   const int clock = nvtx_modes_ ? clock_mode_ + (mode_tsc_nvtx - mode_tsc) : clock_mode_;
   g_mode.store(on ? clock : mode_off, std::memory_order_release);
   if (on) writer_.start();

@@ -38,6 +38,7 @@ struct settings {
   bool nvtx = false;
   bool itt = false;
   flight_settings flight;  // window_ns 0: flight mode off
+  bool resources = true;
 };
 
 /// LOTUS_TRIGGER / options::trigger into `out`; a malformed value: one message, no trigger.
@@ -111,6 +112,7 @@ struct env_settings {
   bool has_flight = false, has_flight_bytes = false, has_trigger = false;
   std::uint64_t flight_s = 0, flight_bytes = 0;
   flight_settings trigger;  // its wait_ns/share fields
+  bool resources = true;
   bool enabled = true;
   std::size_t ring_capacity = 0;
   std::uint64_t flush_interval_ms = 0;
@@ -146,6 +148,7 @@ struct env_settings {
       has_trigger = true;
       parse_trigger_setting(option_of(opt::trigger).env, v, trigger);
     }
+    resources = env_option_flag(opt::resources) != 0;  // unset or refused: the default, on
   }
 };
 
@@ -204,6 +207,7 @@ LOTUS_DETAIL_COLD inline void merge_settings(const options& o, const env_setting
   // records of the slow batch (and the wait itself) reach every window first.
   const std::uint64_t margin = 3 * s.flush_interval_ms * 1000000u;
   s.flight.margin_ns = margin < 200000000u ? 200000000u : margin;
+  s.resources = o.resources ? *o.resources : env.resources;
 }
 
 }  // namespace detail

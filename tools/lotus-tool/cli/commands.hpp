@@ -26,6 +26,7 @@ void add_capture_command(CLI::App& app);    // capture.cpp (flight recorder)
 void add_top_command(CLI::App& app);        // live.cpp
 void add_serve_command(CLI::App& app);      // live.cpp
 void add_tune_command(CLI::App& app);       // tune.cpp
+void add_summarize_command(CLI::App& app);  // summarize.cpp
 
 /// The libraries never print; a command's text output (their on_output callbacks) goes to
 /// stdout here, as is.

@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
   lotus_tool::add_top_command(app);
   lotus_tool::add_serve_command(app);
   lotus_tool::add_tune_command(app);
+  lotus_tool::add_summarize_command(app);
 
   try {
     app.parse(argc, argv);

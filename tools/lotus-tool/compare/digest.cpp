@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "trace/record.hpp"
+#include "trace/summary.hpp"
 #include "util/diag.hpp"
 
 namespace lotus_tool {
@@ -247,7 +248,52 @@ memory_digest digest_memory(const trace_dir& dir, const std::vector<batch_point>
 
 }  // namespace
 
+namespace {
+
+// A run from summaries (trace/summary.hpp): the merged statistics; per op and for the batches,
+// values standing for the distribution (the sketch's order statistics, evenly spaced by rank,
+// each within 1 %) in place of the sampled records; no per-epoch main-process figures (the
+// summary keeps none), so diff compares the ops, the batch preprocessing and the causes.
+run_digest digest_summaries(const input_args& args, const digest_options& opt) {
+  refuse_on_summaries(args, false);
+  merged_summaries m = read_summaries(args.dirs);
+  run_digest d;
+  const auto ms_sample = [&](const log_sketch& k, double lo, double hi) {
+    std::vector<double> v = k.evenly(opt.sample_per_op);
+    for (double& x : v) x = std::clamp(x / 1e6, lo, hi);
+    return v;
+  };
+  for (std::size_t i = 0; i < m.stats.ops.size(); ++i) {
+    const op_stats& o = m.stats.ops[i];
+    op_digest g;
+    g.name = o.name;
+    g.count = o.count;
+    g.mean_ms = o.mean;
+    g.p50_ms = o.p50;
+    g.p90_ms = o.p90;
+    g.sample_ms = ms_sample(m.stats.op_sketches[i], double(o.min_ns) / 1e6, double(o.max_ns) / 1e6);
+    d.ops.push_back(std::move(g));
+  }
+  std::sort(d.ops.begin(), d.ops.end(),
+            [](const op_digest& a, const op_digest& b) { return a.name < b.name; });
+  const summary& pre = m.stats.preprocessing;
+  if (pre.count > 0) {
+    d.batch_ms.push_back(ms_sample(m.stats.preprocessing_sketch, pre.min, pre.max));
+  }
+  for (const auto& kv : m.dir.processes) {
+    const unsigned c = static_cast<unsigned>(kv.second.cpus_allowed ? kv.second.cpus_allowed
+                                                                    : kv.second.cpus_online);
+    if (c > 0 && (d.cpus == 0 || c < d.cpus)) d.cpus = c;
+  }
+  d.causes = compute_causes(m.dir).all;
+  d.stats = std::move(m.stats);
+  return d;
+}
+
+}  // namespace
+
 run_digest digest_run(const input_args& args, const digest_options& opt) {
+  if (names_summaries(args.dirs)) return digest_summaries(args, opt);
   const input in = open_input(args);
   return digest_input(in, opt);
 }
@@ -383,7 +429,7 @@ run_digest digest_input(const input& in, const digest_options& opt) {
                                                                     : kv.second.cpus_online);
     if (c > 0 && (d.cpus == 0 || c < d.cpus)) d.cpus = c;
   }
-  d.causes = compute_causes(dir).all;
+  d.causes = compute_causes(dir, &in.filter).all;
   return d;
 }
 

@@ -21,6 +21,7 @@
 #include "trace/input.hpp"
 #include "trace/line_reader.hpp"
 #include "trace/stats_engine.hpp"
+#include "trace/summary.hpp"
 #include "trace/trace_dir.hpp"
 #include "util/error.hpp"
 #include "util/output.hpp"
@@ -341,6 +342,63 @@ timeline_plan plan_timeline(const trace_dir& dir, timeline_builder& tl) {
 
 // Reads the trace into rd (everything but the page); the directory listing and the statistics
 // engine are gone when it returns, before the page is written.
+// The same from summaries (trace/summary.hpp): no timeline and no per-batch points; the op
+// histograms from the merged sketches (each bucket's count in the bin of its value).
+void read_report_summaries(const report_args& a, report_data& rd) {
+  refuse_on_summaries(a.in, false);
+  merged_summaries m = read_summaries(a.in.dirs);
+  const trace_dir& dir = m.dir;
+  rd.title = a.title.empty() ? "Lotus trace report: " + dir.path : a.title;
+  rd.source = dir.path;
+  rd.prefix = dir.prefix;
+  rd.files = m.stats.files;
+  rd.worker_files = m.stats.worker_files;
+  rd.main_files = m.stats.main_files;
+  rd.skipped_lines = m.stats.skipped_lines;
+  rd.hosts = dir.hosts();
+  rd.clock_note = cross_host_clock_note(dir);
+  rd.causes = compute_causes(dir);
+  for (std::size_t i = 0; i < m.stats.ops.size() && i < m.stats.op_sketches.size(); ++i) {
+    std::vector<std::uint64_t> h(static_cast<std::size_t>(k_hist_bins), 0);
+    const log_sketch& k = m.stats.op_sketches[i];
+    h[static_cast<std::size_t>(hist_bin_of(0))] += k.zeros();
+    for (const auto& b : k.positive()) {
+      const double v = log_sketch::value_of(b.first);
+      h[static_cast<std::size_t>(hist_bin_of(v >= 1.8e19 ? UINT64_MAX : std::uint64_t(v)))] +=
+          b.second;
+    }
+    rd.op_hist.emplace(m.stats.ops[i].name, std::move(h));
+  }
+  // Worker balance per host (the imbalance finding): each worker file's batches and busy time.
+  {
+    std::map<std::string, std::size_t> host_index;
+    rd.timeline.hosts.clear();
+    for (std::size_t f = 0; f < dir.files.size() && f < m.stats.file_batches.size(); ++f) {
+      const trace_file& tf = dir.files[f];
+      const auto [n, busy] = m.stats.file_batches[f];
+      if (tf.kind != file_kind::worker || n == 0) continue;
+      const auto [it, fresh] = host_index.emplace(tf.host, rd.timeline.hosts.size());
+      if (fresh) {
+        rd.timeline.hosts.push_back(tf.host);
+        rd.timeline.balance.emplace_back();
+      }
+      worker_balance& b = rd.timeline.balance[it->second];
+      const std::string label = "worker " + std::to_string(tf.id) +
+                                (tf.host.empty() ? std::string() : " \u00b7 " + tf.host);
+      if (b.workers == 0 || busy > b.busiest.busy_ns) b.busiest = {label, busy, n};
+      if (b.workers == 0 || busy < b.idlest.busy_ns) b.idlest = {label, busy, n};
+      ++b.workers;
+      b.busy_ns += static_cast<double>(busy);
+    }
+  }
+  rd.ranks = m.stats.ranks;
+  rd.rank_ops = m.stats.rank_ops;
+  rd.straggler = m.stats.straggler;
+  if (rd.straggler) rd.straggler->worker_file.reset();  // (no file list on the page)
+  rd.origin_ns = m.stats.first_start_ns;
+  rd.stats = std::move(m.stats);
+}
+
 void read_report(const report_args& a, report_data& rd) {
   input in = open_input(a.in);
   const trace_dir& dir = in.dir;
@@ -434,8 +492,14 @@ void read_report(const report_args& a, report_data& rd) {
   rd.hosts = dir.hosts();
   if (const capture_meta* c = dir.capture()) rd.capture = *c;
   rd.clock_note = cross_host_clock_note(dir);
-  rd.causes = compute_causes(dir);
-  rd.cause_batches = dir.batch_res;
+  rd.causes = compute_causes(dir, &in.filter);
+  rd.cause_batches.clear();
+  {
+    const std::vector<bool> keep = batch_res_in_window(dir, in.filter);  // as compute_causes
+    for (std::size_t i = 0; i < dir.batch_res.size(); ++i) {
+      if (keep[i]) rd.cause_batches.push_back(dir.batch_res[i]);
+    }
+  }
   std::sort(rd.cause_batches.begin(), rd.cause_batches.end(),
             [](const batch_resources& x, const batch_resources& y) {
               return x.start_ns != y.start_ns ? x.start_ns < y.start_ns : x.tid < y.tid;
@@ -507,9 +571,15 @@ void read_report(const report_args& a, report_data& rd) {
 void run_report(const report_args& a) {
   report_data rd;
   if (!a.attribution.empty()) rd.attribution = load_attribution(a.attribution);  // before the pass
-  read_report(a, rd);
+  const bool summaries = names_summaries(a.in.dirs);
+  if (summaries) {
+    read_report_summaries(a, rd);
+  } else {
+    read_report(a, rd);
+  }
   // The DataLoader model and the baseline read the run again (digest_run: two passes, bounded).
-  const bool batches = rd.stats.consumed > 0 && rd.stats.preprocessing_before.count > 0;
+  const bool batches =
+      !summaries && rd.stats.consumed > 0 && rd.stats.preprocessing_before.count > 0;
   std::optional<run_digest> run;
   if (batches || !a.baseline.empty()) run = digest_run(a.in);
   if (batches) {

@@ -12,6 +12,7 @@
 #include "trace/causes.hpp"
 #include "trace/input.hpp"
 #include "trace/stats_engine.hpp"
+#include "trace/summary.hpp"
 #include "trace/trace_dir.hpp"
 #include "util/diag.hpp"
 #include "util/error.hpp"
@@ -257,7 +258,11 @@ nlohmann::json to_json(const stats_result& r, const trace_dir& dir, const record
   j["batches_queued"] = r.queued;
   j["batches_consumed"] = r.consumed;
   // Why batches were slow: the sidecars' `batchres` lines (absent from traces without them).
-  if (const causes_result c = compute_causes(dir); c.present) j["causes"] = causes_json(c);
+  if (const causes_result c = compute_causes(dir, &win); c.present) {
+    j["causes"] = causes_json(c);
+    // A window over more batchres lines than the directory keeps: the first ones only.
+    if (c.window_incomplete) j["causes"]["window_incomplete"] = true;
+  }
   return j;
 }
 
@@ -287,7 +292,22 @@ void csv_summary(std::string& out, const char* section, const summary& s) {
   csv_row(out, section, "", "iqr_ms", s.iqr());
 }
 
-std::string to_csv(const stats_result& r) {
+void csv_causes(std::string& out, const std::string& label, const resource_totals& t) {
+  const cause_shares s = shares_of(t);
+  const double n = t.batches != 0 ? double(t.batches) : 1.0;
+  csv_row(out, "causes", label, "batches", double(t.batches));
+  csv_row(out, "causes", label, "batch_ms", double(t.dur_ns) / 1e6);
+  csv_row(out, "causes", label, "cpu_share", s.cpu);
+  csv_row(out, "causes", label, "cpu_wait_share", s.cpu_wait);
+  csv_row(out, "causes", label, "blocked_share", s.blocked);
+  csv_row(out, "causes", label, "minor_faults_per_batch", double(t.minflt) / n);
+  csv_row(out, "causes", label, "major_faults_per_batch", double(t.majflt) / n);
+  csv_row(out, "causes", label, "voluntary_switches_per_batch", double(t.nvcsw) / n);
+  csv_row(out, "causes", label, "involuntary_switches_per_batch", double(t.nivcsw) / n);
+  csv_row(out, "causes", label, "lost", double(t.lost));
+}
+
+std::string to_csv(const stats_result& r, const trace_dir& dir, const record_filter& win) {
   std::string out = "section,name,metric,value\n";
   csv_row(out, "trace", "", "records", double(r.records));
   csv_row(out, "trace", "", "files", double(r.files));
@@ -325,6 +345,15 @@ std::string to_csv(const stats_result& r) {
     csv_row(out, "rank", x.label, "wait_share", x.wait_share());
     csv_row(out, "rank", x.label, "out_of_order", double(x.out_of_order));
     csv_row(out, "rank", x.label, "lost_to_straggler_ms", x.lost_to_straggler_ms);
+  }
+  // Why batches were slow (as in the JSON's "causes"): all workers (name "all"), then per rank
+  // and per worker; the verdict as the name of a row of its own (like input_bound's class).
+  if (const causes_result c = compute_causes(dir, &win); c.present) {
+    csv_causes(out, "all", c.all);
+    const std::string v = cause_verdict(c.all);
+    if (!v.empty()) csv_row(out, "causes_verdict", v, "batches", double(c.all.batches));
+    for (const auto& x : c.ranks) csv_causes(out, x.label, x.totals);
+    for (const auto& x : c.workers) csv_causes(out, x.label, x.totals);
   }
   return out;
 }
@@ -498,7 +527,7 @@ std::string to_text(const stats_result& r, const trace_dir& dir, const record_fi
                  th.z, th.ratio);
     }
   }
-  if (const causes_result c = compute_causes(dir); c.present) {
+  if (const causes_result c = compute_causes(dir, &win); c.present) {
     const cause_thresholds th;
     out += "\nCauses of batch time (workers' batch preprocessing, from the sidecars):\n";
     append_fmt(out, "%-34s %8s %7s %9s %8s %10s %8s %8s %8s  %s\n", "", "batches", "on CPU",
@@ -509,6 +538,10 @@ std::string to_text(const stats_result& r, const trace_dir& dir, const record_fi
     if (c.all.lost != 0) {
       append_fmt(out, "\t%llu batches' figures lost (the runtime's queue was full)\n",
                  static_cast<unsigned long long>(c.all.lost));
+    }
+    if (c.window_incomplete) {
+      append_fmt(out, "\t(in the window: from the first %zu batchres lines read)\n",
+                 k_max_batch_resources);
     }
     const std::string v = cause_verdict(c.all);
     if (!v.empty()) {
@@ -567,12 +600,22 @@ void cause_text_row(std::string& out, const std::string& label, const resource_t
 }  // namespace
 
 void run_stats(const stats_args& a) {
-  const input in = open_input(a.in);
+  input in;
+  stats_result r;
+  if (names_summaries(a.in.dirs)) {
+    // Summaries: the merged figures (exact counts, quantiles within the sketch's error).
+    refuse_on_summaries(a.in, a.remove_outliers);
+    merged_summaries m = read_summaries(a.in.dirs);
+    in.dir = std::move(m.dir);
+    r = std::move(m.stats);
+  } else {
+    in = open_input(a.in);
+    const read_options ropt = reading(in);
+    stats_options sopt;
+    sopt.remove_outliers = a.remove_outliers;
+    r = compute_stats(in.dir, ropt, sopt);
+  }
   const trace_dir& dir = in.dir;
-  const read_options ropt = reading(in);
-  stats_options sopt;
-  sopt.remove_outliers = a.remove_outliers;
-  const stats_result r = compute_stats(dir, ropt, sopt);
   if (r.skipped_lines) {
     warning("skipped " + std::to_string(r.skipped_lines) + " malformed line(s)");
   }
@@ -582,7 +625,7 @@ void run_stats(const stats_args& a) {
     out.write(dump_json(to_json(r, dir, in.filter, a.remove_outliers), 2));
     out.write("\n");
   } else if (a.csv) {
-    out.write(to_csv(r));
+    out.write(to_csv(r, dir, in.filter));
   } else {
     out.write(to_text(r, dir, in.filter, a.remove_outliers));
   }

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <map>
 #include <optional>
+#include <tuple>
 
 namespace lotus_tool {
 
@@ -60,13 +61,75 @@ std::optional<std::uint64_t> rank_of(const trace_dir& dir, const process_key& k)
 
 }  // namespace
 
-causes_result compute_causes(const trace_dir& dir) {
+namespace {
+
+// Each batchres line's trace file (its thread's worker file: directory and host), or nullptr.
+std::vector<const trace_file*> files_of_lines(const trace_dir& dir) {
+  std::map<std::tuple<std::uint32_t, std::uint64_t, std::uint64_t>, const trace_file*> file_of;
+  for (const auto& f : dir.files) {
+    if (f.kind == file_kind::worker) file_of.emplace(std::make_tuple(f.source, f.pid, f.id), &f);
+  }
+  std::vector<const trace_file*> out;
+  out.reserve(dir.batch_res.size());
+  for (const batch_resources& b : dir.batch_res) {
+    const auto it = file_of.find(std::make_tuple(b.source, b.pid, b.tid));
+    out.push_back(it == file_of.end() ? nullptr : it->second);
+  }
+  return out;
+}
+
+bool line_kept(const batch_resources& b, const trace_file* f, const record_filter& win) {
+  if (f == nullptr) return false;
+  record rec;
+  rec.start_ns = b.start_ns;
+  rec.dur_ns = b.r.dur_ns;
+  batch_ref ref;
+  ref.kind = batch_kind::preprocessed;
+  ref.idx = b.idx;
+  return win.keep(f->source, rec, ref);
+}
+
+// The processes' `batchres` sums, from the lines of the batches `win` keeps.
+std::map<process_key, std::map<std::uint64_t, resource_totals>> windowed(const trace_dir& dir,
+                                                                         const record_filter& win) {
+  const std::vector<const trace_file*> files = files_of_lines(dir);
+  std::map<process_key, std::map<std::uint64_t, resource_totals>> out;
+  for (std::size_t i = 0; i < dir.batch_res.size(); ++i) {
+    const batch_resources& b = dir.batch_res[i];
+    if (line_kept(b, files[i], win)) out[process_key{b.pid, files[i]->host}][b.tid].add(b.r);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<bool> batch_res_in_window(const trace_dir& dir, const record_filter& win) {
+  std::vector<bool> keep(dir.batch_res.size(), true);
+  if (!win.active()) return keep;
+  const std::vector<const trace_file*> files = files_of_lines(dir);
+  for (std::size_t i = 0; i < keep.size(); ++i)
+    keep[i] = line_kept(dir.batch_res[i], files[i], win);
+  return keep;
+}
+
+causes_result compute_causes(const trace_dir& dir, const record_filter* win) {
   causes_result c;
   std::map<std::uint64_t, resource_totals> by_rank;
+  const bool windowed_view = win != nullptr && win->active();
+  std::map<process_key, std::map<std::uint64_t, resource_totals>> in_window;
+  if (windowed_view) {
+    in_window = windowed(dir, *win);
+    c.window_incomplete = dir.batch_res_beyond > 0;
+  }
+  static const std::map<std::uint64_t, resource_totals> k_none;
   for (const auto& kv : dir.processes) {
     c.cpus_allowed = std::max(c.cpus_allowed, kv.second.cpus_allowed);
     const auto rank = rank_of(dir, kv.first);
-    for (const auto& t : kv.second.resources) {
+    const auto w = windowed_view ? in_window.find(kv.first) : in_window.end();
+    const auto& resources = !windowed_view         ? kv.second.resources
+                            : w != in_window.end() ? w->second
+                                                   : k_none;
+    for (const auto& t : resources) {
       if (t.second.batches == 0 && t.second.lost == 0) continue;
       c.present = true;
       c.all.add(t.second);

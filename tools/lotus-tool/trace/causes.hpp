@@ -46,9 +46,17 @@ struct causes_result {
   std::vector<cause_row> workers;  ///< one per recording thread, by (pid, tid)
   std::vector<cause_row> ranks;    ///< with two ranks or more
   std::uint64_t cpus_allowed = 0;  ///< the largest `cpus` allowed count of the processes
+  bool window_incomplete = false;  ///< windowed, and batchres lines beyond the kept ones exist
 };
 
-causes_result compute_causes(const trace_dir& dir);
+/// With `win` active (--epoch, --from/--to; --ops keeps every batch): from the sidecars'
+/// `batchres` lines of the batches the window keeps (those the directory kept:
+/// k_max_batch_resources lines; `window_incomplete` when some were beyond), as stats filters
+/// the SBatchPreprocessed records themselves.
+causes_result compute_causes(const trace_dir& dir, const record_filter* win = nullptr);
+
+/// Per line of dir.batch_res: whether `win` keeps its batch (all true without a window).
+std::vector<bool> batch_res_in_window(const trace_dir& dir, const record_filter& win);
 
 /// The action that fits a verdict, with the numbers of `c` (plain text, one sentence).
 std::string cause_advice(const causes_result& c, const std::string& verdict);

@@ -94,6 +94,8 @@ void hll_add(std::vector<std::uint8_t>& reg, std::string_view name) {
   if (rho > reg[r]) reg[r] = rho;
 }
 
+}  // namespace
+
 // HyperLogLog's estimate (with the small-range correction) from its registers.
 std::uint64_t hll_estimate(const std::vector<std::uint8_t>& reg) {
   if (reg.empty()) return 0;
@@ -108,8 +110,6 @@ std::uint64_t hll_estimate(const std::vector<std::uint8_t>& reg) {
   if (e <= 2.5 * m && zeros > 0) e = m * std::log(m / static_cast<double>(zeros));
   return static_cast<std::uint64_t>(std::llround(e));
 }
-
-}  // namespace
 
 std::size_t stats_engine::op_index(std::string_view name) {
   // Op names repeat in short cycles: a 64-slot cache keyed by a cheap hash of the length and the
@@ -357,7 +357,7 @@ std::uint32_t stats_engine::source_of(std::uint64_t file) const {
   return file < file_source_.size() ? file_source_[static_cast<std::size_t>(file)] : 0;
 }
 
-void stats_engine::op_table(stats_result& r) const {
+void stats_engine::op_table(const stats_options& opt, stats_result& r) const {
   // Per-op table (Table II): count, mean, p50/p90/p99 (linear), share < 10 ms and < 100 us.
   // Exact order statistics of every op at once, by rank_selector over the op logs.
   std::vector<std::size_t> order(ops_.size());
@@ -384,6 +384,17 @@ void stats_engine::op_table(stats_result& r) const {
   r.max_ops = lim_.max_ops;
   r.pooled_ops_records = pooled_records_;
   r.pooled_op_names = hll_estimate(pooled_hll_);
+  std::vector<log_sketch> sk(opt.sketches ? ops_.size() : 0);
+  if (opt.sketches) {
+    r.pooled_hll = pooled_hll_;
+    op_log_.scan_blocks([&](const op_small* p, std::size_t n) {
+      for (std::size_t j = 0; j < n; ++j) sk[p[j].op].add(static_cast<std::int64_t>(p[j].dur));
+    });
+    op_big_log_.scan([&](const op_big& e) {
+      sk[static_cast<std::size_t>(e.op)].add(
+          static_cast<std::int64_t>(std::min<std::uint64_t>(e.dur, INT64_MAX)));
+    });
+  }
   for (std::size_t i : order) {
     const op_acc& a = ops_[i];
     op_stats o;
@@ -397,7 +408,13 @@ void stats_engine::op_table(stats_result& r) const {
     o.p99 = answer(sel, asks[i][2], ms);
     o.share_lt_10ms = static_cast<double>(a.lt_10ms) / static_cast<double>(o.count);
     o.share_lt_100us = static_cast<double>(a.lt_100us) / static_cast<double>(o.count);
+    o.sum_ns = a.sum;
+    o.min_ns = a.min;
+    o.max_ns = a.max;
+    o.lt_10ms = a.lt_10ms;
+    o.lt_100us = a.lt_100us;
     r.ops.push_back(std::move(o));
+    if (opt.sketches) r.op_sketches.push_back(std::move(sk[i]));
   }
 }
 
@@ -429,6 +446,21 @@ void stats_engine::batch_and_wait_times(const stats_options& opt, stats_result& 
   });
   r.wait.s = summarize_stream(durations(wait_), keep_all, budget);
   r.out_of_order = r.wait.eq_1us;
+  if (opt.sketches) {
+    const auto to = [](log_sketch& k) {
+      return [&k](const span& s) {
+        k.add(static_cast<std::int64_t>(std::min<std::uint64_t>(s.dur, INT64_MAX)));
+      };
+    };
+    pre_.scan(to(r.preprocessing_sketch));
+    pre_.scan([&](const span& s) {
+      const auto f = static_cast<std::size_t>(s.file);
+      if (f >= r.file_batches.size()) r.file_batches.resize(f + 1);
+      ++r.file_batches[f].first;
+      r.file_batches[f].second += s.dur;
+    });
+    wait_.scan(to(r.wait_sketch));
+  }
 }
 
 void stats_engine::batch_delays(const stats_options& opt, stats_result& r) const {
@@ -487,6 +519,7 @@ void stats_engine::batch_delays(const stats_options& opt, stats_result& r) const
   }
   r.delay.unmatched_preprocessed = pre_.size() - matched;
   r.delay.s = summarize_stream([&](auto&& f) { delay_ns.scan(f); }, keep_all, budget);
+  if (opt.sketches) delay_ns.scan([&](std::int64_t v) { r.delay_sketch.add(v); });
 
   if (opt.keep_points) {
     thinned_points(pre_points, by_epoch_then_idx, opt.max_points, r.preprocessed);
@@ -540,7 +573,7 @@ stats_result stats_engine::compute(const stats_options& opt) const {
   r.consumed = consumed_.size();
   r.spilled = op_log_.spilled() || op_big_log_.spilled() || pre_.spilled() || wait_.spilled() ||
               consumed_.spilled();
-  op_table(r);
+  op_table(opt, r);
   batch_and_wait_times(opt, r);
   batch_delays(opt, r);
   r.first_start_ns = UINT64_MAX;
@@ -551,13 +584,13 @@ stats_result stats_engine::compute(const stats_options& opt) const {
 }
 
 stats_result compute_stats(const trace_dir& dir, const read_options& ropt,
-                           const stats_options& sopt) {
-  stats_engine eng;
+                           const stats_options& sopt, const stats_limits& lim) {
+  stats_engine eng(lim);
   std::vector<std::uint32_t> sources(dir.files.size());
   for (std::size_t i = 0; i < dir.files.size(); ++i) sources[i] = dir.files[i].source;
   eng.set_file_sources(sources);
   // Per directory (rank): the light sums of the rank comparison.
-  const bool per_rank = dir.sources.size() > 1;
+  const bool per_rank = dir.sources.size() > 1 || sopt.sketches;
   // Every directory's main-process span (for the wait share), and per directory the light sums
   // of the rank comparison.
   const std::size_t n_sources = std::max<std::size_t>(1, dir.sources.size());

@@ -14,6 +14,7 @@
 
 #include "trace/record.hpp"
 #include "trace/select.hpp"
+#include "trace/sketch.hpp"
 #include "trace/trace_dir.hpp"
 #include "util/spill.hpp"
 
@@ -42,6 +43,8 @@ struct op_stats {
   double mean = 0, p50 = 0, p90 = 0, p99 = 0, sum = 0;
   double share_lt_10ms = 0, share_lt_100us = 0;  ///< fractions in [0, 1]
   bool pooled = false;  ///< the row of the names beyond the cap (k_other_ops_name)
+  /// The exact integers behind the row (summaries merge these).
+  std::uint64_t sum_ns = 0, min_ns = 0, max_ns = 0, lt_10ms = 0, lt_100us = 0;
 };
 
 struct batch_point {
@@ -79,6 +82,10 @@ struct stats_options {
   std::size_t max_points = 0;
   /// With keep_points: also the waits and delays (false: the preprocessed points only).
   bool keep_wait_delay_points = true;
+  /// Also the log_sketch of each op, of the batch preprocessing, waits and delays, the pooled
+  /// names' HyperLogLog registers and the per-directory rows even for one directory (what
+  /// `summarize` writes).
+  bool sketches = false;
 };
 
 /// The cap on distinct op names (stats_limits::max_ops): 65,536, or LOTUS_TOOL_MAX_OPS (a
@@ -236,7 +243,17 @@ struct stats_result {
   std::optional<std::size_t> slowest_rank;
   std::optional<straggler_analysis> straggler;
   rank_op_table rank_ops;  ///< per rank and file, per op (stats_engine::rank_ops)
+  // With stats_options::sketches only:
+  std::vector<log_sketch> op_sketches;  ///< parallel to ops
+  log_sketch preprocessing_sketch, wait_sketch, delay_sketch;
+  std::vector<std::uint8_t> pooled_hll;  ///< empty when no name was pooled
+  /// Per file index: its SBatchPreprocessed records and their summed duration (ns): how busy
+  /// each worker was.
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> file_batches;
 };
+
+/// HyperLogLog estimate of the registers (4096 of them) the engine keeps for pooled names.
+std::uint64_t hll_estimate(const std::vector<std::uint8_t>& registers);
 
 /// Accumulates records (call add() for each) and computes everything at the end, in bounded
 /// memory: records go to spill_logs (RAM buffer, then an anonymous temp file), percentiles are
@@ -273,7 +290,7 @@ class stats_engine {
   std::size_t op_index(std::string_view name);
   // The parts of compute(), in its order (stats_engine.cpp).
   std::uint32_t source_of(std::uint64_t file) const;
-  void op_table(stats_result& r) const;
+  void op_table(const stats_options& opt, stats_result& r) const;
   void batch_and_wait_times(const stats_options& opt, stats_result& r) const;
   void batch_delays(const stats_options& opt, stats_result& r) const;
 
@@ -298,6 +315,6 @@ class stats_engine {
 
 /// Convenience: stream a whole directory through a stats_engine.
 stats_result compute_stats(const trace_dir& dir, const read_options& ropt,
-                           const stats_options& sopt);
+                           const stats_options& sopt, const stats_limits& lim = {});
 
 }  // namespace lotus_tool

@@ -770,10 +770,12 @@ std::vector<trace_dir> split_by_rank(trace_dir&& dir) {
 
 }  // namespace
 
-trace_dir scan_trace_dirs(const std::vector<std::string>& dirs, const std::string& prefix) {
+std::vector<trace_dir> scan_trace_parts(const std::vector<std::string>& dirs,
+                                        const std::string& prefix,
+                                        std::vector<std::size_t>& dir_of) {
   if (dirs.empty()) throw tool_error(exit_usage, "no trace directory given");
   std::vector<trace_dir> parts;
-  std::vector<std::size_t> dir_of;  // the directory (index into dirs) of each part
+  dir_of.clear();
   parts.reserve(dirs.size());
   // The same directory given twice (or through another path) is read once: its records would
   // count twice.
@@ -804,6 +806,11 @@ trace_dir scan_trace_dirs(const std::vector<std::string>& dirs, const std::strin
     }
   }
   for (auto& r : repeated) parts.front().warnings.push_back(std::move(r));
+  return parts;
+}
+
+trace_dir merge_trace_parts(std::vector<trace_dir> parts, const std::vector<std::size_t>& dir_of) {
+  if (parts.empty()) throw tool_error(exit_usage, "no trace directory given");
   if (parts.size() == 1) return std::move(parts.front());
 
   // Labels must tell the parts apart: a repeated one gets the directory name.
@@ -845,10 +852,25 @@ trace_dir scan_trace_dirs(const std::vector<std::string>& dirs, const std::strin
       out.processes.emplace(process_key{key.first, meta.host}, std::move(meta));
     }
     for (auto& w : p.warnings) out.warnings.push_back(std::move(w));
+    for (auto& b : p.batch_res) {  // the first k_max_batch_resources of all directories
+      if (out.batch_res.size() >= k_max_batch_resources) {
+        ++out.batch_res_beyond;
+        continue;
+      }
+      b.source = k;
+      out.batch_res.push_back(b);
+    }
+    out.batch_res_beyond += p.batch_res_beyond;
     out.sources.push_back(std::move(src));
   }
   for (const auto& pf : prefixes) out.prefix += (out.prefix.empty() ? "" : ", ") + pf;
   return out;
+}
+
+trace_dir scan_trace_dirs(const std::vector<std::string>& dirs, const std::string& prefix) {
+  std::vector<std::size_t> dir_of;
+  std::vector<trace_dir> parts = scan_trace_parts(dirs, prefix, dir_of);
+  return merge_trace_parts(std::move(parts), dir_of);
 }
 
 bool plausible_clock_sample(const clock_sample& c) {

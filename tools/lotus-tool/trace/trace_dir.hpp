@@ -93,7 +93,8 @@ struct resource_totals {
 /// One `batchres` line: thread, batch index, its span (ns) and the thread's figures in it.
 struct batch_resources {
   std::uint64_t pid = 0, tid = 0, idx = 0, start_ns = 0;
-  resource_totals r;  ///< batches = 1
+  resource_totals r;         ///< batches = 1
+  std::uint32_t source = 0;  ///< index into trace_dir::sources (the directory of its sidecar)
 };
 
 /// A flight-recorder capture (the sidecar's `capture` line, FORMAT.md §5): why and when it was
@@ -194,6 +195,14 @@ trace_dir scan_trace_dir(const std::string& dir, const std::string& prefix);
 /// its name. Clocks of different hosts are taken as synchronized (NTP/PTP). Each directory
 /// detects its own prefix when `prefix` is empty. One directory: scan_trace_dir.
 trace_dir scan_trace_dirs(const std::vector<std::string>& dirs, const std::string& prefix);
+/// scan_trace_dirs in two steps: each directory scanned and split by rank into parts (one
+/// source each, labelled), with dir_of[k] the index into `dirs` of part k ...
+std::vector<trace_dir> scan_trace_parts(const std::vector<std::string>& dirs,
+                                        const std::string& prefix,
+                                        std::vector<std::size_t>& dir_of);
+/// ... and the parts as one trace (labels told apart, processes keyed by host). Also the merge of
+/// summaries (trace/summary.hpp), whose parts are rebuilt from the files.
+trace_dir merge_trace_parts(std::vector<trace_dir> parts, const std::vector<std::size_t>& dir_of);
 
 /// What the sidecars of one host say about its clock.
 struct host_clock {

@@ -144,7 +144,7 @@ def _check_choice(name, value):
 
 def configure(log_file=_UNSET, *, enabled=None, ring_capacity=None, flush_interval=None,
               overflow=None, clock=None, nvtx=None, itt=None, max_bytes=None,
-              min_free_bytes=None, flight=None, flight_bytes=None, trigger=None):
+              min_free_bytes=None, flight=None, flight_bytes=None, trigger=None, resources=None):
     """Apply options to this process; unset options fall back to the environment, then defaults.
 
     As the C++ ``lotus::configure``, each call replaces the options of the previous one (pass
@@ -192,6 +192,8 @@ def configure(log_file=_UNSET, *, enabled=None, ring_capacity=None, flush_interv
         opts["nvtx"] = _check_bool("nvtx", nvtx)
     if itt is not None:
         opts["itt"] = _check_bool("itt", itt)
+    if resources is not None:
+        opts["resources"] = _check_bool("resources", resources)
     if max_bytes is not None:
         opts["max_bytes"] = _check_int("max_bytes", max_bytes)
     if min_free_bytes is not None:
@@ -209,7 +211,7 @@ def configure(log_file=_UNSET, *, enabled=None, ring_capacity=None, flush_interv
                       opts.get("flush_interval"), opts.get("overflow"), opts.get("clock"),
                       opts.get("nvtx"), opts.get("itt"), opts.get("max_bytes"),
                       opts.get("min_free_bytes"), opts.get("flight"), opts.get("flight_bytes"),
-                      opts.get("trigger"))
+                      opts.get("trigger"), opts.get("resources"))
     _last_options.clear()
     _last_options.update(opts)
 

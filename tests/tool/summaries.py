@@ -1,0 +1,225 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Summaries (issue #45): `lotus-tool summarize` per rank, then `stats` over the summaries gives
+the same answers as over the trace directories: counts, sums and every non-quantile figure equal
+(floats to 1e-9), quantiles within the sketch's documented 1 %, the same straggler (rank and
+op), the same causes. Then summaries as untrusted input: empty, truncated, not JSON, another
+version, inconsistent counts, a huge file, a symlink, deep nesting and byte flips each give a
+clear error and exit 1 or 3, never a crash.
+
+    summaries.py LOTUS_TOOL GEN_RANKS.PY WORKDIR
+"""
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+
+QUANTILES = {"p50_ms", "p90_ms", "p99_ms", "median_ms", "p25_ms", "p75_ms"}
+ALPHA = 0.01
+
+
+def run(cmd, ok=(0,)):
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    if p.returncode not in ok:
+        sys.exit(f"FAIL: {' '.join(cmd)} -> {p.returncode}\n{p.stderr}")
+    return p
+
+
+def compare(raw, summ, path=""):
+    """Every field of raw equal in summ; quantiles within ALPHA."""
+    errors = []
+    if isinstance(raw, dict):
+        if set(raw) != set(summ):
+            errors.append(f"{path}: keys {sorted(set(raw) ^ set(summ))}")
+        for k in raw:
+            if k in summ:
+                if k == "iqr_ms":  # p75 - p25: within ALPHA of each
+                    tol = ALPHA * (abs(raw["p75_ms"]) + abs(raw["p25_ms"])) + 1e-12
+                    if abs(raw[k] - summ[k]) > tol:
+                        errors.append(f"{path}.{k}: {raw[k]} vs {summ[k]}")
+                    continue
+                errors += compare(raw[k], summ[k], f"{path}.{k}")
+    elif isinstance(raw, list):
+        if len(raw) != len(summ):
+            return [f"{path}: {len(raw)} vs {len(summ)} elements"]
+        for i, (a, b) in enumerate(zip(raw, summ)):
+            errors += compare(a, b, f"{path}[{i}]")
+    elif isinstance(raw, float) or isinstance(summ, float):
+        name = path.rsplit(".", 1)[-1]
+        tol = ALPHA * abs(raw) * (1 + 1e-9) + 1e-12 if name in QUANTILES else 1e-9 * abs(raw) + 1e-12
+        if abs(raw - summ) > tol:
+            errors.append(f"{path}: {raw} vs {summ} (tolerance {tol:.3g})")
+    elif raw != summ:
+        errors.append(f"{path}: {raw!r} vs {summ!r}")
+    return errors
+
+
+def add_batchres(rank_dir, seed):
+    """Per-batch resource lines in the workers' sidecars (FORMAT.md §5), for the causes."""
+    rng = random.Random(seed)
+    for name in sorted(os.listdir(rank_dir)):
+        if not name.startswith(".p.lotus-meta_") or name.endswith("_1000"):
+            continue
+        tid = int(name.rsplit("_", 1)[1])
+        with open(os.path.join(rank_dir, name), "a") as f:
+            f.write("cpus 8 4\n")
+            for b in range(4):
+                dur = rng.randint(5_000_000, 9_000_000)
+                f.write(f"batchres {tid} {b} {1_000_000 + b} {dur} {dur // 2} {dur // 5} "
+                        f"{rng.randint(0, 50)} 0 {rng.randint(0, 9)} {rng.randint(0, 3)}\n")
+
+
+def main():
+    tool, gen, work = sys.argv[1], sys.argv[2], sys.argv[3]
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    try:
+        job = os.path.join(work, "job")
+        run([sys.executable, gen, job, "--ranks", "64", "--slow-rank", "37", "--batches", "24"])
+        ranks = sorted(os.path.join(job, d) for d in os.listdir(job))
+        for i, d in enumerate(ranks[:3]):
+            add_batchres(d, i)
+        raw = json.loads(run([tool, "stats", "--json", *ranks]).stdout)
+        assert raw["straggler"]["rank"] == 37 and raw["straggler"]["op"] == "SRandomResizedCrop", \
+            raw["straggler"]
+        assert "causes" in raw
+        # One summary per rank, in a directory ...
+        sums = os.path.join(work, "sums")
+        os.makedirs(sums)
+        for d in ranks:
+            run([tool, "summarize", d, "-o", os.path.join(sums, os.path.basename(d) + ".lsum")])
+        by_dir = json.loads(run([tool, "stats", "--json", sums]).stdout)
+        errors = compare(raw, by_dir)
+        # ... and one summary of every rank, and the same files named one by one.
+        one = os.path.join(work, "all.lsum")
+        run([tool, "summarize", *ranks, "-o", one])
+        errors += compare(raw, json.loads(run([tool, "stats", "--json", one]).stdout))
+        files = sorted(os.path.join(sums, f) for f in os.listdir(sums))
+        errors += compare(raw, json.loads(run([tool, "stats", "--json", *files]).stdout))
+        if errors:
+            sys.exit("FAIL: summaries differ from the traces:\n" + "\n".join(errors[:40]))
+        # One rank: its summary reads as its directory.
+        errors = compare(json.loads(run([tool, "stats", "--json", ranks[5]]).stdout),
+                         json.loads(run([tool, "stats", "--json", files[5]]).stdout))
+        if errors:
+            sys.exit("FAIL: one rank:\n" + "\n".join(errors[:40]))
+        # Text and CSV read summaries too; the straggler is named the same way.
+        text = run([tool, "stats", sums]).stdout
+        assert "Straggler: " in text and "RandomResizedCrop" in text, text[-2000:]
+        raw_csv = run([tool, "stats", "--csv", *ranks]).stdout.splitlines()
+        sum_csv = run([tool, "stats", "--csv", sums]).stdout.splitlines()
+        assert len(raw_csv) == len(sum_csv) and raw_csv[0] == sum_csv[0]
+        for a, b in zip(raw_csv, sum_csv):
+            if a.split(",")[:3] != b.split(",")[:3]:
+                sys.exit(f"FAIL: csv rows {a!r} vs {b!r}")
+        # The report reads summaries too: the same straggler finding and rank rows, the op
+        # histograms from the sketches (no timeline, no per-batch charts).
+        page_raw = os.path.join(work, "raw.html")
+        page_sum = os.path.join(work, "sum.html")
+        run([tool, "report", *ranks, "-o", page_raw])
+        run([tool, "report", sums, "-o", page_sum])
+        want = "rank 37 is the straggler on RandomResizedCrop."
+        for page in (page_raw, page_sum):
+            text = open(page, encoding="utf-8").read()
+            assert want in text, (page, want)
+            assert "<section id=\"ranks\">" in text, page
+        # diff reads summaries: per op the same counts and means, p50/p90 within 1 %, the same
+        # verdicts (here: host 0's ranks 2x slower on every op in the new run).
+        job2 = os.path.join(work, "job2")
+        run([sys.executable, gen, job2, "--ranks", "16", "--slow-host", "0", "--factor", "2",
+             "--batches", "24", "--seed", "5"])
+        ranks2 = sorted(os.path.join(job2, d) for d in os.listdir(job2))
+        sums2 = os.path.join(work, "sums2.lsum")
+        run([tool, "summarize", *ranks2, "-o", sums2])
+        base = ["--base=" + d for d in ranks[:16]]
+        new = ["--new=" + d for d in ranks2]
+        d_raw = json.loads(run([tool, "diff", "--json", *base, *new]).stdout)
+        first16 = os.path.join(work, "first16.lsum")
+        run([tool, "summarize", *ranks[:16], "-o", first16])
+        d_sum = json.loads(run([tool, "diff", "--json", first16, sums2]).stdout)
+        assert [o["name"] for o in d_raw["ops"]] == [o["name"] for o in d_sum["ops"]]
+        slower = 0
+        for a, b in zip(d_raw["ops"], d_sum["ops"]):
+            assert a["verdict"] == b["verdict"], (a, b)
+            slower += a["verdict"] == "slower"
+            for side in ("base", "new"):
+                assert a[side]["count"] == b[side]["count"], (a, b)
+                assert abs(a[side]["mean_ms"] - b[side]["mean_ms"]) <= 1e-9 * a[side]["mean_ms"]
+                for q in ("p50_ms", "p90_ms"):
+                    assert abs(a[side][q] - b[side][q]) <= ALPHA * a[side][q] * (1 + 1e-9), (a, b)
+        assert slower >= 5, d_raw["ops"]
+        rows = {r["name"]: r for r in d_sum["run"]}
+        assert rows["batch_preprocessing_p50_ms"]["verdict"] == "slower", rows
+        # report --baseline with summaries on both sides.
+        run([tool, "report", sums2, "--baseline", first16, "-o", page_sum])
+        # Options that need the records, and mixed inputs: usage errors.
+        for extra in (["--epoch", "0"], ["--remove-outliers"], ["--ops", "Loader"]):
+            p = run([tool, "stats", sums, *extra], ok=(2,))
+            assert "summary" in p.stderr, p.stderr
+        p = run([tool, "stats", sums, ranks[0]], ok=(2,))
+        assert "either trace directories or summaries" in p.stderr, p.stderr
+
+        # Untrusted input.
+        good = open(files[0], "rb").read()
+        doc = json.loads(good)
+        bad = {}
+        bad["empty"] = b""
+        bad["truncated"] = good[: len(good) // 2]
+        bad["not_json"] = b"SLoader,1,2\n"
+        bad["other_format"] = json.dumps({**doc, "format": "x"}).encode()
+        bad["version"] = json.dumps({**doc, "version": 99}).encode()
+        bad["deep"] = b"[" * 100000 + b"]" * 100000
+        d2 = json.loads(good)
+        d2["sources"][0]["ops"][0]["count"] += 1  # the sketch holds one value less
+        bad["sketch_count"] = json.dumps(d2).encode()
+        d3 = json.loads(good)
+        d3["sources"][0]["ops"][0]["sketch"]["pos"][0] = -5
+        bad["bucket"] = json.dumps(d3).encode()
+        d4 = json.loads(good)
+        d4["sources"][0]["rank_ops"] = [[999, 1, 1]]
+        bad["cell"] = json.dumps(d4).encode()
+        d5 = json.loads(good)
+        d5["sources"][0]["wait"]["count"] = -1
+        bad["negative"] = json.dumps(d5).encode()
+        d6 = json.loads(good)
+        d6["sources"][0]["processes"][0]["clock_start"] = [1, 2]
+        bad["clock"] = json.dumps(d6).encode()
+        rng = random.Random(7)
+        for i in range(40):
+            b = bytearray(good)
+            for _ in range(3):
+                b[rng.randrange(len(b))] = rng.randrange(256)
+            bad[f"flip{i}"] = bytes(b)
+        fuzz = os.path.join(work, "fuzz")
+        os.makedirs(fuzz)
+        for name, data in bad.items():
+            path = os.path.join(fuzz, name + ".lsum")
+            with open(path, "wb") as f:
+                f.write(data)
+            p = run([tool, "stats", "--json", path], ok=(0, 1, 3))
+            must_fail = not name.startswith("flip")
+            if p.returncode == 0 and must_fail:
+                sys.exit(f"FAIL: {name}: accepted")
+            if p.returncode != 0 and ("error: " not in p.stderr or len(p.stderr) > 2000):
+                sys.exit(f"FAIL: {name}: no clear error: {p.stderr[:500]!r}")
+            os.unlink(path)
+        huge = os.path.join(fuzz, "huge.lsum")
+        with open(huge, "wb") as f:
+            f.truncate(65 << 20)  # sparse: no disk used
+        p = run([tool, "stats", huge], ok=(1,))
+        assert "larger than 64 MiB" in p.stderr, p.stderr
+        os.unlink(huge)
+        link = os.path.join(fuzz, "link.lsum")
+        os.symlink(files[0], link)
+        p = run([tool, "stats", link], ok=(3,))
+        assert "cannot open" in p.stderr, p.stderr
+        print("ok: summaries equal the traces (counts exact, quantiles within 1 %); "
+              f"{len(bad) + 2} corrupt summaries refused cleanly")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
