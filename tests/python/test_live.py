@@ -22,11 +22,11 @@ TOOL = os.environ.get("LOTUS_TOOL")
 pytestmark = pytest.mark.skipif(not TOOL, reason="LOTUS_TOOL not set")
 
 
-def job(tmp, **kw):
+def job(tmp, env=None, **kw):
     args = {"trace": str(tmp / "t" / "job"), "samples": 48, "batch_size": 4, "epochs": 2,
             "sleep_ms": 20, "control": str(tmp / "control"), **kw}
     return subprocess.Popen([sys.executable, str(HERE / "live_job.py"), json.dumps(args)],
-                            stdout=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, text=True, env={**os.environ, **(env or {})})
 
 
 def records(d, prefix):
@@ -62,6 +62,29 @@ def test_top_once_on_running_python_job(tmp_path):
         # Every worker process's figures, final: the op counts equal the trace's records.
         decode = re.search(r"^[* ] Decode +(\d+) ", frame, re.M)
         assert int(decode.group(1)) == records(tmp_path / "t", "SDecode") == 96, frame
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def test_live_figures_in_flight_mode(tmp_path):
+    """Flight mode writes no trace record until a capture, yet the live figures count every
+    record: the writer's one tap sees records whatever their sink."""
+    p = job(tmp_path, env={"LOTUS_FLIGHT": "4"}, sleep_ms=2)
+    try:
+        done = p.stdout.readline()
+        assert p.wait(timeout=120) == 0
+        consumed = json.loads(done[5:])["consumed"]
+        pid = json.loads(done[5:])["pid"]
+        names = sorted(n.name for n in (tmp_path / "t").iterdir())
+        assert names and all(".lotus-live_" in n for n in names), names  # no trace file
+        frame = top_once(tmp_path / "t")
+        rows = {l.split()[0]: l.split() for l in frame.splitlines() if re.match(r"\d+ ", l)}
+        assert rows[str(pid)][:4] == [str(pid), "main", "ended", str(consumed)], frame
+        assert consumed == 24
+        decode = re.search(r"^[* ] Decode +(\d+) ", frame, re.M)
+        assert decode and int(decode.group(1)) == 96, frame
     finally:
         if p.poll() is None:
             p.kill()
