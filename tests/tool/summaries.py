@@ -3,7 +3,9 @@
 """Summaries (issue #45): `lotus-tool summarize` per rank, then `stats` over the summaries gives
 the same answers as over the trace directories: counts, sums and every non-quantile figure equal
 (floats to 1e-9), quantiles within the sketch's documented 1 %, the same straggler (rank and
-op), the same causes. Then summaries as untrusted input: empty, truncated, not JSON, another
+op), the same causes. `diff --json` on summaries gives the traces' per-epoch run figures (wait
+share, batch delay, out-of-order, epoch time, batches/s; ranks with two epochs); a version 1
+summary (no epochs) still reads. Then summaries as untrusted input: empty, truncated, not JSON, another
 version, inconsistent counts, a huge file, a symlink, deep nesting and byte flips each give a
 clear error and exit 1 or 3, never a crash.
 
@@ -71,6 +73,56 @@ def add_batchres(rank_dir, seed):
                         f"{rng.randint(0, 50)} 0 {rng.randint(0, 9)} {rng.randint(0, 3)}\n")
 
 
+def add_epoch(rank_dir, seed, batches=10):
+    """A second epoch in the rank's main file (FORMAT.md §3): the iterator queues index 0 again
+    after the first epoch's last consumed batch; every third wait is the 1 us out-of-order
+    marker. diff's run figures (wait share, epoch time, batches/s, out-of-order) then cover two
+    epochs of unequal length."""
+    rng = random.Random(seed)
+    name = next(n for n in os.listdir(rank_dir) if n.startswith("p_main_pid_"))
+    path = os.path.join(rank_dir, name)
+    with open(path) as f:
+        last = max(int(ln.split(",")[1]) + int(ln.split(",")[2]) for ln in f if ln.strip())
+    now = last + 50_000_000
+    lines = [f"SBatchQueued_{i},{now + i},1000\n" for i in range(4)]
+    for b in range(batches):
+        if b + 4 < batches:
+            lines.append(f"SBatchQueued_{b + 4},{now},1000\n")
+        wait = 1000 if b % 3 == 2 else rng.randint(100_000, 30_000_000)
+        lines.append(f"SBatchWait_{b},{now},{wait}\n")
+        now += wait + 5_000
+        lines.append(f"SBatchConsumed_{b},{now},1000\n")
+        now += rng.randint(1_000_000, 9_000_000)
+    with open(path, "a") as f:
+        f.writelines(lines)
+
+
+RUN_FIGURES = ("wait_share", "batch_delay_ms", "out_of_order", "epoch_seconds",
+               "batches_per_second")
+
+
+def same_run_figures(d_raw, d_sum):
+    """diff --json's run rows: the per-epoch figures equal (floats to 1e-9), the batch median
+    within the sketch's ALPHA, the same verdicts."""
+    raw = {r["name"]: r for r in d_raw["run"]}
+    summ = {r["name"]: r for r in d_sum["run"]}
+    errors = []
+    if set(raw) != set(summ):
+        errors.append(f"run rows {sorted(raw)} vs {sorted(summ)}")
+    for name in RUN_FIGURES:
+        if name not in raw:
+            errors.append(f"{name}: not in the traces' diff")
+    for name in set(raw) & set(summ):
+        a, b = raw[name], summ[name]
+        tol = ALPHA if name == "batch_preprocessing_p50_ms" else 1e-9
+        for k in ("base", "new"):
+            if abs(a[k] - b[k]) > tol * abs(a[k]) + 1e-12:
+                errors.append(f"{name}.{k}: {a[k]} vs {b[k]}")
+        if a["verdict"] != b["verdict"]:
+            errors.append(f"{name}: verdict {a['verdict']} vs {b['verdict']}")
+    return errors
+
+
 def main():
     tool, gen, work = sys.argv[1], sys.argv[2], sys.argv[3]
     shutil.rmtree(work, ignore_errors=True)
@@ -81,6 +133,8 @@ def main():
         ranks = sorted(os.path.join(job, d) for d in os.listdir(job))
         for i, d in enumerate(ranks[:3]):
             add_batchres(d, i)
+        for i, d in enumerate(ranks[:16:3]):
+            add_epoch(d, 100 + i)
         raw = json.loads(run([tool, "stats", "--json", *ranks]).stdout)
         assert raw["straggler"]["rank"] == 37 and raw["straggler"]["op"] == "SRandomResizedCrop", \
             raw["straggler"]
@@ -131,6 +185,8 @@ def main():
         run([sys.executable, gen, job2, "--ranks", "16", "--slow-host", "0", "--factor", "2",
              "--batches", "24", "--seed", "5"])
         ranks2 = sorted(os.path.join(job2, d) for d in os.listdir(job2))
+        for i, d in enumerate(ranks2[1::2]):
+            add_epoch(d, 200 + i, batches=14)
         sums2 = os.path.join(work, "sums2.lsum")
         run([tool, "summarize", *ranks2, "-o", sums2])
         base = ["--base=" + d for d in ranks[:16]]
@@ -152,6 +208,38 @@ def main():
         assert slower >= 5, d_raw["ops"]
         rows = {r["name"]: r for r in d_sum["run"]}
         assert rows["batch_preprocessing_p50_ms"]["verdict"] == "slower", rows
+        # The per-epoch run figures: as on the traces (the summaries keep each epoch exactly).
+        errors = same_run_figures(d_raw, d_sum)
+        if errors:
+            sys.exit("FAIL: diff's run figures on summaries:\n" + "\n".join(errors))
+        assert rows["out_of_order"]["base"] > 0 and rows["out_of_order"]["new"] > 0, rows
+        # The same from the per-rank summaries of the base side (a directory of files).
+        base_dir = os.path.join(work, "base16")
+        os.makedirs(base_dir)
+        for f in files[:16]:
+            shutil.copy(f, base_dir)
+        errors = same_run_figures(d_raw, json.loads(run([tool, "diff", "--json", base_dir,
+                                                         sums2]).stdout))
+        if errors:
+            sys.exit("FAIL: diff's run figures on per-rank summaries:\n" + "\n".join(errors))
+        # A version 1 summary (no "main_epochs") still reads: stats as before, diff without
+        # the per-epoch run figures (and says why).
+        v1 = os.path.join(work, "v1.lsum")
+        doc1 = json.load(open(first16))
+        doc1["version"] = 1
+        for src in doc1["sources"]:
+            del src["main_epochs"]
+        with open(v1, "w") as f:
+            json.dump(doc1, f)
+        errors = compare(json.loads(run([tool, "stats", "--json", first16]).stdout),
+                         json.loads(run([tool, "stats", "--json", v1]).stdout))
+        if errors:
+            sys.exit("FAIL: version 1 summary:\n" + "\n".join(errors[:40]))
+        p = run([tool, "diff", "--json", v1, sums2])
+        old_rows = {r["name"] for r in json.loads(p.stdout)["run"]}
+        assert "batch_preprocessing_p50_ms" in old_rows and not old_rows & set(RUN_FIGURES), \
+            old_rows
+        assert "version 1 keeps no epochs" in p.stderr, p.stderr
         # report --baseline with summaries on both sides.
         run([tool, "report", sums2, "--baseline", first16, "-o", page_sum])
         # Options that need the records, and mixed inputs: usage errors.
@@ -186,6 +274,15 @@ def main():
         d6 = json.loads(good)
         d6["sources"][0]["processes"][0]["clock_start"] = [1, 2]
         bad["clock"] = json.dumps(d6).encode()
+        d7 = json.loads(good)
+        del d7["sources"][0]["main_epochs"]  # version 2 must have them
+        bad["no_epochs"] = json.dumps(d7).encode()
+        d8 = json.loads(good)
+        d8["sources"][0]["main_epochs"]["rows"] = [[1, 1, "x", 0, 5]]
+        bad["epoch_row"] = json.dumps(d8).encode()
+        d9 = json.loads(good)
+        d9["sources"][0]["main_epochs"]["rows"] = [[1, 0, 0.0, 0, 5]] * 4097
+        bad["epoch_cap"] = json.dumps(d9).encode()
         rng = random.Random(7)
         for i in range(40):
             b = bytearray(good)

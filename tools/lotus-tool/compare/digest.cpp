@@ -56,77 +56,10 @@ double run_digest::step_mean_ms() const {
 
 namespace {
 
-constexpr std::uint64_t k_marker_ns = 1000;  // the 1 us out-of-order SBatchWait
-
-// 16 bytes a main-process batch record: what the epoch cut, the waits and the steps need.
-struct main_rec {
-  std::uint64_t ts;
-  float dur_ms;  ///< the wait's duration (SBatchWait); the marker is its own kind
-  std::uint16_t kind;
-  std::uint16_t first;  ///< idx == 0 (an SBatchQueued of index 0 starts an epoch)
-};
-enum : std::uint16_t { k_queued, k_wait, k_marker, k_consumed };
-
-// One main file's batch records, in time order, cut into epochs (a new iterator queues index 0
-// again after the previous one consumed batches).
+// One main file's batch records cut into epochs (trace/epochs.hpp), with the consumer's steps
+// and the batches queued before the first wait (the prefetch factor's estimate).
 void digest_main_file(std::vector<main_rec>& recs, run_digest& out) {
-  std::stable_sort(recs.begin(), recs.end(),
-                   [](const main_rec& a, const main_rec& b) { return a.ts < b.ts; });
-  epoch_digest cur;
-  std::uint64_t first = 0, last = 0, queued_before_wait = 0;
-  bool open = false, waited = false;
-  bool have_consumed = false;
-  std::uint64_t consumed_at = 0;
-  std::vector<unsigned> queued_first;
-  auto close = [&] {
-    if (open && cur.batches > 0 && last > first) {
-      cur.seconds = static_cast<double>(last - first) / 1e9;
-      out.epochs.push_back(cur);
-      queued_first.push_back(static_cast<unsigned>(queued_before_wait));
-    }
-    cur = epoch_digest{};
-    open = false;
-    waited = false;
-    have_consumed = false;
-    queued_before_wait = 0;
-  };
-  for (const main_rec& r : recs) {
-    if (r.kind == k_queued && r.first && open && cur.batches > 0) close();
-    if (!open) {
-      open = true;
-      first = r.ts;
-    }
-    switch (r.kind) {
-      case k_queued:
-        if (!waited) ++queued_before_wait;
-        break;
-      case k_marker:
-        waited = true;
-        ++cur.out_of_order;
-        break;
-      case k_wait:
-        waited = true;
-        cur.wait_ms += static_cast<double>(r.dur_ms);
-        if (have_consumed && r.ts >= consumed_at) {
-          out.step_ms.push_back(static_cast<double>(r.ts - consumed_at) / 1e6);
-          have_consumed = false;
-        }
-        break;
-      case k_consumed:
-        waited = true;
-        if (have_consumed && r.ts >= consumed_at) {  // served from the cache: no wait record
-          out.step_ms.push_back(static_cast<double>(r.ts - consumed_at) / 1e6);
-        }
-        ++cur.batches;
-        have_consumed = true;
-        consumed_at = r.ts;
-        last = r.ts;
-        break;
-      default:
-        break;
-    }
-  }
-  close();
+  std::vector<unsigned> queued_first = cut_main_epochs(recs, out.epochs, &out.step_ms);
   if (!queued_first.empty() && out.workers > 0) {
     std::sort(queued_first.begin(), queued_first.end());
     const unsigned q = queued_first[queued_first.size() / 2];
@@ -252,8 +185,8 @@ namespace {
 
 // A run from summaries (trace/summary.hpp): the merged statistics; per op and for the batches,
 // values standing for the distribution (the sketch's order statistics, evenly spaced by rank,
-// each within 1 %) in place of the sampled records; no per-epoch main-process figures (the
-// summary keeps none), so diff compares the ops, the batch preprocessing and the causes.
+// each within 1 %) in place of the sampled records; the main processes' epochs as the summary
+// keeps them (exact; none from a version 1 summary, whose diff leaves the run figures out).
 run_digest digest_summaries(const input_args& args, const digest_options& opt) {
   refuse_on_summaries(args, false);
   merged_summaries m = read_summaries(args.dirs);
@@ -286,6 +219,17 @@ run_digest digest_summaries(const input_args& args, const digest_options& opt) {
     if (c > 0 && (d.cpus == 0 || c < d.cpus)) d.cpus = c;
   }
   d.causes = compute_causes(m.dir).all;
+  if (m.epochs_known) {
+    d.epochs = std::move(m.epochs);
+    if (m.epochs_dropped > 0) {
+      warning("the summaries dropped " + std::to_string(m.epochs_dropped) +
+              " main-process epoch(s) beyond " + std::to_string(k_summary_max_epochs) +
+              " per rank: the run figures cover the epochs kept");
+    }
+  } else {
+    warning("a summary of version 1 keeps no epochs: diff leaves the run figures (wait share, "
+            "epoch time, batches/s, out-of-order) out; summarize the traces again");
+  }
   d.stats = std::move(m.stats);
   return d;
 }
@@ -408,19 +352,8 @@ run_digest digest_input(const input& in, const digest_options& opt) {
       return;
     }
     if (dir.files[file].kind != file_kind::main) return;
-    std::uint16_t kind = 0;
-    if (b.kind == batch_kind::queued) {
-      kind = k_queued;
-    } else if (b.kind == batch_kind::wait) {
-      kind = r.dur_ns == k_marker_ns ? k_marker : k_wait;
-    } else if (b.kind == batch_kind::consumed) {
-      kind = k_consumed;
-    } else {
-      return;
-    }
-    mains[file].push_back(main_rec{r.start_ns,
-                                   static_cast<float>(static_cast<double>(r.dur_ns) / 1e6), kind,
-                                   static_cast<std::uint16_t>(b.idx == 0 ? 1 : 0)});
+    main_rec m{};
+    if (main_rec_of(r, b, m)) mains[file].push_back(m);
   });
   for (auto& kv : mains) digest_main_file(kv.second, d);
 

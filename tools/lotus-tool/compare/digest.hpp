@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "trace/causes.hpp"
+#include "trace/epochs.hpp"
 #include "trace/input.hpp"
 #include "trace/stats_engine.hpp"
 
@@ -22,15 +23,6 @@ struct op_digest {
   std::uint64_t count = 0;
   double mean_ms = 0, p50_ms = 0, p90_ms = 0;  ///< exact (stats engine)
   std::vector<double> sample_ms;  ///< uniform sample without replacement (all when few)
-};
-
-/// One epoch of one main process (a DataLoader iterator): from its first SBatchQueued to its
-/// last SBatchConsumed.
-struct epoch_digest {
-  double seconds = 0;
-  double wait_ms = 0;              ///< in-order SBatchWait durations (the 1 us markers excluded)
-  std::uint64_t batches = 0;       ///< SBatchConsumed
-  std::uint64_t out_of_order = 0;  ///< 1 us SBatchWait markers
 };
 
 /// The processes' sidecar `memory` lines, by role: main processes (they write a main file) and

@@ -77,7 +77,21 @@ std::string hex_of(const std::vector<std::uint8_t>& b) {
   return s;
 }
 
-json source_json(const trace_dir& part, std::size_t dir_index, const stats_result& r) {
+// The main processes' epochs: [batches, waits, wait_ms, out_of_order, elapsed_ns] each, the
+// first k_summary_max_epochs of them; the rest counted.
+json epochs_json(const std::vector<epoch_digest>& epochs) {
+  json rows = json::array();
+  for (std::size_t i = 0; i < epochs.size() && i < k_summary_max_epochs; ++i) {
+    const epoch_digest& e = epochs[i];
+    rows.push_back(json::array({e.batches, e.waits, e.wait_ms, e.out_of_order, e.elapsed_ns}));
+  }
+  const std::uint64_t dropped =
+      epochs.size() > k_summary_max_epochs ? epochs.size() - k_summary_max_epochs : 0;
+  return {{"dropped", dropped}, {"rows", std::move(rows)}};
+}
+
+json source_json(const trace_dir& part, std::size_t dir_index, const stats_result& r,
+                 const std::vector<epoch_digest>& epochs) {
   const trace_source& src = part.sources.front();
   json j = {{"dir", dir_index},
             {"path", src.path},
@@ -191,6 +205,7 @@ json source_json(const trace_dir& part, std::size_t dir_index, const stats_resul
     procs.push_back(std::move(x));
   }
   j["processes"] = std::move(procs);
+  j["main_epochs"] = epochs_json(epochs);
   return j;
 }
 
@@ -219,8 +234,14 @@ std::string summarize_dirs(const input_args& in, std::uint64_t* skipped) {
     lim.max_ops = std::min(default_max_ops(), k_summary_max_ops);
     const stats_result r = compute_stats(part, ropt, sopt, lim);
     skip_total += r.skipped_lines;
+    const std::vector<epoch_digest> epochs = read_main_epochs(part, ropt);
+    if (epochs.size() > k_summary_max_epochs) {
+      warning(part.sources.front().label + ": " + std::to_string(epochs.size()) +
+              " main-process epochs; the summary keeps the first " +
+              std::to_string(k_summary_max_epochs) + " (the rest counted as dropped)");
+    }
     if (k != 0) text += ',';
-    text += dump_json(source_json(part, dir_of[k], r), -1);
+    text += dump_json(source_json(part, dir_of[k], r, epochs), -1);
     part = trace_dir();                       // its listing is not needed any more
     if (text.size() > k_summary_max_bytes) {  // (the bounds above keep a rank far below it)
       throw tool_error(exit_invalid, "the summary would exceed " +
@@ -427,6 +448,9 @@ struct source_in {
   std::vector<op_cell> rank_cells;                                    // op: index into r.ops
   std::vector<std::vector<op_cell>> file_cells;                       // per file of part
   std::vector<std::pair<std::uint64_t, std::uint64_t>> file_batches;  // per file of part
+  bool has_epochs = false;  // "main_epochs" present (version 2)
+  std::vector<epoch_digest> epochs;
+  std::uint64_t epochs_dropped = 0;
 };
 
 std::vector<op_cell> read_cells(const reader& rd, const json& a, std::size_t ops,
@@ -440,6 +464,32 @@ std::vector<op_cell> read_cells(const reader& rd, const json& a, std::size_t ops
     out.push_back(op_cell{static_cast<std::uint32_t>(op), rd.u64(c[1], w), rd.u64(c[2], w)});
   }
   return out;
+}
+
+void read_epochs(const reader& rd, const json& s, const std::string& w, source_in& in) {
+  if (!s.contains("main_epochs")) return;  // a version 1 summary
+  const json& m = rd.at(s, "main_epochs", w);
+  const std::string wm = w + ".main_epochs";
+  in.has_epochs = true;
+  in.epochs_dropped = rd.u64(m, "dropped", wm);
+  const json& rows = rd.arr(m, "rows", wm, k_summary_max_epochs);
+  for (const json& row : rows) {
+    if (!row.is_array() || row.size() != 5 || !row[2].is_number() ||
+        !std::isfinite(row[2].get<double>()) || row[2].get<double>() < 0) {
+      bad(rd.file, wm + ": a row is not [batches, waits, wait_ms, out_of_order, elapsed_ns]");
+    }
+    epoch_digest e;
+    e.batches = rd.u64(row[0], wm + " batches");
+    e.waits = rd.u64(row[1], wm + " waits");
+    e.wait_ms = row[2].get<double>();
+    e.out_of_order = rd.u64(row[3], wm + " out_of_order");
+    e.elapsed_ns = rd.u64(row[4], wm + " elapsed_ns");
+    if (e.batches == 0 || e.elapsed_ns == 0) {
+      bad(rd.file, wm + ": an epoch without batches or time (summarize keeps none)");
+    }
+    e.seconds = static_cast<double>(e.elapsed_ns) / 1e9;
+    in.epochs.push_back(e);
+  }
 }
 
 source_in read_source(const reader& rd, const json& s, const std::string& w) {
@@ -593,6 +643,7 @@ source_in read_source(const reader& rd, const json& s, const std::string& w) {
       bad(rd.file, wp + ": process listed twice");
     }
   }
+  read_epochs(rd, s, w, in);
   return in;
 }
 
@@ -725,9 +776,19 @@ void parse_summary(const std::string& f, const std::string& text, std::vector<so
     bad(f, "no \"format\": \"lotus-summary\"");
   }
   const std::uint64_t v = rd.u64(j, "version", "summary");
-  if (v != k_summary_version) {
-    bad(f, "version " + std::to_string(v) + " (this lotus-tool reads version " +
+  if (v < 1 || v > k_summary_version) {
+    bad(f, "version " + std::to_string(v) + " (this lotus-tool reads versions 1 to " +
                std::to_string(k_summary_version) + ")");
+  }
+  for (std::size_t i = first; i < sources.size(); ++i) {
+    if (v >= 2 && !sources[i].has_epochs) {
+      bad(f, "sources[" + std::to_string(i - first) + "]: no \"main_epochs\" (version 2)");
+    }
+    if (v < 2) {  // a version 1 file keeps no epochs, whatever else it holds
+      sources[i].has_epochs = false;
+      sources[i].epochs.clear();
+      sources[i].epochs_dropped = 0;
+    }
   }
   const json& sk = rd.at(j, "sketch", "summary");
   if (rd.str(sk, "type", "sketch") != "log" ||
@@ -748,6 +809,14 @@ merged_summaries merge_sources(std::vector<source_in> sources,
                                const std::vector<std::size_t>& dir_of, std::uint64_t files) {
   merged_summaries m;
   m.summaries = files;
+  m.epochs_known = !sources.empty();
+  for (const source_in& s : sources) m.epochs_known = m.epochs_known && s.has_epochs;
+  if (m.epochs_known) {
+    for (const source_in& s : sources) {
+      m.epochs.insert(m.epochs.end(), s.epochs.begin(), s.epochs.end());
+      m.epochs_dropped += s.epochs_dropped;
+    }
+  }
   stats_result& r = m.stats;
   // Statistics: sums, minima and maxima, merged sketches.
   std::map<std::string, op_merge> ops;

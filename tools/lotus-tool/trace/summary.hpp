@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "trace/epochs.hpp"
 #include "trace/input.hpp"
 #include "trace/stats_engine.hpp"
 #include "trace/trace_dir.hpp"
@@ -16,7 +17,8 @@
 namespace lotus_tool {
 
 constexpr const char* k_summary_format = "lotus-summary";
-constexpr std::uint64_t k_summary_version = 1;
+/// Version 2 adds each source's "main_epochs"; version 1 files (without them) still read.
+constexpr std::uint64_t k_summary_version = 2;
 constexpr const char* k_summary_suffix = ".lsum";
 /// Bounds of one summary, whatever the trace size (per rank: source).
 constexpr std::size_t k_summary_max_ops = 512;        ///< op rows; further names pooled
@@ -24,6 +26,7 @@ constexpr std::size_t k_summary_max_files = 4096;     ///< trace files listed (a
 constexpr std::size_t k_summary_max_processes = 256;  ///< sidecar processes listed
 constexpr std::size_t k_summary_max_threads = 64;     ///< batchres threads per process
 constexpr std::size_t k_summary_max_sources = 65536;  ///< ranks in one summary file
+constexpr std::size_t k_summary_max_epochs = 4096;    ///< main-process epochs; more: counted
 constexpr std::uint64_t k_summary_max_bytes = std::uint64_t{64} << 20;  ///< a file larger: refused
 
 /// Reads the directories (each split by rank, as stats does) and returns the summary text
@@ -42,6 +45,11 @@ struct merged_summaries {
   /// With op_sketches (merged, parallel to ops) and file_batches (per file of dir.files).
   stats_result stats;
   std::uint64_t summaries = 0;  ///< files read
+  /// The main processes' epochs of every source, in source order (diff's run figures); empty
+  /// and epochs_known false when a source has none recorded (a version 1 summary).
+  std::vector<epoch_digest> epochs;
+  bool epochs_known = false;
+  std::uint64_t epochs_dropped = 0;  ///< epochs beyond k_summary_max_epochs of a source
 };
 merged_summaries read_summaries(const std::vector<std::string>& paths);
 /// The same for one summary's text (`label` names it in errors): the fuzz target's entry.
