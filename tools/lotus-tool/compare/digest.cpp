@@ -227,8 +227,9 @@ run_digest digest_summaries(const input_args& args, const digest_options& opt) {
               " per rank: the run figures cover the epochs kept");
     }
   } else {
-    warning("a summary of version 1 keeps no epochs: diff leaves the run figures (wait share, "
-            "epoch time, batches/s, out-of-order) out; summarize the traces again");
+    warning(
+        "a summary of version 1 keeps no epochs: diff leaves the run figures (wait share, "
+        "epoch time, batches/s, out-of-order) out; summarize the traces again");
   }
   d.stats = std::move(m.stats);
   return d;
