@@ -242,6 +242,27 @@ def main():
         assert "version 1 keeps no epochs" in p.stderr, p.stderr
         # report --baseline with summaries on both sides.
         run([tool, "report", sums2, "--baseline", first16, "-o", page_sum])
+        # The epoch cap: a rank of 4,100 one-batch epochs keeps the first 4,096, counts the rest
+        # and says so (summarize and diff warn).
+        many = os.path.join(work, "many")
+        run([sys.executable, gen, many, "--ranks", "1", "--batches", "2"])
+        rank0 = os.path.join(many, os.listdir(many)[0])
+        main_file = next(n for n in os.listdir(rank0) if n.startswith("p_main_pid_"))
+        with open(os.path.join(rank0, main_file), "a") as f:
+            t = 10 ** 15
+            for _ in range(4099):
+                f.write(f"SBatchQueued_0,{t},1000\nSBatchWait_0,{t + 2000},5000\n"
+                        f"SBatchConsumed_0,{t + 9000},1000\n")
+                t += 20_000
+        many_sum = os.path.join(work, "many.lsum")
+        p = run([tool, "summarize", rank0, "-o", many_sum])
+        assert "4100 main-process epochs; the summary keeps the first 4096" in p.stderr, p.stderr
+        kept = json.load(open(many_sum))["sources"][0]["main_epochs"]
+        assert kept["dropped"] == 4 and len(kept["rows"]) == 4096, kept["dropped"]
+        last = kept["rows"][-1]  # [batches, waits, wait_ms (a float, as diff sums it), ooo, ns]
+        assert last[:2] == [1, 1] and abs(last[2] - 0.005) < 1e-9 and last[3:] == [0, 9000], last
+        p = run([tool, "diff", "--json", many_sum, many_sum])
+        assert "dropped 4 main-process epoch(s) beyond 4096" in p.stderr, p.stderr
         # Options that need the records, and mixed inputs: usage errors.
         for extra in (["--epoch", "0"], ["--remove-outliers"], ["--ops", "Loader"]):
             p = run([tool, "stats", sums, *extra], ok=(2,))
