@@ -814,7 +814,9 @@ merged_summaries merge_sources(std::vector<source_in> sources,
   if (m.epochs_known) {
     for (const source_in& s : sources) {
       m.epochs.insert(m.epochs.end(), s.epochs.begin(), s.epochs.end());
-      m.epochs_dropped += s.epochs_dropped;
+      m.epochs_dropped = s.epochs_dropped > UINT64_MAX - m.epochs_dropped
+                             ? UINT64_MAX
+                             : m.epochs_dropped + s.epochs_dropped;  // untrusted counts
     }
   }
   stats_result& r = m.stats;
