@@ -107,8 +107,13 @@ class scope_timer {
                                              std::uint64_t idx) noexcept {
     const std::uintptr_t bits = reinterpret_cast<std::uintptr_t>(tagged);
     const auto* loc = reinterpret_cast<const record_site*>(bits & ~(pushed_bit | res_bit));
-    if (m >= detail::mode_tsc) detail::push(loc, t0, detail::now_ticks(m), idx);
-    if ((bits & res_bit) != 0) detail::op_resources_end(*loc);
+    if (m < detail::mode_tsc) {
+      if ((bits & res_bit) != 0) detail::op_resources_end(nullptr, 0);  // forget its reading
+    } else {
+      const std::uint64_t t1 = detail::now_ticks(m);
+      detail::push(loc, t0, t1, idx);
+      if ((bits & res_bit) != 0) detail::op_resources_end(loc, t1 > t0 ? t1 - t0 : 0);
+    }
     if ((bits & pushed_bit) != 0) detail::nvtx_pop();
   }
 

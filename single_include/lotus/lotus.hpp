@@ -524,9 +524,10 @@ LOTUS_DETAIL_API void resources_record(const res_sample& begin, std::uint64_t t0
 /// LOTUS_RESOURCES=ops: a span's figures, on its out-of-line path (scope.hpp). op_resources_begin
 /// reads the calling thread's counters and keeps them on its stack of open ops (false: not kept,
 /// e.g. ops mode off or nested too deep); op_resources_end, for a span whose begin returned
-/// true, reads them again and adds the difference to `loc`'s sums on this thread.
+/// true, reads them again and adds the difference and the op's `ticks` to `loc`'s sums on this
+/// thread (`loc` nullptr: the op was not recorded, tracing went off; only forget the reading).
 LOTUS_DETAIL_API bool op_resources_begin() noexcept;
-LOTUS_DETAIL_API void op_resources_end(const record_site& loc) noexcept;
+LOTUS_DETAIL_API void op_resources_end(const record_site* loc, std::uint64_t ticks) noexcept;
 
 /// CPU time the writer thread has spent draining, formatting and writing (bench/core).
 LOTUS_DETAIL_API std::uint64_t writer_cpu_ns() noexcept;
@@ -2729,10 +2730,11 @@ struct res_queue {
 /// the change since its previous reading as one sidecar `opres` line per site (FORMAT.md §5).
 /// A site that finds the table full is counted in `lost`.
 struct op_res_slot {
-  std::atomic<const void*> site{nullptr};   // the op's record_site, set once by the owner
-  std::atomic<std::uint64_t> count{0};      // ops; stored last (release)
-  std::atomic<std::uint64_t> sums[6] = {};  // cpu_ns, wait_ns, minflt, majflt, nvcsw, nivcsw
-  std::uint64_t reported[7] = {};           // writer: count and sums in its last line
+  std::atomic<const void*> site{nullptr};  // the op's record_site, set once by the owner
+  std::atomic<std::uint64_t> count{0};     // ops; stored last (release)
+  // the ops' time in clock ticks, then cpu_ns, wait_ns, minflt, majflt, nvcsw, nivcsw
+  std::atomic<std::uint64_t> sums[7] = {};
+  std::uint64_t reported[8] = {};  // writer: count and sums in its last line
 };
 struct op_res_table {
   static constexpr std::uint64_t capacity = 128;  // a power of two
@@ -2750,8 +2752,9 @@ struct op_res_stack {
 };
 inline thread_local op_res_stack t_op_res;
 
-/// Adds the difference end - begin to `site`'s slot of `t` (the owner thread only).
-inline void op_res_add(op_res_table& t, const void* site, const res_sample& b,
+/// Adds an op of `ticks` and the difference end - begin to `site`'s slot of `t` (the owner thread
+/// only).
+inline void op_res_add(op_res_table& t, const void* site, std::uint64_t ticks, const res_sample& b,
                        const res_sample& e) noexcept {
   const auto h = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(site) >> 3);
   std::uint64_t i = (h ^ (h >> 7)) & (op_res_table::capacity - 1);
@@ -2764,10 +2767,14 @@ inline void op_res_add(op_res_table& t, const void* site, const res_sample& b,
     } else if (k != site) {
       continue;
     }
-    const std::uint64_t d[6] = {res_delta(b.cpu_ns, e.cpu_ns), res_delta(b.wait_ns, e.wait_ns),
-                                res_delta(b.minflt, e.minflt), res_delta(b.majflt, e.majflt),
-                                res_delta(b.nvcsw, e.nvcsw),   res_delta(b.nivcsw, e.nivcsw)};
-    for (int j = 0; j < 6; ++j) {
+    const std::uint64_t d[7] = {ticks,
+                                res_delta(b.cpu_ns, e.cpu_ns),
+                                res_delta(b.wait_ns, e.wait_ns),
+                                res_delta(b.minflt, e.minflt),
+                                res_delta(b.majflt, e.majflt),
+                                res_delta(b.nvcsw, e.nvcsw),
+                                res_delta(b.nivcsw, e.nivcsw)};
+    for (int j = 0; j < 7; ++j) {
       s.sums[j].store(s.sums[j].load(std::memory_order_relaxed) + d[j], std::memory_order_relaxed);
     }
     s.count.store(s.count.load(std::memory_order_relaxed) + 1, std::memory_order_release);
@@ -6262,11 +6269,14 @@ class trace_writer {
       if (count == s.reported[0]) continue;
       const label_table::label* n = labels_.find(site);
       if (n == nullptr || n->size == 0) continue;  // out of memory: the next cycle
-      std::uint64_t now[7] = {count};
-      for (int j = 0; j < 6; ++j) now[j + 1] = s.sums[j].load(std::memory_order_relaxed);
+      std::uint64_t now[8] = {count};
+      for (int j = 0; j < 7; ++j) now[j + 1] = s.sums[j].load(std::memory_order_relaxed);
       res_lines_.add("opres ").add(t.tid);
-      for (int j = 0; j < 7; ++j) {
-        res_lines_.add(' ').add(res_delta(s.reported[j], now[j]));
+      for (int j = 0; j < 8; ++j) {
+        const std::uint64_t d = res_delta(s.reported[j], now[j]);
+        // The ops' time: ticks to ns (a duration: the clock's rate only).
+        res_lines_.add(' ').add(
+            j != 1 ? d : static_cast<std::uint64_t>(static_cast<double>(d) * conv_.ns_per_tick()));
         if (now[j] > s.reported[j]) s.reported[j] = now[j];
       }
       res_lines_.add(' ').add(n->text + 1, n->size - 1).add('\n');  // the name, without "S"
@@ -7329,10 +7339,11 @@ LOTUS_DETAIL_API bool op_resources_begin() noexcept {
   return true;
 }
 
-LOTUS_DETAIL_API void op_resources_end(const record_site& loc) noexcept {
+LOTUS_DETAIL_API void op_resources_end(const record_site* loc, std::uint64_t ticks) noexcept {
   op_res_stack& st = t_op_res;
   if (st.depth == 0) return;
   const res_sample begin = st.open[--st.depth];
+  if (loc == nullptr) return;
   thread_local_state& me = t_thread;
   // After the op's own record: the thread is registered, unless its ring failed.
   if (me.busy != 0 || me.self == nullptr || me.exited) return;
@@ -7344,7 +7355,7 @@ LOTUS_DETAIL_API void op_resources_end(const record_site& loc) noexcept {
     if (t == nullptr) return;
     me.self->opres.store(t, std::memory_order_release);
   }
-  op_res_add(*t, &loc, begin, end);
+  op_res_add(*t, loc, ticks, begin, end);
 }
 
 LOTUS_DETAIL_API std::uint64_t writer_cpu_ns() noexcept { return runtime::get().writer_cpu_ns(); }
@@ -7719,7 +7730,7 @@ inline bool itt_task_push(const record_site&) noexcept { return false; }
 inline void itt_task_pop() noexcept {}
 inline res_sample resources_read() noexcept { return {}; }
 inline bool op_resources_begin() noexcept { return false; }
-inline void op_resources_end(const record_site&) noexcept {}
+inline void op_resources_end(const record_site*, std::uint64_t) noexcept {}
 inline void resources_record(const res_sample&, std::uint64_t, std::uint64_t,
                              std::uint64_t) noexcept {}
 
@@ -8074,8 +8085,13 @@ class scope_timer {
                                              std::uint64_t idx) noexcept {
     const std::uintptr_t bits = reinterpret_cast<std::uintptr_t>(tagged);
     const auto* loc = reinterpret_cast<const record_site*>(bits & ~(pushed_bit | res_bit));
-    if (m >= detail::mode_tsc) detail::push(loc, t0, detail::now_ticks(m), idx);
-    if ((bits & res_bit) != 0) detail::op_resources_end(*loc);
+    if (m < detail::mode_tsc) {
+      if ((bits & res_bit) != 0) detail::op_resources_end(nullptr, 0);  // forget its reading
+    } else {
+      const std::uint64_t t1 = detail::now_ticks(m);
+      detail::push(loc, t0, t1, idx);
+      if ((bits & res_bit) != 0) detail::op_resources_end(loc, t1 > t0 ? t1 - t0 : 0);
+    }
     if ((bits & pushed_bit) != 0) detail::nvtx_pop();
   }
 
@@ -10083,9 +10099,10 @@ LOTUS_DETAIL_API void resources_record(const res_sample& begin, std::uint64_t t0
 /// LOTUS_RESOURCES=ops: a span's figures, on its out-of-line path (scope.hpp). op_resources_begin
 /// reads the calling thread's counters and keeps them on its stack of open ops (false: not kept,
 /// e.g. ops mode off or nested too deep); op_resources_end, for a span whose begin returned
-/// true, reads them again and adds the difference to `loc`'s sums on this thread.
+/// true, reads them again and adds the difference and the op's `ticks` to `loc`'s sums on this
+/// thread (`loc` nullptr: the op was not recorded, tracing went off; only forget the reading).
 LOTUS_DETAIL_API bool op_resources_begin() noexcept;
-LOTUS_DETAIL_API void op_resources_end(const record_site& loc) noexcept;
+LOTUS_DETAIL_API void op_resources_end(const record_site* loc, std::uint64_t ticks) noexcept;
 
 /// CPU time the writer thread has spent draining, formatting and writing (bench/core).
 LOTUS_DETAIL_API std::uint64_t writer_cpu_ns() noexcept;

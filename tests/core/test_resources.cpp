@@ -6,6 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <sstream>
@@ -65,14 +66,15 @@ void spin_cpu_ms(std::uint64_t ms) {
   while (thread_cpu_ns() < end) x = x + 1;
 }
 
-// One `opres` line: tid, then count, cpu, wait, minflt, majflt, nvcsw, nivcsw, then the name.
+// One `opres` line: tid, then count, dur, cpu, wait, minflt, majflt, nvcsw, nivcsw, then the
+// name.
 struct opres {
   std::uint64_t tid;
-  std::uint64_t v[7];
+  std::uint64_t v[8];
   std::string name;
 };
 
-// The `opres` lines of the sidecar of process `pid` in `dir`; each must have eight numbers and a
+// The `opres` lines of the sidecar of process `pid` in `dir`; each must have nine numbers and a
 // name.
 std::vector<opres> read_opres(const std::string& dir, long pid) {
   std::vector<opres> out;
@@ -101,7 +103,7 @@ opres op_sum(const std::vector<opres>& lines, const std::string& name) {
   for (const opres& l : lines) {
     if (l.name != name) continue;
     s.tid = l.tid;
-    for (int j = 0; j < 7; ++j) s.v[j] += l.v[j];
+    for (int j = 0; j < 8; ++j) s.v[j] += l.v[j];
   }
   return s;
 }
@@ -195,22 +197,25 @@ TEST_CASE("opres: LOTUS_RESOURCES=ops sums each op's figures per thread and op",
     CHECK((l.name == "spin op" || l.name == "nap" || l.name == "item"));
     CHECK(l.v[0] >= 1);  // a line only for an op that ran in its cycle
   }
+  // The ops' time: their records' durations (each converted on its own: a few ns apart).
+  for (const opres* op : {&spin, &nap}) {
+    const double recs_dur = static_cast<double>(dur_named(recs, "S" + op->name));
+    INFO(op->name << ": opres " << op->v[1] << " ns, records " << recs_dur << " ns");
+    CHECK(std::fabs(static_cast<double>(op->v[1]) - recs_dur) <= 0.001 * recs_dur + 1000);
+  }
   // Generous bounds (CPU time advances at ticks; the VM may be busy): the spinning op is on a
   // CPU most of its time, the sleeping one almost never, and it switched out at each sleep.
-  const double spin_share =
-      static_cast<double>(spin.v[1]) / static_cast<double>(dur_named(recs, "Sspin op"));
-  const double nap_share =
-      static_cast<double>(nap.v[1]) / static_cast<double>(dur_named(recs, "Snap"));
+  const auto share = [](const opres& x, int j) {
+    return static_cast<double>(x.v[j]) / static_cast<double>(x.v[1]);
+  };
+  INFO("spin dur " << spin.v[1] << " cpu " << spin.v[2] << " wait " << spin.v[3] << "; nap dur "
+                   << nap.v[1] << " cpu " << nap.v[2]);
+  CHECK(spin.v[2] >= 45000000);  // spun 3 x 20 ms of CPU time (less a tick at each end)
   // On a busy machine the spinning op also waits for a CPU: on one or waiting, not blocked.
-  const double spin_busy =
-      static_cast<double>(spin.v[1] + spin.v[2]) / static_cast<double>(dur_named(recs, "Sspin op"));
-  INFO("spin cpu " << spin.v[1] << " wait " << spin.v[2] << " dur " << dur_named(recs, "Sspin op")
-                   << "; nap cpu " << nap.v[1]);
-  CHECK(spin.v[1] >= 45000000);  // spun 3 x 20 ms of CPU time (less a tick at each end)
-  CHECK(spin_busy >= 0.7);
-  CHECK(spin_share <= 1.2);
-  CHECK(nap_share <= 0.3);
-  CHECK(nap.v[5] >= 3);
+  CHECK(share(spin, 2) + share(spin, 3) >= 0.7);
+  CHECK(share(spin, 2) <= 1.2);
+  CHECK(share(nap, 2) <= 0.3);
+  CHECK(nap.v[6] >= 3);  // a voluntary switch at each sleep
   CHECK(read_batchres(dir.path, me).size() == 1);
 
   // resources = false: neither; per batch again (op_resources false): batchres only.

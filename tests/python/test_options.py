@@ -209,14 +209,14 @@ for name, value in (("ops", "ops"), ("batch", True), ("off", False)):
         for p in (tmp_path / name).iterdir():
             text = p.read_text()
             if p.name.startswith("."):
-                ops += [ln.split(" ", 9) for ln in text.splitlines() if ln.startswith("opres ")]
+                ops += [ln.split(" ", 10) for ln in text.splitlines() if ln.startswith("opres ")]
             else:
                 records += sum(1 for ln in text.splitlines() if ln.startswith("Spy op,"))
         return ops, records
 
     ops, records = read("ops")
     assert records == 5
-    assert ops and all(f[9] == "py op" and len(f) == 10 for f in ops), ops
+    assert ops and all(f[10] == "py op" and len(f) == 11 for f in ops), ops
     assert sum(int(f[2]) for f in ops) == records
     for name in ("batch", "off"):
         ops, records = read(name)

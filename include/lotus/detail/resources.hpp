@@ -52,10 +52,11 @@ struct res_queue {
 /// the change since its previous reading as one sidecar `opres` line per site (FORMAT.md §5).
 /// A site that finds the table full is counted in `lost`.
 struct op_res_slot {
-  std::atomic<const void*> site{nullptr};   // the op's record_site, set once by the owner
-  std::atomic<std::uint64_t> count{0};      // ops; stored last (release)
-  std::atomic<std::uint64_t> sums[6] = {};  // cpu_ns, wait_ns, minflt, majflt, nvcsw, nivcsw
-  std::uint64_t reported[7] = {};           // writer: count and sums in its last line
+  std::atomic<const void*> site{nullptr};  // the op's record_site, set once by the owner
+  std::atomic<std::uint64_t> count{0};     // ops; stored last (release)
+  // the ops' time in clock ticks, then cpu_ns, wait_ns, minflt, majflt, nvcsw, nivcsw
+  std::atomic<std::uint64_t> sums[7] = {};
+  std::uint64_t reported[8] = {};  // writer: count and sums in its last line
 };
 struct op_res_table {
   static constexpr std::uint64_t capacity = 128;  // a power of two
@@ -73,8 +74,9 @@ struct op_res_stack {
 };
 inline thread_local op_res_stack t_op_res;
 
-/// Adds the difference end - begin to `site`'s slot of `t` (the owner thread only).
-inline void op_res_add(op_res_table& t, const void* site, const res_sample& b,
+/// Adds an op of `ticks` and the difference end - begin to `site`'s slot of `t` (the owner thread
+/// only).
+inline void op_res_add(op_res_table& t, const void* site, std::uint64_t ticks, const res_sample& b,
                        const res_sample& e) noexcept {
   const auto h = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(site) >> 3);
   std::uint64_t i = (h ^ (h >> 7)) & (op_res_table::capacity - 1);
@@ -87,10 +89,14 @@ inline void op_res_add(op_res_table& t, const void* site, const res_sample& b,
     } else if (k != site) {
       continue;
     }
-    const std::uint64_t d[6] = {res_delta(b.cpu_ns, e.cpu_ns), res_delta(b.wait_ns, e.wait_ns),
-                                res_delta(b.minflt, e.minflt), res_delta(b.majflt, e.majflt),
-                                res_delta(b.nvcsw, e.nvcsw),   res_delta(b.nivcsw, e.nivcsw)};
-    for (int j = 0; j < 6; ++j) {
+    const std::uint64_t d[7] = {ticks,
+                                res_delta(b.cpu_ns, e.cpu_ns),
+                                res_delta(b.wait_ns, e.wait_ns),
+                                res_delta(b.minflt, e.minflt),
+                                res_delta(b.majflt, e.majflt),
+                                res_delta(b.nvcsw, e.nvcsw),
+                                res_delta(b.nivcsw, e.nivcsw)};
+    for (int j = 0; j < 7; ++j) {
       s.sums[j].store(s.sums[j].load(std::memory_order_relaxed) + d[j], std::memory_order_relaxed);
     }
     s.count.store(s.count.load(std::memory_order_relaxed) + 1, std::memory_order_release);

@@ -679,10 +679,11 @@ LOTUS_DETAIL_API bool op_resources_begin() noexcept {
   return true;
 }
 
-LOTUS_DETAIL_API void op_resources_end(const record_site& loc) noexcept {
+LOTUS_DETAIL_API void op_resources_end(const record_site* loc, std::uint64_t ticks) noexcept {
   op_res_stack& st = t_op_res;
   if (st.depth == 0) return;
   const res_sample begin = st.open[--st.depth];
+  if (loc == nullptr) return;
   thread_local_state& me = t_thread;
   // After the op's own record: the thread is registered, unless its ring failed.
   if (me.busy != 0 || me.self == nullptr || me.exited) return;
@@ -694,7 +695,7 @@ LOTUS_DETAIL_API void op_resources_end(const record_site& loc) noexcept {
     if (t == nullptr) return;
     me.self->opres.store(t, std::memory_order_release);
   }
-  op_res_add(*t, &loc, begin, end);
+  op_res_add(*t, loc, ticks, begin, end);
 }
 
 LOTUS_DETAIL_API std::uint64_t writer_cpu_ns() noexcept { return runtime::get().writer_cpu_ns(); }

@@ -376,11 +376,14 @@ class trace_writer {
       if (count == s.reported[0]) continue;
       const label_table::label* n = labels_.find(site);
       if (n == nullptr || n->size == 0) continue;  // out of memory: the next cycle
-      std::uint64_t now[7] = {count};
-      for (int j = 0; j < 6; ++j) now[j + 1] = s.sums[j].load(std::memory_order_relaxed);
+      std::uint64_t now[8] = {count};
+      for (int j = 0; j < 7; ++j) now[j + 1] = s.sums[j].load(std::memory_order_relaxed);
       res_lines_.add("opres ").add(t.tid);
-      for (int j = 0; j < 7; ++j) {
-        res_lines_.add(' ').add(res_delta(s.reported[j], now[j]));
+      for (int j = 0; j < 8; ++j) {
+        const std::uint64_t d = res_delta(s.reported[j], now[j]);
+        // The ops' time: ticks to ns (a duration: the clock's rate only).
+        res_lines_.add(' ').add(
+            j != 1 ? d : static_cast<std::uint64_t>(static_cast<double>(d) * conv_.ns_per_tick()));
         if (now[j] > s.reported[j]) s.reported[j] = now[j];
       }
       res_lines_.add(' ').add(n->text + 1, n->size - 1).add('\n');  // the name, without "S"
