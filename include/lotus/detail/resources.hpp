@@ -12,6 +12,7 @@
 
 #include <fcntl.h>         // open, O_*
 #include <sys/resource.h>  // getrusage, RUSAGE_THREAD
+#include <time.h>          // clock_gettime, CLOCK_THREAD_CPUTIME_ID
 #include <unistd.h>        // pread, close
 
 #include <atomic>   // atomic
@@ -154,7 +155,13 @@ inline bool read_schedstat_wait(std::uint64_t& wait) noexcept {
 /// run-queue wait changes only when the thread is switched back in, so it is read (one pread of
 /// schedstat) only when the thread's context switches changed since its previous reading; else
 /// that reading's stands. Without schedstat (an old kernel, no /proc) the wait is 0.
-inline res_sample read_thread_resources() noexcept {
+///
+/// `exact_cpu` (per-op readings): the CPU time from clock_gettime(CLOCK_THREAD_CPUTIME_ID)
+/// instead, which includes the time since the thread's last tick or switch. getrusage's lags by
+/// up to a tick, and that lag is not random per op: a CPU-bound op's last part would be counted in
+/// the next op that blocks (the switch brings the thread's runtime up to date). One more system
+/// call; batches (usually longer than a tick) keep getrusage's.
+inline res_sample read_thread_resources(bool exact_cpu = false) noexcept {
   res_sample s;
   struct rusage ru {};
   if (::getrusage(RUSAGE_THREAD, &ru) != 0) return s;
@@ -165,6 +172,10 @@ inline res_sample read_thread_resources() noexcept {
   const auto u64 = [](long v) { return v > 0 ? static_cast<std::uint64_t>(v) : std::uint64_t{0}; };
   s.cpu_ns = (u64(ru.ru_utime.tv_sec) + u64(ru.ru_stime.tv_sec)) * 1000000000u +
              (u64(ru.ru_utime.tv_usec) + u64(ru.ru_stime.tv_usec)) * 1000u;
+  timespec ts{};
+  if (exact_cpu && ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0) {
+    s.cpu_ns = u64(ts.tv_sec) * 1000000000u + u64(ts.tv_nsec);
+  }
   const res_sample& last = t_res_last;
   if (last.ok && last.nvcsw == s.nvcsw && last.nivcsw == s.nivcsw) {
     s.wait_ns = last.wait_ns;  // not descheduled since: no wait for a CPU either

@@ -673,7 +673,7 @@ LOTUS_DETAIL_API bool op_resources_begin() noexcept {
   op_res_stack& st = t_op_res;
   if (st.depth >= op_res_stack::depth_max || t_thread.exited || t_thread.busy != 0) return false;
   arm_thread_exit();
-  const res_sample s = read_thread_resources();
+  const res_sample s = read_thread_resources(true);
   if (!s.ok) return false;
   st.open[st.depth++] = s;
   return true;
@@ -687,7 +687,7 @@ LOTUS_DETAIL_API void op_resources_end(const record_site* loc, std::uint64_t tic
   thread_local_state& me = t_thread;
   // After the op's own record: the thread is registered, unless its ring failed.
   if (me.busy != 0 || me.self == nullptr || me.exited) return;
-  const res_sample end = read_thread_resources();
+  const res_sample end = read_thread_resources(true);
   if (!end.ok) return;
   op_res_table* t = me.self->opres.load(std::memory_order_relaxed);
   if (t == nullptr) {
