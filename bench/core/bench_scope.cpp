@@ -212,4 +212,31 @@ BENCHMARK(BM_scope_enabled_threads)->Threads(2)->UseRealTime();
 
 }  // namespace
 
+// LOTUS_RESOURCES=ops (options::op_resources): every LOTUS_SCOPE also reads its thread's
+// figures at its start and end and adds them to its site's sums. Last: once per-op figures were
+// on, the process keeps the spans' out-of-line path, and BM_scope_enabled would measure that.
+void BM_scope_ops_resources(benchmark::State& state) {
+  lotus::options o;
+  o.log_file = trace_dir() + "/lotustrace_log";
+  o.overflow = lotus::overflow_policy::drop;
+  o.ring_capacity = 1 << 16;
+  o.op_resources = true;
+  lotus::configure(o);
+  std::int64_t n = 0;
+  for (auto _ : state) {
+    { LOTUS_SCOPE("Bench"); }
+    benchmark::ClobberMemory();
+    if (++n == kDrainEvery) {
+      state.PauseTiming();
+      lotus::flush();
+      n = 0;
+      state.ResumeTiming();
+    }
+  }
+  lotus::flush();
+  state.SetLabel(lotus::detail::g_mode.load() >= lotus::detail::mode_tsc_nvtx ? "out-of-line"
+                                                                              : "inline?");
+}
+BENCHMARK(BM_scope_ops_resources);
+
 BENCHMARK_MAIN();

@@ -55,7 +55,14 @@ struct options {
   std::optional<std::string> trigger;
   /// LOTUS_RESOURCES: at each worker batch's start and end, read the thread's CPU time, run-queue
   /// wait, faults and context switches; the sidecar's `batchres` lines (default on; false: off).
+  /// true keeps the environment's per-op figures (LOTUS_RESOURCES=ops); false turns both off.
   std::optional<bool> resources;
+  /// LOTUS_RESOURCES=ops: every span (LOTUS_SCOPE, LOTUS_SCOPE_DYNAMIC) also reads them at its
+  /// start and end; the sums per op and thread go into the sidecar's `opres` lines each flush.
+  /// true: per op (and per batch, whatever `resources` says); false: per batch at most. Spans
+  /// then take their out-of-line path for the rest of the process (as with NVTX). Unset: the
+  /// environment's choice.
+  std::optional<bool> op_resources;
 };
 
 /// Event counters of this process: recorded == written + dropped once everything is flushed.

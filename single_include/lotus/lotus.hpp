@@ -122,9 +122,10 @@ inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
 
 /// Tracing state and clock in one word, so the hot path pays a single relaxed load. The two
-/// `_nvtx` modes are the same clocks once NVTX ranges or ITT tasks were asked for in this process
-/// (LOTUS_NVTX, LOTUS_ITT): spans then take their out-of-line path, which pushes and pops them;
-/// plain mode_tsc keeps the hot path exactly as it is without either.
+/// `_nvtx` modes are the same clocks once NVTX ranges, ITT tasks or per-op resource figures were
+/// asked for in this process (LOTUS_NVTX, LOTUS_ITT, LOTUS_RESOURCES=ops): spans then take their
+/// out-of-line path, which pushes and pops them and reads the figures; plain mode_tsc keeps the
+/// hot path exactly as it is without any of them.
 enum : int {
   mode_uninit = 0,
   mode_off = 1,
@@ -520,6 +521,14 @@ LOTUS_DETAIL_API const char* map_gate_enter(const char* name) noexcept;
 LOTUS_DETAIL_API res_sample resources_read() noexcept;
 LOTUS_DETAIL_API void resources_record(const res_sample& begin, std::uint64_t t0, std::uint64_t t1,
                                        std::uint64_t idx) noexcept;
+
+/// LOTUS_RESOURCES=ops: a span's figures, on its out-of-line path (scope.hpp). op_resources_begin
+/// reads the calling thread's counters and keeps them on its stack of open ops (false: not kept,
+/// e.g. ops mode off or nested too deep); op_resources_end, for a span whose begin returned
+/// true, reads them again and adds the difference and the op's `ticks` to `loc`'s sums on this
+/// thread (`loc` nullptr: the op was not recorded, tracing went off; only forget the reading).
+LOTUS_DETAIL_API bool op_resources_begin() noexcept;
+LOTUS_DETAIL_API void op_resources_end(const record_site* loc, std::uint64_t ticks) noexcept;
 
 /// CPU time the writer thread has spent draining, formatting and writing (bench/core).
 LOTUS_DETAIL_API std::uint64_t writer_cpu_ns() noexcept;
@@ -1466,7 +1475,14 @@ struct options {
   std::optional<std::string> trigger;
   /// LOTUS_RESOURCES: at each worker batch's start and end, read the thread's CPU time, run-queue
   /// wait, faults and context switches; the sidecar's `batchres` lines (default on; false: off).
+  /// true keeps the environment's per-op figures (LOTUS_RESOURCES=ops); false turns both off.
   std::optional<bool> resources;
+  /// LOTUS_RESOURCES=ops: every span (LOTUS_SCOPE, LOTUS_SCOPE_DYNAMIC) also reads them at its
+  /// start and end; the sums per op and thread go into the sidecar's `opres` lines each flush.
+  /// true: per op (and per batch, whatever `resources` says); false: per batch at most. Spans
+  /// then take their out-of-line path for the rest of the process (as with NVTX). Unset: the
+  /// environment's choice.
+  std::optional<bool> op_resources;
 };
 
 /// Event counters of this process: recorded == written + dropped once everything is flushed.
@@ -1755,6 +1771,10 @@ inline constexpr const char* option_flag_words[] = {"0", "false", "no",  "off", 
                                                     "1", "true",  "yes", "on",  nullptr};
 /// option_flag_words[i] means "yes" from this index on.
 constexpr int option_flag_yes = 5;
+/// LOTUS_RESOURCES: a flag's words, then `ops` (per batch and per op) at option_resources_ops.
+inline constexpr const char* option_resources_words[] = {"0",    "false", "no", "off", "",     "1",
+                                                         "true", "yes",   "on", "ops", nullptr};
+constexpr int option_resources_ops = 9;
 inline constexpr const char* option_overflow_names[] = {"block", "drop", nullptr};
 inline constexpr const char* option_clock_names[] = {"auto", "tsc", "realtime", nullptr};
 /// LOTUS_COLLECTOR's values (collector_common.hpp maps each to a collector::kind).
@@ -1826,7 +1846,7 @@ inline constexpr option_desc option_table[] = {
   {"itt", "LOTUS_ITT", option_kind::flag, 0, 1, 0, option_flag_words, nullptr, 0,
    "every span is also an ITT task (the collector of INTEL_LIBITTNOTIFY64)"},
   {"resources", "LOTUS_RESOURCES", option_kind::flag, 0, 1,
-   option_flag_yes, option_flag_words, "1", 0, "per-batch CPU, run-queue wait, faults and switches of workers (sidecar batchres)"},
+   option_flag_yes, option_resources_words, "1", 0, "per-batch CPU, run-queue wait, faults and switches of workers (sidecar batchres); ops: per op too (opres)"},
   {nullptr, "LOTUS_COLLECTOR", option_kind::choice, 0, 7, 0, option_collector_names, nullptr, 0,
    "the collector LOTUS_COLLECTOR_RESUME/PAUSE and map regions drive"},
   {nullptr, "LOTUS_PERF_CTL_FIFO", option_kind::path, 0, 0, 0, nullptr, "\xe2\x80\x94", 0,
@@ -2663,25 +2683,32 @@ LOTUS_DETAIL_API bool annotations_active() noexcept {
 #define LOTUS_AMALGAMATED_LOTUS_DETAIL_RESOURCES_HPP
 // lotus — per-batch resource figures: the reads and the per-thread queue (internal)
 // SPDX-License-Identifier: MIT
-// At a batch's start and end (never per op) a worker reads its thread's CPU time, faults and
-// context switches (getrusage(RUSAGE_THREAD)) and, only when the thread was descheduled since its
-// previous reading, its run-queue wait (/proc/thread-self/schedstat, through a descriptor kept
-// open per thread): a thread that did not switch cannot have waited for a CPU. The difference
-// goes into the thread's resource queue; the writer turns each entry into a sidecar `batchres`
-// line (FORMAT.md §5).
+// At a batch's start and end (and with LOTUS_RESOURCES=ops at each op's too) a worker reads its
+// thread's CPU time, faults and context switches (getrusage(RUSAGE_THREAD)) and, only when the
+// thread was descheduled since its previous reading, its run-queue wait
+// (/proc/thread-self/schedstat, through a descriptor kept open per thread): a thread that did not
+// switch cannot have waited for a CPU. The difference goes into the thread's resource queue; the
+// writer turns each entry into a sidecar `batchres` line (FORMAT.md §5). An op's difference is
+// summed per op site on its thread (op_res_table); the writer writes each cycle's change as `opres`
+// lines.
 
 #include <fcntl.h>         // open, O_*
 #include <sys/resource.h>  // getrusage, RUSAGE_THREAD
+#include <time.h>          // clock_gettime, CLOCK_THREAD_CPUTIME_ID
 #include <unistd.h>        // pread, close
 
 #include <atomic>   // atomic
-#include <cstdint>  // uint64_t
+#include <cstdint>  // uint64_t, uintptr_t
 #include <cstdlib>  // calloc, free
 
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
+
+inline std::uint64_t res_delta(std::uint64_t a, std::uint64_t b) noexcept {
+  return b > a ? b - a : 0;
+}
 
 /// One batch's figures, queued for the writer.
 struct res_entry {
@@ -2699,6 +2726,65 @@ struct res_queue {
   res_entry slots[capacity];
 };
 
+/// LOTUS_RESOURCES=ops: a thread's per-op figures, summed per op site on the recording thread
+/// (allocated at its first op). The owner adds each op's difference to its site's slot (plain
+/// load + store: one writer per field); the writer reads the running sums each cycle and writes
+/// the change since its previous reading as one sidecar `opres` line per site (FORMAT.md §5).
+/// A site that finds the table full is counted in `lost`.
+struct op_res_slot {
+  std::atomic<const void*> site{nullptr};  // the op's record_site, set once by the owner
+  std::atomic<std::uint64_t> count{0};     // ops; stored last (release)
+  // the ops' time in clock ticks, then cpu_ns, wait_ns, minflt, majflt, nvcsw, nivcsw
+  std::atomic<std::uint64_t> sums[7] = {};
+  std::uint64_t reported[8] = {};  // writer: count and sums in its last line
+};
+struct op_res_table {
+  static constexpr std::uint64_t capacity = 128;  // a power of two
+  std::atomic<std::uint64_t> lost{0};             // ops whose figures had no slot
+  std::uint64_t lost_reported = 0;                // writer
+  op_res_slot slots[capacity];
+};
+
+/// The calling thread's open readings of ops in progress (LOTUS_RESOURCES=ops), innermost last;
+/// an op nested deeper than `depth_max` goes without figures.
+struct op_res_stack {
+  static constexpr unsigned depth_max = 32;
+  unsigned depth = 0;
+  res_sample open[depth_max];
+};
+inline thread_local op_res_stack t_op_res;
+
+/// Adds an op of `ticks` and the difference end - begin to `site`'s slot of `t` (the owner thread
+/// only).
+inline void op_res_add(op_res_table& t, const void* site, std::uint64_t ticks, const res_sample& b,
+                       const res_sample& e) noexcept {
+  const auto h = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(site) >> 3);
+  std::uint64_t i = (h ^ (h >> 7)) & (op_res_table::capacity - 1);
+  for (std::uint64_t n = 0; n < op_res_table::capacity;
+       ++n, i = (i + 1) & (op_res_table::capacity - 1)) {
+    op_res_slot& s = t.slots[i];
+    const void* k = s.site.load(std::memory_order_relaxed);
+    if (k == nullptr) {
+      s.site.store(site, std::memory_order_release);
+    } else if (k != site) {
+      continue;
+    }
+    const std::uint64_t d[7] = {ticks,
+                                res_delta(b.cpu_ns, e.cpu_ns),
+                                res_delta(b.wait_ns, e.wait_ns),
+                                res_delta(b.minflt, e.minflt),
+                                res_delta(b.majflt, e.majflt),
+                                res_delta(b.nvcsw, e.nvcsw),
+                                res_delta(b.nivcsw, e.nivcsw)};
+    for (int j = 0; j < 7; ++j) {
+      s.sums[j].store(s.sums[j].load(std::memory_order_relaxed) + d[j], std::memory_order_relaxed);
+    }
+    s.count.store(s.count.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+    return;
+  }
+  t.lost.fetch_add(1, std::memory_order_relaxed);
+}
+
 /// The calling thread's open /proc/thread-self/schedstat: -1 not opened yet, -2 unavailable.
 /// Closed when the thread exits (resources_thread_exit); a forked child's surviving thread closes
 /// the parent's (runtime::fork_child): that descriptor reads the parent's thread.
@@ -2711,6 +2797,9 @@ inline thread_local res_sample t_res_last;
 /// LOTUS_RESOURCES / options::resources (option_table's row): 1 (default) records per-batch
 /// figures, 0 does not. Set by the runtime whenever its settings are applied.
 inline std::atomic<int> g_resources_on{1};
+/// LOTUS_RESOURCES=ops / options::op_resources: spans also read the figures at their start and
+/// end (their out-of-line path: the runtime then keeps g_mode in the _nvtx modes).
+inline std::atomic<bool> g_op_resources_on{false};
 inline int resources_enabled() noexcept { return g_resources_on.load(std::memory_order_relaxed); }
 
 /// Parses "<cpu_ns> <wait_ns> <slices>\n".
@@ -2745,7 +2834,13 @@ inline bool read_schedstat_wait(std::uint64_t& wait) noexcept {
 /// run-queue wait changes only when the thread is switched back in, so it is read (one pread of
 /// schedstat) only when the thread's context switches changed since its previous reading; else
 /// that reading's stands. Without schedstat (an old kernel, no /proc) the wait is 0.
-inline res_sample read_thread_resources() noexcept {
+///
+/// `exact_cpu` (per-op readings): the CPU time from clock_gettime(CLOCK_THREAD_CPUTIME_ID)
+/// instead, which includes the time since the thread's last tick or switch. getrusage's lags by
+/// up to a tick, and that lag is not random per op: a CPU-bound op's last part would be counted in
+/// the next op that blocks (the switch brings the thread's runtime up to date). One more system
+/// call; batches (usually longer than a tick) keep getrusage's.
+inline res_sample read_thread_resources(bool exact_cpu = false) noexcept {
   res_sample s;
   struct rusage ru {};
   if (::getrusage(RUSAGE_THREAD, &ru) != 0) return s;
@@ -2756,6 +2851,10 @@ inline res_sample read_thread_resources() noexcept {
   const auto u64 = [](long v) { return v > 0 ? static_cast<std::uint64_t>(v) : std::uint64_t{0}; };
   s.cpu_ns = (u64(ru.ru_utime.tv_sec) + u64(ru.ru_stime.tv_sec)) * 1000000000u +
              (u64(ru.ru_utime.tv_usec) + u64(ru.ru_stime.tv_usec)) * 1000u;
+  timespec ts{};
+  if (exact_cpu && ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0) {
+    s.cpu_ns = u64(ts.tv_sec) * 1000000000u + u64(ts.tv_nsec);
+  }
   const res_sample& last = t_res_last;
   if (last.ok && last.nvcsw == s.nvcsw && last.nivcsw == s.nivcsw) {
     s.wait_ns = last.wait_ns;  // not descheduled since: no wait for a CPU either
@@ -2778,10 +2877,6 @@ inline void resources_after_fork() noexcept {
 inline void resources_thread_exit() noexcept {
   if (t_schedstat_fd >= 0) ::close(t_schedstat_fd);
   t_schedstat_fd = -2;
-}
-
-inline std::uint64_t res_delta(std::uint64_t a, std::uint64_t b) noexcept {
-  return b > a ? b - a : 0;
 }
 
 /// Queues the difference end - begin; false when the queue is full (counted in `lost`).
@@ -3112,7 +3207,8 @@ struct thread_state {
   char name[17] = {};
   bool announced = false;  // writer: its `thread` line is in the sidecar
   file_slot worker, main;
-  std::atomic<res_queue*> res{nullptr};  // per-batch resource figures, from the first batch on
+  std::atomic<res_queue*> res{nullptr};       // per-batch resource figures, from the first batch on
+  std::atomic<op_res_table*> opres{nullptr};  // per-op sums (LOTUS_RESOURCES=ops), from the first
   // writer: the last batch records formatted (their ticks, written start and duration), so that a
   // `batchres` line carries exactly its record's START and DURATION (trace_writer::drain_resources)
   struct batch_seen {
@@ -3182,6 +3278,7 @@ class thread_registry {
       r = next;
     }
     delete t->res.load(std::memory_order_acquire);
+    delete t->opres.load(std::memory_order_acquire);
     delete t;
   }
 
@@ -4909,6 +5006,7 @@ struct settings {
   bool itt = false;
   flight_settings flight;  // window_ns 0: flight mode off
   bool resources = true;
+  bool op_resources = false;  // LOTUS_RESOURCES=ops: per op too (only with resources)
 };
 
 /// LOTUS_TRIGGER / options::trigger into `out`; a malformed value: one message, no trigger.
@@ -4983,6 +5081,7 @@ struct env_settings {
   std::uint64_t flight_s = 0, flight_bytes = 0;
   flight_settings trigger;  // its wait_ns/share fields
   bool resources = true;
+  bool op_resources = false;
   bool enabled = true;
   std::size_t ring_capacity = 0;
   std::uint64_t flush_interval_ms = 0;
@@ -5018,7 +5117,10 @@ struct env_settings {
       has_trigger = true;
       parse_trigger_setting(option_of(opt::trigger).env, v, trigger);
     }
-    resources = env_option_flag(opt::resources) != 0;  // unset or refused: the default, on
+    // Unset or refused: the default, on (per batch); `ops`: per batch and per op.
+    const int r = env_option_choice(opt::resources);
+    resources = r < 0 || r >= option_flag_yes;
+    op_resources = r == option_resources_ops;
   }
 };
 
@@ -5077,7 +5179,14 @@ LOTUS_DETAIL_COLD inline void merge_settings(const options& o, const env_setting
   // records of the slow batch (and the wait itself) reach every window first.
   const std::uint64_t margin = 3 * s.flush_interval_ms * 1000000u;
   s.flight.margin_ns = margin < 200000000u ? 200000000u : margin;
+  // options::resources sets on (per batch, keeping the environment's `ops`) or off;
+  // options::op_resources then sets per op (true: resources on too) or not.
   s.resources = o.resources ? *o.resources : env.resources;
+  s.op_resources = s.resources && env.op_resources;
+  if (o.op_resources) {
+    s.op_resources = *o.op_resources;
+    if (*o.op_resources) s.resources = true;
+  }
 }
 
 }  // namespace detail
@@ -6157,6 +6266,41 @@ class trace_writer {
     if (res_lines_.size() >= (1u << 16)) flush_resource_lines();
   }
 
+  /// LOTUS_RESOURCES=ops: the change of the thread's per-op sums since the last cycle, one
+  /// sidecar `opres` line per op site that ran (FORMAT.md §5), and an `opres_lost` line when ops
+  /// found its table full since the last one. At most op_res_table::capacity lines per thread and
+  /// cycle. A line read while its op was being added may take part of that op's figures; the
+  /// rest come with the next line, so sums over lines are exact once the thread is drained.
+  void drain_op_resources(thread_state& t) noexcept {
+    op_res_table* q = t.opres.load(std::memory_order_acquire);
+    if (q == nullptr) return;
+    for (op_res_slot& s : q->slots) {
+      const auto* site = static_cast<const record_site*>(s.site.load(std::memory_order_acquire));
+      if (site == nullptr) continue;
+      const std::uint64_t count = s.count.load(std::memory_order_acquire);
+      if (count == s.reported[0]) continue;
+      const label_table::label* n = labels_.find(site);
+      if (n == nullptr || n->size == 0) continue;  // out of memory: the next cycle
+      std::uint64_t now[8] = {count};
+      for (int j = 0; j < 7; ++j) now[j + 1] = s.sums[j].load(std::memory_order_relaxed);
+      res_lines_.add("opres ").add(t.tid);
+      for (int j = 0; j < 8; ++j) {
+        const std::uint64_t d = res_delta(s.reported[j], now[j]);
+        // The ops' time: ticks to ns (a duration: the clock's rate only).
+        res_lines_.add(' ').add(
+            j != 1 ? d : static_cast<std::uint64_t>(static_cast<double>(d) * conv_.ns_per_tick()));
+        if (now[j] > s.reported[j]) s.reported[j] = now[j];
+      }
+      res_lines_.add(' ').add(n->text + 1, n->size - 1).add('\n');  // the name, without "S"
+    }
+    const std::uint64_t lost = q->lost.load(std::memory_order_relaxed);
+    if (lost != q->lost_reported) {
+      q->lost_reported = lost;
+      res_lines_.add("opres_lost ").add(t.tid).add(' ').add(lost).add('\n');
+    }
+    if (res_lines_.size() >= (1u << 16)) flush_resource_lines();
+  }
+
   /// A batch record just formatted (drain): remembered for its `batchres` line.
   void note_batch(thread_state& t, const event& e, std::uint64_t start,
                   std::uint64_t dur) noexcept {
@@ -6570,6 +6714,7 @@ inline bool trace_writer::drain(thread_state& t) noexcept {
   write_out(t, worker_buf_, false);
   write_out(t, main_buf_, true);
   drain_resources(t);
+  drain_op_resources(t);
   return busy;
 }
 
@@ -6782,10 +6927,14 @@ LOTUS_DETAIL_COLD inline void runtime::apply_locked(const options& o) noexcept {
   const bool itt = set_.itt && on && itt_open();  // itt_open: one message when no collector
   // Once NVTX or ITT was on, spans keep their out-of-line path (the _nvtx modes) so that a range
   // or task pushed before it is turned off is still popped.
-  nvtx_modes_ = nvtx_modes_ || nvtx || itt;
+  // LOTUS_RESOURCES=ops reads each span's figures on that same path; with resources off or per
+  // batch the hot path stays the plain one.
+  const bool op_res = set_.resources && set_.op_resources && on;
+  nvtx_modes_ = nvtx_modes_ || nvtx || itt || op_res;
   g_nvtx_on.store(nvtx, std::memory_order_relaxed);
   g_itt_on.store(itt, std::memory_order_release);
   g_resources_on.store(set_.resources ? 1 : 0, std::memory_order_relaxed);
+  g_op_resources_on.store(op_res, std::memory_order_relaxed);
   const int clock = nvtx_modes_ ? clock_mode_ + (mode_tsc_nvtx - mode_tsc) : clock_mode_;
   g_mode.store(on ? clock : mode_off, std::memory_order_release);
   if (on) writer_.start();
@@ -7191,6 +7340,36 @@ LOTUS_DETAIL_API void resources_record(const res_sample& begin, std::uint64_t t0
   res_push(*q, begin, end, t0, t1, idx);
 }
 
+LOTUS_DETAIL_API bool op_resources_begin() noexcept {
+  if (!g_op_resources_on.load(std::memory_order_relaxed)) return false;
+  op_res_stack& st = t_op_res;
+  if (st.depth >= op_res_stack::depth_max || t_thread.exited || t_thread.busy != 0) return false;
+  arm_thread_exit();
+  const res_sample s = read_thread_resources(true);
+  if (!s.ok) return false;
+  st.open[st.depth++] = s;
+  return true;
+}
+
+LOTUS_DETAIL_API void op_resources_end(const record_site* loc, std::uint64_t ticks) noexcept {
+  op_res_stack& st = t_op_res;
+  if (st.depth == 0) return;
+  const res_sample begin = st.open[--st.depth];
+  if (loc == nullptr) return;
+  thread_local_state& me = t_thread;
+  // After the op's own record: the thread is registered, unless its ring failed.
+  if (me.busy != 0 || me.self == nullptr || me.exited) return;
+  const res_sample end = read_thread_resources(true);
+  if (!end.ok) return;
+  op_res_table* t = me.self->opres.load(std::memory_order_relaxed);
+  if (t == nullptr) {
+    t = new (std::nothrow) op_res_table();
+    if (t == nullptr) return;
+    me.self->opres.store(t, std::memory_order_release);
+  }
+  op_res_add(*t, loc, ticks, begin, end);
+}
+
 LOTUS_DETAIL_API std::uint64_t writer_cpu_ns() noexcept { return runtime::get().writer_cpu_ns(); }
 
 }  // namespace detail
@@ -7262,9 +7441,10 @@ inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
 
 /// Tracing state and clock in one word, so the hot path pays a single relaxed load. The two
-/// `_nvtx` modes are the same clocks once NVTX ranges or ITT tasks were asked for in this process
-/// (LOTUS_NVTX, LOTUS_ITT): spans then take their out-of-line path, which pushes and pops them;
-/// plain mode_tsc keeps the hot path exactly as it is without either.
+/// `_nvtx` modes are the same clocks once NVTX ranges, ITT tasks or per-op resource figures were
+/// asked for in this process (LOTUS_NVTX, LOTUS_ITT, LOTUS_RESOURCES=ops): spans then take their
+/// out-of-line path, which pushes and pops them and reads the figures; plain mode_tsc keeps the
+/// hot path exactly as it is without any of them.
 enum : int {
   mode_uninit = 0,
   mode_off = 1,
@@ -7499,7 +7679,14 @@ struct options {
   std::optional<std::string> trigger;
   /// LOTUS_RESOURCES: at each worker batch's start and end, read the thread's CPU time, run-queue
   /// wait, faults and context switches; the sidecar's `batchres` lines (default on; false: off).
+  /// true keeps the environment's per-op figures (LOTUS_RESOURCES=ops); false turns both off.
   std::optional<bool> resources;
+  /// LOTUS_RESOURCES=ops: every span (LOTUS_SCOPE, LOTUS_SCOPE_DYNAMIC) also reads them at its
+  /// start and end; the sums per op and thread go into the sidecar's `opres` lines each flush.
+  /// true: per op (and per batch, whatever `resources` says); false: per batch at most. Spans
+  /// then take their out-of-line path for the rest of the process (as with NVTX). Unset: the
+  /// environment's choice.
+  std::optional<bool> op_resources;
 };
 
 /// Event counters of this process: recorded == written + dropped once everything is flushed.
@@ -7555,6 +7742,8 @@ inline void nvtx_end(std::uint64_t) noexcept {}
 inline bool itt_task_push(const record_site&) noexcept { return false; }
 inline void itt_task_pop() noexcept {}
 inline res_sample resources_read() noexcept { return {}; }
+inline bool op_resources_begin() noexcept { return false; }
+inline void op_resources_end(const record_site*, std::uint64_t) noexcept {}
 inline void resources_record(const res_sample&, std::uint64_t, std::uint64_t,
                              std::uint64_t) noexcept {}
 
@@ -7879,6 +8068,11 @@ class scope_timer {
   // once NVTX or ITT was on (the _nvtx modes stay), so the inline destructor path never sees a
   // tagged pointer.
   static constexpr std::uintptr_t pushed_bit = 1;
+  // loc_'s second bit: this span read its thread's resource figures at its start
+  // (LOTUS_RESOURCES=ops, detail::op_resources_begin); its end adds the difference. Ops mode, like
+  // NVTX, keeps the process in the _nvtx modes, so only the out-of-line paths see this bit.
+  static constexpr std::uintptr_t res_bit = 2;
+  static_assert(alignof(record_site) >= 4, "two tag bits in a record_site pointer");
 
   // Static, with the span's fields passed and returned by value: the inline paths keep them in
   // registers (a member function would make the object live in memory).
@@ -7891,19 +8085,26 @@ class scope_timer {
                                                   std::uint64_t idx) noexcept {
     if (m == detail::mode_uninit) m = detail::initialize_mode();
     if (m < detail::mode_tsc) return {nullptr, 0};
-    const record_site* tagged = &loc;
-    if (m >= detail::mode_tsc_nvtx && detail::nvtx_push(loc, idx)) {
-      tagged =
-          reinterpret_cast<const record_site*>(reinterpret_cast<std::uintptr_t>(&loc) | pushed_bit);
+    std::uintptr_t bits = reinterpret_cast<std::uintptr_t>(&loc);
+    if (m >= detail::mode_tsc_nvtx) {
+      if (detail::nvtx_push(loc, idx)) bits |= pushed_bit;
+      if (detail::op_resources_begin()) bits |= res_bit;
     }
-    return {tagged, detail::now_ticks(m)};  // after the push: the record excludes NVTX's cost
+    // After the push and the reading: the record excludes their cost.
+    return {reinterpret_cast<const record_site*>(bits), detail::now_ticks(m)};
   }
 
   LOTUS_DETAIL_NOINLINE static void end_slow(int m, const record_site* tagged, std::uint64_t t0,
                                              std::uint64_t idx) noexcept {
     const std::uintptr_t bits = reinterpret_cast<std::uintptr_t>(tagged);
-    const auto* loc = reinterpret_cast<const record_site*>(bits & ~pushed_bit);
-    if (m >= detail::mode_tsc) detail::push(loc, t0, detail::now_ticks(m), idx);
+    const auto* loc = reinterpret_cast<const record_site*>(bits & ~(pushed_bit | res_bit));
+    if (m < detail::mode_tsc) {
+      if ((bits & res_bit) != 0) detail::op_resources_end(nullptr, 0);  // forget its reading
+    } else {
+      const std::uint64_t t1 = detail::now_ticks(m);
+      detail::push(loc, t0, t1, idx);
+      if ((bits & res_bit) != 0) detail::op_resources_end(loc, t1 > t0 ? t1 - t0 : 0);
+    }
     if ((bits & pushed_bit) != 0) detail::nvtx_pop();
   }
 
@@ -8004,7 +8205,14 @@ struct options {
   std::optional<std::string> trigger;
   /// LOTUS_RESOURCES: at each worker batch's start and end, read the thread's CPU time, run-queue
   /// wait, faults and context switches; the sidecar's `batchres` lines (default on; false: off).
+  /// true keeps the environment's per-op figures (LOTUS_RESOURCES=ops); false turns both off.
   std::optional<bool> resources;
+  /// LOTUS_RESOURCES=ops: every span (LOTUS_SCOPE, LOTUS_SCOPE_DYNAMIC) also reads them at its
+  /// start and end; the sums per op and thread go into the sidecar's `opres` lines each flush.
+  /// true: per op (and per batch, whatever `resources` says); false: per batch at most. Spans
+  /// then take their out-of-line path for the rest of the process (as with NVTX). Unset: the
+  /// environment's choice.
+  std::optional<bool> op_resources;
 };
 
 /// Event counters of this process: recorded == written + dropped once everything is flushed.
@@ -8666,6 +8874,10 @@ inline constexpr const char* option_flag_words[] = {"0", "false", "no",  "off", 
                                                     "1", "true",  "yes", "on",  nullptr};
 /// option_flag_words[i] means "yes" from this index on.
 constexpr int option_flag_yes = 5;
+/// LOTUS_RESOURCES: a flag's words, then `ops` (per batch and per op) at option_resources_ops.
+inline constexpr const char* option_resources_words[] = {"0",    "false", "no", "off", "",     "1",
+                                                         "true", "yes",   "on", "ops", nullptr};
+constexpr int option_resources_ops = 9;
 inline constexpr const char* option_overflow_names[] = {"block", "drop", nullptr};
 inline constexpr const char* option_clock_names[] = {"auto", "tsc", "realtime", nullptr};
 /// LOTUS_COLLECTOR's values (collector_common.hpp maps each to a collector::kind).
@@ -8737,7 +8949,7 @@ inline constexpr option_desc option_table[] = {
   {"itt", "LOTUS_ITT", option_kind::flag, 0, 1, 0, option_flag_words, nullptr, 0,
    "every span is also an ITT task (the collector of INTEL_LIBITTNOTIFY64)"},
   {"resources", "LOTUS_RESOURCES", option_kind::flag, 0, 1,
-   option_flag_yes, option_flag_words, "1", 0, "per-batch CPU, run-queue wait, faults and switches of workers (sidecar batchres)"},
+   option_flag_yes, option_resources_words, "1", 0, "per-batch CPU, run-queue wait, faults and switches of workers (sidecar batchres); ops: per op too (opres)"},
   {nullptr, "LOTUS_COLLECTOR", option_kind::choice, 0, 7, 0, option_collector_names, nullptr, 0,
    "the collector LOTUS_COLLECTOR_RESUME/PAUSE and map regions drive"},
   {nullptr, "LOTUS_PERF_CTL_FIFO", option_kind::path, 0, 0, 0, nullptr, "\xe2\x80\x94", 0,
@@ -9896,6 +10108,14 @@ LOTUS_DETAIL_API const char* map_gate_enter(const char* name) noexcept;
 LOTUS_DETAIL_API res_sample resources_read() noexcept;
 LOTUS_DETAIL_API void resources_record(const res_sample& begin, std::uint64_t t0, std::uint64_t t1,
                                        std::uint64_t idx) noexcept;
+
+/// LOTUS_RESOURCES=ops: a span's figures, on its out-of-line path (scope.hpp). op_resources_begin
+/// reads the calling thread's counters and keeps them on its stack of open ops (false: not kept,
+/// e.g. ops mode off or nested too deep); op_resources_end, for a span whose begin returned
+/// true, reads them again and adds the difference and the op's `ticks` to `loc`'s sums on this
+/// thread (`loc` nullptr: the op was not recorded, tracing went off; only forget the reading).
+LOTUS_DETAIL_API bool op_resources_begin() noexcept;
+LOTUS_DETAIL_API void op_resources_end(const record_site* loc, std::uint64_t ticks) noexcept;
 
 /// CPU time the writer thread has spent draining, formatting and writing (bench/core).
 LOTUS_DETAIL_API std::uint64_t writer_cpu_ns() noexcept;

@@ -109,7 +109,7 @@ TEST_CASE("option table: a bad environment value gives the one message and the d
       {"LOTUS_ITT", "sure",
        "lotus: ignoring LOTUS_ITT='sure' (expected 0|false|no|off|1|true|yes|on); using 0\n"},
       {"LOTUS_RESOURCES", "sometimes",
-       "lotus: ignoring LOTUS_RESOURCES='sometimes' (expected 0|false|no|off|1|true|yes|on); "
+       "lotus: ignoring LOTUS_RESOURCES='sometimes' (expected 0|false|no|off|1|true|yes|on|ops); "
        "using 1\n"},
   };
   const merged defaults = merge({});
@@ -129,6 +129,7 @@ TEST_CASE("option table: a bad environment value gives the one message and the d
     CHECK(m.s.nvtx == defaults.s.nvtx);
     CHECK(m.s.itt == defaults.s.itt);
     CHECK(m.s.resources == defaults.s.resources);
+    CHECK(m.s.op_resources == defaults.s.op_resources);
   }
   CHECK(defaults.s.flush_interval_ms == 100);
   CHECK(defaults.s.resources);
@@ -150,6 +151,33 @@ TEST_CASE("option table: LOTUS_RESOURCES and options::resources (default on)",
   CHECK(merge(o, "LOTUS_RESOURCES", "0").s.resources);
   o.resources = false;
   CHECK_FALSE(merge(o).s.resources);
+}
+
+TEST_CASE("option table: LOTUS_RESOURCES=ops and options::op_resources (default off)",
+          "[config][options][resources]") {
+  CHECK_FALSE(merge({}).s.op_resources);
+  CHECK_FALSE(merge({}, "LOTUS_RESOURCES", "1").s.op_resources);
+  const merged ops = merge({}, "LOTUS_RESOURCES", "ops");
+  CHECK(ops.err.empty());
+  CHECK(ops.s.resources);
+  CHECK(ops.s.op_resources);
+  CHECK(merge({}, "LOTUS_RESOURCES", "OPS").err.find("expected 0|false|no|off|1|true|yes|on|ops") !=
+        std::string::npos);
+  CHECK_FALSE(merge({}, "LOTUS_RESOURCES", "OPS").s.op_resources);
+  lotus::options o;
+  o.resources = true;  // on: keeps the environment's per-op figures
+  CHECK(merge(o, "LOTUS_RESOURCES", "ops").s.op_resources);
+  o.resources = false;  // off: neither
+  CHECK_FALSE(merge(o, "LOTUS_RESOURCES", "ops").s.resources);
+  CHECK_FALSE(merge(o, "LOTUS_RESOURCES", "ops").s.op_resources);
+  o.op_resources = true;  // per op: per batch too
+  CHECK(merge(o).s.resources);
+  CHECK(merge(o).s.op_resources);
+  o.resources.reset();
+  o.op_resources = false;  // per batch at most
+  const merged batch = merge(o, "LOTUS_RESOURCES", "ops");
+  CHECK(batch.s.resources);
+  CHECK_FALSE(batch.s.op_resources);
 }
 
 TEST_CASE(

@@ -6,6 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <sstream>
@@ -65,6 +66,60 @@ void spin_cpu_ms(std::uint64_t ms) {
   while (thread_cpu_ns() < end) x = x + 1;
 }
 
+// One `opres` line: tid, then count, dur, cpu, wait, minflt, majflt, nvcsw, nivcsw, then the
+// name.
+struct opres {
+  std::uint64_t tid;
+  std::uint64_t v[8];
+  std::string name;
+};
+
+// The `opres` lines of the sidecar of process `pid` in `dir`; each must have nine numbers and a
+// name.
+std::vector<opres> read_opres(const std::string& dir, long pid) {
+  std::vector<opres> out;
+  const std::string name = ".lotustrace_log.lotus-meta_" + std::to_string(pid);
+  std::istringstream in(lotus_test::read_file(dir + "/" + name));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("opres ", 0) != 0) continue;
+    INFO(line);
+    std::istringstream ls(line.substr(6));
+    opres r{};
+    REQUIRE(static_cast<bool>(ls >> r.tid));
+    for (std::uint64_t& x : r.v) REQUIRE(static_cast<bool>(ls >> x));
+    REQUIRE(ls.get() == ' ');
+    std::getline(ls, r.name);
+    REQUIRE(!r.name.empty());
+    out.push_back(r);
+  }
+  return out;
+}
+
+// The sums of `name`'s opres lines.
+opres op_sum(const std::vector<opres>& lines, const std::string& name) {
+  opres s{};
+  s.name = name;
+  for (const opres& l : lines) {
+    if (l.name != name) continue;
+    s.tid = l.tid;
+    for (int j = 0; j < 8; ++j) s.v[j] += l.v[j];
+  }
+  return s;
+}
+
+std::size_t count_named(const std::vector<lotus_test::record>& recs, const std::string& n) {
+  std::size_t k = 0;
+  for (const auto& r : recs) k += r.name == n ? 1 : 0;
+  return k;
+}
+
+std::uint64_t dur_named(const std::vector<lotus_test::record>& recs, const std::string& n) {
+  std::uint64_t d = 0;
+  for (const auto& r : recs) d += r.name == n ? r.dur : 0;
+  return d;
+}
+
 const lotus_test::record* find(const std::vector<lotus_test::record>& recs, const std::string& n) {
   for (const auto& r : recs) {
     if (r.name == n) return &r;
@@ -73,6 +128,123 @@ const lotus_test::record* find(const std::vector<lotus_test::record>& recs, cons
 }
 
 }  // namespace
+
+// First in this file: once per-op figures were on, a process keeps the out-of-line span path.
+TEST_CASE("opres: without LOTUS_RESOURCES=ops spans keep the inline path and write no opres",
+          "[resources][ops_mode]") {
+  lotus_test::temp_dir dir;
+  lotus::options o = trace_to(dir.path + "/lotustrace_log");
+  for (int pass = 0; pass < 2; ++pass) {
+    o.resources = pass == 0;  // per batch (the default), then off
+    lotus::configure(o);
+    const int m = lotus::detail::g_mode.load();
+    CHECK((m == lotus::detail::mode_tsc || m == lotus::detail::mode_realtime));
+    CHECK_FALSE(lotus::detail::g_op_resources_on.load());
+    {
+      LOTUS_SCOPE("spin");
+      spin_cpu_ms(1);
+    }
+  }
+  lotus::flush();
+  CHECK(read_opres(dir.path, ::getpid()).empty());
+  const auto files = lotus_test::read_trace_dir(dir.path);
+  const auto& recs = files.at("lotustrace_log_worker_pid_" + std::to_string(::syscall(SYS_gettid)));
+  CHECK(count_named(recs, "Sspin") == 2);
+  lotus::configure(trace_to(dir.path + "/unused"));
+}
+
+TEST_CASE("opres: LOTUS_RESOURCES=ops sums each op's figures per thread and op",
+          "[resources][ops]") {
+  lotus_test::temp_dir dir;
+  lotus::options o = trace_to(dir.path + "/lotustrace_log");
+  o.op_resources = true;
+  lotus::configure(o);
+  CHECK(lotus::detail::g_mode.load() >= lotus::detail::mode_tsc_nvtx);
+  CHECK(lotus::detail::g_op_resources_on.load());
+  for (int i = 0; i < 3; ++i) {
+    {
+      LOTUS_SCOPE("spin op");  // a name with a space: the rest of the line
+      spin_cpu_ms(20);
+    }
+    {
+      LOTUS_SCOPE_DYNAMIC(std::string("nap"));
+      const timespec ts{0, 30000000};
+      nanosleep(&ts, nullptr);
+    }
+    if (i == 1) lotus::flush();  // the sums of two cycles add up
+  }
+  {
+    LOTUS_BATCH_PREPROCESSED(5);  // batches keep their batchres line
+    LOTUS_SCOPE("item");
+  }
+  lotus::flush();
+  const long me = ::getpid();
+  const auto tid = static_cast<std::uint64_t>(::syscall(SYS_gettid));
+  const auto lines = read_opres(dir.path, me);
+  const auto files = lotus_test::read_trace_dir(dir.path);
+  const auto& recs = files.at("lotustrace_log_worker_pid_" + std::to_string(tid));
+  const opres spin = op_sum(lines, "spin op"), nap = op_sum(lines, "nap"),
+              item = op_sum(lines, "item");
+  CHECK(spin.tid == tid);
+  CHECK(spin.v[0] == count_named(recs, "Sspin op"));
+  CHECK(spin.v[0] == 3);
+  CHECK(nap.v[0] == count_named(recs, "Snap"));
+  CHECK(nap.v[0] == 3);
+  CHECK(item.v[0] == 1);
+  CHECK(count_named(recs, "Sitem") == 1);
+  for (const opres& l : lines) {
+    INFO(l.name);
+    CHECK((l.name == "spin op" || l.name == "nap" || l.name == "item"));
+    CHECK(l.v[0] >= 1);  // a line only for an op that ran in its cycle
+  }
+  // The ops' time: their records' durations (each converted on its own: a few ns apart).
+  for (const opres* op : {&spin, &nap}) {
+    const double recs_dur = static_cast<double>(dur_named(recs, "S" + op->name));
+    INFO(op->name << ": opres " << op->v[1] << " ns, records " << recs_dur << " ns");
+    CHECK(std::fabs(static_cast<double>(op->v[1]) - recs_dur) <= 0.001 * recs_dur + 1000);
+  }
+  // Generous bounds (CPU time advances at ticks; the VM may be busy): the spinning op is on a
+  // CPU most of its time, the sleeping one almost never, and it switched out at each sleep.
+  const auto share = [](const opres& x, int j) {
+    return static_cast<double>(x.v[j]) / static_cast<double>(x.v[1]);
+  };
+  INFO("spin dur " << spin.v[1] << " cpu " << spin.v[2] << " wait " << spin.v[3] << "; nap dur "
+                   << nap.v[1] << " cpu " << nap.v[2]);
+  CHECK(spin.v[2] >= 45000000);  // spun 3 x 20 ms of CPU time (less a tick at each end)
+  // On a busy machine the spinning op also waits for a CPU: on one or waiting, not blocked.
+  CHECK(share(spin, 2) + share(spin, 3) >= 0.7);
+  CHECK(share(spin, 2) <= 1.2);
+  CHECK(share(nap, 2) <= 0.3);
+  CHECK(nap.v[6] >= 3);  // a voluntary switch at each sleep
+  // Per-op CPU time is the thread's exact CPU clock: the spinning op's last part (up to a tick
+  // with getrusage's) is not counted in the nap that follows it.
+  CHECK(nap.v[2] < 3000000);
+  CHECK(read_batchres(dir.path, me).size() == 1);
+
+  // resources = false: neither; per batch again (op_resources false): batchres only.
+  o.op_resources.reset();
+  o.resources = false;
+  lotus::configure(o);
+  CHECK_FALSE(lotus::detail::g_op_resources_on.load());
+  {
+    LOTUS_SCOPE("later");
+    LOTUS_BATCH_PREPROCESSED(6);
+  }
+  o.resources = true;
+  o.op_resources = false;
+  lotus::configure(o);
+  CHECK_FALSE(lotus::detail::g_op_resources_on.load());
+  {
+    LOTUS_BATCH_PREPROCESSED(7);
+    LOTUS_SCOPE("later");
+  }
+  lotus::flush();
+  CHECK(op_sum(read_opres(dir.path, me), "later").v[0] == 0);
+  const auto res = read_batchres(dir.path, me);
+  REQUIRE(res.size() == 2);
+  CHECK(res[1].idx == 7);
+  lotus::configure(trace_to(dir.path + "/unused"));
+}
 
 TEST_CASE("batchres: one line per batch with the thread's CPU, wait, faults and switches",
           "[resources]") {

@@ -128,7 +128,7 @@ ENV_CASES = [
     ("LOTUS_ITT", "sure", "0|false|no|off|1|true|yes|on", "0"),
     ("LOTUS_FLIGHT", "4s", "an integer from 0 to 86400", "0 (off)"),
     ("LOTUS_FLIGHT_BYTES", "100", "an integer from 4096 to 4611686018427387904", "64 MiB"),
-    ("LOTUS_RESOURCES", "sometimes", "0|false|no|off|1|true|yes|on", "1"),
+    ("LOTUS_RESOURCES", "sometimes", "0|false|no|off|1|true|yes|on|ops", "1"),
 ]
 
 
@@ -167,13 +167,14 @@ for name, on in (("off", False), ("on", True)):
     sum(range(100000))
     _lotus._batch(_lotus.BATCH_PREPROCESSED, 7, t0, _lotus._now())
     lotus.flush()
-try:
-    lotus.configure(resources="yes")
-except TypeError:
-    print("refused")
+for bad in ("yes", 2):
+    try:
+        lotus.configure(resources=bad)
+    except (TypeError, ValueError) as e:
+        print(type(e).__name__)
 """
     r = run_python(code, env=clean_env())
-    assert r.stdout.split() == ["refused"]
+    assert r.stdout.split() == ["ValueError", "TypeError"]
 
     def lines(name):
         out = []
@@ -185,3 +186,39 @@ except TypeError:
     assert lines("off") == []
     on = lines("on")
     assert len(on) == 1 and on[0].split()[2] == "7", on
+
+
+def test_resources_ops_option_reaches_the_runtime(tmp_path):
+    """configure(resources="ops") also sums each lotus.scope's figures per thread and op: the
+    sidecar's `opres` lines count exactly the op's records; resources=True (per batch) and
+    resources=False write none."""
+    code = f"""
+import os
+import lotus
+for name, value in (("ops", "ops"), ("batch", True), ("off", False)):
+    lotus.configure(log_file=os.path.join({str(tmp_path)!r}, name, "log"), resources=value)
+    for _ in range(5):
+        with lotus.scope("py op"):
+            sum(range(1000))
+    lotus.flush()
+"""
+    run_python(code, env=clean_env())
+
+    def read(name):
+        ops, records = [], 0
+        for p in (tmp_path / name).iterdir():
+            text = p.read_text()
+            if p.name.startswith("."):
+                ops += [ln.split(" ", 10) for ln in text.splitlines() if ln.startswith("opres ")]
+            else:
+                records += sum(1 for ln in text.splitlines() if ln.startswith("Spy op,"))
+        return ops, records
+
+    ops, records = read("ops")
+    assert records == 5
+    assert ops and all(f[10] == "py op" and len(f) == 11 for f in ops), ops
+    assert sum(int(f[2]) for f in ops) == records
+    for name in ("batch", "off"):
+        ops, records = read(name)
+        assert records == 5
+        assert ops == []

@@ -177,3 +177,67 @@ TEST_CASE("causes: the verdict's thresholds", "[tool][causes]") {
   CHECK(s.cpu_wait == Approx(400.0 / 1200));
   CHECK(s.blocked == Approx(0.0).margin(1e-12));
 }
+
+TEST_CASE("causes: the per-op table from opres lines (LOTUS_RESOURCES=ops)",
+          "[tool][causes][ops]") {
+  // "decode": 4 ops in two cycles, 20 ms: 15 ms on a CPU, 1 ms waiting, 4 ms blocked, 400 minor
+  // faults; "read file" (a name with a space): 2 ops, 40 ms, 2 ms on a CPU, blocked the rest.
+  const std::string dir = trace_with(
+      "opres 48213 3 15000000 11000000 1000000 300 0 1 2 decode\n"
+      "opres 48213 2 40000000 2000000 0 0 4 10 0 read file\n"
+      "opres 48213 1 5000000 4000000 0 100 0 0 1 decode\n"
+      "opres_lost 48213 1\nopres_lost 48213 3\n"
+      "opres 48213 1 5000000\n");  // malformed: no name (a warning, not counted)
+  int rc = -1;
+  const json j = json::parse(tool("stats --json " + dir, rc));
+  REQUIRE(rc == 0);
+  const json& c = j.at("causes");
+  CHECK(!c.contains("batches"));  // no batchres lines: the per-op table alone
+  REQUIRE(c.at("ops").size() == 2);
+  const json& rf = c["ops"][0];  // most time first
+  CHECK(rf["op"] == "read file");
+  CHECK(rf["count"] == 2);
+  CHECK(rf["time_ms"].get<double>() == Approx(40.0));
+  CHECK(rf["cpu_share"].get<double>() == Approx(0.05));
+  CHECK(rf["cpu_wait_share"].get<double>() == Approx(0.0));
+  CHECK(rf["blocked_share"].get<double>() == Approx(0.95));
+  CHECK(rf["major_faults_per_op"].get<double>() == Approx(2.0));
+  CHECK(rf["voluntary_switches_per_op"].get<double>() == Approx(5.0));
+  const json& d = c["ops"][1];
+  CHECK(d["op"] == "decode");
+  CHECK(d["count"] == 4);
+  CHECK(d["time_ms"].get<double>() == Approx(20.0));
+  CHECK(d["cpu_share"].get<double>() == Approx(0.75));
+  CHECK(d["cpu_wait_share"].get<double>() == Approx(0.05));
+  CHECK(d["blocked_share"].get<double>() == Approx(0.2));
+  CHECK(d["minor_faults_per_op"].get<double>() == Approx(100.0));
+  CHECK(d["involuntary_switches_per_op"].get<double>() == Approx(0.75));
+  CHECK(c["ops_lost"] == 3);
+
+  const std::string text = tool("stats " + dir, rc);
+  REQUIRE(rc == 0);
+  CHECK(text.find("Causes per op (LOTUS_RESOURCES=ops") != std::string::npos);
+  CHECK(text.find("Causes of batch time") == std::string::npos);
+  CHECK(text.find("decode                                    4       20.0   75.0%      5.0%    "
+                  "20.0%") != std::string::npos);
+  CHECK(text.find("3 ops' figures lost") != std::string::npos);
+
+  const std::string csv = tool("stats --csv " + dir, rc);
+  REQUIRE(rc == 0);
+  CHECK(csv.find("causes_op,read file,count,2\ncauses_op,read file,time_ms,40\n"
+                 "causes_op,read file,cpu_share,0.050000000000000003\n") != std::string::npos);
+  CHECK(csv.find("causes_op,decode,blocked_share,0.20000000000000001\n") != std::string::npos);
+  CHECK(csv.find("causes,all,") == std::string::npos);
+
+  // With batchres lines too: both tables; a window leaves the op table whole (and says so).
+  const std::string both = trace_with(
+      "batchres 48213 0 1722800000000005000 14400000 3600000 7200000 10 0 3 40\n"
+      "opres 48213 4 20000000 15000000 1000000 400 0 1 3 decode\n");
+  const json b = json::parse(tool("stats --json --epoch 0 " + both, rc));
+  REQUIRE(rc == 0);
+  CHECK(b.at("causes")["batches"] == 1);
+  REQUIRE(b["causes"]["ops"].size() == 1);
+  CHECK(b["causes"]["ops"][0]["count"] == 4);
+  CHECK(b["causes"]["ops_whole_trace"] == true);
+  CHECK(!json::parse(tool("stats --json " + both, rc))["causes"].contains("ops_whole_trace"));
+}

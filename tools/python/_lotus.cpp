@@ -519,11 +519,13 @@ void configure(std::optional<std::string> log_file, std::optional<bool> enabled,
                std::optional<bool> nvtx, std::optional<bool> itt,
                std::optional<std::uint64_t> max_bytes, std::optional<std::uint64_t> min_free_bytes,
                std::optional<std::uint64_t> flight, std::optional<std::uint64_t> flight_bytes,
-               std::optional<std::string> trigger, std::optional<bool> resources) {
+               std::optional<std::string> trigger, std::optional<bool> resources,
+               std::optional<bool> op_resources) {
   lotus::options o;
   o.nvtx = nvtx;
   o.itt = itt;
   o.resources = resources;
+  o.op_resources = op_resources;
   if (log_file) {
     for (const char c : *log_file) {
       const auto u = static_cast<unsigned char>(c);
@@ -623,7 +625,8 @@ PYBIND11_MODULE(_lotus, m) {
         py::arg("nvtx") = py::none(), py::arg("itt") = py::none(),
         py::arg("max_bytes") = py::none(), py::arg("min_free_bytes") = py::none(),
         py::arg("flight") = py::none(), py::arg("flight_bytes") = py::none(),
-        py::arg("trigger") = py::none(), py::arg("resources") = py::none());
+        py::arg("trigger") = py::none(), py::arg("resources") = py::none(),
+        py::arg("op_resources") = py::none());
   m.def(
       "capture", [](const std::string& reason) { return lotus::capture(reason); },
       py::arg("reason") = "lotus.capture", py::call_guard<py::gil_scoped_release>(),

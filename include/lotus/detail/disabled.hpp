@@ -57,6 +57,8 @@ inline void nvtx_end(std::uint64_t) noexcept {}
 inline bool itt_task_push(const record_site&) noexcept { return false; }
 inline void itt_task_pop() noexcept {}
 inline res_sample resources_read() noexcept { return {}; }
+inline bool op_resources_begin() noexcept { return false; }
+inline void op_resources_end(const record_site*, std::uint64_t) noexcept {}
 inline void resources_record(const res_sample&, std::uint64_t, std::uint64_t,
                              std::uint64_t) noexcept {}
 

@@ -96,6 +96,14 @@ LOTUS_DETAIL_API res_sample resources_read() noexcept;
 LOTUS_DETAIL_API void resources_record(const res_sample& begin, std::uint64_t t0, std::uint64_t t1,
                                        std::uint64_t idx) noexcept;
 
+/// LOTUS_RESOURCES=ops: a span's figures, on its out-of-line path (scope.hpp). op_resources_begin
+/// reads the calling thread's counters and keeps them on its stack of open ops (false: not kept,
+/// e.g. ops mode off or nested too deep); op_resources_end, for a span whose begin returned
+/// true, reads them again and adds the difference and the op's `ticks` to `loc`'s sums on this
+/// thread (`loc` nullptr: the op was not recorded, tracing went off; only forget the reading).
+LOTUS_DETAIL_API bool op_resources_begin() noexcept;
+LOTUS_DETAIL_API void op_resources_end(const record_site* loc, std::uint64_t ticks) noexcept;
+
 /// CPU time the writer thread has spent draining, formatting and writing (bench/core).
 LOTUS_DETAIL_API std::uint64_t writer_cpu_ns() noexcept;
 

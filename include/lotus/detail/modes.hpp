@@ -9,9 +9,10 @@ inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
 
 /// Tracing state and clock in one word, so the hot path pays a single relaxed load. The two
-/// `_nvtx` modes are the same clocks once NVTX ranges or ITT tasks were asked for in this process
-/// (LOTUS_NVTX, LOTUS_ITT): spans then take their out-of-line path, which pushes and pops them;
-/// plain mode_tsc keeps the hot path exactly as it is without either.
+/// `_nvtx` modes are the same clocks once NVTX ranges, ITT tasks or per-op resource figures were
+/// asked for in this process (LOTUS_NVTX, LOTUS_ITT, LOTUS_RESOURCES=ops): spans then take their
+/// out-of-line path, which pushes and pops them and reads the figures; plain mode_tsc keeps the
+/// hot path exactly as it is without any of them.
 enum : int {
   mode_uninit = 0,
   mode_off = 1,

@@ -45,6 +45,10 @@ inline constexpr const char* option_flag_words[] = {"0", "false", "no",  "off", 
                                                     "1", "true",  "yes", "on",  nullptr};
 /// option_flag_words[i] means "yes" from this index on.
 constexpr int option_flag_yes = 5;
+/// LOTUS_RESOURCES: a flag's words, then `ops` (per batch and per op) at option_resources_ops.
+inline constexpr const char* option_resources_words[] = {"0",    "false", "no", "off", "",     "1",
+                                                         "true", "yes",   "on", "ops", nullptr};
+constexpr int option_resources_ops = 9;
 inline constexpr const char* option_overflow_names[] = {"block", "drop", nullptr};
 inline constexpr const char* option_clock_names[] = {"auto", "tsc", "realtime", nullptr};
 /// LOTUS_COLLECTOR's values (collector_common.hpp maps each to a collector::kind).
@@ -116,7 +120,7 @@ inline constexpr option_desc option_table[] = {
   {"itt", "LOTUS_ITT", option_kind::flag, 0, 1, 0, option_flag_words, nullptr, 0,
    "every span is also an ITT task (the collector of INTEL_LIBITTNOTIFY64)"},
   {"resources", "LOTUS_RESOURCES", option_kind::flag, 0, 1,
-   option_flag_yes, option_flag_words, "1", 0, "per-batch CPU, run-queue wait, faults and switches of workers (sidecar batchres)"},
+   option_flag_yes, option_resources_words, "1", 0, "per-batch CPU, run-queue wait, faults and switches of workers (sidecar batchres); ops: per op too (opres)"},
   {nullptr, "LOTUS_COLLECTOR", option_kind::choice, 0, 7, 0, option_collector_names, nullptr, 0,
    "the collector LOTUS_COLLECTOR_RESUME/PAUSE and map regions drive"},
   {nullptr, "LOTUS_PERF_CTL_FIFO", option_kind::path, 0, 0, 0, nullptr, "\xe2\x80\x94", 0,

@@ -1,19 +1,22 @@
 // lotus — per-batch resource figures: the reads and the per-thread queue (internal)
 // SPDX-License-Identifier: MIT
-// At a batch's start and end (never per op) a worker reads its thread's CPU time, faults and
-// context switches (getrusage(RUSAGE_THREAD)) and, only when the thread was descheduled since its
-// previous reading, its run-queue wait (/proc/thread-self/schedstat, through a descriptor kept
-// open per thread): a thread that did not switch cannot have waited for a CPU. The difference
-// goes into the thread's resource queue; the writer turns each entry into a sidecar `batchres`
-// line (FORMAT.md §5).
+// At a batch's start and end (and with LOTUS_RESOURCES=ops at each op's too) a worker reads its
+// thread's CPU time, faults and context switches (getrusage(RUSAGE_THREAD)) and, only when the
+// thread was descheduled since its previous reading, its run-queue wait
+// (/proc/thread-self/schedstat, through a descriptor kept open per thread): a thread that did not
+// switch cannot have waited for a CPU. The difference goes into the thread's resource queue; the
+// writer turns each entry into a sidecar `batchres` line (FORMAT.md §5). An op's difference is
+// summed per op site on its thread (op_res_table); the writer writes each cycle's change as `opres`
+// lines.
 #pragma once
 
 #include <fcntl.h>         // open, O_*
 #include <sys/resource.h>  // getrusage, RUSAGE_THREAD
+#include <time.h>          // clock_gettime, CLOCK_THREAD_CPUTIME_ID
 #include <unistd.h>        // pread, close
 
 #include <atomic>   // atomic
-#include <cstdint>  // uint64_t
+#include <cstdint>  // uint64_t, uintptr_t
 #include <cstdlib>  // calloc, free
 
 #include "lotus/config.hpp"
@@ -23,6 +26,10 @@
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
+
+inline std::uint64_t res_delta(std::uint64_t a, std::uint64_t b) noexcept {
+  return b > a ? b - a : 0;
+}
 
 /// One batch's figures, queued for the writer.
 struct res_entry {
@@ -40,6 +47,65 @@ struct res_queue {
   res_entry slots[capacity];
 };
 
+/// LOTUS_RESOURCES=ops: a thread's per-op figures, summed per op site on the recording thread
+/// (allocated at its first op). The owner adds each op's difference to its site's slot (plain
+/// load + store: one writer per field); the writer reads the running sums each cycle and writes
+/// the change since its previous reading as one sidecar `opres` line per site (FORMAT.md §5).
+/// A site that finds the table full is counted in `lost`.
+struct op_res_slot {
+  std::atomic<const void*> site{nullptr};  // the op's record_site, set once by the owner
+  std::atomic<std::uint64_t> count{0};     // ops; stored last (release)
+  // the ops' time in clock ticks, then cpu_ns, wait_ns, minflt, majflt, nvcsw, nivcsw
+  std::atomic<std::uint64_t> sums[7] = {};
+  std::uint64_t reported[8] = {};  // writer: count and sums in its last line
+};
+struct op_res_table {
+  static constexpr std::uint64_t capacity = 128;  // a power of two
+  std::atomic<std::uint64_t> lost{0};             // ops whose figures had no slot
+  std::uint64_t lost_reported = 0;                // writer
+  op_res_slot slots[capacity];
+};
+
+/// The calling thread's open readings of ops in progress (LOTUS_RESOURCES=ops), innermost last;
+/// an op nested deeper than `depth_max` goes without figures.
+struct op_res_stack {
+  static constexpr unsigned depth_max = 32;
+  unsigned depth = 0;
+  res_sample open[depth_max];
+};
+inline thread_local op_res_stack t_op_res;
+
+/// Adds an op of `ticks` and the difference end - begin to `site`'s slot of `t` (the owner thread
+/// only).
+inline void op_res_add(op_res_table& t, const void* site, std::uint64_t ticks, const res_sample& b,
+                       const res_sample& e) noexcept {
+  const auto h = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(site) >> 3);
+  std::uint64_t i = (h ^ (h >> 7)) & (op_res_table::capacity - 1);
+  for (std::uint64_t n = 0; n < op_res_table::capacity;
+       ++n, i = (i + 1) & (op_res_table::capacity - 1)) {
+    op_res_slot& s = t.slots[i];
+    const void* k = s.site.load(std::memory_order_relaxed);
+    if (k == nullptr) {
+      s.site.store(site, std::memory_order_release);
+    } else if (k != site) {
+      continue;
+    }
+    const std::uint64_t d[7] = {ticks,
+                                res_delta(b.cpu_ns, e.cpu_ns),
+                                res_delta(b.wait_ns, e.wait_ns),
+                                res_delta(b.minflt, e.minflt),
+                                res_delta(b.majflt, e.majflt),
+                                res_delta(b.nvcsw, e.nvcsw),
+                                res_delta(b.nivcsw, e.nivcsw)};
+    for (int j = 0; j < 7; ++j) {
+      s.sums[j].store(s.sums[j].load(std::memory_order_relaxed) + d[j], std::memory_order_relaxed);
+    }
+    s.count.store(s.count.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+    return;
+  }
+  t.lost.fetch_add(1, std::memory_order_relaxed);
+}
+
 /// The calling thread's open /proc/thread-self/schedstat: -1 not opened yet, -2 unavailable.
 /// Closed when the thread exits (resources_thread_exit); a forked child's surviving thread closes
 /// the parent's (runtime::fork_child): that descriptor reads the parent's thread.
@@ -52,6 +118,9 @@ inline thread_local res_sample t_res_last;
 /// LOTUS_RESOURCES / options::resources (option_table's row): 1 (default) records per-batch
 /// figures, 0 does not. Set by the runtime whenever its settings are applied.
 inline std::atomic<int> g_resources_on{1};
+/// LOTUS_RESOURCES=ops / options::op_resources: spans also read the figures at their start and
+/// end (their out-of-line path: the runtime then keeps g_mode in the _nvtx modes).
+inline std::atomic<bool> g_op_resources_on{false};
 inline int resources_enabled() noexcept { return g_resources_on.load(std::memory_order_relaxed); }
 
 /// Parses "<cpu_ns> <wait_ns> <slices>\n".
@@ -86,7 +155,13 @@ inline bool read_schedstat_wait(std::uint64_t& wait) noexcept {
 /// run-queue wait changes only when the thread is switched back in, so it is read (one pread of
 /// schedstat) only when the thread's context switches changed since its previous reading; else
 /// that reading's stands. Without schedstat (an old kernel, no /proc) the wait is 0.
-inline res_sample read_thread_resources() noexcept {
+///
+/// `exact_cpu` (per-op readings): the CPU time from clock_gettime(CLOCK_THREAD_CPUTIME_ID)
+/// instead, which includes the time since the thread's last tick or switch. getrusage's lags by
+/// up to a tick, and that lag is not random per op: a CPU-bound op's last part would be counted in
+/// the next op that blocks (the switch brings the thread's runtime up to date). One more system
+/// call; batches (usually longer than a tick) keep getrusage's.
+inline res_sample read_thread_resources(bool exact_cpu = false) noexcept {
   res_sample s;
   struct rusage ru {};
   if (::getrusage(RUSAGE_THREAD, &ru) != 0) return s;
@@ -97,6 +172,10 @@ inline res_sample read_thread_resources() noexcept {
   const auto u64 = [](long v) { return v > 0 ? static_cast<std::uint64_t>(v) : std::uint64_t{0}; };
   s.cpu_ns = (u64(ru.ru_utime.tv_sec) + u64(ru.ru_stime.tv_sec)) * 1000000000u +
              (u64(ru.ru_utime.tv_usec) + u64(ru.ru_stime.tv_usec)) * 1000u;
+  timespec ts{};
+  if (exact_cpu && ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0) {
+    s.cpu_ns = u64(ts.tv_sec) * 1000000000u + u64(ts.tv_nsec);
+  }
   const res_sample& last = t_res_last;
   if (last.ok && last.nvcsw == s.nvcsw && last.nivcsw == s.nivcsw) {
     s.wait_ns = last.wait_ns;  // not descheduled since: no wait for a CPU either
@@ -119,10 +198,6 @@ inline void resources_after_fork() noexcept {
 inline void resources_thread_exit() noexcept {
   if (t_schedstat_fd >= 0) ::close(t_schedstat_fd);
   t_schedstat_fd = -2;
-}
-
-inline std::uint64_t res_delta(std::uint64_t a, std::uint64_t b) noexcept {
-  return b > a ? b - a : 0;
 }
 
 /// Queues the difference end - begin; false when the queue is full (counted in `lost`).

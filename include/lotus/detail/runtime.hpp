@@ -255,10 +255,14 @@ LOTUS_DETAIL_COLD inline void runtime::apply_locked(const options& o) noexcept {
   const bool itt = set_.itt && on && itt_open();  // itt_open: one message when no collector
   // Once NVTX or ITT was on, spans keep their out-of-line path (the _nvtx modes) so that a range
   // or task pushed before it is turned off is still popped.
-  nvtx_modes_ = nvtx_modes_ || nvtx || itt;
+  // LOTUS_RESOURCES=ops reads each span's figures on that same path; with resources off or per
+  // batch the hot path stays the plain one.
+  const bool op_res = set_.resources && set_.op_resources && on;
+  nvtx_modes_ = nvtx_modes_ || nvtx || itt || op_res;
   g_nvtx_on.store(nvtx, std::memory_order_relaxed);
   g_itt_on.store(itt, std::memory_order_release);
   g_resources_on.store(set_.resources ? 1 : 0, std::memory_order_relaxed);
+  g_op_resources_on.store(op_res, std::memory_order_relaxed);
   const int clock = nvtx_modes_ ? clock_mode_ + (mode_tsc_nvtx - mode_tsc) : clock_mode_;
   g_mode.store(on ? clock : mode_off, std::memory_order_release);
   if (on) writer_.start();
@@ -662,6 +666,36 @@ LOTUS_DETAIL_API void resources_record(const res_sample& begin, std::uint64_t t0
     me.self->res.store(q, std::memory_order_release);
   }
   res_push(*q, begin, end, t0, t1, idx);
+}
+
+LOTUS_DETAIL_API bool op_resources_begin() noexcept {
+  if (!g_op_resources_on.load(std::memory_order_relaxed)) return false;
+  op_res_stack& st = t_op_res;
+  if (st.depth >= op_res_stack::depth_max || t_thread.exited || t_thread.busy != 0) return false;
+  arm_thread_exit();
+  const res_sample s = read_thread_resources(true);
+  if (!s.ok) return false;
+  st.open[st.depth++] = s;
+  return true;
+}
+
+LOTUS_DETAIL_API void op_resources_end(const record_site* loc, std::uint64_t ticks) noexcept {
+  op_res_stack& st = t_op_res;
+  if (st.depth == 0) return;
+  const res_sample begin = st.open[--st.depth];
+  if (loc == nullptr) return;
+  thread_local_state& me = t_thread;
+  // After the op's own record: the thread is registered, unless its ring failed.
+  if (me.busy != 0 || me.self == nullptr || me.exited) return;
+  const res_sample end = read_thread_resources(true);
+  if (!end.ok) return;
+  op_res_table* t = me.self->opres.load(std::memory_order_relaxed);
+  if (t == nullptr) {
+    t = new (std::nothrow) op_res_table();
+    if (t == nullptr) return;
+    me.self->opres.store(t, std::memory_order_release);
+  }
+  op_res_add(*t, loc, ticks, begin, end);
 }
 
 LOTUS_DETAIL_API std::uint64_t writer_cpu_ns() noexcept { return runtime::get().writer_cpu_ns(); }

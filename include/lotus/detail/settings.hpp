@@ -39,6 +39,7 @@ struct settings {
   bool itt = false;
   flight_settings flight;  // window_ns 0: flight mode off
   bool resources = true;
+  bool op_resources = false;  // LOTUS_RESOURCES=ops: per op too (only with resources)
 };
 
 /// LOTUS_TRIGGER / options::trigger into `out`; a malformed value: one message, no trigger.
@@ -113,6 +114,7 @@ struct env_settings {
   std::uint64_t flight_s = 0, flight_bytes = 0;
   flight_settings trigger;  // its wait_ns/share fields
   bool resources = true;
+  bool op_resources = false;
   bool enabled = true;
   std::size_t ring_capacity = 0;
   std::uint64_t flush_interval_ms = 0;
@@ -148,7 +150,10 @@ struct env_settings {
       has_trigger = true;
       parse_trigger_setting(option_of(opt::trigger).env, v, trigger);
     }
-    resources = env_option_flag(opt::resources) != 0;  // unset or refused: the default, on
+    // Unset or refused: the default, on (per batch); `ops`: per batch and per op.
+    const int r = env_option_choice(opt::resources);
+    resources = r < 0 || r >= option_flag_yes;
+    op_resources = r == option_resources_ops;
   }
 };
 
@@ -207,7 +212,14 @@ LOTUS_DETAIL_COLD inline void merge_settings(const options& o, const env_setting
   // records of the slow batch (and the wait itself) reach every window first.
   const std::uint64_t margin = 3 * s.flush_interval_ms * 1000000u;
   s.flight.margin_ns = margin < 200000000u ? 200000000u : margin;
+  // options::resources sets on (per batch, keeping the environment's `ops`) or off;
+  // options::op_resources then sets per op (true: resources on too) or not.
   s.resources = o.resources ? *o.resources : env.resources;
+  s.op_resources = s.resources && env.op_resources;
+  if (o.op_resources) {
+    s.op_resources = *o.op_resources;
+    if (*o.op_resources) s.resources = true;
+  }
 }
 
 }  // namespace detail

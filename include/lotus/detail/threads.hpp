@@ -89,7 +89,8 @@ struct thread_state {
   char name[17] = {};
   bool announced = false;  // writer: its `thread` line is in the sidecar
   file_slot worker, main;
-  std::atomic<res_queue*> res{nullptr};  // per-batch resource figures, from the first batch on
+  std::atomic<res_queue*> res{nullptr};       // per-batch resource figures, from the first batch on
+  std::atomic<op_res_table*> opres{nullptr};  // per-op sums (LOTUS_RESOURCES=ops), from the first
   // writer: the last batch records formatted (their ticks, written start and duration), so that a
   // `batchres` line carries exactly its record's START and DURATION (trace_writer::drain_resources)
   struct batch_seen {
@@ -159,6 +160,7 @@ class thread_registry {
       r = next;
     }
     delete t->res.load(std::memory_order_acquire);
+    delete t->opres.load(std::memory_order_acquire);
     delete t;
   }
 

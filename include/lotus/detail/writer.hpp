@@ -361,6 +361,41 @@ class trace_writer {
     if (res_lines_.size() >= (1u << 16)) flush_resource_lines();
   }
 
+  /// LOTUS_RESOURCES=ops: the change of the thread's per-op sums since the last cycle, one
+  /// sidecar `opres` line per op site that ran (FORMAT.md §5), and an `opres_lost` line when ops
+  /// found its table full since the last one. At most op_res_table::capacity lines per thread and
+  /// cycle. A line read while its op was being added may take part of that op's figures; the
+  /// rest come with the next line, so sums over lines are exact once the thread is drained.
+  void drain_op_resources(thread_state& t) noexcept {
+    op_res_table* q = t.opres.load(std::memory_order_acquire);
+    if (q == nullptr) return;
+    for (op_res_slot& s : q->slots) {
+      const auto* site = static_cast<const record_site*>(s.site.load(std::memory_order_acquire));
+      if (site == nullptr) continue;
+      const std::uint64_t count = s.count.load(std::memory_order_acquire);
+      if (count == s.reported[0]) continue;
+      const label_table::label* n = labels_.find(site);
+      if (n == nullptr || n->size == 0) continue;  // out of memory: the next cycle
+      std::uint64_t now[8] = {count};
+      for (int j = 0; j < 7; ++j) now[j + 1] = s.sums[j].load(std::memory_order_relaxed);
+      res_lines_.add("opres ").add(t.tid);
+      for (int j = 0; j < 8; ++j) {
+        const std::uint64_t d = res_delta(s.reported[j], now[j]);
+        // The ops' time: ticks to ns (a duration: the clock's rate only).
+        res_lines_.add(' ').add(
+            j != 1 ? d : static_cast<std::uint64_t>(static_cast<double>(d) * conv_.ns_per_tick()));
+        if (now[j] > s.reported[j]) s.reported[j] = now[j];
+      }
+      res_lines_.add(' ').add(n->text + 1, n->size - 1).add('\n');  // the name, without "S"
+    }
+    const std::uint64_t lost = q->lost.load(std::memory_order_relaxed);
+    if (lost != q->lost_reported) {
+      q->lost_reported = lost;
+      res_lines_.add("opres_lost ").add(t.tid).add(' ').add(lost).add('\n');
+    }
+    if (res_lines_.size() >= (1u << 16)) flush_resource_lines();
+  }
+
   /// A batch record just formatted (drain): remembered for its `batchres` line.
   void note_batch(thread_state& t, const event& e, std::uint64_t start,
                   std::uint64_t dur) noexcept {
@@ -774,6 +809,7 @@ inline bool trace_writer::drain(thread_state& t) noexcept {
   write_out(t, worker_buf_, false);
   write_out(t, main_buf_, true);
   drain_resources(t);
+  drain_op_resources(t);
   return busy;
 }
 

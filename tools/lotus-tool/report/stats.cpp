@@ -80,6 +80,35 @@ nlohmann::json causes_json(const causes_result& c) {
 }
 
 void cause_text_row(std::string& out, const std::string& label, const resource_totals& t);
+void op_causes_text(std::string& out, const causes_result& c);
+
+// One op's `opres` sums (LOTUS_RESOURCES=ops): its time's shares and its faults and switches
+// per op.
+nlohmann::json op_cause_json(const cause_row& x) {
+  const resource_totals& t = x.totals;
+  const cause_shares s = shares_of(t);
+  const double n = t.batches != 0 ? double(t.batches) : 1.0;
+  return {{"op", x.label},
+          {"count", t.batches},
+          {"time_ms", double(t.dur_ns) / 1e6},
+          {"cpu_share", s.cpu},
+          {"cpu_wait_share", s.cpu_wait},
+          {"blocked_share", s.blocked},
+          {"minor_faults_per_op", double(t.minflt) / n},
+          {"major_faults_per_op", double(t.majflt) / n},
+          {"voluntary_switches_per_op", double(t.nvcsw) / n},
+          {"involuntary_switches_per_op", double(t.nivcsw) / n}};
+}
+
+// The per-op table into a causes object (absent without `opres` lines).
+void add_op_causes(nlohmann::json& j, const causes_result& c) {
+  if (c.ops.empty()) return;
+  auto& a = j["ops"] = nlohmann::json::array();
+  for (const auto& x : c.ops) a.push_back(op_cause_json(x));
+  j["ops_lost"] = c.ops_lost;
+  if (c.ops_beyond != 0) j["ops_beyond"] = c.ops_beyond;
+  if (c.ops_whole_trace) j["ops_whole_trace"] = true;
+}
 
 nlohmann::json to_json(const stats_result& r, const trace_dir& dir, const record_filter& win,
                        bool outliers) {
@@ -258,10 +287,12 @@ nlohmann::json to_json(const stats_result& r, const trace_dir& dir, const record
   j["batches_queued"] = r.queued;
   j["batches_consumed"] = r.consumed;
   // Why batches were slow: the sidecars' `batchres` lines (absent from traces without them).
-  if (const causes_result c = compute_causes(dir, &win); c.present) {
-    j["causes"] = causes_json(c);
+  if (const causes_result c = compute_causes(dir, &win); causes_shown(c)) {
+    // Only `opres` lines (ops, no worker batches): the per-op table alone.
+    j["causes"] = c.present ? causes_json(c) : nlohmann::json::object();
     // A window over more batchres lines than the directory keeps: the first ones only.
     if (c.window_incomplete) j["causes"]["window_incomplete"] = true;
+    add_op_causes(j["causes"], c);
   }
   return j;
 }
@@ -307,6 +338,22 @@ void csv_causes(std::string& out, const std::string& label, const resource_total
   csv_row(out, "causes", label, "lost", double(t.lost));
 }
 
+// One op's row group in section `causes_op` (LOTUS_RESOURCES=ops).
+void csv_op_causes(std::string& out, const cause_row& x) {
+  const resource_totals& t = x.totals;
+  const cause_shares s = shares_of(t);
+  const double n = t.batches != 0 ? double(t.batches) : 1.0;
+  csv_row(out, "causes_op", x.label, "count", double(t.batches));
+  csv_row(out, "causes_op", x.label, "time_ms", double(t.dur_ns) / 1e6);
+  csv_row(out, "causes_op", x.label, "cpu_share", s.cpu);
+  csv_row(out, "causes_op", x.label, "cpu_wait_share", s.cpu_wait);
+  csv_row(out, "causes_op", x.label, "blocked_share", s.blocked);
+  csv_row(out, "causes_op", x.label, "minor_faults_per_op", double(t.minflt) / n);
+  csv_row(out, "causes_op", x.label, "major_faults_per_op", double(t.majflt) / n);
+  csv_row(out, "causes_op", x.label, "voluntary_switches_per_op", double(t.nvcsw) / n);
+  csv_row(out, "causes_op", x.label, "involuntary_switches_per_op", double(t.nivcsw) / n);
+}
+
 std::string to_csv(const stats_result& r, const trace_dir& dir, const record_filter& win) {
   std::string out = "section,name,metric,value\n";
   csv_row(out, "trace", "", "records", double(r.records));
@@ -348,12 +395,15 @@ std::string to_csv(const stats_result& r, const trace_dir& dir, const record_fil
   }
   // Why batches were slow (as in the JSON's "causes"): all workers (name "all"), then per rank
   // and per worker; the verdict as the name of a row of its own (like input_bound's class).
-  if (const causes_result c = compute_causes(dir, &win); c.present) {
-    csv_causes(out, "all", c.all);
-    const std::string v = cause_verdict(c.all);
-    if (!v.empty()) csv_row(out, "causes_verdict", v, "batches", double(c.all.batches));
-    for (const auto& x : c.ranks) csv_causes(out, x.label, x.totals);
-    for (const auto& x : c.workers) csv_causes(out, x.label, x.totals);
+  if (const causes_result c = compute_causes(dir, &win); causes_shown(c)) {
+    if (c.present) {
+      csv_causes(out, "all", c.all);
+      const std::string v = cause_verdict(c.all);
+      if (!v.empty()) csv_row(out, "causes_verdict", v, "batches", double(c.all.batches));
+      for (const auto& x : c.ranks) csv_causes(out, x.label, x.totals);
+      for (const auto& x : c.workers) csv_causes(out, x.label, x.totals);
+    }
+    for (const auto& x : c.ops) csv_op_causes(out, x);  // LOTUS_RESOURCES=ops
   }
   return out;
 }
@@ -527,32 +577,35 @@ std::string to_text(const stats_result& r, const trace_dir& dir, const record_fi
                  th.z, th.ratio);
     }
   }
-  if (const causes_result c = compute_causes(dir, &win); c.present) {
-    const cause_thresholds th;
-    out += "\nCauses of batch time (workers' batch preprocessing, from the sidecars):\n";
-    append_fmt(out, "%-34s %8s %7s %9s %8s %10s %8s %8s %8s  %s\n", "", "batches", "on CPU",
-               "wait CPU", "blocked", "minflt/b", "majflt/b", "vcsw/b", "ivcsw/b", "verdict");
-    cause_text_row(out, "all workers", c.all);
-    for (const auto& x : c.ranks) cause_text_row(out, x.label, x.totals);
-    for (const auto& x : c.workers) cause_text_row(out, x.label, x.totals);
-    if (c.all.lost != 0) {
-      append_fmt(out, "\t%llu batches' figures lost (the runtime's queue was full)\n",
-                 static_cast<unsigned long long>(c.all.lost));
+  if (const causes_result c = compute_causes(dir, &win); causes_shown(c)) {
+    if (c.present) {
+      const cause_thresholds th;
+      out += "\nCauses of batch time (workers' batch preprocessing, from the sidecars):\n";
+      append_fmt(out, "%-34s %8s %7s %9s %8s %10s %8s %8s %8s  %s\n", "", "batches", "on CPU",
+                 "wait CPU", "blocked", "minflt/b", "majflt/b", "vcsw/b", "ivcsw/b", "verdict");
+      cause_text_row(out, "all workers", c.all);
+      for (const auto& x : c.ranks) cause_text_row(out, x.label, x.totals);
+      for (const auto& x : c.workers) cause_text_row(out, x.label, x.totals);
+      if (c.all.lost != 0) {
+        append_fmt(out, "\t%llu batches' figures lost (the runtime's queue was full)\n",
+                   static_cast<unsigned long long>(c.all.lost));
+      }
+      if (c.window_incomplete) {
+        append_fmt(out, "\t(in the window: from the first %zu batchres lines read)\n",
+                   k_max_batch_resources);
+      }
+      const std::string v = cause_verdict(c.all);
+      if (!v.empty()) {
+        append_fmt(out, "\tVerdict: %s: %s.\n", v.c_str(), cause_advice(c, v).c_str());
+      }
+      append_fmt(out,
+                 "\t(page_faults: >= %.0f minor faults per batch costing >= %.0f%% of CPU time at "
+                 "%.1f us each, or >= %.0f major faults per batch when blocked; else the largest "
+                 "share)\n",
+                 th.minor_faults_per_batch, 100 * th.fault_time_share, th.fault_cost_us,
+                 th.major_faults_per_batch);
     }
-    if (c.window_incomplete) {
-      append_fmt(out, "\t(in the window: from the first %zu batchres lines read)\n",
-                 k_max_batch_resources);
-    }
-    const std::string v = cause_verdict(c.all);
-    if (!v.empty()) {
-      append_fmt(out, "\tVerdict: %s: %s.\n", v.c_str(), cause_advice(c, v).c_str());
-    }
-    append_fmt(out,
-               "\t(page_faults: >= %.0f minor faults per batch costing >= %.0f%% of CPU time at "
-               "%.1f us each, or >= %.0f major faults per batch when blocked; else the largest "
-               "share)\n",
-               th.minor_faults_per_batch, 100 * th.fault_time_share, th.fault_cost_us,
-               th.major_faults_per_batch);
+    if (!c.ops.empty()) op_causes_text(out, c);
   }
   const std::vector<host_clock> clocks = host_clocks(dir);
   if (clocks.size() > 1) {
@@ -595,6 +648,32 @@ void cause_text_row(std::string& out, const std::string& label, const resource_t
              100 * s.cpu, 100 * s.cpu_wait, 100 * s.blocked, double(t.minflt) / n,
              double(t.majflt) / n, double(t.nvcsw) / n, double(t.nivcsw) / n,
              v.empty() ? "-" : v.c_str());
+}
+
+// LOTUS_RESOURCES=ops: the ops' time on a CPU, waiting for one and blocked, most time first
+// (the first 30; JSON and CSV have every op).
+void op_causes_text(std::string& out, const causes_result& c) {
+  out += "\nCauses per op (LOTUS_RESOURCES=ops, from the sidecars' opres lines):\n";
+  append_fmt(out, "%-34s %8s %10s %7s %9s %8s %10s %9s %8s %8s\n", "", "ops", "time ms", "on CPU",
+             "wait CPU", "blocked", "minflt/op", "majflt/op", "vcsw/op", "ivcsw/op");
+  std::size_t shown = 0;
+  for (const auto& x : c.ops) {
+    if (++shown > 30) break;
+    const resource_totals& t = x.totals;
+    const cause_shares s = shares_of(t);
+    const double n = t.batches != 0 ? double(t.batches) : 1.0;
+    append_fmt(out, "%-34s %8llu %10.1f %6.1f%% %8.1f%% %7.1f%% %10.1f %9.2f %8.2f %8.2f\n",
+               printable(x.label).substr(0, 34).c_str(), static_cast<unsigned long long>(t.batches),
+               double(t.dur_ns) / 1e6, 100 * s.cpu, 100 * s.cpu_wait, 100 * s.blocked,
+               double(t.minflt) / n, double(t.majflt) / n, double(t.nvcsw) / n,
+               double(t.nivcsw) / n);
+  }
+  if (c.ops.size() > 30) append_fmt(out, "\t(%zu more ops in --json/--csv)\n", c.ops.size() - 30);
+  if (c.ops_lost != 0) {
+    append_fmt(out, "\t%llu ops' figures lost (a thread's table of op sites was full)\n",
+               static_cast<unsigned long long>(c.ops_lost));
+  }
+  if (c.ops_whole_trace) out += "\t(per-op figures cover the whole trace, not the window)\n";
 }
 
 }  // namespace

@@ -142,6 +142,19 @@ causes_result compute_causes(const trace_dir& dir, const record_filter* win) {
   if (by_rank.size() > 1) {
     for (const auto& r : by_rank) c.ranks.push_back({"rank " + std::to_string(r.first), r.second});
   }
+  std::map<std::string, resource_totals> ops;
+  for (const auto& kv : dir.processes) {
+    for (const auto& o : kv.second.op_resources) ops[o.first].add(o.second);
+    c.ops_lost += kv.second.op_res_lost;
+    c.ops_beyond += kv.second.op_res_beyond;
+  }
+  for (auto& o : ops) {
+    if (o.second.batches != 0) c.ops.push_back({o.first, o.second});
+  }
+  std::stable_sort(c.ops.begin(), c.ops.end(), [](const cause_row& a, const cause_row& b) {
+    return a.totals.dur_ns > b.totals.dur_ns;
+  });
+  c.ops_whole_trace = windowed_view && !c.ops.empty();
   return c;
 }
 

@@ -47,7 +47,17 @@ struct causes_result {
   std::vector<cause_row> ranks;    ///< with two ranks or more
   std::uint64_t cpus_allowed = 0;  ///< the largest `cpus` allowed count of the processes
   bool window_incomplete = false;  ///< windowed, and batchres lines beyond the kept ones exist
+  /// LOTUS_RESOURCES=ops: per op name (label), the sums of the sidecars' `opres` lines over
+  /// every process and thread (`batches` counts ops), most time first. Per-cycle sums carry no
+  /// times: a window (--epoch, --from/--to) does not narrow them (ops_whole_trace).
+  std::vector<cause_row> ops;
+  std::uint64_t ops_lost = 0;    ///< `opres_lost`: ops whose figures had no slot
+  std::uint64_t ops_beyond = 0;  ///< `opres` lines of op names beyond the per-process cap
+  bool ops_whole_trace = false;  ///< windowed: the op table still covers the whole trace
 };
+
+/// `present` or a non-empty `ops`: the causes section has something to show.
+inline bool causes_shown(const causes_result& c) { return c.present || !c.ops.empty(); }
 
 /// With `win` active (--epoch, --from/--to; --ops keeps every batch): from the sidecars'
 /// `batchres` lines of the batches the window keeps (those the directory kept:

@@ -139,6 +139,15 @@ class sidecar_parser {
       batchres_line(ls, key);
     } else if (key == "memory") {
       memory_line(ls, key);
+    } else if (key == "opres") {
+      opres_line(ls, key);
+    } else if (key == "opres_lost") {
+      std::uint64_t tid = 0, n = 0;
+      if (read_u(ls, key, tid) && read_u(ls, key, n)) {
+        // A running count per thread: the last line is its total.
+        auto& lost = op_lost_[tid];
+        lost = std::max(lost, n);
+      }
     } else if (key == "batchres_lost") {
       std::uint64_t tid = 0, n = 0;
       if (read_u(ls, key, tid) && read_u(ls, key, n)) {
@@ -191,6 +200,7 @@ class sidecar_parser {
       b.pid = proc_.pid;
       out_.batch_res.push_back(b);
     }
+    for (const auto& l : op_lost_) proc_.op_res_lost += l.second;
     proc_.sidecars.push_back(file_label_);
     // Two lotus runtimes of one process append to one sidecar, each with its own `memory` lines.
     sort_memory(proc_.memory);
@@ -239,6 +249,37 @@ class sidecar_parser {
     } else {
       ++out_.batch_res_beyond;
     }
+  }
+  // `opres <tid> <count> <dur_ns> <cpu_ns> <wait_ns> <minflt> <majflt> <nvcsw> <nivcsw> <name>`
+  // (the name is the rest of the line): summed per op name over the process's threads.
+  void opres_line(std::istringstream& ls, const std::string& key) {
+    std::uint64_t v[9] = {};
+    for (auto& x : v) {
+      if (!read_u(ls, key, x)) return;
+    }
+    std::string name;
+    if (ls.get() != ' ' || !std::getline(ls, name) || name.empty()) {
+      warn("'" + key + "' line without an op name");
+      return;
+    }
+    auto it = proc_.op_resources.find(name);
+    if (it == proc_.op_resources.end()) {
+      if (proc_.op_resources.size() >= k_max_op_resources) {
+        ++proc_.op_res_beyond;
+        return;
+      }
+      it = proc_.op_resources.emplace(std::move(name), resource_totals{}).first;
+    }
+    resource_totals r;
+    r.batches = v[1];
+    r.dur_ns = v[2];
+    r.cpu_ns = v[3];
+    r.wait_ns = v[4];
+    r.minflt = v[5];
+    r.majflt = v[6];
+    r.nvcsw = v[7];
+    r.nivcsw = v[8];
+    it->second.add(r);
   }
   // `memory <realtime_ns> <rss> <pss> <private> <peak_rss> <peak_pss> <peak_private>`.
   void memory_line(std::istringstream& ls, const std::string& key) {
@@ -364,6 +405,15 @@ class sidecar_parser {
     p.has_stats = p.has_stats || proc.has_stats;
     if (!p.capture) p.capture = proc.capture;
     for (const auto& t : proc.resources) p.resources[t.first].add(t.second);
+    for (const auto& o : proc.op_resources) {
+      if (p.op_resources.size() < k_max_op_resources || p.op_resources.count(o.first) != 0) {
+        p.op_resources[o.first].add(o.second);
+      } else {
+        ++p.op_res_beyond;
+      }
+    }
+    p.op_res_lost += proc.op_res_lost;
+    p.op_res_beyond += proc.op_res_beyond;
     for (const auto& s : proc.memory.samples) {
       add_memory(p.memory, s, proc.memory.peak_rss, proc.memory.peak_pss, proc.memory.peak_priv);
     }
@@ -382,8 +432,9 @@ class sidecar_parser {
   process_meta proc_;
   bool have_pid_ = false;
   std::vector<std::pair<std::uint64_t, std::string>> threads_;
-  std::vector<batch_resources> batches_;  // this sidecar's kept `batchres` lines
-  std::vector<std::string> files_;        // `file <name>`: trace files this process created
+  std::vector<batch_resources> batches_;            // this sidecar's kept `batchres` lines
+  std::map<std::uint64_t, std::uint64_t> op_lost_;  // tid -> its last `opres_lost` count
+  std::vector<std::string> files_;  // `file <name>`: trace files this process created
 };
 
 // `next(line, too_long)` yields the sidecar's lines; false at the end. `keep`: see

@@ -142,11 +142,17 @@ struct process_meta {
   std::uint64_t recorded = 0, written = 0, dropped = 0, sanitized = 0;
   std::vector<std::string> sidecars;                   ///< labels (paths) of the sidecars read
   std::map<std::uint64_t, resource_totals> resources;  ///< tid -> its `batchres` sums
-  std::optional<capture_meta> capture;                 ///< the sidecar of a capture
-  process_memory memory;                               ///< its `memory` lines
+  /// op name -> the sums of its `opres` lines over the process's threads (LOTUS_RESOURCES=ops;
+  /// `batches` counts ops). At most k_max_op_resources names; beyond, op_res_beyond.
+  std::map<std::string, resource_totals> op_resources;
+  std::uint64_t op_res_lost = 0;    ///< `opres_lost`: ops whose figures had no slot (all threads)
+  std::uint64_t op_res_beyond = 0;  ///< `opres` lines of names beyond k_max_op_resources
+  std::optional<capture_meta> capture;  ///< the sidecar of a capture
+  process_memory memory;                ///< its `memory` lines
 };
 
 constexpr std::size_t k_max_batch_resources = 65536;
+constexpr std::size_t k_max_op_resources = 4096;  ///< op names per process with `opres` sums
 
 struct trace_dir {
   std::string path;

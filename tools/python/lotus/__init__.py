@@ -193,7 +193,16 @@ def configure(log_file=_UNSET, *, enabled=None, ring_capacity=None, flush_interv
     if itt is not None:
         opts["itt"] = _check_bool("itt", itt)
     if resources is not None:
-        opts["resources"] = _check_bool("resources", resources)
+        # True: per batch (keeping LOTUS_RESOURCES=ops from the environment); False: off;
+        # "ops": per batch and per op (options::op_resources).
+        if isinstance(resources, str):
+            if resources != "ops":
+                raise ValueError(f"lotus.configure: resources='{resources}' (expected True, "
+                                 "False or 'ops')")
+            opts["resources"] = True
+            opts["op_resources"] = True
+        else:
+            opts["resources"] = _check_bool("resources", resources)
     if max_bytes is not None:
         opts["max_bytes"] = _check_int("max_bytes", max_bytes)
     if min_free_bytes is not None:
@@ -211,7 +220,7 @@ def configure(log_file=_UNSET, *, enabled=None, ring_capacity=None, flush_interv
                       opts.get("flush_interval"), opts.get("overflow"), opts.get("clock"),
                       opts.get("nvtx"), opts.get("itt"), opts.get("max_bytes"),
                       opts.get("min_free_bytes"), opts.get("flight"), opts.get("flight_bytes"),
-                      opts.get("trigger"), opts.get("resources"))
+                      opts.get("trigger"), opts.get("resources"), opts.get("op_resources"))
     _last_options.clear()
     _last_options.update(opts)
 
