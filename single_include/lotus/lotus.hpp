@@ -2977,6 +2977,7 @@ class text {
       n = sizeof buf_ - 1 - size_;
       overflow = true;
     }
+    if (n == 0) return *this;  // `s` may be null then (an empty string_view's data())
     std::memcpy(buf_ + size_, s, n);
     size_ += n;
     buf_[size_] = '\0';
