@@ -21,7 +21,8 @@ void add_diff_command(CLI::App& app) {
       "interval holds 0 or |change| is under --threshold); then per-batch preprocessing time,\n"
       "wait share, batch delay, out-of-order arrivals, epoch time and batches per second.");
   // CLI11 2.x rejects a positional name with a space: the name is one word, the help shows both.
-  cmd->add_option("runs", *dirs, "The base run's trace directory, then the new run's")
+  // Not "runs": CLI11 2.4 takes a positional's name as a long name too, and --runs exists.
+  cmd->add_option("dirs", *dirs, "The base run's trace directory, then the new run's")
       ->type_name("BASE NEW");
   cmd->add_option("--base", args->base.dirs,
                   "A base-run directory (repeat for repeated runs, or for a run of several hosts "
