@@ -4,40 +4,14 @@
 
 #include "trace/line_reader.hpp"
 #include "util/error.hpp"
+#include "util/json_dump.hpp"
 
 namespace lotus_tool {
 
-namespace {
 constexpr int k_max_depth = 256;
 
-// nlohmann's dump() recurses per nesting level; refuse absurd nesting before parsing.
-bool nesting_ok(std::string_view s) {
-  int depth = 0;
-  bool in_str = false;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    const char c = s[i];
-    if (in_str) {
-      if (c == '\\') {
-        ++i;
-      } else if (c == '"') {
-        in_str = false;
-      }
-      continue;
-    }
-    if (c == '"') {
-      in_str = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > k_max_depth) return false;
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return true;
-}
-}  // namespace
-
 profiler_trace parse_profiler_trace(std::string_view text, const std::string& label) {
-  if (!nesting_ok(text)) {
+  if (!json_nesting_within(text, k_max_depth)) {
     throw tool_error(exit_invalid, label + ": JSON nested deeper than 256 levels");
   }
   profiler_trace t;

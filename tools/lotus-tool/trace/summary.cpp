@@ -299,27 +299,7 @@ std::string read_bounded(const std::string& path) {
 
 // Rejects nesting deeper than a summary has (the parser and destructor recurse).
 void check_depth(const std::string& file, const std::string& s) {
-  int depth = 0;
-  bool in_str = false, esc = false;
-  for (char c : s) {
-    if (in_str) {
-      if (esc) {
-        esc = false;
-      } else if (c == '\\') {
-        esc = true;
-      } else if (c == '"') {
-        in_str = false;
-      }
-      continue;
-    }
-    if (c == '"') {
-      in_str = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > 8) bad(file, "nested deeper than a summary is");
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
+  if (!json_nesting_within(s, 8)) bad(file, "nested deeper than a summary is");
 }
 
 // Field readers: each names the field in its error.

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 
 namespace lotus_tool {
 
@@ -13,5 +14,10 @@ namespace lotus_tool {
 /// instead of failing (dump's default) or becoming U+FFFD (its `replace` handler). Scalars other
 /// than strings are written by nlohmann.
 std::string dump_json(const nlohmann::json& j, int indent);
+
+/// Whether the JSON text `s` nests arrays and objects at most `max_depth` deep (strings and their
+/// escapes skipped). nlohmann's parser, dump() and destructor recurse per level: readers of
+/// untrusted files refuse absurd nesting before parsing.
+bool json_nesting_within(std::string_view s, int max_depth);
 
 }  // namespace lotus_tool
