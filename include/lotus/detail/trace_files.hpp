@@ -304,6 +304,31 @@ class trace_files {
     return false;
   }
 
+  /// Opens `path` read-write (plus `extra_flags`; never following a link, never blocking) when
+  /// it is a regular file of this user with one link, of `size` bytes (0: any), and reads its
+  /// first bytes into `head` (NUL-terminated): the file an earlier runtime of this process may
+  /// have left, for adopt_own_live and adopt_own_sidecar to recognize. -1 (nothing left open)
+  /// when it is not such a file or holds nothing.
+  LOTUS_DETAIL_COLD static int open_own_file(const char* path, int extra_flags, std::uint64_t size,
+                                             struct stat& st, char (&head)[1024]) noexcept {
+    int fd = -1;
+    do {
+      fd = ::open(path, O_RDWR | extra_flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    } while (fd < 0 && errno == EINTR);
+    if (fd < 0) return -1;
+    ssize_t n = -1;
+    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid() &&
+        st.st_nlink == 1 && (size == 0 || static_cast<std::uint64_t>(st.st_size) == size)) {
+      n = ::pread(fd, head, sizeof head - 1, 0);
+    }
+    if (n <= 0) {
+      ::close(fd);
+      return -1;
+    }
+    head[n] = '\0';
+    return fd;
+  }
+
   /// `path` as this process's live file when an earlier runtime of this process wrote it and ended
   /// (its body names this pid and start, and is final), a regular file of this user with one link,
   /// `size` bytes. (Two runtimes alive at once each have a file; readers add them up.)
@@ -312,33 +337,22 @@ class trace_files {
                                                std::size_t mine_count) noexcept {
     const std::uint64_t start = process_start();
     if (start == 0) return false;
-    int fd = -1;
-    do {
-      fd = ::open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    } while (fd < 0 && errno == EINTR);
-    if (fd < 0) return false;
     struct stat st {};
     char head[1024];
-    ssize_t n = -1;
-    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid() &&
-        st.st_nlink == 1 && static_cast<std::uint64_t>(st.st_size) == size) {
-      n = ::pread(fd, head, sizeof head - 1, 0);
+    const int fd = open_own_file(path, 0, size, st, head);
+    if (fd < 0) return false;
+    char want[96];
+    std::snprintf(want, sizeof want, "\npid %d\nppid %d\nstart %llu\n",
+                  static_cast<int>(::getpid()), static_cast<int>(::getppid()),
+                  static_cast<unsigned long long>(start));
+    bool made_here = false;
+    for (std::size_t i = 0; i < mine_count; ++i) {
+      made_here = made_here || (mine[i].dev == static_cast<std::uint64_t>(st.st_dev) &&
+                                mine[i].ino == static_cast<std::uint64_t>(st.st_ino));
     }
-    bool ours = false;
-    if (n > 0) {
-      head[n] = '\0';
-      char want[96];
-      std::snprintf(want, sizeof want, "\npid %d\nppid %d\nstart %llu\n",
-                    static_cast<int>(::getpid()), static_cast<int>(::getppid()),
-                    static_cast<unsigned long long>(start));
-      bool made_here = false;
-      for (std::size_t i = 0; i < mine_count; ++i) {
-        made_here = made_here || (mine[i].dev == static_cast<std::uint64_t>(st.st_dev) &&
-                                  mine[i].ino == static_cast<std::uint64_t>(st.st_ino));
-      }
-      ours = std::strncmp(head, "lotus-live 1 ", 13) == 0 && std::strstr(head, want) != nullptr &&
-             (made_here || std::strstr(head, "\nfinal 1\n") != nullptr);
-    }
+    const bool ours = std::strncmp(head, "lotus-live 1 ", 13) == 0 &&
+                      std::strstr(head, want) != nullptr &&
+                      (made_here || std::strstr(head, "\nfinal 1\n") != nullptr);
     if (!ours) {
       ::close(fd);
       return false;
@@ -578,29 +592,19 @@ class trace_files {
   LOTUS_DETAIL_COLD bool adopt_own_sidecar(const char* path, file_slot& s) noexcept {
     const std::uint64_t start = process_start();
     if (start == 0) return false;
-    int fd = -1;
-    do {  // read-write: the header is read from the very inode that is then appended to
-      fd = ::open(path, O_RDWR | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    } while (fd < 0 && errno == EINTR);
-    if (fd < 0) return false;
     struct stat st {};
     char head[1024];
-    ssize_t n = -1;
-    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid() &&
-        st.st_nlink == 1) {
-      n = ::pread(fd, head, sizeof head - 1, 0);
-    }
-    bool ours = false;
-    if (n > 0) {
-      head[n] = '\0';
-      char want[96];
-      std::snprintf(want, sizeof want, "\npid %d\n", static_cast<int>(::getpid()));
-      char want_start[64];
-      std::snprintf(want_start, sizeof want_start, "\nstart %llu\n",
-                    static_cast<unsigned long long>(start));
-      ours = std::strncmp(head, "lotus-meta 1\n", 13) == 0 && std::strstr(head, want) != nullptr &&
-             std::strstr(head, want_start) != nullptr;
-    }
+    // Read-write: the header is read from the very inode that is then appended to.
+    const int fd = open_own_file(path, O_APPEND, 0, st, head);
+    if (fd < 0) return false;
+    char want[96];
+    std::snprintf(want, sizeof want, "\npid %d\n", static_cast<int>(::getpid()));
+    char want_start[64];
+    std::snprintf(want_start, sizeof want_start, "\nstart %llu\n",
+                  static_cast<unsigned long long>(start));
+    const bool ours = std::strncmp(head, "lotus-meta 1\n", 13) == 0 &&
+                      std::strstr(head, want) != nullptr &&
+                      std::strstr(head, want_start) != nullptr;
     if (!ours) {
       ::close(fd);
       return false;
