@@ -55,9 +55,8 @@ void BM_floor_two_timestamps(benchmark::State& state) {
 }
 BENCHMARK(BM_floor_two_timestamps);
 
-// An enabled LOTUS_SCOPE while the ring has room (drained outside the timed region).
-void BM_scope_enabled(benchmark::State& state) {
-  trace_on(lotus::overflow_policy::drop, 1 << 16);
+// LOTUS_SCOPE in a loop, the ring drained every kDrainEvery spans outside the timed region.
+void scope_loop(benchmark::State& state) {
   std::int64_t n = 0;
   for (auto _ : state) {
     { LOTUS_SCOPE("Bench"); }
@@ -70,6 +69,12 @@ void BM_scope_enabled(benchmark::State& state) {
     }
   }
   lotus::flush();
+}
+
+// An enabled LOTUS_SCOPE while the ring has room.
+void BM_scope_enabled(benchmark::State& state) {
+  trace_on(lotus::overflow_policy::drop, 1 << 16);
+  scope_loop(state);
   const auto s = lotus::stats();
   state.counters["dropped"] = static_cast<double>(s.dropped);
 }
@@ -222,18 +227,7 @@ void BM_scope_ops_resources(benchmark::State& state) {
   o.ring_capacity = 1 << 16;
   o.op_resources = true;
   lotus::configure(o);
-  std::int64_t n = 0;
-  for (auto _ : state) {
-    { LOTUS_SCOPE("Bench"); }
-    benchmark::ClobberMemory();
-    if (++n == kDrainEvery) {
-      state.PauseTiming();
-      lotus::flush();
-      n = 0;
-      state.ResumeTiming();
-    }
-  }
-  lotus::flush();
+  scope_loop(state);
   state.SetLabel(lotus::detail::g_mode.load() >= lotus::detail::mode_tsc_nvtx ? "out-of-line"
                                                                               : "inline?");
 }
