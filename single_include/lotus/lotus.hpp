@@ -6138,11 +6138,15 @@ class trace_writer {
   /// and from a signal handler's push); the writer also wakes on its own twice per interval.
   void nudge() noexcept {
 #ifdef LOTUS_TEST_HOOKS
-    if (!nudge_pending_.exchange(true, std::memory_order_relaxed)) {
-      nudged_at_creates_.store(files_.creates(), std::memory_order_relaxed);
+    // One word, (files created << 1) | pending, set before `urgent_`: the drain that clears it
+    // reads this nudge's count, never one left from an earlier nudge.
+    std::uint64_t s = nudge_state_.load(std::memory_order_relaxed);
+    if ((s & 1) == 0) {
+      nudge_state_.compare_exchange_strong(s, files_.creates() << 1 | 1,
+                                           std::memory_order_release, std::memory_order_relaxed);
     }
 #endif
-    urgent_.store(true, std::memory_order_relaxed);
+    urgent_.store(true, std::memory_order_release);
     cv_.notify_one();
   }
 
@@ -6568,8 +6572,7 @@ class trace_writer {
   std::atomic<int> forks_pending_{0};
   std::atomic<bool> urgent_{false};
 #ifdef LOTUS_TEST_HOOKS
-  std::atomic<std::uint64_t> nudged_at_creates_{0};
-  std::atomic<bool> nudge_pending_{false};
+  std::atomic<std::uint64_t> nudge_state_{0};
 #endif
   std::atomic<bool> running_{false};
   pthread_t thread_{};
@@ -6685,10 +6688,11 @@ inline bool trace_writer::drain(thread_state& t) noexcept {
     busy = busy || head - tail > r->capacity / 2;
 #ifdef LOTUS_TEST_HOOKS
     // A live thread's events: how many files were created since a full ring asked for a drain.
-    if (head != tail && !t.retired.load(std::memory_order_relaxed) &&
-        nudge_pending_.exchange(false, std::memory_order_relaxed)) {
-      const std::uint64_t lag =
-          files_.creates() - nudged_at_creates_.load(std::memory_order_relaxed);
+    const std::uint64_t nudged = head != tail && !t.retired.load(std::memory_order_relaxed)
+                                     ? nudge_state_.exchange(0, std::memory_order_acquire)
+                                     : 0;
+    if ((nudged & 1) != 0) {
+      const std::uint64_t lag = files_.creates() - (nudged >> 1);
       std::uint64_t seen = test_hooks::max_creates_while_full.load(std::memory_order_relaxed);
       while (lag > seen && !test_hooks::max_creates_while_full.compare_exchange_weak(
                                seen, lag, std::memory_order_relaxed)) {
