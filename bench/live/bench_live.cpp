@@ -6,7 +6,8 @@
 //    median of 7 runs of 4 M records: ns per record, and the share of one core at 1 M records/s.
 // 2. publish(): one rewrite of the live file (64 ops, 4 workers), median of 201: its share of a
 //    core at 4 rewrites per second.
-// 3. The whole writer (format, write, observe) per record with the real runtime, for scale.
+// 3. The whole writer (format, write, observe) per record with the real runtime, live figures on
+//    and off (options::live) in turn: 5 interleaved pairs, in one process.
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
@@ -122,8 +123,13 @@ int main(int argc, char** argv) {
   o.overflow = lotus::overflow_policy::block;
   lotus::configure(o);
   constexpr std::uint64_t n = 2u << 20;
-  std::vector<double> per_record;
-  for (int run = 0; run < 5; ++run) {
+  // Live figures on and off (options::live) in turn, in this one process: 5 pairs.
+  std::vector<double> per_record[2];
+  for (int run = 0; run < 10; ++run) {
+    const bool live_on = run % 2 == 0;
+    o.live = live_on;
+    lotus::configure(o);
+    lotus::flush();  // the writer has applied it
     const std::uint64_t w0 = writer_cpu_ns();
     std::thread producer([] {
       for (std::uint64_t i = 0; i < n / 2; ++i) {
@@ -133,14 +139,20 @@ int main(int argc, char** argv) {
     });
     producer.join();
     lotus::flush();
-    per_record.push_back(static_cast<double>(writer_cpu_ns() - w0) / static_cast<double>(n));
+    per_record[live_on ? 1 : 0].push_back(static_cast<double>(writer_cpu_ns() - w0) /
+                                          static_cast<double>(n));
   }
-  std::printf(
-      "writer (LOTUS_LIVE=%d): %.1f ns of writer CPU per record in all (median of 5 x %llu "
-      "records; min %.1f max %.1f)\n",
-      live_enabled() ? 1 : 0, median(per_record), static_cast<unsigned long long>(n),
-      *std::min_element(per_record.begin(), per_record.end()),
-      *std::max_element(per_record.begin(), per_record.end()));
+  for (int on = 1; on >= 0; --on) {
+    const std::vector<double>& v = per_record[on];
+    std::printf(
+        "writer (live %s): %.1f ns of writer CPU per record in all (median of 5 x %llu records, "
+        "interleaved; min %.1f max %.1f)\n",
+        on != 0 ? "on" : "off", median(v), static_cast<unsigned long long>(n),
+        *std::min_element(v.begin(), v.end()), *std::max_element(v.begin(), v.end()));
+  }
+  const double extra = median(per_record[1]) - median(per_record[0]);
+  std::printf("live figures: %+.1f ns per record = %.2f %% of one core at 1 M records/s\n", extra,
+              extra * 1e6 / 1e9 * 100);
   lotus::shutdown();
   const std::string cleanup2 = "rm -rf '" + tdir + "'";
   return std::system(cleanup2.c_str()) == 0 ? 0 : 1;

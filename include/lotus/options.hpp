@@ -63,6 +63,11 @@ struct options {
   /// then take their out-of-line path for the rest of the process (as with NVTX). Unset: the
   /// environment's choice.
   std::optional<bool> op_resources;
+  /// LOTUS_LIVE: the writer thread keeps live figures (per-op histograms, the consumer's waits,
+  /// batches, per-worker busy time) and rewrites `.<prefix>.lotus-live_<pid>` in place, for
+  /// `lotus-tool top` and `serve` (default on). false: none; a file already written gets this
+  /// process's final figures. Turned on again, the figures go on from where they stopped.
+  std::optional<bool> live;
 };
 
 /// Event counters of this process: recorded == written + dropped once everything is flushed.

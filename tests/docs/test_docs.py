@@ -382,10 +382,11 @@ class Options(unittest.TestCase):
 
     def test_table_parsed(self):
         rows = option_rows()
-        self.assertEqual(len(rows), 24)
+        self.assertEqual(len(rows), 25)
         self.assertIn(("flush_interval", "LOTUS_FLUSH_INTERVAL_MS", "uint", "100"), rows)
         self.assertIn((None, "LOTUS_COLLECTOR", "choice", "auto"), rows)
         self.assertIn(("resources", "LOTUS_RESOURCES", "flag", "1"), rows)
+        self.assertIn(("live", "LOTUS_LIVE", "flag", "1"), rows)
 
     def test_runtime_options_in_readme_and_runtime_md(self):
         rows = [r for r in option_rows() if r[0] is not None]

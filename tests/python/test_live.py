@@ -91,6 +91,70 @@ def test_live_figures_in_flight_mode(tmp_path):
             p.wait()
 
 
+STEPS = r"""
+import sys
+import lotus
+prefix = sys.argv[1]
+for live, n in ((False, 10), (True, 7), (False, 5), (True, 3)):
+    lotus.configure(prefix, live=live)
+    for _ in range(n):
+        with lotus.scope("Decode"):
+            pass
+    lotus.flush()
+    print("step", flush=True)
+    sys.stdin.readline()
+"""
+
+
+def test_live_option_off_and_on_again(tmp_path):
+    """lotus.configure(live=...) (options::live, LOTUS_LIVE): off, no live file; on, the figures
+    count; off again, the file holds the final figures and stops; on again, they go on from
+    where they stopped (no counter goes back). The trace has every record throughout."""
+    d = tmp_path / "t"
+    p = subprocess.Popen([sys.executable, "-c", STEPS, str(d / "p")], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
+    try:
+        def step():
+            assert p.stdout.readline() == "step\n"
+            frame = top_once(d) if any(".lotus-live_" in n.name for n in d.iterdir()) else None
+            rows = [l.split() for l in frame.splitlines() if re.match(r"\d+ ", l)] if frame else []
+            decode = re.search(r"^[* ] Decode +(\d+) ", frame or "", re.M)
+            p.stdin.write("\n")
+            p.stdin.flush()
+            return rows, int(decode.group(1)) if decode else None, frame
+
+        rows, decode, frame = step()  # off: 10 records, no live file
+        assert frame is None and records(d, "SDecode") == 10
+        rows, decode, frame = step()  # on: 7 counted
+        assert [r[2] for r in rows] == ["live"] and decode == 7, frame
+        rows, decode, frame = step()  # off: final figures, 5 more records not counted
+        assert [r[2] for r in rows] == ["ended"] and decode == 7, frame
+        rows, decode, frame = step()  # on again: 7 + 3
+        assert [r[2] for r in rows] == ["live"] and decode == 10, frame
+        assert p.wait(timeout=60) == 0
+        assert records(d, "SDecode") == 25
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def test_live_env_refused_value(tmp_path):
+    """LOTUS_LIVE takes the option table's flag words; anything else gets the table's one message
+    and the default (on)."""
+    d = tmp_path / "t"
+    code = "import lotus\nwith lotus.scope('Decode'):\n    pass\nlotus.flush()\n"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "LOTUS_LOG_FILE": str(d / "p"), "LOTUS_LIVE": "maybe"})
+    assert r.returncode == 0, r.stderr
+    assert "ignoring LOTUS_LIVE='maybe' (expected 0|false|no|off|1|true|yes|on); using 1" \
+        in r.stderr, r.stderr
+    assert any(".lotus-live_" in n.name for n in d.iterdir())
+    with pytest.raises(TypeError):
+        import lotus
+        lotus.configure(str(d / "q"), live="yes")
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -520,8 +520,9 @@ void configure(std::optional<std::string> log_file, std::optional<bool> enabled,
                std::optional<std::uint64_t> max_bytes, std::optional<std::uint64_t> min_free_bytes,
                std::optional<std::uint64_t> flight, std::optional<std::uint64_t> flight_bytes,
                std::optional<std::string> trigger, std::optional<bool> resources,
-               std::optional<bool> op_resources) {
+               std::optional<bool> op_resources, std::optional<bool> live) {
   lotus::options o;
+  o.live = live;
   o.nvtx = nvtx;
   o.itt = itt;
   o.resources = resources;
@@ -626,7 +627,7 @@ PYBIND11_MODULE(_lotus, m) {
         py::arg("max_bytes") = py::none(), py::arg("min_free_bytes") = py::none(),
         py::arg("flight") = py::none(), py::arg("flight_bytes") = py::none(),
         py::arg("trigger") = py::none(), py::arg("resources") = py::none(),
-        py::arg("op_resources") = py::none());
+        py::arg("op_resources") = py::none(), py::arg("live") = py::none());
   m.def(
       "capture", [](const std::string& reason) { return lotus::capture(reason); },
       py::arg("reason") = "lotus.capture", py::call_guard<py::gil_scoped_release>(),

@@ -40,20 +40,6 @@ constexpr std::size_t live_max_sites = 512;
 constexpr std::size_t live_file_bytes = 32768;
 /// The live file is rewritten at most this often (and at every flush and at exit).
 constexpr std::uint64_t live_publish_ns = 250000000;
-/// LOTUS_LIVE: 1 (default) keeps and publishes the live figures, 0 (or off, false, no) does not.
-/// Read once.
-inline bool live_enabled() noexcept {
-  static const bool on = [] {
-    const char* v = env_text("LOTUS_LIVE");
-    if (v == nullptr) return true;
-    for (const char* off : {"0", "off", "false", "no"}) {
-      if (std::strcmp(v, off) == 0) return false;
-    }
-    return true;
-  }();
-  return on;
-}
-
 /// The recent window (input-wait share, rates, busy shares): the last 10 s, in 1 s steps.
 constexpr unsigned live_window_steps = 10;
 /// Histogram bucket upper bounds (ns), Prometheus style (1, 2.5, 5 per decade), then +Inf.
@@ -73,7 +59,7 @@ struct live_hist {
 /// The live figures of one process. Writer thread only (observe, publish, after_fork).
 class live_state {
  public:
-  live_state() noexcept : on_(live_enabled()) {
+  live_state() noexcept {
     // first_bucket_[b]: buckets whose bound is below every duration of bit length b.
     for (unsigned b = 0; b <= 64; ++b) {
       const std::uint64_t least = b == 0 ? 0 : std::uint64_t{1} << (b - 1);
@@ -116,6 +102,16 @@ class live_state {
       default:
         return;
     }
+  }
+
+  /// LOTUS_LIVE changed (options::live, applied at a writer cycle). Off: a file already written
+  /// gets this process's final figures, then nothing is observed or written. On again: the
+  /// figures go on from where they stopped, in the same file (no counter goes back).
+  LOTUS_DETAIL_COLD void set_on(bool on, trace_files& files, trace_stats (*stats)(),
+                                const text& info) noexcept {
+    if (on == on_) return;
+    if (!on && file_.fd >= 0) publish(files, stats, info, true, true);
+    on_ = on;
   }
 
   /// In a forked child: the parent's figures and file are not this process's.
@@ -545,7 +541,7 @@ class live_state {
   snapshot ring_[ring_size];
   std::uint64_t snaps_ = 0;
   std::uint64_t started_ns_ = 0, start_ticks_ = 0, published_at_ = 0, gen_ = 0;
-  bool on_;
+  bool on_ = true;  // LOTUS_LIVE (settings::live, set_on)
   static constexpr std::size_t max_mine = 64;
   trace_files::live_file mine_[max_mine];
   std::size_t mine_count_ = 0;

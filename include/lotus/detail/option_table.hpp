@@ -90,6 +90,7 @@ enum class opt : unsigned {
   flight,
   flight_bytes,
   trigger,
+  live,
   count_
 };
 
@@ -148,6 +149,8 @@ inline constexpr option_desc option_table[] = {
    "flight mode: most record bytes one process keeps; beyond, oldest dropped (counted)"},
   {"trigger", "LOTUS_TRIGGER", option_kind::path, 0, 0, 0, nullptr, "\xe2\x80\x94", 0,
    "flight mode: automatic captures: wait>DURATION, waitshare>P%/DURATION, comma-separated"},
+  {"live", "LOTUS_LIVE", option_kind::flag, 0, 1, option_flag_yes, option_flag_words, "1", 0,
+   "live figures for lotus-tool top and serve: .<prefix>.lotus-live_<pid>, rewritten in place"},
 };
 // clang-format on
 static_assert(sizeof option_table / sizeof option_table[0] == static_cast<unsigned>(opt::count_),

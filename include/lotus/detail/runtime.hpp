@@ -245,6 +245,7 @@ LOTUS_DETAIL_COLD inline void runtime::apply_locked(const options& o) noexcept {
   writer_.set_budget(set_.max_bytes, set_.min_free);
   writer_.retarget(set_.log_file, set_.flush_interval_ms);
   writer_.set_flight(set_.flight);
+  writer_.set_live(set_.live);
   const bool on = set_.enabled && !set_.log_file.empty();
   if (set_.nvtx && !nvtx_compiled()) {
     diag(topic::nvtx,
@@ -591,7 +592,8 @@ LOTUS_DETAIL_COLD inline void runtime::fork_child() noexcept {
   fresh->writer_.set_budget(old->set_.max_bytes, old->set_.min_free);
   fresh->writer_.retarget(old->set_.log_file, old->set_.flush_interval_ms);
   fresh->writer_.set_flight(old->set_.flight);  // an empty window; the same control file
-  old->interned_.move_to(fresh->interned_);     // interned locations must stay valid
+  fresh->writer_.set_live(old->set_.live);
+  old->interned_.move_to(fresh->interned_);  // interned locations must stay valid
   fresh->parent_ = old;  // the parent's runtime and rings stay allocated (and reachable)
   g_runtime = fresh;
   g_runtime_ready.store(fresh, std::memory_order_release);

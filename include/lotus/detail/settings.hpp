@@ -40,6 +40,7 @@ struct settings {
   flight_settings flight;  // window_ns 0: flight mode off
   bool resources = true;
   bool op_resources = false;  // LOTUS_RESOURCES=ops: per op too (only with resources)
+  bool live = true;           // LOTUS_LIVE: live figures for lotus-tool top and serve
 };
 
 /// LOTUS_TRIGGER / options::trigger into `out`; a malformed value: one message, no trigger.
@@ -115,6 +116,7 @@ struct env_settings {
   flight_settings trigger;  // its wait_ns/share fields
   bool resources = true;
   bool op_resources = false;
+  bool live = true;
   bool enabled = true;
   std::size_t ring_capacity = 0;
   std::uint64_t flush_interval_ms = 0;
@@ -154,6 +156,7 @@ struct env_settings {
     const int r = env_option_choice(opt::resources);
     resources = r < 0 || r >= option_flag_yes;
     op_resources = r == option_resources_ops;
+    live = env_option_flag(opt::live) != 0;  // unset or refused: the default, on
   }
 };
 
@@ -214,6 +217,7 @@ LOTUS_DETAIL_COLD inline void merge_settings(const options& o, const env_setting
   s.flight.margin_ns = margin < 200000000u ? 200000000u : margin;
   // options::resources sets on (per batch, keeping the environment's `ops`) or off;
   // options::op_resources then sets per op (true: resources on too) or not.
+  s.live = o.live ? *o.live : env.live;
   s.resources = o.resources ? *o.resources : env.resources;
   s.op_resources = s.resources && env.op_resources;
   if (o.op_resources) {

@@ -211,6 +211,11 @@ class trace_writer {
     flight_next_ = s;
     flight_changed_ = true;
   }
+  /// LOTUS_LIVE (live.hpp): applied at the writer's next cycle.
+  void set_live(bool on) noexcept {
+    const sync_hold lk(mu_);
+    live_next_ = on ? 1 : 0;
+  }
   /// lotus::capture(): false when flight mode is off (nothing to capture).
   LOTUS_DETAIL_COLD bool ask_capture(std::string_view reason) noexcept {
     const sync_hold lk(mu_);
@@ -232,8 +237,8 @@ class trace_writer {
     // reads this nudge's count, never one left from an earlier nudge.
     std::uint64_t s = nudge_state_.load(std::memory_order_relaxed);
     if ((s & 1) == 0) {
-      nudge_state_.compare_exchange_strong(s, files_.creates() << 1 | 1,
-                                           std::memory_order_release, std::memory_order_relaxed);
+      nudge_state_.compare_exchange_strong(s, files_.creates() << 1 | 1, std::memory_order_release,
+                                           std::memory_order_relaxed);
     }
 #endif
     urgent_.store(true, std::memory_order_release);
@@ -545,6 +550,9 @@ class trace_writer {
     if (!threads_.snapshot(cycle_threads_)) {
       diag(topic::no_memory, "out of memory listing the recording threads; retried next cycle");
     }
+    // LOTUS_LIVE changed: before a new prefix, so that turned off, the file already written (at
+    // the old prefix) gets the final figures; turned on, this cycle's records count.
+    if (live_apply_ >= 0) live_.set_on(live_apply_ == 1, files_, stats_source_, sidecar_info_);
     if (reopen) {
       last_stats_.clear();  // a new prefix gets its own sidecar, with a stats line
       files_.start(std::string_view(cycle_prefix_.c_str(), cycle_prefix_.size()), cycle_threads_);
@@ -634,6 +642,8 @@ class trace_writer {
         flight_.apply(flight_next_, realtime_ns());
         watch_waits_ = flight_.on() && flight_.watching();
       }
+      live_apply_ = live_next_;
+      live_next_ = -1;
       for (unsigned i = 0; i < asks_; ++i) {
         flight_.ask(std::string_view(ask_reason_[i].c_str(), ask_reason_[i].size()), ask_ns_[i]);
       }
@@ -676,6 +686,8 @@ class trace_writer {
   std::uint64_t flush_req_ = 0, flush_done_ = 0;                 // (mu)
   flight_settings flight_next_;                                  // (mu)
   bool flight_changed_ = false;                                  // (mu)
+  int live_next_ = -1;   // (mu) set_live since the last cycle: 0 off, 1 on; -1 none
+  int live_apply_ = -1;  // the same, handed to this cycle (writer thread)
   static constexpr unsigned max_asks = 4;
   text ask_reason_[max_asks];            // (mu) lotus::capture() calls since the last cycle
   std::uint64_t ask_ns_[max_asks] = {};  // (mu)

@@ -144,7 +144,8 @@ def _check_choice(name, value):
 
 def configure(log_file=_UNSET, *, enabled=None, ring_capacity=None, flush_interval=None,
               overflow=None, clock=None, nvtx=None, itt=None, max_bytes=None,
-              min_free_bytes=None, flight=None, flight_bytes=None, trigger=None, resources=None):
+              min_free_bytes=None, flight=None, flight_bytes=None, trigger=None, resources=None,
+              live=None):
     """Apply options to this process; unset options fall back to the environment, then defaults.
 
     As the C++ ``lotus::configure``, each call replaces the options of the previous one (pass
@@ -203,6 +204,8 @@ def configure(log_file=_UNSET, *, enabled=None, ring_capacity=None, flush_interv
             opts["op_resources"] = True
         else:
             opts["resources"] = _check_bool("resources", resources)
+    if live is not None:
+        opts["live"] = _check_bool("live", live)
     if max_bytes is not None:
         opts["max_bytes"] = _check_int("max_bytes", max_bytes)
     if min_free_bytes is not None:
@@ -220,7 +223,8 @@ def configure(log_file=_UNSET, *, enabled=None, ring_capacity=None, flush_interv
                       opts.get("flush_interval"), opts.get("overflow"), opts.get("clock"),
                       opts.get("nvtx"), opts.get("itt"), opts.get("max_bytes"),
                       opts.get("min_free_bytes"), opts.get("flight"), opts.get("flight_bytes"),
-                      opts.get("trigger"), opts.get("resources"), opts.get("op_resources"))
+                      opts.get("trigger"), opts.get("resources"), opts.get("op_resources"),
+                      opts.get("live"))
     _last_options.clear()
     _last_options.update(opts)
 
