@@ -1483,6 +1483,11 @@ struct options {
   /// then take their out-of-line path for the rest of the process (as with NVTX). Unset: the
   /// environment's choice.
   std::optional<bool> op_resources;
+  /// LOTUS_LIVE: the writer thread keeps live figures (per-op histograms, the consumer's waits,
+  /// batches, per-worker busy time) and rewrites `.<prefix>.lotus-live_<pid>` in place, for
+  /// `lotus-tool top` and `serve` (default on). false: none; a file already written gets this
+  /// process's final figures. Turned on again, the figures go on from where they stopped.
+  std::optional<bool> live;
 };
 
 /// Event counters of this process: recorded == written + dropped once everything is flushed.
@@ -1816,6 +1821,7 @@ enum class opt : unsigned {
   flight,
   flight_bytes,
   trigger,
+  live,
   count_
 };
 
@@ -1874,6 +1880,8 @@ inline constexpr option_desc option_table[] = {
    "flight mode: most record bytes one process keeps; beyond, oldest dropped (counted)"},
   {"trigger", "LOTUS_TRIGGER", option_kind::path, 0, 0, 0, nullptr, "\xe2\x80\x94", 0,
    "flight mode: automatic captures: wait>DURATION, waitshare>P%/DURATION, comma-separated"},
+  {"live", "LOTUS_LIVE", option_kind::flag, 0, 1, option_flag_yes, option_flag_words, "1", 0,
+   "live figures for lotus-tool top and serve: .<prefix>.lotus-live_<pid>, rewritten in place"},
 };
 // clang-format on
 static_assert(sizeof option_table / sizeof option_table[0] == static_cast<unsigned>(opt::count_),
@@ -5012,6 +5020,7 @@ struct settings {
   flight_settings flight;  // window_ns 0: flight mode off
   bool resources = true;
   bool op_resources = false;  // LOTUS_RESOURCES=ops: per op too (only with resources)
+  bool live = true;           // LOTUS_LIVE: live figures for lotus-tool top and serve
 };
 
 /// LOTUS_TRIGGER / options::trigger into `out`; a malformed value: one message, no trigger.
@@ -5087,6 +5096,7 @@ struct env_settings {
   flight_settings trigger;  // its wait_ns/share fields
   bool resources = true;
   bool op_resources = false;
+  bool live = true;
   bool enabled = true;
   std::size_t ring_capacity = 0;
   std::uint64_t flush_interval_ms = 0;
@@ -5126,6 +5136,7 @@ struct env_settings {
     const int r = env_option_choice(opt::resources);
     resources = r < 0 || r >= option_flag_yes;
     op_resources = r == option_resources_ops;
+    live = env_option_flag(opt::live) != 0;  // unset or refused: the default, on
   }
 };
 
@@ -5186,6 +5197,7 @@ LOTUS_DETAIL_COLD inline void merge_settings(const options& o, const env_setting
   s.flight.margin_ns = margin < 200000000u ? 200000000u : margin;
   // options::resources sets on (per batch, keeping the environment's `ops`) or off;
   // options::op_resources then sets per op (true: resources on too) or not.
+  s.live = o.live ? *o.live : env.live;
   s.resources = o.resources ? *o.resources : env.resources;
   s.op_resources = s.resources && env.op_resources;
   if (o.op_resources) {
@@ -5253,20 +5265,6 @@ constexpr std::size_t live_max_sites = 512;
 constexpr std::size_t live_file_bytes = 32768;
 /// The live file is rewritten at most this often (and at every flush and at exit).
 constexpr std::uint64_t live_publish_ns = 250000000;
-/// LOTUS_LIVE: 1 (default) keeps and publishes the live figures, 0 (or off, false, no) does not.
-/// Read once.
-inline bool live_enabled() noexcept {
-  static const bool on = [] {
-    const char* v = env_text("LOTUS_LIVE");
-    if (v == nullptr) return true;
-    for (const char* off : {"0", "off", "false", "no"}) {
-      if (std::strcmp(v, off) == 0) return false;
-    }
-    return true;
-  }();
-  return on;
-}
-
 /// The recent window (input-wait share, rates, busy shares): the last 10 s, in 1 s steps.
 constexpr unsigned live_window_steps = 10;
 /// Histogram bucket upper bounds (ns), Prometheus style (1, 2.5, 5 per decade), then +Inf.
@@ -5286,7 +5284,7 @@ struct live_hist {
 /// The live figures of one process. Writer thread only (observe, publish, after_fork).
 class live_state {
  public:
-  live_state() noexcept : on_(live_enabled()) {
+  live_state() noexcept {
     // first_bucket_[b]: buckets whose bound is below every duration of bit length b.
     for (unsigned b = 0; b <= 64; ++b) {
       const std::uint64_t least = b == 0 ? 0 : std::uint64_t{1} << (b - 1);
@@ -5329,6 +5327,16 @@ class live_state {
       default:
         return;
     }
+  }
+
+  /// LOTUS_LIVE changed (options::live, applied at a writer cycle). Off: a file already written
+  /// gets this process's final figures, then nothing is observed or written. On again: the
+  /// figures go on from where they stopped, in the same file (no counter goes back).
+  LOTUS_DETAIL_COLD void set_on(bool on, trace_files& files, trace_stats (*stats)(),
+                                const text& info) noexcept {
+    if (on == on_) return;
+    if (!on && file_.fd >= 0) publish(files, stats, info, true, true);
+    on_ = on;
   }
 
   /// In a forked child: the parent's figures and file are not this process's.
@@ -5758,7 +5766,7 @@ class live_state {
   snapshot ring_[ring_size];
   std::uint64_t snaps_ = 0;
   std::uint64_t started_ns_ = 0, start_ticks_ = 0, published_at_ = 0, gen_ = 0;
-  bool on_;
+  bool on_ = true;  // LOTUS_LIVE (settings::live, set_on)
   static constexpr std::size_t max_mine = 64;
   trace_files::live_file mine_[max_mine];
   std::size_t mine_count_ = 0;
@@ -6121,6 +6129,11 @@ class trace_writer {
     flight_next_ = s;
     flight_changed_ = true;
   }
+  /// LOTUS_LIVE (live.hpp): applied at the writer's next cycle.
+  void set_live(bool on) noexcept {
+    const sync_hold lk(mu_);
+    live_next_ = on ? 1 : 0;
+  }
   /// lotus::capture(): false when flight mode is off (nothing to capture).
   LOTUS_DETAIL_COLD bool ask_capture(std::string_view reason) noexcept {
     const sync_hold lk(mu_);
@@ -6142,8 +6155,8 @@ class trace_writer {
     // reads this nudge's count, never one left from an earlier nudge.
     std::uint64_t s = nudge_state_.load(std::memory_order_relaxed);
     if ((s & 1) == 0) {
-      nudge_state_.compare_exchange_strong(s, files_.creates() << 1 | 1,
-                                           std::memory_order_release, std::memory_order_relaxed);
+      nudge_state_.compare_exchange_strong(s, files_.creates() << 1 | 1, std::memory_order_release,
+                                           std::memory_order_relaxed);
     }
 #endif
     urgent_.store(true, std::memory_order_release);
@@ -6455,6 +6468,9 @@ class trace_writer {
     if (!threads_.snapshot(cycle_threads_)) {
       diag(topic::no_memory, "out of memory listing the recording threads; retried next cycle");
     }
+    // LOTUS_LIVE changed: before a new prefix, so that turned off, the file already written (at
+    // the old prefix) gets the final figures; turned on, this cycle's records count.
+    if (live_apply_ >= 0) live_.set_on(live_apply_ == 1, files_, stats_source_, sidecar_info_);
     if (reopen) {
       last_stats_.clear();  // a new prefix gets its own sidecar, with a stats line
       files_.start(std::string_view(cycle_prefix_.c_str(), cycle_prefix_.size()), cycle_threads_);
@@ -6544,6 +6560,8 @@ class trace_writer {
         flight_.apply(flight_next_, realtime_ns());
         watch_waits_ = flight_.on() && flight_.watching();
       }
+      live_apply_ = live_next_;
+      live_next_ = -1;
       for (unsigned i = 0; i < asks_; ++i) {
         flight_.ask(std::string_view(ask_reason_[i].c_str(), ask_reason_[i].size()), ask_ns_[i]);
       }
@@ -6586,6 +6604,8 @@ class trace_writer {
   std::uint64_t flush_req_ = 0, flush_done_ = 0;                 // (mu)
   flight_settings flight_next_;                                  // (mu)
   bool flight_changed_ = false;                                  // (mu)
+  int live_next_ = -1;   // (mu) set_live since the last cycle: 0 off, 1 on; -1 none
+  int live_apply_ = -1;  // the same, handed to this cycle (writer thread)
   static constexpr unsigned max_asks = 4;
   text ask_reason_[max_asks];            // (mu) lotus::capture() calls since the last cycle
   std::uint64_t ask_ns_[max_asks] = {};  // (mu)
@@ -6926,6 +6946,7 @@ LOTUS_DETAIL_COLD inline void runtime::apply_locked(const options& o) noexcept {
   writer_.set_budget(set_.max_bytes, set_.min_free);
   writer_.retarget(set_.log_file, set_.flush_interval_ms);
   writer_.set_flight(set_.flight);
+  writer_.set_live(set_.live);
   const bool on = set_.enabled && !set_.log_file.empty();
   if (set_.nvtx && !nvtx_compiled()) {
     diag(topic::nvtx,
@@ -7272,7 +7293,8 @@ LOTUS_DETAIL_COLD inline void runtime::fork_child() noexcept {
   fresh->writer_.set_budget(old->set_.max_bytes, old->set_.min_free);
   fresh->writer_.retarget(old->set_.log_file, old->set_.flush_interval_ms);
   fresh->writer_.set_flight(old->set_.flight);  // an empty window; the same control file
-  old->interned_.move_to(fresh->interned_);     // interned locations must stay valid
+  fresh->writer_.set_live(old->set_.live);
+  old->interned_.move_to(fresh->interned_);  // interned locations must stay valid
   fresh->parent_ = old;  // the parent's runtime and rings stay allocated (and reachable)
   g_runtime = fresh;
   g_runtime_ready.store(fresh, std::memory_order_release);
@@ -7696,6 +7718,11 @@ struct options {
   /// then take their out-of-line path for the rest of the process (as with NVTX). Unset: the
   /// environment's choice.
   std::optional<bool> op_resources;
+  /// LOTUS_LIVE: the writer thread keeps live figures (per-op histograms, the consumer's waits,
+  /// batches, per-worker busy time) and rewrites `.<prefix>.lotus-live_<pid>` in place, for
+  /// `lotus-tool top` and `serve` (default on). false: none; a file already written gets this
+  /// process's final figures. Turned on again, the figures go on from where they stopped.
+  std::optional<bool> live;
 };
 
 /// Event counters of this process: recorded == written + dropped once everything is flushed.
@@ -8222,6 +8249,11 @@ struct options {
   /// then take their out-of-line path for the rest of the process (as with NVTX). Unset: the
   /// environment's choice.
   std::optional<bool> op_resources;
+  /// LOTUS_LIVE: the writer thread keeps live figures (per-op histograms, the consumer's waits,
+  /// batches, per-worker busy time) and rewrites `.<prefix>.lotus-live_<pid>` in place, for
+  /// `lotus-tool top` and `serve` (default on). false: none; a file already written gets this
+  /// process's final figures. Turned on again, the figures go on from where they stopped.
+  std::optional<bool> live;
 };
 
 /// Event counters of this process: recorded == written + dropped once everything is flushed.
@@ -8928,6 +8960,7 @@ enum class opt : unsigned {
   flight,
   flight_bytes,
   trigger,
+  live,
   count_
 };
 
@@ -8986,6 +9019,8 @@ inline constexpr option_desc option_table[] = {
    "flight mode: most record bytes one process keeps; beyond, oldest dropped (counted)"},
   {"trigger", "LOTUS_TRIGGER", option_kind::path, 0, 0, 0, nullptr, "\xe2\x80\x94", 0,
    "flight mode: automatic captures: wait>DURATION, waitshare>P%/DURATION, comma-separated"},
+  {"live", "LOTUS_LIVE", option_kind::flag, 0, 1, option_flag_yes, option_flag_words, "1", 0,
+   "live figures for lotus-tool top and serve: .<prefix>.lotus-live_<pid>, rewritten in place"},
 };
 // clang-format on
 static_assert(sizeof option_table / sizeof option_table[0] == static_cast<unsigned>(opt::count_),

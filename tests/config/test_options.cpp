@@ -180,6 +180,22 @@ TEST_CASE("option table: LOTUS_RESOURCES=ops and options::op_resources (default 
   CHECK_FALSE(batch.s.op_resources);
 }
 
+TEST_CASE("option table: LOTUS_LIVE and options::live (default on)", "[config][options][live]") {
+  CHECK(merge({}).s.live);
+  CHECK_FALSE(merge({}, "LOTUS_LIVE", "0").s.live);
+  CHECK_FALSE(merge({}, "LOTUS_LIVE", "off").s.live);
+  const merged bad = merge({}, "LOTUS_LIVE", "maybe");
+  CHECK(bad.s.live);  // refused: the default
+  CHECK(bad.err.find(
+            "ignoring LOTUS_LIVE='maybe' (expected 0|false|no|off|1|true|yes|on); using 1") !=
+        std::string::npos);
+  lotus::options o;
+  o.live = true;  // a field set in configure() overrides the environment
+  CHECK(merge(o, "LOTUS_LIVE", "0").s.live);
+  o.live = false;
+  CHECK_FALSE(merge(o).s.live);
+}
+
 TEST_CASE(
     "option table: a bad lotus::options field gives the same message and keeps the "
     "environment's value or the default",

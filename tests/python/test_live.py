@@ -119,17 +119,18 @@ def test_live_option_off_and_on_again(tmp_path):
             frame = top_once(d) if any(".lotus-live_" in n.name for n in d.iterdir()) else None
             rows = [l.split() for l in frame.splitlines() if re.match(r"\d+ ", l)] if frame else []
             decode = re.search(r"^[* ] Decode +(\d+) ", frame or "", re.M)
-            p.stdin.write("\n")
+            written = records(d, "SDecode")
+            p.stdin.write("\n")  # the child goes on
             p.stdin.flush()
-            return rows, int(decode.group(1)) if decode else None, frame
+            return rows, int(decode.group(1)) if decode else None, frame, written
 
-        rows, decode, frame = step()  # off: 10 records, no live file
-        assert frame is None and records(d, "SDecode") == 10
-        rows, decode, frame = step()  # on: 7 counted
+        rows, decode, frame, written = step()  # off: 10 records, no live file
+        assert frame is None and written == 10
+        rows, decode, frame, _ = step()  # on: 7 counted
         assert [r[2] for r in rows] == ["live"] and decode == 7, frame
-        rows, decode, frame = step()  # off: final figures, 5 more records not counted
+        rows, decode, frame, _ = step()  # off: final figures, 5 more records not counted
         assert [r[2] for r in rows] == ["ended"] and decode == 7, frame
-        rows, decode, frame = step()  # on again: 7 + 3
+        rows, decode, frame, _ = step()  # on again: 7 + 3
         assert [r[2] for r in rows] == ["live"] and decode == 10, frame
         assert p.wait(timeout=60) == 0
         assert records(d, "SDecode") == 25
