@@ -3,7 +3,7 @@
 """Summaries (issue #45): `lotus-tool summarize` per rank, then `stats` over the summaries gives
 the same answers as over the trace directories: counts, sums and every non-quantile figure equal
 (floats to 1e-9), quantiles within the sketch's documented 1 %, the same straggler (rank and
-op), the same causes. `diff --json` on summaries gives the traces' per-epoch run figures (wait
+op), the same causes (per batch and per op). `diff --json` on summaries gives the traces' per-epoch run figures (wait
 share, batch delay, out-of-order, epoch time, batches/s; ranks with two epochs); a version 1
 summary (no epochs) still reads. Then summaries as untrusted input: empty, truncated, not JSON, another
 version, inconsistent counts, a huge file, a symlink, deep nesting and byte flips each give a
@@ -73,6 +73,25 @@ def add_batchres(rank_dir, seed):
                         f"{rng.randint(0, 50)} 0 {rng.randint(0, 9)} {rng.randint(0, 3)}\n")
 
 
+def add_opres(rank_dir, seed):
+    """Per-op resource lines (LOTUS_RESOURCES=ops, FORMAT.md §5) in the workers' sidecars: two
+    threads' sums of the same ops, a name with spaces, and a lost count."""
+    rng = random.Random(seed)
+    for name in sorted(os.listdir(rank_dir)):
+        if not name.startswith(".p.lotus-meta_") or name.endswith("_1000"):
+            continue
+        tid = int(name.rsplit("_", 1)[1])
+        with open(os.path.join(rank_dir, name), "a") as f:
+            for t in (tid, tid + 1):
+                for op in ("RandomResizedCrop", "ToTensor", "Decode JPEG"):
+                    n = rng.randint(1, 40)
+                    dur = n * rng.randint(100_000, 900_000)
+                    f.write(f"opres {t} {n} {dur} {dur * 3 // 5} {dur // 10} "
+                            f"{rng.randint(0, 500)} {rng.randint(0, 2)} {rng.randint(0, 9)} "
+                            f"{rng.randint(0, 3)} {op}\n")
+            f.write(f"opres_lost {tid} {rng.randint(0, 5)}\n")
+
+
 def add_epoch(rank_dir, seed, batches=10):
     """A second epoch in the rank's main file (FORMAT.md §3): the iterator queues index 0 again
     after the first epoch's last consumed batch; every third wait is the 1 us out-of-order
@@ -135,10 +154,12 @@ def main():
             add_batchres(d, i)
         for i, d in enumerate(ranks[:16:3]):
             add_epoch(d, 100 + i)
+        for i, d in enumerate(ranks[2:6]):
+            add_opres(d, 200 + i)
         raw = json.loads(run([tool, "stats", "--json", *ranks]).stdout)
         assert raw["straggler"]["rank"] == 37 and raw["straggler"]["op"] == "SRandomResizedCrop", \
             raw["straggler"]
-        assert "causes" in raw
+        assert "causes" in raw and "ops" in raw["causes"], sorted(raw.get("causes", {}))
         # One summary per rank, in a directory ...
         sums = os.path.join(work, "sums")
         os.makedirs(sums)
@@ -304,6 +325,22 @@ def main():
         d9 = json.loads(good)
         d9["sources"][0]["main_epochs"]["rows"] = [[1, 0, 0.0, 0, 5]] * 4097
         bad["epoch_cap"] = json.dumps(d9).encode()
+        # Per-op resources (version 3): a rank that has them.
+        with_ops = json.loads(open(files[2], "rb").read())
+        procs = [i for i, pr in enumerate(with_ops["sources"][0]["processes"])
+                 if "op_resources" in pr]
+        assert procs, "no op_resources in the summary of a rank with opres lines"
+        for name, change in (
+                ("op_row", lambda pr: pr["op_resources"].append(["X", 1, 2])),
+                ("op_name", lambda pr: pr["op_resources"].append([7, 1, 2, 3, 4, 5, 6, 7, 8])),
+                ("op_long", lambda pr: pr["op_resources"].append(["x" * 4097] + [1] * 8)),
+                ("op_twice", lambda pr: pr["op_resources"].append(pr["op_resources"][0])),
+                ("op_cap", lambda pr: pr.update(op_resources=[[f"o{k}"] + [1] * 8
+                                                              for k in range(513)])),
+                ("op_lost", lambda pr: pr.pop("op_resources_lost"))):
+            d = json.loads(json.dumps(with_ops))
+            change(d["sources"][0]["processes"][procs[0]])
+            bad[name] = json.dumps(d).encode()
         rng = random.Random(7)
         for i in range(40):
             b = bytearray(good)

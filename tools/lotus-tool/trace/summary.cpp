@@ -202,6 +202,24 @@ json source_json(const trace_dir& part, std::size_t dir_index, const stats_resul
                                  v.majflt, v.nvcsw, v.nivcsw, v.lost}));
     }
     x["resources"] = std::move(res);
+    // Per-op sums (LOTUS_RESOURCES=ops), only where the sidecars had them: [name, ops, dur_ns,
+    // cpu_ns, wait_ns, minflt, majflt, nvcsw, nivcsw]; a name past the cap counts once as beyond.
+    if (!p.op_resources.empty() || p.op_res_lost != 0 || p.op_res_beyond != 0) {
+      json op_rows = json::array();
+      std::uint64_t beyond = p.op_res_beyond;
+      for (const auto& o : p.op_resources) {
+        if (op_rows.size() >= k_summary_max_op_res) {
+          ++beyond;
+          continue;
+        }
+        const resource_totals& v = o.second;
+        op_rows.push_back(json::array({o.first, v.batches, v.dur_ns, v.cpu_ns, v.wait_ns, v.minflt,
+                                       v.majflt, v.nvcsw, v.nivcsw}));
+      }
+      x["op_resources"] = std::move(op_rows);
+      x["op_resources_lost"] = p.op_res_lost;
+      x["op_resources_beyond"] = beyond;
+    }
     procs.push_back(std::move(x));
   }
   j["processes"] = std::move(procs);
@@ -617,6 +635,27 @@ source_in read_source(const reader& rd, const json& s, const std::string& w) {
       std::uint64_t v[10];
       for (std::size_t k = 0; k < 10; ++k) v[k] = rd.u64(t[k], wp + ".resources");
       p.resources[v[0]].add(resource_totals{v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9]});
+    }
+    if (pj.contains("op_resources")) {  // version 3, LOTUS_RESOURCES=ops
+      const json& op_rows = rd.arr(pj, "op_resources", wp, k_summary_max_op_res);
+      const std::string wo = wp + ".op_resources";
+      for (const json& t : op_rows) {
+        if (!t.is_array() || t.size() != 9 || !t[0].is_string()) {
+          bad(rd.file, wo + ": a row is not a name and 8 counts");
+        }
+        const std::string& name = t[0].get_ref<const std::string&>();
+        if (name.empty() || name.size() > 4096)
+          bad(rd.file, wo + ": an op name of 0 or > 4096 bytes");
+        std::uint64_t v[8];
+        for (std::size_t k = 0; k < 8; ++k) v[k] = rd.u64(t[k + 1], wo);
+        if (!p.op_resources
+                 .emplace(name, resource_totals{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], 0})
+                 .second) {
+          bad(rd.file, wo + ": op \"" + name + "\" listed twice");
+        }
+      }
+      p.op_res_lost = rd.u64(pj, "op_resources_lost", wp);
+      p.op_res_beyond = rd.u64(pj, "op_resources_beyond", wp);
     }
     const process_key key{p.pid, p.host};
     if (!in.part.processes.emplace(key, std::move(p)).second) {

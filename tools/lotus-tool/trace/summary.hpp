@@ -17,14 +17,16 @@
 namespace lotus_tool {
 
 constexpr const char* k_summary_format = "lotus-summary";
-/// Version 2 adds each source's "main_epochs"; version 1 files (without them) still read.
-constexpr std::uint64_t k_summary_version = 2;
+/// Version 2 adds each source's "main_epochs", version 3 each process's "op_resources"
+/// (LOTUS_RESOURCES=ops); files of versions 1 and 2 (without them) still read.
+constexpr std::uint64_t k_summary_version = 3;
 constexpr const char* k_summary_suffix = ".lsum";
 /// Bounds of one summary, whatever the trace size (per rank: source).
 constexpr std::size_t k_summary_max_ops = 512;        ///< op rows; further names pooled
 constexpr std::size_t k_summary_max_files = 4096;     ///< trace files listed (all counted)
 constexpr std::size_t k_summary_max_processes = 256;  ///< sidecar processes listed
 constexpr std::size_t k_summary_max_threads = 64;     ///< batchres threads per process
+constexpr std::size_t k_summary_max_op_res = 512;     ///< opres op names per process; more: counted
 constexpr std::size_t k_summary_max_sources = 65536;  ///< ranks in one summary file
 constexpr std::size_t k_summary_max_epochs = 4096;    ///< main-process epochs; more: counted
 constexpr std::uint64_t k_summary_max_bytes = std::uint64_t{64} << 20;  ///< a file larger: refused
