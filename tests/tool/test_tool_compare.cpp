@@ -205,6 +205,23 @@ TEST_CASE("diff: verdicts from the median change, its interval and the threshold
   diff_options allow = strict;
   allow.allowance = k_between_run_allowance;
   CHECK(diff_runs(base, one_five, allow).ops[1].verdict == "same");
+  // Half the ops 30 % slower, half unchanged (an even count): no op's change is a shift every
+  // op shares, so none is taken out and the slower half is flagged with the default allowance
+  // (a mean of the two middle changes, 14 %, fitted every widened interval and hid them).
+  run_digest four = base, four_next = base;
+  four.ops.resize(3);
+  four.ops.push_back(op("SD", 1.0, 0.2));
+  four_next = four;
+  for (std::size_t k : {std::size_t{1}, std::size_t{3}}) {
+    for (double& v : four_next.ops[k].sample_ms) v *= 1.3;
+    four_next.ops[k].p50_ms *= 1.3;
+  }
+  const diff_result half = diff_runs(four, four_next, diff_options{});
+  CHECK_FALSE(half.machine_shift.has_value());
+  for (const auto& c : half.ops) {
+    INFO(c.name << " change " << c.change << " own " << c.own_change);
+    CHECK(c.verdict == (c.name == "SB" || c.name == "SD" ? "slower" : "same"));
+  }
   // Repeated runs: the between-run spread of an op's median is measured. Three base runs whose
   // SB medians spread by ±30 %: a 20 % change of SB is within it; SA's spread is nil.
   std::vector<run_digest> bases(3, base), nexts(3, base);
