@@ -58,14 +58,18 @@ def compare(raw, summ, path=""):
     return errors
 
 
+def worker_sidecars(rank_dir):
+    """(path, tid) of the worker processes' sidecars of a generated rank (the main one is 1000)."""
+    for name in sorted(os.listdir(rank_dir)):
+        if name.startswith(".p.lotus-meta_") and not name.endswith("_1000"):
+            yield os.path.join(rank_dir, name), int(name.rsplit("_", 1)[1])
+
+
 def add_batchres(rank_dir, seed):
     """Per-batch resource lines in the workers' sidecars (FORMAT.md §5), for the causes."""
     rng = random.Random(seed)
-    for name in sorted(os.listdir(rank_dir)):
-        if not name.startswith(".p.lotus-meta_") or name.endswith("_1000"):
-            continue
-        tid = int(name.rsplit("_", 1)[1])
-        with open(os.path.join(rank_dir, name), "a") as f:
+    for path, tid in worker_sidecars(rank_dir):
+        with open(path, "a") as f:
             f.write("cpus 8 4\n")
             for b in range(4):
                 dur = rng.randint(5_000_000, 9_000_000)
@@ -77,11 +81,8 @@ def add_opres(rank_dir, seed):
     """Per-op resource lines (LOTUS_RESOURCES=ops, FORMAT.md §5) in the workers' sidecars: two
     threads' sums of the same ops, a name with spaces, and a lost count."""
     rng = random.Random(seed)
-    for name in sorted(os.listdir(rank_dir)):
-        if not name.startswith(".p.lotus-meta_") or name.endswith("_1000"):
-            continue
-        tid = int(name.rsplit("_", 1)[1])
-        with open(os.path.join(rank_dir, name), "a") as f:
+    for path, tid in worker_sidecars(rank_dir):
+        with open(path, "a") as f:
             for t in (tid, tid + 1):
                 for op in ("RandomResizedCrop", "ToTensor", "Decode JPEG"):
                     n = rng.randint(1, 40)
