@@ -6132,7 +6132,7 @@ class trace_writer {
   /// LOTUS_LIVE (live.hpp): applied at the writer's next cycle.
   void set_live(bool on) noexcept {
     const sync_hold lk(mu_);
-    live_next_ = on ? 1 : 0;
+    live_next_ = on;
   }
   /// lotus::capture(): false when flight mode is off (nothing to capture).
   LOTUS_DETAIL_COLD bool ask_capture(std::string_view reason) noexcept {
@@ -6470,7 +6470,7 @@ class trace_writer {
     }
     // LOTUS_LIVE changed: before a new prefix, so that turned off, the file already written (at
     // the old prefix) gets the final figures; turned on, this cycle's records count.
-    if (live_apply_ >= 0) live_.set_on(live_apply_ == 1, files_, stats_source_, sidecar_info_);
+    live_.set_on(live_cycle_, files_, stats_source_, sidecar_info_);  // nothing when unchanged
     if (reopen) {
       last_stats_.clear();  // a new prefix gets its own sidecar, with a stats line
       files_.start(std::string_view(cycle_prefix_.c_str(), cycle_prefix_.size()), cycle_threads_);
@@ -6560,8 +6560,7 @@ class trace_writer {
         flight_.apply(flight_next_, realtime_ns());
         watch_waits_ = flight_.on() && flight_.watching();
       }
-      live_apply_ = live_next_;
-      live_next_ = -1;
+      live_cycle_ = live_next_;
       for (unsigned i = 0; i < asks_; ++i) {
         flight_.ask(std::string_view(ask_reason_[i].c_str(), ask_reason_[i].size()), ask_ns_[i]);
       }
@@ -6604,8 +6603,8 @@ class trace_writer {
   std::uint64_t flush_req_ = 0, flush_done_ = 0;                 // (mu)
   flight_settings flight_next_;                                  // (mu)
   bool flight_changed_ = false;                                  // (mu)
-  int live_next_ = -1;   // (mu) set_live since the last cycle: 0 off, 1 on; -1 none
-  int live_apply_ = -1;  // the same, handed to this cycle (writer thread)
+  bool live_next_ = true;   // (mu) LOTUS_LIVE as set_live last said
+  bool live_cycle_ = true;  // the same, copied for this cycle (writer thread)
   static constexpr unsigned max_asks = 4;
   text ask_reason_[max_asks];            // (mu) lotus::capture() calls since the last cycle
   std::uint64_t ask_ns_[max_asks] = {};  // (mu)
@@ -6840,6 +6839,14 @@ class runtime {
   ring* push_full(ring* r, const record_site* loc, std::uint64_t t0, std::uint64_t t1,
                   std::uint64_t idx) noexcept;
   void apply_locked(const options& o) noexcept;
+  /// The settings the writer thread applies (budget, prefix and period, flight mode, live
+  /// figures): after configure() and in a forked child.
+  void settings_to_writer() noexcept {
+    writer_.set_budget(set_.max_bytes, set_.min_free);
+    writer_.retarget(set_.log_file, set_.flush_interval_ms);
+    writer_.set_flight(set_.flight);  // in a forked child: an empty window, the same control file
+    writer_.set_live(set_.live);
+  }
   void count_lost(std::atomic<std::uint64_t>& counter) noexcept {
     counter.fetch_add(1, std::memory_order_relaxed);
   }
@@ -6943,10 +6950,7 @@ LOTUS_DETAIL_COLD inline void runtime::apply_locked(const options& o) noexcept {
   }
   max_capacity_.store(set_.ring_capacity, std::memory_order_relaxed);
   block_.store(set_.overflow == overflow_policy::block, std::memory_order_relaxed);
-  writer_.set_budget(set_.max_bytes, set_.min_free);
-  writer_.retarget(set_.log_file, set_.flush_interval_ms);
-  writer_.set_flight(set_.flight);
-  writer_.set_live(set_.live);
+  settings_to_writer();
   const bool on = set_.enabled && !set_.log_file.empty();
   if (set_.nvtx && !nvtx_compiled()) {
     diag(topic::nvtx,
@@ -7290,10 +7294,7 @@ LOTUS_DETAIL_COLD inline void runtime::fork_child() noexcept {
   fresh->writer_.adopt_clock(old->writer_.clock_model());
   fresh->writer_.set_sidecar_info(sidecar_host_lines());
   fresh->writer_.set_stats_source(&own_stats);
-  fresh->writer_.set_budget(old->set_.max_bytes, old->set_.min_free);
-  fresh->writer_.retarget(old->set_.log_file, old->set_.flush_interval_ms);
-  fresh->writer_.set_flight(old->set_.flight);  // an empty window; the same control file
-  fresh->writer_.set_live(old->set_.live);
+  fresh->settings_to_writer();
   old->interned_.move_to(fresh->interned_);  // interned locations must stay valid
   fresh->parent_ = old;  // the parent's runtime and rings stay allocated (and reachable)
   g_runtime = fresh;

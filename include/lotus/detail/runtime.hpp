@@ -139,6 +139,14 @@ class runtime {
   ring* push_full(ring* r, const record_site* loc, std::uint64_t t0, std::uint64_t t1,
                   std::uint64_t idx) noexcept;
   void apply_locked(const options& o) noexcept;
+  /// The settings the writer thread applies (budget, prefix and period, flight mode, live
+  /// figures): after configure() and in a forked child.
+  void settings_to_writer() noexcept {
+    writer_.set_budget(set_.max_bytes, set_.min_free);
+    writer_.retarget(set_.log_file, set_.flush_interval_ms);
+    writer_.set_flight(set_.flight);  // in a forked child: an empty window, the same control file
+    writer_.set_live(set_.live);
+  }
   void count_lost(std::atomic<std::uint64_t>& counter) noexcept {
     counter.fetch_add(1, std::memory_order_relaxed);
   }
@@ -242,10 +250,7 @@ LOTUS_DETAIL_COLD inline void runtime::apply_locked(const options& o) noexcept {
   }
   max_capacity_.store(set_.ring_capacity, std::memory_order_relaxed);
   block_.store(set_.overflow == overflow_policy::block, std::memory_order_relaxed);
-  writer_.set_budget(set_.max_bytes, set_.min_free);
-  writer_.retarget(set_.log_file, set_.flush_interval_ms);
-  writer_.set_flight(set_.flight);
-  writer_.set_live(set_.live);
+  settings_to_writer();
   const bool on = set_.enabled && !set_.log_file.empty();
   if (set_.nvtx && !nvtx_compiled()) {
     diag(topic::nvtx,
@@ -589,10 +594,7 @@ LOTUS_DETAIL_COLD inline void runtime::fork_child() noexcept {
   fresh->writer_.adopt_clock(old->writer_.clock_model());
   fresh->writer_.set_sidecar_info(sidecar_host_lines());
   fresh->writer_.set_stats_source(&own_stats);
-  fresh->writer_.set_budget(old->set_.max_bytes, old->set_.min_free);
-  fresh->writer_.retarget(old->set_.log_file, old->set_.flush_interval_ms);
-  fresh->writer_.set_flight(old->set_.flight);  // an empty window; the same control file
-  fresh->writer_.set_live(old->set_.live);
+  fresh->settings_to_writer();
   old->interned_.move_to(fresh->interned_);  // interned locations must stay valid
   fresh->parent_ = old;  // the parent's runtime and rings stay allocated (and reachable)
   g_runtime = fresh;

@@ -214,7 +214,7 @@ class trace_writer {
   /// LOTUS_LIVE (live.hpp): applied at the writer's next cycle.
   void set_live(bool on) noexcept {
     const sync_hold lk(mu_);
-    live_next_ = on ? 1 : 0;
+    live_next_ = on;
   }
   /// lotus::capture(): false when flight mode is off (nothing to capture).
   LOTUS_DETAIL_COLD bool ask_capture(std::string_view reason) noexcept {
@@ -552,7 +552,7 @@ class trace_writer {
     }
     // LOTUS_LIVE changed: before a new prefix, so that turned off, the file already written (at
     // the old prefix) gets the final figures; turned on, this cycle's records count.
-    if (live_apply_ >= 0) live_.set_on(live_apply_ == 1, files_, stats_source_, sidecar_info_);
+    live_.set_on(live_cycle_, files_, stats_source_, sidecar_info_);  // nothing when unchanged
     if (reopen) {
       last_stats_.clear();  // a new prefix gets its own sidecar, with a stats line
       files_.start(std::string_view(cycle_prefix_.c_str(), cycle_prefix_.size()), cycle_threads_);
@@ -642,8 +642,7 @@ class trace_writer {
         flight_.apply(flight_next_, realtime_ns());
         watch_waits_ = flight_.on() && flight_.watching();
       }
-      live_apply_ = live_next_;
-      live_next_ = -1;
+      live_cycle_ = live_next_;
       for (unsigned i = 0; i < asks_; ++i) {
         flight_.ask(std::string_view(ask_reason_[i].c_str(), ask_reason_[i].size()), ask_ns_[i]);
       }
@@ -686,8 +685,8 @@ class trace_writer {
   std::uint64_t flush_req_ = 0, flush_done_ = 0;                 // (mu)
   flight_settings flight_next_;                                  // (mu)
   bool flight_changed_ = false;                                  // (mu)
-  int live_next_ = -1;   // (mu) set_live since the last cycle: 0 off, 1 on; -1 none
-  int live_apply_ = -1;  // the same, handed to this cycle (writer thread)
+  bool live_next_ = true;   // (mu) LOTUS_LIVE as set_live last said
+  bool live_cycle_ = true;  // the same, copied for this cycle (writer thread)
   static constexpr unsigned max_asks = 4;
   text ask_reason_[max_asks];            // (mu) lotus::capture() calls since the last cycle
   std::uint64_t ask_ns_[max_asks] = {};  // (mu)
