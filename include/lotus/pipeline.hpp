@@ -15,6 +15,7 @@
 #include "lotus/config.hpp"
 #include "lotus/detail/helpers.hpp"
 #include "lotus/detail/hooks.hpp"
+#include "lotus/detail/loader_kind.hpp"
 #include "lotus/detail/record_name.hpp"
 #include "lotus/record_site.hpp"
 #include "lotus/scope.hpp"
@@ -113,6 +114,10 @@ auto load_transform(Load&& load, Transform&& transform) {
 /// `SBatchConsumed`. One tracker per consuming thread; see tools/docs/FORMAT.md §4 for the order.
 class batch_tracker {
  public:
+  /// Declares the process's loader as a program's own ("pipeline", the sidecar's `loader` line),
+  /// unless a framework's loader (libtorch, PyTorch) declared itself.
+  batch_tracker() noexcept { detail::declare_loader("pipeline", false); }
+
   /// An index was handed to a worker: `SBatchQueued_<idx>,<now>,1000`.
   void queued(std::uint64_t idx) noexcept {
     const int m = detail::active_mode();

@@ -5230,6 +5230,45 @@ LOTUS_DETAIL_COLD inline void merge_settings(const options& o, const env_setting
 #include <cstring>      // memcpy
 #include <string_view>  // string_view
 
+// ---- begin lotus/detail/loader_kind.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_LOADER_KIND_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_LOADER_KIND_HPP
+// lotus — which loader records the batches, for the sidecar's `loader` line (internal)
+// SPDX-License-Identifier: MIT
+
+#include <atomic>  // atomic
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// The loader of this process: "pipeline" (lotus::batch_tracker, a loader of the program's own),
+/// "libtorch" (lotus::torch::make_data_loader) or "torch" (lotus.torch, PyTorch's DataLoader);
+/// nullptr until one is built. `lotus-tool` names that loader's settings in its advice.
+inline std::atomic<const char*>& loader_kind() noexcept {
+  static std::atomic<const char*> kind{nullptr};
+  return kind;
+}
+
+/// Declares the loader. `kind` must be a string literal. A framework's declaration ("libtorch",
+/// "torch") replaces "pipeline" (the framework's own loader is built on a batch_tracker); a
+/// "pipeline" declaration is kept only while nothing else was declared.
+inline void declare_loader(const char* kind, bool framework) noexcept {
+  std::atomic<const char*>& k = loader_kind();
+  if (framework) {
+    k.store(kind, std::memory_order_relaxed);
+    return;
+  }
+  const char* none = nullptr;
+  k.compare_exchange_strong(none, kind, std::memory_order_relaxed);
+}
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_LOADER_KIND_HPP
+// ---- end lotus/detail/loader_kind.hpp ----
 // ---- begin lotus/detail/live.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_LIVE_HPP
 #define LOTUS_AMALGAMATED_LOTUS_DETAIL_LIVE_HPP
@@ -6390,7 +6429,11 @@ class trace_writer {
     const int m = std::snprintf(line, sizeof line, "\nstart %llu\nclock %s %.9f\n",
                                 static_cast<unsigned long long>(process_start()),
                                 conv_.mode() == mode_tsc ? "tsc" : "realtime", conv_.ns_per_tick());
-    return head.add(line, printed(m, sizeof line)).add(sidecar_info_);
+    head.add(line, printed(m, sizeof line)).add(sidecar_info_);
+    if (const char* l = loader_kind().load(std::memory_order_relaxed)) {
+      head.add("loader ").add(l).add('\n');
+    }
+    return head;
   }
 
   /// The cycle's `thread` lines and the `file` lines of the trace files created, in one write.
@@ -6471,6 +6514,11 @@ class trace_writer {
     // LOTUS_LIVE changed: before a new prefix, so that turned off, the file already written (at
     // the old prefix) gets the final figures; turned on, this cycle's records count.
     live_.set_on(live_cycle_, files_, stats_source_, sidecar_info_);  // nothing when unchanged
+    if (reopen) loader_noted_ = nullptr;
+    if (const char* l = loader_kind().load(std::memory_order_relaxed); l != loader_noted_) {
+      thread_lines_.add("loader ").add(l).add('\n');  // (a sidecar created later has it too)
+      loader_noted_ = l;
+    }
     if (reopen) {
       last_stats_.clear();  // a new prefix gets its own sidecar, with a stats line
       files_.start(std::string_view(cycle_prefix_.c_str(), cycle_prefix_.size()), cycle_threads_);
@@ -6623,6 +6671,7 @@ class trace_writer {
   bool busy_ = false;    // a ring was found half full in the last cycle
   text cycle_prefix_;    // the prefix of a reopening cycle
   text thread_lines_;    // sidecar `thread` lines of this cycle
+  const char* loader_noted_ = nullptr;  // the `loader` line written (loader_kind.hpp)
   text res_lines_;       // sidecar `batchres` lines of this cycle
   text last_stats_;      // the last `stats` line written (without its clocksync line)
   ledger_entry ledger_;  // this runtime's place among the process's runtimes
@@ -8286,6 +8335,45 @@ struct trace_stats {
 #include <utility>           // forward, move, pair
 #include <vector>            // vector
 
+// ---- begin lotus/detail/loader_kind.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_LOADER_KIND_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_LOADER_KIND_HPP
+// lotus — which loader records the batches, for the sidecar's `loader` line (internal)
+// SPDX-License-Identifier: MIT
+
+#include <atomic>  // atomic
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// The loader of this process: "pipeline" (lotus::batch_tracker, a loader of the program's own),
+/// "libtorch" (lotus::torch::make_data_loader) or "torch" (lotus.torch, PyTorch's DataLoader);
+/// nullptr until one is built. `lotus-tool` names that loader's settings in its advice.
+inline std::atomic<const char*>& loader_kind() noexcept {
+  static std::atomic<const char*> kind{nullptr};
+  return kind;
+}
+
+/// Declares the loader. `kind` must be a string literal. A framework's declaration ("libtorch",
+/// "torch") replaces "pipeline" (the framework's own loader is built on a batch_tracker); a
+/// "pipeline" declaration is kept only while nothing else was declared.
+inline void declare_loader(const char* kind, bool framework) noexcept {
+  std::atomic<const char*>& k = loader_kind();
+  if (framework) {
+    k.store(kind, std::memory_order_relaxed);
+    return;
+  }
+  const char* none = nullptr;
+  k.compare_exchange_strong(none, kind, std::memory_order_relaxed);
+}
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_LOADER_KIND_HPP
+// ---- end lotus/detail/loader_kind.hpp ----
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -8381,6 +8469,10 @@ auto load_transform(Load&& load, Transform&& transform) {
 /// `SBatchConsumed`. One tracker per consuming thread; see tools/docs/FORMAT.md §4 for the order.
 class batch_tracker {
  public:
+  /// Declares the process's loader as a program's own ("pipeline", the sidecar's `loader` line),
+  /// unless a framework's loader (libtorch, PyTorch) declared itself.
+  batch_tracker() noexcept { detail::declare_loader("pipeline", false); }
+
   /// An index was handed to a worker: `SBatchQueued_<idx>,<now>,1000`.
   void queued(std::uint64_t idx) noexcept {
     const int m = detail::active_mode();

@@ -649,6 +649,9 @@ PYBIND11_MODULE(_lotus, m) {
     return py::make_tuple(s.recorded, s.written, s.dropped, s.sanitized);
   });
   m.def(
+      "_declare_torch_loader", [] { lotus::detail::declare_loader("torch", true); },
+      "The sidecar says the batches come from PyTorch's DataLoader (lotus.torch.instrument).");
+  m.def(
       "tracing_enabled", [] { return lotus::tracing_enabled(); },
       "True when events are being recorded.");
 

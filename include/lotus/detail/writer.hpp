@@ -23,6 +23,7 @@
 #include "lotus/detail/intern.hpp"
 #include "lotus/detail/ledger.hpp"
 #include "lotus/detail/live.hpp"
+#include "lotus/detail/loader_kind.hpp"
 #include "lotus/detail/memory.hpp"
 #include "lotus/detail/record_name.hpp"
 #include "lotus/detail/ring.hpp"
@@ -472,7 +473,11 @@ class trace_writer {
     const int m = std::snprintf(line, sizeof line, "\nstart %llu\nclock %s %.9f\n",
                                 static_cast<unsigned long long>(process_start()),
                                 conv_.mode() == mode_tsc ? "tsc" : "realtime", conv_.ns_per_tick());
-    return head.add(line, printed(m, sizeof line)).add(sidecar_info_);
+    head.add(line, printed(m, sizeof line)).add(sidecar_info_);
+    if (const char* l = loader_kind().load(std::memory_order_relaxed)) {
+      head.add("loader ").add(l).add('\n');
+    }
+    return head;
   }
 
   /// The cycle's `thread` lines and the `file` lines of the trace files created, in one write.
@@ -553,6 +558,11 @@ class trace_writer {
     // LOTUS_LIVE changed: before a new prefix, so that turned off, the file already written (at
     // the old prefix) gets the final figures; turned on, this cycle's records count.
     live_.set_on(live_cycle_, files_, stats_source_, sidecar_info_);  // nothing when unchanged
+    if (reopen) loader_noted_ = nullptr;
+    if (const char* l = loader_kind().load(std::memory_order_relaxed); l != loader_noted_) {
+      thread_lines_.add("loader ").add(l).add('\n');  // (a sidecar created later has it too)
+      loader_noted_ = l;
+    }
     if (reopen) {
       last_stats_.clear();  // a new prefix gets its own sidecar, with a stats line
       files_.start(std::string_view(cycle_prefix_.c_str(), cycle_prefix_.size()), cycle_threads_);
@@ -702,10 +712,11 @@ class trace_writer {
   // writer held must stay reachable there (LeakSanitizer checks children too).
   trace_files files_;
   bool discard_ = false;
-  bool busy_ = false;    // a ring was found half full in the last cycle
-  text cycle_prefix_;    // the prefix of a reopening cycle
-  text thread_lines_;    // sidecar `thread` lines of this cycle
-  text res_lines_;       // sidecar `batchres` lines of this cycle
+  bool busy_ = false;                   // a ring was found half full in the last cycle
+  text cycle_prefix_;                   // the prefix of a reopening cycle
+  text thread_lines_;                   // sidecar `thread` lines of this cycle
+  const char* loader_noted_ = nullptr;  // the `loader` line written (loader_kind.hpp)
+  text res_lines_;                      // sidecar `batchres` lines of this cycle
   text last_stats_;      // the last `stats` line written (without its clocksync line)
   ledger_entry ledger_;  // this runtime's place among the process's runtimes
   out_buffer worker_buf_, main_buf_;

@@ -17,7 +17,10 @@ void add_report_command(CLI::App& app) {
       "Write one self-contained HTML page (works offline): findings, per-op duration\n"
       "distributions, per-batch preprocessing, wait and delay time, a zoomable timeline.");
   add_input_options(cmd, args->in, /*windows=*/true);
-  cmd->add_option("-o,--output", args->output, "Output HTML file")->required();
+  cmd->add_option("-o,--output", args->output, "Output HTML file (with --json: also write it)");
+  cmd->add_flag("--json", args->json,
+                "Print the findings as JSON on stdout, in the page's order: {\"findings\": "
+                "[{severity, kind, subject, text, evidence, advice, numbers}, ...]}");
   cmd->add_option("--title", args->title, "Page title");
   cmd->add_option("--attribution", args->attribution,
                   "Add per-op CPU attribution from 'lotus-tool attribute --json' output");

@@ -397,7 +397,11 @@ bool is_share(const run_change& r) { return r.unit == std::string("share"); }
 std::string diff_text(const diff_result& d) {
   std::string s;
   std::size_t w = 4;
-  for (const auto& o : d.ops) w = std::max(w, printable(o.name).size());
+  // Op names as every command's text shows them: without the records' leading 'S'.
+  const auto shown = [](const std::string& n) {
+    return printable(!n.empty() && n[0] == 'S' ? std::string_view(n).substr(1) : n);
+  };
+  for (const auto& o : d.ops) w = std::max(w, shown(o.name).size());
   w = std::min<std::size_t>(w, 48);
   s += pad("op", w, true) + pad("base n", 9) + pad("new n", 9) + pad("base mean", 11) +
        pad("new mean", 11) + pad("mean", 9) + pad("base p50", 11) + pad("new p50", 11) +
@@ -413,7 +417,7 @@ std::string diff_text(const diff_result& d) {
     };
     const bool both = o.base && o.next;
     s +=
-        pad(printable(o.name), w, true) + pad(cnt(o.base), 9) + pad(cnt(o.next), 9) +
+        pad(shown(o.name), w, true) + pad(cnt(o.base), 9) + pad(cnt(o.next), 9) +
         pad(num(o.base, &side_stats::mean), 11) + pad(num(o.next, &side_stats::mean), 11) +
         pad(both ? signed_pct(o.mean_change) : "-", 9) + pad(num(o.base, &side_stats::p50), 11) +
         pad(num(o.next, &side_stats::p50), 11) + pad(num(o.base, &side_stats::p90), 11) +
@@ -440,7 +444,13 @@ std::string diff_text(const diff_result& d) {
         if (r.unit == std::string("count")) return format_number("%.0f", v);
         return format_number("%.4f", v);
       };
-      std::string change = share ? format_number("%+.1f pt", 100 * r.change) : signed_pct(r.change);
+      // A count's change is a count; its verdict rests on the change of its share of the
+      // batches, which is said beside it.
+      std::string change = r.name == "out_of_order"
+                               ? format_number("%+.0f", r.next - r.base) + " (" +
+                                     format_number("%+.1f pt of batches", 100 * r.change) + ")"
+                           : share ? format_number("%+.1f pt", 100 * r.change)
+                                   : signed_pct(r.change);
       if (r.lo && r.hi) change += " [" + signed_pct(*r.lo) + ", " + signed_pct(*r.hi) + "]";
       s += pad(r.name + " (" + r.unit + ")", 30, true) + pad(val(r.base), 12) +
            pad(val(r.next), 12) + "  " + pad(change, 10) + "  " + r.verdict + "\n";

@@ -73,16 +73,40 @@ tune_result tune_loader(const run_digest& d, const tune_args& a) {
       break;
     }
   }
+  // The run's own setting (in order: a run's in_order=False cannot be told from its trace),
+  // kept unless a change is predicted to gain k_tune_min_gain.
+  const unsigned pf = t.measured.model.prefetch_factor;
+  for (std::size_t k = 0; k < t.candidates.size(); ++k) {
+    const tune_candidate& c = t.candidates[k];
+    if (c.workers == d.workers && c.prefetch_factor == pf && c.in_order) t.current = k;
+  }
+  if (t.current && t.candidates[*t.current].fits &&
+      t.candidates[t.recommended].epoch_seconds >
+          t.candidates[*t.current].epoch_seconds * (1 - k_tune_min_gain)) {
+    t.recommended = *t.current;
+    t.keep = true;
+  }
   return t;
 }
 
 std::string tune_sentence(const tune_result& t) {
   const tune_candidate& c = t.candidates[t.recommended];
-  std::string s = "tune: " + std::to_string(c.workers) + (c.workers == 1 ? " worker" : " workers") +
-                  ", prefetch_factor " + std::to_string(c.prefetch_factor) +
-                  (c.in_order ? ", in order" : ", in_order=False") + ": epoch " +
-                  format_number("%.2f s", t.measured.measured_epoch_seconds) + " → " +
-                  format_number("%.2f s", c.epoch_seconds) + " (predicted)";
+  const std::string setting =
+      std::to_string(c.workers) + (c.workers == 1 ? " worker" : " workers") + ", prefetch_factor " +
+      std::to_string(c.prefetch_factor) + (c.in_order ? ", in order" : ", in_order=False");
+  // Predictions are compared with the model's own replay of the run's setting.
+  const double now =
+      t.current ? t.candidates[*t.current].epoch_seconds : t.measured.replay.epoch_seconds;
+  std::string s = t.keep ? "tune: keep " + setting + ": no setting is predicted " +
+                               format_number("%.0f %%", 100 * k_tune_min_gain) + " faster (best " +
+                               format_number("%.2f s", t.best_epoch_seconds) + " against " +
+                               format_number("%.2f s", now) +
+                               " predicted for this setting, measured " +
+                               format_number("%.2f s", t.measured.measured_epoch_seconds) + ")"
+                         : "tune: " + setting + ": epoch " + format_number("%.2f s", now) + " → " +
+                               format_number("%.2f s", c.epoch_seconds) +
+                               " (predicted; this run's setting measured " +
+                               format_number("%.2f s", t.measured.measured_epoch_seconds) + ")";
   if (c.peak_memory_bytes >= 0) {
     s += ", peak memory " + format_number("%.0f MiB", c.peak_memory_bytes / 1048576.0);
   }
@@ -104,8 +128,10 @@ nlohmann::json candidate_json(const tune_candidate& c) {
 nlohmann::json tune_json(const tune_result& t) {
   const tune_candidate& c = t.candidates[t.recommended];
   nlohmann::json j;
-  j["recommended"] = {
-      {"workers", c.workers}, {"prefetch_factor", c.prefetch_factor}, {"in_order", c.in_order}};
+  j["recommended"] = {{"workers", c.workers},
+                      {"prefetch_factor", c.prefetch_factor},
+                      {"in_order", c.in_order},
+                      {"keep", t.keep}};
   j["predicted"] = {{"epoch_seconds", c.epoch_seconds}, {"wait_share", c.wait_share}};
   j["predicted"]["peak_memory_bytes"] = c.peak_memory_bytes >= 0
                                             ? nlohmann::json(std::llround(c.peak_memory_bytes))

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,9 @@ namespace lotus_tool {
 
 /// Within this of the best predicted epoch time, the cheapest setting is recommended.
 constexpr double k_tune_tolerance = 0.05;
+/// A change is recommended only when it is predicted at least this much faster than the run's
+/// own setting (both predicted by the model, so its error on the run cancels out).
+constexpr double k_tune_min_gain = 0.05;
 
 struct tune_args {
   input_args in;
@@ -37,6 +41,10 @@ struct tune_candidate {
 struct tune_result {
   std::vector<tune_candidate> candidates;  ///< every setting tried
   std::size_t recommended = 0;             ///< index into candidates
+  /// The run's own setting is recommended: no setting that fits is predicted at least
+  /// k_tune_min_gain faster than it (or the cheapest within tolerance of the best is slower).
+  bool keep = false;
+  std::optional<std::size_t> current;  ///< the run's own setting among the candidates
   double best_epoch_seconds = 0;
   bool memory_known = false;
   std::string memory_why;  ///< why memory was not predicted

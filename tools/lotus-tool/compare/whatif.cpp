@@ -339,6 +339,14 @@ worker_advice advise_workers(const run_digest& d) {
       break;
     }
   }
+  for (unsigned n = 1; n < d.workers && n <= 64; ++n) {
+    a.workers = n;
+    whatif_result r = predict_workers(d, a);
+    if (r.predicted.epoch_seconds <= r.replay.epoch_seconds * 1.01) {
+      adv.fewer_workers = std::move(r);
+      break;
+    }
+  }
   if (d.out_of_order() > 0) {
     a.workers = d.workers;
     a.unordered = true;

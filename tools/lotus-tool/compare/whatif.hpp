@@ -115,6 +115,9 @@ whatif_result predict_workers(const run_digest& d, const whatif_args& a);
 struct worker_advice {
   std::optional<whatif_result> more_workers;
   std::optional<whatif_result> unordered;
+  /// The fewest workers below the measured count whose predicted epoch is within 1 % of the
+  /// model's replay of the measured setting (they free CPU and memory at no predicted cost).
+  std::optional<whatif_result> fewer_workers;
   /// lotus-tool tune's recommendation (tune_sentence), filled in by the report; empty: none.
   std::string tune;
 };

@@ -15,6 +15,57 @@ int hist_bin_of(std::uint64_t ns) {
   return std::min(std::max(b, 0), k_hist_bins - 1);
 }
 
+worker_balance balance_of(std::vector<worker_life>& lives) {
+  worker_balance out;
+  if (lives.empty()) return out;
+  std::sort(lives.begin(), lives.end(), [](const worker_life& a, const worker_life& b) {
+    return a.first_ns != b.first_ns ? a.first_ns < b.first_ns : a.last_ns < b.last_ns;
+  });
+  out.threads = lives.size();
+  // The most alive at once: ends before starts at the same instant (one ends, the next starts).
+  {
+    std::vector<std::pair<std::uint64_t, int>> ev;
+    ev.reserve(2 * lives.size());
+    for (const auto& w : lives) {
+      ev.emplace_back(w.first_ns, +1);
+      ev.emplace_back(std::max(w.last_ns, w.first_ns), -1);
+    }
+    std::sort(ev.begin(), ev.end());
+    std::int64_t alive = 0, most = 0;
+    for (const auto& e : ev) most = std::max(most, alive += e.second);
+    out.concurrent = static_cast<std::uint64_t>(std::max<std::int64_t>(most, 1));
+  }
+  double worst = -1;
+  std::size_t from = 0;
+  while (from < lives.size()) {
+    std::uint64_t end = lives[from].last_ns;
+    std::size_t to = from + 1;
+    while (to < lives.size() && lives[to].first_ns < end) end = std::max(end, lives[to++].last_ns);
+    ++out.generations;
+    worker_balance g;
+    for (std::size_t k = from; k < to; ++k) {
+      const worker_life& w = lives[k];
+      if (g.workers == 0 || w.busy_ns > g.busiest.busy_ns)
+        g.busiest = {w.label, w.busy_ns, w.spans};
+      if (g.workers == 0 || w.busy_ns < g.idlest.busy_ns) g.idlest = {w.label, w.busy_ns, w.spans};
+      ++g.workers;
+      g.busy_ns += static_cast<double>(w.busy_ns);
+    }
+    const double ratio = g.workers >= 2 && g.busy_ns > 0
+                             ? double(g.busiest.busy_ns) * double(g.workers) / g.busy_ns
+                             : (g.workers >= 2 ? 1.0 : 0.0);
+    if (ratio > worst) {
+      worst = ratio;
+      out.workers = g.workers;
+      out.busy_ns = g.busy_ns;
+      out.busiest = g.busiest;
+      out.idlest = g.idlest;
+    }
+    from = to;
+  }
+  return out;
+}
+
 timeline_builder::timeline_builder(std::size_t max_buckets)
     : max_buckets_(std::max<std::size_t>(max_buckets, 2)) {}
 
@@ -72,14 +123,8 @@ void timeline_builder::close(const timeline_thread& t) {
     g.worker_spans += t.spans;
     g.worker_busy_ns += t.busy_ns;
     if (t.spans > 0) {
-      if (balance_.size() <= t.host) balance_.resize(std::size_t{t.host} + 1);
-      worker_balance& b = balance_[t.host];
-      if (b.workers == 0 || t.busy_ns > b.busiest.busy_ns)
-        b.busiest = {label_of(t), t.busy_ns, t.spans};
-      if (b.workers == 0 || t.busy_ns < b.idlest.busy_ns)
-        b.idlest = {label_of(t), t.busy_ns, t.spans};
-      ++b.workers;
-      b.busy_ns += static_cast<double>(t.busy_ns);
+      if (lives_.size() <= t.group) lives_.resize(std::size_t{t.group} + 1);
+      lives_[t.group].push_back({t.first_ns, t.last_ns, t.busy_ns, t.spans, label_of(t)});
     }
   } else {
     g.main_spans += t.spans;
@@ -277,8 +322,8 @@ timeline_data timeline_builder::finish() && {
   }
   t.rows = std::move(rows_);
   t.hosts = std::move(hosts_);
-  t.balance = std::move(balance_);
-  t.balance.resize(t.hosts.size());
+  t.balance.resize(std::max(groups_.size(), lives_.size()));
+  for (std::size_t g = 0; g < lives_.size(); ++g) t.balance[g] = balance_of(lives_[g]);
   t.groups = std::move(groups_);
   t.main_elapsed_ns = main_elapsed_ns_;
   return t;

@@ -65,12 +65,31 @@ struct worker_ref {
   std::uint64_t busy_ns = 0, spans = 0;
 };
 
-/// The worker threads of one host that have SBatchPreprocessed records.
-struct worker_balance {
-  std::uint64_t workers = 0;
-  double busy_ns = 0;          ///< summed
-  worker_ref busiest, idlest;  ///< the first one with the most / least busy time
+/// A worker thread with SBatchPreprocessed records: when it lived (its first record's start to
+/// its last record's end) and how busy it was.
+struct worker_life {
+  std::uint64_t first_ns = 0, last_ns = 0, busy_ns = 0, spans = 0;
+  std::string label;
 };
+
+/// The worker threads of one rank (or host) that have SBatchPreprocessed records. Workers that
+/// never lived at the same time (non-persistent DataLoader workers, one set per epoch; respawned
+/// or spawned sets) are generations: only workers of one generation are compared, and the CPU
+/// and memory figures count the workers alive at once.
+struct worker_balance {
+  std::uint64_t workers = 0;      ///< in the generation compared (the most uneven one)
+  double busy_ns = 0;             ///< its workers' busy time, summed
+  worker_ref busiest, idlest;     ///< of that generation: the first with the most / least busy time
+  std::uint64_t threads = 0;      ///< worker threads with batches, every generation
+  std::uint64_t generations = 0;  ///< sets of workers that lived one after the other
+  std::uint64_t concurrent = 0;   ///< the most worker threads alive at the same time
+  std::string where;              ///< its rank or host, when the trace has several (else empty)
+};
+
+/// Cuts workers into generations (a worker that starts once every earlier one has ended opens a
+/// new one) and fills the balance: the generation whose busiest worker is furthest above its
+/// mean, the most alive at once, the counts. `lives` is reordered.
+worker_balance balance_of(std::vector<worker_life>& lives);
 
 /// One timeline row: one thread, or a group of threads (a process, a rank, a host, or all of a
 /// kind) when the trace has more threads than a page can show as rows (k_max_rows).
@@ -100,7 +119,7 @@ struct timeline_data {
   std::size_t buckets = 0;
   std::vector<timeline_row> rows;
   std::vector<std::string> hosts;       ///< thread hosts; index 0 is "" (unknown)
-  std::vector<worker_balance> balance;  ///< per host (as hosts), for the imbalance finding
+  std::vector<worker_balance> balance;  ///< per group (rank), for the imbalance finding
   std::vector<thread_totals> groups;    ///< per group given to open_thread
   double main_elapsed_ns = 0;           ///< summed over main threads (the wait finding)
   /// What a row stands for: "thread", else the group ("process", "rank", "host", "kind").
@@ -168,7 +187,7 @@ class timeline_builder {
   std::vector<timeline_thread> open_;
   std::vector<std::string> hosts_{std::string()};
   std::map<std::string, std::uint32_t, std::less<>> host_index_{{std::string(), 0}};
-  std::vector<worker_balance> balance_;
+  std::vector<std::vector<worker_life>> lives_;  // per group: its workers with batches
   std::vector<thread_totals> groups_;
   double main_elapsed_ns_ = 0;
 };
@@ -237,6 +256,31 @@ struct report_data {
   std::optional<attr_doc> attribution;
   /// What the DataLoader model predicts for more workers and for in_order=False (whatif).
   worker_advice advice;
+  /// Which loader recorded the batches (the sidecars' `loader` line): "torch" (PyTorch's
+  /// DataLoader through lotus.torch), "libtorch", "pipeline" (lotus::pipeline); empty: unknown.
+  std::string loader;
+  /// Per op name: time (ns) of op records written by threads that consume batches and prepare
+  /// none (the training loop's own ops): not worker time.
+  std::map<std::string, std::uint64_t, std::less<>> consumer_op_ns;
+  /// A capture's story: the longest wait of its window and what held it.
+  struct capture_story {
+    bool found = false;       ///< a wait in the window (else the rest is empty)
+    std::uint64_t batch = 0;  ///< its index
+    std::uint64_t wait_start_ns = 0, wait_ns = 0;
+    std::uint64_t main_tid = 0;
+    bool worker_found = false;  ///< the batch's SBatchPreprocessed in the window
+    std::uint64_t worker_pid = 0, worker_tid = 0;
+    std::string worker_label, host;
+    std::uint64_t batch_start_ns = 0, batch_ns = 0;
+    std::string op;  ///< the longest op of that batch (as in the trace); empty: none
+    std::uint64_t op_ns = 0;
+    bool split = false;                         ///< the batch's (or op's) cause split is known
+    std::string split_of;                       ///< "batch" (batchres) or "op" (opres)
+    double cpu = 0, cpu_wait = 0, blocked = 0;  ///< shares of its time
+    std::uint64_t cut_batches = 0;              ///< batches cut by the window's edges (no join)
+    bool ops_truncated = false;                 ///< more op records than kept: the op may be missed
+  };
+  capture_story story;
   /// Why batches were slow: the sidecars' `batchres` sums (causes.present false: none), and
   /// the per-batch figures of the first k_max_cause_bars batches by start (the stacked bars).
   causes_result causes;

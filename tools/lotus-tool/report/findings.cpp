@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <map>
 
+#include "util/output.hpp"
+
 namespace lotus_tool {
 
 namespace {
@@ -32,11 +34,114 @@ const char* input_bound_class(double wait_share, const finding_thresholds& t) {
   return "not";
 }
 
+const char* severity_name(finding_level l) {
+  switch (l) {
+    case finding_level::good:
+      return "fine";
+    case finding_level::warn:
+      return "act";
+    case finding_level::info:
+      break;
+  }
+  return "note";
+}
+
 namespace {
+
+// ---- the loader's own words, and advice only where the model gains ----
+
+bool is_loader(const report_data& d, const char* kind) { return d.loader == kind; }
+
+std::string workers_setting(const report_data& d, unsigned n) {
+  const std::string k = std::to_string(n);
+  if (is_loader(d, "torch")) return "num_workers=" + k;
+  if (is_loader(d, "libtorch")) return "DataLoaderOptions().workers(" + k + ")";
+  if (is_loader(d, "pipeline")) return k + (n == 1 ? " worker thread" : " worker threads");
+  return k + (n == 1 ? " worker" : " workers");
+}
+
+// The model against itself: its prediction for the setting over its replay of this run's setting
+// (its own error on this run cancels out). > 0: faster.
+double model_gain(const whatif_result& r) {
+  return r.replay.epoch_seconds > 0 ? 1.0 - r.predicted.epoch_seconds / r.replay.epoch_seconds
+                                    : 0.0;
+}
+
+// "num_workers=4: predicted epoch 2.10 s against 3.70 s at this run's 2 (measured 3.68 s), wait
+// 48 % → 2 %".
+std::string prediction_text(const report_data& d, const whatif_result& r) {
+  return workers_setting(d, r.model.workers) + (r.model.unordered ? " with in_order=False" : "") +
+         ": predicted epoch " + format_ms(r.predicted.epoch_seconds * 1e3) + " against " +
+         format_ms(r.replay.epoch_seconds * 1e3) + " for this run's setting (" +
+         std::to_string(r.measured_workers) + (r.measured_workers == 1 ? " worker" : " workers") +
+         ", measured " + format_ms(r.measured_epoch_seconds * 1e3) + "), wait " +
+         pct(r.replay.wait_share) + " \u2192 " + pct(r.predicted.wait_share) +
+         " (lotus-tool whatif)";
+}
+
+// The advice to change the worker count, only where the model predicts a gain of at least
+// `advice_gain`; else what the model says instead. `why` leads the sentence.
+struct worker_change {
+  bool advised = false;
+  std::string text;
+};
+worker_change more_workers_advice(const report_data& d, const finding_thresholds& t) {
+  worker_change w;
+  if (!d.advice.more_workers) {
+    w.text =
+        "Whether more workers would help cannot be told from this trace (the DataLoader "
+        "model needs batch records from workers and the training loop).";
+    return w;
+  }
+  const whatif_result& r = *d.advice.more_workers;
+  const double g = model_gain(r);
+  if (g >= t.advice_gain) {
+    w.advised = true;
+    w.text = "Use " + workers_setting(d, r.model.workers) + ": " + prediction_text(d, r) + ", " +
+             fixed(100 * g, 0) + " % faster.";
+    // tune searches PyTorch's settings (prefetch_factor, in_order): quoted for its loader only.
+    if (!d.advice.tune.empty() && (d.loader.empty() || is_loader(d, "torch"))) {
+      w.text += " Cheapest setting within 5 % of the best: " + d.advice.tune + ".";
+    }
+  } else {
+    w.text =
+        "More workers would not help: " + prediction_text(d, r) + " (" +
+        (g >= 0 ? "only " + fixed(100 * g, 1) + " % faster" : fixed(-100 * g, 1) + " % slower") +
+        "); the work per batch, not the worker count, sets the pace.";
+  }
+  return w;
+}
+
+std::string rank_text(const rank_data& r) { return r.label; }
+
+// The op with the most worker time (STransform, which encloses the others, and the training
+// loop's own ops left out), and its time (ms); nullptr when none.
+const op_stats* top_op_of(const report_data& d, double* top_sum = nullptr,
+                          double* total = nullptr) {
+  double all = 0, best = 0;
+  const op_stats* top = nullptr;
+  for (const auto& o : d.stats.ops) {
+    if (o.name == "STransform" || o.sum <= 0) continue;
+    double sum = o.sum;
+    const auto c = d.consumer_op_ns.find(o.name);
+    if (c != d.consumer_op_ns.end()) sum = std::max(0.0, sum - double(c->second) / 1e6);
+    if (sum <= 0) continue;
+    all += sum;
+    if (top == nullptr || sum > best) {
+      top = &o;
+      best = sum;
+    }
+  }
+  if (top_sum != nullptr) *top_sum = best;
+  if (total != nullptr) *total = all;
+  return top;
+}
+
+// ---- the findings ----
 
 finding wait_finding(const report_data& d, const finding_thresholds& t) {
   finding f;
-  f.id = "wait";
+  f.id = "input_bound";
   const double elapsed_ms = d.timeline.main_elapsed_ns / 1e6;
   const summary& w = d.stats.wait.s;
   if (w.count == 0 || elapsed_ms <= 0) {
@@ -47,69 +152,133 @@ finding wait_finding(const report_data& d, const finding_thresholds& t) {
         "num_workers=0 the DataLoader writes no batch records at all.";
     return f;
   }
-  const double share = std::min(1.0, w.sum / elapsed_ms);
-  f.evidence = "The main process waited " + format_ms(w.sum) + " of " + format_ms(elapsed_ms) +
-               " (" + pct(share) + ") for its next batch, over " + std::to_string(w.count) +
-               " waits (mean " + format_ms(w.mean) + ").";
-  if (share >= t.wait_bound) {
-    f.level = finding_level::warn;
-    f.title = "Highly input-bound: training waited " + pct(share) + " of its time for data.";
-    f.advice =
-        "Give the DataLoader more workers (num_workers) if CPU cores are free, and make the "
-        "costliest op cheaper (see below); the training step idles while it waits.";
-    if (d.advice.more_workers) {
-      f.advice += " Predicted by the DataLoader model (lotus-tool whatif): " +
-                  whatif_sentence(*d.advice.more_workers) + ".";
+  double share = std::min(1.0, w.sum / elapsed_ms);
+  f.numbers["wait_share"] = share;
+  f.numbers["wait_ms"] = w.sum;
+  f.numbers["main_ms"] = elapsed_ms;
+  f.numbers["waits"] = w.count;
+  // Several ranks: a pooled share describes no rank. The most input-bound one is the subject and
+  // every rank's share is given.
+  std::string who = "training";
+  if (d.ranks.size() >= 2) {
+    const rank_data* most = nullptr;
+    const rank_data* least = nullptr;
+    for (const auto& r : d.ranks) {
+      if (r.main_elapsed_ms <= 0) continue;
+      if (most == nullptr || r.wait_share() > most->wait_share()) most = &r;
+      if (least == nullptr || r.wait_share() < least->wait_share()) least = &r;
     }
-    if (!d.advice.tune.empty()) f.advice += " Recommended (lotus-tool " + d.advice.tune + ").";
-  } else if (share >= t.wait_partly) {
-    f.level = finding_level::info;
-    f.title = "Moderately input-bound: training waited " + pct(share) + " of its time for data.";
-    f.advice =
-        "One or two more DataLoader workers, or a cheaper costliest op, would recover part of "
-        "the wait; look at the timeline for the phases where the waits cluster.";
-    if (d.advice.more_workers) {
-      f.advice += " Predicted by the DataLoader model (lotus-tool whatif): " +
-                  whatif_sentence(*d.advice.more_workers) + ".";
+    if (most != nullptr) {
+      share = std::min(1.0, most->wait_share());
+      who = rank_text(*most);
+      if (most->rank) f.subject["rank"] = *most->rank;
+      if (!most->host.empty()) f.subject["host"] = most->host;
+      f.numbers["wait_share"] = share;
+      f.numbers["wait_ms"] = most->wait_ms;
+      f.numbers["main_ms"] = most->main_elapsed_ms;
+      f.numbers["pooled_wait_share"] = std::min(1.0, w.sum / elapsed_ms);
+      f.evidence = most->label + " waited " + format_ms(most->wait_ms) + " of " +
+                   format_ms(most->main_elapsed_ms) + " (" + pct(share) + ") for its next batch";
+      if (least != most) {
+        f.evidence += "; the least input-bound, " + least->label + ", " + pct(least->wait_share());
+      }
+      f.evidence +=
+          " (" + std::to_string(d.ranks.size()) + " ranks; each rank's share is its own).";
     }
-    if (!d.advice.tune.empty()) f.advice += " Recommended (lotus-tool " + d.advice.tune + ").";
+  }
+  if (f.evidence.empty()) {
+    f.evidence = "The main process waited " + format_ms(w.sum) + " of " + format_ms(elapsed_ms) +
+                 " (" + pct(share) + ") for its next batch, over " + std::to_string(w.count) +
+                 " waits (mean " + format_ms(w.mean) + ").";
+  }
+  const std::string whose = who == "training" ? "training" : who;
+  if (share >= t.wait_partly) {
+    const bool high = share >= t.wait_bound;
+    f.level = high ? finding_level::warn : finding_level::info;
+    f.title = std::string(high ? "Highly" : "Moderately") + " input-bound: " + whose + " waited " +
+              pct(share) + " of its time for data.";
+    const worker_change w2 = d.ranks.size() >= 2 ? worker_change{} : more_workers_advice(d, t);
+    if (w2.advised) {
+      f.advice = w2.text;
+      f.numbers["predicted_workers"] = d.advice.more_workers->model.workers;
+      f.numbers["predicted_epoch_s"] = d.advice.more_workers->predicted.epoch_seconds;
+      f.numbers["replay_epoch_s"] = d.advice.more_workers->replay.epoch_seconds;
+    } else {
+      f.advice =
+          "Make the costliest op cheaper (see the op finding): the training step idles "
+          "while it waits.";
+      if (const op_stats* top = top_op_of(d); top != nullptr && d.ranks.size() < 2) {
+        f.subject["op"] = op_display_name(top->name, 4096);
+        f.advice = "Make " + op_display_name(top->name) +
+                   ", the op with the most worker time, cheaper: the training step idles while "
+                   "it waits.";
+      }
+      if (!w2.text.empty()) f.advice += " " + w2.text;
+      if (d.ranks.size() >= 2) {
+        f.advice += " The rank finding says what makes " + whose + " slower than the others.";
+      }
+    }
   } else {
     f.level = finding_level::good;
-    f.title = "Not input-bound: training waited only " + pct(share) + " of its time.";
-    f.advice =
-        "The training step, not the data loader, sets the pace. Fewer workers would free CPU "
-        "cores and memory without slowing training much.";
+    f.title = "Not input-bound: " + whose + " waited only " + pct(share) + " of its time.";
+    f.advice = "The training step, not the data loader, sets the pace.";
+    if (d.advice.fewer_workers && d.ranks.size() < 2) {
+      const whatif_result& r = *d.advice.fewer_workers;
+      f.advice +=
+          " " + workers_setting(d, r.model.workers) +
+          " would free CPU cores and memory at no predicted cost: " + prediction_text(d, r) + ".";
+    }
   }
+  if (share >= t.wait_partly && d.causes.present) {
+    // What slowed the batches, when it is not their own computation (the causes finding).
+    const std::string v = cause_verdict(d.causes.all);
+    if (!v.empty() && v != "compute") {
+      f.subject["cause"] = v;
+      f.advice += " Why the batches are slow: " + cause_advice(d.causes, v) + ".";
+    }
+  }
+  f.numbers["class"] = input_bound_class(share, t);
   return f;
 }
 
+// Op time of worker threads: the consumers' own ops (threads that prepare no batch) left out.
 finding top_op_finding(const report_data& d, const finding_thresholds& t) {
   finding f;
   f.id = "top_op";
-  // STransform encloses the per-transform records: counting it too would count them twice.
-  double total = 0;
-  const op_stats* top = nullptr;
-  for (const auto& o : d.stats.ops) {
-    if (o.name == "STransform" || o.sum <= 0) continue;
-    total += o.sum;
-    if (top == nullptr || o.sum > top->sum) top = &o;
-  }
+  double total = 0, top_sum = 0;
+  const op_stats* top = top_op_of(d, &top_sum, &total);
   if (top == nullptr) {
     f.title = "No per-op records in worker files: no op to single out.";
     f.evidence = "0 op records (names not starting with SBatch) in worker files.";
     f.advice =
-        "Wrap the dataset's loading and transforms in LOTUS_SCOPE (or use the patched "
-        "torchvision transforms) to see where worker time goes.";
+        "Wrap the dataset's loading and transforms in LOTUS_SCOPE (or lotus.torch.instrument()) "
+        "to see where worker time goes.";
     return f;
   }
-  const double share = top->sum / total;
+  const double share = top_sum / total;
   const std::string name = op_display_name(top->name);
-  f.level = share >= t.top_op_warn ? finding_level::warn : finding_level::info;
+  f.subject["op"] = op_display_name(top->name, 4096);
+  f.numbers["share"] = share;
+  f.numbers["sum_ms"] = top_sum;
+  f.numbers["count"] = top->count;
+  f.numbers["mean_ms"] = top->mean;
+  f.numbers["p99_ms"] = top->p99;
+  f.numbers["max_ms"] = double(top->max_ns) / 1e6;
+  // Worth acting on when training waits for the loader (or whether it does is unknown).
+  const double main_ms = d.timeline.main_elapsed_ns / 1e6;
+  const bool waits =
+      d.stats.wait.s.count == 0 || main_ms <= 0 || d.stats.wait.s.sum / main_ms >= t.wait_partly;
+  f.level = share >= t.top_op_warn && waits ? finding_level::warn : finding_level::info;
   f.title = name + " takes the most worker time: " + pct(share) + " of all op time.";
-  f.evidence = name + ": " + format_ms(top->sum) + " over " + std::to_string(top->count) +
-               " calls (mean " + format_ms(top->mean) + ", p99 " + format_ms(top->p99) + ") of " +
-               format_ms(total) + " op time in worker files.";
-  f.advice = share >= t.top_op_warn
+  f.evidence = name + ": " + format_ms(top_sum) + " over " + std::to_string(top->count) +
+               " calls (mean " + format_ms(top->mean) + ", p99 " + format_ms(top->p99) + ", max " +
+               format_ms(double(top->max_ns) / 1e6) + ") of " + format_ms(total) +
+               " op time in worker threads";
+  if (!d.consumer_op_ns.empty()) f.evidence += " (the training loop's own ops left out)";
+  f.evidence += ".";
+  f.advice = !waits ? "Training does not wait for the loader: making " + name +
+                          " cheaper would save CPU time, not training time."
+             : share >= t.top_op_warn
                  ? "Optimise " + name +
                        " first: a faster implementation or library, smaller inputs, caching its "
                        "result across epochs, or moving it to the GPU."
@@ -121,16 +290,15 @@ finding top_op_finding(const report_data& d, const finding_thresholds& t) {
 finding imbalance_finding(const report_data& d, const finding_thresholds& t) {
   finding f;
   f.id = "imbalance";
-  // Workers are compared with the other workers of their host: hosts (ranks) differ in speed
-  // and batch count for reasons the ranks finding covers.
-  const std::vector<worker_balance>& hosts = d.timeline.balance;
+  // Workers are compared with the workers of their own rank (or host) and generation: ranks
+  // differ for reasons the straggler finding covers; workers of different epochs never ran
+  // together.
+  const std::vector<worker_balance>& groups = d.timeline.balance;
   std::size_t total = 0, with_workers = 0;
-  const worker_balance* workers = nullptr;  // the host whose workers differ most
-  std::size_t host = 0;
+  const worker_balance* workers = nullptr;  // the group whose workers differ most
   double worst = -1;
-  for (std::size_t h = 0; h < hosts.size(); ++h) {
-    const worker_balance& b = hosts[h];
-    total += b.workers;
+  for (const worker_balance& b : groups) {
+    total += b.threads != 0 ? b.threads : b.workers;
     if (b.workers > 0) ++with_workers;
     if (b.workers < 2) continue;
     const double ratio =
@@ -138,18 +306,14 @@ finding imbalance_finding(const report_data& d, const finding_thresholds& t) {
     if (ratio > worst) {
       worst = ratio;
       workers = &b;
-      host = h;
     }
   }
   if (workers == nullptr) {
-    const std::size_t n = total;
-    f.title = n == 0 ? "No batch preprocessing records: worker balance is unknown."
-                     : "One worker only: no balance to compare.";
-    f.evidence = std::to_string(n) + " worker thread(s) with SBatchPreprocessed records" +
-                 (with_workers > 1 ? ", one per host." : ".");
-    f.advice = n == 0 ? "Trace the DataLoader workers (num_workers > 0)."
-                      : "With one worker, preprocessing runs on one core; more workers spread it "
-                        "over several.";
+    f.title = total == 0 ? "No batch preprocessing records: worker balance is unknown."
+                         : "One worker at a time: no balance to compare.";
+    f.evidence = std::to_string(total) + " worker thread(s) with SBatchPreprocessed records" +
+                 (with_workers > 1 ? ", at most one at a time in each rank." : ", one at a time.");
+    f.advice = total == 0 ? "Trace the loader's workers." : "Nothing to compare.";
     return f;
   }
   const worker_ref& busiest = workers->busiest;
@@ -157,25 +321,45 @@ finding imbalance_finding(const report_data& d, const finding_thresholds& t) {
   const double mean = workers->busy_ns / double(workers->workers);
   const double ratio = mean > 0 ? double(busiest.busy_ns) / mean : 1.0;
   std::string where;
-  if (with_workers > 1) {
-    const std::string name = host < d.timeline.hosts.size() ? d.timeline.hosts[host] : "";
-    where = " (on " + (name.empty() ? std::string("an unknown host") : name) + ", of " +
-            std::to_string(with_workers) + " hosts)";
+  if (!workers->where.empty()) {
+    where = " (" + workers->where + ")";
+    f.subject["group"] = workers->where;
   }
+  f.subject["worker"] = busiest.label;
+  f.numbers["ratio"] = ratio;
+  f.numbers["workers"] = workers->workers;
+  f.numbers["generations"] = workers->generations;
   f.evidence = "Busiest: " + busiest.label + ": " + format_ms(double(busiest.busy_ns) / 1e6) +
                " busy over " + std::to_string(busiest.spans) +
                " batches; least busy: " + idlest.label + ": " +
                format_ms(double(idlest.busy_ns) / 1e6) + " over " + std::to_string(idlest.spans) +
-               "; mean of " + std::to_string(workers->workers) + " workers " +
-               format_ms(mean / 1e6) + where + ".";
-  if (ratio >= t.imbalance) {
-    f.level = finding_level::warn;
+               "; mean of " + std::to_string(workers->workers) + " workers alive together " +
+               format_ms(mean / 1e6) + where;
+  if (workers->generations > 1) {
+    f.evidence += "; " + std::to_string(workers->generations) +
+                  " generations of workers (started again each epoch), each compared within "
+                  "itself, the most uneven shown";
+  }
+  f.evidence += ".";
+  const double main_ms = d.timeline.main_elapsed_ns / 1e6;
+  const bool waits =
+      d.stats.wait.s.count == 0 || main_ms <= 0 || d.stats.wait.s.sum / main_ms >= t.wait_partly;
+  const std::uint64_t fewest = std::min(busiest.spans, idlest.spans);
+  if (ratio >= t.imbalance && fewest < 8) {
+    // A few batches each: their own variation, not the workers, can make one busier.
+    f.level = finding_level::info;
+    f.title = "Worker balance cannot be told: the busiest worker worked " + fixed(ratio, 2) +
+              "\u00d7 the mean over only " + std::to_string(fewest) + " batches.";
+    f.advice = "A run with more batches per worker (8 or more) tells imbalance from chance.";
+  } else if (ratio >= t.imbalance) {
+    f.level = waits ? finding_level::warn : finding_level::info;
     f.title =
         "Workers are imbalanced: the busiest one worked " + fixed(ratio, 2) + "\u00d7 the mean.";
     f.advice =
         "Batches cost different amounts to prepare: look for expensive samples (large or odd "
-        "images), a sampler giving workers uneven shares, or a worker sharing its core. Smaller "
-        "batches spread the cost more evenly.";
+        "inputs), a sampler giving workers uneven shares, or a worker sharing its core.";
+    if (!waits)
+      f.advice += " Training does not wait for the loader, so this costs no training time.";
   } else {
     f.level = finding_level::good;
     f.title =
@@ -197,6 +381,9 @@ finding out_of_order_finding(const report_data& d, const finding_thresholds& t) 
     return f;
   }
   const double share = double(n) / double(waits);
+  f.numbers["count"] = n;
+  f.numbers["waits"] = waits;
+  f.numbers["share"] = share;
   const summary& p = d.stats.preprocessing;
   f.evidence = std::to_string(n) + " of " + std::to_string(waits) + " batches (" + pct(share) +
                ") arrived before their turn (1 \u00b5s SBatchWait markers)";
@@ -212,56 +399,86 @@ finding out_of_order_finding(const report_data& d, const finding_thresholds& t) 
     return f;
   }
   f.level = share >= t.out_of_order ? finding_level::warn : finding_level::info;
-  f.title = pct(share) + " of the batches arrived out of order.";
+  f.title = std::to_string(n) + " of " + std::to_string(waits) + " batches (" + pct(share) +
+            ") arrived out of order.";
   f.advice =
       "While the main process waits for a slow batch, later ones sit ready: even out the "
-      "per-batch cost (see the preprocessing-time chart), or, when batch order does not matter, "
-      "let the DataLoader hand batches over as they finish (in_order=False, PyTorch 2.6 and "
-      "later).";
-  if (d.advice.unordered) {
-    f.advice += " Predicted by the DataLoader model (lotus-tool whatif --unordered): " +
-                whatif_sentence(*d.advice.unordered) + ".";
+      "per-batch cost (see the preprocessing-time chart).";
+  if (d.advice.unordered && (d.loader.empty() || is_loader(d, "torch"))) {
+    const whatif_result& r = *d.advice.unordered;
+    const double g = model_gain(r);
+    if (g >= t.advice_gain) {
+      f.advice +=
+          " When batch order does not matter, let the DataLoader hand batches over as "
+          "they finish (in_order=False, PyTorch 2.6 and later): " +
+          prediction_text(d, r) + ", " + fixed(100 * g, 0) + " % faster.";
+    } else {
+      f.advice +=
+          " Handing batches over as they finish (in_order=False) is predicted to gain "
+          "little: " +
+          prediction_text(d, r) + ".";
+    }
   }
+  // Worth acting on only when it costs the training loop: the model predicts a gain from taking
+  // batches as they come, or (no prediction) the loop waits a tenth of its time or more.
+  const double main_ms = d.timeline.main_elapsed_ns / 1e6;
+  const double waited = main_ms > 0 ? d.stats.wait.s.sum / main_ms : 0;
+  const bool gains = d.advice.unordered ? model_gain(*d.advice.unordered) >= t.advice_gain
+                                        : waited >= t.wait_partly;
+  if (!gains) f.level = finding_level::info;
   return f;
 }
 
 finding delay_finding(const report_data& d) {
   finding f;
-  f.id = "delay";
+  f.id = "batch_delay";
   const delay_stats& dl = d.stats.delay;
+  const bool capture = d.capture.has_value();
   if (dl.s.count == 0) {
     f.title = "No batch delay: no batch was both preprocessed and consumed in the trace.";
     f.evidence = "0 matched SBatchPreprocessed / SBatchConsumed pairs (" +
                  std::to_string(dl.unmatched_preprocessed) + " preprocessed and " +
-                 std::to_string(dl.unmatched_consumed) + " consumed without a partner).";
-    f.advice = "Trace the workers and the training process of the same run into one directory.";
+                 std::to_string(dl.unmatched_consumed) + " consumed without a partner" +
+                 (capture ? ", cut by the capture's window" : "") + ").";
+    f.advice = capture ? "Nothing to conclude from this window."
+                       : "Trace the workers and the training process of the same run into one "
+                         "directory.";
     return f;
   }
+  f.numbers["median_ms"] = dl.s.median;
+  f.numbers["mean_ms"] = dl.s.mean;
+  f.numbers["over_500ms"] = dl.gt_500ms;
+  f.numbers["batches"] = dl.s.count;
+  f.numbers["cut"] = dl.unmatched_preprocessed + dl.unmatched_consumed;
   const summary& p = d.stats.preprocessing;
   f.evidence = "Median delay from ready to consumed " + format_ms(dl.s.median) + " (mean " +
                format_ms(dl.s.mean) + ", " + std::to_string(dl.gt_500ms) + " of " +
                std::to_string(dl.s.count) + " batches over 500 ms)";
   if (p.count > 0) f.evidence += "; median preprocessing time " + format_ms(p.median);
+  if (capture && dl.unmatched_preprocessed + dl.unmatched_consumed > 0) {
+    f.evidence += "; " + std::to_string(dl.unmatched_preprocessed + dl.unmatched_consumed) +
+                  " batches cut by the window's edges, not counted";
+  }
   f.evidence += ".";
+  f.level = finding_level::info;
   if (p.count > 0 && dl.s.median > p.median) {
-    f.level = finding_level::info;
     f.title = "Batches wait for the training step longer than they take to prepare.";
-    f.advice =
-        "The loader runs ahead of training. A smaller prefetch_factor or fewer workers would "
-        "save CPU and memory; a faster training step would use the slack.";
+    f.advice = "The loader runs ahead of training: a faster training step would use the slack.";
+    if (d.advice.fewer_workers) {
+      f.advice += " " + workers_setting(d, d.advice.fewer_workers->model.workers) +
+                  " would save CPU and memory at no predicted cost: " +
+                  prediction_text(d, *d.advice.fewer_workers) + ".";
+    }
   } else {
-    f.level = finding_level::info;
     f.title = "Batches are consumed soon after they are ready.";
-    f.advice =
-        "The loader has little slack: any slowdown of preprocessing stalls training. A larger "
-        "prefetch_factor absorbs short bursts of slow batches.";
+    f.advice = "The loader has little slack: any slowdown of preprocessing stalls training.";
   }
   return f;
 }
 
 finding rank_finding(const report_data& d, const finding_thresholds& t) {
   finding f;
-  f.id = "ranks";
+  f.id = "straggler";
   std::vector<rank_data> ranks = d.ranks;  // (analyze_straggler fills their losses)
   const auto straggler = analyze_straggler(ranks, d.rank_ops);
   const rank_data* fast = &d.ranks.front();
@@ -269,7 +486,6 @@ finding rank_finding(const report_data& d, const finding_thresholds& t) {
     if (r.wait_share() < fast->wait_share()) fast = &r;
   }
   if (!straggler) {
-    // The robust finder (>= straggler_thresholds::min_ranks ranks) found none beyond the noise.
     const straggler_thresholds th;
     f.level = finding_level::good;
     f.title =
@@ -281,27 +497,55 @@ finding rank_finding(const report_data& d, const finding_thresholds& t) {
     return f;
   }
   const rank_data* slow = &d.ranks[straggler->rank];
+  if (slow->rank) f.subject["rank"] = *slow->rank;
+  // The plain host (rows of several directories qualify theirs with the directory).
+  const std::string host =
+      straggler->host_level ? straggler->host
+      : straggler->rank < d.rank_ops.hosts.size() && !d.rank_ops.hosts[straggler->rank].empty()
+          ? d.rank_ops.hosts[straggler->rank]
+          : slow->host;
+  if (!host.empty()) f.subject["host"] = host;
+  if (!straggler->op.empty()) f.subject["op"] = op_display_name(straggler->op, 4096);
   const double spread = slow->wait_share() - fast->wait_share();
+  f.numbers["wait_share"] = slow->wait_share();
+  f.numbers["others_wait_share"] = straggler->others_wait_share;
+  f.numbers["lost_per_step_ms"] = straggler->lost_per_step_ms;
   f.evidence = slow->label + " waited " + pct(slow->wait_share()) + " of its time (mean batch " +
                format_ms(slow->preprocessing_mean_ms) + "), " + fast->label + " " +
                pct(fast->wait_share()) + " (mean batch " + format_ms(fast->preprocessing_mean_ms) +
                "), over " + std::to_string(d.ranks.size()) + " ranks.";
-  if (straggler->population > 0) {
-    // The robust finder named it: by an op (or its batches, or its wait) against the ranks.
+  if (straggler->population > 0 || !straggler->op.empty()) {
+    // Named by an op (slower there, or run only there), or its batches, against the ranks.
     f.level = finding_level::warn;
-    f.title = straggler->host_level
-                  ? "Host " + straggler->host + " is the straggler: all its " +
-                        std::to_string(straggler->host_ranks) + " ranks are slow."
-                  : slow->label + " is the straggler" +
-                        (straggler->op.empty() ? std::string(" (") + straggler->metric + ")."
-                                               : " on " + op_display_name(straggler->op) + ".");
-    f.evidence += " Its " +
-                  (straggler->op.empty() ? straggler->metric : op_display_name(straggler->op)) +
-                  " averages " + format_ms(straggler->mean_ms) + " over " +
-                  std::to_string(straggler->count) + " records, " + fixed(straggler->ratio, 1) +
-                  "x the median rank's " + format_ms(straggler->median_ms) + " (MAD " +
-                  format_ms(straggler->mad_ms) + ", robust z " + fixed(straggler->z, 1) +
-                  "): " + format_ms(straggler->excess_per_step_ms) + " extra per step.";
+    const std::string op = op_display_name(straggler->op);
+    if (straggler->host_level) {
+      f.title = "Host " + straggler->host + " is the straggler: all its " +
+                std::to_string(straggler->host_ranks) + " ranks are slow.";
+    } else if (straggler->cause == "op_only") {
+      f.title =
+          slow->label + " is the straggler: its workers run " + op + ", which no other rank runs.";
+    } else {
+      f.title = slow->label + " is the straggler" +
+                (straggler->op.empty() ? std::string(" (") + straggler->metric + ")."
+                                       : " on " + op + ".");
+    }
+    f.numbers["mean_ms"] = straggler->mean_ms;
+    f.numbers["median_ms"] = straggler->median_ms;
+    f.numbers["excess_per_step_ms"] = straggler->excess_per_step_ms;
+    if (straggler->cause == "op_only") {
+      f.evidence += " Its " + op + " averages " + format_ms(straggler->mean_ms) + " over " +
+                    std::to_string(straggler->count) +
+                    " records: " + format_ms(straggler->excess_per_step_ms) + " extra per batch.";
+    } else {
+      f.evidence += " Its " + (straggler->op.empty() ? straggler->metric : op) + " averages " +
+                    format_ms(straggler->mean_ms) + " over " + std::to_string(straggler->count) +
+                    " records, " + fixed(straggler->ratio, 1) + "x the other ranks' " +
+                    format_ms(straggler->median_ms) +
+                    (straggler->population > 0 ? " (MAD " + format_ms(straggler->mad_ms) +
+                                                     ", robust z " + fixed(straggler->z, 1) + ")"
+                                               : std::string()) +
+                    ": " + format_ms(straggler->excess_per_step_ms) + " extra per batch.";
+    }
     f.advice = "In synchronous data-parallel training every step waits for the slowest rank: " +
                straggler->advice + ".";
   } else if (spread >= t.rank_spread) {
@@ -315,11 +559,168 @@ finding rank_finding(const report_data& d, const finding_thresholds& t) {
                slow->label + ": " + straggler->advice + ".";
   } else {
     f.level = finding_level::good;
+    f.subject = nlohmann::json::object();
     f.title =
         "Ranks wait alike (wait shares within " + fixed(100 * spread, 1) + " percentage points).";
     f.advice = "Nothing to change here.";
   }
   return f;
+}
+
+// Why batches were slow (issue #43), from the sidecars' per-batch resource figures; only for
+// traces that have them.
+finding causes_finding(const report_data& d, const finding_thresholds& t) {
+  const auto format_number = [](const char* fmt, double v) {
+    char b[64];
+    std::snprintf(b, sizeof b, fmt, v);
+    return std::string(b);
+  };
+  finding f;
+  f.id = "causes";
+  const causes_result& c = d.causes;
+  const std::string v = cause_verdict(c.all);
+  const cause_shares s = shares_of(c.all);
+  const double n = c.all.batches != 0 ? double(c.all.batches) : 1.0;
+  f.numbers["cpu"] = s.cpu;
+  f.numbers["cpu_wait"] = s.cpu_wait;
+  f.numbers["blocked"] = s.blocked;
+  f.numbers["batches"] = c.all.batches;
+  f.numbers["concurrent_workers"] = c.concurrent_workers;
+  f.numbers["cpus"] = c.cpus_allowed;
+  f.evidence = format_number("%.0f", 100 * s.cpu) + " % of the workers' batch time on a CPU, " +
+               format_number("%.0f", 100 * s.cpu_wait) + " % waiting for one, " +
+               format_number("%.0f", 100 * s.blocked) + " % blocked; " +
+               format_number("%.0f", double(c.all.minflt) / n) + " minor and " +
+               format_number("%.1f", double(c.all.majflt) / n) + " major faults, " +
+               format_number("%.1f", double(c.all.nvcsw) / n) + " voluntary and " +
+               format_number("%.1f", double(c.all.nivcsw) / n) +
+               " involuntary context switches per batch (" + std::to_string(c.all.batches) +
+               " batches, " + std::to_string(c.workers.size()) + " worker threads, at most " +
+               std::to_string(c.concurrent_workers) + " at once)";
+  if (c.all.lost != 0) f.evidence += "; " + std::to_string(c.all.lost) + " batches' figures lost";
+  f.evidence += ".";
+  f.subject["verdict"] = v;
+  if (v.empty()) {
+    f.title = "No batch had resource figures.";
+    f.advice = "Nothing to conclude.";
+    return f;
+  }
+  // Slow batches cost training time only when training waits for them; more workers alive at
+  // once than CPUs costs the host's CPUs whatever the training loop does.
+  const double main_ms = d.timeline.main_elapsed_ns / 1e6;
+  const bool waits =
+      d.stats.wait.s.count == 0 || main_ms <= 0 || d.stats.wait.s.sum / main_ms >= t.wait_partly;
+  const bool oversubscribed = c.cpus_allowed != 0 && c.concurrent_workers > c.cpus_allowed;
+  f.level = v == "compute" || !(waits || (v == "cpu_contention" && oversubscribed))
+                ? finding_level::info
+                : finding_level::warn;
+  if (v == "compute") {
+    f.title = "Batches were slow because of their own computation: workers were on a CPU.";
+  } else if (v == "cpu_contention") {
+    f.title = "Workers waited for a CPU: batches were slowed by CPU contention.";
+  } else if (v == "blocked") {
+    f.title = "Workers were blocked (I/O, locks, sleeps) for most of their batch time.";
+  } else {
+    f.title = "Page faults dominate the workers' batch time.";
+  }
+  f.advice = cause_advice(c, v);
+  if (!f.advice.empty()) f.advice[0] = static_cast<char>(std::toupper(f.advice[0]));
+  f.advice += ".";
+  if (waits && (v == "blocked" || v == "compute")) {
+    // Overlapping waits (blocked) or spreading work (compute) over more workers: only with the
+    // model's prediction.
+    const worker_change w = more_workers_advice(d, t);
+    if (w.advised) f.advice += " " + w.text;
+  }
+  if (v == "cpu_contention" && d.advice.fewer_workers) {
+    f.advice += " " + workers_setting(d, d.advice.fewer_workers->model.workers) +
+                " would leave the CPUs to fewer workers at no predicted cost: " +
+                prediction_text(d, *d.advice.fewer_workers) + ".";
+  }
+  if (!waits) f.advice += " Training does not wait for the loader: this costs no training time.";
+  return f;
+}
+
+// A flight-recorder capture: what triggered it and what held the batch (its first finding).
+finding capture_finding(const report_data& d) {
+  finding f;
+  f.id = "capture";
+  const capture_meta& c = *d.capture;
+  const report_data::capture_story& s = d.story;
+  f.subject["capture"] = c.id;
+  f.evidence = "Capture " + c.id + ": " + c.reason + ".";
+  if (!s.found) {
+    f.level = finding_level::info;
+    f.title =
+        "Flight-recorder capture (" + c.reason + "): no wait of the training loop in its window.";
+    f.advice = "The window holds no SBatchWait record: what held the loop cannot be told from it.";
+    return f;
+  }
+  f.subject["batch"] = s.batch;
+  f.subject["tid"] = s.main_tid;
+  f.numbers["wait_ms"] = double(s.wait_ns) / 1e6;
+  const std::string waited = format_ms(double(s.wait_ns) / 1e6);
+  f.level = s.wait_ns >= 100000000u ? finding_level::warn : finding_level::info;
+  if (!s.worker_found) {
+    f.title = "The training loop waited " + waited + " for batch " + std::to_string(s.batch) +
+              "; the batch's preparation is not in the window.";
+    f.evidence +=
+        " Its SBatchPreprocessed record lies outside the capture (it began before the "
+        "window), so the worker and op that held it cannot be told.";
+    f.advice = "A longer LOTUS_FLIGHT window keeps the batch's start.";
+    return f;
+  }
+  f.subject["pid"] = s.worker_pid;
+  f.subject["tid"] = s.worker_tid;
+  f.subject["worker"] = s.worker_label;
+  if (!s.host.empty()) f.subject["host"] = s.host;
+  f.numbers["batch_ms"] = double(s.batch_ns) / 1e6;
+  f.title = "The training loop waited " + waited + " for batch " + std::to_string(s.batch) +
+            ", prepared by " + s.worker_label;
+  if (!s.op.empty()) {
+    f.subject["op"] = op_display_name(s.op, 4096);
+    f.numbers["op_ms"] = double(s.op_ns) / 1e6;
+    f.title += ", held by " + op_display_name(s.op) + " (" + format_ms(double(s.op_ns) / 1e6) + ")";
+  }
+  f.title += ".";
+  f.evidence += " The batch took " + format_ms(double(s.batch_ns) / 1e6) + " to prepare";
+  if (!s.op.empty()) {
+    f.evidence += ", " + pct(s.batch_ns ? double(s.op_ns) / double(s.batch_ns) : 0) + " of it in " +
+                  op_display_name(s.op);
+  }
+  if (s.ops_truncated) f.evidence += " (more op records than kept: a longer op may be missed)";
+  if (s.split) {
+    f.numbers["cpu"] = s.cpu;
+    f.numbers["cpu_wait"] = s.cpu_wait;
+    f.numbers["blocked"] = s.blocked;
+    f.evidence += "; its " + s.split_of + " was " + pct(s.cpu) + " on a CPU, " + pct(s.cpu_wait) +
+                  " waiting for one, " + pct(s.blocked) + " blocked";
+  }
+  f.evidence += ".";
+  if (s.split && s.blocked >= 0.5) {
+    f.advice = "It was blocked (I/O, a lock, a sleep) most of that time: look at what " +
+               (s.op.empty() ? std::string("the batch") : op_display_name(s.op)) +
+               " waits for (storage, a network file system, a lock).";
+  } else if (s.split && s.cpu_wait >= 0.5) {
+    f.advice = "It waited for a CPU most of that time: other work shared the worker's CPUs.";
+  } else if (s.split) {
+    f.advice = "It was computing most of that time: this input costs far more than the others.";
+  } else {
+    f.advice = "Without resource figures (LOTUS_RESOURCES=0) why it took so long cannot be told.";
+  }
+  return f;
+}
+
+int kind_order(const std::string& id) {
+  static const char* order[] = {"capture",   "straggler",    "input_bound", "top_op",
+                                "imbalance", "out_of_order", "batch_delay", "causes"};
+  for (int k = 0; k < 8; ++k)
+    if (id == order[k]) return k;
+  return 8;
+}
+
+int severity_rank(finding_level l) {
+  return l == finding_level::warn ? 0 : l == finding_level::info ? 1 : 2;
 }
 
 }  // namespace
@@ -352,62 +753,50 @@ std::string format_ms(double ms) {
   return b;
 }
 
-// Why batches were slow (issue #43), from the sidecars' per-batch resource figures; only for
-// traces that have them.
-finding causes_finding(const report_data& d) {
-  const auto format_number = [](const char* fmt, double v) {
-    char b[64];
-    std::snprintf(b, sizeof b, fmt, v);
-    return std::string(b);
-  };
-  finding f;
-  f.id = "causes";
-  const causes_result& c = d.causes;
-  const std::string v = cause_verdict(c.all);
-  const cause_shares s = shares_of(c.all);
-  const double n = c.all.batches != 0 ? double(c.all.batches) : 1.0;
-  f.evidence = format_number("%.0f", 100 * s.cpu) + " % of the workers' batch time on a CPU, " +
-               format_number("%.0f", 100 * s.cpu_wait) + " % waiting for one, " +
-               format_number("%.0f", 100 * s.blocked) + " % blocked; " +
-               format_number("%.0f", double(c.all.minflt) / n) + " minor and " +
-               format_number("%.1f", double(c.all.majflt) / n) + " major faults, " +
-               format_number("%.1f", double(c.all.nvcsw) / n) + " voluntary and " +
-               format_number("%.1f", double(c.all.nivcsw) / n) +
-               " involuntary context switches per batch (" + std::to_string(c.all.batches) +
-               " batches, " + std::to_string(c.workers.size()) + " workers)";
-  if (c.all.lost != 0) f.evidence += "; " + std::to_string(c.all.lost) + " batches' figures lost";
-  f.evidence += ".";
-  if (v.empty()) {
-    f.title = "No batch had resource figures.";
-    f.advice = "Nothing to conclude.";
-    return f;
-  }
-  f.level = v == "compute" ? finding_level::info : finding_level::warn;
-  if (v == "compute") {
-    f.title = "Batches were slow because of their own computation: workers were on a CPU.";
-  } else if (v == "cpu_contention") {
-    f.title = "Workers waited for a CPU: batches were slowed by CPU contention.";
-  } else if (v == "blocked") {
-    f.title = "Workers were blocked (I/O, locks, sleeps) for most of their batch time.";
-  } else {
-    f.title = "Page faults dominate the workers' batch time.";
-  }
-  f.advice = cause_advice(c, v);
-  if (!f.advice.empty()) f.advice[0] = static_cast<char>(std::toupper(f.advice[0]));
-  f.advice += ".";
-  return f;
-}
-
 std::vector<finding> compute_findings(const report_data& d, const finding_thresholds& t) {
   std::vector<finding> out;
+  if (d.capture) out.push_back(capture_finding(d));
+  if (d.ranks.size() >= 2) out.push_back(rank_finding(d, t));
   out.push_back(wait_finding(d, t));
   out.push_back(top_op_finding(d, t));
   out.push_back(imbalance_finding(d, t));
   out.push_back(out_of_order_finding(d, t));
   out.push_back(delay_finding(d));
-  if (d.ranks.size() >= 2) out.push_back(rank_finding(d, t));
-  if (d.causes.present) out.push_back(causes_finding(d));
+  if (d.causes.present) out.push_back(causes_finding(d, t));
+  // The capture's story first (it is why the capture exists), then by severity; within one,
+  // the fixed order (the straggler before the pooled findings).
+  std::stable_sort(out.begin(), out.end(), [](const finding& a, const finding& b) {
+    const bool ca = a.id == "capture", cb = b.id == "capture";
+    if (ca != cb) return ca;
+    if (severity_rank(a.level) != severity_rank(b.level))
+      return severity_rank(a.level) < severity_rank(b.level);
+    return kind_order(a.id) < kind_order(b.id);
+  });
   return out;
+}
+
+nlohmann::json findings_json(const std::vector<finding>& fs) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const finding& f : fs) {
+    list.push_back({{"severity", severity_name(f.level)},
+                    {"kind", f.id},
+                    {"subject", f.subject},
+                    {"text", f.title},
+                    {"evidence", f.evidence},
+                    {"advice", f.advice},
+                    {"numbers", f.numbers}});
+  }
+  return {{"findings", std::move(list)}};
+}
+
+std::string findings_text(const std::vector<finding>& fs) {
+  std::string o;
+  for (const finding& f : fs) {
+    // Names read from the trace are in every part: each is made safe for a terminal.
+    o += std::string(severity_name(f.level)) + ": " + printable(f.title) + "\n\t" +
+         printable(f.evidence) + "\n\t" + printable(f.advice) + "\n";
+  }
+  return o;
 }
 
 }  // namespace lotus_tool

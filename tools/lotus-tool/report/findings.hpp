@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -11,18 +12,27 @@
 namespace lotus_tool {
 
 enum class finding_level {
-  good,  ///< nothing to change
-  info,  ///< worth knowing, or not enough data to tell
-  warn,  ///< a likely bottleneck: the advice is worth trying
+  good,  ///< nothing to change ("fine")
+  info,  ///< worth knowing, or not enough data to tell ("note")
+  warn,  ///< a likely bottleneck: the advice is worth trying ("act")
 };
+
+/// "act", "note" or "fine": a finding's severity as the page, `stats` and `report --json` name it.
+const char* severity_name(finding_level l);
 
 /// One conclusion: what was found, the number behind it, and what a user would change.
 struct finding {
-  std::string id;  ///< stable key: wait, top_op, imbalance, out_of_order, delay, ranks
+  /// Its kind (stable key): capture, straggler, input_bound, top_op, imbalance, out_of_order,
+  /// batch_delay, causes.
+  std::string id;
   finding_level level = finding_level::info;
   std::string title;     ///< one sentence, plain text
   std::string evidence;  ///< the numbers behind it, plain text
   std::string advice;    ///< what to change (or why nothing), plain text
+  /// What it is about, where it applies: op (display name), pid, tid, rank, host, batch.
+  nlohmann::json subject = nlohmann::json::object();
+  /// The figures behind it, by name (ms, shares in [0, 1], counts).
+  nlohmann::json numbers = nlohmann::json::object();
 };
 
 /// Thresholds of the findings (fractions). Exposed so tests and the README name the same values.
@@ -33,16 +43,29 @@ struct finding_thresholds {
   double imbalance = 1.25;    ///< busiest worker / mean busy time from which workers are imbalanced
   double out_of_order = 0.05;  ///< out-of-order share of waits from which it is worth a warning
   double rank_spread = 0.10;   ///< wait-share difference between ranks worth a warning
+  /// A change of setting is advised only where the model predicts at least this gain (its
+  /// prediction over its own replay of the run's setting).
+  double advice_gain = 0.05;
 };
 
 /// How input-bound a run is, from the main process's wait share: "highly" (≥ wait_bound, 30 %),
 /// "moderately" (≥ wait_partly, 10 %) or "not". `stats` and the report's wait finding say it.
 const char* input_bound_class(double wait_share, const finding_thresholds& t = {});
 
-/// The findings, in a fixed order: wait, top_op, imbalance, out_of_order, delay, then ranks
-/// when the data has two ranks or more. Each is present even when its data is missing (it then
-/// says so, level info), so a reader always sees all questions answered or explicitly open.
+/// The findings, in the page's order: the capture's story (a flight-recorder capture), then
+/// every "act" finding (the straggler first), then the notes, then what is fine; within a
+/// severity the fixed order capture, straggler, input_bound, top_op, imbalance, out_of_order,
+/// batch_delay, causes. Each question is answered even when its data is missing (it then says
+/// so, as a note), so a reader always sees all questions answered or explicitly open.
 std::vector<finding> compute_findings(const report_data& d, const finding_thresholds& t = {});
+
+/// `report --json`: {"findings": [{"severity", "kind", "subject", "text", "evidence", "advice",
+/// "numbers"}, ...]} in compute_findings' order.
+nlohmann::json findings_json(const std::vector<finding>& fs);
+
+/// `stats`: the findings as text, one block each ("act: <title>" then its evidence and advice,
+/// indented).
+std::string findings_text(const std::vector<finding>& fs);
 
 /// Display name of an op record name: the leading 'S' of the Lotus names removed, and a name
 /// longer than `max_bytes` cut there (at a UTF-8 character boundary) with an ellipsis.

@@ -17,6 +17,7 @@
 
 #include "compare/tune.hpp"
 #include "report/data.hpp"
+#include "report/findings.hpp"
 #include "report/page.hpp"
 #include "trace/input.hpp"
 #include "trace/line_reader.hpp"
@@ -24,6 +25,7 @@
 #include "trace/summary.hpp"
 #include "trace/trace_dir.hpp"
 #include "util/error.hpp"
+#include "util/json_dump.hpp"
 #include "util/output.hpp"
 
 namespace lotus_tool {
@@ -399,6 +401,79 @@ void read_report_summaries(const report_args& a, report_data& rd) {
   rd.stats = std::move(m.stats);
 }
 
+// The story of a capture: its wait (the one the trigger ended, else the longest), the batch's
+// SBatchPreprocessed in the same directory (the latest that ended by the wait's end), the longest
+// op of that worker within the batch, and the batch's cause split (its `batchres` line).
+template <class Span>
+void story_of(const trace_dir& dir, const std::vector<Span>& waits, const std::vector<Span>& pre,
+              const std::vector<Span>& ops, const std::vector<std::string>& names,
+              report_data& rd) {
+  report_data::capture_story& s = rd.story;
+  const capture_meta& c = *dir.capture();
+  const Span* w = nullptr;
+  for (const Span& x : waits) {  // the wait the trigger ended (within 1 ms), or one it is inside
+    const std::uint64_t end = x.start + x.dur;
+    const bool at = (end <= c.trigger_ns + 1000000 && end + 1000000 >= c.trigger_ns) ||
+                    (x.start <= c.trigger_ns && c.trigger_ns <= end);
+    if (at && (w == nullptr || x.dur > w->dur)) w = &x;
+  }
+  if (w == nullptr) {
+    for (const Span& x : waits) {
+      if (w == nullptr || x.dur > w->dur) w = &x;
+    }
+  }
+  if (w == nullptr) return;
+  s.found = true;
+  s.batch = w->idx;
+  s.wait_start_ns = w->start;
+  s.wait_ns = w->dur;
+  s.main_tid = dir.files[w->file].id;
+  const std::uint32_t source = dir.files[w->file].source;
+  const std::uint64_t wait_end = w->start + w->dur;
+  const Span* p = nullptr;
+  for (const Span& x : pre) {
+    if (x.idx != w->idx || dir.files[x.file].source != source) continue;
+    if (x.start + x.dur > wait_end + 10000000) continue;  // a later epoch's batch of that index
+    if (p == nullptr || x.start > p->start) p = &x;
+  }
+  if (p == nullptr) return;
+  const trace_file& pf = dir.files[p->file];
+  s.worker_found = true;
+  s.worker_pid = pf.pid;
+  s.worker_tid = pf.id;
+  s.host = pf.host;
+  s.worker_label = "worker " + std::to_string(pf.id);
+  if (pf.pid != pf.id) s.worker_label += " (pid " + std::to_string(pf.pid) + ")";
+  s.batch_start_ns = p->start;
+  s.batch_ns = p->dur;
+  const Span* op = nullptr;
+  const Span* enclosing = nullptr;  // STransform: only when no op inside it is recorded
+  for (const Span& x : ops) {
+    const trace_file& of = dir.files[x.file];
+    if (of.source != pf.source || of.pid != pf.pid || of.id != pf.id) continue;
+    if (x.start < p->start || x.start + x.dur > p->start + p->dur) continue;
+    const bool transform = names[x.idx] == "STransform";
+    const Span*& slot = transform ? enclosing : op;
+    if (slot == nullptr || x.dur > slot->dur) slot = &x;
+  }
+  if (op == nullptr) op = enclosing;
+  if (op != nullptr) {
+    s.op = names[op->idx];
+    s.op_ns = op->dur;
+  }
+  for (const batch_resources& b : dir.batch_res) {
+    if (b.pid == pf.pid && b.tid == pf.id && b.idx == p->idx && b.start_ns == p->start) {
+      const cause_shares sh = shares_of(b.r);
+      s.split = true;
+      s.split_of = "batch";
+      s.cpu = sh.cpu;
+      s.cpu_wait = sh.cpu_wait;
+      s.blocked = sh.blocked;
+      break;
+    }
+  }
+}
+
 void read_report(const report_args& a, report_data& rd) {
   input in = open_input(a.in);
   const trace_dir& dir = in.dir;
@@ -443,6 +518,16 @@ void read_report(const report_args& a, report_data& rd) {
   const read_options ropt = reading(in);
   stats_engine eng;
   const std::size_t max_ops = default_max_ops();
+  // A capture: its waits, batches and ops, for the story of its longest wait (bounded).
+  const bool capture = dir.capture() != nullptr;
+  struct story_span {
+    std::size_t file;
+    std::uint64_t idx, start, dur;
+  };
+  std::vector<story_span> st_waits, st_pre, st_ops;
+  std::vector<std::string> st_names;
+  std::map<std::string, std::uint64_t, std::less<>> st_name_index;
+  constexpr std::size_t k_story_spans = std::size_t{1} << 21;
   {
     std::vector<std::uint32_t> sources(dir.files.size());
     for (std::size_t i = 0; i < dir.files.size(); ++i) sources[i] = dir.files[i].source;
@@ -453,6 +538,32 @@ void read_report(const report_args& a, report_data& rd) {
         const file_kind kind = dir.files[f].kind;
         eng.add(f, kind, r, b);
         const std::size_t th = thread_of(f);
+        if (capture) {
+          if (kind == file_kind::main && b.kind == batch_kind::wait && r.dur_ns != 1000) {
+            if (st_waits.size() < k_story_spans)
+              st_waits.push_back({f, b.idx, r.start_ns, r.dur_ns});
+          } else if (kind == file_kind::worker && b.kind == batch_kind::preprocessed) {
+            if (st_pre.size() < k_story_spans) st_pre.push_back({f, b.idx, r.start_ns, r.dur_ns});
+          } else if (kind == file_kind::worker && b.kind == batch_kind::none) {
+            if (st_ops.size() < k_story_spans) {
+              const auto it = st_name_index.find(r.name);
+              std::uint64_t id = 0;
+              if (it != st_name_index.end()) {
+                id = it->second;
+              } else if (st_names.size() < 65536) {
+                id = st_names.size();
+                st_names.emplace_back(r.name);
+                st_name_index.emplace(st_names.back(), id);
+              } else {
+                rd.story.ops_truncated = true;
+                id = UINT64_MAX;
+              }
+              if (id != UINT64_MAX) st_ops.push_back({f, id, r.start_ns, r.dur_ns});
+            } else {
+              rd.story.ops_truncated = true;
+            }
+          }
+        }
         if (kind == file_kind::worker) {
           if (b.kind == batch_kind::none) {
             auto it = rd.op_hist.find(r.name);
@@ -484,6 +595,10 @@ void read_report(const report_args& a, report_data& rd) {
           tl.extent(th, r.start_ns, r.dur_ns);
         }
       });
+  for (const auto& kv : dir.processes) {
+    if (rd.loader.empty()) rd.loader = kv.second.loader;
+  }
+  if (capture) story_of(dir, st_waits, st_pre, st_ops, st_names, rd);
   rd.title = a.title.empty() ? "Lotus trace report: " + dir.path : a.title;
   rd.source = dir.path;
   rd.prefix = dir.prefix;
@@ -507,6 +622,27 @@ void read_report(const report_args& a, report_data& rd) {
   if (rd.cause_batches.size() > k_max_cause_bars) rd.cause_batches.resize(k_max_cause_bars);
   rd.timeline = std::move(tl).finish();
   rd.timeline.grouping = grouping_name(plan.level);
+  if (plan.rank_keys.size() > 1) {
+    for (std::size_t g = 0; g < rd.timeline.balance.size() && g < plan.rank_keys.size(); ++g) {
+      const rank_key& k = plan.rank_keys[g];
+      std::string& w = rd.timeline.balance[g].where;
+      w = k.first.empty() ? "host unknown" : k.first;
+      if (k.second) w += " \u00b7 rank " + std::to_string(*k.second);
+    }
+  }
+  // Threads that consume batches and prepare none (a main file of the same thread): their op
+  // records are the training loop's own, not worker time.
+  std::vector<bool> consumer_file(dir.files.size(), false);
+  {
+    std::set<std::tuple<std::uint32_t, std::uint64_t, std::uint64_t>> mains;
+    for (const auto& f : dir.files) {
+      if (f.kind == file_kind::main) mains.emplace(f.source, f.pid, f.id);
+    }
+    for (std::size_t i = 0; i < dir.files.size(); ++i) {
+      const trace_file& f = dir.files[i];
+      consumer_file[i] = f.kind == file_kind::worker && mains.count({f.source, f.pid, f.id}) != 0;
+    }
+  }
   rd.ranks = ranks_of(rd.timeline, plan.rank_keys);
   for (const auto& f : dir.files) {  // worker files per rank: the straggler's cause
     if (f.kind != file_kind::worker) continue;
@@ -544,6 +680,16 @@ void read_report(const report_args& a, report_data& rd) {
   sopt.keep_points = true;  // the per-batch plots, thinned in bounded memory
   sopt.max_points = a.max_points;
   rd.stats = eng.compute(sopt);
+  rd.story.cut_batches =
+      capture ? rd.stats.delay.unmatched_preprocessed + rd.stats.delay.unmatched_consumed : 0;
+  {
+    const rank_op_table t = eng.rank_ops();
+    for (std::size_t f = 0; f < t.files.size() && f < consumer_file.size(); ++f) {
+      const bool prepares = f < rd.stats.file_batches.size() && rd.stats.file_batches[f].first != 0;
+      if (!consumer_file[f] || prepares) continue;
+      for (const op_cell& c : t.files[f]) rd.consumer_op_ns[t.ops[c.op]] += c.sum_ns;
+    }
+  }
   if (rd.ranks.size() >= 2) {
     rank_op_table t = eng.rank_ops();
     rd.rank_ops.ops = std::move(t.ops);
@@ -568,8 +714,7 @@ void read_report(const report_args& a, report_data& rd) {
 
 }  // namespace
 
-void run_report(const report_args& a) {
-  report_data rd;
+void collect_report(const report_args& a, report_data& rd) {
   if (!a.attribution.empty()) rd.attribution = load_attribution(a.attribution);  // before the pass
   const bool summaries = names_summaries(a.in.dirs);
   if (summaries) {
@@ -582,13 +727,14 @@ void run_report(const report_args& a) {
       !summaries && rd.stats.consumed > 0 && rd.stats.preprocessing_before.count > 0;
   std::optional<run_digest> run;
   if (batches || !a.baseline.empty()) run = digest_run(a.in);
-  if (batches) {
+  if (batches && !rd.capture) {
+    // (A capture's window is no run to replay: the model's advice needs whole epochs.)
     rd.advice = advise_workers(*run);
     try {  // the "add workers" finding quotes tune's recommendation (issue 44)
       tune_args ta;
       ta.in = a.in;
       const tune_result t = tune_loader(*run, ta);
-      rd.advice.tune = tune_sentence(t);
+      if (!t.keep) rd.advice.tune = tune_sentence(t);
     } catch (const tool_error&) {
       // no setting fits the budget, or nothing to replay: the finding says what whatif says
     }
@@ -601,9 +747,25 @@ void run_report(const report_args& a) {
       rd.baseline_source += (rd.baseline_source.empty() ? "" : ", ") + dname;
     }
   }
-  output_file out(a.output);
-  write_report_page(rd, out);
-  out.commit();
+}
+
+void run_report(const report_args& a) {
+  if (a.output.empty() && !a.json) {
+    throw tool_error(exit_usage, "report: give -o FILE (the page), --json (the findings), or both");
+  }
+  report_data rd;
+  collect_report(a, rd);
+  if (!a.output.empty()) {
+    output_file out(a.output);
+    write_report_page(rd, out);
+    out.commit();
+  }
+  if (a.json) {
+    output_file out("-");
+    out.write(dump_json(findings_json(compute_findings(rd)), 2));
+    out.write("\n");
+    out.commit();
+  }
 }
 
 }  // namespace lotus_tool

@@ -8,7 +8,9 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "report/data.hpp"
 #include "report/findings.hpp"
+#include "report/report.hpp"
 #include "trace/causes.hpp"
 #include "trace/input.hpp"
 #include "trace/stats_engine.hpp"
@@ -449,12 +451,13 @@ std::string to_text(const stats_result& r, const trace_dir& dir, const record_fi
     out += "\nFlight-recorder capture " + printable(c->id) + ": " + capture_text(*c);
   }
   out += "\n\nPer-op elapsed time (ms), worker files, SBatch* excluded:\n";
-  append_fmt(out, "%-28s %10s %10s %10s %10s %10s %8s %8s\n", "op", "count", "mean", "p50", "p90",
-             "p99", "<10ms", "<100us");
+  append_fmt(out, "%-28s %10s %10s %10s %10s %10s %10s %8s %8s\n", "op", "count", "mean", "p50",
+             "p90", "p99", "max", "<10ms", "<100us");
   for (const auto& o : r.ops) {
-    append_fmt(out, "%-28s %10llu %10.4f %10.4f %10.4f %10.4f %7.2f%% %7.2f%%\n",
+    append_fmt(out, "%-28s %10llu %10.4f %10.4f %10.4f %10.4f %10.4f %7.2f%% %7.2f%%\n",
                printable(o.name.substr(1)).c_str(), static_cast<unsigned long long>(o.count),
-               o.mean, o.p50, o.p90, o.p99, 100 * o.share_lt_10ms, 100 * o.share_lt_100us);
+               o.mean, o.p50, o.p90, o.p99, double(o.max_ns) / 1e6, 100 * o.share_lt_10ms,
+               100 * o.share_lt_100us);
   }
   if (r.ops.empty()) out += "  (no op records)\n";
   if (r.pooled_ops_records > 0) {
@@ -698,15 +701,28 @@ void run_stats(const stats_args& a) {
   if (r.skipped_lines) {
     warning("skipped " + std::to_string(r.skipped_lines) + " malformed line(s)");
   }
+  // The findings, as `report` draws them (the run read once more, with the model's advice).
+  std::vector<finding> findings;
+  if (!a.csv) {
+    report_args ra;
+    ra.in = a.in;
+    ra.max_points = 1;
+    report_data rd;
+    collect_report(ra, rd);
+    findings = compute_findings(rd);
+  }
   output_file out(a.output);
   if (a.json) {
     // Op, host and thread names keep their exact bytes (\udcXX for a byte that is not UTF-8).
-    out.write(dump_json(to_json(r, dir, in.filter, a.remove_outliers), 2));
+    nlohmann::json j = to_json(r, dir, in.filter, a.remove_outliers);
+    j["findings"] = findings_json(findings)["findings"];
+    out.write(dump_json(j, 2));
     out.write("\n");
   } else if (a.csv) {
     out.write(to_csv(r, dir, in.filter));
   } else {
     out.write(to_text(r, dir, in.filter, a.remove_outliers));
+    out.write("\nFindings (as lotus-tool report gives them):\n" + findings_text(findings));
   }
   out.commit();
 }

@@ -122,8 +122,37 @@ causes_result compute_causes(const trace_dir& dir, const record_filter* win) {
     c.window_incomplete = dir.batch_res_beyond > 0;
   }
   static const std::map<std::uint64_t, resource_totals> k_none;
+  {
+    // Worker threads alive at once, from their batches' times (the lines the directory kept).
+    std::map<std::tuple<std::uint32_t, std::uint64_t, std::uint64_t>,
+             std::pair<std::uint64_t, std::uint64_t>>
+        life;  // (directory, pid, tid) -> first start, last end
+    const std::vector<bool> keep = windowed_view ? batch_res_in_window(dir, *win)
+                                                 : std::vector<bool>(dir.batch_res.size(), true);
+    for (std::size_t i = 0; i < dir.batch_res.size(); ++i) {
+      if (!keep[i]) continue;
+      const batch_resources& b = dir.batch_res[i];
+      const std::uint64_t end = b.start_ns + b.r.dur_ns;
+      const auto [it, fresh] =
+          life.try_emplace(std::make_tuple(b.source, b.pid, b.tid), b.start_ns, end);
+      if (!fresh) {
+        it->second.first = std::min(it->second.first, b.start_ns);
+        it->second.second = std::max(it->second.second, end);
+      }
+    }
+    std::vector<std::pair<std::uint64_t, int>> ev;
+    for (const auto& kv : life) {
+      ev.emplace_back(kv.second.first, +1);
+      ev.emplace_back(kv.second.second, -1);
+    }
+    std::sort(ev.begin(), ev.end());
+    std::int64_t alive = 0, most = 0;
+    for (const auto& e : ev) most = std::max(most, alive += e.second);
+    c.concurrent_workers = static_cast<std::uint64_t>(most);
+  }
   for (const auto& kv : dir.processes) {
     c.cpus_allowed = std::max(c.cpus_allowed, kv.second.cpus_allowed);
+    if (c.loader.empty()) c.loader = kv.second.loader;
     const auto rank = rank_of(dir, kv.first);
     const auto w = windowed_view ? in_window.find(kv.first) : in_window.end();
     const auto& resources = !windowed_view         ? kv.second.resources
@@ -162,30 +191,39 @@ std::string cause_advice(const causes_result& c, const std::string& verdict) {
   const cause_shares s = shares_of(c.all);
   char buf[512];
   const double n = c.all.batches != 0 ? double(c.all.batches) : 1.0;
+  // Only what the data shows and what no setting of the loader already does: PyTorch's worker
+  // loop sets torch.set_num_threads(1) itself; a change of the worker count is advised by the
+  // findings only with the model's prediction (report/findings.cpp).
+  const unsigned long long alive =
+      c.concurrent_workers != 0 ? c.concurrent_workers : c.workers.size();
+  const bool torch = c.loader == "torch";
   if (verdict == "cpu_contention") {
-    std::snprintf(buf, sizeof buf,
-                  "workers waited %.0f %% of their batch time for a CPU: %zu workers on %llu "
-                  "CPUs, beside other threads; set torch.set_num_threads(1) in workers "
-                  "(worker_init_fn) or use fewer workers, and keep other work off their CPUs",
-                  100 * s.cpu_wait, c.workers.size(),
-                  static_cast<unsigned long long>(c.cpus_allowed));
+    std::snprintf(
+        buf, sizeof buf,
+        "workers waited %.0f %% of their batch time for a CPU: %llu worker%s alive at "
+        "once on %llu allowed CPU%s, beside other threads; keep other work off their "
+        "CPUs%s",
+        100 * s.cpu_wait, alive, alive == 1 ? "" : "s",
+        static_cast<unsigned long long>(c.cpus_allowed), c.cpus_allowed == 1 ? "" : "s",
+        torch ? "" : ", and keep each worker to one thread of its own (thread pools inside ops)");
   } else if (verdict == "blocked") {
     std::snprintf(buf, sizeof buf,
                   "workers were off the CPU, not waiting for one, %.0f %% of their batch time "
                   "(I/O, locks, sleeps; %.1f voluntary context switches per batch): read ahead "
-                  "or cache the data, use faster storage, or more workers to overlap the waits",
+                  "or cache the data, or use faster storage",
                   100 * s.blocked, double(c.all.nvcsw) / n);
   } else if (verdict == "page_faults") {
     std::snprintf(buf, sizeof buf,
                   "workers took %.0f minor and %.1f major page faults per batch: reuse buffers "
-                  "instead of allocating fresh memory per sample (e.g. a preallocated output "
-                  "tensor, pin_memory off in workers), or keep the data set in the page cache",
-                  double(c.all.minflt) / n, double(c.all.majflt) / n);
+                  "instead of allocating fresh memory per sample%s, or keep the data set in the "
+                  "page cache",
+                  double(c.all.minflt) / n, double(c.all.majflt) / n,
+                  torch || c.loader == "libtorch" ? " (e.g. a preallocated output tensor)" : "");
   } else if (verdict == "compute") {
     std::snprintf(buf, sizeof buf,
-                  "workers were on a CPU %.0f %% of their batch time: the transforms themselves "
-                  "cost; speed up the slowest op, or add workers if CPUs are free (%llu allowed)",
-                  100 * s.cpu, static_cast<unsigned long long>(c.cpus_allowed));
+                  "workers were on a CPU %.0f %% of their batch time: the ops themselves cost; "
+                  "speed up the costliest op",
+                  100 * s.cpu);
   } else {
     return "";
   }

@@ -46,6 +46,13 @@ struct causes_result {
   std::vector<cause_row> workers;  ///< one per recording thread, by (pid, tid)
   std::vector<cause_row> ranks;    ///< with two ranks or more
   std::uint64_t cpus_allowed = 0;  ///< the largest `cpus` allowed count of the processes
+  /// The most worker threads with batch figures alive at the same time (each from its first
+  /// batch's start to its last batch's end): non-persistent workers of different epochs never
+  /// share the CPUs. 0: no batch figures.
+  std::uint64_t concurrent_workers = 0;
+  /// The sidecars' `loader` (torch, libtorch, pipeline; empty: unknown): the advice names its
+  /// settings, and never one the loader already applies.
+  std::string loader;
   bool window_incomplete = false;  ///< windowed, and batchres lines beyond the kept ones exist
   /// LOTUS_RESOURCES=ops: per op name (label), the sums of the sidecars' `opres` lines over
   /// every process and thread (`batches` counts ops), most time first. Per-cycle sums carry no

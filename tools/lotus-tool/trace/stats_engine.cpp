@@ -743,6 +743,64 @@ void legacy_cause(const std::vector<rank_stats>& ranks, straggler_analysis& a) {
   }
 }
 
+// Below min_ranks, once the slowest rank is clearly slower (its wait share 10 points above the
+// fastest's, or its batches 1.2x the others'): the op that makes it so, if one does. An op that
+// only it runs, or whose mean is >= th.ratio x the other ranks' median, counts by its excess time
+// ((mean - others' median) x count, all of it for an op only it runs); the largest excess is
+// named when it is >= th.min_share of the rank's op time.
+void op_cause(const std::vector<rank_stats>& ranks, const rank_op_table& ops, straggler_analysis& a,
+              const straggler_thresholds& th = {}) {
+  const std::size_t k = a.rank;
+  if (ops.empty() || k >= ops.ranks.size()) return;
+  double fastest = ranks[k].wait_share();
+  for (const auto& r : ranks) fastest = std::min(fastest, r.wait_share());
+  if (ranks[k].wait_share() - fastest < 0.10 && a.preprocessing_ratio < 1.2) return;
+  double total = 0;
+  for (const op_cell& c : ops.ranks[k]) total += double(c.sum_ns) / k_ns_per_ms;
+  if (total <= 0) return;
+  double best_excess = 0;
+  for (int pass = 0; pass < 2 && best_excess == 0; ++pass) {
+    for (const op_cell& c : ops.ranks[k]) {
+      if ((ops.ops[c.op] == "STransform") != (pass == 1) || c.count == 0) continue;
+      std::vector<double> others;
+      for (std::size_t o = 0; o < ops.ranks.size(); ++o) {
+        if (o == k) continue;
+        for (const op_cell& x : ops.ranks[o]) {
+          if (x.op == c.op && x.count > 0) others.push_back(x.mean_ms());
+        }
+      }
+      const double mean = c.mean_ms();
+      const double median = others.empty() ? 0 : median_of(others);
+      const bool only = others.empty();
+      if (!only && mean < th.ratio * median) continue;
+      const double excess = (mean - median) * double(c.count);
+      if (excess < th.min_share * total || excess <= best_excess) continue;
+      best_excess = excess;
+      a.op = ops.ops[c.op];
+      a.metric = "op";
+      a.cause = only ? "op_only" : "op";
+      a.mean_ms = mean;
+      a.count = c.count;
+      a.median_ms = median;
+      a.ratio = median > 0 ? mean / median : 0;
+      a.excess_ms = excess;
+      const double batches = double(std::max<std::uint64_t>(ranks[k].batches, 1));
+      a.excess_per_step_ms = excess / batches;
+    }
+  }
+  if (a.op.empty()) return;
+  const std::string name = a.op.size() > 1 && a.op[0] == 'S' ? a.op.substr(1) : a.op;
+  a.advice = a.cause == "op_only"
+                 ? "its workers run " + name + ", which no other rank runs (" +
+                       fixed1(a.excess_per_step_ms) +
+                       " ms per batch): find why only its data or code takes that path, and "
+                       "remove it or make it cheaper"
+                 : name + " is " + fixed1(a.ratio) + "x slower on " + ranks[k].label +
+                       " than on the other ranks (" + fixed1(a.excess_per_step_ms) +
+                       " ms extra per batch): check the inputs it gets there (its data shard) "
+                       "and what else runs on its host";
+}
+
 // One metric over the ranks (has[k]: rank k has it): the robust population and the rank that
 // stands out most (largest excess), if any.
 struct metric_eval {
@@ -804,6 +862,7 @@ std::optional<straggler_analysis> analyze_straggler(std::vector<rank_stats>& ran
     a.rank = *slowest;
     straggler_cost(ranks, a);
     legacy_cause(ranks, a);
+    op_cause(ranks, ops, a);
     return a;
   }
   for (rank_stats& x : ranks) x.lost_to_straggler_ms = 0;

@@ -125,6 +125,11 @@ class sidecar_parser {
         proc_.cpus_online = online;
         proc_.cpus_allowed = allowed;
       }
+    } else if (key == "loader") {
+      std::string v;
+      ls >> v;
+      // One of the known words, else nothing: the findings name the loader's own settings.
+      if (v == "torch" || v == "libtorch" || v == "pipeline") proc_.loader = v;
     } else if (key == "version") {
       ls >> proc_.version;
     } else if (key == "clock") {
@@ -399,6 +404,7 @@ class sidecar_parser {
       p.cpus_allowed = proc.cpus_allowed;
     }
     if (p.version.empty()) p.version = proc.version;
+    if (p.loader.empty()) p.loader = proc.loader;
     if (p.clock.empty()) p.clock = proc.clock;
     if (!p.clock_start.have) p.clock_start = proc.clock_start;
     if (proc.clock_exit.have) p.clock_exit = proc.clock_exit;

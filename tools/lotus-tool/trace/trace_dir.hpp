@@ -135,6 +135,9 @@ struct process_meta {
   std::string host;
   std::optional<std::uint64_t> rank, local_rank, world_size;
   std::uint64_t cpus_online = 0, cpus_allowed = 0;  ///< `cpus` line; 0: not recorded
+  /// `loader` line: which loader recorded the batches (torch, libtorch, pipeline); empty when
+  /// the sidecar does not say (an unknown loader, or a trace of the original Lotus).
+  std::string loader;
   std::string version;
   std::string clock;
   clock_sample clock_start, clock_exit;  ///< `clocksync start` / the last `clocksync exit`

@@ -590,6 +590,7 @@ def instrument(log_file=None, **options):
     except ImportError as e:
         raise ImportError("lotus.torch.instrument needs PyTorch (Debian: python3-torch)") from e
     _install(log_file is not None or _lotus.tracing_enabled())
+    _lotus._declare_torch_loader()  # the sidecar's `loader torch`: lotus-tool's advice names its settings
     return _Instrumentation()
 
 
