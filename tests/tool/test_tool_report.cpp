@@ -32,11 +32,15 @@ timeline_data timeline_of(const std::vector<double>& worker_busy_s, double wait_
                           const std::vector<std::string>& hosts = {}) {
   timeline_builder b;
   std::uint64_t k = 0;
+  std::vector<std::string> groups;  // one group (rank) per host, as report.cpp groups threads
   for (double busy : worker_busy_s) {
     const std::string host = k < hosts.size() ? hosts[k] : "";
     ++k;
-    const std::size_t th = b.open_thread(
-        b.add_row("worker " + std::to_string(k), file_kind::worker, k, host), k, host);
+    auto g = std::find(groups.begin(), groups.end(), host);
+    if (g == groups.end()) g = groups.insert(groups.end(), host);
+    const std::size_t th =
+        b.open_thread(b.add_row("worker " + std::to_string(k), file_kind::worker, k, host), k, host,
+                      static_cast<std::uint32_t>(g - groups.begin()));
     const auto dur = static_cast<std::uint64_t>(busy * 1e9 / 250);
     for (std::uint64_t i = 0; i < 250; ++i) b.add_span(th, 1000 + i * dur, dur);
   }
@@ -79,103 +83,213 @@ report_data run(double wait_s, std::vector<double> worker_busy_s = {20, 20, 20, 
 
 }  // namespace
 
+// A whatif prediction at `workers` of `predicted_s` against the model's replay `replay_s`.
+whatif_result prediction(unsigned workers, double replay_s, double predicted_s,
+                         bool unordered = false) {
+  whatif_result r;
+  r.measured_workers = 4;
+  r.measured_epoch_seconds = replay_s * 1.02;
+  r.model.workers = workers;
+  r.model.unordered = unordered;
+  r.replay.epoch_seconds = replay_s;
+  r.replay.wait_share = 0.45;
+  r.predicted.epoch_seconds = predicted_s;
+  r.predicted.wait_share = 0.05;
+  return r;
+}
+
 TEST_CASE("findings: preprocessing-bound or not, from the main-process wait share",
           "[tool][report][findings]") {
   {
     const auto fs = compute_findings(run(45));
-    const finding& f = by_id(fs, "wait");
+    const finding& f = by_id(fs, "input_bound");
     REQUIRE(f.level == finding_level::warn);
     REQUIRE(contains(f.title, "Highly input-bound"));
     REQUIRE(contains(f.title, "45.0%"));
     REQUIRE(contains(f.evidence, "45.0 s of 100 s (45.0%)"));
-    REQUIRE(contains(f.advice, "num_workers"));
+    // No prediction: no worker count is advised, and the finding says it cannot tell.
+    REQUIRE_FALSE(contains(f.advice, "Use "));
+    REQUIRE(contains(f.advice, "cannot be told"));
+    REQUIRE(f.subject["op"] == "RandomResizedCrop");
+    REQUIRE(f.numbers["class"] == "highly");
+    REQUIRE(fs.front().id == "input_bound");  // the first act
   }
   {
-    const finding f = by_id(compute_findings(run(15)), "wait");
+    const finding f = by_id(compute_findings(run(15)), "input_bound");
     REQUIRE(f.level == finding_level::info);
     REQUIRE(contains(f.title, "Moderately input-bound"));
     REQUIRE(contains(f.title, "15.0%"));
   }
   {
-    const finding f = by_id(compute_findings(run(2)), "wait");
+    const finding f = by_id(compute_findings(run(2)), "input_bound");
     REQUIRE(f.level == finding_level::good);
     REQUIRE(contains(f.title, "Not input-bound"));
     REQUIRE(contains(f.title, "2.0%"));
-    REQUIRE(contains(f.advice, "Fewer workers"));
+    REQUIRE_FALSE(contains(f.advice, "workers"));  // fewer workers only with a prediction
   }
   // The thresholds are parameters: 15 % counts as bound when the bar is 10 %.
   finding_thresholds t;
   t.wait_bound = 0.10;
-  REQUIRE(by_id(compute_findings(run(15), t), "wait").level == finding_level::warn);
+  REQUIRE(by_id(compute_findings(run(15), t), "input_bound").level == finding_level::warn);
+}
+
+TEST_CASE(
+    "findings: a change of setting only where the model predicts >= 5 % and in the "
+    "loader's words",
+    "[tool][report][findings]") {
+  report_data d = run(45);
+  // 104.58 -> 104.46 s: no gain, so no "more workers" (the issue's contradiction).
+  d.advice.more_workers = prediction(5, 104.58, 104.46);
+  finding f = by_id(compute_findings(d), "input_bound");
+  REQUIRE_FALSE(contains(f.advice, "Use "));
+  REQUIRE(contains(f.advice, "More workers would not help"));
+  REQUIRE(contains(f.advice, "predicted epoch 104 s against 105 s"));
+  // A loss is said as a loss.
+  d.advice.more_workers = prediction(5, 3.68, 4.02);
+  f = by_id(compute_findings(d), "input_bound");
+  REQUIRE(contains(f.advice, "9.2 % slower"));
+  // 20 % faster: advised, quoting the prediction, in the loader's words.
+  d.advice.more_workers = prediction(6, 10.0, 8.0);
+  for (const auto& [loader, words] : std::vector<std::pair<std::string, std::string>>{
+           {"", "Use 6 workers"},
+           {"torch", "Use num_workers=6"},
+           {"libtorch", "DataLoaderOptions().workers(6)"},
+           {"pipeline", "Use 6 worker threads"}}) {
+    d.loader = loader;
+    f = by_id(compute_findings(d), "input_bound");
+    REQUIRE(contains(f.advice, words));
+    REQUIRE(contains(f.advice, "predicted epoch 8.00 s against 10.0 s"));
+    REQUIRE(contains(f.advice, "20 % faster"));
+    if (loader == "pipeline" || loader == "libtorch") {
+      REQUIRE_FALSE(contains(f.advice, "num_workers"));
+      REQUIRE_FALSE(contains(f.advice, "prefetch_factor"));
+    }
+  }
+  // Fewer workers, only with the prediction that they cost nothing.
+  report_data idle = run(2);
+  idle.advice.fewer_workers = prediction(2, 10.0, 10.05);
+  f = by_id(compute_findings(idle), "input_bound");
+  REQUIRE(contains(f.advice, "2 workers would free CPU cores and memory at no predicted cost"));
 }
 
 TEST_CASE("findings: the op with most worker time, STransform (the enclosing span) excluded",
           "[tool][report][findings]") {
-  const finding f = by_id(compute_findings(run(2)), "top_op");
+  const finding f = by_id(compute_findings(run(45)), "top_op");
   // 40 s of 80 s (Loader 30, RandomResizedCrop 40, Normalize 10): exactly the warning bar.
   REQUIRE(f.level == finding_level::warn);
   REQUIRE(f.title == "RandomResizedCrop takes the most worker time: 50.0% of all op time.");
-  REQUIRE(contains(f.evidence, "40.0 s over 4000 calls (mean 10.0 ms, p99 20.0 ms) of 80.0 s"));
+  REQUIRE(contains(f.evidence,
+                   "40.0 s over 4000 calls (mean 10.0 ms, p99 20.0 ms, max 0 ms) of 80.0 s"));
   REQUIRE(contains(f.advice, "Optimise RandomResizedCrop first"));
+  REQUIRE(f.subject["op"] == "RandomResizedCrop");
+  // Training does not wait: worth knowing, nothing to act on.
+  const finding idle = by_id(compute_findings(run(2)), "top_op");
+  REQUIRE(idle.level == finding_level::info);
+  REQUIRE(contains(idle.advice, "not training time"));
 
-  report_data d = run(2);
+  report_data d = run(45);
   d.stats.ops[1].sum = 20000;  // Loader 30 s of 70 s
   d.stats.ops[3].sum = 20000;
   const finding g = by_id(compute_findings(d), "top_op");
   REQUIRE(g.level == finding_level::info);
   REQUIRE(contains(g.title, "Loader takes the most worker time: 42.9%"));
   REQUIRE(contains(g.advice, "No single op dominates"));
+  // The training loop's own ops (a consumer thread's) are not worker time.
+  d.consumer_op_ns["SLoader"] = 25'000'000'000ULL;
+  REQUIRE(contains(by_id(compute_findings(d), "top_op").title, "RandomResizedCrop"));
 }
 
 TEST_CASE("findings: worker imbalance from busy time per worker", "[tool][report][findings]") {
-  const finding even = by_id(compute_findings(run(2)), "imbalance");
+  const finding even = by_id(compute_findings(run(45)), "imbalance");
   REQUIRE(even.level == finding_level::good);
   REQUIRE(contains(even.title, "1.00\u00d7 the mean"));
 
-  const finding f = by_id(compute_findings(run(2, {40, 20, 10, 10})), "imbalance");
+  const finding f = by_id(compute_findings(run(45, {40, 20, 10, 10})), "imbalance");
   REQUIRE(f.level == finding_level::warn);
   REQUIRE(contains(f.title, "2.00\u00d7 the mean"));  // 40 s against a mean of 20 s
   REQUIRE(contains(f.evidence, "Busiest: worker 1: 40.0 s busy over 250 batches"));
   REQUIRE(contains(f.evidence, "least busy: worker 3: 10.0 s"));
-  REQUIRE(contains(f.evidence, "mean of 4 workers 20.0 s"));
+  REQUIRE(contains(f.evidence, "mean of 4 workers alive together 20.0 s"));
+  // Training does not wait for the loader: a note.
+  REQUIRE(by_id(compute_findings(run(2, {40, 20, 10, 10})), "imbalance").level ==
+          finding_level::info);
 
-  // Two hosts, each balanced within itself, one slower: not a worker imbalance.
+  // Two hosts (ranks), each balanced within itself, one slower: not a worker imbalance.
   const std::vector<std::string> ab = {"a", "a", "b", "b"};
-  const report_data two = run(2, {20, 20, 40, 40}, ab);
+  const report_data two = run(45, {20, 20, 40, 40}, ab);
   const finding hosts = by_id(compute_findings(two), "imbalance");
   REQUIRE(hosts.level == finding_level::good);
-  REQUIRE(contains(hosts.evidence, "of 2 hosts"));
   // host b: 40 s and 80 s, mean 60 s
-  const finding skew = by_id(compute_findings(run(2, {20, 20, 40, 80}, ab)), "imbalance");
+  report_data sk = run(45, {20, 20, 40, 80}, ab);
+  sk.timeline.balance[1].where = "b";
+  const finding skew = by_id(compute_findings(sk), "imbalance");
   REQUIRE(skew.level == finding_level::warn);
   REQUIRE(contains(skew.title, "1.33\u00d7 the mean"));
-  REQUIRE(contains(skew.evidence, "(on b, of 2 hosts)"));
+  REQUIRE(contains(skew.evidence, "(b)"));
 
-  const finding one = by_id(compute_findings(run(2, {20})), "imbalance");
+  const finding one = by_id(compute_findings(run(45, {20})), "imbalance");
   REQUIRE(one.level == finding_level::info);
-  REQUIRE(contains(one.title, "One worker only"));
+  REQUIRE(contains(one.title, "One worker at a time"));
+}
+
+TEST_CASE("findings: workers of different generations are never compared or counted together",
+          "[tool][report][findings]") {
+  // Non-persistent workers: epoch 1's two workers (cold: 26 s each), then epoch 2's (20 s each).
+  const auto label = [](const worker_life& w) { return "w" + std::to_string(w.tid); };
+  std::vector<worker_life> lives = {{0, 100, 26, 1, 10, 0, 0},
+                                    {5, 100, 26, 2, 10, 0, 0},
+                                    {200, 300, 20, 3, 10, 0, 0},
+                                    {205, 300, 20, 4, 10, 0, 0}};
+  const worker_balance b = balance_of(lives, label);
+  REQUIRE(b.threads == 4);
+  REQUIRE(b.generations == 2);
+  REQUIRE(b.concurrent == 2);
+  REQUIRE(b.workers == 2);
+  REQUIRE(double(b.busiest.busy_ns) * double(b.workers) / b.busy_ns == Approx(1.0));
+  // One that starts as another ends is not alive with it.
+  std::vector<worker_life> chain = {{0, 100, 1, 1, 1, 0, 0}, {100, 200, 1, 2, 1, 0, 0}};
+  REQUIRE(balance_of(chain, label).concurrent == 1);
+  REQUIRE(balance_of(chain, label).generations == 2);
+  // A respawned worker that overlaps the others is of their generation.
+  std::vector<worker_life> respawn = {
+      {0, 300, 30, 1, 10, 0, 0}, {0, 100, 10, 2, 4, 0, 0}, {110, 300, 20, 3, 6, 0, 0}};
+  const worker_balance r = balance_of(respawn, label);
+  REQUIRE(r.generations == 1);
+  REQUIRE(r.concurrent == 2);
+  REQUIRE(r.workers == 3);
 }
 
 TEST_CASE("findings: out-of-order arrivals and batch delay", "[tool][report][findings]") {
-  report_data d = run(2);
+  report_data d = run(45);
   REQUIRE(by_id(compute_findings(d), "out_of_order").level == finding_level::good);
   d.stats.out_of_order = 120;
-  const finding f = by_id(compute_findings(d), "out_of_order");
+  finding f = by_id(compute_findings(d), "out_of_order");
   REQUIRE(f.level == finding_level::warn);
-  REQUIRE(f.title == "12.0% of the batches arrived out of order.");
+  REQUIRE(f.title == "120 of 1000 batches (12.0%) arrived out of order.");
+  REQUIRE(f.numbers["count"] == 120);
   REQUIRE(contains(f.evidence, "120 of 1000 batches (12.0%)"));
   REQUIRE(contains(f.evidence, "varies by 10.0% of its mean"));
-  REQUIRE(contains(f.advice, "in_order=False"));
+  // in_order=False only with the model's gain, and only for PyTorch's DataLoader.
+  d.advice.unordered = prediction(4, 10.0, 9.9, true);
+  f = by_id(compute_findings(d), "out_of_order");
+  REQUIRE(f.level == finding_level::info);
+  REQUIRE(contains(f.advice, "predicted to gain little"));
+  d.advice.unordered = prediction(4, 10.0, 8.0, true);
+  REQUIRE(contains(by_id(compute_findings(d), "out_of_order").advice, "in_order=False"));
+  d.loader = "pipeline";
+  REQUIRE_FALSE(contains(by_id(compute_findings(d), "out_of_order").advice, "in_order"));
+  d.loader.clear();
+  d.advice.unordered.reset();
   d.stats.out_of_order = 20;
   REQUIRE(by_id(compute_findings(d), "out_of_order").level == finding_level::info);
 
-  const finding soon = by_id(compute_findings(d), "delay");
+  const finding soon = by_id(compute_findings(d), "batch_delay");
   REQUIRE(contains(soon.title, "consumed soon after they are ready"));
   REQUIRE(contains(soon.evidence, "Median delay from ready to consumed 40.0 ms"));
   d.stats.delay.s.median = 900;
-  const finding late = by_id(compute_findings(d), "delay");
+  const finding late = by_id(compute_findings(d), "batch_delay");
   REQUIRE(contains(late.title, "longer than they take to prepare"));
-  REQUIRE(contains(late.advice, "prefetch_factor"));
+  REQUIRE_FALSE(contains(late.advice, "prefetch_factor"));  // no prediction, no setting
 }
 
 TEST_CASE("findings: a trace without batch records says so for every question",
@@ -189,33 +303,58 @@ TEST_CASE("findings: a trace without batch records says so for every question",
     REQUIRE_FALSE(f.evidence.empty());
     REQUIRE_FALSE(f.advice.empty());
   }
-  REQUIRE(ids == std::vector<std::string>{"wait", "top_op", "imbalance", "out_of_order", "delay"});
-  REQUIRE(contains(by_id(fs, "wait").title, "No main-process wait records"));
+  REQUIRE(ids == std::vector<std::string>{"input_bound", "top_op", "imbalance", "out_of_order",
+                                          "batch_delay"});
+  REQUIRE(contains(by_id(fs, "input_bound").title, "No main-process wait records"));
   REQUIRE(contains(by_id(fs, "top_op").title, "No per-op records"));
   REQUIRE(contains(by_id(fs, "imbalance").title, "No batch preprocessing records"));
-  REQUIRE(contains(by_id(fs, "delay").title, "No batch delay"));
+  REQUIRE(contains(by_id(fs, "batch_delay").title, "No batch delay"));
+  // The JSON carries the same findings, in the same order.
+  const nlohmann::json j = findings_json(fs);
+  REQUIRE(j["findings"].size() == fs.size());
+  REQUIRE(j["findings"][0]["kind"] == "input_bound");
+  REQUIRE(j["findings"][0]["severity"] == "note");
 }
 
-TEST_CASE("findings: ranks compared by wait share when there are several",
+TEST_CASE("findings: ranks compared by wait share when there are several; the straggler first",
           "[tool][report][findings]") {
   report_data d = run(2);
   REQUIRE(compute_findings(d).size() == 5);
   rank_data a, b;
   a.label = "node-a \u00b7 rank 0";
+  a.host = "node-a";
+  a.rank = 0;
   a.main_elapsed_ms = 100000;
   a.wait_ms = 5000;
   a.batches = 10;
   a.preprocessing_mean_ms = 50;
   b = a;
   b.label = "node-b \u00b7 rank 1";
-  b.wait_ms = 40000;
+  b.host = "node-b";
+  b.rank = 1;
+  b.wait_ms = 97000;
   d.ranks = {a, b};
-  const finding f = by_id(compute_findings(d), "ranks");
+  auto fs = compute_findings(d);
+  finding f = by_id(fs, "straggler");
+  REQUIRE(fs.front().id == "straggler");  // leads the page
   REQUIRE(f.level == finding_level::warn);
   REQUIRE(contains(f.title, "node-b \u00b7 rank 1 is the slowest"));
-  REQUIRE(contains(f.title, "35.0 percentage points more than node-a"));
+  REQUIRE(contains(f.title, "92.0 percentage points more than node-a"));
+  REQUIRE(f.subject["rank"] == 1);
+  // The pooled wait share is per rank: the most input-bound rank, named.
+  const finding ib = by_id(fs, "input_bound");
+  REQUIRE(contains(ib.title, "node-b \u00b7 rank 1 waited 97.0%"));
+  REQUIRE(ib.subject["rank"] == 1);
+  // An op that only rank 1 runs is the why, at two ranks.
+  d.rank_ops.ops = {"SLoader", "SDecompress"};
+  d.rank_ops.ranks = {{{0, 100, 100'000'000}}, {{0, 100, 100'000'000}, {1, 100, 900'000'000}}};
+  f = by_id(compute_findings(d), "straggler");
+  REQUIRE(contains(f.title, "its workers run Decompress, which no other rank runs"));
+  REQUIRE(f.subject["op"] == "Decompress");
+  REQUIRE_FALSE(contains(f.advice, "data shard"));
+  d.rank_ops = {};
   d.ranks[1].wait_ms = 6000;
-  REQUIRE(by_id(compute_findings(d), "ranks").level == finding_level::good);
+  REQUIRE(by_id(compute_findings(d), "straggler").level == finding_level::good);
 }
 
 TEST_CASE("format_ms picks the unit and three significant digits", "[tool][report]") {
@@ -337,7 +476,7 @@ TEST_CASE("timeline: a row of several threads reads their busy share of their li
   const std::size_t solo_row = b.add_row("worker 9", file_kind::worker, 9, "");
   const std::size_t g = b.add_row("workers", file_kind::worker, 0, "", 4);
   const std::size_t solo = b.open_thread(solo_row, 9, "");
-  const std::size_t a = b.open_thread(g, 1, ""), bb = b.open_thread(g, 2, "h"),
+  const std::size_t a = b.open_thread(g, 1, ""), bb = b.open_thread(g, 2, "h", 1),
                     c = b.open_thread(g, 3, "");
   b.add_span(solo, t0, 160 * us);         // sets the grid over [t0, t0 + 160 us)
   b.add_span(a, t0, 40 * us);             // a lives [0, 40) us, busy all along
@@ -383,7 +522,7 @@ TEST_CASE("timeline: a row of several threads reads their busy share of their li
     live_total += double(r.live[k]) * double(d.bucket_ns);
   }
   REQUIRE(live_total == Approx(double((40 + 80 + 100 + 80) * us)));
-  // The imbalance finding's view: per host, the workers with batches, busiest and idlest.
+  // The imbalance finding's view: per group (rank), the workers with batches, busiest and idlest.
   REQUIRE(d.balance.size() == 2);
   REQUIRE(d.balance[0].workers == 2);
   REQUIRE(d.balance[0].busiest.label == "worker 9");

@@ -15,7 +15,8 @@ int hist_bin_of(std::uint64_t ns) {
   return std::min(std::max(b, 0), k_hist_bins - 1);
 }
 
-worker_balance balance_of(std::vector<worker_life>& lives) {
+worker_balance balance_of(std::vector<worker_life>& lives,
+                          const std::function<std::string(const worker_life&)>& label) {
   worker_balance out;
   if (lives.empty()) return out;
   std::sort(lives.begin(), lives.end(), [](const worker_life& a, const worker_life& b) {
@@ -46,8 +47,8 @@ worker_balance balance_of(std::vector<worker_life>& lives) {
     for (std::size_t k = from; k < to; ++k) {
       const worker_life& w = lives[k];
       if (g.workers == 0 || w.busy_ns > g.busiest.busy_ns)
-        g.busiest = {w.label, w.busy_ns, w.spans};
-      if (g.workers == 0 || w.busy_ns < g.idlest.busy_ns) g.idlest = {w.label, w.busy_ns, w.spans};
+        g.busiest = {label(w), w.busy_ns, w.spans};
+      if (g.workers == 0 || w.busy_ns < g.idlest.busy_ns) g.idlest = {label(w), w.busy_ns, w.spans};
       ++g.workers;
       g.busy_ns += static_cast<double>(w.busy_ns);
     }
@@ -123,8 +124,23 @@ void timeline_builder::close(const timeline_thread& t) {
     g.worker_spans += t.spans;
     g.worker_busy_ns += t.busy_ns;
     if (t.spans > 0) {
-      if (lives_.size() <= t.group) lives_.resize(std::size_t{t.group} + 1);
-      lives_[t.group].push_back({t.first_ns, t.last_ns, t.busy_ns, t.spans, label_of(t)});
+      if (lives_.size() <= t.group) {
+        lives_.resize(std::size_t{t.group} + 1);
+        all_.resize(std::size_t{t.group} + 1);
+      }
+      worker_balance& b = all_[t.group];
+      if (b.workers == 0 || t.busy_ns > b.busiest.busy_ns)
+        b.busiest = {label_of(t), t.busy_ns, t.spans};
+      if (b.workers == 0 || t.busy_ns < b.idlest.busy_ns)
+        b.idlest = {label_of(t), t.busy_ns, t.spans};
+      ++b.workers;
+      b.busy_ns += static_cast<double>(t.busy_ns);
+      std::vector<worker_life>& l = lives_[t.group];
+      if (l.size() < k_max_lives) {
+        l.push_back({t.first_ns, t.last_ns, t.busy_ns, t.tid,
+                     static_cast<std::uint32_t>(std::min<std::uint64_t>(t.spans, UINT32_MAX)),
+                     t.row, t.host});
+      }
     }
   } else {
     g.main_spans += t.spans;
@@ -320,10 +336,26 @@ timeline_data timeline_builder::finish() && {
     busy_[i] = {};
     live_[i] = {};
   }
+  t.balance.resize(std::max(groups_.size(), lives_.size()));
+  const auto label = [this](const worker_life& life) {
+    timeline_thread th;
+    th.tid = life.tid;
+    th.row = life.row;
+    th.host = life.host;
+    th.kind = file_kind::worker;
+    return label_of(th);
+  };
+  for (std::size_t g = 0; g < lives_.size(); ++g) {
+    if (all_[g].workers > lives_[g].size()) {
+      t.balance[g] = all_[g];  // too many to keep: all together, generations not told
+      t.balance[g].threads = all_[g].workers;
+    } else {
+      t.balance[g] = balance_of(lives_[g], label);
+    }
+    lives_[g] = {};
+  }
   t.rows = std::move(rows_);
   t.hosts = std::move(hosts_);
-  t.balance.resize(std::max(groups_.size(), lives_.size()));
-  for (std::size_t g = 0; g < lives_.size(); ++g) t.balance[g] = balance_of(lives_[g]);
   t.groups = std::move(groups_);
   t.main_elapsed_ns = main_elapsed_ns_;
   return t;

@@ -68,8 +68,8 @@ struct worker_ref {
 /// A worker thread with SBatchPreprocessed records: when it lived (its first record's start to
 /// its last record's end) and how busy it was.
 struct worker_life {
-  std::uint64_t first_ns = 0, last_ns = 0, busy_ns = 0, spans = 0;
-  std::string label;
+  std::uint64_t first_ns = 0, last_ns = 0, busy_ns = 0, tid = 0;
+  std::uint32_t spans = 0, row = 0, host = 0;  ///< (spans saturate at 2^32 - 1)
 };
 
 /// The worker threads of one rank (or host) that have SBatchPreprocessed records. Workers that
@@ -77,19 +77,22 @@ struct worker_life {
 /// or spawned sets) are generations: only workers of one generation are compared, and the CPU
 /// and memory figures count the workers alive at once.
 struct worker_balance {
-  std::uint64_t workers = 0;      ///< in the generation compared (the most uneven one)
-  double busy_ns = 0;             ///< its workers' busy time, summed
-  worker_ref busiest, idlest;     ///< of that generation: the first with the most / least busy time
-  std::uint64_t threads = 0;      ///< worker threads with batches, every generation
-  std::uint64_t generations = 0;  ///< sets of workers that lived one after the other
-  std::uint64_t concurrent = 0;   ///< the most worker threads alive at the same time
-  std::string where;              ///< its rank or host, when the trace has several (else empty)
+  std::uint64_t workers = 0;   ///< in the generation compared (the most uneven one)
+  double busy_ns = 0;          ///< its workers' busy time, summed
+  worker_ref busiest, idlest;  ///< of that generation: the first with the most / least busy time
+  std::uint64_t threads = 0;   ///< worker threads with batches, every generation
+  /// Sets of workers that lived one after the other; 0: not told (more worker threads than
+  /// timeline_builder::k_max_lives in the group, or no times: summaries).
+  std::uint64_t generations = 0;
+  std::uint64_t concurrent = 0;  ///< the most worker threads alive at the same time (0: not told)
+  std::string where;             ///< its rank or host, when the trace has several (else empty)
 };
 
 /// Cuts workers into generations (a worker that starts once every earlier one has ended opens a
 /// new one) and fills the balance: the generation whose busiest worker is furthest above its
 /// mean, the most alive at once, the counts. `lives` is reordered.
-worker_balance balance_of(std::vector<worker_life>& lives);
+worker_balance balance_of(std::vector<worker_life>& lives,
+                          const std::function<std::string(const worker_life&)>& label);
 
 /// One timeline row: one thread, or a group of threads (a process, a rank, a host, or all of a
 /// kind) when the trace has more threads than a page can show as rows (k_max_rows).
@@ -187,7 +190,12 @@ class timeline_builder {
   std::vector<timeline_thread> open_;
   std::vector<std::string> hosts_{std::string()};
   std::map<std::string, std::uint32_t, std::less<>> host_index_{{std::string(), 0}};
+  /// Worker threads kept per group for the generations (48 bytes each); beyond, the group's
+  /// workers are compared all together and its generations are not told (worker_balance
+  /// generations 0).
+  static constexpr std::size_t k_max_lives = 32768;
   std::vector<std::vector<worker_life>> lives_;  // per group: its workers with batches
+  std::vector<worker_balance> all_;              // per group: every worker, all generations
   std::vector<thread_totals> groups_;
   double main_elapsed_ns_ = 0;
 };

@@ -114,6 +114,20 @@ worker_change more_workers_advice(const report_data& d, const finding_thresholds
 
 std::string rank_text(const rank_data& r) { return r.label; }
 
+// The main processes' time (ms): the timeline's, else (summaries) the statistics'.
+double main_ms_of(const report_data& d) {
+  return d.timeline.main_elapsed_ns > 0 ? d.timeline.main_elapsed_ns / 1e6
+                                        : d.stats.main_elapsed_ms;
+}
+
+// Whether training waits for the loader (a tenth of its time or more): only then does what the
+// loader does cost training time. False when it cannot be told (no main-process records): then
+// nothing about the loader is worth acting on, and the input_bound finding says what is missing.
+bool training_waits(const report_data& d, const finding_thresholds& t) {
+  const double main_ms = main_ms_of(d);
+  return d.stats.wait.s.count != 0 && main_ms > 0 && d.stats.wait.s.sum / main_ms >= t.wait_partly;
+}
+
 // The op with the most worker time (STransform, which encloses the others, and the training
 // loop's own ops left out), and its time (ms); nullptr when none.
 const op_stats* top_op_of(const report_data& d, double* top_sum = nullptr,
@@ -142,7 +156,8 @@ const op_stats* top_op_of(const report_data& d, double* top_sum = nullptr,
 finding wait_finding(const report_data& d, const finding_thresholds& t) {
   finding f;
   f.id = "input_bound";
-  const double elapsed_ms = d.timeline.main_elapsed_ns / 1e6;
+  // (Summaries have no timeline: their main-process time is the statistics'.)
+  const double elapsed_ms = main_ms_of(d);
   const summary& w = d.stats.wait.s;
   if (w.count == 0 || elapsed_ms <= 0) {
     f.title = "No main-process wait records: whether the run was preprocessing-bound is unknown.";
@@ -265,9 +280,7 @@ finding top_op_finding(const report_data& d, const finding_thresholds& t) {
   f.numbers["p99_ms"] = top->p99;
   f.numbers["max_ms"] = double(top->max_ns) / 1e6;
   // Worth acting on when training waits for the loader (or whether it does is unknown).
-  const double main_ms = d.timeline.main_elapsed_ns / 1e6;
-  const bool waits =
-      d.stats.wait.s.count == 0 || main_ms <= 0 || d.stats.wait.s.sum / main_ms >= t.wait_partly;
+  const bool waits = training_waits(d, t);
   f.level = share >= t.top_op_warn && waits ? finding_level::warn : finding_level::info;
   f.title = name + " takes the most worker time: " + pct(share) + " of all op time.";
   f.evidence = name + ": " + format_ms(top_sum) + " over " + std::to_string(top->count) +
@@ -276,8 +289,12 @@ finding top_op_finding(const report_data& d, const finding_thresholds& t) {
                " op time in worker threads";
   if (!d.consumer_op_ns.empty()) f.evidence += " (the training loop's own ops left out)";
   f.evidence += ".";
-  f.advice = !waits ? "Training does not wait for the loader: making " + name +
-                          " cheaper would save CPU time, not training time."
+  f.advice = d.stats.wait.s.count == 0
+                 ? "Whether training waits for " + name +
+                       " cannot be told without the training process's trace (no SBatchWait "
+                       "records); it is the first candidate for a faster implementation."
+             : !waits ? "Training does not wait for the loader: making " + name +
+                            " cheaper would save CPU time, not training time."
              : share >= t.top_op_warn
                  ? "Optimise " + name +
                        " first: a faster implementation or library, smaller inputs, caching its "
@@ -333,23 +350,31 @@ finding imbalance_finding(const report_data& d, const finding_thresholds& t) {
                " busy over " + std::to_string(busiest.spans) +
                " batches; least busy: " + idlest.label + ": " +
                format_ms(double(idlest.busy_ns) / 1e6) + " over " + std::to_string(idlest.spans) +
-               "; mean of " + std::to_string(workers->workers) + " workers alive together " +
+               "; mean of " + std::to_string(workers->workers) +
+               (workers->generations != 0 ? " workers alive together " : " workers ") +
                format_ms(mean / 1e6) + where;
+  if (workers->generations == 0 && workers->threads > 0 && !workers->busiest.label.empty() &&
+      d.timeline.bucket_ns != 0) {
+    f.evidence += " (too many worker threads to tell which lived together: all compared)";
+  } else if (workers->generations == 0 && d.timeline.bucket_ns == 0) {
+    f.evidence +=
+        " (summaries keep no times: workers that never lived together, such as "
+        "non-persistent workers of different epochs, are compared too)";
+  }
   if (workers->generations > 1) {
     f.evidence += "; " + std::to_string(workers->generations) +
                   " generations of workers (started again each epoch), each compared within "
                   "itself, the most uneven shown";
   }
   f.evidence += ".";
-  const double main_ms = d.timeline.main_elapsed_ns / 1e6;
-  const bool waits =
-      d.stats.wait.s.count == 0 || main_ms <= 0 || d.stats.wait.s.sum / main_ms >= t.wait_partly;
+  const bool waits = training_waits(d, t);
   const std::uint64_t fewest = std::min(busiest.spans, idlest.spans);
   if (ratio >= t.imbalance && fewest < 8) {
     // A few batches each: their own variation, not the workers, can make one busier.
     f.level = finding_level::info;
     f.title = "Worker balance cannot be told: the busiest worker worked " + fixed(ratio, 2) +
-              "\u00d7 the mean over only " + std::to_string(fewest) + " batches.";
+              "\u00d7 the mean over only " + std::to_string(fewest) +
+              (fewest == 1 ? " batch." : " batches.");
     f.advice = "A run with more batches per worker (8 or more) tells imbalance from chance.";
   } else if (ratio >= t.imbalance) {
     f.level = waits ? finding_level::warn : finding_level::info;
@@ -421,7 +446,7 @@ finding out_of_order_finding(const report_data& d, const finding_thresholds& t) 
   }
   // Worth acting on only when it costs the training loop: the model predicts a gain from taking
   // batches as they come, or (no prediction) the loop waits a tenth of its time or more.
-  const double main_ms = d.timeline.main_elapsed_ns / 1e6;
+  const double main_ms = main_ms_of(d);
   const double waited = main_ms > 0 ? d.stats.wait.s.sum / main_ms : 0;
   const bool gains = d.advice.unordered ? model_gain(*d.advice.unordered) >= t.advice_gain
                                         : waited >= t.wait_partly;
@@ -607,9 +632,7 @@ finding causes_finding(const report_data& d, const finding_thresholds& t) {
   }
   // Slow batches cost training time only when training waits for them; more workers alive at
   // once than CPUs costs the host's CPUs whatever the training loop does.
-  const double main_ms = d.timeline.main_elapsed_ns / 1e6;
-  const bool waits =
-      d.stats.wait.s.count == 0 || main_ms <= 0 || d.stats.wait.s.sum / main_ms >= t.wait_partly;
+  const bool waits = training_waits(d, t);
   const bool oversubscribed = c.cpus_allowed != 0 && c.concurrent_workers > c.cpus_allowed;
   f.level = v == "compute" || !(waits || (v == "cpu_contention" && oversubscribed))
                 ? finding_level::info

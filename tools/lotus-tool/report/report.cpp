@@ -390,6 +390,7 @@ void read_report_summaries(const report_args& a, report_data& rd) {
       if (b.workers == 0 || busy > b.busiest.busy_ns) b.busiest = {label, busy, n};
       if (b.workers == 0 || busy < b.idlest.busy_ns) b.idlest = {label, busy, n};
       ++b.workers;
+      ++b.threads;  // (summaries keep no times: generations are not told)
       b.busy_ns += static_cast<double>(busy);
     }
   }

@@ -682,6 +682,17 @@ void op_causes_text(std::string& out, const causes_result& c) {
 }  // namespace
 
 void run_stats(const stats_args& a) {
+  // The findings first, as `report` draws them (the run read with the model's advice): only
+  // they are kept, so the two readings' memory never adds up.
+  std::vector<finding> findings;
+  if (!a.csv) {
+    report_args ra;
+    ra.in = a.in;
+    ra.max_points = 1;
+    report_data rd;
+    collect_report(ra, rd);
+    findings = compute_findings(rd);
+  }
   input in;
   stats_result r;
   if (names_summaries(a.in.dirs)) {
@@ -700,16 +711,6 @@ void run_stats(const stats_args& a) {
   const trace_dir& dir = in.dir;
   if (r.skipped_lines) {
     warning("skipped " + std::to_string(r.skipped_lines) + " malformed line(s)");
-  }
-  // The findings, as `report` draws them (the run read once more, with the model's advice).
-  std::vector<finding> findings;
-  if (!a.csv) {
-    report_args ra;
-    ra.in = a.in;
-    ra.max_points = 1;
-    report_data rd;
-    collect_report(ra, rd);
-    findings = compute_findings(rd);
   }
   output_file out(a.output);
   if (a.json) {
