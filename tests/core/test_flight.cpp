@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -452,4 +453,46 @@ TEST_CASE("flight: a malformed LOTUS_TRIGGER is refused, the triggers parse", "[
   CHECK_FALSE(lotus::detail::flight_parse_request("capture ../x 5 6 0 r", r));
   CHECK_FALSE(lotus::detail::flight_parse_request("capture .x 5 6 0 r", r));
   CHECK_FALSE(lotus::detail::flight_parse_request("capture x 5 6", r));
+}
+
+// Issue #53 items 1 and 2: a cycle's `batchres` lines beyond one sidecar buffer, kept in the
+// window and captured: the capture's sidecar holds whole lines (no NUL, nothing glued), each
+// batch once or counted in `batchres_lost`, and the `capture` line on a line of its own.
+TEST_CASE("flight: a capture of a cycle with many batches has whole sidecar lines", "[flight]") {
+  lotus_test::temp_dir dir;
+  lotus::options o = flight_to(dir.path, 30, "");
+  o.flush_interval = std::chrono::milliseconds(60000);  // one cycle: the flush below
+  lotus::configure(o);
+  lotus::flush();
+  constexpr std::uint64_t n = 400;  // fits the thread's queue: every one gets its line
+  for (std::uint64_t i = 0; i < n; ++i) {
+    LOTUS_BATCH_PREPROCESSED(i);
+  }
+  lotus::flush();
+  o.flush_interval = std::chrono::milliseconds(20);  // the capture's window ends soon
+  lotus::configure(o);
+  REQUIRE(lotus::capture("many"));
+  lotus::flush();
+  const auto caps = await_captures(dir.path, 1);
+  REQUIRE(caps.size() == 1);
+  const std::string side =
+      lotus_test::read_file(caps[0] + "/.lotustrace_log.lotus-meta_" + std::to_string(::getpid()));
+  CHECK(side.find('\0') == std::string::npos);
+  std::size_t batchres = 0, capture = 0;
+  for (const auto& l : lotus_test::lines_of(side)) {
+    INFO(l);
+    if (l.rfind("capture ", 0) == 0) ++capture;
+    CHECK(l.find("capture ", 1) == std::string::npos);  // never glued to another line
+    if (l.rfind("batchres ", 0) != 0) continue;
+    std::istringstream ls(l.substr(9));
+    std::uint64_t x = 0;
+    int k = 0;
+    while (ls >> x) ++k;
+    CHECK(k == 10);
+    CHECK(ls.eof());
+    ++batchres;
+  }
+  CHECK(capture == 1);
+  CHECK(batchres == n);
+  lotus::configure(lotus::options{});
 }

@@ -673,12 +673,16 @@ class flight_recorder {
     if (out->created_pending()) emit(out->take_created());
     for (chunk* c = head_; c != nullptr; c = c->next) {
       if (c->stamp_ns < from || c->kind != chunk_sidecar) continue;
-      std::size_t at = 0;  // whole lines, in pieces that fit a text
+      // Whole lines only, each within the chunk: a line without its newline (never kept: the
+      // writer keeps whole lines) or longer than a text is skipped, never cut or read past.
+      std::size_t at = 0;
       while (at < c->size) {
-        std::size_t end = at;
-        while (end < c->size && c->data[end] != '\n') ++end;
+        const void* nl = std::memchr(c->data + at, '\n', c->size - at);
+        if (nl == nullptr) break;
+        const auto end = static_cast<std::size_t>(static_cast<const char*>(nl) - c->data);
         text t;
-        emit(t.add(c->data + at, end - at + 1));
+        t.add(c->data + at, end - at + 1);
+        if (!t.overflow) emit(t);
         at = end + 1;
       }
     }

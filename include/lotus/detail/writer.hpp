@@ -356,18 +356,29 @@ class trace_writer {
         const std::uint64_t end = conv_.to_ns(e.t1);
         dur = end > start ? end - start : 0;
       }
-      res_lines_.add("batchres ").add(t.tid).add(' ').add(e.idx).add(' ').add(start).add(' ');
-      res_lines_.add(dur).add(' ').add(e.cpu_ns).add(' ');
-      res_lines_.add(e.wait_ns).add(' ').add(e.minflt).add(' ').add(e.majflt).add(' ');
-      res_lines_.add(e.nvcsw).add(' ').add(e.nivcsw).add('\n');
+      text line;
+      line.add("batchres ").add(t.tid).add(' ').add(e.idx).add(' ').add(start).add(' ');
+      line.add(dur).add(' ').add(e.cpu_ns).add(' ').add(e.wait_ns).add(' ').add(e.minflt);
+      line.add(' ').add(e.majflt).add(' ').add(e.nvcsw).add(' ').add(e.nivcsw).add('\n');
+      if (!resource_line(line)) ++q->writer_lost;
     }
     q->tail.store(tail, std::memory_order_release);
-    const std::uint64_t lost = q->lost.load(std::memory_order_relaxed);
+    const std::uint64_t lost = q->lost.load(std::memory_order_relaxed) + q->writer_lost;
     if (lost != q->lost_reported) {
       q->lost_reported = lost;
-      res_lines_.add("batchres_lost ").add(t.tid).add(' ').add(lost).add('\n');
+      text line;
+      resource_line(line.add("batchres_lost ").add(t.tid).add(' ').add(lost).add('\n'));
     }
-    if (res_lines_.size() >= (1u << 16)) flush_resource_lines();
+  }
+
+  /// One whole sidecar line into res_lines_, which is written first when the line would not fit
+  /// (a text is 4 KiB: about 60 `batchres` lines). False when the line itself does not fit a
+  /// text (the caller counts what it held as lost): a line is never cut, nor glued to the next.
+  bool resource_line(const text& line) noexcept {
+    if (line.overflow) return false;
+    if (!res_lines_.fits(line.size())) flush_resource_lines();
+    res_lines_.add(line);
+    return true;
   }
 
   /// LOTUS_RESOURCES=ops: the change of the thread's per-op sums since the last cycle, one
@@ -387,22 +398,27 @@ class trace_writer {
       if (n == nullptr || n->size == 0) continue;  // out of memory: the next cycle
       std::uint64_t now[8] = {count};
       for (int j = 0; j < 7; ++j) now[j + 1] = s.sums[j].load(std::memory_order_relaxed);
-      res_lines_.add("opres ").add(t.tid);
+      text line;
+      line.add("opres ").add(t.tid);
       for (int j = 0; j < 8; ++j) {
         const std::uint64_t d = res_delta(s.reported[j], now[j]);
         // The ops' time: ticks to ns (a duration: the clock's rate only).
-        res_lines_.add(' ').add(
+        line.add(' ').add(
             j != 1 ? d : static_cast<std::uint64_t>(static_cast<double>(d) * conv_.ns_per_tick()));
+      }
+      line.add(' ').add(n->text + 1, n->size - 1).add('\n');  // the name, without "S"
+      // Written whole, or its ops counted in `opres_lost`; either way they are accounted for.
+      if (!resource_line(line)) q->writer_lost += res_delta(s.reported[0], now[0]);
+      for (int j = 0; j < 8; ++j) {
         if (now[j] > s.reported[j]) s.reported[j] = now[j];
       }
-      res_lines_.add(' ').add(n->text + 1, n->size - 1).add('\n');  // the name, without "S"
     }
-    const std::uint64_t lost = q->lost.load(std::memory_order_relaxed);
+    const std::uint64_t lost = q->lost.load(std::memory_order_relaxed) + q->writer_lost;
     if (lost != q->lost_reported) {
       q->lost_reported = lost;
-      res_lines_.add("opres_lost ").add(t.tid).add(' ').add(lost).add('\n');
+      text line;
+      resource_line(line.add("opres_lost ").add(t.tid).add(' ').add(lost).add('\n'));
     }
-    if (res_lines_.size() >= (1u << 16)) flush_resource_lines();
   }
 
   /// A batch record just formatted (drain): remembered for its `batchres` line.
