@@ -1,5 +1,7 @@
 // lotus — the flight recorder (issue #41): window, triggers, captures
 // SPDX-License-Identifier: MIT
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -41,6 +43,9 @@ lotus::options flight_to(const std::string& dir, std::uint64_t seconds, const st
   o.trigger = trig;
   return o;
 }
+
+/// This user's control file in `dir` (the first of its names).
+std::string control_path(const std::string& dir);
 
 /// The capture directories (`capture-*`) of `dir`.
 std::vector<std::string> captures(const std::string& dir) {
@@ -262,7 +267,7 @@ TEST_CASE("flight: a capture's bytes count against LOTUS_MAX_BYTES", "[flight]")
   REQUIRE(lotus::capture("budget"));
   const auto caps = await_captures(dir.path, 1);
   REQUIRE(caps.size() == 1);
-  std::uint64_t bytes = lotus_test::read_file(dir.path + "/.lotus-capture").size();
+  std::uint64_t bytes = lotus_test::read_file(control_path(dir.path)).size();
   for (const auto& n : lotus_test::list_dir(caps[0])) {
     bytes += lotus_test::read_file(caps[0] + "/" + n).size();
   }
@@ -329,7 +334,7 @@ TEST_CASE("flight: a stall another process (a rank) already captured is not capt
     lotus::flush();
     // Another rank sharing the directory stalled first and asked for the window around now.
     const std::uint64_t end = now_ns() + 1500000000u;
-    std::FILE* f = std::fopen((dir.path + "/.lotus-capture").c_str(), "a");
+    std::FILE* f = std::fopen(control_path(dir.path).c_str(), "a");
     REQUIRE(f != nullptr);
     std::fprintf(f, "capture rank1-stall %llu %llu 0 wait>150ms: SBatchWait_5 waited 400 ms\n",
                  static_cast<unsigned long long>(end - 1000000000u),
@@ -494,5 +499,161 @@ TEST_CASE("flight: a capture of a cycle with many batches has whole sidecar line
   }
   CHECK(capture == 1);
   CHECK(batchres == n);
+  lotus::configure(lotus::options{});
+}
+
+namespace {
+
+std::string control_path(const std::string& dir) {
+  return lotus::detail::flight_control_path(dir.c_str(), ::geteuid(), 0).c_str();
+}
+
+/// Redirects stderr (fd 2) into a file while alive; text() reads what was written.
+struct stderr_capture {
+  std::string path;
+  int saved = -1;
+  explicit stderr_capture(const std::string& p) : path(p) {
+    std::fflush(stderr);
+    saved = ::dup(2);
+    const int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    ::dup2(fd, 2);
+    ::close(fd);
+  }
+  ~stderr_capture() { restore(); }
+  void restore() {
+    if (saved < 0) return;
+    std::fflush(stderr);
+    ::dup2(saved, 2);
+    ::close(saved);
+    saved = -1;
+  }
+  std::size_t count(const std::string& what) const {
+    std::size_t n = 0;
+    for (const auto& l : lotus_test::lines_of(lotus_test::read_file(path))) {
+      n += l.find(what) != std::string::npos ? 1u : 0u;
+    }
+    return n;
+  }
+};
+
+bool exists(const std::string& p) {
+  struct stat st {};
+  return ::lstat(p.c_str(), &st) == 0;
+}
+
+}  // namespace
+
+// Issue #53 item 4: requests in a control file that is not this user's regular file with one
+// link (planted by another user in a shared directory) are ignored, with one message, and the
+// job still captures on its own request.
+TEST_CASE("flight: a control file of another user, or with two links, is not obeyed",
+          "[flight][control]") {
+  lotus_test::temp_dir dir;
+  lotus::configure(flight_to(dir.path, 5, ""));
+  for (int i = 0; i < 10; ++i) {
+    LOTUS_SCOPE("Mine");
+  }
+  lotus::flush();
+  const std::string ctl = control_path(dir.path);
+  {
+    std::FILE* f = std::fopen(ctl.c_str(), "w");
+    REQUIRE(f != nullptr);
+    const std::uint64_t t = now_ns();
+    for (int k = 0; k < 20; ++k) {  // more than a process keeps pending
+      std::fprintf(f, "capture planted-%d %llu %llu 0 a stranger asks\n", k,
+                   static_cast<unsigned long long>(t), static_cast<unsigned long long>(t + 1000));
+    }
+    std::fclose(f);
+  }
+  REQUIRE(::link(ctl.c_str(), (dir.path + "/second-link").c_str()) == 0);
+  if (::geteuid() == 0) REQUIRE(::chown(ctl.c_str(), 65534, 65534) == 0);  // another user's too
+  stderr_capture err(dir.path + "/stderr.txt");
+  for (int i = 0; i < 5; ++i) {
+    sleep_ms(30);
+    lotus::flush();
+  }
+  for (int k = 0; k < 20; ++k)
+    CHECK_FALSE(exists(dir.path + "/capture-planted-" + std::to_string(k)));
+  REQUIRE(lotus::capture("mine"));
+  const auto caps = await_captures(dir.path, 1);
+  err.restore();
+  INFO(lotus_test::read_file(err.path));
+  REQUIRE(caps.size() == 1);
+  CHECK(parse_capture(capture_line(caps[0], ::getpid())).reason == "mine");
+  CHECK(count_named(records_of(caps[0]), "SMine") == 10);
+  CHECK(err.count("control file") == 1);  // one message, however many requests
+  lotus::configure(lotus::options{});
+}
+
+// Issue #53 item 5: `lotus-tool capture` run by another user (root, for a job of a user; here a
+// user for a job of root) must not leave the job unable to capture: its own requests still work.
+TEST_CASE("flight: a capture requested by another user leaves the job able to capture",
+          "[flight][control]") {
+  if (::geteuid() != 0 || lotus_test::k_under_tsan) {
+    WARN("needs root (to act as another user) and fork; skipped");
+    return;
+  }
+  lotus_test::temp_dir dir;
+  REQUIRE(::chmod(dir.path.c_str(), 01777) == 0);  // a shared directory
+  lotus::configure(flight_to(dir.path, 5, ""));
+  for (int i = 0; i < 10; ++i) {
+    LOTUS_SCOPE("Mine");
+  }
+  lotus::flush();
+  const pid_t child = ::fork();
+  if (child == 0) {  // another user runs `lotus-tool capture DIR` (the same call)
+    if (::setresgid(65534, 65534, 65534) != 0 || ::setresuid(65534, 65534, 65534) != 0) {
+      ::_exit(2);
+    }
+    lotus::detail::flight_request r;
+    r.trigger_ns = now_ns();
+    r.end_ns = r.trigger_ns + 1000;
+    std::snprintf(r.id, sizeof r.id, "stranger");
+    const char* why = nullptr;
+    int e = 0;
+    ::_exit(lotus::detail::flight_append_request(dir.path.c_str(), r, &why, &e) ? 0 : 1);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);  // the other user's request was written (in its own file)
+  for (int i = 0; i < 3; ++i) {
+    sleep_ms(30);
+    lotus::flush();
+  }
+  CHECK_FALSE(exists(dir.path + "/capture-stranger"));
+  REQUIRE(lotus::capture("mine after"));
+  const auto caps = await_captures(dir.path, 1);
+  REQUIRE(caps.size() == 1);
+  CHECK(parse_capture(capture_line(caps[0], ::getpid())).reason == "mine after");
+  lotus::configure(lotus::options{});
+}
+
+// Issue #53 item 10: a process holds at most 16 pending captures (documented); more are
+// skipped, counted and announced once, never silently and never once per request.
+TEST_CASE("flight: more than 16 pending captures: the rest skipped with one message",
+          "[flight][control]") {
+  lotus_test::temp_dir dir;
+  lotus::configure(flight_to(dir.path, 5, ""));
+  for (int i = 0; i < 10; ++i) {
+    LOTUS_SCOPE("Mine");
+  }
+  lotus::flush();
+  stderr_capture err(dir.path + "/stderr.txt");
+  {
+    std::FILE* f = std::fopen(control_path(dir.path).c_str(), "a");
+    REQUIRE(f != nullptr);
+    const std::uint64_t t = now_ns();
+    for (int k = 0; k < 20; ++k) {  // all pending at once: their window ends in 400 ms
+      std::fprintf(f, "capture many-%d %llu %llu 0 r\n", k, static_cast<unsigned long long>(t),
+                   static_cast<unsigned long long>(t + 400000000u));
+    }
+    std::fclose(f);
+  }
+  const auto caps = await_captures(dir.path, 16);
+  err.restore();
+  INFO(lotus_test::read_file(err.path));
+  CHECK(caps.size() == 16);
+  CHECK(err.count("captures pending") == 1);
   lotus::configure(lotus::options{});
 }

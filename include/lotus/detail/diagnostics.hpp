@@ -20,25 +20,27 @@ namespace detail {
 /// never hides the first report of another (a bad LOTUS_MAP_* value does not silence the perf
 /// FIFO).
 enum class topic : unsigned {
-  clock,           // TSC refused
-  file_taken,      // a trace file name already existed; a fresh name is used
-  file_refused,    // a file lotus will not write into (replaced, linked, no fresh name left)
-  no_space,        // ENOSPC / EDQUOT
-  max_bytes,       // LOTUS_MAX_BYTES reached
-  disk_reserve,    // the file system's free space under LOTUS_MIN_FREE_BYTES
-  too_many_files,  // EMFILE / ENFILE
-  io_error,        // any other error creating or writing a trace file
-  no_memory,       // a ring or buffer could not be allocated
-  writer,          // the writer thread could not start or did not stop in time
-  late_event,      // an event after the thread's exit hook (a thread_local destructor)
-  reentrant,       // an event from a signal handler that interrupted lotus on the same thread
-  collector,       // the collector backend (perf, ITT, uProf, Callgrind) failed
-  map,             // LotusMap probe control (list file)
-  nvtx,            // LOTUS_NVTX asked for in a build without NVTX
-  itt,             // LOTUS_ITT asked for with no usable ITT collector
-  names,           // the run-time name table is full: new names pooled
-  fd_reused,       // a descriptor of lotus was closed (and maybe reused) by the host
-  live,            // the live figures file (live.hpp) could not be created or was replaced
+  clock,            // TSC refused
+  file_taken,       // a trace file name already existed; a fresh name is used
+  file_refused,     // a file lotus will not write into (replaced, linked, no fresh name left)
+  no_space,         // ENOSPC / EDQUOT
+  max_bytes,        // LOTUS_MAX_BYTES reached
+  disk_reserve,     // the file system's free space under LOTUS_MIN_FREE_BYTES
+  too_many_files,   // EMFILE / ENFILE
+  io_error,         // any other error creating or writing a trace file
+  no_memory,        // a ring or buffer could not be allocated
+  writer,           // the writer thread could not start or did not stop in time
+  late_event,       // an event after the thread's exit hook (a thread_local destructor)
+  reentrant,        // an event from a signal handler that interrupted lotus on the same thread
+  collector,        // the collector backend (perf, ITT, uProf, Callgrind) failed
+  map,              // LotusMap probe control (list file)
+  nvtx,             // LOTUS_NVTX asked for in a build without NVTX
+  itt,              // LOTUS_ITT asked for with no usable ITT collector
+  names,            // the run-time name table is full: new names pooled
+  fd_reused,        // a descriptor of lotus was closed (and maybe reused) by the host
+  live,             // the live figures file (live.hpp) could not be created or was replaced
+  capture_control,  // a flight-recorder control file that is not this user's own: ignored
+  capture_pending,  // more flight-recorder captures pending than a process holds: skipped
   count_
 };
 
