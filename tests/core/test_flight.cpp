@@ -1,6 +1,7 @@
 // lotus — the flight recorder (issue #41): window, triggers, captures
 // SPDX-License-Identifier: MIT
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -655,5 +656,59 @@ TEST_CASE("flight: more than 16 pending captures: the rest skipped with one mess
   INFO(lotus_test::read_file(err.path));
   CHECK(caps.size() == 16);
   CHECK(err.count("captures pending") == 1);
+  lotus::configure(lotus::options{});
+}
+
+namespace {
+bool g_handler_capture = false;
+void capture_in_handler(int) { g_handler_capture = lotus::capture("from a signal handler"); }
+void raise_usr1() {
+  lotus::detail::test_hooks::under_writer_lock.store(nullptr);
+  ::raise(SIGUSR1);
+}
+}  // namespace
+
+// Issue #53 item 3: lotus::capture() in a signal handler that interrupted lotus holding the
+// writer's lock (here flush(), through a test hook) neither deadlocks nor fails: the request is
+// picked up by the writer's next cycle. In a child, so that a deadlock fails (alarm) instead of
+// hanging the test.
+TEST_CASE("flight: lotus::capture() from a signal handler does not deadlock", "[flight][signal]") {
+  if (lotus_test::k_under_tsan) {
+    WARN("fork test skipped under ThreadSanitizer");
+    return;
+  }
+  lotus_test::temp_dir dir;
+  lotus::configure(flight_to(dir.path, 5, ""));
+  for (int i = 0; i < 10; ++i) {
+    LOTUS_SCOPE("Mine");
+  }
+  lotus::flush();
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::alarm(20);  // a deadlock ends here (SIGALRM), never hangs the test
+    lotus::configure(flight_to(dir.path, 5, ""));
+    for (int i = 0; i < 10; ++i) {
+      LOTUS_SCOPE("Child");
+    }
+    lotus::flush();  // the child's writer is running
+    struct sigaction sa {};
+    sa.sa_handler = capture_in_handler;
+    ::sigaction(SIGUSR1, &sa, nullptr);
+    lotus::detail::test_hooks::under_writer_lock.store(raise_usr1);
+    lotus::flush();  // raises SIGUSR1 with the writer's lock held
+    if (!g_handler_capture) ::_exit(3);
+    for (int i = 0; i < 2000; ++i) {  // the capture is written within a few cycles
+      for (const auto& c : captures(dir.path)) {
+        if (!capture_line(c, ::getpid()).empty()) ::_exit(0);
+      }
+      sleep_ms(10);
+    }
+    ::_exit(4);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  INFO("status " << status);
+  CHECK(WIFEXITED(status));
+  CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
   lotus::configure(lotus::options{});
 }
