@@ -7,7 +7,9 @@
 
 #include <atomic>   // atomic
 #include <cstdarg>  // va_list
+#include <cstddef>  // size_t
 #include <cstdio>   // vsnprintf
+#include <cstring>  // strlen
 
 #include "lotus/config.hpp"
 #include "lotus/detail/platform.hpp"
@@ -82,6 +84,36 @@ diag(topic t, const char* format, ...) noexcept {
   diag_vprint(format, args);
   va_end(args);
   return true;
+}
+
+/// A value for a message: at most its first 200 bytes, control bytes and DEL escaped (`\n`,
+/// `\t`, `\r`, else `\xHH`), so a value can never end the message's line or forge another
+/// (a newline in an environment variable, an ANSI escape). `out` holds at least 801 bytes.
+inline const char* diag_escaped(const char* v, std::size_t n, char* out,
+                                std::size_t size) noexcept {
+  static constexpr char hex[] = "0123456789abcdef";
+  std::size_t o = 0;
+  if (n > 200) n = 200;
+  for (std::size_t i = 0; i < n && o + 5 <= size; ++i) {
+    const auto c = static_cast<unsigned char>(v[i]);
+    if (c >= 0x20 && c != 0x7f) {
+      out[o++] = static_cast<char>(c);
+      continue;
+    }
+    out[o++] = '\\';
+    if (c == '\n' || c == '\t' || c == '\r') {
+      out[o++] = c == '\n' ? 'n' : c == '\t' ? 't' : 'r';
+    } else {
+      out[o++] = 'x';
+      out[o++] = hex[c >> 4];
+      out[o++] = hex[c & 15];
+    }
+  }
+  out[o] = '\0';
+  return out;
+}
+inline const char* diag_escaped(const char* v, char* out, std::size_t size) noexcept {
+  return diag_escaped(v, std::strlen(v), out, size);
 }
 
 /// A bad configuration value. Every variable is read once per process, so each bad one is

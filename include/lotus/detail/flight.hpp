@@ -56,7 +56,11 @@ struct flight_settings {
   std::uint64_t margin_ns = 300000000;                    // window end after an automatic trigger
 };
 
-/// A duration `<number><ns|us|ms|s|min>` at `s[i..]`; false when malformed.
+/// The longest trigger duration (LOTUS_TRIGGER): a day, as LOTUS_FLIGHT's longest window.
+constexpr std::uint64_t flight_max_duration_ns = std::uint64_t{86400} * 1000000000u;
+
+/// A duration `<number><ns|us|ms|s|min>` at `s[i..]`; false when malformed or longer than
+/// flight_max_duration_ns (never wrapped: 18446744074s is refused, not 290 ms).
 inline bool flight_parse_duration(std::string_view s, std::size_t& i, std::uint64_t& out) noexcept {
   std::uint64_t v = 0;
   const std::size_t from = i;
@@ -77,6 +81,7 @@ inline bool flight_parse_duration(std::string_view s, std::size_t& i, std::uint6
     const std::size_t n = std::strlen(u.unit);
     if (s.substr(i, n) == u.unit) {
       i += n;
+      if (v > flight_max_duration_ns / u.ns) return false;
       out = v * u.ns;
       return true;
     }
