@@ -262,7 +262,11 @@ inline bool flight_append_request(const char* dir, const flight_request& r, cons
       // A symlink (ELOOP), a FIFO (ENXIO) or another user's file (EACCES) at this name: the next.
       // Any other error (no such directory...) is the directory's: said at once.
       const int e = errno;
-      if (e == ELOOP || e == ENXIO || e == EACCES || e == EISDIR || e == EPERM) continue;
+      if (e == ELOOP || e == ENXIO || e == EACCES || e == EISDIR || e == EPERM) {
+        *err = e;  // said if no name is left
+        *why = "cannot open the control file, nor its other names";
+        continue;
+      }
       *err = e;
       *why = "cannot open the control file";
       return false;
@@ -270,6 +274,10 @@ inline bool flight_append_request(const char* dir, const flight_request& r, cons
     struct stat st {};
     if (::fstat(fd, &st) != 0 || !flight_control_owned(st)) {
       ::close(fd);
+      *err = 0;
+      *why =
+          "every control file name of this user is taken by a file that is not its own regular "
+          "file with one link";
       continue;
     }
     if (static_cast<std::uint64_t>(st.st_size) >= flight_control_max) {
