@@ -153,6 +153,7 @@ TEST_CASE("opres: without LOTUS_RESOURCES=ops spans keep the inline path and wri
   const auto& recs = files.at("lotustrace_log_worker_pid_" + std::to_string(::syscall(SYS_gettid)));
   CHECK(count_named(recs, "Sspin") == 2);
   lotus::configure(trace_to(dir.path + "/unused"));
+  lotus::flush();  // its live file now, inside the temporary directory
 }
 
 TEST_CASE("opres: LOTUS_RESOURCES=ops sums each op's figures per thread and op",
@@ -246,6 +247,7 @@ TEST_CASE("opres: LOTUS_RESOURCES=ops sums each op's figures per thread and op",
   REQUIRE(res.size() == 2);
   CHECK(res[1].idx == 7);
   lotus::configure(trace_to(dir.path + "/unused"));
+  lotus::flush();  // its live file now, inside the temporary directory
 }
 
 TEST_CASE("batchres: one line per batch with the thread's CPU, wait, faults and switches",
@@ -296,6 +298,7 @@ TEST_CASE("batchres: one line per batch with the thread's CPU, wait, faults and 
   CHECK(res[2].minflt >= 4000);  // touched 4096 fresh pages
   CHECK(res[0].minflt < 4000);
   lotus::configure(trace_to(dir.path + "/unused"));
+  lotus::flush();  // its live file now, inside the temporary directory
 }
 
 TEST_CASE("batchres: options::resources = false records none; true records them again",
@@ -319,6 +322,7 @@ TEST_CASE("batchres: options::resources = false records none; true records them 
   REQUIRE(res.size() == 1);
   CHECK(res[0].idx == 2);
   lotus::configure(trace_to(dir.path + "/unused"));
+  lotus::flush();  // its live file now, inside the temporary directory
 }
 
 TEST_CASE("batchres: a forked child reads its own thread, and writes its own sidecar",
@@ -356,6 +360,7 @@ TEST_CASE("batchres: a forked child reads its own thread, and writes its own sid
   CHECK(child[0].tid == static_cast<std::uint64_t>(pid));
   CHECK(child[0].cpu >= 15000000);  // the child's CPU time, not the sleeping parent's
   lotus::configure(trace_to(dir.path + "/unused"));
+  lotus::flush();  // its live file now, inside the temporary directory
 }
 
 // Issue #53 item 1: more batches in one writer cycle than one sidecar buffer holds. Every batch's
@@ -394,6 +399,7 @@ TEST_CASE("batchres: a cycle of 2000 batches writes whole lines or counts them l
   CHECK(res.size() >= 512);  // the queue's worth at least
   CHECK(res.size() + lost == n);
   lotus::configure(trace_to(dir.path + "/unused"));
+  lotus::flush();  // its live file now, inside the temporary directory
 }
 
 // Issue #53 item 1: the per-op table of a cycle with many op sites: every op counted once, in
@@ -445,4 +451,5 @@ TEST_CASE("opres: a cycle of 100 op sites writes whole lines, every op accounted
     CHECK((c == 0 || c == static_cast<std::uint64_t>(per_name)));
   }
   lotus::configure(trace_to(dir.path + "/unused"));
+  lotus::flush();  // its live file now, inside the temporary directory
 }
