@@ -27,7 +27,9 @@ inline trace_stats stats() noexcept { return detail::api_stats(); }
 /// Flight mode (LOTUS_FLIGHT): a capture of the last LOTUS_FLIGHT seconds of every process
 /// tracing into this trace directory, in `<dir>/capture-<id>/`, with `reason` in its sidecars.
 /// Returns at once; the capture is written a few writer cycles later. False when flight mode is
-/// off.
+/// off or nothing was recorded yet (the writer is not running). Async-signal-safe: it takes no
+/// lock and allocates nothing (it fills a request slot the writer picks up at its next cycle),
+/// so a signal handler may call it, also one that interrupted a lotus call on the same thread.
 inline bool capture(std::string_view reason = {}) noexcept {
   return detail::api_capture(reason.data(), reason.size());
 }

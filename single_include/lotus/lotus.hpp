@@ -227,6 +227,9 @@ struct test_hooks {
   static inline std::atomic<std::uint64_t> dynamic_misses{0};
   /// The most bytes the flight recorder's window held (LOTUS_FLIGHT_BYTES bounds it).
   static inline std::atomic<std::uint64_t> flight_max_held{0};
+  /// Called by lotus::flush() while it holds the writer's lock (a signal raised there interrupts
+  /// lotus holding it).
+  static inline std::atomic<void (*)()> under_writer_lock{nullptr};
 };
 
 }  // namespace detail
@@ -1026,7 +1029,9 @@ class tick_converter {
 
 #include <atomic>   // atomic
 #include <cstdarg>  // va_list
+#include <cstddef>  // size_t
 #include <cstdio>   // vsnprintf
+#include <cstring>  // strlen
 
 
 namespace lotus {
@@ -1037,25 +1042,27 @@ namespace detail {
 /// never hides the first report of another (a bad LOTUS_MAP_* value does not silence the perf
 /// FIFO).
 enum class topic : unsigned {
-  clock,           // TSC refused
-  file_taken,      // a trace file name already existed; a fresh name is used
-  file_refused,    // a file lotus will not write into (replaced, linked, no fresh name left)
-  no_space,        // ENOSPC / EDQUOT
-  max_bytes,       // LOTUS_MAX_BYTES reached
-  disk_reserve,    // the file system's free space under LOTUS_MIN_FREE_BYTES
-  too_many_files,  // EMFILE / ENFILE
-  io_error,        // any other error creating or writing a trace file
-  no_memory,       // a ring or buffer could not be allocated
-  writer,          // the writer thread could not start or did not stop in time
-  late_event,      // an event after the thread's exit hook (a thread_local destructor)
-  reentrant,       // an event from a signal handler that interrupted lotus on the same thread
-  collector,       // the collector backend (perf, ITT, uProf, Callgrind) failed
-  map,             // LotusMap probe control (list file)
-  nvtx,            // LOTUS_NVTX asked for in a build without NVTX
-  itt,             // LOTUS_ITT asked for with no usable ITT collector
-  names,           // the run-time name table is full: new names pooled
-  fd_reused,       // a descriptor of lotus was closed (and maybe reused) by the host
-  live,            // the live figures file (live.hpp) could not be created or was replaced
+  clock,            // TSC refused
+  file_taken,       // a trace file name already existed; a fresh name is used
+  file_refused,     // a file lotus will not write into (replaced, linked, no fresh name left)
+  no_space,         // ENOSPC / EDQUOT
+  max_bytes,        // LOTUS_MAX_BYTES reached
+  disk_reserve,     // the file system's free space under LOTUS_MIN_FREE_BYTES
+  too_many_files,   // EMFILE / ENFILE
+  io_error,         // any other error creating or writing a trace file
+  no_memory,        // a ring or buffer could not be allocated
+  writer,           // the writer thread could not start or did not stop in time
+  late_event,       // an event after the thread's exit hook (a thread_local destructor)
+  reentrant,        // an event from a signal handler that interrupted lotus on the same thread
+  collector,        // the collector backend (perf, ITT, uProf, Callgrind) failed
+  map,              // LotusMap probe control (list file)
+  nvtx,             // LOTUS_NVTX asked for in a build without NVTX
+  itt,              // LOTUS_ITT asked for with no usable ITT collector
+  names,            // the run-time name table is full: new names pooled
+  fd_reused,        // a descriptor of lotus was closed (and maybe reused) by the host
+  live,             // the live figures file (live.hpp) could not be created or was replaced
+  capture_control,  // a flight-recorder control file that is not this user's own: ignored
+  capture_pending,  // more flight-recorder captures pending than a process holds: skipped
   count_
 };
 
@@ -1097,6 +1104,36 @@ diag(topic t, const char* format, ...) noexcept {
   diag_vprint(format, args);
   va_end(args);
   return true;
+}
+
+/// A value for a message: at most its first 200 bytes, control bytes and DEL escaped (`\n`,
+/// `\t`, `\r`, else `\xHH`), so a value can never end the message's line or forge another
+/// (a newline in an environment variable, an ANSI escape). `out` holds at least 801 bytes.
+inline const char* diag_escaped(const char* v, std::size_t n, char* out,
+                                std::size_t size) noexcept {
+  static constexpr char hex[] = "0123456789abcdef";
+  std::size_t o = 0;
+  if (n > 200) n = 200;
+  for (std::size_t i = 0; i < n && o + 5 <= size; ++i) {
+    const auto c = static_cast<unsigned char>(v[i]);
+    if (c >= 0x20 && c != 0x7f) {
+      out[o++] = static_cast<char>(c);
+      continue;
+    }
+    out[o++] = '\\';
+    if (c == '\n' || c == '\t' || c == '\r') {
+      out[o++] = c == '\n' ? 'n' : c == '\t' ? 't' : 'r';
+    } else {
+      out[o++] = 'x';
+      out[o++] = hex[c >> 4];
+      out[o++] = hex[c & 15];
+    }
+  }
+  out[o] = '\0';
+  return out;
+}
+inline const char* diag_escaped(const char* v, char* out, std::size_t size) noexcept {
+  return diag_escaped(v, std::strlen(v), out, size);
 }
 
 /// A bad configuration value. Every variable is read once per process, so each bad one is
@@ -1159,8 +1196,10 @@ LOTUS_DETAIL_COLD inline bool env_u64(const char* name, std::uint64_t lo, std::u
   const char* v = env_text(name);
   if (v == nullptr) return false;
   if (parse_u64(v, lo, hi, out)) return true;
-  diag_config("ignoring %s='%.200s' (expected an integer from %llu to %llu); using the default",
-              name, v, static_cast<unsigned long long>(lo), static_cast<unsigned long long>(hi));
+  char shown[832];
+  diag_config("ignoring %s='%s' (expected an integer from %llu to %llu); using the default", name,
+              diag_escaped(v, shown, sizeof shown), static_cast<unsigned long long>(lo),
+              static_cast<unsigned long long>(hi));
   return false;
 }
 
@@ -1931,7 +1970,9 @@ LOTUS_DETAIL_COLD inline void option_refused(const char* source, const char* val
   char using_text[96];
   option_expected(d, expected, sizeof expected);
   option_value_text(d, kept, using_text, sizeof using_text);
-  diag_config("ignoring %s='%.200s' (expected %s); using %s%s", source, value, expected, using_text,
+  char shown[832];
+  diag_config("ignoring %s='%s' (expected %s); using %s%s", source,
+              diag_escaped(value, shown, sizeof shown), expected, using_text,
               d.fail_closed != 0 && kept == d.fail_closed
                   ? ", the fail-closed limit for a malformed value"
                   : "");
@@ -2700,6 +2741,7 @@ LOTUS_DETAIL_API bool annotations_active() noexcept {
 // summed per op site on its thread (op_res_table); the writer writes each cycle's change as `opres`
 // lines.
 
+#include <errno.h>         // errno, EMFILE
 #include <fcntl.h>         // open, O_*
 #include <sys/resource.h>  // getrusage, RUSAGE_THREAD
 #include <time.h>          // clock_gettime, CLOCK_THREAD_CPUTIME_ID
@@ -2731,6 +2773,7 @@ struct res_queue {
   std::atomic<std::uint64_t> tail{0};  // writer
   std::atomic<std::uint64_t> lost{0};  // entries dropped because the queue was full
   std::uint64_t lost_reported = 0;     // writer: the count in the last `batchres_lost` line
+  std::uint64_t writer_lost = 0;       // writer: entries it could not write (counted with `lost`)
   res_entry slots[capacity];
 };
 
@@ -2750,6 +2793,7 @@ struct op_res_table {
   static constexpr std::uint64_t capacity = 128;  // a power of two
   std::atomic<std::uint64_t> lost{0};             // ops whose figures had no slot
   std::uint64_t lost_reported = 0;                // writer
+  std::uint64_t writer_lost = 0;  // writer: ops whose line it could not write (with `lost`)
   op_res_slot slots[capacity];
 };
 
@@ -2793,10 +2837,26 @@ inline void op_res_add(op_res_table& t, const void* site, std::uint64_t ticks, c
   t.lost.fetch_add(1, std::memory_order_relaxed);
 }
 
-/// The calling thread's open /proc/thread-self/schedstat: -1 not opened yet, -2 unavailable.
+/// The calling thread's open /proc/thread-self/schedstat: -1 not opened yet, -2 unavailable,
+/// -3 not kept (opened, read and closed at each reading: schedstat_kept_max threads keep theirs).
 /// Closed when the thread exits (resources_thread_exit); a forked child's surviving thread closes
 /// the parent's (runtime::fork_child): that descriptor reads the parent's thread.
 inline thread_local int t_schedstat_fd = -1;
+
+/// At most this many threads of a process keep their schedstat descriptor open; the others open
+/// it at each reading (two more system calls, only when the thread was switched out). Without
+/// the bound, 2,000 recording threads held 2,000 descriptors, and under RLIMIT_NOFILE 1024 the
+/// writer could not create their trace files (issue #53).
+constexpr int schedstat_kept_max = 64;
+inline std::atomic<int> g_schedstat_kept{0};
+
+inline int open_schedstat() noexcept {
+  int fd = -1;
+  do {
+    fd = ::open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+  } while (fd < 0 && errno == EINTR);
+  return fd;
+}
 
 /// The calling thread's previous reading (ok: there is one): its context switches tell whether
 /// the run-queue wait can have changed since.
@@ -2826,13 +2886,28 @@ inline bool parse_schedstat(const char* p, const char* end, std::uint64_t& cpu,
 
 /// The thread's run-queue wait (schedstat's second field), or false without schedstat.
 inline bool read_schedstat_wait(std::uint64_t& wait) noexcept {
-  if (t_schedstat_fd == -1) {
-    t_schedstat_fd = ::open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
-    if (t_schedstat_fd < 0) t_schedstat_fd = -2;
+  int fd = t_schedstat_fd;
+  if (fd == -1 || fd == -3) {
+    fd = open_schedstat();
+    if (fd < 0) {
+      // Out of descriptors: the host's (or other threads') doing, transient; else no schedstat.
+      if (errno != EMFILE && errno != ENFILE && errno != ENOMEM) t_schedstat_fd = -2;
+      return false;
+    }
+    if (t_schedstat_fd == -1) {
+      if (g_schedstat_kept.fetch_add(1, std::memory_order_relaxed) < schedstat_kept_max) {
+        t_schedstat_fd = fd;  // kept for the thread's later readings
+      } else {
+        g_schedstat_kept.fetch_sub(1, std::memory_order_relaxed);
+        t_schedstat_fd = -3;
+      }
+    }
+  } else if (fd < 0) {
+    return false;
   }
-  if (t_schedstat_fd < 0) return false;
   char buf[96];
-  const ssize_t n = ::pread(t_schedstat_fd, buf, sizeof buf, 0);
+  const ssize_t n = ::pread(fd, buf, sizeof buf, 0);
+  if (fd != t_schedstat_fd) ::close(fd);
   std::uint64_t cpu = 0;
   return n > 0 && parse_schedstat(buf, buf + n, cpu, wait);
 }
@@ -2878,12 +2953,16 @@ inline res_sample read_thread_resources(bool exact_cpu = false) noexcept {
 inline void resources_after_fork() noexcept {
   if (t_schedstat_fd >= 0) ::close(t_schedstat_fd);
   t_schedstat_fd = -1;
+  g_schedstat_kept.store(0, std::memory_order_relaxed);  // the parent's threads are not here
   t_res_last = res_sample{};
 }
 
 /// At the thread's exit (runtime's thread_exit_hook): close its descriptor; no reads after.
 inline void resources_thread_exit() noexcept {
-  if (t_schedstat_fd >= 0) ::close(t_schedstat_fd);
+  if (t_schedstat_fd >= 0) {
+    ::close(t_schedstat_fd);
+    g_schedstat_kept.fetch_sub(1, std::memory_order_relaxed);
+  }
   t_schedstat_fd = -2;
 }
 
@@ -3031,12 +3110,17 @@ class text {
   }
   const char* c_str() const noexcept { return buf_; }
   std::size_t size() const noexcept { return size_; }
+  /// The most bytes a text holds.
+  static constexpr std::size_t capacity() noexcept { return max_size - 1; }
+  /// `n` more bytes fit without cutting.
+  bool fits(std::size_t n) const noexcept { return n <= capacity() - size_; }
   bool empty() const noexcept { return size_ == 0; }
 
   bool overflow = false;
 
  private:
-  char buf_[4352];
+  static constexpr std::size_t max_size = 4352;
+  char buf_[max_size];
   std::size_t size_ = 0;
 };
 
@@ -4292,11 +4376,18 @@ namespace detail {
 
 /// LOTUS_FLIGHT_BYTES when unset: the formatted records one process keeps in memory.
 constexpr std::uint64_t flight_bytes_default = std::uint64_t{64} << 20;
-/// The control file in the trace directory: one `capture` request per line (FORMAT.md §7).
+/// The control files in the trace directory: one `capture` request per line (FORMAT.md §8),
+/// one file per user, `.lotus-capture-<uid>`: a process obeys only the requests of its own user
+/// (its effective uid), and a request of another user (root's `lotus-tool capture` included)
+/// goes to that user's file, so it can never take this user's name. A name another user took
+/// anyway (planted in a shared directory) is skipped: the next one, `..._r<k>`, is used.
 constexpr const char flight_control_name[] = ".lotus-capture";
+/// Names per user: `.lotus-capture-<uid>`, then `.lotus-capture-<uid>_r1` ... `_r3`.
+constexpr unsigned flight_control_names = 4;
 /// The control file is not appended to beyond this (a message asks to remove it).
 constexpr std::uint64_t flight_control_max = std::uint64_t{1} << 20;
-/// Requests one process holds until their window ends; more are refused (one message).
+/// Requests one process holds until their window ends; more are skipped (counted, one message,
+/// and the count at exit).
 constexpr unsigned flight_max_pending = 16;
 /// Automatic captures one process asks for (a job that stalls all day must not fill the disk
 /// with captures); on-demand ones are not counted.
@@ -4311,7 +4402,11 @@ struct flight_settings {
   std::uint64_t margin_ns = 300000000;                    // window end after an automatic trigger
 };
 
-/// A duration `<number><ns|us|ms|s|min>` at `s[i..]`; false when malformed.
+/// The longest trigger duration (LOTUS_TRIGGER): a day, as LOTUS_FLIGHT's longest window.
+constexpr std::uint64_t flight_max_duration_ns = std::uint64_t{86400} * 1000000000u;
+
+/// A duration `<number><ns|us|ms|s|min>` at `s[i..]`; false when malformed or longer than
+/// flight_max_duration_ns (never wrapped: 18446744074s is refused, not 290 ms).
 inline bool flight_parse_duration(std::string_view s, std::size_t& i, std::uint64_t& out) noexcept {
   std::uint64_t v = 0;
   const std::size_t from = i;
@@ -4332,6 +4427,7 @@ inline bool flight_parse_duration(std::string_view s, std::size_t& i, std::uint6
     const std::size_t n = std::strlen(u.unit);
     if (s.substr(i, n) == u.unit) {
       i += n;
+      if (v > flight_max_duration_ns / u.ns) return false;
       out = v * u.ns;
       return true;
     }
@@ -4470,54 +4566,84 @@ inline bool flight_parse_request(std::string_view line, flight_request& r) noexc
   return true;
 }
 
-/// Appends `r` to `<dir>/.lotus-capture` with one write(2) (O_APPEND: lines of concurrent
-/// writers never interleave). The file is created if missing; an existing one must be a regular
-/// file of this user with one link, never a symlink, and smaller than flight_control_max. On
-/// failure: false, `why` says why.
+/// The `k`th control file name of user `uid` in `dir` (`.lotus-capture-<uid>`, `..._r<k>`).
+inline text flight_control_path(const char* dir, std::uint64_t uid, unsigned k) noexcept {
+  text path;
+  path.add(dir).add('/').add(flight_control_name).add('-').add(uid);
+  if (k != 0) path.add("_r").add(std::uint64_t{k});
+  return path;
+}
+
+/// A control file lotus reads or appends to: a regular file of this user with one link.
+inline bool flight_control_owned(const struct stat& st) noexcept {
+  return S_ISREG(st.st_mode) && st.st_uid == ::geteuid() && st.st_nlink == 1;
+}
+
+/// Appends `r` to this user's control file in `dir` with one write(2) (O_APPEND: lines of
+/// concurrent writers never interleave). The file is created if missing; an existing one must be
+/// a regular file of this user with one link, never a symlink, FIFO or device (else the next of
+/// the user's names is used), and smaller than flight_control_max. On failure: false, `why` says
+/// why.
 inline bool flight_append_request(const char* dir, const flight_request& r, const char** why,
                                   int* err) noexcept {
-  text path;
-  path.add(dir).add('/').add(flight_control_name);
   char line[320];
   const std::size_t n = flight_request_line(r, line, sizeof line);
   *err = 0;
-  if (path.overflow || n == 0) {
-    *why = "the path or the request is too long";
-    return false;
-  }
-  int fd = -1;
-  do {
-    fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
-                0644);
-  } while (fd < 0 && errno == EINTR);
-  if (fd < 0) {
-    *err = errno;
-    *why = "cannot open the control file";
-    return false;
-  }
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid() ||
-      st.st_nlink != 1) {
+  *why =
+      "every control file name of this user is taken by a file that is not its own regular "
+      "file with one link";
+  const auto uid = static_cast<std::uint64_t>(::geteuid());
+  for (unsigned k = 0; k < flight_control_names; ++k) {
+    const text path = flight_control_path(dir, uid, k);
+    if (path.overflow || n == 0) {
+      *why = "the path or the request is too long";
+      return false;
+    }
+    int fd = -1;
+    do {
+      fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+                  0644);
+    } while (fd < 0 && errno == EINTR);
+    if (fd < 0) {
+      // A symlink (ELOOP), a FIFO (ENXIO) or another user's file (EACCES) at this name: the next.
+      // Any other error (no such directory...) is the directory's: said at once.
+      const int e = errno;
+      if (e == ELOOP || e == ENXIO || e == EACCES || e == EISDIR || e == EPERM) {
+        *err = e;  // said if no name is left
+        *why = "cannot open the control file, nor its other names";
+        continue;
+      }
+      *err = e;
+      *why = "cannot open the control file";
+      return false;
+    }
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !flight_control_owned(st)) {
+      ::close(fd);
+      *err = 0;
+      *why =
+          "every control file name of this user is taken by a file that is not its own regular "
+          "file with one link";
+      continue;
+    }
+    if (static_cast<std::uint64_t>(st.st_size) >= flight_control_max) {
+      ::close(fd);
+      *why = "the control file is over 1 MiB (remove it)";
+      return false;
+    }
+    ssize_t w = -1;
+    do {
+      w = ::write(fd, line, n);
+    } while (w < 0 && errno == EINTR);
+    if (w < 0) *err = errno;
     ::close(fd);
-    *why = "the control file is not a regular file of this user with one link";
-    return false;
+    if (w != static_cast<ssize_t>(n)) {
+      *why = "cannot write the control file";
+      return false;
+    }
+    return true;
   }
-  if (static_cast<std::uint64_t>(st.st_size) >= flight_control_max) {
-    ::close(fd);
-    *why = "the control file is over 1 MiB (remove it)";
-    return false;
-  }
-  ssize_t w = -1;
-  do {
-    w = ::write(fd, line, n);
-  } while (w < 0 && errno == EINTR);
-  if (w < 0) *err = errno;
-  ::close(fd);
-  if (w != static_cast<ssize_t>(n)) {
-    *why = "cannot write the control file";
-    return false;
-  }
-  return true;
+  return false;
 }
 
 /// The window: every thread's formatted records of the last LOTUS_FLIGHT seconds, as chunks in
@@ -4550,9 +4676,7 @@ class flight_recorder {
   LOTUS_DETAIL_COLD void reset(std::uint64_t now) noexcept {
     free_chunks();
     started_ns_ = now;
-    control_ino_ = 0;
-    control_dev_ = 0;
-    control_off_ = 0;
+    for (control_state& c : control_) c = control_state{};
     pending_count_ = 0;
     waits_count_ = 0;
     wait_fired_ = false;
@@ -4640,6 +4764,11 @@ class flight_recorder {
     }
     asks_count_ = 0;
     poll(files);
+    if (final && pending_skipped_ != 0) {
+      diag_config("flight recorder: %llu capture request(s) skipped in all: %u were pending",
+                  static_cast<unsigned long long>(pending_skipped_), flight_max_pending);
+      pending_skipped_ = 0;
+    }
     for (unsigned i = 0; i < pending_count_;) {
       if (final || pending_[i].end_ns <= now) {
         write_capture(files, header(), pending_[i]);
@@ -4790,21 +4919,46 @@ class flight_recorder {
     return true;
   }
 
-  /// Reads what the control file gained since the last cycle (one lstat when nothing changed).
+  /// Reads what this user's control files gained since the last cycle (one lstat when nothing
+  /// changed): its names in order, up to the first that does not exist. A file that is not this
+  /// user's regular file with one link is never read (checked before every read: lstat, then
+  /// fstat of the descriptor read from), with one message.
   void poll(trace_files& files) noexcept {
-    text path;
-    path.add(files.dir()).add('/').add(flight_control_name);
-    struct stat st {};
-    if (path.overflow || ::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return;
+    const auto uid = static_cast<std::uint64_t>(::geteuid());
+    for (unsigned k = 0; k < flight_control_names; ++k) {
+      const text path = flight_control_path(files.dir().c_str(), uid, k);
+      struct stat st {};
+      if (path.overflow || ::lstat(path.c_str(), &st) != 0) return;
+      if (!flight_control_owned(st)) {
+        refuse_control(path);
+        continue;
+      }
+      poll_one(path, control_[k], st);
+    }
+  }
+
+  LOTUS_DETAIL_COLD static void refuse_control(const text& path) noexcept {
+    diag(topic::capture_control,
+         "flight recorder: ignoring the control file '%s': not a regular file of this user with "
+         "one link "
+         "(requests of another user are never obeyed; this user's go to the next name)",
+         path.c_str());
+  }
+
+  /// Where the reading of one control file name stands.
+  struct control_state {
+    std::uint64_t ino = 0, dev = 0, off = 0;
+  };
+
+  void poll_one(const text& path, control_state& c, const struct stat& st) noexcept {
     const auto ino = static_cast<std::uint64_t>(st.st_ino);
     const auto dev = static_cast<std::uint64_t>(st.st_dev);
-    if (ino != control_ino_ || dev != control_dev_ ||
-        static_cast<std::uint64_t>(st.st_size) < control_off_) {
-      control_ino_ = ino;  // a new (or truncated) file: read from its start
-      control_dev_ = dev;
-      control_off_ = 0;
+    if (ino != c.ino || dev != c.dev || static_cast<std::uint64_t>(st.st_size) < c.off) {
+      c.ino = ino;  // a new (or truncated) file: read from its start
+      c.dev = dev;
+      c.off = 0;
     }
-    if (static_cast<std::uint64_t>(st.st_size) <= control_off_) return;
+    if (static_cast<std::uint64_t>(st.st_size) <= c.off) return;
     int fd = -1;
     do {
       fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
@@ -4813,10 +4967,11 @@ class flight_recorder {
     struct stat fst {};
     char buf[16384];
     ssize_t got = -1;
-    if (::fstat(fd, &fst) == 0 && S_ISREG(fst.st_mode) &&
-        static_cast<std::uint64_t>(fst.st_ino) == ino &&
-        static_cast<std::uint64_t>(fst.st_dev) == dev) {
-      got = ::pread(fd, buf, sizeof buf, static_cast<off_t>(control_off_));
+    if (::fstat(fd, &fst) == 0 && !flight_control_owned(fst)) {
+      refuse_control(path);  // replaced since the lstat
+    } else if (static_cast<std::uint64_t>(fst.st_ino) == ino &&
+               static_cast<std::uint64_t>(fst.st_dev) == dev) {
+      got = ::pread(fd, buf, sizeof buf, static_cast<off_t>(c.off));
     }
     ::close(fd);
     if (got <= 0) return;
@@ -4828,7 +4983,7 @@ class flight_recorder {
       line_start = i + 1;
     }
     // A line longer than the buffer is no request: skipped whole.
-    control_off_ += line_start != 0 ? line_start : n;
+    c.off += line_start != 0 ? line_start : n;
   }
 
   void take(std::string_view line) noexcept {
@@ -4842,8 +4997,11 @@ class flight_recorder {
       if (std::strcmp(pending_[i].id, r.id) == 0) return;
     }
     if (pending_count_ == flight_max_pending) {
-      diag_config("flight recorder: over %u captures pending; capture %s skipped",
-                  flight_max_pending, r.id);
+      ++pending_skipped_;
+      diag(topic::capture_pending,
+           "flight recorder: %u captures pending (the most a process holds); capture %s and "
+           "later ones beyond it are skipped, counted at exit",
+           flight_max_pending, r.id);
       return;
     }
     pending_[pending_count_++] = r;
@@ -4935,12 +5093,16 @@ class flight_recorder {
     if (out->created_pending()) emit(out->take_created());
     for (chunk* c = head_; c != nullptr; c = c->next) {
       if (c->stamp_ns < from || c->kind != chunk_sidecar) continue;
-      std::size_t at = 0;  // whole lines, in pieces that fit a text
+      // Whole lines only, each within the chunk: a line without its newline (never kept: the
+      // writer keeps whole lines) or longer than a text is skipped, never cut or read past.
+      std::size_t at = 0;
       while (at < c->size) {
-        std::size_t end = at;
-        while (end < c->size && c->data[end] != '\n') ++end;
+        const void* nl = std::memchr(c->data + at, '\n', c->size - at);
+        if (nl == nullptr) break;
+        const auto end = static_cast<std::size_t>(static_cast<const char*>(nl) - c->data);
         text t;
-        emit(t.add(c->data + at, end - at + 1));
+        t.add(c->data + at, end - at + 1);
+        if (!t.overflow) emit(t);
         at = end + 1;
       }
     }
@@ -4988,7 +5150,8 @@ class flight_recorder {
   unsigned asks_count_ = 0;
   flight_request pending_[flight_max_pending];
   unsigned pending_count_ = 0;
-  std::uint64_t control_ino_ = 0, control_dev_ = 0, control_off_ = 0;
+  control_state control_[flight_control_names];
+  std::uint64_t pending_skipped_ = 0;  // requests skipped: flight_max_pending were pending
 };
 
 }  // namespace detail
@@ -5028,10 +5191,11 @@ LOTUS_DETAIL_COLD inline void parse_trigger_setting(const char* source, std::str
                                                     flight_settings& out) noexcept {
   if (flight_parse_triggers(v, out)) return;
   out.wait_ns = out.share_permille = out.share_window_ns = 0;
+  char shown[832];
   diag_config(
-      "ignoring %s='%.*s' (expected wait>DURATION and/or waitshare>P%%/DURATION, "
-      "comma-separated, DURATION such as 800ms or 10s); no automatic capture",
-      source, static_cast<int>(v.size() < 200 ? v.size() : 200), v.data());
+      "ignoring %s='%s' (expected wait>DURATION and/or waitshare>P%%/DURATION, "
+      "comma-separated, DURATION such as 800ms or 10s, at most 1 day); no automatic capture",
+      source, diag_escaped(v.data(), v.size(), shown, sizeof shown));
 }
 
 /// A trace prefix as lotus uses it, or false (one warning) when it cannot be used: control
@@ -6167,23 +6331,33 @@ class trace_writer {
     const sync_hold lk(mu_);
     flight_next_ = s;
     flight_changed_ = true;
+    flight_on_.store(s.window_ns != 0, std::memory_order_release);
   }
   /// LOTUS_LIVE (live.hpp): applied at the writer's next cycle.
   void set_live(bool on) noexcept {
     const sync_hold lk(mu_);
     live_next_ = on;
   }
-  /// lotus::capture(): false when flight mode is off (nothing to capture).
-  LOTUS_DETAIL_COLD bool ask_capture(std::string_view reason) noexcept {
-    const sync_hold lk(mu_);
-    if (flight_next_.window_ns == 0 || !thread_started_) return false;
-    if (asks_ == max_asks) return true;  // as many already asked this cycle: one of them serves
-    text& r = ask_reason_[asks_];
-    r.clear();
-    r.add(reason.substr(0, 180));
-    ask_ns_[asks_++] = realtime_ns();
-    cv_.notify_all();
-    return true;
+  /// lotus::capture(): false when flight mode is off (nothing to capture) or the writer is not
+  /// running. Async-signal-safe: no lock, no allocation, no wake-up call; it fills a free slot
+  /// (atomic claim) that the writer's next cycle (at most half an interval away) turns into a
+  /// request. A signal handler may call it, also one that interrupted lotus holding the writer's
+  /// lock on the same thread.
+  bool ask_capture(std::string_view reason) noexcept {
+    if (!flight_on_.load(std::memory_order_acquire) || !running()) return false;
+    for (capture_ask& a : asks_) {
+      unsigned expected = ask_free;
+      if (!a.state.compare_exchange_strong(expected, ask_filling, std::memory_order_acquire,
+                                           std::memory_order_relaxed)) {
+        continue;
+      }
+      a.size = reason.size() < sizeof a.reason ? reason.size() : sizeof a.reason;
+      if (a.size != 0) std::memcpy(a.reason, reason.data(), a.size);
+      a.ns = realtime_ns();
+      a.state.store(ask_ready, std::memory_order_release);
+      return true;
+    }
+    return true;  // as many already asked since the writer's last cycle: one of them serves
   }
 
   /// A thread's ring is full: drain soon. Lock-free (callable from a thread that holds no lock
@@ -6206,6 +6380,9 @@ class trace_writer {
   /// Asks for a cycle and waits for it, at most `limit_ms`; false when it timed out.
   LOTUS_DETAIL_COLD bool flush(std::uint64_t limit_ms) noexcept {
     const sync_hold lk(mu_);
+#ifdef LOTUS_TEST_HOOKS
+    if (void (*hook)() = test_hooks::under_writer_lock.load()) hook();
+#endif
     if (!thread_started_) return true;
     const std::uint64_t mine = ++flush_req_;
     cv_.notify_all();
@@ -6271,6 +6448,9 @@ class trace_writer {
     mu_.unlock();
     cycle_mu_.unlock();
     files_.close_all(parent_threads);
+    // A slot another thread of the parent was filling stays claimed: free it (the child's own
+    // requests only).
+    for (capture_ask& a : asks_) a.state.store(ask_free, std::memory_order_relaxed);
     flight_.fork_child();
     live_.after_fork();
   }
@@ -6313,18 +6493,29 @@ class trace_writer {
         const std::uint64_t end = conv_.to_ns(e.t1);
         dur = end > start ? end - start : 0;
       }
-      res_lines_.add("batchres ").add(t.tid).add(' ').add(e.idx).add(' ').add(start).add(' ');
-      res_lines_.add(dur).add(' ').add(e.cpu_ns).add(' ');
-      res_lines_.add(e.wait_ns).add(' ').add(e.minflt).add(' ').add(e.majflt).add(' ');
-      res_lines_.add(e.nvcsw).add(' ').add(e.nivcsw).add('\n');
+      text line;
+      line.add("batchres ").add(t.tid).add(' ').add(e.idx).add(' ').add(start).add(' ');
+      line.add(dur).add(' ').add(e.cpu_ns).add(' ').add(e.wait_ns).add(' ').add(e.minflt);
+      line.add(' ').add(e.majflt).add(' ').add(e.nvcsw).add(' ').add(e.nivcsw).add('\n');
+      if (!resource_line(line)) ++q->writer_lost;
     }
     q->tail.store(tail, std::memory_order_release);
-    const std::uint64_t lost = q->lost.load(std::memory_order_relaxed);
+    const std::uint64_t lost = q->lost.load(std::memory_order_relaxed) + q->writer_lost;
     if (lost != q->lost_reported) {
       q->lost_reported = lost;
-      res_lines_.add("batchres_lost ").add(t.tid).add(' ').add(lost).add('\n');
+      text line;
+      resource_line(line.add("batchres_lost ").add(t.tid).add(' ').add(lost).add('\n'));
     }
-    if (res_lines_.size() >= (1u << 16)) flush_resource_lines();
+  }
+
+  /// One whole sidecar line into res_lines_, which is written first when the line would not fit
+  /// (a text is 4 KiB: about 60 `batchres` lines). False when the line itself does not fit a
+  /// text (the caller counts what it held as lost): a line is never cut, nor glued to the next.
+  bool resource_line(const text& line) noexcept {
+    if (line.overflow) return false;
+    if (!res_lines_.fits(line.size())) flush_resource_lines();
+    res_lines_.add(line);
+    return true;
   }
 
   /// LOTUS_RESOURCES=ops: the change of the thread's per-op sums since the last cycle, one
@@ -6344,22 +6535,27 @@ class trace_writer {
       if (n == nullptr || n->size == 0) continue;  // out of memory: the next cycle
       std::uint64_t now[8] = {count};
       for (int j = 0; j < 7; ++j) now[j + 1] = s.sums[j].load(std::memory_order_relaxed);
-      res_lines_.add("opres ").add(t.tid);
+      text line;
+      line.add("opres ").add(t.tid);
       for (int j = 0; j < 8; ++j) {
         const std::uint64_t d = res_delta(s.reported[j], now[j]);
         // The ops' time: ticks to ns (a duration: the clock's rate only).
-        res_lines_.add(' ').add(
+        line.add(' ').add(
             j != 1 ? d : static_cast<std::uint64_t>(static_cast<double>(d) * conv_.ns_per_tick()));
+      }
+      line.add(' ').add(n->text + 1, n->size - 1).add('\n');  // the name, without "S"
+      // Written whole, or its ops counted in `opres_lost`; either way they are accounted for.
+      if (!resource_line(line)) q->writer_lost += res_delta(s.reported[0], now[0]);
+      for (int j = 0; j < 8; ++j) {
         if (now[j] > s.reported[j]) s.reported[j] = now[j];
       }
-      res_lines_.add(' ').add(n->text + 1, n->size - 1).add('\n');  // the name, without "S"
     }
-    const std::uint64_t lost = q->lost.load(std::memory_order_relaxed);
+    const std::uint64_t lost = q->lost.load(std::memory_order_relaxed) + q->writer_lost;
     if (lost != q->lost_reported) {
       q->lost_reported = lost;
-      res_lines_.add("opres_lost ").add(t.tid).add(' ').add(lost).add('\n');
+      text line;
+      resource_line(line.add("opres_lost ").add(t.tid).add(' ').add(lost).add('\n'));
     }
-    if (res_lines_.size() >= (1u << 16)) flush_resource_lines();
   }
 
   /// A batch record just formatted (drain): remembered for its `batchres` line.
@@ -6609,10 +6805,11 @@ class trace_writer {
         watch_waits_ = flight_.on() && flight_.watching();
       }
       live_cycle_ = live_next_;
-      for (unsigned i = 0; i < asks_; ++i) {
-        flight_.ask(std::string_view(ask_reason_[i].c_str(), ask_reason_[i].size()), ask_ns_[i]);
+      for (capture_ask& a : asks_) {
+        if (a.state.load(std::memory_order_acquire) != ask_ready) continue;
+        flight_.ask(std::string_view(a.reason, a.size), a.ns);
+        a.state.store(ask_free, std::memory_order_release);
       }
-      asks_ = 0;
       mu_.unlock();
 
       cycle(reopen, req != flush_done_ || stopping, urgent, stopping);
@@ -6653,11 +6850,19 @@ class trace_writer {
   bool flight_changed_ = false;                                  // (mu)
   bool live_next_ = true;   // (mu) LOTUS_LIVE as set_live last said
   bool live_cycle_ = true;  // the same, copied for this cycle (writer thread)
+  // lotus::capture() calls since the last cycle: slots claimed by the caller without a lock
+  // (free -> filling -> ready), emptied by the writer (ready -> free).
+  enum : unsigned { ask_free, ask_filling, ask_ready };
+  struct capture_ask {
+    std::atomic<unsigned> state{ask_free};
+    std::uint64_t ns = 0;
+    std::size_t size = 0;
+    char reason[180] = {};
+  };
   static constexpr unsigned max_asks = 4;
-  text ask_reason_[max_asks];            // (mu) lotus::capture() calls since the last cycle
-  std::uint64_t ask_ns_[max_asks] = {};  // (mu)
-  unsigned asks_ = 0;                    // (mu)
-  tick_converter conv_;                  // (mu) re-anchored by the writer each cycle
+  capture_ask asks_[max_asks];
+  std::atomic<bool> flight_on_{false};  // flight mode, as set_flight last said
+  tick_converter conv_;                 // (mu) re-anchored by the writer each cycle
   text sidecar_info_;
   trace_stats (*stats_source_)() = nullptr;
 
@@ -8598,7 +8803,9 @@ inline trace_stats stats() noexcept { return detail::api_stats(); }
 /// Flight mode (LOTUS_FLIGHT): a capture of the last LOTUS_FLIGHT seconds of every process
 /// tracing into this trace directory, in `<dir>/capture-<id>/`, with `reason` in its sidecars.
 /// Returns at once; the capture is written a few writer cycles later. False when flight mode is
-/// off.
+/// off or nothing was recorded yet (the writer is not running). Async-signal-safe: it takes no
+/// lock and allocates nothing (it fills a request slot the writer picks up at its next cycle),
+/// so a signal handler may call it, also one that interrupted a lotus call on the same thread.
 inline bool capture(std::string_view reason = {}) noexcept {
   return detail::api_capture(reason.data(), reason.size());
 }
@@ -8810,7 +9017,9 @@ inline const char* to_string(kind k) noexcept {
 
 #include <atomic>   // atomic
 #include <cstdarg>  // va_list
+#include <cstddef>  // size_t
 #include <cstdio>   // vsnprintf
+#include <cstring>  // strlen
 
 
 namespace lotus {
@@ -8821,25 +9030,27 @@ namespace detail {
 /// never hides the first report of another (a bad LOTUS_MAP_* value does not silence the perf
 /// FIFO).
 enum class topic : unsigned {
-  clock,           // TSC refused
-  file_taken,      // a trace file name already existed; a fresh name is used
-  file_refused,    // a file lotus will not write into (replaced, linked, no fresh name left)
-  no_space,        // ENOSPC / EDQUOT
-  max_bytes,       // LOTUS_MAX_BYTES reached
-  disk_reserve,    // the file system's free space under LOTUS_MIN_FREE_BYTES
-  too_many_files,  // EMFILE / ENFILE
-  io_error,        // any other error creating or writing a trace file
-  no_memory,       // a ring or buffer could not be allocated
-  writer,          // the writer thread could not start or did not stop in time
-  late_event,      // an event after the thread's exit hook (a thread_local destructor)
-  reentrant,       // an event from a signal handler that interrupted lotus on the same thread
-  collector,       // the collector backend (perf, ITT, uProf, Callgrind) failed
-  map,             // LotusMap probe control (list file)
-  nvtx,            // LOTUS_NVTX asked for in a build without NVTX
-  itt,             // LOTUS_ITT asked for with no usable ITT collector
-  names,           // the run-time name table is full: new names pooled
-  fd_reused,       // a descriptor of lotus was closed (and maybe reused) by the host
-  live,            // the live figures file (live.hpp) could not be created or was replaced
+  clock,            // TSC refused
+  file_taken,       // a trace file name already existed; a fresh name is used
+  file_refused,     // a file lotus will not write into (replaced, linked, no fresh name left)
+  no_space,         // ENOSPC / EDQUOT
+  max_bytes,        // LOTUS_MAX_BYTES reached
+  disk_reserve,     // the file system's free space under LOTUS_MIN_FREE_BYTES
+  too_many_files,   // EMFILE / ENFILE
+  io_error,         // any other error creating or writing a trace file
+  no_memory,        // a ring or buffer could not be allocated
+  writer,           // the writer thread could not start or did not stop in time
+  late_event,       // an event after the thread's exit hook (a thread_local destructor)
+  reentrant,        // an event from a signal handler that interrupted lotus on the same thread
+  collector,        // the collector backend (perf, ITT, uProf, Callgrind) failed
+  map,              // LotusMap probe control (list file)
+  nvtx,             // LOTUS_NVTX asked for in a build without NVTX
+  itt,              // LOTUS_ITT asked for with no usable ITT collector
+  names,            // the run-time name table is full: new names pooled
+  fd_reused,        // a descriptor of lotus was closed (and maybe reused) by the host
+  live,             // the live figures file (live.hpp) could not be created or was replaced
+  capture_control,  // a flight-recorder control file that is not this user's own: ignored
+  capture_pending,  // more flight-recorder captures pending than a process holds: skipped
   count_
 };
 
@@ -8881,6 +9092,36 @@ diag(topic t, const char* format, ...) noexcept {
   diag_vprint(format, args);
   va_end(args);
   return true;
+}
+
+/// A value for a message: at most its first 200 bytes, control bytes and DEL escaped (`\n`,
+/// `\t`, `\r`, else `\xHH`), so a value can never end the message's line or forge another
+/// (a newline in an environment variable, an ANSI escape). `out` holds at least 801 bytes.
+inline const char* diag_escaped(const char* v, std::size_t n, char* out,
+                                std::size_t size) noexcept {
+  static constexpr char hex[] = "0123456789abcdef";
+  std::size_t o = 0;
+  if (n > 200) n = 200;
+  for (std::size_t i = 0; i < n && o + 5 <= size; ++i) {
+    const auto c = static_cast<unsigned char>(v[i]);
+    if (c >= 0x20 && c != 0x7f) {
+      out[o++] = static_cast<char>(c);
+      continue;
+    }
+    out[o++] = '\\';
+    if (c == '\n' || c == '\t' || c == '\r') {
+      out[o++] = c == '\n' ? 'n' : c == '\t' ? 't' : 'r';
+    } else {
+      out[o++] = 'x';
+      out[o++] = hex[c >> 4];
+      out[o++] = hex[c & 15];
+    }
+  }
+  out[o] = '\0';
+  return out;
+}
+inline const char* diag_escaped(const char* v, char* out, std::size_t size) noexcept {
+  return diag_escaped(v, std::strlen(v), out, size);
 }
 
 /// A bad configuration value. Every variable is read once per process, so each bad one is
@@ -8943,8 +9184,10 @@ LOTUS_DETAIL_COLD inline bool env_u64(const char* name, std::uint64_t lo, std::u
   const char* v = env_text(name);
   if (v == nullptr) return false;
   if (parse_u64(v, lo, hi, out)) return true;
-  diag_config("ignoring %s='%.200s' (expected an integer from %llu to %llu); using the default",
-              name, v, static_cast<unsigned long long>(lo), static_cast<unsigned long long>(hi));
+  char shown[832];
+  diag_config("ignoring %s='%s' (expected an integer from %llu to %llu); using the default", name,
+              diag_escaped(v, shown, sizeof shown), static_cast<unsigned long long>(lo),
+              static_cast<unsigned long long>(hi));
   return false;
 }
 
@@ -9163,7 +9406,9 @@ LOTUS_DETAIL_COLD inline void option_refused(const char* source, const char* val
   char using_text[96];
   option_expected(d, expected, sizeof expected);
   option_value_text(d, kept, using_text, sizeof using_text);
-  diag_config("ignoring %s='%.200s' (expected %s); using %s%s", source, value, expected, using_text,
+  char shown[832];
+  diag_config("ignoring %s='%s' (expected %s); using %s%s", source,
+              diag_escaped(value, shown, sizeof shown), expected, using_text,
               d.fail_closed != 0 && kept == d.fail_closed
                   ? ", the fail-closed limit for a malformed value"
                   : "");

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -311,4 +312,35 @@ TEST_CASE("option table: collector and map variables take range and default from
         "lotus: ignoring LOTUS_COLLECTOR='vtunes' (expected "
         "auto|none|perf|itt|vtune|amd|uprof|callgrind); using auto\n");
   set_only(nullptr, nullptr);
+}
+
+// Issue #53 item 9: a duration that does not fit (it wrapped: 18446744074 s became 290 ms and
+// fired) is refused with the one message; a value's control bytes are escaped in the message,
+// so a newline in a variable cannot forge a line of its own.
+TEST_CASE("option table: out-of-range trigger durations are refused; values are escaped",
+          "[config][options][env]") {
+  for (const char* v : {"wait>18446744074s", "wait>307445734562min", "waitshare>50%/18446744074s",
+                        "wait>2day", "wait>86401s", "waitshare>50%/1441min"}) {
+    INFO(v);
+    const merged m = merge({}, "LOTUS_TRIGGER", v);
+    CHECK(m.err.rfind(std::string("lotus: ignoring LOTUS_TRIGGER='") + v + "' (expected ", 0) == 0);
+    CHECK(m.s.flight.wait_ns == 0);
+    CHECK(m.s.flight.share_window_ns == 0);
+  }
+  const merged ok = merge({}, "LOTUS_TRIGGER", "wait>1440min, waitshare>5%/86400s");
+  CHECK(ok.err.empty());
+  CHECK(ok.s.flight.wait_ns == 86400000000000u);
+  lotus::options o;
+  o.trigger = "wait>99999999999999s";
+  const merged f = merge(o);
+  CHECK(f.err.rfind("lotus: ignoring options::trigger='wait>99999999999999s' (expected ", 0) == 0);
+  CHECK(f.s.flight.wait_ns == 0);
+
+  const merged nl = merge({}, "LOTUS_FLUSH_INTERVAL_MS", "1\nlotus: forged\x1b[2J");
+  CHECK(nl.err ==
+        "lotus: ignoring LOTUS_FLUSH_INTERVAL_MS='1\\nlotus: forged\\x1b[2J' (expected an integer "
+        "from 1 to 60000); using 100\n");
+  const merged tn = merge({}, "LOTUS_TRIGGER", "wait>1s\nlotus: forged");
+  CHECK(tn.err.rfind("lotus: ignoring LOTUS_TRIGGER='wait>1s\\nlotus: forged' (expected ", 0) == 0);
+  CHECK(std::count(tn.err.begin(), tn.err.end(), '\n') == 1);
 }

@@ -195,6 +195,35 @@ int main(int argc, char** argv) {
     return 0;
   }
 
+  if (mode == "fdthreads" && argc == 5) {  // many threads alive at once under RLIMIT_NOFILE 1024
+    // Each thread records `b` scopes and, with argv[4] = 1, one batch (per-batch resources);
+    // all are alive together while the writer drains them (issue #53 item 11).
+    const bool batches = std::atol(argv[4]) != 0;
+    rlimit lim{};
+    ::getrlimit(RLIMIT_NOFILE, &lim);
+    if (lim.rlim_max == RLIM_INFINITY || lim.rlim_max > 1024) lim.rlim_cur = 1024;
+    ::setrlimit(RLIMIT_NOFILE, &lim);
+    { LOTUS_SCOPE("First"); }
+    lotus::flush();
+    gate done;
+    std::vector<std::thread> pool;
+    for (long t = 0; t < a; ++t) {
+      pool.emplace_back([&done, b, batches, t] {
+        if (batches) {
+          LOTUS_BATCH_PREPROCESSED(static_cast<std::uint64_t>(t));
+        }
+        work(b);
+        done.arrive_and_wait();
+      });
+    }
+    done.wait_for_arrivals(static_cast<std::size_t>(a));
+    lotus::flush();  // every thread alive: the writer creates and writes all their files now
+    done.open();
+    for (auto& t : pool) t.join();
+    print_stats();
+    return 0;
+  }
+
   if (mode == "emfile" && argc == 4) {  // trace files cannot be opened, then they can again
     { LOTUS_SCOPE("First"); }
     lotus::flush();

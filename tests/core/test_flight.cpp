@@ -1,10 +1,14 @@
 // lotus — the flight recorder (issue #41): window, triggers, captures
 // SPDX-License-Identifier: MIT
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -40,6 +44,9 @@ lotus::options flight_to(const std::string& dir, std::uint64_t seconds, const st
   o.trigger = trig;
   return o;
 }
+
+/// This user's control file in `dir` (the first of its names).
+std::string control_path(const std::string& dir);
 
 /// The capture directories (`capture-*`) of `dir`.
 std::vector<std::string> captures(const std::string& dir) {
@@ -261,7 +268,7 @@ TEST_CASE("flight: a capture's bytes count against LOTUS_MAX_BYTES", "[flight]")
   REQUIRE(lotus::capture("budget"));
   const auto caps = await_captures(dir.path, 1);
   REQUIRE(caps.size() == 1);
-  std::uint64_t bytes = lotus_test::read_file(dir.path + "/.lotus-capture").size();
+  std::uint64_t bytes = lotus_test::read_file(control_path(dir.path)).size();
   for (const auto& n : lotus_test::list_dir(caps[0])) {
     bytes += lotus_test::read_file(caps[0] + "/" + n).size();
   }
@@ -328,7 +335,7 @@ TEST_CASE("flight: a stall another process (a rank) already captured is not capt
     lotus::flush();
     // Another rank sharing the directory stalled first and asked for the window around now.
     const std::uint64_t end = now_ns() + 1500000000u;
-    std::FILE* f = std::fopen((dir.path + "/.lotus-capture").c_str(), "a");
+    std::FILE* f = std::fopen(control_path(dir.path).c_str(), "a");
     REQUIRE(f != nullptr);
     std::fprintf(f, "capture rank1-stall %llu %llu 0 wait>150ms: SBatchWait_5 waited 400 ms\n",
                  static_cast<unsigned long long>(end - 1000000000u),
@@ -452,4 +459,256 @@ TEST_CASE("flight: a malformed LOTUS_TRIGGER is refused, the triggers parse", "[
   CHECK_FALSE(lotus::detail::flight_parse_request("capture ../x 5 6 0 r", r));
   CHECK_FALSE(lotus::detail::flight_parse_request("capture .x 5 6 0 r", r));
   CHECK_FALSE(lotus::detail::flight_parse_request("capture x 5 6", r));
+}
+
+// Issue #53 items 1 and 2: a cycle's `batchres` lines beyond one sidecar buffer, kept in the
+// window and captured: the capture's sidecar holds whole lines (no NUL, nothing glued), each
+// batch once or counted in `batchres_lost`, and the `capture` line on a line of its own.
+TEST_CASE("flight: a capture of a cycle with many batches has whole sidecar lines", "[flight]") {
+  lotus_test::temp_dir dir;
+  lotus::options o = flight_to(dir.path, 30, "");
+  o.flush_interval = std::chrono::milliseconds(60000);  // one cycle: the flush below
+  lotus::configure(o);
+  lotus::flush();
+  constexpr std::uint64_t n = 400;  // fits the thread's queue: every one gets its line
+  for (std::uint64_t i = 0; i < n; ++i) {
+    LOTUS_BATCH_PREPROCESSED(i);
+  }
+  lotus::flush();
+  o.flush_interval = std::chrono::milliseconds(20);  // the capture's window ends soon
+  lotus::configure(o);
+  REQUIRE(lotus::capture("many"));
+  lotus::flush();
+  const auto caps = await_captures(dir.path, 1);
+  REQUIRE(caps.size() == 1);
+  const std::string side =
+      lotus_test::read_file(caps[0] + "/.lotustrace_log.lotus-meta_" + std::to_string(::getpid()));
+  CHECK(side.find('\0') == std::string::npos);
+  std::size_t batchres = 0, capture = 0;
+  for (const auto& l : lotus_test::lines_of(side)) {
+    INFO(l);
+    if (l.rfind("capture ", 0) == 0) ++capture;
+    CHECK(l.find("capture ", 1) == std::string::npos);  // never glued to another line
+    if (l.rfind("batchres ", 0) != 0) continue;
+    std::istringstream ls(l.substr(9));
+    std::uint64_t x = 0;
+    int k = 0;
+    while (ls >> x) ++k;
+    CHECK(k == 10);
+    CHECK(ls.eof());
+    ++batchres;
+  }
+  CHECK(capture == 1);
+  CHECK(batchres == n);
+  lotus::configure(lotus::options{});
+}
+
+namespace {
+
+std::string control_path(const std::string& dir) {
+  return lotus::detail::flight_control_path(dir.c_str(), ::geteuid(), 0).c_str();
+}
+
+/// Redirects stderr (fd 2) into a file while alive; text() reads what was written.
+struct stderr_capture {
+  std::string path;
+  int saved = -1;
+  explicit stderr_capture(const std::string& p) : path(p) {
+    std::fflush(stderr);
+    saved = ::dup(2);
+    const int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    ::dup2(fd, 2);
+    ::close(fd);
+  }
+  ~stderr_capture() { restore(); }
+  void restore() {
+    if (saved < 0) return;
+    std::fflush(stderr);
+    ::dup2(saved, 2);
+    ::close(saved);
+    saved = -1;
+  }
+  std::size_t count(const std::string& what) const {
+    std::size_t n = 0;
+    for (const auto& l : lotus_test::lines_of(lotus_test::read_file(path))) {
+      n += l.find(what) != std::string::npos ? 1u : 0u;
+    }
+    return n;
+  }
+};
+
+bool exists(const std::string& p) {
+  struct stat st {};
+  return ::lstat(p.c_str(), &st) == 0;
+}
+
+}  // namespace
+
+// Issue #53 item 4: requests in a control file that is not this user's regular file with one
+// link (planted by another user in a shared directory) are ignored, with one message, and the
+// job still captures on its own request.
+TEST_CASE("flight: a control file of another user, or with two links, is not obeyed",
+          "[flight][control]") {
+  lotus_test::temp_dir dir;
+  lotus::configure(flight_to(dir.path, 5, ""));
+  for (int i = 0; i < 10; ++i) {
+    LOTUS_SCOPE("Mine");
+  }
+  lotus::flush();
+  const std::string ctl = control_path(dir.path);
+  {
+    std::FILE* f = std::fopen(ctl.c_str(), "w");
+    REQUIRE(f != nullptr);
+    const std::uint64_t t = now_ns();
+    for (int k = 0; k < 20; ++k) {  // more than a process keeps pending
+      std::fprintf(f, "capture planted-%d %llu %llu 0 a stranger asks\n", k,
+                   static_cast<unsigned long long>(t), static_cast<unsigned long long>(t + 1000));
+    }
+    std::fclose(f);
+  }
+  REQUIRE(::link(ctl.c_str(), (dir.path + "/second-link").c_str()) == 0);
+  if (::geteuid() == 0) REQUIRE(::chown(ctl.c_str(), 65534, 65534) == 0);  // another user's too
+  stderr_capture err(dir.path + "/stderr.txt");
+  for (int i = 0; i < 5; ++i) {
+    sleep_ms(30);
+    lotus::flush();
+  }
+  for (int k = 0; k < 20; ++k)
+    CHECK_FALSE(exists(dir.path + "/capture-planted-" + std::to_string(k)));
+  REQUIRE(lotus::capture("mine"));
+  const auto caps = await_captures(dir.path, 1);
+  err.restore();
+  INFO(lotus_test::read_file(err.path));
+  REQUIRE(caps.size() == 1);
+  CHECK(parse_capture(capture_line(caps[0], ::getpid())).reason == "mine");
+  CHECK(count_named(records_of(caps[0]), "SMine") == 10);
+  CHECK(err.count("control file") == 1);  // one message, however many requests
+  lotus::configure(lotus::options{});
+}
+
+// Issue #53 item 5: `lotus-tool capture` run by another user (root, for a job of a user; here a
+// user for a job of root) must not leave the job unable to capture: its own requests still work.
+TEST_CASE("flight: a capture requested by another user leaves the job able to capture",
+          "[flight][control]") {
+  if (::geteuid() != 0 || lotus_test::k_under_tsan) {
+    WARN("needs root (to act as another user) and fork; skipped");
+    return;
+  }
+  lotus_test::temp_dir dir;
+  REQUIRE(::chmod(dir.path.c_str(), 01777) == 0);  // a shared directory
+  lotus::configure(flight_to(dir.path, 5, ""));
+  for (int i = 0; i < 10; ++i) {
+    LOTUS_SCOPE("Mine");
+  }
+  lotus::flush();
+  const pid_t child = ::fork();
+  if (child == 0) {  // another user runs `lotus-tool capture DIR` (the same call)
+    if (::setresgid(65534, 65534, 65534) != 0 || ::setresuid(65534, 65534, 65534) != 0) {
+      ::_exit(2);
+    }
+    lotus::detail::flight_request r;
+    r.trigger_ns = now_ns();
+    r.end_ns = r.trigger_ns + 1000;
+    std::snprintf(r.id, sizeof r.id, "stranger");
+    const char* why = nullptr;
+    int e = 0;
+    ::_exit(lotus::detail::flight_append_request(dir.path.c_str(), r, &why, &e) ? 0 : 1);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);  // the other user's request was written (in its own file)
+  for (int i = 0; i < 3; ++i) {
+    sleep_ms(30);
+    lotus::flush();
+  }
+  CHECK_FALSE(exists(dir.path + "/capture-stranger"));
+  REQUIRE(lotus::capture("mine after"));
+  const auto caps = await_captures(dir.path, 1);
+  REQUIRE(caps.size() == 1);
+  CHECK(parse_capture(capture_line(caps[0], ::getpid())).reason == "mine after");
+  lotus::configure(lotus::options{});
+}
+
+// Issue #53 item 10: a process holds at most 16 pending captures (documented); more are
+// skipped, counted and announced once, never silently and never once per request.
+TEST_CASE("flight: more than 16 pending captures: the rest skipped with one message",
+          "[flight][control]") {
+  lotus_test::temp_dir dir;
+  lotus::configure(flight_to(dir.path, 5, ""));
+  for (int i = 0; i < 10; ++i) {
+    LOTUS_SCOPE("Mine");
+  }
+  lotus::flush();
+  stderr_capture err(dir.path + "/stderr.txt");
+  {
+    std::FILE* f = std::fopen(control_path(dir.path).c_str(), "a");
+    REQUIRE(f != nullptr);
+    const std::uint64_t t = now_ns();
+    for (int k = 0; k < 20; ++k) {  // all pending at once: their window ends in 400 ms
+      std::fprintf(f, "capture many-%d %llu %llu 0 r\n", k, static_cast<unsigned long long>(t),
+                   static_cast<unsigned long long>(t + 400000000u));
+    }
+    std::fclose(f);
+  }
+  const auto caps = await_captures(dir.path, 16);
+  err.restore();
+  INFO(lotus_test::read_file(err.path));
+  CHECK(caps.size() == 16);
+  CHECK(err.count("captures pending") == 1);
+  lotus::configure(lotus::options{});
+}
+
+namespace {
+bool g_handler_capture = false;
+void capture_in_handler(int) { g_handler_capture = lotus::capture("from a signal handler"); }
+void raise_usr1() {
+  lotus::detail::test_hooks::under_writer_lock.store(nullptr);
+  ::raise(SIGUSR1);
+}
+}  // namespace
+
+// Issue #53 item 3: lotus::capture() in a signal handler that interrupted lotus holding the
+// writer's lock (here flush(), through a test hook) neither deadlocks nor fails: the request is
+// picked up by the writer's next cycle. In a child, so that a deadlock fails (alarm) instead of
+// hanging the test.
+TEST_CASE("flight: lotus::capture() from a signal handler does not deadlock", "[flight][signal]") {
+  if (lotus_test::k_under_tsan) {
+    WARN("fork test skipped under ThreadSanitizer");
+    return;
+  }
+  lotus_test::temp_dir dir;
+  lotus::configure(flight_to(dir.path, 5, ""));
+  for (int i = 0; i < 10; ++i) {
+    LOTUS_SCOPE("Mine");
+  }
+  lotus::flush();
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::alarm(20);  // a deadlock ends here (SIGALRM), never hangs the test
+    lotus::configure(flight_to(dir.path, 5, ""));
+    for (int i = 0; i < 10; ++i) {
+      LOTUS_SCOPE("Child");
+    }
+    lotus::flush();  // the child's writer is running
+    struct sigaction sa {};
+    sa.sa_handler = capture_in_handler;
+    ::sigaction(SIGUSR1, &sa, nullptr);
+    lotus::detail::test_hooks::under_writer_lock.store(raise_usr1);
+    lotus::flush();  // raises SIGUSR1 with the writer's lock held
+    if (!g_handler_capture) ::_exit(3);
+    for (int i = 0; i < 2000; ++i) {  // the capture is written within a few cycles
+      for (const auto& c : captures(dir.path)) {
+        if (!capture_line(c, ::getpid()).empty()) ::_exit(0);
+      }
+      sleep_ms(10);
+    }
+    ::_exit(4);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  INFO("status " << status);
+  CHECK(WIFEXITED(status));
+  CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  lotus::configure(lotus::options{});
 }

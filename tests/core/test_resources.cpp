@@ -6,6 +6,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -151,6 +153,7 @@ TEST_CASE("opres: without LOTUS_RESOURCES=ops spans keep the inline path and wri
   const auto& recs = files.at("lotustrace_log_worker_pid_" + std::to_string(::syscall(SYS_gettid)));
   CHECK(count_named(recs, "Sspin") == 2);
   lotus::configure(trace_to(dir.path + "/unused"));
+  lotus::flush();  // its live file now, inside the temporary directory
 }
 
 TEST_CASE("opres: LOTUS_RESOURCES=ops sums each op's figures per thread and op",
@@ -244,6 +247,7 @@ TEST_CASE("opres: LOTUS_RESOURCES=ops sums each op's figures per thread and op",
   REQUIRE(res.size() == 2);
   CHECK(res[1].idx == 7);
   lotus::configure(trace_to(dir.path + "/unused"));
+  lotus::flush();  // its live file now, inside the temporary directory
 }
 
 TEST_CASE("batchres: one line per batch with the thread's CPU, wait, faults and switches",
@@ -294,6 +298,7 @@ TEST_CASE("batchres: one line per batch with the thread's CPU, wait, faults and 
   CHECK(res[2].minflt >= 4000);  // touched 4096 fresh pages
   CHECK(res[0].minflt < 4000);
   lotus::configure(trace_to(dir.path + "/unused"));
+  lotus::flush();  // its live file now, inside the temporary directory
 }
 
 TEST_CASE("batchres: options::resources = false records none; true records them again",
@@ -317,6 +322,7 @@ TEST_CASE("batchres: options::resources = false records none; true records them 
   REQUIRE(res.size() == 1);
   CHECK(res[0].idx == 2);
   lotus::configure(trace_to(dir.path + "/unused"));
+  lotus::flush();  // its live file now, inside the temporary directory
 }
 
 TEST_CASE("batchres: a forked child reads its own thread, and writes its own sidecar",
@@ -354,4 +360,96 @@ TEST_CASE("batchres: a forked child reads its own thread, and writes its own sid
   CHECK(child[0].tid == static_cast<std::uint64_t>(pid));
   CHECK(child[0].cpu >= 15000000);  // the child's CPU time, not the sleeping parent's
   lotus::configure(trace_to(dir.path + "/unused"));
+  lotus::flush();  // its live file now, inside the temporary directory
+}
+
+// Issue #53 item 1: more batches in one writer cycle than one sidecar buffer holds. Every batch's
+// figures are a whole line, or counted once in `batchres_lost`; no line is cut or glued.
+TEST_CASE("batchres: a cycle of 2000 batches writes whole lines or counts them lost",
+          "[resources][many]") {
+  lotus_test::temp_dir dir;
+  lotus::options o = trace_to(dir.path + "/lotustrace_log");
+  o.flush_interval = std::chrono::milliseconds(60000);  // one cycle: the flush below
+  lotus::configure(o);
+  lotus::flush();
+  constexpr std::uint64_t n = 2000;  // beyond the 512 a thread queues between cycles
+  for (std::uint64_t i = 0; i < n; ++i) {
+    LOTUS_BATCH_PREPROCESSED(i);
+  }
+  lotus::flush();
+  const long me = ::getpid();
+  const std::string side =
+      lotus_test::read_file(dir.path + "/.lotustrace_log.lotus-meta_" + std::to_string(me));
+  CHECK(side.find('\0') == std::string::npos);
+  std::uint64_t lost = 0;  // the last batchres_lost line counts since the thread's start
+  for (const auto& l : lotus_test::lines_of(side)) {
+    if (l.rfind("batchres_lost ", 0) != 0) continue;
+    std::istringstream ls(l.substr(14));
+    std::uint64_t tid = 0;
+    REQUIRE(static_cast<bool>(ls >> tid >> lost));
+  }
+  const auto res = read_batchres(dir.path, me);  // each line whole: ten numbers
+  std::vector<bool> seen(n, false);
+  for (const batchres& b : res) {
+    REQUIRE(b.idx < n);
+    CHECK_FALSE(seen[b.idx]);
+    seen[b.idx] = true;
+  }
+  INFO(res.size() << " lines, " << lost << " counted lost");
+  CHECK(res.size() >= 512);  // the queue's worth at least
+  CHECK(res.size() + lost == n);
+  lotus::configure(trace_to(dir.path + "/unused"));
+  lotus::flush();  // its live file now, inside the temporary directory
+}
+
+// Issue #53 item 1: the per-op table of a cycle with many op sites: every op counted once, in
+// whole `opres` lines (no name cut into a new one) or in `opres_lost`.
+TEST_CASE("opres: a cycle of 100 op sites writes whole lines, every op accounted for",
+          "[resources][ops][many]") {
+  lotus_test::temp_dir dir;
+  lotus::options o = trace_to(dir.path + "/lotustrace_log");
+  o.op_resources = true;
+  o.flush_interval = std::chrono::milliseconds(60000);
+  lotus::configure(o);
+  lotus::flush();
+  constexpr int names = 100, per_name = 20;
+  std::vector<std::string> ops;
+  for (int k = 0; k < names; ++k) {
+    ops.push_back("an op site with a rather long name number " + std::to_string(k));
+  }
+  for (int i = 0; i < per_name; ++i) {
+    for (const auto& name : ops) {
+      LOTUS_SCOPE_DYNAMIC(name);
+    }
+  }
+  lotus::flush();
+  const long me = ::getpid();
+  const std::string side =
+      lotus_test::read_file(dir.path + "/.lotustrace_log.lotus-meta_" + std::to_string(me));
+  CHECK(side.find('\0') == std::string::npos);
+  std::uint64_t lost = 0;
+  for (const auto& l : lotus_test::lines_of(side)) {
+    if (l.rfind("opres_lost ", 0) != 0) continue;
+    std::istringstream ls(l.substr(11));
+    std::uint64_t tid = 0;
+    REQUIRE(static_cast<bool>(ls >> tid >> lost));
+  }
+  const auto lines = read_opres(dir.path, me);
+  std::uint64_t total = 0;
+  std::vector<std::string> seen;
+  for (const opres& l : lines) {
+    INFO(l.name);
+    CHECK(std::find(ops.begin(), ops.end(), l.name) != ops.end());
+    if (std::find(seen.begin(), seen.end(), l.name) == seen.end()) seen.push_back(l.name);
+    total += l.v[0];
+  }
+  INFO(lines.size() << " lines, " << total << " ops, " << lost << " counted lost");
+  CHECK(seen.size() <= static_cast<std::size_t>(names));
+  CHECK(total + lost == static_cast<std::uint64_t>(names * per_name));
+  for (const auto& name : ops) {
+    const std::uint64_t c = op_sum(lines, name).v[0];
+    CHECK((c == 0 || c == static_cast<std::uint64_t>(per_name)));
+  }
+  lotus::configure(trace_to(dir.path + "/unused"));
+  lotus::flush();  // its live file now, inside the temporary directory
 }

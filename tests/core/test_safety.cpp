@@ -638,6 +638,27 @@ TEST_CASE("EMFILE: counted as dropped, one message, tracing goes on", "[safety][
   CHECK(disk.lines_named("SBefore") + c.dropped == 4000);
 }
 
+// Issue #53 item 11: 2,000 threads alive at once, each with a batch (per-batch resources: a
+// schedstat descriptor per thread kept open) under RLIMIT_NOFILE 1024: lotus's descriptors
+// stay bounded, and every record reaches the disk.
+TEST_CASE("2000 threads with batches under RLIMIT_NOFILE 1024: every record on disk",
+          "[safety][files][fdlimit]") {
+  lotus_test::temp_dir dir;
+  const long threads = lotus_test::k_sanitized ? 1100 : 2000;  // more than 1024 either way
+  const auto c = run_child({child, "fdthreads", std::to_string(threads), "10", "1"},
+                           {{"LOTUS_LOG_FILE", dir / "t"}});
+  require_clean_exit(c);
+  INFO("stderr:\n" << c.run.err.substr(0, 2000));
+  CHECK(count_of(c.run.err, "Too many open files") == 0);
+  CHECK(c.recorded == static_cast<std::uint64_t>(1 + threads * 11));
+  CHECK(c.written == c.recorded);
+  CHECK(c.dropped == 0);
+  const auto disk = read_disk(dir.path);
+  CHECK(disk.bad == 0);
+  CHECK(disk.lines == c.written);
+  CHECK(disk.lines_named("SWork") == static_cast<std::size_t>(threads * 10));
+}
+
 TEST_CASE("a bounded name table: names past 65536 are pooled and counted, none lost",
           "[safety][names]") {
   // Before the fix every distinct run-time name stayed interned (~320 B each, without bound).

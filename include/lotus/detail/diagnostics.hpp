@@ -7,7 +7,9 @@
 
 #include <atomic>   // atomic
 #include <cstdarg>  // va_list
+#include <cstddef>  // size_t
 #include <cstdio>   // vsnprintf
+#include <cstring>  // strlen
 
 #include "lotus/config.hpp"
 #include "lotus/detail/platform.hpp"
@@ -20,25 +22,27 @@ namespace detail {
 /// never hides the first report of another (a bad LOTUS_MAP_* value does not silence the perf
 /// FIFO).
 enum class topic : unsigned {
-  clock,           // TSC refused
-  file_taken,      // a trace file name already existed; a fresh name is used
-  file_refused,    // a file lotus will not write into (replaced, linked, no fresh name left)
-  no_space,        // ENOSPC / EDQUOT
-  max_bytes,       // LOTUS_MAX_BYTES reached
-  disk_reserve,    // the file system's free space under LOTUS_MIN_FREE_BYTES
-  too_many_files,  // EMFILE / ENFILE
-  io_error,        // any other error creating or writing a trace file
-  no_memory,       // a ring or buffer could not be allocated
-  writer,          // the writer thread could not start or did not stop in time
-  late_event,      // an event after the thread's exit hook (a thread_local destructor)
-  reentrant,       // an event from a signal handler that interrupted lotus on the same thread
-  collector,       // the collector backend (perf, ITT, uProf, Callgrind) failed
-  map,             // LotusMap probe control (list file)
-  nvtx,            // LOTUS_NVTX asked for in a build without NVTX
-  itt,             // LOTUS_ITT asked for with no usable ITT collector
-  names,           // the run-time name table is full: new names pooled
-  fd_reused,       // a descriptor of lotus was closed (and maybe reused) by the host
-  live,            // the live figures file (live.hpp) could not be created or was replaced
+  clock,            // TSC refused
+  file_taken,       // a trace file name already existed; a fresh name is used
+  file_refused,     // a file lotus will not write into (replaced, linked, no fresh name left)
+  no_space,         // ENOSPC / EDQUOT
+  max_bytes,        // LOTUS_MAX_BYTES reached
+  disk_reserve,     // the file system's free space under LOTUS_MIN_FREE_BYTES
+  too_many_files,   // EMFILE / ENFILE
+  io_error,         // any other error creating or writing a trace file
+  no_memory,        // a ring or buffer could not be allocated
+  writer,           // the writer thread could not start or did not stop in time
+  late_event,       // an event after the thread's exit hook (a thread_local destructor)
+  reentrant,        // an event from a signal handler that interrupted lotus on the same thread
+  collector,        // the collector backend (perf, ITT, uProf, Callgrind) failed
+  map,              // LotusMap probe control (list file)
+  nvtx,             // LOTUS_NVTX asked for in a build without NVTX
+  itt,              // LOTUS_ITT asked for with no usable ITT collector
+  names,            // the run-time name table is full: new names pooled
+  fd_reused,        // a descriptor of lotus was closed (and maybe reused) by the host
+  live,             // the live figures file (live.hpp) could not be created or was replaced
+  capture_control,  // a flight-recorder control file that is not this user's own: ignored
+  capture_pending,  // more flight-recorder captures pending than a process holds: skipped
   count_
 };
 
@@ -80,6 +84,36 @@ diag(topic t, const char* format, ...) noexcept {
   diag_vprint(format, args);
   va_end(args);
   return true;
+}
+
+/// A value for a message: at most its first 200 bytes, control bytes and DEL escaped (`\n`,
+/// `\t`, `\r`, else `\xHH`), so a value can never end the message's line or forge another
+/// (a newline in an environment variable, an ANSI escape). `out` holds at least 801 bytes.
+inline const char* diag_escaped(const char* v, std::size_t n, char* out,
+                                std::size_t size) noexcept {
+  static constexpr char hex[] = "0123456789abcdef";
+  std::size_t o = 0;
+  if (n > 200) n = 200;
+  for (std::size_t i = 0; i < n && o + 5 <= size; ++i) {
+    const auto c = static_cast<unsigned char>(v[i]);
+    if (c >= 0x20 && c != 0x7f) {
+      out[o++] = static_cast<char>(c);
+      continue;
+    }
+    out[o++] = '\\';
+    if (c == '\n' || c == '\t' || c == '\r') {
+      out[o++] = c == '\n' ? 'n' : c == '\t' ? 't' : 'r';
+    } else {
+      out[o++] = 'x';
+      out[o++] = hex[c >> 4];
+      out[o++] = hex[c & 15];
+    }
+  }
+  out[o] = '\0';
+  return out;
+}
+inline const char* diag_escaped(const char* v, char* out, std::size_t size) noexcept {
+  return diag_escaped(v, std::strlen(v), out, size);
 }
 
 /// A bad configuration value. Every variable is read once per process, so each bad one is

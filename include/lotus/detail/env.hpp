@@ -40,8 +40,10 @@ LOTUS_DETAIL_COLD inline bool env_u64(const char* name, std::uint64_t lo, std::u
   const char* v = env_text(name);
   if (v == nullptr) return false;
   if (parse_u64(v, lo, hi, out)) return true;
-  diag_config("ignoring %s='%.200s' (expected an integer from %llu to %llu); using the default",
-              name, v, static_cast<unsigned long long>(lo), static_cast<unsigned long long>(hi));
+  char shown[832];
+  diag_config("ignoring %s='%s' (expected an integer from %llu to %llu); using the default", name,
+              diag_escaped(v, shown, sizeof shown), static_cast<unsigned long long>(lo),
+              static_cast<unsigned long long>(hi));
   return false;
 }
 

@@ -30,11 +30,18 @@ namespace detail {
 
 /// LOTUS_FLIGHT_BYTES when unset: the formatted records one process keeps in memory.
 constexpr std::uint64_t flight_bytes_default = std::uint64_t{64} << 20;
-/// The control file in the trace directory: one `capture` request per line (FORMAT.md §7).
+/// The control files in the trace directory: one `capture` request per line (FORMAT.md §8),
+/// one file per user, `.lotus-capture-<uid>`: a process obeys only the requests of its own user
+/// (its effective uid), and a request of another user (root's `lotus-tool capture` included)
+/// goes to that user's file, so it can never take this user's name. A name another user took
+/// anyway (planted in a shared directory) is skipped: the next one, `..._r<k>`, is used.
 constexpr const char flight_control_name[] = ".lotus-capture";
+/// Names per user: `.lotus-capture-<uid>`, then `.lotus-capture-<uid>_r1` ... `_r3`.
+constexpr unsigned flight_control_names = 4;
 /// The control file is not appended to beyond this (a message asks to remove it).
 constexpr std::uint64_t flight_control_max = std::uint64_t{1} << 20;
-/// Requests one process holds until their window ends; more are refused (one message).
+/// Requests one process holds until their window ends; more are skipped (counted, one message,
+/// and the count at exit).
 constexpr unsigned flight_max_pending = 16;
 /// Automatic captures one process asks for (a job that stalls all day must not fill the disk
 /// with captures); on-demand ones are not counted.
@@ -49,7 +56,11 @@ struct flight_settings {
   std::uint64_t margin_ns = 300000000;                    // window end after an automatic trigger
 };
 
-/// A duration `<number><ns|us|ms|s|min>` at `s[i..]`; false when malformed.
+/// The longest trigger duration (LOTUS_TRIGGER): a day, as LOTUS_FLIGHT's longest window.
+constexpr std::uint64_t flight_max_duration_ns = std::uint64_t{86400} * 1000000000u;
+
+/// A duration `<number><ns|us|ms|s|min>` at `s[i..]`; false when malformed or longer than
+/// flight_max_duration_ns (never wrapped: 18446744074s is refused, not 290 ms).
 inline bool flight_parse_duration(std::string_view s, std::size_t& i, std::uint64_t& out) noexcept {
   std::uint64_t v = 0;
   const std::size_t from = i;
@@ -70,6 +81,7 @@ inline bool flight_parse_duration(std::string_view s, std::size_t& i, std::uint6
     const std::size_t n = std::strlen(u.unit);
     if (s.substr(i, n) == u.unit) {
       i += n;
+      if (v > flight_max_duration_ns / u.ns) return false;
       out = v * u.ns;
       return true;
     }
@@ -208,54 +220,84 @@ inline bool flight_parse_request(std::string_view line, flight_request& r) noexc
   return true;
 }
 
-/// Appends `r` to `<dir>/.lotus-capture` with one write(2) (O_APPEND: lines of concurrent
-/// writers never interleave). The file is created if missing; an existing one must be a regular
-/// file of this user with one link, never a symlink, and smaller than flight_control_max. On
-/// failure: false, `why` says why.
+/// The `k`th control file name of user `uid` in `dir` (`.lotus-capture-<uid>`, `..._r<k>`).
+inline text flight_control_path(const char* dir, std::uint64_t uid, unsigned k) noexcept {
+  text path;
+  path.add(dir).add('/').add(flight_control_name).add('-').add(uid);
+  if (k != 0) path.add("_r").add(std::uint64_t{k});
+  return path;
+}
+
+/// A control file lotus reads or appends to: a regular file of this user with one link.
+inline bool flight_control_owned(const struct stat& st) noexcept {
+  return S_ISREG(st.st_mode) && st.st_uid == ::geteuid() && st.st_nlink == 1;
+}
+
+/// Appends `r` to this user's control file in `dir` with one write(2) (O_APPEND: lines of
+/// concurrent writers never interleave). The file is created if missing; an existing one must be
+/// a regular file of this user with one link, never a symlink, FIFO or device (else the next of
+/// the user's names is used), and smaller than flight_control_max. On failure: false, `why` says
+/// why.
 inline bool flight_append_request(const char* dir, const flight_request& r, const char** why,
                                   int* err) noexcept {
-  text path;
-  path.add(dir).add('/').add(flight_control_name);
   char line[320];
   const std::size_t n = flight_request_line(r, line, sizeof line);
   *err = 0;
-  if (path.overflow || n == 0) {
-    *why = "the path or the request is too long";
-    return false;
-  }
-  int fd = -1;
-  do {
-    fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
-                0644);
-  } while (fd < 0 && errno == EINTR);
-  if (fd < 0) {
-    *err = errno;
-    *why = "cannot open the control file";
-    return false;
-  }
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid() ||
-      st.st_nlink != 1) {
+  *why =
+      "every control file name of this user is taken by a file that is not its own regular "
+      "file with one link";
+  const auto uid = static_cast<std::uint64_t>(::geteuid());
+  for (unsigned k = 0; k < flight_control_names; ++k) {
+    const text path = flight_control_path(dir, uid, k);
+    if (path.overflow || n == 0) {
+      *why = "the path or the request is too long";
+      return false;
+    }
+    int fd = -1;
+    do {
+      fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+                  0644);
+    } while (fd < 0 && errno == EINTR);
+    if (fd < 0) {
+      // A symlink (ELOOP), a FIFO (ENXIO) or another user's file (EACCES) at this name: the next.
+      // Any other error (no such directory...) is the directory's: said at once.
+      const int e = errno;
+      if (e == ELOOP || e == ENXIO || e == EACCES || e == EISDIR || e == EPERM) {
+        *err = e;  // said if no name is left
+        *why = "cannot open the control file, nor its other names";
+        continue;
+      }
+      *err = e;
+      *why = "cannot open the control file";
+      return false;
+    }
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !flight_control_owned(st)) {
+      ::close(fd);
+      *err = 0;
+      *why =
+          "every control file name of this user is taken by a file that is not its own regular "
+          "file with one link";
+      continue;
+    }
+    if (static_cast<std::uint64_t>(st.st_size) >= flight_control_max) {
+      ::close(fd);
+      *why = "the control file is over 1 MiB (remove it)";
+      return false;
+    }
+    ssize_t w = -1;
+    do {
+      w = ::write(fd, line, n);
+    } while (w < 0 && errno == EINTR);
+    if (w < 0) *err = errno;
     ::close(fd);
-    *why = "the control file is not a regular file of this user with one link";
-    return false;
+    if (w != static_cast<ssize_t>(n)) {
+      *why = "cannot write the control file";
+      return false;
+    }
+    return true;
   }
-  if (static_cast<std::uint64_t>(st.st_size) >= flight_control_max) {
-    ::close(fd);
-    *why = "the control file is over 1 MiB (remove it)";
-    return false;
-  }
-  ssize_t w = -1;
-  do {
-    w = ::write(fd, line, n);
-  } while (w < 0 && errno == EINTR);
-  if (w < 0) *err = errno;
-  ::close(fd);
-  if (w != static_cast<ssize_t>(n)) {
-    *why = "cannot write the control file";
-    return false;
-  }
-  return true;
+  return false;
 }
 
 /// The window: every thread's formatted records of the last LOTUS_FLIGHT seconds, as chunks in
@@ -288,9 +330,7 @@ class flight_recorder {
   LOTUS_DETAIL_COLD void reset(std::uint64_t now) noexcept {
     free_chunks();
     started_ns_ = now;
-    control_ino_ = 0;
-    control_dev_ = 0;
-    control_off_ = 0;
+    for (control_state& c : control_) c = control_state{};
     pending_count_ = 0;
     waits_count_ = 0;
     wait_fired_ = false;
@@ -378,6 +418,11 @@ class flight_recorder {
     }
     asks_count_ = 0;
     poll(files);
+    if (final && pending_skipped_ != 0) {
+      diag_config("flight recorder: %llu capture request(s) skipped in all: %u were pending",
+                  static_cast<unsigned long long>(pending_skipped_), flight_max_pending);
+      pending_skipped_ = 0;
+    }
     for (unsigned i = 0; i < pending_count_;) {
       if (final || pending_[i].end_ns <= now) {
         write_capture(files, header(), pending_[i]);
@@ -528,21 +573,46 @@ class flight_recorder {
     return true;
   }
 
-  /// Reads what the control file gained since the last cycle (one lstat when nothing changed).
+  /// Reads what this user's control files gained since the last cycle (one lstat when nothing
+  /// changed): its names in order, up to the first that does not exist. A file that is not this
+  /// user's regular file with one link is never read (checked before every read: lstat, then
+  /// fstat of the descriptor read from), with one message.
   void poll(trace_files& files) noexcept {
-    text path;
-    path.add(files.dir()).add('/').add(flight_control_name);
-    struct stat st {};
-    if (path.overflow || ::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return;
+    const auto uid = static_cast<std::uint64_t>(::geteuid());
+    for (unsigned k = 0; k < flight_control_names; ++k) {
+      const text path = flight_control_path(files.dir().c_str(), uid, k);
+      struct stat st {};
+      if (path.overflow || ::lstat(path.c_str(), &st) != 0) return;
+      if (!flight_control_owned(st)) {
+        refuse_control(path);
+        continue;
+      }
+      poll_one(path, control_[k], st);
+    }
+  }
+
+  LOTUS_DETAIL_COLD static void refuse_control(const text& path) noexcept {
+    diag(topic::capture_control,
+         "flight recorder: ignoring the control file '%s': not a regular file of this user with "
+         "one link "
+         "(requests of another user are never obeyed; this user's go to the next name)",
+         path.c_str());
+  }
+
+  /// Where the reading of one control file name stands.
+  struct control_state {
+    std::uint64_t ino = 0, dev = 0, off = 0;
+  };
+
+  void poll_one(const text& path, control_state& c, const struct stat& st) noexcept {
     const auto ino = static_cast<std::uint64_t>(st.st_ino);
     const auto dev = static_cast<std::uint64_t>(st.st_dev);
-    if (ino != control_ino_ || dev != control_dev_ ||
-        static_cast<std::uint64_t>(st.st_size) < control_off_) {
-      control_ino_ = ino;  // a new (or truncated) file: read from its start
-      control_dev_ = dev;
-      control_off_ = 0;
+    if (ino != c.ino || dev != c.dev || static_cast<std::uint64_t>(st.st_size) < c.off) {
+      c.ino = ino;  // a new (or truncated) file: read from its start
+      c.dev = dev;
+      c.off = 0;
     }
-    if (static_cast<std::uint64_t>(st.st_size) <= control_off_) return;
+    if (static_cast<std::uint64_t>(st.st_size) <= c.off) return;
     int fd = -1;
     do {
       fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
@@ -551,10 +621,11 @@ class flight_recorder {
     struct stat fst {};
     char buf[16384];
     ssize_t got = -1;
-    if (::fstat(fd, &fst) == 0 && S_ISREG(fst.st_mode) &&
-        static_cast<std::uint64_t>(fst.st_ino) == ino &&
-        static_cast<std::uint64_t>(fst.st_dev) == dev) {
-      got = ::pread(fd, buf, sizeof buf, static_cast<off_t>(control_off_));
+    if (::fstat(fd, &fst) == 0 && !flight_control_owned(fst)) {
+      refuse_control(path);  // replaced since the lstat
+    } else if (static_cast<std::uint64_t>(fst.st_ino) == ino &&
+               static_cast<std::uint64_t>(fst.st_dev) == dev) {
+      got = ::pread(fd, buf, sizeof buf, static_cast<off_t>(c.off));
     }
     ::close(fd);
     if (got <= 0) return;
@@ -566,7 +637,7 @@ class flight_recorder {
       line_start = i + 1;
     }
     // A line longer than the buffer is no request: skipped whole.
-    control_off_ += line_start != 0 ? line_start : n;
+    c.off += line_start != 0 ? line_start : n;
   }
 
   void take(std::string_view line) noexcept {
@@ -580,8 +651,11 @@ class flight_recorder {
       if (std::strcmp(pending_[i].id, r.id) == 0) return;
     }
     if (pending_count_ == flight_max_pending) {
-      diag_config("flight recorder: over %u captures pending; capture %s skipped",
-                  flight_max_pending, r.id);
+      ++pending_skipped_;
+      diag(topic::capture_pending,
+           "flight recorder: %u captures pending (the most a process holds); capture %s and "
+           "later ones beyond it are skipped, counted at exit",
+           flight_max_pending, r.id);
       return;
     }
     pending_[pending_count_++] = r;
@@ -673,12 +747,16 @@ class flight_recorder {
     if (out->created_pending()) emit(out->take_created());
     for (chunk* c = head_; c != nullptr; c = c->next) {
       if (c->stamp_ns < from || c->kind != chunk_sidecar) continue;
-      std::size_t at = 0;  // whole lines, in pieces that fit a text
+      // Whole lines only, each within the chunk: a line without its newline (never kept: the
+      // writer keeps whole lines) or longer than a text is skipped, never cut or read past.
+      std::size_t at = 0;
       while (at < c->size) {
-        std::size_t end = at;
-        while (end < c->size && c->data[end] != '\n') ++end;
+        const void* nl = std::memchr(c->data + at, '\n', c->size - at);
+        if (nl == nullptr) break;
+        const auto end = static_cast<std::size_t>(static_cast<const char*>(nl) - c->data);
         text t;
-        emit(t.add(c->data + at, end - at + 1));
+        t.add(c->data + at, end - at + 1);
+        if (!t.overflow) emit(t);
         at = end + 1;
       }
     }
@@ -726,7 +804,8 @@ class flight_recorder {
   unsigned asks_count_ = 0;
   flight_request pending_[flight_max_pending];
   unsigned pending_count_ = 0;
-  std::uint64_t control_ino_ = 0, control_dev_ = 0, control_off_ = 0;
+  control_state control_[flight_control_names];
+  std::uint64_t pending_skipped_ = 0;  // requests skipped: flight_max_pending were pending
 };
 
 }  // namespace detail

@@ -200,7 +200,9 @@ LOTUS_DETAIL_COLD inline void option_refused(const char* source, const char* val
   char using_text[96];
   option_expected(d, expected, sizeof expected);
   option_value_text(d, kept, using_text, sizeof using_text);
-  diag_config("ignoring %s='%.200s' (expected %s); using %s%s", source, value, expected, using_text,
+  char shown[832];
+  diag_config("ignoring %s='%s' (expected %s); using %s%s", source,
+              diag_escaped(value, shown, sizeof shown), expected, using_text,
               d.fail_closed != 0 && kept == d.fail_closed
                   ? ", the fail-closed limit for a malformed value"
                   : "");

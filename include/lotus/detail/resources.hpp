@@ -10,6 +10,7 @@
 // lines.
 #pragma once
 
+#include <errno.h>         // errno, EMFILE
 #include <fcntl.h>         // open, O_*
 #include <sys/resource.h>  // getrusage, RUSAGE_THREAD
 #include <time.h>          // clock_gettime, CLOCK_THREAD_CPUTIME_ID
@@ -44,6 +45,7 @@ struct res_queue {
   std::atomic<std::uint64_t> tail{0};  // writer
   std::atomic<std::uint64_t> lost{0};  // entries dropped because the queue was full
   std::uint64_t lost_reported = 0;     // writer: the count in the last `batchres_lost` line
+  std::uint64_t writer_lost = 0;       // writer: entries it could not write (counted with `lost`)
   res_entry slots[capacity];
 };
 
@@ -63,6 +65,7 @@ struct op_res_table {
   static constexpr std::uint64_t capacity = 128;  // a power of two
   std::atomic<std::uint64_t> lost{0};             // ops whose figures had no slot
   std::uint64_t lost_reported = 0;                // writer
+  std::uint64_t writer_lost = 0;  // writer: ops whose line it could not write (with `lost`)
   op_res_slot slots[capacity];
 };
 
@@ -106,10 +109,26 @@ inline void op_res_add(op_res_table& t, const void* site, std::uint64_t ticks, c
   t.lost.fetch_add(1, std::memory_order_relaxed);
 }
 
-/// The calling thread's open /proc/thread-self/schedstat: -1 not opened yet, -2 unavailable.
+/// The calling thread's open /proc/thread-self/schedstat: -1 not opened yet, -2 unavailable,
+/// -3 not kept (opened, read and closed at each reading: schedstat_kept_max threads keep theirs).
 /// Closed when the thread exits (resources_thread_exit); a forked child's surviving thread closes
 /// the parent's (runtime::fork_child): that descriptor reads the parent's thread.
 inline thread_local int t_schedstat_fd = -1;
+
+/// At most this many threads of a process keep their schedstat descriptor open; the others open
+/// it at each reading (two more system calls, only when the thread was switched out). Without
+/// the bound, 2,000 recording threads held 2,000 descriptors, and under RLIMIT_NOFILE 1024 the
+/// writer could not create their trace files (issue #53).
+constexpr int schedstat_kept_max = 64;
+inline std::atomic<int> g_schedstat_kept{0};
+
+inline int open_schedstat() noexcept {
+  int fd = -1;
+  do {
+    fd = ::open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+  } while (fd < 0 && errno == EINTR);
+  return fd;
+}
 
 /// The calling thread's previous reading (ok: there is one): its context switches tell whether
 /// the run-queue wait can have changed since.
@@ -139,13 +158,28 @@ inline bool parse_schedstat(const char* p, const char* end, std::uint64_t& cpu,
 
 /// The thread's run-queue wait (schedstat's second field), or false without schedstat.
 inline bool read_schedstat_wait(std::uint64_t& wait) noexcept {
-  if (t_schedstat_fd == -1) {
-    t_schedstat_fd = ::open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
-    if (t_schedstat_fd < 0) t_schedstat_fd = -2;
+  int fd = t_schedstat_fd;
+  if (fd == -1 || fd == -3) {
+    fd = open_schedstat();
+    if (fd < 0) {
+      // Out of descriptors: the host's (or other threads') doing, transient; else no schedstat.
+      if (errno != EMFILE && errno != ENFILE && errno != ENOMEM) t_schedstat_fd = -2;
+      return false;
+    }
+    if (t_schedstat_fd == -1) {
+      if (g_schedstat_kept.fetch_add(1, std::memory_order_relaxed) < schedstat_kept_max) {
+        t_schedstat_fd = fd;  // kept for the thread's later readings
+      } else {
+        g_schedstat_kept.fetch_sub(1, std::memory_order_relaxed);
+        t_schedstat_fd = -3;
+      }
+    }
+  } else if (fd < 0) {
+    return false;
   }
-  if (t_schedstat_fd < 0) return false;
   char buf[96];
-  const ssize_t n = ::pread(t_schedstat_fd, buf, sizeof buf, 0);
+  const ssize_t n = ::pread(fd, buf, sizeof buf, 0);
+  if (fd != t_schedstat_fd) ::close(fd);
   std::uint64_t cpu = 0;
   return n > 0 && parse_schedstat(buf, buf + n, cpu, wait);
 }
@@ -191,12 +225,16 @@ inline res_sample read_thread_resources(bool exact_cpu = false) noexcept {
 inline void resources_after_fork() noexcept {
   if (t_schedstat_fd >= 0) ::close(t_schedstat_fd);
   t_schedstat_fd = -1;
+  g_schedstat_kept.store(0, std::memory_order_relaxed);  // the parent's threads are not here
   t_res_last = res_sample{};
 }
 
 /// At the thread's exit (runtime's thread_exit_hook): close its descriptor; no reads after.
 inline void resources_thread_exit() noexcept {
-  if (t_schedstat_fd >= 0) ::close(t_schedstat_fd);
+  if (t_schedstat_fd >= 0) {
+    ::close(t_schedstat_fd);
+    g_schedstat_kept.fetch_sub(1, std::memory_order_relaxed);
+  }
   t_schedstat_fd = -2;
 }
 

@@ -48,10 +48,11 @@ LOTUS_DETAIL_COLD inline void parse_trigger_setting(const char* source, std::str
                                                     flight_settings& out) noexcept {
   if (flight_parse_triggers(v, out)) return;
   out.wait_ns = out.share_permille = out.share_window_ns = 0;
+  char shown[832];
   diag_config(
-      "ignoring %s='%.*s' (expected wait>DURATION and/or waitshare>P%%/DURATION, "
-      "comma-separated, DURATION such as 800ms or 10s); no automatic capture",
-      source, static_cast<int>(v.size() < 200 ? v.size() : 200), v.data());
+      "ignoring %s='%s' (expected wait>DURATION and/or waitshare>P%%/DURATION, "
+      "comma-separated, DURATION such as 800ms or 10s, at most 1 day); no automatic capture",
+      source, diag_escaped(v.data(), v.size(), shown, sizeof shown));
 }
 
 /// A trace prefix as lotus uses it, or false (one warning) when it cannot be used: control

@@ -29,6 +29,9 @@ struct test_hooks {
   static inline std::atomic<std::uint64_t> dynamic_misses{0};
   /// The most bytes the flight recorder's window held (LOTUS_FLIGHT_BYTES bounds it).
   static inline std::atomic<std::uint64_t> flight_max_held{0};
+  /// Called by lotus::flush() while it holds the writer's lock (a signal raised there interrupts
+  /// lotus holding it).
+  static inline std::atomic<void (*)()> under_writer_lock{nullptr};
 };
 
 }  // namespace detail

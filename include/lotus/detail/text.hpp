@@ -81,12 +81,17 @@ class text {
   }
   const char* c_str() const noexcept { return buf_; }
   std::size_t size() const noexcept { return size_; }
+  /// The most bytes a text holds.
+  static constexpr std::size_t capacity() noexcept { return max_size - 1; }
+  /// `n` more bytes fit without cutting.
+  bool fits(std::size_t n) const noexcept { return n <= capacity() - size_; }
   bool empty() const noexcept { return size_ == 0; }
 
   bool overflow = false;
 
  private:
-  char buf_[4352];
+  static constexpr std::size_t max_size = 4352;
+  char buf_[max_size];
   std::size_t size_ = 0;
 };
 

@@ -211,23 +211,33 @@ class trace_writer {
     const sync_hold lk(mu_);
     flight_next_ = s;
     flight_changed_ = true;
+    flight_on_.store(s.window_ns != 0, std::memory_order_release);
   }
   /// LOTUS_LIVE (live.hpp): applied at the writer's next cycle.
   void set_live(bool on) noexcept {
     const sync_hold lk(mu_);
     live_next_ = on;
   }
-  /// lotus::capture(): false when flight mode is off (nothing to capture).
-  LOTUS_DETAIL_COLD bool ask_capture(std::string_view reason) noexcept {
-    const sync_hold lk(mu_);
-    if (flight_next_.window_ns == 0 || !thread_started_) return false;
-    if (asks_ == max_asks) return true;  // as many already asked this cycle: one of them serves
-    text& r = ask_reason_[asks_];
-    r.clear();
-    r.add(reason.substr(0, 180));
-    ask_ns_[asks_++] = realtime_ns();
-    cv_.notify_all();
-    return true;
+  /// lotus::capture(): false when flight mode is off (nothing to capture) or the writer is not
+  /// running. Async-signal-safe: no lock, no allocation, no wake-up call; it fills a free slot
+  /// (atomic claim) that the writer's next cycle (at most half an interval away) turns into a
+  /// request. A signal handler may call it, also one that interrupted lotus holding the writer's
+  /// lock on the same thread.
+  bool ask_capture(std::string_view reason) noexcept {
+    if (!flight_on_.load(std::memory_order_acquire) || !running()) return false;
+    for (capture_ask& a : asks_) {
+      unsigned expected = ask_free;
+      if (!a.state.compare_exchange_strong(expected, ask_filling, std::memory_order_acquire,
+                                           std::memory_order_relaxed)) {
+        continue;
+      }
+      a.size = reason.size() < sizeof a.reason ? reason.size() : sizeof a.reason;
+      if (a.size != 0) std::memcpy(a.reason, reason.data(), a.size);
+      a.ns = realtime_ns();
+      a.state.store(ask_ready, std::memory_order_release);
+      return true;
+    }
+    return true;  // as many already asked since the writer's last cycle: one of them serves
   }
 
   /// A thread's ring is full: drain soon. Lock-free (callable from a thread that holds no lock
@@ -250,6 +260,9 @@ class trace_writer {
   /// Asks for a cycle and waits for it, at most `limit_ms`; false when it timed out.
   LOTUS_DETAIL_COLD bool flush(std::uint64_t limit_ms) noexcept {
     const sync_hold lk(mu_);
+#ifdef LOTUS_TEST_HOOKS
+    if (void (*hook)() = test_hooks::under_writer_lock.load()) hook();
+#endif
     if (!thread_started_) return true;
     const std::uint64_t mine = ++flush_req_;
     cv_.notify_all();
@@ -315,6 +328,9 @@ class trace_writer {
     mu_.unlock();
     cycle_mu_.unlock();
     files_.close_all(parent_threads);
+    // A slot another thread of the parent was filling stays claimed: free it (the child's own
+    // requests only).
+    for (capture_ask& a : asks_) a.state.store(ask_free, std::memory_order_relaxed);
     flight_.fork_child();
     live_.after_fork();
   }
@@ -357,18 +373,29 @@ class trace_writer {
         const std::uint64_t end = conv_.to_ns(e.t1);
         dur = end > start ? end - start : 0;
       }
-      res_lines_.add("batchres ").add(t.tid).add(' ').add(e.idx).add(' ').add(start).add(' ');
-      res_lines_.add(dur).add(' ').add(e.cpu_ns).add(' ');
-      res_lines_.add(e.wait_ns).add(' ').add(e.minflt).add(' ').add(e.majflt).add(' ');
-      res_lines_.add(e.nvcsw).add(' ').add(e.nivcsw).add('\n');
+      text line;
+      line.add("batchres ").add(t.tid).add(' ').add(e.idx).add(' ').add(start).add(' ');
+      line.add(dur).add(' ').add(e.cpu_ns).add(' ').add(e.wait_ns).add(' ').add(e.minflt);
+      line.add(' ').add(e.majflt).add(' ').add(e.nvcsw).add(' ').add(e.nivcsw).add('\n');
+      if (!resource_line(line)) ++q->writer_lost;
     }
     q->tail.store(tail, std::memory_order_release);
-    const std::uint64_t lost = q->lost.load(std::memory_order_relaxed);
+    const std::uint64_t lost = q->lost.load(std::memory_order_relaxed) + q->writer_lost;
     if (lost != q->lost_reported) {
       q->lost_reported = lost;
-      res_lines_.add("batchres_lost ").add(t.tid).add(' ').add(lost).add('\n');
+      text line;
+      resource_line(line.add("batchres_lost ").add(t.tid).add(' ').add(lost).add('\n'));
     }
-    if (res_lines_.size() >= (1u << 16)) flush_resource_lines();
+  }
+
+  /// One whole sidecar line into res_lines_, which is written first when the line would not fit
+  /// (a text is 4 KiB: about 60 `batchres` lines). False when the line itself does not fit a
+  /// text (the caller counts what it held as lost): a line is never cut, nor glued to the next.
+  bool resource_line(const text& line) noexcept {
+    if (line.overflow) return false;
+    if (!res_lines_.fits(line.size())) flush_resource_lines();
+    res_lines_.add(line);
+    return true;
   }
 
   /// LOTUS_RESOURCES=ops: the change of the thread's per-op sums since the last cycle, one
@@ -388,22 +415,27 @@ class trace_writer {
       if (n == nullptr || n->size == 0) continue;  // out of memory: the next cycle
       std::uint64_t now[8] = {count};
       for (int j = 0; j < 7; ++j) now[j + 1] = s.sums[j].load(std::memory_order_relaxed);
-      res_lines_.add("opres ").add(t.tid);
+      text line;
+      line.add("opres ").add(t.tid);
       for (int j = 0; j < 8; ++j) {
         const std::uint64_t d = res_delta(s.reported[j], now[j]);
         // The ops' time: ticks to ns (a duration: the clock's rate only).
-        res_lines_.add(' ').add(
+        line.add(' ').add(
             j != 1 ? d : static_cast<std::uint64_t>(static_cast<double>(d) * conv_.ns_per_tick()));
+      }
+      line.add(' ').add(n->text + 1, n->size - 1).add('\n');  // the name, without "S"
+      // Written whole, or its ops counted in `opres_lost`; either way they are accounted for.
+      if (!resource_line(line)) q->writer_lost += res_delta(s.reported[0], now[0]);
+      for (int j = 0; j < 8; ++j) {
         if (now[j] > s.reported[j]) s.reported[j] = now[j];
       }
-      res_lines_.add(' ').add(n->text + 1, n->size - 1).add('\n');  // the name, without "S"
     }
-    const std::uint64_t lost = q->lost.load(std::memory_order_relaxed);
+    const std::uint64_t lost = q->lost.load(std::memory_order_relaxed) + q->writer_lost;
     if (lost != q->lost_reported) {
       q->lost_reported = lost;
-      res_lines_.add("opres_lost ").add(t.tid).add(' ').add(lost).add('\n');
+      text line;
+      resource_line(line.add("opres_lost ").add(t.tid).add(' ').add(lost).add('\n'));
     }
-    if (res_lines_.size() >= (1u << 16)) flush_resource_lines();
   }
 
   /// A batch record just formatted (drain): remembered for its `batchres` line.
@@ -653,10 +685,11 @@ class trace_writer {
         watch_waits_ = flight_.on() && flight_.watching();
       }
       live_cycle_ = live_next_;
-      for (unsigned i = 0; i < asks_; ++i) {
-        flight_.ask(std::string_view(ask_reason_[i].c_str(), ask_reason_[i].size()), ask_ns_[i]);
+      for (capture_ask& a : asks_) {
+        if (a.state.load(std::memory_order_acquire) != ask_ready) continue;
+        flight_.ask(std::string_view(a.reason, a.size), a.ns);
+        a.state.store(ask_free, std::memory_order_release);
       }
-      asks_ = 0;
       mu_.unlock();
 
       cycle(reopen, req != flush_done_ || stopping, urgent, stopping);
@@ -697,11 +730,19 @@ class trace_writer {
   bool flight_changed_ = false;                                  // (mu)
   bool live_next_ = true;   // (mu) LOTUS_LIVE as set_live last said
   bool live_cycle_ = true;  // the same, copied for this cycle (writer thread)
+  // lotus::capture() calls since the last cycle: slots claimed by the caller without a lock
+  // (free -> filling -> ready), emptied by the writer (ready -> free).
+  enum : unsigned { ask_free, ask_filling, ask_ready };
+  struct capture_ask {
+    std::atomic<unsigned> state{ask_free};
+    std::uint64_t ns = 0;
+    std::size_t size = 0;
+    char reason[180] = {};
+  };
   static constexpr unsigned max_asks = 4;
-  text ask_reason_[max_asks];            // (mu) lotus::capture() calls since the last cycle
-  std::uint64_t ask_ns_[max_asks] = {};  // (mu)
-  unsigned asks_ = 0;                    // (mu)
-  tick_converter conv_;                  // (mu) re-anchored by the writer each cycle
+  capture_ask asks_[max_asks];
+  std::atomic<bool> flight_on_{false};  // flight mode, as set_flight last said
+  tick_converter conv_;                 // (mu) re-anchored by the writer each cycle
   text sidecar_info_;
   trace_stats (*stats_source_)() = nullptr;
 

@@ -109,7 +109,9 @@ std::string run_capture(const capture_args& a) {
       if (seen > 0) break;
       throw tool_error(exit_io, "no process wrote capture " + std::string(r.id) + " within " +
                                     std::to_string(a.timeout_s) + " s: is a job tracing into " +
-                                    printable(a.dir) + " with LOTUS_FLIGHT set?");
+                                    printable(a.dir) +
+                                    " with LOTUS_FLIGHT set, as this user? (a job obeys only "
+                                    "its own user's requests: run this as the job's user)");
     }
     sleep_ms(50);
   }

@@ -21,8 +21,8 @@ struct capture_args {
   std::function<void(const std::string&)> on_note;
 };
 
-/// Appends a request to DIR/.lotus-capture (tools/docs/FORMAT.md §7), waits until the
-/// processes wrote their part (no new sidecar for a second after the first, bounded by the
+/// Appends a request to this user's DIR/.lotus-capture-<uid> (tools/docs/FORMAT.md §8), waits until
+/// the processes wrote their part (no new sidecar for a second after the first, bounded by the
 /// timeout) and returns the capture directory. tool_error: exit_usage (bad arguments), exit_io
 /// (DIR missing, control file refused, no process answered in time).
 std::string run_capture(const capture_args& args);
