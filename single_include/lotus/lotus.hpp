@@ -5394,45 +5394,6 @@ LOTUS_DETAIL_COLD inline void merge_settings(const options& o, const env_setting
 #include <cstring>      // memcpy
 #include <string_view>  // string_view
 
-// ---- begin lotus/detail/loader_kind.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_LOADER_KIND_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_LOADER_KIND_HPP
-// lotus — which loader records the batches, for the sidecar's `loader` line (internal)
-// SPDX-License-Identifier: MIT
-
-#include <atomic>  // atomic
-
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-namespace detail {
-
-/// The loader of this process: "pipeline" (lotus::batch_tracker, a loader of the program's own),
-/// "libtorch" (lotus::torch::make_data_loader) or "torch" (lotus.torch, PyTorch's DataLoader);
-/// nullptr until one is built. `lotus-tool` names that loader's settings in its advice.
-inline std::atomic<const char*>& loader_kind() noexcept {
-  static std::atomic<const char*> kind{nullptr};
-  return kind;
-}
-
-/// Declares the loader. `kind` must be a string literal. A framework's declaration ("libtorch",
-/// "torch") replaces "pipeline" (the framework's own loader is built on a batch_tracker); a
-/// "pipeline" declaration is kept only while nothing else was declared.
-inline void declare_loader(const char* kind, bool framework) noexcept {
-  std::atomic<const char*>& k = loader_kind();
-  if (framework) {
-    k.store(kind, std::memory_order_relaxed);
-    return;
-  }
-  const char* none = nullptr;
-  k.compare_exchange_strong(none, kind, std::memory_order_relaxed);
-}
-
-}  // namespace detail
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_LOADER_KIND_HPP
-// ---- end lotus/detail/loader_kind.hpp ----
 // ---- begin lotus/detail/live.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_LIVE_HPP
 #define LOTUS_AMALGAMATED_LOTUS_DETAIL_LIVE_HPP
@@ -5986,6 +5947,45 @@ class live_state {
 }  // namespace lotus
 #endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_LIVE_HPP
 // ---- end lotus/detail/live.hpp ----
+// ---- begin lotus/detail/loader_kind.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_LOADER_KIND_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_LOADER_KIND_HPP
+// lotus — which loader records the batches, for the sidecar's `loader` line (internal)
+// SPDX-License-Identifier: MIT
+
+#include <atomic>  // atomic
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// The loader of this process: "pipeline" (lotus::batch_tracker, a loader of the program's own),
+/// "libtorch" (lotus::torch::make_data_loader) or "torch" (lotus.torch, PyTorch's DataLoader);
+/// nullptr until one is built. `lotus-tool` names that loader's settings in its advice.
+inline std::atomic<const char*>& loader_kind() noexcept {
+  static std::atomic<const char*> kind{nullptr};
+  return kind;
+}
+
+/// Declares the loader. `kind` must be a string literal. A framework's declaration ("libtorch",
+/// "torch") replaces "pipeline" (the framework's own loader is built on a batch_tracker); a
+/// "pipeline" declaration is kept only while nothing else was declared.
+inline void declare_loader(const char* kind, bool framework) noexcept {
+  std::atomic<const char*>& k = loader_kind();
+  if (framework) {
+    k.store(kind, std::memory_order_relaxed);
+    return;
+  }
+  const char* none = nullptr;
+  k.compare_exchange_strong(none, kind, std::memory_order_relaxed);
+}
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_LOADER_KIND_HPP
+// ---- end lotus/detail/loader_kind.hpp ----
 // ---- begin lotus/detail/memory.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_MEMORY_HPP
 #define LOTUS_AMALGAMATED_LOTUS_DETAIL_MEMORY_HPP
@@ -6873,11 +6873,11 @@ class trace_writer {
   // writer held must stay reachable there (LeakSanitizer checks children too).
   trace_files files_;
   bool discard_ = false;
-  bool busy_ = false;    // a ring was found half full in the last cycle
-  text cycle_prefix_;    // the prefix of a reopening cycle
-  text thread_lines_;    // sidecar `thread` lines of this cycle
+  bool busy_ = false;                   // a ring was found half full in the last cycle
+  text cycle_prefix_;                   // the prefix of a reopening cycle
+  text thread_lines_;                   // sidecar `thread` lines of this cycle
   const char* loader_noted_ = nullptr;  // the `loader` line written (loader_kind.hpp)
-  text res_lines_;       // sidecar `batchres` lines of this cycle
+  text res_lines_;                      // sidecar `batchres` lines of this cycle
   text last_stats_;      // the last `stats` line written (without its clocksync line)
   ledger_entry ledger_;  // this runtime's place among the process's runtimes
   out_buffer worker_buf_, main_buf_;
