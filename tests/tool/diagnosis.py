@@ -220,14 +220,15 @@ def write_run(r, out, window=None, capture=None):
     return files
 
 
-def span_of(files, prefix):
-    """(start, end) of the first record whose name starts with `prefix`, in any file."""
+def span_of(files, prefix, occurrence=0):
+    """(start, end) of the occurrence-th record (in time) whose name starts with `prefix`."""
+    found = []
     for lines in files.values():
         for x in lines:
             if x.startswith(prefix):
                 f = x.rsplit(",", 2)
-                return int(f[1]), int(f[1]) + int(f[2])
-    raise KeyError(prefix)
+                found.append((int(f[1]), int(f[1]) + int(f[2])))
+    return sorted(found)[occurrence]
 
 
 # ---- the scenarios: (run writer, expected first act (kind, subject) or None, verdict, checks) ----
@@ -247,17 +248,21 @@ def ranks(*rs):
     return write
 
 
-def capture_run(r, stall_batch, window_s, hidden=False):
-    """A capture of [stall end - window_s, stall end + 0.2 s] from a run with a stalled batch."""
+def capture_run(r, stall_batch, window_s, hidden=False, epoch=None):
+    """A capture of [trigger - window_s, trigger + 0.2 s] from a run: the trigger is the end of
+    the main process's wait for `stall_batch` (of `epoch`, default the stall's), or with
+    `hidden` (an on-demand request) the end of that batch's preparation."""
     def write(out):
         full = os.path.join(out, "full")
         files = write_run(r, full)
         shutil.rmtree(full)
-        b0, b1 = span_of(files, f"SBatchPreprocessed_{stall_batch},")
+        e = epoch if epoch is not None else (r.stall[0] if r.stall else 0)
+        b0, b1 = span_of(files, f"SBatchPreprocessed_{stall_batch},", e)
         # The main process's wait for that batch (the trigger: when it ended), or the request.
-        w = [x for x in files[f"{PREFIX}_main_pid_{r.pid}"]
-             if x.startswith(f"SBatchWait_{stall_batch},")]
-        wf = w[-1].rsplit(",", 2)
+        w = sorted((x for x in files[f"{PREFIX}_main_pid_{r.pid}"]
+                    if x.startswith(f"SBatchWait_{stall_batch},")),
+                   key=lambda x: int(x.rsplit(",", 2)[1]))
+        wf = w[e].rsplit(",", 2)
         trigger = int(wf[1]) + int(wf[2]) if not hidden else b1
         start, end = trigger - int(window_s * 1e9), trigger + 200_000_000
         cid = "20261126T070000Z-%d-1" % r.pid
@@ -358,9 +363,9 @@ scenario("libtorch", "libtorch's DataLoader, 1 worker on 8 CPUs",
          one(Rank(loader="libtorch", main_threads=True, workers=1, cpus=8, step_ms=5)),
          ("input_bound", {}), "highly", must=("DataLoaderOptions().workers(",),
          never=TORCH_ONLY)
-scenario("capture_mid_epoch", "an on-demand capture in the middle of epoch 2 of 3 "
-         "(nothing wrong)",
-         capture_run(Rank(step_ms=30, epochs=3, batches=30), 12, 1.5, hidden=True),
+scenario("capture_mid_epoch", "an on-demand capture from the middle of epoch 1 into epoch 2 "
+         "of 3 (nothing wrong): the same batch indices on both sides of the window",
+         capture_run(Rank(step_ms=30, epochs=3, batches=30), 8, 1.0, hidden=True, epoch=1),
          None, None, never=("negative",), check="no_negative_delay")
 scenario("real_cpp_few_workers", "real: examples/image_pipeline, 1 worker thread, 1 ms step",
          real_pipeline(["--images", "96", "--workers", "1", "--epochs", "1", "--step-ms", "1",

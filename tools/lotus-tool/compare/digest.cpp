@@ -161,9 +161,11 @@ memory_digest digest_memory(const trace_dir& dir, const std::vector<batch_point>
     m.aligned = true;
     for (const memory_sample& s : mains.front()->samples) {
       std::uint64_t job = s.pss, shared = s.pss;
+      unsigned alive = 0;
       for (std::size_t k = 0; k < workers.size(); ++k) {
         const memory_sample* ws = nearest(*workers[k], worker_alive[k], s.ns);
         if (ws == nullptr) continue;
+        m.workers_alive = std::max(m.workers_alive, ++alive);
         job += ws->pss;
         shared += ws->pss > ws->priv ? ws->pss - ws->priv : 0;
       }

@@ -29,6 +29,9 @@ struct op_digest {
 /// worker processes (only worker files). Bytes. `worker_processes` 0: no worker memory recorded.
 struct memory_digest {
   unsigned main_processes = 0, worker_processes = 0;
+  /// The most worker processes alive at one main-process sample (non-persistent workers of
+  /// different epochs are never counted together); 0 when not aligned to one main process.
+  unsigned workers_alive = 0;
   /// The job's peak of summed Pss: at each sample of the main process, its Pss plus each live
   /// worker's nearest sample (with several main processes, or none with samples: every
   /// process's peak Pss summed, an upper bound).

@@ -237,6 +237,7 @@ memory_prediction predict_memory(const run_digest& d, unsigned workers, std::uin
   if (!p.unavailable_why.empty()) return p;
   p.available = true;
   p.worker_processes = m.worker_processes;
+  p.workers_alive = m.workers_alive;
   p.measured_bytes = static_cast<double>(m.job_pss);
   p.growth_per_batch = m.growth_per_batch;
   p.shared_bytes = static_cast<double>(m.shared);
@@ -404,6 +405,7 @@ nlohmann::json whatif_json(const whatif_result& r) {
     mem["private_per_worker_bytes"] = std::llround(mp.per_worker_bytes);
     mem["growth_per_batch_bytes"] = std::llround(mp.growth_per_batch);
     mem["worker_processes"] = mp.worker_processes;
+    mem["workers_alive"] = mp.workers_alive;
   } else {
     mem["why"] = mp.unavailable_why;
   }
@@ -417,11 +419,16 @@ nlohmann::json whatif_json(const whatif_result& r) {
 
 std::string memory_text(const memory_prediction& mp, unsigned workers) {
   if (!mp.available) return "memory: not predicted: " + mp.unavailable_why + "\n";
+  // Workers of different epochs (non-persistent) never ran together: the peak sums those alive.
+  const std::string workers_text =
+      mp.workers_alive != 0 && mp.workers_alive < mp.worker_processes
+          ? std::to_string(mp.workers_alive) + " worker process(es) alive together, of " +
+                std::to_string(mp.worker_processes)
+          : std::to_string(mp.worker_processes) + " worker process(es)";
   std::string s = "memory: measured peak " + mib(mp.measured_bytes) + " (sum of Pss, " +
-                  std::to_string(mp.worker_processes) + " worker process(es)); predicted peak " +
-                  mib(mp.peak_bytes) + " = shared " + mib(mp.shared_bytes) + " + " +
-                  std::to_string(workers) + " × " + mib(mp.per_worker_bytes) +
-                  " private per worker (growth " +
+                  workers_text + "); predicted peak " + mib(mp.peak_bytes) + " = shared " +
+                  mib(mp.shared_bytes) + " + " + std::to_string(workers) + " × " +
+                  mib(mp.per_worker_bytes) + " private per worker (growth " +
                   format_number("%.1f KiB", mp.growth_per_batch / 1024.0) + " per batch)";
   if (mp.budget_bytes > 0) {
     s += "; budget " + mib(static_cast<double>(mp.budget_bytes)) + " (" + mp.budget_from + ")" +

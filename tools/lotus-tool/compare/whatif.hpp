@@ -62,6 +62,7 @@ struct memory_prediction {
   double measured_bytes = 0;  ///< the measured job's summed peak Pss
   double shared_bytes = 0, per_worker_bytes = 0, growth_per_batch = 0;
   unsigned worker_processes = 0;
+  unsigned workers_alive = 0;  ///< the most alive together in the measured peak (0: not aligned)
   std::uint64_t budget_bytes = 0;  ///< 0: unknown
   std::string budget_from;         ///< "option" (--memory-budget) or "this machine"
   bool fits = true;                ///< peak_bytes <= budget_bytes (true when no budget is known)

@@ -480,28 +480,42 @@ void stats_engine::batch_delays(const stats_options& opt, stats_result& r) const
   });
 
   // Batch delay = SBatchConsumed.ts - (SBatchPreprocessed.start + duration). The script does a
-  // pandas merge on batch_id; we pair the k-th occurrence of each index on both sides (epochs),
-  // which is the same for one epoch and avoids the cross product for several. Both sides come
-  // in (idx, epoch) order, so this is a merge join.
+  // pandas merge on batch_id (one epoch). We join by time: each consume takes the latest
+  // preparation of its index (in its directory) that ended by then (k_join_slack_ns allowed for
+  // clocks read by two processes), so batch i of one epoch is never paired with batch i of
+  // another, and a batch cut by a window's edge (a capture) is unmatched, never a negative delay.
+  // Both sides come in (idx, epoch) order, epochs in time order: a merge join.
+  constexpr std::uint64_t k_join_slack_ns = 10'000'000;
   spill_log<std::int64_t> delay_ns(lim_.buffer_bytes / 2);
   std::uint64_t matched = 0;
   {
     spill_log<epoch_span>::reader pre_rd(pre_sorted);
     epoch_span p{};
     bool have = pre_rd.next(p);
-    auto before = [](const epoch_span& a, const epoch_span& b) {
-      return std::tie(a.src, a.s.idx, a.epoch) < std::tie(b.src, b.s.idx, b.epoch);
+    auto key_before = [](const epoch_span& a, const epoch_span& b) {
+      return std::tie(a.src, a.s.idx) < std::tie(b.src, b.s.idx);
+    };
+    auto same_key = [](const epoch_span& a, const epoch_span& b) {
+      return a.src == b.src && a.s.idx == b.s.idx;
     };
     with_epochs(consumed_, src, [&](const epoch_span& c) {
-      while (have && before(p, c)) have = pre_rd.next(p);
-      if (!have || before(c, p)) {
+      while (have && key_before(p, c)) have = pre_rd.next(p);
+      bool got = false;
+      epoch_span best{};
+      while (have && same_key(p, c) && p.s.start + p.s.dur <= c.s.start + k_join_slack_ns) {
+        best = p;  // a later one of the index replaces it: the earlier stays unmatched
+        got = true;
+        have = pre_rd.next(p);
+      }
+      if (!got) {
         ++r.delay.unmatched_consumed;
         return;
       }
       ++matched;
+      const epoch_span& q = best;
       // Start and duration are <= 2^63-1 each: finish fits in uint64; the difference is taken
       // without signed overflow and saturates at +-(2^63-1).
-      const std::uint64_t finish = p.s.start + p.s.dur;
+      const std::uint64_t finish = q.s.start + q.s.dur;
       const std::uint64_t k_max = static_cast<std::uint64_t>(INT64_MAX);
       const std::int64_t d_ns =
           c.s.start >= finish ? static_cast<std::int64_t>(std::min(c.s.start - finish, k_max))
@@ -514,7 +528,6 @@ void stats_engine::batch_delays(const stats_options& opt, stats_result& r) const
         delay_points.push(
             {c.s.idx, c.epoch, d, finish, c.s.start, static_cast<std::size_t>(c.s.file)});
       }
-      have = pre_rd.next(p);
     });
   }
   r.delay.unmatched_preprocessed = pre_.size() - matched;
