@@ -340,7 +340,8 @@ scenario("page_faults", "every sample allocates fresh pages (50,000 minor faults
 scenario("blocked_io", "every sample waits 6 ms for storage",
          one(Rank(io_ns=6_000_000, workers=2, cpus=4, step_ms=3)),
          ("input_bound", {"cause": "blocked"}), "highly")
-scenario("stall_worker", "one batch held 3 s in Decode by one worker (a flight capture)",
+scenario("stall_worker", "one batch held 3 s in RandomResizedCrop by one worker (a flight "
+         "capture, wait>500ms)",
          capture_run(Rank(stall=(1, 17, "RandomResizedCrop", 3_000_000_000), step_ms=8,
                           epochs=2, batches=40), 17, 4.0),
          ("capture", {"batch": 17, "op": "RandomResizedCrop"}), None,
@@ -395,6 +396,10 @@ def judge(tool, name, work):
     first = acts[0] if acts else None
     said = (f"{first['kind']} {json.dumps(first['subject'], sort_keys=True)}: {first['text']}"
             if first else "no act: " + fs[0]["text"])
+    # For the table: the kind and what it names (no run-specific paths or ids).
+    shown = ("no act" if first is None else first["kind"] + " " + json.dumps(
+        {k: v for k, v in first["subject"].items()
+         if k in ("op", "rank", "batch", "cause", "verdict", "host")}, sort_keys=True))
     problems = []
     exp = sc["expect"]
     if exp is None:
@@ -433,7 +438,7 @@ def judge(tool, name, work):
     sev = [rank[f["severity"]] for f in fs if f["kind"] != "capture"]
     if sev != sorted(sev):
         problems.append("findings not ordered by severity")
-    return not problems, said, problems
+    return not problems, said, shown, problems
 
 
 def main():
@@ -454,7 +459,7 @@ def main():
     for name in names:
         work = tempfile.mkdtemp(prefix=f"lotus-diag-{name}-")
         try:
-            ok, said, problems = judge(a.tool, name, work)
+            ok, said, shown, problems = judge(a.tool, name, work)
         except Skip as e:
             print(f"SKIP {name}: {e}")
             if a.scenario:
@@ -466,7 +471,7 @@ def main():
         exp = S[name]["expect"]
         rows.append((name, S[name]["problem"],
                      "no act" if exp is None else f"{exp[0]} {json.dumps(exp[1], sort_keys=True)}",
-                     said, "right" if ok else "WRONG"))
+                     shown, "right" if ok else "WRONG"))
         print(f"{'ok' if ok else 'WRONG'} {name}: {said}")
         for p in problems:
             print(f"    {p}")

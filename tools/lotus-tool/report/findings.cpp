@@ -67,16 +67,21 @@ double model_gain(const whatif_result& r) {
                                     : 0.0;
 }
 
-// "num_workers=4: predicted epoch 2.10 s against 3.70 s at this run's 2 (measured 3.68 s), wait
-// 48 % → 2 %".
-std::string prediction_text(const report_data& d, const whatif_result& r) {
-  return workers_setting(d, r.model.workers) + (r.model.unordered ? " with in_order=False" : "") +
-         ": predicted epoch " + format_ms(r.predicted.epoch_seconds * 1e3) + " against " +
+// "predicted epoch 2.10 s against 3.70 s for this run's setting (2 workers, measured 3.68 s), wait
+// 48 % → 2 % (lotus-tool whatif)".
+std::string predicted_text(const whatif_result& r) {
+  return "predicted epoch " + format_ms(r.predicted.epoch_seconds * 1e3) + " against " +
          format_ms(r.replay.epoch_seconds * 1e3) + " for this run's setting (" +
          std::to_string(r.measured_workers) + (r.measured_workers == 1 ? " worker" : " workers") +
          ", measured " + format_ms(r.measured_epoch_seconds * 1e3) + "), wait " +
          pct(r.replay.wait_share) + " \u2192 " + pct(r.predicted.wait_share) +
          " (lotus-tool whatif)";
+}
+
+// "num_workers=4: predicted epoch …".
+std::string prediction_text(const report_data& d, const whatif_result& r) {
+  return workers_setting(d, r.model.workers) + (r.model.unordered ? " with in_order=False" : "") +
+         ": " + predicted_text(r);
 }
 
 // The advice to change the worker count, only where the model predicts a gain of at least
@@ -97,11 +102,14 @@ worker_change more_workers_advice(const report_data& d, const finding_thresholds
   const double g = model_gain(r);
   if (g >= t.advice_gain) {
     w.advised = true;
-    w.text = "Use " + workers_setting(d, r.model.workers) + ": " + prediction_text(d, r) + ", " +
+    w.text = "Use " + workers_setting(d, r.model.workers) + ": " + predicted_text(r) + ", " +
              fixed(100 * g, 0) + " % faster.";
     // tune searches PyTorch's settings (prefetch_factor, in_order): quoted for its loader only.
     if (!d.advice.tune.empty() && (d.loader.empty() || is_loader(d, "torch"))) {
-      w.text += " Cheapest setting within 5 % of the best: " + d.advice.tune + ".";
+      w.text +=
+          " Searching workers, prefetch_factor and in_order, the cheapest setting within "
+          "5 % of the best: " +
+          d.advice.tune + ".";
     }
   } else {
     w.text =
@@ -649,9 +657,8 @@ finding causes_finding(const report_data& d, const finding_thresholds& t) {
   f.advice = cause_advice(c, v);
   if (!f.advice.empty()) f.advice[0] = static_cast<char>(std::toupper(f.advice[0]));
   f.advice += ".";
-  if (waits && (v == "blocked" || v == "compute")) {
-    // Overlapping waits (blocked) or spreading work (compute) over more workers: only with the
-    // model's prediction.
+  if (waits && v == "blocked") {
+    // Overlapping the waits with more workers: only with the model's prediction.
     const worker_change w = more_workers_advice(d, t);
     if (w.advised) f.advice += " " + w.text;
   }
