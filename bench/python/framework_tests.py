@@ -86,6 +86,7 @@ if _os.environ.get("LOTUS_FT_LOG"):
 PLUGIN = r'''# Written by lotus bench/python/framework_tests.py: each test's reports, one JSON line each.
 import json as _json
 import os as _os
+import re as _re
 
 _OUT = _os.environ["LOTUS_FT_RESULTS"]
 
@@ -100,6 +101,11 @@ def _msg(report):
         return str(report.longrepr[2])[:300]
     text = getattr(report, "longreprtext", "") or ""
     lines = [l for l in text.splitlines() if l.strip()]
+    # from the last exception line ("E   ValueError: ..." or, with --tb=native, "ValueError: ...")
+    for i in range(len(lines) - 1, -1, -1):
+        if _re.match(r"^(E\s+)?[A-Za-z_][\w.]*(Error|Exception|Failure|Exit|Interrupt|Warning)\b",
+                     lines[i]):
+            return "\n".join(lines[i:i + 3])[:600]
     return "\n".join(lines[-3:])[-600:]
 
 
@@ -420,7 +426,7 @@ def main():
 
         base_env = {k: v for k, v in os.environ.items()
                     if not k.startswith("LOTUS_") and k != "PYTHONPATH"}
-        rows, diffs, notes = [], [], []
+        rows, diffs, notes, common = [], [], [], {}
         for mod, rel in wanted:
             tree = trees[mod]
             if not (tree / rel).exists():
@@ -461,6 +467,12 @@ def main():
                          else pp.get(t, ("", "")))[1])
                        for t in ids if pp.get(t, ("not run",))[0] != lp.get(t, ("not run",))[0]]
             diffs += [(name,) + c for c in changed]
+            for t in ids:  # failing alike in both runs: not lotus's; counted by message
+                a, b = pp.get(t, ("", "")), lp.get(t, ("", ""))
+                if a[0] == b[0] and a[0] in ("failed", "error"):
+                    first = (a[1].splitlines() or [""])[0]
+                    key = (name, a[0], re.sub(r"^E\s+", "", first)[:160])
+                    common[key] = common.get(key, 0) + 1
             rows.append(f"| {vers[mod][2]} {vers[mod][3]} `{name}` | {len(ids)} | {fmt(cp)} | "
                         f"{fmt(cl)} | {len(changed)} | {pw:.0f} / {lw:.0f} | "
                         f"{ls / 2**20:.1f} MiB, {ln} files |")
@@ -476,6 +488,12 @@ def main():
             print(r)
         for n in notes:
             print(f"\n{n}")
+        if common:
+            print("\nFailing alike in both runs (the frameworks' tests on this machine), by message:\n")
+            print("| file | outcome | tests | message |")
+            print("| --- | --- | ---: | --- |")
+            for (name, oc, msg), n in sorted(common.items(), key=lambda kv: (kv[0][0], -kv[1])):
+                print(f"| {name} | {oc} | {n} | {msg.replace('|', chr(92) + '|')} |")
         if diffs:
             print("\nTests whose outcome differs:\n")
             print("| file | test | plain | lotus on | message |")
