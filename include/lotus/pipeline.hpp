@@ -181,8 +181,10 @@ class batch_tracker {
     if (idx == expected_) ++expected_;
   }
 
-  /// New epoch: batch indices restart at 0.
+  /// New epoch: batch indices restart at 0. Call it at the start of every epoch, the first
+  /// included: the sidecar's `epoch` lines count these calls (the job's epoch numbering).
   void reset() noexcept {
+    detail::note_epoch();
     expected_ = 0;
     pending_ = false;
     detail::nvtx_end(nvtx_wait_);

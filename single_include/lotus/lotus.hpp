@@ -5950,10 +5950,14 @@ class live_state {
 // ---- begin lotus/detail/loader_kind.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_LOADER_KIND_HPP
 #define LOTUS_AMALGAMATED_LOTUS_DETAIL_LOADER_KIND_HPP
-// lotus — which loader records the batches, for the sidecar's `loader` line (internal)
+// lotus — which loader records the batches and its epochs, for the sidecar (internal)
 // SPDX-License-Identifier: MIT
 
-#include <atomic>  // atomic
+#include <time.h>    // clock_gettime
+#include <unistd.h>  // getpid
+
+#include <atomic>   // atomic
+#include <cstdint>  // uint64_t
 
 
 namespace lotus {
@@ -5979,6 +5983,39 @@ inline void declare_loader(const char* kind, bool framework) noexcept {
   }
   const char* none = nullptr;
   k.compare_exchange_strong(none, kind, std::memory_order_relaxed);
+}
+
+/// The epochs the loader began in this process: how many, and when the last began (realtime ns,
+/// the trace's clock). The writer turns a change into a sidecar line `epoch <k> <start_ns>`
+/// (k: 0-based), so a capture's window knows the job's epoch numbering.
+struct epoch_state {
+  std::atomic<std::uint64_t> count{0};
+  std::atomic<std::uint64_t> start_ns{0};
+  std::atomic<int> pid{0};  ///< the process that began them (a forked worker inherits, not owns)
+};
+inline epoch_state& epochs() noexcept {
+  static epoch_state e;
+  return e;
+}
+
+/// The loader begins an epoch (batch_tracker::reset(), lotus.torch at the epoch's first index).
+/// Lock-free; a few ns.
+inline void note_epoch() noexcept {
+  timespec ts{};
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  epoch_state& e = epochs();
+  e.start_ns.store(
+      static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u + static_cast<std::uint64_t>(ts.tv_nsec),
+      std::memory_order_relaxed);
+  e.pid.store(static_cast<int>(::getpid()), std::memory_order_relaxed);
+  e.count.fetch_add(1, std::memory_order_release);
+}
+
+/// The epochs this process began (0 in a forked child until it begins one of its own).
+inline std::uint64_t own_epochs() noexcept {
+  epoch_state& e = epochs();
+  const std::uint64_t n = e.count.load(std::memory_order_acquire);
+  return e.pid.load(std::memory_order_relaxed) == static_cast<int>(::getpid()) ? n : 0;
 }
 
 }  // namespace detail
@@ -6629,6 +6666,12 @@ class trace_writer {
     if (const char* l = loader_kind().load(std::memory_order_relaxed)) {
       head.add("loader ").add(l).add('\n');
     }
+    // The epoch in progress (a capture's window may begin inside it).
+    const std::uint64_t begun = own_epochs();
+    if (begun != 0) {
+      const std::uint64_t start = epochs().start_ns.load(std::memory_order_relaxed);
+      head.add("epoch ").add(begun - 1).add(' ').add(start).add('\n');
+    }
     return head;
   }
 
@@ -6710,7 +6753,10 @@ class trace_writer {
     // LOTUS_LIVE changed: before a new prefix, so that turned off, the file already written (at
     // the old prefix) gets the final figures; turned on, this cycle's records count.
     live_.set_on(live_cycle_, files_, stats_source_, sidecar_info_);  // nothing when unchanged
-    if (reopen) loader_noted_ = nullptr;
+    if (reopen) {
+      loader_noted_ = nullptr;
+      epoch_noted_ = 0;
+    }
     if (const char* l = loader_kind().load(std::memory_order_relaxed); l != loader_noted_) {
       thread_lines_.add("loader ").add(l).add('\n');  // (a sidecar created later has it too)
       loader_noted_ = l;
@@ -6722,6 +6768,15 @@ class trace_writer {
     }
     discard_ = files_.disabled();
     busy_ = false;
+    // An epoch begun since the last cycle: its line goes where the figures go (the sidecar, or
+    // in flight mode the window, so a capture holds the epochs begun inside it).
+    if (const std::uint64_t n = own_epochs(); n != epoch_noted_) {
+      text line;
+      const std::uint64_t start = epochs().start_ns.load(std::memory_order_relaxed);
+      line.add("epoch ").add(std::uint64_t{n - 1}).add(' ').add(start);
+      sidecar_lines(line.add('\n'));
+      epoch_noted_ = n;
+    }
     // Under LOTUS_MAX_BYTES the sidecar's header goes first, before the cycle's records: with a
     // small budget the process's metadata (pid, clock, host) is the last thing to lose.
     if (!discard_ && files_.byte_limited() && !cycle_threads_.empty() && !files_.has_sidecar()) {
@@ -6877,6 +6932,7 @@ class trace_writer {
   text cycle_prefix_;                   // the prefix of a reopening cycle
   text thread_lines_;                   // sidecar `thread` lines of this cycle
   const char* loader_noted_ = nullptr;  // the `loader` line written (loader_kind.hpp)
+  std::uint64_t epoch_noted_ = 0;       // the epoch count of the last `epoch` line
   text res_lines_;                      // sidecar `batchres` lines of this cycle
   text last_stats_;      // the last `stats` line written (without its clocksync line)
   ledger_entry ledger_;  // this runtime's place among the process's runtimes
@@ -8543,10 +8599,14 @@ struct trace_stats {
 // ---- begin lotus/detail/loader_kind.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_LOADER_KIND_HPP
 #define LOTUS_AMALGAMATED_LOTUS_DETAIL_LOADER_KIND_HPP
-// lotus — which loader records the batches, for the sidecar's `loader` line (internal)
+// lotus — which loader records the batches and its epochs, for the sidecar (internal)
 // SPDX-License-Identifier: MIT
 
-#include <atomic>  // atomic
+#include <time.h>    // clock_gettime
+#include <unistd.h>  // getpid
+
+#include <atomic>   // atomic
+#include <cstdint>  // uint64_t
 
 
 namespace lotus {
@@ -8572,6 +8632,39 @@ inline void declare_loader(const char* kind, bool framework) noexcept {
   }
   const char* none = nullptr;
   k.compare_exchange_strong(none, kind, std::memory_order_relaxed);
+}
+
+/// The epochs the loader began in this process: how many, and when the last began (realtime ns,
+/// the trace's clock). The writer turns a change into a sidecar line `epoch <k> <start_ns>`
+/// (k: 0-based), so a capture's window knows the job's epoch numbering.
+struct epoch_state {
+  std::atomic<std::uint64_t> count{0};
+  std::atomic<std::uint64_t> start_ns{0};
+  std::atomic<int> pid{0};  ///< the process that began them (a forked worker inherits, not owns)
+};
+inline epoch_state& epochs() noexcept {
+  static epoch_state e;
+  return e;
+}
+
+/// The loader begins an epoch (batch_tracker::reset(), lotus.torch at the epoch's first index).
+/// Lock-free; a few ns.
+inline void note_epoch() noexcept {
+  timespec ts{};
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  epoch_state& e = epochs();
+  e.start_ns.store(
+      static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u + static_cast<std::uint64_t>(ts.tv_nsec),
+      std::memory_order_relaxed);
+  e.pid.store(static_cast<int>(::getpid()), std::memory_order_relaxed);
+  e.count.fetch_add(1, std::memory_order_release);
+}
+
+/// The epochs this process began (0 in a forked child until it begins one of its own).
+inline std::uint64_t own_epochs() noexcept {
+  epoch_state& e = epochs();
+  const std::uint64_t n = e.count.load(std::memory_order_acquire);
+  return e.pid.load(std::memory_order_relaxed) == static_cast<int>(::getpid()) ? n : 0;
 }
 
 }  // namespace detail
@@ -8741,8 +8834,10 @@ class batch_tracker {
     if (idx == expected_) ++expected_;
   }
 
-  /// New epoch: batch indices restart at 0.
+  /// New epoch: batch indices restart at 0. Call it at the start of every epoch, the first
+  /// included: the sidecar's `epoch` lines count these calls (the job's epoch numbering).
   void reset() noexcept {
+    detail::note_epoch();
     expected_ = 0;
     pending_ = false;
     detail::nvtx_end(nvtx_wait_);

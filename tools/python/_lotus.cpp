@@ -652,6 +652,9 @@ PYBIND11_MODULE(_lotus, m) {
       "_declare_torch_loader", [] { lotus::detail::declare_loader("torch", true); },
       "The sidecar says the batches come from PyTorch's DataLoader (lotus.torch.instrument).");
   m.def(
+      "_note_epoch", [] { lotus::detail::note_epoch(); },
+      "The loader begins an epoch: the sidecar's `epoch` line (lotus.torch, at the first index).");
+  m.def(
       "tracing_enabled", [] { return lotus::tracing_enabled(); },
       "True when events are being recorded.");
 

@@ -1,8 +1,12 @@
-// lotus — which loader records the batches, for the sidecar's `loader` line (internal)
+// lotus — which loader records the batches and its epochs, for the sidecar (internal)
 // SPDX-License-Identifier: MIT
 #pragma once
 
-#include <atomic>  // atomic
+#include <time.h>    // clock_gettime
+#include <unistd.h>  // getpid
+
+#include <atomic>   // atomic
+#include <cstdint>  // uint64_t
 
 #include "lotus/config.hpp"
 
@@ -29,6 +33,39 @@ inline void declare_loader(const char* kind, bool framework) noexcept {
   }
   const char* none = nullptr;
   k.compare_exchange_strong(none, kind, std::memory_order_relaxed);
+}
+
+/// The epochs the loader began in this process: how many, and when the last began (realtime ns,
+/// the trace's clock). The writer turns a change into a sidecar line `epoch <k> <start_ns>`
+/// (k: 0-based), so a capture's window knows the job's epoch numbering.
+struct epoch_state {
+  std::atomic<std::uint64_t> count{0};
+  std::atomic<std::uint64_t> start_ns{0};
+  std::atomic<int> pid{0};  ///< the process that began them (a forked worker inherits, not owns)
+};
+inline epoch_state& epochs() noexcept {
+  static epoch_state e;
+  return e;
+}
+
+/// The loader begins an epoch (batch_tracker::reset(), lotus.torch at the epoch's first index).
+/// Lock-free; a few ns.
+inline void note_epoch() noexcept {
+  timespec ts{};
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  epoch_state& e = epochs();
+  e.start_ns.store(
+      static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u + static_cast<std::uint64_t>(ts.tv_nsec),
+      std::memory_order_relaxed);
+  e.pid.store(static_cast<int>(::getpid()), std::memory_order_relaxed);
+  e.count.fetch_add(1, std::memory_order_release);
+}
+
+/// The epochs this process began (0 in a forked child until it begins one of its own).
+inline std::uint64_t own_epochs() noexcept {
+  epoch_state& e = epochs();
+  const std::uint64_t n = e.count.load(std::memory_order_acquire);
+  return e.pid.load(std::memory_order_relaxed) == static_cast<int>(::getpid()) ? n : 0;
 }
 
 }  // namespace detail

@@ -509,6 +509,12 @@ class trace_writer {
     if (const char* l = loader_kind().load(std::memory_order_relaxed)) {
       head.add("loader ").add(l).add('\n');
     }
+    // The epoch in progress (a capture's window may begin inside it).
+    const std::uint64_t begun = own_epochs();
+    if (begun != 0) {
+      const std::uint64_t start = epochs().start_ns.load(std::memory_order_relaxed);
+      head.add("epoch ").add(begun - 1).add(' ').add(start).add('\n');
+    }
     return head;
   }
 
@@ -590,7 +596,10 @@ class trace_writer {
     // LOTUS_LIVE changed: before a new prefix, so that turned off, the file already written (at
     // the old prefix) gets the final figures; turned on, this cycle's records count.
     live_.set_on(live_cycle_, files_, stats_source_, sidecar_info_);  // nothing when unchanged
-    if (reopen) loader_noted_ = nullptr;
+    if (reopen) {
+      loader_noted_ = nullptr;
+      epoch_noted_ = 0;
+    }
     if (const char* l = loader_kind().load(std::memory_order_relaxed); l != loader_noted_) {
       thread_lines_.add("loader ").add(l).add('\n');  // (a sidecar created later has it too)
       loader_noted_ = l;
@@ -602,6 +611,15 @@ class trace_writer {
     }
     discard_ = files_.disabled();
     busy_ = false;
+    // An epoch begun since the last cycle: its line goes where the figures go (the sidecar, or
+    // in flight mode the window, so a capture holds the epochs begun inside it).
+    if (const std::uint64_t n = own_epochs(); n != epoch_noted_) {
+      text line;
+      const std::uint64_t start = epochs().start_ns.load(std::memory_order_relaxed);
+      line.add("epoch ").add(std::uint64_t{n - 1}).add(' ').add(start);
+      sidecar_lines(line.add('\n'));
+      epoch_noted_ = n;
+    }
     // Under LOTUS_MAX_BYTES the sidecar's header goes first, before the cycle's records: with a
     // small budget the process's metadata (pid, clock, host) is the last thing to lose.
     if (!discard_ && files_.byte_limited() && !cycle_threads_.empty() && !files_.has_sidecar()) {
@@ -757,6 +775,7 @@ class trace_writer {
   text cycle_prefix_;                   // the prefix of a reopening cycle
   text thread_lines_;                   // sidecar `thread` lines of this cycle
   const char* loader_noted_ = nullptr;  // the `loader` line written (loader_kind.hpp)
+  std::uint64_t epoch_noted_ = 0;       // the epoch count of the last `epoch` line
   text res_lines_;                      // sidecar `batchres` lines of this cycle
   text last_stats_;      // the last `stats` line written (without its clocksync line)
   ledger_entry ledger_;  // this runtime's place among the process's runtimes

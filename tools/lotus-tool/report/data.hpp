@@ -276,7 +276,8 @@ struct report_data {
     std::uint64_t batch = 0;  ///< its index
     std::uint64_t wait_start_ns = 0, wait_ns = 0;
     std::uint64_t main_tid = 0;
-    bool worker_found = false;  ///< the batch's SBatchPreprocessed in the window
+    std::optional<std::uint64_t> epoch;  ///< the job's epoch of the wait (sidecar `epoch` lines)
+    bool worker_found = false;           ///< the batch's SBatchPreprocessed in the window
     std::uint64_t worker_pid = 0, worker_tid = 0;
     std::string worker_label, host;
     std::uint64_t batch_start_ns = 0, batch_ns = 0;

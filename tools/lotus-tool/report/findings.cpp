@@ -688,12 +688,15 @@ finding capture_finding(const report_data& d) {
   }
   f.subject["batch"] = s.batch;
   f.subject["tid"] = s.main_tid;
+  // The job's epoch where the sidecars say (a window's own epochs start at 0 mid-run).
+  const std::string of_epoch = s.epoch ? " of epoch " + std::to_string(*s.epoch) : std::string();
+  if (s.epoch) f.subject["epoch"] = *s.epoch;
   f.numbers["wait_ms"] = double(s.wait_ns) / 1e6;
   const std::string waited = format_ms(double(s.wait_ns) / 1e6);
   f.level = s.wait_ns >= 100000000u ? finding_level::warn : finding_level::info;
   if (!s.worker_found) {
     f.title = "The training loop waited " + waited + " for batch " + std::to_string(s.batch) +
-              "; the batch's preparation is not in the window.";
+              of_epoch + "; the batch's preparation is not in the window.";
     f.evidence +=
         " Its SBatchPreprocessed record lies outside the capture (it began before the "
         "window), so the worker and op that held it cannot be told.";
@@ -706,7 +709,7 @@ finding capture_finding(const report_data& d) {
   if (!s.host.empty()) f.subject["host"] = s.host;
   f.numbers["batch_ms"] = double(s.batch_ns) / 1e6;
   f.title = "The training loop waited " + waited + " for batch " + std::to_string(s.batch) +
-            ", prepared by " + s.worker_label;
+            of_epoch + ", prepared by " + s.worker_label;
   if (!s.op.empty()) {
     f.subject["op"] = op_display_name(s.op, 4096);
     f.numbers["op_ms"] = double(s.op_ns) / 1e6;

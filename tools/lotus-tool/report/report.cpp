@@ -429,6 +429,7 @@ void story_of(const trace_dir& dir, const std::vector<Span>& waits, const std::v
   s.wait_start_ns = w->start;
   s.wait_ns = w->dur;
   s.main_tid = dir.files[w->file].id;
+  s.epoch = job_epoch_at(dir, dir.files[w->file].pid, dir.files[w->file].host, w->start);
   const std::uint32_t source = dir.files[w->file].source;
   const std::uint64_t wait_end = w->start + w->dur;
   const Span* p = nullptr;

@@ -124,6 +124,13 @@ nlohmann::json to_json(const stats_result& r, const trace_dir& dir, const record
                 {"skipped_lines", r.skipped_lines},
                 {"epochs", r.epochs}};
   j["trace"]["hosts"] = dir.hosts();
+  {
+    // The job's epoch numbering of the batches shown, where the sidecars' `epoch` lines say.
+    const capture_meta* cm = dir.capture();
+    const auto first = job_epoch_at(dir, 0, std::string(), r.first_start_ns);
+    const auto last = job_epoch_at(dir, 0, std::string(), cm ? cm->end_ns : UINT64_MAX);
+    if (first && last) j["trace"]["job_epochs"] = {*first, *last};
+  }
   if (!win.description.empty()) j["trace"]["window"] = win.description;
   if (const capture_meta* c = dir.capture()) {
     j["trace"]["capture"] = {{"id", c->id},
@@ -472,9 +479,19 @@ std::string to_text(const stats_result& r, const trace_dir& dir, const record_fi
   if (r.preprocessing_before.count == 0) {
     out += "  (no SBatchPreprocessed records)\n";
   } else {
-    append_fmt(out, "\tbatches = %llu, epochs = %llu\n",
+    append_fmt(out, "\tbatches = %llu, epochs = %llu",
                static_cast<unsigned long long>(r.preprocessing_before.count),
                static_cast<unsigned long long>(r.epochs));
+    // The job's numbering where the sidecars say (a capture's window starts mid-run).
+    const capture_meta* cm = dir.capture();
+    const auto first = job_epoch_at(dir, 0, std::string(), r.first_start_ns);
+    const auto last = job_epoch_at(dir, 0, std::string(), cm ? cm->end_ns : UINT64_MAX);
+    if (first && last) {
+      append_fmt(out, " (the job's epoch%s %llu%s%s, from the sidecars)", *last > *first ? "s" : "",
+                 static_cast<unsigned long long>(*first), *last > *first ? "\u2013" : "",
+                 *last > *first ? std::to_string(*last).c_str() : "");
+    }
+    out += "\n";
     if (outliers) {
       out += "\tBefore removing outliers:\n";
       text_summary(out, r.preprocessing_before);

@@ -42,6 +42,28 @@ std::uint64_t trace_dir::pid_of(std::uint64_t tid) const {
   return t != nullptr ? t->pid : tid;
 }
 
+std::optional<std::uint64_t> job_epoch_at(const trace_dir& dir, std::uint64_t pid,
+                                          const std::string& host, std::uint64_t t_ns) {
+  const auto at = [&](const process_meta& p) -> std::optional<std::uint64_t> {
+    std::optional<std::uint64_t> k;
+    for (const auto& e : p.epochs) {
+      if (e.second <= t_ns && (!k || e.first > *k)) k = e.first;
+    }
+    // Before the first epoch the sidecar knows (a capture's window begins inside the epoch that
+    // precedes the first one begun in it): the one before it.
+    if (!k && !p.epochs.empty() && p.epochs.front().first > 0) k = p.epochs.front().first - 1;
+    return k;
+  };
+  const auto it = dir.processes.find(process_key{pid, host});
+  if (it != dir.processes.end() && !it->second.epochs.empty()) return at(it->second);
+  const process_meta* most = nullptr;  // else the process that began the most (the loader's)
+  for (const auto& kv : dir.processes) {
+    if (most == nullptr || kv.second.epochs.size() > most->epochs.size()) most = &kv.second;
+  }
+  if (most == nullptr || most->epochs.empty()) return std::nullopt;
+  return at(*most);
+}
+
 std::string utc_text(std::uint64_t ns) {
   const auto secs = static_cast<time_t>(ns / 1000000000u);
   struct tm tm {};
@@ -124,6 +146,17 @@ class sidecar_parser {
       if (read_u(ls, key, online) && read_u(ls, key, allowed)) {
         proc_.cpus_online = online;
         proc_.cpus_allowed = allowed;
+      }
+    } else if (key == "epoch") {
+      std::uint64_t k = 0, start = 0;
+      if (read_u(ls, key, k) && read_u(ls, key, start)) {
+        auto& e = proc_.epochs;
+        const auto it = std::lower_bound(e.begin(), e.end(), std::make_pair(k, std::uint64_t{0}));
+        if (it != e.end() && it->first == k) {
+          it->second = start;  // the same epoch again (the header and its own line)
+        } else if (e.size() < k_max_epoch_lines) {
+          e.insert(it, {k, start});
+        }
       }
     } else if (key == "loader") {
       std::string v;
@@ -405,6 +438,11 @@ class sidecar_parser {
     }
     if (p.version.empty()) p.version = proc.version;
     if (p.loader.empty()) p.loader = proc.loader;
+    for (const auto& e : proc.epochs) {
+      const auto it = std::lower_bound(p.epochs.begin(), p.epochs.end(), e);
+      if ((it == p.epochs.end() || it->first != e.first) && p.epochs.size() < k_max_epoch_lines)
+        p.epochs.insert(it, e);
+    }
     if (p.clock.empty()) p.clock = proc.clock;
     if (!p.clock_start.have) p.clock_start = proc.clock_start;
     if (proc.clock_exit.have) p.clock_exit = proc.clock_exit;

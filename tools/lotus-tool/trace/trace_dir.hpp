@@ -138,6 +138,10 @@ struct process_meta {
   /// `loader` line: which loader recorded the batches (torch, libtorch, pipeline); empty when
   /// the sidecar does not say (an unknown loader, or a trace of the original Lotus).
   std::string loader;
+  /// `epoch <k> <start_ns>` lines: the epochs its loader began (k 0-based, the job's numbering),
+  /// sorted by k, at most k_max_epoch_lines (the first kept; a capture's sidecar has the epoch
+  /// in progress at its start and those begun in its window).
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> epochs;
   std::string version;
   std::string clock;
   clock_sample clock_start, clock_exit;  ///< `clocksync start` / the last `clocksync exit`
@@ -155,7 +159,9 @@ struct process_meta {
 };
 
 constexpr std::size_t k_max_batch_resources = 65536;
-constexpr std::size_t k_max_op_resources = 4096;  ///< op names per process with `opres` sums
+constexpr std::size_t k_max_op_resources = 4096;
+constexpr std::size_t k_max_epoch_lines = 4096;  ///< `epoch` lines kept per process
+                                                 ///< op names per process with `opres` sums
 
 struct trace_dir {
   std::string path;
@@ -358,5 +364,10 @@ std::uint64_t for_each_record(const trace_dir& dir, const read_options& opt, F&&
   }
   return skipped;
 }
+
+/// The job's epoch (its loader's numbering, the sidecars' `epoch` lines of the process `pid` on
+/// `host`, else of any process) in progress at `t_ns`; empty when no sidecar says.
+std::optional<std::uint64_t> job_epoch_at(const trace_dir& dir, std::uint64_t pid,
+                                          const std::string& host, std::uint64_t t_ns);
 
 }  // namespace lotus_tool

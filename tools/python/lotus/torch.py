@@ -353,6 +353,7 @@ def _try_put_index(self):
     before = self._send_idx
     if before == 0:  # a new epoch (_reset): arrivals of an abandoned one are stale
         self._lotus_arrived.clear()
+        _lotus._note_epoch()  # the sidecar's `epoch` line: the job's epoch numbering
     _original("_MultiProcessingDataLoaderIter._try_put_index")(self)
     if self._send_idx != before and _gate(self._dataset):
         _batch(_QUEUED, before)
