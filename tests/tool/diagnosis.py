@@ -438,6 +438,15 @@ def judge(tool, name, work):
             problems.append("no out-of-order arrivals reported")
     if sc["check"] == "job_epochs_0_1" or exp and exp[0] == "capture":
         st = json.loads(run_tool(tool, ["--json"] + dirs, "stats"))
+        if exp and exp[0] == "capture" and "op" in exp[1]:
+            # The op tables show the max: the one long record a mean and a p99 hide.
+            op = [o for o in st["ops"] if o["name"] == "S" + exp[1]["op"]]
+            if not op or op[0]["max_ms"] < 1000:
+                problems.append(f"the op table's max does not show the stall: {op}")
+            text = run_tool(tool, dirs, "stats")
+            row = [ln for ln in text.splitlines() if ln.startswith(exp[1]["op"] + " ")]
+            if not row or float(row[0].split()[6]) < 1000:
+                problems.append(f"stats' op table has no max of the stall: {row}")
         if st["delay"]["count"] and st["delay"]["min_ms"] < 0:
             problems.append(f"negative batch delay {st['delay']['min_ms']} ms")
         if sc["check"] == "job_epochs_0_1" and st["trace"].get("job_epochs") != [0, 1]:

@@ -390,3 +390,38 @@ TEST_CASE("memory budget sizes: bytes or K, M, G, T (powers of 1024)", "[tool][c
     CHECK_THROWS_AS(parse_memory_budget(bad, "--memory-budget"), tool_error);
   }
 }
+
+TEST_CASE("tune: keeps the run's own setting unless a change is predicted >= 5 % faster (issue 50)",
+          "[tool][compare][tune]") {
+  // Two workers already reach the 10 ms step's pace on 2 cores: nothing is predicted faster, so
+  // the recommendation is the run's setting ("keep"), never one predicted no faster.
+  run_digest d;
+  d.batch_ms = {std::vector<double>(40, 20.0)};
+  d.step_ms = std::vector<double>(40, 10.0);
+  epoch_digest e;
+  e.seconds = 0.45;
+  e.batches = 40;
+  e.wait_ms = 20;
+  d.epochs = {e};
+  d.workers = 2;
+  d.cpus = 2;
+  d.total_batches = 40;
+  tune_args a;
+  a.max_workers = 6;
+  const tune_result t = tune_loader(d, a);
+  REQUIRE(t.current.has_value());
+  CHECK(t.keep);
+  const tune_candidate& r = t.candidates[t.recommended];
+  CHECK(r.workers == 2);
+  CHECK(r.prefetch_factor == 2);
+  CHECK(r.in_order);
+  CHECK(tune_sentence(t).rfind("tune: keep 2 workers, prefetch_factor 2, in order: no setting is "
+                               "predicted 5 % faster",
+                               0) == 0);
+  // One worker: two are predicted far faster, so the change is recommended.
+  d.workers = 1;
+  const tune_result u = tune_loader(d, a);
+  CHECK_FALSE(u.keep);
+  CHECK(u.candidates[u.recommended].workers == 2);
+  CHECK(tune_sentence(u).find("keep") == std::string::npos);
+}

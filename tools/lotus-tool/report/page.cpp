@@ -143,14 +143,15 @@ std::string ops_html(const report_data& d) {
            "none), so there is no per-op time.</p>\n";
   }
   o += "<table><tr><th>op</th><th>count</th><th>total (s)</th><th>mean (ms)</th><th>p50 "
-       "(ms)</th><th>p90 (ms)</th><th>p99 (ms)</th><th>&lt;10 ms</th><th>&lt;100 "
+       "(ms)</th><th>p90 (ms)</th><th>p99 (ms)</th><th>max (ms)</th><th>&lt;10 ms</th><th>&lt;100 "
        "&micro;s</th></tr>\n";
   for (const auto& op : d.stats.ops) {
     o += "<tr><td>" + h(op_display_name(op.name)) + "</td><td>" + std::to_string(op.count) +
          "</td><td>" + format_number("%.3f", op.sum / 1000) + "</td><td>" +
          format_number("%.4f", op.mean) + "</td><td>" + format_number("%.4f", op.p50) +
          "</td><td>" + format_number("%.4f", op.p90) + "</td><td>" + format_number("%.4f", op.p99) +
-         "</td><td>" + format_number("%.2f%%", 100 * op.share_lt_10ms) + "</td><td>" +
+         "</td><td>" + format_number("%.4f", double(op.max_ns) / 1e6) + "</td><td>" +
+         format_number("%.2f%%", 100 * op.share_lt_10ms) + "</td><td>" +
          format_number("%.2f%%", 100 * op.share_lt_100us) + "</td></tr>\n";
   }
   o += "</table>\n";

@@ -256,6 +256,7 @@ nlohmann::json to_json(const stats_result& r, const trace_dir& dir, const record
                    {"p50_ms", o.p50},
                    {"p90_ms", o.p90},
                    {"p99_ms", o.p99},
+                   {"max_ms", static_cast<double>(o.max_ns) / 1e6},
                    {"share_lt_10ms", o.share_lt_10ms},
                    {"share_lt_100us", o.share_lt_100us}});
     if (o.pooled) ops.back()["pooled"] = true;
@@ -378,6 +379,7 @@ std::string to_csv(const stats_result& r, const trace_dir& dir, const record_fil
     csv_row(out, "op", o.name, "p50_ms", o.p50);
     csv_row(out, "op", o.name, "p90_ms", o.p90);
     csv_row(out, "op", o.name, "p99_ms", o.p99);
+    csv_row(out, "op", o.name, "max_ms", static_cast<double>(o.max_ns) / 1e6);
     csv_row(out, "op", o.name, "share_lt_10ms", o.share_lt_10ms);
     csv_row(out, "op", o.name, "share_lt_100us", o.share_lt_100us);
   }
@@ -733,13 +735,41 @@ void run_stats(const stats_args& a) {
   if (a.json) {
     // Op, host and thread names keep their exact bytes (\udcXX for a byte that is not UTF-8).
     nlohmann::json j = to_json(r, dir, in.filter, a.remove_outliers);
+    // Several ranks: the verdict is the findings' (the most input-bound rank's own share), never
+    // a share pooled over ranks that describes none of them (kept as pooled_wait_share).
+    for (const finding& f : findings) {
+      if (f.id != "input_bound" || !f.subject.contains("rank") || !j["input_bound"].is_object())
+        continue;
+      nlohmann::json& ib = j["input_bound"];
+      ib["pooled_wait_share"] = ib["wait_share"];
+      ib["wait_share"] = f.numbers["wait_share"];
+      ib["class"] = f.numbers["class"];
+      ib["rank"] = f.subject["rank"];
+    }
     j["findings"] = findings_json(findings)["findings"];
     out.write(dump_json(j, 2));
     out.write("\n");
   } else if (a.csv) {
     out.write(to_csv(r, dir, in.filter));
   } else {
-    out.write(to_text(r, dir, in.filter, a.remove_outliers));
+    std::string text = to_text(r, dir, in.filter, a.remove_outliers);
+    for (const finding& f : findings) {
+      // Several ranks: the pooled class is replaced by the most input-bound rank's (findings).
+      if (f.id != "input_bound" || !f.subject.contains("rank")) continue;
+      const std::string pooled = "\tinput-bound: ";
+      const std::size_t at = text.find(pooled);
+      if (at == std::string::npos) continue;
+      const std::size_t end = text.find('\n', at);
+      char line[256];
+      std::snprintf(line, sizeof line,
+                    "\tinput-bound: %s (rank %llu, the most input-bound, waited %.2f%% of its "
+                    "time; %.2f%% pooled over the ranks describes none of them)",
+                    f.numbers["class"].get<std::string>().c_str(),
+                    static_cast<unsigned long long>(f.subject["rank"].get<std::uint64_t>()),
+                    100 * f.numbers["wait_share"].get<double>(), 100 * r.wait_share());
+      text.replace(at, end - at, line);
+    }
+    out.write(text);
     out.write("\nFindings (as lotus-tool report gives them):\n" + findings_text(findings));
   }
   out.commit();
