@@ -285,8 +285,9 @@ def test_hostile_names_escaped(tmp):
     srv = Server(tmp)
     try:
         text = srv.get()[2]
-        assert 'op="D\\"e\\\\c\x1b[31m\ufffd("' in text
-        assert 'host="h\\"o\\\\st"' in text
+        # Injective label text: a backslash doubled, a byte that is not UTF-8 as \xHH.
+        assert 'op="D\\"e\\\\\\\\c\x1b[31m\\\\xc3("' in text
+        assert 'host="h\\"o\\\\\\\\st"' in text
         m = parse_metrics(text)
         assert series(m, "lotus_batches_consumed_total", pid=4242, rank=3) == [5]
         if shutil.which("promtool"):
@@ -444,3 +445,22 @@ def test_planted_and_deleted_files_do_not_grow_serve(tmp):
         assert grown < 16 * 1024, f"serve grew by {grown} KiB"
     finally:
         srv.stop()
+
+
+# ---- issue #53 (item 7): one series per op name --------------------------------------------------
+
+def test_colliding_names_give_distinct_series(tmp):
+    ops = [b"a_b", b"a_b", b"caf\xe9", b"caf\xe8", b"caf\\xe9", b"caf\xef\xbf\xbd", b"ok"]
+    body = (b"pid 4242\nppid 1\nstart 7\nhost h\nrole worker\nupdated 1\nsince 1\nfinal 1\n"
+            b"recorded 9\ndropped 0\noverflow 0 0\nbounds 1000 2000\nwindow 0 0 0 0\n"
+            b"consumed 0\nwait 0 0 0 0 0\n"
+            + b"".join(b"op 0 1 5 1 0 0 " + n + b"\n" for n in ops) + b"end\n")
+    write_live(os.path.join(tmp, ".p.lotus-live_4242"), body)
+    text = Server(tmp).get_and_stop()
+    m = parse_metrics(text)  # asserts that no series is listed twice
+    names = {dict(k)["op"] for (n, k), _ in m.items() if n == "lotus_op_duration_seconds_count"}
+    assert len(names) == len(ops), names
+    if shutil.which("promtool"):
+        r = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True,
+                           text=True)
+        assert r.returncode == 0, r.stdout + r.stderr

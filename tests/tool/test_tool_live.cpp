@@ -145,8 +145,10 @@ TEST_CASE("op and host label values are injective", "[live][prometheus]") {
   const std::vector<std::string> ops = op_labels(text);
   REQUIRE(ops.size() == 7);
   CHECK(std::set<std::string>(ops.begin(), ops.end()).size() == 7);
-  CHECK(ops[0] == "a_b");         // the first keeps its name
-  CHECK(ops[6] == "ok");          // valid names are unchanged
-  CHECK(ops[4] == "caf\\\\xe9");  // exposition escaping of a backslash
+  CHECK(ops[0] == "a_b");             // the first keeps its name
+  CHECK(ops[6] == "ok");              // valid names are unchanged
+  CHECK(ops[1] == "a_b\\\\#2");       // text a_b\#2: the second "a_b" line
+  CHECK(ops[2] == "caf\\\\xe9");      // text caf\xe9: the byte 0xe9
+  CHECK(ops[4] == "caf\\\\\\\\xe9");  // text caf\\xe9: a name that spells it
   for (const std::string& op : ops) CHECK(lotus_tool::is_valid_utf8(op));
 }

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <map>
 #include <set>
 
 #include "util/error.hpp"
@@ -219,10 +220,16 @@ std::string pct(double share) {
   return share < 0 ? std::string("-") : format_number("%.1f%%", 100.0 * share);
 }
 
-/// A Prometheus label value: valid UTF-8, with \, " and newline escaped.
-std::string label(std::string_view v) {
+/// A Prometheus label value: the name as injective UTF-8 (injective_utf8: a backslash or a byte
+/// that is not UTF-8 makes it escaped text), then with \, " and newline escaped as the format
+/// requires. `occurrence` > 1: the name's k-th op line in one process (the runtime writes spaces
+/// as '_', so "a b" and "a_b" both arrive as "a_b"): `\#k` is appended, which no name's text
+/// can end with.
+std::string label(std::string_view v, std::size_t occurrence = 1) {
+  std::string text = injective_utf8(v);
+  if (occurrence > 1) text += "\\#" + std::to_string(occurrence);
   std::string out;
-  for (const char c : valid_utf8(v)) {
+  for (const char c : text) {
     if (c == '\\') {
       out += "\\\\";
     } else if (c == '"') {
@@ -737,9 +744,10 @@ std::string render_metrics(const std::vector<live_process>& in) {
   head("lotus_op_duration_seconds", "histogram",
        "Duration of each op record (SDecode: op Decode).");
   for (const live_process* p : procs) {
+    std::map<std::string_view, std::size_t> seen;  // op lines of one name: distinct series
     for (const live_op& o : p->ops) {
-      histogram("lotus_op_duration_seconds", labels(*p) + ",op=\"" + label(o.name) + "\"", o.hist,
-                p->bounds_ns);
+      histogram("lotus_op_duration_seconds",
+                labels(*p) + ",op=\"" + label(o.name, ++seen[o.name]) + "\"", o.hist, p->bounds_ns);
     }
   }
   head("lotus_input_wait_ratio", "gauge",
