@@ -122,6 +122,15 @@ TEST_CASE("batchres sums that would wrap are refused, never wrapped", "[tool][va
   if (j.contains("causes")) {  // whatever is shown holds no wrapped sum
     CHECK(j["causes"].value("batches", 0) != 3);
   }
+  // A summary of it carries no saturated row either.
+  temp_dir s("lotus_tool_values_res_sum");
+  tool("summarize " + d.path + " -o " + s.path + "/run.lsum", rc);
+  REQUIRE(rc == 0);
+  const json k = json::parse(tool("stats --json " + s.path + "/run.lsum", rc));
+  REQUIRE(rc == 0);
+  if (k.contains("causes")) {
+    CHECK(k["causes"].value("batches", 0) != 3);
+  }
 }
 
 TEST_CASE("capture --pid and whatif --step-ms refuse what makes no sense", "[tool][values]") {

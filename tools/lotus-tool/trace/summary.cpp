@@ -199,6 +199,7 @@ json source_json(const trace_dir& part, std::size_t dir_index, const stats_resul
     for (const auto& t : p.resources) {
       if (res.size() >= k_summary_max_threads) break;
       const resource_totals& v = t.second;
+      if (v.saturated) continue;  // a sum past 2^64 - 1: left out, as the causes leave it out
       res.push_back(json::array({t.first, v.batches, v.dur_ns, v.cpu_ns, v.wait_ns, v.minflt,
                                  v.majflt, v.nvcsw, v.nivcsw, v.lost}));
     }
@@ -214,6 +215,7 @@ json source_json(const trace_dir& part, std::size_t dir_index, const stats_resul
           continue;
         }
         const resource_totals& v = o.second;
+        if (v.saturated) continue;
         op_rows.push_back(json::array({o.first, v.batches, v.dur_ns, v.cpu_ns, v.wait_ns, v.minflt,
                                        v.majflt, v.nvcsw, v.nivcsw}));
       }
