@@ -150,6 +150,15 @@ TEST_CASE("capture --pid and whatif --step-ms refuse what makes no sense", "[too
     CHECK(rc == 2);
     CHECK_THAT(err, Catch::Contains("--step-ms"));
   }
+  for (const char* cores : {"-1", "nan", "1e300", "65537"}) {
+    INFO(cores);
+    tool("whatif " + trace + " --workers 2 --cores " + cores, rc, &err);
+    CHECK(rc == 2);
+    CHECK_THAT(err, Catch::Contains("--cores"));
+    tool("tune " + trace + " --cores " + cores, rc, &err);
+    CHECK(rc == 2);
+    CHECK_THAT(err, Catch::Contains("--cores"));
+  }
   tool("whatif " + trace + " --workers 2 --step-ms 0", rc);
   CHECK(rc == 0);
   tool("whatif " + trace + " --workers 2 --step-ms 3600000", rc);

@@ -189,7 +189,9 @@ void run_tune(const tune_args& a) {
     throw tool_error(exit_usage, "tune: --max-workers is above the model's maximum of " +
                                      std::to_string(k_whatif_max_workers));
   }
-  if (a.cores < 0) throw tool_error(exit_usage, "tune: --cores must be positive");
+  if (!(a.cores >= 0 && a.cores <= k_whatif_max_cores)) {  // NaN fails too
+    throw tool_error(exit_usage, "tune: --cores must be between 0 (detect) and 65536");
+  }
   const std::vector<rank_digest> ranks = digest_ranks(a.in);
   std::vector<tune_result> results;
   for (const auto& rk : ranks) {
