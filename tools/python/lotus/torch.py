@@ -556,6 +556,9 @@ class _InstanceMethod:
             return self.original
         return _types.MethodType(self.replacement, obj)
 
+    def __call__(self, *args, **kwargs):  # Compose.__dict__["__call__"](compose, img)
+        return self.replacement(*args, **kwargs)
+
 
 # The groups whose classes TorchScript may be asked to compile.
 _SCRIPTABLE_GROUPS = ("compose", "compose_v2")
