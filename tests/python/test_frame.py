@@ -128,3 +128,34 @@ def test_dask_over_ranks_on_a_local_cluster(tmp_path):
         assert mean.idxmax() == 21
         waits = ddf[ddf.op == "SBatchWait"].epoch.max().compute(scheduler=c.get)
         assert waits == 0  # one epoch, counted within each main file
+
+
+def test_special_files_and_huge_numbers_are_skipped(tmp_path):
+    """Issue #53 (item 8): a FIFO or a /dev/zero symlink under a trace name, or a sidecar name, is
+    skipped with a message (nothing can block), and a number past int64 skips its line, counted."""
+    d = tmp_path / "t"
+    d.mkdir()
+    (d / "log_worker_pid_10").write_text(
+        "SDecode,1000,5\n"
+        "SDecode,12345678901234567890123,5\n"   # 23 digits: skipped, counted
+        "SDecode,1001,99999999999999999999\n"   # past int64: skipped, counted
+        "SBatchPreprocessed_0,1002,7\n")
+    os.mkfifo(d / "log_worker_pid_11")
+    os.symlink("/dev/zero", d / "log_worker_pid_12")
+    os.mkfifo(d / ".log.lotus-meta_13")
+    os.symlink("/dev/zero", d / ".log.lotus-meta_14")
+    code = f"""
+import warnings, lotus.frame
+with warnings.catch_warnings(record=True) as w:
+    warnings.simplefilter("always")
+    df = lotus.frame.read({str(d)!r})
+    ddf = lotus.frame.read_dask({str(d)!r}).compute()
+print(len(df), df.attrs["skipped_lines"], sorted(set(df["op"])), len(ddf))
+print("\\n".join(sorted(str(x.message) for x in w)))
+"""
+    r = run_python(code, timeout=60)  # a hang guard: the old reader blocked on the FIFO forever
+    first, *messages = r.stdout.splitlines()
+    assert first == "2 2 ['SBatchPreprocessed', 'SDecode'] 2", r.stdout
+    for name in ("log_worker_pid_11", "log_worker_pid_12", ".log.lotus-meta_13",
+                 ".log.lotus-meta_14"):
+        assert any(name in m and "skipped" in m for m in messages), (name, messages)

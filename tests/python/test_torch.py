@@ -490,3 +490,87 @@ def test_changed_private_api_is_named_not_mis_recorded(tmp_path):
     files = read_trace(trace)
     assert not [n for n in files if "_main_pid_" in n]  # no main file rather than a wrong one
     assert sorted(b for n, r in files.items() for b in batches_of(r)) == [0, 1, 2, 3]
+
+
+INTERNED = r"""
+import sys, time, warnings
+import torch
+from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+import lotus, lotus.torch
+class Ints(IterableDataset):
+    # Every batch is a small int (batch_size=None): interned, so batches share one identity.
+    # Worker 0 is slow, so worker 1's batches arrive early and are stored out of order.
+    def __iter__(self):
+        w = get_worker_info().id
+        for i in range(6):
+            if w == 0:
+                time.sleep(0.05)
+            yield i % 2
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    lotus.torch.instrument(log_file=sys.argv[1])
+    for epoch in range(2):
+        print(len(list(DataLoader(Ints(), batch_size=None, num_workers=2))))
+    lotus.torch.uninstrument()
+for x in caught:
+    print(x.category.__name__, x.message)
+"""
+
+
+def test_interned_batches_each_get_their_records(tmp_path):
+    """Issue #53 (item 12): batches that are one interned object (small ints, batch_size=None over
+    an IterableDataset) are matched to their arrivals by index, never by identity alone."""
+    script = tmp_path / "interned.py"
+    script.write_text(INTERNED)
+    trace = tmp_path / "trace"
+    r = run_python([str(script), str(trace / "lotustrace_log")])
+    assert r.stdout.strip().splitlines() == ["12", "12"], r.stdout + r.stderr
+    files = read_trace(trace)
+    (main,) = [rows for n, rows in files.items() if "_main_pid_" in n]
+    names = [row[0] for row in main]
+    preprocessed = sorted(b for n, rows in files.items() if "_worker_pid_" in n
+                          for b in batches_of(rows))
+    assert preprocessed == sorted(list(range(12)) * 2)
+    for kind in ("SBatchConsumed", "SBatchWait"):
+        got = sorted(int(n.split("_")[1]) for n in names if n.startswith(kind + "_"))
+        assert got == preprocessed, (kind, names)
+
+
+SCRIPTED = r"""
+import json, sys
+import torch
+import torchvision.transforms as T
+if sys.argv[1] == "on":
+    import lotus.torch
+    lotus.torch.instrument(log_file=sys.argv[2])
+out = []
+for steps in ([lambda x: x], [T.CenterCrop(10), T.Normalize((0.5,), (0.5,))]):
+    try:
+        torch.jit.script(T.Compose(steps))
+        out.append(["ok"])
+    except Exception as e:
+        out.append([type(e).__name__, str(e)])
+# The transforms themselves, scripted as torchvision's test_compose does, and the Compose run.
+seq = torch.jit.script(torch.nn.Sequential(T.CenterCrop(10), T.Normalize((0.5,), (0.5,))))
+x = torch.rand(1, 26, 34)
+c = T.Compose([T.CenterCrop(10), T.Normalize((0.5,), (0.5,))])
+out.append(bool(torch.equal(seq(x), c(x))))
+print(json.dumps(out))
+"""
+
+
+def test_jit_script_of_compose_is_unchanged(tmp_path):
+    """Issue #53 (item 13): torch.jit.script(transforms.Compose([...])) behaves as without lotus
+    (torchvision's test_compose): the same outcome, error type and message."""
+    script = tmp_path / "scripted.py"
+    script.write_text(SCRIPTED)
+    trace = tmp_path / "trace"
+    plain = json.loads(run_python([str(script), "off", "-"]).stdout.strip().splitlines()[-1])
+    on = json.loads(run_python([str(script), "on", str(trace / "lotustrace_log")])
+                    .stdout.strip().splitlines()[-1])
+    assert on == plain
+    assert plain[-1] is True
+    # Instrumented, the Compose still records its steps.
+    files = read_trace(trace)
+    names = [r[0] for rows in files.values() for r in rows]
+    assert names.count("SCenterCrop") == 1 and names.count("SNormalize") == 1, names

@@ -37,7 +37,8 @@ void add_serve_command(CLI::App& app) {
       ->required();
   cmd->add_option("--listen", args->listen,
                   "HOST:PORT or [IPV6]:PORT to listen on; loopback by default, 0.0.0.0:PORT to "
-                  "let other hosts scrape; port 0 picks a free one")
+                  "let other hosts scrape (announced on stderr; ':PORT' is refused); port 0 picks "
+                  "a free one")
       ->capture_default_str();
   cmd->add_option("--max-connections", args->max_connections,
                   "Connections served at once; more get 503 (1..4096)")

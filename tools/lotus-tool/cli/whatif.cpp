@@ -7,6 +7,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/input_options.hpp"
+#include "util/error.hpp"
 
 namespace lotus_tool {
 
@@ -25,9 +26,10 @@ void add_whatif_command(CLI::App& app) {
       ->required();
   cmd->add_option("--prefetch-factor", args->prefetch_factor,
                   "Batches per worker outstanding (default: the measured one, else 2)");
-  cmd->add_option("--step-ms", args->step_ms,
-                  "The consumer's time per batch (default: measured between consuming a batch "
-                  "and asking for the next)");
+  CLI::Option* step = cmd->add_option(
+      "--step-ms", args->step_ms,
+      "The consumer's time per batch, 0..3600000 (default: measured between consuming a batch "
+      "and asking for the next)");
   cmd->add_option("--cores", args->cores,
                   "Cores the workers share (default: the CPUs the traced process could use, "
                   "from its sidecar)");
@@ -38,7 +40,10 @@ void add_whatif_command(CLI::App& app) {
                   "(bytes, or with K, M, G, T: 8G; default: this machine's physical memory)");
   cmd->add_flag("--json", args->json, "Machine-readable JSON output");
   cmd->add_option("-o,--output", args->output, "Output file ('-' = stdout)")->capture_default_str();
-  cmd->callback([args, budget] {
+  cmd->callback([args, budget, step] {
+    if (step->count() > 0 && !(args->step_ms >= 0 && args->step_ms <= k_whatif_max_step_ms)) {
+      throw tool_error(exit_usage, "--step-ms must be between 0 and 3600000 (one hour a batch)");
+    }
     if (!budget->empty()) args->memory_budget = parse_memory_budget(*budget, "--memory-budget");
     run_whatif(*args);
   });

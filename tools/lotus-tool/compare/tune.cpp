@@ -30,8 +30,25 @@ tune_result tune_loader(const run_digest& d, const tune_args& a) {
     top = std::min(top, 32u);
   }
   top = std::min(top, k_whatif_max_workers);
+  std::size_t longest = 1;
+  for (const auto& e : d.batch_ms) longest = std::max(longest, e.size());
+  if (top > longest) {
+    top = static_cast<unsigned>(longest);
+    t.stopped_why =
+        "no epoch has more than " + std::to_string(longest) + " batches: more workers would idle";
+  }
+  // Past this many workers, and twice the best count plus 16 with nothing better, the search
+  // ends: the model's workers share the cores, so beyond them the epoch time only flattens.
+  const unsigned floor_n = std::max(d.workers + 1, static_cast<unsigned>(std::ceil(2 * cores)));
   double best = std::numeric_limits<double>::infinity();
+  unsigned best_n = 1;
   for (unsigned n = 1; n <= top; ++n) {
+    if (n > floor_n && n > 2 * best_n + 16) {
+      t.stopped_why = "no better prediction from " + std::to_string(best_n + 1) + " to " +
+                      std::to_string(n - 1) + " workers";
+      break;
+    }
+    t.searched_workers = n;
     for (bool in_order : {true, false}) {
       for (unsigned pf : {1u, 2u, 4u}) {
         w.workers = n;
@@ -53,7 +70,10 @@ tune_result tune_loader(const run_digest& d, const tune_args& a) {
         }
         t.budget_bytes = r.memory.budget_bytes;
         t.budget_from = r.memory.budget_from;
-        if (c.fits) best = std::min(best, c.epoch_seconds);
+        if (c.fits && c.epoch_seconds < best) {
+          best = c.epoch_seconds;
+          best_n = n;
+        }
         t.candidates.push_back(c);
       }
     }
@@ -146,6 +166,9 @@ nlohmann::json tune_json(const tune_result& t) {
   j["cores"] = t.measured.model.cores;
   j["memory_budget"] = {
       {"bytes", t.budget_bytes}, {"from", t.budget_from}, {"memory_predicted", t.memory_known}};
+  j["searched_workers"] = t.searched_workers;
+  j["stopped_early"] =
+      t.stopped_why.empty() ? nlohmann::json(nullptr) : nlohmann::json(t.stopped_why);
   j["candidates"] = nlohmann::json::array();
   for (const auto& x : t.candidates) j["candidates"].push_back(candidate_json(x));
   j["summary"] = tune_sentence(t);
@@ -156,9 +179,12 @@ std::string tune_text(const tune_result& t) {
   std::string s = tune_sentence(t) + "\n";
   s += "searched " + std::to_string(t.candidates.size()) +
        " settings (workers × prefetch_factor 1, 2, 4 × in order or not) on " +
-       format_number("%g", t.measured.model.cores) + " core(s); best predicted epoch " +
-       format_number("%.3f s", t.best_epoch_seconds) + "; recommended: the cheapest within " +
-       format_number("%.0f %%", 100 * k_tune_tolerance) + " of it that fits";
+       format_number("%g", t.measured.model.cores) + " core(s), 1 to " +
+       std::to_string(t.searched_workers) + " workers" +
+       (t.stopped_why.empty() ? std::string() : " (stopped: " + t.stopped_why + ")") +
+       "; best predicted epoch " + format_number("%.3f s", t.best_epoch_seconds) +
+       "; recommended: the cheapest within " + format_number("%.0f %%", 100 * k_tune_tolerance) +
+       " of it that fits";
   if (t.budget_bytes > 0) {
     s += " the memory budget of " +
          format_number("%.0f MiB", static_cast<double>(t.budget_bytes) / 1048576.0) + " (" +
@@ -189,7 +215,9 @@ void run_tune(const tune_args& a) {
     throw tool_error(exit_usage, "tune: --max-workers is above the model's maximum of " +
                                      std::to_string(k_whatif_max_workers));
   }
-  if (a.cores < 0) throw tool_error(exit_usage, "tune: --cores must be positive");
+  if (!(a.cores >= 0 && a.cores <= k_whatif_max_cores)) {  // NaN fails too
+    throw tool_error(exit_usage, "tune: --cores must be between 0 (detect) and 65536");
+  }
   const std::vector<rank_digest> ranks = digest_ranks(a.in);
   std::vector<tune_result> results;
   for (const auto& rk : ranks) {

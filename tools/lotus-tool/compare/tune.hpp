@@ -4,6 +4,10 @@
 // (compare/whatif.hpp), drops the settings whose predicted peak memory exceeds the budget, and
 // recommends the cheapest whose predicted epoch time is within 5 % of the best that fits:
 // fewest workers, then in_order=True (PyTorch's default), then the smallest prefetch_factor.
+// The search stops early where more workers cannot help: past the batches of the longest epoch
+// (a worker beyond them idles: the same prediction, more memory), and once the worker count is
+// past twice the best one plus 16, and past the floor of the default search, with no better
+// prediction since the best (the model's throughput is bounded by the cores).
 #pragma once
 
 #include <cstdint>
@@ -50,7 +54,9 @@ struct tune_result {
   std::string memory_why;  ///< why memory was not predicted
   std::uint64_t budget_bytes = 0;
   std::string budget_from;
-  whatif_result measured;  ///< the model's replay of the measured setting (its error)
+  whatif_result measured;         ///< the model's replay of the measured setting (its error)
+  unsigned searched_workers = 0;  ///< the search tried 1..this many workers
+  std::string stopped_why;        ///< why it stopped before --max-workers, or empty
 };
 
 /// Throws tool_error(exit_invalid) when the trace has no batches, or no setting fits.

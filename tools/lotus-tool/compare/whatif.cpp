@@ -475,6 +475,12 @@ void run_whatif(const whatif_args& a) {
                                      " is above the model's maximum of " +
                                      std::to_string(k_whatif_max_prefetch_factor));
   }
+  if (!(a.cores >= 0 && a.cores <= k_whatif_max_cores)) {  // NaN fails too
+    throw tool_error(exit_usage, "whatif: --cores must be between 0 (detect) and 65536");
+  }
+  if (std::isnan(a.step_ms) || a.step_ms > k_whatif_max_step_ms) {
+    throw tool_error(exit_usage, "whatif: --step-ms must be between 0 and 3600000");
+  }
   // Each rank (a directory, or a rank of one directory grouped by its sidecars) has its own
   // DataLoader: each is modelled on its own, never pooled into one.
   const std::vector<rank_digest> ranks = digest_ranks(a.in);

@@ -24,6 +24,10 @@ namespace lotus_tool {
 /// The largest --workers the model takes (its state is a few hundred bytes per worker, and
 /// no DataLoader runs more worker processes than this usefully).
 constexpr unsigned k_whatif_max_workers = 4096;
+/// The longest consumer step --step-ms accepts (one hour a batch).
+constexpr double k_whatif_max_step_ms = 3600000;
+/// The most cores --cores accepts.
+constexpr double k_whatif_max_cores = 65536;
 /// The largest --prefetch-factor.
 constexpr unsigned k_whatif_max_prefetch_factor = 1u << 16;
 

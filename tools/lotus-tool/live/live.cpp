@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <map>
 #include <set>
 
 #include "util/error.hpp"
@@ -21,7 +22,9 @@ namespace lotus_tool {
 namespace {
 
 constexpr std::size_t k_header = 46;          // "lotus-live 1 <gen:20> <used:10>\n\n"
-constexpr std::size_t k_max_file = 1u << 20;  // a live file is 32 KiB; anything larger is not one
+constexpr std::size_t k_max_file = 1u << 16;  // a live file is 32 KiB; anything larger is not one
+constexpr std::size_t k_max_ops = 64;         // the runtime's tables (FORMAT.md §9, "Bounds")
+constexpr std::size_t k_max_workers = 64;
 
 [[noreturn]] void bad(std::size_t line, const std::string& why) {
   throw tool_error(exit_invalid, "line " + std::to_string(line) + ": " + why);
@@ -81,23 +84,34 @@ bool pread_all(int fd, char* buf, std::size_t n, std::size_t& got) {
   return true;
 }
 
+/// Re-reads of torn files: at most this many per file and per read of a directory, 1 ms apart.
+/// A live writer rewrites its 32 KiB in microseconds; a file still torn after that is a writer
+/// killed mid-rewrite (or frozen), and waiting longer only stalls the reader.
+constexpr int k_rereads_per_file = 3;
+constexpr std::size_t k_rereads_per_dir = 16;
+
 /// One consistent copy of the file's body: the generation is even and the same before and after
-/// the read (the writer makes it odd while it rewrites the body). Empty with `why` set otherwise.
-std::string read_consistent(const std::string& path, std::string& why) {
+/// the read (the writer makes it odd while it rewrites the body). Empty with `why` set otherwise;
+/// `torn_gen` is then the odd generation found (0 for other failures). `known_torn`: the odd
+/// generation found last time (no re-read when it is still the same).
+std::string read_consistent(const std::string& path, std::string& why, std::uint64_t known_torn,
+                            std::uint64_t& torn_gen, std::size_t& budget, live_read_stats& st) {
+  torn_gen = 0;
   const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
     why = std::strerror(errno);
     return {};
   }
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < static_cast<off_t>(k_header) ||
-      st.st_size > static_cast<off_t>(k_max_file)) {
+  struct stat st_buf {};
+  if (::fstat(fd, &st_buf) != 0 || !S_ISREG(st_buf.st_mode) ||
+      st_buf.st_size < static_cast<off_t>(k_header) ||
+      st_buf.st_size > static_cast<off_t>(k_max_file)) {
     ::close(fd);
     why = "not a live figures file (size or type)";
     return {};
   }
-  std::string buf(static_cast<std::size_t>(st.st_size), '\0');
-  for (int attempt = 0; attempt < 50; ++attempt) {
+  std::string buf(static_cast<std::size_t>(st_buf.st_size), '\0');
+  for (int attempt = 0;; ++attempt) {
     std::size_t got = 0;
     char again[k_header];
     std::size_t got2 = 0;
@@ -110,16 +124,32 @@ std::string read_consistent(const std::string& path, std::string& why) {
       why = "no live figures header";
       break;
     }
-    if (got2 == k_header && header(std::string_view(again, k_header), gen2, used2) && gen == gen2 &&
-        gen % 2 == 0 && gen != 0 && used <= got && used >= k_header) {
+    const bool same =
+        got2 == k_header && header(std::string_view(again, k_header), gen2, used2) && gen == gen2;
+    if (same && gen % 2 == 0 && gen != 0 && used <= got && used >= k_header) {
       ::close(fd);
       return buf.substr(k_header, used - k_header);
     }
-    const timespec ts{0, 2000000};  // being rewritten: 2 ms
+    if (same && gen % 2 == 0) {
+      why = gen == 0 ? "not written yet" : "bad length in its header";
+      break;
+    }
+    torn_gen = gen % 2 == 1 ? gen : gen2;  // odd: being rewritten, or its writer died then
+    if (same && gen == known_torn) {
+      why = "torn (generation " + std::to_string(gen) +
+            " odd since the last read: its writer died or froze mid-rewrite); skipped";
+      break;
+    }
+    if (attempt >= k_rereads_per_file || budget == 0) {
+      why = "torn (being rewritten, generation " + std::to_string(torn_gen) + "); skipped";
+      break;
+    }
+    --budget;
+    ++st.rereads;
+    const timespec ts{0, 1000000};
     nanosleep(&ts, nullptr);
   }
   ::close(fd);
-  if (why.empty()) why = "never found unchanged (being rewritten) or not written yet";
   return {};
 }
 
@@ -190,10 +220,16 @@ std::string pct(double share) {
   return share < 0 ? std::string("-") : format_number("%.1f%%", 100.0 * share);
 }
 
-/// A Prometheus label value: valid UTF-8, with \, " and newline escaped.
-std::string label(std::string_view v) {
+/// A Prometheus label value: the name as injective UTF-8 (injective_utf8: a backslash or a byte
+/// that is not UTF-8 makes it escaped text), then with \, " and newline escaped as the format
+/// requires. `occurrence` > 1: the name's k-th op line in one process (the runtime writes spaces
+/// as '_', so "a b" and "a_b" both arrive as "a_b"): `\#k` is appended, which no name's text
+/// can end with.
+std::string label(std::string_view v, std::size_t occurrence = 1) {
+  std::string text = injective_utf8(v);
+  if (occurrence > 1) text += "\\#" + std::to_string(occurrence);
   std::string out;
-  for (const char c : valid_utf8(v)) {
+  for (const char c : text) {
     if (c == '\\') {
       out += "\\\\";
     } else if (c == '"') {
@@ -348,7 +384,7 @@ live_process parse_live(std::string_view text) {
       w.busy_ns = to_u64(f[3], lineno);
       w.window_busy_ns = to_u64(f[4], lineno);
       w.last_end_ns = to_u64(f[5], lineno);
-      if (p.workers.size() >= 4096) bad(lineno, "too many workers");
+      if (p.workers.size() >= k_max_workers) bad(lineno, "too many workers (the format has 64)");
       p.workers.push_back(w);
     } else if (key == "op") {
       if (p.bounds_ns.empty()) bad(lineno, "'op' before 'bounds'");
@@ -357,7 +393,7 @@ live_process parse_live(std::string_view text) {
       o.window_count = to_u64(f[1], lineno);
       o.hist = hist(f, 2);
       o.name = std::string(f.back());
-      if (p.ops.size() >= 4096) bad(lineno, "too many ops");
+      if (p.ops.size() >= k_max_ops) bad(lineno, "too many ops (the format has 64)");
       p.ops.push_back(std::move(o));
     } else if (key == "cut") {
       p.cut = true;
@@ -408,62 +444,91 @@ static void merge_into(live_process& a, const live_process& b) {
   }
 }
 
-std::vector<live_process> read_live_dir(const std::string& dir,
-                                        std::vector<std::string>& warnings) {
+std::vector<live_process> read_live_dir(const std::string& dir, std::vector<std::string>& warnings,
+                                        live_read_stats* stats) {
+  live_memory once;
+  return once.read(dir, warnings, stats);
+}
+
+std::size_t live_memory::size() const {
+  std::size_t n = 0;
+  for (const auto& kv : files_) n += kv.second.have ? 1 : 0;
+  return n;
+}
+
+std::vector<live_process> live_memory::read(const std::string& dir,
+                                            std::vector<std::string>& warnings,
+                                            live_read_stats* stats) {
+  live_read_stats st;
   std::vector<std::string> paths;
   list_live_files(dir, 0, paths);
   std::sort(paths.begin(), paths.end());
   if (paths.size() > 65536) paths.resize(65536);
+  st.files = paths.size();
+  // Files no longer listed are forgotten: the directory is the memory's bound.
+  for (auto it = files_.begin(); it != files_.end();) {
+    it = std::binary_search(paths.begin(), paths.end(), it->first) ? std::next(it)
+                                                                   : files_.erase(it);
+  }
   const std::string here = this_host();
+  std::size_t budget = k_rereads_per_dir;
+  std::size_t kept = size();
   std::vector<live_process> out;
   for (const std::string& path : paths) {
+    auto known = files_.find(path);
     std::string why;
-    const std::string body = read_consistent(path, why);
+    std::uint64_t torn_gen = 0;
+    const std::string body = read_consistent(
+        path, why, known == files_.end() ? 0 : known->second.torn_gen, torn_gen, budget, st);
+    live_process p;
     if (body.empty()) {
       warnings.push_back(printable(path) + ": " + why);
-      continue;
-    }
-    try {
-      live_process p = parse_live(body);
-      p.path = path;
-      if (!p.final && p.host == here) p.gone = !same_process_here(p);
-      auto same = std::find_if(out.begin(), out.end(),
-                               [&](const live_process& x) { return x.key() == p.key(); });
-      if (same != out.end() && same->since_ns == p.since_ns) {
-        // One runtime's files under two prefixes (it was configured again): its newest figures.
-        if (p.updated_ns > same->updated_ns) *same = std::move(p);
-      } else if (same != out.end()) {
-        merge_into(*same, p);
+      if (torn_gen != 0) ++st.torn;
+      if (torn_gen != 0 || known != files_.end()) {
+        file_state& f = files_[path];
+        f.torn_gen = torn_gen;
+        if (!f.have) continue;
+        p = f.figures;  // its last figures stand in
+        ++st.kept;
       } else {
-        out.push_back(std::move(p));
+        continue;
       }
-    } catch (const tool_error& e) {
-      warnings.push_back(printable(path) + ": " + printable(e.what()));
+    } else {
+      try {
+        p = parse_live(body);
+        p.path = path;
+      } catch (const tool_error& e) {
+        warnings.push_back(printable(path) + ": " + printable(e.what()));
+        if (known != files_.end()) {
+          kept -= known->second.have ? 1 : 0;
+          files_.erase(known);
+        }
+        continue;
+      }
+      if (known == files_.end() && kept >= max_) {
+        // Beyond the bound: read now, not remembered.
+      } else {
+        file_state& f = files_[path];
+        kept += f.have ? 0 : 1;
+        f.have = true;
+        f.figures = p;
+        f.torn_gen = 0;
+      }
+    }
+    if (!p.final && p.host == here) p.gone = !same_process_here(p);
+    auto same = std::find_if(out.begin(), out.end(),
+                             [&](const live_process& x) { return x.key() == p.key(); });
+    if (same != out.end() && same->since_ns == p.since_ns) {
+      // One runtime's files under two prefixes (it was configured again): its newest figures.
+      if (p.updated_ns > same->updated_ns) *same = std::move(p);
+    } else if (same != out.end()) {
+      merge_into(*same, p);
+    } else {
+      out.push_back(std::move(p));
     }
   }
+  if (stats != nullptr) *stats = st;
   return out;
-}
-
-std::vector<live_process> live_memory::update(std::vector<live_process> now) {
-  for (live_process& p : now) {
-    auto k = p.key();
-    seen_[k] = std::move(p);
-  }
-  while (seen_.size() > max_) {  // the oldest ended process leaves first (else the oldest)
-    auto victim = seen_.begin();
-    for (auto it = seen_.begin(); it != seen_.end(); ++it) {
-      const bool better = it->second.ended() && !victim->second.ended();
-      if (better || (it->second.ended() == victim->second.ended() &&
-                     it->second.updated_ns < victim->second.updated_ns)) {
-        victim = it;
-      }
-    }
-    seen_.erase(victim);
-  }
-  std::vector<live_process> all;
-  all.reserve(seen_.size());
-  for (const auto& kv : seen_) all.push_back(kv.second);
-  return all;
 }
 
 // ---- top
@@ -679,9 +744,10 @@ std::string render_metrics(const std::vector<live_process>& in) {
   head("lotus_op_duration_seconds", "histogram",
        "Duration of each op record (SDecode: op Decode).");
   for (const live_process* p : procs) {
+    std::map<std::string_view, std::size_t> seen;  // op lines of one name: distinct series
     for (const live_op& o : p->ops) {
-      histogram("lotus_op_duration_seconds", labels(*p) + ",op=\"" + label(o.name) + "\"", o.hist,
-                p->bounds_ns);
+      histogram("lotus_op_duration_seconds",
+                labels(*p) + ",op=\"" + label(o.name, ++seen[o.name]) + "\"", o.hist, p->bounds_ns);
     }
   }
   head("lotus_input_wait_ratio", "gauge",

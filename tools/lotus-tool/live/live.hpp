@@ -59,22 +59,43 @@ struct live_process {
 /// (exit_invalid) with the line at fault.
 live_process parse_live(std::string_view text);
 
+/// What one read of a directory cost and found (tests assert on it).
+struct live_read_stats {
+  std::size_t files = 0;  ///< live files listed
+  std::size_t torn = 0;   ///< skipped: an odd generation (being rewritten, or its writer died then)
+  std::size_t rereads = 0;  ///< extra reads of files found being rewritten
+  std::size_t kept = 0;     ///< unreadable this time: their last figures stand in
+};
+
 /// Every live file in `dir` (`.<prefix>.lotus-live_<pid>`, also one level of subdirectories: one
 /// per rank or host), read consistently (the generation counter checked before and after).
-/// Unreadable or malformed files are skipped with a line in `warnings`. Throws tool_error
-/// (exit_io) when `dir` cannot be listed.
-std::vector<live_process> read_live_dir(const std::string& dir, std::vector<std::string>& warnings);
+/// Unreadable, torn or malformed files are skipped with a line in `warnings`. Throws tool_error
+/// (exit_io) when `dir` cannot be listed. One read through a fresh live_memory.
+std::vector<live_process> read_live_dir(const std::string& dir, std::vector<std::string>& warnings,
+                                        live_read_stats* stats = nullptr);
 
-/// The figures of processes seen earlier and not found now (files removed) stay, so counters never
-/// go back (serve). Bounded: at most `max_kept` processes, the oldest ended ones leave first.
+/// Repeated reads of one directory (top's frames, serve's scrapes). A file found torn (an odd
+/// generation) is read again a few times, 1 ms apart, within a budget for the whole read, and
+/// not at all when its generation is the odd one seen last time (its writer died mid-rewrite):
+/// a torn file costs at most milliseconds, never a scrape. A process whose file cannot be read
+/// this time keeps its last figures; one whose file is gone is forgotten (memory follows the
+/// directory). Bounded: figures of at most `max_kept` files are kept.
 class live_memory {
  public:
   explicit live_memory(std::size_t max_kept = 4096) : max_(max_kept) {}
-  std::vector<live_process> update(std::vector<live_process> now);
+  std::vector<live_process> read(const std::string& dir, std::vector<std::string>& warnings,
+                                 live_read_stats* stats = nullptr);
+  /// Files whose figures are kept.
+  std::size_t size() const;
 
  private:
+  struct file_state {
+    bool have = false;           // `figures` hold the last good read
+    live_process figures;        // one file's (before files of one process are added up)
+    std::uint64_t torn_gen = 0;  // the odd generation seen last time, or 0
+  };
   std::size_t max_;
-  std::map<std::tuple<std::string, std::uint64_t, std::uint64_t>, live_process> seen_;
+  std::map<std::string, file_state> files_;
 };
 
 /// One frame of `top`: plain text; `color` adds ANSI bold/reverse to the highlighted rows.

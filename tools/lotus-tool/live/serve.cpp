@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "live/live.hpp"
+#include "util/diag.hpp"
 #include "util/error.hpp"
 #include "util/output.hpp"
 
@@ -62,19 +64,31 @@ constexpr std::size_t k_max_request = 8192;
 
 struct connection {
   int fd = -1;
+  bool rejected = false;  // beyond --max-connections: answered 503 at once, then drained
   std::string in, out;
   std::size_t sent = 0, drained = 0;
   std::uint64_t deadline_ns = 0;
   bool responding = false;
   bool draining = false;  // reply sent, write side shut: reading what the client still sends
-  bool reject = false;    // beyond --max-connections: its request gets 503
 };
 
-/// Connections beyond --max-connections still get their 503 after their request (closing on
-/// unread bytes would reset the connection before the client reads it), up to this many more;
-/// beyond, they are closed at once.
-constexpr std::size_t k_reject_slots = 16;
+/// Connections beyond --max-connections get their 503 at once, without waiting for their
+/// request, and are then drained for at most this long (closing on unread bytes would reset the
+/// connection before the client reads its answer).
+constexpr std::uint64_t k_reject_linger_ns = 2000000000u;
 
+/// How many rejected connections may linger at once: what the descriptor limit leaves after the
+/// served ones. Beyond, `serve` stops accepting for a moment: new clients wait in the listen
+/// queue (they are answered once a lingering one is closed), never reset.
+std::size_t reject_slots(std::size_t serving_max) {
+  rlimit rl{};
+  std::size_t fds = 1024;
+  if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+    fds = static_cast<std::size_t>(rl.rlim_cur);
+  }
+  const std::size_t reserve = serving_max + 32;  // the served ones, the listener, live files
+  return std::max<std::size_t>(16, std::min<std::size_t>(4096, fds > reserve ? fds - reserve : 0));
+}
 std::string response(int status, const char* reason, const std::string& type,
                      const std::string& body, bool head_only) {
   std::string r = "HTTP/1.1 " + std::to_string(status) + " " + reason + "\r\n";
@@ -113,7 +127,7 @@ std::string answer(const std::string& req, const std::string& dir, live_memory& 
     std::vector<std::string> warnings;
     std::vector<live_process> procs;
     try {
-      procs = memory.update(read_live_dir(dir, warnings));
+      procs = memory.read(dir, warnings);
     } catch (const tool_error&) {
       return error_response(503, "Service Unavailable");
     }
@@ -147,6 +161,13 @@ int listen_on(const std::string& spec) {
     }
     host = spec.substr(0, colon);
     port = spec.substr(colon + 1);
+    if (host.empty()) {
+      throw tool_error(
+          exit_usage,
+          "--listen '" + printable(spec) +
+              "' names no host, which would listen on every interface: give "
+              "0.0.0.0:PORT (or [::]:PORT) for that, 127.0.0.1:PORT for this host only");
+    }
   }
   if (port.empty() || port.size() > 5 ||
       port.find_first_not_of("0123456789") != std::string::npos || std::stoul(port) > 65535) {
@@ -169,7 +190,7 @@ int listen_on(const std::string& spec) {
     if (fd < 0) continue;
     const int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, 64) == 0) break;
+    if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, SOMAXCONN) == 0) break;
     why = std::strerror(errno);
     ::close(fd);
     fd = -1;
@@ -177,6 +198,18 @@ int listen_on(const std::string& spec) {
   freeaddrinfo(res);
   if (fd < 0) throw tool_error(exit_io, "cannot listen on " + printable(spec) + ": " + why);
   return fd;
+}
+
+/// True when the socket listens on every interface (0.0.0.0 or ::).
+bool bound_to_any(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return false;
+  if (ss.ss_family == AF_INET6) {
+    const auto* a = reinterpret_cast<const sockaddr_in6*>(&ss);
+    return IN6_IS_ADDR_UNSPECIFIED(&a->sin6_addr);
+  }
+  return reinterpret_cast<const sockaddr_in*>(&ss)->sin_addr.s_addr == htonl(INADDR_ANY);
 }
 
 std::string bound_address(int fd) {
@@ -212,7 +245,7 @@ void run_top(const top_args& a) {
   live_memory memory;
   for (;;) {
     std::vector<std::string> warnings;
-    const std::vector<live_process> procs = memory.update(read_live_dir(a.dir, warnings));
+    const std::vector<live_process> procs = memory.read(a.dir, warnings);
     std::string frame = render_top(a.dir, procs, now_ns(CLOCK_REALTIME), color);
     for (const std::string& w : warnings) frame += "warning: " + w + "\n";
     if (!a.once && tty) frame = "\x1b[H\x1b[2J" + frame;
@@ -241,14 +274,24 @@ void run_serve(const serve_args& a) {
   }
   const int lfd = listen_on(a.listen);
   catch_stop_signals();
+  if (bound_to_any(lfd)) {
+    warning("listening on every interface (" + bound_address(lfd) +
+                "): any host that can reach this one reads the job's figures (op names, host "
+                "names, pids); --listen 127.0.0.1:PORT keeps them on this host",
+            "lotus-tool serve");
+  }
   std::printf("lotus-tool serve: listening on http://%s/metrics\n", bound_address(lfd).c_str());
   std::fflush(stdout);
   const auto timeout_ns = static_cast<std::uint64_t>(a.timeout_s * 1e9);
   live_memory memory;
   std::vector<connection> conns;
+  const std::size_t reject_max = reject_slots(a.max_connections);
   while (!g_stop.load()) {
+    std::size_t serving = 0;
+    for (const connection& c : conns) serving += c.rejected || c.draining ? 0 : 1;
+    const bool room = serving < a.max_connections || conns.size() - serving < reject_max;
     std::vector<pollfd> fds;
-    fds.push_back({lfd, POLLIN, 0});
+    fds.push_back({lfd, static_cast<short>(room ? POLLIN : 0), 0});
     for (const connection& c : conns) {
       fds.push_back({c.fd, static_cast<short>(c.responding && !c.draining ? POLLOUT : POLLIN), 0});
     }
@@ -257,19 +300,22 @@ void run_serve(const serve_args& a) {
       throw tool_error(exit_io, std::string("poll: ") + std::strerror(errno));
     const std::uint64_t now = now_ns(CLOCK_MONOTONIC);
     if (n > 0 && (fds[0].revents & POLLIN) != 0) {
-      for (int k = 0; k < 16; ++k) {  // a few per turn: the others' turns come soon
+      for (int k = 0; k < 64; ++k) {  // a few per turn: the others' turns come soon
+        const bool serve_it = serving < a.max_connections;
+        if (!serve_it && conns.size() - serving >= reject_max) break;  // left in the queue
         const int cfd = ::accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (cfd < 0) break;
-        std::size_t serving = 0;
-        for (const connection& c : conns) serving += c.reject || c.draining ? 0 : 1;
-        if (conns.size() >= a.max_connections + k_reject_slots) {
-          ::close(cfd);
-          continue;
-        }
         connection c;
         c.fd = cfd;
-        c.deadline_ns = now + timeout_ns;
-        c.reject = serving >= a.max_connections;
+        if (serve_it) {
+          c.deadline_ns = now + timeout_ns;
+          ++serving;
+        } else {
+          c.rejected = true;
+          c.out = error_response(503, "Service Unavailable");
+          c.responding = true;
+          c.deadline_ns = now + std::min(timeout_ns, k_reject_linger_ns);
+        }
         conns.push_back(std::move(c));
       }
     }
@@ -292,11 +338,10 @@ void run_serve(const serve_args& a) {
         } else if (r > 0) {
           c.in.append(buf, static_cast<std::size_t>(r));
           const std::size_t end = c.in.find("\r\n\r\n");
-          if (end != std::string::npos) {
-            c.out = c.reject ? error_response(503, "Service Unavailable")
-                             : answer(c.in.substr(0, end + 2), a.dir, memory);
+          if (end != std::string::npos && end + 4 <= k_max_request) {
+            c.out = answer(c.in.substr(0, end + 2), a.dir, memory);
             c.responding = true;
-          } else if (c.in.size() > k_max_request) {
+          } else if (end != std::string::npos || c.in.size() > k_max_request) {
             c.out = error_response(431, "Request Header Fields Too Large");
             c.responding = true;
           }

@@ -3,10 +3,13 @@
 #include "trace/causes.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <map>
 #include <optional>
 #include <tuple>
+
+#include "util/diag.hpp"
 
 namespace lotus_tool {
 
@@ -114,6 +117,7 @@ std::vector<bool> batch_res_in_window(const trace_dir& dir, const record_filter&
 
 causes_result compute_causes(const trace_dir& dir, const record_filter* win) {
   causes_result c;
+  bool saturated = false;
   std::map<std::uint64_t, resource_totals> by_rank;
   const bool windowed_view = win != nullptr && win->active();
   std::map<process_key, std::map<std::uint64_t, resource_totals>> in_window;
@@ -160,6 +164,10 @@ causes_result compute_causes(const trace_dir& dir, const record_filter* win) {
                                                    : k_none;
     for (const auto& t : resources) {
       if (t.second.batches == 0 && t.second.lost == 0) continue;
+      if (t.second.saturated) {  // a sum past 2^64 - 1 (the sidecar reader said so)
+        saturated = true;
+        continue;
+      }
       c.present = true;
       c.all.add(t.second);
       c.workers.push_back(
@@ -168,8 +176,21 @@ causes_result compute_causes(const trace_dir& dir, const record_filter* win) {
       if (rank) by_rank[*rank].add(t.second);
     }
   }
+  if (c.all.saturated) {  // the threads' sums together: no figure is left to show
+    saturated = true;
+    c.present = false;
+    c.all = {};
+    c.workers.clear();
+    by_rank.clear();
+  }
   if (by_rank.size() > 1) {
-    for (const auto& r : by_rank) c.ranks.push_back({"rank " + std::to_string(r.first), r.second});
+    for (const auto& r : by_rank) {
+      if (r.second.saturated) {
+        saturated = true;
+      } else {
+        c.ranks.push_back({"rank " + std::to_string(r.first), r.second});
+      }
+    }
   }
   std::map<std::string, resource_totals> ops;
   for (const auto& kv : dir.processes) {
@@ -178,7 +199,19 @@ causes_result compute_causes(const trace_dir& dir, const record_filter* win) {
     c.ops_beyond += kv.second.op_res_beyond;
   }
   for (auto& o : ops) {
-    if (o.second.batches != 0) c.ops.push_back({o.first, o.second});
+    if (o.second.saturated) {
+      saturated = true;
+    } else if (o.second.batches != 0) {
+      c.ops.push_back({o.first, o.second});
+    }
+  }
+  if (saturated) {
+    static std::atomic<bool> said{false};
+    if (!said.exchange(true)) {
+      warning(
+          "resource figures whose sums exceed 2^64 - 1 (a corrupt sidecar or summary) are "
+          "left out of the causes");
+    }
   }
   std::stable_sort(c.ops.begin(), c.ops.end(), [](const cause_row& a, const cause_row& b) {
     return a.totals.dur_ns > b.totals.dur_ns;

@@ -19,6 +19,7 @@
 
 #include "util/error.hpp"
 #include "util/json_dump.hpp"
+#include "util/output.hpp"
 
 namespace lotus_tool {
 
@@ -198,6 +199,7 @@ json source_json(const trace_dir& part, std::size_t dir_index, const stats_resul
     for (const auto& t : p.resources) {
       if (res.size() >= k_summary_max_threads) break;
       const resource_totals& v = t.second;
+      if (v.saturated) continue;  // a sum past 2^64 - 1: left out, as the causes leave it out
       res.push_back(json::array({t.first, v.batches, v.dur_ns, v.cpu_ns, v.wait_ns, v.minflt,
                                  v.majflt, v.nvcsw, v.nivcsw, v.lost}));
     }
@@ -213,6 +215,7 @@ json source_json(const trace_dir& part, std::size_t dir_index, const stats_resul
           continue;
         }
         const resource_totals& v = o.second;
+        if (v.saturated) continue;
         op_rows.push_back(json::array({o.first, v.batches, v.dur_ns, v.cpu_ns, v.wait_ns, v.minflt,
                                        v.majflt, v.nvcsw, v.nivcsw}));
       }
@@ -415,6 +418,17 @@ struct reader {
     s.min = num(o, "min_ms", where);
     s.max = num(o, "max_ms", where);
     if (s.std < 0 || (s.count > 0 && s.min > s.max)) bad(file, where + ": min > max or std < 0");
+    if (s.count > 0) {  // count values in [min, max] sum to within count × [min, max]
+      const double n = static_cast<double>(s.count);
+      const double slack =
+          1e-9 * std::max({1.0, std::fabs(s.sum), n * std::fabs(s.max), n * std::fabs(s.min)});
+      if (s.sum > n * s.max + slack || s.sum < n * s.min - slack) {
+        bad(file, where + ": sum_ms " + format_number("%g", s.sum) + " is not within count × " +
+                      "[min_ms, max_ms] (" + std::to_string(s.count) + " × [" +
+                      format_number("%g", s.min) + ", " + format_number("%g", s.max) +
+                      "]): impossible");
+      }
+    }
     sk = sketch(o, where, s.count);
     return s;
   }
@@ -544,6 +558,15 @@ source_in read_source(const reader& rd, const json& s, const std::string& w) {
     o.lt_100us = rd.u64(ops[i], "lt_100us", wo);
     if (o.count == 0 || o.min_ns > o.max_ns || o.lt_10ms > o.count || o.lt_100us > o.lt_10ms) {
       bad(rd.file, wo + ": inconsistent counts");
+    }
+    // count durations in [min_ns, max_ns] sum to within count × [min_ns, max_ns] (without an
+    // overflowing product: q and rem are the sum's quotient and remainder by the count).
+    const std::uint64_t q = o.sum_ns / o.count, rem = o.sum_ns % o.count;
+    if (q > o.max_ns || (q == o.max_ns && rem > 0) || q < o.min_ns) {
+      bad(rd.file, wo + ": sum_ns " + std::to_string(o.sum_ns) + " is not within count × " +
+                       "[min_ns, max_ns] (" + std::to_string(o.count) + " × [" +
+                       std::to_string(o.min_ns) + ", " + std::to_string(o.max_ns) +
+                       "]): impossible");
     }
     r.op_sketches.push_back(rd.sketch(ops[i], wo, o.count));
     r.ops.push_back(std::move(o));

@@ -281,7 +281,13 @@ class sidecar_parser {
     b.r.majflt = v[7];
     b.r.nvcsw = v[8];
     b.r.nivcsw = v[9];
-    proc_.resources[b.tid].add(b.r);
+    resource_totals& sums = proc_.resources[b.tid];
+    const bool was = sums.saturated;
+    sums.add(b.r);
+    if (sums.saturated && !was) {
+      warn("'" + key + "' sums of thread " + std::to_string(b.tid) +
+           " exceed 2^64 - 1: its resource figures are left out of the causes");
+    }
     if (out_.batch_res.size() + batches_.size() < k_max_batch_resources) {
       batches_.push_back(b);
     } else {

@@ -77,16 +77,27 @@ struct resource_totals {
   std::uint64_t batches = 0, dur_ns = 0, cpu_ns = 0, wait_ns = 0;
   std::uint64_t minflt = 0, majflt = 0, nvcsw = 0, nivcsw = 0;
   std::uint64_t lost = 0;  ///< `batchres_lost`: batches whose figures the runtime could not queue
+  /// A sum reached 2^64 - 1 (held there, never wrapped): the figures are not to be shown.
+  bool saturated = false;
   void add(const resource_totals& o) {
-    batches += o.batches;
-    dur_ns += o.dur_ns;
-    cpu_ns += o.cpu_ns;
-    wait_ns += o.wait_ns;
-    minflt += o.minflt;
-    majflt += o.majflt;
-    nvcsw += o.nvcsw;
-    nivcsw += o.nivcsw;
-    lost += o.lost;
+    saturated = saturated || o.saturated;
+    const auto sum = [this](std::uint64_t& a, std::uint64_t b) {
+      if (b > UINT64_MAX - a) {
+        a = UINT64_MAX;
+        saturated = true;
+      } else {
+        a += b;
+      }
+    };
+    sum(batches, o.batches);
+    sum(dur_ns, o.dur_ns);
+    sum(cpu_ns, o.cpu_ns);
+    sum(wait_ns, o.wait_ns);
+    sum(minflt, o.minflt);
+    sum(majflt, o.majflt);
+    sum(nvcsw, o.nvcsw);
+    sum(nivcsw, o.nivcsw);
+    sum(lost, o.lost);
   }
 };
 

@@ -286,6 +286,32 @@ std::string valid_utf8(std::string_view s) {
   return out;
 }
 
+std::string injective_utf8(std::string_view s) {
+  if (is_valid_utf8(s) && s.find('\\') == std::string_view::npos) return std::string(s);
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const auto* const end = p + s.size();
+  std::string out;
+  out.reserve(s.size() + 8);
+  while (p < end) {
+    if (*p == '\\') {
+      out += "\\\\";
+      ++p;
+    } else if (*p < 0x80) {
+      out += static_cast<char>(*p++);
+    } else if (const std::size_t n = utf8_sequence(p, end)) {
+      out.append(reinterpret_cast<const char*>(p), n);
+      p += n;
+    } else {
+      static const char hex[] = "0123456789abcdef";
+      out += "\\x";
+      out += hex[*p >> 4];
+      out += hex[*p & 15];
+      ++p;
+    }
+  }
+  return out;
+}
+
 bool is_valid_utf8(std::string_view s) noexcept {
   const auto* p = reinterpret_cast<const unsigned char*>(s.data());
   const auto* const end = p + s.size();

@@ -60,6 +60,7 @@ void append_json_string(std::string& out, std::string_view s);
 //   terminal, text report, CSV   printable / csv_field
 //   JSON                         append_json_string (json_dump.hpp for documents)
 //   protobuf (Perfetto)          valid_utf8
+//   Prometheus label values      injective_utf8, then the exposition format's escapes
 //   HTML                         escape_html (report/page.hpp), over JSON-escaped data
 /// `s` made safe for a terminal or a text report: C0 control bytes, DEL, the UTF-8-encoded C1
 /// controls (U+0080..U+009F: CSI, OSC...) and every byte that is not part of well-formed UTF-8
@@ -68,6 +69,12 @@ std::string printable(std::string_view s);
 /// `s` as well-formed UTF-8 (protobuf `string` fields must be): each byte that is not part of a
 /// well-formed sequence becomes U+FFFD; everything else is kept.
 std::string valid_utf8(std::string_view s);
+/// `s` as well-formed UTF-8, injectively (two names never give one text): unchanged when it is
+/// UTF-8 without a backslash; otherwise each backslash doubled and each byte that is not part of
+/// a well-formed sequence written `\xHH` (so the result holds a backslash, which an unchanged
+/// name never does).
+std::string injective_utf8(std::string_view s);
+
 /// True if `s` is well-formed UTF-8 (no overlong forms, surrogates or cut sequences).
 bool is_valid_utf8(std::string_view s) noexcept;
 /// A CSV field (RFC 4180): `printable` first, then quoted when it holds a comma, quote or line

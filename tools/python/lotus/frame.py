@@ -14,7 +14,10 @@ the trace, ``S``-prefixed, without a batch index: ``SRandomResizedCrop``, ``SBat
 ``SBatchConsumed_<i>``; NA for op records), ``epoch`` (Int64: for those batch records the k-th
 occurrence of index i of that kind in time order within one host and rank, as lotus-tool counts
 epochs; NA for op records), ``start_ns``, ``dur_ns`` (int64). Malformed lines are skipped, as
-lotus-tool skips them.
+lotus-tool skips them, and counted in ``df.attrs["skipped_lines"]`` (``read``): a number past
+int64 (2^63 - 1) is malformed. Files are opened as lotus-tool opens them, so nothing can block: a
+trace or sidecar name that is not a regular file (a FIFO, a device, a symbolic link: not
+followed) is skipped with a ``UserWarning`` naming it.
 
 ``read_dask`` counts epochs within each partition (file): exact for main files (one per rank),
 NA for ``SBatchPreprocessed`` (whose epochs span worker files); use ``read`` per directory for those.
@@ -23,8 +26,11 @@ pandas, dask and distributed are optional: ``import lotus`` works without them, 
 function raises ImportError naming the Debian package to install.
 """
 
+import errno as _errno
 import importlib as _importlib
 import os as _os
+import stat as _stat
+import warnings as _warnings
 
 __all__ = ["COLUMNS", "client", "files", "read", "read_dask"]
 
@@ -45,6 +51,34 @@ def _pandas():
     return _need("pandas", "python3-pandas")
 
 
+_INT64_MAX = (1 << 63) - 1
+
+
+def _open_regular(path):
+    """A binary file object for `path` when it is a regular file, else None with a warning.
+
+    Opened with O_NOFOLLOW | O_NONBLOCK (a FIFO's open cannot wait for a writer, a symbolic link
+    is not followed) and checked with fstat, as lotus-tool does: a FIFO, /dev/zero or a link
+    planted under a trace name is skipped instead of blocking or reading for ever."""
+    flags = _os.O_RDONLY | _os.O_NOFOLLOW | _os.O_NONBLOCK | getattr(_os, "O_CLOEXEC", 0)
+    try:
+        fd = _os.open(path, flags)
+    except OSError as e:
+        why = "a symbolic link (not followed)" if e.errno == _errno.ELOOP else e.strerror
+        _warnings.warn(f"lotus.frame: {path!r}: {why}: skipped", stacklevel=3)
+        return None
+    try:
+        if not _stat.S_ISREG(_os.fstat(fd).st_mode):
+            _warnings.warn(f"lotus.frame: {path!r}: not a regular file: skipped", stacklevel=3)
+            _os.close(fd)
+            return None
+        _os.set_blocking(fd, True)
+        return _os.fdopen(fd, "rb")
+    except BaseException:
+        _os.close(fd)
+        raise
+
+
 def _sidecars(directory):
     """{file name: (pid, host, rank)} from the directory's sidecars (FORMAT.md §5)."""
     procs = {}  # (pid) -> dict
@@ -58,9 +92,12 @@ def _sidecars(directory):
             continue
         meta = {"pid": None, "ppid": None, "host": None, "rank": None, "files": []}
         try:
-            with open(_os.path.join(directory, name), encoding="utf-8",
-                      errors="surrogateescape") as f:
-                for line in f:
+            f = _open_regular(_os.path.join(directory, name))
+            if f is None:
+                continue
+            with f:
+                for raw in f:
+                    line = raw.decode("utf-8", "surrogateescape")
                     key, _, value = line.rstrip("\n").partition(" ")
                     if key in ("pid", "ppid", "rank") and value.isdigit():
                         meta[key] = int(value)
@@ -103,15 +140,31 @@ def files(directory):
     return out
 
 
+def _number(text):
+    """A record's number (ASCII digits, at most int64), else None."""
+    if not text.isdigit() or len(text) > 19:
+        return None
+    v = int(text)
+    return v if v <= _INT64_MAX else None
+
+
 def _parse(path):
-    """(op, batch, start, dur) lists of one trace file; malformed lines skipped."""
+    """(op, batch, start, dur) lists of one trace file and the count of malformed lines skipped
+    (a file that is not a regular one: nothing read, a warning)."""
     ops, batches, starts, durs = [], [], [], []
-    with open(path, "rb") as f:
+    skipped = 0
+    f = _open_regular(path)
+    if f is None:
+        return ops, batches, starts, durs, skipped
+    with f:
         for raw in f:
             parts = raw.rstrip(b"\n").split(b",")
             if len(parts) != 3 or not parts[0].startswith(b"S"):
+                skipped += 1 if raw.strip() else 0
                 continue
-            if not (parts[1].isdigit() and parts[2].isdigit()):
+            start, dur = _number(parts[1]), _number(parts[2])
+            if start is None or dur is None:
+                skipped += 1
                 continue
             name = parts[0].decode("utf-8", "surrogateescape")
             batch = None
@@ -121,14 +174,14 @@ def _parse(path):
                     name, batch = head, int(idx)
             ops.append(name)
             batches.append(batch)
-            starts.append(int(parts[1]))
-            durs.append(int(parts[2]))
-    return ops, batches, starts, durs
+            starts.append(start)
+            durs.append(dur)
+    return ops, batches, starts, durs, skipped
 
 
 def _frame(path, role, tid, pid, host, rank):
     pd = _pandas()
-    ops, batches, starts, durs = _parse(path)
+    ops, batches, starts, durs, skipped = _parse(path)
     n = len(ops)
     df = pd.DataFrame({
         "host": pd.Series([host] * n, dtype="object"),
@@ -142,6 +195,7 @@ def _frame(path, role, tid, pid, host, rank):
         "start_ns": pd.Series(starts, dtype="int64"),
         "dur_ns": pd.Series(durs, dtype="int64"),
     })
+    df.attrs["skipped_lines"] = skipped
     return df
 
 
@@ -162,10 +216,13 @@ def read(directory):
     """One trace directory as a pandas DataFrame (COLUMNS), rows in file-name then file order."""
     pd = _pandas()
     parts = [_frame(*f) for f in files(directory)]
+    skipped = sum(p.attrs.get("skipped_lines", 0) for p in parts)
     if not parts:
-        return _empty()
-    df = pd.concat(parts, ignore_index=True)
-    return _epochs(df)
+        df = _empty()
+    else:
+        df = _epochs(pd.concat(parts, ignore_index=True))
+    df.attrs["skipped_lines"] = skipped
+    return df
 
 
 def _empty():

@@ -335,16 +335,22 @@ class _WorkerLoop:
 # torch's private methods changed between versions (1.13 advances _rcvd_idx in _process_data, 2.6
 # before calling it, and not at all for a batch used out of order with in_order=False), so the
 # index of the batch being returned is never read from _rcvd_idx there: _get_data notes each
-# arrival by the identity of its data object (the object torch stores out of order and later hands
-# to _process_data), and _process_data looks it up. _rcvd_idx is read only in _get_data, where every
-# version still holds the index torch expects next.
+# arrival under the identity of its data object (the object torch stores out of order and later
+# hands to _process_data), and _process_data looks it up. _rcvd_idx is read only in _get_data,
+# where every version still holds the index torch expects next.
+# One identity may stand for several pending batches: interned objects (small ints, short strings,
+# None: batch_size=None over an IterableDataset) survive unpickling as the same object. So each
+# identity holds its pending arrivals, and _process_data takes the one of the smallest index: in
+# order, torch processes pending batches in increasing index (the one used now is _rcvd_idx, every
+# one stored is above it); with in_order=False every arrival is processed at once (one pending).
 
 def _iter_init(self, loader, *args, **kwargs):
     if "_worker_loop" in _originals:
         from torch.utils.data._utils import worker
         worker._worker_loop = _WorkerLoop((dict(_lotus_pkg._last_options), _trace_all))
     self._lotus_wait = 0
-    self._lotus_arrived = {}  # id(batch data) -> (idx, wait start, arrival) or (idx, 0, 0)
+    # id(batch data) -> [(idx, wait start, arrival) or (idx, 0, 0), ...]: pending arrivals
+    self._lotus_arrived = {}
     self._lotus_nvtx_wait = 0
     _original("_MultiProcessingDataLoaderIter.__init__")(self, loader, *args, **kwargs)
 
@@ -381,14 +387,26 @@ def _get_data(self):
                 # Stored for later by torch: Lotus's marker at the arrival, and no wait record
                 # when it is served from the store.
                 _batch(_WAIT_MARKER, idx)
-                self._lotus_arrived[id(data)] = (idx, 0, 0)
+                self._lotus_arrived.setdefault(id(data), []).append((idx, 0, 0))
             else:  # used now: in order, or any arrival with in_order=False
-                self._lotus_arrived[id(data)] = (idx, start, _now())
+                self._lotus_arrived.setdefault(id(data), []).append((idx, start, _now()))
     return r
 
 
+def _take_arrival(arrived, data):
+    """The pending arrival `data` is: the smallest index among those of its identity."""
+    pending = arrived.get(id(data))
+    if not pending:
+        return None
+    k = min(range(len(pending)), key=lambda i: pending[i][0])
+    found = pending.pop(k)
+    if not pending:
+        del arrived[id(data)]
+    return found
+
+
 def _process_data(self, data):
-    arrived = self._lotus_arrived.pop(id(data), None)
+    arrived = _take_arrival(self._lotus_arrived, data)
     out = _original("_MultiProcessingDataLoaderIter._process_data")(self, data)
     if arrived is not None:
         idx, start, end = arrived
@@ -519,6 +537,34 @@ def _shape_error(found, params):
     return None
 
 
+class _InstanceMethod:
+    """A method that instances see as lotus's `replacement` and the class itself as `original`.
+
+    TorchScript compiles a class (``torch.jit.script(transforms.Compose([...]))``) from what the
+    class's attributes are: through this descriptor, torchvision's own functions, source and file,
+    so scripting succeeds or fails exactly as without lotus. Calls on instances (``compose(img)``,
+    ``Compose(...)``, ``super().__call__``) find the descriptor in the type and get the replacement.
+    """
+
+    __slots__ = ("replacement", "original")
+
+    def __init__(self, replacement, original):
+        self.replacement = replacement
+        self.original = original
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self.original
+        return _types.MethodType(self.replacement, obj)
+
+    def __call__(self, *args, **kwargs):  # Compose.__dict__["__call__"](compose, img)
+        return self.replacement(*args, **kwargs)
+
+
+# The groups whose classes TorchScript may be asked to compile.
+_SCRIPTABLE_GROUPS = ("compose", "compose_v2")
+
+
 def _install(trace_all):
     global _patches, _trace_all, _IterableDatasetStopIteration
     with _lock:
@@ -545,6 +591,8 @@ def _install(trace_all):
             patches.append((owner, attr, fn if own else None))
             if key == "_worker_loop":  # refreshed by each iterator with the options of the day
                 replacement = _WorkerLoop((dict(_lotus_pkg._last_options), _trace_all))
+            elif group in _SCRIPTABLE_GROUPS and isinstance(fn, _types.FunctionType):
+                replacement = _InstanceMethod(replacement, fn)
             setattr(owner, attr, replacement)
         _patches = patches
 
