@@ -189,7 +189,7 @@ def apt_entries():
                 if line.startswith("#") or not line.strip():
                     continue
                 if line[0] in " \t" and key:
-                    fields[key] += "\n" + line.strip()
+                    fields[key] += "\n " + line.strip()  # deb822 continuation (inline keys)
                     continue
                 if ":" in line:
                     key, v = line.split(":", 1)
