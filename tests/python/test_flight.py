@@ -116,8 +116,8 @@ assert lotus.capture("x") is True
         "lotus.configure: flight_bytes='100' (expected an integer from 4096 to 4611686018427387904)",
     ]
     assert r.stderr == ("lotus: ignoring LOTUS_TRIGGER='wait>fast' (expected wait>DURATION and/or "
-                        "waitshare>P%/DURATION, comma-separated, DURATION such as 800ms or 10s); "
-                        "no automatic capture\n")
+                        "waitshare>P%/DURATION, comma-separated, DURATION such as 800ms or 10s, at most "
+                        "1 day); no automatic capture\n")
 
 
 @pytest.mark.skipif(not TOOL, reason="LOTUS_TOOL not set")

@@ -194,6 +194,9 @@ void feed(stats_engine& eng, std::uint64_t seed,
       r.dur_ns = 1000;
       eng.add(0, file_kind::main, r, cons);
     }
+    // The next epoch begins after this one's last batch was consumed (as a DataLoader's next
+    // iterator does): the delay join pairs batches by time.
+    t += 100000000;
   }
 }
 

@@ -772,6 +772,7 @@ void op_cause(const std::vector<rank_stats>& ranks, const rank_op_table& ops, st
   for (const op_cell& c : ops.ranks[k]) total += double(c.sum_ns) / k_ns_per_ms;
   if (total <= 0) return;
   double best_excess = 0;
+  bool op_only = false;
   for (int pass = 0; pass < 2 && best_excess == 0; ++pass) {
     for (const op_cell& c : ops.ranks[k]) {
       if ((ops.ops[c.op] == "STransform") != (pass == 1) || c.count == 0) continue;
@@ -791,7 +792,7 @@ void op_cause(const std::vector<rank_stats>& ranks, const rank_op_table& ops, st
       best_excess = excess;
       a.op = ops.ops[c.op];
       a.metric = "op";
-      a.cause = only ? "op_only" : "op";
+      op_only = only;
       a.mean_ms = mean;
       a.count = c.count;
       a.median_ms = median;
@@ -803,15 +804,25 @@ void op_cause(const std::vector<rank_stats>& ranks, const rank_op_table& ops, st
   }
   if (a.op.empty()) return;
   const std::string name = a.op.size() > 1 && a.op[0] == 'S' ? a.op.substr(1) : a.op;
-  a.advice = a.cause == "op_only"
-                 ? "its workers run " + name + ", which no other rank runs (" +
-                       fixed1(a.excess_per_step_ms) +
-                       " ms per batch): find why only its data or code takes that path, and "
-                       "remove it or make it cheaper"
-                 : name + " is " + fixed1(a.ratio) + "x slower on " + ranks[k].label +
-                       " than on the other ranks (" + fixed1(a.excess_per_step_ms) +
-                       " ms extra per batch): check the inputs it gets there (its data shard) "
-                       "and what else runs on its host";
+  if (op_only) {
+    a.cause = "op_only";
+    a.advice = "its workers run " + name + ", which no other rank runs (" +
+               fixed1(a.excess_per_step_ms) +
+               " ms per batch): find why only its data or code takes that path, and remove it "
+               "or make it cheaper";
+    return;
+  }
+  // The op slower there; the rank-level cause (legacy_cause) says where to look.
+  const std::string where =
+      a.cause == "shard"     ? "check the inputs it gets there (its data shard): a rank on the "
+                               "same host is fast, so not the host"
+      : a.cause == "host"    ? "check its host (other load on its CPUs, slower storage) and the "
+                               "inputs it gets there (its data shard)"
+      : a.cause == "workers" ? "and it has fewer workers than the other ranks: " + a.advice
+                             : "check the inputs it gets there and what else runs on its host";
+  a.advice = name + " is " + fixed1(a.ratio) + "x slower on " + ranks[k].label +
+             " than on the other ranks (" + fixed1(a.excess_per_step_ms) +
+             " ms extra per batch): " + where;
 }
 
 // One metric over the ranks (has[k]: rank k has it): the robust population and the rank that
