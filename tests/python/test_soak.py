@@ -324,7 +324,16 @@ def test_soak(tmp_path):
                 assert part["dropped"] == 0, (cap, p, part)
                 ops = {k[1:]: len(v) for k, v in part["records"].items()
                        if not k.startswith("SBatch")}
-                assert part["opres"] == ops, (cap, p, part["opres"], ops)
+                # The capture's per-op table against its op records: equal but at the window's
+                # edges, where a cycle's `opres` lines may count the ops that ended between that
+                # cycle's drain of the thread's records and its read of the op sums (their
+                # records come with the next cycle's chunk; sums over lines are exact once the
+                # thread is drained, RUNTIME.md; the live figures above are checked exactly).
+                assert set(part["opres"]) == set(ops), (cap, p, part["opres"], ops)
+                for name, n in ops.items():
+                    edge = abs(part["opres"][name] - n)
+                    report["opres_edge_max"] = max(report.get("opres_edge_max", 0), edge)
+                    assert edge <= max(16, n // 50), (cap, p, name, part["opres"][name], n)
                 written += part["written"]
                 dropped += part["dropped"]
             reason = parts[main["pid"]]["capture"][5] if main["pid"] in parts else None
