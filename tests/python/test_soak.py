@@ -197,7 +197,7 @@ def test_soak(tmp_path):
     t_begin = time.monotonic()
     trace = tmp_path / "t"
     trace.mkdir()
-    procs, requests, report = [], [], {}
+    procs, requests, report, passed = [], [], {}, False
     try:
         serve = subprocess.Popen([TOOL, "serve", str(trace), "--listen", "127.0.0.1:0"],
                                  stdout=subprocess.PIPE, stderr=open(tmp_path / "serve.log", "w"),
@@ -351,6 +351,12 @@ def test_soak(tmp_path):
         # Every planted stall: a wait> capture with its SBatchWait and its worker's SStall.
         auto = {n: v for n, v in by_reason.items() if v[0] and v[0].startswith("wait>200ms: ")}
         report["automatic"] = len(auto)
+        # The job said nothing but one line per automatic capture (no loss, no skipped request,
+        # no refused file), and serve nothing at all.
+        said = read_lines(tmp_path / "job.log")
+        assert sorted(said) == sorted(
+            f"lotus: flight recorder: {auto[n][0]}; capture in {trace / n}" for n in auto), said
+        assert read_lines(tmp_path / "serve.log") == []
         for idx, worker_pid, _ns in main["stalls"]:
             name = f"SBatchWait_{idx}"
             found = [n for n, (reason, parts) in auto.items()
@@ -403,6 +409,7 @@ def test_soak(tmp_path):
         used = dir_bytes(tmp_path)
         report["disk_mib"] = round(used / MIB, 1)
         assert used < 32 * MIB + 8 * MIB * len(caps), used
+        passed = True
     finally:
         for q in reversed(procs):
             if q.poll() is None:
@@ -414,5 +421,8 @@ def test_soak(tmp_path):
                     q.wait()
         report["wall_s"] = round(time.monotonic() - t_begin, 1)
         print("soak: " + json.dumps(report))
+        # Removed: the captures and the TSDB always, the logs too once the test passed.
         for d in (trace, tmp_path / "tsdb"):
             shutil.rmtree(d, ignore_errors=True)
+        if passed:
+            shutil.rmtree(tmp_path, ignore_errors=True)
