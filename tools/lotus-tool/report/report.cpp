@@ -725,8 +725,9 @@ void collect_report(const report_args& a, report_data& rd) {
     read_report(a, rd);
   }
   // The DataLoader model and the baseline read the run again (digest_run: two passes, bounded).
-  const bool batches =
-      !summaries && rd.stats.consumed > 0 && rd.stats.preprocessing_before.count > 0;
+  // (Several ranks: the model's advice is per loader, and the findings give none across ranks.)
+  const bool batches = !summaries && rd.ranks.size() < 2 && rd.stats.consumed > 0 &&
+                       rd.stats.preprocessing_before.count > 0;
   std::optional<run_digest> run;
   if (batches || !a.baseline.empty()) run = digest_run(a.in);
   if (batches && !rd.capture) {
