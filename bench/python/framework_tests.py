@@ -14,7 +14,8 @@
    `apt-get source --download-only <source package>=<version>`. /etc/apt and /var/lib/apt are not
    touched. Only the `.orig` tarball is needed (it holds the upstream tests); from it the test files
    and the helpers they import from the test tree are extracted (PyTorch: test/test_dataloader.py,
-   test/conftest.py, pytest.ini; torch.testing._internal is part of the installed torch;
+   test/conftest.py, test/pytest_shard_custom.py (2.x's conftest.py imports it), pytest.ini;
+   torch.testing._internal is part of the installed torch;
    torchvision: test/*.py, test/assets/, pytest.ini), and the tarballs are deleted. With
    --cache DIR the extracted tree is kept there and a later run downloads nothing; without it
    everything goes to a temporary directory that is removed at the end.
@@ -101,6 +102,10 @@ def _msg(report):
         return str(report.longrepr[2])[:300]
     text = getattr(report, "longreprtext", "") or ""
     lines = [l for l in text.splitlines() if l.strip()]
+    for l in lines:  # a missing fixture (pytest-mock's mocker): the line that names it
+        m = _re.match(r"^E\s+(fixture '[^']+' not found)", l)
+        if m:
+            return m.group(1)
     # from the last exception line ("E   ValueError: ..." or, with --tb=native, "ValueError: ...")
     for i in range(len(lines) - 1, -1, -1):
         if _re.match(r"^(E\s+)?[A-Za-z_][\w.]*(Error|Exception|Failure|Exit|Interrupt|Warning)\b",
@@ -228,7 +233,9 @@ def apt_opts(state):
 
 
 TREE_MEMBERS = {
-    "torch": lambda rel: rel in ("pytest.ini", "test/conftest.py", "test/test_dataloader.py"),
+    # test/pytest_shard_custom.py: PyTorch 2.x's test/conftest.py imports it.
+    "torch": lambda rel: rel in ("pytest.ini", "test/conftest.py", "test/pytest_shard_custom.py",
+                                 "test/test_dataloader.py"),
     "torchvision": lambda rel: rel == "pytest.ini" or re.fullmatch(r"test/[^/]+\.py", rel)
     or rel.startswith("test/assets/"),
 }

@@ -7,16 +7,14 @@ import os
 import pathlib
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
-import urllib.parse
 import urllib.request
 
 import pytest
 
-from conftest import HERE, read_trace
+from conftest import HERE, free_port, prometheus_scalar as query, read_trace, start_prometheus
 
 TOOL = os.environ.get("LOTUS_TOOL")
 pytestmark = pytest.mark.skipif(not TOOL, reason="LOTUS_TOOL not set")
@@ -156,21 +154,6 @@ def test_live_env_refused_value(tmp_path):
         lotus.configure(str(d / "q"), live="yes")
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def query(port, expr):
-    url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
-    with urllib.request.urlopen(url, timeout=30) as r:
-        body = json.load(r)
-    assert body["status"] == "success", body
-    res = body["data"]["result"]
-    return None if not res else float(res[0]["value"][1])
-
-
 def test_prometheus_scrapes_serve_during_a_dataloader_job(tmp_path):
     prometheus = shutil.which("prometheus")
     if not prometheus or not shutil.which("promtool"):
@@ -184,27 +167,8 @@ def test_prometheus_scrapes_serve_during_a_dataloader_job(tmp_path):
         procs.append(serve)
         target = re.match(r"lotus-tool serve: listening on http://(\S+)/metrics",
                           serve.stdout.readline()).group(1)
-        port = free_port()
-        cfg = tmp_path / "prometheus.yml"
-        cfg.write_text("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-                       "scrape_configs:\n  - job_name: lotus\n    scrape_interval: 1s\n"
-                       f"    static_configs:\n      - targets: ['{target}']\n")
-        prom = subprocess.Popen([prometheus, f"--config.file={cfg}",
-                                 f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-                                 f"--web.listen-address=127.0.0.1:{port}",
-                                 "--storage.tsdb.retention.size=64MB"],
-                                stdout=subprocess.DEVNULL, stderr=open(tmp_path / "prom.log", "w"))
+        prom, port = start_prometheus(prometheus, target, tmp_path)
         procs.append(prom)
-        deadline = time.monotonic() + 90
-        while True:  # ready, and it scraped serve once
-            try:
-                if query(port, 'up{job="lotus"}') == 1:
-                    break
-            except OSError:
-                pass
-            assert prom.poll() is None and time.monotonic() < deadline, (
-                tmp_path / "prom.log").read_text()[-3000:]
-            time.sleep(0.2)
         p = job(tmp_path, samples=64, sleep_ms=30)
         procs.append(p)
         # A scrape while the job runs passes promtool check metrics.

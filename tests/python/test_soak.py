@@ -43,13 +43,13 @@ import os
 import pathlib
 import re
 import shutil
-import socket
 import subprocess
 import time
-import urllib.parse
-import urllib.request
 
 import pytest
+
+from conftest import (free_port, prometheus_api as api, prometheus_scalar as scalar,
+                      start_prometheus)
 
 TOOL = os.environ.get("LOTUS_TOOL")
 JOB = os.environ.get("LOTUS_SOAK_JOB")
@@ -65,25 +65,6 @@ pytestmark = pytest.mark.skipif(not TOOL or not JOB, reason="LOTUS_TOOL or LOTUS
 
 TRACE_LINE = re.compile(r"S[A-Za-z]+(_\d+)?,\d{19},\d{1,19}")
 SIDECAR_KEY = re.compile(r"[a-z][a-z_-]*")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def api(port, path, **params):
-    url = f"http://127.0.0.1:{port}/api/v1/{path}?" + urllib.parse.urlencode(params)
-    with urllib.request.urlopen(url, timeout=30) as r:
-        body = json.load(r)
-    assert body["status"] == "success", body
-    return body["data"]["result"]
-
-
-def scalar(port, expr):
-    res = api(port, "query", query=expr)
-    return None if not res else float(res[0]["value"][1])
 
 
 def rss(pid):
@@ -205,29 +186,8 @@ def test_soak(tmp_path):
         procs.append(serve)
         target = re.match(r"lotus-tool serve: listening on http://(127\.0\.0\.1:\d+)/metrics",
                           serve.stdout.readline()).group(1)
-        port = free_port()
-        cfg = tmp_path / "prometheus.yml"
-        cfg.write_text("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
-                       "  evaluation_interval: 1s\n"
-                       "scrape_configs:\n  - job_name: lotus\n    scrape_interval: 1s\n"
-                       "    scrape_timeout: 1s\n"
-                       f"    static_configs:\n      - targets: ['{target}']\n")
-        prom = subprocess.Popen([prometheus, f"--config.file={cfg}",
-                                 f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-                                 f"--web.listen-address=127.0.0.1:{port}",
-                                 "--storage.tsdb.retention.size=64MB"],
-                                stdout=subprocess.DEVNULL, stderr=open(tmp_path / "prom.log", "w"))
+        prom, port = start_prometheus(prometheus, target, tmp_path)
         procs.append(prom)
-        deadline = time.monotonic() + 90
-        while True:  # ready, and it scraped serve once
-            try:
-                if scalar(port, 'up{job="lotus"}') == 1:
-                    break
-            except OSError:
-                pass
-            assert prom.poll() is None and time.monotonic() < deadline, (
-                tmp_path / "prom.log").read_text()[-3000:]
-            time.sleep(0.2)
 
         env = {**os.environ, "LOTUS_FLIGHT": "5", "LOTUS_TRIGGER": "wait>200ms",
                "LOTUS_RESOURCES": "ops", "LOTUS_LIVE": "1"}

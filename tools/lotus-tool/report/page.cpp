@@ -62,23 +62,11 @@ const char* level_name(finding_level l) {
   }
   return "info";
 }
-const char* level_text(finding_level l) {
-  switch (l) {
-    case finding_level::good:
-      return "fine";
-    case finding_level::warn:
-      return "act";
-    case finding_level::info:
-      break;
-  }
-  return "note";
-}
-
 std::string findings_html(const report_data& d) {
   std::string o = "<section id=\"findings\">\n<h2>Findings</h2>\n<ul class=\"findings\">\n";
   for (const finding& f : compute_findings(d)) {
     o += "<li class=\"" + std::string(level_name(f.level)) + "\" data-finding=\"" + h(f.id) +
-         "\"><span class=\"level\">" + level_text(f.level) + "</span><span class=\"title\">" +
+         "\"><span class=\"level\">" + severity_name(f.level) + "</span><span class=\"title\">" +
          h(f.title) + "</span>\n<p class=\"evidence\">" + h(f.evidence) +
          "</p>\n<p class=\"advice\">" + h(f.advice) + "</p></li>\n";
   }
