@@ -345,6 +345,10 @@ TEST_CASE("findings: ranks compared by wait share when there are several; the st
   const finding ib = by_id(fs, "input_bound");
   REQUIRE(contains(ib.title, "node-b \u00b7 rank 1 waited 97.0%"));
   REQUIRE(ib.subject["rank"] == 1);
+  // Findings over every rank's records say which ranks they describe.
+  const finding op = by_id(fs, "top_op");
+  REQUIRE(contains(op.evidence, "All 2 ranks together"));
+  REQUIRE(op.subject["ranks"] == "all");
   // An op that only rank 1 runs is the why, at two ranks.
   d.rank_ops.ops = {"SLoader", "SDecompress"};
   d.rank_ops.ranks = {{{0, 100, 100'000'000}}, {{0, 100, 100'000'000}, {1, 100, 900'000'000}}};

@@ -796,6 +796,16 @@ std::vector<finding> compute_findings(const report_data& d, const finding_thresh
   out.push_back(out_of_order_finding(d, t));
   out.push_back(delay_finding(d));
   if (d.causes.present) out.push_back(causes_finding(d, t));
+  if (d.ranks.size() >= 2) {
+    // Findings over every rank's records say so (the straggler finding compares the ranks).
+    for (finding& f : out) {
+      if (f.id == "top_op" || f.id == "out_of_order" || f.id == "batch_delay" || f.id == "causes") {
+        f.evidence += " (All " + std::to_string(d.ranks.size()) +
+                      " ranks together; the straggler finding compares them.)";
+        f.subject["ranks"] = "all";
+      }
+    }
+  }
   // The capture's story first (it is why the capture exists), then by severity; within one,
   // the fixed order (the straggler before the pooled findings).
   std::stable_sort(out.begin(), out.end(), [](const finding& a, const finding& b) {
