@@ -113,7 +113,7 @@ void add_op_causes(nlohmann::json& j, const causes_result& c) {
 }
 
 nlohmann::json to_json(const stats_result& r, const trace_dir& dir, const record_filter& win,
-                       bool outliers) {
+                       bool outliers, const finding* rank_verdict) {
   nlohmann::json j;
   j["trace"] = {{"dir", dir.path},
                 {"prefix", dir.prefix},
@@ -291,6 +291,15 @@ nlohmann::json to_json(const stats_result& r, const trace_dir& dir, const record
     j["input_bound"] = {{"class", input_bound_class(r.wait_share())},
                         {"wait_share", r.wait_share()},
                         {"main_elapsed_ms", r.main_elapsed_ms}};
+    if (rank_verdict != nullptr) {
+      // Several ranks: the most input-bound rank's own verdict (the findings'); the share pooled
+      // over the ranks describes none of them and is kept as such.
+      nlohmann::json& ib = j["input_bound"];
+      ib["pooled_wait_share"] = r.wait_share();
+      ib["wait_share"] = rank_verdict->numbers.at("wait_share");
+      ib["class"] = rank_verdict->numbers.at("class");
+      ib["rank"] = rank_verdict->subject.at("rank");
+    }
   } else {
     j["input_bound"] = nullptr;
   }
@@ -441,7 +450,7 @@ void text_summary(std::string& out, const summary& s) {
 }
 
 std::string to_text(const stats_result& r, const trace_dir& dir, const record_filter& win,
-                    bool outliers) {
+                    const finding* rank_verdict, bool outliers) {
   std::string out;
   append_fmt(out, "Trace %s (prefix '%s'): %llu records in %llu files (%llu worker, %llu main)",
              printable(dir.path).c_str(), printable(dir.prefix).c_str(),
@@ -518,7 +527,15 @@ std::string to_text(const stats_result& r, const trace_dir& dir, const record_fi
                "ms,\n\tmax = %.2f ms\n",
                s.sum, s.mean, s.std, s.std_pct_of_mean(), s.min, s.max);
     append_fmt(out, "\t%.2f%% of batches had wait time > 500 ms\n", r.wait.pct(r.wait.gt_500ms));
-    if (r.main_elapsed_ms > 0) {
+    if (r.main_elapsed_ms > 0 && rank_verdict != nullptr) {
+      append_fmt(
+          out,
+          "\tinput-bound: %s (rank %llu, the most input-bound, waited %.2f%% of its time; "
+          "%.2f%% pooled over the ranks describes none of them)\n",
+          rank_verdict->numbers.at("class").get<std::string>().c_str(),
+          static_cast<unsigned long long>(rank_verdict->subject.at("rank").get<std::uint64_t>()),
+          100 * rank_verdict->numbers.at("wait_share").get<double>(), 100 * r.wait_share());
+    } else if (r.main_elapsed_ms > 0) {
       const finding_thresholds t;
       append_fmt(out,
                  "\tinput-bound: %s (waited %.2f%% of %.2f ms main-process time; highly >= "
@@ -731,45 +748,23 @@ void run_stats(const stats_args& a) {
   if (r.skipped_lines) {
     warning("skipped " + std::to_string(r.skipped_lines) + " malformed line(s)");
   }
+  // Several ranks: the input-bound verdict is the most input-bound rank's (its finding).
+  const finding* rank_verdict = nullptr;
+  for (const finding& f : findings) {
+    if (f.id == "input_bound" && f.subject.contains("rank") && f.numbers.contains("class"))
+      rank_verdict = &f;
+  }
   output_file out(a.output);
   if (a.json) {
     // Op, host and thread names keep their exact bytes (\udcXX for a byte that is not UTF-8).
-    nlohmann::json j = to_json(r, dir, in.filter, a.remove_outliers);
-    // Several ranks: the verdict is the findings' (the most input-bound rank's own share), never
-    // a share pooled over ranks that describes none of them (kept as pooled_wait_share).
-    for (const finding& f : findings) {
-      if (f.id != "input_bound" || !f.subject.contains("rank") || !j["input_bound"].is_object())
-        continue;
-      nlohmann::json& ib = j["input_bound"];
-      ib["pooled_wait_share"] = ib["wait_share"];
-      ib["wait_share"] = f.numbers["wait_share"];
-      ib["class"] = f.numbers["class"];
-      ib["rank"] = f.subject["rank"];
-    }
+    nlohmann::json j = to_json(r, dir, in.filter, a.remove_outliers, rank_verdict);
     j["findings"] = findings_json(findings)["findings"];
     out.write(dump_json(j, 2));
     out.write("\n");
   } else if (a.csv) {
     out.write(to_csv(r, dir, in.filter));
   } else {
-    std::string text = to_text(r, dir, in.filter, a.remove_outliers);
-    for (const finding& f : findings) {
-      // Several ranks: the pooled class is replaced by the most input-bound rank's (findings).
-      if (f.id != "input_bound" || !f.subject.contains("rank")) continue;
-      const std::string pooled = "\tinput-bound: ";
-      const std::size_t at = text.find(pooled);
-      if (at == std::string::npos) continue;
-      const std::size_t end = text.find('\n', at);
-      char line[256];
-      std::snprintf(line, sizeof line,
-                    "\tinput-bound: %s (rank %llu, the most input-bound, waited %.2f%% of its "
-                    "time; %.2f%% pooled over the ranks describes none of them)",
-                    f.numbers["class"].get<std::string>().c_str(),
-                    static_cast<unsigned long long>(f.subject["rank"].get<std::uint64_t>()),
-                    100 * f.numbers["wait_share"].get<double>(), 100 * r.wait_share());
-      text.replace(at, end - at, line);
-    }
-    out.write(text);
+    out.write(to_text(r, dir, in.filter, rank_verdict, a.remove_outliers));
     out.write("\nFindings (as lotus-tool report gives them):\n" + findings_text(findings));
   }
   out.commit();
