@@ -23,18 +23,11 @@ worker_balance balance_of(std::vector<worker_life>& lives,
     return a.first_ns != b.first_ns ? a.first_ns < b.first_ns : a.last_ns < b.last_ns;
   });
   out.threads = lives.size();
-  // The most alive at once: ends before starts at the same instant (one ends, the next starts).
   {
-    std::vector<std::pair<std::uint64_t, int>> ev;
-    ev.reserve(2 * lives.size());
-    for (const auto& w : lives) {
-      ev.emplace_back(w.first_ns, +1);
-      ev.emplace_back(std::max(w.last_ns, w.first_ns), -1);
-    }
-    std::sort(ev.begin(), ev.end());
-    std::int64_t alive = 0, most = 0;
-    for (const auto& e : ev) most = std::max(most, alive += e.second);
-    out.concurrent = static_cast<std::uint64_t>(std::max<std::int64_t>(most, 1));
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> spans;
+    spans.reserve(lives.size());
+    for (const auto& w : lives) spans.emplace_back(w.first_ns, w.last_ns);
+    out.concurrent = std::max<std::uint64_t>(most_alive_at_once(spans), 1);
   }
   double worst = -1;
   std::size_t from = 0;

@@ -454,10 +454,8 @@ finding out_of_order_finding(const report_data& d, const finding_thresholds& t) 
   }
   // Worth acting on only when it costs the training loop: the model predicts a gain from taking
   // batches as they come, or (no prediction) the loop waits a tenth of its time or more.
-  const double main_ms = main_ms_of(d);
-  const double waited = main_ms > 0 ? d.stats.wait.s.sum / main_ms : 0;
-  const bool gains = d.advice.unordered ? model_gain(*d.advice.unordered) >= t.advice_gain
-                                        : waited >= t.wait_partly;
+  const bool gains =
+      d.advice.unordered ? model_gain(*d.advice.unordered) >= t.advice_gain : training_waits(d, t);
   if (!gains) f.level = finding_level::info;
   return f;
 }

@@ -106,6 +106,20 @@ std::map<process_key, std::map<std::uint64_t, resource_totals>> windowed(const t
 
 }  // namespace
 
+std::uint64_t most_alive_at_once(
+    const std::vector<std::pair<std::uint64_t, std::uint64_t>>& lives) {
+  std::vector<std::pair<std::uint64_t, int>> ev;  // ends (-1) sort before starts at one instant
+  ev.reserve(2 * lives.size());
+  for (const auto& l : lives) {
+    ev.emplace_back(l.first, +1);
+    ev.emplace_back(std::max(l.second, l.first), -1);
+  }
+  std::sort(ev.begin(), ev.end());
+  std::int64_t alive = 0, most = 0;
+  for (const auto& e : ev) most = std::max(most, alive += e.second);
+  return static_cast<std::uint64_t>(most);
+}
+
 std::vector<bool> batch_res_in_window(const trace_dir& dir, const record_filter& win) {
   std::vector<bool> keep(dir.batch_res.size(), true);
   if (!win.active()) return keep;
@@ -144,15 +158,10 @@ causes_result compute_causes(const trace_dir& dir, const record_filter* win) {
         it->second.second = std::max(it->second.second, end);
       }
     }
-    std::vector<std::pair<std::uint64_t, int>> ev;
-    for (const auto& kv : life) {
-      ev.emplace_back(kv.second.first, +1);
-      ev.emplace_back(kv.second.second, -1);
-    }
-    std::sort(ev.begin(), ev.end());
-    std::int64_t alive = 0, most = 0;
-    for (const auto& e : ev) most = std::max(most, alive += e.second);
-    c.concurrent_workers = static_cast<std::uint64_t>(most);
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> spans;
+    spans.reserve(life.size());
+    for (const auto& kv : life) spans.push_back(kv.second);
+    c.concurrent_workers = most_alive_at_once(spans);
   }
   for (const auto& kv : dir.processes) {
     c.cpus_allowed = std::max(c.cpus_allowed, kv.second.cpus_allowed);

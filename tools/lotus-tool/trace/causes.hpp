@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "trace/trace_dir.hpp"
@@ -74,6 +75,10 @@ causes_result compute_causes(const trace_dir& dir, const record_filter* win = nu
 
 /// Per line of dir.batch_res: whether `win` keeps its batch (all true without a window).
 std::vector<bool> batch_res_in_window(const trace_dir& dir, const record_filter& win);
+
+/// The most of `lives` ([first, last] each) that overlap at one instant; one that ends as another
+/// begins is not alive with it. 0 for none.
+std::uint64_t most_alive_at_once(const std::vector<std::pair<std::uint64_t, std::uint64_t>>& lives);
 
 /// The action that fits a verdict, with the numbers of `c` (plain text, one sentence).
 std::string cause_advice(const causes_result& c, const std::string& verdict);
