@@ -157,6 +157,11 @@ for v in $variants; do
 done
 
 echo
+# The failed tests by name, per ctest log: CI shows only the end of this script's output.
+for log in "$out"/*.ctest.log; do
+  [ -f "$log" ] || continue
+  sed -n '/The following tests FAILED:/,/^$/p' "$log" | sed "s|^|$(basename "$log" .ctest.log): |"
+done
 [ ${#failures[@]} -eq 0 ] || printf 'failed variant: %s\n' "${failures[@]}"
 echo "variants: $passed passed, $failed failed"
 echo "tests: $((tests_total - tests_failed)) passed, $tests_failed failed"
