@@ -80,6 +80,29 @@ void BM_scope_enabled(benchmark::State& state) {
 }
 BENCHMARK(BM_scope_enabled);
 
+// The in-progress publication alone (issue #51, detail/inflight.hpp): what every enabled scope
+// adds to the floor so that the writer sees a stall while it lasts: the span's site and start
+// stored on entry, the depth restored on exit.
+void BM_inflight_publish(benchmark::State& state) {
+  trace_on(lotus::overflow_policy::drop, 1 << 16);
+  { LOTUS_SCOPE("Bench"); }  // the thread's ring, hence its in-progress block
+  lotus::detail::inflight* f = lotus::detail::inflight_self();
+  if (f == nullptr) {
+    state.SkipWithError("no in-progress block: the thread recorded nothing");
+    return;
+  }
+  static constexpr lotus::record_site site{"Bench", "", "", 0, 0};
+  std::uint64_t t = 1;
+  for (auto _ : state) {
+    const std::uint32_t d = lotus::detail::inflight_enter(*f, &site, t++);
+    benchmark::ClobberMemory();
+    lotus::detail::inflight_leave(*f, d);
+    benchmark::ClobberMemory();
+  }
+  lotus::flush();
+}
+BENCHMARK(BM_inflight_publish);
+
 // A worker's batch span as before issue #43: the batch record alone (scope_timer on the batch
 // site).
 void BM_batch_span_only(benchmark::State& state) {

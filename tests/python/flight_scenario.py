@@ -7,7 +7,7 @@ json keys: trace (prefix), flags (a scratch directory), context (fork|spawn), wo
 (lotus.torch.instrument's keywords: flight, trigger, ...), slow_after_s (the first sample fetched
 this long after the start sleeps slow_s; none: no slow sample), slow_s, run_s (how long the job
 iterates), ask_after_s (call lotus.capture() this long after the start), ready (a file written
-once run_s/2 have passed). The start is the first batch's arrival (the workers are up).
+once run_s/2 have passed), consume_s (the training step: a sleep after each batch). The start is the first batch's arrival (the workers are up).
 Each sample takes ~2 ms (op SWork); the slow one is op SSleepy. After every batch the job checks
 that no trace file exists in the trace directory itself (only capture-* directories may hold
 records). Prints {pid, slow_arrival_ns, slow_wait_s, disk_before_trigger, asked, capture_ns
@@ -96,6 +96,8 @@ def main():
         before = time.time()
         next(it)
         waited = time.time() - before
+        if cfg.get("consume_s"):  # a slow training step: the workers run far ahead
+            time.sleep(cfg["consume_s"])
         if waited > 1.0 and slow_arrival_ns is None:
             slow_arrival_ns, slow_wait_s = time.time_ns(), waited
         if slow_arrival_ns is None:  # nothing may reach the disk before the stall

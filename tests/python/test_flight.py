@@ -175,6 +175,46 @@ def test_wait_trigger_captures_the_stall_of_every_process(tmp_path, context):
 
 
 @pytest.mark.skipif(not TOOL, reason="LOTUS_TOOL not set")
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_batch_trigger_fires_in_the_hung_worker(tmp_path, context):
+    """Issue #51's acceptance: 4 workers far ahead of a slow consumer, one hangs inside a batch;
+    LOTUS_FLIGHT=5 LOTUS_TRIGGER='batch>1s': the worker's own writer asks for the capture while
+    it hangs, and every process's part holds more than 3 s before the hang began."""
+    trace_dir, cfg = run_job(tmp_path, context=context, workers=4, slow_after_s=4.5, slow_s=4.0,
+                             run_s=10.0, consume_s=0.02)
+    env = {"LOTUS_FLIGHT": "5", "LOTUS_TRIGGER": "batch>1s"}
+    out = json.loads(run_python([str(HERE / "flight_scenario.py"), json.dumps(cfg)], env=env,
+                                timeout=180).stdout)
+    main_pid = out["pid"]
+    assert [n for n in out["disk_before_trigger"] if not n.startswith("capture-")] == []
+    assert out["leftover"] == []
+    caps = captures(trace_dir)
+    assert len(caps) == 1, caps
+    recs = check_every_process(caps[0], main_pid, 4)
+    parts = sidecars(caps[0])
+    cap_id, trigger, start, end, pid_filter, reason = parts[main_pid]["capture"][0].split(" ", 5)
+    trigger, start = int(trigger), int(start)
+    assert reason.startswith("batch>1000ms: thread ") and " inside batch " in reason, reason
+    assert trigger - start == 5 * 10**9
+    # The hung worker says where it was when it wrote its part: in its batch, in op Sleepy.
+    hung = [p for p, s in parts.items() if p != main_pid
+            and any(line.split()[1:2] == ["op"] and line.split()[4] == "Sleepy"
+                    for line in s.get("inflight", []))]
+    assert len(hung) == 1, parts
+    batch = [line.split() for line in parts[hung[0]]["inflight"] if line.split()[1] == "batch"]
+    # The trigger is the batch's start (ticks to ns: the clock model re-anchors each cycle).
+    assert len(batch) == 1 and abs(int(batch[0][2]) - trigger) <= 1_000_000
+    assert reason.split()[2] == batch[0][0]  # "thread <tid>": the hung worker's thread
+    # On disk before the hang ended (4 s after the batch began).
+    assert out["capture_ns"] is not None and out["capture_ns"] < trigger + 4 * 10**9
+    for p, rs in recs.items():
+        first = min(r[1] for r in rs)
+        assert trigger - first >= 3 * 10**9, (p, (trigger - first) / 1e9)
+    assert_tool_accepts(caps[0], "batch>1000ms: thread ")
+    print(f"capture on disk {(out['capture_ns'] - trigger) / 1e9:.3f} s after the hung batch began")
+
+
+@pytest.mark.skipif(not TOOL, reason="LOTUS_TOOL not set")
 def test_lotus_capture_from_python_with_spawn_workers(tmp_path):
     trace_dir, cfg = run_job(tmp_path, context="spawn", workers=2, run_s=5.0, ask_after_s=3.0,
                              options={"flight": 3, "flush_interval": 50})
