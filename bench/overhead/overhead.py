@@ -10,7 +10,8 @@ Runs examples/image_pipeline in three variants, interleaved (the order rotates e
   on       image_pipeline (fine-grained: Loader, Transform, each transform op, Collation,
            SBatchPreprocessed, SBatchQueued/Wait/Consumed)
   flight   (with --flight SECONDS) the same with LOTUS_FLIGHT=SECONDS: recorded and formatted as
-           "on", kept in memory, nothing written (no trigger); its peak RSS against "on"
+           "on", kept in memory, nothing written (no trigger; armed with --trigger); its peak RSS
+           against "on"
 and reports the median, min..max and IQR of the DataLoader loop wall time (printed by the
 program as wall_s) and of the whole process, the on/off ratio, and trace bytes per image.
 Everything is written under --out (default: a fresh temporary directory, removed afterwards).
@@ -51,6 +52,9 @@ def parse_args():
                         "--tool=callgrind: deterministic, immune to machine load")
     p.add_argument("--flight", type=positive_int, default=None,
                    help="add the flight-recorder variant (LOTUS_FLIGHT=SECONDS)")
+    p.add_argument("--trigger", default=None,
+                   help="arm the flight variant with LOTUS_TRIGGER (e.g. 'batch>10s,op>10s,wait>10s': "
+                        "every in-progress check runs, none fires)")
     p.add_argument("--step-ms", type=float, default=0.0,
                    help="simulated training step (default 0: preprocessing-bound, the worst case)")
     a = p.parse_args()
@@ -99,6 +103,8 @@ def instruction_study(a, work, traced, untraced):
         counts[("on", n)] = callgrind_instructions([traced] + common, work)
         if a.flight:
             env = dict(os.environ, LOTUS_FLIGHT=str(a.flight))
+            if a.trigger:
+                env["LOTUS_TRIGGER"] = a.trigger
             counts[("flight", n)] = callgrind_instructions([traced] + common, work, env)
     lo, hi = sizes
     per_image_work = (counts[("off", hi)] - counts[("off", lo)]) / (hi - lo)
@@ -155,6 +161,8 @@ def main():
     if a.flight:
         variants["flight"] = [traced] + common
         envs["flight"] = dict(os.environ, LOTUS_FLIGHT=str(a.flight))
+        if a.trigger:
+            envs["flight"]["LOTUS_TRIGGER"] = a.trigger
     trace_dir = os.path.join(out, "trace")
     rss = {n: [] for n in variants}
 
