@@ -21,6 +21,19 @@ struct capture_args {
   std::function<void(const std::string&)> on_note;
 };
 
+/// A capture request as appended to the control file.
+struct capture_request {
+  std::string id;  ///< its directory is DIR/capture-<id>
+  std::uint64_t trigger_ns = 0, end_ns = 0;
+};
+
+/// Appends a request to this user's DIR/.lotus-capture-<uid> (tools/docs/FORMAT.md §8) with
+/// lotus's own writer (lotus/detail/flight.hpp) and returns at once: `lotus-tool capture` and
+/// `serve --capture-webhook` both ask through it. `on_output`, `on_note` and `timeout_s` are not
+/// used. tool_error: exit_usage (bad --at), exit_io (DIR missing, control file refused).
+capture_request request_capture(const capture_args& args);
+
+/// request_capture, then waits:
 /// Appends a request to this user's DIR/.lotus-capture-<uid> (tools/docs/FORMAT.md §8), waits until
 /// the processes wrote their part (no new sidecar for a second after the first, bounded by the
 /// timeout) and returns the capture directory. tool_error: exit_usage (bad arguments), exit_io
