@@ -367,7 +367,8 @@ def test_alertmanager_captures_a_stall(tmp):
     token = token_file(tmp)
     procs = []
     try:
-        serve, target = start_serve(d, "--capture-webhook", str(token))
+        # A 1 s floor: the request comes sooner, the lead-up in the 5 s window is longer.
+        serve, target = start_serve(d, "--capture-webhook", str(token), "--stall-after", "1")
         procs.append(serve)
         # Alertmanager: one route to serve's webhook with the bearer token from the same file,
         # no waiting before the first notification; no cluster (no other port).
@@ -387,10 +388,19 @@ def test_alertmanager_captures_a_stall(tmp):
                               stdout=subprocess.DEVNULL, stderr=open(am_log, "w"))
         procs.append(am)
         wait_http(f"http://127.0.0.1:{am_port}/-/ready", am, am_log)
-        # Prometheus: scrapes serve and evaluates the documented rule every second, `for: 0s`.
+        # Prometheus: scrapes serve and evaluates the documented rule every second.
         (tmp / "rules.yml").write_text(
             "groups:\n  - name: lotus-test\n    rules:\n      - alert: LotusWorkerStuckInBatch\n"
             f"        expr: {documented_rule('LotusWorkerStuckInBatch')}\n        for: 0s\n")
+        # The documented Alertmanager configuration is valid (amtool, where installed).
+        amtool = shutil.which("amtool")
+        if amtool:
+            doc = (DOCS / "PROMETHEUS.md").read_text()
+            cfg = re.search(r"```yaml\n(# alertmanager.yml\n.*?)```", doc, re.S).group(1)
+            (tmp / "am-doc.yml").write_text(cfg.replace("/etc/lotus/capture-token", str(token)))
+            check = subprocess.run([amtool, "check-config", str(tmp / "am-doc.yml")],
+                                   capture_output=True, text=True)
+            assert check.returncode == 0, check.stdout + check.stderr
         check = subprocess.run([promtool, "check", "rules", str(tmp / "rules.yml")],
                                capture_output=True, text=True)
         assert check.returncode == 0, check.stdout + check.stderr
