@@ -248,6 +248,14 @@ TEST_CASE("a live file without inflight lines (an older runtime) has no batch in
   REQUIRE(procs.size() == 1);
   CHECK(!procs[0].workers[0].batch.active);
   CHECK(!lotus_tool::worker_stalled(procs[0], procs[0].workers[0]));
+  // Not "idle": nothing says so (a runtime before inflight lines, or nothing in progress).
+  const std::string frame = lotus_tool::render_top(d.path, procs, t, false);
+  const std::size_t row = frame.find(" 43/11 ");
+  REQUIRE(row != std::string::npos);
+  const std::string line = frame.substr(row, frame.find('\n', row) - row);
+  CHECK(line.find("idle") == std::string::npos);
+  CHECK(line.find("STALLED") == std::string::npos);
+  CHECK(line.substr(line.size() - 3) == "  -");
   const std::string text = lotus_tool::render_metrics(procs);
   CHECK(series(text, "lotus_worker_inflight_seconds", "worker=\"11\"") == 0);
   CHECK(series(text, "lotus_wait_inflight_seconds", "pid=\"43\"") == 0);

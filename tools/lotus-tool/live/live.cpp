@@ -452,6 +452,7 @@ live_process parse_live(std::string_view text) {
   }
   if (!ended) bad(lineno, "no 'end' line");
   if (p.pid == 0) bad(lineno, "no 'pid' line");
+  p.has_inflight = !inflight.empty();
   // In-progress lines to their threads: a worker inside its first batch has no `worker` line yet.
   for (inflight_line& l : inflight) {
     if (l.what == 2) {
@@ -519,6 +520,7 @@ static void merge_into(live_process& a, const live_process& b) {
     a.waiting_tid = b.waiting_tid;
   }
   a.other_ops.insert(a.other_ops.end(), b.other_ops.begin(), b.other_ops.end());
+  a.has_inflight = a.has_inflight || b.has_inflight;
   a.workers.insert(a.workers.end(), b.workers.begin(), b.workers.end());
   for (const live_op& o : b.ops) {
     auto it = std::find_if(a.ops.begin(), a.ops.end(),
@@ -742,7 +744,9 @@ std::string render_top(const std::string& dir, const std::vector<live_process>& 
           doing += (doing.empty() ? "op " : ", op ") + name + " for " +
                    fmt_duration(static_cast<double>(inflight_age_ns(*r.p, r.w->op)));
         }
-        if (doing.empty()) doing = r.p->ended() ? "-" : "idle";
+        // "idle" only where the file shows in-progress lines at all: a file without any is a
+        // runtime before them (issue #51), or a moment with nothing in progress: unknown, "-".
+        if (doing.empty()) doing = r.p->ended() || !r.p->has_inflight ? "-" : "idle";
         std::string row = (i == slow ? "* " : "  ") +
                           pad(std::to_string(r.p->pid) + "/" + std::to_string(r.w->tid), 18) +
                           pad(std::to_string(r.w->batches), 10, true) +

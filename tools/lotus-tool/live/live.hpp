@@ -67,6 +67,7 @@ struct live_process {
   std::vector<live_worker> workers;
   std::vector<live_op> ops;
   std::vector<live_thread_op> other_ops;
+  bool has_inflight = false;  // the file had `inflight` lines (else: none in progress, or older)
 
   bool ended() const { return final || gone; }
   /// (host, pid, start): one process, even when its pid is reused later.
