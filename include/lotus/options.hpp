@@ -49,9 +49,11 @@ struct options {
   /// LOTUS_FLIGHT_BYTES: the most bytes of formatted records one process keeps in flight mode
   /// (default 64 MiB); beyond, the oldest go first and are counted as dropped.
   std::optional<std::uint64_t> flight_bytes;
-  /// LOTUS_TRIGGER: automatic captures in flight mode, comma-separated: `wait>DURATION` (one
-  /// batch wait longer than that) and `waitshare>P%/DURATION` (the main process waited more than
-  /// P % of the last DURATION). "": none.
+  /// LOTUS_TRIGGER: automatic captures in flight mode, comma-separated: `wait>DURATION` (a
+  /// batch wait passes that, fired while it lasts), `waitshare>P%/DURATION` (the main process
+  /// waited more than P % of the last DURATION), `batch>DURATION` (a worker batch in progress
+  /// longer), `op>DURATION` / `op:NAME>DURATION` (an op, or the op NAME, in progress longer).
+  /// The capture holds LOTUS_FLIGHT seconds before the anomaly began. "": none.
   std::optional<std::string> trigger;
   /// LOTUS_RESOURCES: at each worker batch's start and end, read the thread's CPU time, run-queue
   /// wait, faults and context switches; the sidecar's `batchres` lines (default on; false: off).

@@ -135,6 +135,12 @@ class batch_tracker {
       itt_wait_ = detail::itt_task_push(detail::batch_wait_range_loc);
     }
     wait_start_ = m >= detail::mode_tsc ? detail::now_ticks(m) : 0;
+    // In progress until its batch arrives (inflight.hpp): wait>X fires during a long wait.
+    if (wait_start_ != 0) {
+      if (detail::inflight* f = detail::inflight_registered()) {
+        detail::inflight_wait(*f, expected_, wait_start_);
+      }
+    }
   }
 
   /// A batch arrived. In order: the wait since wait_begin() is kept for consumed() and true is
@@ -145,6 +151,7 @@ class batch_tracker {
     if (m >= detail::mode_tsc) {
       const std::uint64_t now = detail::now_ticks(m);
       if (in_order) {
+        if (detail::inflight* f = detail::inflight_self()) detail::inflight_wait(*f, 0, 0);
         pending_ = true;
         pending_start_ = wait_start_ != 0 ? wait_start_ : now;
         pending_end_ = now;
@@ -187,6 +194,7 @@ class batch_tracker {
     detail::note_epoch();
     expected_ = 0;
     pending_ = false;
+    if (detail::inflight* f = detail::inflight_self()) detail::inflight_wait(*f, 0, 0);
     detail::nvtx_end(nvtx_wait_);
     nvtx_wait_ = 0;
     if (itt_wait_) detail::itt_task_pop();
@@ -202,6 +210,11 @@ class batch_tracker {
   void expect(std::uint64_t idx) noexcept {
     expected_ = idx;
     pending_ = false;
+    if (detail::inflight* f = detail::inflight_self()) {
+      if (f->wait_t0.load(std::memory_order_relaxed) != 0) {
+        detail::inflight_wait(*f, idx, f->wait_t0.load(std::memory_order_relaxed));
+      }
+    }
   }
 
  private:

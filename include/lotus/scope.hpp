@@ -26,15 +26,18 @@ class scope_timer {
     if (LOTUS_DETAIL_LIKELY(m == detail::mode_tsc)) {
       loc_ = &loc;
       t0_ = detail::read_tsc();
+      publish(&loc);
     } else if (LOTUS_DETAIL_LIKELY(m == detail::mode_off)) {
       // nothing: tracing off costs the load and two compares
     } else if (m == detail::mode_realtime) {
       loc_ = &loc;
       t0_ = detail::now_ticks_slow(m);
+      publish(&loc);
     } else {
       const started s = start_slow(m, loc, idx);
       loc_ = s.loc;
       t0_ = s.t0;
+      if (loc_ != nullptr) publish(&loc);
     }
   }
 
@@ -46,11 +49,13 @@ class scope_timer {
         const started s = start_slow(m, *loc, 0);  // after a name lookup: a call is noise
         loc_ = s.loc;
         t0_ = s.t0;
+        if (loc_ != nullptr) publish(loc);
       }
     }
   }
 
   LOTUS_DETAIL_FORCE_INLINE ~scope_timer() {
+    if (fl_ != nullptr) detail::inflight_leave(*fl_, depth_);  // before its record is pushed
     if (loc_ != nullptr) {
       const int m = detail::g_mode.load(std::memory_order_relaxed);
       std::uint64_t t1;
@@ -117,9 +122,17 @@ class scope_timer {
     if ((bits & pushed_bit) != 0) detail::nvtx_pop();
   }
 
+  /// The span is in progress (inflight.hpp): what the writer sees of a stall while it lasts.
+  LOTUS_DETAIL_FORCE_INLINE void publish(const record_site* loc) noexcept {
+    fl_ = detail::inflight_self();
+    if (LOTUS_DETAIL_LIKELY(fl_ != nullptr)) depth_ = detail::inflight_enter(*fl_, loc, t0_);
+  }
+
   const record_site* loc_ = nullptr;
   std::uint64_t t0_ = 0;
   std::uint64_t idx_ = 0;
+  detail::inflight* fl_ = nullptr;  // where the span was published; nullptr: not published
+  std::uint32_t depth_ = 0;
 };
 
 }  // namespace LOTUS_DETAIL_ABI

@@ -178,14 +178,20 @@ inline batch_span batch_begin(std::uint64_t idx) noexcept {
     s.nvtx = lotus::detail::nvtx_start(lotus::detail::batch_preprocessed_loc, idx);
     s.itt = lotus::detail::itt_task_push(lotus::detail::batch_preprocessed_loc);
   }
-  if (s.mode >= lotus::detail::mode_tsc) s.clock = lotus::detail::batch_started(s.mode);
+  if (s.mode >= lotus::detail::mode_tsc) s.clock = lotus::detail::batch_started(s.mode, idx);
   return s;
 }
 
 /// Ends the span: records it when `record` (the dataset returned a batch), and ends its NVTX
 /// range in any case (also after an exception).
 inline void batch_end(batch_span& s, std::uint64_t idx, bool record) noexcept {
-  if (s.mode >= lotus::detail::mode_tsc && record) lotus::detail::batch_ended(s.mode, s.clock, idx);
+  if (s.mode >= lotus::detail::mode_tsc) {
+    if (record) {
+      lotus::detail::batch_ended(s.mode, s.clock, idx);
+    } else {
+      lotus::detail::batch_abandoned(s.clock);
+    }
+  }
   if (s.itt) lotus::detail::itt_task_pop();
   s.itt = false;
   lotus::detail::nvtx_end(s.nvtx);

@@ -462,6 +462,11 @@ LOTUS_DETAIL_API void push_slow(const record_site* loc, std::uint64_t t0, std::u
 /// First use in this process: read the environment; returns the tracing mode.
 LOTUS_DETAIL_API int initialize_mode() noexcept;
 
+struct inflight;
+/// The calling thread's spans in progress, registering the thread first if it has recorded
+/// nothing yet (cold: a batch's or a wait's start); nullptr when it cannot be registered.
+LOTUS_DETAIL_API inflight* inflight_registered() noexcept;
+
 /// Process-lifetime location for a run-time name (interned once per distinct name and flags).
 LOTUS_DETAIL_API const record_site& intern(std::string_view name, std::uint32_t flags = 0);
 
@@ -698,6 +703,95 @@ inline thread_local name_cache* t_names = nullptr;
 #include <cstdlib>  // malloc, free
 #include <new>      // nothrow
 
+// ---- begin lotus/detail/inflight.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_INFLIGHT_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_INFLIGHT_HPP
+// lotus — what each recording thread is inside now, published for the writer (internal)
+// SPDX-License-Identifier: MIT
+// A stall is seen while it happens: each recording thread publishes the ops it is inside (a
+// small stack), the worker batch it prepares and the batch its consumer waits for, each with its
+// start; the writer reads them every cycle (flight triggers batch>, op>, wait>; the live file's
+// `inflight` lines). The recording thread's cost: a few stores to its own cache lines per span,
+// no fence, no atomic read-modify-write (bench/runtime, "in-progress publication").
+
+#include <atomic>   // atomic
+#include <cstdint>  // uint64_t, uint32_t
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+
+struct record_site;
+
+namespace detail {
+
+/// Ops published per thread: the outermost ones (deeper spans are counted in `depth` only).
+constexpr std::uint32_t inflight_depth = 4;
+
+/// One thread's spans in progress. Written by its thread only; read by the writer, which takes
+/// an entry as in progress only when it reads the same entry (site and start) on two cycles in
+/// a row while the depth covers it: an entry read while it was being replaced is never a stall.
+struct alignas(64) inflight {
+  struct op {
+    std::atomic<const record_site*> loc{nullptr};  // stored after t0, with release
+    std::atomic<std::uint64_t> t0{0};              // raw ticks at the span's start
+  };
+  std::atomic<std::uint32_t> depth{0};  // spans open on this thread (all of them)
+  op ops[inflight_depth];
+  std::atomic<std::uint64_t> batch_t0{0};  // a worker batch in preparation since; 0: none
+  std::atomic<std::uint64_t> batch_idx{0};
+  std::atomic<std::uint64_t> wait_t0{0};  // the consumer waits since; 0: not waiting
+  std::atomic<std::uint64_t> wait_idx{0};
+};
+
+/// What the writer read of one thread's spans in progress at a cycle (writer side).
+struct inflight_entry {
+  enum : unsigned char { batch, op, wait };
+  std::uint64_t tid = 0;
+  std::uint64_t since_ns = 0;        // CLOCK_REALTIME
+  std::uint64_t idx = 0;             // the batch (batch, wait)
+  const record_site* loc = nullptr;  // the op
+  unsigned char what = batch;
+  bool innermost = false;  // op: the thread's deepest published op
+  bool confirmed = false;  // the same entry was read at the previous cycle too
+};
+
+/// A span begins at `t0`: it becomes the entry at the thread's depth. Returns the depth it was
+/// opened at, for inflight_leave.
+LOTUS_DETAIL_FORCE_INLINE std::uint32_t inflight_enter(inflight& f, const record_site* loc,
+                                                       std::uint64_t t0) noexcept {
+  const std::uint32_t d = f.depth.load(std::memory_order_relaxed);
+  if (LOTUS_DETAIL_LIKELY(d < inflight_depth)) {
+    f.ops[d].t0.store(t0, std::memory_order_relaxed);
+    f.ops[d].loc.store(loc, std::memory_order_release);
+  }
+  f.depth.store(d + 1, std::memory_order_release);
+  return d;
+}
+
+/// The span opened at depth `d` ends: the thread is back at depth `d` (a span that ended out of
+/// order, as a Python context manager may, leaves the depth right again at the next end).
+LOTUS_DETAIL_FORCE_INLINE void inflight_leave(inflight& f, std::uint32_t d) noexcept {
+  f.depth.store(d, std::memory_order_release);
+}
+
+/// A worker batch begins (`t0` != 0) or ends (0).
+inline void inflight_batch(inflight& f, std::uint64_t idx, std::uint64_t t0) noexcept {
+  f.batch_idx.store(idx, std::memory_order_relaxed);
+  f.batch_t0.store(t0, std::memory_order_release);
+}
+
+/// The consumer starts waiting for batch `idx` (`t0` != 0) or stops (0).
+inline void inflight_wait(inflight& f, std::uint64_t idx, std::uint64_t t0) noexcept {
+  f.wait_idx.store(idx, std::memory_order_relaxed);
+  f.wait_t0.store(t0, std::memory_order_release);
+}
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_INFLIGHT_HPP
+// ---- end lotus/detail/inflight.hpp ----
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -729,6 +823,7 @@ struct alignas(64) ring {
   std::uint64_t mask = 0;
   std::uint64_t capacity = 0;
   thread_state* owner = nullptr;
+  inflight* progress = nullptr;  // the owner's spans in progress (every segment of a thread)
 
   // --- consumer side ---
   alignas(64) std::atomic<std::uint64_t> tail{0};
@@ -804,6 +899,13 @@ LOTUS_DETAIL_FORCE_INLINE void push(const record_site* loc, std::uint64_t t0, st
     if (LOTUS_DETAIL_LIKELY(room)) return;
   }
   push_slow(loc, t0, t1, idx);
+}
+
+/// The calling thread's spans in progress (inflight.hpp), or nullptr before its first record
+/// (or inside a push a signal handler interrupted).
+LOTUS_DETAIL_FORCE_INLINE inflight* inflight_self() noexcept {
+  const ring* r = t_ring.load(std::memory_order_relaxed);
+  return r != nullptr ? r->progress : nullptr;
 }
 
 /// Tracing mode after lazy initialization (reads the environment on the first call).
@@ -1508,9 +1610,11 @@ struct options {
   /// LOTUS_FLIGHT_BYTES: the most bytes of formatted records one process keeps in flight mode
   /// (default 64 MiB); beyond, the oldest go first and are counted as dropped.
   std::optional<std::uint64_t> flight_bytes;
-  /// LOTUS_TRIGGER: automatic captures in flight mode, comma-separated: `wait>DURATION` (one
-  /// batch wait longer than that) and `waitshare>P%/DURATION` (the main process waited more than
-  /// P % of the last DURATION). "": none.
+  /// LOTUS_TRIGGER: automatic captures in flight mode, comma-separated: `wait>DURATION` (a
+  /// batch wait passes that, fired while it lasts), `waitshare>P%/DURATION` (the main process
+  /// waited more than P % of the last DURATION), `batch>DURATION` (a worker batch in progress
+  /// longer), `op>DURATION` / `op:NAME>DURATION` (an op, or the op NAME, in progress longer).
+  /// The capture holds LOTUS_FLIGHT seconds before the anomaly began. "": none.
   std::optional<std::string> trigger;
   /// LOTUS_RESOURCES: at each worker batch's start and end, read the thread's CPU time, run-queue
   /// wait, faults and context switches; the sidecar's `batchres` lines (default on; false: off).
@@ -1918,7 +2022,8 @@ inline constexpr option_desc option_table[] = {
    std::uint64_t{64} << 20, nullptr, "64 MiB", 0,
    "flight mode: most record bytes one process keeps; beyond, oldest dropped (counted)"},
   {"trigger", "LOTUS_TRIGGER", option_kind::path, 0, 0, 0, nullptr, "\xe2\x80\x94", 0,
-   "flight mode: automatic captures: wait>DURATION, waitshare>P%/DURATION, comma-separated"},
+   "flight mode: automatic captures: wait>DURATION, waitshare>P%/DURATION, batch>DURATION, "
+   "op>DURATION, op:NAME>DURATION, comma-separated"},
   {"live", "LOTUS_LIVE", option_kind::flag, 0, 1, option_flag_yes, option_flag_words, "1", 0,
    "live figures for lotus-tool top and serve: .<prefix>.lotus-live_<pid>, rewritten in place"},
 };
@@ -3292,6 +3397,7 @@ struct file_slot {
 /// One recording thread. Allocated by the thread at its first event; freed by the writer after the
 /// thread exited and its events were written.
 struct thread_state {
+  inflight progress;                    // what the thread is inside now (inflight.hpp)
   std::atomic<ring*> current{nullptr};  // the producer's segment (its head = events pushed)
   ring* read = nullptr;                 // writer: the oldest segment not yet drained
   std::atomic<bool> retired{false};     // the thread has exited
@@ -3308,6 +3414,10 @@ struct thread_state {
     std::uint64_t t0, start_ns, dur_ns;
   };
   batch_seen seen[4] = {};
+  // writer: the spans in progress read at the last cycle (inflight.hpp), to confirm a stall
+  std::uint64_t seen_batch_t0 = 0, seen_wait_t0 = 0;
+  std::uint64_t seen_op_t0[inflight_depth] = {};
+  const record_site* seen_op_loc[inflight_depth] = {};
   unsigned seen_count = 0;
   std::uint64_t seen_newest_t0 = 0;
 
@@ -3351,6 +3461,7 @@ class thread_registry {
       delete t;
       return nullptr;
     }
+    r->progress = &t->progress;
     t->read = r;
     t->current.store(r, std::memory_order_release);
 #ifdef LOTUS_TEST_HOOKS
@@ -4394,12 +4505,45 @@ constexpr unsigned flight_max_pending = 16;
 constexpr unsigned flight_max_auto = 64;
 
 /// What flight mode does (settings from LOTUS_FLIGHT, LOTUS_FLIGHT_BYTES, LOTUS_TRIGGER).
+/// `op:NAME>X` conditions one LOTUS_TRIGGER holds, and the longest NAME.
+constexpr unsigned flight_max_named = 4;
+constexpr std::size_t flight_max_op_name = 63;
+
 struct flight_settings {
   std::uint64_t window_ns = 0;  // 0: flight mode off
   std::uint64_t max_bytes = flight_bytes_default;
   std::uint64_t wait_ns = 0;                              // wait>X; 0: none
   std::uint64_t share_permille = 0, share_window_ns = 0;  // waitshare>P%/W; 0: none
-  std::uint64_t margin_ns = 300000000;                    // window end after an automatic trigger
+  std::uint64_t batch_ns = 0;                             // batch>X; 0: none
+  std::uint64_t op_ns = 0;                                // op>X (any op); 0: none
+  struct named_op {
+    char name[flight_max_op_name + 1];  // the op's name as traced, without its S
+    std::uint64_t ns;
+  };
+  named_op named[flight_max_named] = {};  // op:NAME>X
+  unsigned named_count = 0;
+  std::uint64_t margin_ns = 300000000;  // the tail: the window ends this long after a trigger
+
+  /// The conditions of `o` (LOTUS_TRIGGER), the rest of these settings unchanged.
+  void take_triggers(const flight_settings& o) noexcept {
+    wait_ns = o.wait_ns;
+    share_permille = o.share_permille;
+    share_window_ns = o.share_window_ns;
+    batch_ns = o.batch_ns;
+    op_ns = o.op_ns;
+    named_count = o.named_count;
+    for (unsigned i = 0; i < flight_max_named; ++i) named[i] = o.named[i];
+  }
+
+  /// The longest time an in-progress trigger may take to fire after its anomaly began: memory
+  /// keeps that much more than the window, so a capture still holds the whole lead-up.
+  std::uint64_t lookback_ns() const noexcept {
+    std::uint64_t m = wait_ns > batch_ns ? wait_ns : batch_ns;
+    if (op_ns > m) m = op_ns;
+    for (unsigned i = 0; i < named_count; ++i) m = named[i].ns > m ? named[i].ns : m;
+    if (share_window_ns > m) m = share_window_ns;
+    return m + 1000000000u;  // and a second for the writer's cycles
+  }
 };
 
 /// The longest trigger duration (LOTUS_TRIGGER): a day, as LOTUS_FLIGHT's longest window.
@@ -4435,13 +4579,27 @@ inline bool flight_parse_duration(std::string_view s, std::size_t& i, std::uint6
   return false;
 }
 
-/// LOTUS_TRIGGER: `wait>DUR` and `waitshare>P%/DUR`, comma-separated (spaces allowed around
-/// them). False (and `out` unchanged) when any condition is malformed.
+/// What LOTUS_TRIGGER takes, for the messages that refuse a value (runtime and Python).
+constexpr const char flight_trigger_expected[] =
+    "wait>DURATION, waitshare>P%/DURATION, batch>DURATION, op>DURATION and/or op:NAME>DURATION, "
+    "comma-separated, DURATION such as 800ms or 10s, at most 1 day";
+
+/// `c` may be part of an op name in `op:NAME>X`: what a traced name holds, but `>` and `,`.
+constexpr bool flight_op_name_char(char c) noexcept {
+  return static_cast<unsigned char>(c) > 0x20 && c != 0x7f && c != '>' && c != ',';
+}
+
+/// LOTUS_TRIGGER: `wait>DUR`, `waitshare>P%/DUR`, `batch>DUR`, `op>DUR` and `op:NAME>DUR`,
+/// comma-separated (spaces allowed around them). False (and `out` unchanged) when any condition
+/// is malformed.
 inline bool flight_parse_triggers(std::string_view s, flight_settings& out) noexcept {
   flight_settings t = out;
   t.wait_ns = 0;
   t.share_permille = 0;
   t.share_window_ns = 0;
+  t.batch_ns = 0;
+  t.op_ns = 0;
+  t.named_count = 0;
   std::size_t i = 0;
   auto skip_spaces = [&] {
     while (i < s.size() && s[i] == ' ') ++i;
@@ -4478,6 +4636,30 @@ inline bool flight_parse_triggers(std::string_view s, flight_settings& out) noex
       std::uint64_t w = 0;
       if (!flight_parse_duration(s, i, w) || w == 0) return false;
       t.wait_ns = w;
+    } else if (s.substr(i, 6) == "batch>") {
+      i += 6;
+      std::uint64_t w = 0;
+      if (!flight_parse_duration(s, i, w) || w == 0) return false;
+      t.batch_ns = w;
+    } else if (s.substr(i, 3) == "op>") {
+      i += 3;
+      std::uint64_t w = 0;
+      if (!flight_parse_duration(s, i, w) || w == 0) return false;
+      t.op_ns = w;
+    } else if (s.substr(i, 3) == "op:") {
+      i += 3;
+      const std::size_t from = i;
+      while (i < s.size() && flight_op_name_char(s[i])) ++i;
+      const std::size_t n = i - from;
+      if (n == 0 || n > flight_max_op_name || t.named_count == flight_max_named) return false;
+      if (i >= s.size() || s[i] != '>') return false;
+      ++i;
+      std::uint64_t w = 0;
+      if (!flight_parse_duration(s, i, w) || w == 0) return false;
+      flight_settings::named_op& o = t.named[t.named_count++];
+      std::memcpy(o.name, s.data() + from, n);
+      o.name[n] = '\0';
+      o.ns = w;
     } else {
       return false;
     }
@@ -4690,15 +4872,103 @@ class flight_recorder {
       waits_[waits_count_++ % max_waits] = wait_span{start, end};
     }
     // Batch 0 of an epoch waits for the workers to start (spawn: seconds of imports): no stall.
+    // A wait the in-progress check fired for already (same start) is within the hold-off.
     if (set_.wait_ns != 0 && dur > set_.wait_ns && idx != 0 && !wait_fired_ &&
-        end >= holdoff_until_) {
+        start >= holdoff_until_) {
       wait_fired_ = true;
       wait_idx_ = idx;
       wait_dur_ = dur;
-      wait_end_ = end;
+      wait_start_ = start;
     }
   }
 
+  /// The spans in progress the writer read this cycle (inflight.hpp): `batch>`, `op>`,
+  /// `op:NAME>` and `wait>` fire while the anomaly lasts, in the process where it happens, once
+  /// an entry read at two cycles in a row is older than its threshold.
+  void in_progress(const inflight_entry* e, std::size_t n) noexcept {
+    inflight_ = e;
+    inflight_count_ = n;
+  }
+
+ private:
+  void fire_in_progress(trace_files& files, std::uint64_t now) noexcept {
+    const inflight_entry* e = inflight_;
+    const std::size_t n = inflight_count_;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (!e[i].confirmed || e[i].since_ns >= now) continue;
+      const std::uint64_t age = now - e[i].since_ns;
+      char reason[320];  // flight_set_reason keeps what fits a request
+      reason[0] = '\0';
+      const unsigned long long ms = age / 1000000;
+      if (e[i].what == inflight_entry::batch && set_.batch_ns != 0 && age > set_.batch_ns) {
+        std::snprintf(reason, sizeof reason,
+                      "batch>%llums: thread %llu inside batch %llu for %llu ms",
+                      static_cast<unsigned long long>(set_.batch_ns / 1000000),
+                      static_cast<unsigned long long>(e[i].tid),
+                      static_cast<unsigned long long>(e[i].idx), ms);
+      } else if (e[i].what == inflight_entry::wait && set_.wait_ns != 0 && age > set_.wait_ns &&
+                 e[i].idx != 0) {
+        // Batch 0 of an epoch waits for the workers to start (spawn: seconds of imports).
+        std::snprintf(reason, sizeof reason,
+                      "wait>%llums: waiting for batch %llu for %llu ms (still waiting)",
+                      static_cast<unsigned long long>(set_.wait_ns / 1000000),
+                      static_cast<unsigned long long>(e[i].idx), ms);
+      } else if (e[i].what == inflight_entry::op && e[i].loc != nullptr) {
+        char name[flight_max_op_name + 1];
+        op_name(e[i].loc, name);
+        std::uint64_t limit = set_.op_ns;
+        const char* cond = "op";
+        for (unsigned k = 0; k < set_.named_count; ++k) {
+          if (std::strcmp(set_.named[k].name, name) == 0 &&
+              (limit == 0 || set_.named[k].ns < limit)) {
+            limit = set_.named[k].ns;
+            cond = "op:";
+          }
+        }
+        if (limit != 0 && age > limit) {
+          std::snprintf(
+              reason, sizeof reason, "%s%s>%llums: %s in progress on thread %llu for %llu ms", cond,
+              cond[2] == ':' ? name : "", static_cast<unsigned long long>(limit / 1000000), name,
+              static_cast<unsigned long long>(e[i].tid), ms);
+        }
+      }
+      if (reason[0] != '\0') fire(files, e[i].since_ns, now, reason);
+    }
+  }
+
+  /// An op's name as traced (without its S; spaces and control bytes `_`), at most
+  /// flight_max_op_name bytes.
+  static void op_name(const record_site* loc, char (&out)[flight_max_op_name + 1]) noexcept {
+    std::size_t n = 0;
+    for (const char* p = loc->name; p != nullptr && *p != '\0' && n < flight_max_op_name; ++p) {
+      const auto u = static_cast<unsigned char>(*p);
+      out[n++] = u <= 0x20 || u == 0x7f ? '_' : *p;
+    }
+    out[n] = '\0';
+  }
+
+  /// The `inflight` lines of a capture's sidecar: what was still in progress when it was
+  /// written (a stall longer than the capture: the capture is cut, and says where).
+  bool inflight_line(std::size_t i, text& line) const noexcept {
+    static const char* const what[] = {"batch", "op", "wait"};
+    {
+      const inflight_entry& e = inflight_[i];
+      if (e.what == inflight_entry::op && !e.innermost) return false;
+      line.add("inflight ").add(e.tid).add(' ').add(what[e.what]).add(' ').add(e.since_ns);
+      line.add(' ').add(e.idx).add(' ');
+      if (e.what == inflight_entry::op && e.loc != nullptr) {
+        char name[flight_max_op_name + 1];
+        op_name(e.loc, name);
+        line.add(name[0] != '\0' ? name : "-");
+      } else {
+        line.add('-');
+      }
+      line.add('\n');
+    }
+    return !line.overflow;
+  }
+
+ public:
   /// Keeps `n` bytes of whole lines (`lines` records) drained at `now`; false when out of
   /// memory (the caller counts them as dropped). Older chunks beyond LOTUS_FLIGHT_BYTES go.
   bool keep(std::uint64_t tid, const char* name, unsigned char kind, const char* data,
@@ -4757,6 +5027,7 @@ class flight_recorder {
     trim(now);
     poll(files);  // requests of other processes first: a stall they captured is not captured twice
     fire_triggers(files, now);
+    if (!final) fire_in_progress(files, now);
     for (unsigned i = 0; i < asks_count_; ++i) {
       flight_make_id(asks_[i].id, asks_[i].trigger_ns, static_cast<std::uint64_t>(::getpid()),
                      ++seq_);
@@ -4823,12 +5094,19 @@ class flight_recorder {
     evicted_count_ = 0;
   }
 
-  /// Chunks older than the window (or than a pending capture's window) age out: not lost.
+  /// The first moment a capture of `r` holds: LOTUS_FLIGHT seconds before its anomaly began.
+  std::uint64_t window_from(const flight_request& r) const noexcept {
+    return r.trigger_ns > set_.window_ns ? r.trigger_ns - set_.window_ns : 0;
+  }
+
+  /// Chunks older than the window and the triggers' lookback (a stall is seen some time after it
+  /// began: its lead-up must still be here), or than a pending capture's window, age out: not
+  /// lost.
   void trim(std::uint64_t now) noexcept {
-    std::uint64_t keep_from = now > set_.window_ns ? now - set_.window_ns : 0;
+    const std::uint64_t keep = set_.window_ns + set_.lookback_ns();
+    std::uint64_t keep_from = now > keep ? now - keep : 0;
     for (unsigned i = 0; i < pending_count_; ++i) {
-      const std::uint64_t from =
-          pending_[i].end_ns > set_.window_ns ? pending_[i].end_ns - set_.window_ns : 0;
+      const std::uint64_t from = window_from(pending_[i]);
       if (from < keep_from) keep_from = from;
     }
     while (head_ != nullptr && head_->stamp_ns < keep_from) pop(false);
@@ -4843,7 +5121,7 @@ class flight_recorder {
                     static_cast<unsigned long long>(set_.wait_ns / 1000000),
                     static_cast<unsigned long long>(wait_idx_),
                     static_cast<unsigned long long>(wait_dur_ / 1000000));
-      fire(files, wait_end_, now, reason);
+      fire(files, wait_start_, now, reason);
     }
     if (set_.share_permille == 0 || now < holdoff_until_) return;
     const std::uint64_t w = set_.share_window_ns;
@@ -4883,11 +5161,12 @@ class flight_recorder {
       }
       return;
     }
-    // Another process of the directory (a rank stalled with this one) asked for a capture whose
-    // window holds this trigger: that capture has this process's records too.
+    // Another process of the directory (a worker whose batch stalled the loop, a rank stalled
+    // with this one) asked for a capture whose anomaly began before this one and lasted past its
+    // start: that capture holds this one's lead-up, with this process's records too.
     for (unsigned i = 0; i < pending_count_; ++i) {
       const flight_request& p = pending_[i];
-      if (p.pid == 0 && p.end_ns >= when && p.end_ns <= when + set_.window_ns) return;
+      if (p.pid == 0 && p.trigger_ns <= when && when <= p.end_ns) return;
     }
     flight_request r;
     r.trigger_ns = when;
@@ -5034,7 +5313,7 @@ class flight_recorder {
                   dir.c_str());
       return;
     }
-    const std::uint64_t from = r.end_ns > set_.window_ns ? r.end_ns - set_.window_ns : 0;
+    const std::uint64_t from = window_from(r);
     std::size_t count = 0;
     for (chunk* c = head_; c != nullptr; c = c->next) count += c->stamp_ns >= from ? 1u : 0u;
     capture_file* slots =
@@ -5106,6 +5385,12 @@ class flight_recorder {
         at = end + 1;
       }
     }
+    // What was still in progress as the capture was written: a stall longer than the capture
+    // is cut there, and these lines say where.
+    for (std::size_t i = 0; i < inflight_count_; ++i) {
+      text t;
+      if (inflight_line(i, t)) emit(t);
+    }
     std::uint64_t dropped = 0;  // records the byte bound dropped from this window
     const unsigned ne = evicted_count_ < max_evictions ? evicted_count_ : max_evictions;
     for (unsigned i = 0; i < ne; ++i) {
@@ -5143,7 +5428,9 @@ class flight_recorder {
   unsigned auto_count_ = 0;  // automatic captures asked for (flight_max_auto)
   bool auto_capped_ = false;
   bool wait_fired_ = false;
-  std::uint64_t wait_idx_ = 0, wait_dur_ = 0, wait_end_ = 0;
+  std::uint64_t wait_idx_ = 0, wait_dur_ = 0, wait_start_ = 0;
+  const inflight_entry* inflight_ = nullptr;  // the writer's scan of this cycle (in_progress)
+  std::size_t inflight_count_ = 0;
   wait_span waits_[max_waits] = {};
   unsigned waits_count_ = 0;
   flight_request asks_[max_asks];
@@ -5190,12 +5477,10 @@ struct settings {
 LOTUS_DETAIL_COLD inline void parse_trigger_setting(const char* source, std::string_view v,
                                                     flight_settings& out) noexcept {
   if (flight_parse_triggers(v, out)) return;
-  out.wait_ns = out.share_permille = out.share_window_ns = 0;
+  out.take_triggers(flight_settings{});
   char shown[832];
-  diag_config(
-      "ignoring %s='%s' (expected wait>DURATION and/or waitshare>P%%/DURATION, "
-      "comma-separated, DURATION such as 800ms or 10s, at most 1 day); no automatic capture",
-      source, diag_escaped(v.data(), v.size(), shown, sizeof shown));
+  diag_config("ignoring %s='%s' (expected %s); no automatic capture", source,
+              diag_escaped(v.data(), v.size(), shown, sizeof shown), flight_trigger_expected);
 }
 
 /// A trace prefix as lotus uses it, or false (one warning) when it cannot be used: control
@@ -5257,7 +5542,7 @@ struct env_settings {
   bool itt = false;
   bool has_flight = false, has_flight_bytes = false, has_trigger = false;
   std::uint64_t flight_s = 0, flight_bytes = 0;
-  flight_settings trigger;  // its wait_ns/share fields
+  flight_settings trigger;  // its trigger fields (take_triggers)
   bool resources = true;
   bool op_resources = false;
   bool live = true;
@@ -5351,9 +5636,7 @@ LOTUS_DETAIL_COLD inline void merge_settings(const options& o, const env_setting
   if (o.trigger) {
     parse_trigger_setting("options::trigger", *o.trigger, s.flight);
   } else if (env.has_trigger) {
-    s.flight.wait_ns = env.trigger.wait_ns;
-    s.flight.share_permille = env.trigger.share_permille;
-    s.flight.share_window_ns = env.trigger.share_window_ns;
+    s.flight.take_triggers(env.trigger);
   }
   // An automatic capture's window ends a few writer cycles after its trigger: the workers'
   // records of the slow batch (and the wait itself) reach every window first.
@@ -5403,6 +5686,7 @@ LOTUS_DETAIL_COLD inline void merge_settings(const options& o, const env_setting
 // file beside the sidecar (tools/docs/FORMAT.md §9); `lotus-tool top` and `serve` read it.
 
 #include <errno.h>   // errno, EINTR
+#include <string.h>  // strnlen
 #include <time.h>    // CLOCK_REALTIME
 #include <unistd.h>  // pwrite, close, getpid, getppid
 
@@ -5424,6 +5708,8 @@ constexpr std::size_t live_max_workers = 64;
 constexpr std::size_t live_max_name = 96;
 /// Record sites remembered (several sites may share one op name); further sites: overflow.
 constexpr std::size_t live_max_sites = 512;
+/// `inflight` lines one live file shows (a batch, a wait and the innermost op per thread).
+constexpr std::size_t live_max_inflight = 192;
 /// Size of the live file: written once at creation (counted once against LOTUS_MAX_BYTES), then
 /// rewritten in place.
 constexpr std::size_t live_file_bytes = 32768;
@@ -5493,6 +5779,28 @@ class live_state {
     }
   }
 
+  /// What the threads are inside now (the writer's scan, once per cycle): the `inflight` lines,
+  /// and each worker's busy time counts its batch in progress (a stuck worker's share rises).
+  void set_inflight(const inflight_entry* e, std::size_t n, std::uint64_t now) noexcept {
+    if (!on_) return;
+    for (std::size_t k = 0; k < worker_count_; ++k) workers_[k].inflight_ns = 0;
+    shown_count_ = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (e[i].what == inflight_entry::op && !e[i].innermost) continue;
+      if (shown_count_ < live_max_inflight) shown_[shown_count_++] = e[i];
+      if (e[i].what != inflight_entry::batch) continue;
+      worker_entry* w = nullptr;
+      for (std::size_t k = 0; k < worker_count_ && w == nullptr; ++k) {
+        if (workers_[k].tid == e[i].tid) w = &workers_[k];
+      }
+      if (w == nullptr && worker_count_ < live_max_workers) {  // stuck in its first batch
+        w = &workers_[worker_count_++];
+        *w = worker_entry{e[i].tid, 0, 0, 0, 0};
+      }
+      if (w != nullptr) w->inflight_ns = e[i].since_ns < now ? e[i].since_ns : now;
+    }
+  }
+
   /// LOTUS_LIVE changed (options::live, applied at a writer cycle). Off: a file already written
   /// gets this process's final figures, then nothing is observed or written. On again: the
   /// figures go on from where they stopped, in the same file (no counter goes back).
@@ -5520,7 +5828,8 @@ class live_state {
     const std::uint64_t now = clock_ns(CLOCK_REALTIME);
     if (!force && !final && now - published_at_ < live_publish_ns) return;
     if (files.disabled()) return;
-    if (site_count_ == 0 && file_.fd < 0) return;  // no record yet: no file (as the sidecar)
+    // No record yet and nothing in progress: no file (as the sidecar).
+    if (site_count_ == 0 && shown_count_ == 0 && file_.fd < 0) return;
     step(now);
     const std::string_view where = files.live_key();
     if (where.size() != where_.size() ||
@@ -5579,6 +5888,7 @@ class live_state {
   };
   struct worker_entry {
     std::uint64_t tid, batches, busy_ns, last_end_ns;
+    std::uint64_t inflight_ns;  // the batch in progress began (CLOCK_REALTIME); 0: none
   };
   /// Cumulative figures at a 1 s step: the window is now minus the oldest step kept.
   struct snapshot {
@@ -5594,6 +5904,7 @@ class live_state {
     site_count_ = 0;
     op_count_ = 0;
     worker_count_ = 0;
+    shown_count_ = 0;
     last_tid_ = 0;
     last_worker_ = nullptr;
     wait_ = live_hist{};
@@ -5699,7 +6010,7 @@ class live_state {
           return;
         }
         w = &workers_[worker_count_++];
-        *w = worker_entry{tid, 0, 0, 0};
+        *w = worker_entry{tid, 0, 0, 0, 0};
       }
       last_tid_ = tid;
       last_worker_ = w;
@@ -5728,8 +6039,13 @@ class live_state {
       s.op_count[k] = k < op_count_ ? ops_[k].hist.count : 0;
     }
     for (std::size_t k = 0; k < live_max_workers; ++k) {
-      s.busy_ns[k] = k < worker_count_ ? workers_[k].busy_ns : 0;
+      s.busy_ns[k] = k < worker_count_ ? busy_at(workers_[k], s.at_ns) : 0;
     }
+  }
+
+  /// A worker's busy time at `at`: its batches, and the part of the batch in progress by then.
+  static std::uint64_t busy_at(const worker_entry& w, std::uint64_t at) noexcept {
+    return w.busy_ns + (w.inflight_ns != 0 && w.inflight_ns < at ? at - w.inflight_ns : 0);
   }
 
   // ---- the file's text (FORMAT.md §9) --------------------------------------------------------
@@ -5758,6 +6074,26 @@ class live_state {
       const char out = c <= 0x20 || c == 0x7f ? '_' : static_cast<char>(c);
       put(&out, 1);
     }
+  }
+  /// `inflight <tid> <batch|op|wait> <since> <idx> <name>` (name `-` but for an op).
+  void put_inflight(const inflight_entry& e) noexcept {
+    static const char* const what[] = {"batch", "op", "wait"};
+    put("inflight ");
+    put(e.tid);
+    put(" ");
+    put(what[e.what]);
+    put(" ");
+    put(e.since_ns);
+    put(" ");
+    put(e.idx);
+    put(" ");
+    if (e.what == inflight_entry::op && e.loc != nullptr && e.loc->name != nullptr &&
+        e.loc->name[0] != '\0') {
+      put_name(e.loc->name, ::strnlen(e.loc->name, live_max_name));
+    } else {
+      put("-");
+    }
+    put("\n");
   }
   void put_hist(const live_hist& h) noexcept {
     put(h.count);
@@ -5840,10 +6176,12 @@ class live_state {
       put(w.tid);
       put(" ");
       put(w.batches);
+      // Never below what an older body said: a batch that ends adds its whole duration.
+      const std::uint64_t busy = busy_at(w, now);
       put(" ");
-      put(w.busy_ns);
+      put(busy);
       put(" ");
-      put(w.busy_ns - old.busy_ns[k]);
+      put(busy > old.busy_ns[k] ? busy - old.busy_ns[k] : 0);
       put(" ");
       put(w.last_end_ns);
       put("\n");
@@ -5858,6 +6196,7 @@ class live_state {
       put_name(o.name, o.size);
       put("\n");
     }
+    for (std::size_t i = 0; i < shown_count_; ++i) put_inflight(shown_[i]);
     const bool cut = cut_;
     cut_ = false;
     if (cut) put("cut\n");
@@ -5919,6 +6258,8 @@ class live_state {
   op_entry ops_[live_max_ops];
   std::size_t op_count_ = 0;
   worker_entry workers_[live_max_workers];
+  inflight_entry shown_[live_max_inflight];  // the last scan's, as the file shows them
+  std::size_t shown_count_ = 0;
   std::size_t worker_count_ = 0;
   std::uint64_t last_tid_ = 0;
   worker_entry* last_worker_ = nullptr;
@@ -6794,6 +7135,9 @@ class trace_writer {
     }
     flush_thread_lines();
     flush_resource_lines();
+    const std::uint64_t now = realtime_ns();
+    scan_inflight(now);
+    live_.set_inflight(inflight_, inflight_count_, now);
     live_.publish(files_, stats_source_, sidecar_info_, stats, final);  // live.hpp
     // `memory` lines: into the sidecar, or in flight mode into the window with the `batchres`
     // lines, for a capture's sidecars.
@@ -6802,11 +7146,69 @@ class trace_writer {
     }
     if (stats && stats_source_ != nullptr && files_.has_sidecar()) write_stats(final);
     if (flight_.on()) {
+      flight_.in_progress(inflight_, inflight_count_);
       flight_.cycle(
           files_, [this] { return sidecar_header(); }, realtime_ns(), final);
     }
     threads_.release(cycle_finished_);
     cpu_ns_.fetch_add(clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0, std::memory_order_relaxed);
+  }
+
+  /// What each thread is inside now (inflight.hpp), read once per cycle after the drains: the
+  /// flight recorder's in-progress triggers and the live file's `inflight` lines. An entry is
+  /// `confirmed` when the previous cycle read the same one (a stall, never a torn read).
+  void scan_inflight(std::uint64_t now) noexcept {
+    inflight_count_ = 0;
+    auto add = [&](const inflight_entry& e) {
+      if (inflight_count_ < max_inflight) inflight_[inflight_count_++] = e;
+    };
+    for (thread_state* t : cycle_threads_) {
+      if (t->retired.load(std::memory_order_acquire)) continue;
+      inflight& f = t->progress;
+      inflight_entry e;
+      e.tid = t->tid;
+      const std::uint64_t bt0 = f.batch_t0.load(std::memory_order_acquire);
+      if (bt0 != 0) {
+        e.what = inflight_entry::batch;
+        e.idx = f.batch_idx.load(std::memory_order_relaxed);
+        e.since_ns = since(bt0, now);
+        e.confirmed = bt0 == t->seen_batch_t0;
+        add(e);
+      }
+      t->seen_batch_t0 = bt0;
+      const std::uint64_t wt0 = f.wait_t0.load(std::memory_order_acquire);
+      if (wt0 != 0) {
+        e.what = inflight_entry::wait;
+        e.idx = f.wait_idx.load(std::memory_order_relaxed);
+        e.since_ns = since(wt0, now);
+        e.confirmed = wt0 == t->seen_wait_t0;
+        add(e);
+      }
+      t->seen_wait_t0 = wt0;
+      const std::uint32_t depth = f.depth.load(std::memory_order_acquire);
+      const std::uint32_t n = depth < inflight_depth ? depth : inflight_depth;
+      e.what = inflight_entry::op;
+      e.idx = 0;
+      for (std::uint32_t k = 0; k < inflight_depth; ++k) {
+        const record_site* loc = k < n ? f.ops[k].loc.load(std::memory_order_acquire) : nullptr;
+        const std::uint64_t t0 = loc != nullptr ? f.ops[k].t0.load(std::memory_order_relaxed) : 0;
+        if (loc != nullptr) {
+          e.loc = loc;
+          e.since_ns = since(t0, now);
+          e.innermost = k + 1 == n;
+          e.confirmed = loc == t->seen_op_loc[k] && t0 == t->seen_op_t0[k];
+          add(e);
+        }
+        t->seen_op_loc[k] = loc;
+        t->seen_op_t0[k] = t0;
+      }
+    }
+  }
+
+  /// A start in ticks as CLOCK_REALTIME ns, never after `now` (clocks re-anchored since).
+  std::uint64_t since(std::uint64_t ticks, std::uint64_t now) const noexcept {
+    const std::uint64_t ns = conv_.to_ns(ticks);
+    return ns < now ? ns : now;
   }
 
   /// A ring filled while this cycle writes other threads' files (after thread churn, thousands
@@ -6938,6 +7340,10 @@ class trace_writer {
   ledger_entry ledger_;  // this runtime's place among the process's runtimes
   out_buffer worker_buf_, main_buf_;
   ptr_list<thread_state> cycle_threads_, cycle_finished_, urgent_threads_;
+  // The spans in progress read this cycle (scan_inflight); threads beyond are not watched.
+  static constexpr std::size_t max_inflight = 512;
+  inflight_entry inflight_[max_inflight];
+  std::size_t inflight_count_ = 0;
   epoch_formatter epoch_;
   label_table labels_;
   flight_recorder flight_;    // the window, triggers and captures of flight mode
@@ -7137,6 +7543,7 @@ class runtime {
     return interned_.pooled_count();
   }
   void note_thread_exit() noexcept { threads_.note_exit(); }
+  inflight* inflight_registered() noexcept;
 
   static void fork_prepare() noexcept;
   static void fork_parent() noexcept;
@@ -7457,6 +7864,7 @@ inline ring* runtime::push_full(ring* r, const record_site* loc, std::uint64_t t
   if (r->capacity < max) {
     ring* bigger = ring::make(r->capacity * 2 < max ? r->capacity * 2 : max, h, r->owner);
     if (bigger != nullptr) {
+      bigger->progress = r->progress;
       bigger->publish(h, loc, t0, t1, idx);
       r->owner->current.store(bigger, std::memory_order_release);
       r->next.store(bigger, std::memory_order_release);
@@ -7525,6 +7933,21 @@ void runtime::push_slow(const record_site* loc, std::uint64_t t0, std::uint64_t 
   r = push_full(r, loc, t0, t1, idx);
   std::atomic_signal_fence(std::memory_order_seq_cst);
   t_ring.store(r, std::memory_order_relaxed);
+}
+
+/// The calling thread's spans in progress, the thread registered (as its first push would) when
+/// it has none yet; nullptr where push_slow would not record (re-entered, exited, no ring).
+LOTUS_DETAIL_COLD inline inflight* runtime::inflight_registered() noexcept {
+  thread_local_state& me = t_thread;
+  ring* r = t_ring.load(std::memory_order_relaxed);
+  if (r != nullptr) return r->progress;
+  if (me.busy != 0 || me.self != nullptr || me.exited || me.failed) return nullptr;
+  const busy_guard busy;
+  r = register_thread();
+  if (r == nullptr) return nullptr;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  t_ring.store(r, std::memory_order_relaxed);
+  return r->progress;
 }
 
 // ---- process events ---------------------------------------------------------------------------
@@ -7616,6 +8039,11 @@ LOTUS_DETAIL_COLD inline void runtime::fork_child() noexcept {
 LOTUS_DETAIL_API void push_slow(const record_site* loc, std::uint64_t t0, std::uint64_t t1,
                                 std::uint64_t idx) noexcept {
   runtime::get().push_slow(loc, t0, t1, idx);
+}
+
+LOTUS_DETAIL_API inflight* inflight_registered() noexcept {
+  if (g_mode.load(std::memory_order_relaxed) < mode_tsc) return nullptr;
+  return runtime::get().inflight_registered();
 }
 
 LOTUS_DETAIL_API int initialize_mode() noexcept {
@@ -7771,44 +8199,20 @@ constexpr const char* tool_name(kind k) noexcept {
 }  // namespace lotus
 #endif  // LOTUS_AMALGAMATED_LOTUS_COLLECTOR_KIND_HPP
 // ---- end lotus/collector_kind.hpp ----
-// ---- begin lotus/detail/modes.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_MODES_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_MODES_HPP
-// lotus — the state words' values: tracing mode, collector state (internal)
+// ---- begin lotus/detail/inflight.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_INFLIGHT_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_INFLIGHT_HPP
+// lotus — what each recording thread is inside now, published for the writer (internal)
 // SPDX-License-Identifier: MIT
+// A stall is seen while it happens: each recording thread publishes the ops it is inside (a
+// small stack), the worker batch it prepares and the batch its consumer waits for, each with its
+// start; the writer reads them every cycle (flight triggers batch>, op>, wait>; the live file's
+// `inflight` lines). The recording thread's cost: a few stores to its own cache lines per span,
+// no fence, no atomic read-modify-write (bench/runtime, "in-progress publication").
 
+#include <atomic>   // atomic
+#include <cstdint>  // uint64_t, uint32_t
 
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-namespace detail {
-
-/// Tracing state and clock in one word, so the hot path pays a single relaxed load. The two
-/// `_nvtx` modes are the same clocks once NVTX ranges, ITT tasks or per-op resource figures were
-/// asked for in this process (LOTUS_NVTX, LOTUS_ITT, LOTUS_RESOURCES=ops): spans then take their
-/// out-of-line path, which pushes and pops them and reads the figures; plain mode_tsc keeps the
-/// hot path exactly as it is without any of them.
-enum : int {
-  mode_uninit = 0,
-  mode_off = 1,
-  mode_tsc = 2,
-  mode_realtime = 3,
-  mode_tsc_nvtx = 4,
-  mode_realtime_nvtx = 5
-};
-
-/// The collector word (collector.hpp): after detection off (nothing attached, detached, failed)
-/// or on; resume()/pause() cost one relaxed load and a branch while it is off.
-enum : int { collector_unknown = 0, collector_off = 1, collector_on = 2 };
-
-/// The map-region word (map_region.hpp): 0 settings not read yet; 1 no list mode and no
-/// selection (the common case); 2 active.
-enum : int { map_unread = 0, map_idle = 1, map_active = 2 };
-
-}  // namespace detail
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_MODES_HPP
-// ---- end lotus/detail/modes.hpp ----
 // ---- begin lotus/detail/platform.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_PLATFORM_HPP
 #define LOTUS_AMALGAMATED_LOTUS_DETAIL_PLATFORM_HPP
@@ -7856,6 +8260,119 @@ enum : int { map_unread = 0, map_idle = 1, map_active = 2 };
 #endif
 #endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_PLATFORM_HPP
 // ---- end lotus/detail/platform.hpp ----
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+
+struct record_site;
+
+namespace detail {
+
+/// Ops published per thread: the outermost ones (deeper spans are counted in `depth` only).
+constexpr std::uint32_t inflight_depth = 4;
+
+/// One thread's spans in progress. Written by its thread only; read by the writer, which takes
+/// an entry as in progress only when it reads the same entry (site and start) on two cycles in
+/// a row while the depth covers it: an entry read while it was being replaced is never a stall.
+struct alignas(64) inflight {
+  struct op {
+    std::atomic<const record_site*> loc{nullptr};  // stored after t0, with release
+    std::atomic<std::uint64_t> t0{0};              // raw ticks at the span's start
+  };
+  std::atomic<std::uint32_t> depth{0};  // spans open on this thread (all of them)
+  op ops[inflight_depth];
+  std::atomic<std::uint64_t> batch_t0{0};  // a worker batch in preparation since; 0: none
+  std::atomic<std::uint64_t> batch_idx{0};
+  std::atomic<std::uint64_t> wait_t0{0};  // the consumer waits since; 0: not waiting
+  std::atomic<std::uint64_t> wait_idx{0};
+};
+
+/// What the writer read of one thread's spans in progress at a cycle (writer side).
+struct inflight_entry {
+  enum : unsigned char { batch, op, wait };
+  std::uint64_t tid = 0;
+  std::uint64_t since_ns = 0;        // CLOCK_REALTIME
+  std::uint64_t idx = 0;             // the batch (batch, wait)
+  const record_site* loc = nullptr;  // the op
+  unsigned char what = batch;
+  bool innermost = false;  // op: the thread's deepest published op
+  bool confirmed = false;  // the same entry was read at the previous cycle too
+};
+
+/// A span begins at `t0`: it becomes the entry at the thread's depth. Returns the depth it was
+/// opened at, for inflight_leave.
+LOTUS_DETAIL_FORCE_INLINE std::uint32_t inflight_enter(inflight& f, const record_site* loc,
+                                                       std::uint64_t t0) noexcept {
+  const std::uint32_t d = f.depth.load(std::memory_order_relaxed);
+  if (LOTUS_DETAIL_LIKELY(d < inflight_depth)) {
+    f.ops[d].t0.store(t0, std::memory_order_relaxed);
+    f.ops[d].loc.store(loc, std::memory_order_release);
+  }
+  f.depth.store(d + 1, std::memory_order_release);
+  return d;
+}
+
+/// The span opened at depth `d` ends: the thread is back at depth `d` (a span that ended out of
+/// order, as a Python context manager may, leaves the depth right again at the next end).
+LOTUS_DETAIL_FORCE_INLINE void inflight_leave(inflight& f, std::uint32_t d) noexcept {
+  f.depth.store(d, std::memory_order_release);
+}
+
+/// A worker batch begins (`t0` != 0) or ends (0).
+inline void inflight_batch(inflight& f, std::uint64_t idx, std::uint64_t t0) noexcept {
+  f.batch_idx.store(idx, std::memory_order_relaxed);
+  f.batch_t0.store(t0, std::memory_order_release);
+}
+
+/// The consumer starts waiting for batch `idx` (`t0` != 0) or stops (0).
+inline void inflight_wait(inflight& f, std::uint64_t idx, std::uint64_t t0) noexcept {
+  f.wait_idx.store(idx, std::memory_order_relaxed);
+  f.wait_t0.store(t0, std::memory_order_release);
+}
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_INFLIGHT_HPP
+// ---- end lotus/detail/inflight.hpp ----
+// ---- begin lotus/detail/modes.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_MODES_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_MODES_HPP
+// lotus — the state words' values: tracing mode, collector state (internal)
+// SPDX-License-Identifier: MIT
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// Tracing state and clock in one word, so the hot path pays a single relaxed load. The two
+/// `_nvtx` modes are the same clocks once NVTX ranges, ITT tasks or per-op resource figures were
+/// asked for in this process (LOTUS_NVTX, LOTUS_ITT, LOTUS_RESOURCES=ops): spans then take their
+/// out-of-line path, which pushes and pops them and reads the figures; plain mode_tsc keeps the
+/// hot path exactly as it is without any of them.
+enum : int {
+  mode_uninit = 0,
+  mode_off = 1,
+  mode_tsc = 2,
+  mode_realtime = 3,
+  mode_tsc_nvtx = 4,
+  mode_realtime_nvtx = 5
+};
+
+/// The collector word (collector.hpp): after detection off (nothing attached, detached, failed)
+/// or on; resume()/pause() cost one relaxed load and a branch while it is off.
+enum : int { collector_unknown = 0, collector_off = 1, collector_on = 2 };
+
+/// The map-region word (map_region.hpp): 0 settings not read yet; 1 no list mode and no
+/// selection (the common case); 2 active.
+enum : int { map_unread = 0, map_idle = 1, map_active = 2 };
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_MODES_HPP
+// ---- end lotus/detail/modes.hpp ----
 // ---- begin lotus/detail/record_name.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_RECORD_NAME_HPP
 #define LOTUS_AMALGAMATED_LOTUS_DETAIL_RECORD_NAME_HPP
@@ -8015,9 +8532,11 @@ struct options {
   /// LOTUS_FLIGHT_BYTES: the most bytes of formatted records one process keeps in flight mode
   /// (default 64 MiB); beyond, the oldest go first and are counted as dropped.
   std::optional<std::uint64_t> flight_bytes;
-  /// LOTUS_TRIGGER: automatic captures in flight mode, comma-separated: `wait>DURATION` (one
-  /// batch wait longer than that) and `waitshare>P%/DURATION` (the main process waited more than
-  /// P % of the last DURATION). "": none.
+  /// LOTUS_TRIGGER: automatic captures in flight mode, comma-separated: `wait>DURATION` (a
+  /// batch wait passes that, fired while it lasts), `waitshare>P%/DURATION` (the main process
+  /// waited more than P % of the last DURATION), `batch>DURATION` (a worker batch in progress
+  /// longer), `op>DURATION` / `op:NAME>DURATION` (an op, or the op NAME, in progress longer).
+  /// The capture holds LOTUS_FLIGHT seconds before the anomaly began. "": none.
   std::optional<std::string> trigger;
   /// LOTUS_RESOURCES: at each worker batch's start and end, read the thread's CPU time, run-queue
   /// wait, faults and context switches; the sidecar's `batchres` lines (default on; false: off).
@@ -8072,6 +8591,8 @@ constexpr std::uint64_t now_ticks(int) noexcept { return 0; }
 constexpr std::uint64_t now_ticks_slow(int) noexcept { return 0; }
 constexpr int initialize_mode() noexcept { return mode_off; }
 constexpr int active_mode() noexcept { return mode_off; }
+constexpr inflight* inflight_self() noexcept { return nullptr; }
+constexpr inflight* inflight_registered() noexcept { return nullptr; }
 inline void push(const record_site*, std::uint64_t, std::uint64_t, std::uint64_t) noexcept {}
 inline void emit(const record_site&, std::uint64_t, std::uint64_t, std::uint64_t) noexcept {}
 struct dynamic_name_tag {};
@@ -8231,20 +8752,30 @@ class nvtx_part {
 /// A worker batch's clock and resource figures from its start: the one implementation of
 /// `SBatchPreprocessed_<idx>` with its `batchres` figures, for LOTUS_BATCH_PREPROCESSED
 /// (batch_scope) and the libtorch adapter (torch.hpp). Read at a batch's start and end only.
+/// The batch is published as in progress (inflight.hpp) from its start to its end.
 struct batch_start {
   std::uint64_t t0 = 0;
   res_sample res;  // the thread's figures at the start
+  inflight* fl = nullptr;
 };
-inline batch_start batch_started(int mode) noexcept {
+inline batch_start batch_started(int mode, std::uint64_t idx) noexcept {
   batch_start b;
   b.res = resources_read();
   b.t0 = now_ticks(mode);
+  b.fl = inflight_registered();
+  if (b.fl != nullptr) inflight_batch(*b.fl, idx, b.t0 != 0 ? b.t0 : 1);
   return b;
 }
 inline void batch_ended(int mode, const batch_start& b, std::uint64_t idx) noexcept {
   const std::uint64_t t1 = now_ticks(mode);
+  if (b.fl != nullptr) inflight_batch(*b.fl, 0, 0);  // before its record is pushed
   emit(batch_preprocessed_loc, b.t0, t1, idx);
   resources_record(b.res, b.t0, t1, idx);
+}
+
+/// A batch begun but not recorded (the dataset was exhausted, or threw): no longer in progress.
+inline void batch_abandoned(const batch_start& b) noexcept {
+  if (b.fl != nullptr) inflight_batch(*b.fl, 0, 0);
 }
 
 /// LOTUS_BATCH_PREPROCESSED: the span of a worker's batch for the rest of the scope (the per-op
@@ -8254,7 +8785,7 @@ class batch_scope {
   explicit batch_scope(std::uint64_t idx) noexcept : idx_(idx), mode_(active_mode()) {
     if (mode_ < mode_tsc) return;
     if (mode_ >= mode_tsc_nvtx) pushed_ = nvtx_push(batch_preprocessed_loc, idx);
-    start_ = batch_started(mode_);
+    start_ = batch_started(mode_, idx);
   }
   ~batch_scope() {
     if (mode_ < mode_tsc) return;
@@ -8364,15 +8895,18 @@ class scope_timer {
     if (LOTUS_DETAIL_LIKELY(m == detail::mode_tsc)) {
       loc_ = &loc;
       t0_ = detail::read_tsc();
+      publish(&loc);
     } else if (LOTUS_DETAIL_LIKELY(m == detail::mode_off)) {
       // nothing: tracing off costs the load and two compares
     } else if (m == detail::mode_realtime) {
       loc_ = &loc;
       t0_ = detail::now_ticks_slow(m);
+      publish(&loc);
     } else {
       const started s = start_slow(m, loc, idx);
       loc_ = s.loc;
       t0_ = s.t0;
+      if (loc_ != nullptr) publish(&loc);
     }
   }
 
@@ -8384,11 +8918,13 @@ class scope_timer {
         const started s = start_slow(m, *loc, 0);  // after a name lookup: a call is noise
         loc_ = s.loc;
         t0_ = s.t0;
+        if (loc_ != nullptr) publish(loc);
       }
     }
   }
 
   LOTUS_DETAIL_FORCE_INLINE ~scope_timer() {
+    if (fl_ != nullptr) detail::inflight_leave(*fl_, depth_);  // before its record is pushed
     if (loc_ != nullptr) {
       const int m = detail::g_mode.load(std::memory_order_relaxed);
       std::uint64_t t1;
@@ -8455,9 +8991,17 @@ class scope_timer {
     if ((bits & pushed_bit) != 0) detail::nvtx_pop();
   }
 
+  /// The span is in progress (inflight.hpp): what the writer sees of a stall while it lasts.
+  LOTUS_DETAIL_FORCE_INLINE void publish(const record_site* loc) noexcept {
+    fl_ = detail::inflight_self();
+    if (LOTUS_DETAIL_LIKELY(fl_ != nullptr)) depth_ = detail::inflight_enter(*fl_, loc, t0_);
+  }
+
   const record_site* loc_ = nullptr;
   std::uint64_t t0_ = 0;
   std::uint64_t idx_ = 0;
+  detail::inflight* fl_ = nullptr;  // where the span was published; nullptr: not published
+  std::uint32_t depth_ = 0;
 };
 
 }  // namespace LOTUS_DETAIL_ABI
@@ -8546,9 +9090,11 @@ struct options {
   /// LOTUS_FLIGHT_BYTES: the most bytes of formatted records one process keeps in flight mode
   /// (default 64 MiB); beyond, the oldest go first and are counted as dropped.
   std::optional<std::uint64_t> flight_bytes;
-  /// LOTUS_TRIGGER: automatic captures in flight mode, comma-separated: `wait>DURATION` (one
-  /// batch wait longer than that) and `waitshare>P%/DURATION` (the main process waited more than
-  /// P % of the last DURATION). "": none.
+  /// LOTUS_TRIGGER: automatic captures in flight mode, comma-separated: `wait>DURATION` (a
+  /// batch wait passes that, fired while it lasts), `waitshare>P%/DURATION` (the main process
+  /// waited more than P % of the last DURATION), `batch>DURATION` (a worker batch in progress
+  /// longer), `op>DURATION` / `op:NAME>DURATION` (an op, or the op NAME, in progress longer).
+  /// The capture holds LOTUS_FLIGHT seconds before the anomaly began. "": none.
   std::optional<std::string> trigger;
   /// LOTUS_RESOURCES: at each worker batch's start and end, read the thread's CPU time, run-queue
   /// wait, faults and context switches; the sidecar's `batchres` lines (default on; false: off).
@@ -8788,6 +9334,12 @@ class batch_tracker {
       itt_wait_ = detail::itt_task_push(detail::batch_wait_range_loc);
     }
     wait_start_ = m >= detail::mode_tsc ? detail::now_ticks(m) : 0;
+    // In progress until its batch arrives (inflight.hpp): wait>X fires during a long wait.
+    if (wait_start_ != 0) {
+      if (detail::inflight* f = detail::inflight_registered()) {
+        detail::inflight_wait(*f, expected_, wait_start_);
+      }
+    }
   }
 
   /// A batch arrived. In order: the wait since wait_begin() is kept for consumed() and true is
@@ -8798,6 +9350,7 @@ class batch_tracker {
     if (m >= detail::mode_tsc) {
       const std::uint64_t now = detail::now_ticks(m);
       if (in_order) {
+        if (detail::inflight* f = detail::inflight_self()) detail::inflight_wait(*f, 0, 0);
         pending_ = true;
         pending_start_ = wait_start_ != 0 ? wait_start_ : now;
         pending_end_ = now;
@@ -8840,6 +9393,7 @@ class batch_tracker {
     detail::note_epoch();
     expected_ = 0;
     pending_ = false;
+    if (detail::inflight* f = detail::inflight_self()) detail::inflight_wait(*f, 0, 0);
     detail::nvtx_end(nvtx_wait_);
     nvtx_wait_ = 0;
     if (itt_wait_) detail::itt_task_pop();
@@ -8855,6 +9409,11 @@ class batch_tracker {
   void expect(std::uint64_t idx) noexcept {
     expected_ = idx;
     pending_ = false;
+    if (detail::inflight* f = detail::inflight_self()) {
+      if (f->wait_t0.load(std::memory_order_relaxed) != 0) {
+        detail::inflight_wait(*f, idx, f->wait_t0.load(std::memory_order_relaxed));
+      }
+    }
   }
 
  private:
@@ -9449,7 +10008,8 @@ inline constexpr option_desc option_table[] = {
    std::uint64_t{64} << 20, nullptr, "64 MiB", 0,
    "flight mode: most record bytes one process keeps; beyond, oldest dropped (counted)"},
   {"trigger", "LOTUS_TRIGGER", option_kind::path, 0, 0, 0, nullptr, "\xe2\x80\x94", 0,
-   "flight mode: automatic captures: wait>DURATION, waitshare>P%/DURATION, comma-separated"},
+   "flight mode: automatic captures: wait>DURATION, waitshare>P%/DURATION, batch>DURATION, "
+   "op>DURATION, op:NAME>DURATION, comma-separated"},
   {"live", "LOTUS_LIVE", option_kind::flag, 0, 1, option_flag_yes, option_flag_words, "1", 0,
    "live figures for lotus-tool top and serve: .<prefix>.lotus-live_<pid>, rewritten in place"},
 };
@@ -10522,6 +11082,11 @@ LOTUS_DETAIL_API void push_slow(const record_site* loc, std::uint64_t t0, std::u
 
 /// First use in this process: read the environment; returns the tracing mode.
 LOTUS_DETAIL_API int initialize_mode() noexcept;
+
+struct inflight;
+/// The calling thread's spans in progress, registering the thread first if it has recorded
+/// nothing yet (cold: a batch's or a wait's start); nullptr when it cannot be registered.
+LOTUS_DETAIL_API inflight* inflight_registered() noexcept;
 
 /// Process-lifetime location for a run-time name (interned once per distinct name and flags).
 LOTUS_DETAIL_API const record_site& intern(std::string_view name, std::uint32_t flags = 0);

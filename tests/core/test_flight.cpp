@@ -3,17 +3,20 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "catch.hpp"
@@ -161,7 +164,10 @@ TEST_CASE("flight: no record reaches the disk before a trigger; lotus::capture()
   CHECK(f.pid == 0);
   CHECK(f.trigger >= asked);
   CHECK(f.end > f.trigger);
-  CHECK(f.end - f.start == 5000000000u);
+  // LOTUS_FLIGHT seconds before the request, and the tail after it (three writer cycles, at
+  // least 200 ms).
+  CHECK(f.trigger - f.start == 5000000000u);
+  CHECK(f.end - f.trigger == 200000000u);
   CHECK(caps[0] == dir.path + "/capture-" + f.id);
   // The sidecar names its thread and files, and counts exactly what the files hold.
   const std::string side =
@@ -291,7 +297,7 @@ TEST_CASE("flight: a capture's bytes count against LOTUS_MAX_BYTES", "[flight]")
   lotus::configure(lotus::options{});
 }
 
-TEST_CASE("flight: wait>X captures the long SBatchWait; a second stall in the hold-off does not",
+TEST_CASE("flight: wait>X fires during the long wait; a second stall in the hold-off does not",
           "[flight]") {
   lotus_test::temp_dir dir;
   lotus::configure(flight_to(dir.path, 2, "wait>150ms"));
@@ -311,13 +317,19 @@ TEST_CASE("flight: wait>X captures the long SBatchWait; a second stall in the ho
   CHECK(captures(dir.path).size() == 1);
   const auto recs = records_of(caps[0]);
   const capture_fields f = parse_capture(capture_line(caps[0], ::getpid()));
-  CHECK(f.reason.rfind("wait>150ms: SBatchWait_20 waited ", 0) == 0);
+  // Fired while batch 20 was still awaited, two writer cycles past 150 ms at the latest.
+  INFO(f.reason);
+  CHECK(f.reason.rfind("wait>150ms: waiting for batch 20 for ", 0) == 0);
+  CHECK(f.reason.find(" ms (still waiting)") != std::string::npos);
   bool found = false;
   for (const auto& r : recs) {
     if (r.name == "SBatchWait_20") {
       found = true;
       CHECK(r.dur >= 300000000u);
-      CHECK(f.trigger == r.start + r.dur);  // the trigger is the wait's end: the batch's arrival
+      // The trigger is the wait's start (the clock model re-anchors each cycle: within 1 ms).
+      CHECK(f.trigger + 1000000u >= r.start);
+      CHECK(f.trigger <= r.start + 1000000u);
+      CHECK(f.trigger - f.start == 2000000000u);  // the lead-up: LOTUS_FLIGHT before it
     }
   }
   CHECK(found);
@@ -333,12 +345,13 @@ TEST_CASE("flight: a stall another process (a rank) already captured is not capt
     lotus::batch_tracker bt;
     for (std::uint64_t i = 0; i < 5; ++i) batch(bt, i, 1);
     lotus::flush();
-    // Another rank sharing the directory stalled first and asked for the window around now.
+    // Another rank sharing the directory stalled first (200 ms ago) and asked for a capture
+    // that ends 1.5 s from now.
     const std::uint64_t end = now_ns() + 1500000000u;
     std::FILE* f = std::fopen(control_path(dir.path).c_str(), "a");
     REQUIRE(f != nullptr);
     std::fprintf(f, "capture rank1-stall %llu %llu 0 wait>150ms: SBatchWait_5 waited 400 ms\n",
-                 static_cast<unsigned long long>(end - 1000000000u),
+                 static_cast<unsigned long long>(end - 1700000000u),
                  static_cast<unsigned long long>(end));
     std::fclose(f);
     sleep_ms(100);      // a writer cycle reads it
@@ -443,8 +456,24 @@ TEST_CASE("flight: a malformed LOTUS_TRIGGER is refused, the triggers parse", "[
   CHECK(s.wait_ns == 0);
   CHECK(s.share_permille == 125);
   CHECK(s.share_window_ns == 120000000000u);
-  for (const char* bad : {"wait", "wait>", "wait>800", "wait>800mss", "waitshare>30/10s",
-                          "waitshare>100%/1s", "wait>1s,", "idle>1s", "wait>0ms"}) {
+  CHECK(flight_parse_triggers("batch>1s, op>250ms,op:Decode>2s , op:Random Crop>1s", s) == false);
+  CHECK(flight_parse_triggers("batch>1s, op>250ms,op:Decode>2s , op:Random_Crop>3s", s));
+  CHECK(s.batch_ns == 1000000000u);
+  CHECK(s.op_ns == 250000000u);
+  CHECK(s.share_permille == 0);
+  REQUIRE(s.named_count == 2);
+  CHECK(std::string(s.named[0].name) == "Decode");
+  CHECK(s.named[0].ns == 2000000000u);
+  CHECK(std::string(s.named[1].name) == "Random_Crop");
+  CHECK(s.lookback_ns() == 4000000000u);  // the longest threshold and a second
+  CHECK(flight_parse_triggers("wait>1s", s));
+  CHECK(s.batch_ns == 0);
+  CHECK(s.named_count == 0);
+  for (const char* bad :
+       {"wait", "wait>", "wait>800", "wait>800mss", "waitshare>30/10s", "waitshare>100%/1s",
+        "wait>1s,", "idle>1s", "wait>0ms", "batch>", "batch>1", "op>0s", "op:>1s", "op:a", "op:a>",
+        "op:a,b>1s", "op:a>1s,op:b>1s,op:c>1s,op:d>1s,op:e>1s",
+        "op:0123456789012345678901234567890123456789012345678901234567890123>1s"}) {
     INFO(bad);
     lotus::detail::flight_settings t;
     t.wait_ns = 7;
@@ -711,4 +740,162 @@ TEST_CASE("flight: lotus::capture() from a signal handler does not deadlock", "[
   CHECK(WIFEXITED(status));
   CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
   lotus::configure(lotus::options{});
+}
+
+// ---- stalls seen while they happen (issue #51) --------------------------------------------------
+
+namespace {
+
+/// Polls `dir` while a stall lasts (until `deadline`): the first capture holding this process's
+/// part, and when it was seen (0: not before the deadline).
+std::string capture_during(const std::string& dir, std::uint64_t deadline, std::uint64_t& seen) {
+  seen = 0;
+  std::string found;
+  while (now_ns() < deadline) {
+    if (found.empty()) {
+      for (const auto& c : captures(dir)) {
+        if (!capture_line(c, ::getpid()).empty()) {
+          found = c;
+          seen = now_ns();
+        }
+      }
+    }
+    sleep_ms(10);
+  }
+  return found;
+}
+
+/// The earliest start among the records of a capture.
+std::uint64_t earliest_start(const std::vector<lotus_test::record>& recs) {
+  std::uint64_t first = ~std::uint64_t{0};
+  for (const auto& r : recs) first = std::min<std::uint64_t>(first, r.start);
+  return first;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "flight: wait>X fires during a stall longer than the window; the capture holds the lead-up",
+    "[flight][stall]") {
+  lotus_test::temp_dir dir;
+  lotus::configure(flight_to(dir.path, 4, "wait>800ms"));
+  lotus::batch_tracker bt;
+  bt.reset();
+  std::uint64_t i = 0;
+  const std::uint64_t t0 = now_ns();
+  while (now_ns() - t0 < 4500000000u) batch(bt, i++, 10);
+  CHECK(captures(dir.path).empty());
+  const std::uint64_t stall = i;
+  bt.queued(stall);
+  const std::uint64_t began = now_ns();
+  bt.wait_begin();  // a 6 s stall: longer than the 4 s window
+  std::uint64_t seen = 0;
+  const std::string cap = capture_during(dir.path, began + 6000000000u, seen);
+  bt.arrived(stall);
+  bt.consumed(stall);
+  REQUIRE_FALSE(cap.empty());  // on disk before the stall ended
+  INFO("capture on disk " << (seen - began) / 1000000 << " ms after the stall began");
+  CHECK(seen - began < 3000000000u);
+  const capture_fields f = parse_capture(capture_line(cap, ::getpid()));
+  INFO(f.reason);
+  CHECK(f.reason.rfind("wait>800ms: waiting for batch " + std::to_string(stall) + " for ", 0) == 0);
+  CHECK(f.trigger + 1000000u >= began);  // the trigger is the wait's start
+  CHECK(f.trigger <= began + 1000000u);
+  CHECK(f.trigger - f.start == 4000000000u);
+  const auto recs = records_of(cap);
+  CHECK(earliest_start(recs) + 3000000000u <= began);  // records of 3 s before it, at least
+  CHECK(count_batch(recs, "SBatchConsumed") >= 250);
+  // Cut (the stall outlasted the capture), and the capture says where: still waiting.
+  const std::string side =
+      lotus_test::read_file(cap + "/.lotustrace_log.lotus-meta_" + std::to_string(::getpid()));
+  CHECK(side.find(" wait ") != std::string::npos);
+  CHECK(side.find(" " + std::to_string(stall) + " -\n") != std::string::npos);
+  CHECK(side.find("\ninflight ") != std::string::npos);
+  lotus::configure(lotus::options{});
+}
+
+TEST_CASE("flight: batch>X fires in the worker while it hangs, before the consumer notices",
+          "[flight][stall]") {
+  lotus_test::temp_dir dir;
+  lotus::configure(flight_to(dir.path, 5, "batch>1s"));
+  std::atomic<std::uint64_t> next{0};
+  std::atomic<bool> stop{false}, hang{false};
+  std::atomic<std::uint64_t> hang_began{0}, hang_idx{0}, hang_tid{0};
+  auto worker = [&](bool may_hang) {
+    while (!stop.load()) {
+      const std::uint64_t idx = next.fetch_add(1);
+      LOTUS_BATCH_PREPROCESSED(idx);
+      {
+        LOTUS_SCOPE("Decode");
+        sleep_ms(5);
+      }
+      if (may_hang && hang.exchange(false)) {
+        hang_tid.store(static_cast<std::uint64_t>(::syscall(SYS_gettid)));
+        hang_idx.store(idx);
+        hang_began.store(now_ns());
+        LOTUS_SCOPE("Hang");
+        sleep_ms(2500);
+      }
+    }
+  };
+  std::vector<std::thread> workers;
+  for (int w = 0; w < 4; ++w) workers.emplace_back(worker, w == 0);
+  sleep_ms(4000);
+  CHECK(captures(dir.path).empty());
+  hang.store(true);
+  while (hang_began.load() == 0) sleep_ms(1);
+  const std::uint64_t began = hang_began.load();
+  std::uint64_t seen = 0;
+  const std::string cap = capture_during(dir.path, began + 2400000000u, seen);
+  stop.store(true);
+  for (auto& t : workers) t.join();
+  REQUIRE_FALSE(cap.empty());  // on disk before the hang ended
+  INFO("capture on disk " << (seen - began) / 1000000 << " ms after the hang began");
+  const capture_fields f = parse_capture(capture_line(cap, ::getpid()));
+  INFO(f.reason);
+  const std::string tid = std::to_string(hang_tid.load());
+  CHECK(f.reason.rfind("batch>1000ms: thread " + tid + " inside batch " +
+                           std::to_string(hang_idx.load()) + " for ",
+                       0) == 0);
+  CHECK(f.trigger < began);  // the batch began (its Decode) before the hang
+  CHECK(f.start + 3000000000u <= began);
+  const auto recs = records_of(cap);
+  CHECK(earliest_start(recs) + 3000000000u <= began);
+  const std::string side =
+      lotus_test::read_file(cap + "/.lotustrace_log.lotus-meta_" + std::to_string(::getpid()));
+  INFO(side);
+  CHECK(side.find("\ninflight " + tid + " batch ") != std::string::npos);
+  CHECK(side.find(" " + std::to_string(hang_idx.load()) + " -\n") != std::string::npos);
+  CHECK(side.find(" 0 Hang\n") != std::string::npos);  // the op it hangs in
+  lotus::configure(lotus::options{});
+}
+
+TEST_CASE("flight: op:NAME>X and op>X fire while the op lasts; another name does not",
+          "[flight][stall]") {
+  for (const char* trig : {"op:Other>50ms,op:Slow>300ms", "op>300ms"}) {
+    INFO(trig);
+    lotus_test::temp_dir dir;
+    lotus::configure(flight_to(dir.path, 2, trig));
+    for (int i = 0; i < 100; ++i) {
+      LOTUS_SCOPE("Quick");
+      sleep_ms(1);
+    }
+    CHECK(captures(dir.path).empty());
+    const std::uint64_t began = now_ns();
+    std::string cap;
+    std::uint64_t seen = 0;
+    {
+      LOTUS_SCOPE("Slow");
+      cap = capture_during(dir.path, began + 1500000000u, seen);
+    }
+    REQUIRE_FALSE(cap.empty());
+    const capture_fields f = parse_capture(capture_line(cap, ::getpid()));
+    INFO(f.reason);
+    const std::string cond = trig[2] == ':' ? "op:Slow>300ms: " : "op>300ms: ";
+    CHECK(f.reason.rfind(cond + "Slow in progress on thread ", 0) == 0);
+    CHECK(f.trigger + 1000000u >= began);
+    CHECK(f.trigger <= began + 1000000u);
+    CHECK(count_named(records_of(cap), "SQuick") == 100);
+    lotus::configure(lotus::options{});
+  }
 }

@@ -17,6 +17,7 @@ directory itself at the end)}.
 import json
 import os
 import sys
+import threading
 import time
 
 import torch
@@ -69,8 +70,22 @@ def main():
                         multiprocessing_context=cfg.get("context", "fork"))
     slow_arrival_ns, slow_wait_s, disk_before = None, 0.0, []
     asked = False
-    capture_ns = None  # when this process's part of the capture was first seen
     ready = cfg.get("ready")
+    seen = {}  # when this process's part of a capture was first seen: polled beside the loop,
+    done = threading.Event()  # so that a capture written during a stall is seen during it
+
+    def watch():
+        while not done.wait(0.01):
+            for n in os.listdir(directory):
+                side = os.path.join(directory, n, "." + os.path.basename(trace) +
+                                    f".lotus-meta_{os.getpid()}")
+                if n.startswith("capture-") and n not in seen and os.path.exists(side):
+                    with open(side) as f:
+                        if "\ncapture " in f.read():
+                            seen[n] = time.time_ns()
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
     it = iter(loader)
     next(it)  # the workers are up: times count from here
     t0 = time.time()
@@ -83,18 +98,10 @@ def main():
         waited = time.time() - before
         if waited > 1.0 and slow_arrival_ns is None:
             slow_arrival_ns, slow_wait_s = time.time_ns(), waited
-        if slow_arrival_ns is None:  # nothing may reach the disk before the trigger
+        if slow_arrival_ns is None:  # nothing may reach the disk before the stall
             disk_before += trace_files_on_disk(directory)
             disk_before += [n for n in os.listdir(directory) if n.startswith("capture-")
                             and cfg.get("ask_after_s") is None and ready is None]
-        if slow_arrival_ns is not None and capture_ns is None:
-            for n in os.listdir(directory):
-                side = os.path.join(directory, n, "." + os.path.basename(trace) +
-                                    f".lotus-meta_{os.getpid()}")
-                if n.startswith("capture-") and os.path.exists(side):
-                    with open(side) as f:
-                        if "\ncapture " in f.read():
-                            capture_ns = time.time_ns()
         if cfg.get("ask_after_s") is not None and not asked and time.time() - t0 >= cfg["ask_after_s"]:
             asked = lotus.capture("asked from python")
         if ready and time.time() - t0 >= cfg["run_s"] / 2 and not os.path.exists(ready):
@@ -102,6 +109,9 @@ def main():
                 f.write("ready")
     del it, loader
     lotus.flush()
+    done.set()
+    watcher.join()
+    capture_ns = min(seen.values()) if seen else None
     print(json.dumps({"pid": os.getpid(), "slow_arrival_ns": slow_arrival_ns,
                       "slow_wait_s": slow_wait_s, "disk_before_trigger": disk_before,
                       "asked": asked, "capture_ns": capture_ns, "leftover": trace_files_on_disk(directory)}))

@@ -344,6 +344,80 @@ PyObject* py_res_begin(PyObject*, PyObject*) {
   Py_RETURN_NONE;
 }
 
+// ---- what a thread is inside now (include/lotus/detail/inflight.hpp) ---------------------------
+// lotus.torch records its spans after the fact (_now()/_record()); these publish them while they
+// last, so that the writer sees a stalled batch, op or wait (LOTUS_TRIGGER, the live file).
+
+/// _batch_begin(idx): a worker batch starts: the thread's resource figures are read (as
+/// _res_begin) and the batch is in progress; its start (raw ticks, 0 when tracing is off), for
+/// _batch(BATCH_PREPROCESSED, idx, start, end), which ends it (or _batch_abandon()).
+PyObject* py_batch_begin(PyObject*, PyObject* arg) {
+  std::uint64_t idx = 0;
+  if (!u64_arg(arg, idx, "idx")) return nullptr;
+  const int m = g_mode.load(std::memory_order_relaxed);
+  if (m < mode_tsc) return PyLong_FromLong(0);
+  t_batch_res = lotus::detail::resources_read();
+  const std::uint64_t t0 = lotus::detail::now_ticks(m);
+  if (lotus::detail::inflight* f = lotus::detail::inflight_registered()) {
+    lotus::detail::inflight_batch(*f, idx, t0);
+  }
+  return PyLong_FromUnsignedLongLong(t0);
+}
+
+/// _batch_abandon(): the batch begun ends without a record (the fetch raised).
+PyObject* py_batch_abandon(PyObject*, PyObject*) {
+  if (lotus::detail::inflight* f = lotus::detail::inflight_self()) {
+    lotus::detail::inflight_batch(*f, 0, 0);
+  }
+  Py_RETURN_NONE;
+}
+
+/// _wait_begin(idx): the main process starts waiting for batch idx; its start (raw ticks, 0
+/// when tracing is off). _wait_done() ends it.
+PyObject* py_wait_begin(PyObject*, PyObject* arg) {
+  std::uint64_t idx = 0;
+  if (!u64_arg(arg, idx, "idx")) return nullptr;
+  const int m = g_mode.load(std::memory_order_relaxed);
+  if (m < mode_tsc) return PyLong_FromLong(0);
+  const std::uint64_t t0 = lotus::detail::now_ticks(m);
+  if (lotus::detail::inflight* f = lotus::detail::inflight_registered()) {
+    lotus::detail::inflight_wait(*f, idx, t0);
+  }
+  return PyLong_FromUnsignedLongLong(t0);
+}
+
+PyObject* py_wait_done(PyObject*, PyObject*) {
+  if (lotus::detail::inflight* f = lotus::detail::inflight_self()) {
+    lotus::detail::inflight_wait(*f, 0, 0);
+  }
+  Py_RETURN_NONE;
+}
+
+/// _op_enter(name): the op `name` starts on this thread; a token for _op_leave (0: not shown).
+PyObject* py_op_enter(PyObject*, PyObject* name) {
+  std::string_view sv;
+  if (!name_view(name, sv, "_op_enter")) return nullptr;
+  const int m = g_mode.load(std::memory_order_relaxed);
+  if (m < mode_tsc) return PyLong_FromLong(0);
+  lotus::detail::inflight* f = lotus::detail::inflight_registered();
+  const lotus::record_site* loc = f != nullptr ? lotus::detail::dynamic_location(sv) : nullptr;
+  if (loc == nullptr) return PyLong_FromLong(0);
+  const std::uint32_t d = lotus::detail::inflight_enter(*f, loc, lotus::detail::now_ticks(m));
+  return PyLong_FromUnsignedLong(static_cast<unsigned long>(d) + 1u);
+}
+
+/// _op_leave(token): the op _op_enter started ends.
+PyObject* py_op_leave(PyObject*, PyObject* arg) {
+  std::uint64_t token = 0;
+  if (!u64_arg(arg, token, "token")) return nullptr;
+  if (token != 0 && token <= 0xffffffffu) {
+    if (lotus::detail::inflight* f = lotus::detail::inflight_self()) {
+      lotus::detail::inflight_leave(*f, static_cast<std::uint32_t>(token - 1));
+    }
+  }
+  Py_RETURN_NONE;
+}
+
 /// _batch(kind, idx[, t0, t1]): a batch record; without t0/t1 the record is a marker at "now".
 PyObject* py_batch(PyObject*, PyObject* const* args, Py_ssize_t n) {
   if (n != 2 && n != 4) {
@@ -367,6 +441,10 @@ PyObject* py_batch(PyObject*, PyObject* const* args, Py_ssize_t n) {
     }
     if (t0 != 0) lotus::detail::emit(batch_loc(static_cast<batch_kind>(kind)), t0, t1, idx);
     if (t0 != 0 && n == 4 && kind == k_preprocessed) {
+      if (lotus::detail::inflight* f = lotus::detail::inflight_self()) {
+        if (f->batch_t0.load(std::memory_order_relaxed) == t0)
+          lotus::detail::inflight_batch(*f, 0, 0);
+      }
       lotus::detail::resources_record(t_batch_res, t0, t1, idx);
       t_batch_res = lotus::detail::res_sample{};
     }
@@ -436,6 +514,15 @@ PyMethodDef module_methods[] = {
     {"_nvtx_push", py_nvtx_push, METH_O, "_nvtx_push(name): push an NVTX range when NVTX is on."},
     {"_res_begin", py_res_begin, METH_NOARGS,
      "_res_begin(): read the thread's resource figures at a batch's start."},
+    {"_batch_begin", py_batch_begin, METH_O,
+     "_batch_begin(idx): a worker batch starts (resources read, in progress); its start."},
+    {"_batch_abandon", py_batch_abandon, METH_NOARGS,
+     "_batch_abandon(): the batch begun ends unrecorded."},
+    {"_wait_begin", py_wait_begin, METH_O,
+     "_wait_begin(idx): the main process waits for batch idx (in progress); its start."},
+    {"_wait_done", py_wait_done, METH_NOARGS, "_wait_done(): the wait ended."},
+    {"_op_enter", py_op_enter, METH_O, "_op_enter(name): an op in progress; a token."},
+    {"_op_leave", py_op_leave, METH_O, "_op_leave(token): the op of _op_enter ended."},
     {"_nvtx_batch_push", py_nvtx_batch_push, METH_O,
      "_nvtx_batch_push(idx): push BatchPreprocessed_<idx> when NVTX is on."},
     {"_nvtx_on", py_nvtx_on, METH_NOARGS, "Whether spans push NVTX ranges or ITT tasks now."},
@@ -558,9 +645,8 @@ void configure(std::optional<std::string> log_file, std::optional<bool> enabled,
   if (flight_bytes) o.flight_bytes = option_u64(opt::flight_bytes, *flight_bytes);
   if (trigger) {
     if (!lotus::detail::trigger_valid(trigger->data(), trigger->size())) {
-      throw py::value_error("lotus.configure: trigger='" + *trigger +
-                            "' (expected wait>DURATION and/or waitshare>P%/DURATION, "
-                            "comma-separated, DURATION such as 800ms or 10s)");
+      throw py::value_error("lotus.configure: trigger='" + *trigger + "' (expected " +
+                            lotus::detail::flight_trigger_expected + ")");
     }
     o.trigger = std::move(trigger);
   }

@@ -11,6 +11,7 @@
 
 #include "lotus/collector_kind.hpp"
 #include "lotus/config.hpp"
+#include "lotus/detail/inflight.hpp"
 #include "lotus/detail/modes.hpp"
 #include "lotus/detail/platform.hpp"
 #include "lotus/detail/record_name.hpp"
@@ -40,6 +41,8 @@ constexpr std::uint64_t now_ticks(int) noexcept { return 0; }
 constexpr std::uint64_t now_ticks_slow(int) noexcept { return 0; }
 constexpr int initialize_mode() noexcept { return mode_off; }
 constexpr int active_mode() noexcept { return mode_off; }
+constexpr inflight* inflight_self() noexcept { return nullptr; }
+constexpr inflight* inflight_registered() noexcept { return nullptr; }
 inline void push(const record_site*, std::uint64_t, std::uint64_t, std::uint64_t) noexcept {}
 inline void emit(const record_site&, std::uint64_t, std::uint64_t, std::uint64_t) noexcept {}
 struct dynamic_name_tag {};

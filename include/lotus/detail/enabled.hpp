@@ -46,6 +46,13 @@ LOTUS_DETAIL_FORCE_INLINE void push(const record_site* loc, std::uint64_t t0, st
   push_slow(loc, t0, t1, idx);
 }
 
+/// The calling thread's spans in progress (inflight.hpp), or nullptr before its first record
+/// (or inside a push a signal handler interrupted).
+LOTUS_DETAIL_FORCE_INLINE inflight* inflight_self() noexcept {
+  const ring* r = t_ring.load(std::memory_order_relaxed);
+  return r != nullptr ? r->progress : nullptr;
+}
+
 /// Tracing mode after lazy initialization (reads the environment on the first call).
 LOTUS_DETAIL_FORCE_INLINE int active_mode() noexcept {
   const int m = g_mode.load(std::memory_order_relaxed);

@@ -33,6 +33,11 @@ LOTUS_DETAIL_API void push_slow(const record_site* loc, std::uint64_t t0, std::u
 /// First use in this process: read the environment; returns the tracing mode.
 LOTUS_DETAIL_API int initialize_mode() noexcept;
 
+struct inflight;
+/// The calling thread's spans in progress, registering the thread first if it has recorded
+/// nothing yet (cold: a batch's or a wait's start); nullptr when it cannot be registered.
+LOTUS_DETAIL_API inflight* inflight_registered() noexcept;
+
 /// Process-lifetime location for a run-time name (interned once per distinct name and flags).
 LOTUS_DETAIL_API const record_site& intern(std::string_view name, std::uint32_t flags = 0);
 

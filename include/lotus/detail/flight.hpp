@@ -20,9 +20,11 @@
 #include "lotus/config.hpp"
 #include "lotus/detail/clock.hpp"
 #include "lotus/detail/diagnostics.hpp"
+#include "lotus/detail/inflight.hpp"
 #include "lotus/detail/text.hpp"
 #include "lotus/detail/threads.hpp"
 #include "lotus/detail/trace_files.hpp"
+#include "lotus/record_site.hpp"
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -48,12 +50,45 @@ constexpr unsigned flight_max_pending = 16;
 constexpr unsigned flight_max_auto = 64;
 
 /// What flight mode does (settings from LOTUS_FLIGHT, LOTUS_FLIGHT_BYTES, LOTUS_TRIGGER).
+/// `op:NAME>X` conditions one LOTUS_TRIGGER holds, and the longest NAME.
+constexpr unsigned flight_max_named = 4;
+constexpr std::size_t flight_max_op_name = 63;
+
 struct flight_settings {
   std::uint64_t window_ns = 0;  // 0: flight mode off
   std::uint64_t max_bytes = flight_bytes_default;
   std::uint64_t wait_ns = 0;                              // wait>X; 0: none
   std::uint64_t share_permille = 0, share_window_ns = 0;  // waitshare>P%/W; 0: none
-  std::uint64_t margin_ns = 300000000;                    // window end after an automatic trigger
+  std::uint64_t batch_ns = 0;                             // batch>X; 0: none
+  std::uint64_t op_ns = 0;                                // op>X (any op); 0: none
+  struct named_op {
+    char name[flight_max_op_name + 1];  // the op's name as traced, without its S
+    std::uint64_t ns;
+  };
+  named_op named[flight_max_named] = {};  // op:NAME>X
+  unsigned named_count = 0;
+  std::uint64_t margin_ns = 300000000;  // the tail: the window ends this long after a trigger
+
+  /// The conditions of `o` (LOTUS_TRIGGER), the rest of these settings unchanged.
+  void take_triggers(const flight_settings& o) noexcept {
+    wait_ns = o.wait_ns;
+    share_permille = o.share_permille;
+    share_window_ns = o.share_window_ns;
+    batch_ns = o.batch_ns;
+    op_ns = o.op_ns;
+    named_count = o.named_count;
+    for (unsigned i = 0; i < flight_max_named; ++i) named[i] = o.named[i];
+  }
+
+  /// The longest time an in-progress trigger may take to fire after its anomaly began: memory
+  /// keeps that much more than the window, so a capture still holds the whole lead-up.
+  std::uint64_t lookback_ns() const noexcept {
+    std::uint64_t m = wait_ns > batch_ns ? wait_ns : batch_ns;
+    if (op_ns > m) m = op_ns;
+    for (unsigned i = 0; i < named_count; ++i) m = named[i].ns > m ? named[i].ns : m;
+    if (share_window_ns > m) m = share_window_ns;
+    return m + 1000000000u;  // and a second for the writer's cycles
+  }
 };
 
 /// The longest trigger duration (LOTUS_TRIGGER): a day, as LOTUS_FLIGHT's longest window.
@@ -89,13 +124,27 @@ inline bool flight_parse_duration(std::string_view s, std::size_t& i, std::uint6
   return false;
 }
 
-/// LOTUS_TRIGGER: `wait>DUR` and `waitshare>P%/DUR`, comma-separated (spaces allowed around
-/// them). False (and `out` unchanged) when any condition is malformed.
+/// What LOTUS_TRIGGER takes, for the messages that refuse a value (runtime and Python).
+constexpr const char flight_trigger_expected[] =
+    "wait>DURATION, waitshare>P%/DURATION, batch>DURATION, op>DURATION and/or op:NAME>DURATION, "
+    "comma-separated, DURATION such as 800ms or 10s, at most 1 day";
+
+/// `c` may be part of an op name in `op:NAME>X`: what a traced name holds, but `>` and `,`.
+constexpr bool flight_op_name_char(char c) noexcept {
+  return static_cast<unsigned char>(c) > 0x20 && c != 0x7f && c != '>' && c != ',';
+}
+
+/// LOTUS_TRIGGER: `wait>DUR`, `waitshare>P%/DUR`, `batch>DUR`, `op>DUR` and `op:NAME>DUR`,
+/// comma-separated (spaces allowed around them). False (and `out` unchanged) when any condition
+/// is malformed.
 inline bool flight_parse_triggers(std::string_view s, flight_settings& out) noexcept {
   flight_settings t = out;
   t.wait_ns = 0;
   t.share_permille = 0;
   t.share_window_ns = 0;
+  t.batch_ns = 0;
+  t.op_ns = 0;
+  t.named_count = 0;
   std::size_t i = 0;
   auto skip_spaces = [&] {
     while (i < s.size() && s[i] == ' ') ++i;
@@ -132,6 +181,30 @@ inline bool flight_parse_triggers(std::string_view s, flight_settings& out) noex
       std::uint64_t w = 0;
       if (!flight_parse_duration(s, i, w) || w == 0) return false;
       t.wait_ns = w;
+    } else if (s.substr(i, 6) == "batch>") {
+      i += 6;
+      std::uint64_t w = 0;
+      if (!flight_parse_duration(s, i, w) || w == 0) return false;
+      t.batch_ns = w;
+    } else if (s.substr(i, 3) == "op>") {
+      i += 3;
+      std::uint64_t w = 0;
+      if (!flight_parse_duration(s, i, w) || w == 0) return false;
+      t.op_ns = w;
+    } else if (s.substr(i, 3) == "op:") {
+      i += 3;
+      const std::size_t from = i;
+      while (i < s.size() && flight_op_name_char(s[i])) ++i;
+      const std::size_t n = i - from;
+      if (n == 0 || n > flight_max_op_name || t.named_count == flight_max_named) return false;
+      if (i >= s.size() || s[i] != '>') return false;
+      ++i;
+      std::uint64_t w = 0;
+      if (!flight_parse_duration(s, i, w) || w == 0) return false;
+      flight_settings::named_op& o = t.named[t.named_count++];
+      std::memcpy(o.name, s.data() + from, n);
+      o.name[n] = '\0';
+      o.ns = w;
     } else {
       return false;
     }
@@ -344,15 +417,103 @@ class flight_recorder {
       waits_[waits_count_++ % max_waits] = wait_span{start, end};
     }
     // Batch 0 of an epoch waits for the workers to start (spawn: seconds of imports): no stall.
+    // A wait the in-progress check fired for already (same start) is within the hold-off.
     if (set_.wait_ns != 0 && dur > set_.wait_ns && idx != 0 && !wait_fired_ &&
-        end >= holdoff_until_) {
+        start >= holdoff_until_) {
       wait_fired_ = true;
       wait_idx_ = idx;
       wait_dur_ = dur;
-      wait_end_ = end;
+      wait_start_ = start;
     }
   }
 
+  /// The spans in progress the writer read this cycle (inflight.hpp): `batch>`, `op>`,
+  /// `op:NAME>` and `wait>` fire while the anomaly lasts, in the process where it happens, once
+  /// an entry read at two cycles in a row is older than its threshold.
+  void in_progress(const inflight_entry* e, std::size_t n) noexcept {
+    inflight_ = e;
+    inflight_count_ = n;
+  }
+
+ private:
+  void fire_in_progress(trace_files& files, std::uint64_t now) noexcept {
+    const inflight_entry* e = inflight_;
+    const std::size_t n = inflight_count_;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (!e[i].confirmed || e[i].since_ns >= now) continue;
+      const std::uint64_t age = now - e[i].since_ns;
+      char reason[320];  // flight_set_reason keeps what fits a request
+      reason[0] = '\0';
+      const unsigned long long ms = age / 1000000;
+      if (e[i].what == inflight_entry::batch && set_.batch_ns != 0 && age > set_.batch_ns) {
+        std::snprintf(reason, sizeof reason,
+                      "batch>%llums: thread %llu inside batch %llu for %llu ms",
+                      static_cast<unsigned long long>(set_.batch_ns / 1000000),
+                      static_cast<unsigned long long>(e[i].tid),
+                      static_cast<unsigned long long>(e[i].idx), ms);
+      } else if (e[i].what == inflight_entry::wait && set_.wait_ns != 0 && age > set_.wait_ns &&
+                 e[i].idx != 0) {
+        // Batch 0 of an epoch waits for the workers to start (spawn: seconds of imports).
+        std::snprintf(reason, sizeof reason,
+                      "wait>%llums: waiting for batch %llu for %llu ms (still waiting)",
+                      static_cast<unsigned long long>(set_.wait_ns / 1000000),
+                      static_cast<unsigned long long>(e[i].idx), ms);
+      } else if (e[i].what == inflight_entry::op && e[i].loc != nullptr) {
+        char name[flight_max_op_name + 1];
+        op_name(e[i].loc, name);
+        std::uint64_t limit = set_.op_ns;
+        const char* cond = "op";
+        for (unsigned k = 0; k < set_.named_count; ++k) {
+          if (std::strcmp(set_.named[k].name, name) == 0 &&
+              (limit == 0 || set_.named[k].ns < limit)) {
+            limit = set_.named[k].ns;
+            cond = "op:";
+          }
+        }
+        if (limit != 0 && age > limit) {
+          std::snprintf(
+              reason, sizeof reason, "%s%s>%llums: %s in progress on thread %llu for %llu ms", cond,
+              cond[2] == ':' ? name : "", static_cast<unsigned long long>(limit / 1000000), name,
+              static_cast<unsigned long long>(e[i].tid), ms);
+        }
+      }
+      if (reason[0] != '\0') fire(files, e[i].since_ns, now, reason);
+    }
+  }
+
+  /// An op's name as traced (without its S; spaces and control bytes `_`), at most
+  /// flight_max_op_name bytes.
+  static void op_name(const record_site* loc, char (&out)[flight_max_op_name + 1]) noexcept {
+    std::size_t n = 0;
+    for (const char* p = loc->name; p != nullptr && *p != '\0' && n < flight_max_op_name; ++p) {
+      const auto u = static_cast<unsigned char>(*p);
+      out[n++] = u <= 0x20 || u == 0x7f ? '_' : *p;
+    }
+    out[n] = '\0';
+  }
+
+  /// The `inflight` lines of a capture's sidecar: what was still in progress when it was
+  /// written (a stall longer than the capture: the capture is cut, and says where).
+  bool inflight_line(std::size_t i, text& line) const noexcept {
+    static const char* const what[] = {"batch", "op", "wait"};
+    {
+      const inflight_entry& e = inflight_[i];
+      if (e.what == inflight_entry::op && !e.innermost) return false;
+      line.add("inflight ").add(e.tid).add(' ').add(what[e.what]).add(' ').add(e.since_ns);
+      line.add(' ').add(e.idx).add(' ');
+      if (e.what == inflight_entry::op && e.loc != nullptr) {
+        char name[flight_max_op_name + 1];
+        op_name(e.loc, name);
+        line.add(name[0] != '\0' ? name : "-");
+      } else {
+        line.add('-');
+      }
+      line.add('\n');
+    }
+    return !line.overflow;
+  }
+
+ public:
   /// Keeps `n` bytes of whole lines (`lines` records) drained at `now`; false when out of
   /// memory (the caller counts them as dropped). Older chunks beyond LOTUS_FLIGHT_BYTES go.
   bool keep(std::uint64_t tid, const char* name, unsigned char kind, const char* data,
@@ -411,6 +572,7 @@ class flight_recorder {
     trim(now);
     poll(files);  // requests of other processes first: a stall they captured is not captured twice
     fire_triggers(files, now);
+    if (!final) fire_in_progress(files, now);
     for (unsigned i = 0; i < asks_count_; ++i) {
       flight_make_id(asks_[i].id, asks_[i].trigger_ns, static_cast<std::uint64_t>(::getpid()),
                      ++seq_);
@@ -477,12 +639,19 @@ class flight_recorder {
     evicted_count_ = 0;
   }
 
-  /// Chunks older than the window (or than a pending capture's window) age out: not lost.
+  /// The first moment a capture of `r` holds: LOTUS_FLIGHT seconds before its anomaly began.
+  std::uint64_t window_from(const flight_request& r) const noexcept {
+    return r.trigger_ns > set_.window_ns ? r.trigger_ns - set_.window_ns : 0;
+  }
+
+  /// Chunks older than the window and the triggers' lookback (a stall is seen some time after it
+  /// began: its lead-up must still be here), or than a pending capture's window, age out: not
+  /// lost.
   void trim(std::uint64_t now) noexcept {
-    std::uint64_t keep_from = now > set_.window_ns ? now - set_.window_ns : 0;
+    const std::uint64_t keep = set_.window_ns + set_.lookback_ns();
+    std::uint64_t keep_from = now > keep ? now - keep : 0;
     for (unsigned i = 0; i < pending_count_; ++i) {
-      const std::uint64_t from =
-          pending_[i].end_ns > set_.window_ns ? pending_[i].end_ns - set_.window_ns : 0;
+      const std::uint64_t from = window_from(pending_[i]);
       if (from < keep_from) keep_from = from;
     }
     while (head_ != nullptr && head_->stamp_ns < keep_from) pop(false);
@@ -497,7 +666,7 @@ class flight_recorder {
                     static_cast<unsigned long long>(set_.wait_ns / 1000000),
                     static_cast<unsigned long long>(wait_idx_),
                     static_cast<unsigned long long>(wait_dur_ / 1000000));
-      fire(files, wait_end_, now, reason);
+      fire(files, wait_start_, now, reason);
     }
     if (set_.share_permille == 0 || now < holdoff_until_) return;
     const std::uint64_t w = set_.share_window_ns;
@@ -537,11 +706,12 @@ class flight_recorder {
       }
       return;
     }
-    // Another process of the directory (a rank stalled with this one) asked for a capture whose
-    // window holds this trigger: that capture has this process's records too.
+    // Another process of the directory (a worker whose batch stalled the loop, a rank stalled
+    // with this one) asked for a capture whose anomaly began before this one and lasted past its
+    // start: that capture holds this one's lead-up, with this process's records too.
     for (unsigned i = 0; i < pending_count_; ++i) {
       const flight_request& p = pending_[i];
-      if (p.pid == 0 && p.end_ns >= when && p.end_ns <= when + set_.window_ns) return;
+      if (p.pid == 0 && p.trigger_ns <= when && when <= p.end_ns) return;
     }
     flight_request r;
     r.trigger_ns = when;
@@ -688,7 +858,7 @@ class flight_recorder {
                   dir.c_str());
       return;
     }
-    const std::uint64_t from = r.end_ns > set_.window_ns ? r.end_ns - set_.window_ns : 0;
+    const std::uint64_t from = window_from(r);
     std::size_t count = 0;
     for (chunk* c = head_; c != nullptr; c = c->next) count += c->stamp_ns >= from ? 1u : 0u;
     capture_file* slots =
@@ -760,6 +930,12 @@ class flight_recorder {
         at = end + 1;
       }
     }
+    // What was still in progress as the capture was written: a stall longer than the capture
+    // is cut there, and these lines say where.
+    for (std::size_t i = 0; i < inflight_count_; ++i) {
+      text t;
+      if (inflight_line(i, t)) emit(t);
+    }
     std::uint64_t dropped = 0;  // records the byte bound dropped from this window
     const unsigned ne = evicted_count_ < max_evictions ? evicted_count_ : max_evictions;
     for (unsigned i = 0; i < ne; ++i) {
@@ -797,7 +973,9 @@ class flight_recorder {
   unsigned auto_count_ = 0;  // automatic captures asked for (flight_max_auto)
   bool auto_capped_ = false;
   bool wait_fired_ = false;
-  std::uint64_t wait_idx_ = 0, wait_dur_ = 0, wait_end_ = 0;
+  std::uint64_t wait_idx_ = 0, wait_dur_ = 0, wait_start_ = 0;
+  const inflight_entry* inflight_ = nullptr;  // the writer's scan of this cycle (in_progress)
+  std::size_t inflight_count_ = 0;
   wait_span waits_[max_waits] = {};
   unsigned waits_count_ = 0;
   flight_request asks_[max_asks];

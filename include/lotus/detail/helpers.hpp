@@ -37,20 +37,30 @@ class nvtx_part {
 /// A worker batch's clock and resource figures from its start: the one implementation of
 /// `SBatchPreprocessed_<idx>` with its `batchres` figures, for LOTUS_BATCH_PREPROCESSED
 /// (batch_scope) and the libtorch adapter (torch.hpp). Read at a batch's start and end only.
+/// The batch is published as in progress (inflight.hpp) from its start to its end.
 struct batch_start {
   std::uint64_t t0 = 0;
   res_sample res;  // the thread's figures at the start
+  inflight* fl = nullptr;
 };
-inline batch_start batch_started(int mode) noexcept {
+inline batch_start batch_started(int mode, std::uint64_t idx) noexcept {
   batch_start b;
   b.res = resources_read();
   b.t0 = now_ticks(mode);
+  b.fl = inflight_registered();
+  if (b.fl != nullptr) inflight_batch(*b.fl, idx, b.t0 != 0 ? b.t0 : 1);
   return b;
 }
 inline void batch_ended(int mode, const batch_start& b, std::uint64_t idx) noexcept {
   const std::uint64_t t1 = now_ticks(mode);
+  if (b.fl != nullptr) inflight_batch(*b.fl, 0, 0);  // before its record is pushed
   emit(batch_preprocessed_loc, b.t0, t1, idx);
   resources_record(b.res, b.t0, t1, idx);
+}
+
+/// A batch begun but not recorded (the dataset was exhausted, or threw): no longer in progress.
+inline void batch_abandoned(const batch_start& b) noexcept {
+  if (b.fl != nullptr) inflight_batch(*b.fl, 0, 0);
 }
 
 /// LOTUS_BATCH_PREPROCESSED: the span of a worker's batch for the rest of the scope (the per-op
@@ -60,7 +70,7 @@ class batch_scope {
   explicit batch_scope(std::uint64_t idx) noexcept : idx_(idx), mode_(active_mode()) {
     if (mode_ < mode_tsc) return;
     if (mode_ >= mode_tsc_nvtx) pushed_ = nvtx_push(batch_preprocessed_loc, idx);
-    start_ = batch_started(mode_);
+    start_ = batch_started(mode_, idx);
   }
   ~batch_scope() {
     if (mode_ < mode_tsc) return;

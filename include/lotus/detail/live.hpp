@@ -5,6 +5,7 @@
 #pragma once
 
 #include <errno.h>   // errno, EINTR
+#include <string.h>  // strnlen
 #include <time.h>    // CLOCK_REALTIME
 #include <unistd.h>  // pwrite, close, getpid, getppid
 
@@ -16,11 +17,13 @@
 #include "lotus/detail/clock.hpp"
 #include "lotus/detail/diagnostics.hpp"
 #include "lotus/detail/env.hpp"
+#include "lotus/detail/inflight.hpp"
 #include "lotus/detail/intern.hpp"
 #include "lotus/detail/record_name.hpp"
 #include "lotus/detail/text.hpp"
 #include "lotus/detail/trace_files.hpp"
 #include "lotus/options.hpp"
+#include "lotus/record_site.hpp"
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -35,6 +38,8 @@ constexpr std::size_t live_max_workers = 64;
 constexpr std::size_t live_max_name = 96;
 /// Record sites remembered (several sites may share one op name); further sites: overflow.
 constexpr std::size_t live_max_sites = 512;
+/// `inflight` lines one live file shows (a batch, a wait and the innermost op per thread).
+constexpr std::size_t live_max_inflight = 192;
 /// Size of the live file: written once at creation (counted once against LOTUS_MAX_BYTES), then
 /// rewritten in place.
 constexpr std::size_t live_file_bytes = 32768;
@@ -104,6 +109,28 @@ class live_state {
     }
   }
 
+  /// What the threads are inside now (the writer's scan, once per cycle): the `inflight` lines,
+  /// and each worker's busy time counts its batch in progress (a stuck worker's share rises).
+  void set_inflight(const inflight_entry* e, std::size_t n, std::uint64_t now) noexcept {
+    if (!on_) return;
+    for (std::size_t k = 0; k < worker_count_; ++k) workers_[k].inflight_ns = 0;
+    shown_count_ = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (e[i].what == inflight_entry::op && !e[i].innermost) continue;
+      if (shown_count_ < live_max_inflight) shown_[shown_count_++] = e[i];
+      if (e[i].what != inflight_entry::batch) continue;
+      worker_entry* w = nullptr;
+      for (std::size_t k = 0; k < worker_count_ && w == nullptr; ++k) {
+        if (workers_[k].tid == e[i].tid) w = &workers_[k];
+      }
+      if (w == nullptr && worker_count_ < live_max_workers) {  // stuck in its first batch
+        w = &workers_[worker_count_++];
+        *w = worker_entry{e[i].tid, 0, 0, 0, 0};
+      }
+      if (w != nullptr) w->inflight_ns = e[i].since_ns < now ? e[i].since_ns : now;
+    }
+  }
+
   /// LOTUS_LIVE changed (options::live, applied at a writer cycle). Off: a file already written
   /// gets this process's final figures, then nothing is observed or written. On again: the
   /// figures go on from where they stopped, in the same file (no counter goes back).
@@ -131,7 +158,8 @@ class live_state {
     const std::uint64_t now = clock_ns(CLOCK_REALTIME);
     if (!force && !final && now - published_at_ < live_publish_ns) return;
     if (files.disabled()) return;
-    if (site_count_ == 0 && file_.fd < 0) return;  // no record yet: no file (as the sidecar)
+    // No record yet and nothing in progress: no file (as the sidecar).
+    if (site_count_ == 0 && shown_count_ == 0 && file_.fd < 0) return;
     step(now);
     const std::string_view where = files.live_key();
     if (where.size() != where_.size() ||
@@ -190,6 +218,7 @@ class live_state {
   };
   struct worker_entry {
     std::uint64_t tid, batches, busy_ns, last_end_ns;
+    std::uint64_t inflight_ns;  // the batch in progress began (CLOCK_REALTIME); 0: none
   };
   /// Cumulative figures at a 1 s step: the window is now minus the oldest step kept.
   struct snapshot {
@@ -205,6 +234,7 @@ class live_state {
     site_count_ = 0;
     op_count_ = 0;
     worker_count_ = 0;
+    shown_count_ = 0;
     last_tid_ = 0;
     last_worker_ = nullptr;
     wait_ = live_hist{};
@@ -310,7 +340,7 @@ class live_state {
           return;
         }
         w = &workers_[worker_count_++];
-        *w = worker_entry{tid, 0, 0, 0};
+        *w = worker_entry{tid, 0, 0, 0, 0};
       }
       last_tid_ = tid;
       last_worker_ = w;
@@ -339,8 +369,13 @@ class live_state {
       s.op_count[k] = k < op_count_ ? ops_[k].hist.count : 0;
     }
     for (std::size_t k = 0; k < live_max_workers; ++k) {
-      s.busy_ns[k] = k < worker_count_ ? workers_[k].busy_ns : 0;
+      s.busy_ns[k] = k < worker_count_ ? busy_at(workers_[k], s.at_ns) : 0;
     }
+  }
+
+  /// A worker's busy time at `at`: its batches, and the part of the batch in progress by then.
+  static std::uint64_t busy_at(const worker_entry& w, std::uint64_t at) noexcept {
+    return w.busy_ns + (w.inflight_ns != 0 && w.inflight_ns < at ? at - w.inflight_ns : 0);
   }
 
   // ---- the file's text (FORMAT.md §9) --------------------------------------------------------
@@ -369,6 +404,26 @@ class live_state {
       const char out = c <= 0x20 || c == 0x7f ? '_' : static_cast<char>(c);
       put(&out, 1);
     }
+  }
+  /// `inflight <tid> <batch|op|wait> <since> <idx> <name>` (name `-` but for an op).
+  void put_inflight(const inflight_entry& e) noexcept {
+    static const char* const what[] = {"batch", "op", "wait"};
+    put("inflight ");
+    put(e.tid);
+    put(" ");
+    put(what[e.what]);
+    put(" ");
+    put(e.since_ns);
+    put(" ");
+    put(e.idx);
+    put(" ");
+    if (e.what == inflight_entry::op && e.loc != nullptr && e.loc->name != nullptr &&
+        e.loc->name[0] != '\0') {
+      put_name(e.loc->name, ::strnlen(e.loc->name, live_max_name));
+    } else {
+      put("-");
+    }
+    put("\n");
   }
   void put_hist(const live_hist& h) noexcept {
     put(h.count);
@@ -451,10 +506,12 @@ class live_state {
       put(w.tid);
       put(" ");
       put(w.batches);
+      // Never below what an older body said: a batch that ends adds its whole duration.
+      const std::uint64_t busy = busy_at(w, now);
       put(" ");
-      put(w.busy_ns);
+      put(busy);
       put(" ");
-      put(w.busy_ns - old.busy_ns[k]);
+      put(busy > old.busy_ns[k] ? busy - old.busy_ns[k] : 0);
       put(" ");
       put(w.last_end_ns);
       put("\n");
@@ -469,6 +526,7 @@ class live_state {
       put_name(o.name, o.size);
       put("\n");
     }
+    for (std::size_t i = 0; i < shown_count_; ++i) put_inflight(shown_[i]);
     const bool cut = cut_;
     cut_ = false;
     if (cut) put("cut\n");
@@ -530,6 +588,8 @@ class live_state {
   op_entry ops_[live_max_ops];
   std::size_t op_count_ = 0;
   worker_entry workers_[live_max_workers];
+  inflight_entry shown_[live_max_inflight];  // the last scan's, as the file shows them
+  std::size_t shown_count_ = 0;
   std::size_t worker_count_ = 0;
   std::uint64_t last_tid_ = 0;
   worker_entry* last_worker_ = nullptr;

@@ -148,7 +148,8 @@ inline constexpr option_desc option_table[] = {
    std::uint64_t{64} << 20, nullptr, "64 MiB", 0,
    "flight mode: most record bytes one process keeps; beyond, oldest dropped (counted)"},
   {"trigger", "LOTUS_TRIGGER", option_kind::path, 0, 0, 0, nullptr, "\xe2\x80\x94", 0,
-   "flight mode: automatic captures: wait>DURATION, waitshare>P%/DURATION, comma-separated"},
+   "flight mode: automatic captures: wait>DURATION, waitshare>P%/DURATION, batch>DURATION, "
+   "op>DURATION, op:NAME>DURATION, comma-separated"},
   {"live", "LOTUS_LIVE", option_kind::flag, 0, 1, option_flag_yes, option_flag_words, "1", 0,
    "live figures for lotus-tool top and serve: .<prefix>.lotus-live_<pid>, rewritten in place"},
 };

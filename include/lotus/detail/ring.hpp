@@ -9,6 +9,7 @@
 #include <new>      // nothrow
 
 #include "lotus/config.hpp"
+#include "lotus/detail/inflight.hpp"
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -40,6 +41,7 @@ struct alignas(64) ring {
   std::uint64_t mask = 0;
   std::uint64_t capacity = 0;
   thread_state* owner = nullptr;
+  inflight* progress = nullptr;  // the owner's spans in progress (every segment of a thread)
 
   // --- consumer side ---
   alignas(64) std::atomic<std::uint64_t> tail{0};

@@ -127,6 +127,7 @@ class runtime {
     return interned_.pooled_count();
   }
   void note_thread_exit() noexcept { threads_.note_exit(); }
+  inflight* inflight_registered() noexcept;
 
   static void fork_prepare() noexcept;
   static void fork_parent() noexcept;
@@ -447,6 +448,7 @@ inline ring* runtime::push_full(ring* r, const record_site* loc, std::uint64_t t
   if (r->capacity < max) {
     ring* bigger = ring::make(r->capacity * 2 < max ? r->capacity * 2 : max, h, r->owner);
     if (bigger != nullptr) {
+      bigger->progress = r->progress;
       bigger->publish(h, loc, t0, t1, idx);
       r->owner->current.store(bigger, std::memory_order_release);
       r->next.store(bigger, std::memory_order_release);
@@ -515,6 +517,21 @@ void runtime::push_slow(const record_site* loc, std::uint64_t t0, std::uint64_t 
   r = push_full(r, loc, t0, t1, idx);
   std::atomic_signal_fence(std::memory_order_seq_cst);
   t_ring.store(r, std::memory_order_relaxed);
+}
+
+/// The calling thread's spans in progress, the thread registered (as its first push would) when
+/// it has none yet; nullptr where push_slow would not record (re-entered, exited, no ring).
+LOTUS_DETAIL_COLD inline inflight* runtime::inflight_registered() noexcept {
+  thread_local_state& me = t_thread;
+  ring* r = t_ring.load(std::memory_order_relaxed);
+  if (r != nullptr) return r->progress;
+  if (me.busy != 0 || me.self != nullptr || me.exited || me.failed) return nullptr;
+  const busy_guard busy;
+  r = register_thread();
+  if (r == nullptr) return nullptr;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  t_ring.store(r, std::memory_order_relaxed);
+  return r->progress;
 }
 
 // ---- process events ---------------------------------------------------------------------------
@@ -606,6 +623,11 @@ LOTUS_DETAIL_COLD inline void runtime::fork_child() noexcept {
 LOTUS_DETAIL_API void push_slow(const record_site* loc, std::uint64_t t0, std::uint64_t t1,
                                 std::uint64_t idx) noexcept {
   runtime::get().push_slow(loc, t0, t1, idx);
+}
+
+LOTUS_DETAIL_API inflight* inflight_registered() noexcept {
+  if (g_mode.load(std::memory_order_relaxed) < mode_tsc) return nullptr;
+  return runtime::get().inflight_registered();
 }
 
 LOTUS_DETAIL_API int initialize_mode() noexcept {

@@ -47,12 +47,10 @@ struct settings {
 LOTUS_DETAIL_COLD inline void parse_trigger_setting(const char* source, std::string_view v,
                                                     flight_settings& out) noexcept {
   if (flight_parse_triggers(v, out)) return;
-  out.wait_ns = out.share_permille = out.share_window_ns = 0;
+  out.take_triggers(flight_settings{});
   char shown[832];
-  diag_config(
-      "ignoring %s='%s' (expected wait>DURATION and/or waitshare>P%%/DURATION, "
-      "comma-separated, DURATION such as 800ms or 10s, at most 1 day); no automatic capture",
-      source, diag_escaped(v.data(), v.size(), shown, sizeof shown));
+  diag_config("ignoring %s='%s' (expected %s); no automatic capture", source,
+              diag_escaped(v.data(), v.size(), shown, sizeof shown), flight_trigger_expected);
 }
 
 /// A trace prefix as lotus uses it, or false (one warning) when it cannot be used: control
@@ -114,7 +112,7 @@ struct env_settings {
   bool itt = false;
   bool has_flight = false, has_flight_bytes = false, has_trigger = false;
   std::uint64_t flight_s = 0, flight_bytes = 0;
-  flight_settings trigger;  // its wait_ns/share fields
+  flight_settings trigger;  // its trigger fields (take_triggers)
   bool resources = true;
   bool op_resources = false;
   bool live = true;
@@ -208,9 +206,7 @@ LOTUS_DETAIL_COLD inline void merge_settings(const options& o, const env_setting
   if (o.trigger) {
     parse_trigger_setting("options::trigger", *o.trigger, s.flight);
   } else if (env.has_trigger) {
-    s.flight.wait_ns = env.trigger.wait_ns;
-    s.flight.share_permille = env.trigger.share_permille;
-    s.flight.share_window_ns = env.trigger.share_window_ns;
+    s.flight.take_triggers(env.trigger);
   }
   // An automatic capture's window ends a few writer cycles after its trigger: the workers'
   // records of the slow batch (and the wait itself) reach every window first.

@@ -14,6 +14,7 @@
 #include <new>      // nothrow
 
 #include "lotus/config.hpp"
+#include "lotus/detail/inflight.hpp"
 #include "lotus/detail/resources.hpp"
 #include "lotus/detail/ring.hpp"
 #include "lotus/detail/sync.hpp"  // clock.hpp: test_hooks under LOTUS_TEST_HOOKS
@@ -81,6 +82,7 @@ struct file_slot {
 /// One recording thread. Allocated by the thread at its first event; freed by the writer after the
 /// thread exited and its events were written.
 struct thread_state {
+  inflight progress;                    // what the thread is inside now (inflight.hpp)
   std::atomic<ring*> current{nullptr};  // the producer's segment (its head = events pushed)
   ring* read = nullptr;                 // writer: the oldest segment not yet drained
   std::atomic<bool> retired{false};     // the thread has exited
@@ -97,6 +99,10 @@ struct thread_state {
     std::uint64_t t0, start_ns, dur_ns;
   };
   batch_seen seen[4] = {};
+  // writer: the spans in progress read at the last cycle (inflight.hpp), to confirm a stall
+  std::uint64_t seen_batch_t0 = 0, seen_wait_t0 = 0;
+  std::uint64_t seen_op_t0[inflight_depth] = {};
+  const record_site* seen_op_loc[inflight_depth] = {};
   unsigned seen_count = 0;
   std::uint64_t seen_newest_t0 = 0;
 
@@ -140,6 +146,7 @@ class thread_registry {
       delete t;
       return nullptr;
     }
+    r->progress = &t->progress;
     t->read = r;
     t->current.store(r, std::memory_order_release);
 #ifdef LOTUS_TEST_HOOKS

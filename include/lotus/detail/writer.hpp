@@ -637,6 +637,9 @@ class trace_writer {
     }
     flush_thread_lines();
     flush_resource_lines();
+    const std::uint64_t now = realtime_ns();
+    scan_inflight(now);
+    live_.set_inflight(inflight_, inflight_count_, now);
     live_.publish(files_, stats_source_, sidecar_info_, stats, final);  // live.hpp
     // `memory` lines: into the sidecar, or in flight mode into the window with the `batchres`
     // lines, for a capture's sidecars.
@@ -645,11 +648,69 @@ class trace_writer {
     }
     if (stats && stats_source_ != nullptr && files_.has_sidecar()) write_stats(final);
     if (flight_.on()) {
+      flight_.in_progress(inflight_, inflight_count_);
       flight_.cycle(
           files_, [this] { return sidecar_header(); }, realtime_ns(), final);
     }
     threads_.release(cycle_finished_);
     cpu_ns_.fetch_add(clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0, std::memory_order_relaxed);
+  }
+
+  /// What each thread is inside now (inflight.hpp), read once per cycle after the drains: the
+  /// flight recorder's in-progress triggers and the live file's `inflight` lines. An entry is
+  /// `confirmed` when the previous cycle read the same one (a stall, never a torn read).
+  void scan_inflight(std::uint64_t now) noexcept {
+    inflight_count_ = 0;
+    auto add = [&](const inflight_entry& e) {
+      if (inflight_count_ < max_inflight) inflight_[inflight_count_++] = e;
+    };
+    for (thread_state* t : cycle_threads_) {
+      if (t->retired.load(std::memory_order_acquire)) continue;
+      inflight& f = t->progress;
+      inflight_entry e;
+      e.tid = t->tid;
+      const std::uint64_t bt0 = f.batch_t0.load(std::memory_order_acquire);
+      if (bt0 != 0) {
+        e.what = inflight_entry::batch;
+        e.idx = f.batch_idx.load(std::memory_order_relaxed);
+        e.since_ns = since(bt0, now);
+        e.confirmed = bt0 == t->seen_batch_t0;
+        add(e);
+      }
+      t->seen_batch_t0 = bt0;
+      const std::uint64_t wt0 = f.wait_t0.load(std::memory_order_acquire);
+      if (wt0 != 0) {
+        e.what = inflight_entry::wait;
+        e.idx = f.wait_idx.load(std::memory_order_relaxed);
+        e.since_ns = since(wt0, now);
+        e.confirmed = wt0 == t->seen_wait_t0;
+        add(e);
+      }
+      t->seen_wait_t0 = wt0;
+      const std::uint32_t depth = f.depth.load(std::memory_order_acquire);
+      const std::uint32_t n = depth < inflight_depth ? depth : inflight_depth;
+      e.what = inflight_entry::op;
+      e.idx = 0;
+      for (std::uint32_t k = 0; k < inflight_depth; ++k) {
+        const record_site* loc = k < n ? f.ops[k].loc.load(std::memory_order_acquire) : nullptr;
+        const std::uint64_t t0 = loc != nullptr ? f.ops[k].t0.load(std::memory_order_relaxed) : 0;
+        if (loc != nullptr) {
+          e.loc = loc;
+          e.since_ns = since(t0, now);
+          e.innermost = k + 1 == n;
+          e.confirmed = loc == t->seen_op_loc[k] && t0 == t->seen_op_t0[k];
+          add(e);
+        }
+        t->seen_op_loc[k] = loc;
+        t->seen_op_t0[k] = t0;
+      }
+    }
+  }
+
+  /// A start in ticks as CLOCK_REALTIME ns, never after `now` (clocks re-anchored since).
+  std::uint64_t since(std::uint64_t ticks, std::uint64_t now) const noexcept {
+    const std::uint64_t ns = conv_.to_ns(ticks);
+    return ns < now ? ns : now;
   }
 
   /// A ring filled while this cycle writes other threads' files (after thread churn, thousands
@@ -781,6 +842,10 @@ class trace_writer {
   ledger_entry ledger_;  // this runtime's place among the process's runtimes
   out_buffer worker_buf_, main_buf_;
   ptr_list<thread_state> cycle_threads_, cycle_finished_, urgent_threads_;
+  // The spans in progress read this cycle (scan_inflight); threads beyond are not watched.
+  static constexpr std::size_t max_inflight = 512;
+  inflight_entry inflight_[max_inflight];
+  std::size_t inflight_count_ = 0;
   epoch_formatter epoch_;
   label_table labels_;
   flight_recorder flight_;    // the window, triggers and captures of flight mode

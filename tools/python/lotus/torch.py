@@ -51,7 +51,12 @@ __all__ = ["instrument", "uninstrument", "instrumented"]
 _now = _lotus._now
 _record = _lotus._record
 _batch = _lotus._batch
-_res_begin = _lotus._res_begin
+_batch_begin = _lotus._batch_begin  # a worker batch in progress (the writer sees a stall)
+_batch_abandon = _lotus._batch_abandon
+_wait_begin = _lotus._wait_begin
+_wait_done = _lotus._wait_done
+_op_enter = _lotus._op_enter  # an op in progress, for LOTUS_TRIGGER=op>X and the live file
+_op_leave = _lotus._op_leave
 _nvtx_on = _lotus._nvtx_on  # lotus.configure(nvtx=True) / LOTUS_NVTX=1: ranges around the spans
 _nvtx_push = _lotus._nvtx_push
 _nvtx_pop = _lotus._nvtx_pop
@@ -128,10 +133,12 @@ def _run_steps(steps, apply, x):
         pushed = nvtx and _nvtx_push(name)
         if pushed:
             t = _now()
+        token = _op_enter(name)
         try:
             x = apply(step, x)
         finally:
             end = _now()
+            _op_leave(token)
             if pushed:
                 _nvtx_pop()
         spans.append((name, t, end))
@@ -191,13 +198,21 @@ def _folder_getitem(self, index):
     path, target = self.samples[index]
     if _nvtx_on():
         return _folder_getitem_nvtx(self, path, target)
+    token = _op_enter("Loader")
     l0 = _now()
-    sample = self.loader(path)
-    l1 = _now()
+    try:
+        sample = self.loader(path)
+    finally:
+        l1 = _now()
+        _op_leave(token)
+    token = _op_enter("Transform")
     t0 = _now()
-    if self.transform is not None:
-        sample = self.transform(sample)
-    t1 = _now()
+    try:
+        if self.transform is not None:
+            sample = self.transform(sample)
+    finally:
+        t1 = _now()
+        _op_leave(token)
     # After the Compose lines, as Lotus writes them; STransform even without a transform.
     _record("Loader", l0, l1)
     _record("Transform", t0, t1)
@@ -246,9 +261,12 @@ class _TimedCollate:
     def __call__(self, data):
         t0 = _now() if _patches is not None and _gate(self.dataset) else 0
         pushed = t0 and _nvtx_on() and _nvtx_push("Collation")
+        token = _op_enter("Collation") if t0 else 0
         try:
             out = self.fn(data)
         finally:
+            if token:
+                _op_leave(token)
             if pushed:
                 _nvtx_pop()
         if t0:
@@ -265,12 +283,16 @@ def _make_fetch(key):
     def fetch(self, possibly_batched_index):
         idx = _worker_batch
         gated = idx is not None and _gate(self.dataset)
-        if gated:
-            _res_begin()  # the thread's CPU time, waits, faults: at batch boundaries only
-        t0 = _now() if gated else 0
+        # The thread's CPU time, waits, faults (at batch boundaries only), and the batch in
+        # progress until _batch(_PREPROCESSED) ends it: a hang is seen while it lasts.
+        t0 = _batch_begin(idx) if gated else 0
         pushed = t0 and _nvtx_on() and _lotus._nvtx_batch_push(idx)
         try:
             data = _original(key)(self, possibly_batched_index)
+        except BaseException:
+            if t0:
+                _batch_abandon()
+            raise
         finally:
             if pushed:
                 _nvtx_pop()
@@ -366,12 +388,17 @@ def _try_put_index(self):
 
 
 def _next_data(self):
-    # Lotus takes the wait start once per _next_data call, before its loop.
-    self._lotus_wait = _now() if _gate(self._dataset) else 0
+    # Lotus takes the wait start once per _next_data call, before its loop; the wait is in
+    # progress (wait>X fires during it) until the call returns.
+    self._lotus_wait = _wait_begin(self._rcvd_idx) if _gate(self._dataset) else 0
     if self._lotus_wait and _nvtx_on():  # the wait as an NVTX range, ended when data arrives
         _lotus._nvtx_end(self._lotus_nvtx_wait)
         self._lotus_nvtx_wait = _lotus._nvtx_wait_start()
-    return _original("_MultiProcessingDataLoaderIter._next_data")(self)
+    try:
+        return _original("_MultiProcessingDataLoaderIter._next_data")(self)
+    finally:
+        if self._lotus_wait:
+            _wait_done()
 
 
 def _get_data(self):

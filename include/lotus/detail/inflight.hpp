@@ -1,0 +1,87 @@
+// lotus — what each recording thread is inside now, published for the writer (internal)
+// SPDX-License-Identifier: MIT
+// A stall is seen while it happens: each recording thread publishes the ops it is inside (a
+// small stack), the worker batch it prepares and the batch its consumer waits for, each with its
+// start; the writer reads them every cycle (flight triggers batch>, op>, wait>; the live file's
+// `inflight` lines). The recording thread's cost: a few stores to its own cache lines per span,
+// no fence, no atomic read-modify-write (bench/runtime, "in-progress publication").
+#pragma once
+
+#include <atomic>   // atomic
+#include <cstdint>  // uint64_t, uint32_t
+
+#include "lotus/config.hpp"
+#include "lotus/detail/platform.hpp"
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+
+struct record_site;
+
+namespace detail {
+
+/// Ops published per thread: the outermost ones (deeper spans are counted in `depth` only).
+constexpr std::uint32_t inflight_depth = 4;
+
+/// One thread's spans in progress. Written by its thread only; read by the writer, which takes
+/// an entry as in progress only when it reads the same entry (site and start) on two cycles in
+/// a row while the depth covers it: an entry read while it was being replaced is never a stall.
+struct alignas(64) inflight {
+  struct op {
+    std::atomic<const record_site*> loc{nullptr};  // stored after t0, with release
+    std::atomic<std::uint64_t> t0{0};              // raw ticks at the span's start
+  };
+  std::atomic<std::uint32_t> depth{0};  // spans open on this thread (all of them)
+  op ops[inflight_depth];
+  std::atomic<std::uint64_t> batch_t0{0};  // a worker batch in preparation since; 0: none
+  std::atomic<std::uint64_t> batch_idx{0};
+  std::atomic<std::uint64_t> wait_t0{0};  // the consumer waits since; 0: not waiting
+  std::atomic<std::uint64_t> wait_idx{0};
+};
+
+/// What the writer read of one thread's spans in progress at a cycle (writer side).
+struct inflight_entry {
+  enum : unsigned char { batch, op, wait };
+  std::uint64_t tid = 0;
+  std::uint64_t since_ns = 0;        // CLOCK_REALTIME
+  std::uint64_t idx = 0;             // the batch (batch, wait)
+  const record_site* loc = nullptr;  // the op
+  unsigned char what = batch;
+  bool innermost = false;  // op: the thread's deepest published op
+  bool confirmed = false;  // the same entry was read at the previous cycle too
+};
+
+/// A span begins at `t0`: it becomes the entry at the thread's depth. Returns the depth it was
+/// opened at, for inflight_leave.
+LOTUS_DETAIL_FORCE_INLINE std::uint32_t inflight_enter(inflight& f, const record_site* loc,
+                                                       std::uint64_t t0) noexcept {
+  const std::uint32_t d = f.depth.load(std::memory_order_relaxed);
+  if (LOTUS_DETAIL_LIKELY(d < inflight_depth)) {
+    f.ops[d].t0.store(t0, std::memory_order_relaxed);
+    f.ops[d].loc.store(loc, std::memory_order_release);
+  }
+  f.depth.store(d + 1, std::memory_order_release);
+  return d;
+}
+
+/// The span opened at depth `d` ends: the thread is back at depth `d` (a span that ended out of
+/// order, as a Python context manager may, leaves the depth right again at the next end).
+LOTUS_DETAIL_FORCE_INLINE void inflight_leave(inflight& f, std::uint32_t d) noexcept {
+  f.depth.store(d, std::memory_order_release);
+}
+
+/// A worker batch begins (`t0` != 0) or ends (0).
+inline void inflight_batch(inflight& f, std::uint64_t idx, std::uint64_t t0) noexcept {
+  f.batch_idx.store(idx, std::memory_order_relaxed);
+  f.batch_t0.store(t0, std::memory_order_release);
+}
+
+/// The consumer starts waiting for batch `idx` (`t0` != 0) or stops (0).
+inline void inflight_wait(inflight& f, std::uint64_t idx, std::uint64_t t0) noexcept {
+  f.wait_idx.store(idx, std::memory_order_relaxed);
+  f.wait_t0.store(t0, std::memory_order_release);
+}
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
