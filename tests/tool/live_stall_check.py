@@ -191,8 +191,48 @@ def test_webhook_appends_one_escaped_capture_request(tmp):
         serve.send_signal(signal.SIGTERM)
         assert serve.wait(timeout=30) == 0
         err = serve.stderr.read()
-        assert f"capture {m.group(1)} requested by an alert" in err, err
+        assert f"capture {m.group(1)} requested by an alert (alert LotusWorkerStuckInBatch " in err
+        assert "its anomaly began at its end" in err, err  # no live figures: now
         assert "\x1b" not in err
+    finally:
+        stop([serve])
+
+
+def test_webhook_trigger_is_when_the_batch_began(tmp):
+    """The request's trigger time is when the stuck batch began (serve reads it in the live
+    files), so that the capture holds the seconds before the stall, not before the alert."""
+    d = tmp / "t"
+    d.mkdir()
+    now = time.time_ns()
+    began = now - 7_000_000_000
+    body = (f"pid 4242\nppid 1\nstart 7\nhost elsewhere\nrole worker\nupdated {now}\nsince 1\n"
+            "final 0\nrecorded 0\ndropped 0\noverflow 0 0\nbounds " +
+            " ".join(str(int(m * 10 ** e)) for e in range(4, 10) for m in (1, 2.5, 5)) +
+            " 10000000000\nwindow 0 0 0 0\nconsumed 0\nwait 0 0" + " 0" * 20 + "\n"
+            f"worker 77 10 10000000 0 {began}\ninflight 77 batch {began} 12 -\nend\n")
+    (d / ".job.lotus-live_4242").write_bytes(
+        f"lotus-live 1 {2:020d} {46 + len(body):010d}\n\n".encode() + body.encode() + b"\0" * 64)
+    serve, addr = start_serve(d, "--capture-webhook", str(token_file(tmp)))
+    try:
+        status, text, _ = post(addr, notification(alert(host="elsewhere", pid="4242", worker="77")))
+        assert status == 200, text
+        f = control_lines(d)[0].decode().split(" ", 5)
+        assert int(f[2]) == began  # the trigger: the batch's start
+        assert int(f[3]) > now     # the window's end: now
+        serve.send_signal(signal.SIGTERM)
+        assert serve.wait(timeout=30) == 0
+        said = re.search(r"its anomaly began (\d+\.\d) s before its end, when the batch or wait in "
+                         r"progress began", serve.stderr.read())
+        assert said and abs(float(said.group(1)) - (int(f[3]) - began) / 1e9) <= 0.051, said
+    finally:
+        stop([serve])
+    # Another worker, or no live figures: the trigger is the request's time.
+    (d / f".lotus-capture-{os.geteuid()}").unlink()
+    serve, addr = start_serve(d, "--capture-webhook", str(token_file(tmp)))
+    try:
+        assert post(addr, notification(alert(host="elsewhere", pid="4242", worker="78")))[0] == 200
+        f = control_lines(d)[0].decode().split(" ", 5)
+        assert int(f[2]) > now and int(f[3]) > int(f[2])
     finally:
         stop([serve])
 
@@ -420,12 +460,16 @@ def test_alertmanager_captures_a_stall(tmp):
                                 stdout=subprocess.DEVNULL, stderr=open(prom_log, "w"))
         procs.append(prom)
         wait_http(f"http://127.0.0.1:{prom_port}/-/ready", prom, prom_log)
-        # The job: flight mode (the last 5 s in memory), 3 worker threads, batch 600 stuck 12 s
-        # in one worker while the other two, their queue full, wait idle.
+        # The job: flight mode (the last 5 s in memory), 3 worker threads, batch 3000 (some 7 s
+        # in) stuck 12 s in one worker while the other two, their queue full, wait idle.
         control = tmp / "control"
-        job = subprocess.Popen([STALL_JOB, str(d), "3", "600", "12000", str(control)],
+        # LOTUS_TRIGGER batch>30s (never reached here) makes the processes keep 31 s more than
+        # the window (the runtime's lookback for in-progress triggers): the seconds before the
+        # stall are still in memory when the alert's request comes, whatever its delay.
+        job = subprocess.Popen([STALL_JOB, str(d), "3", "3000", "12000", str(control)],
                                stdout=subprocess.PIPE, text=True,
-                               env={**os.environ, "LOTUS_FLIGHT": "5"})
+                               env={**os.environ, "LOTUS_FLIGHT": "5",
+                                    "LOTUS_TRIGGER": "batch>30s"})
         procs.append(job)
         line = job.stdout.readline()
         m = re.match(r"stall (\d+) (\d+)$", line.strip())
@@ -456,16 +500,22 @@ def test_alertmanager_captures_a_stall(tmp):
         cline = re.search(r"^capture (\S+) (\d+) (\d+) (\d+) (\d+) (.*)$", side, re.M)
         assert cline and cline.group(6).startswith("alert LotusWorkerStuckInBatch "), side
         assert f"worker={stuck_tid}" in cline.group(6)
-        requested_ns = int(cline.group(2))
-        # The lead-up: records that ended before the stall began, the stuck batch's start too.
+        # The trigger: when the stuck batch began (just before its `Stuck` op); the window holds
+        # the 5 s before it.
+        trigger_ns, start_ns, end_ns = (int(cline.group(k)) for k in (2, 3, 4))
+        assert trigger_ns <= stall_ns and stall_ns - trigger_ns < 1_000_000_000, (trigger_ns, stall_ns)
+        assert trigger_ns - start_ns == 5_000_000_000
+        requested_ns = end_ns - 300_000_000  # the request's end margin
+        # The lead-up: records that ended before the stall began.
         recs = records_of(cap)
-        before = [r for r in recs if r[1] + r[2] < stall_ns]
+        before = [r for r in recs if r[1] + r[2] < trigger_ns]
         assert len(before) > 10, (len(recs), stall_ns)
         assert any(r[0] == "SDecode" for r in before)
+        assert min(r[1] for r in before) < trigger_ns - 4_000_000_000  # seconds of it
         print(f"\nstall to capture request (alert fired, Alertmanager called serve): "
               f"{(requested_ns - stall_ns) / 1e9:.2f} s; stall to capture on disk: "
               f"{(found_ns - stall_ns) / 1e9:.2f} s; {len(before)} of the capture's "
-              f"{len(recs)} records are from before the stall")
+              f"{len(recs)} records are from the 5 s before the stuck batch began")
         control.touch()
         assert job.wait(timeout=120) == 0
     finally:

@@ -240,8 +240,16 @@ std::string answer(const std::string& req, const std::string* body, serve_state&
     clock_gettime(CLOCK_REALTIME, &ts);
     const std::uint64_t now = static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u +
                               static_cast<std::uint64_t>(ts.tv_nsec);
-    const webhook_result r =
-        capture_on_alert(st.dir, body == nullptr ? std::string() : *body, st.last_capture_ns, now);
+    // The live figures now: when the anomaly the alert names began.
+    std::vector<std::string> warnings;
+    std::vector<live_process> procs;
+    try {
+      procs = st.memory.read(st.dir, warnings);
+    } catch (const tool_error&) {
+      // DIR not listable: the request says "now".
+    }
+    const webhook_result r = capture_on_alert(st.dir, body == nullptr ? std::string() : *body,
+                                              st.last_capture_ns, now, procs);
     const char* reason = r.status == 200   ? "OK"
                          : r.status == 400 ? "Bad Request"
                                            : "Internal Server Error";
@@ -469,7 +477,8 @@ int json_depth(const std::string& s) {
 }  // namespace
 
 webhook_result capture_on_alert(const std::string& dir, const std::string& body,
-                                std::uint64_t& last_ns, std::uint64_t now_ns) {
+                                std::uint64_t& last_ns, std::uint64_t now_ns,
+                                const std::vector<live_process>& procs) {
   using nlohmann::json;
   if (json_depth(body) > k_max_depth) {
     return {400, "not an Alertmanager notification: JSON nested deeper than " +
@@ -509,13 +518,41 @@ webhook_result capture_on_alert(const std::string& dir, const std::string& body,
     if (!v.empty()) why += std::string(" ") + key + "=" + v.substr(0, 40);
   }
   if (firing.size() > 1) why += " (+" + std::to_string(firing.size() - 1) + " more firing)";
+  // When the anomaly began: the earliest batch (or wait) in progress the firing alerts name.
+  std::uint64_t began = 0;
+  for (const json* a : firing) {
+    const std::string pid = label_of(*a, "pid"), worker = label_of(*a, "worker");
+    const std::string host = label_of(*a, "host");
+    for (const live_process& p : procs) {
+      if (p.ended() || std::to_string(p.pid) != pid || (!host.empty() && p.host != host)) continue;
+      const live_inflight* x = nullptr;
+      if (!worker.empty()) {
+        for (const live_worker& w : p.workers) {
+          if (std::to_string(w.tid) == worker && w.batch.active) x = &w.batch;
+        }
+      } else if (p.waiting.active) {
+        x = &p.waiting;
+      }
+      if (x != nullptr && x->since_ns != 0 && (began == 0 || x->since_ns < began)) {
+        began = x->since_ns;
+      }
+    }
+  }
   capture_args ca;
   ca.dir = dir;
+  ca.began_ns = began;
   ca.reason = alert_text(why, 180);
   try {
     const capture_request r = request_capture(ca);
     last_ns = now_ns;
-    note("capture " + r.id + " requested by an alert (" + ca.reason + ")", "lotus-tool serve");
+    const std::string since =
+        began != 0 && began < r.end_ns
+            ? format_number("%.1f", static_cast<double>(r.end_ns - began) / 1e9) +
+                  " s before its end, when the batch or wait in progress began"
+            : std::string("at its end");
+    note("capture " + r.id + " requested by an alert (" + ca.reason + "); its anomaly began " +
+             since,
+         "lotus-tool serve");
     return {200, "capture " + r.id + " requested: " + printable(dir) + "/capture-" + r.id};
   } catch (const tool_error& e) {
     return {500, std::string("cannot request a capture: ") + printable(e.what())};

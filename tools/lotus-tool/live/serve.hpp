@@ -4,6 +4,9 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
+
+#include "live/live.hpp"
 
 namespace lotus_tool {
 
@@ -37,8 +40,12 @@ struct webhook_result {
   std::string body;  ///< one line
 };
 /// `last_ns`: when this server last asked for a capture (0: never), updated; `now_ns`: realtime.
+/// `procs`: the job's live figures now: the request's trigger time is when the anomaly the
+/// firing alerts name began (the batch in progress of their `pid`/`worker`, else the wait in
+/// progress of their `pid`), so that the capture holds the seconds before it; else now.
 webhook_result capture_on_alert(const std::string& dir, const std::string& body,
-                                std::uint64_t& last_ns, std::uint64_t now_ns);
+                                std::uint64_t& last_ns, std::uint64_t now_ns,
+                                const std::vector<live_process>& procs = {});
 
 /// Serves GET /metrics until SIGINT/SIGTERM. One thread, poll(2): a slow or idle client never
 /// holds up another; requests are bounded (8 KiB of header), connections are bounded

@@ -76,6 +76,10 @@ capture_request request_capture(const capture_args& a) {
     r.end_ns = static_cast<std::uint64_t>(*a.at * 1e9);
     r.trigger_ns = r.end_ns;
   }
+  if (a.began_ns != 0 && a.began_ns < r.trigger_ns &&
+      r.trigger_ns - a.began_ns <= 86400000000000u) {
+    r.trigger_ns = a.began_ns;
+  }
   d::flight_set_reason(r, a.reason);
   d::flight_make_id(r.id, r.trigger_ns, static_cast<std::uint64_t>(::getpid()), now % 1000u);
   const char* why = nullptr;

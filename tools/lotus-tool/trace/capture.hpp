@@ -13,6 +13,10 @@ struct capture_args {
   std::string dir;        ///< the trace directory the job traces into (LOTUS_LOG_FILE's directory)
   std::uint64_t pid = 0;  ///< 0: every process; else that process and its children
   std::optional<double> at;  ///< the window's end (UNIX seconds); none: now (plus a margin)
+  /// When the anomaly began (realtime ns; 0: at the window's end): the request's trigger time,
+  /// so that the capture holds LOTUS_FLIGHT seconds before it, as far as the processes still hold
+  /// them (FORMAT.md §8). Only a time within a day before the window's end is taken.
+  std::uint64_t began_ns = 0;
   std::string reason = "lotus-tool capture";
   double timeout_s = 10;  ///< how long to wait for the first process's part (after the end)
   /// The capture directory's path, once written (one line).
