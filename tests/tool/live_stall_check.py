@@ -257,6 +257,61 @@ def test_webhook_refused_without_a_token_or_on_every_interface(tmp):
         stop([serve])
 
 
+# ---- STALLED in a running job -------------------------------------------------------------------
+
+
+def test_top_and_serve_mark_only_the_stuck_worker(tmp):
+    """A running job (the runtime's `inflight` lines): one worker stuck inside one batch, two idle
+    beside it (their queue full), the main thread waiting for the stuck batch."""
+    assert STALL_JOB, "LOTUS_STALL_JOB not set"
+    d = tmp / "t"
+    d.mkdir()
+    control = tmp / "control"
+    job = subprocess.Popen([STALL_JOB, str(d), "3", "300", "60000", str(control)],
+                           stdout=subprocess.PIPE, text=True)
+    serve = None
+    try:
+        m = re.match(r"stall (\d+) (\d+)$", job.stdout.readline().strip())
+        assert m
+        stuck = m.group(2)
+        # Frames until the stuck worker passes its threshold (bounded by ctest's timeout).
+        while True:
+            r = subprocess.run([TOOL, "top", "--once", str(d)], capture_output=True, text=True,
+                               timeout=60)
+            assert r.returncode == 0, r.stderr
+            if "STALLED" in r.stdout:
+                break
+            time.sleep(0.2)
+        frame = r.stdout
+        rows = [l for l in frame.splitlines() if re.match(r"[* ] \d+/\d+ ", l)]
+        assert len(rows) == 3, frame
+        stalled = [l for l in rows if "STALLED" in l]
+        assert len(stalled) == 1 and stalled[0][2:].split("/")[1].split()[0] == stuck, frame
+        assert stalled[0].startswith("* "), frame  # the marked one
+        assert re.search(r"batch 300 for \d+\.\d+s, op Stuck for \d+\.\d+s  STALLED \(one "
+                         r"batch over 2\.00s\)$", stalled[0]), stalled[0]
+        # The two others: their queue is full, nothing in progress.
+        assert all(l.rstrip().endswith("  idle") for l in rows if l not in stalled), frame
+        assert re.search(r" main +live .*waiting for batch 300 for \d", frame), frame
+        # serve: the stuck worker's age above its threshold, the others 0.
+        serve, addr = start_serve(d)
+        with urllib.request.urlopen(f"http://{addr}/metrics", timeout=30) as resp:
+            text = resp.read().decode()
+        ages = {w: float(v) for w, v in re.findall(
+            r'^lotus_worker_inflight_seconds\{[^}]*worker="(\d+)"\} (\S+)$', text, re.M)}
+        limits = {w: float(v) for w, v in re.findall(
+            r'^lotus_worker_stall_threshold_seconds\{[^}]*worker="(\d+)"\} (\S+)$', text, re.M)}
+        assert len(ages) == 3 and ages[stuck] > limits[stuck] == 2, text
+        assert all(v == 0 for w, v in ages.items() if w != stuck), ages
+        assert float(re.search(r"^lotus_wait_inflight_seconds\{[^}]*\} (\S+)$", text,
+                               re.M).group(1)) > 2
+        assert re.search(rf'^lotus_op_inflight_seconds\{{[^}}]*worker="{stuck}",op="Stuck"\}} ',
+                         text, re.M), text
+    finally:
+        control.touch()
+        stop([p for p in (serve, job) if p is not None])
+
+
 # ---- started before the job ------------------------------------------------------------------------
 
 
