@@ -110,6 +110,10 @@ std::vector<capture_entry> list_captures(const std::string& dir) {
       continue;
     }
     ids.push_back(id);
+    if (ids.size() >= 2 * k_max_captures) {  // bounded while listing: the newest kept
+      std::sort(ids.begin(), ids.end());
+      ids.erase(ids.begin(), ids.end() - k_max_captures);
+    }
   }
   ::closedir(d);
   std::sort(ids.begin(), ids.end());
