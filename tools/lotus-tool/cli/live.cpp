@@ -15,8 +15,10 @@ void add_top_command(CLI::App& app) {
       "Live view of a running job from its live figures files (.<prefix>.lotus-live_<pid>, one\n"
       "per traced process, rewritten by lotus several times a second): per rank and host the\n"
       "input-wait share and batches/s over the last 10 s, per op the rate and p50/p95/p99, per\n"
-      "worker its busy share; the slowest worker and op are marked '*'. Refreshes every second\n"
-      "until Ctrl-C; processes that start later appear, ended ones keep their final figures.");
+      "worker its busy share and the batch or op it is inside now (STALLED: one batch past\n"
+      "--stall-after); the slowest worker and op are marked '*'. Refreshes every second until\n"
+      "Ctrl-C; processes that start later appear, ended ones keep their final figures; DIR may\n"
+      "appear later (top started before the job).");
   cmd->add_option("DIR", args->dir, "The job's trace directory (and its subdirectories)")
       ->required();
   cmd->add_flag("--once", args->once, "Print one plain frame and exit (scripts, tests)");
