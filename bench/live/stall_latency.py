@@ -5,11 +5,12 @@
     python3 bench/live/stall_latency.py BUILD_DIR [REPETITIONS]
 
 Runs tests/tool's lotus_tool_live_job (3 worker threads feeding a consumer, ~1 ms batches) until it
-has consumed 200 batches, then stalls worker 0 (the job's CONTROL.stall file) and runs
-`lotus-tool top --once` back to back until a worker row says STALLED. The latency is from creating
-the stall file to the end of the first `top --once` that shows it: the worker's last batch, the
-writer's drain (flush interval, 100 ms), the live file's rewrite (every 250 ms), top's threshold
-(no batch for the larger of 1 s and 3 mean batch times) and one top run.
+has consumed 200 batches, then makes worker 0 stuck inside the next batch it takes (the job's
+CONTROL.stall file) and runs `lotus-tool top --once` back to back until a worker row says STALLED.
+The latency is from creating the stall file to the end of the first `top --once` that shows it:
+worker 0's current batch, the live file's rewrite (every 250 ms, with the runtime's `inflight`
+lines, issue #51), top's threshold (inside one batch for longer than the larger of 2 s and 10 mean
+batch times) and one top run.
 """
 import os
 import shutil

@@ -5,7 +5,7 @@
 // consumes them in order through lotus::batch_tracker. After BATCHES batches (0: until CONTROL
 // exists) it flushes and prints `ready {json counts}`, then waits until the file CONTROL exists
 // (at most 120 s) before it shuts lotus down and exits. While `CONTROL.stall` exists, worker 0
-// produces nothing (the stall latency bench).
+// is stuck inside the next batch it takes (the stall latency bench).
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -59,9 +59,6 @@ int main(int argc, char** argv) {
   for (int w = 0; w < workers; ++w) {
     pool.emplace_back([w, batches, &control] {
       for (;;) {
-        while (w == 0 && exists(control + ".stall")) {
-          std::this_thread::sleep_for(std::chrono::milliseconds(5));
-        }
         std::uint64_t idx = 0;
         {
           std::unique_lock<std::mutex> lk(mu);
@@ -75,6 +72,9 @@ int main(int argc, char** argv) {
         }
         {
           LOTUS_BATCH_PREPROCESSED(idx);
+          while (w == 0 && exists(control + ".stall")) {  // stuck inside this batch
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+          }
           for (int k = 0; k < 4; ++k) {
             LOTUS_SCOPE("Decode");
             spin_us(200);

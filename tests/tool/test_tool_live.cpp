@@ -152,3 +152,151 @@ TEST_CASE("op and host label values are injective", "[live][prometheus]") {
   CHECK(ops[4] == "caf\\\\\\\\xe9");  // text caf\\xe9: a name that spells it
   for (const std::string& op : ops) CHECK(lotus_tool::is_valid_utf8(op));
 }
+
+namespace {
+
+/// A live process of another host (no /proc look-up: it is live), updated at `updated`, with
+/// `lines` (worker and inflight lines) before `end`.
+std::string live_body(std::uint64_t pid, bool main, std::uint64_t updated,
+                      const std::string& lines) {
+  return "pid " + std::to_string(pid) + "\nppid 1\nstart 7\nhost elsewhere\nrank 0\nrole " +
+         (main ? "main" : "worker") + "\nupdated " + std::to_string(updated) +
+         "\nsince 1\nfinal 0\nrecorded 0\ndropped 0\noverflow 0 0\n" + k_bounds +
+         "window 10000000000 0 0 0\nconsumed 0\nwait 0 0" + zeros(20) + "\n" + lines + "end\n";
+}
+
+/// The value of the series `name{...labels...}` that contains `part`, or -1.
+double series(const std::string& metrics, const std::string& name, const std::string& part) {
+  std::size_t at = 0;
+  while ((at = metrics.find("\n" + name + "{", at)) != std::string::npos) {
+    const std::size_t eol = metrics.find('\n', at + 1);
+    const std::string line = metrics.substr(at + 1, eol - at - 1);
+    at = eol;
+    if (line.find(part) == std::string::npos) continue;
+    return std::stod(line.substr(line.rfind(' ') + 1));
+  }
+  return -1;
+}
+
+}  // namespace
+
+// Issue #51: STALLED is one batch in progress for too long, never an idle worker beside it.
+TEST_CASE("STALLED marks the worker stuck inside one batch, not the idle one beside it",
+          "[live][stall]") {
+  temp_dir d;
+  const std::uint64_t t = 1000000000000000000u;  // `updated`: the reference time
+  // Worker 11: 100 batches of 10 ms, now 7 s inside batch 101 (its busy time includes those 7 s).
+  // Worker 12: 100 batches of 10 ms, idle for 7 s (its queue is full: it waits for room).
+  // Worker 13: 3 s inside batch 102, but its batches take 1 s: under 10 x 1 s.
+  // Worker 14: inside its first batch for 2.5 s (no `worker` line yet).
+  const std::string lines = "worker 11 100 " + std::to_string(1000000000u + 7000000000u) +
+                            " 7000000000 " + std::to_string(t - 7000000000u) +
+                            "\nworker 12 100 1000000000 0 " + std::to_string(t - 7000000000u) +
+                            "\nworker 13 5 " + std::to_string(8000000000u) + " 3000000000 " +
+                            std::to_string(t - 3000000000u) + "\ninflight 11 batch " +
+                            std::to_string(t - 7000000000u) + " 101 -\ninflight 11 op " +
+                            std::to_string(t - 6500000000u) + " 0 Read_file\ninflight 13 batch " +
+                            std::to_string(t - 3000000000u) + " 102 -\ninflight 14 batch " +
+                            std::to_string(t - 2500000000u) + " 103 -\ninflight 1 wait " +
+                            std::to_string(t - 6000000000u) + " 101 -\n";
+  plant(d.path + "/.p.lotus-live_42", live_body(42, true, t, lines));
+  std::vector<std::string> warnings;
+  const auto procs = lotus_tool::read_live_dir(d.path, warnings);
+  REQUIRE(warnings.empty());
+  REQUIRE(procs.size() == 1);
+  const lotus_tool::live_process& p = procs[0];
+  REQUIRE(p.workers.size() == 4);
+  CHECK(lotus_tool::worker_stalled(p, p.workers[0]));   // 7 s > max(2 s, 10 x 10 ms)
+  CHECK(!lotus_tool::worker_stalled(p, p.workers[1]));  // idle, however long
+  CHECK(!lotus_tool::worker_stalled(p, p.workers[2]));  // 3 s < 10 x 1 s
+  CHECK(lotus_tool::worker_stalled(p, p.workers[3]));   // 2.5 s > 2 s, first batch
+  CHECK(lotus_tool::finished_batch_mean_ns(p, p.workers[0]) == 10000000.0);
+  CHECK(lotus_tool::stall_threshold_ns(p, p.workers[2]) == 10000000000u);
+  CHECK(!lotus_tool::worker_stalled(p, p.workers[3], 3000000000u));  // --stall-after 3
+  // The frame (its clock 1 s after `updated`: not stale).
+  const std::string frame = lotus_tool::render_top(d.path, procs, t + 1000000000u, false);
+  const auto row = [&](const std::string& tid) {
+    const std::size_t at = frame.find(" 42/" + tid + " ");
+    REQUIRE(at != std::string::npos);
+    return frame.substr(at, frame.find('\n', at) - at);
+  };
+  CHECK_THAT(row("11"), Catch::Contains("batch 101 for 7.00s, op Read_file for 6.50s") &&
+                            Catch::Contains("STALLED (one batch over 2.00s)"));
+  CHECK_THAT(row("12"), Catch::Contains("idle") && !Catch::Contains("STALLED"));
+  CHECK_THAT(row("13"), Catch::Contains("batch 102 for 3.00s") && !Catch::Contains("STALLED"));
+  CHECK_THAT(row("14"), Catch::Contains("batch 103 for 2.50s") && Catch::Contains("STALLED"));
+  CHECK_THAT(frame, Catch::Contains("waiting for batch 101 for 6.00s"));
+  CHECK(frame.find("stale") == std::string::npos);
+  // The one marked '*' is the stalled worker with the longest mean batch.
+  CHECK(frame.find("* 42/11 ") != std::string::npos);
+  // 10 s later with no rewrite: the process is stale, and the frame says so.
+  const std::string later = lotus_tool::render_top(d.path, procs, t + 10000000000u, false);
+  CHECK_THAT(later, Catch::Contains("42        main    stale") &&
+                        Catch::Contains("(stale: pid 42 last rewrote its figures 10.0 s ago"));
+}
+
+TEST_CASE("a live file without inflight lines (an older runtime) has no batch in progress",
+          "[live][stall]") {
+  temp_dir d;
+  const std::uint64_t t = 1000000000000000000u;
+  // The old rule would have called worker 11 stalled (its last batch ended 60 s ago).
+  plant(d.path + "/.p.lotus-live_43",
+        live_body(43, true, t,
+                  "worker 11 10 100000000 0 " + std::to_string(t - 60000000000u) + "\n"));
+  std::vector<std::string> warnings;
+  const auto procs = lotus_tool::read_live_dir(d.path, warnings);
+  REQUIRE(procs.size() == 1);
+  CHECK(!procs[0].workers[0].batch.active);
+  CHECK(!lotus_tool::worker_stalled(procs[0], procs[0].workers[0]));
+  // Not "idle": nothing says so (a runtime before inflight lines, or nothing in progress).
+  const std::string frame = lotus_tool::render_top(d.path, procs, t, false);
+  const std::size_t row = frame.find(" 43/11 ");
+  REQUIRE(row != std::string::npos);
+  const std::string line = frame.substr(row, frame.find('\n', row) - row);
+  CHECK(line.find("idle") == std::string::npos);
+  CHECK(line.find("STALLED") == std::string::npos);
+  CHECK(line.substr(line.size() - 3) == "  -");
+  const std::string text = lotus_tool::render_metrics(procs);
+  CHECK(series(text, "lotus_worker_inflight_seconds", "worker=\"11\"") == 0);
+  CHECK(series(text, "lotus_wait_inflight_seconds", "pid=\"43\"") == 0);
+  // A kind of inflight line this reader does not know is ignored (a later version's).
+  plant(d.path + "/.p.lotus-live_43", live_body(43, true, t, "inflight 11 gpu 5 0 -\n"));
+  CHECK(lotus_tool::read_live_dir(d.path, warnings).size() == 1);
+}
+
+TEST_CASE("inflight metrics: the batch's and the wait's ages at `updated`", "[live][prometheus]") {
+  temp_dir d;
+  const std::uint64_t t = 1000000000000000000u;
+  plant(d.path + "/.p.lotus-live_44",
+        live_body(44, true, t,
+                  "worker 11 100 1000000000 0 5\nworker 12 100 1000000000 0 5\n"
+                  "inflight 11 batch " +
+                      std::to_string(t - 4250000000u) +
+                      " 9 -\n"
+                      "inflight 11 op " +
+                      std::to_string(t - 1500000000u) +
+                      " 0 a\"b\\c\n"
+                      "inflight 44 wait " +
+                      std::to_string(t - 3125000000u) + " 9 -\n"));
+  // An ended process: its ages are 0 whatever its last lines said.
+  std::string ended =
+      live_body(45, true, t,
+                "worker 21 1 1 0 5\ninflight 21 batch " + std::to_string(t - 9000000000u) +
+                    " 1 -\ninflight 45 wait " + std::to_string(t - 9000000000u) + " 1 -\n");
+  ended.replace(ended.find("final 0"), 7, "final 1");
+  plant(d.path + "/.p.lotus-live_45", ended);
+  std::vector<std::string> warnings;
+  const std::string text = lotus_tool::render_metrics(lotus_tool::read_live_dir(d.path, warnings));
+  CHECK(series(text, "lotus_worker_inflight_seconds", "pid=\"44\",worker=\"11\"") == 4.25);
+  CHECK(series(text, "lotus_worker_inflight_seconds", "pid=\"44\",worker=\"12\"") == 0);
+  CHECK(series(text, "lotus_wait_inflight_seconds", "pid=\"44\"") == 3.125);
+  CHECK(series(text, "lotus_worker_stall_threshold_seconds", "pid=\"44\",worker=\"11\"") == 2);
+  CHECK(series(text, "lotus_worker_inflight_seconds", "pid=\"45\",worker=\"21\"") == 0);
+  CHECK(series(text, "lotus_wait_inflight_seconds", "pid=\"45\"") == 0);
+  // The op in progress, its name as in lotus_op_duration_seconds: text a"b\\c (a backslash
+  // doubled: injective), then the exposition format's escapes.
+  CHECK(series(text, "lotus_op_inflight_seconds", "worker=\"11\",op=\"a\\\"b\\\\\\\\c\"") == 1.5);
+  CHECK_THAT(text, Catch::Contains("# TYPE lotus_worker_inflight_seconds gauge\n") &&
+                       Catch::Contains("# TYPE lotus_wait_inflight_seconds gauge\n") &&
+                       Catch::Contains("# HELP lotus_worker_inflight_seconds "));
+}

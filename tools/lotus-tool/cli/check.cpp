@@ -7,6 +7,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/input_options.hpp"
+#include "trace/flight_dir.hpp"
 
 namespace lotus_tool {
 
@@ -20,7 +21,9 @@ void add_check_command(CLI::App& app) {
   cmd->add_option("--max-errors", args->max_errors, "Print at most N problems (0 = all)")
       ->capture_default_str();
   cmd->add_flag("--quiet,-q", args->quiet, "Print nothing when the trace is valid");
+  add_capture_option(cmd, args->in);
   cmd->callback([args] {
+    args->in.dirs = resolve_flight_dirs(args->in.dirs, args->in.capture);
     args->on_output = print_stdout;
     run_check(*args);
   });

@@ -42,4 +42,13 @@ inline void add_input_options(CLI::App* cmd, input_args& a, bool windows, bool s
   add_input_flags(cmd, a, windows, skip);
 }
 
+/// --capture ID (stats, report, check): which capture of a flight-recorder DIR to read; the
+/// command calls resolve_flight_dirs() (trace/flight_dir.hpp) on its DIRs before reading them.
+inline void add_capture_option(CLI::App* cmd, input_args& a) {
+  cmd->add_option("--capture", a.capture,
+                  "A flight-recorder DIR (LOTUS_FLIGHT: capture-<id>/ subdirectories, no trace "
+                  "files): read capture ID (default: the newest; its captures are listed on "
+                  "stderr)");
+}
+
 }  // namespace lotus_tool

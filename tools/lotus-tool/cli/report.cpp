@@ -7,6 +7,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/input_options.hpp"
+#include "trace/flight_dir.hpp"
 
 namespace lotus_tool {
 
@@ -30,7 +31,11 @@ void add_report_command(CLI::App& app) {
   cmd->add_option("--max-points", args->max_points,
                   "Most points per chart (evenly thinned beyond; 0 = all)")
       ->capture_default_str();
-  cmd->callback([args] { run_report(*args); });
+  add_capture_option(cmd, args->in);
+  cmd->callback([args] {
+    args->in.dirs = resolve_flight_dirs(args->in.dirs, args->in.capture);
+    run_report(*args);
+  });
 }
 
 }  // namespace lotus_tool

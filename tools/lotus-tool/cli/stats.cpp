@@ -7,6 +7,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/input_options.hpp"
+#include "trace/flight_dir.hpp"
 
 namespace lotus_tool {
 
@@ -23,7 +24,11 @@ void add_stats_command(CLI::App& app) {
   cmd->add_flag("--remove-outliers", args->remove_outliers,
                 "Drop batches with preprocessing time < q1 - 2*(q3 - q1) (the scripts' rule)");
   cmd->add_option("-o,--output", args->output, "Output file ('-' = stdout)")->capture_default_str();
-  cmd->callback([args] { run_stats(*args); });
+  add_capture_option(cmd, args->in);
+  cmd->callback([args] {
+    args->in.dirs = resolve_flight_dirs(args->in.dirs, args->in.capture);
+    run_stats(*args);
+  });
 }
 
 }  // namespace lotus_tool

@@ -288,9 +288,32 @@ double live_histogram::quantile_ns(double q, const std::vector<std::uint64_t>& b
   return bounds.empty() ? -1 : static_cast<double>(bounds.back());
 }
 
-std::uint64_t stall_threshold_ns(const live_worker& w) {
-  const std::uint64_t mean = w.batches != 0 ? w.busy_ns / w.batches : 0;
-  return std::max<std::uint64_t>(1000000000u, 3 * mean);
+std::uint64_t inflight_age_ns(const live_process& p, const live_inflight& x) {
+  return x.active && p.updated_ns > x.since_ns ? p.updated_ns - x.since_ns : 0;
+}
+
+double finished_batch_mean_ns(const live_process& p, const live_worker& w) {
+  if (w.batches == 0) return 0;
+  // busy_ns includes the part of the batch in progress so far (FORMAT.md §9): not a finished one.
+  const std::uint64_t now = std::min(w.busy_ns, inflight_age_ns(p, w.batch));
+  return static_cast<double>(w.busy_ns - now) / static_cast<double>(w.batches);
+}
+
+std::uint64_t stall_threshold_ns(const live_process& p, const live_worker& w,
+                                 std::uint64_t floor_ns) {
+  const double ten = 10 * finished_batch_mean_ns(p, w);
+  return ten > static_cast<double>(floor_ns)
+             ? (ten >= 1.8e19 ? UINT64_MAX : static_cast<std::uint64_t>(ten))
+             : floor_ns;
+}
+
+bool worker_stalled(const live_process& p, const live_worker& w, std::uint64_t floor_ns) {
+  return !p.ended() && w.batch.active &&
+         inflight_age_ns(p, w.batch) > stall_threshold_ns(p, w, floor_ns);
+}
+
+bool figures_stale(const live_process& p, std::uint64_t now_ns) {
+  return !p.ended() && now_ns > p.updated_ns && now_ns - p.updated_ns > k_stale_ns;
 }
 
 // ---- parsing
@@ -300,6 +323,12 @@ live_process parse_live(std::string_view text) {
   live_process p;
   std::size_t lineno = 1;  // the header
   bool ended = false;
+  struct inflight_line {
+    std::uint64_t tid;
+    int what;  // 0 batch, 1 op, 2 wait
+    live_inflight x;
+  };
+  std::vector<inflight_line> inflight;
   const auto hist = [&](const std::vector<std::string_view>& f, std::size_t at) {
     live_histogram h;
     if (f.size() < at + 2 + p.bounds_ns.size() + 1) bad(lineno, "histogram too short");
@@ -395,6 +424,25 @@ live_process parse_live(std::string_view text) {
       o.name = std::string(f.back());
       if (p.ops.size() >= k_max_ops) bad(lineno, "too many ops (the format has 64)");
       p.ops.push_back(std::move(o));
+    } else if (key == "inflight") {
+      // inflight <tid> <what> <since_ns> <idx> <name>: the name is the rest (written without
+      // spaces; taken whole all the same).
+      if (f.size() < 6) bad(lineno, "'inflight' takes five values");
+      const int what = f[2] == "batch" ? 0 : f[2] == "op" ? 1 : f[2] == "wait" ? 2 : -1;
+      inflight_line l{to_u64(f[1], lineno), what, {}};
+      l.x.active = true;
+      l.x.since_ns = to_u64(f[3], lineno);
+      l.x.idx = to_u64(f[4], lineno);
+      const std::size_t at = static_cast<std::size_t>(f[5].data() - line.data());
+      if (what == 1) l.x.name = std::string(line.substr(at));
+      if (inflight.size() >= 3 * k_max_workers + 8) {
+        bad(lineno, "too many 'inflight' lines (the format has one per thread and kind)");
+      }
+      for (const inflight_line& o : inflight) {
+        if (o.tid == l.tid && o.what == l.what && what >= 0)
+          bad(lineno, "'inflight' line repeated");
+      }
+      if (what >= 0) inflight.push_back(std::move(l));  // another kind: a later version's
     } else if (key == "cut") {
       p.cut = true;
     } else if (key == "end") {
@@ -404,6 +452,42 @@ live_process parse_live(std::string_view text) {
   }
   if (!ended) bad(lineno, "no 'end' line");
   if (p.pid == 0) bad(lineno, "no 'pid' line");
+  p.has_inflight = !inflight.empty();
+  // In-progress lines to their threads: a worker inside its first batch has no `worker` line yet.
+  for (inflight_line& l : inflight) {
+    if (l.what == 2) {
+      p.waiting = std::move(l.x);
+      p.waiting_tid = l.tid;
+      continue;
+    }
+    auto w = std::find_if(p.workers.begin(), p.workers.end(),
+                          [&](const live_worker& x) { return x.tid == l.tid; });
+    if (w == p.workers.end() && l.what == 0) {
+      if (p.workers.size() >= k_max_workers) continue;  // counted in `overflow` by the runtime
+      live_worker fresh;
+      fresh.tid = l.tid;
+      p.workers.push_back(fresh);
+      w = p.workers.end() - 1;
+    }
+    if (w == p.workers.end()) {
+      p.other_ops.push_back({l.tid, std::move(l.x)});
+    } else if (l.what == 0) {
+      w->batch = std::move(l.x);
+    } else {
+      w->op = std::move(l.x);
+    }
+  }
+  // An op line of a thread that gets its worker only from a later batch line.
+  for (auto it = p.other_ops.begin(); it != p.other_ops.end();) {
+    auto w = std::find_if(p.workers.begin(), p.workers.end(),
+                          [&](const live_worker& x) { return x.tid == it->tid; });
+    if (w == p.workers.end()) {
+      ++it;
+    } else {
+      w->op = std::move(it->op);
+      it = p.other_ops.erase(it);
+    }
+  }
   return p;
 }
 
@@ -431,6 +515,12 @@ static void merge_into(live_process& a, const live_process& b) {
     return;
   }
   a.wait.merge(b.wait);
+  if (!a.waiting.active && b.waiting.active) {
+    a.waiting = b.waiting;
+    a.waiting_tid = b.waiting_tid;
+  }
+  a.other_ops.insert(a.other_ops.end(), b.other_ops.begin(), b.other_ops.end());
+  a.has_inflight = a.has_inflight || b.has_inflight;
   a.workers.insert(a.workers.end(), b.workers.begin(), b.workers.end());
   for (const live_op& o : b.ops) {
     auto it = std::find_if(a.ops.begin(), a.ops.end(),
@@ -535,7 +625,7 @@ std::vector<live_process> live_memory::read(const std::string& dir,
 // ------------------------------------------------------------------------------------------
 
 std::string render_top(const std::string& dir, const std::vector<live_process>& procs,
-                       std::uint64_t now_ns, bool color) {
+                       std::uint64_t now_ns, bool color, std::uint64_t stall_floor_ns) {
   const std::string hi_on = color ? "\x1b[1;7m" : "", hi_off = color ? "\x1b[0m" : "";
   std::string out;
   std::size_t live = 0;
@@ -571,7 +661,10 @@ std::string render_top(const std::string& dir, const std::vector<live_process>& 
         "WINDOW\n";
     for (const live_process* p : ps) {
       const double win_s = static_cast<double>(p->window_ns) / 1e9;
-      const std::string state = p->final ? "ended" : p->gone ? "gone" : "live";
+      const std::string state = p->final                    ? "ended"
+                                : p->gone                   ? "gone"
+                                : figures_stale(*p, now_ns) ? "stale"
+                                                            : "live";
       out += pad(std::to_string(p->pid), 10) + pad(p->main ? "main" : "worker", 8) + pad(state, 8);
       if (p->main) {
         out +=
@@ -589,7 +682,18 @@ std::string render_top(const std::string& dir, const std::vector<live_process>& 
         out += pad("-", 9, true) + pad("-", 10, true) + pad("-", 13, true) + pad("-", 11, true) +
                pad("-", 11, true);
       }
-      out += "   " + format_number("%.1fs", win_s) + "\n";
+      out += "   " + format_number("%.1fs", win_s);
+      if (p->main && !p->ended() && p->waiting.active) {
+        out += "   waiting for batch " + std::to_string(p->waiting.idx) + " for " +
+               fmt_duration(static_cast<double>(inflight_age_ns(*p, p->waiting)));
+      }
+      out += "\n";
+      if (figures_stale(*p, now_ns)) {
+        out += "  (stale: pid " + std::to_string(p->pid) + " last rewrote its figures " +
+               format_number("%.1f", static_cast<double>(now_ns - p->updated_ns) / 1e9) +
+               " s ago, not every 250 ms: it or its writer thread is frozen; its ages are as of "
+               "then)\n";
+      }
     }
     // Workers: the slowest one (stalled first, else the longest mean batch) highlighted.
     struct wrow {
@@ -601,11 +705,8 @@ std::string render_top(const std::string& dir, const std::vector<live_process>& 
     std::vector<wrow> rows;
     for (const live_process* p : ps) {
       for (const live_worker& w : p->workers) {
-        const bool stalled = !p->ended() && w.last_end_ns != 0 && now_ns > w.last_end_ns &&
-                             now_ns - w.last_end_ns > stall_threshold_ns(w);
         rows.push_back(
-            {p, &w, stalled,
-             w.batches != 0 ? static_cast<double>(w.busy_ns) / static_cast<double>(w.batches) : 0});
+            {p, &w, worker_stalled(*p, w, stall_floor_ns), finished_batch_mean_ns(*p, w)});
       }
     }
     if (!rows.empty()) {
@@ -616,7 +717,7 @@ std::string render_top(const std::string& dir, const std::vector<live_process>& 
           slow = i;
         }
       }
-      out += "  WORKER (PID/TID)    BATCHES   BUSY     MEAN-BATCH  LAST-BATCH\n";
+      out += "  WORKER (PID/TID)    BATCHES   BUSY     MEAN-BATCH  LAST-BATCH   IN-PROGRESS\n";
       for (std::size_t i = 0; i < rows.size(); ++i) {
         const wrow& r = rows[i];
         const double busy = r.p->window_ns != 0 ? static_cast<double>(r.w->window_busy_ns) /
@@ -631,11 +732,32 @@ std::string render_top(const std::string& dir, const std::vector<live_process>& 
                                          ? static_cast<double>(now_ns - r.w->last_end_ns) / 1e9
                                          : 0.0);
         }
-        std::string row =
-            (i == slow ? "* " : "  ") +
-            pad(std::to_string(r.p->pid) + "/" + std::to_string(r.w->tid), 18) +
-            pad(std::to_string(r.w->batches), 10, true) + pad(pct(busy > 1 ? 1 : busy), 8, true) +
-            pad(fmt_duration(r.mean), 13, true) + "  " + last + (r.stalled ? "  STALLED" : "");
+        // In progress at the file's `updated` time (ages from then: a stale file says so above).
+        std::string doing;
+        if (!r.p->ended() && r.w->batch.active) {
+          doing = "batch " + std::to_string(r.w->batch.idx) + " for " +
+                  fmt_duration(static_cast<double>(inflight_age_ns(*r.p, r.w->batch)));
+        }
+        if (!r.p->ended() && r.w->op.active) {
+          std::string name = printable(r.w->op.name);
+          if (name.size() > 40) name = name.substr(0, 39) + "~";
+          doing += (doing.empty() ? "op " : ", op ") + name + " for " +
+                   fmt_duration(static_cast<double>(inflight_age_ns(*r.p, r.w->op)));
+        }
+        // "idle" only where the file shows in-progress lines at all: a file without any is a
+        // runtime before them (issue #51), or a moment with nothing in progress: unknown, "-".
+        if (doing.empty()) doing = r.p->ended() || !r.p->has_inflight ? "-" : "idle";
+        std::string row = (i == slow ? "* " : "  ") +
+                          pad(std::to_string(r.p->pid) + "/" + std::to_string(r.w->tid), 18) +
+                          pad(std::to_string(r.w->batches), 10, true) +
+                          pad(pct(busy > 1 ? 1 : busy), 8, true) +
+                          pad(fmt_duration(r.w->batches != 0 ? r.mean : -1), 13, true) + "  " +
+                          pad(last, 11) + "  " + doing +
+                          (r.stalled ? "  STALLED (one batch over " +
+                                           fmt_duration(static_cast<double>(
+                                               stall_threshold_ns(*r.p, *r.w, stall_floor_ns))) +
+                                           ")"
+                                     : "");
         out += i == slow ? hi_on + row + hi_off + "\n" : row + "\n";
       }
     }
@@ -697,7 +819,7 @@ std::string render_top(const std::string& dir, const std::vector<live_process>& 
 // ---- Prometheus
 // -----------------------------------------------------------------------------------
 
-std::string render_metrics(const std::vector<live_process>& in) {
+std::string render_metrics(const std::vector<live_process>& in, std::uint64_t stall_floor_ns) {
   // One series per (host, pid): a pid reused later on the same host keeps the newest figures.
   std::map<std::pair<std::string, std::uint64_t>, const live_process*> by_pid;
   for (const live_process& p : in) {
@@ -773,6 +895,50 @@ std::string render_metrics(const std::vector<live_process>& in) {
     for (const live_worker& w : p->workers) {
       out += "lotus_worker_batches_total{" + labels(*p) + ",worker=\"" + std::to_string(w.tid) +
              "\"} " + std::to_string(w.batches) + "\n";
+    }
+  }
+  head("lotus_worker_inflight_seconds", "gauge",
+       "How long a worker thread had been inside the batch it is preparing when its process last "
+       "published (0 when idle or ended).");
+  for (const live_process* p : procs) {
+    for (const live_worker& w : p->workers) {
+      out += "lotus_worker_inflight_seconds{" + labels(*p) + ",worker=\"" + std::to_string(w.tid) +
+             "\"} " + (p->ended() ? std::string("0") : seconds(inflight_age_ns(*p, w.batch))) +
+             "\n";
+    }
+  }
+  head("lotus_worker_stall_threshold_seconds", "gauge",
+       "The in-batch age past which the worker counts as stalled: the larger of serve's "
+       "--stall-after and 10 times its mean finished batch time.");
+  for (const live_process* p : procs) {
+    for (const live_worker& w : p->workers) {
+      out += "lotus_worker_stall_threshold_seconds{" + labels(*p) + ",worker=\"" +
+             std::to_string(w.tid) + "\"} " + seconds(stall_threshold_ns(*p, w, stall_floor_ns)) +
+             "\n";
+    }
+  }
+  head("lotus_op_inflight_seconds", "gauge",
+       "How long a thread had been inside its innermost op in progress when its process last "
+       "published (a series per thread and op while it lasts).");
+  for (const live_process* p : procs) {
+    if (p->ended()) continue;
+    for (const live_worker& w : p->workers) {
+      if (!w.op.active) continue;
+      out += "lotus_op_inflight_seconds{" + labels(*p) + ",worker=\"" + std::to_string(w.tid) +
+             "\",op=\"" + label(w.op.name) + "\"} " + seconds(inflight_age_ns(*p, w.op)) + "\n";
+    }
+    for (const live_thread_op& t : p->other_ops) {
+      out += "lotus_op_inflight_seconds{" + labels(*p) + ",worker=\"" + std::to_string(t.tid) +
+             "\",op=\"" + label(t.op.name) + "\"} " + seconds(inflight_age_ns(*p, t.op)) + "\n";
+    }
+  }
+  head("lotus_wait_inflight_seconds", "gauge",
+       "How long the consuming process had been waiting for its next batch when it last "
+       "published (0 when not waiting or ended).");
+  for (const live_process* p : procs) {
+    if (p->main || p->waiting.active) {
+      out += "lotus_wait_inflight_seconds{" + labels(*p) + "} " +
+             (p->ended() ? std::string("0") : seconds(inflight_age_ns(*p, p->waiting))) + "\n";
     }
   }
   head("lotus_events_dropped_total", "counter",

@@ -28,8 +28,23 @@ struct live_op {
   live_histogram hist;
 };
 
+/// Something a thread is inside of at the file's `updated` time (an `inflight` line, FORMAT.md §9).
+struct live_inflight {
+  bool active = false;  // absent line: not inside one
+  std::uint64_t since_ns = 0, idx = 0;
+  std::string name;  // an op's name (as in `op` lines), else empty
+};
+
 struct live_worker {
   std::uint64_t tid = 0, batches = 0, busy_ns = 0, window_busy_ns = 0, last_end_ns = 0;
+  live_inflight batch;  // the batch it is preparing (`inflight <tid> batch`)
+  live_inflight op;     // its innermost op in progress (`inflight <tid> op`)
+};
+
+/// An op in progress on a thread that has no `worker` line (the main thread's, say).
+struct live_thread_op {
+  std::uint64_t tid = 0;
+  live_inflight op;
 };
 
 /// One process's figures (one live file).
@@ -47,8 +62,12 @@ struct live_process {
   std::uint64_t window_ns = 0, window_consumed = 0, window_wait_ns = 0, window_batches = 0;
   std::uint64_t consumed = 0;
   live_histogram wait;
+  live_inflight waiting;  // the main thread waiting for a batch (`inflight <tid> wait`)
+  std::uint64_t waiting_tid = 0;
   std::vector<live_worker> workers;
   std::vector<live_op> ops;
+  std::vector<live_thread_op> other_ops;
+  bool has_inflight = false;  // the file had `inflight` lines (else: none in progress, or older)
 
   bool ended() const { return final || gone; }
   /// (host, pid, start): one process, even when its pid is reused later.
@@ -98,16 +117,39 @@ class live_memory {
   std::map<std::string, file_state> files_;
 };
 
+/// Default floor of the stall threshold (`--stall-after`): 2 s.
+constexpr std::uint64_t k_stall_floor_ns = 2000000000u;
+/// A process whose live file was not rewritten for this long (the runtime rewrites it every
+/// 250 ms) is `stale`: its figures, in-progress ages included, are from then.
+constexpr std::uint64_t k_stale_ns = 5000000000u;
+
+/// How long `x` had been in progress when the file was written (`updated` − `since`); 0 when
+/// not in progress.
+std::uint64_t inflight_age_ns(const live_process& p, const live_inflight& x);
+
+/// The mean time of the worker's finished batches (its busy time without the batch in progress,
+/// over its batches); 0 before its first.
+double finished_batch_mean_ns(const live_process& p, const live_worker& w);
+
+/// A worker is STALLED when its process is live and it has been inside ONE batch (an `inflight
+/// ... batch` line) for longer than this: the larger of `floor_ns` and 10 times its mean finished
+/// batch time. An idle worker (no batch in progress) is never stalled, however full the queue.
+std::uint64_t stall_threshold_ns(const live_process& p, const live_worker& w,
+                                 std::uint64_t floor_ns = k_stall_floor_ns);
+bool worker_stalled(const live_process& p, const live_worker& w,
+                    std::uint64_t floor_ns = k_stall_floor_ns);
+
+/// Not ended, and its file not rewritten for k_stale_ns before `now_ns`.
+bool figures_stale(const live_process& p, std::uint64_t now_ns);
+
 /// One frame of `top`: plain text; `color` adds ANSI bold/reverse to the highlighted rows.
 /// `now_ns`: the realtime clock (idle times, ages).
 std::string render_top(const std::string& dir, const std::vector<live_process>& procs,
-                       std::uint64_t now_ns, bool color);
+                       std::uint64_t now_ns, bool color,
+                       std::uint64_t stall_floor_ns = k_stall_floor_ns);
 
 /// The Prometheus text exposition (format 0.0.4) of `procs`.
-std::string render_metrics(const std::vector<live_process>& procs);
-
-/// A worker counts as stalled when its process is live and its last batch ended this long ago:
-/// the larger of 1 s and 3 times its mean batch time.
-std::uint64_t stall_threshold_ns(const live_worker& w);
+std::string render_metrics(const std::vector<live_process>& procs,
+                           std::uint64_t stall_floor_ns = k_stall_floor_ns);
 
 }  // namespace lotus_tool

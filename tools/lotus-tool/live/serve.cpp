@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -18,9 +19,12 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "live/live.hpp"
+#include "trace/capture.hpp"
 #include "util/diag.hpp"
 #include "util/error.hpp"
 #include "util/output.hpp"
@@ -69,7 +73,9 @@ struct connection {
   std::size_t sent = 0, drained = 0;
   std::uint64_t deadline_ns = 0;
   bool responding = false;
-  bool draining = false;  // reply sent, write side shut: reading what the client still sends
+  bool draining = false;       // reply sent, write side shut: reading what the client still sends
+  std::size_t header_end = 0;  // past the header's empty line, once it arrived (else 0)
+  std::size_t body_len = 0;    // the body awaited (its Content-Length, bounded)
 };
 
 /// Connections beyond --max-connections get their 503 at once, without waiting for their
@@ -90,49 +96,182 @@ std::size_t reject_slots(std::size_t serving_max) {
   return std::max<std::size_t>(16, std::min<std::size_t>(4096, fds > reserve ? fds - reserve : 0));
 }
 std::string response(int status, const char* reason, const std::string& type,
-                     const std::string& body, bool head_only) {
+                     const std::string& body, bool head_only, const char* allow = "GET, HEAD") {
   std::string r = "HTTP/1.1 " + std::to_string(status) + " " + reason + "\r\n";
   r += "Content-Type: " + type + "\r\n";
   r += "Content-Length: " + std::to_string(body.size()) + "\r\n";
   r += "Cache-Control: no-store\r\nConnection: close\r\n";
-  if (status == 405) r += "Allow: GET, HEAD\r\n";
+  if (status == 405) r += std::string("Allow: ") + allow + "\r\n";
+  if (status == 401) r += "WWW-Authenticate: Bearer realm=\"lotus-tool serve\"\r\n";
   r += "\r\n";
   if (!head_only) r += body;
   return r;
 }
 
-std::string error_response(int status, const char* reason) {
-  return response(status, reason, "text/plain; charset=utf-8", std::string(reason) + "\n", false);
+std::string error_response(int status, const char* reason, const std::string& why = {},
+                           const char* allow = "GET, HEAD") {
+  return response(status, reason, "text/plain; charset=utf-8",
+                  std::string(reason) + (why.empty() ? "" : ": " + why) + "\n", false, allow);
 }
 
-/// The reply to one request (its header complete in `req`).
-std::string answer(const std::string& req, const std::string& dir, live_memory& memory) {
-  const std::size_t eol = req.find("\r\n");
+/// The webhook's bounds: a notification's body (Alertmanager's are a few KiB), its JSON nesting,
+/// and the gap between two captures it asks for.
+constexpr std::size_t k_max_body = 65536;
+constexpr int k_max_depth = 16;
+constexpr std::uint64_t k_capture_gap_ns = 10000000000u;
+
+/// What serve answers with: the directory, the figures' memory, the webhook's token.
+struct serve_state {
+  std::string dir;
+  live_memory memory;
+  std::uint64_t stall_floor_ns = k_stall_floor_ns;
+  std::string token;  // empty: no webhook
+  std::uint64_t last_capture_ns = 0;
+};
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  return s;
+}
+
+std::string trim(std::string s) {
+  const char* ws = " \t\r\n";
+  const std::size_t a = s.find_first_not_of(ws);
+  if (a == std::string::npos) return {};
+  return s.substr(a, s.find_last_not_of(ws) - a + 1);
+}
+
+/// Equal without an early exit (the token's bytes are not timed one by one).
+bool same_secret(const std::string& a, const std::string& b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    diff |= static_cast<unsigned char>(a[i] ^ (i < b.size() ? b[i] : 0));
+  }
+  return diff == 0;
+}
+
+/// A request's line and the header fields serve looks at.
+struct request_head {
+  std::string method, target, version;
+  bool bad = false;
+  std::string authorization;
+  bool has_length = false, bad_length = false, chunked = false;
+  std::size_t length = 0;
+};
+
+request_head parse_head(const std::string& req) {
+  request_head h;
+  std::size_t eol = req.find("\r\n");
   const std::string line = req.substr(0, eol);
   const std::size_t sp1 = line.find(' ');
   const std::size_t sp2 = sp1 == std::string::npos ? sp1 : line.find(' ', sp1 + 1);
   if (sp1 == std::string::npos || sp2 == std::string::npos ||
       line.find(' ', sp2 + 1) != std::string::npos) {
-    return error_response(400, "Bad Request");
+    h.bad = true;
+    return h;
   }
-  const std::string method = line.substr(0, sp1);
-  std::string target = line.substr(sp1 + 1, sp2 - sp1 - 1);
-  const std::string version = line.substr(sp2 + 1);
-  if (version != "HTTP/1.1" && version != "HTTP/1.0") return error_response(400, "Bad Request");
-  if (method != "GET" && method != "HEAD") return error_response(405, "Method Not Allowed");
-  const std::size_t q = target.find('?');
-  if (q != std::string::npos) target.resize(q);
-  const bool head = method == "HEAD";
-  if (target == "/metrics") {
+  h.method = line.substr(0, sp1);
+  h.target = line.substr(sp1 + 1, sp2 - sp1 - 1);
+  h.version = line.substr(sp2 + 1);
+  if (h.version != "HTTP/1.1" && h.version != "HTTP/1.0") h.bad = true;
+  const std::size_t q = h.target.find('?');
+  if (q != std::string::npos) h.target.resize(q);
+  while (eol != std::string::npos && eol + 2 < req.size()) {
+    const std::size_t from = eol + 2;
+    eol = req.find("\r\n", from);
+    const std::string field = req.substr(from, eol == std::string::npos ? eol : eol - from);
+    const std::size_t colon = field.find(':');
+    if (colon == std::string::npos) continue;
+    const std::string name = lower(field.substr(0, colon));
+    const std::string value = trim(field.substr(colon + 1));
+    if (name == "authorization") {
+      h.authorization = value;
+    } else if (name == "transfer-encoding") {
+      h.chunked = true;  // any: only Content-Length bodies are read
+    } else if (name == "content-length") {
+      std::size_t n = 0;
+      const bool digits = !value.empty() && value.size() <= 12 &&
+                          value.find_first_not_of("0123456789") == std::string::npos;
+      if (digits) n = static_cast<std::size_t>(std::stoull(value));
+      if (!digits || (h.has_length && n != h.length)) h.bad_length = true;
+      h.has_length = true;
+      h.length = n;
+    }
+  }
+  return h;
+}
+
+/// The reply to a request whose header is complete in `req` (through its last CRLF), or empty
+/// when its body must be read first (`need_body` set): then called again with `body`.
+std::string answer(const std::string& req, const std::string* body, serve_state& st,
+                   std::size_t& need_body) {
+  need_body = 0;
+  const request_head h = parse_head(req);
+  if (h.bad) return error_response(400, "Bad Request");
+  const std::string& target = h.target;
+  if (target == "/capture" && st.token.empty()) {
+    return error_response(404, "Not Found",
+                          "no webhook: serve was started without --capture-webhook");
+  }
+  if (target == "/capture") {
+    if (h.method != "POST") {
+      return error_response(405, "Method Not Allowed", "the webhook takes POST", "POST");
+    }
+    const std::string auth = h.authorization;
+    if (auth.size() < 7 || lower(auth.substr(0, 7)) != "bearer " ||
+        !same_secret(trim(auth.substr(7)), st.token)) {
+      return error_response(401, "Unauthorized",
+                            "send the token of --capture-webhook as 'Authorization: Bearer TOKEN'");
+    }
+    if (h.chunked) {
+      return error_response(400, "Bad Request", "send the body with a Content-Length, not chunked");
+    }
+    if (!h.has_length) return error_response(411, "Length Required");
+    if (h.bad_length) return error_response(400, "Bad Request", "bad Content-Length");
+    if (h.length > k_max_body) {
+      return error_response(413, "Payload Too Large",
+                            "a notification is at most " + std::to_string(k_max_body) + " bytes");
+    }
+    if (body == nullptr && h.length > 0) {
+      need_body = h.length;
+      return {};
+    }
+    timespec ts{};
+    clock_gettime(CLOCK_REALTIME, &ts);
+    const std::uint64_t now = static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u +
+                              static_cast<std::uint64_t>(ts.tv_nsec);
+    // The live figures now: when the anomaly the alert names began.
     std::vector<std::string> warnings;
     std::vector<live_process> procs;
     try {
-      procs = memory.read(dir, warnings);
+      procs = st.memory.read(st.dir, warnings);
     } catch (const tool_error&) {
-      return error_response(503, "Service Unavailable");
+      // DIR not listable: the request says "now".
     }
-    return response(200, "OK", "text/plain; version=0.0.4; charset=utf-8", render_metrics(procs),
-                    head);
+    const webhook_result r = capture_on_alert(st.dir, body == nullptr ? std::string() : *body,
+                                              st.last_capture_ns, now, procs);
+    const char* reason = r.status == 200   ? "OK"
+                         : r.status == 400 ? "Bad Request"
+                                           : "Internal Server Error";
+    return response(r.status, reason, "text/plain; charset=utf-8", r.body + "\n", false);
+  }
+  if (h.method != "GET" && h.method != "HEAD") return error_response(405, "Method Not Allowed");
+  const bool head = h.method == "HEAD";
+  if (target == "/metrics") {
+    std::vector<std::string> warnings;
+    std::vector<live_process> procs;
+    struct stat sb {};
+    if (::stat(st.dir.c_str(), &sb) != 0 && errno == ENOENT) {
+      // Not there yet (serve started before the job): no series until it appears.
+    } else {
+      try {
+        procs = st.memory.read(st.dir, warnings);
+      } catch (const tool_error&) {
+        return error_response(503, "Service Unavailable");
+      }
+    }
+    return response(200, "OK", "text/plain; version=0.0.4; charset=utf-8",
+                    render_metrics(procs, st.stall_floor_ns), head);
   }
   if (target == "/") {
     return response(200, "OK", "text/plain; charset=utf-8",
@@ -230,7 +369,195 @@ std::string bound_address(int fd) {
   return std::string(host) + ":" + std::to_string(port);
 }
 
+/// True when the socket listens on a loopback address only (127.0.0.0/8, ::1).
+bool bound_to_loopback(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return false;
+  if (ss.ss_family == AF_INET6) {
+    const auto* a = reinterpret_cast<const sockaddr_in6*>(&ss);
+    return IN6_IS_ADDR_LOOPBACK(&a->sin6_addr);
+  }
+  return (ntohl(reinterpret_cast<const sockaddr_in*>(&ss)->sin_addr.s_addr) >> 24) == 127;
+}
+
+/// The webhook's token: the file's content, trimmed; 16 to 1024 printable ASCII bytes.
+std::string read_token(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    throw tool_error(exit_io, "--capture-webhook: cannot read '" + printable(path) +
+                                  "': " + std::strerror(errno));
+  }
+  std::string text(4097, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<std::size_t>(in.gcount()));
+  text = trim(text);
+  bool ok = text.size() >= 16 && text.size() <= 1024;
+  for (const char c : text) ok = ok && c > 0x20 && c < 0x7f;
+  if (!ok) {
+    throw tool_error(exit_usage, "--capture-webhook: '" + printable(path) +
+                                     "' must hold one token of 16 to 1024 printable ASCII "
+                                     "characters without spaces (e.g. openssl rand -hex 32)");
+  }
+  return text;
+}
+
+void check_stall_after(double s) {
+  if (!(s >= 0.1 && s <= 86400)) {
+    throw tool_error(exit_usage, "--stall-after must be between 0.1 and 86400 seconds");
+  }
+}
+
+/// DIR not there yet (started before the job): said once; its parent must exist (a typo fails).
+/// Anything else that is not a directory: an error.
+void wait_note(const std::string& dir, const char* who) {
+  struct stat sb {};
+  if (::stat(dir.c_str(), &sb) == 0) {
+    if (!S_ISDIR(sb.st_mode)) {
+      throw tool_error(exit_io, "'" + printable(dir) + "' is not a directory");
+    }
+    return;
+  }
+  if (errno != ENOENT) {
+    throw tool_error(exit_io, "cannot list '" + printable(dir) + "': " + std::strerror(errno));
+  }
+  std::string parent = dir;
+  while (parent.size() > 1 && parent.back() == '/') parent.pop_back();
+  const std::size_t slash = parent.rfind('/');
+  parent = slash == std::string::npos ? "." : slash == 0 ? "/" : parent.substr(0, slash);
+  if (::stat(parent.c_str(), &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+    throw tool_error(exit_io, "cannot list '" + printable(dir) + "': neither it nor its parent '" +
+                                  printable(parent) + "' exists");
+  }
+  note("'" + printable(dir) + "' does not exist yet: waiting for the job to create it", who);
+}
+
+/// Alert text for a capture's reason: printable ASCII kept, other bytes and backslashes as
+/// `\xHH`, at most `max` bytes (never a cut escape).
+std::string alert_text(const std::string& v, std::size_t max) {
+  std::string out;
+  for (const char c : v) {
+    const auto u = static_cast<unsigned char>(c);
+    std::string piece(1, c);
+    if (u < 0x20 || u > 0x7e || c == '\\') {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02X", u);
+      piece = hex;
+    }
+    if (out.size() + piece.size() > max) break;
+    out += piece;
+  }
+  return out;
+}
+
+/// The deepest nesting of `[`/`{` in a JSON text (strings skipped), to refuse deep documents
+/// before parsing them.
+int json_depth(const std::string& s) {
+  int depth = 0, most = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      most = std::max(most, ++depth);
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return most;
+}
+
 }  // namespace
+
+webhook_result capture_on_alert(const std::string& dir, const std::string& body,
+                                std::uint64_t& last_ns, std::uint64_t now_ns,
+                                const std::vector<live_process>& procs) {
+  using nlohmann::json;
+  if (json_depth(body) > k_max_depth) {
+    return {400, "not an Alertmanager notification: JSON nested deeper than " +
+                     std::to_string(k_max_depth)};
+  }
+  const json j = json::parse(body, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    return {400, "not an Alertmanager notification: a JSON object expected"};
+  }
+  const auto alerts = j.find("alerts");
+  if (alerts == j.end() || !alerts->is_array()) {
+    return {400, "not an Alertmanager notification: no \"alerts\" array"};
+  }
+  std::vector<const json*> firing;
+  for (const json& a : *alerts) {
+    if (!a.is_object()) return {400, "not an Alertmanager notification: an alert is not an object"};
+    const auto status = a.find("status");
+    if (status != a.end() && status->is_string() && *status == "firing") firing.push_back(&a);
+  }
+  if (firing.empty()) return {200, "no firing alert: no capture requested"};
+  if (last_ns != 0 && now_ns >= last_ns && now_ns - last_ns < k_capture_gap_ns) {
+    return {200, "a capture was requested " +
+                     format_number("%.1f", static_cast<double>(now_ns - last_ns) / 1e9) +
+                     " s ago: not again within 10 s"};
+  }
+  // Why: the first firing alert's name and where (its host, pid, worker labels).
+  const auto label_of = [](const json& a, const char* key) {
+    const auto labels = a.find("labels");
+    if (labels == a.end() || !labels->is_object()) return std::string();
+    const auto v = labels->find(key);
+    return v != labels->end() && v->is_string() ? v->get<std::string>() : std::string();
+  };
+  const json& first = *firing.front();
+  std::string why = "alert " + label_of(first, "alertname").substr(0, 64);
+  for (const char* key : {"host", "rank", "pid", "worker"}) {
+    const std::string v = label_of(first, key);
+    if (!v.empty()) why += std::string(" ") + key + "=" + v.substr(0, 40);
+  }
+  if (firing.size() > 1) why += " (+" + std::to_string(firing.size() - 1) + " more firing)";
+  // When the anomaly began: the earliest batch (or wait) in progress the firing alerts name.
+  std::uint64_t began = 0;
+  for (const json* a : firing) {
+    const std::string pid = label_of(*a, "pid"), worker = label_of(*a, "worker");
+    const std::string host = label_of(*a, "host");
+    for (const live_process& p : procs) {
+      if (p.ended() || std::to_string(p.pid) != pid || (!host.empty() && p.host != host)) continue;
+      const live_inflight* x = nullptr;
+      if (!worker.empty()) {
+        for (const live_worker& w : p.workers) {
+          if (std::to_string(w.tid) == worker && w.batch.active) x = &w.batch;
+        }
+      } else if (p.waiting.active) {
+        x = &p.waiting;
+      }
+      if (x != nullptr && x->since_ns != 0 && (began == 0 || x->since_ns < began)) {
+        began = x->since_ns;
+      }
+    }
+  }
+  capture_args ca;
+  ca.dir = dir;
+  ca.began_ns = began;
+  ca.reason = alert_text(why, 180);
+  try {
+    const capture_request r = request_capture(ca);
+    last_ns = now_ns;
+    const std::string since =
+        began != 0 && began < r.end_ns
+            ? format_number("%.1f", static_cast<double>(r.end_ns - began) / 1e9) +
+                  " s before its end, when the batch or wait in progress began"
+            : std::string("at its end");
+    note("capture " + r.id + " requested by an alert (" + ca.reason + "); its anomaly began " +
+             since,
+         "lotus-tool serve");
+    return {200, "capture " + r.id + " requested: " + printable(dir) + "/capture-" + r.id};
+  } catch (const tool_error& e) {
+    return {500, std::string("cannot request a capture: ") + printable(e.what())};
+  }
+}
 
 // ---- top
 // ------------------------------------------------------------------------------------------
@@ -239,14 +566,24 @@ void run_top(const top_args& a) {
   if (!(a.interval_s >= 0.1 && a.interval_s <= 3600)) {
     throw tool_error(exit_usage, "--interval must be between 0.1 and 3600 seconds");
   }
+  check_stall_after(a.stall_after_s);
+  if (!a.once) wait_note(a.dir, "lotus-tool top");  // --once: a missing DIR is an error
   catch_stop_signals();
   const bool tty = ::isatty(1) != 0;
   const bool color = tty && !a.once && !a.no_color;
+  const auto floor_ns = static_cast<std::uint64_t>(a.stall_after_s * 1e9);
   live_memory memory;
   for (;;) {
     std::vector<std::string> warnings;
-    const std::vector<live_process> procs = memory.read(a.dir, warnings);
-    std::string frame = render_top(a.dir, procs, now_ns(CLOCK_REALTIME), color);
+    std::string frame;
+    struct stat sb {};
+    if (!a.once && ::stat(a.dir.c_str(), &sb) != 0 && errno == ENOENT) {
+      frame = "lotus top  " + printable(a.dir) +
+              "  does not exist yet: waiting for the job to create it (Ctrl-C to stop)\n";
+    } else {
+      const std::vector<live_process> procs = memory.read(a.dir, warnings);
+      frame = render_top(a.dir, procs, now_ns(CLOCK_REALTIME), color, floor_ns);
+    }
     for (const std::string& w : warnings) frame += "warning: " + w + "\n";
     if (!a.once && tty) frame = "\x1b[H\x1b[2J" + frame;
     std::fwrite(frame.data(), 1, frame.size(), stdout);
@@ -268,12 +605,20 @@ void run_serve(const serve_args& a) {
   if (!(a.timeout_s >= 0.1 && a.timeout_s <= 3600)) {
     throw tool_error(exit_usage, "--timeout must be between 0.1 and 3600 seconds");
   }
-  {
-    std::vector<std::string> warnings;
-    read_live_dir(a.dir, warnings);  // DIR must be listable now: a typo fails at once
-  }
+  check_stall_after(a.stall_after_s);
+  wait_note(a.dir, "lotus-tool serve");
+  std::string token;
+  if (!a.capture_webhook_token_file.empty()) token = read_token(a.capture_webhook_token_file);
   const int lfd = listen_on(a.listen);
   catch_stop_signals();
+  if (!token.empty() && !bound_to_loopback(lfd) && !a.capture_webhook_remote) {
+    ::close(lfd);
+    throw tool_error(exit_usage,
+                     "--capture-webhook on " + printable(a.listen) +
+                         ", not a loopback address: any host that can reach this one could ask "
+                         "for captures with the token; add --capture-webhook-remote to allow it "
+                         "(or run Alertmanager on this host with --listen 127.0.0.1:PORT)");
+  }
   if (bound_to_any(lfd)) {
     warning("listening on every interface (" + bound_address(lfd) +
                 "): any host that can reach this one reads the job's figures (op names, host "
@@ -281,9 +626,16 @@ void run_serve(const serve_args& a) {
             "lotus-tool serve");
   }
   std::printf("lotus-tool serve: listening on http://%s/metrics\n", bound_address(lfd).c_str());
+  if (!token.empty()) {
+    std::printf("lotus-tool serve: Alertmanager webhook at http://%s/capture\n",
+                bound_address(lfd).c_str());
+  }
   std::fflush(stdout);
   const auto timeout_ns = static_cast<std::uint64_t>(a.timeout_s * 1e9);
-  live_memory memory;
+  serve_state state;
+  state.dir = a.dir;
+  state.stall_floor_ns = static_cast<std::uint64_t>(a.stall_after_s * 1e9);
+  state.token = token;
   std::vector<connection> conns;
   const std::size_t reject_max = reject_slots(a.max_connections);
   while (!g_stop.load()) {
@@ -337,12 +689,22 @@ void run_serve(const serve_args& a) {
           done = true;
         } else if (r > 0) {
           c.in.append(buf, static_cast<std::size_t>(r));
-          const std::size_t end = c.in.find("\r\n\r\n");
-          if (end != std::string::npos && end + 4 <= k_max_request) {
-            c.out = answer(c.in.substr(0, end + 2), a.dir, memory);
-            c.responding = true;
-          } else if (end != std::string::npos || c.in.size() > k_max_request) {
-            c.out = error_response(431, "Request Header Fields Too Large");
+          if (c.header_end == 0) {
+            const std::size_t end = c.in.find("\r\n\r\n");
+            if (end != std::string::npos && end + 4 <= k_max_request) {
+              c.header_end = end + 4;
+              c.out = answer(c.in.substr(0, end + 2), nullptr, state, c.body_len);
+              c.responding = !c.out.empty();
+            } else if (end != std::string::npos || c.in.size() > k_max_request) {
+              c.out = error_response(431, "Request Header Fields Too Large");
+              c.responding = true;
+            }
+          }
+          // A body (bounded by answer(): at most k_max_body), once all of it arrived.
+          if (!c.responding && c.header_end != 0 && c.in.size() >= c.header_end + c.body_len) {
+            const std::string body = c.in.substr(c.header_end, c.body_len);
+            std::size_t again = 0;
+            c.out = answer(c.in.substr(0, c.header_end - 2), &body, state, again);
             c.responding = true;
           }
         }

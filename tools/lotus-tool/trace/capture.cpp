@@ -56,15 +56,12 @@ std::size_t parts_written(const std::string& dir) {
 
 }  // namespace
 
-std::string run_capture(const capture_args& a) {
+capture_request request_capture(const capture_args& a) {
   struct stat st {};
   if (::stat(a.dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     throw tool_error(exit_io, printable(a.dir) +
                                   ": not a directory (the trace directory of the "
                                   "job, where LOTUS_LOG_FILE points)");
-  }
-  if (!(a.timeout_s > 0 && a.timeout_s <= 3600)) {
-    throw tool_error(exit_usage, "--timeout must be between 0 and 3600 seconds");
   }
   namespace d = lotus::detail;
   const std::uint64_t now = now_ns();
@@ -79,6 +76,10 @@ std::string run_capture(const capture_args& a) {
     r.end_ns = static_cast<std::uint64_t>(*a.at * 1e9);
     r.trigger_ns = r.end_ns;
   }
+  if (a.began_ns != 0 && a.began_ns < r.trigger_ns &&
+      r.trigger_ns - a.began_ns <= 86400000000000u) {
+    r.trigger_ns = a.began_ns;
+  }
   d::flight_set_reason(r, a.reason);
   d::flight_make_id(r.id, r.trigger_ns, static_cast<std::uint64_t>(::getpid()), now % 1000u);
   const char* why = nullptr;
@@ -87,10 +88,19 @@ std::string run_capture(const capture_args& a) {
     throw tool_error(exit_io, printable(a.dir) + ": " + why +
                                   (err != 0 ? std::string(": ") + std::strerror(err) : ""));
   }
+  return {r.id, r.trigger_ns, r.end_ns};
+}
+
+std::string run_capture(const capture_args& a) {
+  if (!(a.timeout_s > 0 && a.timeout_s <= 3600)) {
+    throw tool_error(exit_usage, "--timeout must be between 0 and 3600 seconds");
+  }
+  const std::uint64_t now = now_ns();
+  const capture_request r = request_capture(a);
   const std::string cap = a.dir + "/capture-" + r.id;
   if (a.on_note) {
-    a.on_note("requested capture " + std::string(r.id) + " (window end " +
-              std::to_string(r.end_ns) + " ns); waiting for the processes\n");
+    a.on_note("requested capture " + r.id + " (window end " + std::to_string(r.end_ns) +
+              " ns); waiting for the processes\n");
   }
   // The parts arrive within a writer cycle of the end; more are awaited while they keep coming.
   const std::uint64_t start_wait = r.end_ns > now ? r.end_ns : now;
@@ -107,7 +117,7 @@ std::string run_capture(const capture_args& a) {
     if (seen > 0 && t - last_change >= 1000000000u) break;
     if (t >= deadline) {
       if (seen > 0) break;
-      throw tool_error(exit_io, "no process wrote capture " + std::string(r.id) + " within " +
+      throw tool_error(exit_io, "no process wrote capture " + r.id + " within " +
                                     std::to_string(a.timeout_s) + " s: is a job tracing into " +
                                     printable(a.dir) +
                                     " with LOTUS_FLIGHT set, as this user? (a job obeys only "

@@ -17,6 +17,7 @@ struct input_args {
   std::string prefix;
   bool skip_invalid = false;
   window_options window;
+  std::string capture;  ///< --capture ID: that capture of a flight-recorder DIR (flight_dir.hpp)
 };
 
 /// The trace the options name, its window, and how to read it.

@@ -15,6 +15,7 @@
 #include <set>
 #include <sstream>
 
+#include "trace/flight_dir.hpp"
 #include "trace/line_reader.hpp"
 #include "util/diag.hpp"
 #include "util/error.hpp"
@@ -700,7 +701,8 @@ trace_dir scan_trace_dir(const std::string& dir, const std::string& prefix) {
   if (all.empty()) {
     throw tool_error(exit_io, dir +
                                   ": no trace files (expected <prefix>_worker_pid_<id> or "
-                                  "<prefix>_main_pid_<id>)");
+                                  "<prefix>_main_pid_<id>)" +
+                                  flight_dir_hint(dir));
   }
   if (prefix.empty()) {
     if (prefixes.size() > 1) {
