@@ -4535,10 +4535,14 @@ struct flight_settings {
     for (unsigned i = 0; i < flight_max_named; ++i) named[i] = o.named[i];
   }
 
-  /// The longest time an in-progress trigger may take to fire after its anomaly began: memory
-  /// keeps that much more than the window, so a capture still holds the whole lead-up.
+  /// The longest time a request may come after its anomaly began: an in-progress trigger's
+  /// threshold, or 10 s for a request from outside (an alert through `lotus-tool serve`, whose
+  /// trigger time is the stuck batch's start). Memory keeps that much more than the window (and
+  /// a second for the writer's cycles), so a capture still holds the whole lead-up.
   std::uint64_t lookback_ns() const noexcept {
-    std::uint64_t m = wait_ns > batch_ns ? wait_ns : batch_ns;
+    std::uint64_t m = std::uint64_t{10} * 1000000000u;
+    if (wait_ns > m) m = wait_ns;
+    if (batch_ns > m) m = batch_ns;
     if (op_ns > m) m = op_ns;
     for (unsigned i = 0; i < named_count; ++i) m = named[i].ns > m ? named[i].ns : m;
     if (share_window_ns > m) m = share_window_ns;

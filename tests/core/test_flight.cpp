@@ -465,7 +465,9 @@ TEST_CASE("flight: a malformed LOTUS_TRIGGER is refused, the triggers parse", "[
   CHECK(std::string(s.named[0].name) == "Decode");
   CHECK(s.named[0].ns == 2000000000u);
   CHECK(std::string(s.named[1].name) == "Random_Crop");
-  CHECK(s.lookback_ns() == 4000000000u);  // the longest threshold and a second
+  CHECK(s.lookback_ns() == 11000000000u);  // 10 s for outside requests (longer than 3 s), and 1 s
+  CHECK(flight_parse_triggers("batch>20s", s));
+  CHECK(s.lookback_ns() == 21000000000u);  // the longest threshold and a second
   CHECK(flight_parse_triggers("wait>1s", s));
   CHECK(s.batch_ns == 0);
   CHECK(s.named_count == 0);

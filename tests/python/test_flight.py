@@ -71,6 +71,15 @@ def tool(*args):
     return subprocess.run([TOOL, *args], capture_output=True, text=True, timeout=120)
 
 
+def capture_story(cap):
+    """The report's first finding on a capture (its story), from `report --json`."""
+    r = tool("report", str(cap), "--json")
+    assert r.returncode == 0, r.stderr
+    first = json.loads(r.stdout)["findings"][0]
+    assert first["kind"] == "capture", first
+    return first
+
+
 def assert_tool_accepts(cap, reason_start):
     for cmd in (["check"], ["stats"], ["report", "-o", str(cap.parent / (cap.name + ".html"))]):
         r = tool(*cmd, str(cap))
@@ -159,13 +168,19 @@ def test_wait_trigger_captures_the_stall_of_every_process(tmp_path, context):
               for c in (line.split() for line in s.get("inflight", [])) if c[1:2] == ["op"]
               and c[4] == "Sleepy"]
     assert len(sleepy) == 1, sidecars(caps[0])
-    assert int(sleepy[0][1][2]) <= trigger
+    assert int(sleepy[0][1][2]) <= end
     # >= 3 s of history from every process, before the stall began.
     for p, rs in recs.items():
         first = min(r[1] for r in rs)
         assert trigger - first >= 3 * 10**9, (p, (trigger - first) / 1e9)
         assert first >= start - 200_000_000  # nothing older than the window (a cycle's slack)
     assert_tool_accepts(caps[0], "wait>800ms: waiting for batch ")
+    # The story says the capture was cut, and by what: the wait, the worker inside the batch.
+    story = capture_story(caps[0])
+    assert story["subject"]["verdict"] == "cut", story
+    assert story["text"].startswith(f"The training loop was still waiting for batch {waited}"), story
+    assert f"held by worker {sleepy[0][1][0]}" in story["text"], story
+    assert ", in Sleepy for " in story["text"], story
     # Measured, not asserted (bench/README.md): when the capture was on disk, against the
     # stall's start and the slow batch's arrival (negative: before it arrived).
     if out["capture_ns"]:
@@ -209,8 +224,19 @@ def test_batch_trigger_fires_in_the_hung_worker(tmp_path, context):
     assert out["capture_ns"] is not None and out["capture_ns"] < trigger + 4 * 10**9
     for p, rs in recs.items():
         first = min(r[1] for r in rs)
-        assert trigger - first >= 3 * 10**9, (p, (trigger - first) / 1e9)
+        assert trigger - first >= 3 * 10**9, (p, p == main_pid, p in hung, (trigger - first) / 1e9,
+                                              start, [r for r in rs if r[1] < trigger][:5])
     assert_tool_accepts(caps[0], "batch>1000ms: thread ")
+    # The story: the hung worker, still inside its batch and op, the loop not waiting yet or
+    # waiting for it (the consumer's prefetched batches hide the stall for a while).
+    story = capture_story(caps[0])
+    assert story["subject"]["verdict"] == "cut", story
+    assert story["subject"]["tid"] == int(batch[0][0]), story
+    assert ", in Sleepy for " in story["text"], story
+    assert (story["text"].startswith(f"Worker {batch[0][0]} (pid {hung[0]}) was still inside batch "
+                                     f"{batch[0][3]}")
+            or story["text"].startswith(f"The training loop was still waiting for batch "
+                                        f"{batch[0][3]}")), story
     print(f"capture on disk {(out['capture_ns'] - trigger) / 1e9:.3f} s after the hung batch began")
 
 

@@ -288,6 +288,12 @@ struct report_data {
     double cpu = 0, cpu_wait = 0, blocked = 0;  ///< shares of its time
     std::uint64_t cut_batches = 0;              ///< batches cut by the window's edges (no join)
     bool ops_truncated = false;                 ///< more op records than kept: the op may be missed
+    /// The anomaly outlasted the capture: its spans were still in progress when the processes
+    /// wrote their parts (the sidecars' `inflight` lines); durations are then "so far", to the
+    /// window's end.
+    bool cut = false;
+    bool waiting = false;     ///< the training loop's wait for `batch` (else no wait is known)
+    bool main_known = false;  ///< the capture has the training loop's part (it said what it did)
   };
   capture_story story;
   /// Why batches were slow: the sidecars' `batchres` sums (causes.present false: none), and

@@ -669,6 +669,74 @@ finding causes_finding(const report_data& d, const finding_thresholds& t) {
   return f;
 }
 
+// A capture cut by its anomaly (report.cpp cut_story_of): what was still in progress.
+finding cut_capture_finding(const report_data& d, finding f, const std::string& of_epoch) {
+  const report_data::capture_story& s = d.story;
+  const capture_meta& c = *d.capture;
+  f.level = finding_level::warn;
+  f.subject["verdict"] = "cut";
+  const std::string op = s.op.empty() ? std::string() : op_display_name(s.op);
+  const std::string in_op =
+      op.empty() ? std::string() : ", in " + op + " for " + format_ms(double(s.op_ns) / 1e6);
+  if (s.worker_found) {
+    f.subject["pid"] = s.worker_pid;
+    f.subject["tid"] = s.worker_tid;
+    f.subject["worker"] = s.worker_label;
+    if (!s.host.empty()) f.subject["host"] = s.host;
+    f.numbers["batch_ms"] = double(s.batch_ns) / 1e6;
+    if (!op.empty()) {
+      f.subject["op"] = op_display_name(s.op, 4096);
+      f.numbers["op_ms"] = double(s.op_ns) / 1e6;
+    }
+  }
+  if (s.waiting) {
+    f.numbers["wait_ms"] = double(s.wait_ns) / 1e6;
+    f.title = "The training loop was still waiting for batch " + std::to_string(s.batch) +
+              of_epoch + " when the capture ended (" + format_ms(double(s.wait_ns) / 1e6) +
+              " so far)";
+    if (s.worker_found) {
+      f.title += ", held by " + s.worker_label + ", inside it for " +
+                 format_ms(double(s.batch_ns) / 1e6) + in_op;
+    }
+  } else {
+    std::string who = s.worker_label.empty() ? std::string("a worker") : s.worker_label;
+    who[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(who[0])));
+    f.title = who + " was still inside batch " + std::to_string(s.batch) + of_epoch +
+              " when the capture ended (" + format_ms(double(s.batch_ns) / 1e6) + " so far" +
+              in_op + ")";
+  }
+  f.title += ".";
+  const double tail_s = c.end_ns > c.trigger_ns ? double(c.end_ns - c.trigger_ns) / 1e9 : 0;
+  char tail[32];
+  std::snprintf(tail, sizeof tail, "%.2f s", tail_s);
+  f.evidence += std::string(" The stall outlasted the capture, which ends ") + tail +
+                " after it began: each process listed what it was still inside when it wrote its "
+                "part, and these durations run to the window's end.";
+  if (!s.waiting && s.main_known) {
+    f.evidence +=
+        " The training loop was not waiting for that batch yet: the batches it had "
+        "received before hid the stall.";
+  } else if (!s.waiting) {
+    f.evidence +=
+        " Whether the training loop waited for it the capture cannot tell (no part "
+        "of it says what the loop was inside).";
+  }
+  if (s.waiting && !s.worker_found) {
+    f.evidence +=
+        " No process in the capture was preparing that batch: the worker that held "
+        "it is not in the capture, or it had finished and the batch was on its way.";
+  }
+  f.advice =
+      "How it ended is not in this capture: lotus-tool top shows the stall live, and a "
+      "later capture (lotus-tool capture) shows the rest. ";
+  f.advice += op.empty() ? std::string("Look at what the batch waits for")
+                         : "Look at what " + op + " waits for or computes";
+  f.advice +=
+      " (a hung read, a lock, a deadlock, a pathological input); the capture holds the "
+      "seconds before it began.";
+  return f;
+}
+
 // A flight-recorder capture: what triggered it and what held the batch (its first finding).
 finding capture_finding(const report_data& d) {
   finding f;
@@ -689,6 +757,7 @@ finding capture_finding(const report_data& d) {
   // The job's epoch where the sidecars say (a window's own epochs start at 0 mid-run).
   const std::string of_epoch = s.epoch ? " of epoch " + std::to_string(*s.epoch) : std::string();
   if (s.epoch) f.subject["epoch"] = *s.epoch;
+  if (s.cut) return cut_capture_finding(d, std::move(f), of_epoch);
   f.numbers["wait_ms"] = double(s.wait_ns) / 1e6;
   const std::string waited = format_ms(double(s.wait_ns) / 1e6);
   f.level = s.wait_ns >= 100000000u ? finding_level::warn : finding_level::info;

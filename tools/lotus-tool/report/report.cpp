@@ -402,7 +402,81 @@ void read_report_summaries(const report_args& a, report_data& rd) {
   rd.stats = std::move(m.stats);
 }
 
-// The story of a capture: its wait (the one the trigger ended, else the longest), the batch's
+/// A capture whose trigger names a span still in progress when the processes wrote their parts
+/// (a `wait` or `batch` inflight line starting at the trigger, within 1 ms): the stall outlasted
+/// the capture. The story is told from the inflight lines, durations to the window's end.
+bool cut_story_of(const trace_dir& dir, const capture_meta& c, report_data::capture_story& s) {
+  struct found_note {
+    const process_meta* p = nullptr;
+    const inflight_note* n = nullptr;
+  };
+  const auto at_trigger = [&](const inflight_note& n) {
+    return n.since_ns + 1000000 >= c.trigger_ns && n.since_ns <= c.trigger_ns + 1000000;
+  };
+  found_note wait, batch;
+  // The training loop's part is in the capture (its main-file records): what it was inside is
+  // then known, a wait included.
+  bool main_known = false;
+  for (const trace_file& f : dir.files) main_known = main_known || f.kind == file_kind::main;
+  for (const auto& [key, p] : dir.processes) {
+    for (const inflight_note& n : p.inflight) {
+      if (n.what == "wait") main_known = true;
+      if (!at_trigger(n)) continue;
+      if (n.what == "wait" && wait.n == nullptr) wait = {&p, &n};
+      if (n.what == "batch" && batch.n == nullptr) batch = {&p, &n};
+    }
+  }
+  if (wait.n == nullptr && batch.n == nullptr) return false;
+  const std::uint64_t end = c.end_ns;
+  const auto so_far = [&](std::uint64_t since) { return end > since ? end - since : 0; };
+  s.found = true;
+  s.cut = true;
+  s.batch = wait.n != nullptr ? wait.n->idx : batch.n->idx;
+  if (wait.n == nullptr) {
+    // A worker's stall: is the training loop waiting for that batch yet?
+    for (const auto& [key, p] : dir.processes) {
+      for (const inflight_note& n : p.inflight) {
+        if (n.what == "wait" && n.idx == s.batch && wait.n == nullptr) wait = {&p, &n};
+      }
+    }
+  }
+  if (wait.n != nullptr) {
+    s.waiting = true;
+    s.main_known = true;
+    s.wait_start_ns = wait.n->since_ns;
+    s.wait_ns = so_far(wait.n->since_ns);
+    s.main_tid = wait.n->tid;
+    s.epoch = job_epoch_at(dir, wait.p->pid, wait.p->host, wait.n->since_ns);
+  } else {
+    s.main_known = main_known;
+  }
+  if (batch.n == nullptr) {  // the wait's batch, in progress in a worker
+    for (const auto& [key, p] : dir.processes) {
+      for (const inflight_note& n : p.inflight) {
+        if (n.what == "batch" && n.idx == s.batch && batch.n == nullptr) batch = {&p, &n};
+      }
+    }
+  }
+  if (batch.n == nullptr) return true;  // prepared already, or by a process not in the capture
+  if (!s.epoch) s.epoch = job_epoch_at(dir, batch.p->pid, batch.p->host, batch.n->since_ns);
+  s.worker_found = true;
+  s.worker_pid = batch.p->pid;
+  s.worker_tid = batch.n->tid;
+  s.host = batch.p->host;
+  s.worker_label = "worker " + std::to_string(batch.n->tid);
+  if (batch.p->pid != batch.n->tid) s.worker_label += " (pid " + std::to_string(batch.p->pid) + ")";
+  s.batch_start_ns = batch.n->since_ns;
+  s.batch_ns = so_far(batch.n->since_ns);
+  for (const inflight_note& n : batch.p->inflight) {  // the op it is inside (its innermost)
+    if (n.what == "op" && n.tid == batch.n->tid) {
+      s.op = "S" + n.name;
+      s.op_ns = so_far(n.since_ns);
+    }
+  }
+  return true;
+}
+
+// The story of a capture: its wait (the one at the trigger, else the longest), the batch's
 // SBatchPreprocessed in the same directory (the latest that ended by the wait's end), the longest
 // op of that worker within the batch, and the batch's cause split (its `batchres` line).
 template <class Span>
@@ -411,6 +485,7 @@ void story_of(const trace_dir& dir, const std::vector<Span>& waits, const std::v
               report_data& rd) {
   report_data::capture_story& s = rd.story;
   const capture_meta& c = *dir.capture();
+  if (cut_story_of(dir, c, s)) return;
   const Span* w = nullptr;
   for (const Span& x : waits) {  // the wait the trigger ended (within 1 ms), or one it is inside
     const std::uint64_t end = x.start + x.dur;

@@ -193,6 +193,14 @@ class sidecar_parser {
         auto& t = proc_.resources[tid];
         t.lost = std::max(t.lost, n);  // a running count: the last line is the total
       }
+    } else if (key == "inflight") {
+      inflight_note n;
+      if (read_u(ls, key, n.tid) && ls >> n.what && read_u(ls, key, n.since_ns) &&
+          read_u(ls, key, n.idx) && ls >> n.name &&
+          (n.what == "batch" || n.what == "op" || n.what == "wait") &&
+          proc_.inflight.size() < k_max_inflight_notes) {
+        proc_.inflight.push_back(std::move(n));
+      }
     } else if (key == "capture") {
       capture_meta c;
       if (ls >> c.id && read_u(ls, key, c.trigger_ns) && read_u(ls, key, c.start_ns) &&

@@ -118,6 +118,14 @@ struct capture_meta {
   std::string reason;
 };
 
+/// A capture sidecar's `inflight <tid> <batch|op|wait> <since_ns> <idx> <name>` line (FORMAT.md
+/// §8): a span still in progress when the process wrote its part (the capture is cut there).
+struct inflight_note {
+  std::uint64_t tid = 0, since_ns = 0, idx = 0;
+  std::string what;  ///< batch, op or wait
+  std::string name;  ///< the op's name as traced without its S; "-" but for an op
+};
+
 /// `2026-11-25 22:06:32.123 UTC` for epoch nanoseconds.
 std::string utc_text(std::uint64_t ns);
 /// One line on a capture: `<reason>; triggered at <UTC> (<s> s into the <s> s window)`.
@@ -166,8 +174,11 @@ struct process_meta {
   std::uint64_t op_res_lost = 0;    ///< `opres_lost`: ops whose figures had no slot (all threads)
   std::uint64_t op_res_beyond = 0;  ///< `opres` lines of names beyond k_max_op_resources
   std::optional<capture_meta> capture;  ///< the sidecar of a capture
+  std::vector<inflight_note> inflight;  ///< a capture's `inflight` lines (k_max_inflight_notes)
   process_memory memory;                ///< its `memory` lines
 };
+
+constexpr std::size_t k_max_inflight_notes = 4096;  ///< `inflight` lines kept per process
 
 constexpr std::size_t k_max_batch_resources = 65536;
 constexpr std::size_t k_max_op_resources = 4096;
