@@ -481,13 +481,15 @@ void stats_engine::batch_delays(const stats_options& opt, stats_result& r) const
 
   // Batch delay = SBatchConsumed.ts - (SBatchPreprocessed.start + duration). The script does a
   // pandas merge on batch_id (one epoch). We join by time: each consume takes the latest
-  // preparation of its index (in its directory) that had begun by then (k_join_slack_ns allowed
-  // for clocks read by two processes), so batch i of one epoch is never paired with batch i of
-  // another, and a batch cut by a window's edge (a capture) is unmatched. The preparation's start,
-  // not its end: a batch is always begun before it is consumed, with the whole batch as margin
-  // for the clocks' disagreement (a short run's first TSC rate on a loaded machine is off by a
-  // few per cent: ends read ~9 ms after the consume were seen in 60 ms libtorch runs under CI
-  // load); a negative delay is that disagreement, shown as measured.
+  // preparation of its index (in its directory) that had begun by then, so batch i of one epoch
+  // is never paired with batch i of another, and a batch cut by a window's edge (a capture) is
+  // unmatched. The preparation's start, not its end, and no slack into the future: a batch is
+  // begun before it is consumed, and the next epoch's batch i begins after this epoch's batch i
+  // was consumed (its loader starts the epoch after the last consume). An earlier version took
+  // the latest that ended by the consume + 10 ms: in short epochs (60 ms libtorch runs under CI
+  // load) that reached the next epoch's batch, every delay negative and some unmatched. Only
+  // when no preparation began by then is one begun within k_join_slack_ns after it taken (two
+  // processes' clocks), and its delay may then be negative: their disagreement, as measured.
   // Both sides come in (idx, epoch) order, epochs in time order: a merge join.
   constexpr std::uint64_t k_join_slack_ns = 10'000'000;
   spill_log<std::int64_t> delay_ns(lim_.buffer_bytes / 2);
@@ -506,8 +508,13 @@ void stats_engine::batch_delays(const stats_options& opt, stats_result& r) const
       while (have && key_before(p, c)) have = pre_rd.next(p);
       bool got = false;
       epoch_span best{};
-      while (have && same_key(p, c) && p.s.start <= c.s.start + k_join_slack_ns) {
+      while (have && same_key(p, c) && p.s.start <= c.s.start) {
         best = p;  // a later one of the index replaces it: the earlier stays unmatched
+        got = true;
+        have = pre_rd.next(p);
+      }
+      if (!got && have && same_key(p, c) && p.s.start <= c.s.start + k_join_slack_ns) {
+        best = p;
         got = true;
         have = pre_rd.next(p);
       }
