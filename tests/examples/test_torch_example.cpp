@@ -118,7 +118,12 @@ TEST_CASE("libtorch_dataset example: Lotus's whole record set, 2 epochs",
   INFO(stats.out << stats.err);
   REQUIRE(stats.status == 0);
   const std::string& s = stats.out;
-  REQUIRE(s.find("records in 3 files (2 worker, 1 main)") != std::string::npos);
+  // One file per worker thread that prepared a batch: with 6 batches and 2 workers, a loaded
+  // machine may give every batch to one of them (seen on CI).
+  REQUIRE(t.workers.size() >= 1);
+  REQUIRE(t.workers.size() <= 2);
+  REQUIRE(s.find("records in " + std::to_string(t.workers.size() + 1) + " files (" +
+                 std::to_string(t.workers.size()) + " worker, 1 main)") != std::string::npos);
   REQUIRE(s.find("Per-batch preprocessing time (SBatchPreprocessed):\n\tbatches = 6, epochs = 2") !=
           std::string::npos);
   REQUIRE(s.find("Main process wait time (SBatchWait):\n\t") != std::string::npos);
@@ -235,7 +240,10 @@ TEST_CASE("libtorch_dataset example: two ranks share one trace directory",
     REQUIRE(r["rank"] == rank);
     REQUIRE(r["batches"] == 6);
     REQUIRE(r["waits"] == 6);
-    REQUIRE(r["worker_files"] == (rank == 0 ? 2 : 1));
+    // One file per worker thread that prepared a batch (a loaded machine may give every batch
+    // of rank 0 to one of its 2 workers).
+    REQUIRE(r["worker_files"] >= 1);
+    REQUIRE(r["worker_files"] <= (rank == 0 ? 2 : 1));
   }
   REQUIRE(j["delay"]["count"] == 12);  // every batch joined within its own rank
   REQUIRE(j["delay"]["unmatched_consumed"] == 0);

@@ -190,14 +190,15 @@ def test_wait_trigger_captures_the_stall_of_every_process(tmp_path, context):
 
 
 @pytest.mark.skipif(not TOOL, reason="LOTUS_TOOL not set")
-@pytest.mark.parametrize("context", ["fork", "spawn"])
-def test_batch_trigger_fires_in_the_hung_worker(tmp_path, context):
+@pytest.mark.parametrize("context,trigger", [("fork", "batch>1s"), ("spawn", "batch>1s"),
+                                             ("fork", "op:Sleepy>1s")])
+def test_batch_trigger_fires_in_the_hung_worker(tmp_path, context, trigger):
     """Issue #51's acceptance: 4 workers far ahead of a slow consumer, one hangs inside a batch;
     LOTUS_FLIGHT=5 LOTUS_TRIGGER='batch>1s': the worker's own writer asks for the capture while
     it hangs, and every process's part holds more than 3 s before the hang began."""
     trace_dir, cfg = run_job(tmp_path, context=context, workers=4, slow_after_s=4.5, slow_s=4.0,
                              run_s=10.0, consume_s=0.02)
-    env = {"LOTUS_FLIGHT": "5", "LOTUS_TRIGGER": "batch>1s"}
+    env = {"LOTUS_FLIGHT": "5", "LOTUS_TRIGGER": trigger}
     out = json.loads(run_python([str(HERE / "flight_scenario.py"), json.dumps(cfg)], env=env,
                                 timeout=180).stdout)
     main_pid = out["pid"]
@@ -207,25 +208,32 @@ def test_batch_trigger_fires_in_the_hung_worker(tmp_path, context):
     assert len(caps) == 1, caps
     recs = check_every_process(caps[0], main_pid, 4)
     parts = sidecars(caps[0])
-    cap_id, trigger, start, end, pid_filter, reason = parts[main_pid]["capture"][0].split(" ", 5)
-    trigger, start = int(trigger), int(start)
-    assert reason.startswith("batch>1000ms: thread ") and " inside batch " in reason, reason
-    assert trigger - start == 5 * 10**9
+    cap_id, trigger_ns, start, end, pid_filter, reason = parts[main_pid]["capture"][0].split(" ", 5)
+    trigger_ns, start = int(trigger_ns), int(start)
+    if trigger == "batch>1s":
+        assert reason.startswith("batch>1000ms: thread ") and " inside batch " in reason, reason
+    else:  # the op the worker hangs in (lotus.scope), from the worker's own writer
+        assert reason.startswith("op:Sleepy>1000ms: Sleepy in progress on thread "), reason
+    assert trigger_ns - start == 5 * 10**9
     # The hung worker says where it was when it wrote its part: in its batch, in op Sleepy.
     hung = [p for p, s in parts.items() if p != main_pid
             and any(line.split()[1:2] == ["op"] and line.split()[4] == "Sleepy"
                     for line in s.get("inflight", []))]
     assert len(hung) == 1, parts
     batch = [line.split() for line in parts[hung[0]]["inflight"] if line.split()[1] == "batch"]
-    # The trigger is the batch's start (ticks to ns: the clock model re-anchors each cycle).
-    assert len(batch) == 1 and abs(int(batch[0][2]) - trigger) <= 1_000_000
-    assert reason.split()[2] == batch[0][0]  # "thread <tid>": the hung worker's thread
+    assert len(batch) == 1
+    sleepy_op = [line.split() for line in parts[hung[0]]["inflight"] if line.split()[1] == "op"]
+    # The trigger is the batch's start, or the op's (ticks to ns: the clock model re-anchors
+    # each cycle); the reason names the hung worker's thread.
+    began = int(batch[0][2]) if trigger == "batch>1s" else int(sleepy_op[0][2])
+    assert abs(began - trigger_ns) <= 1_000_000
+    assert reason.split()[2 if trigger == "batch>1s" else 6] == batch[0][0], reason
     # On disk before the hang ended (4 s after the batch began).
-    assert out["capture_ns"] is not None and out["capture_ns"] < trigger + 4 * 10**9
+    assert out["capture_ns"] is not None and out["capture_ns"] < trigger_ns + 4 * 10**9
     for p, rs in recs.items():
         first = min(r[1] for r in rs)
-        assert trigger - first >= 3 * 10**9, (p, p == main_pid, p in hung, (trigger - first) / 1e9,
-                                              start, [r for r in rs if r[1] < trigger][:5])
+        assert trigger_ns - first >= 3 * 10**9, (p, p == main_pid, p in hung,
+                                                 (trigger_ns - first) / 1e9)
     assert_tool_accepts(caps[0], "batch>1000ms: thread ")
     # The story: the hung worker, still inside its batch and op, the loop not waiting yet or
     # waiting for it (the consumer's prefetched batches hide the stall for a while).
@@ -237,7 +245,7 @@ def test_batch_trigger_fires_in_the_hung_worker(tmp_path, context):
                                      f"{batch[0][3]}")
             or story["text"].startswith(f"The training loop was still waiting for batch "
                                         f"{batch[0][3]}")), story
-    print(f"capture on disk {(out['capture_ns'] - trigger) / 1e9:.3f} s after the hung batch began")
+    print(f"capture on disk {(out['capture_ns'] - trigger_ns) / 1e9:.3f} s after the hung batch began")
 
 
 @pytest.mark.skipif(not TOOL, reason="LOTUS_TOOL not set")

@@ -403,7 +403,8 @@ void read_report_summaries(const report_args& a, report_data& rd) {
 }
 
 /// A capture whose trigger names a span still in progress when the processes wrote their parts
-/// (a `wait` or `batch` inflight line starting at the trigger, within 1 ms): the stall outlasted
+/// (a `wait`, `batch` or `op` inflight line starting at the trigger, within 1 ms; for an op, the
+/// batch its thread is inside): the stall outlasted
 /// the capture. The story is told from the inflight lines, durations to the window's end.
 bool cut_story_of(const trace_dir& dir, const capture_meta& c, report_data::capture_story& s) {
   struct found_note {
@@ -413,7 +414,7 @@ bool cut_story_of(const trace_dir& dir, const capture_meta& c, report_data::capt
   const auto at_trigger = [&](const inflight_note& n) {
     return n.since_ns + 1000000 >= c.trigger_ns && n.since_ns <= c.trigger_ns + 1000000;
   };
-  found_note wait, batch;
+  found_note wait, batch, op;
   // The training loop's part is in the capture (its main-file records): what it was inside is
   // then known, a wait included.
   bool main_known = false;
@@ -424,6 +425,13 @@ bool cut_story_of(const trace_dir& dir, const capture_meta& c, report_data::capt
       if (!at_trigger(n)) continue;
       if (n.what == "wait" && wait.n == nullptr) wait = {&p, &n};
       if (n.what == "batch" && batch.n == nullptr) batch = {&p, &n};
+      if (n.what == "op" && op.n == nullptr) op = {&p, &n};
+    }
+  }
+  if (wait.n == nullptr && batch.n == nullptr && op.n != nullptr) {
+    // An op trigger (op>X, op:NAME>X): the batch of the thread inside that op.
+    for (const inflight_note& n : op.p->inflight) {
+      if (n.what == "batch" && n.tid == op.n->tid) batch = {op.p, &n};
     }
   }
   if (wait.n == nullptr && batch.n == nullptr) return false;
