@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 # cmake -DSOURCE=<lotus> -DWORK=<scratch> -DGENERATOR=<gen> -P install_unbuilt.cmake: any build tree
-# installs, whatever it built. Configures lotus as tools/scripts/demo.sh does (tool, examples,
-# injection libraries and Python module all defined), builds only the header-only targets (nothing),
+# installs, whatever it built. Configures lotus as tools/scripts/demo.sh does, with the Python module
+# too (tool, examples, injection libraries and module all defined), builds only the header-only targets (nothing),
 # and runs `cmake --install`: the install rules of targets that were not built are OPTIONAL.
 file(REMOVE_RECURSE "${WORK}")
 execute_process(
