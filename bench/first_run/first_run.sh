@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 # lotus — the first ten minutes, measured: what `bash tools/scripts/demo.sh` compiles and what
 # `pip install .` builds, each from an empty build directory (the Debian packages installed).
-# usage: bash bench/build/first_run.sh [demo|pip|all]     (default: all)
+# usage: bash bench/first_run/first_run.sh [demo|pip|all]     (default: all)
 #        (pip: setup.py's variables apply, e.g. LOTUS_BUILD_TOOL=0, LOTUS_TOOL_OPTIMIZE=-O1)
 # Prints, per build: the compile/link steps, wall time and CPU time (user+sys of every compiler and
 # linker), and the load average before and after (bench/quiet.sh: refuses above 1 unless
