@@ -5,12 +5,14 @@ One build through the project's CMake: the extension lotus._lotus (described onc
 tools/python/CMakeLists.txt, from the same headers as every C++ user), lotus-tool, shipped as
 lotus/bin/lotus-tool and started by the `lotus-tool` console script (as the cmake and ninja wheels ship
 their binaries), and the injection libraries in lotus/lib/. LOTUS_BUILD_TOOL=0 builds the Python
-package alone; LOTUS_NVTX=OFF builds without NVTX; LOTUS_TOOL_OPTIMIZE=-O1 builds lotus-tool
-with -O1 (40 % less CPU than Release's -O3, for a slower tool). lotus-tool needs the Debian packages of
+package alone; LOTUS_NVTX=OFF builds without NVTX; lotus-tool is compiled with -O1
+(LOTUS_TOOL_OPTIMIZE, default -O1: 38 % less CPU to build than Release's -O3, a tool 10-13 % slower;
+LOTUS_TOOL_OPTIMIZE= builds it at -O3). lotus-tool needs the Debian packages of
 `bash tools/scripts/install-deps.sh tool`.
 
 Progress: each stage and each compile step is one line on stderr with the seconds since the build
-began (`lotus: [  12 s] ...`, `lotus: [  30 s] [5/21] Building ...`); pip shows them with -v.
+began (`lotus: [   2 s] configuring ...`, `lotus: [30.512 s] [5/27] Building ...`, ninja's own seconds);
+pip shows them with -v.
 """
 import os
 import re
@@ -67,7 +69,9 @@ class build_with_cmake(build_ext):
                 "-DLOTUS_BUILD_TESTS=OFF", "-DLOTUS_BUILD_EXAMPLES=OFF", "-DLOTUS_BUILD_BENCH=OFF",
                 "-DLOTUS_BUILD_PYTHON=ON", "-DLOTUS_WITH_TORCH=OFF", "-DLOTUS_INSTALL=OFF",
                 f"-DLOTUS_BUILD_TOOLS={'ON' if with_tool else 'OFF'}",
-                f"-DLOTUS_TOOL_OPTIMIZE={os.environ.get('LOTUS_TOOL_OPTIMIZE', '')}",
+                # The tool at -O1 by default: 10-13 % slower than -O3, the install in under a
+                # minute on 2 cores (bench/README.md, "Build and first-run times").
+                f"-DLOTUS_TOOL_OPTIMIZE={os.environ.get('LOTUS_TOOL_OPTIMIZE', '-O1')}",
                 f"-DPython3_EXECUTABLE={sys.executable}",
                 f"-DLOTUS_NVTX={'OFF' if os.environ.get('LOTUS_NVTX', '').upper() == 'OFF' else 'AUTO'}"]
         env = dict(os.environ)
