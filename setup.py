@@ -5,20 +5,33 @@ One build through the project's CMake: the extension lotus._lotus (described onc
 tools/python/CMakeLists.txt, from the same headers as every C++ user), lotus-tool, shipped as
 lotus/bin/lotus-tool and started by the `lotus-tool` console script (as the cmake and ninja wheels ship
 their binaries), and the injection libraries in lotus/lib/. LOTUS_BUILD_TOOL=0 builds the Python
-package alone; LOTUS_NVTX=OFF builds without NVTX. lotus-tool needs the Debian packages of
+package alone; LOTUS_NVTX=OFF builds without NVTX; lotus-tool is compiled with -O1
+(LOTUS_TOOL_OPTIMIZE, default -O1: 38 % less CPU to build than Release's -O3, a tool 10-13 % slower;
+LOTUS_TOOL_OPTIMIZE= builds it at -O3). lotus-tool needs the Debian packages of
 `bash tools/scripts/install-deps.sh tool`.
+
+Progress: each stage and each compile step is one line on stderr with the seconds since the build
+began (`lotus: [   2 s] configuring ...`, `lotus: [30.512 s] [5/27] Building ...`, ninja's own seconds);
+pip shows them with -v.
 """
 import os
 import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 ROOT = Path(__file__).resolve().parent
+START = time.monotonic()
+
+
+def progress(message):
+    """One line on stderr, with the seconds since setup.py started (pip -v shows it)."""
+    print(f"lotus: [{time.monotonic() - START:4.0f} s] {message}", file=sys.stderr, flush=True)
 
 
 def version():
@@ -56,15 +69,26 @@ class build_with_cmake(build_ext):
                 "-DLOTUS_BUILD_TESTS=OFF", "-DLOTUS_BUILD_EXAMPLES=OFF", "-DLOTUS_BUILD_BENCH=OFF",
                 "-DLOTUS_BUILD_PYTHON=ON", "-DLOTUS_WITH_TORCH=OFF", "-DLOTUS_INSTALL=OFF",
                 f"-DLOTUS_BUILD_TOOLS={'ON' if with_tool else 'OFF'}",
+                # The tool at -O1 by default: 10-13 % slower than -O3, the install in under a
+                # minute on 2 cores (bench/README.md, "Build and first-run times").
+                f"-DLOTUS_TOOL_OPTIMIZE={os.environ.get('LOTUS_TOOL_OPTIMIZE', '-O1')}",
                 f"-DPython3_EXECUTABLE={sys.executable}",
                 f"-DLOTUS_NVTX={'OFF' if os.environ.get('LOTUS_NVTX', '').upper() == 'OFF' else 'AUTO'}"]
+        env = dict(os.environ)
         if shutil.which("ninja"):
             args += ["-G", "Ninja"]
+            # One line per step, with ninja's elapsed seconds and the step count.
+            env.setdefault("NINJA_STATUS", "lotus: [%e s] [%f/%t] ")
         targets = ["lotus_python"] + (["lotus-tool"] if with_tool else [])
         try:
+            progress(f"configuring with CMake in {build}")
             subprocess.run(args, check=True, stdout=subprocess.DEVNULL)
+            progress(f"building {', '.join(targets)} on {os.cpu_count() or 2} cores "
+                     f"(about 1 min on 2 quiet cores{'' if with_tool else ', less without the tool'})")
             subprocess.run([cmake, "--build", str(build), "--target", *targets, "-j",
-                            str(os.cpu_count() or 2)], check=True)
+                            str(os.cpu_count() or 2)], check=True, env=env,
+                           stdout=sys.stderr.fileno())
+            progress("built; copying into the package")
         except subprocess.CalledProcessError as e:
             raise SystemExit(f"lotus: the CMake build failed ({e}); install the Debian packages of "
                              "bash tools/scripts/install-deps.sh python tool, or set LOTUS_BUILD_TOOL=0 "

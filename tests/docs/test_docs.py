@@ -402,5 +402,139 @@ class Options(unittest.TestCase):
             self.assertTrue(f"`{r[1]}`" in readme or f"`{prefix}_*`" in readme, r[1])
 
 
+NUMBERS = {2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight", 9: "nine",
+           10: "ten", 11: "eleven", 12: "twelve"}
+
+
+def read(rel):
+    with open(os.path.join(ROOT, rel), encoding="utf-8") as f:
+        return f.read()
+
+
+def tool_commands_in_source():
+    """lotus-tool's commands, as cli/*.cpp register them (add_subcommand("name", ...))."""
+    cli = os.path.join(ROOT, "tools", "lotus-tool", "cli")
+    names = []
+    for name in sorted(os.listdir(cli)):
+        if name.endswith(".cpp"):
+            with open(os.path.join(cli, name), encoding="utf-8") as f:
+                names += re.findall(r'add_subcommand\(\s*"([a-z-]+)"', f.read())
+    return names
+
+
+def tool_libraries():
+    """The folders of lotus-tool's libraries, as tools/lotus-tool/CMakeLists.txt defines them."""
+    return re.findall(r"^lotus_tool_library\(lotus_tool_(\w+)", read("tools/lotus-tool/CMakeLists.txt"),
+                      re.M)
+
+
+def injection_libraries():
+    """lib<name>.so of every shared library tools/inject/*/CMakeLists.txt builds."""
+    inject = os.path.join(ROOT, "tools", "inject")
+    found = []
+    for d in sorted(os.listdir(inject)):
+        cm = os.path.join(inject, d, "CMakeLists.txt")
+        if os.path.isfile(cm):
+            with open(cm, encoding="utf-8") as f:
+                found += [f"lib{n}.so" for n in re.findall(r"add_library\((\w+) SHARED", f.read())]
+    return found
+
+
+def ctest_labels():
+    """Every ctest label of tests/*/CMakeLists.txt (literal, or through a _<x>_labels variable)."""
+    labels = set()
+    for dirpath, _, files in os.walk(os.path.join(ROOT, "tests")):
+        if "CMakeLists.txt" not in files:
+            continue
+        with open(os.path.join(dirpath, "CMakeLists.txt"), encoding="utf-8") as f:
+            text = f.read()
+        for group in re.findall(r'LABELS\s+"?([a-z][a-z;]*)"?', text):
+            labels.update(group.split(";"))
+        labels.update(re.findall(r"(?:set\(|list\(APPEND )_\w+_labels (\w+)\)", text))
+    return labels
+
+
+class Maps(unittest.TestCase):
+    """The docs' maps of the code agree with it: lotus-tool's commands (README.md against cli/*.cpp
+    and, given LOTUS_TOOL, against `lotus-tool --help`), the tool's libraries (their number and
+    names in architecture.md, the tool's README and CMakeLists.txt), the injection libraries, the
+    reference documents of tools/docs/ and the ctest labels of the README's test recipe."""
+
+    def test_readme_commands_are_the_tools(self):
+        commands = tool_commands_in_source()
+        self.assertGreaterEqual(len(commands), 10, commands)
+        self.assertEqual(len(commands), len(set(commands)), commands)
+        readme = read("README.md")
+        bullet = re.search(r"^- \*\*lotus-tool\*\* — ([^:]*):", readme, re.M)
+        self.assertIsNotNone(bullet, "README.md: the '- **lotus-tool** — `check`, ...:' line")
+        self.assertEqual(sorted(re.findall(r"`([a-z-]+)`", bullet.group(1))), sorted(commands),
+                         "README.md's command list against tools/lotus-tool/cli/*.cpp")
+        table = readme.split("\n## lotus-tool\n", 1)[1].split("\n## ", 1)[0]
+        rows = [ln.split(" | ")[0] for ln in table.splitlines() if ln.startswith("| `")]
+        in_table = [c.split()[0] for row in rows for c in re.findall(r"`([^`]+)`", row)]
+        self.assertEqual(sorted(in_table), sorted(commands),
+                         "README.md's lotus-tool table against tools/lotus-tool/cli/*.cpp")
+        manual = read("tools/lotus-tool/README.md")
+        headed = set(re.findall(r"^### (?:LotusMap: )?(.*)$", manual, re.M))
+        words = {w for h in headed for w in re.findall(r"`?([a-z]+)`?", h)}
+        self.assertEqual(sorted(c for c in commands if c not in words), [],
+                         "tools/lotus-tool/README.md: a heading per command")
+
+    def test_help_lists_the_same_commands(self):
+        tool = os.environ.get("LOTUS_TOOL")
+        if not tool:
+            self.skipTest("LOTUS_TOOL (the built lotus-tool) not given")
+        out = subprocess.run([tool, "--help"], stdout=subprocess.PIPE, check=True).stdout.decode()
+        section = out.split("Subcommands:\n", 1)[1].split("\n\n", 1)[0]
+        helped = re.findall(r"^  ([a-z-]+)\s", section, re.M)
+        self.assertEqual(sorted(helped), sorted(tool_commands_in_source()))
+
+    def test_tool_libraries(self):
+        libs = tool_libraries()
+        self.assertGreaterEqual(len(libs), 6, libs)
+        word = NUMBERS[len(libs)]
+        cmake = read("tools/lotus-tool/CMakeLists.txt")
+        self.assertIn(f"The tool is {word} libraries", cmake)
+        self.assertEqual(sorted(re.findall(r"^#   (\w+)/ ", cmake, re.M)), sorted(libs + ["cli"]))
+        arch = read("tools/docs/architecture.md")
+        row = [ln for ln in arch.splitlines() if ln.startswith("| `tools/lotus-tool/` |")]
+        self.assertEqual(len(row), 1)
+        self.assertIn(f"{word} libraries", row[0])
+        self.assertEqual(sorted(re.findall(r"`([a-z]+)`", row[0].split("libraries", 1)[1].split(")")[0])),
+                         sorted(libs))
+        manual = read("tools/lotus-tool/README.md")
+        layout = manual.split("### Source layout", 1)[1].split("\n### ", 1)[0]
+        self.assertIn(f"{word.capitalize()} static libraries", layout)
+        self.assertEqual(sorted(re.findall(r"^\| `(\w+)/` \| `lotus_tool_", layout, re.M)), sorted(libs))
+
+    def test_injection_libraries(self):
+        libs = injection_libraries()
+        self.assertGreaterEqual(len(libs), 2, libs)
+        for rel, key in (("tools/README.md", "| [`inject/`]"),
+                         ("tools/docs/architecture.md", "| `tools/inject/` |")):
+            row = [ln for ln in read(rel).splitlines() if ln.startswith(key)]
+            self.assertEqual(len(row), 1, rel)
+            self.assertEqual(sorted(set(re.findall(r"(lib\w+\.so)", row[0]))), sorted(libs), rel)
+
+    def test_reference_documents(self):
+        docs = sorted(n for n in os.listdir(os.path.join(ROOT, "tools", "docs"))
+                      if n.endswith(".md") and n != "README.md")
+        index = read("tools/docs/README.md")
+        self.assertEqual(sorted(set(re.findall(r"\]\(([A-Za-z]+\.md)\)", index))), docs)
+        for sentence in re.split(r"(?<=[.)]) ", index):
+            self.assertLessEqual(index.count(sentence), 1, f"repeated in tools/docs/README.md: {sentence}")
+
+    def test_test_areas(self):
+        labels = ctest_labels()
+        self.assertIn("core", labels)
+        readme = read("README.md")
+        m = re.search(r"`ctest -L AREA`[^:]*: ((?:`[a-z]+`[ ,]*(?:and )?)+)", readme)
+        self.assertIsNotNone(m, "README.md: the list of `ctest -L AREA` areas")
+        self.assertEqual(sorted(re.findall(r"`([a-z]+)`", m.group(1))), sorted(labels))
+        areas = re.search(r"set\(LOTUS_TEST_AREAS ([a-z; ]+)\)", read("tests/CMakeLists.txt"))
+        self.assertIsNotNone(areas, "tests/CMakeLists.txt: set(LOTUS_TEST_AREAS ...)")
+        self.assertEqual(sorted(areas.group(1).replace(";", " ").split()), sorted(labels))
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -10,9 +10,13 @@ build="${LOTUS_DEMO_BUILD:-$root/build-demo}"
 # Only what the demo needs: the `demo` group of tools/deps.txt.
 bash "$root/tools/scripts/install-deps.sh" demo
 
+# What it builds is measured in bench/README.md ("Build and first-run times"):
+# bench/first_run/first_run.sh uses this configuration; keep the two in step.
 echo "demo: building image_pipeline and lotus-tool in $build"
+echo "demo: 27 steps, a line each: about 50 s on 2 quiet cores (more while other work runs)"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOTUS_BUILD_TESTS=OFF \
-  -DLOTUS_BUILD_BENCH=OFF -DLOTUS_WITH_TORCH=OFF -DLOTUS_EXAMPLE_DIRS="common;image_pipeline" >/dev/null
+  -DLOTUS_BUILD_BENCH=OFF -DLOTUS_BUILD_PYTHON=OFF -DLOTUS_WITH_TORCH=OFF \
+  -DLOTUS_TOOL_OPTIMIZE=-O1 -DLOTUS_EXAMPLE_DIRS="common;image_pipeline" >/dev/null
 cmake --build "$build" --target image_pipeline lotus-tool
 
 echo "demo: running the traced pipeline (2 worker threads, 256 generated JPEGs)"
