@@ -234,7 +234,8 @@ def test_batch_trigger_fires_in_the_hung_worker(tmp_path, context, trigger):
         first = min(r[1] for r in rs)
         assert trigger_ns - first >= 3 * 10**9, (p, p == main_pid, p in hung,
                                                  (trigger_ns - first) / 1e9)
-    assert_tool_accepts(caps[0], "batch>1000ms: thread ")
+    assert_tool_accepts(caps[0], "batch>1000ms: thread " if trigger == "batch>1s"
+                        else "op:Sleepy>1000ms: Sleepy in progress on thread ")
     # The story: the hung worker, still inside its batch and op, the loop not waiting yet or
     # waiting for it (the consumer's prefetched batches hide the stall for a while).
     story = capture_story(caps[0])
