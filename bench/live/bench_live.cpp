@@ -14,7 +14,7 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <lotus/detail/live.hpp>
+#include <lotus/runtime/live.hpp>
 #include <lotus/lotus.hpp>
 #include <string>
 #include <thread>

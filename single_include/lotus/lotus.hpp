@@ -90,7 +90,7 @@
 // SPDX-License-Identifier: MIT
 // The hot path of a span (clock, ring, name cache), the runtime's entry points, the state words the
 // inline fast paths read, and the bodies of the public macros. In header-only mode the runtime's
-// definitions follow (detail/runtime.hpp); with LOTUS_COMPILED_LIB they are compiled once, in the
+// definitions follow (runtime/runtime.hpp); with LOTUS_COMPILED_LIB they are compiled once, in the
 // TU that includes <lotus/src.hpp>, and every other file sees only what is here.
 
 #include <atomic>       // atomic, atomic_signal_fence
@@ -426,7 +426,7 @@ namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
 
-/// The calling thread's counters (detail/resources.hpp): CPU time, faults and context switches
+/// The calling thread's counters (runtime/resources.hpp): CPU time, faults and context switches
 /// from getrusage(RUSAGE_THREAD), run-queue wait from /proc/thread-self/schedstat.
 /// `ok` false: not read (tracing or resources off, or the reads failed).
 struct res_sample {
@@ -441,7 +441,7 @@ struct res_sample {
 #endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_RES_SAMPLE_HPP
 // ---- end lotus/detail/res_sample.hpp ----
 
-// Header-only mode defines these in lotus/detail/runtime.hpp (reached through scope.hpp and
+// Header-only mode defines these in lotus/runtime/runtime.hpp (reached through scope.hpp and
 // trace.hpp); with LOTUS_COMPILED_LIB they are defined once, in the TU that includes
 // <lotus/src.hpp>, and the hot-path headers see only these declarations.
 
@@ -485,7 +485,7 @@ LOTUS_DETAIL_API bool api_capture(const char* reason, std::size_t size) noexcept
 /// Whether `text` is a valid LOTUS_TRIGGER value (Python's configure checks before applying).
 LOTUS_DETAIL_API bool trigger_valid(const char* text, std::size_t size) noexcept;
 
-/// NVTX ranges for lotus's spans (LOTUS_NVTX; lotus/detail/nvtx.hpp). Each is a no-op, and
+/// NVTX ranges for lotus's spans (LOTUS_NVTX; lotus/collectors/nvtx.hpp). Each is a no-op, and
 /// nvtx_push/nvtx_start return false/0, while NVTX is off or not compiled in. A pushed range is
 /// popped by the same thread; a started one (id != 0) may end anywhere. nvtx_push/nvtx_pop are
 /// the annotation path of every span: they also begin and end the span's ITT task (LOTUS_ITT).
@@ -500,7 +500,7 @@ LOTUS_DETAIL_API bool nvtx_active() noexcept;
 /// Whether nvtx_push annotates now (NVTX ranges or ITT tasks).
 LOTUS_DETAIL_API bool annotations_active() noexcept;
 
-/// ITT tasks for lotus's spans (LOTUS_ITT; lotus/detail/itt.hpp), domain "lotus". itt_open loads
+/// ITT tasks for lotus's spans (LOTUS_ITT; lotus/collectors/itt_tasks.hpp), domain "lotus". itt_open loads
 /// the collector once (false, with one message, when there is none); itt_task_push begins a
 /// task on this thread (false while ITT is off), itt_task_pop ends the thread's innermost one.
 LOTUS_DETAIL_API bool itt_open() noexcept;
@@ -508,7 +508,7 @@ LOTUS_DETAIL_API bool itt_task_push(const record_site& loc) noexcept;
 LOTUS_DETAIL_API void itt_task_pop() noexcept;
 LOTUS_DETAIL_API bool itt_active() noexcept;
 
-/// The collector's slow paths (lotus/collector.hpp; defined in detail/collector_impl.hpp):
+/// The collector's slow paths (lotus/collector.hpp; defined in collectors/impl.hpp):
 /// detection, process-wide nesting, the backend's resume/pause/detach. Never throw; keep errno.
 LOTUS_DETAIL_API void collector_resume_slow(const char* region) noexcept;
 LOTUS_DETAIL_API void collector_pause_slow(const char* region) noexcept;
@@ -517,11 +517,11 @@ LOTUS_DETAIL_API void collector_initialize() noexcept;
 LOTUS_DETAIL_API collector::kind collector_attached() noexcept;
 
 /// A map region's entry when the map word is not idle (lotus/map_region.hpp; defined in
-/// detail/map_impl.hpp): list mode, or the gap and resume of a selected execution. Returns the
+/// collectors/map.hpp): list mode, or the gap and resume of a selected execution. Returns the
 /// name to pause at the region's end, or nullptr.
 LOTUS_DETAIL_API const char* map_gate_enter(const char* name) noexcept;
 
-/// A batch's resource figures (detail/resources.hpp), read only at batch boundaries, never per op.
+/// A batch's resource figures (runtime/resources.hpp), read only at batch boundaries, never per op.
 /// resources_read: the calling thread's counters now (`ok` false when tracing or LOTUS_RESOURCES
 /// is off). resources_record: reads them again and queues the difference from `begin` for the
 /// sidecar's `batchres` line of batch `idx` spanning ticks [t0, t1] (nothing when `begin` is
@@ -982,9 +982,9 @@ inline std::atomic<int> map_mode{map_unread};
 #  define LOTUS_DETAIL_INLINE_RUNTIME 1
 #endif
 #if LOTUS_DETAIL_INLINE_RUNTIME
-// ---- begin lotus/detail/runtime.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_RUNTIME_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_RUNTIME_HPP
+// ---- begin lotus/runtime/runtime.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_RUNTIME_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_RUNTIME_HPP
 // lotus — the tracing runtime: settings, thread registration, full rings, process events (internal)
 // SPDX-License-Identifier: MIT
 
@@ -1017,9 +1017,9 @@ inline std::atomic<int> map_mode{map_unread};
 #include <string_view>  // string_view
 
 // The hot path's headers (included by scope.hpp already in the usual order).
-// ---- begin lotus/detail/calibration.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_CALIBRATION_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_CALIBRATION_HPP
+// ---- begin lotus/runtime/calibration.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_CALIBRATION_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_CALIBRATION_HPP
 // lotus — TSC trust and calibration: invariant-TSC check, ticks to epoch ns (internal)
 // SPDX-License-Identifier: MIT
 
@@ -1118,11 +1118,11 @@ class tick_converter {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_CALIBRATION_HPP
-// ---- end lotus/detail/calibration.hpp ----
-// ---- begin lotus/detail/diagnostics.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_DIAGNOSTICS_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_DIAGNOSTICS_HPP
+#endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_CALIBRATION_HPP
+// ---- end lotus/runtime/calibration.hpp ----
+// ---- begin lotus/runtime/diagnostics.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_DIAGNOSTICS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_DIAGNOSTICS_HPP
 // lotus — the one diagnostics sink: `lotus: ...` on stderr, once per topic (internal)
 // SPDX-License-Identifier: MIT
 
@@ -1254,11 +1254,11 @@ diag_config(const char* format, ...) noexcept {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_DIAGNOSTICS_HPP
-// ---- end lotus/detail/diagnostics.hpp ----
-// ---- begin lotus/detail/env.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_ENV_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_ENV_HPP
+#endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_DIAGNOSTICS_HPP
+// ---- end lotus/runtime/diagnostics.hpp ----
+// ---- begin lotus/runtime/env.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_ENV_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_ENV_HPP
 // lotus — the typed environment parser under option_table.hpp (internal)
 // SPDX-License-Identifier: MIT
 
@@ -1317,11 +1317,11 @@ inline bool has_control_char(std::string_view s) noexcept {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_ENV_HPP
-// ---- end lotus/detail/env.hpp ----
-// ---- begin lotus/detail/intern.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_INTERN_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_INTERN_HPP
+#endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_ENV_HPP
+// ---- end lotus/runtime/env.hpp ----
+// ---- begin lotus/runtime/intern.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_INTERN_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_INTERN_HPP
 // lotus — process-lifetime names: interned run-time names and the writer's record labels (internal)
 // SPDX-License-Identifier: MIT
 
@@ -1526,11 +1526,11 @@ class label_table {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_INTERN_HPP
-// ---- end lotus/detail/intern.hpp ----
-// ---- begin lotus/detail/ledger.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_LEDGER_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_LEDGER_HPP
+#endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_INTERN_HPP
+// ---- end lotus/runtime/intern.hpp ----
+// ---- begin lotus/runtime/ledger.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_LEDGER_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_LEDGER_HPP
 // lotus — the process ledger: the byte budget and counters every lotus runtime shares (internal)
 // SPDX-License-Identifier: MIT
 //
@@ -1810,11 +1810,11 @@ class ledger_entry {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_LEDGER_HPP
-// ---- end lotus/detail/ledger.hpp ----
-// ---- begin lotus/detail/nvtx.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_NVTX_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_NVTX_HPP
+#endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_LEDGER_HPP
+// ---- end lotus/runtime/ledger.hpp ----
+// ---- begin lotus/collectors/nvtx.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTORS_NVTX_HPP
+#define LOTUS_AMALGAMATED_LOTUS_COLLECTORS_NVTX_HPP
 // lotus — NVTX ranges and ITT tasks for lotus's spans (LOTUS_NVTX, LOTUS_ITT) (internal)
 // SPDX-License-Identifier: MIT
 
@@ -1831,9 +1831,9 @@ class ledger_entry {
 #include <cstdint>  // uint64_t
 #include <cstdio>   // snprintf
 
-// ---- begin lotus/detail/itt.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_ITT_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_ITT_HPP
+// ---- begin lotus/collectors/itt_tasks.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTORS_ITT_TASKS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_COLLECTORS_ITT_TASKS_HPP
 // lotus — ITT tasks for lotus's spans (LOTUS_ITT), for Intel VTune (internal)
 // SPDX-License-Identifier: MIT
 
@@ -1852,9 +1852,9 @@ class ledger_entry {
 #include <cstddef>  // offsetof, size_t
 #include <cstdint>  // uint64_t, uintptr_t
 
-// ---- begin lotus/detail/collector_itt.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_ITT_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_ITT_HPP
+// ---- begin lotus/collectors/itt.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTORS_ITT_HPP
+#define LOTUS_AMALGAMATED_LOTUS_COLLECTORS_ITT_HPP
 // lotus — Intel VTune backend: the ITT `__itt_api_init` handshake with our own mirror of the ABI
 // SPDX-License-Identifier: MIT
 
@@ -1863,9 +1863,9 @@ class ledger_entry {
 
 #include <cstddef>  // offsetof
 
-// ---- begin lotus/detail/collector_common.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_COMMON_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_COMMON_HPP
+// ---- begin lotus/collectors/common.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTORS_COMMON_HPP
+#define LOTUS_AMALGAMATED_LOTUS_COLLECTORS_COMMON_HPP
 // lotus — shared pieces of the collector backends: backend table, env helpers
 // SPDX-License-Identifier: MIT
 
@@ -1873,9 +1873,9 @@ class ledger_entry {
 #include <cstdint>  // uint64_t
 #include <cstring>  // memcpy
 
-// ---- begin lotus/detail/option_table.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_OPTION_TABLE_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_OPTION_TABLE_HPP
+// ---- begin lotus/runtime/option_table.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_OPTION_TABLE_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_OPTION_TABLE_HPP
 // lotus — the one table of run-time options: name, variable, kind, range, default, doc (internal)
 // SPDX-License-Identifier: MIT
 
@@ -1925,7 +1925,7 @@ inline constexpr const char* option_resources_words[] = {"0",    "false", "no", 
 constexpr int option_resources_ops = 9;
 inline constexpr const char* option_overflow_names[] = {"block", "drop", nullptr};
 inline constexpr const char* option_clock_names[] = {"auto", "tsc", "realtime", nullptr};
-/// LOTUS_COLLECTOR's values (collector_common.hpp maps each to a collector::kind).
+/// LOTUS_COLLECTOR's values (collectors/common.hpp maps each to a collector::kind).
 inline constexpr const char* option_collector_names[] = {
     "auto", "none", "perf", "itt", "vtune", "amd", "uprof", "callgrind", nullptr};
 
@@ -2146,8 +2146,8 @@ LOTUS_DETAIL_COLD inline bool option_check_u64(opt o, std::uint64_t value,
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_OPTION_TABLE_HPP
-// ---- end lotus/detail/option_table.hpp ----
+#endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_OPTION_TABLE_HPP
+// ---- end lotus/runtime/option_table.hpp ----
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -2231,8 +2231,8 @@ inline Fn collector_fn_cast(void* symbol) noexcept {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_COMMON_HPP
-// ---- end lotus/detail/collector_common.hpp ----
+#endif  // LOTUS_AMALGAMATED_LOTUS_COLLECTORS_COMMON_HPP
+// ---- end lotus/collectors/common.hpp ----
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -2451,8 +2451,8 @@ inline const collector_backend* itt_backend() noexcept {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_ITT_HPP
-// ---- end lotus/detail/collector_itt.hpp ----
+#endif  // LOTUS_AMALGAMATED_LOTUS_COLLECTORS_ITT_HPP
+// ---- end lotus/collectors/itt.hpp ----
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -2656,8 +2656,8 @@ LOTUS_DETAIL_API bool itt_active() noexcept { return g_itt_on.load(std::memory_o
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_ITT_HPP
-// ---- end lotus/detail/itt.hpp ----
+#endif  // LOTUS_AMALGAMATED_LOTUS_COLLECTORS_ITT_TASKS_HPP
+// ---- end lotus/collectors/itt_tasks.hpp ----
 
 #ifdef LOTUS_WITH_NVTX
 #  ifndef NVTX_AS_SYSTEM_HEADER
@@ -2830,11 +2830,11 @@ LOTUS_DETAIL_API bool annotations_active() noexcept {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_NVTX_HPP
-// ---- end lotus/detail/nvtx.hpp ----
-// ---- begin lotus/detail/resources.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_RESOURCES_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_RESOURCES_HPP
+#endif  // LOTUS_AMALGAMATED_LOTUS_COLLECTORS_NVTX_HPP
+// ---- end lotus/collectors/nvtx.hpp ----
+// ---- begin lotus/runtime/resources.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_RESOURCES_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_RESOURCES_HPP
 // lotus — per-batch resource figures: the reads and the per-thread queue (internal)
 // SPDX-License-Identifier: MIT
 // At a batch's start and end (and with LOTUS_RESOURCES=ops at each op's too) a worker reads its
@@ -3096,11 +3096,11 @@ inline bool res_push(res_queue& q, const res_sample& b, const res_sample& e, std
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_RESOURCES_HPP
-// ---- end lotus/detail/resources.hpp ----
-// ---- begin lotus/detail/settings.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_SETTINGS_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_SETTINGS_HPP
+#endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_RESOURCES_HPP
+// ---- end lotus/runtime/resources.hpp ----
+// ---- begin lotus/runtime/settings.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_SETTINGS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_SETTINGS_HPP
 // lotus — settings: options > environment > defaults, and the trace prefix rules (internal)
 // SPDX-License-Identifier: MIT
 
@@ -3111,9 +3111,9 @@ inline bool res_push(res_queue& q, const res_sample& b, const res_sample& e, std
 #include <cstdlib>      // getenv
 #include <string_view>  // string_view
 
-// ---- begin lotus/detail/flight.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_FLIGHT_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_FLIGHT_HPP
+// ---- begin lotus/runtime/flight.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_FLIGHT_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_FLIGHT_HPP
 // lotus — the flight recorder: the last seconds in memory, written as a capture on a trigger
 // SPDX-License-Identifier: MIT
 // (internal; writer thread only, except flight_append_request, which lotus-tool uses too)
@@ -3132,9 +3132,9 @@ inline bool res_push(res_queue& q, const res_sample& b, const res_sample& e, std
 #include <new>          // nothrow
 #include <string_view>  // string_view
 
-// ---- begin lotus/detail/text.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_TEXT_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_TEXT_HPP
+// ---- begin lotus/runtime/text.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_TEXT_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_TEXT_HPP
 // lotus — a fixed-size text builder for paths and sidecar lines (no allocation) (internal)
 // SPDX-License-Identifier: MIT
 
@@ -3232,11 +3232,11 @@ class text {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_TEXT_HPP
-// ---- end lotus/detail/text.hpp ----
-// ---- begin lotus/detail/threads.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_THREADS_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_THREADS_HPP
+#endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_TEXT_HPP
+// ---- end lotus/runtime/text.hpp ----
+// ---- begin lotus/runtime/threads.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_THREADS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_THREADS_HPP
 // lotus — the thread registry (internal)
 // SPDX-License-Identifier: MIT
 // One record per recording thread, its segments and counters.
@@ -3251,9 +3251,9 @@ class text {
 #include <cstring>  // memcpy
 #include <new>      // nothrow
 
-// ---- begin lotus/detail/sync.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_SYNC_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_SYNC_HPP
+// ---- begin lotus/runtime/sync.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_SYNC_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_SYNC_HPP
 // lotus — mutex and condition variable on pthreads, with monotonic deadlines (internal)
 // SPDX-License-Identifier: MIT
 // The runtime's locks. std::mutex and std::condition_variable would do the same work, but their
@@ -3331,8 +3331,8 @@ class sync_cond {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_SYNC_HPP
-// ---- end lotus/detail/sync.hpp ----
+#endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_SYNC_HPP
+// ---- end lotus/runtime/sync.hpp ----
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -3552,11 +3552,11 @@ class thread_registry {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_THREADS_HPP
-// ---- end lotus/detail/threads.hpp ----
-// ---- begin lotus/detail/trace_files.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_TRACE_FILES_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_TRACE_FILES_HPP
+#endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_THREADS_HPP
+// ---- end lotus/runtime/threads.hpp ----
+// ---- begin lotus/runtime/trace_files.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_TRACE_FILES_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_TRACE_FILES_HPP
 // lotus — trace files and the sidecar (internal)
 // SPDX-License-Identifier: MIT
 // Safe creation, a bounded fd cache, whole-line writes.
@@ -4478,8 +4478,8 @@ class trace_files {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_TRACE_FILES_HPP
-// ---- end lotus/detail/trace_files.hpp ----
+#endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_TRACE_FILES_HPP
+// ---- end lotus/runtime/trace_files.hpp ----
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -5444,8 +5444,8 @@ class flight_recorder {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_FLIGHT_HPP
-// ---- end lotus/detail/flight.hpp ----
+#endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_FLIGHT_HPP
+// ---- end lotus/runtime/flight.hpp ----
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -5656,11 +5656,11 @@ LOTUS_DETAIL_COLD inline void merge_settings(const options& o, const env_setting
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_SETTINGS_HPP
-// ---- end lotus/detail/settings.hpp ----
-// ---- begin lotus/detail/writer.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_WRITER_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_WRITER_HPP
+#endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_SETTINGS_HPP
+// ---- end lotus/runtime/settings.hpp ----
+// ---- begin lotus/runtime/writer.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_WRITER_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_WRITER_HPP
 // lotus — the background writer (internal)
 // SPDX-License-Identifier: MIT
 // Drains every thread's segments, formats records, writes files.
@@ -5677,9 +5677,9 @@ LOTUS_DETAIL_COLD inline void merge_settings(const options& o, const env_setting
 #include <cstring>      // memcpy
 #include <string_view>  // string_view
 
-// ---- begin lotus/detail/live.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_LIVE_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_LIVE_HPP
+// ---- begin lotus/runtime/live.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_LIVE_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_LIVE_HPP
 // lotus — live aggregates of a running process (internal)
 // SPDX-License-Identifier: MIT
 // Counters and histograms kept by the writer thread, published in place in a small `.lotus-live_`
@@ -6286,8 +6286,8 @@ class live_state {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_LIVE_HPP
-// ---- end lotus/detail/live.hpp ----
+#endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_LIVE_HPP
+// ---- end lotus/runtime/live.hpp ----
 // ---- begin lotus/detail/loader_kind.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_LOADER_KIND_HPP
 #define LOTUS_AMALGAMATED_LOTUS_DETAIL_LOADER_KIND_HPP
@@ -6364,9 +6364,9 @@ inline std::uint64_t own_epochs() noexcept {
 }  // namespace lotus
 #endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_LOADER_KIND_HPP
 // ---- end lotus/detail/loader_kind.hpp ----
-// ---- begin lotus/detail/memory.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_MEMORY_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_MEMORY_HPP
+// ---- begin lotus/runtime/memory.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_MEMORY_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_MEMORY_HPP
 // lotus — the process's memory over time, sampled on the writer thread (internal)
 // SPDX-License-Identifier: MIT
 // At most every 500 ms (k_memory_sample_ns) the writer reads the process's resident and
@@ -6516,8 +6516,8 @@ class memory_sampler {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_MEMORY_HPP
-// ---- end lotus/detail/memory.hpp ----
+#endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_MEMORY_HPP
+// ---- end lotus/runtime/memory.hpp ----
 // ---- begin lotus/version.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_VERSION_HPP
 #define LOTUS_AMALGAMATED_LOTUS_VERSION_HPP
@@ -7465,8 +7465,8 @@ inline bool trace_writer::drain(thread_state& t) noexcept {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_WRITER_HPP
-// ---- end lotus/detail/writer.hpp ----
+#endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_WRITER_HPP
+// ---- end lotus/runtime/writer.hpp ----
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -8145,8 +8145,8 @@ LOTUS_DETAIL_API std::uint64_t writer_cpu_ns() noexcept { return runtime::get().
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_RUNTIME_HPP
-// ---- end lotus/detail/runtime.hpp ----
+#endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_RUNTIME_HPP
+// ---- end lotus/runtime/runtime.hpp ----
 #endif
 #endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_ENABLED_HPP
 // ---- end lotus/detail/enabled.hpp ----
@@ -8466,7 +8466,7 @@ namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
 
-/// The calling thread's counters (detail/resources.hpp): CPU time, faults and context switches
+/// The calling thread's counters (runtime/resources.hpp): CPU time, faults and context switches
 /// from getrusage(RUSAGE_THREAD), run-queue wait from /proc/thread-self/schedstat.
 /// `ok` false: not read (tracing or resources off, or the reads failed).
 struct res_sample {
@@ -9629,9 +9629,9 @@ inline const char* to_string(kind k) noexcept {
 
 // Header-only mode: detection and the backends, compiled in this file.
 #if LOTUS_DETAIL_INLINE_RUNTIME
-// ---- begin lotus/detail/collector_impl.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_IMPL_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_IMPL_HPP
+// ---- begin lotus/collectors/impl.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTORS_IMPL_HPP
+#define LOTUS_AMALGAMATED_LOTUS_COLLECTORS_IMPL_HPP
 // lotus — collector detection, nesting and the backends behind lotus/collector.hpp (internal)
 // SPDX-License-Identifier: MIT
 // Header-only: included by collector.hpp; LOTUS_COMPILED_LIB: compiled once (lotus/src.hpp).
@@ -9641,18 +9641,18 @@ inline const char* to_string(kind k) noexcept {
 #include <cstring>  // strcmp
 #include <mutex>    // mutex, lock_guard
 
-// ---- begin lotus/detail/collector_amd.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_AMD_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_AMD_HPP
+// ---- begin lotus/collectors/amd.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTORS_AMD_HPP
+#define LOTUS_AMALGAMATED_LOTUS_COLLECTORS_AMD_HPP
 // lotus — AMD uProf backend: dlopen of libAMDProfileController.so, 4.x and 5.x entry points
 // SPDX-License-Identifier: MIT
 
 #include <dlfcn.h>  // dlopen, dlsym
 #include <glob.h>   // glob
 
-// ---- begin lotus/detail/collector_common.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_COMMON_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_COMMON_HPP
+// ---- begin lotus/collectors/common.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTORS_COMMON_HPP
+#define LOTUS_AMALGAMATED_LOTUS_COLLECTORS_COMMON_HPP
 // lotus — shared pieces of the collector backends: backend table, env helpers
 // SPDX-License-Identifier: MIT
 
@@ -9660,9 +9660,9 @@ inline const char* to_string(kind k) noexcept {
 #include <cstdint>  // uint64_t
 #include <cstring>  // memcpy
 
-// ---- begin lotus/detail/diagnostics.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_DIAGNOSTICS_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_DIAGNOSTICS_HPP
+// ---- begin lotus/runtime/diagnostics.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_DIAGNOSTICS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_DIAGNOSTICS_HPP
 // lotus — the one diagnostics sink: `lotus: ...` on stderr, once per topic (internal)
 // SPDX-License-Identifier: MIT
 
@@ -9794,11 +9794,11 @@ diag_config(const char* format, ...) noexcept {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_DIAGNOSTICS_HPP
-// ---- end lotus/detail/diagnostics.hpp ----
-// ---- begin lotus/detail/env.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_ENV_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_ENV_HPP
+#endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_DIAGNOSTICS_HPP
+// ---- end lotus/runtime/diagnostics.hpp ----
+// ---- begin lotus/runtime/env.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_ENV_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_ENV_HPP
 // lotus — the typed environment parser under option_table.hpp (internal)
 // SPDX-License-Identifier: MIT
 
@@ -9857,11 +9857,11 @@ inline bool has_control_char(std::string_view s) noexcept {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_ENV_HPP
-// ---- end lotus/detail/env.hpp ----
-// ---- begin lotus/detail/option_table.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_OPTION_TABLE_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_OPTION_TABLE_HPP
+#endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_ENV_HPP
+// ---- end lotus/runtime/env.hpp ----
+// ---- begin lotus/runtime/option_table.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_OPTION_TABLE_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_OPTION_TABLE_HPP
 // lotus — the one table of run-time options: name, variable, kind, range, default, doc (internal)
 // SPDX-License-Identifier: MIT
 
@@ -9911,7 +9911,7 @@ inline constexpr const char* option_resources_words[] = {"0",    "false", "no", 
 constexpr int option_resources_ops = 9;
 inline constexpr const char* option_overflow_names[] = {"block", "drop", nullptr};
 inline constexpr const char* option_clock_names[] = {"auto", "tsc", "realtime", nullptr};
-/// LOTUS_COLLECTOR's values (collector_common.hpp maps each to a collector::kind).
+/// LOTUS_COLLECTOR's values (collectors/common.hpp maps each to a collector::kind).
 inline constexpr const char* option_collector_names[] = {
     "auto", "none", "perf", "itt", "vtune", "amd", "uprof", "callgrind", nullptr};
 
@@ -10132,8 +10132,8 @@ LOTUS_DETAIL_COLD inline bool option_check_u64(opt o, std::uint64_t value,
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_OPTION_TABLE_HPP
-// ---- end lotus/detail/option_table.hpp ----
+#endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_OPTION_TABLE_HPP
+// ---- end lotus/runtime/option_table.hpp ----
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -10217,8 +10217,8 @@ inline Fn collector_fn_cast(void* symbol) noexcept {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_COMMON_HPP
-// ---- end lotus/detail/collector_common.hpp ----
+#endif  // LOTUS_AMALGAMATED_LOTUS_COLLECTORS_COMMON_HPP
+// ---- end lotus/collectors/common.hpp ----
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -10337,11 +10337,11 @@ inline const collector_backend* amd_backend(bool explicit_choice) noexcept {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_AMD_HPP
-// ---- end lotus/detail/collector_amd.hpp ----
-// ---- begin lotus/detail/collector_callgrind.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_CALLGRIND_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_CALLGRIND_HPP
+#endif  // LOTUS_AMALGAMATED_LOTUS_COLLECTORS_AMD_HPP
+// ---- end lotus/collectors/amd.hpp ----
+// ---- begin lotus/collectors/callgrind.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTORS_CALLGRIND_HPP
+#define LOTUS_AMALGAMATED_LOTUS_COLLECTORS_CALLGRIND_HPP
 // lotus — Callgrind backend: Valgrind client requests, issued through the amd64 magic sequence
 // SPDX-License-Identifier: MIT
 
@@ -10456,11 +10456,11 @@ inline const collector_backend* callgrind_backend(bool explicit_choice) noexcept
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_CALLGRIND_HPP
-// ---- end lotus/detail/collector_callgrind.hpp ----
-// ---- begin lotus/detail/collector_itt.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_ITT_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_ITT_HPP
+#endif  // LOTUS_AMALGAMATED_LOTUS_COLLECTORS_CALLGRIND_HPP
+// ---- end lotus/collectors/callgrind.hpp ----
+// ---- begin lotus/collectors/itt.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTORS_ITT_HPP
+#define LOTUS_AMALGAMATED_LOTUS_COLLECTORS_ITT_HPP
 // lotus — Intel VTune backend: the ITT `__itt_api_init` handshake with our own mirror of the ABI
 // SPDX-License-Identifier: MIT
 
@@ -10687,11 +10687,11 @@ inline const collector_backend* itt_backend() noexcept {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_ITT_HPP
-// ---- end lotus/detail/collector_itt.hpp ----
-// ---- begin lotus/detail/collector_perf.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_PERF_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_PERF_HPP
+#endif  // LOTUS_AMALGAMATED_LOTUS_COLLECTORS_ITT_HPP
+// ---- end lotus/collectors/itt.hpp ----
+// ---- begin lotus/collectors/perf.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTORS_PERF_HPP
+#define LOTUS_AMALGAMATED_LOTUS_COLLECTORS_PERF_HPP
 // lotus — Linux perf backend (internal)
 // SPDX-License-Identifier: MIT
 // `enable`/`disable` over the `perf record --control=fifo:CTL,ACK` FIFOs.
@@ -11022,8 +11022,8 @@ inline const collector_backend* perf_backend() noexcept {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_PERF_HPP
-// ---- end lotus/detail/collector_perf.hpp ----
+#endif  // LOTUS_AMALGAMATED_LOTUS_COLLECTORS_PERF_HPP
+// ---- end lotus/collectors/perf.hpp ----
 // ---- begin lotus/detail/entry.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_ENTRY_HPP
 #define LOTUS_AMALGAMATED_LOTUS_DETAIL_ENTRY_HPP
@@ -11047,7 +11047,7 @@ namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
 
-/// The calling thread's counters (detail/resources.hpp): CPU time, faults and context switches
+/// The calling thread's counters (runtime/resources.hpp): CPU time, faults and context switches
 /// from getrusage(RUSAGE_THREAD), run-queue wait from /proc/thread-self/schedstat.
 /// `ok` false: not read (tracing or resources off, or the reads failed).
 struct res_sample {
@@ -11062,7 +11062,7 @@ struct res_sample {
 #endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_RES_SAMPLE_HPP
 // ---- end lotus/detail/res_sample.hpp ----
 
-// Header-only mode defines these in lotus/detail/runtime.hpp (reached through scope.hpp and
+// Header-only mode defines these in lotus/runtime/runtime.hpp (reached through scope.hpp and
 // trace.hpp); with LOTUS_COMPILED_LIB they are defined once, in the TU that includes
 // <lotus/src.hpp>, and the hot-path headers see only these declarations.
 
@@ -11106,7 +11106,7 @@ LOTUS_DETAIL_API bool api_capture(const char* reason, std::size_t size) noexcept
 /// Whether `text` is a valid LOTUS_TRIGGER value (Python's configure checks before applying).
 LOTUS_DETAIL_API bool trigger_valid(const char* text, std::size_t size) noexcept;
 
-/// NVTX ranges for lotus's spans (LOTUS_NVTX; lotus/detail/nvtx.hpp). Each is a no-op, and
+/// NVTX ranges for lotus's spans (LOTUS_NVTX; lotus/collectors/nvtx.hpp). Each is a no-op, and
 /// nvtx_push/nvtx_start return false/0, while NVTX is off or not compiled in. A pushed range is
 /// popped by the same thread; a started one (id != 0) may end anywhere. nvtx_push/nvtx_pop are
 /// the annotation path of every span: they also begin and end the span's ITT task (LOTUS_ITT).
@@ -11121,7 +11121,7 @@ LOTUS_DETAIL_API bool nvtx_active() noexcept;
 /// Whether nvtx_push annotates now (NVTX ranges or ITT tasks).
 LOTUS_DETAIL_API bool annotations_active() noexcept;
 
-/// ITT tasks for lotus's spans (LOTUS_ITT; lotus/detail/itt.hpp), domain "lotus". itt_open loads
+/// ITT tasks for lotus's spans (LOTUS_ITT; lotus/collectors/itt_tasks.hpp), domain "lotus". itt_open loads
 /// the collector once (false, with one message, when there is none); itt_task_push begins a
 /// task on this thread (false while ITT is off), itt_task_pop ends the thread's innermost one.
 LOTUS_DETAIL_API bool itt_open() noexcept;
@@ -11129,7 +11129,7 @@ LOTUS_DETAIL_API bool itt_task_push(const record_site& loc) noexcept;
 LOTUS_DETAIL_API void itt_task_pop() noexcept;
 LOTUS_DETAIL_API bool itt_active() noexcept;
 
-/// The collector's slow paths (lotus/collector.hpp; defined in detail/collector_impl.hpp):
+/// The collector's slow paths (lotus/collector.hpp; defined in collectors/impl.hpp):
 /// detection, process-wide nesting, the backend's resume/pause/detach. Never throw; keep errno.
 LOTUS_DETAIL_API void collector_resume_slow(const char* region) noexcept;
 LOTUS_DETAIL_API void collector_pause_slow(const char* region) noexcept;
@@ -11138,11 +11138,11 @@ LOTUS_DETAIL_API void collector_initialize() noexcept;
 LOTUS_DETAIL_API collector::kind collector_attached() noexcept;
 
 /// A map region's entry when the map word is not idle (lotus/map_region.hpp; defined in
-/// detail/map_impl.hpp): list mode, or the gap and resume of a selected execution. Returns the
+/// collectors/map.hpp): list mode, or the gap and resume of a selected execution. Returns the
 /// name to pause at the region's end, or nullptr.
 LOTUS_DETAIL_API const char* map_gate_enter(const char* name) noexcept;
 
-/// A batch's resource figures (detail/resources.hpp), read only at batch boundaries, never per op.
+/// A batch's resource figures (runtime/resources.hpp), read only at batch boundaries, never per op.
 /// resources_read: the calling thread's counters now (`ok` false when tracing or LOTUS_RESOURCES
 /// is off). resources_record: reads them again and queues the difference from `begin` for the
 /// sidecar's `batchres` line of batch `idx` spanning ticks [t0, t1] (nothing when `begin` is
@@ -11291,8 +11291,8 @@ LOTUS_DETAIL_API collector::kind collector_attached() noexcept {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_IMPL_HPP
-// ---- end lotus/detail/collector_impl.hpp ----
+#endif  // LOTUS_AMALGAMATED_LOTUS_COLLECTORS_IMPL_HPP
+// ---- end lotus/collectors/impl.hpp ----
 #endif
 #endif  // LOTUS_AMALGAMATED_LOTUS_COLLECTOR_HPP
 // ---- end lotus/collector.hpp ----
@@ -11355,9 +11355,9 @@ class map_region {
 
 // Header-only mode: the list mode and the selection, compiled in this file.
 #if LOTUS_DETAIL_INLINE_RUNTIME
-// ---- begin lotus/detail/map_impl.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_MAP_IMPL_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_MAP_IMPL_HPP
+// ---- begin lotus/collectors/map.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTORS_MAP_HPP
+#define LOTUS_AMALGAMATED_LOTUS_COLLECTORS_MAP_HPP
 // lotus — LOTUS_MAP_REGION's list mode and selection behind lotus/map_region.hpp (internal)
 // SPDX-License-Identifier: MIT
 // Header-only: included by map_region.hpp; LOTUS_COMPILED_LIB: compiled once (lotus/src.hpp).
@@ -11380,7 +11380,7 @@ inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
 
 // The mapping-probe contract (LOTUS_MAP_*) is part of collector_config()
-// (detail/collector_common.hpp): one snapshot with LOTUS_COLLECTOR, read once per process.
+// (collectors/common.hpp): one snapshot with LOTUS_COLLECTOR, read once per process.
 
 /// Executions of the selected region so far, process-wide (one counter: one region is selected).
 inline std::atomic<std::uint64_t> map_selected_executions{0};
@@ -11451,8 +11451,8 @@ LOTUS_DETAIL_API const char* map_gate_enter(const char* name) noexcept {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_MAP_IMPL_HPP
-// ---- end lotus/detail/map_impl.hpp ----
+#endif  // LOTUS_AMALGAMATED_LOTUS_COLLECTORS_MAP_HPP
+// ---- end lotus/collectors/map.hpp ----
 #endif
 #endif  // LOTUS_AMALGAMATED_LOTUS_MAP_REGION_HPP
 // ---- end lotus/map_region.hpp ----

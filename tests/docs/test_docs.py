@@ -325,7 +325,7 @@ class Layout(unittest.TestCase):
 
 
 def option_rows():
-    """The rows of include/lotus/detail/option_table.hpp: (field or None, env, kind, default as the
+    """The rows of include/lotus/runtime/option_table.hpp: (field or None, env, kind, default as the
     docs spell it). Parsed from the header, so this check needs no build."""
     with open(os.path.join(ROOT, "include", "lotus", "detail", "option_table.hpp"),
               encoding="utf-8") as f:

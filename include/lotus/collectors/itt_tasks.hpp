@@ -18,8 +18,8 @@
 #include <cstdint>  // uint64_t, uintptr_t
 
 #include "lotus/config.hpp"
-#include "lotus/detail/collector_itt.hpp"
-#include "lotus/detail/diagnostics.hpp"
+#include "lotus/collectors/itt.hpp"
+#include "lotus/runtime/diagnostics.hpp"
 #include "lotus/detail/entry.hpp"
 #include "lotus/detail/platform.hpp"
 #include "lotus/record_site.hpp"

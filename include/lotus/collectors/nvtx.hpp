@@ -17,7 +17,7 @@
 
 #include "lotus/config.hpp"
 #include "lotus/detail/entry.hpp"
-#include "lotus/detail/itt.hpp"
+#include "lotus/collectors/itt_tasks.hpp"
 #include "lotus/detail/platform.hpp"
 #include "lotus/detail/record_name.hpp"
 #include "lotus/record_site.hpp"

@@ -2,7 +2,7 @@
 // SPDX-License-Identifier: MIT
 // The hot path of a span (clock, ring, name cache), the runtime's entry points, the state words the
 // inline fast paths read, and the bodies of the public macros. In header-only mode the runtime's
-// definitions follow (detail/runtime.hpp); with LOTUS_COMPILED_LIB they are compiled once, in the
+// definitions follow (runtime/runtime.hpp); with LOTUS_COMPILED_LIB they are compiled once, in the
 // TU that includes <lotus/src.hpp>, and every other file sees only what is here.
 #pragma once
 
@@ -127,5 +127,5 @@ inline std::atomic<int> map_mode{map_unread};
 #  define LOTUS_DETAIL_INLINE_RUNTIME 1
 #endif
 #if LOTUS_DETAIL_INLINE_RUNTIME
-#  include "lotus/detail/runtime.hpp"
+#  include "lotus/runtime/runtime.hpp"
 #endif

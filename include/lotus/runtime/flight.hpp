@@ -19,11 +19,11 @@
 
 #include "lotus/config.hpp"
 #include "lotus/detail/clock.hpp"
-#include "lotus/detail/diagnostics.hpp"
+#include "lotus/runtime/diagnostics.hpp"
 #include "lotus/detail/inflight.hpp"
-#include "lotus/detail/text.hpp"
-#include "lotus/detail/threads.hpp"
-#include "lotus/detail/trace_files.hpp"
+#include "lotus/runtime/text.hpp"
+#include "lotus/runtime/threads.hpp"
+#include "lotus/runtime/trace_files.hpp"
 #include "lotus/record_site.hpp"
 
 namespace lotus {

@@ -8,7 +8,7 @@
 #include <cstring>  // memcpy, memcmp
 
 #include "lotus/config.hpp"
-#include "lotus/detail/diagnostics.hpp"
+#include "lotus/runtime/diagnostics.hpp"
 #include "lotus/detail/name_cache.hpp"
 #include "lotus/detail/record_name.hpp"
 #include "lotus/record_site.hpp"

@@ -21,7 +21,7 @@
 #include <cstdlib>  // calloc, free
 
 #include "lotus/config.hpp"
-#include "lotus/detail/env.hpp"
+#include "lotus/runtime/env.hpp"
 #include "lotus/detail/res_sample.hpp"
 
 namespace lotus {
