@@ -16,11 +16,11 @@
 #include <vector>   // vector
 
 #include "lotus/collector.hpp"
-#include "lotus/config.hpp"
 #include "lotus/collectors/common.hpp"
-#include "lotus/runtime/diagnostics.hpp"
+#include "lotus/config.hpp"
 #include "lotus/detail/entry.hpp"
 #include "lotus/detail/record_name.hpp"
+#include "lotus/runtime/diagnostics.hpp"
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {

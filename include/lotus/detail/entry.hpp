@@ -71,9 +71,10 @@ LOTUS_DETAIL_API bool nvtx_active() noexcept;
 /// Whether nvtx_push annotates now (NVTX ranges or ITT tasks).
 LOTUS_DETAIL_API bool annotations_active() noexcept;
 
-/// ITT tasks for lotus's spans (LOTUS_ITT; lotus/collectors/itt_tasks.hpp), domain "lotus". itt_open loads
-/// the collector once (false, with one message, when there is none); itt_task_push begins a
-/// task on this thread (false while ITT is off), itt_task_pop ends the thread's innermost one.
+/// ITT tasks for lotus's spans (LOTUS_ITT; lotus/collectors/itt_tasks.hpp), domain "lotus".
+/// itt_open loads the collector once (false, with one message, when there is none); itt_task_push
+/// begins a task on this thread (false while ITT is off), itt_task_pop ends the thread's innermost
+/// one.
 LOTUS_DETAIL_API bool itt_open() noexcept;
 LOTUS_DETAIL_API bool itt_task_push(const record_site& loc) noexcept;
 LOTUS_DETAIL_API void itt_task_pop() noexcept;

@@ -10,12 +10,12 @@
 #include <string_view>  // string_view
 
 #include "lotus/config.hpp"
+#include "lotus/options.hpp"
+#include "lotus/runtime/capture_request.hpp"
 #include "lotus/runtime/diagnostics.hpp"
 #include "lotus/runtime/env.hpp"
-#include "lotus/runtime/flight.hpp"
 #include "lotus/runtime/option_table.hpp"
 #include "lotus/runtime/text.hpp"
-#include "lotus/options.hpp"
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {

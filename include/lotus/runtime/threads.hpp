@@ -15,8 +15,8 @@
 
 #include "lotus/config.hpp"
 #include "lotus/detail/inflight.hpp"
-#include "lotus/runtime/resources.hpp"
 #include "lotus/detail/ring.hpp"
+#include "lotus/runtime/resources.hpp"
 #include "lotus/runtime/sync.hpp"  // clock.hpp: test_hooks under LOTUS_TEST_HOOKS
 
 namespace lotus {

@@ -18,8 +18,8 @@
 
 #include "lotus/config.hpp"
 #include "lotus/detail/clock.hpp"
-#include "lotus/runtime/diagnostics.hpp"
 #include "lotus/detail/name_cache.hpp"
+#include "lotus/runtime/diagnostics.hpp"
 #include "lotus/runtime/text.hpp"
 #include "lotus/runtime/threads.hpp"
 
