@@ -14,6 +14,11 @@
 #include "lotus/config.hpp"
 #include "lotus/detail/platform.hpp"
 
+#if LOTUS_DETAIL_COLD_CODE  // writer-thread and start-up code: unoptimized inline (platform.hpp)
+#  pragma GCC push_options
+#  pragma GCC optimize("O0")
+#endif
+
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
@@ -132,3 +137,7 @@ diag_config(const char* format, ...) noexcept {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
+
+#if LOTUS_DETAIL_COLD_CODE
+#  pragma GCC pop_options
+#endif
