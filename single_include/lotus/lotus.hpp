@@ -193,27 +193,6 @@ enum : int { map_unread = 0, map_idle = 1, map_active = 2 };
 #else
 #  define LOTUS_DETAIL_API inline
 #endif
-
-// The runtime's cold code, compiled inline in every file that records (header-only: no
-// LOTUS_COMPILED_LIB): start-up, settings, fork handling, the writer thread (drain, format, files,
-// live figures, flight recorder, sidecars, memory sampling) and messages. None of it runs on the
-// recording threads, so GCC compiles it unoptimized there (-O0 for these regions only): most of a
-// header-only file's compile time was spent optimizing it, once per file (bench/README.md,
-// "Compile cost"). What runs on the recording threads stays at the program's options: the hot path
-// (detail/), the runtime's entry points, ring overflow, name interning, resource sampling and the
-// span annotations. Each region opens after a header's includes and closes at its end, so regions
-// never nest. With LOTUS_COMPILED_LIB (lotus::lotus, lotus::lotus_compiled, <lotus/src.hpp>) the
-// runtime is compiled once, with the program's options; LOTUS_OPTIMIZE_RUNTIME does the same for
-// header-only files (every file then pays for optimizing it). Clang: no change (no such pragma).
-// A region:   #if LOTUS_DETAIL_COLD_CODE / #  pragma GCC push_options / #  pragma GCC
-// optimize("O0")
-//             / #endif ... #if LOTUS_DETAIL_COLD_CODE / #  pragma GCC pop_options / #endif
-#if defined(__GNUC__) && !defined(__clang__) && !defined(LOTUS_COMPILED_LIB) && \
-    !defined(LOTUS_OPTIMIZE_RUNTIME)
-#  define LOTUS_DETAIL_COLD_CODE 1
-#else
-#  define LOTUS_DETAIL_COLD_CODE 0
-#endif
 #endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_PLATFORM_HPP
 // ---- end lotus/detail/platform.hpp ----
 #ifdef LOTUS_TEST_HOOKS  // lotus's own tests only (tests/core/CMakeLists.txt)
@@ -1111,11 +1090,6 @@ inline std::atomic<int> map_mode{map_unread};
 #include <cstring>  // strlen
 
 
-#if LOTUS_DETAIL_COLD_CODE  // writer-thread and start-up code: unoptimized inline (platform.hpp)
-#  pragma GCC push_options
-#  pragma GCC optimize("O0")
-#endif
-
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
@@ -1234,10 +1208,6 @@ diag_config(const char* format, ...) noexcept {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-
-#if LOTUS_DETAIL_COLD_CODE
-#  pragma GCC pop_options
-#endif
 #endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_DIAGNOSTICS_HPP
 // ---- end lotus/runtime/diagnostics.hpp ----
 // ---- begin lotus/runtime/env.hpp ----
@@ -1250,11 +1220,6 @@ diag_config(const char* format, ...) noexcept {
 #include <cstdlib>      // getenv
 #include <string_view>  // string_view
 
-
-#if LOTUS_DETAIL_COLD_CODE  // writer-thread and start-up code: unoptimized inline (platform.hpp)
-#  pragma GCC push_options
-#  pragma GCC optimize("O0")
-#endif
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -1306,10 +1271,6 @@ inline bool has_control_char(std::string_view s) noexcept {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-
-#if LOTUS_DETAIL_COLD_CODE
-#  pragma GCC pop_options
-#endif
 #endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_ENV_HPP
 // ---- end lotus/runtime/env.hpp ----
 // ---- begin lotus/runtime/option_table.hpp ----
@@ -1324,11 +1285,6 @@ inline bool has_control_char(std::string_view s) noexcept {
 #include <cstdlib>  // getenv
 #include <cstring>  // strcmp
 
-
-#if LOTUS_DETAIL_COLD_CODE  // writer-thread and start-up code: unoptimized inline (platform.hpp)
-#  pragma GCC push_options
-#  pragma GCC optimize("O0")
-#endif
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -1590,10 +1546,6 @@ LOTUS_DETAIL_COLD inline bool option_check_u64(opt o, std::uint64_t value,
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-
-#if LOTUS_DETAIL_COLD_CODE
-#  pragma GCC pop_options
-#endif
 #endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_OPTION_TABLE_HPP
 // ---- end lotus/runtime/option_table.hpp ----
 
@@ -2011,11 +1963,6 @@ inline itt_string_handle_abi* itt_handle(const record_site& loc) noexcept {
   return itt_tasks().more_names;
 }
 
-#if LOTUS_DETAIL_COLD_CODE  // loading the collector, once: unoptimized inline (platform.hpp)
-#  pragma GCC push_options
-#  pragma GCC optimize("O0")
-#endif
-
 inline bool itt_bound(void* fn, void* null_fn) noexcept { return fn != nullptr && fn != null_fn; }
 
 /// Loads the collector and handshakes, once per process; false (with one message) when no
@@ -2087,10 +2034,6 @@ LOTUS_DETAIL_API bool itt_open() noexcept {
   static const bool ok = itt_open_once();
   return ok;
 }
-
-#if LOTUS_DETAIL_COLD_CODE
-#  pragma GCC pop_options
-#endif
 
 LOTUS_DETAIL_API bool itt_task_push(const record_site& loc) noexcept {
   // Acquire: the thread that turned ITT on filled itt_tasks() (the handshake) before.
@@ -2421,11 +2364,6 @@ struct trace_stats {
 #  include <cpuid.h>  // __get_cpuid
 #endif
 
-#if LOTUS_DETAIL_COLD_CODE  // writer-thread and start-up code: unoptimized inline (platform.hpp)
-#  pragma GCC push_options
-#  pragma GCC optimize("O0")
-#endif
-
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
@@ -2512,10 +2450,6 @@ class tick_converter {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-
-#if LOTUS_DETAIL_COLD_CODE
-#  pragma GCC pop_options
-#endif
 #endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_CALIBRATION_HPP
 // ---- end lotus/runtime/calibration.hpp ----
 // ---- begin lotus/runtime/intern.hpp ----
@@ -2758,11 +2692,6 @@ class label_table {
 #include <cstring>  // memcmp
 
 
-#if LOTUS_DETAIL_COLD_CODE  // writer-thread and start-up code: unoptimized inline (platform.hpp)
-#  pragma GCC push_options
-#  pragma GCC optimize("O0")
-#endif
-
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
@@ -2926,10 +2855,6 @@ class ledger_entry {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-
-#if LOTUS_DETAIL_COLD_CODE
-#  pragma GCC pop_options
-#endif
 #endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_LEDGER_HPP
 // ---- end lotus/runtime/ledger.hpp ----
 // ---- begin lotus/runtime/resources.hpp ----
@@ -3244,11 +3169,6 @@ inline bool res_push(res_queue& q, const res_sample& b, const res_sample& e, std
 #include <string_view>  // string_view
 
 
-#if LOTUS_DETAIL_COLD_CODE  // writer-thread and start-up code: unoptimized inline (platform.hpp)
-#  pragma GCC push_options
-#  pragma GCC optimize("O0")
-#endif
-
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
@@ -3337,17 +3257,8 @@ class text {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-
-#if LOTUS_DETAIL_COLD_CODE
-#  pragma GCC pop_options
-#endif
 #endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_TEXT_HPP
 // ---- end lotus/runtime/text.hpp ----
-
-#if LOTUS_DETAIL_COLD_CODE  // writer-thread and start-up code: unoptimized inline (platform.hpp)
-#  pragma GCC push_options
-#  pragma GCC optimize("O0")
-#endif
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -3693,17 +3604,8 @@ inline bool flight_append_request(const char* dir, const flight_request& r, cons
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-
-#if LOTUS_DETAIL_COLD_CODE
-#  pragma GCC pop_options
-#endif
 #endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_CAPTURE_REQUEST_HPP
 // ---- end lotus/runtime/capture_request.hpp ----
-
-#if LOTUS_DETAIL_COLD_CODE  // writer-thread and start-up code: unoptimized inline (platform.hpp)
-#  pragma GCC push_options
-#  pragma GCC optimize("O0")
-#endif
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -3914,10 +3816,6 @@ LOTUS_DETAIL_COLD inline void merge_settings(const options& o, const env_setting
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-
-#if LOTUS_DETAIL_COLD_CODE
-#  pragma GCC pop_options
-#endif
 #endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_SETTINGS_HPP
 // ---- end lotus/runtime/settings.hpp ----
 // ---- begin lotus/runtime/sync.hpp ----
@@ -3935,11 +3833,6 @@ LOTUS_DETAIL_COLD inline void merge_settings(const options& o, const env_setting
 
 #include <cstdint>  // uint64_t
 
-
-#if LOTUS_DETAIL_COLD_CODE  // writer-thread and start-up code: unoptimized inline (platform.hpp)
-#  pragma GCC push_options
-#  pragma GCC optimize("O0")
-#endif
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -4005,10 +3898,6 @@ class sync_cond {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-
-#if LOTUS_DETAIL_COLD_CODE
-#  pragma GCC pop_options
-#endif
 #endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_SYNC_HPP
 // ---- end lotus/runtime/sync.hpp ----
 // ---- begin lotus/runtime/threads.hpp ----
@@ -4028,11 +3917,6 @@ class sync_cond {
 #include <cstring>  // memcpy
 #include <new>      // nothrow
 
-
-#if LOTUS_DETAIL_COLD_CODE  // writer-thread and start-up code: unoptimized inline (platform.hpp)
-#  pragma GCC push_options
-#  pragma GCC optimize("O0")
-#endif
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -4252,10 +4136,6 @@ class thread_registry {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-
-#if LOTUS_DETAIL_COLD_CODE
-#  pragma GCC pop_options
-#endif
 #endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_THREADS_HPP
 // ---- end lotus/runtime/threads.hpp ----
 // ---- begin lotus/runtime/writer.hpp ----
@@ -4395,11 +4275,6 @@ inline std::uint64_t own_epochs() noexcept {
 #include <cstring>      // strerror
 #include <string_view>  // string_view
 
-
-#if LOTUS_DETAIL_COLD_CODE  // writer-thread and start-up code: unoptimized inline (platform.hpp)
-#  pragma GCC push_options
-#  pragma GCC optimize("O0")
-#endif
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -5304,17 +5179,8 @@ class trace_files {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-
-#if LOTUS_DETAIL_COLD_CODE
-#  pragma GCC pop_options
-#endif
 #endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_TRACE_FILES_HPP
 // ---- end lotus/runtime/trace_files.hpp ----
-
-#if LOTUS_DETAIL_COLD_CODE  // writer-thread and start-up code: unoptimized inline (platform.hpp)
-#  pragma GCC push_options
-#  pragma GCC optimize("O0")
-#endif
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -5938,10 +5804,6 @@ class flight_recorder {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-
-#if LOTUS_DETAIL_COLD_CODE
-#  pragma GCC pop_options
-#endif
 #endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_FLIGHT_HPP
 // ---- end lotus/runtime/flight.hpp ----
 // ---- begin lotus/runtime/live.hpp ----
@@ -5961,11 +5823,6 @@ class flight_recorder {
 #include <cstring>      // memcpy, memcmp
 #include <string_view>  // string_view
 
-
-#if LOTUS_DETAIL_COLD_CODE  // writer-thread and start-up code: unoptimized inline (platform.hpp)
-#  pragma GCC push_options
-#  pragma GCC optimize("O0")
-#endif
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -6558,10 +6415,6 @@ class live_state {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-
-#if LOTUS_DETAIL_COLD_CODE
-#  pragma GCC pop_options
-#endif
 #endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_LIVE_HPP
 // ---- end lotus/runtime/live.hpp ----
 // ---- begin lotus/runtime/memory.hpp ----
@@ -6585,11 +6438,6 @@ class live_state {
 #include <cstdint>  // uint64_t
 #include <cstring>  // strncmp
 
-
-#if LOTUS_DETAIL_COLD_CODE  // writer-thread and start-up code: unoptimized inline (platform.hpp)
-#  pragma GCC push_options
-#  pragma GCC optimize("O0")
-#endif
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -6721,10 +6569,6 @@ class memory_sampler {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-
-#if LOTUS_DETAIL_COLD_CODE
-#  pragma GCC pop_options
-#endif
 #endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_MEMORY_HPP
 // ---- end lotus/runtime/memory.hpp ----
 // ---- begin lotus/version.hpp ----
@@ -6741,11 +6585,6 @@ class memory_sampler {
 #define LOTUS_VERSION_STRING "0.1.0"
 #endif  // LOTUS_AMALGAMATED_LOTUS_VERSION_HPP
 // ---- end lotus/version.hpp ----
-
-#if LOTUS_DETAIL_COLD_CODE  // writer-thread and start-up code: unoptimized inline (platform.hpp)
-#  pragma GCC push_options
-#  pragma GCC optimize("O0")
-#endif
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -7679,17 +7518,8 @@ inline bool trace_writer::drain(thread_state& t) noexcept {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-
-#if LOTUS_DETAIL_COLD_CODE
-#  pragma GCC pop_options
-#endif
 #endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_WRITER_HPP
 // ---- end lotus/runtime/writer.hpp ----
-
-#if LOTUS_DETAIL_COLD_CODE  // writer-thread and start-up code: unoptimized inline (platform.hpp)
-#  pragma GCC push_options
-#  pragma GCC optimize("O0")
-#endif
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -8074,10 +7904,6 @@ LOTUS_DETAIL_COLD inline ring* runtime::register_thread() noexcept {
   return t->current.load(std::memory_order_relaxed);
 }
 
-#if LOTUS_DETAIL_COLD_CODE
-#  pragma GCC pop_options  // ring overflow runs on the recording threads: optimized
-#endif
-
 inline ring* runtime::push_full(ring* r, const record_site* loc, std::uint64_t t0, std::uint64_t t1,
                                 std::uint64_t idx) noexcept {
   const std::uint64_t h = r->head.load(std::memory_order_relaxed);
@@ -8161,11 +7987,6 @@ void runtime::push_slow(const record_site* loc, std::uint64_t t0, std::uint64_t 
   std::atomic_signal_fence(std::memory_order_seq_cst);
   t_ring.store(r, std::memory_order_relaxed);
 }
-
-#if LOTUS_DETAIL_COLD_CODE  // the rest of the runtime: unoptimized inline (platform.hpp)
-#  pragma GCC push_options
-#  pragma GCC optimize("O0")
-#endif
 
 /// The calling thread's spans in progress, the thread registered (as its first push would) when
 /// it has none yet; nullptr where push_slow would not record (re-entered, exited, no ring).
@@ -8265,10 +8086,6 @@ LOTUS_DETAIL_COLD inline void runtime::fork_child() noexcept {
   g_runtime = fresh;
   g_runtime_ready.store(fresh, std::memory_order_release);
 }
-
-#if LOTUS_DETAIL_COLD_CODE
-#  pragma GCC pop_options
-#endif
 
 // ---- entry points (entry.hpp) -----------------------------------------------------------------
 
@@ -8493,27 +8310,6 @@ constexpr const char* tool_name(kind k) noexcept {
 #  define LOTUS_DETAIL_API
 #else
 #  define LOTUS_DETAIL_API inline
-#endif
-
-// The runtime's cold code, compiled inline in every file that records (header-only: no
-// LOTUS_COMPILED_LIB): start-up, settings, fork handling, the writer thread (drain, format, files,
-// live figures, flight recorder, sidecars, memory sampling) and messages. None of it runs on the
-// recording threads, so GCC compiles it unoptimized there (-O0 for these regions only): most of a
-// header-only file's compile time was spent optimizing it, once per file (bench/README.md,
-// "Compile cost"). What runs on the recording threads stays at the program's options: the hot path
-// (detail/), the runtime's entry points, ring overflow, name interning, resource sampling and the
-// span annotations. Each region opens after a header's includes and closes at its end, so regions
-// never nest. With LOTUS_COMPILED_LIB (lotus::lotus, lotus::lotus_compiled, <lotus/src.hpp>) the
-// runtime is compiled once, with the program's options; LOTUS_OPTIMIZE_RUNTIME does the same for
-// header-only files (every file then pays for optimizing it). Clang: no change (no such pragma).
-// A region:   #if LOTUS_DETAIL_COLD_CODE / #  pragma GCC push_options / #  pragma GCC
-// optimize("O0")
-//             / #endif ... #if LOTUS_DETAIL_COLD_CODE / #  pragma GCC pop_options / #endif
-#if defined(__GNUC__) && !defined(__clang__) && !defined(LOTUS_COMPILED_LIB) && \
-    !defined(LOTUS_OPTIMIZE_RUNTIME)
-#  define LOTUS_DETAIL_COLD_CODE 1
-#else
-#  define LOTUS_DETAIL_COLD_CODE 0
 #endif
 #endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_PLATFORM_HPP
 // ---- end lotus/detail/platform.hpp ----
@@ -9133,27 +8929,6 @@ class batch_scope {
 #  define LOTUS_DETAIL_API
 #else
 #  define LOTUS_DETAIL_API inline
-#endif
-
-// The runtime's cold code, compiled inline in every file that records (header-only: no
-// LOTUS_COMPILED_LIB): start-up, settings, fork handling, the writer thread (drain, format, files,
-// live figures, flight recorder, sidecars, memory sampling) and messages. None of it runs on the
-// recording threads, so GCC compiles it unoptimized there (-O0 for these regions only): most of a
-// header-only file's compile time was spent optimizing it, once per file (bench/README.md,
-// "Compile cost"). What runs on the recording threads stays at the program's options: the hot path
-// (detail/), the runtime's entry points, ring overflow, name interning, resource sampling and the
-// span annotations. Each region opens after a header's includes and closes at its end, so regions
-// never nest. With LOTUS_COMPILED_LIB (lotus::lotus, lotus::lotus_compiled, <lotus/src.hpp>) the
-// runtime is compiled once, with the program's options; LOTUS_OPTIMIZE_RUNTIME does the same for
-// header-only files (every file then pays for optimizing it). Clang: no change (no such pragma).
-// A region:   #if LOTUS_DETAIL_COLD_CODE / #  pragma GCC push_options / #  pragma GCC
-// optimize("O0")
-//             / #endif ... #if LOTUS_DETAIL_COLD_CODE / #  pragma GCC pop_options / #endif
-#if defined(__GNUC__) && !defined(__clang__) && !defined(LOTUS_COMPILED_LIB) && \
-    !defined(LOTUS_OPTIMIZE_RUNTIME)
-#  define LOTUS_DETAIL_COLD_CODE 1
-#else
-#  define LOTUS_DETAIL_COLD_CODE 0
 #endif
 #endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_PLATFORM_HPP
 // ---- end lotus/detail/platform.hpp ----
@@ -9954,11 +9729,6 @@ inline const char* to_string(kind k) noexcept {
 #include <cstring>  // strlen
 
 
-#if LOTUS_DETAIL_COLD_CODE  // writer-thread and start-up code: unoptimized inline (platform.hpp)
-#  pragma GCC push_options
-#  pragma GCC optimize("O0")
-#endif
-
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
@@ -10077,10 +9847,6 @@ diag_config(const char* format, ...) noexcept {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-
-#if LOTUS_DETAIL_COLD_CODE
-#  pragma GCC pop_options
-#endif
 #endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_DIAGNOSTICS_HPP
 // ---- end lotus/runtime/diagnostics.hpp ----
 // ---- begin lotus/runtime/env.hpp ----
@@ -10093,11 +9859,6 @@ diag_config(const char* format, ...) noexcept {
 #include <cstdlib>      // getenv
 #include <string_view>  // string_view
 
-
-#if LOTUS_DETAIL_COLD_CODE  // writer-thread and start-up code: unoptimized inline (platform.hpp)
-#  pragma GCC push_options
-#  pragma GCC optimize("O0")
-#endif
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -10149,10 +9910,6 @@ inline bool has_control_char(std::string_view s) noexcept {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-
-#if LOTUS_DETAIL_COLD_CODE
-#  pragma GCC pop_options
-#endif
 #endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_ENV_HPP
 // ---- end lotus/runtime/env.hpp ----
 // ---- begin lotus/runtime/option_table.hpp ----
@@ -10167,11 +9924,6 @@ inline bool has_control_char(std::string_view s) noexcept {
 #include <cstdlib>  // getenv
 #include <cstring>  // strcmp
 
-
-#if LOTUS_DETAIL_COLD_CODE  // writer-thread and start-up code: unoptimized inline (platform.hpp)
-#  pragma GCC push_options
-#  pragma GCC optimize("O0")
-#endif
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -10433,10 +10185,6 @@ LOTUS_DETAIL_COLD inline bool option_check_u64(opt o, std::uint64_t value,
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-
-#if LOTUS_DETAIL_COLD_CODE
-#  pragma GCC pop_options
-#endif
 #endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_OPTION_TABLE_HPP
 // ---- end lotus/runtime/option_table.hpp ----
 

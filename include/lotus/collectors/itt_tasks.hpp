@@ -133,11 +133,6 @@ inline itt_string_handle_abi* itt_handle(const record_site& loc) noexcept {
   return itt_tasks().more_names;
 }
 
-#if LOTUS_DETAIL_COLD_CODE  // loading the collector, once: unoptimized inline (platform.hpp)
-#  pragma GCC push_options
-#  pragma GCC optimize("O0")
-#endif
-
 inline bool itt_bound(void* fn, void* null_fn) noexcept { return fn != nullptr && fn != null_fn; }
 
 /// Loads the collector and handshakes, once per process; false (with one message) when no
@@ -209,10 +204,6 @@ LOTUS_DETAIL_API bool itt_open() noexcept {
   static const bool ok = itt_open_once();
   return ok;
 }
-
-#if LOTUS_DETAIL_COLD_CODE
-#  pragma GCC pop_options
-#endif
 
 LOTUS_DETAIL_API bool itt_task_push(const record_site& loc) noexcept {
   // Acquire: the thread that turned ITT on filled itt_tasks() (the handshake) before.

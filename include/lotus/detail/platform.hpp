@@ -41,24 +41,3 @@
 #else
 #  define LOTUS_DETAIL_API inline
 #endif
-
-// The runtime's cold code, compiled inline in every file that records (header-only: no
-// LOTUS_COMPILED_LIB): start-up, settings, fork handling, the writer thread (drain, format, files,
-// live figures, flight recorder, sidecars, memory sampling) and messages. None of it runs on the
-// recording threads, so GCC compiles it unoptimized there (-O0 for these regions only): most of a
-// header-only file's compile time was spent optimizing it, once per file (bench/README.md,
-// "Compile cost"). What runs on the recording threads stays at the program's options: the hot path
-// (detail/), the runtime's entry points, ring overflow, name interning, resource sampling and the
-// span annotations. Each region opens after a header's includes and closes at its end, so regions
-// never nest. With LOTUS_COMPILED_LIB (lotus::lotus, lotus::lotus_compiled, <lotus/src.hpp>) the
-// runtime is compiled once, with the program's options; LOTUS_OPTIMIZE_RUNTIME does the same for
-// header-only files (every file then pays for optimizing it). Clang: no change (no such pragma).
-// A region:   #if LOTUS_DETAIL_COLD_CODE / #  pragma GCC push_options / #  pragma GCC
-// optimize("O0")
-//             / #endif ... #if LOTUS_DETAIL_COLD_CODE / #  pragma GCC pop_options / #endif
-#if defined(__GNUC__) && !defined(__clang__) && !defined(LOTUS_COMPILED_LIB) && \
-    !defined(LOTUS_OPTIMIZE_RUNTIME)
-#  define LOTUS_DETAIL_COLD_CODE 1
-#else
-#  define LOTUS_DETAIL_COLD_CODE 0
-#endif

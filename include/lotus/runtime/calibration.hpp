@@ -14,11 +14,6 @@
 #  include <cpuid.h>  // __get_cpuid
 #endif
 
-#if LOTUS_DETAIL_COLD_CODE  // writer-thread and start-up code: unoptimized inline (platform.hpp)
-#  pragma GCC push_options
-#  pragma GCC optimize("O0")
-#endif
-
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
@@ -105,7 +100,3 @@ class tick_converter {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-
-#if LOTUS_DETAIL_COLD_CODE
-#  pragma GCC pop_options
-#endif

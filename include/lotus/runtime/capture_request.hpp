@@ -18,13 +18,7 @@
 #include <string_view>  // string_view
 
 #include "lotus/config.hpp"
-#include "lotus/detail/platform.hpp"
 #include "lotus/runtime/text.hpp"
-
-#if LOTUS_DETAIL_COLD_CODE  // writer-thread and start-up code: unoptimized inline (platform.hpp)
-#  pragma GCC push_options
-#  pragma GCC optimize("O0")
-#endif
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -370,7 +364,3 @@ inline bool flight_append_request(const char* dir, const flight_request& r, cons
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-
-#if LOTUS_DETAIL_COLD_CODE
-#  pragma GCC pop_options
-#endif

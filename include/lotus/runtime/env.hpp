@@ -7,13 +7,7 @@
 #include <string_view>  // string_view
 
 #include "lotus/config.hpp"
-#include "lotus/detail/platform.hpp"
 #include "lotus/runtime/diagnostics.hpp"
-
-#if LOTUS_DETAIL_COLD_CODE  // writer-thread and start-up code: unoptimized inline (platform.hpp)
-#  pragma GCC push_options
-#  pragma GCC optimize("O0")
-#endif
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -65,7 +59,3 @@ inline bool has_control_char(std::string_view s) noexcept {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-
-#if LOTUS_DETAIL_COLD_CODE
-#  pragma GCC pop_options
-#endif

@@ -21,18 +21,12 @@
 #include "lotus/config.hpp"
 #include "lotus/detail/clock.hpp"
 #include "lotus/detail/inflight.hpp"
-#include "lotus/detail/platform.hpp"
 #include "lotus/record_site.hpp"
 #include "lotus/runtime/capture_request.hpp"
 #include "lotus/runtime/diagnostics.hpp"
 #include "lotus/runtime/text.hpp"
 #include "lotus/runtime/threads.hpp"
 #include "lotus/runtime/trace_files.hpp"
-
-#if LOTUS_DETAIL_COLD_CODE  // writer-thread and start-up code: unoptimized inline (platform.hpp)
-#  pragma GCC push_options
-#  pragma GCC optimize("O0")
-#endif
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -656,7 +650,3 @@ class flight_recorder {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-
-#if LOTUS_DETAIL_COLD_CODE
-#  pragma GCC pop_options
-#endif

@@ -16,7 +16,6 @@
 #include "lotus/config.hpp"
 #include "lotus/detail/clock.hpp"
 #include "lotus/detail/inflight.hpp"
-#include "lotus/detail/platform.hpp"
 #include "lotus/detail/record_name.hpp"
 #include "lotus/options.hpp"
 #include "lotus/record_site.hpp"
@@ -25,11 +24,6 @@
 #include "lotus/runtime/intern.hpp"
 #include "lotus/runtime/text.hpp"
 #include "lotus/runtime/trace_files.hpp"
-
-#if LOTUS_DETAIL_COLD_CODE  // writer-thread and start-up code: unoptimized inline (platform.hpp)
-#  pragma GCC push_options
-#  pragma GCC optimize("O0")
-#endif
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -622,7 +616,3 @@ class live_state {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-
-#if LOTUS_DETAIL_COLD_CODE
-#  pragma GCC pop_options
-#endif

@@ -9,14 +9,8 @@
 #include <cstring>  // strcmp
 
 #include "lotus/config.hpp"
-#include "lotus/detail/platform.hpp"
 #include "lotus/runtime/diagnostics.hpp"
 #include "lotus/runtime/env.hpp"
-
-#if LOTUS_DETAIL_COLD_CODE  // writer-thread and start-up code: unoptimized inline (platform.hpp)
-#  pragma GCC push_options
-#  pragma GCC optimize("O0")
-#endif
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -278,7 +272,3 @@ LOTUS_DETAIL_COLD inline bool option_check_u64(opt o, std::uint64_t value,
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-
-#if LOTUS_DETAIL_COLD_CODE
-#  pragma GCC pop_options
-#endif

@@ -52,11 +52,6 @@
 #include "lotus/runtime/threads.hpp"
 #include "lotus/runtime/writer.hpp"
 
-#if LOTUS_DETAIL_COLD_CODE  // writer-thread and start-up code: unoptimized inline (platform.hpp)
-#  pragma GCC push_options
-#  pragma GCC optimize("O0")
-#endif
-
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
@@ -440,10 +435,6 @@ LOTUS_DETAIL_COLD inline ring* runtime::register_thread() noexcept {
   return t->current.load(std::memory_order_relaxed);
 }
 
-#if LOTUS_DETAIL_COLD_CODE
-#  pragma GCC pop_options  // ring overflow runs on the recording threads: optimized
-#endif
-
 inline ring* runtime::push_full(ring* r, const record_site* loc, std::uint64_t t0, std::uint64_t t1,
                                 std::uint64_t idx) noexcept {
   const std::uint64_t h = r->head.load(std::memory_order_relaxed);
@@ -527,11 +518,6 @@ void runtime::push_slow(const record_site* loc, std::uint64_t t0, std::uint64_t 
   std::atomic_signal_fence(std::memory_order_seq_cst);
   t_ring.store(r, std::memory_order_relaxed);
 }
-
-#if LOTUS_DETAIL_COLD_CODE  // the rest of the runtime: unoptimized inline (platform.hpp)
-#  pragma GCC push_options
-#  pragma GCC optimize("O0")
-#endif
 
 /// The calling thread's spans in progress, the thread registered (as its first push would) when
 /// it has none yet; nullptr where push_slow would not record (re-entered, exited, no ring).
@@ -631,10 +617,6 @@ LOTUS_DETAIL_COLD inline void runtime::fork_child() noexcept {
   g_runtime = fresh;
   g_runtime_ready.store(fresh, std::memory_order_release);
 }
-
-#if LOTUS_DETAIL_COLD_CODE
-#  pragma GCC pop_options
-#endif
 
 // ---- entry points (entry.hpp) -----------------------------------------------------------------
 

@@ -10,18 +10,12 @@
 #include <string_view>  // string_view
 
 #include "lotus/config.hpp"
-#include "lotus/detail/platform.hpp"
 #include "lotus/options.hpp"
 #include "lotus/runtime/capture_request.hpp"
 #include "lotus/runtime/diagnostics.hpp"
 #include "lotus/runtime/env.hpp"
 #include "lotus/runtime/option_table.hpp"
 #include "lotus/runtime/text.hpp"
-
-#if LOTUS_DETAIL_COLD_CODE  // writer-thread and start-up code: unoptimized inline (platform.hpp)
-#  pragma GCC push_options
-#  pragma GCC optimize("O0")
-#endif
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -232,7 +226,3 @@ LOTUS_DETAIL_COLD inline void merge_settings(const options& o, const env_setting
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-
-#if LOTUS_DETAIL_COLD_CODE
-#  pragma GCC pop_options
-#endif

@@ -13,12 +13,6 @@
 
 #include "lotus/config.hpp"
 #include "lotus/detail/clock.hpp"
-#include "lotus/detail/platform.hpp"
-
-#if LOTUS_DETAIL_COLD_CODE  // writer-thread and start-up code: unoptimized inline (platform.hpp)
-#  pragma GCC push_options
-#  pragma GCC optimize("O0")
-#endif
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -84,7 +78,3 @@ class sync_cond {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-
-#if LOTUS_DETAIL_COLD_CODE
-#  pragma GCC pop_options
-#endif

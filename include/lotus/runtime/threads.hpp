@@ -15,15 +15,9 @@
 
 #include "lotus/config.hpp"
 #include "lotus/detail/inflight.hpp"
-#include "lotus/detail/platform.hpp"
 #include "lotus/detail/ring.hpp"
 #include "lotus/runtime/resources.hpp"
 #include "lotus/runtime/sync.hpp"  // clock.hpp: test_hooks under LOTUS_TEST_HOOKS
-
-#if LOTUS_DETAIL_COLD_CODE  // writer-thread and start-up code: unoptimized inline (platform.hpp)
-#  pragma GCC push_options
-#  pragma GCC optimize("O0")
-#endif
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -243,7 +237,3 @@ class thread_registry {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-
-#if LOTUS_DETAIL_COLD_CODE
-#  pragma GCC pop_options
-#endif

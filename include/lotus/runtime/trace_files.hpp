@@ -19,15 +19,9 @@
 #include "lotus/config.hpp"
 #include "lotus/detail/clock.hpp"
 #include "lotus/detail/name_cache.hpp"
-#include "lotus/detail/platform.hpp"
 #include "lotus/runtime/diagnostics.hpp"
 #include "lotus/runtime/text.hpp"
 #include "lotus/runtime/threads.hpp"
-
-#if LOTUS_DETAIL_COLD_CODE  // writer-thread and start-up code: unoptimized inline (platform.hpp)
-#  pragma GCC push_options
-#  pragma GCC optimize("O0")
-#endif
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -932,7 +926,3 @@ class trace_files {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-
-#if LOTUS_DETAIL_COLD_CODE
-#  pragma GCC pop_options
-#endif

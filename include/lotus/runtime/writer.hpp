@@ -18,7 +18,6 @@
 #include "lotus/config.hpp"
 #include "lotus/detail/clock.hpp"
 #include "lotus/detail/loader_kind.hpp"
-#include "lotus/detail/platform.hpp"
 #include "lotus/detail/record_name.hpp"
 #include "lotus/detail/ring.hpp"
 #include "lotus/options.hpp"
@@ -35,11 +34,6 @@
 #include "lotus/runtime/threads.hpp"
 #include "lotus/runtime/trace_files.hpp"
 #include "lotus/version.hpp"
-
-#if LOTUS_DETAIL_COLD_CODE  // writer-thread and start-up code: unoptimized inline (platform.hpp)
-#  pragma GCC push_options
-#  pragma GCC optimize("O0")
-#endif
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -973,7 +967,3 @@ inline bool trace_writer::drain(thread_state& t) noexcept {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-
-#if LOTUS_DETAIL_COLD_CODE
-#  pragma GCC pop_options
-#endif
