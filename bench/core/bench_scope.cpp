@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "../support/scratch_dir.hpp"
-#include "lotus/detail/resources.hpp"  // t_res_last (BM_batch_with_resources_switching)
 #include "lotus/lotus.hpp"
+#include "lotus/runtime/resources.hpp"  // t_res_last (BM_batch_with_resources_switching)
 
 void lotus_bench_disabled_scope();  // bench_disabled.cpp, compiled with LOTUS_DISABLE
 

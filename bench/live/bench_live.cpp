@@ -14,8 +14,8 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <lotus/detail/live.hpp>
 #include <lotus/lotus.hpp>
+#include <lotus/runtime/live.hpp>
 #include <string>
 #include <thread>
 #include <vector>

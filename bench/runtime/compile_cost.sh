@@ -5,7 +5,8 @@
 # usage: bench/runtime/compile_cost.sh [COMPILER] [INCLUDE_DIR]     (defaults: g++, this repo's include/)
 #   env: RUNS (default 5), CXXFLAGS_EXTRA (added to every compile), IR=1 (also count the
 #        instructions the compiler executes for each, once, under valgrind's callgrind: unlike CPU
-#        time, that count does not depend on the machine's load)
+#        time, that count does not depend on the machine's load), IR=perf (the same count from
+#        `perf stat -e instructions:u`: user-space instructions, seconds instead of minutes)
 # Compiles, with COMPILER -std=c++17 -O2 -c, RUNS times each (interleaved), and reports the median
 # user+sys CPU time of:
 #   (a) lotus.cpp:  #include <lotus/lotus.hpp> and one function with one LOTUS_SCOPE, as a plain
@@ -32,9 +33,12 @@ command -v "$cxx" >/dev/null || { echo "$0: compiler '$cxx' not found" >&2; exit
 [[ -f "$inc/lotus/src.hpp" ]] || { echo "$0: $inc/lotus/src.hpp not found (not the single header)" >&2; exit 1; }
 [[ "$runs" =~ ^[1-9][0-9]?$ ]] || { echo "$0: RUNS must be 1..99" >&2; exit 2; }
 ir=${IR:-0}
-[[ "$ir" == 0 || "$ir" == 1 ]] || { echo "$0: IR must be 0 or 1" >&2; exit 2; }
+[[ "$ir" == 0 || "$ir" == 1 || "$ir" == perf ]] || { echo "$0: IR must be 0, 1 or perf" >&2; exit 2; }
 if [[ "$ir" == 1 ]] && ! command -v valgrind >/dev/null; then
   echo "$0: IR=1 needs valgrind" >&2; exit 1
+fi
+if [[ "$ir" == perf ]] && ! perf stat -x, -e instructions:u true >/dev/null 2>&1; then
+  echo "$0: IR=perf needs perf with the instructions:u event" >&2; exit 1
 fi
 inc=$(cd "$inc" && pwd -P)
 
@@ -129,7 +133,7 @@ PY
 import glob, os, statistics, subprocess, sys
 
 work, runs, cxx, inc = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
-ir = sys.argv[5] == "1"
+ir = sys.argv[5]
 flags = sys.argv[6:]
 configs = [("a", "lotus.cpp", []), ("b", "sys_a.cpp", []),
            ("c", "lotus.cpp", ["-DLOTUS_COMPILED_LIB"]), ("d", "sys_c.cpp", []),
@@ -171,6 +175,16 @@ print("object size, bytes: " + ", ".join(f"({k}) {os.path.getsize(objs[k])}" for
 
 def instructions(key, src, defs):
     """Instructions executed by the compiler driver and its children (cc1plus, as) for one compile."""
+    if ir == "perf":
+        cmd = ["perf", "stat", "-x,", "-e", "instructions:u", cxx, *flags, "-I" + inc, *defs, "-c",
+               os.path.join(work, src), "-o", os.path.join(work, key + "-ir.o")]
+        proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if proc.returncode != 0:
+            sys.exit(f"compile_cost.sh: {' '.join(cmd)} failed")
+        for line in proc.stderr.splitlines():
+            if "instructions" in line and line.split(",")[0].isdigit():
+                return int(line.split(",")[0])
+        sys.exit(f"compile_cost.sh: no instruction count from perf: {proc.stderr}")
     out = os.path.join(work, f"cg-{key}")
     os.makedirs(out, exist_ok=True)
     cmd = ["valgrind", "--tool=callgrind", "--trace-children=yes",
@@ -188,10 +202,11 @@ def instructions(key, src, defs):
     return total
 
 
-if ir:
+if ir != "0":
     counts = {key: instructions(key, src, defs) for key, src, defs in configs}
     rate = med["b"] / counts["b"]
-    print("instructions executed by the compiler (callgrind; independent of load), G:")
+    how = "perf stat, user space" if ir == "perf" else "callgrind"
+    print(f"instructions executed by the compiler ({how}; independent of load), G:")
     for key, _, _ in configs:
         print(f"  {labels[key]:<46} {counts[key] / 1e9:7.3f}")
     for name, x, y in (("(a)-(b)", "a", "b"), ("(c)-(d)", "c", "d")):

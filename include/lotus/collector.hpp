@@ -104,5 +104,5 @@ inline const char* to_string(kind k) noexcept {
 
 // Header-only mode: detection and the backends, compiled in this file.
 #if LOTUS_DETAIL_INLINE_RUNTIME
-#  include "lotus/detail/collector_impl.hpp"
+#  include "lotus/collectors/impl.hpp"
 #endif

@@ -63,5 +63,5 @@ class map_region {
 
 // Header-only mode: the list mode and the selection, compiled in this file.
 #if LOTUS_DETAIL_INLINE_RUNTIME
-#  include "lotus/detail/map_impl.hpp"
+#  include "lotus/collectors/map.hpp"
 #endif

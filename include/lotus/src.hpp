@@ -13,7 +13,7 @@
 #include "lotus/map_region.hpp"
 
 #if LOTUS_DETAIL_ENABLED
-#  include "lotus/detail/collector_impl.hpp"
-#  include "lotus/detail/map_impl.hpp"
-#  include "lotus/detail/runtime.hpp"
+#  include "lotus/collectors/impl.hpp"
+#  include "lotus/collectors/map.hpp"
+#  include "lotus/runtime/runtime.hpp"
 #endif

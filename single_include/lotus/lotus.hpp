@@ -90,7 +90,7 @@
 // SPDX-License-Identifier: MIT
 // The hot path of a span (clock, ring, name cache), the runtime's entry points, the state words the
 // inline fast paths read, and the bodies of the public macros. In header-only mode the runtime's
-// definitions follow (detail/runtime.hpp); with LOTUS_COMPILED_LIB they are compiled once, in the
+// definitions follow (runtime/runtime.hpp); with LOTUS_COMPILED_LIB they are compiled once, in the
 // TU that includes <lotus/src.hpp>, and every other file sees only what is here.
 
 #include <atomic>       // atomic, atomic_signal_fence
@@ -426,7 +426,7 @@ namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
 
-/// The calling thread's counters (detail/resources.hpp): CPU time, faults and context switches
+/// The calling thread's counters (runtime/resources.hpp): CPU time, faults and context switches
 /// from getrusage(RUSAGE_THREAD), run-queue wait from /proc/thread-self/schedstat.
 /// `ok` false: not read (tracing or resources off, or the reads failed).
 struct res_sample {
@@ -441,7 +441,7 @@ struct res_sample {
 #endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_RES_SAMPLE_HPP
 // ---- end lotus/detail/res_sample.hpp ----
 
-// Header-only mode defines these in lotus/detail/runtime.hpp (reached through scope.hpp and
+// Header-only mode defines these in lotus/runtime/runtime.hpp (reached through scope.hpp and
 // trace.hpp); with LOTUS_COMPILED_LIB they are defined once, in the TU that includes
 // <lotus/src.hpp>, and the hot-path headers see only these declarations.
 
@@ -485,7 +485,7 @@ LOTUS_DETAIL_API bool api_capture(const char* reason, std::size_t size) noexcept
 /// Whether `text` is a valid LOTUS_TRIGGER value (Python's configure checks before applying).
 LOTUS_DETAIL_API bool trigger_valid(const char* text, std::size_t size) noexcept;
 
-/// NVTX ranges for lotus's spans (LOTUS_NVTX; lotus/detail/nvtx.hpp). Each is a no-op, and
+/// NVTX ranges for lotus's spans (LOTUS_NVTX; lotus/collectors/nvtx.hpp). Each is a no-op, and
 /// nvtx_push/nvtx_start return false/0, while NVTX is off or not compiled in. A pushed range is
 /// popped by the same thread; a started one (id != 0) may end anywhere. nvtx_push/nvtx_pop are
 /// the annotation path of every span: they also begin and end the span's ITT task (LOTUS_ITT).
@@ -500,15 +500,16 @@ LOTUS_DETAIL_API bool nvtx_active() noexcept;
 /// Whether nvtx_push annotates now (NVTX ranges or ITT tasks).
 LOTUS_DETAIL_API bool annotations_active() noexcept;
 
-/// ITT tasks for lotus's spans (LOTUS_ITT; lotus/detail/itt.hpp), domain "lotus". itt_open loads
-/// the collector once (false, with one message, when there is none); itt_task_push begins a
-/// task on this thread (false while ITT is off), itt_task_pop ends the thread's innermost one.
+/// ITT tasks for lotus's spans (LOTUS_ITT; lotus/collectors/itt_tasks.hpp), domain "lotus".
+/// itt_open loads the collector once (false, with one message, when there is none); itt_task_push
+/// begins a task on this thread (false while ITT is off), itt_task_pop ends the thread's innermost
+/// one.
 LOTUS_DETAIL_API bool itt_open() noexcept;
 LOTUS_DETAIL_API bool itt_task_push(const record_site& loc) noexcept;
 LOTUS_DETAIL_API void itt_task_pop() noexcept;
 LOTUS_DETAIL_API bool itt_active() noexcept;
 
-/// The collector's slow paths (lotus/collector.hpp; defined in detail/collector_impl.hpp):
+/// The collector's slow paths (lotus/collector.hpp; defined in collectors/impl.hpp):
 /// detection, process-wide nesting, the backend's resume/pause/detach. Never throw; keep errno.
 LOTUS_DETAIL_API void collector_resume_slow(const char* region) noexcept;
 LOTUS_DETAIL_API void collector_pause_slow(const char* region) noexcept;
@@ -517,11 +518,11 @@ LOTUS_DETAIL_API void collector_initialize() noexcept;
 LOTUS_DETAIL_API collector::kind collector_attached() noexcept;
 
 /// A map region's entry when the map word is not idle (lotus/map_region.hpp; defined in
-/// detail/map_impl.hpp): list mode, or the gap and resume of a selected execution. Returns the
+/// collectors/map.hpp): list mode, or the gap and resume of a selected execution. Returns the
 /// name to pause at the region's end, or nullptr.
 LOTUS_DETAIL_API const char* map_gate_enter(const char* name) noexcept;
 
-/// A batch's resource figures (detail/resources.hpp), read only at batch boundaries, never per op.
+/// A batch's resource figures (runtime/resources.hpp), read only at batch boundaries, never per op.
 /// resources_read: the calling thread's counters now (`ok` false when tracing or LOTUS_RESOURCES
 /// is off). resources_record: reads them again and queues the difference from `begin` for the
 /// sidecar's `batchres` line of batch `idx` spanning ticks [t0, t1] (nothing when `begin` is
@@ -975,16 +976,18 @@ inline std::atomic<int> map_mode{map_unread};
 #define LOTUS_DETAIL_COLLECTOR_CALL(call) call
 
 // Header-only mode: the runtime's definitions, inline (collector.hpp and map_region.hpp add
-// theirs where they are included).
-#ifdef LOTUS_COMPILED_LIB
-#  define LOTUS_DETAIL_INLINE_RUNTIME 0
-#else
+// theirs where they are included). With LOTUS_COMPILED_LIB, the one file that defines
+// LOTUS_IMPLEMENTATION before its first lotus include compiles them (not inline, fully optimized):
+// the light mode of single_include/, which has no src.hpp (README, "Compile model").
+#if !defined(LOTUS_COMPILED_LIB) || defined(LOTUS_IMPLEMENTATION)
 #  define LOTUS_DETAIL_INLINE_RUNTIME 1
+#else
+#  define LOTUS_DETAIL_INLINE_RUNTIME 0
 #endif
 #if LOTUS_DETAIL_INLINE_RUNTIME
-// ---- begin lotus/detail/runtime.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_RUNTIME_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_RUNTIME_HPP
+// ---- begin lotus/runtime/runtime.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_RUNTIME_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_RUNTIME_HPP
 // lotus — the tracing runtime: settings, thread registration, full rings, process events (internal)
 // SPDX-License-Identifier: MIT
 
@@ -1017,112 +1020,63 @@ inline std::atomic<int> map_mode{map_unread};
 #include <string_view>  // string_view
 
 // The hot path's headers (included by scope.hpp already in the usual order).
-// ---- begin lotus/detail/calibration.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_CALIBRATION_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_CALIBRATION_HPP
-// lotus — TSC trust and calibration: invariant-TSC check, ticks to epoch ns (internal)
+// ---- begin lotus/collectors/annotations.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTORS_ANNOTATIONS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_COLLECTORS_ANNOTATIONS_HPP
+// lotus — a span's annotations: NVTX ranges and ITT tasks together (LOTUS_NVTX, LOTUS_ITT)
+// SPDX-License-Identifier: MIT
+// (internal) The entry points a span calls (detail/entry.hpp: nvtx_push, nvtx_pop,
+// annotations_active): one stack per thread of what each open span pushed, an NVTX range
+// (nvtx.hpp), an ITT task (itt_tasks.hpp) or both.
+
+#include <atomic>   // memory_order
+#include <cstdint>  // uint32_t, uint64_t
+
+// ---- begin lotus/collectors/itt_tasks.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTORS_ITT_TASKS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_COLLECTORS_ITT_TASKS_HPP
+// lotus — ITT tasks for lotus's spans (LOTUS_ITT), for Intel VTune (internal)
 // SPDX-License-Identifier: MIT
 
+// Through lotus's own mirror of the ITT ABI (collector_itt.hpp), no vendor SDK: the collector
+// named by INTEL_LIBITTNOTIFY64 (or one already in the process) is loaded as collector control
+// loads it, and a handshake of lotus's own fills __itt_domain_create, __itt_string_handle_create,
+// __itt_task_begin and __itt_task_end. Tasks go to the domain "lotus"; a record site's name
+// becomes a string handle once (a fixed lock-free table keyed by site; sites beyond it share the
+// handle `lotus_more_names`). Indexed sites (`BatchPreprocessed_<idx>`) are tasks named without
+// the index, so that a collector's name table stays small.
+
+#include <dlfcn.h>  // dlopen, dlsym
+#include <sched.h>  // sched_yield
+
+#include <atomic>   // atomic
+#include <cstddef>  // offsetof, size_t
+#include <cstdint>  // uint64_t, uintptr_t
+
+// ---- begin lotus/collectors/itt.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTORS_ITT_HPP
+#define LOTUS_AMALGAMATED_LOTUS_COLLECTORS_ITT_HPP
+// lotus — Intel VTune backend: the ITT `__itt_api_init` handshake with our own mirror of the ABI
+// SPDX-License-Identifier: MIT
+
+#include <dlfcn.h>    // dlopen, dlsym
+#include <pthread.h>  // pthread_mutex_t
+
+#include <cstddef>  // offsetof
+
+// ---- begin lotus/collectors/common.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTORS_COMMON_HPP
+#define LOTUS_AMALGAMATED_LOTUS_COLLECTORS_COMMON_HPP
+// lotus — shared pieces of the collector backends: backend table, env helpers
+// SPDX-License-Identifier: MIT
+
+#include <atomic>   // atomic
 #include <cstdint>  // uint64_t
-#include <cstdio>   // FILE, fopen
-#include <cstring>  // strncmp
+#include <cstring>  // memcpy
 
-
-#if LOTUS_DETAIL_X86
-#  include <cpuid.h>  // __get_cpuid
-#endif
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-namespace detail {
-
-/// True when the TSC is invariant (CPUID) and the kernel itself keeps time with it.
-inline bool tsc_is_reliable() noexcept {
-#if LOTUS_DETAIL_X86
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  if (__get_cpuid(0x80000000u, &a, &b, &c, &d) == 0 || a < 0x80000007u) return false;
-  if (__get_cpuid(0x80000007u, &a, &b, &c, &d) == 0 || (d & (1u << 8)) == 0) return false;
-  std::FILE* f =
-      std::fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "re");
-  if (f == nullptr) return false;
-  char buf[32] = {};
-  const bool ok = std::fgets(buf, sizeof buf, f) != nullptr && std::strncmp(buf, "tsc", 3) == 0;
-  std::fclose(f);
-  return ok;
-#else
-  return false;
-#endif
-}
-
-/// Linear map from raw ticks to epoch ns. Owned by the writer thread: it re-anchors on every cycle
-/// and refines the rate over the whole run, so conversion error stays far below a microsecond.
-class tick_converter {
- public:
-  void start(int mode) noexcept {
-    mode_ = mode;
-    if (mode_ != mode_tsc) return;
-    sample(first_tsc_, first_ns_);
-    anchor_tsc_ = first_tsc_;
-    anchor_ns_ = first_ns_;
-  }
-
-  /// Take a fresh (tsc, realtime) pair; needs >= 2 ms since start() for a first rate.
-  void reanchor() noexcept {
-    if (mode_ != mode_tsc) return;
-    std::uint64_t t = 0, ns = 0;
-    sample(t, ns);
-    if (t <= first_tsc_ || ns <= first_ns_) return;  // clock stepped backwards: keep the old model
-    const double rate = static_cast<double>(ns - first_ns_) / static_cast<double>(t - first_tsc_);
-    if (rate > 0.001 && rate < 100.0) {
-      ns_per_tick_ = rate;
-      anchor_tsc_ = t;
-      anchor_ns_ = ns;
-      calibrated_ = true;
-    }
-  }
-
-  bool calibrated() const noexcept { return mode_ != mode_tsc || calibrated_; }
-  std::uint64_t started_ns() const noexcept { return first_ns_; }
-  double ns_per_tick() const noexcept { return mode_ == mode_tsc ? ns_per_tick_ : 1.0; }
-  int mode() const noexcept { return mode_; }
-
-  std::uint64_t to_ns(std::uint64_t ticks) const noexcept {
-    if (mode_ != mode_tsc) return ticks;
-    const double delta = static_cast<double>(static_cast<std::int64_t>(ticks - anchor_tsc_));
-    return anchor_ns_ + static_cast<std::uint64_t>(static_cast<std::int64_t>(delta * ns_per_tick_));
-  }
-
- private:
-  // Bracket clock_gettime between two TSC reads and keep the tightest of a few tries.
-  static void sample(std::uint64_t& tsc, std::uint64_t& ns) noexcept {
-    std::uint64_t best = ~0ull;
-    for (int i = 0; i < 7; ++i) {
-      const std::uint64_t a = read_tsc();
-      const std::uint64_t r = realtime_ns();
-      const std::uint64_t b = read_tsc();
-      if (b - a < best) {
-        best = b - a;
-        tsc = a + (b - a) / 2;
-        ns = r;
-      }
-    }
-  }
-
-  int mode_ = mode_realtime;
-  bool calibrated_ = false;
-  std::uint64_t first_tsc_ = 0, first_ns_ = 0;
-  std::uint64_t anchor_tsc_ = 0, anchor_ns_ = 0;
-  double ns_per_tick_ = 1.0;
-};
-
-}  // namespace detail
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_CALIBRATION_HPP
-// ---- end lotus/detail/calibration.hpp ----
-// ---- begin lotus/detail/diagnostics.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_DIAGNOSTICS_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_DIAGNOSTICS_HPP
+// ---- begin lotus/runtime/diagnostics.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_DIAGNOSTICS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_DIAGNOSTICS_HPP
 // lotus — the one diagnostics sink: `lotus: ...` on stderr, once per topic (internal)
 // SPDX-License-Identifier: MIT
 
@@ -1254,11 +1208,11 @@ diag_config(const char* format, ...) noexcept {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_DIAGNOSTICS_HPP
-// ---- end lotus/detail/diagnostics.hpp ----
-// ---- begin lotus/detail/env.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_ENV_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_ENV_HPP
+#endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_DIAGNOSTICS_HPP
+// ---- end lotus/runtime/diagnostics.hpp ----
+// ---- begin lotus/runtime/env.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_ENV_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_ENV_HPP
 // lotus — the typed environment parser under option_table.hpp (internal)
 // SPDX-License-Identifier: MIT
 
@@ -1317,565 +1271,11 @@ inline bool has_control_char(std::string_view s) noexcept {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_ENV_HPP
-// ---- end lotus/detail/env.hpp ----
-// ---- begin lotus/detail/intern.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_INTERN_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_INTERN_HPP
-// lotus — process-lifetime names: interned run-time names and the writer's record labels (internal)
-// SPDX-License-Identifier: MIT
-
-#include <cstddef>  // size_t
-#include <cstdint>  // uint64_t
-#include <cstdlib>  // malloc, calloc, free
-#include <cstring>  // memcpy, memcmp
-
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-namespace detail {
-
-// Both tables are written by hand rather than with std::unordered_map: the runtime is compiled
-// into every translation unit that records, and each instantiation adds to its compile time
-// (bench/README.md).
-
-/// The most distinct run-time names a process interns, and the most bytes of name text they may
-/// hold (each name is at most max_name_bytes): whichever is reached first, later new names are
-/// pooled into one record name, `lotus_more_names`, counted as sanitized (tools/docs/RUNTIME.md).
-constexpr std::size_t max_interned_names = 65536;
-constexpr std::size_t max_interned_bytes = std::size_t{64} << 20;
-/// The name of the pooled record site (one per flags combination).
-inline constexpr char pooled_name[] = "lotus_more_names";
-
-/// What interning returns: the site, and the key bytes the thread caches compare against (stable
-/// for the process's life); `key` is nullptr for the pooled site (it is not cached).
-struct interned_name {
-  const record_site* loc = nullptr;
-  const char* key = nullptr;
-};
-
-/// Run-time names, each interned once per (key, flags) for the life of the process: the
-/// record_site handed out must stay valid (rings and thread caches point at it), so entries
-/// are never freed. The key is the name's first bytes (name_key_size) plus whether it was cut,
-/// as given: an exact memcmp in the thread caches finds it whatever it contains (',' and control
-/// bytes included), and no byte beyond the cap is ever read. Chained hash table, bounded
-/// (max_interned_names, max_interned_bytes; the rest pooled and counted); the caller holds the
-/// runtime's intern lock.
-class intern_table {
- public:
-  /// The location of (name, flags), created on first use; loc nullptr when out of memory.
-  interned_name find_or_add(const char* name, std::size_t size, std::uint32_t flags) noexcept {
-    const std::size_t keep = name_key_size(name, size);
-    if (keep != size) flags |= flag_sanitized;  // cut: a key of its own, counted as sanitized
-    size = keep;
-    const std::uint64_t h = name_hash(name, size) ^ (std::uint64_t{flags} * 0x9E3779B97F4A7C15ull);
-    if (buckets_ != nullptr) {
-      for (node* n = buckets_[h & mask_]; n != nullptr; n = n->next) {
-        if (n->hash == h && n->size == size && n->key_flags == flags &&
-            std::memcmp(n->text, name, size) == 0) {
-          return {&n->loc, n->text};
-        }
-      }
-    }
-    if (count_ >= max_interned_names || bytes_ + 2 * size > max_interned_bytes) {
-      return {pooled(flags), nullptr};
-    }
-    if (count_ + 1 > mask_ && !grow()) return {};
-    // The name the records carry: record_name_char applied (a NUL would otherwise cut it short in
-    // the writer, and "a\0x" and "a\0y" would both become "a"). The raw bytes stay the key.
-    auto* n = static_cast<node*>(std::malloc(sizeof(node) + 2 * size + 1));
-    if (n == nullptr) return {};
-    std::memcpy(n->text, name, size);
-    n->text[size] = '\0';
-    char* clean = n->text + size + 1;
-    bool changed = (flags & flag_sanitized) != 0;
-    for (std::size_t i = 0; i < size; ++i) {
-      clean[i] = record_name_char(name[i]);
-      changed = changed || clean[i] != name[i];
-    }
-    clean[size] = '\0';
-    n->hash = h;
-    n->size = size;
-    n->key_flags = flags;
-    n->loc = record_site{clean, "", "", 0, flags | (changed ? flag_sanitized : 0u)};
-    n->next = buckets_[h & mask_];
-    buckets_[h & mask_] = n;
-    ++count_;
-    bytes_ += 2 * size;
-    return {&n->loc, n->text};
-  }
-
-  /// Lookups that found the table full and got the pooled site (each thread's cache does not
-  /// keep pooled names: every use of one counts).
-  std::uint64_t pooled_count() const noexcept { return pooled_count_; }
-  std::size_t size() const noexcept { return count_; }
-
-  /// Hands every entry to `to` (a forked child's runtime); this table is left empty. The pooled
-  /// sites stay where they are (in the parent's runtime, never freed): the child copies them.
-  void move_to(intern_table& to) noexcept {
-    to.buckets_ = buckets_;
-    to.mask_ = mask_;
-    to.count_ = count_;
-    to.bytes_ = bytes_;
-    buckets_ = nullptr;
-    mask_ = count_ = bytes_ = 0;
-  }
-
- private:
-  struct node {
-    node* next;
-    std::uint64_t hash;
-    std::size_t size;
-    std::uint32_t key_flags;
-    record_site loc;
-    char text[1];  // the key (size + 1 bytes), then the record's name (allocated past it)
-  };
-
-  static constexpr std::uint32_t pool_flags = flag_main | flag_indexed | flag_fixed_1us;
-
-  LOTUS_DETAIL_COLD const record_site* pooled(std::uint32_t flags) noexcept {
-    ++pooled_count_;
-    if (!pool_said_) {
-      pool_said_ = true;
-      diag(topic::names,
-           "more than %zu distinct run-time names (or %zu MiB of them) in this process: new "
-           "names are recorded as '%s' (counted as sanitized)",
-           max_interned_names, max_interned_bytes >> 20, pooled_name);
-    }
-    record_site& s = pool_[flags & pool_flags];
-    if (s.name == nullptr)
-      s = record_site{pooled_name, "", "", 0, (flags & pool_flags) | flag_sanitized};
-    return &s;
-  }
-
-  bool grow() noexcept {
-    const std::size_t cap = buckets_ == nullptr ? 64 : 2 * (mask_ + 1);
-    auto** fresh = static_cast<node**>(std::calloc(cap, sizeof(node*)));
-    if (fresh == nullptr) return buckets_ != nullptr;  // keep the old table, just fuller
-    for (std::size_t i = 0; buckets_ != nullptr && i <= mask_; ++i) {
-      for (node* n = buckets_[i]; n != nullptr;) {
-        node* next = n->next;
-        n->next = fresh[n->hash & (cap - 1)];
-        fresh[n->hash & (cap - 1)] = n;
-        n = next;
-      }
-    }
-    std::free(buckets_);  // the old array only: nodes live forever
-    buckets_ = fresh;
-    mask_ = cap - 1;
-    return true;
-  }
-
-  node** buckets_ = nullptr;
-  std::size_t mask_ = 0;
-  std::size_t count_ = 0;
-  std::size_t bytes_ = 0;
-  std::uint64_t pooled_count_ = 0;
-  bool pool_said_ = false;
-  record_site pool_[pool_flags + 1] = {};
-};
-
-/// The writer's `S<name>` label per record_site: built once (',' and control bytes replaced
-/// by '_' and counted as sanitized), then found by pointer. Open addressing; written by the writer
-/// thread only.
-class label_table {
- public:
-  struct label {
-    const record_site* key;
-    char* text;  // "S" + sanitized name
-    std::size_t size;
-    bool sanitized;
-    bool empty() const noexcept { return key == nullptr; }
-    std::size_t hash() const noexcept { return hash_of(key); }
-  };
-
-  /// nullptr when out of memory.
-  const label* find(const record_site* loc) noexcept {
-    if (const label* l =
-            table_.find(hash_of(loc), [loc](const label& x) { return x.key == loc; })) {
-      return l;
-    }
-    return add(loc);
-  }
-
- private:
-  static std::size_t hash_of(const record_site* p) noexcept {
-    const auto v = reinterpret_cast<std::uintptr_t>(p);
-    return static_cast<std::size_t>((v >> 4) ^ (v >> 13));
-  }
-
-  const label* add(const record_site* loc) noexcept {
-    if (!table_.reserve_one(256, SIZE_MAX / (2 * sizeof(label)))) return nullptr;
-    const char* name = loc->name != nullptr ? loc->name : "";
-    const std::size_t n = std::strlen(name);
-    auto* text = static_cast<char*>(std::malloc(n + 2));
-    if (text == nullptr) return nullptr;
-    text[0] = 'S';
-    bool sanitized = (loc->flags & flag_sanitized) != 0;
-    for (std::size_t i = 0; i < n; ++i) {
-      text[i + 1] = record_name_char(name[i]);
-      sanitized = sanitized || text[i + 1] != name[i];
-    }
-    text[n + 1] = '\0';
-    return table_.insert(label{loc, text, n + 1, sanitized});
-  }
-
-  probe_table<label> table_;
-};
-
-}  // namespace detail
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_INTERN_HPP
-// ---- end lotus/detail/intern.hpp ----
-// ---- begin lotus/detail/ledger.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_LEDGER_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_LEDGER_HPP
-// lotus — the process ledger: the byte budget and counters every lotus runtime shares (internal)
-// SPDX-License-Identifier: MIT
-//
-// A process may hold several lotus runtimes: the program's own (header-only, or lotus_compiled)
-// and each shared object that compiles lotus with hidden visibility (liblotus_nvtx.so, a plugin,
-// a Python extension). They share no symbol, yet LOTUS_MAX_BYTES is a limit per process and the
-// sidecar's `stats` line (the last one counts) must be the process's totals. They meet in a
-// *ledger*: a small memfd mapping named `lotus-ledger-v1`, found by its name in /proc/self/maps.
-// - Finding or creating it happens inside dl_iterate_phdr(), whose callback runs under the dynamic
-//   loader's lock: the one lock every copy of lotus in the process shares, so two runtimes
-//   starting at once agree on one ledger. The mapping is private (MAP_PRIVATE): a forked child
-//   gets a copy, sees another pid in it and makes its own.
-// - No environment variable is written (setenv races with other threads' getenv) and no symbol
-//   needs exporting. Where /proc or memfd_create is missing, each runtime keeps its own counts,
-//   as before (documented in tools/docs/RUNTIME.md).
-
-#include <errno.h>     // errno
-#include <fcntl.h>     // open
-#include <link.h>      // dl_iterate_phdr
-#include <sys/mman.h>  // memfd_create, mmap
-#include <unistd.h>    // read, close, ftruncate, getpid
-
-#include <atomic>   // atomic
-#include <cstddef>  // size_t
-#include <cstdint>  // uint64_t
-#include <cstring>  // memcmp
-
-// ---- begin lotus/options.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
-#define LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
-// lotus — run-time configuration types: options, overflow policy, clock source, statistics
-// SPDX-License-Identifier: MIT
-
-#include <chrono>    // milliseconds
-#include <cstddef>   // size_t
-#include <cstdint>   // uint64_t
-#include <optional>  // optional
-#include <string>    // string
-
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-
-/// What a thread does when its ring is full: wait for the writer (lossless) or count a drop.
-enum class overflow_policy { block, drop };
-
-/// Timestamp source: TSC calibrated to CLOCK_REALTIME where invariant, or clock_gettime.
-enum class clock_source { automatic, tsc, realtime };
-
-/// Run-time options. Unset fields fall back to the environment, then to the defaults.
-struct options {
-  std::optional<std::string> log_file;                      ///< LOTUS_LOG_FILE: trace prefix
-  std::optional<bool> enabled;                              ///< !LOTUS_DISABLE
-  std::optional<std::size_t> ring_capacity;                 ///< LOTUS_RING_CAPACITY (events/thread)
-  std::optional<std::chrono::milliseconds> flush_interval;  ///< LOTUS_FLUSH_INTERVAL_MS
-  std::optional<overflow_policy> overflow;                  ///< LOTUS_OVERFLOW: block|drop
-  std::optional<clock_source> clock;                        ///< LOTUS_CLOCK: auto|tsc|realtime
-  /// LOTUS_MAX_BYTES: trace-file bytes this process may write; beyond, events are dropped
-  /// (counted). 0: no limit (the default).
-  std::optional<std::uint64_t> max_bytes;
-  /// LOTUS_MIN_FREE_BYTES: free space the trace directory's file system keeps; below it events
-  /// are dropped (counted) until space is freed. Default: the larger of 1 GiB and 5 % of the
-  /// file system; 0: no reserve.
-  std::optional<std::uint64_t> min_free_bytes;
-  /// LOTUS_NVTX: every span also pushes and pops an NVTX range (domain `lotus`) for Nsight
-  /// Systems. Needs a build with NVTX (LOTUS_WITH_NVTX; CMake option LOTUS_NVTX); elsewhere one
-  /// message says so and tracing goes on without it.
-  std::optional<bool> nvtx;
-  /// LOTUS_ITT: every span is also an ITT task (domain `lotus`) for Intel VTune, through the
-  /// collector named by INTEL_LIBITTNOTIFY64 (no vendor SDK); with none, one message says so
-  /// and tracing goes on without it.
-  std::optional<bool> itt;
-  /// LOTUS_FLIGHT: flight recorder. Keep only the last this-many seconds of every thread's
-  /// records in memory and write them, as a capture directory inside the trace directory, when
-  /// a trigger fires (LOTUS_TRIGGER, lotus::capture(), `lotus-tool capture`). 0: off (default).
-  std::optional<std::uint64_t> flight;
-  /// LOTUS_FLIGHT_BYTES: the most bytes of formatted records one process keeps in flight mode
-  /// (default 64 MiB); beyond, the oldest go first and are counted as dropped.
-  std::optional<std::uint64_t> flight_bytes;
-  /// LOTUS_TRIGGER: automatic captures in flight mode, comma-separated: `wait>DURATION` (a
-  /// batch wait passes that, fired while it lasts), `waitshare>P%/DURATION` (the main process
-  /// waited more than P % of the last DURATION), `batch>DURATION` (a worker batch in progress
-  /// longer), `op>DURATION` / `op:NAME>DURATION` (an op, or the op NAME, in progress longer).
-  /// The capture holds LOTUS_FLIGHT seconds before the anomaly began. "": none.
-  std::optional<std::string> trigger;
-  /// LOTUS_RESOURCES: at each worker batch's start and end, read the thread's CPU time, run-queue
-  /// wait, faults and context switches; the sidecar's `batchres` lines (default on; false: off).
-  /// true keeps the environment's per-op figures (LOTUS_RESOURCES=ops); false turns both off.
-  std::optional<bool> resources;
-  /// LOTUS_RESOURCES=ops: every span (LOTUS_SCOPE, LOTUS_SCOPE_DYNAMIC) also reads them at its
-  /// start and end; the sums per op and thread go into the sidecar's `opres` lines each flush.
-  /// true: per op (and per batch, whatever `resources` says); false: per batch at most. Spans
-  /// then take their out-of-line path for the rest of the process (as with NVTX). Unset: the
-  /// environment's choice.
-  std::optional<bool> op_resources;
-  /// LOTUS_LIVE: the writer thread keeps live figures (per-op histograms, the consumer's waits,
-  /// batches, per-worker busy time) and rewrites `.<prefix>.lotus-live_<pid>` in place, for
-  /// `lotus-tool top` and `serve` (default on). false: none; a file already written gets this
-  /// process's final figures. Turned on again, the figures go on from where they stopped.
-  std::optional<bool> live;
-};
-
-/// Event counters of this process: recorded == written + dropped once everything is flushed.
-struct trace_stats {
-  std::uint64_t recorded = 0;  ///< events recorded while tracing was on
-  std::uint64_t written = 0;   ///< events written to trace files
-  std::uint64_t dropped = 0;   ///< events lost: ring full under `drop`, or tracing disabled by I/O
-  std::uint64_t sanitized =
-      0;  ///< written events whose name had ',' or control bytes replaced, or was cut at 4096 bytes
-};
-
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
-// ---- end lotus/options.hpp ----
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-namespace detail {
-
-/// The counters one runtime publishes: its own trace_stats (monotonic totals).
-struct ledger_slot {
-  std::atomic<std::uint64_t> recorded{0}, written{0}, dropped{0}, sanitized{0};
-};
-
-/// Runtimes a ledger has room for (a plugin loaded 500 times); later ones keep their own counts.
-constexpr std::uint32_t ledger_slots = 500;
-
-struct process_ledger {
-  static constexpr std::uint64_t magic_v1 = 0x3176676c73756f6cull;  // "lotuslgv1" (8 bytes)
-  std::uint64_t magic;
-  std::uint64_t size;                     // sizeof(process_ledger) of the lotus that made it
-  std::int64_t pid;                       // the process it belongs to (a forked child has a copy)
-  std::atomic<std::uint64_t> bytes;       // bytes every runtime of the process wrote (the budget)
-  std::atomic<std::uint32_t> slots_used;  // slots handed out
-  std::uint32_t reserved;
-  ledger_slot slots[ledger_slots];
-};
-
-inline constexpr char ledger_name[] = "lotus-ledger-v1";
-
-/// The ledger of this process named in /proc/self/maps, or nullptr. Parses the file in chunks on
-/// the stack (no allocation).
-LOTUS_DETAIL_COLD inline process_ledger* find_ledger() noexcept {
-  int fd = -1;
-  do {
-    fd = ::open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-  } while (fd < 0 && errno == EINTR);
-  if (fd < 0) return nullptr;
-  static constexpr char suffix[] = "/memfd:lotus-ledger-v1 (deleted)";
-  constexpr std::size_t suffix_len = sizeof suffix - 1;
-  char buf[8192];
-  std::size_t have = 0;
-  process_ledger* found = nullptr;
-  const auto me = static_cast<std::int64_t>(::getpid());
-  for (bool eof = false; found == nullptr && !(eof && have == 0);) {
-    if (!eof && have < sizeof buf) {
-      const ssize_t n = ::read(fd, buf + have, sizeof buf - have);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        eof = true;
-      } else {
-        have += static_cast<std::size_t>(n);
-      }
-    }
-    const char* nl = static_cast<const char*>(std::memchr(buf, '\n', have));
-    std::size_t len = nl != nullptr ? static_cast<std::size_t>(nl - buf) : have;
-    if (nl == nullptr && !eof && have < sizeof buf) continue;  // read the rest of the line
-    // "start-end perms offset dev inode path": ours end in suffix and are rw-p.
-    if (len > suffix_len && std::memcmp(buf + len - suffix_len, suffix, suffix_len) == 0) {
-      std::uint64_t start = 0, end = 0;
-      std::size_t i = 0;
-      const auto hex = [&](std::uint64_t& v) {
-        for (; i < len; ++i) {
-          const char c = buf[i];
-          const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-          if (d < 0) break;
-          v = v * 16 + static_cast<std::uint64_t>(d);
-        }
-      };
-      hex(start);
-      if (i < len && buf[i] == '-') ++i;
-      hex(end);
-      const bool rw = i + 3 < len && buf[i + 1] == 'r' && buf[i + 2] == 'w';
-      if (rw && end > start && end - start >= sizeof(process_ledger)) {
-        auto* l = reinterpret_cast<process_ledger*>(static_cast<std::uintptr_t>(start));
-        if (l->magic == process_ledger::magic_v1 && l->size == sizeof(process_ledger) &&
-            l->pid == me) {
-          found = l;
-        }
-      }
-    }
-    // Drop the line (or a line longer than the buffer, which is no ledger's).
-    const std::size_t used = nl != nullptr ? len + 1 : have;
-    std::memmove(buf, buf + used, have - used);
-    have -= used;
-  }
-  ::close(fd);
-  return found;
-}
-
-/// A new ledger for this process, or nullptr (no memfd_create, no memory).
-LOTUS_DETAIL_COLD inline process_ledger* make_ledger() noexcept {
-  const int fd = ::memfd_create(ledger_name, MFD_CLOEXEC);
-  if (fd < 0) return nullptr;
-  void* p = MAP_FAILED;
-  if (::ftruncate(fd, static_cast<off_t>(sizeof(process_ledger))) == 0) {
-    p = ::mmap(nullptr, sizeof(process_ledger), PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
-  }
-  ::close(fd);  // the mapping keeps the memory; no descriptor stays open
-  if (p == MAP_FAILED) return nullptr;
-  auto* l = static_cast<process_ledger*>(p);  // zero-filled: every counter starts at 0
-  l->size = sizeof(process_ledger);
-  l->pid = static_cast<std::int64_t>(::getpid());
-  l->magic = process_ledger::magic_v1;
-  return l;
-}
-
-LOTUS_DETAIL_COLD inline int ledger_rendezvous(dl_phdr_info*, std::size_t, void* out) noexcept {
-  auto* l = static_cast<process_ledger**>(out);
-  *l = find_ledger();
-  if (*l == nullptr) *l = make_ledger();
-  return 1;  // one call is enough: the loader's lock was what it needed
-}
-
-/// This process's ledger, found or made under the loader's lock; nullptr when unavailable.
-LOTUS_DETAIL_COLD inline process_ledger* process_ledger_of_this_process() noexcept {
-  process_ledger* l = nullptr;
-  ::dl_iterate_phdr(&ledger_rendezvous, &l);
-  return l;
-}
-
-/// A runtime's place in the ledger: its slot (or none when the ledger is full or missing).
-class ledger_entry {
- public:
-  /// Joins this process's ledger (once per runtime and process; a forked child joins its own).
-  /// Returns the byte counter every runtime of the process shares, or nullptr.
-  LOTUS_DETAIL_COLD std::atomic<std::uint64_t>* join() noexcept {
-    const auto me = static_cast<std::int64_t>(::getpid());
-    if (ledger_ != nullptr && ledger_->pid == me) return &ledger_->bytes;
-    ledger_ = process_ledger_of_this_process();
-    slot_ = nullptr;
-    if (ledger_ == nullptr) return nullptr;
-    const std::uint32_t i = ledger_->slots_used.fetch_add(1, std::memory_order_relaxed);
-    if (i < ledger_slots) slot_ = &ledger_->slots[i];
-    return &ledger_->bytes;
-  }
-
-  /// Publishes this runtime's counts and returns the process's: the sum over every runtime that
-  /// has a slot (plus this one's when it has none).
-  trace_stats process_totals(const trace_stats& own) noexcept {
-    if (ledger_ == nullptr || ledger_->pid != static_cast<std::int64_t>(::getpid())) return own;
-    if (slot_ != nullptr) {
-      slot_->recorded.store(own.recorded, std::memory_order_relaxed);
-      slot_->written.store(own.written, std::memory_order_relaxed);
-      slot_->dropped.store(own.dropped, std::memory_order_relaxed);
-      slot_->sanitized.store(own.sanitized, std::memory_order_relaxed);
-    }
-    trace_stats sum = slot_ != nullptr ? trace_stats{} : own;
-    std::uint32_t n = ledger_->slots_used.load(std::memory_order_relaxed);
-    if (n > ledger_slots) n = ledger_slots;
-    for (std::uint32_t i = 0; i < n; ++i) {
-      const ledger_slot& s = ledger_->slots[i];
-      sum.recorded += s.recorded.load(std::memory_order_relaxed);
-      sum.written += s.written.load(std::memory_order_relaxed);
-      sum.dropped += s.dropped.load(std::memory_order_relaxed);
-      sum.sanitized += s.sanitized.load(std::memory_order_relaxed);
-    }
-    return sum;
-  }
-
- private:
-  process_ledger* ledger_ = nullptr;
-  ledger_slot* slot_ = nullptr;
-};
-
-}  // namespace detail
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_LEDGER_HPP
-// ---- end lotus/detail/ledger.hpp ----
-// ---- begin lotus/detail/nvtx.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_NVTX_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_NVTX_HPP
-// lotus — NVTX ranges and ITT tasks for lotus's spans (LOTUS_NVTX, LOTUS_ITT) (internal)
-// SPDX-License-Identifier: MIT
-
-// Compiled only with LOTUS_WITH_NVTX (defined for the whole program, with NVTX v3's header-only
-// <nvtx3/nvToolsExt.h> on the include path; CMake: -DLOTUS_NVTX=ON, found as CUDA::nvtx3). Without
-// it every function below is a no-op and LOTUS_NVTX=1 gets one message.
-//
-// Ranges go to the domain "lotus". Names are registered once per record site (nvtxStringHandle_t
-// in a fixed lock-free table); names with a batch index (`BatchPreprocessed_<idx>`) are passed as
-// ASCII with the index as the payload. A span's range is pushed before its first clock read and
-// popped after its last, so lotus's records do not include NVTX's cost.
-
-#include <atomic>   // atomic
-#include <cstdint>  // uint64_t
-#include <cstdio>   // snprintf
-
-// ---- begin lotus/detail/itt.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_ITT_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_ITT_HPP
-// lotus — ITT tasks for lotus's spans (LOTUS_ITT), for Intel VTune (internal)
-// SPDX-License-Identifier: MIT
-
-// Through lotus's own mirror of the ITT ABI (collector_itt.hpp), no vendor SDK: the collector
-// named by INTEL_LIBITTNOTIFY64 (or one already in the process) is loaded as collector control
-// loads it, and a handshake of lotus's own fills __itt_domain_create, __itt_string_handle_create,
-// __itt_task_begin and __itt_task_end. Tasks go to the domain "lotus"; a record site's name
-// becomes a string handle once (a fixed lock-free table keyed by site; sites beyond it share the
-// handle `lotus_more_names`). Indexed sites (`BatchPreprocessed_<idx>`) are tasks named without
-// the index, so that a collector's name table stays small.
-
-#include <dlfcn.h>  // dlopen, dlsym
-#include <sched.h>  // sched_yield
-
-#include <atomic>   // atomic
-#include <cstddef>  // offsetof, size_t
-#include <cstdint>  // uint64_t, uintptr_t
-
-// ---- begin lotus/detail/collector_itt.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_ITT_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_ITT_HPP
-// lotus — Intel VTune backend: the ITT `__itt_api_init` handshake with our own mirror of the ABI
-// SPDX-License-Identifier: MIT
-
-#include <dlfcn.h>    // dlopen, dlsym
-#include <pthread.h>  // pthread_mutex_t
-
-#include <cstddef>  // offsetof
-
-// ---- begin lotus/detail/collector_common.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_COMMON_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_COMMON_HPP
-// lotus — shared pieces of the collector backends: backend table, env helpers
-// SPDX-License-Identifier: MIT
-
-#include <atomic>   // atomic
-#include <cstdint>  // uint64_t
-#include <cstring>  // memcpy
-
-// ---- begin lotus/detail/option_table.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_OPTION_TABLE_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_OPTION_TABLE_HPP
+#endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_ENV_HPP
+// ---- end lotus/runtime/env.hpp ----
+// ---- begin lotus/runtime/option_table.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_OPTION_TABLE_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_OPTION_TABLE_HPP
 // lotus — the one table of run-time options: name, variable, kind, range, default, doc (internal)
 // SPDX-License-Identifier: MIT
 
@@ -1925,7 +1325,7 @@ inline constexpr const char* option_resources_words[] = {"0",    "false", "no", 
 constexpr int option_resources_ops = 9;
 inline constexpr const char* option_overflow_names[] = {"block", "drop", nullptr};
 inline constexpr const char* option_clock_names[] = {"auto", "tsc", "realtime", nullptr};
-/// LOTUS_COLLECTOR's values (collector_common.hpp maps each to a collector::kind).
+/// LOTUS_COLLECTOR's values (collectors/common.hpp maps each to a collector::kind).
 inline constexpr const char* option_collector_names[] = {
     "auto", "none", "perf", "itt", "vtune", "amd", "uprof", "callgrind", nullptr};
 
@@ -2146,8 +1546,8 @@ LOTUS_DETAIL_COLD inline bool option_check_u64(opt o, std::uint64_t value,
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_OPTION_TABLE_HPP
-// ---- end lotus/detail/option_table.hpp ----
+#endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_OPTION_TABLE_HPP
+// ---- end lotus/runtime/option_table.hpp ----
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -2231,8 +1631,8 @@ inline Fn collector_fn_cast(void* symbol) noexcept {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_COMMON_HPP
-// ---- end lotus/detail/collector_common.hpp ----
+#endif  // LOTUS_AMALGAMATED_LOTUS_COLLECTORS_COMMON_HPP
+// ---- end lotus/collectors/common.hpp ----
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -2451,8 +1851,8 @@ inline const collector_backend* itt_backend() noexcept {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_ITT_HPP
-// ---- end lotus/detail/collector_itt.hpp ----
+#endif  // LOTUS_AMALGAMATED_LOTUS_COLLECTORS_ITT_HPP
+// ---- end lotus/collectors/itt.hpp ----
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -2656,8 +2056,27 @@ LOTUS_DETAIL_API bool itt_active() noexcept { return g_itt_on.load(std::memory_o
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_ITT_HPP
-// ---- end lotus/detail/itt.hpp ----
+#endif  // LOTUS_AMALGAMATED_LOTUS_COLLECTORS_ITT_TASKS_HPP
+// ---- end lotus/collectors/itt_tasks.hpp ----
+// ---- begin lotus/collectors/nvtx.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTORS_NVTX_HPP
+#define LOTUS_AMALGAMATED_LOTUS_COLLECTORS_NVTX_HPP
+// lotus — NVTX ranges for lotus's spans (LOTUS_NVTX) (internal; annotations.hpp adds ITT)
+// SPDX-License-Identifier: MIT
+
+// Compiled only with LOTUS_WITH_NVTX (defined for the whole program, with NVTX v3's header-only
+// <nvtx3/nvToolsExt.h> on the include path; CMake: -DLOTUS_NVTX=ON, found as CUDA::nvtx3). Without
+// it every function below is a no-op and LOTUS_NVTX=1 gets one message.
+//
+// Ranges go to the domain "lotus". Names are registered once per record site (nvtxStringHandle_t
+// in a fixed lock-free table); names with a batch index (`BatchPreprocessed_<idx>`) are passed as
+// ASCII with the index as the payload. A span's range is pushed before its first clock read and
+// popped after its last, so lotus's records do not include NVTX's cost.
+
+#include <atomic>   // atomic
+#include <cstdint>  // uint64_t
+#include <cstdio>   // snprintf
+
 
 #ifdef LOTUS_WITH_NVTX
 #  ifndef NVTX_AS_SYSTEM_HEADER
@@ -2789,6 +2208,16 @@ LOTUS_DETAIL_API bool nvtx_compiled() noexcept { return false; }
 
 LOTUS_DETAIL_API bool nvtx_active() noexcept { return g_nvtx_on.load(std::memory_order_relaxed); }
 
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_COLLECTORS_NVTX_HPP
+// ---- end lotus/collectors/nvtx.hpp ----
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
 /// What each open annotated span of this thread pushed (one bit per depth): an NVTX range, an
 /// ITT task, or both. Spans deeper than max_depth carry no annotation (their records are kept).
 struct annotation_stack {
@@ -2830,11 +2259,607 @@ LOTUS_DETAIL_API bool annotations_active() noexcept {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_NVTX_HPP
-// ---- end lotus/detail/nvtx.hpp ----
-// ---- begin lotus/detail/resources.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_RESOURCES_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_RESOURCES_HPP
+#endif  // LOTUS_AMALGAMATED_LOTUS_COLLECTORS_ANNOTATIONS_HPP
+// ---- end lotus/collectors/annotations.hpp ----
+// ---- begin lotus/options.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
+// lotus — run-time configuration types: options, overflow policy, clock source, statistics
+// SPDX-License-Identifier: MIT
+
+#include <chrono>    // milliseconds
+#include <cstddef>   // size_t
+#include <cstdint>   // uint64_t
+#include <optional>  // optional
+#include <string>    // string
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+
+/// What a thread does when its ring is full: wait for the writer (lossless) or count a drop.
+enum class overflow_policy { block, drop };
+
+/// Timestamp source: TSC calibrated to CLOCK_REALTIME where invariant, or clock_gettime.
+enum class clock_source { automatic, tsc, realtime };
+
+/// Run-time options. Unset fields fall back to the environment, then to the defaults.
+struct options {
+  std::optional<std::string> log_file;                      ///< LOTUS_LOG_FILE: trace prefix
+  std::optional<bool> enabled;                              ///< !LOTUS_DISABLE
+  std::optional<std::size_t> ring_capacity;                 ///< LOTUS_RING_CAPACITY (events/thread)
+  std::optional<std::chrono::milliseconds> flush_interval;  ///< LOTUS_FLUSH_INTERVAL_MS
+  std::optional<overflow_policy> overflow;                  ///< LOTUS_OVERFLOW: block|drop
+  std::optional<clock_source> clock;                        ///< LOTUS_CLOCK: auto|tsc|realtime
+  /// LOTUS_MAX_BYTES: trace-file bytes this process may write; beyond, events are dropped
+  /// (counted). 0: no limit (the default).
+  std::optional<std::uint64_t> max_bytes;
+  /// LOTUS_MIN_FREE_BYTES: free space the trace directory's file system keeps; below it events
+  /// are dropped (counted) until space is freed. Default: the larger of 1 GiB and 5 % of the
+  /// file system; 0: no reserve.
+  std::optional<std::uint64_t> min_free_bytes;
+  /// LOTUS_NVTX: every span also pushes and pops an NVTX range (domain `lotus`) for Nsight
+  /// Systems. Needs a build with NVTX (LOTUS_WITH_NVTX; CMake option LOTUS_NVTX); elsewhere one
+  /// message says so and tracing goes on without it.
+  std::optional<bool> nvtx;
+  /// LOTUS_ITT: every span is also an ITT task (domain `lotus`) for Intel VTune, through the
+  /// collector named by INTEL_LIBITTNOTIFY64 (no vendor SDK); with none, one message says so
+  /// and tracing goes on without it.
+  std::optional<bool> itt;
+  /// LOTUS_FLIGHT: flight recorder. Keep only the last this-many seconds of every thread's
+  /// records in memory and write them, as a capture directory inside the trace directory, when
+  /// a trigger fires (LOTUS_TRIGGER, lotus::capture(), `lotus-tool capture`). 0: off (default).
+  std::optional<std::uint64_t> flight;
+  /// LOTUS_FLIGHT_BYTES: the most bytes of formatted records one process keeps in flight mode
+  /// (default 64 MiB); beyond, the oldest go first and are counted as dropped.
+  std::optional<std::uint64_t> flight_bytes;
+  /// LOTUS_TRIGGER: automatic captures in flight mode, comma-separated: `wait>DURATION` (a
+  /// batch wait passes that, fired while it lasts), `waitshare>P%/DURATION` (the main process
+  /// waited more than P % of the last DURATION), `batch>DURATION` (a worker batch in progress
+  /// longer), `op>DURATION` / `op:NAME>DURATION` (an op, or the op NAME, in progress longer).
+  /// The capture holds LOTUS_FLIGHT seconds before the anomaly began. "": none.
+  std::optional<std::string> trigger;
+  /// LOTUS_RESOURCES: at each worker batch's start and end, read the thread's CPU time, run-queue
+  /// wait, faults and context switches; the sidecar's `batchres` lines (default on; false: off).
+  /// true keeps the environment's per-op figures (LOTUS_RESOURCES=ops); false turns both off.
+  std::optional<bool> resources;
+  /// LOTUS_RESOURCES=ops: every span (LOTUS_SCOPE, LOTUS_SCOPE_DYNAMIC) also reads them at its
+  /// start and end; the sums per op and thread go into the sidecar's `opres` lines each flush.
+  /// true: per op (and per batch, whatever `resources` says); false: per batch at most. Spans
+  /// then take their out-of-line path for the rest of the process (as with NVTX). Unset: the
+  /// environment's choice.
+  std::optional<bool> op_resources;
+  /// LOTUS_LIVE: the writer thread keeps live figures (per-op histograms, the consumer's waits,
+  /// batches, per-worker busy time) and rewrites `.<prefix>.lotus-live_<pid>` in place, for
+  /// `lotus-tool top` and `serve` (default on). false: none; a file already written gets this
+  /// process's final figures. Turned on again, the figures go on from where they stopped.
+  std::optional<bool> live;
+};
+
+/// Event counters of this process: recorded == written + dropped once everything is flushed.
+struct trace_stats {
+  std::uint64_t recorded = 0;  ///< events recorded while tracing was on
+  std::uint64_t written = 0;   ///< events written to trace files
+  std::uint64_t dropped = 0;   ///< events lost: ring full under `drop`, or tracing disabled by I/O
+  std::uint64_t sanitized =
+      0;  ///< written events whose name had ',' or control bytes replaced, or was cut at 4096 bytes
+};
+
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
+// ---- end lotus/options.hpp ----
+// ---- begin lotus/runtime/calibration.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_CALIBRATION_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_CALIBRATION_HPP
+// lotus — TSC trust and calibration: invariant-TSC check, ticks to epoch ns (internal)
+// SPDX-License-Identifier: MIT
+
+#include <cstdint>  // uint64_t
+#include <cstdio>   // FILE, fopen
+#include <cstring>  // strncmp
+
+
+#if LOTUS_DETAIL_X86
+#  include <cpuid.h>  // __get_cpuid
+#endif
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// True when the TSC is invariant (CPUID) and the kernel itself keeps time with it.
+inline bool tsc_is_reliable() noexcept {
+#if LOTUS_DETAIL_X86
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid(0x80000000u, &a, &b, &c, &d) == 0 || a < 0x80000007u) return false;
+  if (__get_cpuid(0x80000007u, &a, &b, &c, &d) == 0 || (d & (1u << 8)) == 0) return false;
+  std::FILE* f =
+      std::fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "re");
+  if (f == nullptr) return false;
+  char buf[32] = {};
+  const bool ok = std::fgets(buf, sizeof buf, f) != nullptr && std::strncmp(buf, "tsc", 3) == 0;
+  std::fclose(f);
+  return ok;
+#else
+  return false;
+#endif
+}
+
+/// Linear map from raw ticks to epoch ns. Owned by the writer thread: it re-anchors on every cycle
+/// and refines the rate over the whole run, so conversion error stays far below a microsecond.
+class tick_converter {
+ public:
+  void start(int mode) noexcept {
+    mode_ = mode;
+    if (mode_ != mode_tsc) return;
+    sample(first_tsc_, first_ns_);
+    anchor_tsc_ = first_tsc_;
+    anchor_ns_ = first_ns_;
+  }
+
+  /// Take a fresh (tsc, realtime) pair; needs >= 2 ms since start() for a first rate.
+  void reanchor() noexcept {
+    if (mode_ != mode_tsc) return;
+    std::uint64_t t = 0, ns = 0;
+    sample(t, ns);
+    if (t <= first_tsc_ || ns <= first_ns_) return;  // clock stepped backwards: keep the old model
+    const double rate = static_cast<double>(ns - first_ns_) / static_cast<double>(t - first_tsc_);
+    if (rate > 0.001 && rate < 100.0) {
+      ns_per_tick_ = rate;
+      anchor_tsc_ = t;
+      anchor_ns_ = ns;
+      calibrated_ = true;
+    }
+  }
+
+  bool calibrated() const noexcept { return mode_ != mode_tsc || calibrated_; }
+  std::uint64_t started_ns() const noexcept { return first_ns_; }
+  double ns_per_tick() const noexcept { return mode_ == mode_tsc ? ns_per_tick_ : 1.0; }
+  int mode() const noexcept { return mode_; }
+
+  std::uint64_t to_ns(std::uint64_t ticks) const noexcept {
+    if (mode_ != mode_tsc) return ticks;
+    const double delta = static_cast<double>(static_cast<std::int64_t>(ticks - anchor_tsc_));
+    return anchor_ns_ + static_cast<std::uint64_t>(static_cast<std::int64_t>(delta * ns_per_tick_));
+  }
+
+ private:
+  // Bracket clock_gettime between two TSC reads and keep the tightest of a few tries.
+  static void sample(std::uint64_t& tsc, std::uint64_t& ns) noexcept {
+    std::uint64_t best = ~0ull;
+    for (int i = 0; i < 7; ++i) {
+      const std::uint64_t a = read_tsc();
+      const std::uint64_t r = realtime_ns();
+      const std::uint64_t b = read_tsc();
+      if (b - a < best) {
+        best = b - a;
+        tsc = a + (b - a) / 2;
+        ns = r;
+      }
+    }
+  }
+
+  int mode_ = mode_realtime;
+  bool calibrated_ = false;
+  std::uint64_t first_tsc_ = 0, first_ns_ = 0;
+  std::uint64_t anchor_tsc_ = 0, anchor_ns_ = 0;
+  double ns_per_tick_ = 1.0;
+};
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_CALIBRATION_HPP
+// ---- end lotus/runtime/calibration.hpp ----
+// ---- begin lotus/runtime/intern.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_INTERN_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_INTERN_HPP
+// lotus — process-lifetime names: interned run-time names and the writer's record labels (internal)
+// SPDX-License-Identifier: MIT
+
+#include <cstddef>  // size_t
+#include <cstdint>  // uint64_t
+#include <cstdlib>  // malloc, calloc, free
+#include <cstring>  // memcpy, memcmp
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+// Both tables are written by hand rather than with std::unordered_map: the runtime is compiled
+// into every translation unit that records, and each instantiation adds to its compile time
+// (bench/README.md).
+
+/// The most distinct run-time names a process interns, and the most bytes of name text they may
+/// hold (each name is at most max_name_bytes): whichever is reached first, later new names are
+/// pooled into one record name, `lotus_more_names`, counted as sanitized (tools/docs/RUNTIME.md).
+constexpr std::size_t max_interned_names = 65536;
+constexpr std::size_t max_interned_bytes = std::size_t{64} << 20;
+/// The name of the pooled record site (one per flags combination).
+inline constexpr char pooled_name[] = "lotus_more_names";
+
+/// What interning returns: the site, and the key bytes the thread caches compare against (stable
+/// for the process's life); `key` is nullptr for the pooled site (it is not cached).
+struct interned_name {
+  const record_site* loc = nullptr;
+  const char* key = nullptr;
+};
+
+/// Run-time names, each interned once per (key, flags) for the life of the process: the
+/// record_site handed out must stay valid (rings and thread caches point at it), so entries
+/// are never freed. The key is the name's first bytes (name_key_size) plus whether it was cut,
+/// as given: an exact memcmp in the thread caches finds it whatever it contains (',' and control
+/// bytes included), and no byte beyond the cap is ever read. Chained hash table, bounded
+/// (max_interned_names, max_interned_bytes; the rest pooled and counted); the caller holds the
+/// runtime's intern lock.
+class intern_table {
+ public:
+  /// The location of (name, flags), created on first use; loc nullptr when out of memory.
+  interned_name find_or_add(const char* name, std::size_t size, std::uint32_t flags) noexcept {
+    const std::size_t keep = name_key_size(name, size);
+    if (keep != size) flags |= flag_sanitized;  // cut: a key of its own, counted as sanitized
+    size = keep;
+    const std::uint64_t h = name_hash(name, size) ^ (std::uint64_t{flags} * 0x9E3779B97F4A7C15ull);
+    if (buckets_ != nullptr) {
+      for (node* n = buckets_[h & mask_]; n != nullptr; n = n->next) {
+        if (n->hash == h && n->size == size && n->key_flags == flags &&
+            std::memcmp(n->text, name, size) == 0) {
+          return {&n->loc, n->text};
+        }
+      }
+    }
+    if (count_ >= max_interned_names || bytes_ + 2 * size > max_interned_bytes) {
+      return {pooled(flags), nullptr};
+    }
+    if (count_ + 1 > mask_ && !grow()) return {};
+    // The name the records carry: record_name_char applied (a NUL would otherwise cut it short in
+    // the writer, and "a\0x" and "a\0y" would both become "a"). The raw bytes stay the key.
+    auto* n = static_cast<node*>(std::malloc(sizeof(node) + 2 * size + 1));
+    if (n == nullptr) return {};
+    std::memcpy(n->text, name, size);
+    n->text[size] = '\0';
+    char* clean = n->text + size + 1;
+    bool changed = (flags & flag_sanitized) != 0;
+    for (std::size_t i = 0; i < size; ++i) {
+      clean[i] = record_name_char(name[i]);
+      changed = changed || clean[i] != name[i];
+    }
+    clean[size] = '\0';
+    n->hash = h;
+    n->size = size;
+    n->key_flags = flags;
+    n->loc = record_site{clean, "", "", 0, flags | (changed ? flag_sanitized : 0u)};
+    n->next = buckets_[h & mask_];
+    buckets_[h & mask_] = n;
+    ++count_;
+    bytes_ += 2 * size;
+    return {&n->loc, n->text};
+  }
+
+  /// Lookups that found the table full and got the pooled site (each thread's cache does not
+  /// keep pooled names: every use of one counts).
+  std::uint64_t pooled_count() const noexcept { return pooled_count_; }
+  std::size_t size() const noexcept { return count_; }
+
+  /// Hands every entry to `to` (a forked child's runtime); this table is left empty. The pooled
+  /// sites stay where they are (in the parent's runtime, never freed): the child copies them.
+  void move_to(intern_table& to) noexcept {
+    to.buckets_ = buckets_;
+    to.mask_ = mask_;
+    to.count_ = count_;
+    to.bytes_ = bytes_;
+    buckets_ = nullptr;
+    mask_ = count_ = bytes_ = 0;
+  }
+
+ private:
+  struct node {
+    node* next;
+    std::uint64_t hash;
+    std::size_t size;
+    std::uint32_t key_flags;
+    record_site loc;
+    char text[1];  // the key (size + 1 bytes), then the record's name (allocated past it)
+  };
+
+  static constexpr std::uint32_t pool_flags = flag_main | flag_indexed | flag_fixed_1us;
+
+  LOTUS_DETAIL_COLD const record_site* pooled(std::uint32_t flags) noexcept {
+    ++pooled_count_;
+    if (!pool_said_) {
+      pool_said_ = true;
+      diag(topic::names,
+           "more than %zu distinct run-time names (or %zu MiB of them) in this process: new "
+           "names are recorded as '%s' (counted as sanitized)",
+           max_interned_names, max_interned_bytes >> 20, pooled_name);
+    }
+    record_site& s = pool_[flags & pool_flags];
+    if (s.name == nullptr)
+      s = record_site{pooled_name, "", "", 0, (flags & pool_flags) | flag_sanitized};
+    return &s;
+  }
+
+  bool grow() noexcept {
+    const std::size_t cap = buckets_ == nullptr ? 64 : 2 * (mask_ + 1);
+    auto** fresh = static_cast<node**>(std::calloc(cap, sizeof(node*)));
+    if (fresh == nullptr) return buckets_ != nullptr;  // keep the old table, just fuller
+    for (std::size_t i = 0; buckets_ != nullptr && i <= mask_; ++i) {
+      for (node* n = buckets_[i]; n != nullptr;) {
+        node* next = n->next;
+        n->next = fresh[n->hash & (cap - 1)];
+        fresh[n->hash & (cap - 1)] = n;
+        n = next;
+      }
+    }
+    std::free(buckets_);  // the old array only: nodes live forever
+    buckets_ = fresh;
+    mask_ = cap - 1;
+    return true;
+  }
+
+  node** buckets_ = nullptr;
+  std::size_t mask_ = 0;
+  std::size_t count_ = 0;
+  std::size_t bytes_ = 0;
+  std::uint64_t pooled_count_ = 0;
+  bool pool_said_ = false;
+  record_site pool_[pool_flags + 1] = {};
+};
+
+/// The writer's `S<name>` label per record_site: built once (',' and control bytes replaced
+/// by '_' and counted as sanitized), then found by pointer. Open addressing; written by the writer
+/// thread only.
+class label_table {
+ public:
+  struct label {
+    const record_site* key;
+    char* text;  // "S" + sanitized name
+    std::size_t size;
+    bool sanitized;
+    bool empty() const noexcept { return key == nullptr; }
+    std::size_t hash() const noexcept { return hash_of(key); }
+  };
+
+  /// nullptr when out of memory.
+  const label* find(const record_site* loc) noexcept {
+    if (const label* l =
+            table_.find(hash_of(loc), [loc](const label& x) { return x.key == loc; })) {
+      return l;
+    }
+    return add(loc);
+  }
+
+ private:
+  static std::size_t hash_of(const record_site* p) noexcept {
+    const auto v = reinterpret_cast<std::uintptr_t>(p);
+    return static_cast<std::size_t>((v >> 4) ^ (v >> 13));
+  }
+
+  const label* add(const record_site* loc) noexcept {
+    if (!table_.reserve_one(256, SIZE_MAX / (2 * sizeof(label)))) return nullptr;
+    const char* name = loc->name != nullptr ? loc->name : "";
+    const std::size_t n = std::strlen(name);
+    auto* text = static_cast<char*>(std::malloc(n + 2));
+    if (text == nullptr) return nullptr;
+    text[0] = 'S';
+    bool sanitized = (loc->flags & flag_sanitized) != 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      text[i + 1] = record_name_char(name[i]);
+      sanitized = sanitized || text[i + 1] != name[i];
+    }
+    text[n + 1] = '\0';
+    return table_.insert(label{loc, text, n + 1, sanitized});
+  }
+
+  probe_table<label> table_;
+};
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_INTERN_HPP
+// ---- end lotus/runtime/intern.hpp ----
+// ---- begin lotus/runtime/ledger.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_LEDGER_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_LEDGER_HPP
+// lotus — the process ledger: the byte budget and counters every lotus runtime shares (internal)
+// SPDX-License-Identifier: MIT
+//
+// A process may hold several lotus runtimes: the program's own (header-only, or lotus_compiled)
+// and each shared object that compiles lotus with hidden visibility (liblotus_nvtx.so, a plugin,
+// a Python extension). They share no symbol, yet LOTUS_MAX_BYTES is a limit per process and the
+// sidecar's `stats` line (the last one counts) must be the process's totals. They meet in a
+// *ledger*: a small memfd mapping named `lotus-ledger-v1`, found by its name in /proc/self/maps.
+// - Finding or creating it happens inside dl_iterate_phdr(), whose callback runs under the dynamic
+//   loader's lock: the one lock every copy of lotus in the process shares, so two runtimes
+//   starting at once agree on one ledger. The mapping is private (MAP_PRIVATE): a forked child
+//   gets a copy, sees another pid in it and makes its own.
+// - No environment variable is written (setenv races with other threads' getenv) and no symbol
+//   needs exporting. Where /proc or memfd_create is missing, each runtime keeps its own counts,
+//   as before (documented in tools/docs/RUNTIME.md).
+
+#include <errno.h>     // errno
+#include <fcntl.h>     // open
+#include <link.h>      // dl_iterate_phdr
+#include <sys/mman.h>  // memfd_create, mmap
+#include <unistd.h>    // read, close, ftruncate, getpid
+
+#include <atomic>   // atomic
+#include <cstddef>  // size_t
+#include <cstdint>  // uint64_t
+#include <cstring>  // memcmp
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// The counters one runtime publishes: its own trace_stats (monotonic totals).
+struct ledger_slot {
+  std::atomic<std::uint64_t> recorded{0}, written{0}, dropped{0}, sanitized{0};
+};
+
+/// Runtimes a ledger has room for (a plugin loaded 500 times); later ones keep their own counts.
+constexpr std::uint32_t ledger_slots = 500;
+
+struct process_ledger {
+  static constexpr std::uint64_t magic_v1 = 0x3176676c73756f6cull;  // "lotuslgv1" (8 bytes)
+  std::uint64_t magic;
+  std::uint64_t size;                     // sizeof(process_ledger) of the lotus that made it
+  std::int64_t pid;                       // the process it belongs to (a forked child has a copy)
+  std::atomic<std::uint64_t> bytes;       // bytes every runtime of the process wrote (the budget)
+  std::atomic<std::uint32_t> slots_used;  // slots handed out
+  std::uint32_t reserved;
+  ledger_slot slots[ledger_slots];
+};
+
+inline constexpr char ledger_name[] = "lotus-ledger-v1";
+
+/// The ledger of this process named in /proc/self/maps, or nullptr. Parses the file in chunks on
+/// the stack (no allocation).
+LOTUS_DETAIL_COLD inline process_ledger* find_ledger() noexcept {
+  int fd = -1;
+  do {
+    fd = ::open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) return nullptr;
+  static constexpr char suffix[] = "/memfd:lotus-ledger-v1 (deleted)";
+  constexpr std::size_t suffix_len = sizeof suffix - 1;
+  char buf[8192];
+  std::size_t have = 0;
+  process_ledger* found = nullptr;
+  const auto me = static_cast<std::int64_t>(::getpid());
+  for (bool eof = false; found == nullptr && !(eof && have == 0);) {
+    if (!eof && have < sizeof buf) {
+      const ssize_t n = ::read(fd, buf + have, sizeof buf - have);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        eof = true;
+      } else {
+        have += static_cast<std::size_t>(n);
+      }
+    }
+    const char* nl = static_cast<const char*>(std::memchr(buf, '\n', have));
+    std::size_t len = nl != nullptr ? static_cast<std::size_t>(nl - buf) : have;
+    if (nl == nullptr && !eof && have < sizeof buf) continue;  // read the rest of the line
+    // "start-end perms offset dev inode path": ours end in suffix and are rw-p.
+    if (len > suffix_len && std::memcmp(buf + len - suffix_len, suffix, suffix_len) == 0) {
+      std::uint64_t start = 0, end = 0;
+      std::size_t i = 0;
+      const auto hex = [&](std::uint64_t& v) {
+        for (; i < len; ++i) {
+          const char c = buf[i];
+          const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+          if (d < 0) break;
+          v = v * 16 + static_cast<std::uint64_t>(d);
+        }
+      };
+      hex(start);
+      if (i < len && buf[i] == '-') ++i;
+      hex(end);
+      const bool rw = i + 3 < len && buf[i + 1] == 'r' && buf[i + 2] == 'w';
+      if (rw && end > start && end - start >= sizeof(process_ledger)) {
+        auto* l = reinterpret_cast<process_ledger*>(static_cast<std::uintptr_t>(start));
+        if (l->magic == process_ledger::magic_v1 && l->size == sizeof(process_ledger) &&
+            l->pid == me) {
+          found = l;
+        }
+      }
+    }
+    // Drop the line (or a line longer than the buffer, which is no ledger's).
+    const std::size_t used = nl != nullptr ? len + 1 : have;
+    std::memmove(buf, buf + used, have - used);
+    have -= used;
+  }
+  ::close(fd);
+  return found;
+}
+
+/// A new ledger for this process, or nullptr (no memfd_create, no memory).
+LOTUS_DETAIL_COLD inline process_ledger* make_ledger() noexcept {
+  const int fd = ::memfd_create(ledger_name, MFD_CLOEXEC);
+  if (fd < 0) return nullptr;
+  void* p = MAP_FAILED;
+  if (::ftruncate(fd, static_cast<off_t>(sizeof(process_ledger))) == 0) {
+    p = ::mmap(nullptr, sizeof(process_ledger), PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+  }
+  ::close(fd);  // the mapping keeps the memory; no descriptor stays open
+  if (p == MAP_FAILED) return nullptr;
+  auto* l = static_cast<process_ledger*>(p);  // zero-filled: every counter starts at 0
+  l->size = sizeof(process_ledger);
+  l->pid = static_cast<std::int64_t>(::getpid());
+  l->magic = process_ledger::magic_v1;
+  return l;
+}
+
+LOTUS_DETAIL_COLD inline int ledger_rendezvous(dl_phdr_info*, std::size_t, void* out) noexcept {
+  auto* l = static_cast<process_ledger**>(out);
+  *l = find_ledger();
+  if (*l == nullptr) *l = make_ledger();
+  return 1;  // one call is enough: the loader's lock was what it needed
+}
+
+/// This process's ledger, found or made under the loader's lock; nullptr when unavailable.
+LOTUS_DETAIL_COLD inline process_ledger* process_ledger_of_this_process() noexcept {
+  process_ledger* l = nullptr;
+  ::dl_iterate_phdr(&ledger_rendezvous, &l);
+  return l;
+}
+
+/// A runtime's place in the ledger: its slot (or none when the ledger is full or missing).
+class ledger_entry {
+ public:
+  /// Joins this process's ledger (once per runtime and process; a forked child joins its own).
+  /// Returns the byte counter every runtime of the process shares, or nullptr.
+  LOTUS_DETAIL_COLD std::atomic<std::uint64_t>* join() noexcept {
+    const auto me = static_cast<std::int64_t>(::getpid());
+    if (ledger_ != nullptr && ledger_->pid == me) return &ledger_->bytes;
+    ledger_ = process_ledger_of_this_process();
+    slot_ = nullptr;
+    if (ledger_ == nullptr) return nullptr;
+    const std::uint32_t i = ledger_->slots_used.fetch_add(1, std::memory_order_relaxed);
+    if (i < ledger_slots) slot_ = &ledger_->slots[i];
+    return &ledger_->bytes;
+  }
+
+  /// Publishes this runtime's counts and returns the process's: the sum over every runtime that
+  /// has a slot (plus this one's when it has none).
+  trace_stats process_totals(const trace_stats& own) noexcept {
+    if (ledger_ == nullptr || ledger_->pid != static_cast<std::int64_t>(::getpid())) return own;
+    if (slot_ != nullptr) {
+      slot_->recorded.store(own.recorded, std::memory_order_relaxed);
+      slot_->written.store(own.written, std::memory_order_relaxed);
+      slot_->dropped.store(own.dropped, std::memory_order_relaxed);
+      slot_->sanitized.store(own.sanitized, std::memory_order_relaxed);
+    }
+    trace_stats sum = slot_ != nullptr ? trace_stats{} : own;
+    std::uint32_t n = ledger_->slots_used.load(std::memory_order_relaxed);
+    if (n > ledger_slots) n = ledger_slots;
+    for (std::uint32_t i = 0; i < n; ++i) {
+      const ledger_slot& s = ledger_->slots[i];
+      sum.recorded += s.recorded.load(std::memory_order_relaxed);
+      sum.written += s.written.load(std::memory_order_relaxed);
+      sum.dropped += s.dropped.load(std::memory_order_relaxed);
+      sum.sanitized += s.sanitized.load(std::memory_order_relaxed);
+    }
+    return sum;
+  }
+
+ private:
+  process_ledger* ledger_ = nullptr;
+  ledger_slot* slot_ = nullptr;
+};
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_LEDGER_HPP
+// ---- end lotus/runtime/ledger.hpp ----
+// ---- begin lotus/runtime/resources.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_RESOURCES_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_RESOURCES_HPP
 // lotus — per-batch resource figures: the reads and the per-thread queue (internal)
 // SPDX-License-Identifier: MIT
 // At a batch's start and end (and with LOTUS_RESOURCES=ops at each op's too) a worker reads its
@@ -3096,11 +3121,11 @@ inline bool res_push(res_queue& q, const res_sample& b, const res_sample& e, std
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_RESOURCES_HPP
-// ---- end lotus/detail/resources.hpp ----
-// ---- begin lotus/detail/settings.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_SETTINGS_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_SETTINGS_HPP
+#endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_RESOURCES_HPP
+// ---- end lotus/runtime/resources.hpp ----
+// ---- begin lotus/runtime/settings.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_SETTINGS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_SETTINGS_HPP
 // lotus — settings: options > environment > defaults, and the trace prefix rules (internal)
 // SPDX-License-Identifier: MIT
 
@@ -3111,30 +3136,30 @@ inline bool res_push(res_queue& q, const res_sample& b, const res_sample& e, std
 #include <cstdlib>      // getenv
 #include <string_view>  // string_view
 
-// ---- begin lotus/detail/flight.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_FLIGHT_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_FLIGHT_HPP
-// lotus — the flight recorder: the last seconds in memory, written as a capture on a trigger
+// ---- begin lotus/runtime/capture_request.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_CAPTURE_REQUEST_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_CAPTURE_REQUEST_HPP
+// lotus — the capture-request format, the trigger parser and the flight settings (internal)
 // SPDX-License-Identifier: MIT
-// (internal; writer thread only, except flight_append_request, which lotus-tool uses too)
+// What the flight recorder (flight.hpp) and lotus-tool capture share: a request line of the
+// control file (FORMAT.md §8), its parser, the control file's names, ownership and append, and
+// LOTUS_FLIGHT / LOTUS_TRIGGER's settings. Nothing of the recorder: lotus-tool includes this alone.
 
 #include <errno.h>     // errno
 #include <fcntl.h>     // open, O_*
-#include <sys/stat.h>  // fstat, lstat, mkdir
+#include <sys/stat.h>  // fstat
 #include <time.h>      // gmtime_r
-#include <unistd.h>    // getpid, getppid, pread, write, close
+#include <unistd.h>    // geteuid, write, close
 
-#include <cstddef>      // offsetof, size_t
+#include <cstddef>      // size_t
 #include <cstdint>      // uint64_t
 #include <cstdio>       // snprintf
-#include <cstdlib>      // malloc, free
-#include <cstring>      // memcpy, strerror
-#include <new>          // nothrow
+#include <cstring>      // memcpy, strlen
 #include <string_view>  // string_view
 
-// ---- begin lotus/detail/text.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_TEXT_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_TEXT_HPP
+// ---- begin lotus/runtime/text.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_TEXT_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_TEXT_HPP
 // lotus — a fixed-size text builder for paths and sidecar lines (no allocation) (internal)
 // SPDX-License-Identifier: MIT
 
@@ -3232,28 +3257,574 @@ class text {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_TEXT_HPP
-// ---- end lotus/detail/text.hpp ----
-// ---- begin lotus/detail/threads.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_THREADS_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_THREADS_HPP
-// lotus — the thread registry (internal)
-// SPDX-License-Identifier: MIT
-// One record per recording thread, its segments and counters.
+#endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_TEXT_HPP
+// ---- end lotus/runtime/text.hpp ----
 
-#include <sys/prctl.h>    // PR_GET_NAME
-#include <sys/syscall.h>  // SYS_gettid
-#include <unistd.h>       // syscall
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
 
-#include <atomic>   // atomic
-#include <cstdint>  // uint64_t
-#include <cstdlib>  // realloc, free
-#include <cstring>  // memcpy
-#include <new>      // nothrow
+/// LOTUS_FLIGHT_BYTES when unset: the formatted records one process keeps in memory.
+constexpr std::uint64_t flight_bytes_default = std::uint64_t{64} << 20;
+/// The control files in the trace directory: one `capture` request per line (FORMAT.md §8),
+/// one file per user, `.lotus-capture-<uid>`: a process obeys only the requests of its own user
+/// (its effective uid), and a request of another user (root's `lotus-tool capture` included)
+/// goes to that user's file, so it can never take this user's name. A name another user took
+/// anyway (planted in a shared directory) is skipped: the next one, `..._r<k>`, is used.
+constexpr const char flight_control_name[] = ".lotus-capture";
+/// Names per user: `.lotus-capture-<uid>`, then `.lotus-capture-<uid>_r1` ... `_r3`.
+constexpr unsigned flight_control_names = 4;
+/// The control file is not appended to beyond this (a message asks to remove it).
+constexpr std::uint64_t flight_control_max = std::uint64_t{1} << 20;
 
-// ---- begin lotus/detail/sync.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_SYNC_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_SYNC_HPP
+/// What flight mode does (settings from LOTUS_FLIGHT, LOTUS_FLIGHT_BYTES, LOTUS_TRIGGER).
+/// `op:NAME>X` conditions one LOTUS_TRIGGER holds, and the longest NAME.
+constexpr unsigned flight_max_named = 4;
+constexpr std::size_t flight_max_op_name = 63;
+
+struct flight_settings {
+  std::uint64_t window_ns = 0;  // 0: flight mode off
+  std::uint64_t max_bytes = flight_bytes_default;
+  std::uint64_t wait_ns = 0;                              // wait>X; 0: none
+  std::uint64_t share_permille = 0, share_window_ns = 0;  // waitshare>P%/W; 0: none
+  std::uint64_t batch_ns = 0;                             // batch>X; 0: none
+  std::uint64_t op_ns = 0;                                // op>X (any op); 0: none
+  struct named_op {
+    char name[flight_max_op_name + 1];  // the op's name as traced, without its S
+    std::uint64_t ns;
+  };
+  named_op named[flight_max_named] = {};  // op:NAME>X
+  unsigned named_count = 0;
+  std::uint64_t margin_ns = 300000000;  // the tail: the window ends this long after a trigger
+
+  /// The conditions of `o` (LOTUS_TRIGGER), the rest of these settings unchanged.
+  void take_triggers(const flight_settings& o) noexcept {
+    wait_ns = o.wait_ns;
+    share_permille = o.share_permille;
+    share_window_ns = o.share_window_ns;
+    batch_ns = o.batch_ns;
+    op_ns = o.op_ns;
+    named_count = o.named_count;
+    for (unsigned i = 0; i < flight_max_named; ++i) named[i] = o.named[i];
+  }
+
+  /// The longest time a request may come after its anomaly began: an in-progress trigger's
+  /// threshold, or 10 s for a request from outside (an alert through `lotus-tool serve`, whose
+  /// trigger time is the stuck batch's start). Memory keeps that much more than the window (and
+  /// a second for the writer's cycles), so a capture still holds the whole lead-up.
+  std::uint64_t lookback_ns() const noexcept {
+    std::uint64_t m = std::uint64_t{10} * 1000000000u;
+    if (wait_ns > m) m = wait_ns;
+    if (batch_ns > m) m = batch_ns;
+    if (op_ns > m) m = op_ns;
+    for (unsigned i = 0; i < named_count; ++i) m = named[i].ns > m ? named[i].ns : m;
+    if (share_window_ns > m) m = share_window_ns;
+    return m + 1000000000u;  // and a second for the writer's cycles
+  }
+};
+
+/// The longest trigger duration (LOTUS_TRIGGER): a day, as LOTUS_FLIGHT's longest window.
+constexpr std::uint64_t flight_max_duration_ns = std::uint64_t{86400} * 1000000000u;
+
+/// A duration `<number><ns|us|ms|s|min>` at `s[i..]`; false when malformed or longer than
+/// flight_max_duration_ns (never wrapped: 18446744074s is refused, not 290 ms).
+inline bool flight_parse_duration(std::string_view s, std::size_t& i, std::uint64_t& out) noexcept {
+  std::uint64_t v = 0;
+  const std::size_t from = i;
+  for (; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i) {
+    if (v > (std::uint64_t{1} << 40)) return false;
+    v = v * 10 + static_cast<std::uint64_t>(s[i] - '0');
+  }
+  if (i == from) return false;
+  static const struct {
+    const char* unit;
+    std::uint64_t ns;
+  } units[] = {{"min", 60000000000ull},
+               {"ms", 1000000ull},
+               {"us", 1000ull},
+               {"ns", 1ull},
+               {"s", 1000000000ull}};
+  for (const auto& u : units) {
+    const std::size_t n = std::strlen(u.unit);
+    if (s.substr(i, n) == u.unit) {
+      i += n;
+      if (v > flight_max_duration_ns / u.ns) return false;
+      out = v * u.ns;
+      return true;
+    }
+  }
+  return false;
+}
+
+/// What LOTUS_TRIGGER takes, for the messages that refuse a value (runtime and Python).
+constexpr const char flight_trigger_expected[] =
+    "wait>DURATION, waitshare>P%/DURATION, batch>DURATION, op>DURATION and/or op:NAME>DURATION, "
+    "comma-separated, DURATION such as 800ms or 10s, at most 1 day";
+
+/// `c` may be part of an op name in `op:NAME>X`: what a traced name holds, but `>` and `,`.
+constexpr bool flight_op_name_char(char c) noexcept {
+  return static_cast<unsigned char>(c) > 0x20 && c != 0x7f && c != '>' && c != ',';
+}
+
+/// LOTUS_TRIGGER: `wait>DUR`, `waitshare>P%/DUR`, `batch>DUR`, `op>DUR` and `op:NAME>DUR`,
+/// comma-separated (spaces allowed around them). False (and `out` unchanged) when any condition
+/// is malformed.
+inline bool flight_parse_triggers(std::string_view s, flight_settings& out) noexcept {
+  flight_settings t = out;
+  t.wait_ns = 0;
+  t.share_permille = 0;
+  t.share_window_ns = 0;
+  t.batch_ns = 0;
+  t.op_ns = 0;
+  t.named_count = 0;
+  std::size_t i = 0;
+  auto skip_spaces = [&] {
+    while (i < s.size() && s[i] == ' ') ++i;
+  };
+  skip_spaces();
+  if (i == s.size()) {
+    out = t;
+    return true;
+  }
+  for (;;) {
+    skip_spaces();
+    if (s.substr(i, 10) == "waitshare>") {
+      i += 10;
+      std::uint64_t pct = 0;
+      const std::size_t from = i;
+      for (; i < s.size() && s[i] >= '0' && s[i] <= '9' && pct < 1000; ++i) {
+        pct = pct * 10 + static_cast<std::uint64_t>(s[i] - '0');
+      }
+      if (i == from) return false;
+      pct *= 10;
+      if (i < s.size() && s[i] == '.') {
+        ++i;
+        if (i >= s.size() || s[i] < '0' || s[i] > '9') return false;
+        pct += static_cast<std::uint64_t>(s[i++] - '0');
+      }
+      if (i + 1 >= s.size() || s[i] != '%' || s[i + 1] != '/') return false;
+      i += 2;
+      std::uint64_t w = 0;
+      if (!flight_parse_duration(s, i, w) || w < 1000000 || pct == 0 || pct >= 1000) return false;
+      t.share_permille = pct;
+      t.share_window_ns = w;
+    } else if (s.substr(i, 5) == "wait>") {
+      i += 5;
+      std::uint64_t w = 0;
+      if (!flight_parse_duration(s, i, w) || w == 0) return false;
+      t.wait_ns = w;
+    } else if (s.substr(i, 6) == "batch>") {
+      i += 6;
+      std::uint64_t w = 0;
+      if (!flight_parse_duration(s, i, w) || w == 0) return false;
+      t.batch_ns = w;
+    } else if (s.substr(i, 3) == "op>") {
+      i += 3;
+      std::uint64_t w = 0;
+      if (!flight_parse_duration(s, i, w) || w == 0) return false;
+      t.op_ns = w;
+    } else if (s.substr(i, 3) == "op:") {
+      i += 3;
+      const std::size_t from = i;
+      while (i < s.size() && flight_op_name_char(s[i])) ++i;
+      const std::size_t n = i - from;
+      if (n == 0 || n > flight_max_op_name || t.named_count == flight_max_named) return false;
+      if (i >= s.size() || s[i] != '>') return false;
+      ++i;
+      std::uint64_t w = 0;
+      if (!flight_parse_duration(s, i, w) || w == 0) return false;
+      flight_settings::named_op& o = t.named[t.named_count++];
+      std::memcpy(o.name, s.data() + from, n);
+      o.name[n] = '\0';
+      o.ns = w;
+    } else {
+      return false;
+    }
+    skip_spaces();
+    if (i == s.size()) break;
+    if (s[i] != ',') return false;
+    ++i;
+  }
+  out = t;
+  return true;
+}
+
+/// One capture request: a line of the control file,
+///   capture <id> <trigger_ns> <end_ns> <pid> <reason>
+/// `id` names the capture directory (`capture-<id>`); every process writes the window
+/// [end - LOTUS_FLIGHT, end] of its records there once its clock passed `end`; `pid` 0: every
+/// process, else that process and its children (DataLoader workers).
+struct flight_request {
+  char id[64] = {};
+  std::uint64_t trigger_ns = 0, end_ns = 0, pid = 0;
+  char reason[192] = {};
+};
+
+/// `c` may be part of a capture id.
+constexpr bool flight_id_char(char c) noexcept {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+         c == '_' || c == '.';
+}
+
+/// A fresh id: `<UTC YYYYmmddTHHMMSS>Z-<pid>-<seq>`.
+inline void flight_make_id(char (&id)[64], std::uint64_t when_ns, std::uint64_t pid,
+                           std::uint64_t seq) noexcept {
+  const time_t secs = static_cast<time_t>(when_ns / 1000000000u);
+  struct tm tm {};
+  if (::gmtime_r(&secs, &tm) == nullptr) tm = {};
+  std::snprintf(id, sizeof id, "%04d%02d%02dT%02d%02d%02dZ-%llu-%llu", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                static_cast<unsigned long long>(pid), static_cast<unsigned long long>(seq));
+}
+
+/// Copies `reason` into `r.reason`: control bytes become '_', cut to fit.
+inline void flight_set_reason(flight_request& r, std::string_view reason) noexcept {
+  std::size_t n = 0;
+  for (const char c : reason) {
+    if (n + 1 >= sizeof r.reason) break;
+    const auto u = static_cast<unsigned char>(c);
+    r.reason[n++] = u < 0x20 || u == 0x7f ? '_' : c;
+  }
+  r.reason[n] = '\0';
+}
+
+/// The request as its control-file line (with the newline); its length, 0 when it does not fit.
+inline std::size_t flight_request_line(const flight_request& r, char* out,
+                                       std::size_t size) noexcept {
+  const int n = std::snprintf(
+      out, size, "capture %s %llu %llu %llu %s\n", r.id,
+      static_cast<unsigned long long>(r.trigger_ns), static_cast<unsigned long long>(r.end_ns),
+      static_cast<unsigned long long>(r.pid), r.reason[0] != '\0' ? r.reason : "-");
+  return n > 0 && static_cast<std::size_t>(n) < size ? static_cast<std::size_t>(n) : 0;
+}
+
+/// Parses one control-file line (without its newline); false when it is not a valid request.
+inline bool flight_parse_request(std::string_view line, flight_request& r) noexcept {
+  if (line.substr(0, 8) != "capture ") return false;
+  std::size_t i = 8, n = 0;
+  for (; i < line.size() && line[i] != ' '; ++i) {
+    if (!flight_id_char(line[i]) || n + 1 >= sizeof r.id) return false;
+    r.id[n++] = line[i];
+  }
+  r.id[n] = '\0';
+  if (n == 0 || r.id[0] == '.') return false;
+  std::uint64_t* nums[] = {&r.trigger_ns, &r.end_ns, &r.pid};
+  for (std::uint64_t* v : nums) {
+    if (i >= line.size() || line[i] != ' ') return false;
+    ++i;
+    const std::size_t from = i;
+    *v = 0;
+    for (; i < line.size() && line[i] >= '0' && line[i] <= '9'; ++i) {
+      if (*v > (std::uint64_t{1} << 62) / 10) return false;
+      *v = *v * 10 + static_cast<std::uint64_t>(line[i] - '0');
+    }
+    if (i == from) return false;
+  }
+  if (i >= line.size() || line[i] != ' ') return false;
+  flight_set_reason(r, line.substr(i + 1));
+  return true;
+}
+
+/// The `k`th control file name of user `uid` in `dir` (`.lotus-capture-<uid>`, `..._r<k>`).
+inline text flight_control_path(const char* dir, std::uint64_t uid, unsigned k) noexcept {
+  text path;
+  path.add(dir).add('/').add(flight_control_name).add('-').add(uid);
+  if (k != 0) path.add("_r").add(std::uint64_t{k});
+  return path;
+}
+
+/// A control file lotus reads or appends to: a regular file of this user with one link.
+inline bool flight_control_owned(const struct stat& st) noexcept {
+  return S_ISREG(st.st_mode) && st.st_uid == ::geteuid() && st.st_nlink == 1;
+}
+
+/// Appends `r` to this user's control file in `dir` with one write(2) (O_APPEND: lines of
+/// concurrent writers never interleave). The file is created if missing; an existing one must be
+/// a regular file of this user with one link, never a symlink, FIFO or device (else the next of
+/// the user's names is used), and smaller than flight_control_max. On failure: false, `why` says
+/// why.
+inline bool flight_append_request(const char* dir, const flight_request& r, const char** why,
+                                  int* err) noexcept {
+  char line[320];
+  const std::size_t n = flight_request_line(r, line, sizeof line);
+  *err = 0;
+  *why =
+      "every control file name of this user is taken by a file that is not its own regular "
+      "file with one link";
+  const auto uid = static_cast<std::uint64_t>(::geteuid());
+  for (unsigned k = 0; k < flight_control_names; ++k) {
+    const text path = flight_control_path(dir, uid, k);
+    if (path.overflow || n == 0) {
+      *why = "the path or the request is too long";
+      return false;
+    }
+    int fd = -1;
+    do {
+      fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+                  0644);
+    } while (fd < 0 && errno == EINTR);
+    if (fd < 0) {
+      // A symlink (ELOOP), a FIFO (ENXIO) or another user's file (EACCES) at this name: the next.
+      // Any other error (no such directory...) is the directory's: said at once.
+      const int e = errno;
+      if (e == ELOOP || e == ENXIO || e == EACCES || e == EISDIR || e == EPERM) {
+        *err = e;  // said if no name is left
+        *why = "cannot open the control file, nor its other names";
+        continue;
+      }
+      *err = e;
+      *why = "cannot open the control file";
+      return false;
+    }
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !flight_control_owned(st)) {
+      ::close(fd);
+      *err = 0;
+      *why =
+          "every control file name of this user is taken by a file that is not its own regular "
+          "file with one link";
+      continue;
+    }
+    if (static_cast<std::uint64_t>(st.st_size) >= flight_control_max) {
+      ::close(fd);
+      *why = "the control file is over 1 MiB (remove it)";
+      return false;
+    }
+    ssize_t w = -1;
+    do {
+      w = ::write(fd, line, n);
+    } while (w < 0 && errno == EINTR);
+    if (w < 0) *err = errno;
+    ::close(fd);
+    if (w != static_cast<ssize_t>(n)) {
+      *why = "cannot write the control file";
+      return false;
+    }
+    return true;
+  }
+  return false;
+}
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_CAPTURE_REQUEST_HPP
+// ---- end lotus/runtime/capture_request.hpp ----
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// Largest and smallest per-thread ring (events, option_table's range); rings start at
+/// `ring_initial` and double.
+constexpr std::size_t ring_min = option_ring_min, ring_max = option_ring_max, ring_initial = 64;
+
+/// Options after applying configure() > environment > defaults.
+struct settings {
+  text log_file;  // absolute prefix; empty: tracing off
+  bool enabled = true;
+  std::size_t ring_capacity = LOTUS_DEFAULT_RING_CAPACITY;  // largest segment, a power of two
+  std::uint64_t flush_interval_ms = LOTUS_DEFAULT_FLUSH_INTERVAL_MS;
+  overflow_policy overflow = overflow_policy::block;
+  clock_source clock = clock_source::automatic;
+  std::uint64_t max_bytes = 0;                // 0: no limit
+  std::uint64_t min_free = min_free_default;  // min_free_default: max(1 GiB, 5 %)
+  bool nvtx = false;
+  bool itt = false;
+  flight_settings flight;  // window_ns 0: flight mode off
+  bool resources = true;
+  bool op_resources = false;  // LOTUS_RESOURCES=ops: per op too (only with resources)
+  bool live = true;           // LOTUS_LIVE: live figures for lotus-tool top and serve
+};
+
+/// LOTUS_TRIGGER / options::trigger into `out`; a malformed value: one message, no trigger.
+LOTUS_DETAIL_COLD inline void parse_trigger_setting(const char* source, std::string_view v,
+                                                    flight_settings& out) noexcept {
+  if (flight_parse_triggers(v, out)) return;
+  out.take_triggers(flight_settings{});
+  char shown[832];
+  diag_config("ignoring %s='%s' (expected %s); no automatic capture", source,
+              diag_escaped(v.data(), v.size(), shown, sizeof shown), flight_trigger_expected);
+}
+
+/// A trace prefix as lotus uses it, or false (one warning) when it cannot be used: control
+/// characters are refused (a newline would split file names and sidecar lines); a directory
+/// gets `lotustrace_log` appended; a relative prefix is made absolute now, so a later chdir() of
+/// the host changes nothing. `raw` is not empty.
+LOTUS_DETAIL_COLD inline bool resolve_prefix(std::string_view raw, const char* source,
+                                             text& out) noexcept {
+  out.clear();
+  const std::string_view orig = raw;
+  const int shown = raw.size() < 300 ? static_cast<int>(raw.size()) : 300;
+  if (has_control_char(raw)) {
+    diag_config("ignoring %s (it contains a control character); tracing stays off", source);
+    return false;
+  }
+  if (raw.empty()) return false;
+  if (raw[0] != '/') {
+    char cwd[4096];
+    if (::getcwd(cwd, sizeof cwd) == nullptr) {
+      diag_config("cannot resolve the relative %s='%.*s' (getcwd failed); tracing stays off",
+                  source, shown, orig.data());
+      return false;
+    }
+    out.add(cwd);
+    if (out.c_str()[out.size() - 1] != '/') out.add('/');
+    while (raw.size() >= 2 && raw[0] == '.' && raw[1] == '/') raw.remove_prefix(2);
+  }
+  out.add(raw);
+  if (orig.back() == '/') {
+    diag_config(
+        "%s='%.*s' names a directory; writing %.*slotustrace_log_* (a prefix such as "
+        "dir/lotustrace_log is expected)",
+        source, shown, orig.data(), shown, orig.data());
+    out.add("lotustrace_log");
+  }
+  if (out.overflow) {
+    diag_config("%s='%.*s' is longer than a path may be; tracing stays off", source, shown,
+                orig.data());
+    return false;
+  }
+  return true;
+}
+
+inline std::size_t round_up_pow2(std::size_t n) {
+  std::size_t p = ring_min;
+  while (p < n) p <<= 1;
+  return p;
+}
+
+/// The environment, parsed once per process; every bad value warns once and keeps the default.
+/// A `has_*` flag is false when the variable is unset or was refused.
+struct env_settings {
+  text log_file;  // already resolved
+  bool has_log_file = false, has_enabled = false, has_ring_capacity = false;
+  bool has_flush_interval = false, has_overflow = false, has_clock = false;
+  bool has_max_bytes = false, has_min_free = false;
+  std::uint64_t max_bytes = 0, min_free = 0;
+  bool nvtx = false;
+  bool itt = false;
+  bool has_flight = false, has_flight_bytes = false, has_trigger = false;
+  std::uint64_t flight_s = 0, flight_bytes = 0;
+  flight_settings trigger;  // its trigger fields (take_triggers)
+  bool resources = true;
+  bool op_resources = false;
+  bool live = true;
+  bool enabled = true;
+  std::size_t ring_capacity = 0;
+  std::uint64_t flush_interval_ms = 0;
+  overflow_policy overflow = overflow_policy::block;
+  clock_source clock = clock_source::automatic;
+
+  LOTUS_DETAIL_COLD void read() noexcept {
+    // Every range, spelling and message comes from option_table (option_table.hpp).
+    // A refused value leaves it unset: tracing stays off unless configure() names a prefix.
+    if (const char* v = env_text(option_of(opt::log_file).env)) {
+      has_log_file = resolve_prefix(v, option_of(opt::log_file).env, log_file);
+    }
+    const int off = env_option_flag(opt::enabled);
+    has_enabled = off >= 0;
+    enabled = off <= 0;
+    std::uint64_t x = 0;
+    has_ring_capacity = env_option_u64(opt::ring_capacity, x);
+    ring_capacity = static_cast<std::size_t>(x);
+    has_flush_interval = env_option_u64(opt::flush_interval, flush_interval_ms);
+    const int o = env_option_choice(opt::overflow);
+    has_overflow = o >= 0;
+    overflow = o == 1 ? overflow_policy::drop : overflow_policy::block;
+    const int c = env_option_choice(opt::clock);
+    has_clock = c >= 0;
+    clock = c == 1 ? clock_source::tsc : c == 2 ? clock_source::realtime : clock_source::automatic;
+    has_max_bytes = env_option_u64(opt::max_bytes, max_bytes);  // malformed: fails closed
+    has_min_free = env_option_u64(opt::min_free_bytes, min_free);
+    nvtx = env_option_flag(opt::nvtx) > 0;
+    itt = env_option_flag(opt::itt) > 0;
+    has_flight = env_option_u64(opt::flight, flight_s);
+    has_flight_bytes = env_option_u64(opt::flight_bytes, flight_bytes);
+    if (const char* v = std::getenv(option_of(opt::trigger).env)) {
+      has_trigger = true;
+      parse_trigger_setting(option_of(opt::trigger).env, v, trigger);
+    }
+    // Unset or refused: the default, on (per batch); `ops`: per batch and per op.
+    const int r = env_option_choice(opt::resources);
+    resources = r < 0 || r >= option_flag_yes;
+    op_resources = r == option_resources_ops;
+    live = env_option_flag(opt::live) != 0;  // unset or refused: the default, on
+  }
+};
+
+/// configure()'s options over the environment over the defaults, into `s`.
+LOTUS_DETAIL_COLD inline void merge_settings(const options& o, const env_settings& env,
+                                             settings& s) noexcept {
+  s.log_file.clear();
+  if (o.log_file) {
+    if (!o.log_file->empty() && !resolve_prefix(*o.log_file, "options::log_file", s.log_file)) {
+      s.log_file.clear();
+    }
+  } else if (env.has_log_file) {
+    s.log_file = env.log_file;
+  }
+  s.enabled = o.enabled ? *o.enabled : env.enabled;
+  // An out-of-range field: option_table's message, and the environment's value or the default.
+  s.ring_capacity = env.has_ring_capacity ? env.ring_capacity : LOTUS_DEFAULT_RING_CAPACITY;
+  if (o.ring_capacity && option_check_u64(opt::ring_capacity, *o.ring_capacity, s.ring_capacity)) {
+    s.ring_capacity = *o.ring_capacity;
+  }
+  s.ring_capacity = round_up_pow2(s.ring_capacity);
+  s.flush_interval_ms =
+      env.has_flush_interval ? env.flush_interval_ms : LOTUS_DEFAULT_FLUSH_INTERVAL_MS;
+  if (o.flush_interval &&
+      option_check_i64(opt::flush_interval, o.flush_interval->count(), s.flush_interval_ms)) {
+    s.flush_interval_ms = static_cast<std::uint64_t>(o.flush_interval->count());
+  }
+  s.overflow = o.overflow ? *o.overflow : env.overflow;
+  s.clock = o.clock ? *o.clock : env.clock;
+  s.max_bytes = env.has_max_bytes ? env.max_bytes : 0;
+  if (o.max_bytes && option_check_u64(opt::max_bytes, *o.max_bytes, s.max_bytes)) {
+    s.max_bytes = *o.max_bytes;
+  }
+  s.min_free = env.has_min_free ? env.min_free : min_free_default;
+  if (o.min_free_bytes && option_check_u64(opt::min_free_bytes, *o.min_free_bytes, s.min_free)) {
+    s.min_free = *o.min_free_bytes;
+  }
+  s.nvtx = o.nvtx ? *o.nvtx : env.nvtx;
+  s.itt = o.itt ? *o.itt : env.itt;
+  std::uint64_t secs = env.has_flight ? env.flight_s : 0;
+  if (o.flight && option_check_u64(opt::flight, *o.flight, secs)) secs = *o.flight;
+  s.flight = flight_settings{};
+  s.flight.window_ns = secs * 1000000000u;
+  s.flight.max_bytes = env.has_flight_bytes ? env.flight_bytes : flight_bytes_default;
+  if (o.flight_bytes && option_check_u64(opt::flight_bytes, *o.flight_bytes, s.flight.max_bytes)) {
+    s.flight.max_bytes = *o.flight_bytes;
+  }
+  if (o.trigger) {
+    parse_trigger_setting("options::trigger", *o.trigger, s.flight);
+  } else if (env.has_trigger) {
+    s.flight.take_triggers(env.trigger);
+  }
+  // An automatic capture's window ends a few writer cycles after its trigger: the workers'
+  // records of the slow batch (and the wait itself) reach every window first.
+  const std::uint64_t margin = 3 * s.flush_interval_ms * 1000000u;
+  s.flight.margin_ns = margin < 200000000u ? 200000000u : margin;
+  // options::resources sets on (per batch, keeping the environment's `ops`) or off;
+  // options::op_resources then sets per op (true: resources on too) or not.
+  s.live = o.live ? *o.live : env.live;
+  s.resources = o.resources ? *o.resources : env.resources;
+  s.op_resources = s.resources && env.op_resources;
+  if (o.op_resources) {
+    s.op_resources = *o.op_resources;
+    if (*o.op_resources) s.resources = true;
+  }
+}
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_SETTINGS_HPP
+// ---- end lotus/runtime/settings.hpp ----
+// ---- begin lotus/runtime/sync.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_SYNC_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_SYNC_HPP
 // lotus — mutex and condition variable on pthreads, with monotonic deadlines (internal)
 // SPDX-License-Identifier: MIT
 // The runtime's locks. std::mutex and std::condition_variable would do the same work, but their
@@ -3331,8 +3902,25 @@ class sync_cond {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_SYNC_HPP
-// ---- end lotus/detail/sync.hpp ----
+#endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_SYNC_HPP
+// ---- end lotus/runtime/sync.hpp ----
+// ---- begin lotus/runtime/threads.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_THREADS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_THREADS_HPP
+// lotus — the thread registry (internal)
+// SPDX-License-Identifier: MIT
+// One record per recording thread, its segments and counters.
+
+#include <sys/prctl.h>    // PR_GET_NAME
+#include <sys/syscall.h>  // SYS_gettid
+#include <unistd.h>       // syscall
+
+#include <atomic>   // atomic
+#include <cstdint>  // uint64_t
+#include <cstdlib>  // realloc, free
+#include <cstring>  // memcpy
+#include <new>      // nothrow
+
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -3552,11 +4140,128 @@ class thread_registry {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_THREADS_HPP
-// ---- end lotus/detail/threads.hpp ----
-// ---- begin lotus/detail/trace_files.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_TRACE_FILES_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_TRACE_FILES_HPP
+#endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_THREADS_HPP
+// ---- end lotus/runtime/threads.hpp ----
+// ---- begin lotus/runtime/writer.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_WRITER_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_WRITER_HPP
+// lotus — the background writer (internal)
+// SPDX-License-Identifier: MIT
+// Drains every thread's segments, formats records, writes files.
+
+#include <pthread.h>    // pthread_create, pthread_sigmask
+#include <signal.h>     // sigfillset
+#include <sys/timex.h>  // adjtimex (read-only: modes 0)
+#include <time.h>       // clock_gettime
+
+#include <atomic>       // atomic
+#include <cstdint>      // uint64_t
+#include <cstdio>       // snprintf
+#include <cstdlib>      // realloc, free
+#include <cstring>      // memcpy
+#include <string_view>  // string_view
+
+// ---- begin lotus/detail/loader_kind.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_LOADER_KIND_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_LOADER_KIND_HPP
+// lotus — which loader records the batches and its epochs, for the sidecar (internal)
+// SPDX-License-Identifier: MIT
+
+#include <time.h>    // clock_gettime
+#include <unistd.h>  // getpid
+
+#include <atomic>   // atomic
+#include <cstdint>  // uint64_t
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// The loader of this process: "pipeline" (lotus::batch_tracker, a loader of the program's own),
+/// "libtorch" (lotus::torch::make_data_loader) or "torch" (lotus.torch, PyTorch's DataLoader);
+/// nullptr until one is built. `lotus-tool` names that loader's settings in its advice.
+inline std::atomic<const char*>& loader_kind() noexcept {
+  static std::atomic<const char*> kind{nullptr};
+  return kind;
+}
+
+/// Declares the loader. `kind` must be a string literal. A framework's declaration ("libtorch",
+/// "torch") replaces "pipeline" (the framework's own loader is built on a batch_tracker); a
+/// "pipeline" declaration is kept only while nothing else was declared.
+inline void declare_loader(const char* kind, bool framework) noexcept {
+  std::atomic<const char*>& k = loader_kind();
+  if (framework) {
+    k.store(kind, std::memory_order_relaxed);
+    return;
+  }
+  const char* none = nullptr;
+  k.compare_exchange_strong(none, kind, std::memory_order_relaxed);
+}
+
+/// The epochs the loader began in this process: how many, and when the last began (realtime ns,
+/// the trace's clock). The writer turns a change into a sidecar line `epoch <k> <start_ns>`
+/// (k: 0-based), so a capture's window knows the job's epoch numbering.
+struct epoch_state {
+  std::atomic<std::uint64_t> count{0};
+  std::atomic<std::uint64_t> start_ns{0};
+  std::atomic<int> pid{0};  ///< the process that began them (a forked worker inherits, not owns)
+};
+inline epoch_state& epochs() noexcept {
+  static epoch_state e;
+  return e;
+}
+
+/// The loader begins an epoch (batch_tracker::reset(), lotus.torch at the epoch's first index).
+/// Lock-free; a few ns.
+inline void note_epoch() noexcept {
+  timespec ts{};
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  epoch_state& e = epochs();
+  e.start_ns.store(
+      static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u + static_cast<std::uint64_t>(ts.tv_nsec),
+      std::memory_order_relaxed);
+  e.pid.store(static_cast<int>(::getpid()), std::memory_order_relaxed);
+  e.count.fetch_add(1, std::memory_order_release);
+}
+
+/// The epochs this process began (0 in a forked child until it begins one of its own).
+inline std::uint64_t own_epochs() noexcept {
+  epoch_state& e = epochs();
+  const std::uint64_t n = e.count.load(std::memory_order_acquire);
+  return e.pid.load(std::memory_order_relaxed) == static_cast<int>(::getpid()) ? n : 0;
+}
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_LOADER_KIND_HPP
+// ---- end lotus/detail/loader_kind.hpp ----
+// ---- begin lotus/runtime/flight.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_FLIGHT_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_FLIGHT_HPP
+// lotus — the flight recorder: the last seconds in memory, written as a capture on a trigger
+// SPDX-License-Identifier: MIT
+// (internal; writer thread only: the request format, the triggers and the settings that lotus-tool
+// shares are in capture_request.hpp)
+
+#include <errno.h>     // errno
+#include <fcntl.h>     // open, O_*
+#include <sys/stat.h>  // fstat, lstat, mkdir
+#include <time.h>      // gmtime_r
+#include <unistd.h>    // getpid, getppid, pread, write, close
+
+#include <cstddef>      // offsetof, size_t
+#include <cstdint>      // uint64_t
+#include <cstdio>       // snprintf
+#include <cstdlib>      // malloc, free
+#include <cstring>      // memcpy, strerror
+#include <new>          // nothrow
+#include <string_view>  // string_view
+
+// ---- begin lotus/runtime/trace_files.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_TRACE_FILES_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_TRACE_FILES_HPP
 // lotus — trace files and the sidecar (internal)
 // SPDX-License-Identifier: MIT
 // Safe creation, a bounded fd cache, whole-line writes.
@@ -4478,359 +5183,19 @@ class trace_files {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_TRACE_FILES_HPP
-// ---- end lotus/detail/trace_files.hpp ----
+#endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_TRACE_FILES_HPP
+// ---- end lotus/runtime/trace_files.hpp ----
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
 
-/// LOTUS_FLIGHT_BYTES when unset: the formatted records one process keeps in memory.
-constexpr std::uint64_t flight_bytes_default = std::uint64_t{64} << 20;
-/// The control files in the trace directory: one `capture` request per line (FORMAT.md §8),
-/// one file per user, `.lotus-capture-<uid>`: a process obeys only the requests of its own user
-/// (its effective uid), and a request of another user (root's `lotus-tool capture` included)
-/// goes to that user's file, so it can never take this user's name. A name another user took
-/// anyway (planted in a shared directory) is skipped: the next one, `..._r<k>`, is used.
-constexpr const char flight_control_name[] = ".lotus-capture";
-/// Names per user: `.lotus-capture-<uid>`, then `.lotus-capture-<uid>_r1` ... `_r3`.
-constexpr unsigned flight_control_names = 4;
-/// The control file is not appended to beyond this (a message asks to remove it).
-constexpr std::uint64_t flight_control_max = std::uint64_t{1} << 20;
 /// Requests one process holds until their window ends; more are skipped (counted, one message,
 /// and the count at exit).
 constexpr unsigned flight_max_pending = 16;
 /// Automatic captures one process asks for (a job that stalls all day must not fill the disk
 /// with captures); on-demand ones are not counted.
 constexpr unsigned flight_max_auto = 64;
-
-/// What flight mode does (settings from LOTUS_FLIGHT, LOTUS_FLIGHT_BYTES, LOTUS_TRIGGER).
-/// `op:NAME>X` conditions one LOTUS_TRIGGER holds, and the longest NAME.
-constexpr unsigned flight_max_named = 4;
-constexpr std::size_t flight_max_op_name = 63;
-
-struct flight_settings {
-  std::uint64_t window_ns = 0;  // 0: flight mode off
-  std::uint64_t max_bytes = flight_bytes_default;
-  std::uint64_t wait_ns = 0;                              // wait>X; 0: none
-  std::uint64_t share_permille = 0, share_window_ns = 0;  // waitshare>P%/W; 0: none
-  std::uint64_t batch_ns = 0;                             // batch>X; 0: none
-  std::uint64_t op_ns = 0;                                // op>X (any op); 0: none
-  struct named_op {
-    char name[flight_max_op_name + 1];  // the op's name as traced, without its S
-    std::uint64_t ns;
-  };
-  named_op named[flight_max_named] = {};  // op:NAME>X
-  unsigned named_count = 0;
-  std::uint64_t margin_ns = 300000000;  // the tail: the window ends this long after a trigger
-
-  /// The conditions of `o` (LOTUS_TRIGGER), the rest of these settings unchanged.
-  void take_triggers(const flight_settings& o) noexcept {
-    wait_ns = o.wait_ns;
-    share_permille = o.share_permille;
-    share_window_ns = o.share_window_ns;
-    batch_ns = o.batch_ns;
-    op_ns = o.op_ns;
-    named_count = o.named_count;
-    for (unsigned i = 0; i < flight_max_named; ++i) named[i] = o.named[i];
-  }
-
-  /// The longest time a request may come after its anomaly began: an in-progress trigger's
-  /// threshold, or 10 s for a request from outside (an alert through `lotus-tool serve`, whose
-  /// trigger time is the stuck batch's start). Memory keeps that much more than the window (and
-  /// a second for the writer's cycles), so a capture still holds the whole lead-up.
-  std::uint64_t lookback_ns() const noexcept {
-    std::uint64_t m = std::uint64_t{10} * 1000000000u;
-    if (wait_ns > m) m = wait_ns;
-    if (batch_ns > m) m = batch_ns;
-    if (op_ns > m) m = op_ns;
-    for (unsigned i = 0; i < named_count; ++i) m = named[i].ns > m ? named[i].ns : m;
-    if (share_window_ns > m) m = share_window_ns;
-    return m + 1000000000u;  // and a second for the writer's cycles
-  }
-};
-
-/// The longest trigger duration (LOTUS_TRIGGER): a day, as LOTUS_FLIGHT's longest window.
-constexpr std::uint64_t flight_max_duration_ns = std::uint64_t{86400} * 1000000000u;
-
-/// A duration `<number><ns|us|ms|s|min>` at `s[i..]`; false when malformed or longer than
-/// flight_max_duration_ns (never wrapped: 18446744074s is refused, not 290 ms).
-inline bool flight_parse_duration(std::string_view s, std::size_t& i, std::uint64_t& out) noexcept {
-  std::uint64_t v = 0;
-  const std::size_t from = i;
-  for (; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i) {
-    if (v > (std::uint64_t{1} << 40)) return false;
-    v = v * 10 + static_cast<std::uint64_t>(s[i] - '0');
-  }
-  if (i == from) return false;
-  static const struct {
-    const char* unit;
-    std::uint64_t ns;
-  } units[] = {{"min", 60000000000ull},
-               {"ms", 1000000ull},
-               {"us", 1000ull},
-               {"ns", 1ull},
-               {"s", 1000000000ull}};
-  for (const auto& u : units) {
-    const std::size_t n = std::strlen(u.unit);
-    if (s.substr(i, n) == u.unit) {
-      i += n;
-      if (v > flight_max_duration_ns / u.ns) return false;
-      out = v * u.ns;
-      return true;
-    }
-  }
-  return false;
-}
-
-/// What LOTUS_TRIGGER takes, for the messages that refuse a value (runtime and Python).
-constexpr const char flight_trigger_expected[] =
-    "wait>DURATION, waitshare>P%/DURATION, batch>DURATION, op>DURATION and/or op:NAME>DURATION, "
-    "comma-separated, DURATION such as 800ms or 10s, at most 1 day";
-
-/// `c` may be part of an op name in `op:NAME>X`: what a traced name holds, but `>` and `,`.
-constexpr bool flight_op_name_char(char c) noexcept {
-  return static_cast<unsigned char>(c) > 0x20 && c != 0x7f && c != '>' && c != ',';
-}
-
-/// LOTUS_TRIGGER: `wait>DUR`, `waitshare>P%/DUR`, `batch>DUR`, `op>DUR` and `op:NAME>DUR`,
-/// comma-separated (spaces allowed around them). False (and `out` unchanged) when any condition
-/// is malformed.
-inline bool flight_parse_triggers(std::string_view s, flight_settings& out) noexcept {
-  flight_settings t = out;
-  t.wait_ns = 0;
-  t.share_permille = 0;
-  t.share_window_ns = 0;
-  t.batch_ns = 0;
-  t.op_ns = 0;
-  t.named_count = 0;
-  std::size_t i = 0;
-  auto skip_spaces = [&] {
-    while (i < s.size() && s[i] == ' ') ++i;
-  };
-  skip_spaces();
-  if (i == s.size()) {
-    out = t;
-    return true;
-  }
-  for (;;) {
-    skip_spaces();
-    if (s.substr(i, 10) == "waitshare>") {
-      i += 10;
-      std::uint64_t pct = 0;
-      const std::size_t from = i;
-      for (; i < s.size() && s[i] >= '0' && s[i] <= '9' && pct < 1000; ++i) {
-        pct = pct * 10 + static_cast<std::uint64_t>(s[i] - '0');
-      }
-      if (i == from) return false;
-      pct *= 10;
-      if (i < s.size() && s[i] == '.') {
-        ++i;
-        if (i >= s.size() || s[i] < '0' || s[i] > '9') return false;
-        pct += static_cast<std::uint64_t>(s[i++] - '0');
-      }
-      if (i + 1 >= s.size() || s[i] != '%' || s[i + 1] != '/') return false;
-      i += 2;
-      std::uint64_t w = 0;
-      if (!flight_parse_duration(s, i, w) || w < 1000000 || pct == 0 || pct >= 1000) return false;
-      t.share_permille = pct;
-      t.share_window_ns = w;
-    } else if (s.substr(i, 5) == "wait>") {
-      i += 5;
-      std::uint64_t w = 0;
-      if (!flight_parse_duration(s, i, w) || w == 0) return false;
-      t.wait_ns = w;
-    } else if (s.substr(i, 6) == "batch>") {
-      i += 6;
-      std::uint64_t w = 0;
-      if (!flight_parse_duration(s, i, w) || w == 0) return false;
-      t.batch_ns = w;
-    } else if (s.substr(i, 3) == "op>") {
-      i += 3;
-      std::uint64_t w = 0;
-      if (!flight_parse_duration(s, i, w) || w == 0) return false;
-      t.op_ns = w;
-    } else if (s.substr(i, 3) == "op:") {
-      i += 3;
-      const std::size_t from = i;
-      while (i < s.size() && flight_op_name_char(s[i])) ++i;
-      const std::size_t n = i - from;
-      if (n == 0 || n > flight_max_op_name || t.named_count == flight_max_named) return false;
-      if (i >= s.size() || s[i] != '>') return false;
-      ++i;
-      std::uint64_t w = 0;
-      if (!flight_parse_duration(s, i, w) || w == 0) return false;
-      flight_settings::named_op& o = t.named[t.named_count++];
-      std::memcpy(o.name, s.data() + from, n);
-      o.name[n] = '\0';
-      o.ns = w;
-    } else {
-      return false;
-    }
-    skip_spaces();
-    if (i == s.size()) break;
-    if (s[i] != ',') return false;
-    ++i;
-  }
-  out = t;
-  return true;
-}
-
-/// One capture request: a line of the control file,
-///   capture <id> <trigger_ns> <end_ns> <pid> <reason>
-/// `id` names the capture directory (`capture-<id>`); every process writes the window
-/// [end - LOTUS_FLIGHT, end] of its records there once its clock passed `end`; `pid` 0: every
-/// process, else that process and its children (DataLoader workers).
-struct flight_request {
-  char id[64] = {};
-  std::uint64_t trigger_ns = 0, end_ns = 0, pid = 0;
-  char reason[192] = {};
-};
-
-/// `c` may be part of a capture id.
-constexpr bool flight_id_char(char c) noexcept {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-         c == '_' || c == '.';
-}
-
-/// A fresh id: `<UTC YYYYmmddTHHMMSS>Z-<pid>-<seq>`.
-inline void flight_make_id(char (&id)[64], std::uint64_t when_ns, std::uint64_t pid,
-                           std::uint64_t seq) noexcept {
-  const time_t secs = static_cast<time_t>(when_ns / 1000000000u);
-  struct tm tm {};
-  if (::gmtime_r(&secs, &tm) == nullptr) tm = {};
-  std::snprintf(id, sizeof id, "%04d%02d%02dT%02d%02d%02dZ-%llu-%llu", tm.tm_year + 1900,
-                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                static_cast<unsigned long long>(pid), static_cast<unsigned long long>(seq));
-}
-
-/// Copies `reason` into `r.reason`: control bytes become '_', cut to fit.
-inline void flight_set_reason(flight_request& r, std::string_view reason) noexcept {
-  std::size_t n = 0;
-  for (const char c : reason) {
-    if (n + 1 >= sizeof r.reason) break;
-    const auto u = static_cast<unsigned char>(c);
-    r.reason[n++] = u < 0x20 || u == 0x7f ? '_' : c;
-  }
-  r.reason[n] = '\0';
-}
-
-/// The request as its control-file line (with the newline); its length, 0 when it does not fit.
-inline std::size_t flight_request_line(const flight_request& r, char* out,
-                                       std::size_t size) noexcept {
-  const int n = std::snprintf(
-      out, size, "capture %s %llu %llu %llu %s\n", r.id,
-      static_cast<unsigned long long>(r.trigger_ns), static_cast<unsigned long long>(r.end_ns),
-      static_cast<unsigned long long>(r.pid), r.reason[0] != '\0' ? r.reason : "-");
-  return n > 0 && static_cast<std::size_t>(n) < size ? static_cast<std::size_t>(n) : 0;
-}
-
-/// Parses one control-file line (without its newline); false when it is not a valid request.
-inline bool flight_parse_request(std::string_view line, flight_request& r) noexcept {
-  if (line.substr(0, 8) != "capture ") return false;
-  std::size_t i = 8, n = 0;
-  for (; i < line.size() && line[i] != ' '; ++i) {
-    if (!flight_id_char(line[i]) || n + 1 >= sizeof r.id) return false;
-    r.id[n++] = line[i];
-  }
-  r.id[n] = '\0';
-  if (n == 0 || r.id[0] == '.') return false;
-  std::uint64_t* nums[] = {&r.trigger_ns, &r.end_ns, &r.pid};
-  for (std::uint64_t* v : nums) {
-    if (i >= line.size() || line[i] != ' ') return false;
-    ++i;
-    const std::size_t from = i;
-    *v = 0;
-    for (; i < line.size() && line[i] >= '0' && line[i] <= '9'; ++i) {
-      if (*v > (std::uint64_t{1} << 62) / 10) return false;
-      *v = *v * 10 + static_cast<std::uint64_t>(line[i] - '0');
-    }
-    if (i == from) return false;
-  }
-  if (i >= line.size() || line[i] != ' ') return false;
-  flight_set_reason(r, line.substr(i + 1));
-  return true;
-}
-
-/// The `k`th control file name of user `uid` in `dir` (`.lotus-capture-<uid>`, `..._r<k>`).
-inline text flight_control_path(const char* dir, std::uint64_t uid, unsigned k) noexcept {
-  text path;
-  path.add(dir).add('/').add(flight_control_name).add('-').add(uid);
-  if (k != 0) path.add("_r").add(std::uint64_t{k});
-  return path;
-}
-
-/// A control file lotus reads or appends to: a regular file of this user with one link.
-inline bool flight_control_owned(const struct stat& st) noexcept {
-  return S_ISREG(st.st_mode) && st.st_uid == ::geteuid() && st.st_nlink == 1;
-}
-
-/// Appends `r` to this user's control file in `dir` with one write(2) (O_APPEND: lines of
-/// concurrent writers never interleave). The file is created if missing; an existing one must be
-/// a regular file of this user with one link, never a symlink, FIFO or device (else the next of
-/// the user's names is used), and smaller than flight_control_max. On failure: false, `why` says
-/// why.
-inline bool flight_append_request(const char* dir, const flight_request& r, const char** why,
-                                  int* err) noexcept {
-  char line[320];
-  const std::size_t n = flight_request_line(r, line, sizeof line);
-  *err = 0;
-  *why =
-      "every control file name of this user is taken by a file that is not its own regular "
-      "file with one link";
-  const auto uid = static_cast<std::uint64_t>(::geteuid());
-  for (unsigned k = 0; k < flight_control_names; ++k) {
-    const text path = flight_control_path(dir, uid, k);
-    if (path.overflow || n == 0) {
-      *why = "the path or the request is too long";
-      return false;
-    }
-    int fd = -1;
-    do {
-      fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
-                  0644);
-    } while (fd < 0 && errno == EINTR);
-    if (fd < 0) {
-      // A symlink (ELOOP), a FIFO (ENXIO) or another user's file (EACCES) at this name: the next.
-      // Any other error (no such directory...) is the directory's: said at once.
-      const int e = errno;
-      if (e == ELOOP || e == ENXIO || e == EACCES || e == EISDIR || e == EPERM) {
-        *err = e;  // said if no name is left
-        *why = "cannot open the control file, nor its other names";
-        continue;
-      }
-      *err = e;
-      *why = "cannot open the control file";
-      return false;
-    }
-    struct stat st {};
-    if (::fstat(fd, &st) != 0 || !flight_control_owned(st)) {
-      ::close(fd);
-      *err = 0;
-      *why =
-          "every control file name of this user is taken by a file that is not its own regular "
-          "file with one link";
-      continue;
-    }
-    if (static_cast<std::uint64_t>(st.st_size) >= flight_control_max) {
-      ::close(fd);
-      *why = "the control file is over 1 MiB (remove it)";
-      return false;
-    }
-    ssize_t w = -1;
-    do {
-      w = ::write(fd, line, n);
-    } while (w < 0 && errno == EINTR);
-    if (w < 0) *err = errno;
-    ::close(fd);
-    if (w != static_cast<ssize_t>(n)) {
-      *why = "cannot write the control file";
-      return false;
-    }
-    return true;
-  }
-  return false;
-}
 
 /// The window: every thread's formatted records of the last LOTUS_FLIGHT seconds, as chunks in
 /// drain order (one per thread, file and writer cycle), bounded by LOTUS_FLIGHT_BYTES; the
@@ -4846,9 +5211,6 @@ class flight_recorder {
   bool on() const noexcept { return set_.window_ns != 0; }
   /// The wait triggers need SBatchWait records (observe_wait).
   bool watching() const noexcept { return set_.wait_ns != 0 || set_.share_permille != 0; }
-  std::uint64_t held_bytes() const noexcept { return held_; }
-  /// Records dropped by LOTUS_FLIGHT_BYTES before they aged out of the window.
-  std::uint64_t bound_dropped() const noexcept { return bound_dropped_; }
 
   /// New settings (at a writer cycle). Turning flight mode off or on starts an empty window.
   LOTUS_DETAIL_COLD void apply(const flight_settings& s, std::uint64_t now) noexcept {
@@ -5086,7 +5448,6 @@ class flight_recorder {
     if (head_ == nullptr) tail_ = nullptr;
     held_ -= offsetof(chunk, data) + c->size;
     if (bound && c->kind != chunk_sidecar) {
-      bound_dropped_ += c->lines;
       evicted_[evicted_count_++ % max_evictions] = eviction{c->stamp_ns, c->lines};
     }
     std::free(c);
@@ -5423,7 +5784,6 @@ class flight_recorder {
   chunk* head_ = nullptr;  // oldest
   chunk* tail_ = nullptr;
   std::uint64_t held_ = 0;  // bytes of the chunks, headers included
-  std::uint64_t bound_dropped_ = 0;
   eviction evicted_[max_evictions] = {};
   unsigned evicted_count_ = 0;
   std::uint64_t started_ns_ = 0;  // flight mode began (requests ending before are ignored)
@@ -5448,242 +5808,11 @@ class flight_recorder {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_FLIGHT_HPP
-// ---- end lotus/detail/flight.hpp ----
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-namespace detail {
-
-/// Largest and smallest per-thread ring (events, option_table's range); rings start at
-/// `ring_initial` and double.
-constexpr std::size_t ring_min = option_ring_min, ring_max = option_ring_max, ring_initial = 64;
-
-/// Options after applying configure() > environment > defaults.
-struct settings {
-  text log_file;  // absolute prefix; empty: tracing off
-  bool enabled = true;
-  std::size_t ring_capacity = LOTUS_DEFAULT_RING_CAPACITY;  // largest segment, a power of two
-  std::uint64_t flush_interval_ms = LOTUS_DEFAULT_FLUSH_INTERVAL_MS;
-  overflow_policy overflow = overflow_policy::block;
-  clock_source clock = clock_source::automatic;
-  std::uint64_t max_bytes = 0;                // 0: no limit
-  std::uint64_t min_free = min_free_default;  // min_free_default: max(1 GiB, 5 %)
-  bool nvtx = false;
-  bool itt = false;
-  flight_settings flight;  // window_ns 0: flight mode off
-  bool resources = true;
-  bool op_resources = false;  // LOTUS_RESOURCES=ops: per op too (only with resources)
-  bool live = true;           // LOTUS_LIVE: live figures for lotus-tool top and serve
-};
-
-/// LOTUS_TRIGGER / options::trigger into `out`; a malformed value: one message, no trigger.
-LOTUS_DETAIL_COLD inline void parse_trigger_setting(const char* source, std::string_view v,
-                                                    flight_settings& out) noexcept {
-  if (flight_parse_triggers(v, out)) return;
-  out.take_triggers(flight_settings{});
-  char shown[832];
-  diag_config("ignoring %s='%s' (expected %s); no automatic capture", source,
-              diag_escaped(v.data(), v.size(), shown, sizeof shown), flight_trigger_expected);
-}
-
-/// A trace prefix as lotus uses it, or false (one warning) when it cannot be used: control
-/// characters are refused (a newline would split file names and sidecar lines); a directory
-/// gets `lotustrace_log` appended; a relative prefix is made absolute now, so a later chdir() of
-/// the host changes nothing. `raw` is not empty.
-LOTUS_DETAIL_COLD inline bool resolve_prefix(std::string_view raw, const char* source,
-                                             text& out) noexcept {
-  out.clear();
-  const std::string_view orig = raw;
-  const int shown = raw.size() < 300 ? static_cast<int>(raw.size()) : 300;
-  if (has_control_char(raw)) {
-    diag_config("ignoring %s (it contains a control character); tracing stays off", source);
-    return false;
-  }
-  if (raw.empty()) return false;
-  if (raw[0] != '/') {
-    char cwd[4096];
-    if (::getcwd(cwd, sizeof cwd) == nullptr) {
-      diag_config("cannot resolve the relative %s='%.*s' (getcwd failed); tracing stays off",
-                  source, shown, orig.data());
-      return false;
-    }
-    out.add(cwd);
-    if (out.c_str()[out.size() - 1] != '/') out.add('/');
-    while (raw.size() >= 2 && raw[0] == '.' && raw[1] == '/') raw.remove_prefix(2);
-  }
-  out.add(raw);
-  if (orig.back() == '/') {
-    diag_config(
-        "%s='%.*s' names a directory; writing %.*slotustrace_log_* (a prefix such as "
-        "dir/lotustrace_log is expected)",
-        source, shown, orig.data(), shown, orig.data());
-    out.add("lotustrace_log");
-  }
-  if (out.overflow) {
-    diag_config("%s='%.*s' is longer than a path may be; tracing stays off", source, shown,
-                orig.data());
-    return false;
-  }
-  return true;
-}
-
-inline std::size_t round_up_pow2(std::size_t n) {
-  std::size_t p = ring_min;
-  while (p < n) p <<= 1;
-  return p;
-}
-
-/// The environment, parsed once per process; every bad value warns once and keeps the default.
-/// A `has_*` flag is false when the variable is unset or was refused.
-struct env_settings {
-  text log_file;  // already resolved
-  bool has_log_file = false, has_enabled = false, has_ring_capacity = false;
-  bool has_flush_interval = false, has_overflow = false, has_clock = false;
-  bool has_max_bytes = false, has_min_free = false;
-  std::uint64_t max_bytes = 0, min_free = 0;
-  bool nvtx = false;
-  bool itt = false;
-  bool has_flight = false, has_flight_bytes = false, has_trigger = false;
-  std::uint64_t flight_s = 0, flight_bytes = 0;
-  flight_settings trigger;  // its trigger fields (take_triggers)
-  bool resources = true;
-  bool op_resources = false;
-  bool live = true;
-  bool enabled = true;
-  std::size_t ring_capacity = 0;
-  std::uint64_t flush_interval_ms = 0;
-  overflow_policy overflow = overflow_policy::block;
-  clock_source clock = clock_source::automatic;
-
-  LOTUS_DETAIL_COLD void read() noexcept {
-    // Every range, spelling and message comes from option_table (option_table.hpp).
-    // A refused value leaves it unset: tracing stays off unless configure() names a prefix.
-    if (const char* v = env_text(option_of(opt::log_file).env)) {
-      has_log_file = resolve_prefix(v, option_of(opt::log_file).env, log_file);
-    }
-    const int off = env_option_flag(opt::enabled);
-    has_enabled = off >= 0;
-    enabled = off <= 0;
-    std::uint64_t x = 0;
-    has_ring_capacity = env_option_u64(opt::ring_capacity, x);
-    ring_capacity = static_cast<std::size_t>(x);
-    has_flush_interval = env_option_u64(opt::flush_interval, flush_interval_ms);
-    const int o = env_option_choice(opt::overflow);
-    has_overflow = o >= 0;
-    overflow = o == 1 ? overflow_policy::drop : overflow_policy::block;
-    const int c = env_option_choice(opt::clock);
-    has_clock = c >= 0;
-    clock = c == 1 ? clock_source::tsc : c == 2 ? clock_source::realtime : clock_source::automatic;
-    has_max_bytes = env_option_u64(opt::max_bytes, max_bytes);  // malformed: fails closed
-    has_min_free = env_option_u64(opt::min_free_bytes, min_free);
-    nvtx = env_option_flag(opt::nvtx) > 0;
-    itt = env_option_flag(opt::itt) > 0;
-    has_flight = env_option_u64(opt::flight, flight_s);
-    has_flight_bytes = env_option_u64(opt::flight_bytes, flight_bytes);
-    if (const char* v = std::getenv(option_of(opt::trigger).env)) {
-      has_trigger = true;
-      parse_trigger_setting(option_of(opt::trigger).env, v, trigger);
-    }
-    // Unset or refused: the default, on (per batch); `ops`: per batch and per op.
-    const int r = env_option_choice(opt::resources);
-    resources = r < 0 || r >= option_flag_yes;
-    op_resources = r == option_resources_ops;
-    live = env_option_flag(opt::live) != 0;  // unset or refused: the default, on
-  }
-};
-
-/// configure()'s options over the environment over the defaults, into `s`.
-LOTUS_DETAIL_COLD inline void merge_settings(const options& o, const env_settings& env,
-                                             settings& s) noexcept {
-  s.log_file.clear();
-  if (o.log_file) {
-    if (!o.log_file->empty() && !resolve_prefix(*o.log_file, "options::log_file", s.log_file)) {
-      s.log_file.clear();
-    }
-  } else if (env.has_log_file) {
-    s.log_file = env.log_file;
-  }
-  s.enabled = o.enabled ? *o.enabled : env.enabled;
-  // An out-of-range field: option_table's message, and the environment's value or the default.
-  s.ring_capacity = env.has_ring_capacity ? env.ring_capacity : LOTUS_DEFAULT_RING_CAPACITY;
-  if (o.ring_capacity && option_check_u64(opt::ring_capacity, *o.ring_capacity, s.ring_capacity)) {
-    s.ring_capacity = *o.ring_capacity;
-  }
-  s.ring_capacity = round_up_pow2(s.ring_capacity);
-  s.flush_interval_ms =
-      env.has_flush_interval ? env.flush_interval_ms : LOTUS_DEFAULT_FLUSH_INTERVAL_MS;
-  if (o.flush_interval &&
-      option_check_i64(opt::flush_interval, o.flush_interval->count(), s.flush_interval_ms)) {
-    s.flush_interval_ms = static_cast<std::uint64_t>(o.flush_interval->count());
-  }
-  s.overflow = o.overflow ? *o.overflow : env.overflow;
-  s.clock = o.clock ? *o.clock : env.clock;
-  s.max_bytes = env.has_max_bytes ? env.max_bytes : 0;
-  if (o.max_bytes && option_check_u64(opt::max_bytes, *o.max_bytes, s.max_bytes)) {
-    s.max_bytes = *o.max_bytes;
-  }
-  s.min_free = env.has_min_free ? env.min_free : min_free_default;
-  if (o.min_free_bytes && option_check_u64(opt::min_free_bytes, *o.min_free_bytes, s.min_free)) {
-    s.min_free = *o.min_free_bytes;
-  }
-  s.nvtx = o.nvtx ? *o.nvtx : env.nvtx;
-  s.itt = o.itt ? *o.itt : env.itt;
-  std::uint64_t secs = env.has_flight ? env.flight_s : 0;
-  if (o.flight && option_check_u64(opt::flight, *o.flight, secs)) secs = *o.flight;
-  s.flight = flight_settings{};
-  s.flight.window_ns = secs * 1000000000u;
-  s.flight.max_bytes = env.has_flight_bytes ? env.flight_bytes : flight_bytes_default;
-  if (o.flight_bytes && option_check_u64(opt::flight_bytes, *o.flight_bytes, s.flight.max_bytes)) {
-    s.flight.max_bytes = *o.flight_bytes;
-  }
-  if (o.trigger) {
-    parse_trigger_setting("options::trigger", *o.trigger, s.flight);
-  } else if (env.has_trigger) {
-    s.flight.take_triggers(env.trigger);
-  }
-  // An automatic capture's window ends a few writer cycles after its trigger: the workers'
-  // records of the slow batch (and the wait itself) reach every window first.
-  const std::uint64_t margin = 3 * s.flush_interval_ms * 1000000u;
-  s.flight.margin_ns = margin < 200000000u ? 200000000u : margin;
-  // options::resources sets on (per batch, keeping the environment's `ops`) or off;
-  // options::op_resources then sets per op (true: resources on too) or not.
-  s.live = o.live ? *o.live : env.live;
-  s.resources = o.resources ? *o.resources : env.resources;
-  s.op_resources = s.resources && env.op_resources;
-  if (o.op_resources) {
-    s.op_resources = *o.op_resources;
-    if (*o.op_resources) s.resources = true;
-  }
-}
-
-}  // namespace detail
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_SETTINGS_HPP
-// ---- end lotus/detail/settings.hpp ----
-// ---- begin lotus/detail/writer.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_WRITER_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_WRITER_HPP
-// lotus — the background writer (internal)
-// SPDX-License-Identifier: MIT
-// Drains every thread's segments, formats records, writes files.
-
-#include <pthread.h>    // pthread_create, pthread_sigmask
-#include <signal.h>     // sigfillset
-#include <sys/timex.h>  // adjtimex (read-only: modes 0)
-#include <time.h>       // clock_gettime
-
-#include <atomic>       // atomic
-#include <cstdint>      // uint64_t
-#include <cstdio>       // snprintf
-#include <cstdlib>      // realloc, free
-#include <cstring>      // memcpy
-#include <string_view>  // string_view
-
-// ---- begin lotus/detail/live.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_LIVE_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_LIVE_HPP
+#endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_FLIGHT_HPP
+// ---- end lotus/runtime/flight.hpp ----
+// ---- begin lotus/runtime/live.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_LIVE_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_LIVE_HPP
 // lotus — live aggregates of a running process (internal)
 // SPDX-License-Identifier: MIT
 // Counters and histograms kept by the writer thread, published in place in a small `.lotus-live_`
@@ -6290,87 +6419,11 @@ class live_state {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_LIVE_HPP
-// ---- end lotus/detail/live.hpp ----
-// ---- begin lotus/detail/loader_kind.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_LOADER_KIND_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_LOADER_KIND_HPP
-// lotus — which loader records the batches and its epochs, for the sidecar (internal)
-// SPDX-License-Identifier: MIT
-
-#include <time.h>    // clock_gettime
-#include <unistd.h>  // getpid
-
-#include <atomic>   // atomic
-#include <cstdint>  // uint64_t
-
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-namespace detail {
-
-/// The loader of this process: "pipeline" (lotus::batch_tracker, a loader of the program's own),
-/// "libtorch" (lotus::torch::make_data_loader) or "torch" (lotus.torch, PyTorch's DataLoader);
-/// nullptr until one is built. `lotus-tool` names that loader's settings in its advice.
-inline std::atomic<const char*>& loader_kind() noexcept {
-  static std::atomic<const char*> kind{nullptr};
-  return kind;
-}
-
-/// Declares the loader. `kind` must be a string literal. A framework's declaration ("libtorch",
-/// "torch") replaces "pipeline" (the framework's own loader is built on a batch_tracker); a
-/// "pipeline" declaration is kept only while nothing else was declared.
-inline void declare_loader(const char* kind, bool framework) noexcept {
-  std::atomic<const char*>& k = loader_kind();
-  if (framework) {
-    k.store(kind, std::memory_order_relaxed);
-    return;
-  }
-  const char* none = nullptr;
-  k.compare_exchange_strong(none, kind, std::memory_order_relaxed);
-}
-
-/// The epochs the loader began in this process: how many, and when the last began (realtime ns,
-/// the trace's clock). The writer turns a change into a sidecar line `epoch <k> <start_ns>`
-/// (k: 0-based), so a capture's window knows the job's epoch numbering.
-struct epoch_state {
-  std::atomic<std::uint64_t> count{0};
-  std::atomic<std::uint64_t> start_ns{0};
-  std::atomic<int> pid{0};  ///< the process that began them (a forked worker inherits, not owns)
-};
-inline epoch_state& epochs() noexcept {
-  static epoch_state e;
-  return e;
-}
-
-/// The loader begins an epoch (batch_tracker::reset(), lotus.torch at the epoch's first index).
-/// Lock-free; a few ns.
-inline void note_epoch() noexcept {
-  timespec ts{};
-  ::clock_gettime(CLOCK_REALTIME, &ts);
-  epoch_state& e = epochs();
-  e.start_ns.store(
-      static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u + static_cast<std::uint64_t>(ts.tv_nsec),
-      std::memory_order_relaxed);
-  e.pid.store(static_cast<int>(::getpid()), std::memory_order_relaxed);
-  e.count.fetch_add(1, std::memory_order_release);
-}
-
-/// The epochs this process began (0 in a forked child until it begins one of its own).
-inline std::uint64_t own_epochs() noexcept {
-  epoch_state& e = epochs();
-  const std::uint64_t n = e.count.load(std::memory_order_acquire);
-  return e.pid.load(std::memory_order_relaxed) == static_cast<int>(::getpid()) ? n : 0;
-}
-
-}  // namespace detail
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_LOADER_KIND_HPP
-// ---- end lotus/detail/loader_kind.hpp ----
-// ---- begin lotus/detail/memory.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_MEMORY_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_MEMORY_HPP
+#endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_LIVE_HPP
+// ---- end lotus/runtime/live.hpp ----
+// ---- begin lotus/runtime/memory.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_MEMORY_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_MEMORY_HPP
 // lotus — the process's memory over time, sampled on the writer thread (internal)
 // SPDX-License-Identifier: MIT
 // At most every 500 ms (k_memory_sample_ns) the writer reads the process's resident and
@@ -6520,8 +6573,8 @@ class memory_sampler {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_MEMORY_HPP
-// ---- end lotus/detail/memory.hpp ----
+#endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_MEMORY_HPP
+// ---- end lotus/runtime/memory.hpp ----
 // ---- begin lotus/version.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_VERSION_HPP
 #define LOTUS_AMALGAMATED_LOTUS_VERSION_HPP
@@ -7469,8 +7522,8 @@ inline bool trace_writer::drain(thread_state& t) noexcept {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_WRITER_HPP
-// ---- end lotus/detail/writer.hpp ----
+#endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_WRITER_HPP
+// ---- end lotus/runtime/writer.hpp ----
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -8149,8 +8202,8 @@ LOTUS_DETAIL_API std::uint64_t writer_cpu_ns() noexcept { return runtime::get().
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_RUNTIME_HPP
-// ---- end lotus/detail/runtime.hpp ----
+#endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_RUNTIME_HPP
+// ---- end lotus/runtime/runtime.hpp ----
 #endif
 #endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_ENABLED_HPP
 // ---- end lotus/detail/enabled.hpp ----
@@ -8470,7 +8523,7 @@ namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
 
-/// The calling thread's counters (detail/resources.hpp): CPU time, faults and context switches
+/// The calling thread's counters (runtime/resources.hpp): CPU time, faults and context switches
 /// from getrusage(RUSAGE_THREAD), run-queue wait from /proc/thread-self/schedstat.
 /// `ok` false: not read (tracing or resources off, or the reads failed).
 struct res_sample {
@@ -9633,9 +9686,9 @@ inline const char* to_string(kind k) noexcept {
 
 // Header-only mode: detection and the backends, compiled in this file.
 #if LOTUS_DETAIL_INLINE_RUNTIME
-// ---- begin lotus/detail/collector_impl.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_IMPL_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_IMPL_HPP
+// ---- begin lotus/collectors/impl.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTORS_IMPL_HPP
+#define LOTUS_AMALGAMATED_LOTUS_COLLECTORS_IMPL_HPP
 // lotus — collector detection, nesting and the backends behind lotus/collector.hpp (internal)
 // SPDX-License-Identifier: MIT
 // Header-only: included by collector.hpp; LOTUS_COMPILED_LIB: compiled once (lotus/src.hpp).
@@ -9645,18 +9698,18 @@ inline const char* to_string(kind k) noexcept {
 #include <cstring>  // strcmp
 #include <mutex>    // mutex, lock_guard
 
-// ---- begin lotus/detail/collector_amd.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_AMD_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_AMD_HPP
+// ---- begin lotus/collectors/amd.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTORS_AMD_HPP
+#define LOTUS_AMALGAMATED_LOTUS_COLLECTORS_AMD_HPP
 // lotus — AMD uProf backend: dlopen of libAMDProfileController.so, 4.x and 5.x entry points
 // SPDX-License-Identifier: MIT
 
 #include <dlfcn.h>  // dlopen, dlsym
 #include <glob.h>   // glob
 
-// ---- begin lotus/detail/collector_common.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_COMMON_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_COMMON_HPP
+// ---- begin lotus/collectors/common.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTORS_COMMON_HPP
+#define LOTUS_AMALGAMATED_LOTUS_COLLECTORS_COMMON_HPP
 // lotus — shared pieces of the collector backends: backend table, env helpers
 // SPDX-License-Identifier: MIT
 
@@ -9664,9 +9717,9 @@ inline const char* to_string(kind k) noexcept {
 #include <cstdint>  // uint64_t
 #include <cstring>  // memcpy
 
-// ---- begin lotus/detail/diagnostics.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_DIAGNOSTICS_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_DIAGNOSTICS_HPP
+// ---- begin lotus/runtime/diagnostics.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_DIAGNOSTICS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_DIAGNOSTICS_HPP
 // lotus — the one diagnostics sink: `lotus: ...` on stderr, once per topic (internal)
 // SPDX-License-Identifier: MIT
 
@@ -9798,11 +9851,11 @@ diag_config(const char* format, ...) noexcept {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_DIAGNOSTICS_HPP
-// ---- end lotus/detail/diagnostics.hpp ----
-// ---- begin lotus/detail/env.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_ENV_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_ENV_HPP
+#endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_DIAGNOSTICS_HPP
+// ---- end lotus/runtime/diagnostics.hpp ----
+// ---- begin lotus/runtime/env.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_ENV_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_ENV_HPP
 // lotus — the typed environment parser under option_table.hpp (internal)
 // SPDX-License-Identifier: MIT
 
@@ -9861,11 +9914,11 @@ inline bool has_control_char(std::string_view s) noexcept {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_ENV_HPP
-// ---- end lotus/detail/env.hpp ----
-// ---- begin lotus/detail/option_table.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_OPTION_TABLE_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_OPTION_TABLE_HPP
+#endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_ENV_HPP
+// ---- end lotus/runtime/env.hpp ----
+// ---- begin lotus/runtime/option_table.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_OPTION_TABLE_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_OPTION_TABLE_HPP
 // lotus — the one table of run-time options: name, variable, kind, range, default, doc (internal)
 // SPDX-License-Identifier: MIT
 
@@ -9915,7 +9968,7 @@ inline constexpr const char* option_resources_words[] = {"0",    "false", "no", 
 constexpr int option_resources_ops = 9;
 inline constexpr const char* option_overflow_names[] = {"block", "drop", nullptr};
 inline constexpr const char* option_clock_names[] = {"auto", "tsc", "realtime", nullptr};
-/// LOTUS_COLLECTOR's values (collector_common.hpp maps each to a collector::kind).
+/// LOTUS_COLLECTOR's values (collectors/common.hpp maps each to a collector::kind).
 inline constexpr const char* option_collector_names[] = {
     "auto", "none", "perf", "itt", "vtune", "amd", "uprof", "callgrind", nullptr};
 
@@ -10136,8 +10189,8 @@ LOTUS_DETAIL_COLD inline bool option_check_u64(opt o, std::uint64_t value,
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_OPTION_TABLE_HPP
-// ---- end lotus/detail/option_table.hpp ----
+#endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_OPTION_TABLE_HPP
+// ---- end lotus/runtime/option_table.hpp ----
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -10221,8 +10274,8 @@ inline Fn collector_fn_cast(void* symbol) noexcept {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_COMMON_HPP
-// ---- end lotus/detail/collector_common.hpp ----
+#endif  // LOTUS_AMALGAMATED_LOTUS_COLLECTORS_COMMON_HPP
+// ---- end lotus/collectors/common.hpp ----
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -10341,11 +10394,11 @@ inline const collector_backend* amd_backend(bool explicit_choice) noexcept {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_AMD_HPP
-// ---- end lotus/detail/collector_amd.hpp ----
-// ---- begin lotus/detail/collector_callgrind.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_CALLGRIND_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_CALLGRIND_HPP
+#endif  // LOTUS_AMALGAMATED_LOTUS_COLLECTORS_AMD_HPP
+// ---- end lotus/collectors/amd.hpp ----
+// ---- begin lotus/collectors/callgrind.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTORS_CALLGRIND_HPP
+#define LOTUS_AMALGAMATED_LOTUS_COLLECTORS_CALLGRIND_HPP
 // lotus — Callgrind backend: Valgrind client requests, issued through the amd64 magic sequence
 // SPDX-License-Identifier: MIT
 
@@ -10460,11 +10513,11 @@ inline const collector_backend* callgrind_backend(bool explicit_choice) noexcept
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_CALLGRIND_HPP
-// ---- end lotus/detail/collector_callgrind.hpp ----
-// ---- begin lotus/detail/collector_itt.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_ITT_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_ITT_HPP
+#endif  // LOTUS_AMALGAMATED_LOTUS_COLLECTORS_CALLGRIND_HPP
+// ---- end lotus/collectors/callgrind.hpp ----
+// ---- begin lotus/collectors/itt.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTORS_ITT_HPP
+#define LOTUS_AMALGAMATED_LOTUS_COLLECTORS_ITT_HPP
 // lotus — Intel VTune backend: the ITT `__itt_api_init` handshake with our own mirror of the ABI
 // SPDX-License-Identifier: MIT
 
@@ -10691,11 +10744,11 @@ inline const collector_backend* itt_backend() noexcept {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_ITT_HPP
-// ---- end lotus/detail/collector_itt.hpp ----
-// ---- begin lotus/detail/collector_perf.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_PERF_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_PERF_HPP
+#endif  // LOTUS_AMALGAMATED_LOTUS_COLLECTORS_ITT_HPP
+// ---- end lotus/collectors/itt.hpp ----
+// ---- begin lotus/collectors/perf.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTORS_PERF_HPP
+#define LOTUS_AMALGAMATED_LOTUS_COLLECTORS_PERF_HPP
 // lotus — Linux perf backend (internal)
 // SPDX-License-Identifier: MIT
 // `enable`/`disable` over the `perf record --control=fifo:CTL,ACK` FIFOs.
@@ -11026,8 +11079,8 @@ inline const collector_backend* perf_backend() noexcept {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_PERF_HPP
-// ---- end lotus/detail/collector_perf.hpp ----
+#endif  // LOTUS_AMALGAMATED_LOTUS_COLLECTORS_PERF_HPP
+// ---- end lotus/collectors/perf.hpp ----
 // ---- begin lotus/detail/entry.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_ENTRY_HPP
 #define LOTUS_AMALGAMATED_LOTUS_DETAIL_ENTRY_HPP
@@ -11051,7 +11104,7 @@ namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
 
-/// The calling thread's counters (detail/resources.hpp): CPU time, faults and context switches
+/// The calling thread's counters (runtime/resources.hpp): CPU time, faults and context switches
 /// from getrusage(RUSAGE_THREAD), run-queue wait from /proc/thread-self/schedstat.
 /// `ok` false: not read (tracing or resources off, or the reads failed).
 struct res_sample {
@@ -11066,7 +11119,7 @@ struct res_sample {
 #endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_RES_SAMPLE_HPP
 // ---- end lotus/detail/res_sample.hpp ----
 
-// Header-only mode defines these in lotus/detail/runtime.hpp (reached through scope.hpp and
+// Header-only mode defines these in lotus/runtime/runtime.hpp (reached through scope.hpp and
 // trace.hpp); with LOTUS_COMPILED_LIB they are defined once, in the TU that includes
 // <lotus/src.hpp>, and the hot-path headers see only these declarations.
 
@@ -11110,7 +11163,7 @@ LOTUS_DETAIL_API bool api_capture(const char* reason, std::size_t size) noexcept
 /// Whether `text` is a valid LOTUS_TRIGGER value (Python's configure checks before applying).
 LOTUS_DETAIL_API bool trigger_valid(const char* text, std::size_t size) noexcept;
 
-/// NVTX ranges for lotus's spans (LOTUS_NVTX; lotus/detail/nvtx.hpp). Each is a no-op, and
+/// NVTX ranges for lotus's spans (LOTUS_NVTX; lotus/collectors/nvtx.hpp). Each is a no-op, and
 /// nvtx_push/nvtx_start return false/0, while NVTX is off or not compiled in. A pushed range is
 /// popped by the same thread; a started one (id != 0) may end anywhere. nvtx_push/nvtx_pop are
 /// the annotation path of every span: they also begin and end the span's ITT task (LOTUS_ITT).
@@ -11125,15 +11178,16 @@ LOTUS_DETAIL_API bool nvtx_active() noexcept;
 /// Whether nvtx_push annotates now (NVTX ranges or ITT tasks).
 LOTUS_DETAIL_API bool annotations_active() noexcept;
 
-/// ITT tasks for lotus's spans (LOTUS_ITT; lotus/detail/itt.hpp), domain "lotus". itt_open loads
-/// the collector once (false, with one message, when there is none); itt_task_push begins a
-/// task on this thread (false while ITT is off), itt_task_pop ends the thread's innermost one.
+/// ITT tasks for lotus's spans (LOTUS_ITT; lotus/collectors/itt_tasks.hpp), domain "lotus".
+/// itt_open loads the collector once (false, with one message, when there is none); itt_task_push
+/// begins a task on this thread (false while ITT is off), itt_task_pop ends the thread's innermost
+/// one.
 LOTUS_DETAIL_API bool itt_open() noexcept;
 LOTUS_DETAIL_API bool itt_task_push(const record_site& loc) noexcept;
 LOTUS_DETAIL_API void itt_task_pop() noexcept;
 LOTUS_DETAIL_API bool itt_active() noexcept;
 
-/// The collector's slow paths (lotus/collector.hpp; defined in detail/collector_impl.hpp):
+/// The collector's slow paths (lotus/collector.hpp; defined in collectors/impl.hpp):
 /// detection, process-wide nesting, the backend's resume/pause/detach. Never throw; keep errno.
 LOTUS_DETAIL_API void collector_resume_slow(const char* region) noexcept;
 LOTUS_DETAIL_API void collector_pause_slow(const char* region) noexcept;
@@ -11142,11 +11196,11 @@ LOTUS_DETAIL_API void collector_initialize() noexcept;
 LOTUS_DETAIL_API collector::kind collector_attached() noexcept;
 
 /// A map region's entry when the map word is not idle (lotus/map_region.hpp; defined in
-/// detail/map_impl.hpp): list mode, or the gap and resume of a selected execution. Returns the
+/// collectors/map.hpp): list mode, or the gap and resume of a selected execution. Returns the
 /// name to pause at the region's end, or nullptr.
 LOTUS_DETAIL_API const char* map_gate_enter(const char* name) noexcept;
 
-/// A batch's resource figures (detail/resources.hpp), read only at batch boundaries, never per op.
+/// A batch's resource figures (runtime/resources.hpp), read only at batch boundaries, never per op.
 /// resources_read: the calling thread's counters now (`ok` false when tracing or LOTUS_RESOURCES
 /// is off). resources_record: reads them again and queues the difference from `begin` for the
 /// sidecar's `batchres` line of batch `idx` spanning ticks [t0, t1] (nothing when `begin` is
@@ -11295,8 +11349,8 @@ LOTUS_DETAIL_API collector::kind collector_attached() noexcept {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_COLLECTOR_IMPL_HPP
-// ---- end lotus/detail/collector_impl.hpp ----
+#endif  // LOTUS_AMALGAMATED_LOTUS_COLLECTORS_IMPL_HPP
+// ---- end lotus/collectors/impl.hpp ----
 #endif
 #endif  // LOTUS_AMALGAMATED_LOTUS_COLLECTOR_HPP
 // ---- end lotus/collector.hpp ----
@@ -11359,9 +11413,9 @@ class map_region {
 
 // Header-only mode: the list mode and the selection, compiled in this file.
 #if LOTUS_DETAIL_INLINE_RUNTIME
-// ---- begin lotus/detail/map_impl.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_MAP_IMPL_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_MAP_IMPL_HPP
+// ---- begin lotus/collectors/map.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTORS_MAP_HPP
+#define LOTUS_AMALGAMATED_LOTUS_COLLECTORS_MAP_HPP
 // lotus — LOTUS_MAP_REGION's list mode and selection behind lotus/map_region.hpp (internal)
 // SPDX-License-Identifier: MIT
 // Header-only: included by map_region.hpp; LOTUS_COMPILED_LIB: compiled once (lotus/src.hpp).
@@ -11384,7 +11438,7 @@ inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
 
 // The mapping-probe contract (LOTUS_MAP_*) is part of collector_config()
-// (detail/collector_common.hpp): one snapshot with LOTUS_COLLECTOR, read once per process.
+// (collectors/common.hpp): one snapshot with LOTUS_COLLECTOR, read once per process.
 
 /// Executions of the selected region so far, process-wide (one counter: one region is selected).
 inline std::atomic<std::uint64_t> map_selected_executions{0};
@@ -11455,8 +11509,8 @@ LOTUS_DETAIL_API const char* map_gate_enter(const char* name) noexcept {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_MAP_IMPL_HPP
-// ---- end lotus/detail/map_impl.hpp ----
+#endif  // LOTUS_AMALGAMATED_LOTUS_COLLECTORS_MAP_HPP
+// ---- end lotus/collectors/map.hpp ----
 #endif
 #endif  // LOTUS_AMALGAMATED_LOTUS_MAP_REGION_HPP
 // ---- end lotus/map_region.hpp ----

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "catch.hpp"
-#if __has_include("lotus/detail/calibration.hpp")  // single_include/ has it inside lotus.hpp
-#  include "lotus/detail/calibration.hpp"
+#if __has_include("lotus/runtime/calibration.hpp")  // single_include/ has it inside lotus.hpp
+#  include "lotus/runtime/calibration.hpp"
 #endif
 #include "lotus/lotus.hpp"
 #include "trace_files.hpp"

@@ -305,7 +305,7 @@ class Layout(unittest.TestCase):
         self.assertEqual(sorted(re.findall(r"`([a-z_]+\.hpp)`", api.split("everything else")[0])),
                          public)
         switches = []
-        for d in (include, os.path.join(include, "detail")):
+        for d in (include, *(os.path.join(include, s) for s in ("detail", "runtime", "collectors"))):
             for name in sorted(os.listdir(d)):
                 if not name.endswith(".hpp"):
                     continue
@@ -325,9 +325,9 @@ class Layout(unittest.TestCase):
 
 
 def option_rows():
-    """The rows of include/lotus/detail/option_table.hpp: (field or None, env, kind, default as the
+    """The rows of include/lotus/runtime/option_table.hpp: (field or None, env, kind, default as the
     docs spell it). Parsed from the header, so this check needs no build."""
-    with open(os.path.join(ROOT, "include", "lotus", "detail", "option_table.hpp"),
+    with open(os.path.join(ROOT, "include", "lotus", "runtime", "option_table.hpp"),
               encoding="utf-8") as f:
         header = f.read()
     with open(os.path.join(ROOT, "include", "lotus", "config.hpp"), encoding="utf-8") as f:

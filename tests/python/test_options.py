@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""The option table (lotus/detail/option_table.hpp) from Python: lotus.configure takes every option
+"""The option table (lotus/runtime/option_table.hpp) from Python: lotus.configure takes every option
 of it, refuses a value out of its range with the table's text, and a bad environment variable gives
 the one documented message and the default."""
 import inspect

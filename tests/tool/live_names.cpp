@@ -5,8 +5,8 @@
 // live figures' histogram bucket of 10 M durations against a plain search; prints
 // `buckets <checked> <differing>` and exits 0 when none differ.
 #include <cstdio>
-#include <lotus/detail/live.hpp>
 #include <lotus/lotus.hpp>
+#include <lotus/runtime/live.hpp>
 #include <string>
 
 int main(int argc, char** argv) {

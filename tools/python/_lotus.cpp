@@ -571,7 +571,7 @@ void flush_on_sigterm() {
 
 // ---- configure ---------------------------------------------------------------------------------
 
-// Ranges, spellings and the refusal text come from lotus/detail/option_table.hpp, as for the
+// Ranges, spellings and the refusal text come from lotus/runtime/option_table.hpp, as for the
 // environment and lotus::options; lotus/__init__.py checks the same table first.
 using lotus::detail::opt;
 using lotus::detail::option_of;
@@ -721,7 +721,7 @@ PYBIND11_MODULE(_lotus, m) {
       "capture of its last LOTUS_FLIGHT seconds (DIR/capture-<id>/); returns at once, False when\n"
       "flight mode is off.");
   m.def("_option_table", &option_table,
-        "The run-time option table (lotus/detail/option_table.hpp): (field, env, kind, min, max, "
+        "The run-time option table (lotus/runtime/option_table.hpp): (field, env, kind, min, max, "
         "default, default_text, choices, expected, doc) per option.");
   // The runtime may wait for its writer thread (I/O): let other Python threads run meanwhile.
   m.def(

@@ -105,6 +105,7 @@ fresh13() {  # the Debian 13 root: the demo, then the stack variant; its ctest c
 lint() {
   bash tools/scripts/check-spdx.sh || return 1
   bash tools/scripts/check-tracked.sh || return 1
+  bash tools/scripts/check-layout.sh || return 1
   python3 tools/scripts/amalgamate.py --check || return 1
   python3 tools/scripts/amalgamate.py && git diff --exit-code -- single_include/ || return 1
   local files

@@ -2,7 +2,7 @@
 // SPDX-License-Identifier: MIT
 // The hot path of a span (clock, ring, name cache), the runtime's entry points, the state words the
 // inline fast paths read, and the bodies of the public macros. In header-only mode the runtime's
-// definitions follow (detail/runtime.hpp); with LOTUS_COMPILED_LIB they are compiled once, in the
+// definitions follow (runtime/runtime.hpp); with LOTUS_COMPILED_LIB they are compiled once, in the
 // TU that includes <lotus/src.hpp>, and every other file sees only what is here.
 #pragma once
 
@@ -120,12 +120,14 @@ inline std::atomic<int> map_mode{map_unread};
 #define LOTUS_DETAIL_COLLECTOR_CALL(call) call
 
 // Header-only mode: the runtime's definitions, inline (collector.hpp and map_region.hpp add
-// theirs where they are included).
-#ifdef LOTUS_COMPILED_LIB
-#  define LOTUS_DETAIL_INLINE_RUNTIME 0
-#else
+// theirs where they are included). With LOTUS_COMPILED_LIB, the one file that defines
+// LOTUS_IMPLEMENTATION before its first lotus include compiles them (not inline, fully optimized):
+// the light mode of single_include/, which has no src.hpp (README, "Compile model").
+#if !defined(LOTUS_COMPILED_LIB) || defined(LOTUS_IMPLEMENTATION)
 #  define LOTUS_DETAIL_INLINE_RUNTIME 1
+#else
+#  define LOTUS_DETAIL_INLINE_RUNTIME 0
 #endif
 #if LOTUS_DETAIL_INLINE_RUNTIME
-#  include "lotus/detail/runtime.hpp"
+#  include "lotus/runtime/runtime.hpp"
 #endif

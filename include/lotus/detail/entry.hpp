@@ -12,7 +12,7 @@
 #include "lotus/detail/record_name.hpp"
 #include "lotus/detail/res_sample.hpp"
 
-// Header-only mode defines these in lotus/detail/runtime.hpp (reached through scope.hpp and
+// Header-only mode defines these in lotus/runtime/runtime.hpp (reached through scope.hpp and
 // trace.hpp); with LOTUS_COMPILED_LIB they are defined once, in the TU that includes
 // <lotus/src.hpp>, and the hot-path headers see only these declarations.
 
@@ -56,7 +56,7 @@ LOTUS_DETAIL_API bool api_capture(const char* reason, std::size_t size) noexcept
 /// Whether `text` is a valid LOTUS_TRIGGER value (Python's configure checks before applying).
 LOTUS_DETAIL_API bool trigger_valid(const char* text, std::size_t size) noexcept;
 
-/// NVTX ranges for lotus's spans (LOTUS_NVTX; lotus/detail/nvtx.hpp). Each is a no-op, and
+/// NVTX ranges for lotus's spans (LOTUS_NVTX; lotus/collectors/nvtx.hpp). Each is a no-op, and
 /// nvtx_push/nvtx_start return false/0, while NVTX is off or not compiled in. A pushed range is
 /// popped by the same thread; a started one (id != 0) may end anywhere. nvtx_push/nvtx_pop are
 /// the annotation path of every span: they also begin and end the span's ITT task (LOTUS_ITT).
@@ -71,15 +71,16 @@ LOTUS_DETAIL_API bool nvtx_active() noexcept;
 /// Whether nvtx_push annotates now (NVTX ranges or ITT tasks).
 LOTUS_DETAIL_API bool annotations_active() noexcept;
 
-/// ITT tasks for lotus's spans (LOTUS_ITT; lotus/detail/itt.hpp), domain "lotus". itt_open loads
-/// the collector once (false, with one message, when there is none); itt_task_push begins a
-/// task on this thread (false while ITT is off), itt_task_pop ends the thread's innermost one.
+/// ITT tasks for lotus's spans (LOTUS_ITT; lotus/collectors/itt_tasks.hpp), domain "lotus".
+/// itt_open loads the collector once (false, with one message, when there is none); itt_task_push
+/// begins a task on this thread (false while ITT is off), itt_task_pop ends the thread's innermost
+/// one.
 LOTUS_DETAIL_API bool itt_open() noexcept;
 LOTUS_DETAIL_API bool itt_task_push(const record_site& loc) noexcept;
 LOTUS_DETAIL_API void itt_task_pop() noexcept;
 LOTUS_DETAIL_API bool itt_active() noexcept;
 
-/// The collector's slow paths (lotus/collector.hpp; defined in detail/collector_impl.hpp):
+/// The collector's slow paths (lotus/collector.hpp; defined in collectors/impl.hpp):
 /// detection, process-wide nesting, the backend's resume/pause/detach. Never throw; keep errno.
 LOTUS_DETAIL_API void collector_resume_slow(const char* region) noexcept;
 LOTUS_DETAIL_API void collector_pause_slow(const char* region) noexcept;
@@ -88,11 +89,11 @@ LOTUS_DETAIL_API void collector_initialize() noexcept;
 LOTUS_DETAIL_API collector::kind collector_attached() noexcept;
 
 /// A map region's entry when the map word is not idle (lotus/map_region.hpp; defined in
-/// detail/map_impl.hpp): list mode, or the gap and resume of a selected execution. Returns the
+/// collectors/map.hpp): list mode, or the gap and resume of a selected execution. Returns the
 /// name to pause at the region's end, or nullptr.
 LOTUS_DETAIL_API const char* map_gate_enter(const char* name) noexcept;
 
-/// A batch's resource figures (detail/resources.hpp), read only at batch boundaries, never per op.
+/// A batch's resource figures (runtime/resources.hpp), read only at batch boundaries, never per op.
 /// resources_read: the calling thread's counters now (`ok` false when tracing or LOTUS_RESOURCES
 /// is off). resources_record: reads them again and queues the difference from `begin` for the
 /// sidecar's `batchres` line of batch `idx` spanning ticks [t0, t1] (nothing when `begin` is

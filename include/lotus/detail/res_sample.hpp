@@ -10,7 +10,7 @@ namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
 
-/// The calling thread's counters (detail/resources.hpp): CPU time, faults and context switches
+/// The calling thread's counters (runtime/resources.hpp): CPU time, faults and context switches
 /// from getrusage(RUSAGE_THREAD), run-queue wait from /proc/thread-self/schedstat.
 /// `ok` false: not read (tracing or resources off, or the reads failed).
 struct res_sample {

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "lotus/detail/flight.hpp"
+#include "lotus/runtime/capture_request.hpp"
 #include "util/error.hpp"
 #include "util/output.hpp"
 

@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <fstream>
 
-#include "lotus/detail/flight.hpp"
+#include "lotus/runtime/capture_request.hpp"
 #include "trace/trace_name.hpp"
 #include "util/diag.hpp"
 #include "util/error.hpp"

@@ -106,7 +106,7 @@ _last_options = {}
 _UNSET = object()
 
 
-# The run-time options, declared once in lotus/detail/option_table.hpp: per row (field, env, kind,
+# The run-time options, declared once in lotus/runtime/option_table.hpp: per row (field, env, kind,
 # min, max, default, default_text, choices, expected, doc). Python's checks, messages and the
 # table in configure's docstring all come from it.
 _OptionRow = _collections.namedtuple(
@@ -152,7 +152,7 @@ def configure(log_file=_UNSET, *, enabled=None, ring_capacity=None, flush_interv
     ``log_file`` again with ``enabled=True``); events recorded before the call are flushed first.
 
     The options and environment variables are those of the C++ ``lotus::options`` (the table
-    below is lotus/detail/option_table.hpp's; ``enabled`` is ``LOTUS_DISABLE`` inverted;
+    below is lotus/runtime/option_table.hpp's; ``enabled`` is ``LOTUS_DISABLE`` inverted;
     ``log_file``: a str or path, None: unset, "": no prefix; ``flush_interval``: ms as an int or
     a datetime.timedelta):
 

@@ -7,7 +7,7 @@
 #include <string_view>  // string_view
 
 #include "lotus/config.hpp"
-#include "lotus/detail/diagnostics.hpp"
+#include "lotus/runtime/diagnostics.hpp"
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {

@@ -5,7 +5,7 @@
 #include <cstdint>  // uintptr_t
 #include <cstring>  // strstr, strncmp
 
-#include "lotus/detail/collector_common.hpp"
+#include "lotus/collectors/common.hpp"
 
 #if !(defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))) && defined(__has_include)
 #  if __has_include(<valgrind/valgrind.h>)

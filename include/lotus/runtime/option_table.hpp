@@ -9,8 +9,8 @@
 #include <cstring>  // strcmp
 
 #include "lotus/config.hpp"
-#include "lotus/detail/diagnostics.hpp"
-#include "lotus/detail/env.hpp"
+#include "lotus/runtime/diagnostics.hpp"
+#include "lotus/runtime/env.hpp"
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -51,7 +51,7 @@ inline constexpr const char* option_resources_words[] = {"0",    "false", "no", 
 constexpr int option_resources_ops = 9;
 inline constexpr const char* option_overflow_names[] = {"block", "drop", nullptr};
 inline constexpr const char* option_clock_names[] = {"auto", "tsc", "realtime", nullptr};
-/// LOTUS_COLLECTOR's values (collector_common.hpp maps each to a collector::kind).
+/// LOTUS_COLLECTOR's values (collectors/common.hpp maps each to a collector::kind).
 inline constexpr const char* option_collector_names[] = {
     "auto", "none", "perf", "itt", "vtune", "amd", "uprof", "callgrind", nullptr};
 

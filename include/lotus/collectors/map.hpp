@@ -16,18 +16,18 @@
 #include <vector>   // vector
 
 #include "lotus/collector.hpp"
+#include "lotus/collectors/common.hpp"
 #include "lotus/config.hpp"
-#include "lotus/detail/collector_common.hpp"
-#include "lotus/detail/diagnostics.hpp"
 #include "lotus/detail/entry.hpp"
 #include "lotus/detail/record_name.hpp"
+#include "lotus/runtime/diagnostics.hpp"
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
 
 // The mapping-probe contract (LOTUS_MAP_*) is part of collector_config()
-// (detail/collector_common.hpp): one snapshot with LOTUS_COLLECTOR, read once per process.
+// (collectors/common.hpp): one snapshot with LOTUS_COLLECTOR, read once per process.
 
 /// Executions of the selected region so far, process-wide (one counter: one region is selected).
 inline std::atomic<std::uint64_t> map_selected_executions{0};

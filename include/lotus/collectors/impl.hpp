@@ -10,12 +10,12 @@
 
 #include "lotus/collector.hpp"
 #include "lotus/collector_kind.hpp"
+#include "lotus/collectors/amd.hpp"
+#include "lotus/collectors/callgrind.hpp"
+#include "lotus/collectors/common.hpp"
+#include "lotus/collectors/itt.hpp"
+#include "lotus/collectors/perf.hpp"
 #include "lotus/config.hpp"
-#include "lotus/detail/collector_amd.hpp"
-#include "lotus/detail/collector_callgrind.hpp"
-#include "lotus/detail/collector_common.hpp"
-#include "lotus/detail/collector_itt.hpp"
-#include "lotus/detail/collector_perf.hpp"
 #include "lotus/detail/entry.hpp"
 #include "lotus/detail/platform.hpp"
 

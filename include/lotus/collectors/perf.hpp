@@ -16,7 +16,7 @@
 #include <cstdio>   // fprintf
 #include <cstring>  // memcmp, memcpy, strerror, strlen
 
-#include "lotus/detail/collector_common.hpp"
+#include "lotus/collectors/common.hpp"
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {

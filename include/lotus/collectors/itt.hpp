@@ -7,7 +7,7 @@
 
 #include <cstddef>  // offsetof
 
-#include "lotus/detail/collector_common.hpp"
+#include "lotus/collectors/common.hpp"
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {

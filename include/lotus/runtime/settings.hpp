@@ -10,12 +10,12 @@
 #include <string_view>  // string_view
 
 #include "lotus/config.hpp"
-#include "lotus/detail/diagnostics.hpp"
-#include "lotus/detail/env.hpp"
-#include "lotus/detail/flight.hpp"
-#include "lotus/detail/option_table.hpp"
-#include "lotus/detail/text.hpp"
 #include "lotus/options.hpp"
+#include "lotus/runtime/capture_request.hpp"
+#include "lotus/runtime/diagnostics.hpp"
+#include "lotus/runtime/env.hpp"
+#include "lotus/runtime/option_table.hpp"
+#include "lotus/runtime/text.hpp"
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {

@@ -15,9 +15,9 @@
 
 #include "lotus/config.hpp"
 #include "lotus/detail/inflight.hpp"
-#include "lotus/detail/resources.hpp"
 #include "lotus/detail/ring.hpp"
-#include "lotus/detail/sync.hpp"  // clock.hpp: test_hooks under LOTUS_TEST_HOOKS
+#include "lotus/runtime/resources.hpp"
+#include "lotus/runtime/sync.hpp"  // clock.hpp: test_hooks under LOTUS_TEST_HOOKS
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {

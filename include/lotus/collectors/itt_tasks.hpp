@@ -17,12 +17,12 @@
 #include <cstddef>  // offsetof, size_t
 #include <cstdint>  // uint64_t, uintptr_t
 
+#include "lotus/collectors/itt.hpp"
 #include "lotus/config.hpp"
-#include "lotus/detail/collector_itt.hpp"
-#include "lotus/detail/diagnostics.hpp"
 #include "lotus/detail/entry.hpp"
 #include "lotus/detail/platform.hpp"
 #include "lotus/record_site.hpp"
+#include "lotus/runtime/diagnostics.hpp"
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {

@@ -8,10 +8,10 @@
 
 #include "lotus/collector_kind.hpp"
 #include "lotus/config.hpp"
-#include "lotus/detail/diagnostics.hpp"
-#include "lotus/detail/env.hpp"
-#include "lotus/detail/option_table.hpp"
 #include "lotus/detail/platform.hpp"
+#include "lotus/runtime/diagnostics.hpp"
+#include "lotus/runtime/env.hpp"
+#include "lotus/runtime/option_table.hpp"
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {

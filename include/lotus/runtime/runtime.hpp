@@ -31,26 +31,26 @@
 #include <string_view>  // string_view
 
 // The hot path's headers (included by scope.hpp already in the usual order).
+#include "lotus/collectors/annotations.hpp"
 #include "lotus/config.hpp"
-#include "lotus/detail/calibration.hpp"
 #include "lotus/detail/clock.hpp"
-#include "lotus/detail/diagnostics.hpp"
 #include "lotus/detail/entry.hpp"
-#include "lotus/detail/env.hpp"
-#include "lotus/detail/intern.hpp"
-#include "lotus/detail/ledger.hpp"
 #include "lotus/detail/name_cache.hpp"
-#include "lotus/detail/nvtx.hpp"
 #include "lotus/detail/platform.hpp"
 #include "lotus/detail/record_name.hpp"
-#include "lotus/detail/resources.hpp"
 #include "lotus/detail/ring.hpp"
-#include "lotus/detail/settings.hpp"
-#include "lotus/detail/sync.hpp"
-#include "lotus/detail/threads.hpp"
-#include "lotus/detail/writer.hpp"
 #include "lotus/options.hpp"
 #include "lotus/record_site.hpp"
+#include "lotus/runtime/calibration.hpp"
+#include "lotus/runtime/diagnostics.hpp"
+#include "lotus/runtime/env.hpp"
+#include "lotus/runtime/intern.hpp"
+#include "lotus/runtime/ledger.hpp"
+#include "lotus/runtime/resources.hpp"
+#include "lotus/runtime/settings.hpp"
+#include "lotus/runtime/sync.hpp"
+#include "lotus/runtime/threads.hpp"
+#include "lotus/runtime/writer.hpp"
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {

@@ -5,7 +5,7 @@
 #include <dlfcn.h>  // dlopen, dlsym
 #include <glob.h>   // glob
 
-#include "lotus/detail/collector_common.hpp"
+#include "lotus/collectors/common.hpp"
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {

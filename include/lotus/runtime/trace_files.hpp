@@ -18,10 +18,10 @@
 
 #include "lotus/config.hpp"
 #include "lotus/detail/clock.hpp"
-#include "lotus/detail/diagnostics.hpp"
 #include "lotus/detail/name_cache.hpp"
-#include "lotus/detail/text.hpp"
-#include "lotus/detail/threads.hpp"
+#include "lotus/runtime/diagnostics.hpp"
+#include "lotus/runtime/text.hpp"
+#include "lotus/runtime/threads.hpp"
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {

@@ -8,10 +8,10 @@
 #include <cstring>  // memcpy, memcmp
 
 #include "lotus/config.hpp"
-#include "lotus/detail/diagnostics.hpp"
 #include "lotus/detail/name_cache.hpp"
 #include "lotus/detail/record_name.hpp"
 #include "lotus/record_site.hpp"
+#include "lotus/runtime/diagnostics.hpp"
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {

@@ -19,8 +19,8 @@
 
 #include "lotus/config.hpp"
 #include "lotus/detail/clock.hpp"
-#include "lotus/detail/resources.hpp"
-#include "lotus/detail/text.hpp"
+#include "lotus/runtime/resources.hpp"
+#include "lotus/runtime/text.hpp"
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {

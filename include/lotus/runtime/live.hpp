@@ -15,15 +15,15 @@
 
 #include "lotus/config.hpp"
 #include "lotus/detail/clock.hpp"
-#include "lotus/detail/diagnostics.hpp"
-#include "lotus/detail/env.hpp"
 #include "lotus/detail/inflight.hpp"
-#include "lotus/detail/intern.hpp"
 #include "lotus/detail/record_name.hpp"
-#include "lotus/detail/text.hpp"
-#include "lotus/detail/trace_files.hpp"
 #include "lotus/options.hpp"
 #include "lotus/record_site.hpp"
+#include "lotus/runtime/diagnostics.hpp"
+#include "lotus/runtime/env.hpp"
+#include "lotus/runtime/intern.hpp"
+#include "lotus/runtime/text.hpp"
+#include "lotus/runtime/trace_files.hpp"
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {

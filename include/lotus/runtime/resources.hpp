@@ -21,8 +21,8 @@
 #include <cstdlib>  // calloc, free
 
 #include "lotus/config.hpp"
-#include "lotus/detail/env.hpp"
 #include "lotus/detail/res_sample.hpp"
+#include "lotus/runtime/env.hpp"
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# lotus — the rooms of include/lotus (issue #54; tools/docs/architecture.md, "Layers of the library"):
+#   include/lotus/*.hpp (the API) and include/lotus/detail/ (the hot path) include nothing from
+#   lotus/runtime/ or lotus/collectors/, except the runtime's entry points listed below (each one
+#   where the runtime is compiled: header-only inline, or src.hpp once);
+#   lotus-tool includes from lotus/runtime/ only capture_request.hpp (the capture-request format,
+#   the trigger parser and the flight settings), which itself includes no other runtime header
+#   but text.hpp (a fixed-size string builder, 100 lines).
+# Usage: tools/scripts/check-layout.sh [REPO_DIR]   Prints one "file: reason" line per offender,
+# exits 1 if there is any.
+set -euo pipefail
+cd "${1:-$(dirname "${BASH_SOURCE[0]}")/../..}"
+
+# file -> the runtime or collector headers it may include (its entry points)
+declare -A allowed=(
+  [include/lotus/detail/enabled.hpp]="lotus/runtime/runtime.hpp"
+  [include/lotus/src.hpp]="lotus/runtime/runtime.hpp lotus/collectors/impl.hpp lotus/collectors/map.hpp"
+  [include/lotus/collector.hpp]="lotus/collectors/impl.hpp"
+  [include/lotus/map_region.hpp]="lotus/collectors/map.hpp"
+)
+inc_re='^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"]lotus/(runtime|collectors)/[^">]+[">]'
+bad=0
+complain() { echo "$1: $2" >&2; bad=1; }
+
+[ -d include/lotus/detail ] && [ -d include/lotus/runtime ] && [ -d include/lotus/collectors ] ||
+  { echo "check-layout: include/lotus/{detail,runtime,collectors} not found" >&2; exit 2; }
+
+for f in include/lotus/*.hpp include/lotus/detail/*.hpp; do
+  while IFS= read -r line; do
+    target=$(sed -E 's/.*[<"](lotus\/[^">]+)[">].*/\1/' <<<"$line")
+    case " ${allowed[$f]:-} " in
+      *" $target "*) ;;
+      *) complain "$f" "includes $target: only the runtime's entry points may include lotus/runtime/ or lotus/collectors/" ;;
+    esac
+  done < <(grep -E "$inc_re" "$f" || true)
+done
+
+# The hot path includes only the hot path (and the public headers it serves).
+for f in include/lotus/detail/*.hpp; do
+  [ -n "${allowed[$f]:-}" ] && continue
+  while IFS= read -r line; do
+    complain "$f" "the hot path includes a runtime or collector header: $line"
+  done < <(grep -E "$inc_re" "$f" || true)
+done
+
+# capture_request.hpp: what lotus-tool includes of the runtime, so nothing of the recorder.
+cr=include/lotus/runtime/capture_request.hpp
+if [ -f "$cr" ]; then
+  while IFS= read -r line; do
+    case "$line" in
+      *'"lotus/runtime/text.hpp"'*) ;;
+      *) complain "$cr" "includes another runtime or collector header (lotus-tool includes it): $line" ;;
+    esac
+  done < <(grep -E "$inc_re" "$cr" || true)
+fi
+while IFS= read -r f; do
+  while IFS= read -r line; do
+    case "$line" in
+      *'lotus/runtime/capture_request.hpp'*) ;;
+      *) complain "$f" "lotus-tool includes the recorder: $line (only lotus/runtime/capture_request.hpp)" ;;
+    esac
+  done < <(grep -E "$inc_re" "$f" || true)
+done < <(find tools/lotus-tool -name '*.cpp' -o -name '*.hpp' | sort)
+
+if [ "$bad" -ne 0 ]; then exit 1; fi
+echo "check-layout: include/lotus/detail and the public headers include the runtime only at its entry points"
