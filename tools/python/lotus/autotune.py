@@ -1,0 +1,681 @@
+# SPDX-License-Identifier: MIT
+"""lotus.torch.autotune: a DataLoader that tunes its own num_workers and prefetch_factor (issue #52).
+
+    tuned = lotus.torch.autotune(loader, memory_budget="6G")
+    for epoch in range(10):
+        for batch in tuned:          # each epoch; len(tuned) == len(loader)
+            step(batch)
+    tuned.decisions                  # one dict per epoch boundary, checked against what happened
+
+At each epoch boundary it reads what the epoch just measured, in memory (no trace files): each
+batch's time in its worker split into CPU time (the worker thread's own, time.thread_time) and time
+off the CPU that was not run-queue wait (sleeping, I/O: /proc/thread-self/schedstat's 2nd field is
+taken out), the consumer's step between two batches split the same way, each worker's resident
+set, the main process's, and the time a worker takes to start. It then replays the epoch through
+the model below for every setting (workers 1..max_workers × prefetch_factor 1, 2, 4), drops those
+predicted above the memory budget, and starts the next epoch with the cheapest setting predicted
+within `tolerance` of the best (fewest workers, then the smallest prefetch_factor), never one
+predicted slower than the current setting.
+
+The model (`simulate_epoch`) is lotus-tool whatif's (tools/lotus-tool/compare/whatif.cpp): N
+workers with their own index queues fed round-robin, prefetch_factor × N batches outstanding and
+one more sent each time the consumer takes a batch, in-order delivery, and processor sharing of C
+cores (k threads wanting a core at once each run at min(1, C / k)). Two terms the C++ model has as
+options are measured here: a batch's off-CPU part (it takes its time whatever the cores) and the
+consumer's CPU part of its step, which shares the cores with the workers: on a machine where loader
+and training share cores, every busy worker slows the training step. tools/docs/WHATIF.md §5 says
+where the two implementations differ.
+
+Learning from its errors: a decision whose prediction missed the epoch that followed by more than
+10 % raises the caution by one; a decision within 10 % lowers it by one. With caution c > 0 the next
+move goes at most 1/2**c of the way (in workers) from the current setting to the model's choice,
+and is taken only when its predicted gain exceeds the last miss. After a change, when the epoch at
+the new setting was not at least 2 % faster than the epoch before it, the tuner settles: on the
+faster of the two settings, and it stops moving.
+"""
+
+import collections as _collections
+import gc as _gc
+import math as _math
+import os as _os
+import sys as _sys
+import time as _time
+import warnings as _warnings
+
+__all__ = ["autotune", "AutotunedLoader", "Tuner", "EpochMeasurement", "simulate_epoch",
+           "memory_budget_bytes", "pytorch_suggested_max_workers"]
+
+MISS = 0.10        # a prediction off by more than this makes the next decision more careful
+SETTLE_GAIN = 0.02  # a change that gained less than this ends the tuning
+PREFETCH_FACTORS = (1, 2, 4)
+
+
+# ---- the model ------------------------------------------------------------------------------------
+
+def simulate_epoch(batches, workers, prefetch_factor, cores, step=(0.0, 0.0), unordered=False,
+                   start_s=0.0):
+    """One epoch, event by event (times in seconds).
+
+    batches: a list of (cpu_s, off_s) per batch in index order: cpu_s is the time the batch takes
+      on a core of its own, off_s its time off the CPU (I/O, sleeps), taken first.
+    step: the consumer's step after each batch, (cpu_s, off_s): off the CPU first (waiting for an
+      accelerator), then cpu_s on a core shared with the workers.
+    start_s: a worker's start-up: worker w can begin at (w + 1) × start_s.
+    Returns a dict: seconds (the end of the last step), last_take (the last batch taken: what
+    lotus-tool whatif calls the epoch), wait_s (the consumer's time waiting for data).
+    """
+    n = len(batches)
+    out = {"seconds": 0.0, "last_take": 0.0, "wait_s": 0.0}
+    if n == 0:
+        return out
+    workers = max(1, int(workers))
+    outstanding = max(1, int(prefetch_factor)) * workers
+    cores = float(cores) if cores and cores > 0 else 1.0
+    step_cpu, step_off = max(0.0, step[0]), max(0.0, step[1])
+    inf = _math.inf
+
+    queue = [_collections.deque() for _ in range(workers)]
+    current = [None] * workers       # batch index or None
+    phase = [0] * workers            # 1: off the CPU until off_end, 2: on the CPU, remaining work
+    off_end = [0.0] * workers
+    remaining = [0.0] * workers
+    begin = [(w + 1) * max(0.0, start_s) for w in range(workers)]
+    ready = [False] * n
+    taken = [False] * n
+    arrived = _collections.deque()
+    dispatched = 0
+
+    def dispatch():
+        nonlocal dispatched
+        if dispatched < n:
+            queue[dispatched % workers].append(dispatched)
+            dispatched += 1
+
+    for _ in range(min(outstanding, n)):
+        dispatch()
+
+    t = 0.0
+    main = 0        # 0: waiting for data, 1: step off the CPU, 2: step on the CPU
+    main_off_end = 0.0
+    main_remaining = 0.0
+    wait_start = 0.0
+    next_in_order = 0
+    consumed = 0
+    events = 0
+    max_events = 8 * n + 4 * workers + 16
+    while True:
+        for w in range(workers):
+            if current[w] is None and queue[w] and begin[w] <= t:
+                b = queue[w].popleft()
+                current[w] = b
+                cpu, off = batches[b]
+                if off > 0:
+                    phase[w], off_end[w] = 1, t + off
+                else:
+                    phase[w], remaining[w] = 2, max(0.0, cpu)
+        if main == 0 and consumed < n:
+            take = None
+            if unordered:
+                if arrived:
+                    take = arrived.popleft()
+            elif next_in_order < n and ready[next_in_order]:
+                take = next_in_order
+            if take is not None:
+                taken[take] = True
+                while next_in_order < n and taken[next_in_order]:
+                    next_in_order += 1
+                out["wait_s"] += t - wait_start
+                consumed += 1
+                out["last_take"] = t
+                dispatch()
+                if step_off > 0:
+                    main, main_off_end = 1, t + step_off
+                else:
+                    main, main_remaining = 2, step_cpu
+                continue
+        if main == 0 and consumed >= n:
+            break
+        on_cpu = sum(1 for w in range(workers) if current[w] is not None and phase[w] == 2)
+        if main == 2:
+            on_cpu += 1
+        rate = min(1.0, cores / on_cpu) if on_cpu else 0.0
+        nxt, who = inf, None
+        for w in range(workers):
+            if current[w] is None:
+                if queue[w] and begin[w] > t and begin[w] < nxt:
+                    nxt, who = begin[w], ("begin", w)
+                continue
+            done = off_end[w] if phase[w] == 1 else t + remaining[w] / rate
+            if done < nxt:
+                nxt, who = done, ("worker", w)
+        if main == 1 and main_off_end < nxt:
+            nxt, who = main_off_end, ("main", None)
+        elif main == 2:
+            done = t + main_remaining / rate
+            if done < nxt:
+                nxt, who = done, ("main", None)
+        if who is None:
+            break  # cannot happen with n > 0
+        events += 1
+        if events > max_events:
+            raise RuntimeError(f"autotune: the DataLoader model did not converge ({n} batches)")
+        dt = max(0.0, nxt - t)
+        t = max(t, nxt)
+        for w in range(workers):
+            if current[w] is None:
+                continue
+            if phase[w] == 2:
+                remaining[w] -= dt * rate
+                if who == ("worker", w) or remaining[w] <= 1e-12:
+                    ready[current[w]] = True
+                    arrived.append(current[w])
+                    current[w] = None
+            elif who == ("worker", w) or off_end[w] <= t:
+                cpu = max(0.0, batches[current[w]][0])
+                if cpu > 0:
+                    phase[w], remaining[w] = 2, cpu
+                else:
+                    ready[current[w]] = True
+                    arrived.append(current[w])
+                    current[w] = None
+        if main == 2:
+            main_remaining -= dt * rate
+            if who == ("main", None) or main_remaining <= 1e-12:
+                main, wait_start = 0, t
+        elif main == 1 and (who == ("main", None) or main_off_end <= t):
+            if step_cpu > 0:
+                main, main_remaining = 2, step_cpu
+            else:
+                main, wait_start = 0, t
+    out["seconds"] = t
+    return out
+
+
+def predict_memory(m, workers):
+    """The process tree's peak resident set with `workers` workers, the sum of every process's RSS
+    (what `ps` adds up; it counts a page shared after fork once per process that touched it, so it
+    is the safe side of lotus-tool's sum of Pss): the main process's measured peak plus `workers`
+    times a worker's measured peak. Before any worker was measured (num_workers=0), a worker is
+    taken to be as large as the main process (fork copies what it touches)."""
+    worker = m.worker_rss if m.worker_rss > 0 else m.main_rss
+    return m.main_rss + workers * worker
+
+
+def memory_budget_bytes(budget=None):
+    """A budget in bytes: an int, a string with K, M, G or T (powers of 1024, as lotus-tool's
+    --memory-budget), or None: this machine's physical memory (lotus-tool tune's default)."""
+    if budget is None:
+        return _os.sysconf("SC_PHYS_PAGES") * _os.sysconf("SC_PAGE_SIZE"), "this machine"
+    if isinstance(budget, (int, float)):
+        if not budget > 0:
+            raise ValueError(f"memory_budget must be positive, not {budget!r}")
+        return int(budget), "option"
+    text = str(budget).strip()
+    i = 0
+    while i < len(text) and (text[i].isdigit() or text[i] == "."):
+        i += 1
+    try:
+        value = float(text[:i])
+    except ValueError:
+        raise ValueError(f"memory_budget {budget!r} is not a size (bytes, or 8G, 512MiB)") from None
+    unit = text[i:].strip().upper()
+    scale = 1
+    if unit and unit[0] in "KMGT":
+        scale = 1024 ** ("KMGT".index(unit[0]) + 1)
+        unit = unit[1:]
+    if unit not in ("", "B", "IB", "I") or not value > 0:
+        raise ValueError(f"memory_budget {budget!r} is not a size (bytes, or 8G, 512MiB)")
+    return int(value * scale), "option"
+
+
+def pytorch_suggested_max_workers():
+    """The maximum PyTorch's DataLoader warns above (_check_worker_number_rationality): the CPUs
+    this process may run on (its affinity), else os.cpu_count()."""
+    try:
+        return len(_os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return _os.cpu_count() or 1
+
+
+def _cores():
+    return pytorch_suggested_max_workers()
+
+
+# ---- what an epoch measured -------------------------------------------------------------------------
+
+class EpochMeasurement:
+    """What one epoch measured, in seconds and bytes (the tuner's only input).
+
+    batches: (cpu_s, off_s) per batch in index order; steps: (cpu_s, off_s) per consumer step;
+    seconds: the epoch's wall time (from iter() to the end of the last step); wait_s: the
+    consumer's time in next(); start_s: a worker's start-up paid in this epoch (0 for persistent
+    workers already running); worker_start_s: a worker's start-up as last measured (what a new
+    setting would pay); main_rss, worker_rss: peak resident sets (bytes) of the main process and of one
+    worker; step_runq_s: the consumer's run-queue wait during its steps (what the workers cost it).
+    """
+
+    def __init__(self, workers, prefetch_factor, batches, steps, seconds, wait_s=0.0, start_s=0.0,
+                 main_rss=0, worker_rss=0, step_runq_s=0.0, worker_start_s=None):
+        self.workers = workers
+        self.prefetch_factor = prefetch_factor
+        self.batches = list(batches)
+        self.steps = list(steps)
+        self.seconds = seconds
+        self.wait_s = wait_s
+        self.start_s = start_s
+        self.worker_start_s = start_s if worker_start_s is None else worker_start_s
+        self.main_rss = main_rss
+        self.worker_rss = worker_rss
+        self.step_runq_s = step_runq_s
+
+    def mean_step(self):
+        if not self.steps:
+            return (0.0, 0.0)
+        k = len(self.steps)
+        return (sum(s[0] for s in self.steps) / k, sum(s[1] for s in self.steps) / k)
+
+
+# ---- the decisions -------------------------------------------------------------------------------
+
+class Tuner:
+    """The decision rule, apart from any DataLoader: `decide(measurement)` at each epoch boundary
+    returns the next (workers, prefetch_factor) and appends to `decisions`."""
+
+    def __init__(self, workers, prefetch_factor, memory_budget=None, cores=None, max_workers=None,
+                 prefetch_factors=PREFETCH_FACTORS, tolerance=0.03, persistent_workers=False,
+                 log=None):
+        self.workers = max(1, int(workers))
+        self.prefetch_factor = int(prefetch_factor or 2)
+        self.budget, self.budget_from = memory_budget_bytes(memory_budget)
+        self.cores = float(cores) if cores else float(_cores())
+        self.max_workers = max_workers
+        self.prefetch_factors = tuple(prefetch_factors)
+        self.tolerance = tolerance
+        self.persistent = persistent_workers
+        self.log = log
+        self.decisions = []
+        self.caution = 0
+        self.settled = False
+        self._history = []  # (setting, measured seconds) per epoch
+        self._last_miss = 0.0
+        self._measured = {}  # setting -> the fastest epoch measured at it
+
+    # The model's inputs at a setting: a worker's start-up is paid each epoch without persistent
+    # workers, and once (the epoch after a change) with them.
+    def _predict(self, m, workers, pf, start_s):
+        # The measured batch times were taken with m.workers workers; their CPU time is each
+        # batch's own (thread CPU time does not stretch with sharing), their off-CPU time too
+        # (run-queue wait taken out), so no work_scale is needed here.
+        r = simulate_epoch(m.batches, workers, pf, self.cores, m.mean_step(), start_s=start_s)
+        return r["seconds"]
+
+    def _start_for(self, m, workers, pf):
+        changed = (workers, pf) != (m.workers, m.prefetch_factor)
+        if self.persistent and not changed:
+            return 0.0
+        return m.worker_start_s
+
+    def decide(self, m):
+        """Takes the epoch just measured (at the current setting); returns the next setting."""
+        epoch = len(self._history) + 1
+        cur = (self.workers, self.prefetch_factor)
+        # Check the previous decision against the epoch that followed it.
+        if self.decisions:
+            d = self.decisions[-1]
+            d["measured_epoch_seconds"] = m.seconds
+            miss = abs(d["predicted_epoch_seconds"] - m.seconds) / m.seconds if m.seconds > 0 else 0
+            d["error"] = miss
+            self._last_miss = miss
+            self.caution = self.caution + 1 if miss > MISS else max(0, self.caution - 1)
+        self._history.append((cur, m.seconds))
+        self._measured[cur] = min(m.seconds, self._measured.get(cur, _math.inf))
+
+        replay = self._predict(m, m.workers, m.prefetch_factor, m.start_s)
+        calib = m.seconds / replay if replay > 0 else 1.0
+        nbatches = max(1, len(m.batches))
+        top = self.max_workers or min(64, max(4 * int(self.cores), 2 * self.workers, 8))
+        top = max(1, min(top, nbatches))
+
+        candidates = []
+        for n in range(1, top + 1):
+            mem = predict_memory(m, n)
+            for pf in self.prefetch_factors:
+                fits = mem <= self.budget
+                secs = self._predict(m, n, pf, self._start_for(m, n, pf)) * calib
+                candidates.append({"workers": n, "prefetch_factor": pf, "seconds": secs,
+                                   "memory": mem, "fits": fits})
+        stay_secs = self._predict(m, *cur, self._start_for(m, *cur)) * calib
+        stay_mem = predict_memory(m, cur[0])
+        reason = ""
+        nxt = cur
+        fitting = [c for c in candidates if c["fits"]]
+        if self.settled:
+            reason = "settled"
+        elif len(self._history) >= 2 and self.decisions and self.decisions[-1]["changed"]:
+            # The last change: did it gain at least 2 %?
+            (prev_setting, prev_secs), (_, now_secs) = self._history[-2], self._history[-1]
+            gain = (prev_secs - now_secs) / prev_secs if prev_secs > 0 else 0.0
+            if gain < SETTLE_GAIN:
+                self.settled = True
+                if now_secs > prev_secs and predict_memory(m, prev_setting[0]) <= self.budget:
+                    nxt = prev_setting
+                    reason = (f"the last change gained {100 * gain:.1f} % (< 2 %): back to the "
+                              f"faster setting, settled")
+                else:
+                    reason = f"the last change gained {100 * gain:.1f} % (< 2 %): settled"
+        if not reason:
+            if stay_mem > self.budget and fitting:
+                # The current setting is predicted above the budget: the fastest that fits.
+                best = min(fitting, key=lambda c: (c["seconds"], c["workers"], c["prefetch_factor"]))
+                nxt = (best["workers"], best["prefetch_factor"])
+                reason = "the current setting is predicted above the memory budget"
+            elif not fitting:
+                reason = "no setting is predicted within the memory budget"
+            else:
+                best_secs = min(c["seconds"] for c in fitting)
+                pick = min((c for c in fitting if c["seconds"] <= best_secs * (1 + self.tolerance)),
+                           key=lambda c: (c["workers"], c["prefetch_factor"]))
+                target = (pick["workers"], pick["prefetch_factor"])
+                if self.caution > 0 and target[0] != cur[0]:
+                    # Careful: go at most 1/2**caution of the way in workers.
+                    frac = 0.5 ** self.caution
+                    n = cur[0] + (target[0] - cur[0]) * frac
+                    n = int(_math.ceil(n)) if target[0] > cur[0] else int(_math.floor(n))
+                    n = max(1, min(top, n))
+                    if n == cur[0]:
+                        n = cur[0] + (1 if target[0] > cur[0] else -1)
+                    c = next(c for c in candidates if c["workers"] == n
+                             and c["prefetch_factor"] == target[1])
+                    if c["fits"]:
+                        target, pick = (n, target[1]), c
+                gain = (stay_secs - pick["seconds"]) / stay_secs if stay_secs > 0 else 0.0
+                seen = self._measured.get(target)
+                needed = max(0.0, self._last_miss) if self.caution > 0 else 0.0
+                if target == cur:
+                    reason = "the current setting is the model's choice"
+                elif pick["seconds"] > stay_secs:
+                    reason = "no setting is predicted faster than the current one"
+                elif seen is not None and seen >= m.seconds * (1 - SETTLE_GAIN):
+                    # A measurement beats a prediction: that setting ran, and was not faster.
+                    reason = (f"{target[0]} workers, prefetch_factor {target[1]} already ran in "
+                              f"{seen:.3f} s, not 2 % faster than now")
+                elif self.caution > 0 and gain <= needed:
+                    reason = (f"careful (caution {self.caution}): predicted gain "
+                              f"{100 * gain:.1f} % is within the last miss of {100 * needed:.1f} %")
+                else:
+                    nxt = target
+                    reason = (f"model's choice" if self.caution == 0 else
+                              f"careful (caution {self.caution}): 1/{2 ** self.caution} of the way")
+        chosen = next((c for c in candidates if (c["workers"], c["prefetch_factor"]) == nxt), None)
+        predicted = chosen["seconds"] if chosen else stay_secs
+        predicted_mem = predict_memory(m, nxt[0])
+        d = {"epoch": epoch + 1, "workers": nxt[0], "prefetch_factor": nxt[1],
+             "predicted_epoch_seconds": predicted, "measured_epoch_seconds": None,
+             "previous": {"workers": cur[0], "prefetch_factor": cur[1],
+                          "measured_epoch_seconds": m.seconds, "replay_seconds": replay * calib,
+                          "step_runq_share": (m.step_runq_s / m.seconds) if m.seconds else 0.0},
+             "predicted_peak_rss_bytes": predicted_mem, "memory_budget_bytes": self.budget,
+             "changed": nxt != cur, "caution": self.caution, "settled": self.settled,
+             "calibration": calib, "reason": reason, "error": None}
+        self.decisions.append(d)
+        self.workers, self.prefetch_factor = nxt
+        if self.log:
+            self.log(decision_line(d, self.decisions[-2] if len(self.decisions) > 1 else None))
+        return nxt
+
+
+def _mib(b):
+    return f"{b / 1048576:.0f} MiB"
+
+
+def decision_line(d, previous=None):
+    """The line printed for a decision. Every figure in it is a field of the decisions."""
+    p = d["previous"]
+    checked = ""
+    if previous is not None and previous.get("measured_epoch_seconds") is not None:
+        checked = (f" (predicted {previous['predicted_epoch_seconds']:.3f} s, error "
+                   f"{100 * previous['error']:.0f} %)")
+    return (f"lotus.autotune: epoch {d['epoch'] - 1} ran {p['workers']} workers, prefetch_factor "
+            f"{p['prefetch_factor']}: {p['measured_epoch_seconds']:.3f} s{checked}; epoch "
+            f"{d['epoch']}: {d['workers']} workers, prefetch_factor {d['prefetch_factor']}, "
+            f"predicted {d['predicted_epoch_seconds']:.3f} s, peak RSS "
+            f"{_mib(d['predicted_peak_rss_bytes'])} of {_mib(d['memory_budget_bytes'])}; "
+            f"{d['reason']}")
+
+
+# ---- measuring, inside the workers and the consumer ---------------------------------------------
+
+_Timed = _collections.namedtuple("_Timed", "batch cpu_s off_s pid rss start")
+
+_batch_begin = None  # in the process that loads: (wall, cpu, runq) when this batch's fetch began
+_PAGE = _os.sysconf("SC_PAGE_SIZE")
+
+
+def _runq_s():
+    """This thread's run-queue wait so far (the 2nd field of /proc/thread-self/schedstat), or 0."""
+    try:
+        with open("/proc/thread-self/schedstat", "rb") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def _rss():
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * _PAGE
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def _mark_begin():
+    global _batch_begin
+    if _batch_begin is None:
+        _batch_begin = (_time.perf_counter(), _time.thread_time(), _runq_s())
+
+
+class _TimedDataset:
+    """The loader's dataset, marking when each batch's first sample is asked for."""
+
+    def __init__(self, dataset):
+        self.dataset = dataset
+
+    def __getitem__(self, index):
+        _mark_begin()
+        return self.dataset[index]
+
+    def __getitems__(self, indices):  # torch 2.x's fetcher asks for a batch at once
+        _mark_begin()
+        many = getattr(self.dataset, "__getitems__", None)
+        if many is not None:
+            return many(indices)
+        return [self.dataset[i] for i in indices]
+
+    def __len__(self):
+        return len(self.dataset)
+
+    def __getattr__(self, name):  # the dataset's own attributes (worker_init_fn may read them)
+        if name == "dataset":
+            raise AttributeError(name)
+        return getattr(self.dataset, name)
+
+
+class _TimedCollate:
+    """The loader's collate_fn: closes the batch's measurement and sends it with the batch."""
+
+    def __init__(self, collate_fn):
+        self.collate_fn = collate_fn
+
+    def __call__(self, samples):
+        global _batch_begin
+        _mark_begin()
+        batch = self.collate_fn(samples)
+        wall0, cpu0, runq0 = _batch_begin
+        _batch_begin = None
+        wall = _time.perf_counter() - wall0
+        cpu = _time.thread_time() - cpu0
+        runq = _runq_s() - runq0
+        return _Timed(batch, cpu, max(0.0, wall - cpu - runq), _os.getpid(), _rss(), wall0)
+
+
+def _loader_kwargs(loader):
+    """A DataLoader's arguments, read from its public attributes, to build it again."""
+    import torch.utils.data as tud
+    kw = {"num_workers": loader.num_workers, "pin_memory": loader.pin_memory,
+          "timeout": loader.timeout, "worker_init_fn": loader.worker_init_fn,
+          "multiprocessing_context": loader.multiprocessing_context,
+          "generator": loader.generator, "persistent_workers": loader.persistent_workers}
+    if getattr(loader, "pin_memory_device", ""):
+        kw["pin_memory_device"] = loader.pin_memory_device
+    if getattr(loader, "in_order", True) is False:
+        kw["in_order"] = False
+    if isinstance(loader.dataset, tud.IterableDataset):
+        raise TypeError("autotune takes a map-style dataset (an IterableDataset's split among "
+                        "workers is the dataset's own)")
+    if loader.batch_sampler is not None:
+        kw["batch_sampler"] = loader.batch_sampler
+    else:
+        kw["sampler"] = loader.sampler
+        kw["batch_size"] = None
+    return kw
+
+
+class AutotunedLoader:
+    """Use in place of the DataLoader: iterate it once per epoch; len() is the loader's."""
+
+    def __init__(self, loader, memory_budget=None, max_workers=None, cores=None, verbose=True,
+                 tolerance=0.03, prefetch_factors=PREFETCH_FACTORS, stream=None):
+        self.loader = loader
+        self._kwargs = _loader_kwargs(loader)
+        self._collate = loader.collate_fn
+        self._dataset = _TimedDataset(loader.dataset)
+        self.verbose = verbose
+        self._stream = stream
+        workers = loader.num_workers
+        pf = loader.prefetch_factor if workers > 0 else 2
+        self.tuner = Tuner(workers, pf or 2, memory_budget=memory_budget, cores=cores,
+                           max_workers=max_workers, prefetch_factors=prefetch_factors,
+                           tolerance=tolerance, persistent_workers=loader.persistent_workers,
+                           log=self._print if verbose else None)
+        self._setting = (workers, pf or 2) if workers > 0 else (0, 2)
+        self._current = None  # the DataLoader of the current setting
+        self._started_workers = False
+
+    @property
+    def decisions(self):
+        return self.tuner.decisions
+
+    @property
+    def setting(self):
+        """(num_workers, prefetch_factor) of the next (or running) epoch."""
+        return self._setting
+
+    def _print(self, line):
+        print(line, file=self._stream or _sys.stderr, flush=True)
+
+    def __len__(self):
+        return len(self.loader)
+
+    def _loader_for(self, setting):
+        import torch.utils.data as tud
+        if self._current is not None and self._current.num_workers == setting[0] and (
+                setting[0] == 0 or self._current.prefetch_factor == setting[1]):
+            return self._current, False
+        self.close()
+        kw = dict(self._kwargs)
+        kw["num_workers"] = setting[0]
+        if setting[0] > 0:
+            kw["prefetch_factor"] = setting[1]
+        else:
+            kw["persistent_workers"] = False
+            kw.pop("multiprocessing_context", None)
+        self._current = tud.DataLoader(self._dataset, collate_fn=_TimedCollate(self._collate), **kw)
+        return self._current, True
+
+    def close(self):
+        """Ends the current loader's workers (persistent ones run until then)."""
+        old, self._current = self._current, None
+        if old is not None:
+            it = getattr(old, "_iterator", None)  # persistent workers' iterator
+            shutdown = getattr(it, "_shutdown_workers", None)
+            if callable(shutdown):
+                shutdown()
+            del old, it
+            _gc.collect()
+
+    def __iter__(self):
+        loader, fresh = self._loader_for(self._setting)
+        workers, pf = self._setting
+        persistent = loader.persistent_workers and workers > 0
+        batches, steps = [], []
+        first_start = {}
+        main_rss = _rss()
+        worker_rss = 0
+        wait = 0.0
+        step_runq = 0.0
+        t0 = _time.perf_counter()
+        with _warnings.catch_warnings():
+            # PyTorch warns above its suggested maximum (the CPUs); choosing more is the point.
+            _warnings.filterwarnings("ignore", message="This DataLoader will create")
+            it = iter(loader)
+        complete = False
+        try:
+            while True:
+                w0 = _time.perf_counter()
+                try:
+                    item = next(it)
+                except StopIteration:
+                    complete = True
+                    break
+                wait += _time.perf_counter() - w0
+                batches.append((item.cpu_s, item.off_s))
+                first_start.setdefault(item.pid, item.start)
+                worker_rss = max(worker_rss, item.rss) if workers > 0 else 0
+                main_rss = max(main_rss, _rss())
+                s_wall, s_cpu, s_runq = _time.perf_counter(), _time.thread_time(), _runq_s()
+                yield item.batch
+                runq = _runq_s() - s_runq
+                cpu = _time.thread_time() - s_cpu
+                wall = _time.perf_counter() - s_wall
+                step_runq += runq
+                steps.append((cpu, max(0.0, wall - cpu - runq)))
+        finally:
+            seconds = _time.perf_counter() - t0
+            del it
+        if not complete:
+            return
+        # A worker's start-up: worker k (in the order they began) began its first batch about
+        # (k + 1) start-ups after iter() (the main process starts them one after the other).
+        start_s = 0.0
+        if workers > 0 and (fresh or not persistent):
+            starts = sorted(first_start.values())
+            est = sorted((s - t0) / (k + 1) for k, s in enumerate(starts))
+            if est:
+                start_s = est[len(est) // 2]
+                self._worker_start_s = start_s
+        m = EpochMeasurement(workers, pf, batches, steps, seconds, wait_s=wait, start_s=start_s,
+                             worker_start_s=getattr(self, "_worker_start_s", 0.0),
+                             main_rss=main_rss, worker_rss=worker_rss, step_runq_s=step_runq)
+        if workers == 0:
+            # The main process loaded: its thread's times are the batches'; tune from 1 worker.
+            self.tuner.workers = 1
+            m.workers = 1
+        self._setting = self.tuner.decide(m)
+
+
+def autotune(loader, memory_budget=None, max_workers=None, cores=None, verbose=True,
+             tolerance=0.03, prefetch_factors=PREFETCH_FACTORS, stream=None):
+    """Wraps `loader` (a torch.utils.data.DataLoader over a map-style dataset); iterate the result
+    once per epoch in its place. At each epoch boundary the next epoch's num_workers and
+    prefetch_factor are chosen with lotus's DataLoader model (see the module's documentation):
+
+    memory_budget: bytes, or "8G"/"512MiB": no setting predicted above it (the sum of the
+      processes' resident sets) is chosen. Default: this machine's physical memory.
+    max_workers: the most workers tried (default: 4 × the CPUs, at least 8, at most 64, at most the
+      batches of an epoch). cores: the CPUs the model shares (default: this process's affinity).
+    verbose: print one line per decision on `stream` (default stderr).
+    tolerance: the cheapest setting predicted within this share of the best is taken.
+    """
+    return AutotunedLoader(loader, memory_budget=memory_budget, max_workers=max_workers,
+                           cores=cores, verbose=verbose, tolerance=tolerance,
+                           prefetch_factors=prefetch_factors, stream=stream)
