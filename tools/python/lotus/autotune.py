@@ -300,23 +300,20 @@ class Tuner:
         self._last_miss = 0.0
         self._measured = {}  # setting -> the fastest epoch measured at it
 
-    # The model's inputs at a setting: a worker's start-up is paid each epoch without persistent
-    # workers, and once (the epoch after a change) with them.
     def _predict(self, m, workers, pf, start_s):
-        # The measured batch times were taken with m.workers workers; their CPU time is each
-        # batch's own (thread CPU time does not stretch with sharing), their off-CPU time too
-        # (run-queue wait taken out), so no work_scale is needed here.
+        # The measured CPU time of a batch is its own (thread CPU time does not stretch with
+        # sharing) and its off-CPU time has the run-queue wait taken out: unlike lotus-tool
+        # whatif's wall times, no work_scale is needed.
         r = simulate_epoch(m.batches, workers, pf, self.cores, m.mean_step(), start_s=start_s)
         return r["seconds"]
 
-    def _start_for(self, m, workers, pf):
-        changed = (workers, pf) != (m.workers, m.prefetch_factor)
-        if self.persistent and not changed:
-            return 0.0
-        return m.worker_start_s
-
     def decide(self, m):
-        """Takes the epoch just measured (at the current setting); returns the next setting."""
+        """Takes the epoch just measured (at the current setting); returns the next setting.
+
+        Each setting is scored by its steady epoch: with persistent workers a new setting's
+        start-up is paid once (the epoch after the change) and pays back over the epochs after
+        it, so it is not counted in the score; without them it is paid every epoch and is. The
+        decision's predicted_epoch_seconds is the next epoch's, start-up included."""
         epoch = len(self._history) + 1
         cur = (self.workers, self.prefetch_factor)
         # Check the previous decision against the epoch that followed it.
@@ -327,28 +324,41 @@ class Tuner:
             d["error"] = miss
             self._last_miss = miss
             self.caution = self.caution + 1 if miss > MISS else max(0, self.caution - 1)
-        self._history.append((cur, m.seconds))
-        self._measured[cur] = min(m.seconds, self._measured.get(cur, _math.inf))
 
         replay = self._predict(m, m.workers, m.prefetch_factor, m.start_s)
         calib = m.seconds / replay if replay > 0 else 1.0
-        nbatches = max(1, len(m.batches))
-        top = self.max_workers or min(64, max(4 * int(self.cores), 2 * self.workers, 8))
-        top = max(1, min(top, nbatches))
+        # The epoch without the start-up it paid (the model's share of it): what the settle rule
+        # and the measured-before rule compare.
+        steady_now = m.seconds
+        if m.start_s > 0:
+            steady_now = self._predict(m, m.workers, m.prefetch_factor, 0.0) * calib
+        self._history.append((cur, steady_now))
+        self._measured[cur] = min(steady_now, self._measured.get(cur, _math.inf))
 
-        candidates = []
-        for n in range(1, top + 1):
+        nbatches = max(1, len(m.batches))
+        top = self.max_workers or min(64, max(8 * int(self.cores), 2 * self.workers, 16))
+        top = max(1, min(top, nbatches))
+        start_new = m.worker_start_s
+
+        def score_start(setting):
+            return 0.0 if self.persistent else start_new
+
+        def next_start(setting):
+            return 0.0 if (self.persistent and setting == cur) else start_new
+
+        candidates = {}
+        for n in range(1, max(top, cur[0]) + 1):
             mem = predict_memory(m, n)
-            for pf in self.prefetch_factors:
-                fits = mem <= self.budget
-                secs = self._predict(m, n, pf, self._start_for(m, n, pf)) * calib
-                candidates.append({"workers": n, "prefetch_factor": pf, "seconds": secs,
-                                   "memory": mem, "fits": fits})
-        stay_secs = self._predict(m, *cur, self._start_for(m, *cur)) * calib
-        stay_mem = predict_memory(m, cur[0])
+            for pf in sorted(set(self.prefetch_factors) | {cur[1]}):
+                if n > top and (n, pf) != cur:
+                    continue
+                secs = self._predict(m, n, pf, score_start((n, pf))) * calib
+                candidates[(n, pf)] = {"workers": n, "prefetch_factor": pf, "score": secs,
+                                       "memory": mem, "fits": mem <= self.budget}
+        stay = candidates[cur]
         reason = ""
         nxt = cur
-        fitting = [c for c in candidates if c["fits"]]
+        fitting = [c for c in candidates.values() if c["fits"]]
         if self.settled:
             reason = "settled"
         elif len(self._history) >= 2 and self.decisions and self.decisions[-1]["changed"]:
@@ -359,64 +369,61 @@ class Tuner:
                 self.settled = True
                 if now_secs > prev_secs and predict_memory(m, prev_setting[0]) <= self.budget:
                     nxt = prev_setting
-                    reason = (f"the last change gained {100 * gain:.1f} % (< 2 %): back to the "
-                              f"faster setting, settled")
+                    reason = (f"the last change gained {100 * gain:.1f} % (< 2 %): back to "
+                              f"{prev_setting[0]} workers, settled")
                 else:
                     reason = f"the last change gained {100 * gain:.1f} % (< 2 %): settled"
         if not reason:
-            if stay_mem > self.budget and fitting:
-                # The current setting is predicted above the budget: the fastest that fits.
-                best = min(fitting, key=lambda c: (c["seconds"], c["workers"], c["prefetch_factor"]))
+            if not stay["fits"] and fitting:
+                best = min(fitting, key=lambda c: (c["score"], c["workers"], c["prefetch_factor"]))
                 nxt = (best["workers"], best["prefetch_factor"])
                 reason = "the current setting is predicted above the memory budget"
             elif not fitting:
                 reason = "no setting is predicted within the memory budget"
             else:
-                best_secs = min(c["seconds"] for c in fitting)
-                pick = min((c for c in fitting if c["seconds"] <= best_secs * (1 + self.tolerance)),
+                best_score = min(c["score"] for c in fitting)
+                pick = min((c for c in fitting if c["score"] <= best_score * (1 + self.tolerance)),
                            key=lambda c: (c["workers"], c["prefetch_factor"]))
                 target = (pick["workers"], pick["prefetch_factor"])
                 if self.caution > 0 and target[0] != cur[0]:
-                    # Careful: go at most 1/2**caution of the way in workers.
+                    # Careful: at most 1/2**caution of the way in workers (at least one).
                     frac = 0.5 ** self.caution
                     n = cur[0] + (target[0] - cur[0]) * frac
                     n = int(_math.ceil(n)) if target[0] > cur[0] else int(_math.floor(n))
-                    n = max(1, min(top, n))
                     if n == cur[0]:
                         n = cur[0] + (1 if target[0] > cur[0] else -1)
-                    c = next(c for c in candidates if c["workers"] == n
-                             and c["prefetch_factor"] == target[1])
-                    if c["fits"]:
+                    c = candidates.get((n, target[1]))
+                    if c is not None and c["fits"]:
                         target, pick = (n, target[1]), c
-                gain = (stay_secs - pick["seconds"]) / stay_secs if stay_secs > 0 else 0.0
+                gain = (stay["score"] - pick["score"]) / stay["score"] if stay["score"] > 0 else 0
+                needed = self._last_miss if self.caution > 0 else 0.0
                 seen = self._measured.get(target)
-                needed = max(0.0, self._last_miss) if self.caution > 0 else 0.0
                 if target == cur:
                     reason = "the current setting is the model's choice"
-                elif pick["seconds"] > stay_secs:
+                elif pick["score"] > stay["score"]:
                     reason = "no setting is predicted faster than the current one"
-                elif seen is not None and seen >= m.seconds * (1 - SETTLE_GAIN):
-                    # A measurement beats a prediction: that setting ran, and was not faster.
-                    reason = (f"{target[0]} workers, prefetch_factor {target[1]} already ran in "
-                              f"{seen:.3f} s, not 2 % faster than now")
                 elif self.caution > 0 and gain <= needed:
                     reason = (f"careful (caution {self.caution}): predicted gain "
                               f"{100 * gain:.1f} % is within the last miss of {100 * needed:.1f} %")
+                elif seen is not None and seen >= steady_now * (1 - SETTLE_GAIN):
+                    # A measurement beats a prediction: that setting ran, and was not faster.
+                    reason = (f"{target[0]} workers, prefetch_factor {target[1]} already ran in "
+                              f"{seen:.3f} s, not 2 % faster than now")
                 else:
                     nxt = target
-                    reason = (f"model's choice" if self.caution == 0 else
-                              f"careful (caution {self.caution}): 1/{2 ** self.caution} of the way")
-        chosen = next((c for c in candidates if (c["workers"], c["prefetch_factor"]) == nxt), None)
-        predicted = chosen["seconds"] if chosen else stay_secs
-        predicted_mem = predict_memory(m, nxt[0])
+                    reason = (f"the model's choice (predicted gain {100 * gain:.1f} %)"
+                              if self.caution == 0 else
+                              f"careful (caution {self.caution}): 1/{2 ** self.caution} of the "
+                              f"way, predicted gain {100 * gain:.1f} %")
+        predicted = self._predict(m, nxt[0], nxt[1], next_start(nxt)) * calib
         d = {"epoch": epoch + 1, "workers": nxt[0], "prefetch_factor": nxt[1],
              "predicted_epoch_seconds": predicted, "measured_epoch_seconds": None,
              "previous": {"workers": cur[0], "prefetch_factor": cur[1],
-                          "measured_epoch_seconds": m.seconds, "replay_seconds": replay * calib,
+                          "measured_epoch_seconds": m.seconds, "replay_seconds": replay,
                           "step_runq_share": (m.step_runq_s / m.seconds) if m.seconds else 0.0},
-             "predicted_peak_rss_bytes": predicted_mem, "memory_budget_bytes": self.budget,
-             "changed": nxt != cur, "caution": self.caution, "settled": self.settled,
-             "calibration": calib, "reason": reason, "error": None}
+             "predicted_peak_rss_bytes": predict_memory(m, nxt[0]),
+             "memory_budget_bytes": self.budget, "changed": nxt != cur, "caution": self.caution,
+             "settled": self.settled, "calibration": calib, "reason": reason, "error": None}
         self.decisions.append(d)
         self.workers, self.prefetch_factor = nxt
         if self.log:
@@ -447,6 +454,8 @@ def decision_line(d, previous=None):
 
 _Timed = _collections.namedtuple("_Timed", "batch cpu_s off_s pid rss start")
 
+# PyTorch's warning above its suggested maximum (the CPUs): choosing more is the tuner's job.
+_TOO_MANY = "This DataLoader will create"
 _batch_begin = None  # in the process that loads: (wall, cpu, runq) when this batch's fetch began
 _PAGE = _os.sysconf("SC_PAGE_SIZE")
 
@@ -589,7 +598,10 @@ class AutotunedLoader:
         else:
             kw["persistent_workers"] = False
             kw.pop("multiprocessing_context", None)
-        self._current = tud.DataLoader(self._dataset, collate_fn=_TimedCollate(self._collate), **kw)
+        with _warnings.catch_warnings():
+            _warnings.filterwarnings("ignore", message=_TOO_MANY)
+            self._current = tud.DataLoader(self._dataset, collate_fn=_TimedCollate(self._collate),
+                                           **kw)
         return self._current, True
 
     def close(self):
@@ -616,7 +628,7 @@ class AutotunedLoader:
         t0 = _time.perf_counter()
         with _warnings.catch_warnings():
             # PyTorch warns above its suggested maximum (the CPUs); choosing more is the point.
-            _warnings.filterwarnings("ignore", message="This DataLoader will create")
+            _warnings.filterwarnings("ignore", message=_TOO_MANY)
             it = iter(loader)
         complete = False
         try:
@@ -671,7 +683,7 @@ def autotune(loader, memory_budget=None, max_workers=None, cores=None, verbose=T
 
     memory_budget: bytes, or "8G"/"512MiB": no setting predicted above it (the sum of the
       processes' resident sets) is chosen. Default: this machine's physical memory.
-    max_workers: the most workers tried (default: 4 × the CPUs, at least 8, at most 64, at most the
+    max_workers: the most workers tried (default: 8 × the CPUs, at least 16 and twice the current, at most 64, at most the
       batches of an epoch). cores: the CPUs the model shares (default: this process's affinity).
     verbose: print one line per decision on `stream` (default stderr).
     tolerance: the cheapest setting predicted within this share of the best is taken.
