@@ -53,7 +53,7 @@ PREFETCH_FACTORS = (1, 2, 4)
 # ---- the model ------------------------------------------------------------------------------------
 
 def simulate_epoch(batches, workers, prefetch_factor, cores, step=(0.0, 0.0), unordered=False,
-                   start_s=0.0):
+                   start_s=0.0, foreign=0.0):
     """One epoch, event by event (times in seconds).
 
     batches: a list of (cpu_s, off_s) per batch in index order: cpu_s is the time the batch takes
@@ -61,11 +61,17 @@ def simulate_epoch(batches, workers, prefetch_factor, cores, step=(0.0, 0.0), un
     step: the consumer's step after each batch, (cpu_s, off_s): off the CPU first (waiting for an
       accelerator), then cpu_s on a core shared with the workers.
     start_s: a worker's start-up: worker w can begin at (w + 1) × start_s.
+    foreign: threads of other processes wanting a core all the time (a shared machine): with k of
+      the loader's threads on the CPU, each runs at min(1, cores / (k + foreign)). 0: lotus-tool
+      whatif's model.
     Returns a dict: seconds (the end of the last step), last_take (the last batch taken: what
-    lotus-tool whatif calls the epoch), wait_s (the consumer's time waiting for data).
+    lotus-tool whatif calls the epoch), wait_s (the consumer's time waiting for data), and the
+    run-queue wait the sharing predicts: runq_workers_s (summed over the batches), runq_main_s
+    (over the steps).
     """
     n = len(batches)
-    out = {"seconds": 0.0, "last_take": 0.0, "wait_s": 0.0}
+    out = {"seconds": 0.0, "last_take": 0.0, "wait_s": 0.0, "runq_workers_s": 0.0,
+           "runq_main_s": 0.0}
     if n == 0:
         return out
     workers = max(1, int(workers))
@@ -138,7 +144,7 @@ def simulate_epoch(batches, workers, prefetch_factor, cores, step=(0.0, 0.0), un
         on_cpu = sum(1 for w in range(workers) if current[w] is not None and phase[w] == 2)
         if main == 2:
             on_cpu += 1
-        rate = min(1.0, cores / on_cpu) if on_cpu else 0.0
+        rate = min(1.0, cores / (on_cpu + foreign)) if on_cpu else 0.0
         nxt, who = inf, None
         for w in range(workers):
             if current[w] is None:
@@ -161,6 +167,12 @@ def simulate_epoch(batches, workers, prefetch_factor, cores, step=(0.0, 0.0), un
             raise RuntimeError(f"autotune: the DataLoader model did not converge ({n} batches)")
         dt = max(0.0, nxt - t)
         t = max(t, nxt)
+        if on_cpu:
+            # Each thread on the CPU ran dt × rate and waited for a core the rest of dt.
+            waited = dt * (1.0 - rate)
+            out["runq_workers_s"] += waited * (on_cpu - (1 if main == 2 else 0))
+            if main == 2:
+                out["runq_main_s"] += waited
         for w in range(workers):
             if current[w] is None:
                 continue
@@ -251,11 +263,13 @@ class EpochMeasurement:
     consumer's time in next(); start_s: a worker's start-up paid in this epoch (0 for persistent
     workers already running); worker_start_s: a worker's start-up as last measured (what a new
     setting would pay); main_rss, worker_rss: peak resident sets (bytes) of the main process and of one
-    worker; step_runq_s: the consumer's run-queue wait during its steps (what the workers cost it).
+    worker; step_runq_s: the consumer's run-queue wait during its steps (what the workers cost it);
+    batch_runq_s: the workers' run-queue wait during their batches, summed.
     """
 
     def __init__(self, workers, prefetch_factor, batches, steps, seconds, wait_s=0.0, start_s=0.0,
-                 main_rss=0, worker_rss=0, step_runq_s=0.0, worker_start_s=None):
+                 main_rss=0, worker_rss=0, step_runq_s=0.0, worker_start_s=None,
+                 batch_runq_s=0.0):
         self.workers = workers
         self.prefetch_factor = prefetch_factor
         self.batches = list(batches)
@@ -267,6 +281,7 @@ class EpochMeasurement:
         self.main_rss = main_rss
         self.worker_rss = worker_rss
         self.step_runq_s = step_runq_s
+        self.batch_runq_s = batch_runq_s
 
     def mean_step(self):
         if not self.steps:
@@ -283,7 +298,7 @@ class Tuner:
 
     def __init__(self, workers, prefetch_factor, memory_budget=None, cores=None, max_workers=None,
                  prefetch_factors=PREFETCH_FACTORS, tolerance=0.03, persistent_workers=False,
-                 log=None):
+                 log=None, fit_foreign=True):
         self.workers = max(1, int(workers))
         self.prefetch_factor = int(prefetch_factor or 2)
         self.budget, self.budget_from = memory_budget_bytes(memory_budget)
@@ -293,19 +308,55 @@ class Tuner:
         self.tolerance = tolerance
         self.persistent = persistent_workers
         self.log = log
+        self.fit_foreign = fit_foreign
         self.decisions = []
         self.caution = 0
         self.settled = False
         self._history = []  # (setting, measured seconds) per epoch
         self._last_miss = 0.0
         self._measured = {}  # setting -> the fastest epoch measured at it
+        self._inputs_of = (None, None)  # (id of the measurement, the model's inputs from it)
 
     def _predict(self, m, workers, pf, start_s):
         # The measured CPU time of a batch is its own (thread CPU time does not stretch with
         # sharing) and its off-CPU time has the run-queue wait taken out: unlike lotus-tool
         # whatif's wall times, no work_scale is needed.
-        r = simulate_epoch(m.batches, workers, pf, self.cores, m.mean_step(), start_s=start_s)
+        batches, step, foreign = self._inputs(m)
+        r = simulate_epoch(batches, workers, pf, self.cores, step, start_s=start_s,
+                           foreign=foreign)
         return r["seconds"]
+
+    def _inputs(self, m):
+        """The model's batches, step and foreign threads from a measurement. The run-queue wait
+        the loader's own threads do not explain by sharing the cores among themselves comes from
+        other processes: `foreign` is fitted so that the model's run-queue wait at the measured
+        setting (workers' and consumer's) equals the measured one, and kept for every setting."""
+        if self._inputs_of[0] is m:
+            return self._inputs_of[1]
+        step = m.mean_step()
+        target = m.batch_runq_s + m.step_runq_s
+
+        def runq(f):
+            r = simulate_epoch(m.batches, m.workers, m.prefetch_factor, self.cores, step,
+                               start_s=m.start_s, foreign=f)
+            return r["runq_workers_s"] + r["runq_main_s"]
+
+        foreign = 0.0
+        if self.fit_foreign and target > 0 and runq(0.0) < target * (1 - 1e-6) - 1e-9:
+            lo, hi = 0.0, 1.0
+            while runq(hi) < target and hi < 256:
+                lo, hi = hi, hi * 2
+            for _ in range(12):
+                mid = (lo + hi) / 2
+                if runq(mid) < target:
+                    lo = mid
+                else:
+                    hi = mid
+            foreign = (lo + hi) / 2
+        m.foreign = foreign
+        got = (m.batches, step, foreign)
+        self._inputs_of = (m, got)
+        return got
 
     def decide(self, m):
         """Takes the epoch just measured (at the current setting); returns the next setting.
@@ -420,7 +471,8 @@ class Tuner:
              "predicted_epoch_seconds": predicted, "measured_epoch_seconds": None,
              "previous": {"workers": cur[0], "prefetch_factor": cur[1],
                           "measured_epoch_seconds": m.seconds, "replay_seconds": replay,
-                          "step_runq_share": (m.step_runq_s / m.seconds) if m.seconds else 0.0},
+                          "step_runq_share": (m.step_runq_s / m.seconds) if m.seconds else 0.0,
+                          "foreign_threads": m.foreign},
              "predicted_peak_rss_bytes": predict_memory(m, nxt[0]),
              "memory_budget_bytes": self.budget, "changed": nxt != cur, "caution": self.caution,
              "settled": self.settled, "calibration": calib, "reason": reason, "error": None}
@@ -452,7 +504,7 @@ def decision_line(d, previous=None):
 
 # ---- measuring, inside the workers and the consumer ---------------------------------------------
 
-_Timed = _collections.namedtuple("_Timed", "batch cpu_s off_s pid rss start")
+_Timed = _collections.namedtuple("_Timed", "batch cpu_s off_s pid rss start runq_s")
 
 # PyTorch's warning above its suggested maximum (the CPUs): choosing more is the tuner's job.
 _TOO_MANY = "This DataLoader will create"
@@ -524,7 +576,8 @@ class _TimedCollate:
         wall = _time.perf_counter() - wall0
         cpu = _time.thread_time() - cpu0
         runq = _runq_s() - runq0
-        return _Timed(batch, cpu, max(0.0, wall - cpu - runq), _os.getpid(), _rss(), wall0)
+        return _Timed(batch, cpu, max(0.0, wall - cpu - runq), _os.getpid(), _rss(), wall0,
+                      runq)
 
 
 def _loader_kwargs(loader):
@@ -625,6 +678,7 @@ class AutotunedLoader:
         worker_rss = 0
         wait = 0.0
         step_runq = 0.0
+        batch_runq = 0.0
         t0 = _time.perf_counter()
         with _warnings.catch_warnings():
             # PyTorch warns above its suggested maximum (the CPUs); choosing more is the point.
@@ -641,6 +695,7 @@ class AutotunedLoader:
                     break
                 wait += _time.perf_counter() - w0
                 batches.append((item.cpu_s, item.off_s))
+                batch_runq += item.runq_s
                 first_start.setdefault(item.pid, item.start)
                 worker_rss = max(worker_rss, item.rss) if workers > 0 else 0
                 main_rss = max(main_rss, _rss())
@@ -667,7 +722,8 @@ class AutotunedLoader:
                 self._worker_start_s = start_s
         m = EpochMeasurement(workers, pf, batches, steps, seconds, wait_s=wait, start_s=start_s,
                              worker_start_s=getattr(self, "_worker_start_s", 0.0),
-                             main_rss=main_rss, worker_rss=worker_rss, step_runq_s=step_runq)
+                             main_rss=main_rss, worker_rss=worker_rss, step_runq_s=step_runq,
+                             batch_runq_s=batch_runq)
         if workers == 0:
             # The main process loaded: its thread's times are the batches'; tune from 1 worker.
             self.tuner.workers = 1
