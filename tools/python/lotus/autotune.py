@@ -81,11 +81,13 @@ def simulate_epoch(batches, workers, prefetch_factor, cores, step=(0.0, 0.0), un
     inf = _math.inf
 
     queue = [_collections.deque() for _ in range(workers)]
-    current = [None] * workers       # batch index or None
+    current = [-1] * workers         # batch index, or -1: idle
     phase = [0] * workers            # 1: off the CPU until off_end, 2: on the CPU, remaining work
     off_end = [0.0] * workers
     remaining = [0.0] * workers
     begin = [(w + 1) * max(0.0, start_s) for w in range(workers)]
+    busy = []                        # workers with a batch
+    pending = set()                  # idle workers with indices queued
     ready = [False] * n
     taken = [False] * n
     arrived = _collections.deque()
@@ -94,8 +96,11 @@ def simulate_epoch(batches, workers, prefetch_factor, cores, step=(0.0, 0.0), un
     def dispatch():
         nonlocal dispatched
         if dispatched < n:
-            queue[dispatched % workers].append(dispatched)
+            w = dispatched % workers
+            queue[w].append(dispatched)
             dispatched += 1
+            if current[w] < 0:
+                pending.add(w)
 
     for _ in range(min(outstanding, n)):
         dispatch()
@@ -110,23 +115,26 @@ def simulate_epoch(batches, workers, prefetch_factor, cores, step=(0.0, 0.0), un
     events = 0
     max_events = 8 * n + 4 * workers + 16
     while True:
-        for w in range(workers):
-            if current[w] is None and queue[w] and begin[w] <= t:
-                b = queue[w].popleft()
-                current[w] = b
-                cpu, off = batches[b]
-                if off > 0:
-                    phase[w], off_end[w] = 1, t + off
-                else:
-                    phase[w], remaining[w] = 2, max(0.0, cpu)
+        if pending:
+            for w in sorted(pending):
+                if begin[w] <= t:
+                    pending.discard(w)
+                    b = queue[w].popleft()
+                    current[w] = b
+                    busy.append(w)
+                    cpu, off = batches[b]
+                    if off > 0:
+                        phase[w], off_end[w] = 1, t + off
+                    else:
+                        phase[w], remaining[w] = 2, max(0.0, cpu)
         if main == 0 and consumed < n:
-            take = None
+            take = -1
             if unordered:
                 if arrived:
                     take = arrived.popleft()
             elif next_in_order < n and ready[next_in_order]:
                 take = next_in_order
-            if take is not None:
+            if take >= 0:
                 taken[take] = True
                 while next_in_order < n and taken[next_in_order]:
                     next_in_order += 1
@@ -141,26 +149,29 @@ def simulate_epoch(batches, workers, prefetch_factor, cores, step=(0.0, 0.0), un
                 continue
         if main == 0 and consumed >= n:
             break
-        on_cpu = sum(1 for w in range(workers) if current[w] is not None and phase[w] == 2)
-        if main == 2:
-            on_cpu += 1
+        workers_on_cpu = 0
+        for w in busy:
+            if phase[w] == 2:
+                workers_on_cpu += 1
+        on_cpu = workers_on_cpu + (1 if main == 2 else 0)
         rate = min(1.0, cores / (on_cpu + foreign)) if on_cpu else 0.0
-        nxt, who = inf, None
-        for w in range(workers):
-            if current[w] is None:
-                if queue[w] and begin[w] > t and begin[w] < nxt:
-                    nxt, who = begin[w], ("begin", w)
-                continue
+        # The next event: who = worker index, -1 the consumer, -2 a worker's start, -3 none.
+        nxt, who = inf, -3
+        for w in busy:
             done = off_end[w] if phase[w] == 1 else t + remaining[w] / rate
             if done < nxt:
-                nxt, who = done, ("worker", w)
-        if main == 1 and main_off_end < nxt:
-            nxt, who = main_off_end, ("main", None)
+                nxt, who = done, w
+        for w in pending:
+            if t < begin[w] < nxt:
+                nxt, who = begin[w], -2
+        if main == 1:
+            if main_off_end < nxt:
+                nxt, who = main_off_end, -1
         elif main == 2:
             done = t + main_remaining / rate
             if done < nxt:
-                nxt, who = done, ("main", None)
-        if who is None:
+                nxt, who = done, -1
+        if who == -3:
             break  # cannot happen with n > 0
         events += 1
         if events > max_events:
@@ -170,31 +181,35 @@ def simulate_epoch(batches, workers, prefetch_factor, cores, step=(0.0, 0.0), un
         if on_cpu:
             # Each thread on the CPU ran dt × rate and waited for a core the rest of dt.
             waited = dt * (1.0 - rate)
-            out["runq_workers_s"] += waited * (on_cpu - (1 if main == 2 else 0))
+            out["runq_workers_s"] += waited * workers_on_cpu
             if main == 2:
                 out["runq_main_s"] += waited
-        for w in range(workers):
-            if current[w] is None:
-                continue
+        still = []
+        for w in busy:
+            done = False
             if phase[w] == 2:
                 remaining[w] -= dt * rate
-                if who == ("worker", w) or remaining[w] <= 1e-12:
-                    ready[current[w]] = True
-                    arrived.append(current[w])
-                    current[w] = None
-            elif who == ("worker", w) or off_end[w] <= t:
-                cpu = max(0.0, batches[current[w]][0])
+                done = who == w or remaining[w] <= 1e-12
+            elif who == w or off_end[w] <= t:
+                cpu = batches[current[w]][0]
                 if cpu > 0:
                     phase[w], remaining[w] = 2, cpu
                 else:
-                    ready[current[w]] = True
-                    arrived.append(current[w])
-                    current[w] = None
+                    done = True
+            if done:
+                ready[current[w]] = True
+                arrived.append(current[w])
+                current[w] = -1
+                if queue[w]:
+                    pending.add(w)
+            else:
+                still.append(w)
+        busy = still
         if main == 2:
             main_remaining -= dt * rate
-            if who == ("main", None) or main_remaining <= 1e-12:
+            if who == -1 or main_remaining <= 1e-12:
                 main, wait_start = 0, t
-        elif main == 1 and (who == ("main", None) or main_off_end <= t):
+        elif main == 1 and (who == -1 or main_off_end <= t):
             if step_cpu > 0:
                 main, main_remaining = 2, step_cpu
             else:
@@ -318,6 +333,7 @@ class Tuner:
         self._inputs_of = (None, None)  # (id of the measurement, the model's inputs from it)
 
     def _predict(self, m, workers, pf, start_s):
+        """The model's epoch at (workers, pf) from the measurement `m`."""
         # The measured CPU time of a batch is its own (thread CPU time does not stretch with
         # sharing) and its off-CPU time has the run-queue wait taken out: unlike lotus-tool
         # whatif's wall times, no work_scale is needed.
@@ -346,7 +362,7 @@ class Tuner:
             lo, hi = 0.0, 1.0
             while runq(hi) < target and hi < 256:
                 lo, hi = hi, hi * 2
-            for _ in range(12):
+            for _ in range(8):
                 mid = (lo + hi) / 2
                 if runq(mid) < target:
                     lo = mid
@@ -365,6 +381,7 @@ class Tuner:
         start-up is paid once (the epoch after the change) and pays back over the epochs after
         it, so it is not counted in the score; without them it is paid every epoch and is. The
         decision's predicted_epoch_seconds is the next epoch's, start-up included."""
+        t_decide = _time.perf_counter()
         epoch = len(self._history) + 1
         cur = (self.workers, self.prefetch_factor)
         # Check the previous decision against the epoch that followed it.
@@ -398,15 +415,23 @@ class Tuner:
             return 0.0 if (self.persistent and setting == cur) else start_new
 
         candidates = {}
-        for n in range(1, max(top, cur[0]) + 1):
-            mem = predict_memory(m, n)
-            for pf in sorted(set(self.prefetch_factors) | {cur[1]}):
-                if n > top and (n, pf) != cur:
-                    continue
+
+        def cand(n, pf):
+            c = candidates.get((n, pf))
+            if c is None:
+                mem = predict_memory(m, n)
                 secs = self._predict(m, n, pf, score_start((n, pf))) * calib
-                candidates[(n, pf)] = {"workers": n, "prefetch_factor": pf, "score": secs,
-                                       "memory": mem, "fits": mem <= self.budget}
-        stay = candidates[cur]
+                c = candidates[(n, pf)] = {"workers": n, "prefetch_factor": pf, "score": secs,
+                                           "memory": mem, "fits": mem <= self.budget}
+            return c
+
+        stay = cand(*cur)
+        if not self.settled:
+            # Every worker count to 8, then 10, 12, 16, 20, 24, 32, 40, 48, 64 (to `top`).
+            grid = [n for n in (*range(1, 9), 10, 12, 16, 20, 24, 32, 40, 48, 64) if n < top]
+            for n in grid + [top]:
+                for pf in self.prefetch_factors:
+                    cand(n, pf)
         reason = ""
         nxt = cur
         fitting = [c for c in candidates.values() if c["fits"]]
@@ -443,8 +468,8 @@ class Tuner:
                     n = int(_math.ceil(n)) if target[0] > cur[0] else int(_math.floor(n))
                     if n == cur[0]:
                         n = cur[0] + (1 if target[0] > cur[0] else -1)
-                    c = candidates.get((n, target[1]))
-                    if c is not None and c["fits"]:
+                    c = cand(n, target[1])
+                    if c["fits"]:
                         target, pick = (n, target[1]), c
                 gain = (stay["score"] - pick["score"]) / stay["score"] if stay["score"] > 0 else 0
                 needed = self._last_miss if self.caution > 0 else 0.0
@@ -476,6 +501,7 @@ class Tuner:
              "predicted_peak_rss_bytes": predict_memory(m, nxt[0]),
              "memory_budget_bytes": self.budget, "changed": nxt != cur, "caution": self.caution,
              "settled": self.settled, "calibration": calib, "reason": reason, "error": None}
+        d["decide_seconds"] = _time.perf_counter() - t_decide  # the tuner's own cost
         self.decisions.append(d)
         self.workers, self.prefetch_factor = nxt
         if self.log:
@@ -739,7 +765,8 @@ def autotune(loader, memory_budget=None, max_workers=None, cores=None, verbose=T
 
     memory_budget: bytes, or "8G"/"512MiB": no setting predicted above it (the sum of the
       processes' resident sets) is chosen. Default: this machine's physical memory.
-    max_workers: the most workers tried (default: 8 × the CPUs, at least 16 and twice the current, at most 64, at most the
+    max_workers: the most workers tried (every count to 8, then 10, 12, 16, 20, 24, 32, 40, 48, 64;
+      default: 8 × the CPUs, at least 16 and twice the current, at most 64, at most the
       batches of an epoch). cores: the CPUs the model shares (default: this process's affinity).
     verbose: print one line per decision on `stream` (default stderr).
     tolerance: the cheapest setting predicted within this share of the best is taken.
