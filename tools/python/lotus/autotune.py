@@ -53,7 +53,7 @@ PREFETCH_FACTORS = (1, 2, 4)
 # ---- the model ------------------------------------------------------------------------------------
 
 def simulate_epoch(batches, workers, prefetch_factor, cores, step=(0.0, 0.0), unordered=False,
-                   start_s=0.0, foreign=0.0):
+                   start_s=0.0, foreign=0.0, handoff=0.0):
     """One epoch, event by event (times in seconds).
 
     batches: a list of (cpu_s, off_s) per batch in index order: cpu_s is the time the batch takes
@@ -64,6 +64,8 @@ def simulate_epoch(batches, workers, prefetch_factor, cores, step=(0.0, 0.0), un
     foreign: threads of other processes wanting a core all the time (a shared machine): with k of
       the loader's threads on the CPU, each runs at min(1, cores / (k + foreign)). 0: lotus-tool
       whatif's model.
+    handoff: an index sent to a worker reaches it this long after the consumer sent it (the queue
+      and the worker's wake-up); a deeper prefetch hides it. 0: lotus-tool whatif's model.
     Returns a dict: seconds (the end of the last step), last_take (the last batch taken: what
     lotus-tool whatif calls the epoch), wait_s (the consumer's time waiting for data), and the
     run-queue wait the sharing predicts: runq_workers_s (summed over the batches), runq_main_s
@@ -93,17 +95,21 @@ def simulate_epoch(batches, workers, prefetch_factor, cores, step=(0.0, 0.0), un
     arrived = _collections.deque()
     dispatched = 0
 
-    def dispatch():
+    visible = [0.0] * n              # when a dispatched index reaches its worker
+    handoff = max(0.0, handoff)
+
+    def dispatch(at):
         nonlocal dispatched
         if dispatched < n:
             w = dispatched % workers
             queue[w].append(dispatched)
+            visible[dispatched] = at
             dispatched += 1
             if current[w] < 0:
                 pending.add(w)
 
     for _ in range(min(outstanding, n)):
-        dispatch()
+        dispatch(0.0)
 
     t = 0.0
     main = 0        # 0: waiting for data, 1: step off the CPU, 2: step on the CPU
@@ -117,7 +123,7 @@ def simulate_epoch(batches, workers, prefetch_factor, cores, step=(0.0, 0.0), un
     while True:
         if pending:
             for w in sorted(pending):
-                if begin[w] <= t:
+                if begin[w] <= t and visible[queue[w][0]] <= t:
                     pending.discard(w)
                     b = queue[w].popleft()
                     current[w] = b
@@ -141,7 +147,7 @@ def simulate_epoch(batches, workers, prefetch_factor, cores, step=(0.0, 0.0), un
                 out["wait_s"] += t - wait_start
                 consumed += 1
                 out["last_take"] = t
-                dispatch()
+                dispatch(t + handoff)
                 if step_off > 0:
                     main, main_off_end = 1, t + step_off
                 else:
@@ -162,8 +168,9 @@ def simulate_epoch(batches, workers, prefetch_factor, cores, step=(0.0, 0.0), un
             if done < nxt:
                 nxt, who = done, w
         for w in pending:
-            if t < begin[w] < nxt:
-                nxt, who = begin[w], -2
+            can = max(begin[w], visible[queue[w][0]])
+            if t < can < nxt:
+                nxt, who = can, -2
         if main == 1:
             if main_off_end < nxt:
                 nxt, who = main_off_end, -1
@@ -279,12 +286,13 @@ class EpochMeasurement:
     workers already running); worker_start_s: a worker's start-up as last measured (what a new
     setting would pay); main_rss, worker_rss: peak resident sets (bytes) of the main process and of one
     worker; step_runq_s: the consumer's run-queue wait during its steps (what the workers cost it);
-    batch_runq_s: the workers' run-queue wait during their batches, summed.
+    batch_runq_s: the workers' run-queue wait during their batches, summed; handoff_s: the median
+    time from an index being sent (and its worker free) to the worker starting it.
     """
 
     def __init__(self, workers, prefetch_factor, batches, steps, seconds, wait_s=0.0, start_s=0.0,
                  main_rss=0, worker_rss=0, step_runq_s=0.0, worker_start_s=None,
-                 batch_runq_s=0.0):
+                 batch_runq_s=0.0, handoff_s=0.0):
         self.workers = workers
         self.prefetch_factor = prefetch_factor
         self.batches = list(batches)
@@ -297,6 +305,7 @@ class EpochMeasurement:
         self.worker_rss = worker_rss
         self.step_runq_s = step_runq_s
         self.batch_runq_s = batch_runq_s
+        self.handoff_s = handoff_s
 
     def mean_step(self):
         if not self.steps:
@@ -339,7 +348,7 @@ class Tuner:
         # whatif's wall times, no work_scale is needed.
         batches, step, foreign = self._inputs(m)
         r = simulate_epoch(batches, workers, pf, self.cores, step, start_s=start_s,
-                           foreign=foreign)
+                           foreign=foreign, handoff=m.handoff_s)
         return r["seconds"]
 
     def _inputs(self, m):
@@ -354,7 +363,7 @@ class Tuner:
 
         def runq(f):
             r = simulate_epoch(m.batches, m.workers, m.prefetch_factor, self.cores, step,
-                               start_s=m.start_s, foreign=f)
+                               start_s=m.start_s, foreign=f, handoff=m.handoff_s)
             return r["runq_workers_s"] + r["runq_main_s"]
 
         foreign = 0.0
@@ -497,7 +506,7 @@ class Tuner:
              "previous": {"workers": cur[0], "prefetch_factor": cur[1],
                           "measured_epoch_seconds": m.seconds, "replay_seconds": replay,
                           "step_runq_share": (m.step_runq_s / m.seconds) if m.seconds else 0.0,
-                          "foreign_threads": m.foreign},
+                          "foreign_threads": m.foreign, "handoff_seconds": m.handoff_s},
              "predicted_peak_rss_bytes": predict_memory(m, nxt[0]),
              "memory_budget_bytes": self.budget, "changed": nxt != cur, "caution": self.caution,
              "settled": self.settled, "calibration": calib, "reason": reason, "error": None}
@@ -530,7 +539,7 @@ def decision_line(d, previous=None):
 
 # ---- measuring, inside the workers and the consumer ---------------------------------------------
 
-_Timed = _collections.namedtuple("_Timed", "batch cpu_s off_s pid rss start runq_s")
+_Timed = _collections.namedtuple("_Timed", "batch cpu_s off_s pid rss start runq_s end")
 
 # PyTorch's warning above its suggested maximum (the CPUs): choosing more is the tuner's job.
 _TOO_MANY = "This DataLoader will create"
@@ -599,11 +608,12 @@ class _TimedCollate:
         batch = self.collate_fn(samples)
         wall0, cpu0, runq0 = _batch_begin
         _batch_begin = None
-        wall = _time.perf_counter() - wall0
+        end = _time.perf_counter()
+        wall = end - wall0
         cpu = _time.thread_time() - cpu0
         runq = _runq_s() - runq0
         return _Timed(batch, cpu, max(0.0, wall - cpu - runq), _os.getpid(), _rss(), wall0,
-                      runq)
+                      runq, end)
 
 
 def _loader_kwargs(loader):
@@ -626,6 +636,25 @@ def _loader_kwargs(loader):
         kw["sampler"] = loader.sampler
         kw["batch_size"] = None
     return kw
+
+
+def handoff_of(takes, spans, outstanding):
+    """The median time from an index being both sent and its worker free to the worker starting
+    it. Batch j (in the order taken: in-order delivery) is sent when batch j - outstanding is
+    taken (PyTorch sends one index per batch it hands over); its worker is free when its previous
+    batch ended. takes: when each batch was taken; spans: (pid, start, end) of each batch."""
+    last_end = {}
+    gaps = []
+    for j, (pid, start, end) in enumerate(spans):
+        prev = last_end.get(pid)
+        last_end[pid] = end
+        if j < outstanding or prev is None:
+            continue
+        gaps.append(max(0.0, start - max(takes[j - outstanding], prev)))
+    if not gaps:
+        return 0.0
+    gaps.sort()
+    return gaps[len(gaps) // 2]
 
 
 class AutotunedLoader:
@@ -705,6 +734,7 @@ class AutotunedLoader:
         wait = 0.0
         step_runq = 0.0
         batch_runq = 0.0
+        takes, spans = [], []  # when each batch was taken; (pid, start, end) of each in its worker
         t0 = _time.perf_counter()
         with _warnings.catch_warnings():
             # PyTorch warns above its suggested maximum (the CPUs); choosing more is the point.
@@ -719,7 +749,10 @@ class AutotunedLoader:
                 except StopIteration:
                     complete = True
                     break
-                wait += _time.perf_counter() - w0
+                took = _time.perf_counter()
+                wait += took - w0
+                takes.append(took)
+                spans.append((item.pid, item.start, item.end))
                 batches.append((item.cpu_s, item.off_s))
                 batch_runq += item.runq_s
                 first_start.setdefault(item.pid, item.start)
@@ -749,7 +782,8 @@ class AutotunedLoader:
         m = EpochMeasurement(workers, pf, batches, steps, seconds, wait_s=wait, start_s=start_s,
                              worker_start_s=getattr(self, "_worker_start_s", 0.0),
                              main_rss=main_rss, worker_rss=worker_rss, step_runq_s=step_runq,
-                             batch_runq_s=batch_runq)
+                             batch_runq_s=batch_runq,
+                             handoff_s=handoff_of(takes, spans, workers * pf) if workers else 0.0)
         if workers == 0:
             # The main process loaded: its thread's times are the batches'; tune from 1 worker.
             self.tuner.workers = 1
