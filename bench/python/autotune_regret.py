@@ -257,7 +257,8 @@ def main():
         within_s = [w if w is not None else a.epochs + 1 for w in within]
         worst = [x["worst_4_6"] for x in runs]
         s = r["suggested"]
-        sugg_text = (f"{suggested}: {s['steady_seconds']:.3f} s (+{100 * (s['steady_seconds'] / b['steady_seconds'] - 1):.0f} %)"
+        sugg_text = (f"{suggested}: {s['steady_seconds']:.3f} s "
+                     f"({100 * (s['steady_seconds'] / b['steady_seconds'] - 1):+.0f} %)"
                      if s else f"{suggested}: not swept")
         peak = max(x["peak_rss"] for x in runs)
         mem = (f"{peak >> 20} MiB / {r['budget'] >> 20} MiB"
@@ -267,7 +268,7 @@ def main():
         print(f"| {name} | {b['workers']}/{b['prefetch_factor']}: {b['steady_seconds']:.3f} s, "
               f"{again:.3f} s | {sugg_text} | {path} | "
               f"{statistics.median(within_s):g}, {max(within_s)} | "
-              f"+{100 * statistics.median(worst):.0f} %, +{100 * max(worst):.0f} % | "
+              f"{100 * statistics.median(worst):+.0f} %, {100 * max(worst):+.0f} % | "
               f"{statistics.median(x['regret_seconds'] for x in runs):.2f} | "
               f"{100 * statistics.median(x['regret_share'] for x in runs):.0f} % | {mem} |")
     if a.json:
