@@ -114,6 +114,25 @@ def tree_rss():
     return total
 
 
+def children_gone(timeout=20.0):
+    """Waits until this process has no child processes left (a loader's workers end after it
+    is collected): a run's peak is then its own."""
+    end = time.time() + timeout
+    while time.time() < end:
+        kids = []
+        for tid in os.listdir(f"/proc/{os.getpid()}/task"):
+            try:
+                with open(f"/proc/{os.getpid()}/task/{tid}/children") as f:
+                    kids += f.read().split()
+            except OSError:
+                pass
+        if not kids:
+            return True
+        gc.collect()
+        time.sleep(0.05)
+    return False
+
+
 class RssSampler:
     """The process tree's resident set every 100 ms; .peak since the last reset()."""
 
@@ -168,6 +187,7 @@ def sweep(name, p, workers_grid, budget, sampler):
     rows = []
     for w in workers_grid:
         for pf in (1, 2, 4):
+            children_gone()
             sampler.reset()
             loader = make_loader(p, 0, w, pf)
             times = run_epochs(p, loader, 3)
@@ -183,6 +203,43 @@ def sweep(name, p, workers_grid, budget, sampler):
     return rows
 
 
+def print_table(results):
+    about = results["_about"]
+    epochs, suggested = about["epochs"], about["suggested"]
+    print(f"\n{about['header']}\n")
+    print("| pipeline | sweep's best (workers/prefetch): sweep, again (median) | PyTorch's "
+          "suggested max (workers): sweep vs best | autotune's settings (seed 0) | epochs to "
+          "within 5 % (median, max) | worst of epochs 4-6 vs best (median, max) | seeds with "
+          "epochs 4-6 all within 10 % | regret, s (median) | regret / the best run (median) | "
+          "peak tree RSS / budget (max) |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for name, r in results.items():
+        if name.startswith("_"):
+            continue
+        b = r["best"]
+        runs = r["runs"]
+        within = [x["within_5pct_epoch"] for x in runs]
+        within_s = [w if w is not None else epochs + 1 for w in within]
+        worst = [x["worst_4_6"] for x in runs]
+        s = r["suggested"]
+        sugg_text = (f"{suggested}: {s['steady_seconds']:.3f} s "
+                     f"({100 * (s['steady_seconds'] / b['steady_seconds'] - 1):+.0f} %)"
+                     if s else f"{suggested}: not swept")
+        peak = max(x["peak_rss"] for x in runs)
+        mem = (f"{peak >> 20} MiB / {r['budget'] >> 20} MiB"
+               if r["budget"] else f"{peak >> 20} MiB / (machine)")
+        again = statistics.median(x["best_steady_seconds"] for x in runs)
+        path = " ".join(f"{w}/{pf}" for w, pf in runs[0]["settings"][:epochs])
+        ok = sum(1 for w in worst if w <= 0.10)
+        print(f"| {name} | {b['workers']}/{b['prefetch_factor']}: {b['steady_seconds']:.3f} s, "
+              f"{again:.3f} s | {sugg_text} | {path} | "
+              f"{statistics.median(within_s):g}, {max(within_s)} | "
+              f"{100 * statistics.median(worst):+.0f} %, {100 * max(worst):+.0f} % | "
+              f"{ok} of {len(worst)} | "
+              f"{statistics.median(x['regret_seconds'] for x in runs):.2f} | "
+              f"{100 * statistics.median(x['regret_share'] for x in runs):.0f} % | {mem} |")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=5)
@@ -191,7 +248,13 @@ def main():
     ap.add_argument("--mixed-budget", default="1.3G")
     ap.add_argument("--workers-grid", default="1,2,3,4,5,6,8,10,12,16")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--table", metavar="JSON", default=None,
+                    help="print the table of an earlier run's --json file, run nothing")
     a = ap.parse_args()
+    if a.table:
+        with open(a.table) as f:
+            print_table(json.load(f))
+        return 0
     grid = [int(x) for x in a.workers_grid.split(",")]
     suggested = pytorch_suggested_max_workers()
     sampler = RssSampler()
@@ -217,6 +280,8 @@ def main():
             b = statistics.mean(base[1:]) if p["persistent"] else statistics.mean(base)
             loader = make_loader(p, seed, p["start"], 2)
             tuned = lotus.torch.autotune(loader, memory_budget=budget, verbose=False)
+            if not children_gone():
+                print("  (workers of the run before are still alive)", file=sys.stderr)
             sampler.reset()
             times = run_epochs(p, tuned, a.epochs)
             tuned.close()
@@ -242,39 +307,16 @@ def main():
     sampler.stop()
     elapsed = time.time() - t_start
 
-    print(f"\n{os.cpu_count()} CPUs (affinity {suggested}), torch {torch.__version__}, "
-          f"{a.seeds} seeds × {a.epochs} epochs, {elapsed:.0f} s in all; load average at the "
-          f"start {load0}, at the end {os.getloadavg()[0]:.1f}\n")
-    print("| pipeline | sweep's best (workers/prefetch): sweep, again (median) | PyTorch's "
-          "suggested max (workers): sweep vs best | autotune's settings (seed 0) | epochs to "
-          "within 5 % (median, max) | worst of epochs 4-6 vs best (median, max) | regret, s "
-          "(median) | regret / the best run (median) | peak tree RSS / budget (max) |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    for name, r in results.items():
-        b = r["best"]
-        runs = r["runs"]
-        within = [x["within_5pct_epoch"] for x in runs]
-        within_s = [w if w is not None else a.epochs + 1 for w in within]
-        worst = [x["worst_4_6"] for x in runs]
-        s = r["suggested"]
-        sugg_text = (f"{suggested}: {s['steady_seconds']:.3f} s "
-                     f"({100 * (s['steady_seconds'] / b['steady_seconds'] - 1):+.0f} %)"
-                     if s else f"{suggested}: not swept")
-        peak = max(x["peak_rss"] for x in runs)
-        mem = (f"{peak >> 20} MiB / {r['budget'] >> 20} MiB"
-               if r["budget"] else f"{peak >> 20} MiB / (machine)")
-        again = statistics.median(x["best_steady_seconds"] for x in runs)
-        path = " ".join(f"{w}/{pf}" for w, pf in runs[0]["settings"][:a.epochs])
-        print(f"| {name} | {b['workers']}/{b['prefetch_factor']}: {b['steady_seconds']:.3f} s, "
-              f"{again:.3f} s | {sugg_text} | {path} | "
-              f"{statistics.median(within_s):g}, {max(within_s)} | "
-              f"{100 * statistics.median(worst):+.0f} %, {100 * max(worst):+.0f} % | "
-              f"{statistics.median(x['regret_seconds'] for x in runs):.2f} | "
-              f"{100 * statistics.median(x['regret_share'] for x in runs):.0f} % | {mem} |")
+    header = (f"{os.cpu_count()} CPUs (affinity {suggested}), torch {torch.__version__}, "
+              f"{a.seeds} seeds × {a.epochs} epochs, {elapsed:.0f} s in all; load average at "
+              f"the start {load0}, at the end {os.getloadavg()[0]:.1f}")
+    results["_about"] = {"header": header, "epochs": a.epochs, "suggested": suggested}
+    print_table(results)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(results, f, indent=1, default=str)
-    bad = [n for n, r in results.items() if not all(x["budget_kept"] for x in r["runs"])]
+    bad = [n for n, r in results.items()
+           if not n.startswith("_") and not all(x["budget_kept"] for x in r["runs"])]
     if bad:
         print(f"memory budget exceeded: {bad}", file=sys.stderr)
         return 1

@@ -39,6 +39,7 @@ import gc as _gc
 import math as _math
 import os as _os
 import sys as _sys
+import threading as _threading
 import time as _time
 import warnings as _warnings
 
@@ -339,7 +340,8 @@ class Tuner:
         self._history = []  # (setting, measured seconds) per epoch
         self._last_miss = 0.0
         self._measured = {}  # setting -> the fastest epoch measured at it
-        self._inputs_of = (None, None)  # (id of the measurement, the model's inputs from it)
+        self._inputs_of = (None, None)  # (the measurement, the model's inputs from it)
+        self._last_foreign = 0.0
 
     def _predict(self, m, workers, pf, start_s):
         """The model's epoch at (workers, pf) from the measurement `m`."""
@@ -367,7 +369,9 @@ class Tuner:
             return r["runq_workers_s"] + r["runq_main_s"]
 
         foreign = 0.0
-        if self.fit_foreign and target > 0 and runq(0.0) < target * (1 - 1e-6) - 1e-9:
+        if self.settled:
+            foreign = self._last_foreign  # nothing is searched: the last fit is kept
+        elif self.fit_foreign and target > 0 and runq(0.0) < target * (1 - 1e-6) - 1e-9:
             lo, hi = 0.0, 1.0
             while runq(hi) < target and hi < 256:
                 lo, hi = hi, hi * 2
@@ -378,7 +382,7 @@ class Tuner:
                 else:
                     hi = mid
             foreign = (lo + hi) / 2
-        m.foreign = foreign
+        m.foreign = self._last_foreign = foreign
         got = (m.batches, step, foreign)
         self._inputs_of = (m, got)
         return got
@@ -434,6 +438,9 @@ class Tuner:
                                            "memory": mem, "fits": mem <= self.budget}
             return c
 
+        last = self.decisions[-1] if self.decisions else None
+        last_stayed = (last is not None and not last["changed"] and last["error"] is not None
+                       and last["error"] <= MISS)
         stay = cand(*cur)
         if not self.settled:
             # Every worker count to 8, then 10, 12, 16, 20, 24, 32, 40, 48, 64 (to `top`).
@@ -452,7 +459,7 @@ class Tuner:
             gain = (prev_secs - now_secs) / prev_secs if prev_secs > 0 else 0.0
             if gain < SETTLE_GAIN:
                 self.settled = True
-                if now_secs > prev_secs and predict_memory(m, prev_setting[0]) <= self.budget:
+                if now_secs > prev_secs * (1 + MISS) and predict_memory(m, prev_setting[0]) <= self.budget:
                     nxt = prev_setting
                     reason = (f"the last change gained {100 * gain:.1f} % (< 2 %): back to "
                               f"{prev_setting[0]} workers, settled")
@@ -483,7 +490,12 @@ class Tuner:
                 gain = (stay["score"] - pick["score"]) / stay["score"] if stay["score"] > 0 else 0
                 needed = self._last_miss if self.caution > 0 else 0.0
                 seen = self._measured.get(target)
-                if target == cur:
+                if target == cur and last_stayed:
+                    # Converged: the model chose this setting again, and its last prediction
+                    # here landed within 10 %.
+                    self.settled = True
+                    reason = "the model's choice again, its last prediction within 10 %: settled"
+                elif target == cur:
                     reason = "the current setting is the model's choice"
                 elif pick["score"] > stay["score"]:
                     reason = "no setting is predicted faster than the current one"
@@ -547,11 +559,20 @@ _batch_begin = None  # in the process that loads: (wall, cpu, runq) when this ba
 _PAGE = _os.sysconf("SC_PAGE_SIZE")
 
 
+_schedstat_fds = {}  # (pid, native thread id) -> its open /proc/thread-self/schedstat
+
+
 def _runq_s():
-    """This thread's run-queue wait so far (the 2nd field of /proc/thread-self/schedstat), or 0."""
+    """This thread's run-queue wait so far (the 2nd field of /proc/thread-self/schedstat), or 0.
+    The file stays open per thread (a forked worker opens its own)."""
+    key = (_os.getpid(), _threading.get_native_id())
     try:
-        with open("/proc/thread-self/schedstat", "rb") as f:
-            return int(f.read().split()[1]) / 1e9
+        fd = _schedstat_fds.get(key)
+        if fd is None:
+            if len(_schedstat_fds) > 64:
+                return 0.0
+            fd = _schedstat_fds[key] = _os.open("/proc/thread-self/schedstat", _os.O_RDONLY)
+        return int(_os.pread(fd, 128, 0).split()[1]) / 1e9
     except (OSError, IndexError, ValueError):
         return 0.0
 
@@ -735,6 +756,7 @@ class AutotunedLoader:
         step_runq = 0.0
         batch_runq = 0.0
         takes, spans = [], []  # when each batch was taken; (pid, start, end) of each in its worker
+        rss_at = 0.0
         t0 = _time.perf_counter()
         with _warnings.catch_warnings():
             # PyTorch warns above its suggested maximum (the CPUs); choosing more is the point.
@@ -757,7 +779,9 @@ class AutotunedLoader:
                 batch_runq += item.runq_s
                 first_start.setdefault(item.pid, item.start)
                 worker_rss = max(worker_rss, item.rss) if workers > 0 else 0
-                main_rss = max(main_rss, _rss())
+                if took - rss_at >= 0.02:  # the main process's RSS, at most every 20 ms
+                    rss_at = took
+                    main_rss = max(main_rss, _rss())
                 s_wall, s_cpu, s_runq = _time.perf_counter(), _time.thread_time(), _runq_s()
                 yield item.batch
                 runq = _runq_s() - s_runq
