@@ -492,3 +492,25 @@ def test_a_loop_left_early_decides_nothing():
             break
     assert tuned.decisions == [] and tuned.setting == (1, 2)
     tuned.close()
+
+
+# ---- lotus-tool whatif/tune's options for the same terms ---------------------------------------
+
+def test_lotus_tool_takes_the_consumers_cpu_and_the_off_cpu_share():
+    import subprocess
+    tool = os.environ.get("LOTUS_TOOL")
+    if not tool:
+        pytest.skip("LOTUS_TOOL (the lotus-tool of this build) is not set")
+    golden = HERE.parent / "tool" / "data" / "golden"
+    for cmd in ("whatif", "tune"):
+        args = [tool, cmd, str(golden), "--cores", "1", "--json", "--step-cpu-ms", "5",
+                "--offcpu-share", "0.5"] + (["--workers", "4"] if cmd == "whatif" else [])
+        r = subprocess.run(args, capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        if cmd == "whatif":
+            model = json.loads(r.stdout)["model"]
+            assert (model["step_cpu_ms"], model["offcpu_share"]) == (5.0, 0.5)
+        bad = subprocess.run(args[:-1] + ["1.5"] if cmd == "tune" else
+                             [tool, cmd, str(golden), "--workers", "4", "--offcpu-share", "1.5"],
+                             capture_output=True, text=True, timeout=60)
+        assert bad.returncode == 2 and "--offcpu-share" in bad.stderr
