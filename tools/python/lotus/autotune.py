@@ -343,14 +343,15 @@ class Tuner:
         self._inputs_of = (None, None)  # (the measurement, the model's inputs from it)
         self._last_foreign = 0.0
 
-    def _predict(self, m, workers, pf, start_s):
-        """The model's epoch at (workers, pf) from the measurement `m`."""
+    def _predict(self, m, workers, pf, start_s, foreign=None):
+        """The model's epoch at (workers, pf) from the measurement `m` (foreign: the fitted
+        other processes' threads, or this many)."""
         # The measured CPU time of a batch is its own (thread CPU time does not stretch with
         # sharing) and its off-CPU time has the run-queue wait taken out: unlike lotus-tool
         # whatif's wall times, no work_scale is needed.
-        batches, step, foreign = self._inputs(m)
+        batches, step, fitted = self._inputs(m)
         r = simulate_epoch(batches, workers, pf, self.cores, step, start_s=start_s,
-                           foreign=foreign, handoff=m.handoff_s)
+                           foreign=fitted if foreign is None else foreign, handoff=m.handoff_s)
         return r["seconds"]
 
     def _inputs(self, m):
@@ -408,11 +409,14 @@ class Tuner:
 
         replay = self._predict(m, m.workers, m.prefetch_factor, m.start_s)
         calib = m.seconds / replay if replay > 0 else 1.0
-        # The epoch without the start-up it paid (the model's share of it): what the settle rule
-        # and the measured-before rule compare.
+        # The epoch without the start-up it paid and without the other processes' load, as the
+        # model attributes them (measured × replay quiet / replay): what the settle rule and the
+        # measured-before rule compare, so that a burst of other tenants' load in one epoch is
+        # not taken for the setting's doing.
         steady_now = m.seconds
-        if m.start_s > 0:
-            steady_now = self._predict(m, m.workers, m.prefetch_factor, 0.0) * calib
+        if (m.start_s > 0 or m.foreign > 0) and replay > 0:
+            steady_now = m.seconds * self._predict(m, m.workers, m.prefetch_factor, 0.0,
+                                                   foreign=0.0) / replay
         self._history.append((cur, steady_now))
         self._measured[cur] = min(steady_now, self._measured.get(cur, _math.inf))
 
@@ -518,7 +522,8 @@ class Tuner:
              "previous": {"workers": cur[0], "prefetch_factor": cur[1],
                           "measured_epoch_seconds": m.seconds, "replay_seconds": replay,
                           "step_runq_share": (m.step_runq_s / m.seconds) if m.seconds else 0.0,
-                          "foreign_threads": m.foreign, "handoff_seconds": m.handoff_s},
+                          "foreign_threads": m.foreign, "handoff_seconds": m.handoff_s,
+                          "quiet_epoch_seconds": steady_now},
              "predicted_peak_rss_bytes": predict_memory(m, nxt[0]),
              "memory_budget_bytes": self.budget, "changed": nxt != cur, "caution": self.caution,
              "settled": self.settled, "calibration": calib, "reason": reason, "error": None}
