@@ -315,7 +315,7 @@ def test_it_stops_moving_when_the_last_change_gained_under_2_percent():
     drive(slower_world(1.15), tuner, 5)
     d = tuner.decisions
     assert d[0]["changed"]
-    assert d[1]["reason"] == "the last change gained -15.0 % (< 2 %): back to 1 workers, settled"
+    assert d[1]["reason"] == "the last change gained -15.0 % (< 2 %): back to 1 worker, settled"
     assert (d[1]["workers"], d[1]["prefetch_factor"]) == (1, 2)
     assert all(x["settled"] and not x["changed"] for x in d[2:])
     assert all(x["reason"] == "settled" for x in d[2:])
@@ -374,8 +374,8 @@ def test_a_change_that_gained_but_under_2_percent_settles_where_it_is():
 # ---- the printed lines -------------------------------------------------------------------------
 
 LINE = re.compile(
-    r"lotus\.autotune: epoch (\d+) ran (\d+) workers, prefetch_factor (\d+): ([\d.]+) s"
-    r"(?: \(predicted ([\d.]+) s, error (\d+) %\))?; epoch (\d+): (\d+) workers, "
+    r"lotus\.autotune: epoch (\d+) ran (\d+) workers?, prefetch_factor (\d+): ([\d.]+) s"
+    r"(?: \(predicted ([\d.]+) s, error (\d+) %\))?; epoch (\d+): (\d+) workers?, "
     r"prefetch_factor (\d+), predicted ([\d.]+) s, peak RSS (\d+) MiB of (\d+) MiB; (.+)$")
 
 

@@ -463,10 +463,11 @@ class Tuner:
             gain = (prev_secs - now_secs) / prev_secs if prev_secs > 0 else 0.0
             if gain < SETTLE_GAIN:
                 self.settled = True
-                if now_secs > prev_secs * (1 + MISS) and predict_memory(m, prev_setting[0]) <= self.budget:
+                lost = now_secs > prev_secs * (1 + MISS)  # a clear loss, beyond a miss
+                if lost and predict_memory(m, prev_setting[0]) <= self.budget:
                     nxt = prev_setting
                     reason = (f"the last change gained {100 * gain:.1f} % (< 2 %): back to "
-                              f"{prev_setting[0]} workers, settled")
+                              f"{_workers(prev_setting[0])}, settled")
                 else:
                     reason = f"the last change gained {100 * gain:.1f} % (< 2 %): settled"
         if not reason:
@@ -508,8 +509,8 @@ class Tuner:
                               f"{100 * gain:.1f} % is within the last miss of {100 * needed:.1f} %")
                 elif seen is not None and seen >= steady_now * (1 - SETTLE_GAIN):
                     # A measurement beats a prediction: that setting ran, and was not faster.
-                    reason = (f"{target[0]} workers, prefetch_factor {target[1]} already ran in "
-                              f"{seen:.3f} s, not 2 % faster than now")
+                    reason = (f"{_workers(target[0])}, prefetch_factor {target[1]} already "
+                              f"ran in {seen:.3f} s, not 2 % faster than now")
                 else:
                     nxt = target
                     reason = (f"the model's choice (predicted gain {100 * gain:.1f} %)"
@@ -539,6 +540,10 @@ def _mib(b):
     return f"{b / 1048576:.0f} MiB"
 
 
+def _workers(n):
+    return f"{n} worker" if n == 1 else f"{n} workers"
+
+
 def decision_line(d, previous=None):
     """The line printed for a decision. Every figure in it is a field of the decisions."""
     p = d["previous"]
@@ -546,10 +551,10 @@ def decision_line(d, previous=None):
     if previous is not None and previous.get("measured_epoch_seconds") is not None:
         checked = (f" (predicted {previous['predicted_epoch_seconds']:.3f} s, error "
                    f"{100 * previous['error']:.0f} %)")
-    return (f"lotus.autotune: epoch {d['epoch'] - 1} ran {p['workers']} workers, prefetch_factor "
-            f"{p['prefetch_factor']}: {p['measured_epoch_seconds']:.3f} s{checked}; epoch "
-            f"{d['epoch']}: {d['workers']} workers, prefetch_factor {d['prefetch_factor']}, "
-            f"predicted {d['predicted_epoch_seconds']:.3f} s, peak RSS "
+    return (f"lotus.autotune: epoch {d['epoch'] - 1} ran {_workers(p['workers'])}, "
+            f"prefetch_factor {p['prefetch_factor']}: {p['measured_epoch_seconds']:.3f} s"
+            f"{checked}; epoch {d['epoch']}: {_workers(d['workers'])}, prefetch_factor "
+            f"{d['prefetch_factor']}, predicted {d['predicted_epoch_seconds']:.3f} s, peak RSS "
             f"{_mib(d['predicted_peak_rss_bytes'])} of {_mib(d['memory_budget_bytes'])}; "
             f"{d['reason']}")
 
