@@ -276,6 +276,15 @@ def _cores():
     return pytorch_suggested_max_workers()
 
 
+def _autogroup():
+    """Linux's autogroup is on: the scheduler shares the CPUs among sessions first."""
+    try:
+        with open("/proc/sys/kernel/sched_autogroup_enabled") as f:
+            return f.read().strip() == "1"
+    except OSError:
+        return False
+
+
 # ---- what an epoch measured -------------------------------------------------------------------------
 
 class EpochMeasurement:
@@ -323,7 +332,7 @@ class Tuner:
 
     def __init__(self, workers, prefetch_factor, memory_budget=None, cores=None, max_workers=None,
                  prefetch_factors=PREFETCH_FACTORS, tolerance=0.03, persistent_workers=False,
-                 log=None, fit_foreign=True):
+                 log=None, contention="auto"):
         self.workers = max(1, int(workers))
         self.prefetch_factor = int(prefetch_factor or 2)
         self.budget, self.budget_from = memory_budget_bytes(memory_budget)
@@ -333,7 +342,11 @@ class Tuner:
         self.tolerance = tolerance
         self.persistent = persistent_workers
         self.log = log
-        self.fit_foreign = fit_foreign
+        if contention == "auto":
+            contention = "share" if _autogroup() else "threads"
+        if contention not in ("threads", "share", "off"):
+            raise ValueError(f"contention must be auto, threads, share or off, not {contention!r}")
+        self.contention = contention
         self.decisions = []
         self.caution = 0
         self.settled = False
@@ -341,50 +354,69 @@ class Tuner:
         self._last_miss = 0.0
         self._measured = {}  # setting -> the fastest epoch measured at it
         self._inputs_of = (None, None)  # (the measurement, the model's inputs from it)
-        self._last_foreign = 0.0
+        self._last_fit = (0.0, self.cores)
 
-    def _predict(self, m, workers, pf, start_s, foreign=None):
-        """The model's epoch at (workers, pf) from the measurement `m` (foreign: the fitted
-        other processes' threads, or this many)."""
+    def _predict(self, m, workers, pf, start_s, fit=None):
+        """The model's epoch at (workers, pf) from the measurement `m`, under the other processes'
+        load fitted to it, or under `fit` ((foreign threads, cores) of another epoch)."""
         # The measured CPU time of a batch is its own (thread CPU time does not stretch with
         # sharing) and its off-CPU time has the run-queue wait taken out: unlike lotus-tool
         # whatif's wall times, no work_scale is needed.
-        batches, step, fitted = self._inputs(m)
-        r = simulate_epoch(batches, workers, pf, self.cores, step, start_s=start_s,
-                           foreign=fitted if foreign is None else foreign, handoff=m.handoff_s)
+        batches, step, fitted, cores = self._inputs(m)
+        if fit is not None:
+            fitted, cores = fit
+        r = simulate_epoch(batches, workers, pf, cores, step, start_s=start_s,
+                           foreign=fitted, handoff=m.handoff_s)
         return r["seconds"]
 
     def _inputs(self, m):
-        """The model's batches, step and foreign threads from a measurement. The run-queue wait
-        the loader's own threads do not explain by sharing the cores among themselves comes from
-        other processes: `foreign` is fitted so that the model's run-queue wait at the measured
-        setting (workers' and consumer's) equals the measured one, and kept for every setting."""
+        """The model's batches, step, foreign threads and cores from a measurement. The run-queue
+        wait the loader's own threads do not explain by sharing the cores among themselves comes
+        from other processes, in one of two ways (`contention`):
+        "threads": every thread competes for the cores on its own (no autogroup): `foreign`
+          threads of other processes are fitted, each of ours runs at C / (k + foreign);
+        "share": the scheduler shares the CPUs among groups first (Linux's autogroup: a session's
+          processes are one group): the job's group gets fewer cores, whatever its thread count;
+          the cores are fitted, each of ours runs at C' / k.
+        Either is fitted so that the model's run-queue wait at the measured setting (workers' and
+        consumer's) equals the measured one, and kept for every setting."""
         if self._inputs_of[0] is m:
             return self._inputs_of[1]
         step = m.mean_step()
         target = m.batch_runq_s + m.step_runq_s
 
-        def runq(f):
-            r = simulate_epoch(m.batches, m.workers, m.prefetch_factor, self.cores, step,
-                               start_s=m.start_s, foreign=f, handoff=m.handoff_s)
+        def runq(foreign=0.0, cores=None):
+            r = simulate_epoch(m.batches, m.workers, m.prefetch_factor, cores or self.cores,
+                               step, start_s=m.start_s, foreign=foreign, handoff=m.handoff_s)
             return r["runq_workers_s"] + r["runq_main_s"]
 
-        foreign = 0.0
+        foreign, cores = 0.0, self.cores
+        unexplained = target > 0 and runq() < target * (1 - 1e-6) - 1e-9
         if self.settled:
-            foreign = self._last_foreign  # nothing is searched: the last fit is kept
-        elif self.fit_foreign and target > 0 and runq(0.0) < target * (1 - 1e-6) - 1e-9:
+            foreign, cores = self._last_fit  # nothing is searched: the last fit is kept
+        elif unexplained and self.contention == "threads":
             lo, hi = 0.0, 1.0
-            while runq(hi) < target and hi < 256:
+            while runq(foreign=hi) < target and hi < 256:
                 lo, hi = hi, hi * 2
             for _ in range(8):
                 mid = (lo + hi) / 2
-                if runq(mid) < target:
+                if runq(foreign=mid) < target:
                     lo = mid
                 else:
                     hi = mid
             foreign = (lo + hi) / 2
-        m.foreign = self._last_foreign = foreign
-        got = (m.batches, step, foreign)
+        elif unexplained and self.contention == "share":
+            lo, hi = self.cores / 64, self.cores  # the wait falls as the cores grow
+            for _ in range(10):
+                mid = (lo + hi) / 2
+                if runq(cores=mid) > target:
+                    lo = mid
+                else:
+                    hi = mid
+            cores = (lo + hi) / 2
+        m.foreign, m.cores = foreign, cores
+        self._last_fit = (foreign, cores)
+        got = (m.batches, step, foreign, cores)
         self._inputs_of = (m, got)
         return got
 
@@ -409,15 +441,13 @@ class Tuner:
 
         replay = self._predict(m, m.workers, m.prefetch_factor, m.start_s)
         calib = m.seconds / replay if replay > 0 else 1.0
-        # The epoch without the start-up it paid and without the other processes' load, as the
-        # model attributes them (measured × replay quiet / replay): what the settle rule and the
-        # measured-before rule compare, so that a burst of other tenants' load in one epoch is
-        # not taken for the setting's doing.
+        # The epoch without the start-up it paid, as the model attributes it: what the settle
+        # rule and the measured-before rule compare.
         steady_now = m.seconds
-        if (m.start_s > 0 or m.foreign > 0) and replay > 0:
-            steady_now = m.seconds * self._predict(m, m.workers, m.prefetch_factor, 0.0,
-                                                   foreign=0.0) / replay
-        self._history.append((cur, steady_now))
+        if m.start_s > 0 and replay > 0:
+            steady_now = m.seconds * self._predict(m, m.workers, m.prefetch_factor, 0.0) / replay
+        fit_now = (m.foreign, m.cores)
+        self._history.append((cur, steady_now, fit_now))
         self._measured[cur] = min(steady_now, self._measured.get(cur, _math.inf))
 
         nbatches = max(1, len(m.batches))
@@ -458,8 +488,15 @@ class Tuner:
         if self.settled:
             reason = "settled"
         elif len(self._history) >= 2 and self.decisions and self.decisions[-1]["changed"]:
-            # The last change: did it gain at least 2 %?
-            (prev_setting, prev_secs), (_, now_secs) = self._history[-2], self._history[-1]
+            # The last change: did it gain at least 2 %? When the other processes' load changed
+            # between the two epochs (the fits differ), this epoch is taken at the previous
+            # epoch's load (the model's ratio for this setting), so that a burst of other
+            # tenants' load is not taken for the setting's doing.
+            (prev_setting, prev_secs, prev_fit), (_, now_secs, _) = self._history[-2:]
+            if prev_fit != fit_now:
+                here = self._predict(m, *cur, 0.0)
+                if here > 0:
+                    now_secs *= self._predict(m, *cur, 0.0, fit=prev_fit) / here
             gain = (prev_secs - now_secs) / prev_secs if prev_secs > 0 else 0.0
             if gain < SETTLE_GAIN:
                 self.settled = True
@@ -523,8 +560,9 @@ class Tuner:
              "previous": {"workers": cur[0], "prefetch_factor": cur[1],
                           "measured_epoch_seconds": m.seconds, "replay_seconds": replay,
                           "step_runq_share": (m.step_runq_s / m.seconds) if m.seconds else 0.0,
-                          "foreign_threads": m.foreign, "handoff_seconds": m.handoff_s,
-                          "quiet_epoch_seconds": steady_now},
+                          "foreign_threads": m.foreign, "cores_fitted": m.cores,
+                          "handoff_seconds": m.handoff_s,
+                          "steady_epoch_seconds": steady_now},
              "predicted_peak_rss_bytes": predict_memory(m, nxt[0]),
              "memory_budget_bytes": self.budget, "changed": nxt != cur, "caution": self.caution,
              "settled": self.settled, "calibration": calib, "reason": reason, "error": None}
@@ -692,7 +730,8 @@ class AutotunedLoader:
     """Use in place of the DataLoader: iterate it once per epoch; len() is the loader's."""
 
     def __init__(self, loader, memory_budget=None, max_workers=None, cores=None, verbose=True,
-                 tolerance=0.03, prefetch_factors=PREFETCH_FACTORS, stream=None):
+                 tolerance=0.03, prefetch_factors=PREFETCH_FACTORS, stream=None,
+                 contention="auto"):
         self.loader = loader
         self._kwargs = _loader_kwargs(loader)
         self._collate = loader.collate_fn
@@ -704,7 +743,7 @@ class AutotunedLoader:
         self.tuner = Tuner(workers, pf or 2, memory_budget=memory_budget, cores=cores,
                            max_workers=max_workers, prefetch_factors=prefetch_factors,
                            tolerance=tolerance, persistent_workers=loader.persistent_workers,
-                           log=self._print if verbose else None)
+                           log=self._print if verbose else None, contention=contention)
         self._setting = (workers, pf or 2) if workers > 0 else (0, 2)
         self._current = None  # the DataLoader of the current setting
         self._started_workers = False
@@ -826,7 +865,7 @@ class AutotunedLoader:
 
 
 def autotune(loader, memory_budget=None, max_workers=None, cores=None, verbose=True,
-             tolerance=0.03, prefetch_factors=PREFETCH_FACTORS, stream=None):
+             tolerance=0.03, prefetch_factors=PREFETCH_FACTORS, stream=None, contention="auto"):
     """Wraps `loader` (a torch.utils.data.DataLoader over a map-style dataset); iterate the result
     once per epoch in its place. At each epoch boundary the next epoch's num_workers and
     prefetch_factor are chosen with lotus's DataLoader model (see the module's documentation):
@@ -838,7 +877,11 @@ def autotune(loader, memory_budget=None, max_workers=None, cores=None, verbose=T
       batches of an epoch). cores: the CPUs the model shares (default: this process's affinity).
     verbose: print one line per decision on `stream` (default stderr).
     tolerance: the cheapest setting predicted within this share of the best is taken.
+    contention: how other processes' load is fitted: "share" (the job gets fewer cores: Linux's
+      autogroup, the default where it is on), "threads" (other threads compete one by one),
+      "off" (not fitted).
     """
     return AutotunedLoader(loader, memory_budget=memory_budget, max_workers=max_workers,
                            cores=cores, verbose=verbose, tolerance=tolerance,
-                           prefetch_factors=prefetch_factors, stream=stream)
+                           prefetch_factors=prefetch_factors, stream=stream,
+                           contention=contention)
