@@ -332,7 +332,7 @@ class Tuner:
 
     def __init__(self, workers, prefetch_factor, memory_budget=None, cores=None, max_workers=None,
                  prefetch_factors=PREFETCH_FACTORS, tolerance=0.03, persistent_workers=False,
-                 log=None, contention="auto"):
+                 log=None, contention="threads"):
         self.workers = max(1, int(workers))
         self.prefetch_factor = int(prefetch_factor or 2)
         self.budget, self.budget_from = memory_budget_bytes(memory_budget)
@@ -731,7 +731,7 @@ class AutotunedLoader:
 
     def __init__(self, loader, memory_budget=None, max_workers=None, cores=None, verbose=True,
                  tolerance=0.03, prefetch_factors=PREFETCH_FACTORS, stream=None,
-                 contention="auto"):
+                 contention="threads"):
         self.loader = loader
         self._kwargs = _loader_kwargs(loader)
         self._collate = loader.collate_fn
@@ -865,7 +865,8 @@ class AutotunedLoader:
 
 
 def autotune(loader, memory_budget=None, max_workers=None, cores=None, verbose=True,
-             tolerance=0.03, prefetch_factors=PREFETCH_FACTORS, stream=None, contention="auto"):
+             tolerance=0.03, prefetch_factors=PREFETCH_FACTORS, stream=None,
+             contention="threads"):
     """Wraps `loader` (a torch.utils.data.DataLoader over a map-style dataset); iterate the result
     once per epoch in its place. At each epoch boundary the next epoch's num_workers and
     prefetch_factor are chosen with lotus's DataLoader model (see the module's documentation):
@@ -877,9 +878,9 @@ def autotune(loader, memory_budget=None, max_workers=None, cores=None, verbose=T
       batches of an epoch). cores: the CPUs the model shares (default: this process's affinity).
     verbose: print one line per decision on `stream` (default stderr).
     tolerance: the cheapest setting predicted within this share of the best is taken.
-    contention: how other processes' load is fitted: "share" (the job gets fewer cores: Linux's
-      autogroup, the default where it is on), "threads" (other threads compete one by one),
-      "off" (not fitted).
+    contention: how other processes' load is fitted: "threads" (the default: other threads compete
+      with the loader's one by one), "share" (the job's group gets fewer cores, as Linux's
+      autogroup shares them), "auto" ("share" where autogroup is on, else "threads"), "off".
     """
     return AutotunedLoader(loader, memory_budget=memory_budget, max_workers=max_workers,
                            cores=cores, verbose=verbose, tolerance=tolerance,
