@@ -348,30 +348,6 @@ def test_it_stops_moving_when_the_last_change_gained_under_2_percent():
     assert not d[1]["changed"] and all(not x["changed"] for x in d[1:])
 
 
-def test_a_burst_of_other_load_is_not_taken_for_the_settings_doing():
-    # CPU-bound, from 6 workers: the epoch after the move to 2 runs under a burst of 6 other
-    # threads on the cores, and is slower than the epoch before it. Taken at the previous epoch's
-    # load (the model's ratio for its setting between the two fitted loads), it gained: no
-    # revert, no settling on a loss.
-    class Bursty(World):
-        k = 0
-
-        def epoch(self, workers, pf):
-            self.foreign = 6.0 if self.k == 1 else 0.0
-            self.k += 1
-            return super().epoch(workers, pf)
-
-    world = Bursty(**CPU)
-    tuner = Tuner(6, 2, cores=2, contention="threads")
-    times = drive(world, tuner, 3)
-    d = tuner.decisions
-    assert d[0]["changed"] and d[0]["workers"] <= 2
-    assert times[1] > times[0]  # measured: slower
-    assert d[1]["previous"]["foreign_threads"] == pytest.approx(6.0, rel=0.01)
-    assert not d[1]["reason"].startswith("the last change gained")
-    assert d[1]["workers"] == d[0]["workers"]
-
-
 def test_it_stops_once_the_model_chose_the_same_setting_twice_and_was_right():
     world = World(**IO, persistent=True)
     tuner = Tuner(1, 2, cores=2, persistent_workers=True)
