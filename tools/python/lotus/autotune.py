@@ -14,7 +14,7 @@ taken out), the consumer's step between two batches split the same way, each wor
 set, the main process's, and the time a worker takes to start. It then replays the epoch through
 the model below for every setting (workers 1..max_workers × prefetch_factor 1, 2, 4), drops those
 predicted above the memory budget, and starts the next epoch with the cheapest setting predicted
-within `tolerance` of the best (fewest workers, then the smallest prefetch_factor), never one
+within `tolerance` of the best (fewest workers, then prefetch_factor 2, 4, 1), never one
 predicted slower than the current setting.
 
 The model (`simulate_epoch`) is lotus-tool whatif's (tools/lotus-tool/compare/whatif.cpp): N
@@ -512,7 +512,7 @@ class Tuner:
             else:
                 best_score = min(c["score"] for c in fitting)
                 pick = min((c for c in fitting if c["score"] <= best_score * (1 + self.tolerance)),
-                           key=lambda c: (c["workers"], c["prefetch_factor"]))
+                           key=lambda c: (c["workers"], _pf_order(c["prefetch_factor"])))
                 target = (pick["workers"], pick["prefetch_factor"])
                 if self.caution > 0 and target[0] != cur[0]:
                     # Careful: at most 1/2**caution of the way in workers (at least one).
@@ -571,6 +571,14 @@ class Tuner:
 
 def _mib(b):
     return f"{b / 1048576:.0f} MiB"
+
+
+def _pf_order(pf):
+    """Among settings predicted alike: PyTorch's default prefetch_factor 2 first, then deeper,
+    then 1. The model sees no cost in a shallow queue, but every sweep of the three pipelines of
+    bench/python/autotune_regret.py on the development VM found its best at 2 or 4, and 1 was up
+    to 14 % slower at the same workers (latencies of handing batches over, not modelled)."""
+    return (0, 0) if pf == 2 else (1, -pf)
 
 
 def _workers(n):
