@@ -134,21 +134,30 @@ def children_gone(timeout=20.0):
 
 
 class RssSampler:
-    """The process tree's resident set every 100 ms; .peak since the last reset()."""
+    """The process tree's resident set every 100 ms; .peak since the last reset(). A reading that
+    began before a reset is dropped (it may have seen the processes of the run before)."""
 
     def __init__(self, period=0.1):
         self.period = period
         self.peak = 0
+        self._gen = 0
+        self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
     def _run(self):
         while not self._stop.wait(self.period):
-            self.peak = max(self.peak, tree_rss())
+            gen = self._gen
+            value = tree_rss()
+            with self._lock:
+                if gen == self._gen:
+                    self.peak = max(self.peak, value)
 
     def reset(self):
-        self.peak = tree_rss()
+        with self._lock:
+            self._gen += 1
+            self.peak = tree_rss()
 
     def stop(self):
         self._stop.set()
