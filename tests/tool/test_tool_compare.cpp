@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "catch.hpp"
 #include "compare/diff.hpp"
 #include "compare/tune.hpp"
@@ -57,6 +59,29 @@ TEST_CASE("whatif model: workers, cores and the step, against hand-computed epoc
     const std::vector<std::vector<double>> two = {std::vector<double>(10, 10.0),
                                                   std::vector<double>(5, 10.0)};
     CHECK(simulate_loader(two, model(1, 1, 0)).epoch_seconds == Approx(0.075));
+  }
+}
+
+TEST_CASE("whatif model: the consumer's CPU part and the batches' off-CPU share agree with "
+          "lotus.torch.autotune's model on the shared cases",
+          "[tool][compare][whatif]") {
+  // tests/python/test_autotune.py runs the same file through autotune.simulate_epoch.
+  std::ifstream in(std::string(LOTUS_TOOL_DATA) + "/loader_model_cases.json");
+  REQUIRE(in.good());
+  const nlohmann::json j = nlohmann::json::parse(in);
+  REQUIRE(j.at("cases").size() >= 10);
+  for (const auto& c : j.at("cases")) {
+    INFO(c.at("name").get<std::string>());
+    loader_model m = model(c.at("workers").get<unsigned>(), c.at("cores").get<double>(),
+                           c.at("step_ms").get<double>(), c.at("prefetch_factor").get<unsigned>());
+    m.step_cpu_ms = c.at("step_cpu_ms").get<double>();
+    m.offcpu_share = c.at("offcpu_share").get<double>();
+    m.unordered = c.at("unordered").get<bool>();
+    const auto batches = one_epoch(c.at("batch_ms").get<std::vector<double>>());
+    const loader_prediction p = simulate_loader(batches, m);
+    CHECK(p.epoch_seconds == Approx(c.at("epoch_seconds").get<double>()).margin(1e-9));
+    const double wait = c.at("wait_seconds").get<double>();
+    CHECK(p.wait_share * p.epoch_seconds == Approx(wait).margin(1e-9));
   }
 }
 

@@ -27,6 +27,14 @@ void add_tune_command(CLI::App& app) {
                   "machine's physical memory)");
   cmd->add_option("--cores", args->cores,
                   "Cores the workers share (default: the CPUs the traced process could use)");
+  cmd->add_option("--step-cpu-ms", args->step_cpu_ms,
+                  "The part of the consumer's step spent on a CPU the workers share (a training "
+                  "step on the same cores; default 0: the step needs no worker core)")
+      ->check(CLI::Range(0.0, k_whatif_max_step_ms));
+  cmd->add_option("--offcpu-share", args->offcpu_share,
+                  "The share of each batch spent off the CPU (I/O, sleeps; 0..1, default 0): "
+                  "it needs no core, so workers beyond the cores still overlap it")
+      ->check(CLI::Range(0.0, 1.0));
   cmd->add_flag("--json", args->json, "Machine-readable JSON output");
   cmd->add_option("-o,--output", args->output, "Output file ('-' = stdout)")->capture_default_str();
   cmd->callback([args, budget] {

@@ -33,6 +33,14 @@ void add_whatif_command(CLI::App& app) {
   cmd->add_option("--cores", args->cores,
                   "Cores the workers share (default: the CPUs the traced process could use, "
                   "from its sidecar)");
+  cmd->add_option("--step-cpu-ms", args->step_cpu_ms,
+                  "The part of the consumer's step spent on a CPU the workers share (a training "
+                  "step on the same cores; default 0: the step needs no worker core)")
+      ->check(CLI::Range(0.0, k_whatif_max_step_ms));
+  cmd->add_option("--offcpu-share", args->offcpu_share,
+                  "The share of each batch spent off the CPU (I/O, sleeps; 0..1, default 0): "
+                  "it needs no core, so workers beyond the cores still overlap it")
+      ->check(CLI::Range(0.0, 1.0));
   cmd->add_flag("--unordered", args->unordered,
                 "Deliver batches as they arrive (PyTorch's in_order=False)");
   cmd->add_option("--memory-budget", *budget,

@@ -21,6 +21,8 @@ tune_result tune_loader(const run_digest& d, const tune_args& a) {
   w.in = a.in;
   w.cores = a.cores;
   w.memory_budget = a.memory_budget;
+  w.step_cpu_ms = a.step_cpu_ms;
+  w.offcpu_share = a.offcpu_share;
   w.workers = std::max(1u, d.workers);
   t.measured = predict_workers(d, w);  // throws for a trace without batches
   const double cores = t.measured.model.cores;

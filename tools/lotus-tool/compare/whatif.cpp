@@ -29,8 +29,11 @@ struct epoch_outcome {
   std::uint64_t out_of_order = 0, batches = 0;
 };
 
-// One epoch, event by event (times in seconds). Workers hold FIFO index queues; a busy worker's
-// remaining work shrinks at rate min(1, cores / busy workers).
+// One epoch, event by event (times in seconds). Workers hold FIFO index queues. A batch spends
+// its off-CPU share first (I/O, sleeps: no core), then its CPU part; the consumer's step spends
+// its off-core part first, then step_cpu_ms on a core. The threads on a CPU at once (busy workers
+// in their CPU part, and the consumer in its) share the cores: each runs at min(1, cores / k).
+// lotus.torch.autotune's simulate_epoch (tools/python/lotus/autotune.py) is the same model.
 epoch_outcome simulate_epoch(const std::vector<double>& batch_ms, const loader_model& m) {
   epoch_outcome out;
   const std::size_t n = batch_ms.size();
@@ -39,11 +42,15 @@ epoch_outcome simulate_epoch(const std::vector<double>& batch_ms, const loader_m
   const std::size_t outstanding =
       static_cast<std::size_t>(std::max(1u, m.prefetch_factor)) * workers;
   const double step_s = std::max(0.0, m.step_ms) / 1e3;
+  const double step_cpu_s = std::min(step_s, std::max(0.0, m.step_cpu_ms) / 1e3);
+  const double step_off_s = step_s - step_cpu_s;
+  const double off_share = std::min(1.0, std::max(0.0, m.offcpu_share));
   const double cores = m.cores > 0 ? m.cores : 1.0;
 
   std::vector<std::deque<std::size_t>> queue(workers);
   std::vector<std::size_t> current(workers, SIZE_MAX);
-  std::vector<double> remaining(workers, 0);
+  std::vector<bool> on_cpu(workers, false);  // in its CPU part (else off the CPU until off_end)
+  std::vector<double> remaining(workers, 0), off_end(workers, 0);
   std::vector<double> ready(n, k_inf);
   std::vector<bool> taken(n, false);
   std::size_t dispatched = 0;
@@ -56,13 +63,26 @@ epoch_outcome simulate_epoch(const std::vector<double>& batch_ms, const loader_m
   for (std::size_t i = 0; i < outstanding && i < n; ++i) dispatch();
 
   double t = 0;
-  bool stepping = false;
-  double step_end = 0, wait_start = 0;
+  // The consumer: 0 waiting for data, 1 in its step off the core (until step_end), 2 in its
+  // step's CPU part (step_remaining).
+  int main_state = 0;
+  double step_end = 0, step_remaining = 0, wait_start = 0;
   std::size_t next_in_order = 0, consumed = 0;
   std::deque<std::size_t> arrived;         // ready, not taken, in arrival order (unordered mode)
   std::vector<std::size_t> arrival_order;  // batch indices as they became ready
   std::uint64_t events = 0;
-  const std::uint64_t max_events = 3 * static_cast<std::uint64_t>(n) + 2;
+  const std::uint64_t max_events = 6 * static_cast<std::uint64_t>(n) + 2;
+  auto complete = [&](unsigned w) {
+    const std::size_t b = current[w];
+    ready[b] = t;
+    arrived.push_back(b);
+    arrival_order.push_back(b);
+    current[w] = SIZE_MAX;
+  };
+  auto begin_cpu = [&](unsigned w) {
+    remaining[w] = std::max(0.0, batch_ms[current[w]]) / 1e3 * (1.0 - off_share);
+    on_cpu[w] = true;
+  };
   while (consumed < n) {
     // Idle workers start their next batch.
     unsigned busy = 0;
@@ -70,12 +90,18 @@ epoch_outcome simulate_epoch(const std::vector<double>& batch_ms, const loader_m
       if (current[w] == SIZE_MAX && !queue[w].empty()) {
         current[w] = queue[w].front();
         queue[w].pop_front();
-        remaining[w] = std::max(0.0, batch_ms[current[w]]) / 1e3;
+        const double off = std::max(0.0, batch_ms[current[w]]) / 1e3 * off_share;
+        if (off > 0) {
+          on_cpu[w] = false;
+          off_end[w] = t + off;
+        } else {
+          begin_cpu(w);
+        }
       }
-      if (current[w] != SIZE_MAX) ++busy;
+      if (current[w] != SIZE_MAX && on_cpu[w]) ++busy;
     }
     // The main process takes a batch when it is waiting and one it may take is ready.
-    if (!stepping) {
+    if (main_state == 0) {
       std::size_t take = SIZE_MAX;
       if (m.unordered) {
         if (!arrived.empty()) take = arrived.front();
@@ -90,26 +116,41 @@ epoch_outcome simulate_epoch(const std::vector<double>& batch_ms, const loader_m
         ++consumed;
         out.seconds = t;  // the last SBatchConsumed closes the epoch
         dispatch();
-        stepping = true;
-        step_end = t + step_s;
+        if (step_off_s > 0 || step_cpu_s <= 0) {
+          main_state = 1;
+          step_end = t + step_off_s;
+        } else {
+          main_state = 2;
+          step_remaining = step_cpu_s;
+        }
         continue;  // a dispatch may have given an idle worker work
       }
     }
-    // Advance to the next event: the earliest of the step's end and each busy worker's
-    // completion. The event is applied by what it is, not by comparing clocks: once t is large
-    // (an epoch past ~2^14 s with 5 s batches, or one 9e18 ns batch), t + remaining / rate can
-    // round to t, and a loop that waited for `remaining` to reach 0 through the clock never
-    // ended. Here every iteration consumes a batch, completes at least one, or ends a step:
-    // at most 3 n iterations.
+    if (main_state == 2) ++busy;
+    // Advance to the next event: the earliest of the step's end (or its phase's) and each busy
+    // worker's completion (or the end of its off-CPU part). The event is applied by what it is,
+    // not by comparing clocks: once t is large (an epoch past ~2^14 s with 5 s batches, or one
+    // 9e18 ns batch), t + remaining / rate can round to t, and a loop that waited for
+    // `remaining` to reach 0 through the clock never ended. Here every iteration consumes a
+    // batch, ends a batch's part, or ends a step's part: at most 6 n iterations.
     const double rate = busy > 0 ? std::min(1.0, cores / busy) : 0.0;
-    double next = stepping ? step_end : k_inf;
-    unsigned first = workers;  // the worker whose completion is the next event, if any
+    double next = k_inf;
+    bool main_event = false;
+    if (main_state == 1) {
+      next = step_end;
+      main_event = true;
+    } else if (main_state == 2) {
+      next = t + step_remaining / rate;
+      main_event = true;
+    }
+    unsigned first = workers;  // the worker whose event is the next, if any
     for (unsigned w = 0; w < workers; ++w) {
       if (current[w] == SIZE_MAX) continue;
-      const double done = t + remaining[w] / rate;
+      const double done = on_cpu[w] ? t + remaining[w] / rate : off_end[w];
       if (done < next) {
         next = done;
         first = w;
+        main_event = false;
       }
     }
     if (!(next < k_inf)) break;  // nothing can happen (cannot occur with n > 0)
@@ -121,22 +162,34 @@ epoch_outcome simulate_epoch(const std::vector<double>& batch_ms, const loader_m
     t = std::max(t, next);
     for (unsigned w = 0; w < workers; ++w) {
       if (current[w] == SIZE_MAX) continue;
-      remaining[w] -= dt * rate;
-      // The event's own worker completes however the subtraction rounded; others that finish
-      // at the same instant (to rounding) complete with it.
-      if (w == first || remaining[w] <= 1e-12 || t + remaining[w] / rate <= t) {
-        const std::size_t b = current[w];
-        ready[b] = t;
-        arrived.push_back(b);
-        arrival_order.push_back(b);
-        current[w] = SIZE_MAX;
+      if (on_cpu[w]) {
+        remaining[w] -= dt * rate;
+        // The event's own worker completes however the subtraction rounded; others that finish
+        // at the same instant (to rounding) complete with it.
+        if (w == first || remaining[w] <= 1e-12 || t + remaining[w] / rate <= t) complete(w);
+      } else if (w == first || off_end[w] <= t) {
+        begin_cpu(w);  // its off-CPU part ended
+        if (!(remaining[w] > 0)) complete(w);
       }
     }
-    // The step ends when it is the event, or when it ends at this instant (to rounding).
-    if (stepping && first == workers) step_end = t;
-    if (stepping && t >= step_end) {
-      stepping = false;
-      wait_start = t;
+    if (main_state == 2) {
+      step_remaining -= dt * rate;
+      if (main_event || step_remaining <= 1e-12 || t + step_remaining / rate <= t) {
+        main_state = 0;
+        wait_start = t;
+      }
+    } else if (main_state == 1) {
+      // The step's off-core part ends when it is the event, or at this instant (to rounding).
+      if (main_event) step_end = t;
+      if (t >= step_end) {
+        if (step_cpu_s > 0) {
+          main_state = 2;
+          step_remaining = step_cpu_s;
+        } else {
+          main_state = 0;
+          wait_start = t;
+        }
+      }
     }
   }
   // In-order delivery: PyTorch marks a batch out of order when it arrives before an
@@ -286,6 +339,8 @@ whatif_result predict_workers(const run_digest& d, const whatif_args& a) {
                       : d.prefetch_factor ? d.prefetch_factor
                                           : 2;
   m.step_ms = a.step_ms >= 0 ? a.step_ms : r.measured_step_ms;
+  m.step_cpu_ms = a.step_cpu_ms;
+  m.offcpu_share = a.offcpu_share;
   m.unordered = a.unordered;
   if (a.cores > 0) {
     m.cores = a.cores;
@@ -386,6 +441,7 @@ nlohmann::json whatif_json(const whatif_result& r) {
   j["model"] = {{"workers", r.model.workers}, {"prefetch_factor", r.model.prefetch_factor},
                 {"cores", r.model.cores},     {"cores_from", r.cores_from},
                 {"step_ms", r.model.step_ms}, {"in_order", !r.model.unordered},
+                {"step_cpu_ms", r.model.step_cpu_ms}, {"offcpu_share", r.model.offcpu_share},
                 {"work_scale", r.work_scale}};
   j["replay"] = {{"epoch_seconds", r.replay.epoch_seconds},
                  {"wait_share", r.replay.wait_share},

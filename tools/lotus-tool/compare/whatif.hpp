@@ -6,7 +6,9 @@
 // takes a batch), in-order delivery with a cache for early arrivals (or any order with
 // --unordered, PyTorch's in_order=False), and the workers sharing C cores equally (processor
 // sharing: k busy workers on C < k cores each run at C/k of their speed). The consumer's step is
-// taken as not using those cores (an accelerator step, or a sleep).
+// taken as not using those cores (an accelerator step, or a sleep), unless --step-cpu-ms gives
+// its CPU part, which then shares the cores with the workers; --offcpu-share takes a share of
+// each batch off the cores (I/O). lotus.torch.autotune measures both and uses the same model.
 //
 // Not modelled: memory bandwidth and caches shared by workers, the GIL (thread workers in
 // Python), I/O that does not scale with cores, the main process's own CPU use, worker start-up.
@@ -36,6 +38,13 @@ struct loader_model {
   unsigned prefetch_factor = 2;
   double cores = 1;
   double step_ms = 0;
+  /// The part of step_ms the consumer spends on a CPU, sharing the cores with the busy workers
+  /// (a training step on the same cores): every worker on a core slows it (processor sharing).
+  /// 0 (the default): the step needs no worker core (an accelerator step, a sleep).
+  double step_cpu_ms = 0;
+  /// The share of each batch's time spent off the CPU (I/O, sleeps), taken first, needing no
+  /// core: more workers than cores still overlap it. 0 (the default): batches are all CPU.
+  double offcpu_share = 0;
   bool unordered = false;
 };
 
@@ -86,6 +95,8 @@ struct whatif_args {
   unsigned workers = 0;          ///< required
   unsigned prefetch_factor = 0;  ///< 0: the measured one, else 2
   double step_ms = -1;           ///< < 0: the measured mean
+  double step_cpu_ms = 0;        ///< the step's CPU part (loader_model::step_cpu_ms)
+  double offcpu_share = 0;       ///< batches' off-CPU share (loader_model::offcpu_share)
   double cores = 0;              ///< 0: the sidecars' CPUs, else this machine's
   bool unordered = false;
   bool json = false;

@@ -45,8 +45,9 @@ import warnings as _warnings
 
 import lotus as _lotus_pkg
 from . import _lotus
+from .autotune import autotune  # issue #52: a DataLoader that tunes its own workers (autotune.py)
 
-__all__ = ["instrument", "uninstrument", "instrumented"]
+__all__ = ["instrument", "uninstrument", "instrumented", "autotune"]
 
 _now = _lotus._now
 _record = _lotus._record

@@ -1,0 +1,891 @@
+# SPDX-License-Identifier: MIT
+"""lotus.torch.autotune: a DataLoader that tunes its own num_workers and prefetch_factor (issue #52).
+
+    tuned = lotus.torch.autotune(loader, memory_budget="6G")
+    for epoch in range(10):
+        for batch in tuned:          # each epoch; len(tuned) == len(loader)
+            step(batch)
+    tuned.decisions                  # one dict per epoch boundary, checked against what happened
+
+At each epoch boundary it reads what the epoch just measured, in memory (no trace files): each
+batch's time in its worker split into CPU time (the worker thread's own, time.thread_time) and time
+off the CPU that was not run-queue wait (sleeping, I/O: /proc/thread-self/schedstat's 2nd field is
+taken out), the consumer's step between two batches split the same way, each worker's resident
+set, the main process's, and the time a worker takes to start. It then replays the epoch through
+the model below for every setting (workers 1..max_workers × prefetch_factor 1, 2, 4), drops those
+predicted above the memory budget, and starts the next epoch with the cheapest setting predicted
+within `tolerance` of the best (fewest workers, then prefetch_factor 2, 4, 1), never one
+predicted slower than the current setting.
+
+The model (`simulate_epoch`) is lotus-tool whatif's (tools/lotus-tool/compare/whatif.cpp): N
+workers with their own index queues fed round-robin, prefetch_factor × N batches outstanding and
+one more sent each time the consumer takes a batch, in-order delivery, and processor sharing of C
+cores (k threads wanting a core at once each run at min(1, C / k)). Two terms the C++ model has as
+options are measured here: a batch's off-CPU part (it takes its time whatever the cores) and the
+consumer's CPU part of its step, which shares the cores with the workers: on a machine where loader
+and training share cores, every busy worker slows the training step. tools/docs/WHATIF.md §5 says
+where the two implementations differ.
+
+Learning from its errors: a decision whose prediction missed the epoch that followed by more than
+10 % raises the caution by one; a decision within 10 % lowers it by one. With caution c > 0 the next
+move goes at most 1/2**c of the way (in workers) from the current setting to the model's choice,
+and is taken only when its predicted gain exceeds the last miss. After a change, when the epoch at
+the new setting was not at least 2 % faster than the epoch before it, the tuner settles: on the
+faster of the two settings, and it stops moving.
+"""
+
+import collections as _collections
+import gc as _gc
+import math as _math
+import os as _os
+import sys as _sys
+import threading as _threading
+import time as _time
+import warnings as _warnings
+
+__all__ = ["autotune", "AutotunedLoader", "Tuner", "EpochMeasurement", "simulate_epoch",
+           "memory_budget_bytes", "pytorch_suggested_max_workers"]
+
+MISS = 0.10        # a prediction off by more than this makes the next decision more careful
+SETTLE_GAIN = 0.02  # a change that gained less than this ends the tuning
+PREFETCH_FACTORS = (1, 2, 4)
+
+
+# ---- the model ------------------------------------------------------------------------------------
+
+def simulate_epoch(batches, workers, prefetch_factor, cores, step=(0.0, 0.0), unordered=False,
+                   start_s=0.0, foreign=0.0, handoff=0.0):
+    """One epoch, event by event (times in seconds).
+
+    batches: a list of (cpu_s, off_s) per batch in index order: cpu_s is the time the batch takes
+      on a core of its own, off_s its time off the CPU (I/O, sleeps), taken first.
+    step: the consumer's step after each batch, (cpu_s, off_s): off the CPU first (waiting for an
+      accelerator), then cpu_s on a core shared with the workers.
+    start_s: a worker's start-up: worker w can begin at (w + 1) × start_s.
+    foreign: threads of other processes wanting a core all the time (a shared machine): with k of
+      the loader's threads on the CPU, each runs at min(1, cores / (k + foreign)). 0: lotus-tool
+      whatif's model.
+    handoff: an index sent to a worker reaches it this long after the consumer sent it (the queue
+      and the worker's wake-up); a deeper prefetch hides it. 0: lotus-tool whatif's model.
+    Returns a dict: seconds (the end of the last step), last_take (the last batch taken: what
+    lotus-tool whatif calls the epoch), wait_s (the consumer's time waiting for data), and the
+    run-queue wait the sharing predicts: runq_workers_s (summed over the batches), runq_main_s
+    (over the steps).
+    """
+    n = len(batches)
+    out = {"seconds": 0.0, "last_take": 0.0, "wait_s": 0.0, "runq_workers_s": 0.0,
+           "runq_main_s": 0.0}
+    if n == 0:
+        return out
+    workers = max(1, int(workers))
+    outstanding = max(1, int(prefetch_factor)) * workers
+    cores = float(cores) if cores and cores > 0 else 1.0
+    step_cpu, step_off = max(0.0, step[0]), max(0.0, step[1])
+    inf = _math.inf
+
+    queue = [_collections.deque() for _ in range(workers)]
+    current = [-1] * workers         # batch index, or -1: idle
+    phase = [0] * workers            # 1: off the CPU until off_end, 2: on the CPU, remaining work
+    off_end = [0.0] * workers
+    remaining = [0.0] * workers
+    begin = [(w + 1) * max(0.0, start_s) for w in range(workers)]
+    busy = []                        # workers with a batch
+    pending = set()                  # idle workers with indices queued
+    ready = [False] * n
+    taken = [False] * n
+    arrived = _collections.deque()
+    dispatched = 0
+
+    visible = [0.0] * n              # when a dispatched index reaches its worker
+    handoff = max(0.0, handoff)
+
+    def dispatch(at):
+        nonlocal dispatched
+        if dispatched < n:
+            w = dispatched % workers
+            queue[w].append(dispatched)
+            visible[dispatched] = at
+            dispatched += 1
+            if current[w] < 0:
+                pending.add(w)
+
+    for _ in range(min(outstanding, n)):
+        dispatch(0.0)
+
+    t = 0.0
+    main = 0        # 0: waiting for data, 1: step off the CPU, 2: step on the CPU
+    main_off_end = 0.0
+    main_remaining = 0.0
+    wait_start = 0.0
+    next_in_order = 0
+    consumed = 0
+    events = 0
+    max_events = 8 * n + 4 * workers + 16
+    while True:
+        if pending:
+            for w in sorted(pending):
+                if begin[w] <= t and visible[queue[w][0]] <= t:
+                    pending.discard(w)
+                    b = queue[w].popleft()
+                    current[w] = b
+                    busy.append(w)
+                    cpu, off = batches[b]
+                    if off > 0:
+                        phase[w], off_end[w] = 1, t + off
+                    else:
+                        phase[w], remaining[w] = 2, max(0.0, cpu)
+        if main == 0 and consumed < n:
+            take = -1
+            if unordered:
+                if arrived:
+                    take = arrived.popleft()
+            elif next_in_order < n and ready[next_in_order]:
+                take = next_in_order
+            if take >= 0:
+                taken[take] = True
+                while next_in_order < n and taken[next_in_order]:
+                    next_in_order += 1
+                out["wait_s"] += t - wait_start
+                consumed += 1
+                out["last_take"] = t
+                dispatch(t + handoff)
+                if step_off > 0:
+                    main, main_off_end = 1, t + step_off
+                else:
+                    main, main_remaining = 2, step_cpu
+                continue
+        if main == 0 and consumed >= n:
+            break
+        workers_on_cpu = 0
+        for w in busy:
+            if phase[w] == 2:
+                workers_on_cpu += 1
+        on_cpu = workers_on_cpu + (1 if main == 2 else 0)
+        rate = min(1.0, cores / (on_cpu + foreign)) if on_cpu else 0.0
+        # The next event: who = worker index, -1 the consumer, -2 a worker's start, -3 none.
+        nxt, who = inf, -3
+        for w in busy:
+            done = off_end[w] if phase[w] == 1 else t + remaining[w] / rate
+            if done < nxt:
+                nxt, who = done, w
+        for w in pending:
+            can = max(begin[w], visible[queue[w][0]])
+            if t < can < nxt:
+                nxt, who = can, -2
+        if main == 1:
+            if main_off_end < nxt:
+                nxt, who = main_off_end, -1
+        elif main == 2:
+            done = t + main_remaining / rate
+            if done < nxt:
+                nxt, who = done, -1
+        if who == -3:
+            break  # cannot happen with n > 0
+        events += 1
+        if events > max_events:
+            raise RuntimeError(f"autotune: the DataLoader model did not converge ({n} batches)")
+        dt = max(0.0, nxt - t)
+        t = max(t, nxt)
+        if on_cpu:
+            # Each thread on the CPU ran dt × rate and waited for a core the rest of dt.
+            waited = dt * (1.0 - rate)
+            out["runq_workers_s"] += waited * workers_on_cpu
+            if main == 2:
+                out["runq_main_s"] += waited
+        still = []
+        for w in busy:
+            done = False
+            if phase[w] == 2:
+                remaining[w] -= dt * rate
+                done = who == w or remaining[w] <= 1e-12
+            elif who == w or off_end[w] <= t:
+                cpu = batches[current[w]][0]
+                if cpu > 0:
+                    phase[w], remaining[w] = 2, cpu
+                else:
+                    done = True
+            if done:
+                ready[current[w]] = True
+                arrived.append(current[w])
+                current[w] = -1
+                if queue[w]:
+                    pending.add(w)
+            else:
+                still.append(w)
+        busy = still
+        if main == 2:
+            main_remaining -= dt * rate
+            if who == -1 or main_remaining <= 1e-12:
+                main, wait_start = 0, t
+        elif main == 1 and (who == -1 or main_off_end <= t):
+            if step_cpu > 0:
+                main, main_remaining = 2, step_cpu
+            else:
+                main, wait_start = 0, t
+    out["seconds"] = t
+    return out
+
+
+def predict_memory(m, workers):
+    """The process tree's peak resident set with `workers` workers, the sum of every process's RSS
+    (what `ps` adds up; it counts a page shared after fork once per process that touched it, so it
+    is the safe side of lotus-tool's sum of Pss): the main process's measured peak plus `workers`
+    times a worker's measured peak. Before any worker was measured (num_workers=0), a worker is
+    taken to be as large as the main process (fork copies what it touches)."""
+    worker = m.worker_rss if m.worker_rss > 0 else m.main_rss
+    return m.main_rss + workers * worker
+
+
+def memory_budget_bytes(budget=None):
+    """A budget in bytes: an int, a string with K, M, G or T (powers of 1024, as lotus-tool's
+    --memory-budget), or None: this machine's physical memory (lotus-tool tune's default)."""
+    if budget is None:
+        return _os.sysconf("SC_PHYS_PAGES") * _os.sysconf("SC_PAGE_SIZE"), "this machine"
+    if isinstance(budget, (int, float)):
+        if not budget > 0:
+            raise ValueError(f"memory_budget must be positive, not {budget!r}")
+        return int(budget), "option"
+    text = str(budget).strip()
+    i = 0
+    while i < len(text) and (text[i].isdigit() or text[i] == "."):
+        i += 1
+    try:
+        value = float(text[:i])
+    except ValueError:
+        raise ValueError(f"memory_budget {budget!r} is not a size (bytes, or 8G, 512MiB)") from None
+    unit = text[i:].strip().upper()
+    scale = 1
+    if unit and unit[0] in "KMGT":
+        scale = 1024 ** ("KMGT".index(unit[0]) + 1)
+        unit = unit[1:]
+    if unit not in ("", "B", "IB", "I") or not value > 0:
+        raise ValueError(f"memory_budget {budget!r} is not a size (bytes, or 8G, 512MiB)")
+    return int(value * scale), "option"
+
+
+def pytorch_suggested_max_workers():
+    """The maximum PyTorch's DataLoader warns above (_check_worker_number_rationality): the CPUs
+    this process may run on (its affinity), else os.cpu_count()."""
+    try:
+        return len(_os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return _os.cpu_count() or 1
+
+
+def _cores():
+    return pytorch_suggested_max_workers()
+
+
+def _autogroup():
+    """Linux's autogroup is on: the scheduler shares the CPUs among sessions first."""
+    try:
+        with open("/proc/sys/kernel/sched_autogroup_enabled") as f:
+            return f.read().strip() == "1"
+    except OSError:
+        return False
+
+
+# ---- what an epoch measured -------------------------------------------------------------------------
+
+class EpochMeasurement:
+    """What one epoch measured, in seconds and bytes (the tuner's only input).
+
+    batches: (cpu_s, off_s) per batch in index order; steps: (cpu_s, off_s) per consumer step;
+    seconds: the epoch's wall time (from iter() to the end of the last step); wait_s: the
+    consumer's time in next(); start_s: a worker's start-up paid in this epoch (0 for persistent
+    workers already running); worker_start_s: a worker's start-up as last measured (what a new
+    setting would pay); main_rss, worker_rss: peak resident sets (bytes) of the main process and of one
+    worker; step_runq_s: the consumer's run-queue wait during its steps (what the workers cost it);
+    batch_runq_s: the workers' run-queue wait during their batches, summed; handoff_s: the median
+    time from an index being sent (and its worker free) to the worker starting it.
+    """
+
+    def __init__(self, workers, prefetch_factor, batches, steps, seconds, wait_s=0.0, start_s=0.0,
+                 main_rss=0, worker_rss=0, step_runq_s=0.0, worker_start_s=None,
+                 batch_runq_s=0.0, handoff_s=0.0):
+        self.workers = workers
+        self.prefetch_factor = prefetch_factor
+        self.batches = list(batches)
+        self.steps = list(steps)
+        self.seconds = seconds
+        self.wait_s = wait_s
+        self.start_s = start_s
+        self.worker_start_s = start_s if worker_start_s is None else worker_start_s
+        self.main_rss = main_rss
+        self.worker_rss = worker_rss
+        self.step_runq_s = step_runq_s
+        self.batch_runq_s = batch_runq_s
+        self.handoff_s = handoff_s
+
+    def mean_step(self):
+        if not self.steps:
+            return (0.0, 0.0)
+        k = len(self.steps)
+        return (sum(s[0] for s in self.steps) / k, sum(s[1] for s in self.steps) / k)
+
+
+# ---- the decisions -------------------------------------------------------------------------------
+
+class Tuner:
+    """The decision rule, apart from any DataLoader: `decide(measurement)` at each epoch boundary
+    returns the next (workers, prefetch_factor) and appends to `decisions`."""
+
+    def __init__(self, workers, prefetch_factor, memory_budget=None, cores=None, max_workers=None,
+                 prefetch_factors=PREFETCH_FACTORS, tolerance=0.03, persistent_workers=False,
+                 log=None, contention="threads"):
+        self.workers = max(1, int(workers))
+        self.prefetch_factor = int(prefetch_factor or 2)
+        self.budget, self.budget_from = memory_budget_bytes(memory_budget)
+        self.cores = float(cores) if cores else float(_cores())
+        self.max_workers = max_workers
+        self.prefetch_factors = tuple(prefetch_factors)
+        self.tolerance = tolerance
+        self.persistent = persistent_workers
+        self.log = log
+        if contention == "auto":
+            contention = "share" if _autogroup() else "threads"
+        if contention not in ("threads", "share", "off"):
+            raise ValueError(f"contention must be auto, threads, share or off, not {contention!r}")
+        self.contention = contention
+        self.decisions = []
+        self.caution = 0
+        self.settled = False
+        self._history = []  # (setting, measured seconds) per epoch
+        self._last_miss = 0.0
+        self._measured = {}  # setting -> the fastest epoch measured at it
+        self._inputs_of = (None, None)  # (the measurement, the model's inputs from it)
+        self._last_fit = (0.0, self.cores)
+
+    def _predict(self, m, workers, pf, start_s, fit=None):
+        """The model's epoch at (workers, pf) from the measurement `m`, under the other processes'
+        load fitted to it, or under `fit` ((foreign threads, cores) of another epoch)."""
+        # The measured CPU time of a batch is its own (thread CPU time does not stretch with
+        # sharing) and its off-CPU time has the run-queue wait taken out: unlike lotus-tool
+        # whatif's wall times, no work_scale is needed.
+        batches, step, fitted, cores = self._inputs(m)
+        if fit is not None:
+            fitted, cores = fit
+        r = simulate_epoch(batches, workers, pf, cores, step, start_s=start_s,
+                           foreign=fitted, handoff=m.handoff_s)
+        return r["seconds"]
+
+    def _inputs(self, m):
+        """The model's batches, step, foreign threads and cores from a measurement. The run-queue
+        wait the loader's own threads do not explain by sharing the cores among themselves comes
+        from other processes, in one of two ways (`contention`):
+        "threads": every thread competes for the cores on its own (no autogroup): `foreign`
+          threads of other processes are fitted, each of ours runs at C / (k + foreign);
+        "share": the scheduler shares the CPUs among groups first (Linux's autogroup: a session's
+          processes are one group): the job's group gets fewer cores, whatever its thread count;
+          the cores are fitted, each of ours runs at C' / k.
+        Either is fitted so that the model's run-queue wait at the measured setting (workers' and
+        consumer's) equals the measured one, and kept for every setting."""
+        if self._inputs_of[0] is m:
+            return self._inputs_of[1]
+        step = m.mean_step()
+        target = m.batch_runq_s + m.step_runq_s
+
+        def runq(foreign=0.0, cores=None):
+            r = simulate_epoch(m.batches, m.workers, m.prefetch_factor, cores or self.cores,
+                               step, start_s=m.start_s, foreign=foreign, handoff=m.handoff_s)
+            return r["runq_workers_s"] + r["runq_main_s"]
+
+        foreign, cores = 0.0, self.cores
+        unexplained = target > 0 and runq() < target * (1 - 1e-6) - 1e-9
+        if self.settled:
+            foreign, cores = self._last_fit  # nothing is searched: the last fit is kept
+        elif unexplained and self.contention == "threads":
+            lo, hi = 0.0, 1.0
+            while runq(foreign=hi) < target and hi < 256:
+                lo, hi = hi, hi * 2
+            for _ in range(8):
+                mid = (lo + hi) / 2
+                if runq(foreign=mid) < target:
+                    lo = mid
+                else:
+                    hi = mid
+            foreign = (lo + hi) / 2
+        elif unexplained and self.contention == "share":
+            lo, hi = self.cores / 64, self.cores  # the wait falls as the cores grow
+            for _ in range(10):
+                mid = (lo + hi) / 2
+                if runq(cores=mid) > target:
+                    lo = mid
+                else:
+                    hi = mid
+            cores = (lo + hi) / 2
+        m.foreign, m.cores = foreign, cores
+        self._last_fit = (foreign, cores)
+        got = (m.batches, step, foreign, cores)
+        self._inputs_of = (m, got)
+        return got
+
+    def decide(self, m):
+        """Takes the epoch just measured (at the current setting); returns the next setting.
+
+        Each setting is scored by its steady epoch: with persistent workers a new setting's
+        start-up is paid once (the epoch after the change) and pays back over the epochs after
+        it, so it is not counted in the score; without them it is paid every epoch and is. The
+        decision's predicted_epoch_seconds is the next epoch's, start-up included."""
+        t_decide = _time.perf_counter()
+        epoch = len(self._history) + 1
+        cur = (self.workers, self.prefetch_factor)
+        # Check the previous decision against the epoch that followed it.
+        if self.decisions:
+            d = self.decisions[-1]
+            d["measured_epoch_seconds"] = m.seconds
+            miss = abs(d["predicted_epoch_seconds"] - m.seconds) / m.seconds if m.seconds > 0 else 0
+            d["error"] = miss
+            self._last_miss = miss
+            self.caution = self.caution + 1 if miss > MISS else max(0, self.caution - 1)
+
+        replay = self._predict(m, m.workers, m.prefetch_factor, m.start_s)
+        calib = m.seconds / replay if replay > 0 else 1.0
+        # The epoch without the start-up it paid, as the model attributes it: what the settle
+        # rule and the measured-before rule compare.
+        steady_now = m.seconds
+        if m.start_s > 0 and replay > 0:
+            steady_now = m.seconds * self._predict(m, m.workers, m.prefetch_factor, 0.0) / replay
+        fit_now = (m.foreign, m.cores)
+        self._history.append((cur, steady_now, fit_now))
+        self._measured[cur] = min(steady_now, self._measured.get(cur, _math.inf))
+
+        nbatches = max(1, len(m.batches))
+        top = self.max_workers or min(64, max(8 * int(self.cores), 2 * self.workers, 16))
+        top = max(1, min(top, nbatches))
+        start_new = m.worker_start_s
+
+        def score_start(setting):
+            return 0.0 if self.persistent else start_new
+
+        def next_start(setting):
+            return 0.0 if (self.persistent and setting == cur) else start_new
+
+        candidates = {}
+
+        def cand(n, pf):
+            c = candidates.get((n, pf))
+            if c is None:
+                mem = predict_memory(m, n)
+                secs = self._predict(m, n, pf, score_start((n, pf))) * calib
+                c = candidates[(n, pf)] = {"workers": n, "prefetch_factor": pf, "score": secs,
+                                           "memory": mem, "fits": mem <= self.budget}
+            return c
+
+        last = self.decisions[-1] if self.decisions else None
+        last_stayed = (last is not None and not last["changed"] and last["error"] is not None
+                       and last["error"] <= MISS)
+        stay = cand(*cur)
+        if not self.settled:
+            # Every worker count to 8, then 10, 12, 16, 20, 24, 32, 40, 48, 64 (to `top`).
+            grid = [n for n in (*range(1, 9), 10, 12, 16, 20, 24, 32, 40, 48, 64) if n < top]
+            for n in grid + [top]:
+                for pf in self.prefetch_factors:
+                    cand(n, pf)
+        reason = ""
+        nxt = cur
+        fitting = [c for c in candidates.values() if c["fits"]]
+        if self.settled:
+            reason = "settled"
+        elif len(self._history) >= 2 and self.decisions and self.decisions[-1]["changed"]:
+            # The last change: did it gain at least 2 %? (measured: the two epochs' steady times;
+            # taking one at the other's fitted load turned the model's error at the two settings
+            # into a loss on the development VM, so it is not done)
+            (prev_setting, prev_secs, _), (_, now_secs, _) = self._history[-2:]
+            gain = (prev_secs - now_secs) / prev_secs if prev_secs > 0 else 0.0
+            if gain < SETTLE_GAIN:
+                self.settled = True
+                lost = now_secs > prev_secs * (1 + MISS)  # a clear loss, beyond a miss
+                if lost and predict_memory(m, prev_setting[0]) <= self.budget:
+                    nxt = prev_setting
+                    reason = (f"the last change gained {100 * gain:.1f} % (< 2 %): back to "
+                              f"{_workers(prev_setting[0])}, settled")
+                else:
+                    reason = f"the last change gained {100 * gain:.1f} % (< 2 %): settled"
+        if not reason:
+            if not stay["fits"] and fitting:
+                best = min(fitting, key=lambda c: (c["score"], c["workers"], c["prefetch_factor"]))
+                nxt = (best["workers"], best["prefetch_factor"])
+                reason = "the current setting is predicted above the memory budget"
+            elif not fitting:
+                reason = "no setting is predicted within the memory budget"
+            else:
+                best_score = min(c["score"] for c in fitting)
+                pick = min((c for c in fitting if c["score"] <= best_score * (1 + self.tolerance)),
+                           key=lambda c: (c["workers"], _pf_order(c["prefetch_factor"])))
+                target = (pick["workers"], pick["prefetch_factor"])
+                if self.caution > 0 and target[0] != cur[0]:
+                    # Careful: at most 1/2**caution of the way in workers (at least one).
+                    frac = 0.5 ** self.caution
+                    n = cur[0] + (target[0] - cur[0]) * frac
+                    n = int(_math.ceil(n)) if target[0] > cur[0] else int(_math.floor(n))
+                    if n == cur[0]:
+                        n = cur[0] + (1 if target[0] > cur[0] else -1)
+                    c = cand(n, target[1])
+                    if c["fits"]:
+                        target, pick = (n, target[1]), c
+                gain = (stay["score"] - pick["score"]) / stay["score"] if stay["score"] > 0 else 0
+                needed = self._last_miss if self.caution > 0 else 0.0
+                seen = self._measured.get(target)
+                if target == cur and last_stayed:
+                    # Converged: the model chose this setting again, and its last prediction
+                    # here landed within 10 %.
+                    self.settled = True
+                    reason = "the model's choice again, its last prediction within 10 %: settled"
+                elif target == cur:
+                    reason = "the current setting is the model's choice"
+                elif pick["score"] > stay["score"]:
+                    reason = "no setting is predicted faster than the current one"
+                elif self.caution > 0 and gain <= needed:
+                    reason = (f"careful (caution {self.caution}): predicted gain "
+                              f"{100 * gain:.1f} % is within the last miss of {100 * needed:.1f} %")
+                elif seen is not None and seen >= steady_now * (1 - SETTLE_GAIN):
+                    # A measurement beats a prediction: that setting ran, and was not faster.
+                    reason = (f"{_workers(target[0])}, prefetch_factor {target[1]} already "
+                              f"ran in {seen:.3f} s, not 2 % faster than now")
+                else:
+                    nxt = target
+                    reason = (f"the model's choice (predicted gain {100 * gain:.1f} %)"
+                              if self.caution == 0 else
+                              f"careful (caution {self.caution}): 1/{2 ** self.caution} of the "
+                              f"way, predicted gain {100 * gain:.1f} %")
+        predicted = self._predict(m, nxt[0], nxt[1], next_start(nxt)) * calib
+        d = {"epoch": epoch + 1, "workers": nxt[0], "prefetch_factor": nxt[1],
+             "predicted_epoch_seconds": predicted, "measured_epoch_seconds": None,
+             "previous": {"workers": cur[0], "prefetch_factor": cur[1],
+                          "measured_epoch_seconds": m.seconds, "replay_seconds": replay,
+                          "step_runq_share": (m.step_runq_s / m.seconds) if m.seconds else 0.0,
+                          "foreign_threads": m.foreign, "cores_fitted": m.cores,
+                          "handoff_seconds": m.handoff_s,
+                          "steady_epoch_seconds": steady_now},
+             "predicted_peak_rss_bytes": predict_memory(m, nxt[0]),
+             "memory_budget_bytes": self.budget, "changed": nxt != cur, "caution": self.caution,
+             "settled": self.settled, "calibration": calib, "reason": reason, "error": None}
+        d["decide_seconds"] = _time.perf_counter() - t_decide  # the tuner's own cost
+        self.decisions.append(d)
+        self.workers, self.prefetch_factor = nxt
+        if self.log:
+            self.log(decision_line(d, self.decisions[-2] if len(self.decisions) > 1 else None))
+        return nxt
+
+
+def _mib(b):
+    return f"{b / 1048576:.0f} MiB"
+
+
+def _pf_order(pf):
+    """Among settings predicted alike: PyTorch's default prefetch_factor 2 first, then deeper,
+    then 1. The model sees no cost in a shallow queue, but every sweep of the three pipelines of
+    bench/python/autotune_regret.py on the development VM found its best at 2 or 4, and 1 was up
+    to 14 % slower at the same workers (latencies of handing batches over, not modelled)."""
+    return (0, 0) if pf == 2 else (1, -pf)
+
+
+def _workers(n):
+    return f"{n} worker" if n == 1 else f"{n} workers"
+
+
+def decision_line(d, previous=None):
+    """The line printed for a decision. Every figure in it is a field of the decisions."""
+    p = d["previous"]
+    checked = ""
+    if previous is not None and previous.get("measured_epoch_seconds") is not None:
+        checked = (f" (predicted {previous['predicted_epoch_seconds']:.3f} s, error "
+                   f"{100 * previous['error']:.0f} %)")
+    return (f"lotus.autotune: epoch {d['epoch'] - 1} ran {_workers(p['workers'])}, "
+            f"prefetch_factor {p['prefetch_factor']}: {p['measured_epoch_seconds']:.3f} s"
+            f"{checked}; epoch {d['epoch']}: {_workers(d['workers'])}, prefetch_factor "
+            f"{d['prefetch_factor']}, predicted {d['predicted_epoch_seconds']:.3f} s, peak RSS "
+            f"{_mib(d['predicted_peak_rss_bytes'])} of {_mib(d['memory_budget_bytes'])}; "
+            f"{d['reason']}")
+
+
+# ---- measuring, inside the workers and the consumer ---------------------------------------------
+
+_Timed = _collections.namedtuple("_Timed", "batch cpu_s off_s pid rss start runq_s end")
+
+# PyTorch's warning above its suggested maximum (the CPUs): choosing more is the tuner's job.
+_TOO_MANY = "This DataLoader will create"
+_batch_begin = None  # in the process that loads: (wall, cpu, runq) when this batch's fetch began
+_PAGE = _os.sysconf("SC_PAGE_SIZE")
+
+
+_schedstat_fds = {}  # (pid, native thread id) -> its open /proc/thread-self/schedstat
+
+
+def _runq_s():
+    """This thread's run-queue wait so far (the 2nd field of /proc/thread-self/schedstat), or 0.
+    The file stays open per thread (a forked worker opens its own)."""
+    key = (_os.getpid(), _threading.get_native_id())
+    try:
+        fd = _schedstat_fds.get(key)
+        if fd is None:
+            if len(_schedstat_fds) > 64:
+                return 0.0
+            fd = _schedstat_fds[key] = _os.open("/proc/thread-self/schedstat", _os.O_RDONLY)
+        return int(_os.pread(fd, 128, 0).split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def _rss():
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * _PAGE
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def _mark_begin():
+    global _batch_begin
+    if _batch_begin is None:
+        _batch_begin = (_time.perf_counter(), _time.thread_time(), _runq_s())
+
+
+class _TimedDataset:
+    """The loader's dataset, marking when each batch's first sample is asked for."""
+
+    def __init__(self, dataset):
+        self.dataset = dataset
+
+    def __getitem__(self, index):
+        _mark_begin()
+        return self.dataset[index]
+
+    def __getitems__(self, indices):  # torch 2.x's fetcher asks for a batch at once
+        _mark_begin()
+        many = getattr(self.dataset, "__getitems__", None)
+        if many is not None:
+            return many(indices)
+        return [self.dataset[i] for i in indices]
+
+    def __len__(self):
+        return len(self.dataset)
+
+    def __getattr__(self, name):  # the dataset's own attributes (worker_init_fn may read them)
+        if name == "dataset":
+            raise AttributeError(name)
+        return getattr(self.dataset, name)
+
+
+class _TimedCollate:
+    """The loader's collate_fn: closes the batch's measurement and sends it with the batch."""
+
+    def __init__(self, collate_fn):
+        self.collate_fn = collate_fn
+
+    def __call__(self, samples):
+        global _batch_begin
+        _mark_begin()
+        batch = self.collate_fn(samples)
+        wall0, cpu0, runq0 = _batch_begin
+        _batch_begin = None
+        end = _time.perf_counter()
+        wall = end - wall0
+        cpu = _time.thread_time() - cpu0
+        runq = _runq_s() - runq0
+        return _Timed(batch, cpu, max(0.0, wall - cpu - runq), _os.getpid(), _rss(), wall0,
+                      runq, end)
+
+
+def _loader_kwargs(loader):
+    """A DataLoader's arguments, read from its public attributes, to build it again."""
+    import torch.utils.data as tud
+    kw = {"num_workers": loader.num_workers, "pin_memory": loader.pin_memory,
+          "timeout": loader.timeout, "worker_init_fn": loader.worker_init_fn,
+          "multiprocessing_context": loader.multiprocessing_context,
+          "generator": loader.generator, "persistent_workers": loader.persistent_workers}
+    if getattr(loader, "pin_memory_device", ""):
+        kw["pin_memory_device"] = loader.pin_memory_device
+    if getattr(loader, "in_order", True) is False:
+        kw["in_order"] = False
+    if isinstance(loader.dataset, tud.IterableDataset):
+        raise TypeError("autotune takes a map-style dataset (an IterableDataset's split among "
+                        "workers is the dataset's own)")
+    if loader.batch_sampler is not None:
+        kw["batch_sampler"] = loader.batch_sampler
+    else:
+        kw["sampler"] = loader.sampler
+        kw["batch_size"] = None
+    return kw
+
+
+def handoff_of(takes, spans, outstanding):
+    """The median time from an index being both sent and its worker free to the worker starting
+    it. Batch j (in the order taken: in-order delivery) is sent when batch j - outstanding is
+    taken (PyTorch sends one index per batch it hands over); its worker is free when its previous
+    batch ended. takes: when each batch was taken; spans: (pid, start, end) of each batch."""
+    last_end = {}
+    gaps = []
+    for j, (pid, start, end) in enumerate(spans):
+        prev = last_end.get(pid)
+        last_end[pid] = end
+        if j < outstanding or prev is None:
+            continue
+        gaps.append(max(0.0, start - max(takes[j - outstanding], prev)))
+    if not gaps:
+        return 0.0
+    gaps.sort()
+    return gaps[len(gaps) // 2]
+
+
+class AutotunedLoader:
+    """Use in place of the DataLoader: iterate it once per epoch; len() is the loader's."""
+
+    def __init__(self, loader, memory_budget=None, max_workers=None, cores=None, verbose=True,
+                 tolerance=0.03, prefetch_factors=PREFETCH_FACTORS, stream=None,
+                 contention="threads"):
+        self.loader = loader
+        self._kwargs = _loader_kwargs(loader)
+        self._collate = loader.collate_fn
+        self._dataset = _TimedDataset(loader.dataset)
+        self.verbose = verbose
+        self._stream = stream
+        workers = loader.num_workers
+        pf = loader.prefetch_factor if workers > 0 else 2
+        self.tuner = Tuner(workers, pf or 2, memory_budget=memory_budget, cores=cores,
+                           max_workers=max_workers, prefetch_factors=prefetch_factors,
+                           tolerance=tolerance, persistent_workers=loader.persistent_workers,
+                           log=self._print if verbose else None, contention=contention)
+        self._setting = (workers, pf or 2) if workers > 0 else (0, 2)
+        self._current = None  # the DataLoader of the current setting
+        self._started_workers = False
+
+    @property
+    def decisions(self):
+        return self.tuner.decisions
+
+    @property
+    def setting(self):
+        """(num_workers, prefetch_factor) of the next (or running) epoch."""
+        return self._setting
+
+    def _print(self, line):
+        print(line, file=self._stream or _sys.stderr, flush=True)
+
+    def __len__(self):
+        return len(self.loader)
+
+    def _loader_for(self, setting):
+        import torch.utils.data as tud
+        if self._current is not None and self._current.num_workers == setting[0] and (
+                setting[0] == 0 or self._current.prefetch_factor == setting[1]):
+            return self._current, False
+        self.close()
+        kw = dict(self._kwargs)
+        kw["num_workers"] = setting[0]
+        if setting[0] > 0:
+            kw["prefetch_factor"] = setting[1]
+        else:
+            kw["persistent_workers"] = False
+            kw.pop("multiprocessing_context", None)
+        with _warnings.catch_warnings():
+            _warnings.filterwarnings("ignore", message=_TOO_MANY)
+            self._current = tud.DataLoader(self._dataset, collate_fn=_TimedCollate(self._collate),
+                                           **kw)
+        return self._current, True
+
+    def close(self):
+        """Ends the current loader's workers (persistent ones run until then)."""
+        old, self._current = self._current, None
+        if old is not None:
+            it = getattr(old, "_iterator", None)  # persistent workers' iterator
+            shutdown = getattr(it, "_shutdown_workers", None)
+            if callable(shutdown):
+                shutdown()
+            del old, it
+            _gc.collect()
+
+    def __iter__(self):
+        loader, fresh = self._loader_for(self._setting)
+        workers, pf = self._setting
+        persistent = loader.persistent_workers and workers > 0
+        batches, steps = [], []
+        first_start = {}
+        main_rss = _rss()
+        worker_rss = 0
+        wait = 0.0
+        step_runq = 0.0
+        batch_runq = 0.0
+        takes, spans = [], []  # when each batch was taken; (pid, start, end) of each in its worker
+        rss_at = 0.0
+        t0 = _time.perf_counter()
+        with _warnings.catch_warnings():
+            # PyTorch warns above its suggested maximum (the CPUs); choosing more is the point.
+            _warnings.filterwarnings("ignore", message=_TOO_MANY)
+            it = iter(loader)
+        complete = False
+        try:
+            while True:
+                w0 = _time.perf_counter()
+                try:
+                    item = next(it)
+                except StopIteration:
+                    complete = True
+                    break
+                took = _time.perf_counter()
+                wait += took - w0
+                takes.append(took)
+                spans.append((item.pid, item.start, item.end))
+                batches.append((item.cpu_s, item.off_s))
+                batch_runq += item.runq_s
+                first_start.setdefault(item.pid, item.start)
+                worker_rss = max(worker_rss, item.rss) if workers > 0 else 0
+                if took - rss_at >= 0.02:  # the main process's RSS, at most every 20 ms
+                    rss_at = took
+                    main_rss = max(main_rss, _rss())
+                s_wall, s_cpu, s_runq = _time.perf_counter(), _time.thread_time(), _runq_s()
+                yield item.batch
+                runq = _runq_s() - s_runq
+                cpu = _time.thread_time() - s_cpu
+                wall = _time.perf_counter() - s_wall
+                step_runq += runq
+                steps.append((cpu, max(0.0, wall - cpu - runq)))
+        finally:
+            seconds = _time.perf_counter() - t0
+            del it
+        if not complete:
+            return
+        # A worker's start-up: worker k (in the order they began) began its first batch about
+        # (k + 1) start-ups after iter() (the main process starts them one after the other).
+        start_s = 0.0
+        if workers > 0 and (fresh or not persistent):
+            starts = sorted(first_start.values())
+            est = sorted((s - t0) / (k + 1) for k, s in enumerate(starts))
+            if est:
+                start_s = est[len(est) // 2]
+                self._worker_start_s = start_s
+        m = EpochMeasurement(workers, pf, batches, steps, seconds, wait_s=wait, start_s=start_s,
+                             worker_start_s=getattr(self, "_worker_start_s", 0.0),
+                             main_rss=main_rss, worker_rss=worker_rss, step_runq_s=step_runq,
+                             batch_runq_s=batch_runq,
+                             handoff_s=handoff_of(takes, spans, workers * pf) if workers else 0.0)
+        if workers == 0:
+            # The main process loaded: its thread's times are the batches'; tune from 1 worker.
+            self.tuner.workers = 1
+            m.workers = 1
+        self._setting = self.tuner.decide(m)
+
+
+def autotune(loader, memory_budget=None, max_workers=None, cores=None, verbose=True,
+             tolerance=0.03, prefetch_factors=PREFETCH_FACTORS, stream=None,
+             contention="threads"):
+    """Wraps `loader` (a torch.utils.data.DataLoader over a map-style dataset); iterate the result
+    once per epoch in its place. At each epoch boundary the next epoch's num_workers and
+    prefetch_factor are chosen with lotus's DataLoader model (see the module's documentation):
+
+    memory_budget: bytes, or "8G"/"512MiB": no setting predicted above it (the sum of the
+      processes' resident sets) is chosen. Default: this machine's physical memory.
+    max_workers: the most workers tried (every count to 8, then 10, 12, 16, 20, 24, 32, 40, 48, 64;
+      default: 8 × the CPUs, at least 16 and twice the current, at most 64, at most the
+      batches of an epoch). cores: the CPUs the model shares (default: this process's affinity).
+    verbose: print one line per decision on `stream` (default stderr).
+    tolerance: the cheapest setting predicted within this share of the best is taken.
+    contention: how other processes' load is fitted: "threads" (the default: other threads compete
+      with the loader's one by one), "share" (the job's group gets fewer cores, as Linux's
+      autogroup shares them), "auto" ("share" where autogroup is on, else "threads"), "off".
+    """
+    return AutotunedLoader(loader, memory_budget=memory_budget, max_workers=max_workers,
+                           cores=cores, verbose=verbose, tolerance=tolerance,
+                           prefetch_factors=prefetch_factors, stream=stream,
+                           contention=contention)
