@@ -3,10 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "catch.hpp"
 #include "compare/diff.hpp"
@@ -62,9 +61,10 @@ TEST_CASE("whatif model: workers, cores and the step, against hand-computed epoc
   }
 }
 
-TEST_CASE("whatif model: the consumer's CPU part and the batches' off-CPU share agree with "
-          "lotus.torch.autotune's model on the shared cases",
-          "[tool][compare][whatif]") {
+TEST_CASE(
+    "whatif model: the consumer's CPU part and the batches' off-CPU share agree with "
+    "lotus.torch.autotune's model on the shared cases",
+    "[tool][compare][whatif]") {
   // tests/python/test_autotune.py runs the same file through autotune.simulate_epoch.
   std::ifstream in(std::string(LOTUS_TOOL_DATA) + "/loader_model_cases.json");
   REQUIRE(in.good());
