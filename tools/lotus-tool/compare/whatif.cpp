@@ -438,10 +438,14 @@ nlohmann::json whatif_json(const whatif_result& r) {
                    {"wait_share", r.measured_wait_share},
                    {"step_ms", r.measured_step_ms},
                    {"out_of_order", r.measured_out_of_order}};
-  j["model"] = {{"workers", r.model.workers}, {"prefetch_factor", r.model.prefetch_factor},
-                {"cores", r.model.cores},     {"cores_from", r.cores_from},
-                {"step_ms", r.model.step_ms}, {"in_order", !r.model.unordered},
-                {"step_cpu_ms", r.model.step_cpu_ms}, {"offcpu_share", r.model.offcpu_share},
+  j["model"] = {{"workers", r.model.workers},
+                {"prefetch_factor", r.model.prefetch_factor},
+                {"cores", r.model.cores},
+                {"cores_from", r.cores_from},
+                {"step_ms", r.model.step_ms},
+                {"in_order", !r.model.unordered},
+                {"step_cpu_ms", r.model.step_cpu_ms},
+                {"offcpu_share", r.model.offcpu_share},
                 {"work_scale", r.work_scale}};
   j["replay"] = {{"epoch_seconds", r.replay.epoch_seconds},
                  {"wait_share", r.replay.wait_share},

@@ -32,9 +32,9 @@ struct capture_request {
 };
 
 /// Appends a request to this user's DIR/.lotus-capture-<uid> (tools/docs/FORMAT.md §8) with
-/// lotus's own writer (lotus/runtime/capture_request.hpp) and returns at once: `lotus-tool capture` and
-/// `serve --capture-webhook` both ask through it. `on_output`, `on_note` and `timeout_s` are not
-/// used. tool_error: exit_usage (bad --at), exit_io (DIR missing, control file refused).
+/// lotus's own writer (lotus/runtime/capture_request.hpp) and returns at once: `lotus-tool capture`
+/// and `serve --capture-webhook` both ask through it. `on_output`, `on_note` and `timeout_s` are
+/// not used. tool_error: exit_usage (bad --at), exit_io (DIR missing, control file refused).
 capture_request request_capture(const capture_args& args);
 
 /// request_capture, then waits:
