@@ -669,24 +669,22 @@ class trace_writer {
       inflight& f = t->progress;
       inflight_entry e;
       e.tid = t->tid;
-      const std::uint64_t bt0 = f.batch_t0.load(std::memory_order_acquire);
-      if (bt0 != 0) {
-        e.what = inflight_entry::batch;
-        e.idx = f.batch_idx.load(std::memory_order_relaxed);
-        e.since_ns = since(bt0, now);
-        e.confirmed = bt0 == t->seen_batch_t0;
-        add(e);
-      }
-      t->seen_batch_t0 = bt0;
-      const std::uint64_t wt0 = f.wait_t0.load(std::memory_order_acquire);
-      if (wt0 != 0) {
-        e.what = inflight_entry::wait;
-        e.idx = f.wait_idx.load(std::memory_order_relaxed);
-        e.since_ns = since(wt0, now);
-        e.confirmed = wt0 == t->seen_wait_t0;
-        add(e);
-      }
-      t->seen_wait_t0 = wt0;
+      // The batch and the wait: a start (0: none) and an index, confirmed by an equal start.
+      const auto batch_or_wait = [&](const std::atomic<std::uint64_t>& t0_word,
+                                     const std::atomic<std::uint64_t>& idx_word, unsigned char what,
+                                     std::uint64_t& seen) {
+        const std::uint64_t t0 = t0_word.load(std::memory_order_acquire);
+        if (t0 != 0) {
+          e.what = what;
+          e.idx = idx_word.load(std::memory_order_relaxed);
+          e.since_ns = since(t0, now);
+          e.confirmed = t0 == seen;
+          add(e);
+        }
+        seen = t0;
+      };
+      batch_or_wait(f.batch_t0, f.batch_idx, inflight_entry::batch, t->seen_batch_t0);
+      batch_or_wait(f.wait_t0, f.wait_idx, inflight_entry::wait, t->seen_wait_t0);
       const std::uint32_t depth = f.depth.load(std::memory_order_acquire);
       const std::uint32_t n = depth < inflight_depth ? depth : inflight_depth;
       e.what = inflight_entry::op;
