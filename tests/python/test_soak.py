@@ -317,17 +317,34 @@ def test_soak(tmp_path):
         assert sorted(said) == sorted(
             f"lotus: flight recorder: {auto[n][0]}; capture in {trace / n}" for n in auto), said
         assert read_lines(tmp_path / "serve.log") == []
+        # wait>X fires while the main process still waits (issue #51): the trigger is the
+        # wait's start, and the capture ends a few writer cycles after the trigger was seen.
+        # The 400 ms stall usually ends inside it (its records are then there); when it
+        # outlasted the capture, the parts' `inflight` lines say the main process still waited
+        # and the worker was in Stall.
         for idx, worker_pid, _ns in main["stalls"]:
             name = f"SBatchWait_{idx}"
             found = [n for n, (reason, parts) in auto.items()
-                     if reason.startswith(f"wait>200ms: {name} waited ")]
+                     if reason.startswith(f"wait>200ms: waiting for batch {idx} for ")]
             assert len(found) == 1, (idx, sorted(auto), [v[0] for v in auto.values()])
             parts = auto[found[0]][1]
-            waits = [r for r in parts[main["pid"]]["records"]["SBatchWait"] if r[0] == name]
-            assert len(waits) == 1 and waits[0][2] >= (STALL_MS - 100) * 10**6, waits
-            assert int(parts[main["pid"]]["capture"][1]) == waits[0][1] + waits[0][2]
+            trigger = int(parts[main["pid"]]["capture"][1])
+            sides = {p: "\n".join(q.read_text() for q in (trace / found[0]).iterdir()
+                                  if q.name.endswith(f".lotus-meta_{p}"))
+                     for p in (main["pid"], worker_pid)}
+            waits = [r for r in parts[main["pid"]]["records"].get("SBatchWait", []) if r[0] == name]
+            if waits:
+                assert len(waits) == 1 and waits[0][2] >= (STALL_MS - 100) * 10**6, waits
+                assert abs(trigger - waits[0][1]) <= 1_000_000  # the wait's start
+            else:
+                assert f" wait " in sides[main["pid"]] and f" {idx} -" in sides[main["pid"]], \
+                    sides[main["pid"]][-2000:]
             stalls = parts[worker_pid]["records"].get("SStall", [])
-            assert len(stalls) == 1 and stalls[0][2] >= STALL_MS * 10**6, stalls
+            if stalls:
+                assert len(stalls) == 1 and stalls[0][2] >= STALL_MS * 10**6, stalls
+            else:
+                assert " op " in sides[worker_pid] and " 0 Stall\n" in sides[worker_pid], \
+                    sides[worker_pid][-2000:]
 
         # Memory flat, per process.
         report["rss_mib"] = {}
