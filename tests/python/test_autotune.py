@@ -198,16 +198,19 @@ def test_other_processes_on_the_cores_are_fitted_from_the_run_queue_wait():
 
 def test_a_job_given_fewer_cores_is_fitted_its_share():
     # Linux's autogroup: other sessions' load leaves the job 0.8 of the 2 cores, whatever its
-    # thread count. The tuner fits the cores from the run-queue wait (its "share" contention)
-    # and, CPU-bound with a CPU step, stays at a worker or two (more would only take the cores
-    # from the step), as the sweep of the same world says.
+    # thread count. The tuner fits the cores from the run-queue wait (its "share" contention).
+    # CPU-bound on 0.8 cores, every setting of this world takes the same time (the sweep's best
+    # is met by any), so where it ends is a tie: what holds is that its epochs are the best's
+    # and its final setting as good. (Which of the tied settings it keeps follows the last bits
+    # of a float sum, which Python 3.12 made exact: 6 workers there, 1–2 on Python 3.11.)
     world = World(**CPU, true_cores=0.8)
     best = sweep_best(world)
     for start in (6, 1):
         tuner = Tuner(start, 2, cores=2, contention="share")
         times = drive(world, tuner, 6)
         assert tuner.decisions[0]["previous"]["cores_fitted"] == pytest.approx(0.8, rel=0.01)
-        assert tuner.decisions[-1]["workers"] <= 2
+        final = tuner.decisions[-1]
+        assert world.epoch(final["workers"], final["prefetch_factor"]).seconds <= 1.01 * best
         assert max(times[3:6]) <= 1.10 * best
     assert Tuner(1, 2, cores=2, contention="auto").contention in ("threads", "share")
     with pytest.raises(ValueError):
