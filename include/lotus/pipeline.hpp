@@ -210,10 +210,9 @@ class batch_tracker {
   void expect(std::uint64_t idx) noexcept {
     expected_ = idx;
     pending_ = false;
-    if (detail::inflight* f = detail::inflight_self()) {
-      if (f->wait_t0.load(std::memory_order_relaxed) != 0) {
-        detail::inflight_wait(*f, idx, f->wait_t0.load(std::memory_order_relaxed));
-      }
+    detail::inflight* f = detail::inflight_self();
+    if (f != nullptr && wait_start_ != 0 && f->wait_t0.load(std::memory_order_relaxed) != 0) {
+      detail::inflight_wait(*f, idx, wait_start_);  // the wait goes on, for this batch
     }
   }
 

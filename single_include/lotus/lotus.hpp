@@ -394,6 +394,10 @@ constexpr char record_name_char(char c) noexcept {
   return c == ',' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? '_' : c;
 }
 
+/// The same in a space-separated field (the live file's `op`/`inflight` lines, a capture's
+/// `inflight` lines, `op:NAME>`): spaces become '_' too.
+constexpr char token_name_char(char c) noexcept { return c == ' ' ? '_' : record_name_char(c); }
+
 // Consumer-side record sites (written to the `_main_pid_` file).
 inline constexpr record_site batch_queued_loc{"BatchQueued", "", "", 0,
                                               flag_main | flag_indexed | flag_fixed_1us};
@@ -5283,19 +5287,19 @@ class flight_recorder {
         char name[flight_max_op_name + 1];
         op_name(e[i].loc, name);
         std::uint64_t limit = set_.op_ns;
-        const char* cond = "op";
+        bool named = false;  // the condition is op:NAME> (the lower threshold of the two)
         for (unsigned k = 0; k < set_.named_count; ++k) {
           if (std::strcmp(set_.named[k].name, name) == 0 &&
               (limit == 0 || set_.named[k].ns < limit)) {
             limit = set_.named[k].ns;
-            cond = "op:";
+            named = true;
           }
         }
         if (limit != 0 && age > limit) {
           std::snprintf(
-              reason, sizeof reason, "%s%s>%llums: %s in progress on thread %llu for %llu ms", cond,
-              cond[2] == ':' ? name : "", static_cast<unsigned long long>(limit / 1000000), name,
-              static_cast<unsigned long long>(e[i].tid), ms);
+              reason, sizeof reason, "op%s%s>%llums: %s in progress on thread %llu for %llu ms",
+              named ? ":" : "", named ? name : "", static_cast<unsigned long long>(limit / 1000000),
+              name, static_cast<unsigned long long>(e[i].tid), ms);
         }
       }
       if (reason[0] != '\0') fire(files, e[i].since_ns, now, reason);
@@ -5307,8 +5311,7 @@ class flight_recorder {
   static void op_name(const record_site* loc, char (&out)[flight_max_op_name + 1]) noexcept {
     std::size_t n = 0;
     for (const char* p = loc->name; p != nullptr && *p != '\0' && n < flight_max_op_name; ++p) {
-      const auto u = static_cast<unsigned char>(*p);
-      out[n++] = u <= 0x20 || u == 0x7f ? '_' : *p;
+      out[n++] = token_name_char(*p);
     }
     out[n] = '\0';
   }
@@ -6203,8 +6206,7 @@ class live_state {
   /// A name: control bytes and spaces become '_' (names are the last field of their line).
   void put_name(const char* s, std::size_t n) noexcept {
     for (std::size_t i = 0; i < n; ++i) {
-      const auto c = static_cast<unsigned char>(s[i]);
-      const char out = c <= 0x20 || c == 0x7f ? '_' : static_cast<char>(c);
+      const char out = token_name_char(s[i]);
       put(&out, 1);
     }
   }
@@ -8489,6 +8491,10 @@ constexpr char record_name_char(char c) noexcept {
   return c == ',' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? '_' : c;
 }
 
+/// The same in a space-separated field (the live file's `op`/`inflight` lines, a capture's
+/// `inflight` lines, `op:NAME>`): spaces become '_' too.
+constexpr char token_name_char(char c) noexcept { return c == ' ' ? '_' : record_name_char(c); }
+
 // Consumer-side record sites (written to the `_main_pid_` file).
 inline constexpr record_site batch_queued_loc{"BatchQueued", "", "", 0,
                                               flag_main | flag_indexed | flag_fixed_1us};
@@ -8759,6 +8765,10 @@ inline std::size_t name_key_size(const char* name, std::size_t size) noexcept {
 constexpr char record_name_char(char c) noexcept {
   return c == ',' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? '_' : c;
 }
+
+/// The same in a space-separated field (the live file's `op`/`inflight` lines, a capture's
+/// `inflight` lines, `op:NAME>`): spaces become '_' too.
+constexpr char token_name_char(char c) noexcept { return c == ' ' ? '_' : record_name_char(c); }
 
 // Consumer-side record sites (written to the `_main_pid_` file).
 inline constexpr record_site batch_queued_loc{"BatchQueued", "", "", 0,
@@ -9464,10 +9474,9 @@ class batch_tracker {
   void expect(std::uint64_t idx) noexcept {
     expected_ = idx;
     pending_ = false;
-    if (detail::inflight* f = detail::inflight_self()) {
-      if (f->wait_t0.load(std::memory_order_relaxed) != 0) {
-        detail::inflight_wait(*f, idx, f->wait_t0.load(std::memory_order_relaxed));
-      }
+    detail::inflight* f = detail::inflight_self();
+    if (f != nullptr && wait_start_ != 0 && f->wait_t0.load(std::memory_order_relaxed) != 0) {
+      detail::inflight_wait(*f, idx, wait_start_);  // the wait goes on, for this batch
     }
   }
 

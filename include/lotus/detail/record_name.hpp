@@ -33,6 +33,10 @@ constexpr char record_name_char(char c) noexcept {
   return c == ',' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? '_' : c;
 }
 
+/// The same in a space-separated field (the live file's `op`/`inflight` lines, a capture's
+/// `inflight` lines, `op:NAME>`): spaces become '_' too.
+constexpr char token_name_char(char c) noexcept { return c == ' ' ? '_' : record_name_char(c); }
+
 // Consumer-side record sites (written to the `_main_pid_` file).
 inline constexpr record_site batch_queued_loc{"BatchQueued", "", "", 0,
                                               flag_main | flag_indexed | flag_fixed_1us};

@@ -21,6 +21,7 @@
 #include "lotus/config.hpp"
 #include "lotus/detail/clock.hpp"
 #include "lotus/detail/inflight.hpp"
+#include "lotus/detail/record_name.hpp"
 #include "lotus/record_site.hpp"
 #include "lotus/runtime/capture_request.hpp"
 #include "lotus/runtime/diagnostics.hpp"
@@ -125,19 +126,19 @@ class flight_recorder {
         char name[flight_max_op_name + 1];
         op_name(e[i].loc, name);
         std::uint64_t limit = set_.op_ns;
-        const char* cond = "op";
+        bool named = false;  // the condition is op:NAME> (the lower threshold of the two)
         for (unsigned k = 0; k < set_.named_count; ++k) {
           if (std::strcmp(set_.named[k].name, name) == 0 &&
               (limit == 0 || set_.named[k].ns < limit)) {
             limit = set_.named[k].ns;
-            cond = "op:";
+            named = true;
           }
         }
         if (limit != 0 && age > limit) {
           std::snprintf(
-              reason, sizeof reason, "%s%s>%llums: %s in progress on thread %llu for %llu ms", cond,
-              cond[2] == ':' ? name : "", static_cast<unsigned long long>(limit / 1000000), name,
-              static_cast<unsigned long long>(e[i].tid), ms);
+              reason, sizeof reason, "op%s%s>%llums: %s in progress on thread %llu for %llu ms",
+              named ? ":" : "", named ? name : "", static_cast<unsigned long long>(limit / 1000000),
+              name, static_cast<unsigned long long>(e[i].tid), ms);
         }
       }
       if (reason[0] != '\0') fire(files, e[i].since_ns, now, reason);
@@ -149,8 +150,7 @@ class flight_recorder {
   static void op_name(const record_site* loc, char (&out)[flight_max_op_name + 1]) noexcept {
     std::size_t n = 0;
     for (const char* p = loc->name; p != nullptr && *p != '\0' && n < flight_max_op_name; ++p) {
-      const auto u = static_cast<unsigned char>(*p);
-      out[n++] = u <= 0x20 || u == 0x7f ? '_' : *p;
+      out[n++] = token_name_char(*p);
     }
     out[n] = '\0';
   }

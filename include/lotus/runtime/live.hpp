@@ -400,8 +400,7 @@ class live_state {
   /// A name: control bytes and spaces become '_' (names are the last field of their line).
   void put_name(const char* s, std::size_t n) noexcept {
     for (std::size_t i = 0; i < n; ++i) {
-      const auto c = static_cast<unsigned char>(s[i]);
-      const char out = c <= 0x20 || c == 0x7f ? '_' : static_cast<char>(c);
+      const char out = token_name_char(s[i]);
       put(&out, 1);
     }
   }

@@ -414,24 +414,25 @@ bool cut_story_of(const trace_dir& dir, const capture_meta& c, report_data::capt
   const auto at_trigger = [&](const inflight_note& n) {
     return n.since_ns + 1000000 >= c.trigger_ns && n.since_ns <= c.trigger_ns + 1000000;
   };
-  found_note wait, batch, op;
-  // The training loop's part is in the capture (its main-file records): what it was inside is
-  // then known, a wait included.
-  bool main_known = false;
-  for (const trace_file& f : dir.files) main_known = main_known || f.kind == file_kind::main;
-  for (const auto& [key, p] : dir.processes) {
-    for (const inflight_note& n : p.inflight) {
-      if (n.what == "wait") main_known = true;
-      if (!at_trigger(n)) continue;
-      if (n.what == "wait" && wait.n == nullptr) wait = {&p, &n};
-      if (n.what == "batch" && batch.n == nullptr) batch = {&p, &n};
-      if (n.what == "op" && op.n == nullptr) op = {&p, &n};
+  // The first inflight line of kind `what` (over every process) for which `pred` holds.
+  const auto first = [&](const char* what, const auto& pred) {
+    found_note f;
+    for (const auto& [key, p] : dir.processes) {
+      for (const inflight_note& n : p.inflight) {
+        if (f.n == nullptr && n.what == what && pred(p, n)) f = {&p, &n};
+      }
     }
-  }
-  if (wait.n == nullptr && batch.n == nullptr && op.n != nullptr) {
+    return f;
+  };
+  const auto at = [&](const process_meta&, const inflight_note& n) { return at_trigger(n); };
+  found_note wait = first("wait", at), batch = first("batch", at);
+  if (wait.n == nullptr && batch.n == nullptr) {
     // An op trigger (op>X, op:NAME>X): the batch of the thread inside that op.
-    for (const inflight_note& n : op.p->inflight) {
-      if (n.what == "batch" && n.tid == op.n->tid) batch = {op.p, &n};
+    const found_note op = first("op", at);
+    if (op.n != nullptr) {
+      batch = first("batch", [&](const process_meta& p, const inflight_note& n) {
+        return &p == op.p && n.tid == op.n->tid;
+      });
     }
   }
   if (wait.n == nullptr && batch.n == nullptr) return false;
@@ -440,31 +441,24 @@ bool cut_story_of(const trace_dir& dir, const capture_meta& c, report_data::capt
   s.found = true;
   s.cut = true;
   s.batch = wait.n != nullptr ? wait.n->idx : batch.n->idx;
-  if (wait.n == nullptr) {
-    // A worker's stall: is the training loop waiting for that batch yet?
-    for (const auto& [key, p] : dir.processes) {
-      for (const inflight_note& n : p.inflight) {
-        if (n.what == "wait" && n.idx == s.batch && wait.n == nullptr) wait = {&p, &n};
-      }
-    }
-  }
+  const auto of_batch = [&](const process_meta&, const inflight_note& n) {
+    return n.idx == s.batch;
+  };
+  // The training loop's part is in the capture (its main-file records, or a wait it listed):
+  // what it was inside is then known, a wait included.
+  bool main_known =
+      first("wait", [](const process_meta&, const inflight_note&) { return true; }).n != nullptr;
+  for (const trace_file& f : dir.files) main_known = main_known || f.kind == file_kind::main;
+  s.main_known = main_known;
+  if (wait.n == nullptr) wait = first("wait", of_batch);  // a worker's stall: awaited yet?
   if (wait.n != nullptr) {
     s.waiting = true;
-    s.main_known = true;
     s.wait_start_ns = wait.n->since_ns;
     s.wait_ns = so_far(wait.n->since_ns);
     s.main_tid = wait.n->tid;
     s.epoch = job_epoch_at(dir, wait.p->pid, wait.p->host, wait.n->since_ns);
-  } else {
-    s.main_known = main_known;
   }
-  if (batch.n == nullptr) {  // the wait's batch, in progress in a worker
-    for (const auto& [key, p] : dir.processes) {
-      for (const inflight_note& n : p.inflight) {
-        if (n.what == "batch" && n.idx == s.batch && batch.n == nullptr) batch = {&p, &n};
-      }
-    }
-  }
+  if (batch.n == nullptr) batch = first("batch", of_batch);  // the wait's, in a worker
   if (batch.n == nullptr) return true;  // prepared already, or by a process not in the capture
   if (!s.epoch) s.epoch = job_epoch_at(dir, batch.p->pid, batch.p->host, batch.n->since_ns);
   s.worker_found = true;
