@@ -88,7 +88,7 @@ PIPELINES = {
     #       worker_init_fn, budget option
     "io": dict(n=128, sleep=0.008, cpu=0.0001, step_sleep=0.006, step_cpu=0.0, persistent=True,
                start=1, init=None),
-    "cpu": dict(n=96, sleep=0.0, cpu=0.004, step_sleep=0.0, step_cpu=0.006, persistent=False,
+    "cpu": dict(n=384, sleep=0.0, cpu=0.004, step_sleep=0.0, step_cpu=0.006, persistent=False,
                 start=6, init=None),
     "mixed": dict(n=128, sleep=0.005, cpu=0.001, step_sleep=0.002, step_cpu=0.002,
                   persistent=True, start=1, init=hold_memory),

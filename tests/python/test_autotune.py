@@ -272,6 +272,33 @@ def test_never_a_setting_predicted_slower_than_the_current_one():
                 assert score(d["workers"], d["prefetch_factor"]) <= score(*cur) + 1e-12
 
 
+def test_a_persistent_change_must_repay_its_restart_within_5_epochs():
+    # From 5 persistent workers the model's best is 6 (tolerance 0: the strict best), 6 % faster.
+    # Free to start, the tuner moves; when the 6 workers take 0.3 s each to start, the restart
+    # would take more than 5 epochs of that gain to repay: it stays, says so, and settles.
+    for start_s, moves in ((0.0, True), (0.3, False)):
+        world = World(**IO, persistent=True, start_s=start_s)
+        tuner = Tuner(5, 2, cores=2, persistent_workers=True, tolerance=0.0)
+        drive(world, tuner, 3)
+        first = tuner.decisions[0]
+        assert (first["workers"] == 6) == moves, first
+        if not moves:
+            saved = (simulate_epoch(IO["batches"], 5, 2, 2, IO["step"])["seconds"]
+                     - simulate_epoch(IO["batches"], 6, 2, 2, IO["step"])["seconds"])
+            m = re.match(r"6 workers, prefetch_factor 2 would repay its restart \(([0-9.]+) s\) "
+                         r"in ([0-9]+) epochs, more than 5$", first["reason"])
+            assert m, first["reason"]
+            assert float(m.group(1)) > 5 * saved
+            assert int(m.group(2)) == round(float(m.group(1)) / saved)
+            assert tuner.decisions[1]["reason"].endswith("its last prediction within 10 %: settled")
+            assert [d["workers"] for d in tuner.decisions] == [5, 5, 5]
+    # Without persistent workers every epoch pays the start-up: the score has it, no payback.
+    world = World(**IO, persistent=False, start_s=0.3)
+    tuner = Tuner(5, 2, cores=2, persistent_workers=False, tolerance=0.0)
+    drive(world, tuner, 2)
+    assert "repay" not in tuner.decisions[0]["reason"]
+
+
 def test_every_decision_is_checked_against_the_epoch_that_followed():
     world = World(**IO, persistent=True, start_s=0.01)
     tuner = Tuner(1, 2, cores=2, persistent_workers=True, log=None)

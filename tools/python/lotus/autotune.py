@@ -30,8 +30,11 @@ Learning from its errors: a decision whose prediction missed the epoch that foll
 10 % raises the caution by one; a decision within 10 % lowers it by one. With caution c > 0 the next
 move goes at most 1/2**c of the way (in workers) from the current setting to the model's choice,
 and is taken only when its predicted gain exceeds the last miss. After a change, when the epoch at
-the new setting was not at least 2 % faster than the epoch before it, the tuner settles: on the
-faster of the two settings, and it stops moving.
+the new setting was not at least 2 % faster than the epoch before it, the tuner settles where it
+is (back on the previous setting only when the new one was more than 10 % slower: a smaller loss
+is within an epoch's noise), and it stops moving. With persistent workers every change restarts
+them (a new prefetch_factor too): a change is made only when its predicted gain repays the
+restart within PAYBACK_EPOCHS (5) epochs.
 """
 
 import collections as _collections
@@ -48,6 +51,7 @@ __all__ = ["autotune", "AutotunedLoader", "Tuner", "EpochMeasurement", "simulate
 
 MISS = 0.10        # a prediction off by more than this makes the next decision more careful
 SETTLE_GAIN = 0.02  # a change that gained less than this ends the tuning
+PAYBACK_EPOCHS = 5  # persistent workers: a change must repay its restart within this many epochs
 PREFETCH_FACTORS = (1, 2, 4)
 
 
@@ -525,6 +529,12 @@ class Tuner:
                     if c["fits"]:
                         target, pick = (n, target[1]), c
                 gain = (stay["score"] - pick["score"]) / stay["score"] if stay["score"] > 0 else 0
+                # What the change costs once: the new workers' start-up, as the model sees it
+                # (without persistent workers every epoch pays it, and the score has it).
+                restart_s = 0.0
+                if self.persistent and target != cur:
+                    restart_s = max(0.0, self._predict(m, target[0], target[1], start_new) * calib
+                                    - pick["score"])
                 needed = self._last_miss if self.caution > 0 else 0.0
                 seen = self._measured.get(target)
                 if target == cur and last_stayed:
@@ -539,6 +549,18 @@ class Tuner:
                 elif self.caution > 0 and gain <= needed:
                     reason = (f"careful (caution {self.caution}): predicted gain "
                               f"{100 * gain:.1f} % is within the last miss of {100 * needed:.1f} %")
+                elif restart_s > PAYBACK_EPOCHS * (stay["score"] - pick["score"]):
+                    # Persistent workers restart on any change (a new prefetch_factor too): the
+                    # restart is paid once, the gain every epoch after it.
+                    saved = stay["score"] - pick["score"]
+                    reason = (f"{_workers(target[0])}, prefetch_factor {target[1]} would repay its "
+                              f"restart ({restart_s:.3f} s) in "
+                              f"{restart_s / saved:.0f} epochs, more than {PAYBACK_EPOCHS}"
+                              if saved > 0 else "no setting is predicted faster than the current one")
+                    if last_stayed:
+                        # As for the model's choice twice: staying was right last time.
+                        self.settled = True
+                        reason += "; its last prediction within 10 %: settled"
                 elif seen is not None and seen >= steady_now * (1 - SETTLE_GAIN):
                     # A measurement beats a prediction: that setting ran, and was not faster.
                     reason = (f"{_workers(target[0])}, prefetch_factor {target[1]} already "
