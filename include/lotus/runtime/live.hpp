@@ -379,7 +379,10 @@ class live_state {
   }
 
   // ---- the file's text (FORMAT.md §9) --------------------------------------------------------
-  void put(const char* s, std::size_t n) noexcept {
+  // put* stay out of line: format_body calls them ~100 times, and inlined they cost every file
+  // that includes lotus without lotus::lotus 0.9 G compiler instructions, 7 % of its compile
+  // (bench/runtime/compile_cost.sh, IR=perf). The body is written once per writer cycle.
+  LOTUS_DETAIL_NOINLINE void put(const char* s, std::size_t n) noexcept {
     if (cut_ || used_ + n > live_file_bytes - 8) {  // room for "end\n" kept
       cut_ = true;
       return;
@@ -387,8 +390,8 @@ class live_state {
     std::memcpy(buf_ + used_, s, n);
     used_ += n;
   }
-  void put(std::string_view s) noexcept { put(s.data(), s.size()); }
-  void put(std::uint64_t v) noexcept {
+  LOTUS_DETAIL_NOINLINE void put(std::string_view s) noexcept { put(s.data(), s.size()); }
+  LOTUS_DETAIL_NOINLINE void put(std::uint64_t v) noexcept {
     char tmp[24];
     char* q = tmp + sizeof tmp;
     do {
@@ -398,7 +401,7 @@ class live_state {
     put(q, static_cast<std::size_t>(tmp + sizeof tmp - q));
   }
   /// A name: control bytes and spaces become '_' (names are the last field of their line).
-  void put_name(const char* s, std::size_t n) noexcept {
+  LOTUS_DETAIL_NOINLINE void put_name(const char* s, std::size_t n) noexcept {
     for (std::size_t i = 0; i < n; ++i) {
       const char out = token_name_char(s[i]);
       put(&out, 1);
@@ -424,7 +427,7 @@ class live_state {
     }
     put("\n");
   }
-  void put_hist(const live_hist& h) noexcept {
+  LOTUS_DETAIL_NOINLINE void put_hist(const live_hist& h) noexcept {
     put(h.count);
     put(" ");
     put(h.sum_ns);
