@@ -10,27 +10,16 @@
 #include "live/loop.hpp"
 #include "live/serve.hpp"
 #include "util/error.hpp"
+#include "util/format.hpp"
 #include "util/output.hpp"
 
 namespace lotus_tool {
 
 namespace {
 
-std::string fmt_duration(double ns) {
-  if (ns < 0) return "-";
-  if (ns < 1e3) return format_number("%.0fns", ns);
-  if (ns < 1e6) return format_number("%.1fus", ns / 1e3);
-  if (ns < 1e9) return format_number("%.1fms", ns / 1e6);
-  return format_number("%.2fs", ns / 1e9);
-}
-
 std::string pad(std::string s, std::size_t width, bool right = false) {
   if (s.size() >= width) return s;
   return right ? std::string(width - s.size(), ' ') + s : s + std::string(width - s.size(), ' ');
-}
-
-std::string pct(double share) {
-  return share < 0 ? std::string("-") : format_number("%.1f%%", 100.0 * share);
 }
 
 }  // namespace
@@ -83,12 +72,12 @@ std::string render_top(const std::string& dir, const std::vector<live_process>& 
             pad(win_s > 0 ? format_number("%.1f", static_cast<double>(p->window_consumed) / win_s)
                           : "-",
                 10, true) +
-            pad(pct(p->window_ns != 0
-                        ? static_cast<double>(p->window_wait_ns) / static_cast<double>(p->window_ns)
-                        : -1),
+            pad(pct_or_dash(p->window_ns != 0 ? static_cast<double>(p->window_wait_ns) /
+                                                    static_cast<double>(p->window_ns)
+                                              : -1),
                 13, true) +
-            pad(fmt_duration(p->wait.quantile_ns(0.5, p->bounds_ns)), 11, true) +
-            pad(fmt_duration(p->wait.quantile_ns(0.99, p->bounds_ns)), 11, true);
+            pad(format_ns_compact(p->wait.quantile_ns(0.5, p->bounds_ns)), 11, true) +
+            pad(format_ns_compact(p->wait.quantile_ns(0.99, p->bounds_ns)), 11, true);
       } else {
         out += pad("-", 9, true) + pad("-", 10, true) + pad("-", 13, true) + pad("-", 11, true) +
                pad("-", 11, true);
@@ -96,7 +85,7 @@ std::string render_top(const std::string& dir, const std::vector<live_process>& 
       out += "   " + format_number("%.1fs", win_s);
       if (p->main && !p->ended() && p->waiting.active) {
         out += "   waiting for batch " + std::to_string(p->waiting.idx) + " for " +
-               fmt_duration(static_cast<double>(inflight_age_ns(*p, p->waiting)));
+               format_ns_compact(static_cast<double>(inflight_age_ns(*p, p->waiting)));
       }
       out += "\n";
       if (figures_stale(*p, now_ns)) {
@@ -147,13 +136,13 @@ std::string render_top(const std::string& dir, const std::vector<live_process>& 
         std::string doing;
         if (!r.p->ended() && r.w->batch.active) {
           doing = "batch " + std::to_string(r.w->batch.idx) + " for " +
-                  fmt_duration(static_cast<double>(inflight_age_ns(*r.p, r.w->batch)));
+                  format_ns_compact(static_cast<double>(inflight_age_ns(*r.p, r.w->batch)));
         }
         if (!r.p->ended() && r.w->op.active) {
           std::string name = printable(r.w->op.name);
           if (name.size() > 40) name = name.substr(0, 39) + "~";
           doing += (doing.empty() ? "op " : ", op ") + name + " for " +
-                   fmt_duration(static_cast<double>(inflight_age_ns(*r.p, r.w->op)));
+                   format_ns_compact(static_cast<double>(inflight_age_ns(*r.p, r.w->op)));
         }
         // "idle" only where the file shows in-progress lines at all: a file without any is a
         // runtime before them (issue #51), or a moment with nothing in progress: unknown, "-".
@@ -161,11 +150,11 @@ std::string render_top(const std::string& dir, const std::vector<live_process>& 
         std::string row = (i == slow ? "* " : "  ") +
                           pad(std::to_string(r.p->pid) + "/" + std::to_string(r.w->tid), 18) +
                           pad(std::to_string(r.w->batches), 10, true) +
-                          pad(pct(busy > 1 ? 1 : busy), 8, true) +
-                          pad(fmt_duration(r.w->batches != 0 ? r.mean : -1), 13, true) + "  " +
+                          pad(pct_or_dash(busy > 1 ? 1 : busy), 8, true) +
+                          pad(format_ns_compact(r.w->batches != 0 ? r.mean : -1), 13, true) + "  " +
                           pad(last, 11) + "  " + doing +
                           (r.stalled ? "  STALLED (one batch over " +
-                                           fmt_duration(static_cast<double>(
+                                           format_ns_compact(static_cast<double>(
                                                stall_threshold_ns(*r.p, *r.w, stall_floor_ns))) +
                                            ")"
                                      : "");
@@ -213,12 +202,12 @@ std::string render_top(const std::string& dir, const std::vector<live_process>& 
                     ? format_number("%.1f", static_cast<double>(o.second.second) / (win_ns / 1e9))
                     : "-",
                 11, true) +
-            pad(fmt_duration(h.quantile_ns(0.5, bounds)), 11, true) +
-            pad(fmt_duration(h.quantile_ns(0.95, bounds)), 11, true) +
-            pad(fmt_duration(h.quantile_ns(0.99, bounds)), 11, true) +
-            pad(fmt_duration(h.count != 0
-                                 ? static_cast<double>(h.sum_ns) / static_cast<double>(h.count)
-                                 : -1),
+            pad(format_ns_compact(h.quantile_ns(0.5, bounds)), 11, true) +
+            pad(format_ns_compact(h.quantile_ns(0.95, bounds)), 11, true) +
+            pad(format_ns_compact(h.quantile_ns(0.99, bounds)), 11, true) +
+            pad(format_ns_compact(h.count != 0
+                                      ? static_cast<double>(h.sum_ns) / static_cast<double>(h.count)
+                                      : -1),
                 11, true);
         out += mark ? hi_on + row + hi_off + "\n" : row + "\n";
       }

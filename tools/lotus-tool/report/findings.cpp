@@ -14,12 +14,6 @@ namespace lotus_tool {
 
 namespace {
 
-std::string pct(double fraction) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.1f%%", 100.0 * fraction);
-  return b;
-}
-
 std::string fixed(double v, int digits) {
   char b[48];
   std::snprintf(b, sizeof b, "%.*f", digits, v);
@@ -831,26 +825,6 @@ std::string op_display_name(const std::string& name, std::size_t max_bytes) {
   std::size_t end = from + max_bytes;
   while (end > from && (static_cast<unsigned char>(name[end]) & 0xC0) == 0x80) --end;
   return name.substr(from, end - from) + "\u2026";
-}
-
-std::string format_ms(double ms) {
-  char b[48];
-  const double a = std::fabs(ms);
-  auto sig3 = [&](double v, const char* unit) {
-    const double av = std::fabs(v);
-    const int digits = av >= 100 ? 0 : av >= 10 ? 1 : 2;
-    std::snprintf(b, sizeof b, "%.*f %s", digits, v, unit);
-  };
-  if (a == 0) {
-    std::snprintf(b, sizeof b, "0 ms");
-  } else if (a >= 1000) {
-    sig3(ms / 1000, "s");
-  } else if (a >= 1) {
-    sig3(ms, "ms");
-  } else {
-    sig3(ms * 1000, "\u00b5s");
-  }
-  return b;
 }
 
 std::vector<finding> compute_findings(const report_data& d, const finding_thresholds& t) {

@@ -13,6 +13,7 @@
 
 #include "report/assets.hpp"
 #include "report/findings.hpp"
+#include "util/format.hpp"
 #include "util/output.hpp"
 
 namespace lotus_tool {
@@ -91,8 +92,8 @@ std::string ranks_html(const report_data& d) {
          (r.batches ? h(format_ms(r.preprocessing_mean_ms)) : "&ndash;") + "</td><td>" +
          std::to_string(r.waits) + "</td><td>" + h(format_ms(r.wait_ms)) + "</td><td>" +
          h(format_ms(r.main_elapsed_ms)) + "</td><td>" +
-         (r.main_elapsed_ms > 0 ? format_number("%.1f%%", 100 * r.wait_share()) : "&ndash;") +
-         "</td><td>" + std::to_string(r.out_of_order) + "</td></tr>\n";
+         (r.main_elapsed_ms > 0 ? pct(r.wait_share()) : "&ndash;") + "</td><td>" +
+         std::to_string(r.out_of_order) + "</td></tr>\n";
   }
   o += "</table>\n";
   const straggler_thresholds th;
@@ -139,8 +140,7 @@ std::string ops_html(const report_data& d) {
          format_number("%.4f", op.mean) + "</td><td>" + format_number("%.4f", op.p50) +
          "</td><td>" + format_number("%.4f", op.p90) + "</td><td>" + format_number("%.4f", op.p99) +
          "</td><td>" + format_number("%.4f", double(op.max_ns) / 1e6) + "</td><td>" +
-         format_number("%.2f%%", 100 * op.share_lt_10ms) + "</td><td>" +
-         format_number("%.2f%%", 100 * op.share_lt_100us) + "</td></tr>\n";
+         pct(op.share_lt_10ms, 2) + "</td><td>" + pct(op.share_lt_100us, 2) + "</td></tr>\n";
   }
   o += "</table>\n";
   if (d.stats.pooled_ops_records > 0) {
@@ -156,9 +156,7 @@ std::string ops_html(const report_data& d) {
 std::string baseline_html(const report_data& d) {
   if (!d.baseline) return {};
   const diff_result& r = *d.baseline;
-  auto pct = [](double v) {
-    return std::isfinite(v) ? format_number("%+.1f%%", 100 * v) : "&ndash;";
-  };
+  auto change = [](double v) { return std::isfinite(v) ? signed_pct(v, "") : "&ndash;"; };
   auto ms = [](const std::optional<side_stats>& x, double side_stats::*f) {
     return x ? format_number("%.4f", (*x).*f) : std::string("&ndash;");
   };
@@ -181,21 +179,19 @@ std::string baseline_html(const report_data& d) {
     o += "<tr data-verdict=\"" + h(c.verdict) + "\"><td>" + h(op_display_name(c.name)) +
          "</td><td>" + ms(c.base, &side_stats::p50) + "</td><td>" + ms(c.next, &side_stats::p50) +
          "</td><td>" + ms(c.base, &side_stats::mean) + "</td><td>" + ms(c.next, &side_stats::mean) +
-         "</td><td>" + (both ? pct(c.change) : "&ndash;") + "</td><td>" +
-         (both ? "[" + pct(c.lo) + ", " + pct(c.hi) + "]" : "&ndash;") + "</td><td>" +
+         "</td><td>" + (both ? change(c.change) : "&ndash;") + "</td><td>" +
+         (both ? "[" + change(c.lo) + ", " + change(c.hi) + "]" : "&ndash;") + "</td><td>" +
          h(c.verdict) + "</td></tr>\n";
   }
   o += "</table>\n<table><tr><th>run</th><th>baseline</th><th>this run</th><th>change</th><th>"
        "verdict</th></tr>\n";
   for (const run_change& c : r.run) {
     const bool share = c.unit == "share";
-    auto v = [&](double x) {
-      return share ? format_number("%.1f%%", 100 * x) : format_number("%.4g", x);
-    };
+    auto v = [&](double x) { return share ? pct(x) : format_number("%.4g", x); };
     o += "<tr data-verdict=\"" + h(c.verdict) + "\"><td>" + h(c.name) + "</td><td>" + v(c.base) +
          "</td><td>" + v(c.next) + "</td><td>" +
          (share || c.name == "out_of_order" ? format_number("%+.1f pt", 100 * c.change)
-                                            : pct(c.change)) +
+                                            : change(c.change)) +
          "</td><td>" + h(c.verdict) + "</td></tr>\n";
   }
   return o + "</table>\n</section>\n";
@@ -272,10 +268,9 @@ std::string causes_html(const report_data& d) {
       "worker thread's time on a CPU, runnable but waiting for a CPU, and blocked "
       "(the rest: I/O, locks, sleeps), from the sidecars' <code>batchres</code> "
       "lines. Over " +
-      count(c.all.batches, "batch", "batches") + ": " + format_number("%.1f%%", 100 * s.cpu) +
-      " on a CPU, " + format_number("%.1f%%", 100 * s.cpu_wait) + " waiting for one, " +
-      format_number("%.1f%%", 100 * s.blocked) + " blocked; verdict <b>" + h(cause_verdict(c.all)) +
-      "</b>.</p>\n";
+      count(c.all.batches, "batch", "batches") + ": " + pct(s.cpu) + " on a CPU, " +
+      pct(s.cpu_wait) + " waiting for one, " + pct(s.blocked) + " blocked; verdict <b>" +
+      h(cause_verdict(c.all)) + "</b>.</p>\n";
   o += thinned_note(d.cause_batches.size(), c.all.batches, "batches (the first by start)");
   o += "<div class=\"chart-box\" style=\"height:320px\"><canvas id=\"causes-chart\" "
        "role=\"img\" aria-label=\"per-batch time on a CPU, waiting for a CPU, blocked\">"
@@ -345,14 +340,13 @@ std::string attribution_html(const attr_doc& a) {
       "op</th><th>CPU share</th><th>traced share</th><th>samples</th><th style=\"text-align:"
       "left\">top functions (share of the op)</th></tr>\n";
   for (const auto& op : a.ops) {
-    o += "<tr><td>" + h(op.op) + "</td>" + format_number("<td>%.1f%%</td>", 100 * op.share);
-    o += op.trace_share >= 0 ? format_number("<td>%.1f%%</td>", 100 * op.trace_share)
-                             : "<td>&ndash;</td>";
+    o += "<tr><td>" + h(op.op) + "</td><td>" + pct(op.share) + "</td>";
+    o += op.trace_share >= 0 ? "<td>" + pct(op.trace_share) + "</td>" : "<td>&ndash;</td>";
     o += "<td>" + std::to_string(op.samples) + "</td><td style=\"text-align:left\">";
     for (std::size_t k = 0; k < op.functions.size() && k < k_top; ++k) {
       const auto& f = op.functions[k];
       if (k > 0) o += "<br>";
-      o += format_number("%.1f%% ", 100 * f.share) + "<code>" + h(f.function) + "</code>";
+      o += pct(f.share) + " <code>" + h(f.function) + "</code>";
       if (!f.module.empty()) o += " <small>(" + h(f.module) + ")</small>";
     }
     if (op.functions.size() > k_top) {
@@ -367,7 +361,7 @@ std::string attribution_html(const attr_doc& a) {
   constexpr std::size_t k_gaps = 20;
   o += "<h3>Mapping coverage</h3>\n<p>";
   o += a.charged_in_op_share >= 0
-           ? "Lotus's method charged " + format_number("%.1f%%", 100 * a.charged_in_op_share) +
+           ? "Lotus's method charged " + pct(a.charged_in_op_share) +
                  " of the CPU time inside op spans to ops."
            : std::string("No join in this attribution: shares are of the whole profile.");
   if (a.gaps.empty()) return o + " Every function run inside op spans is in the mapping.</p>\n";
@@ -378,7 +372,7 @@ std::string attribution_html(const attr_doc& a) {
     const auto& g = a.gaps[k];
     o += "<tr><td style=\"text-align:left\"><code>" + h(g.function) + "</code>";
     if (!g.module.empty()) o += " <small>(" + h(g.module) + ")</small>";
-    o += "</td>" + format_number("<td>%.1f%%</td>", 100 * g.share) + "<td>" +
+    o += "</td><td>" + pct(g.share) + "</td><td>" +
          (g.join_op.empty() ? std::string("&ndash;") : h(g.join_op)) +
          "</td><td style=\"text-align:left\">" + h(g.reason) + "</td></tr>\n";
   }
