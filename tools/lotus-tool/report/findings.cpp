@@ -1,5 +1,10 @@
 // lotus — lotus-tool report: conclusions drawn from the statistics (the "Findings" section)
 // SPDX-License-Identifier: MIT
+// Why one file of ~890 lines: it is the list of findings FINDINGS.md documents and points to, one
+// function per finding in the order the report shows them (wait, top op, imbalance, order, delay,
+// ranks, causes, capture), over the helpers at its top (the loader's own words, whatif's gains,
+// the top op). Split, each part would need those helpers exported and the reader of FINDINGS.md
+// would look in several files for the one list.
 #include "report/findings.hpp"
 
 #include <algorithm>
