@@ -14,7 +14,7 @@ for bad in "include/lotus/detail/ring.hpp:lotus/runtime/writer.hpp" \
            "include/lotus/detail/clock.hpp:lotus/collectors/nvtx.hpp" \
            "include/lotus/collector.hpp:lotus/runtime/settings.hpp" \
            "include/lotus/runtime/capture_request.hpp:lotus/runtime/flight.hpp" \
-           "tools/lotus-tool/trace/capture.cpp:lotus/runtime/flight.hpp"; do
+           "tools/lotus-tool/live/capture.cpp:lotus/runtime/flight.hpp"; do
   file="${bad%%:*}" inc="${bad#*:}"
   rm -rf "$tmp/t" && mkdir -p "$tmp/t/tools"
   cp -R "$src/include" "$tmp/t/include"

@@ -1,6 +1,6 @@
-// lotus — lotus-tool capture: command-line options (the work is in trace/capture.hpp)
+// lotus — lotus-tool capture: command-line options (the work is in live/capture.hpp)
 // SPDX-License-Identifier: MIT
-#include "trace/capture.hpp"
+#include "live/capture.hpp"
 
 #include <CLI/CLI.hpp>
 #include <cstdio>

@@ -10,6 +10,7 @@
 
 #include "util/diag.hpp"
 #include "util/error.hpp"
+#include "util/format.hpp"
 #include "util/json_dump.hpp"
 #include "util/output.hpp"
 
@@ -294,7 +295,7 @@ diff_result diff_core(const run_digest& base, const run_digest& next, const diff
     std::string s;
     if (base_runs == 1 && new_runs == 1) {
       s = "one run a side: within-run noise (bootstrap) and an allowance of " +
-          format_number("%.0f %%", 100 * opt.allowance) +
+          pct(opt.allowance, 0, " ") +
           " for the machine's drift between runs (give repeated runs, --base A --base B ..., "
           "to measure it)";
     } else {
@@ -377,12 +378,6 @@ diff_result diff_core(const run_digest& base, const run_digest& next, const diff
 
 namespace {
 
-std::string signed_pct(double v) {
-  if (std::isinf(v)) return v > 0 ? "from 0" : "to -inf";
-  if (!std::isfinite(v)) return "n/a";
-  return format_number("%+.1f %%", 100.0 * v);
-}
-
 std::string pad(std::string s, std::size_t w, bool left = false) {
   // Width counts bytes; names are printable() first, so no control byte moves the cursor.
   if (s.size() >= w) return s;
@@ -432,7 +427,7 @@ std::string diff_text(const diff_result& d) {
        std::to_string(d.resamples) +
        " resamples; own change: without the machine shift, judged "
        "on its interval widened by the between-run variation; same when |own change| < " +
-       format_number("%.0f %%", 100 * d.threshold) + " or the judged interval holds 0)\n";
+       pct(d.threshold, 0, " ") + " or the judged interval holds 0)\n";
   s += "verdicts rest on: " + d.basis + "\n";
   if (!d.run.empty()) {
     s += "\nrun" + std::string(27, ' ') + pad("base", 12) + pad("new", 12) + pad("change", 12) +
@@ -440,7 +435,7 @@ std::string diff_text(const diff_result& d) {
     for (const auto& r : d.run) {
       const bool share = is_share(r) || r.name == "out_of_order";
       auto val = [&](double v) {
-        if (is_share(r)) return format_number("%.1f %%", 100 * v);
+        if (is_share(r)) return pct(v, 1, " ");
         if (r.unit == std::string("count")) return format_number("%.0f", v);
         return format_number("%.4f", v);
       };

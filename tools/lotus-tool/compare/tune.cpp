@@ -10,6 +10,7 @@
 
 #include "util/diag.hpp"
 #include "util/error.hpp"
+#include "util/format.hpp"
 #include "util/json_dump.hpp"
 #include "util/output.hpp"
 
@@ -119,16 +120,16 @@ std::string tune_sentence(const tune_result& t) {
   // Predictions are compared with the model's own replay of the run's setting.
   const double now =
       t.current ? t.candidates[*t.current].epoch_seconds : t.measured.replay.epoch_seconds;
-  std::string s = t.keep ? "tune: keep " + setting + ": no setting is predicted " +
-                               format_number("%.0f %%", 100 * k_tune_min_gain) + " faster (best " +
-                               format_number("%.2f s", t.best_epoch_seconds) + " against " +
-                               format_number("%.2f s", now) +
-                               " predicted for this setting, measured " +
-                               format_number("%.2f s", t.measured.measured_epoch_seconds) + ")"
-                         : "tune: " + setting + ": epoch " + format_number("%.2f s", now) + " → " +
-                               format_number("%.2f s", c.epoch_seconds) +
-                               " (predicted; this run's setting measured " +
-                               format_number("%.2f s", t.measured.measured_epoch_seconds) + ")";
+  std::string s =
+      t.keep
+          ? "tune: keep " + setting + ": no setting is predicted " + pct(k_tune_min_gain, 0, " ") +
+                " faster (best " + format_number("%.2f s", t.best_epoch_seconds) + " against " +
+                format_number("%.2f s", now) + " predicted for this setting, measured " +
+                format_number("%.2f s", t.measured.measured_epoch_seconds) + ")"
+          : "tune: " + setting + ": epoch " + format_number("%.2f s", now) + " → " +
+                format_number("%.2f s", c.epoch_seconds) +
+                " (predicted; this run's setting measured " +
+                format_number("%.2f s", t.measured.measured_epoch_seconds) + ")";
   if (c.peak_memory_bytes >= 0) {
     s += ", peak memory " + format_number("%.0f MiB", c.peak_memory_bytes / 1048576.0);
   }
@@ -185,8 +186,7 @@ std::string tune_text(const tune_result& t) {
        std::to_string(t.searched_workers) + " workers" +
        (t.stopped_why.empty() ? std::string() : " (stopped: " + t.stopped_why + ")") +
        "; best predicted epoch " + format_number("%.3f s", t.best_epoch_seconds) +
-       "; recommended: the cheapest within " + format_number("%.0f %%", 100 * k_tune_tolerance) +
-       " of it that fits";
+       "; recommended: the cheapest within " + pct(k_tune_tolerance, 0, " ") + " of it that fits";
   if (t.budget_bytes > 0) {
     s += " the memory budget of " +
          format_number("%.0f MiB", static_cast<double>(t.budget_bytes) / 1048576.0) + " (" +

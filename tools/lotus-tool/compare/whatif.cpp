@@ -15,6 +15,7 @@
 
 #include "util/diag.hpp"
 #include "util/error.hpp"
+#include "util/format.hpp"
 #include "util/json_dump.hpp"
 #include "util/output.hpp"
 
@@ -413,8 +414,6 @@ worker_advice advise_workers(const run_digest& d) {
 
 namespace {
 
-std::string pct(double share) { return format_number("%.0f %%", 100.0 * share); }
-
 std::string mib(double bytes) { return format_number("%.0f MiB", bytes / 1048576.0); }
 
 }  // namespace
@@ -424,7 +423,7 @@ std::string whatif_sentence(const whatif_result& r) {
          (r.model.unordered ? " (in_order=False)" : "") + ": epoch " +
          format_number("%.2f s", r.measured_epoch_seconds) + " → " +
          format_number("%.2f s", r.predicted.epoch_seconds) + ", wait " +
-         pct(r.measured_wait_share) + " → " + pct(r.predicted.wait_share);
+         pct(r.measured_wait_share, 0, " ") + " → " + pct(r.predicted.wait_share, 0, " ");
 }
 
 namespace {
@@ -502,7 +501,7 @@ std::string whatif_text(const whatif_result& r) {
   s += "measured: " + std::to_string(r.measured_workers) + " worker(s), " +
        std::to_string(r.epochs) + " epoch(s), " + std::to_string(r.batches) + " batches; epoch " +
        format_number("%.3f s", r.measured_epoch_seconds) + ", wait " +
-       format_number("%.1f %%", 100 * r.measured_wait_share) + ", step " +
+       pct(r.measured_wait_share, 1, " ") + ", step " +
        format_number("%.2f ms", r.measured_step_ms) + ", out of order " +
        std::to_string(r.measured_out_of_order) + "\n";
   s += "model: " + std::to_string(r.model.workers) + " worker(s), prefetch_factor " +
@@ -510,10 +509,9 @@ std::string whatif_text(const whatif_result& r) {
        " core(s) (" + r.cores_from + "), step " + format_number("%.2f ms", r.model.step_ms) +
        (r.model.unordered ? ", in_order=False" : ", in order") + "\n";
   s += "replay of the measured setting: epoch " + format_number("%.3f s", r.replay.epoch_seconds) +
-       ", wait " + format_number("%.1f %%", 100 * r.replay.wait_share) +
-       " (the model's error on this run)\n";
+       ", wait " + pct(r.replay.wait_share, 1, " ") + " (the model's error on this run)\n";
   s += "predicted: epoch " + format_number("%.3f s", r.predicted.epoch_seconds) + ", wait " +
-       format_number("%.1f %%", 100 * r.predicted.wait_share) + ", " +
+       pct(r.predicted.wait_share, 1, " ") + ", " +
        format_number("%.1f", r.predicted.batches_per_second) + " batches/s, out of order " +
        std::to_string(r.predicted.out_of_order) + "\n";
   s += memory_text(r.memory, r.model.workers);

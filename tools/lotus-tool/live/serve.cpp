@@ -1,4 +1,4 @@
-// lotus — lotus-tool live: `top` frames and the `serve` HTTP endpoint
+// lotus — lotus-tool live: the `serve` HTTP endpoint (/metrics, the capture webhook)
 // SPDX-License-Identifier: MIT
 #include "live/serve.hpp"
 
@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "live/live.hpp"
-#include "trace/capture.hpp"
+#include "live/loop.hpp"
 #include "util/diag.hpp"
 #include "util/error.hpp"
 #include "util/output.hpp"
@@ -32,35 +32,6 @@
 namespace lotus_tool {
 
 namespace {
-
-std::atomic<bool> g_stop{false};
-
-void on_stop_signal(int) { g_stop.store(true); }
-
-void catch_stop_signals() {
-  struct sigaction sa {};
-  sa.sa_handler = on_stop_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-  signal(SIGPIPE, SIG_IGN);
-}
-
-std::uint64_t now_ns(clockid_t c) {
-  timespec ts{};
-  clock_gettime(c, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u +
-         static_cast<std::uint64_t>(ts.tv_nsec);
-}
-
-void sleep_ns(std::uint64_t ns) {
-  // In slices, so that a signal ends the wait soon.
-  const std::uint64_t end = now_ns(CLOCK_MONOTONIC) + ns;
-  while (!g_stop.load() && now_ns(CLOCK_MONOTONIC) < end) {
-    const timespec ts{0, 50000000};
-    nanosleep(&ts, nullptr);
-  }
-}
 
 // ---- HTTP ---------------------------------------------------------------------------------------
 
@@ -114,11 +85,8 @@ std::string error_response(int status, const char* reason, const std::string& wh
                   std::string(reason) + (why.empty() ? "" : ": " + why) + "\n", false, allow);
 }
 
-/// The webhook's bounds: a notification's body (Alertmanager's are a few KiB), its JSON nesting,
-/// and the gap between two captures it asks for.
+/// The webhook's bound on a notification's body (Alertmanager's are a few KiB).
 constexpr std::size_t k_max_body = 65536;
-constexpr int k_max_depth = 16;
-constexpr std::uint64_t k_capture_gap_ns = 10000000000u;
 
 /// What serve answers with: the directory, the figures' memory, the webhook's token.
 struct serve_state {
@@ -402,198 +370,7 @@ std::string read_token(const std::string& path) {
   return text;
 }
 
-void check_stall_after(double s) {
-  if (!(s >= 0.1 && s <= 86400)) {
-    throw tool_error(exit_usage, "--stall-after must be between 0.1 and 86400 seconds");
-  }
-}
-
-/// DIR not there yet (started before the job): said once; its parent must exist (a typo fails).
-/// Anything else that is not a directory: an error.
-void wait_note(const std::string& dir, const char* who) {
-  struct stat sb {};
-  if (::stat(dir.c_str(), &sb) == 0) {
-    if (!S_ISDIR(sb.st_mode)) {
-      throw tool_error(exit_io, "'" + printable(dir) + "' is not a directory");
-    }
-    return;
-  }
-  if (errno != ENOENT) {
-    throw tool_error(exit_io, "cannot list '" + printable(dir) + "': " + std::strerror(errno));
-  }
-  std::string parent = dir;
-  while (parent.size() > 1 && parent.back() == '/') parent.pop_back();
-  const std::size_t slash = parent.rfind('/');
-  parent = slash == std::string::npos ? "." : slash == 0 ? "/" : parent.substr(0, slash);
-  if (::stat(parent.c_str(), &sb) != 0 || !S_ISDIR(sb.st_mode)) {
-    throw tool_error(exit_io, "cannot list '" + printable(dir) + "': neither it nor its parent '" +
-                                  printable(parent) + "' exists");
-  }
-  note("'" + printable(dir) + "' does not exist yet: waiting for the job to create it", who);
-}
-
-/// Alert text for a capture's reason: printable ASCII kept, other bytes and backslashes as
-/// `\xHH`, at most `max` bytes (never a cut escape).
-std::string alert_text(const std::string& v, std::size_t max) {
-  std::string out;
-  for (const char c : v) {
-    const auto u = static_cast<unsigned char>(c);
-    std::string piece(1, c);
-    if (u < 0x20 || u > 0x7e || c == '\\') {
-      char hex[8];
-      std::snprintf(hex, sizeof hex, "\\x%02X", u);
-      piece = hex;
-    }
-    if (out.size() + piece.size() > max) break;
-    out += piece;
-  }
-  return out;
-}
-
-/// The deepest nesting of `[`/`{` in a JSON text (strings skipped), to refuse deep documents
-/// before parsing them.
-int json_depth(const std::string& s) {
-  int depth = 0, most = 0;
-  bool in_string = false;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    const char c = s[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      most = std::max(most, ++depth);
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return most;
-}
-
 }  // namespace
-
-webhook_result capture_on_alert(const std::string& dir, const std::string& body,
-                                std::uint64_t& last_ns, std::uint64_t now_ns,
-                                const std::vector<live_process>& procs) {
-  using nlohmann::json;
-  if (json_depth(body) > k_max_depth) {
-    return {400, "not an Alertmanager notification: JSON nested deeper than " +
-                     std::to_string(k_max_depth)};
-  }
-  const json j = json::parse(body, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) {
-    return {400, "not an Alertmanager notification: a JSON object expected"};
-  }
-  const auto alerts = j.find("alerts");
-  if (alerts == j.end() || !alerts->is_array()) {
-    return {400, "not an Alertmanager notification: no \"alerts\" array"};
-  }
-  std::vector<const json*> firing;
-  for (const json& a : *alerts) {
-    if (!a.is_object()) return {400, "not an Alertmanager notification: an alert is not an object"};
-    const auto status = a.find("status");
-    if (status != a.end() && status->is_string() && *status == "firing") firing.push_back(&a);
-  }
-  if (firing.empty()) return {200, "no firing alert: no capture requested"};
-  if (last_ns != 0 && now_ns >= last_ns && now_ns - last_ns < k_capture_gap_ns) {
-    return {200, "a capture was requested " +
-                     format_number("%.1f", static_cast<double>(now_ns - last_ns) / 1e9) +
-                     " s ago: not again within 10 s"};
-  }
-  // Why: the first firing alert's name and where (its host, pid, worker labels).
-  const auto label_of = [](const json& a, const char* key) {
-    const auto labels = a.find("labels");
-    if (labels == a.end() || !labels->is_object()) return std::string();
-    const auto v = labels->find(key);
-    return v != labels->end() && v->is_string() ? v->get<std::string>() : std::string();
-  };
-  const json& first = *firing.front();
-  std::string why = "alert " + label_of(first, "alertname").substr(0, 64);
-  for (const char* key : {"host", "rank", "pid", "worker"}) {
-    const std::string v = label_of(first, key);
-    if (!v.empty()) why += std::string(" ") + key + "=" + v.substr(0, 40);
-  }
-  if (firing.size() > 1) why += " (+" + std::to_string(firing.size() - 1) + " more firing)";
-  // When the anomaly began: the earliest batch (or wait) in progress the firing alerts name.
-  std::uint64_t began = 0;
-  for (const json* a : firing) {
-    const std::string pid = label_of(*a, "pid"), worker = label_of(*a, "worker");
-    const std::string host = label_of(*a, "host");
-    for (const live_process& p : procs) {
-      if (p.ended() || std::to_string(p.pid) != pid || (!host.empty() && p.host != host)) continue;
-      const live_inflight* x = nullptr;
-      if (!worker.empty()) {
-        for (const live_worker& w : p.workers) {
-          if (std::to_string(w.tid) == worker && w.batch.active) x = &w.batch;
-        }
-      } else if (p.waiting.active) {
-        x = &p.waiting;
-      }
-      if (x != nullptr && x->since_ns != 0 && (began == 0 || x->since_ns < began)) {
-        began = x->since_ns;
-      }
-    }
-  }
-  capture_args ca;
-  ca.dir = dir;
-  ca.began_ns = began;
-  ca.reason = alert_text(why, 180);
-  try {
-    const capture_request r = request_capture(ca);
-    last_ns = now_ns;
-    const std::string since =
-        began != 0 && began < r.end_ns
-            ? format_number("%.1f", static_cast<double>(r.end_ns - began) / 1e9) +
-                  " s before its end, when the batch or wait in progress began"
-            : std::string("at its end");
-    note("capture " + r.id + " requested by an alert (" + ca.reason + "); its anomaly began " +
-             since,
-         "lotus-tool serve");
-    return {200, "capture " + r.id + " requested: " + printable(dir) + "/capture-" + r.id};
-  } catch (const tool_error& e) {
-    return {500, std::string("cannot request a capture: ") + printable(e.what())};
-  }
-}
-
-// ---- top
-// ------------------------------------------------------------------------------------------
-
-void run_top(const top_args& a) {
-  if (!(a.interval_s >= 0.1 && a.interval_s <= 3600)) {
-    throw tool_error(exit_usage, "--interval must be between 0.1 and 3600 seconds");
-  }
-  check_stall_after(a.stall_after_s);
-  if (!a.once) wait_note(a.dir, "lotus-tool top");  // --once: a missing DIR is an error
-  catch_stop_signals();
-  const bool tty = ::isatty(1) != 0;
-  const bool color = tty && !a.once && !a.no_color;
-  const auto floor_ns = static_cast<std::uint64_t>(a.stall_after_s * 1e9);
-  live_memory memory;
-  for (;;) {
-    std::vector<std::string> warnings;
-    std::string frame;
-    struct stat sb {};
-    if (!a.once && ::stat(a.dir.c_str(), &sb) != 0 && errno == ENOENT) {
-      frame = "lotus top  " + printable(a.dir) +
-              "  does not exist yet: waiting for the job to create it (Ctrl-C to stop)\n";
-    } else {
-      const std::vector<live_process> procs = memory.read(a.dir, warnings);
-      frame = render_top(a.dir, procs, now_ns(CLOCK_REALTIME), color, floor_ns);
-    }
-    for (const std::string& w : warnings) frame += "warning: " + w + "\n";
-    if (!a.once && tty) frame = "\x1b[H\x1b[2J" + frame;
-    std::fwrite(frame.data(), 1, frame.size(), stdout);
-    std::fflush(stdout);
-    if (a.once || g_stop.load()) break;
-    sleep_ns(static_cast<std::uint64_t>(a.interval_s * 1e9));
-    if (g_stop.load()) break;
-    if (!tty) std::fputs("\n", stdout);
-  }
-}
 
 // ---- serve
 // ----------------------------------------------------------------------------------------
@@ -638,7 +415,7 @@ void run_serve(const serve_args& a) {
   state.token = token;
   std::vector<connection> conns;
   const std::size_t reject_max = reject_slots(a.max_connections);
-  while (!g_stop.load()) {
+  while (!stop_requested()) {
     std::size_t serving = 0;
     for (const connection& c : conns) serving += c.rejected || c.draining ? 0 : 1;
     const bool room = serving < a.max_connections || conns.size() - serving < reject_max;

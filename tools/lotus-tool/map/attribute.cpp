@@ -22,6 +22,7 @@
 #include "map/vendor_csv.hpp"
 #include "util/diag.hpp"
 #include "util/error.hpp"
+#include "util/format.hpp"
 #include "util/json_dump.hpp"
 #include "util/output.hpp"
 #include "util/process.hpp"
@@ -239,26 +240,21 @@ std::string comparison_text(const attribution& lotus, const attribution& join) {
   std::snprintf(line, sizeof line, "%-26s %10s %10s %10s %10s\n", "op", "Lotus", "join", "diff",
                 "trace");
   out += line;
-  auto pct = [](const std::map<std::string, double>& m, const std::string& k) {
+  auto share_of = [](const std::map<std::string, double>& m, const std::string& k) {
     const auto it = m.find(k);
     return it == m.end() ? -1.0 : it->second;
   };
-  auto fmt = [](double x) {
-    char b[32];
-    if (x < 0) return std::string("-");
-    std::snprintf(b, sizeof b, "%.1f%%", 100 * x);
-    return std::string(b);
-  };
   for (const auto& op : ops) {
-    const double a = pct(l.op, op), b = pct(jv.op, op);
+    const double a = share_of(l.op, op), b = share_of(jv.op, op);
     char diff[32] = "-";
     if (a >= 0 && b >= 0) std::snprintf(diff, sizeof diff, "%+.1f", 100 * (a - b));
-    std::snprintf(line, sizeof line, "%-26s %10s %10s %10s %10s\n", op.c_str(), fmt(a).c_str(),
-                  fmt(b).c_str(), diff, fmt(pct(trace, op)).c_str());
+    std::snprintf(line, sizeof line, "%-26s %10s %10s %10s %10s\n", op.c_str(),
+                  pct_or_dash(a).c_str(), pct_or_dash(b).c_str(), diff,
+                  pct_or_dash(share_of(trace, op)).c_str());
     out += line;
   }
   std::snprintf(line, sizeof line, "%-26s %10s %10s\n", "not charged to any op",
-                fmt(l.unattributed).c_str(), fmt(jv.unattributed).c_str());
+                pct_or_dash(l.unattributed).c_str(), pct_or_dash(jv.unattributed).c_str());
   out += line;
   out += "(op shares are of the time charged to ops; 'not charged' is of all sampled time)\n\n";
   return out;

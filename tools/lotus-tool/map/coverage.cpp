@@ -11,6 +11,7 @@
 
 #include "map/elf.hpp"
 #include "map/profile.hpp"
+#include "util/format.hpp"
 #include "util/output.hpp"
 
 namespace lotus_tool {
@@ -241,25 +242,16 @@ coverage_report mapping_coverage(const mapping& m, const attribution& lotus,
   return c;
 }
 
-namespace {
-
-std::string pct(double x) {
-  if (x < 0) return "-";
-  char b[32];
-  std::snprintf(b, sizeof b, "%.1f%%", 100 * x);
-  return b;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 std::string coverage_text(const coverage_report& c, std::size_t max_rows) {
   std::ostringstream os;
   os << "mapping coverage: ";
   if (c.joined) {
-    os << "Lotus's method charged " << pct(c.charged_in_op_share)
+    os << "Lotus's method charged " << pct_or_dash(c.charged_in_op_share)
        << " of the CPU time inside op spans to ops";
   } else {
-    os << pct(c.profile_total > 0 ? 1 - c.uncharged / c.profile_total : 0)
+    os << pct_or_dash(c.profile_total > 0 ? 1 - c.uncharged / c.profile_total : 0)
        << " of the profile charged to ops (no join: give perf data for in-op shares)";
   }
   os << "\n";
@@ -282,11 +274,11 @@ std::string coverage_text(const coverage_report& c, std::size_t max_rows) {
     }
     std::string op = g.join_op.empty() ? std::string("-") : printable(g.join_op);
     if (!g.join_op.empty() && g.join_op_fraction < 0.995)
-      op += " (" + pct(g.join_op_fraction) + ")";
+      op += " (" + pct_or_dash(g.join_op_fraction) + ")";
     if (g.by_module) op += " [by module]";
     std::snprintf(line, sizeof line, "  %-48.48s %-20.20s %7s  %-28s %s\n",
                   printable(g.function).c_str(), printable(g.module).c_str(),
-                  pct(c.joined ? g.in_op_share : g.profile_share).c_str(), op.c_str(),
+                  pct_or_dash(c.joined ? g.in_op_share : g.profile_share).c_str(), op.c_str(),
                   g.reason.c_str());
     os << line;
   }

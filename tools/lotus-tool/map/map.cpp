@@ -24,6 +24,7 @@
 #include "map/strategy.hpp"
 #include "util/diag.hpp"
 #include "util/error.hpp"
+#include "util/format.hpp"
 #include "util/json_dump.hpp"
 #include "util/output.hpp"
 #include "util/process.hpp"
@@ -73,26 +74,6 @@ struct region_info {
   double mean_ns = 0;
 };
 
-std::string fmt_seconds(double s) {
-  char buf[32];
-  if (s < 60) {
-    std::snprintf(buf, sizeof buf, "%.1f s", s);
-  } else {
-    std::snprintf(buf, sizeof buf, "%dm%02ds", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
-  }
-  return buf;
-}
-
-std::string fmt_ns(double ns) {
-  char buf[32];
-  if (ns >= 1e6) {
-    std::snprintf(buf, sizeof buf, "%.2f ms", ns / 1e6);
-  } else {
-    std::snprintf(buf, sizeof buf, "%.1f us", ns / 1e3);
-  }
-  return buf;
-}
-
 // Progress on a terminal: ops done, the current op, elapsed time and an estimate of the rest
 // (the plan's per-op estimates, scaled by how the finished ops compared with theirs).
 class progress_bar {
@@ -110,8 +91,8 @@ class progress_bar {
     char line[256];
     std::snprintf(line, sizeof line, "[%s%s] %u/%u %-22.22s %s elapsed, ~%s left",
                   std::string(filled, '#').c_str(), std::string(width - filled, ' ').c_str(), done,
-                  total, printable(what).c_str(), fmt_seconds(el).c_str(),
-                  fmt_seconds(left).c_str());
+                  total, printable(what).c_str(), format_seconds(el).c_str(),
+                  format_seconds(left).c_str());
     (*sink_)(line);
   }
   void clear() {
@@ -330,7 +311,7 @@ op_plan driver::plan(const region_info* info) const {
       const double budget_execs = (opt_.budget_s - startup_s) / (1.1 * per_exec_s) - opt_.warmup;
       if (budget_execs < static_cast<double>(p.count)) {
         p.count = static_cast<std::uint64_t>(std::max(1.0, std::floor(budget_execs)));
-        p.limit = "--budget " + fmt_seconds(opt_.budget_s);
+        p.limit = "--budget " + format_seconds(opt_.budget_s);
       }
     }
   } else if (s == 0) {
@@ -451,7 +432,7 @@ void driver::map_region(const std::string& region, run_state& st, progress_bar& 
     std::string why = "no samples in the '" + region + "' window";
     if (s > 0 && st.info.count(region) != 0) {
       why += " (" + std::to_string(res.executions) + " executions of " +
-             fmt_ns(st.info[region].mean_ns) + " at one sample per " + fmt_ns(s) + ")";
+             format_ns(st.info[region].mean_ns) + " at one sample per " + format_ns(s) + ")";
     }
     why += p.limit.empty() ? "; raise --min-samples or --count"
                            : "; raise " + p.limit.substr(0, 8) + " or --freq";
@@ -532,12 +513,12 @@ std::uint64_t driver::run_passes(const std::string& region, op_plan& p, op_resul
         per_exec > 0 ? std::ceil(1.5 * missing / per_exec) : 8.0 * static_cast<double>(p.count);
     const double afford = (opt_.budget_s - spent) / (1.1 * sec_per_exec) - opt_.warmup;
     if (afford < 1) {
-      p.limit = "--budget " + fmt_seconds(opt_.budget_s);
+      p.limit = "--budget " + format_seconds(opt_.budget_s);
       break;
     }
     if (need > afford) {
       need = std::floor(afford);
-      p.limit = "--budget " + fmt_seconds(opt_.budget_s);
+      p.limit = "--budget " + format_seconds(opt_.budget_s);
     }
     p.count = static_cast<std::uint64_t>(std::min(100000.0, std::max(1.0, need)));
     p.runs = 1;
@@ -620,8 +601,8 @@ void driver::print_summary(const mapping& m, const run_state& st) const {
     const std::string control = counted ? std::to_string(res.control_samples) : "-";
     print(printf_string("%-22s %6s %7s %8s %5zu %10s %8s  %s\n", printable(o.op).c_str(),
                         execs.c_str(), samples.c_str(), control.c_str(), o.functions.size(),
-                        o.region_ns > 0 ? fmt_ns(o.region_ns).c_str() : "-",
-                        fmt_seconds(res.seconds).c_str(), printable(top).c_str()));
+                        o.region_ns > 0 ? format_ns(o.region_ns).c_str() : "-",
+                        format_seconds(res.seconds).c_str(), printable(top).c_str()));
   }
   for (const auto& kv : m.failed) {
     bool listed = false;

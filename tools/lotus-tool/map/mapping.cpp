@@ -9,6 +9,7 @@
 #include <sstream>
 #include <utility>
 
+#include "util/format.hpp"
 #include "util/output.hpp"
 
 namespace lotus_tool {
@@ -368,13 +369,6 @@ std::string fmt_value(double v, const std::string& unit) {
   return buf;
 }
 
-std::string pct(double x) {
-  if (x < 0) return "-";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f%%", 100.0 * x);
-  return buf;
-}
-
 }  // namespace
 
 std::string attribution_text(const attribution& a, std::size_t top) {
@@ -390,15 +384,15 @@ std::string attribution_text(const attribution& a, std::size_t top) {
   os << line;
   for (const auto& o : a.ops) {
     std::snprintf(line, sizeof line, "%-28s %16s %8s %8s %9llu\n", o.op.c_str(),
-                  fmt_value(o.value, a.unit).c_str(), pct(o.share).c_str(),
-                  pct(o.trace_share).c_str(), static_cast<unsigned long long>(o.samples));
+                  fmt_value(o.value, a.unit).c_str(), pct_or_dash(o.share).c_str(),
+                  pct_or_dash(o.trace_share).c_str(), static_cast<unsigned long long>(o.samples));
     os << line;
     std::size_t n = 0;
     for (const auto& f : o.functions) {
       if (n++ >= top) break;
       const double s = o.value > 0 ? f.self / o.value : 0;
       std::snprintf(line, sizeof line, "    %-50.50s %-22.22s %7s\n", f.function.c_str(),
-                    f.module.c_str(), pct(s).c_str());
+                    f.module.c_str(), pct_or_dash(s).c_str());
       os << line;
     }
     for (const auto& [name, v] : o.metrics) {

@@ -1,5 +1,10 @@
 // lotus — lotus-tool report: conclusions drawn from the statistics (the "Findings" section)
 // SPDX-License-Identifier: MIT
+// Why one file of ~890 lines: it is the list of findings FINDINGS.md documents and points to, one
+// function per finding in the order the report shows them (wait, top op, imbalance, order, delay,
+// ranks, causes, capture), over the helpers at its top (the loader's own words, whatif's gains,
+// the top op). Split, each part would need those helpers exported and the reader of FINDINGS.md
+// would look in several files for the one list.
 #include "report/findings.hpp"
 
 #include <algorithm>
@@ -13,12 +18,6 @@
 namespace lotus_tool {
 
 namespace {
-
-std::string pct(double fraction) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.1f%%", 100.0 * fraction);
-  return b;
-}
 
 std::string fixed(double v, int digits) {
   char b[48];
@@ -831,26 +830,6 @@ std::string op_display_name(const std::string& name, std::size_t max_bytes) {
   std::size_t end = from + max_bytes;
   while (end > from && (static_cast<unsigned char>(name[end]) & 0xC0) == 0x80) --end;
   return name.substr(from, end - from) + "\u2026";
-}
-
-std::string format_ms(double ms) {
-  char b[48];
-  const double a = std::fabs(ms);
-  auto sig3 = [&](double v, const char* unit) {
-    const double av = std::fabs(v);
-    const int digits = av >= 100 ? 0 : av >= 10 ? 1 : 2;
-    std::snprintf(b, sizeof b, "%.*f %s", digits, v, unit);
-  };
-  if (a == 0) {
-    std::snprintf(b, sizeof b, "0 ms");
-  } else if (a >= 1000) {
-    sig3(ms / 1000, "s");
-  } else if (a >= 1) {
-    sig3(ms, "ms");
-  } else {
-    sig3(ms * 1000, "\u00b5s");
-  }
-  return b;
 }
 
 std::vector<finding> compute_findings(const report_data& d, const finding_thresholds& t) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "report/data.hpp"
+#include "util/format.hpp"
 
 namespace lotus_tool {
 
@@ -70,8 +71,5 @@ std::string findings_text(const std::vector<finding>& fs);
 /// Display name of an op record name: the leading 'S' of the Lotus names removed, and a name
 /// longer than `max_bytes` cut there (at a UTF-8 character boundary) with an ellipsis.
 std::string op_display_name(const std::string& name, std::size_t max_bytes = 80);
-
-/// "850 ms", "12.4 s", "1.25 ms", "35 µs": a duration in milliseconds with 3 significant digits.
-std::string format_ms(double ms);
 
 }  // namespace lotus_tool

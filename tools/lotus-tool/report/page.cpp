@@ -2,7 +2,6 @@
 // SPDX-License-Identifier: MIT
 #include "report/page.hpp"
 
-#include <array>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -13,6 +12,7 @@
 
 #include "report/assets.hpp"
 #include "report/findings.hpp"
+#include "util/format.hpp"
 #include "util/output.hpp"
 
 namespace lotus_tool {
@@ -91,8 +91,8 @@ std::string ranks_html(const report_data& d) {
          (r.batches ? h(format_ms(r.preprocessing_mean_ms)) : "&ndash;") + "</td><td>" +
          std::to_string(r.waits) + "</td><td>" + h(format_ms(r.wait_ms)) + "</td><td>" +
          h(format_ms(r.main_elapsed_ms)) + "</td><td>" +
-         (r.main_elapsed_ms > 0 ? format_number("%.1f%%", 100 * r.wait_share()) : "&ndash;") +
-         "</td><td>" + std::to_string(r.out_of_order) + "</td></tr>\n";
+         (r.main_elapsed_ms > 0 ? pct(r.wait_share()) : "&ndash;") + "</td><td>" +
+         std::to_string(r.out_of_order) + "</td></tr>\n";
   }
   o += "</table>\n";
   const straggler_thresholds th;
@@ -139,8 +139,7 @@ std::string ops_html(const report_data& d) {
          format_number("%.4f", op.mean) + "</td><td>" + format_number("%.4f", op.p50) +
          "</td><td>" + format_number("%.4f", op.p90) + "</td><td>" + format_number("%.4f", op.p99) +
          "</td><td>" + format_number("%.4f", double(op.max_ns) / 1e6) + "</td><td>" +
-         format_number("%.2f%%", 100 * op.share_lt_10ms) + "</td><td>" +
-         format_number("%.2f%%", 100 * op.share_lt_100us) + "</td></tr>\n";
+         pct(op.share_lt_10ms, 2) + "</td><td>" + pct(op.share_lt_100us, 2) + "</td></tr>\n";
   }
   o += "</table>\n";
   if (d.stats.pooled_ops_records > 0) {
@@ -156,9 +155,7 @@ std::string ops_html(const report_data& d) {
 std::string baseline_html(const report_data& d) {
   if (!d.baseline) return {};
   const diff_result& r = *d.baseline;
-  auto pct = [](double v) {
-    return std::isfinite(v) ? format_number("%+.1f%%", 100 * v) : "&ndash;";
-  };
+  auto change = [](double v) { return std::isfinite(v) ? signed_pct(v, "") : "&ndash;"; };
   auto ms = [](const std::optional<side_stats>& x, double side_stats::*f) {
     return x ? format_number("%.4f", (*x).*f) : std::string("&ndash;");
   };
@@ -181,21 +178,19 @@ std::string baseline_html(const report_data& d) {
     o += "<tr data-verdict=\"" + h(c.verdict) + "\"><td>" + h(op_display_name(c.name)) +
          "</td><td>" + ms(c.base, &side_stats::p50) + "</td><td>" + ms(c.next, &side_stats::p50) +
          "</td><td>" + ms(c.base, &side_stats::mean) + "</td><td>" + ms(c.next, &side_stats::mean) +
-         "</td><td>" + (both ? pct(c.change) : "&ndash;") + "</td><td>" +
-         (both ? "[" + pct(c.lo) + ", " + pct(c.hi) + "]" : "&ndash;") + "</td><td>" +
+         "</td><td>" + (both ? change(c.change) : "&ndash;") + "</td><td>" +
+         (both ? "[" + change(c.lo) + ", " + change(c.hi) + "]" : "&ndash;") + "</td><td>" +
          h(c.verdict) + "</td></tr>\n";
   }
   o += "</table>\n<table><tr><th>run</th><th>baseline</th><th>this run</th><th>change</th><th>"
        "verdict</th></tr>\n";
   for (const run_change& c : r.run) {
     const bool share = c.unit == "share";
-    auto v = [&](double x) {
-      return share ? format_number("%.1f%%", 100 * x) : format_number("%.4g", x);
-    };
+    auto v = [&](double x) { return share ? pct(x) : format_number("%.4g", x); };
     o += "<tr data-verdict=\"" + h(c.verdict) + "\"><td>" + h(c.name) + "</td><td>" + v(c.base) +
          "</td><td>" + v(c.next) + "</td><td>" +
          (share || c.name == "out_of_order" ? format_number("%+.1f pt", 100 * c.change)
-                                            : pct(c.change)) +
+                                            : change(c.change)) +
          "</td><td>" + h(c.verdict) + "</td></tr>\n";
   }
   return o + "</table>\n</section>\n";
@@ -272,10 +267,9 @@ std::string causes_html(const report_data& d) {
       "worker thread's time on a CPU, runnable but waiting for a CPU, and blocked "
       "(the rest: I/O, locks, sleeps), from the sidecars' <code>batchres</code> "
       "lines. Over " +
-      count(c.all.batches, "batch", "batches") + ": " + format_number("%.1f%%", 100 * s.cpu) +
-      " on a CPU, " + format_number("%.1f%%", 100 * s.cpu_wait) + " waiting for one, " +
-      format_number("%.1f%%", 100 * s.blocked) + " blocked; verdict <b>" + h(cause_verdict(c.all)) +
-      "</b>.</p>\n";
+      count(c.all.batches, "batch", "batches") + ": " + pct(s.cpu) + " on a CPU, " +
+      pct(s.cpu_wait) + " waiting for one, " + pct(s.blocked) + " blocked; verdict <b>" +
+      h(cause_verdict(c.all)) + "</b>.</p>\n";
   o += thinned_note(d.cause_batches.size(), c.all.batches, "batches (the first by start)");
   o += "<div class=\"chart-box\" style=\"height:320px\"><canvas id=\"causes-chart\" "
        "role=\"img\" aria-label=\"per-batch time on a CPU, waiting for a CPU, blocked\">"
@@ -345,14 +339,13 @@ std::string attribution_html(const attr_doc& a) {
       "op</th><th>CPU share</th><th>traced share</th><th>samples</th><th style=\"text-align:"
       "left\">top functions (share of the op)</th></tr>\n";
   for (const auto& op : a.ops) {
-    o += "<tr><td>" + h(op.op) + "</td>" + format_number("<td>%.1f%%</td>", 100 * op.share);
-    o += op.trace_share >= 0 ? format_number("<td>%.1f%%</td>", 100 * op.trace_share)
-                             : "<td>&ndash;</td>";
+    o += "<tr><td>" + h(op.op) + "</td><td>" + pct(op.share) + "</td>";
+    o += op.trace_share >= 0 ? "<td>" + pct(op.trace_share) + "</td>" : "<td>&ndash;</td>";
     o += "<td>" + std::to_string(op.samples) + "</td><td style=\"text-align:left\">";
     for (std::size_t k = 0; k < op.functions.size() && k < k_top; ++k) {
       const auto& f = op.functions[k];
       if (k > 0) o += "<br>";
-      o += format_number("%.1f%% ", 100 * f.share) + "<code>" + h(f.function) + "</code>";
+      o += pct(f.share) + " <code>" + h(f.function) + "</code>";
       if (!f.module.empty()) o += " <small>(" + h(f.module) + ")</small>";
     }
     if (op.functions.size() > k_top) {
@@ -367,7 +360,7 @@ std::string attribution_html(const attr_doc& a) {
   constexpr std::size_t k_gaps = 20;
   o += "<h3>Mapping coverage</h3>\n<p>";
   o += a.charged_in_op_share >= 0
-           ? "Lotus's method charged " + format_number("%.1f%%", 100 * a.charged_in_op_share) +
+           ? "Lotus's method charged " + pct(a.charged_in_op_share) +
                  " of the CPU time inside op spans to ops."
            : std::string("No join in this attribution: shares are of the whole profile.");
   if (a.gaps.empty()) return o + " Every function run inside op spans is in the mapping.</p>\n";
@@ -378,7 +371,7 @@ std::string attribution_html(const attr_doc& a) {
     const auto& g = a.gaps[k];
     o += "<tr><td style=\"text-align:left\"><code>" + h(g.function) + "</code>";
     if (!g.module.empty()) o += " <small>(" + h(g.module) + ")</small>";
-    o += "</td>" + format_number("<td>%.1f%%</td>", 100 * g.share) + "<td>" +
+    o += "</td><td>" + pct(g.share) + "</td><td>" +
          (g.join_op.empty() ? std::string("&ndash;") : h(g.join_op)) +
          "</td><td style=\"text-align:left\">" + h(g.reason) + "</td></tr>\n";
   }
@@ -592,112 +585,6 @@ void write_page_data(json_writer& w, const report_data& d) {
 }
 
 }  // namespace
-
-namespace {
-
-// SHA-256 (FIPS 180-4) of the page's own scripts, for the Content-Security-Policy hashes.
-std::array<std::uint8_t, 32> sha256(std::string_view data) {
-  static constexpr std::uint32_t k[64] = {
-      0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4,
-      0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe,
-      0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f,
-      0x4a7484aa, 0x5cb0a9dc, 0x76f988da, 0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7,
-      0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc,
-      0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b,
-      0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070, 0x19a4c116,
-      0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-      0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7,
-      0xc67178f2};
-  std::uint32_t hs[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-                         0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
-  const auto rotr = [](std::uint32_t x, int n) { return (x >> n) | (x << (32 - n)); };
-  std::string msg(data);
-  const std::uint64_t bits = static_cast<std::uint64_t>(data.size()) * 8;
-  msg += static_cast<char>(0x80);
-  while (msg.size() % 64 != 56) msg += '\0';
-  for (int i = 7; i >= 0; --i) msg += static_cast<char>((bits >> (8 * i)) & 0xff);
-  for (std::size_t at = 0; at < msg.size(); at += 64) {
-    std::uint32_t w[64];
-    for (int i = 0; i < 16; ++i) {
-      const auto* p = reinterpret_cast<const unsigned char*>(msg.data() + at + 4 * i);
-      w[i] = (std::uint32_t{p[0]} << 24) | (std::uint32_t{p[1]} << 16) |
-             (std::uint32_t{p[2]} << 8) | std::uint32_t{p[3]};
-    }
-    for (int i = 16; i < 64; ++i) {
-      const std::uint32_t s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
-      const std::uint32_t s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
-      w[i] = w[i - 16] + s0 + w[i - 7] + s1;
-    }
-    std::uint32_t a = hs[0], b = hs[1], c = hs[2], dd = hs[3], e = hs[4], f = hs[5], g = hs[6],
-                  hh = hs[7];
-    for (int i = 0; i < 64; ++i) {
-      const std::uint32_t t1 =
-          hh + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ((e & f) ^ (~e & g)) + k[i] + w[i];
-      const std::uint32_t t2 =
-          (rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
-      hh = g;
-      g = f;
-      f = e;
-      e = dd + t1;
-      dd = c;
-      c = b;
-      b = a;
-      a = t1 + t2;
-    }
-    hs[0] += a;
-    hs[1] += b;
-    hs[2] += c;
-    hs[3] += dd;
-    hs[4] += e;
-    hs[5] += f;
-    hs[6] += g;
-    hs[7] += hh;
-  }
-  std::array<std::uint8_t, 32> out{};
-  for (std::size_t i = 0; i < 8; ++i) {
-    for (std::size_t j = 0; j < 4; ++j) {
-      out[4 * i + j] = static_cast<std::uint8_t>(hs[i] >> (24 - 8 * j));
-    }
-  }
-  return out;
-}
-
-std::string base64(const std::uint8_t* p, std::size_t n) {
-  static const char t[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  for (std::size_t i = 0; i < n; i += 3) {
-    const std::uint32_t v = (std::uint32_t{p[i]} << 16) |
-                            (i + 1 < n ? std::uint32_t{p[i + 1]} << 8 : 0) |
-                            (i + 2 < n ? std::uint32_t{p[i + 2]} : 0);
-    out += t[(v >> 18) & 63];
-    out += t[(v >> 12) & 63];
-    out += i + 1 < n ? t[(v >> 6) & 63] : '=';
-    out += i + 2 < n ? t[v & 63] : '=';
-  }
-  return out;
-}
-
-std::string script_hash(const asset& a) {
-  std::string text;
-  a.append_to(text);
-  const auto d = sha256(text);
-  return "'sha256-" + base64(d.data(), d.size()) + "'";
-}
-
-}  // namespace
-
-std::string sha256_base64(std::string_view data) {
-  const auto d = sha256(data);
-  return base64(d.data(), d.size());
-}
-
-std::string report_csp() {
-  // Only the page's own three scripts run (by hash): no other inline script, no event-handler
-  // attribute, no script from anywhere; styles inline (the page's and dygraphs'), images as data.
-  return "default-src 'none'; script-src " + script_hash(assets::chart_js) + " " +
-         script_hash(assets::dygraph_js) + " " + script_hash(assets::report_js) +
-         "; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'";
-}
 
 void write_report_page(const report_data& d, output_file& out) {
   const stats_result& st = d.stats;

@@ -1,5 +1,9 @@
 // lotus — lotus-tool viz: Perfetto's native protobuf trace (the `.pftrace` output of viz)
 // SPDX-License-Identifier: MIT
+// Why one file of ~920 lines: it is one encoder of one format: the protobuf wire helpers, the
+// interned names and tracks, and the builder that walks the trace once share the field numbers and
+// the sequence state described below, and nothing of it is used elsewhere. Split, the parts would
+// have to export the encoder's internals to each other; the `.proto` beside it is the map.
 //
 // Encoding (field numbers: tools/lotus-tool/viz/perfetto_trace.proto, from Perfetto's trace proto
 // reference). The file is a `Trace`: a sequence of `packet` fields.

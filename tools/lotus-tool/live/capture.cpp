@@ -1,6 +1,6 @@
 // lotus — lotus-tool capture: ask the flight recorders tracing into a directory for a capture
 // SPDX-License-Identifier: MIT
-#include "trace/capture.hpp"
+#include "live/capture.hpp"
 
 #include <dirent.h>
 #include <sys/stat.h>
