@@ -16,29 +16,35 @@ namespace {
 constexpr unsigned k_rows_jc = in_json | in_csv;
 constexpr unsigned k_rows_all = in_json | in_csv | in_text;
 
-// Per batch or per op: the count the sums divide by (1 for none).
-double rows_per(const resource_totals& t) { return t.batches != 0 ? double(t.batches) : 1.0; }
+// A cause row's shares of its time (on a CPU, waiting for one, blocked), then its faults and
+// switches per batch or op, under `keys` and in `cols`.
+void add_resource_fields(stat_fields& f, const resource_totals& t, const char* const (&keys)[4],
+                         const text_column (&cols)[4]) {
+  const cause_shares s = shares_of(t);
+  f.push_back(real_field("cpu_share", s.cpu, k_rows_all, {"on CPU", 7, 1, "%", 100}));
+  f.push_back(real_field("cpu_wait_share", s.cpu_wait, k_rows_all, {"wait CPU", 9, 1, "%", 100}));
+  f.push_back(real_field("blocked_share", s.blocked, k_rows_all, {"blocked", 8, 1, "%", 100}));
+  const double n = t.batches != 0 ? double(t.batches) : 1.0;  // per batch or op
+  const std::uint64_t counts[] = {t.minflt, t.majflt, t.nvcsw, t.nivcsw};
+  for (std::size_t i = 0; i < 4; ++i) {
+    f.push_back(real_field(keys[i], double(counts[i]) / n, k_rows_all, cols[i]));
+  }
+}
+
+// `f`, named `csv_key` in the CSV.
+stat_field csv_as(const char* csv_key, stat_field f) {
+  f.csv_key = csv_key;
+  return f;
+}
 
 }  // namespace
 
 stat_field count_field(const char* key, std::uint64_t v, unsigned in, text_column text) {
-  stat_field f;
-  f.key = key;
-  f.integer = true;
-  f.count = v;
-  f.value = double(v);
-  f.in = in;
-  f.text = text;
-  return f;
+  return stat_field{key, true, v, double(v), in, text, nullptr};
 }
 
 stat_field real_field(const char* key, double v, unsigned in, text_column text) {
-  stat_field f;
-  f.key = key;
-  f.value = v;
-  f.in = in;
-  f.text = text;
-  return f;
+  return stat_field{key, false, 0, v, in, text, nullptr};
 }
 
 // ---------------------------------------------------------------- the rows
@@ -67,12 +73,10 @@ stat_fields trace_fields(const stats_result& r) {
 }
 
 stat_fields pooled_fields(const stats_result& r) {
-  stat_fields f = {count_field("max_ops", r.max_ops, in_json),
-                   count_field("records", r.pooled_ops_records, k_rows_jc),
-                   count_field("names_estimate", r.pooled_op_names, k_rows_jc)};
-  f[1].csv_key = "ops_pooled_records";
-  f[2].csv_key = "ops_pooled_names_estimate";
-  return f;
+  return {count_field("max_ops", r.max_ops, in_json),
+          csv_as("ops_pooled_records", count_field("records", r.pooled_ops_records, k_rows_jc)),
+          csv_as("ops_pooled_names_estimate",
+                 count_field("names_estimate", r.pooled_op_names, k_rows_jc))};
 }
 
 stat_fields op_fields(const op_stats& o) {
@@ -120,12 +124,9 @@ stat_fields delay_fields(const stats_result& r) {
 }
 
 stat_fields batch_fields(const stats_result& r) {
-  stat_fields f = {count_field("out_of_order_arrivals", r.out_of_order, k_rows_jc),
-                   count_field("batches_queued", r.queued, k_rows_jc),
-                   count_field("batches_consumed", r.consumed, k_rows_jc)};
-  f[1].csv_key = "queued";
-  f[2].csv_key = "consumed";
-  return f;
+  return {count_field("out_of_order_arrivals", r.out_of_order, k_rows_jc),
+          csv_as("queued", count_field("batches_queued", r.queued, k_rows_jc)),
+          csv_as("consumed", count_field("batches_consumed", r.consumed, k_rows_jc))};
 }
 
 stat_fields rank_fields(const rank_stats& x) {
@@ -143,36 +144,27 @@ stat_fields rank_fields(const rank_stats& x) {
 }
 
 stat_fields cause_fields(const resource_totals& t) {
-  const cause_shares s = shares_of(t);
-  const double n = rows_per(t);
-  return {
-      count_field("batches", t.batches, k_rows_all, {"batches", 8}),
-      real_field("batch_ms", double(t.dur_ns) / 1e6, k_rows_jc),
-      real_field("cpu_share", s.cpu, k_rows_all, {"on CPU", 7, 1, "%", 100}),
-      real_field("cpu_wait_share", s.cpu_wait, k_rows_all, {"wait CPU", 9, 1, "%", 100}),
-      real_field("blocked_share", s.blocked, k_rows_all, {"blocked", 8, 1, "%", 100}),
-      real_field("minor_faults_per_batch", double(t.minflt) / n, k_rows_all, {"minflt/b", 10, 1}),
-      real_field("major_faults_per_batch", double(t.majflt) / n, k_rows_all, {"majflt/b", 8, 2}),
-      real_field("voluntary_switches_per_batch", double(t.nvcsw) / n, k_rows_all, {"vcsw/b", 8, 1}),
-      real_field("involuntary_switches_per_batch", double(t.nivcsw) / n, k_rows_all,
-                 {"ivcsw/b", 8, 1}),
-      count_field("lost", t.lost, k_rows_jc)};
+  static const char* const keys[] = {"minor_faults_per_batch", "major_faults_per_batch",
+                                     "voluntary_switches_per_batch",
+                                     "involuntary_switches_per_batch"};
+  static const text_column cols[] = {
+      {"minflt/b", 10, 1}, {"majflt/b", 8, 2}, {"vcsw/b", 8, 1}, {"ivcsw/b", 8, 1}};
+  stat_fields f = {count_field("batches", t.batches, k_rows_all, {"batches", 8}),
+                   real_field("batch_ms", double(t.dur_ns) / 1e6, k_rows_jc)};
+  add_resource_fields(f, t, keys, cols);
+  f.push_back(count_field("lost", t.lost, k_rows_jc));
+  return f;
 }
 
 stat_fields op_cause_fields(const resource_totals& t) {
-  const cause_shares s = shares_of(t);
-  const double n = rows_per(t);
-  return {
-      count_field("count", t.batches, k_rows_all, {"ops", 8}),
-      real_field("time_ms", double(t.dur_ns) / 1e6, k_rows_all, {"time ms", 10, 1}),
-      real_field("cpu_share", s.cpu, k_rows_all, {"on CPU", 7, 1, "%", 100}),
-      real_field("cpu_wait_share", s.cpu_wait, k_rows_all, {"wait CPU", 9, 1, "%", 100}),
-      real_field("blocked_share", s.blocked, k_rows_all, {"blocked", 8, 1, "%", 100}),
-      real_field("minor_faults_per_op", double(t.minflt) / n, k_rows_all, {"minflt/op", 10, 1}),
-      real_field("major_faults_per_op", double(t.majflt) / n, k_rows_all, {"majflt/op", 9, 2}),
-      real_field("voluntary_switches_per_op", double(t.nvcsw) / n, k_rows_all, {"vcsw/op", 8, 2}),
-      real_field("involuntary_switches_per_op", double(t.nivcsw) / n, k_rows_all,
-                 {"ivcsw/op", 8, 2})};
+  static const char* const keys[] = {"minor_faults_per_op", "major_faults_per_op",
+                                     "voluntary_switches_per_op", "involuntary_switches_per_op"};
+  static const text_column cols[] = {
+      {"minflt/op", 10, 1}, {"majflt/op", 9, 2}, {"vcsw/op", 8, 2}, {"ivcsw/op", 8, 2}};
+  stat_fields f = {count_field("count", t.batches, k_rows_all, {"ops", 8}),
+                   real_field("time_ms", double(t.dur_ns) / 1e6, k_rows_all, {"time ms", 10, 1})};
+  add_resource_fields(f, t, keys, cols);
+  return f;
 }
 
 // ---------------------------------------------------------------- the writers
