@@ -288,11 +288,15 @@ void append_fmt(std::string& out, const char* fmt, ...) {
   if (n > 0) out.append(tmp, std::min(static_cast<std::size_t>(n), sizeof tmp - 1));
 }
 
-void text_summary(std::string& out, const summary& s) {
+// A summary as the reference scripts write it: its sum (unless !sum), mean, std, min and max,
+// then (unless !quartiles) median, quartiles and their difference.
+void text_summary(std::string& out, const summary& s, bool sum = true, bool quartiles = true) {
   // Same fields and precision as preprocessing_time_stats.py's log_stats_to_file().
-  append_fmt(out, "\tsum = %.2f ms,\n\tavg = %.2f ms,\n\tstd = %.2f (%.2f%% of avg) ms,\n", s.sum,
-             s.mean, s.std, s.std_pct_of_mean());
+  if (sum) append_fmt(out, "\tsum = %.2f ms,\n", s.sum);
+  append_fmt(out, "\tavg = %.2f ms,\n\tstd = %.2f (%.2f%% of avg) ms,\n", s.mean, s.std,
+             s.std_pct_of_mean());
   append_fmt(out, "\tmin = %.2f ms,\n\tmax = %.2f ms\n", s.min, s.max);
+  if (!quartiles) return;
   append_fmt(out,
              "\tmedian = %.2f ms,\n\t25th percentile = %.2f ms,\n\t75th percentile = %.2f ms\n",
              s.median, s.p25, s.p75);
@@ -371,11 +375,7 @@ std::string to_text(const stats_result& r, const trace_dir& dir, const record_fi
                r.wait.pct_between_1us_1ms());
     append_fmt(out, "\t%.2f%% of batches had wait time > 1 ms\n", r.wait.pct(r.wait.gt_1ms));
     append_fmt(out, "\t%.2f%% of batches had wait time == 1 us\n", r.wait.pct(r.wait.eq_1us));
-    const auto& s = r.wait.s;
-    append_fmt(out,
-               "\tsum = %.2f ms,\n\tavg = %.2f ms,\n\tstd = %.2f (%.2f%% of avg) ms,\n\tmin = %.2f "
-               "ms,\n\tmax = %.2f ms\n",
-               s.sum, s.mean, s.std, s.std_pct_of_mean(), s.min, s.max);
+    text_summary(out, r.wait.s, true, false);
     append_fmt(out, "\t%.2f%% of batches had wait time > 500 ms\n", r.wait.pct(r.wait.gt_500ms));
     if (r.main_elapsed_ms > 0 && rank_verdict != nullptr) {
       append_fmt(
@@ -403,10 +403,7 @@ std::string to_text(const stats_result& r, const trace_dir& dir, const record_fi
     const double n = double(s.count);
     append_fmt(out, "\t%.2f%% of batches had delay time < 250 ms\n",
                100.0 * double(r.delay.lt_250ms) / n);
-    append_fmt(out,
-               "\tavg = %.2f ms,\n\tstd = %.2f (%.2f%% of avg) ms,\n\tmin = %.2f ms,\n\tmax = %.2f "
-               "ms\n",
-               s.mean, s.std, s.std_pct_of_mean(), s.min, s.max);
+    text_summary(out, s, false, false);
     append_fmt(out, "\t%.2f%% of batches had delay time > 500 ms\n",
                100.0 * double(r.delay.gt_500ms) / n);
     if (r.delay.unmatched_consumed || r.delay.unmatched_preprocessed) {
