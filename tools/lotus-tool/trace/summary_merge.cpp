@@ -61,6 +61,12 @@ struct op_merge {
   log_sketch k;
 };
 
+// A directory entry's name is a summary's: NAME.lsum.
+bool summary_name(const std::string& n) {
+  const std::string suf = k_summary_suffix;
+  return n.size() > suf.size() && n.compare(n.size() - suf.size(), suf.size(), suf) == 0;
+}
+
 merged_summaries merge_sources(std::vector<summary_detail::source_in> sources,
                                const std::vector<std::size_t>& dir_of, std::uint64_t files) {
   merged_summaries m;
@@ -227,9 +233,7 @@ bool names_summaries(const std::vector<std::string>& paths) {
       if (d == nullptr) continue;
       bool any = false;
       while (const dirent* e = ::readdir(d)) {
-        const std::string n = e->d_name;
-        const std::string suf = k_summary_suffix;
-        if (n.size() > suf.size() && n.compare(n.size() - suf.size(), suf.size(), suf) == 0) {
+        if (summary_name(e->d_name)) {
           any = true;
           break;
         }
@@ -275,11 +279,7 @@ merged_summaries read_summaries(const std::vector<std::string>& paths) {
     if (d == nullptr) throw tool_error(exit_io, p + ": " + std::strerror(errno));
     std::vector<std::string> names;
     while (const dirent* e = ::readdir(d)) {
-      const std::string n = e->d_name;
-      const std::string suf = k_summary_suffix;
-      if (n.size() > suf.size() && n.compare(n.size() - suf.size(), suf.size(), suf) == 0) {
-        names.push_back(n);
-      }
+      if (summary_name(e->d_name)) names.push_back(e->d_name);
     }
     ::closedir(d);
     std::sort(names.begin(), names.end());
