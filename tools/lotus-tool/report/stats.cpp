@@ -11,6 +11,7 @@
 #include "report/data.hpp"
 #include "report/findings.hpp"
 #include "report/report.hpp"
+#include "report/stats_rows.hpp"
 #include "trace/causes.hpp"
 #include "trace/input.hpp"
 #include "trace/stats_engine.hpp"
@@ -25,33 +26,9 @@ namespace lotus_tool {
 
 namespace {
 
-nlohmann::json summary_json(const summary& s) {
-  return {{"count", s.count},
-          {"sum_ms", s.sum},
-          {"mean_ms", s.mean},
-          {"std_ms", s.std},
-          {"std_pct_of_mean", s.std_pct_of_mean()},
-          {"min_ms", s.min},
-          {"max_ms", s.max},
-          {"median_ms", s.median},
-          {"p25_ms", s.p25},
-          {"p75_ms", s.p75},
-          {"iqr_ms", s.iqr()}};
-}
-
+// One cause row as JSON: its figures and verdict (null: none).
 nlohmann::json cause_json(const resource_totals& t) {
-  const cause_shares s = shares_of(t);
-  const double n = t.batches != 0 ? double(t.batches) : 1.0;
-  nlohmann::json o = {{"batches", t.batches},
-                      {"batch_ms", double(t.dur_ns) / 1e6},
-                      {"cpu_share", s.cpu},
-                      {"cpu_wait_share", s.cpu_wait},
-                      {"blocked_share", s.blocked},
-                      {"minor_faults_per_batch", double(t.minflt) / n},
-                      {"major_faults_per_batch", double(t.majflt) / n},
-                      {"voluntary_switches_per_batch", double(t.nvcsw) / n},
-                      {"involuntary_switches_per_batch", double(t.nivcsw) / n},
-                      {"lost", t.lost}};
+  nlohmann::json o = fields_json(cause_fields(t));
   const std::string v = cause_verdict(t);
   if (v.empty()) {
     o["verdict"] = nullptr;
@@ -87,19 +64,9 @@ void op_causes_text(std::string& out, const causes_result& c);
 // One op's `opres` sums (LOTUS_RESOURCES=ops): its time's shares and its faults and switches
 // per op.
 nlohmann::json op_cause_json(const cause_row& x) {
-  const resource_totals& t = x.totals;
-  const cause_shares s = shares_of(t);
-  const double n = t.batches != 0 ? double(t.batches) : 1.0;
-  return {{"op", x.label},
-          {"count", t.batches},
-          {"time_ms", double(t.dur_ns) / 1e6},
-          {"cpu_share", s.cpu},
-          {"cpu_wait_share", s.cpu_wait},
-          {"blocked_share", s.blocked},
-          {"minor_faults_per_op", double(t.minflt) / n},
-          {"major_faults_per_op", double(t.majflt) / n},
-          {"voluntary_switches_per_op", double(t.nvcsw) / n},
-          {"involuntary_switches_per_op", double(t.nivcsw) / n}};
+  nlohmann::json o = fields_json(op_cause_fields(x.totals));
+  o["op"] = x.label;
+  return o;
 }
 
 // The per-op table into a causes object (absent without `opres` lines).
@@ -115,14 +82,9 @@ void add_op_causes(nlohmann::json& j, const causes_result& c) {
 nlohmann::json to_json(const stats_result& r, const trace_dir& dir, const record_filter& win,
                        bool outliers, const finding* rank_verdict) {
   nlohmann::json j;
-  j["trace"] = {{"dir", dir.path},
-                {"prefix", dir.prefix},
-                {"files", r.files},
-                {"worker_files", r.worker_files},
-                {"main_files", r.main_files},
-                {"records", r.records},
-                {"skipped_lines", r.skipped_lines},
-                {"epochs", r.epochs}};
+  j["trace"] = fields_json(trace_fields(r));
+  j["trace"]["dir"] = dir.path;
+  j["trace"]["prefix"] = dir.prefix;
   j["trace"]["hosts"] = dir.hosts();
   {
     // The job's epoch numbering of the batches shown, where the sidecars' `epoch` lines say.
@@ -148,17 +110,8 @@ nlohmann::json to_json(const stats_result& r, const trace_dir& dir, const record
   if (!r.ranks.empty()) {
     auto& rk = j["ranks"] = nlohmann::json::array();
     for (const auto& x : r.ranks) {
-      nlohmann::json o = {{"label", x.label},
-                          {"batches", x.batches},
-                          {"preprocessing_ms", x.preprocessing_ms},
-                          {"preprocessing_mean_ms", x.preprocessing_mean_ms},
-                          {"waits", x.waits},
-                          {"wait_ms", x.wait_ms},
-                          {"main_elapsed_ms", x.main_elapsed_ms},
-                          {"wait_share", x.wait_share()},
-                          {"out_of_order", x.out_of_order},
-                          {"worker_files", x.worker_files},
-                          {"lost_to_straggler_ms", x.lost_to_straggler_ms}};
+      nlohmann::json o = fields_json(rank_fields(x));
+      o["label"] = x.label;
       if (!x.host.empty()) o["host"] = x.host;
       if (x.rank) o["rank"] = *x.rank;
       rk.push_back(std::move(o));
@@ -249,44 +202,22 @@ nlohmann::json to_json(const stats_result& r, const trace_dir& dir, const record
   }
   auto& ops = j["ops"] = nlohmann::json::array();
   for (const auto& o : r.ops) {
-    ops.push_back({{"name", o.name},
-                   {"count", o.count},
-                   {"sum_ms", o.sum},
-                   {"mean_ms", o.mean},
-                   {"p50_ms", o.p50},
-                   {"p90_ms", o.p90},
-                   {"p99_ms", o.p99},
-                   {"max_ms", static_cast<double>(o.max_ns) / 1e6},
-                   {"share_lt_10ms", o.share_lt_10ms},
-                   {"share_lt_100us", o.share_lt_100us}});
+    ops.push_back(fields_json(op_fields(o)));
+    ops.back()["name"] = o.name;
     if (o.pooled) ops.back()["pooled"] = true;
   }
   if (r.pooled_ops_records > 0) {
     // More distinct op names than the cap: the rest are in the pooled row, counted here.
-    j["ops_pooled"] = {{"max_ops", r.max_ops},
-                       {"records", r.pooled_ops_records},
-                       {"names_estimate", r.pooled_op_names}};
+    j["ops_pooled"] = fields_json(pooled_fields(r));
   }
-  auto& pre = j["batch_preprocessing"] = summary_json(r.preprocessing);
+  j["batch_preprocessing"] = fields_json(preprocessing_fields(r, outliers));
   if (outliers) {
-    pre["outliers_removed"] = r.outliers_removed;
-    pre["outlier_threshold_ms"] = r.outlier_threshold_ms;
-    pre["before_outlier_removal"] = summary_json(r.preprocessing_before);
+    j["batch_preprocessing"]["before_outlier_removal"] =
+        fields_json(summary_fields(r.preprocessing_before));
   }
-  auto& w = j["wait"] = summary_json(r.wait.s);
-  w["count_eq_1us"] = r.wait.eq_1us;
-  w["pct_eq_1us"] = r.wait.pct(r.wait.eq_1us);
-  w["pct_between_1us_1ms"] = r.wait.pct_between_1us_1ms();
-  w["pct_gt_1ms"] = r.wait.pct(r.wait.gt_1ms);
-  w["pct_gt_500ms"] = r.wait.pct(r.wait.gt_500ms);
-  auto& d = j["delay"] = summary_json(r.delay.s);
-  d["pct_lt_250ms"] =
-      r.delay.s.count ? 100.0 * double(r.delay.lt_250ms) / double(r.delay.s.count) : 0;
-  d["pct_gt_500ms"] =
-      r.delay.s.count ? 100.0 * double(r.delay.gt_500ms) / double(r.delay.s.count) : 0;
-  d["unmatched_preprocessed"] = r.delay.unmatched_preprocessed;
-  d["unmatched_consumed"] = r.delay.unmatched_consumed;
-  j["out_of_order_arrivals"] = r.out_of_order;
+  j["wait"] = fields_json(wait_fields(r));
+  j["delay"] = fields_json(delay_fields(r));
+  fields_json(j, batch_fields(r));
   if (r.wait.s.count > 0 && r.main_elapsed_ms > 0) {
     j["input_bound"] = {{"class", input_bound_class(r.wait_share())},
                         {"wait_share", r.wait_share()},
@@ -303,8 +234,6 @@ nlohmann::json to_json(const stats_result& r, const trace_dir& dir, const record
   } else {
     j["input_bound"] = nullptr;
   }
-  j["batches_queued"] = r.queued;
-  j["batches_consumed"] = r.consumed;
   // Why batches were slow: the sidecars' `batchres` lines (absent from traces without them).
   if (const causes_result c = compute_causes(dir, &win); causes_shown(c)) {
     // Only `opres` lines (ops, no worker batches): the per-op table alone.
@@ -316,114 +245,35 @@ nlohmann::json to_json(const stats_result& r, const trace_dir& dir, const record
   return j;
 }
 
-void csv_row(std::string& out, const char* section, const std::string& name, const char* metric,
-             double v) {
-  out += section;
-  out += ',';
-  out += csv_field(name);  // names hold no comma or line break; rank labels may
-  out += ',';
-  out += metric;
-  out += ',';
-  append_double(out, v);
-  out += '\n';
-}
-
-void csv_summary(std::string& out, const char* section, const summary& s) {
-  csv_row(out, section, "", "count", double(s.count));
-  csv_row(out, section, "", "sum_ms", s.sum);
-  csv_row(out, section, "", "mean_ms", s.mean);
-  csv_row(out, section, "", "std_ms", s.std);
-  csv_row(out, section, "", "std_pct_of_mean", s.std_pct_of_mean());
-  csv_row(out, section, "", "min_ms", s.min);
-  csv_row(out, section, "", "max_ms", s.max);
-  csv_row(out, section, "", "median_ms", s.median);
-  csv_row(out, section, "", "p25_ms", s.p25);
-  csv_row(out, section, "", "p75_ms", s.p75);
-  csv_row(out, section, "", "iqr_ms", s.iqr());
-}
-
-void csv_causes(std::string& out, const std::string& label, const resource_totals& t) {
-  const cause_shares s = shares_of(t);
-  const double n = t.batches != 0 ? double(t.batches) : 1.0;
-  csv_row(out, "causes", label, "batches", double(t.batches));
-  csv_row(out, "causes", label, "batch_ms", double(t.dur_ns) / 1e6);
-  csv_row(out, "causes", label, "cpu_share", s.cpu);
-  csv_row(out, "causes", label, "cpu_wait_share", s.cpu_wait);
-  csv_row(out, "causes", label, "blocked_share", s.blocked);
-  csv_row(out, "causes", label, "minor_faults_per_batch", double(t.minflt) / n);
-  csv_row(out, "causes", label, "major_faults_per_batch", double(t.majflt) / n);
-  csv_row(out, "causes", label, "voluntary_switches_per_batch", double(t.nvcsw) / n);
-  csv_row(out, "causes", label, "involuntary_switches_per_batch", double(t.nivcsw) / n);
-  csv_row(out, "causes", label, "lost", double(t.lost));
-}
-
-// One op's row group in section `causes_op` (LOTUS_RESOURCES=ops).
-void csv_op_causes(std::string& out, const cause_row& x) {
-  const resource_totals& t = x.totals;
-  const cause_shares s = shares_of(t);
-  const double n = t.batches != 0 ? double(t.batches) : 1.0;
-  csv_row(out, "causes_op", x.label, "count", double(t.batches));
-  csv_row(out, "causes_op", x.label, "time_ms", double(t.dur_ns) / 1e6);
-  csv_row(out, "causes_op", x.label, "cpu_share", s.cpu);
-  csv_row(out, "causes_op", x.label, "cpu_wait_share", s.cpu_wait);
-  csv_row(out, "causes_op", x.label, "blocked_share", s.blocked);
-  csv_row(out, "causes_op", x.label, "minor_faults_per_op", double(t.minflt) / n);
-  csv_row(out, "causes_op", x.label, "major_faults_per_op", double(t.majflt) / n);
-  csv_row(out, "causes_op", x.label, "voluntary_switches_per_op", double(t.nvcsw) / n);
-  csv_row(out, "causes_op", x.label, "involuntary_switches_per_op", double(t.nivcsw) / n);
-}
-
 std::string to_csv(const stats_result& r, const trace_dir& dir, const record_filter& win) {
   std::string out = "section,name,metric,value\n";
-  csv_row(out, "trace", "", "records", double(r.records));
-  csv_row(out, "trace", "", "files", double(r.files));
-  csv_row(out, "trace", "", "epochs", double(r.epochs));
-  if (r.pooled_ops_records > 0) {
-    csv_row(out, "trace", "", "ops_pooled_records", double(r.pooled_ops_records));
-    csv_row(out, "trace", "", "ops_pooled_names_estimate", double(r.pooled_op_names));
-  }
-  for (const auto& o : r.ops) {
-    csv_row(out, "op", o.name, "count", double(o.count));
-    csv_row(out, "op", o.name, "mean_ms", o.mean);
-    csv_row(out, "op", o.name, "p50_ms", o.p50);
-    csv_row(out, "op", o.name, "p90_ms", o.p90);
-    csv_row(out, "op", o.name, "p99_ms", o.p99);
-    csv_row(out, "op", o.name, "max_ms", static_cast<double>(o.max_ns) / 1e6);
-    csv_row(out, "op", o.name, "share_lt_10ms", o.share_lt_10ms);
-    csv_row(out, "op", o.name, "share_lt_100us", o.share_lt_100us);
-  }
-  csv_summary(out, "batch_preprocessing", r.preprocessing);
-  csv_row(out, "batch_preprocessing", "", "outliers_removed", double(r.outliers_removed));
-  csv_summary(out, "wait", r.wait.s);
-  csv_row(out, "wait", "", "pct_eq_1us", r.wait.pct(r.wait.eq_1us));
-  csv_row(out, "wait", "", "pct_between_1us_1ms", r.wait.pct_between_1us_1ms());
-  csv_row(out, "wait", "", "pct_gt_1ms", r.wait.pct(r.wait.gt_1ms));
+  fields_csv(out, "trace", "", trace_fields(r));
+  if (r.pooled_ops_records > 0) fields_csv(out, "trace", "", pooled_fields(r));
+  for (const auto& o : r.ops) fields_csv(out, "op", o.name, op_fields(o));
+  fields_csv(out, "batch_preprocessing", "", preprocessing_fields(r, false));
+  fields_csv(out, "wait", "", wait_fields(r));
   if (r.wait.s.count > 0 && r.main_elapsed_ms > 0) {  // name: highly | moderately | not
-    csv_row(out, "input_bound", input_bound_class(r.wait_share()), "wait_share", r.wait_share());
+    fields_csv(out, "input_bound", input_bound_class(r.wait_share()),
+               {real_field("wait_share", r.wait_share(), in_csv)});
   }
-  csv_summary(out, "delay", r.delay.s);
-  csv_row(out, "batches", "", "out_of_order_arrivals", double(r.out_of_order));
-  csv_row(out, "batches", "", "queued", double(r.queued));
-  csv_row(out, "batches", "", "consumed", double(r.consumed));
-  for (const auto& x : r.ranks) {
-    csv_row(out, "rank", x.label, "batches", double(x.batches));
-    csv_row(out, "rank", x.label, "preprocessing_mean_ms", x.preprocessing_mean_ms);
-    csv_row(out, "rank", x.label, "wait_ms", x.wait_ms);
-    csv_row(out, "rank", x.label, "wait_share", x.wait_share());
-    csv_row(out, "rank", x.label, "out_of_order", double(x.out_of_order));
-    csv_row(out, "rank", x.label, "lost_to_straggler_ms", x.lost_to_straggler_ms);
-  }
+  fields_csv(out, "delay", "", delay_fields(r));
+  fields_csv(out, "batches", "", batch_fields(r));
+  for (const auto& x : r.ranks) fields_csv(out, "rank", x.label, rank_fields(x));
   // Why batches were slow (as in the JSON's "causes"): all workers (name "all"), then per rank
   // and per worker; the verdict as the name of a row of its own (like input_bound's class).
   if (const causes_result c = compute_causes(dir, &win); causes_shown(c)) {
     if (c.present) {
-      csv_causes(out, "all", c.all);
+      fields_csv(out, "causes", "all", cause_fields(c.all));
       const std::string v = cause_verdict(c.all);
-      if (!v.empty()) csv_row(out, "causes_verdict", v, "batches", double(c.all.batches));
-      for (const auto& x : c.ranks) csv_causes(out, x.label, x.totals);
-      for (const auto& x : c.workers) csv_causes(out, x.label, x.totals);
+      if (!v.empty()) {
+        fields_csv(out, "causes_verdict", v, {count_field("batches", c.all.batches, in_csv)});
+      }
+      for (const auto& x : c.ranks) fields_csv(out, "causes", x.label, cause_fields(x.totals));
+      for (const auto& x : c.workers) fields_csv(out, "causes", x.label, cause_fields(x.totals));
     }
-    for (const auto& x : c.ops) csv_op_causes(out, x);  // LOTUS_RESOURCES=ops
+    for (const auto& x : c.ops) {  // LOTUS_RESOURCES=ops
+      fields_csv(out, "causes_op", x.label, op_cause_fields(x.totals));
+    }
   }
   return out;
 }
@@ -438,11 +288,15 @@ void append_fmt(std::string& out, const char* fmt, ...) {
   if (n > 0) out.append(tmp, std::min(static_cast<std::size_t>(n), sizeof tmp - 1));
 }
 
-void text_summary(std::string& out, const summary& s) {
+// A summary as the reference scripts write it: its sum (unless !sum), mean, std, min and max,
+// then (unless !quartiles) median, quartiles and their difference.
+void text_summary(std::string& out, const summary& s, bool sum = true, bool quartiles = true) {
   // Same fields and precision as preprocessing_time_stats.py's log_stats_to_file().
-  append_fmt(out, "\tsum = %.2f ms,\n\tavg = %.2f ms,\n\tstd = %.2f (%.2f%% of avg) ms,\n", s.sum,
-             s.mean, s.std, s.std_pct_of_mean());
+  if (sum) append_fmt(out, "\tsum = %.2f ms,\n", s.sum);
+  append_fmt(out, "\tavg = %.2f ms,\n\tstd = %.2f (%.2f%% of avg) ms,\n", s.mean, s.std,
+             s.std_pct_of_mean());
   append_fmt(out, "\tmin = %.2f ms,\n\tmax = %.2f ms\n", s.min, s.max);
+  if (!quartiles) return;
   append_fmt(out,
              "\tmedian = %.2f ms,\n\t25th percentile = %.2f ms,\n\t75th percentile = %.2f ms\n",
              s.median, s.p25, s.p75);
@@ -469,13 +323,13 @@ std::string to_text(const stats_result& r, const trace_dir& dir, const record_fi
     out += "\nFlight-recorder capture " + printable(c->id) + ": " + capture_text(*c);
   }
   out += "\n\nPer-op elapsed time (ms), worker files, SBatch* excluded:\n";
-  append_fmt(out, "%-28s %10s %10s %10s %10s %10s %10s %8s %8s\n", "op", "count", "mean", "p50",
-             "p90", "p99", "max", "<10ms", "<100us");
+  append_fmt(out, "%-28s", "op");
+  fields_text_head(out, op_fields(op_stats{}));
+  out += '\n';
   for (const auto& o : r.ops) {
-    append_fmt(out, "%-28s %10llu %10.4f %10.4f %10.4f %10.4f %10.4f %7.2f%% %7.2f%%\n",
-               printable(o.name.substr(1)).c_str(), static_cast<unsigned long long>(o.count),
-               o.mean, o.p50, o.p90, o.p99, double(o.max_ns) / 1e6, 100 * o.share_lt_10ms,
-               100 * o.share_lt_100us);
+    append_fmt(out, "%-28s", printable(o.name.substr(1)).c_str());
+    fields_text(out, op_fields(o));
+    out += '\n';
   }
   if (r.ops.empty()) out += "  (no op records)\n";
   if (r.pooled_ops_records > 0) {
@@ -521,11 +375,7 @@ std::string to_text(const stats_result& r, const trace_dir& dir, const record_fi
                r.wait.pct_between_1us_1ms());
     append_fmt(out, "\t%.2f%% of batches had wait time > 1 ms\n", r.wait.pct(r.wait.gt_1ms));
     append_fmt(out, "\t%.2f%% of batches had wait time == 1 us\n", r.wait.pct(r.wait.eq_1us));
-    const auto& s = r.wait.s;
-    append_fmt(out,
-               "\tsum = %.2f ms,\n\tavg = %.2f ms,\n\tstd = %.2f (%.2f%% of avg) ms,\n\tmin = %.2f "
-               "ms,\n\tmax = %.2f ms\n",
-               s.sum, s.mean, s.std, s.std_pct_of_mean(), s.min, s.max);
+    text_summary(out, r.wait.s, true, false);
     append_fmt(out, "\t%.2f%% of batches had wait time > 500 ms\n", r.wait.pct(r.wait.gt_500ms));
     if (r.main_elapsed_ms > 0 && rank_verdict != nullptr) {
       append_fmt(
@@ -553,10 +403,7 @@ std::string to_text(const stats_result& r, const trace_dir& dir, const record_fi
     const double n = double(s.count);
     append_fmt(out, "\t%.2f%% of batches had delay time < 250 ms\n",
                100.0 * double(r.delay.lt_250ms) / n);
-    append_fmt(out,
-               "\tavg = %.2f ms,\n\tstd = %.2f (%.2f%% of avg) ms,\n\tmin = %.2f ms,\n\tmax = %.2f "
-               "ms\n",
-               s.mean, s.std, s.std_pct_of_mean(), s.min, s.max);
+    text_summary(out, s, false, false);
     append_fmt(out, "\t%.2f%% of batches had delay time > 500 ms\n",
                100.0 * double(r.delay.gt_500ms) / n);
     if (r.delay.unmatched_consumed || r.delay.unmatched_preprocessed) {
@@ -573,14 +420,13 @@ std::string to_text(const stats_result& r, const trace_dir& dir, const record_fi
   if (!r.ranks.empty()) {
     // Clocks of different hosts are taken as synchronized (NTP/PTP).
     out += "\nPer rank:\n";
-    append_fmt(out, "%-32s %8s %12s %8s %12s %8s %8s\n", "rank", "batches", "prep mean", "waits",
-               "wait sum", "wait %", "ooo");
+    append_fmt(out, "%-32s", "rank");
+    fields_text_head(out, rank_fields(rank_stats{}));
+    out += '\n';
     for (const auto& x : r.ranks) {
-      append_fmt(out, "%-32s %8llu %9.2f ms %8llu %9.2f ms %7.2f%% %8llu\n",
-                 printable(x.label).substr(0, 32).c_str(),
-                 static_cast<unsigned long long>(x.batches), x.preprocessing_mean_ms,
-                 static_cast<unsigned long long>(x.waits), x.wait_ms, 100 * x.wait_share(),
-                 static_cast<unsigned long long>(x.out_of_order));
+      append_fmt(out, "%-32s", printable(x.label).substr(0, 32).c_str());
+      fields_text(out, rank_fields(x));
+      out += '\n';
     }
     if (r.slowest_rank) {
       const rank_stats& s = r.ranks[*r.slowest_rank];
@@ -620,8 +466,9 @@ std::string to_text(const stats_result& r, const trace_dir& dir, const record_fi
     if (c.present) {
       const cause_thresholds th;
       out += "\nCauses of batch time (workers' batch preprocessing, from the sidecars):\n";
-      append_fmt(out, "%-34s %8s %7s %9s %8s %10s %8s %8s %8s  %s\n", "", "batches", "on CPU",
-                 "wait CPU", "blocked", "minflt/b", "majflt/b", "vcsw/b", "ivcsw/b", "verdict");
+      append_fmt(out, "%-34s", "");
+      fields_text_head(out, cause_fields(resource_totals{}));
+      out += "  verdict\n";
       cause_text_row(out, "all workers", c.all);
       for (const auto& x : c.ranks) cause_text_row(out, x.label, x.totals);
       for (const auto& x : c.workers) cause_text_row(out, x.label, x.totals);
@@ -679,33 +526,25 @@ std::string to_text(const stats_result& r, const trace_dir& dir, const record_fi
 }
 
 void cause_text_row(std::string& out, const std::string& label, const resource_totals& t) {
-  const cause_shares s = shares_of(t);
-  const double n = t.batches != 0 ? double(t.batches) : 1.0;
   const std::string v = cause_verdict(t);
-  append_fmt(out, "%-34s %8llu %6.1f%% %8.1f%% %7.1f%% %10.1f %8.2f %8.1f %8.1f  %s\n",
-             printable(label).substr(0, 34).c_str(), static_cast<unsigned long long>(t.batches),
-             100 * s.cpu, 100 * s.cpu_wait, 100 * s.blocked, double(t.minflt) / n,
-             double(t.majflt) / n, double(t.nvcsw) / n, double(t.nivcsw) / n,
-             v.empty() ? "-" : v.c_str());
+  append_fmt(out, "%-34s", printable(label).substr(0, 34).c_str());
+  fields_text(out, cause_fields(t));
+  out += "  " + (v.empty() ? std::string("-") : v) + "\n";
 }
 
 // LOTUS_RESOURCES=ops: the ops' time on a CPU, waiting for one and blocked, most time first
 // (the first 30; JSON and CSV have every op).
 void op_causes_text(std::string& out, const causes_result& c) {
   out += "\nCauses per op (LOTUS_RESOURCES=ops, from the sidecars' opres lines):\n";
-  append_fmt(out, "%-34s %8s %10s %7s %9s %8s %10s %9s %8s %8s\n", "", "ops", "time ms", "on CPU",
-             "wait CPU", "blocked", "minflt/op", "majflt/op", "vcsw/op", "ivcsw/op");
+  append_fmt(out, "%-34s", "");
+  fields_text_head(out, op_cause_fields(resource_totals{}));
+  out += '\n';
   std::size_t shown = 0;
   for (const auto& x : c.ops) {
     if (++shown > 30) break;
-    const resource_totals& t = x.totals;
-    const cause_shares s = shares_of(t);
-    const double n = t.batches != 0 ? double(t.batches) : 1.0;
-    append_fmt(out, "%-34s %8llu %10.1f %6.1f%% %8.1f%% %7.1f%% %10.1f %9.2f %8.2f %8.2f\n",
-               printable(x.label).substr(0, 34).c_str(), static_cast<unsigned long long>(t.batches),
-               double(t.dur_ns) / 1e6, 100 * s.cpu, 100 * s.cpu_wait, 100 * s.blocked,
-               double(t.minflt) / n, double(t.majflt) / n, double(t.nvcsw) / n,
-               double(t.nivcsw) / n);
+    append_fmt(out, "%-34s", printable(x.label).substr(0, 34).c_str());
+    fields_text(out, op_cause_fields(x.totals));
+    out += '\n';
   }
   if (c.ops.size() > 30) append_fmt(out, "\t(%zu more ops in --json/--csv)\n", c.ops.size() - 30);
   if (c.ops_lost != 0) {

@@ -3,6 +3,8 @@
 // `summarize` writes one (tools/docs/FORMAT.md, "Summaries"); `stats`, `report` and `diff` read
 // summaries wherever they read trace directories: exact counts and sums, quantiles within
 // log_sketch::k_alpha. A summary file is untrusted input: every field is checked.
+// summary_write.cpp writes, summary_read.cpp reads and checks, summary_merge.cpp merges; the
+// fields of a source are declared once in summary_fields.hpp.
 #pragma once
 
 #include <cstdint>
