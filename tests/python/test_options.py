@@ -63,9 +63,9 @@ def test_extension_checks_the_same_table():
     # lotus._lotus._configure checks again, with the same text (callers that skip __init__).
     with pytest.raises(ValueError, match=r"^lotus.configure: flush_interval='0' \(expected an "
                                          r"integer from 1 to 60000\)$"):
-        lotus._lotus._configure(None, None, None, 0, None, None)
+        lotus._lotus._configure(flush_interval=0)
     with pytest.raises(ValueError, match=r"^lotus.configure: max_bytes='4611686018427387905'"):
-        lotus._lotus._configure(None, None, None, None, None, None, None, None, (1 << 62) + 1)
+        lotus._lotus._configure(max_bytes=(1 << 62) + 1)
 
 
 def test_a_refused_value_changes_nothing(tmp_path):
