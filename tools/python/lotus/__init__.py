@@ -17,7 +17,6 @@ PyTorch users: ``lotus.torch.instrument(log_file=...)`` before creating the Data
 import collections as _collections
 import datetime as _datetime
 import functools as _functools
-import inspect as _inspect
 import os as _os
 
 from . import _lotus
@@ -205,16 +204,34 @@ def _checked_options(rows, kw):
     return opts
 
 
-def _configure_signature(rows):
-    """configure's signature: a prefix positional (or keyword), every other field keyword-only."""
-    param = _inspect.Parameter
-    ordered = sorted(rows.items(), key=lambda item: item[1].kind != "prefix")
-    return _inspect.Signature([
-        param(name, param.POSITIONAL_OR_KEYWORD if row.kind == "prefix" else param.KEYWORD_ONLY,
-              default=None) for name, row in ordered])
+def _apply_configure(kw):
+    """configure's body: the given keywords checked against the table, then applied."""
+    opts = _checked_options(_OPTIONS, kw)
+    _lotus._configure(**opts)
+    _last_options.clear()
+    _last_options.update(opts)
 
 
-def configure(*args, **kw):
+def _configure_function(rows, apply):
+    """A configure with one parameter per field of `rows`, None (unset) by default: the prefix
+    first, positional or keyword, the others keyword-only. It passes {field: value} to `apply`.
+    Made from the table's fields (identifiers, from option_table.hpp), as namedtuple makes its
+    classes, so that help() and inspect show them."""
+    first = [name for name, row in rows.items() if row.kind == "prefix"]
+    rest = [name for name, row in rows.items() if row.kind != "prefix"]
+    if not all(name.isidentifier() for name in rows):
+        raise ValueError(f"lotus: option fields must be identifiers: {list(rows)}")
+    params = [f"{name}=None" for name in first] + (["*"] if rest else [])
+    params += [f"{name}=None" for name in rest]
+    given = ", ".join(f"{name!r}: {name}" for name in first + rest)
+    namespace = {"_apply": apply}
+    exec(f"def configure({', '.join(params)}):\n    _apply({{{given}}})\n", namespace)
+    return namespace["configure"]
+
+
+configure = _configure_function(_OPTIONS, _apply_configure)
+configure.__module__ = __name__
+configure.__doc__ = (
     """Apply options to this process; unset options fall back to the environment, then defaults.
 
     As the C++ ``lotus::configure``, each call replaces the options of the previous one (pass
@@ -230,15 +247,7 @@ def configure(*args, **kw):
     Bad values raise TypeError or ValueError and change nothing; a value out of range raises
     ValueError("lotus.configure: <option>='<value>' (expected <what>)"), the text lotus prints
     for a bad environment variable or ``lotus::options`` field.
-    """
-    kw = configure.__signature__.bind(*args, **kw).arguments
-    opts = _checked_options(_OPTIONS, kw)
-    _lotus._configure(**opts)
-    _last_options.clear()
-    _last_options.update(opts)
-
-
-configure.__signature__ = _configure_signature(_OPTIONS)
+    """)
 
 
 def _options_doc():
