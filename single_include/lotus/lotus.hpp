@@ -1288,6 +1288,7 @@ inline bool has_control_char(std::string_view s) noexcept {
 #include <cstdio>       // snprintf
 #include <cstdlib>      // getenv
 #include <cstring>      // strcmp
+#include <optional>     // optional
 #include <string>       // string
 #include <string_view>  // string_view
 
@@ -2088,6 +2089,13 @@ struct env_settings {
   void read() noexcept;
 };
 
+/// get's common case: a set options field (a number, a bool, an enum of its choices) as v.n.
+template <class T>
+constexpr bool option_get(const std::optional<T>& field, option_value& v) noexcept {
+  if (field) v.n = static_cast<std::uint64_t>(*field);
+  return field.has_value();
+}
+
 /// An options integer field as an option_value (a negative one keeps its sign for the message).
 constexpr option_value option_signed(long long x) noexcept {
   option_value v;
@@ -2107,13 +2115,14 @@ inline constexpr option_desc option_table[] = {
     [](options& o, const option_value& v) { o.log_file = std::string(v.text, v.size); },
     nullptr,
     // A refused value leaves it unset: tracing stays off unless configure() names a prefix.
-    [](const char* v, const char* source, env_settings& e) { return resolve_prefix(v, source, e.log_file); },
+    [](const char* v, const char* source, env_settings& e) {
+      return resolve_prefix(v, source, e.log_file);
+    },
     [](const options& o, const env_value& ev, const env_settings& e, settings& s) {
       s.log_file.clear();
       if (o.log_file) {
-        if (!o.log_file->empty() && !resolve_prefix(*o.log_file, "options::log_file", s.log_file)) {
-          s.log_file.clear();
-        }
+        const std::string& p = *o.log_file;
+        if (!p.empty() && !resolve_prefix(p, "options::log_file", s.log_file)) s.log_file.clear();
       } else if (ev.set) {
         s.log_file = e.log_file;
       }
@@ -2124,16 +2133,18 @@ inline constexpr option_desc option_table[] = {
     false}},
   {"enabled", "LOTUS_DISABLE", option_kind::flag, 0, 1, 0, option_flag_words, nullptr, 0,
    "LOTUS_DISABLE=1 (enabled=false): tracing off at run time",
-   {[](const options& o, option_value& v) { v.n = o.enabled.value_or(false); return o.enabled.has_value(); },
+   {[](const options& o, option_value& v) { return option_get(o.enabled, v); },
     [](options& o, const option_value& v) { o.enabled = v.n != 0; },
     [](settings& s, std::uint64_t v) { s.enabled = v != 0; },
     nullptr, nullptr, nullptr, true}},
   {"ring_capacity", "LOTUS_RING_CAPACITY", option_kind::uint, option_ring_min, option_ring_max,
    LOTUS_DEFAULT_RING_CAPACITY, nullptr, nullptr, 0,
    "largest ring per thread, in 32-byte events (rounded up to a power of two)",
-   {[](const options& o, option_value& v) { v.n = o.ring_capacity.value_or(0); return o.ring_capacity.has_value(); },
+   {[](const options& o, option_value& v) { return option_get(o.ring_capacity, v); },
     [](options& o, const option_value& v) { o.ring_capacity = static_cast<std::size_t>(v.n); },
-    [](settings& s, std::uint64_t v) { s.ring_capacity = round_up_pow2(static_cast<std::size_t>(v)); },
+    [](settings& s, std::uint64_t v) {
+      s.ring_capacity = round_up_pow2(static_cast<std::size_t>(v));
+    },
     nullptr, nullptr, nullptr, false}},
   {"flush_interval", "LOTUS_FLUSH_INTERVAL_MS", option_kind::uint, 1, 60000,
    LOTUS_DEFAULT_FLUSH_INTERVAL_MS, nullptr, nullptr, 0,
@@ -2142,52 +2153,48 @@ inline constexpr option_desc option_table[] = {
       if (o.flush_interval) v = option_signed(o.flush_interval->count());
       return o.flush_interval.has_value();
     },
-    [](options& o, const option_value& v) { o.flush_interval = std::chrono::milliseconds(static_cast<std::int64_t>(v.n)); },
+    [](options& o, const option_value& v) {
+      o.flush_interval = std::chrono::milliseconds(static_cast<std::int64_t>(v.n));
+    },
     [](settings& s, std::uint64_t v) { s.flush_interval_ms = v; },
     nullptr, nullptr, nullptr, false}},
   {"overflow", "LOTUS_OVERFLOW", option_kind::choice, 0, 1, 0, option_overflow_names, nullptr, 0,
    "full ring: block waits for the writer (lossless), drop counts the event as dropped",
    // overflow_policy's values are the indices of option_overflow_names.
-   {[](const options& o, option_value& v) {
-      if (o.overflow) v.n = static_cast<std::uint64_t>(*o.overflow);
-      return o.overflow.has_value();
-    },
+   {[](const options& o, option_value& v) { return option_get(o.overflow, v); },
     [](options& o, const option_value& v) { o.overflow = static_cast<overflow_policy>(v.n); },
     [](settings& s, std::uint64_t v) { s.overflow = static_cast<overflow_policy>(v); },
     nullptr, nullptr, nullptr, false}},
   {"clock", "LOTUS_CLOCK", option_kind::choice, 0, 2, 0, option_clock_names, nullptr, 0,
    "timestamps: tsc, realtime (clock_gettime), or auto (the TSC where CPU and kernel vouch)",
    // clock_source's values are the indices of option_clock_names.
-   {[](const options& o, option_value& v) {
-      if (o.clock) v.n = static_cast<std::uint64_t>(*o.clock);
-      return o.clock.has_value();
-    },
+   {[](const options& o, option_value& v) { return option_get(o.clock, v); },
     [](options& o, const option_value& v) { o.clock = static_cast<clock_source>(v.n); },
     [](settings& s, std::uint64_t v) { s.clock = static_cast<clock_source>(v); },
     nullptr, nullptr, nullptr, false}},
   {"max_bytes", "LOTUS_MAX_BYTES", option_kind::bytes, 0, option_bytes_max, 0, nullptr, nullptr,
    max_bytes_fail_closed,
    "bytes this process may write (sidecar included); beyond, events are dropped; 0: no limit",
-   {[](const options& o, option_value& v) { v.n = o.max_bytes.value_or(0); return o.max_bytes.has_value(); },
+   {[](const options& o, option_value& v) { return option_get(o.max_bytes, v); },
     [](options& o, const option_value& v) { o.max_bytes = v.n; },
     [](settings& s, std::uint64_t v) { s.max_bytes = v; },
     nullptr, nullptr, nullptr, false}},
   {"min_free_bytes", "LOTUS_MIN_FREE_BYTES", option_kind::bytes, 0, option_bytes_max,
    min_free_default, nullptr, "max(1 GiB, 5 %)", 0,
    "free space the trace file system keeps; below, events are dropped; 0: no reserve",
-   {[](const options& o, option_value& v) { v.n = o.min_free_bytes.value_or(0); return o.min_free_bytes.has_value(); },
+   {[](const options& o, option_value& v) { return option_get(o.min_free_bytes, v); },
     [](options& o, const option_value& v) { o.min_free_bytes = v.n; },
     [](settings& s, std::uint64_t v) { s.min_free = v; },
     nullptr, nullptr, nullptr, false}},
   {"nvtx", "LOTUS_NVTX", option_kind::flag, 0, 1, 0, option_flag_words, nullptr, 0,
    "every span also pushes an NVTX range (builds with NVTX)",
-   {[](const options& o, option_value& v) { v.n = o.nvtx.value_or(false); return o.nvtx.has_value(); },
+   {[](const options& o, option_value& v) { return option_get(o.nvtx, v); },
     [](options& o, const option_value& v) { o.nvtx = v.n != 0; },
     [](settings& s, std::uint64_t v) { s.nvtx = v != 0; },
     nullptr, nullptr, nullptr, false}},
   {"itt", "LOTUS_ITT", option_kind::flag, 0, 1, 0, option_flag_words, nullptr, 0,
    "every span is also an ITT task (the collector of INTEL_LIBITTNOTIFY64)",
-   {[](const options& o, option_value& v) { v.n = o.itt.value_or(false); return o.itt.has_value(); },
+   {[](const options& o, option_value& v) { return option_get(o.itt, v); },
     [](options& o, const option_value& v) { o.itt = v.n != 0; },
     [](settings& s, std::uint64_t v) { s.itt = v != 0; },
     nullptr, nullptr, nullptr, false}},
@@ -2234,7 +2241,7 @@ inline constexpr option_desc option_table[] = {
    "sleep before each profiled execution, in ms", {}},
   {"flight", "LOTUS_FLIGHT", option_kind::uint, 0, 86400, 0, nullptr, "0 (off)", 0,
    "flight recorder: keep the last SECONDS in memory, write them as a capture on a trigger",
-   {[](const options& o, option_value& v) { v.n = o.flight.value_or(0); return o.flight.has_value(); },
+   {[](const options& o, option_value& v) { return option_get(o.flight, v); },
     [](options& o, const option_value& v) { o.flight = v.n; },
     // Seconds to ns. An automatic capture's window ends a few writer cycles after its trigger:
     // the workers' records of the slow batch (and the wait itself) reach every window first.
@@ -2248,7 +2255,7 @@ inline constexpr option_desc option_table[] = {
   {"flight_bytes", "LOTUS_FLIGHT_BYTES", option_kind::bytes, 4096, option_bytes_max,
    flight_bytes_default, nullptr, "64 MiB", 0,
    "flight mode: most record bytes one process keeps; beyond, oldest dropped (counted)",
-   {[](const options& o, option_value& v) { v.n = o.flight_bytes.value_or(0); return o.flight_bytes.has_value(); },
+   {[](const options& o, option_value& v) { return option_get(o.flight_bytes, v); },
     [](options& o, const option_value& v) { o.flight_bytes = v.n; },
     [](settings& s, std::uint64_t v) { s.flight.max_bytes = v; },
     nullptr, nullptr, nullptr, false}},
@@ -2276,7 +2283,7 @@ inline constexpr option_desc option_table[] = {
     false}},
   {"live", "LOTUS_LIVE", option_kind::flag, 0, 1, option_flag_yes, option_flag_words, "1", 0,
    "live figures for lotus-tool top and serve: .<prefix>.lotus-live_<pid>, rewritten in place",
-   {[](const options& o, option_value& v) { v.n = o.live.value_or(false); return o.live.has_value(); },
+   {[](const options& o, option_value& v) { return option_get(o.live, v); },
     [](options& o, const option_value& v) { o.live = v.n != 0; },
     [](settings& s, std::uint64_t v) { s.live = v != 0; },
     nullptr, nullptr, nullptr, false}},
@@ -2284,6 +2291,9 @@ inline constexpr option_desc option_table[] = {
 // clang-format on
 static_assert(sizeof option_table / sizeof option_table[0] == static_cast<unsigned>(opt::count_),
               "one option_table row per opt");
+static_assert(static_cast<int>(overflow_policy::drop) == 1 &&
+                  static_cast<int>(clock_source::realtime) == 2,
+              "the enums' values are the indices of their spellings in the table");
 
 constexpr const option_desc& option_of(opt o) noexcept {
   return option_table[static_cast<unsigned>(o)];
@@ -10056,6 +10066,7 @@ inline bool has_control_char(std::string_view s) noexcept {
 #include <cstdio>       // snprintf
 #include <cstdlib>      // getenv
 #include <cstring>      // strcmp
+#include <optional>     // optional
 #include <string>       // string
 #include <string_view>  // string_view
 
@@ -10768,6 +10779,13 @@ struct env_settings {
   void read() noexcept;
 };
 
+/// get's common case: a set options field (a number, a bool, an enum of its choices) as v.n.
+template <class T>
+constexpr bool option_get(const std::optional<T>& field, option_value& v) noexcept {
+  if (field) v.n = static_cast<std::uint64_t>(*field);
+  return field.has_value();
+}
+
 /// An options integer field as an option_value (a negative one keeps its sign for the message).
 constexpr option_value option_signed(long long x) noexcept {
   option_value v;
@@ -10787,13 +10805,14 @@ inline constexpr option_desc option_table[] = {
     [](options& o, const option_value& v) { o.log_file = std::string(v.text, v.size); },
     nullptr,
     // A refused value leaves it unset: tracing stays off unless configure() names a prefix.
-    [](const char* v, const char* source, env_settings& e) { return resolve_prefix(v, source, e.log_file); },
+    [](const char* v, const char* source, env_settings& e) {
+      return resolve_prefix(v, source, e.log_file);
+    },
     [](const options& o, const env_value& ev, const env_settings& e, settings& s) {
       s.log_file.clear();
       if (o.log_file) {
-        if (!o.log_file->empty() && !resolve_prefix(*o.log_file, "options::log_file", s.log_file)) {
-          s.log_file.clear();
-        }
+        const std::string& p = *o.log_file;
+        if (!p.empty() && !resolve_prefix(p, "options::log_file", s.log_file)) s.log_file.clear();
       } else if (ev.set) {
         s.log_file = e.log_file;
       }
@@ -10804,16 +10823,18 @@ inline constexpr option_desc option_table[] = {
     false}},
   {"enabled", "LOTUS_DISABLE", option_kind::flag, 0, 1, 0, option_flag_words, nullptr, 0,
    "LOTUS_DISABLE=1 (enabled=false): tracing off at run time",
-   {[](const options& o, option_value& v) { v.n = o.enabled.value_or(false); return o.enabled.has_value(); },
+   {[](const options& o, option_value& v) { return option_get(o.enabled, v); },
     [](options& o, const option_value& v) { o.enabled = v.n != 0; },
     [](settings& s, std::uint64_t v) { s.enabled = v != 0; },
     nullptr, nullptr, nullptr, true}},
   {"ring_capacity", "LOTUS_RING_CAPACITY", option_kind::uint, option_ring_min, option_ring_max,
    LOTUS_DEFAULT_RING_CAPACITY, nullptr, nullptr, 0,
    "largest ring per thread, in 32-byte events (rounded up to a power of two)",
-   {[](const options& o, option_value& v) { v.n = o.ring_capacity.value_or(0); return o.ring_capacity.has_value(); },
+   {[](const options& o, option_value& v) { return option_get(o.ring_capacity, v); },
     [](options& o, const option_value& v) { o.ring_capacity = static_cast<std::size_t>(v.n); },
-    [](settings& s, std::uint64_t v) { s.ring_capacity = round_up_pow2(static_cast<std::size_t>(v)); },
+    [](settings& s, std::uint64_t v) {
+      s.ring_capacity = round_up_pow2(static_cast<std::size_t>(v));
+    },
     nullptr, nullptr, nullptr, false}},
   {"flush_interval", "LOTUS_FLUSH_INTERVAL_MS", option_kind::uint, 1, 60000,
    LOTUS_DEFAULT_FLUSH_INTERVAL_MS, nullptr, nullptr, 0,
@@ -10822,52 +10843,48 @@ inline constexpr option_desc option_table[] = {
       if (o.flush_interval) v = option_signed(o.flush_interval->count());
       return o.flush_interval.has_value();
     },
-    [](options& o, const option_value& v) { o.flush_interval = std::chrono::milliseconds(static_cast<std::int64_t>(v.n)); },
+    [](options& o, const option_value& v) {
+      o.flush_interval = std::chrono::milliseconds(static_cast<std::int64_t>(v.n));
+    },
     [](settings& s, std::uint64_t v) { s.flush_interval_ms = v; },
     nullptr, nullptr, nullptr, false}},
   {"overflow", "LOTUS_OVERFLOW", option_kind::choice, 0, 1, 0, option_overflow_names, nullptr, 0,
    "full ring: block waits for the writer (lossless), drop counts the event as dropped",
    // overflow_policy's values are the indices of option_overflow_names.
-   {[](const options& o, option_value& v) {
-      if (o.overflow) v.n = static_cast<std::uint64_t>(*o.overflow);
-      return o.overflow.has_value();
-    },
+   {[](const options& o, option_value& v) { return option_get(o.overflow, v); },
     [](options& o, const option_value& v) { o.overflow = static_cast<overflow_policy>(v.n); },
     [](settings& s, std::uint64_t v) { s.overflow = static_cast<overflow_policy>(v); },
     nullptr, nullptr, nullptr, false}},
   {"clock", "LOTUS_CLOCK", option_kind::choice, 0, 2, 0, option_clock_names, nullptr, 0,
    "timestamps: tsc, realtime (clock_gettime), or auto (the TSC where CPU and kernel vouch)",
    // clock_source's values are the indices of option_clock_names.
-   {[](const options& o, option_value& v) {
-      if (o.clock) v.n = static_cast<std::uint64_t>(*o.clock);
-      return o.clock.has_value();
-    },
+   {[](const options& o, option_value& v) { return option_get(o.clock, v); },
     [](options& o, const option_value& v) { o.clock = static_cast<clock_source>(v.n); },
     [](settings& s, std::uint64_t v) { s.clock = static_cast<clock_source>(v); },
     nullptr, nullptr, nullptr, false}},
   {"max_bytes", "LOTUS_MAX_BYTES", option_kind::bytes, 0, option_bytes_max, 0, nullptr, nullptr,
    max_bytes_fail_closed,
    "bytes this process may write (sidecar included); beyond, events are dropped; 0: no limit",
-   {[](const options& o, option_value& v) { v.n = o.max_bytes.value_or(0); return o.max_bytes.has_value(); },
+   {[](const options& o, option_value& v) { return option_get(o.max_bytes, v); },
     [](options& o, const option_value& v) { o.max_bytes = v.n; },
     [](settings& s, std::uint64_t v) { s.max_bytes = v; },
     nullptr, nullptr, nullptr, false}},
   {"min_free_bytes", "LOTUS_MIN_FREE_BYTES", option_kind::bytes, 0, option_bytes_max,
    min_free_default, nullptr, "max(1 GiB, 5 %)", 0,
    "free space the trace file system keeps; below, events are dropped; 0: no reserve",
-   {[](const options& o, option_value& v) { v.n = o.min_free_bytes.value_or(0); return o.min_free_bytes.has_value(); },
+   {[](const options& o, option_value& v) { return option_get(o.min_free_bytes, v); },
     [](options& o, const option_value& v) { o.min_free_bytes = v.n; },
     [](settings& s, std::uint64_t v) { s.min_free = v; },
     nullptr, nullptr, nullptr, false}},
   {"nvtx", "LOTUS_NVTX", option_kind::flag, 0, 1, 0, option_flag_words, nullptr, 0,
    "every span also pushes an NVTX range (builds with NVTX)",
-   {[](const options& o, option_value& v) { v.n = o.nvtx.value_or(false); return o.nvtx.has_value(); },
+   {[](const options& o, option_value& v) { return option_get(o.nvtx, v); },
     [](options& o, const option_value& v) { o.nvtx = v.n != 0; },
     [](settings& s, std::uint64_t v) { s.nvtx = v != 0; },
     nullptr, nullptr, nullptr, false}},
   {"itt", "LOTUS_ITT", option_kind::flag, 0, 1, 0, option_flag_words, nullptr, 0,
    "every span is also an ITT task (the collector of INTEL_LIBITTNOTIFY64)",
-   {[](const options& o, option_value& v) { v.n = o.itt.value_or(false); return o.itt.has_value(); },
+   {[](const options& o, option_value& v) { return option_get(o.itt, v); },
     [](options& o, const option_value& v) { o.itt = v.n != 0; },
     [](settings& s, std::uint64_t v) { s.itt = v != 0; },
     nullptr, nullptr, nullptr, false}},
@@ -10914,7 +10931,7 @@ inline constexpr option_desc option_table[] = {
    "sleep before each profiled execution, in ms", {}},
   {"flight", "LOTUS_FLIGHT", option_kind::uint, 0, 86400, 0, nullptr, "0 (off)", 0,
    "flight recorder: keep the last SECONDS in memory, write them as a capture on a trigger",
-   {[](const options& o, option_value& v) { v.n = o.flight.value_or(0); return o.flight.has_value(); },
+   {[](const options& o, option_value& v) { return option_get(o.flight, v); },
     [](options& o, const option_value& v) { o.flight = v.n; },
     // Seconds to ns. An automatic capture's window ends a few writer cycles after its trigger:
     // the workers' records of the slow batch (and the wait itself) reach every window first.
@@ -10928,7 +10945,7 @@ inline constexpr option_desc option_table[] = {
   {"flight_bytes", "LOTUS_FLIGHT_BYTES", option_kind::bytes, 4096, option_bytes_max,
    flight_bytes_default, nullptr, "64 MiB", 0,
    "flight mode: most record bytes one process keeps; beyond, oldest dropped (counted)",
-   {[](const options& o, option_value& v) { v.n = o.flight_bytes.value_or(0); return o.flight_bytes.has_value(); },
+   {[](const options& o, option_value& v) { return option_get(o.flight_bytes, v); },
     [](options& o, const option_value& v) { o.flight_bytes = v.n; },
     [](settings& s, std::uint64_t v) { s.flight.max_bytes = v; },
     nullptr, nullptr, nullptr, false}},
@@ -10956,7 +10973,7 @@ inline constexpr option_desc option_table[] = {
     false}},
   {"live", "LOTUS_LIVE", option_kind::flag, 0, 1, option_flag_yes, option_flag_words, "1", 0,
    "live figures for lotus-tool top and serve: .<prefix>.lotus-live_<pid>, rewritten in place",
-   {[](const options& o, option_value& v) { v.n = o.live.value_or(false); return o.live.has_value(); },
+   {[](const options& o, option_value& v) { return option_get(o.live, v); },
     [](options& o, const option_value& v) { o.live = v.n != 0; },
     [](settings& s, std::uint64_t v) { s.live = v != 0; },
     nullptr, nullptr, nullptr, false}},
@@ -10964,6 +10981,9 @@ inline constexpr option_desc option_table[] = {
 // clang-format on
 static_assert(sizeof option_table / sizeof option_table[0] == static_cast<unsigned>(opt::count_),
               "one option_table row per opt");
+static_assert(static_cast<int>(overflow_policy::drop) == 1 &&
+                  static_cast<int>(clock_source::realtime) == 2,
+              "the enums' values are the indices of their spellings in the table");
 
 constexpr const option_desc& option_of(opt o) noexcept {
   return option_table[static_cast<unsigned>(o)];
