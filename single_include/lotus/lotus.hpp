@@ -1280,15 +1280,683 @@ inline bool has_control_char(std::string_view s) noexcept {
 // ---- begin lotus/runtime/option_table.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_OPTION_TABLE_HPP
 #define LOTUS_AMALGAMATED_LOTUS_RUNTIME_OPTION_TABLE_HPP
-// lotus — the one table of run-time options: name, variable, kind, range, default, doc (internal)
+// lotus — the one table of run-time options, each row with its value mapping (internal)
 // SPDX-License-Identifier: MIT
 
-#include <cstddef>  // size_t
-#include <cstdint>  // uint64_t
-#include <cstdio>   // snprintf
-#include <cstdlib>  // getenv
-#include <cstring>  // strcmp
+#include <cstddef>      // size_t
+#include <cstdint>      // uint64_t
+#include <cstdio>       // snprintf
+#include <cstdlib>      // getenv
+#include <cstring>      // strcmp
+#include <optional>     // optional
+#include <string>       // string
+#include <string_view>  // string_view
 
+// ---- begin lotus/options.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
+// lotus — run-time configuration types: options, overflow policy, clock source, statistics
+// SPDX-License-Identifier: MIT
+
+#include <chrono>    // milliseconds
+#include <cstddef>   // size_t
+#include <cstdint>   // uint64_t
+#include <optional>  // optional
+#include <string>    // string
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+
+/// What a thread does when its ring is full: wait for the writer (lossless) or count a drop.
+enum class overflow_policy { block, drop };
+
+/// Timestamp source: TSC calibrated to CLOCK_REALTIME where invariant, or clock_gettime.
+enum class clock_source { automatic, tsc, realtime };
+
+/// Run-time options. Unset fields fall back to the environment, then to the defaults.
+struct options {
+  std::optional<std::string> log_file;                      ///< LOTUS_LOG_FILE: trace prefix
+  std::optional<bool> enabled;                              ///< !LOTUS_DISABLE
+  std::optional<std::size_t> ring_capacity;                 ///< LOTUS_RING_CAPACITY (events/thread)
+  std::optional<std::chrono::milliseconds> flush_interval;  ///< LOTUS_FLUSH_INTERVAL_MS
+  std::optional<overflow_policy> overflow;                  ///< LOTUS_OVERFLOW: block|drop
+  std::optional<clock_source> clock;                        ///< LOTUS_CLOCK: auto|tsc|realtime
+  /// LOTUS_MAX_BYTES: trace-file bytes this process may write; beyond, events are dropped
+  /// (counted). 0: no limit (the default).
+  std::optional<std::uint64_t> max_bytes;
+  /// LOTUS_MIN_FREE_BYTES: free space the trace directory's file system keeps; below it events
+  /// are dropped (counted) until space is freed. Default: the larger of 1 GiB and 5 % of the
+  /// file system; 0: no reserve.
+  std::optional<std::uint64_t> min_free_bytes;
+  /// LOTUS_NVTX: every span also pushes and pops an NVTX range (domain `lotus`) for Nsight
+  /// Systems. Needs a build with NVTX (LOTUS_WITH_NVTX; CMake option LOTUS_NVTX); elsewhere one
+  /// message says so and tracing goes on without it.
+  std::optional<bool> nvtx;
+  /// LOTUS_ITT: every span is also an ITT task (domain `lotus`) for Intel VTune, through the
+  /// collector named by INTEL_LIBITTNOTIFY64 (no vendor SDK); with none, one message says so
+  /// and tracing goes on without it.
+  std::optional<bool> itt;
+  /// LOTUS_FLIGHT: flight recorder. Keep only the last this-many seconds of every thread's
+  /// records in memory and write them, as a capture directory inside the trace directory, when
+  /// a trigger fires (LOTUS_TRIGGER, lotus::capture(), `lotus-tool capture`). 0: off (default).
+  std::optional<std::uint64_t> flight;
+  /// LOTUS_FLIGHT_BYTES: the most bytes of formatted records one process keeps in flight mode
+  /// (default 64 MiB); beyond, the oldest go first and are counted as dropped.
+  std::optional<std::uint64_t> flight_bytes;
+  /// LOTUS_TRIGGER: automatic captures in flight mode, comma-separated: `wait>DURATION` (a
+  /// batch wait passes that, fired while it lasts), `waitshare>P%/DURATION` (the main process
+  /// waited more than P % of the last DURATION), `batch>DURATION` (a worker batch in progress
+  /// longer), `op>DURATION` / `op:NAME>DURATION` (an op, or the op NAME, in progress longer).
+  /// The capture holds LOTUS_FLIGHT seconds before the anomaly began. "": none.
+  std::optional<std::string> trigger;
+  /// LOTUS_RESOURCES: at each worker batch's start and end, read the thread's CPU time, run-queue
+  /// wait, faults and context switches; the sidecar's `batchres` lines (default on; false: off).
+  /// true keeps the environment's per-op figures (LOTUS_RESOURCES=ops); false turns both off.
+  std::optional<bool> resources;
+  /// LOTUS_RESOURCES=ops: every span (LOTUS_SCOPE, LOTUS_SCOPE_DYNAMIC) also reads them at its
+  /// start and end; the sums per op and thread go into the sidecar's `opres` lines each flush.
+  /// true: per op (and per batch, whatever `resources` says); false: per batch at most. Spans
+  /// then take their out-of-line path for the rest of the process (as with NVTX). Unset: the
+  /// environment's choice.
+  std::optional<bool> op_resources;
+  /// LOTUS_LIVE: the writer thread keeps live figures (per-op histograms, the consumer's waits,
+  /// batches, per-worker busy time) and rewrites `.<prefix>.lotus-live_<pid>` in place, for
+  /// `lotus-tool top` and `serve` (default on). false: none; a file already written gets this
+  /// process's final figures. Turned on again, the figures go on from where they stopped.
+  std::optional<bool> live;
+};
+
+/// Event counters of this process: recorded == written + dropped once everything is flushed.
+struct trace_stats {
+  std::uint64_t recorded = 0;  ///< events recorded while tracing was on
+  std::uint64_t written = 0;   ///< events written to trace files
+  std::uint64_t dropped = 0;   ///< events lost: ring full under `drop`, or tracing disabled by I/O
+  std::uint64_t sanitized =
+      0;  ///< written events whose name had ',' or control bytes replaced, or was cut at 4096 bytes
+};
+
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
+// ---- end lotus/options.hpp ----
+// ---- begin lotus/runtime/capture_request.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_CAPTURE_REQUEST_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_CAPTURE_REQUEST_HPP
+// lotus — the capture-request format, the trigger parser and the flight settings (internal)
+// SPDX-License-Identifier: MIT
+// What the flight recorder (flight.hpp) and lotus-tool capture share: a request line of the
+// control file (FORMAT.md §8), its parser, the control file's names, ownership and append, and
+// LOTUS_FLIGHT / LOTUS_TRIGGER's settings. Nothing of the recorder: lotus-tool includes this alone.
+
+#include <errno.h>     // errno
+#include <fcntl.h>     // open, O_*
+#include <sys/stat.h>  // fstat
+#include <time.h>      // gmtime_r
+#include <unistd.h>    // geteuid, write, close
+
+#include <cstddef>      // size_t
+#include <cstdint>      // uint64_t
+#include <cstdio>       // snprintf
+#include <cstring>      // memcpy, strlen
+#include <string_view>  // string_view
+
+// ---- begin lotus/runtime/text.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_TEXT_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_TEXT_HPP
+// lotus — a fixed-size text builder for paths and sidecar lines (no allocation) (internal)
+// SPDX-License-Identifier: MIT
+
+#include <cstddef>      // size_t
+#include <cstdint>      // uint64_t
+#include <cstring>      // memcpy, strlen
+#include <string_view>  // string_view
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// The length of what snprintf wrote into a buffer of `size` bytes, from its return value `n`.
+inline std::size_t printed(int n, std::size_t size) noexcept {
+  if (n <= 0) return 0;
+  return static_cast<std::size_t>(n) < size ? static_cast<std::size_t>(n) : size - 1;
+}
+
+/// Text of at most 4 KiB plus room for a file name: as long as a Linux path may be. Appending past
+/// the end sets `overflow` (the caller reports ENAMETOOLONG) instead of allocating. The cold code
+/// builds its paths and lines with this, not with std::string concatenation, which would cost
+/// every translation unit that records a good part of a second to compile.
+class text {
+ public:
+  text() noexcept { buf_[0] = '\0'; }
+  text(const text&) = default;
+  text& operator=(const text&) = default;
+
+  LOTUS_DETAIL_NOINLINE text& add(const char* s, std::size_t n) noexcept {
+    if (n > sizeof buf_ - 1 - size_) {
+      n = sizeof buf_ - 1 - size_;
+      overflow = true;
+    }
+    if (n == 0) return *this;  // `s` may be null then (an empty string_view's data())
+    std::memcpy(buf_ + size_, s, n);
+    size_ += n;
+    buf_[size_] = '\0';
+    return *this;
+  }
+  text& add(const char* s) noexcept { return add(s, std::strlen(s)); }
+  text& add(std::string_view s) noexcept { return add(s.data(), s.size()); }
+  text& add(const text& t) noexcept { return add(t.buf_, t.size_); }
+  LOTUS_DETAIL_NOINLINE text& add(std::uint64_t v) noexcept {
+    char digits[20];
+    std::size_t n = 0;
+    do {
+      digits[sizeof digits - 1 - n++] = static_cast<char>('0' + v % 10);
+      v /= 10;
+    } while (v != 0);
+    return add(digits + sizeof digits - n, n);
+  }
+  text& add(char c) noexcept { return add(&c, 1); }
+  /// A value for a one-line `key value` record (the sidecar): control bytes (C0, DEL) become
+  /// '_', so a value can never start a line, or a key, of its own.
+  LOTUS_DETAIL_NOINLINE text& add_value(const char* s, std::size_t n) noexcept {
+    const std::size_t from = size_;
+    add(s, n);
+    for (std::size_t i = from; i < size_; ++i) {
+      const auto c = static_cast<unsigned char>(buf_[i]);
+      if (c < 0x20 || c == 0x7f) buf_[i] = '_';
+    }
+    return *this;
+  }
+  text& add_value(const char* s) noexcept { return add_value(s, std::strlen(s)); }
+  text& add_value(const text& t) noexcept { return add_value(t.buf_, t.size_); }
+
+  void clear() noexcept {
+    size_ = 0;
+    buf_[0] = '\0';
+    overflow = false;
+  }
+  void resize(std::size_t n) noexcept {
+    if (n < size_) {
+      size_ = n;
+      buf_[n] = '\0';
+    }
+  }
+  const char* c_str() const noexcept { return buf_; }
+  std::size_t size() const noexcept { return size_; }
+  /// The most bytes a text holds.
+  static constexpr std::size_t capacity() noexcept { return max_size - 1; }
+  /// `n` more bytes fit without cutting.
+  bool fits(std::size_t n) const noexcept { return n <= capacity() - size_; }
+  bool empty() const noexcept { return size_ == 0; }
+
+  bool overflow = false;
+
+ private:
+  static constexpr std::size_t max_size = 4352;
+  char buf_[max_size];
+  std::size_t size_ = 0;
+};
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_TEXT_HPP
+// ---- end lotus/runtime/text.hpp ----
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// LOTUS_FLIGHT_BYTES when unset: the formatted records one process keeps in memory.
+constexpr std::uint64_t flight_bytes_default = std::uint64_t{64} << 20;
+/// The control files in the trace directory: one `capture` request per line (FORMAT.md §8),
+/// one file per user, `.lotus-capture-<uid>`: a process obeys only the requests of its own user
+/// (its effective uid), and a request of another user (root's `lotus-tool capture` included)
+/// goes to that user's file, so it can never take this user's name. A name another user took
+/// anyway (planted in a shared directory) is skipped: the next one, `..._r<k>`, is used.
+constexpr const char flight_control_name[] = ".lotus-capture";
+/// Names per user: `.lotus-capture-<uid>`, then `.lotus-capture-<uid>_r1` ... `_r3`.
+constexpr unsigned flight_control_names = 4;
+/// The control file is not appended to beyond this (a message asks to remove it).
+constexpr std::uint64_t flight_control_max = std::uint64_t{1} << 20;
+
+/// What flight mode does (settings from LOTUS_FLIGHT, LOTUS_FLIGHT_BYTES, LOTUS_TRIGGER).
+/// `op:NAME>X` conditions one LOTUS_TRIGGER holds, and the longest NAME.
+constexpr unsigned flight_max_named = 4;
+constexpr std::size_t flight_max_op_name = 63;
+
+struct flight_settings {
+  std::uint64_t window_ns = 0;  // 0: flight mode off
+  std::uint64_t max_bytes = flight_bytes_default;
+  std::uint64_t wait_ns = 0;                              // wait>X; 0: none
+  std::uint64_t share_permille = 0, share_window_ns = 0;  // waitshare>P%/W; 0: none
+  std::uint64_t batch_ns = 0;                             // batch>X; 0: none
+  std::uint64_t op_ns = 0;                                // op>X (any op); 0: none
+  struct named_op {
+    char name[flight_max_op_name + 1];  // the op's name as traced, without its S
+    std::uint64_t ns;
+  };
+  named_op named[flight_max_named] = {};  // op:NAME>X
+  unsigned named_count = 0;
+  std::uint64_t margin_ns = 300000000;  // the tail: the window ends this long after a trigger
+
+  /// The conditions of `o` (LOTUS_TRIGGER), the rest of these settings unchanged.
+  void take_triggers(const flight_settings& o) noexcept {
+    wait_ns = o.wait_ns;
+    share_permille = o.share_permille;
+    share_window_ns = o.share_window_ns;
+    batch_ns = o.batch_ns;
+    op_ns = o.op_ns;
+    named_count = o.named_count;
+    for (unsigned i = 0; i < flight_max_named; ++i) named[i] = o.named[i];
+  }
+
+  /// The longest time a request may come after its anomaly began: an in-progress trigger's
+  /// threshold, or 10 s for a request from outside (an alert through `lotus-tool serve`, whose
+  /// trigger time is the stuck batch's start). Memory keeps that much more than the window (and
+  /// a second for the writer's cycles), so a capture still holds the whole lead-up.
+  std::uint64_t lookback_ns() const noexcept {
+    std::uint64_t m = std::uint64_t{10} * 1000000000u;
+    if (wait_ns > m) m = wait_ns;
+    if (batch_ns > m) m = batch_ns;
+    if (op_ns > m) m = op_ns;
+    for (unsigned i = 0; i < named_count; ++i) m = named[i].ns > m ? named[i].ns : m;
+    if (share_window_ns > m) m = share_window_ns;
+    return m + 1000000000u;  // and a second for the writer's cycles
+  }
+};
+
+/// The longest trigger duration (LOTUS_TRIGGER): a day, as LOTUS_FLIGHT's longest window.
+constexpr std::uint64_t flight_max_duration_ns = std::uint64_t{86400} * 1000000000u;
+
+/// A duration `<number><ns|us|ms|s|min>` at `s[i..]`; false when malformed or longer than
+/// flight_max_duration_ns (never wrapped: 18446744074s is refused, not 290 ms).
+inline bool flight_parse_duration(std::string_view s, std::size_t& i, std::uint64_t& out) noexcept {
+  std::uint64_t v = 0;
+  const std::size_t from = i;
+  for (; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i) {
+    if (v > (std::uint64_t{1} << 40)) return false;
+    v = v * 10 + static_cast<std::uint64_t>(s[i] - '0');
+  }
+  if (i == from) return false;
+  static const struct {
+    const char* unit;
+    std::uint64_t ns;
+  } units[] = {{"min", 60000000000ull},
+               {"ms", 1000000ull},
+               {"us", 1000ull},
+               {"ns", 1ull},
+               {"s", 1000000000ull}};
+  for (const auto& u : units) {
+    const std::size_t n = std::strlen(u.unit);
+    if (s.substr(i, n) == u.unit) {
+      i += n;
+      if (v > flight_max_duration_ns / u.ns) return false;
+      out = v * u.ns;
+      return true;
+    }
+  }
+  return false;
+}
+
+/// What LOTUS_TRIGGER takes, for the messages that refuse a value (runtime and Python).
+constexpr const char flight_trigger_expected[] =
+    "wait>DURATION, waitshare>P%/DURATION, batch>DURATION, op>DURATION and/or op:NAME>DURATION, "
+    "comma-separated, DURATION such as 800ms or 10s, at most 1 day";
+
+/// `c` may be part of an op name in `op:NAME>X`: what a traced name holds, but `>` and `,`.
+constexpr bool flight_op_name_char(char c) noexcept {
+  return static_cast<unsigned char>(c) > 0x20 && c != 0x7f && c != '>' && c != ',';
+}
+
+/// LOTUS_TRIGGER: `wait>DUR`, `waitshare>P%/DUR`, `batch>DUR`, `op>DUR` and `op:NAME>DUR`,
+/// comma-separated (spaces allowed around them). False (and `out` unchanged) when any condition
+/// is malformed.
+inline bool flight_parse_triggers(std::string_view s, flight_settings& out) noexcept {
+  flight_settings t = out;
+  t.wait_ns = 0;
+  t.share_permille = 0;
+  t.share_window_ns = 0;
+  t.batch_ns = 0;
+  t.op_ns = 0;
+  t.named_count = 0;
+  std::size_t i = 0;
+  auto skip_spaces = [&] {
+    while (i < s.size() && s[i] == ' ') ++i;
+  };
+  skip_spaces();
+  if (i == s.size()) {
+    out = t;
+    return true;
+  }
+  for (;;) {
+    skip_spaces();
+    if (s.substr(i, 10) == "waitshare>") {
+      i += 10;
+      std::uint64_t pct = 0;
+      const std::size_t from = i;
+      for (; i < s.size() && s[i] >= '0' && s[i] <= '9' && pct < 1000; ++i) {
+        pct = pct * 10 + static_cast<std::uint64_t>(s[i] - '0');
+      }
+      if (i == from) return false;
+      pct *= 10;
+      if (i < s.size() && s[i] == '.') {
+        ++i;
+        if (i >= s.size() || s[i] < '0' || s[i] > '9') return false;
+        pct += static_cast<std::uint64_t>(s[i++] - '0');
+      }
+      if (i + 1 >= s.size() || s[i] != '%' || s[i + 1] != '/') return false;
+      i += 2;
+      std::uint64_t w = 0;
+      if (!flight_parse_duration(s, i, w) || w < 1000000 || pct == 0 || pct >= 1000) return false;
+      t.share_permille = pct;
+      t.share_window_ns = w;
+    } else if (s.substr(i, 5) == "wait>") {
+      i += 5;
+      std::uint64_t w = 0;
+      if (!flight_parse_duration(s, i, w) || w == 0) return false;
+      t.wait_ns = w;
+    } else if (s.substr(i, 6) == "batch>") {
+      i += 6;
+      std::uint64_t w = 0;
+      if (!flight_parse_duration(s, i, w) || w == 0) return false;
+      t.batch_ns = w;
+    } else if (s.substr(i, 3) == "op>") {
+      i += 3;
+      std::uint64_t w = 0;
+      if (!flight_parse_duration(s, i, w) || w == 0) return false;
+      t.op_ns = w;
+    } else if (s.substr(i, 3) == "op:") {
+      i += 3;
+      const std::size_t from = i;
+      while (i < s.size() && flight_op_name_char(s[i])) ++i;
+      const std::size_t n = i - from;
+      if (n == 0 || n > flight_max_op_name || t.named_count == flight_max_named) return false;
+      if (i >= s.size() || s[i] != '>') return false;
+      ++i;
+      std::uint64_t w = 0;
+      if (!flight_parse_duration(s, i, w) || w == 0) return false;
+      flight_settings::named_op& o = t.named[t.named_count++];
+      std::memcpy(o.name, s.data() + from, n);
+      o.name[n] = '\0';
+      o.ns = w;
+    } else {
+      return false;
+    }
+    skip_spaces();
+    if (i == s.size()) break;
+    if (s[i] != ',') return false;
+    ++i;
+  }
+  out = t;
+  return true;
+}
+
+/// One capture request: a line of the control file,
+///   capture <id> <trigger_ns> <end_ns> <pid> <reason>
+/// `id` names the capture directory (`capture-<id>`); every process writes the window
+/// [end - LOTUS_FLIGHT, end] of its records there once its clock passed `end`; `pid` 0: every
+/// process, else that process and its children (DataLoader workers).
+struct flight_request {
+  char id[64] = {};
+  std::uint64_t trigger_ns = 0, end_ns = 0, pid = 0;
+  char reason[192] = {};
+};
+
+/// `c` may be part of a capture id.
+constexpr bool flight_id_char(char c) noexcept {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+         c == '_' || c == '.';
+}
+
+/// A fresh id: `<UTC YYYYmmddTHHMMSS>Z-<pid>-<seq>`.
+inline void flight_make_id(char (&id)[64], std::uint64_t when_ns, std::uint64_t pid,
+                           std::uint64_t seq) noexcept {
+  const time_t secs = static_cast<time_t>(when_ns / 1000000000u);
+  struct tm tm {};
+  if (::gmtime_r(&secs, &tm) == nullptr) tm = {};
+  std::snprintf(id, sizeof id, "%04d%02d%02dT%02d%02d%02dZ-%llu-%llu", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                static_cast<unsigned long long>(pid), static_cast<unsigned long long>(seq));
+}
+
+/// Copies `reason` into `r.reason`: control bytes become '_', cut to fit.
+inline void flight_set_reason(flight_request& r, std::string_view reason) noexcept {
+  std::size_t n = 0;
+  for (const char c : reason) {
+    if (n + 1 >= sizeof r.reason) break;
+    const auto u = static_cast<unsigned char>(c);
+    r.reason[n++] = u < 0x20 || u == 0x7f ? '_' : c;
+  }
+  r.reason[n] = '\0';
+}
+
+/// The request as its control-file line (with the newline); its length, 0 when it does not fit.
+inline std::size_t flight_request_line(const flight_request& r, char* out,
+                                       std::size_t size) noexcept {
+  const int n = std::snprintf(
+      out, size, "capture %s %llu %llu %llu %s\n", r.id,
+      static_cast<unsigned long long>(r.trigger_ns), static_cast<unsigned long long>(r.end_ns),
+      static_cast<unsigned long long>(r.pid), r.reason[0] != '\0' ? r.reason : "-");
+  return n > 0 && static_cast<std::size_t>(n) < size ? static_cast<std::size_t>(n) : 0;
+}
+
+/// Parses one control-file line (without its newline); false when it is not a valid request.
+inline bool flight_parse_request(std::string_view line, flight_request& r) noexcept {
+  if (line.substr(0, 8) != "capture ") return false;
+  std::size_t i = 8, n = 0;
+  for (; i < line.size() && line[i] != ' '; ++i) {
+    if (!flight_id_char(line[i]) || n + 1 >= sizeof r.id) return false;
+    r.id[n++] = line[i];
+  }
+  r.id[n] = '\0';
+  if (n == 0 || r.id[0] == '.') return false;
+  std::uint64_t* nums[] = {&r.trigger_ns, &r.end_ns, &r.pid};
+  for (std::uint64_t* v : nums) {
+    if (i >= line.size() || line[i] != ' ') return false;
+    ++i;
+    const std::size_t from = i;
+    *v = 0;
+    for (; i < line.size() && line[i] >= '0' && line[i] <= '9'; ++i) {
+      if (*v > (std::uint64_t{1} << 62) / 10) return false;
+      *v = *v * 10 + static_cast<std::uint64_t>(line[i] - '0');
+    }
+    if (i == from) return false;
+  }
+  if (i >= line.size() || line[i] != ' ') return false;
+  flight_set_reason(r, line.substr(i + 1));
+  return true;
+}
+
+/// The `k`th control file name of user `uid` in `dir` (`.lotus-capture-<uid>`, `..._r<k>`).
+inline text flight_control_path(const char* dir, std::uint64_t uid, unsigned k) noexcept {
+  text path;
+  path.add(dir).add('/').add(flight_control_name).add('-').add(uid);
+  if (k != 0) path.add("_r").add(std::uint64_t{k});
+  return path;
+}
+
+/// A control file lotus reads or appends to: a regular file of this user with one link.
+inline bool flight_control_owned(const struct stat& st) noexcept {
+  return S_ISREG(st.st_mode) && st.st_uid == ::geteuid() && st.st_nlink == 1;
+}
+
+/// Appends `r` to this user's control file in `dir` with one write(2) (O_APPEND: lines of
+/// concurrent writers never interleave). The file is created if missing; an existing one must be
+/// a regular file of this user with one link, never a symlink, FIFO or device (else the next of
+/// the user's names is used), and smaller than flight_control_max. On failure: false, `why` says
+/// why.
+inline bool flight_append_request(const char* dir, const flight_request& r, const char** why,
+                                  int* err) noexcept {
+  char line[320];
+  const std::size_t n = flight_request_line(r, line, sizeof line);
+  *err = 0;
+  *why =
+      "every control file name of this user is taken by a file that is not its own regular "
+      "file with one link";
+  const auto uid = static_cast<std::uint64_t>(::geteuid());
+  for (unsigned k = 0; k < flight_control_names; ++k) {
+    const text path = flight_control_path(dir, uid, k);
+    if (path.overflow || n == 0) {
+      *why = "the path or the request is too long";
+      return false;
+    }
+    int fd = -1;
+    do {
+      fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+                  0644);
+    } while (fd < 0 && errno == EINTR);
+    if (fd < 0) {
+      // A symlink (ELOOP), a FIFO (ENXIO) or another user's file (EACCES) at this name: the next.
+      // Any other error (no such directory...) is the directory's: said at once.
+      const int e = errno;
+      if (e == ELOOP || e == ENXIO || e == EACCES || e == EISDIR || e == EPERM) {
+        *err = e;  // said if no name is left
+        *why = "cannot open the control file, nor its other names";
+        continue;
+      }
+      *err = e;
+      *why = "cannot open the control file";
+      return false;
+    }
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !flight_control_owned(st)) {
+      ::close(fd);
+      *err = 0;
+      *why =
+          "every control file name of this user is taken by a file that is not its own regular "
+          "file with one link";
+      continue;
+    }
+    if (static_cast<std::uint64_t>(st.st_size) >= flight_control_max) {
+      ::close(fd);
+      *why = "the control file is over 1 MiB (remove it)";
+      return false;
+    }
+    ssize_t w = -1;
+    do {
+      w = ::write(fd, line, n);
+    } while (w < 0 && errno == EINTR);
+    if (w < 0) *err = errno;
+    ::close(fd);
+    if (w != static_cast<ssize_t>(n)) {
+      *why = "cannot write the control file";
+      return false;
+    }
+    return true;
+  }
+  return false;
+}
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_CAPTURE_REQUEST_HPP
+// ---- end lotus/runtime/capture_request.hpp ----
+// ---- begin lotus/runtime/settings.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_SETTINGS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_SETTINGS_HPP
+// lotus — settings: what the runtime runs with, and the trace prefix and trigger rules (internal)
+// SPDX-License-Identifier: MIT
+
+#include <unistd.h>  // getcwd
+
+#include <cstddef>      // size_t
+#include <cstdint>      // uint64_t
+#include <string_view>  // string_view
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// Largest and smallest per-thread ring (events, option_table's range); rings start at
+/// `ring_initial` and double.
+constexpr std::size_t ring_min = 64, ring_max = std::size_t{1} << 26, ring_initial = 64;
+/// settings::min_free when neither options nor the environment set it: max(1 GiB, 5 %).
+constexpr std::uint64_t min_free_default = ~std::uint64_t{0};
+
+/// Options after applying configure() > environment > defaults (merge_settings, option_table.hpp).
+struct settings {
+  text log_file;  // absolute prefix; empty: tracing off
+  bool enabled = true;
+  std::size_t ring_capacity = LOTUS_DEFAULT_RING_CAPACITY;  // largest segment, a power of two
+  std::uint64_t flush_interval_ms = LOTUS_DEFAULT_FLUSH_INTERVAL_MS;
+  overflow_policy overflow = overflow_policy::block;
+  clock_source clock = clock_source::automatic;
+  std::uint64_t max_bytes = 0;                // 0: no limit
+  std::uint64_t min_free = min_free_default;  // min_free_default: max(1 GiB, 5 %)
+  bool nvtx = false;
+  bool itt = false;
+  flight_settings flight;  // window_ns 0: flight mode off
+  bool resources = true;
+  bool op_resources = false;  // LOTUS_RESOURCES=ops: per op too (only with resources)
+  bool live = true;           // LOTUS_LIVE: live figures for lotus-tool top and serve
+};
+
+/// LOTUS_TRIGGER / options::trigger into `out`; a malformed value: one message, no trigger.
+LOTUS_DETAIL_COLD inline void parse_trigger_setting(const char* source, std::string_view v,
+                                                    flight_settings& out) noexcept {
+  if (flight_parse_triggers(v, out)) return;
+  out.take_triggers(flight_settings{});
+  char shown[832];
+  diag_config("ignoring %s='%s' (expected %s); no automatic capture", source,
+              diag_escaped(v.data(), v.size(), shown, sizeof shown), flight_trigger_expected);
+}
+
+/// A trace prefix as lotus uses it, or false (one warning) when it cannot be used: control
+/// characters are refused (a newline would split file names and sidecar lines); a directory
+/// gets `lotustrace_log` appended; a relative prefix is made absolute now, so a later chdir() of
+/// the host changes nothing. `raw` is not empty.
+LOTUS_DETAIL_COLD inline bool resolve_prefix(std::string_view raw, const char* source,
+                                             text& out) noexcept {
+  out.clear();
+  const std::string_view orig = raw;
+  const int shown = raw.size() < 300 ? static_cast<int>(raw.size()) : 300;
+  if (has_control_char(raw)) {
+    diag_config("ignoring %s (it contains a control character); tracing stays off", source);
+    return false;
+  }
+  if (raw.empty()) return false;
+  if (raw[0] != '/') {
+    char cwd[4096];
+    if (::getcwd(cwd, sizeof cwd) == nullptr) {
+      diag_config("cannot resolve the relative %s='%.*s' (getcwd failed); tracing stays off",
+                  source, shown, orig.data());
+      return false;
+    }
+    out.add(cwd);
+    if (out.c_str()[out.size() - 1] != '/') out.add('/');
+    while (raw.size() >= 2 && raw[0] == '.' && raw[1] == '/') raw.remove_prefix(2);
+  }
+  out.add(raw);
+  if (orig.back() == '/') {
+    diag_config(
+        "%s='%.*s' names a directory; writing %.*slotustrace_log_* (a prefix such as "
+        "dir/lotustrace_log is expected)",
+        source, shown, orig.data(), shown, orig.data());
+    out.add("lotustrace_log");
+  }
+  if (out.overflow) {
+    diag_config("%s='%.*s' is longer than a path may be; tracing stays off", source, shown,
+                orig.data());
+    return false;
+  }
+  return true;
+}
+
+inline std::size_t round_up_pow2(std::size_t n) {
+  std::size_t p = ring_min;
+  while (p < n) p <<= 1;
+  return p;
+}
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_SETTINGS_HPP
+// ---- end lotus/runtime/settings.hpp ----
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -1304,10 +1972,49 @@ enum class option_kind : unsigned char {
   path,    // any text (a file or a name); not checked here
 };
 
+struct env_settings;
+
+/// One value on its way between lotus::options, the environment and settings: a number (uint,
+/// bytes; `negative`: an options field below zero, `n` its magnitude), a spelling's index
+/// (choice), the options field's truth (flag: 1 or 0; `index`: the spelling it was given as, -1
+/// for a bool), or text (prefix, path).
+struct option_value {
+  std::uint64_t n = 0;
+  bool negative = false;
+  int index = -1;
+  const char* text = nullptr;
+  std::size_t size = 0;
+};
+
+/// What the environment gave one row: set (and not refused), and its number or spelling's index.
+struct env_value {
+  bool set = false;
+  std::uint64_t v = 0;
+};
+
+/// How one row's value moves (every pointer may be null; a row without `apply` or `merge` is not
+/// a setting: the collector's and the probe's variables, read where they are used):
+///   get     the lotus::options field, when set, as an option_value (the merge)
+///   put     an option_value into the lotus::options field (Python's configure)
+///   apply   the merged value (a number, a spelling's index, a flag's truth) into settings
+///   read    a prefix/path row: its variable's text into env_settings; true: set
+///   merge   a row merged its own way (text; resources), instead of get/apply
+///   check   a prefix/path row: what a value must be (nullptr: it is fine), for Python's configure
+///   negated a flag whose options field is the variable's negation (enabled, LOTUS_DISABLE)
+struct option_binding {
+  bool (*get)(const options&, option_value&);
+  void (*put)(options&, const option_value&);
+  void (*apply)(settings&, std::uint64_t);
+  bool (*read)(const char* value, const char* source, env_settings&);
+  void (*merge)(const options&, const env_value&, const env_settings&, settings&);
+  const char* (*check)(const char* text, std::size_t size);
+  bool negated;
+};
+
 /// One option, declared once: its lotus::options field (and lotus.configure keyword; nullptr for
 /// a variable of the collector or the mapping probe only), its environment variable, kind, range,
 /// default (a number; for choice and flag an index into `choices`), how the docs and messages
-/// spell the default when not as the number/choice, and one doc line.
+/// spell the default when not as the number/choice, one doc line, and its binding.
 struct option_desc {
   const char* field;
   const char* env;
@@ -1317,6 +2024,7 @@ struct option_desc {
   const char* default_text;    // nullptr: def as spelled by the kind
   std::uint64_t fail_closed;   // bytes: the value a malformed variable gets (0: the default)
   const char* doc;
+  option_binding bind;
 };
 
 inline constexpr const char* option_flag_words[] = {"0", "false", "no",  "off", "",
@@ -1336,10 +2044,8 @@ inline constexpr const char* option_collector_names[] = {
 /// LOTUS_MAX_BYTES when it is set but malformed (garbage, negative, out of range): a budget the
 /// user asked for must not turn into "no limit". 1 GiB per process, with the disk reserve.
 constexpr std::uint64_t max_bytes_fail_closed = std::uint64_t{1} << 30;
-/// settings::min_free when neither options nor the environment set it: max(1 GiB, 5 %).
-constexpr std::uint64_t min_free_default = ~std::uint64_t{0};
-/// The largest per-thread ring (events) and the smallest; the largest byte limit.
-constexpr std::uint64_t option_ring_min = 64, option_ring_max = std::uint64_t{1} << 26;
+/// The largest per-thread ring (events) and the smallest (settings.hpp); the largest byte limit.
+constexpr std::uint64_t option_ring_min = ring_min, option_ring_max = ring_max;
 constexpr std::uint64_t option_bytes_max = std::uint64_t{1} << 62;
 
 /// Index of each row of option_table.
@@ -1372,68 +2078,222 @@ enum class opt : unsigned {
   count_
 };
 
+/// The environment, parsed once per process (env_read_rows); every bad value warns once and keeps
+/// the default. value[row]: what that row's variable gave (unset or refused: not set).
+struct env_settings {
+  env_value value[static_cast<unsigned>(opt::count_)];
+  text log_file;            // LOTUS_LOG_FILE, already resolved
+  flight_settings trigger;  // LOTUS_TRIGGER's trigger fields (take_triggers)
+
+  const env_value& of(opt o) const noexcept { return value[static_cast<unsigned>(o)]; }
+  void read() noexcept;
+};
+
+/// get's common case: a set options field (a number, a bool, an enum of its choices) as v.n.
+template <class T>
+constexpr bool option_get(const std::optional<T>& field, option_value& v) noexcept {
+  if (field) v.n = static_cast<std::uint64_t>(*field);
+  return field.has_value();
+}
+
+/// An options integer field as an option_value (a negative one keeps its sign for the message).
+constexpr option_value option_signed(long long x) noexcept {
+  option_value v;
+  v.negative = x < 0;
+  v.n = v.negative ? 0 - static_cast<std::uint64_t>(x) : static_cast<std::uint64_t>(x);
+  return v;
+}
+
+// One row per option; `bind` says how its value moves (option_binding). The merge runs in table
+// order: flush_interval before flight (the capture margin), flight (which starts s.flight afresh)
+// before flight_bytes and trigger.
 // clang-format off
 inline constexpr option_desc option_table[] = {
   {"log_file", "LOTUS_LOG_FILE", option_kind::prefix, 0, 0, 0, nullptr, "unset", 0,
-   "trace prefix: <prefix>_worker_pid_<tid>, <prefix>_main_pid_<tid>; unset: tracing off"},
+   "trace prefix: <prefix>_worker_pid_<tid>, <prefix>_main_pid_<tid>; unset: tracing off",
+   {nullptr,
+    [](options& o, const option_value& v) { o.log_file = std::string(v.text, v.size); },
+    nullptr,
+    // A refused value leaves it unset: tracing stays off unless configure() names a prefix.
+    [](const char* v, const char* source, env_settings& e) {
+      return resolve_prefix(v, source, e.log_file);
+    },
+    [](const options& o, const env_value& ev, const env_settings& e, settings& s) {
+      s.log_file.clear();
+      if (o.log_file) {
+        const std::string& p = *o.log_file;
+        if (!p.empty() && !resolve_prefix(p, "options::log_file", s.log_file)) s.log_file.clear();
+      } else if (ev.set) {
+        s.log_file = e.log_file;
+      }
+    },
+    [](const char* t, std::size_t n) -> const char* {
+      return has_control_char(std::string_view(t, n)) ? "no control character" : nullptr;
+    },
+    false}},
   {"enabled", "LOTUS_DISABLE", option_kind::flag, 0, 1, 0, option_flag_words, nullptr, 0,
-   "LOTUS_DISABLE=1 (enabled=false): tracing off at run time"},
+   "LOTUS_DISABLE=1 (enabled=false): tracing off at run time",
+   {[](const options& o, option_value& v) { return option_get(o.enabled, v); },
+    [](options& o, const option_value& v) { o.enabled = v.n != 0; },
+    [](settings& s, std::uint64_t v) { s.enabled = v != 0; },
+    nullptr, nullptr, nullptr, true}},
   {"ring_capacity", "LOTUS_RING_CAPACITY", option_kind::uint, option_ring_min, option_ring_max,
    LOTUS_DEFAULT_RING_CAPACITY, nullptr, nullptr, 0,
-   "largest ring per thread, in 32-byte events (rounded up to a power of two)"},
+   "largest ring per thread, in 32-byte events (rounded up to a power of two)",
+   {[](const options& o, option_value& v) { return option_get(o.ring_capacity, v); },
+    [](options& o, const option_value& v) { o.ring_capacity = static_cast<std::size_t>(v.n); },
+    [](settings& s, std::uint64_t v) {
+      s.ring_capacity = round_up_pow2(static_cast<std::size_t>(v));
+    },
+    nullptr, nullptr, nullptr, false}},
   {"flush_interval", "LOTUS_FLUSH_INTERVAL_MS", option_kind::uint, 1, 60000,
    LOTUS_DEFAULT_FLUSH_INTERVAL_MS, nullptr, nullptr, 0,
-   "writer period in ms: after a SIGKILL every event older than this is on disk"},
+   "writer period in ms: after a SIGKILL every event older than this is on disk",
+   {[](const options& o, option_value& v) {
+      if (o.flush_interval) v = option_signed(o.flush_interval->count());
+      return o.flush_interval.has_value();
+    },
+    [](options& o, const option_value& v) {
+      o.flush_interval = std::chrono::milliseconds(static_cast<std::int64_t>(v.n));
+    },
+    [](settings& s, std::uint64_t v) { s.flush_interval_ms = v; },
+    nullptr, nullptr, nullptr, false}},
   {"overflow", "LOTUS_OVERFLOW", option_kind::choice, 0, 1, 0, option_overflow_names, nullptr, 0,
-   "full ring: block waits for the writer (lossless), drop counts the event as dropped"},
+   "full ring: block waits for the writer (lossless), drop counts the event as dropped",
+   // overflow_policy's values are the indices of option_overflow_names.
+   {[](const options& o, option_value& v) { return option_get(o.overflow, v); },
+    [](options& o, const option_value& v) { o.overflow = static_cast<overflow_policy>(v.n); },
+    [](settings& s, std::uint64_t v) { s.overflow = static_cast<overflow_policy>(v); },
+    nullptr, nullptr, nullptr, false}},
   {"clock", "LOTUS_CLOCK", option_kind::choice, 0, 2, 0, option_clock_names, nullptr, 0,
-   "timestamps: tsc, realtime (clock_gettime), or auto (the TSC where CPU and kernel vouch)"},
+   "timestamps: tsc, realtime (clock_gettime), or auto (the TSC where CPU and kernel vouch)",
+   // clock_source's values are the indices of option_clock_names.
+   {[](const options& o, option_value& v) { return option_get(o.clock, v); },
+    [](options& o, const option_value& v) { o.clock = static_cast<clock_source>(v.n); },
+    [](settings& s, std::uint64_t v) { s.clock = static_cast<clock_source>(v); },
+    nullptr, nullptr, nullptr, false}},
   {"max_bytes", "LOTUS_MAX_BYTES", option_kind::bytes, 0, option_bytes_max, 0, nullptr, nullptr,
    max_bytes_fail_closed,
-   "bytes this process may write (sidecar included); beyond, events are dropped; 0: no limit"},
+   "bytes this process may write (sidecar included); beyond, events are dropped; 0: no limit",
+   {[](const options& o, option_value& v) { return option_get(o.max_bytes, v); },
+    [](options& o, const option_value& v) { o.max_bytes = v.n; },
+    [](settings& s, std::uint64_t v) { s.max_bytes = v; },
+    nullptr, nullptr, nullptr, false}},
   {"min_free_bytes", "LOTUS_MIN_FREE_BYTES", option_kind::bytes, 0, option_bytes_max,
    min_free_default, nullptr, "max(1 GiB, 5 %)", 0,
-   "free space the trace file system keeps; below, events are dropped; 0: no reserve"},
+   "free space the trace file system keeps; below, events are dropped; 0: no reserve",
+   {[](const options& o, option_value& v) { return option_get(o.min_free_bytes, v); },
+    [](options& o, const option_value& v) { o.min_free_bytes = v.n; },
+    [](settings& s, std::uint64_t v) { s.min_free = v; },
+    nullptr, nullptr, nullptr, false}},
   {"nvtx", "LOTUS_NVTX", option_kind::flag, 0, 1, 0, option_flag_words, nullptr, 0,
-   "every span also pushes an NVTX range (builds with NVTX)"},
+   "every span also pushes an NVTX range (builds with NVTX)",
+   {[](const options& o, option_value& v) { return option_get(o.nvtx, v); },
+    [](options& o, const option_value& v) { o.nvtx = v.n != 0; },
+    [](settings& s, std::uint64_t v) { s.nvtx = v != 0; },
+    nullptr, nullptr, nullptr, false}},
   {"itt", "LOTUS_ITT", option_kind::flag, 0, 1, 0, option_flag_words, nullptr, 0,
-   "every span is also an ITT task (the collector of INTEL_LIBITTNOTIFY64)"},
+   "every span is also an ITT task (the collector of INTEL_LIBITTNOTIFY64)",
+   {[](const options& o, option_value& v) { return option_get(o.itt, v); },
+    [](options& o, const option_value& v) { o.itt = v.n != 0; },
+    [](settings& s, std::uint64_t v) { s.itt = v != 0; },
+    nullptr, nullptr, nullptr, false}},
   {"resources", "LOTUS_RESOURCES", option_kind::flag, 0, 1,
-   option_flag_yes, option_resources_words, "1", 0, "per-batch CPU, run-queue wait, faults and switches of workers (sidecar batchres); ops: per op too (opres)"},
+   option_flag_yes, option_resources_words, "1", 0, "per-batch CPU, run-queue wait, faults and switches of workers (sidecar batchres); ops: per op too (opres)",
+   {nullptr,
+    // `ops` (Python's resources="ops"): per batch and per op.
+    [](options& o, const option_value& v) {
+      o.resources = v.n != 0;
+      if (v.index == option_resources_ops) o.op_resources = true;
+    },
+    nullptr, nullptr,
+    // Unset or refused: the default, on (per batch); `ops`: per batch and per op.
+    // options::resources sets on (per batch, keeping the environment's `ops`) or off;
+    // options::op_resources then sets per op (true: resources on too) or not.
+    [](const options& o, const env_value& ev, const env_settings&, settings& s) {
+      s.resources = o.resources ? *o.resources : !ev.set || ev.v >= option_flag_yes;
+      s.op_resources = s.resources && ev.set && ev.v == option_resources_ops;
+      if (o.op_resources) {
+        s.op_resources = *o.op_resources;
+        if (*o.op_resources) s.resources = true;
+      }
+    },
+    nullptr, false}},
   {nullptr, "LOTUS_COLLECTOR", option_kind::choice, 0, 7, 0, option_collector_names, nullptr, 0,
-   "the collector LOTUS_COLLECTOR_RESUME/PAUSE and map regions drive"},
+   "the collector LOTUS_COLLECTOR_RESUME/PAUSE and map regions drive", {}},
   {nullptr, "LOTUS_PERF_CTL_FIFO", option_kind::path, 0, 0, 0, nullptr, "\xe2\x80\x94", 0,
-   "perf's control FIFO (perf record --control=fifo:CTL,ACK)"},
+   "perf's control FIFO (perf record --control=fifo:CTL,ACK)", {}},
   {nullptr, "LOTUS_PERF_ACK_FIFO", option_kind::path, 0, 0, 0, nullptr, "\xe2\x80\x94", 0,
-   "perf's ack FIFO; each command waits for its ack"},
+   "perf's ack FIFO; each command waits for its ack", {}},
   {nullptr, "LOTUS_PERF_ACK_TIMEOUT_MS", option_kind::uint, 0, 3600000, 5000, nullptr, nullptr, 0,
-   "bounded wait for each perf ack, in ms"},
+   "bounded wait for each perf ack, in ms", {}},
   {nullptr, "LOTUS_PERF_WAIT_MS", option_kind::uint, 0, 3600000, 0, nullptr, nullptr, 0,
-   "attach mode: how long the first region waits for perf to open the control FIFO, in ms"},
+   "attach mode: how long the first region waits for perf to open the control FIFO, in ms", {}},
   {nullptr, "LOTUS_MAP_LIST", option_kind::path, 0, 0, 0, nullptr, "\xe2\x80\x94", 0,
-   "list mode: append each region name once to this file"},
+   "list mode: append each region name once to this file", {}},
   {nullptr, "LOTUS_MAP_SELECT", option_kind::path, 0, 0, 0, nullptr, "\xe2\x80\x94", 0,
-   "the region to profile"},
+   "the region to profile", {}},
   {nullptr, "LOTUS_MAP_WARMUP", option_kind::uint, 0, std::uint64_t{1} << 40, 1, nullptr, nullptr,
-   0, "executions of the selected region skipped before profiling"},
+   0, "executions of the selected region skipped before profiling", {}},
   {nullptr, "LOTUS_MAP_COUNT", option_kind::uint, 0, std::uint64_t{1} << 40, 1, nullptr, nullptr,
-   0, "executions profiled after the warm-up"},
+   0, "executions profiled after the warm-up", {}},
   {nullptr, "LOTUS_MAP_GAP_MS", option_kind::uint, 0, 3600000, 0, nullptr, nullptr, 0,
-   "sleep before each profiled execution, in ms"},
+   "sleep before each profiled execution, in ms", {}},
   {"flight", "LOTUS_FLIGHT", option_kind::uint, 0, 86400, 0, nullptr, "0 (off)", 0,
-   "flight recorder: keep the last SECONDS in memory, write them as a capture on a trigger"},
+   "flight recorder: keep the last SECONDS in memory, write them as a capture on a trigger",
+   {[](const options& o, option_value& v) { return option_get(o.flight, v); },
+    [](options& o, const option_value& v) { o.flight = v.n; },
+    // Seconds to ns. An automatic capture's window ends a few writer cycles after its trigger:
+    // the workers' records of the slow batch (and the wait itself) reach every window first.
+    [](settings& s, std::uint64_t v) {
+      s.flight = flight_settings{};
+      s.flight.window_ns = v * 1000000000u;
+      const std::uint64_t margin = 3 * s.flush_interval_ms * 1000000u;
+      s.flight.margin_ns = margin < 200000000u ? 200000000u : margin;
+    },
+    nullptr, nullptr, nullptr, false}},
   {"flight_bytes", "LOTUS_FLIGHT_BYTES", option_kind::bytes, 4096, option_bytes_max,
-   std::uint64_t{64} << 20, nullptr, "64 MiB", 0,
-   "flight mode: most record bytes one process keeps; beyond, oldest dropped (counted)"},
+   flight_bytes_default, nullptr, "64 MiB", 0,
+   "flight mode: most record bytes one process keeps; beyond, oldest dropped (counted)",
+   {[](const options& o, option_value& v) { return option_get(o.flight_bytes, v); },
+    [](options& o, const option_value& v) { o.flight_bytes = v.n; },
+    [](settings& s, std::uint64_t v) { s.flight.max_bytes = v; },
+    nullptr, nullptr, nullptr, false}},
   {"trigger", "LOTUS_TRIGGER", option_kind::path, 0, 0, 0, nullptr, "\xe2\x80\x94", 0,
    "flight mode: automatic captures: wait>DURATION, waitshare>P%/DURATION, batch>DURATION, "
-   "op>DURATION, op:NAME>DURATION, comma-separated"},
+   "op>DURATION, op:NAME>DURATION, comma-separated",
+   {nullptr,
+    [](options& o, const option_value& v) { o.trigger = std::string(v.text, v.size); },
+    nullptr,
+    [](const char* v, const char* source, env_settings& e) {
+      parse_trigger_setting(source, v, e.trigger);
+      return true;  // set, even empty or malformed: no automatic capture
+    },
+    [](const options& o, const env_value& ev, const env_settings& e, settings& s) {
+      if (o.trigger) {
+        parse_trigger_setting("options::trigger", *o.trigger, s.flight);
+      } else if (ev.set) {
+        s.flight.take_triggers(e.trigger);
+      }
+    },
+    [](const char* t, std::size_t n) -> const char* {
+      flight_settings f;
+      return flight_parse_triggers(std::string_view(t, n), f) ? nullptr : flight_trigger_expected;
+    },
+    false}},
   {"live", "LOTUS_LIVE", option_kind::flag, 0, 1, option_flag_yes, option_flag_words, "1", 0,
-   "live figures for lotus-tool top and serve: .<prefix>.lotus-live_<pid>, rewritten in place"},
+   "live figures for lotus-tool top and serve: .<prefix>.lotus-live_<pid>, rewritten in place",
+   {[](const options& o, option_value& v) { return option_get(o.live, v); },
+    [](options& o, const option_value& v) { o.live = v.n != 0; },
+    [](settings& s, std::uint64_t v) { s.live = v != 0; },
+    nullptr, nullptr, nullptr, false}},
 };
 // clang-format on
 static_assert(sizeof option_table / sizeof option_table[0] == static_cast<unsigned>(opt::count_),
               "one option_table row per opt");
+static_assert(static_cast<int>(overflow_policy::drop) == 1 &&
+                  static_cast<int>(clock_source::realtime) == 2,
+              "the enums' values are the indices of their spellings in the table");
 
 constexpr const option_desc& option_of(opt o) noexcept {
   return option_table[static_cast<unsigned>(o)];
@@ -1489,8 +2349,7 @@ LOTUS_DETAIL_COLD inline void option_refused(const char* source, const char* val
 
 /// An integer variable of the table (uint, bytes): unset → false, silently; valid → true and
 /// `out`; bad → the message and false, or, for a fail-closed limit, true and that limit.
-LOTUS_DETAIL_COLD inline bool env_option_u64(opt o, std::uint64_t& out) noexcept {
-  const option_desc& d = option_of(o);
+LOTUS_DETAIL_COLD inline bool env_option_u64(const option_desc& d, std::uint64_t& out) noexcept {
   const char* v = env_text(d.env);
   if (v == nullptr) return false;
   if (parse_u64(v, d.min, d.max, out)) return true;
@@ -1500,11 +2359,13 @@ LOTUS_DETAIL_COLD inline bool env_option_u64(opt o, std::uint64_t& out) noexcept
   out = d.fail_closed;
   return true;
 }
+LOTUS_DETAIL_COLD inline bool env_option_u64(opt o, std::uint64_t& out) noexcept {
+  return env_option_u64(option_of(o), out);
+}
 
 /// A choice or flag variable of the table: the index of its spelling; unset (or empty, for a
 /// choice; an empty flag is "no") → -1, silently; anything else → the message and -1.
-LOTUS_DETAIL_COLD inline int env_option_choice(opt o) noexcept {
-  const option_desc& d = option_of(o);
+LOTUS_DETAIL_COLD inline int env_option_choice(const option_desc& d) noexcept {
   const char* v = d.kind == option_kind::flag ? std::getenv(d.env) : env_text(d.env);
   if (v == nullptr) return -1;
   for (int i = 0; d.choices[i] != nullptr; ++i) {
@@ -1513,38 +2374,96 @@ LOTUS_DETAIL_COLD inline int env_option_choice(opt o) noexcept {
   option_refused(d.env, v, d, d.def);
   return -1;
 }
-
-/// A flag variable of the table: 1 (yes), 0 (no), -1 (unset or refused).
-LOTUS_DETAIL_COLD inline int env_option_flag(opt o) noexcept {
-  const int i = env_option_choice(o);
-  return i < 0 ? -1 : (i >= option_flag_yes ? 1 : 0);
+LOTUS_DETAIL_COLD inline int env_option_choice(opt o) noexcept {
+  return env_option_choice(option_of(o));
 }
 
 /// A lotus::options integer field checked against the table: true when within range; else the
 /// message (source `options::<field>`, the value kept from the environment or the default) and
 /// false.
-LOTUS_DETAIL_COLD inline bool option_check_i64(opt o, long long value,
-                                               std::uint64_t kept) noexcept {
-  const option_desc& d = option_of(o);
-  if (value >= 0 && static_cast<std::uint64_t>(value) >= d.min &&
-      static_cast<std::uint64_t>(value) <= d.max) {
-    return true;
-  }
+LOTUS_DETAIL_COLD inline bool option_check(const option_desc& d, const option_value& v,
+                                           std::uint64_t kept) noexcept {
+  if (!v.negative && v.n >= d.min && v.n <= d.max) return true;
   char source[64], shown[24];
   std::snprintf(source, sizeof source, "options::%s", d.field);
-  std::snprintf(shown, sizeof shown, "%lld", value);
+  std::snprintf(shown, sizeof shown, "%s%llu", v.negative ? "-" : "",
+                static_cast<unsigned long long>(v.n));
   option_refused(source, shown, d, kept);
   return false;
 }
-LOTUS_DETAIL_COLD inline bool option_check_u64(opt o, std::uint64_t value,
-                                               std::uint64_t kept) noexcept {
-  const option_desc& d = option_of(o);
-  if (value >= d.min && value <= d.max) return true;
-  char source[64], shown[24];
-  std::snprintf(source, sizeof source, "options::%s", d.field);
-  std::snprintf(shown, sizeof shown, "%llu", static_cast<unsigned long long>(value));
-  option_refused(source, shown, d, kept);
-  return false;
+
+/// A flag row's spelling index as its options field's truth.
+constexpr std::uint64_t option_flag_truth(const option_desc& d, std::uint64_t index) noexcept {
+  return (index >= static_cast<std::uint64_t>(option_flag_yes)) != d.bind.negated ? 1 : 0;
+}
+
+/// The variables of `rows` (n of them) into out[0..n) and `env`: a number (uint, bytes), a
+/// spelling's index (flag, choice), or the row's own reading (prefix: a non-empty variable,
+/// path: any). Rows that are not settings (no apply, no merge) are skipped.
+LOTUS_DETAIL_COLD inline void env_read_rows(const option_desc* rows, std::size_t n, env_value* out,
+                                            env_settings& env) noexcept {
+  for (std::size_t i = 0; i < n; ++i) {
+    const option_desc& d = rows[i];
+    env_value& ev = out[i];
+    ev = env_value{};
+    if (d.bind.apply == nullptr && d.bind.merge == nullptr) continue;
+    switch (d.kind) {
+      case option_kind::uint:
+      case option_kind::bytes:
+        ev.set = env_option_u64(d, ev.v);  // a malformed fail-closed limit: set, to the limit
+        break;
+      case option_kind::flag:
+      case option_kind::choice: {
+        const int c = env_option_choice(d);
+        ev.set = c >= 0;
+        ev.v = ev.set ? static_cast<std::uint64_t>(c) : 0;
+        break;
+      }
+      case option_kind::prefix:
+      case option_kind::path: {
+        const char* v = d.kind == option_kind::prefix ? env_text(d.env) : std::getenv(d.env);
+        if (v != nullptr && d.bind.read != nullptr) ev.set = d.bind.read(v, d.env, env);
+        break;
+      }
+    }
+  }
+}
+
+/// lotus::options over the environment (`ev`, `env`: env_read_rows) over the defaults, for each
+/// of `rows` in order, into `s`. An integer field out of range: the table's message, and the
+/// environment's value or the default.
+LOTUS_DETAIL_COLD inline void merge_rows(const option_desc* rows, std::size_t n, const options& o,
+                                         const env_value* ev, const env_settings& env,
+                                         settings& s) noexcept {
+  for (std::size_t i = 0; i < n; ++i) {
+    const option_desc& d = rows[i];
+    if (d.bind.merge != nullptr) {
+      d.bind.merge(o, ev[i], env, s);
+      continue;
+    }
+    if (d.bind.apply == nullptr) continue;
+    std::uint64_t v = ev[i].set ? ev[i].v : d.def;
+    if (d.kind == option_kind::flag) v = option_flag_truth(d, v);
+    option_value x;
+    if (d.bind.get != nullptr && d.bind.get(o, x)) {
+      const bool checked = d.kind == option_kind::uint || d.kind == option_kind::bytes;
+      if (!checked || option_check(d, x, v)) v = x.n;
+    }
+    d.bind.apply(s, v);
+  }
+}
+
+constexpr std::size_t option_count = static_cast<std::size_t>(opt::count_);
+
+/// Every variable of option_table, once per process; every bad value warns once.
+LOTUS_DETAIL_COLD inline void env_settings::read() noexcept {
+  env_read_rows(option_table, option_count, value, *this);
+}
+
+/// configure()'s options over the environment over the defaults, into `s`.
+LOTUS_DETAIL_COLD inline void merge_settings(const options& o, const env_settings& env,
+                                             settings& s) noexcept {
+  merge_rows(option_table, option_count, o, env.value, env, s);
 }
 
 }  // namespace detail
@@ -2265,94 +3184,6 @@ LOTUS_DETAIL_API bool annotations_active() noexcept {
 }  // namespace lotus
 #endif  // LOTUS_AMALGAMATED_LOTUS_COLLECTORS_ANNOTATIONS_HPP
 // ---- end lotus/collectors/annotations.hpp ----
-// ---- begin lotus/options.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
-#define LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
-// lotus — run-time configuration types: options, overflow policy, clock source, statistics
-// SPDX-License-Identifier: MIT
-
-#include <chrono>    // milliseconds
-#include <cstddef>   // size_t
-#include <cstdint>   // uint64_t
-#include <optional>  // optional
-#include <string>    // string
-
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-
-/// What a thread does when its ring is full: wait for the writer (lossless) or count a drop.
-enum class overflow_policy { block, drop };
-
-/// Timestamp source: TSC calibrated to CLOCK_REALTIME where invariant, or clock_gettime.
-enum class clock_source { automatic, tsc, realtime };
-
-/// Run-time options. Unset fields fall back to the environment, then to the defaults.
-struct options {
-  std::optional<std::string> log_file;                      ///< LOTUS_LOG_FILE: trace prefix
-  std::optional<bool> enabled;                              ///< !LOTUS_DISABLE
-  std::optional<std::size_t> ring_capacity;                 ///< LOTUS_RING_CAPACITY (events/thread)
-  std::optional<std::chrono::milliseconds> flush_interval;  ///< LOTUS_FLUSH_INTERVAL_MS
-  std::optional<overflow_policy> overflow;                  ///< LOTUS_OVERFLOW: block|drop
-  std::optional<clock_source> clock;                        ///< LOTUS_CLOCK: auto|tsc|realtime
-  /// LOTUS_MAX_BYTES: trace-file bytes this process may write; beyond, events are dropped
-  /// (counted). 0: no limit (the default).
-  std::optional<std::uint64_t> max_bytes;
-  /// LOTUS_MIN_FREE_BYTES: free space the trace directory's file system keeps; below it events
-  /// are dropped (counted) until space is freed. Default: the larger of 1 GiB and 5 % of the
-  /// file system; 0: no reserve.
-  std::optional<std::uint64_t> min_free_bytes;
-  /// LOTUS_NVTX: every span also pushes and pops an NVTX range (domain `lotus`) for Nsight
-  /// Systems. Needs a build with NVTX (LOTUS_WITH_NVTX; CMake option LOTUS_NVTX); elsewhere one
-  /// message says so and tracing goes on without it.
-  std::optional<bool> nvtx;
-  /// LOTUS_ITT: every span is also an ITT task (domain `lotus`) for Intel VTune, through the
-  /// collector named by INTEL_LIBITTNOTIFY64 (no vendor SDK); with none, one message says so
-  /// and tracing goes on without it.
-  std::optional<bool> itt;
-  /// LOTUS_FLIGHT: flight recorder. Keep only the last this-many seconds of every thread's
-  /// records in memory and write them, as a capture directory inside the trace directory, when
-  /// a trigger fires (LOTUS_TRIGGER, lotus::capture(), `lotus-tool capture`). 0: off (default).
-  std::optional<std::uint64_t> flight;
-  /// LOTUS_FLIGHT_BYTES: the most bytes of formatted records one process keeps in flight mode
-  /// (default 64 MiB); beyond, the oldest go first and are counted as dropped.
-  std::optional<std::uint64_t> flight_bytes;
-  /// LOTUS_TRIGGER: automatic captures in flight mode, comma-separated: `wait>DURATION` (a
-  /// batch wait passes that, fired while it lasts), `waitshare>P%/DURATION` (the main process
-  /// waited more than P % of the last DURATION), `batch>DURATION` (a worker batch in progress
-  /// longer), `op>DURATION` / `op:NAME>DURATION` (an op, or the op NAME, in progress longer).
-  /// The capture holds LOTUS_FLIGHT seconds before the anomaly began. "": none.
-  std::optional<std::string> trigger;
-  /// LOTUS_RESOURCES: at each worker batch's start and end, read the thread's CPU time, run-queue
-  /// wait, faults and context switches; the sidecar's `batchres` lines (default on; false: off).
-  /// true keeps the environment's per-op figures (LOTUS_RESOURCES=ops); false turns both off.
-  std::optional<bool> resources;
-  /// LOTUS_RESOURCES=ops: every span (LOTUS_SCOPE, LOTUS_SCOPE_DYNAMIC) also reads them at its
-  /// start and end; the sums per op and thread go into the sidecar's `opres` lines each flush.
-  /// true: per op (and per batch, whatever `resources` says); false: per batch at most. Spans
-  /// then take their out-of-line path for the rest of the process (as with NVTX). Unset: the
-  /// environment's choice.
-  std::optional<bool> op_resources;
-  /// LOTUS_LIVE: the writer thread keeps live figures (per-op histograms, the consumer's waits,
-  /// batches, per-worker busy time) and rewrites `.<prefix>.lotus-live_<pid>` in place, for
-  /// `lotus-tool top` and `serve` (default on). false: none; a file already written gets this
-  /// process's final figures. Turned on again, the figures go on from where they stopped.
-  std::optional<bool> live;
-};
-
-/// Event counters of this process: recorded == written + dropped once everything is flushed.
-struct trace_stats {
-  std::uint64_t recorded = 0;  ///< events recorded while tracing was on
-  std::uint64_t written = 0;   ///< events written to trace files
-  std::uint64_t dropped = 0;   ///< events lost: ring full under `drop`, or tracing disabled by I/O
-  std::uint64_t sanitized =
-      0;  ///< written events whose name had ',' or control bytes replaced, or was cut at 4096 bytes
-};
-
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
-// ---- end lotus/options.hpp ----
 // ---- begin lotus/runtime/calibration.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_CALIBRATION_HPP
 #define LOTUS_AMALGAMATED_LOTUS_RUNTIME_CALIBRATION_HPP
@@ -3127,705 +3958,6 @@ inline bool res_push(res_queue& q, const res_sample& b, const res_sample& e, std
 }  // namespace lotus
 #endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_RESOURCES_HPP
 // ---- end lotus/runtime/resources.hpp ----
-// ---- begin lotus/runtime/settings.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_SETTINGS_HPP
-#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_SETTINGS_HPP
-// lotus — settings: options > environment > defaults, and the trace prefix rules (internal)
-// SPDX-License-Identifier: MIT
-
-#include <unistd.h>  // getcwd
-
-#include <cstddef>      // size_t
-#include <cstdint>      // uint64_t
-#include <cstdlib>      // getenv
-#include <string_view>  // string_view
-
-// ---- begin lotus/runtime/capture_request.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_CAPTURE_REQUEST_HPP
-#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_CAPTURE_REQUEST_HPP
-// lotus — the capture-request format, the trigger parser and the flight settings (internal)
-// SPDX-License-Identifier: MIT
-// What the flight recorder (flight.hpp) and lotus-tool capture share: a request line of the
-// control file (FORMAT.md §8), its parser, the control file's names, ownership and append, and
-// LOTUS_FLIGHT / LOTUS_TRIGGER's settings. Nothing of the recorder: lotus-tool includes this alone.
-
-#include <errno.h>     // errno
-#include <fcntl.h>     // open, O_*
-#include <sys/stat.h>  // fstat
-#include <time.h>      // gmtime_r
-#include <unistd.h>    // geteuid, write, close
-
-#include <cstddef>      // size_t
-#include <cstdint>      // uint64_t
-#include <cstdio>       // snprintf
-#include <cstring>      // memcpy, strlen
-#include <string_view>  // string_view
-
-// ---- begin lotus/runtime/text.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_TEXT_HPP
-#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_TEXT_HPP
-// lotus — a fixed-size text builder for paths and sidecar lines (no allocation) (internal)
-// SPDX-License-Identifier: MIT
-
-#include <cstddef>      // size_t
-#include <cstdint>      // uint64_t
-#include <cstring>      // memcpy, strlen
-#include <string_view>  // string_view
-
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-namespace detail {
-
-/// The length of what snprintf wrote into a buffer of `size` bytes, from its return value `n`.
-inline std::size_t printed(int n, std::size_t size) noexcept {
-  if (n <= 0) return 0;
-  return static_cast<std::size_t>(n) < size ? static_cast<std::size_t>(n) : size - 1;
-}
-
-/// Text of at most 4 KiB plus room for a file name: as long as a Linux path may be. Appending past
-/// the end sets `overflow` (the caller reports ENAMETOOLONG) instead of allocating. The cold code
-/// builds its paths and lines with this, not with std::string concatenation, which would cost
-/// every translation unit that records a good part of a second to compile.
-class text {
- public:
-  text() noexcept { buf_[0] = '\0'; }
-  text(const text&) = default;
-  text& operator=(const text&) = default;
-
-  LOTUS_DETAIL_NOINLINE text& add(const char* s, std::size_t n) noexcept {
-    if (n > sizeof buf_ - 1 - size_) {
-      n = sizeof buf_ - 1 - size_;
-      overflow = true;
-    }
-    if (n == 0) return *this;  // `s` may be null then (an empty string_view's data())
-    std::memcpy(buf_ + size_, s, n);
-    size_ += n;
-    buf_[size_] = '\0';
-    return *this;
-  }
-  text& add(const char* s) noexcept { return add(s, std::strlen(s)); }
-  text& add(std::string_view s) noexcept { return add(s.data(), s.size()); }
-  text& add(const text& t) noexcept { return add(t.buf_, t.size_); }
-  LOTUS_DETAIL_NOINLINE text& add(std::uint64_t v) noexcept {
-    char digits[20];
-    std::size_t n = 0;
-    do {
-      digits[sizeof digits - 1 - n++] = static_cast<char>('0' + v % 10);
-      v /= 10;
-    } while (v != 0);
-    return add(digits + sizeof digits - n, n);
-  }
-  text& add(char c) noexcept { return add(&c, 1); }
-  /// A value for a one-line `key value` record (the sidecar): control bytes (C0, DEL) become
-  /// '_', so a value can never start a line, or a key, of its own.
-  LOTUS_DETAIL_NOINLINE text& add_value(const char* s, std::size_t n) noexcept {
-    const std::size_t from = size_;
-    add(s, n);
-    for (std::size_t i = from; i < size_; ++i) {
-      const auto c = static_cast<unsigned char>(buf_[i]);
-      if (c < 0x20 || c == 0x7f) buf_[i] = '_';
-    }
-    return *this;
-  }
-  text& add_value(const char* s) noexcept { return add_value(s, std::strlen(s)); }
-  text& add_value(const text& t) noexcept { return add_value(t.buf_, t.size_); }
-
-  void clear() noexcept {
-    size_ = 0;
-    buf_[0] = '\0';
-    overflow = false;
-  }
-  void resize(std::size_t n) noexcept {
-    if (n < size_) {
-      size_ = n;
-      buf_[n] = '\0';
-    }
-  }
-  const char* c_str() const noexcept { return buf_; }
-  std::size_t size() const noexcept { return size_; }
-  /// The most bytes a text holds.
-  static constexpr std::size_t capacity() noexcept { return max_size - 1; }
-  /// `n` more bytes fit without cutting.
-  bool fits(std::size_t n) const noexcept { return n <= capacity() - size_; }
-  bool empty() const noexcept { return size_ == 0; }
-
-  bool overflow = false;
-
- private:
-  static constexpr std::size_t max_size = 4352;
-  char buf_[max_size];
-  std::size_t size_ = 0;
-};
-
-}  // namespace detail
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_TEXT_HPP
-// ---- end lotus/runtime/text.hpp ----
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-namespace detail {
-
-/// LOTUS_FLIGHT_BYTES when unset: the formatted records one process keeps in memory.
-constexpr std::uint64_t flight_bytes_default = std::uint64_t{64} << 20;
-/// The control files in the trace directory: one `capture` request per line (FORMAT.md §8),
-/// one file per user, `.lotus-capture-<uid>`: a process obeys only the requests of its own user
-/// (its effective uid), and a request of another user (root's `lotus-tool capture` included)
-/// goes to that user's file, so it can never take this user's name. A name another user took
-/// anyway (planted in a shared directory) is skipped: the next one, `..._r<k>`, is used.
-constexpr const char flight_control_name[] = ".lotus-capture";
-/// Names per user: `.lotus-capture-<uid>`, then `.lotus-capture-<uid>_r1` ... `_r3`.
-constexpr unsigned flight_control_names = 4;
-/// The control file is not appended to beyond this (a message asks to remove it).
-constexpr std::uint64_t flight_control_max = std::uint64_t{1} << 20;
-
-/// What flight mode does (settings from LOTUS_FLIGHT, LOTUS_FLIGHT_BYTES, LOTUS_TRIGGER).
-/// `op:NAME>X` conditions one LOTUS_TRIGGER holds, and the longest NAME.
-constexpr unsigned flight_max_named = 4;
-constexpr std::size_t flight_max_op_name = 63;
-
-struct flight_settings {
-  std::uint64_t window_ns = 0;  // 0: flight mode off
-  std::uint64_t max_bytes = flight_bytes_default;
-  std::uint64_t wait_ns = 0;                              // wait>X; 0: none
-  std::uint64_t share_permille = 0, share_window_ns = 0;  // waitshare>P%/W; 0: none
-  std::uint64_t batch_ns = 0;                             // batch>X; 0: none
-  std::uint64_t op_ns = 0;                                // op>X (any op); 0: none
-  struct named_op {
-    char name[flight_max_op_name + 1];  // the op's name as traced, without its S
-    std::uint64_t ns;
-  };
-  named_op named[flight_max_named] = {};  // op:NAME>X
-  unsigned named_count = 0;
-  std::uint64_t margin_ns = 300000000;  // the tail: the window ends this long after a trigger
-
-  /// The conditions of `o` (LOTUS_TRIGGER), the rest of these settings unchanged.
-  void take_triggers(const flight_settings& o) noexcept {
-    wait_ns = o.wait_ns;
-    share_permille = o.share_permille;
-    share_window_ns = o.share_window_ns;
-    batch_ns = o.batch_ns;
-    op_ns = o.op_ns;
-    named_count = o.named_count;
-    for (unsigned i = 0; i < flight_max_named; ++i) named[i] = o.named[i];
-  }
-
-  /// The longest time a request may come after its anomaly began: an in-progress trigger's
-  /// threshold, or 10 s for a request from outside (an alert through `lotus-tool serve`, whose
-  /// trigger time is the stuck batch's start). Memory keeps that much more than the window (and
-  /// a second for the writer's cycles), so a capture still holds the whole lead-up.
-  std::uint64_t lookback_ns() const noexcept {
-    std::uint64_t m = std::uint64_t{10} * 1000000000u;
-    if (wait_ns > m) m = wait_ns;
-    if (batch_ns > m) m = batch_ns;
-    if (op_ns > m) m = op_ns;
-    for (unsigned i = 0; i < named_count; ++i) m = named[i].ns > m ? named[i].ns : m;
-    if (share_window_ns > m) m = share_window_ns;
-    return m + 1000000000u;  // and a second for the writer's cycles
-  }
-};
-
-/// The longest trigger duration (LOTUS_TRIGGER): a day, as LOTUS_FLIGHT's longest window.
-constexpr std::uint64_t flight_max_duration_ns = std::uint64_t{86400} * 1000000000u;
-
-/// A duration `<number><ns|us|ms|s|min>` at `s[i..]`; false when malformed or longer than
-/// flight_max_duration_ns (never wrapped: 18446744074s is refused, not 290 ms).
-inline bool flight_parse_duration(std::string_view s, std::size_t& i, std::uint64_t& out) noexcept {
-  std::uint64_t v = 0;
-  const std::size_t from = i;
-  for (; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i) {
-    if (v > (std::uint64_t{1} << 40)) return false;
-    v = v * 10 + static_cast<std::uint64_t>(s[i] - '0');
-  }
-  if (i == from) return false;
-  static const struct {
-    const char* unit;
-    std::uint64_t ns;
-  } units[] = {{"min", 60000000000ull},
-               {"ms", 1000000ull},
-               {"us", 1000ull},
-               {"ns", 1ull},
-               {"s", 1000000000ull}};
-  for (const auto& u : units) {
-    const std::size_t n = std::strlen(u.unit);
-    if (s.substr(i, n) == u.unit) {
-      i += n;
-      if (v > flight_max_duration_ns / u.ns) return false;
-      out = v * u.ns;
-      return true;
-    }
-  }
-  return false;
-}
-
-/// What LOTUS_TRIGGER takes, for the messages that refuse a value (runtime and Python).
-constexpr const char flight_trigger_expected[] =
-    "wait>DURATION, waitshare>P%/DURATION, batch>DURATION, op>DURATION and/or op:NAME>DURATION, "
-    "comma-separated, DURATION such as 800ms or 10s, at most 1 day";
-
-/// `c` may be part of an op name in `op:NAME>X`: what a traced name holds, but `>` and `,`.
-constexpr bool flight_op_name_char(char c) noexcept {
-  return static_cast<unsigned char>(c) > 0x20 && c != 0x7f && c != '>' && c != ',';
-}
-
-/// LOTUS_TRIGGER: `wait>DUR`, `waitshare>P%/DUR`, `batch>DUR`, `op>DUR` and `op:NAME>DUR`,
-/// comma-separated (spaces allowed around them). False (and `out` unchanged) when any condition
-/// is malformed.
-inline bool flight_parse_triggers(std::string_view s, flight_settings& out) noexcept {
-  flight_settings t = out;
-  t.wait_ns = 0;
-  t.share_permille = 0;
-  t.share_window_ns = 0;
-  t.batch_ns = 0;
-  t.op_ns = 0;
-  t.named_count = 0;
-  std::size_t i = 0;
-  auto skip_spaces = [&] {
-    while (i < s.size() && s[i] == ' ') ++i;
-  };
-  skip_spaces();
-  if (i == s.size()) {
-    out = t;
-    return true;
-  }
-  for (;;) {
-    skip_spaces();
-    if (s.substr(i, 10) == "waitshare>") {
-      i += 10;
-      std::uint64_t pct = 0;
-      const std::size_t from = i;
-      for (; i < s.size() && s[i] >= '0' && s[i] <= '9' && pct < 1000; ++i) {
-        pct = pct * 10 + static_cast<std::uint64_t>(s[i] - '0');
-      }
-      if (i == from) return false;
-      pct *= 10;
-      if (i < s.size() && s[i] == '.') {
-        ++i;
-        if (i >= s.size() || s[i] < '0' || s[i] > '9') return false;
-        pct += static_cast<std::uint64_t>(s[i++] - '0');
-      }
-      if (i + 1 >= s.size() || s[i] != '%' || s[i + 1] != '/') return false;
-      i += 2;
-      std::uint64_t w = 0;
-      if (!flight_parse_duration(s, i, w) || w < 1000000 || pct == 0 || pct >= 1000) return false;
-      t.share_permille = pct;
-      t.share_window_ns = w;
-    } else if (s.substr(i, 5) == "wait>") {
-      i += 5;
-      std::uint64_t w = 0;
-      if (!flight_parse_duration(s, i, w) || w == 0) return false;
-      t.wait_ns = w;
-    } else if (s.substr(i, 6) == "batch>") {
-      i += 6;
-      std::uint64_t w = 0;
-      if (!flight_parse_duration(s, i, w) || w == 0) return false;
-      t.batch_ns = w;
-    } else if (s.substr(i, 3) == "op>") {
-      i += 3;
-      std::uint64_t w = 0;
-      if (!flight_parse_duration(s, i, w) || w == 0) return false;
-      t.op_ns = w;
-    } else if (s.substr(i, 3) == "op:") {
-      i += 3;
-      const std::size_t from = i;
-      while (i < s.size() && flight_op_name_char(s[i])) ++i;
-      const std::size_t n = i - from;
-      if (n == 0 || n > flight_max_op_name || t.named_count == flight_max_named) return false;
-      if (i >= s.size() || s[i] != '>') return false;
-      ++i;
-      std::uint64_t w = 0;
-      if (!flight_parse_duration(s, i, w) || w == 0) return false;
-      flight_settings::named_op& o = t.named[t.named_count++];
-      std::memcpy(o.name, s.data() + from, n);
-      o.name[n] = '\0';
-      o.ns = w;
-    } else {
-      return false;
-    }
-    skip_spaces();
-    if (i == s.size()) break;
-    if (s[i] != ',') return false;
-    ++i;
-  }
-  out = t;
-  return true;
-}
-
-/// One capture request: a line of the control file,
-///   capture <id> <trigger_ns> <end_ns> <pid> <reason>
-/// `id` names the capture directory (`capture-<id>`); every process writes the window
-/// [end - LOTUS_FLIGHT, end] of its records there once its clock passed `end`; `pid` 0: every
-/// process, else that process and its children (DataLoader workers).
-struct flight_request {
-  char id[64] = {};
-  std::uint64_t trigger_ns = 0, end_ns = 0, pid = 0;
-  char reason[192] = {};
-};
-
-/// `c` may be part of a capture id.
-constexpr bool flight_id_char(char c) noexcept {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-         c == '_' || c == '.';
-}
-
-/// A fresh id: `<UTC YYYYmmddTHHMMSS>Z-<pid>-<seq>`.
-inline void flight_make_id(char (&id)[64], std::uint64_t when_ns, std::uint64_t pid,
-                           std::uint64_t seq) noexcept {
-  const time_t secs = static_cast<time_t>(when_ns / 1000000000u);
-  struct tm tm {};
-  if (::gmtime_r(&secs, &tm) == nullptr) tm = {};
-  std::snprintf(id, sizeof id, "%04d%02d%02dT%02d%02d%02dZ-%llu-%llu", tm.tm_year + 1900,
-                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                static_cast<unsigned long long>(pid), static_cast<unsigned long long>(seq));
-}
-
-/// Copies `reason` into `r.reason`: control bytes become '_', cut to fit.
-inline void flight_set_reason(flight_request& r, std::string_view reason) noexcept {
-  std::size_t n = 0;
-  for (const char c : reason) {
-    if (n + 1 >= sizeof r.reason) break;
-    const auto u = static_cast<unsigned char>(c);
-    r.reason[n++] = u < 0x20 || u == 0x7f ? '_' : c;
-  }
-  r.reason[n] = '\0';
-}
-
-/// The request as its control-file line (with the newline); its length, 0 when it does not fit.
-inline std::size_t flight_request_line(const flight_request& r, char* out,
-                                       std::size_t size) noexcept {
-  const int n = std::snprintf(
-      out, size, "capture %s %llu %llu %llu %s\n", r.id,
-      static_cast<unsigned long long>(r.trigger_ns), static_cast<unsigned long long>(r.end_ns),
-      static_cast<unsigned long long>(r.pid), r.reason[0] != '\0' ? r.reason : "-");
-  return n > 0 && static_cast<std::size_t>(n) < size ? static_cast<std::size_t>(n) : 0;
-}
-
-/// Parses one control-file line (without its newline); false when it is not a valid request.
-inline bool flight_parse_request(std::string_view line, flight_request& r) noexcept {
-  if (line.substr(0, 8) != "capture ") return false;
-  std::size_t i = 8, n = 0;
-  for (; i < line.size() && line[i] != ' '; ++i) {
-    if (!flight_id_char(line[i]) || n + 1 >= sizeof r.id) return false;
-    r.id[n++] = line[i];
-  }
-  r.id[n] = '\0';
-  if (n == 0 || r.id[0] == '.') return false;
-  std::uint64_t* nums[] = {&r.trigger_ns, &r.end_ns, &r.pid};
-  for (std::uint64_t* v : nums) {
-    if (i >= line.size() || line[i] != ' ') return false;
-    ++i;
-    const std::size_t from = i;
-    *v = 0;
-    for (; i < line.size() && line[i] >= '0' && line[i] <= '9'; ++i) {
-      if (*v > (std::uint64_t{1} << 62) / 10) return false;
-      *v = *v * 10 + static_cast<std::uint64_t>(line[i] - '0');
-    }
-    if (i == from) return false;
-  }
-  if (i >= line.size() || line[i] != ' ') return false;
-  flight_set_reason(r, line.substr(i + 1));
-  return true;
-}
-
-/// The `k`th control file name of user `uid` in `dir` (`.lotus-capture-<uid>`, `..._r<k>`).
-inline text flight_control_path(const char* dir, std::uint64_t uid, unsigned k) noexcept {
-  text path;
-  path.add(dir).add('/').add(flight_control_name).add('-').add(uid);
-  if (k != 0) path.add("_r").add(std::uint64_t{k});
-  return path;
-}
-
-/// A control file lotus reads or appends to: a regular file of this user with one link.
-inline bool flight_control_owned(const struct stat& st) noexcept {
-  return S_ISREG(st.st_mode) && st.st_uid == ::geteuid() && st.st_nlink == 1;
-}
-
-/// Appends `r` to this user's control file in `dir` with one write(2) (O_APPEND: lines of
-/// concurrent writers never interleave). The file is created if missing; an existing one must be
-/// a regular file of this user with one link, never a symlink, FIFO or device (else the next of
-/// the user's names is used), and smaller than flight_control_max. On failure: false, `why` says
-/// why.
-inline bool flight_append_request(const char* dir, const flight_request& r, const char** why,
-                                  int* err) noexcept {
-  char line[320];
-  const std::size_t n = flight_request_line(r, line, sizeof line);
-  *err = 0;
-  *why =
-      "every control file name of this user is taken by a file that is not its own regular "
-      "file with one link";
-  const auto uid = static_cast<std::uint64_t>(::geteuid());
-  for (unsigned k = 0; k < flight_control_names; ++k) {
-    const text path = flight_control_path(dir, uid, k);
-    if (path.overflow || n == 0) {
-      *why = "the path or the request is too long";
-      return false;
-    }
-    int fd = -1;
-    do {
-      fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
-                  0644);
-    } while (fd < 0 && errno == EINTR);
-    if (fd < 0) {
-      // A symlink (ELOOP), a FIFO (ENXIO) or another user's file (EACCES) at this name: the next.
-      // Any other error (no such directory...) is the directory's: said at once.
-      const int e = errno;
-      if (e == ELOOP || e == ENXIO || e == EACCES || e == EISDIR || e == EPERM) {
-        *err = e;  // said if no name is left
-        *why = "cannot open the control file, nor its other names";
-        continue;
-      }
-      *err = e;
-      *why = "cannot open the control file";
-      return false;
-    }
-    struct stat st {};
-    if (::fstat(fd, &st) != 0 || !flight_control_owned(st)) {
-      ::close(fd);
-      *err = 0;
-      *why =
-          "every control file name of this user is taken by a file that is not its own regular "
-          "file with one link";
-      continue;
-    }
-    if (static_cast<std::uint64_t>(st.st_size) >= flight_control_max) {
-      ::close(fd);
-      *why = "the control file is over 1 MiB (remove it)";
-      return false;
-    }
-    ssize_t w = -1;
-    do {
-      w = ::write(fd, line, n);
-    } while (w < 0 && errno == EINTR);
-    if (w < 0) *err = errno;
-    ::close(fd);
-    if (w != static_cast<ssize_t>(n)) {
-      *why = "cannot write the control file";
-      return false;
-    }
-    return true;
-  }
-  return false;
-}
-
-}  // namespace detail
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_CAPTURE_REQUEST_HPP
-// ---- end lotus/runtime/capture_request.hpp ----
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-namespace detail {
-
-/// Largest and smallest per-thread ring (events, option_table's range); rings start at
-/// `ring_initial` and double.
-constexpr std::size_t ring_min = option_ring_min, ring_max = option_ring_max, ring_initial = 64;
-
-/// Options after applying configure() > environment > defaults.
-struct settings {
-  text log_file;  // absolute prefix; empty: tracing off
-  bool enabled = true;
-  std::size_t ring_capacity = LOTUS_DEFAULT_RING_CAPACITY;  // largest segment, a power of two
-  std::uint64_t flush_interval_ms = LOTUS_DEFAULT_FLUSH_INTERVAL_MS;
-  overflow_policy overflow = overflow_policy::block;
-  clock_source clock = clock_source::automatic;
-  std::uint64_t max_bytes = 0;                // 0: no limit
-  std::uint64_t min_free = min_free_default;  // min_free_default: max(1 GiB, 5 %)
-  bool nvtx = false;
-  bool itt = false;
-  flight_settings flight;  // window_ns 0: flight mode off
-  bool resources = true;
-  bool op_resources = false;  // LOTUS_RESOURCES=ops: per op too (only with resources)
-  bool live = true;           // LOTUS_LIVE: live figures for lotus-tool top and serve
-};
-
-/// LOTUS_TRIGGER / options::trigger into `out`; a malformed value: one message, no trigger.
-LOTUS_DETAIL_COLD inline void parse_trigger_setting(const char* source, std::string_view v,
-                                                    flight_settings& out) noexcept {
-  if (flight_parse_triggers(v, out)) return;
-  out.take_triggers(flight_settings{});
-  char shown[832];
-  diag_config("ignoring %s='%s' (expected %s); no automatic capture", source,
-              diag_escaped(v.data(), v.size(), shown, sizeof shown), flight_trigger_expected);
-}
-
-/// A trace prefix as lotus uses it, or false (one warning) when it cannot be used: control
-/// characters are refused (a newline would split file names and sidecar lines); a directory
-/// gets `lotustrace_log` appended; a relative prefix is made absolute now, so a later chdir() of
-/// the host changes nothing. `raw` is not empty.
-LOTUS_DETAIL_COLD inline bool resolve_prefix(std::string_view raw, const char* source,
-                                             text& out) noexcept {
-  out.clear();
-  const std::string_view orig = raw;
-  const int shown = raw.size() < 300 ? static_cast<int>(raw.size()) : 300;
-  if (has_control_char(raw)) {
-    diag_config("ignoring %s (it contains a control character); tracing stays off", source);
-    return false;
-  }
-  if (raw.empty()) return false;
-  if (raw[0] != '/') {
-    char cwd[4096];
-    if (::getcwd(cwd, sizeof cwd) == nullptr) {
-      diag_config("cannot resolve the relative %s='%.*s' (getcwd failed); tracing stays off",
-                  source, shown, orig.data());
-      return false;
-    }
-    out.add(cwd);
-    if (out.c_str()[out.size() - 1] != '/') out.add('/');
-    while (raw.size() >= 2 && raw[0] == '.' && raw[1] == '/') raw.remove_prefix(2);
-  }
-  out.add(raw);
-  if (orig.back() == '/') {
-    diag_config(
-        "%s='%.*s' names a directory; writing %.*slotustrace_log_* (a prefix such as "
-        "dir/lotustrace_log is expected)",
-        source, shown, orig.data(), shown, orig.data());
-    out.add("lotustrace_log");
-  }
-  if (out.overflow) {
-    diag_config("%s='%.*s' is longer than a path may be; tracing stays off", source, shown,
-                orig.data());
-    return false;
-  }
-  return true;
-}
-
-inline std::size_t round_up_pow2(std::size_t n) {
-  std::size_t p = ring_min;
-  while (p < n) p <<= 1;
-  return p;
-}
-
-/// The environment, parsed once per process; every bad value warns once and keeps the default.
-/// A `has_*` flag is false when the variable is unset or was refused.
-struct env_settings {
-  text log_file;  // already resolved
-  bool has_log_file = false, has_enabled = false, has_ring_capacity = false;
-  bool has_flush_interval = false, has_overflow = false, has_clock = false;
-  bool has_max_bytes = false, has_min_free = false;
-  std::uint64_t max_bytes = 0, min_free = 0;
-  bool nvtx = false;
-  bool itt = false;
-  bool has_flight = false, has_flight_bytes = false, has_trigger = false;
-  std::uint64_t flight_s = 0, flight_bytes = 0;
-  flight_settings trigger;  // its trigger fields (take_triggers)
-  bool resources = true;
-  bool op_resources = false;
-  bool live = true;
-  bool enabled = true;
-  std::size_t ring_capacity = 0;
-  std::uint64_t flush_interval_ms = 0;
-  overflow_policy overflow = overflow_policy::block;
-  clock_source clock = clock_source::automatic;
-
-  LOTUS_DETAIL_COLD void read() noexcept {
-    // Every range, spelling and message comes from option_table (option_table.hpp).
-    // A refused value leaves it unset: tracing stays off unless configure() names a prefix.
-    if (const char* v = env_text(option_of(opt::log_file).env)) {
-      has_log_file = resolve_prefix(v, option_of(opt::log_file).env, log_file);
-    }
-    const int off = env_option_flag(opt::enabled);
-    has_enabled = off >= 0;
-    enabled = off <= 0;
-    std::uint64_t x = 0;
-    has_ring_capacity = env_option_u64(opt::ring_capacity, x);
-    ring_capacity = static_cast<std::size_t>(x);
-    has_flush_interval = env_option_u64(opt::flush_interval, flush_interval_ms);
-    const int o = env_option_choice(opt::overflow);
-    has_overflow = o >= 0;
-    overflow = o == 1 ? overflow_policy::drop : overflow_policy::block;
-    const int c = env_option_choice(opt::clock);
-    has_clock = c >= 0;
-    clock = c == 1 ? clock_source::tsc : c == 2 ? clock_source::realtime : clock_source::automatic;
-    has_max_bytes = env_option_u64(opt::max_bytes, max_bytes);  // malformed: fails closed
-    has_min_free = env_option_u64(opt::min_free_bytes, min_free);
-    nvtx = env_option_flag(opt::nvtx) > 0;
-    itt = env_option_flag(opt::itt) > 0;
-    has_flight = env_option_u64(opt::flight, flight_s);
-    has_flight_bytes = env_option_u64(opt::flight_bytes, flight_bytes);
-    if (const char* v = std::getenv(option_of(opt::trigger).env)) {
-      has_trigger = true;
-      parse_trigger_setting(option_of(opt::trigger).env, v, trigger);
-    }
-    // Unset or refused: the default, on (per batch); `ops`: per batch and per op.
-    const int r = env_option_choice(opt::resources);
-    resources = r < 0 || r >= option_flag_yes;
-    op_resources = r == option_resources_ops;
-    live = env_option_flag(opt::live) != 0;  // unset or refused: the default, on
-  }
-};
-
-/// configure()'s options over the environment over the defaults, into `s`.
-LOTUS_DETAIL_COLD inline void merge_settings(const options& o, const env_settings& env,
-                                             settings& s) noexcept {
-  s.log_file.clear();
-  if (o.log_file) {
-    if (!o.log_file->empty() && !resolve_prefix(*o.log_file, "options::log_file", s.log_file)) {
-      s.log_file.clear();
-    }
-  } else if (env.has_log_file) {
-    s.log_file = env.log_file;
-  }
-  s.enabled = o.enabled ? *o.enabled : env.enabled;
-  // An out-of-range field: option_table's message, and the environment's value or the default.
-  s.ring_capacity = env.has_ring_capacity ? env.ring_capacity : LOTUS_DEFAULT_RING_CAPACITY;
-  if (o.ring_capacity && option_check_u64(opt::ring_capacity, *o.ring_capacity, s.ring_capacity)) {
-    s.ring_capacity = *o.ring_capacity;
-  }
-  s.ring_capacity = round_up_pow2(s.ring_capacity);
-  s.flush_interval_ms =
-      env.has_flush_interval ? env.flush_interval_ms : LOTUS_DEFAULT_FLUSH_INTERVAL_MS;
-  if (o.flush_interval &&
-      option_check_i64(opt::flush_interval, o.flush_interval->count(), s.flush_interval_ms)) {
-    s.flush_interval_ms = static_cast<std::uint64_t>(o.flush_interval->count());
-  }
-  s.overflow = o.overflow ? *o.overflow : env.overflow;
-  s.clock = o.clock ? *o.clock : env.clock;
-  s.max_bytes = env.has_max_bytes ? env.max_bytes : 0;
-  if (o.max_bytes && option_check_u64(opt::max_bytes, *o.max_bytes, s.max_bytes)) {
-    s.max_bytes = *o.max_bytes;
-  }
-  s.min_free = env.has_min_free ? env.min_free : min_free_default;
-  if (o.min_free_bytes && option_check_u64(opt::min_free_bytes, *o.min_free_bytes, s.min_free)) {
-    s.min_free = *o.min_free_bytes;
-  }
-  s.nvtx = o.nvtx ? *o.nvtx : env.nvtx;
-  s.itt = o.itt ? *o.itt : env.itt;
-  std::uint64_t secs = env.has_flight ? env.flight_s : 0;
-  if (o.flight && option_check_u64(opt::flight, *o.flight, secs)) secs = *o.flight;
-  s.flight = flight_settings{};
-  s.flight.window_ns = secs * 1000000000u;
-  s.flight.max_bytes = env.has_flight_bytes ? env.flight_bytes : flight_bytes_default;
-  if (o.flight_bytes && option_check_u64(opt::flight_bytes, *o.flight_bytes, s.flight.max_bytes)) {
-    s.flight.max_bytes = *o.flight_bytes;
-  }
-  if (o.trigger) {
-    parse_trigger_setting("options::trigger", *o.trigger, s.flight);
-  } else if (env.has_trigger) {
-    s.flight.take_triggers(env.trigger);
-  }
-  // An automatic capture's window ends a few writer cycles after its trigger: the workers'
-  // records of the slow batch (and the wait itself) reach every window first.
-  const std::uint64_t margin = 3 * s.flush_interval_ms * 1000000u;
-  s.flight.margin_ns = margin < 200000000u ? 200000000u : margin;
-  // options::resources sets on (per batch, keeping the environment's `ops`) or off;
-  // options::op_resources then sets per op (true: resources on too) or not.
-  s.live = o.live ? *o.live : env.live;
-  s.resources = o.resources ? *o.resources : env.resources;
-  s.op_resources = s.resources && env.op_resources;
-  if (o.op_resources) {
-    s.op_resources = *o.op_resources;
-    if (*o.op_resources) s.resources = true;
-  }
-}
-
-}  // namespace detail
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_SETTINGS_HPP
-// ---- end lotus/runtime/settings.hpp ----
 // ---- begin lotus/runtime/sync.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_SYNC_HPP
 #define LOTUS_AMALGAMATED_LOTUS_RUNTIME_SYNC_HPP
@@ -9929,15 +10061,595 @@ inline bool has_control_char(std::string_view s) noexcept {
 // ---- begin lotus/runtime/option_table.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_OPTION_TABLE_HPP
 #define LOTUS_AMALGAMATED_LOTUS_RUNTIME_OPTION_TABLE_HPP
-// lotus — the one table of run-time options: name, variable, kind, range, default, doc (internal)
+// lotus — the one table of run-time options, each row with its value mapping (internal)
 // SPDX-License-Identifier: MIT
 
-#include <cstddef>  // size_t
-#include <cstdint>  // uint64_t
-#include <cstdio>   // snprintf
-#include <cstdlib>  // getenv
-#include <cstring>  // strcmp
+#include <cstddef>      // size_t
+#include <cstdint>      // uint64_t
+#include <cstdio>       // snprintf
+#include <cstdlib>      // getenv
+#include <cstring>      // strcmp
+#include <optional>     // optional
+#include <string>       // string
+#include <string_view>  // string_view
 
+// ---- begin lotus/runtime/capture_request.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_CAPTURE_REQUEST_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_CAPTURE_REQUEST_HPP
+// lotus — the capture-request format, the trigger parser and the flight settings (internal)
+// SPDX-License-Identifier: MIT
+// What the flight recorder (flight.hpp) and lotus-tool capture share: a request line of the
+// control file (FORMAT.md §8), its parser, the control file's names, ownership and append, and
+// LOTUS_FLIGHT / LOTUS_TRIGGER's settings. Nothing of the recorder: lotus-tool includes this alone.
+
+#include <errno.h>     // errno
+#include <fcntl.h>     // open, O_*
+#include <sys/stat.h>  // fstat
+#include <time.h>      // gmtime_r
+#include <unistd.h>    // geteuid, write, close
+
+#include <cstddef>      // size_t
+#include <cstdint>      // uint64_t
+#include <cstdio>       // snprintf
+#include <cstring>      // memcpy, strlen
+#include <string_view>  // string_view
+
+// ---- begin lotus/runtime/text.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_TEXT_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_TEXT_HPP
+// lotus — a fixed-size text builder for paths and sidecar lines (no allocation) (internal)
+// SPDX-License-Identifier: MIT
+
+#include <cstddef>      // size_t
+#include <cstdint>      // uint64_t
+#include <cstring>      // memcpy, strlen
+#include <string_view>  // string_view
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// The length of what snprintf wrote into a buffer of `size` bytes, from its return value `n`.
+inline std::size_t printed(int n, std::size_t size) noexcept {
+  if (n <= 0) return 0;
+  return static_cast<std::size_t>(n) < size ? static_cast<std::size_t>(n) : size - 1;
+}
+
+/// Text of at most 4 KiB plus room for a file name: as long as a Linux path may be. Appending past
+/// the end sets `overflow` (the caller reports ENAMETOOLONG) instead of allocating. The cold code
+/// builds its paths and lines with this, not with std::string concatenation, which would cost
+/// every translation unit that records a good part of a second to compile.
+class text {
+ public:
+  text() noexcept { buf_[0] = '\0'; }
+  text(const text&) = default;
+  text& operator=(const text&) = default;
+
+  LOTUS_DETAIL_NOINLINE text& add(const char* s, std::size_t n) noexcept {
+    if (n > sizeof buf_ - 1 - size_) {
+      n = sizeof buf_ - 1 - size_;
+      overflow = true;
+    }
+    if (n == 0) return *this;  // `s` may be null then (an empty string_view's data())
+    std::memcpy(buf_ + size_, s, n);
+    size_ += n;
+    buf_[size_] = '\0';
+    return *this;
+  }
+  text& add(const char* s) noexcept { return add(s, std::strlen(s)); }
+  text& add(std::string_view s) noexcept { return add(s.data(), s.size()); }
+  text& add(const text& t) noexcept { return add(t.buf_, t.size_); }
+  LOTUS_DETAIL_NOINLINE text& add(std::uint64_t v) noexcept {
+    char digits[20];
+    std::size_t n = 0;
+    do {
+      digits[sizeof digits - 1 - n++] = static_cast<char>('0' + v % 10);
+      v /= 10;
+    } while (v != 0);
+    return add(digits + sizeof digits - n, n);
+  }
+  text& add(char c) noexcept { return add(&c, 1); }
+  /// A value for a one-line `key value` record (the sidecar): control bytes (C0, DEL) become
+  /// '_', so a value can never start a line, or a key, of its own.
+  LOTUS_DETAIL_NOINLINE text& add_value(const char* s, std::size_t n) noexcept {
+    const std::size_t from = size_;
+    add(s, n);
+    for (std::size_t i = from; i < size_; ++i) {
+      const auto c = static_cast<unsigned char>(buf_[i]);
+      if (c < 0x20 || c == 0x7f) buf_[i] = '_';
+    }
+    return *this;
+  }
+  text& add_value(const char* s) noexcept { return add_value(s, std::strlen(s)); }
+  text& add_value(const text& t) noexcept { return add_value(t.buf_, t.size_); }
+
+  void clear() noexcept {
+    size_ = 0;
+    buf_[0] = '\0';
+    overflow = false;
+  }
+  void resize(std::size_t n) noexcept {
+    if (n < size_) {
+      size_ = n;
+      buf_[n] = '\0';
+    }
+  }
+  const char* c_str() const noexcept { return buf_; }
+  std::size_t size() const noexcept { return size_; }
+  /// The most bytes a text holds.
+  static constexpr std::size_t capacity() noexcept { return max_size - 1; }
+  /// `n` more bytes fit without cutting.
+  bool fits(std::size_t n) const noexcept { return n <= capacity() - size_; }
+  bool empty() const noexcept { return size_ == 0; }
+
+  bool overflow = false;
+
+ private:
+  static constexpr std::size_t max_size = 4352;
+  char buf_[max_size];
+  std::size_t size_ = 0;
+};
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_TEXT_HPP
+// ---- end lotus/runtime/text.hpp ----
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// LOTUS_FLIGHT_BYTES when unset: the formatted records one process keeps in memory.
+constexpr std::uint64_t flight_bytes_default = std::uint64_t{64} << 20;
+/// The control files in the trace directory: one `capture` request per line (FORMAT.md §8),
+/// one file per user, `.lotus-capture-<uid>`: a process obeys only the requests of its own user
+/// (its effective uid), and a request of another user (root's `lotus-tool capture` included)
+/// goes to that user's file, so it can never take this user's name. A name another user took
+/// anyway (planted in a shared directory) is skipped: the next one, `..._r<k>`, is used.
+constexpr const char flight_control_name[] = ".lotus-capture";
+/// Names per user: `.lotus-capture-<uid>`, then `.lotus-capture-<uid>_r1` ... `_r3`.
+constexpr unsigned flight_control_names = 4;
+/// The control file is not appended to beyond this (a message asks to remove it).
+constexpr std::uint64_t flight_control_max = std::uint64_t{1} << 20;
+
+/// What flight mode does (settings from LOTUS_FLIGHT, LOTUS_FLIGHT_BYTES, LOTUS_TRIGGER).
+/// `op:NAME>X` conditions one LOTUS_TRIGGER holds, and the longest NAME.
+constexpr unsigned flight_max_named = 4;
+constexpr std::size_t flight_max_op_name = 63;
+
+struct flight_settings {
+  std::uint64_t window_ns = 0;  // 0: flight mode off
+  std::uint64_t max_bytes = flight_bytes_default;
+  std::uint64_t wait_ns = 0;                              // wait>X; 0: none
+  std::uint64_t share_permille = 0, share_window_ns = 0;  // waitshare>P%/W; 0: none
+  std::uint64_t batch_ns = 0;                             // batch>X; 0: none
+  std::uint64_t op_ns = 0;                                // op>X (any op); 0: none
+  struct named_op {
+    char name[flight_max_op_name + 1];  // the op's name as traced, without its S
+    std::uint64_t ns;
+  };
+  named_op named[flight_max_named] = {};  // op:NAME>X
+  unsigned named_count = 0;
+  std::uint64_t margin_ns = 300000000;  // the tail: the window ends this long after a trigger
+
+  /// The conditions of `o` (LOTUS_TRIGGER), the rest of these settings unchanged.
+  void take_triggers(const flight_settings& o) noexcept {
+    wait_ns = o.wait_ns;
+    share_permille = o.share_permille;
+    share_window_ns = o.share_window_ns;
+    batch_ns = o.batch_ns;
+    op_ns = o.op_ns;
+    named_count = o.named_count;
+    for (unsigned i = 0; i < flight_max_named; ++i) named[i] = o.named[i];
+  }
+
+  /// The longest time a request may come after its anomaly began: an in-progress trigger's
+  /// threshold, or 10 s for a request from outside (an alert through `lotus-tool serve`, whose
+  /// trigger time is the stuck batch's start). Memory keeps that much more than the window (and
+  /// a second for the writer's cycles), so a capture still holds the whole lead-up.
+  std::uint64_t lookback_ns() const noexcept {
+    std::uint64_t m = std::uint64_t{10} * 1000000000u;
+    if (wait_ns > m) m = wait_ns;
+    if (batch_ns > m) m = batch_ns;
+    if (op_ns > m) m = op_ns;
+    for (unsigned i = 0; i < named_count; ++i) m = named[i].ns > m ? named[i].ns : m;
+    if (share_window_ns > m) m = share_window_ns;
+    return m + 1000000000u;  // and a second for the writer's cycles
+  }
+};
+
+/// The longest trigger duration (LOTUS_TRIGGER): a day, as LOTUS_FLIGHT's longest window.
+constexpr std::uint64_t flight_max_duration_ns = std::uint64_t{86400} * 1000000000u;
+
+/// A duration `<number><ns|us|ms|s|min>` at `s[i..]`; false when malformed or longer than
+/// flight_max_duration_ns (never wrapped: 18446744074s is refused, not 290 ms).
+inline bool flight_parse_duration(std::string_view s, std::size_t& i, std::uint64_t& out) noexcept {
+  std::uint64_t v = 0;
+  const std::size_t from = i;
+  for (; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i) {
+    if (v > (std::uint64_t{1} << 40)) return false;
+    v = v * 10 + static_cast<std::uint64_t>(s[i] - '0');
+  }
+  if (i == from) return false;
+  static const struct {
+    const char* unit;
+    std::uint64_t ns;
+  } units[] = {{"min", 60000000000ull},
+               {"ms", 1000000ull},
+               {"us", 1000ull},
+               {"ns", 1ull},
+               {"s", 1000000000ull}};
+  for (const auto& u : units) {
+    const std::size_t n = std::strlen(u.unit);
+    if (s.substr(i, n) == u.unit) {
+      i += n;
+      if (v > flight_max_duration_ns / u.ns) return false;
+      out = v * u.ns;
+      return true;
+    }
+  }
+  return false;
+}
+
+/// What LOTUS_TRIGGER takes, for the messages that refuse a value (runtime and Python).
+constexpr const char flight_trigger_expected[] =
+    "wait>DURATION, waitshare>P%/DURATION, batch>DURATION, op>DURATION and/or op:NAME>DURATION, "
+    "comma-separated, DURATION such as 800ms or 10s, at most 1 day";
+
+/// `c` may be part of an op name in `op:NAME>X`: what a traced name holds, but `>` and `,`.
+constexpr bool flight_op_name_char(char c) noexcept {
+  return static_cast<unsigned char>(c) > 0x20 && c != 0x7f && c != '>' && c != ',';
+}
+
+/// LOTUS_TRIGGER: `wait>DUR`, `waitshare>P%/DUR`, `batch>DUR`, `op>DUR` and `op:NAME>DUR`,
+/// comma-separated (spaces allowed around them). False (and `out` unchanged) when any condition
+/// is malformed.
+inline bool flight_parse_triggers(std::string_view s, flight_settings& out) noexcept {
+  flight_settings t = out;
+  t.wait_ns = 0;
+  t.share_permille = 0;
+  t.share_window_ns = 0;
+  t.batch_ns = 0;
+  t.op_ns = 0;
+  t.named_count = 0;
+  std::size_t i = 0;
+  auto skip_spaces = [&] {
+    while (i < s.size() && s[i] == ' ') ++i;
+  };
+  skip_spaces();
+  if (i == s.size()) {
+    out = t;
+    return true;
+  }
+  for (;;) {
+    skip_spaces();
+    if (s.substr(i, 10) == "waitshare>") {
+      i += 10;
+      std::uint64_t pct = 0;
+      const std::size_t from = i;
+      for (; i < s.size() && s[i] >= '0' && s[i] <= '9' && pct < 1000; ++i) {
+        pct = pct * 10 + static_cast<std::uint64_t>(s[i] - '0');
+      }
+      if (i == from) return false;
+      pct *= 10;
+      if (i < s.size() && s[i] == '.') {
+        ++i;
+        if (i >= s.size() || s[i] < '0' || s[i] > '9') return false;
+        pct += static_cast<std::uint64_t>(s[i++] - '0');
+      }
+      if (i + 1 >= s.size() || s[i] != '%' || s[i + 1] != '/') return false;
+      i += 2;
+      std::uint64_t w = 0;
+      if (!flight_parse_duration(s, i, w) || w < 1000000 || pct == 0 || pct >= 1000) return false;
+      t.share_permille = pct;
+      t.share_window_ns = w;
+    } else if (s.substr(i, 5) == "wait>") {
+      i += 5;
+      std::uint64_t w = 0;
+      if (!flight_parse_duration(s, i, w) || w == 0) return false;
+      t.wait_ns = w;
+    } else if (s.substr(i, 6) == "batch>") {
+      i += 6;
+      std::uint64_t w = 0;
+      if (!flight_parse_duration(s, i, w) || w == 0) return false;
+      t.batch_ns = w;
+    } else if (s.substr(i, 3) == "op>") {
+      i += 3;
+      std::uint64_t w = 0;
+      if (!flight_parse_duration(s, i, w) || w == 0) return false;
+      t.op_ns = w;
+    } else if (s.substr(i, 3) == "op:") {
+      i += 3;
+      const std::size_t from = i;
+      while (i < s.size() && flight_op_name_char(s[i])) ++i;
+      const std::size_t n = i - from;
+      if (n == 0 || n > flight_max_op_name || t.named_count == flight_max_named) return false;
+      if (i >= s.size() || s[i] != '>') return false;
+      ++i;
+      std::uint64_t w = 0;
+      if (!flight_parse_duration(s, i, w) || w == 0) return false;
+      flight_settings::named_op& o = t.named[t.named_count++];
+      std::memcpy(o.name, s.data() + from, n);
+      o.name[n] = '\0';
+      o.ns = w;
+    } else {
+      return false;
+    }
+    skip_spaces();
+    if (i == s.size()) break;
+    if (s[i] != ',') return false;
+    ++i;
+  }
+  out = t;
+  return true;
+}
+
+/// One capture request: a line of the control file,
+///   capture <id> <trigger_ns> <end_ns> <pid> <reason>
+/// `id` names the capture directory (`capture-<id>`); every process writes the window
+/// [end - LOTUS_FLIGHT, end] of its records there once its clock passed `end`; `pid` 0: every
+/// process, else that process and its children (DataLoader workers).
+struct flight_request {
+  char id[64] = {};
+  std::uint64_t trigger_ns = 0, end_ns = 0, pid = 0;
+  char reason[192] = {};
+};
+
+/// `c` may be part of a capture id.
+constexpr bool flight_id_char(char c) noexcept {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+         c == '_' || c == '.';
+}
+
+/// A fresh id: `<UTC YYYYmmddTHHMMSS>Z-<pid>-<seq>`.
+inline void flight_make_id(char (&id)[64], std::uint64_t when_ns, std::uint64_t pid,
+                           std::uint64_t seq) noexcept {
+  const time_t secs = static_cast<time_t>(when_ns / 1000000000u);
+  struct tm tm {};
+  if (::gmtime_r(&secs, &tm) == nullptr) tm = {};
+  std::snprintf(id, sizeof id, "%04d%02d%02dT%02d%02d%02dZ-%llu-%llu", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                static_cast<unsigned long long>(pid), static_cast<unsigned long long>(seq));
+}
+
+/// Copies `reason` into `r.reason`: control bytes become '_', cut to fit.
+inline void flight_set_reason(flight_request& r, std::string_view reason) noexcept {
+  std::size_t n = 0;
+  for (const char c : reason) {
+    if (n + 1 >= sizeof r.reason) break;
+    const auto u = static_cast<unsigned char>(c);
+    r.reason[n++] = u < 0x20 || u == 0x7f ? '_' : c;
+  }
+  r.reason[n] = '\0';
+}
+
+/// The request as its control-file line (with the newline); its length, 0 when it does not fit.
+inline std::size_t flight_request_line(const flight_request& r, char* out,
+                                       std::size_t size) noexcept {
+  const int n = std::snprintf(
+      out, size, "capture %s %llu %llu %llu %s\n", r.id,
+      static_cast<unsigned long long>(r.trigger_ns), static_cast<unsigned long long>(r.end_ns),
+      static_cast<unsigned long long>(r.pid), r.reason[0] != '\0' ? r.reason : "-");
+  return n > 0 && static_cast<std::size_t>(n) < size ? static_cast<std::size_t>(n) : 0;
+}
+
+/// Parses one control-file line (without its newline); false when it is not a valid request.
+inline bool flight_parse_request(std::string_view line, flight_request& r) noexcept {
+  if (line.substr(0, 8) != "capture ") return false;
+  std::size_t i = 8, n = 0;
+  for (; i < line.size() && line[i] != ' '; ++i) {
+    if (!flight_id_char(line[i]) || n + 1 >= sizeof r.id) return false;
+    r.id[n++] = line[i];
+  }
+  r.id[n] = '\0';
+  if (n == 0 || r.id[0] == '.') return false;
+  std::uint64_t* nums[] = {&r.trigger_ns, &r.end_ns, &r.pid};
+  for (std::uint64_t* v : nums) {
+    if (i >= line.size() || line[i] != ' ') return false;
+    ++i;
+    const std::size_t from = i;
+    *v = 0;
+    for (; i < line.size() && line[i] >= '0' && line[i] <= '9'; ++i) {
+      if (*v > (std::uint64_t{1} << 62) / 10) return false;
+      *v = *v * 10 + static_cast<std::uint64_t>(line[i] - '0');
+    }
+    if (i == from) return false;
+  }
+  if (i >= line.size() || line[i] != ' ') return false;
+  flight_set_reason(r, line.substr(i + 1));
+  return true;
+}
+
+/// The `k`th control file name of user `uid` in `dir` (`.lotus-capture-<uid>`, `..._r<k>`).
+inline text flight_control_path(const char* dir, std::uint64_t uid, unsigned k) noexcept {
+  text path;
+  path.add(dir).add('/').add(flight_control_name).add('-').add(uid);
+  if (k != 0) path.add("_r").add(std::uint64_t{k});
+  return path;
+}
+
+/// A control file lotus reads or appends to: a regular file of this user with one link.
+inline bool flight_control_owned(const struct stat& st) noexcept {
+  return S_ISREG(st.st_mode) && st.st_uid == ::geteuid() && st.st_nlink == 1;
+}
+
+/// Appends `r` to this user's control file in `dir` with one write(2) (O_APPEND: lines of
+/// concurrent writers never interleave). The file is created if missing; an existing one must be
+/// a regular file of this user with one link, never a symlink, FIFO or device (else the next of
+/// the user's names is used), and smaller than flight_control_max. On failure: false, `why` says
+/// why.
+inline bool flight_append_request(const char* dir, const flight_request& r, const char** why,
+                                  int* err) noexcept {
+  char line[320];
+  const std::size_t n = flight_request_line(r, line, sizeof line);
+  *err = 0;
+  *why =
+      "every control file name of this user is taken by a file that is not its own regular "
+      "file with one link";
+  const auto uid = static_cast<std::uint64_t>(::geteuid());
+  for (unsigned k = 0; k < flight_control_names; ++k) {
+    const text path = flight_control_path(dir, uid, k);
+    if (path.overflow || n == 0) {
+      *why = "the path or the request is too long";
+      return false;
+    }
+    int fd = -1;
+    do {
+      fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+                  0644);
+    } while (fd < 0 && errno == EINTR);
+    if (fd < 0) {
+      // A symlink (ELOOP), a FIFO (ENXIO) or another user's file (EACCES) at this name: the next.
+      // Any other error (no such directory...) is the directory's: said at once.
+      const int e = errno;
+      if (e == ELOOP || e == ENXIO || e == EACCES || e == EISDIR || e == EPERM) {
+        *err = e;  // said if no name is left
+        *why = "cannot open the control file, nor its other names";
+        continue;
+      }
+      *err = e;
+      *why = "cannot open the control file";
+      return false;
+    }
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !flight_control_owned(st)) {
+      ::close(fd);
+      *err = 0;
+      *why =
+          "every control file name of this user is taken by a file that is not its own regular "
+          "file with one link";
+      continue;
+    }
+    if (static_cast<std::uint64_t>(st.st_size) >= flight_control_max) {
+      ::close(fd);
+      *why = "the control file is over 1 MiB (remove it)";
+      return false;
+    }
+    ssize_t w = -1;
+    do {
+      w = ::write(fd, line, n);
+    } while (w < 0 && errno == EINTR);
+    if (w < 0) *err = errno;
+    ::close(fd);
+    if (w != static_cast<ssize_t>(n)) {
+      *why = "cannot write the control file";
+      return false;
+    }
+    return true;
+  }
+  return false;
+}
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_CAPTURE_REQUEST_HPP
+// ---- end lotus/runtime/capture_request.hpp ----
+// ---- begin lotus/runtime/settings.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_SETTINGS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_SETTINGS_HPP
+// lotus — settings: what the runtime runs with, and the trace prefix and trigger rules (internal)
+// SPDX-License-Identifier: MIT
+
+#include <unistd.h>  // getcwd
+
+#include <cstddef>      // size_t
+#include <cstdint>      // uint64_t
+#include <string_view>  // string_view
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// Largest and smallest per-thread ring (events, option_table's range); rings start at
+/// `ring_initial` and double.
+constexpr std::size_t ring_min = 64, ring_max = std::size_t{1} << 26, ring_initial = 64;
+/// settings::min_free when neither options nor the environment set it: max(1 GiB, 5 %).
+constexpr std::uint64_t min_free_default = ~std::uint64_t{0};
+
+/// Options after applying configure() > environment > defaults (merge_settings, option_table.hpp).
+struct settings {
+  text log_file;  // absolute prefix; empty: tracing off
+  bool enabled = true;
+  std::size_t ring_capacity = LOTUS_DEFAULT_RING_CAPACITY;  // largest segment, a power of two
+  std::uint64_t flush_interval_ms = LOTUS_DEFAULT_FLUSH_INTERVAL_MS;
+  overflow_policy overflow = overflow_policy::block;
+  clock_source clock = clock_source::automatic;
+  std::uint64_t max_bytes = 0;                // 0: no limit
+  std::uint64_t min_free = min_free_default;  // min_free_default: max(1 GiB, 5 %)
+  bool nvtx = false;
+  bool itt = false;
+  flight_settings flight;  // window_ns 0: flight mode off
+  bool resources = true;
+  bool op_resources = false;  // LOTUS_RESOURCES=ops: per op too (only with resources)
+  bool live = true;           // LOTUS_LIVE: live figures for lotus-tool top and serve
+};
+
+/// LOTUS_TRIGGER / options::trigger into `out`; a malformed value: one message, no trigger.
+LOTUS_DETAIL_COLD inline void parse_trigger_setting(const char* source, std::string_view v,
+                                                    flight_settings& out) noexcept {
+  if (flight_parse_triggers(v, out)) return;
+  out.take_triggers(flight_settings{});
+  char shown[832];
+  diag_config("ignoring %s='%s' (expected %s); no automatic capture", source,
+              diag_escaped(v.data(), v.size(), shown, sizeof shown), flight_trigger_expected);
+}
+
+/// A trace prefix as lotus uses it, or false (one warning) when it cannot be used: control
+/// characters are refused (a newline would split file names and sidecar lines); a directory
+/// gets `lotustrace_log` appended; a relative prefix is made absolute now, so a later chdir() of
+/// the host changes nothing. `raw` is not empty.
+LOTUS_DETAIL_COLD inline bool resolve_prefix(std::string_view raw, const char* source,
+                                             text& out) noexcept {
+  out.clear();
+  const std::string_view orig = raw;
+  const int shown = raw.size() < 300 ? static_cast<int>(raw.size()) : 300;
+  if (has_control_char(raw)) {
+    diag_config("ignoring %s (it contains a control character); tracing stays off", source);
+    return false;
+  }
+  if (raw.empty()) return false;
+  if (raw[0] != '/') {
+    char cwd[4096];
+    if (::getcwd(cwd, sizeof cwd) == nullptr) {
+      diag_config("cannot resolve the relative %s='%.*s' (getcwd failed); tracing stays off",
+                  source, shown, orig.data());
+      return false;
+    }
+    out.add(cwd);
+    if (out.c_str()[out.size() - 1] != '/') out.add('/');
+    while (raw.size() >= 2 && raw[0] == '.' && raw[1] == '/') raw.remove_prefix(2);
+  }
+  out.add(raw);
+  if (orig.back() == '/') {
+    diag_config(
+        "%s='%.*s' names a directory; writing %.*slotustrace_log_* (a prefix such as "
+        "dir/lotustrace_log is expected)",
+        source, shown, orig.data(), shown, orig.data());
+    out.add("lotustrace_log");
+  }
+  if (out.overflow) {
+    diag_config("%s='%.*s' is longer than a path may be; tracing stays off", source, shown,
+                orig.data());
+    return false;
+  }
+  return true;
+}
+
+inline std::size_t round_up_pow2(std::size_t n) {
+  std::size_t p = ring_min;
+  while (p < n) p <<= 1;
+  return p;
+}
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_SETTINGS_HPP
+// ---- end lotus/runtime/settings.hpp ----
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -9953,10 +10665,49 @@ enum class option_kind : unsigned char {
   path,    // any text (a file or a name); not checked here
 };
 
+struct env_settings;
+
+/// One value on its way between lotus::options, the environment and settings: a number (uint,
+/// bytes; `negative`: an options field below zero, `n` its magnitude), a spelling's index
+/// (choice), the options field's truth (flag: 1 or 0; `index`: the spelling it was given as, -1
+/// for a bool), or text (prefix, path).
+struct option_value {
+  std::uint64_t n = 0;
+  bool negative = false;
+  int index = -1;
+  const char* text = nullptr;
+  std::size_t size = 0;
+};
+
+/// What the environment gave one row: set (and not refused), and its number or spelling's index.
+struct env_value {
+  bool set = false;
+  std::uint64_t v = 0;
+};
+
+/// How one row's value moves (every pointer may be null; a row without `apply` or `merge` is not
+/// a setting: the collector's and the probe's variables, read where they are used):
+///   get     the lotus::options field, when set, as an option_value (the merge)
+///   put     an option_value into the lotus::options field (Python's configure)
+///   apply   the merged value (a number, a spelling's index, a flag's truth) into settings
+///   read    a prefix/path row: its variable's text into env_settings; true: set
+///   merge   a row merged its own way (text; resources), instead of get/apply
+///   check   a prefix/path row: what a value must be (nullptr: it is fine), for Python's configure
+///   negated a flag whose options field is the variable's negation (enabled, LOTUS_DISABLE)
+struct option_binding {
+  bool (*get)(const options&, option_value&);
+  void (*put)(options&, const option_value&);
+  void (*apply)(settings&, std::uint64_t);
+  bool (*read)(const char* value, const char* source, env_settings&);
+  void (*merge)(const options&, const env_value&, const env_settings&, settings&);
+  const char* (*check)(const char* text, std::size_t size);
+  bool negated;
+};
+
 /// One option, declared once: its lotus::options field (and lotus.configure keyword; nullptr for
 /// a variable of the collector or the mapping probe only), its environment variable, kind, range,
 /// default (a number; for choice and flag an index into `choices`), how the docs and messages
-/// spell the default when not as the number/choice, and one doc line.
+/// spell the default when not as the number/choice, one doc line, and its binding.
 struct option_desc {
   const char* field;
   const char* env;
@@ -9966,6 +10717,7 @@ struct option_desc {
   const char* default_text;    // nullptr: def as spelled by the kind
   std::uint64_t fail_closed;   // bytes: the value a malformed variable gets (0: the default)
   const char* doc;
+  option_binding bind;
 };
 
 inline constexpr const char* option_flag_words[] = {"0", "false", "no",  "off", "",
@@ -9985,10 +10737,8 @@ inline constexpr const char* option_collector_names[] = {
 /// LOTUS_MAX_BYTES when it is set but malformed (garbage, negative, out of range): a budget the
 /// user asked for must not turn into "no limit". 1 GiB per process, with the disk reserve.
 constexpr std::uint64_t max_bytes_fail_closed = std::uint64_t{1} << 30;
-/// settings::min_free when neither options nor the environment set it: max(1 GiB, 5 %).
-constexpr std::uint64_t min_free_default = ~std::uint64_t{0};
-/// The largest per-thread ring (events) and the smallest; the largest byte limit.
-constexpr std::uint64_t option_ring_min = 64, option_ring_max = std::uint64_t{1} << 26;
+/// The largest per-thread ring (events) and the smallest (settings.hpp); the largest byte limit.
+constexpr std::uint64_t option_ring_min = ring_min, option_ring_max = ring_max;
 constexpr std::uint64_t option_bytes_max = std::uint64_t{1} << 62;
 
 /// Index of each row of option_table.
@@ -10021,68 +10771,222 @@ enum class opt : unsigned {
   count_
 };
 
+/// The environment, parsed once per process (env_read_rows); every bad value warns once and keeps
+/// the default. value[row]: what that row's variable gave (unset or refused: not set).
+struct env_settings {
+  env_value value[static_cast<unsigned>(opt::count_)];
+  text log_file;            // LOTUS_LOG_FILE, already resolved
+  flight_settings trigger;  // LOTUS_TRIGGER's trigger fields (take_triggers)
+
+  const env_value& of(opt o) const noexcept { return value[static_cast<unsigned>(o)]; }
+  void read() noexcept;
+};
+
+/// get's common case: a set options field (a number, a bool, an enum of its choices) as v.n.
+template <class T>
+constexpr bool option_get(const std::optional<T>& field, option_value& v) noexcept {
+  if (field) v.n = static_cast<std::uint64_t>(*field);
+  return field.has_value();
+}
+
+/// An options integer field as an option_value (a negative one keeps its sign for the message).
+constexpr option_value option_signed(long long x) noexcept {
+  option_value v;
+  v.negative = x < 0;
+  v.n = v.negative ? 0 - static_cast<std::uint64_t>(x) : static_cast<std::uint64_t>(x);
+  return v;
+}
+
+// One row per option; `bind` says how its value moves (option_binding). The merge runs in table
+// order: flush_interval before flight (the capture margin), flight (which starts s.flight afresh)
+// before flight_bytes and trigger.
 // clang-format off
 inline constexpr option_desc option_table[] = {
   {"log_file", "LOTUS_LOG_FILE", option_kind::prefix, 0, 0, 0, nullptr, "unset", 0,
-   "trace prefix: <prefix>_worker_pid_<tid>, <prefix>_main_pid_<tid>; unset: tracing off"},
+   "trace prefix: <prefix>_worker_pid_<tid>, <prefix>_main_pid_<tid>; unset: tracing off",
+   {nullptr,
+    [](options& o, const option_value& v) { o.log_file = std::string(v.text, v.size); },
+    nullptr,
+    // A refused value leaves it unset: tracing stays off unless configure() names a prefix.
+    [](const char* v, const char* source, env_settings& e) {
+      return resolve_prefix(v, source, e.log_file);
+    },
+    [](const options& o, const env_value& ev, const env_settings& e, settings& s) {
+      s.log_file.clear();
+      if (o.log_file) {
+        const std::string& p = *o.log_file;
+        if (!p.empty() && !resolve_prefix(p, "options::log_file", s.log_file)) s.log_file.clear();
+      } else if (ev.set) {
+        s.log_file = e.log_file;
+      }
+    },
+    [](const char* t, std::size_t n) -> const char* {
+      return has_control_char(std::string_view(t, n)) ? "no control character" : nullptr;
+    },
+    false}},
   {"enabled", "LOTUS_DISABLE", option_kind::flag, 0, 1, 0, option_flag_words, nullptr, 0,
-   "LOTUS_DISABLE=1 (enabled=false): tracing off at run time"},
+   "LOTUS_DISABLE=1 (enabled=false): tracing off at run time",
+   {[](const options& o, option_value& v) { return option_get(o.enabled, v); },
+    [](options& o, const option_value& v) { o.enabled = v.n != 0; },
+    [](settings& s, std::uint64_t v) { s.enabled = v != 0; },
+    nullptr, nullptr, nullptr, true}},
   {"ring_capacity", "LOTUS_RING_CAPACITY", option_kind::uint, option_ring_min, option_ring_max,
    LOTUS_DEFAULT_RING_CAPACITY, nullptr, nullptr, 0,
-   "largest ring per thread, in 32-byte events (rounded up to a power of two)"},
+   "largest ring per thread, in 32-byte events (rounded up to a power of two)",
+   {[](const options& o, option_value& v) { return option_get(o.ring_capacity, v); },
+    [](options& o, const option_value& v) { o.ring_capacity = static_cast<std::size_t>(v.n); },
+    [](settings& s, std::uint64_t v) {
+      s.ring_capacity = round_up_pow2(static_cast<std::size_t>(v));
+    },
+    nullptr, nullptr, nullptr, false}},
   {"flush_interval", "LOTUS_FLUSH_INTERVAL_MS", option_kind::uint, 1, 60000,
    LOTUS_DEFAULT_FLUSH_INTERVAL_MS, nullptr, nullptr, 0,
-   "writer period in ms: after a SIGKILL every event older than this is on disk"},
+   "writer period in ms: after a SIGKILL every event older than this is on disk",
+   {[](const options& o, option_value& v) {
+      if (o.flush_interval) v = option_signed(o.flush_interval->count());
+      return o.flush_interval.has_value();
+    },
+    [](options& o, const option_value& v) {
+      o.flush_interval = std::chrono::milliseconds(static_cast<std::int64_t>(v.n));
+    },
+    [](settings& s, std::uint64_t v) { s.flush_interval_ms = v; },
+    nullptr, nullptr, nullptr, false}},
   {"overflow", "LOTUS_OVERFLOW", option_kind::choice, 0, 1, 0, option_overflow_names, nullptr, 0,
-   "full ring: block waits for the writer (lossless), drop counts the event as dropped"},
+   "full ring: block waits for the writer (lossless), drop counts the event as dropped",
+   // overflow_policy's values are the indices of option_overflow_names.
+   {[](const options& o, option_value& v) { return option_get(o.overflow, v); },
+    [](options& o, const option_value& v) { o.overflow = static_cast<overflow_policy>(v.n); },
+    [](settings& s, std::uint64_t v) { s.overflow = static_cast<overflow_policy>(v); },
+    nullptr, nullptr, nullptr, false}},
   {"clock", "LOTUS_CLOCK", option_kind::choice, 0, 2, 0, option_clock_names, nullptr, 0,
-   "timestamps: tsc, realtime (clock_gettime), or auto (the TSC where CPU and kernel vouch)"},
+   "timestamps: tsc, realtime (clock_gettime), or auto (the TSC where CPU and kernel vouch)",
+   // clock_source's values are the indices of option_clock_names.
+   {[](const options& o, option_value& v) { return option_get(o.clock, v); },
+    [](options& o, const option_value& v) { o.clock = static_cast<clock_source>(v.n); },
+    [](settings& s, std::uint64_t v) { s.clock = static_cast<clock_source>(v); },
+    nullptr, nullptr, nullptr, false}},
   {"max_bytes", "LOTUS_MAX_BYTES", option_kind::bytes, 0, option_bytes_max, 0, nullptr, nullptr,
    max_bytes_fail_closed,
-   "bytes this process may write (sidecar included); beyond, events are dropped; 0: no limit"},
+   "bytes this process may write (sidecar included); beyond, events are dropped; 0: no limit",
+   {[](const options& o, option_value& v) { return option_get(o.max_bytes, v); },
+    [](options& o, const option_value& v) { o.max_bytes = v.n; },
+    [](settings& s, std::uint64_t v) { s.max_bytes = v; },
+    nullptr, nullptr, nullptr, false}},
   {"min_free_bytes", "LOTUS_MIN_FREE_BYTES", option_kind::bytes, 0, option_bytes_max,
    min_free_default, nullptr, "max(1 GiB, 5 %)", 0,
-   "free space the trace file system keeps; below, events are dropped; 0: no reserve"},
+   "free space the trace file system keeps; below, events are dropped; 0: no reserve",
+   {[](const options& o, option_value& v) { return option_get(o.min_free_bytes, v); },
+    [](options& o, const option_value& v) { o.min_free_bytes = v.n; },
+    [](settings& s, std::uint64_t v) { s.min_free = v; },
+    nullptr, nullptr, nullptr, false}},
   {"nvtx", "LOTUS_NVTX", option_kind::flag, 0, 1, 0, option_flag_words, nullptr, 0,
-   "every span also pushes an NVTX range (builds with NVTX)"},
+   "every span also pushes an NVTX range (builds with NVTX)",
+   {[](const options& o, option_value& v) { return option_get(o.nvtx, v); },
+    [](options& o, const option_value& v) { o.nvtx = v.n != 0; },
+    [](settings& s, std::uint64_t v) { s.nvtx = v != 0; },
+    nullptr, nullptr, nullptr, false}},
   {"itt", "LOTUS_ITT", option_kind::flag, 0, 1, 0, option_flag_words, nullptr, 0,
-   "every span is also an ITT task (the collector of INTEL_LIBITTNOTIFY64)"},
+   "every span is also an ITT task (the collector of INTEL_LIBITTNOTIFY64)",
+   {[](const options& o, option_value& v) { return option_get(o.itt, v); },
+    [](options& o, const option_value& v) { o.itt = v.n != 0; },
+    [](settings& s, std::uint64_t v) { s.itt = v != 0; },
+    nullptr, nullptr, nullptr, false}},
   {"resources", "LOTUS_RESOURCES", option_kind::flag, 0, 1,
-   option_flag_yes, option_resources_words, "1", 0, "per-batch CPU, run-queue wait, faults and switches of workers (sidecar batchres); ops: per op too (opres)"},
+   option_flag_yes, option_resources_words, "1", 0, "per-batch CPU, run-queue wait, faults and switches of workers (sidecar batchres); ops: per op too (opres)",
+   {nullptr,
+    // `ops` (Python's resources="ops"): per batch and per op.
+    [](options& o, const option_value& v) {
+      o.resources = v.n != 0;
+      if (v.index == option_resources_ops) o.op_resources = true;
+    },
+    nullptr, nullptr,
+    // Unset or refused: the default, on (per batch); `ops`: per batch and per op.
+    // options::resources sets on (per batch, keeping the environment's `ops`) or off;
+    // options::op_resources then sets per op (true: resources on too) or not.
+    [](const options& o, const env_value& ev, const env_settings&, settings& s) {
+      s.resources = o.resources ? *o.resources : !ev.set || ev.v >= option_flag_yes;
+      s.op_resources = s.resources && ev.set && ev.v == option_resources_ops;
+      if (o.op_resources) {
+        s.op_resources = *o.op_resources;
+        if (*o.op_resources) s.resources = true;
+      }
+    },
+    nullptr, false}},
   {nullptr, "LOTUS_COLLECTOR", option_kind::choice, 0, 7, 0, option_collector_names, nullptr, 0,
-   "the collector LOTUS_COLLECTOR_RESUME/PAUSE and map regions drive"},
+   "the collector LOTUS_COLLECTOR_RESUME/PAUSE and map regions drive", {}},
   {nullptr, "LOTUS_PERF_CTL_FIFO", option_kind::path, 0, 0, 0, nullptr, "\xe2\x80\x94", 0,
-   "perf's control FIFO (perf record --control=fifo:CTL,ACK)"},
+   "perf's control FIFO (perf record --control=fifo:CTL,ACK)", {}},
   {nullptr, "LOTUS_PERF_ACK_FIFO", option_kind::path, 0, 0, 0, nullptr, "\xe2\x80\x94", 0,
-   "perf's ack FIFO; each command waits for its ack"},
+   "perf's ack FIFO; each command waits for its ack", {}},
   {nullptr, "LOTUS_PERF_ACK_TIMEOUT_MS", option_kind::uint, 0, 3600000, 5000, nullptr, nullptr, 0,
-   "bounded wait for each perf ack, in ms"},
+   "bounded wait for each perf ack, in ms", {}},
   {nullptr, "LOTUS_PERF_WAIT_MS", option_kind::uint, 0, 3600000, 0, nullptr, nullptr, 0,
-   "attach mode: how long the first region waits for perf to open the control FIFO, in ms"},
+   "attach mode: how long the first region waits for perf to open the control FIFO, in ms", {}},
   {nullptr, "LOTUS_MAP_LIST", option_kind::path, 0, 0, 0, nullptr, "\xe2\x80\x94", 0,
-   "list mode: append each region name once to this file"},
+   "list mode: append each region name once to this file", {}},
   {nullptr, "LOTUS_MAP_SELECT", option_kind::path, 0, 0, 0, nullptr, "\xe2\x80\x94", 0,
-   "the region to profile"},
+   "the region to profile", {}},
   {nullptr, "LOTUS_MAP_WARMUP", option_kind::uint, 0, std::uint64_t{1} << 40, 1, nullptr, nullptr,
-   0, "executions of the selected region skipped before profiling"},
+   0, "executions of the selected region skipped before profiling", {}},
   {nullptr, "LOTUS_MAP_COUNT", option_kind::uint, 0, std::uint64_t{1} << 40, 1, nullptr, nullptr,
-   0, "executions profiled after the warm-up"},
+   0, "executions profiled after the warm-up", {}},
   {nullptr, "LOTUS_MAP_GAP_MS", option_kind::uint, 0, 3600000, 0, nullptr, nullptr, 0,
-   "sleep before each profiled execution, in ms"},
+   "sleep before each profiled execution, in ms", {}},
   {"flight", "LOTUS_FLIGHT", option_kind::uint, 0, 86400, 0, nullptr, "0 (off)", 0,
-   "flight recorder: keep the last SECONDS in memory, write them as a capture on a trigger"},
+   "flight recorder: keep the last SECONDS in memory, write them as a capture on a trigger",
+   {[](const options& o, option_value& v) { return option_get(o.flight, v); },
+    [](options& o, const option_value& v) { o.flight = v.n; },
+    // Seconds to ns. An automatic capture's window ends a few writer cycles after its trigger:
+    // the workers' records of the slow batch (and the wait itself) reach every window first.
+    [](settings& s, std::uint64_t v) {
+      s.flight = flight_settings{};
+      s.flight.window_ns = v * 1000000000u;
+      const std::uint64_t margin = 3 * s.flush_interval_ms * 1000000u;
+      s.flight.margin_ns = margin < 200000000u ? 200000000u : margin;
+    },
+    nullptr, nullptr, nullptr, false}},
   {"flight_bytes", "LOTUS_FLIGHT_BYTES", option_kind::bytes, 4096, option_bytes_max,
-   std::uint64_t{64} << 20, nullptr, "64 MiB", 0,
-   "flight mode: most record bytes one process keeps; beyond, oldest dropped (counted)"},
+   flight_bytes_default, nullptr, "64 MiB", 0,
+   "flight mode: most record bytes one process keeps; beyond, oldest dropped (counted)",
+   {[](const options& o, option_value& v) { return option_get(o.flight_bytes, v); },
+    [](options& o, const option_value& v) { o.flight_bytes = v.n; },
+    [](settings& s, std::uint64_t v) { s.flight.max_bytes = v; },
+    nullptr, nullptr, nullptr, false}},
   {"trigger", "LOTUS_TRIGGER", option_kind::path, 0, 0, 0, nullptr, "\xe2\x80\x94", 0,
    "flight mode: automatic captures: wait>DURATION, waitshare>P%/DURATION, batch>DURATION, "
-   "op>DURATION, op:NAME>DURATION, comma-separated"},
+   "op>DURATION, op:NAME>DURATION, comma-separated",
+   {nullptr,
+    [](options& o, const option_value& v) { o.trigger = std::string(v.text, v.size); },
+    nullptr,
+    [](const char* v, const char* source, env_settings& e) {
+      parse_trigger_setting(source, v, e.trigger);
+      return true;  // set, even empty or malformed: no automatic capture
+    },
+    [](const options& o, const env_value& ev, const env_settings& e, settings& s) {
+      if (o.trigger) {
+        parse_trigger_setting("options::trigger", *o.trigger, s.flight);
+      } else if (ev.set) {
+        s.flight.take_triggers(e.trigger);
+      }
+    },
+    [](const char* t, std::size_t n) -> const char* {
+      flight_settings f;
+      return flight_parse_triggers(std::string_view(t, n), f) ? nullptr : flight_trigger_expected;
+    },
+    false}},
   {"live", "LOTUS_LIVE", option_kind::flag, 0, 1, option_flag_yes, option_flag_words, "1", 0,
-   "live figures for lotus-tool top and serve: .<prefix>.lotus-live_<pid>, rewritten in place"},
+   "live figures for lotus-tool top and serve: .<prefix>.lotus-live_<pid>, rewritten in place",
+   {[](const options& o, option_value& v) { return option_get(o.live, v); },
+    [](options& o, const option_value& v) { o.live = v.n != 0; },
+    [](settings& s, std::uint64_t v) { s.live = v != 0; },
+    nullptr, nullptr, nullptr, false}},
 };
 // clang-format on
 static_assert(sizeof option_table / sizeof option_table[0] == static_cast<unsigned>(opt::count_),
               "one option_table row per opt");
+static_assert(static_cast<int>(overflow_policy::drop) == 1 &&
+                  static_cast<int>(clock_source::realtime) == 2,
+              "the enums' values are the indices of their spellings in the table");
 
 constexpr const option_desc& option_of(opt o) noexcept {
   return option_table[static_cast<unsigned>(o)];
@@ -10138,8 +11042,7 @@ LOTUS_DETAIL_COLD inline void option_refused(const char* source, const char* val
 
 /// An integer variable of the table (uint, bytes): unset → false, silently; valid → true and
 /// `out`; bad → the message and false, or, for a fail-closed limit, true and that limit.
-LOTUS_DETAIL_COLD inline bool env_option_u64(opt o, std::uint64_t& out) noexcept {
-  const option_desc& d = option_of(o);
+LOTUS_DETAIL_COLD inline bool env_option_u64(const option_desc& d, std::uint64_t& out) noexcept {
   const char* v = env_text(d.env);
   if (v == nullptr) return false;
   if (parse_u64(v, d.min, d.max, out)) return true;
@@ -10149,11 +11052,13 @@ LOTUS_DETAIL_COLD inline bool env_option_u64(opt o, std::uint64_t& out) noexcept
   out = d.fail_closed;
   return true;
 }
+LOTUS_DETAIL_COLD inline bool env_option_u64(opt o, std::uint64_t& out) noexcept {
+  return env_option_u64(option_of(o), out);
+}
 
 /// A choice or flag variable of the table: the index of its spelling; unset (or empty, for a
 /// choice; an empty flag is "no") → -1, silently; anything else → the message and -1.
-LOTUS_DETAIL_COLD inline int env_option_choice(opt o) noexcept {
-  const option_desc& d = option_of(o);
+LOTUS_DETAIL_COLD inline int env_option_choice(const option_desc& d) noexcept {
   const char* v = d.kind == option_kind::flag ? std::getenv(d.env) : env_text(d.env);
   if (v == nullptr) return -1;
   for (int i = 0; d.choices[i] != nullptr; ++i) {
@@ -10162,38 +11067,96 @@ LOTUS_DETAIL_COLD inline int env_option_choice(opt o) noexcept {
   option_refused(d.env, v, d, d.def);
   return -1;
 }
-
-/// A flag variable of the table: 1 (yes), 0 (no), -1 (unset or refused).
-LOTUS_DETAIL_COLD inline int env_option_flag(opt o) noexcept {
-  const int i = env_option_choice(o);
-  return i < 0 ? -1 : (i >= option_flag_yes ? 1 : 0);
+LOTUS_DETAIL_COLD inline int env_option_choice(opt o) noexcept {
+  return env_option_choice(option_of(o));
 }
 
 /// A lotus::options integer field checked against the table: true when within range; else the
 /// message (source `options::<field>`, the value kept from the environment or the default) and
 /// false.
-LOTUS_DETAIL_COLD inline bool option_check_i64(opt o, long long value,
-                                               std::uint64_t kept) noexcept {
-  const option_desc& d = option_of(o);
-  if (value >= 0 && static_cast<std::uint64_t>(value) >= d.min &&
-      static_cast<std::uint64_t>(value) <= d.max) {
-    return true;
-  }
+LOTUS_DETAIL_COLD inline bool option_check(const option_desc& d, const option_value& v,
+                                           std::uint64_t kept) noexcept {
+  if (!v.negative && v.n >= d.min && v.n <= d.max) return true;
   char source[64], shown[24];
   std::snprintf(source, sizeof source, "options::%s", d.field);
-  std::snprintf(shown, sizeof shown, "%lld", value);
+  std::snprintf(shown, sizeof shown, "%s%llu", v.negative ? "-" : "",
+                static_cast<unsigned long long>(v.n));
   option_refused(source, shown, d, kept);
   return false;
 }
-LOTUS_DETAIL_COLD inline bool option_check_u64(opt o, std::uint64_t value,
-                                               std::uint64_t kept) noexcept {
-  const option_desc& d = option_of(o);
-  if (value >= d.min && value <= d.max) return true;
-  char source[64], shown[24];
-  std::snprintf(source, sizeof source, "options::%s", d.field);
-  std::snprintf(shown, sizeof shown, "%llu", static_cast<unsigned long long>(value));
-  option_refused(source, shown, d, kept);
-  return false;
+
+/// A flag row's spelling index as its options field's truth.
+constexpr std::uint64_t option_flag_truth(const option_desc& d, std::uint64_t index) noexcept {
+  return (index >= static_cast<std::uint64_t>(option_flag_yes)) != d.bind.negated ? 1 : 0;
+}
+
+/// The variables of `rows` (n of them) into out[0..n) and `env`: a number (uint, bytes), a
+/// spelling's index (flag, choice), or the row's own reading (prefix: a non-empty variable,
+/// path: any). Rows that are not settings (no apply, no merge) are skipped.
+LOTUS_DETAIL_COLD inline void env_read_rows(const option_desc* rows, std::size_t n, env_value* out,
+                                            env_settings& env) noexcept {
+  for (std::size_t i = 0; i < n; ++i) {
+    const option_desc& d = rows[i];
+    env_value& ev = out[i];
+    ev = env_value{};
+    if (d.bind.apply == nullptr && d.bind.merge == nullptr) continue;
+    switch (d.kind) {
+      case option_kind::uint:
+      case option_kind::bytes:
+        ev.set = env_option_u64(d, ev.v);  // a malformed fail-closed limit: set, to the limit
+        break;
+      case option_kind::flag:
+      case option_kind::choice: {
+        const int c = env_option_choice(d);
+        ev.set = c >= 0;
+        ev.v = ev.set ? static_cast<std::uint64_t>(c) : 0;
+        break;
+      }
+      case option_kind::prefix:
+      case option_kind::path: {
+        const char* v = d.kind == option_kind::prefix ? env_text(d.env) : std::getenv(d.env);
+        if (v != nullptr && d.bind.read != nullptr) ev.set = d.bind.read(v, d.env, env);
+        break;
+      }
+    }
+  }
+}
+
+/// lotus::options over the environment (`ev`, `env`: env_read_rows) over the defaults, for each
+/// of `rows` in order, into `s`. An integer field out of range: the table's message, and the
+/// environment's value or the default.
+LOTUS_DETAIL_COLD inline void merge_rows(const option_desc* rows, std::size_t n, const options& o,
+                                         const env_value* ev, const env_settings& env,
+                                         settings& s) noexcept {
+  for (std::size_t i = 0; i < n; ++i) {
+    const option_desc& d = rows[i];
+    if (d.bind.merge != nullptr) {
+      d.bind.merge(o, ev[i], env, s);
+      continue;
+    }
+    if (d.bind.apply == nullptr) continue;
+    std::uint64_t v = ev[i].set ? ev[i].v : d.def;
+    if (d.kind == option_kind::flag) v = option_flag_truth(d, v);
+    option_value x;
+    if (d.bind.get != nullptr && d.bind.get(o, x)) {
+      const bool checked = d.kind == option_kind::uint || d.kind == option_kind::bytes;
+      if (!checked || option_check(d, x, v)) v = x.n;
+    }
+    d.bind.apply(s, v);
+  }
+}
+
+constexpr std::size_t option_count = static_cast<std::size_t>(opt::count_);
+
+/// Every variable of option_table, once per process; every bad value warns once.
+LOTUS_DETAIL_COLD inline void env_settings::read() noexcept {
+  env_read_rows(option_table, option_count, value, *this);
+}
+
+/// configure()'s options over the environment over the defaults, into `s`.
+LOTUS_DETAIL_COLD inline void merge_settings(const options& o, const env_settings& env,
+                                             settings& s) noexcept {
+  merge_rows(option_table, option_count, o, env.value, env, s);
 }
 
 }  // namespace detail

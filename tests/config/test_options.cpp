@@ -7,6 +7,8 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <iterator>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -343,4 +345,148 @@ TEST_CASE("option table: out-of-range trigger durations are refused; values are 
   const merged tn = merge({}, "LOTUS_TRIGGER", "wait>1s\nlotus: forged");
   CHECK(tn.err.rfind("lotus: ignoring LOTUS_TRIGGER='wait>1s\\nlotus: forged' (expected ", 0) == 0);
   CHECK(std::count(tn.err.begin(), tn.err.end(), '\n') == 1);
+}
+
+// Architecture v5, item 4: a row carries its field and value mapping, so the environment's
+// reading, the merge and the docs' text are loops over the table. A table with one more row
+// (a fake knob: uint 1..10, default 3) gets it everywhere, with no code outside the row.
+namespace {
+
+struct fake_options : lotus::options {
+  std::optional<std::uint64_t> fake_knob;
+};
+struct fake_settings : d::settings {
+  std::uint64_t fake_knob = 0;
+};
+
+constexpr d::option_desc fake_row = {
+    "fake_knob",
+    "LOTUS_FAKE_KNOB",
+    d::option_kind::uint,
+    1,
+    10,
+    3,
+    nullptr,
+    nullptr,
+    0,
+    "a knob of this test only",
+    {[](const lotus::options& o, d::option_value& v) {
+       const auto& f = static_cast<const fake_options&>(o).fake_knob;
+       v.n = f.value_or(0);
+       return f.has_value();
+     },
+     [](lotus::options& o, const d::option_value& v) {
+       static_cast<fake_options&>(o).fake_knob = v.n;
+     },
+     [](d::settings& s, std::uint64_t v) { static_cast<fake_settings&>(s).fake_knob = v; }, nullptr,
+     nullptr, nullptr, false}};
+
+struct fake_table {
+  std::vector<d::option_desc> rows;
+  fake_table() : rows(std::begin(d::option_table), std::end(d::option_table)) {
+    rows.push_back(fake_row);
+  }
+};
+
+struct fake_merged {
+  fake_settings s;
+  d::env_value env_knob;
+  std::string err;
+};
+
+/// The fake table's environment (only `name`=`value` set, LOTUS_FAKE_KNOB included) merged
+/// under `o`.
+fake_merged fake_merge(const fake_options& o, const char* name = nullptr,
+                       const char* value = nullptr) {
+  const fake_table t;
+  fake_merged m;
+  m.err = captured_stderr([&] {
+    set_only(name, value);
+    if (name == nullptr || std::string(name) != "LOTUS_FAKE_KNOB") ::unsetenv("LOTUS_FAKE_KNOB");
+    std::vector<d::env_value> values(t.rows.size());
+    d::env_settings env;
+    d::env_read_rows(t.rows.data(), t.rows.size(), values.data(), env);
+    d::merge_rows(t.rows.data(), t.rows.size(), o, values.data(), env, m.s);
+    m.env_knob = values.back();
+  });
+  set_only(nullptr, nullptr);
+  ::unsetenv("LOTUS_FAKE_KNOB");
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("option table: a row added to the table is read, merged and documented by the loops",
+          "[config][options][table]") {
+  SECTION("the environment: parsed, or refused with the one message and the default") {
+    fake_merged m = fake_merge({});
+    CHECK(m.err.empty());
+    CHECK_FALSE(m.env_knob.set);
+    CHECK(m.s.fake_knob == 3);  // the row's default
+    m = fake_merge({}, "LOTUS_FAKE_KNOB", "7");
+    CHECK(m.err.empty());
+    CHECK(m.env_knob.set);
+    CHECK(m.s.fake_knob == 7);
+    for (const char* bad : {"0", "11", "lots", "-1"}) {
+      INFO(bad);
+      m = fake_merge({}, "LOTUS_FAKE_KNOB", bad);
+      CHECK(m.err == std::string("lotus: ignoring LOTUS_FAKE_KNOB='") + bad +
+                         "' (expected an integer from 1 to 10); using 3\n");
+      CHECK_FALSE(m.env_knob.set);
+      CHECK(m.s.fake_knob == 3);
+    }
+  }
+  SECTION("options over the environment over the default; a bad field keeps the environment's") {
+    fake_options o;
+    o.fake_knob = 9;
+    CHECK(fake_merge(o).s.fake_knob == 9);
+    CHECK(fake_merge(o, "LOTUS_FAKE_KNOB", "5").s.fake_knob == 9);
+    o.fake_knob = 12;
+    fake_merged m = fake_merge(o, "LOTUS_FAKE_KNOB", "5");
+    CHECK(m.err ==
+          "lotus: ignoring options::fake_knob='12' (expected an integer from 1 to 10); using 5\n");
+    CHECK(m.s.fake_knob == 5);
+    m = fake_merge(o);
+    CHECK(m.err ==
+          "lotus: ignoring options::fake_knob='12' (expected an integer from 1 to 10); using 3\n");
+    CHECK(m.s.fake_knob == 3);
+  }
+  SECTION("the other rows merge as with the real table") {
+    fake_options o;
+    o.flush_interval = std::chrono::milliseconds(250);
+    o.fake_knob = 4;
+    const fake_merged m = fake_merge(o, "LOTUS_RESOURCES", "ops");
+    const merged real = merge(o, "LOTUS_RESOURCES", "ops");
+    CHECK(m.err == real.err);
+    CHECK(m.s.flush_interval_ms == 250);
+    CHECK(m.s.flight.margin_ns == real.s.flight.margin_ns);
+    CHECK(m.s.op_resources);
+    CHECK(m.s.fake_knob == 4);
+  }
+  SECTION("put, as Python's configure uses it, sets the field the merge reads") {
+    fake_options o;
+    d::option_value v;
+    v.n = 6;
+    fake_row.bind.put(o, v);
+    CHECK(o.fake_knob == std::uint64_t{6});
+  }
+  SECTION("the docs' text: what a value must be, the default") {
+    char expected[160], shown[96];
+    d::option_expected(fake_row, expected, sizeof expected);
+    CHECK(std::string(expected) == "an integer from 1 to 10");
+    d::option_value_text(fake_row, fake_row.def, shown, sizeof shown);
+    CHECK(std::string(shown) == "3");
+  }
+}
+
+TEST_CASE("option table: each setting row says how its value moves", "[config][options][table]") {
+  for (const auto& row : d::option_table) {
+    INFO(row.env);
+    const bool setting = row.bind.apply != nullptr || row.bind.merge != nullptr;
+    CHECK(setting == (row.field != nullptr));     // a settings field iff a lotus::options field
+    CHECK((row.bind.put != nullptr) == setting);  // Python's configure can set each of them
+    if (row.kind == d::option_kind::prefix || row.kind == d::option_kind::path) {
+      CHECK((row.bind.read != nullptr) == setting);
+    }
+  }
 }

@@ -349,6 +349,7 @@ TEST_CASE("after thread churn, a full ring is drained before the backlog of new 
 TEST_CASE("a malformed LOTUS_MAX_BYTES fails closed: the documented limit, not none",
           "[core][options][budget]") {
   // Before the fix a malformed value warned and applied no limit at all.
+  constexpr auto max_bytes = lotus::detail::opt::max_bytes;
   const auto parsed = [](const char* value) {
     ::setenv("LOTUS_MAX_BYTES", value, 1);
     lotus::detail::env_settings env;
@@ -359,13 +360,13 @@ TEST_CASE("a malformed LOTUS_MAX_BYTES fails closed: the documented limit, not n
   for (const char* bad : {"lots", "-5", "100000000000000000000", "1e9", " 12"}) {
     INFO("LOTUS_MAX_BYTES=" << bad);
     const auto env = parsed(bad);
-    CHECK(env.has_max_bytes);
-    CHECK(env.max_bytes == (std::uint64_t{1} << 30));  // 1 GiB, as tools/docs/RUNTIME.md says
-    CHECK_FALSE(env.has_min_free);                     // the default disk reserve stays on
+    CHECK(env.of(max_bytes).set);
+    CHECK(env.of(max_bytes).v == (std::uint64_t{1} << 30));  // 1 GiB, as tools/docs/RUNTIME.md says
+    CHECK_FALSE(env.of(lotus::detail::opt::min_free_bytes).set);  // the default reserve stays on
   }
-  CHECK(parsed("20000").max_bytes == 20000);
-  CHECK(parsed("0").max_bytes == 0);  // 0 is the explicit "no limit"
-  CHECK(parsed("0").has_max_bytes);
+  CHECK(parsed("20000").of(max_bytes).v == 20000);
+  CHECK(parsed("0").of(max_bytes).v == 0);  // 0 is the explicit "no limit"
+  CHECK(parsed("0").of(max_bytes).set);
 }
 
 TEST_CASE("run-time names: the thread cache finds any name, long ones are read only to the cap",

@@ -63,9 +63,9 @@ def test_extension_checks_the_same_table():
     # lotus._lotus._configure checks again, with the same text (callers that skip __init__).
     with pytest.raises(ValueError, match=r"^lotus.configure: flush_interval='0' \(expected an "
                                          r"integer from 1 to 60000\)$"):
-        lotus._lotus._configure(None, None, None, 0, None, None)
+        lotus._lotus._configure(flush_interval=0)
     with pytest.raises(ValueError, match=r"^lotus.configure: max_bytes='4611686018427387905'"):
-        lotus._lotus._configure(None, None, None, None, None, None, None, None, (1 << 62) + 1)
+        lotus._lotus._configure(max_bytes=(1 << 62) + 1)
 
 
 def test_a_refused_value_changes_nothing(tmp_path):
@@ -223,3 +223,41 @@ for name, value in (("ops", "ops"), ("batch", True), ("off", False)):
         ops, records = read(name)
         assert records == 5
         assert ops == []
+
+
+def test_configure_keywords_are_the_tables_fields():
+    """lotus.configure and the extension's _configure both take exactly the table's fields: a row
+    added to option_table.hpp appears in both without editing _lotus.cpp or __init__.py."""
+    params = inspect.signature(lotus.configure).parameters
+    fields = [r[0] for r in lotus._lotus._option_table() if r[0] is not None]
+    assert list(params) == fields  # in table order (the prefix first: it is positional too)
+    assert params["log_file"].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
+    code = f"import lotus; lotus._lotus._configure(**dict.fromkeys({fields!r})); print('taken')"
+    assert run_python(code, env=clean_env()).stdout.split() == ["taken"]  # each a keyword of it
+    with pytest.raises(TypeError, match="unexpected keyword argument 'fake_knob'"):
+        lotus._lotus._configure(fake_knob=3)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'fake_knob'"):
+        lotus.configure(fake_knob=3)
+
+
+def test_a_fake_row_is_checked_and_signed_like_the_others():
+    """configure's checks and signature are loops over the rows: one more row (a fake knob, uint
+    1..10) is a keyword, checked with the table's message."""
+    rows = dict(OPTIONS)
+    rows["fake_knob"] = OPTIONS["flush_interval"]._replace(
+        field="fake_knob", env="LOTUS_FAKE_KNOB", min=1, max=10, default=3,
+        default_text="3", expected="an integer from 1 to 10", doc="a knob of this test only")
+    given = []
+    fake_configure = lotus._configure_function(rows, given.append)
+    assert list(inspect.signature(fake_configure).parameters)[-1] == "fake_knob"
+    fake_configure(fake_knob=4)
+    assert given[0]["fake_knob"] == 4 and given[0]["max_bytes"] is None
+    assert lotus._checked_options(rows, {"fake_knob": 7, "max_bytes": 0, "nvtx": None}) == {
+        "max_bytes": 0, "fake_knob": 7}
+    with pytest.raises(ValueError) as e:
+        lotus._checked_options(rows, {"fake_knob": 11})
+    assert str(e.value) == "lotus.configure: fake_knob='11' (expected an integer from 1 to 10)"
+    with pytest.raises(TypeError):
+        lotus._checked_options(rows, {"fake_knob": "7"})
+    with pytest.raises(TypeError):
+        lotus._checked_options(OPTIONS, {"fake_knob": 7})

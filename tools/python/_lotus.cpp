@@ -571,84 +571,89 @@ void flush_on_sigterm() {
 
 // ---- configure ---------------------------------------------------------------------------------
 
-// Ranges, spellings and the refusal text come from lotus/runtime/option_table.hpp, as for the
-// environment and lotus::options; lotus/__init__.py checks the same table first.
-using lotus::detail::opt;
-using lotus::detail::option_of;
+// Keywords, ranges, spellings, the refusal text and the mapping to lotus::options come from
+// lotus/runtime/option_table.hpp, as for the environment; lotus/__init__.py checks the same table
+// first.
 
 /// "lotus.configure: <field>='<value>' (expected <what>)": the table's message, raised.
-std::string option_refusal(opt o, const std::string& value) {
+std::string option_refusal(const lotus::detail::option_desc& d, const std::string& value,
+                           const char* expected_text = nullptr) {
   char expected[160];
-  lotus::detail::option_expected(option_of(o), expected, sizeof expected);
-  return std::string("lotus.configure: ") + option_of(o).field + "='" + value + "' (expected " +
-         expected + ")";
+  lotus::detail::option_expected(d, expected, sizeof expected);
+  return std::string("lotus.configure: ") + d.field + "='" + value + "' (expected " +
+         (expected_text != nullptr ? expected_text : expected) + ")";
 }
 
-std::uint64_t option_u64(opt o, std::uint64_t value) {
-  const auto& d = option_of(o);
-  if (value < d.min || value > d.max)
-    throw py::value_error(option_refusal(o, std::to_string(value)));
-  return value;
-}
-
-/// The index of `value` among the choices of `o`.
-int option_choice(opt o, const std::string& value) {
-  const auto& d = option_of(o);
+/// The index of `value` among the choices of `d`.
+int option_choice(const lotus::detail::option_desc& d, const std::string& value) {
   for (int i = 0; d.choices[i] != nullptr; ++i) {
     if (value == d.choices[i]) return i;
   }
-  throw py::value_error(option_refusal(o, value));
+  throw py::value_error(option_refusal(d, value));
 }
 
-void configure(std::optional<std::string> log_file, std::optional<bool> enabled,
-               std::optional<std::uint64_t> ring_capacity, std::optional<std::uint64_t> flush_ms,
-               std::optional<std::string> overflow, std::optional<std::string> clock,
-               std::optional<bool> nvtx, std::optional<bool> itt,
-               std::optional<std::uint64_t> max_bytes, std::optional<std::uint64_t> min_free_bytes,
-               std::optional<std::uint64_t> flight, std::optional<std::uint64_t> flight_bytes,
-               std::optional<std::string> trigger, std::optional<bool> resources,
-               std::optional<bool> op_resources, std::optional<bool> live) {
+/// One keyword of configure as the row's value (checked against the row), or a TypeError.
+lotus::detail::option_value option_from_python(const lotus::detail::option_desc& d,
+                                               const py::handle x, std::string& text) {
+  using lotus::detail::option_kind;
+  lotus::detail::option_value v;
+  try {
+    switch (d.kind) {
+      case option_kind::uint:
+      case option_kind::bytes:
+        v.n = x.cast<std::uint64_t>();
+        if (v.n < d.min || v.n > d.max)
+          throw py::value_error(option_refusal(d, std::to_string(v.n)));
+        break;
+      case option_kind::flag:
+        if (py::isinstance<py::str>(x)) {  // a spelling (resources="ops")
+          v.index = option_choice(d, x.cast<std::string>());
+          v.n = lotus::detail::option_flag_truth(d, static_cast<std::uint64_t>(v.index));
+        } else {
+          v.n = x.cast<bool>() ? 1 : 0;
+        }
+        break;
+      case option_kind::choice:
+        v.n = static_cast<std::uint64_t>(option_choice(d, x.cast<std::string>()));
+        break;
+      case option_kind::prefix:
+      case option_kind::path:
+        text = x.cast<std::string>();
+        if (const char* expected =
+                d.bind.check ? d.bind.check(text.data(), text.size()) : nullptr) {
+          if (d.kind == option_kind::prefix) {
+            throw py::value_error(std::string(d.field) + " contains a control character");
+          }
+          throw py::value_error(option_refusal(d, text, expected));
+        }
+        v.text = text.data();
+        v.size = text.size();
+        break;
+    }
+  } catch (const py::cast_error&) {
+    throw py::type_error(std::string("lotus.configure: ") + d.field + " has the wrong type (" +
+                         std::string(py::str(py::type::handle_of(x).attr("__name__"))) + ")");
+  }
+  return v;
+}
+
+/// lotus.configure's keywords, each a field of the option table (None: unset), into
+/// lotus::options through each row's binding; the ranges, spellings and refusal text are the
+/// table's. Any other keyword is a TypeError.
+void configure(const py::kwargs& kw) {
   lotus::options o;
-  o.live = live;
-  o.nvtx = nvtx;
-  o.itt = itt;
-  o.resources = resources;
-  o.op_resources = op_resources;
-  if (log_file) {
-    for (const char c : *log_file) {
-      const auto u = static_cast<unsigned char>(c);
-      if (u < 0x20 || u == 0x7f) throw py::value_error("log_file contains a control character");
+  for (const auto& item : kw) {
+    const std::string name = py::str(item.first);
+    const lotus::detail::option_desc* row = nullptr;
+    for (const auto& d : lotus::detail::option_table) {
+      if (d.field != nullptr && d.bind.put != nullptr && name == d.field) row = &d;
     }
-    o.log_file = std::move(log_file);
-  }
-  o.enabled = enabled;
-  if (ring_capacity) {
-    o.ring_capacity = static_cast<std::size_t>(option_u64(opt::ring_capacity, *ring_capacity));
-  }
-  if (flush_ms) {
-    o.flush_interval = std::chrono::milliseconds(
-        static_cast<std::int64_t>(option_u64(opt::flush_interval, *flush_ms)));
-  }
-  if (overflow) {
-    o.overflow = option_choice(opt::overflow, *overflow) == 1 ? lotus::overflow_policy::drop
-                                                              : lotus::overflow_policy::block;
-  }
-  if (clock) {
-    const int c = option_choice(opt::clock, *clock);
-    o.clock = c == 1   ? lotus::clock_source::tsc
-              : c == 2 ? lotus::clock_source::realtime
-                       : lotus::clock_source::automatic;
-  }
-  if (max_bytes) o.max_bytes = option_u64(opt::max_bytes, *max_bytes);
-  if (min_free_bytes) o.min_free_bytes = option_u64(opt::min_free_bytes, *min_free_bytes);
-  if (flight) o.flight = option_u64(opt::flight, *flight);
-  if (flight_bytes) o.flight_bytes = option_u64(opt::flight_bytes, *flight_bytes);
-  if (trigger) {
-    if (!lotus::detail::trigger_valid(trigger->data(), trigger->size())) {
-      throw py::value_error("lotus.configure: trigger='" + *trigger + "' (expected " +
-                            lotus::detail::flight_trigger_expected + ")");
+    if (row == nullptr) {
+      throw py::type_error("_configure() got an unexpected keyword argument '" + name + "'");
     }
-    o.trigger = std::move(trigger);
+    if (item.second.is_none()) continue;
+    std::string text;
+    row->bind.put(o, option_from_python(*row, item.second, text));
   }
   lotus::configure(o);
 }
@@ -707,13 +712,9 @@ PYBIND11_MODULE(_lotus, m) {
     g_decorate = f.release().ptr();
   });
 
-  m.def("_configure", &configure, py::arg("log_file"), py::arg("enabled"), py::arg("ring_capacity"),
-        py::arg("flush_interval_ms"), py::arg("overflow"), py::arg("clock"),
-        py::arg("nvtx") = py::none(), py::arg("itt") = py::none(),
-        py::arg("max_bytes") = py::none(), py::arg("min_free_bytes") = py::none(),
-        py::arg("flight") = py::none(), py::arg("flight_bytes") = py::none(),
-        py::arg("trigger") = py::none(), py::arg("resources") = py::none(),
-        py::arg("op_resources") = py::none(), py::arg("live") = py::none());
+  m.def("_configure", &configure,
+        "lotus.configure's keywords (the option table's fields; None: unset), checked against the "
+        "table and applied as lotus::options.");
   m.def(
       "capture", [](const std::string& reason) { return lotus::capture(reason); },
       py::arg("reason") = "lotus.capture", py::call_guard<py::gil_scoped_release>(),

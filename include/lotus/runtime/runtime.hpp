@@ -46,6 +46,7 @@
 #include "lotus/runtime/env.hpp"
 #include "lotus/runtime/intern.hpp"
 #include "lotus/runtime/ledger.hpp"
+#include "lotus/runtime/option_table.hpp"
 #include "lotus/runtime/resources.hpp"
 #include "lotus/runtime/settings.hpp"
 #include "lotus/runtime/sync.hpp"

@@ -103,8 +103,6 @@ TraceStats = _collections.namedtuple("TraceStats", "recorded written dropped san
 # with 'spawn' can configure themselves the same way (lotus.torch passes them along).
 _last_options = {}
 
-_UNSET = object()
-
 
 # The run-time options, declared once in lotus/runtime/option_table.hpp: per row (field, env, kind,
 # min, max, default, default_text, choices, expected, doc). Python's checks, messages and the
@@ -114,38 +112,126 @@ _OptionRow = _collections.namedtuple(
 _OPTIONS = {r.field: r for r in (_OptionRow(*t) for t in _lotus._option_table()) if r.field}
 
 
-def _refused(name, value):
+def _refused(name, value, rows=_OPTIONS):
     """The table's message for a refused value, as a ValueError (nothing is changed)."""
-    return ValueError(f"lotus.configure: {name}='{value}' (expected {_OPTIONS[name].expected})")
+    return ValueError(f"lotus.configure: {name}='{value}' (expected {rows[name].expected})")
 
 
-def _check_int(name, value):
-    row = _OPTIONS[name]
+def _check_int(name, value, rows):
+    row = rows[name]
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"lotus.configure: {name} must be an int, not {type(value).__name__}")
     if not row.min <= value <= row.max:
-        raise _refused(name, value)
+        raise _refused(name, value, rows)
     return value
 
 
-def _check_bool(name, value):
+def _check_bool(name, value, rows):
     if not isinstance(value, bool):
         raise TypeError(f"lotus.configure: {name} must be a bool, not {type(value).__name__}")
     return value
 
 
-def _check_choice(name, value):
+def _check_choice(name, value, rows):
     if not isinstance(value, str):
         raise TypeError(f"lotus.configure: {name} must be a str, not {type(value).__name__}")
-    if value not in _OPTIONS[name].choices:
-        raise _refused(name, value)
+    if value not in rows[name].choices:
+        raise _refused(name, value, rows)
     return value
 
 
-def configure(log_file=_UNSET, *, enabled=None, ring_capacity=None, flush_interval=None,
-              overflow=None, clock=None, nvtx=None, itt=None, max_bytes=None,
-              min_free_bytes=None, flight=None, flight_bytes=None, trigger=None, resources=None,
-              live=None):
+def _check_prefix(name, value, rows):
+    """A trace prefix: a str or os.PathLike, made absolute ("" stays: no prefix)."""
+    try:
+        path = _os.fspath(value)
+    except TypeError:
+        raise TypeError(f"lotus.configure: {name} must be a str or os.PathLike, not "
+                        f"{type(value).__name__}") from None
+    if isinstance(path, bytes):
+        path = _os.fsdecode(path)
+    if "\0" in path or any(ord(c) < 0x20 or ord(c) == 0x7F for c in path):
+        raise ValueError(f"lotus.configure: {name} must not contain control characters")
+    return _os.path.abspath(path) if path else ""
+
+
+def _check_text(name, value, rows):
+    if not isinstance(value, str):
+        raise TypeError(f"lotus.configure: {name} must be a str, not {type(value).__name__}")
+    return value
+
+
+# Each kind of the table's rows: how configure checks a value (the extension checks again).
+_CHECKS = {"prefix": _check_prefix, "flag": _check_bool, "uint": _check_int, "bytes": _check_int,
+           "choice": _check_choice, "path": _check_text}
+
+
+def _check_flush_interval(name, value, rows):
+    """flush_interval: ms as an int, or a datetime.timedelta of whole ms."""
+    if isinstance(value, _datetime.timedelta):
+        ms = value / _datetime.timedelta(milliseconds=1)
+        if ms != int(ms):
+            raise ValueError(f"lotus.configure: {name} must be a whole number of ms")
+        value = int(ms)
+    return _check_int(name, value, rows)
+
+
+def _check_resources(name, value, rows):
+    """resources: True per batch (keeping LOTUS_RESOURCES=ops from the environment), False off,
+    "ops" per batch and per op (the row's spelling; lotus::options::op_resources)."""
+    if isinstance(value, str):
+        if value != "ops":
+            raise ValueError(f"lotus.configure: {name}='{value}' (expected True, False or 'ops')")
+        return value
+    return _check_bool(name, value, rows)
+
+
+# The fields Python also takes in its own spelling (instead of their kind's check).
+_FIELD_CHECKS = {"flush_interval": _check_flush_interval, "resources": _check_resources}
+
+
+def _checked_options(rows, kw):
+    """configure's keywords, checked against `rows` (the option table's, by field), in table
+    order: {field: value} of those given (not None). A keyword not in the table: TypeError."""
+    for name in kw:
+        if name not in rows:
+            raise TypeError(f"configure() got an unexpected keyword argument '{name}'")
+    opts = {}
+    for name, row in rows.items():
+        value = kw.get(name)
+        if value is None:
+            continue
+        opts[name] = _FIELD_CHECKS.get(name, _CHECKS[row.kind])(name, value, rows)
+    return opts
+
+
+def _apply_configure(kw):
+    """configure's body: the given keywords checked against the table, then applied."""
+    opts = _checked_options(_OPTIONS, kw)
+    _lotus._configure(**opts)
+    _last_options.clear()
+    _last_options.update(opts)
+
+
+def _configure_function(rows, apply):
+    """A configure with one parameter per field of `rows`, None (unset) by default: the prefix
+    first, positional or keyword, the others keyword-only. It passes {field: value} to `apply`.
+    Made from the table's fields (identifiers, from option_table.hpp), as namedtuple makes its
+    classes, so that help() and inspect show them."""
+    first = [name for name, row in rows.items() if row.kind == "prefix"]
+    rest = [name for name, row in rows.items() if row.kind != "prefix"]
+    if not all(name.isidentifier() for name in rows):
+        raise ValueError(f"lotus: option fields must be identifiers: {list(rows)}")
+    params = [f"{name}=None" for name in first] + (["*"] if rest else [])
+    params += [f"{name}=None" for name in rest]
+    given = ", ".join(f"{name!r}: {name}" for name in first + rest)
+    namespace = {"_apply": apply}
+    exec(f"def configure({', '.join(params)}):\n    _apply({{{given}}})\n", namespace)
+    return namespace["configure"]
+
+
+configure = _configure_function(_OPTIONS, _apply_configure)
+configure.__module__ = __name__
+configure.__doc__ = (
     """Apply options to this process; unset options fall back to the environment, then defaults.
 
     As the C++ ``lotus::configure``, each call replaces the options of the previous one (pass
@@ -154,79 +240,14 @@ def configure(log_file=_UNSET, *, enabled=None, ring_capacity=None, flush_interv
     The options and environment variables are those of the C++ ``lotus::options`` (the table
     below is lotus/runtime/option_table.hpp's; ``enabled`` is ``LOTUS_DISABLE`` inverted;
     ``log_file``: a str or path, None: unset, "": no prefix; ``flush_interval``: ms as an int or
-    a datetime.timedelta):
+    a datetime.timedelta; ``resources``: True, False or "ops"):
 
 {options}
 
     Bad values raise TypeError or ValueError and change nothing; a value out of range raises
     ValueError("lotus.configure: <option>='<value>' (expected <what>)"), the text lotus prints
     for a bad environment variable or ``lotus::options`` field.
-    """
-    opts = {}
-    if log_file is not _UNSET and log_file is not None:
-        try:
-            path = _os.fspath(log_file)
-        except TypeError:
-            raise TypeError("lotus.configure: log_file must be a str or os.PathLike, not "
-                            f"{type(log_file).__name__}") from None
-        if isinstance(path, bytes):
-            path = _os.fsdecode(path)
-        if "\0" in path or any(ord(c) < 0x20 or ord(c) == 0x7F for c in path):
-            raise ValueError("lotus.configure: log_file must not contain control characters")
-        opts["log_file"] = _os.path.abspath(path) if path else ""
-    if enabled is not None:
-        opts["enabled"] = _check_bool("enabled", enabled)
-    if ring_capacity is not None:
-        opts["ring_capacity"] = _check_int("ring_capacity", ring_capacity)
-    if flush_interval is not None:
-        if isinstance(flush_interval, _datetime.timedelta):
-            ms = flush_interval / _datetime.timedelta(milliseconds=1)
-            if ms != int(ms):
-                raise ValueError("lotus.configure: flush_interval must be a whole number of ms")
-            flush_interval = int(ms)
-        opts["flush_interval"] = _check_int("flush_interval", flush_interval)
-    if overflow is not None:
-        opts["overflow"] = _check_choice("overflow", overflow)
-    if clock is not None:
-        opts["clock"] = _check_choice("clock", clock)
-    if nvtx is not None:
-        opts["nvtx"] = _check_bool("nvtx", nvtx)
-    if itt is not None:
-        opts["itt"] = _check_bool("itt", itt)
-    if resources is not None:
-        # True: per batch (keeping LOTUS_RESOURCES=ops from the environment); False: off;
-        # "ops": per batch and per op (options::op_resources).
-        if isinstance(resources, str):
-            if resources != "ops":
-                raise ValueError(f"lotus.configure: resources='{resources}' (expected True, "
-                                 "False or 'ops')")
-            opts["resources"] = True
-            opts["op_resources"] = True
-        else:
-            opts["resources"] = _check_bool("resources", resources)
-    if live is not None:
-        opts["live"] = _check_bool("live", live)
-    if max_bytes is not None:
-        opts["max_bytes"] = _check_int("max_bytes", max_bytes)
-    if min_free_bytes is not None:
-        opts["min_free_bytes"] = _check_int("min_free_bytes", min_free_bytes)
-    if flight is not None:
-        opts["flight"] = _check_int("flight", flight)
-    if flight_bytes is not None:
-        opts["flight_bytes"] = _check_int("flight_bytes", flight_bytes)
-    if trigger is not None:
-        if not isinstance(trigger, str):
-            raise TypeError("lotus.configure: trigger must be a str, not "
-                            f"{type(trigger).__name__}")
-        opts["trigger"] = trigger
-    _lotus._configure(opts.get("log_file"), opts.get("enabled"), opts.get("ring_capacity"),
-                      opts.get("flush_interval"), opts.get("overflow"), opts.get("clock"),
-                      opts.get("nvtx"), opts.get("itt"), opts.get("max_bytes"),
-                      opts.get("min_free_bytes"), opts.get("flight"), opts.get("flight_bytes"),
-                      opts.get("trigger"), opts.get("resources"), opts.get("op_resources"),
-                      opts.get("live"))
-    _last_options.clear()
-    _last_options.update(opts)
+    """)
 
 
 def _options_doc():
