@@ -299,6 +299,40 @@ def test_a_persistent_change_must_repay_its_restart_within_5_epochs():
     assert "repay" not in tuner.decisions[0]["reason"]
 
 
+def scripted_tuner(scores, cur, **kw):
+    """A tuner whose model is a table: predicted epoch seconds per worker count (prefetch_factor
+    2 only, at most 4 workers), and an epoch measured at `cur` exactly as predicted."""
+    tuner = Tuner(cur, 2, cores=2, max_workers=4, prefetch_factors=(2,), **kw)
+    tuner._predict = lambda m, n, pf, start_s, fit=None: scores[n]
+    m = EpochMeasurement(cur, 2, [(0.01, 0.0)] * 8, [(0.0, 0.0)] * 8, scores[cur])
+    m.foreign, m.cores = 0.0, 2.0  # what the model's fit would have set (no other load)
+    return tuner, m
+
+
+def test_a_cheaper_setting_gives_up_at_most_a_tenth_of_the_best_gain():
+    # The best (3 workers) is predicted 3 % faster than the current 4; 2 workers are within the
+    # 3 % tolerance of the best but give up a third of its gain: the best is taken.
+    tuner, m = scripted_tuner({1: 1.5, 2: 0.99, 3: 0.97, 4: 1.0}, 4)
+    assert tuner.decide(m) == (3, 2)
+    assert tuner.decisions[0]["reason"] == "the model's choice (predicted gain 3.0 %)"
+    # From far away (the current epoch predicted twice the best), 2 workers give up a tiny share
+    # of the gain: the cheapest within the tolerance is taken.
+    tuner, m = scripted_tuner({1: 1.5, 2: 0.99, 3: 0.97, 4: 2.0}, 4)
+    assert tuner.decide(m) == (2, 2)
+
+
+def test_a_move_predicted_to_gain_under_1_percent_is_not_made():
+    tuner, m = scripted_tuner({1: 1.5, 2: 1.2, 3: 0.995, 4: 1.0}, 4)
+    assert tuner.decide(m) == (4, 2)
+    assert tuner.decisions[0]["reason"] == (
+        "3 workers, prefetch_factor 2 is predicted only 0.5 % faster (< 1 %)")
+    assert not tuner.decisions[0]["settled"]
+    # The same again, the last prediction right: settled there.
+    assert tuner.decide(m) == (4, 2)
+    assert tuner.decisions[1]["reason"].endswith("(< 1 %); its last prediction within 10 %: settled")
+    assert tuner.decisions[1]["settled"]
+
+
 def test_every_decision_is_checked_against_the_epoch_that_followed():
     world = World(**IO, persistent=True, start_s=0.01)
     tuner = Tuner(1, 2, cores=2, persistent_workers=True, log=None)

@@ -14,8 +14,9 @@ taken out), the consumer's step between two batches split the same way, each wor
 set, the main process's, and the time a worker takes to start. It then replays the epoch through
 the model below for every setting (workers 1..max_workers × prefetch_factor 1, 2, 4), drops those
 predicted above the memory budget, and starts the next epoch with the cheapest setting predicted
-within `tolerance` of the best (fewest workers, then prefetch_factor 2, 4, 1), never one
-predicted slower than the current setting.
+within `tolerance` of the best and within a tenth of the best's predicted gain over the current
+setting (fewest workers, then prefetch_factor 2, 4, 1), never one predicted slower than the
+current setting, and none predicted to gain less than 1 %.
 
 The model (`simulate_epoch`) is lotus-tool whatif's (tools/lotus-tool/compare/whatif.cpp): N
 workers with their own index queues fed round-robin, prefetch_factor × N batches outstanding and
@@ -52,6 +53,8 @@ __all__ = ["autotune", "AutotunedLoader", "Tuner", "EpochMeasurement", "simulate
 MISS = 0.10        # a prediction off by more than this makes the next decision more careful
 SETTLE_GAIN = 0.02  # a change that gained less than this ends the tuning
 PAYBACK_EPOCHS = 5  # persistent workers: a change must repay its restart within this many epochs
+GAP_SHARE = 0.10    # a cheaper setting may give up at most this share of the best's predicted gain
+MIN_GAIN = 0.01     # a move predicted to gain less than this is not made
 PREFETCH_FACTORS = (1, 2, 4)
 
 
@@ -515,7 +518,14 @@ class Tuner:
                 reason = "no setting is predicted within the memory budget"
             else:
                 best_score = min(c["score"] for c in fitting)
-                pick = min((c for c in fitting if c["score"] <= best_score * (1 + self.tolerance)),
+                # Cheaper (fewer workers) is taken within `tolerance` of the best, but giving up
+                # at most a tenth of what the best is predicted to gain over the current setting:
+                # where the gain is small the model's differences are as small as its error, and
+                # on the development VM the fewest workers within 3 % (2 CPU-bound workers on 2
+                # cores) were 9 % slower than its best (3).
+                slack = min(best_score * self.tolerance,
+                            GAP_SHARE * max(0.0, stay["score"] - best_score))
+                pick = min((c for c in fitting if c["score"] <= best_score + slack),
                            key=lambda c: (c["workers"], _pf_order(c["prefetch_factor"])))
                 target = (pick["workers"], pick["prefetch_factor"])
                 if self.caution > 0 and target[0] != cur[0]:
@@ -546,6 +556,13 @@ class Tuner:
                     reason = "the current setting is the model's choice"
                 elif pick["score"] > stay["score"]:
                     reason = "no setting is predicted faster than the current one"
+                elif gain < MIN_GAIN:
+                    # Within an epoch's noise: moving would be on the model's rounding.
+                    reason = (f"{_workers(target[0])}, prefetch_factor {target[1]} is predicted "
+                              f"only {100 * gain:.1f} % faster (< 1 %)")
+                    if last_stayed:
+                        self.settled = True
+                        reason += "; its last prediction within 10 %: settled"
                 elif self.caution > 0 and gain <= needed:
                     reason = (f"careful (caution {self.caution}): predicted gain "
                               f"{100 * gain:.1f} % is within the last miss of {100 * needed:.1f} %")
@@ -902,7 +919,8 @@ def autotune(loader, memory_budget=None, max_workers=None, cores=None, verbose=T
       default: 8 × the CPUs, at least 16 and twice the current, at most 64, at most the
       batches of an epoch). cores: the CPUs the model shares (default: this process's affinity).
     verbose: print one line per decision on `stream` (default stderr).
-    tolerance: the cheapest setting predicted within this share of the best is taken.
+    tolerance: the cheapest setting predicted within this share of the best is taken (and within
+      a tenth of the best's predicted gain over the current setting).
     contention: how other processes' load is fitted: "threads" (the default: other threads compete
       with the loader's one by one), "share" (the job's group gets fewer cores, as Linux's
       autogroup shares them), "auto" ("share" where autogroup is on, else "threads"), "off".
