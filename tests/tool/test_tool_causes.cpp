@@ -163,10 +163,13 @@ TEST_CASE("causes: the verdict's thresholds", "[tool][causes]") {
   CHECK(cause_verdict(totals(100000000, 90000000, 5000000, 2000)) == "compute");
   CHECK(cause_verdict(totals(100000000, 30000000, 40000000, 0)) == "cpu_contention");
   CHECK(cause_verdict(totals(100000000, 10000000, 5000000, 0)) == "blocked");
-  // 49152 minor faults (~49 ms at 1 us each) in 55 ms of CPU: faults, though on the CPU.
+  // 49152 minor faults (~98 ms at 2 us each) in 55 ms of CPU: faults, though on the CPU.
   CHECK(cause_verdict(totals(60000000, 55000000, 1000000, 49152)) == "page_faults");
-  // 2000 minor faults in a batch with 90 ms of CPU: 2 % of it, below 25 %: compute.
+  // 2000 minor faults in a batch with 90 ms of CPU: 4 % of it, below 25 %: compute.
   CHECK(cause_verdict(totals(100000000, 90000000, 0, 2000)) == "compute");
+  // At 2 us a fault: 12500 faults are 25 ms, a quarter of 100 ms of CPU (faults); 12000 are not.
+  CHECK(cause_verdict(totals(100000000, 100000000, 0, 12500)) == "page_faults");
+  CHECK(cause_verdict(totals(100000000, 100000000, 0, 12000)) == "compute");
   // 999 faults in 1 ms: below 1000 per batch.
   // 49152 faults in 120 ms of CPU within a batch stretched to 1 s by contention: still faults.
   CHECK(cause_verdict(totals(1000000000, 120000000, 870000000, 49152)) == "page_faults");

@@ -18,7 +18,12 @@ struct cause_thresholds {
   /// ... when their estimated cost (fault_cost_us each) is at least this share of the workers'
   /// CPU time in their batches (faults dominate the work, whatever else slowed the batch).
   double fault_time_share = 0.25;
-  double fault_cost_us = 1.0;  ///< one minor fault: kernel entry and a zeroed 4 KiB page
+  /// One minor fault: kernel entry and a zeroed 4 KiB page. About 1 us on bare metal; on the
+  /// development VM (a guest: each new page also exits to the host) a 48 MiB buffer written afresh
+  /// took 4.1 us of CPU per fault, its own copy included (tests/python/causes_scenario.py). At
+  /// 1 us that planted problem read 24 % of the CPU and was called compute; 2 us is between the
+  /// two.
+  double fault_cost_us = 2.0;
   /// Major faults per batch from which faults are the cause when blocked time is the largest.
   double major_faults_per_batch = 10;
 };
