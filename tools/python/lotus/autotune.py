@@ -547,6 +547,7 @@ class Tuner:
                                     - pick["score"])
                 needed = self._last_miss if self.caution > 0 else 0.0
                 seen = self._measured.get(target)
+                held = False  # a move the model wants, held back by a rule below
                 if target == cur and last_stayed:
                     # Converged: the model chose this setting again, and its last prediction
                     # here landed within 10 %.
@@ -558,26 +559,20 @@ class Tuner:
                     reason = "no setting is predicted faster than the current one"
                 elif gain < MIN_GAIN:
                     # Within an epoch's noise: moving would be on the model's rounding.
+                    held = True
                     reason = (f"{_workers(target[0])}, prefetch_factor {target[1]} is predicted "
                               f"only {100 * gain:.1f} % faster (< 1 %)")
-                    if last_stayed:
-                        self.settled = True
-                        reason += "; its last prediction within 10 %: settled"
                 elif self.caution > 0 and gain <= needed:
                     reason = (f"careful (caution {self.caution}): predicted gain "
                               f"{100 * gain:.1f} % is within the last miss of {100 * needed:.1f} %")
                 elif restart_s > PAYBACK_EPOCHS * (stay["score"] - pick["score"]):
                     # Persistent workers restart on any change (a new prefetch_factor too): the
-                    # restart is paid once, the gain every epoch after it.
-                    saved = stay["score"] - pick["score"]
+                    # restart is paid once, the gain every epoch after it (at least 1 % here).
+                    held = True
                     reason = (f"{_workers(target[0])}, prefetch_factor {target[1]} would repay its "
                               f"restart ({restart_s:.3f} s) in "
-                              f"{restart_s / saved:.0f} epochs, more than {PAYBACK_EPOCHS}"
-                              if saved > 0 else "no setting is predicted faster than the current one")
-                    if last_stayed:
-                        # As for the model's choice twice: staying was right last time.
-                        self.settled = True
-                        reason += "; its last prediction within 10 %: settled"
+                              f"{restart_s / (stay['score'] - pick['score']):.0f} epochs, more "
+                              f"than {PAYBACK_EPOCHS}")
                 elif seen is not None and seen >= steady_now * (1 - SETTLE_GAIN):
                     # A measurement beats a prediction: that setting ran, and was not faster.
                     reason = (f"{_workers(target[0])}, prefetch_factor {target[1]} already "
@@ -588,6 +583,10 @@ class Tuner:
                               if self.caution == 0 else
                               f"careful (caution {self.caution}): 1/{2 ** self.caution} of the "
                               f"way, predicted gain {100 * gain:.1f} %")
+                if held and last_stayed:
+                    # As for the model's choice twice: staying was right last time.
+                    self.settled = True
+                    reason += "; its last prediction within 10 %: settled"
         predicted = self._predict(m, nxt[0], nxt[1], next_start(nxt)) * calib
         d = {"epoch": epoch + 1, "workers": nxt[0], "prefetch_factor": nxt[1],
              "predicted_epoch_seconds": predicted, "measured_epoch_seconds": None,
