@@ -7,7 +7,10 @@
 # Prints, per build: the compile/link steps, wall time and CPU time (user+sys of every compiler and
 # linker), and the load average before and after (bench/quiet.sh: refuses above 1 unless
 # LOTUS_BENCH_ALLOW_LOAD=1). Wall time depends on the other work on the machine; CPU time hardly.
+# IR=perf adds the user-space instructions every process of the step executed (`perf stat -e
+# instructions:u`): unlike CPU time, that count does not change with the VM's speed.
 set -euo pipefail
+case "${IR:-0}" in 0 | perf) ;; *) echo "first_run: IR must be 0 or perf" >&2; exit 2 ;; esac
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 what="${1:-all}"
 case "$what" in demo | pip | all) ;; *) sed -n '5p' "$0" | sed 's/^# //' >&2; exit 2 ;; esac
@@ -18,14 +21,18 @@ trap 'rm -rf "$work"' EXIT
 measure() {  # LABEL COMMAND...: one line of figures; the command's output goes to $work/log
   local label="$1"
   shift
-  if ! /usr/bin/time -f "%e %U %S" -o "$work/time" "$@" >"$work/log" 2>&1; then
+  local run=("$@")
+  [ "${IR:-0}" = perf ] && run=(perf stat -x, -e instructions:u -o "$work/perf" -- "$@")
+  if ! /usr/bin/time -f "%e %U %S" -o "$work/time" "${run[@]}" >"$work/log" 2>&1; then
     tail -n 40 "$work/log" >&2
     echo "first_run: $label failed" >&2
     exit 1
   fi
   local steps
   steps="$(grep -oE '\[[0-9]+/[0-9]+\]' "$work/log" | tail -n 1 | tr -d '[]' | cut -d/ -f2 || true)"
-  awk -v l="$label" -v s="${steps:-?}" '{ printf "first_run: %-34s %3s steps  wall %6.1f s  CPU (user+sys) %6.1f s\n", l, s, $1, $2 + $3 }' "$work/time"
+  local ir=""
+  [ "${IR:-0}" = perf ] && ir="$(awk -F, '/instructions/ { printf "  %.1f G instructions", $1 / 1e9 }' "$work/perf")"
+  awk -v l="$label" -v s="${steps:-?}" -v ir="$ir" '{ printf "first_run: %-34s %3s steps  wall %6.1f s  CPU (user+sys) %6.1f s%s\n", l, s, $1, $2 + $3, ir }' "$work/time"
 }
 
 if [ "$what" != pip ]; then
