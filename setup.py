@@ -7,11 +7,12 @@ lotus/bin/lotus-tool and started by the `lotus-tool` console script (as the cmak
 their binaries), and the injection libraries in lotus/lib/. LOTUS_BUILD_TOOL=0 builds the Python
 package alone; LOTUS_NVTX=OFF builds without NVTX; lotus-tool is compiled with -O1
 (LOTUS_TOOL_OPTIMIZE, default -O1: 38 % less CPU to build than Release's -O3, a tool 10-13 % slower;
-LOTUS_TOOL_OPTIMIZE= builds it at -O3). lotus-tool needs the Debian packages of
+LOTUS_TOOL_OPTIMIZE= builds it at -O3), and so is the extension (LOTUS_PYTHON_OPTIMIZE, default
+-O1: a traced op from Python 1-3 % dearer; empty: -O3). lotus-tool needs the Debian packages of
 `bash tools/scripts/install-deps.sh tool`.
 
 Progress: each stage and each compile step is one line on stderr with the seconds since the build
-began (`lotus: [   2 s] configuring ...`, `lotus: [30.512 s] [5/27] Building ...`, ninja's own seconds);
+began (`lotus: [   2 s] configuring ...`, `lotus: [30.512 s] [5/25] Building ...`, ninja's own seconds);
 pip shows them with -v.
 """
 import os
@@ -72,6 +73,9 @@ class build_with_cmake(build_ext):
                 # The tool at -O1 by default: 10-13 % slower than -O3, the install in under a
                 # minute on 2 cores (bench/README.md, "Build and first-run times").
                 f"-DLOTUS_TOOL_OPTIMIZE={os.environ.get('LOTUS_TOOL_OPTIMIZE', '-O1')}",
+                # The extension at -O1 too: a traced op from Python 1-3 % dearer, 16 G fewer
+                # compiler instructions (LOTUS_PYTHON_OPTIMIZE= for the build type's -O3).
+                f"-DLOTUS_PYTHON_OPTIMIZE={os.environ.get('LOTUS_PYTHON_OPTIMIZE', '-O1')}",
                 f"-DPython3_EXECUTABLE={sys.executable}",
                 f"-DLOTUS_NVTX={'OFF' if os.environ.get('LOTUS_NVTX', '').upper() == 'OFF' else 'AUTO'}"]
         env = dict(os.environ)
