@@ -538,7 +538,8 @@ class Tuner:
                     c = cand(n, target[1])
                     if c["fits"]:
                         target, pick = (n, target[1]), c
-                gain = (stay["score"] - pick["score"]) / stay["score"] if stay["score"] > 0 else 0
+                saved = stay["score"] - pick["score"]  # predicted seconds per epoch
+                gain = saved / stay["score"] if stay["score"] > 0 else 0
                 # What the change costs once: the new workers' start-up, as the model sees it
                 # (without persistent workers every epoch pays it, and the score has it).
                 restart_s = 0.0
@@ -565,14 +566,13 @@ class Tuner:
                 elif self.caution > 0 and gain <= needed:
                     reason = (f"careful (caution {self.caution}): predicted gain "
                               f"{100 * gain:.1f} % is within the last miss of {100 * needed:.1f} %")
-                elif restart_s > PAYBACK_EPOCHS * (stay["score"] - pick["score"]):
+                elif restart_s > PAYBACK_EPOCHS * saved:
                     # Persistent workers restart on any change (a new prefetch_factor too): the
                     # restart is paid once, the gain every epoch after it (at least 1 % here).
                     held = True
                     reason = (f"{_workers(target[0])}, prefetch_factor {target[1]} would repay its "
                               f"restart ({restart_s:.3f} s) in "
-                              f"{restart_s / (stay['score'] - pick['score']):.0f} epochs, more "
-                              f"than {PAYBACK_EPOCHS}")
+                              f"{restart_s / saved:.0f} epochs, more than {PAYBACK_EPOCHS}")
                 elif seen is not None and seen >= steady_now * (1 - SETTLE_GAIN):
                     # A measurement beats a prediction: that setting ran, and was not faster.
                     reason = (f"{_workers(target[0])}, prefetch_factor {target[1]} already "
