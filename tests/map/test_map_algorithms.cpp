@@ -240,6 +240,39 @@ TEST_CASE("mapping: union over runs, Lotus JSON and common functions", "[map][ma
                     lotus_tool::tool_error);
 }
 
+TEST_CASE("a mapping's details of the wrong type are refused naming the file and the field",
+          "[map][attribute]") {
+  // Found by fuzz_profiler_reports: nlohmann's value() threw its own type_error, which named
+  // neither the file nor the field (and left `attribute` with exit code 3, an I/O error).
+  const char* const cases[][2] = {
+      {R"({"op_to_func": {"A": ["f|m"]}, "lotus": {"collector": 5}})", "lotus.collector"},
+      {R"({"op_to_func": {"A": ["f|m"]},
+           "lotus": {"ops": {"A": {"functions": {"f|m": {"self": "x"}}}}}})",
+       "lotus.ops[\"A\"].functions[\"f|m\"].self"},
+      {R"({"op_to_func": {"A": ["f|m"]},
+           "lotus": {"ops": {"A": {"functions": {"f|m": {"samples": -2}}}}}})",
+       ".samples is not a count"},
+      {R"({"op_to_func": {"A": ["f|m"]},
+           "lotus": {"ops": {"A": {"functions": {"f|m": {"runs_seen": 1e30}}}}}})",
+       ".runs_seen is not a count"}};
+  for (const auto& c : cases) {
+    try {
+      mapping_from_json(nlohmann::json::parse(c[0]), "m.json");
+      FAIL("no error for " << c[0]);
+    } catch (const lotus_tool::tool_error& e) {
+      REQUIRE(e.code() == lotus_tool::exit_invalid);
+      REQUIRE(std::string(e.what()).rfind("m.json: ", 0) == 0);
+      REQUIRE(std::string(e.what()).find(c[1]) != std::string::npos);
+    }
+  }
+  // Details that are not objects are not figures: the functions are still mapped.
+  const mapping m = mapping_from_json(
+      nlohmann::json::parse(R"({"op_to_func": {"A": ["f|m"]}, "lotus": {"ops": {"A": [1]}}})"),
+      "m.json");
+  REQUIRE(m.ops.size() == 1);
+  REQUIRE(m.ops[0].functions.size() == 1);
+}
+
 TEST_CASE("Lotus attribution splits shared functions by time weights", "[map][attribute]") {
   const auto j = nlohmann::json::parse(R"({
     "op_to_func": {"Loader": ["decode_mcu|libjpeg.so.62", "memcpy|libc.so.6"],

@@ -81,6 +81,21 @@ TEST_CASE("perf report: empty output is no rows, garbage is an error naming the 
   }
   std::istringstream badnum("abc%\x1f 10\x1f 1\x1f[.] f\x1f m\n");
   REQUIRE_THROWS_AS(parse_perf_report(badnum, "r"), lotus_tool::tool_error);
+  // Found by fuzz_profiler_reports: strtod takes a sign, nan and inf; a sample count cast from
+  // "-199" was undefined. Each is refused with the line and the field.
+  for (const char* row :
+       {" 1.00%\x1f 10\x1f -199\x1f[.] f\x1fm\n", " 1.00%\x1f nan\x1f 1\x1f[.] f\x1fm\n",
+        " 1.00%\x1f 10\x1f 1e400\x1f[.] f\x1fm\n", " -1%\x1f 10\x1f 1\x1f[.] f\x1fm\n",
+        " 1.00%\x1f 10\x1f inf\x1f[.] f\x1fm\n"}) {
+    std::istringstream in(row);
+    try {
+      parse_perf_report(in, "n.txt");
+      FAIL("no exception for " << row);
+    } catch (const tool_error& e) {
+      REQUIRE(std::string(e.what()).rfind("n.txt:1: ", 0) == 0);
+      REQUIRE(std::string(e.what()).find("from 0") != std::string::npos);
+    }
+  }
 }
 
 TEST_CASE("perf report per thread: the threads kept, each function summed over them",

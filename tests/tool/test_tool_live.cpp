@@ -134,6 +134,23 @@ TEST_CASE("a live file beyond the format's bounds is refused", "[live]") {
   CHECK_THAT(warnings[0], Catch::Contains("too many ops"));
 }
 
+TEST_CASE("a live file's bare 'host' line is an empty host, not a crash", "[live]") {
+  // Found by fuzz_trace_inputs: "host" alone read past the line (std::out_of_range), which no
+  // reader caught: one planted file ended `top` and `serve`.
+  std::string b = body(3, {"Load"});
+  b.replace(b.find("host h\n"), 7, "host\n");
+  const lotus_tool::live_process p = lotus_tool::parse_live(b);
+  CHECK(p.pid == 3);
+  CHECK(p.host.empty());
+  REQUIRE(p.ops.size() == 1);
+  temp_dir d;
+  plant(d.path + "/.p.lotus-live_3", b);
+  std::vector<std::string> warnings;
+  const auto procs = lotus_tool::read_live_dir(d.path, warnings);
+  REQUIRE(procs.size() == 1);
+  CHECK(warnings.empty());
+}
+
 TEST_CASE("op and host label values are injective", "[live][prometheus]") {
   temp_dir d;
   // "a b" and "a_b" both reach the file as "a_b" (spaces become '_'); invalid UTF-8 bytes; a

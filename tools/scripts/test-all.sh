@@ -138,7 +138,7 @@ for v in $variants; do
     clang) stage "clang: everything built, runtime/tool/collector tests, -Werror, fuzzers" configure_build_test clang "-LE python" \
              -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++ -DLOTUS_WERROR=ON \
              -DLOTUS_TEST_DIRS="core;config;collector;tool;cmake;nvtx;itt;python" \
-             -DLOTUS_WITH_TORCH=OFF -DLOTUS_BUILD_BENCH=OFF -DLOTUS_FUZZ=ON -DLOTUS_FUZZ_SECONDS=30 ;;
+             -DLOTUS_WITH_TORCH=OFF -DLOTUS_BUILD_BENCH=OFF -DLOTUS_FUZZ=ON -DLOTUS_FUZZ_SECONDS=20 ;;
     asan) stage "asan+ubsan: core, config, tool" configure_build_test asan "" \
             -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS=-O1 -DCMAKE_CXX_COMPILER=g++ \
             -DLOTUS_SANITIZE=address,undefined -DLOTUS_TEST_DIRS="core;config;tool" \

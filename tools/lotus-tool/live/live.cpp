@@ -306,7 +306,8 @@ live_process parse_live(std::string_view text) {
     } else if (key == "start") {
       p.start = one();
     } else if (key == "host") {
-      p.host = std::string(line.substr(5));
+      // The rest of the line (a host name has no space; an empty one is kept empty).
+      p.host = line.size() > 5 ? std::string(line.substr(5)) : std::string();
     } else if (key == "rank") {
       p.rank = std::to_string(one());
     } else if (key == "local_rank") {

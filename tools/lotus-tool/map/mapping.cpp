@@ -3,7 +3,9 @@
 #include "map/mapping.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <set>
 #include <sstream>
@@ -169,6 +171,40 @@ std::pair<std::string, std::string> split_key(const std::string& key) {
   return {key.substr(0, bar), key.substr(bar + 1)};
 }
 
+// The optional fields of a mapping's "lotus" details, each checked for its type: nlohmann's
+// value() throws its own type_error for `"self": "x"` (found by fuzz_profiler_reports), which
+// named neither the file nor the field.
+[[noreturn]] void bad_field(const std::string& source, const std::string& where, const char* key,
+                            const char* expected) {
+  throw tool_error(exit_invalid, source + ": " + where + "." + key + " is not " + expected);
+}
+
+std::string text_field(const nlohmann::json& o, const char* key, const std::string& source,
+                       const std::string& where) {
+  const auto it = o.find(key);
+  if (it == o.end() || it->is_null()) return {};
+  if (!it->is_string()) bad_field(source, where, key, "a string");
+  return it->get<std::string>();
+}
+
+double number_field(const nlohmann::json& o, const char* key, const std::string& source,
+                    const std::string& where) {
+  const auto it = o.find(key);
+  if (it == o.end() || it->is_null()) return 0;
+  if (!it->is_number()) bad_field(source, where, key, "a number");
+  return it->get<double>();
+}
+
+std::uint64_t count_field(const nlohmann::json& o, const char* key, std::uint64_t most,
+                          const std::string& source, const std::string& where) {
+  const auto it = o.find(key);
+  if (it == o.end() || it->is_null()) return 0;
+  if (!it->is_number_unsigned() || it->get<std::uint64_t>() > most) {
+    bad_field(source, where, key, "a count");
+  }
+  return it->get<std::uint64_t>();
+}
+
 }  // namespace
 
 mapping mapping_from_json(const nlohmann::json& j, const std::string& source) {
@@ -179,8 +215,8 @@ mapping mapping_from_json(const nlohmann::json& j, const std::string& source) {
   const nlohmann::json* details = nullptr;
   if (j.contains("lotus") && j["lotus"].is_object()) {
     details = &j["lotus"];
-    m.collector = details->value("collector", std::string());
-    m.unit = details->value("unit", std::string());
+    m.collector = text_field(*details, "collector", source, "lotus");
+    m.unit = text_field(*details, "unit", source, "lotus");
     const auto pm = details->find("probe_modules");
     if (pm != details->end() && pm->is_array()) {
       for (const auto& e : *pm) {
@@ -208,14 +244,21 @@ mapping mapping_from_json(const nlohmann::json& j, const std::string& source) {
         const auto& jo = (*details)["ops"][op];
         if (jo.is_object() && jo.contains("total") && jo["total"].is_number())
           o.total = jo["total"].get<double>();
-        const auto& jf = jo.value("functions", nlohmann::json::object());
-        const auto it = jf.find(k.get<std::string>());
-        if (it != jf.end() && it->is_object()) {
-          f.self = it->value("self", 0.0);
-          f.inclusive = it->value("inclusive", 0.0);
-          f.cycles = it->value("cycles", 0.0);
-          f.samples = it->value("samples", std::uint64_t{0});
-          f.runs_seen = it->value("runs_seen", 0u);
+        const nlohmann::json* fn = nullptr;  // this function's figures, when an object
+        if (jo.is_object() && jo.contains("functions") && jo["functions"].is_object()) {
+          const auto& jf = jo["functions"];
+          const auto at = jf.find(k.get<std::string>());
+          if (at != jf.end() && at->is_object()) fn = &*at;
+        }
+        if (fn != nullptr) {
+          const std::string where =
+              "lotus.ops[\"" + op + "\"].functions[\"" + k.get<std::string>() + "\"]";
+          f.self = number_field(*fn, "self", source, where);
+          f.inclusive = number_field(*fn, "inclusive", source, where);
+          f.cycles = number_field(*fn, "cycles", source, where);
+          f.samples = count_field(*fn, "samples", UINT64_MAX, source, where);
+          f.runs_seen =
+              static_cast<unsigned>(count_field(*fn, "runs_seen", UINT_MAX, source, where));
         }
       }
       o.functions.push_back(std::move(f));

@@ -2,6 +2,7 @@
 // SPDX-License-Identifier: MIT
 #include "map/perf_report.hpp"
 
+#include <cmath>
 #include <cstdlib>
 #include <map>
 #include <utility>
@@ -28,11 +29,13 @@ std::vector<std::string> split_fields(const std::string& line, char sep) {
   return out;
 }
 
+/// A count or share as perf prints it: a finite number from 0 to 2^62 (strtod alone would take
+/// "-199", "nan" and "1e400", and a sample count cast from them is undefined).
 bool parse_number(const std::string& s, double& out) {
   if (s.empty()) return false;
   char* end = nullptr;
   out = std::strtod(s.c_str(), &end);
-  return end == s.c_str() + s.size();
+  return end == s.c_str() + s.size() && std::isfinite(out) && out >= 0 && out <= 0x1p62;
 }
 
 }  // namespace
@@ -73,10 +76,13 @@ function_profile parse_perf_report(std::istream& in, const std::string& source,
     if (pct.empty() || pct.back() != '%') throw bad("overhead '" + pct + "' is not a percentage");
     pct.pop_back();
     double overhead = 0, period = 0;
-    if (!parse_number(pct, overhead)) throw bad("overhead '" + fields[0] + "' is not a number");
-    if (!parse_number(fields[1], period)) throw bad("period '" + fields[1] + "' is not a number");
+    if (!parse_number(pct, overhead))
+      throw bad("overhead '" + fields[0] + "' is not a share from 0");
+    if (!parse_number(fields[1], period))
+      throw bad("period '" + fields[1] + "' is not a count from 0");
     double samples = 0;
-    if (!parse_number(fields[2], samples)) throw bad("samples '" + fields[2] + "' is not a number");
+    if (!parse_number(fields[2], samples))
+      throw bad("samples '" + fields[2] + "' is not a count from 0");
     std::string sym = fields[3];
     if (sym.size() >= 4 && sym[0] == '[' && sym[2] == ']' && sym[3] == ' ') {
       sym = sym.substr(4);
