@@ -27,7 +27,7 @@ check() {
     *CMakeLists.txt | *.cmake | *.cmake.in | *.sh | *.py)
       head -n 5 "$f" | grep -qx "# $tag" || complain "$f" "no '# $tag' line in the first 5 lines" ;;
     *)
-      if [ "$(head -c 2 "$f")" = '#!' ]; then
+      if [ "$(head -c 2 "$f" | tr -d '\0')" = '#!' ]; then
         head -n 5 "$f" | grep -qx "# $tag" || complain "$f" "no '# $tag' line in the first 5 lines"
       fi ;;
   esac

@@ -1,7 +1,7 @@
-// lotus — lotus-tool libFuzzer target: the profiler reports `map` and `attribute` read (perf
-// script and perf report output, Callgrind dumps, VTune/uProf CSV) and the mapping files
-// `attribute` reads (JSON), chosen by the first byte
+// lotus — libFuzzer target: the profiler reports and mappings `map` and `attribute` read
 // SPDX-License-Identifier: MIT
+// perf script and perf report output, Callgrind dumps, VTune/uProf CSV and mapping JSON, chosen
+// by the input's first byte.
 #include <cstddef>
 #include <cstdint>
 #include <set>

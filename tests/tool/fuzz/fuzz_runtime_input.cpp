@@ -1,7 +1,7 @@
-// lotus — libFuzzer target: what the runtime reads from outside inside the host program (a bad
-// value there must never crash or hang the traced job): a control-file line (capture requests),
-// LOTUS_TRIGGER, a trace prefix, and every LOTUS_* variable of the option table, read and merged
+// lotus — libFuzzer target: what the runtime reads from outside, inside the traced program
 // SPDX-License-Identifier: MIT
+// A bad value there must never crash or hang the job: a control-file line (capture requests),
+// LOTUS_TRIGGER, a trace prefix, and every LOTUS_* variable of the option table, read and merged.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>

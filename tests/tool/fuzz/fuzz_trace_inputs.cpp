@@ -1,6 +1,7 @@
-// lotus — lotus-tool libFuzzer target: the other files a trace directory holds and the job's
-// live side writes: sidecars (trace/trace_dir.hpp) and live files (live/live.hpp), by first byte
+// lotus — libFuzzer target: the sidecar and live-file readers
 // SPDX-License-Identifier: MIT
+// The other files of a trace directory: sidecars (trace/trace_dir.hpp) and the live files the
+// job's runtime writes (live/live.hpp), chosen by the input's first byte.
 #include <cstddef>
 #include <cstdint>
 #include <sstream>
