@@ -313,6 +313,9 @@ TEST_CASE("report --attribution adds the per-op CPU table and chart, and rejects
         bad_case{"{\"ops\": [{\"share\": 1}]}", "ops[0]: expected an object with a string \"op\""},
         bad_case{"{\"ops\": [{\"op\": \"A\", \"share\": \"x\"}]}",
                  "ops[0]: \"share\" is not a finite number"},
+        // A sample count beyond 2^64 was cast from a double (undefined); a count is an integer.
+        bad_case{"{\"ops\": [{\"op\": \"A\", \"samples\": 1e300}]}",
+                 "ops[0]: \"samples\" is not a count"},
         bad_case{"{\"ops\": [{\"op\": \"A\", \"functions\": [3]}]}",
                  "ops[0].functions[0]: not an object"}}) {
     spit(dir + "/bad.json", c.text);

@@ -5,13 +5,13 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
-#include <cstdint>
 #include <cstdio>
 #include <set>
 #include <sstream>
 #include <utility>
 
 #include "util/format.hpp"
+#include "util/json_fields.hpp"
 #include "util/output.hpp"
 
 namespace lotus_tool {
@@ -171,40 +171,6 @@ std::pair<std::string, std::string> split_key(const std::string& key) {
   return {key.substr(0, bar), key.substr(bar + 1)};
 }
 
-// The optional fields of a mapping's "lotus" details, each checked for its type: nlohmann's
-// value() throws its own type_error for `"self": "x"` (found by fuzz_profiler_reports), which
-// named neither the file nor the field.
-[[noreturn]] void bad_field(const std::string& source, const std::string& where, const char* key,
-                            const char* expected) {
-  throw tool_error(exit_invalid, source + ": " + where + "." + key + " is not " + expected);
-}
-
-std::string text_field(const nlohmann::json& o, const char* key, const std::string& source,
-                       const std::string& where) {
-  const auto it = o.find(key);
-  if (it == o.end() || it->is_null()) return {};
-  if (!it->is_string()) bad_field(source, where, key, "a string");
-  return it->get<std::string>();
-}
-
-double number_field(const nlohmann::json& o, const char* key, const std::string& source,
-                    const std::string& where) {
-  const auto it = o.find(key);
-  if (it == o.end() || it->is_null()) return 0;
-  if (!it->is_number()) bad_field(source, where, key, "a number");
-  return it->get<double>();
-}
-
-std::uint64_t count_field(const nlohmann::json& o, const char* key, std::uint64_t most,
-                          const std::string& source, const std::string& where) {
-  const auto it = o.find(key);
-  if (it == o.end() || it->is_null()) return 0;
-  if (!it->is_number_unsigned() || it->get<std::uint64_t>() > most) {
-    bad_field(source, where, key, "a count");
-  }
-  return it->get<std::uint64_t>();
-}
-
 }  // namespace
 
 mapping mapping_from_json(const nlohmann::json& j, const std::string& source) {
@@ -212,11 +178,13 @@ mapping mapping_from_json(const nlohmann::json& j, const std::string& source) {
     throw tool_error(exit_invalid, source + ": not a LotusMap mapping (no \"op_to_func\" object)");
   }
   mapping m;
+  const json_fields fields(
+      [&](const std::string& why) { return tool_error(exit_invalid, source + ": " + why); });
   const nlohmann::json* details = nullptr;
   if (j.contains("lotus") && j["lotus"].is_object()) {
     details = &j["lotus"];
-    m.collector = text_field(*details, "collector", source, "lotus");
-    m.unit = text_field(*details, "unit", source, "lotus");
+    m.collector = fields.text(*details, "collector", "lotus");
+    m.unit = fields.text(*details, "unit", "lotus");
     const auto pm = details->find("probe_modules");
     if (pm != details->end() && pm->is_array()) {
       for (const auto& e : *pm) {
@@ -235,31 +203,30 @@ mapping mapping_from_json(const nlohmann::json& j, const std::string& source) {
       throw tool_error(exit_invalid, source + ": op_to_func[\"" + op + "\"] is not an array");
     op_map o;
     o.op = op;
+    // This op's details (`lotus.ops[op]`): its total and its functions' figures, when given.
+    const std::string where = "lotus.ops[\"" + op + "\"]";
+    const nlohmann::json* jo = details != nullptr ? json_fields::member(*details, "ops") : nullptr;
+    jo = jo != nullptr ? json_fields::member(*jo, op) : nullptr;
+    const nlohmann::json* figures = nullptr;  // lotus.ops[op].functions, an object
+    if (jo != nullptr) {
+      o.total = fields.number(*jo, "total", where, 0);
+      figures = json_fields::member(*jo, "functions");
+      if (figures != nullptr && !figures->is_object()) figures = nullptr;
+    }
     for (const auto& k : funcs) {
       if (!k.is_string())
         throw tool_error(exit_invalid, source + ": op_to_func[\"" + op + "\"] holds a non-string");
       mapped_function f;
-      std::tie(f.function, f.module) = split_key(k.get<std::string>());
-      if (details != nullptr && details->contains("ops") && (*details)["ops"].contains(op)) {
-        const auto& jo = (*details)["ops"][op];
-        if (jo.is_object() && jo.contains("total") && jo["total"].is_number())
-          o.total = jo["total"].get<double>();
-        const nlohmann::json* fn = nullptr;  // this function's figures, when an object
-        if (jo.is_object() && jo.contains("functions") && jo["functions"].is_object()) {
-          const auto& jf = jo["functions"];
-          const auto at = jf.find(k.get<std::string>());
-          if (at != jf.end() && at->is_object()) fn = &*at;
-        }
-        if (fn != nullptr) {
-          const std::string where =
-              "lotus.ops[\"" + op + "\"].functions[\"" + k.get<std::string>() + "\"]";
-          f.self = number_field(*fn, "self", source, where);
-          f.inclusive = number_field(*fn, "inclusive", source, where);
-          f.cycles = number_field(*fn, "cycles", source, where);
-          f.samples = count_field(*fn, "samples", UINT64_MAX, source, where);
-          f.runs_seen =
-              static_cast<unsigned>(count_field(*fn, "runs_seen", UINT_MAX, source, where));
-        }
+      const std::string& key = k.get_ref<const std::string&>();
+      std::tie(f.function, f.module) = split_key(key);
+      const nlohmann::json* fn = figures != nullptr ? json_fields::member(*figures, key) : nullptr;
+      if (fn != nullptr && fn->is_object()) {
+        const std::string fw = where + ".functions[\"" + key + "\"]";
+        f.self = fields.number(*fn, "self", fw, 0);
+        f.inclusive = fields.number(*fn, "inclusive", fw, 0);
+        f.cycles = fields.number(*fn, "cycles", fw, 0);
+        f.samples = fields.count(*fn, "samples", fw);
+        f.runs_seen = static_cast<unsigned>(fields.count(*fn, "runs_seen", fw, UINT_MAX));
       }
       o.functions.push_back(std::move(f));
     }

@@ -27,6 +27,7 @@
 #include "trace/trace_dir.hpp"
 #include "util/error.hpp"
 #include "util/json_dump.hpp"
+#include "util/json_fields.hpp"
 #include "util/output.hpp"
 
 namespace lotus_tool {
@@ -46,24 +47,12 @@ attr_doc load_attribution(const std::string& path) {
   if (!j.is_object() || !j.contains("ops") || !j["ops"].is_array()) {
     throw bad("expected an object with an \"ops\" array");
   }
-  auto num = [&](const nlohmann::json& o, const char* key, double dflt, const std::string& where) {
-    if (!o.contains(key)) return dflt;
-    const auto& v = o[key];
-    if (!v.is_number() || !std::isfinite(v.get<double>())) {
-      throw bad(where + ": \"" + key + "\" is not a finite number");
-    }
-    return v.get<double>();
-  };
-  auto str = [&](const nlohmann::json& o, const char* key, const std::string& where) {
-    if (!o.contains(key)) return std::string();
-    if (!o[key].is_string()) throw bad(where + ": \"" + key + "\" is not a string");
-    return o[key].get<std::string>();
-  };
+  const json_fields fields(bad);
   attr_doc d;
-  d.method = str(j, "method", "document");
-  d.unit = str(j, "unit", "document");
+  d.method = fields.text(j, "method", "document");
+  d.unit = fields.text(j, "unit", "document");
   if (j.contains("unattributed") && j["unattributed"].is_object()) {
-    d.unattributed = num(j["unattributed"], "value", 0, "unattributed");
+    d.unattributed = fields.number(j["unattributed"], "value", "unattributed", 0);
   }
   std::size_t i = 0;
   for (const auto& o : j["ops"]) {
@@ -73,19 +62,18 @@ attr_doc load_attribution(const std::string& path) {
     }
     attr_op a;
     a.op = o["op"].get<std::string>();
-    a.value = num(o, "value", 0, where);
-    a.share = num(o, "share", 0, where);
-    a.trace_share = num(o, "trace_share", -1, where);
-    const double samples = num(o, "samples", 0, where);
-    a.samples = samples > 0 ? static_cast<std::uint64_t>(samples) : 0;
+    a.value = fields.number(o, "value", where, 0);
+    a.share = fields.number(o, "share", where, 0);
+    a.trace_share = fields.number(o, "trace_share", where, -1);
+    a.samples = fields.count(o, "samples", where);
     if (o.contains("functions")) {
       if (!o["functions"].is_array()) throw bad(where + ": \"functions\" is not an array");
       std::size_t k = 0;
       for (const auto& f : o["functions"]) {
         const std::string fw = where + ".functions[" + std::to_string(k++) + "]";
         if (!f.is_object()) throw bad(fw + ": not an object");
-        a.functions.push_back(
-            {str(f, "function", fw), str(f, "module", fw), num(f, "share", 0, fw)});
+        a.functions.push_back({fields.text(f, "function", fw), fields.text(f, "module", fw),
+                               fields.number(f, "share", fw, 0)});
       }
     }
     d.ops.push_back(std::move(a));
@@ -94,7 +82,7 @@ attr_doc load_attribution(const std::string& path) {
     const auto& c = j["coverage"];
     if (!c.is_object()) throw bad("\"coverage\" is not an object");
     d.has_coverage = true;
-    d.charged_in_op_share = num(c, "charged_in_op_share", -1, "coverage");
+    d.charged_in_op_share = fields.number(c, "charged_in_op_share", "coverage", -1);
     const bool joined = c.contains("joined") && c["joined"].is_boolean() && c["joined"].get<bool>();
     if (c.contains("uncharged_functions")) {
       if (!c["uncharged_functions"].is_array())
@@ -104,11 +92,12 @@ attr_doc load_attribution(const std::string& path) {
         const std::string fw = "coverage.uncharged_functions[" + std::to_string(k++) + "]";
         if (!f.is_object()) throw bad(fw + ": not an object");
         attr_gap g;
-        g.function = str(f, "function", fw);
-        g.module = str(f, "module", fw);
-        g.reason = str(f, "reason", fw);
-        if (f.contains("join_op") && !f["join_op"].is_null()) g.join_op = str(f, "join_op", fw);
-        g.share = num(f, joined ? "in_op_share" : "profile_share", 0, fw);
+        g.function = fields.text(f, "function", fw);
+        g.module = fields.text(f, "module", fw);
+        g.reason = fields.text(f, "reason", fw);
+        if (f.contains("join_op") && !f["join_op"].is_null())
+          g.join_op = fields.text(f, "join_op", fw);
+        g.share = fields.number(f, joined ? "in_op_share" : "profile_share", fw, 0);
         if (g.reason != "outside-ops") d.gaps.push_back(std::move(g));
       }
     }
