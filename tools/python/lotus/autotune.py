@@ -41,6 +41,7 @@ restart within PAYBACK_EPOCHS (5) epochs.
 import collections as _collections
 import gc as _gc
 import math as _math
+import numbers as _numbers
 import os as _os
 import sys as _sys
 import threading as _threading
@@ -48,7 +49,7 @@ import time as _time
 import warnings as _warnings
 
 __all__ = ["autotune", "AutotunedLoader", "Tuner", "EpochMeasurement", "simulate_epoch",
-           "memory_budget_bytes", "pytorch_suggested_max_workers"]
+           "memory_budget_bytes", "pytorch_suggested_max_workers", "check_arguments"]
 
 MISS = 0.10        # a prediction off by more than this makes the next decision more careful
 SETTLE_GAIN = 0.02  # a change that gained less than this ends the tuning
@@ -333,6 +334,55 @@ class EpochMeasurement:
 
 # ---- the decisions -------------------------------------------------------------------------------
 
+def _count(value):
+    """An int (not a bool; numpy's ints are ints), or None."""
+    if isinstance(value, bool) or not isinstance(value, _numbers.Integral):
+        return None
+    return int(value)
+
+
+def check_arguments(max_workers=None, cores=None, tolerance=0.03, prefetch_factors=PREFETCH_FACTORS,
+                    memory_budget=None):
+    """autotune's and Tuner's arguments, checked: each bad one raises ValueError saying what it
+    takes. Returns (max_workers, cores, tolerance, prefetch_factors) as the tuner uses them.
+
+    max_workers: None (the default range) or an int >= 1. 0 is refused, not read as the default:
+      no workers is a DataLoader with num_workers=0, nothing to tune.
+    cores: None (this process's CPUs) or a number > 0 (a fraction: a CPU quota).
+    tolerance: a number >= 0. prefetch_factors: ints >= 1, at least one.
+    memory_budget: None, bytes (> 0) or a size such as "8G" (memory_budget_bytes)."""
+    if max_workers is not None:
+        n = _count(max_workers)
+        if n is None or n < 1:
+            hint = (" (0 workers is a DataLoader with num_workers=0: nothing to tune)"
+                    if n == 0 else "")
+            raise ValueError(f"max_workers must be an int >= 1, or None for the default, not "
+                             f"{max_workers!r}{hint}")
+        max_workers = n
+    if cores is not None:
+        if (isinstance(cores, bool) or not isinstance(cores, _numbers.Real)
+                or not _math.isfinite(cores) or not cores > 0):
+            raise ValueError(f"cores must be a number > 0, or None for this process's CPUs, not "
+                             f"{cores!r}")
+        cores = float(cores)
+    if (isinstance(tolerance, bool) or not isinstance(tolerance, _numbers.Real)
+            or not _math.isfinite(tolerance) or tolerance < 0):
+        raise ValueError(f"tolerance must be a number >= 0 (a share of the best epoch), not "
+                         f"{tolerance!r}")
+    try:
+        pfs = tuple(prefetch_factors)
+    except TypeError:
+        pfs = None
+    if not pfs or any(_count(pf) is None or pf < 1 for pf in pfs):
+        raise ValueError(f"prefetch_factors must be ints >= 1, at least one, not "
+                         f"{prefetch_factors!r}")
+    if isinstance(memory_budget, bool):
+        raise ValueError(f"memory_budget must be bytes or a size such as '8G', not "
+                         f"{memory_budget!r}")
+    memory_budget_bytes(memory_budget)  # raises ValueError for a bad one
+    return max_workers, cores, float(tolerance), tuple(int(pf) for pf in pfs)
+
+
 class Tuner:
     """The decision rule, apart from any DataLoader: `decide(measurement)` at each epoch boundary
     returns the next (workers, prefetch_factor) and appends to `decisions`."""
@@ -340,12 +390,14 @@ class Tuner:
     def __init__(self, workers, prefetch_factor, memory_budget=None, cores=None, max_workers=None,
                  prefetch_factors=PREFETCH_FACTORS, tolerance=0.03, persistent_workers=False,
                  log=None, contention="threads"):
+        max_workers, cores, tolerance, prefetch_factors = check_arguments(
+            max_workers, cores, tolerance, prefetch_factors, memory_budget)
         self.workers = max(1, int(workers))
         self.prefetch_factor = int(prefetch_factor or 2)
         self.budget, self.budget_from = memory_budget_bytes(memory_budget)
-        self.cores = float(cores) if cores else float(_cores())
+        self.cores = cores if cores is not None else float(_cores())
         self.max_workers = max_workers
-        self.prefetch_factors = tuple(prefetch_factors)
+        self.prefetch_factors = prefetch_factors
         self.tolerance = tolerance
         self.persistent = persistent_workers
         self.log = log
@@ -675,35 +727,82 @@ def _rss():
 
 
 def _mark_begin():
+    """The batch's fetch begins now (in the process that loads it; a later mark replaces it)."""
     global _batch_begin
-    if _batch_begin is None:
-        _batch_begin = (_time.perf_counter(), _time.thread_time(), _runq_s())
+    _batch_begin = (_time.perf_counter(), _time.thread_time(), _runq_s())
 
 
-class _TimedDataset:
-    """The loader's dataset, marking when each batch's first sample is asked for."""
+def _arrived(index):
+    """Unpickled in the worker just before it fetches the batch: marks the batch's start and is the
+    sampler's own index again (what the plain loader sends)."""
+    _mark_begin()
+    return index
 
-    def __init__(self, dataset):
-        self.dataset = dataset
 
-    def __getitem__(self, index):
+class _Carried:
+    """An index on its way to a worker (the DataLoader pickles each one into its worker's queue and
+    the worker unpickles it right before fetching it): the dataset, `__getitems__` and collate_fn
+    receive the sampler's own object, and the dataset is the loader's own (no wrapper for
+    get_worker_info().dataset to show)."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index):
+        self.index = index
+
+    def __reduce__(self):
+        return (_arrived, (self.index,))
+
+
+def _marked(it):
+    """Without workers the main process fetches each index right after the sampler gives it."""
+    for index in it:
         _mark_begin()
-        return self.dataset[index]
+        yield index
 
-    def __getitems__(self, indices):  # torch 2.x's fetcher asks for a batch at once
-        _mark_begin()
-        many = getattr(self.dataset, "__getitems__", None)
-        if many is not None:
-            return many(indices)
-        return [self.dataset[i] for i in indices]
+
+def _rng_state(generator):
+    import torch
+    return (generator if generator is not None else torch.default_generator).get_state()
+
+
+class _Indices:
+    """The loader's batch_sampler (or its sampler without automatic batching) as every tuned
+    DataLoader sees it: the same object, asked for its iterator as often as the plain loader asks.
+
+    The plain DataLoader calls iter() on it once per epoch without workers, twice with workers
+    (_BaseDataLoaderIter.__init__ and _reset, the first iterator dropped), and once per epoch after
+    the first with persistent workers (_reset). A sampler that draws from a generator in __iter__
+    itself (not lazily, as torch's samplers do) would be drawn from another number of times by a
+    tuned loader with another num_workers, or by a rebuilt persistent loader: `epoch(calls)` sets
+    the plain loader's number, and later iter() calls of the same epoch get the last iterator.
+    `seed_state`: the base seed's generator's state just after the first iter() of the first
+    epoch, i.e. just before the DataLoader drew that epoch's base seed from it."""
+
+    def __init__(self, sampler, generator):
+        self.sampler = sampler
+        self.generator = generator
+        self.workers = 0
+        self.calls = 1
+        self.seed_state = None
+        self._made = 0
+        self._it = None
 
     def __len__(self):
-        return len(self.dataset)
+        return len(self.sampler)
 
-    def __getattr__(self, name):  # the dataset's own attributes (worker_init_fn may read them)
-        if name == "dataset":
-            raise AttributeError(name)
-        return getattr(self.dataset, name)
+    def epoch(self, workers, calls):
+        self.workers, self.calls, self._made, self._it = workers, calls, 0, None
+
+    def __iter__(self):
+        if self._it is None or self._made < self.calls:
+            self._it = iter(self.sampler)
+            self._made += 1
+            if self.seed_state is None:
+                self.seed_state = _rng_state(self.generator)
+        if self.workers > 0:
+            return map(_Carried, self._it)
+        return _marked(self._it)
 
 
 class _TimedCollate:
@@ -714,7 +813,8 @@ class _TimedCollate:
 
     def __call__(self, samples):
         global _batch_begin
-        _mark_begin()
+        if _batch_begin is None:  # not marked (an index that never went through _Indices)
+            _mark_begin()
         batch = self.collate_fn(samples)
         wall0, cpu0, runq0 = _batch_begin
         _batch_begin = None
@@ -727,8 +827,11 @@ class _TimedCollate:
 
 
 def _loader_kwargs(loader):
-    """A DataLoader's arguments, read from its public attributes, to build it again."""
+    """A DataLoader's arguments, read from its public attributes, to build it again (its sampler
+    and batch_sampler apart: _Indices)."""
     import torch.utils.data as tud
+    if not isinstance(loader, tud.DataLoader):
+        raise TypeError(f"autotune takes a torch.utils.data.DataLoader, not {type(loader).__name__}")
     kw = {"num_workers": loader.num_workers, "pin_memory": loader.pin_memory,
           "timeout": loader.timeout, "worker_init_fn": loader.worker_init_fn,
           "multiprocessing_context": loader.multiprocessing_context,
@@ -740,11 +843,6 @@ def _loader_kwargs(loader):
     if isinstance(loader.dataset, tud.IterableDataset):
         raise TypeError("autotune takes a map-style dataset (an IterableDataset's split among "
                         "workers is the dataset's own)")
-    if loader.batch_sampler is not None:
-        kw["batch_sampler"] = loader.batch_sampler
-    else:
-        kw["sampler"] = loader.sampler
-        kw["batch_size"] = None
     return kw
 
 
@@ -776,7 +874,11 @@ class AutotunedLoader:
         self.loader = loader
         self._kwargs = _loader_kwargs(loader)
         self._collate = loader.collate_fn
-        self._dataset = _TimedDataset(loader.dataset)
+        # The tuned DataLoaders take the loader's own dataset (get_worker_info().dataset is it)
+        # and its own sampler objects, through _Indices.
+        self._batched = loader.batch_sampler is not None
+        self._indices = _Indices(loader.batch_sampler if self._batched else loader.sampler,
+                                 loader.generator)
         self.verbose = verbose
         self._stream = stream
         workers = loader.num_workers
@@ -787,7 +889,8 @@ class AutotunedLoader:
                            log=self._print if verbose else None, contention=contention)
         self._setting = (workers, pf or 2) if workers > 0 else (0, 2)
         self._current = None  # the DataLoader of the current setting
-        self._started_workers = False
+        self._epochs = 0      # iter() calls so far (the plain loader's epochs)
+        self._epoch = None    # the latest epoch's iterator
 
     @property
     def decisions(self):
@@ -804,7 +907,16 @@ class AutotunedLoader:
     def __len__(self):
         return len(self.loader)
 
+    def _plain_calls(self):
+        """How many times the plain loader calls iter() on its (batch) sampler this epoch."""
+        if self.loader.num_workers == 0:
+            return 1
+        if self.loader.persistent_workers and self._epochs > 0:
+            return 1  # its persistent iterator's _reset
+        return 2
+
     def _loader_for(self, setting):
+        import torch
         import torch.utils.data as tud
         if self._current is not None and self._current.num_workers == setting[0] and (
                 setting[0] == 0 or self._current.prefetch_factor == setting[1]):
@@ -812,15 +924,27 @@ class AutotunedLoader:
         self.close()
         kw = dict(self._kwargs)
         kw["num_workers"] = setting[0]
+        if self._batched:
+            kw["batch_sampler"] = self._indices
+        else:
+            kw["sampler"], kw["batch_size"] = self._indices, None
         if setting[0] > 0:
             kw["prefetch_factor"] = setting[1]
+            if kw["persistent_workers"] and self._epochs > 0:
+                # The plain loader's persistent workers drew their base seed once, in the first
+                # epoch, and never again: this DataLoader draws it from a generator in the state
+                # the loader's was in then (the same base seed, so the same worker seeds), and the
+                # loader's generator (the sampler's, or torch's default) is not drawn from.
+                seed = torch.Generator()
+                seed.set_state(self._indices.seed_state)
+                kw["generator"] = seed
         else:
             kw["persistent_workers"] = False
             kw.pop("multiprocessing_context", None)
         with _warnings.catch_warnings():
             _warnings.filterwarnings("ignore", message=_TOO_MANY)
-            self._current = tud.DataLoader(self._dataset, collate_fn=_TimedCollate(self._collate),
-                                           **kw)
+            self._current = tud.DataLoader(self.loader.dataset,
+                                           collate_fn=_TimedCollate(self._collate), **kw)
         return self._current, True
 
     def close(self):
@@ -836,73 +960,104 @@ class AutotunedLoader:
 
     def __iter__(self):
         loader, fresh = self._loader_for(self._setting)
-        workers, pf = self._setting
-        persistent = loader.persistent_workers and workers > 0
-        batches, steps = [], []
-        first_start = {}
-        main_rss = _rss()
-        worker_rss = 0
-        wait = 0.0
-        step_runq = 0.0
-        batch_runq = 0.0
-        takes, spans = [], []  # when each batch was taken; (pid, start, end) of each in its worker
-        rss_at = 0.0
+        self._indices.epoch(self._setting[0], self._plain_calls())
         t0 = _time.perf_counter()
         with _warnings.catch_warnings():
             # PyTorch warns above its suggested maximum (the CPUs); choosing more is the point.
             _warnings.filterwarnings("ignore", message=_TOO_MANY)
             it = iter(loader)
-        complete = False
-        try:
-            while True:
-                w0 = _time.perf_counter()
-                try:
-                    item = next(it)
-                except StopIteration:
-                    complete = True
-                    break
-                took = _time.perf_counter()
-                wait += took - w0
-                takes.append(took)
-                spans.append((item.pid, item.start, item.end))
-                batches.append((item.cpu_s, item.off_s))
-                batch_runq += item.runq_s
-                first_start.setdefault(item.pid, item.start)
-                worker_rss = max(worker_rss, item.rss) if workers > 0 else 0
-                if took - rss_at >= 0.02:  # the main process's RSS, at most every 20 ms
-                    rss_at = took
-                    main_rss = max(main_rss, _rss())
-                s_wall, s_cpu, s_runq = _time.perf_counter(), _time.thread_time(), _runq_s()
-                yield item.batch
-                runq = _runq_s() - s_runq
-                cpu = _time.thread_time() - s_cpu
-                wall = _time.perf_counter() - s_wall
-                step_runq += runq
-                steps.append((cpu, max(0.0, wall - cpu - runq)))
-        finally:
-            seconds = _time.perf_counter() - t0
-            del it
-        if not complete:
-            return
+        self._epochs += 1
+        self._epoch = _Epoch(self, it, t0, fresh)
+        return self._epoch
+
+    def _end(self, e):
+        """An epoch ran to its end: measure it and decide the next setting."""
+        workers, pf = self._setting
+        persistent = self._current is not None and self._current.persistent_workers and workers > 0
         # A worker's start-up: worker k (in the order they began) began its first batch about
         # (k + 1) start-ups after iter() (the main process starts them one after the other).
         start_s = 0.0
-        if workers > 0 and (fresh or not persistent):
-            starts = sorted(first_start.values())
-            est = sorted((s - t0) / (k + 1) for k, s in enumerate(starts))
+        if workers > 0 and (e.fresh or not persistent):
+            starts = sorted(e.first_start.values())
+            est = sorted((s - e.t0) / (k + 1) for k, s in enumerate(starts))
             if est:
                 start_s = est[len(est) // 2]
                 self._worker_start_s = start_s
-        m = EpochMeasurement(workers, pf, batches, steps, seconds, wait_s=wait, start_s=start_s,
+        m = EpochMeasurement(workers, pf, e.batches, e.steps, e.seconds, wait_s=e.wait,
+                             start_s=start_s,
                              worker_start_s=getattr(self, "_worker_start_s", 0.0),
-                             main_rss=main_rss, worker_rss=worker_rss, step_runq_s=step_runq,
-                             batch_runq_s=batch_runq,
-                             handoff_s=handoff_of(takes, spans, workers * pf) if workers else 0.0)
+                             main_rss=e.main_rss, worker_rss=e.worker_rss,
+                             step_runq_s=e.step_runq, batch_runq_s=e.batch_runq,
+                             handoff_s=handoff_of(e.takes, e.spans, workers * pf)
+                             if workers else 0.0)
         if workers == 0:
             # The main process loaded: its thread's times are the batches'; tune from 1 worker.
             self.tuner.workers = 1
             m.workers = 1
         self._setting = self.tuner.decide(m)
+
+
+class _Epoch:
+    """One epoch's iterator: the DataLoader's, with what each batch and step measured. An exception
+    from the DataLoader (a worker's, the dataset's) passes through as it came, and the epoch goes
+    on as the plain iterator does; an epoch in which one was raised, or left early, decides
+    nothing."""
+
+    def __init__(self, owner, it, t0, fresh):
+        self.owner, self.it, self.t0, self.fresh = owner, it, t0, fresh
+        self.batches, self.steps, self.takes, self.spans = [], [], [], []
+        self.first_start = {}
+        self.main_rss, self.worker_rss = _rss(), 0
+        self.wait = self.step_runq = self.batch_runq = 0.0
+        self.seconds = 0.0
+        self.failed = False
+        self.workers = owner._setting[0]
+        self._rss_at = 0.0
+        self._step = None  # (wall, cpu, runq) when the consumer got the last batch
+
+    def __iter__(self):
+        return self
+
+    def __len__(self):
+        return len(self.owner)
+
+    def __next__(self):
+        w0 = _time.perf_counter()
+        if self._step is not None:
+            s_wall, s_cpu, s_runq = self._step
+            self._step = None
+            runq = _runq_s() - s_runq
+            cpu = _time.thread_time() - s_cpu
+            self.step_runq += runq
+            self.steps.append((cpu, max(0.0, w0 - s_wall - cpu - runq)))
+            w0 = _time.perf_counter()
+        if self.it is None:
+            raise StopIteration
+        try:
+            item = next(self.it)
+        except StopIteration:
+            self.seconds = _time.perf_counter() - self.t0
+            self.it = None  # as the plain iterator does at its end (workers not persistent end)
+            if not self.failed and self.owner._epoch is self:
+                self.owner._end(self)
+            raise
+        except BaseException:
+            self.failed = True
+            raise
+        took = _time.perf_counter()
+        self.wait += took - w0
+        self.takes.append(took)
+        self.spans.append((item.pid, item.start, item.end))
+        self.batches.append((item.cpu_s, item.off_s))
+        self.batch_runq += item.runq_s
+        self.first_start.setdefault(item.pid, item.start)
+        if self.workers > 0:
+            self.worker_rss = max(self.worker_rss, item.rss)
+        if took - self._rss_at >= 0.02:  # the main process's RSS, at most every 20 ms
+            self._rss_at = took
+            self.main_rss = max(self.main_rss, _rss())
+        self._step = (_time.perf_counter(), _time.thread_time(), _runq_s())
+        return item.batch
 
 
 def autotune(loader, memory_budget=None, max_workers=None, cores=None, verbose=True,
