@@ -36,6 +36,26 @@ is (back on the previous setting only when the new one was more than 10 % slower
 is within an epoch's noise), and it stops moving. With persistent workers every change restarts
 them (a new prefetch_factor too): a change is made only when its predicted gain repays the
 restart within PAYBACK_EPOCHS (5) epochs.
+
+What the training loop receives is the plain loader's (issue #61; tests/python/
+test_autotune_equivalence.py runs each case both ways): every tuned DataLoader is built over the
+loader's own dataset, sampler, batch_sampler, collate_fn, worker_init_fn and generator. The same
+samples come in the same order every epoch: the sampler is asked for iter() as often as the plain
+loader asks (_Indices), and with persistent workers a rebuilt DataLoader takes the base seed the
+plain loader's workers were given in the first epoch, from a copy of the generator's state then,
+without drawing from the loader's generator (or torch's default one) again. Workers get the plain
+loader's seeds (base seed + worker id, as torch seeds torch, random and numpy in a worker), and
+get_worker_info().dataset is the dataset (a batch's start is marked when its index is unpickled
+in the worker, not by wrapping the dataset). An exception from a batch is the plain loader's, and
+the epoch goes on after it as the plain iterator does (that epoch decides nothing). What a
+different num_workers changes by torch's own rules, and tuning therefore does: batch i is loaded
+by worker i mod num_workers (get_worker_info().id and num_workers, a worker-side RNG's stream, and
+the worker an exception's message names follow the tuned count); with persistent workers a change
+restarts them, so worker_init_fn runs again and their RNGs start again from their seeds (the plain
+loader's continue); a loader with num_workers=0 runs in workers from the second epoch, where
+get_worker_info() is no longer None and exceptions arrive as torch's "Caught ... in DataLoader
+worker process" re-raise (same type; a type that cannot be rebuilt from a message becomes a
+RuntimeError, as with any worker).
 """
 
 import collections as _collections
@@ -1069,15 +1089,20 @@ def autotune(loader, memory_budget=None, max_workers=None, cores=None, verbose=T
 
     memory_budget: bytes, or "8G"/"512MiB": no setting predicted above it (the sum of the
       processes' resident sets) is chosen. Default: this machine's physical memory.
-    max_workers: the most workers tried (every count to 8, then 10, 12, 16, 20, 24, 32, 40, 48, 64;
-      default: 8 × the CPUs, at least 16 and twice the current, at most 64, at most the
-      batches of an epoch). cores: the CPUs the model shares (default: this process's affinity).
+    max_workers: the most workers tried, an int >= 1 (every count to 8, then 10, 12, 16, 20, 24,
+      32, 40, 48, 64; None, the default: 8 × the CPUs, at least 16 and twice the current, at most
+      64; always at most the batches of an epoch). 0 is refused: no workers is a DataLoader with
+      num_workers=0, nothing to tune. cores: the CPUs the model shares, a number > 0 (default:
+      this process's affinity).
     verbose: print one line per decision on `stream` (default stderr).
-    tolerance: the cheapest setting predicted within this share of the best is taken (and within
-      a tenth of the best's predicted gain over the current setting).
+    tolerance: a number >= 0: the cheapest setting predicted within this share of the best is
+      taken (and within a tenth of the best's predicted gain over the current setting).
+    prefetch_factors: the prefetch_factors tried, ints >= 1.
     contention: how other processes' load is fitted: "threads" (the default: other threads compete
       with the loader's one by one), "share" (the job's group gets fewer cores, as Linux's
       autogroup shares them), "auto" ("share" where autogroup is on, else "threads"), "off".
+    A bad value of any of these raises ValueError (check_arguments); a loader that is not a
+    DataLoader, or one over an IterableDataset, TypeError.
     """
     return AutotunedLoader(loader, memory_budget=memory_budget, max_workers=max_workers,
                            cores=cores, verbose=verbose, tolerance=tolerance,
