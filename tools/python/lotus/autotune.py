@@ -910,7 +910,6 @@ class AutotunedLoader:
         self._setting = (workers, pf or 2) if workers > 0 else (0, 2)
         self._current = None  # the DataLoader of the current setting
         self._epochs = 0      # iter() calls so far (the plain loader's epochs)
-        self._epoch = None    # the latest epoch's iterator
 
     @property
     def decisions(self):
@@ -987,8 +986,9 @@ class AutotunedLoader:
             _warnings.filterwarnings("ignore", message=_TOO_MANY)
             it = iter(loader)
         self._epochs += 1
-        self._epoch = _Epoch(self, it, t0, fresh)
-        return self._epoch
+        # Not kept here: a loop left early drops the epoch, and its workers end, as the plain
+        # loader's iterator does.
+        return _Epoch(self, it, t0, fresh)
 
     def _end(self, e):
         """An epoch ran to its end: measure it and decide the next setting."""
@@ -1025,6 +1025,7 @@ class _Epoch:
 
     def __init__(self, owner, it, t0, fresh):
         self.owner, self.it, self.t0, self.fresh = owner, it, t0, fresh
+        self.number = owner._epochs
         self.batches, self.steps, self.takes, self.spans = [], [], [], []
         self.first_start = {}
         self.main_rss, self.worker_rss = _rss(), 0
@@ -1058,7 +1059,7 @@ class _Epoch:
         except StopIteration:
             self.seconds = _time.perf_counter() - self.t0
             self.it = None  # as the plain iterator does at its end (workers not persistent end)
-            if not self.failed and self.owner._epoch is self:
+            if not self.failed and self.number == self.owner._epochs:  # the latest epoch
                 self.owner._end(self)
             raise
         except BaseException:
