@@ -290,3 +290,17 @@ def test_the_real_tuner_moves_and_the_batches_are_the_plain_loaders():
     assert tuned.decisions[0]["changed"] and tuned.decisions[0]["workers"] > 1
     assert len(pids[1]) == tuned.decisions[0]["workers"]
     assert got == want
+
+
+def test_a_failing_decision_is_a_warning_not_the_loops_exception():
+    # The tuner's own failure at an epoch boundary ended the training loop with its exception.
+    want, _ = run(make(21, persistent=False), 3)
+    tuned = lotus.torch.autotune(make(21, persistent=False), verbose=False)
+
+    def broken(m):
+        raise ZeroDivisionError("planted")
+    tuned.tuner.decide = broken
+    with pytest.warns(RuntimeWarning, match="ZeroDivisionError: planted.*keeps 2 workers"):
+        got, _ = run(tuned, 3)
+    tuned.close()
+    assert got == want and tuned.setting == (2, 2)

@@ -1060,7 +1060,13 @@ class _Epoch:
             self.seconds = _time.perf_counter() - self.t0
             self.it = None  # as the plain iterator does at its end (workers not persistent end)
             if not self.failed and self.number == self.owner._epochs:  # the latest epoch
-                self.owner._end(self)
+                try:
+                    self.owner._end(self)
+                except Exception as e:  # noqa: BLE001 (the tuner's failure is not the loop's)
+                    _warnings.warn(f"lotus.autotune: deciding the next epoch's setting failed "
+                                   f"({type(e).__name__}: {e}); it keeps "
+                                   f"{_workers(self.owner._setting[0])}, prefetch_factor "
+                                   f"{self.owner._setting[1]}", RuntimeWarning, stacklevel=2)
             raise
         except BaseException:
             self.failed = True
