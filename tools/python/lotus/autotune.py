@@ -949,7 +949,7 @@ class AutotunedLoader:
             kw["sampler"], kw["batch_size"] = self._indices, None
         if setting[0] > 0:
             kw["prefetch_factor"] = setting[1]
-            if kw["persistent_workers"] and self._epochs > 0:
+            if kw["persistent_workers"] and self._indices.seed_state is not None:
                 # The plain loader's persistent workers drew their base seed once, in the first
                 # epoch, and never again: this DataLoader draws it from a generator in the state
                 # the loader's was in then (the same base seed, so the same worker seeds), and the
