@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
-"""lotus.torch.autotune changes nothing the training loop receives (issue #61 item 2): each case runs
-the same DataLoader plain and tuned, with the same seeds, and compares every batch of every epoch.
+"""lotus.torch.autotune changes nothing the training loop receives (issue #61 item 2): each case
+runs the same DataLoader plain and tuned, with the same seeds, and compares every batch of every
+epoch.
 
 The tuned loader's moves are planned (its tuner's decide() replaced by a list of settings), so
 that each case changes num_workers and prefetch_factor at known epochs; one case lets the real

@@ -851,7 +851,8 @@ def _loader_kwargs(loader):
     and batch_sampler apart: _Indices)."""
     import torch.utils.data as tud
     if not isinstance(loader, tud.DataLoader):
-        raise TypeError(f"autotune takes a torch.utils.data.DataLoader, not {type(loader).__name__}")
+        raise TypeError("autotune takes a torch.utils.data.DataLoader, not "
+                        f"{type(loader).__name__}")
     kw = {"num_workers": loader.num_workers, "pin_memory": loader.pin_memory,
           "timeout": loader.timeout, "worker_init_fn": loader.worker_init_fn,
           "multiprocessing_context": loader.multiprocessing_context,
