@@ -456,8 +456,8 @@ from torch.utils.data import dataloader as dl
 import lotus, lotus.torch
 it = dl._MultiProcessingDataLoaderIter
 orig = it._process_data
-def _process_data(self, batch):  # a torch whose private method changed shape
-    return orig(self, batch)
+def _process_data(self, batch, *rest):  # a torch whose private method changed shape
+    return orig(self, batch, *rest)
 it._process_data = _process_data
 class D(Dataset):
     def __len__(self): return 8
@@ -485,7 +485,7 @@ def test_changed_private_api_is_named_not_mis_recorded(tmp_path):
     import torch
     assert lines[1].startswith("RuntimeWarning lotus.torch does not support this version "
                                f"(torch {torch.__version__}")
-    assert "_process_data: parameters (self, batch)" in lines[1]
+    assert "_process_data: parameters (self, batch, *rest)" in lines[1]
     assert "main-process records" in lines[1]
     files = read_trace(trace)
     assert not [n for n in files if "_main_pid_" in n]  # no main file rather than a wrong one

@@ -433,9 +433,11 @@ def _take_arrival(arrived, data):
     return found
 
 
-def _process_data(self, data):
+def _process_data(self, data, *args, **kwargs):
+    # torch 2.7+ passes the worker's index too (_process_data(self, data, worker_idx)): whatever
+    # follows `data` is torch's business, passed through as it came.
     arrived = _take_arrival(self._lotus_arrived, data)
-    out = _original("_MultiProcessingDataLoaderIter._process_data")(self, data)
+    out = _original("_MultiProcessingDataLoaderIter._process_data")(self, data, *args, **kwargs)
     if arrived is not None:
         idx, start, end = arrived
         if start:
@@ -486,8 +488,10 @@ def _targets():
     it = dataloader._MultiProcessingDataLoaderIter
     mf, itf = fetch._MapDatasetFetcher, fetch._IterableDatasetFetcher
     out = [
+        # torch 2.9+ names its second parameter dataset_holder (a list the worker pops): lotus
+        # passes it on by position, so only its place matters.
         ("workers", "_worker_loop", worker, "_worker_loop", None,  # set in _install
-         ("dataset_kind", "dataset", "index_queue", "...")),
+         ("dataset_kind", "dataset|dataset_holder", "index_queue", "...")),
         ("main", "_MultiProcessingDataLoaderIter.__init__", it, "__init__", _iter_init,
          ("self", "loader")),
         ("main", "_MultiProcessingDataLoaderIter._try_put_index", it, "_try_put_index",
@@ -497,7 +501,7 @@ def _targets():
         ("main", "_MultiProcessingDataLoaderIter._get_data", it, "_get_data", _get_data,
          ("self",)),
         ("main", "_MultiProcessingDataLoaderIter._process_data", it, "_process_data",
-         _process_data, ("self", "data")),
+         _process_data, ("self", "data", "...")),
         ("fetch", "_MapDatasetFetcher.__init__", mf, "__init__", _map_fetcher_init,
          ("self", "dataset", "auto_collation", "collate_fn", "drop_last")),
         ("fetch", "_MapDatasetFetcher.fetch", mf, "fetch", _make_fetch("_MapDatasetFetcher.fetch"),
@@ -560,7 +564,10 @@ def _shape_error(found, params):
     extra_required = [p for p in list(sig.parameters.values())[len(params):]
                       if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY,
                                                              p.POSITIONAL_OR_KEYWORD)]
-    if list(params) != have[:len(params)] or (extra_required and not rest):
+    def same(want, name):  # "a|b": either name (a parameter torch renamed, passed by position)
+        return name in want.split("|")
+    if (len(have) < len(params) or not all(same(w, h) for w, h in zip(params, have))
+            or (extra_required and not rest)):
         return f"parameters ({', '.join(have)}), expected ({', '.join(params)}, ...)"
     return None
 
