@@ -11,7 +11,8 @@ over generated JPEGs in `data`), uninstrument (bool: run once traced, uninstrume
 in_order (bool, torch 2.6+), prefetch, pin_memory, drop_last, samples (count, default batches *
 batch_size), batch_sampler (bool: a BatchSampler instead of batch_size), collate ('custom'), sample
 ('dict': samples are dicts), compose ('v2': transforms.v2.Compose with a nested Compose and a plain
-function), sleep_ms ([ms per sample by batch index modulo its length]: timed arrivals, no gate).
+function), sleep_ms ([ms per sample by batch index modulo its length]: timed arrivals, no gate), loader
+('stateful': torchdata's StatefulDataLoader instead of torch's DataLoader).
 Prints {pid, samples, stats, blocked_ns (time the loop spent inside next())}.
 Arrival order is forced, not timed: batch k's first sample waits until the main process has received
 batch k-1 (for 'swap01', batch 0 waits for batch 1), through flag files written by a hook on the
@@ -104,8 +105,12 @@ def make_images(root, count):
                 os.path.join(root, f"c{c}", f"{i}.jpg"))
 
 
-def install_arrival_hook(flags):
-    it = torch.utils.data.dataloader._MultiProcessingDataLoaderIter
+def install_arrival_hook(flags, loader="torch"):
+    if loader == "stateful":
+        from torchdata.stateful_dataloader import stateful_dataloader
+        it = stateful_dataloader._StatefulMultiProcessingDataLoaderIter
+    else:
+        it = torch.utils.data.dataloader._MultiProcessingDataLoaderIter
     inner = it._get_data
 
     def _get_data(self):
@@ -152,7 +157,7 @@ def main():
         else:
             ds = __import__("torchvision").datasets.ImageFolder(cfg["data"], compose)
     if workers and flags:
-        install_arrival_hook(flags)
+        install_arrival_hook(flags, cfg.get("loader", "torch"))
     extra = {}
     if workers:
         extra = dict(multiprocessing_context=cfg.get("context", "fork"),
@@ -171,7 +176,10 @@ def main():
                                               cfg.get("drop_last", False))
     else:
         extra.update(batch_size=b, drop_last=cfg.get("drop_last", False))
-    loader = DataLoader(ds, num_workers=workers, **extra)
+    loader_class = DataLoader
+    if cfg.get("loader") == "stateful":
+        from torchdata.stateful_dataloader import StatefulDataLoader as loader_class
+    loader = loader_class(ds, num_workers=workers, **extra)
     total = 0
     blocked = 0
     for _ in range(cfg.get("epochs", 1)):

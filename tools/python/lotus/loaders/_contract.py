@@ -1,0 +1,106 @@
+# SPDX-License-Identifier: MIT
+"""The record contract: what every loader family's adapter must emit, checked once for all.
+
+A trace is ``{file name: [(record name, start ns, duration ns), ...]}`` (one entry per file of a
+prefix; hidden sidecars excluded). For each batch ``k`` the training loop received from a loader
+with producers (worker processes, threads), in one epoch:
+
+* the consumer's file (``*_main_pid_*``) holds ``SBatchWait_k`` (a real wait, or the 1 µs marker
+  of an out-of-order arrival) and then ``SBatchConsumed_k`` (a 1 µs marker), once each; where the
+  loader hands work out (a DataLoader's index queues), ``SBatchQueued_k`` (a 1 µs marker) before the
+  wait;
+* the producers' files (``*_worker_pid_*``) hold ``SBatchPreprocessed_k`` once, around the batch's
+  work: every op record of that batch in the same file before it lies inside its span;
+* op records are ``S<name>`` with a name that is not a batch record's.
+
+Batch indices restart at 0 with each epoch; an epoch resumed from a checkpoint goes on with the
+indices of the epoch it continues. ``check`` returns the breaches (empty: the trace keeps the
+contract) and ``summary`` counts what was recorded, by kind.
+"""
+
+import collections as _collections
+import re as _re
+
+_BATCH = _re.compile(r"^SBatch(Preprocessed|Queued|Wait|Consumed)_(\d+)$")
+MARKER_NS = 1000
+
+
+def _kind(name):
+    m = _BATCH.match(name)
+    return (m.group(1), int(m.group(2))) if m else (None, None)
+
+
+def summary(files):
+    """{'main': Counter(kind), 'worker': Counter(kind), 'ops': Counter(op name)} of a trace."""
+    out = {"main": _collections.Counter(), "worker": _collections.Counter(),
+           "ops": _collections.Counter()}
+    for name, rows in files.items():
+        side = "main" if "_main_pid_" in name else "worker"
+        for rec, _, _ in rows:
+            kind, _ = _kind(rec)
+            if kind is not None:
+                out[side][kind] += 1
+            elif rec.startswith("S"):
+                out["ops"][rec[1:]] += 1
+    return out
+
+
+def check(files, epochs=1, queued=True, complete=True):
+    """The breaches of the contract in `files` (a list of strings; empty: kept).
+
+    epochs: how many times each batch index is expected (one per epoch run); queued: the loader
+    hands work out (SBatchQueued expected); complete: every batch of those epochs was consumed."""
+    problems = []
+    main = {n: r for n, r in files.items() if "_main_pid_" in n}
+    workers = {n: r for n, r in files.items() if "_worker_pid_" in n}
+    consumed = _collections.Counter()
+    for fname, rows in main.items():
+        pending_wait = _collections.Counter()  # index -> waits seen, not yet consumed
+        queued_seen = _collections.Counter()
+        for rec, start, dur in rows:
+            kind, idx = _kind(rec)
+            if kind is None:
+                continue
+            if kind in ("Queued", "Consumed") and dur != MARKER_NS:
+                problems.append(f"{fname}: {rec} lasts {dur} ns, not the {MARKER_NS} ns marker")
+            if kind == "Queued":
+                queued_seen[idx] += 1
+            elif kind == "Wait":
+                pending_wait[idx] += 1
+            elif kind == "Consumed":
+                consumed[idx] += 1
+                if pending_wait[idx] <= 0:
+                    problems.append(f"{fname}: {rec} without an SBatchWait_{idx} before it")
+                else:
+                    pending_wait[idx] -= 1
+                if queued and queued_seen[idx] < consumed[idx]:
+                    problems.append(f"{fname}: {rec} without an SBatchQueued_{idx} before it")
+            elif kind == "Preprocessed":
+                problems.append(f"{fname}: {rec} in a consumer's file")
+        for idx, n in sorted(pending_wait.items()):
+            if n > 0 and complete:
+                problems.append(f"{fname}: SBatchWait_{idx} never consumed")
+    produced = _collections.Counter()
+    for fname, rows in workers.items():
+        group = []
+        for rec, start, dur in rows:
+            kind, idx = _kind(rec)
+            if kind is None:
+                group.append((rec, start, dur))
+                continue
+            if kind != "Preprocessed":
+                problems.append(f"{fname}: {rec} in a producer's file")
+                continue
+            produced[idx] += 1
+            for r2, s2, d2 in group:
+                if not (start <= s2 and s2 + d2 <= start + dur):
+                    problems.append(f"{fname}: {r2} at {s2} is outside {rec}")
+            group = []
+    if main:
+        for idx in sorted(set(consumed) | set(produced)):
+            if complete and consumed[idx] != epochs:
+                problems.append(f"batch {idx}: consumed {consumed[idx]} times, expected {epochs}")
+            if workers and produced[idx] < consumed[idx]:
+                problems.append(f"batch {idx}: consumed {consumed[idx]} times, preprocessed "
+                                f"{produced[idx]}")
+    return problems

@@ -1,0 +1,345 @@
+# SPDX-License-Identifier: MIT
+"""torch.utils.data.DataLoader: worker-side batch records and the consumer's (main-side) records.
+
+* worker side, in ``<log_file>_worker_pid_<pid>`` of the process that loads (a DataLoader worker,
+  or the main process with ``num_workers=0``): ``SCollation`` per batch of a map-style dataset and
+  ``SBatchPreprocessed_<idx>`` around each batch fetched by a worker;
+* main side, in ``<log_file>_main_pid_<pid>`` (workers > 0 only): ``SBatchQueued_<idx>`` when an
+  index is sent to a worker, ``SBatchWait_<idx>`` (from ``_next_data`` entry to the arrival, or the
+  1 µs marker at an out-of-order arrival) and ``SBatchConsumed_<idx>``, in Lotus's on-disk order.
+
+The main-side machinery (``main_side``) is written once for every iterator of torch's
+multiprocessing shape: torch's ``_MultiProcessingDataLoaderIter`` here, torchdata's
+``StatefulDataLoader`` in ``stateful.py``.
+
+torch's private methods changed between versions (1.13 advances _rcvd_idx in _process_data, 2.6
+before calling it, and not at all for a batch used out of order with in_order=False; 2.7 passes the
+worker's index to _process_data, 2.9 hands the worker its dataset in a holder list), so the index of
+the batch being returned is never read from _rcvd_idx there: _get_data notes each arrival under the
+identity of its data object (the object torch stores out of order and later hands to
+_process_data), and _process_data looks it up. _rcvd_idx is read only in _get_data, where every
+version still holds the index torch expects next. Parameters a patched method gained are passed
+through as they came.
+One identity may stand for several pending batches: interned objects (small ints, short strings,
+None: batch_size=None over an IterableDataset) survive unpickling as the same object. So each
+identity holds its pending arrivals, and _process_data takes the one of the smallest index: in
+order, torch processes pending batches in increasing index (the one used now is _rcvd_idx, every
+one stored is above it); with in_order=False every arrival is processed at once (one pending).
+"""
+
+import lotus as _lotus_pkg
+from .. import _lotus
+from . import _patch
+from ._patch import gate as _gate, original as _original, state as _state
+
+_now = _lotus._now
+_record = _lotus._record
+_batch = _lotus._batch
+_batch_begin = _lotus._batch_begin  # a worker batch in progress (the writer sees a stall)
+_batch_abandon = _lotus._batch_abandon
+_wait_begin = _lotus._wait_begin
+_wait_done = _lotus._wait_done
+_op_enter = _lotus._op_enter
+_op_leave = _lotus._op_leave
+_nvtx_on = _lotus._nvtx_on
+_nvtx_pop = _lotus._nvtx_pop
+_PREPROCESSED = _lotus.BATCH_PREPROCESSED
+_WAIT = _lotus.BATCH_WAIT
+_WAIT_MARKER = _lotus.BATCH_WAIT_MARKER
+_QUEUED = _lotus.BATCH_QUEUED
+_CONSUMED = _lotus.BATCH_CONSUMED
+
+GROUP_RECORDS = {
+    "workers": "worker-side batch records",
+    "main": "main-process records (SBatchQueued/Wait/Consumed)",
+    "fetch": "SBatchPreprocessed and SCollation records",
+}
+
+_worker_batch = None  # in a DataLoader worker: the index of the batch being fetched
+_worker_offset = 0  # in a worker of a resumed loader: the epoch's index of the iterator's batch 0
+_sigterm_hooked = False  # in a DataLoader worker: _lotus._flush_on_sigterm() done
+_ResumeIteration = None  # torch's class, resolved at install
+_IterableDatasetStopIteration = None
+
+
+# ---- worker side --------------------------------------------------------------------------------
+
+class _TimedCollate:
+    """A fetcher's collate_fn, recorded as SCollation (map-style datasets, as Lotus)."""
+
+    __slots__ = ("fn", "dataset")
+
+    def __init__(self, fn, dataset):
+        self.fn = fn
+        self.dataset = dataset
+
+    def __call__(self, data):
+        t0 = _now() if _state.installed and _gate(self.dataset) else 0
+        pushed = t0 and _nvtx_on() and _lotus._nvtx_push("Collation")
+        token = _op_enter("Collation") if t0 else 0
+        try:
+            out = self.fn(data)
+        finally:
+            if token:
+                _op_leave(token)
+            if pushed:
+                _nvtx_pop()
+        if t0:
+            _record("Collation", t0, _now())
+        return out
+
+
+def _map_fetcher_init(self, dataset, auto_collation, collate_fn, drop_last, *args, **kwargs):
+    _original("_MapDatasetFetcher.__init__")(self, dataset, auto_collation, collate_fn, drop_last,
+                                             *args, **kwargs)
+    self.collate_fn = _TimedCollate(self.collate_fn, dataset)
+
+
+def _make_fetch(key):
+    def fetch(self, possibly_batched_index, *args, **kwargs):
+        idx = _worker_batch
+        gated = idx is not None and _gate(self.dataset)
+        # The thread's CPU time, waits, faults (at batch boundaries only), and the batch in
+        # progress until _batch(_PREPROCESSED) ends it: a hang is seen while it lasts.
+        t0 = _batch_begin(idx) if gated else 0
+        pushed = t0 and _nvtx_on() and _lotus._nvtx_batch_push(idx)
+        try:
+            data = _original(key)(self, possibly_batched_index, *args, **kwargs)
+        except BaseException:
+            if t0:
+                _batch_abandon()
+            raise
+        finally:
+            if pushed:
+                _nvtx_pop()
+        if t0:
+            _batch(_PREPROCESSED, idx, t0, _now())
+        return data
+    fetch.__name__ = "fetch"
+    return fetch
+
+
+class _IndexQueue:
+    """The worker's index queue: remembers which batch index the worker is fetching."""
+
+    __slots__ = ("_queue",)
+
+    def __init__(self, queue):
+        self._queue = queue
+
+    def get(self, *args, **kwargs):
+        global _worker_batch, _worker_offset, _sigterm_hooked
+        if not _sigterm_hooked:
+            # After torch's worker signal handlers (set when its loop starts): SIGTERM at
+            # interpreter exit flushes this worker's records before torch's handler exits.
+            _lotus._flush_on_sigterm()
+            _sigterm_hooked = True
+        r = self._queue.get(*args, **kwargs)
+        if type(r) is tuple and len(r) == 2 and type(r[0]) is int:
+            _worker_batch = r[0] + _worker_offset
+        else:
+            _worker_batch = None
+            if _ResumeIteration is not None and isinstance(r, _ResumeIteration):
+                _worker_offset = 0  # a new epoch of persistent workers: indices from 0
+        return r
+
+    def __getattr__(self, name):
+        return getattr(self._queue, name)
+
+
+class WorkerLoop:
+    """Stands for a loader's _worker_loop in the Process target; picklable for spawn/forkserver.
+
+    state: (lotus options, trace all, the key of the loop it stands for, index offset)."""
+
+    def __init__(self, state):
+        self.state = state
+
+    def __reduce__(self):
+        return (WorkerLoop, (self.state,))
+
+    def __call__(self, dataset_kind, dataset, index_queue, *args, **kwargs):
+        global _worker_batch, _worker_offset
+        options, trace_all, key, offset = self.state
+        if not _state.installed:
+            # A spawned (or forkserver) worker: a fresh interpreter, configured as the parent is.
+            if options and not _lotus.tracing_enabled():
+                _lotus_pkg.configure(**options)
+            from . import install
+            install(trace_all)
+        _worker_offset = offset
+        try:
+            return _original(key)(dataset_kind, dataset, _IndexQueue(index_queue), *args, **kwargs)
+        finally:
+            _worker_batch = None
+            # A forked worker leaves by os._exit(): no exit handler writes what is still queued.
+            _lotus.flush()
+
+
+# ---- main side ----------------------------------------------------------------------------------
+
+def _take_arrival(arrived, data):
+    """The pending arrival `data` is: the smallest index among those of its identity."""
+    pending = arrived.get(id(data))
+    if not pending:
+        return None
+    k = min(range(len(pending)), key=lambda i: pending[i][0])
+    found = pending.pop(k)
+    if not pending:
+        del arrived[id(data)]
+    return found
+
+
+_NOT_A_BATCH = object()
+
+
+def main_side(cls, worker_owner, worker_key, unwrap=None, resume_offset=None):
+    """The replacements of an iterator class of torch's multiprocessing shape.
+
+    cls: the iterator's name (keys of the originals); worker_owner/worker_key: where its
+    _worker_loop is looked up when workers start; unwrap(payload): the batch object in what
+    _get_data returns after the index (None: the payload itself; _NOT_A_BATCH: a control message);
+    resume_offset(args, kwargs): the epoch's index of the iterator's batch 0 (a resumed loader)."""
+
+    def iter_init(self, loader, *args, **kwargs):
+        offset = resume_offset(args, kwargs) if resume_offset is not None else 0
+        if worker_key in _patch._originals:
+            setattr(worker_owner, "_worker_loop",
+                    WorkerLoop((dict(_lotus_pkg._last_options), _state.trace_all, worker_key,
+                                offset)))
+        self._lotus_wait = 0
+        # id(batch data) -> [(idx, wait start, arrival) or (idx, 0, 0), ...]: pending arrivals
+        self._lotus_arrived = {}
+        self._lotus_nvtx_wait = 0
+        self._lotus_offset = offset
+        # A resumed iterator replays the batches since its last snapshot inside __init__: they
+        # are loaded again (worker records) but never reach the training loop (no main records).
+        self._lotus_init = True
+        try:
+            _original(cls + ".__init__")(self, loader, *args, **kwargs)
+        finally:
+            self._lotus_init = False
+
+    def try_put_index(self, *args, **kwargs):
+        before = self._send_idx
+        if before == 0:  # a new epoch (_reset): arrivals of an abandoned one are stale
+            self._lotus_arrived.clear()
+            if not getattr(self, "_lotus_init", False):
+                self._lotus_offset = 0
+            if not self._lotus_offset:  # a resumed epoch goes on: no new epoch
+                _lotus._note_epoch()  # the sidecar's `epoch` line: the job's epoch numbering
+        _original(cls + "._try_put_index")(self, *args, **kwargs)
+        if self._send_idx != before and _gate(self._dataset):
+            _batch(_QUEUED, before + self._lotus_offset)
+
+    def next_data(self, *args, **kwargs):
+        # Lotus takes the wait start once per _next_data call, before its loop; the wait is in
+        # progress (wait>X fires during it) until the call returns.
+        self._lotus_wait = (_wait_begin(self._rcvd_idx + self._lotus_offset)
+                            if _gate(self._dataset) and not self._lotus_init else 0)
+        if self._lotus_wait and _nvtx_on():  # the wait as an NVTX range, ended at the arrival
+            _lotus._nvtx_end(self._lotus_nvtx_wait)
+            self._lotus_nvtx_wait = _lotus._nvtx_wait_start()
+        try:
+            return _original(cls + "._next_data")(self, *args, **kwargs)
+        finally:
+            if self._lotus_wait:
+                _wait_done()
+
+    def get_data(self, *args, **kwargs):
+        r = _original(cls + "._get_data")(self, *args, **kwargs)
+        if self._lotus_nvtx_wait:
+            _lotus._nvtx_end(self._lotus_nvtx_wait)
+            self._lotus_nvtx_wait = 0
+        start = self._lotus_wait
+        # Arrivals during a resumed iterator's __init__ (its replay) are noted too: one stored
+        # there out of order reaches the training loop later, from torch's store.
+        noted = start or (self._lotus_init and _gate(self._dataset))
+        if noted and type(r) is tuple and len(r) == 2 and type(r[0]) is int:
+            idx, data = r
+            if unwrap is not None:
+                data = unwrap(data)
+            if data is not _NOT_A_BATCH and not isinstance(data, _IterableDatasetStopIteration):
+                at = idx + self._lotus_offset
+                if idx != self._rcvd_idx and getattr(self, "_in_order", True):
+                    # Stored for later by torch: Lotus's marker at the arrival, and no wait
+                    # record when it is served from the store.
+                    _batch(_WAIT_MARKER, at)
+                    self._lotus_arrived.setdefault(id(data), []).append((at, 0, 0))
+                else:  # used now: in order, or any arrival with in_order=False
+                    self._lotus_arrived.setdefault(id(data), []).append((at, start, _now()))
+        return r
+
+    def process_data(self, data, *args, **kwargs):
+        # Whatever follows `data` (torch 2.7+: the worker's index; StatefulDataLoader: its state
+        # too) is the loader's business, passed through as it came.
+        arrived = _take_arrival(self._lotus_arrived, data)
+        out = _original(cls + "._process_data")(self, data, *args, **kwargs)
+        if arrived is not None and self._lotus_init:
+            pass  # replayed inside a resumed iterator's __init__: never reaches the loop
+        elif arrived is not None:
+            idx, start, end = arrived
+            if start:
+                _batch(_WAIT, idx, start, end)
+            _batch(_CONSUMED, idx)
+        elif self._lotus_wait and not _patch.warned("process_data"):
+            _patch.unsupported("process_data", f"{cls}._process_data received a batch that did "
+                               "not come through _get_data; main-process records are incomplete")
+        return out
+
+    return iter_init, try_put_index, next_data, get_data, process_data
+
+
+def main_targets(group, owner, cls, worker_owner, worker_key, init_params, **kw):
+    """The five targets of an iterator class of torch's multiprocessing shape."""
+    init, put, nxt, get, process = main_side(cls, worker_owner, worker_key, **kw)
+    return [
+        (group, cls + ".__init__", owner, "__init__", init, init_params),
+        (group, cls + "._try_put_index", owner, "_try_put_index", put, ("self", "...")),
+        (group, cls + "._next_data", owner, "_next_data", nxt, ("self", "...")),
+        (group, cls + "._get_data", owner, "_get_data", get, ("self", "...")),
+        (group, cls + "._process_data", owner, "_process_data", process, ("self", "data", "...")),
+    ]
+
+
+def _resolve_classes():
+    global _ResumeIteration, _IterableDatasetStopIteration
+    from torch.utils.data._utils import worker
+    _IterableDatasetStopIteration = worker._IterableDatasetStopIteration
+    _ResumeIteration = getattr(worker, "_ResumeIteration", None)
+
+
+def targets():
+    from torch.utils.data import dataloader
+    from torch.utils.data._utils import fetch, worker
+    _resolve_classes()
+    mf, itf = fetch._MapDatasetFetcher, fetch._IterableDatasetFetcher
+    out = [
+        # torch 2.9+ names its second parameter dataset_holder (a list the worker pops): lotus
+        # passes it on by position, so only its place matters.
+        ("workers", "_worker_loop", worker, "_worker_loop", None,  # made in make_replacement
+         ("dataset_kind", "dataset|dataset_holder", "index_queue", "...")),
+    ]
+    out += main_targets("main", dataloader._MultiProcessingDataLoaderIter,
+                        "_MultiProcessingDataLoaderIter", worker, "_worker_loop",
+                        ("self", "loader", "..."))
+    out += [
+        ("fetch", "_MapDatasetFetcher.__init__", mf, "__init__", _map_fetcher_init,
+         ("self", "dataset", "auto_collation", "collate_fn", "drop_last", "...")),
+        ("fetch", "_MapDatasetFetcher.fetch", mf, "fetch", _make_fetch("_MapDatasetFetcher.fetch"),
+         ("self", "possibly_batched_index", "...")),
+        ("fetch", "_IterableDatasetFetcher.fetch", itf, "fetch",
+         _make_fetch("_IterableDatasetFetcher.fetch"), ("self", "possibly_batched_index", "...")),
+    ]
+    return out
+
+
+def make_replacement(key, fn):
+    """A worker loop's stand-in, refreshed by each iterator with the options of the day."""
+    if key.endswith("_worker_loop"):
+        return WorkerLoop((dict(_lotus_pkg._last_options), _state.trace_all, key, 0))
+    return None
+
+
+def install():
+    return _patch.install(targets(), GROUP_RECORDS, make=make_replacement)
