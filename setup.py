@@ -78,6 +78,12 @@ class build_with_cmake(build_ext):
                 f"-DLOTUS_PYTHON_OPTIMIZE={os.environ.get('LOTUS_PYTHON_OPTIMIZE', '-O1')}",
                 f"-DPython3_EXECUTABLE={sys.executable}",
                 f"-DLOTUS_NVTX={'OFF' if os.environ.get('LOTUS_NVTX', '').upper() == 'OFF' else 'AUTO'}"]
+        try:  # pip's pybind11 (build isolation) or Debian's python3-pybind11: its CMake package
+            import pybind11
+            if Path(pybind11.get_cmake_dir(), "pybind11Config.cmake").is_file():
+                args.append(f"-Dpybind11_DIR={pybind11.get_cmake_dir()}")
+        except (ImportError, AttributeError):
+            pass  # CMake looks in its own places (Debian's pybind11-dev)
         env = dict(os.environ)
         if shutil.which("ninja"):
             args += ["-G", "Ninja"]

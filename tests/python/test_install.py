@@ -143,3 +143,37 @@ def test_pip_venv_wheel_and_uninstall(tmp_path):
     run([v2 / "bin" / "pip", "install", "--no-index", "-q", wheels[0]], work)
     assert run([v2 / "bin" / "lotus-tool", "--version"], work).stdout.strip() == header_version()
     check_import(v2 / "bin" / "python", work, v2)
+
+
+@pytest.mark.skipif("LOTUS_STACK_VENV" not in os.environ,
+                    reason="run by test-all.sh's pip-* variants (a venv of pip's torch)")
+def test_pip_install_into_a_venv_with_pips_torch(tmp_path):
+    """The README's pip line in a venv that holds pip's torch and no Debian torch: pip builds lotus
+    with build isolation (setuptools, wheel, pybind11 from PyPI, at the pins of
+    tools/scripts/pip-stacks.txt), `python -m lotus.torch --check` says every family records, a
+    traced DataLoader run passes the bundled lotus-tool's check; uninstalled after."""
+    venv = pathlib.Path(os.environ["LOTUS_STACK_VENV"])
+    python = venv / "bin" / "python"
+    src = tmp_path / "src"
+    copy_checkout(src)
+    work = tmp_path / "work"
+    work.mkdir()
+    pins = subprocess.run(["bash", ROOT / "tools" / "scripts" / "pip-stack.sh", "--list", "build"],
+                          capture_output=True, text=True, check=True).stdout
+    constraints = tmp_path / "constraints.txt"
+    constraints.write_text(pins)
+    no_debian = run([python, "-c", "import torch, sys; print(torch.__file__)"], work).stdout
+    assert pathlib.Path(no_debian.strip()).resolve().is_relative_to(venv.resolve()), no_debian
+    env = clean_env(PIP_CONSTRAINT=str(constraints), PIP_DISABLE_PIP_VERSION_CHECK="1")
+    try:
+        run([venv / "bin" / "pip", "install", "-q", src], work, env)
+        tool = venv / "bin" / "lotus-tool"
+        found = check_import(python, work, venv)
+        assert pathlib.Path(found).resolve().is_relative_to(venv.resolve())
+        check = subprocess.run([python, "-m", "lotus.torch", "--check"], cwd=work, env=clean_env(),
+                               capture_output=True, text=True, timeout=900)
+        assert check.returncode == 0, check.stdout + check.stderr
+        assert "  DataLoader: ok" in check.stdout and "does not support" not in check.stdout
+        traced_run_checked(python, tool, work)
+    finally:
+        run([venv / "bin" / "pip", "uninstall", "-y", "-q", "lotus"], work)

@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: MIT
 """lotus.torch on stock PyTorch/torchvision: exact Lotus record sets, worker and main files."""
 import json
+import os
+import subprocess
 
 import pytest
 
@@ -576,3 +578,18 @@ def test_jit_script_of_compose_is_unchanged(tmp_path):
     files = read_trace(trace)
     names = [r[0] for rows in files.values() for r in rows]
     assert names.count("SCenterCrop") == 1 and names.count("SNormalize") == 1, names
+
+
+@pytest.mark.skipif(not os.environ.get("LOTUS_TOOL"), reason="needs lotus-tool (LOTUS_TOOL)")
+def test_report_gives_the_input_bound_verdict_on_a_traced_run(tmp_path):
+    """The planted truth: every sample sleeps 15 ms in the workers and the loop does nothing, so
+    the loop waits for most of its time. On every torch the main-process records must carry that
+    to `lotus-tool report --json`'s first finding (no records, no verdict)."""
+    info, files = scenario(tmp_path, workers=2, batches=8, epochs=2, sleep_ms=[15])
+    assert info["samples"] == 32
+    r = subprocess.run([os.environ["LOTUS_TOOL"], "report", "--json", str(tmp_path / "trace")],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    first = json.loads(r.stdout)["findings"][0]
+    assert first["kind"] == "input_bound", first
+    assert first["numbers"]["waits"] == 16 and first["numbers"]["wait_share"] > 0.3, first

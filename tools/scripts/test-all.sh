@@ -3,7 +3,7 @@
 # The whole lotus test suite: install dependencies, then every build variant CI checks.
 #   bash tools/scripts/test-all.sh            everything for this machine's Debian release
 #   LOTUS_VARIANTS="gcc" bash tools/scripts/test-all.sh   only some variants
-# Variants: lint fresh fresh13 gcc clang asan tsan single disabled stack. Build trees go to
+# Variants: lint fresh fresh13 gcc clang asan tsan single disabled stack pip-newest pip-middle. Build trees go to
 # build-ci/<variant>. On Debian 12 (the CI machine) the default is every variant but `stack`:
 # `fresh` runs tools/scripts/demo.sh in a minimal Debian 12 root made by debootstrap, `fresh13` runs it and
 # then the `stack` variant in a Debian 13 root (GCC 14, CLI11 2.4, torch 2.6; root and the Debian
@@ -11,12 +11,17 @@
 # the machine's own compiler, Python and torch. On Debian 13 the default is lint, gcc (the whole
 # suite with GCC 14), single and disabled; the compiler-variant builds (clang, sanitizers) and the
 # fresh roots are proven from Debian 12.
+# pip-newest and pip-middle: the Python tests of lotus.torch, its loader families, autotune and
+# lotus.frame, run by a venv of pip's torch (tools/scripts/pip-stacks.txt: the newest release and
+# one from the middle of the 2.x line; about 2.9 GB of wheels each, downloaded once into
+# ~/.cache/lotus-wheels) against the gcc variant's build; pip-newest also pip-installs lotus into
+# its venv. Both are in the Debian 12 default.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
 codename="$(. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}")" || codename=""
 if [ "$codename" = bookworm ]; then
-  default_variants="lint fresh gcc clang asan tsan single disabled fresh13"
+  default_variants="lint fresh gcc pip-newest pip-middle clang asan tsan single disabled fresh13"
 else
   default_variants="lint gcc single disabled"
 fi
@@ -67,6 +72,41 @@ count_ctest_log() {  # adds a ctest log's "100% tests passed, 0 tests failed out
   [ -n "$line" ] || return 1
   tests_failed=$((tests_failed + $(sed -E 's/.* ([0-9]+) tests? failed out of.*/\1/' <<<"$line")))
   tests_total=$((tests_total + $(sed -E 's/.*out of ([0-9]+).*/\1/' <<<"$line")))
+}
+
+count_pytest_log() {  # adds pytest's closing "== 12 passed, 1 failed, 3 skipped in 9.1s ==" to the totals
+  local line passed_n failed_n
+  line=$(grep -E '^=+ .*(passed|failed|error).* in [0-9.]+s' "$1" 2>/dev/null | tail -1 || true)
+  [ -n "$line" ] || return 1
+  passed_n=$(grep -oE '[0-9]+ passed' <<<"$line" | cut -d' ' -f1 || true)
+  failed_n=$(( $(grep -oE '[0-9]+ failed' <<<"$line" | cut -d' ' -f1 || echo 0) \
+             + $(grep -oE '[0-9]+ errors?' <<<"$line" | cut -d' ' -f1 || echo 0) ))
+  tests_failed=$((tests_failed + failed_n))
+  tests_total=$((tests_total + ${passed_n:-0} + failed_n))
+}
+
+# The Python tests that concern lotus.torch on a venv of pip's torch (tools/scripts/pip-stack.sh),
+# with the module and lotus-tool of the gcc variant's build (built here when that variant did not run).
+pip_stack() {  # pip_stack NAME
+  local name="$1" venv="$out/venv-$1" build="$out/gcc" rc=0
+  bash tools/scripts/pip-stack.sh "$name" "$venv" || return 1
+  if [ ! -x "$build/tools/lotus-tool/lotus-tool" ] || ! ls "$build"/python/lotus/_lotus*.so >/dev/null 2>&1; then
+    build="$out/pip"
+    cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOTUS_TEST_DIRS=python \
+      -DLOTUS_BUILD_EXAMPLES=OFF -DLOTUS_BUILD_BENCH=OFF -DLOTUS_WITH_TORCH=OFF >"$out/pip.configure.log" 2>&1 \
+      || { cat "$out/pip.configure.log"; return 1; }
+    cmake --build "$build" -j "$jobs" --target lotus_python lotus-tool || return 1
+  fi
+  "$venv/bin/python" -m lotus.torch --check 2>&1 | sed 's/^/  /' || true  # what this stack records
+  local tests=(test_torch.py test_stateful.py test_nodes.py test_autotune.py test_autotune_equivalence.py
+               test_frame.py test_flight.py test_live.py test_memory.py test_distributed.py)
+  [ "$name" = newest ] && tests+=(test_install.py::test_pip_install_into_a_venv_with_pips_torch)
+  local log="$out/pip-$name.pytest.log"
+  (cd tests/python && PYTHONPATH="$build/python" LOTUS_TOOL="$build/tools/lotus-tool/lotus-tool" \
+     LOTUS_STACK_VENV="$venv" PYTHONDONTWRITEBYTECODE=1 \
+     "$venv/bin/python" -m pytest -q -p no:cacheprovider -rs "${tests[@]}") 2>&1 | tee "$log" || rc=1
+  count_pytest_log "$log" || rc=1
+  return $rc
 }
 
 # The fresh roots are debootstrapped and their packages downloaded in the background while the
@@ -150,6 +190,9 @@ for v in $variants; do
     single) stage "single_include: core and config against the generated header" configure_build_test single "" \
               -DCMAKE_BUILD_TYPE=Release -DLOTUS_USE_SINGLE_INCLUDE=ON -DLOTUS_TEST_DIRS="core;config" \
               -DLOTUS_BUILD_EXAMPLES=OFF -DLOTUS_BUILD_TOOLS=OFF -DLOTUS_BUILD_BENCH=OFF -DLOTUS_WITH_TORCH=OFF -DLOTUS_BUILD_PYTHON=OFF ;;
+    pip-newest|pip-middle)
+      stage "$v: lotus.torch, loader families, autotune and frame tests on pip's torch ($(bash tools/scripts/pip-stack.sh --list "${v#pip-}" | grep '^torch==' | cut -d= -f3))" \
+        pip_stack "${v#pip-}" ;;
     disabled) stage "LOTUS_DISABLE: examples and the disabled test" configure_build_test disabled "-R config.disabled" \
                 -DCMAKE_BUILD_TYPE=Release -DLOTUS_DISABLE=ON -DLOTUS_WERROR=ON -DLOTUS_TEST_DIRS=config \
                 -DLOTUS_BUILD_TOOLS=OFF -DLOTUS_BUILD_BENCH=OFF -DLOTUS_WITH_TORCH=OFF ;;
