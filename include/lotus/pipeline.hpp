@@ -138,6 +138,11 @@ class batch_tracker {
     // In progress until its batch arrives (inflight.hpp): wait>X fires during a long wait.
     if (wait_start_ != 0) {
       if (detail::inflight* f = detail::inflight_registered()) {
+        if (!waiting_) {  // the wait it replaces (a signal handler's tracker's: nested)
+          outer_wait_t0_ = f->wait_t0.load(std::memory_order_relaxed);
+          outer_wait_idx_ = f->wait_idx.load(std::memory_order_relaxed);
+          waiting_ = true;
+        }
         detail::inflight_wait(*f, expected_, wait_start_);
       }
     }
@@ -151,7 +156,7 @@ class batch_tracker {
     if (m >= detail::mode_tsc) {
       const std::uint64_t now = detail::now_ticks(m);
       if (in_order) {
-        if (detail::inflight* f = detail::inflight_self()) detail::inflight_wait(*f, 0, 0);
+        end_wait();
         pending_ = true;
         pending_start_ = wait_start_ != 0 ? wait_start_ : now;
         pending_end_ = now;
@@ -194,7 +199,7 @@ class batch_tracker {
     detail::note_epoch();
     expected_ = 0;
     pending_ = false;
-    if (detail::inflight* f = detail::inflight_self()) detail::inflight_wait(*f, 0, 0);
+    end_wait();
     detail::nvtx_end(nvtx_wait_);
     nvtx_wait_ = 0;
     if (itt_wait_) detail::itt_task_pop();
@@ -217,12 +222,23 @@ class batch_tracker {
   }
 
  private:
+  /// The wait is over: the one it replaced (or none) is in progress again (inflight.hpp).
+  void end_wait() noexcept {
+    if (!waiting_) return;
+    waiting_ = false;
+    if (detail::inflight* f = detail::inflight_self()) {
+      detail::inflight_wait(*f, outer_wait_idx_, outer_wait_t0_);
+    }
+  }
+
   std::uint64_t expected_ = 0;
   bool pending_ = false;
   std::uint64_t wait_start_ = 0;
   std::uint64_t pending_start_ = 0, pending_end_ = 0;
   std::uint64_t nvtx_wait_ = 0;  // the open NVTX range of a wait (LOTUS_NVTX), 0: none
   bool itt_wait_ = false;        // the open ITT task of a wait on this thread (LOTUS_ITT)
+  bool waiting_ = false;         // this tracker's wait is published (inflight.hpp)
+  std::uint64_t outer_wait_t0_ = 0, outer_wait_idx_ = 0;  // the wait it replaced there
 };
 
 }  // namespace LOTUS_DETAIL_ABI

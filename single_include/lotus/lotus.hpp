@@ -762,21 +762,30 @@ struct inflight_entry {
 };
 
 /// A span begins at `t0`: it becomes the entry at the thread's depth. Returns the depth it was
-/// opened at, for inflight_leave.
+/// opened at, for inflight_leave. The depth is claimed before the entry is written: a signal
+/// handler's span that interrupts this one before the claim uses the same level and gives it back
+/// before this one writes it; after the claim, it uses the next level. Either way neither erases
+/// the other's entry.
 LOTUS_DETAIL_FORCE_INLINE std::uint32_t inflight_enter(inflight& f, const record_site* loc,
                                                        std::uint64_t t0) noexcept {
   const std::uint32_t d = f.depth.load(std::memory_order_relaxed);
+  f.depth.store(d + 1, std::memory_order_relaxed);
+  std::atomic_signal_fence(std::memory_order_seq_cst);
   if (LOTUS_DETAIL_LIKELY(d < inflight_depth)) {
     f.ops[d].t0.store(t0, std::memory_order_relaxed);
     f.ops[d].loc.store(loc, std::memory_order_release);
   }
-  f.depth.store(d + 1, std::memory_order_release);
   return d;
 }
 
-/// The span opened at depth `d` ends: the thread is back at depth `d` (a span that ended out of
-/// order, as a Python context manager may, leaves the depth right again at the next end).
+/// The span opened at depth `d` ends: its entry is cleared (a level claimed but not yet written
+/// reads as empty, never as an old span) and the thread is back at depth `d` (a span that ended
+/// out of order, as a Python context manager may, leaves the depth right again at the next end).
 LOTUS_DETAIL_FORCE_INLINE void inflight_leave(inflight& f, std::uint32_t d) noexcept {
+  if (LOTUS_DETAIL_LIKELY(d < inflight_depth)) {
+    f.ops[d].loc.store(nullptr, std::memory_order_relaxed);
+  }
+  std::atomic_signal_fence(std::memory_order_seq_cst);
   f.depth.store(d, std::memory_order_release);
 }
 
@@ -1090,6 +1099,7 @@ inline std::atomic<int> map_mode{map_unread};
 #include <atomic>   // atomic
 #include <cstdarg>  // va_list
 #include <cstddef>  // size_t
+#include <cstdint>  // uint64_t
 #include <cstdio>   // vsnprintf
 #include <cstring>  // strlen
 
@@ -1123,6 +1133,9 @@ enum class topic : unsigned {
   live,             // the live figures file (live.hpp) could not be created or was replaced
   capture_control,  // a flight-recorder control file that is not this user's own: ignored
   capture_pending,  // more flight-recorder captures pending than a process holds: skipped
+  writer_stuck,     // a full ring's wait gave up: the writer made no progress (a handler?)
+  capture_budget,   // a flight-recorder capture not requested: LOTUS_MAX_BYTES reached
+  capture_failed,   // a flight-recorder capture not requested or not written (file system)
   count_
 };
 
@@ -1142,6 +1155,38 @@ inline void diag_write(const char* text, int n) noexcept {
   const ssize_t w = ::write(2, line, static_cast<std::size_t>(8 + n));
   static_cast<void>(w);
   errno = saved;
+}
+
+/// Once per process for `t`, a fixed text: write(2) only, async-signal-safe (the record path's
+/// messages, which may come from a signal handler).
+inline bool diag_text(topic t, const char* text) noexcept {
+  if (g_topic_said[static_cast<unsigned>(t)].exchange(true, std::memory_order_relaxed))
+    return false;
+  diag_write(text, static_cast<int>(std::strlen(text)));
+  return true;
+}
+
+/// As diag_text, `before` `v` `after` (the number in decimal, formatted here: no stdio).
+inline bool diag_text_u64(topic t, const char* before, std::uint64_t v,
+                          const char* after) noexcept {
+  if (g_topic_said[static_cast<unsigned>(t)].exchange(true, std::memory_order_relaxed))
+    return false;
+  char text[600];
+  std::size_t n = 0;
+  const auto put = [&](const char* p) {
+    while (*p != '\0' && n < sizeof text - 24) text[n++] = *p++;
+  };
+  put(before);
+  char digits[24];
+  std::size_t k = 0;
+  do {
+    digits[k++] = static_cast<char>('0' + v % 10);
+    v /= 10;
+  } while (v != 0);
+  while (k != 0) text[n++] = digits[--k];
+  put(after);
+  diag_write(text, static_cast<int>(n));
+  return true;
 }
 
 LOTUS_DETAIL_COLD inline void diag_vprint(const char* format, va_list args) noexcept {
@@ -3725,16 +3770,21 @@ inline std::uint64_t res_delta(std::uint64_t a, std::uint64_t b) noexcept {
   return b > a ? b - a : 0;
 }
 
-/// One batch's figures, queued for the writer.
+/// One batch's figures, queued for the writer. `seq` is the slot's index + 1 once its figures
+/// are filled in (release): the writer takes a slot only then.
 struct res_entry {
+  std::atomic<std::uint64_t> seq{0};
   std::uint64_t t0, t1, idx;
   std::uint64_t cpu_ns, wait_ns, minflt, majflt, nvcsw, nivcsw;
 };
 
-/// A thread's single-producer/single-consumer queue of res_entry (allocated at its first batch).
+/// A thread's queue of res_entry, allocated when the thread registers (never on the record path).
+/// One consumer (the writer); the producers are the owner thread and the signal handlers that
+/// interrupt it: a slot is claimed with a compare-and-swap of `head`, so a handler's batch that
+/// interrupts the owner's push takes the next slot, never the same one.
 struct res_queue {
   static constexpr std::uint64_t capacity = 512;
-  std::atomic<std::uint64_t> head{0};  // owner thread
+  std::atomic<std::uint64_t> head{0};  // slots claimed (owner thread and its handlers)
   std::atomic<std::uint64_t> tail{0};  // writer
   std::atomic<std::uint64_t> lost{0};  // entries dropped because the queue was full
   std::uint64_t lost_reported = 0;     // writer: the count in the last `batchres_lost` line
@@ -3743,10 +3793,12 @@ struct res_queue {
 };
 
 /// LOTUS_RESOURCES=ops: a thread's per-op figures, summed per op site on the recording thread
-/// (allocated at its first op). The owner adds each op's difference to its site's slot (plain
-/// load + store: one writer per field); the writer reads the running sums each cycle and writes
-/// the change since its previous reading as one sidecar `opres` line per site (FORMAT.md §5).
-/// A site that finds the table full is counted in `lost`.
+/// (allocated when the thread registers with ops on, or when configure() turns ops on). The owner
+/// adds each op's difference to its site's slot with atomic adds, and claims a free slot with a
+/// compare-and-swap, so a signal handler's op that interrupts an addition adds its own figures
+/// too; the writer reads the running sums each cycle and writes the change since its previous
+/// reading as one sidecar `opres` line per site (FORMAT.md §5). A site that finds the table full
+/// is counted in `lost`.
 struct op_res_slot {
   std::atomic<const void*> site{nullptr};  // the op's record_site, set once by the owner
   std::atomic<std::uint64_t> count{0};     // ops; stored last (release)
@@ -3763,7 +3815,9 @@ struct op_res_table {
 };
 
 /// The calling thread's open readings of ops in progress (LOTUS_RESOURCES=ops), innermost last;
-/// an op nested deeper than `depth_max` goes without figures.
+/// an op nested deeper than `depth_max` goes without figures. A level is claimed (depth stored)
+/// before its reading is filled in and released after it was copied out, so a signal handler's op
+/// always takes a level of its own.
 struct op_res_stack {
   static constexpr unsigned depth_max = 32;
   unsigned depth = 0;
@@ -3780,12 +3834,15 @@ inline void op_res_add(op_res_table& t, const void* site, std::uint64_t ticks, c
   for (std::uint64_t n = 0; n < op_res_table::capacity;
        ++n, i = (i + 1) & (op_res_table::capacity - 1)) {
     op_res_slot& s = t.slots[i];
-    const void* k = s.site.load(std::memory_order_relaxed);
+    const void* k = s.site.load(std::memory_order_acquire);
     if (k == nullptr) {
-      s.site.store(site, std::memory_order_release);
-    } else if (k != site) {
-      continue;
+      // Claim it; a signal handler's op may have taken it in between (k is then its site).
+      if (s.site.compare_exchange_strong(k, site, std::memory_order_acq_rel,
+                                         std::memory_order_acquire)) {
+        k = site;
+      }
     }
+    if (k != site) continue;
     const std::uint64_t d[7] = {ticks,
                                 res_delta(b.cpu_ns, e.cpu_ns),
                                 res_delta(b.wait_ns, e.wait_ns),
@@ -3793,10 +3850,10 @@ inline void op_res_add(op_res_table& t, const void* site, std::uint64_t ticks, c
                                 res_delta(b.majflt, e.majflt),
                                 res_delta(b.nvcsw, e.nvcsw),
                                 res_delta(b.nivcsw, e.nivcsw)};
-    for (int j = 0; j < 7; ++j) {
-      s.sums[j].store(s.sums[j].load(std::memory_order_relaxed) + d[j], std::memory_order_relaxed);
-    }
-    s.count.store(s.count.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+    // Atomic adds (a few ns each against the op's ~2 us of reads): a handler's op on the same
+    // site that interrupts this one adds to the same sums, never overwritten.
+    for (int j = 0; j < 7; ++j) s.sums[j].fetch_add(d[j], std::memory_order_relaxed);
+    s.count.fetch_add(1, std::memory_order_release);
     return;
   }
   t.lost.fetch_add(1, std::memory_order_relaxed);
@@ -3804,8 +3861,8 @@ inline void op_res_add(op_res_table& t, const void* site, std::uint64_t ticks, c
 
 /// The calling thread's open /proc/thread-self/schedstat: -1 not opened yet, -2 unavailable,
 /// -3 not kept (opened, read and closed at each reading: schedstat_kept_max threads keep theirs).
-/// Closed when the thread exits (resources_thread_exit); a forked child's surviving thread closes
-/// the parent's (runtime::fork_child): that descriptor reads the parent's thread.
+/// Closed when the thread exits (resources_thread_exit); a forked child closes every kept one
+/// (resources_after_fork): they read the parent's threads.
 inline thread_local int t_schedstat_fd = -1;
 
 /// At most this many threads of a process keep their schedstat descriptor open; the others open
@@ -3813,7 +3870,15 @@ inline thread_local int t_schedstat_fd = -1;
 /// the bound, 2,000 recording threads held 2,000 descriptors, and under RLIMIT_NOFILE 1024 the
 /// writer could not create their trace files (issue #53).
 constexpr int schedstat_kept_max = 64;
-inline std::atomic<int> g_schedstat_kept{0};
+/// The kept descriptors of every thread of the process, each as fd + 1 (0: a free place), so
+/// that a forked child can close those of the parent's other threads (their thread_locals are
+/// not reachable there).
+inline std::atomic<int> g_schedstat_kept_fds[schedstat_kept_max] = {};
+/// Schedstat descriptors being opened, read or closed now (any thread); a fork() waits for them
+/// (bounded) after setting g_schedstat_forking, so no descriptor lotus holds for a moment is
+/// inherited unknown to the child.
+inline std::atomic<int> g_schedstat_busy{0};
+inline std::atomic<bool> g_schedstat_forking{false};
 
 inline int open_schedstat() noexcept {
   int fd = -1;
@@ -3826,6 +3891,9 @@ inline int open_schedstat() noexcept {
 /// The calling thread's previous reading (ok: there is one): its context switches tell whether
 /// the run-queue wait can have changed since.
 inline thread_local res_sample t_res_last;
+/// Readings in progress on the calling thread: a signal handler's reading that interrupts one
+/// (> 0) neither opens the thread's kept descriptor nor replaces t_res_last.
+inline thread_local int t_res_reading = 0;
 
 /// LOTUS_RESOURCES / options::resources (option_table's row): 1 (default) records per-batch
 /// figures, 0 does not. Set by the runtime whenever its settings are applied.
@@ -3849,30 +3917,56 @@ inline bool parse_schedstat(const char* p, const char* end, std::uint64_t& cpu,
   return true;
 }
 
-/// The thread's run-queue wait (schedstat's second field), or false without schedstat.
-inline bool read_schedstat_wait(std::uint64_t& wait) noexcept {
+/// Keeps `fd` in a free place of g_schedstat_kept_fds; false when all are taken.
+inline bool schedstat_keep(int fd) noexcept {
+  for (std::atomic<int>& f : g_schedstat_kept_fds) {
+    int free_place = 0;
+    if (f.compare_exchange_strong(free_place, fd + 1, std::memory_order_acq_rel)) return true;
+  }
+  return false;
+}
+inline void schedstat_unkeep(int fd) noexcept {
+  for (std::atomic<int>& f : g_schedstat_kept_fds) {
+    int mine = fd + 1;
+    if (f.compare_exchange_strong(mine, 0, std::memory_order_acq_rel)) return;
+  }
+}
+
+/// The thread's run-queue wait (schedstat's second field), or false without schedstat. `nested`:
+/// a signal handler's reading that interrupted one of this thread: it may use the kept
+/// descriptor, never open or replace it.
+inline bool read_schedstat_wait(std::uint64_t& wait, bool nested) noexcept {
   int fd = t_schedstat_fd;
-  if (fd == -1 || fd == -3) {
-    fd = open_schedstat();
-    if (fd < 0) {
-      // Out of descriptors: the host's (or other threads') doing, transient; else no schedstat.
-      if (errno != EMFILE && errno != ENFILE && errno != ENOMEM) t_schedstat_fd = -2;
-      return false;
-    }
-    if (t_schedstat_fd == -1) {
-      if (g_schedstat_kept.fetch_add(1, std::memory_order_relaxed) < schedstat_kept_max) {
-        t_schedstat_fd = fd;  // kept for the thread's later readings
-      } else {
-        g_schedstat_kept.fetch_sub(1, std::memory_order_relaxed);
-        t_schedstat_fd = -3;
-      }
-    }
-  } else if (fd < 0) {
+  if (fd >= 0) {  // kept: one pread, offset-independent (a handler's pread reads the same)
+    char buf[96];
+    const ssize_t n = ::pread(fd, buf, sizeof buf, 0);
+    std::uint64_t cpu = 0;
+    return n > 0 && parse_schedstat(buf, buf + n, cpu, wait);
+  }
+  if (fd == -2) return false;
+  // Opened here: announced first (seq_cst, with g_schedstat_forking: Dekker's pair) so that a
+  // fork() waits until it is kept or closed again.
+  g_schedstat_busy.fetch_add(1, std::memory_order_seq_cst);
+  if (g_schedstat_forking.load(std::memory_order_seq_cst)) {
+    g_schedstat_busy.fetch_sub(1, std::memory_order_seq_cst);
+    return false;  // a fork() in progress in another thread: this reading goes without
+  }
+  fd = open_schedstat();
+  if (fd < 0) {
+    g_schedstat_busy.fetch_sub(1, std::memory_order_seq_cst);
+    // Out of descriptors: the host's (or other threads') doing, transient; else no schedstat.
+    if (!nested && errno != EMFILE && errno != ENFILE && errno != ENOMEM) t_schedstat_fd = -2;
     return false;
   }
   char buf[96];
   const ssize_t n = ::pread(fd, buf, sizeof buf, 0);
-  if (fd != t_schedstat_fd) ::close(fd);
+  bool kept = false;
+  if (!nested && t_schedstat_fd == -1) {
+    kept = schedstat_keep(fd);
+    t_schedstat_fd = kept ? fd : -3;  // -3: the other threads keep the bound
+  }
+  if (!kept) ::close(fd);
+  g_schedstat_busy.fetch_sub(1, std::memory_order_seq_cst);
   std::uint64_t cpu = 0;
   return n > 0 && parse_schedstat(buf, buf + n, cpu, wait);
 }
@@ -3888,57 +3982,92 @@ inline bool read_schedstat_wait(std::uint64_t& wait) noexcept {
 /// up to a tick, and that lag is not random per op: a CPU-bound op's last part would be counted in
 /// the next op that blocks (the switch brings the thread's runtime up to date). One more system
 /// call; batches (usually longer than a tick) keep getrusage's.
+///
+/// Async-signal-safe: system calls and this thread's own state only; a reading in a signal
+/// handler that interrupted one of this thread reads schedstat itself and leaves t_res_last.
 inline res_sample read_thread_resources(bool exact_cpu = false) noexcept {
+  const bool nested = t_res_reading != 0;
+  ++t_res_reading;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
   res_sample s;
   struct rusage ru {};
-  if (::getrusage(RUSAGE_THREAD, &ru) != 0) return s;
-  s.minflt = static_cast<std::uint64_t>(ru.ru_minflt);
-  s.majflt = static_cast<std::uint64_t>(ru.ru_majflt);
-  s.nvcsw = static_cast<std::uint64_t>(ru.ru_nvcsw);
-  s.nivcsw = static_cast<std::uint64_t>(ru.ru_nivcsw);
-  const auto u64 = [](long v) { return v > 0 ? static_cast<std::uint64_t>(v) : std::uint64_t{0}; };
-  s.cpu_ns = (u64(ru.ru_utime.tv_sec) + u64(ru.ru_stime.tv_sec)) * 1000000000u +
-             (u64(ru.ru_utime.tv_usec) + u64(ru.ru_stime.tv_usec)) * 1000u;
-  timespec ts{};
-  if (exact_cpu && ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0) {
-    s.cpu_ns = u64(ts.tv_sec) * 1000000000u + u64(ts.tv_nsec);
+  if (::getrusage(RUSAGE_THREAD, &ru) == 0) {
+    s.minflt = static_cast<std::uint64_t>(ru.ru_minflt);
+    s.majflt = static_cast<std::uint64_t>(ru.ru_majflt);
+    s.nvcsw = static_cast<std::uint64_t>(ru.ru_nvcsw);
+    s.nivcsw = static_cast<std::uint64_t>(ru.ru_nivcsw);
+    const auto u64 = [](long v) {
+      return v > 0 ? static_cast<std::uint64_t>(v) : std::uint64_t{0};
+    };
+    s.cpu_ns = (u64(ru.ru_utime.tv_sec) + u64(ru.ru_stime.tv_sec)) * 1000000000u +
+               (u64(ru.ru_utime.tv_usec) + u64(ru.ru_stime.tv_usec)) * 1000u;
+    timespec ts{};
+    if (exact_cpu && ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0) {
+      s.cpu_ns = u64(ts.tv_sec) * 1000000000u + u64(ts.tv_nsec);
+    }
+    const res_sample last = t_res_last;
+    if (!nested && last.ok && last.nvcsw == s.nvcsw && last.nivcsw == s.nivcsw) {
+      s.wait_ns = last.wait_ns;  // not descheduled since: no wait for a CPU either
+    } else if (!read_schedstat_wait(s.wait_ns, nested)) {
+      s.wait_ns = !nested && last.ok ? last.wait_ns : 0;  // not read now: no change seen
+    }
+    s.ok = true;
+    if (!nested) t_res_last = s;
   }
-  const res_sample& last = t_res_last;
-  if (last.ok && last.nvcsw == s.nvcsw && last.nivcsw == s.nivcsw) {
-    s.wait_ns = last.wait_ns;  // not descheduled since: no wait for a CPU either
-  } else if (!read_schedstat_wait(s.wait_ns)) {
-    s.wait_ns = 0;
-  }
-  s.ok = true;
-  t_res_last = s;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  --t_res_reading;
   return s;
 }
 
-/// In a forked child, on the thread that forked: forget the parent's descriptor and reading.
+/// fork(): the parent's side. Stops new schedstat descriptors and waits (at most ~10 ms) for
+/// those being opened or closed in other threads, so the child knows every one it inherits.
+inline void resources_fork_prepare() noexcept {
+  g_schedstat_forking.store(true, std::memory_order_seq_cst);
+  for (int i = 0; i < 2000 && g_schedstat_busy.load(std::memory_order_seq_cst) != 0; ++i) {
+    const timespec ts{0, 5000};
+    nanosleep(&ts, nullptr);
+  }
+}
+inline void resources_fork_parent() noexcept {
+  g_schedstat_forking.store(false, std::memory_order_seq_cst);
+}
+
+/// In a forked child, on the thread that forked: close every schedstat descriptor the parent's
+/// threads kept (each reads a thread of the parent) and forget this thread's reading.
 inline void resources_after_fork() noexcept {
-  if (t_schedstat_fd >= 0) ::close(t_schedstat_fd);
+  for (std::atomic<int>& f : g_schedstat_kept_fds) {
+    const int kept = f.exchange(0, std::memory_order_relaxed);
+    if (kept > 0) ::close(kept - 1);
+  }
   t_schedstat_fd = -1;
-  g_schedstat_kept.store(0, std::memory_order_relaxed);  // the parent's threads are not here
   t_res_last = res_sample{};
+  t_res_reading = 0;
+  g_schedstat_busy.store(0, std::memory_order_relaxed);  // the parent's threads are not here
+  g_schedstat_forking.store(false, std::memory_order_seq_cst);
 }
 
 /// At the thread's exit (runtime's thread_exit_hook): close its descriptor; no reads after.
 inline void resources_thread_exit() noexcept {
-  if (t_schedstat_fd >= 0) {
-    ::close(t_schedstat_fd);
-    g_schedstat_kept.fetch_sub(1, std::memory_order_relaxed);
-  }
+  const int fd = t_schedstat_fd;
   t_schedstat_fd = -2;
+  if (fd >= 0) {
+    schedstat_unkeep(fd);
+    ::close(fd);
+  }
 }
 
-/// Queues the difference end - begin; false when the queue is full (counted in `lost`).
+/// Queues the difference end - begin; false when the queue is full (counted in `lost`). Called
+/// by the owner thread and by signal handlers that interrupt it, never by another thread.
 inline bool res_push(res_queue& q, const res_sample& b, const res_sample& e, std::uint64_t t0,
                      std::uint64_t t1, std::uint64_t idx) noexcept {
-  const std::uint64_t h = q.head.load(std::memory_order_relaxed);
-  if (h - q.tail.load(std::memory_order_acquire) >= res_queue::capacity) {
-    q.lost.fetch_add(1, std::memory_order_relaxed);
-    return false;
-  }
+  std::uint64_t h = q.head.load(std::memory_order_relaxed);
+  do {
+    if (h - q.tail.load(std::memory_order_acquire) >= res_queue::capacity) {
+      q.lost.fetch_add(1, std::memory_order_relaxed);
+      return false;
+    }
+  } while (!q.head.compare_exchange_weak(h, h + 1, std::memory_order_relaxed,
+                                         std::memory_order_relaxed));
   res_entry& s = q.slots[h % res_queue::capacity];
   s.t0 = t0;
   s.t1 = t1;
@@ -3949,7 +4078,7 @@ inline bool res_push(res_queue& q, const res_sample& b, const res_sample& e, std
   s.majflt = res_delta(b.majflt, e.majflt);
   s.nvcsw = res_delta(b.nvcsw, e.nvcsw);
   s.nivcsw = res_delta(b.nivcsw, e.nivcsw);
-  q.head.store(h + 1, std::memory_order_release);
+  s.seq.store(h + 1, std::memory_order_release);
   return true;
 }
 
@@ -4130,8 +4259,13 @@ struct thread_state {
   char name[17] = {};
   bool announced = false;  // writer: its `thread` line is in the sidecar
   file_slot worker, main;
-  std::atomic<res_queue*> res{nullptr};       // per-batch resource figures, from the first batch on
-  std::atomic<op_res_table*> opres{nullptr};  // per-op sums (LOTUS_RESOURCES=ops), from the first
+  // The next, larger segment, allocated off the record path (at registration, then by the
+  // writer): a full ring grows into it without allocating (runtime::push_full).
+  std::atomic<ring*> spare{nullptr};
+  // Allocated at registration or when configure() turns them on (thread_registry::equip),
+  // never on the record path:
+  std::atomic<res_queue*> res{nullptr};       // per-batch resource figures (LOTUS_RESOURCES)
+  std::atomic<op_res_table*> opres{nullptr};  // per-op sums (LOTUS_RESOURCES=ops)
   // writer: the last batch records formatted (their ticks, written start and duration), so that a
   // `batchres` line carries exactly its record's START and DURATION (trace_writer::drain_resources)
   struct batch_seen {
@@ -4177,13 +4311,19 @@ struct busy_guard {
 class thread_registry {
  public:
   /// A record with its first segment, or nullptr when out of memory.
-  LOTUS_DETAIL_COLD static thread_state* make(std::uint64_t first_capacity) noexcept {
+  LOTUS_DETAIL_COLD static thread_state* make(std::uint64_t first_capacity,
+                                              std::uint64_t max_capacity) noexcept {
     auto* t = new (std::nothrow) thread_state();
     if (t == nullptr) return nullptr;
     ring* r = ring::make(first_capacity, 0, t);
     if (r == nullptr) {
       delete t;
       return nullptr;
+    }
+    if (first_capacity < max_capacity) {  // nullptr when out of memory: the writer tries again
+      t->spare.store(
+          ring::make(first_capacity * 2 < max_capacity ? first_capacity * 2 : max_capacity, 0, t),
+          std::memory_order_release);
     }
     r->progress = &t->progress;
     t->read = r;
@@ -4205,14 +4345,47 @@ class thread_registry {
       ring::destroy(r);
       r = next;
     }
+    ring::destroy(t->spare.load(std::memory_order_acquire));
     delete t->res.load(std::memory_order_acquire);
     delete t->opres.load(std::memory_order_acquire);
     delete t;
   }
 
-  bool add(thread_state* t) noexcept {
+  /// Allocates the resource tables the settings call for (g_resources_on, g_op_resources_on),
+  /// so that a record, in a signal handler too, never allocates. False when out of memory.
+  LOTUS_DETAIL_COLD static bool equip(thread_state& t) noexcept {
+    bool ok = true;
+    if (resources_enabled() != 0 && t.res.load(std::memory_order_relaxed) == nullptr) {
+      auto* q = new (std::nothrow) res_queue();
+      ok = q != nullptr;
+      t.res.store(q, std::memory_order_release);
+    }
+    if (g_op_resources_on.load(std::memory_order_relaxed) &&
+        t.opres.load(std::memory_order_relaxed) == nullptr) {
+      auto* o = new (std::nothrow) op_res_table();
+      ok = ok && o != nullptr;
+      t.opres.store(o, std::memory_order_release);
+    }
+    return ok;
+  }
+
+  /// Registers `t`, equipped for the settings now (under the lock that equip_all() takes after
+  /// the settings change: no thread misses both).
+  bool add(thread_state* t, bool& equipped) noexcept {
     const sync_hold lk(mu_);
+    equipped = equip(*t);
     return threads_.push(t);
+  }
+
+  /// configure() changed the settings: every live thread gets the tables they call for. False
+  /// when out of memory for some.
+  LOTUS_DETAIL_COLD bool equip_all() noexcept {
+    const sync_hold lk(mu_);
+    bool ok = true;
+    for (thread_state* t : threads_) {
+      if (!t->retired.load(std::memory_order_acquire)) ok = equip(*t) && ok;
+    }
+    return ok;
   }
 
   /// The live records now; false when out of memory (`out` then keeps its previous content).
@@ -4262,6 +4435,10 @@ class thread_registry {
   /// Exited threads whose records (and last events) the writer has not released yet.
   std::size_t exited_waiting() const noexcept { return exited_.load(std::memory_order_relaxed); }
 
+  /// LOTUS_RING_CAPACITY: the largest segment (the writer's spares stop there).
+  void set_ring_max(std::uint64_t n) noexcept { ring_max_.store(n, std::memory_order_relaxed); }
+  std::uint64_t ring_max() const noexcept { return ring_max_.load(std::memory_order_relaxed); }
+
   sync_mutex& mutex() noexcept { return mu_; }
   /// Every record (the caller holds mutex()).
   ptr_list<thread_state>& all_locked() noexcept { return threads_; }
@@ -4271,6 +4448,7 @@ class thread_registry {
   ptr_list<thread_state> threads_;
   std::uint64_t retired_pushed_ = 0, retired_dropped_ = 0;
   std::atomic<std::size_t> exited_{0};  // records of exited threads not yet released
+  std::atomic<std::uint64_t> ring_max_{LOTUS_DEFAULT_RING_CAPACITY};
 };
 
 }  // namespace detail
@@ -5684,15 +5862,19 @@ class flight_recorder {
     char line[320];
     const std::size_t n = flight_request_line(r, line, sizeof line);
     if (n == 0 || !files.charge(n)) {
-      diag_config("flight recorder: capture %s not requested (LOTUS_MAX_BYTES reached)", r.id);
+      // Once per process: every later capture over the budget would say the same.
+      diag(topic::capture_budget,
+           "flight recorder: capture %s not requested (LOTUS_MAX_BYTES reached); later captures "
+           "are not requested either while the budget is spent",
+           r.id);
       return false;
     }
     const char* why = nullptr;
     int err = 0;
     files.make_dir();
     if (!flight_append_request(files.dir().c_str(), r, &why, &err)) {
-      diag_config("flight recorder: capture %s not requested: %s in %s%s%s", r.id, why,
-                  files.dir().c_str(), err != 0 ? ": " : "", err != 0 ? std::strerror(err) : "");
+      diag(topic::capture_failed, "flight recorder: capture %s not requested: %s in %s%s%s", r.id,
+           why, files.dir().c_str(), err != 0 ? ": " : "", err != 0 ? std::strerror(err) : "");
       return false;
     }
     return true;
@@ -5803,14 +5985,14 @@ class flight_recorder {
     if (dir.overflow) return;
     files.make_dir();
     if (::mkdir(dir.c_str(), 0777) != 0 && errno != EEXIST) {
-      diag_config("flight recorder: cannot create '%s': %s; capture skipped", dir.c_str(),
-                  std::strerror(errno));
+      diag(topic::capture_failed, "flight recorder: cannot create '%s': %s; capture skipped",
+           dir.c_str(), std::strerror(errno));
       return;
     }
     struct stat st {};
     if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid()) {
-      diag_config("flight recorder: '%s' is not a directory of this user; capture skipped",
-                  dir.c_str());
+      diag(topic::capture_failed,
+           "flight recorder: '%s' is not a directory of this user; capture skipped", dir.c_str());
       return;
     }
     const std::uint64_t from = window_from(r);
@@ -6896,6 +7078,9 @@ class trace_writer {
   }
 
   bool running() const noexcept { return running_.load(std::memory_order_acquire); }
+  /// Advances whenever the writer moves on (a cycle, a thread drained, a chunk formatted): a
+  /// thread waiting for room sees whether the writer is stuck (runtime::push_full).
+  std::uint64_t progress() const noexcept { return progress_.load(std::memory_order_relaxed); }
 
   // ---- flight recorder (flight.hpp): LOTUS_FLIGHT keeps records in memory until a capture -----
   /// Applied at the writer's next cycle.
@@ -7046,16 +7231,43 @@ class trace_writer {
   /// drained ones for release. Returns true when the thread was busy (a segment half full).
   bool drain(thread_state& t) noexcept;
 
+  /// The owner's next segment (runtime::push_full grows into it without allocating), made here,
+  /// off its record path: when its segment is a quarter full, or it just grew.
+  void prepare_spare(thread_state& t) noexcept {
+    if (t.retired.load(std::memory_order_acquire)) return;
+    const ring* cur = t.current.load(std::memory_order_acquire);
+    const std::uint64_t max = threads_.ring_max();
+    if (cur == nullptr || cur->capacity >= max ||
+        t.spare.load(std::memory_order_acquire) != nullptr) {
+      return;
+    }
+    const std::uint64_t fill =
+        cur->head.load(std::memory_order_acquire) - cur->tail.load(std::memory_order_relaxed);
+    if (cur == t.read && fill < cur->capacity / 4) return;
+    ring* next = ring::make(cur->capacity * 2 < max ? cur->capacity * 2 : max, 0, &t);
+    if (next == nullptr) {
+      diag(topic::no_memory,
+           "cannot allocate a larger trace ring (out of memory); the thread keeps %llu events and "
+           "waits for the writer (LOTUS_OVERFLOW=block) or drops (drop)",
+           static_cast<unsigned long long>(cur->capacity));
+      return;
+    }
+    next->progress = cur->progress;
+    t.spare.store(next, std::memory_order_release);
+  }
+
   /// The thread's queued per-batch resource figures as sidecar `batchres` lines (FORMAT.md §5),
   /// and a `batchres_lost` line when its queue overflowed since the last one.
   void drain_resources(thread_state& t) noexcept {
     res_queue* q = t.res.load(std::memory_order_acquire);
     if (q == nullptr) return;
     std::uint64_t tail = q->tail.load(std::memory_order_relaxed);
-    const std::uint64_t head = q->head.load(std::memory_order_acquire);
     const bool last = t.retired.load(std::memory_order_acquire);
-    for (; tail != head; ++tail) {
+    for (;; ++tail) {
       const res_entry& e = q->slots[tail % res_queue::capacity];
+      // Filled in (a slot claimed but not yet filled, by a push a signal handler interrupted,
+      // ends the run: it comes next cycle).
+      if (e.seq.load(std::memory_order_acquire) != tail + 1) break;
       std::uint64_t start = 0, dur = 0;
       if (!find_batch(t, e.t0, start, dur)) {
         // Its record is not formatted yet (pushed after this cycle drained the ring): next
@@ -7461,6 +7673,7 @@ class trace_writer {
       }
       mu_.unlock();
 
+      progress_.fetch_add(1, std::memory_order_relaxed);
       cycle(reopen, req != flush_done_ || stopping, urgent, stopping);
 
       mu_.lock();
@@ -7486,6 +7699,7 @@ class trace_writer {
   std::atomic<std::uint64_t> nudge_state_{0};
 #endif
   std::atomic<bool> running_{false};
+  std::atomic<std::uint64_t> progress_{0};
   pthread_t thread_{};
   bool thread_started_ = false;  // (mu)
   bool in_loop_ = false;         // (mu) the thread has entered loop()
@@ -7607,7 +7821,10 @@ void trace_writer::write_out(thread_state& t, out_buffer& buf, bool main_file) n
 inline bool trace_writer::drain(thread_state& t) noexcept {
   // A `batchres` entry queued after the last cycle formatted its record: its record's figures
   // are still remembered (note_batch), from that cycle's converter.
+  progress_.fetch_add(1, std::memory_order_relaxed);
   drain_resources(t);
+  // Before the drain: a thread waiting for room in a full ring takes the new segment at once.
+  prepare_spare(t);
   bool busy = false;
   for (ring* r = t.read;;) {
     std::uint64_t tail = r->tail.load(std::memory_order_relaxed);
@@ -7637,6 +7854,7 @@ inline bool trace_writer::drain(thread_state& t) noexcept {
       }
       tail += chunk;
       r->tail.store(tail, std::memory_order_release);  // slots copied out: hand them back
+      progress_.fetch_add(1, std::memory_order_relaxed);
       if (worker_buf_.size() >= flush_bytes) write_out(t, worker_buf_, false);
       if (main_buf_.size() >= flush_bytes) write_out(t, main_buf_, true);
     }
@@ -7666,6 +7884,11 @@ namespace detail {
 
 static_assert(min_free_default == trace_files::min_free_auto,
               "settings and trace_files share the 'default reserve' value");
+
+/// How long a full ring waits for a writer that makes no progress at all (runtime::push_full).
+constexpr std::uint64_t writer_stuck_ms = 1000;
+/// The writer's progress count + 1 at which this thread last gave up waiting (0: never).
+inline thread_local std::uint64_t t_writer_stuck = 0;
 
 /// How long exit waits for the writer before giving up (a stuck file system must not hang it).
 constexpr std::uint64_t writer_stop_limit_ms = 5000;
@@ -7751,6 +7974,7 @@ class runtime {
   /// The settings the writer thread applies (budget, prefix and period, flight mode, live
   /// figures): after configure() and in a forked child.
   void settings_to_writer() noexcept {
+    threads_.set_ring_max(set_.ring_capacity);  // the writer's spare segments
     writer_.set_budget(set_.max_bytes, set_.min_free);
     writer_.retarget(set_.log_file, set_.flush_interval_ms);
     writer_.set_flight(set_.flight);  // in a forked child: an empty window, the same control file
@@ -7878,6 +8102,13 @@ LOTUS_DETAIL_COLD inline void runtime::apply_locked(const options& o) noexcept {
   g_itt_on.store(itt, std::memory_order_release);
   g_resources_on.store(set_.resources ? 1 : 0, std::memory_order_relaxed);
   g_op_resources_on.store(op_res, std::memory_order_relaxed);
+  // Before the mode: the threads that exist get their resource tables now, so that their
+  // records never allocate (thread_registry::equip; new threads get theirs at registration).
+  if (!threads_.equip_all()) {
+    diag(topic::no_memory,
+         "out of memory allocating the resource figures' tables; some threads' figures are not "
+         "recorded");
+  }
   const int clock = nvtx_modes_ ? clock_mode_ + (mode_tsc_nvtx - mode_tsc) : clock_mode_;
   g_mode.store(on ? clock : mode_off, std::memory_order_release);
   if (on) writer_.start();
@@ -7991,8 +8222,8 @@ const record_site* runtime::intern_dynamic(const char* name, std::size_t key_siz
       intern_locked(name, size, (key_size & name_cut_bit) != 0 ? flag_sanitized : 0u);
   const record_site* loc = in.loc;
   if (loc == nullptr) {
-    diag(topic::no_memory,
-         "out of memory interning a LOTUS_SCOPE_DYNAMIC name; the scope is dropped");
+    diag_text(topic::no_memory,
+              "out of memory interning a LOTUS_SCOPE_DYNAMIC name; the scope is dropped");
     count_lost(lost_no_ring_);
     return nullptr;
   }
@@ -8028,15 +8259,21 @@ LOTUS_DETAIL_COLD inline ring* runtime::register_thread() noexcept {
   }
   const std::size_t max = max_capacity_.load(std::memory_order_relaxed);
   const std::size_t first = ring_initial < max ? ring_initial : max;
-  thread_state* t = thread_registry::make(first);
-  if (t == nullptr || !threads_.add(t)) {
+  thread_state* t = thread_registry::make(first, max);
+  bool equipped = true;
+  if (t == nullptr || !threads_.add(t, equipped)) {
     if (t != nullptr) thread_registry::destroy(t);
     t_thread.failed = true;
-    diag(topic::no_memory,
-         "cannot allocate a trace ring for thread %llu; its events are dropped (counted)",
-         static_cast<unsigned long long>(current_tid()));
+    // Formatted without stdio: this may run in a signal handler (a thread's first record).
+    diag_text_u64(topic::no_memory, "cannot allocate a trace ring for thread ", current_tid(),
+                  "; its events are dropped (counted)");
     count_lost(lost_no_ring_);
     return nullptr;
+  }
+  if (!equipped) {
+    diag_text_u64(topic::no_memory,
+                  "out of memory allocating the resource figures' tables of thread ", t->tid,
+                  "; its figures are not recorded");
   }
   t_thread.self = t;
   if (!writer_.start()) return nullptr;
@@ -8051,34 +8288,61 @@ inline ring* runtime::push_full(ring* r, const record_site* loc, std::uint64_t t
     r->publish(h, loc, t0, t1, idx);
     return r;
   }
-  // Grow: a segment twice as large continues the indices; the writer drains the old one first.
+  // Grow: a larger segment continues the indices; the writer drains the old one first. The
+  // segment was allocated off the record path (at registration, then by the writer, which makes
+  // the next one when it finds a segment a quarter full or more): a record, in a signal handler
+  // too, never allocates. While the thread waits for the writer, a segment the writer makes in
+  // the meantime is taken at once.
   const std::size_t max = max_capacity_.load(std::memory_order_relaxed);
-  if (r->capacity < max) {
-    ring* bigger = ring::make(r->capacity * 2 < max ? r->capacity * 2 : max, h, r->owner);
-    if (bigger != nullptr) {
-      bigger->progress = r->progress;
-      bigger->publish(h, loc, t0, t1, idx);
-      r->owner->current.store(bigger, std::memory_order_release);
-      r->next.store(bigger, std::memory_order_release);
-      return bigger;
+  // LOTUS_OVERFLOW=block waits while the writer makes progress; a writer stuck for
+  // writer_stuck_ms (waiting for a lock this thread holds: a signal handler that interrupted the
+  // allocator records here, and the writer needs the allocator) must not hang the thread. The
+  // event is dropped (counted), and so is every later one of this thread that finds its ring
+  // full while the writer is still stuck at the same point.
+  std::uint64_t seen = writer_.progress(), since = 0;
+  const bool stuck_before = t_writer_stuck == seen + 1;
+  for (unsigned spin = 0;; ++spin) {
+    if (r->capacity < max) {
+      // Always larger than this one: made for a segment of this capacity when it was current.
+      if (ring* bigger = r->owner->spare.exchange(nullptr, std::memory_order_acq_rel)) {
+        bigger->head.store(h, std::memory_order_relaxed);
+        bigger->tail.store(h, std::memory_order_relaxed);
+        bigger->tail_cache = h;
+        bigger->progress = r->progress;
+        bigger->publish(h, loc, t0, t1, idx);
+        r->owner->current.store(bigger, std::memory_order_release);
+        r->next.store(bigger, std::memory_order_release);
+        writer_.nudge();  // for the next one
+        return bigger;
+      }
     }
-    diag(topic::no_memory,
-         "cannot allocate a larger trace ring (out of memory); the thread keeps %llu events and "
-         "waits for the writer (LOTUS_OVERFLOW=block) or drops (drop)",
-         static_cast<unsigned long long>(r->capacity));
-  }
-  writer_.nudge();
-  for (unsigned spin = 0; h - r->tail_cache >= r->capacity; ++spin) {
+    if (h - r->tail_cache < r->capacity) break;
     // Give up only when nobody will ever drain this ring: tracing off or no writer.
     if (!block_.load(std::memory_order_relaxed) ||
-        g_mode.load(std::memory_order_relaxed) < mode_tsc || !writer_.running()) {
+        g_mode.load(std::memory_order_relaxed) < mode_tsc || !writer_.running() || stuck_before) {
+      if (spin == 0) writer_.nudge();
       r->owner->dropped.fetch_add(1, std::memory_order_relaxed);
       return r;
     }
+    if ((spin & 15) == 15) {
+      const std::uint64_t now = clock_ns(CLOCK_MONOTONIC), p = writer_.progress();
+      if (p != seen || since == 0) {
+        seen = p;
+        since = now;
+      } else if (now - since > writer_stuck_ms * 1000000u) {
+        t_writer_stuck = seen + 1;
+        diag_text(topic::writer_stuck,
+                  "the writer made no progress for 1 s while a thread waited for room in its "
+                  "ring (LOTUS_OVERFLOW=block; a signal handler that interrupted the allocator "
+                  "on that thread?): its events are dropped (counted) until the writer moves on");
+        r->owner->dropped.fetch_add(1, std::memory_order_relaxed);
+        return r;
+      }
+    }
+    if (spin == 0 || (spin & 63) == 0) writer_.nudge();
     if (spin < 16) {
       ::sched_yield();
     } else {
-      if ((spin & 63) == 0) writer_.nudge();
       const timespec ts{0, 50000};
       nanosleep(&ts, nullptr);
     }
@@ -8097,21 +8361,18 @@ void runtime::push_slow(const record_site* loc, std::uint64_t t0, std::uint64_t 
   // push, and waiting could deadlock. Count it.
   if (me.busy != 0 || (me.self != nullptr && r == nullptr)) {
     count_lost(lost_reentrant_);
-    if (!g_topic_said[static_cast<unsigned>(topic::reentrant)].exchange(true)) {
-      static const char msg[] =
-          "an event recorded in a signal handler that interrupted lotus on the same thread was "
-          "dropped (counted)";
-      diag_write(msg, static_cast<int>(sizeof msg - 1));  // write(2) only: async-signal-safe
-    }
+    diag_text(topic::reentrant,
+              "an event recorded in a signal handler that interrupted lotus on the same thread "
+              "was dropped (counted)");
     return;
   }
   if (me.exited || me.failed) {
     // After the thread's exit hook ran (a thread_local destructor that records), or with no ring.
     count_lost(lost_no_ring_);
     if (me.exited) {
-      diag(topic::late_event,
-           "an event recorded after its thread's lotus state was torn down (from a thread_local "
-           "destructor) was dropped (counted)");
+      diag_text(topic::late_event,
+                "an event recorded after its thread's lotus state was torn down (from a "
+                "thread_local destructor) was dropped (counted)");
     }
     return;
   }
@@ -8155,6 +8416,7 @@ LOTUS_DETAIL_COLD inline inflight* runtime::inflight_registered() noexcept {
 inline thread_local runtime* t_fork_locked = nullptr;
 
 LOTUS_DETAIL_COLD inline void runtime::fork_prepare() noexcept {
+  resources_fork_prepare();  // no schedstat descriptor half opened in another thread
   runtime* rt = g_runtime_ready.load(std::memory_order_acquire);
   t_fork_locked = rt;
   if (rt == nullptr) return;  // not started (or being constructed: the child builds its own)
@@ -8165,6 +8427,7 @@ LOTUS_DETAIL_COLD inline void runtime::fork_prepare() noexcept {
 }
 
 LOTUS_DETAIL_COLD inline void runtime::fork_parent() noexcept {
+  resources_fork_parent();
   runtime* rt = t_fork_locked;
   t_fork_locked = nullptr;
   if (rt == nullptr) return;
@@ -8280,24 +8543,27 @@ LOTUS_DETAIL_API trace_stats api_stats() noexcept {
 
 LOTUS_DETAIL_API res_sample resources_read() noexcept {
   if (g_mode.load(std::memory_order_relaxed) < mode_tsc || resources_enabled() == 0) return {};
-  if (t_thread.exited) return {};
-  arm_thread_exit();  // its schedstat descriptor is closed when the thread exits
+  // Registered threads only (batch_started registers first): their exit hook is armed, so the
+  // schedstat descriptor is closed when the thread exits, and their queue exists.
+  if (t_thread.exited || t_thread.self == nullptr) return {};
   return read_thread_resources();
 }
 
+// The record path of the resource figures allocates nothing and takes no lock: the queue and
+// the per-op table were allocated when the thread registered (thread_registry::equip), and both
+// take a signal handler's entries that interrupt the owner's (resources.hpp).
 LOTUS_DETAIL_API void resources_record(const res_sample& begin, std::uint64_t t0, std::uint64_t t1,
                                        std::uint64_t idx) noexcept {
   if (!begin.ok) return;
-  thread_local_state& me = t_thread;
-  // After the batch's own record: the thread is registered, unless its ring failed.
-  if (me.busy != 0 || me.self == nullptr || me.exited) return;
+  const thread_local_state& me = t_thread;
+  thread_state* self = me.self;
+  if (self == nullptr || me.exited) return;
+  res_queue* q = self->res.load(std::memory_order_acquire);
+  if (q == nullptr) return;  // out of memory at registration (one message then)
   const res_sample end = read_thread_resources();
-  if (!end.ok) return;
-  res_queue* q = me.self->res.load(std::memory_order_relaxed);
-  if (q == nullptr) {
-    q = new (std::nothrow) res_queue();
-    if (q == nullptr) return;
-    me.self->res.store(q, std::memory_order_release);
+  if (!end.ok) {
+    q->lost.fetch_add(1, std::memory_order_relaxed);
+    return;
   }
   res_push(*q, begin, end, t0, t1, idx);
 }
@@ -8305,29 +8571,42 @@ LOTUS_DETAIL_API void resources_record(const res_sample& begin, std::uint64_t t0
 LOTUS_DETAIL_API bool op_resources_begin() noexcept {
   if (!g_op_resources_on.load(std::memory_order_relaxed)) return false;
   op_res_stack& st = t_op_res;
-  if (st.depth >= op_res_stack::depth_max || t_thread.exited || t_thread.busy != 0) return false;
-  arm_thread_exit();
+  const unsigned d = st.depth;
+  if (d >= op_res_stack::depth_max || t_thread.exited) return false;
+  if (t_thread.self == nullptr && runtime::get().inflight_registered() == nullptr) return false;
+  // The level first, then its reading: a signal handler's op in between takes the next level.
+  st.depth = d + 1;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
   const res_sample s = read_thread_resources(true);
-  if (!s.ok) return false;
-  st.open[st.depth++] = s;
+  if (!s.ok) {
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    st.depth = d;
+    return false;
+  }
+  st.open[d] = s;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
   return true;
 }
 
 LOTUS_DETAIL_API void op_resources_end(const record_site* loc, std::uint64_t ticks) noexcept {
   op_res_stack& st = t_op_res;
-  if (st.depth == 0) return;
-  const res_sample begin = st.open[--st.depth];
+  const unsigned d = st.depth;
+  if (d == 0) return;
+  const res_sample begin = st.open[d - 1];
+  // Copied out before the level is given back (a handler's op may reuse it at once).
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  st.depth = d - 1;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
   if (loc == nullptr) return;
-  thread_local_state& me = t_thread;
-  // After the op's own record: the thread is registered, unless its ring failed.
-  if (me.busy != 0 || me.self == nullptr || me.exited) return;
+  const thread_local_state& me = t_thread;
+  thread_state* self = me.self;
+  if (self == nullptr || me.exited) return;
+  op_res_table* t = self->opres.load(std::memory_order_acquire);
+  if (t == nullptr) return;  // out of memory when ops were turned on (one message then)
   const res_sample end = read_thread_resources(true);
-  if (!end.ok) return;
-  op_res_table* t = me.self->opres.load(std::memory_order_relaxed);
-  if (t == nullptr) {
-    t = new (std::nothrow) op_res_table();
-    if (t == nullptr) return;
-    me.self->opres.store(t, std::memory_order_release);
+  if (!end.ok) {
+    t->lost.fetch_add(1, std::memory_order_relaxed);
+    return;
   }
   op_res_add(*t, loc, ticks, begin, end);
 }
@@ -8492,21 +8771,30 @@ struct inflight_entry {
 };
 
 /// A span begins at `t0`: it becomes the entry at the thread's depth. Returns the depth it was
-/// opened at, for inflight_leave.
+/// opened at, for inflight_leave. The depth is claimed before the entry is written: a signal
+/// handler's span that interrupts this one before the claim uses the same level and gives it back
+/// before this one writes it; after the claim, it uses the next level. Either way neither erases
+/// the other's entry.
 LOTUS_DETAIL_FORCE_INLINE std::uint32_t inflight_enter(inflight& f, const record_site* loc,
                                                        std::uint64_t t0) noexcept {
   const std::uint32_t d = f.depth.load(std::memory_order_relaxed);
+  f.depth.store(d + 1, std::memory_order_relaxed);
+  std::atomic_signal_fence(std::memory_order_seq_cst);
   if (LOTUS_DETAIL_LIKELY(d < inflight_depth)) {
     f.ops[d].t0.store(t0, std::memory_order_relaxed);
     f.ops[d].loc.store(loc, std::memory_order_release);
   }
-  f.depth.store(d + 1, std::memory_order_release);
   return d;
 }
 
-/// The span opened at depth `d` ends: the thread is back at depth `d` (a span that ended out of
-/// order, as a Python context manager may, leaves the depth right again at the next end).
+/// The span opened at depth `d` ends: its entry is cleared (a level claimed but not yet written
+/// reads as empty, never as an old span) and the thread is back at depth `d` (a span that ended
+/// out of order, as a Python context manager may, leaves the depth right again at the next end).
 LOTUS_DETAIL_FORCE_INLINE void inflight_leave(inflight& f, std::uint32_t d) noexcept {
+  if (LOTUS_DETAIL_LIKELY(d < inflight_depth)) {
+    f.ops[d].loc.store(nullptr, std::memory_order_relaxed);
+  }
+  std::atomic_signal_fence(std::memory_order_seq_cst);
   f.depth.store(d, std::memory_order_release);
 }
 
@@ -8952,30 +9240,38 @@ class nvtx_part {
 /// A worker batch's clock and resource figures from its start: the one implementation of
 /// `SBatchPreprocessed_<idx>` with its `batchres` figures, for LOTUS_BATCH_PREPROCESSED
 /// (batch_scope) and the libtorch adapter (torch.hpp). Read at a batch's start and end only.
-/// The batch is published as in progress (inflight.hpp) from its start to its end.
+/// The batch is published as in progress (inflight.hpp) from its start to its end; the batch it
+/// replaced there (one that encloses it: a signal handler's batch, or a nested one) is published
+/// again at its end, never erased.
 struct batch_start {
   std::uint64_t t0 = 0;
   res_sample res;  // the thread's figures at the start
   inflight* fl = nullptr;
+  std::uint64_t outer_idx = 0, outer_t0 = 0;  // the batch in progress before (t0 0: none)
 };
 inline batch_start batch_started(int mode, std::uint64_t idx) noexcept {
   batch_start b;
+  b.fl = inflight_registered();  // first: registers the thread (its resource queue with it)
   b.res = resources_read();
   b.t0 = now_ticks(mode);
-  b.fl = inflight_registered();
-  if (b.fl != nullptr) inflight_batch(*b.fl, idx, b.t0 != 0 ? b.t0 : 1);
+  if (b.fl != nullptr) {
+    b.outer_t0 = b.fl->batch_t0.load(std::memory_order_relaxed);
+    b.outer_idx = b.fl->batch_idx.load(std::memory_order_relaxed);
+    inflight_batch(*b.fl, idx, b.t0 != 0 ? b.t0 : 1);
+  }
   return b;
 }
 inline void batch_ended(int mode, const batch_start& b, std::uint64_t idx) noexcept {
   const std::uint64_t t1 = now_ticks(mode);
-  if (b.fl != nullptr) inflight_batch(*b.fl, 0, 0);  // before its record is pushed
+  // Before its record is pushed: the enclosing batch (or none) is in progress again.
+  if (b.fl != nullptr) inflight_batch(*b.fl, b.outer_idx, b.outer_t0);
   emit(batch_preprocessed_loc, b.t0, t1, idx);
   resources_record(b.res, b.t0, t1, idx);
 }
 
 /// A batch begun but not recorded (the dataset was exhausted, or threw): no longer in progress.
 inline void batch_abandoned(const batch_start& b) noexcept {
-  if (b.fl != nullptr) inflight_batch(*b.fl, 0, 0);
+  if (b.fl != nullptr) inflight_batch(*b.fl, b.outer_idx, b.outer_t0);
 }
 
 /// LOTUS_BATCH_PREPROCESSED: the span of a worker's batch for the rest of the scope (the per-op
@@ -9537,6 +9833,11 @@ class batch_tracker {
     // In progress until its batch arrives (inflight.hpp): wait>X fires during a long wait.
     if (wait_start_ != 0) {
       if (detail::inflight* f = detail::inflight_registered()) {
+        if (!waiting_) {  // the wait it replaces (a signal handler's tracker's: nested)
+          outer_wait_t0_ = f->wait_t0.load(std::memory_order_relaxed);
+          outer_wait_idx_ = f->wait_idx.load(std::memory_order_relaxed);
+          waiting_ = true;
+        }
         detail::inflight_wait(*f, expected_, wait_start_);
       }
     }
@@ -9550,7 +9851,7 @@ class batch_tracker {
     if (m >= detail::mode_tsc) {
       const std::uint64_t now = detail::now_ticks(m);
       if (in_order) {
-        if (detail::inflight* f = detail::inflight_self()) detail::inflight_wait(*f, 0, 0);
+        end_wait();
         pending_ = true;
         pending_start_ = wait_start_ != 0 ? wait_start_ : now;
         pending_end_ = now;
@@ -9593,7 +9894,7 @@ class batch_tracker {
     detail::note_epoch();
     expected_ = 0;
     pending_ = false;
-    if (detail::inflight* f = detail::inflight_self()) detail::inflight_wait(*f, 0, 0);
+    end_wait();
     detail::nvtx_end(nvtx_wait_);
     nvtx_wait_ = 0;
     if (itt_wait_) detail::itt_task_pop();
@@ -9616,12 +9917,23 @@ class batch_tracker {
   }
 
  private:
+  /// The wait is over: the one it replaced (or none) is in progress again (inflight.hpp).
+  void end_wait() noexcept {
+    if (!waiting_) return;
+    waiting_ = false;
+    if (detail::inflight* f = detail::inflight_self()) {
+      detail::inflight_wait(*f, outer_wait_idx_, outer_wait_t0_);
+    }
+  }
+
   std::uint64_t expected_ = 0;
   bool pending_ = false;
   std::uint64_t wait_start_ = 0;
   std::uint64_t pending_start_ = 0, pending_end_ = 0;
   std::uint64_t nvtx_wait_ = 0;  // the open NVTX range of a wait (LOTUS_NVTX), 0: none
   bool itt_wait_ = false;        // the open ITT task of a wait on this thread (LOTUS_ITT)
+  bool waiting_ = false;         // this tracker's wait is published (inflight.hpp)
+  std::uint64_t outer_wait_t0_ = 0, outer_wait_idx_ = 0;  // the wait it replaced there
 };
 
 }  // namespace LOTUS_DETAIL_ABI
@@ -9871,6 +10183,7 @@ inline const char* to_string(kind k) noexcept {
 #include <atomic>   // atomic
 #include <cstdarg>  // va_list
 #include <cstddef>  // size_t
+#include <cstdint>  // uint64_t
 #include <cstdio>   // vsnprintf
 #include <cstring>  // strlen
 
@@ -9904,6 +10217,9 @@ enum class topic : unsigned {
   live,             // the live figures file (live.hpp) could not be created or was replaced
   capture_control,  // a flight-recorder control file that is not this user's own: ignored
   capture_pending,  // more flight-recorder captures pending than a process holds: skipped
+  writer_stuck,     // a full ring's wait gave up: the writer made no progress (a handler?)
+  capture_budget,   // a flight-recorder capture not requested: LOTUS_MAX_BYTES reached
+  capture_failed,   // a flight-recorder capture not requested or not written (file system)
   count_
 };
 
@@ -9923,6 +10239,38 @@ inline void diag_write(const char* text, int n) noexcept {
   const ssize_t w = ::write(2, line, static_cast<std::size_t>(8 + n));
   static_cast<void>(w);
   errno = saved;
+}
+
+/// Once per process for `t`, a fixed text: write(2) only, async-signal-safe (the record path's
+/// messages, which may come from a signal handler).
+inline bool diag_text(topic t, const char* text) noexcept {
+  if (g_topic_said[static_cast<unsigned>(t)].exchange(true, std::memory_order_relaxed))
+    return false;
+  diag_write(text, static_cast<int>(std::strlen(text)));
+  return true;
+}
+
+/// As diag_text, `before` `v` `after` (the number in decimal, formatted here: no stdio).
+inline bool diag_text_u64(topic t, const char* before, std::uint64_t v,
+                          const char* after) noexcept {
+  if (g_topic_said[static_cast<unsigned>(t)].exchange(true, std::memory_order_relaxed))
+    return false;
+  char text[600];
+  std::size_t n = 0;
+  const auto put = [&](const char* p) {
+    while (*p != '\0' && n < sizeof text - 24) text[n++] = *p++;
+  };
+  put(before);
+  char digits[24];
+  std::size_t k = 0;
+  do {
+    digits[k++] = static_cast<char>('0' + v % 10);
+    v /= 10;
+  } while (v != 0);
+  while (k != 0) text[n++] = digits[--k];
+  put(after);
+  diag_write(text, static_cast<int>(n));
+  return true;
 }
 
 LOTUS_DETAIL_COLD inline void diag_vprint(const char* format, va_list args) noexcept {

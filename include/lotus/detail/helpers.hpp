@@ -37,30 +37,38 @@ class nvtx_part {
 /// A worker batch's clock and resource figures from its start: the one implementation of
 /// `SBatchPreprocessed_<idx>` with its `batchres` figures, for LOTUS_BATCH_PREPROCESSED
 /// (batch_scope) and the libtorch adapter (torch.hpp). Read at a batch's start and end only.
-/// The batch is published as in progress (inflight.hpp) from its start to its end.
+/// The batch is published as in progress (inflight.hpp) from its start to its end; the batch it
+/// replaced there (one that encloses it: a signal handler's batch, or a nested one) is published
+/// again at its end, never erased.
 struct batch_start {
   std::uint64_t t0 = 0;
   res_sample res;  // the thread's figures at the start
   inflight* fl = nullptr;
+  std::uint64_t outer_idx = 0, outer_t0 = 0;  // the batch in progress before (t0 0: none)
 };
 inline batch_start batch_started(int mode, std::uint64_t idx) noexcept {
   batch_start b;
+  b.fl = inflight_registered();  // first: registers the thread (its resource queue with it)
   b.res = resources_read();
   b.t0 = now_ticks(mode);
-  b.fl = inflight_registered();
-  if (b.fl != nullptr) inflight_batch(*b.fl, idx, b.t0 != 0 ? b.t0 : 1);
+  if (b.fl != nullptr) {
+    b.outer_t0 = b.fl->batch_t0.load(std::memory_order_relaxed);
+    b.outer_idx = b.fl->batch_idx.load(std::memory_order_relaxed);
+    inflight_batch(*b.fl, idx, b.t0 != 0 ? b.t0 : 1);
+  }
   return b;
 }
 inline void batch_ended(int mode, const batch_start& b, std::uint64_t idx) noexcept {
   const std::uint64_t t1 = now_ticks(mode);
-  if (b.fl != nullptr) inflight_batch(*b.fl, 0, 0);  // before its record is pushed
+  // Before its record is pushed: the enclosing batch (or none) is in progress again.
+  if (b.fl != nullptr) inflight_batch(*b.fl, b.outer_idx, b.outer_t0);
   emit(batch_preprocessed_loc, b.t0, t1, idx);
   resources_record(b.res, b.t0, t1, idx);
 }
 
 /// A batch begun but not recorded (the dataset was exhausted, or threw): no longer in progress.
 inline void batch_abandoned(const batch_start& b) noexcept {
-  if (b.fl != nullptr) inflight_batch(*b.fl, 0, 0);
+  if (b.fl != nullptr) inflight_batch(*b.fl, b.outer_idx, b.outer_t0);
 }
 
 /// LOTUS_BATCH_PREPROCESSED: the span of a worker's batch for the rest of the scope (the per-op

@@ -52,21 +52,30 @@ struct inflight_entry {
 };
 
 /// A span begins at `t0`: it becomes the entry at the thread's depth. Returns the depth it was
-/// opened at, for inflight_leave.
+/// opened at, for inflight_leave. The depth is claimed before the entry is written: a signal
+/// handler's span that interrupts this one before the claim uses the same level and gives it back
+/// before this one writes it; after the claim, it uses the next level. Either way neither erases
+/// the other's entry.
 LOTUS_DETAIL_FORCE_INLINE std::uint32_t inflight_enter(inflight& f, const record_site* loc,
                                                        std::uint64_t t0) noexcept {
   const std::uint32_t d = f.depth.load(std::memory_order_relaxed);
+  f.depth.store(d + 1, std::memory_order_relaxed);
+  std::atomic_signal_fence(std::memory_order_seq_cst);
   if (LOTUS_DETAIL_LIKELY(d < inflight_depth)) {
     f.ops[d].t0.store(t0, std::memory_order_relaxed);
     f.ops[d].loc.store(loc, std::memory_order_release);
   }
-  f.depth.store(d + 1, std::memory_order_release);
   return d;
 }
 
-/// The span opened at depth `d` ends: the thread is back at depth `d` (a span that ended out of
-/// order, as a Python context manager may, leaves the depth right again at the next end).
+/// The span opened at depth `d` ends: its entry is cleared (a level claimed but not yet written
+/// reads as empty, never as an old span) and the thread is back at depth `d` (a span that ended
+/// out of order, as a Python context manager may, leaves the depth right again at the next end).
 LOTUS_DETAIL_FORCE_INLINE void inflight_leave(inflight& f, std::uint32_t d) noexcept {
+  if (LOTUS_DETAIL_LIKELY(d < inflight_depth)) {
+    f.ops[d].loc.store(nullptr, std::memory_order_relaxed);
+  }
+  std::atomic_signal_fence(std::memory_order_seq_cst);
   f.depth.store(d, std::memory_order_release);
 }
 

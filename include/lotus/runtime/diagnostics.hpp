@@ -8,6 +8,7 @@
 #include <atomic>   // atomic
 #include <cstdarg>  // va_list
 #include <cstddef>  // size_t
+#include <cstdint>  // uint64_t
 #include <cstdio>   // vsnprintf
 #include <cstring>  // strlen
 
@@ -43,6 +44,9 @@ enum class topic : unsigned {
   live,             // the live figures file (live.hpp) could not be created or was replaced
   capture_control,  // a flight-recorder control file that is not this user's own: ignored
   capture_pending,  // more flight-recorder captures pending than a process holds: skipped
+  writer_stuck,     // a full ring's wait gave up: the writer made no progress (a handler?)
+  capture_budget,   // a flight-recorder capture not requested: LOTUS_MAX_BYTES reached
+  capture_failed,   // a flight-recorder capture not requested or not written (file system)
   count_
 };
 
@@ -62,6 +66,38 @@ inline void diag_write(const char* text, int n) noexcept {
   const ssize_t w = ::write(2, line, static_cast<std::size_t>(8 + n));
   static_cast<void>(w);
   errno = saved;
+}
+
+/// Once per process for `t`, a fixed text: write(2) only, async-signal-safe (the record path's
+/// messages, which may come from a signal handler).
+inline bool diag_text(topic t, const char* text) noexcept {
+  if (g_topic_said[static_cast<unsigned>(t)].exchange(true, std::memory_order_relaxed))
+    return false;
+  diag_write(text, static_cast<int>(std::strlen(text)));
+  return true;
+}
+
+/// As diag_text, `before` `v` `after` (the number in decimal, formatted here: no stdio).
+inline bool diag_text_u64(topic t, const char* before, std::uint64_t v,
+                          const char* after) noexcept {
+  if (g_topic_said[static_cast<unsigned>(t)].exchange(true, std::memory_order_relaxed))
+    return false;
+  char text[600];
+  std::size_t n = 0;
+  const auto put = [&](const char* p) {
+    while (*p != '\0' && n < sizeof text - 24) text[n++] = *p++;
+  };
+  put(before);
+  char digits[24];
+  std::size_t k = 0;
+  do {
+    digits[k++] = static_cast<char>('0' + v % 10);
+    v /= 10;
+  } while (v != 0);
+  while (k != 0) text[n++] = digits[--k];
+  put(after);
+  diag_write(text, static_cast<int>(n));
+  return true;
 }
 
 LOTUS_DETAIL_COLD inline void diag_vprint(const char* format, va_list args) noexcept {

@@ -391,15 +391,19 @@ class flight_recorder {
     char line[320];
     const std::size_t n = flight_request_line(r, line, sizeof line);
     if (n == 0 || !files.charge(n)) {
-      diag_config("flight recorder: capture %s not requested (LOTUS_MAX_BYTES reached)", r.id);
+      // Once per process: every later capture over the budget would say the same.
+      diag(topic::capture_budget,
+           "flight recorder: capture %s not requested (LOTUS_MAX_BYTES reached); later captures "
+           "are not requested either while the budget is spent",
+           r.id);
       return false;
     }
     const char* why = nullptr;
     int err = 0;
     files.make_dir();
     if (!flight_append_request(files.dir().c_str(), r, &why, &err)) {
-      diag_config("flight recorder: capture %s not requested: %s in %s%s%s", r.id, why,
-                  files.dir().c_str(), err != 0 ? ": " : "", err != 0 ? std::strerror(err) : "");
+      diag(topic::capture_failed, "flight recorder: capture %s not requested: %s in %s%s%s", r.id,
+           why, files.dir().c_str(), err != 0 ? ": " : "", err != 0 ? std::strerror(err) : "");
       return false;
     }
     return true;
@@ -510,14 +514,14 @@ class flight_recorder {
     if (dir.overflow) return;
     files.make_dir();
     if (::mkdir(dir.c_str(), 0777) != 0 && errno != EEXIST) {
-      diag_config("flight recorder: cannot create '%s': %s; capture skipped", dir.c_str(),
-                  std::strerror(errno));
+      diag(topic::capture_failed, "flight recorder: cannot create '%s': %s; capture skipped",
+           dir.c_str(), std::strerror(errno));
       return;
     }
     struct stat st {};
     if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid()) {
-      diag_config("flight recorder: '%s' is not a directory of this user; capture skipped",
-                  dir.c_str());
+      diag(topic::capture_failed,
+           "flight recorder: '%s' is not a directory of this user; capture skipped", dir.c_str());
       return;
     }
     const std::uint64_t from = window_from(r);

@@ -32,16 +32,21 @@ inline std::uint64_t res_delta(std::uint64_t a, std::uint64_t b) noexcept {
   return b > a ? b - a : 0;
 }
 
-/// One batch's figures, queued for the writer.
+/// One batch's figures, queued for the writer. `seq` is the slot's index + 1 once its figures
+/// are filled in (release): the writer takes a slot only then.
 struct res_entry {
+  std::atomic<std::uint64_t> seq{0};
   std::uint64_t t0, t1, idx;
   std::uint64_t cpu_ns, wait_ns, minflt, majflt, nvcsw, nivcsw;
 };
 
-/// A thread's single-producer/single-consumer queue of res_entry (allocated at its first batch).
+/// A thread's queue of res_entry, allocated when the thread registers (never on the record path).
+/// One consumer (the writer); the producers are the owner thread and the signal handlers that
+/// interrupt it: a slot is claimed with a compare-and-swap of `head`, so a handler's batch that
+/// interrupts the owner's push takes the next slot, never the same one.
 struct res_queue {
   static constexpr std::uint64_t capacity = 512;
-  std::atomic<std::uint64_t> head{0};  // owner thread
+  std::atomic<std::uint64_t> head{0};  // slots claimed (owner thread and its handlers)
   std::atomic<std::uint64_t> tail{0};  // writer
   std::atomic<std::uint64_t> lost{0};  // entries dropped because the queue was full
   std::uint64_t lost_reported = 0;     // writer: the count in the last `batchres_lost` line
@@ -50,10 +55,12 @@ struct res_queue {
 };
 
 /// LOTUS_RESOURCES=ops: a thread's per-op figures, summed per op site on the recording thread
-/// (allocated at its first op). The owner adds each op's difference to its site's slot (plain
-/// load + store: one writer per field); the writer reads the running sums each cycle and writes
-/// the change since its previous reading as one sidecar `opres` line per site (FORMAT.md §5).
-/// A site that finds the table full is counted in `lost`.
+/// (allocated when the thread registers with ops on, or when configure() turns ops on). The owner
+/// adds each op's difference to its site's slot with atomic adds, and claims a free slot with a
+/// compare-and-swap, so a signal handler's op that interrupts an addition adds its own figures
+/// too; the writer reads the running sums each cycle and writes the change since its previous
+/// reading as one sidecar `opres` line per site (FORMAT.md §5). A site that finds the table full
+/// is counted in `lost`.
 struct op_res_slot {
   std::atomic<const void*> site{nullptr};  // the op's record_site, set once by the owner
   std::atomic<std::uint64_t> count{0};     // ops; stored last (release)
@@ -70,7 +77,9 @@ struct op_res_table {
 };
 
 /// The calling thread's open readings of ops in progress (LOTUS_RESOURCES=ops), innermost last;
-/// an op nested deeper than `depth_max` goes without figures.
+/// an op nested deeper than `depth_max` goes without figures. A level is claimed (depth stored)
+/// before its reading is filled in and released after it was copied out, so a signal handler's op
+/// always takes a level of its own.
 struct op_res_stack {
   static constexpr unsigned depth_max = 32;
   unsigned depth = 0;
@@ -87,12 +96,15 @@ inline void op_res_add(op_res_table& t, const void* site, std::uint64_t ticks, c
   for (std::uint64_t n = 0; n < op_res_table::capacity;
        ++n, i = (i + 1) & (op_res_table::capacity - 1)) {
     op_res_slot& s = t.slots[i];
-    const void* k = s.site.load(std::memory_order_relaxed);
+    const void* k = s.site.load(std::memory_order_acquire);
     if (k == nullptr) {
-      s.site.store(site, std::memory_order_release);
-    } else if (k != site) {
-      continue;
+      // Claim it; a signal handler's op may have taken it in between (k is then its site).
+      if (s.site.compare_exchange_strong(k, site, std::memory_order_acq_rel,
+                                         std::memory_order_acquire)) {
+        k = site;
+      }
     }
+    if (k != site) continue;
     const std::uint64_t d[7] = {ticks,
                                 res_delta(b.cpu_ns, e.cpu_ns),
                                 res_delta(b.wait_ns, e.wait_ns),
@@ -100,10 +112,10 @@ inline void op_res_add(op_res_table& t, const void* site, std::uint64_t ticks, c
                                 res_delta(b.majflt, e.majflt),
                                 res_delta(b.nvcsw, e.nvcsw),
                                 res_delta(b.nivcsw, e.nivcsw)};
-    for (int j = 0; j < 7; ++j) {
-      s.sums[j].store(s.sums[j].load(std::memory_order_relaxed) + d[j], std::memory_order_relaxed);
-    }
-    s.count.store(s.count.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+    // Atomic adds (a few ns each against the op's ~2 us of reads): a handler's op on the same
+    // site that interrupts this one adds to the same sums, never overwritten.
+    for (int j = 0; j < 7; ++j) s.sums[j].fetch_add(d[j], std::memory_order_relaxed);
+    s.count.fetch_add(1, std::memory_order_release);
     return;
   }
   t.lost.fetch_add(1, std::memory_order_relaxed);
@@ -111,8 +123,8 @@ inline void op_res_add(op_res_table& t, const void* site, std::uint64_t ticks, c
 
 /// The calling thread's open /proc/thread-self/schedstat: -1 not opened yet, -2 unavailable,
 /// -3 not kept (opened, read and closed at each reading: schedstat_kept_max threads keep theirs).
-/// Closed when the thread exits (resources_thread_exit); a forked child's surviving thread closes
-/// the parent's (runtime::fork_child): that descriptor reads the parent's thread.
+/// Closed when the thread exits (resources_thread_exit); a forked child closes every kept one
+/// (resources_after_fork): they read the parent's threads.
 inline thread_local int t_schedstat_fd = -1;
 
 /// At most this many threads of a process keep their schedstat descriptor open; the others open
@@ -120,7 +132,15 @@ inline thread_local int t_schedstat_fd = -1;
 /// the bound, 2,000 recording threads held 2,000 descriptors, and under RLIMIT_NOFILE 1024 the
 /// writer could not create their trace files (issue #53).
 constexpr int schedstat_kept_max = 64;
-inline std::atomic<int> g_schedstat_kept{0};
+/// The kept descriptors of every thread of the process, each as fd + 1 (0: a free place), so
+/// that a forked child can close those of the parent's other threads (their thread_locals are
+/// not reachable there).
+inline std::atomic<int> g_schedstat_kept_fds[schedstat_kept_max] = {};
+/// Schedstat descriptors being opened, read or closed now (any thread); a fork() waits for them
+/// (bounded) after setting g_schedstat_forking, so no descriptor lotus holds for a moment is
+/// inherited unknown to the child.
+inline std::atomic<int> g_schedstat_busy{0};
+inline std::atomic<bool> g_schedstat_forking{false};
 
 inline int open_schedstat() noexcept {
   int fd = -1;
@@ -133,6 +153,9 @@ inline int open_schedstat() noexcept {
 /// The calling thread's previous reading (ok: there is one): its context switches tell whether
 /// the run-queue wait can have changed since.
 inline thread_local res_sample t_res_last;
+/// Readings in progress on the calling thread: a signal handler's reading that interrupts one
+/// (> 0) neither opens the thread's kept descriptor nor replaces t_res_last.
+inline thread_local int t_res_reading = 0;
 
 /// LOTUS_RESOURCES / options::resources (option_table's row): 1 (default) records per-batch
 /// figures, 0 does not. Set by the runtime whenever its settings are applied.
@@ -156,30 +179,56 @@ inline bool parse_schedstat(const char* p, const char* end, std::uint64_t& cpu,
   return true;
 }
 
-/// The thread's run-queue wait (schedstat's second field), or false without schedstat.
-inline bool read_schedstat_wait(std::uint64_t& wait) noexcept {
+/// Keeps `fd` in a free place of g_schedstat_kept_fds; false when all are taken.
+inline bool schedstat_keep(int fd) noexcept {
+  for (std::atomic<int>& f : g_schedstat_kept_fds) {
+    int free_place = 0;
+    if (f.compare_exchange_strong(free_place, fd + 1, std::memory_order_acq_rel)) return true;
+  }
+  return false;
+}
+inline void schedstat_unkeep(int fd) noexcept {
+  for (std::atomic<int>& f : g_schedstat_kept_fds) {
+    int mine = fd + 1;
+    if (f.compare_exchange_strong(mine, 0, std::memory_order_acq_rel)) return;
+  }
+}
+
+/// The thread's run-queue wait (schedstat's second field), or false without schedstat. `nested`:
+/// a signal handler's reading that interrupted one of this thread: it may use the kept
+/// descriptor, never open or replace it.
+inline bool read_schedstat_wait(std::uint64_t& wait, bool nested) noexcept {
   int fd = t_schedstat_fd;
-  if (fd == -1 || fd == -3) {
-    fd = open_schedstat();
-    if (fd < 0) {
-      // Out of descriptors: the host's (or other threads') doing, transient; else no schedstat.
-      if (errno != EMFILE && errno != ENFILE && errno != ENOMEM) t_schedstat_fd = -2;
-      return false;
-    }
-    if (t_schedstat_fd == -1) {
-      if (g_schedstat_kept.fetch_add(1, std::memory_order_relaxed) < schedstat_kept_max) {
-        t_schedstat_fd = fd;  // kept for the thread's later readings
-      } else {
-        g_schedstat_kept.fetch_sub(1, std::memory_order_relaxed);
-        t_schedstat_fd = -3;
-      }
-    }
-  } else if (fd < 0) {
+  if (fd >= 0) {  // kept: one pread, offset-independent (a handler's pread reads the same)
+    char buf[96];
+    const ssize_t n = ::pread(fd, buf, sizeof buf, 0);
+    std::uint64_t cpu = 0;
+    return n > 0 && parse_schedstat(buf, buf + n, cpu, wait);
+  }
+  if (fd == -2) return false;
+  // Opened here: announced first (seq_cst, with g_schedstat_forking: Dekker's pair) so that a
+  // fork() waits until it is kept or closed again.
+  g_schedstat_busy.fetch_add(1, std::memory_order_seq_cst);
+  if (g_schedstat_forking.load(std::memory_order_seq_cst)) {
+    g_schedstat_busy.fetch_sub(1, std::memory_order_seq_cst);
+    return false;  // a fork() in progress in another thread: this reading goes without
+  }
+  fd = open_schedstat();
+  if (fd < 0) {
+    g_schedstat_busy.fetch_sub(1, std::memory_order_seq_cst);
+    // Out of descriptors: the host's (or other threads') doing, transient; else no schedstat.
+    if (!nested && errno != EMFILE && errno != ENFILE && errno != ENOMEM) t_schedstat_fd = -2;
     return false;
   }
   char buf[96];
   const ssize_t n = ::pread(fd, buf, sizeof buf, 0);
-  if (fd != t_schedstat_fd) ::close(fd);
+  bool kept = false;
+  if (!nested && t_schedstat_fd == -1) {
+    kept = schedstat_keep(fd);
+    t_schedstat_fd = kept ? fd : -3;  // -3: the other threads keep the bound
+  }
+  if (!kept) ::close(fd);
+  g_schedstat_busy.fetch_sub(1, std::memory_order_seq_cst);
   std::uint64_t cpu = 0;
   return n > 0 && parse_schedstat(buf, buf + n, cpu, wait);
 }
@@ -195,57 +244,92 @@ inline bool read_schedstat_wait(std::uint64_t& wait) noexcept {
 /// up to a tick, and that lag is not random per op: a CPU-bound op's last part would be counted in
 /// the next op that blocks (the switch brings the thread's runtime up to date). One more system
 /// call; batches (usually longer than a tick) keep getrusage's.
+///
+/// Async-signal-safe: system calls and this thread's own state only; a reading in a signal
+/// handler that interrupted one of this thread reads schedstat itself and leaves t_res_last.
 inline res_sample read_thread_resources(bool exact_cpu = false) noexcept {
+  const bool nested = t_res_reading != 0;
+  ++t_res_reading;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
   res_sample s;
   struct rusage ru {};
-  if (::getrusage(RUSAGE_THREAD, &ru) != 0) return s;
-  s.minflt = static_cast<std::uint64_t>(ru.ru_minflt);
-  s.majflt = static_cast<std::uint64_t>(ru.ru_majflt);
-  s.nvcsw = static_cast<std::uint64_t>(ru.ru_nvcsw);
-  s.nivcsw = static_cast<std::uint64_t>(ru.ru_nivcsw);
-  const auto u64 = [](long v) { return v > 0 ? static_cast<std::uint64_t>(v) : std::uint64_t{0}; };
-  s.cpu_ns = (u64(ru.ru_utime.tv_sec) + u64(ru.ru_stime.tv_sec)) * 1000000000u +
-             (u64(ru.ru_utime.tv_usec) + u64(ru.ru_stime.tv_usec)) * 1000u;
-  timespec ts{};
-  if (exact_cpu && ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0) {
-    s.cpu_ns = u64(ts.tv_sec) * 1000000000u + u64(ts.tv_nsec);
+  if (::getrusage(RUSAGE_THREAD, &ru) == 0) {
+    s.minflt = static_cast<std::uint64_t>(ru.ru_minflt);
+    s.majflt = static_cast<std::uint64_t>(ru.ru_majflt);
+    s.nvcsw = static_cast<std::uint64_t>(ru.ru_nvcsw);
+    s.nivcsw = static_cast<std::uint64_t>(ru.ru_nivcsw);
+    const auto u64 = [](long v) {
+      return v > 0 ? static_cast<std::uint64_t>(v) : std::uint64_t{0};
+    };
+    s.cpu_ns = (u64(ru.ru_utime.tv_sec) + u64(ru.ru_stime.tv_sec)) * 1000000000u +
+               (u64(ru.ru_utime.tv_usec) + u64(ru.ru_stime.tv_usec)) * 1000u;
+    timespec ts{};
+    if (exact_cpu && ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0) {
+      s.cpu_ns = u64(ts.tv_sec) * 1000000000u + u64(ts.tv_nsec);
+    }
+    const res_sample last = t_res_last;
+    if (!nested && last.ok && last.nvcsw == s.nvcsw && last.nivcsw == s.nivcsw) {
+      s.wait_ns = last.wait_ns;  // not descheduled since: no wait for a CPU either
+    } else if (!read_schedstat_wait(s.wait_ns, nested)) {
+      s.wait_ns = !nested && last.ok ? last.wait_ns : 0;  // not read now: no change seen
+    }
+    s.ok = true;
+    if (!nested) t_res_last = s;
   }
-  const res_sample& last = t_res_last;
-  if (last.ok && last.nvcsw == s.nvcsw && last.nivcsw == s.nivcsw) {
-    s.wait_ns = last.wait_ns;  // not descheduled since: no wait for a CPU either
-  } else if (!read_schedstat_wait(s.wait_ns)) {
-    s.wait_ns = 0;
-  }
-  s.ok = true;
-  t_res_last = s;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  --t_res_reading;
   return s;
 }
 
-/// In a forked child, on the thread that forked: forget the parent's descriptor and reading.
+/// fork(): the parent's side. Stops new schedstat descriptors and waits (at most ~10 ms) for
+/// those being opened or closed in other threads, so the child knows every one it inherits.
+inline void resources_fork_prepare() noexcept {
+  g_schedstat_forking.store(true, std::memory_order_seq_cst);
+  for (int i = 0; i < 2000 && g_schedstat_busy.load(std::memory_order_seq_cst) != 0; ++i) {
+    const timespec ts{0, 5000};
+    nanosleep(&ts, nullptr);
+  }
+}
+inline void resources_fork_parent() noexcept {
+  g_schedstat_forking.store(false, std::memory_order_seq_cst);
+}
+
+/// In a forked child, on the thread that forked: close every schedstat descriptor the parent's
+/// threads kept (each reads a thread of the parent) and forget this thread's reading.
 inline void resources_after_fork() noexcept {
-  if (t_schedstat_fd >= 0) ::close(t_schedstat_fd);
+  for (std::atomic<int>& f : g_schedstat_kept_fds) {
+    const int kept = f.exchange(0, std::memory_order_relaxed);
+    if (kept > 0) ::close(kept - 1);
+  }
   t_schedstat_fd = -1;
-  g_schedstat_kept.store(0, std::memory_order_relaxed);  // the parent's threads are not here
   t_res_last = res_sample{};
+  t_res_reading = 0;
+  g_schedstat_busy.store(0, std::memory_order_relaxed);  // the parent's threads are not here
+  g_schedstat_forking.store(false, std::memory_order_seq_cst);
 }
 
 /// At the thread's exit (runtime's thread_exit_hook): close its descriptor; no reads after.
 inline void resources_thread_exit() noexcept {
-  if (t_schedstat_fd >= 0) {
-    ::close(t_schedstat_fd);
-    g_schedstat_kept.fetch_sub(1, std::memory_order_relaxed);
-  }
+  const int fd = t_schedstat_fd;
   t_schedstat_fd = -2;
+  if (fd >= 0) {
+    schedstat_unkeep(fd);
+    ::close(fd);
+  }
 }
 
-/// Queues the difference end - begin; false when the queue is full (counted in `lost`).
+/// Queues the difference end - begin; false when the queue is full (counted in `lost`). Called
+/// by the owner thread and by signal handlers that interrupt it, never by another thread.
 inline bool res_push(res_queue& q, const res_sample& b, const res_sample& e, std::uint64_t t0,
                      std::uint64_t t1, std::uint64_t idx) noexcept {
-  const std::uint64_t h = q.head.load(std::memory_order_relaxed);
-  if (h - q.tail.load(std::memory_order_acquire) >= res_queue::capacity) {
-    q.lost.fetch_add(1, std::memory_order_relaxed);
-    return false;
-  }
+  std::uint64_t h = q.head.load(std::memory_order_relaxed);
+  do {
+    if (h - q.tail.load(std::memory_order_acquire) >= res_queue::capacity) {
+      q.lost.fetch_add(1, std::memory_order_relaxed);
+      return false;
+    }
+  } while (!q.head.compare_exchange_weak(h, h + 1, std::memory_order_relaxed,
+                                         std::memory_order_relaxed));
   res_entry& s = q.slots[h % res_queue::capacity];
   s.t0 = t0;
   s.t1 = t1;
@@ -256,7 +340,7 @@ inline bool res_push(res_queue& q, const res_sample& b, const res_sample& e, std
   s.majflt = res_delta(b.majflt, e.majflt);
   s.nvcsw = res_delta(b.nvcsw, e.nvcsw);
   s.nivcsw = res_delta(b.nivcsw, e.nivcsw);
-  q.head.store(h + 1, std::memory_order_release);
+  s.seq.store(h + 1, std::memory_order_release);
   return true;
 }
 

@@ -60,6 +60,11 @@ namespace detail {
 static_assert(min_free_default == trace_files::min_free_auto,
               "settings and trace_files share the 'default reserve' value");
 
+/// How long a full ring waits for a writer that makes no progress at all (runtime::push_full).
+constexpr std::uint64_t writer_stuck_ms = 1000;
+/// The writer's progress count + 1 at which this thread last gave up waiting (0: never).
+inline thread_local std::uint64_t t_writer_stuck = 0;
+
 /// How long exit waits for the writer before giving up (a stuck file system must not hang it).
 constexpr std::uint64_t writer_stop_limit_ms = 5000;
 /// The longest lotus::flush() waits for the writer (then it returns, with one message).
@@ -144,6 +149,7 @@ class runtime {
   /// The settings the writer thread applies (budget, prefix and period, flight mode, live
   /// figures): after configure() and in a forked child.
   void settings_to_writer() noexcept {
+    threads_.set_ring_max(set_.ring_capacity);  // the writer's spare segments
     writer_.set_budget(set_.max_bytes, set_.min_free);
     writer_.retarget(set_.log_file, set_.flush_interval_ms);
     writer_.set_flight(set_.flight);  // in a forked child: an empty window, the same control file
@@ -271,6 +277,13 @@ LOTUS_DETAIL_COLD inline void runtime::apply_locked(const options& o) noexcept {
   g_itt_on.store(itt, std::memory_order_release);
   g_resources_on.store(set_.resources ? 1 : 0, std::memory_order_relaxed);
   g_op_resources_on.store(op_res, std::memory_order_relaxed);
+  // Before the mode: the threads that exist get their resource tables now, so that their
+  // records never allocate (thread_registry::equip; new threads get theirs at registration).
+  if (!threads_.equip_all()) {
+    diag(topic::no_memory,
+         "out of memory allocating the resource figures' tables; some threads' figures are not "
+         "recorded");
+  }
   const int clock = nvtx_modes_ ? clock_mode_ + (mode_tsc_nvtx - mode_tsc) : clock_mode_;
   g_mode.store(on ? clock : mode_off, std::memory_order_release);
   if (on) writer_.start();
@@ -384,8 +397,8 @@ const record_site* runtime::intern_dynamic(const char* name, std::size_t key_siz
       intern_locked(name, size, (key_size & name_cut_bit) != 0 ? flag_sanitized : 0u);
   const record_site* loc = in.loc;
   if (loc == nullptr) {
-    diag(topic::no_memory,
-         "out of memory interning a LOTUS_SCOPE_DYNAMIC name; the scope is dropped");
+    diag_text(topic::no_memory,
+              "out of memory interning a LOTUS_SCOPE_DYNAMIC name; the scope is dropped");
     count_lost(lost_no_ring_);
     return nullptr;
   }
@@ -421,15 +434,21 @@ LOTUS_DETAIL_COLD inline ring* runtime::register_thread() noexcept {
   }
   const std::size_t max = max_capacity_.load(std::memory_order_relaxed);
   const std::size_t first = ring_initial < max ? ring_initial : max;
-  thread_state* t = thread_registry::make(first);
-  if (t == nullptr || !threads_.add(t)) {
+  thread_state* t = thread_registry::make(first, max);
+  bool equipped = true;
+  if (t == nullptr || !threads_.add(t, equipped)) {
     if (t != nullptr) thread_registry::destroy(t);
     t_thread.failed = true;
-    diag(topic::no_memory,
-         "cannot allocate a trace ring for thread %llu; its events are dropped (counted)",
-         static_cast<unsigned long long>(current_tid()));
+    // Formatted without stdio: this may run in a signal handler (a thread's first record).
+    diag_text_u64(topic::no_memory, "cannot allocate a trace ring for thread ", current_tid(),
+                  "; its events are dropped (counted)");
     count_lost(lost_no_ring_);
     return nullptr;
+  }
+  if (!equipped) {
+    diag_text_u64(topic::no_memory,
+                  "out of memory allocating the resource figures' tables of thread ", t->tid,
+                  "; its figures are not recorded");
   }
   t_thread.self = t;
   if (!writer_.start()) return nullptr;
@@ -444,34 +463,61 @@ inline ring* runtime::push_full(ring* r, const record_site* loc, std::uint64_t t
     r->publish(h, loc, t0, t1, idx);
     return r;
   }
-  // Grow: a segment twice as large continues the indices; the writer drains the old one first.
+  // Grow: a larger segment continues the indices; the writer drains the old one first. The
+  // segment was allocated off the record path (at registration, then by the writer, which makes
+  // the next one when it finds a segment a quarter full or more): a record, in a signal handler
+  // too, never allocates. While the thread waits for the writer, a segment the writer makes in
+  // the meantime is taken at once.
   const std::size_t max = max_capacity_.load(std::memory_order_relaxed);
-  if (r->capacity < max) {
-    ring* bigger = ring::make(r->capacity * 2 < max ? r->capacity * 2 : max, h, r->owner);
-    if (bigger != nullptr) {
-      bigger->progress = r->progress;
-      bigger->publish(h, loc, t0, t1, idx);
-      r->owner->current.store(bigger, std::memory_order_release);
-      r->next.store(bigger, std::memory_order_release);
-      return bigger;
+  // LOTUS_OVERFLOW=block waits while the writer makes progress; a writer stuck for
+  // writer_stuck_ms (waiting for a lock this thread holds: a signal handler that interrupted the
+  // allocator records here, and the writer needs the allocator) must not hang the thread. The
+  // event is dropped (counted), and so is every later one of this thread that finds its ring
+  // full while the writer is still stuck at the same point.
+  std::uint64_t seen = writer_.progress(), since = 0;
+  const bool stuck_before = t_writer_stuck == seen + 1;
+  for (unsigned spin = 0;; ++spin) {
+    if (r->capacity < max) {
+      // Always larger than this one: made for a segment of this capacity when it was current.
+      if (ring* bigger = r->owner->spare.exchange(nullptr, std::memory_order_acq_rel)) {
+        bigger->head.store(h, std::memory_order_relaxed);
+        bigger->tail.store(h, std::memory_order_relaxed);
+        bigger->tail_cache = h;
+        bigger->progress = r->progress;
+        bigger->publish(h, loc, t0, t1, idx);
+        r->owner->current.store(bigger, std::memory_order_release);
+        r->next.store(bigger, std::memory_order_release);
+        writer_.nudge();  // for the next one
+        return bigger;
+      }
     }
-    diag(topic::no_memory,
-         "cannot allocate a larger trace ring (out of memory); the thread keeps %llu events and "
-         "waits for the writer (LOTUS_OVERFLOW=block) or drops (drop)",
-         static_cast<unsigned long long>(r->capacity));
-  }
-  writer_.nudge();
-  for (unsigned spin = 0; h - r->tail_cache >= r->capacity; ++spin) {
+    if (h - r->tail_cache < r->capacity) break;
     // Give up only when nobody will ever drain this ring: tracing off or no writer.
     if (!block_.load(std::memory_order_relaxed) ||
-        g_mode.load(std::memory_order_relaxed) < mode_tsc || !writer_.running()) {
+        g_mode.load(std::memory_order_relaxed) < mode_tsc || !writer_.running() || stuck_before) {
+      if (spin == 0) writer_.nudge();
       r->owner->dropped.fetch_add(1, std::memory_order_relaxed);
       return r;
     }
+    if ((spin & 15) == 15) {
+      const std::uint64_t now = clock_ns(CLOCK_MONOTONIC), p = writer_.progress();
+      if (p != seen || since == 0) {
+        seen = p;
+        since = now;
+      } else if (now - since > writer_stuck_ms * 1000000u) {
+        t_writer_stuck = seen + 1;
+        diag_text(topic::writer_stuck,
+                  "the writer made no progress for 1 s while a thread waited for room in its "
+                  "ring (LOTUS_OVERFLOW=block; a signal handler that interrupted the allocator "
+                  "on that thread?): its events are dropped (counted) until the writer moves on");
+        r->owner->dropped.fetch_add(1, std::memory_order_relaxed);
+        return r;
+      }
+    }
+    if (spin == 0 || (spin & 63) == 0) writer_.nudge();
     if (spin < 16) {
       ::sched_yield();
     } else {
-      if ((spin & 63) == 0) writer_.nudge();
       const timespec ts{0, 50000};
       nanosleep(&ts, nullptr);
     }
@@ -490,21 +536,18 @@ void runtime::push_slow(const record_site* loc, std::uint64_t t0, std::uint64_t 
   // push, and waiting could deadlock. Count it.
   if (me.busy != 0 || (me.self != nullptr && r == nullptr)) {
     count_lost(lost_reentrant_);
-    if (!g_topic_said[static_cast<unsigned>(topic::reentrant)].exchange(true)) {
-      static const char msg[] =
-          "an event recorded in a signal handler that interrupted lotus on the same thread was "
-          "dropped (counted)";
-      diag_write(msg, static_cast<int>(sizeof msg - 1));  // write(2) only: async-signal-safe
-    }
+    diag_text(topic::reentrant,
+              "an event recorded in a signal handler that interrupted lotus on the same thread "
+              "was dropped (counted)");
     return;
   }
   if (me.exited || me.failed) {
     // After the thread's exit hook ran (a thread_local destructor that records), or with no ring.
     count_lost(lost_no_ring_);
     if (me.exited) {
-      diag(topic::late_event,
-           "an event recorded after its thread's lotus state was torn down (from a thread_local "
-           "destructor) was dropped (counted)");
+      diag_text(topic::late_event,
+                "an event recorded after its thread's lotus state was torn down (from a "
+                "thread_local destructor) was dropped (counted)");
     }
     return;
   }
@@ -548,6 +591,7 @@ LOTUS_DETAIL_COLD inline inflight* runtime::inflight_registered() noexcept {
 inline thread_local runtime* t_fork_locked = nullptr;
 
 LOTUS_DETAIL_COLD inline void runtime::fork_prepare() noexcept {
+  resources_fork_prepare();  // no schedstat descriptor half opened in another thread
   runtime* rt = g_runtime_ready.load(std::memory_order_acquire);
   t_fork_locked = rt;
   if (rt == nullptr) return;  // not started (or being constructed: the child builds its own)
@@ -558,6 +602,7 @@ LOTUS_DETAIL_COLD inline void runtime::fork_prepare() noexcept {
 }
 
 LOTUS_DETAIL_COLD inline void runtime::fork_parent() noexcept {
+  resources_fork_parent();
   runtime* rt = t_fork_locked;
   t_fork_locked = nullptr;
   if (rt == nullptr) return;
@@ -673,24 +718,27 @@ LOTUS_DETAIL_API trace_stats api_stats() noexcept {
 
 LOTUS_DETAIL_API res_sample resources_read() noexcept {
   if (g_mode.load(std::memory_order_relaxed) < mode_tsc || resources_enabled() == 0) return {};
-  if (t_thread.exited) return {};
-  arm_thread_exit();  // its schedstat descriptor is closed when the thread exits
+  // Registered threads only (batch_started registers first): their exit hook is armed, so the
+  // schedstat descriptor is closed when the thread exits, and their queue exists.
+  if (t_thread.exited || t_thread.self == nullptr) return {};
   return read_thread_resources();
 }
 
+// The record path of the resource figures allocates nothing and takes no lock: the queue and
+// the per-op table were allocated when the thread registered (thread_registry::equip), and both
+// take a signal handler's entries that interrupt the owner's (resources.hpp).
 LOTUS_DETAIL_API void resources_record(const res_sample& begin, std::uint64_t t0, std::uint64_t t1,
                                        std::uint64_t idx) noexcept {
   if (!begin.ok) return;
-  thread_local_state& me = t_thread;
-  // After the batch's own record: the thread is registered, unless its ring failed.
-  if (me.busy != 0 || me.self == nullptr || me.exited) return;
+  const thread_local_state& me = t_thread;
+  thread_state* self = me.self;
+  if (self == nullptr || me.exited) return;
+  res_queue* q = self->res.load(std::memory_order_acquire);
+  if (q == nullptr) return;  // out of memory at registration (one message then)
   const res_sample end = read_thread_resources();
-  if (!end.ok) return;
-  res_queue* q = me.self->res.load(std::memory_order_relaxed);
-  if (q == nullptr) {
-    q = new (std::nothrow) res_queue();
-    if (q == nullptr) return;
-    me.self->res.store(q, std::memory_order_release);
+  if (!end.ok) {
+    q->lost.fetch_add(1, std::memory_order_relaxed);
+    return;
   }
   res_push(*q, begin, end, t0, t1, idx);
 }
@@ -698,29 +746,42 @@ LOTUS_DETAIL_API void resources_record(const res_sample& begin, std::uint64_t t0
 LOTUS_DETAIL_API bool op_resources_begin() noexcept {
   if (!g_op_resources_on.load(std::memory_order_relaxed)) return false;
   op_res_stack& st = t_op_res;
-  if (st.depth >= op_res_stack::depth_max || t_thread.exited || t_thread.busy != 0) return false;
-  arm_thread_exit();
+  const unsigned d = st.depth;
+  if (d >= op_res_stack::depth_max || t_thread.exited) return false;
+  if (t_thread.self == nullptr && runtime::get().inflight_registered() == nullptr) return false;
+  // The level first, then its reading: a signal handler's op in between takes the next level.
+  st.depth = d + 1;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
   const res_sample s = read_thread_resources(true);
-  if (!s.ok) return false;
-  st.open[st.depth++] = s;
+  if (!s.ok) {
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    st.depth = d;
+    return false;
+  }
+  st.open[d] = s;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
   return true;
 }
 
 LOTUS_DETAIL_API void op_resources_end(const record_site* loc, std::uint64_t ticks) noexcept {
   op_res_stack& st = t_op_res;
-  if (st.depth == 0) return;
-  const res_sample begin = st.open[--st.depth];
+  const unsigned d = st.depth;
+  if (d == 0) return;
+  const res_sample begin = st.open[d - 1];
+  // Copied out before the level is given back (a handler's op may reuse it at once).
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  st.depth = d - 1;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
   if (loc == nullptr) return;
-  thread_local_state& me = t_thread;
-  // After the op's own record: the thread is registered, unless its ring failed.
-  if (me.busy != 0 || me.self == nullptr || me.exited) return;
+  const thread_local_state& me = t_thread;
+  thread_state* self = me.self;
+  if (self == nullptr || me.exited) return;
+  op_res_table* t = self->opres.load(std::memory_order_acquire);
+  if (t == nullptr) return;  // out of memory when ops were turned on (one message then)
   const res_sample end = read_thread_resources(true);
-  if (!end.ok) return;
-  op_res_table* t = me.self->opres.load(std::memory_order_relaxed);
-  if (t == nullptr) {
-    t = new (std::nothrow) op_res_table();
-    if (t == nullptr) return;
-    me.self->opres.store(t, std::memory_order_release);
+  if (!end.ok) {
+    t->lost.fetch_add(1, std::memory_order_relaxed);
+    return;
   }
   op_res_add(*t, loc, ticks, begin, end);
 }

@@ -91,8 +91,13 @@ struct thread_state {
   char name[17] = {};
   bool announced = false;  // writer: its `thread` line is in the sidecar
   file_slot worker, main;
-  std::atomic<res_queue*> res{nullptr};       // per-batch resource figures, from the first batch on
-  std::atomic<op_res_table*> opres{nullptr};  // per-op sums (LOTUS_RESOURCES=ops), from the first
+  // The next, larger segment, allocated off the record path (at registration, then by the
+  // writer): a full ring grows into it without allocating (runtime::push_full).
+  std::atomic<ring*> spare{nullptr};
+  // Allocated at registration or when configure() turns them on (thread_registry::equip),
+  // never on the record path:
+  std::atomic<res_queue*> res{nullptr};       // per-batch resource figures (LOTUS_RESOURCES)
+  std::atomic<op_res_table*> opres{nullptr};  // per-op sums (LOTUS_RESOURCES=ops)
   // writer: the last batch records formatted (their ticks, written start and duration), so that a
   // `batchres` line carries exactly its record's START and DURATION (trace_writer::drain_resources)
   struct batch_seen {
@@ -138,13 +143,19 @@ struct busy_guard {
 class thread_registry {
  public:
   /// A record with its first segment, or nullptr when out of memory.
-  LOTUS_DETAIL_COLD static thread_state* make(std::uint64_t first_capacity) noexcept {
+  LOTUS_DETAIL_COLD static thread_state* make(std::uint64_t first_capacity,
+                                              std::uint64_t max_capacity) noexcept {
     auto* t = new (std::nothrow) thread_state();
     if (t == nullptr) return nullptr;
     ring* r = ring::make(first_capacity, 0, t);
     if (r == nullptr) {
       delete t;
       return nullptr;
+    }
+    if (first_capacity < max_capacity) {  // nullptr when out of memory: the writer tries again
+      t->spare.store(
+          ring::make(first_capacity * 2 < max_capacity ? first_capacity * 2 : max_capacity, 0, t),
+          std::memory_order_release);
     }
     r->progress = &t->progress;
     t->read = r;
@@ -166,14 +177,47 @@ class thread_registry {
       ring::destroy(r);
       r = next;
     }
+    ring::destroy(t->spare.load(std::memory_order_acquire));
     delete t->res.load(std::memory_order_acquire);
     delete t->opres.load(std::memory_order_acquire);
     delete t;
   }
 
-  bool add(thread_state* t) noexcept {
+  /// Allocates the resource tables the settings call for (g_resources_on, g_op_resources_on),
+  /// so that a record, in a signal handler too, never allocates. False when out of memory.
+  LOTUS_DETAIL_COLD static bool equip(thread_state& t) noexcept {
+    bool ok = true;
+    if (resources_enabled() != 0 && t.res.load(std::memory_order_relaxed) == nullptr) {
+      auto* q = new (std::nothrow) res_queue();
+      ok = q != nullptr;
+      t.res.store(q, std::memory_order_release);
+    }
+    if (g_op_resources_on.load(std::memory_order_relaxed) &&
+        t.opres.load(std::memory_order_relaxed) == nullptr) {
+      auto* o = new (std::nothrow) op_res_table();
+      ok = ok && o != nullptr;
+      t.opres.store(o, std::memory_order_release);
+    }
+    return ok;
+  }
+
+  /// Registers `t`, equipped for the settings now (under the lock that equip_all() takes after
+  /// the settings change: no thread misses both).
+  bool add(thread_state* t, bool& equipped) noexcept {
     const sync_hold lk(mu_);
+    equipped = equip(*t);
     return threads_.push(t);
+  }
+
+  /// configure() changed the settings: every live thread gets the tables they call for. False
+  /// when out of memory for some.
+  LOTUS_DETAIL_COLD bool equip_all() noexcept {
+    const sync_hold lk(mu_);
+    bool ok = true;
+    for (thread_state* t : threads_) {
+      if (!t->retired.load(std::memory_order_acquire)) ok = equip(*t) && ok;
+    }
+    return ok;
   }
 
   /// The live records now; false when out of memory (`out` then keeps its previous content).
@@ -223,6 +267,10 @@ class thread_registry {
   /// Exited threads whose records (and last events) the writer has not released yet.
   std::size_t exited_waiting() const noexcept { return exited_.load(std::memory_order_relaxed); }
 
+  /// LOTUS_RING_CAPACITY: the largest segment (the writer's spares stop there).
+  void set_ring_max(std::uint64_t n) noexcept { ring_max_.store(n, std::memory_order_relaxed); }
+  std::uint64_t ring_max() const noexcept { return ring_max_.load(std::memory_order_relaxed); }
+
   sync_mutex& mutex() noexcept { return mu_; }
   /// Every record (the caller holds mutex()).
   ptr_list<thread_state>& all_locked() noexcept { return threads_; }
@@ -232,6 +280,7 @@ class thread_registry {
   ptr_list<thread_state> threads_;
   std::uint64_t retired_pushed_ = 0, retired_dropped_ = 0;
   std::atomic<std::size_t> exited_{0};  // records of exited threads not yet released
+  std::atomic<std::uint64_t> ring_max_{LOTUS_DEFAULT_RING_CAPACITY};
 };
 
 }  // namespace detail

@@ -204,6 +204,9 @@ class trace_writer {
   }
 
   bool running() const noexcept { return running_.load(std::memory_order_acquire); }
+  /// Advances whenever the writer moves on (a cycle, a thread drained, a chunk formatted): a
+  /// thread waiting for room sees whether the writer is stuck (runtime::push_full).
+  std::uint64_t progress() const noexcept { return progress_.load(std::memory_order_relaxed); }
 
   // ---- flight recorder (flight.hpp): LOTUS_FLIGHT keeps records in memory until a capture -----
   /// Applied at the writer's next cycle.
@@ -354,16 +357,43 @@ class trace_writer {
   /// drained ones for release. Returns true when the thread was busy (a segment half full).
   bool drain(thread_state& t) noexcept;
 
+  /// The owner's next segment (runtime::push_full grows into it without allocating), made here,
+  /// off its record path: when its segment is a quarter full, or it just grew.
+  void prepare_spare(thread_state& t) noexcept {
+    if (t.retired.load(std::memory_order_acquire)) return;
+    const ring* cur = t.current.load(std::memory_order_acquire);
+    const std::uint64_t max = threads_.ring_max();
+    if (cur == nullptr || cur->capacity >= max ||
+        t.spare.load(std::memory_order_acquire) != nullptr) {
+      return;
+    }
+    const std::uint64_t fill =
+        cur->head.load(std::memory_order_acquire) - cur->tail.load(std::memory_order_relaxed);
+    if (cur == t.read && fill < cur->capacity / 4) return;
+    ring* next = ring::make(cur->capacity * 2 < max ? cur->capacity * 2 : max, 0, &t);
+    if (next == nullptr) {
+      diag(topic::no_memory,
+           "cannot allocate a larger trace ring (out of memory); the thread keeps %llu events and "
+           "waits for the writer (LOTUS_OVERFLOW=block) or drops (drop)",
+           static_cast<unsigned long long>(cur->capacity));
+      return;
+    }
+    next->progress = cur->progress;
+    t.spare.store(next, std::memory_order_release);
+  }
+
   /// The thread's queued per-batch resource figures as sidecar `batchres` lines (FORMAT.md §5),
   /// and a `batchres_lost` line when its queue overflowed since the last one.
   void drain_resources(thread_state& t) noexcept {
     res_queue* q = t.res.load(std::memory_order_acquire);
     if (q == nullptr) return;
     std::uint64_t tail = q->tail.load(std::memory_order_relaxed);
-    const std::uint64_t head = q->head.load(std::memory_order_acquire);
     const bool last = t.retired.load(std::memory_order_acquire);
-    for (; tail != head; ++tail) {
+    for (;; ++tail) {
       const res_entry& e = q->slots[tail % res_queue::capacity];
+      // Filled in (a slot claimed but not yet filled, by a push a signal handler interrupted,
+      // ends the run: it comes next cycle).
+      if (e.seq.load(std::memory_order_acquire) != tail + 1) break;
       std::uint64_t start = 0, dur = 0;
       if (!find_batch(t, e.t0, start, dur)) {
         // Its record is not formatted yet (pushed after this cycle drained the ring): next
@@ -769,6 +799,7 @@ class trace_writer {
       }
       mu_.unlock();
 
+      progress_.fetch_add(1, std::memory_order_relaxed);
       cycle(reopen, req != flush_done_ || stopping, urgent, stopping);
 
       mu_.lock();
@@ -794,6 +825,7 @@ class trace_writer {
   std::atomic<std::uint64_t> nudge_state_{0};
 #endif
   std::atomic<bool> running_{false};
+  std::atomic<std::uint64_t> progress_{0};
   pthread_t thread_{};
   bool thread_started_ = false;  // (mu)
   bool in_loop_ = false;         // (mu) the thread has entered loop()
@@ -915,7 +947,10 @@ void trace_writer::write_out(thread_state& t, out_buffer& buf, bool main_file) n
 inline bool trace_writer::drain(thread_state& t) noexcept {
   // A `batchres` entry queued after the last cycle formatted its record: its record's figures
   // are still remembered (note_batch), from that cycle's converter.
+  progress_.fetch_add(1, std::memory_order_relaxed);
   drain_resources(t);
+  // Before the drain: a thread waiting for room in a full ring takes the new segment at once.
+  prepare_spare(t);
   bool busy = false;
   for (ring* r = t.read;;) {
     std::uint64_t tail = r->tail.load(std::memory_order_relaxed);
@@ -945,6 +980,7 @@ inline bool trace_writer::drain(thread_state& t) noexcept {
       }
       tail += chunk;
       r->tail.store(tail, std::memory_order_release);  // slots copied out: hand them back
+      progress_.fetch_add(1, std::memory_order_relaxed);
       if (worker_buf_.size() >= flush_bytes) write_out(t, worker_buf_, false);
       if (main_buf_.size() >= flush_bytes) write_out(t, main_buf_, true);
     }
