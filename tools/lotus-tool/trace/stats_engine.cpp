@@ -452,14 +452,14 @@ void stats_engine::batch_and_wait_times(const stats_options& opt, stats_result& 
       };
     };
     pre_.scan(to(r.preprocessing_sketch));
-    pre_.scan([&](const span& s) {
-      const auto f = static_cast<std::size_t>(s.file);
-      if (f >= r.file_batches.size()) r.file_batches.resize(f + 1);
-      ++r.file_batches[f].first;
-      r.file_batches[f].second += s.dur;
-    });
     wait_.scan(to(r.wait_sketch));
   }
+  pre_.scan([&](const span& s) {
+    const auto f = static_cast<std::size_t>(s.file);
+    if (f >= r.file_batches.size()) r.file_batches.resize(f + 1);
+    ++r.file_batches[f].first;
+    r.file_batches[f].second += s.dur;
+  });
 }
 
 void stats_engine::batch_delays(const stats_options& opt, stats_result& r) const {

@@ -151,8 +151,9 @@ struct stats_result {
   std::vector<log_sketch> op_sketches;  ///< parallel to ops
   log_sketch preprocessing_sketch, wait_sketch, delay_sketch;
   std::vector<std::uint8_t> pooled_hll;  ///< empty when no name was pooled
-  /// Per file index: its SBatchPreprocessed records and their summed duration (ns): how busy
-  /// each worker was.
+  /// Always (report tells a consumer thread that also prepares batches, a serial torchdata.nodes
+  /// pipeline's, from one that only consumes): per file index, its SBatchPreprocessed records and
+  /// their summed duration (ns): how busy each worker was.
   std::vector<std::pair<std::uint64_t, std::uint64_t>> file_batches;
 };
 
