@@ -1,0 +1,411 @@
+# SPDX-License-Identifier: MIT
+"""torchdata.nodes: each node's self time, and the training loop's wait for each item.
+
+``lotus.torch.instrument(log_file=...)`` traces any ``torchdata.nodes`` pipeline (torchdata 0.10+):
+
+* ``S<op>,<start>,<self time>`` once per item a node hands out, where ``<op>`` is the node's class
+  (``Batcher``, ``Prefetcher``, a user's own ``BaseNode`` subclass ...; a ``ParallelMapper`` with
+  ``num_workers=0``, which is what ``Mapper()`` builds, is ``Mapper``) or the name given with
+  ``lotus.loaders.nodes.name_node(node, "Decode")`` (also ``node.lotus_name = "Decode"``, or a class
+  attribute ``lotus_name``). The start is when ``next()`` was entered; the duration is the node's
+  *self* time: its own time in ``next()`` less the time spent in the nodes it pulls from, and less
+  the time it sat blocked on an internal queue of a threaded node.
+* A threaded stage's work is recorded where it runs, in that thread's (or process's) own file, never
+  as a span of its consumer: ``ParallelMapper`` (``method="thread"`` or ``"process"``) records each
+  call of its map function in the worker that ran it; ``PinMemory`` records each ``pin_memory`` call
+  in its pinning thread; the nodes a ``Prefetcher``, ``PinMemory`` or ``ParallelMapper`` pulls
+  from record in the background thread that pulls them. The consumer side of such a node (handing
+  over an item from its queue) is not its work: ``ParallelMapper`` and ``PinMemory`` write nothing
+  there, ``Prefetcher`` (whose only work is that hand-over) records its consumer-side self time.
+* The training loop's pull of each item from the last node (``next()`` on a ``Loader``'s iterator,
+  or on the root node, from a thread that is not one of torchdata's): ``SBatchWait_<k>`` (the whole
+  call) and ``SBatchConsumed_<k>`` in that thread's main file, and ``SBatchPreprocessed_<k>`` (the
+  same span) in its worker file: the item came out of the pipeline in that call, and every op the
+  loop's own thread ran for it lies inside. ``k`` counts the items of the pipeline's epoch (from 0
+  at each ``reset()``; a ``Loader`` resumed from a state dict continues at its ``num_yielded``).
+  Those records make ``lotus-tool stats``/``report``/``whatif`` read the run as a loader whose one
+  producer is the loop's thread: the wait share (input-bound or not) and the op with the most time
+  (ops of the loop's thread count as worker time, since that thread prepares items).
+
+Resets (``reset()``, also the lazy one of a node's first ``next()``, which starts threaded nodes'
+threads) are not part of any item's time. A call that raises (``StopIteration`` at the end of an
+epoch included) writes no record. Tracing follows ``lotus.torch``'s rule: everything when a log file
+is given, else only nodes given a name.
+"""
+
+import os as _os
+import threading as _threading
+
+import lotus as _lotus_pkg
+from .. import _lotus
+
+from . import _patch
+
+__all__ = ["name_node", "GROUP_RECORDS", "targets"]
+
+_now = _lotus._now
+_record = _lotus._record
+_batch = _lotus._batch
+_wait_begin = _lotus._wait_begin
+_wait_done = _lotus._wait_done
+_op_enter = _lotus._op_enter
+_op_leave = _lotus._op_leave
+_PREPROCESSED = _lotus.BATCH_PREPROCESSED
+_WAIT = _lotus.BATCH_WAIT
+_CONSUMED = _lotus.BATCH_CONSUMED
+
+GROUP_RECORDS = {
+    "nodes": "torchdata.nodes records (each node's self time, SBatchWait/Consumed per item)",
+    "nodes_map": "ParallelMapper map-function records in its worker threads and processes",
+    "nodes_pin": "PinMemory records in its pinning thread",
+}
+
+
+def name_node(node, name):
+    """Record `node` (a torchdata.nodes BaseNode) as ``S<name>`` instead of its class name; a node
+    given a name is traced even when only named objects are (``instrument()`` without a log file).
+    Returns `node`."""
+    if not isinstance(name, str) or not name or any(c in name for c in ",\n\r"):
+        raise ValueError(f"a node's name must be a non-empty str without ',' or newlines: {name!r}")
+    if name.startswith("Batch"):
+        raise ValueError(f"{name!r}: names beginning with 'Batch' are reserved for the batch "
+                         "records (SBatchWait_<k>, ...)")
+    node.lotus_name = name
+    return node
+
+
+# ---- state --------------------------------------------------------------------------------------
+
+class _Thread(_threading.local):
+    """What one thread is doing with the pipeline."""
+
+    def __init__(self):
+        self.frames = []   # per open traced next() of this thread: ticks spent in what it pulled
+        self.stage = None  # in a torchdata thread: its node's name ("" when unnamed); else None
+        self.owner = None  # (name, traced) of the threaded node being reset on this thread
+
+
+_tls = _Thread()
+
+
+def _trace_all():
+    return _patch.state.trace_all
+
+
+def _original(key):
+    return _patch._originals[key]
+
+
+def _installed(key):
+    return key in _patch._originals
+
+
+# Node kinds: recorded on the caller's thread; not recorded there (its work is recorded in its own
+# threads); transparent (torchdata's plumbing: its time is its caller's).
+_RECORD, _SILENT, _TRANSPARENT = 0, 1, 2
+_kinds = {}  # type -> kind, or "mapper" (decided per node by num_workers)
+
+
+def _classify(cls):
+    from torchdata.nodes import Loader  # noqa: F401 (the package is there)
+    from torchdata.nodes import loader, map as nmap, pin_memory
+    if issubclass(cls, (loader.LoaderIterator, nmap._ParallelMapperImpl)):
+        return _TRANSPARENT
+    if issubclass(cls, nmap.ParallelMapper):
+        return "mapper"
+    if issubclass(cls, pin_memory.PinMemory):
+        return "pin"
+    return _RECORD
+
+
+def _op(name):
+    # SBatch<...> names are the format's batch records (lotus-tool and Lotus's scripts set them
+    # apart): a node called Batcher, BatchSampler ... is recorded as NodeBatcher, NodeBatchSampler.
+    return "Node" + name if name.startswith("Batch") else name
+
+
+def _kind(node):
+    """(kind, name) of `node`."""
+    cls = type(node)
+    k = _kinds.get(cls)
+    if k is None:
+        k = _kinds[cls] = _classify(cls)
+    name = getattr(node, "lotus_name", None)
+    if k == "mapper":
+        serial = getattr(node, "num_workers", 0) <= 0
+        k = _RECORD if serial or not _installed("map._apply_udf") else _SILENT
+        return k, _op(name or ("Mapper" if serial else cls.__name__))
+    if k == "pin":
+        k = _SILENT if _installed("pin_memory.pin_memory") else _RECORD
+    return k, _op(name or cls.__name__)
+
+
+def _gate(node):
+    return _trace_all() or bool(getattr(node, "lotus_name", None))
+
+
+# ---- BaseNode -----------------------------------------------------------------------------------
+
+def _lazy_reset(node):
+    # BaseNode.__next__ resets a node on its first call; done here, outside every timed span.
+    if getattr(node, "_BaseNode__initialized", True) is False:
+        node.reset(None)
+
+
+def _node_next(self):
+    t = _tls
+    if t.stage is None and not t.frames:
+        return _pull(self, t)
+    _lazy_reset(self)
+    return _step(self, t.frames)
+
+
+def _step(self, frames):
+    kind, name = _kind(self)
+    t0 = _now() if kind != _TRANSPARENT and _gate(self) else 0
+    if not t0:
+        return _original("BaseNode.__next__")(self)
+    frames.append(0)
+    ok = False
+    try:
+        out = _original("BaseNode.__next__")(self)
+        ok = True
+    finally:
+        t1 = _now()
+        pulled = frames.pop()
+        if frames:
+            frames[-1] += t1 - t0
+    if ok and kind == _RECORD:
+        _record(name, t0, t0 + max(0, t1 - t0 - pulled))
+    return out
+
+
+def _root(node):
+    from torchdata.nodes import loader
+    return node.root if isinstance(node, loader.LoaderIterator) else node
+
+
+def _pull(self, t):
+    """The training loop's next() on the pipeline's last node (or a Loader's iterator)."""
+    _lazy_reset(self)
+    if getattr(self, "_cached_item", None) is not None and type(self).__name__ == "LoaderIterator":
+        # An item LoaderIterator.has_next() pulled (and recorded) already: handed over as is.
+        return _original("BaseNode.__next__")(self)
+    if not _gate(_root(self)):
+        return _step(self, t.frames)
+    k = self.__dict__.get("_lotus_k", 0)
+    start = _wait_begin(k)
+    if not start:
+        return _step(self, t.frames)
+    if k == 0:
+        _lotus._note_epoch()
+    t.frames.append(0)
+    try:
+        out = _step(self, t.frames)
+    finally:
+        end = _now()
+        del t.frames[:]
+        _wait_done()
+    self._lotus_k = k + 1
+    _batch(_PREPROCESSED, k, start, end)
+    _batch(_WAIT, k, start, end)
+    _batch(_CONSUMED, k)
+    return out
+
+
+def _node_reset(self, initial_state=None, *args, **kwargs):
+    # Called through super().reset() by every node's reset: the item count restarts with the epoch
+    # (a Loader's iterator resumed from a state dict continues at the count it saved).
+    k = 0
+    if isinstance(initial_state, dict) and type(self).__name__ == "LoaderIterator":
+        n = initial_state.get(getattr(self, "NUM_YIELDED_KEY", "num_yielded"), 0)
+        k = n if type(n) is int and n > 0 else 0
+    self._lotus_k = k
+    return _original("BaseNode.reset")(self, initial_state, *args, **kwargs)
+
+
+# ---- threaded nodes -----------------------------------------------------------------------------
+
+def _make_handoff(key):
+    """A threaded node's iterator handing over an item from its queue: blocked time, not work."""
+    def next_(self):
+        t0 = _now()
+        try:
+            return _original(key)(self)
+        finally:
+            if t0:
+                d = _now() - t0
+                frames = _tls.frames
+                if frames:
+                    frames[-1] += d
+    next_.__name__ = "__next__"
+    return next_
+
+
+class _StageThread:
+    """A torchdata background thread's target: marks the thread as the pipeline's, not the loop's."""
+
+    __slots__ = ("target", "name")
+
+    def __init__(self, target, name):
+        self.target = target
+        self.name = name
+
+    def __call__(self, *args, **kwargs):
+        t = _tls
+        t.stage = self.name or ""
+        t.frames = []
+        return self.target(*args, **kwargs)
+
+
+def _stm_init(self, *args, **kwargs):
+    # _SingleThreadedMapper(source, prefetch_factor, worker, ...): Prefetcher's and PinMemory's thread.
+    owner = _tls.owner
+    name = owner[0] if owner and owner[1] else None
+    if "worker" in kwargs:
+        kwargs["worker"] = _StageThread(kwargs["worker"], name)
+    elif len(args) >= 3:
+        args = args[:2] + (_StageThread(args[2], name),) + args[3:]
+    return _original("_SingleThreadedMapper.__init__")(self, *args, **kwargs)
+
+
+def _populate_queue(*args, **kwargs):
+    # ParallelMapper's reading thread (map._populate_queue).
+    return _StageThread(_original("map._populate_queue"), None)(*args, **kwargs)
+
+
+def _owned_reset(key):
+    """A threaded node's reset: the names of the threads and map functions it starts are its own."""
+    def reset(self, *args, **kwargs):
+        t = _tls
+        saved = t.owner
+        t.owner = (_kind(self)[1], _gate(self))
+        try:
+            return _original(key)(self, *args, **kwargs)
+        finally:
+            t.owner = saved
+    reset.__name__ = "reset"
+    return reset
+
+
+class _TimedMap:
+    """A ParallelMapper's map function, recorded as S<name> in the thread or process that runs it."""
+
+    __slots__ = ("fn", "name", "state")
+
+    def __init__(self, fn, name, state):
+        self.fn = fn
+        self.name = name
+        self.state = state  # (lotus.configure options, trace_all, pid of the pipeline's process)
+
+    def __reduce__(self):  # method="process" with spawn/forkserver
+        return (_TimedMap, (self.fn, self.name, self.state))
+
+    def __call__(self, item):
+        t0 = _now()
+        token = _op_enter(self.name) if t0 else 0
+        try:
+            out = self.fn(item)
+        finally:
+            if token:
+                _op_leave(token)
+        if t0:
+            _record(self.name, t0, _now())
+        return out
+
+
+def _pmi_init(self, *args, **kwargs):
+    # _ParallelMapperIter(source, map_fn, num_workers, ...): its workers run a timed map function.
+    owner = _tls.owner
+    if owner is not None and owner[1]:
+        state = (dict(_lotus_pkg._last_options), _trace_all(), _os.getpid())
+        if "map_fn" in kwargs:
+            kwargs["map_fn"] = _TimedMap(kwargs["map_fn"], owner[0], state)
+        elif len(args) >= 2:
+            args = args[:1] + (_TimedMap(args[1], owner[0], state),) + args[2:]
+    return _original("_ParallelMapperIter.__init__")(self, *args, **kwargs)
+
+
+def _apply_udf(worker_id, in_q, out_q, udf, stop_event, *args, **kwargs):
+    """ParallelMapper's worker loop (map._apply_udf), in a thread or a process of its own."""
+    process = isinstance(udf, _TimedMap) and udf.state[2] != _os.getpid()
+    if process:
+        options = udf.state[0]
+        if options and not _lotus.tracing_enabled():  # spawn/forkserver: a fresh interpreter
+            _lotus_pkg.configure(**options)
+        _lotus._flush_on_sigterm()  # SIGTERMed at the pipeline's exit: its records first
+    t = _tls
+    t.stage = udf.name if isinstance(udf, _TimedMap) else ""
+    t.frames = []
+    try:
+        fn = _patch._originals.get("map._apply_udf")
+        if fn is None:  # a spawned process: nothing is installed there
+            from torchdata.nodes._apply_udf import _apply_udf as fn
+        return fn(worker_id, in_q, out_q, udf, stop_event, *args, **kwargs)
+    finally:
+        if process:
+            _lotus.flush()  # a process worker leaves without exit handlers
+
+
+def _pin_memory(data, *args, **kwargs):
+    """torch's pin_memory as PinMemory's thread calls it: recorded as the node's work."""
+    name = _tls.stage
+    t0 = _now() if name else 0
+    out = _original("pin_memory.pin_memory")(data, *args, **kwargs)
+    if t0:
+        _record(name, t0, _now())
+    return out
+
+
+# ---- targets ------------------------------------------------------------------------------------
+
+def targets():
+    """(group, key, owner, attribute, replacement, params) of torchdata.nodes; [] without it."""
+    try:
+        from torchdata.nodes import base_node, map as nmap, pin_memory, prefetch
+    except ImportError:
+        return []
+    return [
+        ("nodes", "BaseNode.__next__", base_node.BaseNode, "__next__", _node_next, ("self",)),
+        ("nodes", "BaseNode.reset", base_node.BaseNode, "reset", _node_reset,
+         ("self", "initial_state", "...")),
+        ("nodes", "_SingleThreadedMapper.__next__", nmap._SingleThreadedMapper, "__next__",
+         _make_handoff("_SingleThreadedMapper.__next__"), ("self",)),
+        ("nodes", "_ParallelMapperIter.__next__", nmap._ParallelMapperIter, "__next__",
+         _make_handoff("_ParallelMapperIter.__next__"), ("self",)),
+        ("nodes", "_SingleThreadedMapper.__init__", nmap._SingleThreadedMapper, "__init__",
+         _stm_init, ("self", "source", "prefetch_factor", "worker", "...")),
+        ("nodes", "map._populate_queue", nmap, "_populate_queue", _populate_queue,
+         ("source", "q", "...")),
+        ("nodes", "Prefetcher.reset", prefetch.Prefetcher, "reset",
+         _owned_reset("Prefetcher.reset"), ("self", "initial_state", "...")),
+        ("nodes_map", "ParallelMapper.reset", nmap.ParallelMapper, "reset",
+         _owned_reset("ParallelMapper.reset"), ("self", "initial_state", "...")),
+        ("nodes_map", "_ParallelMapperIter.__init__", nmap._ParallelMapperIter, "__init__",
+         _pmi_init, ("self", "source", "map_fn", "...")),
+        ("nodes_map", "map._apply_udf", nmap, "_apply_udf", _apply_udf,
+         ("worker_id", "in_q", "out_q", "udf", "stop_event", "...")),
+        ("nodes_pin", "PinMemory.reset", pin_memory.PinMemory, "reset",
+         _owned_reset("PinMemory.reset"), ("self", "initial_state", "...")),
+        ("nodes_pin", "pin_memory.pin_memory", pin_memory, "pin_memory", _pin_memory,
+         ("data", "...")),
+    ]
+
+
+def install():
+    """lotus.loaders' registry: [(owner, attr, original or None)] to undo."""
+    _kinds.clear()
+    return _patch.install(targets(), GROUP_RECORDS)
+
+
+def check_run(prefix):
+    """``python -m lotus.torch --check``: a tiny traced pipeline (Mapper, Batcher, Prefetcher,
+    Loader) of one epoch; what the check expects of it."""
+    from torchdata.nodes import Batcher, IterableWrapper, Loader, Mapper, Prefetcher
+    import lotus.torch
+    from ._check import BATCHES, BATCH_SIZE
+    lotus.torch.instrument(log_file=prefix)
+    node = Mapper(IterableWrapper(range(BATCHES * BATCH_SIZE)), lambda x: x + 1)
+    node = Prefetcher(Batcher(node, batch_size=BATCH_SIZE), prefetch_factor=2)
+    n = sum(len(b) for b in Loader(node))
+    return {"samples": n, "epochs": 1, "expected_batches": BATCHES}
