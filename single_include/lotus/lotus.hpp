@@ -3788,6 +3788,7 @@ struct res_queue {
   std::atomic<std::uint64_t> tail{0};  // writer
   std::atomic<std::uint64_t> lost{0};  // entries dropped because the queue was full
   std::uint64_t lost_reported = 0;     // writer: the count in the last `batchres_lost` line
+  std::uint64_t lost_written = 0;      // writer: the count in the last one written to the sidecar
   std::uint64_t writer_lost = 0;       // writer: entries it could not write (counted with `lost`)
   res_entry slots[capacity];
 };
@@ -3809,7 +3810,8 @@ struct op_res_slot {
 struct op_res_table {
   static constexpr std::uint64_t capacity = 128;  // a power of two
   std::atomic<std::uint64_t> lost{0};             // ops whose figures had no slot
-  std::uint64_t lost_reported = 0;                // writer
+  std::uint64_t lost_reported = 0;                // writer: the count in the last `opres_lost`
+  std::uint64_t lost_written = 0;                 // writer: the last one written to the sidecar
   std::uint64_t writer_lost = 0;  // writer: ops whose line it could not write (with `lost`)
   op_res_slot slots[capacity];
 };
@@ -4769,9 +4771,11 @@ class trace_files {
   }
 
   /// Appends sidecar lines, creating `.<base>.lotus-meta_<pid>` first (with `header`) in a new
-  /// process. Returns false when the sidecar cannot be written.
-  LOTUS_DETAIL_COLD bool write_sidecar(const text& header, const text& lines,
-                                       bool final = false) noexcept {
+  /// process. Returns false when the sidecar cannot be written. `kept` (optional): the bytes of
+  /// `lines` on disk, whole lines (the rest did not fit the budget or the disk).
+  LOTUS_DETAIL_COLD bool write_sidecar(const text& header, const text& lines, bool final = false,
+                                       std::size_t* kept = nullptr) noexcept {
+    if (kept != nullptr) *kept = 0;
     if (disabled_) return false;
     const std::uint64_t pid = static_cast<std::uint64_t>(::getpid());
     if (sidecar_pid_ != pid) {
@@ -4782,22 +4786,54 @@ class trace_files {
     }
     if (sidecar_.state == file_slot::refused) return false;
     if (sidecar_.fd >= 0 && !still_ours(sidecar_)) drop_fd(sidecar_);
+    // `lines`, after `head` (empty, or the header of a new sidecar): whole lines only.
+    const auto put = [&](const text& head) {
+      const text* data = &lines;
+      std::uint64_t head_lines = 0;
+      text all;
+      if (!head.empty()) {
+        all = head;
+        all.add(lines);
+        if (!all.overflow) {
+          data = &all;
+          head_lines = count_lines(head.c_str(), head.size());
+        } else if (append_lines(sidecar_, head.c_str(), head.size(),
+                                count_lines(head.c_str(), head.size()), kind_sidecar, pid,
+                                final) == 0) {
+          return false;  // too long together: the header on its own first
+        }
+      }
+      const std::uint64_t k =
+          append_lines(sidecar_, data->c_str(), data->size(),
+                       count_lines(data->c_str(), data->size()), kind_sidecar, pid, final);
+      if (kept != nullptr && k > head_lines) {
+        *kept = line_bytes(lines.c_str(), lines.size(), k - head_lines);
+      }
+      return k != 0;
+    };
     if (sidecar_.fd < 0 && sidecar_.state == file_slot::created) {
       if (!reopen(sidecar_, kind_sidecar, pid)) return false;
-      return append_lines(sidecar_, lines.c_str(), lines.size(), 1, kind_sidecar, pid, final) != 0;
+      return put(text());
     }
     if (sidecar_.fd < 0) {
       sidecar_adopted_ = false;
       if (!create(sidecar_, kind_sidecar, pid)) return false;
-      if (sidecar_adopted_) {  // an earlier runtime of this process wrote its header
-        return append_lines(sidecar_, lines.c_str(), lines.size(), 1, kind_sidecar, pid, final) !=
-               0;
-      }
-      text all = header;
-      all.add(lines);
-      return append_lines(sidecar_, all.c_str(), all.size(), 1, kind_sidecar, pid, final) != 0;
+      if (sidecar_adopted_) return put(text());  // an earlier runtime of this process wrote it
+      return put(header);
     }
-    return append_lines(sidecar_, lines.c_str(), lines.size(), 1, kind_sidecar, pid, final) != 0;
+    return put(text());
+  }
+
+  static std::uint64_t count_lines(const char* p, std::size_t n) noexcept {
+    std::uint64_t k = 0;
+    for (std::size_t i = 0; i < n; ++i) k += p[i] == '\n' ? 1u : 0u;
+    return k;
+  }
+  /// The bytes of the first `k` lines of `p`.
+  static std::size_t line_bytes(const char* p, std::size_t n, std::uint64_t k) noexcept {
+    std::size_t i = 0;
+    for (; i < n && k != 0; ++i) k -= p[i] == '\n' ? 1u : 0u;
+    return i;
   }
 
   /// `file <name>` lines for the trace files created since the last call (for the sidecar).
@@ -7381,20 +7417,123 @@ class trace_writer {
 
   void flush_resource_lines() noexcept {
     if (res_lines_.empty()) return;
-    sidecar_lines(res_lines_);
+    std::size_t kept = 0;
+    sidecar_lines(res_lines_, &kept);
+    note_resource_lines(res_lines_, kept);
     res_lines_ = text();
   }
 
+  /// The thread of `tid` among those this cycle handles (nullptr: none).
+  thread_state* cycle_thread(std::uint64_t tid) noexcept {
+    for (ptr_list<thread_state>* list : {&cycle_threads_, &urgent_threads_}) {
+      for (thread_state* t : *list) {
+        if (t->tid == tid) return t;
+      }
+    }
+    return nullptr;
+  }
+
+  /// A cycle's resource lines of which the first `kept` bytes reached the sidecar (the rest did
+  /// not fit LOTUS_MAX_BYTES or the disk). Every figure is counted once: a `batchres` or
+  /// `opres` line not written is counted here (unwritten_batches_, unwritten_ops_); a
+  /// `batchres_lost`/`opres_lost` line written is its thread's count on disk (lost_written), one
+  /// not written is written again later; what never reaches a thread's own line is in the
+  /// process's `batchres_lost 0`/`opres_lost 0` line at exit (write_stats).
+  void note_resource_lines(const text& lines, std::size_t kept) noexcept {
+    if (kept >= lines.size() &&
+        std::strstr(lines.c_str(), "_lost ") == nullptr) {  // the usual case: nothing to note
+      return;
+    }
+    const char* p = lines.c_str();
+    const char* const end = p + lines.size();
+    while (p < end) {
+      const char* eol =
+          static_cast<const char*>(std::memchr(p, '\n', static_cast<std::size_t>(end - p)));
+      if (eol == nullptr) eol = end;
+      const bool written = static_cast<std::size_t>(eol - lines.c_str()) < kept;
+      std::uint64_t v[2] = {0, 0};
+      const auto fields = [&](const char* q) {
+        for (std::uint64_t& x : v) {
+          while (q < eol && *q == ' ') ++q;
+          while (q < eol && *q >= '0' && *q <= '9')
+            x = x * 10 + static_cast<std::uint64_t>(*q++ - '0');
+        }
+      };
+      const auto starts = [&](const char* key, std::size_t n) {
+        return static_cast<std::size_t>(eol - p) > n && std::memcmp(p, key, n) == 0;
+      };
+      if (starts("batchres ", 9)) {
+        if (!written) ++unwritten_batches_;
+      } else if (starts("opres ", 6)) {
+        fields(p + 6);
+        if (!written) unwritten_ops_ += v[1];
+      } else if (starts("batchres_lost ", 14) || starts("opres_lost ", 11)) {
+        const bool batch = p[0] == 'b';
+        fields(p + (batch ? 14 : 11));
+        if (thread_state* t = cycle_thread(v[0])) {
+          if (batch) {
+            if (res_queue* q = t->res.load(std::memory_order_acquire)) {
+              if (written)
+                q->lost_written = v[1];
+              else
+                q->lost_reported = q->lost_written;  // again next time
+            }
+          } else if (op_res_table* q = t->opres.load(std::memory_order_acquire)) {
+            if (written)
+              q->lost_written = v[1];
+            else
+              q->lost_reported = q->lost_written;
+          }
+        }
+      }
+      p = eol + 1;
+    }
+  }
+
+  /// Before the writer frees exited threads' records: what their own lines never carried goes
+  /// to the process's count (write_stats).
+  void keep_unreported_losses(ptr_list<thread_state>& finished) noexcept {
+    for (thread_state* t : finished) {
+      if (const res_queue* q = t->res.load(std::memory_order_acquire)) {
+        unwritten_batches_ +=
+            res_delta(q->lost_written, q->lost.load(std::memory_order_relaxed) + q->writer_lost);
+      }
+      if (const op_res_table* q = t->opres.load(std::memory_order_acquire)) {
+        unwritten_ops_ +=
+            res_delta(q->lost_written, q->lost.load(std::memory_order_relaxed) + q->writer_lost);
+      }
+    }
+  }
+
+  /// The process's `batchres_lost 0 <n>` and `opres_lost 0 <n>` lines (thread 0: figures whose
+  /// own thread's line could not carry them), for the exit `stats` write.
+  void process_loss_lines(text& out) noexcept {
+    std::uint64_t batches = unwritten_batches_, ops = unwritten_ops_;
+    for (thread_state* t : cycle_threads_) {
+      if (const res_queue* q = t->res.load(std::memory_order_acquire)) {
+        batches +=
+            res_delta(q->lost_written, q->lost.load(std::memory_order_relaxed) + q->writer_lost);
+      }
+      if (const op_res_table* q = t->opres.load(std::memory_order_acquire)) {
+        ops += res_delta(q->lost_written, q->lost.load(std::memory_order_relaxed) + q->writer_lost);
+      }
+    }
+    if (batches != 0) out.add("batchres_lost 0 ").add(batches).add('\n');
+    if (ops != 0) out.add("opres_lost 0 ").add(ops).add('\n');
+  }
+
   /// Figures for the sidecar (`batchres`, `memory`): written there, or in flight mode kept with
-  /// the records in the window, for the sidecars of a capture.
-  void sidecar_lines(const text& lines) noexcept {
+  /// the records in the window, for the sidecars of a capture. `kept`: the bytes that reached
+  /// their place (whole lines).
+  void sidecar_lines(const text& lines, std::size_t* kept = nullptr) noexcept {
     if (flight_.on()) {
       flight_.keep(0, "", flight_recorder::chunk_sidecar, lines.c_str(), lines.size(), 0, 0,
                    realtime_ns());
+      if (kept != nullptr) *kept = lines.size();
       return;
     }
     flush_thread_lines();  // a thread's `thread` line before its figures
-    sidecar(lines);
+    sidecar(lines, false, kept);
   }
 
   /// The sidecar's first lines for this process.
@@ -7437,9 +7576,12 @@ class trace_writer {
     thread_lines_ = text();
   }
 
-  void sidecar(const text& lines, bool final = false) noexcept {
+  void sidecar(const text& lines, bool final = false, std::size_t* kept = nullptr) noexcept {
+    if (kept != nullptr) *kept = 0;
     if (flight_.on()) return;  // flight mode: the sidecars go into captures (flight.hpp)
-    if (!discard_ && !files_.disabled()) files_.write_sidecar(sidecar_header(), lines, final);
+    if (!discard_ && !files_.disabled()) {
+      files_.write_sidecar(sidecar_header(), lines, final, kept);
+    }
   }
 
   /// The `stats` line: at a flush when the counts changed since the last one written (a loop of
@@ -7459,6 +7601,9 @@ class trace_writer {
     }
     last_stats_ = line;
     line.add('\n').add(clocksync_line("exit"));
+    // At exit, after the counts: the resource figures no thread's own line carried (the budget
+    // was spent), in the stats reserve.
+    if (final) process_loss_lines(line);
     sidecar(line, final);
   }
 
@@ -7556,6 +7701,7 @@ class trace_writer {
       flight_.cycle(
           files_, [this] { return sidecar_header(); }, realtime_ns(), final);
     }
+    keep_unreported_losses(cycle_finished_);
     threads_.release(cycle_finished_);
     cpu_ns_.fetch_add(clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0, std::memory_order_relaxed);
   }
@@ -7746,6 +7892,9 @@ class trace_writer {
   ledger_entry ledger_;  // this runtime's place among the process's runtimes
   out_buffer worker_buf_, main_buf_;
   ptr_list<thread_state> cycle_threads_, cycle_finished_, urgent_threads_;
+  // Resource figures whose lines did not reach the sidecar and that no thread's own
+  // `batchres_lost`/`opres_lost` line counts (note_resource_lines): the exit's thread-0 lines.
+  std::uint64_t unwritten_batches_ = 0, unwritten_ops_ = 0;
   // The spans in progress read this cycle (scan_inflight); threads beyond are not watched.
   static constexpr std::size_t max_inflight = 512;
   inflight_entry inflight_[max_inflight];

@@ -297,6 +297,45 @@ TEST_CASE("flight: a capture's bytes count against LOTUS_MAX_BYTES", "[flight]")
   lotus::configure(lotus::options{});
 }
 
+// Issue #61 item 5: one stderr line per cause per process. Every capture asked for after the
+// budget was spent said "capture ... not requested (LOTUS_MAX_BYTES reached)" (280 lines in 6 s).
+TEST_CASE("flight: captures refused by LOTUS_MAX_BYTES are said once per process", "[flight]") {
+  if (std::getenv("LOTUS_FLIGHT_REFUSED_CHILD") == nullptr) {
+    char self[4096] = {};
+    const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+    REQUIRE(n > 0);
+    const auto r =
+        lotus_test::run({self, "flight: captures refused by LOTUS_MAX_BYTES are said once*"},
+                        {{"LOTUS_FLIGHT_REFUSED_CHILD", "1"}});
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 0);
+    CHECK(r.out.find("All tests passed") != std::string::npos);
+    std::size_t said = 0;
+    const std::string what = "not requested (LOTUS_MAX_BYTES reached)";
+    for (auto at = r.err.find(what); at != std::string::npos; at = r.err.find(what, at + 1)) {
+      ++said;
+    }
+    CHECK(said == 1);
+    return;
+  }
+  lotus_test::temp_dir dir;
+  lotus::options o = flight_to(dir.path, 30, "");
+  o.max_bytes = 8192;
+  lotus::configure(o);
+  for (int i = 0; i < 2000; ++i) {
+    LOTUS_SCOPE("Budget");
+  }
+  REQUIRE(lotus::capture("first"));
+  REQUIRE(await_captures(dir.path, 1).size() == 1);
+  for (int i = 0; i < 8; ++i) {  // each asked for in a cycle of its own: each refused
+    { LOTUS_SCOPE("Budget"); }
+    lotus::capture("again");
+    sleep_ms(80);
+  }
+  CHECK(captures(dir.path).size() == 1);
+  lotus::configure(lotus::options{});
+}
+
 TEST_CASE("flight: wait>X fires during the long wait; a second stall in the hold-off does not",
           "[flight]") {
   lotus_test::temp_dir dir;

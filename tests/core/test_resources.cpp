@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -477,6 +478,64 @@ TEST_CASE("batchres: a cycle of 2000 batches writes whole lines or counts them l
   CHECK(res.size() + lost == n);
   lotus::configure(trace_to(dir.path + "/unused"));
   lotus::flush();  // its live file now, inside the temporary directory
+}
+
+// Issue #61 item 5: with LOTUS_MAX_BYTES reached and LOTUS_RESOURCES=ops, the `batchres` and
+// `opres` lines that no longer fit had neither a line nor a count. Each is counted once now: in
+// its thread's `batchres_lost`/`opres_lost` line, or in the process's (thread 0) at exit.
+TEST_CASE("batchres/opres: at LOTUS_MAX_BYTES every batch and op is in a line or counted",
+          "[resources][ops][budget]") {
+  if (lotus_test::k_under_tsan) {
+    WARN("fork test skipped under ThreadSanitizer");
+    return;
+  }
+  lotus_test::temp_dir dir;
+  constexpr int batches = 3000, ops_per_batch = 2;
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    lotus::options o = trace_to(dir.path + "/lotustrace_log");
+    o.max_bytes = 96 * 1024;  // the trace files take most of it
+    o.op_resources = true;
+    o.flush_interval = std::chrono::milliseconds(20);
+    lotus::configure(o);
+    static const char* const names[] = {"Decode", "Crop", "Flip", "Resize", "Normalize"};
+    for (int b = 0; b < batches; ++b) {
+      LOTUS_BATCH_PREPROCESSED(b);
+      for (int k = 0; k < ops_per_batch; ++k) {
+        LOTUS_SCOPE_DYNAMIC(names[(b + k) % 5]);
+      }
+      if (b % 100 == 99) lotus::flush();  // lines in many cycles, before and at the budget
+    }
+    lotus::shutdown();  // the exit's lines
+    ::_exit(0);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  const std::string side =
+      lotus_test::read_file(dir.path + "/.lotustrace_log.lotus-meta_" + std::to_string(pid));
+  std::map<std::uint64_t, std::uint64_t> batch_lost, op_lost;
+  std::uint64_t lines = 0, ops = 0;
+  for (const auto& l : lotus_test::lines_of(side)) {
+    std::istringstream ls(l);
+    std::string key;
+    std::uint64_t tid = 0, n = 0;
+    ls >> key >> tid >> n;
+    if (key == "batchres") ++lines;
+    if (key == "opres") ops += n;
+    if (key == "batchres_lost") batch_lost[tid] = std::max(batch_lost[tid], n);
+    if (key == "opres_lost") op_lost[tid] = std::max(op_lost[tid], n);
+  }
+  std::uint64_t lost = 0, ops_lost = 0;
+  for (const auto& kv : batch_lost) lost += kv.second;
+  for (const auto& kv : op_lost) ops_lost += kv.second;
+  INFO(lines << " batchres lines, " << lost << " batches counted lost; " << ops
+             << " ops in opres lines, " << ops_lost << " counted lost");
+  CHECK(lost > 0);  // the budget was reached: the test means something
+  CHECK(lines + lost == batches);
+  CHECK(ops + ops_lost == std::uint64_t{batches} * ops_per_batch);
+  CHECK(side.size() <= 96 * 1024);
 }
 
 // Issue #53 item 1: the per-op table of a cycle with many op sites: every op counted once, in

@@ -50,6 +50,7 @@ struct res_queue {
   std::atomic<std::uint64_t> tail{0};  // writer
   std::atomic<std::uint64_t> lost{0};  // entries dropped because the queue was full
   std::uint64_t lost_reported = 0;     // writer: the count in the last `batchres_lost` line
+  std::uint64_t lost_written = 0;      // writer: the count in the last one written to the sidecar
   std::uint64_t writer_lost = 0;       // writer: entries it could not write (counted with `lost`)
   res_entry slots[capacity];
 };
@@ -71,7 +72,8 @@ struct op_res_slot {
 struct op_res_table {
   static constexpr std::uint64_t capacity = 128;  // a power of two
   std::atomic<std::uint64_t> lost{0};             // ops whose figures had no slot
-  std::uint64_t lost_reported = 0;                // writer
+  std::uint64_t lost_reported = 0;                // writer: the count in the last `opres_lost`
+  std::uint64_t lost_written = 0;                 // writer: the last one written to the sidecar
   std::uint64_t writer_lost = 0;  // writer: ops whose line it could not write (with `lost`)
   op_res_slot slots[capacity];
 };

@@ -198,9 +198,11 @@ class trace_files {
   }
 
   /// Appends sidecar lines, creating `.<base>.lotus-meta_<pid>` first (with `header`) in a new
-  /// process. Returns false when the sidecar cannot be written.
-  LOTUS_DETAIL_COLD bool write_sidecar(const text& header, const text& lines,
-                                       bool final = false) noexcept {
+  /// process. Returns false when the sidecar cannot be written. `kept` (optional): the bytes of
+  /// `lines` on disk, whole lines (the rest did not fit the budget or the disk).
+  LOTUS_DETAIL_COLD bool write_sidecar(const text& header, const text& lines, bool final = false,
+                                       std::size_t* kept = nullptr) noexcept {
+    if (kept != nullptr) *kept = 0;
     if (disabled_) return false;
     const std::uint64_t pid = static_cast<std::uint64_t>(::getpid());
     if (sidecar_pid_ != pid) {
@@ -211,22 +213,54 @@ class trace_files {
     }
     if (sidecar_.state == file_slot::refused) return false;
     if (sidecar_.fd >= 0 && !still_ours(sidecar_)) drop_fd(sidecar_);
+    // `lines`, after `head` (empty, or the header of a new sidecar): whole lines only.
+    const auto put = [&](const text& head) {
+      const text* data = &lines;
+      std::uint64_t head_lines = 0;
+      text all;
+      if (!head.empty()) {
+        all = head;
+        all.add(lines);
+        if (!all.overflow) {
+          data = &all;
+          head_lines = count_lines(head.c_str(), head.size());
+        } else if (append_lines(sidecar_, head.c_str(), head.size(),
+                                count_lines(head.c_str(), head.size()), kind_sidecar, pid,
+                                final) == 0) {
+          return false;  // too long together: the header on its own first
+        }
+      }
+      const std::uint64_t k =
+          append_lines(sidecar_, data->c_str(), data->size(),
+                       count_lines(data->c_str(), data->size()), kind_sidecar, pid, final);
+      if (kept != nullptr && k > head_lines) {
+        *kept = line_bytes(lines.c_str(), lines.size(), k - head_lines);
+      }
+      return k != 0;
+    };
     if (sidecar_.fd < 0 && sidecar_.state == file_slot::created) {
       if (!reopen(sidecar_, kind_sidecar, pid)) return false;
-      return append_lines(sidecar_, lines.c_str(), lines.size(), 1, kind_sidecar, pid, final) != 0;
+      return put(text());
     }
     if (sidecar_.fd < 0) {
       sidecar_adopted_ = false;
       if (!create(sidecar_, kind_sidecar, pid)) return false;
-      if (sidecar_adopted_) {  // an earlier runtime of this process wrote its header
-        return append_lines(sidecar_, lines.c_str(), lines.size(), 1, kind_sidecar, pid, final) !=
-               0;
-      }
-      text all = header;
-      all.add(lines);
-      return append_lines(sidecar_, all.c_str(), all.size(), 1, kind_sidecar, pid, final) != 0;
+      if (sidecar_adopted_) return put(text());  // an earlier runtime of this process wrote it
+      return put(header);
     }
-    return append_lines(sidecar_, lines.c_str(), lines.size(), 1, kind_sidecar, pid, final) != 0;
+    return put(text());
+  }
+
+  static std::uint64_t count_lines(const char* p, std::size_t n) noexcept {
+    std::uint64_t k = 0;
+    for (std::size_t i = 0; i < n; ++i) k += p[i] == '\n' ? 1u : 0u;
+    return k;
+  }
+  /// The bytes of the first `k` lines of `p`.
+  static std::size_t line_bytes(const char* p, std::size_t n, std::uint64_t k) noexcept {
+    std::size_t i = 0;
+    for (; i < n && k != 0; ++i) k -= p[i] == '\n' ? 1u : 0u;
+    return i;
   }
 
   /// `file <name>` lines for the trace files created since the last call (for the sidecar).
