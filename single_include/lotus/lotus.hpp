@@ -8692,9 +8692,10 @@ LOTUS_DETAIL_API trace_stats api_stats() noexcept {
 
 LOTUS_DETAIL_API res_sample resources_read() noexcept {
   if (g_mode.load(std::memory_order_relaxed) < mode_tsc || resources_enabled() == 0) return {};
-  // Registered threads only (batch_started registers first): their exit hook is armed, so the
-  // schedstat descriptor is closed when the thread exits, and their queue exists.
-  if (t_thread.exited || t_thread.self == nullptr) return {};
+  // A registered thread (registered here if it has recorded nothing yet): its exit hook is
+  // armed, so the schedstat descriptor is closed when the thread exits, and its queue exists.
+  if (t_thread.exited) return {};
+  if (t_thread.self == nullptr && runtime::get().inflight_registered() == nullptr) return {};
   return read_thread_resources();
 }
 
