@@ -14,8 +14,9 @@
 # pip-newest and pip-middle: the Python tests of lotus.torch, its loader families, autotune and
 # lotus.frame, run by a venv of pip's torch (tools/scripts/pip-stacks.txt: the newest release and
 # one from the middle of the 2.x line; about 2.9 GB of wheels each, downloaded once into
-# ~/.cache/lotus-wheels) against the gcc variant's build; pip-newest also pip-installs lotus into
-# its venv. Both are in the Debian 12 default.
+# ~/.cache/lotus-wheels, the venvs kept in ~/.cache/lotus-venvs until the pins change) against the
+# gcc variant's build; pip-newest also pip-installs lotus into its venv. Both are in the Debian 12
+# default.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
@@ -29,7 +30,6 @@ variants="${LOTUS_VARIANTS:-$default_variants}"
 # Only the packages the variants need: `stack` alone needs the stack group, anything else all.
 deps_groups="stack"
 for v in $variants; do [ "$v" = stack ] || deps_groups="all"; done
-bash tools/scripts/install-deps.sh $deps_groups
 
 jobs="${LOTUS_JOBS:-$(nproc)}"
 out="${LOTUS_BUILD_ROOT:-$root/build-ci}"
@@ -37,14 +37,18 @@ mkdir -p "$out"
 passed=0
 failed=0
 failures=()
-tests_total=0
-tests_failed=0
+# "failed total" per test log, appended by the stages (each runs in a subshell of its own).
+counts="$out/.test-counts"
+: >"$counts"
 
 stage() {  # stage NAME COMMAND...
   local name="$1"; shift
   local t0=$SECONDS
   echo "::: $name"
-  if "$@"; then
+  # In the background, waited for: Ctrl-C or SIGTERM runs the trap at once, not when it ends.
+  "$@" </dev/null &
+  stage_pid=$!
+  if wait "$stage_pid"; then
     passed=$((passed + 1))
     echo "::: $name passed ($((SECONDS - t0)) s)"
   else
@@ -70,8 +74,7 @@ count_ctest_log() {  # adds a ctest log's "100% tests passed, 0 tests failed out
   local line
   line=$(grep -E 'tests passed, [0-9]+ tests? failed out of [0-9]+' "$1" 2>/dev/null | tail -1 || true)
   [ -n "$line" ] || return 1
-  tests_failed=$((tests_failed + $(sed -E 's/.* ([0-9]+) tests? failed out of.*/\1/' <<<"$line")))
-  tests_total=$((tests_total + $(sed -E 's/.*out of ([0-9]+).*/\1/' <<<"$line")))
+  echo "$(sed -E 's/.* ([0-9]+) tests? failed out of.*/\1/' <<<"$line") $(sed -E 's/.*out of ([0-9]+).*/\1/' <<<"$line")" >>"$counts"
 }
 
 count_pytest_log() {  # adds pytest's closing "== 12 passed, 1 failed, 3 skipped in 9.1s ==" to the totals
@@ -81,14 +84,14 @@ count_pytest_log() {  # adds pytest's closing "== 12 passed, 1 failed, 3 skipped
   passed_n=$(grep -oE '[0-9]+ passed' <<<"$line" | cut -d' ' -f1 || true)
   failed_n=$(( $(grep -oE '[0-9]+ failed' <<<"$line" | cut -d' ' -f1 || echo 0) \
              + $(grep -oE '[0-9]+ errors?' <<<"$line" | cut -d' ' -f1 || echo 0) ))
-  tests_failed=$((tests_failed + failed_n))
-  tests_total=$((tests_total + ${passed_n:-0} + failed_n))
+  echo "$failed_n $((${passed_n:-0} + failed_n))" >>"$counts"
 }
 
 # The Python tests that concern lotus.torch on a venv of pip's torch (tools/scripts/pip-stack.sh),
 # with the module and lotus-tool of the gcc variant's build (built here when that variant did not run).
 pip_stack() {  # pip_stack NAME
-  local name="$1" venv="$out/venv-$1" build="$out/gcc" rc=0
+  # The venv is kept between runs (like the wheels) and remade only when the stack's pins change.
+  local name="$1" venv="${LOTUS_VENV_CACHE:-$HOME/.cache/lotus-venvs}/$1" build="$out/gcc" rc=0
   bash tools/scripts/pip-stack.sh "$name" "$venv" || return 1
   if [ ! -x "$build/tools/lotus-tool/lotus-tool" ] || ! ls "$build"/python/lotus/_lotus*.so >/dev/null 2>&1; then
     build="$out/pip"
@@ -98,14 +101,22 @@ pip_stack() {  # pip_stack NAME
     cmake --build "$build" -j "$jobs" --target lotus_python lotus-tool || return 1
   fi
   "$venv/bin/python" -m lotus.torch --check 2>&1 | sed 's/^/  /' || true  # what this stack records
-  local tests=(test_torch.py test_stateful.py test_nodes.py test_autotune.py test_autotune_equivalence.py
-               test_frame.py test_flight.py test_live.py test_memory.py test_distributed.py)
-  [ "$name" = newest ] && tests+=(test_install.py::test_pip_install_into_a_venv_with_pips_torch)
-  local log="$out/pip-$name.pytest.log"
+  # Two at once (pytest-xdist: most of these tests wait on worker processes); then, alone, the
+  # memory tests (other processes move their Pss) and the pip install (a build of its own).
+  local together=(test_torch.py test_stateful.py test_nodes.py test_autotune.py
+                  test_autotune_equivalence.py test_frame.py test_flight.py test_live.py
+                  test_distributed.py)
+  local alone=(test_memory.py)
+  [ "$name" = newest ] && alone+=(test_install.py::test_pip_install_into_a_venv_with_pips_torch)
+  local log="$out/pip-$name.pytest.log" log2="$out/pip-$name-serial.pytest.log"
   (cd tests/python && PYTHONPATH="$build/python" LOTUS_TOOL="$build/tools/lotus-tool/lotus-tool" \
      LOTUS_STACK_VENV="$venv" PYTHONDONTWRITEBYTECODE=1 \
-     "$venv/bin/python" -m pytest -q -p no:cacheprovider -rs "${tests[@]}") 2>&1 | tee "$log" || rc=1
+     "$venv/bin/python" -m pytest -q -p no:cacheprovider -rs -n 2 "${together[@]}") 2>&1 | tee "$log" || rc=1
   count_pytest_log "$log" || rc=1
+  (cd tests/python && PYTHONPATH="$build/python" LOTUS_TOOL="$build/tools/lotus-tool/lotus-tool" \
+     LOTUS_STACK_VENV="$venv" PYTHONDONTWRITEBYTECODE=1 \
+     "$venv/bin/python" -m pytest -q -p no:cacheprovider -rs "${alone[@]}") 2>&1 | tee "$log2" || rc=1
+  count_pytest_log "$log2" || rc=1
   return $rc
 }
 
@@ -115,15 +126,24 @@ declare -A prepare_pid=()
 start_prepare() {  # start_prepare SUITE [--tests]
   local suite="$1"; shift
   rm -rf --one-file-system "$out/root-$suite" "$out/root-$suite.prepare.log"
-  bash tools/scripts/fresh-demo.sh --suite "$suite" "$@" --prepare "$out/root-$suite" \
-    >"$out/root-$suite.prepare.log" 2>&1 &
+  rm -f "$out/root-$suite.prepare.rc"
+  (rc=0
+   bash tools/scripts/fresh-demo.sh --suite "$suite" "$@" --prepare "$out/root-$suite" \
+     >"$out/root-$suite.prepare.log" 2>&1 </dev/null || rc=$?
+   echo "$rc" >"$out/root-$suite.prepare.rc") &
   prepare_pid[$suite]=$!
+}
+
+prepared() {  # prepared SUITE: waits for the background preparation; true when it succeeded
+  local rcfile="$out/root-$1.prepare.rc"
+  while [ ! -f "$rcfile" ] && kill -0 "$2" 2>/dev/null; do sleep 2; done
+  [ "$(cat "$rcfile" 2>/dev/null)" = 0 ]
 }
 
 fresh_stage() {  # fresh_stage SUITE [--tests]: the demo (and the stack tests) in a fresh root
   local suite="$1"; shift
   local rc=0 where=() pid="${prepare_pid[$suite]:-}"
-  if [ -n "$pid" ] && wait "$pid"; then
+  if [ -n "$pid" ] && prepared "$suite" "$pid"; then
     tail -1 "$out/root-$suite.prepare.log"
     where=(--root "$out/root-$suite")
   else
@@ -158,6 +178,55 @@ lint() {
   # shellcheck disable=SC2086
   clang-format-14 --dry-run -Werror $files
 }
+
+interrupted() {  # Ctrl-C or SIGTERM: end every child (each fresh root's preparation removes its root)
+  trap - INT TERM
+  echo "test-all: $1: ending the running stage and the background root preparations" >&2
+  # Job control is on: the stage and each preparation are process groups of their own, so the
+  # signal reaches every process in them, those started after this moment included.
+  local g i groups=("${stage_pid:-}" "${prepare_pid[@]}")
+  for g in "${groups[@]}"; do [ -z "$g" ] || kill -TERM -- "-$g" 2>/dev/null || true; done
+  # fresh-demo.sh unmounts and removes its root in its own SIGTERM cleanup: let it finish, then
+  # end what is left.
+  for ((i = 0; i < 120; i++)); do
+    local alive=0
+    for g in "${groups[@]}"; do [ -z "$g" ] || ! kill -0 -- "-$g" 2>/dev/null || alive=1; done
+    [ "$alive" = 1 ] || break
+    sleep 0.5
+  done
+  for g in "${groups[@]}"; do [ -z "$g" ] || kill -KILL -- "-$g" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  local d
+  for d in "$out"/root-bookworm "$out"/root-trixie; do
+    [ -d "$d" ] || continue
+    if grep -q " $d" /proc/mounts; then
+      echo "test-all: $d still has mounts; not removing it" >&2
+    else
+      rm -rf --one-file-system "$d" 2>/dev/null || true
+    fi
+  done
+  echo "test-all: stopped; nothing left running" >&2
+  exit "$2"
+}
+set -m  # each background job (a stage, a root's preparation) in a process group of its own
+stage_pid=""
+trap 'interrupted SIGINT 130' INT
+trap 'interrupted SIGTERM 143' TERM
+
+# What this run will do, before it does it.
+echo "test-all: variants: $variants; build trees in $out"
+case " $variants " in *" fresh "*|*" fresh13 "*)
+  echo "test-all: fresh/fresh13 debootstrap minimal Debian roots into $out/root-* from the Debian archive" \
+       "(in the background while the first variants build; each removed after its stage, and on Ctrl-C)" ;;
+esac
+case " $variants " in *" pip-"*)
+  echo "test-all: pip-* make venvs of pip's torch in ${LOTUS_VENV_CACHE:-$HOME/.cache/lotus-venvs} (2.9 GB of" \
+       "PyPI wheels a stack, kept in ${LOTUS_WHEEL_CACHE:-$HOME/.cache/lotus-wheels}; both kept until the pins change)" ;;
+esac
+echo "test-all: a quick run without roots or venvs: LOTUS_VARIANTS=\"lint gcc\" bash tools/scripts/test-all.sh"
+
+# shellcheck disable=SC2086
+bash tools/scripts/install-deps.sh $deps_groups
 
 case " $variants " in *" fresh13 "*) start_prepare trixie --tests ;; esac
 case " $variants " in *" fresh "*) start_prepare bookworm ;; esac
@@ -208,5 +277,6 @@ for log in "$out"/*.ctest.log; do
 done
 [ ${#failures[@]} -eq 0 ] || printf 'failed variant: %s\n' "${failures[@]}"
 echo "variants: $passed passed, $failed failed"
+read -r tests_failed tests_total < <(awk '{f += $1; t += $2} END {print f + 0, t + 0}' "$counts")
 echo "tests: $((tests_total - tests_failed)) passed, $tests_failed failed"
 [ "$failed" -eq 0 ]
