@@ -35,7 +35,6 @@ TOOL = os.environ.get("LOTUS_TOOL") or next(
 # Runs in a fresh interpreter: argv[1] is the JSON configuration; prints one JSON line.
 SCENARIO = r'''
 import hashlib, json, random, sys, threading, time
-cfg = json.loads(sys.argv[1])
 import lotus, lotus.torch
 from lotus.loaders import nodes as lotus_nodes
 import torch
@@ -43,14 +42,8 @@ from torchdata.nodes import (BaseNode, Batcher, IterableWrapper, Loader, Mapper,
                              PinMemory, Prefetcher)
 from torchdata.nodes import base_node
 
-lotus.torch.instrument(log_file=cfg["trace"])
-assert base_node.BaseNode.__next__ is lotus_nodes._node_next, "instrument() left nodes untraced"
-
-N = cfg["items"]
-rng = random.Random(cfg.get("seed", 60))
-JITTER = {s: [0.7 + 0.6 * rng.random() for _ in range(N)] for s in ("Decode", "Read", "Augment")}
-PLANTS = {s: [] for s in JITTER}
 BUF = b"\0" * 8192
+JITTER, PLANTS = {}, {}
 
 
 def burn(ns):
@@ -118,49 +111,91 @@ def augment(x):
     return plant("Augment", 4.0, "cpu", x)
 
 
-if cfg["case"] == "planted":
-    node = Decode(Source(N))
-    node = lotus_nodes.name_node(Mapper(node, read), "Read")
-    if cfg["workers"]:
-        node = ParallelMapper(node, augment, num_workers=cfg["workers"], method="thread")
+def double(x):
+    return 2 * x
+
+
+def main(cfg):
+    if cfg["case"] == "named":  # Lotus's keyword mode: no log file at instrument(), then a prefix
+        lotus.torch.instrument()
+        lotus.configure(cfg["trace"])
     else:
-        node = Mapper(node, augment)
-    node = lotus_nodes.name_node(node, "Augment")
-    node = Batcher(node, batch_size=cfg["batch"], drop_last=False)
-    for batch in Loader(node):
-        time.sleep(0.002)  # the training step
-    out = {"plants": PLANTS}
-else:  # "threads": Prefetcher, PinMemory, a process ParallelMapper, two epochs
-    torch.cuda.current_device = lambda: 0  # PinMemory's constructor asks (no GPU needed: ints)
-    def double(x):
-        return 2 * x
-    src = Source(N)
-    m = Mapper(src, lambda x: x + 1)
-    p = ParallelMapper(m, double, num_workers=2, method="process")
-    p.lotus_name = "Double"
-    b = Batcher(p, batch_size=cfg["batch"], drop_last=False)
-    f = Prefetcher(b, prefetch_factor=2)
-    pin = PinMemory(f)
-    loader = Loader(pin)
-    got = [list(batch) for _ in range(2) for batch in loader]
-    assert got == 2 * [[2 * (i + 1) for i in range(k, min(k + cfg["batch"], N))]
-                       for k in range(0, N, cfg["batch"])], got
-    out = {}
-lotus.torch.uninstrument()
-lotus.flush()
-out["pid"] = __import__("os").getpid()
-out["tid"] = threading.get_native_id()
-print(json.dumps(out))
+        lotus.torch.instrument(log_file=cfg["trace"])
+    assert base_node.BaseNode.__next__ is lotus_nodes._node_next, "instrument() left nodes untraced"
+    N = cfg["items"]
+    rng = random.Random(cfg.get("seed", 60))
+    JITTER.update({s: [0.7 + 0.6 * rng.random() for _ in range(N)]
+                   for s in ("Decode", "Read", "Augment")})
+    PLANTS.update({s: [] for s in JITTER})
+    if cfg["case"] == "planted":
+        node = Decode(Source(N))
+        node = lotus_nodes.name_node(Mapper(node, read), "Read")
+        if cfg["workers"]:
+            node = ParallelMapper(node, augment, num_workers=cfg["workers"], method="thread")
+        else:
+            node = Mapper(node, augment)
+        node = lotus_nodes.name_node(node, "Augment")
+        node = Batcher(node, batch_size=cfg["batch"], drop_last=False)
+        for batch in Loader(node):
+            time.sleep(0.002)  # the training step
+        out = {"plants": PLANTS}
+    elif cfg["case"] == "spawn":  # a ParallelMapper of spawned processes
+        p = ParallelMapper(Source(N), double, num_workers=2, method="process",
+                           multiprocessing_context="spawn")
+        lotus_nodes.name_node(p, "Double")
+        assert list(Loader(p)) == [2 * i for i in range(N)]
+        out = {}
+    elif cfg["case"] == "resume":  # a Loader resumed from state_dict() in the middle of its epoch
+        def pipeline():
+            return Loader(Batcher(Mapper(Source(N), lambda x: x + 1), batch_size=cfg["batch"]))
+        first = pipeline()
+        it = iter(first)
+        got = [next(it) for _ in range(cfg["stop"])]
+        second = pipeline()
+        second.load_state_dict(first.state_dict())
+        got += list(second)
+        assert got == [list(range(k + 1, k + 1 + cfg["batch"])) for k in range(0, N, cfg["batch"])]
+        out = {}
+    elif cfg["case"] == "named":  # only the named node is traced, and its loop's waits
+        named = lotus_nodes.name_node(Mapper(Source(N), lambda x: x), "Kept")
+        root = lotus_nodes.name_node(Batcher(named, batch_size=cfg["batch"]), "Grouped")
+        assert len(list(Loader(root))) == N // cfg["batch"]
+        assert list(Loader(Batcher(named, batch_size=cfg["batch"]))) == [  # root not named
+            list(range(k, k + cfg["batch"])) for k in range(0, N, cfg["batch"])]
+        out = {}
+    else:  # "threads": Prefetcher, PinMemory, a process ParallelMapper, two epochs
+        torch.cuda.current_device = lambda: 0  # PinMemory's constructor asks (no GPU needed: ints)
+        src = Source(N)
+        m = Mapper(src, lambda x: x + 1)
+        p = ParallelMapper(m, double, num_workers=2, method="process")
+        p.lotus_name = "Double"
+        b = Batcher(p, batch_size=cfg["batch"], drop_last=False)
+        f = Prefetcher(b, prefetch_factor=2)
+        pin = PinMemory(f)
+        loader = Loader(pin)
+        got = [list(batch) for _ in range(2) for batch in loader]
+        assert got == 2 * [[2 * (i + 1) for i in range(k, min(k + cfg["batch"], N))]
+                           for k in range(0, N, cfg["batch"])], got
+        out = {}
+    lotus.torch.uninstrument()
+    lotus.flush()
+    out["pid"] = __import__("os").getpid()
+    out["tid"] = threading.get_native_id()
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":  # (spawned workers import this file as __mp_main__)
+    main(json.loads(sys.argv[1]))
 '''
 
 
-def scenario(tmp_path, **cfg):
+def scenario(tmp_path, timeout=600, **cfg):
     trace = tmp_path / "trace"
     trace.mkdir()
     script = tmp_path / "nodes_scenario.py"
     script.write_text(SCENARIO)
     cfg["trace"] = str(trace / "nodes")
-    r = run_python([str(script), json.dumps(cfg)], timeout=600)
+    r = run_python([str(script), json.dumps(cfg)], timeout=timeout)
     return json.loads(r.stdout.strip().splitlines()[-1]), read_trace(trace), trace
 
 
@@ -299,3 +334,34 @@ def test_threads_processes_epochs(tmp_path):
         assert all(set(ops[f]) == set(group) for f in files_of), (group, ops)
         assert not files_of & seen
         seen |= files_of
+
+
+def test_process_mapper_spawn(tmp_path):
+    """method="process" with spawn: each worker configures lotus from the pipeline's options and
+    records every item it maps in its own process's file."""
+    items = 8
+    info, files, _ = scenario(tmp_path, case="spawn", items=items, timeout=300)
+    check_loop(files, info["tid"], items)
+    ops = ops_by_file(files)
+    mapped = {f: o["SDouble"] for f, o in ops.items() if "SDouble" in o}
+    assert sum(len(d) for d in mapped.values()) == items
+    assert all(set(ops[f]) == {"SDouble"} for f in mapped)
+    assert info["pid"] not in {int(f.rsplit("_", 1)[1]) for f in mapped}
+
+
+def test_resumed_loader_continues_the_epoch(tmp_path):
+    """A Loader resumed from state_dict() after 2 of 5 batches: its waits are batches 2..4."""
+    items, batch = 10, 2
+    info, files, _ = scenario(tmp_path, case="resume", items=items, batch=batch, stop=2)
+    check_loop(files, info["tid"], items // batch)
+
+
+def test_only_named_nodes_without_log_file(tmp_path):
+    """instrument() with no log file: only named nodes are traced, and the loop's waits only
+    where the pipeline's last node is named."""
+    items, batch = 8, 4
+    info, files, _ = scenario(tmp_path, case="named", items=items, batch=batch)
+    check_loop(files, info["tid"], items // batch)
+    ops = ops_by_file(files)
+    assert {op: len(d) for op, d in ops[f"nodes_worker_pid_{info['tid']}"].items()} == {
+        "SKept": 2 * items, "SGrouped": items // batch}

@@ -191,25 +191,24 @@ def _pull(self, t):
     if getattr(self, "_cached_item", None) is not None and type(self).__name__ == "LoaderIterator":
         # An item LoaderIterator.has_next() pulled (and recorded) already: handed over as is.
         return _original("BaseNode.__next__")(self)
-    if not _gate(_root(self)):
-        return _step(self, t.frames)
     k = self.__dict__.get("_lotus_k", 0)
-    start = _wait_begin(k)
-    if not start:
-        return _step(self, t.frames)
-    if k == 0:
+    start = _wait_begin(k) if _gate(_root(self)) else 0
+    if start and k == 0:
         _lotus._note_epoch()
-    t.frames.append(0)
+    frames = t.frames
+    frames.append(0)  # (also untraced: the nodes it pulls are not the loop's pulls)
     try:
-        out = _step(self, t.frames)
+        out = _step(self, frames)
     finally:
-        end = _now()
-        del t.frames[:]
-        _wait_done()
-    self._lotus_k = k + 1
-    _batch(_PREPROCESSED, k, start, end)
-    _batch(_WAIT, k, start, end)
-    _batch(_CONSUMED, k)
+        end = _now() if start else 0
+        del frames[:]
+        if start:
+            _wait_done()
+    if start:
+        self._lotus_k = k + 1
+        _batch(_PREPROCESSED, k, start, end)
+        _batch(_WAIT, k, start, end)
+        _batch(_CONSUMED, k)
     return out
 
 
