@@ -257,6 +257,86 @@ def test_webhook_refused_without_a_token_or_on_every_interface(tmp):
         stop([serve])
 
 
+# Issue #61 item 6: the token file is opened without blocking or following a symlink: a FIFO
+# hung serve before it listened; a directory, a device, a symlink, a missing file refused (exit 2,
+# one clear line); a token another user could change (owned by another user, group/other-writable)
+# refused; one readable by group or others: serve runs, with one warning line.
+def serve_token_run(d, token, timeout=20):
+    return subprocess.run([TOOL, "serve", str(d), "--listen", "127.0.0.1:0",
+                           "--capture-webhook", str(token), "--timeout", "0.1"],
+                          capture_output=True, text=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "dev_zero", "symlink", "missing"])
+def test_webhook_token_file_not_regular_is_refused_without_blocking(tmp, kind):
+    d = tmp / "t"
+    d.mkdir()
+    path = tmp / "token"
+    if kind == "fifo":
+        os.mkfifo(path, 0o600)
+    elif kind == "directory":
+        path.mkdir(mode=0o700)
+    elif kind == "dev_zero":
+        path = pathlib.Path("/dev/zero")
+    elif kind == "missing":
+        pass
+    else:
+        (tmp / "real").mkdir()
+        path.symlink_to(token_file(tmp / "real"))
+    try:
+        r = serve_token_run(d, path)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"serve blocked on opening a {kind} token file")
+    assert r.returncode == 2, r.stderr
+    want = {"fifo": "is a FIFO", "directory": "is a directory", "dev_zero": "is a device",
+            "symlink": "is a symbolic link", "missing": "cannot read"}[kind]
+    assert want in r.stderr and "--capture-webhook" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "listening" not in r.stdout
+
+
+def test_webhook_token_file_others_could_change_is_refused(tmp):
+    d = tmp / "t"
+    d.mkdir()
+    for mode in (0o620, 0o602, 0o666):
+        f = token_file(tmp)
+        f.chmod(mode)
+        r = serve_token_run(d, f)
+        assert r.returncode == 2 and "writable by group or others" in r.stderr, (oct(mode), r.stderr)
+        assert "listening" not in r.stdout
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give the file to another user")
+def test_webhook_token_file_of_another_user_is_refused(tmp):
+    d = tmp / "t"
+    d.mkdir()
+    f = token_file(tmp)
+    os.chown(f, 65534, 65534)
+    r = serve_token_run(d, f)
+    assert r.returncode == 2 and "owned by another user (uid 65534)" in r.stderr, r.stderr
+    assert "listening" not in r.stdout
+
+
+def test_webhook_token_file_readable_by_others_warns_once(tmp):
+    d = tmp / "t"
+    d.mkdir()
+    f = token_file(tmp)
+    f.chmod(0o644)
+    serve, addr = start_serve(d, "--capture-webhook", str(f))
+    try:
+        assert post(addr, notification(alert()))[0] == 200
+    finally:
+        stop([serve])
+    err = serve.stderr.read()
+    warned = [l for l in err.splitlines() if "readable by group or others" in l]
+    assert len(warned) == 1 and "warning" in warned[0], err
+    # A private token (token_file's 600): no such line.
+    serve, addr = start_serve(d, "--capture-webhook", str(token_file(tmp)))
+    stop([serve])
+    assert "readable by group or others" not in serve.stderr.read()
+
+
 # ---- STALLED in a running job -------------------------------------------------------------------
 
 

@@ -60,8 +60,8 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--capture-webhook", args->capture_webhook_token_file,
                   "TOKEN_FILE: also serve POST /capture, an Alertmanager webhook receiver that "
                   "asks the job's flight recorders (LOTUS_FLIGHT) for a capture on a firing alert; "
-                  "requests must send 'Authorization: Bearer <the file's token>'")
-      ->check(CLI::ExistingFile);
+                  "requests must send 'Authorization: Bearer <the file's token>' (a regular "
+                  "file of this user or root that group and others cannot write)");
   cmd->add_flag("--capture-webhook-remote", args->capture_webhook_remote,
                 "Allow --capture-webhook on a non-loopback --listen address");
   cmd->callback([args] { run_serve(*args); });

@@ -19,7 +19,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -349,16 +348,70 @@ bool bound_to_loopback(int fd) {
   return (ntohl(reinterpret_cast<const sockaddr_in*>(&ss)->sin_addr.s_addr) >> 24) == 127;
 }
 
-/// The webhook's token: the file's content, trimmed; 16 to 1024 printable ASCII bytes.
+/// The webhook's token: the file's content, trimmed; 16 to 1024 printable ASCII bytes. The file
+/// is opened without blocking and without following a symlink, and must be a regular file (a FIFO
+/// would hang serve before it listens; a directory or a device is no token). It is refused when
+/// group or others may write it or a user other than this one (or root) owns it: whoever can
+/// change the token can ask for captures. Readable by group or others: one warning.
 std::string read_token(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    throw tool_error(exit_io, "--capture-webhook: cannot read '" + printable(path) +
-                                  "': " + std::strerror(errno));
+  const std::string what = "--capture-webhook: '" + printable(path) + "'";
+  int fd = -1;
+  do {
+    fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) {
+    if (errno == ELOOP) {
+      throw tool_error(exit_usage, what +
+                                       " is a symbolic link: pass the file it points to "
+                                       "(e.g. \"$(realpath TOKEN_FILE)\")");
+    }
+    throw tool_error(exit_usage, what + ": cannot read: " + std::strerror(errno));
+  }
+  struct closer {
+    int fd;
+    ~closer() { ::close(fd); }
+  } close_fd{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    throw tool_error(exit_usage, what + ": cannot read: " + std::strerror(errno));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    const char* kind = S_ISFIFO(st.st_mode)                         ? "a FIFO"
+                       : S_ISDIR(st.st_mode)                        ? "a directory"
+                       : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
+                       : S_ISSOCK(st.st_mode)                       ? "a socket"
+                                                                    : "not a regular file";
+    throw tool_error(exit_usage, what + " is " + kind +
+                                     ": the token must be in a regular file (e.g. openssl rand "
+                                     "-hex 32 > TOKEN_FILE; chmod 600 TOKEN_FILE)");
+  }
+  if (st.st_uid != ::geteuid() && st.st_uid != 0) {
+    throw tool_error(exit_usage, what + " is owned by another user (uid " +
+                                     std::to_string(st.st_uid) +
+                                     "), who could change the token: use a file of this user "
+                                     "(or root), mode 600");
+  }
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    throw tool_error(exit_usage, what +
+                                     " is writable by group or others, who could change the "
+                                     "token: chmod 600 it");
+  }
+  if ((st.st_mode & (S_IRGRP | S_IROTH)) != 0) {
+    warning(what +
+                " is readable by group or others: whoever reads the token can ask for "
+                "captures (chmod 600 it, or 640 with Alertmanager's group)",
+            "lotus-tool serve");
   }
   std::string text(4097, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  text.resize(static_cast<std::size_t>(in.gcount()));
+  std::size_t got = 0;
+  while (got < text.size()) {
+    const ssize_t n = ::read(fd, &text[got], text.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw tool_error(exit_usage, what + ": cannot read: " + std::strerror(errno));
+    if (n == 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  text.resize(got);
   text = trim(text);
   bool ok = text.size() >= 16 && text.size() <= 1024;
   for (const char c : text) ok = ok && c > 0x20 && c < 0x7f;
