@@ -374,10 +374,18 @@ def test_a_miss_over_10_percent_makes_the_next_decision_careful():
     t2 = Tuner(1, 2, cores=2, persistent_workers=True, max_workers=32)
     free1 = Tuner(1, 2, cores=2, persistent_workers=True, max_workers=32).decide(
         measured(1, 2, IO["batches"]))
-    t2.caution = 2
+    t2.caution, t2._last_miss = 2, 0.30  # two misses, the last 30 % on the slow side
     got = t2.decide(measured(1, 2, IO["batches"]))
     assert got[0] == 1 + math.ceil((free1[0] - 1) / 4)
     assert "careful (caution 2): 1/4 of the way" in t2.decisions[0]["reason"]
+    # Issue #62: a predicted gain over 3 times the last miss (and at least 30 %) is taken in one
+    # move, careful or not (the recorded H200 job crept 2 -> 3 -> 8 -> 9 workers where 12 was
+    # best). Here the gain is 78 % and the last miss 13 %.
+    t3 = Tuner(1, 2, cores=2, persistent_workers=True, max_workers=32)
+    t3.caution, t3._last_miss = 2, 0.13
+    assert t3.decide(measured(1, 2, IO["batches"])) == free1
+    assert t3.decisions[0]["reason"].startswith(
+        "careful (caution 2), but the predicted gain ") and "the whole way" in t3.decisions[0]["reason"]
     # A decision within 10 % lowers the caution by one.
     p3 = t2.decisions[0]["predicted_epoch_seconds"]
     t2.decide(measured(*got, IO["batches"], seconds=p3 * 1.05))
@@ -393,23 +401,35 @@ def slower_world(factor):
                      IO["batches"], n, 1, 2, IO["step"])["seconds"] * factor)
 
 
+NOISE_TAKEN = "the epoch-to-epoch noise (±10 %, taken until two epochs at one setting measure it)"
+
+
 def test_it_stops_moving_when_the_last_change_gained_under_2_percent():
-    # The change was 15 % slower (a clear loss, beyond the 10 % a prediction may miss by): back
-    # to the faster setting, then never moving again.
+    # The change was 15 % slower (a clear loss, beyond the 10 % noise taken before any is
+    # measured): back to the faster setting, then never moving again. Issue #62: said as a loss
+    # ("lost 15 %", not "gained -15.0 %").
     tuner = Tuner(1, 2, cores=2, persistent_workers=True, log=None)
     drive(slower_world(1.15), tuner, 5)
     d = tuner.decisions
     assert d[0]["changed"]
-    assert d[1]["reason"] == "the last change gained -15.0 % (< 2 %): back to 1 worker, settled"
+    assert d[1]["reason"] == ("the last change lost 15 %, more than " + NOISE_TAKEN
+                              + ": back to 1 worker, settled")
     assert (d[1]["workers"], d[1]["prefetch_factor"]) == (1, 2)
     assert all(x["settled"] and not x["changed"] for x in d[2:])
     assert all(x["reason"] == "settled" for x in d[2:])
-    # 5 % slower is within what one epoch's noise may be: it stops where it is.
+    # 5 % slower in one epoch is within what one epoch's noise may be (issue #62: one noisy
+    # epoch ended the search): one more epoch at the new setting. The second epoch is 5 % slower
+    # again, and the two measure the noise (0 here): a loss beyond it, back and settled.
     tuner = Tuner(1, 2, cores=2, persistent_workers=True, log=None)
     drive(slower_world(1.05), tuner, 4)
     d = tuner.decisions
-    assert d[1]["reason"] == "the last change gained -5.0 % (< 2 %): settled"
-    assert not d[1]["changed"] and all(not x["changed"] for x in d[1:])
+    moved = d[0]["workers"]
+    assert d[1]["reason"] == ("the last change lost 5.0 %, within " + NOISE_TAKEN
+                              + f": one more epoch at {moved} workers to tell")
+    assert not d[1]["changed"] and not d[1]["settled"]
+    assert d[2]["reason"] == ("the last change lost 5.0 % over 2 epochs, more than the "
+                              "epoch-to-epoch noise (±2.0 % measured): back to 1 worker, settled")
+    assert d[2]["workers"] == 1 and all(not x["changed"] for x in d[3:])
 
 
 def test_it_stops_once_the_model_chose_the_same_setting_twice_and_was_right():
@@ -426,18 +446,22 @@ def test_it_stops_once_the_model_chose_the_same_setting_twice_and_was_right():
 
 def test_a_change_that_gained_but_under_2_percent_settles_where_it_is():
     tuner = Tuner(1, 2, cores=2, persistent_workers=True, log=None)
-    drive(slower_world(0.99), tuner, 3)
+    drive(slower_world(0.99), tuner, 4)
     d = tuner.decisions
-    assert d[1]["reason"] == "the last change gained 1.0 % (< 2 %): settled"
-    assert not d[1]["changed"] and d[1]["workers"] == d[0]["workers"]
+    # One epoch: within the noise, one more to tell (issue #62); two: settled where it is.
+    assert d[1]["reason"].startswith("the last change gained 1.0 %, within the epoch-to-epoch")
+    assert d[2]["reason"] == ("the last change gained 1.0 % over 2 epochs, less than 2 % beyond "
+                              "the epoch-to-epoch noise (±2.0 % measured): settled")
+    assert not d[1]["changed"] and not d[2]["changed"] and d[2]["workers"] == d[0]["workers"]
 
 
 # ---- the printed lines -------------------------------------------------------------------------
 
 LINE = re.compile(
     r"lotus\.autotune: epoch (\d+) ran (\d+) workers?, prefetch_factor (\d+): ([\d.]+) s"
-    r"(?: \(predicted ([\d.]+) s, error (\d+) %\))?; epoch (\d+): (\d+) workers?, "
-    r"prefetch_factor (\d+), predicted ([\d.]+) s, peak RSS (\d+) MiB of (\d+) MiB; (.+)$")
+    r"(?: \(predicted ([\d.]+) s, error (\d+) %\))?(, a warm-up \([^)]*\))?; epoch (\d+): "
+    r"(\d+) workers?, prefetch_factor (\d+), predicted ([\d.]+) s, peak memory (\d+) MiB of "
+    r"(\d+) MiB; (other work on this machine: [^;]*; )?(.+)$")
 
 
 def check_lines(lines, decisions):
@@ -447,6 +471,10 @@ def check_lines(lines, decisions):
         g = LINE.match(line)
         assert g, line
         p = d["previous"]
+        g = [None, *g.groups()[:6], *g.groups()[7:13], g[15]]  # the groups as they were numbered
+        line_g = LINE.match(line)
+        assert bool(line_g[7]) == p["warmup"]  # the warm-up is said (issue #62)
+        assert (line_g[14] or None) == (d["load"] + "; " if d["load"] else None)
         assert int(g[1]) == d["epoch"] - 1 and int(g[7]) == d["epoch"]
         assert (int(g[2]), int(g[3])) == (p["workers"], p["prefetch_factor"])
         assert float(g[4]) == pytest.approx(p["measured_epoch_seconds"], abs=5e-4)
@@ -599,3 +627,128 @@ def test_lotus_tool_takes_the_consumers_cpu_and_the_off_cpu_share():
                              [tool, cmd, str(golden), "--workers", "4", "--offcpu-share", "1.5"],
                              capture_output=True, text=True, timeout=60)
         assert bad.returncode == 2 and "--offcpu-share" in bad.stderr
+
+
+# ---- replays of recorded jobs (issue #62) --------------------------------------------------------
+
+H200 = json.loads((HERE / "data" / "h200_resnet50_epochs.json").read_text())
+
+
+class RecordedJob:
+    """The H200 ResNet-50 job of tests/python/data/h200_resnet50_epochs.json replayed: an epoch at
+    a setting takes the recorded seconds (the recorded steady epochs at that worker count in turn;
+    between recorded counts, linear in the count). The first epoch of the process is the recorded
+    one (10.6 s at 2 workers: worker start-up and cuDNN's autotuning), the first after persistent
+    workers restart is the recorded restart epoch at that count (else the recorded restarts' mean
+    ratio to their steady epochs). What the tuner measures is what such an epoch would show: 32
+    batches that each take the CPU time that makes the model's epoch the recorded steady one (the
+    recorded tuner's calibration was 1.00-1.03 in its steady epochs), and the consumer's step from
+    the loop's time outside next(), 10 ms of it on the CPU. A warm-up's first batches are 30 %
+    slower (cold), and in the process's first epoch the first 3 steps carry the GPU's extra busy
+    time of that epoch (cuDNN's autotuning, waited for in the step)."""
+
+    START_S = 0.03  # a worker's start-up (not recorded; the recorded restarts cost 0.2-0.6 s)
+
+    def __init__(self, noise=None):
+        self.cores = H200["cores"]
+        self.steady, self.restart = {}, {}
+        for n, epochs in H200["sweep"].items():
+            self.steady[int(n)] = [e["wall"] for e in epochs[1:]]
+        auto = H200["autotune_from_2"]
+        self.first = auto[0]
+        for prev, e in zip(auto, auto[1:]):
+            if e["workers"] != prev["workers"]:
+                self.restart[e["workers"]] = e["wall"]
+            else:
+                self.steady.setdefault(e["workers"], []).append(e["wall"])
+        ratios = [w / self.mean(n) for n, w in self.restart.items()]
+        self.restart_ratio = sum(ratios) / len(ratios)
+        outside = [e["wall"] - e["wait"] for eps in H200["sweep"].values() for e in eps[1:]]
+        self.step = (0.010, sum(outside) / len(outside) / H200["steps"] - 0.010)
+        self.gpu_warmup = self.first["gpu_busy"] - sum(
+            e["gpu_busy"] for e in H200["sweep"]["2"][1:]) / 2
+        self.noise = noise or {}
+        self.running, self.count, self.epochs = None, {}, 0
+
+    def mean(self, n):
+        if n in self.steady:
+            return sum(self.steady[n]) / len(self.steady[n])
+        known = sorted(self.steady)
+        lo = max([k for k in known if k < n], default=known[0])
+        hi = min([k for k in known if k > n], default=known[-1])
+        if lo == hi:
+            return self.mean(lo)
+        return self.mean(lo) + (self.mean(hi) - self.mean(lo)) * (n - lo) / (hi - lo)
+
+    def steady_epoch(self, n):
+        k = self.count.get(n, 0)
+        self.count[n] = k + 1
+        runs = self.steady.get(n)
+        return runs[k % len(runs)] if runs else self.mean(n)
+
+    def batch_cpu(self, n):
+        """The batch CPU time with which the model's epoch at n workers is the recorded one."""
+        target, lo, hi = self.mean(n), 0.0, 4.0
+        for _ in range(50):
+            mid = (lo + hi) / 2
+            r = simulate_epoch([(mid, 0.0)] * H200["steps"], n, 2, self.cores, self.step)
+            lo, hi = (mid, hi) if r["seconds"] < target else (lo, mid)
+        return (lo + hi) / 2
+
+    def epoch(self, workers, pf):
+        self.epochs += 1
+        first = self.running is None
+        fresh = first or self.running != (workers, pf)
+        self.running = (workers, pf)
+        cpu = self.batch_cpu(workers)
+        batches = [(cpu, 0.0)] * H200["steps"]
+        steps = [self.step] * H200["steps"]
+        if first:
+            secs = self.first["wall"]
+        elif fresh:
+            secs = self.restart.get(workers, self.restart_ratio * self.mean(workers))
+        else:
+            secs = self.steady_epoch(workers) * self.noise.get(self.epochs, 1.0)
+        if fresh:
+            batches[:workers] = [(1.3 * cpu, 0.0)] * min(workers, len(batches))
+        if first:
+            for k in range(3):
+                steps[k] = (self.step[0], self.step[1] + self.gpu_warmup / 3)
+        return EpochMeasurement(workers, pf, batches, steps, secs,
+                                start_s=self.START_S if fresh else 0.0,
+                                worker_start_s=self.START_S, main_rss=2 << 30,
+                                worker_rss=600 * MiB)
+
+
+def replay_h200(epochs=6, **kw):
+    job = RecordedJob(**kw)
+    lines = []
+    tuner = Tuner(2, 2, cores=job.cores, persistent_workers=True, pin_memory=True,
+                  log=lines.append)
+    times = drive(job, tuner, epochs)
+    return job, tuner, times, lines
+
+
+def test_replay_of_the_h200_job_from_2_workers_reaches_the_best_by_the_3rd_boundary():
+    # Issue #62's acceptance: the recorded autotune went 2 -> 3, 3, 8, 9, 9, 9 and settled at 9,
+    # 19-53 % above the sweep's best (12 workers: 1.87 s).
+    job, tuner, times, lines = replay_h200()
+    best = min(job.steady[12])  # the issue's 1.87 s (12 workers' steady epochs: 1.92, 1.87 s)
+    assert best == pytest.approx(1.87, abs=0.005)
+    d = tuner.decisions
+    # The first epoch is a warm-up: said, and neither calibrating nor a miss; its first quarter
+    # (worker start-up, cuDNN's autotuning in the first steps) is not taken as steady state.
+    assert "a warm-up (workers started" in lines[0]
+    assert d[0]["previous"]["warmup"] and d[0]["calibration"] == 1.0
+    # A large predicted gain is taken in one move: from 2 workers to the model's choice.
+    assert d[0]["workers"] >= 8 and d[0]["reason"].startswith("the model's choice")
+    # By the 3rd boundary it runs 12 workers (or a count whose recorded epoch is within 5 %),
+    # and it stays there; it never settles at 9.
+    for x in d[2:]:
+        assert job.mean(x["workers"]) <= 1.05 * best, [y["workers"] for y in d]
+    assert d[-1]["settled"] and d[-1]["workers"] == d[2]["workers"]
+    assert not any(x["settled"] and x["workers"] == 9 for x in d)
+    # The restart epoch after the move is a warm-up too: not a model miss.
+    assert d[1]["previous"]["warmup"] and d[0]["miss_counted"] is False
+    assert all(x["caution"] == 0 for x in d)
+    assert max(times[3:]) <= 1.05 * max(job.steady[d[2]["workers"]])

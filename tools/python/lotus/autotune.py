@@ -77,6 +77,10 @@ PAYBACK_EPOCHS = 5  # persistent workers: a change must repay its restart within
 GAP_SHARE = 0.10    # a cheaper setting may give up at most this share of the best's predicted gain
 MIN_GAIN = 0.01     # a move predicted to gain less than this is not made
 PREFETCH_FACTORS = (1, 2, 4)
+NOISE_PRIOR = 0.10  # the epoch-to-epoch noise taken before two steady epochs at one setting measured it
+WARMUP_SHARE = 0.25  # the first quarter of a warm-up epoch's batches and steps is not steady state
+LARGE_GAIN = 0.30  # careful or not, a predicted gain this large and over 3x the last miss: one move
+LOAD_SEEN = 0.5     # other work fitted at this many threads (or 10 % of the cores) is reported
 
 
 # ---- the model ------------------------------------------------------------------------------------
@@ -325,12 +329,14 @@ class EpochMeasurement:
     setting would pay); main_rss, worker_rss: peak resident sets (bytes) of the main process and of one
     worker; step_runq_s: the consumer's run-queue wait during its steps (what the workers cost it);
     batch_runq_s: the workers' run-queue wait during their batches, summed; handoff_s: the median
-    time from an index being sent (and its worker free) to the worker starting it.
+    time from an index being sent (and its worker free) to the worker starting it; warmup: the
+    epoch is the first after its workers (or the process) started, True/False, or None: the tuner
+    takes its first epoch, and an epoch that paid a start-up with persistent workers, as one.
     """
 
     def __init__(self, workers, prefetch_factor, batches, steps, seconds, wait_s=0.0, start_s=0.0,
                  main_rss=0, worker_rss=0, step_runq_s=0.0, worker_start_s=None,
-                 batch_runq_s=0.0, handoff_s=0.0):
+                 batch_runq_s=0.0, handoff_s=0.0, warmup=None):
         self.workers = workers
         self.prefetch_factor = prefetch_factor
         self.batches = list(batches)
@@ -344,6 +350,7 @@ class EpochMeasurement:
         self.step_runq_s = step_runq_s
         self.batch_runq_s = batch_runq_s
         self.handoff_s = handoff_s
+        self.warmup = warmup
 
     def mean_step(self):
         if not self.steps:
@@ -409,7 +416,7 @@ class Tuner:
 
     def __init__(self, workers, prefetch_factor, memory_budget=None, cores=None, max_workers=None,
                  prefetch_factors=PREFETCH_FACTORS, tolerance=0.03, persistent_workers=False,
-                 log=None, contention="threads"):
+                 log=None, contention="threads", pin_memory=False):
         max_workers, cores, tolerance, prefetch_factors = check_arguments(
             max_workers, cores, tolerance, prefetch_factors, memory_budget)
         self.workers = max(1, int(workers))
@@ -420,6 +427,7 @@ class Tuner:
         self.prefetch_factors = prefetch_factors
         self.tolerance = tolerance
         self.persistent = persistent_workers
+        self.pin_memory = bool(pin_memory)
         self.log = log
         if contention == "auto":
             contention = "share" if _autogroup() else "threads"
@@ -429,9 +437,14 @@ class Tuner:
         self.decisions = []
         self.caution = 0
         self.settled = False
-        self._history = []  # (setting, measured seconds) per epoch
-        self._last_miss = 0.0
-        self._measured = {}  # setting -> the fastest epoch measured at it
+        self._history = []  # (setting, steady seconds, fitted load, warm-up) per epoch
+        self._last_miss = 0.0  # the last miss on the slow side (the model was optimistic)
+        self._measured = {}  # setting -> the fastest steady epoch measured at it
+        self._steady = {}    # setting -> its steady epochs (warm-ups left out), in order
+        self._estimate = {}  # setting -> its steady epoch as estimated from a warm-up
+        self._calib = 1.0    # the last steady epoch's calibration (a warm-up's is not taken)
+        self._noise = None   # the largest epoch-to-epoch difference at an unchanged setting
+        self._pending = None  # (previous setting, new setting): a change not judged yet
         self._inputs_of = (None, None)  # (the measurement, the model's inputs from it)
         self._last_fit = (0.0, self.cores)
 
@@ -499,39 +512,120 @@ class Tuner:
         self._inputs_of = (m, got)
         return got
 
+    def _load_words(self, fit):
+        """Other work on the machine as fitted from the run-queue wait, in words, or None."""
+        foreign, cores = fit
+        if foreign >= LOAD_SEEN:
+            return (f"other work on this machine: {foreign:.1f} threads wanting a core "
+                    f"(from the run-queue wait)")
+        if cores < 0.9 * self.cores:
+            return (f"other work on this machine leaves the job {cores:.1f} of {self.cores:g} "
+                    f"cores (from the run-queue wait)")
+        return None
+
+    def _load_changed(self, before, after):
+        """Whether the other processes' fitted load differs between two epochs by enough that
+        comparing them would judge the load, not the setting: a quarter of the cores (at least
+        one thread) more or fewer threads, or a quarter of the cores more or fewer."""
+        (f0, c0), (f1, c1) = before, after
+        quarter = max(1.0, 0.25 * self.cores)
+        return abs(f1 - f0) >= quarter or abs(c1 - c0) >= 0.25 * self.cores
+
+    def _noise_bound(self):
+        """The epoch-to-epoch difference a change must beat to be told from noise: the largest
+        measured at an unchanged setting (at least 2 %), else NOISE_PRIOR."""
+        if self._noise is None:
+            return NOISE_PRIOR
+        return max(self._noise, SETTLE_GAIN)
+
+    def _noise_words(self):
+        bound = self._noise_bound()
+        if self._noise is None:
+            return f"±{_pct(bound)} %, taken until two epochs at one setting measure it"
+        return f"±{_pct(bound)} % measured"
+
     def decide(self, m):
         """Takes the epoch just measured (at the current setting); returns the next setting.
 
         Each setting is scored by its steady epoch: with persistent workers a new setting's
         start-up is paid once (the epoch after the change) and pays back over the epochs after
         it, so it is not counted in the score; without them it is paid every epoch and is. The
-        decision's predicted_epoch_seconds is the next epoch's, start-up included."""
+        decision's predicted_epoch_seconds is the next epoch's, start-up included.
+
+        A warm-up epoch (the first, or the first after persistent workers restarted: worker
+        start-up, a first batch's imports, cuDNN's autotuning in the training step) is not steady
+        state: its first quarter of batches and steps is left out of the model's inputs, it
+        calibrates nothing, its miss is not the model's, and it does not judge the last change."""
         t_decide = _time.perf_counter()
         epoch = len(self._history) + 1
         cur = (self.workers, self.prefetch_factor)
-        # Check the previous decision against the epoch that followed it.
+        warm = m.warmup if m.warmup is not None else (
+            not self._history or (self.persistent and m.start_s > 0))
+        warm = bool(warm)
+        mm = _steady_part(m) if warm else m
+
+        replay = self._predict(mm, m.workers, m.prefetch_factor, m.start_s)
+        fit_now = (mm.foreign, mm.cores)
+        m.foreign, m.cores = fit_now
+        prev_fit = self._history[-1][2] if self._history else None
+        load_changed = prev_fit is not None and not self.settled and self._load_changed(
+            prev_fit, fit_now)
+
+        # Check the previous decision against the epoch that followed it. Only a miss on the
+        # slow side (the model was optimistic) makes the next decision careful: a move that
+        # gained more than predicted is no reason to move less. A warm-up's miss, or one under
+        # another load of other work than the prediction's, is not the model's.
         if self.decisions:
             d = self.decisions[-1]
             d["measured_epoch_seconds"] = m.seconds
             miss = abs(d["predicted_epoch_seconds"] - m.seconds) / m.seconds if m.seconds > 0 else 0
             d["error"] = miss
-            self._last_miss = miss
-            self.caution = self.caution + 1 if miss > MISS else max(0, self.caution - 1)
+            slow = ((m.seconds - d["predicted_epoch_seconds"]) / m.seconds
+                    if m.seconds > 0 else 0.0)
+            if warm or load_changed:
+                d["miss_counted"] = False
+            elif slow > MISS:
+                self.caution += 1
+                self._last_miss = slow
+                d["miss_counted"] = True
+            else:
+                self.caution = max(0, self.caution - 1)
+                self._last_miss = max(0.0, slow)
+                d["miss_counted"] = miss > MISS
 
-        replay = self._predict(m, m.workers, m.prefetch_factor, m.start_s)
-        calib = m.seconds / replay if replay > 0 else 1.0
+        calib = self._calib
+        if not warm and replay > 0:
+            calib = self._calib = m.seconds / replay
         # The epoch without the start-up it paid, as the model attributes it: what the settle
-        # rule and the measured-before rule compare.
-        steady_now = m.seconds
+        # rule and the measured-before rule compare (a warm-up's: the model's, calibrated).
+        steady_model = replay
         if m.start_s > 0 and replay > 0:
-            steady_now = m.seconds * self._predict(m, m.workers, m.prefetch_factor, 0.0) / replay
-        fit_now = (m.foreign, m.cores)
-        self._history.append((cur, steady_now, fit_now))
-        self._measured[cur] = min(steady_now, self._measured.get(cur, _math.inf))
+            steady_model = self._predict(mm, m.workers, m.prefetch_factor, 0.0)
+        if warm:
+            steady_now = steady_model * calib
+            self._estimate[cur] = steady_now
+        else:
+            steady_now = m.seconds * steady_model / replay if replay > 0 else m.seconds
+            if self._history and self._history[-1][0] == cur and not self._history[-1][3]:
+                before = self._history[-1][1]
+                if before > 0 and steady_now > 0:
+                    diff = abs(before - steady_now) / min(before, steady_now)
+                    self._noise = max(self._noise or 0.0, diff)
+            self._steady.setdefault(cur, []).append(steady_now)
+            self._measured[cur] = min(steady_now, self._measured.get(cur, _math.inf))
+        self._history.append((cur, steady_now, fit_now, warm))
+        m = mm
 
         nbatches = max(1, len(m.batches))
         top = self.max_workers or min(64, max(8 * int(self.cores), 2 * self.workers, 16))
         top = max(1, min(top, nbatches))
+        cap = None
+        if self.pin_memory and _cpu_bound(m.batches):
+            # The pin-memory thread copies every batch in the main process, and the model does
+            # not run it: CPU-bound workers leave it a core, at the grid's counts (issue #62's
+            # H200 job: 16 workers on 16 cores took 2.10 s an epoch, 12 took 1.87 s; the main
+            # process and its pin thread starved).
+            cap = max(1, int(_math.floor(m.cores + 1e-9)) - 1)
         start_new = m.worker_start_s
 
         def score_start(setting):
@@ -553,34 +647,60 @@ class Tuner:
 
         last = self.decisions[-1] if self.decisions else None
         last_stayed = (last is not None and not last["changed"] and last["error"] is not None
-                       and last["error"] <= MISS)
+                       and last["error"] <= MISS and not warm)
         stay = cand(*cur)
         if not self.settled:
             # Every worker count to 8, then 10, 12, 16, 20, 24, 32, 40, 48, 64 (to `top`).
             grid = [n for n in (*range(1, 9), 10, 12, 16, 20, 24, 32, 40, 48, 64) if n < top]
-            for n in grid + [top]:
+            grid.append(top)
+            if cap is not None:
+                grid = [n for n in grid if n <= cap] or [1]
+            for n in grid:
                 for pf in self.prefetch_factors:
                     cand(n, pf)
         reason = ""
+        note = ""
         nxt = cur
         fitting = [c for c in candidates.values() if c["fits"]]
         if self.settled:
             reason = "settled"
-        elif len(self._history) >= 2 and self.decisions and self.decisions[-1]["changed"]:
-            # The last change: did it gain at least 2 %? (measured: the two epochs' steady times;
-            # taking one at the other's fitted load turned the model's error at the two settings
-            # into a loss on the development VM, so it is not done)
-            (prev_setting, prev_secs, _), (_, now_secs, _) = self._history[-2:]
+        elif self._pending is not None and self._pending[1] == cur and load_changed:
+            note = (f"epoch {epoch} ran beside {'more' if _load(fit_now) > _load(prev_fit) else 'less'}"
+                    f" other work than the one before it: the last change is not judged on it; ")
+        elif self._pending is not None and self._pending[1] == cur and not warm:
+            # The last change, judged on steady epochs (the mean of those at each setting; a
+            # setting that only ran its warm-up: the model's estimate of its steady epoch) and
+            # against the epoch-to-epoch noise: one epoch within the noise is not evidence.
+            prev_setting = self._pending[0]
+            runs = self._steady[cur]
+            now_secs = sum(runs) / len(runs)
+            before = self._steady.get(prev_setting) or [self._estimate.get(prev_setting, now_secs)]
+            prev_secs = sum(before) / len(before)
             gain = (prev_secs - now_secs) / prev_secs if prev_secs > 0 else 0.0
-            if gain < SETTLE_GAIN:
+            bound = self._noise_bound()
+            change = (f"the last change {_gained(gain)}"
+                      + (f" over {len(runs)} epochs" if len(runs) > 1 else ""))
+            if gain >= SETTLE_GAIN:
+                self._pending = None
+            elif -gain > bound:
                 self.settled = True
-                lost = now_secs > prev_secs * (1 + MISS)  # a clear loss, beyond a miss
-                if lost and predict_memory(m, prev_setting[0]) <= self.budget:
+                self._pending = None
+                if predict_memory(m, prev_setting[0]) <= self.budget:
                     nxt = prev_setting
-                    reason = (f"the last change gained {100 * gain:.1f} % (< 2 %): back to "
-                              f"{_workers(prev_setting[0])}, settled")
+                    reason = (f"{change}, more than the epoch-to-epoch noise "
+                              f"({self._noise_words()}): back to {_workers(prev_setting[0])}, "
+                              f"settled")
                 else:
-                    reason = f"the last change gained {100 * gain:.1f} % (< 2 %): settled"
+                    reason = (f"{change}, more than the epoch-to-epoch noise "
+                              f"({self._noise_words()}): settled")
+            elif len(runs) < 2:
+                reason = (f"{change}, within the epoch-to-epoch noise ({self._noise_words()}): "
+                          f"one more epoch at {_workers(cur[0])} to tell")
+            else:
+                self.settled = True
+                self._pending = None
+                reason = (f"{change}, less than 2 % beyond the epoch-to-epoch noise "
+                          f"({self._noise_words()}): settled")
         if not reason:
             if not stay["fits"] and fitting:
                 best = min(fitting, key=lambda c: (c["score"], c["workers"], c["prefetch_factor"]))
@@ -600,16 +720,24 @@ class Tuner:
                 pick = min((c for c in fitting if c["score"] <= best_score + slack),
                            key=lambda c: (c["workers"], _pf_order(c["prefetch_factor"])))
                 target = (pick["workers"], pick["prefetch_factor"])
+                needed = self._last_miss if self.caution > 0 else 0.0
+                whole = False
                 if self.caution > 0 and target[0] != cur[0]:
-                    # Careful: at most 1/2**caution of the way in workers (at least one).
-                    frac = 0.5 ** self.caution
-                    n = cur[0] + (target[0] - cur[0]) * frac
-                    n = int(_math.ceil(n)) if target[0] > cur[0] else int(_math.floor(n))
-                    if n == cur[0]:
-                        n = cur[0] + (1 if target[0] > cur[0] else -1)
-                    c = cand(n, target[1])
-                    if c["fits"]:
-                        target, pick = (n, target[1]), c
+                    full = ((stay["score"] - pick["score"]) / stay["score"]
+                            if stay["score"] > 0 else 0.0)
+                    if full >= LARGE_GAIN and full > 3 * needed:
+                        # A gain this large survives the last miss three times over: one move.
+                        whole = True
+                    else:
+                        # Careful: at most 1/2**caution of the way in workers (at least one).
+                        frac = 0.5 ** self.caution
+                        n = cur[0] + (target[0] - cur[0]) * frac
+                        n = int(_math.ceil(n)) if target[0] > cur[0] else int(_math.floor(n))
+                        if n == cur[0]:
+                            n = cur[0] + (1 if target[0] > cur[0] else -1)
+                        c = cand(n, target[1])
+                        if c["fits"]:
+                            target, pick = (n, target[1]), c
                 saved = stay["score"] - pick["score"]  # predicted seconds per epoch
                 gain = saved / stay["score"] if stay["score"] > 0 else 0
                 # What the change costs once: the new workers' start-up, as the model sees it
@@ -618,13 +746,13 @@ class Tuner:
                 if self.persistent and target != cur:
                     restart_s = max(0.0, self._predict(m, target[0], target[1], start_new) * calib
                                     - pick["score"])
-                needed = self._last_miss if self.caution > 0 else 0.0
                 seen = self._measured.get(target)
                 held = False  # a move the model wants, held back by a rule below
                 if target == cur and last_stayed:
                     # Converged: the model chose this setting again, and its last prediction
                     # here landed within 10 %.
                     self.settled = True
+                    self._pending = None
                     reason = "the model's choice again, its last prediction within 10 %: settled"
                 elif target == cur:
                     reason = "the current setting is the model's choice"
@@ -651,14 +779,23 @@ class Tuner:
                               f"ran in {seen:.3f} s, not 2 % faster than now")
                 else:
                     nxt = target
-                    reason = (f"the model's choice (predicted gain {100 * gain:.1f} %)"
-                              if self.caution == 0 else
-                              f"careful (caution {self.caution}): 1/{2 ** self.caution} of the "
-                              f"way, predicted gain {100 * gain:.1f} %")
+                    if self.caution == 0:
+                        reason = f"the model's choice (predicted gain {100 * gain:.1f} %)"
+                    elif whole:
+                        reason = (f"careful (caution {self.caution}), but the predicted gain "
+                                  f"{100 * gain:.1f} % is over 3 times the last miss of "
+                                  f"{100 * needed:.1f} %: the whole way")
+                    else:
+                        reason = (f"careful (caution {self.caution}): 1/{2 ** self.caution} of "
+                                  f"the way, predicted gain {100 * gain:.1f} %")
                 if held and last_stayed:
                     # As for the model's choice twice: staying was right last time.
                     self.settled = True
+                    self._pending = None
                     reason += "; its last prediction within 10 %: settled"
+        reason = note + reason
+        if nxt != cur and not self.settled:
+            self._pending = (cur, nxt)
         predicted = self._predict(m, nxt[0], nxt[1], next_start(nxt)) * calib
         d = {"epoch": epoch + 1, "workers": nxt[0], "prefetch_factor": nxt[1],
              "predicted_epoch_seconds": predicted, "measured_epoch_seconds": None,
@@ -667,16 +804,56 @@ class Tuner:
                           "step_runq_share": (m.step_runq_s / m.seconds) if m.seconds else 0.0,
                           "foreign_threads": m.foreign, "cores_fitted": m.cores,
                           "handoff_seconds": m.handoff_s,
-                          "steady_epoch_seconds": steady_now},
+                          "steady_epoch_seconds": steady_now, "warmup": warm,
+                          "noise": self._noise},
              "predicted_peak_rss_bytes": predict_memory(m, nxt[0]),
              "memory_budget_bytes": self.budget, "changed": nxt != cur, "caution": self.caution,
-             "settled": self.settled, "calibration": calib, "reason": reason, "error": None}
+             "settled": self.settled, "calibration": calib, "reason": reason, "error": None,
+             "load": self._load_words(fit_now)}
         d["decide_seconds"] = _time.perf_counter() - t_decide  # the tuner's own cost
         self.decisions.append(d)
         self.workers, self.prefetch_factor = nxt
         if self.log:
             self.log(decision_line(d, self.decisions[-2] if len(self.decisions) > 1 else None))
         return nxt
+
+
+def _load(fit):
+    """A fitted load as one number: threads wanting a core, or cores taken away."""
+    return fit[0] - fit[1]
+
+
+def _cpu_bound(batches):
+    """The batches spent under half their time off the CPU."""
+    cpu = sum(b[0] for b in batches)
+    off = sum(b[1] for b in batches)
+    return cpu > 0 and off < cpu
+
+
+def _steady_part(m):
+    """A warm-up epoch's measurement without its first quarter: those batches take the mean of
+    the others (the epoch keeps its length), those steps are left out of the consumer's mean."""
+    import copy
+    s = copy.copy(m)
+    k = int(len(m.batches) * WARMUP_SHARE)
+    if 0 < k < len(m.batches):
+        rest = m.batches[k:]
+        mean = (sum(b[0] for b in rest) / len(rest), sum(b[1] for b in rest) / len(rest))
+        s.batches = [mean] * k + list(rest)
+    j = int(len(m.steps) * WARMUP_SHARE)
+    if 0 < j < len(m.steps):
+        s.steps = list(m.steps[j:])
+    return s
+
+
+def _pct(x):
+    """A share as a percentage in words: one decimal under 10 %, none above."""
+    v = 100 * abs(x)
+    return f"{v:.1f}" if v < 10 else f"{v:.0f}"
+
+
+def _gained(gain):
+    return f"gained {_pct(gain)} %" if gain >= 0 else f"lost {_pct(gain)} %"
 
 
 def _mib(b):
@@ -702,12 +879,15 @@ def decision_line(d, previous=None):
     if previous is not None and previous.get("measured_epoch_seconds") is not None:
         checked = (f" (predicted {previous['predicted_epoch_seconds']:.3f} s, error "
                    f"{100 * previous['error']:.0f} %)")
+    if p.get("warmup"):
+        checked += ", a warm-up (workers started: not steady state, not a model miss)"
+    load = f"{d['load']}; " if d.get("load") else ""
     return (f"lotus.autotune: epoch {d['epoch'] - 1} ran {_workers(p['workers'])}, "
             f"prefetch_factor {p['prefetch_factor']}: {p['measured_epoch_seconds']:.3f} s"
             f"{checked}; epoch {d['epoch']}: {_workers(d['workers'])}, prefetch_factor "
-            f"{d['prefetch_factor']}, predicted {d['predicted_epoch_seconds']:.3f} s, peak RSS "
+            f"{d['prefetch_factor']}, predicted {d['predicted_epoch_seconds']:.3f} s, peak memory "
             f"{_mib(d['predicted_peak_rss_bytes'])} of {_mib(d['memory_budget_bytes'])}; "
-            f"{d['reason']}")
+            f"{load}{d['reason']}")
 
 
 # ---- measuring, inside the workers and the consumer ---------------------------------------------
@@ -907,7 +1087,8 @@ class AutotunedLoader:
         self.tuner = Tuner(workers, pf or 2, memory_budget=memory_budget, cores=cores,
                            max_workers=max_workers, prefetch_factors=prefetch_factors,
                            tolerance=tolerance, persistent_workers=loader.persistent_workers,
-                           log=self._print if verbose else None, contention=contention)
+                           log=self._print if verbose else None, contention=contention,
+                           pin_memory=loader.pin_memory)
         self._setting = (workers, pf or 2) if workers > 0 else (0, 2)
         self._current = None  # the DataLoader of the current setting
         self._epochs = 0      # iter() calls so far (the plain loader's epochs)
