@@ -5,8 +5,8 @@
     lotus.torch.instrument(log_file="trace/lotustrace_log")   # before creating the DataLoader
     loader = torch.utils.data.DataLoader(dataset, batch_size=..., num_workers=...)
 
-writes the record set of Lotus's patched PyTorch 2.0.1 / torchvision 0.15, by the same rules, on every
-torch from 1.13 to pip's newest (``python -m lotus.torch --check`` says what this one records):
+writes the record set of Lotus's patched PyTorch 2.0.1 / torchvision 0.15, by the same rules, on
+every torch from 1.13 to pip's newest (``python -m lotus.torch --check`` says what this one records):
 
 * worker side, in ``<log_file>_worker_pid_<pid>`` of the process that loads (a DataLoader worker, or
   the main process with ``num_workers=0``): ``S<transform class>`` for each step of a
@@ -32,8 +32,8 @@ torch or torchvision version differs, it warns once, naming the version and the 
 leaves that part untraced rather than record wrong indices.
 
 torchdata's ``StatefulDataLoader`` gets the DataLoader's records (across ``load_state_dict()``
-resumes, with the epoch's batch indices), and ``torchdata.nodes`` pipelines each node's self time and
-the loop's wait per item. Each loader family is one module of ``lotus.loaders`` over one record
+resumes, with the epoch's batch indices), and ``torchdata.nodes`` pipelines each node's self time
+and the loop's wait per item. Each loader family is one module of ``lotus.loaders`` over one record
 contract.
 
 Worker processes started by fork inherit everything; workers started by spawn (or forkserver)

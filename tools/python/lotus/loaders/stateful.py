@@ -6,9 +6,9 @@ Its iterator has torch's multiprocessing shape with a payload of its own (``_get
 so the worker-side records come from ``dataloader.py``'s fetch wrappers. A loader resumed with
 ``load_state_dict()`` in the middle of an epoch numbers its batches from 0 again: lotus adds the
 snapshot's step, so every record carries the index of the batch in the epoch it continues, and the
-batches torchdata replays inside ``__init__`` to reach the saved position (``snapshot_every_n_steps``
-> 1) are loaded again (worker records) but get no wait or consumed record: the training loop never
-sees them.
+batches torchdata replays inside ``__init__`` to reach the saved position
+(``snapshot_every_n_steps`` > 1) are loaded again (worker records) but get no wait or consumed
+record: the training loop never sees them.
 """
 
 from . import _patch
