@@ -1434,11 +1434,13 @@ struct trace_stats {
 // control file (FORMAT.md §8), its parser, the control file's names, ownership and append, and
 // LOTUS_FLIGHT / LOTUS_TRIGGER's settings. Nothing of the recorder: lotus-tool includes this alone.
 
-#include <errno.h>     // errno
-#include <fcntl.h>     // open, O_*
-#include <sys/stat.h>  // fstat
-#include <time.h>      // gmtime_r
-#include <unistd.h>    // geteuid, write, close
+#include <dirent.h>      // opendir, readdir (this user's control files)
+#include <errno.h>       // errno
+#include <fcntl.h>       // open, O_*
+#include <sys/random.h>  // getrandom (unpredictable names)
+#include <sys/stat.h>    // fstat, lstat, mkdir
+#include <time.h>        // gmtime_r, clock_gettime
+#include <unistd.h>      // geteuid, getpid, read, write, close
 
 #include <cstddef>      // size_t
 #include <cstdint>      // uint64_t
@@ -1556,13 +1558,16 @@ namespace detail {
 /// LOTUS_FLIGHT_BYTES when unset: the formatted records one process keeps in memory.
 constexpr std::uint64_t flight_bytes_default = std::uint64_t{64} << 20;
 /// The control files in the trace directory: one `capture` request per line (FORMAT.md §8),
-/// one file per user, `.lotus-capture-<uid>`: a process obeys only the requests of its own user
-/// (its effective uid), and a request of another user (root's `lotus-tool capture` included)
-/// goes to that user's file, so it can never take this user's name. A name another user took
-/// anyway (planted in a shared directory) is skipped: the next one, `..._r<k>`, is used.
+/// per user, `.lotus-capture-<uid>`: a process obeys only the requests of its own user (its
+/// effective uid), and a request of another user (root's `lotus-tool capture` included) goes to
+/// that user's file, so it can never take this user's name. When another user took that name
+/// anyway (planted in a shared directory), requests go to a private file of an unpredictable name,
+/// `.lotus-capture-<uid>-<16 hex digits>` (created `O_EXCL`, mode 600), which the processes find
+/// by listing the directory: no name fixed in advance can be taken from them.
 constexpr const char flight_control_name[] = ".lotus-capture";
-/// Names per user: `.lotus-capture-<uid>`, then `.lotus-capture-<uid>_r1` ... `_r3`.
-constexpr unsigned flight_control_names = 4;
+/// Control files of one user a process reads (the first name, older lotus's `_r1` ... `_r3`, the
+/// private ones); a request goes to one of the first private ones whenever the first is taken.
+constexpr unsigned flight_control_names = 8;
 /// The control file is not appended to beyond this (a message asks to remove it).
 constexpr std::uint64_t flight_control_max = std::uint64_t{1} << 20;
 
@@ -1755,15 +1760,37 @@ constexpr bool flight_id_char(char c) noexcept {
          c == '_' || c == '.';
 }
 
-/// A fresh id: `<UTC YYYYmmddTHHMMSS>Z-<pid>-<seq>`.
+/// 64 bits another user cannot predict (getrandom; /dev/urandom; at worst the clock and pid).
+inline std::uint64_t flight_random64() noexcept {
+  std::uint64_t v = 0;
+  if (::getrandom(&v, sizeof v, GRND_NONBLOCK) == static_cast<ssize_t>(sizeof v)) return v;
+  const int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd >= 0) {
+    const ssize_t n = ::read(fd, &v, sizeof v);
+    ::close(fd);
+    if (n == static_cast<ssize_t>(sizeof v)) return v;
+  }
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  v = static_cast<std::uint64_t>(ts.tv_nsec) ^ (static_cast<std::uint64_t>(ts.tv_sec) << 30) ^
+      (static_cast<std::uint64_t>(::getpid()) << 44) ^ reinterpret_cast<std::uintptr_t>(&v);
+  v ^= v >> 33;  // splitmix64's finalizer
+  v *= 0xff51afd7ed558ccdull;
+  v ^= v >> 33;
+  return v;
+}
+
+/// A fresh id: `<UTC YYYYmmddTHHMMSS>Z-<pid>-<seq>-<16 hex digits>`. The random part makes the
+/// capture directory's name unpredictable: another user cannot create it first.
 inline void flight_make_id(char (&id)[64], std::uint64_t when_ns, std::uint64_t pid,
                            std::uint64_t seq) noexcept {
   const time_t secs = static_cast<time_t>(when_ns / 1000000000u);
   struct tm tm {};
   if (::gmtime_r(&secs, &tm) == nullptr) tm = {};
-  std::snprintf(id, sizeof id, "%04d%02d%02dT%02d%02d%02dZ-%llu-%llu", tm.tm_year + 1900,
+  std::snprintf(id, sizeof id, "%04d%02d%02dT%02d%02d%02dZ-%llu-%llu-%016llx", tm.tm_year + 1900,
                 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                static_cast<unsigned long long>(pid), static_cast<unsigned long long>(seq));
+                static_cast<unsigned long long>(pid), static_cast<unsigned long long>(seq),
+                static_cast<unsigned long long>(flight_random64()));
 }
 
 /// Copies `reason` into `r.reason`: control bytes become '_', cut to fit.
@@ -1814,7 +1841,8 @@ inline bool flight_parse_request(std::string_view line, flight_request& r) noexc
   return true;
 }
 
-/// The `k`th control file name of user `uid` in `dir` (`.lotus-capture-<uid>`, `..._r<k>`).
+/// The `k`th fixed control file name of user `uid` in `dir` (`.lotus-capture-<uid>`; k > 0:
+/// `..._r<k>`, older lotus's second names, still read).
 inline text flight_control_path(const char* dir, std::uint64_t uid, unsigned k) noexcept {
   text path;
   path.add(dir).add('/').add(flight_control_name).add('-').add(uid);
@@ -1827,38 +1855,179 @@ inline bool flight_control_owned(const struct stat& st) noexcept {
   return S_ISREG(st.st_mode) && st.st_uid == ::geteuid() && st.st_nlink == 1;
 }
 
+/// A control file name (without its directory) of user `uid`: `.lotus-capture-<uid>`,
+/// `..._r<1-3>` (older lotus) or `...-<16 hex digits>` (private).
+inline bool flight_control_name_of(const char* name, std::uint64_t uid) noexcept {
+  text first;
+  first.add(flight_control_name).add('-').add(uid);
+  const std::size_t n = first.size();
+  if (std::strncmp(name, first.c_str(), n) != 0) return false;
+  const char* rest = name + n;
+  if (rest[0] == '\0') return true;
+  if (rest[0] == '_' && rest[1] == 'r' && rest[2] >= '1' && rest[2] <= '3' && rest[3] == '\0') {
+    return true;
+  }
+  if (rest[0] != '-' || std::strlen(rest + 1) != 16) return false;
+  for (const char* p = rest + 1; *p != '\0'; ++p) {
+    if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f'))) return false;
+  }
+  return true;
+}
+
+/// One control file name (without its directory).
+struct flight_control_file {
+  char name[64];
+};
+
+/// Lists this user's control files in `dir`, its own regular files with one link only (lstat),
+/// the first name first; at most `max`. `first_taken`: the first name exists and is not one.
+inline unsigned flight_control_list(const char* dir, std::uint64_t uid, flight_control_file* out,
+                                    unsigned max, bool* first_taken) noexcept {
+  *first_taken = false;
+  unsigned n = 0;
+  const text first = flight_control_path(dir, uid, 0);
+  struct stat st {};
+  if (!first.overflow && ::lstat(first.c_str(), &st) == 0) {
+    if (flight_control_owned(st) && n < max) {
+      std::snprintf(out[n++].name, sizeof out->name, "%s-%llu", flight_control_name,
+                    static_cast<unsigned long long>(uid));
+    } else if (!flight_control_owned(st)) {
+      *first_taken = true;
+    }
+  }
+  DIR* d = ::opendir(dir);
+  if (d == nullptr) return n;
+  while (const dirent* e = ::readdir(d)) {
+    if (n == max) break;
+    if (!flight_control_name_of(e->d_name, uid)) continue;
+    text path;
+    path.add(dir).add('/').add(e->d_name);
+    if (path.overflow || path.size() == first.size()) continue;  // the first name: listed above
+    if (::lstat(path.c_str(), &st) != 0 || !flight_control_owned(st)) continue;
+    std::snprintf(out[n++].name, sizeof out->name, "%s", e->d_name);
+  }
+  ::closedir(d);
+  return n;
+}
+
+/// Creates `<dir>/capture-<id>` (best effort) as the request is made, before its line is
+/// readable: a directory of the job's user before anyone else knows its name.
+inline void flight_claim_capture_dir(const char* dir, const char* id) noexcept {
+  text path;
+  path.add(dir).add("/capture-").add(id);
+  if (!path.overflow) ::mkdir(path.c_str(), 0777);
+}
+
+/// Names per capture directory: `capture-<id>`, `capture-<id>_r1` ... `_r7` (the same for every
+/// process of the job, so they all write into one), then one of an unpredictable name.
+constexpr unsigned flight_capture_dir_names = 8;
+
+/// The directory of capture `id` in `dir` this process writes its part into: `capture-<id>`
+/// created if missing, unless that name is not a directory of this user (taken by another user,
+/// a symlink, a file): then the next name, `capture-<id>_r<k>`, and when all are taken
+/// `capture-<id>_<16 hex digits>`; never no directory, unless the directory itself fails
+/// (false, `err` set: no space, no permission).
+inline bool flight_capture_dir(const char* dir, const char* id, text& out, int* err) noexcept {
+  *err = 0;
+  for (unsigned k = 0; k <= flight_capture_dir_names; ++k) {
+    out.clear();
+    out.add(dir).add("/capture-").add(id);
+    if (k == flight_capture_dir_names) {
+      char hex[24];
+      std::snprintf(hex, sizeof hex, "_%016llx",
+                    static_cast<unsigned long long>(flight_random64()));
+      out.add(hex);
+    } else if (k != 0) {
+      out.add("_r").add(std::uint64_t{k});
+    }
+    if (out.overflow) {
+      *err = ENAMETOOLONG;
+      return false;
+    }
+    if (::mkdir(out.c_str(), 0777) != 0 && errno != EEXIST) {
+      *err = errno;
+      return false;
+    }
+    struct stat st {};
+    if (::lstat(out.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == ::geteuid()) {
+      return true;
+    }
+  }
+  *err = EEXIST;
+  return false;
+}
+
 /// Appends `r` to this user's control file in `dir` with one write(2) (O_APPEND: lines of
-/// concurrent writers never interleave). The file is created if missing; an existing one must be
-/// a regular file of this user with one link, never a symlink, FIFO or device (else the next of
-/// the user's names is used), and smaller than flight_control_max. On failure: false, `why` says
-/// why.
+/// concurrent writers never interleave), after creating its capture directory
+/// (flight_claim_capture_dir). The first name is created if missing (mode 600); an existing file
+/// must be a regular file of this user with one link, never a symlink, FIFO or device, and
+/// smaller than flight_control_max. When the first name is taken by anything else, the request
+/// goes to one of this user's private control files (created with an unpredictable name if there
+/// is none). On failure: false, `why` says why.
 inline bool flight_append_request(const char* dir, const flight_request& r, const char** why,
                                   int* err) noexcept {
   char line[320];
   const std::size_t n = flight_request_line(r, line, sizeof line);
   *err = 0;
-  *why =
-      "every control file name of this user is taken by a file that is not its own regular "
-      "file with one link";
   const auto uid = static_cast<std::uint64_t>(::geteuid());
-  for (unsigned k = 0; k < flight_control_names; ++k) {
-    const text path = flight_control_path(dir, uid, k);
-    if (path.overflow || n == 0) {
+  const text first = flight_control_path(dir, uid, 0);
+  if (first.overflow || n == 0) {
+    *why = "the path or the request is too long";
+    return false;
+  }
+  flight_claim_capture_dir(dir, r.id);
+  // The first name, then this user's private files, then a new private file (a few tries: a
+  // name that exists already is another one).
+  flight_control_file mine[flight_control_names];
+  unsigned listed = 0;
+  bool listed_done = false;
+  for (unsigned k = 0; k < 1 + flight_control_names + 4; ++k) {
+    text path;
+    int flags = O_WRONLY | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC;
+    if (k == 0) {
+      path = first;
+      flags |= O_CREAT;
+    } else {
+      if (!listed_done) {
+        bool taken = false;
+        listed = flight_control_list(dir, uid, mine, flight_control_names, &taken);
+        listed_done = true;
+      }
+      if (k - 1 < listed) {
+        path.add(dir).add('/').add(mine[k - 1].name);
+        if (path.size() == first.size()) continue;  // the first name: tried
+      } else if (k - 1 >= flight_control_names) {
+        char name[64];
+        std::snprintf(name, sizeof name, "%s-%llu-%016llx", flight_control_name,
+                      static_cast<unsigned long long>(uid),
+                      static_cast<unsigned long long>(flight_random64()));
+        path.add(dir).add('/').add(name);
+        flags |= O_CREAT | O_EXCL;
+      } else {
+        continue;
+      }
+    }
+    if (path.overflow) {
       *why = "the path or the request is too long";
       return false;
     }
     int fd = -1;
     do {
-      fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
-                  0644);
+      fd = ::open(path.c_str(), flags, 0600);
     } while (fd < 0 && errno == EINTR);
     if (fd < 0) {
-      // A symlink (ELOOP), a FIFO (ENXIO) or another user's file (EACCES) at this name: the next.
-      // Any other error (no such directory...) is the directory's: said at once.
+      // A symlink (ELOOP), a FIFO (ENXIO), another user's file (EACCES), a taken private name
+      // (EEXIST): the next. Any other error (no such directory...) is the directory's: said.
       const int e = errno;
-      if (e == ELOOP || e == ENXIO || e == EACCES || e == EISDIR || e == EPERM) {
+      if (e == ELOOP || e == ENXIO || e == EACCES || e == EISDIR || e == EPERM || e == EEXIST ||
+          e == ENOENT) {
+        if (e == ENOENT && k == 0) {
+          *err = e;
+          *why = "cannot open the control file";
+          return false;
+        }
         *err = e;  // said if no name is left
-        *why = "cannot open the control file, nor its other names";
+        *why = "cannot open the control file, nor a private one";
         continue;
       }
       *err = e;
@@ -5575,6 +5744,7 @@ class flight_recorder {
     free_chunks();
     started_ns_ = now;
     for (control_state& c : control_) c = control_state{};
+    listing_ = control_listing{};
     pending_count_ = 0;
     waits_count_ = 0;
     wait_fired_ = false;
@@ -5916,35 +6086,93 @@ class flight_recorder {
     return true;
   }
 
-  /// Reads what this user's control files gained since the last cycle (one lstat when nothing
-  /// changed): its names in order, up to the first that does not exist. A file that is not this
+  /// Reads what this user's control files gained since the last cycle (one stat of the directory
+  /// and one lstat per file when nothing changed): the first name and the private ones
+  /// (capture_request.hpp), listed again whenever the directory changed. A file that is not this
   /// user's regular file with one link is never read (checked before every read: lstat, then
   /// fstat of the descriptor read from), with one message.
   void poll(trace_files& files) noexcept {
     const auto uid = static_cast<std::uint64_t>(::geteuid());
-    for (unsigned k = 0; k < flight_control_names; ++k) {
-      const text path = flight_control_path(files.dir().c_str(), uid, k);
-      struct stat st {};
-      if (path.overflow || ::lstat(path.c_str(), &st) != 0) return;
-      if (!flight_control_owned(st)) {
+    const char* dir = files.dir().c_str();
+    struct stat ds {};
+    if (::stat(dir, &ds) != 0) return;
+    control_listing& l = listing_;
+    const std::uint64_t mtime = static_cast<std::uint64_t>(ds.st_mtim.tv_sec) * 1000000000u +
+                                static_cast<std::uint64_t>(ds.st_mtim.tv_nsec);
+    // Listed again when the directory changed, and for 2 s after a change (file systems whose
+    // timestamps are coarser than the writer's cycle: a file created within the same tick).
+    if (!l.valid || l.dev != static_cast<std::uint64_t>(ds.st_dev) ||
+        l.ino != static_cast<std::uint64_t>(ds.st_ino) || l.mtime_ns != mtime ||
+        l.listed_ns < mtime + 2000000000u) {
+      bool taken = false;
+      l.count = flight_control_list(dir, uid, l.files, flight_control_names, &taken);
+      l.valid = true;
+      l.dev = static_cast<std::uint64_t>(ds.st_dev);
+      l.ino = static_cast<std::uint64_t>(ds.st_ino);
+      l.mtime_ns = mtime;
+      timespec ts{};
+      ::clock_gettime(CLOCK_REALTIME, &ts);
+      l.listed_ns = static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u +
+                    static_cast<std::uint64_t>(ts.tv_nsec);
+      if (taken) refuse_control(flight_control_path(dir, uid, 0));
+    }
+    // Each file keeps its reading state (by inode) however the listing orders them.
+    struct stat sts[flight_control_names];
+    int slot[flight_control_names];
+    bool used[flight_control_names] = {};
+    for (unsigned i = 0; i < l.count; ++i) {
+      slot[i] = -2;  // not read
+      const text path = control_file(dir, l.files[i]);
+      if (path.overflow || ::lstat(path.c_str(), &sts[i]) != 0) continue;
+      if (!flight_control_owned(sts[i])) {
         refuse_control(path);
         continue;
       }
-      poll_one(path, control_[k], st);
+      slot[i] = -1;
+      for (unsigned j = 0; j < flight_control_names && slot[i] < 0; ++j) {
+        if (!used[j] && control_[j].ino == static_cast<std::uint64_t>(sts[i].st_ino) &&
+            control_[j].dev == static_cast<std::uint64_t>(sts[i].st_dev)) {
+          slot[i] = static_cast<int>(j);
+          used[j] = true;
+        }
+      }
     }
+    for (unsigned i = 0; i < l.count; ++i) {
+      for (unsigned j = 0; j < flight_control_names && slot[i] == -1; ++j) {
+        if (used[j]) continue;
+        slot[i] = static_cast<int>(j);
+        used[j] = true;
+        control_[j] = control_state{};  // a file not read before: from its start
+      }
+      if (slot[i] >= 0) poll_one(control_file(dir, l.files[i]), control_[slot[i]], sts[i]);
+    }
+  }
+
+  static text control_file(const char* dir, const flight_control_file& f) noexcept {
+    text path;
+    path.add(dir).add('/').add(f.name);
+    return path;
   }
 
   LOTUS_DETAIL_COLD static void refuse_control(const text& path) noexcept {
     diag(topic::capture_control,
          "flight recorder: ignoring the control file '%s': not a regular file of this user with "
          "one link "
-         "(requests of another user are never obeyed; this user's go to the next name)",
+         "(requests of another user are never obeyed; this user's go to a private control "
+         "file)",
          path.c_str());
   }
 
   /// Where the reading of one control file name stands.
   struct control_state {
     std::uint64_t ino = 0, dev = 0, off = 0;
+  };
+  /// This user's control files of the directory as last listed, and the directory then.
+  struct control_listing {
+    std::uint64_t dev = 0, ino = 0, mtime_ns = 0, listed_ns = 0;
+    bool valid = false;
+    unsigned count = 0;
+    flight_control_file files[flight_control_names] = {};
   };
 
   void poll_one(const text& path, control_state& c, const struct stat& st) noexcept {
@@ -6016,20 +6244,23 @@ class flight_recorder {
   /// then the sidecar, whose `capture` line comes last.
   LOTUS_DETAIL_COLD void write_capture(trace_files& files, const text& header,
                                        const flight_request& r) noexcept {
-    text dir;
-    dir.add(files.dir()).add("/capture-").add(r.id);
-    if (dir.overflow) return;
     files.make_dir();
-    if (::mkdir(dir.c_str(), 0777) != 0 && errno != EEXIST) {
-      diag(topic::capture_failed, "flight recorder: cannot create '%s': %s; capture skipped",
-           dir.c_str(), std::strerror(errno));
+    // `capture-<id>`, or the next name when another user (or anything but a directory of this
+    // user) took it: a planted name never skips a capture.
+    text dir;
+    int err = 0;
+    if (!flight_capture_dir(files.dir().c_str(), r.id, dir, &err)) {
+      diag(topic::capture_failed,
+           "flight recorder: cannot create a directory for capture %s in '%s': %s; capture "
+           "skipped",
+           r.id, files.dir().c_str(), std::strerror(err));
       return;
     }
-    struct stat st {};
-    if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid()) {
-      diag(topic::capture_failed,
-           "flight recorder: '%s' is not a directory of this user; capture skipped", dir.c_str());
-      return;
+    if (std::strcmp(dir.c_str() + files.dir().size() + 9, r.id) != 0) {
+      diag(topic::file_taken,
+           "flight recorder: '%s/capture-%s' is not a directory of this user (another user's?); "
+           "capture written into '%s'",
+           files.dir().c_str(), r.id, dir.c_str());
     }
     const std::uint64_t from = window_from(r);
     std::size_t count = 0;
@@ -6155,6 +6386,7 @@ class flight_recorder {
   flight_request pending_[flight_max_pending];
   unsigned pending_count_ = 0;
   control_state control_[flight_control_names];
+  control_listing listing_;
   std::uint64_t pending_skipped_ = 0;  // requests skipped: flight_max_pending were pending
 };
 
@@ -10580,11 +10812,13 @@ inline bool has_control_char(std::string_view s) noexcept {
 // control file (FORMAT.md §8), its parser, the control file's names, ownership and append, and
 // LOTUS_FLIGHT / LOTUS_TRIGGER's settings. Nothing of the recorder: lotus-tool includes this alone.
 
-#include <errno.h>     // errno
-#include <fcntl.h>     // open, O_*
-#include <sys/stat.h>  // fstat
-#include <time.h>      // gmtime_r
-#include <unistd.h>    // geteuid, write, close
+#include <dirent.h>      // opendir, readdir (this user's control files)
+#include <errno.h>       // errno
+#include <fcntl.h>       // open, O_*
+#include <sys/random.h>  // getrandom (unpredictable names)
+#include <sys/stat.h>    // fstat, lstat, mkdir
+#include <time.h>        // gmtime_r, clock_gettime
+#include <unistd.h>      // geteuid, getpid, read, write, close
 
 #include <cstddef>      // size_t
 #include <cstdint>      // uint64_t
@@ -10702,13 +10936,16 @@ namespace detail {
 /// LOTUS_FLIGHT_BYTES when unset: the formatted records one process keeps in memory.
 constexpr std::uint64_t flight_bytes_default = std::uint64_t{64} << 20;
 /// The control files in the trace directory: one `capture` request per line (FORMAT.md §8),
-/// one file per user, `.lotus-capture-<uid>`: a process obeys only the requests of its own user
-/// (its effective uid), and a request of another user (root's `lotus-tool capture` included)
-/// goes to that user's file, so it can never take this user's name. A name another user took
-/// anyway (planted in a shared directory) is skipped: the next one, `..._r<k>`, is used.
+/// per user, `.lotus-capture-<uid>`: a process obeys only the requests of its own user (its
+/// effective uid), and a request of another user (root's `lotus-tool capture` included) goes to
+/// that user's file, so it can never take this user's name. When another user took that name
+/// anyway (planted in a shared directory), requests go to a private file of an unpredictable name,
+/// `.lotus-capture-<uid>-<16 hex digits>` (created `O_EXCL`, mode 600), which the processes find
+/// by listing the directory: no name fixed in advance can be taken from them.
 constexpr const char flight_control_name[] = ".lotus-capture";
-/// Names per user: `.lotus-capture-<uid>`, then `.lotus-capture-<uid>_r1` ... `_r3`.
-constexpr unsigned flight_control_names = 4;
+/// Control files of one user a process reads (the first name, older lotus's `_r1` ... `_r3`, the
+/// private ones); a request goes to one of the first private ones whenever the first is taken.
+constexpr unsigned flight_control_names = 8;
 /// The control file is not appended to beyond this (a message asks to remove it).
 constexpr std::uint64_t flight_control_max = std::uint64_t{1} << 20;
 
@@ -10901,15 +11138,37 @@ constexpr bool flight_id_char(char c) noexcept {
          c == '_' || c == '.';
 }
 
-/// A fresh id: `<UTC YYYYmmddTHHMMSS>Z-<pid>-<seq>`.
+/// 64 bits another user cannot predict (getrandom; /dev/urandom; at worst the clock and pid).
+inline std::uint64_t flight_random64() noexcept {
+  std::uint64_t v = 0;
+  if (::getrandom(&v, sizeof v, GRND_NONBLOCK) == static_cast<ssize_t>(sizeof v)) return v;
+  const int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd >= 0) {
+    const ssize_t n = ::read(fd, &v, sizeof v);
+    ::close(fd);
+    if (n == static_cast<ssize_t>(sizeof v)) return v;
+  }
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  v = static_cast<std::uint64_t>(ts.tv_nsec) ^ (static_cast<std::uint64_t>(ts.tv_sec) << 30) ^
+      (static_cast<std::uint64_t>(::getpid()) << 44) ^ reinterpret_cast<std::uintptr_t>(&v);
+  v ^= v >> 33;  // splitmix64's finalizer
+  v *= 0xff51afd7ed558ccdull;
+  v ^= v >> 33;
+  return v;
+}
+
+/// A fresh id: `<UTC YYYYmmddTHHMMSS>Z-<pid>-<seq>-<16 hex digits>`. The random part makes the
+/// capture directory's name unpredictable: another user cannot create it first.
 inline void flight_make_id(char (&id)[64], std::uint64_t when_ns, std::uint64_t pid,
                            std::uint64_t seq) noexcept {
   const time_t secs = static_cast<time_t>(when_ns / 1000000000u);
   struct tm tm {};
   if (::gmtime_r(&secs, &tm) == nullptr) tm = {};
-  std::snprintf(id, sizeof id, "%04d%02d%02dT%02d%02d%02dZ-%llu-%llu", tm.tm_year + 1900,
+  std::snprintf(id, sizeof id, "%04d%02d%02dT%02d%02d%02dZ-%llu-%llu-%016llx", tm.tm_year + 1900,
                 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                static_cast<unsigned long long>(pid), static_cast<unsigned long long>(seq));
+                static_cast<unsigned long long>(pid), static_cast<unsigned long long>(seq),
+                static_cast<unsigned long long>(flight_random64()));
 }
 
 /// Copies `reason` into `r.reason`: control bytes become '_', cut to fit.
@@ -10960,7 +11219,8 @@ inline bool flight_parse_request(std::string_view line, flight_request& r) noexc
   return true;
 }
 
-/// The `k`th control file name of user `uid` in `dir` (`.lotus-capture-<uid>`, `..._r<k>`).
+/// The `k`th fixed control file name of user `uid` in `dir` (`.lotus-capture-<uid>`; k > 0:
+/// `..._r<k>`, older lotus's second names, still read).
 inline text flight_control_path(const char* dir, std::uint64_t uid, unsigned k) noexcept {
   text path;
   path.add(dir).add('/').add(flight_control_name).add('-').add(uid);
@@ -10973,38 +11233,179 @@ inline bool flight_control_owned(const struct stat& st) noexcept {
   return S_ISREG(st.st_mode) && st.st_uid == ::geteuid() && st.st_nlink == 1;
 }
 
+/// A control file name (without its directory) of user `uid`: `.lotus-capture-<uid>`,
+/// `..._r<1-3>` (older lotus) or `...-<16 hex digits>` (private).
+inline bool flight_control_name_of(const char* name, std::uint64_t uid) noexcept {
+  text first;
+  first.add(flight_control_name).add('-').add(uid);
+  const std::size_t n = first.size();
+  if (std::strncmp(name, first.c_str(), n) != 0) return false;
+  const char* rest = name + n;
+  if (rest[0] == '\0') return true;
+  if (rest[0] == '_' && rest[1] == 'r' && rest[2] >= '1' && rest[2] <= '3' && rest[3] == '\0') {
+    return true;
+  }
+  if (rest[0] != '-' || std::strlen(rest + 1) != 16) return false;
+  for (const char* p = rest + 1; *p != '\0'; ++p) {
+    if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f'))) return false;
+  }
+  return true;
+}
+
+/// One control file name (without its directory).
+struct flight_control_file {
+  char name[64];
+};
+
+/// Lists this user's control files in `dir`, its own regular files with one link only (lstat),
+/// the first name first; at most `max`. `first_taken`: the first name exists and is not one.
+inline unsigned flight_control_list(const char* dir, std::uint64_t uid, flight_control_file* out,
+                                    unsigned max, bool* first_taken) noexcept {
+  *first_taken = false;
+  unsigned n = 0;
+  const text first = flight_control_path(dir, uid, 0);
+  struct stat st {};
+  if (!first.overflow && ::lstat(first.c_str(), &st) == 0) {
+    if (flight_control_owned(st) && n < max) {
+      std::snprintf(out[n++].name, sizeof out->name, "%s-%llu", flight_control_name,
+                    static_cast<unsigned long long>(uid));
+    } else if (!flight_control_owned(st)) {
+      *first_taken = true;
+    }
+  }
+  DIR* d = ::opendir(dir);
+  if (d == nullptr) return n;
+  while (const dirent* e = ::readdir(d)) {
+    if (n == max) break;
+    if (!flight_control_name_of(e->d_name, uid)) continue;
+    text path;
+    path.add(dir).add('/').add(e->d_name);
+    if (path.overflow || path.size() == first.size()) continue;  // the first name: listed above
+    if (::lstat(path.c_str(), &st) != 0 || !flight_control_owned(st)) continue;
+    std::snprintf(out[n++].name, sizeof out->name, "%s", e->d_name);
+  }
+  ::closedir(d);
+  return n;
+}
+
+/// Creates `<dir>/capture-<id>` (best effort) as the request is made, before its line is
+/// readable: a directory of the job's user before anyone else knows its name.
+inline void flight_claim_capture_dir(const char* dir, const char* id) noexcept {
+  text path;
+  path.add(dir).add("/capture-").add(id);
+  if (!path.overflow) ::mkdir(path.c_str(), 0777);
+}
+
+/// Names per capture directory: `capture-<id>`, `capture-<id>_r1` ... `_r7` (the same for every
+/// process of the job, so they all write into one), then one of an unpredictable name.
+constexpr unsigned flight_capture_dir_names = 8;
+
+/// The directory of capture `id` in `dir` this process writes its part into: `capture-<id>`
+/// created if missing, unless that name is not a directory of this user (taken by another user,
+/// a symlink, a file): then the next name, `capture-<id>_r<k>`, and when all are taken
+/// `capture-<id>_<16 hex digits>`; never no directory, unless the directory itself fails
+/// (false, `err` set: no space, no permission).
+inline bool flight_capture_dir(const char* dir, const char* id, text& out, int* err) noexcept {
+  *err = 0;
+  for (unsigned k = 0; k <= flight_capture_dir_names; ++k) {
+    out.clear();
+    out.add(dir).add("/capture-").add(id);
+    if (k == flight_capture_dir_names) {
+      char hex[24];
+      std::snprintf(hex, sizeof hex, "_%016llx",
+                    static_cast<unsigned long long>(flight_random64()));
+      out.add(hex);
+    } else if (k != 0) {
+      out.add("_r").add(std::uint64_t{k});
+    }
+    if (out.overflow) {
+      *err = ENAMETOOLONG;
+      return false;
+    }
+    if (::mkdir(out.c_str(), 0777) != 0 && errno != EEXIST) {
+      *err = errno;
+      return false;
+    }
+    struct stat st {};
+    if (::lstat(out.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == ::geteuid()) {
+      return true;
+    }
+  }
+  *err = EEXIST;
+  return false;
+}
+
 /// Appends `r` to this user's control file in `dir` with one write(2) (O_APPEND: lines of
-/// concurrent writers never interleave). The file is created if missing; an existing one must be
-/// a regular file of this user with one link, never a symlink, FIFO or device (else the next of
-/// the user's names is used), and smaller than flight_control_max. On failure: false, `why` says
-/// why.
+/// concurrent writers never interleave), after creating its capture directory
+/// (flight_claim_capture_dir). The first name is created if missing (mode 600); an existing file
+/// must be a regular file of this user with one link, never a symlink, FIFO or device, and
+/// smaller than flight_control_max. When the first name is taken by anything else, the request
+/// goes to one of this user's private control files (created with an unpredictable name if there
+/// is none). On failure: false, `why` says why.
 inline bool flight_append_request(const char* dir, const flight_request& r, const char** why,
                                   int* err) noexcept {
   char line[320];
   const std::size_t n = flight_request_line(r, line, sizeof line);
   *err = 0;
-  *why =
-      "every control file name of this user is taken by a file that is not its own regular "
-      "file with one link";
   const auto uid = static_cast<std::uint64_t>(::geteuid());
-  for (unsigned k = 0; k < flight_control_names; ++k) {
-    const text path = flight_control_path(dir, uid, k);
-    if (path.overflow || n == 0) {
+  const text first = flight_control_path(dir, uid, 0);
+  if (first.overflow || n == 0) {
+    *why = "the path or the request is too long";
+    return false;
+  }
+  flight_claim_capture_dir(dir, r.id);
+  // The first name, then this user's private files, then a new private file (a few tries: a
+  // name that exists already is another one).
+  flight_control_file mine[flight_control_names];
+  unsigned listed = 0;
+  bool listed_done = false;
+  for (unsigned k = 0; k < 1 + flight_control_names + 4; ++k) {
+    text path;
+    int flags = O_WRONLY | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC;
+    if (k == 0) {
+      path = first;
+      flags |= O_CREAT;
+    } else {
+      if (!listed_done) {
+        bool taken = false;
+        listed = flight_control_list(dir, uid, mine, flight_control_names, &taken);
+        listed_done = true;
+      }
+      if (k - 1 < listed) {
+        path.add(dir).add('/').add(mine[k - 1].name);
+        if (path.size() == first.size()) continue;  // the first name: tried
+      } else if (k - 1 >= flight_control_names) {
+        char name[64];
+        std::snprintf(name, sizeof name, "%s-%llu-%016llx", flight_control_name,
+                      static_cast<unsigned long long>(uid),
+                      static_cast<unsigned long long>(flight_random64()));
+        path.add(dir).add('/').add(name);
+        flags |= O_CREAT | O_EXCL;
+      } else {
+        continue;
+      }
+    }
+    if (path.overflow) {
       *why = "the path or the request is too long";
       return false;
     }
     int fd = -1;
     do {
-      fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
-                  0644);
+      fd = ::open(path.c_str(), flags, 0600);
     } while (fd < 0 && errno == EINTR);
     if (fd < 0) {
-      // A symlink (ELOOP), a FIFO (ENXIO) or another user's file (EACCES) at this name: the next.
-      // Any other error (no such directory...) is the directory's: said at once.
+      // A symlink (ELOOP), a FIFO (ENXIO), another user's file (EACCES), a taken private name
+      // (EEXIST): the next. Any other error (no such directory...) is the directory's: said.
       const int e = errno;
-      if (e == ELOOP || e == ENXIO || e == EACCES || e == EISDIR || e == EPERM) {
+      if (e == ELOOP || e == ENXIO || e == EACCES || e == EISDIR || e == EPERM || e == EEXIST ||
+          e == ENOENT) {
+        if (e == ENOENT && k == 0) {
+          *err = e;
+          *why = "cannot open the control file";
+          return false;
+        }
         *err = e;  // said if no name is left
-        *why = "cannot open the control file, nor its other names";
+        *why = "cannot open the control file, nor a private one";
         continue;
       }
       *err = e;

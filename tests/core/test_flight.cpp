@@ -614,6 +614,51 @@ bool exists(const std::string& p) {
 
 }  // namespace
 
+namespace {
+
+/// Plants `path` as another user would in a shared 1777 directory: as root, an empty file (or
+/// directory) given to uid 65534; else a symlink to /dev/null (a name this user cannot use either).
+void plant(const std::string& path, bool directory) {
+  if (::geteuid() == 0) {
+    if (directory) {
+      REQUIRE(::mkdir(path.c_str(), 0755) == 0);
+    } else {
+      const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+      REQUIRE(fd >= 0);
+      ::close(fd);
+    }
+    REQUIRE(::chown(path.c_str(), 65534, 65534) == 0);
+  } else {
+    REQUIRE(::symlink("/dev/null", path.c_str()) == 0);
+  }
+}
+
+/// The capture directories of `dir` that hold this process's complete part (waits at most 20 s
+/// until there are `n`).
+std::vector<std::string> await_mine(const std::string& dir, std::size_t n) {
+  std::vector<std::string> mine;
+  for (int i = 0; i < 2000 && mine.size() < n; ++i) {
+    if (i != 0) sleep_ms(10);
+    mine.clear();
+    for (const auto& c : captures(dir)) {
+      if (!capture_line(c, ::getpid()).empty()) mine.push_back(c);
+    }
+  }
+  return mine;
+}
+
+/// Lets the message of `t` (said once per process) be said again by the next test.
+void unsay(lotus::detail::topic t) {
+  lotus::detail::g_topic_said[static_cast<unsigned>(t)].store(false);
+}
+
+bool owned_dir(const std::string& p) {
+  struct stat st {};
+  return ::lstat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == ::geteuid();
+}
+
+}  // namespace
+
 // Issue #53 item 4: requests in a control file that is not this user's regular file with one
 // link (planted by another user in a shared directory) are ignored, with one message, and the
 // job still captures on its own request.
@@ -692,9 +737,11 @@ TEST_CASE("flight: a capture requested by another user leaves the job able to ca
     sleep_ms(30);
     lotus::flush();
   }
-  CHECK_FALSE(exists(dir.path + "/capture-stranger"));
+  // Not obeyed: no part of this process (the directory is the other user's request's own: a
+  // requester creates it, as lotus-tool capture does).
+  CHECK(capture_line(dir.path + "/capture-stranger", ::getpid()).empty());
   REQUIRE(lotus::capture("mine after"));
-  const auto caps = await_captures(dir.path, 1);
+  const auto caps = await_mine(dir.path, 1);
   REQUIRE(caps.size() == 1);
   CHECK(parse_capture(capture_line(caps[0], ::getpid())).reason == "mine after");
   lotus::configure(lotus::options{});
@@ -726,6 +773,162 @@ TEST_CASE("flight: more than 16 pending captures: the rest skipped with one mess
   INFO(lotus_test::read_file(err.path));
   CHECK(caps.size() == 16);
   CHECK(err.count("captures pending") == 1);
+  lotus::configure(lotus::options{});
+}
+
+// Issue #61 item 3: four empty files of another user named like this user's four control files
+// (`.lotus-capture-<uid>`, `_r1` ... `_r3`) in a shared 1777 directory disabled every capture of
+// the job. Now requests go to a private control file of an unpredictable name that every process
+// of the job finds: lotus::capture(), another process of the job appending a request (what
+// `lotus-tool capture` and a worker do), and the job still captures both.
+TEST_CASE("flight: control file names taken by another user do not stop the job's captures",
+          "[flight][control]") {
+  lotus_test::temp_dir dir;
+  REQUIRE(::chmod(dir.path.c_str(), 01777) == 0);  // a shared directory
+  const auto uid = static_cast<std::uint64_t>(::geteuid());
+  for (unsigned k = 0; k < 4; ++k) {
+    plant(lotus::detail::flight_control_path(dir.path.c_str(), uid, k).c_str(), false);
+  }
+  unsay(lotus::detail::topic::capture_control);
+  stderr_capture err(dir.path + "/stderr.txt");
+  lotus::configure(flight_to(dir.path, 5, ""));
+  for (int i = 0; i < 10; ++i) {
+    LOTUS_SCOPE("Mine");
+  }
+  lotus::flush();
+  REQUIRE(lotus::capture("mine despite the planted names"));
+  auto caps = await_mine(dir.path, 1);
+  REQUIRE(caps.size() == 1);
+  CHECK(parse_capture(capture_line(caps[0], ::getpid())).reason ==
+        "mine despite the planted names");
+  CHECK(count_named(records_of(caps[0]), "SMine") == 10);
+  // The request went to one private control file of this user: mode 600, not a fixed name.
+  std::vector<std::string> priv;
+  const std::string first = ".lotus-capture-" + std::to_string(uid);
+  for (const auto& n : lotus_test::list_dir(dir.path)) {
+    if (n.rfind(first + "-", 0) == 0) priv.push_back(n);
+  }
+  REQUIRE(priv.size() == 1);
+  CHECK(priv[0].size() == first.size() + 17);
+  struct stat st {};
+  REQUIRE(::lstat((dir.path + "/" + priv[0]).c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
+  CHECK(st.st_uid == ::geteuid());
+  if (!lotus_test::k_under_tsan) {
+    // Another process of the job (as `lotus-tool capture DIR` does) asks: it finds the same
+    // private file, and this process's writer reads the request.
+    const pid_t child = ::fork();
+    if (child == 0) {
+      lotus::detail::flight_request r;
+      r.trigger_ns = now_ns();
+      r.end_ns = r.trigger_ns + 100000000u;
+      std::snprintf(r.id, sizeof r.id, "from-another-process");
+      lotus::detail::flight_set_reason(r, "lotus-tool capture");
+      const char* why = nullptr;
+      int e = 0;
+      ::_exit(lotus::detail::flight_append_request(dir.path.c_str(), r, &why, &e) ? 0 : 1);
+    }
+    int status = 0;
+    REQUIRE(::waitpid(child, &status, 0) == child);
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+    caps = await_mine(dir.path, 2);
+    REQUIRE(caps.size() == 2);
+    CHECK(owned_dir(dir.path + "/capture-from-another-process"));
+    CHECK_FALSE(capture_line(dir.path + "/capture-from-another-process", ::getpid()).empty());
+    std::size_t now_priv = 0;
+    for (const auto& n : lotus_test::list_dir(dir.path)) now_priv += n.rfind(first + "-", 0) == 0;
+    CHECK(now_priv == 1);  // the same private file, not one per request
+  }
+  err.restore();
+  INFO(lotus_test::read_file(err.path));
+  CHECK(err.count("control file") == 1);  // the taken name said once
+  lotus::configure(lotus::options{});
+}
+
+// Issue #61 item 3: a capture directory planted under the name of a request (`capture-<id>`,
+// another user's) made every process skip that capture. Now the processes of the job write it
+// under the next name, `capture-<id>_r1`, all the same one; the planted one is left alone.
+TEST_CASE("flight: a planted capture-<id> does not skip the capture", "[flight][control]") {
+  lotus_test::temp_dir dir;
+  REQUIRE(::chmod(dir.path.c_str(), 01777) == 0);
+  plant(dir.path + "/capture-known", true);
+  unsay(lotus::detail::topic::file_taken);
+  stderr_capture err(dir.path + "/stderr.txt");
+  lotus::configure(flight_to(dir.path, 5, ""));
+  for (int i = 0; i < 10; ++i) {
+    LOTUS_SCOPE("Mine");
+  }
+  lotus::flush();
+  {
+    // A request whose id others can see (an older lotus-tool's, a rank's): capture-known.
+    std::FILE* f = std::fopen(control_path(dir.path).c_str(), "a");
+    REQUIRE(f != nullptr);
+    const std::uint64_t t = now_ns();
+    std::fprintf(f, "capture known %llu %llu 0 on call\n", static_cast<unsigned long long>(t),
+                 static_cast<unsigned long long>(t + 100000000u));
+    std::fclose(f);
+  }
+  const auto caps = await_mine(dir.path, 1);
+  err.restore();
+  INFO(lotus_test::read_file(err.path));
+  REQUIRE(caps.size() == 1);
+  CHECK(caps[0] == dir.path + "/capture-known_r1");
+  CHECK(owned_dir(caps[0]));
+  const capture_fields f = parse_capture(capture_line(caps[0], ::getpid()));
+  CHECK(f.id == "known");
+  CHECK(f.reason == "on call");
+  CHECK(count_named(records_of(caps[0]), "SMine") == 10);
+  CHECK(capture_line(dir.path + "/capture-known", ::getpid()).empty());  // not written into
+  CHECK(err.count("capture-known_r1") == 1);                             // and said where
+  lotus::configure(lotus::options{});
+}
+
+// Issue #61 item 3: the ids of automatic and on-demand captures were predictable (UTC second,
+// pid, sequence number): another user who created those `capture-<id>` names first made the job
+// skip them. Now an id ends in 64 random bits and its directory is created with the request.
+TEST_CASE("flight: capture ids cannot be predicted and their directories are the job's",
+          "[flight][control]") {
+  lotus_test::temp_dir dir;
+  REQUIRE(::chmod(dir.path.c_str(), 01777) == 0);
+  // Every id of the old form this process could use within the next seconds.
+  const std::uint64_t t0 = now_ns() / 1000000000u;
+  std::size_t planted = 0;
+  for (std::uint64_t sec = t0; sec < t0 + 4; ++sec) {
+    const time_t secs = static_cast<time_t>(sec);
+    struct tm tm {};
+    REQUIRE(::gmtime_r(&secs, &tm) != nullptr);
+    char stamp[32];
+    std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
+    for (int seq = 1; seq <= 64; ++seq) {
+      plant(dir.path + "/capture-" + stamp + "-" + std::to_string(::getpid()) + "-" +
+                std::to_string(seq),
+            ::geteuid() == 0);
+      ++planted;
+    }
+  }
+  lotus::configure(flight_to(dir.path, 5, ""));
+  for (int i = 0; i < 10; ++i) {
+    LOTUS_SCOPE("Mine");
+  }
+  lotus::flush();
+  REQUIRE(lotus::capture("unpredictable"));
+  const auto caps = await_mine(dir.path, 1);
+  REQUIRE(caps.size() == 1);
+  CHECK(owned_dir(caps[0]));
+  const capture_fields f = parse_capture(capture_line(caps[0], ::getpid()));
+  CHECK(caps[0] == dir.path + "/capture-" + f.id);
+  // <UTC>Z-<pid>-<seq>-<16 hex digits>
+  const std::size_t dash = f.id.rfind('-');
+  REQUIRE(dash != std::string::npos);
+  CHECK(f.id.size() - dash - 1 == 16);
+  CHECK(f.id.find_first_not_of("0123456789abcdef", dash + 1) == std::string::npos);
+  CHECK(captures(dir.path).size() == planted + 1);
+  // Two ids of the same second, pid and sequence number differ.
+  char a[64], b[64];
+  lotus::detail::flight_make_id(a, now_ns(), 1, 1);
+  lotus::detail::flight_make_id(b, now_ns(), 1, 1);
+  CHECK(std::string(a) != std::string(b));
   lotus::configure(lotus::options{});
 }
 

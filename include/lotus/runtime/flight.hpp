@@ -68,6 +68,7 @@ class flight_recorder {
     free_chunks();
     started_ns_ = now;
     for (control_state& c : control_) c = control_state{};
+    listing_ = control_listing{};
     pending_count_ = 0;
     waits_count_ = 0;
     wait_fired_ = false;
@@ -409,35 +410,93 @@ class flight_recorder {
     return true;
   }
 
-  /// Reads what this user's control files gained since the last cycle (one lstat when nothing
-  /// changed): its names in order, up to the first that does not exist. A file that is not this
+  /// Reads what this user's control files gained since the last cycle (one stat of the directory
+  /// and one lstat per file when nothing changed): the first name and the private ones
+  /// (capture_request.hpp), listed again whenever the directory changed. A file that is not this
   /// user's regular file with one link is never read (checked before every read: lstat, then
   /// fstat of the descriptor read from), with one message.
   void poll(trace_files& files) noexcept {
     const auto uid = static_cast<std::uint64_t>(::geteuid());
-    for (unsigned k = 0; k < flight_control_names; ++k) {
-      const text path = flight_control_path(files.dir().c_str(), uid, k);
-      struct stat st {};
-      if (path.overflow || ::lstat(path.c_str(), &st) != 0) return;
-      if (!flight_control_owned(st)) {
+    const char* dir = files.dir().c_str();
+    struct stat ds {};
+    if (::stat(dir, &ds) != 0) return;
+    control_listing& l = listing_;
+    const std::uint64_t mtime = static_cast<std::uint64_t>(ds.st_mtim.tv_sec) * 1000000000u +
+                                static_cast<std::uint64_t>(ds.st_mtim.tv_nsec);
+    // Listed again when the directory changed, and for 2 s after a change (file systems whose
+    // timestamps are coarser than the writer's cycle: a file created within the same tick).
+    if (!l.valid || l.dev != static_cast<std::uint64_t>(ds.st_dev) ||
+        l.ino != static_cast<std::uint64_t>(ds.st_ino) || l.mtime_ns != mtime ||
+        l.listed_ns < mtime + 2000000000u) {
+      bool taken = false;
+      l.count = flight_control_list(dir, uid, l.files, flight_control_names, &taken);
+      l.valid = true;
+      l.dev = static_cast<std::uint64_t>(ds.st_dev);
+      l.ino = static_cast<std::uint64_t>(ds.st_ino);
+      l.mtime_ns = mtime;
+      timespec ts{};
+      ::clock_gettime(CLOCK_REALTIME, &ts);
+      l.listed_ns = static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u +
+                    static_cast<std::uint64_t>(ts.tv_nsec);
+      if (taken) refuse_control(flight_control_path(dir, uid, 0));
+    }
+    // Each file keeps its reading state (by inode) however the listing orders them.
+    struct stat sts[flight_control_names];
+    int slot[flight_control_names];
+    bool used[flight_control_names] = {};
+    for (unsigned i = 0; i < l.count; ++i) {
+      slot[i] = -2;  // not read
+      const text path = control_file(dir, l.files[i]);
+      if (path.overflow || ::lstat(path.c_str(), &sts[i]) != 0) continue;
+      if (!flight_control_owned(sts[i])) {
         refuse_control(path);
         continue;
       }
-      poll_one(path, control_[k], st);
+      slot[i] = -1;
+      for (unsigned j = 0; j < flight_control_names && slot[i] < 0; ++j) {
+        if (!used[j] && control_[j].ino == static_cast<std::uint64_t>(sts[i].st_ino) &&
+            control_[j].dev == static_cast<std::uint64_t>(sts[i].st_dev)) {
+          slot[i] = static_cast<int>(j);
+          used[j] = true;
+        }
+      }
     }
+    for (unsigned i = 0; i < l.count; ++i) {
+      for (unsigned j = 0; j < flight_control_names && slot[i] == -1; ++j) {
+        if (used[j]) continue;
+        slot[i] = static_cast<int>(j);
+        used[j] = true;
+        control_[j] = control_state{};  // a file not read before: from its start
+      }
+      if (slot[i] >= 0) poll_one(control_file(dir, l.files[i]), control_[slot[i]], sts[i]);
+    }
+  }
+
+  static text control_file(const char* dir, const flight_control_file& f) noexcept {
+    text path;
+    path.add(dir).add('/').add(f.name);
+    return path;
   }
 
   LOTUS_DETAIL_COLD static void refuse_control(const text& path) noexcept {
     diag(topic::capture_control,
          "flight recorder: ignoring the control file '%s': not a regular file of this user with "
          "one link "
-         "(requests of another user are never obeyed; this user's go to the next name)",
+         "(requests of another user are never obeyed; this user's go to a private control "
+         "file)",
          path.c_str());
   }
 
   /// Where the reading of one control file name stands.
   struct control_state {
     std::uint64_t ino = 0, dev = 0, off = 0;
+  };
+  /// This user's control files of the directory as last listed, and the directory then.
+  struct control_listing {
+    std::uint64_t dev = 0, ino = 0, mtime_ns = 0, listed_ns = 0;
+    bool valid = false;
+    unsigned count = 0;
+    flight_control_file files[flight_control_names] = {};
   };
 
   void poll_one(const text& path, control_state& c, const struct stat& st) noexcept {
@@ -509,20 +568,23 @@ class flight_recorder {
   /// then the sidecar, whose `capture` line comes last.
   LOTUS_DETAIL_COLD void write_capture(trace_files& files, const text& header,
                                        const flight_request& r) noexcept {
-    text dir;
-    dir.add(files.dir()).add("/capture-").add(r.id);
-    if (dir.overflow) return;
     files.make_dir();
-    if (::mkdir(dir.c_str(), 0777) != 0 && errno != EEXIST) {
-      diag(topic::capture_failed, "flight recorder: cannot create '%s': %s; capture skipped",
-           dir.c_str(), std::strerror(errno));
+    // `capture-<id>`, or the next name when another user (or anything but a directory of this
+    // user) took it: a planted name never skips a capture.
+    text dir;
+    int err = 0;
+    if (!flight_capture_dir(files.dir().c_str(), r.id, dir, &err)) {
+      diag(topic::capture_failed,
+           "flight recorder: cannot create a directory for capture %s in '%s': %s; capture "
+           "skipped",
+           r.id, files.dir().c_str(), std::strerror(err));
       return;
     }
-    struct stat st {};
-    if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid()) {
-      diag(topic::capture_failed,
-           "flight recorder: '%s' is not a directory of this user; capture skipped", dir.c_str());
-      return;
+    if (std::strcmp(dir.c_str() + files.dir().size() + 9, r.id) != 0) {
+      diag(topic::file_taken,
+           "flight recorder: '%s/capture-%s' is not a directory of this user (another user's?); "
+           "capture written into '%s'",
+           files.dir().c_str(), r.id, dir.c_str());
     }
     const std::uint64_t from = window_from(r);
     std::size_t count = 0;
@@ -648,6 +710,7 @@ class flight_recorder {
   flight_request pending_[flight_max_pending];
   unsigned pending_count_ = 0;
   control_state control_[flight_control_names];
+  control_listing listing_;
   std::uint64_t pending_skipped_ = 0;  // requests skipped: flight_max_pending were pending
 };
 
