@@ -71,6 +71,7 @@ def name_node(node, name):
         raise ValueError(f"{name!r}: names beginning with 'Batch' are reserved for the batch "
                          "records (SBatchWait_<k>, ...)")
     node.lotus_name = name
+    node.__dict__.pop("_lotus_kind", None)
     return node
 
 
@@ -125,58 +126,82 @@ def _op(name):
 
 
 def _kind(node):
-    """(kind, name) of `node`."""
+    """(kind, name, named) of `node`, kept on the node (name_node() and install() renew it)."""
+    kn = node.__dict__.get("_lotus_kind")
+    if kn is not None and kn[0] == _generation[0]:
+        return kn[1]
     cls = type(node)
     k = _kinds.get(cls)
     if k is None:
         k = _kinds[cls] = _classify(cls)
-    name = getattr(node, "lotus_name", None)
+    given = getattr(node, "lotus_name", None)
     if k == "mapper":
         serial = getattr(node, "num_workers", 0) <= 0
         k = _RECORD if serial or not _installed("map._apply_udf") else _SILENT
-        return k, _op(name or ("Mapper" if serial else cls.__name__))
-    if k == "pin":
-        k = _SILENT if _installed("pin_memory.pin_memory") else _RECORD
-    return k, _op(name or cls.__name__)
+        name = given or ("Mapper" if serial else cls.__name__)
+    else:
+        if k == "pin":
+            k = _SILENT if _installed("pin_memory.pin_memory") else _RECORD
+        name = given or cls.__name__
+    out = (k, _op(name), bool(given))
+    node.__dict__["_lotus_kind"] = (_generation[0], out)
+    return out
+
+
+_generation = [0]  # install()s so far: a node's kept kind is from the current one
 
 
 def _gate(node):
-    return _trace_all() or bool(getattr(node, "lotus_name", None))
+    return _patch.state.trace_all or _kind(node)[2]
 
 
 # ---- BaseNode -----------------------------------------------------------------------------------
 
-def _lazy_reset(node):
-    # BaseNode.__next__ resets a node on its first call; done here, outside every timed span.
-    if getattr(node, "_BaseNode__initialized", True) is False:
-        node.reset(None)
+def _lazy_reset(node, frames, entered):
+    """BaseNode.__next__ resets a node on its first call: done here, outside the node's span (a
+    Loader resets its pipeline in iter(), outside every item). The time it takes is its caller's
+    pull, not its caller's self time. Returns when the call is entered again."""
+    if getattr(node, "_BaseNode__initialized", True) is not False:
+        return entered
+    node.reset(None)
+    now = _now()
+    if frames and entered:
+        frames[-1] += now - entered
+    return now
 
 
 def _node_next(self):
+    entered = _now()
     t = _tls
     if t.stage is None and not t.frames:
         return _pull(self, t)
-    _lazy_reset(self)
-    return _step(self, t.frames)
+    frames = t.frames
+    return _step(self, frames, _lazy_reset(self, frames, entered))
 
 
-def _step(self, frames):
-    kind, name = _kind(self)
-    t0 = _now() if kind != _TRANSPARENT and _gate(self) else 0
-    if not t0:
-        return _original("BaseNode.__next__")(self)
+def _step(self, frames, entered):
+    """One next() of a node inside a traced call: S<name> with its self time (start: entering the
+    node's own code). The caller's frame takes the whole call, lotus's own time included, so that
+    the wrapper's cost is no one's self time."""
+    kind, name, named = _kind(self)
+    if not entered or kind == _TRANSPARENT or not (named or _patch.state.trace_all):
+        return _next[0](self)
     frames.append(0)
-    ok = False
+    t0 = _now()
     try:
-        out = _original("BaseNode.__next__")(self)
-        ok = True
-    finally:
+        out = _next[0](self)
+    except BaseException:
         t1 = _now()
-        pulled = frames.pop()
+        frames.pop()
         if frames:
-            frames[-1] += t1 - t0
-    if ok and kind == _RECORD:
+            frames[-1] += t1 - entered
+        raise
+    t1 = _now()
+    pulled = frames.pop()
+    if kind == _RECORD:
         _record(name, t0, t0 + max(0, t1 - t0 - pulled))
+    if frames:
+        frames[-1] += _now() - entered
     return out
 
 
@@ -187,7 +212,7 @@ def _root(node):
 
 def _pull(self, t):
     """The training loop's next() on the pipeline's last node (or a Loader's iterator)."""
-    _lazy_reset(self)
+    _lazy_reset(self, None, 0)
     if getattr(self, "_cached_item", None) is not None and type(self).__name__ == "LoaderIterator":
         # An item LoaderIterator.has_next() pulled (and recorded) already: handed over as is.
         return _original("BaseNode.__next__")(self)
@@ -198,7 +223,7 @@ def _pull(self, t):
     frames = t.frames
     frames.append(0)  # (also untraced: the nodes it pulls are not the loop's pulls)
     try:
-        out = _step(self, frames)
+        out = _step(self, frames, _now())
     finally:
         end = _now() if start else 0
         del frames[:]
@@ -394,7 +419,13 @@ def targets():
 def install():
     """lotus.loaders' registry: [(owner, attr, original or None)] to undo."""
     _kinds.clear()
-    return _patch.install(targets(), GROUP_RECORDS)
+    _generation[0] += 1
+    patches = _patch.install(targets(), GROUP_RECORDS)
+    _next[0] = _patch._originals.get("BaseNode.__next__")
+    return patches
+
+
+_next = [None]  # torchdata's BaseNode.__next__ while installed
 
 
 def check_run(prefix):
