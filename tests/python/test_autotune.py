@@ -401,29 +401,37 @@ def slower_world(factor):
                      IO["batches"], n, 1, 2, IO["step"])["seconds"] * factor)
 
 
-NOISE_TAKEN = "the epoch-to-epoch noise (±10 %, taken until two epochs at one setting measure it)"
+NOISE_TAKEN = "the epoch-to-epoch noise (±20 %, taken until two epochs at one setting measure it)"
 
 
 def test_it_stops_moving_when_the_last_change_gained_under_2_percent():
-    # The change was 15 % slower (a clear loss, beyond the 10 % noise taken before any is
-    # measured): back to the faster setting, then never moving again. Issue #62: said as a loss
-    # ("lost 15 %", not "gained -15.0 %").
+    # The change was 15 % slower: within the 20 % an epoch may vary before any noise is
+    # measured, so one more epoch at the new setting (issue #62: one noisy epoch ended the
+    # search); 15 % slower again, and the two measure the noise (0 here, taken as 2 %): a loss
+    # beyond it, back to the faster setting, then never moving again. Said as a loss ("lost
+    # 15 %", not "gained -15.0 %").
     tuner = Tuner(1, 2, cores=2, persistent_workers=True, log=None)
     drive(slower_world(1.15), tuner, 5)
     d = tuner.decisions
+    moved = d[0]["workers"]
     assert d[0]["changed"]
-    assert d[1]["reason"] == ("the last change lost 15 %, more than " + NOISE_TAKEN
-                              + ": back to 1 worker, settled")
-    assert (d[1]["workers"], d[1]["prefetch_factor"]) == (1, 2)
-    assert all(x["settled"] and not x["changed"] for x in d[2:])
-    assert all(x["reason"] == "settled" for x in d[2:])
-    # 5 % slower in one epoch is within what one epoch's noise may be (issue #62: one noisy
-    # epoch ended the search): one more epoch at the new setting. The second epoch is 5 % slower
-    # again, and the two measure the noise (0 here): a loss beyond it, back and settled.
+    assert d[1]["reason"] == ("the last change lost 15 %, within " + NOISE_TAKEN
+                              + f": one more epoch at {moved} workers to tell")
+    assert not d[1]["changed"] and not d[1]["settled"]
+    assert d[2]["reason"] == ("the last change lost 15 % over 2 epochs, more than the "
+                              "epoch-to-epoch noise (±2.0 % measured): back to 1 worker, settled")
+    assert (d[2]["workers"], d[2]["prefetch_factor"]) == (1, 2)
+    assert all(x["settled"] and not x["changed"] for x in d[3:])
+    assert all(x["reason"] == "settled" for x in d[3:])
+    # A loss beyond the 20 % taken before any noise was measured goes back at once.
+    tuner = Tuner(1, 2, cores=2, persistent_workers=True, log=None)
+    drive(slower_world(1.3), tuner, 3)
+    assert tuner.decisions[1]["reason"] == ("the last change lost 30 %, more than " + NOISE_TAKEN
+                                            + ": back to 1 worker, settled")
+    # 5 % slower, twice: back as well (the old rule stopped where it was after one epoch).
     tuner = Tuner(1, 2, cores=2, persistent_workers=True, log=None)
     drive(slower_world(1.05), tuner, 4)
     d = tuner.decisions
-    moved = d[0]["workers"]
     assert d[1]["reason"] == ("the last change lost 5.0 %, within " + NOISE_TAKEN
                               + f": one more epoch at {moved} workers to tell")
     assert not d[1]["changed"] and not d[1]["settled"]
@@ -752,3 +760,97 @@ def test_replay_of_the_h200_job_from_2_workers_reaches_the_best_by_the_3rd_bound
     assert d[1]["previous"]["warmup"] and d[0]["miss_counted"] is False
     assert all(x["caution"] == 0 for x in d)
     assert max(times[3:]) <= 1.05 * max(job.steady[d[2]["workers"]])
+
+
+def test_a_favourable_miss_does_not_make_it_careful():
+    # Issue #62: "careful (caution 1): predicted gain 51.8 % is within the last miss of 81.6 %",
+    # after a move that gained more than predicted. A miss on the fast side is no reason to move
+    # less: the caution stays 0 and the next move goes the whole way.
+    tuner = Tuner(1, 2, cores=2, persistent_workers=True, max_workers=32)
+    first = tuner.decide(measured(1, 2, IO["batches"]))
+    predicted = tuner.decisions[0]["predicted_epoch_seconds"]
+    slower = [(cpu, 2 * off) for cpu, off in IO["batches"]]  # the model now wants more workers
+    m2 = measured(*first, slower, seconds=0.6 * predicted)  # 40 % faster than predicted
+    free = Tuner(*first, cores=2, persistent_workers=True, max_workers=32).decide(m2)
+    second = tuner.decide(m2)
+    d = tuner.decisions
+    assert d[0]["error"] > 0.10 and d[1]["caution"] == 0
+    assert second == free and "careful" not in d[1]["reason"]
+    # The same miss on the slow side makes it careful, as before.
+    t = Tuner(1, 2, cores=2, persistent_workers=True, max_workers=32)
+    t.decide(measured(1, 2, IO["batches"]))
+    t.decide(measured(*first, slower, seconds=1.3 * predicted))
+    assert t.decisions[1]["caution"] == 1
+
+
+def test_replay_one_noisy_epoch_does_not_end_the_search():
+    # Issue #62: "the last change gained -8.2 % (< 2 %): settled": one noisy epoch ended the
+    # search 20 % above the best. Here the first epoch after a good move (6 -> 2 CPU-bound
+    # workers, 11 % faster) is 25 % slower than the setting runs (a stall from elsewhere): a
+    # 12 % "loss" in one epoch, within the 20 % an epoch may vary before any is measured. It runs
+    # one more epoch there, measures the noise from the two, and keeps the move.
+    world = World(**CPU, start_s=0.03)
+    best = sweep_best(world)
+    world = World(**CPU, start_s=0.03)
+    epoch = world.epoch
+    count = [0]
+
+    def noisy(workers, pf):
+        count[0] += 1
+        m = epoch(workers, pf)
+        if count[0] == 2:
+            m.seconds *= 1.25
+        return m
+
+    world.epoch = noisy
+    lines = []
+    tuner = Tuner(6, 2, cores=2, log=lines.append)
+    times = drive(world, tuner, 6)
+    d = tuner.decisions
+    assert d[0]["workers"] == 2
+    assert re.fullmatch(r"the last change lost 1\d %, within the epoch-to-epoch noise \(±20 %, "
+                        r"taken until two epochs at one setting measure it\): one more epoch at 2 "
+                        r"workers to tell", d[1]["reason"]), d[1]["reason"]
+    assert not d[1]["settled"] and d[1]["workers"] == 2
+    assert d[2]["previous"]["noise"] == pytest.approx(0.25)
+    assert all(x["workers"] == 2 for x in d)  # never back to 6
+    assert max(times[3:6]) <= 1.10 * best
+    assert d[-1]["settled"]
+    assert "lost" in lines[1] and "gained -" not in "".join(lines)
+
+
+class LoadWorld(World):
+    """A shared host: other processes' threads wanting a core change from epoch to epoch
+    (`loads[k]` in epoch k + 1, the last one after)."""
+
+    def __init__(self, loads, **kw):
+        super().__init__(**kw)
+        self.loads, self.count = loads, 0
+
+    def epoch(self, workers, pf):
+        self.foreign = self.loads[min(self.count, len(self.loads) - 1)]
+        self.count += 1
+        return super().epoch(workers, pf)
+
+
+def test_replay_on_a_shared_host_reports_the_other_work_and_does_not_blame_its_move():
+    # Issue #62: on a shared host (load 3-5 from other work) autotune moved 1 -> 3 workers,
+    # measured the epoch under the new load, printed "gained -42.5 % (< 2 %)" and went back. Here
+    # the first epoch is quiet and 4 threads of other work arrive with the second: the run-queue
+    # figures show them, the line says so, the move is not judged on that epoch, its miss is
+    # not the model's, and the tuner goes on to the loaded machine's best.
+    lines = []
+    world = LoadWorld([0.0, 4.0], **CPU)
+    tuner = Tuner(1, 2, cores=2, log=lines.append, contention="threads")
+    times = drive(world, tuner, 6)
+    d = tuner.decisions
+    assert d[0]["changed"] and d[0]["load"] is None and "other work" not in lines[0]
+    assert d[1]["load"] == "other work on this machine: 4.0 threads wanting a core (from the " \
+                           "run-queue wait)"
+    assert d[1]["load"] in lines[1]
+    assert d[1]["reason"].startswith("epoch 2 ran beside more other work than the one before it: "
+                                     "the last change is not judged on it; ")
+    assert d[0]["miss_counted"] is False and d[1]["caution"] == 0
+    assert not any("lost" in x["reason"] or "back to" in x["reason"] for x in d)
+    loaded = World(**CPU, foreign=4.0)
+    assert max(times[3:6]) <= 1.05 * sweep_best(loaded)
