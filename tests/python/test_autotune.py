@@ -854,3 +854,41 @@ def test_replay_on_a_shared_host_reports_the_other_work_and_does_not_blame_its_m
     assert not any("lost" in x["reason"] or "back to" in x["reason"] for x in d)
     loaded = World(**CPU, foreign=4.0)
     assert max(times[3:6]) <= 1.05 * sweep_best(loaded)
+
+
+def test_the_memory_budget_counts_proportional_set_sizes(tmp_path):
+    # Issue #62: with a budget of 1.05x the 3-worker job's Pss, autotune stayed at 1 worker
+    # (4.0 s an epoch; 2 workers fit and took 2.0 s): it summed RSS, which counts the pages a
+    # worker shares with the main process after fork (interpreter, libraries, data) once per
+    # worker. A process's memory is now its Pss (/proc/<pid>/smaps_rollup).
+    from lotus.autotune import _pss, _rss
+    rollup = tmp_path / "smaps_rollup"
+    rollup.write_text("55d4-7ffd ---p 00000000 00:00 0  [rollup]\nRss:   204800 kB\n"
+                      "Pss:   51200 kB\nPss_Anon:   1024 kB\n")
+    assert _pss(str(rollup)) == 51200 * 1024
+    assert _pss(str(tmp_path / "missing")) is None
+    if _pss() is None:
+        pytest.skip("/proc/self/smaps_rollup cannot be read here")
+    shared = bytearray(b"x" * (96 * MiB))  # touched here, shared with the child after fork
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child reads only: every page of `shared` stays shared
+        try:
+            with open("/proc/self/statm", "rb") as f:
+                rss = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+            os.write(w, json.dumps([_rss(), rss, shared[-1]]).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    got = b""
+    while True:
+        chunk = os.read(r, 4096)
+        if not chunk:
+            break
+        got += chunk
+    os.close(r)
+    os.waitpid(pid, 0)
+    measured, rss, _ = json.loads(got)
+    # Half of the 96 MiB (and of everything else both map) is the child's share.
+    assert measured < rss - 40 * MiB
+    assert len(shared) == 96 * MiB

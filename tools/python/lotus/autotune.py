@@ -10,8 +10,9 @@
 At each epoch boundary it reads what the epoch just measured, in memory (no trace files): each
 batch's time in its worker split into CPU time (the worker thread's own, time.thread_time) and time
 off the CPU that was not run-queue wait (sleeping, I/O: /proc/thread-self/schedstat's 2nd field is
-taken out), the consumer's step between two batches split the same way, each worker's resident
-set, the main process's, and the time a worker takes to start. It then replays the epoch through
+taken out), the consumer's step between two batches split the same way, each worker's memory
+(proportional set size: a page shared after fork counts once in the job's sum), the main
+process's, and the time a worker takes to start. It then replays the epoch through
 the model below for every setting (workers 1..max_workers × prefetch_factor 1, 2, 4), drops those
 predicted above the memory budget, and starts the next epoch with the cheapest setting predicted
 within `tolerance` of the best and within a tenth of the best's predicted gain over the current
@@ -259,11 +260,13 @@ def simulate_epoch(batches, workers, prefetch_factor, cores, step=(0.0, 0.0), un
 
 
 def predict_memory(m, workers):
-    """The process tree's peak resident set with `workers` workers, the sum of every process's RSS
-    (what `ps` adds up; it counts a page shared after fork once per process that touched it, so it
-    is the safe side of lotus-tool's sum of Pss): the main process's measured peak plus `workers`
-    times a worker's measured peak. Before any worker was measured (num_workers=0), a worker is
-    taken to be as large as the main process (fork copies what it touches)."""
+    """The job's peak memory with `workers` workers, the sum of its processes' proportional set
+    sizes (Pss: a page shared after fork counts once in the sum, as lotus-tool's memory figures
+    and the kernel's accounting do; issue #62: a sum of RSS counted the shared libraries once per
+    worker and kept a job under a budget at 1 worker where 2 fitted): the main process's measured
+    peak plus `workers` times a worker's measured peak (a worker's share of the shared pages falls
+    as workers are added: the safe side). Before any worker was measured (num_workers=0), a worker
+    is taken to be as large as the main process."""
     worker = m.worker_rss if m.worker_rss > 0 else m.main_rss
     return m.main_rss + workers * worker
 
@@ -326,8 +329,8 @@ class EpochMeasurement:
     seconds: the epoch's wall time (from iter() to the end of the last step); wait_s: the
     consumer's time in next(); start_s: a worker's start-up paid in this epoch (0 for persistent
     workers already running); worker_start_s: a worker's start-up as last measured (what a new
-    setting would pay); main_rss, worker_rss: peak resident sets (bytes) of the main process and of one
-    worker; step_runq_s: the consumer's run-queue wait during its steps (what the workers cost it);
+    setting would pay); main_rss, worker_rss: peak memory (bytes: proportional set sizes, _rss) of the
+    main process and of one worker; step_runq_s: the consumer's run-queue wait during its steps (what the workers cost it);
     batch_runq_s: the workers' run-queue wait during their batches, summed; handoff_s: the median
     time from an index being sent (and its worker free) to the worker starting it; warmup: the
     epoch is the first after its workers (or the process) started, True/False, or None: the tuner
@@ -918,7 +921,40 @@ def _runq_s():
         return 0.0
 
 
+_smaps_fds = {}  # pid -> its open /proc/self/smaps_rollup
+
+
+def _pss(path=None):
+    """A process's proportional set size in bytes: its resident pages, each shared page counted
+    as 1/k of a page for the k processes that map it (the Pss line of /proc/<pid>/smaps_rollup,
+    Linux 4.14+). This process's (the file stays open, per process) unless `path` names another
+    smaps_rollup. None where it cannot be read."""
+    try:
+        if path is not None:
+            with open(path, "rb") as f:
+                text = f.read()
+        else:
+            pid = _os.getpid()
+            fd = _smaps_fds.get(pid)
+            if fd is None:
+                fd = _smaps_fds[pid] = _os.open("/proc/self/smaps_rollup", _os.O_RDONLY)
+            text = _os.pread(fd, 4096, 0)
+        for line in text.splitlines():
+            if line.startswith(b"Pss:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, IndexError, ValueError):
+        return None
+    return None
+
+
 def _rss():
+    """The process's memory as the budget counts it: its proportional set size (_pss), so that the
+    pages a worker shares with the main process after fork (the interpreter, torch's libraries,
+    the dataset read before the workers started) count once in the job's sum, not once per
+    worker; the resident set (/proc/self/statm) where smaps_rollup cannot be read."""
+    pss = _pss()
+    if pss is not None:
+        return pss
     try:
         with open("/proc/self/statm", "rb") as f:
             return int(f.read().split()[1]) * _PAGE
@@ -1262,7 +1298,7 @@ class _Epoch:
         self.first_start.setdefault(item.pid, item.start)
         if self.workers > 0:
             self.worker_rss = max(self.worker_rss, item.rss)
-        if took - self._rss_at >= 0.02:  # the main process's RSS, at most every 20 ms
+        if took - self._rss_at >= 0.02:  # the main process's Pss, at most every 20 ms
             self._rss_at = took
             self.main_rss = max(self.main_rss, _rss())
         self._step = (_time.perf_counter(), _time.thread_time(), _runq_s())
@@ -1277,7 +1313,7 @@ def autotune(loader, memory_budget=None, max_workers=None, cores=None, verbose=T
     prefetch_factor are chosen with lotus's DataLoader model (see the module's documentation):
 
     memory_budget: bytes, or "8G"/"512MiB": no setting predicted above it (the sum of the
-      processes' resident sets) is chosen. Default: this machine's physical memory.
+      processes' proportional set sizes, Pss) is chosen. Default: this machine's physical memory.
     max_workers: the most workers tried, an int >= 1 (every count to 8, then 10, 12, 16, 20, 24,
       32, 40, 48, 64; None, the default: 8 × the CPUs, at least 16 and twice the current, at most
       64; always at most the batches of an epoch). 0 is refused: no workers is a DataLoader with
