@@ -100,7 +100,7 @@ pip_stack() {  # pip_stack NAME
       || { cat "$out/pip.configure.log"; return 1; }
     cmake --build "$build" -j "$jobs" --target lotus_python lotus-tool || return 1
   fi
-  "$venv/bin/python" -m lotus.torch --check 2>&1 | sed 's/^/  /' || true  # what this stack records
+  PYTHONPATH="$build/python" "$venv/bin/python" -m lotus.torch --check 2>&1 | sed 's/^/  /' || true  # what this stack records
   # Two at once (pytest-xdist: most of these tests wait on worker processes); then, alone, the
   # memory tests (other processes move their Pss) and the pip install (a build of its own).
   local together=(test_torch.py test_stateful.py test_nodes.py test_autotune.py
