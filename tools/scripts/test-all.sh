@@ -92,7 +92,13 @@ count_pytest_log() {  # adds pytest's closing "== 12 passed, 1 failed, 3 skipped
 pip_stack() {  # pip_stack NAME
   # The venv is kept between runs (like the wheels) and remade only when the stack's pins change.
   local name="$1" venv="${LOTUS_VENV_CACHE:-$HOME/.cache/lotus-venvs}/$1" build="$out/gcc" rc=0
-  bash tools/scripts/pip-stack.sh "$name" "$venv" || return 1
+  local pid="${prepare_pid[pip-$name]:-}"
+  if [ -n "$pid" ] && prepared "pip-$name" "$pid"; then
+    cat "$out/root-pip-$name.prepare.log"
+  else  # not prepared in the background, or that failed: once more, in the foreground
+    [ -z "$pid" ] || tail -5 "$out/root-pip-$name.prepare.log"
+    bash tools/scripts/pip-stack.sh "$name" "$venv" || return 1
+  fi
   if [ ! -x "$build/tools/lotus-tool/lotus-tool" ] || ! ls "$build"/python/lotus/_lotus*.so >/dev/null 2>&1; then
     build="$out/pip"
     cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOTUS_TEST_DIRS=python \
@@ -228,6 +234,17 @@ echo "test-all: a quick run without roots or venvs: LOTUS_VARIANTS=\"lint gcc\" 
 # shellcheck disable=SC2086
 bash tools/scripts/install-deps.sh $deps_groups
 
+start_pip_prepare() {  # start_pip_prepare NAME: the stack's venv made while the first variants build
+  rm -f "$out/root-pip-$1.prepare.rc"
+  (rc=0
+   bash tools/scripts/pip-stack.sh "$1" "${LOTUS_VENV_CACHE:-$HOME/.cache/lotus-venvs}/$1" \
+     >"$out/root-pip-$1.prepare.log" 2>&1 </dev/null || rc=$?
+   echo "$rc" >"$out/root-pip-$1.prepare.rc") &
+  prepare_pid[pip-$1]=$!
+}
+
+case " $variants " in *" pip-newest "*) start_pip_prepare newest ;; esac
+case " $variants " in *" pip-middle "*) start_pip_prepare middle ;; esac
 case " $variants " in *" fresh13 "*) start_prepare trixie --tests ;; esac
 case " $variants " in *" fresh "*) start_prepare bookworm ;; esac
 # The pip install builds everything once more (minutes): with fresh13 it is proven on Debian 13.
