@@ -28,15 +28,29 @@ consumer's CPU part of its step, which shares the cores with the workers: on a m
 and training share cores, every busy worker slows the training step. tools/docs/WHATIF.md §5 says
 where the two implementations differ.
 
-Learning from its errors: a decision whose prediction missed the epoch that followed by more than
-10 % raises the caution by one; a decision within 10 % lowers it by one. With caution c > 0 the next
-move goes at most 1/2**c of the way (in workers) from the current setting to the model's choice,
-and is taken only when its predicted gain exceeds the last miss. After a change, when the epoch at
-the new setting was not at least 2 % faster than the epoch before it, the tuner settles where it
-is (back on the previous setting only when the new one was more than 10 % slower: a smaller loss
-is within an epoch's noise), and it stops moving. With persistent workers every change restarts
-them (a new prefetch_factor too): a change is made only when its predicted gain repays the
-restart within PAYBACK_EPOCHS (5) epochs.
+Warm-up (issue #62): the first epoch, and the first after persistent workers restarted, pay
+worker start-up, a first batch's imports and cold caches, and in a GPU job cuDNN's autotuning in
+the first steps. Such an epoch is not steady state: the first quarter of its batches and steps is
+left out of the model's inputs, it sets no calibration, its miss is not the model's, and it does
+not judge the last change (the next epoch does).
+
+Learning from its errors: a decision whose epoch ran more than 10 % slower than predicted (the model
+was optimistic) raises the caution by one; any other lowers it by one (a move that gained more than
+predicted is no reason to move less). With caution c > 0 the next move goes at most 1/2**c of the
+way (in workers) from the current setting to the model's choice, and is taken only when its
+predicted gain exceeds the last miss; a predicted gain of at least 30 % and over 3 times the last
+miss is taken in one move. After a change, the new setting's steady epochs are compared with the
+previous setting's against the epoch-to-epoch noise (the largest difference measured between two
+steady epochs at an unchanged setting, at least 2 %; 20 % before any is measured): a gain of 2 %
+or more goes on; a loss beyond the noise goes back to the previous setting and settles; one epoch
+within the noise is not evidence, so the setting runs one more epoch; two or more within it
+settle where it is. The line says "gained 12 %" or "lost 15 %". Other processes' load fitted
+from the run-queue wait (below) is said in the line, and an epoch whose load differs from the one
+before it by a quarter of the cores (at least one thread) neither judges the last change nor
+counts as a miss. With pin_memory=True and CPU-bound batches, the workers are at most the cores
+less one (at the grid's counts), the pin-memory thread's core, which the model does not run. With
+persistent workers every change restarts them (a new prefetch_factor too): a change is made only
+when its predicted gain repays the restart within PAYBACK_EPOCHS (5) epochs.
 
 What the training loop receives is the plain loader's (issue #61; tests/python/
 test_autotune_equivalence.py runs each case both ways): every tuned DataLoader is built over the
@@ -78,7 +92,7 @@ PAYBACK_EPOCHS = 5  # persistent workers: a change must repay its restart within
 GAP_SHARE = 0.10    # a cheaper setting may give up at most this share of the best's predicted gain
 MIN_GAIN = 0.01     # a move predicted to gain less than this is not made
 PREFETCH_FACTORS = (1, 2, 4)
-NOISE_PRIOR = 0.20  # the epoch-to-epoch noise taken before two steady epochs at one setting measure it
+NOISE_PRIOR = 0.20  # the epoch-to-epoch noise taken until two epochs at one setting measure it
 WARMUP_SHARE = 0.25  # the first quarter of a warm-up epoch's batches and steps is not steady state
 LARGE_GAIN = 0.30  # careful or not, a predicted gain this large and over 3x the last miss: one move
 LOAD_SEEN = 0.5     # other work fitted at this many threads (or 10 % of the cores) is reported
@@ -326,15 +340,16 @@ class EpochMeasurement:
     """What one epoch measured, in seconds and bytes (the tuner's only input).
 
     batches: (cpu_s, off_s) per batch in index order; steps: (cpu_s, off_s) per consumer step;
-    seconds: the epoch's wall time (from iter() to the end of the last step); wait_s: the
-    consumer's time in next(); start_s: a worker's start-up paid in this epoch (0 for persistent
-    workers already running); worker_start_s: a worker's start-up as last measured (what a new
-    setting would pay); main_rss, worker_rss: peak memory (bytes: proportional set sizes, _rss) of the
-    main process and of one worker; step_runq_s: the consumer's run-queue wait during its steps (what the workers cost it);
-    batch_runq_s: the workers' run-queue wait during their batches, summed; handoff_s: the median
-    time from an index being sent (and its worker free) to the worker starting it; warmup: the
-    epoch is the first after its workers (or the process) started, True/False, or None: the tuner
-    takes its first epoch, and an epoch that paid a start-up with persistent workers, as one.
+    seconds: the epoch's wall time (from iter() to the end of the last step); wait_s: the consumer's
+    time in next(); start_s: a worker's start-up paid in this epoch (0 for persistent workers
+    already running); worker_start_s: a worker's start-up as last measured (what a new setting would
+    pay); main_rss, worker_rss: peak memory (bytes: proportional set sizes, _rss) of the main
+    process and of one worker; step_runq_s: the consumer's run-queue wait during its steps (what the
+    workers cost it); batch_runq_s: the workers' run-queue wait during their batches, summed;
+    handoff_s: the median time from an index being sent (and its worker free) to the worker starting
+    it; warmup: the epoch is the first after its workers (or the process) started, True/False, or
+    None: the tuner takes its first epoch, and an epoch that paid a start-up with persistent
+    workers, as one.
     """
 
     def __init__(self, workers, prefetch_factor, batches, steps, seconds, wait_s=0.0, start_s=0.0,
@@ -568,7 +583,7 @@ class Tuner:
         mm = _steady_part(m) if warm else m
 
         replay = self._predict(mm, m.workers, m.prefetch_factor, m.start_s)
-        fit_now = (mm.foreign, mm.cores)
+        fit_now = (getattr(mm, "foreign", 0.0), getattr(mm, "cores", self.cores))
         m.foreign, m.cores = fit_now
         prev_fit = self._history[-1][2] if self._history else None
         load_changed = prev_fit is not None and not self.settled and self._load_changed(
@@ -609,7 +624,8 @@ class Tuner:
             self._estimate[cur] = steady_now
         else:
             steady_now = m.seconds * steady_model / replay if replay > 0 else m.seconds
-            if self._history and self._history[-1][0] == cur and not self._history[-1][3]:
+            if (self._history and self._history[-1][0] == cur and not self._history[-1][3]
+                    and not load_changed):
                 before = self._history[-1][1]
                 if before > 0 and steady_now > 0:
                     diff = abs(before - steady_now) / min(before, steady_now)
@@ -668,8 +684,9 @@ class Tuner:
         if self.settled:
             reason = "settled"
         elif self._pending is not None and self._pending[1] == cur and load_changed:
-            note = (f"epoch {epoch} ran beside {'more' if _load(fit_now) > _load(prev_fit) else 'less'}"
-                    f" other work than the one before it: the last change is not judged on it; ")
+            more = "more" if _load(fit_now) > _load(prev_fit) else "less"
+            note = (f"epoch {epoch} ran beside {more} other work than the one before it: the last "
+                    f"change is not judged on it; ")
         elif self._pending is not None and self._pending[1] == cur and not warm:
             # The last change, judged on steady epochs (the mean of those at each setting; a
             # setting that only ran its warm-up: the model's estimate of its steady epoch) and
