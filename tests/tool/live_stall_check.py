@@ -490,6 +490,28 @@ def test_stats_report_check_on_a_flight_directory(tmp):
     assert r.returncode == 3 and f"pass one of them, e.g. the newest, {new}" in r.stderr, r.stderr
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give a capture to another user")
+def test_flight_directory_another_users_capture_is_not_read(tmp):
+    """Issue #61 item 3: a `capture-<id>` another user planted in a shared directory, with a newer
+    time than the job's own, is not read as the newest capture (nor listed); one warning."""
+    d = tmp / "flight"
+    d.mkdir()
+    d.chmod(0o1777)
+    t0 = 1_795_000_000_000_000_000
+    mine = plant_capture(d, "20261126T100000Z-1-1-00000000000000aa", t0, "mine", 1)
+    theirs = plant_capture(d, "20261126T110000Z-1-2", t0 + 3_600_000_000_000, "planted", 2)
+    for p in [theirs, *theirs.rglob("*")]:
+        os.chown(p, 65534, 65534, follow_symlinks=False)
+    (d / "capture-20261126T120000Z-1-3").symlink_to(theirs)  # a symlink is no capture either
+    r = subprocess.run([TOOL, "stats", str(d)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "with 1 capture(s)" in r.stderr and f"reading the newest capture, " \
+        f"20261126T100000Z-1-1-00000000000000aa ({mine})" in r.stderr, r.stderr
+    assert "planted" not in r.stderr.replace("planted in a shared", ""), r.stderr
+    warned = [l for l in r.stderr.splitlines() if "of other users left out" in l]
+    assert len(warned) == 1 and "1 capture directory" in warned[0], r.stderr
+
+
 # ---- end to end: Prometheus, Alertmanager, serve's webhook, the job's capture -------------------
 
 

@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <fstream>
@@ -96,11 +97,19 @@ std::string one_line(const capture_entry& c) {
 
 }  // namespace
 
-std::vector<capture_entry> list_captures(const std::string& dir) {
+std::vector<capture_entry> list_captures(const std::string& dir, std::size_t* others) {
   std::vector<capture_entry> out;
+  if (others != nullptr) *others = 0;
   DIR* d = ::opendir(dir.c_str());
   if (d == nullptr) return out;
-  std::vector<std::string> ids;
+  std::vector<std::string> ids, foreign;  // this user's; other users'
+  const auto keep = [](std::vector<std::string>& v) {
+    if (v.size() >= 2 * k_max_captures) {  // bounded while listing: the newest kept
+      std::sort(v.begin(), v.end());
+      v.erase(v.begin(), v.end() - k_max_captures);
+    }
+  };
+  std::size_t foreign_count = 0;
   while (const dirent* e = ::readdir(d)) {
     const std::string name = e->d_name;
     if (name.rfind("capture-", 0) != 0 || name.size() == 8 || name.size() > 8 + 63) continue;
@@ -109,13 +118,24 @@ std::vector<capture_entry> list_captures(const std::string& dir) {
                                      [](char c) { return lotus::detail::flight_id_char(c); })) {
       continue;
     }
-    ids.push_back(id);
-    if (ids.size() >= 2 * k_max_captures) {  // bounded while listing: the newest kept
-      std::sort(ids.begin(), ids.end());
-      ids.erase(ids.begin(), ids.end() - k_max_captures);
+    struct stat st {};
+    if (::lstat((dir + "/" + name).c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
+    if (st.st_uid == ::geteuid()) {
+      ids.push_back(id);
+      keep(ids);
+    } else {
+      ++foreign_count;
+      foreign.push_back(id);
+      keep(foreign);
     }
   }
   ::closedir(d);
+  // Another user's captures only when this user has none (root reading a user's job).
+  if (ids.empty()) {
+    ids.swap(foreign);
+  } else if (others != nullptr) {
+    *others = foreign_count;
+  }
   std::sort(ids.begin(), ids.end());
   // The newest by id (ids begin with the UTC time) before the sidecars are read: bounded work.
   if (ids.size() > k_max_captures) ids.erase(ids.begin(), ids.end() - k_max_captures);
@@ -163,12 +183,18 @@ std::vector<std::string> resolve_flight_dirs(const std::vector<std::string>& dir
       out.push_back(dir);
       continue;
     }
-    const std::vector<capture_entry> caps = list_captures(dir);
+    std::size_t others = 0;
+    const std::vector<capture_entry> caps = list_captures(dir, &others);
     if (caps.empty()) {
       out.push_back(dir);
       continue;
     }
     used = true;
+    if (others != 0) {
+      warning(printable(dir) + ": " + std::to_string(others) +
+              " capture directory(ies) of other users left out (not this user's: planted in a "
+              "shared directory?)");
+    }
     std::size_t pick = caps.size() - 1;
     if (!capture_id.empty()) {
       const auto it = std::find_if(caps.begin(), caps.end(),

@@ -21,8 +21,10 @@ struct capture_entry {
 
 /// The `capture-<id>` subdirectories of `dir`, oldest first (by their trigger time, else their
 /// id, which begins with the UTC time); at most 4,096 (the newest). Empty when there are none or
-/// `dir` cannot be listed.
-std::vector<capture_entry> list_captures(const std::string& dir);
+/// `dir` cannot be listed. In a shared directory, only this user's directories when it has any
+/// (another user's `capture-<id>`, planted with a newer time, is never read as the newest):
+/// `others` counts those left out. Symlinks are never captures.
+std::vector<capture_entry> list_captures(const std::string& dir, std::size_t* others = nullptr);
 
 /// True when `dir` holds trace files of its own (`<prefix>_main_pid_<tid>`,
 /// `<prefix>_worker_pid_<tid>`) at its top level.
