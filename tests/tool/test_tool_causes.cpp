@@ -33,6 +33,25 @@ std::string tool(const std::string& args, int& rc) {
   return out;
 }
 
+// The tool's stdout and stderr together.
+std::string tool_all(const std::string& args, int& rc) {
+  std::string out;
+  FILE* p = popen((std::string(LOTUS_TOOL_EXE) + " " + args + " 2>&1").c_str(), "r");
+  REQUIRE(p != nullptr);
+  char buf[65536];
+  std::size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  const int st = pclose(p);
+  rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+  return out;
+}
+
+std::size_t count_of(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
 // The golden worker file (batch 0 of 14.4 ms) and a sidecar with the given extra lines.
 std::string trace_with(const std::string& lines) {
   const std::string dir = lotus_test::make_temp_dir("lotus_tool_causes");
@@ -246,4 +265,40 @@ TEST_CASE("causes: the per-op table from opres lines (LOTUS_RESOURCES=ops)",
   CHECK(b["causes"]["ops"][0]["count"] == 4);
   CHECK(b["causes"]["ops_whole_trace"] == true);
   CHECK(!json::parse(tool("stats --json " + both, rc))["causes"].contains("ops_whole_trace"));
+}
+
+// Issue #61 item 5: at LOTUS_MAX_BYTES the runtime counts the figures whose lines no longer fit
+// in the process's `batchres_lost 0` / `opres_lost 0` lines (thread 0) at exit; they count in
+// causes.lost and ops_lost. stats and check say in one line when a noticeable share (>= 1 %) of
+// the events or figures is missing.
+TEST_CASE("causes: losses at the byte budget are counted, and a noticeable share is said",
+          "[tool][causes][budget]") {
+  const std::string lost = trace_with(
+      "batchres 48213 0 1722800000000005000 14400000 3600000 7200000 10 0 3 40\n"
+      "batchres_lost 48213 1\n"
+      "opres 48213 3 15000000 11000000 1000000 300 0 1 2 decode\n"
+      "stats 1000 900 100 0\n"
+      "batchres_lost 0 97\nopres_lost 0 50\n");
+  int rc = -1;
+  const json j = json::parse(tool("stats --json " + lost, rc));
+  REQUIRE(rc == 0);
+  CHECK(j.at("causes")["lost"] == 98);
+  CHECK(j.at("causes")["ops_lost"] == 50);
+  const std::string said = tool_all("stats " + lost, rc);
+  REQUIRE(rc == 0);
+  INFO(said);
+  CHECK(count_of(said, "the sidecars count ") == 1);  // one line
+  CHECK(said.find("events dropped 100 of 1000 (10.0 %), batches' resource figures lost 98 of 99 "
+                  "(99.0 %), ops' figures lost 50 of 53 (94.3 %): the trace is incomplete") !=
+        std::string::npos);
+  const std::string checked = tool_all("check " + lost, rc);
+  REQUIRE(rc == 0);
+  INFO(checked);
+  CHECK(count_of(checked, "note: the sidecars count events dropped 100 of 1000 (10.0 %)") == 1);
+
+  // Under 1 %: nothing said.
+  const std::string few = trace_with("stats 1000 991 9 0\n");
+  CHECK(tool_all("stats " + few, rc).find("the sidecars count") == std::string::npos);
+  CHECK(tool_all("check " + few, rc).find("the sidecars count") == std::string::npos);
+  REQUIRE(rc == 0);
 }

@@ -587,6 +587,8 @@ void run_stats(const stats_args& a) {
   if (r.skipped_lines) {
     warning("skipped " + std::to_string(r.skipped_lines) + " malformed line(s)");
   }
+  // The trace lacks a noticeable share of what was recorded: one line (stderr), any format.
+  if (const std::string n = dropped_share_note(dir); !n.empty()) note(n);
   // Several ranks: the input-bound verdict is the most input-bound rank's (its finding).
   const finding* rank_verdict = nullptr;
   for (const finding& f : findings) {

@@ -179,6 +179,9 @@ causes_result compute_causes(const trace_dir& dir, const record_filter* win) {
       }
       c.present = true;
       c.all.add(t.second);
+      // Thread 0: the process's count of figures no thread's own line carried (the runtime's
+      // exit line at LOTUS_MAX_BYTES, FORMAT.md §5): in the totals, no worker of its own.
+      if (t.first == 0) continue;
       c.workers.push_back(
           {"worker " + std::to_string(t.first) + " (pid " + std::to_string(kv.first.first) + ")",
            t.second});

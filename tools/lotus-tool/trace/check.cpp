@@ -187,6 +187,8 @@ void run_check(const check_args& a) {
                               : "";
     print("ok: " + std::to_string(dir.files.size()) + " file(s), " + std::to_string(records) +
           " record(s), prefix '" + printable(dir.prefix) + "'" + hosts_note + skipped + "\n");
+    // Valid, but missing a noticeable share of what was recorded: one line.
+    if (const std::string n = dropped_share_note(dir); !n.empty()) print("note: " + n + "\n");
   }
 }
 

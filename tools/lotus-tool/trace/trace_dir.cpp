@@ -60,6 +60,47 @@ std::optional<std::uint64_t> job_epoch_at(const trace_dir& dir, std::uint64_t pi
   return at(*most);
 }
 
+std::string dropped_share_note(const trace_dir& dir) {
+  std::uint64_t recorded = 0, dropped = 0, batches = 0, batches_lost = 0, ops = 0, ops_lost = 0;
+  for (const auto& kv : dir.processes) {
+    const process_meta& p = kv.second;
+    if (p.has_stats) {
+      recorded += p.recorded;
+      dropped += p.dropped;
+    }
+    for (const auto& t : p.resources) {
+      batches += t.second.batches;
+      batches_lost += t.second.lost;
+    }
+    for (const auto& o : p.op_resources) ops += o.second.batches;  // an op row counts its ops
+    ops_lost += p.op_res_lost;
+  }
+  // A share of at least 1 %: n / of >= 1/100, exact in integers.
+  const auto noticeable = [](std::uint64_t n, std::uint64_t of) {
+    return of != 0 && n != 0 && n <= of && n * 100 >= of;
+  };
+  const auto share = [](const char* what, std::uint64_t n, std::uint64_t of) {
+    char text[160];
+    std::snprintf(text, sizeof text, "%s %llu of %llu (%.1f %%)", what,
+                  static_cast<unsigned long long>(n), static_cast<unsigned long long>(of),
+                  100.0 * static_cast<double>(n) / static_cast<double>(of));
+    return std::string(text);
+  };
+  std::string parts;
+  if (noticeable(dropped, recorded)) parts = share("events dropped", dropped, recorded);
+  if (noticeable(batches_lost, batches + batches_lost)) {
+    parts += (parts.empty() ? "" : ", ") +
+             share("batches' resource figures lost", batches_lost, batches + batches_lost);
+  }
+  if (noticeable(ops_lost, ops + ops_lost)) {
+    parts += (parts.empty() ? "" : ", ") + share("ops' figures lost", ops_lost, ops + ops_lost);
+  }
+  if (parts.empty()) return {};
+  return "the sidecars count " + parts +
+         ": the trace is incomplete (LOTUS_MAX_BYTES reached, a full disk, LOTUS_OVERFLOW=drop "
+         "or full resource queues) and figures from it undercount";
+}
+
 std::string utc_text(std::uint64_t ns) {
   const auto secs = static_cast<time_t>(ns / 1000000000u);
   struct tm tm {};

@@ -392,4 +392,9 @@ std::uint64_t for_each_record(const trace_dir& dir, const read_options& opt, F&&
 std::optional<std::uint64_t> job_epoch_at(const trace_dir& dir, std::uint64_t pid,
                                           const std::string& host, std::uint64_t t_ns);
 
+/// One line when the sidecars count a noticeable share (>= 1 %) of the events as dropped, or of
+/// the batches' or ops' resource figures as lost (`stats` lines; `batchres_lost`, `opres_lost`):
+/// what the trace lacks, for `stats` and `check`. Empty otherwise.
+std::string dropped_share_note(const trace_dir& dir);
+
 }  // namespace lotus_tool
