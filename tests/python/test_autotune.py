@@ -733,7 +733,7 @@ def replay_h200(epochs=6, **kw):
     job = RecordedJob(**kw)
     lines = []
     tuner = Tuner(2, 2, cores=job.cores, persistent_workers=True, pin_memory=True,
-                  log=lines.append)
+                  memory_budget=H200["memory_budget_bytes"], log=lines.append)
     times = drive(job, tuner, epochs)
     return job, tuner, times, lines
 
