@@ -34,7 +34,7 @@ TOOL = os.environ.get("LOTUS_TOOL") or next(
 
 # Runs in a fresh interpreter: argv[1] is the JSON configuration; prints one JSON line.
 SCENARIO = r'''
-import hashlib, json, random, sys, threading, time
+import hashlib, json, random, sys, threading, time, warnings
 import lotus, lotus.torch
 from lotus.loaders import nodes as lotus_nodes
 import torch
@@ -116,11 +116,21 @@ def double(x):
 
 
 def main(cfg):
-    if cfg["case"] == "named":  # Lotus's keyword mode: no log file at instrument(), then a prefix
-        lotus.torch.instrument()
-        lotus.configure(cfg["trace"])
-    else:
-        lotus.torch.instrument(log_file=cfg["trace"])
+    if cfg["case"] == "changed":  # torchdata's ParallelMapper iterator takes other parameters
+        from torchdata.nodes import map as nmap
+        real = nmap._ParallelMapperIter.__init__
+        def changed(self, *args, **kwargs):  # (a new torchdata might take anything)
+            real(self, *args, **kwargs)
+        nmap._ParallelMapperIter.__init__ = changed
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if cfg["case"] == "named":  # Lotus's keyword mode: no log file, then a prefix
+            lotus.torch.instrument()
+            lotus.configure(cfg["trace"])
+        else:
+            lotus.torch.instrument(log_file=cfg["trace"])
+    if cfg["case"] != "changed":
+        assert not caught, [str(w.message) for w in caught]
     assert base_node.BaseNode.__next__ is lotus_nodes._node_next, "instrument() left nodes untraced"
     N = cfg["items"]
     rng = random.Random(cfg.get("seed", 60))
@@ -139,6 +149,10 @@ def main(cfg):
         for batch in Loader(node):
             time.sleep(0.002)  # the training step
         out = {"plants": PLANTS}
+    elif cfg["case"] == "changed":
+        p = ParallelMapper(Mapper(Source(N), double), double, num_workers=2)
+        assert list(Loader(p)) == [4 * i for i in range(N)]
+        out = {"warnings": [str(w.message) for w in caught]}
     elif cfg["case"] == "spawn":  # a ParallelMapper of spawned processes
         p = ParallelMapper(Source(N), double, num_workers=2, method="process",
                            multiprocessing_context="spawn")
@@ -368,3 +382,24 @@ def test_only_named_nodes_without_log_file(tmp_path):
     ops = ops_by_file(files)
     assert {op: len(d) for op, d in ops[f"nodes_worker_pid_{info['tid']}"].items()} == {
         "SKept": 2 * items, "SGrouped": items // batch}
+
+
+def test_changed_private_api_is_named_not_mis_recorded(tmp_path):
+    """A torchdata whose ParallelMapper iterator takes other parameters: one warning names it and
+    what goes unrecorded (the map function's records); the rest of the pipeline is traced, and the
+    ParallelMapper writes nothing rather than its consumer-side hand-over as its work."""
+    items = 6
+    info, files, _ = scenario(tmp_path, case="changed", items=items)
+    assert len(info["warnings"]) == 1, info["warnings"]
+    w = info["warnings"][0]
+    assert "_ParallelMapperIter.__init__" in w and "parameters (self, *args, kwargs)" in w, w
+    assert GROUP_RECORDS_MAP in w, w
+    check_loop(files, info["tid"], items)
+    totals = {}
+    for per_file in ops_by_file(files).values():
+        for op, durs in per_file.items():
+            totals[op] = totals.get(op, 0) + len(durs)
+    assert totals == {"SSource": items, "SMapper": items}
+
+
+GROUP_RECORDS_MAP = "ParallelMapper map-function records in its worker threads and processes"

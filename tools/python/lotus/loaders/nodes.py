@@ -135,13 +135,15 @@ def _kind(node):
     if k is None:
         k = _kinds[cls] = _classify(cls)
     given = getattr(node, "lotus_name", None)
+    # A threaded node's work is recorded in its threads (or not at all, when lotus could not wrap
+    # them: warned at install); its consumer-side hand-over is not that work.
     if k == "mapper":
         serial = getattr(node, "num_workers", 0) <= 0
-        k = _RECORD if serial or not _installed("map._apply_udf") else _SILENT
+        k = _RECORD if serial else _SILENT
         name = given or ("Mapper" if serial else cls.__name__)
     else:
         if k == "pin":
-            k = _SILENT if _installed("pin_memory.pin_memory") else _RECORD
+            k = _SILENT
         name = given or cls.__name__
     out = (k, _op(name), bool(given))
     node.__dict__["_lotus_kind"] = (_generation[0], out)
