@@ -512,6 +512,49 @@ def test_flight_directory_another_users_capture_is_not_read(tmp):
     assert len(warned) == 1 and "1 capture directory" in warned[0], r.stderr
 
 
+def test_flight_directory_capture_with_control_names_taken(tmp):
+    """Issue #61 item 3: another user's files at the four names the job's control files had
+    (`.lotus-capture-<uid>`, `_r1` ... `_r3`) in a shared 1777 directory made `lotus-tool capture`
+    fail and the job capture nothing. Now the request goes to the user's private control file,
+    which the job finds: `lotus-tool capture DIR` prints a capture the job wrote."""
+    assert STALL_JOB, "LOTUS_STALL_JOB not set"
+    d = tmp / "shared"
+    d.mkdir()
+    d.chmod(0o1777)
+    first = d / f".lotus-capture-{os.geteuid()}"
+    for name in [first.name] + [f"{first.name}_r{k}" for k in (1, 2, 3)]:
+        if os.geteuid() == 0:
+            (d / name).write_text("")
+            os.chown(d / name, 65534, 65534)
+        else:
+            (d / name).symlink_to("/dev/null")
+    control = tmp / "control"
+    job = subprocess.Popen([STALL_JOB, str(d), "2", str(10**9), "0", str(control)],
+                           stdout=subprocess.PIPE, text=True,
+                           env={**os.environ, "LOTUS_FLIGHT": "5"})
+    try:
+        deadline = time.monotonic() + 60
+        while not list(d.glob(".job.lotus-live_*")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        r = subprocess.run([TOOL, "capture", str(d), "--reason", "names taken", "--timeout", "20"],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        cap = pathlib.Path(r.stdout.strip())
+        assert cap.parent == d and cap.name.startswith("capture-") and cap.stat().st_uid == os.geteuid()
+        side = "\n".join(s.read_text(errors="replace") for s in cap.glob(".*.lotus-meta_*"))
+        assert re.search(r"^capture \S+ \d+ \d+ \d+ 0 names taken$", side, re.M), side
+        assert any(rec[0] == "SDecode" for rec in records_of(cap))
+        # The planted files are untouched; the request is in one private file of this user.
+        assert first.is_symlink() or first.stat().st_size == 0
+        private = [p for p in d.iterdir() if re.fullmatch(re.escape(first.name) + "-[0-9a-f]{16}", p.name)]
+        assert len(private) == 1 and (private[0].stat().st_mode & 0o777) == 0o600, private
+        assert "names taken" in private[0].read_text()
+        control.touch()
+        assert job.wait(timeout=120) == 0
+    finally:
+        stop([job])
+
+
 # ---- end to end: Prometheus, Alertmanager, serve's webhook, the job's capture -------------------
 
 
