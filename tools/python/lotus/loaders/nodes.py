@@ -97,10 +97,6 @@ def _original(key):
     return _patch._originals[key]
 
 
-def _installed(key):
-    return key in _patch._originals
-
-
 # Node kinds: recorded on the caller's thread; not recorded there (its work is recorded in its own
 # threads); transparent (torchdata's plumbing: its time is its caller's).
 _RECORD, _SILENT, _TRANSPARENT = 0, 1, 2
@@ -269,7 +265,7 @@ def _make_handoff(key):
 
 
 class _StageThread:
-    """A torchdata background thread's target: marks the thread as the pipeline's, not the loop's."""
+    """A torchdata background thread's target: the thread is the pipeline's, not the loop's."""
 
     __slots__ = ("target", "name")
 
@@ -285,7 +281,7 @@ class _StageThread:
 
 
 def _stm_init(self, *args, **kwargs):
-    # _SingleThreadedMapper(source, prefetch_factor, worker, ...): Prefetcher's and PinMemory's thread.
+    # _SingleThreadedMapper(source, prefetch_factor, worker, ...): Prefetcher's, PinMemory's thread.
     owner = _tls.owner
     name = owner[0] if owner and owner[1] else None
     if "worker" in kwargs:
@@ -315,7 +311,7 @@ def _owned_reset(key):
 
 
 class _TimedMap:
-    """A ParallelMapper's map function, recorded as S<name> in the thread or process that runs it."""
+    """A ParallelMapper's map function: S<name> in the thread or process that runs it."""
 
     __slots__ = ("fn", "name", "state")
 
