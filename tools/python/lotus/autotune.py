@@ -621,7 +621,10 @@ class Tuner:
             steady_model = self._predict(mm, m.workers, m.prefetch_factor, 0.0)
         if warm:
             steady_now = steady_model * calib
-            self._estimate[cur] = steady_now
+            # (the model's steady epoch, and the measured one without the start-up the model
+            # attributes to it: more than the steady epoch, by the rest of the warm-up)
+            self._estimate[cur] = (steady_now, m.seconds * steady_model / replay
+                                   if replay > 0 else m.seconds)
         else:
             steady_now = m.seconds * steady_model / replay if replay > 0 else m.seconds
             if (self._history and self._history[-1][0] == cur and not self._history[-1][3]
@@ -694,15 +697,23 @@ class Tuner:
             prev_setting = self._pending[0]
             runs = self._steady[cur]
             now_secs = sum(runs) / len(runs)
-            before = self._steady.get(prev_setting) or [self._estimate.get(prev_setting, now_secs)]
-            prev_secs = sum(before) / len(before)
+            before = self._steady.get(prev_setting)
+            if before:
+                prev_secs = upper = sum(before) / len(before)
+            else:
+                # Only its warm-up ran: the model's steady epoch there, and for a loss the
+                # measured warm-up (a loss is declared only against what was measured).
+                prev_secs, upper = self._estimate.get(prev_setting, (now_secs, now_secs))
+                upper = max(prev_secs, upper)
             gain = (prev_secs - now_secs) / prev_secs if prev_secs > 0 else 0.0
+            loss = (now_secs - upper) / upper if upper > 0 else 0.0
             bound = self._noise_bound()
-            change = (f"the last change {_gained(gain)}"
-                      + (f" over {len(runs)} epochs" if len(runs) > 1 else ""))
+            epochs = f" over {len(runs)} epochs" if len(runs) > 1 else ""
+            change = f"the last change {_gained(gain)}{epochs}"
             if gain >= SETTLE_GAIN:
                 self._pending = None
-            elif -gain > bound:
+            elif loss > bound:
+                change = f"the last change {_gained(-loss)}{epochs}"
                 self.settled = True
                 self._pending = None
                 if predict_memory(m, prev_setting[0]) <= self.budget:
@@ -716,11 +727,21 @@ class Tuner:
             elif len(runs) < 2:
                 reason = (f"{change}, within the epoch-to-epoch noise ({self._noise_words()}): "
                           f"one more epoch at {_workers(cur[0])} to tell")
+            elif (not before and -gain > bound
+                  and predict_memory(m, prev_setting[0]) <= self.budget):
+                # Slower than the model's steady epoch of the previous setting, but not than its
+                # measured warm-up: measure it (not settled; a setting that ran is not taken
+                # again unless it ran 2 % faster).
+                nxt = prev_setting
+                reason = (f"{change} against the model's steady epoch at "
+                          f"{_workers(prev_setting[0])}, more than the epoch-to-epoch noise "
+                          f"({self._noise_words()}); that setting ran only its warm-up: back to "
+                          f"{_workers(prev_setting[0])} to measure it")
             else:
                 self.settled = True
                 self._pending = None
-                reason = (f"{change}, less than 2 % beyond the epoch-to-epoch noise "
-                          f"({self._noise_words()}): settled")
+                reason = (f"{change}, within the epoch-to-epoch noise ({self._noise_words()}) "
+                          f"and under the 2 % a change must gain: settled")
         if not reason:
             if not stay["fits"] and fitting:
                 best = min(fitting, key=lambda c: (c["score"], c["workers"], c["prefetch_factor"]))
