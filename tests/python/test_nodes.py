@@ -306,6 +306,10 @@ def test_planted_self_times(tmp_path, workers):
     findings = {f["kind"]: f for f in json.loads(r.stdout)["findings"]}
     assert findings["input_bound"]["numbers"]["class"] in ("highly", "moderately"), findings
     assert findings["top_op"]["subject"]["op"] == "Augment", findings["top_op"]
+    # The sidecar says `loader nodes`: no DataLoader setting is advised for a nodes pipeline.
+    advice = findings["input_bound"]["advice"]
+    assert "num_workers=" not in advice and "prefetch_factor" not in advice, advice
+    assert "ParallelMapper" in advice, advice
     # whatif reads the same records: the measured batches and the wait share behind the verdict.
     r = subprocess.run([TOOL, "whatif", str(trace), "--workers", "2", "--json"],
                        capture_output=True, text=True, timeout=300)

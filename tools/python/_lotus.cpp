@@ -739,6 +739,9 @@ PYBIND11_MODULE(_lotus, m) {
       "_declare_torch_loader", [] { lotus::detail::declare_loader("torch", true); },
       "The sidecar says the batches come from PyTorch's DataLoader (lotus.torch.instrument).");
   m.def(
+      "_declare_nodes_loader", [] { lotus::detail::declare_loader("nodes", true); },
+      "The sidecar says the items come from a torchdata.nodes pipeline (lotus.loaders.nodes).");
+  m.def(
       "_note_epoch", [] { lotus::detail::note_epoch(); },
       "The loader begins an epoch: the sidecar's `epoch` line (lotus.torch, at the first index).");
   m.def(

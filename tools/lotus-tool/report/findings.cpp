@@ -56,6 +56,7 @@ std::string workers_setting(const report_data& d, unsigned n) {
   if (is_loader(d, "torch")) return "num_workers=" + k;
   if (is_loader(d, "libtorch")) return "DataLoaderOptions().workers(" + k + ")";
   if (is_loader(d, "pipeline")) return k + (n == 1 ? " worker thread" : " worker threads");
+  if (is_loader(d, "nodes")) return "ParallelMapper(num_workers=" + k + ")";
   return k + (n == 1 ? " worker" : " workers");
 }
 
@@ -91,6 +92,15 @@ struct worker_change {
 };
 worker_change more_workers_advice(const report_data& d, const finding_thresholds& t) {
   worker_change w;
+  if (is_loader(d, "nodes")) {
+    // whatif models DataLoader workers handing whole batches to the loop; a torchdata.nodes
+    // pipeline's threads (ParallelMapper, Prefetcher) are not that, so no count is predicted.
+    w.text =
+        "How many ParallelMapper workers would help cannot be told from this trace (lotus-tool's "
+        "worker model describes DataLoader workers, not a torchdata.nodes pipeline): the op with "
+        "the most time is the one to run in a ParallelMapper or make cheaper.";
+    return w;
+  }
   if (!d.advice.more_workers) {
     w.text =
         "Whether more workers would help cannot be told from this trace (the DataLoader "

@@ -76,7 +76,7 @@ class sidecar_parser {
       std::string v;
       ls >> v;
       // One of the known words, else nothing: the findings name the loader's own settings.
-      if (v == "torch" || v == "libtorch" || v == "pipeline") proc_.loader = v;
+      if (v == "torch" || v == "libtorch" || v == "pipeline" || v == "nodes") proc_.loader = v;
     } else if (key == "version") {
       ls >> proc_.version;
     } else if (key == "clock") {

@@ -45,8 +45,9 @@ import lotus as _lotus_pkg
 from . import _lotus
 from . import loaders as _loaders
 from .autotune import autotune  # issue #52: a DataLoader that tunes its own workers (autotune.py)
+from .loaders.nodes import name_node  # a torchdata.nodes node's record name
 
-__all__ = ["instrument", "uninstrument", "instrumented", "autotune"]
+__all__ = ["instrument", "uninstrument", "instrumented", "autotune", "name_node"]
 
 
 def instrumented():

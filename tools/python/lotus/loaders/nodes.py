@@ -218,6 +218,8 @@ def _pull(self, t):
     start = _wait_begin(k) if _gate(_root(self)) else 0
     if start and k == 0:
         _lotus._note_epoch()
+        # The sidecar's `loader nodes`: lotus-tool's advice is not about DataLoader settings.
+        _lotus._declare_nodes_loader()
     frames = t.frames
     frames.append(0)  # (also untraced: the nodes it pulls are not the loop's pulls)
     try:
