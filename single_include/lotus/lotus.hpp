@@ -8663,6 +8663,10 @@ LOTUS_DETAIL_COLD inline ring* runtime::register_thread() noexcept {
 
 inline ring* runtime::push_full(ring* r, const record_site* loc, std::uint64_t t0, std::uint64_t t1,
                                 std::uint64_t idx) noexcept {
+  // A signal handler that interrupted the inline push between its read of t_ring and the clear
+  // may have grown the ring (the push then restores the old segment): the thread's segment is
+  // its record's `current`. A stale one is full and already has its `next`.
+  if (ring* cur = r->owner->current.load(std::memory_order_relaxed); cur != r) r = cur;
   const std::uint64_t h = r->head.load(std::memory_order_relaxed);
   r->tail_cache = r->tail.load(std::memory_order_acquire);
   if (h - r->tail_cache < r->capacity) {
@@ -8758,6 +8762,15 @@ void runtime::push_slow(const record_site* loc, std::uint64_t t0, std::uint64_t 
     return;
   }
   const busy_guard busy;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  // Read again now that a signal handler's record is counted instead: one that ran before the
+  // guard may have grown the ring (or registered the thread), and a stale segment must never
+  // get a second `next` (the first, with the handler's events, would be lost).
+  r = t_ring.load(std::memory_order_relaxed);
+  if (r == nullptr && me.self != nullptr) {
+    count_lost(lost_reentrant_);
+    return;
+  }
   t_ring.store(nullptr, std::memory_order_relaxed);
   std::atomic_signal_fence(std::memory_order_seq_cst);
   if (r == nullptr) {
@@ -8777,6 +8790,11 @@ LOTUS_DETAIL_COLD inline inflight* runtime::inflight_registered() noexcept {
   if (r != nullptr) return r->progress;
   if (me.busy != 0 || me.self != nullptr || me.exited || me.failed) return nullptr;
   const busy_guard busy;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  if (me.self != nullptr) {  // a signal handler registered it in between (its first record)
+    r = t_ring.load(std::memory_order_relaxed);
+    return r != nullptr ? r->progress : nullptr;
+  }
   r = register_thread();
   if (r == nullptr) return nullptr;
   std::atomic_signal_fence(std::memory_order_seq_cst);
@@ -8820,6 +8838,7 @@ LOTUS_DETAIL_COLD inline void runtime::fork_parent() noexcept {
 
 LOTUS_DETAIL_COLD inline void runtime::fork_child() noexcept {
   resources_after_fork();
+  t_writer_stuck = 0;  // the parent's writer's count: this child's writer starts its own
   runtime* const locked = t_fork_locked;
   t_fork_locked = nullptr;
   runtime* old = g_runtime_ready.load(std::memory_order_acquire);
