@@ -6,9 +6,10 @@
 json keys: trace (prefix), flags (a scratch directory), context (fork|spawn), workers, options
 (lotus.torch.instrument's keywords: flight, trigger, ...), slow_after_s (the first sample fetched
 this long after the start sleeps slow_s; none: no slow sample), slow_s, run_s (how long the job
-iterates), ask_after_s (call lotus.capture() this long after the start), ready (a file written
+iterates), slow_op (the slow sample's op, traced with its S; default Sleepy), ask_after_s (call lotus.capture() this long after the start), ready (a file written
 once run_s/2 have passed), consume_s (the training step: a sleep after each batch). The start is the first batch's arrival (the workers are up).
-Each sample takes ~2 ms (op SWork); the slow one is op SSleepy. After every batch the job checks
+Each sample takes ~2 ms (op SWork); the slow one is op SSleepy (slow_op), and the worker that
+takes it writes {worker_id, pid} (torch's get_worker_info(), os.getpid()) to flags/slow_worker. After every batch the job checks
 that no trace file exists in the trace directory itself (only capture-* directories may hold
 records). Prints {pid, slow_arrival_ns, slow_wait_s, disk_before_trigger, asked, capture_ns
 (when the main process's part of a capture was first seen), leftover (trace files in the
@@ -28,9 +29,10 @@ import lotus.torch
 
 
 class Job(Dataset):
-    def __init__(self, n, t0_file, slow_after_s, slow_s, token):
+    def __init__(self, n, t0_file, slow_after_s, slow_s, token, slow_op="Sleepy"):
         self.n, self.t0_file, self.slow_after_s, self.slow_s, self.token = (
             n, t0_file, slow_after_s, slow_s, token)
+        self.slow_op = slow_op
         self.t0 = None
 
     def __len__(self):
@@ -43,7 +45,12 @@ class Job(Dataset):
         if self.t0 is not None and time.time() - self.t0 >= self.slow_after_s:
             try:  # once per job, whichever worker gets there first
                 os.close(os.open(self.token, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-                with lotus.scope("Sleepy"):
+                info = torch.utils.data.get_worker_info()
+                with open(self.token + ".tmp", "w") as f:
+                    json.dump({"worker_id": info.id if info else None, "pid": os.getpid()}, f)
+                os.rename(self.token + ".tmp", os.path.join(os.path.dirname(self.token),
+                                                            "slow_worker"))
+                with lotus.scope(self.slow_op):
                     time.sleep(self.slow_s)
             except FileExistsError:
                 pass
@@ -65,7 +72,7 @@ def main():
     lotus.torch.instrument(log_file=trace, **cfg.get("options", {}))
     t0_file = os.path.join(cfg["flags"], "t0")
     ds = Job(100000, t0_file, cfg.get("slow_after_s"), cfg.get("slow_s", 1.5),
-             os.path.join(cfg["flags"], "slow_token"))
+             os.path.join(cfg["flags"], "slow_token"), cfg.get("slow_op", "Sleepy"))
     loader = DataLoader(ds, batch_size=2, num_workers=cfg.get("workers", 2),
                         multiprocessing_context=cfg.get("context", "fork"))
     slow_arrival_ns, slow_wait_s, disk_before = None, 0.0, []

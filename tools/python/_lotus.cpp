@@ -742,6 +742,9 @@ PYBIND11_MODULE(_lotus, m) {
       "_declare_nodes_loader", [] { lotus::detail::declare_loader("nodes", true); },
       "The sidecar says the items come from a torchdata.nodes pipeline (lotus.loaders.nodes).");
   m.def(
+      "_declare_worker_id", [](long long id) { lotus::detail::declare_worker_id(id); },
+      "The sidecar's `worker_id` line: this process is the DataLoader's worker `id`.");
+  m.def(
       "_note_epoch", [] { lotus::detail::note_epoch(); },
       "The loader begins an epoch: the sidecar's `epoch` line (lotus.torch, at the first index).");
   m.def(

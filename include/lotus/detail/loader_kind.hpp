@@ -35,6 +35,23 @@ inline void declare_loader(const char* kind, bool framework) noexcept {
   k.compare_exchange_strong(none, kind, std::memory_order_relaxed);
 }
 
+/// The DataLoader worker this process is (lotus.torch: torch's get_worker_info().id), for the
+/// sidecar's `worker_id` line, with the pid that said so (a process forked from a worker is not
+/// that worker); id -1: none.
+struct worker_id_state {
+  std::atomic<long long> id{-1};
+  std::atomic<int> pid{0};
+};
+inline worker_id_state& loader_worker() noexcept {
+  static worker_id_state w;
+  return w;
+}
+inline void declare_worker_id(long long id) noexcept {
+  worker_id_state& w = loader_worker();
+  w.id.store(id, std::memory_order_relaxed);
+  w.pid.store(static_cast<int>(::getpid()), std::memory_order_relaxed);
+}
+
 /// The epochs the loader began in this process: how many, and when the last began (realtime ns,
 /// the trace's clock). The writer turns a change into a sidecar line `epoch <k> <start_ns>`
 /// (k: 0-based), so a capture's window knows the job's epoch numbering.

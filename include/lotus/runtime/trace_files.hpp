@@ -251,6 +251,16 @@ class trace_files {
     return put(text());
   }
 
+  /// The sidecar's path once this process created it (a flight-recorder capture's part is
+  /// replaced whole when the stall it holds ends); false before.
+  bool sidecar_path(text& out) const noexcept {
+    if (sidecar_.state != file_slot::created ||
+        sidecar_pid_ != static_cast<std::uint64_t>(::getpid())) {
+      return false;
+    }
+    return path_of(out, sidecar_, kind_sidecar, sidecar_pid_);
+  }
+
   static std::uint64_t count_lines(const char* p, std::size_t n) noexcept {
     std::uint64_t k = 0;
     for (std::size_t i = 0; i < n; ++i) k += p[i] == '\n' ? 1u : 0u;

@@ -642,6 +642,11 @@ class trace_writer {
     if (const char* l = loader_kind().load(std::memory_order_relaxed)) {
       head.add("loader ").add(l).add('\n');
     }
+    const worker_id_state& w = loader_worker();  // a DataLoader worker: its id
+    if (w.pid.load(std::memory_order_relaxed) == static_cast<int>(::getpid())) {
+      const long long id = w.id.load(std::memory_order_relaxed);
+      if (id >= 0) head.add("worker_id ").add(static_cast<std::uint64_t>(id)).add('\n');
+    }
     // The epoch in progress (a capture's window may begin inside it).
     const std::uint64_t begun = own_epochs();
     if (begun != 0) {

@@ -280,6 +280,7 @@ struct report_data {
     bool worker_found = false;           ///< the batch's SBatchPreprocessed in the window
     std::uint64_t worker_pid = 0, worker_tid = 0;
     std::string worker_label, host;
+    std::optional<std::uint64_t> worker_id;  ///< the DataLoader's worker id (sidecar `worker_id`)
     std::uint64_t batch_start_ns = 0, batch_ns = 0;
     std::string op;  ///< the longest op of that batch (as in the trace); empty: none
     std::uint64_t op_ns = 0;

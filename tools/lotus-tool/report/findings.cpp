@@ -691,6 +691,7 @@ finding cut_capture_finding(const report_data& d, finding f, const std::string& 
     f.subject["pid"] = s.worker_pid;
     f.subject["tid"] = s.worker_tid;
     f.subject["worker"] = s.worker_label;
+    if (s.worker_id) f.subject["worker_id"] = *s.worker_id;
     if (!s.host.empty()) f.subject["host"] = s.host;
     f.numbers["batch_ms"] = double(s.batch_ns) / 1e6;
     if (!op.empty()) {
@@ -782,6 +783,7 @@ finding capture_finding(const report_data& d) {
   f.subject["pid"] = s.worker_pid;
   f.subject["tid"] = s.worker_tid;
   f.subject["worker"] = s.worker_label;
+  if (s.worker_id) f.subject["worker_id"] = *s.worker_id;
   if (!s.host.empty()) f.subject["host"] = s.host;
   f.numbers["batch_ms"] = double(s.batch_ns) / 1e6;
   f.title = "The training loop waited " + waited + " for batch " + std::to_string(s.batch) +

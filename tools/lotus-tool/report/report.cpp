@@ -196,6 +196,24 @@ void read_report_summaries(const report_args& a, report_data& rd) {
   rd.stats = std::move(m.stats);
 }
 
+/// Names the worker thread `tid` of process `pid`: "DataLoader worker K (pid P)" where its
+/// sidecar says which of the DataLoader's workers it was (`worker_id`), with the thread when it
+/// is not the process's first; else "worker TID (pid P)" as before.
+void name_worker(const trace_dir& dir, const std::string& host, std::uint64_t pid,
+                 std::uint64_t tid, report_data::capture_story& s) {
+  for (const auto& kv : dir.processes) {
+    const process_meta& p = kv.second;
+    if (p.pid != pid || p.host != host || !p.worker_id) continue;
+    s.worker_id = p.worker_id;
+    s.worker_label = "DataLoader worker " + std::to_string(*p.worker_id) + " (pid " +
+                     std::to_string(pid) +
+                     (tid != pid ? ", thread " + std::to_string(tid) : std::string()) + ")";
+    return;
+  }
+  s.worker_label = "worker " + std::to_string(tid);
+  if (pid != tid) s.worker_label += " (pid " + std::to_string(pid) + ")";
+}
+
 /// A capture whose trigger names a span still in progress when the processes wrote their parts
 /// (a `wait`, `batch` or `op` inflight line starting at the trigger, within 1 ms; for an op, the
 /// batch its thread is inside): the stall outlasted
@@ -259,8 +277,7 @@ bool cut_story_of(const trace_dir& dir, const capture_meta& c, report_data::capt
   s.worker_pid = batch.p->pid;
   s.worker_tid = batch.n->tid;
   s.host = batch.p->host;
-  s.worker_label = "worker " + std::to_string(batch.n->tid);
-  if (batch.p->pid != batch.n->tid) s.worker_label += " (pid " + std::to_string(batch.p->pid) + ")";
+  name_worker(dir, batch.p->host, batch.p->pid, batch.n->tid, s);
   s.batch_start_ns = batch.n->since_ns;
   s.batch_ns = so_far(batch.n->since_ns);
   for (const inflight_note& n : batch.p->inflight) {  // the op it is inside (its innermost)
@@ -272,7 +289,8 @@ bool cut_story_of(const trace_dir& dir, const capture_meta& c, report_data::capt
   return true;
 }
 
-// The story of a capture: its wait (the one at the trigger, else the longest), the batch's
+// The story of a capture: its longest wait but an epoch's batch 0 (the stall, whatever asked for
+// the capture: an on-demand capture's trigger may fall in an ordinary wait after it), the batch's
 // SBatchPreprocessed in the same directory (the latest that ended by the wait's end), the longest
 // op of that worker within the batch, and the batch's cause split (its `batchres` line).
 template <class Span>
@@ -282,17 +300,14 @@ void story_of(const trace_dir& dir, const std::vector<Span>& waits, const std::v
   report_data::capture_story& s = rd.story;
   const capture_meta& c = *dir.capture();
   if (cut_story_of(dir, c, s)) return;
+  // Batch 0 of an epoch waits for the workers to start (spawn: seconds of imports), as the
+  // triggers know: the longest of the others, else that.
   const Span* w = nullptr;
-  for (const Span& x : waits) {  // the wait the trigger ended (within 1 ms), or one it is inside
-    const std::uint64_t end = x.start + x.dur;
-    const bool at = (end <= c.trigger_ns + 1000000 && end + 1000000 >= c.trigger_ns) ||
-                    (x.start <= c.trigger_ns && c.trigger_ns <= end);
-    if (at && (w == nullptr || x.dur > w->dur)) w = &x;
-  }
-  if (w == nullptr) {
+  for (const bool first_batch : {false, true}) {
     for (const Span& x : waits) {
-      if (w == nullptr || x.dur > w->dur) w = &x;
+      if ((x.idx == 0) == first_batch && (w == nullptr || x.dur > w->dur)) w = &x;
     }
+    if (w != nullptr) break;
   }
   if (w == nullptr) return;
   s.found = true;
@@ -315,8 +330,7 @@ void story_of(const trace_dir& dir, const std::vector<Span>& waits, const std::v
   s.worker_pid = pf.pid;
   s.worker_tid = pf.id;
   s.host = pf.host;
-  s.worker_label = "worker " + std::to_string(pf.id);
-  if (pf.pid != pf.id) s.worker_label += " (pid " + std::to_string(pf.pid) + ")";
+  name_worker(dir, pf.host, pf.pid, pf.id, s);
   s.batch_start_ns = p->start;
   s.batch_ns = p->dur;
   const Span* op = nullptr;

@@ -72,6 +72,9 @@ class sidecar_parser {
           e.insert(it, {k, start});
         }
       }
+    } else if (key == "worker_id") {
+      std::uint64_t v = 0;
+      if (read_u(ls, key, v)) proc_.worker_id = v;
     } else if (key == "loader") {
       std::string v;
       ls >> v;

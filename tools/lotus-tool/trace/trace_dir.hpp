@@ -157,6 +157,9 @@ struct process_meta {
   /// `loader` line: which loader recorded the batches (torch, libtorch, pipeline); empty when
   /// the sidecar does not say (an unknown loader, or a trace of the original Lotus).
   std::string loader;
+  /// `worker_id` line: the DataLoader worker this process was (lotus.torch); none: not one, or
+  /// not said.
+  std::optional<std::uint64_t> worker_id;
   /// `epoch <k> <start_ns>` lines: the epochs its loader began (k 0-based, the job's numbering),
   /// sorted by k, at most k_max_epoch_lines (the first kept; a capture's sidecar has the epoch
   /// in progress at its start and those begun in its window).

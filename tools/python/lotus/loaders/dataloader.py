@@ -134,6 +134,10 @@ class _IndexQueue:
             # interpreter exit flushes this worker's records before torch's handler exits.
             _lotus._flush_on_sigterm()
             _sigterm_hooked = True
+            from torch.utils.data import get_worker_info  # set by torch's loop by now
+            info = get_worker_info()
+            if info is not None:  # the sidecar's worker_id line
+                _lotus._declare_worker_id(info.id)
         r = self._queue.get(*args, **kwargs)
         if type(r) is tuple and len(r) == 2 and type(r[0]) is int:
             _worker_batch = r[0] + _worker_offset
