@@ -4684,6 +4684,23 @@ inline void declare_loader(const char* kind, bool framework) noexcept {
   k.compare_exchange_strong(none, kind, std::memory_order_relaxed);
 }
 
+/// The DataLoader worker this process is (lotus.torch: torch's get_worker_info().id), for the
+/// sidecar's `worker_id` line, with the pid that said so (a process forked from a worker is not
+/// that worker); id -1: none.
+struct worker_id_state {
+  std::atomic<long long> id{-1};
+  std::atomic<int> pid{0};
+};
+inline worker_id_state& loader_worker() noexcept {
+  static worker_id_state w;
+  return w;
+}
+inline void declare_worker_id(long long id) noexcept {
+  worker_id_state& w = loader_worker();
+  w.id.store(id, std::memory_order_relaxed);
+  w.pid.store(static_cast<int>(::getpid()), std::memory_order_relaxed);
+}
+
 /// The epochs the loader began in this process: how many, and when the last began (realtime ns,
 /// the trace's clock). The writer turns a change into a sidecar line `epoch <k> <start_ns>`
 /// (k: 0-based), so a capture's window knows the job's epoch numbering.
@@ -4991,6 +5008,16 @@ class trace_files {
       return put(header);
     }
     return put(text());
+  }
+
+  /// The sidecar's path once this process created it (a flight-recorder capture's part is
+  /// replaced whole when the stall it holds ends); false before.
+  bool sidecar_path(text& out) const noexcept {
+    if (sidecar_.state != file_slot::created ||
+        sidecar_pid_ != static_cast<std::uint64_t>(::getpid())) {
+      return false;
+    }
+    return path_of(out, sidecar_, kind_sidecar, sidecar_pid_);
   }
 
   static std::uint64_t count_lines(const char* p, std::size_t n) noexcept {
@@ -5715,6 +5742,14 @@ constexpr unsigned flight_max_pending = 16;
 /// Automatic captures one process asks for (a job that stalls all day must not fill the disk
 /// with captures); on-demand ones are not counted.
 constexpr unsigned flight_max_auto = 64;
+/// How long a process's part of a capture waits, past the window's end, for the stall it holds
+/// to end: a part written while its process was still inside a wait or a batch that began by the
+/// window's end is written again, whole, once that ended (and the tail after it), or at the
+/// window's end + this, cut there (its `inflight` lines say where).
+constexpr std::uint64_t flight_complete_ns = std::uint64_t{10} * 1000000000u;
+/// Parts one process keeps open for completion at once; a part beyond them stays as first
+/// written (cut where the window ended).
+constexpr unsigned flight_max_open = 4;
 
 /// The window: every thread's formatted records of the last LOTUS_FLIGHT seconds, as chunks in
 /// drain order (one per thread, file and writer cycle), bounded by LOTUS_FLIGHT_BYTES; the
@@ -5741,6 +5776,7 @@ class flight_recorder {
   /// A new trace directory (or flight mode turned on or off): an empty window, the new
   /// directory's control file read from requests ending after `now` on.
   LOTUS_DETAIL_COLD void reset(std::uint64_t now) noexcept {
+    drop_parts();
     free_chunks();
     started_ns_ = now;
     for (control_state& c : control_) c = control_state{};
@@ -5927,17 +5963,19 @@ class flight_recorder {
     }
     for (unsigned i = 0; i < pending_count_;) {
       if (final || pending_[i].end_ns <= now) {
-        write_capture(files, header(), pending_[i]);
+        write_capture(files, header(), pending_[i], final);
         pending_[i] = pending_[--pending_count_];
       } else {
         ++i;
       }
     }
+    complete_parts(files, header, now, final);
   }
 
   /// In a forked child: the parent's records are not this process's; requests still pending
   /// are (the child writes its own records of their window).
   LOTUS_DETAIL_COLD void fork_child() noexcept {
+    drop_parts();
     free_chunks();
     waits_count_ = 0;
     wait_fired_ = false;
@@ -5993,6 +6031,9 @@ class flight_recorder {
       const std::uint64_t from = window_from(pending_[i]);
       if (from < keep_from) keep_from = from;
     }
+    for (unsigned i = 0; i < open_count_; ++i) {  // what an open part has not written yet
+      if (open_[i]->written_to < keep_from) keep_from = open_[i]->written_to;
+    }
     while (head_ != nullptr && head_->stamp_ns < keep_from) pop(false);
   }
 
@@ -6045,12 +6086,17 @@ class flight_recorder {
       }
       return;
     }
-    // Another process of the directory (a worker whose batch stalled the loop, a rank stalled
-    // with this one) asked for a capture whose anomaly began before this one and lasted past its
-    // start: that capture holds this one's lead-up, with this process's records too.
+    // One stall, one capture: an anomaly that began inside the window of a capture another
+    // process of the directory asked for (a worker whose batch stalled the loop, the loop
+    // waiting for a worker's stuck batch, ranks stalled together), or this one, joins it. That
+    // capture holds its lead-up, and this process's part of it stays open until it ends.
     for (unsigned i = 0; i < pending_count_; ++i) {
       const flight_request& p = pending_[i];
-      if (p.pid == 0 && p.trigger_ns <= when && when <= p.end_ns) return;
+      if (p.pid == 0 && window_from(p) <= when && when <= p.end_ns) return;
+    }
+    for (unsigned i = 0; i < open_count_; ++i) {
+      const flight_request& p = open_[i]->r;
+      if (p.pid == 0 && window_from(p) <= when && when <= p.end_ns) return;
     }
     flight_request r;
     r.trigger_ns = when;
@@ -6239,11 +6285,145 @@ class flight_recorder {
     const char* name;
     file_slot slot;
   };
+  /// Files of threads a part may gain while it stays open (their chunks beyond: not written).
+  static constexpr std::size_t open_extra_files = 64;
+
+  /// Sidecar lines of a capture's part, growing (writer thread, cold path).
+  struct line_buf {
+    char* p = nullptr;
+    std::size_t n = 0, cap = 0;
+    bool failed = false;
+    void add(const char* s, std::size_t k) noexcept {
+      if (failed || k == 0) return;
+      if (n + k > cap) {
+        std::size_t c = cap != 0 ? cap : 8192;
+        while (c < n + k) c *= 2;
+        char* q = static_cast<char*>(std::realloc(p, c));
+        if (q == nullptr) {
+          failed = true;
+          return;
+        }
+        p = q;
+        cap = c;
+      }
+      std::memcpy(p + n, s, k);
+      n += k;
+    }
+    void add(const text& t) noexcept { add(t.c_str(), t.size()); }
+    void release() noexcept {
+      std::free(p);
+      *this = line_buf{};
+    }
+  };
+
+  /// This process's part of a capture whose stall was still going when it was written: its files
+  /// stay open until the stall ends (or flight_complete_ns), then the part is completed.
+  struct open_part {
+    flight_request r;
+    trace_files* out = nullptr;
+    capture_file* slots = nullptr;
+    std::size_t nslots = 0, cap = 0;
+    std::uint64_t from = 0, written_to = 0;  // chunks stamped after written_to: not on disk yet
+    std::uint64_t recorded = 0, written = 0, sanitized = 0;
+    line_buf lines;             // its sidecar lines but the header and the closing ones
+    std::uint64_t done_at = 0;  // the stall ended: completed at this time (0: still going)
+  };
+
+  /// A wait or a batch that began by `end`, read in progress at two cycles in a row: the stall a
+  /// capture whose window ends at `end` holds is still going in this process.
+  bool stalled_by(std::uint64_t end) const noexcept {
+    for (std::size_t i = 0; i < inflight_count_; ++i) {
+      const inflight_entry& e = inflight_[i];
+      if (e.confirmed && e.what != inflight_entry::op && e.since_ns <= end) return true;
+    }
+    return false;
+  }
+
+  /// Writes the record chunks stamped at or after `from` and after `after` into `out`, a file
+  /// per (thread, kind) in `slots` (at most `cap`), `thread` and `file` lines through `emit`,
+  /// then the window's sidecar lines of those chunks. Returns the last chunk's stamp.
+  template <class Emit>
+  std::uint64_t write_chunks(trace_files& out, capture_file* slots, std::size_t& nslots,
+                             std::size_t cap, std::uint64_t from, std::uint64_t after,
+                             std::uint64_t& recorded, std::uint64_t& written,
+                             std::uint64_t& sanitized, Emit&& emit) noexcept {
+    std::uint64_t last = after;
+    for (chunk* c = head_; c != nullptr; c = c->next) {
+      if (c->stamp_ns < from || c->stamp_ns <= after) continue;
+      if (c->stamp_ns > last) last = c->stamp_ns;
+      if (c->kind == chunk_sidecar) continue;
+      const bool main = c->kind == chunk_main;
+      capture_file* f = nullptr;
+      for (std::size_t i = 0; i < nslots && f == nullptr; ++i) {
+        if (slots[i].tid == c->tid && slots[i].main == main) f = &slots[i];
+      }
+      recorded += c->lines;
+      if (f == nullptr) {
+        if (nslots == cap) continue;  // a part kept open gained more threads than it has room for
+        f = &slots[nslots++];
+        f->tid = c->tid;
+        f->main = main;
+        f->name = c->name;
+        f->slot = file_slot{};
+        bool named = false;  // one `thread` line per thread
+        for (std::size_t i = 0; i + 1 < nslots; ++i) named = named || slots[i].tid == c->tid;
+        if (!named) {
+          text t;
+          emit(t.add("thread ").add(c->tid).add(' ').add_value(c->name).add('\n'));
+        }
+      }
+      const std::uint64_t done = out.write_slot(f->slot, c->tid, main, c->data, c->size, c->lines);
+      written += done;
+      if (done == c->lines) sanitized += c->sanitized;
+      if (out.created_full()) emit(out.take_created());
+    }
+    if (out.created_pending()) emit(out.take_created());
+    for (chunk* c = head_; c != nullptr; c = c->next) {
+      if (c->stamp_ns < from || c->stamp_ns <= after || c->kind != chunk_sidecar) continue;
+      // Whole lines only, each within the chunk: a line without its newline (never kept: the
+      // writer keeps whole lines) or longer than a text is skipped, never cut or read past.
+      std::size_t at = 0;
+      while (at < c->size) {
+        const void* nl = std::memchr(c->data + at, '\n', c->size - at);
+        if (nl == nullptr) break;
+        const auto end = static_cast<std::size_t>(static_cast<const char*>(nl) - c->data);
+        text t;
+        t.add(c->data + at, end - at + 1);
+        if (!t.overflow) emit(t);
+        at = end + 1;
+      }
+    }
+    return last;
+  }
+
+  /// The closing lines of a part: what was still in progress (a stall longer than the capture is
+  /// cut there, and these lines say where), then `capture` (window's end `end`) and `stats`.
+  template <class Emit>
+  void closing_lines(const flight_request& r, std::uint64_t from, std::uint64_t end,
+                     std::uint64_t recorded, std::uint64_t written, std::uint64_t sanitized,
+                     Emit&& emit, text& cap) const noexcept {
+    for (std::size_t i = 0; i < inflight_count_; ++i) {
+      text t;
+      if (inflight_line(i, t)) emit(t);
+    }
+    std::uint64_t dropped = 0;  // records the byte bound dropped from this window
+    const unsigned ne = evicted_count_ < max_evictions ? evicted_count_ : max_evictions;
+    for (unsigned i = 0; i < ne; ++i) {
+      if (evicted_[i].stamp_ns >= from && evicted_[i].stamp_ns <= end) {
+        dropped += evicted_[i].lines;
+      }
+    }
+    cap.add("capture ").add(r.id).add(' ').add(r.trigger_ns).add(' ').add(from).add(' ');
+    cap.add(end).add(' ').add(r.pid).add(' ').add_value(r.reason).add('\n');
+    cap.add("stats ").add(recorded + dropped).add(' ').add(written).add(' ');
+    cap.add(recorded + dropped - written).add(' ').add(sanitized).add('\n');
+  }
 
   /// Writes this process's window of `r` into `<dir>/capture-<id>/`: trace files named as usual,
-  /// then the sidecar, whose `capture` line comes last.
+  /// then the sidecar, whose `capture` line comes last. When this process is still inside a wait
+  /// or batch that began by the window's end, the part stays open (complete_parts).
   LOTUS_DETAIL_COLD void write_capture(trace_files& files, const text& header,
-                                       const flight_request& r) noexcept {
+                                       const flight_request& r, bool final) noexcept {
     files.make_dir();
     // `capture-<id>`, or the next name when another user (or anything but a directory of this
     // user) took it: a planted name never skips a capture.
@@ -6265,12 +6445,16 @@ class flight_recorder {
     const std::uint64_t from = window_from(r);
     std::size_t count = 0;
     for (chunk* c = head_; c != nullptr; c = c->next) count += c->stamp_ns >= from ? 1u : 0u;
+    const bool stays_open = !final && open_count_ < flight_max_open && stalled_by(r.end_ns);
+    const std::size_t cap = count + (stays_open ? open_extra_files : 0);
     capture_file* slots =
-        static_cast<capture_file*>(std::calloc(count != 0 ? count : 1, sizeof(capture_file)));
+        static_cast<capture_file*>(std::calloc(cap != 0 ? cap : 1, sizeof(capture_file)));
     trace_files* out = new (std::nothrow) trace_files();
-    if (slots == nullptr || out == nullptr) {
+    open_part* part = stays_open ? new (std::nothrow) open_part() : nullptr;
+    if (slots == nullptr || out == nullptr || (stays_open && part == nullptr)) {
       std::free(slots);
       delete out;
+      delete part;
       diag(topic::no_memory, "flight recorder: out of memory writing a capture; skipped");
       return;
     }
@@ -6291,73 +6475,132 @@ class flight_recorder {
         lines.clear();
       }
       lines.add(more);
+      if (part != nullptr) part->lines.add(more);
     };
-    for (chunk* c = head_; c != nullptr; c = c->next) {
-      if (c->stamp_ns < from || c->kind == chunk_sidecar) continue;
-      const bool main = c->kind == chunk_main;
-      capture_file* f = nullptr;
-      for (std::size_t i = 0; i < nslots && f == nullptr; ++i) {
-        if (slots[i].tid == c->tid && slots[i].main == main) f = &slots[i];
+    const std::uint64_t last =
+        write_chunks(*out, slots, nslots, cap, from, 0, recorded, written, sanitized, emit);
+    text closing;
+    // The closing lines go apart from the kept ones: a completed part has its own.
+    auto emit_closing = [&](const text& more) {
+      if (lines.size() + more.size() > 4000) {
+        out->write_sidecar(header, lines);
+        lines.clear();
       }
-      if (f == nullptr) {
-        f = &slots[nslots++];
-        f->tid = c->tid;
-        f->main = main;
-        f->name = c->name;
-        f->slot = file_slot{};
-        bool named = false;  // one `thread` line per thread
-        for (std::size_t i = 0; i + 1 < nslots; ++i) named = named || slots[i].tid == c->tid;
-        if (!named) {
-          text t;
-          emit(t.add("thread ").add(c->tid).add(' ').add_value(c->name).add('\n'));
-        }
-      }
-      recorded += c->lines;
-      const std::uint64_t done = out->write_slot(f->slot, c->tid, main, c->data, c->size, c->lines);
-      written += done;
-      if (done == c->lines) sanitized += c->sanitized;
-      if (out->created_full()) emit(out->take_created());
-    }
-    if (out->created_pending()) emit(out->take_created());
-    for (chunk* c = head_; c != nullptr; c = c->next) {
-      if (c->stamp_ns < from || c->kind != chunk_sidecar) continue;
-      // Whole lines only, each within the chunk: a line without its newline (never kept: the
-      // writer keeps whole lines) or longer than a text is skipped, never cut or read past.
-      std::size_t at = 0;
-      while (at < c->size) {
-        const void* nl = std::memchr(c->data + at, '\n', c->size - at);
-        if (nl == nullptr) break;
-        const auto end = static_cast<std::size_t>(static_cast<const char*>(nl) - c->data);
-        text t;
-        t.add(c->data + at, end - at + 1);
-        if (!t.overflow) emit(t);
-        at = end + 1;
-      }
-    }
-    // What was still in progress as the capture was written: a stall longer than the capture
-    // is cut there, and these lines say where.
-    for (std::size_t i = 0; i < inflight_count_; ++i) {
-      text t;
-      if (inflight_line(i, t)) emit(t);
-    }
-    std::uint64_t dropped = 0;  // records the byte bound dropped from this window
-    const unsigned ne = evicted_count_ < max_evictions ? evicted_count_ : max_evictions;
-    for (unsigned i = 0; i < ne; ++i) {
-      if (evicted_[i].stamp_ns >= from && evicted_[i].stamp_ns <= r.end_ns) {
-        dropped += evicted_[i].lines;
-      }
-    }
-    text cap;
-    cap.add("capture ").add(r.id).add(' ').add(r.trigger_ns).add(' ').add(from).add(' ');
-    cap.add(r.end_ns).add(' ').add(r.pid).add(' ').add_value(r.reason).add('\n');
-    cap.add("stats ").add(recorded + dropped).add(' ').add(written).add(' ');
-    cap.add(recorded + dropped - written).add(' ').add(sanitized).add('\n');
+      lines.add(more);
+    };
+    closing_lines(r, from, r.end_ns, recorded, written, sanitized, emit_closing, closing);
     if (!lines.empty()) out->write_sidecar(header, lines);
     // The closing lines on their own, from the budget's reserve for the `stats` line if need be.
-    out->write_sidecar(header, cap, true);
-    out->close_all(none);
-    delete out;
-    std::free(slots);
+    out->write_sidecar(header, closing, true);
+    if (part == nullptr) {
+      out->close_all(none);
+      delete out;
+      std::free(slots);
+      return;
+    }
+    part->r = r;
+    part->out = out;
+    part->slots = slots;
+    part->nslots = nslots;
+    part->cap = cap;
+    part->from = from;
+    part->written_to = last;
+    part->recorded = recorded;
+    part->written = written;
+    part->sanitized = sanitized;
+    open_[open_count_++] = part;
+  }
+
+  /// The open parts whose stall ended (a margin ago: its last records drained), or that waited
+  /// flight_complete_ns past their window, or all of them at `final`: each is completed (the
+  /// records since, appended; the sidecar replaced whole, its window ending now) and closed.
+  template <class Header>
+  void complete_parts(trace_files& files, Header&& header, std::uint64_t now, bool final) noexcept {
+    for (unsigned i = 0; i < open_count_;) {
+      open_part& p = *open_[i];
+      if (!final && now < p.r.end_ns + flight_complete_ns) {
+        if (stalled_by(p.r.end_ns)) {
+          p.done_at = 0;
+          ++i;
+          continue;
+        }
+        if (p.done_at == 0) p.done_at = now + set_.margin_ns;
+        if (now < p.done_at) {
+          ++i;
+          continue;
+        }
+      }
+      complete_part(files, header(), p, now);
+      close_part(p);
+      open_[i] = open_[--open_count_];
+    }
+  }
+
+  LOTUS_DETAIL_COLD void complete_part(trace_files& files, const text& header, open_part& p,
+                                       std::uint64_t now) noexcept {
+    auto emit = [&](const text& more) { p.lines.add(more); };
+    write_chunks(*p.out, p.slots, p.nslots, p.cap, p.from, p.written_to, p.recorded, p.written,
+                 p.sanitized, emit);
+    line_buf all;
+    all.add(header);
+    all.add(p.lines.p, p.lines.n);
+    text closing;
+    closing_lines(
+        p.r, p.from, now, p.recorded, p.written, p.sanitized,
+        [&](const text& more) { all.add(more); }, closing);
+    all.add(closing);
+    text side, tmp;
+    if (all.failed || !p.out->sidecar_path(side)) {
+      all.release();
+      return;  // the part stays as first written
+    }
+    if (!files.charge(all.n)) {
+      diag(topic::capture_budget,
+           "flight recorder: capture %s not completed (LOTUS_MAX_BYTES reached): its parts "
+           "stay cut where their window ended",
+           p.r.id);
+      all.release();
+      return;
+    }
+    // The new sidecar under a name no reader takes for one, then renamed over the old: a reader
+    // sees the part cut or whole, never half-written.
+    const std::size_t slash = std::string_view(side.c_str(), side.size()).rfind('/');
+    tmp.add(side.c_str(), slash + 1)
+        .add(".lotus-part-")
+        .add(static_cast<std::uint64_t>(::getpid()));
+    tmp.add(".tmp");
+    int fd = -1;
+    for (int attempt = 0; attempt < 2 && fd < 0 && !tmp.overflow; ++attempt) {
+      fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+      if (fd < 0 && errno == EEXIST) ::unlink(tmp.c_str());  // a crashed earlier try's
+    }
+    bool ok = fd >= 0;
+    for (std::size_t at = 0; ok && at < all.n;) {
+      const ssize_t k = ::write(fd, all.p + at, all.n - at);
+      if (k < 0 && errno == EINTR) continue;
+      ok = k > 0;
+      if (ok) at += static_cast<std::size_t>(k);
+    }
+    if (fd >= 0) ::close(fd);
+    if (ok) ok = ::rename(tmp.c_str(), side.c_str()) == 0;
+    if (!ok) {
+      const int e = errno;
+      if (fd >= 0) ::unlink(tmp.c_str());
+      diag(topic::capture_failed,
+           "flight recorder: capture %s not completed: cannot replace '%s': %s; it stays cut "
+           "where its window ended",
+           p.r.id, side.c_str(), std::strerror(e));
+    }
+    all.release();
+  }
+
+  void close_part(open_part& p) noexcept {
+    ptr_list<thread_state> none;
+    p.out->close_all(none);
+    delete p.out;
+    std::free(p.slots);
+    p.lines.release();
+    delete &p;
   }
 
   struct eviction {
@@ -6388,6 +6631,15 @@ class flight_recorder {
   control_state control_[flight_control_names];
   control_listing listing_;
   std::uint64_t pending_skipped_ = 0;  // requests skipped: flight_max_pending were pending
+  open_part* open_[flight_max_open] = {};
+  unsigned open_count_ = 0;
+
+  /// Open parts dropped as they are (a new directory; a forked child, whose parent completes
+  /// them).
+  void drop_parts() noexcept {
+    for (unsigned i = 0; i < open_count_; ++i) close_part(*open_[i]);
+    open_count_ = 0;
+  }
 };
 
 }  // namespace detail
@@ -7783,6 +8035,11 @@ class trace_writer {
     head.add(line, printed(m, sizeof line)).add(sidecar_info_);
     if (const char* l = loader_kind().load(std::memory_order_relaxed)) {
       head.add("loader ").add(l).add('\n');
+    }
+    const worker_id_state& w = loader_worker();  // a DataLoader worker: its id
+    if (w.pid.load(std::memory_order_relaxed) == static_cast<int>(::getpid())) {
+      const long long id = w.id.load(std::memory_order_relaxed);
+      if (id >= 0) head.add("worker_id ").add(static_cast<std::uint64_t>(id)).add('\n');
     }
     // The epoch in progress (a capture's window may begin inside it).
     const std::uint64_t begun = own_epochs();
@@ -10075,6 +10332,23 @@ inline void declare_loader(const char* kind, bool framework) noexcept {
   }
   const char* none = nullptr;
   k.compare_exchange_strong(none, kind, std::memory_order_relaxed);
+}
+
+/// The DataLoader worker this process is (lotus.torch: torch's get_worker_info().id), for the
+/// sidecar's `worker_id` line, with the pid that said so (a process forked from a worker is not
+/// that worker); id -1: none.
+struct worker_id_state {
+  std::atomic<long long> id{-1};
+  std::atomic<int> pid{0};
+};
+inline worker_id_state& loader_worker() noexcept {
+  static worker_id_state w;
+  return w;
+}
+inline void declare_worker_id(long long id) noexcept {
+  worker_id_state& w = loader_worker();
+  w.id.store(id, std::memory_order_relaxed);
+  w.pid.store(static_cast<int>(::getpid()), std::memory_order_relaxed);
 }
 
 /// The epochs the loader began in this process: how many, and when the last began (realtime ns,
