@@ -991,8 +991,9 @@ TEST_CASE("flight: lotus::capture() from a signal handler does not deadlock", "[
 namespace {
 
 /// Polls `dir` while a stall lasts (until `deadline`): the first capture holding this process's
-/// part, and when it was seen (0: not before the deadline).
-std::string capture_during(const std::string& dir, std::uint64_t deadline, std::uint64_t& seen) {
+/// part, when it was seen (0: not before the deadline) and its sidecar then (`side`).
+std::string capture_during(const std::string& dir, std::uint64_t deadline, std::uint64_t& seen,
+                           std::string& side) {
   seen = 0;
   std::string found;
   while (now_ns() < deadline) {
@@ -1001,12 +1002,26 @@ std::string capture_during(const std::string& dir, std::uint64_t deadline, std::
         if (!capture_line(c, ::getpid()).empty()) {
           found = c;
           seen = now_ns();
+          side = lotus_test::read_file(c + "/.lotustrace_log.lotus-meta_" +
+                                       std::to_string(::getpid()));
         }
       }
     }
     sleep_ms(10);
   }
   return found;
+}
+
+/// Waits (at most 15 s) until the capture `cap` holds a record named `name`: this process's part
+/// completed once the stall ended (issue #61 item 7). Returns that record (name empty: none).
+lotus_test::record await_record(const std::string& cap, const std::string& name) {
+  for (int i = 0; i < 1500; ++i) {
+    for (const auto& r : records_of(cap)) {
+      if (r.name == name) return r;
+    }
+    sleep_ms(10);
+  }
+  return {};
 }
 
 /// The earliest start among the records of a capture.
@@ -1034,9 +1049,11 @@ TEST_CASE(
   const std::uint64_t began = now_ns();
   bt.wait_begin();  // a 6 s stall: longer than the 4 s window
   std::uint64_t seen = 0;
-  const std::string cap = capture_during(dir.path, began + 6000000000u, seen);
+  std::string during;
+  const std::string cap = capture_during(dir.path, began + 6000000000u, seen, during);
   bt.arrived(stall);
   bt.consumed(stall);
+  const std::uint64_t ended = now_ns();
   REQUIRE_FALSE(cap.empty());  // on disk before the stall ended
   INFO("capture on disk " << (seen - began) / 1000000 << " ms after the stall began");
   CHECK(seen - began < 3000000000u);
@@ -1049,12 +1066,22 @@ TEST_CASE(
   const auto recs = records_of(cap);
   CHECK(earliest_start(recs) + 3000000000u <= began);  // records of 3 s before it, at least
   CHECK(count_batch(recs, "SBatchConsumed") >= 250);
-  // Cut (the stall outlasted the capture), and the capture says where: still waiting.
+  // Cut while the stall lasted (it outlasted the window), and the part said where: still waiting.
+  INFO(during);
+  CHECK(during.find("\ninflight ") != std::string::npos);
+  CHECK(during.find(" wait ") != std::string::npos);
+  CHECK(during.find(" " + std::to_string(stall) + " -\n") != std::string::npos);
+  // Completed once it ended (within flight_complete_ns of the window's end): the whole wait.
+  const lotus_test::record wait = await_record(cap, "SBatchWait_" + std::to_string(stall));
+  CHECK(wait.start + 1000000u >= began);
+  CHECK(wait.start <= began + 1000000u);
+  CHECK(wait.dur + 2000000u >= ended - began);
+  const capture_fields done = parse_capture(capture_line(cap, ::getpid()));
+  CHECK(done.id == f.id);
+  CHECK(done.end >= wait.start + wait.dur);
   const std::string side =
       lotus_test::read_file(cap + "/.lotustrace_log.lotus-meta_" + std::to_string(::getpid()));
-  CHECK(side.find(" wait ") != std::string::npos);
-  CHECK(side.find(" " + std::to_string(stall) + " -\n") != std::string::npos);
-  CHECK(side.find("\ninflight ") != std::string::npos);
+  CHECK(side.find(" " + std::to_string(stall) + " -\n") == std::string::npos);  // not cut
   lotus::configure(lotus::options{});
 }
 
@@ -1090,7 +1117,8 @@ TEST_CASE("flight: batch>X fires in the worker while it hangs, before the consum
   while (hang_began.load() == 0) sleep_ms(1);
   const std::uint64_t began = hang_began.load();
   std::uint64_t seen = 0;
-  const std::string cap = capture_during(dir.path, began + 2400000000u, seen);
+  std::string side;
+  const std::string cap = capture_during(dir.path, began + 2400000000u, seen, side);
   stop.store(true);
   for (auto& t : workers) t.join();
   REQUIRE_FALSE(cap.empty());  // on disk before the hang ended
@@ -1105,12 +1133,13 @@ TEST_CASE("flight: batch>X fires in the worker while it hangs, before the consum
   CHECK(f.start + 3000000000u <= began);
   const auto recs = records_of(cap);
   CHECK(earliest_start(recs) + 3000000000u <= began);
-  const std::string side =
-      lotus_test::read_file(cap + "/.lotustrace_log.lotus-meta_" + std::to_string(::getpid()));
-  INFO(side);
+  INFO(side);  // as first written, while it hung: where it was cut
   CHECK(side.find("\ninflight " + tid + " batch ") != std::string::npos);
   CHECK(side.find(" " + std::to_string(hang_idx.load()) + " -\n") != std::string::npos);
   CHECK(side.find(" 0 Hang\n") != std::string::npos);  // the op it hangs in
+  // Completed once the hang ended: the op Hang whole.
+  const lotus_test::record hang_op = await_record(cap, "SHang");
+  CHECK(hang_op.dur >= 2500000000u);
   lotus::configure(lotus::options{});
 }
 
@@ -1128,9 +1157,10 @@ TEST_CASE("flight: op:NAME>X and op>X fire while the op lasts; another name does
     const std::uint64_t began = now_ns();
     std::string cap;
     std::uint64_t seen = 0;
+    std::string side;
     {
       LOTUS_SCOPE("Slow");
-      cap = capture_during(dir.path, began + 1500000000u, seen);
+      cap = capture_during(dir.path, began + 1500000000u, seen, side);
     }
     REQUIRE_FALSE(cap.empty());
     const capture_fields f = parse_capture(capture_line(cap, ::getpid()));
