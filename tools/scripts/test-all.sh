@@ -110,8 +110,9 @@ pip_stack() {  # pip_stack NAME
   # Two at once (pytest-xdist: most of these tests wait on worker processes); then, alone, the
   # memory tests (other processes move their Pss) and the pip install (a build of its own).
   local together=(test_torch.py test_stateful.py test_nodes.py test_autotune.py
-                  test_autotune_equivalence.py test_frame.py test_flight.py test_live.py
-                  test_distributed.py)
+                  test_autotune_equivalence.py test_flight.py test_live.py test_distributed.py)
+  # lotus.frame reads traces with pandas and dask, whatever the torch: with the newest stack's.
+  [ "$name" = newest ] && together+=(test_frame.py)
   local alone=(test_memory.py)
   [ "$name" = newest ] && alone+=(test_install.py::test_pip_install_into_a_venv_with_pips_torch)
   local log="$out/pip-$name.pytest.log" log2="$out/pip-$name-serial.pytest.log"
