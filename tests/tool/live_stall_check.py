@@ -592,6 +592,37 @@ def records_of(d):
     return out
 
 
+def test_stuck_worker_alert_carries_the_op(tmp):
+    """Issue #61 item 7: the documented LotusWorkerStuckInBatch rule (promtool test rules, on
+    serve's series): a stuck worker inside an op fires with that op as its `op` label; one inside
+    no op still fires (without it); a worker under its threshold does not."""
+    promtool = shutil.which("promtool")
+    if not promtool:
+        pytest.skip("promtool not installed (Debian package prometheus)")
+    (tmp / "rules.yml").write_text(
+        "groups:\n  - name: lotus-test\n    rules:\n      - alert: LotusWorkerStuckInBatch\n"
+        f"        expr: {documented_rule('LotusWorkerStuckInBatch')}\n")
+    series = [("lotus_process_ended", 'host="h",pid="5"', 0)]
+    for worker, age, op in (("7", 5, "Sharpen"), ("8", 5, None), ("9", 1, "Normalize")):
+        w = f'host="h",pid="5",worker="{worker}"'
+        series += [("lotus_worker_inflight_seconds", w, age),
+                   ("lotus_worker_stall_threshold_seconds", w, 2)]
+        if op:
+            series.append(("lotus_op_inflight_seconds", w + f',op="{op}"', age))
+    lines = "".join(f"          - series: '{name}{{{labels}}}'\n            values: '{v}x3'\n"
+                    for name, labels, v in series)
+    (tmp / "test.yml").write_text(
+        f"rule_files: ['{tmp / 'rules.yml'}']\nevaluation_interval: 1m\ntests:\n"
+        "  - interval: 1m\n    input_series:\n" + lines +
+        "    alert_rule_test:\n      - eval_time: 2m\n        alertname: LotusWorkerStuckInBatch\n"
+        "        exp_alerts:\n"
+        "          - exp_labels: {host: h, pid: '5', worker: '7', op: Sharpen}\n"
+        "          - exp_labels: {host: h, pid: '5', worker: '8'}\n")
+    r = subprocess.run([promtool, "test", "rules", str(tmp / "test.yml")], capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
 def test_alertmanager_captures_a_stall(tmp):
     prometheus, promtool = shutil.which("prometheus"), shutil.which("promtool")
     alertmanager = shutil.which("prometheus-alertmanager") or (
@@ -696,6 +727,10 @@ def test_alertmanager_captures_a_stall(tmp):
         workers = {a["labels"].get("worker") for a in alerts
                    if a["labels"].get("alertname") == "LotusWorkerStuckInBatch"}
         assert workers == {stuck_tid}, alerts
+        # ... with the op it is stuck in (issue #61 item 7).
+        ops = {a["labels"].get("op") for a in alerts
+               if a["labels"].get("alertname") == "LotusWorkerStuckInBatch"}
+        assert "Stuck" in ops, alerts
         side = "\n".join(s.read_text(errors="replace") for s in cap.glob(".*.lotus-meta_*"))
         cline = re.search(r"^capture (\S+) (\d+) (\d+) (\d+) (\d+) (.*)$", side, re.M)
         assert cline and cline.group(6).startswith("alert LotusWorkerStuckInBatch "), side
