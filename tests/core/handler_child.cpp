@@ -1,5 +1,5 @@
-// SPDX-License-Identifier: MIT
 // lotus — a traced program whose signal handler records on the thread it interrupts (issue #61)
+// SPDX-License-Identifier: MIT
 //
 // Recorder threads, one after the other, record scopes, batches and a consumer's records while
 // they allocate and free memory most of the time; a sender thread sends the current one SIGUSR1

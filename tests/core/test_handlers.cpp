@@ -1,5 +1,5 @@
-// SPDX-License-Identifier: MIT
 // lotus — records made in signal handlers, with every production feature on (issue #61)
+// SPDX-License-Identifier: MIT
 //
 // handler_child records from ordinary code and from a SIGUSR1 handler that interrupts it every
 // ~30 us, mostly inside malloc and free. The record path allocates nothing and takes no lock, so
