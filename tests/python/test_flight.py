@@ -359,8 +359,9 @@ def test_lotus_tool_capture_on_a_running_job(tmp_path):
         while not ready.exists() and time.monotonic() < deadline and job.poll() is None:
             time.sleep(0.05)
         assert ready.exists()
-        r = tool("capture", str(trace_dir), "--reason", "on call")
+        r = tool("capture", str(trace_dir) + "/", "--reason", "on call")
         assert r.returncode == 0, r.stderr
+        assert "//" not in r.stdout, r.stdout  # DIR given with its slash: DIR/capture-<id>
         cap = pathlib.Path(r.stdout.strip())
         assert cap.parent == trace_dir and cap.name.startswith("capture-")
         stdout, stderr = job.communicate(timeout=120)

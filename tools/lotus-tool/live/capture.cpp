@@ -97,7 +97,11 @@ std::string run_capture(const capture_args& a) {
   }
   const std::uint64_t now = now_ns();
   const capture_request r = request_capture(a);
-  const std::string cap = a.dir + "/capture-" + r.id;
+  // DIR as given, less trailing slashes: "trace/" prints trace/capture-<id>, not
+  // trace//capture-<id>.
+  std::string base = a.dir;
+  while (base.size() > 1 && base.back() == '/') base.pop_back();
+  const std::string cap = base + "/capture-" + r.id;
   if (a.on_note) {
     a.on_note("requested capture " + r.id + " (window end " + std::to_string(r.end_ns) +
               " ns); waiting for the processes\n");
