@@ -265,6 +265,12 @@ def test_one_stall_is_one_whole_capture_that_names_it(tmp_path):
         assert (f"DataLoader worker {stalled['worker_id']} (pid {stalled['pid']}"
                 in story["text"]), story
         assert f"for batch {batch}" in story["text"] and "Sharpen" in story["text"], story
+        r = tool("stats", str(cap), "--json")  # stats gives the same story first
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["findings"][0] == story
+        end = int(parts[main_pid]["capture"][0].split(" ", 5)[3])
+        print(f"{reason[cap]}: Sharpen {sharpen[2] / 1e9:.3f} s, wait {wait[0][2] / 1e9:.3f} s, "
+              f"window ends {(end - wait[0][1] - wait[0][2]) / 1e9:.3f} s after the wait did")
 
 
 @pytest.mark.skipif(not TOOL, reason="LOTUS_TOOL not set")
