@@ -306,6 +306,15 @@ TEST_CASE("findings: a trace without batch records says so for every question",
   REQUIRE(ids == std::vector<std::string>{"input_bound", "top_op", "imbalance", "out_of_order",
                                           "batch_delay"});
   REQUIRE(contains(by_id(fs, "input_bound").title, "No main-process wait records"));
+  // The advice names the loader's own way to record the consumer's side (issue #63: a C++
+  // loader was told about num_workers=0).
+  REQUIRE(contains(by_id(fs, "input_bound").advice, "lotus::batch_tracker"));
+  REQUIRE_FALSE(contains(by_id(fs, "input_bound").advice, "num_workers=0"));
+  d.loader = "torch";
+  REQUIRE(contains(by_id(compute_findings(d), "input_bound").advice, "num_workers=0"));
+  d.loader = "nodes";
+  REQUIRE(contains(by_id(compute_findings(d), "input_bound").advice, "lotus.torch.instrument()"));
+  d.loader.clear();
   REQUIRE(contains(by_id(fs, "top_op").title, "No per-op records"));
   REQUIRE(contains(by_id(fs, "imbalance").title, "No batch preprocessing records"));
   REQUIRE(contains(by_id(fs, "batch_delay").title, "No batch delay"));

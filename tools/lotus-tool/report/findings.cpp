@@ -179,9 +179,22 @@ finding wait_finding(const report_data& d, const finding_thresholds& t) {
   if (w.count == 0 || elapsed_ms <= 0) {
     f.title = "No main-process wait records: whether the run was preprocessing-bound is unknown.";
     f.evidence = "0 SBatchWait records in main-process files.";
-    f.advice =
-        "Trace the training process too (its file is <prefix>_main_pid_<pid>). With "
-        "num_workers=0 the DataLoader writes no batch records at all.";
+    // How the consumer's side is recorded depends on the loader the sidecars name.
+    if (is_loader(d, "torch")) {
+      f.advice =
+          "Trace the training process too (its file is <prefix>_main_pid_<pid>). With "
+          "num_workers=0 the DataLoader writes no batch records at all.";
+    } else if (is_loader(d, "nodes")) {
+      f.advice =
+          "Trace the training loop's pulls too: call lotus.torch.instrument() in the training "
+          "process, which records each item taken from the pipeline's last node or its Loader.";
+    } else {
+      f.advice =
+          "Record the consumer's side too (its file is <prefix>_main_pid_<pid>): "
+          "lotus::batch_tracker's wait_begin(), arrived(i) and consumed(i) around the training "
+          "loop's fetch of each batch (lotus::pipeline and lotus::torch::make_data_loader do it "
+          "themselves; in Python, lotus.torch.instrument() for a DataLoader).";
+    }
     return f;
   }
   double share = std::min(1.0, w.sum / elapsed_ms);
