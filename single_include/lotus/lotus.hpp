@@ -6086,17 +6086,16 @@ class flight_recorder {
       }
       return;
     }
-    // One stall, one capture: an anomaly that began inside the window of a capture another
-    // process of the directory asked for (a worker whose batch stalled the loop, the loop
-    // waiting for a worker's stuck batch, ranks stalled together), or this one, joins it. That
+    // One stall, one capture: an anomaly that began by the end of a capture another process of
+    // the directory asked for, or this one (a worker whose batch stalled the loop, ranks stalled
+    // together), after its trigger, or before it inside its window when an automatic trigger
+    // asked for it (the loop's wait> fired before the stuck worker's batch>), joins it. That
     // capture holds its lead-up, and this process's part of it stays open until it ends.
     for (unsigned i = 0; i < pending_count_; ++i) {
-      const flight_request& p = pending_[i];
-      if (p.pid == 0 && window_from(p) <= when && when <= p.end_ns) return;
+      if (joins(pending_[i], when)) return;
     }
     for (unsigned i = 0; i < open_count_; ++i) {
-      const flight_request& p = open_[i]->r;
-      if (p.pid == 0 && window_from(p) <= when && when <= p.end_ns) return;
+      if (joins(open_[i]->r, when)) return;
     }
     flight_request r;
     r.trigger_ns = when;
@@ -6108,6 +6107,20 @@ class flight_recorder {
       diag_config("flight recorder: %s; capture in %s/capture-%s", reason, files.dir().c_str(),
                   r.id);
     }
+  }
+
+  bool joins(const flight_request& p, std::uint64_t when) const noexcept {
+    if (p.pid != 0 || when > p.end_ns) return false;
+    if (p.trigger_ns <= when) return true;
+    return window_from(p) <= when && automatic(p);
+  }
+
+  /// A request an automatic trigger wrote (its reason starts with the condition that fired).
+  static bool automatic(const flight_request& p) noexcept {
+    for (const char* c : {"wait>", "waitshare>", "batch>", "op>", "op:"}) {
+      if (std::strncmp(p.reason, c, std::strlen(c)) == 0) return true;
+    }
+    return false;
   }
 
   bool append(trace_files& files, const flight_request& r) noexcept {
