@@ -1076,7 +1076,13 @@ TEST_CASE(
   CHECK(wait.start + 1000000u >= began);
   CHECK(wait.start <= began + 1000000u);
   CHECK(wait.dur + 2000000u >= ended - began);
-  const capture_fields done = parse_capture(capture_line(cap, ::getpid()));
+  // The part's records are appended before its sidecar is replaced (renamed into place): wait
+  // for the completed sidecar too (at most 15 s), not only for the record.
+  capture_fields done = parse_capture(capture_line(cap, ::getpid()));
+  for (int k = 0; k < 1500 && done.end < wait.start + wait.dur; ++k) {
+    sleep_ms(10);
+    done = parse_capture(capture_line(cap, ::getpid()));
+  }
   CHECK(done.id == f.id);
   CHECK(done.end >= wait.start + wait.dur);
   const std::string side =
