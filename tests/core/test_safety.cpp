@@ -464,10 +464,15 @@ TEST_CASE("ring allocation failure: one message, every event written or counted"
   const auto c = run_child({child, "alloc", "4", "100000", "1024"}, env);
   require_clean_exit(c);
   INFO("stderr:\n" << c.run.err);
-  CHECK(count_of(c.run.err, "cannot allocate") == 1);
+  // Rings grow into segments the writer prepares ahead (issue #61): whether a growth meets the
+  // limit depends on how far the writer kept up, so the run may see no failure at all (0 of 4
+  // under ctest -j2). When it fails: one message, and in drop mode what did not fit is dropped.
+  const std::size_t failed = count_of(c.run.err, "cannot allocate");
+  CHECK(failed <= 1);
   CHECK(c.recorded == 20000 + 4 * 100000);  // every scope is written or counted as dropped
   CHECK(c.recorded == c.written + c.dropped);
-  if (must_drop) CHECK(c.dropped > 0);
+  if (must_drop && failed == 1) CHECK(c.dropped > 0);
+  if (failed == 0) WARN("no ring growth met the address-space limit in this run");
   const auto disk = read_disk(dir.path);
   CHECK(disk.bad == 0);
   CHECK(disk.lines == c.written);
