@@ -1903,8 +1903,11 @@ inline unsigned flight_control_list(const char* dir, std::uint64_t uid, flight_c
     text path;
     path.add(dir).add('/').add(e->d_name);
     if (path.overflow || path.size() == first.size()) continue;  // the first name: listed above
+    // A name that does not fit is skipped, not cut: the cut name would be another file's.
+    const std::size_t len = std::strlen(e->d_name);
+    if (len >= sizeof out->name) continue;
     if (::lstat(path.c_str(), &st) != 0 || !flight_control_owned(st)) continue;
-    std::snprintf(out[n++].name, sizeof out->name, "%s", e->d_name);
+    std::memcpy(out[n++].name, e->d_name, len + 1);
   }
   ::closedir(d);
   return n;
@@ -11587,8 +11590,11 @@ inline unsigned flight_control_list(const char* dir, std::uint64_t uid, flight_c
     text path;
     path.add(dir).add('/').add(e->d_name);
     if (path.overflow || path.size() == first.size()) continue;  // the first name: listed above
+    // A name that does not fit is skipped, not cut: the cut name would be another file's.
+    const std::size_t len = std::strlen(e->d_name);
+    if (len >= sizeof out->name) continue;
     if (::lstat(path.c_str(), &st) != 0 || !flight_control_owned(st)) continue;
-    std::snprintf(out[n++].name, sizeof out->name, "%s", e->d_name);
+    std::memcpy(out[n++].name, e->d_name, len + 1);
   }
   ::closedir(d);
   return n;

@@ -77,14 +77,16 @@ count_ctest_log() {  # adds a ctest log's "100% tests passed, 0 tests failed out
   echo "$(sed -E 's/.* ([0-9]+) tests? failed out of.*/\1/' <<<"$line") $(sed -E 's/.*out of ([0-9]+).*/\1/' <<<"$line")" >>"$counts"
 }
 
-count_pytest_log() {  # adds pytest's closing "== 12 passed, 1 failed, 3 skipped in 9.1s ==" to the totals
-  local line passed_n failed_n
-  line=$(grep -E '^=+ .*(passed|failed|error).* in [0-9.]+s' "$1" 2>/dev/null | tail -1 || true)
+count_pytest_log() {  # adds pytest's closing "12 passed, 1 failed, 3 skipped in 9.1s" to the totals
+  local line
+  # With -q the line stands alone; without it, it is framed by "=" ("== 12 passed ... in 9.1s ==").
+  line=$(grep -E '^(=+ )?[0-9]+ (passed|failed|skipped|errors?|deselected|xfailed|xpassed|warnings?)(,.*)? in [0-9.]+s' \
+           "$1" 2>/dev/null | tail -1 || true)
   [ -n "$line" ] || return 1
-  passed_n=$(grep -oE '[0-9]+ passed' <<<"$line" | cut -d' ' -f1 || true)
-  failed_n=$(( $(grep -oE '[0-9]+ failed' <<<"$line" | cut -d' ' -f1 || echo 0) \
-             + $(grep -oE '[0-9]+ errors?' <<<"$line" | cut -d' ' -f1 || echo 0) ))
-  echo "$failed_n $((${passed_n:-0} + failed_n))" >>"$counts"
+  # "failed total": failures and errors count as failed; skipped and deselected tests not at all.
+  awk '{for (i = 2; i <= NF; i++) { k = $i; sub(/[,=]+$/, "", k)
+          if (k == "passed") p += $(i - 1); else if (k == "failed" || k == "error" || k == "errors") f += $(i - 1) }}
+       END {print f + 0, p + f}' <<<"$line" >>"$counts"
 }
 
 # The Python tests that concern lotus.torch on a venv of pip's torch (tools/scripts/pip-stack.sh),
