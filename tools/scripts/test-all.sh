@@ -233,11 +233,13 @@ trap 'interrupted SIGTERM 143' TERM
 echo "test-all: variants: $variants; build trees in $out"
 case " $variants " in *" fresh "*|*" fresh13 "*)
   echo "test-all: fresh/fresh13 debootstrap minimal Debian roots into $out/root-* from the Debian archive" \
-       "(in the background while the first variants build; each removed after its stage, and on Ctrl-C)" ;;
+       "(in the background while the first variants build: 0.8 GB and 1-4 min a root, about 3 GB once" \
+       "built in; each removed after its stage, and on Ctrl-C)" ;;
 esac
 case " $variants " in *" pip-"*)
-  echo "test-all: pip-* make venvs of pip's torch in ${LOTUS_VENV_CACHE:-$HOME/.cache/lotus-venvs} (2.9 GB of" \
-       "PyPI wheels a stack, kept in ${LOTUS_WHEEL_CACHE:-$HOME/.cache/lotus-wheels}; both kept until the pins change)" ;;
+  echo "test-all: pip-* make venvs of pip's torch in ${LOTUS_VENV_CACHE:-$HOME/.cache/lotus-venvs} (5.7 GB a" \
+       "stack, from 2.9 GB of PyPI wheels kept in ${LOTUS_WHEEL_CACHE:-$HOME/.cache/lotus-wheels}; both kept until" \
+       "the pins change)" ;;
 esac
 echo "test-all: a quick run without roots or venvs: LOTUS_VARIANTS=\"lint gcc\" bash tools/scripts/test-all.sh"
 
