@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
 """The straggler finder over RANKS rank directories (default 4,096: ~1.9 M records; ctest runs
-1,024), 8 ranks a host (see gen_ranks.py): one rank whose RandomResizedCrop takes 3x as long is named with its op; one host
-whose 8 ranks are all 1.6x slower is named as a host; with nothing planted no straggler is
-claimed. Timings are printed, not asserted.
+1,024), 8 ranks a host (see gen_ranks.py): one rank whose RandomResizedCrop takes 3x as long is
+named with its op; one host whose 8 ranks are all 1.6x slower is named as a host; with nothing
+planted no straggler is claimed. Timings are printed, not asserted.
 
     straggler_ranks.py LOTUS_TOOL GEN_RANKS WORK_DIR [RANKS]
 """

@@ -259,7 +259,6 @@ case " $variants " in *" pip-newest "*) start_pip_prepare newest ;; esac
 case " $variants " in *" pip-middle "*) start_pip_prepare middle ;; esac
 case " $variants " in *" fresh13 "*) start_prepare trixie --tests ;; esac
 case " $variants " in *" fresh "*) start_prepare bookworm ;; esac
-# The pip install builds everything once more (minutes): with fresh13 it is proven on Debian 13.
 # The stack variant proves a release's own packages: lotus.torch's records on its torch (fork, the
 # main process, distributed, live), the module, the pip install, the docs. The Python tests of what
 # does not depend on the release (the flight recorder, causes, memory, mapping, spawn start-up,
@@ -268,6 +267,7 @@ stack_ctest="${LOTUS_STACK_CTEST:--E ^python\.(torch_spawn|flight|causes|memory|
 # With both pip stacks in the run, the Python tests they run whole (the flight recorder, memory,
 # frames, autotune) are not run a third time on Debian 12's torch in the gcc variant.
 gcc_skip=""
+# The pip install builds everything once more (minutes): with fresh13 it is proven on Debian 13.
 case " $variants " in *" fresh13 "*) gcc_skip="pip" ;; esac
 if [[ " $variants " == *" pip-newest "* && " $variants " == *" pip-middle "* ]]; then
   gcc_skip="${gcc_skip:+$gcc_skip|}flight|memory|frame|autotune|autotune_equivalence"
