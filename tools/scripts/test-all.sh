@@ -38,6 +38,7 @@ mkdir -p "$out"
 passed=0
 failed=0
 failures=()
+stage_times=()
 # "failed total" per test log, appended by the stages (each runs in a subshell of its own).
 counts="$out/.test-counts"
 : >"$counts"
@@ -52,10 +53,12 @@ stage() {  # stage NAME COMMAND...
   if wait "$stage_pid"; then
     passed=$((passed + 1))
     echo "::: $name passed ($((SECONDS - t0)) s)"
+    stage_times+=("$(printf '%6d s  passed  %s' "$((SECONDS - t0))" "${name%%:*}")")
   else
     failed=$((failed + 1))
     failures+=("$name")
     echo "::: $name FAILED ($((SECONDS - t0)) s)"
+    stage_times+=("$(printf '%6d s  FAILED  %s' "$((SECONDS - t0))" "${name%%:*}")")
   fi
 }
 
@@ -121,11 +124,11 @@ pip_stack() {  # pip_stack NAME
   local log="$out/pip-$name.pytest.log" log2="$out/pip-$name-serial.pytest.log"
   (cd tests/python && PYTHONPATH="$build/python" LOTUS_TOOL="$build/tools/lotus-tool/lotus-tool" \
      LOTUS_STACK_VENV="$venv" PYTHONDONTWRITEBYTECODE=1 \
-     "$venv/bin/python" -m pytest -q -p no:cacheprovider -rs --durations=15 -n 2 "${together[@]}") 2>&1 | tee "$log" || rc=1
+     "$venv/bin/python" -m pytest -q -p no:cacheprovider -rfEs --durations=15 -n 2 "${together[@]}") 2>&1 | tee "$log" || rc=1
   count_pytest_log "$log" || rc=1
   (cd tests/python && PYTHONPATH="$build/python" LOTUS_TOOL="$build/tools/lotus-tool/lotus-tool" \
      LOTUS_STACK_VENV="$venv" PYTHONDONTWRITEBYTECODE=1 \
-     "$venv/bin/python" -m pytest -q -p no:cacheprovider -rs "${alone[@]}") 2>&1 | tee "$log2" || rc=1
+     "$venv/bin/python" -m pytest -q -p no:cacheprovider -rfEs "${alone[@]}") 2>&1 | tee "$log2" || rc=1
   count_pytest_log "$log2" || rc=1
   return $rc
 }
@@ -312,11 +315,30 @@ for v in $variants; do
 done
 
 echo
-# The failed tests by name, per ctest log: CI shows only the end of this script's output.
+# CI shows only the end of this script's output: the failed tests with the end of their output
+# (ctest's LastTest.log, 25 lines each, at most 8 tests a variant), then the stage times.
 for log in "$out"/*.ctest.log; do
   [ -f "$log" ] || continue
-  sed -n '/The following tests FAILED:/,/^$/p' "$log" | sed "s|^|$(basename "$log" .ctest.log): |"
+  v=$(basename "$log" .ctest.log)
+  sed -n '/The following tests FAILED:/,/^$/p' "$log" | sed "s|^|$v: |"
+  last="$out/$v/Testing/Temporary/LastTest.log"
+  [ -f "$last" ] || continue
+  sed -n -E 's/^[[:space:]]*[0-9]+ - (.*) \((Failed|Timeout|SEGFAULT|Subprocess aborted|Exception|Child aborted|Not Run)\)$/\1/p' \
+    "$log" | head -8 | while IFS= read -r t; do
+    echo "$v: the end of \"$t\":"
+    awk -v t="$t" '/^[0-9]+\/[0-9]+ Testing: / && substr($0, index($0, "Testing: ") + 9) == t {on = 1; n = 0; next}
+                   on && index($0, "\"" t "\" end time:") == 1 {on = 0}
+                   on {buf[n++ % 25] = $0}
+                   END {for (i = (n > 25 ? n - 25 : 0); i < n; i++) print "  " buf[i % 25]}' "$last"
+  done
 done
+for log in "$out"/*.pytest.log; do  # pytest's -r summary names each failure on a FAILED/ERROR line
+  [ -f "$log" ] || continue
+  grep -E '^(FAILED|ERROR) ' "$log" | head -20 | cut -c1-300 | sed "s|^|$(basename "$log" .pytest.log): |"
+done
+echo "stage times:"
+printf '%s\n' "${stage_times[@]}"
+echo "total: $SECONDS s"
 [ ${#failures[@]} -eq 0 ] || printf 'failed variant: %s\n' "${failures[@]}"
 echo "variants: $passed passed, $failed failed"
 read -r tests_failed tests_total < <(awk '{f += $1; t += $2} END {print f + 0, t + 0}' "$counts")

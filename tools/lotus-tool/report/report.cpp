@@ -569,8 +569,8 @@ void read_report(const report_args& a, report_data& rd) {
   rd.stats = eng.compute(sopt);
   rd.story.cut_batches =
       capture ? rd.stats.delay.unmatched_preprocessed + rd.stats.delay.unmatched_consumed : 0;
+  rank_op_table t = eng.take_rank_ops();  // the engine's per-file rows, moved (not copied)
   {
-    const rank_op_table t = eng.rank_ops();
     for (std::size_t f = 0; f < t.files.size() && f < consumer_file.size(); ++f) {
       const bool prepares = f < rd.stats.file_batches.size() && rd.stats.file_batches[f].first != 0;
       if (!consumer_file[f] || prepares) continue;
@@ -578,7 +578,6 @@ void read_report(const report_args& a, report_data& rd) {
     }
   }
   if (rd.ranks.size() >= 2) {
-    rank_op_table t = eng.rank_ops();
     rd.rank_ops.ops = std::move(t.ops);
     rd.rank_ops.ranks.assign(rd.ranks.size(), {});
     for (std::size_t k = 0; k < t.ranks.size(); ++k) {

@@ -454,6 +454,7 @@ void stats_engine::batch_and_wait_times(const stats_options& opt, stats_result& 
     pre_.scan(to(r.preprocessing_sketch));
     wait_.scan(to(r.wait_sketch));
   }
+  r.file_batches.reserve(file_source_.size());
   pre_.scan([&](const span& s) {
     const auto f = static_cast<std::size_t>(s.file);
     if (f >= r.file_batches.size()) r.file_batches.resize(f + 1);
@@ -562,20 +563,26 @@ void stats_engine::batch_delays(const stats_options& opt, stats_result& r) const
   }
 }
 
-rank_op_table stats_engine::rank_ops() const {
+rank_op_table stats_engine::take_rank_ops() {
+  rank_op_table t = rank_table(std::move(file_ops_));
+  file_ops_.clear();
+  return t;
+}
+
+rank_op_table stats_engine::rank_table(std::vector<std::vector<op_cell>> files) const {
   rank_op_table t;
   t.ops.assign(names_.begin(), names_.end());
-  t.files = file_ops_;
-  t.file_source.resize(file_ops_.size());
+  t.files = std::move(files);
+  t.file_source.resize(t.files.size());
   std::size_t sources = 0;
-  for (std::size_t f = 0; f < file_ops_.size(); ++f) {
+  for (std::size_t f = 0; f < t.files.size(); ++f) {
     t.file_source[f] = source_of(f);
-    if (!file_ops_[f].empty()) sources = std::max<std::size_t>(sources, t.file_source[f] + 1);
+    if (!t.files[f].empty()) sources = std::max<std::size_t>(sources, t.file_source[f] + 1);
   }
   t.ranks.resize(sources);
-  for (std::size_t f = 0; f < file_ops_.size(); ++f) {
+  for (std::size_t f = 0; f < t.files.size(); ++f) {
     std::vector<op_cell>& row = t.ranks[t.file_source[f] < sources ? t.file_source[f] : 0];
-    for (const op_cell& c : file_ops_[f]) {
+    for (const op_cell& c : t.files[f]) {
       auto it =
           std::find_if(row.begin(), row.end(), [&](const op_cell& x) { return x.op == c.op; });
       if (it == row.end()) {
@@ -611,7 +618,7 @@ stats_result compute_stats(const trace_dir& dir, const read_options& ropt,
   stats_engine eng(lim);
   std::vector<std::uint32_t> sources(dir.files.size());
   for (std::size_t i = 0; i < dir.files.size(); ++i) sources[i] = dir.files[i].source;
-  eng.set_file_sources(sources);
+  eng.set_file_sources(std::move(sources));
   // Per directory (rank): the light sums of the rank comparison.
   const bool per_rank = dir.sources.size() > 1 || sopt.sketches;
   // Every directory's main-process span (for the wait share), and per directory the light sums
@@ -665,7 +672,7 @@ stats_result compute_stats(const trace_dir& dir, const read_options& ropt,
     if (per_rank && f.kind == file_kind::worker) ++ranks[f.source].worker_files;
   }
   r.slowest_rank = slowest_rank_of(ranks);
-  if (per_rank) r.rank_ops = eng.rank_ops();
+  if (per_rank) r.rank_ops = eng.take_rank_ops();
   r.straggler = analyze_straggler(ranks, r.rank_ops);
   r.ranks = std::move(ranks);
   return r;

@@ -171,9 +171,15 @@ class stats_engine {
   stats_result compute(const stats_options& opt) const;
   /// The directory (trace_file::source) of each file index: epochs and the delay join are per
   /// directory. Without it every file is in directory 0.
-  void set_file_sources(std::vector<std::uint32_t> sources) { file_source_ = std::move(sources); }
+  /// Its size, the number of files, sizes the per-file tables once (100k files: no doubling).
+  void set_file_sources(std::vector<std::uint32_t> sources) {
+    file_source_ = std::move(sources);
+    file_ops_.reserve(file_source_.size());
+  }
   /// Per source and per file, per op: count and summed duration (the straggler finder's input).
-  rank_op_table rank_ops() const;
+  /// Its per-file rows are moved out of the engine (no copy of 100k files' rows): call it once,
+  /// after compute().
+  rank_op_table take_rank_ops();
 
   struct span {
     std::uint64_t idx, start, dur;
@@ -198,6 +204,7 @@ class stats_engine {
   void op_table(const stats_options& opt, stats_result& r) const;
   void batch_and_wait_times(const stats_options& opt, stats_result& r) const;
   void batch_delays(const stats_options& opt, stats_result& r) const;
+  rank_op_table rank_table(std::vector<std::vector<op_cell>> files) const;
 
   stats_limits lim_;
   std::size_t other_ = SIZE_MAX;  // the pooled row, once a name beyond max_ops is met
