@@ -309,10 +309,12 @@ for v in $variants; do
             -DLOTUS_BUILD_EXAMPLES=OFF -DLOTUS_BUILD_BENCH=OFF -DLOTUS_WITH_TORCH=OFF -DLOTUS_BUILD_PYTHON=OFF ;;
     tsan) stage "tsan: core, config, collector" configure_build_test tsan "" \
             -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS=-O1 -DCMAKE_CXX_COMPILER=g++ \
+            -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DLOTUS_SANITIZE_DEBUG_INFO=-g1 \
             -DLOTUS_SANITIZE=thread -DLOTUS_TEST_DIRS="core;config;collector" \
             -DLOTUS_BUILD_EXAMPLES=OFF -DLOTUS_BUILD_TOOLS=OFF -DLOTUS_BUILD_BENCH=OFF -DLOTUS_WITH_TORCH=OFF -DLOTUS_BUILD_PYTHON=OFF ;;
     single) stage "single_include: core and config against the generated header" configure_build_test single "" \
               -DCMAKE_BUILD_TYPE=Release -DLOTUS_USE_SINGLE_INCLUDE=ON -DLOTUS_TEST_DIRS="core;config" \
+              -DLOTUS_TEST_CXX_FLAGS=-O1 \
               -DLOTUS_BUILD_EXAMPLES=OFF -DLOTUS_BUILD_TOOLS=OFF -DLOTUS_BUILD_BENCH=OFF -DLOTUS_WITH_TORCH=OFF -DLOTUS_BUILD_PYTHON=OFF ;;
     pip-newest|pip-middle)
       stage "$v: lotus.torch, loader families, autotune and frame tests on pip's torch ($(bash tools/scripts/pip-stack.sh --list "${v#pip-}" | grep '^torch==' | cut -d= -f3))" \
