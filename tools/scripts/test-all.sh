@@ -346,7 +346,7 @@ for log in "$out"/*.ctest.log; do
 done
 for log in "$out"/*.pytest.log; do  # pytest's -r summary names each failure on a FAILED/ERROR line
   [ -f "$log" ] || continue
-  grep -E '^(FAILED|ERROR) ' "$log" | head -20 | cut -c1-300 | sed "s|^|$(basename "$log" .pytest.log): |"
+  { grep -E '^(FAILED|ERROR) ' "$log" || true; } | head -20 | cut -c1-300 | sed "s|^|$(basename "$log" .pytest.log): |"
 done
 echo "stage times:"
 printf '%s\n' "${stage_times[@]}"
