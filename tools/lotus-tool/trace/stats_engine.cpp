@@ -564,15 +564,10 @@ void stats_engine::batch_delays(const stats_options& opt, stats_result& r) const
 }
 
 rank_op_table stats_engine::take_rank_ops() {
-  rank_op_table t = rank_table(std::move(file_ops_));
-  file_ops_.clear();
-  return t;
-}
-
-rank_op_table stats_engine::rank_table(std::vector<std::vector<op_cell>> files) const {
   rank_op_table t;
   t.ops.assign(names_.begin(), names_.end());
-  t.files = std::move(files);
+  t.files = std::move(file_ops_);
+  file_ops_.clear();
   t.file_source.resize(t.files.size());
   std::size_t sources = 0;
   for (std::size_t f = 0; f < t.files.size(); ++f) {

@@ -204,7 +204,6 @@ class stats_engine {
   void op_table(const stats_options& opt, stats_result& r) const;
   void batch_and_wait_times(const stats_options& opt, stats_result& r) const;
   void batch_delays(const stats_options& opt, stats_result& r) const;
-  rank_op_table rank_table(std::vector<std::vector<op_cell>> files) const;
 
   stats_limits lim_;
   std::size_t other_ = SIZE_MAX;  // the pooled row, once a name beyond max_ops is met
