@@ -801,6 +801,30 @@ inline void inflight_wait(inflight& f, std::uint64_t idx, std::uint64_t t0) noex
   f.wait_t0.store(t0, std::memory_order_release);
 }
 
+/// The batches of the current epoch whose wait includes a worker's start-up, [lo, hi): each
+/// worker's first batch (a DataLoader sends batch i to worker i % num_workers first; spawned
+/// workers import torch for seconds, and unevenly). The wait triggers skip them. By default batch
+/// 0; lotus.torch sets them at each epoch (set_startup_batches).
+struct startup_batches {
+  std::atomic<std::uint64_t> lo{0};
+  std::atomic<std::uint64_t> hi{1};
+};
+inline startup_batches& startup_batch_range() noexcept {
+  static startup_batches r;
+  return r;
+}
+inline void set_startup_batches(std::uint64_t lo, std::uint64_t hi) noexcept {
+  startup_batches& r = startup_batch_range();
+  r.lo.store(lo, std::memory_order_relaxed);
+  r.hi.store(hi > lo ? hi : lo + 1, std::memory_order_relaxed);
+}
+/// Whether the wait for batch `idx` includes a worker's start-up (no stall).
+inline bool startup_batch(std::uint64_t idx) noexcept {
+  const startup_batches& r = startup_batch_range();
+  return idx == 0 || (idx >= r.lo.load(std::memory_order_relaxed) &&
+                      idx < r.hi.load(std::memory_order_relaxed));
+}
+
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
@@ -5796,9 +5820,10 @@ class flight_recorder {
     if (set_.share_permille != 0) {
       waits_[waits_count_++ % max_waits] = wait_span{start, end};
     }
-    // Batch 0 of an epoch waits for the workers to start (spawn: seconds of imports): no stall.
-    // A wait the in-progress check fired for already (same start) is within the hold-off.
-    if (set_.wait_ns != 0 && dur > set_.wait_ns && idx != 0 && !wait_fired_ &&
+    // Each worker's first batch of an epoch waits for it to start (spawn: seconds of imports):
+    // no stall. A wait the in-progress check fired for already (same start) is within the
+    // hold-off.
+    if (set_.wait_ns != 0 && dur > set_.wait_ns && !startup_batch(idx) && !wait_fired_ &&
         start >= holdoff_until_) {
       wait_fired_ = true;
       wait_idx_ = idx;
@@ -5832,8 +5857,9 @@ class flight_recorder {
                       static_cast<unsigned long long>(e[i].tid),
                       static_cast<unsigned long long>(e[i].idx), ms);
       } else if (e[i].what == inflight_entry::wait && set_.wait_ns != 0 && age > set_.wait_ns &&
-                 e[i].idx != 0) {
-        // Batch 0 of an epoch waits for the workers to start (spawn: seconds of imports).
+                 !startup_batch(e[i].idx)) {
+        // Each worker's first batch of an epoch waits for it to start (spawn: seconds of
+        // imports, unevenly).
         std::snprintf(reason, sizeof reason,
                       "wait>%llums: waiting for batch %llu for %llu ms (still waiting)",
                       static_cast<unsigned long long>(set_.wait_ns / 1000000),
@@ -9482,6 +9508,30 @@ inline void inflight_batch(inflight& f, std::uint64_t idx, std::uint64_t t0) noe
 inline void inflight_wait(inflight& f, std::uint64_t idx, std::uint64_t t0) noexcept {
   f.wait_idx.store(idx, std::memory_order_relaxed);
   f.wait_t0.store(t0, std::memory_order_release);
+}
+
+/// The batches of the current epoch whose wait includes a worker's start-up, [lo, hi): each
+/// worker's first batch (a DataLoader sends batch i to worker i % num_workers first; spawned
+/// workers import torch for seconds, and unevenly). The wait triggers skip them. By default batch
+/// 0; lotus.torch sets them at each epoch (set_startup_batches).
+struct startup_batches {
+  std::atomic<std::uint64_t> lo{0};
+  std::atomic<std::uint64_t> hi{1};
+};
+inline startup_batches& startup_batch_range() noexcept {
+  static startup_batches r;
+  return r;
+}
+inline void set_startup_batches(std::uint64_t lo, std::uint64_t hi) noexcept {
+  startup_batches& r = startup_batch_range();
+  r.lo.store(lo, std::memory_order_relaxed);
+  r.hi.store(hi > lo ? hi : lo + 1, std::memory_order_relaxed);
+}
+/// Whether the wait for batch `idx` includes a worker's start-up (no stall).
+inline bool startup_batch(std::uint64_t idx) noexcept {
+  const startup_batches& r = startup_batch_range();
+  return idx == 0 || (idx >= r.lo.load(std::memory_order_relaxed) &&
+                      idx < r.hi.load(std::memory_order_relaxed));
 }
 
 }  // namespace detail

@@ -376,6 +376,33 @@ TEST_CASE("flight: wait>X fires during the long wait; a second stall in the hold
   lotus::configure(lotus::options{});
 }
 
+TEST_CASE("flight: wait>X skips each worker's first batch of the epoch (their start-up)",
+          "[flight]") {
+  lotus_test::temp_dir dir;
+  lotus::configure(flight_to(dir.path, 2, "wait>150ms"));
+  // An epoch resumed at batch 10 with two workers (what lotus.torch sets at each epoch).
+  lotus::detail::set_startup_batches(10, 12);
+  {
+    lotus::batch_tracker bt;
+    batch(bt, 0, 300);  // batch 0: always start-up
+    for (std::uint64_t i = 1; i < 10; ++i) batch(bt, i, 1);
+    batch(bt, 10, 300);  // worker 0's first batch
+    batch(bt, 11, 300);  // worker 1's
+    sleep_ms(300);
+    lotus::flush();
+    CHECK(captures(dir.path).empty());
+    batch(bt, 12, 300);  // a stall
+    batch(bt, 13, 1);
+  }
+  lotus::detail::set_startup_batches(0, 1);
+  const auto caps = await_captures(dir.path, 1);
+  REQUIRE(caps.size() == 1);
+  const capture_fields f = parse_capture(capture_line(caps[0], ::getpid()));
+  INFO(f.reason);
+  CHECK(f.reason.rfind("wait>150ms: waiting for batch 12 for ", 0) == 0);
+  lotus::configure(lotus::options{});
+}
+
 TEST_CASE("flight: a stall another process (a rank) already captured is not captured twice",
           "[flight]") {
   lotus_test::temp_dir dir;

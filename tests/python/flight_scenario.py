@@ -6,7 +6,7 @@
 json keys: trace (prefix), flags (a scratch directory), context (fork|spawn), workers, options
 (lotus.torch.instrument's keywords: flight, trigger, ...), slow_after_s (the first sample fetched
 this long after the start sleeps slow_s; none: no slow sample), slow_s, run_s (how long the job
-iterates), slow_op (the slow sample's op, traced with its S; default Sleepy), ask_after_s (call lotus.capture() this long after the start), ready (a file written
+iterates), late_worker_s (worker 1 starts this much later than worker 0), slow_op (the slow sample's op, traced with its S; default Sleepy), ask_after_s (call lotus.capture() this long after the start), ready (a file written
 once run_s/2 have passed), consume_s (the training step: a sleep after each batch). The start is the first batch's arrival (the workers are up).
 Each sample takes ~2 ms (op SWork); the slow one is op SSleepy (slow_op), and the worker that
 takes it writes {worker_id, pid} (torch's get_worker_info(), os.getpid()) to flags/slow_worker. After every batch the job checks
@@ -15,6 +15,7 @@ records). Prints {pid, slow_arrival_ns, slow_wait_s, disk_before_trigger, asked,
 (when the main process's part of a capture was first seen), leftover (trace files in the
 directory itself at the end)}.
 """
+import functools
 import json
 import os
 import sys
@@ -59,6 +60,12 @@ class Job(Dataset):
         return torch.tensor([i])
 
 
+def late_start(worker_s, worker_id):
+    """worker_init_fn: worker 1 starts worker_s late (its first batch, batch 1, waits for it)."""
+    if worker_id == 1:
+        time.sleep(worker_s)
+
+
 def trace_files_on_disk(directory):
     """Trace files (not hidden sidecars/control file, not capture directories) in `directory`."""
     return [n for n in os.listdir(directory)
@@ -74,7 +81,9 @@ def main():
     ds = Job(100000, t0_file, cfg.get("slow_after_s"), cfg.get("slow_s", 1.5),
              os.path.join(cfg["flags"], "slow_token"), cfg.get("slow_op", "Sleepy"))
     loader = DataLoader(ds, batch_size=2, num_workers=cfg.get("workers", 2),
-                        multiprocessing_context=cfg.get("context", "fork"))
+                        multiprocessing_context=cfg.get("context", "fork"),
+                        worker_init_fn=(functools.partial(late_start, cfg["late_worker_s"])
+                                        if cfg.get("late_worker_s") else None))
     slow_arrival_ns, slow_wait_s, disk_before = None, 0.0, []
     asked = False
     ready = cfg.get("ready")

@@ -386,6 +386,19 @@ PyObject* py_wait_begin(PyObject*, PyObject* arg) {
   return PyLong_FromUnsignedLongLong(t0);
 }
 
+/// _startup_batches(lo, hi): the epoch's batches [lo, hi) are each a worker's first (their wait
+/// includes its start-up; the wait triggers skip them).
+PyObject* py_startup_batches(PyObject*, PyObject* const* args, Py_ssize_t n) {
+  std::uint64_t lo = 0, hi = 0;
+  if (n != 2) {
+    PyErr_SetString(PyExc_TypeError, "_startup_batches(lo, hi) takes 2 arguments");
+    return nullptr;
+  }
+  if (!u64_arg(args[0], lo, "lo") || !u64_arg(args[1], hi, "hi")) return nullptr;
+  lotus::detail::set_startup_batches(lo, hi);
+  Py_RETURN_NONE;
+}
+
 PyObject* py_wait_done(PyObject*, PyObject*) {
   if (lotus::detail::inflight* f = lotus::detail::inflight_self()) {
     lotus::detail::inflight_wait(*f, 0, 0);
@@ -518,6 +531,9 @@ PyMethodDef module_methods[] = {
      "_batch_begin(idx): a worker batch starts (resources read, in progress); its start."},
     {"_batch_abandon", py_batch_abandon, METH_NOARGS,
      "_batch_abandon(): the batch begun ends unrecorded."},
+    {"_startup_batches",
+     reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_startup_batches)), METH_FASTCALL,
+     "_startup_batches(lo, hi): each a worker's first batch of the epoch."},
     {"_wait_begin", py_wait_begin, METH_O,
      "_wait_begin(idx): the main process waits for batch idx (in progress); its start."},
     {"_wait_done", py_wait_done, METH_NOARGS, "_wait_done(): the wait ended."},

@@ -91,6 +91,30 @@ inline void inflight_wait(inflight& f, std::uint64_t idx, std::uint64_t t0) noex
   f.wait_t0.store(t0, std::memory_order_release);
 }
 
+/// The batches of the current epoch whose wait includes a worker's start-up, [lo, hi): each
+/// worker's first batch (a DataLoader sends batch i to worker i % num_workers first; spawned
+/// workers import torch for seconds, and unevenly). The wait triggers skip them. By default batch
+/// 0; lotus.torch sets them at each epoch (set_startup_batches).
+struct startup_batches {
+  std::atomic<std::uint64_t> lo{0};
+  std::atomic<std::uint64_t> hi{1};
+};
+inline startup_batches& startup_batch_range() noexcept {
+  static startup_batches r;
+  return r;
+}
+inline void set_startup_batches(std::uint64_t lo, std::uint64_t hi) noexcept {
+  startup_batches& r = startup_batch_range();
+  r.lo.store(lo, std::memory_order_relaxed);
+  r.hi.store(hi > lo ? hi : lo + 1, std::memory_order_relaxed);
+}
+/// Whether the wait for batch `idx` includes a worker's start-up (no stall).
+inline bool startup_batch(std::uint64_t idx) noexcept {
+  const startup_batches& r = startup_batch_range();
+  return idx == 0 || (idx >= r.lo.load(std::memory_order_relaxed) &&
+                      idx < r.hi.load(std::memory_order_relaxed));
+}
+
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus

@@ -90,9 +90,10 @@ class flight_recorder {
     if (set_.share_permille != 0) {
       waits_[waits_count_++ % max_waits] = wait_span{start, end};
     }
-    // Batch 0 of an epoch waits for the workers to start (spawn: seconds of imports): no stall.
-    // A wait the in-progress check fired for already (same start) is within the hold-off.
-    if (set_.wait_ns != 0 && dur > set_.wait_ns && idx != 0 && !wait_fired_ &&
+    // Each worker's first batch of an epoch waits for it to start (spawn: seconds of imports):
+    // no stall. A wait the in-progress check fired for already (same start) is within the
+    // hold-off.
+    if (set_.wait_ns != 0 && dur > set_.wait_ns && !startup_batch(idx) && !wait_fired_ &&
         start >= holdoff_until_) {
       wait_fired_ = true;
       wait_idx_ = idx;
@@ -126,8 +127,9 @@ class flight_recorder {
                       static_cast<unsigned long long>(e[i].tid),
                       static_cast<unsigned long long>(e[i].idx), ms);
       } else if (e[i].what == inflight_entry::wait && set_.wait_ns != 0 && age > set_.wait_ns &&
-                 e[i].idx != 0) {
-        // Batch 0 of an epoch waits for the workers to start (spawn: seconds of imports).
+                 !startup_batch(e[i].idx)) {
+        // Each worker's first batch of an epoch waits for it to start (spawn: seconds of
+        // imports, unevenly).
         std::snprintf(reason, sizeof reason,
                       "wait>%llums: waiting for batch %llu for %llu ms (still waiting)",
                       static_cast<unsigned long long>(set_.wait_ns / 1000000),

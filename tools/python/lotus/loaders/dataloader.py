@@ -232,6 +232,14 @@ def main_side(cls, worker_owner, worker_key, unwrap=None, resume_offset=None):
                 self._lotus_offset = 0
             if not self._lotus_offset:  # a resumed epoch goes on: no new epoch
                 _lotus._note_epoch()  # the sidecar's `epoch` line: the job's epoch numbering
+            # Each worker's first batch waits for its start-up (batch i goes to worker
+            # i % num_workers first): no stall for the wait triggers. Persistent workers start
+            # once, with the first epoch.
+            fresh = not (getattr(self, "_persistent_workers", False)
+                         and getattr(self, "_lotus_epochs", 0))
+            self._lotus_epochs = getattr(self, "_lotus_epochs", 0) + 1
+            workers = max(1, int(getattr(self, "_num_workers", 1) or 1)) if fresh else 1
+            _lotus._startup_batches(self._lotus_offset, self._lotus_offset + workers)
         _original(cls + "._try_put_index")(self, *args, **kwargs)
         if self._send_idx != before and _gate(self._dataset):
             _batch(_QUEUED, before + self._lotus_offset)
