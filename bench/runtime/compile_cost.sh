@@ -1,28 +1,27 @@
 #!/usr/bin/env bash
-# lotus — compile cost of #include <lotus/lotus.hpp>: CPU time of one TU vs the system headers it uses
+# lotus — compile cost: a 6-file program with and without lotus, g++ -O2 CPU time
 # SPDX-License-Identifier: MIT
 #
 # usage: bench/runtime/compile_cost.sh [COMPILER] [INCLUDE_DIR]     (defaults: g++, this repo's include/)
-#   env: RUNS (default 5), CXXFLAGS_EXTRA (added to every compile), IR=1 (also count the
-#        instructions the compiler executes for each, once, under valgrind's callgrind: unlike CPU
-#        time, that count does not depend on the machine's load), IR=perf (the same count from
-#        `perf stat -e instructions:u`: user-space instructions, seconds instead of minutes)
-# Compiles, with COMPILER -std=c++17 -O2 -c, RUNS times each (interleaved), and reports the median
-# user+sys CPU time of:
-#   (a) lotus.cpp:  #include <lotus/lotus.hpp> and one function with one LOTUS_SCOPE, as a plain
-#                   #include gives it (lotus::header_only: the runtime inline in the file)
-#   (b) sys_a.cpp:  exactly the system headers that lotus's headers include directly in (a), in the
-#                   same order (taken from COMPILER -H, not hard-coded), and the same function
-#   (c) lotus.cpp with -DLOTUS_COMPILED_LIB: the same file in a target that links lotus::lotus
-#                   (the default) or lotus::lotus_compiled: the hot path only
-#   (d) sys_c.cpp:  the system headers that lotus's headers include directly in (c)
-#   (r) runtime.cpp: the runtime source lotus::lotus adds once to each target that links it
-#                   (tools/cmake/lotus_runtime.cpp; lotus::lotus_compiled compiles it once in all)
-# then (a)−(b), (c)−(d) and (r) in seconds, and the object sizes.
+#   env: RUNS (default 5), CXXFLAGS_EXTRA (added to every compile), PREFIX=<an installed lotus>
+#        (also the same program as a CMake project that takes lotus through find_package(lotus)),
+#        IR=perf (also the instructions the compiler executes, from `perf stat -e instructions:u`:
+#        unlike CPU time, that count does not depend on the machine's load)
+# The program: six files, each a function that sorts a vector of strings and records one
+# LOTUS_SCOPE (unit1.cpp also has main and defines LOTUS_IMPLEMENTATION: the runtime is compiled
+# there, once), and the same six files without lotus (no include, no scope). Each compile
+# (COMPILER -std=c++17 -O2 -c) and each link runs RUNS times, interleaved; the medians of user+sys
+# CPU time give:
+#   a recording file (unit2..6) over the same file without lotus (the hot path only);
+#   the implementation file (unit1) over the same file without lotus (the whole runtime);
+#   the whole build (six compiles and the link) over the same build without lotus.
+# With PREFIX: the files are compiled with the commands CMake gives a find_package(lotus) consumer
+# that links lotus::lotus (no file defines LOTUS_IMPLEMENTATION), a recording file's cost over the
+# same file without lotus, and the number of runtime compiles in that consumer's build (0).
 set -euo pipefail
 export LC_ALL=C
 
-[[ "${1:-}" == -h || "${1:-}" == --help ]] && { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
+[[ "${1:-}" == -h || "${1:-}" == --help ]] && { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
 [[ $# -le 2 ]] || { echo "usage: $0 [COMPILER] [INCLUDE_DIR]" >&2; exit 2; }
 here=$(cd "$(dirname "$0")" && pwd)
 cxx=${1:-g++}
@@ -30,186 +29,161 @@ inc=${2:-$here/../../include}
 runs=${RUNS:-5}
 command -v "$cxx" >/dev/null || { echo "$0: compiler '$cxx' not found" >&2; exit 1; }
 [[ -f "$inc/lotus/lotus.hpp" ]] || { echo "$0: $inc/lotus/lotus.hpp not found" >&2; exit 1; }
-[[ -f "$inc/lotus/src.hpp" ]] || { echo "$0: $inc/lotus/src.hpp not found (not the single header)" >&2; exit 1; }
 [[ "$runs" =~ ^[1-9][0-9]?$ ]] || { echo "$0: RUNS must be 1..99" >&2; exit 2; }
 ir=${IR:-0}
-[[ "$ir" == 0 || "$ir" == 1 || "$ir" == perf ]] || { echo "$0: IR must be 0, 1 or perf" >&2; exit 2; }
-if [[ "$ir" == 1 ]] && ! command -v valgrind >/dev/null; then
-  echo "$0: IR=1 needs valgrind" >&2; exit 1
-fi
+[[ "$ir" == 0 || "$ir" == perf ]] || { echo "$0: IR must be 0 or perf" >&2; exit 2; }
 if [[ "$ir" == perf ]] && ! perf stat -x, -e instructions:u true >/dev/null 2>&1; then
   echo "$0: IR=perf needs perf with the instructions:u event" >&2; exit 1
+fi
+prefix=${PREFIX:-}
+if [[ -n "$prefix" && ! -f "$prefix/include/lotus/lotus.hpp" ]]; then
+  echo "$0: PREFIX=$prefix holds no installed lotus (include/lotus/lotus.hpp)" >&2; exit 1
 fi
 inc=$(cd "$inc" && pwd -P)
 
 "$here/../quiet.sh" --check
 work=$(mktemp -d "${TMPDIR:-/tmp}/lotus-compile-cost-XXXXXX")
 trap 'rm -rf "$work"; "$here/../quiet.sh" --end' EXIT
-read -r -a extra <<< "${CXXFLAGS_EXTRA:-}"
-flags=(-std=c++17 -O2 "${extra[@]}")
 
-cat > "$work/lotus.cpp" <<'EOF'
-#include <lotus/lotus.hpp>
+/usr/bin/python3 - "$work" "$runs" "$cxx" "$inc" "$ir" "$prefix" "${CXXFLAGS_EXTRA:-}" <<'PY'
+import json, os, shlex, statistics, subprocess, sys
 
-void lotus_compile_cost_probe();
-void lotus_compile_cost_probe() { LOTUS_SCOPE("Probe"); }
-EOF
-cp "$here/../../tools/cmake/lotus_runtime.cpp" "$work/runtime.cpp"
-
-# The compiler's <...> search list, then every header each mode opens (-H: one line per opening,
-# the dots give the depth). A non-lotus header whose includer is under INCLUDE_DIR/lotus is direct.
-"$cxx" "${flags[@]}" -E -v -x c++ /dev/null -o /dev/null 2> "$work/search.txt"
-"$cxx" "${flags[@]}" -I"$inc" -H -E "$work/lotus.cpp" -o /dev/null 2> "$work/a.H"
-"$cxx" "${flags[@]}" -I"$inc" -DLOTUS_COMPILED_LIB -H -E "$work/lotus.cpp" -o /dev/null 2> "$work/c.H"
-/usr/bin/python3 - "$inc" "$work" "$cxx" "${flags[@]}" <<'PY'
-import os, subprocess, sys
-
-inc, work, cxx, flags = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
-lines = open(os.path.join(work, "search.txt")).read().splitlines()
-start = lines.index("#include <...> search starts here:") + 1
-dirs = [l.strip() for l in lines[start:lines.index("End of search list.")]]
-lotus_root = os.path.join(inc, "lotus") + os.sep
+work, runs, cxx, inc, ir, prefix, extra = sys.argv[1:8]
+runs = int(runs)
+flags = ["-std=c++17", "-O2", *shlex.split(extra)]
+units = [f"unit{i}" for i in range(1, 7)]
 
 
-def is_lotus(path):
-    return os.path.realpath(path).startswith(lotus_root)
+def source(unit, lotus):
+    impl = unit == "unit1"
+    lines = []
+    if lotus and impl:
+        lines.append("#define LOTUS_IMPLEMENTATION  // the program's one implementation file")
+    lines += ["#include <algorithm>", "#include <cstddef>", "#include <string>", "#include <vector>"]
+    if lotus:
+        lines.append("#include <lotus/lotus.hpp>")
+    lines.append("")
+    for u in units if impl else [unit]:
+        lines.append(f"std::size_t {u}(std::vector<std::string>& v);")
+    lines.append(f"std::size_t {unit}(std::vector<std::string>& v) {{")
+    if lotus:
+        lines.append(f'  LOTUS_SCOPE("{unit.capitalize()}");')
+    lines += ["  std::sort(v.begin(), v.end());", "  return v.size();", "}"]
+    if impl:
+        lines += ["", "int main() {", '  std::vector<std::string> v{"b", "a"};', "  std::size_t n = 0;"]
+        lines += [f"  n += {u}(v);" for u in units]
+        lines += ["  return n == 12 ? 0 : 1;", "}"]
+    return "\n".join(lines) + "\n"
 
 
-def spelling(path):
-    """The shortest <name> that the search list resolves to this very file."""
-    real = os.path.realpath(path)
-    names = sorted((os.path.relpath(path, d) for d in dirs if path.startswith(d.rstrip("/") + "/")),
-                   key=len)
-    for name in names:
-        for d in dirs:
-            cand = os.path.join(d, name)
-            if os.path.exists(cand):
-                if os.path.realpath(cand) == real:
-                    return name
-                break
-    sys.exit(f"compile_cost.sh: cannot spell an #include for {path}")
+for variant, lotus in (("lotus", True), ("base", False)):
+    os.makedirs(os.path.join(work, variant))
+    for u in units:
+        with open(os.path.join(work, variant, u + ".cpp"), "w") as f:
+            f.write(source(u, lotus))
 
 
-def opened(h_file, keep_lotus=False):
-    """(direct system includes of lotus's headers in order, every non-lotus header opened)."""
-    stack, direct, seen, every = [], [], set(), set()
-    for line in open(h_file):
-        if not line.startswith("."):
-            if line.startswith("Multiple include guards"):
-                break
-            continue
-        dots, _, path = line.rstrip("\n").partition(" ")
-        depth = len(dots)
-        del stack[depth - 1:]
-        stack.append(path)
-        if is_lotus(path):
-            continue
-        every.add(os.path.realpath(path))
-        parent = stack[depth - 2] if depth >= 2 else None
-        if parent is not None and is_lotus(parent) and path not in seen:
-            seen.add(path)
-            direct.append(spelling(path))
-    return direct, every
-
-
-for mode in ("a", "c"):
-    direct, every = opened(os.path.join(work, f"{mode}.H"))
-    src = os.path.join(work, f"sys_{mode}.cpp")
-    with open(src, "w") as f:
-        for name in direct:
-            f.write(f"#include <{name}>\n")
-        f.write("\nvoid lotus_compile_cost_probe();\nvoid lotus_compile_cost_probe() {}\n")
-    # Check: the system-only file opens the same set of system headers.
-    h = subprocess.run([cxx, *flags, "-H", "-E", src, "-o", "/dev/null"], capture_output=True,
-                       text=True).stderr
-    again = {os.path.realpath(l.partition(" ")[2]) for l in h.splitlines() if l.startswith(".")}
-    same = "same set" if again == every else f"DIFFERENT: {len(every ^ again)} differ"
-    print(f"({mode}) opens {len(every)} system headers, {len(direct)} included directly by lotus "
-          f"({'b' if mode == 'a' else 'd'}: {same})")
-    print("    " + " ".join(f"<{n}>" for n in direct))
-PY
-
-/usr/bin/python3 - "$work" "$runs" "$cxx" "$inc" "$ir" "${flags[@]}" <<'PY'
-import glob, os, statistics, subprocess, sys
-
-work, runs, cxx, inc = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
-ir = sys.argv[5]
-flags = sys.argv[6:]
-configs = [("a", "lotus.cpp", []), ("b", "sys_a.cpp", []),
-           ("c", "lotus.cpp", ["-DLOTUS_COMPILED_LIB"]), ("d", "sys_c.cpp", []),
-           ("r", "runtime.cpp", ["-DLOTUS_COMPILED_LIB"])]
-labels = {"a": "(a) lotus.hpp + 1 LOTUS_SCOPE, header-only",
-          "b": "(b) (a)'s system headers only",
-          "c": "(c) (a) in a lotus::lotus target",
-          "d": "(d) (c)'s system headers only",
-          "r": "(r) the runtime source, once per target"}
-
-
-def compile_once(key, src, defs):
-    obj = os.path.join(work, key + ".o")
-    cmd = [cxx, *flags, "-I" + inc, *defs, "-c", os.path.join(work, src), "-o", obj]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    err = proc.stderr.read()
+def run(cmd, cwd=None):
+    """user+sys CPU seconds of cmd and every process it waited for."""
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    out = proc.stdout.read()
     _, status, ru = os.wait4(proc.pid, 0)
     if os.waitstatus_to_exitcode(status) != 0:
-        sys.exit(f"compile_cost.sh: {' '.join(cmd)} failed:\n{err.decode(errors='replace')}")
-    return ru.ru_utime + ru.ru_stime, obj
+        sys.exit(f"compile_cost.sh: {' '.join(cmd)} failed:\n{out.decode(errors='replace')}")
+    return ru.ru_utime + ru.ru_stime
 
 
-times = {key: [] for key, _, _ in configs}
-objs = {}
-for _ in range(runs):  # interleaved, so a change in machine load hits every configuration alike
-    for key, src, defs in configs:
-        t, objs[key] = compile_once(key, src, defs)
-        times[key].append(t)
+def compile_cmd(variant, unit):
+    d = os.path.join(work, variant)
+    return [cxx, *flags, "-I" + inc, "-c", os.path.join(d, unit + ".cpp"), "-o",
+            os.path.join(d, unit + ".o")]
 
-med = {k: statistics.median(v) for k, v in times.items()}
+
+def link_cmd(variant):
+    d = os.path.join(work, variant)
+    return [cxx, *[os.path.join(d, u + ".o") for u in units], "-o", os.path.join(d, "prog"),
+            "-pthread", "-ldl"]
+
+
+steps = [(v, u) for u in units for v in ("lotus", "base")]
+times = {s: [] for s in steps}
+links = {"lotus": [], "base": []}
+for _ in range(runs):  # interleaved, so a change in machine load hits both programs alike
+    for s in steps:
+        times[s].append(run(compile_cmd(*s)))
+    for v in links:
+        links[v].append(run(link_cmd(v)))
+for v in ("lotus", "base"):  # both programs run (exit 0: every function was called)
+    run([os.path.join(work, v, "prog")])
+med = {s: statistics.median(t) for s, t in times.items()}
+lmed = {v: statistics.median(t) for v, t in links.items()}
+
 print(f"{cxx} {' '.join(flags)} -c, user+sys CPU s, median of {runs} (min, max)")
-for key, _, _ in configs:
-    print(f"  {labels[key]:<46} {med[key]:7.3f}  ({min(times[key]):.3f}, {max(times[key]):.3f})")
-print(f"  delta (a)-(b), header-only:        {med['a'] - med['b']:7.3f} s")
-print(f"  delta (c)-(d), lotus::lotus file:  {med['c'] - med['d']:7.3f} s")
-print(f"  (r), once per lotus::lotus target: {med['r']:7.3f} s")
-print("object size, bytes: " + ", ".join(f"({k}) {os.path.getsize(objs[k])}" for k in ("a", "c", "r")))
+for s in steps:
+    print(f"  {s[1]} {s[0]:<5} {med[s]:7.3f}  ({min(times[s]):.3f}, {max(times[s]):.3f})")
+for v in links:
+    print(f"  link  {v:<5} {lmed[v]:7.3f}  ({min(links[v]):.3f}, {max(links[v]):.3f})")
+rec = [med[("lotus", u)] - med[("base", u)] for u in units[1:]]
+total = {v: sum(med[(v, u)] for u in units) + lmed[v] for v in ("lotus", "base")}
+print(f"  a recording file (unit2..6) over the same file without lotus: median {statistics.median(rec):+.3f} s"
+      f" (each: {', '.join(f'{d:+.3f}' for d in rec)})")
+print(f"  the implementation file (unit1) over the same file without lotus: "
+      f"{med[('lotus', 'unit1')] - med[('base', 'unit1')]:+.3f} s")
+print(f"  the whole build, 6 compiles + link: {total['lotus']:.3f} s vs {total['base']:.3f} s without "
+      f"lotus: {total['lotus'] - total['base']:+.3f} s")
 
-
-def instructions(key, src, defs):
-    """Instructions executed by the compiler driver and its children (cc1plus, as) for one compile."""
-    if ir == "perf":
-        cmd = ["perf", "stat", "-x,", "-e", "instructions:u", cxx, *flags, "-I" + inc, *defs, "-c",
-               os.path.join(work, src), "-o", os.path.join(work, key + "-ir.o")]
-        proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        if proc.returncode != 0:
-            sys.exit(f"compile_cost.sh: {' '.join(cmd)} failed")
-        for line in proc.stderr.splitlines():
+if ir == "perf":
+    def instructions(cmd):
+        p = subprocess.run(["perf", "stat", "-x,", "-e", "instructions:u", *cmd],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        for line in p.stderr.splitlines():
             if "instructions" in line and line.split(",")[0].isdigit():
                 return int(line.split(",")[0])
-        sys.exit(f"compile_cost.sh: no instruction count from perf: {proc.stderr}")
-    out = os.path.join(work, f"cg-{key}")
-    os.makedirs(out, exist_ok=True)
-    cmd = ["valgrind", "--tool=callgrind", "--trace-children=yes",
-           f"--callgrind-out-file={out}/cg.%p", cxx, *flags, "-I" + inc, *defs, "-c",
-           os.path.join(work, src), "-o", os.path.join(work, key + "-ir.o")]
-    if subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode != 0:
-        sys.exit(f"compile_cost.sh: {' '.join(cmd)} failed")
-    total = 0
-    for name in glob.glob(os.path.join(out, "cg.*")):
-        with open(name) as f:
-            for line in f:
-                if line.startswith(("summary:", "totals:")):
-                    total += int(line.split()[1])
-                    break
-    return total
+        sys.exit(f"compile_cost.sh: no instruction count from perf: {p.stderr}")
+    n = {s: instructions(compile_cmd(*s)) for s in (("lotus", "unit1"), ("base", "unit1"),
+                                                      ("lotus", "unit2"), ("base", "unit2"))}
+    print("instructions executed by the compiler (perf stat, user space; independent of load), G:")
+    print(f"  recording file unit2: {(n[('lotus', 'unit2')] - n[('base', 'unit2')]) / 1e9:+.3f} G"
+          f" over {n[('base', 'unit2')] / 1e9:.3f} G")
+    print(f"  implementation file unit1: {(n[('lotus', 'unit1')] - n[('base', 'unit1')]) / 1e9:+.3f} G"
+          f" over {n[('base', 'unit1')] / 1e9:.3f} G")
 
-
-if ir != "0":
-    counts = {key: instructions(key, src, defs) for key, src, defs in configs}
-    rate = med["b"] / counts["b"]
-    how = "perf stat, user space" if ir == "perf" else "callgrind"
-    print(f"instructions executed by the compiler ({how}; independent of load), G:")
-    for key, _, _ in configs:
-        print(f"  {labels[key]:<46} {counts[key] / 1e9:7.3f}")
-    for name, x, y in (("(a)-(b)", "a", "b"), ("(c)-(d)", "c", "d")):
-        d = counts[x] - counts[y]
-        print(f"  delta {name}: {d / 1e9:7.3f} G instructions = {d * rate:.3f} s at (b)'s median rate")
+if prefix:
+    # The same program as a CMake project that takes lotus through find_package: no file defines
+    # LOTUS_IMPLEMENTATION, lotus::lotus brings the runtime compiled.
+    proj = os.path.join(work, "cmake")
+    os.makedirs(proj)
+    for u in units:
+        with open(os.path.join(proj, u + ".cpp"), "w") as f:
+            f.write(source(u, True).replace(
+                "#define LOTUS_IMPLEMENTATION  // the program's one implementation file\n", ""))
+    with open(os.path.join(proj, "CMakeLists.txt"), "w") as f:
+        f.write("cmake_minimum_required(VERSION 3.21)\nproject(six LANGUAGES CXX)\n"
+                "find_package(lotus CONFIG REQUIRED)\n"
+                f"add_executable(prog {' '.join(u + '.cpp' for u in units)})\n"
+                "target_link_libraries(prog PRIVATE lotus::lotus)\n")
+    build = os.path.join(work, "cmake-build")
+    subprocess.run(["cmake", "-S", proj, "-B", build, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
+                    f"-DCMAKE_CXX_COMPILER={cxx}", f"-DCMAKE_CXX_FLAGS_RELEASE=-O2 {extra}",
+                    f"-DCMAKE_PREFIX_PATH={prefix}", "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON"],
+                   check=True, stdout=subprocess.DEVNULL)
+    entries = json.load(open(os.path.join(build, "compile_commands.json")))
+    runtime = [e["file"] for e in entries if "lotus" in os.path.basename(e["file"])]
+    cmds = {os.path.splitext(os.path.basename(e["file"]))[0]: e for e in entries}
+    deltas = []
+    for u in units[1:]:
+        e = cmds[u]
+        args = shlex.split(e["command"])
+        base_args = [a for a in args if not a.startswith("-isystem") and a != os.path.join(prefix, "include")]
+        base_args = [os.path.join(work, "base", u + ".cpp") if a == e["file"] else a for a in base_args]
+        t_l, t_b = [], []
+        for _ in range(runs):
+            t_l.append(run(args, cwd=e["directory"]))
+            t_b.append(run(base_args, cwd=e["directory"]))
+        deltas.append(statistics.median(t_l) - statistics.median(t_b))
+    t_build = run(["cmake", "--build", build, "-j", "1"])
+    print(f"find_package(lotus) consumer (PREFIX={prefix}), CMake's compile commands:")
+    print(f"  a recording file over the same file without lotus: median {statistics.median(deltas):+.3f} s"
+          f" (each: {', '.join(f'{d:+.3f}' for d in deltas)})")
+    print(f"  runtime compiles in the consumer's build: {len(runtime)}; its whole build: {t_build:.3f} s CPU")
 PY

@@ -2,8 +2,13 @@
 // SPDX-License-Identifier: MIT
 #include <cstdio>
 #include <cstdlib>
-#include <lotus/lotus.hpp>
 #include <vector>
+
+// The program's one implementation file: the runtime is compiled here, once. Its other files (a
+// real loader has many) include <lotus/lotus.hpp> alone. With CMake, linking lotus::lotus instead
+// gives the runtime already compiled.
+#define LOTUS_IMPLEMENTATION
+#include <lotus/lotus.hpp>
 
 int main() {
   // Tracing is on when LOTUS_LOG_FILE is set; default to a local prefix for the demo.

@@ -2,7 +2,7 @@
 // SPDX-License-Identifier: MIT
 // Not part of lotus.hpp: a probe includes it (or <lotus/map_region.hpp>). The fast paths are
 // inline (one relaxed load while nothing is attached); detection and the backends are compiled
-// in the files that include this header (header-only) or once, in lotus::lotus_compiled.
+// once, in the program's implementation file (LOTUS_IMPLEMENTATION, lotus::lotus).
 #pragma once
 
 #include <atomic>  // memory_order (the state words)
@@ -102,7 +102,7 @@ inline const char* to_string(kind k) noexcept {
 /// Detach the collector; every later collector call is a no-op.
 #define LOTUS_COLLECTOR_DETACH() LOTUS_DETAIL_COLLECTOR_CALL(::lotus::collector::detach())
 
-// Header-only mode: detection and the backends, compiled in this file.
-#if LOTUS_DETAIL_INLINE_RUNTIME
+// The implementation file: detection and the backends.
+#if LOTUS_DETAIL_ENABLED && defined(LOTUS_IMPLEMENTATION)
 #  include "lotus/collectors/impl.hpp"
 #endif

@@ -1,8 +1,10 @@
 // lotus — the default header: LotusTrace recording for C++ preprocessing pipelines
 // SPDX-License-Identifier: MIT
-// Scopes, batch records, the pipeline helpers and process-wide control; header-only, nothing to
-// build. A file that records scopes pays for the hot path and the runtime only: the collectors
-// and LOTUS_MAP_REGION are in <lotus/collector.hpp> and <lotus/map_region.hpp>, for probes.
+// Scopes, batch records, the pipeline helpers and process-wide control. Every file includes it and
+// pays for the hot path only; exactly one file of the program defines LOTUS_IMPLEMENTATION before
+// it includes this header, and the whole runtime (the collectors and LOTUS_MAP_REGION's selection
+// too) is compiled there, once (CMake's lotus::lotus ships it compiled). The collector macros and
+// LOTUS_MAP_REGION are in <lotus/collector.hpp> and <lotus/map_region.hpp>, for probes.
 #pragma once
 
 #include "lotus/config.hpp"
@@ -12,3 +14,8 @@
 #include "lotus/scope.hpp"
 #include "lotus/trace.hpp"
 #include "lotus/version.hpp"
+
+#if defined(LOTUS_IMPLEMENTATION) && LOTUS_DETAIL_ENABLED
+#  include "lotus/collector.hpp"
+#  include "lotus/map_region.hpp"
+#endif

@@ -2,8 +2,8 @@
 // SPDX-License-Identifier: MIT
 // Records S<name>, and resumes the collector around one selected execution of one selected region.
 // Not part of lotus.hpp: a probe includes it. The region's fast path is inline; the list mode,
-// the selection and the collector are compiled in the files that include this header
-// (header-only) or once, in lotus::lotus_compiled.
+// the selection and the collector are compiled once, in the program's implementation file
+// (LOTUS_IMPLEMENTATION, lotus::lotus).
 #pragma once
 
 #include <atomic>  // memory_order (the state words)
@@ -61,7 +61,7 @@ class map_region {
 #undef LOTUS_MAP_REGION
 #define LOTUS_MAP_REGION(name) LOTUS_DETAIL_MAP_REGION(LOTUS_DETAIL_UNIQUE(lotus_map_), name)
 
-// Header-only mode: the list mode and the selection, compiled in this file.
-#if LOTUS_DETAIL_INLINE_RUNTIME
+// The implementation file: the list mode and the selection.
+#if LOTUS_DETAIL_ENABLED && defined(LOTUS_IMPLEMENTATION)
 #  include "lotus/collectors/map.hpp"
 #endif

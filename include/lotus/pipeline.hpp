@@ -4,12 +4,11 @@
 
 #include <cstddef>           // size_t
 #include <cstdint>           // uint64_t
-#include <functional>        // function
 #include <initializer_list>  // initializer_list
 #include <string>            // string
 #include <string_view>       // string_view
-#include <type_traits>       // invoke_result_t
-#include <utility>           // forward, move, pair
+#include <type_traits>       // invoke_result_t, enable_if, decay
+#include <utility>           // forward, move, pair, swap
 #include <vector>            // vector
 
 #include "lotus/config.hpp"
@@ -46,12 +45,51 @@ traced_fn<F> traced(std::string_view name, F f) {
   return traced_fn<F>(name, std::move(f));
 }
 
+namespace detail {
+
+/// compose's step: any copyable callable T(T), type-erased (what std::function<T(T)> does, without
+/// the <functional> every recording file would otherwise parse).
+template <class T>
+class unary_fn {
+ public:
+  unary_fn() = default;
+  template <class F, class = std::enable_if_t<!std::is_same<std::decay_t<F>, unary_fn>::value>>
+  unary_fn(F f) : p_(new holder<std::decay_t<F>>(std::move(f))) {}  // implicit, as std::function
+  unary_fn(const unary_fn& o) : p_(o.p_ != nullptr ? o.p_->clone() : nullptr) {}
+  unary_fn(unary_fn&& o) noexcept : p_(o.p_) { o.p_ = nullptr; }
+  unary_fn& operator=(unary_fn o) noexcept {
+    std::swap(p_, o.p_);
+    return *this;
+  }
+  ~unary_fn() { delete p_; }
+
+  T operator()(T x) const { return p_->call(std::move(x)); }
+  explicit operator bool() const noexcept { return p_ != nullptr; }
+
+ private:
+  struct base {
+    virtual ~base() = default;
+    virtual T call(T x) = 0;
+    virtual base* clone() const = 0;
+  };
+  template <class F>
+  struct holder final : base {
+    explicit holder(F g) : f(std::move(g)) {}
+    T call(T x) override { return f(std::move(x)); }
+    base* clone() const override { return new holder(f); }
+    F f;
+  };
+  base* p_ = nullptr;
+};
+
+}  // namespace detail
+
 /// torchvision-like Compose: applies named transforms in order and records each as `S<name>`.
 /// **Example**: `lotus::compose<Image> t{{"RandomResizedCrop", rrc}, {"Normalize", norm}};`
 template <class T>
 class compose {
  public:
-  using transform = std::function<T(T)>;
+  using transform = detail::unary_fn<T>;  ///< any callable T(T), std::function<T(T)> included
 
   compose() = default;
   compose(std::initializer_list<std::pair<std::string_view, transform>> steps) {

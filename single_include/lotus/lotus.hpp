@@ -7,9 +7,11 @@
 #define LOTUS_AMALGAMATED_LOTUS_LOTUS_HPP
 // lotus — the default header: LotusTrace recording for C++ preprocessing pipelines
 // SPDX-License-Identifier: MIT
-// Scopes, batch records, the pipeline helpers and process-wide control; header-only, nothing to
-// build. A file that records scopes pays for the hot path and the runtime only: the collectors
-// and LOTUS_MAP_REGION are in <lotus/collector.hpp> and <lotus/map_region.hpp>, for probes.
+// Scopes, batch records, the pipeline helpers and process-wide control. Every file includes it and
+// pays for the hot path only; exactly one file of the program defines LOTUS_IMPLEMENTATION before
+// it includes this header, and the whole runtime (the collectors and LOTUS_MAP_REGION's selection
+// too) is compiled there, once (CMake's lotus::lotus ships it compiled). The collector macros and
+// LOTUS_MAP_REGION are in <lotus/collector.hpp> and <lotus/map_region.hpp>, for probes.
 
 // ---- begin lotus/config.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_CONFIG_HPP
@@ -79,7 +81,8 @@
 // SPDX-License-Identifier: MIT
 // Every public header includes this and is written once. LOTUS_DISABLE (config.hpp) picks the
 // implementation here and nowhere else: detail/enabled.hpp (the hot path, the runtime's entry
-// points and, header-only, the runtime) or detail/disabled.hpp (constants and no-ops).
+// points and, in the implementation file, the runtime) or detail/disabled.hpp (constants and
+// no-ops).
 
 
 #if LOTUS_DETAIL_ENABLED
@@ -89,9 +92,9 @@
 // lotus — the hooks the public headers call, recording (internal; chosen by detail/hooks.hpp)
 // SPDX-License-Identifier: MIT
 // The hot path of a span (clock, ring, name cache), the runtime's entry points, the state words the
-// inline fast paths read, and the bodies of the public macros. In header-only mode the runtime's
-// definitions follow (runtime/runtime.hpp); with LOTUS_COMPILED_LIB they are compiled once, in the
-// TU that includes <lotus/src.hpp>, and every other file sees only what is here.
+// inline fast paths read, and the bodies of the public macros. The runtime's definitions follow in
+// the one file that defines LOTUS_IMPLEMENTATION (runtime/runtime.hpp); every other file sees only
+// what is here and the weak no-ops of detail/no_runtime.hpp.
 
 #include <atomic>       // atomic, atomic_signal_fence
 #include <cstddef>      // size_t
@@ -181,17 +184,16 @@ enum : int { map_unread = 0, map_idle = 1, map_active = 2 };
       "lotus needs Linux (gettid, pipe2, sigtimedwait, /proc); other POSIX systems are not supported"
 #endif
 
-// Cold entry points of the runtime: `inline` in the default header-only mode; with
-// LOTUS_COMPILED_LIB they are ordinary functions compiled once, in the TU that includes
-// <lotus/src.hpp> (CMake target lotus::lotus_compiled).
-// In the runtime source that lotus::lotus adds to each target (tools/cmake/lotus_runtime.cpp) they
-// are weak, so that the targets of one program share one runtime.
-#if defined(LOTUS_COMPILED_LIB) && defined(LOTUS_DETAIL_WEAK_ENTRY_POINTS)
-#  define LOTUS_DETAIL_API __attribute__((weak))
-#elif defined(LOTUS_COMPILED_LIB)
+// The runtime's cold entry points (detail/entry.hpp). The one file of the program that defines
+// LOTUS_IMPLEMENTATION before it includes <lotus/lotus.hpp> compiles them, as ordinary functions;
+// every other file declares them weak and carries a weak no-op of each (detail/no_runtime.hpp),
+// so that a program with no implementation still links, runs untraced and says what to add.
+#if defined(LOTUS_IMPLEMENTATION)
 #  define LOTUS_DETAIL_API
+#elif defined(__GNUC__) || defined(__clang__)
+#  define LOTUS_DETAIL_API __attribute__((weak))
 #else
-#  define LOTUS_DETAIL_API inline
+#  error "lotus needs GCC or Clang (weak symbols)"
 #endif
 #endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_PLATFORM_HPP
 // ---- end lotus/detail/platform.hpp ----
@@ -445,9 +447,8 @@ struct res_sample {
 #endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_RES_SAMPLE_HPP
 // ---- end lotus/detail/res_sample.hpp ----
 
-// Header-only mode defines these in lotus/runtime/runtime.hpp (reached through scope.hpp and
-// trace.hpp); with LOTUS_COMPILED_LIB they are defined once, in the TU that includes
-// <lotus/src.hpp>, and the hot-path headers see only these declarations.
+// The one file that defines LOTUS_IMPLEMENTATION defines these (lotus/runtime/runtime.hpp, the
+// collectors); every other file sees these declarations and the weak no-ops of no_runtime.hpp.
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -1012,16 +1013,9 @@ inline std::atomic<int> map_mode{map_unread};
   const ::lotus::map_region id(LOTUS_DETAIL_CONCAT(id, _loc))
 #define LOTUS_DETAIL_COLLECTOR_CALL(call) call
 
-// Header-only mode: the runtime's definitions, inline (collector.hpp and map_region.hpp add
-// theirs where they are included). With LOTUS_COMPILED_LIB, the one file that defines
-// LOTUS_IMPLEMENTATION before its first lotus include compiles them (not inline, fully optimized):
-// the light mode of single_include/, which has no src.hpp (README, "Compile model").
-#if !defined(LOTUS_COMPILED_LIB) || defined(LOTUS_IMPLEMENTATION)
-#  define LOTUS_DETAIL_INLINE_RUNTIME 1
-#else
-#  define LOTUS_DETAIL_INLINE_RUNTIME 0
-#endif
-#if LOTUS_DETAIL_INLINE_RUNTIME
+// The runtime: compiled in the one file that defines LOTUS_IMPLEMENTATION (lotus.hpp adds the
+// collectors and LOTUS_MAP_REGION's selection there); every other file gets the weak no-ops.
+#ifdef LOTUS_IMPLEMENTATION
 // ---- begin lotus/runtime/runtime.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_RUNTIME_HPP
 #define LOTUS_AMALGAMATED_LOTUS_RUNTIME_RUNTIME_HPP
@@ -3743,11 +3737,12 @@ class label_table {
 // lotus — the process ledger: the byte budget and counters every lotus runtime shares (internal)
 // SPDX-License-Identifier: MIT
 //
-// A process may hold several lotus runtimes: the program's own (header-only, or lotus_compiled)
-// and each shared object that compiles lotus with hidden visibility (liblotus_nvtx.so, a plugin,
-// a Python extension). They share no symbol, yet LOTUS_MAX_BYTES is a limit per process and the
-// sidecar's `stats` line (the last one counts) must be the process's totals. They meet in a
-// *ledger*: a small memfd mapping named `lotus-ledger-v1`, found by its name in /proc/self/maps.
+// A process may hold several lotus runtimes: the program's own (its implementation file, or
+// lotus::lotus) and each shared object that compiles lotus with hidden visibility
+// (liblotus_nvtx.so, a plugin, a Python extension). They share no symbol, yet LOTUS_MAX_BYTES is a
+// limit per process and the sidecar's `stats` line (the last one counts) must be the process's
+// totals. They meet in a *ledger*: a small memfd mapping named `lotus-ledger-v1`, found by its name
+// in /proc/self/maps.
 // - Finding or creating it happens inside dl_iterate_phdr(), whose callback runs under the dynamic
 //   loader's lock: the one lock every copy of lotus in the process shares, so two runtimes
 //   starting at once agree on one ledger. The mapping is private (MAP_PRIVATE): a forked child
@@ -4291,8 +4286,8 @@ inline bool res_push(res_queue& q, const res_sample& b, const res_sample& e, std
 // lotus — mutex and condition variable on pthreads, with monotonic deadlines (internal)
 // SPDX-License-Identifier: MIT
 // The runtime's locks. std::mutex and std::condition_variable would do the same work, but their
-// error paths (std::system_error) and <chrono> waits are compiled into every translation unit
-// that records in header-only mode; these are a call each. Errors cannot happen here: the mutexes
+// error paths (std::system_error) and <chrono> waits would be compiled into the implementation
+// file; these are a call each. Errors cannot happen here: the mutexes
 // are default (non-robust, non-error-checking) ones, locked and unlocked in pairs.
 
 #include <pthread.h>  // pthread_mutex_t, pthread_cond_t
@@ -9318,6 +9313,209 @@ LOTUS_DETAIL_API std::uint64_t writer_cpu_ns() noexcept { return runtime::get().
 }  // namespace lotus
 #endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_RUNTIME_HPP
 // ---- end lotus/runtime/runtime.hpp ----
+#else
+// ---- begin lotus/detail/no_runtime.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_NO_RUNTIME_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_NO_RUNTIME_HPP
+// lotus — the weak no-op runtime of every file that is not the implementation (internal)
+// SPDX-License-Identifier: MIT
+// A file that includes lotus without LOTUS_IMPLEMENTATION gets one weak definition of each of the
+// runtime's entry points (detail/entry.hpp). The file of the program that defines
+// LOTUS_IMPLEMENTATION (or CMake's lotus::lotus, or the Python module) defines them strongly, and
+// the linker keeps those. A program with no implementation anywhere links these: it runs
+// untraced, and its first call into lotus (its first record) writes one line to stderr that says
+// what to add. Every one of them is async-signal-safe (a first record may be in a signal handler).
+
+#include <unistd.h>  // write
+
+#include <atomic>       // atomic
+#include <cstddef>      // size_t
+#include <cstdint>      // uint64_t
+#include <string_view>  // string_view
+
+// ---- begin lotus/options.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
+// lotus — run-time configuration types: options, overflow policy, clock source, statistics
+// SPDX-License-Identifier: MIT
+
+#include <chrono>    // milliseconds
+#include <cstddef>   // size_t
+#include <cstdint>   // uint64_t
+#include <optional>  // optional
+#include <string>    // string
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+
+/// What a thread does when its ring is full: wait for the writer (lossless) or count a drop.
+enum class overflow_policy { block, drop };
+
+/// Timestamp source: TSC calibrated to CLOCK_REALTIME where invariant, or clock_gettime.
+enum class clock_source { automatic, tsc, realtime };
+
+/// Run-time options. Unset fields fall back to the environment, then to the defaults.
+struct options {
+  std::optional<std::string> log_file;                      ///< LOTUS_LOG_FILE: trace prefix
+  std::optional<bool> enabled;                              ///< !LOTUS_DISABLE
+  std::optional<std::size_t> ring_capacity;                 ///< LOTUS_RING_CAPACITY (events/thread)
+  std::optional<std::chrono::milliseconds> flush_interval;  ///< LOTUS_FLUSH_INTERVAL_MS
+  std::optional<overflow_policy> overflow;                  ///< LOTUS_OVERFLOW: block|drop
+  std::optional<clock_source> clock;                        ///< LOTUS_CLOCK: auto|tsc|realtime
+  /// LOTUS_MAX_BYTES: trace-file bytes this process may write; beyond, events are dropped
+  /// (counted). 0: no limit (the default).
+  std::optional<std::uint64_t> max_bytes;
+  /// LOTUS_MIN_FREE_BYTES: free space the trace directory's file system keeps; below it events
+  /// are dropped (counted) until space is freed. Default: the larger of 1 GiB and 5 % of the
+  /// file system; 0: no reserve.
+  std::optional<std::uint64_t> min_free_bytes;
+  /// LOTUS_NVTX: every span also pushes and pops an NVTX range (domain `lotus`) for Nsight
+  /// Systems. Needs a build with NVTX (LOTUS_WITH_NVTX; CMake option LOTUS_NVTX); elsewhere one
+  /// message says so and tracing goes on without it.
+  std::optional<bool> nvtx;
+  /// LOTUS_ITT: every span is also an ITT task (domain `lotus`) for Intel VTune, through the
+  /// collector named by INTEL_LIBITTNOTIFY64 (no vendor SDK); with none, one message says so
+  /// and tracing goes on without it.
+  std::optional<bool> itt;
+  /// LOTUS_FLIGHT: flight recorder. Keep only the last this-many seconds of every thread's
+  /// records in memory and write them, as a capture directory inside the trace directory, when
+  /// a trigger fires (LOTUS_TRIGGER, lotus::capture(), `lotus-tool capture`). 0: off (default).
+  std::optional<std::uint64_t> flight;
+  /// LOTUS_FLIGHT_BYTES: the most bytes of formatted records one process keeps in flight mode
+  /// (default 64 MiB); beyond, the oldest go first and are counted as dropped.
+  std::optional<std::uint64_t> flight_bytes;
+  /// LOTUS_TRIGGER: automatic captures in flight mode, comma-separated: `wait>DURATION` (a
+  /// batch wait passes that, fired while it lasts), `waitshare>P%/DURATION` (the main process
+  /// waited more than P % of the last DURATION), `batch>DURATION` (a worker batch in progress
+  /// longer), `op>DURATION` / `op:NAME>DURATION` (an op, or the op NAME, in progress longer).
+  /// The capture holds LOTUS_FLIGHT seconds before the anomaly began. "": none.
+  std::optional<std::string> trigger;
+  /// LOTUS_RESOURCES: at each worker batch's start and end, read the thread's CPU time, run-queue
+  /// wait, faults and context switches; the sidecar's `batchres` lines (default on; false: off).
+  /// true keeps the environment's per-op figures (LOTUS_RESOURCES=ops); false turns both off.
+  std::optional<bool> resources;
+  /// LOTUS_RESOURCES=ops: every span (LOTUS_SCOPE, LOTUS_SCOPE_DYNAMIC) also reads them at its
+  /// start and end; the sums per op and thread go into the sidecar's `opres` lines each flush.
+  /// true: per op (and per batch, whatever `resources` says); false: per batch at most. Spans
+  /// then take their out-of-line path for the rest of the process (as with NVTX). Unset: the
+  /// environment's choice.
+  std::optional<bool> op_resources;
+  /// LOTUS_LIVE: the writer thread keeps live figures (per-op histograms, the consumer's waits,
+  /// batches, per-worker busy time) and rewrites `.<prefix>.lotus-live_<pid>` in place, for
+  /// `lotus-tool top` and `serve` (default on). false: none; a file already written gets this
+  /// process's final figures. Turned on again, the figures go on from where they stopped.
+  std::optional<bool> live;
+};
+
+/// Event counters of this process: recorded == written + dropped once everything is flushed.
+struct trace_stats {
+  std::uint64_t recorded = 0;  ///< events recorded while tracing was on
+  std::uint64_t written = 0;   ///< events written to trace files
+  std::uint64_t dropped = 0;   ///< events lost: ring full under `drop`, or tracing disabled by I/O
+  std::uint64_t sanitized =
+      0;  ///< written events whose name had ',' or control bytes replaced, or was cut at 4096 bytes
+};
+
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
+// ---- end lotus/options.hpp ----
+
+#define LOTUS_DETAIL_NO_RUNTIME 1
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// The line a program without a runtime writes once, at its first call into lotus.
+inline constexpr char no_runtime_line[] =
+    "lotus: this program has no lotus runtime, so nothing is traced: in exactly one .cpp file, "
+    "#define LOTUS_IMPLEMENTATION before #include <lotus/lotus.hpp> (or link CMake's "
+    "lotus::lotus)\n";
+
+inline std::atomic<bool> no_runtime_said{false};
+
+/// Once per process: the line above on stderr; tracing is off from then on.
+inline void no_runtime_notice() noexcept {
+  g_mode.store(mode_off, std::memory_order_relaxed);
+  if (no_runtime_said.exchange(true, std::memory_order_relaxed)) return;
+  const ssize_t written = ::write(2, no_runtime_line, sizeof no_runtime_line - 1);
+  static_cast<void>(written);  // nothing to do when stderr is closed
+}
+
+LOTUS_DETAIL_API void push_slow(const record_site*, std::uint64_t, std::uint64_t,
+                                std::uint64_t) noexcept {}
+LOTUS_DETAIL_API int initialize_mode() noexcept {
+  no_runtime_notice();
+  return mode_off;
+}
+LOTUS_DETAIL_API inflight* inflight_registered() noexcept { return nullptr; }
+LOTUS_DETAIL_API const record_site& intern(std::string_view, std::uint32_t) {
+  no_runtime_notice();
+  static constexpr record_site nowhere{"", "", "", 0, 0};
+  return nowhere;
+}
+LOTUS_DETAIL_API const record_site* intern_dynamic(const char*, std::size_t,
+                                                   std::uint64_t) noexcept {
+  no_runtime_notice();
+  return nullptr;
+}
+
+LOTUS_DETAIL_API void api_configure(const options&) { no_runtime_notice(); }
+LOTUS_DETAIL_API void api_flush() noexcept {}
+LOTUS_DETAIL_API void api_shutdown() noexcept {}
+LOTUS_DETAIL_API trace_stats api_stats() noexcept { return {}; }
+LOTUS_DETAIL_API bool api_capture(const char*, std::size_t) noexcept {
+  no_runtime_notice();
+  return false;
+}
+LOTUS_DETAIL_API bool trigger_valid(const char*, std::size_t) noexcept { return true; }
+
+LOTUS_DETAIL_API bool nvtx_push(const record_site&, std::uint64_t) noexcept { return false; }
+LOTUS_DETAIL_API void nvtx_pop() noexcept {}
+LOTUS_DETAIL_API void nvtx_mark(const record_site&, std::uint64_t) noexcept {}
+LOTUS_DETAIL_API std::uint64_t nvtx_start(const record_site&, std::uint64_t) noexcept { return 0; }
+LOTUS_DETAIL_API void nvtx_end(std::uint64_t) noexcept {}
+LOTUS_DETAIL_API bool nvtx_compiled() noexcept { return false; }
+LOTUS_DETAIL_API bool nvtx_active() noexcept { return false; }
+LOTUS_DETAIL_API bool annotations_active() noexcept { return false; }
+
+LOTUS_DETAIL_API bool itt_open() noexcept { return false; }
+LOTUS_DETAIL_API bool itt_task_push(const record_site&) noexcept { return false; }
+LOTUS_DETAIL_API void itt_task_pop() noexcept {}
+LOTUS_DETAIL_API bool itt_active() noexcept { return false; }
+
+LOTUS_DETAIL_API void collector_resume_slow(const char*) noexcept {
+  collector_state.store(collector_off, std::memory_order_relaxed);
+}
+LOTUS_DETAIL_API void collector_pause_slow(const char*) noexcept {
+  collector_state.store(collector_off, std::memory_order_relaxed);
+}
+LOTUS_DETAIL_API void collector_detach_slow() noexcept {
+  collector_state.store(collector_off, std::memory_order_relaxed);
+}
+LOTUS_DETAIL_API void collector_initialize() noexcept {
+  collector_state.store(collector_off, std::memory_order_relaxed);
+}
+LOTUS_DETAIL_API collector::kind collector_attached() noexcept { return collector::kind::none; }
+LOTUS_DETAIL_API const char* map_gate_enter(const char*) noexcept {
+  map_mode.store(map_idle, std::memory_order_relaxed);
+  return nullptr;
+}
+
+LOTUS_DETAIL_API res_sample resources_read() noexcept { return {}; }
+LOTUS_DETAIL_API void resources_record(const res_sample&, std::uint64_t, std::uint64_t,
+                                       std::uint64_t) noexcept {}
+LOTUS_DETAIL_API bool op_resources_begin() noexcept { return false; }
+LOTUS_DETAIL_API void op_resources_end(const record_site*, std::uint64_t) noexcept {}
+LOTUS_DETAIL_API std::uint64_t writer_cpu_ns() noexcept { return 0; }
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_NO_RUNTIME_HPP
+// ---- end lotus/detail/no_runtime.hpp ----
 #endif
 #endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_ENABLED_HPP
 // ---- end lotus/detail/enabled.hpp ----
@@ -9417,17 +9615,16 @@ constexpr const char* tool_name(kind k) noexcept {
       "lotus needs Linux (gettid, pipe2, sigtimedwait, /proc); other POSIX systems are not supported"
 #endif
 
-// Cold entry points of the runtime: `inline` in the default header-only mode; with
-// LOTUS_COMPILED_LIB they are ordinary functions compiled once, in the TU that includes
-// <lotus/src.hpp> (CMake target lotus::lotus_compiled).
-// In the runtime source that lotus::lotus adds to each target (tools/cmake/lotus_runtime.cpp) they
-// are weak, so that the targets of one program share one runtime.
-#if defined(LOTUS_COMPILED_LIB) && defined(LOTUS_DETAIL_WEAK_ENTRY_POINTS)
-#  define LOTUS_DETAIL_API __attribute__((weak))
-#elif defined(LOTUS_COMPILED_LIB)
+// The runtime's cold entry points (detail/entry.hpp). The one file of the program that defines
+// LOTUS_IMPLEMENTATION before it includes <lotus/lotus.hpp> compiles them, as ordinary functions;
+// every other file declares them weak and carries a weak no-op of each (detail/no_runtime.hpp),
+// so that a program with no implementation still links, runs untraced and says what to add.
+#if defined(LOTUS_IMPLEMENTATION)
 #  define LOTUS_DETAIL_API
+#elif defined(__GNUC__) || defined(__clang__)
+#  define LOTUS_DETAIL_API __attribute__((weak))
 #else
-#  define LOTUS_DETAIL_API inline
+#  error "lotus needs GCC or Clang (weak symbols)"
 #endif
 #endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_PLATFORM_HPP
 // ---- end lotus/detail/platform.hpp ----
@@ -9841,7 +10038,6 @@ inline const char* map_gate_enter(const char*) noexcept { return nullptr; }
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
 
-#define LOTUS_DETAIL_INLINE_RUNTIME 0  // nothing to define
 #define LOTUS_DETAIL_SCOPE(id, name) static_cast<void>(0)
 #define LOTUS_DETAIL_SCOPE_DYNAMIC(id, name) static_cast<void>(0)
 #define LOTUS_DETAIL_BATCH_PREPROCESSED(id, idx) static_cast<void>(0)
@@ -10085,17 +10281,16 @@ class batch_scope {
       "lotus needs Linux (gettid, pipe2, sigtimedwait, /proc); other POSIX systems are not supported"
 #endif
 
-// Cold entry points of the runtime: `inline` in the default header-only mode; with
-// LOTUS_COMPILED_LIB they are ordinary functions compiled once, in the TU that includes
-// <lotus/src.hpp> (CMake target lotus::lotus_compiled).
-// In the runtime source that lotus::lotus adds to each target (tools/cmake/lotus_runtime.cpp) they
-// are weak, so that the targets of one program share one runtime.
-#if defined(LOTUS_COMPILED_LIB) && defined(LOTUS_DETAIL_WEAK_ENTRY_POINTS)
-#  define LOTUS_DETAIL_API __attribute__((weak))
-#elif defined(LOTUS_COMPILED_LIB)
+// The runtime's cold entry points (detail/entry.hpp). The one file of the program that defines
+// LOTUS_IMPLEMENTATION before it includes <lotus/lotus.hpp> compiles them, as ordinary functions;
+// every other file declares them weak and carries a weak no-op of each (detail/no_runtime.hpp),
+// so that a program with no implementation still links, runs untraced and says what to add.
+#if defined(LOTUS_IMPLEMENTATION)
 #  define LOTUS_DETAIL_API
+#elif defined(__GNUC__) || defined(__clang__)
+#  define LOTUS_DETAIL_API __attribute__((weak))
 #else
-#  define LOTUS_DETAIL_API inline
+#  error "lotus needs GCC or Clang (weak symbols)"
 #endif
 #endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_PLATFORM_HPP
 // ---- end lotus/detail/platform.hpp ----
@@ -10354,12 +10549,11 @@ struct trace_stats {
 
 #include <cstddef>           // size_t
 #include <cstdint>           // uint64_t
-#include <functional>        // function
 #include <initializer_list>  // initializer_list
 #include <string>            // string
 #include <string_view>       // string_view
-#include <type_traits>       // invoke_result_t
-#include <utility>           // forward, move, pair
+#include <type_traits>       // invoke_result_t, enable_if, decay
+#include <utility>           // forward, move, pair, swap
 #include <vector>            // vector
 
 // ---- begin lotus/detail/loader_kind.hpp ----
@@ -10482,12 +10676,51 @@ traced_fn<F> traced(std::string_view name, F f) {
   return traced_fn<F>(name, std::move(f));
 }
 
+namespace detail {
+
+/// compose's step: any copyable callable T(T), type-erased (what std::function<T(T)> does, without
+/// the <functional> every recording file would otherwise parse).
+template <class T>
+class unary_fn {
+ public:
+  unary_fn() = default;
+  template <class F, class = std::enable_if_t<!std::is_same<std::decay_t<F>, unary_fn>::value>>
+  unary_fn(F f) : p_(new holder<std::decay_t<F>>(std::move(f))) {}  // implicit, as std::function
+  unary_fn(const unary_fn& o) : p_(o.p_ != nullptr ? o.p_->clone() : nullptr) {}
+  unary_fn(unary_fn&& o) noexcept : p_(o.p_) { o.p_ = nullptr; }
+  unary_fn& operator=(unary_fn o) noexcept {
+    std::swap(p_, o.p_);
+    return *this;
+  }
+  ~unary_fn() { delete p_; }
+
+  T operator()(T x) const { return p_->call(std::move(x)); }
+  explicit operator bool() const noexcept { return p_ != nullptr; }
+
+ private:
+  struct base {
+    virtual ~base() = default;
+    virtual T call(T x) = 0;
+    virtual base* clone() const = 0;
+  };
+  template <class F>
+  struct holder final : base {
+    explicit holder(F g) : f(std::move(g)) {}
+    T call(T x) override { return f(std::move(x)); }
+    base* clone() const override { return new holder(f); }
+    F f;
+  };
+  base* p_ = nullptr;
+};
+
+}  // namespace detail
+
 /// torchvision-like Compose: applies named transforms in order and records each as `S<name>`.
 /// **Example**: `lotus::compose<Image> t{{"RandomResizedCrop", rrc}, {"Normalize", norm}};`
 template <class T>
 class compose {
  public:
-  using transform = std::function<T(T)>;
+  using transform = detail::unary_fn<T>;  ///< any callable T(T), std::function<T(T)> included
 
   compose() = default;
   compose(std::initializer_list<std::pair<std::string_view, transform>> steps) {
@@ -10741,8 +10974,8 @@ inline bool tracing_enabled() noexcept {
 #define LOTUS_VERSION_STRING "0.1.0"
 #endif  // LOTUS_AMALGAMATED_LOTUS_VERSION_HPP
 // ---- end lotus/version.hpp ----
-#endif  // LOTUS_AMALGAMATED_LOTUS_LOTUS_HPP
-// ---- end lotus/lotus.hpp ----
+
+#if defined(LOTUS_IMPLEMENTATION) && LOTUS_DETAIL_ENABLED
 // ---- begin lotus/collector.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTOR_HPP
 #define LOTUS_AMALGAMATED_LOTUS_COLLECTOR_HPP
@@ -10750,7 +10983,7 @@ inline bool tracing_enabled() noexcept {
 // SPDX-License-Identifier: MIT
 // Not part of lotus.hpp: a probe includes it (or <lotus/map_region.hpp>). The fast paths are
 // inline (one relaxed load while nothing is attached); detection and the backends are compiled
-// in the files that include this header (header-only) or once, in lotus::lotus_compiled.
+// once, in the program's implementation file (LOTUS_IMPLEMENTATION, lotus::lotus).
 
 #include <atomic>  // memory_order (the state words)
 
@@ -10879,14 +11112,14 @@ inline const char* to_string(kind k) noexcept {
 /// Detach the collector; every later collector call is a no-op.
 #define LOTUS_COLLECTOR_DETACH() LOTUS_DETAIL_COLLECTOR_CALL(::lotus::collector::detach())
 
-// Header-only mode: detection and the backends, compiled in this file.
-#if LOTUS_DETAIL_INLINE_RUNTIME
+// The implementation file: detection and the backends.
+#if LOTUS_DETAIL_ENABLED && defined(LOTUS_IMPLEMENTATION)
 // ---- begin lotus/collectors/impl.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTORS_IMPL_HPP
 #define LOTUS_AMALGAMATED_LOTUS_COLLECTORS_IMPL_HPP
 // lotus — collector detection, nesting and the backends behind lotus/collector.hpp (internal)
 // SPDX-License-Identifier: MIT
-// Header-only: included by collector.hpp; LOTUS_COMPILED_LIB: compiled once (lotus/src.hpp).
+// Compiled once, in the implementation file (collector.hpp includes it under LOTUS_IMPLEMENTATION).
 
 #include <atomic>   // atomic
 #include <cerrno>   // errno
@@ -13353,9 +13586,8 @@ struct res_sample {
 #endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_RES_SAMPLE_HPP
 // ---- end lotus/detail/res_sample.hpp ----
 
-// Header-only mode defines these in lotus/runtime/runtime.hpp (reached through scope.hpp and
-// trace.hpp); with LOTUS_COMPILED_LIB they are defined once, in the TU that includes
-// <lotus/src.hpp>, and the hot-path headers see only these declarations.
+// The one file that defines LOTUS_IMPLEMENTATION defines these (lotus/runtime/runtime.hpp, the
+// collectors); every other file sees these declarations and the weak no-ops of no_runtime.hpp.
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -13595,8 +13827,8 @@ LOTUS_DETAIL_API collector::kind collector_attached() noexcept {
 // SPDX-License-Identifier: MIT
 // Records S<name>, and resumes the collector around one selected execution of one selected region.
 // Not part of lotus.hpp: a probe includes it. The region's fast path is inline; the list mode,
-// the selection and the collector are compiled in the files that include this header
-// (header-only) or once, in lotus::lotus_compiled.
+// the selection and the collector are compiled once, in the program's implementation file
+// (LOTUS_IMPLEMENTATION, lotus::lotus).
 
 #include <atomic>  // memory_order (the state words)
 
@@ -13645,14 +13877,3023 @@ class map_region {
 #undef LOTUS_MAP_REGION
 #define LOTUS_MAP_REGION(name) LOTUS_DETAIL_MAP_REGION(LOTUS_DETAIL_UNIQUE(lotus_map_), name)
 
-// Header-only mode: the list mode and the selection, compiled in this file.
-#if LOTUS_DETAIL_INLINE_RUNTIME
+// The implementation file: the list mode and the selection.
+#if LOTUS_DETAIL_ENABLED && defined(LOTUS_IMPLEMENTATION)
 // ---- begin lotus/collectors/map.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTORS_MAP_HPP
 #define LOTUS_AMALGAMATED_LOTUS_COLLECTORS_MAP_HPP
 // lotus — LOTUS_MAP_REGION's list mode and selection behind lotus/map_region.hpp (internal)
 // SPDX-License-Identifier: MIT
-// Header-only: included by map_region.hpp; LOTUS_COMPILED_LIB: compiled once (lotus/src.hpp).
+// Compiled once, in the implementation file (map_region.hpp includes it under
+// LOTUS_IMPLEMENTATION).
+
+#include <errno.h>   // errno
+#include <fcntl.h>   // open
+#include <unistd.h>  // write, close
+
+#include <atomic>   // atomic
+#include <chrono>   // milliseconds
+#include <cstdint>  // uint64_t
+#include <cstring>  // strcmp, strlen
+#include <mutex>    // mutex
+#include <thread>   // sleep_for
+#include <vector>   // vector
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+// The mapping-probe contract (LOTUS_MAP_*) is part of collector_config()
+// (collectors/common.hpp): one snapshot with LOTUS_COLLECTOR, read once per process.
+
+/// Executions of the selected region so far, process-wide (one counter: one region is selected).
+inline std::atomic<std::uint64_t> map_selected_executions{0};
+
+/// True when `name` is written as `selected` in a trace (the driver selects by the trace's name).
+inline bool same_record_name(const char* name, const char* selected) noexcept {
+  std::size_t i = 0;
+  for (; name[i] != '\0' && selected[i] != '\0'; ++i) {
+    if (record_name_char(name[i]) != selected[i]) return false;
+  }
+  return name[i] == '\0' && selected[i] == '\0';
+}
+
+/// List mode: appends `name`, as trace records carry it, to the list file the first time this
+/// process enters it (a ',' or a newline in a name never makes another region).
+inline void map_list(const char* path, const char* name) noexcept {
+  static std::mutex mutex;
+  static std::vector<const char*> seen;
+  std::lock_guard<std::mutex> lock(mutex);
+  for (const char* s : seen) {
+    if (std::strcmp(s, name) == 0) return;
+  }
+  try {
+    seen.push_back(name);
+  } catch (...) {
+    return;
+  }
+  // The driver made this file; a symlink or FIFO in its place is refused, never followed.
+  const int fd =
+      ::open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
+  if (fd < 0) {
+    diag(topic::map, "cannot open LOTUS_MAP_LIST=%s for appending: %s", path, std::strerror(errno));
+    return;
+  }
+  // One write per line, O_APPEND: concurrent probe processes never interleave within a line.
+  char line[max_name_bytes + 1];
+  std::size_t len = std::strlen(name);
+  if (len > max_name_bytes) len = max_name_bytes;
+  for (std::size_t i = 0; i < len; ++i) line[i] = record_name_char(name[i]);
+  line[len] = '\n';
+  if (::write(fd, line, len + 1) < 0) {
+    diag(topic::map, "cannot write LOTUS_MAP_LIST=%s: %s", path, std::strerror(errno));
+  }
+  ::close(fd);
+}
+
+LOTUS_DETAIL_API const char* map_gate_enter(const char* name) noexcept {
+  const collector_settings& s = collector_config();
+  map_mode.store(s.map_active ? map_active : map_idle, std::memory_order_relaxed);
+  if (!s.map_active) return nullptr;
+  if (s.list_path != nullptr) {
+    map_list(s.list_path, name);
+    return nullptr;
+  }
+  if (!same_record_name(name, s.select)) return nullptr;
+  const std::uint64_t n = map_selected_executions.fetch_add(1, std::memory_order_relaxed);
+  if (n < s.warmup || n - s.warmup >= s.count) return nullptr;
+  if (s.gap_ms > 0) {
+    try {
+      std::this_thread::sleep_for(std::chrono::milliseconds(s.gap_ms));
+    } catch (...) {
+    }
+  }
+  collector::resume_region(name);
+  return name;
+}
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_COLLECTORS_MAP_HPP
+// ---- end lotus/collectors/map.hpp ----
+#endif
+#endif  // LOTUS_AMALGAMATED_LOTUS_MAP_REGION_HPP
+// ---- end lotus/map_region.hpp ----
+#endif
+#endif  // LOTUS_AMALGAMATED_LOTUS_LOTUS_HPP
+// ---- end lotus/lotus.hpp ----
+// ---- begin lotus/collector.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTOR_HPP
+#define LOTUS_AMALGAMATED_LOTUS_COLLECTOR_HPP
+// lotus — vendor-neutral collector control: resume/pause/detach perf, Callgrind, VTune (ITT), uProf
+// SPDX-License-Identifier: MIT
+// Not part of lotus.hpp: a probe includes it (or <lotus/map_region.hpp>). The fast paths are
+// inline (one relaxed load while nothing is attached); detection and the backends are compiled
+// once, in the program's implementation file (LOTUS_IMPLEMENTATION, lotus::lotus).
+
+#include <atomic>  // memory_order (the state words)
+
+// ---- begin lotus/collector_kind.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTOR_KIND_HPP
+#define LOTUS_AMALGAMATED_LOTUS_COLLECTOR_KIND_HPP
+// lotus — the collectors lotus drives, one enum for the library and lotus-tool
+// SPDX-License-Identifier: MIT
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace collector {
+
+/// The collector that resume()/pause() drive; chosen once per process by LOTUS_COLLECTOR
+/// (auto|perf|itt|amd|callgrind|none, default auto; `vtune` and `uprof` name itt and amd).
+enum class kind { none, perf, itt, amd, callgrind };
+
+/// LOTUS_COLLECTOR's spelling of `k`: "none", "perf", "itt", "amd", "callgrind".
+constexpr const char* env_name(kind k) noexcept {
+  return k == kind::perf        ? "perf"
+         : k == kind::itt       ? "itt"
+         : k == kind::amd       ? "amd"
+         : k == kind::callgrind ? "callgrind"
+                                : "none";
+}
+
+/// The profiler's own name, as lotus-tool's --collector spells it: "perf", "vtune", "uprof",
+/// "callgrind" ("none" for none).
+constexpr const char* tool_name(kind k) noexcept {
+  return k == kind::itt ? "vtune" : k == kind::amd ? "uprof" : env_name(k);
+}
+
+}  // namespace collector
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_COLLECTOR_KIND_HPP
+// ---- end lotus/collector_kind.hpp ----
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace collector {
+
+/// Detects the collector now instead of at the first resume/pause (idempotent).
+inline void initialize() noexcept {
+  if (detail::collector_state.load(std::memory_order_acquire) != detail::collector_unknown) return;
+  detail::collector_initialize();
+}
+
+/// Starts (resumes) collection; nests process-wide: only the outermost resume() reaches it.
+LOTUS_DETAIL_FORCE_INLINE void resume() noexcept {
+  if (LOTUS_DETAIL_LIKELY(detail::collector_state.load(std::memory_order_relaxed) ==
+                          detail::collector_off)) {
+    return;
+  }
+  detail::collector_resume_slow(nullptr);
+}
+
+/// Stops (pauses) collection when the outermost resume() is matched.
+LOTUS_DETAIL_FORCE_INLINE void pause() noexcept {
+  if (LOTUS_DETAIL_LIKELY(detail::collector_state.load(std::memory_order_relaxed) ==
+                          detail::collector_off)) {
+    return;
+  }
+  detail::collector_pause_slow(nullptr);
+}
+
+/// resume() for a named region: Callgrind also zeroes its counters so the region dumps alone.
+LOTUS_DETAIL_FORCE_INLINE void resume_region(const char* name) noexcept {
+  if (LOTUS_DETAIL_LIKELY(detail::collector_state.load(std::memory_order_relaxed) ==
+                          detail::collector_off)) {
+    return;
+  }
+  detail::collector_resume_slow(name);
+}
+
+/// pause() for a named region: Callgrind dumps `callgrind.out.<pid>.<n>` labelled with `name`.
+LOTUS_DETAIL_FORCE_INLINE void pause_region(const char* name) noexcept {
+  if (LOTUS_DETAIL_LIKELY(detail::collector_state.load(std::memory_order_relaxed) ==
+                          detail::collector_off)) {
+    return;
+  }
+  detail::collector_pause_slow(name);
+}
+
+/// Pauses if needed, detaches the collector (ITT `__itt_detach`, perf FIFOs closed) and turns
+/// every later call into a no-op.
+inline void detach() noexcept {
+  if (detail::collector_state.load(std::memory_order_relaxed) == detail::collector_off) return;
+  detail::collector_detach_slow();
+}
+
+/// The collector in use (detecting it if needed); kind::none when nothing is attached any more.
+inline kind attached() noexcept { return detail::collector_attached(); }
+
+/// Current process-wide nesting depth of resume() calls.
+inline int depth() noexcept { return detail::collector_depth.load(std::memory_order_relaxed); }
+
+/// "none", "perf", "itt", "amd" or "callgrind".
+inline const char* to_string(kind k) noexcept {
+  switch (k) {
+    case kind::perf:
+      return "perf";
+    case kind::itt:
+      return "itt";
+    case kind::amd:
+      return "amd";
+    case kind::callgrind:
+      return "callgrind";
+    case kind::none:
+      break;
+  }
+  return "none";
+}
+
+}  // namespace collector
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+
+/// Resume / pause the attached collector (perf, Callgrind, VTune, uProf); nest process-wide.
+#undef LOTUS_COLLECTOR_RESUME
+#undef LOTUS_COLLECTOR_PAUSE
+#undef LOTUS_COLLECTOR_DETACH
+#define LOTUS_COLLECTOR_RESUME() LOTUS_DETAIL_COLLECTOR_CALL(::lotus::collector::resume())
+#define LOTUS_COLLECTOR_PAUSE() LOTUS_DETAIL_COLLECTOR_CALL(::lotus::collector::pause())
+/// Detach the collector; every later collector call is a no-op.
+#define LOTUS_COLLECTOR_DETACH() LOTUS_DETAIL_COLLECTOR_CALL(::lotus::collector::detach())
+
+// The implementation file: detection and the backends.
+#if LOTUS_DETAIL_ENABLED && defined(LOTUS_IMPLEMENTATION)
+// ---- begin lotus/collectors/impl.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTORS_IMPL_HPP
+#define LOTUS_AMALGAMATED_LOTUS_COLLECTORS_IMPL_HPP
+// lotus — collector detection, nesting and the backends behind lotus/collector.hpp (internal)
+// SPDX-License-Identifier: MIT
+// Compiled once, in the implementation file (collector.hpp includes it under LOTUS_IMPLEMENTATION).
+
+#include <atomic>   // atomic
+#include <cerrno>   // errno
+#include <cstring>  // strcmp
+#include <mutex>    // mutex, lock_guard
+
+// ---- begin lotus/collectors/amd.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTORS_AMD_HPP
+#define LOTUS_AMALGAMATED_LOTUS_COLLECTORS_AMD_HPP
+// lotus — AMD uProf backend: dlopen of libAMDProfileController.so, 4.x and 5.x entry points
+// SPDX-License-Identifier: MIT
+
+#include <dlfcn.h>  // dlopen, dlsym
+#include <glob.h>   // glob
+
+// ---- begin lotus/collectors/common.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTORS_COMMON_HPP
+#define LOTUS_AMALGAMATED_LOTUS_COLLECTORS_COMMON_HPP
+// lotus — shared pieces of the collector backends: backend table, env helpers
+// SPDX-License-Identifier: MIT
+
+#include <atomic>   // atomic
+#include <cstdint>  // uint64_t
+#include <cstring>  // memcpy
+
+// ---- begin lotus/runtime/diagnostics.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_DIAGNOSTICS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_DIAGNOSTICS_HPP
+// lotus — the one diagnostics sink: `lotus: ...` on stderr, once per topic (internal)
+// SPDX-License-Identifier: MIT
+
+#include <errno.h>   // errno
+#include <unistd.h>  // write
+
+#include <atomic>   // atomic
+#include <cstdarg>  // va_list
+#include <cstddef>  // size_t
+#include <cstdint>  // uint64_t
+#include <cstdio>   // vsnprintf
+#include <cstring>  // strlen
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// What a message is about. Each topic prints at most once per process, so a flood of one failure
+/// never hides the first report of another (a bad LOTUS_MAP_* value does not silence the perf
+/// FIFO).
+enum class topic : unsigned {
+  clock,            // TSC refused
+  file_taken,       // a trace file name already existed; a fresh name is used
+  file_refused,     // a file lotus will not write into (replaced, linked, no fresh name left)
+  no_space,         // ENOSPC / EDQUOT
+  max_bytes,        // LOTUS_MAX_BYTES reached
+  disk_reserve,     // the file system's free space under LOTUS_MIN_FREE_BYTES
+  too_many_files,   // EMFILE / ENFILE
+  io_error,         // any other error creating or writing a trace file
+  no_memory,        // a ring or buffer could not be allocated
+  writer,           // the writer thread could not start or did not stop in time
+  late_event,       // an event after the thread's exit hook (a thread_local destructor)
+  reentrant,        // an event from a signal handler that interrupted lotus on the same thread
+  collector,        // the collector backend (perf, ITT, uProf, Callgrind) failed
+  map,              // LotusMap probe control (list file)
+  nvtx,             // LOTUS_NVTX asked for in a build without NVTX
+  itt,              // LOTUS_ITT asked for with no usable ITT collector
+  names,            // the run-time name table is full: new names pooled
+  fd_reused,        // a descriptor of lotus was closed (and maybe reused) by the host
+  live,             // the live figures file (live.hpp) could not be created or was replaced
+  capture_control,  // a flight-recorder control file that is not this user's own: ignored
+  capture_pending,  // more flight-recorder captures pending than a process holds: skipped
+  writer_stuck,     // a full ring's wait gave up: the writer made no progress (a handler?)
+  capture_budget,   // a flight-recorder capture not requested: LOTUS_MAX_BYTES reached
+  capture_failed,   // a flight-recorder capture not requested or not written (file system)
+  count_
+};
+
+inline std::atomic<bool> g_topic_said[static_cast<unsigned>(topic::count_)] = {};
+
+/// `lotus: <text>` on stderr with one write(2): async-signal-safe formatting aside, no stdio lock.
+inline void diag_write(const char* text, int n) noexcept {
+  char line[640];
+  if (n < 0) return;
+  const int max = static_cast<int>(sizeof line) - 9;
+  if (n > max) n = max;
+  const char head[] = "lotus: ";
+  for (int i = 0; i < 7; ++i) line[i] = head[i];
+  for (int i = 0; i < n; ++i) line[7 + i] = text[i];
+  line[7 + n] = '\n';
+  const int saved = errno;
+  const ssize_t w = ::write(2, line, static_cast<std::size_t>(8 + n));
+  static_cast<void>(w);
+  errno = saved;
+}
+
+/// Once per process for `t`, a fixed text: write(2) only, async-signal-safe (the record path's
+/// messages, which may come from a signal handler).
+inline bool diag_text(topic t, const char* text) noexcept {
+  if (g_topic_said[static_cast<unsigned>(t)].exchange(true, std::memory_order_relaxed))
+    return false;
+  diag_write(text, static_cast<int>(std::strlen(text)));
+  return true;
+}
+
+/// As diag_text, `before` `v` `after` (the number in decimal, formatted here: no stdio).
+inline bool diag_text_u64(topic t, const char* before, std::uint64_t v,
+                          const char* after) noexcept {
+  if (g_topic_said[static_cast<unsigned>(t)].exchange(true, std::memory_order_relaxed))
+    return false;
+  char text[600];
+  std::size_t n = 0;
+  const auto put = [&](const char* p) {
+    while (*p != '\0' && n < sizeof text - 24) text[n++] = *p++;
+  };
+  put(before);
+  char digits[24];
+  std::size_t k = 0;
+  do {
+    digits[k++] = static_cast<char>('0' + v % 10);
+    v /= 10;
+  } while (v != 0);
+  while (k != 0) text[n++] = digits[--k];
+  put(after);
+  diag_write(text, static_cast<int>(n));
+  return true;
+}
+
+LOTUS_DETAIL_COLD inline void diag_vprint(const char* format, va_list args) noexcept {
+  char text[600];
+  const int n = std::vsnprintf(text, sizeof text, format, args);
+  if (n > 0)
+    diag_write(text, n < static_cast<int>(sizeof text) ? n : static_cast<int>(sizeof text) - 1);
+}
+
+/// Print once per process for `t`; returns whether this call printed.
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((format(printf, 2, 3)))
+#endif
+inline bool
+diag(topic t, const char* format, ...) noexcept {
+  if (g_topic_said[static_cast<unsigned>(t)].exchange(true, std::memory_order_relaxed))
+    return false;
+  va_list args;
+  va_start(args, format);
+  diag_vprint(format, args);
+  va_end(args);
+  return true;
+}
+
+/// A value for a message: at most its first 200 bytes, control bytes and DEL escaped (`\n`,
+/// `\t`, `\r`, else `\xHH`), so a value can never end the message's line or forge another
+/// (a newline in an environment variable, an ANSI escape). `out` holds at least 801 bytes.
+inline const char* diag_escaped(const char* v, std::size_t n, char* out,
+                                std::size_t size) noexcept {
+  static constexpr char hex[] = "0123456789abcdef";
+  std::size_t o = 0;
+  if (n > 200) n = 200;
+  for (std::size_t i = 0; i < n && o + 5 <= size; ++i) {
+    const auto c = static_cast<unsigned char>(v[i]);
+    if (c >= 0x20 && c != 0x7f) {
+      out[o++] = static_cast<char>(c);
+      continue;
+    }
+    out[o++] = '\\';
+    if (c == '\n' || c == '\t' || c == '\r') {
+      out[o++] = c == '\n' ? 'n' : c == '\t' ? 't' : 'r';
+    } else {
+      out[o++] = 'x';
+      out[o++] = hex[c >> 4];
+      out[o++] = hex[c & 15];
+    }
+  }
+  out[o] = '\0';
+  return out;
+}
+inline const char* diag_escaped(const char* v, char* out, std::size_t size) noexcept {
+  return diag_escaped(v, std::strlen(v), out, size);
+}
+
+/// A bad configuration value. Every variable is read once per process, so each bad one is
+/// reported once (these do not share a once-flag: two bad variables give two lines).
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((format(printf, 1, 2)))
+#endif
+inline void
+diag_config(const char* format, ...) noexcept {
+  va_list args;
+  va_start(args, format);
+  diag_vprint(format, args);
+  va_end(args);
+}
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_DIAGNOSTICS_HPP
+// ---- end lotus/runtime/diagnostics.hpp ----
+// ---- begin lotus/runtime/env.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_ENV_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_ENV_HPP
+// lotus — the typed environment parser under option_table.hpp (internal)
+// SPDX-License-Identifier: MIT
+
+#include <cstdint>      // uint64_t
+#include <cstdlib>      // getenv
+#include <string_view>  // string_view
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// The value of `name`, or nullptr when unset or empty.
+inline const char* env_text(const char* name) noexcept {
+  const char* v = std::getenv(name);
+  return (v != nullptr && *v != '\0') ? v : nullptr;
+}
+
+/// Decimal digits only (no sign, no spaces), at most 19 of them, within [lo, hi].
+inline bool parse_u64(const char* s, std::uint64_t lo, std::uint64_t hi,
+                      std::uint64_t& out) noexcept {
+  std::uint64_t x = 0;
+  std::size_t n = 0;
+  for (; s[n] != '\0'; ++n) {
+    if (s[n] < '0' || s[n] > '9' || n == 19) return false;
+    x = x * 10 + static_cast<std::uint64_t>(s[n] - '0');
+  }
+  if (n == 0 || x < lo || x > hi) return false;
+  out = x;
+  return true;
+}
+
+/// An integer variable: true and `out` set when it is set and valid; unset → false, silently;
+/// invalid → one warning naming the variable, the value and what was expected, and false.
+LOTUS_DETAIL_COLD inline bool env_u64(const char* name, std::uint64_t lo, std::uint64_t hi,
+                                      std::uint64_t& out) noexcept {
+  const char* v = env_text(name);
+  if (v == nullptr) return false;
+  if (parse_u64(v, lo, hi, out)) return true;
+  char shown[832];
+  diag_config("ignoring %s='%s' (expected an integer from %llu to %llu); using the default", name,
+              diag_escaped(v, shown, sizeof shown), static_cast<unsigned long long>(lo),
+              static_cast<unsigned long long>(hi));
+  return false;
+}
+
+/// True when `s` holds a control character (a newline in a file name splits sidecar lines).
+inline bool has_control_char(std::string_view s) noexcept {
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c == 0x7f) return true;
+  }
+  return false;
+}
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_ENV_HPP
+// ---- end lotus/runtime/env.hpp ----
+// ---- begin lotus/runtime/option_table.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_OPTION_TABLE_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_OPTION_TABLE_HPP
+// lotus — the one table of run-time options, each row with its value mapping (internal)
+// SPDX-License-Identifier: MIT
+
+#include <cstddef>      // size_t
+#include <cstdint>      // uint64_t
+#include <cstdio>       // snprintf
+#include <cstdlib>      // getenv
+#include <cstring>      // strcmp
+#include <optional>     // optional
+#include <string>       // string
+#include <string_view>  // string_view
+
+// ---- begin lotus/runtime/capture_request.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_CAPTURE_REQUEST_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_CAPTURE_REQUEST_HPP
+// lotus — the capture-request format, the trigger parser and the flight settings (internal)
+// SPDX-License-Identifier: MIT
+// What the flight recorder (flight.hpp) and lotus-tool capture share: a request line of the
+// control file (FORMAT.md §8), its parser, the control file's names, ownership and append, and
+// LOTUS_FLIGHT / LOTUS_TRIGGER's settings. Nothing of the recorder: lotus-tool includes this alone.
+
+#include <dirent.h>      // opendir, readdir (this user's control files)
+#include <errno.h>       // errno
+#include <fcntl.h>       // open, O_*
+#include <sys/random.h>  // getrandom (unpredictable names)
+#include <sys/stat.h>    // fstat, lstat, mkdir
+#include <time.h>        // gmtime_r, clock_gettime
+#include <unistd.h>      // geteuid, getpid, read, write, close
+
+#include <cstddef>      // size_t
+#include <cstdint>      // uint64_t
+#include <cstdio>       // snprintf
+#include <cstring>      // memcpy, strlen
+#include <string_view>  // string_view
+
+// ---- begin lotus/runtime/text.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_TEXT_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_TEXT_HPP
+// lotus — a fixed-size text builder for paths and sidecar lines (no allocation) (internal)
+// SPDX-License-Identifier: MIT
+
+#include <cstddef>      // size_t
+#include <cstdint>      // uint64_t
+#include <cstring>      // memcpy, strlen
+#include <string_view>  // string_view
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// The length of what snprintf wrote into a buffer of `size` bytes, from its return value `n`.
+inline std::size_t printed(int n, std::size_t size) noexcept {
+  if (n <= 0) return 0;
+  return static_cast<std::size_t>(n) < size ? static_cast<std::size_t>(n) : size - 1;
+}
+
+/// Text of at most 4 KiB plus room for a file name: as long as a Linux path may be. Appending past
+/// the end sets `overflow` (the caller reports ENAMETOOLONG) instead of allocating. The cold code
+/// builds its paths and lines with this, not with std::string concatenation, which would cost
+/// every translation unit that records a good part of a second to compile.
+class text {
+ public:
+  text() noexcept { buf_[0] = '\0'; }
+  text(const text&) = default;
+  text& operator=(const text&) = default;
+
+  LOTUS_DETAIL_NOINLINE text& add(const char* s, std::size_t n) noexcept {
+    if (n > sizeof buf_ - 1 - size_) {
+      n = sizeof buf_ - 1 - size_;
+      overflow = true;
+    }
+    if (n == 0) return *this;  // `s` may be null then (an empty string_view's data())
+    std::memcpy(buf_ + size_, s, n);
+    size_ += n;
+    buf_[size_] = '\0';
+    return *this;
+  }
+  text& add(const char* s) noexcept { return add(s, std::strlen(s)); }
+  text& add(std::string_view s) noexcept { return add(s.data(), s.size()); }
+  text& add(const text& t) noexcept { return add(t.buf_, t.size_); }
+  LOTUS_DETAIL_NOINLINE text& add(std::uint64_t v) noexcept {
+    char digits[20];
+    std::size_t n = 0;
+    do {
+      digits[sizeof digits - 1 - n++] = static_cast<char>('0' + v % 10);
+      v /= 10;
+    } while (v != 0);
+    return add(digits + sizeof digits - n, n);
+  }
+  text& add(char c) noexcept { return add(&c, 1); }
+  /// A value for a one-line `key value` record (the sidecar): control bytes (C0, DEL) become
+  /// '_', so a value can never start a line, or a key, of its own.
+  LOTUS_DETAIL_NOINLINE text& add_value(const char* s, std::size_t n) noexcept {
+    const std::size_t from = size_;
+    add(s, n);
+    for (std::size_t i = from; i < size_; ++i) {
+      const auto c = static_cast<unsigned char>(buf_[i]);
+      if (c < 0x20 || c == 0x7f) buf_[i] = '_';
+    }
+    return *this;
+  }
+  text& add_value(const char* s) noexcept { return add_value(s, std::strlen(s)); }
+  text& add_value(const text& t) noexcept { return add_value(t.buf_, t.size_); }
+
+  void clear() noexcept {
+    size_ = 0;
+    buf_[0] = '\0';
+    overflow = false;
+  }
+  void resize(std::size_t n) noexcept {
+    if (n < size_) {
+      size_ = n;
+      buf_[n] = '\0';
+    }
+  }
+  const char* c_str() const noexcept { return buf_; }
+  std::size_t size() const noexcept { return size_; }
+  /// The most bytes a text holds.
+  static constexpr std::size_t capacity() noexcept { return max_size - 1; }
+  /// `n` more bytes fit without cutting.
+  bool fits(std::size_t n) const noexcept { return n <= capacity() - size_; }
+  bool empty() const noexcept { return size_ == 0; }
+
+  bool overflow = false;
+
+ private:
+  static constexpr std::size_t max_size = 4352;
+  char buf_[max_size];
+  std::size_t size_ = 0;
+};
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_TEXT_HPP
+// ---- end lotus/runtime/text.hpp ----
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// LOTUS_FLIGHT_BYTES when unset: the formatted records one process keeps in memory.
+constexpr std::uint64_t flight_bytes_default = std::uint64_t{64} << 20;
+/// The control files in the trace directory: one `capture` request per line (FORMAT.md §8),
+/// per user, `.lotus-capture-<uid>`: a process obeys only the requests of its own user (its
+/// effective uid), and a request of another user (root's `lotus-tool capture` included) goes to
+/// that user's file, so it can never take this user's name. When another user took that name
+/// anyway (planted in a shared directory), requests go to a private file of an unpredictable name,
+/// `.lotus-capture-<uid>-<16 hex digits>` (created `O_EXCL`, mode 600), which the processes find
+/// by listing the directory: no name fixed in advance can be taken from them.
+constexpr const char flight_control_name[] = ".lotus-capture";
+/// Control files of one user a process reads (the first name, older lotus's `_r1` ... `_r3`, the
+/// private ones); a request goes to one of the first private ones whenever the first is taken.
+constexpr unsigned flight_control_names = 8;
+/// The control file is not appended to beyond this (a message asks to remove it).
+constexpr std::uint64_t flight_control_max = std::uint64_t{1} << 20;
+
+/// What flight mode does (settings from LOTUS_FLIGHT, LOTUS_FLIGHT_BYTES, LOTUS_TRIGGER).
+/// `op:NAME>X` conditions one LOTUS_TRIGGER holds, and the longest NAME.
+constexpr unsigned flight_max_named = 4;
+constexpr std::size_t flight_max_op_name = 63;
+
+struct flight_settings {
+  std::uint64_t window_ns = 0;  // 0: flight mode off
+  std::uint64_t max_bytes = flight_bytes_default;
+  std::uint64_t wait_ns = 0;                              // wait>X; 0: none
+  std::uint64_t share_permille = 0, share_window_ns = 0;  // waitshare>P%/W; 0: none
+  std::uint64_t batch_ns = 0;                             // batch>X; 0: none
+  std::uint64_t op_ns = 0;                                // op>X (any op); 0: none
+  struct named_op {
+    char name[flight_max_op_name + 1];  // the op's name as traced, without its S
+    std::uint64_t ns;
+  };
+  named_op named[flight_max_named] = {};  // op:NAME>X
+  unsigned named_count = 0;
+  std::uint64_t margin_ns = 300000000;  // the tail: the window ends this long after a trigger
+
+  /// The conditions of `o` (LOTUS_TRIGGER), the rest of these settings unchanged.
+  void take_triggers(const flight_settings& o) noexcept {
+    wait_ns = o.wait_ns;
+    share_permille = o.share_permille;
+    share_window_ns = o.share_window_ns;
+    batch_ns = o.batch_ns;
+    op_ns = o.op_ns;
+    named_count = o.named_count;
+    for (unsigned i = 0; i < flight_max_named; ++i) named[i] = o.named[i];
+  }
+
+  /// The longest time a request may come after its anomaly began: an in-progress trigger's
+  /// threshold, or 10 s for a request from outside (an alert through `lotus-tool serve`, whose
+  /// trigger time is the stuck batch's start). Memory keeps that much more than the window (and
+  /// a second for the writer's cycles), so a capture still holds the whole lead-up.
+  std::uint64_t lookback_ns() const noexcept {
+    std::uint64_t m = std::uint64_t{10} * 1000000000u;
+    if (wait_ns > m) m = wait_ns;
+    if (batch_ns > m) m = batch_ns;
+    if (op_ns > m) m = op_ns;
+    for (unsigned i = 0; i < named_count; ++i) m = named[i].ns > m ? named[i].ns : m;
+    if (share_window_ns > m) m = share_window_ns;
+    return m + 1000000000u;  // and a second for the writer's cycles
+  }
+};
+
+/// The longest trigger duration (LOTUS_TRIGGER): a day, as LOTUS_FLIGHT's longest window.
+constexpr std::uint64_t flight_max_duration_ns = std::uint64_t{86400} * 1000000000u;
+
+/// A duration `<number><ns|us|ms|s|min>` at `s[i..]`; false when malformed or longer than
+/// flight_max_duration_ns (never wrapped: 18446744074s is refused, not 290 ms).
+inline bool flight_parse_duration(std::string_view s, std::size_t& i, std::uint64_t& out) noexcept {
+  std::uint64_t v = 0;
+  const std::size_t from = i;
+  for (; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i) {
+    if (v > (std::uint64_t{1} << 40)) return false;
+    v = v * 10 + static_cast<std::uint64_t>(s[i] - '0');
+  }
+  if (i == from) return false;
+  static const struct {
+    const char* unit;
+    std::uint64_t ns;
+  } units[] = {{"min", 60000000000ull},
+               {"ms", 1000000ull},
+               {"us", 1000ull},
+               {"ns", 1ull},
+               {"s", 1000000000ull}};
+  for (const auto& u : units) {
+    const std::size_t n = std::strlen(u.unit);
+    if (s.substr(i, n) == u.unit) {
+      i += n;
+      if (v > flight_max_duration_ns / u.ns) return false;
+      out = v * u.ns;
+      return true;
+    }
+  }
+  return false;
+}
+
+/// What LOTUS_TRIGGER takes, for the messages that refuse a value (runtime and Python).
+constexpr const char flight_trigger_expected[] =
+    "wait>DURATION, waitshare>P%/DURATION, batch>DURATION, op>DURATION and/or op:NAME>DURATION, "
+    "comma-separated, DURATION such as 800ms or 10s, at most 1 day";
+
+/// `c` may be part of an op name in `op:NAME>X`: what a traced name holds, but `>` and `,`.
+constexpr bool flight_op_name_char(char c) noexcept {
+  return static_cast<unsigned char>(c) > 0x20 && c != 0x7f && c != '>' && c != ',';
+}
+
+/// LOTUS_TRIGGER: `wait>DUR`, `waitshare>P%/DUR`, `batch>DUR`, `op>DUR` and `op:NAME>DUR`,
+/// comma-separated (spaces allowed around them). False (and `out` unchanged) when any condition
+/// is malformed.
+inline bool flight_parse_triggers(std::string_view s, flight_settings& out) noexcept {
+  flight_settings t = out;
+  t.wait_ns = 0;
+  t.share_permille = 0;
+  t.share_window_ns = 0;
+  t.batch_ns = 0;
+  t.op_ns = 0;
+  t.named_count = 0;
+  std::size_t i = 0;
+  auto skip_spaces = [&] {
+    while (i < s.size() && s[i] == ' ') ++i;
+  };
+  skip_spaces();
+  if (i == s.size()) {
+    out = t;
+    return true;
+  }
+  for (;;) {
+    skip_spaces();
+    if (s.substr(i, 10) == "waitshare>") {
+      i += 10;
+      std::uint64_t pct = 0;
+      const std::size_t from = i;
+      for (; i < s.size() && s[i] >= '0' && s[i] <= '9' && pct < 1000; ++i) {
+        pct = pct * 10 + static_cast<std::uint64_t>(s[i] - '0');
+      }
+      if (i == from) return false;
+      pct *= 10;
+      if (i < s.size() && s[i] == '.') {
+        ++i;
+        if (i >= s.size() || s[i] < '0' || s[i] > '9') return false;
+        pct += static_cast<std::uint64_t>(s[i++] - '0');
+      }
+      if (i + 1 >= s.size() || s[i] != '%' || s[i + 1] != '/') return false;
+      i += 2;
+      std::uint64_t w = 0;
+      if (!flight_parse_duration(s, i, w) || w < 1000000 || pct == 0 || pct >= 1000) return false;
+      t.share_permille = pct;
+      t.share_window_ns = w;
+    } else if (s.substr(i, 5) == "wait>") {
+      i += 5;
+      std::uint64_t w = 0;
+      if (!flight_parse_duration(s, i, w) || w == 0) return false;
+      t.wait_ns = w;
+    } else if (s.substr(i, 6) == "batch>") {
+      i += 6;
+      std::uint64_t w = 0;
+      if (!flight_parse_duration(s, i, w) || w == 0) return false;
+      t.batch_ns = w;
+    } else if (s.substr(i, 3) == "op>") {
+      i += 3;
+      std::uint64_t w = 0;
+      if (!flight_parse_duration(s, i, w) || w == 0) return false;
+      t.op_ns = w;
+    } else if (s.substr(i, 3) == "op:") {
+      i += 3;
+      const std::size_t from = i;
+      while (i < s.size() && flight_op_name_char(s[i])) ++i;
+      const std::size_t n = i - from;
+      if (n == 0 || n > flight_max_op_name || t.named_count == flight_max_named) return false;
+      if (i >= s.size() || s[i] != '>') return false;
+      ++i;
+      std::uint64_t w = 0;
+      if (!flight_parse_duration(s, i, w) || w == 0) return false;
+      flight_settings::named_op& o = t.named[t.named_count++];
+      std::memcpy(o.name, s.data() + from, n);
+      o.name[n] = '\0';
+      o.ns = w;
+    } else {
+      return false;
+    }
+    skip_spaces();
+    if (i == s.size()) break;
+    if (s[i] != ',') return false;
+    ++i;
+  }
+  out = t;
+  return true;
+}
+
+/// One capture request: a line of the control file,
+///   capture <id> <trigger_ns> <end_ns> <pid> <reason>
+/// `id` names the capture directory (`capture-<id>`); every process writes the window
+/// [end - LOTUS_FLIGHT, end] of its records there once its clock passed `end`; `pid` 0: every
+/// process, else that process and its children (DataLoader workers).
+struct flight_request {
+  char id[64] = {};
+  std::uint64_t trigger_ns = 0, end_ns = 0, pid = 0;
+  char reason[192] = {};
+};
+
+/// `c` may be part of a capture id.
+constexpr bool flight_id_char(char c) noexcept {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+         c == '_' || c == '.';
+}
+
+/// 64 bits another user cannot predict (getrandom; /dev/urandom; at worst the clock and pid).
+inline std::uint64_t flight_random64() noexcept {
+  std::uint64_t v = 0;
+  if (::getrandom(&v, sizeof v, GRND_NONBLOCK) == static_cast<ssize_t>(sizeof v)) return v;
+  const int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd >= 0) {
+    const ssize_t n = ::read(fd, &v, sizeof v);
+    ::close(fd);
+    if (n == static_cast<ssize_t>(sizeof v)) return v;
+  }
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  v = static_cast<std::uint64_t>(ts.tv_nsec) ^ (static_cast<std::uint64_t>(ts.tv_sec) << 30) ^
+      (static_cast<std::uint64_t>(::getpid()) << 44) ^ reinterpret_cast<std::uintptr_t>(&v);
+  v ^= v >> 33;  // splitmix64's finalizer
+  v *= 0xff51afd7ed558ccdull;
+  v ^= v >> 33;
+  return v;
+}
+
+/// A fresh id: `<UTC YYYYmmddTHHMMSS>Z-<pid>-<seq>-<16 hex digits>`. The random part makes the
+/// capture directory's name unpredictable: another user cannot create it first.
+inline void flight_make_id(char (&id)[64], std::uint64_t when_ns, std::uint64_t pid,
+                           std::uint64_t seq) noexcept {
+  const time_t secs = static_cast<time_t>(when_ns / 1000000000u);
+  struct tm tm {};
+  if (::gmtime_r(&secs, &tm) == nullptr) tm = {};
+  std::snprintf(id, sizeof id, "%04d%02d%02dT%02d%02d%02dZ-%llu-%llu-%016llx", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                static_cast<unsigned long long>(pid), static_cast<unsigned long long>(seq),
+                static_cast<unsigned long long>(flight_random64()));
+}
+
+/// Copies `reason` into `r.reason`: control bytes become '_', cut to fit.
+inline void flight_set_reason(flight_request& r, std::string_view reason) noexcept {
+  std::size_t n = 0;
+  for (const char c : reason) {
+    if (n + 1 >= sizeof r.reason) break;
+    const auto u = static_cast<unsigned char>(c);
+    r.reason[n++] = u < 0x20 || u == 0x7f ? '_' : c;
+  }
+  r.reason[n] = '\0';
+}
+
+/// The request as its control-file line (with the newline); its length, 0 when it does not fit.
+inline std::size_t flight_request_line(const flight_request& r, char* out,
+                                       std::size_t size) noexcept {
+  const int n = std::snprintf(
+      out, size, "capture %s %llu %llu %llu %s\n", r.id,
+      static_cast<unsigned long long>(r.trigger_ns), static_cast<unsigned long long>(r.end_ns),
+      static_cast<unsigned long long>(r.pid), r.reason[0] != '\0' ? r.reason : "-");
+  return n > 0 && static_cast<std::size_t>(n) < size ? static_cast<std::size_t>(n) : 0;
+}
+
+/// Parses one control-file line (without its newline); false when it is not a valid request.
+inline bool flight_parse_request(std::string_view line, flight_request& r) noexcept {
+  if (line.substr(0, 8) != "capture ") return false;
+  std::size_t i = 8, n = 0;
+  for (; i < line.size() && line[i] != ' '; ++i) {
+    if (!flight_id_char(line[i]) || n + 1 >= sizeof r.id) return false;
+    r.id[n++] = line[i];
+  }
+  r.id[n] = '\0';
+  if (n == 0 || r.id[0] == '.') return false;
+  std::uint64_t* nums[] = {&r.trigger_ns, &r.end_ns, &r.pid};
+  for (std::uint64_t* v : nums) {
+    if (i >= line.size() || line[i] != ' ') return false;
+    ++i;
+    const std::size_t from = i;
+    *v = 0;
+    for (; i < line.size() && line[i] >= '0' && line[i] <= '9'; ++i) {
+      if (*v > (std::uint64_t{1} << 62) / 10) return false;
+      *v = *v * 10 + static_cast<std::uint64_t>(line[i] - '0');
+    }
+    if (i == from) return false;
+  }
+  if (i >= line.size() || line[i] != ' ') return false;
+  flight_set_reason(r, line.substr(i + 1));
+  return true;
+}
+
+/// The `k`th fixed control file name of user `uid` in `dir` (`.lotus-capture-<uid>`; k > 0:
+/// `..._r<k>`, older lotus's second names, still read).
+inline text flight_control_path(const char* dir, std::uint64_t uid, unsigned k) noexcept {
+  text path;
+  path.add(dir).add('/').add(flight_control_name).add('-').add(uid);
+  if (k != 0) path.add("_r").add(std::uint64_t{k});
+  return path;
+}
+
+/// A control file lotus reads or appends to: a regular file of this user with one link.
+inline bool flight_control_owned(const struct stat& st) noexcept {
+  return S_ISREG(st.st_mode) && st.st_uid == ::geteuid() && st.st_nlink == 1;
+}
+
+/// A control file name (without its directory) of user `uid`: `.lotus-capture-<uid>`,
+/// `..._r<1-3>` (older lotus) or `...-<16 hex digits>` (private).
+inline bool flight_control_name_of(const char* name, std::uint64_t uid) noexcept {
+  text first;
+  first.add(flight_control_name).add('-').add(uid);
+  const std::size_t n = first.size();
+  if (std::strncmp(name, first.c_str(), n) != 0) return false;
+  const char* rest = name + n;
+  if (rest[0] == '\0') return true;
+  if (rest[0] == '_' && rest[1] == 'r' && rest[2] >= '1' && rest[2] <= '3' && rest[3] == '\0') {
+    return true;
+  }
+  if (rest[0] != '-' || std::strlen(rest + 1) != 16) return false;
+  for (const char* p = rest + 1; *p != '\0'; ++p) {
+    if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f'))) return false;
+  }
+  return true;
+}
+
+/// One control file name (without its directory).
+struct flight_control_file {
+  char name[64];
+};
+
+/// Lists this user's control files in `dir`, its own regular files with one link only (lstat),
+/// the first name first; at most `max`. `first_taken`: the first name exists and is not one.
+inline unsigned flight_control_list(const char* dir, std::uint64_t uid, flight_control_file* out,
+                                    unsigned max, bool* first_taken) noexcept {
+  *first_taken = false;
+  unsigned n = 0;
+  const text first = flight_control_path(dir, uid, 0);
+  struct stat st {};
+  if (!first.overflow && ::lstat(first.c_str(), &st) == 0) {
+    if (flight_control_owned(st) && n < max) {
+      std::snprintf(out[n++].name, sizeof out->name, "%s-%llu", flight_control_name,
+                    static_cast<unsigned long long>(uid));
+    } else if (!flight_control_owned(st)) {
+      *first_taken = true;
+    }
+  }
+  DIR* d = ::opendir(dir);
+  if (d == nullptr) return n;
+  while (const dirent* e = ::readdir(d)) {
+    if (n == max) break;
+    if (!flight_control_name_of(e->d_name, uid)) continue;
+    text path;
+    path.add(dir).add('/').add(e->d_name);
+    if (path.overflow || path.size() == first.size()) continue;  // the first name: listed above
+    // A name that does not fit is skipped, not cut: the cut name would be another file's.
+    const std::size_t len = std::strlen(e->d_name);
+    if (len >= sizeof out->name) continue;
+    if (::lstat(path.c_str(), &st) != 0 || !flight_control_owned(st)) continue;
+    std::memcpy(out[n++].name, e->d_name, len + 1);
+  }
+  ::closedir(d);
+  return n;
+}
+
+/// Creates `<dir>/capture-<id>` (best effort) as the request is made, before its line is
+/// readable: a directory of the job's user before anyone else knows its name.
+inline void flight_claim_capture_dir(const char* dir, const char* id) noexcept {
+  text path;
+  path.add(dir).add("/capture-").add(id);
+  if (!path.overflow) ::mkdir(path.c_str(), 0777);
+}
+
+/// Names per capture directory: `capture-<id>`, `capture-<id>_r1` ... `_r7` (the same for every
+/// process of the job, so they all write into one), then one of an unpredictable name.
+constexpr unsigned flight_capture_dir_names = 8;
+
+/// The directory of capture `id` in `dir` this process writes its part into: `capture-<id>`
+/// created if missing, unless that name is not a directory of this user (taken by another user,
+/// a symlink, a file): then the next name, `capture-<id>_r<k>`, and when all are taken
+/// `capture-<id>_<16 hex digits>`; never no directory, unless the directory itself fails
+/// (false, `err` set: no space, no permission).
+inline bool flight_capture_dir(const char* dir, const char* id, text& out, int* err) noexcept {
+  *err = 0;
+  for (unsigned k = 0; k <= flight_capture_dir_names; ++k) {
+    out.clear();
+    out.add(dir).add("/capture-").add(id);
+    if (k == flight_capture_dir_names) {
+      char hex[24];
+      std::snprintf(hex, sizeof hex, "_%016llx",
+                    static_cast<unsigned long long>(flight_random64()));
+      out.add(hex);
+    } else if (k != 0) {
+      out.add("_r").add(std::uint64_t{k});
+    }
+    if (out.overflow) {
+      *err = ENAMETOOLONG;
+      return false;
+    }
+    if (::mkdir(out.c_str(), 0777) != 0 && errno != EEXIST) {
+      *err = errno;
+      return false;
+    }
+    struct stat st {};
+    if (::lstat(out.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == ::geteuid()) {
+      return true;
+    }
+  }
+  *err = EEXIST;
+  return false;
+}
+
+/// Appends `r` to this user's control file in `dir` with one write(2) (O_APPEND: lines of
+/// concurrent writers never interleave), after creating its capture directory
+/// (flight_claim_capture_dir). The first name is created if missing (mode 600); an existing file
+/// must be a regular file of this user with one link, never a symlink, FIFO or device, and
+/// smaller than flight_control_max. When the first name is taken by anything else, the request
+/// goes to one of this user's private control files (created with an unpredictable name if there
+/// is none). On failure: false, `why` says why.
+inline bool flight_append_request(const char* dir, const flight_request& r, const char** why,
+                                  int* err) noexcept {
+  char line[320];
+  const std::size_t n = flight_request_line(r, line, sizeof line);
+  *err = 0;
+  const auto uid = static_cast<std::uint64_t>(::geteuid());
+  const text first = flight_control_path(dir, uid, 0);
+  if (first.overflow || n == 0) {
+    *why = "the path or the request is too long";
+    return false;
+  }
+  flight_claim_capture_dir(dir, r.id);
+  // The first name, then this user's private files, then a new private file (a few tries: a
+  // name that exists already is another one).
+  flight_control_file mine[flight_control_names];
+  unsigned listed = 0;
+  bool listed_done = false;
+  for (unsigned k = 0; k < 1 + flight_control_names + 4; ++k) {
+    text path;
+    int flags = O_WRONLY | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC;
+    if (k == 0) {
+      path = first;
+      flags |= O_CREAT;
+    } else {
+      if (!listed_done) {
+        bool taken = false;
+        listed = flight_control_list(dir, uid, mine, flight_control_names, &taken);
+        listed_done = true;
+      }
+      if (k - 1 < listed) {
+        path.add(dir).add('/').add(mine[k - 1].name);
+        if (path.size() == first.size()) continue;  // the first name: tried
+      } else if (k - 1 >= flight_control_names) {
+        char name[64];
+        std::snprintf(name, sizeof name, "%s-%llu-%016llx", flight_control_name,
+                      static_cast<unsigned long long>(uid),
+                      static_cast<unsigned long long>(flight_random64()));
+        path.add(dir).add('/').add(name);
+        flags |= O_CREAT | O_EXCL;
+      } else {
+        continue;
+      }
+    }
+    if (path.overflow) {
+      *why = "the path or the request is too long";
+      return false;
+    }
+    int fd = -1;
+    do {
+      fd = ::open(path.c_str(), flags, 0600);
+    } while (fd < 0 && errno == EINTR);
+    if (fd < 0) {
+      // A symlink (ELOOP), a FIFO (ENXIO), another user's file (EACCES), a taken private name
+      // (EEXIST): the next. Any other error (no such directory...) is the directory's: said.
+      const int e = errno;
+      if (e == ELOOP || e == ENXIO || e == EACCES || e == EISDIR || e == EPERM || e == EEXIST ||
+          e == ENOENT) {
+        if (e == ENOENT && k == 0) {
+          *err = e;
+          *why = "cannot open the control file";
+          return false;
+        }
+        *err = e;  // said if no name is left
+        *why = "cannot open the control file, nor a private one";
+        continue;
+      }
+      *err = e;
+      *why = "cannot open the control file";
+      return false;
+    }
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !flight_control_owned(st)) {
+      ::close(fd);
+      *err = 0;
+      *why =
+          "every control file name of this user is taken by a file that is not its own regular "
+          "file with one link";
+      continue;
+    }
+    if (static_cast<std::uint64_t>(st.st_size) >= flight_control_max) {
+      ::close(fd);
+      *why = "the control file is over 1 MiB (remove it)";
+      return false;
+    }
+    ssize_t w = -1;
+    do {
+      w = ::write(fd, line, n);
+    } while (w < 0 && errno == EINTR);
+    if (w < 0) *err = errno;
+    ::close(fd);
+    if (w != static_cast<ssize_t>(n)) {
+      *why = "cannot write the control file";
+      return false;
+    }
+    return true;
+  }
+  return false;
+}
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_CAPTURE_REQUEST_HPP
+// ---- end lotus/runtime/capture_request.hpp ----
+// ---- begin lotus/runtime/settings.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_SETTINGS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_SETTINGS_HPP
+// lotus — settings: what the runtime runs with, and the trace prefix and trigger rules (internal)
+// SPDX-License-Identifier: MIT
+
+#include <unistd.h>  // getcwd
+
+#include <cstddef>      // size_t
+#include <cstdint>      // uint64_t
+#include <string_view>  // string_view
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// Largest and smallest per-thread ring (events, option_table's range); rings start at
+/// `ring_initial` and double.
+constexpr std::size_t ring_min = 64, ring_max = std::size_t{1} << 26, ring_initial = 64;
+/// settings::min_free when neither options nor the environment set it: max(1 GiB, 5 %).
+constexpr std::uint64_t min_free_default = ~std::uint64_t{0};
+
+/// Options after applying configure() > environment > defaults (merge_settings, option_table.hpp).
+struct settings {
+  text log_file;  // absolute prefix; empty: tracing off
+  bool enabled = true;
+  std::size_t ring_capacity = LOTUS_DEFAULT_RING_CAPACITY;  // largest segment, a power of two
+  std::uint64_t flush_interval_ms = LOTUS_DEFAULT_FLUSH_INTERVAL_MS;
+  overflow_policy overflow = overflow_policy::block;
+  clock_source clock = clock_source::automatic;
+  std::uint64_t max_bytes = 0;                // 0: no limit
+  std::uint64_t min_free = min_free_default;  // min_free_default: max(1 GiB, 5 %)
+  bool nvtx = false;
+  bool itt = false;
+  flight_settings flight;  // window_ns 0: flight mode off
+  bool resources = true;
+  bool op_resources = false;  // LOTUS_RESOURCES=ops: per op too (only with resources)
+  bool live = true;           // LOTUS_LIVE: live figures for lotus-tool top and serve
+};
+
+/// LOTUS_TRIGGER / options::trigger into `out`; a malformed value: one message, no trigger.
+LOTUS_DETAIL_COLD inline void parse_trigger_setting(const char* source, std::string_view v,
+                                                    flight_settings& out) noexcept {
+  if (flight_parse_triggers(v, out)) return;
+  out.take_triggers(flight_settings{});
+  char shown[832];
+  diag_config("ignoring %s='%s' (expected %s); no automatic capture", source,
+              diag_escaped(v.data(), v.size(), shown, sizeof shown), flight_trigger_expected);
+}
+
+/// A trace prefix as lotus uses it, or false (one warning) when it cannot be used: control
+/// characters are refused (a newline would split file names and sidecar lines); a directory
+/// gets `lotustrace_log` appended; a relative prefix is made absolute now, so a later chdir() of
+/// the host changes nothing. `raw` is not empty.
+LOTUS_DETAIL_COLD inline bool resolve_prefix(std::string_view raw, const char* source,
+                                             text& out) noexcept {
+  out.clear();
+  const std::string_view orig = raw;
+  const int shown = raw.size() < 300 ? static_cast<int>(raw.size()) : 300;
+  if (has_control_char(raw)) {
+    diag_config("ignoring %s (it contains a control character); tracing stays off", source);
+    return false;
+  }
+  if (raw.empty()) return false;
+  if (raw[0] != '/') {
+    char cwd[4096];
+    if (::getcwd(cwd, sizeof cwd) == nullptr) {
+      diag_config("cannot resolve the relative %s='%.*s' (getcwd failed); tracing stays off",
+                  source, shown, orig.data());
+      return false;
+    }
+    out.add(cwd);
+    if (out.c_str()[out.size() - 1] != '/') out.add('/');
+    while (raw.size() >= 2 && raw[0] == '.' && raw[1] == '/') raw.remove_prefix(2);
+  }
+  out.add(raw);
+  if (orig.back() == '/') {
+    diag_config(
+        "%s='%.*s' names a directory; writing %.*slotustrace_log_* (a prefix such as "
+        "dir/lotustrace_log is expected)",
+        source, shown, orig.data(), shown, orig.data());
+    out.add("lotustrace_log");
+  }
+  if (out.overflow) {
+    diag_config("%s='%.*s' is longer than a path may be; tracing stays off", source, shown,
+                orig.data());
+    return false;
+  }
+  return true;
+}
+
+inline std::size_t round_up_pow2(std::size_t n) {
+  std::size_t p = ring_min;
+  while (p < n) p <<= 1;
+  return p;
+}
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_SETTINGS_HPP
+// ---- end lotus/runtime/settings.hpp ----
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// How an option's value is spelled and checked.
+enum class option_kind : unsigned char {
+  prefix,  // a trace prefix (resolve_prefix)
+  flag,    // 1/true/yes/on or ""/0/false/no/off
+  uint,    // a decimal integer within [min, max]
+  choice,  // one of `choices`
+  bytes,   // a byte count within [min, max]
+  path,    // any text (a file or a name); not checked here
+};
+
+struct env_settings;
+
+/// One value on its way between lotus::options, the environment and settings: a number (uint,
+/// bytes; `negative`: an options field below zero, `n` its magnitude), a spelling's index
+/// (choice), the options field's truth (flag: 1 or 0; `index`: the spelling it was given as, -1
+/// for a bool), or text (prefix, path).
+struct option_value {
+  std::uint64_t n = 0;
+  bool negative = false;
+  int index = -1;
+  const char* text = nullptr;
+  std::size_t size = 0;
+};
+
+/// What the environment gave one row: set (and not refused), and its number or spelling's index.
+struct env_value {
+  bool set = false;
+  std::uint64_t v = 0;
+};
+
+/// How one row's value moves (every pointer may be null; a row without `apply` or `merge` is not
+/// a setting: the collector's and the probe's variables, read where they are used):
+///   get     the lotus::options field, when set, as an option_value (the merge)
+///   put     an option_value into the lotus::options field (Python's configure)
+///   apply   the merged value (a number, a spelling's index, a flag's truth) into settings
+///   read    a prefix/path row: its variable's text into env_settings; true: set
+///   merge   a row merged its own way (text; resources), instead of get/apply
+///   check   a prefix/path row: what a value must be (nullptr: it is fine), for Python's configure
+///   negated a flag whose options field is the variable's negation (enabled, LOTUS_DISABLE)
+struct option_binding {
+  bool (*get)(const options&, option_value&);
+  void (*put)(options&, const option_value&);
+  void (*apply)(settings&, std::uint64_t);
+  bool (*read)(const char* value, const char* source, env_settings&);
+  void (*merge)(const options&, const env_value&, const env_settings&, settings&);
+  const char* (*check)(const char* text, std::size_t size);
+  bool negated;
+};
+
+/// One option, declared once: its lotus::options field (and lotus.configure keyword; nullptr for
+/// a variable of the collector or the mapping probe only), its environment variable, kind, range,
+/// default (a number; for choice and flag an index into `choices`), how the docs and messages
+/// spell the default when not as the number/choice, one doc line, and its binding.
+struct option_desc {
+  const char* field;
+  const char* env;
+  option_kind kind;
+  std::uint64_t min, max, def;
+  const char* const* choices;  // choice and flag: nullptr-terminated spellings
+  const char* default_text;    // nullptr: def as spelled by the kind
+  std::uint64_t fail_closed;   // bytes: the value a malformed variable gets (0: the default)
+  const char* doc;
+  option_binding bind;
+};
+
+inline constexpr const char* option_flag_words[] = {"0", "false", "no",  "off", "",
+                                                    "1", "true",  "yes", "on",  nullptr};
+/// option_flag_words[i] means "yes" from this index on.
+constexpr int option_flag_yes = 5;
+/// LOTUS_RESOURCES: a flag's words, then `ops` (per batch and per op) at option_resources_ops.
+inline constexpr const char* option_resources_words[] = {"0",    "false", "no", "off", "",     "1",
+                                                         "true", "yes",   "on", "ops", nullptr};
+constexpr int option_resources_ops = 9;
+inline constexpr const char* option_overflow_names[] = {"block", "drop", nullptr};
+inline constexpr const char* option_clock_names[] = {"auto", "tsc", "realtime", nullptr};
+/// LOTUS_COLLECTOR's values (collectors/common.hpp maps each to a collector::kind).
+inline constexpr const char* option_collector_names[] = {
+    "auto", "none", "perf", "itt", "vtune", "amd", "uprof", "callgrind", nullptr};
+
+/// LOTUS_MAX_BYTES when it is set but malformed (garbage, negative, out of range): a budget the
+/// user asked for must not turn into "no limit". 1 GiB per process, with the disk reserve.
+constexpr std::uint64_t max_bytes_fail_closed = std::uint64_t{1} << 30;
+/// The largest per-thread ring (events) and the smallest (settings.hpp); the largest byte limit.
+constexpr std::uint64_t option_ring_min = ring_min, option_ring_max = ring_max;
+constexpr std::uint64_t option_bytes_max = std::uint64_t{1} << 62;
+
+/// Index of each row of option_table.
+enum class opt : unsigned {
+  log_file,
+  enabled,
+  ring_capacity,
+  flush_interval,
+  overflow,
+  clock,
+  max_bytes,
+  min_free_bytes,
+  nvtx,
+  itt,
+  resources,
+  collector,
+  perf_ctl_fifo,
+  perf_ack_fifo,
+  perf_ack_timeout_ms,
+  perf_wait_ms,
+  map_list,
+  map_select,
+  map_warmup,
+  map_count,
+  map_gap_ms,
+  flight,
+  flight_bytes,
+  trigger,
+  live,
+  count_
+};
+
+/// The environment, parsed once per process (env_read_rows); every bad value warns once and keeps
+/// the default. value[row]: what that row's variable gave (unset or refused: not set).
+struct env_settings {
+  env_value value[static_cast<unsigned>(opt::count_)];
+  text log_file;            // LOTUS_LOG_FILE, already resolved
+  flight_settings trigger;  // LOTUS_TRIGGER's trigger fields (take_triggers)
+
+  const env_value& of(opt o) const noexcept { return value[static_cast<unsigned>(o)]; }
+  void read() noexcept;
+};
+
+/// get's common case: a set options field (a number, a bool, an enum of its choices) as v.n.
+template <class T>
+constexpr bool option_get(const std::optional<T>& field, option_value& v) noexcept {
+  if (field) v.n = static_cast<std::uint64_t>(*field);
+  return field.has_value();
+}
+
+/// An options integer field as an option_value (a negative one keeps its sign for the message).
+constexpr option_value option_signed(long long x) noexcept {
+  option_value v;
+  v.negative = x < 0;
+  v.n = v.negative ? 0 - static_cast<std::uint64_t>(x) : static_cast<std::uint64_t>(x);
+  return v;
+}
+
+// One row per option; `bind` says how its value moves (option_binding). The merge runs in table
+// order: flush_interval before flight (the capture margin), flight (which starts s.flight afresh)
+// before flight_bytes and trigger.
+// clang-format off
+inline constexpr option_desc option_table[] = {
+  {"log_file", "LOTUS_LOG_FILE", option_kind::prefix, 0, 0, 0, nullptr, "unset", 0,
+   "trace prefix: <prefix>_worker_pid_<tid>, <prefix>_main_pid_<tid>; unset: tracing off",
+   {nullptr,
+    [](options& o, const option_value& v) { o.log_file = std::string(v.text, v.size); },
+    nullptr,
+    // A refused value leaves it unset: tracing stays off unless configure() names a prefix.
+    [](const char* v, const char* source, env_settings& e) {
+      return resolve_prefix(v, source, e.log_file);
+    },
+    [](const options& o, const env_value& ev, const env_settings& e, settings& s) {
+      s.log_file.clear();
+      if (o.log_file) {
+        const std::string& p = *o.log_file;
+        if (!p.empty() && !resolve_prefix(p, "options::log_file", s.log_file)) s.log_file.clear();
+      } else if (ev.set) {
+        s.log_file = e.log_file;
+      }
+    },
+    [](const char* t, std::size_t n) -> const char* {
+      return has_control_char(std::string_view(t, n)) ? "no control character" : nullptr;
+    },
+    false}},
+  {"enabled", "LOTUS_DISABLE", option_kind::flag, 0, 1, 0, option_flag_words, nullptr, 0,
+   "LOTUS_DISABLE=1 (enabled=false): tracing off at run time",
+   {[](const options& o, option_value& v) { return option_get(o.enabled, v); },
+    [](options& o, const option_value& v) { o.enabled = v.n != 0; },
+    [](settings& s, std::uint64_t v) { s.enabled = v != 0; },
+    nullptr, nullptr, nullptr, true}},
+  {"ring_capacity", "LOTUS_RING_CAPACITY", option_kind::uint, option_ring_min, option_ring_max,
+   LOTUS_DEFAULT_RING_CAPACITY, nullptr, nullptr, 0,
+   "largest ring per thread, in 32-byte events (rounded up to a power of two)",
+   {[](const options& o, option_value& v) { return option_get(o.ring_capacity, v); },
+    [](options& o, const option_value& v) { o.ring_capacity = static_cast<std::size_t>(v.n); },
+    [](settings& s, std::uint64_t v) {
+      s.ring_capacity = round_up_pow2(static_cast<std::size_t>(v));
+    },
+    nullptr, nullptr, nullptr, false}},
+  {"flush_interval", "LOTUS_FLUSH_INTERVAL_MS", option_kind::uint, 1, 60000,
+   LOTUS_DEFAULT_FLUSH_INTERVAL_MS, nullptr, nullptr, 0,
+   "writer period in ms: after a SIGKILL every event older than this is on disk",
+   {[](const options& o, option_value& v) {
+      if (o.flush_interval) v = option_signed(o.flush_interval->count());
+      return o.flush_interval.has_value();
+    },
+    [](options& o, const option_value& v) {
+      o.flush_interval = std::chrono::milliseconds(static_cast<std::int64_t>(v.n));
+    },
+    [](settings& s, std::uint64_t v) { s.flush_interval_ms = v; },
+    nullptr, nullptr, nullptr, false}},
+  {"overflow", "LOTUS_OVERFLOW", option_kind::choice, 0, 1, 0, option_overflow_names, nullptr, 0,
+   "full ring: block waits for the writer (lossless), drop counts the event as dropped",
+   // overflow_policy's values are the indices of option_overflow_names.
+   {[](const options& o, option_value& v) { return option_get(o.overflow, v); },
+    [](options& o, const option_value& v) { o.overflow = static_cast<overflow_policy>(v.n); },
+    [](settings& s, std::uint64_t v) { s.overflow = static_cast<overflow_policy>(v); },
+    nullptr, nullptr, nullptr, false}},
+  {"clock", "LOTUS_CLOCK", option_kind::choice, 0, 2, 0, option_clock_names, nullptr, 0,
+   "timestamps: tsc, realtime (clock_gettime), or auto (the TSC where CPU and kernel vouch)",
+   // clock_source's values are the indices of option_clock_names.
+   {[](const options& o, option_value& v) { return option_get(o.clock, v); },
+    [](options& o, const option_value& v) { o.clock = static_cast<clock_source>(v.n); },
+    [](settings& s, std::uint64_t v) { s.clock = static_cast<clock_source>(v); },
+    nullptr, nullptr, nullptr, false}},
+  {"max_bytes", "LOTUS_MAX_BYTES", option_kind::bytes, 0, option_bytes_max, 0, nullptr, nullptr,
+   max_bytes_fail_closed,
+   "bytes this process may write (sidecar included); beyond, events are dropped; 0: no limit",
+   {[](const options& o, option_value& v) { return option_get(o.max_bytes, v); },
+    [](options& o, const option_value& v) { o.max_bytes = v.n; },
+    [](settings& s, std::uint64_t v) { s.max_bytes = v; },
+    nullptr, nullptr, nullptr, false}},
+  {"min_free_bytes", "LOTUS_MIN_FREE_BYTES", option_kind::bytes, 0, option_bytes_max,
+   min_free_default, nullptr, "max(1 GiB, 5 %)", 0,
+   "free space the trace file system keeps; below, events are dropped; 0: no reserve",
+   {[](const options& o, option_value& v) { return option_get(o.min_free_bytes, v); },
+    [](options& o, const option_value& v) { o.min_free_bytes = v.n; },
+    [](settings& s, std::uint64_t v) { s.min_free = v; },
+    nullptr, nullptr, nullptr, false}},
+  {"nvtx", "LOTUS_NVTX", option_kind::flag, 0, 1, 0, option_flag_words, nullptr, 0,
+   "every span also pushes an NVTX range (builds with NVTX)",
+   {[](const options& o, option_value& v) { return option_get(o.nvtx, v); },
+    [](options& o, const option_value& v) { o.nvtx = v.n != 0; },
+    [](settings& s, std::uint64_t v) { s.nvtx = v != 0; },
+    nullptr, nullptr, nullptr, false}},
+  {"itt", "LOTUS_ITT", option_kind::flag, 0, 1, 0, option_flag_words, nullptr, 0,
+   "every span is also an ITT task (the collector of INTEL_LIBITTNOTIFY64)",
+   {[](const options& o, option_value& v) { return option_get(o.itt, v); },
+    [](options& o, const option_value& v) { o.itt = v.n != 0; },
+    [](settings& s, std::uint64_t v) { s.itt = v != 0; },
+    nullptr, nullptr, nullptr, false}},
+  {"resources", "LOTUS_RESOURCES", option_kind::flag, 0, 1,
+   option_flag_yes, option_resources_words, "1", 0, "per-batch CPU, run-queue wait, faults and switches of workers (sidecar batchres); ops: per op too (opres)",
+   {nullptr,
+    // `ops` (Python's resources="ops"): per batch and per op.
+    [](options& o, const option_value& v) {
+      o.resources = v.n != 0;
+      if (v.index == option_resources_ops) o.op_resources = true;
+    },
+    nullptr, nullptr,
+    // Unset or refused: the default, on (per batch); `ops`: per batch and per op.
+    // options::resources sets on (per batch, keeping the environment's `ops`) or off;
+    // options::op_resources then sets per op (true: resources on too) or not.
+    [](const options& o, const env_value& ev, const env_settings&, settings& s) {
+      s.resources = o.resources ? *o.resources : !ev.set || ev.v >= option_flag_yes;
+      s.op_resources = s.resources && ev.set && ev.v == option_resources_ops;
+      if (o.op_resources) {
+        s.op_resources = *o.op_resources;
+        if (*o.op_resources) s.resources = true;
+      }
+    },
+    nullptr, false}},
+  {nullptr, "LOTUS_COLLECTOR", option_kind::choice, 0, 7, 0, option_collector_names, nullptr, 0,
+   "the collector LOTUS_COLLECTOR_RESUME/PAUSE and map regions drive", {}},
+  {nullptr, "LOTUS_PERF_CTL_FIFO", option_kind::path, 0, 0, 0, nullptr, "\xe2\x80\x94", 0,
+   "perf's control FIFO (perf record --control=fifo:CTL,ACK)", {}},
+  {nullptr, "LOTUS_PERF_ACK_FIFO", option_kind::path, 0, 0, 0, nullptr, "\xe2\x80\x94", 0,
+   "perf's ack FIFO; each command waits for its ack", {}},
+  {nullptr, "LOTUS_PERF_ACK_TIMEOUT_MS", option_kind::uint, 0, 3600000, 5000, nullptr, nullptr, 0,
+   "bounded wait for each perf ack, in ms", {}},
+  {nullptr, "LOTUS_PERF_WAIT_MS", option_kind::uint, 0, 3600000, 0, nullptr, nullptr, 0,
+   "attach mode: how long the first region waits for perf to open the control FIFO, in ms", {}},
+  {nullptr, "LOTUS_MAP_LIST", option_kind::path, 0, 0, 0, nullptr, "\xe2\x80\x94", 0,
+   "list mode: append each region name once to this file", {}},
+  {nullptr, "LOTUS_MAP_SELECT", option_kind::path, 0, 0, 0, nullptr, "\xe2\x80\x94", 0,
+   "the region to profile", {}},
+  {nullptr, "LOTUS_MAP_WARMUP", option_kind::uint, 0, std::uint64_t{1} << 40, 1, nullptr, nullptr,
+   0, "executions of the selected region skipped before profiling", {}},
+  {nullptr, "LOTUS_MAP_COUNT", option_kind::uint, 0, std::uint64_t{1} << 40, 1, nullptr, nullptr,
+   0, "executions profiled after the warm-up", {}},
+  {nullptr, "LOTUS_MAP_GAP_MS", option_kind::uint, 0, 3600000, 0, nullptr, nullptr, 0,
+   "sleep before each profiled execution, in ms", {}},
+  {"flight", "LOTUS_FLIGHT", option_kind::uint, 0, 86400, 0, nullptr, "0 (off)", 0,
+   "flight recorder: keep the last SECONDS in memory, write them as a capture on a trigger",
+   {[](const options& o, option_value& v) { return option_get(o.flight, v); },
+    [](options& o, const option_value& v) { o.flight = v.n; },
+    // Seconds to ns. An automatic capture's window ends a few writer cycles after its trigger:
+    // the workers' records of the slow batch (and the wait itself) reach every window first.
+    [](settings& s, std::uint64_t v) {
+      s.flight = flight_settings{};
+      s.flight.window_ns = v * 1000000000u;
+      const std::uint64_t margin = 3 * s.flush_interval_ms * 1000000u;
+      s.flight.margin_ns = margin < 200000000u ? 200000000u : margin;
+    },
+    nullptr, nullptr, nullptr, false}},
+  {"flight_bytes", "LOTUS_FLIGHT_BYTES", option_kind::bytes, 4096, option_bytes_max,
+   flight_bytes_default, nullptr, "64 MiB", 0,
+   "flight mode: most record bytes one process keeps; beyond, oldest dropped (counted)",
+   {[](const options& o, option_value& v) { return option_get(o.flight_bytes, v); },
+    [](options& o, const option_value& v) { o.flight_bytes = v.n; },
+    [](settings& s, std::uint64_t v) { s.flight.max_bytes = v; },
+    nullptr, nullptr, nullptr, false}},
+  {"trigger", "LOTUS_TRIGGER", option_kind::path, 0, 0, 0, nullptr, "\xe2\x80\x94", 0,
+   "flight mode: automatic captures: wait>DURATION, waitshare>P%/DURATION, batch>DURATION, "
+   "op>DURATION, op:NAME>DURATION, comma-separated",
+   {nullptr,
+    [](options& o, const option_value& v) { o.trigger = std::string(v.text, v.size); },
+    nullptr,
+    [](const char* v, const char* source, env_settings& e) {
+      parse_trigger_setting(source, v, e.trigger);
+      return true;  // set, even empty or malformed: no automatic capture
+    },
+    [](const options& o, const env_value& ev, const env_settings& e, settings& s) {
+      if (o.trigger) {
+        parse_trigger_setting("options::trigger", *o.trigger, s.flight);
+      } else if (ev.set) {
+        s.flight.take_triggers(e.trigger);
+      }
+    },
+    [](const char* t, std::size_t n) -> const char* {
+      flight_settings f;
+      return flight_parse_triggers(std::string_view(t, n), f) ? nullptr : flight_trigger_expected;
+    },
+    false}},
+  {"live", "LOTUS_LIVE", option_kind::flag, 0, 1, option_flag_yes, option_flag_words, "1", 0,
+   "live figures for lotus-tool top and serve: .<prefix>.lotus-live_<pid>, rewritten in place",
+   {[](const options& o, option_value& v) { return option_get(o.live, v); },
+    [](options& o, const option_value& v) { o.live = v.n != 0; },
+    [](settings& s, std::uint64_t v) { s.live = v != 0; },
+    nullptr, nullptr, nullptr, false}},
+};
+// clang-format on
+static_assert(sizeof option_table / sizeof option_table[0] == static_cast<unsigned>(opt::count_),
+              "one option_table row per opt");
+static_assert(static_cast<int>(overflow_policy::drop) == 1 &&
+                  static_cast<int>(clock_source::realtime) == 2,
+              "the enums' values are the indices of their spellings in the table");
+
+constexpr const option_desc& option_of(opt o) noexcept {
+  return option_table[static_cast<unsigned>(o)];
+}
+
+/// What a value of `d` must be: "an integer from 1 to 60000", "block|drop".
+inline void option_expected(const option_desc& d, char* out, std::size_t size) noexcept {
+  out[0] = '\0';
+  if (d.kind == option_kind::uint || d.kind == option_kind::bytes) {
+    std::snprintf(out, size, "an integer from %llu to %llu", static_cast<unsigned long long>(d.min),
+                  static_cast<unsigned long long>(d.max));
+    return;
+  }
+  if (d.choices == nullptr) return;
+  std::size_t used = 0;
+  for (int i = 0; d.choices[i] != nullptr; ++i) {
+    if (d.choices[i][0] == '\0') continue;
+    const int n =
+        std::snprintf(out + used, size - used, "%s%s", used != 0 ? "|" : "", d.choices[i]);
+    if (n < 0 || static_cast<std::size_t>(n) >= size - used) break;
+    used += static_cast<std::size_t>(n);
+  }
+}
+
+/// `value` of `d` as the docs spell it (its default_text for the default).
+inline void option_value_text(const option_desc& d, std::uint64_t value, char* out,
+                              std::size_t size) noexcept {
+  if (value == d.def && d.default_text != nullptr) {
+    std::snprintf(out, size, "%s", d.default_text);
+  } else if (d.kind == option_kind::choice) {
+    std::snprintf(out, size, "%s", value <= d.max ? d.choices[value] : "?");
+  } else {
+    std::snprintf(out, size, "%llu", static_cast<unsigned long long>(value));
+  }
+}
+
+/// The one message for a refused value, from the environment or from lotus::options:
+///   lotus: ignoring <source>='<value>' (expected <what>); using <kept>
+/// `kept` is the value used instead (for a malformed LOTUS_MAX_BYTES: the fail-closed limit).
+LOTUS_DETAIL_COLD inline void option_refused(const char* source, const char* value,
+                                             const option_desc& d, std::uint64_t kept) noexcept {
+  char expected[160];
+  char using_text[96];
+  option_expected(d, expected, sizeof expected);
+  option_value_text(d, kept, using_text, sizeof using_text);
+  char shown[832];
+  diag_config("ignoring %s='%s' (expected %s); using %s%s", source,
+              diag_escaped(value, shown, sizeof shown), expected, using_text,
+              d.fail_closed != 0 && kept == d.fail_closed
+                  ? ", the fail-closed limit for a malformed value"
+                  : "");
+}
+
+/// An integer variable of the table (uint, bytes): unset → false, silently; valid → true and
+/// `out`; bad → the message and false, or, for a fail-closed limit, true and that limit.
+LOTUS_DETAIL_COLD inline bool env_option_u64(const option_desc& d, std::uint64_t& out) noexcept {
+  const char* v = env_text(d.env);
+  if (v == nullptr) return false;
+  if (parse_u64(v, d.min, d.max, out)) return true;
+  const std::uint64_t kept = d.fail_closed != 0 ? d.fail_closed : d.def;
+  option_refused(d.env, v, d, kept);
+  if (d.fail_closed == 0) return false;
+  out = d.fail_closed;
+  return true;
+}
+LOTUS_DETAIL_COLD inline bool env_option_u64(opt o, std::uint64_t& out) noexcept {
+  return env_option_u64(option_of(o), out);
+}
+
+/// A choice or flag variable of the table: the index of its spelling; unset (or empty, for a
+/// choice; an empty flag is "no") → -1, silently; anything else → the message and -1.
+LOTUS_DETAIL_COLD inline int env_option_choice(const option_desc& d) noexcept {
+  const char* v = d.kind == option_kind::flag ? std::getenv(d.env) : env_text(d.env);
+  if (v == nullptr) return -1;
+  for (int i = 0; d.choices[i] != nullptr; ++i) {
+    if (std::strcmp(v, d.choices[i]) == 0) return i;
+  }
+  option_refused(d.env, v, d, d.def);
+  return -1;
+}
+LOTUS_DETAIL_COLD inline int env_option_choice(opt o) noexcept {
+  return env_option_choice(option_of(o));
+}
+
+/// A lotus::options integer field checked against the table: true when within range; else the
+/// message (source `options::<field>`, the value kept from the environment or the default) and
+/// false.
+LOTUS_DETAIL_COLD inline bool option_check(const option_desc& d, const option_value& v,
+                                           std::uint64_t kept) noexcept {
+  if (!v.negative && v.n >= d.min && v.n <= d.max) return true;
+  char source[64], shown[24];
+  std::snprintf(source, sizeof source, "options::%s", d.field);
+  std::snprintf(shown, sizeof shown, "%s%llu", v.negative ? "-" : "",
+                static_cast<unsigned long long>(v.n));
+  option_refused(source, shown, d, kept);
+  return false;
+}
+
+/// A flag row's spelling index as its options field's truth.
+constexpr std::uint64_t option_flag_truth(const option_desc& d, std::uint64_t index) noexcept {
+  return (index >= static_cast<std::uint64_t>(option_flag_yes)) != d.bind.negated ? 1 : 0;
+}
+
+/// The variables of `rows` (n of them) into out[0..n) and `env`: a number (uint, bytes), a
+/// spelling's index (flag, choice), or the row's own reading (prefix: a non-empty variable,
+/// path: any). Rows that are not settings (no apply, no merge) are skipped.
+LOTUS_DETAIL_COLD inline void env_read_rows(const option_desc* rows, std::size_t n, env_value* out,
+                                            env_settings& env) noexcept {
+  for (std::size_t i = 0; i < n; ++i) {
+    const option_desc& d = rows[i];
+    env_value& ev = out[i];
+    ev = env_value{};
+    if (d.bind.apply == nullptr && d.bind.merge == nullptr) continue;
+    switch (d.kind) {
+      case option_kind::uint:
+      case option_kind::bytes:
+        ev.set = env_option_u64(d, ev.v);  // a malformed fail-closed limit: set, to the limit
+        break;
+      case option_kind::flag:
+      case option_kind::choice: {
+        const int c = env_option_choice(d);
+        ev.set = c >= 0;
+        ev.v = ev.set ? static_cast<std::uint64_t>(c) : 0;
+        break;
+      }
+      case option_kind::prefix:
+      case option_kind::path: {
+        const char* v = d.kind == option_kind::prefix ? env_text(d.env) : std::getenv(d.env);
+        if (v != nullptr && d.bind.read != nullptr) ev.set = d.bind.read(v, d.env, env);
+        break;
+      }
+    }
+  }
+}
+
+/// lotus::options over the environment (`ev`, `env`: env_read_rows) over the defaults, for each
+/// of `rows` in order, into `s`. An integer field out of range: the table's message, and the
+/// environment's value or the default.
+LOTUS_DETAIL_COLD inline void merge_rows(const option_desc* rows, std::size_t n, const options& o,
+                                         const env_value* ev, const env_settings& env,
+                                         settings& s) noexcept {
+  for (std::size_t i = 0; i < n; ++i) {
+    const option_desc& d = rows[i];
+    if (d.bind.merge != nullptr) {
+      d.bind.merge(o, ev[i], env, s);
+      continue;
+    }
+    if (d.bind.apply == nullptr) continue;
+    std::uint64_t v = ev[i].set ? ev[i].v : d.def;
+    if (d.kind == option_kind::flag) v = option_flag_truth(d, v);
+    option_value x;
+    if (d.bind.get != nullptr && d.bind.get(o, x)) {
+      const bool checked = d.kind == option_kind::uint || d.kind == option_kind::bytes;
+      if (!checked || option_check(d, x, v)) v = x.n;
+    }
+    d.bind.apply(s, v);
+  }
+}
+
+constexpr std::size_t option_count = static_cast<std::size_t>(opt::count_);
+
+/// Every variable of option_table, once per process; every bad value warns once.
+LOTUS_DETAIL_COLD inline void env_settings::read() noexcept {
+  env_read_rows(option_table, option_count, value, *this);
+}
+
+/// configure()'s options over the environment over the defaults, into `s`.
+LOTUS_DETAIL_COLD inline void merge_settings(const options& o, const env_settings& env,
+                                             settings& s) noexcept {
+  merge_rows(option_table, option_count, o, env.value, env, s);
+}
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_OPTION_TABLE_HPP
+// ---- end lotus/runtime/option_table.hpp ----
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// One attached collector. Every entry is noexcept and called with the collector mutex held.
+/// resume/pause get the region name (nullptr for plain LOTUS_COLLECTOR_RESUME/PAUSE) and return
+/// false when the collector failed; the caller then turns collector control off.
+struct collector_backend {
+  const char* name;
+  bool (*resume)(const char* region) noexcept;
+  bool (*pause)(const char* region) noexcept;
+  void (*detach)(bool active) noexcept;
+};
+
+// Absent collectors are silent; a collector that was asked for and fails gets exactly one line
+// on stderr: diag(topic::collector, "collector: ..."), then control is off.
+
+/// An integer variable of option_table (option_table.hpp: range and default): unset → its
+/// default; bad value → option_table's message and the default (diag_config: it does not use up
+/// the collector's message).
+inline std::uint64_t collector_env_u64(opt o) noexcept {
+  std::uint64_t value = 0;
+  return env_option_u64(o, value) ? value : option_of(o).def;
+}
+
+/// LOTUS_COLLECTOR's values, and the collector each selects (auto and none: kind::none).
+inline constexpr const char* const* collector_names = option_collector_names;
+inline constexpr collector::kind collector_kinds[] = {
+    collector::kind::none, collector::kind::none,     collector::kind::perf,
+    collector::kind::itt,  collector::kind::itt,      collector::kind::amd,
+    collector::kind::amd,  collector::kind::callgrind};
+
+/// The collector's and the mapping probe's variables (declared in option_table), read once per
+/// process into one snapshot (all optional):
+///   LOTUS_COLLECTOR=<name>  auto | none | perf | itt | vtune | amd | uprof | callgrind
+///   LOTUS_MAP_LIST=<path>   list mode: append each region name, once, to <path>; never resume
+///   LOTUS_MAP_SELECT=<name> the region to profile; other regions never touch the collector
+///   LOTUS_MAP_WARMUP=<n>    executions of the selected region skipped first (default 1)
+///   LOTUS_MAP_COUNT=<k>     executions profiled after the warm-up (default 1)
+///   LOTUS_MAP_GAP_MS=<ms>   sleep before each profiled execution (default 0)
+/// A bad value gives one configuration message and its default. The collector's own variables
+/// (FIFO paths, library paths) are read by each backend when it is selected.
+struct collector_settings {
+  int collector = -1;  ///< index into collector_names; -1: unset or refused (auto)
+  const char* list_path = nullptr;
+  const char* select = nullptr;
+  std::uint64_t warmup = option_of(opt::map_warmup).def;
+  std::uint64_t count = option_of(opt::map_count).def;
+  long gap_ms = static_cast<long>(option_of(opt::map_gap_ms).def);
+  bool map_active = false;  ///< list mode or a selection: anything beyond recording S<name>
+};
+
+LOTUS_DETAIL_COLD inline collector_settings collector_read_settings() noexcept {
+  collector_settings s;
+  s.collector = env_option_choice(opt::collector);
+  s.list_path = env_text(option_of(opt::map_list).env);
+  s.select = env_text(option_of(opt::map_select).env);
+  s.warmup = collector_env_u64(opt::map_warmup);
+  s.count = collector_env_u64(opt::map_count);
+  s.gap_ms = static_cast<long>(collector_env_u64(opt::map_gap_ms));
+  s.map_active = s.list_path != nullptr || s.select != nullptr;
+  return s;
+}
+
+inline const collector_settings& collector_config() noexcept {
+  static const collector_settings settings = collector_read_settings();
+  return settings;
+}
+
+/// dlsym returns an object pointer; convert it to a function pointer without a cast that
+/// -Wpedantic could flag on some compilers.
+template <class Fn>
+inline Fn collector_fn_cast(void* symbol) noexcept {
+  static_assert(sizeof(Fn) == sizeof(void*), "function and object pointers differ in size");
+  Fn fn;
+  std::memcpy(&fn, &symbol, sizeof fn);
+  return fn;
+}
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_COLLECTORS_COMMON_HPP
+// ---- end lotus/collectors/common.hpp ----
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+// uProf 5.x exports `bool amdProfileResumeImpl(void)` / `amdProfilePauseImpl(void)`; 4.x and older
+// export `bool amdProfileResume(unsigned)` / `amdProfilePause(unsigned)`, called with
+// AMD_PROFILE_CPU (1). One generation is picked per process: mixing them is an error (-7).
+struct amd_collector_state {
+  bool (*resume_impl)() = nullptr;
+  bool (*pause_impl)() = nullptr;
+  bool (*resume_v4)(unsigned) = nullptr;
+  bool (*pause_v4)(unsigned) = nullptr;
+  int (*last_error)() = nullptr;
+  char path[4096] = {};
+};
+
+inline amd_collector_state& amd_collector() noexcept {
+  static amd_collector_state state;
+  return state;
+}
+
+constexpr unsigned amd_profile_cpu = 1;
+
+inline bool amd_check(bool ok, const char* what) noexcept {
+  if (ok) return true;
+  amd_collector_state& s = amd_collector();
+  diag(topic::collector, "collector: amd: %s returned false (error %d); collector control off",
+       what, s.last_error != nullptr ? s.last_error() : 0);
+  return false;
+}
+
+inline bool amd_resume(const char*) noexcept {
+  amd_collector_state& s = amd_collector();
+  if (s.resume_impl != nullptr) return amd_check(s.resume_impl(), "amdProfileResumeImpl()");
+  return amd_check(s.resume_v4(amd_profile_cpu), "amdProfileResume(1)");
+}
+
+inline bool amd_pause(const char*) noexcept {
+  amd_collector_state& s = amd_collector();
+  if (s.pause_impl != nullptr) return amd_check(s.pause_impl(), "amdProfilePauseImpl()");
+  return amd_check(s.pause_v4(amd_profile_cpu), "amdProfilePause(1)");
+}
+
+inline void amd_detach(bool active) noexcept {
+  if (active) amd_pause(nullptr);
+}
+
+/// Finds the controller library: LOTUS_AMD_PROFILE_CONTROLLER, then the standard install folders
+/// (newest match last in glob order wins). Returns false when none exists.
+inline bool amd_find_library(char (&out)[4096]) noexcept {
+  const char* env = env_text("LOTUS_AMD_PROFILE_CONTROLLER");
+  if (env != nullptr) {
+    std::snprintf(out, sizeof out, "%s", env);
+    return true;
+  }
+  static const char* const patterns[] = {
+      "/opt/AMDuProf*/lib/x64/shared/libAMDProfileController.so",
+      "/opt/amduprof/lib/x64/shared/libAMDProfileController.so",
+      "/opt/amd/uprof/lib/x64/shared/libAMDProfileController.so",
+  };
+  for (const char* pattern : patterns) {
+    glob_t matches{};
+    if (glob(pattern, 0, nullptr, &matches) == 0 && matches.gl_pathc > 0) {
+      std::snprintf(out, sizeof out, "%s", matches.gl_pathv[matches.gl_pathc - 1]);
+      globfree(&matches);
+      return true;
+    }
+    globfree(&matches);
+  }
+  return false;
+}
+
+inline bool amd_available() noexcept {
+  char path[4096];
+  return amd_find_library(path);
+}
+
+inline const collector_backend* amd_backend(bool explicit_choice) noexcept {
+  static const collector_backend backend{"amd", amd_resume, amd_pause, amd_detach};
+  amd_collector_state& s = amd_collector();
+  if (!amd_find_library(s.path)) {
+    if (explicit_choice) {
+      diag(topic::collector,
+           "collector: amd: libAMDProfileController.so not found (set "
+           "LOTUS_AMD_PROFILE_CONTROLLER); collector control off");
+    }
+    return nullptr;
+  }
+  void* lib = dlopen(s.path, RTLD_LAZY);
+  if (lib == nullptr) {
+    const char* why = dlerror();
+    diag(topic::collector, "collector: amd: cannot load %s: %s; collector control off", s.path,
+         why != nullptr ? why : "unknown error");
+    return nullptr;
+  }
+  s.resume_impl = collector_fn_cast<bool (*)()>(dlsym(lib, "amdProfileResumeImpl"));
+  s.pause_impl = collector_fn_cast<bool (*)()>(dlsym(lib, "amdProfilePauseImpl"));
+  s.last_error = collector_fn_cast<int (*)()>(dlsym(lib, "amdGetLastProfileError"));
+  if (s.resume_impl == nullptr || s.pause_impl == nullptr) {
+    s.resume_impl = nullptr;
+    s.pause_impl = nullptr;
+    s.resume_v4 = collector_fn_cast<bool (*)(unsigned)>(dlsym(lib, "amdProfileResume"));
+    s.pause_v4 = collector_fn_cast<bool (*)(unsigned)>(dlsym(lib, "amdProfilePause"));
+    if (s.resume_v4 == nullptr || s.pause_v4 == nullptr) {
+      diag(topic::collector,
+           "collector: amd: %s exports neither amdProfileResumeImpl/PauseImpl nor "
+           "amdProfileResume/Pause; collector control off",
+           s.path);
+      return nullptr;  // never dlclose: the library may have started threads
+    }
+  }
+  return &backend;
+}
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_COLLECTORS_AMD_HPP
+// ---- end lotus/collectors/amd.hpp ----
+// ---- begin lotus/collectors/callgrind.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTORS_CALLGRIND_HPP
+#define LOTUS_AMALGAMATED_LOTUS_COLLECTORS_CALLGRIND_HPP
+// lotus — Callgrind backend: Valgrind client requests, issued through the amd64 magic sequence
+// SPDX-License-Identifier: MIT
+
+#include <cstdint>  // uintptr_t
+#include <cstring>  // strstr, strncmp
+
+
+#if !(defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))) && defined(__has_include)
+#  if __has_include(<valgrind/valgrind.h>)
+#    include <valgrind/valgrind.h>
+#    define LOTUS_DETAIL_HAVE_VALGRIND_H 1
+#  endif
+#endif
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+// Request codes: core 0x1001 (RUNNING_ON_VALGRIND); Callgrind's base is ('C' << 24 | 'T' << 16).
+enum : std::uintptr_t {
+  valgrind_running_on_valgrind = 0x1001,
+  callgrind_dump_stats = 0x43540000,
+  callgrind_zero_stats = 0x43540001,
+  callgrind_toggle_collect = 0x43540002,
+  callgrind_dump_stats_at = 0x43540003,
+  callgrind_start_instrumentation = 0x43540004,
+  callgrind_stop_instrumentation = 0x43540005,
+};
+
+/// One client request; returns `fallback` when not running under Valgrind. Natively the sequence
+/// is four rotates of %rdi by 3+13+61+51 = 128 bits (no change) and `xchg %rbx,%rbx` (a no-op):
+/// under Valgrind the JIT recognises it and hands the six-word block at %rax to the tool, and the
+/// answer comes back in %rdx.
+inline std::uintptr_t valgrind_request(std::uintptr_t fallback, std::uintptr_t request,
+                                       std::uintptr_t arg1 = 0, std::uintptr_t arg2 = 0) noexcept {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  volatile std::uintptr_t block[6] = {request, arg1, arg2, 0, 0, 0};
+  std::uintptr_t result;
+  __asm__ volatile(
+      "rolq $3, %%rdi\n\t"
+      "rolq $13, %%rdi\n\t"
+      "rolq $61, %%rdi\n\t"
+      "rolq $51, %%rdi\n\t"
+      "xchgq %%rbx, %%rbx"
+      : "=d"(result)
+      : "a"(&block[0]), "0"(fallback)
+      : "cc", "memory");
+  return result;
+#elif defined(LOTUS_DETAIL_HAVE_VALGRIND_H)
+  return static_cast<std::uintptr_t>(
+      VALGRIND_DO_CLIENT_REQUEST_EXPR(fallback, request, arg1, arg2, 0, 0, 0));
+#else
+  static_cast<void>(request);
+  static_cast<void>(arg1);
+  static_cast<void>(arg2);
+  return fallback;  // no client-request support on this target: never "under Valgrind"
+#endif
+}
+
+inline bool running_on_valgrind() noexcept {
+  return valgrind_request(0, valgrind_running_on_valgrind) != 0;
+}
+
+// START/STOP_INSTRUMENTATION act on every thread (TOGGLE_COLLECT only on the calling one), so a
+// region that hands work to worker threads is still counted. For a named region (LOTUS_MAP_REGION)
+// the counters are zeroed at resume and dumped under the region's name at pause, so each profiled
+// execution lands in its own `callgrind.out.<pid>.<n>` with `desc: Trigger: Client Request:
+// <name>`.
+inline bool callgrind_resume(const char* region) noexcept {
+  valgrind_request(0, callgrind_start_instrumentation);
+  if (region != nullptr) valgrind_request(0, callgrind_zero_stats);
+  return true;
+}
+
+inline bool callgrind_pause(const char* region) noexcept {
+  if (region != nullptr) {
+    valgrind_request(0, callgrind_dump_stats_at, reinterpret_cast<std::uintptr_t>(region));
+  }
+  valgrind_request(0, callgrind_stop_instrumentation);
+  return true;
+}
+
+inline void callgrind_detach(bool active) noexcept {
+  if (active) valgrind_request(0, callgrind_stop_instrumentation);
+}
+
+/// Under Valgrind, whether the tool may be Callgrind. Valgrind puts `vgpreload_<tool>-*.so` into
+/// LD_PRELOAD for the tools that replace functions (memcheck, helgrind, drd, massif, dhat), never
+/// for Callgrind, so such an entry rules Callgrind out. `auto` then leaves Valgrind alone.
+inline bool callgrind_tool_plausible() noexcept {
+  const char* preload = env_text("LD_PRELOAD");
+  if (preload == nullptr) return true;
+  for (const char* p = std::strstr(preload, "vgpreload_"); p != nullptr;
+       p = std::strstr(p + 1, "vgpreload_")) {
+    if (std::strncmp(p, "vgpreload_core", 14) != 0) return false;
+  }
+  return true;
+}
+
+inline const collector_backend* callgrind_backend(bool explicit_choice) noexcept {
+  static const collector_backend backend{"callgrind", callgrind_resume, callgrind_pause,
+                                         callgrind_detach};
+  if (running_on_valgrind()) return &backend;
+  if (explicit_choice) {
+    diag(topic::collector,
+         "collector: LOTUS_COLLECTOR=callgrind but the program is not running under Valgrind; "
+         "collector control off");
+  }
+  return nullptr;
+}
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_COLLECTORS_CALLGRIND_HPP
+// ---- end lotus/collectors/callgrind.hpp ----
+// ---- begin lotus/collectors/itt.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTORS_ITT_HPP
+#define LOTUS_AMALGAMATED_LOTUS_COLLECTORS_ITT_HPP
+// lotus — Intel VTune backend: the ITT `__itt_api_init` handshake with our own mirror of the ABI
+// SPDX-License-Identifier: MIT
+
+#include <dlfcn.h>    // dlopen, dlsym
+#include <pthread.h>  // pthread_mutex_t
+
+#include <cstddef>  // offsetof
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+// Mirror of ittnotify's `__itt_api_info` and `__itt_global` (ittnotify_config.h, packed to 8).
+// A version-2 collector receives the global in `__itt_api_init(global, groups)`, fills the function
+// pointers named in `api_list_ptr`, and may keep the pointer for the rest of the process, so both
+// live in static storage and the library is never dlclose'd. Fields only ever get appended.
+struct itt_api_info {
+  const char* name;
+  void** func_ptr;
+  void* init_func;
+  void* null_func;
+  int group;  // __itt_group_id
+};
+
+struct itt_global {
+  unsigned char magic[8];
+  unsigned long version_major;
+  unsigned long version_minor;
+  unsigned long version_build;
+  volatile long api_initialized;
+  volatile long mutex_initialized;
+  volatile long atomic_counter;
+  pthread_mutex_t mutex;
+  void* lib;
+  void* error_handler;
+  const char** dll_path_ptr;
+  itt_api_info* api_list_ptr;
+  itt_global* next;
+  void* thread_list;
+  void* domain_list;
+  void* string_list;
+  int state;  // __itt_collection_state
+  void* counter_list;
+  unsigned int ipt_collect_events;
+  void* histogram_list;
+  void* counter_metadata_list;
+};
+
+#if defined(__x86_64__) && defined(__linux__)
+static_assert(sizeof(itt_api_info) == 40, "__itt_api_info layout");
+static_assert(offsetof(itt_global, version_major) == 8, "__itt_global layout");
+static_assert(offsetof(itt_global, api_initialized) == 32, "__itt_global layout");
+static_assert(offsetof(itt_global, mutex) == 56, "__itt_global layout");
+static_assert(offsetof(itt_global, lib) == 96, "__itt_global layout");
+static_assert(offsetof(itt_global, api_list_ptr) == 120, "__itt_global layout");
+static_assert(offsetof(itt_global, next) == 128, "__itt_global layout");
+static_assert(offsetof(itt_global, state) == 160, "__itt_global layout");
+static_assert(offsetof(itt_global, counter_list) == 168, "__itt_global layout");
+static_assert(offsetof(itt_global, ipt_collect_events) == 176, "__itt_global layout");
+static_assert(offsetof(itt_global, counter_metadata_list) == 192, "__itt_global layout");
+static_assert(sizeof(itt_global) == 200, "__itt_global layout");
+#endif
+
+enum : int {
+  itt_group_legacy = 1 << 0,
+  itt_group_control = 1 << 1,
+  itt_group_structure = 1 << 12,
+  itt_group_all = -1,
+  itt_state_init_successful = 4,
+  itt_version_major = 3,
+  itt_version_minor = 0,
+};
+// The ittapi build whose __itt_global we mirror (v3.26.x).
+constexpr unsigned long itt_version_build = 20250807UL;
+
+using itt_void_fn = void (*)();
+// Called as `void(void*, int)`: collectors are C code, and with clang -fsanitize=function the
+// pointee type must match the definition exactly (a C collector carries no such check).
+using itt_api_init_fn = void (*)(void*, int);
+
+inline void itt_noop() noexcept {}
+
+struct itt_collector_state {
+  void* pause = nullptr;  // filled by the collector (func_ptr targets)
+  void* resume = nullptr;
+  void* detach = nullptr;
+  const char* path = nullptr;
+  itt_api_info table[4] = {};
+  itt_global global = {};
+};
+
+inline itt_collector_state& itt_collector() noexcept {
+  static itt_collector_state state;
+  return state;
+}
+
+inline void itt_call(void* fn) noexcept {
+  if (fn != nullptr && fn != reinterpret_cast<void*>(&itt_noop))
+    collector_fn_cast<itt_void_fn>(fn)();
+}
+
+inline bool itt_resume(const char*) noexcept {
+  itt_call(itt_collector().resume);
+  return true;
+}
+inline bool itt_pause(const char*) noexcept {
+  itt_call(itt_collector().pause);
+  return true;
+}
+inline void itt_detach(bool) noexcept { itt_call(itt_collector().detach); }
+
+/// The static part's handshake for one global: fill it, lock its (recursive) mutex, call
+/// __itt_api_init. Each user of ITT in lotus (collector control, lotus's ITT tasks) has its own
+/// global and table, as each static part in a process has (the collector handles several).
+inline void itt_handshake_global(itt_global& g, itt_api_info* table, const char** path, void* lib,
+                                 itt_api_init_fn init) noexcept {
+  const unsigned char magic[8] = {0xED, 0xAB, 0xAB, 0xEC, 0x0D, 0xEE, 0xDA, 0x30};
+  std::memcpy(g.magic, magic, sizeof magic);
+  g.version_major = itt_version_major;
+  g.version_minor = itt_version_minor;
+  g.version_build = itt_version_build;
+  pthread_mutexattr_t attr;
+  pthread_mutexattr_init(&attr);
+  pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
+  pthread_mutex_init(&g.mutex, &attr);
+  pthread_mutexattr_destroy(&attr);
+  g.mutex_initialized = 1;
+  g.lib = lib;
+  g.dll_path_ptr = path;
+  g.api_list_ptr = table;
+  g.next = nullptr;
+  g.state = itt_state_init_successful;
+
+  pthread_mutex_lock(&g.mutex);
+  init(&g, itt_group_all);
+  g.api_initialized = 1;
+  pthread_mutex_unlock(&g.mutex);
+}
+
+/// Collector control's handshake: binds __itt_pause, __itt_resume and __itt_detach.
+inline void itt_handshake(void* lib, itt_api_init_fn init) noexcept {
+  itt_collector_state& s = itt_collector();
+  void* const noop = reinterpret_cast<void*>(&itt_noop);
+  s.pause = s.resume = s.detach = noop;
+  const int group = itt_group_control | itt_group_legacy;
+  s.table[0] = itt_api_info{"__itt_pause", &s.pause, noop, noop, group};
+  s.table[1] = itt_api_info{"__itt_resume", &s.resume, noop, noop, group};
+  s.table[2] = itt_api_info{"__itt_detach", &s.detach, noop, noop, group};
+  s.table[3] = itt_api_info{nullptr, nullptr, nullptr, nullptr, 0};
+  itt_handshake_global(s.global, s.table, &s.path, lib, init);
+}
+
+/// INTEL_LIBITTNOTIFY64 (INTEL_LIBITTNOTIFY32 in 32-bit builds) names the collector, as for
+/// Intel's static part; without it, a collector already in the process (LD_PRELOAD) is used.
+inline const char* itt_env_name() noexcept {
+  return sizeof(void*) == 8 ? "INTEL_LIBITTNOTIFY64" : "INTEL_LIBITTNOTIFY32";
+}
+
+inline bool itt_available() noexcept {
+  return env_text(itt_env_name()) != nullptr || dlsym(RTLD_DEFAULT, "__itt_api_init") != nullptr;
+}
+
+/// The collector library, for both users of ITT in lotus (collector control here, ITT tasks in
+/// itt.hpp): the one INTEL_LIBITTNOTIFY64 names, loaded, or the process itself (a preloaded
+/// collector) when it is unset. `init` is its __itt_api_init, null for version 0/1 collectors
+/// (they export the entry points themselves). `error` is set when the named library cannot be
+/// loaded (`lib` may be RTLD_DEFAULT, which is null on glibc: it tells nothing).
+struct itt_library {
+  const char* path = nullptr;
+  void* lib = nullptr;
+  void* init = nullptr;
+  const char* error = nullptr;
+};
+
+LOTUS_DETAIL_COLD inline itt_library itt_load() noexcept {
+  itt_library l;
+  l.path = env_text(itt_env_name());
+  l.lib = RTLD_DEFAULT;
+  if (l.path != nullptr) {
+    l.lib = dlopen(l.path, RTLD_LAZY);
+    if (l.lib == nullptr) {
+      l.error = dlerror();
+      if (l.error == nullptr) l.error = "unknown error";
+      return l;
+    }
+  }
+  l.init = dlsym(l.lib, "__itt_api_init");
+  return l;
+}
+
+inline const collector_backend* itt_backend() noexcept {
+  static const collector_backend backend{"itt", itt_resume, itt_pause, itt_detach};
+  itt_collector_state& s = itt_collector();
+  const itt_library l = itt_load();
+  s.path = l.path;
+  void* const lib = l.lib;
+  if (l.error != nullptr) {
+    diag(topic::collector, "collector: itt: cannot load %s=%s: %s; collector control off",
+         itt_env_name(), s.path, l.error);
+    return nullptr;
+  }
+  void* const init = l.init;
+  if (init != nullptr) {
+    itt_handshake(lib, collector_fn_cast<itt_api_init_fn>(init));
+  } else {
+    // Version 0/1 collectors export the entry points themselves.
+    s.pause = dlsym(lib, "__itt_pause");
+    s.resume = dlsym(lib, "__itt_resume");
+    s.detach = dlsym(lib, "__itt_detach");
+  }
+  void* const noop = reinterpret_cast<void*>(&itt_noop);
+  const bool bound_pause = s.pause != nullptr && s.pause != noop;
+  const bool bound_resume = s.resume != nullptr && s.resume != noop;
+  if (!bound_pause || !bound_resume) {
+    diag(topic::collector,
+         "collector: itt: %s binds no __itt_pause/__itt_resume; collector control off",
+         s.path != nullptr ? s.path : "the preloaded collector");
+    return nullptr;
+  }
+  return &backend;
+}
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_COLLECTORS_ITT_HPP
+// ---- end lotus/collectors/itt.hpp ----
+// ---- begin lotus/collectors/perf.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTORS_PERF_HPP
+#define LOTUS_AMALGAMATED_LOTUS_COLLECTORS_PERF_HPP
+// lotus — Linux perf backend (internal)
+// SPDX-License-Identifier: MIT
+// `enable`/`disable` over the `perf record --control=fifo:CTL,ACK` FIFOs.
+
+#include <fcntl.h>     // open
+#include <poll.h>      // poll
+#include <pthread.h>   // pthread_sigmask
+#include <signal.h>    // sigset_t, sigtimedwait
+#include <sys/stat.h>  // fstat, S_ISFIFO
+#include <time.h>      // clock_gettime, nanosleep
+#include <unistd.h>    // write, read, close
+
+#include <cerrno>   // errno
+#include <cstdint>  // uint64_t
+#include <cstdio>   // fprintf
+#include <cstring>  // memcmp, memcpy, strerror, strlen
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+// perf exports nothing to the workload, so the launcher names the FIFOs in our own env vars:
+//   LOTUS_PERF_CTL_FIFO  the CTL path given to --control=fifo:CTL,ACK (required)
+//   LOTUS_PERF_ACK_FIFO  the ACK path (recommended: without it enabling is asynchronous)
+//   LOTUS_PERF_ACK_TIMEOUT_MS  bounded wait for each ack (default 5000)
+//   LOTUS_PERF_WAIT_MS   attach mode: how long the first region waits for perf to open the CTL
+//                        FIFO (default 0); after that every outermost resume retries the open
+struct perf_collector_state {
+  int ctl = -1;
+  int ack = -1;
+  // The FIFOs' identity when opened: the program may close any descriptor and open its own
+  // file under the same number, which must never get a command (nor be closed by lotus).
+  std::uint64_t ctl_dev = 0, ctl_ino = 0, ack_dev = 0, ack_ino = 0;
+  int timeout_ms = 5000;
+  bool waiting = false;  // attach mode: nobody reads the CTL FIFO yet; regions are skipped
+  // Copies: a later setenv() may free the strings getenv() returned.
+  char ctl_path[4096] = {};
+  char ack_path[4096] = {};
+};
+
+inline perf_collector_state& perf_collector() noexcept {
+  static perf_collector_state state;
+  return state;
+}
+
+/// True when `fd` still is the FIFO opened as (dev, ino).
+inline bool perf_fd_is(int fd, std::uint64_t dev, std::uint64_t ino) noexcept {
+  struct stat st {};
+  return fd >= 0 && ::fstat(fd, &st) == 0 && static_cast<std::uint64_t>(st.st_dev) == dev &&
+         static_cast<std::uint64_t>(st.st_ino) == ino;
+}
+
+inline void perf_close() noexcept {
+  perf_collector_state& s = perf_collector();
+  if (perf_fd_is(s.ctl, s.ctl_dev, s.ctl_ino)) ::close(s.ctl);
+  if (perf_fd_is(s.ack, s.ack_dev, s.ack_ino)) ::close(s.ack);
+  s.ctl = -1;
+  s.ack = -1;
+  s.waiting = false;
+}
+
+enum class perf_open_result { opened, absent, failed };
+
+/// A regular file in place of a FIFO would swallow the commands and never ack: refuse it. A FIFO's
+/// identity goes to (dev, ino).
+inline bool perf_is_fifo(int fd, const char* name, const char* path, std::uint64_t& dev,
+                         std::uint64_t& ino) noexcept {
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode)) {
+    dev = static_cast<std::uint64_t>(st.st_dev);
+    ino = static_cast<std::uint64_t>(st.st_ino);
+    return true;
+  }
+  diag(topic::collector,
+       "collector: perf: %s=%s is not a FIFO (create it with mkfifo and pass it to perf "
+       "--control=fifo:CTL,ACK); collector control off",
+       name, path);
+  return false;
+}
+
+/// One try at opening the FIFOs. ENXIO on the CTL FIFO means nobody reads it: perf is not running
+/// (yet). Any other failure prints the one collector message.
+inline perf_open_result perf_try_open() noexcept {
+  perf_collector_state& s = perf_collector();
+  s.ctl = ::open(s.ctl_path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+  if (s.ctl < 0) {
+    const int err = errno;
+    if (err == ENXIO) return perf_open_result::absent;
+    diag(topic::collector,
+         "collector: perf: cannot open LOTUS_PERF_CTL_FIFO=%s: %s; collector control off",
+         s.ctl_path, std::strerror(err));
+    return perf_open_result::failed;
+  }
+  if (!perf_is_fifo(s.ctl, "LOTUS_PERF_CTL_FIFO", s.ctl_path, s.ctl_dev, s.ctl_ino)) {
+    perf_close();
+    return perf_open_result::failed;
+  }
+  if (s.ack_path[0] != '\0') {
+    s.ack = ::open(s.ack_path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (s.ack < 0) {
+      const int err = errno;
+      diag(topic::collector,
+           "collector: perf: cannot open LOTUS_PERF_ACK_FIFO=%s: %s; collector control off",
+           s.ack_path, std::strerror(err));
+      perf_close();
+      return perf_open_result::failed;
+    }
+    if (!perf_is_fifo(s.ack, "LOTUS_PERF_ACK_FIFO", s.ack_path, s.ack_dev, s.ack_ino)) {
+      perf_close();
+      return perf_open_result::failed;
+    }
+  }
+  return perf_open_result::opened;
+}
+
+inline long long perf_now_ms() noexcept {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<long long>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+
+inline bool perf_copy_path(char (&to)[4096], const char* name, const char* value) noexcept {
+  const std::size_t len = std::strlen(value);
+  if (len >= sizeof to) {
+    diag(topic::collector, "collector: perf: %s is longer than %zu bytes; collector control off",
+         name, sizeof to - 1);
+    return false;
+  }
+  std::memcpy(to, value, len + 1);
+  return true;
+}
+
+/// Detection: reads the settings and opens the FIFOs. When perf is not reading yet (attach mode:
+/// `perf record -p PID` started after the program), waits up to LOTUS_PERF_WAIT_MS, then stays
+/// attached but waiting: every outermost resume tries the open again and skips its region while
+/// it fails. A note on stderr says so, once; it does not use up the one failure message.
+inline bool perf_open() noexcept {
+  perf_collector_state& s = perf_collector();
+  const char* ctl_path = env_text("LOTUS_PERF_CTL_FIFO");
+  const char* ack_path = env_text("LOTUS_PERF_ACK_FIFO");
+  if (ctl_path == nullptr) {
+    diag(topic::collector,
+         "collector: LOTUS_COLLECTOR=perf but LOTUS_PERF_CTL_FIFO is not set; collector control "
+         "off");
+    return false;
+  }
+  if (!perf_copy_path(s.ctl_path, "LOTUS_PERF_CTL_FIFO", ctl_path)) return false;
+  if (ack_path != nullptr && !perf_copy_path(s.ack_path, "LOTUS_PERF_ACK_FIFO", ack_path)) {
+    return false;
+  }
+  s.timeout_ms = static_cast<int>(collector_env_u64(opt::perf_ack_timeout_ms));
+  const long wait_ms = static_cast<long>(collector_env_u64(opt::perf_wait_ms));
+  perf_open_result r = perf_try_open();
+  const long long deadline = perf_now_ms() + wait_ms;
+  while (r == perf_open_result::absent && perf_now_ms() < deadline) {
+    const timespec step{0, 2000000};  // 2 ms between tries
+    ::nanosleep(&step, nullptr);
+    r = perf_try_open();
+  }
+  if (r == perf_open_result::failed) return false;
+  if (r == perf_open_result::absent) {
+    s.waiting = true;
+    std::fprintf(stderr,
+                 "lotus: collector: perf: nobody reads LOTUS_PERF_CTL_FIFO=%s yet (waited %ld ms, "
+                 "LOTUS_PERF_WAIT_MS); regions are not collected until `perf record "
+                 "--control=fifo:...` opens it\n",
+                 s.ctl_path, wait_ms);
+  }
+  return true;
+}
+
+/// write() with SIGPIPE blocked on this thread only: a perf that exited turns into EPIPE, and the
+/// SIGPIPE this write raised (if any) is consumed before the old mask comes back.
+inline bool perf_write_no_sigpipe(int fd, const char* data, std::size_t size) noexcept {
+  sigset_t pipe_set;
+  sigset_t old_set;
+  sigemptyset(&pipe_set);
+  sigaddset(&pipe_set, SIGPIPE);
+  const bool masked = pthread_sigmask(SIG_BLOCK, &pipe_set, &old_set) == 0;
+  sigset_t pending;
+  sigemptyset(&pending);
+  const bool was_pending =
+      masked && sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1;
+
+  ssize_t n;
+  do {
+    n = ::write(fd, data, size);
+  } while (n < 0 && errno == EINTR);
+  const int err = errno;
+
+  if (masked) {
+    if (n < 0 && err == EPIPE && !was_pending) {
+      const timespec zero{0, 0};
+      while (sigtimedwait(&pipe_set, nullptr, &zero) < 0 && errno == EINTR) {
+      }
+    }
+    if (sigismember(&old_set, SIGPIPE) != 1) pthread_sigmask(SIG_SETMASK, &old_set, nullptr);
+  }
+  errno = err;
+  return n == static_cast<ssize_t>(size);
+}
+
+/// Waits (bounded) for exactly one 5-byte ack "ack\n\0".
+inline bool perf_read_ack(const char* command) noexcept {
+  perf_collector_state& s = perf_collector();
+  char reply[5];
+  std::size_t got = 0;
+  const long long deadline = perf_now_ms() + s.timeout_ms;
+  while (got < sizeof reply) {
+    const long long left = deadline - perf_now_ms();
+    if (left <= 0) {
+      diag(topic::collector,
+           "collector: perf: no ack for '%s' within %d ms (LOTUS_PERF_ACK_TIMEOUT_MS); "
+           "collector control off",
+           command, s.timeout_ms);
+      return false;
+    }
+    pollfd p{s.ack, POLLIN, 0};
+    const int r = ::poll(&p, 1, static_cast<int>(left));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      diag(topic::collector,
+           "collector: perf: poll on the ack FIFO failed: %s; collector control off",
+           std::strerror(errno));
+      return false;
+    }
+    if (r == 0) continue;  // the deadline check above reports the timeout
+    const ssize_t k = ::read(s.ack, reply + got, sizeof reply - got);
+    if (k > 0) {
+      got += static_cast<std::size_t>(k);
+    } else if (k == 0) {
+      diag(topic::collector,
+           "collector: perf: the ack FIFO was closed (perf exited?); collector control off");
+      return false;
+    } else if (errno != EAGAIN && errno != EINTR) {
+      diag(topic::collector,
+           "collector: perf: reading the ack FIFO failed: %s; collector control off",
+           std::strerror(errno));
+      return false;
+    }
+  }
+  if (std::memcmp(reply, "ack\n", 4) != 0) {
+    diag(topic::collector, "collector: perf: unexpected ack for '%s'; collector control off",
+         command);
+    return false;
+  }
+  return true;
+}
+
+/// Before every command: both descriptors must still be the FIFOs. When the program closed them
+/// (daemonizing code, close_range), they are forgotten unclosed (the numbers may be its files now)
+/// and the FIFOs are opened again by path.
+inline bool perf_fds_still_ours() noexcept {
+  perf_collector_state& s = perf_collector();
+  const bool ctl_ok = perf_fd_is(s.ctl, s.ctl_dev, s.ctl_ino);
+  const bool ack_ok = s.ack < 0 || perf_fd_is(s.ack, s.ack_dev, s.ack_ino);
+  if (ctl_ok && ack_ok) return true;
+  if (ctl_ok) ::close(s.ctl);
+  if (ack_ok && s.ack >= 0) ::close(s.ack);
+  s.ctl = -1;
+  s.ack = -1;
+  if (perf_try_open() == perf_open_result::opened) return true;
+  diag(topic::collector,
+       "collector: perf: the program closed the control FIFO's descriptor and it cannot be "
+       "opened again; collector control off");
+  perf_close();
+  return false;
+}
+
+inline bool perf_command(const char* command) noexcept {
+  perf_collector_state& s = perf_collector();
+  if (s.ctl < 0) return false;
+  if (!perf_fds_still_ours()) return false;
+  char line[32];
+  const std::size_t len = std::strlen(command);
+  std::memcpy(line, command, len);
+  line[len] = '\n';
+  if (!perf_write_no_sigpipe(s.ctl, line, len + 1)) {
+    const int err = errno;
+    diag(topic::collector,
+         "collector: perf: writing '%s' to the control FIFO failed: %s (perf exited?); "
+         "collector control off",
+         command, err == EAGAIN ? "FIFO full" : std::strerror(err));
+    perf_close();
+    return false;
+  }
+  if (s.ack >= 0 && !perf_read_ack(command)) {
+    perf_close();
+    return false;
+  }
+  return true;
+}
+
+/// Outermost resume. While waiting for perf (attach mode) it first retries the open; a region
+/// that starts before perf reads the FIFO is skipped, and so is its pause.
+inline bool perf_resume(const char*) noexcept {
+  perf_collector_state& s = perf_collector();
+  if (s.waiting) {
+    switch (perf_try_open()) {
+      case perf_open_result::absent:
+        return true;
+      case perf_open_result::failed:
+        s.waiting = false;
+        return false;
+      case perf_open_result::opened:
+        s.waiting = false;
+        break;
+    }
+  }
+  return perf_command("enable");
+}
+
+inline bool perf_pause(const char*) noexcept {
+  if (perf_collector().waiting) return true;
+  return perf_command("disable");
+}
+inline void perf_detach(bool active) noexcept {
+  if (active && !perf_collector().waiting) perf_command("disable");
+  perf_close();
+}
+
+inline const collector_backend* perf_backend() noexcept {
+  static const collector_backend backend{"perf", perf_resume, perf_pause, perf_detach};
+  return perf_open() ? &backend : nullptr;
+}
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_COLLECTORS_PERF_HPP
+// ---- end lotus/collectors/perf.hpp ----
+// ---- begin lotus/detail/entry.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_ENTRY_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_ENTRY_HPP
+// lotus — the runtime's cold entry points, declared for the hot-path headers (internal)
+// SPDX-License-Identifier: MIT
+
+#include <cstddef>      // size_t
+#include <cstdint>      // uint64_t
+#include <string_view>  // string_view
+
+// ---- begin lotus/detail/res_sample.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_RES_SAMPLE_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_RES_SAMPLE_HPP
+// lotus — one reading of a thread's resource figures, taken at batch boundaries (internal)
+// SPDX-License-Identifier: MIT
+
+#include <cstdint>  // uint64_t
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// The calling thread's counters (runtime/resources.hpp): CPU time, faults and context switches
+/// from getrusage(RUSAGE_THREAD), run-queue wait from /proc/thread-self/schedstat.
+/// `ok` false: not read (tracing or resources off, or the reads failed).
+struct res_sample {
+  std::uint64_t cpu_ns = 0, wait_ns = 0;
+  std::uint64_t minflt = 0, majflt = 0, nvcsw = 0, nivcsw = 0;
+  bool ok = false;
+};
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_RES_SAMPLE_HPP
+// ---- end lotus/detail/res_sample.hpp ----
+
+// The one file that defines LOTUS_IMPLEMENTATION defines these (lotus/runtime/runtime.hpp, the
+// collectors); every other file sees these declarations and the weak no-ops of no_runtime.hpp.
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+
+struct record_site;
+struct options;
+struct trace_stats;
+
+namespace detail {
+
+/// First event of a thread, a full ring, or a push that interrupted lotus on the same thread (a
+/// signal handler): never throws, never blocks inside a signal handler, counts what it drops.
+LOTUS_DETAIL_API void push_slow(const record_site* loc, std::uint64_t t0, std::uint64_t t1,
+                                std::uint64_t idx) noexcept;
+
+/// First use in this process: read the environment; returns the tracing mode.
+LOTUS_DETAIL_API int initialize_mode() noexcept;
+
+struct inflight;
+/// The calling thread's spans in progress, registering the thread first if it has recorded
+/// nothing yet (cold: a batch's or a wait's start); nullptr when it cannot be registered.
+LOTUS_DETAIL_API inflight* inflight_registered() noexcept;
+
+/// Process-lifetime location for a run-time name (interned once per distinct name and flags).
+LOTUS_DETAIL_API const record_site& intern(std::string_view name, std::uint32_t flags = 0);
+
+/// LOTUS_SCOPE_DYNAMIC's miss in the thread's name cache: intern, then remember it on this thread.
+/// nullptr when out of memory (the scope is then not recorded). `key_size`: the name's kept bytes
+/// (name_key_size), | name_cut_bit when it was longer.
+LOTUS_DETAIL_API const record_site* intern_dynamic(const char* name, std::size_t key_size,
+                                                   std::uint64_t hash) noexcept;
+
+LOTUS_DETAIL_API void api_configure(const options& opts);
+LOTUS_DETAIL_API void api_flush() noexcept;
+LOTUS_DETAIL_API void api_shutdown() noexcept;
+LOTUS_DETAIL_API trace_stats api_stats() noexcept;
+/// Flight mode: ask every process tracing into the directory for a capture (flight.hpp).
+LOTUS_DETAIL_API bool api_capture(const char* reason, std::size_t size) noexcept;
+/// Whether `text` is a valid LOTUS_TRIGGER value (Python's configure checks before applying).
+LOTUS_DETAIL_API bool trigger_valid(const char* text, std::size_t size) noexcept;
+
+/// NVTX ranges for lotus's spans (LOTUS_NVTX; lotus/collectors/nvtx.hpp). Each is a no-op, and
+/// nvtx_push/nvtx_start return false/0, while NVTX is off or not compiled in. A pushed range is
+/// popped by the same thread; a started one (id != 0) may end anywhere. nvtx_push/nvtx_pop are
+/// the annotation path of every span: they also begin and end the span's ITT task (LOTUS_ITT).
+LOTUS_DETAIL_API bool nvtx_push(const record_site& loc, std::uint64_t idx) noexcept;
+LOTUS_DETAIL_API void nvtx_pop() noexcept;
+LOTUS_DETAIL_API void nvtx_mark(const record_site& loc, std::uint64_t idx) noexcept;
+LOTUS_DETAIL_API std::uint64_t nvtx_start(const record_site& loc, std::uint64_t idx) noexcept;
+LOTUS_DETAIL_API void nvtx_end(std::uint64_t id) noexcept;
+/// Whether this build has NVTX (LOTUS_WITH_NVTX) and whether ranges are pushed now.
+LOTUS_DETAIL_API bool nvtx_compiled() noexcept;
+LOTUS_DETAIL_API bool nvtx_active() noexcept;
+/// Whether nvtx_push annotates now (NVTX ranges or ITT tasks).
+LOTUS_DETAIL_API bool annotations_active() noexcept;
+
+/// ITT tasks for lotus's spans (LOTUS_ITT; lotus/collectors/itt_tasks.hpp), domain "lotus".
+/// itt_open loads the collector once (false, with one message, when there is none); itt_task_push
+/// begins a task on this thread (false while ITT is off), itt_task_pop ends the thread's innermost
+/// one.
+LOTUS_DETAIL_API bool itt_open() noexcept;
+LOTUS_DETAIL_API bool itt_task_push(const record_site& loc) noexcept;
+LOTUS_DETAIL_API void itt_task_pop() noexcept;
+LOTUS_DETAIL_API bool itt_active() noexcept;
+
+/// The collector's slow paths (lotus/collector.hpp; defined in collectors/impl.hpp):
+/// detection, process-wide nesting, the backend's resume/pause/detach. Never throw; keep errno.
+LOTUS_DETAIL_API void collector_resume_slow(const char* region) noexcept;
+LOTUS_DETAIL_API void collector_pause_slow(const char* region) noexcept;
+LOTUS_DETAIL_API void collector_detach_slow() noexcept;
+LOTUS_DETAIL_API void collector_initialize() noexcept;
+LOTUS_DETAIL_API collector::kind collector_attached() noexcept;
+
+/// A map region's entry when the map word is not idle (lotus/map_region.hpp; defined in
+/// collectors/map.hpp): list mode, or the gap and resume of a selected execution. Returns the
+/// name to pause at the region's end, or nullptr.
+LOTUS_DETAIL_API const char* map_gate_enter(const char* name) noexcept;
+
+/// A batch's resource figures (runtime/resources.hpp), read only at batch boundaries, never per op.
+/// resources_read: the calling thread's counters now (`ok` false when tracing or LOTUS_RESOURCES
+/// is off). resources_record: reads them again and queues the difference from `begin` for the
+/// sidecar's `batchres` line of batch `idx` spanning ticks [t0, t1] (nothing when `begin` is
+/// not ok); a full queue counts a loss.
+LOTUS_DETAIL_API res_sample resources_read() noexcept;
+LOTUS_DETAIL_API void resources_record(const res_sample& begin, std::uint64_t t0, std::uint64_t t1,
+                                       std::uint64_t idx) noexcept;
+
+/// LOTUS_RESOURCES=ops: a span's figures, on its out-of-line path (scope.hpp). op_resources_begin
+/// reads the calling thread's counters and keeps them on its stack of open ops (false: not kept,
+/// e.g. ops mode off or nested too deep); op_resources_end, for a span whose begin returned
+/// true, reads them again and adds the difference and the op's `ticks` to `loc`'s sums on this
+/// thread (`loc` nullptr: the op was not recorded, tracing went off; only forget the reading).
+LOTUS_DETAIL_API bool op_resources_begin() noexcept;
+LOTUS_DETAIL_API void op_resources_end(const record_site* loc, std::uint64_t ticks) noexcept;
+
+/// CPU time the writer thread has spent draining, formatting and writing (bench/core).
+LOTUS_DETAIL_API std::uint64_t writer_cpu_ns() noexcept;
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_ENTRY_HPP
+// ---- end lotus/detail/entry.hpp ----
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+inline std::mutex collector_mutex;  // serialises detection, depth changes and backend calls
+inline const collector_backend* collector_active = nullptr;
+inline collector::kind collector_kind = collector::kind::none;
+
+inline const collector_backend* collector_select(collector::kind& chosen) noexcept {
+  // LOTUS_COLLECTOR from the settings snapshot (a value not in the list: one message, auto).
+  const int want = collector_config().collector;
+  const collector_backend* b = nullptr;
+  if (want == 1) return nullptr;
+  if (want > 1) chosen = collector_kinds[want];
+  if (chosen == collector::kind::perf) {
+    b = perf_backend();
+  } else if (chosen == collector::kind::itt) {
+    if (!itt_available()) {
+      diag(topic::collector,
+           "collector: LOTUS_COLLECTOR=itt but %s is not set; collector control off",
+           itt_env_name());
+      return nullptr;
+    }
+    b = itt_backend();
+  } else if (chosen == collector::kind::amd) {
+    b = amd_backend(true);
+  } else if (chosen == collector::kind::callgrind) {
+    b = callgrind_backend(true);
+  } else {
+    // auto: the first collector that is evidently present. A collector that is present but
+    // broken is not skipped silently: its message explains why control is off.
+    if (running_on_valgrind() && callgrind_tool_plausible()) {
+      chosen = collector::kind::callgrind;
+      b = callgrind_backend(false);
+    } else if (env_text("LOTUS_PERF_CTL_FIFO") != nullptr) {
+      chosen = collector::kind::perf;
+      b = perf_backend();
+    } else if (itt_available()) {
+      chosen = collector::kind::itt;
+      b = itt_backend();
+    } else if (amd_available()) {
+      chosen = collector::kind::amd;
+      b = amd_backend(false);
+    }
+  }
+  return b;
+}
+
+inline void collector_detect_locked() noexcept {
+  if (collector_state.load(std::memory_order_relaxed) != collector_unknown) return;
+  collector::kind chosen = collector::kind::none;
+  collector_active = collector_select(chosen);
+  collector_kind = collector_active != nullptr ? chosen : collector::kind::none;
+  collector_state.store(collector_active != nullptr ? collector_on : collector_off,
+                        std::memory_order_release);
+}
+
+inline void collector_turn_off_locked() noexcept {
+  collector_active = nullptr;
+  collector_depth.store(0, std::memory_order_relaxed);
+  collector_state.store(collector_off, std::memory_order_release);
+}
+
+/// Keeps the host program's errno: a region boundary must not change what the code around it sees.
+class collector_errno_guard {
+ public:
+  collector_errno_guard() noexcept : saved_(errno) {}
+  ~collector_errno_guard() { errno = saved_; }
+  collector_errno_guard(const collector_errno_guard&) = delete;
+  collector_errno_guard& operator=(const collector_errno_guard&) = delete;
+
+ private:
+  int saved_;
+};
+
+LOTUS_DETAIL_API void collector_resume_slow(const char* region) noexcept {
+  const collector_errno_guard keep_errno;
+  std::lock_guard<std::mutex> lock(collector_mutex);
+  collector_detect_locked();
+  if (collector_active == nullptr) return;
+  // Process-wide nesting: only the outermost resume reaches the collector.
+  if (collector_depth.fetch_add(1, std::memory_order_relaxed) == 0 &&
+      !collector_active->resume(region)) {
+    collector_turn_off_locked();
+  }
+}
+
+LOTUS_DETAIL_API void collector_pause_slow(const char* region) noexcept {
+  const collector_errno_guard keep_errno;
+  std::lock_guard<std::mutex> lock(collector_mutex);
+  collector_detect_locked();
+  if (collector_active == nullptr) return;
+  const int depth = collector_depth.load(std::memory_order_relaxed);
+  if (depth == 0) return;  // unbalanced pause: ignore rather than go negative
+  collector_depth.store(depth - 1, std::memory_order_relaxed);
+  if (depth == 1 && !collector_active->pause(region)) collector_turn_off_locked();
+}
+
+LOTUS_DETAIL_API void collector_detach_slow() noexcept {
+  const collector_errno_guard keep_errno;
+  std::lock_guard<std::mutex> lock(collector_mutex);
+  collector_detect_locked();
+  if (collector_active != nullptr) {
+    collector_active->detach(collector_depth.load(std::memory_order_relaxed) > 0);
+  }
+  collector_turn_off_locked();
+}
+
+LOTUS_DETAIL_API void collector_initialize() noexcept {
+  const collector_errno_guard keep_errno;
+  std::lock_guard<std::mutex> lock(collector_mutex);
+  collector_detect_locked();
+}
+
+LOTUS_DETAIL_API collector::kind collector_attached() noexcept {
+  collector::initialize();
+  std::lock_guard<std::mutex> lock(collector_mutex);
+  return collector_active != nullptr ? collector_kind : collector::kind::none;
+}
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_COLLECTORS_IMPL_HPP
+// ---- end lotus/collectors/impl.hpp ----
+#endif
+#endif  // LOTUS_AMALGAMATED_LOTUS_COLLECTOR_HPP
+// ---- end lotus/collector.hpp ----
+// ---- begin lotus/map_region.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_MAP_REGION_HPP
+#define LOTUS_AMALGAMATED_LOTUS_MAP_REGION_HPP
+// lotus — LOTUS_MAP_REGION: the LotusMap method inside a probe program
+// SPDX-License-Identifier: MIT
+// Records S<name>, and resumes the collector around one selected execution of one selected region.
+// Not part of lotus.hpp: a probe includes it. The region's fast path is inline; the list mode,
+// the selection and the collector are compiled once, in the program's implementation file
+// (LOTUS_IMPLEMENTATION, lotus::lotus).
+
+#include <atomic>  // memory_order (the state words)
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// Gap + resume on construction, pause on destruction, for the executions the driver selected.
+class map_gate {
+ public:
+  LOTUS_DETAIL_FORCE_INLINE explicit map_gate(const char* name) noexcept {
+    if (LOTUS_DETAIL_LIKELY(map_mode.load(std::memory_order_relaxed) == map_idle)) return;
+    name_ = map_gate_enter(name);
+  }
+  LOTUS_DETAIL_FORCE_INLINE ~map_gate() {
+    if (name_ != nullptr) collector::pause_region(name_);
+  }
+  map_gate(const map_gate&) = delete;
+  map_gate& operator=(const map_gate&) = delete;
+
+ private:
+  const char* name_ = nullptr;
+};
+
+}  // namespace detail
+
+/// The object behind LOTUS_MAP_REGION. Member order matters: the gate (gap sleep, resume) runs
+/// before the timer starts and its pause after the timer stops, so S<name> excludes both.
+class map_region {
+ public:
+  explicit map_region(const record_site& loc) noexcept : gate_(loc.name), timer_(loc) {}
+  map_region(const map_region&) = delete;
+  map_region& operator=(const map_region&) = delete;
+
+ private:
+  detail::map_gate gate_;
+  scope_timer timer_;
+};
+
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+
+/// LotusMap region in a probe program: records `S<name>`; when LOTUS_MAP_SELECT names it, the
+/// collector runs around the execution(s) after the warm-up. `name` is a string literal.
+#undef LOTUS_MAP_REGION
+#define LOTUS_MAP_REGION(name) LOTUS_DETAIL_MAP_REGION(LOTUS_DETAIL_UNIQUE(lotus_map_), name)
+
+// The implementation file: the list mode and the selection.
+#if LOTUS_DETAIL_ENABLED && defined(LOTUS_IMPLEMENTATION)
+// ---- begin lotus/collectors/map.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTORS_MAP_HPP
+#define LOTUS_AMALGAMATED_LOTUS_COLLECTORS_MAP_HPP
+// lotus — LOTUS_MAP_REGION's list mode and selection behind lotus/map_region.hpp (internal)
+// SPDX-License-Identifier: MIT
+// Compiled once, in the implementation file (map_region.hpp includes it under
+// LOTUS_IMPLEMENTATION).
 
 #include <errno.h>   // errno
 #include <fcntl.h>   // open

@@ -1,17 +1,13 @@
 # SPDX-License-Identifier: MIT
-# cmake -DDIRS=<build dir>;... -DEXPECT=0|1 -P consumer_outputs.cmake: a consumer build tree holds
-# liblotus_compiled.a exactly when one of its targets links lotus::lotus_compiled (EXPECT=1); a
-# consumer of lotus::lotus or lotus::header_only builds nothing it does not use (EXPECT=0).
+# cmake -DDIRS=<consumer build dirs> -DEXPECT=<n> -P consumer_outputs.cmake: each consumer compiled
+# the runtime (tools/cmake/lotus_runtime.cpp) exactly EXPECT times: 0 through find_package (the
+# package ships it compiled), 1 through add_subdirectory or FetchContent (lotus::lotus built once,
+# whatever number of targets link it).
 foreach(_dir ${DIRS})
-  if(NOT IS_DIRECTORY "${_dir}")
-    message(FATAL_ERROR "no consumer build tree ${_dir} (its test did not run)")
-  endif()
-  file(GLOB_RECURSE _found "${_dir}/*lotus_compiled.a")
+  file(GLOB_RECURSE _found "${_dir}/*lotus_runtime.cpp.o")
   list(LENGTH _found _n)
-  if(EXPECT AND _n EQUAL 0)
-    message(FATAL_ERROR "${_dir}: links lotus::lotus_compiled but has no liblotus_compiled.a")
-  elseif(NOT EXPECT AND NOT _n EQUAL 0)
-    message(FATAL_ERROR "${_dir}: does not link lotus::lotus_compiled but built ${_found}")
+  if(NOT _n EQUAL EXPECT)
+    message(FATAL_ERROR "${_dir}: compiled the runtime ${_n} times (expected ${EXPECT}): ${_found}")
   endif()
-  message(STATUS "${_dir}: ${_n} liblotus_compiled.a (expected ${EXPECT})")
+  message(STATUS "${_dir}: ${_n} runtime compiles (expected ${EXPECT})")
 endforeach()

@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: MIT
 # cmake -DSOURCE=<lotus> -DWORK=<scratch> -DGENERATOR=<gen> -P install_unbuilt.cmake: any build tree
-# installs, whatever it built. Configures lotus as tools/scripts/demo.sh does, with the Python module
-# too (tool, examples, injection libraries and module all defined), builds only the header-only targets (nothing),
-# and runs `cmake --install`: the install rules of targets that were not built are OPTIONAL.
+# installs, whatever else it built. Configures lotus as tools/scripts/demo.sh does, with the Python
+# module too (tool, examples, injection libraries and module all defined), builds only the package
+# (lotus::lotus, the runtime's one compile) and runs `cmake --install`: the install rules of the
+# targets that were not built are OPTIONAL.
 file(REMOVE_RECURSE "${WORK}")
 execute_process(
   COMMAND "${CMAKE_COMMAND}" -S "${SOURCE}" -B "${WORK}/build" -G "${GENERATOR}"
@@ -12,12 +13,17 @@ execute_process(
 if(NOT _rc EQUAL 0)
   message(FATAL_ERROR "configure failed (${_rc})")
 endif()
+execute_process(COMMAND "${CMAKE_COMMAND}" --build "${WORK}/build" --target lotus
+                RESULT_VARIABLE _rc OUTPUT_QUIET)
+if(NOT _rc EQUAL 0)
+  message(FATAL_ERROR "building lotus::lotus failed (${_rc})")
+endif()
 execute_process(COMMAND "${CMAKE_COMMAND}" --install "${WORK}/build" --prefix "${WORK}/prefix"
                 RESULT_VARIABLE _rc)
 if(NOT _rc EQUAL 0)
   message(FATAL_ERROR "cmake --install of a tree that built nothing failed (${_rc})")
 endif()
-foreach(_f include/lotus/lotus.hpp share/cmake/lotus/lotusConfig.cmake)
+foreach(_f include/lotus/lotus.hpp share/cmake/lotus/lotusConfig.cmake lib/liblotus.a)
   if(NOT EXISTS "${WORK}/prefix/${_f}")
     message(FATAL_ERROR "the install has no ${_f}")
   endif()

@@ -5,14 +5,14 @@
 Direction 1 (lotus -> ITT): lotus_ops runs with INTEL_LIBITTNOTIFY64=libcapture_itt.so, a collector
 of our own that writes down every call; each thread's task begins and ends must be exactly those
 of its spans (400 Decode + 200 Resize begins, 600 ends on the two workers), string handles created
-once per name, header-only and compiled mode, LOTUS_ITT=1 and options::itt; no task call with
+once per name, LOTUS_ITT=1 and options::itt; no task call with
 LOTUS_ITT unset; one message when no collector can be loaded. Python: lotus.configure(itt=True).
 Direction 2 (ITT -> lotus): itt_only (a C program with a minimal ITT static part of its own,
 domain "oneDNN", 2 threads x 150 Conv each holding a Relu) runs with liblotus_itt.so; its Lotus
 records are checked record by record (names, nesting per thread), pause/resume, the counts line,
 the bounds on names, and lotus-tool check.
 
-    itt_cases.py --ops B --capture L --collector L --itt-only B [--ops-compiled B] [--tool T]
+    itt_cases.py --ops B --capture L --collector L --itt-only B [--tool T]
                  [--python-path D]
 """
 import argparse
@@ -112,7 +112,7 @@ def check_ops_trace(tdir):
 
 
 def direction1(a, tmp):
-    ops = [("header-only", a.ops)] + ([("compiled", a.ops_compiled)] if a.ops_compiled else [])
+    ops = [("lotus::lotus", a.ops)]
     for label, binary in ops:
         for how in ("env", "options"):
             d = tempfile.mkdtemp(dir=tmp)
@@ -319,7 +319,6 @@ def python(a, tmp):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--ops", required=True)
-    p.add_argument("--ops-compiled")
     p.add_argument("--capture", required=True)
     p.add_argument("--collector", required=True)
     p.add_argument("--itt-only", required=True)

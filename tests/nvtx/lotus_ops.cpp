@@ -1,7 +1,7 @@
 // lotus tests — a traced program whose spans become NVTX ranges with LOTUS_NVTX=1 (direction 1).
 // SPDX-License-Identifier: MIT
-// Built three ways: header-only with LOTUS_WITH_NVTX, compiled mode (lotus_compiled with NVTX),
-// and header-only without NVTX (LOTUS_NVTX=1 then gives one message). `configure` as argument:
+// Built two ways: against lotus::nvtx (the runtime compiled with NVTX) and as its own
+// implementation file without NVTX (LOTUS_NVTX=1 then gives one message). `configure` as argument:
 // NVTX is asked for through lotus::options::nvtx instead of the environment.
 #include <cstring>
 #include <lotus/lotus.hpp>

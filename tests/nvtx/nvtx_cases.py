@@ -4,14 +4,14 @@
 
 Direction 1 (lotus -> NVTX): lotus_ops runs with NVTX_INJECTION64_PATH=libcapture_nvtx.so, which
 writes down every NVTX call; the pushes, pops, marks and start/end ranges of each thread must be
-exactly those of its spans (header-only and compiled mode, LOTUS_NVTX=1 and options::nvtx), and
+exactly those of its spans (LOTUS_NVTX=1 and options::nvtx), and
 nothing at all when LOTUS_NVTX is unset; a build without NVTX says so once. Python:
 lotus.configure(nvtx=True), lotus.scope and lotus.torch's Compose.
 Direction 2 (NVTX -> lotus): nvtx_only (NVTX calls only) runs with liblotus_nvtx.so; its Lotus
 records are checked record by record (names, domains, nesting), with fork, and by lotus-tool check.
 
     nvtx_cases.py --ops B --ops-plain B --capture L --injection L --nvtx-only B
-                  [--ops-compiled B] [--tool T] [--python-path D]
+                  [--tool T] [--python-path D]
 """
 import argparse
 import glob
@@ -109,11 +109,8 @@ def check_ops_trace(tdir, prefix):
 
 
 def direction1(a, tmp):
-    variants = [("header-only, LOTUS_NVTX=1", a.ops, [], {"LOTUS_NVTX": "1"}),
-                ("header-only, options::nvtx", a.ops, ["configure"], {})]
-    if a.ops_compiled:
-        variants += [("compiled, LOTUS_NVTX=1", a.ops_compiled, [], {"LOTUS_NVTX": "1"}),
-                     ("compiled, options::nvtx", a.ops_compiled, ["configure"], {})]
+    variants = [("LOTUS_NVTX=1", a.ops, [], {"LOTUS_NVTX": "1"}),
+                ("options::nvtx", a.ops, ["configure"], {})]
     for k, (label, exe, args, extra) in enumerate(variants):
         d = os.path.join(tmp, f"d1_{k}")
         os.makedirs(d)
@@ -301,11 +298,10 @@ def main():
     p = argparse.ArgumentParser()
     for name in ("--ops", "--ops-plain", "--capture", "--injection", "--nvtx-only"):
         p.add_argument(name, required=True)
-    p.add_argument("--ops-compiled")
     p.add_argument("--tool")
     p.add_argument("--python-path")
     a = p.parse_args()
-    for k in ("ops", "ops_plain", "capture", "injection", "nvtx_only", "ops_compiled", "tool",
+    for k in ("ops", "ops_plain", "capture", "injection", "nvtx_only", "tool",
               "python_path"):
         if getattr(a, k):
             setattr(a, k, os.path.abspath(getattr(a, k)))

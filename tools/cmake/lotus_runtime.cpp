@@ -1,7 +1,13 @@
-// lotus — the runtime, compiled once in each target that links lotus::lotus (INTERFACE_SOURCES)
+// lotus — the runtime of lotus::lotus: the program's one implementation file, compiled once
 // SPDX-License-Identifier: MIT
-// The target's files see only the hot path (LOTUS_COMPILED_LIB). The runtime's entry points are
-// weak here: a program made of several targets that link lotus::lotus (a static library and the
-// executable, say) links one copy; a strong definition (lotus::lotus_compiled) wins over these.
-#define LOTUS_DETAIL_WEAK_ENTRY_POINTS 1
-#include <lotus/src.hpp>
+// The static library lotus::lotus is this file. A program that links it has the runtime; its own
+// files include <lotus/lotus.hpp> without LOTUS_IMPLEMENTATION. lotus_runtime_v0 is what the
+// target's `-u` asks the linker for, so that it takes this object although every file that
+// includes lotus already carries the weak no-ops (detail/no_runtime.hpp).
+#define LOTUS_IMPLEMENTATION
+#include <lotus/lotus.hpp>
+
+extern "C" {
+extern const int lotus_runtime_v0;
+const int lotus_runtime_v0 = 1;
+}

@@ -5,6 +5,9 @@
 // against the CPython C API: a `with lotus.scope("Op"):` then costs an object allocation and two C
 // calls. pybind11 dispatch (argument conversion, overload resolution) would triple that. The cold
 // API (configure, stats, collector, BatchTracker) uses pybind11.
+// The module is its own program's runtime: it is the one file that defines LOTUS_IMPLEMENTATION.
+#define LOTUS_IMPLEMENTATION
+
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 #include <signal.h>

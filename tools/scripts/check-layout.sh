@@ -3,7 +3,7 @@
 # lotus — the rooms of include/lotus (issue #54; tools/docs/architecture.md, "Layers of the library"):
 #   include/lotus/*.hpp (the API) and include/lotus/detail/ (the hot path) include nothing from
 #   lotus/runtime/ or lotus/collectors/, except the runtime's entry points listed below (each one
-#   where the runtime is compiled: header-only inline, or src.hpp once);
+#   under LOTUS_IMPLEMENTATION: the runtime is compiled in the one file that defines it);
 #   lotus-tool includes from lotus/runtime/ only capture_request.hpp (the capture-request format,
 #   the trigger parser and the flight settings), which itself includes no other runtime header
 #   but text.hpp (a fixed-size string builder, 100 lines).
@@ -15,7 +15,6 @@ cd "${1:-$(dirname "${BASH_SOURCE[0]}")/../..}"
 # file -> the runtime or collector headers it may include (its entry points)
 declare -A allowed=(
   [include/lotus/detail/enabled.hpp]="lotus/runtime/runtime.hpp"
-  [include/lotus/src.hpp]="lotus/runtime/runtime.hpp lotus/collectors/impl.hpp lotus/collectors/map.hpp"
   [include/lotus/collector.hpp]="lotus/collectors/impl.hpp"
   [include/lotus/map_region.hpp]="lotus/collectors/map.hpp"
 )

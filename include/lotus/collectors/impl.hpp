@@ -1,6 +1,6 @@
 // lotus — collector detection, nesting and the backends behind lotus/collector.hpp (internal)
 // SPDX-License-Identifier: MIT
-// Header-only: included by collector.hpp; LOTUS_COMPILED_LIB: compiled once (lotus/src.hpp).
+// Compiled once, in the implementation file (collector.hpp includes it under LOTUS_IMPLEMENTATION).
 #pragma once
 
 #include <atomic>   // atomic

@@ -1,6 +1,7 @@
 // lotus — LOTUS_MAP_REGION's list mode and selection behind lotus/map_region.hpp (internal)
 // SPDX-License-Identifier: MIT
-// Header-only: included by map_region.hpp; LOTUS_COMPILED_LIB: compiled once (lotus/src.hpp).
+// Compiled once, in the implementation file (map_region.hpp includes it under
+// LOTUS_IMPLEMENTATION).
 #pragma once
 
 #include <errno.h>   // errno

@@ -83,7 +83,6 @@ inline const char* map_gate_enter(const char*) noexcept { return nullptr; }
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
 
-#define LOTUS_DETAIL_INLINE_RUNTIME 0  // nothing to define
 #define LOTUS_DETAIL_SCOPE(id, name) static_cast<void>(0)
 #define LOTUS_DETAIL_SCOPE_DYNAMIC(id, name) static_cast<void>(0)
 #define LOTUS_DETAIL_BATCH_PREPROCESSED(id, idx) static_cast<void>(0)

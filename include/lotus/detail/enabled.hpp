@@ -1,9 +1,9 @@
 // lotus — the hooks the public headers call, recording (internal; chosen by detail/hooks.hpp)
 // SPDX-License-Identifier: MIT
 // The hot path of a span (clock, ring, name cache), the runtime's entry points, the state words the
-// inline fast paths read, and the bodies of the public macros. In header-only mode the runtime's
-// definitions follow (runtime/runtime.hpp); with LOTUS_COMPILED_LIB they are compiled once, in the
-// TU that includes <lotus/src.hpp>, and every other file sees only what is here.
+// inline fast paths read, and the bodies of the public macros. The runtime's definitions follow in
+// the one file that defines LOTUS_IMPLEMENTATION (runtime/runtime.hpp); every other file sees only
+// what is here and the weak no-ops of detail/no_runtime.hpp.
 #pragma once
 
 #include <atomic>       // atomic, atomic_signal_fence
@@ -119,15 +119,10 @@ inline std::atomic<int> map_mode{map_unread};
   const ::lotus::map_region id(LOTUS_DETAIL_CONCAT(id, _loc))
 #define LOTUS_DETAIL_COLLECTOR_CALL(call) call
 
-// Header-only mode: the runtime's definitions, inline (collector.hpp and map_region.hpp add
-// theirs where they are included). With LOTUS_COMPILED_LIB, the one file that defines
-// LOTUS_IMPLEMENTATION before its first lotus include compiles them (not inline, fully optimized):
-// the light mode of single_include/, which has no src.hpp (README, "Compile model").
-#if !defined(LOTUS_COMPILED_LIB) || defined(LOTUS_IMPLEMENTATION)
-#  define LOTUS_DETAIL_INLINE_RUNTIME 1
-#else
-#  define LOTUS_DETAIL_INLINE_RUNTIME 0
-#endif
-#if LOTUS_DETAIL_INLINE_RUNTIME
+// The runtime: compiled in the one file that defines LOTUS_IMPLEMENTATION (lotus.hpp adds the
+// collectors and LOTUS_MAP_REGION's selection there); every other file gets the weak no-ops.
+#ifdef LOTUS_IMPLEMENTATION
 #  include "lotus/runtime/runtime.hpp"
+#else
+#  include "lotus/detail/no_runtime.hpp"
 #endif

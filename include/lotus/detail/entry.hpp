@@ -12,9 +12,8 @@
 #include "lotus/detail/record_name.hpp"
 #include "lotus/detail/res_sample.hpp"
 
-// Header-only mode defines these in lotus/runtime/runtime.hpp (reached through scope.hpp and
-// trace.hpp); with LOTUS_COMPILED_LIB they are defined once, in the TU that includes
-// <lotus/src.hpp>, and the hot-path headers see only these declarations.
+// The one file that defines LOTUS_IMPLEMENTATION defines these (lotus/runtime/runtime.hpp, the
+// collectors); every other file sees these declarations and the weak no-ops of no_runtime.hpp.
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {

@@ -2,7 +2,8 @@
 // SPDX-License-Identifier: MIT
 // Every public header includes this and is written once. LOTUS_DISABLE (config.hpp) picks the
 // implementation here and nowhere else: detail/enabled.hpp (the hot path, the runtime's entry
-// points and, header-only, the runtime) or detail/disabled.hpp (constants and no-ops).
+// points and, in the implementation file, the runtime) or detail/disabled.hpp (constants and
+// no-ops).
 #pragma once
 
 #include "lotus/config.hpp"

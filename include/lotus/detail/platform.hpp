@@ -29,15 +29,14 @@
       "lotus needs Linux (gettid, pipe2, sigtimedwait, /proc); other POSIX systems are not supported"
 #endif
 
-// Cold entry points of the runtime: `inline` in the default header-only mode; with
-// LOTUS_COMPILED_LIB they are ordinary functions compiled once, in the TU that includes
-// <lotus/src.hpp> (CMake target lotus::lotus_compiled).
-// In the runtime source that lotus::lotus adds to each target (tools/cmake/lotus_runtime.cpp) they
-// are weak, so that the targets of one program share one runtime.
-#if defined(LOTUS_COMPILED_LIB) && defined(LOTUS_DETAIL_WEAK_ENTRY_POINTS)
-#  define LOTUS_DETAIL_API __attribute__((weak))
-#elif defined(LOTUS_COMPILED_LIB)
+// The runtime's cold entry points (detail/entry.hpp). The one file of the program that defines
+// LOTUS_IMPLEMENTATION before it includes <lotus/lotus.hpp> compiles them, as ordinary functions;
+// every other file declares them weak and carries a weak no-op of each (detail/no_runtime.hpp),
+// so that a program with no implementation still links, runs untraced and says what to add.
+#if defined(LOTUS_IMPLEMENTATION)
 #  define LOTUS_DETAIL_API
+#elif defined(__GNUC__) || defined(__clang__)
+#  define LOTUS_DETAIL_API __attribute__((weak))
 #else
-#  define LOTUS_DETAIL_API inline
+#  error "lotus needs GCC or Clang (weak symbols)"
 #endif

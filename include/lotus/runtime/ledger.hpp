@@ -1,11 +1,12 @@
 // lotus — the process ledger: the byte budget and counters every lotus runtime shares (internal)
 // SPDX-License-Identifier: MIT
 //
-// A process may hold several lotus runtimes: the program's own (header-only, or lotus_compiled)
-// and each shared object that compiles lotus with hidden visibility (liblotus_nvtx.so, a plugin,
-// a Python extension). They share no symbol, yet LOTUS_MAX_BYTES is a limit per process and the
-// sidecar's `stats` line (the last one counts) must be the process's totals. They meet in a
-// *ledger*: a small memfd mapping named `lotus-ledger-v1`, found by its name in /proc/self/maps.
+// A process may hold several lotus runtimes: the program's own (its implementation file, or
+// lotus::lotus) and each shared object that compiles lotus with hidden visibility
+// (liblotus_nvtx.so, a plugin, a Python extension). They share no symbol, yet LOTUS_MAX_BYTES is a
+// limit per process and the sidecar's `stats` line (the last one counts) must be the process's
+// totals. They meet in a *ledger*: a small memfd mapping named `lotus-ledger-v1`, found by its name
+// in /proc/self/maps.
 // - Finding or creating it happens inside dl_iterate_phdr(), whose callback runs under the dynamic
 //   loader's lock: the one lock every copy of lotus in the process shares, so two runtimes
 //   starting at once agree on one ledger. The mapping is private (MAP_PRIVATE): a forked child

@@ -1,8 +1,8 @@
 // lotus — mutex and condition variable on pthreads, with monotonic deadlines (internal)
 // SPDX-License-Identifier: MIT
 // The runtime's locks. std::mutex and std::condition_variable would do the same work, but their
-// error paths (std::system_error) and <chrono> waits are compiled into every translation unit
-// that records in header-only mode; these are a call each. Errors cannot happen here: the mutexes
+// error paths (std::system_error) and <chrono> waits would be compiled into the implementation
+// file; these are a call each. Errors cannot happen here: the mutexes
 // are default (non-robust, non-error-checking) ones, locked and unlocked in pairs.
 #pragma once
 

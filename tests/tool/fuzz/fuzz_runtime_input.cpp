@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#define LOTUS_IMPLEMENTATION  // the runtime's readers are this program's own
 #include <lotus/lotus.hpp>
 #include <string>
 #include <string_view>

@@ -24,6 +24,9 @@
 //   while paused (VTune drops task data while paused).
 // - Frames, counters, markers, regions, overlapped tasks, metadata and events have no Lotus form:
 //   counted, and printed in one line at exit when any is not zero.
+// The library carries its own runtime (kept private): it is its one implementation file.
+#define LOTUS_IMPLEMENTATION
+
 #include <unistd.h>
 
 #include <atomic>

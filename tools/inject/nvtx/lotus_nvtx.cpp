@@ -26,6 +26,9 @@
 #  define NVTX_NO_IMPL  // types only: the program has the implementation
 #endif
 #define NVTX_AS_SYSTEM_HEADER
+// The library carries its own runtime (kept private): it is its one implementation file.
+#define LOTUS_IMPLEMENTATION
+
 #include <nvtx3/nvToolsExt.h>
 #include <unistd.h>
 

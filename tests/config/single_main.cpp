@@ -1,22 +1,24 @@
-// lotus — the light mode of single_include/: LOTUS_COMPILED_LIB everywhere, the runtime in one file
+// lotus — a program on single_include/ alone: this file records, single_impl.cpp is the runtime
 // SPDX-License-Identifier: MIT
-// This file sees the hot path only; light_impl.cpp defines LOTUS_IMPLEMENTATION and holds the
-// runtime and the collectors. Links and records: the scope is recorded and written.
+// single_impl.cpp defines LOTUS_IMPLEMENTATION and holds the runtime and the collectors. Links and
+// records: the scope is recorded and written.
 #include <cstdio>
 #include <lotus/collector.hpp>
 #include <lotus/lotus.hpp>
 
-#ifndef LOTUS_COMPILED_LIB
-#  error "light mode: LOTUS_COMPILED_LIB is defined for the whole program"
+#ifdef LOTUS_IMPLEMENTATION
+#  error "only single_impl.cpp defines LOTUS_IMPLEMENTATION"
 #endif
 
 int main() {
   lotus::options o;
-  o.log_file = "light/lotustrace_log";
+  o.log_file = "single/lotustrace_log";
   lotus::configure(o);
   for (int i = 0; i < 3; ++i) {
-    LOTUS_SCOPE("Light");
+    LOTUS_SCOPE("Single");
   }
+  LOTUS_COLLECTOR_RESUME();
+  LOTUS_COLLECTOR_PAUSE();
   lotus::flush();
   const lotus::trace_stats s = lotus::stats();
   std::printf("recorded %llu written %llu\n", static_cast<unsigned long long>(s.recorded),
