@@ -12,12 +12,12 @@
 # the machine's own compiler, Python and torch. On Debian 13 the default is lint, gcc (the whole
 # suite with GCC 14), single and disabled; the compiler-variant builds (clang, sanitizers) and the
 # fresh roots are proven from Debian 12.
-# pip-newest and pip-middle: the Python tests of lotus.torch, its loader families, autotune and
-# lotus.frame, run by a venv of pip's torch (tools/scripts/pip-stacks.txt: the newest release and
-# one from the middle of the 2.x line; about 2.9 GB of wheels each, downloaded once into
-# ~/.cache/lotus-wheels, the venvs kept in ~/.cache/lotus-venvs until the pins change) against the
-# gcc variant's build; pip-newest also pip-installs lotus into its venv. Both are in the Debian 12
-# default.
+# pip-newest and pip-middle: the Python tests of lotus.torch, its loader families and autotune (the
+# newest also the flight recorder, live metrics, ranks, memory, lotus.frame and the pip install),
+# run by a venv of pip's torch (tools/scripts/pip-stacks.txt: the newest release and one from the
+# middle of the 2.x line; about 2.9 GB of wheels each, downloaded once into ~/.cache/lotus-wheels,
+# the venvs kept in ~/.cache/lotus-venvs until the pins change) against the gcc variant's build.
+# Both are in the Debian 12 default.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
@@ -120,21 +120,26 @@ pip_stack() {  # pip_stack NAME
   PYTHONPATH="$build/python" "$venv/bin/python" -m lotus.torch --check 2>&1 | sed 's/^/  /' || true  # what this stack records
   # Two at once (pytest-xdist: most of these tests wait on worker processes); then, alone, the
   # memory tests (other processes move their Pss) and the pip install (a build of its own).
-  local together=(test_torch.py test_stateful.py test_nodes.py test_autotune.py
-                  test_autotune_equivalence.py test_flight.py test_live.py test_distributed.py)
-  # lotus.frame reads traces with pandas and dask, whatever the torch: with the newest stack's.
-  [ "$name" = newest ] && together+=(test_frame.py)
-  local alone=(test_memory.py)
-  [ "$name" = newest ] && alone+=(test_install.py::test_pip_install_into_a_venv_with_pips_torch)
+  # The middle stack: what depends on torch's internals (lotus.torch's hooks of each loader family,
+  # autotune's arguments); the newest also what builds on them (the flight recorder, live
+  # metrics, ranks, memory, frames: pandas and dask, whatever the torch) and the pip install.
+  local together=(test_torch.py test_stateful.py test_nodes.py test_autotune.py) alone=()
+  if [ "$name" = newest ]; then
+    together+=(test_autotune_equivalence.py test_flight.py test_live.py test_distributed.py
+               test_frame.py)
+    alone=(test_memory.py test_install.py::test_pip_install_into_a_venv_with_pips_torch)
+  fi
   local log="$out/pip-$name.pytest.log" log2="$out/pip-$name-serial.pytest.log"
   (cd tests/python && PYTHONPATH="$build/python" LOTUS_TOOL="$build/tools/lotus-tool/lotus-tool" \
      LOTUS_STACK_VENV="$venv" PYTHONDONTWRITEBYTECODE=1 \
      "$venv/bin/python" -m pytest -q -p no:cacheprovider -rfEs --durations=15 -n 2 "${together[@]}") 2>&1 | tee "$log" || rc=1
   count_pytest_log "$log" || rc=1
-  (cd tests/python && PYTHONPATH="$build/python" LOTUS_TOOL="$build/tools/lotus-tool/lotus-tool" \
-     LOTUS_STACK_VENV="$venv" PYTHONDONTWRITEBYTECODE=1 \
-     "$venv/bin/python" -m pytest -q -p no:cacheprovider -rfEs "${alone[@]}") 2>&1 | tee "$log2" || rc=1
-  count_pytest_log "$log2" || rc=1
+  if [ ${#alone[@]} -gt 0 ]; then
+    (cd tests/python && PYTHONPATH="$build/python" LOTUS_TOOL="$build/tools/lotus-tool/lotus-tool" \
+       LOTUS_STACK_VENV="$venv" PYTHONDONTWRITEBYTECODE=1 \
+       "$venv/bin/python" -m pytest -q -p no:cacheprovider -rfEs "${alone[@]}") 2>&1 | tee "$log2" || rc=1
+    count_pytest_log "$log2" || rc=1
+  fi
   return $rc
 }
 
@@ -273,8 +278,8 @@ case " $variants " in *" fresh "*) start_prepare bookworm ;; esac
 # does not depend on the release (the flight recorder, causes, memory, mapping, spawn start-up,
 # frames, autotune, torchdata) run on Debian 12's torch 1.13 and pip's 2.7.1 and 2.15 instead.
 stack_ctest="${LOTUS_STACK_CTEST:--E ^python\.(torch_spawn|flight|causes|memory|map|map_callgrind|frame|autotune|autotune_equivalence|stateful|nodes)$}"
-# With both pip stacks in the run, the Python tests they run whole (the flight recorder, memory,
-# frames, autotune) are not run a third time on Debian 12's torch in the gcc variant.
+# With both pip stacks in the run, the Python tests the newest runs (the flight recorder, memory,
+# frames, autotune) are not run again on Debian 12's torch in the gcc variant.
 gcc_skip=""
 # The pip install builds everything once more (minutes): with fresh13 it is proven on Debian 13.
 case " $variants " in *" fresh13 "*) gcc_skip="pip" ;; esac
@@ -317,7 +322,7 @@ for v in $variants; do
               -DLOTUS_TEST_CXX_FLAGS=-O1 \
               -DLOTUS_BUILD_EXAMPLES=OFF -DLOTUS_BUILD_TOOLS=OFF -DLOTUS_BUILD_BENCH=OFF -DLOTUS_WITH_TORCH=OFF -DLOTUS_BUILD_PYTHON=OFF ;;
     pip-newest|pip-middle)
-      stage "$v: lotus.torch, loader families, autotune and frame tests on pip's torch ($(bash tools/scripts/pip-stack.sh --list "${v#pip-}" | grep '^torch==' | cut -d= -f3))" \
+      stage "$v: lotus.torch's loader families and autotune (newest: and the rest on it) on pip's torch ($(bash tools/scripts/pip-stack.sh --list "${v#pip-}" | grep '^torch==' | cut -d= -f3))" \
         pip_stack "${v#pip-}" ;;
     disabled) stage "LOTUS_DISABLE: examples and the disabled test" configure_build_test disabled "-R config.disabled" \
                 -DCMAKE_BUILD_TYPE=Release -DLOTUS_DISABLE=ON -DLOTUS_WERROR=ON -DLOTUS_TEST_DIRS=config \
