@@ -4,7 +4,8 @@ what `lotus-tool report --json` concludes, and, where it advises a change, the r
 change applied.
 
 The tests assert the advice and its direction (the changed run is faster), never a timing
-tolerance: the machine running them may be busy. The predicted and measured gains are printed
+tolerance; where the machine is so busy that a planted sleep takes twice its time, the timed
+assertions are skipped, saying so. The predicted and measured gains are printed
 (pytest -s) and tabulated by running this file as a script:
 
     PYTHONPATH=build/python LOTUS_TOOL=build/tools/lotus-tool/lotus-tool \\
@@ -59,6 +60,20 @@ def gain(before, after):
     return 1.0 - after / before
 
 
+# The Load op's planted sleep per sample (ms), by case (diagnosis_scenario.py).
+PLANTED_LOAD_MS = {"offcpu": 8.3, "startup": 4.0, "drift": 1.0}
+
+
+def skip_if_busy(trace, case):
+    """A machine so busy that a planted sleep takes twice as long (a wake-up waits for a CPU)
+    sets the pace itself: the planted problem cannot be seen, and the test says so."""
+    ops = {o["name"]: o for o in tool_json("stats", trace)["ops"]}
+    got = ops["SLoad"]["mean_ms"]
+    if got > 2 * PLANTED_LOAD_MS[case]:
+        pytest.skip(f"the machine is busy: a {PLANTED_LOAD_MS[case]} ms planted wait took "
+                    f"{got:.1f} ms")
+
+
 # ---- the cases: each returns a row for the table and asserts the verdict ----
 
 def case_offcpu(tmp):
@@ -72,6 +87,8 @@ def case_offcpu(tmp):
     n = int(ib["numbers"]["predicted_workers"])
     predicted = gain(ib["numbers"]["replay_epoch_s"], ib["numbers"]["predicted_epoch_s"])
     trace2, _ = run(tmp, "advised", "offcpu", workers=n)
+    skip_if_busy(trace, "offcpu")
+    skip_if_busy(trace2, "offcpu")
     before, after = measured_epoch(trace, 2), measured_epoch(trace2, n)
     assert after < before, (before, after)
     return ("offcpu", "each sample waits 8 ms for storage (92 % off-CPU), 2 workers",
@@ -93,6 +110,8 @@ def case_startup(tmp):
         assert kinds.index("startup") < kinds.index("top_op"), kinds
     predicted = st["numbers"]["gain"]
     trace2, _ = run(tmp, "kept", "startup", workers=2, persistent=True)
+    skip_if_busy(trace, "startup")
+    skip_if_busy(trace2, "startup")
     before, after = measured_epoch(trace, 2), measured_epoch(trace2, 2)
     assert after < before, (before, after)
     return ("startup", "persistent_workers=False, a 1.5 s worker_init_fn, 3 epochs",
@@ -101,6 +120,7 @@ def case_startup(tmp):
 
 def case_drift(tmp):
     trace, _ = run(tmp, "drift", "drift", workers=2)
+    skip_if_busy(trace, "drift")
     fs = findings(trace)
     d = by_kind(fs, "drift")
     assert d is not None, [f["kind"] for f in fs]
