@@ -45,6 +45,7 @@ class Rank:
         self.io_ns = 0              # blocked time per sample inside SLoader (storage)
         self.ops = dict(OPS)
         self.op_scale = {}          # op -> factor (a slow op)
+        self.op_growth = {}         # op -> factor it reaches by the run's last batch (from 1)
         self.extra_ops = {}         # op -> ns per sample of an op only this run has
         self.step_ms = 5.0
         self.persistent = True
@@ -130,7 +131,11 @@ def simulate(r):
                 op_lines = []
                 names = list(r.ops.items()) + list(r.extra_ops.items())
                 for name, mean in names:
-                    c = cost(mean * r.op_scale.get(name, 1.0))
+                    grow = 1.0
+                    if name in r.op_growth:  # linear in the batch's place in the run
+                        done = (epoch * n + i) / max(1, r.epochs * n - 1)
+                        grow = 1.0 + (r.op_growth[name] - 1.0) * done
+                    c = cost(mean * r.op_scale.get(name, 1.0) * grow)
                     extra = 0
                     if r.stall and r.stall[:3] == (epoch, i, name) and s == 0:
                         extra = r.stall[3]
@@ -327,6 +332,15 @@ scenario("non_persistent", "workers restarted each epoch (PyTorch's default), ep
                   epoch_scale={0: 1.3})),
          None, "not", must=("at most 2 at once", "generations"),
          never=("6 workers", "imbalanced"))
+scenario("startup", "workers restarted each epoch with a 1.5 s start-up (a slow worker_init_fn)",
+         one(Rank(persistent=False, startup_ms=1500, epochs=3, workers=2, cpus=2, step_ms=3)),
+         ("input_bound", {"setting": "persistent_workers"}), "highly",
+         must=("persistent_workers=True",), check="startup_second")
+scenario("drift_op", "Normalize's cost grows 11x over the run (0.3 to 3.3 ms a sample)",
+         one(Rank(op_growth={"Normalize": 11.0}, workers=2, cpus=2, step_ms=3, epochs=3)),
+         ("input_bound", {}), "highly", check="drift_Normalize")
+scenario("borderline", "1 worker barely behind the step: training waits 10-20 % (nothing to act on)",
+         one(Rank(workers=1, cpus=4, step_ms=11.8, batches=60)), None, "moderately")
 scenario("rank_op_only", "rank 1's workers run an op no other rank runs",
          ranks(Rank(rank=0, pid=40000, step_ms=8),
                Rank(rank=1, pid=50000, step_ms=8, extra_ops={"Decompress": 2_500_000})),
@@ -406,7 +420,7 @@ def judge(tool, name, work):
     # For the table: the kind and what it names (no run-specific paths or ids).
     shown = ("no act" if first is None else first["kind"] + " " + json.dumps(
         {k: v for k, v in first["subject"].items()
-         if k in ("op", "rank", "batch", "cause", "verdict", "host")}, sort_keys=True))
+         if k in ("op", "rank", "batch", "cause", "verdict", "host", "setting")}, sort_keys=True))
     problems = []
     exp = sc["expect"]
     if exp is None:
@@ -432,6 +446,15 @@ def judge(tool, name, work):
     for m in tuple(sc["never"]) + NEVER_ALWAYS:
         if m in text:
             problems.append(f"says {m!r}")
+    if sc["check"] == "startup_second":
+        # Start-up explains the wait before any op: the startup act right after the verdict.
+        kinds = [f["kind"] for f in acts]
+        if kinds[1:2] != ["startup"]:
+            problems.append(f"the act after the verdict is not startup: {kinds}")
+    if sc["check"] and sc["check"].startswith("drift_"):
+        dr = [f for f in fs if f["kind"] == "drift"]
+        if not dr or dr[0]["subject"].get("op") != sc["check"][6:]:
+            problems.append(f"no drift finding naming {sc['check'][6:]}: {dr}")
     if sc["check"] == "out_of_order_seen":
         oo = [f for f in fs if f["kind"] == "out_of_order"]
         if not oo or oo[0]["numbers"].get("count", 0) == 0:

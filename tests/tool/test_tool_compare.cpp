@@ -450,3 +450,61 @@ TEST_CASE("tune: keeps the run's own setting unless a change is predicted >= 5 %
   CHECK(u.candidates[u.recommended].workers == 2);
   CHECK(tune_sentence(u).find("keep") == std::string::npos);
 }
+
+TEST_CASE("whatif: worker start-up per epoch, kept alive or not, and the measured off-CPU share",
+          "[tool][compare][whatif]") {
+  // Two epochs of 10 batches of 10 ms, 2 workers on 2 cores, no step: 50 ms of work an epoch,
+  // after 1 s of worker start-up in each (workers started afresh each epoch).
+  run_digest d;
+  d.batch_ms = {std::vector<double>(10, 10.0), std::vector<double>(10, 10.0)};
+  d.workers = 2;
+  d.cpus = 2;
+  d.prefetch_factor = 2;
+  epoch_digest e;
+  e.seconds = 1.05;
+  e.batches = 10;
+  e.start_ns = 1;
+  d.epochs = {e, e};
+  d.step_ms = std::vector<double>(18, 0.0);
+  d.worker_start_ms = {{1000, 1000}, {1000, 1000}};
+  d.workers_restarted = true;
+  whatif_args a;
+  a.workers = 2;
+  whatif_result r = predict_workers(d, a);
+  CHECK(r.replay.epoch_seconds == Approx(1.05));  // the start-up is in the model's epoch
+  CHECK(r.startup_ms == Approx(1000));
+  CHECK(r.offcpu_from == "not recorded");
+  CHECK_FALSE(r.persistent);
+  a.persistent = true;  // kept alive: only the first epoch starts them
+  r = predict_workers(d, a);
+  CHECK(r.persistent);
+  CHECK(r.predicted.epoch_seconds == Approx((1.05 + 0.05) / 2));
+  a.persistent = false;
+  a.workers = 3;  // a slot beyond the measured ones begins with the last
+  CHECK(predict_workers(d, a).predicted.epoch_seconds > 1.0);
+  const worker_advice adv = advise_workers(d);
+  REQUIRE(adv.persistent);
+  CHECK(adv.persistent->predicted.epoch_seconds == Approx(0.55));
+  // Workers kept alive in the trace: no persistent prediction.
+  d.workers_restarted = false;
+  CHECK_FALSE(advise_workers(d).persistent);
+
+  // The workers' measured off-CPU share (the sidecars' batchres): 80 % blocked.
+  d.worker_start_ms.clear();
+  d.causes.batches = 20;
+  d.causes.dur_ns = 200'000'000;
+  d.causes.cpu_ns = 40'000'000;
+  a.workers = 4;
+  r = predict_workers(d, a);
+  CHECK(r.offcpu_from == "measured");
+  CHECK(r.model.offcpu_share == Approx(0.8));
+  // 2 workers: 5 rounds of 8 ms off and 2 ms on a CPU each (50 ms). 4 workers overlap their
+  // waits: 4 batches at 12 ms (their CPU parts share the 2 cores), 4 more at 24 ms, batches 8 and
+  // 9 (sent when 0 and 1 were taken, at 12 ms) queued behind them: 34 ms. All-CPU batches: none.
+  CHECK(r.replay.epoch_seconds == Approx(0.050));
+  CHECK(r.predicted.epoch_seconds == Approx(0.034));
+  a.offcpu_share = 0;  // the option overrides the measurement
+  r = predict_workers(d, a);
+  CHECK(r.offcpu_from == "option");
+  CHECK(r.predicted.epoch_seconds == Approx(r.replay.epoch_seconds));
+}

@@ -554,3 +554,89 @@ TEST_CASE("histogram bins: 10 per decade from 100 ns", "[tool][report]") {
   REQUIRE(hist_bin_of(1'000'000) == 40);
   REQUIRE(hist_bin_of(UINT64_MAX) == k_hist_bins - 1);
 }
+
+TEST_CASE("findings: borderline waits make no act; what explains most of the wait leads",
+          "[tool][report][findings]") {
+  // 15 % waited, one op with most of the op time, workers mostly waiting for a CPU: notes only.
+  report_data d = run(15);
+  d.causes.present = true;
+  d.causes.all.batches = 1000;
+  d.causes.all.dur_ns = 100'000'000'000ULL;
+  d.causes.all.cpu_ns = 26'000'000'000ULL;
+  d.causes.all.wait_ns = 74'000'000'000ULL;
+  for (const finding& f : compute_findings(d)) {
+    INFO(f.id << ": " << f.title);
+    CHECK(f.level != finding_level::warn);
+  }
+  CHECK(contains(by_id(compute_findings(d), "top_op").advice, "would gain at most that"));
+  // 45 %: contention explains more than the op, and comes first after the verdict.
+  d = run(45);
+  d.causes = report_data{}.causes;
+  d.causes.present = true;
+  d.causes.all.batches = 1000;
+  d.causes.all.dur_ns = 100'000'000'000ULL;
+  d.causes.all.cpu_ns = 26'000'000'000ULL;
+  d.causes.all.wait_ns = 74'000'000'000ULL;
+  auto fs = compute_findings(d);
+  std::vector<std::string> order;
+  for (const finding& f : fs)
+    if (f.level == finding_level::warn) order.push_back(f.id);
+  REQUIRE(order.size() >= 3);
+  CHECK(order[0] == "input_bound");
+  CHECK(order[1] == "causes");
+  CHECK(std::find(order.begin(), order.end(), "top_op") > order.begin() + 1);
+  CHECK(by_id(fs, "input_bound").advice.rfind("Why the batches are slow", 0) == 0);
+}
+
+TEST_CASE("findings: worker start-up before an op, and an op that grows over the run",
+          "[tool][report][findings]") {
+  report_data d = run(45);
+  d.loader = "torch";
+  whatif_result p = prediction(4, 10.0, 4.0);
+  p.epochs = 3;
+  p.startup_ms = 1500;
+  p.measured_epoch_seconds = 10.0;
+  d.advice.persistent = p;
+  auto fs = compute_findings(d);
+  const finding& ib = by_id(fs, "input_bound");
+  CHECK(ib.subject["setting"] == "persistent_workers");
+  CHECK(contains(ib.advice, "Use persistent_workers=True"));
+  CHECK(contains(ib.advice, "60 % faster"));
+  const finding& st = by_id(fs, "startup");
+  CHECK(st.level == finding_level::warn);
+  CHECK(contains(st.title, "1.50 s into it"));
+  std::vector<std::string> acts;
+  for (const finding& f : fs)
+    if (f.level == finding_level::warn) acts.push_back(f.id);
+  REQUIRE(acts.size() >= 3);
+  CHECK(acts[0] == "input_bound");
+  CHECK(acts[1] == "startup");
+  // Little to gain: fine, and the verdict keeps its own advice.
+  d.advice.persistent = prediction(4, 10.0, 9.9);
+  fs = compute_findings(d);
+  CHECK(by_id(fs, "startup").level == finding_level::good);
+  CHECK_FALSE(contains(by_id(fs, "input_bound").advice, "persistent_workers"));
+
+  // An op 0.5 ms at the start, 5.6 ms at the end; another constant.
+  op_digest grow, flat;
+  grow.name = "SDegrade";
+  flat.name = "SLoader";
+  for (std::size_t k = 0; k < k_trend_bins; ++k) {
+    const double mean = 0.5 + 5.1 * double(k) / double(k_trend_bins - 1);
+    grow.trend_count.push_back(100);
+    grow.trend_sum_ms.push_back(100 * mean);
+    flat.trend_count.push_back(100);
+    flat.trend_sum_ms.push_back(100 * 1.0);
+  }
+  grow.count = flat.count = 100 * k_trend_bins;
+  d.op_trends = {grow, flat};
+  fs = compute_findings(d);
+  const finding& dr = by_id(fs, "drift");
+  CHECK(dr.subject["op"] == "Degrade");
+  CHECK(dr.numbers["ratio"].get<double>() > 5);
+  CHECK(contains(dr.title, "Degrade got slower over the run"));
+  // Too few records a quarter to tell: nothing said.
+  for (auto& c : d.op_trends[0].trend_count) c = 3;
+  fs = compute_findings(d);
+  CHECK(std::none_of(fs.begin(), fs.end(), [](const finding& f) { return f.id == "drift"; }));
+}

@@ -32,8 +32,9 @@ void add_tune_command(CLI::App& app) {
                   "step on the same cores; default 0: the step needs no worker core)")
       ->check(CLI::Range(0.0, k_whatif_max_step_ms));
   cmd->add_option("--offcpu-share", args->offcpu_share,
-                  "The share of each batch spent off the CPU (I/O, sleeps; 0..1, default 0): "
-                  "it needs no core, so workers beyond the cores still overlap it")
+                  "The share of each batch spent off the CPU (I/O, sleeps; 0..1; default: the "
+                  "workers' measured blocked share from the sidecars, else 0): it needs no "
+                  "core, so workers beyond the cores still overlap it")
       ->check(CLI::Range(0.0, 1.0));
   cmd->add_flag("--json", args->json, "Machine-readable JSON output");
   cmd->add_option("-o,--output", args->output, "Output file ('-' = stdout)")->capture_default_str();

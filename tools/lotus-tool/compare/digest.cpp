@@ -181,6 +181,44 @@ memory_digest digest_memory(const trace_dir& dir, const std::vector<batch_point>
   return m;
 }
 
+// Whether each epoch after the first was prepared by worker files none of which prepared the
+// epoch before (workers started afresh each epoch). False with fewer than two epochs.
+bool workers_restarted(const std::map<std::uint64_t, std::set<std::size_t>>& epoch_files) {
+  if (epoch_files.size() < 2) return false;
+  const std::set<std::size_t>* before = nullptr;
+  for (const auto& kv : epoch_files) {
+    if (before != nullptr) {
+      for (std::size_t f : kv.second)
+        if (before->count(f)) return false;
+    }
+    before = &kv.second;
+  }
+  return true;
+}
+
+// Per main epoch, when each worker slot began: the first start of batch w within the epoch, in
+// ms from its first record. Empty when the main epochs and the batch epochs do not pair up (the
+// model replays batch_ms's epochs) or an epoch's start is unknown.
+std::vector<std::vector<double>> worker_starts(
+    const run_digest& d, std::map<std::uint64_t, std::vector<std::uint64_t>>& slot_starts) {
+  std::vector<std::vector<double>> out;
+  if (d.epochs.empty() || d.epochs.size() != d.batch_ms.size() || d.workers == 0) return out;
+  for (auto& kv : slot_starts) std::sort(kv.second.begin(), kv.second.end());
+  for (const epoch_digest& e : d.epochs) {
+    if (e.start_ns == 0) return {};
+    std::vector<double> slots;
+    for (unsigned w = 0; w < d.workers; ++w) {
+      const auto it = slot_starts.find(w);
+      if (it == slot_starts.end()) break;
+      const auto s = std::lower_bound(it->second.begin(), it->second.end(), e.start_ns);
+      if (s == it->second.end() || *s > e.start_ns + e.elapsed_ns) break;
+      slots.push_back(static_cast<double>(*s - e.start_ns) / 1e6);
+    }
+    out.push_back(std::move(slots));
+  }
+  return out;
+}
+
 }  // namespace
 
 namespace {
@@ -303,6 +341,16 @@ run_digest digest_input(const input& in, const digest_options& opt) {
   d.total_batches = d.stats.preprocessed.size();
   for (const auto& kv : epoch_files)
     d.workers = std::max(d.workers, static_cast<unsigned>(kv.second.size()));
+  d.workers_restarted = workers_restarted(epoch_files);
+  // The batches' time range (the op trends' parts) and the starts of the first indices of each
+  // epoch (the worker slots' start-up), before the points are dropped.
+  std::uint64_t range_lo = UINT64_MAX, range_hi = 0;
+  std::map<std::uint64_t, std::vector<std::uint64_t>> slot_starts;  // idx < workers -> starts
+  for (const batch_point& p : d.stats.preprocessed) {
+    range_lo = std::min(range_lo, p.start_ns);
+    range_hi = std::max(range_hi, p.end_ns);
+    if (p.idx < d.workers) slot_starts[p.idx].push_back(p.start_ns);
+  }
   d.stats.preprocessed = {};  // now in batch_ms (waits and delays were not kept)
 
   // Op samples: reservoir sampling (Algorithm R) with one seeded generator, per-op capacity
@@ -322,7 +370,16 @@ run_digest digest_input(const input& in, const digest_options& opt) {
     o.p50_ms = s.p50;
     o.p90_ms = s.p90;
     o.sample_ms.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(s.count, per_op)));
+    if (range_hi > range_lo) {
+      o.trend_sum_ms.assign(k_trend_bins, 0.0);
+      o.trend_count.assign(k_trend_bins, 0);
+    }
   }
+  const auto trend_bin = [&](std::uint64_t t) {
+    if (t <= range_lo) return std::size_t{0};
+    const double x = static_cast<double>(t - range_lo) / static_cast<double>(range_hi - range_lo);
+    return std::min(k_trend_bins - 1, static_cast<std::size_t>(x * k_trend_bins));
+  };
   std::size_t pooled = SIZE_MAX;
   for (std::size_t i = 0; i < d.ops.size(); ++i) {
     if (d.stats.ops[i].pooled) {
@@ -345,6 +402,11 @@ run_digest digest_input(const input& in, const digest_options& opt) {
       if (op == SIZE_MAX) return;
       op_digest& o = d.ops[op];
       const double ms = static_cast<double>(r.dur_ns) / 1e6;
+      if (!o.trend_count.empty()) {
+        const std::size_t k = trend_bin(r.start_ns);
+        o.trend_sum_ms[k] += ms;
+        ++o.trend_count[k];
+      }
       const std::uint64_t n = ++seen[op];
       if (o.sample_ms.size() < per_op) {
         o.sample_ms.push_back(ms);
@@ -359,6 +421,8 @@ run_digest digest_input(const input& in, const digest_options& opt) {
     if (main_rec_of(r, b, m)) mains[file].push_back(m);
   });
   for (auto& kv : mains) digest_main_file(kv.second, d);
+  // (One main process: its epochs are the batch epochs, in time order.)
+  if (mains.size() == 1) d.worker_start_ms = worker_starts(d, slot_starts);
 
   for (const auto& kv : dir.processes) {
     const unsigned c = static_cast<unsigned>(kv.second.cpus_allowed ? kv.second.cpus_allowed

@@ -23,7 +23,15 @@ struct op_digest {
   std::uint64_t count = 0;
   double mean_ms = 0, p50_ms = 0, p90_ms = 0;  ///< exact (stats engine)
   std::vector<double> sample_ms;  ///< uniform sample without replacement (all when few)
+  /// Its records by when they started: the run's batch time range (first batch start to last
+  /// batch end) cut into k_trend_bins equal parts, the summed durations (ms) and the count of
+  /// each (records outside the range count in the first or last part). Empty: no batches.
+  std::vector<double> trend_sum_ms;
+  std::vector<std::uint64_t> trend_count;
 };
+
+/// The parts an op's trend is cut into (op_digest::trend_sum_ms).
+constexpr std::size_t k_trend_bins = 8;
 
 /// The processes' sidecar `memory` lines, by role: main processes (they write a main file) and
 /// worker processes (only worker files). Bytes. `worker_processes` 0: no worker memory recorded.
@@ -63,6 +71,15 @@ struct run_digest {
   resource_totals causes;           ///< the sidecars' `batchres` sums (batches 0: none)
   memory_digest memory;             ///< the sidecars' `memory` lines
   std::uint64_t total_batches = 0;  ///< SBatchPreprocessed records, all epochs
+  /// Per epoch of `epochs` (the same index; empty when the main epochs and the workers' batch
+  /// epochs do not pair up, or from summaries): when each worker slot could begin, in ms from
+  /// the epoch's first record (SBatchQueued of index 0): slot w is the start of batch w, the
+  /// first index PyTorch's round-robin gives worker w. Worker start-up (fork or spawn,
+  /// worker_init_fn) where workers start afresh, else the first batch's hand-over to a worker.
+  std::vector<std::vector<double>> worker_start_ms;
+  /// Every epoch after the first was prepared by worker files none of which prepared the epoch
+  /// before (PyTorch's persistent_workers=False: workers started afresh each epoch).
+  bool workers_restarted = false;
   bool has_batches() const { return !epochs.empty(); }
   double epoch_seconds() const;  ///< mean over epochs
   double wait_share() const;     ///< summed waits / summed epoch time

@@ -31,7 +31,7 @@ struct tune_args {
   std::uint64_t memory_budget = 0;  ///< bytes; 0: this machine's physical memory
   double cores = 0;                 ///< 0: the sidecars' CPUs, else this machine's
   double step_cpu_ms = 0;           ///< the step's CPU part (loader_model::step_cpu_ms)
-  double offcpu_share = 0;          ///< batches' off-CPU share (loader_model::offcpu_share)
+  double offcpu_share = -1;  ///< batches' off-CPU share (whatif_args::offcpu_share; < 0: measured)
   bool json = false;
   std::string output = "-";
 };

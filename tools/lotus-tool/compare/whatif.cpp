@@ -35,7 +35,8 @@ struct epoch_outcome {
 // its off-core part first, then step_cpu_ms on a core. The threads on a CPU at once (busy workers
 // in their CPU part, and the consumer in its) share the cores: each runs at min(1, cores / k).
 // lotus.torch.autotune's simulate_epoch (tools/python/lotus/autotune.py) is the same model.
-epoch_outcome simulate_epoch(const std::vector<double>& batch_ms, const loader_model& m) {
+epoch_outcome simulate_epoch(const std::vector<double>& batch_ms, const loader_model& m,
+                             const std::vector<double>* start_ms) {
   epoch_outcome out;
   const std::size_t n = batch_ms.size();
   if (n == 0) return out;
@@ -53,6 +54,14 @@ epoch_outcome simulate_epoch(const std::vector<double>& batch_ms, const loader_m
   std::vector<bool> on_cpu(workers, false);  // in its CPU part (else off the CPU until off_end)
   std::vector<double> remaining(workers, 0), off_end(workers, 0);
   std::vector<double> ready(n, k_inf);
+  // When each worker may begin (its start-up), seconds from the epoch's start.
+  std::vector<double> avail(workers, 0.0);
+  if (start_ms != nullptr && !start_ms->empty()) {
+    for (unsigned w = 0; w < workers; ++w) {
+      const double v = w < start_ms->size() ? (*start_ms)[w] : start_ms->back();
+      avail[w] = std::max(0.0, v) / 1e3;
+    }
+  }
   std::vector<bool> taken(n, false);
   std::size_t dispatched = 0;
   auto dispatch = [&] {
@@ -72,7 +81,7 @@ epoch_outcome simulate_epoch(const std::vector<double>& batch_ms, const loader_m
   std::deque<std::size_t> arrived;         // ready, not taken, in arrival order (unordered mode)
   std::vector<std::size_t> arrival_order;  // batch indices as they became ready
   std::uint64_t events = 0;
-  const std::uint64_t max_events = 6 * static_cast<std::uint64_t>(n) + 2;
+  const std::uint64_t max_events = 6 * static_cast<std::uint64_t>(n) + 2 + workers;
   auto complete = [&](unsigned w) {
     const std::size_t b = current[w];
     ready[b] = t;
@@ -88,7 +97,7 @@ epoch_outcome simulate_epoch(const std::vector<double>& batch_ms, const loader_m
     // Idle workers start their next batch.
     unsigned busy = 0;
     for (unsigned w = 0; w < workers; ++w) {
-      if (current[w] == SIZE_MAX && !queue[w].empty()) {
+      if (current[w] == SIZE_MAX && !queue[w].empty() && avail[w] <= t) {
         current[w] = queue[w].front();
         queue[w].pop_front();
         const double off = std::max(0.0, batch_ms[current[w]]) / 1e3 * off_share;
@@ -146,7 +155,15 @@ epoch_outcome simulate_epoch(const std::vector<double>& batch_ms, const loader_m
     }
     unsigned first = workers;  // the worker whose event is the next, if any
     for (unsigned w = 0; w < workers; ++w) {
-      if (current[w] == SIZE_MAX) continue;
+      if (current[w] == SIZE_MAX) {
+        // A worker still starting with work queued: its start is an event (nothing to apply).
+        if (!queue[w].empty() && avail[w] > t && avail[w] < next) {
+          next = avail[w];
+          first = workers;
+          main_event = false;
+        }
+        continue;
+      }
       const double done = on_cpu[w] ? t + remaining[w] / rate : off_end[w];
       if (done < next) {
         next = done;
@@ -215,9 +232,11 @@ loader_prediction simulate_loader(const std::vector<std::vector<double>>& epochs
   loader_prediction p;
   double seconds = 0, wait = 0;
   std::uint64_t batches = 0, replayed = 0;
-  for (const auto& e : epochs) {
+  for (std::size_t k = 0; k < epochs.size(); ++k) {
+    const auto& e = epochs[k];
     if (e.empty()) continue;
-    const epoch_outcome o = simulate_epoch(e, m);
+    const epoch_outcome o =
+        simulate_epoch(e, m, k < m.worker_start_ms.size() ? &m.worker_start_ms[k] : nullptr);
     seconds += o.seconds;
     wait += o.wait_s;
     batches += o.batches;
@@ -341,8 +360,27 @@ whatif_result predict_workers(const run_digest& d, const whatif_args& a) {
                                           : 2;
   m.step_ms = a.step_ms >= 0 ? a.step_ms : r.measured_step_ms;
   m.step_cpu_ms = a.step_cpu_ms;
-  m.offcpu_share = a.offcpu_share;
+  if (a.offcpu_share >= 0) {
+    m.offcpu_share = std::min(1.0, a.offcpu_share);
+    r.offcpu_from = "option";
+  } else if (d.causes.batches > 0) {
+    m.offcpu_share = shares_of(d.causes).blocked;
+    r.offcpu_from = "measured";
+  } else {
+    r.offcpu_from = "not recorded";
+  }
   m.unordered = a.unordered;
+  r.workers_restarted = d.workers_restarted;
+  r.persistent = a.persistent && d.workers_restarted;
+  if (!d.worker_start_ms.empty()) {
+    double sum = 0;
+    for (const auto& e : d.worker_start_ms) sum += e.empty() ? 0.0 : e.front();
+    r.startup_ms = sum / static_cast<double>(d.worker_start_ms.size());
+    m.worker_start_ms = d.worker_start_ms;
+    // Kept alive across epochs, the workers start once: the later epochs begin at once.
+    if (a.persistent)
+      for (std::size_t k = 1; k < m.worker_start_ms.size(); ++k) m.worker_start_ms[k].clear();
+  }
   if (a.cores > 0) {
     m.cores = a.cores;
     r.cores_from = "option";
@@ -358,6 +396,13 @@ whatif_result predict_workers(const run_digest& d, const whatif_args& a) {
   // stretched by sharing (about workers / cores when all were busy): take one core's share.
   const double measured_cores = d.cpus > 0 ? static_cast<double>(d.cpus) : m.cores;
   r.work_scale = d.workers > measured_cores ? measured_cores / d.workers : 1.0;
+  if (r.work_scale != 1.0 && m.offcpu_share > 0) {
+    // Only the CPU part was stretched by sharing: the off-CPU part is kept whole, and its share
+    // of the scaled time grows accordingly.
+    const double off = m.offcpu_share;
+    r.work_scale = off + (1.0 - off) * r.work_scale;
+    m.offcpu_share = off / r.work_scale;
+  }
   std::vector<std::vector<double>> work = d.batch_ms;
   if (r.work_scale != 1.0)
     for (auto& e : work)
@@ -369,6 +414,7 @@ whatif_result predict_workers(const run_digest& d, const whatif_args& a) {
   replay.step_ms = r.measured_step_ms;
   replay.prefetch_factor = d.prefetch_factor ? d.prefetch_factor : m.prefetch_factor;
   replay.unordered = false;
+  replay.worker_start_ms = d.worker_start_ms;
   r.replay = simulate_loader(work, replay);
   r.predicted = simulate_loader(work, m);
   r.memory = predict_memory(d, m.workers, a.memory_budget);
@@ -403,6 +449,12 @@ worker_advice advise_workers(const run_digest& d) {
       adv.fewer_workers = std::move(r);
       break;
     }
+  }
+  if (d.workers_restarted && d.epochs.size() >= 2 && !d.worker_start_ms.empty()) {
+    a.workers = d.workers;
+    a.persistent = true;
+    adv.persistent = predict_workers(d, a);
+    a.persistent = false;
   }
   if (d.out_of_order() > 0) {
     a.workers = d.workers;
@@ -445,7 +497,11 @@ nlohmann::json whatif_json(const whatif_result& r) {
                 {"in_order", !r.model.unordered},
                 {"step_cpu_ms", r.model.step_cpu_ms},
                 {"offcpu_share", r.model.offcpu_share},
+                {"offcpu_from", r.offcpu_from},
+                {"persistent_workers", r.persistent},
                 {"work_scale", r.work_scale}};
+  j["measured"]["startup_ms"] = r.startup_ms;
+  j["measured"]["workers_restarted"] = r.workers_restarted;
   j["replay"] = {{"epoch_seconds", r.replay.epoch_seconds},
                  {"wait_share", r.replay.wait_share},
                  {"out_of_order", r.replay.out_of_order}};
@@ -507,7 +563,16 @@ std::string whatif_text(const whatif_result& r) {
   s += "model: " + std::to_string(r.model.workers) + " worker(s), prefetch_factor " +
        std::to_string(r.model.prefetch_factor) + ", " + format_number("%g", r.model.cores) +
        " core(s) (" + r.cores_from + "), step " + format_number("%.2f ms", r.model.step_ms) +
-       (r.model.unordered ? ", in_order=False" : ", in order") + "\n";
+       (r.model.unordered ? ", in_order=False" : ", in order") +
+       (r.model.offcpu_share > 0 ? ", off-CPU " + pct(r.model.offcpu_share, 0, " ") +
+                                       " of a batch (" + r.offcpu_from + ")"
+                                 : std::string()) +
+       "\n";
+  if (r.workers_restarted) {
+    s += "start-up: workers started afresh each epoch (persistent_workers=False), " +
+         format_number("%.0f ms", r.startup_ms) + " before an epoch's first batch began (mean)" +
+         (r.persistent ? "; predicted kept alive (persistent_workers=True)" : "") + "\n";
+  }
   s += "replay of the measured setting: epoch " + format_number("%.3f s", r.replay.epoch_seconds) +
        ", wait " + pct(r.replay.wait_share, 1, " ") + " (the model's error on this run)\n";
   s += "predicted: epoch " + format_number("%.3f s", r.predicted.epoch_seconds) + ", wait " +

@@ -10,8 +10,12 @@
 // its CPU part, which then shares the cores with the workers; --offcpu-share takes a share of
 // each batch off the cores (I/O). lotus.torch.autotune measures both and uses the same model.
 //
+// Each epoch's workers begin when the trace says they began (worker start-up: fork or spawn,
+// worker_init_fn; with persistent workers only the first epoch has it), and the off-CPU share
+// is the workers' measured one where the sidecars record it (--offcpu-share overrides).
+//
 // Not modelled: memory bandwidth and caches shared by workers, the GIL (thread workers in
-// Python), I/O that does not scale with cores, the main process's own CPU use, worker start-up.
+// Python), I/O that does not scale with cores, the main process's own CPU use.
 #pragma once
 
 #include <cstdint>
@@ -46,6 +50,11 @@ struct loader_model {
   /// core: more workers than cores still overlap it. 0 (the default): batches are all CPU.
   double offcpu_share = 0;
   bool unordered = false;
+  /// Per epoch replayed (the same index as the epochs given to simulate_loader): when each
+  /// worker slot may begin its first batch, in ms from the epoch's start (worker start-up,
+  /// run_digest::worker_start_ms). Slot w beyond an epoch's list begins with its last slot; an
+  /// epoch beyond this list, or an empty one, begins every slot at 0.
+  std::vector<std::vector<double>> worker_start_ms;
 };
 
 struct loader_prediction {
@@ -96,8 +105,13 @@ struct whatif_args {
   unsigned prefetch_factor = 0;  ///< 0: the measured one, else 2
   double step_ms = -1;           ///< < 0: the measured mean
   double step_cpu_ms = 0;        ///< the step's CPU part (loader_model::step_cpu_ms)
-  double offcpu_share = 0;       ///< batches' off-CPU share (loader_model::offcpu_share)
-  double cores = 0;              ///< 0: the sidecars' CPUs, else this machine's
+  /// Batches' off-CPU share (loader_model::offcpu_share); < 0: the workers' measured blocked
+  /// share (the sidecars' `batchres`), 0 where the trace has none.
+  double offcpu_share = -1;
+  /// Workers kept alive across epochs (persistent_workers=True): the epochs after the first
+  /// lose the measured start-up. False: the start-up as measured, epoch by epoch.
+  bool persistent = false;
+  double cores = 0;  ///< 0: the sidecars' CPUs, else this machine's
   bool unordered = false;
   bool json = false;
   std::string output = "-";
@@ -114,6 +128,14 @@ struct whatif_result {
   loader_model model;
   std::string cores_from;  ///< "sidecar", "option", "this machine"
   double work_scale = 1;   ///< measured batch times × this = one core's time (see whatif.cpp)
+  /// Where model.offcpu_share comes from: "option", "measured" (the sidecars' batchres), or
+  /// "not recorded" (0: the trace has no resource figures).
+  std::string offcpu_from;
+  /// Worker start-up: the epochs' mean time before their first batch began (ms), and whether
+  /// the workers started afresh each epoch (run_digest::workers_restarted).
+  double startup_ms = 0;
+  bool workers_restarted = false;
+  bool persistent = false;  ///< predicted kept alive across epochs (whatif_args::persistent)
   // The model replaying the measured configuration (its error on this run), and the question.
   loader_prediction replay, predicted;
   memory_prediction memory;  ///< for model.workers
@@ -134,6 +156,9 @@ struct worker_advice {
   /// The fewest workers below the measured count whose predicted epoch is within 1 % of the
   /// model's replay of the measured setting (they free CPU and memory at no predicted cost).
   std::optional<whatif_result> fewer_workers;
+  /// Workers started afresh each epoch (two epochs or more): the measured count kept alive
+  /// across epochs instead (persistent_workers=True).
+  std::optional<whatif_result> persistent;
   /// lotus-tool tune's recommendation (tune_sentence), filled in by the report; empty: none.
   std::string tune;
 };

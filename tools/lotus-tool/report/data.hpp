@@ -301,6 +301,9 @@ struct report_data {
   /// the per-batch figures of the first k_max_cause_bars batches by start (the stacked bars).
   causes_result causes;
   std::vector<batch_resources> cause_batches;
+  /// Per op, its durations over the run's time (op_digest's trend parts; sample_ms left
+  /// empty): the drift finding. Empty without the model's reading of the run.
+  std::vector<op_digest> op_trends;
   /// report --baseline BASE: this run compared with BASE (diff), and BASE as given.
   std::optional<diff_result> baseline;
   std::string baseline_source;

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <optional>
 
 #include "util/output.hpp"
 
@@ -145,6 +146,45 @@ bool training_waits(const report_data& d, const finding_thresholds& t) {
   return d.stats.wait.s.count != 0 && main_ms > 0 && d.stats.wait.s.sum / main_ms >= t.wait_partly;
 }
 
+// The main process's wait share (0 when it cannot be told).
+double wait_share_of(const report_data& d) {
+  const double main_ms = main_ms_of(d);
+  return d.stats.wait.s.count != 0 && main_ms > 0 ? std::min(1.0, d.stats.wait.s.sum / main_ms)
+                                                  : 0.0;
+}
+
+// Whether training waits enough for what slows the loader to be worth acting on (wait_act, a
+// fifth of its time): borderline waits (from wait_partly) make notes, not acts.
+bool worth_acting(const report_data& d, const finding_thresholds& t) {
+  return training_waits(d, t) && wait_share_of(d) >= t.wait_act;
+}
+
+// The share of the run the workers' start-up took (each epoch's time before its first batch
+// began, from the model's reading of the run), at most the wait share: the rest of the wait is
+// the batches'. 0 without a prediction.
+double startup_share(const report_data& d) {
+  const whatif_result* r = d.advice.persistent     ? &*d.advice.persistent
+                           : d.advice.more_workers ? &*d.advice.more_workers
+                                                   : nullptr;
+  if (r == nullptr || r->measured_epoch_seconds <= 0) return 0.0;
+  return std::clamp(r->startup_ms / 1e3 / r->measured_epoch_seconds, 0.0, wait_share_of(d));
+}
+
+// The share of the run spent waiting for batches being prepared (the wait less the start-up):
+// what an op or a cause of slow batches can explain at most.
+double batch_wait_share(const report_data& d) { return wait_share_of(d) - startup_share(d); }
+
+// "persistent_workers=True" in the loader's words (threads of a C++ loader: kept alive).
+std::string persistent_setting(const report_data& d) {
+  return d.loader.empty() || is_loader(d, "torch") ? "persistent_workers=True"
+                                                   : "workers kept alive across epochs";
+}
+
+// The model's gain from keeping the workers alive across epochs (0: no prediction).
+double persistent_gain(const report_data& d) {
+  return d.advice.persistent ? model_gain(*d.advice.persistent) : 0.0;
+}
+
 // The op with the most worker time (STransform, which encloses the others, and the training
 // loop's own ops left out), and its time (ms); nullptr when none.
 const op_stats* top_op_of(const report_data& d, double* top_sum = nullptr,
@@ -243,7 +283,30 @@ finding wait_finding(const report_data& d, const finding_thresholds& t) {
     f.title = std::string(high ? "Highly" : "Moderately") + " input-bound: " + whose + " waited " +
               pct(share) + " of its time for data.";
     const worker_change w2 = d.ranks.size() >= 2 ? worker_change{} : more_workers_advice(d, t);
-    if (w2.advised) {
+    const double gp = d.ranks.size() >= 2 ? 0.0 : persistent_gain(d);
+    const double gw =
+        w2.advised && d.advice.more_workers ? model_gain(*d.advice.more_workers) : 0.0;
+    const std::string v = d.causes.present ? cause_verdict(d.causes.all) : std::string();
+    const bool slowed = !v.empty() && v != "compute";
+    if (gp >= t.advice_gain && gp >= gw) {
+      // Worker start-up explains more of the wait than the worker count (the startup finding).
+      const whatif_result& r = *d.advice.persistent;
+      f.subject["setting"] = "persistent_workers";
+      f.advice = "Use " + persistent_setting(d) + ": the workers start afresh each epoch; " +
+                 predicted_text(r) + ", " + fixed(100 * gp, 0) + " % faster.";
+      if (w2.advised) f.advice += " Then: " + w2.text;
+      f.numbers["predicted_epoch_s"] = r.predicted.epoch_seconds;
+      f.numbers["replay_epoch_s"] = r.replay.epoch_seconds;
+    } else if (slowed && !w2.advised) {
+      // What slowed the batches explains the wait before any op does (the causes finding).
+      f.advice = "Why the batches are slow: " + cause_advice(d.causes, v) + ".";
+      if (const op_stats* top = top_op_of(d); top != nullptr && d.ranks.size() < 2) {
+        f.subject["op"] = op_display_name(top->name, 4096);
+        f.advice += " Then make " + op_display_name(top->name) +
+                    ", the op with the most worker time, cheaper.";
+      }
+      if (!w2.text.empty()) f.advice += " " + w2.text;
+    } else if (w2.advised) {
       f.advice = w2.text;
       f.numbers["predicted_workers"] = d.advice.more_workers->model.workers;
       f.numbers["predicted_epoch_s"] = d.advice.more_workers->predicted.epoch_seconds;
@@ -279,7 +342,8 @@ finding wait_finding(const report_data& d, const finding_thresholds& t) {
     const std::string v = cause_verdict(d.causes.all);
     if (!v.empty() && v != "compute") {
       f.subject["cause"] = v;
-      f.advice += " Why the batches are slow: " + cause_advice(d.causes, v) + ".";
+      if (f.advice.rfind("Why the batches are slow", 0) != 0)
+        f.advice += " Why the batches are slow: " + cause_advice(d.causes, v) + ".";
     }
   }
   f.numbers["class"] = input_bound_class(share, t);
@@ -309,9 +373,19 @@ finding top_op_finding(const report_data& d, const finding_thresholds& t) {
   f.numbers["mean_ms"] = top->mean;
   f.numbers["p99_ms"] = top->p99;
   f.numbers["max_ms"] = double(top->max_ns) / 1e6;
-  // Worth acting on when training waits for the loader (or whether it does is unknown).
+  // The share of the run it explains: its part of the wait for batches (the start-up left
+  // out), without the time its workers waited for a CPU (that is contention's, the causes
+  // finding).
+  const double on_cpu = d.causes.present ? 1.0 - shares_of(d.causes.all).cpu_wait : 1.0;
+  const double explains = batch_wait_share(d) * share * on_cpu;
+  f.numbers["explains"] = explains;
+  // Worth acting on when training waits for the loader beyond borderline waits, and the op
+  // explains at least advice_gain of the run (where the model tells; a sliver of the epoch is
+  // no headline).
   const bool waits = training_waits(d, t);
-  f.level = share >= t.top_op_warn && waits ? finding_level::warn : finding_level::info;
+  const bool sliver = (d.advice.persistent || d.advice.more_workers) && explains < t.advice_gain;
+  f.level = share >= t.top_op_warn && worth_acting(d, t) && !sliver ? finding_level::warn
+                                                                    : finding_level::info;
   f.title = name + " takes the most worker time: " + pct(share) + " of all op time.";
   f.evidence = name + ": " + format_ms(top_sum) + " over " + std::to_string(top->count) +
                " calls (mean " + format_ms(top->mean) + ", p99 " + format_ms(top->p99) + ", max " +
@@ -325,12 +399,146 @@ finding top_op_finding(const report_data& d, const finding_thresholds& t) {
                        "records); it is the first candidate for a faster implementation."
              : !waits ? "Training does not wait for the loader: making " + name +
                             " cheaper would save CPU time, not training time."
+             : !worth_acting(d, t)
+                 ? "Training waited only " + pct(wait_share_of(d)) +
+                       " of its time for data: making " + name + " cheaper would gain at most that."
              : share >= t.top_op_warn
                  ? "Optimise " + name +
                        " first: a faster implementation or library, smaller inputs, caching its "
                        "result across epochs, or moving it to the GPU."
                  : "No single op dominates; " + name +
                        " is still the first candidate for a faster implementation.";
+  return f;
+}
+
+// Workers started afresh each epoch (persistent_workers=False): how long each epoch waited for
+// them, and what keeping them alive would buy (the model's prediction). Only with a prediction:
+// two epochs or more, workers restarted, the epochs' starts known.
+finding startup_finding(const report_data& d, const finding_thresholds& t) {
+  finding f;
+  f.id = "startup";
+  const whatif_result& r = *d.advice.persistent;
+  const double g = model_gain(r);
+  const double epoch_ms = r.measured_epoch_seconds * 1e3;
+  f.numbers["startup_ms"] = r.startup_ms;
+  f.numbers["epoch_s"] = r.measured_epoch_seconds;
+  f.numbers["epochs"] = r.epochs;
+  f.numbers["replay_epoch_s"] = r.replay.epoch_seconds;
+  f.numbers["predicted_epoch_s"] = r.predicted.epoch_seconds;
+  f.numbers["gain"] = g;
+  f.numbers["explains"] = std::max(0.0, g);
+  f.subject["setting"] = "persistent_workers";
+  f.title = "Workers start afresh each epoch: an epoch's first batch began " +
+            format_ms(r.startup_ms) + " into it (mean), of " + format_ms(epoch_ms) + " an epoch.";
+  f.evidence = std::to_string(r.epochs) +
+               " epochs, each prepared by new worker processes (persistent_workers=False, "
+               "PyTorch's default): their start-up (fork or spawn, imports, worker_init_fn) "
+               "comes before each epoch's first batch.";
+  const std::string setting = persistent_setting(d);
+  if (g >= t.advice_gain) {
+    f.level = worth_acting(d, t) ? finding_level::warn : finding_level::info;
+    f.advice = "Use " + setting + ": " + predicted_text(r) + ", " + fixed(100 * g, 0) +
+               " % faster (lotus-tool whatif --persistent-workers). The workers then start once.";
+  } else {
+    f.level = finding_level::good;
+    f.advice = "Keeping the workers alive (" + setting +
+               ") would gain little: " + predicted_text(r) + " (" + fixed(100 * g, 1) + " %).";
+  }
+  return f;
+}
+
+// An op whose duration grows over the run (its records' mean in the run's last quarter over its
+// first): the largest added time. Nothing when no op grew, or too few records to tell.
+std::optional<finding> drift_finding(const report_data& d, const finding_thresholds& t) {
+  const op_digest* worst = nullptr;
+  double worst_added = 0, worst_first = 0, worst_last = 0, all_ms = 0;
+  constexpr std::size_t q = k_trend_bins / 4;
+  constexpr std::uint64_t k_min_records = 16;  // per quarter, to tell a trend from chance
+  for (const op_digest& o : d.op_trends) {
+    if (o.name == "STransform" || d.consumer_op_ns.count(o.name)) continue;
+    if (o.trend_count.size() != k_trend_bins) continue;
+    double first_ms = 0, last_ms = 0, sum = 0;
+    std::uint64_t first_n = 0, last_n = 0;
+    for (std::size_t k = 0; k < k_trend_bins; ++k) {
+      sum += o.trend_sum_ms[k];
+      if (k < q) {
+        first_ms += o.trend_sum_ms[k];
+        first_n += o.trend_count[k];
+      } else if (k >= k_trend_bins - q) {
+        last_ms += o.trend_sum_ms[k];
+        last_n += o.trend_count[k];
+      }
+    }
+    all_ms += sum;
+    if (first_n < k_min_records || last_n < k_min_records || first_ms <= 0) continue;
+    const double a = first_ms / double(first_n), b = last_ms / double(last_n);
+    if (b < t.drift * a) continue;
+    // A trend, not a burst: each quarter's mean at least the one before it (a machine busy for a
+    // while slows every op in that part only).
+    bool rising = true;
+    double before = 0;
+    for (std::size_t k = 0; k < k_trend_bins; k += q) {
+      double ms = 0;
+      std::uint64_t n = 0;
+      for (std::size_t j = k; j < k + q; ++j) {
+        ms += o.trend_sum_ms[j];
+        n += o.trend_count[j];
+      }
+      if (n == 0) continue;
+      const double mean = ms / double(n);
+      rising = rising && mean >= before;
+      before = mean;
+    }
+    if (!rising) continue;
+    // The time it added over its first-quarter cost, every part after the first quarter.
+    double added = 0;
+    for (std::size_t k = q; k < k_trend_bins; ++k)
+      added += std::max(0.0, o.trend_sum_ms[k] - a * double(o.trend_count[k]));
+    if (worst == nullptr || added > worst_added) {
+      worst = &o;
+      worst_added = added;
+      worst_first = a;
+      worst_last = b;
+    }
+  }
+  // An op that added a sliver of the op time is not worth a finding (a busy machine slows
+  // cheap ops in part of a run too).
+  if (worst == nullptr || all_ms <= 0 || worst_added < 0.05 * all_ms) return std::nullopt;
+  finding f;
+  f.id = "drift";
+  const std::string name = op_display_name(worst->name);
+  f.subject["op"] = op_display_name(worst->name, 4096);
+  const double added_share = worst_added / all_ms;
+  f.numbers["first_mean_ms"] = worst_first;
+  f.numbers["last_mean_ms"] = worst_last;
+  f.numbers["ratio"] = worst_last / worst_first;
+  f.numbers["added_ms"] = worst_added;
+  f.numbers["added_share"] = added_share;
+  const double explains = batch_wait_share(d) * added_share;
+  f.numbers["explains"] = explains;
+  f.level = worth_acting(d, t) && added_share >= 0.10 && explains >= t.advice_gain
+                ? finding_level::warn
+                : finding_level::info;
+  f.title = name + " got slower over the run: mean " + format_ms(worst_first) +
+            " in its first quarter, " + format_ms(worst_last) + " in its last (" +
+            fixed(worst_last / worst_first, 1) + "\u00d7).";
+  f.evidence = "Mean of " + name + " by eighth of the run:";
+  for (std::size_t k = 0; k < k_trend_bins; ++k) {
+    f.evidence += k ? ", " : " ";
+    f.evidence += worst->trend_count[k]
+                      ? format_ms(worst->trend_sum_ms[k] / double(worst->trend_count[k]))
+                      : std::string("-");
+  }
+  f.evidence += " (" + std::to_string(worst->count) + " calls); it added " +
+                format_ms(worst_added) + " over its first-quarter cost, " + pct(added_share) +
+                " of all op time.";
+  f.advice = "Look for what grows with the run in " + name +
+             ": a cache, list or file that keeps growing, a leak, inputs that get larger. The "
+             "model replays the batches as measured, so its predictions hold for a run as long "
+             "as this one; a longer run slows further while " +
+             name + " keeps growing.";
+  if (!training_waits(d, t))
+    f.advice += " Training does not wait for the loader yet: this costs no training time so far.";
   return f;
 }
 
@@ -407,7 +615,7 @@ finding imbalance_finding(const report_data& d, const finding_thresholds& t) {
               (fewest == 1 ? " batch." : " batches.");
     f.advice = "A run with more batches per worker (8 or more) tells imbalance from chance.";
   } else if (ratio >= t.imbalance) {
-    f.level = waits ? finding_level::warn : finding_level::info;
+    f.level = worth_acting(d, t) ? finding_level::warn : finding_level::info;
     f.title =
         "Workers are imbalanced: the busiest one worked " + fixed(ratio, 2) + "\u00d7 the mean.";
     f.advice =
@@ -477,7 +685,7 @@ finding out_of_order_finding(const report_data& d, const finding_thresholds& t) 
   // Worth acting on only when it costs the training loop: the model predicts a gain from taking
   // batches as they come, or (no prediction) the loop waits a tenth of its time or more.
   const bool gains =
-      d.advice.unordered ? model_gain(*d.advice.unordered) >= t.advice_gain : training_waits(d, t);
+      d.advice.unordered ? model_gain(*d.advice.unordered) >= t.advice_gain : worth_acting(d, t);
   if (!gains) f.level = finding_level::info;
   return f;
 }
@@ -662,9 +870,11 @@ finding causes_finding(const report_data& d, const finding_thresholds& t) {
   // once than CPUs costs the host's CPUs whatever the training loop does.
   const bool waits = training_waits(d, t);
   const bool oversubscribed = c.cpus_allowed != 0 && c.concurrent_workers > c.cpus_allowed;
-  f.level = v == "compute" || !(waits || (v == "cpu_contention" && oversubscribed))
+  f.level = v == "compute" || !(worth_acting(d, t) || (v == "cpu_contention" && oversubscribed))
                 ? finding_level::info
                 : finding_level::warn;
+  // The share of the run it explains: the part of the wait its workers spent off their work.
+  f.numbers["explains"] = v == "compute" ? 0.0 : batch_wait_share(d) * (1.0 - s.cpu);
   if (v == "compute") {
     f.title = "Batches were slow because of their own computation: workers were on a CPU.";
   } else if (v == "cpu_contention") {
@@ -836,11 +1046,17 @@ finding capture_finding(const report_data& d) {
 }
 
 int kind_order(const std::string& id) {
-  static const char* order[] = {"capture",   "straggler",    "input_bound", "top_op",
-                                "imbalance", "out_of_order", "batch_delay", "causes"};
-  for (int k = 0; k < 8; ++k)
+  static const char* order[] = {"capture", "straggler", "input_bound",  "startup",     "top_op",
+                                "drift",   "imbalance", "out_of_order", "batch_delay", "causes"};
+  for (int k = 0; k < 10; ++k)
     if (id == order[k]) return k;
-  return 8;
+  return 10;
+}
+
+// The share of the run's time a finding explains (numbers["explains"]; 0: not told).
+double explains_of(const finding& f) {
+  const auto it = f.numbers.find("explains");
+  return it != f.numbers.end() && it->is_number() ? it->get<double>() : 0.0;
 }
 
 int severity_rank(finding_level l) {
@@ -862,7 +1078,9 @@ std::vector<finding> compute_findings(const report_data& d, const finding_thresh
   if (d.capture) out.push_back(capture_finding(d));
   if (d.ranks.size() >= 2) out.push_back(rank_finding(d, t));
   out.push_back(wait_finding(d, t));
+  if (d.advice.persistent && d.ranks.size() < 2) out.push_back(startup_finding(d, t));
   out.push_back(top_op_finding(d, t));
+  if (auto drift = drift_finding(d, t)) out.push_back(std::move(*drift));
   out.push_back(imbalance_finding(d, t));
   out.push_back(out_of_order_finding(d, t));
   out.push_back(delay_finding(d));
@@ -884,6 +1102,11 @@ std::vector<finding> compute_findings(const report_data& d, const finding_thresh
     if (ca != cb) return ca;
     if (severity_rank(a.level) != severity_rank(b.level))
       return severity_rank(a.level) < severity_rank(b.level);
+    // Acts: the straggler and the verdict lead, then what explains most of the lost time.
+    const bool la = kind_order(a.id) <= kind_order("input_bound");
+    const bool lb = kind_order(b.id) <= kind_order("input_bound");
+    if (a.level == finding_level::warn && !la && !lb && explains_of(a) != explains_of(b))
+      return explains_of(a) > explains_of(b);
     return kind_order(a.id) < kind_order(b.id);
   });
   return out;

@@ -23,8 +23,8 @@ const char* severity_name(finding_level l);
 
 /// One conclusion: what was found, the number behind it, and what a user would change.
 struct finding {
-  /// Its kind (stable key): capture, straggler, input_bound, top_op, imbalance, out_of_order,
-  /// batch_delay, causes.
+  /// Its kind (stable key): capture, straggler, input_bound, startup, top_op, drift, imbalance,
+  /// out_of_order, batch_delay, causes.
   std::string id;
   finding_level level = finding_level::info;
   std::string title;     ///< one sentence, plain text
@@ -40,6 +40,12 @@ struct finding {
 struct finding_thresholds {
   double wait_bound = 0.30;   ///< main-process wait share from which the run is preprocessing-bound
   double wait_partly = 0.10;  ///< ... and from which it is partly so
+  /// Main-process wait share from which what slows the loader (an op, a cause, imbalance, order)
+  /// is worth acting on: below it (borderline waits) those findings are notes.
+  double wait_act = 0.20;
+  /// An op's mean duration in the run's last quarter over its first quarter from which it is
+  /// said to grow over the run (the drift finding).
+  double drift = 2.0;
   double top_op_warn = 0.50;  ///< share of op time from which one op dominates
   double imbalance = 1.25;    ///< busiest worker / mean busy time from which workers are imbalanced
   double out_of_order = 0.05;  ///< out-of-order share of waits from which it is worth a warning
@@ -54,10 +60,12 @@ struct finding_thresholds {
 const char* input_bound_class(double wait_share, const finding_thresholds& t = {});
 
 /// The findings, in the page's order: the capture's story (a flight-recorder capture), then
-/// every "act" finding (the straggler first), then the notes, then what is fine; within a
-/// severity the fixed order capture, straggler, input_bound, top_op, imbalance, out_of_order,
-/// batch_delay, causes. Each question is answered even when its data is missing (it then says
-/// so, as a note), so a reader always sees all questions answered or explicitly open.
+/// every "act" finding (the straggler and the input-bound verdict first, then by the share of
+/// the run's time each explains, numbers["explains"], most first), then the notes, then what
+/// is fine; otherwise the fixed order capture, straggler, input_bound, startup, top_op, drift,
+/// imbalance, out_of_order, batch_delay, causes. Each question is answered even when its data is
+/// missing (it then says so, as a note), so a reader always sees all questions answered or
+/// explicitly open.
 std::vector<finding> compute_findings(const report_data& d, const finding_thresholds& t = {});
 
 /// `report --json`: {"findings": [{"severity", "kind", "subject", "text", "evidence", "advice",

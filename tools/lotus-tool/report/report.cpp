@@ -617,6 +617,12 @@ void collect_report(const report_args& a, report_data& rd) {
   if (batches && !rd.capture) {
     // (A capture's window is no run to replay: the model's advice needs whole epochs.)
     rd.advice = advise_workers(*run);
+    for (const op_digest& o : run->ops) {
+      if (o.trend_count.empty()) continue;
+      op_digest t = o;
+      t.sample_ms = {};
+      rd.op_trends.push_back(std::move(t));
+    }
     try {  // the "add workers" finding quotes tune's recommendation (issue 44)
       tune_args ta;
       ta.in = a.in;

@@ -44,6 +44,7 @@ std::vector<unsigned> cut_main_epochs(std::vector<main_rec>& recs,
   auto close = [&] {
     if (open && cur.batches > 0 && last > first) {
       cur.elapsed_ns = last - first;
+      cur.start_ns = first;
       cur.seconds = static_cast<double>(cur.elapsed_ns) / 1e9;
       epochs.push_back(cur);
       queued_first.push_back(static_cast<unsigned>(queued_before_wait));

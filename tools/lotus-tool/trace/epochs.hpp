@@ -20,6 +20,7 @@ struct epoch_digest {
   std::uint64_t out_of_order = 0;  ///< 1 us SBatchWait markers
   std::uint64_t waits = 0;         ///< in-order SBatchWait records
   std::uint64_t elapsed_ns = 0;    ///< last SBatchConsumed − first record (seconds, exact)
+  std::uint64_t start_ns = 0;      ///< its first record's start (not kept by summaries: 0)
 };
 
 /// 16 bytes a main-process batch record: what the epoch cut, the waits and the steps need.
