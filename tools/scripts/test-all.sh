@@ -111,7 +111,7 @@ pip_stack() {  # pip_stack NAME
   PYTHONPATH="$build/python" "$venv/bin/python" -m lotus.torch --check 2>&1 | sed 's/^/  /' || true  # what this stack records
   # Two at once (pytest-xdist: most of these tests wait on worker processes); then, alone, the
   # memory tests (other processes move their Pss) and the pip install (a build of its own).
-  local together=(test_torch.py test_stateful.py test_nodes.py test_autotune.py
+  local together=(test_torch.py test_stateful.py test_nodes.py test_autotune.py test_gpu.py
                   test_autotune_equivalence.py test_flight.py test_live.py test_distributed.py)
   # lotus.frame reads traces with pandas and dask, whatever the torch: with the newest stack's.
   [ "$name" = newest ] && together+=(test_frame.py)
