@@ -153,7 +153,7 @@ def test_without_cuda_nothing_changes(tmp_path):
     s = tool_json("stats", "--json", str(trace))
     assert "gpu" not in s
     assert "measure" not in s["input_bound"] and "gpu_idle_share" not in s["input_bound"]
-    assert "GPU" not in tool_text("stats", str(trace))
+    assert "GPU idle" not in tool_text("stats", str(trace))
     w = tool_json("whatif", "--json", "--workers", "2", str(trace))
     assert "step_from" not in w["measured"]
 
@@ -198,7 +198,7 @@ owner = object()
 for i in range(_gpu.MAX_PENDING + 5):
     h = t.begin(owner)
     if h is not None:
-        t.end(h, i)
+        t.end(h, i, 1000 + i)
 assert len(t.pending) == _gpu.MAX_PENDING, len(t.pending)
 assert t.lost == 5, t.lost
 assert len(t.free) == 0

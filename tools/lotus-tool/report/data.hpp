@@ -15,6 +15,7 @@
 #include "compare/diff.hpp"
 #include "compare/whatif.hpp"
 #include "trace/causes.hpp"
+#include "trace/gpu.hpp"
 #include "trace/record.hpp"
 #include "trace/stats_engine.hpp"
 #include "trace/trace_dir.hpp"
@@ -301,6 +302,9 @@ struct report_data {
   /// the per-batch figures of the first k_max_cause_bars batches by start (the stacked bars).
   causes_result causes;
   std::vector<batch_resources> cause_batches;
+  /// The GPU's side of the hand-overs (the sidecars' `gpu` lines; present false: none, the
+  /// training process did not use CUDA or was not traced by lotus.torch).
+  gpu_figures gpu;
   /// report --baseline BASE: this run compared with BASE (diff), and BASE as given.
   std::optional<diff_result> baseline;
   std::string baseline_source;

@@ -16,7 +16,7 @@ The events are read later, with ``query()`` at later hand-overs (never a synchro
 bounded pool: at most ``MAX_PENDING`` hand-overs unread; a hand-over beyond that is not measured
 and counted lost. Each read hand-over becomes a sidecar line (FORMAT.md §5)::
 
-    gpu <idx> <arrival_ns> <idle_ns> <step_ns>     (step_ns "-": unknown)
+    gpu <idx> <arrival_ns> <idle_ns> <step_ns>     (step_ns "-": unknown; arrival: realtime)
     gpu_lost <n>                                   (a running count; the last line counts)
 
 Nothing happens in a process where CUDA is not initialized: lotus never initializes CUDA itself,
@@ -133,13 +133,13 @@ class Tracker:
         self.pending.append(h)
         return h
 
-    def end(self, h, idx):
-        """The batch `idx` is in the host's hands: event B."""
+    def end(self, h, idx, arrival_ns):
+        """The batch `idx`, arrived at `arrival_ns` (realtime), is in the host's hands: event B."""
         b = self._event(h.stream)
         b.record(h.stream)
         h.b = b
         h.idx = idx
-        h.arrival = time.time_ns()
+        h.arrival = arrival_ns
 
     def closed(self, h):
         """The iterator's next() raised (the epoch's end, or an error): no batch, but its A
@@ -311,15 +311,15 @@ def begin(owner):
         return None
 
 
-def end(h, idx):
-    """next() returned batch idx (-1: one lotus did not see arrive; its A still ends the step
-    before)."""
+def end(h, idx, arrival_ns):
+    """next() returned batch idx, arrived at arrival_ns (idx -1: one lotus did not see arrive;
+    its A still ends the step before)."""
     t = _tracker
     if t is None:
         return
     try:
         if idx >= 0:
-            t.end(h, idx)
+            t.end(h, idx, arrival_ns)
         else:
             t.closed(h)
     except Exception as e:  # noqa: BLE001

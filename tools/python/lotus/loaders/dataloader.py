@@ -27,6 +27,8 @@ order, torch processes pending batches in increasing index (the one used now is 
 one stored is above it); with in_order=False every arrival is processed at once (one pending).
 """
 
+from time import time_ns as _time_ns
+
 import lotus as _lotus_pkg
 from .. import _lotus
 from . import _gpu, _patch
@@ -217,6 +219,7 @@ def main_side(cls, worker_owner, worker_key, unwrap=None, resume_offset=None):
         self._lotus_nvtx_wait = 0
         self._lotus_offset = offset
         self._lotus_idx = -1  # the batch the current next() hands over (process_data)
+        self._lotus_arrival = 0
         # A resumed iterator replays the batches since its last snapshot inside __init__: they
         # are loaded again (worker records) but never reach the training loop (no main records).
         self._lotus_init = True
@@ -258,7 +261,7 @@ def main_side(cls, worker_owner, worker_key, unwrap=None, resume_offset=None):
             if self._lotus_wait:
                 _wait_done()
         if h is not None:
-            _gpu.end(h, self._lotus_idx)
+            _gpu.end(h, self._lotus_idx, self._lotus_arrival)
         return out
 
     def get_data(self, *args, **kwargs):
@@ -294,7 +297,10 @@ def main_side(cls, worker_owner, worker_key, unwrap=None, resume_offset=None):
             pass  # replayed inside a resumed iterator's __init__: never reaches the loop
         elif arrived is not None:
             idx, start, end = arrived
-            self._lotus_idx = idx  # the batch this next() hands over (the GPU's side)
+            # The batch this next() hands over, and when (realtime ns: between its wait's end and
+            # its SBatchConsumed), for the GPU's side of the hand-over (_gpu.py).
+            self._lotus_idx = idx
+            self._lotus_arrival = _time_ns()
             if start:
                 _batch(_WAIT, idx, start, end)
             _batch(_CONSUMED, idx)
