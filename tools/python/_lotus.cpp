@@ -767,6 +767,14 @@ PYBIND11_MODULE(_lotus, m) {
       "_note_epoch", [] { lotus::detail::note_epoch(); },
       "The loader begins an epoch: the sidecar's `epoch` line (lotus.torch, at the first index).");
   m.def(
+      "_note_gpu_lines",
+      [](const py::bytes& lines) {
+        const std::string_view v(lines);
+        return static_cast<int>(lotus::detail::note_gpu_lines(v.data(), v.size()));
+      },
+      "Queues whole `gpu` sidecar lines (lotus.loaders._gpu) for the writer's next cycle: 0 kept, "
+      "1 no room (refused whole), 2 the writer holds the queue just now (try again later).");
+  m.def(
       "tracing_enabled", [] { return lotus::tracing_enabled(); },
       "True when events are being recorded.");
 

@@ -125,8 +125,8 @@ pip_stack() {  # pip_stack NAME
   # metrics, ranks, memory, frames: pandas and dask, whatever the torch) and the pip install.
   local together=(test_torch.py test_stateful.py test_nodes.py test_autotune.py) alone=()
   if [ "$name" = newest ]; then
-    together+=(test_autotune_equivalence.py test_flight.py test_live.py test_distributed.py
-               test_frame.py)
+    together+=(test_gpu.py test_autotune_equivalence.py test_flight.py test_live.py
+               test_distributed.py test_frame.py)
     alone=(test_memory.py test_install.py::test_pip_install_into_a_venv_with_pips_torch)
   fi
   local log="$out/pip-$name.pytest.log" log2="$out/pip-$name-serial.pytest.log"

@@ -9,6 +9,7 @@
 #include <cstdint>  // uint64_t
 
 #include "lotus/config.hpp"
+#include "lotus/detail/gpu_notes.hpp"  // the GPU's figures, for the sidecar too
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {

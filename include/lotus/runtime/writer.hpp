@@ -17,6 +17,7 @@
 
 #include "lotus/config.hpp"
 #include "lotus/detail/clock.hpp"
+#include "lotus/detail/gpu_notes.hpp"
 #include "lotus/detail/loader_kind.hpp"
 #include "lotus/detail/record_name.hpp"
 #include "lotus/detail/ring.hpp"
@@ -626,6 +627,31 @@ class trace_writer {
     sidecar(lines, false, kept);
   }
 
+  /// lotus.torch's `gpu` lines (gpu_notes.hpp) queued since the last cycle, in pieces of whole
+  /// lines, where the sidecar's figures go (the sidecar, or in flight mode the window).
+  LOTUS_DETAIL_COLD void write_gpu_lines() noexcept {
+    take_gpu_lines([this](const char* p, std::size_t n) {
+      text chunk;
+      std::size_t from = 0;
+      while (from < n) {
+        const void* nl = std::memchr(p + from, '\n', n - from);
+        const std::size_t end =
+            nl ? static_cast<std::size_t>(static_cast<const char*>(nl) - p) + 1 : n;
+        if (end - from > 3500) {  // no such line is queued (lotus.torch's are short): skipped
+          from = end;
+          continue;
+        }
+        if (chunk.size() + (end - from) > 3500) {
+          sidecar_lines(chunk);
+          chunk.clear();
+        }
+        chunk.add(p + from, end - from);
+        from = end;
+      }
+      if (!chunk.empty()) sidecar_lines(chunk);
+    });
+  }
+
   /// The sidecar's first lines for this process.
   LOTUS_DETAIL_COLD text sidecar_header() const noexcept {
     text head;
@@ -789,6 +815,7 @@ class trace_writer {
     // lines, for a capture's sidecars.
     if (!discard_ && (flight_.on() || files_.has_sidecar())) {
       memory_.sample(final, [this](const text& l) { sidecar_lines(l); });
+      write_gpu_lines();
     }
     if (stats && stats_source_ != nullptr && files_.has_sidecar()) write_stats(final);
     if (flight_.on()) {

@@ -138,6 +138,9 @@ run_digest pooled(const std::vector<run_digest>& runs) {
     const run_digest& r = runs[k];
     d.batch_ms.insert(d.batch_ms.end(), r.batch_ms.begin(), r.batch_ms.end());
     d.step_ms.insert(d.step_ms.end(), r.step_ms.begin(), r.step_ms.end());
+    d.gpu_step_ms.insert(d.gpu_step_ms.end(), r.gpu_step_ms.begin(), r.gpu_step_ms.end());
+    d.gpu_handovers += r.gpu_handovers;
+    d.gpu_idle_ms += r.gpu_idle_ms;
     d.epochs.insert(d.epochs.end(), r.epochs.begin(), r.epochs.end());
     d.stats.consumed += r.stats.consumed;
     d.causes.add(r.causes);

@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "trace/gpu.hpp"
 #include "trace/record.hpp"
 #include "trace/summary.hpp"
 #include "util/diag.hpp"
@@ -47,12 +48,20 @@ std::uint64_t run_digest::out_of_order() const {
   return n;
 }
 
-double run_digest::step_mean_ms() const {
-  if (step_ms.empty()) return 0;
+namespace {
+double mean_of(const std::vector<double>& v) {
+  if (v.empty()) return 0;
   double s = 0;
-  for (double v : step_ms) s += v;
-  return s / static_cast<double>(step_ms.size());
+  for (double x : v) s += x;
+  return s / static_cast<double>(v.size());
 }
+}  // namespace
+
+double run_digest::step_mean_ms() const {
+  return gpu_step_ms.empty() ? mean_of(step_ms) : mean_of(gpu_step_ms);
+}
+
+double run_digest::host_step_mean_ms() const { return mean_of(step_ms); }
 
 namespace {
 
@@ -430,6 +439,12 @@ run_digest digest_input(const input& in, const digest_options& opt) {
     if (c > 0 && (d.cpus == 0 || c < d.cpus)) d.cpus = c;
   }
   d.causes = compute_causes(dir, &in.filter).all;
+  {
+    gpu_figures g = compute_gpu(dir, in.filter);
+    d.gpu_step_ms = std::move(g.step_ms);
+    d.gpu_handovers = g.handovers;
+    d.gpu_idle_ms = g.idle_ms;
+  }
   return d;
 }
 

@@ -64,6 +64,11 @@ struct run_digest {
   /// SBatchPreprocessed durations (ms) per epoch, each in idx order.
   std::vector<std::vector<double>> batch_ms;
   std::vector<double> step_ms;  ///< consumer time from consuming a batch to asking the next
+  /// The GPU's time per step (the sidecars' `gpu` lines: a training process that used CUDA),
+  /// where known; empty: none. The consumer's step of the model when present (step_mean_ms).
+  std::vector<double> gpu_step_ms;
+  std::uint64_t gpu_handovers = 0;  ///< hand-overs the GPU measured
+  double gpu_idle_ms = 0;           ///< the GPU's idle time waiting for batches, summed
   std::vector<epoch_digest> epochs;
   unsigned workers = 0;             ///< most worker files producing batches in one epoch
   unsigned prefetch_factor = 0;     ///< batches queued before the first wait / workers (0: unknown)
@@ -85,7 +90,10 @@ struct run_digest {
   double wait_share() const;     ///< summed waits / summed epoch time
   double batches_per_second() const;
   std::uint64_t out_of_order() const;
+  /// The consumer's step: the GPU's time per batch where measured, else the host's.
   double step_mean_ms() const;
+  double host_step_mean_ms() const;  ///< the host's (SBatchConsumed to the next SBatchWait)
+  bool step_from_gpu() const { return !gpu_step_ms.empty(); }
 };
 
 struct digest_options {

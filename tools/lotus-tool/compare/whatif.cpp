@@ -348,7 +348,9 @@ whatif_result predict_workers(const run_digest& d, const whatif_args& a) {
   r.measured_workers = d.workers;
   r.measured_epoch_seconds = d.epoch_seconds();
   r.measured_wait_share = d.wait_share();
-  r.measured_step_ms = d.step_mean_ms();
+  r.measured_step_ms = d.step_mean_ms();  // the GPU's time per batch where it was measured
+  r.host_step_ms = d.host_step_mean_ms();
+  r.step_from = d.step_from_gpu() ? "gpu" : "host";
   r.measured_out_of_order = d.out_of_order();
   r.epochs = d.epochs.size();
   for (const auto& e : d.batch_ms) r.batches += e.size();
@@ -489,6 +491,10 @@ nlohmann::json whatif_json(const whatif_result& r) {
                    {"wait_share", r.measured_wait_share},
                    {"step_ms", r.measured_step_ms},
                    {"out_of_order", r.measured_out_of_order}};
+  if (r.step_from == "gpu") {  // (absent without the GPU's figures: the output of before)
+    j["measured"]["step_from"] = "gpu";
+    j["measured"]["host_step_ms"] = r.host_step_ms;
+  }
   j["model"] = {{"workers", r.model.workers},
                 {"prefetch_factor", r.model.prefetch_factor},
                 {"cores", r.model.cores},
@@ -558,8 +564,11 @@ std::string whatif_text(const whatif_result& r) {
        std::to_string(r.epochs) + " epoch(s), " + std::to_string(r.batches) + " batches; epoch " +
        format_number("%.3f s", r.measured_epoch_seconds) + ", wait " +
        pct(r.measured_wait_share, 1, " ") + ", step " +
-       format_number("%.2f ms", r.measured_step_ms) + ", out of order " +
-       std::to_string(r.measured_out_of_order) + "\n";
+       format_number("%.2f ms", r.measured_step_ms) +
+       (r.step_from == "gpu" ? " (the GPU's, by its CUDA events; the host's " +
+                                   format_number("%.2f ms", r.host_step_ms) + ")"
+                             : std::string()) +
+       ", out of order " + std::to_string(r.measured_out_of_order) + "\n";
   s += "model: " + std::to_string(r.model.workers) + " worker(s), prefetch_factor " +
        std::to_string(r.model.prefetch_factor) + ", " + format_number("%g", r.model.cores) +
        " core(s) (" + r.cores_from + "), step " + format_number("%.2f ms", r.model.step_ms) +

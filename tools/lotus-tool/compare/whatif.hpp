@@ -122,6 +122,10 @@ struct whatif_result {
   // Measured.
   unsigned measured_workers = 0;
   double measured_epoch_seconds = 0, measured_wait_share = 0, measured_step_ms = 0;
+  /// The step measured: "gpu" (the GPU's time per batch, by its CUDA events: a training process
+  /// that used CUDA) or "host" (the main process's time from consuming a batch to asking the next).
+  std::string step_from = "host";
+  double host_step_ms = 0;  ///< the host's step, whichever the model takes
   std::uint64_t measured_out_of_order = 0;
   std::uint64_t epochs = 0, batches = 0;
   // The model's inputs.

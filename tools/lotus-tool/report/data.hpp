@@ -15,6 +15,7 @@
 #include "compare/diff.hpp"
 #include "compare/whatif.hpp"
 #include "trace/causes.hpp"
+#include "trace/gpu.hpp"
 #include "trace/record.hpp"
 #include "trace/stats_engine.hpp"
 #include "trace/trace_dir.hpp"
@@ -304,6 +305,9 @@ struct report_data {
   /// Per op, its durations over the run's time (op_digest's trend parts; sample_ms left
   /// empty): the drift finding. Empty without the model's reading of the run.
   std::vector<op_digest> op_trends;
+  /// The GPU's side of the hand-overs (the sidecars' `gpu` lines; present false: none, the
+  /// training process did not use CUDA or was not traced by lotus.torch).
+  gpu_figures gpu;
   /// report --baseline BASE: this run compared with BASE (diff), and BASE as given.
   std::optional<diff_result> baseline;
   std::string baseline_source;

@@ -276,11 +276,38 @@ finding wait_finding(const report_data& d, const finding_thresholds& t) {
                  " (" + pct(share) + ") for its next batch, over " + std::to_string(w.count) +
                  " waits (mean " + format_ms(w.mean) + ").";
   }
-  const std::string whose = who == "training" ? "training" : who;
+  // The training process used CUDA (the sidecars' `gpu` lines): the verdict is the GPU's idle
+  // time for its batches, not the host's wait (the host waits while the GPU still has queued
+  // work; and a GPU can idle while the host is not waiting for data at all).
+  bool by_gpu = false;
+  if (d.gpu.handovers > 0 && d.ranks.size() < 2) {
+    by_gpu = true;
+    const double host_share = share;
+    share = d.gpu.idle_share(elapsed_ms);
+    f.numbers["measure"] = "gpu";
+    f.numbers["gpu_idle_share"] = share;
+    f.numbers["gpu_idle_ms"] = d.gpu.idle_ms;
+    f.numbers["gpu_handovers"] = d.gpu.handovers;
+    if (!d.gpu.step_ms.empty()) f.numbers["gpu_step_ms"] = d.gpu.step_mean_ms();
+    f.evidence = "The GPU had nothing to do for " + format_ms(d.gpu.idle_ms) + " of " +
+                 format_ms(elapsed_ms) + " (" + pct(share) +
+                 ") because its next batch was late, by its CUDA events over " +
+                 std::to_string(d.gpu.handovers) + " hand-overs";
+    if (!d.gpu.step_ms.empty()) {
+      f.evidence += " (its time per batch " + format_ms(d.gpu.step_mean_ms()) + ")";
+    }
+    f.evidence += "; the main process waited " + format_ms(w.sum) + " (" + pct(host_share) +
+                  ") for its next batch.";
+    if (d.gpu.lost > 0) {
+      f.evidence += " " + std::to_string(d.gpu.lost) + " hand-over(s) were not measured.";
+    }
+  }
+  const std::string whose = by_gpu ? "the GPU" : who == "training" ? "training" : who;
+  const std::string waited = by_gpu ? " idled " : " waited ";
   if (share >= t.wait_partly) {
     const bool high = share >= t.wait_bound;
     f.level = high ? finding_level::warn : finding_level::info;
-    f.title = std::string(high ? "Highly" : "Moderately") + " input-bound: " + whose + " waited " +
+    f.title = std::string(high ? "Highly" : "Moderately") + " input-bound: " + whose + waited +
               pct(share) + " of its time for data.";
     const worker_change w2 = d.ranks.size() >= 2 ? worker_change{} : more_workers_advice(d, t);
     const double gp = d.ranks.size() >= 2 ? 0.0 : persistent_gain(d);
@@ -328,7 +355,7 @@ finding wait_finding(const report_data& d, const finding_thresholds& t) {
     }
   } else {
     f.level = finding_level::good;
-    f.title = "Not input-bound: " + whose + " waited only " + pct(share) + " of its time.";
+    f.title = "Not input-bound: " + whose + waited + "only " + pct(share) + " of its time.";
     f.advice = "The training step, not the data loader, sets the pace.";
     if (d.advice.fewer_workers && d.ranks.size() < 2) {
       const whatif_result& r = *d.advice.fewer_workers;

@@ -495,6 +495,7 @@ void read_report(const report_args& a, report_data& rd) {
   if (const capture_meta* c = dir.capture()) rd.capture = *c;
   rd.clock_note = cross_host_clock_note(dir);
   rd.causes = compute_causes(dir, &in.filter);
+  rd.gpu = compute_gpu(dir, in.filter);
   rd.cause_batches.clear();
   {
     const std::vector<bool> keep = batch_res_in_window(dir, in.filter);  // as compute_causes

@@ -13,6 +13,7 @@
 #include "report/report.hpp"
 #include "report/stats_rows.hpp"
 #include "trace/causes.hpp"
+#include "trace/gpu.hpp"
 #include "trace/input.hpp"
 #include "trace/stats_engine.hpp"
 #include "trace/summary.hpp"
@@ -25,6 +26,19 @@
 namespace lotus_tool {
 
 namespace {
+
+// The sidecars' `gpu` lines in the window: the GPU's idle time for its batches and its time per
+// batch (stats --json "gpu").
+nlohmann::json gpu_json(const gpu_figures& g, double main_ms) {
+  nlohmann::json o = {{"handovers", g.handovers},
+                      {"idle_ms", g.idle_ms},
+                      {"idle_share", g.idle_share(main_ms)},
+                      {"steps", g.step_ms.size()},
+                      {"step_mean_ms", g.step_mean_ms()},
+                      {"lost", g.lost}};
+  if (g.window_incomplete) o["window_incomplete"] = true;
+  return o;
+}
 
 // One cause row as JSON: its figures and verdict (null: none).
 nlohmann::json cause_json(const resource_totals& t) {
@@ -218,10 +232,18 @@ nlohmann::json to_json(const stats_result& r, const trace_dir& dir, const record
   j["wait"] = fields_json(wait_fields(r));
   j["delay"] = fields_json(delay_fields(r));
   fields_json(j, batch_fields(r));
+  const gpu_figures gpu = compute_gpu(dir, win);
+  if (gpu.present) j["gpu"] = gpu_json(gpu, r.main_elapsed_ms);
   if (r.wait.s.count > 0 && r.main_elapsed_ms > 0) {
     j["input_bound"] = {{"class", input_bound_class(r.wait_share())},
                         {"wait_share", r.wait_share()},
                         {"main_elapsed_ms", r.main_elapsed_ms}};
+    if (gpu.handovers > 0) {
+      // The GPU's own measure: the verdict is how long it had nothing to do for its batches.
+      j["input_bound"]["class"] = input_bound_class(gpu.idle_share(r.main_elapsed_ms));
+      j["input_bound"]["gpu_idle_share"] = gpu.idle_share(r.main_elapsed_ms);
+      j["input_bound"]["measure"] = "gpu";
+    }
     if (rank_verdict != nullptr) {
       // Several ranks: the most input-bound rank's own verdict (the findings'); the share pooled
       // over the ranks describes none of them and is kept as such.
@@ -303,9 +325,39 @@ void text_summary(std::string& out, const summary& s, bool sum = true, bool quar
   append_fmt(out, "\t75th - 25th = %.2f ms\n", s.iqr());
 }
 
+// The GPU's side of the hand-overs (sidecar `gpu` lines), beside the host's wait.
+void gpu_text(std::string& out, const gpu_figures& g, const stats_result& r) {
+  out += "\nGPU idle time waiting for batches (CUDA events around each hand-over):\n";
+  if (g.handovers == 0) {
+    out += "  (no hand-over measured in this window)\n";
+  } else {
+    append_fmt(out, "\thand-overs = %llu, GPU idle = %.2f ms",
+               static_cast<unsigned long long>(g.handovers), g.idle_ms);
+    if (r.main_elapsed_ms > 0) {
+      append_fmt(out, " (%.2f%% of %.2f ms main-process time; the host waited %.2f%%)",
+                 100 * g.idle_share(r.main_elapsed_ms), r.main_elapsed_ms, 100 * r.wait_share());
+    }
+    out += "\n";
+    if (!g.step_ms.empty()) {
+      append_fmt(out, "\tGPU time per batch = %.2f ms (mean over %llu steps)\n", g.step_mean_ms(),
+                 static_cast<unsigned long long>(g.step_ms.size()));
+    }
+  }
+  if (g.lost > 0) {
+    append_fmt(out,
+               "\t%llu hand-over(s) not measured (the GPU was 64 hand-overs behind, or the "
+               "figures could not be written)\n",
+               static_cast<unsigned long long>(g.lost));
+  }
+  if (g.window_incomplete) {
+    out += "\tthe window holds only the first 1048576 hand-overs of a process\n";
+  }
+}
+
 std::string to_text(const stats_result& r, const trace_dir& dir, const record_filter& win,
                     const finding* rank_verdict, bool outliers) {
   std::string out;
+  const gpu_figures gpu = compute_gpu(dir, win);
   append_fmt(out, "Trace %s (prefix '%s'): %llu records in %llu files (%llu worker, %llu main)",
              printable(dir.path).c_str(), printable(dir.prefix).c_str(),
              static_cast<unsigned long long>(r.records), static_cast<unsigned long long>(r.files),
@@ -385,6 +437,15 @@ std::string to_text(const stats_result& r, const trace_dir& dir, const record_fi
           rank_verdict->numbers.at("class").get<std::string>().c_str(),
           static_cast<unsigned long long>(rank_verdict->subject.at("rank").get<std::uint64_t>()),
           100 * rank_verdict->numbers.at("wait_share").get<double>(), 100 * r.wait_share());
+    } else if (r.main_elapsed_ms > 0 && gpu.handovers > 0) {
+      const finding_thresholds t;
+      const double share = gpu.idle_share(r.main_elapsed_ms);
+      append_fmt(out,
+                 "\tinput-bound: %s (the GPU idled %.2f%% of %.2f ms main-process time for its "
+                 "batches, by its CUDA events; the host waited %.2f%%; highly >= %.0f%%, "
+                 "moderately >= %.0f%%)\n",
+                 input_bound_class(share), 100 * share, r.main_elapsed_ms, 100 * r.wait_share(),
+                 100 * t.wait_bound, 100 * t.wait_partly);
     } else if (r.main_elapsed_ms > 0) {
       const finding_thresholds t;
       append_fmt(out,
@@ -394,6 +455,7 @@ std::string to_text(const stats_result& r, const trace_dir& dir, const record_fi
                  100 * t.wait_bound, 100 * t.wait_partly);
     }
   }
+  if (gpu.present) gpu_text(out, gpu, r);
 
   out += "\nBatch consumption delay time (SBatchConsumed - end of SBatchPreprocessed):\n";
   if (r.delay.s.count == 0) {

@@ -96,6 +96,11 @@ class sidecar_parser {
       memory_line(ls, key);
     } else if (key == "opres") {
       opres_line(ls, key);
+    } else if (key == "gpu") {
+      gpu_line(ls, key);
+    } else if (key == "gpu_lost") {
+      std::uint64_t n = 0;
+      if (read_u(ls, key, n)) proc_.gpu.lost = std::max(proc_.gpu.lost, n);  // a running count
     } else if (key == "opres_lost") {
       std::uint64_t tid = 0, n = 0;
       if (read_u(ls, key, tid) && read_u(ls, key, n)) {
@@ -258,6 +263,42 @@ class sidecar_parser {
     }
     add_memory(proc_.memory, memory_sample{v[0], v[1], v[2], v[3]}, v[4], v[5], v[6]);
   }
+  // `gpu <idx> <arrival_ns> <idle_ns> <step_ns|->`: summed; the first lines kept in order.
+  void gpu_line(std::istringstream& ls, const std::string& key) {
+    gpu_handover h;
+    if (!read_u(ls, key, h.idx) || !read_u(ls, key, h.arrival_ns) || !read_u(ls, key, h.idle_ns)) {
+      return;
+    }
+    std::string step;
+    ls >> step;
+    std::uint64_t v = 0;
+    if (step == "-") {
+      h.step_ns = -1;
+    } else if (parse_u63(step, v)) {
+      h.step_ns = static_cast<std::int64_t>(v);
+    } else {
+      warn("bad number in '" + key + "' line");
+      return;
+    }
+    add_gpu(proc_.gpu, h);
+  }
+  static void add_gpu(process_gpu& g, const gpu_handover& h) {
+    // Sums saturate (2^63 ns is 292 years: only a hostile file gets there).
+    const auto add = [](std::uint64_t& sum, std::uint64_t v) {
+      sum = v > UINT64_MAX - sum ? UINT64_MAX : sum + v;
+    };
+    ++g.handovers;
+    add(g.idle_ns, h.idle_ns);
+    if (h.step_ns >= 0) {
+      ++g.steps;
+      add(g.step_ns, static_cast<std::uint64_t>(h.step_ns));
+    }
+    if (g.kept.size() < k_max_gpu_handovers) {
+      g.kept.push_back(h);
+    } else {
+      ++g.beyond;
+    }
+  }
   static void sort_memory(process_memory& m) {
     std::stable_sort(m.samples.begin(), m.samples.end(),
                      [](const memory_sample& a, const memory_sample& b) { return a.ns < b.ns; });
@@ -392,6 +433,8 @@ class sidecar_parser {
     for (const auto& s : proc.memory.samples) {
       add_memory(p.memory, s, proc.memory.peak_rss, proc.memory.peak_pss, proc.memory.peak_priv);
     }
+    for (const auto& h : proc.gpu.kept) add_gpu(p.gpu, h);
+    p.gpu.lost += proc.gpu.lost;
     p.recorded += proc.recorded;
     p.written += proc.written;
     p.dropped += proc.dropped;

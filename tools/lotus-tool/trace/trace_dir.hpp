@@ -146,6 +146,25 @@ struct process_memory {
 };
 constexpr std::size_t k_max_memory_samples = 4096;
 
+/// One sidecar `gpu <idx> <arrival_ns> <idle_ns> <step_ns|->` line (lotus.torch in a process
+/// that uses CUDA; FORMAT.md §5): at the hand-over of batch idx (arrival: realtime ns), how long
+/// the GPU had nothing to do because the batch was late, and its time for the step that followed
+/// (-1: unknown, the loop left the iterator before asking again).
+struct gpu_handover {
+  std::uint64_t idx = 0, arrival_ns = 0, idle_ns = 0;
+  std::int64_t step_ns = -1;
+};
+/// A process's `gpu` lines: the first k_max_gpu_handovers kept in order (the figures of a
+/// window), and sums over all of them.
+struct process_gpu {
+  std::uint64_t handovers = 0, idle_ns = 0, steps = 0, step_ns = 0;
+  std::uint64_t lost = 0;    ///< `gpu_lost`: hand-overs not measured (the last line counts)
+  std::uint64_t beyond = 0;  ///< lines beyond k_max_gpu_handovers (in the sums, not kept)
+  std::vector<gpu_handover> kept;
+  bool recorded() const { return handovers != 0 || lost != 0; }
+};
+constexpr std::size_t k_max_gpu_handovers = std::size_t{1} << 20;
+
 /// From one `.<prefix>.lotus-meta_<pid>` sidecar (or several with the same pid and host: a
 /// reused directory; their stats are summed).
 struct process_meta {
@@ -179,6 +198,7 @@ struct process_meta {
   std::optional<capture_meta> capture;  ///< the sidecar of a capture
   std::vector<inflight_note> inflight;  ///< a capture's `inflight` lines (k_max_inflight_notes)
   process_memory memory;                ///< its `memory` lines
+  process_gpu gpu;                      ///< its `gpu` lines (a process that used CUDA)
 };
 
 constexpr std::size_t k_max_inflight_notes = 4096;  ///< `inflight` lines kept per process

@@ -83,6 +83,8 @@ import threading as _threading
 import time as _time
 import warnings as _warnings
 
+from .loaders import _gpu
+
 __all__ = ["autotune", "AutotunedLoader", "Tuner", "EpochMeasurement", "simulate_epoch",
            "memory_budget_bytes", "pytorch_suggested_max_workers", "check_arguments"]
 
@@ -1311,6 +1313,21 @@ class _Epoch:
         self.workers = owner._setting[0]
         self._rss_at = 0.0
         self._step = None  # (wall, cpu, runq) when the consumer got the last batch
+        # A training process that uses CUDA: the GPU's time per step (CUDA events around each
+        # next(), read later), the consumer's step where it was measured (_gpu_steps).
+        self._gpu = _gpu.step_events()
+
+    def _gpu_steps(self):
+        """The steps the GPU measured take its time: (cpu, wall - cpu) of the GPU's wall time
+        (the host's CPU part kept); the others keep the host's figures."""
+        g = self._gpu
+        if g is None:
+            return
+        g.poll()
+        for i, wall in g.seconds.items():
+            if 0 <= i < len(self.steps):
+                cpu = self.steps[i][0]
+                self.steps[i] = (cpu, max(0.0, wall - cpu))
 
     def __iter__(self):
         return self
@@ -1319,6 +1336,8 @@ class _Epoch:
         return len(self.owner)
 
     def __next__(self):
+        if self._gpu is not None and self.it is not None:
+            self._gpu.before()
         w0 = _time.perf_counter()
         if self._step is not None:
             s_wall, s_cpu, s_runq = self._step
@@ -1335,6 +1354,7 @@ class _Epoch:
         except StopIteration:
             self.seconds = _time.perf_counter() - self.t0
             self.it = None  # as the plain iterator does at its end (workers not persistent end)
+            self._gpu_steps()
             if not self.failed and self.number == self.owner._epochs:  # the latest epoch
                 try:
                     self.owner._end(self)
@@ -1348,6 +1368,8 @@ class _Epoch:
             self.failed = True
             raise
         took = _time.perf_counter()
+        if self._gpu is not None:
+            self._gpu.after()
         self.wait += took - w0
         self.takes.append(took)
         self.spans.append((item.pid, item.start, item.end))

@@ -27,9 +27,11 @@ order, torch processes pending batches in increasing index (the one used now is 
 one stored is above it); with in_order=False every arrival is processed at once (one pending).
 """
 
+from time import time_ns as _time_ns
+
 import lotus as _lotus_pkg
 from .. import _lotus
-from . import _patch
+from . import _gpu, _patch
 from ._patch import gate as _gate, original as _original, state as _state
 
 _now = _lotus._now
@@ -216,6 +218,8 @@ def main_side(cls, worker_owner, worker_key, unwrap=None, resume_offset=None):
         self._lotus_arrived = {}
         self._lotus_nvtx_wait = 0
         self._lotus_offset = offset
+        self._lotus_idx = -1  # the batch the current next() hands over (process_data)
+        self._lotus_arrival = 0
         # A resumed iterator replays the batches since its last snapshot inside __init__: they
         # are loaded again (worker records) but never reach the training loop (no main records).
         self._lotus_init = True
@@ -252,11 +256,21 @@ def main_side(cls, worker_owner, worker_key, unwrap=None, resume_offset=None):
         if self._lotus_wait and _nvtx_on():  # the wait as an NVTX range, ended at the arrival
             _lotus._nvtx_end(self._lotus_nvtx_wait)
             self._lotus_nvtx_wait = _lotus._nvtx_wait_start()
+        # A process whose training uses CUDA: the GPU's side of the hand-over (_gpu.py).
+        h = _gpu.begin(self) if self._lotus_wait else None
+        self._lotus_idx = -1
         try:
-            return _original(cls + "._next_data")(self, *args, **kwargs)
+            out = _original(cls + "._next_data")(self, *args, **kwargs)
+        except BaseException:
+            if h is not None:
+                _gpu.closed(h)
+            raise
         finally:
             if self._lotus_wait:
                 _wait_done()
+        if h is not None:
+            _gpu.end(h, self._lotus_idx, self._lotus_arrival)
+        return out
 
     def get_data(self, *args, **kwargs):
         r = _original(cls + "._get_data")(self, *args, **kwargs)
@@ -291,6 +305,10 @@ def main_side(cls, worker_owner, worker_key, unwrap=None, resume_offset=None):
             pass  # replayed inside a resumed iterator's __init__: never reaches the loop
         elif arrived is not None:
             idx, start, end = arrived
+            # The batch this next() hands over, and when (realtime ns: between its wait's end and
+            # its SBatchConsumed), for the GPU's side of the hand-over (_gpu.py).
+            self._lotus_idx = idx
+            self._lotus_arrival = _time_ns()
             if start:
                 _batch(_WAIT, idx, start, end)
             _batch(_CONSUMED, idx)
