@@ -223,10 +223,18 @@ class Links(unittest.TestCase):
     """Every relative link of every Markdown file leads to a file and, with #anchor, a heading."""
 
     def anchors(self, path):
+        # Headings only: a raw-HTML anchor (<a id="x">) is dropped by viewers that strip HTML,
+        # so a link to one is dead there (README's examples/README.md#libtorch was).
         with open(path, encoding="utf-8") as f:
             text = re.sub(r"```.*?```", "", f.read(), flags=re.S)
-        found = {github_slug(h) for h in re.findall(r"^#{1,6} (.*)$", text, re.M)}
-        return found | set(re.findall(r'<a id="([^"]+)"', text))
+        return {github_slug(h) for h in re.findall(r"^#{1,6} (.*)$", text, re.M)}
+
+    def test_raw_html_anchor_is_no_target(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "x.md")
+            write(path, '<a id="libtorch"></a>\n## `lotus/torch.hpp` and `x` \u2014 libtorch\n')
+            self.assertNotIn("libtorch", self.anchors(path))
+            self.assertIn("lotustorchhpp-and-x--libtorch", self.anchors(path))
 
     def test_relative_links_resolve(self):
         docs = tracked("*.md")
@@ -262,6 +270,20 @@ class Links(unittest.TestCase):
             with open(f, "rb") as fh:
                 data = fh.read()
             hits += [f"{os.path.relpath(f, ROOT)}: {n}" for n in needles if n.encode() in data]
+        self.assertEqual(hits, [])
+
+    def test_no_issue_numbers_in_user_docs(self):
+        # Tracker numbers mean nothing to a user (history belongs to CHANGELOG.md): README.md,
+        # tools/docs/, tools/*/README.md and examples/**/*.md name none.
+        docs = tracked("README.md") + tracked("tools/docs/*.md") + tracked("tools/README.md")
+        docs += tracked("tools/*/README.md") + tracked("examples/*.md") + tracked("examples/**/*.md")
+        self.assertIn(os.path.join(ROOT, "tools", "docs", "WHATIF.md"), docs)
+        hits = []
+        for doc in sorted(set(docs)):
+            with open(doc, encoding="utf-8") as f:
+                for n, line in enumerate(f, 1):
+                    if re.search(r"\bissues? #?\d", line, re.I):
+                        hits.append(f"{os.path.relpath(doc, ROOT)}:{n}: {line.strip()[:80]}")
         self.assertEqual(hits, [])
 
     def test_readme_length(self):
