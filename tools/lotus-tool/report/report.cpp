@@ -640,12 +640,12 @@ void collect_report(const report_args& a, report_data& rd) {
 
 std::string report_next_step(const report_args& a, const std::vector<finding>& findings) {
   if (!a.next_step.empty()) return a.next_step;
-  std::string dirs;
-  for (const auto& d : a.in.dirs) dirs += (dirs.empty() ? "" : " ") + printable(d);
+  std::string baseline;  // (--baseline once per directory)
+  for (const auto& d : a.in.dirs) baseline += " --baseline " + printable(d);
   const std::string compare =
-      "trace the changed run into a new directory and compare it with "
-      "this one: lotus-tool report NEW_DIR --baseline " +
-      dirs + " -o report.html";
+      "trace the changed run into a new directory and compare it with this one: lotus-tool "
+      "report NEW_DIR" +
+      baseline + " -o report.html";
   for (const finding& f : findings) {
     if (f.level == finding_level::warn) {
       return "act on the first finding (" + printable(f.title) + "), then " + compare + ".";
