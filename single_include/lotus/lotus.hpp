@@ -4665,7 +4665,7 @@ class thread_registry {
 #include <cstdint>      // uint64_t
 #include <cstdio>       // snprintf
 #include <cstdlib>      // realloc, free
-#include <cstring>      // memcpy
+#include <cstring>      // memcpy, strcmp
 #include <string_view>  // string_view
 
 // ---- begin lotus/detail/gpu_notes.hpp ----
@@ -4754,6 +4754,7 @@ void take_gpu_lines(Take&& take) noexcept {
 #include <unistd.h>  // getpid
 
 #include <atomic>   // atomic
+#include <cstddef>  // size_t
 #include <cstdint>  // uint64_t
 
 
@@ -4780,6 +4781,38 @@ inline void declare_loader(const char* kind, bool framework) noexcept {
   }
   const char* none = nullptr;
   k.compare_exchange_strong(none, kind, std::memory_order_relaxed);
+}
+
+/// The framework version that came with the "torch" loader (lotus.torch: torch.__version__), for
+/// the sidecar's `loader torch <version>`: lotus-tool advises no argument that version lacks.
+/// Set once (the first declaration stays: one torch per process); letters, digits, `.+-_` only.
+struct loader_version_state {
+  std::atomic<int> state{0};  ///< 0: none; 1: being written; 2: ready
+  char text[32] = {};
+};
+inline loader_version_state& loader_version_storage() noexcept {
+  static loader_version_state s;
+  return s;
+}
+inline void declare_loader_version(const char* v, std::size_t n) noexcept {
+  loader_version_state& s = loader_version_storage();
+  int none = 0;
+  if (!s.state.compare_exchange_strong(none, 1, std::memory_order_acq_rel)) return;
+  std::size_t k = 0;
+  for (std::size_t i = 0; i < n && k + 1 < sizeof s.text; ++i) {
+    const char c = v[i];
+    if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '.' ||
+        c == '+' || c == '-' || c == '_') {
+      s.text[k++] = c;
+    }
+  }
+  s.text[k] = '\0';
+  s.state.store(2, std::memory_order_release);
+}
+/// The declared version, "" when none.
+inline const char* loader_version() noexcept {
+  loader_version_state& s = loader_version_storage();
+  return s.state.load(std::memory_order_acquire) == 2 ? s.text : "";
 }
 
 /// The DataLoader worker this process is (lotus.torch: torch's get_worker_info().id), for the
@@ -8158,6 +8191,14 @@ class trace_writer {
     });
   }
 
+  /// `loader <kind>`, with torch's version for lotus.torch's loader (`loader torch 2.7.1`).
+  static void add_loader_line(text& t, const char* kind) noexcept {
+    t.add("loader ").add(kind);
+    const char* v = loader_version();
+    if (*v != '\0' && std::strcmp(kind, "torch") == 0) t.add(' ').add(v);
+    t.add('\n');
+  }
+
   /// The sidecar's first lines for this process.
   LOTUS_DETAIL_COLD text sidecar_header() const noexcept {
     text head;
@@ -8172,7 +8213,7 @@ class trace_writer {
                                 conv_.mode() == mode_tsc ? "tsc" : "realtime", conv_.ns_per_tick());
     head.add(line, printed(m, sizeof line)).add(sidecar_info_);
     if (const char* l = loader_kind().load(std::memory_order_relaxed)) {
-      head.add("loader ").add(l).add('\n');
+      add_loader_line(head, l);
     }
     const worker_id_state& w = loader_worker();  // a DataLoader worker: its id
     if (w.pid.load(std::memory_order_relaxed) == static_cast<int>(::getpid())) {
@@ -8277,7 +8318,7 @@ class trace_writer {
       epoch_noted_ = 0;
     }
     if (const char* l = loader_kind().load(std::memory_order_relaxed); l != loader_noted_) {
-      thread_lines_.add("loader ").add(l).add('\n');  // (a sidecar created later has it too)
+      add_loader_line(thread_lines_, l);  // (a sidecar created later has it too)
       loader_noted_ = l;
     }
     if (reopen) {
@@ -10668,6 +10709,7 @@ struct trace_stats {
 #include <unistd.h>  // getpid
 
 #include <atomic>   // atomic
+#include <cstddef>  // size_t
 #include <cstdint>  // uint64_t
 
 // ---- begin lotus/detail/gpu_notes.hpp ----
@@ -10770,6 +10812,38 @@ inline void declare_loader(const char* kind, bool framework) noexcept {
   }
   const char* none = nullptr;
   k.compare_exchange_strong(none, kind, std::memory_order_relaxed);
+}
+
+/// The framework version that came with the "torch" loader (lotus.torch: torch.__version__), for
+/// the sidecar's `loader torch <version>`: lotus-tool advises no argument that version lacks.
+/// Set once (the first declaration stays: one torch per process); letters, digits, `.+-_` only.
+struct loader_version_state {
+  std::atomic<int> state{0};  ///< 0: none; 1: being written; 2: ready
+  char text[32] = {};
+};
+inline loader_version_state& loader_version_storage() noexcept {
+  static loader_version_state s;
+  return s;
+}
+inline void declare_loader_version(const char* v, std::size_t n) noexcept {
+  loader_version_state& s = loader_version_storage();
+  int none = 0;
+  if (!s.state.compare_exchange_strong(none, 1, std::memory_order_acq_rel)) return;
+  std::size_t k = 0;
+  for (std::size_t i = 0; i < n && k + 1 < sizeof s.text; ++i) {
+    const char c = v[i];
+    if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '.' ||
+        c == '+' || c == '-' || c == '_') {
+      s.text[k++] = c;
+    }
+  }
+  s.text[k] = '\0';
+  s.state.store(2, std::memory_order_release);
+}
+/// The declared version, "" when none.
+inline const char* loader_version() noexcept {
+  loader_version_state& s = loader_version_storage();
+  return s.state.load(std::memory_order_acquire) == 2 ? s.text : "";
 }
 
 /// The DataLoader worker this process is (lotus.torch: torch's get_worker_info().id), for the

@@ -593,3 +593,37 @@ def test_report_gives_the_input_bound_verdict_on_a_traced_run(tmp_path):
     first = json.loads(r.stdout)["findings"][0]
     assert first["kind"] == "input_bound", first
     assert first["numbers"]["waits"] == 16 and first["numbers"]["wait_share"] > 0.3, first
+
+
+@pytest.mark.skipif(not os.environ.get("LOTUS_TOOL"), reason="needs lotus-tool (LOTUS_TOOL)")
+def test_no_in_order_advice_for_a_torch_without_it(tmp_path):
+    """The sidecar says `loader torch <torch.__version__>`; batch 1 is forced to arrive before
+    batch 0 (an out-of-order arrival each epoch), so the model predicts in_order=False: report and
+    tune name it only on a torch that has the argument (2.6+), never on an older one (1.13)."""
+    import torch
+    info, files = scenario(tmp_path, workers=2, batches=6, epochs=2, order="swap01")
+    trace = tmp_path / "trace"
+    lines = [ln for p in trace.glob(".lotustrace_log.lotus-meta_*")
+             for ln in p.read_text().splitlines() if ln.startswith("loader ")]
+    assert lines and all(ln == f"loader torch {torch.__version__}" for ln in lines), lines
+    major, minor = (int(x) for x in torch.__version__.split(".")[:2])
+    has_in_order = (major, minor) >= (2, 6)
+    tool = os.environ["LOTUS_TOOL"]
+    r = subprocess.run([tool, "report", "--json", str(trace)], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    findings = {f["kind"]: f for f in json.loads(r.stdout)["findings"]}
+    assert findings["out_of_order"]["numbers"]["count"] >= 2, findings["out_of_order"]
+    said = json.dumps(list(findings.values()))
+    assert ("in_order" in said) == has_in_order, said
+    r = subprocess.run([tool, "tune", "--json", str(trace)], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    t = json.loads(r.stdout)
+    assert t["torch_version"] == torch.__version__ and t["in_order_false_searched"] == has_in_order
+    assert any(not c["in_order"] for c in t["candidates"]) == has_in_order, t["candidates"]
+    r = subprocess.run([tool, "tune", str(trace)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    if not has_in_order:
+        assert (f"in order only: torch {torch.__version__} has no in_order, added in PyTorch 2.6"
+                in r.stdout), r.stdout

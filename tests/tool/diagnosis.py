@@ -56,6 +56,7 @@ class Rank:
         self.uneven = 0.0           # per-batch cost spread (lognormal sigma on top of jitter)
         self.minflt = 200
         self.loader = "torch"
+        self.torch_version = None   # the `loader torch <version>` line's (None: not said)
         self.host = "h1"
         self.rank = None
         self.pid = 40000
@@ -208,7 +209,8 @@ def write_run(r, out, window=None, capture=None):
             head.append(f"rank {r.rank}\nworld_size 2\n")
         head.append(f"cpus {r.cpus} {r.cpus}\n")
         if r.loader:
-            head.append(f"loader {r.loader}\n")
+            version = f" {r.torch_version}" if r.torch_version else ""
+            head.append(f"loader {r.loader}{version}\n")
         for tid, name in sc["threads"]:
             head.append(f"thread {tid} {name}\n")
         for name in kept_files:

@@ -143,6 +143,10 @@ def main():
                            "top_op"], r["findings"]
     assert "out-of-order arrival" in by_id["timeline"]["legend"], by_id["timeline"]["legend"]
     assert by_id["pre"]["y_label"] == "preprocessing time (ms)", by_id["pre"]
+    # Epochs numbered from 0, as in stats and the findings: the two epochs are 0 and 1.
+    for chart in ("pre", "wait", "delay"):
+        legend = by_id[chart]["legend"]
+        assert "epoch 0" in legend and "epoch 1" in legend and "epoch 2" not in legend, legend
     assert by_id["wait"]["y_ticks"][0] in ("0.001", "0.0001"), by_id["wait"]["y_ticks"]
     hists = [c for c in r["chartjs"] if c[0].startswith("duration histogram")]
     assert len(hists) == 7, r["chartjs"]

@@ -404,6 +404,49 @@ TEST_CASE("tune: the cheapest setting within 5 % of the best predicted epoch (is
   CHECK(tune_loader(d, a).candidates[tune_loader(d, a).recommended].workers == 1);
 }
 
+TEST_CASE("tune: in_order=False is not searched on a torch that lacks it (< 2.6)",
+          "[tool][compare][tune]") {
+  CHECK(torch_lacks_in_order("1.13.1"));
+  CHECK(torch_lacks_in_order("2.5.1+cu121"));
+  CHECK_FALSE(torch_lacks_in_order("2.6.0"));
+  CHECK_FALSE(torch_lacks_in_order("2.7.1+cpu"));
+  CHECK_FALSE(torch_lacks_in_order("10.0"));
+  for (const char* unknown : {"", "x1.13", "2", "-1.2", "abc"})
+    CHECK_FALSE(torch_lacks_in_order(unknown));
+  // 1 worker, 40 batches of 20 ms, one slow batch of 200 ms: out of order helps with 2 workers.
+  run_digest d;
+  d.batch_ms = {std::vector<double>(40, 20.0)};
+  d.batch_ms[0][5] = 200;
+  d.step_ms = std::vector<double>(40, 10.0);
+  epoch_digest e;
+  e.seconds = 1.0;
+  e.batches = 40;
+  e.wait_ms = 500;
+  e.out_of_order = 3;
+  d.epochs = {e};
+  d.workers = 2;
+  d.cpus = 4;
+  d.total_batches = 40;
+  tune_args a;
+  a.max_workers = 3;
+  const tune_result known_new = [&] {
+    d.torch_version = "2.7.1";
+    return tune_loader(d, a);
+  }();
+  CHECK(known_new.unordered_searched);
+  CHECK(known_new.candidates.size() == 3 * 3 * 2);
+  REQUIRE(advise_workers(d).unordered.has_value());
+  d.torch_version = "1.13.1";
+  const tune_result old = tune_loader(d, a);
+  CHECK_FALSE(old.unordered_searched);
+  CHECK(old.torch_version == "1.13.1");
+  REQUIRE(old.candidates.size() == 3 * 3);
+  for (const auto& c : old.candidates) CHECK(c.in_order);
+  CHECK_FALSE(advise_workers(d).unordered.has_value());  // the report advises no in_order
+  d.torch_version.clear();  // unknown: searched, and a recommendation says it needs 2.6
+  CHECK(tune_loader(d, a).unordered_searched);
+}
+
 TEST_CASE("memory budget sizes: bytes or K, M, G, T (powers of 1024)", "[tool][compare]") {
   CHECK(parse_memory_budget("1000", "--memory-budget") == 1000);
   CHECK(parse_memory_budget("8G", "--memory-budget") == 8ULL << 30);

@@ -313,6 +313,21 @@ TEST_CASE("files are attributed to processes by host, reused ids are kept apart"
   }
 }
 
+TEST_CASE("sidecar `loader torch <version>`: the torch version lotus.torch ran with",
+          "[tool][dir]") {
+  trace_dir d;
+  add_sidecar(d, "a", "lotus-meta 1\npid 1\nloader torch 1.13.1\nloader torch\n");
+  add_sidecar(d, "b", "lotus-meta 1\npid 2\nloader torch\n");  // an older lotus: unknown
+  add_sidecar(d, "c", "lotus-meta 1\npid 3\nloader libtorch 2.7.1\n");
+  add_sidecar(d, "e", "lotus-meta 1\npid 4\nloader torch 2.7.1+cpu\x01\n");  // not a version
+  REQUIRE(d.processes.at({1, ""}).loader == "torch");
+  REQUIRE(d.processes.at({1, ""}).torch_version == "1.13.1");  // a later bare line keeps it
+  REQUIRE(d.processes.at({2, ""}).torch_version.empty());
+  REQUIRE(d.processes.at({3, ""}).loader == "libtorch");
+  REQUIRE(d.processes.at({3, ""}).torch_version.empty());  // only lotus.torch's loader has one
+  REQUIRE(d.processes.at({4, ""}).torch_version.empty());
+}
+
 TEST_CASE("sidecar parsing maps threads to processes, ignores unknown keys", "[tool][dir]") {
   trace_dir d;
   std::istringstream in(

@@ -165,11 +165,52 @@ TEST_CASE(
       REQUIRE_FALSE(contains(f.advice, "prefetch_factor"));
     }
   }
+  // tune's recommendation is quoted for PyTorch's loader: what it searched fits the torch version.
+  d.loader = "torch";
+  d.advice.tune = "tune: 6 workers, prefetch_factor 2, in order: epoch 10.0 s → 8.00 s";
+  REQUIRE(contains(by_id(compute_findings(d), "input_bound").advice,
+                   "Searching workers, prefetch_factor and in_order, the cheapest"));
+  d.torch_version = "1.13.1";
+  f = by_id(compute_findings(d), "input_bound");
+  REQUIRE(contains(f.advice, "Searching workers, prefetch_factor, the cheapest"));
+  REQUIRE_FALSE(contains(f.advice, "in_order"));
+  d.torch_version.clear();
+  d.advice.tune.clear();
   // Fewer workers, only with the prediction that they cost nothing.
   report_data idle = run(2);
   idle.advice.fewer_workers = prediction(2, 10.0, 10.05);
   f = by_id(compute_findings(idle), "input_bound");
   REQUIRE(contains(f.advice, "2 workers would free CPU cores and memory at no predicted cost"));
+}
+
+TEST_CASE("findings: the top op in the user's terms, with a how, where lotus names it (Loader)",
+          "[tool][report][findings]") {
+  report_data d = run(45);
+  d.stats.ops = {op("SLoader", 4000, 50000), op("SNormalize", 4000, 10000)};  // 83 % of op time
+  d.loader = "torch";
+  finding ib = by_id(compute_findings(d), "input_bound");
+  REQUIRE(contains(ib.advice,
+                   "Make Loader (the dataset's image read and decode: DatasetFolder's "
+                   "loader, by default PIL's Image.open and convert(\"RGB\")), the op"));
+  REQUIRE(contains(ib.advice, "How: decode at reduced size"));
+  REQUIRE(contains(ib.advice, "img.draft(\"RGB\", (w, h))"));
+  REQUIRE(ib.subject["op"] == "Loader");
+  finding top = by_id(compute_findings(d), "top_op");
+  REQUIRE(contains(top.advice, "Optimise Loader (the dataset's image read and decode"));
+  REQUIRE(contains(top.advice, "torchvision.io.decode_jpeg"));
+  // A C++ loader: libjpeg-turbo's scaled decode, nothing of PIL.
+  d.loader = "pipeline";
+  ib = by_id(compute_findings(d), "input_bound");
+  REQUIRE(contains(ib.advice, "scale_num/scale_denom"));
+  REQUIRE_FALSE(contains(ib.advice, "PIL"));
+  // An op of the user's own: its name, no invented how.
+  d.stats.ops = {op("SDecodeTiles", 4000, 50000), op("SNormalize", 4000, 10000)};
+  ib = by_id(compute_findings(d), "input_bound");
+  REQUIRE(contains(ib.advice,
+                   "Make DecodeTiles, the op with the most worker time, cheaper: the "
+                   "training step idles while it waits."));
+  REQUIRE_FALSE(contains(ib.advice, "How:"));
+  REQUIRE(contains(by_id(compute_findings(d), "top_op").advice, "a faster implementation"));
 }
 
 TEST_CASE("findings: the op with most worker time, STransform (the enclosing span) excluded",
@@ -276,8 +317,16 @@ TEST_CASE("findings: out-of-order arrivals and batch delay", "[tool][report][fin
   REQUIRE(contains(f.advice, "predicted to gain little"));
   d.advice.unordered = prediction(4, 10.0, 8.0, true);
   REQUIRE(contains(by_id(compute_findings(d), "out_of_order").advice, "in_order=False"));
+  REQUIRE(contains(by_id(compute_findings(d), "out_of_order").advice, "PyTorch 2.6 and later"));
   d.loader = "pipeline";
   REQUIRE_FALSE(contains(by_id(compute_findings(d), "out_of_order").advice, "in_order"));
+  // A torch without the argument (the sidecar's `loader torch 1.13.1`): never advised.
+  d.loader = "torch";
+  d.torch_version = "1.13.1";
+  REQUIRE_FALSE(contains(by_id(compute_findings(d), "out_of_order").advice, "in_order"));
+  d.torch_version = "2.7.1";
+  REQUIRE(contains(by_id(compute_findings(d), "out_of_order").advice, "in_order=False"));
+  d.torch_version.clear();
   d.loader.clear();
   d.advice.unordered.reset();
   d.stats.out_of_order = 20;

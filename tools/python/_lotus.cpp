@@ -755,8 +755,14 @@ PYBIND11_MODULE(_lotus, m) {
     return py::make_tuple(s.recorded, s.written, s.dropped, s.sanitized);
   });
   m.def(
-      "_declare_torch_loader", [] { lotus::detail::declare_loader("torch", true); },
-      "The sidecar says the batches come from PyTorch's DataLoader (lotus.torch.instrument).");
+      "_declare_torch_loader",
+      [](const std::string& torch_version) {
+        lotus::detail::declare_loader_version(torch_version.data(), torch_version.size());
+        lotus::detail::declare_loader("torch", true);
+      },
+      py::arg("torch_version") = std::string(),
+      "The sidecar says the batches come from PyTorch's DataLoader (lotus.torch.instrument), of\n"
+      "this torch version (`loader torch <version>`: lotus-tool advises no argument it lacks).");
   m.def(
       "_declare_nodes_loader", [] { lotus::detail::declare_loader("nodes", true); },
       "The sidecar says the items come from a torchdata.nodes pipeline (lotus.loaders.nodes).");

@@ -27,8 +27,16 @@ trace="$out/trace"
 tool="$build/tools/lotus-tool/lotus-tool"
 "$tool" viz "$trace" -o "$out/timeline.json"
 "$tool" stats "$trace"
-"$tool" report "$trace" -o "$out/report.html"
+# The demo's findings are about the example's code: the page ends with the user's next step.
+next="this run is lotus's demo (examples/image_pipeline): its findings are about the demo's code,\
+ not yours. Now trace your own code: in C++, #include <lotus/lotus.hpp>, wrap each step in\
+ LOTUS_SCOPE(\"Name\") and run with LOTUS_LOG_FILE=trace/run; in Python, call\
+ lotus.torch.instrument(\"trace/run\") before creating the DataLoader; then\
+ lotus-tool report trace/ -o report.html (README.md, Quick start)."
+echo
+"$tool" report "$trace" -o "$out/report.html" --next-step "$next"
 echo
 echo "demo: trace files   $trace/lotustrace_log_{worker,main}_pid_*"
 echo "demo: timeline      $out/timeline.json  (open in https://ui.perfetto.dev or chrome://tracing)"
 echo "demo: report        $out/report.html"
+echo "demo: next          now trace your own code: README.md, Quick start (C++, libtorch, Python)"

@@ -6,6 +6,7 @@
 #include <unistd.h>  // getpid
 
 #include <atomic>   // atomic
+#include <cstddef>  // size_t
 #include <cstdint>  // uint64_t
 
 #include "lotus/config.hpp"
@@ -34,6 +35,38 @@ inline void declare_loader(const char* kind, bool framework) noexcept {
   }
   const char* none = nullptr;
   k.compare_exchange_strong(none, kind, std::memory_order_relaxed);
+}
+
+/// The framework version that came with the "torch" loader (lotus.torch: torch.__version__), for
+/// the sidecar's `loader torch <version>`: lotus-tool advises no argument that version lacks.
+/// Set once (the first declaration stays: one torch per process); letters, digits, `.+-_` only.
+struct loader_version_state {
+  std::atomic<int> state{0};  ///< 0: none; 1: being written; 2: ready
+  char text[32] = {};
+};
+inline loader_version_state& loader_version_storage() noexcept {
+  static loader_version_state s;
+  return s;
+}
+inline void declare_loader_version(const char* v, std::size_t n) noexcept {
+  loader_version_state& s = loader_version_storage();
+  int none = 0;
+  if (!s.state.compare_exchange_strong(none, 1, std::memory_order_acq_rel)) return;
+  std::size_t k = 0;
+  for (std::size_t i = 0; i < n && k + 1 < sizeof s.text; ++i) {
+    const char c = v[i];
+    if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '.' ||
+        c == '+' || c == '-' || c == '_') {
+      s.text[k++] = c;
+    }
+  }
+  s.text[k] = '\0';
+  s.state.store(2, std::memory_order_release);
+}
+/// The declared version, "" when none.
+inline const char* loader_version() noexcept {
+  loader_version_state& s = loader_version_storage();
+  return s.state.load(std::memory_order_acquire) == 2 ? s.text : "";
 }
 
 /// The DataLoader worker this process is (lotus.torch: torch's get_worker_info().id), for the

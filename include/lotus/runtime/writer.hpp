@@ -12,7 +12,7 @@
 #include <cstdint>      // uint64_t
 #include <cstdio>       // snprintf
 #include <cstdlib>      // realloc, free
-#include <cstring>      // memcpy
+#include <cstring>      // memcpy, strcmp
 #include <string_view>  // string_view
 
 #include "lotus/config.hpp"
@@ -652,6 +652,14 @@ class trace_writer {
     });
   }
 
+  /// `loader <kind>`, with torch's version for lotus.torch's loader (`loader torch 2.7.1`).
+  static void add_loader_line(text& t, const char* kind) noexcept {
+    t.add("loader ").add(kind);
+    const char* v = loader_version();
+    if (*v != '\0' && std::strcmp(kind, "torch") == 0) t.add(' ').add(v);
+    t.add('\n');
+  }
+
   /// The sidecar's first lines for this process.
   LOTUS_DETAIL_COLD text sidecar_header() const noexcept {
     text head;
@@ -666,7 +674,7 @@ class trace_writer {
                                 conv_.mode() == mode_tsc ? "tsc" : "realtime", conv_.ns_per_tick());
     head.add(line, printed(m, sizeof line)).add(sidecar_info_);
     if (const char* l = loader_kind().load(std::memory_order_relaxed)) {
-      head.add("loader ").add(l).add('\n');
+      add_loader_line(head, l);
     }
     const worker_id_state& w = loader_worker();  // a DataLoader worker: its id
     if (w.pid.load(std::memory_order_relaxed) == static_cast<int>(::getpid())) {
@@ -771,7 +779,7 @@ class trace_writer {
       epoch_noted_ = 0;
     }
     if (const char* l = loader_kind().load(std::memory_order_relaxed); l != loader_noted_) {
-      thread_lines_.add("loader ").add(l).add('\n');  // (a sidecar created later has it too)
+      add_loader_line(thread_lines_, l);  // (a sidecar created later has it too)
       loader_noted_ = l;
     }
     if (reopen) {

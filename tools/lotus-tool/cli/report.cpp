@@ -31,6 +31,9 @@ void add_report_command(CLI::App& app) {
   cmd->add_option("--max-points", args->max_points,
                   "Most points per chart (evenly thinned beyond; 0 = all)")
       ->capture_default_str();
+  cmd->add_option("--next-step", args->next_step,
+                  "The step the page's findings end with, and report prints (default: act on the "
+                  "first finding, or nothing to act on, then compare with --baseline)");
   add_capture_option(cmd, args->in);
   cmd->callback([args] {
     args->in.dirs = resolve_flight_dirs(args->in.dirs, args->in.capture);

@@ -266,6 +266,7 @@ run_digest digest_summaries(const input_args& args, const digest_options& opt) {
     const unsigned c = static_cast<unsigned>(kv.second.cpus_allowed ? kv.second.cpus_allowed
                                                                     : kv.second.cpus_online);
     if (c > 0 && (d.cpus == 0 || c < d.cpus)) d.cpus = c;
+    if (d.torch_version.empty()) d.torch_version = kv.second.torch_version;
   }
   d.causes = compute_causes(m.dir).all;
   if (m.epochs_known) {
@@ -437,6 +438,7 @@ run_digest digest_input(const input& in, const digest_options& opt) {
     const unsigned c = static_cast<unsigned>(kv.second.cpus_allowed ? kv.second.cpus_allowed
                                                                     : kv.second.cpus_online);
     if (c > 0 && (d.cpus == 0 || c < d.cpus)) d.cpus = c;
+    if (d.torch_version.empty()) d.torch_version = kv.second.torch_version;
   }
   d.causes = compute_causes(dir, &in.filter).all;
   {

@@ -73,6 +73,7 @@ struct run_digest {
   unsigned workers = 0;             ///< most worker files producing batches in one epoch
   unsigned prefetch_factor = 0;     ///< batches queued before the first wait / workers (0: unknown)
   unsigned cpus = 0;                ///< the sidecars' `cpus` (allowed); 0 when not recorded
+  std::string torch_version;        ///< the sidecars' `loader torch <version>`; empty: unknown
   resource_totals causes;           ///< the sidecars' `batchres` sums (batches 0: none)
   memory_digest memory;             ///< the sidecars' `memory` lines
   std::uint64_t total_batches = 0;  ///< SBatchPreprocessed records, all epochs

@@ -26,6 +26,8 @@ tune_result tune_loader(const run_digest& d, const tune_args& a) {
   w.offcpu_share = a.offcpu_share;
   w.workers = std::max(1u, d.workers);
   t.measured = predict_workers(d, w);  // throws for a trace without batches
+  t.torch_version = d.torch_version;
+  t.unordered_searched = !torch_lacks_in_order(d.torch_version);
   const double cores = t.measured.model.cores;
   unsigned top = a.max_workers;
   if (top == 0) {
@@ -53,6 +55,7 @@ tune_result tune_loader(const run_digest& d, const tune_args& a) {
     }
     t.searched_workers = n;
     for (bool in_order : {true, false}) {
+      if (!in_order && !t.unordered_searched) continue;  // an argument this torch lacks
       for (unsigned pf : {1u, 2u, 4u}) {
         w.workers = n;
         w.prefetch_factor = pf;
@@ -116,7 +119,8 @@ std::string tune_sentence(const tune_result& t) {
   const tune_candidate& c = t.candidates[t.recommended];
   const std::string setting =
       std::to_string(c.workers) + (c.workers == 1 ? " worker" : " workers") + ", prefetch_factor " +
-      std::to_string(c.prefetch_factor) + (c.in_order ? ", in order" : ", in_order=False");
+      std::to_string(c.prefetch_factor) +
+      (c.in_order ? ", in order" : ", in_order=False (PyTorch 2.6 and later)");
   // Predictions are compared with the model's own replay of the run's setting.
   const double now =
       t.current ? t.candidates[*t.current].epoch_seconds : t.measured.replay.epoch_seconds;
@@ -170,6 +174,9 @@ nlohmann::json tune_json(const tune_result& t) {
   j["memory_budget"] = {
       {"bytes", t.budget_bytes}, {"from", t.budget_from}, {"memory_predicted", t.memory_known}};
   j["searched_workers"] = t.searched_workers;
+  j["in_order_false_searched"] = t.unordered_searched;
+  j["torch_version"] =
+      t.torch_version.empty() ? nlohmann::json(nullptr) : nlohmann::json(t.torch_version);
   j["stopped_early"] =
       t.stopped_why.empty() ? nlohmann::json(nullptr) : nlohmann::json(t.stopped_why);
   j["candidates"] = nlohmann::json::array();
@@ -181,8 +188,11 @@ nlohmann::json tune_json(const tune_result& t) {
 std::string tune_text(const tune_result& t) {
   std::string s = tune_sentence(t) + "\n";
   s += "searched " + std::to_string(t.candidates.size()) +
-       " settings (workers × prefetch_factor 1, 2, 4 × in order or not) on " +
-       format_number("%g", t.measured.model.cores) + " core(s), 1 to " +
+       " settings (workers × prefetch_factor 1, 2, 4 × " +
+       (t.unordered_searched ? std::string("in order or not")
+                             : "in order only: torch " + t.torch_version +
+                                   " has no in_order, added in PyTorch 2.6") +
+       ") on " + format_number("%g", t.measured.model.cores) + " core(s), 1 to " +
        std::to_string(t.searched_workers) + " workers" +
        (t.stopped_why.empty() ? std::string() : " (stopped: " + t.stopped_why + ")") +
        "; best predicted epoch " + format_number("%.3f s", t.best_epoch_seconds) +

@@ -1,6 +1,7 @@
 // lotus — lotus-tool tune: the cheapest DataLoader setting the model predicts within 5 % of best
 // SPDX-License-Identifier: MIT
-// Searches workers (1..M) × prefetch_factor {1, 2, 4} × in_order {true, false} with whatif's model
+// Searches workers (1..M) × prefetch_factor {1, 2, 4} × in_order {true, false} (true only where
+// the run's torch is known to be older than 2.6, which added it) with whatif's model
 // (compare/whatif.hpp), drops the settings whose predicted peak memory exceeds the budget, and
 // recommends the cheapest whose predicted epoch time is within 5 % of the best that fits:
 // fewest workers, then in_order=True (PyTorch's default), then the smallest prefetch_factor.
@@ -59,6 +60,10 @@ struct tune_result {
   whatif_result measured;         ///< the model's replay of the measured setting (its error)
   unsigned searched_workers = 0;  ///< the search tried 1..this many workers
   std::string stopped_why;        ///< why it stopped before --max-workers, or empty
+  /// in_order=False was searched: not when the run's torch (the sidecars' `loader torch
+  /// <version>`) is known to lack it (torch_lacks_in_order).
+  bool unordered_searched = true;
+  std::string torch_version;  ///< as the sidecars say; empty: unknown
 };
 
 /// Throws tool_error(exit_invalid) when the trace has no batches, or no setting fits.

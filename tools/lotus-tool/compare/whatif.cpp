@@ -423,6 +423,15 @@ whatif_result predict_workers(const run_digest& d, const whatif_args& a) {
   return r;
 }
 
+bool torch_lacks_in_order(const std::string& torch_version) {
+  unsigned major = 0, minor = 0;
+  if (torch_version.empty() || !std::isdigit(static_cast<unsigned char>(torch_version[0])) ||
+      std::sscanf(torch_version.c_str(), "%u.%u", &major, &minor) != 2) {
+    return false;  // unknown
+  }
+  return major < 2 || (major == 2 && minor < 6);
+}
+
 worker_advice advise_workers(const run_digest& d) {
   worker_advice adv;
   if (!d.has_batches() || d.batch_ms.empty() || d.workers == 0) return adv;
@@ -458,7 +467,7 @@ worker_advice advise_workers(const run_digest& d) {
     adv.persistent = predict_workers(d, a);
     a.persistent = false;
   }
-  if (d.out_of_order() > 0) {
+  if (d.out_of_order() > 0 && !torch_lacks_in_order(d.torch_version)) {
     a.workers = d.workers;
     a.unordered = true;
     adv.unordered = predict_workers(d, a);

@@ -152,8 +152,8 @@ whatif_result predict_workers(const run_digest& d, const whatif_args& a);
 /// The report's advice: the fewest workers above the measured count whose predicted epoch is
 /// within 2 % of the best of measured+1 .. max(2 × measured, cores + 1) (at most 32 settings),
 /// and the in_order=False
-/// prediction at the measured count when the run had out-of-order arrivals. Empty when the run
-/// has no batches to replay.
+/// prediction at the measured count when the run had out-of-order arrivals (not when its torch
+/// is known to lack in_order: torch_lacks_in_order). Empty when the run has no batches to replay.
 struct worker_advice {
   std::optional<whatif_result> more_workers;
   std::optional<whatif_result> unordered;
@@ -167,6 +167,11 @@ struct worker_advice {
   std::string tune;
 };
 worker_advice advise_workers(const run_digest& d);
+
+/// Whether the torch version a sidecar names (`loader torch <version>`) is known to lack
+/// DataLoader's in_order argument (added in PyTorch 2.6): "1.13.1" → true; "2.6.0", "2.7.1+cpu"
+/// → false; "" or no `<major>.<minor>` → false (unknown: advised, saying it needs 2.6+).
+bool torch_lacks_in_order(const std::string& torch_version);
 
 /// The sentence the report's "add workers" finding quotes:
 /// "4 workers: epoch 1.20 s → 0.61 s, wait 48 % → 2 %".

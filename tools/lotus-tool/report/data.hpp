@@ -265,9 +265,13 @@ struct report_data {
   std::optional<attr_doc> attribution;
   /// What the DataLoader model predicts for more workers and for in_order=False (whatif).
   worker_advice advice;
+  /// The page's closing next step (report_next_step); empty: none shown.
+  std::string next_step;
   /// Which loader recorded the batches (the sidecars' `loader` line): "torch" (PyTorch's
   /// DataLoader through lotus.torch), "libtorch", "pipeline" (lotus::pipeline); empty: unknown.
   std::string loader;
+  /// The sidecars' `loader torch <version>`; empty: unknown (torch_lacks_in_order).
+  std::string torch_version;
   /// Per op name: time (ns) of op records written by threads that consume batches and prepare
   /// none (the training loop's own ops): not worker time.
   std::map<std::string, std::uint64_t, std::less<>> consumer_op_ns;

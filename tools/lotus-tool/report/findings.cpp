@@ -116,10 +116,9 @@ worker_change more_workers_advice(const report_data& d, const finding_thresholds
              fixed(100 * g, 0) + " % faster.";
     // tune searches PyTorch's settings (prefetch_factor, in_order): quoted for its loader only.
     if (!d.advice.tune.empty() && (d.loader.empty() || is_loader(d, "torch"))) {
-      w.text +=
-          " Searching workers, prefetch_factor and in_order, the cheapest setting within "
-          "5 % of the best: " +
-          d.advice.tune + ".";
+      w.text += std::string(" Searching workers, prefetch_factor") +
+                (torch_lacks_in_order(d.torch_version) ? "" : " and in_order") +
+                ", the cheapest setting within 5 % of the best: " + d.advice.tune + ".";
     }
   } else {
     w.text =
@@ -206,6 +205,28 @@ const op_stats* top_op_of(const report_data& d, double* top_sum = nullptr,
   if (top_sum != nullptr) *top_sum = best;
   if (total != nullptr) *total = all;
   return top;
+}
+
+// The op in the user's terms and how to make it cheaper, for the op lotus itself names (SLoader:
+// the dataset's read and decode of a sample, ImageFolder's loader in Python); empty for the
+// user's own ops, whose meaning lotus does not know.
+struct op_terms {
+  std::string what, how;
+};
+op_terms known_op(const report_data& d, const std::string& name) {
+  if (name != "SLoader" || is_loader(d, "nodes")) return {};
+  if (is_loader(d, "pipeline") || is_loader(d, "libtorch")) {
+    return {"Loader (the dataset's read and decode of each sample)",
+            "decode at reduced size where the transforms shrink the image anyway (libjpeg-turbo's "
+            "scale_num/scale_denom: 1/2, 1/4, 1/8), store the images smaller, or cache decoded "
+            "samples"};
+  }
+  return {
+      "Loader (the dataset's image read and decode: DatasetFolder's loader, by default PIL's "
+      "Image.open and convert(\"RGB\"))",
+      "decode at reduced size where the transforms shrink the image anyway (a loader= that "
+      "calls PIL's img.draft(\"RGB\", (w, h)) before convert), store the images smaller, or "
+      "decode with a faster library (torchvision.io.decode_jpeg, pillow-simd)"};
 }
 
 // ---- the findings ----
@@ -344,9 +365,11 @@ finding wait_finding(const report_data& d, const finding_thresholds& t) {
           "while it waits.";
       if (const op_stats* top = top_op_of(d); top != nullptr && d.ranks.size() < 2) {
         f.subject["op"] = op_display_name(top->name, 4096);
-        f.advice = "Make " + op_display_name(top->name) +
+        const op_terms k = known_op(d, top->name);
+        f.advice = "Make " + (k.what.empty() ? op_display_name(top->name) : k.what) +
                    ", the op with the most worker time, cheaper: the training step idles while "
-                   "it waits.";
+                   "it waits" +
+                   (k.how.empty() ? std::string(".") : ". How: " + k.how + ".");
       }
       if (!w2.text.empty()) f.advice += " " + w2.text;
       if (d.ranks.size() >= 2) {
@@ -429,6 +452,9 @@ finding top_op_finding(const report_data& d, const finding_thresholds& t) {
              : !worth_acting(d, t)
                  ? "Training waited only " + pct(wait_share_of(d)) +
                        " of its time for data: making " + name + " cheaper would gain at most that."
+             : share >= t.top_op_warn && !known_op(d, top->name).how.empty()
+                 ? "Optimise " + known_op(d, top->name).what +
+                       " first: " + known_op(d, top->name).how + "."
              : share >= t.top_op_warn
                  ? "Optimise " + name +
                        " first: a faster implementation or library, smaller inputs, caching its "
@@ -694,7 +720,8 @@ finding out_of_order_finding(const report_data& d, const finding_thresholds& t) 
   f.advice =
       "While the main process waits for a slow batch, later ones sit ready: even out the "
       "per-batch cost (see the preprocessing-time chart).";
-  if (d.advice.unordered && (d.loader.empty() || is_loader(d, "torch"))) {
+  if (d.advice.unordered && (d.loader.empty() || is_loader(d, "torch")) &&
+      !torch_lacks_in_order(d.torch_version)) {
     const whatif_result& r = *d.advice.unordered;
     const double g = model_gain(r);
     if (g >= t.advice_gain) {

@@ -70,7 +70,11 @@ std::string findings_html(const report_data& d) {
          h(f.title) + "</span>\n<p class=\"evidence\">" + h(f.evidence) +
          "</p>\n<p class=\"advice\">" + h(f.advice) + "</p></li>\n";
   }
-  o += "</ul>\n</section>\n";
+  o += "</ul>\n";
+  if (!d.next_step.empty()) {
+    o += "<p class=\"next-step\" id=\"next-step\"><b>Next step:</b> " + h(d.next_step) + "</p>\n";
+  }
+  o += "</section>\n";
   return o;
 }
 
@@ -208,13 +212,26 @@ std::string dygraph_box(const char* id, int height) {
          "px\"></div><div class=\"legend\"></div></div>\n";
 }
 
+// What writes the batch records a trace lacks, for the loader the sidecars name: a C++ loader of
+// the program's own (or an unknown one) is pointed at lotus's macro and lotus::batch_tracker.
+std::string batch_records_how(const report_data& d) {
+  if (d.loader == "torch") return "a PyTorch DataLoader with num_workers=0 writes none";
+  if (d.loader == "nodes" || d.loader == "libtorch") return "a trace of ops only";
+  return std::string(
+             "a C++ loader of your own writes them with LOTUS_BATCH_PREPROCESSED(i) around "
+             "each batch in its workers and lotus::batch_tracker (queued, wait_begin, "
+             "arrived, consumed) in the training loop; README, Macros and helpers") +
+         (d.loader.empty() ? "; a PyTorch DataLoader with num_workers=0 writes none" : "");
+}
+
 std::string batches_html(const report_data& d) {
   const stats_result& st = d.stats;
   std::string o = "<h2>Per-batch preprocessing time</h2>\n";
   const summary& p = st.preprocessing;
   if (p.count == 0) {
     o += "<p class=\"empty\">No batch records: the worker files hold no SBatchPreprocessed "
-         "records (a DataLoader with num_workers=0, or a trace of ops only).</p>\n";
+         "records (" +
+         h(batch_records_how(d)) + ").</p>\n";
   } else {
     o += "<p>" + count(p.count, "batch", "batches") + ": mean " + h(format_ms(p.mean)) + ", std " +
          h(format_ms(p.std)) + " (" + format_number("%.1f", p.std_pct_of_mean()) +

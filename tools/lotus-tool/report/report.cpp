@@ -484,6 +484,7 @@ void read_report(const report_args& a, report_data& rd) {
       });
   for (const auto& kv : dir.processes) {
     if (rd.loader.empty()) rd.loader = kv.second.loader;
+    if (rd.torch_version.empty()) rd.torch_version = kv.second.torch_version;
   }
   if (capture) story_of(dir, st_waits, st_pre, st_ops, st_names, rd);
   rd.title = a.title.empty() ? "Lotus trace report: " + dir.path : a.title;
@@ -643,16 +644,46 @@ void collect_report(const report_args& a, report_data& rd) {
   }
 }
 
+std::string report_next_step(const report_args& a, const std::vector<finding>& findings) {
+  if (!a.next_step.empty()) return a.next_step;
+  std::string baseline;  // (--baseline once per directory)
+  for (const auto& d : a.in.dirs) baseline += " --baseline " + printable(d);
+  const std::string compare =
+      "trace the changed run into a new directory and compare it with this one: lotus-tool "
+      "report NEW_DIR" +
+      baseline + " -o report.html";
+  for (const finding& f : findings) {
+    if (f.level == finding_level::warn) {
+      return "act on the first finding (" + printable(f.title) + "), then " + compare + ".";
+    }
+  }
+  return "nothing to act on; after a change, " + compare + ".";
+}
+
 void run_report(const report_args& a) {
   if (a.output.empty() && !a.json) {
     throw tool_error(exit_usage, "report: give -o FILE (the page), --json (the findings), or both");
   }
   report_data rd;
   collect_report(a, rd);
+  const std::vector<finding> findings = compute_findings(rd);
+  rd.next_step = report_next_step(a, findings);
   if (!a.output.empty()) {
     output_file out(a.output);
     write_report_page(rd, out);
     out.commit();
+    // Where the page went and what to do next, on stdout unless it carries the page or the JSON.
+    std::size_t act = 0, notes = 0;
+    for (const finding& f : findings) {
+      act += f.level == finding_level::warn;
+      notes += f.level == finding_level::info;
+    }
+    const std::string said = "lotus-tool report: wrote " + printable(a.output) +
+                             " (open it in a browser): " + std::to_string(act) +
+                             (act == 1 ? " finding" : " findings") + " to act on, " +
+                             std::to_string(notes) + (notes == 1 ? " note" : " notes") +
+                             "\nnext: " + rd.next_step + "\n";
+    std::fputs(said.c_str(), a.json || a.output == "-" ? stderr : stdout);
   }
   if (a.json) {
     output_file out("-");

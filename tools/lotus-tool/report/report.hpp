@@ -16,14 +16,21 @@ struct report_args {
   std::string output, title, attribution;
   bool json = false;  ///< --json: the findings on stdout (report/findings.hpp findings_json)
   std::vector<std::string> baseline;  ///< --baseline DIR...: compare with this run (diff)
+  std::string next_step;  ///< --next-step: the closing next step (default: report_next_step)
   std::size_t max_points = 20000;
 };
 
 struct report_data;
+struct finding;
 
 /// Reads the run (trace directories or summaries) into everything the page shows, the model's
 /// advice included: what `report` draws and `stats` and `report --json` take their findings from.
 void collect_report(const report_args& args, report_data& rd);
+
+/// The next step the page ends its findings with and `report` prints: act on the first "act"
+/// finding, then trace again and compare (--baseline); else nothing to act on. `args.next_step`
+/// replaces it (the demo's: trace your own code).
+std::string report_next_step(const report_args& args, const std::vector<finding>& findings);
 
 void run_report(const report_args& args);
 

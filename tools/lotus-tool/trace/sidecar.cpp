@@ -1,6 +1,7 @@
 // lotus — lotus-tool: sidecar parser (a process's `<prefix>.<pid>.meta` lines)
 // SPDX-License-Identifier: MIT
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <sstream>
 
@@ -80,6 +81,14 @@ class sidecar_parser {
       ls >> v;
       // One of the known words, else nothing: the findings name the loader's own settings.
       if (v == "torch" || v == "libtorch" || v == "pipeline" || v == "nodes") proc_.loader = v;
+      std::string version;  // `loader torch 1.13.1`; absent (or not a version): unknown
+      if (v == "torch" && ls >> version && version.size() < 32 &&
+          std::all_of(version.begin(), version.end(), [](char c) {
+            return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '+' ||
+                   c == '-' || c == '_';
+          })) {
+        proc_.torch_version = version;
+      }
     } else if (key == "version") {
       ls >> proc_.version;
     } else if (key == "clock") {
@@ -410,6 +419,7 @@ class sidecar_parser {
     }
     if (p.version.empty()) p.version = proc.version;
     if (p.loader.empty()) p.loader = proc.loader;
+    if (p.torch_version.empty()) p.torch_version = proc.torch_version;
     for (const auto& e : proc.epochs) {
       const auto it = std::lower_bound(p.epochs.begin(), p.epochs.end(), e);
       if ((it == p.epochs.end() || it->first != e.first) && p.epochs.size() < k_max_epoch_lines)

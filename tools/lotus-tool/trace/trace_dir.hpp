@@ -176,6 +176,8 @@ struct process_meta {
   /// `loader` line: which loader recorded the batches (torch, libtorch, pipeline); empty when
   /// the sidecar does not say (an unknown loader, or a trace of the original Lotus).
   std::string loader;
+  /// `loader torch <version>`: the torch version lotus.torch ran with; empty: not said.
+  std::string torch_version;
   /// `worker_id` line: the DataLoader worker this process was (lotus.torch); none: not one, or
   /// not said.
   std::optional<std::uint64_t> worker_id;

@@ -89,7 +89,8 @@ def instrument(log_file=None, **options):
         raise ImportError("lotus.torch.instrument needs PyTorch (pip install torch, or Debian's "
                           "python3-torch)") from e
     _loaders.install(log_file is not None or _lotus.tracing_enabled())
-    _lotus._declare_torch_loader()  # the sidecar's `loader torch`: lotus-tool's advice names its settings
+    # The sidecar's `loader torch <version>`: lotus-tool's advice names this torch's settings.
+    _lotus._declare_torch_loader(str(getattr(torch, "__version__", "")))
     return _Instrumentation()
 
 

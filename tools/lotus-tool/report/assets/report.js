@@ -124,7 +124,8 @@
       r[col[p[2]]] = logscale ? Math.max(p[1], 1e-6) : p[1];
       return r;
     });
-    var labels = ['batch id'].concat(epochs.map(function (e) { return 'epoch ' + (e + 1); }));
+    // Epochs numbered from 0, as in stats, the findings, --epoch and the sidecars' `epoch` lines.
+    var labels = ['batch id'].concat(epochs.map(function (e) { return 'epoch ' + e; }));
     var chart = box.querySelector('.dy');
     var legend = box.querySelector('.legend');
     var yaxis = {axisLabelWidth: 84,  // room for "1,000,000" beside the axis title
