@@ -179,6 +179,12 @@ std::string persistent_setting(const report_data& d) {
                                                    : "workers kept alive across epochs";
 }
 
+// The finding's subject.setting for keeping the workers alive: PyTorch's argument, or for a
+// C++ loader's threads (no such argument) keep_workers_alive.
+std::string persistent_subject(const report_data& d) {
+  return d.loader.empty() || is_loader(d, "torch") ? "persistent_workers" : "keep_workers_alive";
+}
+
 // The model's gain from keeping the workers alive across epochs (0: no prediction).
 double persistent_gain(const report_data& d) {
   return d.advice.persistent ? model_gain(*d.advice.persistent) : 0.0;
@@ -339,7 +345,7 @@ finding wait_finding(const report_data& d, const finding_thresholds& t) {
     if (gp >= t.advice_gain && gp >= gw) {
       // Worker start-up explains more of the wait than the worker count (the startup finding).
       const whatif_result& r = *d.advice.persistent;
-      f.subject["setting"] = "persistent_workers";
+      f.subject["setting"] = persistent_subject(d);
       f.advice = "Use " + persistent_setting(d) + ": the workers start afresh each epoch; " +
                  predicted_text(r) + ", " + fixed(100 * gp, 0) + " % faster.";
       if (w2.advised) f.advice += " Then: " + w2.text;
@@ -480,13 +486,17 @@ finding startup_finding(const report_data& d, const finding_thresholds& t) {
   f.numbers["predicted_epoch_s"] = r.predicted.epoch_seconds;
   f.numbers["gain"] = g;
   f.numbers["explains"] = std::max(0.0, g);
-  f.subject["setting"] = "persistent_workers";
+  f.subject["setting"] = persistent_subject(d);
   f.title = "Workers start afresh each epoch: an epoch's first batch began " +
             format_ms(r.startup_ms) + " into it (mean), of " + format_ms(epoch_ms) + " an epoch.";
+  // In the loader's words: a C++ loader's workers are its threads, started by the program.
   f.evidence = std::to_string(r.epochs) +
-               " epochs, each prepared by new worker processes (persistent_workers=False, "
-               "PyTorch's default): their start-up (fork or spawn, imports, worker_init_fn) "
-               "comes before each epoch's first batch.";
+               (d.loader.empty() || is_loader(d, "torch")
+                    ? " epochs, each prepared by new worker processes (persistent_workers=False, "
+                      "PyTorch's default): their start-up (fork or spawn, imports, "
+                      "worker_init_fn) comes before each epoch's first batch."
+                    : " epochs, each prepared by new worker threads: their start-up comes before "
+                      "each epoch's first batch.");
   const std::string setting = persistent_setting(d);
   if (g >= t.advice_gain) {
     f.level = worth_acting(d, t) ? finding_level::warn : finding_level::info;
