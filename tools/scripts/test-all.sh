@@ -306,7 +306,7 @@ for v in $variants; do
     clang) stage "clang: the tool, runtime/collector/CMake tests and examples, -Werror, fuzzers" configure_build_test clang "-L ^(core|config|collector|cmake|nvtx|itt|fuzz)$" \
              -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++ -DLOTUS_WERROR=ON \
              -DLOTUS_TEST_DIRS="core;config;collector;tool;cmake;nvtx;itt" -DLOTUS_BUILD_PYTHON=OFF \
-             -DLOTUS_WITH_TORCH=OFF -DLOTUS_BUILD_BENCH=OFF -DLOTUS_FUZZ=ON -DLOTUS_FUZZ_SECONDS=20 ;;
+             -DLOTUS_WITH_TORCH=OFF -DLOTUS_BUILD_BENCH=OFF -DLOTUS_FUZZ=ON -DLOTUS_FUZZ_SECONDS=10 ;;
     asan) stage "asan+ubsan: core, config, tool" configure_build_test asan "" \
             -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS=-O1 -DCMAKE_CXX_COMPILER=g++ \
             -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DLOTUS_SANITIZE_DEBUG_INFO=-g1 -DLOTUS_TEST_CXX_FLAGS=-O0 \
