@@ -28,9 +28,32 @@ IF_ELSE = re.compile(r"^\s*#\s*(else|elif)\b")
 IF_CLOSE = re.compile(r"^\s*#\s*endif\b")
 
 
+def atoms(cond):
+    """The conjuncts of an #if/#ifdef line (`defined(X)` for `#ifdef X`), or None when it is not a
+    plain conjunction (an #else part, `||`, `!`)."""
+    m = re.match(r"#\s*ifdef\s+(\w+)$", cond)
+    if m:
+        return {f"defined({m.group(1)})"}
+    m = re.match(r"#\s*if\s+(.*)$", cond)
+    if not m or "|" in cond or "!" in cond:
+        return None
+    out = set()
+    for part in m.group(1).split("&&"):
+        part = re.sub(r"^defined\s+(\w+)$", r"defined(\1)", part.strip())
+        out.add(re.sub(r"^defined\s*\(\s*(\w+)\s*\)$", r"defined(\1)", part))
+    return out
+
+
 def covered(emitted, conds):
-    """True when a copy emitted under `emitted` conditions is active wherever `conds` holds."""
-    return any(tuple(conds[: len(e)]) == e for e in emitted)
+    """True when a copy emitted under `emitted` conditions is active wherever `conds` holds: each
+    of its conditions is one of `conds`, or a conjunction whose parts `conds` all assert."""
+    held = set().union(*(atoms(c) or set() for c in conds))
+
+    def implied(c):
+        a = atoms(c)
+        return c in conds or (a is not None and a <= held)
+
+    return any(all(implied(c) for c in e) for e in emitted)
 
 
 def expand(rel, emitted, out, conds=()):
