@@ -11,7 +11,8 @@
 // pays for the hot path only; exactly one file of the program defines LOTUS_IMPLEMENTATION before
 // it includes this header, and the whole runtime (the collectors and LOTUS_MAP_REGION's selection
 // too) is compiled there, once (CMake's lotus::lotus ships it compiled). The collector macros and
-// LOTUS_MAP_REGION are in <lotus/collector.hpp> and <lotus/map_region.hpp>, for probes.
+// LOTUS_MAP_REGION are in <lotus/collector.hpp> and <lotus/map_region.hpp>, for probes;
+// lotus::options, for lotus::configure, in <lotus/options.hpp>.
 
 // ---- begin lotus/config.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_CONFIG_HPP
@@ -466,6 +467,24 @@ LOTUS_DETAIL_API void push_slow(const record_site* loc, std::uint64_t t0, std::u
 
 /// First use in this process: read the environment; returns the tracing mode.
 LOTUS_DETAIL_API int initialize_mode() noexcept;
+
+/// A span's start and end off its inline path (scope.hpp): the first record of the process, and
+/// the modes with NVTX ranges, ITT tasks or per-op resource figures. Compiled once, in the
+/// runtime: the inline path of every LOTUS_SCOPE only calls them. `loc` of the start carries two
+/// tag bits for its end (record sites are pointer-aligned): span_pushed_bit, the span pushed an
+/// NVTX range and/or an ITT task (nvtx_push keeps which, per thread); span_res_bit, it read its
+/// thread's resource figures (op_resources_begin). A process never returns to a plain clock mode
+/// once NVTX, ITT or ops mode was on (the _nvtx modes stay), so the inline end never sees a tag.
+struct span_start {
+  const record_site* loc;  ///< nullptr: not recorded
+  std::uint64_t t0;
+};
+inline constexpr std::uintptr_t span_pushed_bit = 1;
+inline constexpr std::uintptr_t span_res_bit = 2;
+LOTUS_DETAIL_API span_start span_start_slow(int mode, const record_site& loc,
+                                            std::uint64_t idx) noexcept;
+LOTUS_DETAIL_API void span_end_slow(int mode, const record_site* tagged, std::uint64_t t0,
+                                    std::uint64_t idx) noexcept;
 
 struct inflight;
 /// The calling thread's spans in progress, registering the thread first if it has recorded
@@ -1358,8 +1377,10 @@ inline bool has_control_char(std::string_view s) noexcept {
 // ---- begin lotus/options.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
 #define LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
-// lotus — run-time configuration types: options, overflow policy, clock source, statistics
+// lotus — run-time configuration: options, overflow policy, clock source
 // SPDX-License-Identifier: MIT
+// Include it where lotus::configure is called. <lotus/lotus.hpp> does not: <chrono> and
+// <optional> are about half of what the hot path's headers would add to every recording file.
 
 #include <chrono>    // milliseconds
 #include <cstddef>   // size_t
@@ -1367,6 +1388,31 @@ inline bool has_control_char(std::string_view s) noexcept {
 #include <optional>  // optional
 #include <string>    // string
 
+// ---- begin lotus/trace_stats.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_TRACE_STATS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_TRACE_STATS_HPP
+// lotus — the process's event counters (lotus::stats())
+// SPDX-License-Identifier: MIT
+
+#include <cstdint>  // uint64_t
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+
+/// Event counters of this process: recorded == written + dropped once everything is flushed.
+struct trace_stats {
+  std::uint64_t recorded = 0;  ///< events recorded while tracing was on
+  std::uint64_t written = 0;   ///< events written to trace files
+  std::uint64_t dropped = 0;   ///< events lost: ring full under `drop`, or tracing disabled by I/O
+  std::uint64_t sanitized =
+      0;  ///< written events whose name had ',' or control bytes replaced, or was cut at 4096 bytes
+};
+
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_TRACE_STATS_HPP
+// ---- end lotus/trace_stats.hpp ----
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -1428,15 +1474,6 @@ struct options {
   /// `lotus-tool top` and `serve` (default on). false: none; a file already written gets this
   /// process's final figures. Turned on again, the figures go on from where they stopped.
   std::optional<bool> live;
-};
-
-/// Event counters of this process: recorded == written + dropped once everything is flushed.
-struct trace_stats {
-  std::uint64_t recorded = 0;  ///< events recorded while tracing was on
-  std::uint64_t written = 0;   ///< events written to trace files
-  std::uint64_t dropped = 0;   ///< events lost: ring full under `drop`, or tracing disabled by I/O
-  std::uint64_t sanitized =
-      0;  ///< written events whose name had ',' or control bytes replaced, or was cut at 4096 bytes
 };
 
 }  // namespace LOTUS_DETAIL_ABI
@@ -9333,6 +9370,33 @@ LOTUS_DETAIL_API void push_slow(const record_site* loc, std::uint64_t t0, std::u
   runtime::get().push_slow(loc, t0, t1, idx);
 }
 
+LOTUS_DETAIL_API span_start span_start_slow(int m, const record_site& loc,
+                                            std::uint64_t idx) noexcept {
+  if (m == mode_uninit) m = initialize_mode();
+  if (m < mode_tsc) return {nullptr, 0};
+  std::uintptr_t bits = reinterpret_cast<std::uintptr_t>(&loc);
+  if (m >= mode_tsc_nvtx) {
+    if (nvtx_push(loc, idx)) bits |= span_pushed_bit;
+    if (op_resources_begin()) bits |= span_res_bit;
+  }
+  // After the push and the reading: the record excludes their cost.
+  return {reinterpret_cast<const record_site*>(bits), now_ticks(m)};
+}
+
+LOTUS_DETAIL_API void span_end_slow(int m, const record_site* tagged, std::uint64_t t0,
+                                    std::uint64_t idx) noexcept {
+  const std::uintptr_t bits = reinterpret_cast<std::uintptr_t>(tagged);
+  const auto* loc = reinterpret_cast<const record_site*>(bits & ~(span_pushed_bit | span_res_bit));
+  if (m < mode_tsc) {
+    if ((bits & span_res_bit) != 0) op_resources_end(nullptr, 0);  // forget its reading
+  } else {
+    const std::uint64_t t1 = now_ticks(m);
+    push(loc, t0, t1, idx);
+    if ((bits & span_res_bit) != 0) op_resources_end(loc, t1 > t0 ? t1 - t0 : 0);
+  }
+  if ((bits & span_pushed_bit) != 0) nvtx_pop();
+}
+
 LOTUS_DETAIL_API inflight* inflight_registered() noexcept {
   if (g_mode.load(std::memory_order_relaxed) < mode_tsc) return nullptr;
   return runtime::get().inflight_registered();
@@ -9476,80 +9540,17 @@ LOTUS_DETAIL_API std::uint64_t writer_cpu_ns() noexcept { return runtime::get().
 #include <cstdint>      // uint64_t
 #include <string_view>  // string_view
 
-// ---- begin lotus/options.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
-#define LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
-// lotus — run-time configuration types: options, overflow policy, clock source, statistics
+// ---- begin lotus/trace_stats.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_TRACE_STATS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_TRACE_STATS_HPP
+// lotus — the process's event counters (lotus::stats())
 // SPDX-License-Identifier: MIT
 
-#include <chrono>    // milliseconds
-#include <cstddef>   // size_t
-#include <cstdint>   // uint64_t
-#include <optional>  // optional
-#include <string>    // string
+#include <cstdint>  // uint64_t
 
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
-
-/// What a thread does when its ring is full: wait for the writer (lossless) or count a drop.
-enum class overflow_policy { block, drop };
-
-/// Timestamp source: TSC calibrated to CLOCK_REALTIME where invariant, or clock_gettime.
-enum class clock_source { automatic, tsc, realtime };
-
-/// Run-time options. Unset fields fall back to the environment, then to the defaults.
-struct options {
-  std::optional<std::string> log_file;                      ///< LOTUS_LOG_FILE: trace prefix
-  std::optional<bool> enabled;                              ///< !LOTUS_DISABLE
-  std::optional<std::size_t> ring_capacity;                 ///< LOTUS_RING_CAPACITY (events/thread)
-  std::optional<std::chrono::milliseconds> flush_interval;  ///< LOTUS_FLUSH_INTERVAL_MS
-  std::optional<overflow_policy> overflow;                  ///< LOTUS_OVERFLOW: block|drop
-  std::optional<clock_source> clock;                        ///< LOTUS_CLOCK: auto|tsc|realtime
-  /// LOTUS_MAX_BYTES: trace-file bytes this process may write; beyond, events are dropped
-  /// (counted). 0: no limit (the default).
-  std::optional<std::uint64_t> max_bytes;
-  /// LOTUS_MIN_FREE_BYTES: free space the trace directory's file system keeps; below it events
-  /// are dropped (counted) until space is freed. Default: the larger of 1 GiB and 5 % of the
-  /// file system; 0: no reserve.
-  std::optional<std::uint64_t> min_free_bytes;
-  /// LOTUS_NVTX: every span also pushes and pops an NVTX range (domain `lotus`) for Nsight
-  /// Systems. Needs a build with NVTX (LOTUS_WITH_NVTX; CMake option LOTUS_NVTX); elsewhere one
-  /// message says so and tracing goes on without it.
-  std::optional<bool> nvtx;
-  /// LOTUS_ITT: every span is also an ITT task (domain `lotus`) for Intel VTune, through the
-  /// collector named by INTEL_LIBITTNOTIFY64 (no vendor SDK); with none, one message says so
-  /// and tracing goes on without it.
-  std::optional<bool> itt;
-  /// LOTUS_FLIGHT: flight recorder. Keep only the last this-many seconds of every thread's
-  /// records in memory and write them, as a capture directory inside the trace directory, when
-  /// a trigger fires (LOTUS_TRIGGER, lotus::capture(), `lotus-tool capture`). 0: off (default).
-  std::optional<std::uint64_t> flight;
-  /// LOTUS_FLIGHT_BYTES: the most bytes of formatted records one process keeps in flight mode
-  /// (default 64 MiB); beyond, the oldest go first and are counted as dropped.
-  std::optional<std::uint64_t> flight_bytes;
-  /// LOTUS_TRIGGER: automatic captures in flight mode, comma-separated: `wait>DURATION` (a
-  /// batch wait passes that, fired while it lasts), `waitshare>P%/DURATION` (the main process
-  /// waited more than P % of the last DURATION), `batch>DURATION` (a worker batch in progress
-  /// longer), `op>DURATION` / `op:NAME>DURATION` (an op, or the op NAME, in progress longer).
-  /// The capture holds LOTUS_FLIGHT seconds before the anomaly began. "": none.
-  std::optional<std::string> trigger;
-  /// LOTUS_RESOURCES: at each worker batch's start and end, read the thread's CPU time, run-queue
-  /// wait, faults and context switches; the sidecar's `batchres` lines (default on; false: off).
-  /// true keeps the environment's per-op figures (LOTUS_RESOURCES=ops); false turns both off.
-  std::optional<bool> resources;
-  /// LOTUS_RESOURCES=ops: every span (LOTUS_SCOPE, LOTUS_SCOPE_DYNAMIC) also reads them at its
-  /// start and end; the sums per op and thread go into the sidecar's `opres` lines each flush.
-  /// true: per op (and per batch, whatever `resources` says); false: per batch at most. Spans
-  /// then take their out-of-line path for the rest of the process (as with NVTX). Unset: the
-  /// environment's choice.
-  std::optional<bool> op_resources;
-  /// LOTUS_LIVE: the writer thread keeps live figures (per-op histograms, the consumer's waits,
-  /// batches, per-worker busy time) and rewrites `.<prefix>.lotus-live_<pid>` in place, for
-  /// `lotus-tool top` and `serve` (default on). false: none; a file already written gets this
-  /// process's final figures. Turned on again, the figures go on from where they stopped.
-  std::optional<bool> live;
-};
 
 /// Event counters of this process: recorded == written + dropped once everything is flushed.
 struct trace_stats {
@@ -9562,8 +9563,8 @@ struct trace_stats {
 
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
-// ---- end lotus/options.hpp ----
+#endif  // LOTUS_AMALGAMATED_LOTUS_TRACE_STATS_HPP
+// ---- end lotus/trace_stats.hpp ----
 
 #define LOTUS_DETAIL_NO_RUNTIME 1
 
@@ -9593,6 +9594,12 @@ LOTUS_DETAIL_API int initialize_mode() noexcept {
   no_runtime_notice();
   return mode_off;
 }
+LOTUS_DETAIL_API span_start span_start_slow(int mode, const record_site&, std::uint64_t) noexcept {
+  if (mode == mode_uninit) no_runtime_notice();
+  return {nullptr, 0};
+}
+LOTUS_DETAIL_API void span_end_slow(int, const record_site*, std::uint64_t,
+                                    std::uint64_t) noexcept {}
 LOTUS_DETAIL_API inflight* inflight_registered() noexcept { return nullptr; }
 LOTUS_DETAIL_API const record_site& intern(std::string_view, std::uint32_t) {
   no_runtime_notice();
@@ -10028,80 +10035,17 @@ struct res_sample {
 }  // namespace lotus
 #endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_RES_SAMPLE_HPP
 // ---- end lotus/detail/res_sample.hpp ----
-// ---- begin lotus/options.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
-#define LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
-// lotus — run-time configuration types: options, overflow policy, clock source, statistics
+// ---- begin lotus/trace_stats.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_TRACE_STATS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_TRACE_STATS_HPP
+// lotus — the process's event counters (lotus::stats())
 // SPDX-License-Identifier: MIT
 
-#include <chrono>    // milliseconds
-#include <cstddef>   // size_t
-#include <cstdint>   // uint64_t
-#include <optional>  // optional
-#include <string>    // string
+#include <cstdint>  // uint64_t
 
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
-
-/// What a thread does when its ring is full: wait for the writer (lossless) or count a drop.
-enum class overflow_policy { block, drop };
-
-/// Timestamp source: TSC calibrated to CLOCK_REALTIME where invariant, or clock_gettime.
-enum class clock_source { automatic, tsc, realtime };
-
-/// Run-time options. Unset fields fall back to the environment, then to the defaults.
-struct options {
-  std::optional<std::string> log_file;                      ///< LOTUS_LOG_FILE: trace prefix
-  std::optional<bool> enabled;                              ///< !LOTUS_DISABLE
-  std::optional<std::size_t> ring_capacity;                 ///< LOTUS_RING_CAPACITY (events/thread)
-  std::optional<std::chrono::milliseconds> flush_interval;  ///< LOTUS_FLUSH_INTERVAL_MS
-  std::optional<overflow_policy> overflow;                  ///< LOTUS_OVERFLOW: block|drop
-  std::optional<clock_source> clock;                        ///< LOTUS_CLOCK: auto|tsc|realtime
-  /// LOTUS_MAX_BYTES: trace-file bytes this process may write; beyond, events are dropped
-  /// (counted). 0: no limit (the default).
-  std::optional<std::uint64_t> max_bytes;
-  /// LOTUS_MIN_FREE_BYTES: free space the trace directory's file system keeps; below it events
-  /// are dropped (counted) until space is freed. Default: the larger of 1 GiB and 5 % of the
-  /// file system; 0: no reserve.
-  std::optional<std::uint64_t> min_free_bytes;
-  /// LOTUS_NVTX: every span also pushes and pops an NVTX range (domain `lotus`) for Nsight
-  /// Systems. Needs a build with NVTX (LOTUS_WITH_NVTX; CMake option LOTUS_NVTX); elsewhere one
-  /// message says so and tracing goes on without it.
-  std::optional<bool> nvtx;
-  /// LOTUS_ITT: every span is also an ITT task (domain `lotus`) for Intel VTune, through the
-  /// collector named by INTEL_LIBITTNOTIFY64 (no vendor SDK); with none, one message says so
-  /// and tracing goes on without it.
-  std::optional<bool> itt;
-  /// LOTUS_FLIGHT: flight recorder. Keep only the last this-many seconds of every thread's
-  /// records in memory and write them, as a capture directory inside the trace directory, when
-  /// a trigger fires (LOTUS_TRIGGER, lotus::capture(), `lotus-tool capture`). 0: off (default).
-  std::optional<std::uint64_t> flight;
-  /// LOTUS_FLIGHT_BYTES: the most bytes of formatted records one process keeps in flight mode
-  /// (default 64 MiB); beyond, the oldest go first and are counted as dropped.
-  std::optional<std::uint64_t> flight_bytes;
-  /// LOTUS_TRIGGER: automatic captures in flight mode, comma-separated: `wait>DURATION` (a
-  /// batch wait passes that, fired while it lasts), `waitshare>P%/DURATION` (the main process
-  /// waited more than P % of the last DURATION), `batch>DURATION` (a worker batch in progress
-  /// longer), `op>DURATION` / `op:NAME>DURATION` (an op, or the op NAME, in progress longer).
-  /// The capture holds LOTUS_FLIGHT seconds before the anomaly began. "": none.
-  std::optional<std::string> trigger;
-  /// LOTUS_RESOURCES: at each worker batch's start and end, read the thread's CPU time, run-queue
-  /// wait, faults and context switches; the sidecar's `batchres` lines (default on; false: off).
-  /// true keeps the environment's per-op figures (LOTUS_RESOURCES=ops); false turns both off.
-  std::optional<bool> resources;
-  /// LOTUS_RESOURCES=ops: every span (LOTUS_SCOPE, LOTUS_SCOPE_DYNAMIC) also reads them at its
-  /// start and end; the sums per op and thread go into the sidecar's `opres` lines each flush.
-  /// true: per op (and per batch, whatever `resources` says); false: per batch at most. Spans
-  /// then take their out-of-line path for the rest of the process (as with NVTX). Unset: the
-  /// environment's choice.
-  std::optional<bool> op_resources;
-  /// LOTUS_LIVE: the writer thread keeps live figures (per-op histograms, the consumer's waits,
-  /// batches, per-worker busy time) and rewrites `.<prefix>.lotus-live_<pid>` in place, for
-  /// `lotus-tool top` and `serve` (default on). false: none; a file already written gets this
-  /// process's final figures. Turned on again, the figures go on from where they stopped.
-  std::optional<bool> live;
-};
 
 /// Event counters of this process: recorded == written + dropped once everything is flushed.
 struct trace_stats {
@@ -10114,11 +10058,13 @@ struct trace_stats {
 
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
-// ---- end lotus/options.hpp ----
+#endif  // LOTUS_AMALGAMATED_LOTUS_TRACE_STATS_HPP
+// ---- end lotus/trace_stats.hpp ----
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
+struct options;  // <lotus/options.hpp>
+
 namespace detail {
 
 /// A state word that never changes: load() is a constant the compiler folds.
@@ -10138,6 +10084,14 @@ constexpr std::uint64_t read_tsc() noexcept { return 0; }
 constexpr std::uint64_t now_ticks(int) noexcept { return 0; }
 constexpr std::uint64_t now_ticks_slow(int) noexcept { return 0; }
 constexpr int initialize_mode() noexcept { return mode_off; }
+struct span_start {
+  const record_site* loc;
+  std::uint64_t t0;
+};
+constexpr span_start span_start_slow(int, const record_site&, std::uint64_t) noexcept {
+  return {nullptr, 0};
+}
+inline void span_end_slow(int, const record_site*, std::uint64_t, std::uint64_t) noexcept {}
 constexpr int active_mode() noexcept { return mode_off; }
 constexpr inflight* inflight_self() noexcept { return nullptr; }
 constexpr inflight* inflight_registered() noexcept { return nullptr; }
@@ -10504,49 +10458,14 @@ class scope_timer {
   scope_timer& operator=(scope_timer&&) = delete;
 
  private:
-  // loc_'s low bit (record sites are pointer-aligned): this span pushed an NVTX range and/or an
-  // ITT task (nvtx_push keeps which, per thread). A process never returns to a plain clock mode
-  // once NVTX or ITT was on (the _nvtx modes stay), so the inline destructor path never sees a
-  // tagged pointer.
-  static constexpr std::uintptr_t pushed_bit = 1;
-  // loc_'s second bit: this span read its thread's resource figures at its start
-  // (LOTUS_RESOURCES=ops, detail::op_resources_begin); its end adds the difference. Ops mode, like
-  // NVTX, keeps the process in the _nvtx modes, so only the out-of-line paths see this bit.
-  static constexpr std::uintptr_t res_bit = 2;
   static_assert(alignof(record_site) >= 4, "two tag bits in a record_site pointer");
-
-  // Static, with the span's fields passed and returned by value: the inline paths keep them in
-  // registers (a member function would make the object live in memory).
-  struct started {
-    const record_site* loc;
-    std::uint64_t t0;
-  };
-
-  LOTUS_DETAIL_NOINLINE static started start_slow(int m, const record_site& loc,
-                                                  std::uint64_t idx) noexcept {
-    if (m == detail::mode_uninit) m = detail::initialize_mode();
-    if (m < detail::mode_tsc) return {nullptr, 0};
-    std::uintptr_t bits = reinterpret_cast<std::uintptr_t>(&loc);
-    if (m >= detail::mode_tsc_nvtx) {
-      if (detail::nvtx_push(loc, idx)) bits |= pushed_bit;
-      if (detail::op_resources_begin()) bits |= res_bit;
-    }
-    // After the push and the reading: the record excludes their cost.
-    return {reinterpret_cast<const record_site*>(bits), detail::now_ticks(m)};
+  using started = detail::span_start;
+  static started start_slow(int m, const record_site& loc, std::uint64_t idx) noexcept {
+    return detail::span_start_slow(m, loc, idx);
   }
-
-  LOTUS_DETAIL_NOINLINE static void end_slow(int m, const record_site* tagged, std::uint64_t t0,
-                                             std::uint64_t idx) noexcept {
-    const std::uintptr_t bits = reinterpret_cast<std::uintptr_t>(tagged);
-    const auto* loc = reinterpret_cast<const record_site*>(bits & ~(pushed_bit | res_bit));
-    if (m < detail::mode_tsc) {
-      if ((bits & res_bit) != 0) detail::op_resources_end(nullptr, 0);  // forget its reading
-    } else {
-      const std::uint64_t t1 = detail::now_ticks(m);
-      detail::push(loc, t0, t1, idx);
-      if ((bits & res_bit) != 0) detail::op_resources_end(loc, t1 > t0 ? t1 - t0 : 0);
-    }
-    if ((bits & pushed_bit) != 0) detail::nvtx_pop();
+  static void end_slow(int m, const record_site* tagged, std::uint64_t t0,
+                       std::uint64_t idx) noexcept {
+    detail::span_end_slow(m, tagged, t0, idx);
   }
 
   /// The span is in progress (inflight.hpp): what the writer sees of a stall while it lasts.
@@ -10596,94 +10515,6 @@ class scope_timer {
 #endif
 #endif  // LOTUS_AMALGAMATED_LOTUS_MACROS_HPP
 // ---- end lotus/macros.hpp ----
-// ---- begin lotus/options.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
-#define LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
-// lotus — run-time configuration types: options, overflow policy, clock source, statistics
-// SPDX-License-Identifier: MIT
-
-#include <chrono>    // milliseconds
-#include <cstddef>   // size_t
-#include <cstdint>   // uint64_t
-#include <optional>  // optional
-#include <string>    // string
-
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-
-/// What a thread does when its ring is full: wait for the writer (lossless) or count a drop.
-enum class overflow_policy { block, drop };
-
-/// Timestamp source: TSC calibrated to CLOCK_REALTIME where invariant, or clock_gettime.
-enum class clock_source { automatic, tsc, realtime };
-
-/// Run-time options. Unset fields fall back to the environment, then to the defaults.
-struct options {
-  std::optional<std::string> log_file;                      ///< LOTUS_LOG_FILE: trace prefix
-  std::optional<bool> enabled;                              ///< !LOTUS_DISABLE
-  std::optional<std::size_t> ring_capacity;                 ///< LOTUS_RING_CAPACITY (events/thread)
-  std::optional<std::chrono::milliseconds> flush_interval;  ///< LOTUS_FLUSH_INTERVAL_MS
-  std::optional<overflow_policy> overflow;                  ///< LOTUS_OVERFLOW: block|drop
-  std::optional<clock_source> clock;                        ///< LOTUS_CLOCK: auto|tsc|realtime
-  /// LOTUS_MAX_BYTES: trace-file bytes this process may write; beyond, events are dropped
-  /// (counted). 0: no limit (the default).
-  std::optional<std::uint64_t> max_bytes;
-  /// LOTUS_MIN_FREE_BYTES: free space the trace directory's file system keeps; below it events
-  /// are dropped (counted) until space is freed. Default: the larger of 1 GiB and 5 % of the
-  /// file system; 0: no reserve.
-  std::optional<std::uint64_t> min_free_bytes;
-  /// LOTUS_NVTX: every span also pushes and pops an NVTX range (domain `lotus`) for Nsight
-  /// Systems. Needs a build with NVTX (LOTUS_WITH_NVTX; CMake option LOTUS_NVTX); elsewhere one
-  /// message says so and tracing goes on without it.
-  std::optional<bool> nvtx;
-  /// LOTUS_ITT: every span is also an ITT task (domain `lotus`) for Intel VTune, through the
-  /// collector named by INTEL_LIBITTNOTIFY64 (no vendor SDK); with none, one message says so
-  /// and tracing goes on without it.
-  std::optional<bool> itt;
-  /// LOTUS_FLIGHT: flight recorder. Keep only the last this-many seconds of every thread's
-  /// records in memory and write them, as a capture directory inside the trace directory, when
-  /// a trigger fires (LOTUS_TRIGGER, lotus::capture(), `lotus-tool capture`). 0: off (default).
-  std::optional<std::uint64_t> flight;
-  /// LOTUS_FLIGHT_BYTES: the most bytes of formatted records one process keeps in flight mode
-  /// (default 64 MiB); beyond, the oldest go first and are counted as dropped.
-  std::optional<std::uint64_t> flight_bytes;
-  /// LOTUS_TRIGGER: automatic captures in flight mode, comma-separated: `wait>DURATION` (a
-  /// batch wait passes that, fired while it lasts), `waitshare>P%/DURATION` (the main process
-  /// waited more than P % of the last DURATION), `batch>DURATION` (a worker batch in progress
-  /// longer), `op>DURATION` / `op:NAME>DURATION` (an op, or the op NAME, in progress longer).
-  /// The capture holds LOTUS_FLIGHT seconds before the anomaly began. "": none.
-  std::optional<std::string> trigger;
-  /// LOTUS_RESOURCES: at each worker batch's start and end, read the thread's CPU time, run-queue
-  /// wait, faults and context switches; the sidecar's `batchres` lines (default on; false: off).
-  /// true keeps the environment's per-op figures (LOTUS_RESOURCES=ops); false turns both off.
-  std::optional<bool> resources;
-  /// LOTUS_RESOURCES=ops: every span (LOTUS_SCOPE, LOTUS_SCOPE_DYNAMIC) also reads them at its
-  /// start and end; the sums per op and thread go into the sidecar's `opres` lines each flush.
-  /// true: per op (and per batch, whatever `resources` says); false: per batch at most. Spans
-  /// then take their out-of-line path for the rest of the process (as with NVTX). Unset: the
-  /// environment's choice.
-  std::optional<bool> op_resources;
-  /// LOTUS_LIVE: the writer thread keeps live figures (per-op histograms, the consumer's waits,
-  /// batches, per-worker busy time) and rewrites `.<prefix>.lotus-live_<pid>` in place, for
-  /// `lotus-tool top` and `serve` (default on). false: none; a file already written gets this
-  /// process's final figures. Turned on again, the figures go on from where they stopped.
-  std::optional<bool> live;
-};
-
-/// Event counters of this process: recorded == written + dropped once everything is flushed.
-struct trace_stats {
-  std::uint64_t recorded = 0;  ///< events recorded while tracing was on
-  std::uint64_t written = 0;   ///< events written to trace files
-  std::uint64_t dropped = 0;   ///< events lost: ring full under `drop`, or tracing disabled by I/O
-  std::uint64_t sanitized =
-      0;  ///< written events whose name had ',' or control bytes replaced, or was cut at 4096 bytes
-};
-
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
-// ---- end lotus/options.hpp ----
 // ---- begin lotus/pipeline.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_PIPELINE_HPP
 #define LOTUS_AMALGAMATED_LOTUS_PIPELINE_HPP
@@ -11175,11 +11006,38 @@ class batch_tracker {
 #include <atomic>       // memory_order (the state words)
 #include <string_view>  // string_view
 
+// ---- begin lotus/trace_stats.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_TRACE_STATS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_TRACE_STATS_HPP
+// lotus — the process's event counters (lotus::stats())
+// SPDX-License-Identifier: MIT
+
+#include <cstdint>  // uint64_t
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+
+/// Event counters of this process: recorded == written + dropped once everything is flushed.
+struct trace_stats {
+  std::uint64_t recorded = 0;  ///< events recorded while tracing was on
+  std::uint64_t written = 0;   ///< events written to trace files
+  std::uint64_t dropped = 0;   ///< events lost: ring full under `drop`, or tracing disabled by I/O
+  std::uint64_t sanitized =
+      0;  ///< written events whose name had ',' or control bytes replaced, or was cut at 4096 bytes
+};
+
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_TRACE_STATS_HPP
+// ---- end lotus/trace_stats.hpp ----
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 
 /// Apply options (unset fields: environment, then defaults). Pending events are flushed first.
+/// lotus::options is in <lotus/options.hpp>: include it where you call configure (this header
+/// leaves it out, with the <chrono> and <optional> it needs, so that a recording file stays cheap).
 inline void configure(const options& opts) { detail::api_configure(opts); }
 
 /// Block until every event recorded before the call is written to its trace file.

@@ -32,6 +32,24 @@ LOTUS_DETAIL_API void push_slow(const record_site* loc, std::uint64_t t0, std::u
 /// First use in this process: read the environment; returns the tracing mode.
 LOTUS_DETAIL_API int initialize_mode() noexcept;
 
+/// A span's start and end off its inline path (scope.hpp): the first record of the process, and
+/// the modes with NVTX ranges, ITT tasks or per-op resource figures. Compiled once, in the
+/// runtime: the inline path of every LOTUS_SCOPE only calls them. `loc` of the start carries two
+/// tag bits for its end (record sites are pointer-aligned): span_pushed_bit, the span pushed an
+/// NVTX range and/or an ITT task (nvtx_push keeps which, per thread); span_res_bit, it read its
+/// thread's resource figures (op_resources_begin). A process never returns to a plain clock mode
+/// once NVTX, ITT or ops mode was on (the _nvtx modes stay), so the inline end never sees a tag.
+struct span_start {
+  const record_site* loc;  ///< nullptr: not recorded
+  std::uint64_t t0;
+};
+inline constexpr std::uintptr_t span_pushed_bit = 1;
+inline constexpr std::uintptr_t span_res_bit = 2;
+LOTUS_DETAIL_API span_start span_start_slow(int mode, const record_site& loc,
+                                            std::uint64_t idx) noexcept;
+LOTUS_DETAIL_API void span_end_slow(int mode, const record_site* tagged, std::uint64_t t0,
+                                    std::uint64_t idx) noexcept;
+
 struct inflight;
 /// The calling thread's spans in progress, registering the thread first if it has recorded
 /// nothing yet (cold: a batch's or a wait's start); nullptr when it cannot be registered.

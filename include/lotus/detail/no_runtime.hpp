@@ -22,8 +22,8 @@
 #include "lotus/detail/modes.hpp"
 #include "lotus/detail/platform.hpp"
 #include "lotus/detail/res_sample.hpp"
-#include "lotus/options.hpp"
 #include "lotus/record_site.hpp"
+#include "lotus/trace_stats.hpp"
 
 #define LOTUS_DETAIL_NO_RUNTIME 1
 
@@ -53,6 +53,12 @@ LOTUS_DETAIL_API int initialize_mode() noexcept {
   no_runtime_notice();
   return mode_off;
 }
+LOTUS_DETAIL_API span_start span_start_slow(int mode, const record_site&, std::uint64_t) noexcept {
+  if (mode == mode_uninit) no_runtime_notice();
+  return {nullptr, 0};
+}
+LOTUS_DETAIL_API void span_end_slow(int, const record_site*, std::uint64_t,
+                                    std::uint64_t) noexcept {}
 LOTUS_DETAIL_API inflight* inflight_registered() noexcept { return nullptr; }
 LOTUS_DETAIL_API const record_site& intern(std::string_view, std::uint32_t) {
   no_runtime_notice();

@@ -690,6 +690,33 @@ LOTUS_DETAIL_API void push_slow(const record_site* loc, std::uint64_t t0, std::u
   runtime::get().push_slow(loc, t0, t1, idx);
 }
 
+LOTUS_DETAIL_API span_start span_start_slow(int m, const record_site& loc,
+                                            std::uint64_t idx) noexcept {
+  if (m == mode_uninit) m = initialize_mode();
+  if (m < mode_tsc) return {nullptr, 0};
+  std::uintptr_t bits = reinterpret_cast<std::uintptr_t>(&loc);
+  if (m >= mode_tsc_nvtx) {
+    if (nvtx_push(loc, idx)) bits |= span_pushed_bit;
+    if (op_resources_begin()) bits |= span_res_bit;
+  }
+  // After the push and the reading: the record excludes their cost.
+  return {reinterpret_cast<const record_site*>(bits), now_ticks(m)};
+}
+
+LOTUS_DETAIL_API void span_end_slow(int m, const record_site* tagged, std::uint64_t t0,
+                                    std::uint64_t idx) noexcept {
+  const std::uintptr_t bits = reinterpret_cast<std::uintptr_t>(tagged);
+  const auto* loc = reinterpret_cast<const record_site*>(bits & ~(span_pushed_bit | span_res_bit));
+  if (m < mode_tsc) {
+    if ((bits & span_res_bit) != 0) op_resources_end(nullptr, 0);  // forget its reading
+  } else {
+    const std::uint64_t t1 = now_ticks(m);
+    push(loc, t0, t1, idx);
+    if ((bits & span_res_bit) != 0) op_resources_end(loc, t1 > t0 ? t1 - t0 : 0);
+  }
+  if ((bits & span_pushed_bit) != 0) nvtx_pop();
+}
+
 LOTUS_DETAIL_API inflight* inflight_registered() noexcept {
   if (g_mode.load(std::memory_order_relaxed) < mode_tsc) return nullptr;
   return runtime::get().inflight_registered();
