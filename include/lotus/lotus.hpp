@@ -18,4 +18,5 @@
 #if defined(LOTUS_IMPLEMENTATION) && LOTUS_DETAIL_ENABLED
 #  include "lotus/collector.hpp"
 #  include "lotus/map_region.hpp"
+#  include "lotus/runtime/entry_table.hpp"  // after every rt_ definition
 #endif
