@@ -79,11 +79,13 @@ class scope_timer {
  private:
   static_assert(alignof(record_site) >= 4, "two tag bits in a record_site pointer");
   using started = detail::span_start;
-  static started start_slow(int m, const record_site& loc, std::uint64_t idx) noexcept {
+  // Out of line (the runtime's table is asked there): the inline paths keep their shape.
+  LOTUS_DETAIL_NOINLINE static started start_slow(int m, const record_site& loc,
+                                                  std::uint64_t idx) noexcept {
     return detail::span_start_slow(m, loc, idx);
   }
-  static void end_slow(int m, const record_site* tagged, std::uint64_t t0,
-                       std::uint64_t idx) noexcept {
+  LOTUS_DETAIL_NOINLINE static void end_slow(int m, const record_site* tagged, std::uint64_t t0,
+                                             std::uint64_t idx) noexcept {
     detail::span_end_slow(m, tagged, t0, idx);
   }
 
