@@ -11,6 +11,7 @@
 
 #include "../support/scratch_dir.hpp"
 #include "lotus/lotus.hpp"
+#include "lotus/options.hpp"
 
 namespace {
 

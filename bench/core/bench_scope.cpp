@@ -11,6 +11,7 @@
 
 #include "../support/scratch_dir.hpp"
 #include "lotus/lotus.hpp"
+#include "lotus/options.hpp"
 #include "lotus/runtime/resources.hpp"  // t_res_last (BM_batch_with_resources_switching)
 
 void lotus_bench_disabled_scope();  // bench_disabled.cpp, compiled with LOTUS_DISABLE

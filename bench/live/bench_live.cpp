@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <lotus/lotus.hpp>
+#include <lotus/options.hpp>
 #include <lotus/runtime/live.hpp>
 #include <string>
 #include <thread>

@@ -12,6 +12,7 @@
 #include <cstdlib>  // getenv
 #include <filesystem>
 #include <lotus/lotus.hpp>
+#include <lotus/options.hpp>
 #include <memory>
 #include <string>
 

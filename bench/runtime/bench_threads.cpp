@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "lotus/lotus.hpp"
+#include "lotus/options.hpp"
 
 namespace {
 

@@ -6,7 +6,9 @@
 #   env: RUNS (default 5), CXXFLAGS_EXTRA (added to every compile), PREFIX=<an installed lotus>
 #        (also the same program as a CMake project that takes lotus through find_package(lotus)),
 #        IR=perf (also the instructions the compiler executes, from `perf stat -e instructions:u`:
-#        unlike CPU time, that count does not depend on the machine's load)
+#        unlike CPU time, that count does not depend on the machine's load), IR=callgrind (the
+#        same count from valgrind's callgrind, every process of the compile: where the machine
+#        has no hardware counters, as a VM often has not; about a minute a compile)
 # The program: six files, each a function that sorts a vector of strings and records one
 # LOTUS_SCOPE (unit1.cpp also has main and defines LOTUS_IMPLEMENTATION: the runtime is compiled
 # there, once), and the same six files without lotus (no include, no scope). Each compile
@@ -31,7 +33,10 @@ command -v "$cxx" >/dev/null || { echo "$0: compiler '$cxx' not found" >&2; exit
 [[ -f "$inc/lotus/lotus.hpp" ]] || { echo "$0: $inc/lotus/lotus.hpp not found" >&2; exit 1; }
 [[ "$runs" =~ ^[1-9][0-9]?$ ]] || { echo "$0: RUNS must be 1..99" >&2; exit 2; }
 ir=${IR:-0}
-[[ "$ir" == 0 || "$ir" == perf ]] || { echo "$0: IR must be 0 or perf" >&2; exit 2; }
+[[ "$ir" == 0 || "$ir" == perf || "$ir" == callgrind ]] || { echo "$0: IR must be 0, perf or callgrind" >&2; exit 2; }
+if [[ "$ir" == callgrind ]] && ! command -v valgrind >/dev/null; then
+  echo "$0: IR=callgrind needs valgrind" >&2; exit 1
+fi
 if [[ "$ir" == perf ]] && ! perf stat -x, -e instructions:u true >/dev/null 2>&1; then
   echo "$0: IR=perf needs perf with the instructions:u event" >&2; exit 1
 fi
@@ -132,8 +137,27 @@ print(f"  the implementation file (unit1) over the same file without lotus: "
 print(f"  the whole build, 6 compiles + link: {total['lotus']:.3f} s vs {total['base']:.3f} s without "
       f"lotus: {total['lotus'] - total['base']:+.3f} s")
 
-if ir == "perf":
+if ir in ("perf", "callgrind"):
     def instructions(cmd):
+        if ir == "callgrind":
+            # Every process of the compile (the driver, cc1plus, as), summed from callgrind's
+            # totals: an exact count, whatever the machine's load.
+            out = os.path.join(work, "callgrind")
+            os.makedirs(out, exist_ok=True)
+            p = subprocess.run(["valgrind", "--tool=callgrind", "--trace-children=yes",
+                                f"--callgrind-out-file={out}/cg.%p", *cmd],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            total = 0
+            for name in os.listdir(out):
+                with open(os.path.join(out, name)) as f:
+                    for line in f:
+                        if line.startswith(("summary:", "totals:")):
+                            total += int(line.split()[1])
+                            break
+                os.unlink(os.path.join(out, name))
+            if p.returncode != 0 or total == 0:
+                sys.exit(f"compile_cost.sh: no instruction count from callgrind: {p.stderr[-2000:]}")
+            return total
         p = subprocess.run(["perf", "stat", "-x,", "-e", "instructions:u", *cmd],
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         for line in p.stderr.splitlines():
@@ -142,7 +166,8 @@ if ir == "perf":
         sys.exit(f"compile_cost.sh: no instruction count from perf: {p.stderr}")
     n = {s: instructions(compile_cmd(*s)) for s in (("lotus", "unit1"), ("base", "unit1"),
                                                       ("lotus", "unit2"), ("base", "unit2"))}
-    print("instructions executed by the compiler (perf stat, user space; independent of load), G:")
+    print(f"instructions executed by the compiler ({'perf stat, user space' if ir == 'perf' else 'callgrind'}"
+          f"; independent of load), G:")
     print(f"  recording file unit2: {(n[('lotus', 'unit2')] - n[('base', 'unit2')]) / 1e9:+.3f} G"
           f" over {n[('base', 'unit2')] / 1e9:.3f} G")
     print(f"  implementation file unit1: {(n[('lotus', 'unit1')] - n[('base', 'unit1')]) / 1e9:+.3f} G"

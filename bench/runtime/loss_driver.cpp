@@ -17,6 +17,7 @@
 #include <string>
 
 #include "lotus/lotus.hpp"
+#include "lotus/options.hpp"
 
 namespace {
 

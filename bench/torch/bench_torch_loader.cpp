@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <lotus/lotus.hpp>
+#include <lotus/options.hpp>
 #include <lotus/torch.hpp>
 #include <string>
 #include <vector>

@@ -9,9 +9,10 @@
 #include <cstdio>   // printf
 #include <cstdlib>  // EXIT_*
 #include <cstring>  // std::strerror
-#include <string>   // arguments
-#include <thread>   // sleep_for (simulated training step)
-#include <vector>   // arguments
+#include <lotus/options.hpp>
+#include <string>  // arguments
+#include <thread>  // sleep_for (simulated training step)
+#include <vector>  // arguments
 
 #include "cli.hpp"
 #include "pipeline.hpp"

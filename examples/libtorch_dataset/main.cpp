@@ -9,6 +9,7 @@
 #include <cstdio>   // printf
 #include <cstring>  // std::strerror
 #include <lotus/lotus.hpp>
+#include <lotus/options.hpp>
 #include <lotus/torch.hpp>
 #include <string>  // arguments
 #include <vector>  // entries

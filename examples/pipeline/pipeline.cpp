@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <lotus/lotus.hpp>
+#include <lotus/options.hpp>
 #include <map>
 #include <mutex>
 #include <numeric>

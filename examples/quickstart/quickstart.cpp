@@ -9,6 +9,7 @@
 // gives the runtime already compiled.
 #define LOTUS_IMPLEMENTATION
 #include <lotus/lotus.hpp>
+#include <lotus/options.hpp>
 
 int main() {
   // Tracing is on when LOTUS_LOG_FILE is set; default to a local prefix for the demo.

@@ -4,12 +4,12 @@
 // pays for the hot path only; exactly one file of the program defines LOTUS_IMPLEMENTATION before
 // it includes this header, and the whole runtime (the collectors and LOTUS_MAP_REGION's selection
 // too) is compiled there, once (CMake's lotus::lotus ships it compiled). The collector macros and
-// LOTUS_MAP_REGION are in <lotus/collector.hpp> and <lotus/map_region.hpp>, for probes.
+// LOTUS_MAP_REGION are in <lotus/collector.hpp> and <lotus/map_region.hpp>, for probes;
+// lotus::options, for lotus::configure, in <lotus/options.hpp>.
 #pragma once
 
 #include "lotus/config.hpp"
 #include "lotus/macros.hpp"
-#include "lotus/options.hpp"
 #include "lotus/pipeline.hpp"
 #include "lotus/scope.hpp"
 #include "lotus/trace.hpp"
@@ -18,4 +18,5 @@
 #if defined(LOTUS_IMPLEMENTATION) && LOTUS_DETAIL_ENABLED
 #  include "lotus/collector.hpp"
 #  include "lotus/map_region.hpp"
+#  include "lotus/runtime/entry_table.hpp"  // after every rt_ definition
 #endif

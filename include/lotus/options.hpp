@@ -1,5 +1,7 @@
-// lotus — run-time configuration types: options, overflow policy, clock source, statistics
+// lotus — run-time configuration: options, overflow policy, clock source
 // SPDX-License-Identifier: MIT
+// Include it where lotus::configure is called. <lotus/lotus.hpp> does not: <chrono> and
+// <optional> are about half of what the hot path's headers would add to every recording file.
 #pragma once
 
 #include <chrono>    // milliseconds
@@ -9,6 +11,7 @@
 #include <string>    // string
 
 #include "lotus/config.hpp"
+#include "lotus/trace_stats.hpp"
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -70,15 +73,6 @@ struct options {
   /// `lotus-tool top` and `serve` (default on). false: none; a file already written gets this
   /// process's final figures. Turned on again, the figures go on from where they stopped.
   std::optional<bool> live;
-};
-
-/// Event counters of this process: recorded == written + dropped once everything is flushed.
-struct trace_stats {
-  std::uint64_t recorded = 0;  ///< events recorded while tracing was on
-  std::uint64_t written = 0;   ///< events written to trace files
-  std::uint64_t dropped = 0;   ///< events lost: ring full under `drop`, or tracing disabled by I/O
-  std::uint64_t sanitized =
-      0;  ///< written events whose name had ',' or control bytes replaced, or was cut at 4096 bytes
 };
 
 }  // namespace LOTUS_DETAIL_ABI

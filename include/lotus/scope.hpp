@@ -77,49 +77,16 @@ class scope_timer {
   scope_timer& operator=(scope_timer&&) = delete;
 
  private:
-  // loc_'s low bit (record sites are pointer-aligned): this span pushed an NVTX range and/or an
-  // ITT task (nvtx_push keeps which, per thread). A process never returns to a plain clock mode
-  // once NVTX or ITT was on (the _nvtx modes stay), so the inline destructor path never sees a
-  // tagged pointer.
-  static constexpr std::uintptr_t pushed_bit = 1;
-  // loc_'s second bit: this span read its thread's resource figures at its start
-  // (LOTUS_RESOURCES=ops, detail::op_resources_begin); its end adds the difference. Ops mode, like
-  // NVTX, keeps the process in the _nvtx modes, so only the out-of-line paths see this bit.
-  static constexpr std::uintptr_t res_bit = 2;
   static_assert(alignof(record_site) >= 4, "two tag bits in a record_site pointer");
-
-  // Static, with the span's fields passed and returned by value: the inline paths keep them in
-  // registers (a member function would make the object live in memory).
-  struct started {
-    const record_site* loc;
-    std::uint64_t t0;
-  };
-
+  using started = detail::span_start;
+  // Out of line (the runtime's table is asked there): the inline paths keep their shape.
   LOTUS_DETAIL_NOINLINE static started start_slow(int m, const record_site& loc,
                                                   std::uint64_t idx) noexcept {
-    if (m == detail::mode_uninit) m = detail::initialize_mode();
-    if (m < detail::mode_tsc) return {nullptr, 0};
-    std::uintptr_t bits = reinterpret_cast<std::uintptr_t>(&loc);
-    if (m >= detail::mode_tsc_nvtx) {
-      if (detail::nvtx_push(loc, idx)) bits |= pushed_bit;
-      if (detail::op_resources_begin()) bits |= res_bit;
-    }
-    // After the push and the reading: the record excludes their cost.
-    return {reinterpret_cast<const record_site*>(bits), detail::now_ticks(m)};
+    return detail::span_start_slow(m, loc, idx);
   }
-
   LOTUS_DETAIL_NOINLINE static void end_slow(int m, const record_site* tagged, std::uint64_t t0,
                                              std::uint64_t idx) noexcept {
-    const std::uintptr_t bits = reinterpret_cast<std::uintptr_t>(tagged);
-    const auto* loc = reinterpret_cast<const record_site*>(bits & ~(pushed_bit | res_bit));
-    if (m < detail::mode_tsc) {
-      if ((bits & res_bit) != 0) detail::op_resources_end(nullptr, 0);  // forget its reading
-    } else {
-      const std::uint64_t t1 = detail::now_ticks(m);
-      detail::push(loc, t0, t1, idx);
-      if ((bits & res_bit) != 0) detail::op_resources_end(loc, t1 > t0 ? t1 - t0 : 0);
-    }
-    if ((bits & pushed_bit) != 0) detail::nvtx_pop();
+    detail::span_end_slow(m, tagged, t0, idx);
   }
 
   /// The span is in progress (inflight.hpp): what the writer sees of a stall while it lasts.

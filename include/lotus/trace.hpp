@@ -7,12 +7,14 @@
 
 #include "lotus/config.hpp"
 #include "lotus/detail/hooks.hpp"
-#include "lotus/options.hpp"
+#include "lotus/trace_stats.hpp"
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 
 /// Apply options (unset fields: environment, then defaults). Pending events are flushed first.
+/// lotus::options is in <lotus/options.hpp>: include it where you call configure (this header
+/// leaves it out, with the <chrono> and <optional> it needs, so that a recording file stays cheap).
 inline void configure(const options& opts) { detail::api_configure(opts); }
 
 /// Block until every event recorded before the call is written to its trace file.

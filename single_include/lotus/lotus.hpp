@@ -11,7 +11,8 @@
 // pays for the hot path only; exactly one file of the program defines LOTUS_IMPLEMENTATION before
 // it includes this header, and the whole runtime (the collectors and LOTUS_MAP_REGION's selection
 // too) is compiled there, once (CMake's lotus::lotus ships it compiled). The collector macros and
-// LOTUS_MAP_REGION are in <lotus/collector.hpp> and <lotus/map_region.hpp>, for probes.
+// LOTUS_MAP_REGION are in <lotus/collector.hpp> and <lotus/map_region.hpp>, for probes;
+// lotus::options, for lotus::configure, in <lotus/options.hpp>.
 
 // ---- begin lotus/config.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_CONFIG_HPP
@@ -94,7 +95,7 @@
 // The hot path of a span (clock, ring, name cache), the runtime's entry points, the state words the
 // inline fast paths read, and the bodies of the public macros. The runtime's definitions follow in
 // the one file that defines LOTUS_IMPLEMENTATION (runtime/runtime.hpp); every other file sees only
-// what is here and the weak no-ops of detail/no_runtime.hpp.
+// what is here and the weak nullptr table of detail/no_runtime.hpp.
 
 #include <atomic>       // atomic, atomic_signal_fence
 #include <cstddef>      // size_t
@@ -185,9 +186,10 @@ enum : int { map_unread = 0, map_idle = 1, map_active = 2 };
 #endif
 
 // The runtime's cold entry points (detail/entry.hpp). The one file of the program that defines
-// LOTUS_IMPLEMENTATION before it includes <lotus/lotus.hpp> compiles them, as ordinary functions;
-// every other file declares them weak and carries a weak no-op of each (detail/no_runtime.hpp),
-// so that a program with no implementation still links, runs untraced and says what to add.
+// LOTUS_IMPLEMENTATION before it includes <lotus/lotus.hpp> compiles them and their table, whose
+// accessor runtime_entry_points() is LOTUS_DETAIL_API: strong there, weak in every other file,
+// where it returns nullptr (detail/no_runtime.hpp), so that a program with no implementation still
+// links, runs untraced and says what to add.
 #if defined(LOTUS_IMPLEMENTATION)
 #  define LOTUS_DETAIL_API
 #elif defined(__GNUC__) || defined(__clang__)
@@ -448,7 +450,8 @@ struct res_sample {
 // ---- end lotus/detail/res_sample.hpp ----
 
 // The one file that defines LOTUS_IMPLEMENTATION defines these (lotus/runtime/runtime.hpp, the
-// collectors); every other file sees these declarations and the weak no-ops of no_runtime.hpp.
+// collectors, as rt_<name>) and its table of them (runtime/entry_table.hpp); every file calls them
+// through detail/entry_calls.hpp, which takes the no-op where the program has no runtime.
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -461,91 +464,155 @@ namespace detail {
 
 /// First event of a thread, a full ring, or a push that interrupted lotus on the same thread (a
 /// signal handler): never throws, never blocks inside a signal handler, counts what it drops.
-LOTUS_DETAIL_API void push_slow(const record_site* loc, std::uint64_t t0, std::uint64_t t1,
-                                std::uint64_t idx) noexcept;
+inline void push_slow(const record_site* loc, std::uint64_t t0, std::uint64_t t1,
+                      std::uint64_t idx) noexcept;
 
 /// First use in this process: read the environment; returns the tracing mode.
-LOTUS_DETAIL_API int initialize_mode() noexcept;
+inline int initialize_mode() noexcept;
+
+/// A span's start and end off its inline path (scope.hpp): the first record of the process, and
+/// the modes with NVTX ranges, ITT tasks or per-op resource figures. Compiled once, in the
+/// runtime: the inline path of every LOTUS_SCOPE only calls them. `loc` of the start carries two
+/// tag bits for its end (record sites are pointer-aligned): span_pushed_bit, the span pushed an
+/// NVTX range and/or an ITT task (nvtx_push keeps which, per thread); span_res_bit, it read its
+/// thread's resource figures (op_resources_begin). A process never returns to a plain clock mode
+/// once NVTX, ITT or ops mode was on (the _nvtx modes stay), so the inline end never sees a tag.
+struct span_start {
+  const record_site* loc;  ///< nullptr: not recorded
+  std::uint64_t t0;
+};
+inline constexpr std::uintptr_t span_pushed_bit = 1;
+inline constexpr std::uintptr_t span_res_bit = 2;
+inline span_start span_start_slow(int mode, const record_site& loc, std::uint64_t idx) noexcept;
+inline void span_end_slow(int mode, const record_site* tagged, std::uint64_t t0,
+                          std::uint64_t idx) noexcept;
 
 struct inflight;
 /// The calling thread's spans in progress, registering the thread first if it has recorded
 /// nothing yet (cold: a batch's or a wait's start); nullptr when it cannot be registered.
-LOTUS_DETAIL_API inflight* inflight_registered() noexcept;
+inline inflight* inflight_registered() noexcept;
 
 /// Process-lifetime location for a run-time name (interned once per distinct name and flags).
-LOTUS_DETAIL_API const record_site& intern(std::string_view name, std::uint32_t flags = 0);
+inline const record_site& intern(std::string_view name, std::uint32_t flags = 0);
 
 /// LOTUS_SCOPE_DYNAMIC's miss in the thread's name cache: intern, then remember it on this thread.
 /// nullptr when out of memory (the scope is then not recorded). `key_size`: the name's kept bytes
 /// (name_key_size), | name_cut_bit when it was longer.
-LOTUS_DETAIL_API const record_site* intern_dynamic(const char* name, std::size_t key_size,
-                                                   std::uint64_t hash) noexcept;
+inline const record_site* intern_dynamic(const char* name, std::size_t key_size,
+                                         std::uint64_t hash) noexcept;
 
-LOTUS_DETAIL_API void api_configure(const options& opts);
-LOTUS_DETAIL_API void api_flush() noexcept;
-LOTUS_DETAIL_API void api_shutdown() noexcept;
-LOTUS_DETAIL_API trace_stats api_stats() noexcept;
+inline void api_configure(const options& opts);
+inline void api_flush() noexcept;
+inline void api_shutdown() noexcept;
+inline trace_stats api_stats() noexcept;
 /// Flight mode: ask every process tracing into the directory for a capture (flight.hpp).
-LOTUS_DETAIL_API bool api_capture(const char* reason, std::size_t size) noexcept;
+inline bool api_capture(const char* reason, std::size_t size) noexcept;
 /// Whether `text` is a valid LOTUS_TRIGGER value (Python's configure checks before applying).
-LOTUS_DETAIL_API bool trigger_valid(const char* text, std::size_t size) noexcept;
+inline bool trigger_valid(const char* text, std::size_t size) noexcept;
 
 /// NVTX ranges for lotus's spans (LOTUS_NVTX; lotus/collectors/nvtx.hpp). Each is a no-op, and
 /// nvtx_push/nvtx_start return false/0, while NVTX is off or not compiled in. A pushed range is
 /// popped by the same thread; a started one (id != 0) may end anywhere. nvtx_push/nvtx_pop are
 /// the annotation path of every span: they also begin and end the span's ITT task (LOTUS_ITT).
-LOTUS_DETAIL_API bool nvtx_push(const record_site& loc, std::uint64_t idx) noexcept;
-LOTUS_DETAIL_API void nvtx_pop() noexcept;
-LOTUS_DETAIL_API void nvtx_mark(const record_site& loc, std::uint64_t idx) noexcept;
-LOTUS_DETAIL_API std::uint64_t nvtx_start(const record_site& loc, std::uint64_t idx) noexcept;
-LOTUS_DETAIL_API void nvtx_end(std::uint64_t id) noexcept;
+inline bool nvtx_push(const record_site& loc, std::uint64_t idx) noexcept;
+inline void nvtx_pop() noexcept;
+inline void nvtx_mark(const record_site& loc, std::uint64_t idx) noexcept;
+inline std::uint64_t nvtx_start(const record_site& loc, std::uint64_t idx) noexcept;
+inline void nvtx_end(std::uint64_t id) noexcept;
 /// Whether this build has NVTX (LOTUS_WITH_NVTX) and whether ranges are pushed now.
-LOTUS_DETAIL_API bool nvtx_compiled() noexcept;
-LOTUS_DETAIL_API bool nvtx_active() noexcept;
+inline bool nvtx_compiled() noexcept;
+inline bool nvtx_active() noexcept;
 /// Whether nvtx_push annotates now (NVTX ranges or ITT tasks).
-LOTUS_DETAIL_API bool annotations_active() noexcept;
+inline bool annotations_active() noexcept;
 
 /// ITT tasks for lotus's spans (LOTUS_ITT; lotus/collectors/itt_tasks.hpp), domain "lotus".
 /// itt_open loads the collector once (false, with one message, when there is none); itt_task_push
 /// begins a task on this thread (false while ITT is off), itt_task_pop ends the thread's innermost
 /// one.
-LOTUS_DETAIL_API bool itt_open() noexcept;
-LOTUS_DETAIL_API bool itt_task_push(const record_site& loc) noexcept;
-LOTUS_DETAIL_API void itt_task_pop() noexcept;
-LOTUS_DETAIL_API bool itt_active() noexcept;
+inline bool itt_open() noexcept;
+inline bool itt_task_push(const record_site& loc) noexcept;
+inline void itt_task_pop() noexcept;
+inline bool itt_active() noexcept;
 
 /// The collector's slow paths (lotus/collector.hpp; defined in collectors/impl.hpp):
 /// detection, process-wide nesting, the backend's resume/pause/detach. Never throw; keep errno.
-LOTUS_DETAIL_API void collector_resume_slow(const char* region) noexcept;
-LOTUS_DETAIL_API void collector_pause_slow(const char* region) noexcept;
-LOTUS_DETAIL_API void collector_detach_slow() noexcept;
-LOTUS_DETAIL_API void collector_initialize() noexcept;
-LOTUS_DETAIL_API collector::kind collector_attached() noexcept;
+inline void collector_resume_slow(const char* region) noexcept;
+inline void collector_pause_slow(const char* region) noexcept;
+inline void collector_detach_slow() noexcept;
+inline void collector_initialize() noexcept;
+inline collector::kind collector_attached() noexcept;
 
 /// A map region's entry when the map word is not idle (lotus/map_region.hpp; defined in
 /// collectors/map.hpp): list mode, or the gap and resume of a selected execution. Returns the
 /// name to pause at the region's end, or nullptr.
-LOTUS_DETAIL_API const char* map_gate_enter(const char* name) noexcept;
+inline const char* map_gate_enter(const char* name) noexcept;
 
 /// A batch's resource figures (runtime/resources.hpp), read only at batch boundaries, never per op.
 /// resources_read: the calling thread's counters now (`ok` false when tracing or LOTUS_RESOURCES
 /// is off). resources_record: reads them again and queues the difference from `begin` for the
 /// sidecar's `batchres` line of batch `idx` spanning ticks [t0, t1] (nothing when `begin` is
 /// not ok); a full queue counts a loss.
-LOTUS_DETAIL_API res_sample resources_read() noexcept;
-LOTUS_DETAIL_API void resources_record(const res_sample& begin, std::uint64_t t0, std::uint64_t t1,
-                                       std::uint64_t idx) noexcept;
+inline res_sample resources_read() noexcept;
+inline void resources_record(const res_sample& begin, std::uint64_t t0, std::uint64_t t1,
+                             std::uint64_t idx) noexcept;
 
 /// LOTUS_RESOURCES=ops: a span's figures, on its out-of-line path (scope.hpp). op_resources_begin
 /// reads the calling thread's counters and keeps them on its stack of open ops (false: not kept,
 /// e.g. ops mode off or nested too deep); op_resources_end, for a span whose begin returned
 /// true, reads them again and adds the difference and the op's `ticks` to `loc`'s sums on this
 /// thread (`loc` nullptr: the op was not recorded, tracing went off; only forget the reading).
-LOTUS_DETAIL_API bool op_resources_begin() noexcept;
-LOTUS_DETAIL_API void op_resources_end(const record_site* loc, std::uint64_t ticks) noexcept;
+inline bool op_resources_begin() noexcept;
+inline void op_resources_end(const record_site* loc, std::uint64_t ticks) noexcept;
 
 /// CPU time the writer thread has spent draining, formatting and writing (bench/core).
-LOTUS_DETAIL_API std::uint64_t writer_cpu_ns() noexcept;
+inline std::uint64_t writer_cpu_ns() noexcept;
+
+/// The runtime's entry points above, as the implementation file fills them (runtime/
+/// entry_table.hpp). Every call above goes through runtime_entry_points(): one weak function per
+/// file that is not the implementation (it returns nullptr: no runtime), not one weak no-op per
+/// entry point, which cost every recording file 0.12 G compiler instructions at -O2.
+struct runtime_entries {
+  void (*push_slow)(const record_site*, std::uint64_t, std::uint64_t, std::uint64_t) noexcept;
+  int (*initialize_mode)() noexcept;
+  span_start (*span_start_slow)(int, const record_site&, std::uint64_t) noexcept;
+  void (*span_end_slow)(int, const record_site*, std::uint64_t, std::uint64_t) noexcept;
+  inflight* (*inflight_registered)() noexcept;
+  const record_site& (*intern)(std::string_view, std::uint32_t);
+  const record_site* (*intern_dynamic)(const char*, std::size_t, std::uint64_t) noexcept;
+  void (*api_configure)(const options&);
+  void (*api_flush)() noexcept;
+  void (*api_shutdown)() noexcept;
+  trace_stats (*api_stats)() noexcept;
+  bool (*api_capture)(const char*, std::size_t) noexcept;
+  bool (*trigger_valid)(const char*, std::size_t) noexcept;
+  bool (*nvtx_push)(const record_site&, std::uint64_t) noexcept;
+  void (*nvtx_pop)() noexcept;
+  void (*nvtx_mark)(const record_site&, std::uint64_t) noexcept;
+  std::uint64_t (*nvtx_start)(const record_site&, std::uint64_t) noexcept;
+  void (*nvtx_end)(std::uint64_t) noexcept;
+  bool (*nvtx_compiled)() noexcept;
+  bool (*nvtx_active)() noexcept;
+  bool (*annotations_active)() noexcept;
+  bool (*itt_open)() noexcept;
+  bool (*itt_task_push)(const record_site&) noexcept;
+  void (*itt_task_pop)() noexcept;
+  bool (*itt_active)() noexcept;
+  void (*collector_resume_slow)(const char*) noexcept;
+  void (*collector_pause_slow)(const char*) noexcept;
+  void (*collector_detach_slow)() noexcept;
+  void (*collector_initialize)() noexcept;
+  collector::kind (*collector_attached)() noexcept;
+  const char* (*map_gate_enter)(const char*) noexcept;
+  res_sample (*resources_read)() noexcept;
+  void (*resources_record)(const res_sample&, std::uint64_t, std::uint64_t, std::uint64_t) noexcept;
+  bool (*op_resources_begin)() noexcept;
+  void (*op_resources_end)(const record_site*, std::uint64_t) noexcept;
+  std::uint64_t (*writer_cpu_ns)() noexcept;
+};
+
+/// The implementation file's table (strong), else nullptr (a weak definition in every other file:
+/// detail/no_runtime.hpp): the program has no runtime, and the calls above take their no-op.
+LOTUS_DETAIL_API const runtime_entries* runtime_entry_points() noexcept;
 
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
@@ -1013,8 +1080,277 @@ inline std::atomic<int> map_mode{map_unread};
   const ::lotus::map_region id(LOTUS_DETAIL_CONCAT(id, _loc))
 #define LOTUS_DETAIL_COLLECTOR_CALL(call) call
 
+// Every call into the runtime: through the implementation file's table, or its no-op.
+// ---- begin lotus/detail/entry_calls.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_ENTRY_CALLS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_ENTRY_CALLS_HPP
+// lotus — every call into the runtime, through its table or to the no-op (internal)
+// SPDX-License-Identifier: MIT
+// The inline bodies of detail/entry.hpp's declarations. Each asks runtime_entry_points() for the
+// implementation file's table and calls its entry; where the program has no implementation (the
+// table is nullptr) it takes the no-op that keeps the program running untraced, and the first
+// call into lotus (a record, configure, capture) writes one line to stderr that says what to add.
+// Every path here is async-signal-safe (a first record may be in a signal handler).
+
+#include <unistd.h>  // write
+
+#include <atomic>       // atomic
+#include <cstddef>      // size_t
+#include <cstdint>      // uint64_t
+#include <string_view>  // string_view
+
+// ---- begin lotus/trace_stats.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_TRACE_STATS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_TRACE_STATS_HPP
+// lotus — the process's event counters (lotus::stats())
+// SPDX-License-Identifier: MIT
+
+#include <cstdint>  // uint64_t
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+
+/// Event counters of this process: recorded == written + dropped once everything is flushed.
+struct trace_stats {
+  std::uint64_t recorded = 0;  ///< events recorded while tracing was on
+  std::uint64_t written = 0;   ///< events written to trace files
+  std::uint64_t dropped = 0;   ///< events lost: ring full under `drop`, or tracing disabled by I/O
+  std::uint64_t sanitized =
+      0;  ///< written events whose name had ',' or control bytes replaced, or was cut at 4096 bytes
+};
+
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_TRACE_STATS_HPP
+// ---- end lotus/trace_stats.hpp ----
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// The line a program without a runtime writes once, at its first call into lotus.
+inline constexpr char no_runtime_line[] =
+    "lotus: this program has no lotus runtime, so nothing is traced: in exactly one .cpp file, "
+    "#define LOTUS_IMPLEMENTATION before #include <lotus/lotus.hpp> (or link CMake's "
+    "lotus::lotus)\n";
+
+inline std::atomic<bool> no_runtime_said{false};
+
+/// Once per process: the line above on stderr; tracing is off from then on.
+inline void no_runtime_notice() noexcept {
+  g_mode.store(mode_off, std::memory_order_relaxed);
+  if (no_runtime_said.exchange(true, std::memory_order_relaxed)) return;
+  const ssize_t written = ::write(2, no_runtime_line, sizeof no_runtime_line - 1);
+  static_cast<void>(written);  // nothing to do when stderr is closed
+}
+
+inline void push_slow(const record_site* loc, std::uint64_t t0, std::uint64_t t1,
+                      std::uint64_t idx) noexcept {
+  if (const runtime_entries* e = runtime_entry_points()) e->push_slow(loc, t0, t1, idx);
+}
+
+inline int initialize_mode() noexcept {
+  if (const runtime_entries* e = runtime_entry_points()) return e->initialize_mode();
+  no_runtime_notice();
+  return mode_off;
+}
+
+inline span_start span_start_slow(int mode, const record_site& loc, std::uint64_t idx) noexcept {
+  if (const runtime_entries* e = runtime_entry_points()) return e->span_start_slow(mode, loc, idx);
+  if (mode == mode_uninit) no_runtime_notice();
+  return {nullptr, 0};
+}
+
+inline void span_end_slow(int mode, const record_site* tagged, std::uint64_t t0,
+                          std::uint64_t idx) noexcept {
+  if (const runtime_entries* e = runtime_entry_points()) e->span_end_slow(mode, tagged, t0, idx);
+}
+
+inline inflight* inflight_registered() noexcept {
+  if (const runtime_entries* e = runtime_entry_points()) return e->inflight_registered();
+  return nullptr;
+}
+
+inline const record_site& intern(std::string_view name, std::uint32_t flags) {
+  if (const runtime_entries* e = runtime_entry_points()) return e->intern(name, flags);
+  no_runtime_notice();
+  static constexpr record_site nowhere{"", "", "", 0, 0};
+  return nowhere;
+}
+
+inline const record_site* intern_dynamic(const char* name, std::size_t key_size,
+                                         std::uint64_t hash) noexcept {
+  if (const runtime_entries* e = runtime_entry_points())
+    return e->intern_dynamic(name, key_size, hash);
+  no_runtime_notice();
+  return nullptr;
+}
+
+inline void api_configure(const options& opts) {
+  if (const runtime_entries* e = runtime_entry_points()) {
+    e->api_configure(opts);
+    return;
+  }
+  no_runtime_notice();
+}
+
+inline void api_flush() noexcept {
+  if (const runtime_entries* e = runtime_entry_points()) e->api_flush();
+}
+
+inline void api_shutdown() noexcept {
+  if (const runtime_entries* e = runtime_entry_points()) e->api_shutdown();
+}
+
+inline trace_stats api_stats() noexcept {
+  if (const runtime_entries* e = runtime_entry_points()) return e->api_stats();
+  return {};
+}
+
+inline bool api_capture(const char* reason, std::size_t size) noexcept {
+  if (const runtime_entries* e = runtime_entry_points()) return e->api_capture(reason, size);
+  no_runtime_notice();
+  return false;
+}
+
+inline bool trigger_valid(const char* text, std::size_t size) noexcept {
+  if (const runtime_entries* e = runtime_entry_points()) return e->trigger_valid(text, size);
+  return true;
+}
+
+inline bool nvtx_push(const record_site& loc, std::uint64_t idx) noexcept {
+  if (const runtime_entries* e = runtime_entry_points()) return e->nvtx_push(loc, idx);
+  return false;
+}
+
+inline void nvtx_pop() noexcept {
+  if (const runtime_entries* e = runtime_entry_points()) e->nvtx_pop();
+}
+
+inline void nvtx_mark(const record_site& loc, std::uint64_t idx) noexcept {
+  if (const runtime_entries* e = runtime_entry_points()) e->nvtx_mark(loc, idx);
+}
+
+inline std::uint64_t nvtx_start(const record_site& loc, std::uint64_t idx) noexcept {
+  if (const runtime_entries* e = runtime_entry_points()) return e->nvtx_start(loc, idx);
+  return 0;
+}
+
+inline void nvtx_end(std::uint64_t id) noexcept {
+  if (const runtime_entries* e = runtime_entry_points()) e->nvtx_end(id);
+}
+
+inline bool nvtx_compiled() noexcept {
+  if (const runtime_entries* e = runtime_entry_points()) return e->nvtx_compiled();
+  return false;
+}
+
+inline bool nvtx_active() noexcept {
+  if (const runtime_entries* e = runtime_entry_points()) return e->nvtx_active();
+  return false;
+}
+
+inline bool annotations_active() noexcept {
+  if (const runtime_entries* e = runtime_entry_points()) return e->annotations_active();
+  return false;
+}
+
+inline bool itt_open() noexcept {
+  if (const runtime_entries* e = runtime_entry_points()) return e->itt_open();
+  return false;
+}
+
+inline bool itt_task_push(const record_site& loc) noexcept {
+  if (const runtime_entries* e = runtime_entry_points()) return e->itt_task_push(loc);
+  return false;
+}
+
+inline void itt_task_pop() noexcept {
+  if (const runtime_entries* e = runtime_entry_points()) e->itt_task_pop();
+}
+
+inline bool itt_active() noexcept {
+  if (const runtime_entries* e = runtime_entry_points()) return e->itt_active();
+  return false;
+}
+
+inline void collector_resume_slow(const char* region) noexcept {
+  if (const runtime_entries* e = runtime_entry_points()) {
+    e->collector_resume_slow(region);
+    return;
+  }
+  collector_state.store(collector_off, std::memory_order_relaxed);
+}
+
+inline void collector_pause_slow(const char* region) noexcept {
+  if (const runtime_entries* e = runtime_entry_points()) {
+    e->collector_pause_slow(region);
+    return;
+  }
+  collector_state.store(collector_off, std::memory_order_relaxed);
+}
+
+inline void collector_detach_slow() noexcept {
+  if (const runtime_entries* e = runtime_entry_points()) {
+    e->collector_detach_slow();
+    return;
+  }
+  collector_state.store(collector_off, std::memory_order_relaxed);
+}
+
+inline void collector_initialize() noexcept {
+  if (const runtime_entries* e = runtime_entry_points()) {
+    e->collector_initialize();
+    return;
+  }
+  collector_state.store(collector_off, std::memory_order_relaxed);
+}
+
+inline collector::kind collector_attached() noexcept {
+  if (const runtime_entries* e = runtime_entry_points()) return e->collector_attached();
+  return collector::kind::none;
+}
+
+inline const char* map_gate_enter(const char* name) noexcept {
+  if (const runtime_entries* e = runtime_entry_points()) return e->map_gate_enter(name);
+  map_mode.store(map_idle, std::memory_order_relaxed);
+  return nullptr;
+}
+
+inline res_sample resources_read() noexcept {
+  if (const runtime_entries* e = runtime_entry_points()) return e->resources_read();
+  return {};
+}
+
+inline void resources_record(const res_sample& begin, std::uint64_t t0, std::uint64_t t1,
+                             std::uint64_t idx) noexcept {
+  if (const runtime_entries* e = runtime_entry_points()) e->resources_record(begin, t0, t1, idx);
+}
+
+inline bool op_resources_begin() noexcept {
+  if (const runtime_entries* e = runtime_entry_points()) return e->op_resources_begin();
+  return false;
+}
+
+inline void op_resources_end(const record_site* loc, std::uint64_t ticks) noexcept {
+  if (const runtime_entries* e = runtime_entry_points()) e->op_resources_end(loc, ticks);
+}
+
+inline std::uint64_t writer_cpu_ns() noexcept {
+  if (const runtime_entries* e = runtime_entry_points()) return e->writer_cpu_ns();
+  return 0;
+}
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_ENTRY_CALLS_HPP
+// ---- end lotus/detail/entry_calls.hpp ----
+
 // The runtime: compiled in the one file that defines LOTUS_IMPLEMENTATION (lotus.hpp adds the
-// collectors and LOTUS_MAP_REGION's selection there); every other file gets the weak no-ops.
+// collectors, LOTUS_MAP_REGION's selection and the table there); every other file gets the weak
+// "no runtime" (a nullptr table).
 #ifdef LOTUS_IMPLEMENTATION
 // ---- begin lotus/runtime/runtime.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_RUNTIME_HPP
@@ -1358,8 +1694,10 @@ inline bool has_control_char(std::string_view s) noexcept {
 // ---- begin lotus/options.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
 #define LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
-// lotus — run-time configuration types: options, overflow policy, clock source, statistics
+// lotus — run-time configuration: options, overflow policy, clock source
 // SPDX-License-Identifier: MIT
+// Include it where lotus::configure is called. <lotus/lotus.hpp> does not: <chrono> and
+// <optional> are about half of what the hot path's headers would add to every recording file.
 
 #include <chrono>    // milliseconds
 #include <cstddef>   // size_t
@@ -1428,15 +1766,6 @@ struct options {
   /// `lotus-tool top` and `serve` (default on). false: none; a file already written gets this
   /// process's final figures. Turned on again, the figures go on from where they stopped.
   std::optional<bool> live;
-};
-
-/// Event counters of this process: recorded == written + dropped once everything is flushed.
-struct trace_stats {
-  std::uint64_t recorded = 0;  ///< events recorded while tracing was on
-  std::uint64_t written = 0;   ///< events written to trace files
-  std::uint64_t dropped = 0;   ///< events lost: ring full under `drop`, or tracing disabled by I/O
-  std::uint64_t sanitized =
-      0;  ///< written events whose name had ',' or control bytes replaced, or was cut at 4096 bytes
 };
 
 }  // namespace LOTUS_DETAIL_ABI
@@ -3188,12 +3517,12 @@ LOTUS_DETAIL_COLD inline bool itt_open_once() noexcept {
   return true;
 }
 
-LOTUS_DETAIL_API bool itt_open() noexcept {
+inline bool rt_itt_open() noexcept {
   static const bool ok = itt_open_once();
   return ok;
 }
 
-LOTUS_DETAIL_API bool itt_task_push(const record_site& loc) noexcept {
+inline bool rt_itt_task_push(const record_site& loc) noexcept {
   // Acquire: the thread that turned ITT on filled itt_tasks() (the handshake) before.
   if (!g_itt_on.load(std::memory_order_acquire)) return false;
   itt_tasks_state& s = itt_tasks();
@@ -3204,12 +3533,12 @@ LOTUS_DETAIL_API bool itt_task_push(const record_site& loc) noexcept {
   return true;
 }
 
-LOTUS_DETAIL_API void itt_task_pop() noexcept {
+inline void rt_itt_task_pop() noexcept {
   itt_tasks_state& s = itt_tasks();
   collector_fn_cast<itt_task_end_fn>(s.task_end)(s.domain);
 }
 
-LOTUS_DETAIL_API bool itt_active() noexcept { return g_itt_on.load(std::memory_order_relaxed); }
+inline bool rt_itt_active() noexcept { return g_itt_on.load(std::memory_order_relaxed); }
 
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
@@ -3330,7 +3659,7 @@ inline void nvtx_range_push(const record_site& loc, std::uint64_t idx) noexcept 
 
 inline void nvtx_range_pop() noexcept { nvtxDomainRangePop(nvtx_domain()); }
 
-LOTUS_DETAIL_API void nvtx_mark(const record_site& loc, std::uint64_t idx) noexcept {
+inline void rt_nvtx_mark(const record_site& loc, std::uint64_t idx) noexcept {
   if (!g_nvtx_on.load(std::memory_order_relaxed)) return;
   nvtxEventAttributes_t a;
   char buf[160];
@@ -3338,7 +3667,7 @@ LOTUS_DETAIL_API void nvtx_mark(const record_site& loc, std::uint64_t idx) noexc
   nvtxDomainMarkEx(nvtx_domain(), &a);
 }
 
-LOTUS_DETAIL_API std::uint64_t nvtx_start(const record_site& loc, std::uint64_t idx) noexcept {
+inline std::uint64_t rt_nvtx_start(const record_site& loc, std::uint64_t idx) noexcept {
   if (!g_nvtx_on.load(std::memory_order_relaxed)) return 0;
   nvtxEventAttributes_t a;
   char buf[160];
@@ -3347,24 +3676,24 @@ LOTUS_DETAIL_API std::uint64_t nvtx_start(const record_site& loc, std::uint64_t 
   return id != 0 ? id : ~std::uint64_t{0};  // 0 means "no range" to callers
 }
 
-LOTUS_DETAIL_API void nvtx_end(std::uint64_t id) noexcept {
+inline void rt_nvtx_end(std::uint64_t id) noexcept {
   if (id != 0) nvtxDomainRangeEnd(nvtx_domain(), id == ~std::uint64_t{0} ? 0 : id);
 }
 
-LOTUS_DETAIL_API bool nvtx_compiled() noexcept { return true; }
+inline bool rt_nvtx_compiled() noexcept { return true; }
 
 #else  // no NVTX in this build
 
 inline void nvtx_range_push(const record_site&, std::uint64_t) noexcept {}
 inline void nvtx_range_pop() noexcept {}
-LOTUS_DETAIL_API void nvtx_mark(const record_site&, std::uint64_t) noexcept {}
-LOTUS_DETAIL_API std::uint64_t nvtx_start(const record_site&, std::uint64_t) noexcept { return 0; }
-LOTUS_DETAIL_API void nvtx_end(std::uint64_t) noexcept {}
-LOTUS_DETAIL_API bool nvtx_compiled() noexcept { return false; }
+inline void rt_nvtx_mark(const record_site&, std::uint64_t) noexcept {}
+inline std::uint64_t rt_nvtx_start(const record_site&, std::uint64_t) noexcept { return 0; }
+inline void rt_nvtx_end(std::uint64_t) noexcept {}
+inline bool rt_nvtx_compiled() noexcept { return false; }
 
 #endif
 
-LOTUS_DETAIL_API bool nvtx_active() noexcept { return g_nvtx_on.load(std::memory_order_relaxed); }
+inline bool rt_nvtx_active() noexcept { return g_nvtx_on.load(std::memory_order_relaxed); }
 
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
@@ -3386,7 +3715,7 @@ struct annotation_stack {
 };
 inline thread_local annotation_stack t_annotations;
 
-LOTUS_DETAIL_API bool nvtx_push(const record_site& loc, std::uint64_t idx) noexcept {
+inline bool rt_nvtx_push(const record_site& loc, std::uint64_t idx) noexcept {
   const bool nvtx = g_nvtx_on.load(std::memory_order_relaxed);
   const bool itt = g_itt_on.load(std::memory_order_acquire);
   if (!nvtx && !itt) return false;
@@ -3401,7 +3730,7 @@ LOTUS_DETAIL_API bool nvtx_push(const record_site& loc, std::uint64_t idx) noexc
   return true;
 }
 
-LOTUS_DETAIL_API void nvtx_pop() noexcept {
+inline void rt_nvtx_pop() noexcept {
   annotation_stack& a = t_annotations;
   if (a.depth == 0) return;
   const std::uint32_t d = --a.depth;
@@ -3410,7 +3739,7 @@ LOTUS_DETAIL_API void nvtx_pop() noexcept {
   if ((a.nvtx[d / 64] & bit) != 0) nvtx_range_pop();
 }
 
-LOTUS_DETAIL_API bool annotations_active() noexcept {
+inline bool rt_annotations_active() noexcept {
   return g_nvtx_on.load(std::memory_order_relaxed) || g_itt_on.load(std::memory_order_relaxed);
 }
 
@@ -9328,57 +9657,83 @@ LOTUS_DETAIL_COLD inline void runtime::fork_child() noexcept {
 
 // ---- entry points (entry.hpp) -----------------------------------------------------------------
 
-LOTUS_DETAIL_API void push_slow(const record_site* loc, std::uint64_t t0, std::uint64_t t1,
-                                std::uint64_t idx) noexcept {
+inline void rt_push_slow(const record_site* loc, std::uint64_t t0, std::uint64_t t1,
+                         std::uint64_t idx) noexcept {
   runtime::get().push_slow(loc, t0, t1, idx);
 }
 
-LOTUS_DETAIL_API inflight* inflight_registered() noexcept {
+inline span_start rt_span_start_slow(int m, const record_site& loc, std::uint64_t idx) noexcept {
+  if (m == mode_uninit) m = initialize_mode();
+  if (m < mode_tsc) return {nullptr, 0};
+  std::uintptr_t bits = reinterpret_cast<std::uintptr_t>(&loc);
+  if (m >= mode_tsc_nvtx) {
+    if (nvtx_push(loc, idx)) bits |= span_pushed_bit;
+    if (op_resources_begin()) bits |= span_res_bit;
+  }
+  // After the push and the reading: the record excludes their cost.
+  return {reinterpret_cast<const record_site*>(bits), now_ticks(m)};
+}
+
+inline void rt_span_end_slow(int m, const record_site* tagged, std::uint64_t t0,
+                             std::uint64_t idx) noexcept {
+  const std::uintptr_t bits = reinterpret_cast<std::uintptr_t>(tagged);
+  const auto* loc = reinterpret_cast<const record_site*>(bits & ~(span_pushed_bit | span_res_bit));
+  if (m < mode_tsc) {
+    if ((bits & span_res_bit) != 0) op_resources_end(nullptr, 0);  // forget its reading
+  } else {
+    const std::uint64_t t1 = now_ticks(m);
+    push(loc, t0, t1, idx);
+    if ((bits & span_res_bit) != 0) op_resources_end(loc, t1 > t0 ? t1 - t0 : 0);
+  }
+  if ((bits & span_pushed_bit) != 0) nvtx_pop();
+}
+
+inline inflight* rt_inflight_registered() noexcept {
   if (g_mode.load(std::memory_order_relaxed) < mode_tsc) return nullptr;
   return runtime::get().inflight_registered();
 }
 
-LOTUS_DETAIL_API int initialize_mode() noexcept {
+inline int rt_initialize_mode() noexcept {
   if (t_thread.busy != 0) return mode_off;  // a signal handler interrupting initialization
   runtime::get().initialize();
   return g_mode.load(std::memory_order_relaxed);
 }
 
-LOTUS_DETAIL_API const record_site& intern(std::string_view name, std::uint32_t flags) {
+inline const record_site& rt_intern(std::string_view name, std::uint32_t flags) {
   return runtime::get().intern(name, flags);
 }
 
-LOTUS_DETAIL_API const record_site* intern_dynamic(const char* name, std::size_t size,
-                                                   std::uint64_t hash) noexcept {
+inline const record_site* rt_intern_dynamic(const char* name, std::size_t size,
+                                            std::uint64_t hash) noexcept {
   return runtime::get().intern_dynamic(name, size, hash);
 }
 
-LOTUS_DETAIL_API void api_configure(const options& opts) { runtime::get().configure(opts); }
+inline void rt_api_configure(const options& opts) { runtime::get().configure(opts); }
 
-LOTUS_DETAIL_API void api_flush() noexcept {
+inline void rt_api_flush() noexcept {
   if (g_mode.load(std::memory_order_relaxed) != mode_uninit) runtime::get().flush();
 }
 
-LOTUS_DETAIL_API void api_shutdown() noexcept {
+inline void rt_api_shutdown() noexcept {
   if (g_mode.load(std::memory_order_relaxed) != mode_uninit) runtime::get().shutdown();
 }
 
-LOTUS_DETAIL_API bool api_capture(const char* reason, std::size_t size) noexcept {
+inline bool rt_api_capture(const char* reason, std::size_t size) noexcept {
   if (g_mode.load(std::memory_order_relaxed) < mode_tsc) return false;
   return runtime::get().capture(std::string_view(reason, size));
 }
 
-LOTUS_DETAIL_API bool trigger_valid(const char* text, std::size_t size) noexcept {
+inline bool rt_trigger_valid(const char* text, std::size_t size) noexcept {
   flight_settings s;
   return flight_parse_triggers(std::string_view(text, size), s);
 }
 
-LOTUS_DETAIL_API trace_stats api_stats() noexcept {
+inline trace_stats rt_api_stats() noexcept {
   if (g_mode.load(std::memory_order_relaxed) == mode_uninit) return {};
   return runtime::get().stats();
 }
 
-LOTUS_DETAIL_API res_sample resources_read() noexcept {
+inline res_sample rt_resources_read() noexcept {
   if (g_mode.load(std::memory_order_relaxed) < mode_tsc || resources_enabled() == 0) return {};
   // A registered thread (registered here if it has recorded nothing yet): its exit hook is
   // armed, so the schedstat descriptor is closed when the thread exits, and its queue exists.
@@ -9390,8 +9745,8 @@ LOTUS_DETAIL_API res_sample resources_read() noexcept {
 // The record path of the resource figures allocates nothing and takes no lock: the queue and
 // the per-op table were allocated when the thread registered (thread_registry::equip), and both
 // take a signal handler's entries that interrupt the owner's (resources.hpp).
-LOTUS_DETAIL_API void resources_record(const res_sample& begin, std::uint64_t t0, std::uint64_t t1,
-                                       std::uint64_t idx) noexcept {
+inline void rt_resources_record(const res_sample& begin, std::uint64_t t0, std::uint64_t t1,
+                                std::uint64_t idx) noexcept {
   if (!begin.ok) return;
   const thread_local_state& me = t_thread;
   thread_state* self = me.self;
@@ -9406,7 +9761,7 @@ LOTUS_DETAIL_API void resources_record(const res_sample& begin, std::uint64_t t0
   res_push(*q, begin, end, t0, t1, idx);
 }
 
-LOTUS_DETAIL_API bool op_resources_begin() noexcept {
+inline bool rt_op_resources_begin() noexcept {
   if (!g_op_resources_on.load(std::memory_order_relaxed)) return false;
   op_res_stack& st = t_op_res;
   const unsigned d = st.depth;
@@ -9426,7 +9781,7 @@ LOTUS_DETAIL_API bool op_resources_begin() noexcept {
   return true;
 }
 
-LOTUS_DETAIL_API void op_resources_end(const record_site* loc, std::uint64_t ticks) noexcept {
+inline void rt_op_resources_end(const record_site* loc, std::uint64_t ticks) noexcept {
   op_res_stack& st = t_op_res;
   const unsigned d = st.depth;
   if (d == 0) return;
@@ -9449,7 +9804,7 @@ LOTUS_DETAIL_API void op_resources_end(const record_site* loc, std::uint64_t tic
   op_res_add(*t, loc, ticks, begin, end);
 }
 
-LOTUS_DETAIL_API std::uint64_t writer_cpu_ns() noexcept { return runtime::get().writer_cpu_ns(); }
+inline std::uint64_t rt_writer_cpu_ns() noexcept { return runtime::get().writer_cpu_ns(); }
 
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
@@ -9460,110 +9815,15 @@ LOTUS_DETAIL_API std::uint64_t writer_cpu_ns() noexcept { return runtime::get().
 // ---- begin lotus/detail/no_runtime.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_NO_RUNTIME_HPP
 #define LOTUS_AMALGAMATED_LOTUS_DETAIL_NO_RUNTIME_HPP
-// lotus — the weak no-op runtime of every file that is not the implementation (internal)
+// lotus — the weak "no runtime" of every file that is not the implementation (internal)
 // SPDX-License-Identifier: MIT
-// A file that includes lotus without LOTUS_IMPLEMENTATION gets one weak definition of each of the
-// runtime's entry points (detail/entry.hpp). The file of the program that defines
-// LOTUS_IMPLEMENTATION (or CMake's lotus::lotus, or the Python module) defines them strongly, and
-// the linker keeps those. A program with no implementation anywhere links these: it runs
-// untraced, and its first call into lotus (its first record) writes one line to stderr that says
-// what to add. Every one of them is async-signal-safe (a first record may be in a signal handler).
+// A file that includes lotus without LOTUS_IMPLEMENTATION gets one weak definition: the runtime's
+// table is nullptr. The file of the program that defines LOTUS_IMPLEMENTATION (or CMake's
+// lotus::lotus, or the Python module) defines it strongly (runtime/entry_table.hpp), and the
+// linker keeps that one. A program with no implementation anywhere links this one: every call into
+// the runtime takes its no-op (detail/entry_calls.hpp), it runs untraced, and its first call into
+// lotus writes one line to stderr that says what to add.
 
-#include <unistd.h>  // write
-
-#include <atomic>       // atomic
-#include <cstddef>      // size_t
-#include <cstdint>      // uint64_t
-#include <string_view>  // string_view
-
-// ---- begin lotus/options.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
-#define LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
-// lotus — run-time configuration types: options, overflow policy, clock source, statistics
-// SPDX-License-Identifier: MIT
-
-#include <chrono>    // milliseconds
-#include <cstddef>   // size_t
-#include <cstdint>   // uint64_t
-#include <optional>  // optional
-#include <string>    // string
-
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-
-/// What a thread does when its ring is full: wait for the writer (lossless) or count a drop.
-enum class overflow_policy { block, drop };
-
-/// Timestamp source: TSC calibrated to CLOCK_REALTIME where invariant, or clock_gettime.
-enum class clock_source { automatic, tsc, realtime };
-
-/// Run-time options. Unset fields fall back to the environment, then to the defaults.
-struct options {
-  std::optional<std::string> log_file;                      ///< LOTUS_LOG_FILE: trace prefix
-  std::optional<bool> enabled;                              ///< !LOTUS_DISABLE
-  std::optional<std::size_t> ring_capacity;                 ///< LOTUS_RING_CAPACITY (events/thread)
-  std::optional<std::chrono::milliseconds> flush_interval;  ///< LOTUS_FLUSH_INTERVAL_MS
-  std::optional<overflow_policy> overflow;                  ///< LOTUS_OVERFLOW: block|drop
-  std::optional<clock_source> clock;                        ///< LOTUS_CLOCK: auto|tsc|realtime
-  /// LOTUS_MAX_BYTES: trace-file bytes this process may write; beyond, events are dropped
-  /// (counted). 0: no limit (the default).
-  std::optional<std::uint64_t> max_bytes;
-  /// LOTUS_MIN_FREE_BYTES: free space the trace directory's file system keeps; below it events
-  /// are dropped (counted) until space is freed. Default: the larger of 1 GiB and 5 % of the
-  /// file system; 0: no reserve.
-  std::optional<std::uint64_t> min_free_bytes;
-  /// LOTUS_NVTX: every span also pushes and pops an NVTX range (domain `lotus`) for Nsight
-  /// Systems. Needs a build with NVTX (LOTUS_WITH_NVTX; CMake option LOTUS_NVTX); elsewhere one
-  /// message says so and tracing goes on without it.
-  std::optional<bool> nvtx;
-  /// LOTUS_ITT: every span is also an ITT task (domain `lotus`) for Intel VTune, through the
-  /// collector named by INTEL_LIBITTNOTIFY64 (no vendor SDK); with none, one message says so
-  /// and tracing goes on without it.
-  std::optional<bool> itt;
-  /// LOTUS_FLIGHT: flight recorder. Keep only the last this-many seconds of every thread's
-  /// records in memory and write them, as a capture directory inside the trace directory, when
-  /// a trigger fires (LOTUS_TRIGGER, lotus::capture(), `lotus-tool capture`). 0: off (default).
-  std::optional<std::uint64_t> flight;
-  /// LOTUS_FLIGHT_BYTES: the most bytes of formatted records one process keeps in flight mode
-  /// (default 64 MiB); beyond, the oldest go first and are counted as dropped.
-  std::optional<std::uint64_t> flight_bytes;
-  /// LOTUS_TRIGGER: automatic captures in flight mode, comma-separated: `wait>DURATION` (a
-  /// batch wait passes that, fired while it lasts), `waitshare>P%/DURATION` (the main process
-  /// waited more than P % of the last DURATION), `batch>DURATION` (a worker batch in progress
-  /// longer), `op>DURATION` / `op:NAME>DURATION` (an op, or the op NAME, in progress longer).
-  /// The capture holds LOTUS_FLIGHT seconds before the anomaly began. "": none.
-  std::optional<std::string> trigger;
-  /// LOTUS_RESOURCES: at each worker batch's start and end, read the thread's CPU time, run-queue
-  /// wait, faults and context switches; the sidecar's `batchres` lines (default on; false: off).
-  /// true keeps the environment's per-op figures (LOTUS_RESOURCES=ops); false turns both off.
-  std::optional<bool> resources;
-  /// LOTUS_RESOURCES=ops: every span (LOTUS_SCOPE, LOTUS_SCOPE_DYNAMIC) also reads them at its
-  /// start and end; the sums per op and thread go into the sidecar's `opres` lines each flush.
-  /// true: per op (and per batch, whatever `resources` says); false: per batch at most. Spans
-  /// then take their out-of-line path for the rest of the process (as with NVTX). Unset: the
-  /// environment's choice.
-  std::optional<bool> op_resources;
-  /// LOTUS_LIVE: the writer thread keeps live figures (per-op histograms, the consumer's waits,
-  /// batches, per-worker busy time) and rewrites `.<prefix>.lotus-live_<pid>` in place, for
-  /// `lotus-tool top` and `serve` (default on). false: none; a file already written gets this
-  /// process's final figures. Turned on again, the figures go on from where they stopped.
-  std::optional<bool> live;
-};
-
-/// Event counters of this process: recorded == written + dropped once everything is flushed.
-struct trace_stats {
-  std::uint64_t recorded = 0;  ///< events recorded while tracing was on
-  std::uint64_t written = 0;   ///< events written to trace files
-  std::uint64_t dropped = 0;   ///< events lost: ring full under `drop`, or tracing disabled by I/O
-  std::uint64_t sanitized =
-      0;  ///< written events whose name had ',' or control bytes replaced, or was cut at 4096 bytes
-};
-
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
-// ---- end lotus/options.hpp ----
 
 #define LOTUS_DETAIL_NO_RUNTIME 1
 
@@ -9571,88 +9831,7 @@ namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
 
-/// The line a program without a runtime writes once, at its first call into lotus.
-inline constexpr char no_runtime_line[] =
-    "lotus: this program has no lotus runtime, so nothing is traced: in exactly one .cpp file, "
-    "#define LOTUS_IMPLEMENTATION before #include <lotus/lotus.hpp> (or link CMake's "
-    "lotus::lotus)\n";
-
-inline std::atomic<bool> no_runtime_said{false};
-
-/// Once per process: the line above on stderr; tracing is off from then on.
-inline void no_runtime_notice() noexcept {
-  g_mode.store(mode_off, std::memory_order_relaxed);
-  if (no_runtime_said.exchange(true, std::memory_order_relaxed)) return;
-  const ssize_t written = ::write(2, no_runtime_line, sizeof no_runtime_line - 1);
-  static_cast<void>(written);  // nothing to do when stderr is closed
-}
-
-LOTUS_DETAIL_API void push_slow(const record_site*, std::uint64_t, std::uint64_t,
-                                std::uint64_t) noexcept {}
-LOTUS_DETAIL_API int initialize_mode() noexcept {
-  no_runtime_notice();
-  return mode_off;
-}
-LOTUS_DETAIL_API inflight* inflight_registered() noexcept { return nullptr; }
-LOTUS_DETAIL_API const record_site& intern(std::string_view, std::uint32_t) {
-  no_runtime_notice();
-  static constexpr record_site nowhere{"", "", "", 0, 0};
-  return nowhere;
-}
-LOTUS_DETAIL_API const record_site* intern_dynamic(const char*, std::size_t,
-                                                   std::uint64_t) noexcept {
-  no_runtime_notice();
-  return nullptr;
-}
-
-LOTUS_DETAIL_API void api_configure(const options&) { no_runtime_notice(); }
-LOTUS_DETAIL_API void api_flush() noexcept {}
-LOTUS_DETAIL_API void api_shutdown() noexcept {}
-LOTUS_DETAIL_API trace_stats api_stats() noexcept { return {}; }
-LOTUS_DETAIL_API bool api_capture(const char*, std::size_t) noexcept {
-  no_runtime_notice();
-  return false;
-}
-LOTUS_DETAIL_API bool trigger_valid(const char*, std::size_t) noexcept { return true; }
-
-LOTUS_DETAIL_API bool nvtx_push(const record_site&, std::uint64_t) noexcept { return false; }
-LOTUS_DETAIL_API void nvtx_pop() noexcept {}
-LOTUS_DETAIL_API void nvtx_mark(const record_site&, std::uint64_t) noexcept {}
-LOTUS_DETAIL_API std::uint64_t nvtx_start(const record_site&, std::uint64_t) noexcept { return 0; }
-LOTUS_DETAIL_API void nvtx_end(std::uint64_t) noexcept {}
-LOTUS_DETAIL_API bool nvtx_compiled() noexcept { return false; }
-LOTUS_DETAIL_API bool nvtx_active() noexcept { return false; }
-LOTUS_DETAIL_API bool annotations_active() noexcept { return false; }
-
-LOTUS_DETAIL_API bool itt_open() noexcept { return false; }
-LOTUS_DETAIL_API bool itt_task_push(const record_site&) noexcept { return false; }
-LOTUS_DETAIL_API void itt_task_pop() noexcept {}
-LOTUS_DETAIL_API bool itt_active() noexcept { return false; }
-
-LOTUS_DETAIL_API void collector_resume_slow(const char*) noexcept {
-  collector_state.store(collector_off, std::memory_order_relaxed);
-}
-LOTUS_DETAIL_API void collector_pause_slow(const char*) noexcept {
-  collector_state.store(collector_off, std::memory_order_relaxed);
-}
-LOTUS_DETAIL_API void collector_detach_slow() noexcept {
-  collector_state.store(collector_off, std::memory_order_relaxed);
-}
-LOTUS_DETAIL_API void collector_initialize() noexcept {
-  collector_state.store(collector_off, std::memory_order_relaxed);
-}
-LOTUS_DETAIL_API collector::kind collector_attached() noexcept { return collector::kind::none; }
-LOTUS_DETAIL_API const char* map_gate_enter(const char*) noexcept {
-  map_mode.store(map_idle, std::memory_order_relaxed);
-  return nullptr;
-}
-
-LOTUS_DETAIL_API res_sample resources_read() noexcept { return {}; }
-LOTUS_DETAIL_API void resources_record(const res_sample&, std::uint64_t, std::uint64_t,
-                                       std::uint64_t) noexcept {}
-LOTUS_DETAIL_API bool op_resources_begin() noexcept { return false; }
-LOTUS_DETAIL_API void op_resources_end(const record_site*, std::uint64_t) noexcept {}
-LOTUS_DETAIL_API std::uint64_t writer_cpu_ns() noexcept { return 0; }
+LOTUS_DETAIL_API const runtime_entries* runtime_entry_points() noexcept { return nullptr; }
 
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
@@ -9759,9 +9938,10 @@ constexpr const char* tool_name(kind k) noexcept {
 #endif
 
 // The runtime's cold entry points (detail/entry.hpp). The one file of the program that defines
-// LOTUS_IMPLEMENTATION before it includes <lotus/lotus.hpp> compiles them, as ordinary functions;
-// every other file declares them weak and carries a weak no-op of each (detail/no_runtime.hpp),
-// so that a program with no implementation still links, runs untraced and says what to add.
+// LOTUS_IMPLEMENTATION before it includes <lotus/lotus.hpp> compiles them and their table, whose
+// accessor runtime_entry_points() is LOTUS_DETAIL_API: strong there, weak in every other file,
+// where it returns nullptr (detail/no_runtime.hpp), so that a program with no implementation still
+// links, runs untraced and says what to add.
 #if defined(LOTUS_IMPLEMENTATION)
 #  define LOTUS_DETAIL_API
 #elif defined(__GNUC__) || defined(__clang__)
@@ -10028,80 +10208,17 @@ struct res_sample {
 }  // namespace lotus
 #endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_RES_SAMPLE_HPP
 // ---- end lotus/detail/res_sample.hpp ----
-// ---- begin lotus/options.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
-#define LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
-// lotus — run-time configuration types: options, overflow policy, clock source, statistics
+// ---- begin lotus/trace_stats.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_TRACE_STATS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_TRACE_STATS_HPP
+// lotus — the process's event counters (lotus::stats())
 // SPDX-License-Identifier: MIT
 
-#include <chrono>    // milliseconds
-#include <cstddef>   // size_t
-#include <cstdint>   // uint64_t
-#include <optional>  // optional
-#include <string>    // string
+#include <cstdint>  // uint64_t
 
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
-
-/// What a thread does when its ring is full: wait for the writer (lossless) or count a drop.
-enum class overflow_policy { block, drop };
-
-/// Timestamp source: TSC calibrated to CLOCK_REALTIME where invariant, or clock_gettime.
-enum class clock_source { automatic, tsc, realtime };
-
-/// Run-time options. Unset fields fall back to the environment, then to the defaults.
-struct options {
-  std::optional<std::string> log_file;                      ///< LOTUS_LOG_FILE: trace prefix
-  std::optional<bool> enabled;                              ///< !LOTUS_DISABLE
-  std::optional<std::size_t> ring_capacity;                 ///< LOTUS_RING_CAPACITY (events/thread)
-  std::optional<std::chrono::milliseconds> flush_interval;  ///< LOTUS_FLUSH_INTERVAL_MS
-  std::optional<overflow_policy> overflow;                  ///< LOTUS_OVERFLOW: block|drop
-  std::optional<clock_source> clock;                        ///< LOTUS_CLOCK: auto|tsc|realtime
-  /// LOTUS_MAX_BYTES: trace-file bytes this process may write; beyond, events are dropped
-  /// (counted). 0: no limit (the default).
-  std::optional<std::uint64_t> max_bytes;
-  /// LOTUS_MIN_FREE_BYTES: free space the trace directory's file system keeps; below it events
-  /// are dropped (counted) until space is freed. Default: the larger of 1 GiB and 5 % of the
-  /// file system; 0: no reserve.
-  std::optional<std::uint64_t> min_free_bytes;
-  /// LOTUS_NVTX: every span also pushes and pops an NVTX range (domain `lotus`) for Nsight
-  /// Systems. Needs a build with NVTX (LOTUS_WITH_NVTX; CMake option LOTUS_NVTX); elsewhere one
-  /// message says so and tracing goes on without it.
-  std::optional<bool> nvtx;
-  /// LOTUS_ITT: every span is also an ITT task (domain `lotus`) for Intel VTune, through the
-  /// collector named by INTEL_LIBITTNOTIFY64 (no vendor SDK); with none, one message says so
-  /// and tracing goes on without it.
-  std::optional<bool> itt;
-  /// LOTUS_FLIGHT: flight recorder. Keep only the last this-many seconds of every thread's
-  /// records in memory and write them, as a capture directory inside the trace directory, when
-  /// a trigger fires (LOTUS_TRIGGER, lotus::capture(), `lotus-tool capture`). 0: off (default).
-  std::optional<std::uint64_t> flight;
-  /// LOTUS_FLIGHT_BYTES: the most bytes of formatted records one process keeps in flight mode
-  /// (default 64 MiB); beyond, the oldest go first and are counted as dropped.
-  std::optional<std::uint64_t> flight_bytes;
-  /// LOTUS_TRIGGER: automatic captures in flight mode, comma-separated: `wait>DURATION` (a
-  /// batch wait passes that, fired while it lasts), `waitshare>P%/DURATION` (the main process
-  /// waited more than P % of the last DURATION), `batch>DURATION` (a worker batch in progress
-  /// longer), `op>DURATION` / `op:NAME>DURATION` (an op, or the op NAME, in progress longer).
-  /// The capture holds LOTUS_FLIGHT seconds before the anomaly began. "": none.
-  std::optional<std::string> trigger;
-  /// LOTUS_RESOURCES: at each worker batch's start and end, read the thread's CPU time, run-queue
-  /// wait, faults and context switches; the sidecar's `batchres` lines (default on; false: off).
-  /// true keeps the environment's per-op figures (LOTUS_RESOURCES=ops); false turns both off.
-  std::optional<bool> resources;
-  /// LOTUS_RESOURCES=ops: every span (LOTUS_SCOPE, LOTUS_SCOPE_DYNAMIC) also reads them at its
-  /// start and end; the sums per op and thread go into the sidecar's `opres` lines each flush.
-  /// true: per op (and per batch, whatever `resources` says); false: per batch at most. Spans
-  /// then take their out-of-line path for the rest of the process (as with NVTX). Unset: the
-  /// environment's choice.
-  std::optional<bool> op_resources;
-  /// LOTUS_LIVE: the writer thread keeps live figures (per-op histograms, the consumer's waits,
-  /// batches, per-worker busy time) and rewrites `.<prefix>.lotus-live_<pid>` in place, for
-  /// `lotus-tool top` and `serve` (default on). false: none; a file already written gets this
-  /// process's final figures. Turned on again, the figures go on from where they stopped.
-  std::optional<bool> live;
-};
 
 /// Event counters of this process: recorded == written + dropped once everything is flushed.
 struct trace_stats {
@@ -10114,11 +10231,13 @@ struct trace_stats {
 
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
-// ---- end lotus/options.hpp ----
+#endif  // LOTUS_AMALGAMATED_LOTUS_TRACE_STATS_HPP
+// ---- end lotus/trace_stats.hpp ----
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
+struct options;  // <lotus/options.hpp>
+
 namespace detail {
 
 /// A state word that never changes: load() is a constant the compiler folds.
@@ -10138,6 +10257,14 @@ constexpr std::uint64_t read_tsc() noexcept { return 0; }
 constexpr std::uint64_t now_ticks(int) noexcept { return 0; }
 constexpr std::uint64_t now_ticks_slow(int) noexcept { return 0; }
 constexpr int initialize_mode() noexcept { return mode_off; }
+struct span_start {
+  const record_site* loc;
+  std::uint64_t t0;
+};
+constexpr span_start span_start_slow(int, const record_site&, std::uint64_t) noexcept {
+  return {nullptr, 0};
+}
+inline void span_end_slow(int, const record_site*, std::uint64_t, std::uint64_t) noexcept {}
 constexpr int active_mode() noexcept { return mode_off; }
 constexpr inflight* inflight_self() noexcept { return nullptr; }
 constexpr inflight* inflight_registered() noexcept { return nullptr; }
@@ -10425,9 +10552,10 @@ class batch_scope {
 #endif
 
 // The runtime's cold entry points (detail/entry.hpp). The one file of the program that defines
-// LOTUS_IMPLEMENTATION before it includes <lotus/lotus.hpp> compiles them, as ordinary functions;
-// every other file declares them weak and carries a weak no-op of each (detail/no_runtime.hpp),
-// so that a program with no implementation still links, runs untraced and says what to add.
+// LOTUS_IMPLEMENTATION before it includes <lotus/lotus.hpp> compiles them and their table, whose
+// accessor runtime_entry_points() is LOTUS_DETAIL_API: strong there, weak in every other file,
+// where it returns nullptr (detail/no_runtime.hpp), so that a program with no implementation still
+// links, runs untraced and says what to add.
 #if defined(LOTUS_IMPLEMENTATION)
 #  define LOTUS_DETAIL_API
 #elif defined(__GNUC__) || defined(__clang__)
@@ -10504,49 +10632,16 @@ class scope_timer {
   scope_timer& operator=(scope_timer&&) = delete;
 
  private:
-  // loc_'s low bit (record sites are pointer-aligned): this span pushed an NVTX range and/or an
-  // ITT task (nvtx_push keeps which, per thread). A process never returns to a plain clock mode
-  // once NVTX or ITT was on (the _nvtx modes stay), so the inline destructor path never sees a
-  // tagged pointer.
-  static constexpr std::uintptr_t pushed_bit = 1;
-  // loc_'s second bit: this span read its thread's resource figures at its start
-  // (LOTUS_RESOURCES=ops, detail::op_resources_begin); its end adds the difference. Ops mode, like
-  // NVTX, keeps the process in the _nvtx modes, so only the out-of-line paths see this bit.
-  static constexpr std::uintptr_t res_bit = 2;
   static_assert(alignof(record_site) >= 4, "two tag bits in a record_site pointer");
-
-  // Static, with the span's fields passed and returned by value: the inline paths keep them in
-  // registers (a member function would make the object live in memory).
-  struct started {
-    const record_site* loc;
-    std::uint64_t t0;
-  };
-
+  using started = detail::span_start;
+  // Out of line (the runtime's table is asked there): the inline paths keep their shape.
   LOTUS_DETAIL_NOINLINE static started start_slow(int m, const record_site& loc,
                                                   std::uint64_t idx) noexcept {
-    if (m == detail::mode_uninit) m = detail::initialize_mode();
-    if (m < detail::mode_tsc) return {nullptr, 0};
-    std::uintptr_t bits = reinterpret_cast<std::uintptr_t>(&loc);
-    if (m >= detail::mode_tsc_nvtx) {
-      if (detail::nvtx_push(loc, idx)) bits |= pushed_bit;
-      if (detail::op_resources_begin()) bits |= res_bit;
-    }
-    // After the push and the reading: the record excludes their cost.
-    return {reinterpret_cast<const record_site*>(bits), detail::now_ticks(m)};
+    return detail::span_start_slow(m, loc, idx);
   }
-
   LOTUS_DETAIL_NOINLINE static void end_slow(int m, const record_site* tagged, std::uint64_t t0,
                                              std::uint64_t idx) noexcept {
-    const std::uintptr_t bits = reinterpret_cast<std::uintptr_t>(tagged);
-    const auto* loc = reinterpret_cast<const record_site*>(bits & ~(pushed_bit | res_bit));
-    if (m < detail::mode_tsc) {
-      if ((bits & res_bit) != 0) detail::op_resources_end(nullptr, 0);  // forget its reading
-    } else {
-      const std::uint64_t t1 = detail::now_ticks(m);
-      detail::push(loc, t0, t1, idx);
-      if ((bits & res_bit) != 0) detail::op_resources_end(loc, t1 > t0 ? t1 - t0 : 0);
-    }
-    if ((bits & pushed_bit) != 0) detail::nvtx_pop();
+    detail::span_end_slow(m, tagged, t0, idx);
   }
 
   /// The span is in progress (inflight.hpp): what the writer sees of a stall while it lasts.
@@ -10596,94 +10691,6 @@ class scope_timer {
 #endif
 #endif  // LOTUS_AMALGAMATED_LOTUS_MACROS_HPP
 // ---- end lotus/macros.hpp ----
-// ---- begin lotus/options.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
-#define LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
-// lotus — run-time configuration types: options, overflow policy, clock source, statistics
-// SPDX-License-Identifier: MIT
-
-#include <chrono>    // milliseconds
-#include <cstddef>   // size_t
-#include <cstdint>   // uint64_t
-#include <optional>  // optional
-#include <string>    // string
-
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-
-/// What a thread does when its ring is full: wait for the writer (lossless) or count a drop.
-enum class overflow_policy { block, drop };
-
-/// Timestamp source: TSC calibrated to CLOCK_REALTIME where invariant, or clock_gettime.
-enum class clock_source { automatic, tsc, realtime };
-
-/// Run-time options. Unset fields fall back to the environment, then to the defaults.
-struct options {
-  std::optional<std::string> log_file;                      ///< LOTUS_LOG_FILE: trace prefix
-  std::optional<bool> enabled;                              ///< !LOTUS_DISABLE
-  std::optional<std::size_t> ring_capacity;                 ///< LOTUS_RING_CAPACITY (events/thread)
-  std::optional<std::chrono::milliseconds> flush_interval;  ///< LOTUS_FLUSH_INTERVAL_MS
-  std::optional<overflow_policy> overflow;                  ///< LOTUS_OVERFLOW: block|drop
-  std::optional<clock_source> clock;                        ///< LOTUS_CLOCK: auto|tsc|realtime
-  /// LOTUS_MAX_BYTES: trace-file bytes this process may write; beyond, events are dropped
-  /// (counted). 0: no limit (the default).
-  std::optional<std::uint64_t> max_bytes;
-  /// LOTUS_MIN_FREE_BYTES: free space the trace directory's file system keeps; below it events
-  /// are dropped (counted) until space is freed. Default: the larger of 1 GiB and 5 % of the
-  /// file system; 0: no reserve.
-  std::optional<std::uint64_t> min_free_bytes;
-  /// LOTUS_NVTX: every span also pushes and pops an NVTX range (domain `lotus`) for Nsight
-  /// Systems. Needs a build with NVTX (LOTUS_WITH_NVTX; CMake option LOTUS_NVTX); elsewhere one
-  /// message says so and tracing goes on without it.
-  std::optional<bool> nvtx;
-  /// LOTUS_ITT: every span is also an ITT task (domain `lotus`) for Intel VTune, through the
-  /// collector named by INTEL_LIBITTNOTIFY64 (no vendor SDK); with none, one message says so
-  /// and tracing goes on without it.
-  std::optional<bool> itt;
-  /// LOTUS_FLIGHT: flight recorder. Keep only the last this-many seconds of every thread's
-  /// records in memory and write them, as a capture directory inside the trace directory, when
-  /// a trigger fires (LOTUS_TRIGGER, lotus::capture(), `lotus-tool capture`). 0: off (default).
-  std::optional<std::uint64_t> flight;
-  /// LOTUS_FLIGHT_BYTES: the most bytes of formatted records one process keeps in flight mode
-  /// (default 64 MiB); beyond, the oldest go first and are counted as dropped.
-  std::optional<std::uint64_t> flight_bytes;
-  /// LOTUS_TRIGGER: automatic captures in flight mode, comma-separated: `wait>DURATION` (a
-  /// batch wait passes that, fired while it lasts), `waitshare>P%/DURATION` (the main process
-  /// waited more than P % of the last DURATION), `batch>DURATION` (a worker batch in progress
-  /// longer), `op>DURATION` / `op:NAME>DURATION` (an op, or the op NAME, in progress longer).
-  /// The capture holds LOTUS_FLIGHT seconds before the anomaly began. "": none.
-  std::optional<std::string> trigger;
-  /// LOTUS_RESOURCES: at each worker batch's start and end, read the thread's CPU time, run-queue
-  /// wait, faults and context switches; the sidecar's `batchres` lines (default on; false: off).
-  /// true keeps the environment's per-op figures (LOTUS_RESOURCES=ops); false turns both off.
-  std::optional<bool> resources;
-  /// LOTUS_RESOURCES=ops: every span (LOTUS_SCOPE, LOTUS_SCOPE_DYNAMIC) also reads them at its
-  /// start and end; the sums per op and thread go into the sidecar's `opres` lines each flush.
-  /// true: per op (and per batch, whatever `resources` says); false: per batch at most. Spans
-  /// then take their out-of-line path for the rest of the process (as with NVTX). Unset: the
-  /// environment's choice.
-  std::optional<bool> op_resources;
-  /// LOTUS_LIVE: the writer thread keeps live figures (per-op histograms, the consumer's waits,
-  /// batches, per-worker busy time) and rewrites `.<prefix>.lotus-live_<pid>` in place, for
-  /// `lotus-tool top` and `serve` (default on). false: none; a file already written gets this
-  /// process's final figures. Turned on again, the figures go on from where they stopped.
-  std::optional<bool> live;
-};
-
-/// Event counters of this process: recorded == written + dropped once everything is flushed.
-struct trace_stats {
-  std::uint64_t recorded = 0;  ///< events recorded while tracing was on
-  std::uint64_t written = 0;   ///< events written to trace files
-  std::uint64_t dropped = 0;   ///< events lost: ring full under `drop`, or tracing disabled by I/O
-  std::uint64_t sanitized =
-      0;  ///< written events whose name had ',' or control bytes replaced, or was cut at 4096 bytes
-};
-
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
-// ---- end lotus/options.hpp ----
 // ---- begin lotus/pipeline.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_PIPELINE_HPP
 #define LOTUS_AMALGAMATED_LOTUS_PIPELINE_HPP
@@ -11175,11 +11182,38 @@ class batch_tracker {
 #include <atomic>       // memory_order (the state words)
 #include <string_view>  // string_view
 
+// ---- begin lotus/trace_stats.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_TRACE_STATS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_TRACE_STATS_HPP
+// lotus — the process's event counters (lotus::stats())
+// SPDX-License-Identifier: MIT
+
+#include <cstdint>  // uint64_t
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+
+/// Event counters of this process: recorded == written + dropped once everything is flushed.
+struct trace_stats {
+  std::uint64_t recorded = 0;  ///< events recorded while tracing was on
+  std::uint64_t written = 0;   ///< events written to trace files
+  std::uint64_t dropped = 0;   ///< events lost: ring full under `drop`, or tracing disabled by I/O
+  std::uint64_t sanitized =
+      0;  ///< written events whose name had ',' or control bytes replaced, or was cut at 4096 bytes
+};
+
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_TRACE_STATS_HPP
+// ---- end lotus/trace_stats.hpp ----
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 
 /// Apply options (unset fields: environment, then defaults). Pending events are flushed first.
+/// lotus::options is in <lotus/options.hpp>: include it where you call configure (this header
+/// leaves it out, with the <chrono> and <optional> it needs, so that a recording file stays cheap).
 inline void configure(const options& opts) { detail::api_configure(opts); }
 
 /// Block until every event recorded before the call is written to its trace file.
@@ -12002,7 +12036,7 @@ class collector_errno_guard {
   int saved_;
 };
 
-LOTUS_DETAIL_API void collector_resume_slow(const char* region) noexcept {
+inline void rt_collector_resume_slow(const char* region) noexcept {
   const collector_errno_guard keep_errno;
   std::lock_guard<std::mutex> lock(collector_mutex);
   collector_detect_locked();
@@ -12014,7 +12048,7 @@ LOTUS_DETAIL_API void collector_resume_slow(const char* region) noexcept {
   }
 }
 
-LOTUS_DETAIL_API void collector_pause_slow(const char* region) noexcept {
+inline void rt_collector_pause_slow(const char* region) noexcept {
   const collector_errno_guard keep_errno;
   std::lock_guard<std::mutex> lock(collector_mutex);
   collector_detect_locked();
@@ -12025,7 +12059,7 @@ LOTUS_DETAIL_API void collector_pause_slow(const char* region) noexcept {
   if (depth == 1 && !collector_active->pause(region)) collector_turn_off_locked();
 }
 
-LOTUS_DETAIL_API void collector_detach_slow() noexcept {
+inline void rt_collector_detach_slow() noexcept {
   const collector_errno_guard keep_errno;
   std::lock_guard<std::mutex> lock(collector_mutex);
   collector_detect_locked();
@@ -12035,13 +12069,13 @@ LOTUS_DETAIL_API void collector_detach_slow() noexcept {
   collector_turn_off_locked();
 }
 
-LOTUS_DETAIL_API void collector_initialize() noexcept {
+inline void rt_collector_initialize() noexcept {
   const collector_errno_guard keep_errno;
   std::lock_guard<std::mutex> lock(collector_mutex);
   collector_detect_locked();
 }
 
-LOTUS_DETAIL_API collector::kind collector_attached() noexcept {
+inline collector::kind rt_collector_attached() noexcept {
   collector::initialize();
   std::lock_guard<std::mutex> lock(collector_mutex);
   return collector_active != nullptr ? collector_kind : collector::kind::none;
@@ -12187,7 +12221,7 @@ inline void map_list(const char* path, const char* name) noexcept {
   ::close(fd);
 }
 
-LOTUS_DETAIL_API const char* map_gate_enter(const char* name) noexcept {
+inline const char* rt_map_gate_enter(const char* name) noexcept {
   const collector_settings& s = collector_config();
   map_mode.store(s.map_active ? map_active : map_idle, std::memory_order_relaxed);
   if (!s.map_active) return nullptr;
@@ -12216,6 +12250,66 @@ LOTUS_DETAIL_API const char* map_gate_enter(const char* name) noexcept {
 #endif
 #endif  // LOTUS_AMALGAMATED_LOTUS_MAP_REGION_HPP
 // ---- end lotus/map_region.hpp ----
+// ---- begin lotus/runtime/entry_table.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_ENTRY_TABLE_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_ENTRY_TABLE_HPP
+// lotus — the runtime's table of entry points, in the implementation file (internal)
+// SPDX-License-Identifier: MIT
+// Included last by <lotus/lotus.hpp> where LOTUS_IMPLEMENTATION is defined, after the runtime and
+// the collectors: their rt_<name> definitions fill detail/entry.hpp's runtime_entries, and the
+// strong runtime_entry_points() returns it (every other file's weak one returns nullptr).
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+inline constexpr runtime_entries runtime_table{
+    &rt_push_slow,
+    &rt_initialize_mode,
+    &rt_span_start_slow,
+    &rt_span_end_slow,
+    &rt_inflight_registered,
+    &rt_intern,
+    &rt_intern_dynamic,
+    &rt_api_configure,
+    &rt_api_flush,
+    &rt_api_shutdown,
+    &rt_api_stats,
+    &rt_api_capture,
+    &rt_trigger_valid,
+    &rt_nvtx_push,
+    &rt_nvtx_pop,
+    &rt_nvtx_mark,
+    &rt_nvtx_start,
+    &rt_nvtx_end,
+    &rt_nvtx_compiled,
+    &rt_nvtx_active,
+    &rt_annotations_active,
+    &rt_itt_open,
+    &rt_itt_task_push,
+    &rt_itt_task_pop,
+    &rt_itt_active,
+    &rt_collector_resume_slow,
+    &rt_collector_pause_slow,
+    &rt_collector_detach_slow,
+    &rt_collector_initialize,
+    &rt_collector_attached,
+    &rt_map_gate_enter,
+    &rt_resources_read,
+    &rt_resources_record,
+    &rt_op_resources_begin,
+    &rt_op_resources_end,
+    &rt_writer_cpu_ns,
+};
+
+const runtime_entries* runtime_entry_points() noexcept { return &runtime_table; }
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_ENTRY_TABLE_HPP
+// ---- end lotus/runtime/entry_table.hpp ----
 #endif
 #endif  // LOTUS_AMALGAMATED_LOTUS_LOTUS_HPP
 // ---- end lotus/lotus.hpp ----

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <lotus/lotus.hpp>
+#include <lotus/options.hpp>
 #include <string>
 
 int record_in_second_tu();

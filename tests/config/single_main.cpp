@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <lotus/collector.hpp>
 #include <lotus/lotus.hpp>
+#include <lotus/options.hpp>
 
 #ifdef LOTUS_IMPLEMENTATION
 #  error "only single_impl.cpp defines LOTUS_IMPLEMENTATION"

@@ -9,6 +9,7 @@
 #include "catch.hpp"
 #include "lotus/lotus.hpp"
 #include "lotus/map_region.hpp"
+#include "lotus/options.hpp"
 
 namespace {
 int evaluations = 0;

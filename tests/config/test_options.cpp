@@ -14,6 +14,7 @@
 
 #include "catch.hpp"
 #include "lotus/lotus.hpp"
+#include "lotus/options.hpp"
 #include "spawn.hpp"
 
 namespace {

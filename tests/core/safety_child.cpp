@@ -31,6 +31,7 @@
 
 #include "lotus/collector.hpp"
 #include "lotus/lotus.hpp"
+#include "lotus/options.hpp"
 
 namespace {
 

@@ -14,6 +14,7 @@
 #  include "lotus/runtime/calibration.hpp"
 #endif
 #include "lotus/lotus.hpp"
+#include "lotus/options.hpp"
 #include "trace_files.hpp"
 
 namespace {

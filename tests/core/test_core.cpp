@@ -17,6 +17,7 @@
 #  include "lotus/detail/test_hooks.hpp"
 #endif
 #include "lotus/lotus.hpp"
+#include "lotus/options.hpp"
 #include "trace_files.hpp"
 
 namespace {

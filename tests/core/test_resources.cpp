@@ -20,6 +20,7 @@
 
 #include "catch.hpp"
 #include "lotus/lotus.hpp"
+#include "lotus/options.hpp"
 #include "sanitized.hpp"
 #include "trace_files.hpp"
 

@@ -6,6 +6,7 @@
 #include <unistd.h>  // getpid
 
 #include <lotus/lotus.hpp>
+#include <lotus/options.hpp>
 #include <lotus/torch.hpp>
 #include <map>
 #include <string>

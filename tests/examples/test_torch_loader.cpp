@@ -6,6 +6,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <lotus/lotus.hpp>
+#include <lotus/options.hpp>
 #include <lotus/torch.hpp>
 #include <map>
 #include <memory>

@@ -5,6 +5,7 @@
 // through lotus::options::itt instead of the environment; `off` configures itt = false.
 #include <cstring>
 #include <lotus/lotus.hpp>
+#include <lotus/options.hpp>
 #include <thread>
 
 namespace {

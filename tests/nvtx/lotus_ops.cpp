@@ -5,6 +5,7 @@
 // NVTX is asked for through lotus::options::nvtx instead of the environment.
 #include <cstring>
 #include <lotus/lotus.hpp>
+#include <lotus/options.hpp>
 #include <thread>
 
 namespace {

@@ -29,6 +29,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <lotus/lotus.hpp>
+#include <lotus/options.hpp>
 #include <string>
 #include <thread>
 #include <vector>

@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <deque>
 #include <lotus/lotus.hpp>
+#include <lotus/options.hpp>
 #include <mutex>
 #include <set>
 #include <string>

@@ -6,6 +6,7 @@
 // `buckets <checked> <differing>` and exits 0 when none differ.
 #include <cstdio>
 #include <lotus/lotus.hpp>
+#include <lotus/options.hpp>
 #include <lotus/runtime/live.hpp>
 #include <string>
 

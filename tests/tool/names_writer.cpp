@@ -5,6 +5,7 @@
 // Usage: lotus_tool_names_writer DIR
 #include <cstdio>
 #include <lotus/lotus.hpp>
+#include <lotus/options.hpp>
 #include <string>
 
 int main(int argc, char** argv) {

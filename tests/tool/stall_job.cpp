@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <lotus/lotus.hpp>
+#include <lotus/options.hpp>
 #include <mutex>
 #include <set>
 #include <string>

@@ -21,6 +21,7 @@
 
 #include "lotus/lotus.hpp"
 #include "lotus/map_region.hpp"
+#include "lotus/options.hpp"
 
 namespace py = pybind11;
 

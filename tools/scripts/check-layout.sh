@@ -17,6 +17,7 @@ declare -A allowed=(
   [include/lotus/detail/enabled.hpp]="lotus/runtime/runtime.hpp"
   [include/lotus/collector.hpp]="lotus/collectors/impl.hpp"
   [include/lotus/map_region.hpp]="lotus/collectors/map.hpp"
+  [include/lotus/lotus.hpp]="lotus/runtime/entry_table.hpp"
 )
 inc_re='^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"]lotus/(runtime|collectors)/[^">]+[">]'
 bad=0

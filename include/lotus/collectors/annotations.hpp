@@ -28,7 +28,7 @@ struct annotation_stack {
 };
 inline thread_local annotation_stack t_annotations;
 
-LOTUS_DETAIL_API bool nvtx_push(const record_site& loc, std::uint64_t idx) noexcept {
+inline bool rt_nvtx_push(const record_site& loc, std::uint64_t idx) noexcept {
   const bool nvtx = g_nvtx_on.load(std::memory_order_relaxed);
   const bool itt = g_itt_on.load(std::memory_order_acquire);
   if (!nvtx && !itt) return false;
@@ -43,7 +43,7 @@ LOTUS_DETAIL_API bool nvtx_push(const record_site& loc, std::uint64_t idx) noexc
   return true;
 }
 
-LOTUS_DETAIL_API void nvtx_pop() noexcept {
+inline void rt_nvtx_pop() noexcept {
   annotation_stack& a = t_annotations;
   if (a.depth == 0) return;
   const std::uint32_t d = --a.depth;
@@ -52,7 +52,7 @@ LOTUS_DETAIL_API void nvtx_pop() noexcept {
   if ((a.nvtx[d / 64] & bit) != 0) nvtx_range_pop();
 }
 
-LOTUS_DETAIL_API bool annotations_active() noexcept {
+inline bool rt_annotations_active() noexcept {
   return g_nvtx_on.load(std::memory_order_relaxed) || g_itt_on.load(std::memory_order_relaxed);
 }
 

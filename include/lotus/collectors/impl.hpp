@@ -94,7 +94,7 @@ class collector_errno_guard {
   int saved_;
 };
 
-LOTUS_DETAIL_API void collector_resume_slow(const char* region) noexcept {
+inline void rt_collector_resume_slow(const char* region) noexcept {
   const collector_errno_guard keep_errno;
   std::lock_guard<std::mutex> lock(collector_mutex);
   collector_detect_locked();
@@ -106,7 +106,7 @@ LOTUS_DETAIL_API void collector_resume_slow(const char* region) noexcept {
   }
 }
 
-LOTUS_DETAIL_API void collector_pause_slow(const char* region) noexcept {
+inline void rt_collector_pause_slow(const char* region) noexcept {
   const collector_errno_guard keep_errno;
   std::lock_guard<std::mutex> lock(collector_mutex);
   collector_detect_locked();
@@ -117,7 +117,7 @@ LOTUS_DETAIL_API void collector_pause_slow(const char* region) noexcept {
   if (depth == 1 && !collector_active->pause(region)) collector_turn_off_locked();
 }
 
-LOTUS_DETAIL_API void collector_detach_slow() noexcept {
+inline void rt_collector_detach_slow() noexcept {
   const collector_errno_guard keep_errno;
   std::lock_guard<std::mutex> lock(collector_mutex);
   collector_detect_locked();
@@ -127,13 +127,13 @@ LOTUS_DETAIL_API void collector_detach_slow() noexcept {
   collector_turn_off_locked();
 }
 
-LOTUS_DETAIL_API void collector_initialize() noexcept {
+inline void rt_collector_initialize() noexcept {
   const collector_errno_guard keep_errno;
   std::lock_guard<std::mutex> lock(collector_mutex);
   collector_detect_locked();
 }
 
-LOTUS_DETAIL_API collector::kind collector_attached() noexcept {
+inline collector::kind rt_collector_attached() noexcept {
   collector::initialize();
   std::lock_guard<std::mutex> lock(collector_mutex);
   return collector_active != nullptr ? collector_kind : collector::kind::none;

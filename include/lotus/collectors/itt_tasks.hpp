@@ -200,12 +200,12 @@ LOTUS_DETAIL_COLD inline bool itt_open_once() noexcept {
   return true;
 }
 
-LOTUS_DETAIL_API bool itt_open() noexcept {
+inline bool rt_itt_open() noexcept {
   static const bool ok = itt_open_once();
   return ok;
 }
 
-LOTUS_DETAIL_API bool itt_task_push(const record_site& loc) noexcept {
+inline bool rt_itt_task_push(const record_site& loc) noexcept {
   // Acquire: the thread that turned ITT on filled itt_tasks() (the handshake) before.
   if (!g_itt_on.load(std::memory_order_acquire)) return false;
   itt_tasks_state& s = itt_tasks();
@@ -216,12 +216,12 @@ LOTUS_DETAIL_API bool itt_task_push(const record_site& loc) noexcept {
   return true;
 }
 
-LOTUS_DETAIL_API void itt_task_pop() noexcept {
+inline void rt_itt_task_pop() noexcept {
   itt_tasks_state& s = itt_tasks();
   collector_fn_cast<itt_task_end_fn>(s.task_end)(s.domain);
 }
 
-LOTUS_DETAIL_API bool itt_active() noexcept { return g_itt_on.load(std::memory_order_relaxed); }
+inline bool rt_itt_active() noexcept { return g_itt_on.load(std::memory_order_relaxed); }
 
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI

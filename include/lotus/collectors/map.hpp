@@ -75,7 +75,7 @@ inline void map_list(const char* path, const char* name) noexcept {
   ::close(fd);
 }
 
-LOTUS_DETAIL_API const char* map_gate_enter(const char* name) noexcept {
+inline const char* rt_map_gate_enter(const char* name) noexcept {
   const collector_settings& s = collector_config();
   map_mode.store(s.map_active ? map_active : map_idle, std::memory_order_relaxed);
   if (!s.map_active) return nullptr;

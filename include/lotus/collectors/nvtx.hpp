@@ -115,7 +115,7 @@ inline void nvtx_range_push(const record_site& loc, std::uint64_t idx) noexcept 
 
 inline void nvtx_range_pop() noexcept { nvtxDomainRangePop(nvtx_domain()); }
 
-LOTUS_DETAIL_API void nvtx_mark(const record_site& loc, std::uint64_t idx) noexcept {
+inline void rt_nvtx_mark(const record_site& loc, std::uint64_t idx) noexcept {
   if (!g_nvtx_on.load(std::memory_order_relaxed)) return;
   nvtxEventAttributes_t a;
   char buf[160];
@@ -123,7 +123,7 @@ LOTUS_DETAIL_API void nvtx_mark(const record_site& loc, std::uint64_t idx) noexc
   nvtxDomainMarkEx(nvtx_domain(), &a);
 }
 
-LOTUS_DETAIL_API std::uint64_t nvtx_start(const record_site& loc, std::uint64_t idx) noexcept {
+inline std::uint64_t rt_nvtx_start(const record_site& loc, std::uint64_t idx) noexcept {
   if (!g_nvtx_on.load(std::memory_order_relaxed)) return 0;
   nvtxEventAttributes_t a;
   char buf[160];
@@ -132,24 +132,24 @@ LOTUS_DETAIL_API std::uint64_t nvtx_start(const record_site& loc, std::uint64_t 
   return id != 0 ? id : ~std::uint64_t{0};  // 0 means "no range" to callers
 }
 
-LOTUS_DETAIL_API void nvtx_end(std::uint64_t id) noexcept {
+inline void rt_nvtx_end(std::uint64_t id) noexcept {
   if (id != 0) nvtxDomainRangeEnd(nvtx_domain(), id == ~std::uint64_t{0} ? 0 : id);
 }
 
-LOTUS_DETAIL_API bool nvtx_compiled() noexcept { return true; }
+inline bool rt_nvtx_compiled() noexcept { return true; }
 
 #else  // no NVTX in this build
 
 inline void nvtx_range_push(const record_site&, std::uint64_t) noexcept {}
 inline void nvtx_range_pop() noexcept {}
-LOTUS_DETAIL_API void nvtx_mark(const record_site&, std::uint64_t) noexcept {}
-LOTUS_DETAIL_API std::uint64_t nvtx_start(const record_site&, std::uint64_t) noexcept { return 0; }
-LOTUS_DETAIL_API void nvtx_end(std::uint64_t) noexcept {}
-LOTUS_DETAIL_API bool nvtx_compiled() noexcept { return false; }
+inline void rt_nvtx_mark(const record_site&, std::uint64_t) noexcept {}
+inline std::uint64_t rt_nvtx_start(const record_site&, std::uint64_t) noexcept { return 0; }
+inline void rt_nvtx_end(std::uint64_t) noexcept {}
+inline bool rt_nvtx_compiled() noexcept { return false; }
 
 #endif
 
-LOTUS_DETAIL_API bool nvtx_active() noexcept { return g_nvtx_on.load(std::memory_order_relaxed); }
+inline bool rt_nvtx_active() noexcept { return g_nvtx_on.load(std::memory_order_relaxed); }
 
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI

@@ -16,11 +16,13 @@
 #include "lotus/detail/platform.hpp"
 #include "lotus/detail/record_name.hpp"
 #include "lotus/detail/res_sample.hpp"
-#include "lotus/options.hpp"
 #include "lotus/record_site.hpp"
+#include "lotus/trace_stats.hpp"
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
+struct options;  // <lotus/options.hpp>
+
 namespace detail {
 
 /// A state word that never changes: load() is a constant the compiler folds.
@@ -40,6 +42,14 @@ constexpr std::uint64_t read_tsc() noexcept { return 0; }
 constexpr std::uint64_t now_ticks(int) noexcept { return 0; }
 constexpr std::uint64_t now_ticks_slow(int) noexcept { return 0; }
 constexpr int initialize_mode() noexcept { return mode_off; }
+struct span_start {
+  const record_site* loc;
+  std::uint64_t t0;
+};
+constexpr span_start span_start_slow(int, const record_site&, std::uint64_t) noexcept {
+  return {nullptr, 0};
+}
+inline void span_end_slow(int, const record_site*, std::uint64_t, std::uint64_t) noexcept {}
 constexpr int active_mode() noexcept { return mode_off; }
 constexpr inflight* inflight_self() noexcept { return nullptr; }
 constexpr inflight* inflight_registered() noexcept { return nullptr; }

@@ -3,7 +3,7 @@
 // The hot path of a span (clock, ring, name cache), the runtime's entry points, the state words the
 // inline fast paths read, and the bodies of the public macros. The runtime's definitions follow in
 // the one file that defines LOTUS_IMPLEMENTATION (runtime/runtime.hpp); every other file sees only
-// what is here and the weak no-ops of detail/no_runtime.hpp.
+// what is here and the weak nullptr table of detail/no_runtime.hpp.
 #pragma once
 
 #include <atomic>       // atomic, atomic_signal_fence
@@ -119,8 +119,12 @@ inline std::atomic<int> map_mode{map_unread};
   const ::lotus::map_region id(LOTUS_DETAIL_CONCAT(id, _loc))
 #define LOTUS_DETAIL_COLLECTOR_CALL(call) call
 
+// Every call into the runtime: through the implementation file's table, or its no-op.
+#include "lotus/detail/entry_calls.hpp"
+
 // The runtime: compiled in the one file that defines LOTUS_IMPLEMENTATION (lotus.hpp adds the
-// collectors and LOTUS_MAP_REGION's selection there); every other file gets the weak no-ops.
+// collectors, LOTUS_MAP_REGION's selection and the table there); every other file gets the weak
+// "no runtime" (a nullptr table).
 #ifdef LOTUS_IMPLEMENTATION
 #  include "lotus/runtime/runtime.hpp"
 #else

@@ -30,9 +30,10 @@
 #endif
 
 // The runtime's cold entry points (detail/entry.hpp). The one file of the program that defines
-// LOTUS_IMPLEMENTATION before it includes <lotus/lotus.hpp> compiles them, as ordinary functions;
-// every other file declares them weak and carries a weak no-op of each (detail/no_runtime.hpp),
-// so that a program with no implementation still links, runs untraced and says what to add.
+// LOTUS_IMPLEMENTATION before it includes <lotus/lotus.hpp> compiles them and their table, whose
+// accessor runtime_entry_points() is LOTUS_DETAIL_API: strong there, weak in every other file,
+// where it returns nullptr (detail/no_runtime.hpp), so that a program with no implementation still
+// links, runs untraced and says what to add.
 #if defined(LOTUS_IMPLEMENTATION)
 #  define LOTUS_DETAIL_API
 #elif defined(__GNUC__) || defined(__clang__)

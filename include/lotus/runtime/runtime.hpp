@@ -685,57 +685,83 @@ LOTUS_DETAIL_COLD inline void runtime::fork_child() noexcept {
 
 // ---- entry points (entry.hpp) -----------------------------------------------------------------
 
-LOTUS_DETAIL_API void push_slow(const record_site* loc, std::uint64_t t0, std::uint64_t t1,
-                                std::uint64_t idx) noexcept {
+inline void rt_push_slow(const record_site* loc, std::uint64_t t0, std::uint64_t t1,
+                         std::uint64_t idx) noexcept {
   runtime::get().push_slow(loc, t0, t1, idx);
 }
 
-LOTUS_DETAIL_API inflight* inflight_registered() noexcept {
+inline span_start rt_span_start_slow(int m, const record_site& loc, std::uint64_t idx) noexcept {
+  if (m == mode_uninit) m = initialize_mode();
+  if (m < mode_tsc) return {nullptr, 0};
+  std::uintptr_t bits = reinterpret_cast<std::uintptr_t>(&loc);
+  if (m >= mode_tsc_nvtx) {
+    if (nvtx_push(loc, idx)) bits |= span_pushed_bit;
+    if (op_resources_begin()) bits |= span_res_bit;
+  }
+  // After the push and the reading: the record excludes their cost.
+  return {reinterpret_cast<const record_site*>(bits), now_ticks(m)};
+}
+
+inline void rt_span_end_slow(int m, const record_site* tagged, std::uint64_t t0,
+                             std::uint64_t idx) noexcept {
+  const std::uintptr_t bits = reinterpret_cast<std::uintptr_t>(tagged);
+  const auto* loc = reinterpret_cast<const record_site*>(bits & ~(span_pushed_bit | span_res_bit));
+  if (m < mode_tsc) {
+    if ((bits & span_res_bit) != 0) op_resources_end(nullptr, 0);  // forget its reading
+  } else {
+    const std::uint64_t t1 = now_ticks(m);
+    push(loc, t0, t1, idx);
+    if ((bits & span_res_bit) != 0) op_resources_end(loc, t1 > t0 ? t1 - t0 : 0);
+  }
+  if ((bits & span_pushed_bit) != 0) nvtx_pop();
+}
+
+inline inflight* rt_inflight_registered() noexcept {
   if (g_mode.load(std::memory_order_relaxed) < mode_tsc) return nullptr;
   return runtime::get().inflight_registered();
 }
 
-LOTUS_DETAIL_API int initialize_mode() noexcept {
+inline int rt_initialize_mode() noexcept {
   if (t_thread.busy != 0) return mode_off;  // a signal handler interrupting initialization
   runtime::get().initialize();
   return g_mode.load(std::memory_order_relaxed);
 }
 
-LOTUS_DETAIL_API const record_site& intern(std::string_view name, std::uint32_t flags) {
+inline const record_site& rt_intern(std::string_view name, std::uint32_t flags) {
   return runtime::get().intern(name, flags);
 }
 
-LOTUS_DETAIL_API const record_site* intern_dynamic(const char* name, std::size_t size,
-                                                   std::uint64_t hash) noexcept {
+inline const record_site* rt_intern_dynamic(const char* name, std::size_t size,
+                                            std::uint64_t hash) noexcept {
   return runtime::get().intern_dynamic(name, size, hash);
 }
 
-LOTUS_DETAIL_API void api_configure(const options& opts) { runtime::get().configure(opts); }
+inline void rt_api_configure(const options& opts) { runtime::get().configure(opts); }
 
-LOTUS_DETAIL_API void api_flush() noexcept {
+inline void rt_api_flush() noexcept {
   if (g_mode.load(std::memory_order_relaxed) != mode_uninit) runtime::get().flush();
 }
 
-LOTUS_DETAIL_API void api_shutdown() noexcept {
+inline void rt_api_shutdown() noexcept {
   if (g_mode.load(std::memory_order_relaxed) != mode_uninit) runtime::get().shutdown();
 }
 
-LOTUS_DETAIL_API bool api_capture(const char* reason, std::size_t size) noexcept {
+inline bool rt_api_capture(const char* reason, std::size_t size) noexcept {
   if (g_mode.load(std::memory_order_relaxed) < mode_tsc) return false;
   return runtime::get().capture(std::string_view(reason, size));
 }
 
-LOTUS_DETAIL_API bool trigger_valid(const char* text, std::size_t size) noexcept {
+inline bool rt_trigger_valid(const char* text, std::size_t size) noexcept {
   flight_settings s;
   return flight_parse_triggers(std::string_view(text, size), s);
 }
 
-LOTUS_DETAIL_API trace_stats api_stats() noexcept {
+inline trace_stats rt_api_stats() noexcept {
   if (g_mode.load(std::memory_order_relaxed) == mode_uninit) return {};
   return runtime::get().stats();
 }
 
-LOTUS_DETAIL_API res_sample resources_read() noexcept {
+inline res_sample rt_resources_read() noexcept {
   if (g_mode.load(std::memory_order_relaxed) < mode_tsc || resources_enabled() == 0) return {};
   // A registered thread (registered here if it has recorded nothing yet): its exit hook is
   // armed, so the schedstat descriptor is closed when the thread exits, and its queue exists.
@@ -747,8 +773,8 @@ LOTUS_DETAIL_API res_sample resources_read() noexcept {
 // The record path of the resource figures allocates nothing and takes no lock: the queue and
 // the per-op table were allocated when the thread registered (thread_registry::equip), and both
 // take a signal handler's entries that interrupt the owner's (resources.hpp).
-LOTUS_DETAIL_API void resources_record(const res_sample& begin, std::uint64_t t0, std::uint64_t t1,
-                                       std::uint64_t idx) noexcept {
+inline void rt_resources_record(const res_sample& begin, std::uint64_t t0, std::uint64_t t1,
+                                std::uint64_t idx) noexcept {
   if (!begin.ok) return;
   const thread_local_state& me = t_thread;
   thread_state* self = me.self;
@@ -763,7 +789,7 @@ LOTUS_DETAIL_API void resources_record(const res_sample& begin, std::uint64_t t0
   res_push(*q, begin, end, t0, t1, idx);
 }
 
-LOTUS_DETAIL_API bool op_resources_begin() noexcept {
+inline bool rt_op_resources_begin() noexcept {
   if (!g_op_resources_on.load(std::memory_order_relaxed)) return false;
   op_res_stack& st = t_op_res;
   const unsigned d = st.depth;
@@ -783,7 +809,7 @@ LOTUS_DETAIL_API bool op_resources_begin() noexcept {
   return true;
 }
 
-LOTUS_DETAIL_API void op_resources_end(const record_site* loc, std::uint64_t ticks) noexcept {
+inline void rt_op_resources_end(const record_site* loc, std::uint64_t ticks) noexcept {
   op_res_stack& st = t_op_res;
   const unsigned d = st.depth;
   if (d == 0) return;
@@ -806,7 +832,7 @@ LOTUS_DETAIL_API void op_resources_end(const record_site* loc, std::uint64_t tic
   op_res_add(*t, loc, ticks, begin, end);
 }
 
-LOTUS_DETAIL_API std::uint64_t writer_cpu_ns() noexcept { return runtime::get().writer_cpu_ns(); }
+inline std::uint64_t rt_writer_cpu_ns() noexcept { return runtime::get().writer_cpu_ns(); }
 
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI

@@ -8,6 +8,7 @@
 #include <cstring>
 #define LOTUS_IMPLEMENTATION  // the runtime's readers are this program's own
 #include <lotus/lotus.hpp>
+#include <lotus/options.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
