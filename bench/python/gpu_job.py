@@ -183,7 +183,7 @@ def child(spec_path):
         for e in range(spec["epochs"]):
             epochs.append(one_epoch(torch, loader, model, opt, loss_fn, autocast, dev, cuda,
                                     cfg["pin_memory"]))
-            settings = (f", {loader.num_workers} workers" if tuned is None else "")
+            settings = (", " + workers_word(loader.num_workers) if tuned is None else "")
             say(f"  {spec['name']} epoch {e}: {epochs[-1]['wall_s']:.3f} s, "
                 f"wait {100 * epochs[-1]['wait_share']:.0f} %{settings}")
         decisions = list(tuned.decisions) if tuned is not None else None
@@ -475,9 +475,9 @@ def main():
 
         sweep = {}
         for w in sweep_workers:
-            say(f"sweep: {w} workers, {epochs} epochs")
+            say(f"sweep: {workers_word(w)}, {epochs} epochs")
             sweep[w] = run_child(f"sweep-w{w}", workdir, data, w, epochs, cfg, cuda, False)
-        say(f"autotune from {auto_start} workers, {auto_epochs} epochs")
+        say(f"autotune from {workers_word(auto_start)}, {auto_epochs} epochs")
         auto = run_child(f"autotune-from{auto_start}", workdir, data, auto_start, auto_epochs,
                          cfg, cuda, True)
         say("lotus-tool stats and whatif")
@@ -640,7 +640,7 @@ def print_report(r):
     within = at["first_epoch_within_5pct"]
     ok = within is not None and within <= 3
     print(f"{'PASS' if ok else 'MISS'} autotune within 5 % of the sweep's best "
-          f"({best_w} workers, {best:.3f} s) by the 3rd boundary: "
+          f"({workers_word(best_w)}, {best:.3f} s) by the 3rd boundary: "
           + (f"first within 5 % at epoch {within}" + (f" (after boundary {within})" if within
                                                         else " (before any boundary)")
              if within is not None
