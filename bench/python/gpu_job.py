@@ -168,28 +168,30 @@ def child(spec_path):
     tf = T.Compose([T.RandomResizedCrop(cfg["crop"]), T.RandomHorizontalFlip(), T.ToTensor(),
                     T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])])
 
-    with lotus.torch.instrument(log_file=spec["trace_prefix"]):
-        ds = torchvision.datasets.ImageFolder(spec["data"], transform=tf)
-        g = torch.Generator()
-        g.manual_seed(SEED)
-        loader = DataLoader(ds, batch_size=cfg["batch"], shuffle=True, generator=g,
-                            num_workers=spec["workers"], pin_memory=cfg["pin_memory"],
-                            persistent_workers=True)
-        tuned = None
-        if spec["autotune"]:
-            tuned = lotus.torch.autotune(loader, verbose=True)
-            loader = tuned
-        epochs = []
-        for e in range(spec["epochs"]):
-            epochs.append(one_epoch(torch, loader, model, opt, loss_fn, autocast, dev, cuda,
-                                    cfg["pin_memory"]))
-            settings = (", " + workers_word(loader.num_workers) if tuned is None else "")
-            say(f"  {spec['name']} epoch {e}: {epochs[-1]['wall_s']:.3f} s, "
-                f"wait {100 * epochs[-1]['wait_share']:.0f} %{settings}")
-        decisions = list(tuned.decisions) if tuned is not None else None
-        if tuned is not None:
-            tuned.close()
-        del loader
+    # Instrumented until the process exits, as tests/python/gpu_scenario.py is: the GPU's figures
+    # of the last hand-overs are read and written at exit (lotus.loaders._gpu's atexit hook).
+    lotus.torch.instrument(log_file=spec["trace_prefix"])
+    ds = torchvision.datasets.ImageFolder(spec["data"], transform=tf)
+    g = torch.Generator()
+    g.manual_seed(SEED)
+    loader = DataLoader(ds, batch_size=cfg["batch"], shuffle=True, generator=g,
+                        num_workers=spec["workers"], pin_memory=cfg["pin_memory"],
+                        persistent_workers=True)
+    tuned = None
+    if spec["autotune"]:
+        tuned = lotus.torch.autotune(loader, verbose=True)
+        loader = tuned
+    epochs = []
+    for e in range(spec["epochs"]):
+        epochs.append(one_epoch(torch, loader, model, opt, loss_fn, autocast, dev, cuda,
+                                cfg["pin_memory"]))
+        settings = (", " + workers_word(loader.num_workers) if tuned is None else "")
+        say(f"  {spec['name']} epoch {e}: {epochs[-1]['wall_s']:.3f} s, "
+            f"wait {100 * epochs[-1]['wait_share']:.0f} %{settings}")
+    decisions = list(tuned.decisions) if tuned is not None else None
+    if tuned is not None:
+        tuned.close()
+    del loader
     out = {"epochs": epochs, "decisions": decisions, "torch": torch.__version__,
            "torchvision": torchvision.__version__, "cuda_version": torch.version.cuda,
            "device": (torch.cuda.get_device_name() if cuda
