@@ -653,8 +653,9 @@ def print_report(r):
     ok = bool(errs) and not missing and all(abs(x["error"]) <= ACCEPT_WHATIF for x in errs)
     print(f"{'PASS' if ok else 'MISS'} whatif from the {r['whatif']['from_workers']}-worker "
           "trace within 10 %: "
-          + ", ".join(f"{x['workers']} workers {signed(x['error'])}" for x in errs)
-          + (f"; no comparison at {missing}" if missing else ""))
+          + "; ".join([f"{workers_word(x['workers'])} {signed(x['error'])}" for x in errs]
+                      + ([f"no comparison at {', '.join(map(str, missing))} workers (not swept, "
+                          "or no prediction)"] if missing else [])))
     diffs = r["idle_difference_points"]
     have = {w: d for w, d in diffs.items() if d is not None}
     ok = bool(have) and len(have) == len(diffs) and all(abs(d) <= ACCEPT_IDLE_POINTS
