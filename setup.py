@@ -70,8 +70,8 @@ class build_with_cmake(build_ext):
                 "-DLOTUS_BUILD_TESTS=OFF", "-DLOTUS_BUILD_EXAMPLES=OFF", "-DLOTUS_BUILD_BENCH=OFF",
                 "-DLOTUS_BUILD_PYTHON=ON", "-DLOTUS_WITH_TORCH=OFF", "-DLOTUS_INSTALL=OFF",
                 f"-DLOTUS_BUILD_TOOLS={'ON' if with_tool else 'OFF'}",
-                # The tool at -O1 by default: 10-13 % slower than -O3, the install in under a
-                # minute on 2 cores (bench/README.md, "Build and first-run times").
+                # The tool at -O1 by default: 10-13 % slower than -O3, the install in about 94 s
+                # on 2 cores (bench/README.md, "Build and first-run times").
                 f"-DLOTUS_TOOL_OPTIMIZE={os.environ.get('LOTUS_TOOL_OPTIMIZE', '-O1')}",
                 # The extension at -O1 too: a traced op from Python 1-3 % dearer, 16 G fewer
                 # compiler instructions (LOTUS_PYTHON_OPTIMIZE= for the build type's -O3).
@@ -94,7 +94,7 @@ class build_with_cmake(build_ext):
             progress(f"configuring with CMake in {build}")
             subprocess.run(args, check=True, stdout=subprocess.DEVNULL)
             progress(f"building {', '.join(targets)} on {os.cpu_count() or 2} cores "
-                     f"(under a minute on 2 quiet cores{'' if with_tool else ', less without the tool'})")
+                     f"(about 94 s on 2 quiet cores{'' if with_tool else ', less without the tool'})")
             subprocess.run([cmake, "--build", str(build), "--target", *targets, "-j",
                             str(os.cpu_count() or 2)], check=True, env=env,
                            stdout=sys.stderr.fileno())

@@ -4,6 +4,7 @@
 # and of tools/docs/FORMAT.md's worked example against tests/core/test_format.cpp and the golden trace.
 import os
 import re
+import shutil
 import stat
 import subprocess
 import sys
@@ -556,6 +557,103 @@ class Maps(unittest.TestCase):
         areas = re.search(r"set\(LOTUS_TEST_AREAS ([a-z; ]+)\)", read("tests/CMakeLists.txt"))
         self.assertIsNotNone(areas, "tests/CMakeLists.txt: set(LOTUS_TEST_AREAS ...)")
         self.assertEqual(sorted(areas.group(1).replace(";", " ").split()), sorted(labels))
+
+
+def first_run_table():
+    """bench/README.md's quiet first-run table (bench/first_run/first_run.sh's rows): {label:
+    (steps or None, wall s, CPU s)}."""
+    text = read(os.path.join("bench", "README.md"))
+    section = text[text.index("## Build and first-run times"):]
+    section = section[section.index("**Quiet, measured"):]
+    rows = {}
+    for line in section.splitlines():
+        if rows and not line.startswith("|"):
+            break
+        m = re.match(r"\|\s*\**`([^`]+)`\**\s*\|\s*(\d+|—)\s*\|\s*\**([\d.]+) s\**\s*\|"
+                     r"\s*([\d.]+) s\s*\|", line)
+        if m:
+            steps = None if m.group(2) == "—" else int(m.group(2))
+            rows[m.group(1)] = (steps, float(m.group(3)), float(m.group(4)))
+    return rows
+
+
+def ninja_plan(cmake_args, targets=()):
+    """The steps ninja plans for a fresh build of this tree with these CMake arguments."""
+    with tempfile.TemporaryDirectory(prefix="lotus-plan-") as build:
+        subprocess.run(["cmake", "-S", ROOT, "-B", build, "-G", "Ninja", *cmake_args], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
+        out = subprocess.run(["ninja", "-C", build, "-n", *targets], check=True,
+                             capture_output=True, text=True, timeout=60).stdout
+    steps = re.findall(r"^\[\d+/(\d+)\]", out, re.M)
+    return int(steps[-1]) if steps else 0
+
+
+DEMO_CMAKE = ["-DCMAKE_BUILD_TYPE=Release", "-DLOTUS_BUILD_TESTS=OFF", "-DLOTUS_BUILD_BENCH=OFF",
+              "-DLOTUS_BUILD_PYTHON=OFF", "-DLOTUS_WITH_TORCH=OFF", "-DLOTUS_TOOL_OPTIMIZE=-O1",
+              "-DLOTUS_EXAMPLE_DIRS=common;image_pipeline"]
+QUICK_CMAKE = ["-DCMAKE_BUILD_TYPE=Release", "-DLOTUS_BUILD_TESTS=OFF", "-DLOTUS_BUILD_BENCH=OFF"]
+
+
+class Figures(unittest.TestCase):
+    """Every build figure a new user reads (README, demo.sh, setup.py's line) is the quiet row of
+    bench/README.md's first-run table (bench/first_run/first_run.sh), and its step count is what
+    ninja plans for this tree today."""
+
+    def setUp(self):
+        self.table = first_run_table()
+        for label in ("demo: build image_pipeline lotus-tool", "pip install --no-build-isolation .",
+                      "quickstart: cmake --build build"):
+            self.assertIn(label, self.table, "bench/README.md's first-run table lacks a row")
+
+    def test_demo(self):
+        steps, wall, cpu = self.table["demo: build image_pipeline lotus-tool"]
+        readme = read("README.md")
+        m = re.search(r"the build is (\d+) steps, a line `\[k/(\d+)\] Building …` each: (\d+) s on "
+                      r"a quiet 2-core machine \((\d+) s of CPU", readme)
+        self.assertIsNotNone(m, "README's demo build figure")
+        self.assertEqual((int(m.group(1)), int(m.group(2))), (steps, steps))
+        self.assertEqual((int(m.group(3)), int(m.group(4))), (round(wall), round(cpu)))
+        demo = read(os.path.join("tools", "scripts", "demo.sh"))
+        m = re.search(r"demo: (\d+) steps, a line each: about (\d+) s on 2 quiet cores", demo)
+        self.assertIsNotNone(m, "demo.sh's build figure")
+        self.assertEqual((int(m.group(1)), int(m.group(2))), (steps, round(wall)))
+        unquoted = demo.replace('"', "")
+        for arg in DEMO_CMAKE:  # the configuration counted is demo.sh's
+            self.assertIn(arg, unquoted)
+
+    def test_pip(self):
+        steps, wall, cpu = self.table["pip install --no-build-isolation ."]
+        readme = read("README.md")
+        m = re.search(r"`lotus: \[[\d.]+ s\] \[\d+/(\d+)\] Building …`\): (\d+) s on a quiet 2-core "
+                      r"machine \((\d+) s of CPU", readme)
+        self.assertIsNotNone(m, "README's pip figure")
+        self.assertEqual((int(m.group(1)), int(m.group(2)), int(m.group(3))),
+                         (steps, round(wall), round(cpu)))
+        m = re.search(r"about (\d+) s on 2 quiet cores", read("setup.py"))
+        self.assertIsNotNone(m, "setup.py's build line")
+        self.assertEqual(int(m.group(1)), round(wall))
+
+    def test_quickstart(self):
+        steps, wall, cpu = self.table["quickstart: cmake --build build"]
+        m = re.search(r"`cmake --build build` is (\d+) steps: (\d+) s on a quiet 2-core machine "
+                      r"\((\d+) s of CPU", read("README.md"))
+        self.assertIsNotNone(m, "README's Quick start build figure")
+        self.assertEqual((int(m.group(1)), int(m.group(2)), int(m.group(3))),
+                         (steps, round(wall), round(cpu)))
+
+    @unittest.skipUnless(shutil.which("cmake") and shutil.which("ninja"), "needs cmake and ninja")
+    def test_steps_are_todays(self):
+        demo = self.table["demo: build image_pipeline lotus-tool"][0]
+        self.assertEqual(ninja_plan(DEMO_CMAKE, ["image_pipeline", "lotus-tool"]), demo,
+                         "the demo's build steps changed: rerun bench/first_run/first_run.sh demo")
+        with open("/etc/os-release", encoding="utf-8") as f:
+            release = f.read()
+        if "VERSION_CODENAME=bookworm" not in release:
+            self.skipTest("the Quick start's steps depend on the packages found (libtorch, "
+                          "pybind11): its figure is Debian 12's with tools/deps.txt installed")
+        quick = self.table["quickstart: cmake --build build"][0]
+        self.assertEqual(ninja_plan(QUICK_CMAKE), quick, "the Quick start's build steps changed: "
+                         "rerun bench/first_run/first_run.sh quickstart")
 
 
 if __name__ == "__main__":
