@@ -5,10 +5,13 @@
 import os
 import re
 import shutil
+import signal
 import stat
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -654,6 +657,63 @@ class Figures(unittest.TestCase):
         quick = self.table["quickstart: cmake --build build"][0]
         self.assertEqual(ninja_plan(QUICK_CMAKE), quick, "the Quick start's build steps changed: "
                          "rerun bench/first_run/first_run.sh quickstart")
+
+
+class TestAllStop(unittest.TestCase):
+    """tools/scripts/test-all.sh says what it will do before it does it, and SIGTERM to its pid
+    (what a user's `kill` does) ends every process it started: nothing of the run is left."""
+
+    def test_sigterm_to_its_pid_ends_every_child(self):
+        if not os.path.isdir("/proc/self"):
+            self.skipTest("no /proc: what is left running cannot be listed")
+        deps = subprocess.run(["bash", os.path.join(ROOT, "tools", "scripts", "deps.sh"), "stack"],
+                              capture_output=True, text=True, check=True).stdout.split()
+        for pkg in deps:
+            r = subprocess.run(["dpkg-query", "-W", "-f=${Status}", pkg], capture_output=True,
+                               text=True)
+            if "install ok installed" not in r.stdout:
+                self.skipTest(f"the stack variant's package {pkg} is not installed here")
+        with tempfile.TemporaryDirectory(prefix="lotus-test-all-") as out:
+            env = dict(os.environ, LOTUS_VARIANTS="stack", LOTUS_BUILD_ROOT=out)
+            p = subprocess.Popen(["bash", os.path.join(ROOT, "tools", "scripts", "test-all.sh")],
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                 env=env, start_new_session=True)
+            lines = []
+            started = threading.Event()
+
+            def read():
+                for line in p.stdout:
+                    lines.append(line)
+                    if line.startswith("::: stack"):
+                        started.set()
+            reader = threading.Thread(target=read, daemon=True)
+            reader.start()
+            try:
+                self.assertTrue(started.wait(180), "".join(lines))
+                time.sleep(3)  # the stage's configure and build are running
+                p.send_signal(signal.SIGTERM)
+                rc = p.wait(timeout=180)
+            finally:
+                if p.poll() is None:
+                    os.killpg(p.pid, signal.SIGKILL)
+                    p.wait()
+            reader.join(10)
+            text = "".join(lines)
+            self.assertEqual(rc, 143, text)
+            plan = text.index("test-all: variants: stack; build trees in " + out)
+            self.assertLess(plan, text.index("::: stack"), text)
+            self.assertIn("test-all: stopped; nothing left running", text)
+            left = []
+            for pid in filter(str.isdigit, os.listdir("/proc")):
+                try:
+                    with open(f"/proc/{pid}/cmdline", "rb") as f:
+                        cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+                    cwd = os.readlink(f"/proc/{pid}/cwd")
+                except OSError:
+                    continue
+                if out in cmd or cwd.startswith(out):
+                    left.append(f"{pid}: {cmd}")
+            self.assertEqual(left, [], "processes of the stopped run")
 
 
 if __name__ == "__main__":
