@@ -428,12 +428,6 @@ def main():
         ap.error("--auto-start takes a worker count from 1 to 256")
     if from_workers not in sweep_workers:
         ap.error(f"--whatif-from {from_workers} is not one of the sweep's --workers")
-    tool_path = a.tool or os.environ.get("LOTUS_TOOL") or shutil.which("lotus-tool")
-    if not tool_path or not (os.path.isfile(tool_path) and os.access(tool_path, os.X_OK)):
-        ap.error(f"lotus-tool not found ({tool_path or 'no --tool, LOTUS_TOOL or PATH entry'}): "
-                 "build it (cmake --build build --target lotus-tool) and give "
-                 "--tool build/tools/lotus-tool/lotus-tool")
-
     skip = None
     try:
         import torch
@@ -453,6 +447,12 @@ def main():
             with open(a.out, "w") as f:
                 json.dump({"skipped": skip}, f)
         return 0
+
+    tool_path = a.tool or os.environ.get("LOTUS_TOOL") or shutil.which("lotus-tool")
+    if not tool_path or not (os.path.isfile(tool_path) and os.access(tool_path, os.X_OK)):
+        ap.error(f"lotus-tool not found ({tool_path or 'no --tool, LOTUS_TOOL or PATH entry'}): "
+                 "build it (cmake --build build --target lotus-tool) and give "
+                 "--tool build/tools/lotus-tool/lotus-tool")
     try:
         import lotus.torch  # noqa: F401
     except ImportError as e:
