@@ -448,6 +448,30 @@ struct res_sample {
 }  // namespace lotus
 #endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_RES_SAMPLE_HPP
 // ---- end lotus/detail/res_sample.hpp ----
+// ---- begin lotus/detail/span_start.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_SPAN_START_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_SPAN_START_HPP
+// lotus — what a span's slow start returns (internal; detail/entry.hpp and detail/disabled.hpp)
+// SPDX-License-Identifier: MIT
+
+#include <cstdint>  // uint64_t
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// A span's start off its inline path: where it records (tag bits included) and when it began.
+struct span_start {
+  const record_site* loc;  ///< nullptr: not recorded
+  std::uint64_t t0;
+};
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_SPAN_START_HPP
+// ---- end lotus/detail/span_start.hpp ----
 
 // The one file that defines LOTUS_IMPLEMENTATION defines these (lotus/runtime/runtime.hpp, the
 // collectors, as rt_<name>) and its table of them (runtime/entry_table.hpp); every file calls them
@@ -477,10 +501,6 @@ inline int initialize_mode() noexcept;
 /// NVTX range and/or an ITT task (nvtx_push keeps which, per thread); span_res_bit, it read its
 /// thread's resource figures (op_resources_begin). A process never returns to a plain clock mode
 /// once NVTX, ITT or ops mode was on (the _nvtx modes stay), so the inline end never sees a tag.
-struct span_start {
-  const record_site* loc;  ///< nullptr: not recorded
-  std::uint64_t t0;
-};
 inline constexpr std::uintptr_t span_pushed_bit = 1;
 inline constexpr std::uintptr_t span_res_bit = 2;
 inline span_start span_start_slow(int mode, const record_site& loc, std::uint64_t idx) noexcept;
@@ -10208,6 +10228,30 @@ struct res_sample {
 }  // namespace lotus
 #endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_RES_SAMPLE_HPP
 // ---- end lotus/detail/res_sample.hpp ----
+// ---- begin lotus/detail/span_start.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_SPAN_START_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_SPAN_START_HPP
+// lotus — what a span's slow start returns (internal; detail/entry.hpp and detail/disabled.hpp)
+// SPDX-License-Identifier: MIT
+
+#include <cstdint>  // uint64_t
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// A span's start off its inline path: where it records (tag bits included) and when it began.
+struct span_start {
+  const record_site* loc;  ///< nullptr: not recorded
+  std::uint64_t t0;
+};
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_SPAN_START_HPP
+// ---- end lotus/detail/span_start.hpp ----
 // ---- begin lotus/trace_stats.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_TRACE_STATS_HPP
 #define LOTUS_AMALGAMATED_LOTUS_TRACE_STATS_HPP
@@ -10257,10 +10301,6 @@ constexpr std::uint64_t read_tsc() noexcept { return 0; }
 constexpr std::uint64_t now_ticks(int) noexcept { return 0; }
 constexpr std::uint64_t now_ticks_slow(int) noexcept { return 0; }
 constexpr int initialize_mode() noexcept { return mode_off; }
-struct span_start {
-  const record_site* loc;
-  std::uint64_t t0;
-};
 constexpr span_start span_start_slow(int, const record_site&, std::uint64_t) noexcept {
   return {nullptr, 0};
 }

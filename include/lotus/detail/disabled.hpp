@@ -16,6 +16,7 @@
 #include "lotus/detail/platform.hpp"
 #include "lotus/detail/record_name.hpp"
 #include "lotus/detail/res_sample.hpp"
+#include "lotus/detail/span_start.hpp"
 #include "lotus/record_site.hpp"
 #include "lotus/trace_stats.hpp"
 
@@ -42,10 +43,6 @@ constexpr std::uint64_t read_tsc() noexcept { return 0; }
 constexpr std::uint64_t now_ticks(int) noexcept { return 0; }
 constexpr std::uint64_t now_ticks_slow(int) noexcept { return 0; }
 constexpr int initialize_mode() noexcept { return mode_off; }
-struct span_start {
-  const record_site* loc;
-  std::uint64_t t0;
-};
 constexpr span_start span_start_slow(int, const record_site&, std::uint64_t) noexcept {
   return {nullptr, 0};
 }

@@ -11,6 +11,7 @@
 #include "lotus/detail/platform.hpp"
 #include "lotus/detail/record_name.hpp"
 #include "lotus/detail/res_sample.hpp"
+#include "lotus/detail/span_start.hpp"
 
 // The one file that defines LOTUS_IMPLEMENTATION defines these (lotus/runtime/runtime.hpp, the
 // collectors, as rt_<name>) and its table of them (runtime/entry_table.hpp); every file calls them
@@ -40,10 +41,6 @@ inline int initialize_mode() noexcept;
 /// NVTX range and/or an ITT task (nvtx_push keeps which, per thread); span_res_bit, it read its
 /// thread's resource figures (op_resources_begin). A process never returns to a plain clock mode
 /// once NVTX, ITT or ops mode was on (the _nvtx modes stay), so the inline end never sees a tag.
-struct span_start {
-  const record_site* loc;  ///< nullptr: not recorded
-  std::uint64_t t0;
-};
 inline constexpr std::uintptr_t span_pushed_bit = 1;
 inline constexpr std::uintptr_t span_res_bit = 2;
 inline span_start span_start_slow(int mode, const record_site& loc, std::uint64_t idx) noexcept;
