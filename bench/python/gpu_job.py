@@ -648,6 +648,18 @@ def print_report(r):
              if within is not None
              else f"no epoch of {len(run['epochs'])} within 5 %")
           + f"; its last epoch {signed(at['last_epoch_vs_best'])}")
+    # The same check as issue #62's replay: the settings it runs from the 3rd boundary on, each
+    # judged by the sweep's steady epoch at that worker count (an epoch of the tuned run also
+    # pays the restart a change costs and the epoch-to-epoch noise, as the line above shows).
+    later = decisions[2:]
+    judged = [(d["workers"], r["sweep"].get(str(d["workers"]), {}).get("steady", {}).get("wall_s"))
+              for d in later]
+    ok = bool(judged) and all(w is not None and w <= 1.05 * best for _, w in judged)
+    print(f"{'PASS' if ok else 'MISS'} autotune's setting from the 3rd boundary on within 5 % of "
+          f"the sweep's best, by the sweep's steady epoch at its worker count: "
+          + (", ".join(f"{workers_word(n)} " + (f"{signed(w / best - 1)}" if w is not None
+                                                 else "(not swept)") for n, w in judged)
+             if judged else f"only {len(decisions)} boundaries"))
     errs = [x for x in r["whatif"]["rows"] if x["error"] is not None]
     missing = [x["workers"] for x in r["whatif"]["rows"] if x["error"] is None]
     ok = bool(errs) and not missing and all(abs(x["error"]) <= ACCEPT_WHATIF for x in errs)

@@ -489,6 +489,17 @@ std::string whatif_sentence(const whatif_result& r) {
          pct(r.measured_wait_share, 0, " ") + " → " + pct(r.predicted.wait_share, 0, " ");
 }
 
+std::string whatif_caution(const whatif_result& r) {
+  const unsigned n = r.model.workers, m = r.measured_workers;
+  if (m == 0 || n <= 2 * m) return {};
+  const std::string ns = std::to_string(n), ms = std::to_string(m);
+  return ns + " workers are " + format_number("%.1f", static_cast<double>(n) / m) + "× the " + ms +
+         " this trace ran at once, and the model keeps a batch's cost at what it was with " + ms +
+         ": contention the trace cannot show (SMT siblings, memory bandwidth, the main " +
+         "process's threads) only adds to it, so this is a best case; measure an epoch at " + ns +
+         " before relying on it";
+}
+
 namespace {
 
 nlohmann::json whatif_json(const whatif_result& r) {
@@ -544,6 +555,7 @@ nlohmann::json whatif_json(const whatif_result& r) {
   mem["fits"] = mp.fits;
   j["memory"] = mem;
   j["summary"] = whatif_sentence(r);
+  if (const std::string c = whatif_caution(r); !c.empty()) j["caution"] = c;
   return j;
 }
 
@@ -597,6 +609,7 @@ std::string whatif_text(const whatif_result& r) {
        pct(r.predicted.wait_share, 1, " ") + ", " +
        format_number("%.1f", r.predicted.batches_per_second) + " batches/s, out of order " +
        std::to_string(r.predicted.out_of_order) + "\n";
+  if (const std::string c = whatif_caution(r); !c.empty()) s += "caution: " + c + "\n";
   s += memory_text(r.memory, r.model.workers);
   s += whatif_sentence(r) + "\n";
   return s;

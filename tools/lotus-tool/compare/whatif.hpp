@@ -177,6 +177,12 @@ bool torch_lacks_in_order(const std::string& torch_version);
 /// "4 workers: epoch 1.20 s → 0.61 s, wait 48 % → 2 %".
 std::string whatif_sentence(const whatif_result& r);
 
+/// Empty, or why the prediction is a best case: the model's worker count is over twice the count
+/// the trace measured, and a batch's cost there is taken from the measured one (bench/README's
+/// H200 job: a batch cost 2.4x more with 16 workers than with 4 on 16 CPUs; whatif from the
+/// 4-worker trace was 31 % optimistic at 16).
+std::string whatif_caution(const whatif_result& r);
+
 void run_whatif(const whatif_args& a);
 
 }  // namespace lotus_tool

@@ -114,6 +114,7 @@ worker_change more_workers_advice(const report_data& d, const finding_thresholds
     w.advised = true;
     w.text = "Use " + workers_setting(d, r.model.workers) + ": " + predicted_text(r) + ", " +
              fixed(100 * g, 0) + " % faster.";
+    if (const std::string c = whatif_caution(r); !c.empty()) w.text += " Caution: " + c + ".";
     // tune searches PyTorch's settings (prefetch_factor, in_order): quoted for its loader only.
     if (!d.advice.tune.empty() && (d.loader.empty() || is_loader(d, "torch"))) {
       w.text += std::string(" Searching workers, prefetch_factor") +

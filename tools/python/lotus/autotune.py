@@ -93,6 +93,7 @@ SETTLE_GAIN = 0.02  # a change that gained less than this ends the tuning
 PAYBACK_EPOCHS = 5  # persistent workers: a change must repay its restart within this many epochs
 GAP_SHARE = 0.10    # a cheaper setting may give up at most this share of the best's predicted gain
 MIN_GAIN = 0.01     # a move predicted to gain less than this is not made
+RESTART_GAIN = 0.05  # persistent workers: a restart for a predicted gain under this is not made
 PREFETCH_FACTORS = (1, 2, 4)
 NOISE_PRIOR = 0.20  # the epoch-to-epoch noise taken until two epochs at one setting measure it
 WARMUP_SHARE = 0.25  # the first quarter of a warm-up epoch's batches and steps is not steady state
@@ -685,6 +686,7 @@ class Tuner:
         reason = ""
         note = ""
         nxt = cur
+        held_small = False  # held: a persistent restart for a gain under RESTART_GAIN
         fitting = [c for c in candidates.values() if c["fits"]]
         if self.settled:
             reason = "settled"
@@ -809,6 +811,20 @@ class Tuner:
                 elif self.caution > 0 and gain <= needed:
                     reason = (f"careful (caution {self.caution}): predicted gain "
                               f"{100 * gain:.1f} % is within the last miss of {100 * needed:.1f} %")
+                elif self.persistent and gain < RESTART_GAIN:
+                    # The restart is certain, a gain this small is not: it is within the model's
+                    # error on a real job (10-35 % an epoch on the H200 job of bench/README) and
+                    # one epoch's noise could not confirm it (issue #62's H200 run: prefetch 1 and
+                    # 2 at 12 workers were toggled for a predicted 1.9 %, each time a restart).
+                    held = held_small = True
+                    reason = (f"{_workers(target[0])}, prefetch_factor {target[1]} is predicted "
+                              f"{100 * gain:.1f} % faster: under the {100 * RESTART_GAIN:.0f} % "
+                              f"a restart of the persistent workers must be for")
+                    if last is not None and last.get("held_small"):
+                        # Twice in a row nothing worth a restart: nothing left to tune.
+                        self.settled = True
+                        self._pending = None
+                        reason += "; twice in a row: settled"
                 elif restart_s > PAYBACK_EPOCHS * saved:
                     # Persistent workers restart on any change (a new prefetch_factor too): the
                     # restart is paid once, the gain every epoch after it (at least 1 % here).
@@ -831,7 +847,7 @@ class Tuner:
                     else:
                         reason = (f"careful (caution {self.caution}): 1/{2 ** self.caution} of "
                                   f"the way, predicted gain {100 * gain:.1f} %")
-                if held and last_stayed:
+                if held and last_stayed and not self.settled:
                     # As for the model's choice twice: staying was right last time.
                     self.settled = True
                     self._pending = None
@@ -852,6 +868,7 @@ class Tuner:
              "predicted_peak_rss_bytes": predict_memory(m, nxt[0]),
              "memory_budget_bytes": self.budget, "changed": nxt != cur, "caution": self.caution,
              "settled": self.settled, "calibration": calib, "reason": reason, "error": None,
+             "held_small": held_small,
              "load": self._load_words(fit_now)}
         d["decide_seconds"] = _time.perf_counter() - t_decide  # the tuner's own cost
         self.decisions.append(d)
