@@ -2,9 +2,9 @@
 # SPDX-License-Identifier: MIT
 """A GPU training job under lotus: a num_workers sweep, autotune, whatif and the GPU's idle share.
 
-On a CUDA machine, from the repository root (no network needed; about 4-6 minutes on a 16-core
-H200 machine: image generation, 5 settings × 3 epochs, 7 autotuned epochs, each in its own
-process):
+On a CUDA machine, from the repository root (no network needed; 138-146 s on a 16-core H200
+machine, bench/README.md: image generation, 5 settings × 3 epochs, 7 autotuned epochs, each in
+its own process):
 
     cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
     cmake --build build --target lotus_python lotus-tool
