@@ -1959,7 +1959,7 @@ struct flight_settings {
   std::uint64_t margin_ns = 300000000;  // the tail: the window ends this long after a trigger
 
   /// The conditions of `o` (LOTUS_TRIGGER), the rest of these settings unchanged.
-  void take_triggers(const flight_settings& o) noexcept {
+  LOTUS_DETAIL_COLD void take_triggers(const flight_settings& o) noexcept {
     wait_ns = o.wait_ns;
     share_permille = o.share_permille;
     share_window_ns = o.share_window_ns;
@@ -1989,7 +1989,8 @@ constexpr std::uint64_t flight_max_duration_ns = std::uint64_t{86400} * 10000000
 
 /// A duration `<number><ns|us|ms|s|min>` at `s[i..]`; false when malformed or longer than
 /// flight_max_duration_ns (never wrapped: 18446744074s is refused, not 290 ms).
-inline bool flight_parse_duration(std::string_view s, std::size_t& i, std::uint64_t& out) noexcept {
+LOTUS_DETAIL_COLD inline bool flight_parse_duration(std::string_view s, std::size_t& i,
+                                                    std::uint64_t& out) noexcept {
   std::uint64_t v = 0;
   const std::size_t from = i;
   for (; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i) {
@@ -2030,7 +2031,8 @@ constexpr bool flight_op_name_char(char c) noexcept {
 /// LOTUS_TRIGGER: `wait>DUR`, `waitshare>P%/DUR`, `batch>DUR`, `op>DUR` and `op:NAME>DUR`,
 /// comma-separated (spaces allowed around them). False (and `out` unchanged) when any condition
 /// is malformed.
-inline bool flight_parse_triggers(std::string_view s, flight_settings& out) noexcept {
+LOTUS_DETAIL_COLD inline bool flight_parse_triggers(std::string_view s,
+                                                    flight_settings& out) noexcept {
   flight_settings t = out;
   t.wait_ns = 0;
   t.share_permille = 0;
@@ -2128,7 +2130,7 @@ constexpr bool flight_id_char(char c) noexcept {
 }
 
 /// 64 bits another user cannot predict (getrandom; /dev/urandom; at worst the clock and pid).
-inline std::uint64_t flight_random64() noexcept {
+LOTUS_DETAIL_COLD inline std::uint64_t flight_random64() noexcept {
   std::uint64_t v = 0;
   if (::getrandom(&v, sizeof v, GRND_NONBLOCK) == static_cast<ssize_t>(sizeof v)) return v;
   const int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
@@ -2149,8 +2151,8 @@ inline std::uint64_t flight_random64() noexcept {
 
 /// A fresh id: `<UTC YYYYmmddTHHMMSS>Z-<pid>-<seq>-<16 hex digits>`. The random part makes the
 /// capture directory's name unpredictable: another user cannot create it first.
-inline void flight_make_id(char (&id)[64], std::uint64_t when_ns, std::uint64_t pid,
-                           std::uint64_t seq) noexcept {
+LOTUS_DETAIL_COLD inline void flight_make_id(char (&id)[64], std::uint64_t when_ns,
+                                             std::uint64_t pid, std::uint64_t seq) noexcept {
   const time_t secs = static_cast<time_t>(when_ns / 1000000000u);
   struct tm tm {};
   if (::gmtime_r(&secs, &tm) == nullptr) tm = {};
@@ -2161,7 +2163,8 @@ inline void flight_make_id(char (&id)[64], std::uint64_t when_ns, std::uint64_t 
 }
 
 /// Copies `reason` into `r.reason`: control bytes become '_', cut to fit.
-inline void flight_set_reason(flight_request& r, std::string_view reason) noexcept {
+LOTUS_DETAIL_COLD inline void flight_set_reason(flight_request& r,
+                                                std::string_view reason) noexcept {
   std::size_t n = 0;
   for (const char c : reason) {
     if (n + 1 >= sizeof r.reason) break;
@@ -2172,8 +2175,8 @@ inline void flight_set_reason(flight_request& r, std::string_view reason) noexce
 }
 
 /// The request as its control-file line (with the newline); its length, 0 when it does not fit.
-inline std::size_t flight_request_line(const flight_request& r, char* out,
-                                       std::size_t size) noexcept {
+LOTUS_DETAIL_COLD inline std::size_t flight_request_line(const flight_request& r, char* out,
+                                                         std::size_t size) noexcept {
   const int n = std::snprintf(
       out, size, "capture %s %llu %llu %llu %s\n", r.id,
       static_cast<unsigned long long>(r.trigger_ns), static_cast<unsigned long long>(r.end_ns),
@@ -2182,7 +2185,8 @@ inline std::size_t flight_request_line(const flight_request& r, char* out,
 }
 
 /// Parses one control-file line (without its newline); false when it is not a valid request.
-inline bool flight_parse_request(std::string_view line, flight_request& r) noexcept {
+LOTUS_DETAIL_COLD inline bool flight_parse_request(std::string_view line,
+                                                   flight_request& r) noexcept {
   if (line.substr(0, 8) != "capture ") return false;
   std::size_t i = 8, n = 0;
   for (; i < line.size() && line[i] != ' '; ++i) {
@@ -2210,7 +2214,8 @@ inline bool flight_parse_request(std::string_view line, flight_request& r) noexc
 
 /// The `k`th fixed control file name of user `uid` in `dir` (`.lotus-capture-<uid>`; k > 0:
 /// `..._r<k>`, older lotus's second names, still read).
-inline text flight_control_path(const char* dir, std::uint64_t uid, unsigned k) noexcept {
+LOTUS_DETAIL_COLD inline text flight_control_path(const char* dir, std::uint64_t uid,
+                                                  unsigned k) noexcept {
   text path;
   path.add(dir).add('/').add(flight_control_name).add('-').add(uid);
   if (k != 0) path.add("_r").add(std::uint64_t{k});
@@ -2218,13 +2223,13 @@ inline text flight_control_path(const char* dir, std::uint64_t uid, unsigned k) 
 }
 
 /// A control file lotus reads or appends to: a regular file of this user with one link.
-inline bool flight_control_owned(const struct stat& st) noexcept {
+LOTUS_DETAIL_COLD inline bool flight_control_owned(const struct stat& st) noexcept {
   return S_ISREG(st.st_mode) && st.st_uid == ::geteuid() && st.st_nlink == 1;
 }
 
 /// A control file name (without its directory) of user `uid`: `.lotus-capture-<uid>`,
 /// `..._r<1-3>` (older lotus) or `...-<16 hex digits>` (private).
-inline bool flight_control_name_of(const char* name, std::uint64_t uid) noexcept {
+LOTUS_DETAIL_COLD inline bool flight_control_name_of(const char* name, std::uint64_t uid) noexcept {
   text first;
   first.add(flight_control_name).add('-').add(uid);
   const std::size_t n = first.size();
@@ -2248,8 +2253,9 @@ struct flight_control_file {
 
 /// Lists this user's control files in `dir`, its own regular files with one link only (lstat),
 /// the first name first; at most `max`. `first_taken`: the first name exists and is not one.
-inline unsigned flight_control_list(const char* dir, std::uint64_t uid, flight_control_file* out,
-                                    unsigned max, bool* first_taken) noexcept {
+LOTUS_DETAIL_COLD inline unsigned flight_control_list(const char* dir, std::uint64_t uid,
+                                                      flight_control_file* out, unsigned max,
+                                                      bool* first_taken) noexcept {
   *first_taken = false;
   unsigned n = 0;
   const text first = flight_control_path(dir, uid, 0);
@@ -2282,7 +2288,7 @@ inline unsigned flight_control_list(const char* dir, std::uint64_t uid, flight_c
 
 /// Creates `<dir>/capture-<id>` (best effort) as the request is made, before its line is
 /// readable: a directory of the job's user before anyone else knows its name.
-inline void flight_claim_capture_dir(const char* dir, const char* id) noexcept {
+LOTUS_DETAIL_COLD inline void flight_claim_capture_dir(const char* dir, const char* id) noexcept {
   text path;
   path.add(dir).add("/capture-").add(id);
   if (!path.overflow) ::mkdir(path.c_str(), 0777);
@@ -2297,7 +2303,8 @@ constexpr unsigned flight_capture_dir_names = 8;
 /// a symlink, a file): then the next name, `capture-<id>_r<k>`, and when all are taken
 /// `capture-<id>_<16 hex digits>`; never no directory, unless the directory itself fails
 /// (false, `err` set: no space, no permission).
-inline bool flight_capture_dir(const char* dir, const char* id, text& out, int* err) noexcept {
+LOTUS_DETAIL_COLD inline bool flight_capture_dir(const char* dir, const char* id, text& out,
+                                                 int* err) noexcept {
   *err = 0;
   for (unsigned k = 0; k <= flight_capture_dir_names; ++k) {
     out.clear();
@@ -2334,8 +2341,8 @@ inline bool flight_capture_dir(const char* dir, const char* id, text& out, int* 
 /// smaller than flight_control_max. When the first name is taken by anything else, the request
 /// goes to one of this user's private control files (created with an unpredictable name if there
 /// is none). On failure: false, `why` says why.
-inline bool flight_append_request(const char* dir, const flight_request& r, const char** why,
-                                  int* err) noexcept {
+LOTUS_DETAIL_COLD inline bool flight_append_request(const char* dir, const flight_request& r,
+                                                    const char** why, int* err) noexcept {
   char line[320];
   const std::size_t n = flight_request_line(r, line, sizeof line);
   *err = 0;
@@ -3234,21 +3241,22 @@ inline void itt_call(void* fn) noexcept {
     collector_fn_cast<itt_void_fn>(fn)();
 }
 
-inline bool itt_resume(const char*) noexcept {
+LOTUS_DETAIL_COLD inline bool itt_resume(const char*) noexcept {
   itt_call(itt_collector().resume);
   return true;
 }
-inline bool itt_pause(const char*) noexcept {
+LOTUS_DETAIL_COLD inline bool itt_pause(const char*) noexcept {
   itt_call(itt_collector().pause);
   return true;
 }
-inline void itt_detach(bool) noexcept { itt_call(itt_collector().detach); }
+LOTUS_DETAIL_COLD inline void itt_detach(bool) noexcept { itt_call(itt_collector().detach); }
 
 /// The static part's handshake for one global: fill it, lock its (recursive) mutex, call
 /// __itt_api_init. Each user of ITT in lotus (collector control, lotus's ITT tasks) has its own
 /// global and table, as each static part in a process has (the collector handles several).
-inline void itt_handshake_global(itt_global& g, itt_api_info* table, const char** path, void* lib,
-                                 itt_api_init_fn init) noexcept {
+LOTUS_DETAIL_COLD inline void itt_handshake_global(itt_global& g, itt_api_info* table,
+                                                   const char** path, void* lib,
+                                                   itt_api_init_fn init) noexcept {
   const unsigned char magic[8] = {0xED, 0xAB, 0xAB, 0xEC, 0x0D, 0xEE, 0xDA, 0x30};
   std::memcpy(g.magic, magic, sizeof magic);
   g.version_major = itt_version_major;
@@ -3273,7 +3281,7 @@ inline void itt_handshake_global(itt_global& g, itt_api_info* table, const char*
 }
 
 /// Collector control's handshake: binds __itt_pause, __itt_resume and __itt_detach.
-inline void itt_handshake(void* lib, itt_api_init_fn init) noexcept {
+LOTUS_DETAIL_COLD inline void itt_handshake(void* lib, itt_api_init_fn init) noexcept {
   itt_collector_state& s = itt_collector();
   void* const noop = reinterpret_cast<void*>(&itt_noop);
   s.pause = s.resume = s.detach = noop;
@@ -3287,11 +3295,11 @@ inline void itt_handshake(void* lib, itt_api_init_fn init) noexcept {
 
 /// INTEL_LIBITTNOTIFY64 (INTEL_LIBITTNOTIFY32 in 32-bit builds) names the collector, as for
 /// Intel's static part; without it, a collector already in the process (LD_PRELOAD) is used.
-inline const char* itt_env_name() noexcept {
+LOTUS_DETAIL_COLD inline const char* itt_env_name() noexcept {
   return sizeof(void*) == 8 ? "INTEL_LIBITTNOTIFY64" : "INTEL_LIBITTNOTIFY32";
 }
 
-inline bool itt_available() noexcept {
+LOTUS_DETAIL_COLD inline bool itt_available() noexcept {
   return env_text(itt_env_name()) != nullptr || dlsym(RTLD_DEFAULT, "__itt_api_init") != nullptr;
 }
 
@@ -3323,7 +3331,7 @@ LOTUS_DETAIL_COLD inline itt_library itt_load() noexcept {
   return l;
 }
 
-inline const collector_backend* itt_backend() noexcept {
+LOTUS_DETAIL_COLD inline const collector_backend* itt_backend() noexcept {
   static const collector_backend backend{"itt", itt_resume, itt_pause, itt_detach};
   itt_collector_state& s = itt_collector();
   const itt_library l = itt_load();
@@ -3470,7 +3478,9 @@ inline itt_string_handle_abi* itt_handle(const record_site& loc) noexcept {
   return itt_tasks().more_names;
 }
 
-inline bool itt_bound(void* fn, void* null_fn) noexcept { return fn != nullptr && fn != null_fn; }
+LOTUS_DETAIL_COLD inline bool itt_bound(void* fn, void* null_fn) noexcept {
+  return fn != nullptr && fn != null_fn;
+}
 
 /// Loads the collector and handshakes, once per process; false (with one message) when no
 /// collector can be loaded or it binds no tasks.
@@ -3537,7 +3547,7 @@ LOTUS_DETAIL_COLD inline bool itt_open_once() noexcept {
   return true;
 }
 
-inline bool rt_itt_open() noexcept {
+LOTUS_DETAIL_COLD inline bool rt_itt_open() noexcept {
   static const bool ok = itt_open_once();
   return ok;
 }
@@ -6294,7 +6304,7 @@ class flight_recorder {
   }
 
  private:
-  void fire_in_progress(trace_files& files, std::uint64_t now) noexcept {
+  LOTUS_DETAIL_COLD void fire_in_progress(trace_files& files, std::uint64_t now) noexcept {
     const inflight_entry* e = inflight_;
     const std::size_t n = inflight_count_;
     for (std::size_t i = 0; i < n; ++i) {
@@ -6342,7 +6352,8 @@ class flight_recorder {
 
   /// An op's name as traced (without its S; spaces and control bytes `_`), at most
   /// flight_max_op_name bytes.
-  static void op_name(const record_site* loc, char (&out)[flight_max_op_name + 1]) noexcept {
+  LOTUS_DETAIL_COLD static void op_name(const record_site* loc,
+                                        char (&out)[flight_max_op_name + 1]) noexcept {
     std::size_t n = 0;
     for (const char* p = loc->name; p != nullptr && *p != '\0' && n < flight_max_op_name; ++p) {
       out[n++] = token_name_char(*p);
@@ -6352,7 +6363,7 @@ class flight_recorder {
 
   /// The `inflight` lines of a capture's sidecar: what was still in progress when it was
   /// written (a stall longer than the capture: the capture is cut, and says where).
-  bool inflight_line(std::size_t i, text& line) const noexcept {
+  LOTUS_DETAIL_COLD bool inflight_line(std::size_t i, text& line) const noexcept {
     static const char* const what[] = {"batch", "op", "wait"};
     {
       const inflight_entry& e = inflight_[i];
@@ -6411,7 +6422,7 @@ class flight_recorder {
   }
 
   /// An on-demand capture (lotus::capture): appended to the control file at the next cycle.
-  void ask(std::string_view reason, std::uint64_t now) noexcept {
+  LOTUS_DETAIL_COLD void ask(std::string_view reason, std::uint64_t now) noexcept {
     if (asks_count_ == max_asks) return;
     flight_request& r = asks_[asks_count_++];
     r = flight_request{};
@@ -6492,7 +6503,7 @@ class flight_recorder {
     std::free(c);
   }
 
-  void free_chunks() noexcept {
+  LOTUS_DETAIL_COLD void free_chunks() noexcept {
     while (head_ != nullptr) pop(false);
     held_ = 0;
     evicted_count_ = 0;
@@ -6506,7 +6517,7 @@ class flight_recorder {
   /// Chunks older than the window and the triggers' lookback (a stall is seen some time after it
   /// began: its lead-up must still be here), or than a pending capture's window, age out: not
   /// lost.
-  void trim(std::uint64_t now) noexcept {
+  LOTUS_DETAIL_COLD void trim(std::uint64_t now) noexcept {
     const std::uint64_t keep = set_.window_ns + set_.lookback_ns();
     std::uint64_t keep_from = now > keep ? now - keep : 0;
     for (unsigned i = 0; i < pending_count_; ++i) {
@@ -6520,7 +6531,7 @@ class flight_recorder {
   }
 
   /// wait> (seen by observe_wait) and waitshare> (over the recent SBatchWait spans).
-  void fire_triggers(trace_files& files, std::uint64_t now) noexcept {
+  LOTUS_DETAIL_COLD void fire_triggers(trace_files& files, std::uint64_t now) noexcept {
     char reason[192];
     if (wait_fired_) {
       wait_fired_ = false;
@@ -6554,8 +6565,8 @@ class flight_recorder {
   }
 
   /// An automatic trigger at `when`: one request, then the hold-off (LOTUS_FLIGHT seconds).
-  void fire(trace_files& files, std::uint64_t when, std::uint64_t now,
-            const char* reason) noexcept {
+  LOTUS_DETAIL_COLD void fire(trace_files& files, std::uint64_t when, std::uint64_t now,
+                              const char* reason) noexcept {
     if (when < holdoff_until_) return;
     holdoff_until_ = when + holdoff_ns_;
     if (auto_count_ == flight_max_auto) {
@@ -6591,21 +6602,21 @@ class flight_recorder {
     }
   }
 
-  bool joins(const flight_request& p, std::uint64_t when) const noexcept {
+  LOTUS_DETAIL_COLD bool joins(const flight_request& p, std::uint64_t when) const noexcept {
     if (p.pid != 0 || when > p.end_ns) return false;
     if (p.trigger_ns <= when) return true;
     return window_from(p) <= when && automatic(p);
   }
 
   /// A request an automatic trigger wrote (its reason starts with the condition that fired).
-  static bool automatic(const flight_request& p) noexcept {
+  LOTUS_DETAIL_COLD static bool automatic(const flight_request& p) noexcept {
     for (const char* c : {"wait>", "waitshare>", "batch>", "op>", "op:"}) {
       if (std::strncmp(p.reason, c, std::strlen(c)) == 0) return true;
     }
     return false;
   }
 
-  bool append(trace_files& files, const flight_request& r) noexcept {
+  LOTUS_DETAIL_COLD bool append(trace_files& files, const flight_request& r) noexcept {
     char line[320];
     const std::size_t n = flight_request_line(r, line, sizeof line);
     if (n == 0 || !files.charge(n)) {
@@ -6632,7 +6643,7 @@ class flight_recorder {
   /// (capture_request.hpp), listed again whenever the directory changed. A file that is not this
   /// user's regular file with one link is never read (checked before every read: lstat, then
   /// fstat of the descriptor read from), with one message.
-  void poll(trace_files& files) noexcept {
+  LOTUS_DETAIL_COLD void poll(trace_files& files) noexcept {
     const auto uid = static_cast<std::uint64_t>(::geteuid());
     const char* dir = files.dir().c_str();
     struct stat ds {};
@@ -6689,7 +6700,8 @@ class flight_recorder {
     }
   }
 
-  static text control_file(const char* dir, const flight_control_file& f) noexcept {
+  LOTUS_DETAIL_COLD static text control_file(const char* dir,
+                                             const flight_control_file& f) noexcept {
     text path;
     path.add(dir).add('/').add(f.name);
     return path;
@@ -6716,7 +6728,8 @@ class flight_recorder {
     flight_control_file files[flight_control_names] = {};
   };
 
-  void poll_one(const text& path, control_state& c, const struct stat& st) noexcept {
+  LOTUS_DETAIL_COLD void poll_one(const text& path, control_state& c,
+                                  const struct stat& st) noexcept {
     const auto ino = static_cast<std::uint64_t>(st.st_ino);
     const auto dev = static_cast<std::uint64_t>(st.st_dev);
     if (ino != c.ino || dev != c.dev || static_cast<std::uint64_t>(st.st_size) < c.off) {
@@ -6752,7 +6765,7 @@ class flight_recorder {
     c.off += line_start != 0 ? line_start : n;
   }
 
-  void take(std::string_view line) noexcept {
+  LOTUS_DETAIL_COLD void take(std::string_view line) noexcept {
     flight_request r;
     if (!flight_parse_request(line, r)) return;
     if (r.end_ns < started_ns_) return;  // ended before this process recorded
@@ -6838,10 +6851,11 @@ class flight_recorder {
   /// per (thread, kind) in `slots` (at most `cap`), `thread` and `file` lines through `emit`,
   /// then the window's sidecar lines of those chunks. Returns the last chunk's stamp.
   template <class Emit>
-  std::uint64_t write_chunks(trace_files& out, capture_file* slots, std::size_t& nslots,
-                             std::size_t cap, std::uint64_t from, std::uint64_t after,
-                             std::uint64_t& recorded, std::uint64_t& written,
-                             std::uint64_t& sanitized, Emit&& emit) noexcept {
+  LOTUS_DETAIL_COLD std::uint64_t write_chunks(trace_files& out, capture_file* slots,
+                                               std::size_t& nslots, std::size_t cap,
+                                               std::uint64_t from, std::uint64_t after,
+                                               std::uint64_t& recorded, std::uint64_t& written,
+                                               std::uint64_t& sanitized, Emit&& emit) noexcept {
     std::uint64_t last = after;
     for (chunk* c = head_; c != nullptr; c = c->next) {
       if (c->stamp_ns < from || c->stamp_ns <= after) continue;
@@ -6894,9 +6908,10 @@ class flight_recorder {
   /// The closing lines of a part: what was still in progress (a stall longer than the capture is
   /// cut there, and these lines say where), then `capture` (window's end `end`) and `stats`.
   template <class Emit>
-  void closing_lines(const flight_request& r, std::uint64_t from, std::uint64_t end,
-                     std::uint64_t recorded, std::uint64_t written, std::uint64_t sanitized,
-                     Emit&& emit, text& cap) const noexcept {
+  LOTUS_DETAIL_COLD void closing_lines(const flight_request& r, std::uint64_t from,
+                                       std::uint64_t end, std::uint64_t recorded,
+                                       std::uint64_t written, std::uint64_t sanitized, Emit&& emit,
+                                       text& cap) const noexcept {
     for (std::size_t i = 0; i < inflight_count_; ++i) {
       text t;
       if (inflight_line(i, t)) emit(t);
@@ -7010,7 +7025,8 @@ class flight_recorder {
   /// flight_complete_ns past their window, or all of them at `final`: each is completed (the
   /// records since, appended; the sidecar replaced whole, its window ending now) and closed.
   template <class Header>
-  void complete_parts(trace_files& files, Header&& header, std::uint64_t now, bool final) noexcept {
+  LOTUS_DETAIL_COLD void complete_parts(trace_files& files, Header&& header, std::uint64_t now,
+                                        bool final) noexcept {
     for (unsigned i = 0; i < open_count_;) {
       open_part& p = *open_[i];
       if (!final && now < p.r.end_ns + flight_complete_ns) {
@@ -7089,7 +7105,7 @@ class flight_recorder {
     all.release();
   }
 
-  void close_part(open_part& p) noexcept {
+  LOTUS_DETAIL_COLD void close_part(open_part& p) noexcept {
     ptr_list<thread_state> none;
     p.out->close_all(none);
     delete p.out;
@@ -7131,7 +7147,7 @@ class flight_recorder {
 
   /// Open parts dropped as they are (a new directory; a forked child, whose parent completes
   /// them).
-  void drop_parts() noexcept {
+  LOTUS_DETAIL_COLD void drop_parts() noexcept {
     for (unsigned i = 0; i < open_count_; ++i) close_part(*open_[i]);
     open_count_ = 0;
   }
@@ -7364,7 +7380,7 @@ class live_state {
   static constexpr std::size_t site_slots = 2 * live_max_sites;  // a power of two
   static constexpr std::size_t header_bytes = 46;  // "lotus-live 1 <gen:20> <used:10>\n"
 
-  void reset() noexcept {
+  LOTUS_DETAIL_COLD void reset() noexcept {
     std::memset(sites_, 0, sizeof sites_);
     site_count_ = 0;
     op_count_ = 0;
@@ -7509,7 +7525,7 @@ class live_state {
   }
 
   /// A worker's busy time at `at`: its batches, and the part of the batch in progress by then.
-  static std::uint64_t busy_at(const worker_entry& w, std::uint64_t at) noexcept {
+  LOTUS_DETAIL_COLD static std::uint64_t busy_at(const worker_entry& w, std::uint64_t at) noexcept {
     return w.busy_ns + (w.inflight_ns != 0 && w.inflight_ns < at ? at - w.inflight_ns : 0);
   }
 
@@ -7517,7 +7533,7 @@ class live_state {
   // put* stay out of line: format_body calls them ~100 times, and inlined they cost every file
   // that includes lotus without lotus::lotus 0.9 G compiler instructions, 7 % of its compile
   // (bench/runtime/compile_cost.sh, IR=perf). The body is written once per writer cycle.
-  LOTUS_DETAIL_NOINLINE void put(const char* s, std::size_t n) noexcept {
+  LOTUS_DETAIL_COLD LOTUS_DETAIL_NOINLINE void put(const char* s, std::size_t n) noexcept {
     if (cut_ || used_ + n > live_file_bytes - 8) {  // room for "end\n" kept
       cut_ = true;
       return;
@@ -7525,8 +7541,10 @@ class live_state {
     std::memcpy(buf_ + used_, s, n);
     used_ += n;
   }
-  LOTUS_DETAIL_NOINLINE void put(std::string_view s) noexcept { put(s.data(), s.size()); }
-  LOTUS_DETAIL_NOINLINE void put(std::uint64_t v) noexcept {
+  LOTUS_DETAIL_COLD LOTUS_DETAIL_NOINLINE void put(std::string_view s) noexcept {
+    put(s.data(), s.size());
+  }
+  LOTUS_DETAIL_COLD LOTUS_DETAIL_NOINLINE void put(std::uint64_t v) noexcept {
     char tmp[24];
     char* q = tmp + sizeof tmp;
     do {
@@ -7536,14 +7554,14 @@ class live_state {
     put(q, static_cast<std::size_t>(tmp + sizeof tmp - q));
   }
   /// A name: control bytes and spaces become '_' (names are the last field of their line).
-  LOTUS_DETAIL_NOINLINE void put_name(const char* s, std::size_t n) noexcept {
+  LOTUS_DETAIL_COLD LOTUS_DETAIL_NOINLINE void put_name(const char* s, std::size_t n) noexcept {
     for (std::size_t i = 0; i < n; ++i) {
       const char out = token_name_char(s[i]);
       put(&out, 1);
     }
   }
   /// `inflight <tid> <batch|op|wait> <since> <idx> <name>` (name `-` but for an op).
-  void put_inflight(const inflight_entry& e) noexcept {
+  LOTUS_DETAIL_COLD void put_inflight(const inflight_entry& e) noexcept {
     static const char* const what[] = {"batch", "op", "wait"};
     put("inflight ");
     put(e.tid);
@@ -7562,7 +7580,7 @@ class live_state {
     }
     put("\n");
   }
-  LOTUS_DETAIL_NOINLINE void put_hist(const live_hist& h) noexcept {
+  LOTUS_DETAIL_COLD LOTUS_DETAIL_NOINLINE void put_hist(const live_hist& h) noexcept {
     put(h.count);
     put(" ");
     put(h.sum_ns);
@@ -7572,7 +7590,7 @@ class live_state {
     }
   }
   /// The sidecar's `host`, `rank`, `local_rank` and `world_size` lines, as they are.
-  void put_identity(const text& info) noexcept {
+  LOTUS_DETAIL_COLD void put_identity(const text& info) noexcept {
     std::string_view rest(info.c_str(), info.size());
     while (!rest.empty()) {
       const std::size_t eol = rest.find('\n');
@@ -7587,8 +7605,8 @@ class live_state {
     }
   }
 
-  void format_body(std::uint64_t now, const trace_stats& st, const text& info,
-                   bool final) noexcept {
+  LOTUS_DETAIL_COLD void format_body(std::uint64_t now, const trace_stats& st, const text& info,
+                                     bool final) noexcept {
     used_ = header_bytes;
     cut_ = false;
     const snapshot& old =
@@ -7671,7 +7689,7 @@ class live_state {
   }
 
   /// The files this runtime made (by identity), so that a prefix configured again reuses its own.
-  void remember(const trace_files::live_file& f) noexcept {
+  LOTUS_DETAIL_COLD void remember(const trace_files::live_file& f) noexcept {
     for (std::size_t i = 0; i < mine_count_; ++i) {
       if (mine_[i].dev == f.dev && mine_[i].ino == f.ino) return;
     }
@@ -7680,7 +7698,7 @@ class live_state {
 
   /// A file adopted from an earlier runtime of this process: go on from its generation, so that a
   /// reader never sees a generation again with another body.
-  void continue_generation() noexcept {
+  LOTUS_DETAIL_COLD void continue_generation() noexcept {
     char h[header_bytes];
     if (::pread(file_.fd, h, sizeof h, 0) != static_cast<ssize_t>(sizeof h)) return;
     if (std::memcmp(h, "lotus-live 1 ", 13) != 0) return;
@@ -7692,7 +7710,7 @@ class live_state {
     if (g >= gen_) gen_ = g + (g % 2);  // even: the next rewrite starts odd
   }
 
-  void write_header(std::uint64_t gen) noexcept {
+  LOTUS_DETAIL_COLD void write_header(std::uint64_t gen) noexcept {
     char h[header_bytes + 1];
     std::memcpy(h, "lotus-live 1 ", 13);
     std::uint64_t g = gen;
@@ -7705,7 +7723,7 @@ class live_state {
     pwrite_all(0, h, header_bytes);
   }
 
-  void pwrite_all(std::size_t at, const char* data, std::size_t n) noexcept {
+  LOTUS_DETAIL_COLD void pwrite_all(std::size_t at, const char* data, std::size_t n) noexcept {
     std::size_t done = 0;
     while (done < n) {
       const ssize_t w = ::pwrite(file_.fd, data + done, n - done, static_cast<off_t>(at + done));
@@ -11450,7 +11468,7 @@ inline amd_collector_state& amd_collector() noexcept {
 
 constexpr unsigned amd_profile_cpu = 1;
 
-inline bool amd_check(bool ok, const char* what) noexcept {
+LOTUS_DETAIL_COLD inline bool amd_check(bool ok, const char* what) noexcept {
   if (ok) return true;
   amd_collector_state& s = amd_collector();
   diag(topic::collector, "collector: amd: %s returned false (error %d); collector control off",
@@ -11458,25 +11476,25 @@ inline bool amd_check(bool ok, const char* what) noexcept {
   return false;
 }
 
-inline bool amd_resume(const char*) noexcept {
+LOTUS_DETAIL_COLD inline bool amd_resume(const char*) noexcept {
   amd_collector_state& s = amd_collector();
   if (s.resume_impl != nullptr) return amd_check(s.resume_impl(), "amdProfileResumeImpl()");
   return amd_check(s.resume_v4(amd_profile_cpu), "amdProfileResume(1)");
 }
 
-inline bool amd_pause(const char*) noexcept {
+LOTUS_DETAIL_COLD inline bool amd_pause(const char*) noexcept {
   amd_collector_state& s = amd_collector();
   if (s.pause_impl != nullptr) return amd_check(s.pause_impl(), "amdProfilePauseImpl()");
   return amd_check(s.pause_v4(amd_profile_cpu), "amdProfilePause(1)");
 }
 
-inline void amd_detach(bool active) noexcept {
+LOTUS_DETAIL_COLD inline void amd_detach(bool active) noexcept {
   if (active) amd_pause(nullptr);
 }
 
 /// Finds the controller library: LOTUS_AMD_PROFILE_CONTROLLER, then the standard install folders
 /// (newest match last in glob order wins). Returns false when none exists.
-inline bool amd_find_library(char (&out)[4096]) noexcept {
+LOTUS_DETAIL_COLD inline bool amd_find_library(char (&out)[4096]) noexcept {
   const char* env = env_text("LOTUS_AMD_PROFILE_CONTROLLER");
   if (env != nullptr) {
     std::snprintf(out, sizeof out, "%s", env);
@@ -11499,12 +11517,12 @@ inline bool amd_find_library(char (&out)[4096]) noexcept {
   return false;
 }
 
-inline bool amd_available() noexcept {
+LOTUS_DETAIL_COLD inline bool amd_available() noexcept {
   char path[4096];
   return amd_find_library(path);
 }
 
-inline const collector_backend* amd_backend(bool explicit_choice) noexcept {
+LOTUS_DETAIL_COLD inline const collector_backend* amd_backend(bool explicit_choice) noexcept {
   static const collector_backend backend{"amd", amd_resume, amd_pause, amd_detach};
   amd_collector_state& s = amd_collector();
   if (!amd_find_library(s.path)) {
@@ -11608,7 +11626,7 @@ inline std::uintptr_t valgrind_request(std::uintptr_t fallback, std::uintptr_t r
 #endif
 }
 
-inline bool running_on_valgrind() noexcept {
+LOTUS_DETAIL_COLD inline bool running_on_valgrind() noexcept {
   return valgrind_request(0, valgrind_running_on_valgrind) != 0;
 }
 
@@ -11617,13 +11635,13 @@ inline bool running_on_valgrind() noexcept {
 // the counters are zeroed at resume and dumped under the region's name at pause, so each profiled
 // execution lands in its own `callgrind.out.<pid>.<n>` with `desc: Trigger: Client Request:
 // <name>`.
-inline bool callgrind_resume(const char* region) noexcept {
+LOTUS_DETAIL_COLD inline bool callgrind_resume(const char* region) noexcept {
   valgrind_request(0, callgrind_start_instrumentation);
   if (region != nullptr) valgrind_request(0, callgrind_zero_stats);
   return true;
 }
 
-inline bool callgrind_pause(const char* region) noexcept {
+LOTUS_DETAIL_COLD inline bool callgrind_pause(const char* region) noexcept {
   if (region != nullptr) {
     valgrind_request(0, callgrind_dump_stats_at, reinterpret_cast<std::uintptr_t>(region));
   }
@@ -11631,14 +11649,14 @@ inline bool callgrind_pause(const char* region) noexcept {
   return true;
 }
 
-inline void callgrind_detach(bool active) noexcept {
+LOTUS_DETAIL_COLD inline void callgrind_detach(bool active) noexcept {
   if (active) valgrind_request(0, callgrind_stop_instrumentation);
 }
 
 /// Under Valgrind, whether the tool may be Callgrind. Valgrind puts `vgpreload_<tool>-*.so` into
 /// LD_PRELOAD for the tools that replace functions (memcheck, helgrind, drd, massif, dhat), never
 /// for Callgrind, so such an entry rules Callgrind out. `auto` then leaves Valgrind alone.
-inline bool callgrind_tool_plausible() noexcept {
+LOTUS_DETAIL_COLD inline bool callgrind_tool_plausible() noexcept {
   const char* preload = env_text("LD_PRELOAD");
   if (preload == nullptr) return true;
   for (const char* p = std::strstr(preload, "vgpreload_"); p != nullptr;
@@ -11648,7 +11666,7 @@ inline bool callgrind_tool_plausible() noexcept {
   return true;
 }
 
-inline const collector_backend* callgrind_backend(bool explicit_choice) noexcept {
+LOTUS_DETAIL_COLD inline const collector_backend* callgrind_backend(bool explicit_choice) noexcept {
   static const collector_backend backend{"callgrind", callgrind_resume, callgrind_pause,
                                          callgrind_detach};
   if (running_on_valgrind()) return &backend;
@@ -11715,13 +11733,13 @@ inline perf_collector_state& perf_collector() noexcept {
 }
 
 /// True when `fd` still is the FIFO opened as (dev, ino).
-inline bool perf_fd_is(int fd, std::uint64_t dev, std::uint64_t ino) noexcept {
+LOTUS_DETAIL_COLD inline bool perf_fd_is(int fd, std::uint64_t dev, std::uint64_t ino) noexcept {
   struct stat st {};
   return fd >= 0 && ::fstat(fd, &st) == 0 && static_cast<std::uint64_t>(st.st_dev) == dev &&
          static_cast<std::uint64_t>(st.st_ino) == ino;
 }
 
-inline void perf_close() noexcept {
+LOTUS_DETAIL_COLD inline void perf_close() noexcept {
   perf_collector_state& s = perf_collector();
   if (perf_fd_is(s.ctl, s.ctl_dev, s.ctl_ino)) ::close(s.ctl);
   if (perf_fd_is(s.ack, s.ack_dev, s.ack_ino)) ::close(s.ack);
@@ -11734,8 +11752,8 @@ enum class perf_open_result { opened, absent, failed };
 
 /// A regular file in place of a FIFO would swallow the commands and never ack: refuse it. A FIFO's
 /// identity goes to (dev, ino).
-inline bool perf_is_fifo(int fd, const char* name, const char* path, std::uint64_t& dev,
-                         std::uint64_t& ino) noexcept {
+LOTUS_DETAIL_COLD inline bool perf_is_fifo(int fd, const char* name, const char* path,
+                                           std::uint64_t& dev, std::uint64_t& ino) noexcept {
   struct stat st {};
   if (::fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode)) {
     dev = static_cast<std::uint64_t>(st.st_dev);
@@ -11751,7 +11769,7 @@ inline bool perf_is_fifo(int fd, const char* name, const char* path, std::uint64
 
 /// One try at opening the FIFOs. ENXIO on the CTL FIFO means nobody reads it: perf is not running
 /// (yet). Any other failure prints the one collector message.
-inline perf_open_result perf_try_open() noexcept {
+LOTUS_DETAIL_COLD inline perf_open_result perf_try_open() noexcept {
   perf_collector_state& s = perf_collector();
   s.ctl = ::open(s.ctl_path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
   if (s.ctl < 0) {
@@ -11784,13 +11802,14 @@ inline perf_open_result perf_try_open() noexcept {
   return perf_open_result::opened;
 }
 
-inline long long perf_now_ms() noexcept {
+LOTUS_DETAIL_COLD inline long long perf_now_ms() noexcept {
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<long long>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
 }
 
-inline bool perf_copy_path(char (&to)[4096], const char* name, const char* value) noexcept {
+LOTUS_DETAIL_COLD inline bool perf_copy_path(char (&to)[4096], const char* name,
+                                             const char* value) noexcept {
   const std::size_t len = std::strlen(value);
   if (len >= sizeof to) {
     diag(topic::collector, "collector: perf: %s is longer than %zu bytes; collector control off",
@@ -11805,7 +11824,7 @@ inline bool perf_copy_path(char (&to)[4096], const char* name, const char* value
 /// `perf record -p PID` started after the program), waits up to LOTUS_PERF_WAIT_MS, then stays
 /// attached but waiting: every outermost resume tries the open again and skips its region while
 /// it fails. A note on stderr says so, once; it does not use up the one failure message.
-inline bool perf_open() noexcept {
+LOTUS_DETAIL_COLD inline bool perf_open() noexcept {
   perf_collector_state& s = perf_collector();
   const char* ctl_path = env_text("LOTUS_PERF_CTL_FIFO");
   const char* ack_path = env_text("LOTUS_PERF_ACK_FIFO");
@@ -11842,7 +11861,8 @@ inline bool perf_open() noexcept {
 
 /// write() with SIGPIPE blocked on this thread only: a perf that exited turns into EPIPE, and the
 /// SIGPIPE this write raised (if any) is consumed before the old mask comes back.
-inline bool perf_write_no_sigpipe(int fd, const char* data, std::size_t size) noexcept {
+LOTUS_DETAIL_COLD inline bool perf_write_no_sigpipe(int fd, const char* data,
+                                                    std::size_t size) noexcept {
   sigset_t pipe_set;
   sigset_t old_set;
   sigemptyset(&pipe_set);
@@ -11872,7 +11892,7 @@ inline bool perf_write_no_sigpipe(int fd, const char* data, std::size_t size) no
 }
 
 /// Waits (bounded) for exactly one 5-byte ack "ack\n\0".
-inline bool perf_read_ack(const char* command) noexcept {
+LOTUS_DETAIL_COLD inline bool perf_read_ack(const char* command) noexcept {
   perf_collector_state& s = perf_collector();
   char reply[5];
   std::size_t got = 0;
@@ -11921,7 +11941,7 @@ inline bool perf_read_ack(const char* command) noexcept {
 /// Before every command: both descriptors must still be the FIFOs. When the program closed them
 /// (daemonizing code, close_range), they are forgotten unclosed (the numbers may be its files now)
 /// and the FIFOs are opened again by path.
-inline bool perf_fds_still_ours() noexcept {
+LOTUS_DETAIL_COLD inline bool perf_fds_still_ours() noexcept {
   perf_collector_state& s = perf_collector();
   const bool ctl_ok = perf_fd_is(s.ctl, s.ctl_dev, s.ctl_ino);
   const bool ack_ok = s.ack < 0 || perf_fd_is(s.ack, s.ack_dev, s.ack_ino);
@@ -11938,7 +11958,7 @@ inline bool perf_fds_still_ours() noexcept {
   return false;
 }
 
-inline bool perf_command(const char* command) noexcept {
+LOTUS_DETAIL_COLD inline bool perf_command(const char* command) noexcept {
   perf_collector_state& s = perf_collector();
   if (s.ctl < 0) return false;
   if (!perf_fds_still_ours()) return false;
@@ -11964,7 +11984,7 @@ inline bool perf_command(const char* command) noexcept {
 
 /// Outermost resume. While waiting for perf (attach mode) it first retries the open; a region
 /// that starts before perf reads the FIFO is skipped, and so is its pause.
-inline bool perf_resume(const char*) noexcept {
+LOTUS_DETAIL_COLD inline bool perf_resume(const char*) noexcept {
   perf_collector_state& s = perf_collector();
   if (s.waiting) {
     switch (perf_try_open()) {
@@ -11981,16 +12001,16 @@ inline bool perf_resume(const char*) noexcept {
   return perf_command("enable");
 }
 
-inline bool perf_pause(const char*) noexcept {
+LOTUS_DETAIL_COLD inline bool perf_pause(const char*) noexcept {
   if (perf_collector().waiting) return true;
   return perf_command("disable");
 }
-inline void perf_detach(bool active) noexcept {
+LOTUS_DETAIL_COLD inline void perf_detach(bool active) noexcept {
   if (active && !perf_collector().waiting) perf_command("disable");
   perf_close();
 }
 
-inline const collector_backend* perf_backend() noexcept {
+LOTUS_DETAIL_COLD inline const collector_backend* perf_backend() noexcept {
   static const collector_backend backend{"perf", perf_resume, perf_pause, perf_detach};
   return perf_open() ? &backend : nullptr;
 }
@@ -12009,7 +12029,8 @@ inline std::mutex collector_mutex;  // serialises detection, depth changes and b
 inline const collector_backend* collector_active = nullptr;
 inline collector::kind collector_kind = collector::kind::none;
 
-inline const collector_backend* collector_select(collector::kind& chosen) noexcept {
+LOTUS_DETAIL_COLD inline const collector_backend* collector_select(
+    collector::kind& chosen) noexcept {
   // LOTUS_COLLECTOR from the settings snapshot (a value not in the list: one message, auto).
   const int want = collector_config().collector;
   const collector_backend* b = nullptr;
@@ -12049,7 +12070,7 @@ inline const collector_backend* collector_select(collector::kind& chosen) noexce
   return b;
 }
 
-inline void collector_detect_locked() noexcept {
+LOTUS_DETAIL_COLD inline void collector_detect_locked() noexcept {
   if (collector_state.load(std::memory_order_relaxed) != collector_unknown) return;
   collector::kind chosen = collector::kind::none;
   collector_active = collector_select(chosen);
@@ -12058,7 +12079,7 @@ inline void collector_detect_locked() noexcept {
                         std::memory_order_release);
 }
 
-inline void collector_turn_off_locked() noexcept {
+LOTUS_DETAIL_COLD inline void collector_turn_off_locked() noexcept {
   collector_active = nullptr;
   collector_depth.store(0, std::memory_order_relaxed);
   collector_state.store(collector_off, std::memory_order_release);
@@ -12076,7 +12097,7 @@ class collector_errno_guard {
   int saved_;
 };
 
-inline void rt_collector_resume_slow(const char* region) noexcept {
+LOTUS_DETAIL_COLD inline void rt_collector_resume_slow(const char* region) noexcept {
   const collector_errno_guard keep_errno;
   std::lock_guard<std::mutex> lock(collector_mutex);
   collector_detect_locked();
@@ -12088,7 +12109,7 @@ inline void rt_collector_resume_slow(const char* region) noexcept {
   }
 }
 
-inline void rt_collector_pause_slow(const char* region) noexcept {
+LOTUS_DETAIL_COLD inline void rt_collector_pause_slow(const char* region) noexcept {
   const collector_errno_guard keep_errno;
   std::lock_guard<std::mutex> lock(collector_mutex);
   collector_detect_locked();
@@ -12099,7 +12120,7 @@ inline void rt_collector_pause_slow(const char* region) noexcept {
   if (depth == 1 && !collector_active->pause(region)) collector_turn_off_locked();
 }
 
-inline void rt_collector_detach_slow() noexcept {
+LOTUS_DETAIL_COLD inline void rt_collector_detach_slow() noexcept {
   const collector_errno_guard keep_errno;
   std::lock_guard<std::mutex> lock(collector_mutex);
   collector_detect_locked();
@@ -12109,13 +12130,13 @@ inline void rt_collector_detach_slow() noexcept {
   collector_turn_off_locked();
 }
 
-inline void rt_collector_initialize() noexcept {
+LOTUS_DETAIL_COLD inline void rt_collector_initialize() noexcept {
   const collector_errno_guard keep_errno;
   std::lock_guard<std::mutex> lock(collector_mutex);
   collector_detect_locked();
 }
 
-inline collector::kind rt_collector_attached() noexcept {
+LOTUS_DETAIL_COLD inline collector::kind rt_collector_attached() noexcept {
   collector::initialize();
   std::lock_guard<std::mutex> lock(collector_mutex);
   return collector_active != nullptr ? collector_kind : collector::kind::none;
@@ -12220,7 +12241,7 @@ namespace detail {
 inline std::atomic<std::uint64_t> map_selected_executions{0};
 
 /// True when `name` is written as `selected` in a trace (the driver selects by the trace's name).
-inline bool same_record_name(const char* name, const char* selected) noexcept {
+LOTUS_DETAIL_COLD inline bool same_record_name(const char* name, const char* selected) noexcept {
   std::size_t i = 0;
   for (; name[i] != '\0' && selected[i] != '\0'; ++i) {
     if (record_name_char(name[i]) != selected[i]) return false;
@@ -12230,7 +12251,7 @@ inline bool same_record_name(const char* name, const char* selected) noexcept {
 
 /// List mode: appends `name`, as trace records carry it, to the list file the first time this
 /// process enters it (a ',' or a newline in a name never makes another region).
-inline void map_list(const char* path, const char* name) noexcept {
+LOTUS_DETAIL_COLD inline void map_list(const char* path, const char* name) noexcept {
   static std::mutex mutex;
   static std::vector<const char*> seen;
   std::lock_guard<std::mutex> lock(mutex);
@@ -12261,7 +12282,7 @@ inline void map_list(const char* path, const char* name) noexcept {
   ::close(fd);
 }
 
-inline const char* rt_map_gate_enter(const char* name) noexcept {
+LOTUS_DETAIL_COLD inline const char* rt_map_gate_enter(const char* name) noexcept {
   const collector_settings& s = collector_config();
   map_mode.store(s.map_active ? map_active : map_idle, std::memory_order_relaxed);
   if (!s.map_active) return nullptr;

@@ -30,7 +30,7 @@ inline amd_collector_state& amd_collector() noexcept {
 
 constexpr unsigned amd_profile_cpu = 1;
 
-inline bool amd_check(bool ok, const char* what) noexcept {
+LOTUS_DETAIL_COLD inline bool amd_check(bool ok, const char* what) noexcept {
   if (ok) return true;
   amd_collector_state& s = amd_collector();
   diag(topic::collector, "collector: amd: %s returned false (error %d); collector control off",
@@ -38,25 +38,25 @@ inline bool amd_check(bool ok, const char* what) noexcept {
   return false;
 }
 
-inline bool amd_resume(const char*) noexcept {
+LOTUS_DETAIL_COLD inline bool amd_resume(const char*) noexcept {
   amd_collector_state& s = amd_collector();
   if (s.resume_impl != nullptr) return amd_check(s.resume_impl(), "amdProfileResumeImpl()");
   return amd_check(s.resume_v4(amd_profile_cpu), "amdProfileResume(1)");
 }
 
-inline bool amd_pause(const char*) noexcept {
+LOTUS_DETAIL_COLD inline bool amd_pause(const char*) noexcept {
   amd_collector_state& s = amd_collector();
   if (s.pause_impl != nullptr) return amd_check(s.pause_impl(), "amdProfilePauseImpl()");
   return amd_check(s.pause_v4(amd_profile_cpu), "amdProfilePause(1)");
 }
 
-inline void amd_detach(bool active) noexcept {
+LOTUS_DETAIL_COLD inline void amd_detach(bool active) noexcept {
   if (active) amd_pause(nullptr);
 }
 
 /// Finds the controller library: LOTUS_AMD_PROFILE_CONTROLLER, then the standard install folders
 /// (newest match last in glob order wins). Returns false when none exists.
-inline bool amd_find_library(char (&out)[4096]) noexcept {
+LOTUS_DETAIL_COLD inline bool amd_find_library(char (&out)[4096]) noexcept {
   const char* env = env_text("LOTUS_AMD_PROFILE_CONTROLLER");
   if (env != nullptr) {
     std::snprintf(out, sizeof out, "%s", env);
@@ -79,12 +79,12 @@ inline bool amd_find_library(char (&out)[4096]) noexcept {
   return false;
 }
 
-inline bool amd_available() noexcept {
+LOTUS_DETAIL_COLD inline bool amd_available() noexcept {
   char path[4096];
   return amd_find_library(path);
 }
 
-inline const collector_backend* amd_backend(bool explicit_choice) noexcept {
+LOTUS_DETAIL_COLD inline const collector_backend* amd_backend(bool explicit_choice) noexcept {
   static const collector_backend backend{"amd", amd_resume, amd_pause, amd_detach};
   amd_collector_state& s = amd_collector();
   if (!amd_find_library(s.path)) {

@@ -59,7 +59,7 @@ inline std::uintptr_t valgrind_request(std::uintptr_t fallback, std::uintptr_t r
 #endif
 }
 
-inline bool running_on_valgrind() noexcept {
+LOTUS_DETAIL_COLD inline bool running_on_valgrind() noexcept {
   return valgrind_request(0, valgrind_running_on_valgrind) != 0;
 }
 
@@ -68,13 +68,13 @@ inline bool running_on_valgrind() noexcept {
 // the counters are zeroed at resume and dumped under the region's name at pause, so each profiled
 // execution lands in its own `callgrind.out.<pid>.<n>` with `desc: Trigger: Client Request:
 // <name>`.
-inline bool callgrind_resume(const char* region) noexcept {
+LOTUS_DETAIL_COLD inline bool callgrind_resume(const char* region) noexcept {
   valgrind_request(0, callgrind_start_instrumentation);
   if (region != nullptr) valgrind_request(0, callgrind_zero_stats);
   return true;
 }
 
-inline bool callgrind_pause(const char* region) noexcept {
+LOTUS_DETAIL_COLD inline bool callgrind_pause(const char* region) noexcept {
   if (region != nullptr) {
     valgrind_request(0, callgrind_dump_stats_at, reinterpret_cast<std::uintptr_t>(region));
   }
@@ -82,14 +82,14 @@ inline bool callgrind_pause(const char* region) noexcept {
   return true;
 }
 
-inline void callgrind_detach(bool active) noexcept {
+LOTUS_DETAIL_COLD inline void callgrind_detach(bool active) noexcept {
   if (active) valgrind_request(0, callgrind_stop_instrumentation);
 }
 
 /// Under Valgrind, whether the tool may be Callgrind. Valgrind puts `vgpreload_<tool>-*.so` into
 /// LD_PRELOAD for the tools that replace functions (memcheck, helgrind, drd, massif, dhat), never
 /// for Callgrind, so such an entry rules Callgrind out. `auto` then leaves Valgrind alone.
-inline bool callgrind_tool_plausible() noexcept {
+LOTUS_DETAIL_COLD inline bool callgrind_tool_plausible() noexcept {
   const char* preload = env_text("LD_PRELOAD");
   if (preload == nullptr) return true;
   for (const char* p = std::strstr(preload, "vgpreload_"); p != nullptr;
@@ -99,7 +99,7 @@ inline bool callgrind_tool_plausible() noexcept {
   return true;
 }
 
-inline const collector_backend* callgrind_backend(bool explicit_choice) noexcept {
+LOTUS_DETAIL_COLD inline const collector_backend* callgrind_backend(bool explicit_choice) noexcept {
   static const collector_backend backend{"callgrind", callgrind_resume, callgrind_pause,
                                          callgrind_detach};
   if (running_on_valgrind()) return &backend;

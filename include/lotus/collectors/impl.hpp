@@ -27,7 +27,8 @@ inline std::mutex collector_mutex;  // serialises detection, depth changes and b
 inline const collector_backend* collector_active = nullptr;
 inline collector::kind collector_kind = collector::kind::none;
 
-inline const collector_backend* collector_select(collector::kind& chosen) noexcept {
+LOTUS_DETAIL_COLD inline const collector_backend* collector_select(
+    collector::kind& chosen) noexcept {
   // LOTUS_COLLECTOR from the settings snapshot (a value not in the list: one message, auto).
   const int want = collector_config().collector;
   const collector_backend* b = nullptr;
@@ -67,7 +68,7 @@ inline const collector_backend* collector_select(collector::kind& chosen) noexce
   return b;
 }
 
-inline void collector_detect_locked() noexcept {
+LOTUS_DETAIL_COLD inline void collector_detect_locked() noexcept {
   if (collector_state.load(std::memory_order_relaxed) != collector_unknown) return;
   collector::kind chosen = collector::kind::none;
   collector_active = collector_select(chosen);
@@ -76,7 +77,7 @@ inline void collector_detect_locked() noexcept {
                         std::memory_order_release);
 }
 
-inline void collector_turn_off_locked() noexcept {
+LOTUS_DETAIL_COLD inline void collector_turn_off_locked() noexcept {
   collector_active = nullptr;
   collector_depth.store(0, std::memory_order_relaxed);
   collector_state.store(collector_off, std::memory_order_release);
@@ -94,7 +95,7 @@ class collector_errno_guard {
   int saved_;
 };
 
-inline void rt_collector_resume_slow(const char* region) noexcept {
+LOTUS_DETAIL_COLD inline void rt_collector_resume_slow(const char* region) noexcept {
   const collector_errno_guard keep_errno;
   std::lock_guard<std::mutex> lock(collector_mutex);
   collector_detect_locked();
@@ -106,7 +107,7 @@ inline void rt_collector_resume_slow(const char* region) noexcept {
   }
 }
 
-inline void rt_collector_pause_slow(const char* region) noexcept {
+LOTUS_DETAIL_COLD inline void rt_collector_pause_slow(const char* region) noexcept {
   const collector_errno_guard keep_errno;
   std::lock_guard<std::mutex> lock(collector_mutex);
   collector_detect_locked();
@@ -117,7 +118,7 @@ inline void rt_collector_pause_slow(const char* region) noexcept {
   if (depth == 1 && !collector_active->pause(region)) collector_turn_off_locked();
 }
 
-inline void rt_collector_detach_slow() noexcept {
+LOTUS_DETAIL_COLD inline void rt_collector_detach_slow() noexcept {
   const collector_errno_guard keep_errno;
   std::lock_guard<std::mutex> lock(collector_mutex);
   collector_detect_locked();
@@ -127,13 +128,13 @@ inline void rt_collector_detach_slow() noexcept {
   collector_turn_off_locked();
 }
 
-inline void rt_collector_initialize() noexcept {
+LOTUS_DETAIL_COLD inline void rt_collector_initialize() noexcept {
   const collector_errno_guard keep_errno;
   std::lock_guard<std::mutex> lock(collector_mutex);
   collector_detect_locked();
 }
 
-inline collector::kind rt_collector_attached() noexcept {
+LOTUS_DETAIL_COLD inline collector::kind rt_collector_attached() noexcept {
   collector::initialize();
   std::lock_guard<std::mutex> lock(collector_mutex);
   return collector_active != nullptr ? collector_kind : collector::kind::none;

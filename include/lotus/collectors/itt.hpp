@@ -102,21 +102,22 @@ inline void itt_call(void* fn) noexcept {
     collector_fn_cast<itt_void_fn>(fn)();
 }
 
-inline bool itt_resume(const char*) noexcept {
+LOTUS_DETAIL_COLD inline bool itt_resume(const char*) noexcept {
   itt_call(itt_collector().resume);
   return true;
 }
-inline bool itt_pause(const char*) noexcept {
+LOTUS_DETAIL_COLD inline bool itt_pause(const char*) noexcept {
   itt_call(itt_collector().pause);
   return true;
 }
-inline void itt_detach(bool) noexcept { itt_call(itt_collector().detach); }
+LOTUS_DETAIL_COLD inline void itt_detach(bool) noexcept { itt_call(itt_collector().detach); }
 
 /// The static part's handshake for one global: fill it, lock its (recursive) mutex, call
 /// __itt_api_init. Each user of ITT in lotus (collector control, lotus's ITT tasks) has its own
 /// global and table, as each static part in a process has (the collector handles several).
-inline void itt_handshake_global(itt_global& g, itt_api_info* table, const char** path, void* lib,
-                                 itt_api_init_fn init) noexcept {
+LOTUS_DETAIL_COLD inline void itt_handshake_global(itt_global& g, itt_api_info* table,
+                                                   const char** path, void* lib,
+                                                   itt_api_init_fn init) noexcept {
   const unsigned char magic[8] = {0xED, 0xAB, 0xAB, 0xEC, 0x0D, 0xEE, 0xDA, 0x30};
   std::memcpy(g.magic, magic, sizeof magic);
   g.version_major = itt_version_major;
@@ -141,7 +142,7 @@ inline void itt_handshake_global(itt_global& g, itt_api_info* table, const char*
 }
 
 /// Collector control's handshake: binds __itt_pause, __itt_resume and __itt_detach.
-inline void itt_handshake(void* lib, itt_api_init_fn init) noexcept {
+LOTUS_DETAIL_COLD inline void itt_handshake(void* lib, itt_api_init_fn init) noexcept {
   itt_collector_state& s = itt_collector();
   void* const noop = reinterpret_cast<void*>(&itt_noop);
   s.pause = s.resume = s.detach = noop;
@@ -155,11 +156,11 @@ inline void itt_handshake(void* lib, itt_api_init_fn init) noexcept {
 
 /// INTEL_LIBITTNOTIFY64 (INTEL_LIBITTNOTIFY32 in 32-bit builds) names the collector, as for
 /// Intel's static part; without it, a collector already in the process (LD_PRELOAD) is used.
-inline const char* itt_env_name() noexcept {
+LOTUS_DETAIL_COLD inline const char* itt_env_name() noexcept {
   return sizeof(void*) == 8 ? "INTEL_LIBITTNOTIFY64" : "INTEL_LIBITTNOTIFY32";
 }
 
-inline bool itt_available() noexcept {
+LOTUS_DETAIL_COLD inline bool itt_available() noexcept {
   return env_text(itt_env_name()) != nullptr || dlsym(RTLD_DEFAULT, "__itt_api_init") != nullptr;
 }
 
@@ -191,7 +192,7 @@ LOTUS_DETAIL_COLD inline itt_library itt_load() noexcept {
   return l;
 }
 
-inline const collector_backend* itt_backend() noexcept {
+LOTUS_DETAIL_COLD inline const collector_backend* itt_backend() noexcept {
   static const collector_backend backend{"itt", itt_resume, itt_pause, itt_detach};
   itt_collector_state& s = itt_collector();
   const itt_library l = itt_load();

@@ -133,7 +133,9 @@ inline itt_string_handle_abi* itt_handle(const record_site& loc) noexcept {
   return itt_tasks().more_names;
 }
 
-inline bool itt_bound(void* fn, void* null_fn) noexcept { return fn != nullptr && fn != null_fn; }
+LOTUS_DETAIL_COLD inline bool itt_bound(void* fn, void* null_fn) noexcept {
+  return fn != nullptr && fn != null_fn;
+}
 
 /// Loads the collector and handshakes, once per process; false (with one message) when no
 /// collector can be loaded or it binds no tasks.
@@ -200,7 +202,7 @@ LOTUS_DETAIL_COLD inline bool itt_open_once() noexcept {
   return true;
 }
 
-inline bool rt_itt_open() noexcept {
+LOTUS_DETAIL_COLD inline bool rt_itt_open() noexcept {
   static const bool ok = itt_open_once();
   return ok;
 }

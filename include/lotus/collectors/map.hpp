@@ -34,7 +34,7 @@ namespace detail {
 inline std::atomic<std::uint64_t> map_selected_executions{0};
 
 /// True when `name` is written as `selected` in a trace (the driver selects by the trace's name).
-inline bool same_record_name(const char* name, const char* selected) noexcept {
+LOTUS_DETAIL_COLD inline bool same_record_name(const char* name, const char* selected) noexcept {
   std::size_t i = 0;
   for (; name[i] != '\0' && selected[i] != '\0'; ++i) {
     if (record_name_char(name[i]) != selected[i]) return false;
@@ -44,7 +44,7 @@ inline bool same_record_name(const char* name, const char* selected) noexcept {
 
 /// List mode: appends `name`, as trace records carry it, to the list file the first time this
 /// process enters it (a ',' or a newline in a name never makes another region).
-inline void map_list(const char* path, const char* name) noexcept {
+LOTUS_DETAIL_COLD inline void map_list(const char* path, const char* name) noexcept {
   static std::mutex mutex;
   static std::vector<const char*> seen;
   std::lock_guard<std::mutex> lock(mutex);
@@ -75,7 +75,7 @@ inline void map_list(const char* path, const char* name) noexcept {
   ::close(fd);
 }
 
-inline const char* rt_map_gate_enter(const char* name) noexcept {
+LOTUS_DETAIL_COLD inline const char* rt_map_gate_enter(const char* name) noexcept {
   const collector_settings& s = collector_config();
   map_mode.store(s.map_active ? map_active : map_idle, std::memory_order_relaxed);
   if (!s.map_active) return nullptr;

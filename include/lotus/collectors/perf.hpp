@@ -47,13 +47,13 @@ inline perf_collector_state& perf_collector() noexcept {
 }
 
 /// True when `fd` still is the FIFO opened as (dev, ino).
-inline bool perf_fd_is(int fd, std::uint64_t dev, std::uint64_t ino) noexcept {
+LOTUS_DETAIL_COLD inline bool perf_fd_is(int fd, std::uint64_t dev, std::uint64_t ino) noexcept {
   struct stat st {};
   return fd >= 0 && ::fstat(fd, &st) == 0 && static_cast<std::uint64_t>(st.st_dev) == dev &&
          static_cast<std::uint64_t>(st.st_ino) == ino;
 }
 
-inline void perf_close() noexcept {
+LOTUS_DETAIL_COLD inline void perf_close() noexcept {
   perf_collector_state& s = perf_collector();
   if (perf_fd_is(s.ctl, s.ctl_dev, s.ctl_ino)) ::close(s.ctl);
   if (perf_fd_is(s.ack, s.ack_dev, s.ack_ino)) ::close(s.ack);
@@ -66,8 +66,8 @@ enum class perf_open_result { opened, absent, failed };
 
 /// A regular file in place of a FIFO would swallow the commands and never ack: refuse it. A FIFO's
 /// identity goes to (dev, ino).
-inline bool perf_is_fifo(int fd, const char* name, const char* path, std::uint64_t& dev,
-                         std::uint64_t& ino) noexcept {
+LOTUS_DETAIL_COLD inline bool perf_is_fifo(int fd, const char* name, const char* path,
+                                           std::uint64_t& dev, std::uint64_t& ino) noexcept {
   struct stat st {};
   if (::fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode)) {
     dev = static_cast<std::uint64_t>(st.st_dev);
@@ -83,7 +83,7 @@ inline bool perf_is_fifo(int fd, const char* name, const char* path, std::uint64
 
 /// One try at opening the FIFOs. ENXIO on the CTL FIFO means nobody reads it: perf is not running
 /// (yet). Any other failure prints the one collector message.
-inline perf_open_result perf_try_open() noexcept {
+LOTUS_DETAIL_COLD inline perf_open_result perf_try_open() noexcept {
   perf_collector_state& s = perf_collector();
   s.ctl = ::open(s.ctl_path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
   if (s.ctl < 0) {
@@ -116,13 +116,14 @@ inline perf_open_result perf_try_open() noexcept {
   return perf_open_result::opened;
 }
 
-inline long long perf_now_ms() noexcept {
+LOTUS_DETAIL_COLD inline long long perf_now_ms() noexcept {
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<long long>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
 }
 
-inline bool perf_copy_path(char (&to)[4096], const char* name, const char* value) noexcept {
+LOTUS_DETAIL_COLD inline bool perf_copy_path(char (&to)[4096], const char* name,
+                                             const char* value) noexcept {
   const std::size_t len = std::strlen(value);
   if (len >= sizeof to) {
     diag(topic::collector, "collector: perf: %s is longer than %zu bytes; collector control off",
@@ -137,7 +138,7 @@ inline bool perf_copy_path(char (&to)[4096], const char* name, const char* value
 /// `perf record -p PID` started after the program), waits up to LOTUS_PERF_WAIT_MS, then stays
 /// attached but waiting: every outermost resume tries the open again and skips its region while
 /// it fails. A note on stderr says so, once; it does not use up the one failure message.
-inline bool perf_open() noexcept {
+LOTUS_DETAIL_COLD inline bool perf_open() noexcept {
   perf_collector_state& s = perf_collector();
   const char* ctl_path = env_text("LOTUS_PERF_CTL_FIFO");
   const char* ack_path = env_text("LOTUS_PERF_ACK_FIFO");
@@ -174,7 +175,8 @@ inline bool perf_open() noexcept {
 
 /// write() with SIGPIPE blocked on this thread only: a perf that exited turns into EPIPE, and the
 /// SIGPIPE this write raised (if any) is consumed before the old mask comes back.
-inline bool perf_write_no_sigpipe(int fd, const char* data, std::size_t size) noexcept {
+LOTUS_DETAIL_COLD inline bool perf_write_no_sigpipe(int fd, const char* data,
+                                                    std::size_t size) noexcept {
   sigset_t pipe_set;
   sigset_t old_set;
   sigemptyset(&pipe_set);
@@ -204,7 +206,7 @@ inline bool perf_write_no_sigpipe(int fd, const char* data, std::size_t size) no
 }
 
 /// Waits (bounded) for exactly one 5-byte ack "ack\n\0".
-inline bool perf_read_ack(const char* command) noexcept {
+LOTUS_DETAIL_COLD inline bool perf_read_ack(const char* command) noexcept {
   perf_collector_state& s = perf_collector();
   char reply[5];
   std::size_t got = 0;
@@ -253,7 +255,7 @@ inline bool perf_read_ack(const char* command) noexcept {
 /// Before every command: both descriptors must still be the FIFOs. When the program closed them
 /// (daemonizing code, close_range), they are forgotten unclosed (the numbers may be its files now)
 /// and the FIFOs are opened again by path.
-inline bool perf_fds_still_ours() noexcept {
+LOTUS_DETAIL_COLD inline bool perf_fds_still_ours() noexcept {
   perf_collector_state& s = perf_collector();
   const bool ctl_ok = perf_fd_is(s.ctl, s.ctl_dev, s.ctl_ino);
   const bool ack_ok = s.ack < 0 || perf_fd_is(s.ack, s.ack_dev, s.ack_ino);
@@ -270,7 +272,7 @@ inline bool perf_fds_still_ours() noexcept {
   return false;
 }
 
-inline bool perf_command(const char* command) noexcept {
+LOTUS_DETAIL_COLD inline bool perf_command(const char* command) noexcept {
   perf_collector_state& s = perf_collector();
   if (s.ctl < 0) return false;
   if (!perf_fds_still_ours()) return false;
@@ -296,7 +298,7 @@ inline bool perf_command(const char* command) noexcept {
 
 /// Outermost resume. While waiting for perf (attach mode) it first retries the open; a region
 /// that starts before perf reads the FIFO is skipped, and so is its pause.
-inline bool perf_resume(const char*) noexcept {
+LOTUS_DETAIL_COLD inline bool perf_resume(const char*) noexcept {
   perf_collector_state& s = perf_collector();
   if (s.waiting) {
     switch (perf_try_open()) {
@@ -313,16 +315,16 @@ inline bool perf_resume(const char*) noexcept {
   return perf_command("enable");
 }
 
-inline bool perf_pause(const char*) noexcept {
+LOTUS_DETAIL_COLD inline bool perf_pause(const char*) noexcept {
   if (perf_collector().waiting) return true;
   return perf_command("disable");
 }
-inline void perf_detach(bool active) noexcept {
+LOTUS_DETAIL_COLD inline void perf_detach(bool active) noexcept {
   if (active && !perf_collector().waiting) perf_command("disable");
   perf_close();
 }
 
-inline const collector_backend* perf_backend() noexcept {
+LOTUS_DETAIL_COLD inline const collector_backend* perf_backend() noexcept {
   static const collector_backend backend{"perf", perf_resume, perf_pause, perf_detach};
   return perf_open() ? &backend : nullptr;
 }

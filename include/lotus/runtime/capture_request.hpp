@@ -63,7 +63,7 @@ struct flight_settings {
   std::uint64_t margin_ns = 300000000;  // the tail: the window ends this long after a trigger
 
   /// The conditions of `o` (LOTUS_TRIGGER), the rest of these settings unchanged.
-  void take_triggers(const flight_settings& o) noexcept {
+  LOTUS_DETAIL_COLD void take_triggers(const flight_settings& o) noexcept {
     wait_ns = o.wait_ns;
     share_permille = o.share_permille;
     share_window_ns = o.share_window_ns;
@@ -93,7 +93,8 @@ constexpr std::uint64_t flight_max_duration_ns = std::uint64_t{86400} * 10000000
 
 /// A duration `<number><ns|us|ms|s|min>` at `s[i..]`; false when malformed or longer than
 /// flight_max_duration_ns (never wrapped: 18446744074s is refused, not 290 ms).
-inline bool flight_parse_duration(std::string_view s, std::size_t& i, std::uint64_t& out) noexcept {
+LOTUS_DETAIL_COLD inline bool flight_parse_duration(std::string_view s, std::size_t& i,
+                                                    std::uint64_t& out) noexcept {
   std::uint64_t v = 0;
   const std::size_t from = i;
   for (; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i) {
@@ -134,7 +135,8 @@ constexpr bool flight_op_name_char(char c) noexcept {
 /// LOTUS_TRIGGER: `wait>DUR`, `waitshare>P%/DUR`, `batch>DUR`, `op>DUR` and `op:NAME>DUR`,
 /// comma-separated (spaces allowed around them). False (and `out` unchanged) when any condition
 /// is malformed.
-inline bool flight_parse_triggers(std::string_view s, flight_settings& out) noexcept {
+LOTUS_DETAIL_COLD inline bool flight_parse_triggers(std::string_view s,
+                                                    flight_settings& out) noexcept {
   flight_settings t = out;
   t.wait_ns = 0;
   t.share_permille = 0;
@@ -232,7 +234,7 @@ constexpr bool flight_id_char(char c) noexcept {
 }
 
 /// 64 bits another user cannot predict (getrandom; /dev/urandom; at worst the clock and pid).
-inline std::uint64_t flight_random64() noexcept {
+LOTUS_DETAIL_COLD inline std::uint64_t flight_random64() noexcept {
   std::uint64_t v = 0;
   if (::getrandom(&v, sizeof v, GRND_NONBLOCK) == static_cast<ssize_t>(sizeof v)) return v;
   const int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
@@ -253,8 +255,8 @@ inline std::uint64_t flight_random64() noexcept {
 
 /// A fresh id: `<UTC YYYYmmddTHHMMSS>Z-<pid>-<seq>-<16 hex digits>`. The random part makes the
 /// capture directory's name unpredictable: another user cannot create it first.
-inline void flight_make_id(char (&id)[64], std::uint64_t when_ns, std::uint64_t pid,
-                           std::uint64_t seq) noexcept {
+LOTUS_DETAIL_COLD inline void flight_make_id(char (&id)[64], std::uint64_t when_ns,
+                                             std::uint64_t pid, std::uint64_t seq) noexcept {
   const time_t secs = static_cast<time_t>(when_ns / 1000000000u);
   struct tm tm {};
   if (::gmtime_r(&secs, &tm) == nullptr) tm = {};
@@ -265,7 +267,8 @@ inline void flight_make_id(char (&id)[64], std::uint64_t when_ns, std::uint64_t 
 }
 
 /// Copies `reason` into `r.reason`: control bytes become '_', cut to fit.
-inline void flight_set_reason(flight_request& r, std::string_view reason) noexcept {
+LOTUS_DETAIL_COLD inline void flight_set_reason(flight_request& r,
+                                                std::string_view reason) noexcept {
   std::size_t n = 0;
   for (const char c : reason) {
     if (n + 1 >= sizeof r.reason) break;
@@ -276,8 +279,8 @@ inline void flight_set_reason(flight_request& r, std::string_view reason) noexce
 }
 
 /// The request as its control-file line (with the newline); its length, 0 when it does not fit.
-inline std::size_t flight_request_line(const flight_request& r, char* out,
-                                       std::size_t size) noexcept {
+LOTUS_DETAIL_COLD inline std::size_t flight_request_line(const flight_request& r, char* out,
+                                                         std::size_t size) noexcept {
   const int n = std::snprintf(
       out, size, "capture %s %llu %llu %llu %s\n", r.id,
       static_cast<unsigned long long>(r.trigger_ns), static_cast<unsigned long long>(r.end_ns),
@@ -286,7 +289,8 @@ inline std::size_t flight_request_line(const flight_request& r, char* out,
 }
 
 /// Parses one control-file line (without its newline); false when it is not a valid request.
-inline bool flight_parse_request(std::string_view line, flight_request& r) noexcept {
+LOTUS_DETAIL_COLD inline bool flight_parse_request(std::string_view line,
+                                                   flight_request& r) noexcept {
   if (line.substr(0, 8) != "capture ") return false;
   std::size_t i = 8, n = 0;
   for (; i < line.size() && line[i] != ' '; ++i) {
@@ -314,7 +318,8 @@ inline bool flight_parse_request(std::string_view line, flight_request& r) noexc
 
 /// The `k`th fixed control file name of user `uid` in `dir` (`.lotus-capture-<uid>`; k > 0:
 /// `..._r<k>`, older lotus's second names, still read).
-inline text flight_control_path(const char* dir, std::uint64_t uid, unsigned k) noexcept {
+LOTUS_DETAIL_COLD inline text flight_control_path(const char* dir, std::uint64_t uid,
+                                                  unsigned k) noexcept {
   text path;
   path.add(dir).add('/').add(flight_control_name).add('-').add(uid);
   if (k != 0) path.add("_r").add(std::uint64_t{k});
@@ -322,13 +327,13 @@ inline text flight_control_path(const char* dir, std::uint64_t uid, unsigned k) 
 }
 
 /// A control file lotus reads or appends to: a regular file of this user with one link.
-inline bool flight_control_owned(const struct stat& st) noexcept {
+LOTUS_DETAIL_COLD inline bool flight_control_owned(const struct stat& st) noexcept {
   return S_ISREG(st.st_mode) && st.st_uid == ::geteuid() && st.st_nlink == 1;
 }
 
 /// A control file name (without its directory) of user `uid`: `.lotus-capture-<uid>`,
 /// `..._r<1-3>` (older lotus) or `...-<16 hex digits>` (private).
-inline bool flight_control_name_of(const char* name, std::uint64_t uid) noexcept {
+LOTUS_DETAIL_COLD inline bool flight_control_name_of(const char* name, std::uint64_t uid) noexcept {
   text first;
   first.add(flight_control_name).add('-').add(uid);
   const std::size_t n = first.size();
@@ -352,8 +357,9 @@ struct flight_control_file {
 
 /// Lists this user's control files in `dir`, its own regular files with one link only (lstat),
 /// the first name first; at most `max`. `first_taken`: the first name exists and is not one.
-inline unsigned flight_control_list(const char* dir, std::uint64_t uid, flight_control_file* out,
-                                    unsigned max, bool* first_taken) noexcept {
+LOTUS_DETAIL_COLD inline unsigned flight_control_list(const char* dir, std::uint64_t uid,
+                                                      flight_control_file* out, unsigned max,
+                                                      bool* first_taken) noexcept {
   *first_taken = false;
   unsigned n = 0;
   const text first = flight_control_path(dir, uid, 0);
@@ -386,7 +392,7 @@ inline unsigned flight_control_list(const char* dir, std::uint64_t uid, flight_c
 
 /// Creates `<dir>/capture-<id>` (best effort) as the request is made, before its line is
 /// readable: a directory of the job's user before anyone else knows its name.
-inline void flight_claim_capture_dir(const char* dir, const char* id) noexcept {
+LOTUS_DETAIL_COLD inline void flight_claim_capture_dir(const char* dir, const char* id) noexcept {
   text path;
   path.add(dir).add("/capture-").add(id);
   if (!path.overflow) ::mkdir(path.c_str(), 0777);
@@ -401,7 +407,8 @@ constexpr unsigned flight_capture_dir_names = 8;
 /// a symlink, a file): then the next name, `capture-<id>_r<k>`, and when all are taken
 /// `capture-<id>_<16 hex digits>`; never no directory, unless the directory itself fails
 /// (false, `err` set: no space, no permission).
-inline bool flight_capture_dir(const char* dir, const char* id, text& out, int* err) noexcept {
+LOTUS_DETAIL_COLD inline bool flight_capture_dir(const char* dir, const char* id, text& out,
+                                                 int* err) noexcept {
   *err = 0;
   for (unsigned k = 0; k <= flight_capture_dir_names; ++k) {
     out.clear();
@@ -438,8 +445,8 @@ inline bool flight_capture_dir(const char* dir, const char* id, text& out, int* 
 /// smaller than flight_control_max. When the first name is taken by anything else, the request
 /// goes to one of this user's private control files (created with an unpredictable name if there
 /// is none). On failure: false, `why` says why.
-inline bool flight_append_request(const char* dir, const flight_request& r, const char** why,
-                                  int* err) noexcept {
+LOTUS_DETAIL_COLD inline bool flight_append_request(const char* dir, const flight_request& r,
+                                                    const char** why, int* err) noexcept {
   char line[320];
   const std::size_t n = flight_request_line(r, line, sizeof line);
   *err = 0;

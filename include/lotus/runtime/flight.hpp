@@ -111,7 +111,7 @@ class flight_recorder {
   }
 
  private:
-  void fire_in_progress(trace_files& files, std::uint64_t now) noexcept {
+  LOTUS_DETAIL_COLD void fire_in_progress(trace_files& files, std::uint64_t now) noexcept {
     const inflight_entry* e = inflight_;
     const std::size_t n = inflight_count_;
     for (std::size_t i = 0; i < n; ++i) {
@@ -159,7 +159,8 @@ class flight_recorder {
 
   /// An op's name as traced (without its S; spaces and control bytes `_`), at most
   /// flight_max_op_name bytes.
-  static void op_name(const record_site* loc, char (&out)[flight_max_op_name + 1]) noexcept {
+  LOTUS_DETAIL_COLD static void op_name(const record_site* loc,
+                                        char (&out)[flight_max_op_name + 1]) noexcept {
     std::size_t n = 0;
     for (const char* p = loc->name; p != nullptr && *p != '\0' && n < flight_max_op_name; ++p) {
       out[n++] = token_name_char(*p);
@@ -169,7 +170,7 @@ class flight_recorder {
 
   /// The `inflight` lines of a capture's sidecar: what was still in progress when it was
   /// written (a stall longer than the capture: the capture is cut, and says where).
-  bool inflight_line(std::size_t i, text& line) const noexcept {
+  LOTUS_DETAIL_COLD bool inflight_line(std::size_t i, text& line) const noexcept {
     static const char* const what[] = {"batch", "op", "wait"};
     {
       const inflight_entry& e = inflight_[i];
@@ -228,7 +229,7 @@ class flight_recorder {
   }
 
   /// An on-demand capture (lotus::capture): appended to the control file at the next cycle.
-  void ask(std::string_view reason, std::uint64_t now) noexcept {
+  LOTUS_DETAIL_COLD void ask(std::string_view reason, std::uint64_t now) noexcept {
     if (asks_count_ == max_asks) return;
     flight_request& r = asks_[asks_count_++];
     r = flight_request{};
@@ -309,7 +310,7 @@ class flight_recorder {
     std::free(c);
   }
 
-  void free_chunks() noexcept {
+  LOTUS_DETAIL_COLD void free_chunks() noexcept {
     while (head_ != nullptr) pop(false);
     held_ = 0;
     evicted_count_ = 0;
@@ -323,7 +324,7 @@ class flight_recorder {
   /// Chunks older than the window and the triggers' lookback (a stall is seen some time after it
   /// began: its lead-up must still be here), or than a pending capture's window, age out: not
   /// lost.
-  void trim(std::uint64_t now) noexcept {
+  LOTUS_DETAIL_COLD void trim(std::uint64_t now) noexcept {
     const std::uint64_t keep = set_.window_ns + set_.lookback_ns();
     std::uint64_t keep_from = now > keep ? now - keep : 0;
     for (unsigned i = 0; i < pending_count_; ++i) {
@@ -337,7 +338,7 @@ class flight_recorder {
   }
 
   /// wait> (seen by observe_wait) and waitshare> (over the recent SBatchWait spans).
-  void fire_triggers(trace_files& files, std::uint64_t now) noexcept {
+  LOTUS_DETAIL_COLD void fire_triggers(trace_files& files, std::uint64_t now) noexcept {
     char reason[192];
     if (wait_fired_) {
       wait_fired_ = false;
@@ -371,8 +372,8 @@ class flight_recorder {
   }
 
   /// An automatic trigger at `when`: one request, then the hold-off (LOTUS_FLIGHT seconds).
-  void fire(trace_files& files, std::uint64_t when, std::uint64_t now,
-            const char* reason) noexcept {
+  LOTUS_DETAIL_COLD void fire(trace_files& files, std::uint64_t when, std::uint64_t now,
+                              const char* reason) noexcept {
     if (when < holdoff_until_) return;
     holdoff_until_ = when + holdoff_ns_;
     if (auto_count_ == flight_max_auto) {
@@ -408,21 +409,21 @@ class flight_recorder {
     }
   }
 
-  bool joins(const flight_request& p, std::uint64_t when) const noexcept {
+  LOTUS_DETAIL_COLD bool joins(const flight_request& p, std::uint64_t when) const noexcept {
     if (p.pid != 0 || when > p.end_ns) return false;
     if (p.trigger_ns <= when) return true;
     return window_from(p) <= when && automatic(p);
   }
 
   /// A request an automatic trigger wrote (its reason starts with the condition that fired).
-  static bool automatic(const flight_request& p) noexcept {
+  LOTUS_DETAIL_COLD static bool automatic(const flight_request& p) noexcept {
     for (const char* c : {"wait>", "waitshare>", "batch>", "op>", "op:"}) {
       if (std::strncmp(p.reason, c, std::strlen(c)) == 0) return true;
     }
     return false;
   }
 
-  bool append(trace_files& files, const flight_request& r) noexcept {
+  LOTUS_DETAIL_COLD bool append(trace_files& files, const flight_request& r) noexcept {
     char line[320];
     const std::size_t n = flight_request_line(r, line, sizeof line);
     if (n == 0 || !files.charge(n)) {
@@ -449,7 +450,7 @@ class flight_recorder {
   /// (capture_request.hpp), listed again whenever the directory changed. A file that is not this
   /// user's regular file with one link is never read (checked before every read: lstat, then
   /// fstat of the descriptor read from), with one message.
-  void poll(trace_files& files) noexcept {
+  LOTUS_DETAIL_COLD void poll(trace_files& files) noexcept {
     const auto uid = static_cast<std::uint64_t>(::geteuid());
     const char* dir = files.dir().c_str();
     struct stat ds {};
@@ -506,7 +507,8 @@ class flight_recorder {
     }
   }
 
-  static text control_file(const char* dir, const flight_control_file& f) noexcept {
+  LOTUS_DETAIL_COLD static text control_file(const char* dir,
+                                             const flight_control_file& f) noexcept {
     text path;
     path.add(dir).add('/').add(f.name);
     return path;
@@ -533,7 +535,8 @@ class flight_recorder {
     flight_control_file files[flight_control_names] = {};
   };
 
-  void poll_one(const text& path, control_state& c, const struct stat& st) noexcept {
+  LOTUS_DETAIL_COLD void poll_one(const text& path, control_state& c,
+                                  const struct stat& st) noexcept {
     const auto ino = static_cast<std::uint64_t>(st.st_ino);
     const auto dev = static_cast<std::uint64_t>(st.st_dev);
     if (ino != c.ino || dev != c.dev || static_cast<std::uint64_t>(st.st_size) < c.off) {
@@ -569,7 +572,7 @@ class flight_recorder {
     c.off += line_start != 0 ? line_start : n;
   }
 
-  void take(std::string_view line) noexcept {
+  LOTUS_DETAIL_COLD void take(std::string_view line) noexcept {
     flight_request r;
     if (!flight_parse_request(line, r)) return;
     if (r.end_ns < started_ns_) return;  // ended before this process recorded
@@ -655,10 +658,11 @@ class flight_recorder {
   /// per (thread, kind) in `slots` (at most `cap`), `thread` and `file` lines through `emit`,
   /// then the window's sidecar lines of those chunks. Returns the last chunk's stamp.
   template <class Emit>
-  std::uint64_t write_chunks(trace_files& out, capture_file* slots, std::size_t& nslots,
-                             std::size_t cap, std::uint64_t from, std::uint64_t after,
-                             std::uint64_t& recorded, std::uint64_t& written,
-                             std::uint64_t& sanitized, Emit&& emit) noexcept {
+  LOTUS_DETAIL_COLD std::uint64_t write_chunks(trace_files& out, capture_file* slots,
+                                               std::size_t& nslots, std::size_t cap,
+                                               std::uint64_t from, std::uint64_t after,
+                                               std::uint64_t& recorded, std::uint64_t& written,
+                                               std::uint64_t& sanitized, Emit&& emit) noexcept {
     std::uint64_t last = after;
     for (chunk* c = head_; c != nullptr; c = c->next) {
       if (c->stamp_ns < from || c->stamp_ns <= after) continue;
@@ -711,9 +715,10 @@ class flight_recorder {
   /// The closing lines of a part: what was still in progress (a stall longer than the capture is
   /// cut there, and these lines say where), then `capture` (window's end `end`) and `stats`.
   template <class Emit>
-  void closing_lines(const flight_request& r, std::uint64_t from, std::uint64_t end,
-                     std::uint64_t recorded, std::uint64_t written, std::uint64_t sanitized,
-                     Emit&& emit, text& cap) const noexcept {
+  LOTUS_DETAIL_COLD void closing_lines(const flight_request& r, std::uint64_t from,
+                                       std::uint64_t end, std::uint64_t recorded,
+                                       std::uint64_t written, std::uint64_t sanitized, Emit&& emit,
+                                       text& cap) const noexcept {
     for (std::size_t i = 0; i < inflight_count_; ++i) {
       text t;
       if (inflight_line(i, t)) emit(t);
@@ -827,7 +832,8 @@ class flight_recorder {
   /// flight_complete_ns past their window, or all of them at `final`: each is completed (the
   /// records since, appended; the sidecar replaced whole, its window ending now) and closed.
   template <class Header>
-  void complete_parts(trace_files& files, Header&& header, std::uint64_t now, bool final) noexcept {
+  LOTUS_DETAIL_COLD void complete_parts(trace_files& files, Header&& header, std::uint64_t now,
+                                        bool final) noexcept {
     for (unsigned i = 0; i < open_count_;) {
       open_part& p = *open_[i];
       if (!final && now < p.r.end_ns + flight_complete_ns) {
@@ -906,7 +912,7 @@ class flight_recorder {
     all.release();
   }
 
-  void close_part(open_part& p) noexcept {
+  LOTUS_DETAIL_COLD void close_part(open_part& p) noexcept {
     ptr_list<thread_state> none;
     p.out->close_all(none);
     delete p.out;
@@ -948,7 +954,7 @@ class flight_recorder {
 
   /// Open parts dropped as they are (a new directory; a forked child, whose parent completes
   /// them).
-  void drop_parts() noexcept {
+  LOTUS_DETAIL_COLD void drop_parts() noexcept {
     for (unsigned i = 0; i < open_count_; ++i) close_part(*open_[i]);
     open_count_ = 0;
   }

@@ -229,7 +229,7 @@ class live_state {
   static constexpr std::size_t site_slots = 2 * live_max_sites;  // a power of two
   static constexpr std::size_t header_bytes = 46;  // "lotus-live 1 <gen:20> <used:10>\n"
 
-  void reset() noexcept {
+  LOTUS_DETAIL_COLD void reset() noexcept {
     std::memset(sites_, 0, sizeof sites_);
     site_count_ = 0;
     op_count_ = 0;
@@ -374,7 +374,7 @@ class live_state {
   }
 
   /// A worker's busy time at `at`: its batches, and the part of the batch in progress by then.
-  static std::uint64_t busy_at(const worker_entry& w, std::uint64_t at) noexcept {
+  LOTUS_DETAIL_COLD static std::uint64_t busy_at(const worker_entry& w, std::uint64_t at) noexcept {
     return w.busy_ns + (w.inflight_ns != 0 && w.inflight_ns < at ? at - w.inflight_ns : 0);
   }
 
@@ -382,7 +382,7 @@ class live_state {
   // put* stay out of line: format_body calls them ~100 times, and inlined they cost every file
   // that includes lotus without lotus::lotus 0.9 G compiler instructions, 7 % of its compile
   // (bench/runtime/compile_cost.sh, IR=perf). The body is written once per writer cycle.
-  LOTUS_DETAIL_NOINLINE void put(const char* s, std::size_t n) noexcept {
+  LOTUS_DETAIL_COLD LOTUS_DETAIL_NOINLINE void put(const char* s, std::size_t n) noexcept {
     if (cut_ || used_ + n > live_file_bytes - 8) {  // room for "end\n" kept
       cut_ = true;
       return;
@@ -390,8 +390,10 @@ class live_state {
     std::memcpy(buf_ + used_, s, n);
     used_ += n;
   }
-  LOTUS_DETAIL_NOINLINE void put(std::string_view s) noexcept { put(s.data(), s.size()); }
-  LOTUS_DETAIL_NOINLINE void put(std::uint64_t v) noexcept {
+  LOTUS_DETAIL_COLD LOTUS_DETAIL_NOINLINE void put(std::string_view s) noexcept {
+    put(s.data(), s.size());
+  }
+  LOTUS_DETAIL_COLD LOTUS_DETAIL_NOINLINE void put(std::uint64_t v) noexcept {
     char tmp[24];
     char* q = tmp + sizeof tmp;
     do {
@@ -401,14 +403,14 @@ class live_state {
     put(q, static_cast<std::size_t>(tmp + sizeof tmp - q));
   }
   /// A name: control bytes and spaces become '_' (names are the last field of their line).
-  LOTUS_DETAIL_NOINLINE void put_name(const char* s, std::size_t n) noexcept {
+  LOTUS_DETAIL_COLD LOTUS_DETAIL_NOINLINE void put_name(const char* s, std::size_t n) noexcept {
     for (std::size_t i = 0; i < n; ++i) {
       const char out = token_name_char(s[i]);
       put(&out, 1);
     }
   }
   /// `inflight <tid> <batch|op|wait> <since> <idx> <name>` (name `-` but for an op).
-  void put_inflight(const inflight_entry& e) noexcept {
+  LOTUS_DETAIL_COLD void put_inflight(const inflight_entry& e) noexcept {
     static const char* const what[] = {"batch", "op", "wait"};
     put("inflight ");
     put(e.tid);
@@ -427,7 +429,7 @@ class live_state {
     }
     put("\n");
   }
-  LOTUS_DETAIL_NOINLINE void put_hist(const live_hist& h) noexcept {
+  LOTUS_DETAIL_COLD LOTUS_DETAIL_NOINLINE void put_hist(const live_hist& h) noexcept {
     put(h.count);
     put(" ");
     put(h.sum_ns);
@@ -437,7 +439,7 @@ class live_state {
     }
   }
   /// The sidecar's `host`, `rank`, `local_rank` and `world_size` lines, as they are.
-  void put_identity(const text& info) noexcept {
+  LOTUS_DETAIL_COLD void put_identity(const text& info) noexcept {
     std::string_view rest(info.c_str(), info.size());
     while (!rest.empty()) {
       const std::size_t eol = rest.find('\n');
@@ -452,8 +454,8 @@ class live_state {
     }
   }
 
-  void format_body(std::uint64_t now, const trace_stats& st, const text& info,
-                   bool final) noexcept {
+  LOTUS_DETAIL_COLD void format_body(std::uint64_t now, const trace_stats& st, const text& info,
+                                     bool final) noexcept {
     used_ = header_bytes;
     cut_ = false;
     const snapshot& old =
@@ -536,7 +538,7 @@ class live_state {
   }
 
   /// The files this runtime made (by identity), so that a prefix configured again reuses its own.
-  void remember(const trace_files::live_file& f) noexcept {
+  LOTUS_DETAIL_COLD void remember(const trace_files::live_file& f) noexcept {
     for (std::size_t i = 0; i < mine_count_; ++i) {
       if (mine_[i].dev == f.dev && mine_[i].ino == f.ino) return;
     }
@@ -545,7 +547,7 @@ class live_state {
 
   /// A file adopted from an earlier runtime of this process: go on from its generation, so that a
   /// reader never sees a generation again with another body.
-  void continue_generation() noexcept {
+  LOTUS_DETAIL_COLD void continue_generation() noexcept {
     char h[header_bytes];
     if (::pread(file_.fd, h, sizeof h, 0) != static_cast<ssize_t>(sizeof h)) return;
     if (std::memcmp(h, "lotus-live 1 ", 13) != 0) return;
@@ -557,7 +559,7 @@ class live_state {
     if (g >= gen_) gen_ = g + (g % 2);  // even: the next rewrite starts odd
   }
 
-  void write_header(std::uint64_t gen) noexcept {
+  LOTUS_DETAIL_COLD void write_header(std::uint64_t gen) noexcept {
     char h[header_bytes + 1];
     std::memcpy(h, "lotus-live 1 ", 13);
     std::uint64_t g = gen;
@@ -570,7 +572,7 @@ class live_state {
     pwrite_all(0, h, header_bytes);
   }
 
-  void pwrite_all(std::size_t at, const char* data, std::size_t n) noexcept {
+  LOTUS_DETAIL_COLD void pwrite_all(std::size_t at, const char* data, std::size_t n) noexcept {
     std::size_t done = 0;
     while (done < n) {
       const ssize_t w = ::pwrite(file_.fd, data + done, n - done, static_cast<off_t>(at + done));
