@@ -142,6 +142,12 @@ std::string tune_sentence(const tune_result& t) {
 
 namespace {
 
+// Empty, or why the recommended count's prediction is a best case (whatif_caution).
+std::string tune_caution(const tune_result& t) {
+  return t.keep ? std::string()
+                : workers_caution(t.candidates[t.recommended].workers, t.measured.measured_workers);
+}
+
 nlohmann::json candidate_json(const tune_candidate& c) {
   nlohmann::json j = {{"workers", c.workers},       {"prefetch_factor", c.prefetch_factor},
                       {"in_order", c.in_order},     {"epoch_seconds", c.epoch_seconds},
@@ -182,11 +188,13 @@ nlohmann::json tune_json(const tune_result& t) {
   j["candidates"] = nlohmann::json::array();
   for (const auto& x : t.candidates) j["candidates"].push_back(candidate_json(x));
   j["summary"] = tune_sentence(t);
+  if (const std::string c = tune_caution(t); !c.empty()) j["caution"] = c;
   return j;
 }
 
 std::string tune_text(const tune_result& t) {
   std::string s = tune_sentence(t) + "\n";
+  if (const std::string c = tune_caution(t); !c.empty()) s += "caution: " + c + "\n";
   s += "searched " + std::to_string(t.candidates.size()) +
        " settings (workers × prefetch_factor 1, 2, 4 × " +
        (t.unordered_searched ? std::string("in order or not")

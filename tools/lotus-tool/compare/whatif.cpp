@@ -490,7 +490,10 @@ std::string whatif_sentence(const whatif_result& r) {
 }
 
 std::string whatif_caution(const whatif_result& r) {
-  const unsigned n = r.model.workers, m = r.measured_workers;
+  return workers_caution(r.model.workers, r.measured_workers);
+}
+
+std::string workers_caution(unsigned n, unsigned m) {
   if (m == 0 || n <= 2 * m) return {};
   const std::string ns = std::to_string(n), ms = std::to_string(m);
   return ns + " workers are " + format_number("%.1f", static_cast<double>(n) / m) + "× the " + ms +

@@ -182,6 +182,8 @@ std::string whatif_sentence(const whatif_result& r);
 /// H200 job: a batch cost 2.4x more with 16 workers than with 4 on 16 CPUs; whatif from the
 /// 4-worker trace was 31 % optimistic at 16).
 std::string whatif_caution(const whatif_result& r);
+/// The same for `n` workers predicted from a trace of `measured` (tune's recommendation).
+std::string workers_caution(unsigned n, unsigned measured);
 
 void run_whatif(const whatif_args& a);
 
