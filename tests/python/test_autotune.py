@@ -494,7 +494,7 @@ LINE = re.compile(
     r"lotus\.autotune: epoch (\d+) ran (\d+) workers?, prefetch_factor (\d+): ([\d.]+) s"
     r"(?: \(predicted ([\d.]+) s, error (\d+) %\))?(, a warm-up \([^)]*\))?; epoch (\d+): "
     r"(\d+) workers?, prefetch_factor (\d+), predicted ([\d.]+) s, peak memory (\d+) MiB of "
-    r"(\d+) MiB; (other work on this machine: [^;]*; )?(.+)$")
+    r"(\d+) MiB; (other work on the job's cores: [^;]*; )?(.+)$")
 
 
 def check_lines(lines, decisions):
@@ -874,8 +874,9 @@ def test_replay_on_a_shared_host_reports_the_other_work_and_does_not_blame_its_m
     times = drive(world, tuner, 6)
     d = tuner.decisions
     assert d[0]["changed"] and d[0]["load"] is None and "other work" not in lines[0]
-    assert d[1]["load"] == "other work on this machine: 4.0 threads wanting a core (from the " \
-                           "run-queue wait)"
+    assert d[1]["load"] == ("other work on the job's cores: 4.0 threads wanting a core (from the "
+                            "run-queue wait: other processes, or the training process's own "
+                            "threads besides its loop)")
     assert d[1]["load"] in lines[1]
     assert d[1]["reason"].startswith("epoch 2 ran beside more other work than the one before it: "
                                      "the last change is not judged on it; ")

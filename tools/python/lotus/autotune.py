@@ -536,12 +536,17 @@ class Tuner:
     def _load_words(self, fit):
         """Other work on the machine as fitted from the run-queue wait, in words, or None."""
         foreign, cores = fit
+        # Whose threads the run-queue wait cannot tell: other processes, or the training
+        # process's own besides its loop (on an H200 job alone on its machine, CUDA's and
+        # torch's threads fitted as 3-4, and 13 in the first epoch).
         if foreign >= LOAD_SEEN:
-            return (f"other work on this machine: {foreign:.1f} threads wanting a core "
-                    f"(from the run-queue wait)")
+            return (f"other work on the job's cores: {foreign:.1f} threads wanting a core "
+                    f"(from the run-queue wait: other processes, or the training process's own "
+                    f"threads besides its loop)")
         if cores < 0.9 * self.cores:
-            return (f"other work on this machine leaves the job {cores:.1f} of {self.cores:g} "
-                    f"cores (from the run-queue wait)")
+            return (f"other work on the job's cores leaves it {cores:.1f} of {self.cores:g} "
+                    f"cores (from the run-queue wait: other processes, or the training "
+                    f"process's own threads besides its loop)")
         return None
 
     def _load_changed(self, before, after):
