@@ -188,13 +188,13 @@ nlohmann::json tune_json(const tune_result& t) {
   j["candidates"] = nlohmann::json::array();
   for (const auto& x : t.candidates) j["candidates"].push_back(candidate_json(x));
   j["summary"] = tune_sentence(t);
-  if (const std::string c = tune_caution(t); !c.empty()) j["caution"] = c;
+  if (const std::string why = tune_caution(t); !why.empty()) j["caution"] = why;
   return j;
 }
 
 std::string tune_text(const tune_result& t) {
   std::string s = tune_sentence(t) + "\n";
-  if (const std::string c = tune_caution(t); !c.empty()) s += "caution: " + c + "\n";
+  if (const std::string why = tune_caution(t); !why.empty()) s += "caution: " + why + "\n";
   s += "searched " + std::to_string(t.candidates.size()) +
        " settings (workers × prefetch_factor 1, 2, 4 × " +
        (t.unordered_searched ? std::string("in order or not")
