@@ -149,6 +149,34 @@ def test_a_new_iterators_start_is_the_first_hand_overs_idle(tmp_path):
     assert all(idle < 300e6 for i, idle, _ in got if i != 0)
 
 
+def test_a_started_hand_over_neither_holds_up_nor_loses_the_others(monkeypatch):
+    # A new iterator's first hand-over begins in its __init__ (start), but joins the queue of
+    # unread hand-overs only at its first next(): meanwhile another loader's hand-overs are read
+    # (a queued one without its batch yet would be dropped as abandoned, or hold up the reads).
+    from fake_cuda import FakeCuda
+    from lotus.loaders import _gpu
+    fake = FakeCuda()
+    t = _gpu.Tracker(fake)
+    monkeypatch.setattr(t, "_send", lambda: True)  # the lines stay in t.unsent
+    a, b = object(), object()
+    started = t.start()  # a's iterator is created ...
+    for i in range(3):  # ... while b's loop goes on
+        h = t.begin(b)
+        t.end(h, i, 1000 + i)
+        fake.launch(1.0)
+    fake.synchronize()
+    t.poll()
+    assert [x.split()[1] for x in t.unsent] == [b"0", b"1"]  # b's read, the last one's step open
+    h = t.begin(a, started)
+    t.end(h, 0, 2000)
+    fake.synchronize()
+    t.poll(final=True)
+    got = [x.split() for x in t.unsent]
+    assert [(f[1], f[2]) for f in got] == [(b"0", b"1000"), (b"1", b"1001"), (b"2", b"1002"),
+                                           (b"0", b"2000")], got
+    assert t.lost == 0
+
+
 def test_without_cuda_nothing_changes(tmp_path):
     trace, out = run_scenario(tmp_path, "none", epochs=1, batches=4, item_ms=1.0)
     assert not out["cuda_initialized"]  # lotus never initializes CUDA itself

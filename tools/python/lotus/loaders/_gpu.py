@@ -118,16 +118,24 @@ class Tracker:
             if e is not None and len(self.free) < 2 * MAX_PENDING + 2:
                 self.free.append((h.stream, e))
 
-    def begin(self, owner):
-        """Before the iterator asks for a batch: event A, or None (not measured)."""
+    def start(self):
+        """Event A recorded now, for a hand-over begun later (begin(owner, started)): a new
+        iterator's first, whose wait begins in its __init__. Not queued until then, so that the
+        reads of other iterators' hand-overs never wait on it."""
+        stream = self.src.stream()
+        a = self._event(stream)
+        a.record(stream)
+        return stream, a
+
+    def begin(self, owner, started=None):
+        """Before the iterator asks for a batch: event A (or the one `start` recorded), or None
+        (not measured)."""
         self.poll()
         if len(self.pending) >= MAX_PENDING:  # the GPU is that far behind: not measured
             self.lost += 1
             self.gap = True
             return None
-        stream = self.src.stream()
-        a = self._event(stream)
-        a.record(stream)
+        stream, a = started if started is not None else self.start()
         h = _Handover(id(owner), stream, a, self.gap)
         self.gap = False
         self.pending.append(h)
@@ -299,13 +307,26 @@ def _give_up(e):
                   RuntimeWarning, stacklevel=3)
 
 
-def begin(owner):
+def start():
+    """A new iterator's __init__: its first hand-over's event A, recorded now (None: not
+    measured); begin(owner, started) takes it at the first next()."""
+    if _broken:
+        return None
+    try:
+        t = tracker()
+        return t.start() if t is not None else None
+    except Exception as e:  # noqa: BLE001 - never the training loop's failure
+        _give_up(e)
+        return None
+
+
+def begin(owner, started=None):
     """Before an iterator's next(): the hand-over measured (None: not measured)."""
     if _broken:
         return None
     try:
         t = tracker()
-        return t.begin(owner) if t is not None else None
+        return t.begin(owner, started) if t is not None else None
     except Exception as e:  # noqa: BLE001 - never the training loop's failure
         _give_up(e)
         return None

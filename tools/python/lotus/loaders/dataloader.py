@@ -224,7 +224,7 @@ def main_side(cls, worker_owner, worker_key, unwrap=None, resume_offset=None):
         # iterator's __init__ takes (starting the workers: fork of a large training process,
         # spawn; the sampler's iter()) keeps the GPU waiting as much as a late batch does (on an
         # H200, bench/README's GPU job: 10-14 points of an epoch's idle after a new setting).
-        self._lotus_gpu_first = _gpu.begin(self) if _gate(loader.dataset) else None
+        self._lotus_gpu_first = _gpu.start() if _gate(loader.dataset) else None
         # A resumed iterator replays the batches since its last snapshot inside __init__: they
         # are loaded again (worker records) but never reach the training loop (no main records).
         self._lotus_init = True
@@ -264,15 +264,9 @@ def main_side(cls, worker_owner, worker_key, unwrap=None, resume_offset=None):
         # A process whose training uses CUDA: the GPU's side of the hand-over (_gpu.py); a new
         # iterator's first began in its __init__.
         h = None
-        first = self._lotus_gpu_first
-        if first is not None and not self._lotus_init:
+        if self._lotus_wait:
+            h = _gpu.begin(self, self._lotus_gpu_first)
             self._lotus_gpu_first = None
-            if self._lotus_wait:
-                h = first
-            else:
-                _gpu.closed(first)
-        if h is None and self._lotus_wait:
-            h = _gpu.begin(self)
         self._lotus_idx = -1
         try:
             out = _original(cls + "._next_data")(self, *args, **kwargs)
