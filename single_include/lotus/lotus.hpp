@@ -1516,7 +1516,7 @@ enum class topic : unsigned {
 inline std::atomic<bool> g_topic_said[static_cast<unsigned>(topic::count_)] = {};
 
 /// `lotus: <text>` on stderr with one write(2): async-signal-safe formatting aside, no stdio lock.
-inline void diag_write(const char* text, int n) noexcept {
+LOTUS_DETAIL_COLD inline void diag_write(const char* text, int n) noexcept {
   char line[640];
   if (n < 0) return;
   const int max = static_cast<int>(sizeof line) - 9;
@@ -1588,8 +1588,8 @@ diag(topic t, const char* format, ...) noexcept {
 /// A value for a message: at most its first 200 bytes, control bytes and DEL escaped (`\n`,
 /// `\t`, `\r`, else `\xHH`), so a value can never end the message's line or forge another
 /// (a newline in an environment variable, an ANSI escape). `out` holds at least 801 bytes.
-inline const char* diag_escaped(const char* v, std::size_t n, char* out,
-                                std::size_t size) noexcept {
+LOTUS_DETAIL_COLD inline const char* diag_escaped(const char* v, std::size_t n, char* out,
+                                                  std::size_t size) noexcept {
   static constexpr char hex[] = "0123456789abcdef";
   std::size_t o = 0;
   if (n > 200) n = 200;
@@ -1611,7 +1611,8 @@ inline const char* diag_escaped(const char* v, std::size_t n, char* out,
   out[o] = '\0';
   return out;
 }
-inline const char* diag_escaped(const char* v, char* out, std::size_t size) noexcept {
+LOTUS_DETAIL_COLD inline const char* diag_escaped(const char* v, char* out,
+                                                  std::size_t size) noexcept {
   return diag_escaped(v, std::strlen(v), out, size);
 }
 
@@ -1825,6 +1826,7 @@ struct options {
 #include <cstdint>      // uint64_t
 #include <cstring>      // memcpy, strlen
 #include <string_view>  // string_view
+#include <type_traits>  // remove_reference_t
 
 
 namespace lotus {
@@ -1910,6 +1912,21 @@ class text {
   static constexpr std::size_t max_size = 4352;
   char buf_[max_size];
   std::size_t size_ = 0;
+};
+
+/// Something that takes texts (a lambda), passed by reference without a template: a function
+/// that takes one is compiled once, whatever each caller passes. Valid while the callable lives.
+class text_sink {
+ public:
+  template <class F>
+  text_sink(F&& f) noexcept  // NOLINT(google-explicit-constructor): made where it is passed
+      : ctx_(static_cast<void*>(&f)),
+        fn_([](void* c, const text& t) { (*static_cast<std::remove_reference_t<F>*>(c))(t); }) {}
+  void operator()(const text& t) const noexcept { fn_(ctx_, t); }
+
+ private:
+  void* ctx_;
+  void (*fn_)(void*, const text&);
 };
 
 }  // namespace detail
@@ -3828,7 +3845,7 @@ class tick_converter {
   }
 
   /// Take a fresh (tsc, realtime) pair; needs >= 2 ms since start() for a first rate.
-  void reanchor() noexcept {
+  LOTUS_DETAIL_COLD void reanchor() noexcept {
     if (mode_ != mode_tsc) return;
     std::uint64_t t = 0, ns = 0;
     sample(t, ns);
@@ -4066,7 +4083,7 @@ class label_table {
     return static_cast<std::size_t>((v >> 4) ^ (v >> 13));
   }
 
-  const label* add(const record_site* loc) noexcept {
+  LOTUS_DETAIL_COLD const label* add(const record_site* loc) noexcept {
     if (!table_.reserve_one(256, SIZE_MAX / (2 * sizeof(label)))) return nullptr;
     const char* name = loc->name != nullptr ? loc->name : "";
     const std::size_t n = std::strlen(name);
@@ -4487,7 +4504,7 @@ inline void schedstat_unkeep(int fd) noexcept {
 /// The thread's run-queue wait (schedstat's second field), or false without schedstat. `nested`:
 /// a signal handler's reading that interrupted one of this thread: it may use the kept
 /// descriptor, never open or replace it.
-inline bool read_schedstat_wait(std::uint64_t& wait, bool nested) noexcept {
+LOTUS_DETAIL_COLD inline bool read_schedstat_wait(std::uint64_t& wait, bool nested) noexcept {
   int fd = t_schedstat_fd;
   if (fd >= 0) {  // kept: one pread, offset-independent (a handler's pread reads the same)
     char buf[96];
@@ -4948,7 +4965,7 @@ class thread_registry {
 
   /// Frees the records of exited threads whose events are all written. Under the lock, because
   /// stats() reads the records.
-  void release(ptr_list<thread_state>& finished) noexcept {
+  LOTUS_DETAIL_COLD void release(ptr_list<thread_state>& finished) noexcept {
     if (finished.empty()) return;
     const sync_hold lk(mu_);
     exited_.fetch_sub(finished.size(), std::memory_order_relaxed);
@@ -5402,7 +5419,7 @@ class trace_files {
   /// A finished thread: its files are closed and leave the cache. They are remembered by thread id:
   /// the kernel reuses ids, and a later thread with the same id appends to the same files (they
   /// were created by this process in this run) instead of taking fresh names.
-  void forget(thread_state& t) noexcept {
+  LOTUS_DETAIL_COLD void forget(thread_state& t) noexcept {
     release(t.worker);
     release(t.main);
     if (t.worker.state == file_slot::created) remember(file_key(t.tid, kind_worker), t.worker);
@@ -5502,7 +5519,7 @@ class trace_files {
 
   /// The sidecar's path once this process created it (a flight-recorder capture's part is
   /// replaced whole when the stall it holds ends); false before.
-  bool sidecar_path(text& out) const noexcept {
+  LOTUS_DETAIL_COLD bool sidecar_path(text& out) const noexcept {
     if (sidecar_.state != file_slot::created ||
         sidecar_pid_ != static_cast<std::uint64_t>(::getpid())) {
       return false;
@@ -5658,7 +5675,7 @@ class trace_files {
   /// True when `f.fd` still is the live file (the host may have closed the descriptor and reused
   /// its number: then it is reopened by name, and must be the same inode). Never closes a
   /// descriptor that is not ours.
-  bool live_ours(live_file& f) noexcept {
+  LOTUS_DETAIL_COLD bool live_ours(live_file& f) noexcept {
     struct stat st {};
     if (f.fd >= 0 && ::fstat(f.fd, &st) == 0 && static_cast<std::uint64_t>(st.st_dev) == f.dev &&
         static_cast<std::uint64_t>(st.st_ino) == f.ino) {
@@ -5762,7 +5779,8 @@ class trace_files {
 
   /// The name of a worker or main trace file (`id` a thread id) or of the sidecar (`id` the pid),
   /// with its fresh-name tag; false when longer than a path may be.
-  bool path_of(text& out, const file_slot& s, int kind, std::uint64_t id) const noexcept {
+  LOTUS_DETAIL_COLD bool path_of(text& out, const file_slot& s, int kind,
+                                 std::uint64_t id) const noexcept {
     out.clear();
     if (kind == kind_sidecar) {
       out.add(dir_).add("/.").add(base_).add(".lotus-meta_");
@@ -6850,12 +6868,11 @@ class flight_recorder {
   /// Writes the record chunks stamped at or after `from` and after `after` into `out`, a file
   /// per (thread, kind) in `slots` (at most `cap`), `thread` and `file` lines through `emit`,
   /// then the window's sidecar lines of those chunks. Returns the last chunk's stamp.
-  template <class Emit>
   LOTUS_DETAIL_COLD std::uint64_t write_chunks(trace_files& out, capture_file* slots,
                                                std::size_t& nslots, std::size_t cap,
                                                std::uint64_t from, std::uint64_t after,
                                                std::uint64_t& recorded, std::uint64_t& written,
-                                               std::uint64_t& sanitized, Emit&& emit) noexcept {
+                                               std::uint64_t& sanitized, text_sink emit) noexcept {
     std::uint64_t last = after;
     for (chunk* c = head_; c != nullptr; c = c->next) {
       if (c->stamp_ns < from || c->stamp_ns <= after) continue;
@@ -6907,11 +6924,10 @@ class flight_recorder {
 
   /// The closing lines of a part: what was still in progress (a stall longer than the capture is
   /// cut there, and these lines say where), then `capture` (window's end `end`) and `stats`.
-  template <class Emit>
   LOTUS_DETAIL_COLD void closing_lines(const flight_request& r, std::uint64_t from,
                                        std::uint64_t end, std::uint64_t recorded,
-                                       std::uint64_t written, std::uint64_t sanitized, Emit&& emit,
-                                       text& cap) const noexcept {
+                                       std::uint64_t written, std::uint64_t sanitized,
+                                       text_sink emit, text& cap) const noexcept {
     for (std::size_t i = 0; i < inflight_count_; ++i) {
       text t;
       if (inflight_line(i, t)) emit(t);
@@ -8063,7 +8079,7 @@ class out_buffer {
 /// interval; threads hand it events through their segments; it reports counters.
 class trace_writer {
  public:
-  explicit trace_writer(thread_registry& threads) noexcept : threads_(threads) {}
+  LOTUS_DETAIL_COLD explicit trace_writer(thread_registry& threads) noexcept : threads_(threads) {}
 
   /// Clock of this process (fixed at initialization) and the sidecar's extra lines (host, rank).
   void set_clock(int mode) noexcept { conv_.start(mode); }
@@ -8291,9 +8307,13 @@ class trace_writer {
 
   /// The thread's queued per-batch resource figures as sidecar `batchres` lines (FORMAT.md §5),
   /// and a `batchres_lost` line when its queue overflowed since the last one.
+  /// (Called on every drain: the figures' work, cold, only where the thread has a queue; a cold
+  /// call on drain's every path would make the compiler take all of drain as never run.)
   void drain_resources(thread_state& t) noexcept {
-    res_queue* q = t.res.load(std::memory_order_acquire);
-    if (q == nullptr) return;
+    if (res_queue* q = t.res.load(std::memory_order_acquire)) format_resources(t, q);
+  }
+
+  LOTUS_DETAIL_COLD void format_resources(thread_state& t, res_queue* q) noexcept {
     std::uint64_t tail = q->tail.load(std::memory_order_relaxed);
     const bool last = t.retired.load(std::memory_order_acquire);
     for (;; ++tail) {
@@ -8328,7 +8348,7 @@ class trace_writer {
   /// One whole sidecar line into res_lines_, which is written first when the line would not fit
   /// (a text is 4 KiB: about 60 `batchres` lines). False when the line itself does not fit a
   /// text (the caller counts what it held as lost): a line is never cut, nor glued to the next.
-  bool resource_line(const text& line) noexcept {
+  LOTUS_DETAIL_COLD bool resource_line(const text& line) noexcept {
     if (line.overflow) return false;
     if (!res_lines_.fits(line.size())) flush_resource_lines();
     res_lines_.add(line);
@@ -8341,8 +8361,10 @@ class trace_writer {
   /// cycle. A line read while its op was being added may take part of that op's figures; the
   /// rest come with the next line, so sums over lines are exact once the thread is drained.
   void drain_op_resources(thread_state& t) noexcept {
-    op_res_table* q = t.opres.load(std::memory_order_acquire);
-    if (q == nullptr) return;
+    if (op_res_table* q = t.opres.load(std::memory_order_acquire)) format_op_resources(t, q);
+  }
+
+  LOTUS_DETAIL_COLD void format_op_resources(thread_state& t, op_res_table* q) noexcept {
     for (op_res_slot& s : q->slots) {
       const auto* site = static_cast<const record_site*>(s.site.load(std::memory_order_acquire));
       if (site == nullptr) continue;
@@ -8412,7 +8434,7 @@ class trace_writer {
     return false;
   }
 
-  void flush_resource_lines() noexcept {
+  LOTUS_DETAIL_COLD void flush_resource_lines() noexcept {
     if (res_lines_.empty()) return;
     std::size_t kept = 0;
     sidecar_lines(res_lines_, &kept);
@@ -8436,7 +8458,7 @@ class trace_writer {
   /// `batchres_lost`/`opres_lost` line written is its thread's count on disk (lost_written), one
   /// not written is written again later; what never reaches a thread's own line is in the
   /// process's `batchres_lost 0`/`opres_lost 0` line at exit (write_stats).
-  void note_resource_lines(const text& lines, std::size_t kept) noexcept {
+  LOTUS_DETAIL_COLD void note_resource_lines(const text& lines, std::size_t kept) noexcept {
     if (kept >= lines.size() &&
         std::strstr(lines.c_str(), "_lost ") == nullptr) {  // the usual case: nothing to note
       return;
@@ -8489,7 +8511,7 @@ class trace_writer {
 
   /// Before the writer frees exited threads' records: what their own lines never carried goes
   /// to the process's count (write_stats).
-  void keep_unreported_losses(ptr_list<thread_state>& finished) noexcept {
+  LOTUS_DETAIL_COLD void keep_unreported_losses(ptr_list<thread_state>& finished) noexcept {
     for (thread_state* t : finished) {
       if (const res_queue* q = t->res.load(std::memory_order_acquire)) {
         unwritten_batches_ +=
@@ -8504,7 +8526,7 @@ class trace_writer {
 
   /// The process's `batchres_lost 0 <n>` and `opres_lost 0 <n>` lines (thread 0: figures whose
   /// own thread's line could not carry them), for the exit `stats` write.
-  void process_loss_lines(text& out) noexcept {
+  LOTUS_DETAIL_COLD void process_loss_lines(text& out) noexcept {
     std::uint64_t batches = unwritten_batches_, ops = unwritten_ops_;
     for (thread_state* t : cycle_threads_) {
       if (const res_queue* q = t->res.load(std::memory_order_acquire)) {
@@ -8522,7 +8544,7 @@ class trace_writer {
   /// Figures for the sidecar (`batchres`, `memory`): written there, or in flight mode kept with
   /// the records in the window, for the sidecars of a capture. `kept`: the bytes that reached
   /// their place (whole lines).
-  void sidecar_lines(const text& lines, std::size_t* kept = nullptr) noexcept {
+  LOTUS_DETAIL_COLD void sidecar_lines(const text& lines, std::size_t* kept = nullptr) noexcept {
     if (flight_.on()) {
       flight_.keep(0, "", flight_recorder::chunk_sidecar, lines.c_str(), lines.size(), 0, 0,
                    realtime_ns());
@@ -8536,26 +8558,28 @@ class trace_writer {
   /// lotus.torch's `gpu` lines (gpu_notes.hpp) queued since the last cycle, in pieces of whole
   /// lines, where the sidecar's figures go (the sidecar, or in flight mode the window).
   LOTUS_DETAIL_COLD void write_gpu_lines() noexcept {
-    take_gpu_lines([this](const char* p, std::size_t n) {
-      text chunk;
-      std::size_t from = 0;
-      while (from < n) {
-        const void* nl = std::memchr(p + from, '\n', n - from);
-        const std::size_t end =
-            nl ? static_cast<std::size_t>(static_cast<const char*>(nl) - p) + 1 : n;
-        if (end - from > 3500) {  // no such line is queued (lotus.torch's are short): skipped
-          from = end;
-          continue;
-        }
-        if (chunk.size() + (end - from) > 3500) {
-          sidecar_lines(chunk);
-          chunk.clear();
-        }
-        chunk.add(p + from, end - from);
+    take_gpu_lines([this](const char* p, std::size_t n) { write_gpu_chunk(p, n); });
+  }
+
+  LOTUS_DETAIL_COLD void write_gpu_chunk(const char* p, std::size_t n) noexcept {
+    text chunk;
+    std::size_t from = 0;
+    while (from < n) {
+      const void* nl = std::memchr(p + from, '\n', n - from);
+      const std::size_t end =
+          nl ? static_cast<std::size_t>(static_cast<const char*>(nl) - p) + 1 : n;
+      if (end - from > 3500) {  // no such line is queued (lotus.torch's are short): skipped
         from = end;
+        continue;
       }
-      if (!chunk.empty()) sidecar_lines(chunk);
-    });
+      if (chunk.size() + (end - from) > 3500) {
+        sidecar_lines(chunk);
+        chunk.clear();
+      }
+      chunk.add(p + from, end - from);
+      from = end;
+    }
+    if (!chunk.empty()) sidecar_lines(chunk);
   }
 
   /// `loader <kind>`, with torch's version for lotus.torch's loader (`loader torch 2.7.1`).
@@ -8597,7 +8621,7 @@ class trace_writer {
   }
 
   /// The cycle's `thread` lines and the `file` lines of the trace files created, in one write.
-  void flush_thread_lines() noexcept {
+  LOTUS_DETAIL_COLD void flush_thread_lines() noexcept {
     if (files_.created_pending()) {
       const text created = files_.take_created();
       if (thread_lines_.size() + created.size() > 4000) {
@@ -8672,7 +8696,7 @@ class trace_writer {
   }
 
   /// Drains every thread once and writes the sidecar lines of the cycle (no lock held).
-  void cycle(bool reopen, bool stats, bool urgent, bool final) noexcept {
+  LOTUS_DETAIL_COLD void cycle(bool reopen, bool stats, bool urgent, bool final) noexcept {
     const std::uint64_t cpu0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
     if (!threads_.snapshot(cycle_threads_)) {
       diag(topic::no_memory, "out of memory listing the recording threads; retried next cycle");
@@ -8745,7 +8769,7 @@ class trace_writer {
   /// What each thread is inside now (inflight.hpp), read once per cycle after the drains: the
   /// flight recorder's in-progress triggers and the live file's `inflight` lines. An entry is
   /// `confirmed` when the previous cycle read the same one (a stall, never a torn read).
-  void scan_inflight(std::uint64_t now) noexcept {
+  LOTUS_DETAIL_COLD void scan_inflight(std::uint64_t now) noexcept {
     inflight_count_ = 0;
     auto add = [&](const inflight_entry& e) {
       if (inflight_count_ < max_inflight) inflight_[inflight_count_++] = e;
@@ -9119,12 +9143,13 @@ LOTUS_DETAIL_COLD inline text sidecar_host_lines() noexcept {
 class runtime {
  public:
   LOTUS_DETAIL_NOINLINE static inline runtime& get() noexcept;
+  LOTUS_DETAIL_COLD static runtime* make() noexcept { return new runtime(); }
 
   LOTUS_DETAIL_NOINLINE inline bool initialize() noexcept;
   void configure(const options& o);
   inline void flush() noexcept;
   void shutdown() noexcept;
-  trace_stats stats() noexcept;
+  LOTUS_DETAIL_COLD trace_stats stats() noexcept;
   const record_site& intern(std::string_view name, std::uint32_t flags);
   interned_name intern_locked(const char* name, std::size_t size, std::uint32_t flags) noexcept;
   LOTUS_DETAIL_NOINLINE inline const record_site* intern_dynamic(const char* name, std::size_t size,
@@ -9158,7 +9183,7 @@ class runtime {
   void apply_locked(const options& o) noexcept;
   /// The settings the writer thread applies (budget, prefix and period, flight mode, live
   /// figures): after configure() and in a forked child.
-  void settings_to_writer() noexcept {
+  LOTUS_DETAIL_COLD void settings_to_writer() noexcept {
     threads_.set_ring_max(set_.ring_capacity);  // the writer's spare segments
     writer_.set_budget(set_.max_bytes, set_.min_free);
     writer_.retarget(set_.log_file, set_.flush_interval_ms);
@@ -9214,7 +9239,7 @@ runtime& runtime::get() noexcept {
     if (g_runtime_creator.compare_exchange_strong(owner, me, std::memory_order_acq_rel) ||
         (owner != me &&
          g_runtime_creator.compare_exchange_strong(owner, me, std::memory_order_acq_rel))) {
-      g_runtime = new runtime();
+      g_runtime = make();  // (once: the construction is out of get's way)
       g_runtime_ready.store(g_runtime, std::memory_order_release);
       return *g_runtime;
     }
@@ -9752,21 +9777,21 @@ inline void rt_api_flush() noexcept {
   if (g_mode.load(std::memory_order_relaxed) != mode_uninit) runtime::get().flush();
 }
 
-inline void rt_api_shutdown() noexcept {
+LOTUS_DETAIL_COLD inline void rt_api_shutdown() noexcept {
   if (g_mode.load(std::memory_order_relaxed) != mode_uninit) runtime::get().shutdown();
 }
 
-inline bool rt_api_capture(const char* reason, std::size_t size) noexcept {
+LOTUS_DETAIL_COLD inline bool rt_api_capture(const char* reason, std::size_t size) noexcept {
   if (g_mode.load(std::memory_order_relaxed) < mode_tsc) return false;
   return runtime::get().capture(std::string_view(reason, size));
 }
 
-inline bool rt_trigger_valid(const char* text, std::size_t size) noexcept {
+LOTUS_DETAIL_COLD inline bool rt_trigger_valid(const char* text, std::size_t size) noexcept {
   flight_settings s;
   return flight_parse_triggers(std::string_view(text, size), s);
 }
 
-inline trace_stats rt_api_stats() noexcept {
+LOTUS_DETAIL_COLD inline trace_stats rt_api_stats() noexcept {
   if (g_mode.load(std::memory_order_relaxed) == mode_uninit) return {};
   return runtime::get().stats();
 }
@@ -11433,7 +11458,6 @@ inline const char* to_string(kind k) noexcept {
 #include <atomic>   // atomic
 #include <cerrno>   // errno
 #include <cstring>  // strcmp
-#include <mutex>    // mutex, lock_guard
 
 // ---- begin lotus/collectors/amd.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTORS_AMD_HPP
@@ -12025,7 +12049,7 @@ namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
 
-inline std::mutex collector_mutex;  // serialises detection, depth changes and backend calls
+inline sync_mutex collector_mutex;  // serialises detection, depth changes and backend calls
 inline const collector_backend* collector_active = nullptr;
 inline collector::kind collector_kind = collector::kind::none;
 
@@ -12099,7 +12123,7 @@ class collector_errno_guard {
 
 LOTUS_DETAIL_COLD inline void rt_collector_resume_slow(const char* region) noexcept {
   const collector_errno_guard keep_errno;
-  std::lock_guard<std::mutex> lock(collector_mutex);
+  const sync_hold lock(collector_mutex);
   collector_detect_locked();
   if (collector_active == nullptr) return;
   // Process-wide nesting: only the outermost resume reaches the collector.
@@ -12111,7 +12135,7 @@ LOTUS_DETAIL_COLD inline void rt_collector_resume_slow(const char* region) noexc
 
 LOTUS_DETAIL_COLD inline void rt_collector_pause_slow(const char* region) noexcept {
   const collector_errno_guard keep_errno;
-  std::lock_guard<std::mutex> lock(collector_mutex);
+  const sync_hold lock(collector_mutex);
   collector_detect_locked();
   if (collector_active == nullptr) return;
   const int depth = collector_depth.load(std::memory_order_relaxed);
@@ -12122,7 +12146,7 @@ LOTUS_DETAIL_COLD inline void rt_collector_pause_slow(const char* region) noexce
 
 LOTUS_DETAIL_COLD inline void rt_collector_detach_slow() noexcept {
   const collector_errno_guard keep_errno;
-  std::lock_guard<std::mutex> lock(collector_mutex);
+  const sync_hold lock(collector_mutex);
   collector_detect_locked();
   if (collector_active != nullptr) {
     collector_active->detach(collector_depth.load(std::memory_order_relaxed) > 0);
@@ -12132,13 +12156,13 @@ LOTUS_DETAIL_COLD inline void rt_collector_detach_slow() noexcept {
 
 LOTUS_DETAIL_COLD inline void rt_collector_initialize() noexcept {
   const collector_errno_guard keep_errno;
-  std::lock_guard<std::mutex> lock(collector_mutex);
+  const sync_hold lock(collector_mutex);
   collector_detect_locked();
 }
 
 LOTUS_DETAIL_COLD inline collector::kind rt_collector_attached() noexcept {
   collector::initialize();
-  std::lock_guard<std::mutex> lock(collector_mutex);
+  const sync_hold lock(collector_mutex);
   return collector_active != nullptr ? collector_kind : collector::kind::none;
 }
 
@@ -12219,15 +12243,13 @@ class map_region {
 
 #include <errno.h>   // errno
 #include <fcntl.h>   // open
+#include <time.h>    // nanosleep
 #include <unistd.h>  // write, close
 
 #include <atomic>   // atomic
-#include <chrono>   // milliseconds
 #include <cstdint>  // uint64_t
+#include <cstdlib>  // realloc
 #include <cstring>  // strcmp, strlen
-#include <mutex>    // mutex
-#include <thread>   // sleep_for
-#include <vector>   // vector
 
 
 namespace lotus {
@@ -12252,17 +12274,21 @@ LOTUS_DETAIL_COLD inline bool same_record_name(const char* name, const char* sel
 /// List mode: appends `name`, as trace records carry it, to the list file the first time this
 /// process enters it (a ',' or a newline in a name never makes another region).
 LOTUS_DETAIL_COLD inline void map_list(const char* path, const char* name) noexcept {
-  static std::mutex mutex;
-  static std::vector<const char*> seen;
-  std::lock_guard<std::mutex> lock(mutex);
-  for (const char* s : seen) {
-    if (std::strcmp(s, name) == 0) return;
+  static sync_mutex mutex;
+  static const char** seen = nullptr;  // the names listed so far (record sites: they stay)
+  static std::size_t count = 0, capacity = 0;
+  const sync_hold lock(mutex);
+  for (std::size_t i = 0; i < count; ++i) {
+    if (std::strcmp(seen[i], name) == 0) return;
   }
-  try {
-    seen.push_back(name);
-  } catch (...) {
-    return;
+  if (count == capacity) {
+    const std::size_t grown = capacity == 0 ? 16 : capacity * 2;
+    void* p = std::realloc(static_cast<void*>(seen), grown * sizeof(const char*));
+    if (p == nullptr) return;
+    seen = static_cast<const char**>(p);
+    capacity = grown;
   }
+  seen[count++] = name;
   // The driver made this file; a symlink or FIFO in its place is refused, never followed.
   const int fd =
       ::open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
@@ -12294,9 +12320,9 @@ LOTUS_DETAIL_COLD inline const char* rt_map_gate_enter(const char* name) noexcep
   const std::uint64_t n = map_selected_executions.fetch_add(1, std::memory_order_relaxed);
   if (n < s.warmup || n - s.warmup >= s.count) return nullptr;
   if (s.gap_ms > 0) {
-    try {
-      std::this_thread::sleep_for(std::chrono::milliseconds(s.gap_ms));
-    } catch (...) {
+    timespec left{static_cast<time_t>(s.gap_ms / 1000),
+                  static_cast<long>(s.gap_ms % 1000) * 1000000L};
+    while (::nanosleep(&left, &left) != 0 && errno == EINTR) {
     }
   }
   collector::resume_region(name);

@@ -6,7 +6,6 @@
 #include <atomic>   // atomic
 #include <cerrno>   // errno
 #include <cstring>  // strcmp
-#include <mutex>    // mutex, lock_guard
 
 #include "lotus/collector.hpp"
 #include "lotus/collector_kind.hpp"
@@ -18,12 +17,13 @@
 #include "lotus/config.hpp"
 #include "lotus/detail/entry.hpp"
 #include "lotus/detail/platform.hpp"
+#include "lotus/runtime/sync.hpp"
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
 
-inline std::mutex collector_mutex;  // serialises detection, depth changes and backend calls
+inline sync_mutex collector_mutex;  // serialises detection, depth changes and backend calls
 inline const collector_backend* collector_active = nullptr;
 inline collector::kind collector_kind = collector::kind::none;
 
@@ -97,7 +97,7 @@ class collector_errno_guard {
 
 LOTUS_DETAIL_COLD inline void rt_collector_resume_slow(const char* region) noexcept {
   const collector_errno_guard keep_errno;
-  std::lock_guard<std::mutex> lock(collector_mutex);
+  const sync_hold lock(collector_mutex);
   collector_detect_locked();
   if (collector_active == nullptr) return;
   // Process-wide nesting: only the outermost resume reaches the collector.
@@ -109,7 +109,7 @@ LOTUS_DETAIL_COLD inline void rt_collector_resume_slow(const char* region) noexc
 
 LOTUS_DETAIL_COLD inline void rt_collector_pause_slow(const char* region) noexcept {
   const collector_errno_guard keep_errno;
-  std::lock_guard<std::mutex> lock(collector_mutex);
+  const sync_hold lock(collector_mutex);
   collector_detect_locked();
   if (collector_active == nullptr) return;
   const int depth = collector_depth.load(std::memory_order_relaxed);
@@ -120,7 +120,7 @@ LOTUS_DETAIL_COLD inline void rt_collector_pause_slow(const char* region) noexce
 
 LOTUS_DETAIL_COLD inline void rt_collector_detach_slow() noexcept {
   const collector_errno_guard keep_errno;
-  std::lock_guard<std::mutex> lock(collector_mutex);
+  const sync_hold lock(collector_mutex);
   collector_detect_locked();
   if (collector_active != nullptr) {
     collector_active->detach(collector_depth.load(std::memory_order_relaxed) > 0);
@@ -130,13 +130,13 @@ LOTUS_DETAIL_COLD inline void rt_collector_detach_slow() noexcept {
 
 LOTUS_DETAIL_COLD inline void rt_collector_initialize() noexcept {
   const collector_errno_guard keep_errno;
-  std::lock_guard<std::mutex> lock(collector_mutex);
+  const sync_hold lock(collector_mutex);
   collector_detect_locked();
 }
 
 LOTUS_DETAIL_COLD inline collector::kind rt_collector_attached() noexcept {
   collector::initialize();
-  std::lock_guard<std::mutex> lock(collector_mutex);
+  const sync_hold lock(collector_mutex);
   return collector_active != nullptr ? collector_kind : collector::kind::none;
 }
 

@@ -6,15 +6,13 @@
 
 #include <errno.h>   // errno
 #include <fcntl.h>   // open
+#include <time.h>    // nanosleep
 #include <unistd.h>  // write, close
 
 #include <atomic>   // atomic
-#include <chrono>   // milliseconds
 #include <cstdint>  // uint64_t
+#include <cstdlib>  // realloc
 #include <cstring>  // strcmp, strlen
-#include <mutex>    // mutex
-#include <thread>   // sleep_for
-#include <vector>   // vector
 
 #include "lotus/collector.hpp"
 #include "lotus/collectors/common.hpp"
@@ -22,6 +20,7 @@
 #include "lotus/detail/entry.hpp"
 #include "lotus/detail/record_name.hpp"
 #include "lotus/runtime/diagnostics.hpp"
+#include "lotus/runtime/sync.hpp"
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -45,17 +44,21 @@ LOTUS_DETAIL_COLD inline bool same_record_name(const char* name, const char* sel
 /// List mode: appends `name`, as trace records carry it, to the list file the first time this
 /// process enters it (a ',' or a newline in a name never makes another region).
 LOTUS_DETAIL_COLD inline void map_list(const char* path, const char* name) noexcept {
-  static std::mutex mutex;
-  static std::vector<const char*> seen;
-  std::lock_guard<std::mutex> lock(mutex);
-  for (const char* s : seen) {
-    if (std::strcmp(s, name) == 0) return;
+  static sync_mutex mutex;
+  static const char** seen = nullptr;  // the names listed so far (record sites: they stay)
+  static std::size_t count = 0, capacity = 0;
+  const sync_hold lock(mutex);
+  for (std::size_t i = 0; i < count; ++i) {
+    if (std::strcmp(seen[i], name) == 0) return;
   }
-  try {
-    seen.push_back(name);
-  } catch (...) {
-    return;
+  if (count == capacity) {
+    const std::size_t grown = capacity == 0 ? 16 : capacity * 2;
+    void* p = std::realloc(static_cast<void*>(seen), grown * sizeof(const char*));
+    if (p == nullptr) return;
+    seen = static_cast<const char**>(p);
+    capacity = grown;
   }
+  seen[count++] = name;
   // The driver made this file; a symlink or FIFO in its place is refused, never followed.
   const int fd =
       ::open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
@@ -87,9 +90,9 @@ LOTUS_DETAIL_COLD inline const char* rt_map_gate_enter(const char* name) noexcep
   const std::uint64_t n = map_selected_executions.fetch_add(1, std::memory_order_relaxed);
   if (n < s.warmup || n - s.warmup >= s.count) return nullptr;
   if (s.gap_ms > 0) {
-    try {
-      std::this_thread::sleep_for(std::chrono::milliseconds(s.gap_ms));
-    } catch (...) {
+    timespec left{static_cast<time_t>(s.gap_ms / 1000),
+                  static_cast<long>(s.gap_ms % 1000) * 1000000L};
+    while (::nanosleep(&left, &left) != 0 && errno == EINTR) {
     }
   }
   collector::resume_region(name);

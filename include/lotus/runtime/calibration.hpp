@@ -49,7 +49,7 @@ class tick_converter {
   }
 
   /// Take a fresh (tsc, realtime) pair; needs >= 2 ms since start() for a first rate.
-  void reanchor() noexcept {
+  LOTUS_DETAIL_COLD void reanchor() noexcept {
     if (mode_ != mode_tsc) return;
     std::uint64_t t = 0, ns = 0;
     sample(t, ns);

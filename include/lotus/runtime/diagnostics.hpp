@@ -53,7 +53,7 @@ enum class topic : unsigned {
 inline std::atomic<bool> g_topic_said[static_cast<unsigned>(topic::count_)] = {};
 
 /// `lotus: <text>` on stderr with one write(2): async-signal-safe formatting aside, no stdio lock.
-inline void diag_write(const char* text, int n) noexcept {
+LOTUS_DETAIL_COLD inline void diag_write(const char* text, int n) noexcept {
   char line[640];
   if (n < 0) return;
   const int max = static_cast<int>(sizeof line) - 9;
@@ -125,8 +125,8 @@ diag(topic t, const char* format, ...) noexcept {
 /// A value for a message: at most its first 200 bytes, control bytes and DEL escaped (`\n`,
 /// `\t`, `\r`, else `\xHH`), so a value can never end the message's line or forge another
 /// (a newline in an environment variable, an ANSI escape). `out` holds at least 801 bytes.
-inline const char* diag_escaped(const char* v, std::size_t n, char* out,
-                                std::size_t size) noexcept {
+LOTUS_DETAIL_COLD inline const char* diag_escaped(const char* v, std::size_t n, char* out,
+                                                  std::size_t size) noexcept {
   static constexpr char hex[] = "0123456789abcdef";
   std::size_t o = 0;
   if (n > 200) n = 200;
@@ -148,7 +148,8 @@ inline const char* diag_escaped(const char* v, std::size_t n, char* out,
   out[o] = '\0';
   return out;
 }
-inline const char* diag_escaped(const char* v, char* out, std::size_t size) noexcept {
+LOTUS_DETAIL_COLD inline const char* diag_escaped(const char* v, char* out,
+                                                  std::size_t size) noexcept {
   return diag_escaped(v, std::strlen(v), out, size);
 }
 

@@ -657,12 +657,11 @@ class flight_recorder {
   /// Writes the record chunks stamped at or after `from` and after `after` into `out`, a file
   /// per (thread, kind) in `slots` (at most `cap`), `thread` and `file` lines through `emit`,
   /// then the window's sidecar lines of those chunks. Returns the last chunk's stamp.
-  template <class Emit>
   LOTUS_DETAIL_COLD std::uint64_t write_chunks(trace_files& out, capture_file* slots,
                                                std::size_t& nslots, std::size_t cap,
                                                std::uint64_t from, std::uint64_t after,
                                                std::uint64_t& recorded, std::uint64_t& written,
-                                               std::uint64_t& sanitized, Emit&& emit) noexcept {
+                                               std::uint64_t& sanitized, text_sink emit) noexcept {
     std::uint64_t last = after;
     for (chunk* c = head_; c != nullptr; c = c->next) {
       if (c->stamp_ns < from || c->stamp_ns <= after) continue;
@@ -714,11 +713,10 @@ class flight_recorder {
 
   /// The closing lines of a part: what was still in progress (a stall longer than the capture is
   /// cut there, and these lines say where), then `capture` (window's end `end`) and `stats`.
-  template <class Emit>
   LOTUS_DETAIL_COLD void closing_lines(const flight_request& r, std::uint64_t from,
                                        std::uint64_t end, std::uint64_t recorded,
-                                       std::uint64_t written, std::uint64_t sanitized, Emit&& emit,
-                                       text& cap) const noexcept {
+                                       std::uint64_t written, std::uint64_t sanitized,
+                                       text_sink emit, text& cap) const noexcept {
     for (std::size_t i = 0; i < inflight_count_; ++i) {
       text t;
       if (inflight_line(i, t)) emit(t);

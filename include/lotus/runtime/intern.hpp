@@ -186,7 +186,7 @@ class label_table {
     return static_cast<std::size_t>((v >> 4) ^ (v >> 13));
   }
 
-  const label* add(const record_site* loc) noexcept {
+  LOTUS_DETAIL_COLD const label* add(const record_site* loc) noexcept {
     if (!table_.reserve_one(256, SIZE_MAX / (2 * sizeof(label)))) return nullptr;
     const char* name = loc->name != nullptr ? loc->name : "";
     const std::size_t n = std::strlen(name);

@@ -199,7 +199,7 @@ inline void schedstat_unkeep(int fd) noexcept {
 /// The thread's run-queue wait (schedstat's second field), or false without schedstat. `nested`:
 /// a signal handler's reading that interrupted one of this thread: it may use the kept
 /// descriptor, never open or replace it.
-inline bool read_schedstat_wait(std::uint64_t& wait, bool nested) noexcept {
+LOTUS_DETAIL_COLD inline bool read_schedstat_wait(std::uint64_t& wait, bool nested) noexcept {
   int fd = t_schedstat_fd;
   if (fd >= 0) {  // kept: one pread, offset-independent (a handler's pread reads the same)
     char buf[96];

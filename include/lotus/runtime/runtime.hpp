@@ -109,12 +109,13 @@ LOTUS_DETAIL_COLD inline text sidecar_host_lines() noexcept {
 class runtime {
  public:
   LOTUS_DETAIL_NOINLINE static inline runtime& get() noexcept;
+  LOTUS_DETAIL_COLD static runtime* make() noexcept { return new runtime(); }
 
   LOTUS_DETAIL_NOINLINE inline bool initialize() noexcept;
   void configure(const options& o);
   inline void flush() noexcept;
   void shutdown() noexcept;
-  trace_stats stats() noexcept;
+  LOTUS_DETAIL_COLD trace_stats stats() noexcept;
   const record_site& intern(std::string_view name, std::uint32_t flags);
   interned_name intern_locked(const char* name, std::size_t size, std::uint32_t flags) noexcept;
   LOTUS_DETAIL_NOINLINE inline const record_site* intern_dynamic(const char* name, std::size_t size,
@@ -148,7 +149,7 @@ class runtime {
   void apply_locked(const options& o) noexcept;
   /// The settings the writer thread applies (budget, prefix and period, flight mode, live
   /// figures): after configure() and in a forked child.
-  void settings_to_writer() noexcept {
+  LOTUS_DETAIL_COLD void settings_to_writer() noexcept {
     threads_.set_ring_max(set_.ring_capacity);  // the writer's spare segments
     writer_.set_budget(set_.max_bytes, set_.min_free);
     writer_.retarget(set_.log_file, set_.flush_interval_ms);
@@ -204,7 +205,7 @@ runtime& runtime::get() noexcept {
     if (g_runtime_creator.compare_exchange_strong(owner, me, std::memory_order_acq_rel) ||
         (owner != me &&
          g_runtime_creator.compare_exchange_strong(owner, me, std::memory_order_acq_rel))) {
-      g_runtime = new runtime();
+      g_runtime = make();  // (once: the construction is out of get's way)
       g_runtime_ready.store(g_runtime, std::memory_order_release);
       return *g_runtime;
     }
@@ -742,21 +743,21 @@ inline void rt_api_flush() noexcept {
   if (g_mode.load(std::memory_order_relaxed) != mode_uninit) runtime::get().flush();
 }
 
-inline void rt_api_shutdown() noexcept {
+LOTUS_DETAIL_COLD inline void rt_api_shutdown() noexcept {
   if (g_mode.load(std::memory_order_relaxed) != mode_uninit) runtime::get().shutdown();
 }
 
-inline bool rt_api_capture(const char* reason, std::size_t size) noexcept {
+LOTUS_DETAIL_COLD inline bool rt_api_capture(const char* reason, std::size_t size) noexcept {
   if (g_mode.load(std::memory_order_relaxed) < mode_tsc) return false;
   return runtime::get().capture(std::string_view(reason, size));
 }
 
-inline bool rt_trigger_valid(const char* text, std::size_t size) noexcept {
+LOTUS_DETAIL_COLD inline bool rt_trigger_valid(const char* text, std::size_t size) noexcept {
   flight_settings s;
   return flight_parse_triggers(std::string_view(text, size), s);
 }
 
-inline trace_stats rt_api_stats() noexcept {
+LOTUS_DETAIL_COLD inline trace_stats rt_api_stats() noexcept {
   if (g_mode.load(std::memory_order_relaxed) == mode_uninit) return {};
   return runtime::get().stats();
 }

@@ -6,6 +6,7 @@
 #include <cstdint>      // uint64_t
 #include <cstring>      // memcpy, strlen
 #include <string_view>  // string_view
+#include <type_traits>  // remove_reference_t
 
 #include "lotus/config.hpp"
 #include "lotus/detail/platform.hpp"
@@ -93,6 +94,21 @@ class text {
   static constexpr std::size_t max_size = 4352;
   char buf_[max_size];
   std::size_t size_ = 0;
+};
+
+/// Something that takes texts (a lambda), passed by reference without a template: a function
+/// that takes one is compiled once, whatever each caller passes. Valid while the callable lives.
+class text_sink {
+ public:
+  template <class F>
+  text_sink(F&& f) noexcept  // NOLINT(google-explicit-constructor): made where it is passed
+      : ctx_(static_cast<void*>(&f)),
+        fn_([](void* c, const text& t) { (*static_cast<std::remove_reference_t<F>*>(c))(t); }) {}
+  void operator()(const text& t) const noexcept { fn_(ctx_, t); }
+
+ private:
+  void* ctx_;
+  void (*fn_)(void*, const text&);
 };
 
 }  // namespace detail

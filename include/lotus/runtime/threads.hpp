@@ -228,7 +228,7 @@ class thread_registry {
 
   /// Frees the records of exited threads whose events are all written. Under the lock, because
   /// stats() reads the records.
-  void release(ptr_list<thread_state>& finished) noexcept {
+  LOTUS_DETAIL_COLD void release(ptr_list<thread_state>& finished) noexcept {
     if (finished.empty()) return;
     const sync_hold lk(mu_);
     exited_.fetch_sub(finished.size(), std::memory_order_relaxed);

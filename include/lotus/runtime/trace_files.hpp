@@ -153,7 +153,7 @@ class trace_files {
   /// A finished thread: its files are closed and leave the cache. They are remembered by thread id:
   /// the kernel reuses ids, and a later thread with the same id appends to the same files (they
   /// were created by this process in this run) instead of taking fresh names.
-  void forget(thread_state& t) noexcept {
+  LOTUS_DETAIL_COLD void forget(thread_state& t) noexcept {
     release(t.worker);
     release(t.main);
     if (t.worker.state == file_slot::created) remember(file_key(t.tid, kind_worker), t.worker);
@@ -253,7 +253,7 @@ class trace_files {
 
   /// The sidecar's path once this process created it (a flight-recorder capture's part is
   /// replaced whole when the stall it holds ends); false before.
-  bool sidecar_path(text& out) const noexcept {
+  LOTUS_DETAIL_COLD bool sidecar_path(text& out) const noexcept {
     if (sidecar_.state != file_slot::created ||
         sidecar_pid_ != static_cast<std::uint64_t>(::getpid())) {
       return false;
@@ -409,7 +409,7 @@ class trace_files {
   /// True when `f.fd` still is the live file (the host may have closed the descriptor and reused
   /// its number: then it is reopened by name, and must be the same inode). Never closes a
   /// descriptor that is not ours.
-  bool live_ours(live_file& f) noexcept {
+  LOTUS_DETAIL_COLD bool live_ours(live_file& f) noexcept {
     struct stat st {};
     if (f.fd >= 0 && ::fstat(f.fd, &st) == 0 && static_cast<std::uint64_t>(st.st_dev) == f.dev &&
         static_cast<std::uint64_t>(st.st_ino) == f.ino) {
@@ -513,7 +513,8 @@ class trace_files {
 
   /// The name of a worker or main trace file (`id` a thread id) or of the sidecar (`id` the pid),
   /// with its fresh-name tag; false when longer than a path may be.
-  bool path_of(text& out, const file_slot& s, int kind, std::uint64_t id) const noexcept {
+  LOTUS_DETAIL_COLD bool path_of(text& out, const file_slot& s, int kind,
+                                 std::uint64_t id) const noexcept {
     out.clear();
     if (kind == kind_sidecar) {
       out.add(dir_).add("/.").add(base_).add(".lotus-meta_");

@@ -157,7 +157,7 @@ class out_buffer {
 /// interval; threads hand it events through their segments; it reports counters.
 class trace_writer {
  public:
-  explicit trace_writer(thread_registry& threads) noexcept : threads_(threads) {}
+  LOTUS_DETAIL_COLD explicit trace_writer(thread_registry& threads) noexcept : threads_(threads) {}
 
   /// Clock of this process (fixed at initialization) and the sidecar's extra lines (host, rank).
   void set_clock(int mode) noexcept { conv_.start(mode); }
@@ -385,9 +385,13 @@ class trace_writer {
 
   /// The thread's queued per-batch resource figures as sidecar `batchres` lines (FORMAT.md §5),
   /// and a `batchres_lost` line when its queue overflowed since the last one.
+  /// (Called on every drain: the figures' work, cold, only where the thread has a queue; a cold
+  /// call on drain's every path would make the compiler take all of drain as never run.)
   void drain_resources(thread_state& t) noexcept {
-    res_queue* q = t.res.load(std::memory_order_acquire);
-    if (q == nullptr) return;
+    if (res_queue* q = t.res.load(std::memory_order_acquire)) format_resources(t, q);
+  }
+
+  LOTUS_DETAIL_COLD void format_resources(thread_state& t, res_queue* q) noexcept {
     std::uint64_t tail = q->tail.load(std::memory_order_relaxed);
     const bool last = t.retired.load(std::memory_order_acquire);
     for (;; ++tail) {
@@ -422,7 +426,7 @@ class trace_writer {
   /// One whole sidecar line into res_lines_, which is written first when the line would not fit
   /// (a text is 4 KiB: about 60 `batchres` lines). False when the line itself does not fit a
   /// text (the caller counts what it held as lost): a line is never cut, nor glued to the next.
-  bool resource_line(const text& line) noexcept {
+  LOTUS_DETAIL_COLD bool resource_line(const text& line) noexcept {
     if (line.overflow) return false;
     if (!res_lines_.fits(line.size())) flush_resource_lines();
     res_lines_.add(line);
@@ -435,8 +439,10 @@ class trace_writer {
   /// cycle. A line read while its op was being added may take part of that op's figures; the
   /// rest come with the next line, so sums over lines are exact once the thread is drained.
   void drain_op_resources(thread_state& t) noexcept {
-    op_res_table* q = t.opres.load(std::memory_order_acquire);
-    if (q == nullptr) return;
+    if (op_res_table* q = t.opres.load(std::memory_order_acquire)) format_op_resources(t, q);
+  }
+
+  LOTUS_DETAIL_COLD void format_op_resources(thread_state& t, op_res_table* q) noexcept {
     for (op_res_slot& s : q->slots) {
       const auto* site = static_cast<const record_site*>(s.site.load(std::memory_order_acquire));
       if (site == nullptr) continue;
@@ -506,7 +512,7 @@ class trace_writer {
     return false;
   }
 
-  void flush_resource_lines() noexcept {
+  LOTUS_DETAIL_COLD void flush_resource_lines() noexcept {
     if (res_lines_.empty()) return;
     std::size_t kept = 0;
     sidecar_lines(res_lines_, &kept);
@@ -530,7 +536,7 @@ class trace_writer {
   /// `batchres_lost`/`opres_lost` line written is its thread's count on disk (lost_written), one
   /// not written is written again later; what never reaches a thread's own line is in the
   /// process's `batchres_lost 0`/`opres_lost 0` line at exit (write_stats).
-  void note_resource_lines(const text& lines, std::size_t kept) noexcept {
+  LOTUS_DETAIL_COLD void note_resource_lines(const text& lines, std::size_t kept) noexcept {
     if (kept >= lines.size() &&
         std::strstr(lines.c_str(), "_lost ") == nullptr) {  // the usual case: nothing to note
       return;
@@ -583,7 +589,7 @@ class trace_writer {
 
   /// Before the writer frees exited threads' records: what their own lines never carried goes
   /// to the process's count (write_stats).
-  void keep_unreported_losses(ptr_list<thread_state>& finished) noexcept {
+  LOTUS_DETAIL_COLD void keep_unreported_losses(ptr_list<thread_state>& finished) noexcept {
     for (thread_state* t : finished) {
       if (const res_queue* q = t->res.load(std::memory_order_acquire)) {
         unwritten_batches_ +=
@@ -598,7 +604,7 @@ class trace_writer {
 
   /// The process's `batchres_lost 0 <n>` and `opres_lost 0 <n>` lines (thread 0: figures whose
   /// own thread's line could not carry them), for the exit `stats` write.
-  void process_loss_lines(text& out) noexcept {
+  LOTUS_DETAIL_COLD void process_loss_lines(text& out) noexcept {
     std::uint64_t batches = unwritten_batches_, ops = unwritten_ops_;
     for (thread_state* t : cycle_threads_) {
       if (const res_queue* q = t->res.load(std::memory_order_acquire)) {
@@ -616,7 +622,7 @@ class trace_writer {
   /// Figures for the sidecar (`batchres`, `memory`): written there, or in flight mode kept with
   /// the records in the window, for the sidecars of a capture. `kept`: the bytes that reached
   /// their place (whole lines).
-  void sidecar_lines(const text& lines, std::size_t* kept = nullptr) noexcept {
+  LOTUS_DETAIL_COLD void sidecar_lines(const text& lines, std::size_t* kept = nullptr) noexcept {
     if (flight_.on()) {
       flight_.keep(0, "", flight_recorder::chunk_sidecar, lines.c_str(), lines.size(), 0, 0,
                    realtime_ns());
@@ -630,26 +636,28 @@ class trace_writer {
   /// lotus.torch's `gpu` lines (gpu_notes.hpp) queued since the last cycle, in pieces of whole
   /// lines, where the sidecar's figures go (the sidecar, or in flight mode the window).
   LOTUS_DETAIL_COLD void write_gpu_lines() noexcept {
-    take_gpu_lines([this](const char* p, std::size_t n) {
-      text chunk;
-      std::size_t from = 0;
-      while (from < n) {
-        const void* nl = std::memchr(p + from, '\n', n - from);
-        const std::size_t end =
-            nl ? static_cast<std::size_t>(static_cast<const char*>(nl) - p) + 1 : n;
-        if (end - from > 3500) {  // no such line is queued (lotus.torch's are short): skipped
-          from = end;
-          continue;
-        }
-        if (chunk.size() + (end - from) > 3500) {
-          sidecar_lines(chunk);
-          chunk.clear();
-        }
-        chunk.add(p + from, end - from);
+    take_gpu_lines([this](const char* p, std::size_t n) { write_gpu_chunk(p, n); });
+  }
+
+  LOTUS_DETAIL_COLD void write_gpu_chunk(const char* p, std::size_t n) noexcept {
+    text chunk;
+    std::size_t from = 0;
+    while (from < n) {
+      const void* nl = std::memchr(p + from, '\n', n - from);
+      const std::size_t end =
+          nl ? static_cast<std::size_t>(static_cast<const char*>(nl) - p) + 1 : n;
+      if (end - from > 3500) {  // no such line is queued (lotus.torch's are short): skipped
         from = end;
+        continue;
       }
-      if (!chunk.empty()) sidecar_lines(chunk);
-    });
+      if (chunk.size() + (end - from) > 3500) {
+        sidecar_lines(chunk);
+        chunk.clear();
+      }
+      chunk.add(p + from, end - from);
+      from = end;
+    }
+    if (!chunk.empty()) sidecar_lines(chunk);
   }
 
   /// `loader <kind>`, with torch's version for lotus.torch's loader (`loader torch 2.7.1`).
@@ -691,7 +699,7 @@ class trace_writer {
   }
 
   /// The cycle's `thread` lines and the `file` lines of the trace files created, in one write.
-  void flush_thread_lines() noexcept {
+  LOTUS_DETAIL_COLD void flush_thread_lines() noexcept {
     if (files_.created_pending()) {
       const text created = files_.take_created();
       if (thread_lines_.size() + created.size() > 4000) {
@@ -766,7 +774,7 @@ class trace_writer {
   }
 
   /// Drains every thread once and writes the sidecar lines of the cycle (no lock held).
-  void cycle(bool reopen, bool stats, bool urgent, bool final) noexcept {
+  LOTUS_DETAIL_COLD void cycle(bool reopen, bool stats, bool urgent, bool final) noexcept {
     const std::uint64_t cpu0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
     if (!threads_.snapshot(cycle_threads_)) {
       diag(topic::no_memory, "out of memory listing the recording threads; retried next cycle");
@@ -839,7 +847,7 @@ class trace_writer {
   /// What each thread is inside now (inflight.hpp), read once per cycle after the drains: the
   /// flight recorder's in-progress triggers and the live file's `inflight` lines. An entry is
   /// `confirmed` when the previous cycle read the same one (a stall, never a torn read).
-  void scan_inflight(std::uint64_t now) noexcept {
+  LOTUS_DETAIL_COLD void scan_inflight(std::uint64_t now) noexcept {
     inflight_count_ = 0;
     auto add = [&](const inflight_entry& e) {
       if (inflight_count_ < max_inflight) inflight_[inflight_count_++] = e;
