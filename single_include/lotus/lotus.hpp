@@ -1826,7 +1826,7 @@ struct options {
 #include <cstdint>      // uint64_t
 #include <cstring>      // memcpy, strlen
 #include <string_view>  // string_view
-#include <type_traits>  // remove_reference_t
+#include <type_traits>  // enable_if_t, is_same_v, remove_reference_t
 
 
 namespace lotus {
@@ -1918,7 +1918,8 @@ class text {
 /// that takes one is compiled once, whatever each caller passes. Valid while the callable lives.
 class text_sink {
  public:
-  template <class F>
+  template <class F, class = std::enable_if_t<
+                         !std::is_same_v<std::remove_cv_t<std::remove_reference_t<F>>, text_sink>>>
   text_sink(F&& f) noexcept  // NOLINT(google-explicit-constructor): made where it is passed
       : ctx_(static_cast<void*>(&f)),
         fn_([](void* c, const text& t) { (*static_cast<std::remove_reference_t<F>*>(c))(t); }) {}
@@ -2603,19 +2604,17 @@ struct env_value {
 /// How one row's value moves (every pointer may be null; a row without `apply` or `merge` is not
 /// a setting: the collector's and the probe's variables, read where they are used):
 ///   get     the lotus::options field, when set, as an option_value (the merge)
-///   put     an option_value into the lotus::options field (Python's configure)
 ///   apply   the merged value (a number, a spelling's index, a flag's truth) into settings
 ///   read    a prefix/path row: its variable's text into env_settings; true: set
 ///   merge   a row merged its own way (text; resources), instead of get/apply
-///   check   a prefix/path row: what a value must be (nullptr: it is fine), for Python's configure
 ///   negated a flag whose options field is the variable's negation (enabled, LOTUS_DISABLE)
+/// The other way, an option_value into the lotus::options field, is option_put (below): only
+/// Python's configure needs it, so an implementation file does not compile it.
 struct option_binding {
   bool (*get)(const options&, option_value&);
-  void (*put)(options&, const option_value&);
   void (*apply)(settings&, std::uint64_t);
   bool (*read)(const char* value, const char* source, env_settings&);
   void (*merge)(const options&, const env_value&, const env_settings&, settings&);
-  const char* (*check)(const char* text, std::size_t size);
   bool negated;
 };
 
@@ -2720,7 +2719,6 @@ inline constexpr option_desc option_table[] = {
   {"log_file", "LOTUS_LOG_FILE", option_kind::prefix, 0, 0, 0, nullptr, "unset", 0,
    "trace prefix: <prefix>_worker_pid_<tid>, <prefix>_main_pid_<tid>; unset: tracing off",
    {nullptr,
-    [](options& o, const option_value& v) { o.log_file = std::string(v.text, v.size); },
     nullptr,
     // A refused value leaves it unset: tracing stays off unless configure() names a prefix.
     [](const char* v, const char* source, env_settings& e) {
@@ -2735,25 +2733,20 @@ inline constexpr option_desc option_table[] = {
         s.log_file = e.log_file;
       }
     },
-    [](const char* t, std::size_t n) -> const char* {
-      return has_control_char(std::string_view(t, n)) ? "no control character" : nullptr;
-    },
     false}},
   {"enabled", "LOTUS_DISABLE", option_kind::flag, 0, 1, 0, option_flag_words, nullptr, 0,
    "LOTUS_DISABLE=1 (enabled=false): tracing off at run time",
    {[](const options& o, option_value& v) { return option_get(o.enabled, v); },
-    [](options& o, const option_value& v) { o.enabled = v.n != 0; },
     [](settings& s, std::uint64_t v) { s.enabled = v != 0; },
-    nullptr, nullptr, nullptr, true}},
+    nullptr, nullptr, true}},
   {"ring_capacity", "LOTUS_RING_CAPACITY", option_kind::uint, option_ring_min, option_ring_max,
    LOTUS_DEFAULT_RING_CAPACITY, nullptr, nullptr, 0,
    "largest ring per thread, in 32-byte events (rounded up to a power of two)",
    {[](const options& o, option_value& v) { return option_get(o.ring_capacity, v); },
-    [](options& o, const option_value& v) { o.ring_capacity = static_cast<std::size_t>(v.n); },
     [](settings& s, std::uint64_t v) {
       s.ring_capacity = round_up_pow2(static_cast<std::size_t>(v));
     },
-    nullptr, nullptr, nullptr, false}},
+    nullptr, nullptr, false}},
   {"flush_interval", "LOTUS_FLUSH_INTERVAL_MS", option_kind::uint, 1, 60000,
    LOTUS_DEFAULT_FLUSH_INTERVAL_MS, nullptr, nullptr, 0,
    "writer period in ms: after a SIGKILL every event older than this is on disk",
@@ -2761,59 +2754,45 @@ inline constexpr option_desc option_table[] = {
       if (o.flush_interval) v = option_signed(o.flush_interval->count());
       return o.flush_interval.has_value();
     },
-    [](options& o, const option_value& v) {
-      o.flush_interval = std::chrono::milliseconds(static_cast<std::int64_t>(v.n));
-    },
     [](settings& s, std::uint64_t v) { s.flush_interval_ms = v; },
-    nullptr, nullptr, nullptr, false}},
+    nullptr, nullptr, false}},
   {"overflow", "LOTUS_OVERFLOW", option_kind::choice, 0, 1, 0, option_overflow_names, nullptr, 0,
    "full ring: block waits for the writer (lossless), drop counts the event as dropped",
    // overflow_policy's values are the indices of option_overflow_names.
    {[](const options& o, option_value& v) { return option_get(o.overflow, v); },
-    [](options& o, const option_value& v) { o.overflow = static_cast<overflow_policy>(v.n); },
     [](settings& s, std::uint64_t v) { s.overflow = static_cast<overflow_policy>(v); },
-    nullptr, nullptr, nullptr, false}},
+    nullptr, nullptr, false}},
   {"clock", "LOTUS_CLOCK", option_kind::choice, 0, 2, 0, option_clock_names, nullptr, 0,
    "timestamps: tsc, realtime (clock_gettime), or auto (the TSC where CPU and kernel vouch)",
    // clock_source's values are the indices of option_clock_names.
    {[](const options& o, option_value& v) { return option_get(o.clock, v); },
-    [](options& o, const option_value& v) { o.clock = static_cast<clock_source>(v.n); },
     [](settings& s, std::uint64_t v) { s.clock = static_cast<clock_source>(v); },
-    nullptr, nullptr, nullptr, false}},
+    nullptr, nullptr, false}},
   {"max_bytes", "LOTUS_MAX_BYTES", option_kind::bytes, 0, option_bytes_max, 0, nullptr, nullptr,
    max_bytes_fail_closed,
    "bytes this process may write (sidecar included); beyond, events are dropped; 0: no limit",
    {[](const options& o, option_value& v) { return option_get(o.max_bytes, v); },
-    [](options& o, const option_value& v) { o.max_bytes = v.n; },
     [](settings& s, std::uint64_t v) { s.max_bytes = v; },
-    nullptr, nullptr, nullptr, false}},
+    nullptr, nullptr, false}},
   {"min_free_bytes", "LOTUS_MIN_FREE_BYTES", option_kind::bytes, 0, option_bytes_max,
    min_free_default, nullptr, "max(1 GiB, 5 %)", 0,
    "free space the trace file system keeps; below, events are dropped; 0: no reserve",
    {[](const options& o, option_value& v) { return option_get(o.min_free_bytes, v); },
-    [](options& o, const option_value& v) { o.min_free_bytes = v.n; },
     [](settings& s, std::uint64_t v) { s.min_free = v; },
-    nullptr, nullptr, nullptr, false}},
+    nullptr, nullptr, false}},
   {"nvtx", "LOTUS_NVTX", option_kind::flag, 0, 1, 0, option_flag_words, nullptr, 0,
    "every span also pushes an NVTX range (builds with NVTX)",
    {[](const options& o, option_value& v) { return option_get(o.nvtx, v); },
-    [](options& o, const option_value& v) { o.nvtx = v.n != 0; },
     [](settings& s, std::uint64_t v) { s.nvtx = v != 0; },
-    nullptr, nullptr, nullptr, false}},
+    nullptr, nullptr, false}},
   {"itt", "LOTUS_ITT", option_kind::flag, 0, 1, 0, option_flag_words, nullptr, 0,
    "every span is also an ITT task (the collector of INTEL_LIBITTNOTIFY64)",
    {[](const options& o, option_value& v) { return option_get(o.itt, v); },
-    [](options& o, const option_value& v) { o.itt = v.n != 0; },
     [](settings& s, std::uint64_t v) { s.itt = v != 0; },
-    nullptr, nullptr, nullptr, false}},
+    nullptr, nullptr, false}},
   {"resources", "LOTUS_RESOURCES", option_kind::flag, 0, 1,
    option_flag_yes, option_resources_words, "1", 0, "per-batch CPU, run-queue wait, faults and switches of workers (sidecar batchres); ops: per op too (opres)",
    {nullptr,
-    // `ops` (Python's resources="ops"): per batch and per op.
-    [](options& o, const option_value& v) {
-      o.resources = v.n != 0;
-      if (v.index == option_resources_ops) o.op_resources = true;
-    },
     nullptr, nullptr,
     // Unset or refused: the default, on (per batch); `ops`: per batch and per op.
     // options::resources sets on (per batch, keeping the environment's `ops`) or off;
@@ -2826,7 +2805,7 @@ inline constexpr option_desc option_table[] = {
         if (*o.op_resources) s.resources = true;
       }
     },
-    nullptr, false}},
+    false}},
   {nullptr, "LOTUS_COLLECTOR", option_kind::choice, 0, 7, 0, option_collector_names, nullptr, 0,
    "the collector LOTUS_COLLECTOR_RESUME/PAUSE and map regions drive", {}},
   {nullptr, "LOTUS_PERF_CTL_FIFO", option_kind::path, 0, 0, 0, nullptr, "\xe2\x80\x94", 0,
@@ -2850,7 +2829,6 @@ inline constexpr option_desc option_table[] = {
   {"flight", "LOTUS_FLIGHT", option_kind::uint, 0, 86400, 0, nullptr, "0 (off)", 0,
    "flight recorder: keep the last SECONDS in memory, write them as a capture on a trigger",
    {[](const options& o, option_value& v) { return option_get(o.flight, v); },
-    [](options& o, const option_value& v) { o.flight = v.n; },
     // Seconds to ns. An automatic capture's window ends a few writer cycles after its trigger:
     // the workers' records of the slow batch (and the wait itself) reach every window first.
     [](settings& s, std::uint64_t v) {
@@ -2859,19 +2837,17 @@ inline constexpr option_desc option_table[] = {
       const std::uint64_t margin = 3 * s.flush_interval_ms * 1000000u;
       s.flight.margin_ns = margin < 200000000u ? 200000000u : margin;
     },
-    nullptr, nullptr, nullptr, false}},
+    nullptr, nullptr, false}},
   {"flight_bytes", "LOTUS_FLIGHT_BYTES", option_kind::bytes, 4096, option_bytes_max,
    flight_bytes_default, nullptr, "64 MiB", 0,
    "flight mode: most record bytes one process keeps; beyond, oldest dropped (counted)",
    {[](const options& o, option_value& v) { return option_get(o.flight_bytes, v); },
-    [](options& o, const option_value& v) { o.flight_bytes = v.n; },
     [](settings& s, std::uint64_t v) { s.flight.max_bytes = v; },
-    nullptr, nullptr, nullptr, false}},
+    nullptr, nullptr, false}},
   {"trigger", "LOTUS_TRIGGER", option_kind::path, 0, 0, 0, nullptr, "\xe2\x80\x94", 0,
    "flight mode: automatic captures: wait>DURATION, waitshare>P%/DURATION, batch>DURATION, "
    "op>DURATION, op:NAME>DURATION, comma-separated",
    {nullptr,
-    [](options& o, const option_value& v) { o.trigger = std::string(v.text, v.size); },
     nullptr,
     [](const char* v, const char* source, env_settings& e) {
       parse_trigger_setting(source, v, e.trigger);
@@ -2884,17 +2860,12 @@ inline constexpr option_desc option_table[] = {
         s.flight.take_triggers(e.trigger);
       }
     },
-    [](const char* t, std::size_t n) -> const char* {
-      flight_settings f;
-      return flight_parse_triggers(std::string_view(t, n), f) ? nullptr : flight_trigger_expected;
-    },
     false}},
   {"live", "LOTUS_LIVE", option_kind::flag, 0, 1, option_flag_yes, option_flag_words, "1", 0,
    "live figures for lotus-tool top and serve: .<prefix>.lotus-live_<pid>, rewritten in place",
    {[](const options& o, option_value& v) { return option_get(o.live, v); },
-    [](options& o, const option_value& v) { o.live = v.n != 0; },
     [](settings& s, std::uint64_t v) { s.live = v != 0; },
-    nullptr, nullptr, nullptr, false}},
+    nullptr, nullptr, false}},
 };
 // clang-format on
 static_assert(sizeof option_table / sizeof option_table[0] == static_cast<unsigned>(opt::count_),
@@ -2906,6 +2877,90 @@ static_assert(static_cast<int>(overflow_policy::drop) == 1 &&
 constexpr const option_desc& option_of(opt o) noexcept {
   return option_table[static_cast<unsigned>(o)];
 }
+
+#ifdef LOTUS_DETAIL_OPTION_PUT
+// Python's configure (tools/python/_lotus.cpp defines LOTUS_DETAIL_OPTION_PUT): a keyword's value
+// into its lotus::options field, and what a text value must be. Compiled there only: a C++
+// program sets the fields itself (about 0.3 G compiler instructions saved in its implementation
+// file). -Wswitch says when a row of `opt` is missing here.
+
+/// `v` into the lotus::options field of `row`; false for a row without one.
+inline bool option_put(opt row, options& o, const option_value& v) {
+  switch (row) {
+    case opt::log_file:
+      o.log_file = std::string(v.text, v.size);
+      return true;
+    case opt::enabled:
+      o.enabled = v.n != 0;
+      return true;
+    case opt::ring_capacity:
+      o.ring_capacity = static_cast<std::size_t>(v.n);
+      return true;
+    case opt::flush_interval:
+      o.flush_interval = std::chrono::milliseconds(static_cast<std::int64_t>(v.n));
+      return true;
+    case opt::overflow:
+      o.overflow = static_cast<overflow_policy>(v.n);
+      return true;
+    case opt::clock:
+      o.clock = static_cast<clock_source>(v.n);
+      return true;
+    case opt::max_bytes:
+      o.max_bytes = v.n;
+      return true;
+    case opt::min_free_bytes:
+      o.min_free_bytes = v.n;
+      return true;
+    case opt::nvtx:
+      o.nvtx = v.n != 0;
+      return true;
+    case opt::itt:
+      o.itt = v.n != 0;
+      return true;
+    case opt::resources:  // `ops` (Python's resources="ops"): per batch and per op
+      o.resources = v.n != 0;
+      if (v.index == option_resources_ops) o.op_resources = true;
+      return true;
+    case opt::flight:
+      o.flight = v.n;
+      return true;
+    case opt::flight_bytes:
+      o.flight_bytes = v.n;
+      return true;
+    case opt::trigger:
+      o.trigger = std::string(v.text, v.size);
+      return true;
+    case opt::live:
+      o.live = v.n != 0;
+      return true;
+    case opt::collector:
+    case opt::perf_ctl_fifo:
+    case opt::perf_ack_fifo:
+    case opt::perf_ack_timeout_ms:
+    case opt::perf_wait_ms:
+    case opt::map_list:
+    case opt::map_select:
+    case opt::map_warmup:
+    case opt::map_count:
+    case opt::map_gap_ms:
+    case opt::count_:
+      return false;
+  }
+  return false;
+}
+
+/// What a text value of `row` (prefix, path) must be; nullptr: it is fine.
+inline const char* option_text_problem(opt row, const char* t, std::size_t n) noexcept {
+  if (row == opt::log_file && has_control_char(std::string_view(t, n))) {
+    return "no control character";
+  }
+  if (row == opt::trigger) {
+    flight_settings f;
+    return flight_parse_triggers(std::string_view(t, n), f) ? nullptr : flight_trigger_expected;
+  }
+  return nullptr;
+}
+#endif
 
 /// What a value of `d` must be: "an integer from 1 to 60000", "block|drop".
 inline void option_expected(const option_desc& d, char* out, std::size_t size) noexcept {

@@ -7,6 +7,9 @@
 // API (configure, stats, collector, BatchTracker) uses pybind11.
 // The module is its own program's runtime: it is the one file that defines LOTUS_IMPLEMENTATION.
 #define LOTUS_IMPLEMENTATION
+// And the option table's way from a keyword's value to lotus::options (option_put), which only
+// configure needs.
+#define LOTUS_DETAIL_OPTION_PUT
 
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -639,8 +642,9 @@ lotus::detail::option_value option_from_python(const lotus::detail::option_desc&
       case option_kind::prefix:
       case option_kind::path:
         text = x.cast<std::string>();
-        if (const char* expected =
-                d.bind.check ? d.bind.check(text.data(), text.size()) : nullptr) {
+        if (const char* expected = lotus::detail::option_text_problem(
+                static_cast<lotus::detail::opt>(&d - lotus::detail::option_table), text.data(),
+                text.size())) {
           if (d.kind == option_kind::prefix) {
             throw py::value_error(std::string(d.field) + " contains a control character");
           }
@@ -666,14 +670,15 @@ void configure(const py::kwargs& kw) {
     const std::string name = py::str(item.first);
     const lotus::detail::option_desc* row = nullptr;
     for (const auto& d : lotus::detail::option_table) {
-      if (d.field != nullptr && d.bind.put != nullptr && name == d.field) row = &d;
+      if (d.field != nullptr && name == d.field) row = &d;
     }
     if (row == nullptr) {
       throw py::type_error("_configure() got an unexpected keyword argument '" + name + "'");
     }
     if (item.second.is_none()) continue;
     std::string text;
-    row->bind.put(o, option_from_python(*row, item.second, text));
+    lotus::detail::option_put(static_cast<lotus::detail::opt>(row - lotus::detail::option_table), o,
+                              option_from_python(*row, item.second, text));
   }
   lotus::configure(o);
 }

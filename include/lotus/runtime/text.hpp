@@ -6,7 +6,7 @@
 #include <cstdint>      // uint64_t
 #include <cstring>      // memcpy, strlen
 #include <string_view>  // string_view
-#include <type_traits>  // remove_reference_t
+#include <type_traits>  // enable_if_t, is_same_v, remove_reference_t
 
 #include "lotus/config.hpp"
 #include "lotus/detail/platform.hpp"
@@ -100,7 +100,8 @@ class text {
 /// that takes one is compiled once, whatever each caller passes. Valid while the callable lives.
 class text_sink {
  public:
-  template <class F>
+  template <class F, class = std::enable_if_t<
+                         !std::is_same_v<std::remove_cv_t<std::remove_reference_t<F>>, text_sink>>>
   text_sink(F&& f) noexcept  // NOLINT(google-explicit-constructor): made where it is passed
       : ctx_(static_cast<void*>(&f)),
         fn_([](void* c, const text& t) { (*static_cast<std::remove_reference_t<F>*>(c))(t); }) {}
