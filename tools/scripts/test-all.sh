@@ -13,7 +13,8 @@
 # suite with GCC 14), single and disabled; the compiler-variant builds (clang, sanitizers) and the
 # fresh roots are proven from Debian 12.
 # pip-newest and pip-middle: the Python tests of lotus.torch, its loader families and autotune (the
-# newest also the flight recorder, live metrics, ranks, memory, lotus.frame and the pip install),
+# middle's workers started by fork only; the newest also by spawn and forkserver, and the flight
+# recorder, live metrics, ranks, memory, lotus.frame and the pip install),
 # run by a venv of pip's torch (tools/scripts/pip-stacks.txt: the newest release and one from the
 # middle of the 2.x line; about 2.9 GB of wheels each, downloaded once into ~/.cache/lotus-wheels,
 # the venvs kept in ~/.cache/lotus-venvs until the pins change) against the gcc variant's build.
