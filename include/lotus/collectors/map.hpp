@@ -11,7 +11,6 @@
 
 #include <atomic>   // atomic
 #include <cstdint>  // uint64_t
-#include <cstdlib>  // realloc
 #include <cstring>  // strcmp, strlen
 
 #include "lotus/collector.hpp"
@@ -21,6 +20,7 @@
 #include "lotus/detail/record_name.hpp"
 #include "lotus/runtime/diagnostics.hpp"
 #include "lotus/runtime/sync.hpp"
+#include "lotus/runtime/threads.hpp"  // ptr_list
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -45,20 +45,12 @@ LOTUS_DETAIL_COLD inline bool same_record_name(const char* name, const char* sel
 /// process enters it (a ',' or a newline in a name never makes another region).
 LOTUS_DETAIL_COLD inline void map_list(const char* path, const char* name) noexcept {
   static sync_mutex mutex;
-  static const char** seen = nullptr;  // the names listed so far (record sites: they stay)
-  static std::size_t count = 0, capacity = 0;
+  static ptr_list<const char> seen;  // the names listed so far (record sites: they stay)
   const sync_hold lock(mutex);
-  for (std::size_t i = 0; i < count; ++i) {
-    if (std::strcmp(seen[i], name) == 0) return;
+  for (const char* s : seen) {
+    if (std::strcmp(s, name) == 0) return;
   }
-  if (count == capacity) {
-    const std::size_t grown = capacity == 0 ? 16 : capacity * 2;
-    void* p = std::realloc(static_cast<void*>(seen), grown * sizeof(const char*));
-    if (p == nullptr) return;
-    seen = static_cast<const char**>(p);
-    capacity = grown;
-  }
-  seen[count++] = name;
+  if (!seen.push(name)) return;
   // The driver made this file; a symlink or FIFO in its place is refused, never followed.
   const int fd =
       ::open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
