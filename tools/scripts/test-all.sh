@@ -342,8 +342,9 @@ for v in $variants; do
 done
 
 echo
-# CI shows only the end of this script's output: the failed tests with the end of their output
-# (ctest's LastTest.log, 25 lines each, at most 8 tests a variant), then the stage times.
+# CI shows only the end of this script's output: the failed tests with their failed checks (the
+# first lines of each Catch2 failure, 24 at most) and the end of their output (ctest's
+# LastTest.log, 25 lines each, at most 8 tests a variant), then the stage times.
 for log in "$out"/*.ctest.log; do
   [ -f "$log" ] || continue
   v=$(basename "$log" .ctest.log)
@@ -355,8 +356,13 @@ for log in "$out"/*.ctest.log; do
     echo "$v: the end of \"$t\":"
     awk -v t="$t" '/^[0-9]+\/[0-9]+ Testing: / && substr($0, index($0, "Testing: ") + 9) == t {on = 1; n = 0; next}
                    on && index($0, "\"" t "\" end time:") == 1 {on = 0}
+                   on && /(: FAILED:|: error: )$/ && nf < 24 {left = 5}
+                   on && left > 0 && nf < 24 {fail[nf++] = $0; left--}
                    on {buf[n++ % 25] = $0}
-                   END {for (i = (n > 25 ? n - 25 : 0); i < n; i++) print "  " buf[i % 25]}' "$last"
+                   END {if (nf > 0) print "  the failed checks (Catch2, first lines of each):"
+                        for (i = 0; i < nf; i++) print "  " fail[i]
+                        if (nf > 0) print "  the end of its output:"
+                        for (i = (n > 25 ? n - 25 : 0); i < n; i++) print "  " buf[i % 25]}' "$last"
   done
 done
 for log in "$out"/*.pytest.log; do  # pytest's -r summary names each failure on a FAILED/ERROR line
