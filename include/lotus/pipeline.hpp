@@ -12,9 +12,9 @@
 #include <vector>            // vector
 
 #include "lotus/config.hpp"
+#include "lotus/detail/atomic.hpp"
 #include "lotus/detail/helpers.hpp"
 #include "lotus/detail/hooks.hpp"
-#include "lotus/detail/loader_kind.hpp"
 #include "lotus/detail/record_name.hpp"
 #include "lotus/record_site.hpp"
 #include "lotus/scope.hpp"
@@ -154,7 +154,7 @@ class batch_tracker {
  public:
   /// Declares the process's loader as a program's own ("pipeline", the sidecar's `loader` line),
   /// unless a framework's loader (libtorch, PyTorch) declared itself.
-  batch_tracker() noexcept { detail::declare_loader("pipeline", false); }
+  batch_tracker() noexcept { detail::declare_own_loader(); }
 
   /// An index was handed to a worker: `SBatchQueued_<idx>,<now>,1000`.
   void queued(std::uint64_t idx) noexcept {
@@ -177,8 +177,8 @@ class batch_tracker {
     if (wait_start_ != 0) {
       if (detail::inflight* f = detail::inflight_registered()) {
         if (!waiting_) {  // the wait it replaces (a signal handler's tracker's: nested)
-          outer_wait_t0_ = f->wait_t0.load(std::memory_order_relaxed);
-          outer_wait_idx_ = f->wait_idx.load(std::memory_order_relaxed);
+          outer_wait_t0_ = f->wait_t0.load(detail::mo_relaxed);
+          outer_wait_idx_ = f->wait_idx.load(detail::mo_relaxed);
           waiting_ = true;
         }
         detail::inflight_wait(*f, expected_, wait_start_);
@@ -234,7 +234,7 @@ class batch_tracker {
   /// New epoch: batch indices restart at 0. Call it at the start of every epoch, the first
   /// included: the sidecar's `epoch` lines count these calls (the job's epoch numbering).
   void reset() noexcept {
-    detail::note_epoch();
+    detail::epoch_begins();
     expected_ = 0;
     pending_ = false;
     end_wait();
@@ -254,7 +254,7 @@ class batch_tracker {
     expected_ = idx;
     pending_ = false;
     detail::inflight* f = detail::inflight_self();
-    if (f != nullptr && wait_start_ != 0 && f->wait_t0.load(std::memory_order_relaxed) != 0) {
+    if (f != nullptr && wait_start_ != 0 && f->wait_t0.load(detail::mo_relaxed) != 0) {
       detail::inflight_wait(*f, idx, wait_start_);  // the wait goes on, for this batch
     }
   }

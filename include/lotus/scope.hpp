@@ -2,11 +2,11 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
-#include <atomic>       // memory_order (the state words)
 #include <cstdint>      // uint64_t
 #include <string_view>  // string_view
 
 #include "lotus/config.hpp"
+#include "lotus/detail/atomic.hpp"
 #include "lotus/detail/hooks.hpp"
 #include "lotus/detail/platform.hpp"
 #include "lotus/record_site.hpp"
@@ -22,7 +22,7 @@ class scope_timer {
       : idx_(idx) {
     // One load and one compare with the TSC, two when off, three with clock_gettime; NVTX ranges
     // and initialization take the out-of-line path.
-    const int m = detail::g_mode.load(std::memory_order_relaxed);
+    const int m = detail::g_mode.load(detail::mo_relaxed);
     if (LOTUS_DETAIL_LIKELY(m == detail::mode_tsc)) {
       loc_ = &loc;
       t0_ = detail::read_tsc();
@@ -57,7 +57,7 @@ class scope_timer {
   LOTUS_DETAIL_FORCE_INLINE ~scope_timer() {
     if (fl_ != nullptr) detail::inflight_leave(*fl_, depth_);  // before its record is pushed
     if (loc_ != nullptr) {
-      const int m = detail::g_mode.load(std::memory_order_relaxed);
+      const int m = detail::g_mode.load(detail::mo_relaxed);
       std::uint64_t t1;
       if (LOTUS_DETAIL_LIKELY(m == detail::mode_tsc)) {
         t1 = detail::read_tsc();

@@ -16,6 +16,7 @@
 #include <vector>       // vector
 
 #include "lotus/detail/helpers.hpp"
+#include "lotus/detail/loader_kind.hpp"  // declare_loader: the sidecar's `loader libtorch`
 #include "lotus/pipeline.hpp"
 #include "lotus/scope.hpp"
 

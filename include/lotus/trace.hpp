@@ -2,10 +2,10 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
-#include <atomic>       // memory_order (the state words)
 #include <string_view>  // string_view
 
 #include "lotus/config.hpp"
+#include "lotus/detail/atomic.hpp"
 #include "lotus/detail/hooks.hpp"
 #include "lotus/trace_stats.hpp"
 
@@ -38,7 +38,7 @@ inline bool capture(std::string_view reason = {}) noexcept {
 
 /// True when events are being recorded (reads the environment on first use).
 inline bool tracing_enabled() noexcept {
-  int m = detail::g_mode.load(std::memory_order_relaxed);
+  int m = detail::g_mode.load(detail::mo_relaxed);
   if (m == detail::mode_uninit) m = detail::initialize_mode();
   return m >= detail::mode_tsc;
 }

@@ -75,6 +75,107 @@
 #include <cstdint>      // uint64_t
 #include <string_view>  // string_view
 
+// ---- begin lotus/detail/atomic.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_ATOMIC_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_ATOMIC_HPP
+// lotus — the atomic words of the recording path, on the compiler's builtins (internal)
+// SPDX-License-Identifier: MIT
+// The words every recording file reads and writes (the mode, the thread's ring, its in-progress
+// spans) are `atom<T>`: std::atomic's operations lotus uses, on GCC's and Clang's __atomic
+// builtins, which is what libstdc++'s and libc++'s std::atomic compile to. A recording file
+// then never parses <atomic> (0.09 G compiler instructions of each file's -O2 compile, a quarter
+// of what lotus adds to it: bench/README.md, "compile cost"). The runtime passes std::memory_order
+// values: the order parameter takes any enum whose values are the __ATOMIC_* constants, as both
+// standard libraries define them (checked where both are in sight: runtime/runtime.hpp).
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// Memory orders for the recording path's headers (std::memory_order's values).
+enum mem_order : int {
+  mo_relaxed = __ATOMIC_RELAXED,
+  mo_acquire = __ATOMIC_ACQUIRE,
+  mo_release = __ATOMIC_RELEASE,
+  mo_acq_rel = __ATOMIC_ACQ_REL,
+  mo_seq_cst = __ATOMIC_SEQ_CST
+};
+
+/// A compiler-only fence (std::atomic_signal_fence): orders this thread's accesses against a
+/// signal handler that interrupts it.
+inline void signal_fence() noexcept { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
+
+/// An integer, bool or pointer word accessed atomically; std::atomic<T>'s layout (T's size,
+/// aligned to it) and the subset of its operations lotus uses, with the same meaning.
+template <class T>
+class atom {
+ public:
+  constexpr atom() noexcept : v_() {}
+  constexpr atom(T v) noexcept : v_(v) {}  // NOLINT: std::atomic's converting constructor
+  atom(const atom&) = delete;
+  atom& operator=(const atom&) = delete;
+
+  template <class O = mem_order>
+  T load(O o = mo_seq_cst) const noexcept {
+    return __atomic_load_n(&v_, static_cast<int>(o));
+  }
+  template <class O = mem_order>
+  void store(T v, O o = mo_seq_cst) noexcept {
+    __atomic_store_n(&v_, v, static_cast<int>(o));
+  }
+  template <class O = mem_order>
+  T exchange(T v, O o = mo_seq_cst) noexcept {
+    return __atomic_exchange_n(&v_, v, static_cast<int>(o));
+  }
+  template <class O = mem_order>
+  T fetch_add(T d, O o = mo_seq_cst) noexcept {
+    return __atomic_fetch_add(&v_, d, static_cast<int>(o));
+  }
+  template <class O = mem_order>
+  T fetch_sub(T d, O o = mo_seq_cst) noexcept {
+    return __atomic_fetch_sub(&v_, d, static_cast<int>(o));
+  }
+  template <class O = mem_order>
+  T fetch_or(T d, O o = mo_seq_cst) noexcept {
+    return __atomic_fetch_or(&v_, d, static_cast<int>(o));
+  }
+  template <class O = mem_order>
+  T fetch_and(T d, O o = mo_seq_cst) noexcept {
+    return __atomic_fetch_and(&v_, d, static_cast<int>(o));
+  }
+  template <class O1, class O2>
+  bool compare_exchange_strong(T& expected, T desired, O1 s, O2 f) noexcept {
+    return __atomic_compare_exchange_n(&v_, &expected, desired, false, static_cast<int>(s),
+                                       static_cast<int>(f));
+  }
+  template <class O1, class O2>
+  bool compare_exchange_weak(T& expected, T desired, O1 s, O2 f) noexcept {
+    return __atomic_compare_exchange_n(&v_, &expected, desired, true, static_cast<int>(s),
+                                       static_cast<int>(f));
+  }
+  /// One order: the failure's is derived as std::atomic derives it.
+  template <class O = mem_order>
+  bool compare_exchange_strong(T& expected, T desired, O o = mo_seq_cst) noexcept {
+    return compare_exchange_strong(expected, desired, o, failure_order(static_cast<int>(o)));
+  }
+  template <class O = mem_order>
+  bool compare_exchange_weak(T& expected, T desired, O o = mo_seq_cst) noexcept {
+    return compare_exchange_weak(expected, desired, o, failure_order(static_cast<int>(o)));
+  }
+
+ private:
+  static constexpr int failure_order(int o) noexcept {
+    return o == __ATOMIC_ACQ_REL ? __ATOMIC_ACQUIRE : o == __ATOMIC_RELEASE ? __ATOMIC_RELAXED : o;
+  }
+  alignas(sizeof(T)) T v_;
+};
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_ATOMIC_HPP
+// ---- end lotus/detail/atomic.hpp ----
 // ---- begin lotus/detail/hooks.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_HOOKS_HPP
 #define LOTUS_AMALGAMATED_LOTUS_DETAIL_HOOKS_HPP
@@ -97,10 +198,8 @@
 // the one file that defines LOTUS_IMPLEMENTATION (runtime/runtime.hpp); every other file sees only
 // what is here and the weak nullptr table of detail/no_runtime.hpp.
 
-#include <atomic>       // atomic, atomic_signal_fence
 #include <cstddef>      // size_t
 #include <cstdint>      // uint64_t
-#include <cstring>      // memcmp
 #include <string_view>  // string_view
 
 // ---- begin lotus/detail/clock.hpp ----
@@ -111,7 +210,6 @@
 
 #include <time.h>  // clock_gettime
 
-#include <atomic>   // atomic
 #include <cstdint>  // uint64_t
 
 // ---- begin lotus/detail/modes.hpp ----
@@ -248,7 +346,7 @@ inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
 
 /// The tracing mode word (modes.hpp).
-inline std::atomic<int> g_mode{mode_uninit};
+inline atom<int> g_mode{mode_uninit};
 
 /// Nanoseconds on one of the kernel's clocks (realtime, monotonic, thread CPU time).
 inline std::uint64_t clock_ns(clockid_t clock) noexcept {
@@ -587,6 +685,12 @@ inline void op_resources_end(const record_site* loc, std::uint64_t ticks) noexce
 /// CPU time the writer thread has spent draining, formatting and writing (bench/core).
 inline std::uint64_t writer_cpu_ns() noexcept;
 
+/// A lotus::batch_tracker was built: the process's loader is the program's own ("pipeline", the
+/// sidecar's `loader` line) unless a framework's loader declared itself (detail/loader_kind.hpp).
+inline void declare_own_loader() noexcept;
+/// batch_tracker::reset(): the loader begins an epoch (detail/loader_kind.hpp's note_epoch).
+inline void epoch_begins() noexcept;
+
 /// The runtime's entry points above, as the implementation file fills them (runtime/
 /// entry_table.hpp). Every call above goes through runtime_entry_points(): one weak function per
 /// file that is not the implementation (it returns nullptr: no runtime), not one weak no-op per
@@ -628,6 +732,8 @@ struct runtime_entries {
   bool (*op_resources_begin)() noexcept;
   void (*op_resources_end)(const record_site*, std::uint64_t) noexcept;
   std::uint64_t (*writer_cpu_ns)() noexcept;
+  void (*declare_own_loader)() noexcept;
+  void (*epoch_begins)() noexcept;
 };
 
 /// The implementation file's table (strong), else nullptr (a weak definition in every other file:
@@ -648,7 +754,6 @@ LOTUS_DETAIL_API const runtime_entries* runtime_entry_points() noexcept;
 #include <cstddef>  // size_t
 #include <cstdint>  // uint64_t
 #include <cstdlib>  // calloc, free
-#include <cstring>  // memcpy
 
 
 namespace lotus {
@@ -666,18 +771,18 @@ LOTUS_DETAIL_FORCE_INLINE std::uint64_t name_hash(const char* p, std::size_t n) 
     std::uint64_t h = n * k;
     const char* const last = p + n - 8;
     for (; p < last; p += 8) {
-      std::memcpy(&a, p, 8);
+      __builtin_memcpy(&a, p, 8);
       h = (h ^ a) * k;
       h ^= h >> 29;
     }
-    std::memcpy(&b, last, 8);
+    __builtin_memcpy(&b, last, 8);
     h = (h ^ b) * k;
     return h ^ (h >> 32);
   }
   if (n >= 4) {
     std::uint32_t x = 0, y = 0;
-    std::memcpy(&x, p, 4);
-    std::memcpy(&y, p + n - 4, 4);
+    __builtin_memcpy(&x, p, 4);
+    __builtin_memcpy(&y, p + n - 4, 4);
     a = (static_cast<std::uint64_t>(x) << 32) | y;
   } else if (n > 0) {
     a = (static_cast<std::uint64_t>(static_cast<unsigned char>(p[0])) << 16) |
@@ -790,7 +895,6 @@ inline thread_local name_cache* t_names = nullptr;
 // lotus — the per-thread single-producer/single-consumer event ring (internal)
 // SPDX-License-Identifier: MIT
 
-#include <atomic>   // atomic, atomic_signal_fence
 #include <cstddef>  // size_t
 #include <cstdint>  // uint64_t
 #include <cstdlib>  // malloc, free
@@ -807,7 +911,6 @@ inline thread_local name_cache* t_names = nullptr;
 // `inflight` lines). The recording thread's cost: a few stores to its own cache lines per span,
 // no fence, no atomic read-modify-write (bench/runtime, "in-progress publication").
 
-#include <atomic>   // atomic
 #include <cstdint>  // uint64_t, uint32_t
 
 
@@ -826,15 +929,15 @@ constexpr std::uint32_t inflight_depth = 4;
 /// a row while the depth covers it: an entry read while it was being replaced is never a stall.
 struct alignas(64) inflight {
   struct op {
-    std::atomic<const record_site*> loc{nullptr};  // stored after t0, with release
-    std::atomic<std::uint64_t> t0{0};              // raw ticks at the span's start
+    atom<const record_site*> loc{nullptr};  // stored after t0, with release
+    atom<std::uint64_t> t0{0};              // raw ticks at the span's start
   };
-  std::atomic<std::uint32_t> depth{0};  // spans open on this thread (all of them)
+  atom<std::uint32_t> depth{0};  // spans open on this thread (all of them)
   op ops[inflight_depth];
-  std::atomic<std::uint64_t> batch_t0{0};  // a worker batch in preparation since; 0: none
-  std::atomic<std::uint64_t> batch_idx{0};
-  std::atomic<std::uint64_t> wait_t0{0};  // the consumer waits since; 0: not waiting
-  std::atomic<std::uint64_t> wait_idx{0};
+  atom<std::uint64_t> batch_t0{0};  // a worker batch in preparation since; 0: none
+  atom<std::uint64_t> batch_idx{0};
+  atom<std::uint64_t> wait_t0{0};  // the consumer waits since; 0: not waiting
+  atom<std::uint64_t> wait_idx{0};
 };
 
 /// What the writer read of one thread's spans in progress at a cycle (writer side).
@@ -856,12 +959,12 @@ struct inflight_entry {
 /// the other's entry.
 LOTUS_DETAIL_FORCE_INLINE std::uint32_t inflight_enter(inflight& f, const record_site* loc,
                                                        std::uint64_t t0) noexcept {
-  const std::uint32_t d = f.depth.load(std::memory_order_relaxed);
-  f.depth.store(d + 1, std::memory_order_relaxed);
-  std::atomic_signal_fence(std::memory_order_seq_cst);
+  const std::uint32_t d = f.depth.load(mo_relaxed);
+  f.depth.store(d + 1, mo_relaxed);
+  signal_fence();
   if (LOTUS_DETAIL_LIKELY(d < inflight_depth)) {
-    f.ops[d].t0.store(t0, std::memory_order_relaxed);
-    f.ops[d].loc.store(loc, std::memory_order_release);
+    f.ops[d].t0.store(t0, mo_relaxed);
+    f.ops[d].loc.store(loc, mo_release);
   }
   return d;
 }
@@ -871,22 +974,22 @@ LOTUS_DETAIL_FORCE_INLINE std::uint32_t inflight_enter(inflight& f, const record
 /// out of order, as a Python context manager may, leaves the depth right again at the next end).
 LOTUS_DETAIL_FORCE_INLINE void inflight_leave(inflight& f, std::uint32_t d) noexcept {
   if (LOTUS_DETAIL_LIKELY(d < inflight_depth)) {
-    f.ops[d].loc.store(nullptr, std::memory_order_relaxed);
+    f.ops[d].loc.store(nullptr, mo_relaxed);
   }
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  f.depth.store(d, std::memory_order_release);
+  signal_fence();
+  f.depth.store(d, mo_release);
 }
 
 /// A worker batch begins (`t0` != 0) or ends (0).
 inline void inflight_batch(inflight& f, std::uint64_t idx, std::uint64_t t0) noexcept {
-  f.batch_idx.store(idx, std::memory_order_relaxed);
-  f.batch_t0.store(t0, std::memory_order_release);
+  f.batch_idx.store(idx, mo_relaxed);
+  f.batch_t0.store(t0, mo_release);
 }
 
 /// The consumer starts waiting for batch `idx` (`t0` != 0) or stops (0).
 inline void inflight_wait(inflight& f, std::uint64_t idx, std::uint64_t t0) noexcept {
-  f.wait_idx.store(idx, std::memory_order_relaxed);
-  f.wait_t0.store(t0, std::memory_order_release);
+  f.wait_idx.store(idx, mo_relaxed);
+  f.wait_t0.store(t0, mo_release);
 }
 
 /// The batches of the current epoch whose wait includes a worker's start-up, [lo, hi): each
@@ -894,8 +997,8 @@ inline void inflight_wait(inflight& f, std::uint64_t idx, std::uint64_t t0) noex
 /// workers import torch for seconds, and unevenly). The wait triggers skip them. By default batch
 /// 0; lotus.torch sets them at each epoch (set_startup_batches).
 struct startup_batches {
-  std::atomic<std::uint64_t> lo{0};
-  std::atomic<std::uint64_t> hi{1};
+  atom<std::uint64_t> lo{0};
+  atom<std::uint64_t> hi{1};
 };
 inline startup_batches& startup_batch_range() noexcept {
   static startup_batches r;
@@ -903,14 +1006,13 @@ inline startup_batches& startup_batch_range() noexcept {
 }
 inline void set_startup_batches(std::uint64_t lo, std::uint64_t hi) noexcept {
   startup_batches& r = startup_batch_range();
-  r.lo.store(lo, std::memory_order_relaxed);
-  r.hi.store(hi > lo ? hi : lo + 1, std::memory_order_relaxed);
+  r.lo.store(lo, mo_relaxed);
+  r.hi.store(hi > lo ? hi : lo + 1, mo_relaxed);
 }
 /// Whether the wait for batch `idx` includes a worker's start-up (no stall).
 inline bool startup_batch(std::uint64_t idx) noexcept {
   const startup_batches& r = startup_batch_range();
-  return idx == 0 || (idx >= r.lo.load(std::memory_order_relaxed) &&
-                      idx < r.hi.load(std::memory_order_relaxed));
+  return idx == 0 || (idx >= r.lo.load(mo_relaxed) && idx < r.hi.load(mo_relaxed));
 }
 
 }  // namespace detail
@@ -943,7 +1045,7 @@ struct thread_state;
 /// segment is the thread's event count. Producer and consumer fields sit on separate cache lines.
 struct alignas(64) ring {
   // --- producer side ---
-  std::atomic<std::uint64_t> head{0};
+  atom<std::uint64_t> head{0};
   std::uint64_t tail_cache = 0;  // producer's last view of `tail`
   event* buf = nullptr;
   std::uint64_t mask = 0;
@@ -952,8 +1054,8 @@ struct alignas(64) ring {
   inflight* progress = nullptr;  // the owner's spans in progress (every segment of a thread)
 
   // --- consumer side ---
-  alignas(64) std::atomic<std::uint64_t> tail{0};
-  std::atomic<ring*> next{nullptr};  // set by the producer after its last push here
+  alignas(64) atom<std::uint64_t> tail{0};
+  atom<ring*> next{nullptr};  // set by the producer after its last push here
 
   /// A segment of `capacity` (a power of two) events whose first index is `base`; nullptr when out
   /// of memory. The slots are not zeroed: a slot is read only after it was published.
@@ -969,8 +1071,8 @@ struct alignas(64) ring {
     r->capacity = cap;
     r->mask = cap - 1;
     r->owner = owner;
-    r->head.store(base, std::memory_order_relaxed);
-    r->tail.store(base, std::memory_order_relaxed);
+    r->head.store(base, mo_relaxed);
+    r->tail.store(base, mo_relaxed);
     r->tail_cache = base;
     return r;
   }
@@ -989,14 +1091,14 @@ struct alignas(64) ring {
     e.t0 = t0;
     e.t1 = t1;
     e.idx = idx;
-    head.store(h + 1, std::memory_order_release);
+    head.store(h + 1, mo_release);
   }
 };
 
 /// The calling thread's current segment. It is also the thread's re-entrancy guard: the fast push
 /// sets it to nullptr while it works, so a signal handler that records on this thread in between
 /// takes the slow path, which sees the thread busy and counts a drop instead of racing for a slot.
-inline thread_local std::atomic<ring*> t_ring{nullptr};
+inline thread_local atom<ring*> t_ring{nullptr};
 
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
@@ -1013,15 +1115,15 @@ namespace detail {
 /// thread in that window goes to push_slow, which counts it instead of taking the same slot.
 LOTUS_DETAIL_FORCE_INLINE void push(const record_site* loc, std::uint64_t t0, std::uint64_t t1,
                                     std::uint64_t idx) noexcept {
-  ring* r = t_ring.load(std::memory_order_relaxed);
+  ring* r = t_ring.load(mo_relaxed);
   if (LOTUS_DETAIL_LIKELY(r != nullptr)) {
-    t_ring.store(nullptr, std::memory_order_relaxed);
-    std::atomic_signal_fence(std::memory_order_seq_cst);
-    const std::uint64_t h = r->head.load(std::memory_order_relaxed);
+    t_ring.store(nullptr, mo_relaxed);
+    signal_fence();
+    const std::uint64_t h = r->head.load(mo_relaxed);
     const bool room = h - r->tail_cache < r->capacity;
     if (LOTUS_DETAIL_LIKELY(room)) r->publish(h, loc, t0, t1, idx);
-    std::atomic_signal_fence(std::memory_order_seq_cst);
-    t_ring.store(r, std::memory_order_relaxed);
+    signal_fence();
+    t_ring.store(r, mo_relaxed);
     if (LOTUS_DETAIL_LIKELY(room)) return;
   }
   push_slow(loc, t0, t1, idx);
@@ -1030,13 +1132,13 @@ LOTUS_DETAIL_FORCE_INLINE void push(const record_site* loc, std::uint64_t t0, st
 /// The calling thread's spans in progress (inflight.hpp), or nullptr before its first record
 /// (or inside a push a signal handler interrupted).
 LOTUS_DETAIL_FORCE_INLINE inflight* inflight_self() noexcept {
-  const ring* r = t_ring.load(std::memory_order_relaxed);
+  const ring* r = t_ring.load(mo_relaxed);
   return r != nullptr ? r->progress : nullptr;
 }
 
 /// Tracing mode after lazy initialization (reads the environment on the first call).
 LOTUS_DETAIL_FORCE_INLINE int active_mode() noexcept {
-  const int m = g_mode.load(std::memory_order_relaxed);
+  const int m = g_mode.load(mo_relaxed);
   if (LOTUS_DETAIL_LIKELY(m != mode_uninit)) return m;
   return initialize_mode();
 }
@@ -1044,7 +1146,7 @@ LOTUS_DETAIL_FORCE_INLINE int active_mode() noexcept {
 /// Record an event with explicit raw timestamps (used by batch_tracker).
 inline void emit(const record_site& loc, std::uint64_t t0, std::uint64_t t1,
                  std::uint64_t idx) noexcept {
-  if (g_mode.load(std::memory_order_relaxed) >= mode_tsc) push(&loc, t0, t1, idx);
+  if (g_mode.load(mo_relaxed) >= mode_tsc) push(&loc, t0, t1, idx);
 }
 
 /// The interned location of `name` for LOTUS_SCOPE_DYNAMIC: the thread's cache, else the runtime.
@@ -1061,7 +1163,7 @@ LOTUS_DETAIL_FORCE_INLINE const record_site* dynamic_location(std::string_view n
     for (std::size_t i = static_cast<std::size_t>(h) & c->mask;; i = (i + 1) & c->mask) {
       const name_cache::slot& s = c->slots[i];
       if (s.loc == nullptr) break;
-      if (s.name_hash == h && s.size == key_size && std::memcmp(s.key, name.data(), n) == 0) {
+      if (s.name_hash == h && s.size == key_size && __builtin_memcmp(s.key, name.data(), n) == 0) {
         return s.loc;
       }
     }
@@ -1073,11 +1175,11 @@ LOTUS_DETAIL_FORCE_INLINE const record_site* dynamic_location(std::string_view n
 struct dynamic_name_tag {};
 
 /// The collector word and the nesting depth of resume() (collector.hpp's fast paths).
-inline std::atomic<int> collector_state{collector_unknown};
-inline std::atomic<int> collector_depth{0};
+inline atom<int> collector_state{collector_unknown};
+inline atom<int> collector_depth{0};
 
 /// The map-region word (map_region.hpp's fast path).
-inline std::atomic<int> map_mode{map_unread};
+inline atom<int> map_mode{map_unread};
 
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
@@ -1114,7 +1216,6 @@ inline std::atomic<int> map_mode{map_unread};
 
 #include <unistd.h>  // write
 
-#include <atomic>       // atomic
 #include <cstddef>      // size_t
 #include <cstdint>      // uint64_t
 #include <string_view>  // string_view
@@ -1155,12 +1256,12 @@ inline constexpr char no_runtime_line[] =
     "#define LOTUS_IMPLEMENTATION before #include <lotus/lotus.hpp> (or link CMake's "
     "lotus::lotus)\n";
 
-inline std::atomic<bool> no_runtime_said{false};
+inline atom<bool> no_runtime_said{false};
 
 /// Once per process: the line above on stderr; tracing is off from then on.
 inline void no_runtime_notice() noexcept {
-  g_mode.store(mode_off, std::memory_order_relaxed);
-  if (no_runtime_said.exchange(true, std::memory_order_relaxed)) return;
+  g_mode.store(mode_off, mo_relaxed);
+  if (no_runtime_said.exchange(true, mo_relaxed)) return;
   const ssize_t written = ::write(2, no_runtime_line, sizeof no_runtime_line - 1);
   static_cast<void>(written);  // nothing to do when stderr is closed
 }
@@ -1300,7 +1401,7 @@ inline void collector_resume_slow(const char* region) noexcept {
     e->collector_resume_slow(region);
     return;
   }
-  collector_state.store(collector_off, std::memory_order_relaxed);
+  collector_state.store(collector_off, mo_relaxed);
 }
 
 inline void collector_pause_slow(const char* region) noexcept {
@@ -1308,7 +1409,7 @@ inline void collector_pause_slow(const char* region) noexcept {
     e->collector_pause_slow(region);
     return;
   }
-  collector_state.store(collector_off, std::memory_order_relaxed);
+  collector_state.store(collector_off, mo_relaxed);
 }
 
 inline void collector_detach_slow() noexcept {
@@ -1316,7 +1417,7 @@ inline void collector_detach_slow() noexcept {
     e->collector_detach_slow();
     return;
   }
-  collector_state.store(collector_off, std::memory_order_relaxed);
+  collector_state.store(collector_off, mo_relaxed);
 }
 
 inline void collector_initialize() noexcept {
@@ -1324,7 +1425,7 @@ inline void collector_initialize() noexcept {
     e->collector_initialize();
     return;
   }
-  collector_state.store(collector_off, std::memory_order_relaxed);
+  collector_state.store(collector_off, mo_relaxed);
 }
 
 inline collector::kind collector_attached() noexcept {
@@ -1334,7 +1435,7 @@ inline collector::kind collector_attached() noexcept {
 
 inline const char* map_gate_enter(const char* name) noexcept {
   if (const runtime_entries* e = runtime_entry_points()) return e->map_gate_enter(name);
-  map_mode.store(map_idle, std::memory_order_relaxed);
+  map_mode.store(map_idle, mo_relaxed);
   return nullptr;
 }
 
@@ -1360,6 +1461,14 @@ inline void op_resources_end(const record_site* loc, std::uint64_t ticks) noexce
 inline std::uint64_t writer_cpu_ns() noexcept {
   if (const runtime_entries* e = runtime_entry_points()) return e->writer_cpu_ns();
   return 0;
+}
+
+inline void declare_own_loader() noexcept {
+  if (const runtime_entries* e = runtime_entry_points()) e->declare_own_loader();
+}
+
+inline void epoch_begins() noexcept {
+  if (const runtime_entries* e = runtime_entry_points()) e->epoch_begins();
 }
 
 }  // namespace detail
@@ -8835,8 +8944,8 @@ class trace_writer {
       inflight_entry e;
       e.tid = t->tid;
       // The batch and the wait: a start (0: none) and an index, confirmed by an equal start.
-      const auto batch_or_wait = [&](const std::atomic<std::uint64_t>& t0_word,
-                                     const std::atomic<std::uint64_t>& idx_word, unsigned char what,
+      const auto batch_or_wait = [&](const atom<std::uint64_t>& t0_word,
+                                     const atom<std::uint64_t>& idx_word, unsigned char what,
                                      std::uint64_t& seen) {
         const std::uint64_t t0 = t0_word.load(std::memory_order_acquire);
         if (t0 != 0) {
@@ -9145,6 +9254,17 @@ inline bool trace_writer::drain(thread_state& t) noexcept {
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
+
+// detail/atomic.hpp's atom<T> takes std::memory_order values as the __ATOMIC_* orders.
+static_assert(static_cast<int>(std::memory_order_relaxed) == __ATOMIC_RELAXED &&
+                  static_cast<int>(std::memory_order_acquire) == __ATOMIC_ACQUIRE &&
+                  static_cast<int>(std::memory_order_release) == __ATOMIC_RELEASE &&
+                  static_cast<int>(std::memory_order_acq_rel) == __ATOMIC_ACQ_REL &&
+                  static_cast<int>(std::memory_order_seq_cst) == __ATOMIC_SEQ_CST,
+              "std::memory_order's values are not the __ATOMIC_* orders");
+static_assert(sizeof(atom<std::uint64_t>) == sizeof(std::atomic<std::uint64_t>) &&
+                  alignof(atom<std::uint64_t>) == alignof(std::atomic<std::uint64_t>),
+              "atom<T> has std::atomic<T>'s layout");
 
 static_assert(min_free_default == trace_files::min_free_auto,
               "settings and trace_files share the 'default reserve' value");
@@ -9923,6 +10043,8 @@ inline void rt_op_resources_end(const record_site* loc, std::uint64_t ticks) noe
 }
 
 inline std::uint64_t rt_writer_cpu_ns() noexcept { return runtime::get().writer_cpu_ns(); }
+inline void rt_declare_own_loader() noexcept { declare_loader("pipeline", false); }
+inline void rt_epoch_begins() noexcept { note_epoch(); }
 
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
@@ -9969,7 +10091,6 @@ LOTUS_DETAIL_API const runtime_entries* runtime_entry_points() noexcept { return
 // state words are constants that say "off", so every inline path folds away, nothing is linked
 // from the runtime, and every public macro expands to nothing (its arguments are not evaluated).
 
-#include <atomic>       // memory_order (the state words)
 #include <cstdint>      // uint64_t
 #include <string_view>  // string_view
 
@@ -10019,7 +10140,6 @@ constexpr const char* tool_name(kind k) noexcept {
 // `inflight` lines). The recording thread's cost: a few stores to its own cache lines per span,
 // no fence, no atomic read-modify-write (bench/runtime, "in-progress publication").
 
-#include <atomic>   // atomic
 #include <cstdint>  // uint64_t, uint32_t
 
 // ---- begin lotus/detail/platform.hpp ----
@@ -10085,15 +10205,15 @@ constexpr std::uint32_t inflight_depth = 4;
 /// a row while the depth covers it: an entry read while it was being replaced is never a stall.
 struct alignas(64) inflight {
   struct op {
-    std::atomic<const record_site*> loc{nullptr};  // stored after t0, with release
-    std::atomic<std::uint64_t> t0{0};              // raw ticks at the span's start
+    atom<const record_site*> loc{nullptr};  // stored after t0, with release
+    atom<std::uint64_t> t0{0};              // raw ticks at the span's start
   };
-  std::atomic<std::uint32_t> depth{0};  // spans open on this thread (all of them)
+  atom<std::uint32_t> depth{0};  // spans open on this thread (all of them)
   op ops[inflight_depth];
-  std::atomic<std::uint64_t> batch_t0{0};  // a worker batch in preparation since; 0: none
-  std::atomic<std::uint64_t> batch_idx{0};
-  std::atomic<std::uint64_t> wait_t0{0};  // the consumer waits since; 0: not waiting
-  std::atomic<std::uint64_t> wait_idx{0};
+  atom<std::uint64_t> batch_t0{0};  // a worker batch in preparation since; 0: none
+  atom<std::uint64_t> batch_idx{0};
+  atom<std::uint64_t> wait_t0{0};  // the consumer waits since; 0: not waiting
+  atom<std::uint64_t> wait_idx{0};
 };
 
 /// What the writer read of one thread's spans in progress at a cycle (writer side).
@@ -10115,12 +10235,12 @@ struct inflight_entry {
 /// the other's entry.
 LOTUS_DETAIL_FORCE_INLINE std::uint32_t inflight_enter(inflight& f, const record_site* loc,
                                                        std::uint64_t t0) noexcept {
-  const std::uint32_t d = f.depth.load(std::memory_order_relaxed);
-  f.depth.store(d + 1, std::memory_order_relaxed);
-  std::atomic_signal_fence(std::memory_order_seq_cst);
+  const std::uint32_t d = f.depth.load(mo_relaxed);
+  f.depth.store(d + 1, mo_relaxed);
+  signal_fence();
   if (LOTUS_DETAIL_LIKELY(d < inflight_depth)) {
-    f.ops[d].t0.store(t0, std::memory_order_relaxed);
-    f.ops[d].loc.store(loc, std::memory_order_release);
+    f.ops[d].t0.store(t0, mo_relaxed);
+    f.ops[d].loc.store(loc, mo_release);
   }
   return d;
 }
@@ -10130,22 +10250,22 @@ LOTUS_DETAIL_FORCE_INLINE std::uint32_t inflight_enter(inflight& f, const record
 /// out of order, as a Python context manager may, leaves the depth right again at the next end).
 LOTUS_DETAIL_FORCE_INLINE void inflight_leave(inflight& f, std::uint32_t d) noexcept {
   if (LOTUS_DETAIL_LIKELY(d < inflight_depth)) {
-    f.ops[d].loc.store(nullptr, std::memory_order_relaxed);
+    f.ops[d].loc.store(nullptr, mo_relaxed);
   }
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  f.depth.store(d, std::memory_order_release);
+  signal_fence();
+  f.depth.store(d, mo_release);
 }
 
 /// A worker batch begins (`t0` != 0) or ends (0).
 inline void inflight_batch(inflight& f, std::uint64_t idx, std::uint64_t t0) noexcept {
-  f.batch_idx.store(idx, std::memory_order_relaxed);
-  f.batch_t0.store(t0, std::memory_order_release);
+  f.batch_idx.store(idx, mo_relaxed);
+  f.batch_t0.store(t0, mo_release);
 }
 
 /// The consumer starts waiting for batch `idx` (`t0` != 0) or stops (0).
 inline void inflight_wait(inflight& f, std::uint64_t idx, std::uint64_t t0) noexcept {
-  f.wait_idx.store(idx, std::memory_order_relaxed);
-  f.wait_t0.store(t0, std::memory_order_release);
+  f.wait_idx.store(idx, mo_relaxed);
+  f.wait_t0.store(t0, mo_release);
 }
 
 /// The batches of the current epoch whose wait includes a worker's start-up, [lo, hi): each
@@ -10153,8 +10273,8 @@ inline void inflight_wait(inflight& f, std::uint64_t idx, std::uint64_t t0) noex
 /// workers import torch for seconds, and unevenly). The wait triggers skip them. By default batch
 /// 0; lotus.torch sets them at each epoch (set_startup_batches).
 struct startup_batches {
-  std::atomic<std::uint64_t> lo{0};
-  std::atomic<std::uint64_t> hi{1};
+  atom<std::uint64_t> lo{0};
+  atom<std::uint64_t> hi{1};
 };
 inline startup_batches& startup_batch_range() noexcept {
   static startup_batches r;
@@ -10162,14 +10282,13 @@ inline startup_batches& startup_batch_range() noexcept {
 }
 inline void set_startup_batches(std::uint64_t lo, std::uint64_t hi) noexcept {
   startup_batches& r = startup_batch_range();
-  r.lo.store(lo, std::memory_order_relaxed);
-  r.hi.store(hi > lo ? hi : lo + 1, std::memory_order_relaxed);
+  r.lo.store(lo, mo_relaxed);
+  r.hi.store(hi > lo ? hi : lo + 1, mo_relaxed);
 }
 /// Whether the wait for batch `idx` includes a worker's start-up (no stall).
 inline bool startup_batch(std::uint64_t idx) noexcept {
   const startup_batches& r = startup_batch_range();
-  return idx == 0 || (idx >= r.lo.load(std::memory_order_relaxed) &&
-                      idx < r.hi.load(std::memory_order_relaxed));
+  return idx == 0 || (idx >= r.lo.load(mo_relaxed) && idx < r.hi.load(mo_relaxed));
 }
 
 }  // namespace detail
@@ -10441,6 +10560,8 @@ inline void collector_detach_slow() noexcept {}
 inline void collector_initialize() noexcept {}
 inline collector::kind collector_attached() noexcept { return collector::kind::none; }
 inline const char* map_gate_enter(const char*) noexcept { return nullptr; }
+inline void declare_own_loader() noexcept {}
+inline void epoch_begins() noexcept {}
 
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
@@ -10583,8 +10704,8 @@ inline batch_start batch_started(int mode, std::uint64_t idx) noexcept {
   b.res = resources_read();
   b.t0 = now_ticks(mode);
   if (b.fl != nullptr) {
-    b.outer_t0 = b.fl->batch_t0.load(std::memory_order_relaxed);
-    b.outer_idx = b.fl->batch_idx.load(std::memory_order_relaxed);
+    b.outer_t0 = b.fl->batch_t0.load(mo_relaxed);
+    b.outer_idx = b.fl->batch_idx.load(mo_relaxed);
     inflight_batch(*b.fl, idx, b.t0 != 0 ? b.t0 : 1);
   }
   return b;
@@ -10652,7 +10773,6 @@ class batch_scope {
 // lotus — RAII scope timer: the hot path (two timestamps and one ring slot per scope)
 // SPDX-License-Identifier: MIT
 
-#include <atomic>       // memory_order (the state words)
 #include <cstdint>      // uint64_t
 #include <string_view>  // string_view
 
@@ -10715,7 +10835,7 @@ class scope_timer {
       : idx_(idx) {
     // One load and one compare with the TSC, two when off, three with clock_gettime; NVTX ranges
     // and initialization take the out-of-line path.
-    const int m = detail::g_mode.load(std::memory_order_relaxed);
+    const int m = detail::g_mode.load(detail::mo_relaxed);
     if (LOTUS_DETAIL_LIKELY(m == detail::mode_tsc)) {
       loc_ = &loc;
       t0_ = detail::read_tsc();
@@ -10750,7 +10870,7 @@ class scope_timer {
   LOTUS_DETAIL_FORCE_INLINE ~scope_timer() {
     if (fl_ != nullptr) detail::inflight_leave(*fl_, depth_);  // before its record is pushed
     if (loc_ != nullptr) {
-      const int m = detail::g_mode.load(std::memory_order_relaxed);
+      const int m = detail::g_mode.load(detail::mo_relaxed);
       std::uint64_t t1;
       if (LOTUS_DETAIL_LIKELY(m == detail::mode_tsc)) {
         t1 = detail::read_tsc();
@@ -10844,208 +10964,6 @@ class scope_timer {
 #include <utility>           // forward, move, pair, swap
 #include <vector>            // vector
 
-// ---- begin lotus/detail/loader_kind.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_LOADER_KIND_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_LOADER_KIND_HPP
-// lotus — which loader records the batches and its epochs, for the sidecar (internal)
-// SPDX-License-Identifier: MIT
-
-#include <time.h>    // clock_gettime
-#include <unistd.h>  // getpid
-
-#include <atomic>   // atomic
-#include <cstddef>  // size_t
-#include <cstdint>  // uint64_t
-
-// ---- begin lotus/detail/gpu_notes.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_GPU_NOTES_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_GPU_NOTES_HPP
-// lotus — the GPU's side of the batch hand-overs, queued for the sidecar (internal)
-// SPDX-License-Identifier: MIT
-
-#include <unistd.h>  // getpid
-
-#include <atomic>   // atomic
-#include <cstddef>  // size_t
-#include <cstdint>  // uint64_t
-#include <cstring>  // memcpy
-
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-namespace detail {
-
-/// Sidecar lines about the GPU (`gpu ...`, `gpu_lost ...`; FORMAT.md §5) handed over by lotus.torch
-/// (whole lines, each ending in '\n'), kept here until the writer's next cycle puts them where the
-/// sidecar's figures go. Bounded: lines that do not fit are refused whole, never cut (the caller
-/// counts them). The lines belong to the process that noted them: a forked child's copy of its
-/// parent's queue is never written. Neither side ever waits for the other: a side that finds the
-/// queue taken tries again later.
-struct gpu_note_state {
-  static constexpr std::size_t capacity = std::size_t{64} << 10;
-  std::atomic<bool> busy{false};
-  int pid = 0;
-  std::size_t size = 0;
-  char buf[capacity];
-};
-inline gpu_note_state& gpu_notes() noexcept {
-  static gpu_note_state s;
-  return s;
-}
-
-enum class gpu_note_result { kept = 0, no_room = 1, busy = 2 };
-
-/// Queues whole lines for the sidecar, all or none: `kept`, `no_room` (the queue is full: the
-/// writer is behind or stopped) or `busy` (the writer is taking the queue just now: try later).
-inline gpu_note_result note_gpu_lines(const char* lines, std::size_t size) noexcept {
-  gpu_note_state& s = gpu_notes();
-  if (s.busy.exchange(true, std::memory_order_acquire)) return gpu_note_result::busy;
-  const int me = static_cast<int>(::getpid());
-  if (s.pid != me) {  // a forked child: the parent's lines are not its own
-    s.pid = me;
-    s.size = 0;
-  }
-  const bool fits = size <= gpu_note_state::capacity - s.size;
-  if (fits && size != 0) {
-    std::memcpy(s.buf + s.size, lines, size);
-    s.size += size;
-  }
-  s.busy.store(false, std::memory_order_release);
-  return fits ? gpu_note_result::kept : gpu_note_result::no_room;
-}
-
-/// The writer's side: calls `take(data, size)` with the queued lines of this process (if any)
-/// and empties the queue. Nothing when lotus.torch holds the queue just now (the lines wait for
-/// the next cycle).
-template <class Take>
-void take_gpu_lines(Take&& take) noexcept {
-  gpu_note_state& s = gpu_notes();
-  if (s.busy.exchange(true, std::memory_order_acquire)) return;
-  if (s.pid == static_cast<int>(::getpid()) && s.size != 0) {
-    take(static_cast<const char*>(s.buf), s.size);
-    s.size = 0;
-  }
-  s.busy.store(false, std::memory_order_release);
-}
-
-}  // namespace detail
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_GPU_NOTES_HPP
-// ---- end lotus/detail/gpu_notes.hpp ----
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-namespace detail {
-
-/// The loader of this process: "pipeline" (lotus::batch_tracker, a loader of the program's own),
-/// "libtorch" (lotus::torch::make_data_loader) or "torch" (lotus.torch, PyTorch's DataLoader);
-/// nullptr until one is built. `lotus-tool` names that loader's settings in its advice.
-inline std::atomic<const char*>& loader_kind() noexcept {
-  static std::atomic<const char*> kind{nullptr};
-  return kind;
-}
-
-/// Declares the loader. `kind` must be a string literal. A framework's declaration ("libtorch",
-/// "torch") replaces "pipeline" (the framework's own loader is built on a batch_tracker); a
-/// "pipeline" declaration is kept only while nothing else was declared.
-inline void declare_loader(const char* kind, bool framework) noexcept {
-  std::atomic<const char*>& k = loader_kind();
-  if (framework) {
-    k.store(kind, std::memory_order_relaxed);
-    return;
-  }
-  const char* none = nullptr;
-  k.compare_exchange_strong(none, kind, std::memory_order_relaxed);
-}
-
-/// The framework version that came with the "torch" loader (lotus.torch: torch.__version__), for
-/// the sidecar's `loader torch <version>`: lotus-tool advises no argument that version lacks.
-/// Set once (the first declaration stays: one torch per process); letters, digits, `.+-_` only.
-struct loader_version_state {
-  std::atomic<int> state{0};  ///< 0: none; 1: being written; 2: ready
-  char text[32] = {};
-};
-inline loader_version_state& loader_version_storage() noexcept {
-  static loader_version_state s;
-  return s;
-}
-inline void declare_loader_version(const char* v, std::size_t n) noexcept {
-  loader_version_state& s = loader_version_storage();
-  int none = 0;
-  if (!s.state.compare_exchange_strong(none, 1, std::memory_order_acq_rel)) return;
-  std::size_t k = 0;
-  for (std::size_t i = 0; i < n && k + 1 < sizeof s.text; ++i) {
-    const char c = v[i];
-    if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '.' ||
-        c == '+' || c == '-' || c == '_') {
-      s.text[k++] = c;
-    }
-  }
-  s.text[k] = '\0';
-  s.state.store(2, std::memory_order_release);
-}
-/// The declared version, "" when none.
-inline const char* loader_version() noexcept {
-  loader_version_state& s = loader_version_storage();
-  return s.state.load(std::memory_order_acquire) == 2 ? s.text : "";
-}
-
-/// The DataLoader worker this process is (lotus.torch: torch's get_worker_info().id), for the
-/// sidecar's `worker_id` line, with the pid that said so (a process forked from a worker is not
-/// that worker); id -1: none.
-struct worker_id_state {
-  std::atomic<long long> id{-1};
-  std::atomic<int> pid{0};
-};
-inline worker_id_state& loader_worker() noexcept {
-  static worker_id_state w;
-  return w;
-}
-inline void declare_worker_id(long long id) noexcept {
-  worker_id_state& w = loader_worker();
-  w.id.store(id, std::memory_order_relaxed);
-  w.pid.store(static_cast<int>(::getpid()), std::memory_order_relaxed);
-}
-
-/// The epochs the loader began in this process: how many, and when the last began (realtime ns,
-/// the trace's clock). The writer turns a change into a sidecar line `epoch <k> <start_ns>`
-/// (k: 0-based), so a capture's window knows the job's epoch numbering.
-struct epoch_state {
-  std::atomic<std::uint64_t> count{0};
-  std::atomic<std::uint64_t> start_ns{0};
-  std::atomic<int> pid{0};  ///< the process that began them (a forked worker inherits, not owns)
-};
-inline epoch_state& epochs() noexcept {
-  static epoch_state e;
-  return e;
-}
-
-/// The loader begins an epoch (batch_tracker::reset(), lotus.torch at the epoch's first index).
-/// Lock-free; a few ns.
-inline void note_epoch() noexcept {
-  timespec ts{};
-  ::clock_gettime(CLOCK_REALTIME, &ts);
-  epoch_state& e = epochs();
-  e.start_ns.store(
-      static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u + static_cast<std::uint64_t>(ts.tv_nsec),
-      std::memory_order_relaxed);
-  e.pid.store(static_cast<int>(::getpid()), std::memory_order_relaxed);
-  e.count.fetch_add(1, std::memory_order_release);
-}
-
-/// The epochs this process began (0 in a forked child until it begins one of its own).
-inline std::uint64_t own_epochs() noexcept {
-  epoch_state& e = epochs();
-  const std::uint64_t n = e.count.load(std::memory_order_acquire);
-  return e.pid.load(std::memory_order_relaxed) == static_cast<int>(::getpid()) ? n : 0;
-}
-
-}  // namespace detail
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_LOADER_KIND_HPP
-// ---- end lotus/detail/loader_kind.hpp ----
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -11182,7 +11100,7 @@ class batch_tracker {
  public:
   /// Declares the process's loader as a program's own ("pipeline", the sidecar's `loader` line),
   /// unless a framework's loader (libtorch, PyTorch) declared itself.
-  batch_tracker() noexcept { detail::declare_loader("pipeline", false); }
+  batch_tracker() noexcept { detail::declare_own_loader(); }
 
   /// An index was handed to a worker: `SBatchQueued_<idx>,<now>,1000`.
   void queued(std::uint64_t idx) noexcept {
@@ -11205,8 +11123,8 @@ class batch_tracker {
     if (wait_start_ != 0) {
       if (detail::inflight* f = detail::inflight_registered()) {
         if (!waiting_) {  // the wait it replaces (a signal handler's tracker's: nested)
-          outer_wait_t0_ = f->wait_t0.load(std::memory_order_relaxed);
-          outer_wait_idx_ = f->wait_idx.load(std::memory_order_relaxed);
+          outer_wait_t0_ = f->wait_t0.load(detail::mo_relaxed);
+          outer_wait_idx_ = f->wait_idx.load(detail::mo_relaxed);
           waiting_ = true;
         }
         detail::inflight_wait(*f, expected_, wait_start_);
@@ -11262,7 +11180,7 @@ class batch_tracker {
   /// New epoch: batch indices restart at 0. Call it at the start of every epoch, the first
   /// included: the sidecar's `epoch` lines count these calls (the job's epoch numbering).
   void reset() noexcept {
-    detail::note_epoch();
+    detail::epoch_begins();
     expected_ = 0;
     pending_ = false;
     end_wait();
@@ -11282,7 +11200,7 @@ class batch_tracker {
     expected_ = idx;
     pending_ = false;
     detail::inflight* f = detail::inflight_self();
-    if (f != nullptr && wait_start_ != 0 && f->wait_t0.load(std::memory_order_relaxed) != 0) {
+    if (f != nullptr && wait_start_ != 0 && f->wait_t0.load(detail::mo_relaxed) != 0) {
       detail::inflight_wait(*f, idx, wait_start_);  // the wait goes on, for this batch
     }
   }
@@ -11317,7 +11235,6 @@ class batch_tracker {
 // lotus — process-wide trace control: configure, flush, shutdown, stats
 // SPDX-License-Identifier: MIT
 
-#include <atomic>       // memory_order (the state words)
 #include <string_view>  // string_view
 
 // ---- begin lotus/trace_stats.hpp ----
@@ -11375,7 +11292,7 @@ inline bool capture(std::string_view reason = {}) noexcept {
 
 /// True when events are being recorded (reads the environment on first use).
 inline bool tracing_enabled() noexcept {
-  int m = detail::g_mode.load(std::memory_order_relaxed);
+  int m = detail::g_mode.load(detail::mo_relaxed);
   if (m == detail::mode_uninit) m = detail::initialize_mode();
   return m >= detail::mode_tsc;
 }
@@ -12434,6 +12351,8 @@ inline constexpr runtime_entries runtime_table{
     &rt_op_resources_begin,
     &rt_op_resources_end,
     &rt_writer_cpu_ns,
+    &rt_declare_own_loader,
+    &rt_epoch_begins,
 };
 
 const runtime_entries* runtime_entry_points() noexcept { return &runtime_table; }

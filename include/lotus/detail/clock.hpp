@@ -4,10 +4,10 @@
 
 #include <time.h>  // clock_gettime
 
-#include <atomic>   // atomic
 #include <cstdint>  // uint64_t
 
 #include "lotus/config.hpp"
+#include "lotus/detail/atomic.hpp"
 #include "lotus/detail/modes.hpp"
 #include "lotus/detail/platform.hpp"
 #ifdef LOTUS_TEST_HOOKS  // lotus's own tests only (tests/core/CMakeLists.txt)
@@ -19,7 +19,7 @@ inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
 
 /// The tracing mode word (modes.hpp).
-inline std::atomic<int> g_mode{mode_uninit};
+inline atom<int> g_mode{mode_uninit};
 
 /// Nanoseconds on one of the kernel's clocks (realtime, monotonic, thread CPU time).
 inline std::uint64_t clock_ns(clockid_t clock) noexcept {

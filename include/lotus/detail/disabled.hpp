@@ -5,7 +5,6 @@
 // from the runtime, and every public macro expands to nothing (its arguments are not evaluated).
 #pragma once
 
-#include <atomic>       // memory_order (the state words)
 #include <cstdint>      // uint64_t
 #include <string_view>  // string_view
 
@@ -85,6 +84,8 @@ inline void collector_detach_slow() noexcept {}
 inline void collector_initialize() noexcept {}
 inline collector::kind collector_attached() noexcept { return collector::kind::none; }
 inline const char* map_gate_enter(const char*) noexcept { return nullptr; }
+inline void declare_own_loader() noexcept {}
+inline void epoch_begins() noexcept {}
 
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI

@@ -6,13 +6,12 @@
 // what is here and the weak nullptr table of detail/no_runtime.hpp.
 #pragma once
 
-#include <atomic>       // atomic, atomic_signal_fence
 #include <cstddef>      // size_t
 #include <cstdint>      // uint64_t
-#include <cstring>      // memcmp
 #include <string_view>  // string_view
 
 #include "lotus/config.hpp"
+#include "lotus/detail/atomic.hpp"
 #include "lotus/detail/clock.hpp"
 #include "lotus/detail/entry.hpp"
 #include "lotus/detail/modes.hpp"
@@ -32,15 +31,15 @@ namespace detail {
 /// thread in that window goes to push_slow, which counts it instead of taking the same slot.
 LOTUS_DETAIL_FORCE_INLINE void push(const record_site* loc, std::uint64_t t0, std::uint64_t t1,
                                     std::uint64_t idx) noexcept {
-  ring* r = t_ring.load(std::memory_order_relaxed);
+  ring* r = t_ring.load(mo_relaxed);
   if (LOTUS_DETAIL_LIKELY(r != nullptr)) {
-    t_ring.store(nullptr, std::memory_order_relaxed);
-    std::atomic_signal_fence(std::memory_order_seq_cst);
-    const std::uint64_t h = r->head.load(std::memory_order_relaxed);
+    t_ring.store(nullptr, mo_relaxed);
+    signal_fence();
+    const std::uint64_t h = r->head.load(mo_relaxed);
     const bool room = h - r->tail_cache < r->capacity;
     if (LOTUS_DETAIL_LIKELY(room)) r->publish(h, loc, t0, t1, idx);
-    std::atomic_signal_fence(std::memory_order_seq_cst);
-    t_ring.store(r, std::memory_order_relaxed);
+    signal_fence();
+    t_ring.store(r, mo_relaxed);
     if (LOTUS_DETAIL_LIKELY(room)) return;
   }
   push_slow(loc, t0, t1, idx);
@@ -49,13 +48,13 @@ LOTUS_DETAIL_FORCE_INLINE void push(const record_site* loc, std::uint64_t t0, st
 /// The calling thread's spans in progress (inflight.hpp), or nullptr before its first record
 /// (or inside a push a signal handler interrupted).
 LOTUS_DETAIL_FORCE_INLINE inflight* inflight_self() noexcept {
-  const ring* r = t_ring.load(std::memory_order_relaxed);
+  const ring* r = t_ring.load(mo_relaxed);
   return r != nullptr ? r->progress : nullptr;
 }
 
 /// Tracing mode after lazy initialization (reads the environment on the first call).
 LOTUS_DETAIL_FORCE_INLINE int active_mode() noexcept {
-  const int m = g_mode.load(std::memory_order_relaxed);
+  const int m = g_mode.load(mo_relaxed);
   if (LOTUS_DETAIL_LIKELY(m != mode_uninit)) return m;
   return initialize_mode();
 }
@@ -63,7 +62,7 @@ LOTUS_DETAIL_FORCE_INLINE int active_mode() noexcept {
 /// Record an event with explicit raw timestamps (used by batch_tracker).
 inline void emit(const record_site& loc, std::uint64_t t0, std::uint64_t t1,
                  std::uint64_t idx) noexcept {
-  if (g_mode.load(std::memory_order_relaxed) >= mode_tsc) push(&loc, t0, t1, idx);
+  if (g_mode.load(mo_relaxed) >= mode_tsc) push(&loc, t0, t1, idx);
 }
 
 /// The interned location of `name` for LOTUS_SCOPE_DYNAMIC: the thread's cache, else the runtime.
@@ -80,7 +79,7 @@ LOTUS_DETAIL_FORCE_INLINE const record_site* dynamic_location(std::string_view n
     for (std::size_t i = static_cast<std::size_t>(h) & c->mask;; i = (i + 1) & c->mask) {
       const name_cache::slot& s = c->slots[i];
       if (s.loc == nullptr) break;
-      if (s.name_hash == h && s.size == key_size && std::memcmp(s.key, name.data(), n) == 0) {
+      if (s.name_hash == h && s.size == key_size && __builtin_memcmp(s.key, name.data(), n) == 0) {
         return s.loc;
       }
     }
@@ -92,11 +91,11 @@ LOTUS_DETAIL_FORCE_INLINE const record_site* dynamic_location(std::string_view n
 struct dynamic_name_tag {};
 
 /// The collector word and the nesting depth of resume() (collector.hpp's fast paths).
-inline std::atomic<int> collector_state{collector_unknown};
-inline std::atomic<int> collector_depth{0};
+inline atom<int> collector_state{collector_unknown};
+inline atom<int> collector_depth{0};
 
 /// The map-region word (map_region.hpp's fast path).
-inline std::atomic<int> map_mode{map_unread};
+inline atom<int> map_mode{map_unread};
 
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI

@@ -127,6 +127,12 @@ inline void op_resources_end(const record_site* loc, std::uint64_t ticks) noexce
 /// CPU time the writer thread has spent draining, formatting and writing (bench/core).
 inline std::uint64_t writer_cpu_ns() noexcept;
 
+/// A lotus::batch_tracker was built: the process's loader is the program's own ("pipeline", the
+/// sidecar's `loader` line) unless a framework's loader declared itself (detail/loader_kind.hpp).
+inline void declare_own_loader() noexcept;
+/// batch_tracker::reset(): the loader begins an epoch (detail/loader_kind.hpp's note_epoch).
+inline void epoch_begins() noexcept;
+
 /// The runtime's entry points above, as the implementation file fills them (runtime/
 /// entry_table.hpp). Every call above goes through runtime_entry_points(): one weak function per
 /// file that is not the implementation (it returns nullptr: no runtime), not one weak no-op per
@@ -168,6 +174,8 @@ struct runtime_entries {
   bool (*op_resources_begin)() noexcept;
   void (*op_resources_end)(const record_site*, std::uint64_t) noexcept;
   std::uint64_t (*writer_cpu_ns)() noexcept;
+  void (*declare_own_loader)() noexcept;
+  void (*epoch_begins)() noexcept;
 };
 
 /// The implementation file's table (strong), else nullptr (a weak definition in every other file:

@@ -9,13 +9,13 @@
 
 #include <unistd.h>  // write
 
-#include <atomic>       // atomic
 #include <cstddef>      // size_t
 #include <cstdint>      // uint64_t
 #include <string_view>  // string_view
 
 #include "lotus/collector_kind.hpp"
 #include "lotus/config.hpp"
+#include "lotus/detail/atomic.hpp"
 #include "lotus/detail/clock.hpp"
 #include "lotus/detail/entry.hpp"
 #include "lotus/detail/modes.hpp"
@@ -33,12 +33,12 @@ inline constexpr char no_runtime_line[] =
     "#define LOTUS_IMPLEMENTATION before #include <lotus/lotus.hpp> (or link CMake's "
     "lotus::lotus)\n";
 
-inline std::atomic<bool> no_runtime_said{false};
+inline atom<bool> no_runtime_said{false};
 
 /// Once per process: the line above on stderr; tracing is off from then on.
 inline void no_runtime_notice() noexcept {
-  g_mode.store(mode_off, std::memory_order_relaxed);
-  if (no_runtime_said.exchange(true, std::memory_order_relaxed)) return;
+  g_mode.store(mode_off, mo_relaxed);
+  if (no_runtime_said.exchange(true, mo_relaxed)) return;
   const ssize_t written = ::write(2, no_runtime_line, sizeof no_runtime_line - 1);
   static_cast<void>(written);  // nothing to do when stderr is closed
 }
@@ -178,7 +178,7 @@ inline void collector_resume_slow(const char* region) noexcept {
     e->collector_resume_slow(region);
     return;
   }
-  collector_state.store(collector_off, std::memory_order_relaxed);
+  collector_state.store(collector_off, mo_relaxed);
 }
 
 inline void collector_pause_slow(const char* region) noexcept {
@@ -186,7 +186,7 @@ inline void collector_pause_slow(const char* region) noexcept {
     e->collector_pause_slow(region);
     return;
   }
-  collector_state.store(collector_off, std::memory_order_relaxed);
+  collector_state.store(collector_off, mo_relaxed);
 }
 
 inline void collector_detach_slow() noexcept {
@@ -194,7 +194,7 @@ inline void collector_detach_slow() noexcept {
     e->collector_detach_slow();
     return;
   }
-  collector_state.store(collector_off, std::memory_order_relaxed);
+  collector_state.store(collector_off, mo_relaxed);
 }
 
 inline void collector_initialize() noexcept {
@@ -202,7 +202,7 @@ inline void collector_initialize() noexcept {
     e->collector_initialize();
     return;
   }
-  collector_state.store(collector_off, std::memory_order_relaxed);
+  collector_state.store(collector_off, mo_relaxed);
 }
 
 inline collector::kind collector_attached() noexcept {
@@ -212,7 +212,7 @@ inline collector::kind collector_attached() noexcept {
 
 inline const char* map_gate_enter(const char* name) noexcept {
   if (const runtime_entries* e = runtime_entry_points()) return e->map_gate_enter(name);
-  map_mode.store(map_idle, std::memory_order_relaxed);
+  map_mode.store(map_idle, mo_relaxed);
   return nullptr;
 }
 
@@ -238,6 +238,14 @@ inline void op_resources_end(const record_site* loc, std::uint64_t ticks) noexce
 inline std::uint64_t writer_cpu_ns() noexcept {
   if (const runtime_entries* e = runtime_entry_points()) return e->writer_cpu_ns();
   return 0;
+}
+
+inline void declare_own_loader() noexcept {
+  if (const runtime_entries* e = runtime_entry_points()) e->declare_own_loader();
+}
+
+inline void epoch_begins() noexcept {
+  if (const runtime_entries* e = runtime_entry_points()) e->epoch_begins();
 }
 
 }  // namespace detail

@@ -6,6 +6,7 @@
 #include <string_view>  // string_view
 
 #include "lotus/config.hpp"
+#include "lotus/detail/atomic.hpp"
 #include "lotus/detail/hooks.hpp"
 #include "lotus/detail/record_name.hpp"
 #include "lotus/record_site.hpp"
@@ -52,8 +53,8 @@ inline batch_start batch_started(int mode, std::uint64_t idx) noexcept {
   b.res = resources_read();
   b.t0 = now_ticks(mode);
   if (b.fl != nullptr) {
-    b.outer_t0 = b.fl->batch_t0.load(std::memory_order_relaxed);
-    b.outer_idx = b.fl->batch_idx.load(std::memory_order_relaxed);
+    b.outer_t0 = b.fl->batch_t0.load(mo_relaxed);
+    b.outer_idx = b.fl->batch_idx.load(mo_relaxed);
     inflight_batch(*b.fl, idx, b.t0 != 0 ? b.t0 : 1);
   }
   return b;

@@ -7,10 +7,10 @@
 // no fence, no atomic read-modify-write (bench/runtime, "in-progress publication").
 #pragma once
 
-#include <atomic>   // atomic
 #include <cstdint>  // uint64_t, uint32_t
 
 #include "lotus/config.hpp"
+#include "lotus/detail/atomic.hpp"
 #include "lotus/detail/platform.hpp"
 
 namespace lotus {
@@ -28,15 +28,15 @@ constexpr std::uint32_t inflight_depth = 4;
 /// a row while the depth covers it: an entry read while it was being replaced is never a stall.
 struct alignas(64) inflight {
   struct op {
-    std::atomic<const record_site*> loc{nullptr};  // stored after t0, with release
-    std::atomic<std::uint64_t> t0{0};              // raw ticks at the span's start
+    atom<const record_site*> loc{nullptr};  // stored after t0, with release
+    atom<std::uint64_t> t0{0};              // raw ticks at the span's start
   };
-  std::atomic<std::uint32_t> depth{0};  // spans open on this thread (all of them)
+  atom<std::uint32_t> depth{0};  // spans open on this thread (all of them)
   op ops[inflight_depth];
-  std::atomic<std::uint64_t> batch_t0{0};  // a worker batch in preparation since; 0: none
-  std::atomic<std::uint64_t> batch_idx{0};
-  std::atomic<std::uint64_t> wait_t0{0};  // the consumer waits since; 0: not waiting
-  std::atomic<std::uint64_t> wait_idx{0};
+  atom<std::uint64_t> batch_t0{0};  // a worker batch in preparation since; 0: none
+  atom<std::uint64_t> batch_idx{0};
+  atom<std::uint64_t> wait_t0{0};  // the consumer waits since; 0: not waiting
+  atom<std::uint64_t> wait_idx{0};
 };
 
 /// What the writer read of one thread's spans in progress at a cycle (writer side).
@@ -58,12 +58,12 @@ struct inflight_entry {
 /// the other's entry.
 LOTUS_DETAIL_FORCE_INLINE std::uint32_t inflight_enter(inflight& f, const record_site* loc,
                                                        std::uint64_t t0) noexcept {
-  const std::uint32_t d = f.depth.load(std::memory_order_relaxed);
-  f.depth.store(d + 1, std::memory_order_relaxed);
-  std::atomic_signal_fence(std::memory_order_seq_cst);
+  const std::uint32_t d = f.depth.load(mo_relaxed);
+  f.depth.store(d + 1, mo_relaxed);
+  signal_fence();
   if (LOTUS_DETAIL_LIKELY(d < inflight_depth)) {
-    f.ops[d].t0.store(t0, std::memory_order_relaxed);
-    f.ops[d].loc.store(loc, std::memory_order_release);
+    f.ops[d].t0.store(t0, mo_relaxed);
+    f.ops[d].loc.store(loc, mo_release);
   }
   return d;
 }
@@ -73,22 +73,22 @@ LOTUS_DETAIL_FORCE_INLINE std::uint32_t inflight_enter(inflight& f, const record
 /// out of order, as a Python context manager may, leaves the depth right again at the next end).
 LOTUS_DETAIL_FORCE_INLINE void inflight_leave(inflight& f, std::uint32_t d) noexcept {
   if (LOTUS_DETAIL_LIKELY(d < inflight_depth)) {
-    f.ops[d].loc.store(nullptr, std::memory_order_relaxed);
+    f.ops[d].loc.store(nullptr, mo_relaxed);
   }
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  f.depth.store(d, std::memory_order_release);
+  signal_fence();
+  f.depth.store(d, mo_release);
 }
 
 /// A worker batch begins (`t0` != 0) or ends (0).
 inline void inflight_batch(inflight& f, std::uint64_t idx, std::uint64_t t0) noexcept {
-  f.batch_idx.store(idx, std::memory_order_relaxed);
-  f.batch_t0.store(t0, std::memory_order_release);
+  f.batch_idx.store(idx, mo_relaxed);
+  f.batch_t0.store(t0, mo_release);
 }
 
 /// The consumer starts waiting for batch `idx` (`t0` != 0) or stops (0).
 inline void inflight_wait(inflight& f, std::uint64_t idx, std::uint64_t t0) noexcept {
-  f.wait_idx.store(idx, std::memory_order_relaxed);
-  f.wait_t0.store(t0, std::memory_order_release);
+  f.wait_idx.store(idx, mo_relaxed);
+  f.wait_t0.store(t0, mo_release);
 }
 
 /// The batches of the current epoch whose wait includes a worker's start-up, [lo, hi): each
@@ -96,8 +96,8 @@ inline void inflight_wait(inflight& f, std::uint64_t idx, std::uint64_t t0) noex
 /// workers import torch for seconds, and unevenly). The wait triggers skip them. By default batch
 /// 0; lotus.torch sets them at each epoch (set_startup_batches).
 struct startup_batches {
-  std::atomic<std::uint64_t> lo{0};
-  std::atomic<std::uint64_t> hi{1};
+  atom<std::uint64_t> lo{0};
+  atom<std::uint64_t> hi{1};
 };
 inline startup_batches& startup_batch_range() noexcept {
   static startup_batches r;
@@ -105,14 +105,13 @@ inline startup_batches& startup_batch_range() noexcept {
 }
 inline void set_startup_batches(std::uint64_t lo, std::uint64_t hi) noexcept {
   startup_batches& r = startup_batch_range();
-  r.lo.store(lo, std::memory_order_relaxed);
-  r.hi.store(hi > lo ? hi : lo + 1, std::memory_order_relaxed);
+  r.lo.store(lo, mo_relaxed);
+  r.hi.store(hi > lo ? hi : lo + 1, mo_relaxed);
 }
 /// Whether the wait for batch `idx` includes a worker's start-up (no stall).
 inline bool startup_batch(std::uint64_t idx) noexcept {
   const startup_batches& r = startup_batch_range();
-  return idx == 0 || (idx >= r.lo.load(std::memory_order_relaxed) &&
-                      idx < r.hi.load(std::memory_order_relaxed));
+  return idx == 0 || (idx >= r.lo.load(mo_relaxed) && idx < r.hi.load(mo_relaxed));
 }
 
 }  // namespace detail

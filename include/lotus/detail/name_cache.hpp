@@ -5,7 +5,6 @@
 #include <cstddef>  // size_t
 #include <cstdint>  // uint64_t
 #include <cstdlib>  // calloc, free
-#include <cstring>  // memcpy
 
 #include "lotus/config.hpp"
 #include "lotus/detail/platform.hpp"
@@ -26,18 +25,18 @@ LOTUS_DETAIL_FORCE_INLINE std::uint64_t name_hash(const char* p, std::size_t n) 
     std::uint64_t h = n * k;
     const char* const last = p + n - 8;
     for (; p < last; p += 8) {
-      std::memcpy(&a, p, 8);
+      __builtin_memcpy(&a, p, 8);
       h = (h ^ a) * k;
       h ^= h >> 29;
     }
-    std::memcpy(&b, last, 8);
+    __builtin_memcpy(&b, last, 8);
     h = (h ^ b) * k;
     return h ^ (h >> 32);
   }
   if (n >= 4) {
     std::uint32_t x = 0, y = 0;
-    std::memcpy(&x, p, 4);
-    std::memcpy(&y, p + n - 4, 4);
+    __builtin_memcpy(&x, p, 4);
+    __builtin_memcpy(&y, p + n - 4, 4);
     a = (static_cast<std::uint64_t>(x) << 32) | y;
   } else if (n > 0) {
     a = (static_cast<std::uint64_t>(static_cast<unsigned char>(p[0])) << 16) |

@@ -2,13 +2,13 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
-#include <atomic>   // atomic, atomic_signal_fence
 #include <cstddef>  // size_t
 #include <cstdint>  // uint64_t
 #include <cstdlib>  // malloc, free
 #include <new>      // nothrow
 
 #include "lotus/config.hpp"
+#include "lotus/detail/atomic.hpp"
 #include "lotus/detail/inflight.hpp"
 
 namespace lotus {
@@ -35,7 +35,7 @@ struct thread_state;
 /// segment is the thread's event count. Producer and consumer fields sit on separate cache lines.
 struct alignas(64) ring {
   // --- producer side ---
-  std::atomic<std::uint64_t> head{0};
+  atom<std::uint64_t> head{0};
   std::uint64_t tail_cache = 0;  // producer's last view of `tail`
   event* buf = nullptr;
   std::uint64_t mask = 0;
@@ -44,8 +44,8 @@ struct alignas(64) ring {
   inflight* progress = nullptr;  // the owner's spans in progress (every segment of a thread)
 
   // --- consumer side ---
-  alignas(64) std::atomic<std::uint64_t> tail{0};
-  std::atomic<ring*> next{nullptr};  // set by the producer after its last push here
+  alignas(64) atom<std::uint64_t> tail{0};
+  atom<ring*> next{nullptr};  // set by the producer after its last push here
 
   /// A segment of `capacity` (a power of two) events whose first index is `base`; nullptr when out
   /// of memory. The slots are not zeroed: a slot is read only after it was published.
@@ -61,8 +61,8 @@ struct alignas(64) ring {
     r->capacity = cap;
     r->mask = cap - 1;
     r->owner = owner;
-    r->head.store(base, std::memory_order_relaxed);
-    r->tail.store(base, std::memory_order_relaxed);
+    r->head.store(base, mo_relaxed);
+    r->tail.store(base, mo_relaxed);
     r->tail_cache = base;
     return r;
   }
@@ -81,14 +81,14 @@ struct alignas(64) ring {
     e.t0 = t0;
     e.t1 = t1;
     e.idx = idx;
-    head.store(h + 1, std::memory_order_release);
+    head.store(h + 1, mo_release);
   }
 };
 
 /// The calling thread's current segment. It is also the thread's re-entrancy guard: the fast push
 /// sets it to nullptr while it works, so a signal handler that records on this thread in between
 /// takes the slow path, which sees the thread busy and counts a drop instead of racing for a slot.
-inline thread_local std::atomic<ring*> t_ring{nullptr};
+inline thread_local atom<ring*> t_ring{nullptr};
 
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI

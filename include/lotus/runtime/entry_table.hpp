@@ -48,6 +48,8 @@ inline constexpr runtime_entries runtime_table{
     &rt_op_resources_begin,
     &rt_op_resources_end,
     &rt_writer_cpu_ns,
+    &rt_declare_own_loader,
+    &rt_epoch_begins,
 };
 
 const runtime_entries* runtime_entry_points() noexcept { return &runtime_table; }

@@ -57,6 +57,17 @@ namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
 
+// detail/atomic.hpp's atom<T> takes std::memory_order values as the __ATOMIC_* orders.
+static_assert(static_cast<int>(std::memory_order_relaxed) == __ATOMIC_RELAXED &&
+                  static_cast<int>(std::memory_order_acquire) == __ATOMIC_ACQUIRE &&
+                  static_cast<int>(std::memory_order_release) == __ATOMIC_RELEASE &&
+                  static_cast<int>(std::memory_order_acq_rel) == __ATOMIC_ACQ_REL &&
+                  static_cast<int>(std::memory_order_seq_cst) == __ATOMIC_SEQ_CST,
+              "std::memory_order's values are not the __ATOMIC_* orders");
+static_assert(sizeof(atom<std::uint64_t>) == sizeof(std::atomic<std::uint64_t>) &&
+                  alignof(atom<std::uint64_t>) == alignof(std::atomic<std::uint64_t>),
+              "atom<T> has std::atomic<T>'s layout");
+
 static_assert(min_free_default == trace_files::min_free_auto,
               "settings and trace_files share the 'default reserve' value");
 
@@ -834,6 +845,8 @@ inline void rt_op_resources_end(const record_site* loc, std::uint64_t ticks) noe
 }
 
 inline std::uint64_t rt_writer_cpu_ns() noexcept { return runtime::get().writer_cpu_ns(); }
+inline void rt_declare_own_loader() noexcept { declare_loader("pipeline", false); }
+inline void rt_epoch_begins() noexcept { note_epoch(); }
 
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI

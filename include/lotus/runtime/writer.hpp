@@ -858,8 +858,8 @@ class trace_writer {
       inflight_entry e;
       e.tid = t->tid;
       // The batch and the wait: a start (0: none) and an index, confirmed by an equal start.
-      const auto batch_or_wait = [&](const std::atomic<std::uint64_t>& t0_word,
-                                     const std::atomic<std::uint64_t>& idx_word, unsigned char what,
+      const auto batch_or_wait = [&](const atom<std::uint64_t>& t0_word,
+                                     const atom<std::uint64_t>& idx_word, unsigned char what,
                                      std::uint64_t& seen) {
         const std::uint64_t t0 = t0_word.load(std::memory_order_acquire);
         if (t0 != 0) {
