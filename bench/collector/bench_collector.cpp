@@ -6,6 +6,7 @@
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
+#include <lotus/collectors/callgrind.hpp>  // running_on_valgrind (internal: the magic sequence)
 #include <lotus/lotus.hpp>
 #include <lotus/map_region.hpp>
 
