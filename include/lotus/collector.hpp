@@ -5,10 +5,9 @@
 // once, in the program's implementation file (LOTUS_IMPLEMENTATION, lotus::lotus).
 #pragma once
 
-#include <atomic>  // memory_order (the state words)
-
 #include "lotus/collector_kind.hpp"
 #include "lotus/config.hpp"
+#include "lotus/detail/atomic.hpp"
 #include "lotus/detail/hooks.hpp"
 #include "lotus/detail/platform.hpp"
 #include "lotus/detail/preprocessor.hpp"
@@ -19,13 +18,13 @@ namespace collector {
 
 /// Detects the collector now instead of at the first resume/pause (idempotent).
 inline void initialize() noexcept {
-  if (detail::collector_state.load(std::memory_order_acquire) != detail::collector_unknown) return;
+  if (detail::collector_state.load(detail::mo_acquire) != detail::collector_unknown) return;
   detail::collector_initialize();
 }
 
 /// Starts (resumes) collection; nests process-wide: only the outermost resume() reaches it.
 LOTUS_DETAIL_FORCE_INLINE void resume() noexcept {
-  if (LOTUS_DETAIL_LIKELY(detail::collector_state.load(std::memory_order_relaxed) ==
+  if (LOTUS_DETAIL_LIKELY(detail::collector_state.load(detail::mo_relaxed) ==
                           detail::collector_off)) {
     return;
   }
@@ -34,7 +33,7 @@ LOTUS_DETAIL_FORCE_INLINE void resume() noexcept {
 
 /// Stops (pauses) collection when the outermost resume() is matched.
 LOTUS_DETAIL_FORCE_INLINE void pause() noexcept {
-  if (LOTUS_DETAIL_LIKELY(detail::collector_state.load(std::memory_order_relaxed) ==
+  if (LOTUS_DETAIL_LIKELY(detail::collector_state.load(detail::mo_relaxed) ==
                           detail::collector_off)) {
     return;
   }
@@ -43,7 +42,7 @@ LOTUS_DETAIL_FORCE_INLINE void pause() noexcept {
 
 /// resume() for a named region: Callgrind also zeroes its counters so the region dumps alone.
 LOTUS_DETAIL_FORCE_INLINE void resume_region(const char* name) noexcept {
-  if (LOTUS_DETAIL_LIKELY(detail::collector_state.load(std::memory_order_relaxed) ==
+  if (LOTUS_DETAIL_LIKELY(detail::collector_state.load(detail::mo_relaxed) ==
                           detail::collector_off)) {
     return;
   }
@@ -52,7 +51,7 @@ LOTUS_DETAIL_FORCE_INLINE void resume_region(const char* name) noexcept {
 
 /// pause() for a named region: Callgrind dumps `callgrind.out.<pid>.<n>` labelled with `name`.
 LOTUS_DETAIL_FORCE_INLINE void pause_region(const char* name) noexcept {
-  if (LOTUS_DETAIL_LIKELY(detail::collector_state.load(std::memory_order_relaxed) ==
+  if (LOTUS_DETAIL_LIKELY(detail::collector_state.load(detail::mo_relaxed) ==
                           detail::collector_off)) {
     return;
   }
@@ -62,7 +61,7 @@ LOTUS_DETAIL_FORCE_INLINE void pause_region(const char* name) noexcept {
 /// Pauses if needed, detaches the collector (ITT `__itt_detach`, perf FIFOs closed) and turns
 /// every later call into a no-op.
 inline void detach() noexcept {
-  if (detail::collector_state.load(std::memory_order_relaxed) == detail::collector_off) return;
+  if (detail::collector_state.load(detail::mo_relaxed) == detail::collector_off) return;
   detail::collector_detach_slow();
 }
 
@@ -70,7 +69,7 @@ inline void detach() noexcept {
 inline kind attached() noexcept { return detail::collector_attached(); }
 
 /// Current process-wide nesting depth of resume() calls.
-inline int depth() noexcept { return detail::collector_depth.load(std::memory_order_relaxed); }
+inline int depth() noexcept { return detail::collector_depth.load(detail::mo_relaxed); }
 
 /// "none", "perf", "itt", "amd" or "callgrind".
 inline const char* to_string(kind k) noexcept {

@@ -6,10 +6,9 @@
 // (LOTUS_IMPLEMENTATION, lotus::lotus).
 #pragma once
 
-#include <atomic>  // memory_order (the state words)
-
 #include "lotus/collector.hpp"
 #include "lotus/config.hpp"
+#include "lotus/detail/atomic.hpp"
 #include "lotus/detail/hooks.hpp"
 #include "lotus/detail/platform.hpp"
 #include "lotus/detail/preprocessor.hpp"
@@ -25,7 +24,7 @@ namespace detail {
 class map_gate {
  public:
   LOTUS_DETAIL_FORCE_INLINE explicit map_gate(const char* name) noexcept {
-    if (LOTUS_DETAIL_LIKELY(map_mode.load(std::memory_order_relaxed) == map_idle)) return;
+    if (LOTUS_DETAIL_LIKELY(map_mode.load(detail::mo_relaxed) == map_idle)) return;
     name_ = map_gate_enter(name);
   }
   LOTUS_DETAIL_FORCE_INLINE ~map_gate() {

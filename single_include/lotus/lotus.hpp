@@ -304,7 +304,6 @@ enum : int { map_unread = 0, map_idle = 1, map_active = 2 };
 // lotus — hooks for lotus's own tests: compiled only with LOTUS_TEST_HOOKS (internal)
 // SPDX-License-Identifier: MIT
 
-#include <atomic>   // atomic
 #include <cstdint>  // uint64_t
 
 
@@ -320,18 +319,18 @@ namespace detail {
 struct test_hooks {
   using clock_fn = std::uint64_t (*)() noexcept;
   /// A scripted clock: installed before tracing is initialized, it replaces the TSC/realtime.
-  static inline std::atomic<clock_fn> manual_clock{nullptr};
+  static inline atom<clock_fn> manual_clock{nullptr};
   /// The id this thread's trace files are named after instead of its tid (set before recording).
   static inline thread_local std::uint64_t thread_id = 0;
   /// The most trace files the writer created between a full ring's nudge and its drain.
-  static inline std::atomic<std::uint64_t> max_creates_while_full{0};
+  static inline atom<std::uint64_t> max_creates_while_full{0};
   /// LOTUS_SCOPE_DYNAMIC lookups that missed the thread's name cache (took the intern lock).
-  static inline std::atomic<std::uint64_t> dynamic_misses{0};
+  static inline atom<std::uint64_t> dynamic_misses{0};
   /// The most bytes the flight recorder's window held (LOTUS_FLIGHT_BYTES bounds it).
-  static inline std::atomic<std::uint64_t> flight_max_held{0};
+  static inline atom<std::uint64_t> flight_max_held{0};
   /// Called by lotus::flush() while it holds the writer's lock (a signal raised there interrupts
   /// lotus holding it).
-  static inline std::atomic<void (*)()> under_writer_lock{nullptr};
+  static inline atom<void (*)()> under_writer_lock{nullptr};
 };
 
 }  // namespace detail
@@ -369,7 +368,7 @@ LOTUS_DETAIL_FORCE_INLINE std::uint64_t read_tsc() noexcept {
 /// Epoch ns for the non-TSC clock (and, in lotus's own tests, a scripted clock).
 LOTUS_DETAIL_NOINLINE inline std::uint64_t now_ticks_slow(int /*mode*/) noexcept {
 #ifdef LOTUS_TEST_HOOKS
-  const test_hooks::clock_fn f = test_hooks::manual_clock.load(std::memory_order_relaxed);
+  const test_hooks::clock_fn f = test_hooks::manual_clock.load(mo_relaxed);
   if (f != nullptr) return f();
 #endif
   return realtime_ns();
@@ -1505,7 +1504,6 @@ inline void epoch_begins() noexcept {
 #include <time.h>         // clock_gettime, nanosleep
 #include <unistd.h>       // gethostname, write, close
 
-#include <atomic>       // atomic
 #include <cstdarg>      // va_list
 #include <cstddef>      // size_t
 #include <cstdint>      // uint64_t
@@ -1525,7 +1523,6 @@ inline void epoch_begins() noexcept {
 // annotations_active): one stack per thread of what each open span pushed, an NVTX range
 // (nvtx.hpp), an ITT task (itt_tasks.hpp) or both.
 
-#include <atomic>   // memory_order
 #include <cstdint>  // uint32_t, uint64_t
 
 // ---- begin lotus/collectors/itt_tasks.hpp ----
@@ -1545,7 +1542,6 @@ inline void epoch_begins() noexcept {
 #include <dlfcn.h>  // dlopen, dlsym
 #include <sched.h>  // sched_yield
 
-#include <atomic>   // atomic
 #include <cstddef>  // offsetof, size_t
 #include <cstdint>  // uint64_t, uintptr_t
 
@@ -1566,7 +1562,6 @@ inline void epoch_begins() noexcept {
 // lotus — shared pieces of the collector backends: backend table, env helpers
 // SPDX-License-Identifier: MIT
 
-#include <atomic>   // atomic
 #include <cstdint>  // uint64_t
 #include <cstring>  // memcpy
 
@@ -1579,7 +1574,6 @@ inline void epoch_begins() noexcept {
 #include <errno.h>   // errno
 #include <unistd.h>  // write
 
-#include <atomic>   // atomic
 #include <cstdarg>  // va_list
 #include <cstddef>  // size_t
 #include <cstdint>  // uint64_t
@@ -1622,7 +1616,7 @@ enum class topic : unsigned {
   count_
 };
 
-inline std::atomic<bool> g_topic_said[static_cast<unsigned>(topic::count_)] = {};
+inline atom<bool> g_topic_said[static_cast<unsigned>(topic::count_)] = {};
 
 /// `lotus: <text>` on stderr with one write(2): async-signal-safe formatting aside, no stdio lock.
 LOTUS_DETAIL_COLD inline void diag_write(const char* text, int n) noexcept {
@@ -1643,8 +1637,7 @@ LOTUS_DETAIL_COLD inline void diag_write(const char* text, int n) noexcept {
 /// Once per process for `t`, a fixed text: write(2) only, async-signal-safe (the record path's
 /// messages, which may come from a signal handler).
 inline bool diag_text(topic t, const char* text) noexcept {
-  if (g_topic_said[static_cast<unsigned>(t)].exchange(true, std::memory_order_relaxed))
-    return false;
+  if (g_topic_said[static_cast<unsigned>(t)].exchange(true, mo_relaxed)) return false;
   diag_write(text, static_cast<int>(std::strlen(text)));
   return true;
 }
@@ -1652,8 +1645,7 @@ inline bool diag_text(topic t, const char* text) noexcept {
 /// As diag_text, `before` `v` `after` (the number in decimal, formatted here: no stdio).
 inline bool diag_text_u64(topic t, const char* before, std::uint64_t v,
                           const char* after) noexcept {
-  if (g_topic_said[static_cast<unsigned>(t)].exchange(true, std::memory_order_relaxed))
-    return false;
+  if (g_topic_said[static_cast<unsigned>(t)].exchange(true, mo_relaxed)) return false;
   char text[600];
   std::size_t n = 0;
   const auto put = [&](const char* p) {
@@ -1685,8 +1677,7 @@ __attribute__((format(printf, 2, 3)))
 #endif
 inline bool
 diag(topic t, const char* format, ...) noexcept {
-  if (g_topic_said[static_cast<unsigned>(t)].exchange(true, std::memory_order_relaxed))
-    return false;
+  if (g_topic_said[static_cast<unsigned>(t)].exchange(true, mo_relaxed)) return false;
   va_list args;
   va_start(args, format);
   diag_vprint(format, args);
@@ -3617,13 +3608,13 @@ inline itt_tasks_state& itt_tasks() noexcept {
 }
 
 /// Whether spans begin and end ITT tasks now (set by the runtime from options::itt / LOTUS_ITT).
-inline std::atomic<bool> g_itt_on{false};
+inline atom<bool> g_itt_on{false};
 
 /// String handles by record site: open addressing, insert-only, bounded.
 struct itt_names {
   static constexpr std::size_t size = 4096, probes = 16;
-  std::atomic<const record_site*> site[size];
-  std::atomic<itt_string_handle_abi*> handle[size];
+  atom<const record_site*> site[size];
+  atom<itt_string_handle_abi*> handle[size];
 };
 inline itt_names g_itt_names{};
 
@@ -3636,12 +3627,12 @@ inline itt_string_handle_abi* itt_handle(const record_site& loc) noexcept {
                  std::size_t{0x9e3779b97f4a7c15ULL >> 1};
   for (std::size_t i = 0; i < itt_names::probes; ++i) {
     const std::size_t at = (h + i) & (itt_names::size - 1);
-    const record_site* s = g_itt_names.site[at].load(std::memory_order_acquire);
+    const record_site* s = g_itt_names.site[at].load(mo_acquire);
     if (s == nullptr) {
       const record_site* expected = nullptr;
-      if (g_itt_names.site[at].compare_exchange_strong(expected, &loc, std::memory_order_acq_rel)) {
+      if (g_itt_names.site[at].compare_exchange_strong(expected, &loc, mo_acq_rel)) {
         itt_string_handle_abi* r = itt_make_handle(loc.name);  // once per site, by the winner
-        g_itt_names.handle[at].store(r, std::memory_order_release);
+        g_itt_names.handle[at].store(r, mo_release);
         return r;
       }
       s = expected;
@@ -3650,7 +3641,7 @@ inline itt_string_handle_abi* itt_handle(const record_site& loc) noexcept {
       // Another thread won the slot and is creating the handle: wait for it (once per site and
       // thread at most), so that every site's handle is created exactly once.
       itt_string_handle_abi* r;
-      while ((r = g_itt_names.handle[at].load(std::memory_order_acquire)) == nullptr) {
+      while ((r = g_itt_names.handle[at].load(mo_acquire)) == nullptr) {
         ::sched_yield();
       }
       return r;
@@ -3735,7 +3726,7 @@ LOTUS_DETAIL_COLD inline bool rt_itt_open() noexcept {
 
 inline bool rt_itt_task_push(const record_site& loc) noexcept {
   // Acquire: the thread that turned ITT on filled itt_tasks() (the handshake) before.
-  if (!g_itt_on.load(std::memory_order_acquire)) return false;
+  if (!g_itt_on.load(mo_acquire)) return false;
   itt_tasks_state& s = itt_tasks();
   const itt_domain_abi* d = s.domain;
   if (d == nullptr || d->flags == 0) return false;  // the collector does not record "lotus" now
@@ -3749,7 +3740,7 @@ inline void rt_itt_task_pop() noexcept {
   collector_fn_cast<itt_task_end_fn>(s.task_end)(s.domain);
 }
 
-inline bool rt_itt_active() noexcept { return g_itt_on.load(std::memory_order_relaxed); }
+inline bool rt_itt_active() noexcept { return g_itt_on.load(mo_relaxed); }
 
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
@@ -3771,7 +3762,6 @@ inline bool rt_itt_active() noexcept { return g_itt_on.load(std::memory_order_re
 // ASCII with the index as the payload. A span's range is pushed before its first clock read and
 // popped after its last, so lotus's records do not include NVTX's cost.
 
-#include <atomic>   // atomic
 #include <cstdint>  // uint64_t
 #include <cstdio>   // snprintf
 
@@ -3788,18 +3778,18 @@ inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
 
 /// Whether spans push NVTX ranges now (set by the runtime from options::nvtx / LOTUS_NVTX).
-inline std::atomic<bool> g_nvtx_on{false};
+inline atom<bool> g_nvtx_on{false};
 
 #ifdef LOTUS_WITH_NVTX
 
 /// The "lotus" domain, created once (a race creates it twice; NVTX returns the same domain).
-inline std::atomic<nvtxDomainHandle_t> g_nvtx_domain{nullptr};
+inline atom<nvtxDomainHandle_t> g_nvtx_domain{nullptr};
 
 inline nvtxDomainHandle_t nvtx_domain() noexcept {
-  nvtxDomainHandle_t d = g_nvtx_domain.load(std::memory_order_acquire);
+  nvtxDomainHandle_t d = g_nvtx_domain.load(mo_acquire);
   if (LOTUS_DETAIL_UNLIKELY(d == nullptr)) {
     d = nvtxDomainCreateA("lotus");
-    g_nvtx_domain.store(d, std::memory_order_release);
+    g_nvtx_domain.store(d, mo_release);
   }
   return d;
 }
@@ -3808,8 +3798,8 @@ inline nvtxDomainHandle_t nvtx_domain() noexcept {
 /// passes its name as ASCII each time).
 struct nvtx_names {
   static constexpr std::size_t size = 4096, probes = 16;
-  std::atomic<const record_site*> site[size];
-  std::atomic<nvtxStringHandle_t> handle[size];
+  atom<const record_site*> site[size];
+  atom<nvtxStringHandle_t> handle[size];
 };
 inline nvtx_names g_nvtx_names{};
 
@@ -3818,19 +3808,18 @@ inline nvtxStringHandle_t nvtx_registered(const record_site& loc) noexcept {
                  std::size_t{0x9e3779b97f4a7c15ULL >> 1};
   for (std::size_t i = 0; i < nvtx_names::probes; ++i) {
     const std::size_t at = (h + i) & (nvtx_names::size - 1);
-    const record_site* s = g_nvtx_names.site[at].load(std::memory_order_acquire);
+    const record_site* s = g_nvtx_names.site[at].load(mo_acquire);
     if (s == &loc) {
-      nvtxStringHandle_t r = g_nvtx_names.handle[at].load(std::memory_order_acquire);
+      nvtxStringHandle_t r = g_nvtx_names.handle[at].load(mo_acquire);
       if (r != nullptr) return r;
       return nvtxDomainRegisterStringA(nvtx_domain(), loc.name);  // being inserted by another
     }
     if (s == nullptr) {
       const record_site* expected = nullptr;
-      if (g_nvtx_names.site[at].compare_exchange_strong(expected, &loc,
-                                                        std::memory_order_acq_rel) ||
+      if (g_nvtx_names.site[at].compare_exchange_strong(expected, &loc, mo_acq_rel) ||
           expected == &loc) {
         nvtxStringHandle_t r = nvtxDomainRegisterStringA(nvtx_domain(), loc.name);
-        g_nvtx_names.handle[at].store(r, std::memory_order_release);
+        g_nvtx_names.handle[at].store(r, mo_release);
         return r;
       }
     }
@@ -3871,7 +3860,7 @@ inline void nvtx_range_push(const record_site& loc, std::uint64_t idx) noexcept 
 inline void nvtx_range_pop() noexcept { nvtxDomainRangePop(nvtx_domain()); }
 
 inline void rt_nvtx_mark(const record_site& loc, std::uint64_t idx) noexcept {
-  if (!g_nvtx_on.load(std::memory_order_relaxed)) return;
+  if (!g_nvtx_on.load(mo_relaxed)) return;
   nvtxEventAttributes_t a;
   char buf[160];
   nvtx_attributes(a, loc, idx, buf);
@@ -3879,7 +3868,7 @@ inline void rt_nvtx_mark(const record_site& loc, std::uint64_t idx) noexcept {
 }
 
 inline std::uint64_t rt_nvtx_start(const record_site& loc, std::uint64_t idx) noexcept {
-  if (!g_nvtx_on.load(std::memory_order_relaxed)) return 0;
+  if (!g_nvtx_on.load(mo_relaxed)) return 0;
   nvtxEventAttributes_t a;
   char buf[160];
   nvtx_attributes(a, loc, idx, buf);
@@ -3904,7 +3893,7 @@ inline bool rt_nvtx_compiled() noexcept { return false; }
 
 #endif
 
-inline bool rt_nvtx_active() noexcept { return g_nvtx_on.load(std::memory_order_relaxed); }
+inline bool rt_nvtx_active() noexcept { return g_nvtx_on.load(mo_relaxed); }
 
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
@@ -3927,8 +3916,8 @@ struct annotation_stack {
 inline thread_local annotation_stack t_annotations;
 
 inline bool rt_nvtx_push(const record_site& loc, std::uint64_t idx) noexcept {
-  const bool nvtx = g_nvtx_on.load(std::memory_order_relaxed);
-  const bool itt = g_itt_on.load(std::memory_order_acquire);
+  const bool nvtx = g_nvtx_on.load(mo_relaxed);
+  const bool itt = g_itt_on.load(mo_acquire);
   if (!nvtx && !itt) return false;
   annotation_stack& a = t_annotations;
   if (a.depth >= annotation_stack::max_depth) return false;
@@ -3951,7 +3940,7 @@ inline void rt_nvtx_pop() noexcept {
 }
 
 inline bool rt_annotations_active() noexcept {
-  return g_nvtx_on.load(std::memory_order_relaxed) || g_itt_on.load(std::memory_order_relaxed);
+  return g_nvtx_on.load(mo_relaxed) || g_itt_on.load(mo_relaxed);
 }
 
 }  // namespace detail
@@ -4297,7 +4286,6 @@ class label_table {
 #include <sys/mman.h>  // memfd_create, mmap
 #include <unistd.h>    // read, close, ftruncate, getpid
 
-#include <atomic>   // atomic
 #include <cstddef>  // size_t
 #include <cstdint>  // uint64_t
 #include <cstring>  // memcmp
@@ -4309,7 +4297,7 @@ namespace detail {
 
 /// The counters one runtime publishes: its own trace_stats (monotonic totals).
 struct ledger_slot {
-  std::atomic<std::uint64_t> recorded{0}, written{0}, dropped{0}, sanitized{0};
+  atom<std::uint64_t> recorded{0}, written{0}, dropped{0}, sanitized{0};
 };
 
 /// Runtimes a ledger has room for (a plugin loaded 500 times); later ones keep their own counts.
@@ -4318,10 +4306,10 @@ constexpr std::uint32_t ledger_slots = 500;
 struct process_ledger {
   static constexpr std::uint64_t magic_v1 = 0x3176676c73756f6cull;  // "lotuslgv1" (8 bytes)
   std::uint64_t magic;
-  std::uint64_t size;                     // sizeof(process_ledger) of the lotus that made it
-  std::int64_t pid;                       // the process it belongs to (a forked child has a copy)
-  std::atomic<std::uint64_t> bytes;       // bytes every runtime of the process wrote (the budget)
-  std::atomic<std::uint32_t> slots_used;  // slots handed out
+  std::uint64_t size;              // sizeof(process_ledger) of the lotus that made it
+  std::int64_t pid;                // the process it belongs to (a forked child has a copy)
+  atom<std::uint64_t> bytes;       // bytes every runtime of the process wrote (the budget)
+  atom<std::uint32_t> slots_used;  // slots handed out
   std::uint32_t reserved;
   ledger_slot slots[ledger_slots];
 };
@@ -4424,13 +4412,13 @@ class ledger_entry {
  public:
   /// Joins this process's ledger (once per runtime and process; a forked child joins its own).
   /// Returns the byte counter every runtime of the process shares, or nullptr.
-  LOTUS_DETAIL_COLD std::atomic<std::uint64_t>* join() noexcept {
+  LOTUS_DETAIL_COLD atom<std::uint64_t>* join() noexcept {
     const auto me = static_cast<std::int64_t>(::getpid());
     if (ledger_ != nullptr && ledger_->pid == me) return &ledger_->bytes;
     ledger_ = process_ledger_of_this_process();
     slot_ = nullptr;
     if (ledger_ == nullptr) return nullptr;
-    const std::uint32_t i = ledger_->slots_used.fetch_add(1, std::memory_order_relaxed);
+    const std::uint32_t i = ledger_->slots_used.fetch_add(1, mo_relaxed);
     if (i < ledger_slots) slot_ = &ledger_->slots[i];
     return &ledger_->bytes;
   }
@@ -4440,20 +4428,20 @@ class ledger_entry {
   trace_stats process_totals(const trace_stats& own) noexcept {
     if (ledger_ == nullptr || ledger_->pid != static_cast<std::int64_t>(::getpid())) return own;
     if (slot_ != nullptr) {
-      slot_->recorded.store(own.recorded, std::memory_order_relaxed);
-      slot_->written.store(own.written, std::memory_order_relaxed);
-      slot_->dropped.store(own.dropped, std::memory_order_relaxed);
-      slot_->sanitized.store(own.sanitized, std::memory_order_relaxed);
+      slot_->recorded.store(own.recorded, mo_relaxed);
+      slot_->written.store(own.written, mo_relaxed);
+      slot_->dropped.store(own.dropped, mo_relaxed);
+      slot_->sanitized.store(own.sanitized, mo_relaxed);
     }
     trace_stats sum = slot_ != nullptr ? trace_stats{} : own;
-    std::uint32_t n = ledger_->slots_used.load(std::memory_order_relaxed);
+    std::uint32_t n = ledger_->slots_used.load(mo_relaxed);
     if (n > ledger_slots) n = ledger_slots;
     for (std::uint32_t i = 0; i < n; ++i) {
       const ledger_slot& s = ledger_->slots[i];
-      sum.recorded += s.recorded.load(std::memory_order_relaxed);
-      sum.written += s.written.load(std::memory_order_relaxed);
-      sum.dropped += s.dropped.load(std::memory_order_relaxed);
-      sum.sanitized += s.sanitized.load(std::memory_order_relaxed);
+      sum.recorded += s.recorded.load(mo_relaxed);
+      sum.written += s.written.load(mo_relaxed);
+      sum.dropped += s.dropped.load(mo_relaxed);
+      sum.sanitized += s.sanitized.load(mo_relaxed);
     }
     return sum;
   }
@@ -4488,7 +4476,6 @@ class ledger_entry {
 #include <time.h>          // clock_gettime, CLOCK_THREAD_CPUTIME_ID
 #include <unistd.h>        // pread, close
 
-#include <atomic>   // atomic
 #include <cstdint>  // uint64_t, uintptr_t
 #include <cstdlib>  // calloc, free
 
@@ -4504,7 +4491,7 @@ inline std::uint64_t res_delta(std::uint64_t a, std::uint64_t b) noexcept {
 /// One batch's figures, queued for the writer. `seq` is the slot's index + 1 once its figures
 /// are filled in (release): the writer takes a slot only then.
 struct res_entry {
-  std::atomic<std::uint64_t> seq{0};
+  atom<std::uint64_t> seq{0};
   std::uint64_t t0, t1, idx;
   std::uint64_t cpu_ns, wait_ns, minflt, majflt, nvcsw, nivcsw;
 };
@@ -4515,12 +4502,12 @@ struct res_entry {
 /// interrupts the owner's push takes the next slot, never the same one.
 struct res_queue {
   static constexpr std::uint64_t capacity = 512;
-  std::atomic<std::uint64_t> head{0};  // slots claimed (owner thread and its handlers)
-  std::atomic<std::uint64_t> tail{0};  // writer
-  std::atomic<std::uint64_t> lost{0};  // entries dropped because the queue was full
-  std::uint64_t lost_reported = 0;     // writer: the count in the last `batchres_lost` line
-  std::uint64_t lost_written = 0;      // writer: the count in the last one written to the sidecar
-  std::uint64_t writer_lost = 0;       // writer: entries it could not write (counted with `lost`)
+  atom<std::uint64_t> head{0};      // slots claimed (owner thread and its handlers)
+  atom<std::uint64_t> tail{0};      // writer
+  atom<std::uint64_t> lost{0};      // entries dropped because the queue was full
+  std::uint64_t lost_reported = 0;  // writer: the count in the last `batchres_lost` line
+  std::uint64_t lost_written = 0;   // writer: the count in the last one written to the sidecar
+  std::uint64_t writer_lost = 0;    // writer: entries it could not write (counted with `lost`)
   res_entry slots[capacity];
 };
 
@@ -4532,15 +4519,15 @@ struct res_queue {
 /// reading as one sidecar `opres` line per site (FORMAT.md §5). A site that finds the table full
 /// is counted in `lost`.
 struct op_res_slot {
-  std::atomic<const void*> site{nullptr};  // the op's record_site, set once by the owner
-  std::atomic<std::uint64_t> count{0};     // ops; stored last (release)
+  atom<const void*> site{nullptr};  // the op's record_site, set once by the owner
+  atom<std::uint64_t> count{0};     // ops; stored last (release)
   // the ops' time in clock ticks, then cpu_ns, wait_ns, minflt, majflt, nvcsw, nivcsw
-  std::atomic<std::uint64_t> sums[7] = {};
+  atom<std::uint64_t> sums[7] = {};
   std::uint64_t reported[8] = {};  // writer: count and sums in its last line
 };
 struct op_res_table {
   static constexpr std::uint64_t capacity = 128;  // a power of two
-  std::atomic<std::uint64_t> lost{0};             // ops whose figures had no slot
+  atom<std::uint64_t> lost{0};                    // ops whose figures had no slot
   std::uint64_t lost_reported = 0;                // writer: the count in the last `opres_lost`
   std::uint64_t lost_written = 0;                 // writer: the last one written to the sidecar
   std::uint64_t writer_lost = 0;  // writer: ops whose line it could not write (with `lost`)
@@ -4567,11 +4554,10 @@ inline void op_res_add(op_res_table& t, const void* site, std::uint64_t ticks, c
   for (std::uint64_t n = 0; n < op_res_table::capacity;
        ++n, i = (i + 1) & (op_res_table::capacity - 1)) {
     op_res_slot& s = t.slots[i];
-    const void* k = s.site.load(std::memory_order_acquire);
+    const void* k = s.site.load(mo_acquire);
     if (k == nullptr) {
       // Claim it; a signal handler's op may have taken it in between (k is then its site).
-      if (s.site.compare_exchange_strong(k, site, std::memory_order_acq_rel,
-                                         std::memory_order_acquire)) {
+      if (s.site.compare_exchange_strong(k, site, mo_acq_rel, mo_acquire)) {
         k = site;
       }
     }
@@ -4585,11 +4571,11 @@ inline void op_res_add(op_res_table& t, const void* site, std::uint64_t ticks, c
                                 res_delta(b.nivcsw, e.nivcsw)};
     // Atomic adds (a few ns each against the op's ~2 us of reads): a handler's op on the same
     // site that interrupts this one adds to the same sums, never overwritten.
-    for (int j = 0; j < 7; ++j) s.sums[j].fetch_add(d[j], std::memory_order_relaxed);
-    s.count.fetch_add(1, std::memory_order_release);
+    for (int j = 0; j < 7; ++j) s.sums[j].fetch_add(d[j], mo_relaxed);
+    s.count.fetch_add(1, mo_release);
     return;
   }
-  t.lost.fetch_add(1, std::memory_order_relaxed);
+  t.lost.fetch_add(1, mo_relaxed);
 }
 
 /// The calling thread's open /proc/thread-self/schedstat: -1 not opened yet, -2 unavailable,
@@ -4606,12 +4592,12 @@ constexpr int schedstat_kept_max = 64;
 /// The kept descriptors of every thread of the process, each as fd + 1 (0: a free place), so
 /// that a forked child can close those of the parent's other threads (their thread_locals are
 /// not reachable there).
-inline std::atomic<int> g_schedstat_kept_fds[schedstat_kept_max] = {};
+inline atom<int> g_schedstat_kept_fds[schedstat_kept_max] = {};
 /// Schedstat descriptors being opened, read or closed now (any thread); a fork() waits for them
 /// (bounded) after setting g_schedstat_forking, so no descriptor lotus holds for a moment is
 /// inherited unknown to the child.
-inline std::atomic<int> g_schedstat_busy{0};
-inline std::atomic<bool> g_schedstat_forking{false};
+inline atom<int> g_schedstat_busy{0};
+inline atom<bool> g_schedstat_forking{false};
 
 inline int open_schedstat() noexcept {
   int fd = -1;
@@ -4630,11 +4616,11 @@ inline thread_local int t_res_reading = 0;
 
 /// LOTUS_RESOURCES / options::resources (option_table's row): 1 (default) records per-batch
 /// figures, 0 does not. Set by the runtime whenever its settings are applied.
-inline std::atomic<int> g_resources_on{1};
+inline atom<int> g_resources_on{1};
 /// LOTUS_RESOURCES=ops / options::op_resources: spans also read the figures at their start and
 /// end (their out-of-line path: the runtime then keeps g_mode in the _nvtx modes).
-inline std::atomic<bool> g_op_resources_on{false};
-inline int resources_enabled() noexcept { return g_resources_on.load(std::memory_order_relaxed); }
+inline atom<bool> g_op_resources_on{false};
+inline int resources_enabled() noexcept { return g_resources_on.load(mo_relaxed); }
 
 /// Parses "<cpu_ns> <wait_ns> <slices>\n".
 inline bool parse_schedstat(const char* p, const char* end, std::uint64_t& cpu,
@@ -4652,16 +4638,16 @@ inline bool parse_schedstat(const char* p, const char* end, std::uint64_t& cpu,
 
 /// Keeps `fd` in a free place of g_schedstat_kept_fds; false when all are taken.
 inline bool schedstat_keep(int fd) noexcept {
-  for (std::atomic<int>& f : g_schedstat_kept_fds) {
+  for (atom<int>& f : g_schedstat_kept_fds) {
     int free_place = 0;
-    if (f.compare_exchange_strong(free_place, fd + 1, std::memory_order_acq_rel)) return true;
+    if (f.compare_exchange_strong(free_place, fd + 1, mo_acq_rel)) return true;
   }
   return false;
 }
 inline void schedstat_unkeep(int fd) noexcept {
-  for (std::atomic<int>& f : g_schedstat_kept_fds) {
+  for (atom<int>& f : g_schedstat_kept_fds) {
     int mine = fd + 1;
-    if (f.compare_exchange_strong(mine, 0, std::memory_order_acq_rel)) return;
+    if (f.compare_exchange_strong(mine, 0, mo_acq_rel)) return;
   }
 }
 
@@ -4679,14 +4665,14 @@ LOTUS_DETAIL_COLD inline bool read_schedstat_wait(std::uint64_t& wait, bool nest
   if (fd == -2) return false;
   // Opened here: announced first (seq_cst, with g_schedstat_forking: Dekker's pair) so that a
   // fork() waits until it is kept or closed again.
-  g_schedstat_busy.fetch_add(1, std::memory_order_seq_cst);
-  if (g_schedstat_forking.load(std::memory_order_seq_cst)) {
-    g_schedstat_busy.fetch_sub(1, std::memory_order_seq_cst);
+  g_schedstat_busy.fetch_add(1, mo_seq_cst);
+  if (g_schedstat_forking.load(mo_seq_cst)) {
+    g_schedstat_busy.fetch_sub(1, mo_seq_cst);
     return false;  // a fork() in progress in another thread: this reading goes without
   }
   fd = open_schedstat();
   if (fd < 0) {
-    g_schedstat_busy.fetch_sub(1, std::memory_order_seq_cst);
+    g_schedstat_busy.fetch_sub(1, mo_seq_cst);
     // Out of descriptors: the host's (or other threads') doing, transient; else no schedstat.
     if (!nested && errno != EMFILE && errno != ENFILE && errno != ENOMEM) t_schedstat_fd = -2;
     return false;
@@ -4699,7 +4685,7 @@ LOTUS_DETAIL_COLD inline bool read_schedstat_wait(std::uint64_t& wait, bool nest
     t_schedstat_fd = kept ? fd : -3;  // -3: the other threads keep the bound
   }
   if (!kept) ::close(fd);
-  g_schedstat_busy.fetch_sub(1, std::memory_order_seq_cst);
+  g_schedstat_busy.fetch_sub(1, mo_seq_cst);
   std::uint64_t cpu = 0;
   return n > 0 && parse_schedstat(buf, buf + n, cpu, wait);
 }
@@ -4721,7 +4707,7 @@ LOTUS_DETAIL_COLD inline bool read_schedstat_wait(std::uint64_t& wait, bool nest
 inline res_sample read_thread_resources(bool exact_cpu = false) noexcept {
   const bool nested = t_res_reading != 0;
   ++t_res_reading;
-  std::atomic_signal_fence(std::memory_order_seq_cst);
+  signal_fence();
   res_sample s;
   struct rusage ru {};
   if (::getrusage(RUSAGE_THREAD, &ru) == 0) {
@@ -4747,7 +4733,7 @@ inline res_sample read_thread_resources(bool exact_cpu = false) noexcept {
     s.ok = true;
     if (!nested) t_res_last = s;
   }
-  std::atomic_signal_fence(std::memory_order_seq_cst);
+  signal_fence();
   --t_res_reading;
   return s;
 }
@@ -4755,28 +4741,26 @@ inline res_sample read_thread_resources(bool exact_cpu = false) noexcept {
 /// fork(): the parent's side. Stops new schedstat descriptors and waits (at most ~10 ms) for
 /// those being opened or closed in other threads, so the child knows every one it inherits.
 inline void resources_fork_prepare() noexcept {
-  g_schedstat_forking.store(true, std::memory_order_seq_cst);
-  for (int i = 0; i < 2000 && g_schedstat_busy.load(std::memory_order_seq_cst) != 0; ++i) {
+  g_schedstat_forking.store(true, mo_seq_cst);
+  for (int i = 0; i < 2000 && g_schedstat_busy.load(mo_seq_cst) != 0; ++i) {
     const timespec ts{0, 5000};
     nanosleep(&ts, nullptr);
   }
 }
-inline void resources_fork_parent() noexcept {
-  g_schedstat_forking.store(false, std::memory_order_seq_cst);
-}
+inline void resources_fork_parent() noexcept { g_schedstat_forking.store(false, mo_seq_cst); }
 
 /// In a forked child, on the thread that forked: close every schedstat descriptor the parent's
 /// threads kept (each reads a thread of the parent) and forget this thread's reading.
 inline void resources_after_fork() noexcept {
-  for (std::atomic<int>& f : g_schedstat_kept_fds) {
-    const int kept = f.exchange(0, std::memory_order_relaxed);
+  for (atom<int>& f : g_schedstat_kept_fds) {
+    const int kept = f.exchange(0, mo_relaxed);
     if (kept > 0) ::close(kept - 1);
   }
   t_schedstat_fd = -1;
   t_res_last = res_sample{};
   t_res_reading = 0;
-  g_schedstat_busy.store(0, std::memory_order_relaxed);  // the parent's threads are not here
-  g_schedstat_forking.store(false, std::memory_order_seq_cst);
+  g_schedstat_busy.store(0, mo_relaxed);  // the parent's threads are not here
+  g_schedstat_forking.store(false, mo_seq_cst);
 }
 
 /// At the thread's exit (runtime's thread_exit_hook): close its descriptor; no reads after.
@@ -4793,14 +4777,13 @@ inline void resources_thread_exit() noexcept {
 /// by the owner thread and by signal handlers that interrupt it, never by another thread.
 inline bool res_push(res_queue& q, const res_sample& b, const res_sample& e, std::uint64_t t0,
                      std::uint64_t t1, std::uint64_t idx) noexcept {
-  std::uint64_t h = q.head.load(std::memory_order_relaxed);
+  std::uint64_t h = q.head.load(mo_relaxed);
   do {
-    if (h - q.tail.load(std::memory_order_acquire) >= res_queue::capacity) {
-      q.lost.fetch_add(1, std::memory_order_relaxed);
+    if (h - q.tail.load(mo_acquire) >= res_queue::capacity) {
+      q.lost.fetch_add(1, mo_relaxed);
       return false;
     }
-  } while (!q.head.compare_exchange_weak(h, h + 1, std::memory_order_relaxed,
-                                         std::memory_order_relaxed));
+  } while (!q.head.compare_exchange_weak(h, h + 1, mo_relaxed, mo_relaxed));
   res_entry& s = q.slots[h % res_queue::capacity];
   s.t0 = t0;
   s.t1 = t1;
@@ -4811,7 +4794,7 @@ inline bool res_push(res_queue& q, const res_sample& b, const res_sample& e, std
   s.majflt = res_delta(b.majflt, e.majflt);
   s.nvcsw = res_delta(b.nvcsw, e.nvcsw);
   s.nivcsw = res_delta(b.nivcsw, e.nivcsw);
-  s.seq.store(h + 1, std::memory_order_release);
+  s.seq.store(h + 1, mo_release);
   return true;
 }
 
@@ -4913,7 +4896,6 @@ class sync_cond {
 #include <sys/syscall.h>  // SYS_gettid
 #include <unistd.h>       // syscall
 
-#include <atomic>   // atomic
 #include <cstdint>  // uint64_t
 #include <cstdlib>  // realloc, free
 #include <cstring>  // memcpy
@@ -4983,22 +4965,22 @@ struct file_slot {
 /// One recording thread. Allocated by the thread at its first event; freed by the writer after the
 /// thread exited and its events were written.
 struct thread_state {
-  inflight progress;                    // what the thread is inside now (inflight.hpp)
-  std::atomic<ring*> current{nullptr};  // the producer's segment (its head = events pushed)
-  ring* read = nullptr;                 // writer: the oldest segment not yet drained
-  std::atomic<bool> retired{false};     // the thread has exited
-  std::atomic<std::uint64_t> dropped{0};
+  inflight progress;             // what the thread is inside now (inflight.hpp)
+  atom<ring*> current{nullptr};  // the producer's segment (its head = events pushed)
+  ring* read = nullptr;          // writer: the oldest segment not yet drained
+  atom<bool> retired{false};     // the thread has exited
+  atom<std::uint64_t> dropped{0};
   std::uint64_t tid = 0;
   char name[17] = {};
   bool announced = false;  // writer: its `thread` line is in the sidecar
   file_slot worker, main;
   // The next, larger segment, allocated off the record path (at registration, then by the
   // writer): a full ring grows into it without allocating (runtime::push_full).
-  std::atomic<ring*> spare{nullptr};
+  atom<ring*> spare{nullptr};
   // Allocated at registration or when configure() turns them on (thread_registry::equip),
   // never on the record path:
-  std::atomic<res_queue*> res{nullptr};       // per-batch resource figures (LOTUS_RESOURCES)
-  std::atomic<op_res_table*> opres{nullptr};  // per-op sums (LOTUS_RESOURCES=ops)
+  atom<res_queue*> res{nullptr};       // per-batch resource figures (LOTUS_RESOURCES)
+  atom<op_res_table*> opres{nullptr};  // per-op sums (LOTUS_RESOURCES=ops)
   // writer: the last batch records formatted (their ticks, written start and duration), so that a
   // `batchres` line carries exactly its record's START and DURATION (trace_writer::drain_resources)
   struct batch_seen {
@@ -5013,8 +4995,8 @@ struct thread_state {
   std::uint64_t seen_newest_t0 = 0;
 
   std::uint64_t pushed() const noexcept {
-    const ring* r = current.load(std::memory_order_acquire);
-    return r != nullptr ? r->head.load(std::memory_order_acquire) : 0;
+    const ring* r = current.load(mo_acquire);
+    return r != nullptr ? r->head.load(mo_acquire) : 0;
   }
 };
 
@@ -5056,11 +5038,11 @@ class thread_registry {
     if (first_capacity < max_capacity) {  // nullptr when out of memory: the writer tries again
       t->spare.store(
           ring::make(first_capacity * 2 < max_capacity ? first_capacity * 2 : max_capacity, 0, t),
-          std::memory_order_release);
+          mo_release);
     }
     r->progress = &t->progress;
     t->read = r;
-    t->current.store(r, std::memory_order_release);
+    t->current.store(r, mo_release);
 #ifdef LOTUS_TEST_HOOKS
     const std::uint64_t id = test_hooks::thread_id;
     t->tid = id != 0 ? id : current_tid();
@@ -5074,13 +5056,13 @@ class thread_registry {
   LOTUS_DETAIL_COLD static void destroy(thread_state* t) noexcept {
     ring* r = t->read;
     while (r != nullptr) {
-      ring* next = r->next.load(std::memory_order_acquire);
+      ring* next = r->next.load(mo_acquire);
       ring::destroy(r);
       r = next;
     }
-    ring::destroy(t->spare.load(std::memory_order_acquire));
-    delete t->res.load(std::memory_order_acquire);
-    delete t->opres.load(std::memory_order_acquire);
+    ring::destroy(t->spare.load(mo_acquire));
+    delete t->res.load(mo_acquire);
+    delete t->opres.load(mo_acquire);
     delete t;
   }
 
@@ -5088,16 +5070,15 @@ class thread_registry {
   /// so that a record, in a signal handler too, never allocates. False when out of memory.
   LOTUS_DETAIL_COLD static bool equip(thread_state& t) noexcept {
     bool ok = true;
-    if (resources_enabled() != 0 && t.res.load(std::memory_order_relaxed) == nullptr) {
+    if (resources_enabled() != 0 && t.res.load(mo_relaxed) == nullptr) {
       auto* q = new (std::nothrow) res_queue();
       ok = q != nullptr;
-      t.res.store(q, std::memory_order_release);
+      t.res.store(q, mo_release);
     }
-    if (g_op_resources_on.load(std::memory_order_relaxed) &&
-        t.opres.load(std::memory_order_relaxed) == nullptr) {
+    if (g_op_resources_on.load(mo_relaxed) && t.opres.load(mo_relaxed) == nullptr) {
       auto* o = new (std::nothrow) op_res_table();
       ok = ok && o != nullptr;
-      t.opres.store(o, std::memory_order_release);
+      t.opres.store(o, mo_release);
     }
     return ok;
   }
@@ -5116,7 +5097,7 @@ class thread_registry {
     const sync_hold lk(mu_);
     bool ok = true;
     for (thread_state* t : threads_) {
-      if (!t->retired.load(std::memory_order_acquire)) ok = equip(*t) && ok;
+      if (!t->retired.load(mo_acquire)) ok = equip(*t) && ok;
     }
     return ok;
   }
@@ -5132,11 +5113,11 @@ class thread_registry {
   LOTUS_DETAIL_COLD void release(ptr_list<thread_state>& finished) noexcept {
     if (finished.empty()) return;
     const sync_hold lk(mu_);
-    exited_.fetch_sub(finished.size(), std::memory_order_relaxed);
+    exited_.fetch_sub(finished.size(), mo_relaxed);
     for (thread_state* t : finished) {
       retired_pushed_ += t->pushed();
-      retired_dropped_ += t->dropped.load(std::memory_order_relaxed);
-      t->current.store(nullptr, std::memory_order_relaxed);
+      retired_dropped_ += t->dropped.load(mo_relaxed);
+      t->current.store(nullptr, mo_relaxed);
       destroy(t);
     }
     // One pass: both lists are in registration order.
@@ -5159,18 +5140,18 @@ class thread_registry {
     dropped = retired_dropped_;
     for (const thread_state* t : threads_) {
       pushed += t->pushed();
-      dropped += t->dropped.load(std::memory_order_relaxed);
+      dropped += t->dropped.load(mo_relaxed);
     }
   }
 
   /// A registered thread exited (its record waits for the writer).
-  void note_exit() noexcept { exited_.fetch_add(1, std::memory_order_relaxed); }
+  void note_exit() noexcept { exited_.fetch_add(1, mo_relaxed); }
   /// Exited threads whose records (and last events) the writer has not released yet.
-  std::size_t exited_waiting() const noexcept { return exited_.load(std::memory_order_relaxed); }
+  std::size_t exited_waiting() const noexcept { return exited_.load(mo_relaxed); }
 
   /// LOTUS_RING_CAPACITY: the largest segment (the writer's spares stop there).
-  void set_ring_max(std::uint64_t n) noexcept { ring_max_.store(n, std::memory_order_relaxed); }
-  std::uint64_t ring_max() const noexcept { return ring_max_.load(std::memory_order_relaxed); }
+  void set_ring_max(std::uint64_t n) noexcept { ring_max_.store(n, mo_relaxed); }
+  std::uint64_t ring_max() const noexcept { return ring_max_.load(mo_relaxed); }
 
   sync_mutex& mutex() noexcept { return mu_; }
   /// Every record (the caller holds mutex()).
@@ -5180,8 +5161,8 @@ class thread_registry {
   sync_mutex mu_;
   ptr_list<thread_state> threads_;
   std::uint64_t retired_pushed_ = 0, retired_dropped_ = 0;
-  std::atomic<std::size_t> exited_{0};  // records of exited threads not yet released
-  std::atomic<std::uint64_t> ring_max_{LOTUS_DEFAULT_RING_CAPACITY};
+  atom<std::size_t> exited_{0};  // records of exited threads not yet released
+  atom<std::uint64_t> ring_max_{LOTUS_DEFAULT_RING_CAPACITY};
 };
 
 }  // namespace detail
@@ -5201,7 +5182,6 @@ class thread_registry {
 #include <sys/timex.h>  // adjtimex (read-only: modes 0)
 #include <time.h>       // clock_gettime
 
-#include <atomic>       // atomic
 #include <cstdint>      // uint64_t
 #include <cstdio>       // snprintf
 #include <cstdlib>      // realloc, free
@@ -5216,7 +5196,6 @@ class thread_registry {
 
 #include <unistd.h>  // getpid
 
-#include <atomic>   // atomic
 #include <cstddef>  // size_t
 #include <cstdint>  // uint64_t
 #include <cstring>  // memcpy
@@ -5234,7 +5213,7 @@ namespace detail {
 /// queue taken tries again later.
 struct gpu_note_state {
   static constexpr std::size_t capacity = std::size_t{64} << 10;
-  std::atomic<bool> busy{false};
+  atom<bool> busy{false};
   int pid = 0;
   std::size_t size = 0;
   char buf[capacity];
@@ -5250,7 +5229,7 @@ enum class gpu_note_result { kept = 0, no_room = 1, busy = 2 };
 /// writer is behind or stopped) or `busy` (the writer is taking the queue just now: try later).
 inline gpu_note_result note_gpu_lines(const char* lines, std::size_t size) noexcept {
   gpu_note_state& s = gpu_notes();
-  if (s.busy.exchange(true, std::memory_order_acquire)) return gpu_note_result::busy;
+  if (s.busy.exchange(true, mo_acquire)) return gpu_note_result::busy;
   const int me = static_cast<int>(::getpid());
   if (s.pid != me) {  // a forked child: the parent's lines are not its own
     s.pid = me;
@@ -5261,7 +5240,7 @@ inline gpu_note_result note_gpu_lines(const char* lines, std::size_t size) noexc
     std::memcpy(s.buf + s.size, lines, size);
     s.size += size;
   }
-  s.busy.store(false, std::memory_order_release);
+  s.busy.store(false, mo_release);
   return fits ? gpu_note_result::kept : gpu_note_result::no_room;
 }
 
@@ -5271,12 +5250,12 @@ inline gpu_note_result note_gpu_lines(const char* lines, std::size_t size) noexc
 template <class Take>
 void take_gpu_lines(Take&& take) noexcept {
   gpu_note_state& s = gpu_notes();
-  if (s.busy.exchange(true, std::memory_order_acquire)) return;
+  if (s.busy.exchange(true, mo_acquire)) return;
   if (s.pid == static_cast<int>(::getpid()) && s.size != 0) {
     take(static_cast<const char*>(s.buf), s.size);
     s.size = 0;
   }
-  s.busy.store(false, std::memory_order_release);
+  s.busy.store(false, mo_release);
 }
 
 }  // namespace detail
@@ -5293,7 +5272,6 @@ void take_gpu_lines(Take&& take) noexcept {
 #include <time.h>    // clock_gettime
 #include <unistd.h>  // getpid
 
-#include <atomic>   // atomic
 #include <cstddef>  // size_t
 #include <cstdint>  // uint64_t
 
@@ -5305,8 +5283,8 @@ namespace detail {
 /// The loader of this process: "pipeline" (lotus::batch_tracker, a loader of the program's own),
 /// "libtorch" (lotus::torch::make_data_loader) or "torch" (lotus.torch, PyTorch's DataLoader);
 /// nullptr until one is built. `lotus-tool` names that loader's settings in its advice.
-inline std::atomic<const char*>& loader_kind() noexcept {
-  static std::atomic<const char*> kind{nullptr};
+inline atom<const char*>& loader_kind() noexcept {
+  static atom<const char*> kind{nullptr};
   return kind;
 }
 
@@ -5314,20 +5292,20 @@ inline std::atomic<const char*>& loader_kind() noexcept {
 /// "torch") replaces "pipeline" (the framework's own loader is built on a batch_tracker); a
 /// "pipeline" declaration is kept only while nothing else was declared.
 inline void declare_loader(const char* kind, bool framework) noexcept {
-  std::atomic<const char*>& k = loader_kind();
+  atom<const char*>& k = loader_kind();
   if (framework) {
-    k.store(kind, std::memory_order_relaxed);
+    k.store(kind, mo_relaxed);
     return;
   }
   const char* none = nullptr;
-  k.compare_exchange_strong(none, kind, std::memory_order_relaxed);
+  k.compare_exchange_strong(none, kind, mo_relaxed);
 }
 
 /// The framework version that came with the "torch" loader (lotus.torch: torch.__version__), for
 /// the sidecar's `loader torch <version>`: lotus-tool advises no argument that version lacks.
 /// Set once (the first declaration stays: one torch per process); letters, digits, `.+-_` only.
 struct loader_version_state {
-  std::atomic<int> state{0};  ///< 0: none; 1: being written; 2: ready
+  atom<int> state{0};  ///< 0: none; 1: being written; 2: ready
   char text[32] = {};
 };
 inline loader_version_state& loader_version_storage() noexcept {
@@ -5337,7 +5315,7 @@ inline loader_version_state& loader_version_storage() noexcept {
 inline void declare_loader_version(const char* v, std::size_t n) noexcept {
   loader_version_state& s = loader_version_storage();
   int none = 0;
-  if (!s.state.compare_exchange_strong(none, 1, std::memory_order_acq_rel)) return;
+  if (!s.state.compare_exchange_strong(none, 1, mo_acq_rel)) return;
   std::size_t k = 0;
   for (std::size_t i = 0; i < n && k + 1 < sizeof s.text; ++i) {
     const char c = v[i];
@@ -5347,20 +5325,20 @@ inline void declare_loader_version(const char* v, std::size_t n) noexcept {
     }
   }
   s.text[k] = '\0';
-  s.state.store(2, std::memory_order_release);
+  s.state.store(2, mo_release);
 }
 /// The declared version, "" when none.
 inline const char* loader_version() noexcept {
   loader_version_state& s = loader_version_storage();
-  return s.state.load(std::memory_order_acquire) == 2 ? s.text : "";
+  return s.state.load(mo_acquire) == 2 ? s.text : "";
 }
 
 /// The DataLoader worker this process is (lotus.torch: torch's get_worker_info().id), for the
 /// sidecar's `worker_id` line, with the pid that said so (a process forked from a worker is not
 /// that worker); id -1: none.
 struct worker_id_state {
-  std::atomic<long long> id{-1};
-  std::atomic<int> pid{0};
+  atom<long long> id{-1};
+  atom<int> pid{0};
 };
 inline worker_id_state& loader_worker() noexcept {
   static worker_id_state w;
@@ -5368,17 +5346,17 @@ inline worker_id_state& loader_worker() noexcept {
 }
 inline void declare_worker_id(long long id) noexcept {
   worker_id_state& w = loader_worker();
-  w.id.store(id, std::memory_order_relaxed);
-  w.pid.store(static_cast<int>(::getpid()), std::memory_order_relaxed);
+  w.id.store(id, mo_relaxed);
+  w.pid.store(static_cast<int>(::getpid()), mo_relaxed);
 }
 
 /// The epochs the loader began in this process: how many, and when the last began (realtime ns,
 /// the trace's clock). The writer turns a change into a sidecar line `epoch <k> <start_ns>`
 /// (k: 0-based), so a capture's window knows the job's epoch numbering.
 struct epoch_state {
-  std::atomic<std::uint64_t> count{0};
-  std::atomic<std::uint64_t> start_ns{0};
-  std::atomic<int> pid{0};  ///< the process that began them (a forked worker inherits, not owns)
+  atom<std::uint64_t> count{0};
+  atom<std::uint64_t> start_ns{0};
+  atom<int> pid{0};  ///< the process that began them (a forked worker inherits, not owns)
 };
 inline epoch_state& epochs() noexcept {
   static epoch_state e;
@@ -5393,16 +5371,16 @@ inline void note_epoch() noexcept {
   epoch_state& e = epochs();
   e.start_ns.store(
       static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u + static_cast<std::uint64_t>(ts.tv_nsec),
-      std::memory_order_relaxed);
-  e.pid.store(static_cast<int>(::getpid()), std::memory_order_relaxed);
-  e.count.fetch_add(1, std::memory_order_release);
+      mo_relaxed);
+  e.pid.store(static_cast<int>(::getpid()), mo_relaxed);
+  e.count.fetch_add(1, mo_release);
 }
 
 /// The epochs this process began (0 in a forked child until it begins one of its own).
 inline std::uint64_t own_epochs() noexcept {
   epoch_state& e = epochs();
-  const std::uint64_t n = e.count.load(std::memory_order_acquire);
-  return e.pid.load(std::memory_order_relaxed) == static_cast<int>(::getpid()) ? n : 0;
+  const std::uint64_t n = e.count.load(mo_acquire);
+  return e.pid.load(mo_relaxed) == static_cast<int>(::getpid()) ? n : 0;
 }
 
 }  // namespace detail
@@ -5445,7 +5423,6 @@ inline std::uint64_t own_epochs() noexcept {
 #include <sys/statvfs.h>  // statvfs
 #include <unistd.h>       // write, close, ftruncate, geteuid
 
-#include <atomic>       // atomic
 #include <cstdint>      // uint64_t
 #include <cstdio>       // snprintf
 #include <cstdlib>      // calloc, free
@@ -5519,7 +5496,7 @@ class trace_files {
   bool disabled() const noexcept { return disabled_; }
   const text& base() const noexcept { return base_; }
   /// Files this process tried to create (any thread may read it).
-  std::uint64_t creates() const noexcept { return creates_.load(std::memory_order_relaxed); }
+  std::uint64_t creates() const noexcept { return creates_.load(mo_relaxed); }
 
   /// The disk budget (settings: LOTUS_MAX_BYTES, LOTUS_MIN_FREE_BYTES); set from any thread.
   /// `max_bytes`: bytes this process may write, trace files and sidecar together (0: no limit).
@@ -5528,20 +5505,20 @@ class trace_files {
   /// sidecar lines (whole lines; sidecar_stats_reserve is kept for the exit `stats` line).
   static constexpr std::uint64_t min_free_auto = ~std::uint64_t{0};
   void set_budget(std::uint64_t max_bytes, std::uint64_t min_free) noexcept {
-    max_bytes_.store(max_bytes, std::memory_order_relaxed);
-    min_free_.store(min_free, std::memory_order_relaxed);
-    budget_changed_.store(true, std::memory_order_relaxed);
+    max_bytes_.store(max_bytes, mo_relaxed);
+    min_free_.store(min_free, mo_relaxed);
+    budget_changed_.store(true, mo_relaxed);
   }
 
   /// LOTUS_MAX_BYTES is set.
-  bool byte_limited() const noexcept { return max_bytes_.load(std::memory_order_relaxed) != 0; }
+  bool byte_limited() const noexcept { return max_bytes_.load(mo_relaxed) != 0; }
 
   /// The byte count this runtime shares with the process's other lotus runtimes (ledger.hpp);
   /// nullptr: its own. Writer thread only, before it writes.
-  void set_byte_counter(std::atomic<std::uint64_t>* shared) noexcept {
-    std::atomic<std::uint64_t>* to = shared != nullptr ? shared : &own_bytes_;
+  void set_byte_counter(atom<std::uint64_t>* shared) noexcept {
+    atom<std::uint64_t>* to = shared != nullptr ? shared : &own_bytes_;
     if (to == bytes_) return;
-    to->fetch_add(bytes_->exchange(0, std::memory_order_relaxed), std::memory_order_relaxed);
+    to->fetch_add(bytes_->exchange(0, mo_relaxed), mo_relaxed);
     bytes_ = to;
   }
 
@@ -5614,9 +5591,9 @@ class trace_files {
   const text& dir() const noexcept { return dir_; }
   void make_dir() noexcept { make_dirs(); }
   /// The budget's settings and the byte count it charges (a capture shares them).
-  std::uint64_t max_bytes() const noexcept { return max_bytes_.load(std::memory_order_relaxed); }
-  std::uint64_t min_free() const noexcept { return min_free_.load(std::memory_order_relaxed); }
-  std::atomic<std::uint64_t>* byte_counter() const noexcept { return bytes_; }
+  std::uint64_t max_bytes() const noexcept { return max_bytes_.load(mo_relaxed); }
+  std::uint64_t min_free() const noexcept { return min_free_.load(mo_relaxed); }
+  atom<std::uint64_t>* byte_counter() const noexcept { return bytes_; }
 
   /// `n` bytes lotus writes elsewhere (the flight recorder's control file), charged to the
   /// budget: false (nothing charged) when they do not fit.
@@ -5732,7 +5709,7 @@ class trace_files {
   LOTUS_DETAIL_COLD bool create_live(live_file& f, std::size_t size, const live_file* mine,
                                      std::size_t mine_count) noexcept {
     if (disabled_) return false;
-    const std::uint64_t max = max_bytes_.load(std::memory_order_relaxed);
+    const std::uint64_t max = max_bytes_.load(mo_relaxed);
     if (max != 0 && max / 8 < size) return false;
     make_dirs();
     const grant g = budget_take(size, false, true);
@@ -6057,7 +6034,7 @@ class trace_files {
       diag(topic::io_error, "cannot %s trace file '%s': %s; tracing disabled for this process",
            verb, path, std::strerror(err));
       disabled_ = true;
-      g_mode.store(mode_off, std::memory_order_relaxed);
+      g_mode.store(mode_off, mo_relaxed);
     }
   }
 
@@ -6094,7 +6071,7 @@ class trace_files {
   }
 
   LOTUS_DETAIL_COLD bool create(file_slot& s, int kind, std::uint64_t id) noexcept {
-    creates_.fetch_add(1, std::memory_order_relaxed);
+    creates_.fetch_add(1, mo_relaxed);
     make_dirs();
     text taken, name;
     for (unsigned k = s.fresh; k <= max_fresh_names; ++k) {
@@ -6237,18 +6214,17 @@ class trace_files {
   /// together; sidecar_stats_reserve of it is left for the exit `stats` line (`final`).
   grant budget_take(std::size_t n, bool final, bool sidecar) noexcept {
     grant g{n, false};
-    const std::uint64_t max = max_bytes_.load(std::memory_order_relaxed);
+    const std::uint64_t max = max_bytes_.load(mo_relaxed);
     if (max != 0) {
       const std::uint64_t reserve =
           final ? 0 : (max / 4 < sidecar_stats_reserve ? max / 4 : sidecar_stats_reserve);
       const std::uint64_t limit = max - reserve;
-      std::uint64_t used = bytes_->load(std::memory_order_relaxed);
+      std::uint64_t used = bytes_->load(mo_relaxed);
       std::uint64_t take = 0;
       do {
         const std::uint64_t left = used >= limit ? 0 : limit - used;
         take = left < n ? left : n;
-      } while (take != 0 &&
-               !bytes_->compare_exchange_weak(used, used + take, std::memory_order_relaxed));
+      } while (take != 0 && !bytes_->compare_exchange_weak(used, used + take, mo_relaxed));
       g = grant{static_cast<std::size_t>(take), true};
       if (take < n && !sidecar) {
         diag(topic::max_bytes,
@@ -6260,7 +6236,7 @@ class trace_files {
     if (g.bytes > 0) {
       const std::size_t room = space_allows(g.bytes);
       if (room < g.bytes) {
-        if (g.counted) bytes_->fetch_sub(g.bytes - room, std::memory_order_relaxed);
+        if (g.counted) bytes_->fetch_sub(g.bytes - room, mo_relaxed);
         g.bytes = room;
       }
     }
@@ -6270,9 +6246,9 @@ class trace_files {
   /// `done` of the granted bytes reached the file: the rest goes back to the budget.
   void budget_settle(const grant& g, std::size_t done) noexcept {
     if (g.counted) {
-      if (done < g.bytes) bytes_->fetch_sub(g.bytes - done, std::memory_order_relaxed);
+      if (done < g.bytes) bytes_->fetch_sub(g.bytes - done, mo_relaxed);
     } else {
-      bytes_->fetch_add(done, std::memory_order_relaxed);
+      bytes_->fetch_add(done, mo_relaxed);
     }
     local_bytes_ += done;
   }
@@ -6281,8 +6257,8 @@ class trace_files {
   /// after half of the room left at the last check is written (at most 4 MiB), so the reserve
   /// holds between checks, and at most once a second once the reserve is reached.
   LOTUS_DETAIL_COLD std::size_t space_allows(std::size_t n) noexcept {
-    const std::uint64_t reserve_setting = min_free_.load(std::memory_order_relaxed);
-    if (budget_changed_.exchange(false, std::memory_order_relaxed)) space_checked_ = false;
+    const std::uint64_t reserve_setting = min_free_.load(mo_relaxed);
+    if (budget_changed_.exchange(false, mo_relaxed)) space_checked_ = false;
     if (reserve_setting == 0) return n;
     const std::uint64_t now = clock_ns(CLOCK_MONOTONIC);
     if (space_checked_) {
@@ -6385,14 +6361,14 @@ class trace_files {
   text created_;  // `file <name>` lines not yet in the sidecar
   bool created_overflow_ = false;
   std::size_t failed_done_ = 0;  // bytes of the last failed append that did reach the file
-  std::atomic<std::uint64_t> max_bytes_{0};
-  std::atomic<std::uint64_t> min_free_{min_free_auto};
-  std::atomic<bool> budget_changed_{false};
-  std::atomic<std::uint64_t> creates_{0};
+  atom<std::uint64_t> max_bytes_{0};
+  atom<std::uint64_t> min_free_{min_free_auto};
+  atom<bool> budget_changed_{false};
+  atom<std::uint64_t> creates_{0};
   bool sidecar_adopted_ = false;
   std::uint64_t local_bytes_ = 0;  // bytes this runtime wrote (for the statvfs schedule)
-  std::atomic<std::uint64_t> own_bytes_{0};
-  std::atomic<std::uint64_t>* bytes_ = &own_bytes_;  // bytes written: the process's one count
+  atom<std::uint64_t> own_bytes_{0};
+  atom<std::uint64_t>* bytes_ = &own_bytes_;  // bytes written: the process's one count
   bool space_checked_ = false, space_low_ = false;
   std::uint64_t space_checked_at_ = 0, space_next_check_ = 0;
   int failed_errno_ = 0;
@@ -6595,9 +6571,9 @@ class flight_recorder {
     held_ += offsetof(chunk, data) + n;
     while (held_ > set_.max_bytes && head_ != nullptr) pop(true);
 #ifdef LOTUS_TEST_HOOKS
-    std::uint64_t seen = test_hooks::flight_max_held.load(std::memory_order_relaxed);
-    while (held_ > seen && !test_hooks::flight_max_held.compare_exchange_weak(
-                               seen, held_, std::memory_order_relaxed)) {
+    std::uint64_t seen = test_hooks::flight_max_held.load(mo_relaxed);
+    while (held_ > seen &&
+           !test_hooks::flight_max_held.compare_exchange_weak(seen, held_, mo_relaxed)) {
     }
 #endif
     return true;
@@ -8282,18 +8258,18 @@ class trace_writer {
     if (rc != 0) {
       diag(topic::writer, "cannot start the trace writer thread: %s; tracing disabled",
            std::strerror(rc));
-      g_mode.store(mode_off, std::memory_order_relaxed);
+      g_mode.store(mode_off, mo_relaxed);
       return false;
     }
     thread_started_ = true;
-    running_.store(true, std::memory_order_release);
+    running_.store(true, mo_release);
     return true;
   }
 
-  bool running() const noexcept { return running_.load(std::memory_order_acquire); }
+  bool running() const noexcept { return running_.load(mo_acquire); }
   /// Advances whenever the writer moves on (a cycle, a thread drained, a chunk formatted): a
   /// thread waiting for room sees whether the writer is stuck (runtime::push_full).
-  std::uint64_t progress() const noexcept { return progress_.load(std::memory_order_relaxed); }
+  std::uint64_t progress() const noexcept { return progress_.load(mo_relaxed); }
 
   // ---- flight recorder (flight.hpp): LOTUS_FLIGHT keeps records in memory until a capture -----
   /// Applied at the writer's next cycle.
@@ -8301,7 +8277,7 @@ class trace_writer {
     const sync_hold lk(mu_);
     flight_next_ = s;
     flight_changed_ = true;
-    flight_on_.store(s.window_ns != 0, std::memory_order_release);
+    flight_on_.store(s.window_ns != 0, mo_release);
   }
   /// LOTUS_LIVE (live.hpp): applied at the writer's next cycle.
   void set_live(bool on) noexcept {
@@ -8314,17 +8290,16 @@ class trace_writer {
   /// request. A signal handler may call it, also one that interrupted lotus holding the writer's
   /// lock on the same thread.
   bool ask_capture(std::string_view reason) noexcept {
-    if (!flight_on_.load(std::memory_order_acquire) || !running()) return false;
+    if (!flight_on_.load(mo_acquire) || !running()) return false;
     for (capture_ask& a : asks_) {
       unsigned expected = ask_free;
-      if (!a.state.compare_exchange_strong(expected, ask_filling, std::memory_order_acquire,
-                                           std::memory_order_relaxed)) {
+      if (!a.state.compare_exchange_strong(expected, ask_filling, mo_acquire, mo_relaxed)) {
         continue;
       }
       a.size = reason.size() < sizeof a.reason ? reason.size() : sizeof a.reason;
       if (a.size != 0) std::memcpy(a.reason, reason.data(), a.size);
       a.ns = realtime_ns();
-      a.state.store(ask_ready, std::memory_order_release);
+      a.state.store(ask_ready, mo_release);
       return true;
     }
     return true;  // as many already asked since the writer's last cycle: one of them serves
@@ -8336,13 +8311,12 @@ class trace_writer {
 #ifdef LOTUS_TEST_HOOKS
     // One word, (files created << 1) | pending, set before `urgent_`: the drain that clears it
     // reads this nudge's count, never one left from an earlier nudge.
-    std::uint64_t s = nudge_state_.load(std::memory_order_relaxed);
+    std::uint64_t s = nudge_state_.load(mo_relaxed);
     if ((s & 1) == 0) {
-      nudge_state_.compare_exchange_strong(s, files_.creates() << 1 | 1, std::memory_order_release,
-                                           std::memory_order_relaxed);
+      nudge_state_.compare_exchange_strong(s, files_.creates() << 1 | 1, mo_release, mo_relaxed);
     }
 #endif
-    urgent_.store(true, std::memory_order_release);
+    urgent_.store(true, mo_release);
     cv_.notify_one();
   }
 
@@ -8387,20 +8361,20 @@ class trace_writer {
     thread_started_ = false;
     exited_ = false;
     stop_ = false;
-    running_.store(false, std::memory_order_release);
+    running_.store(false, mo_release);
     done_cv_.notify_all();
   }
 
-  std::uint64_t written() const noexcept { return written_.load(std::memory_order_relaxed); }
-  std::uint64_t discarded() const noexcept { return discarded_.load(std::memory_order_relaxed); }
-  std::uint64_t sanitized() const noexcept { return sanitized_.load(std::memory_order_relaxed); }
-  std::uint64_t cpu_ns() const noexcept { return cpu_ns_.load(std::memory_order_relaxed); }
+  std::uint64_t written() const noexcept { return written_.load(mo_relaxed); }
+  std::uint64_t discarded() const noexcept { return discarded_.load(mo_relaxed); }
+  std::uint64_t sanitized() const noexcept { return sanitized_.load(mo_relaxed); }
+  std::uint64_t cpu_ns() const noexcept { return cpu_ns_.load(mo_relaxed); }
   /// This runtime's counts for the sidecar's stats line, filled in by the runtime.
   void set_stats_source(trace_stats (*fn)()) noexcept { stats_source_ = fn; }
 
   // ---- fork(): the child must not inherit a lock the writer held mid-cycle --------------------
   LOTUS_DETAIL_COLD void fork_prepare() noexcept {
-    forks_pending_.fetch_add(1, std::memory_order_relaxed);
+    forks_pending_.fetch_add(1, mo_relaxed);
     cycle_mu_.lock();
     mu_.lock();  // stays locked until fork_parent() or the child's reset
     // A writer thread still starting is inside the C library and the allocator: let it reach its
@@ -8408,7 +8382,7 @@ class trace_writer {
     while (thread_started_ && !in_loop_ && !stop_) done_cv_.wait(mu_);
   }
   LOTUS_DETAIL_COLD void fork_parent() noexcept {
-    forks_pending_.fetch_sub(1, std::memory_order_relaxed);
+    forks_pending_.fetch_sub(1, mo_relaxed);
     mu_.unlock();
     cycle_mu_.unlock();
     cv_.notify_all();
@@ -8420,7 +8394,7 @@ class trace_writer {
     files_.close_all(parent_threads);
     // A slot another thread of the parent was filling stays claimed: free it (the child's own
     // requests only).
-    for (capture_ask& a : asks_) a.state.store(ask_free, std::memory_order_relaxed);
+    for (capture_ask& a : asks_) a.state.store(ask_free, mo_relaxed);
     flight_.fork_child();
     live_.after_fork();
   }
@@ -8432,7 +8406,7 @@ class trace_writer {
   }
 
   LOTUS_DETAIL_COLD void format_failed() noexcept {
-    discarded_.fetch_add(1, std::memory_order_relaxed);
+    discarded_.fetch_add(1, mo_relaxed);
     diag(topic::no_memory, "out of memory while formatting trace records; they are dropped");
   }
 
@@ -8447,15 +8421,13 @@ class trace_writer {
   /// The owner's next segment (runtime::push_full grows into it without allocating), made here,
   /// off its record path: when its segment is a quarter full, or it just grew.
   void prepare_spare(thread_state& t) noexcept {
-    if (t.retired.load(std::memory_order_acquire)) return;
-    const ring* cur = t.current.load(std::memory_order_acquire);
+    if (t.retired.load(mo_acquire)) return;
+    const ring* cur = t.current.load(mo_acquire);
     const std::uint64_t max = threads_.ring_max();
-    if (cur == nullptr || cur->capacity >= max ||
-        t.spare.load(std::memory_order_acquire) != nullptr) {
+    if (cur == nullptr || cur->capacity >= max || t.spare.load(mo_acquire) != nullptr) {
       return;
     }
-    const std::uint64_t fill =
-        cur->head.load(std::memory_order_acquire) - cur->tail.load(std::memory_order_relaxed);
+    const std::uint64_t fill = cur->head.load(mo_acquire) - cur->tail.load(mo_relaxed);
     if (cur == t.read && fill < cur->capacity / 4) return;
     ring* next = ring::make(cur->capacity * 2 < max ? cur->capacity * 2 : max, 0, &t);
     if (next == nullptr) {
@@ -8466,7 +8438,7 @@ class trace_writer {
       return;
     }
     next->progress = cur->progress;
-    t.spare.store(next, std::memory_order_release);
+    t.spare.store(next, mo_release);
   }
 
   /// The thread's queued per-batch resource figures as sidecar `batchres` lines (FORMAT.md §5),
@@ -8474,17 +8446,17 @@ class trace_writer {
   /// (Called on every drain: the figures' work, cold, only where the thread has a queue; a cold
   /// call on drain's every path would make the compiler take all of drain as never run.)
   void drain_resources(thread_state& t) noexcept {
-    if (res_queue* q = t.res.load(std::memory_order_acquire)) format_resources(t, q);
+    if (res_queue* q = t.res.load(mo_acquire)) format_resources(t, q);
   }
 
   LOTUS_DETAIL_COLD void format_resources(thread_state& t, res_queue* q) noexcept {
-    std::uint64_t tail = q->tail.load(std::memory_order_relaxed);
-    const bool last = t.retired.load(std::memory_order_acquire);
+    std::uint64_t tail = q->tail.load(mo_relaxed);
+    const bool last = t.retired.load(mo_acquire);
     for (;; ++tail) {
       const res_entry& e = q->slots[tail % res_queue::capacity];
       // Filled in (a slot claimed but not yet filled, by a push a signal handler interrupted,
       // ends the run: it comes next cycle).
-      if (e.seq.load(std::memory_order_acquire) != tail + 1) break;
+      if (e.seq.load(mo_acquire) != tail + 1) break;
       std::uint64_t start = 0, dur = 0;
       if (!find_batch(t, e.t0, start, dur)) {
         // Its record is not formatted yet (pushed after this cycle drained the ring): next
@@ -8500,8 +8472,8 @@ class trace_writer {
       line.add(' ').add(e.majflt).add(' ').add(e.nvcsw).add(' ').add(e.nivcsw).add('\n');
       if (!resource_line(line)) ++q->writer_lost;
     }
-    q->tail.store(tail, std::memory_order_release);
-    const std::uint64_t lost = q->lost.load(std::memory_order_relaxed) + q->writer_lost;
+    q->tail.store(tail, mo_release);
+    const std::uint64_t lost = q->lost.load(mo_relaxed) + q->writer_lost;
     if (lost != q->lost_reported) {
       q->lost_reported = lost;
       text line;
@@ -8525,19 +8497,19 @@ class trace_writer {
   /// cycle. A line read while its op was being added may take part of that op's figures; the
   /// rest come with the next line, so sums over lines are exact once the thread is drained.
   void drain_op_resources(thread_state& t) noexcept {
-    if (op_res_table* q = t.opres.load(std::memory_order_acquire)) format_op_resources(t, q);
+    if (op_res_table* q = t.opres.load(mo_acquire)) format_op_resources(t, q);
   }
 
   LOTUS_DETAIL_COLD void format_op_resources(thread_state& t, op_res_table* q) noexcept {
     for (op_res_slot& s : q->slots) {
-      const auto* site = static_cast<const record_site*>(s.site.load(std::memory_order_acquire));
+      const auto* site = static_cast<const record_site*>(s.site.load(mo_acquire));
       if (site == nullptr) continue;
-      const std::uint64_t count = s.count.load(std::memory_order_acquire);
+      const std::uint64_t count = s.count.load(mo_acquire);
       if (count == s.reported[0]) continue;
       const label_table::label* n = labels_.find(site);
       if (n == nullptr || n->size == 0) continue;  // out of memory: the next cycle
       std::uint64_t now[8] = {count};
-      for (int j = 0; j < 7; ++j) now[j + 1] = s.sums[j].load(std::memory_order_relaxed);
+      for (int j = 0; j < 7; ++j) now[j + 1] = s.sums[j].load(mo_relaxed);
       text line;
       line.add("opres ").add(t.tid);
       for (int j = 0; j < 8; ++j) {
@@ -8553,7 +8525,7 @@ class trace_writer {
         if (now[j] > s.reported[j]) s.reported[j] = now[j];
       }
     }
-    const std::uint64_t lost = q->lost.load(std::memory_order_relaxed) + q->writer_lost;
+    const std::uint64_t lost = q->lost.load(mo_relaxed) + q->writer_lost;
     if (lost != q->lost_reported) {
       q->lost_reported = lost;
       text line;
@@ -8655,13 +8627,13 @@ class trace_writer {
         fields(p + (batch ? 14 : 11));
         if (thread_state* t = cycle_thread(v[0])) {
           if (batch) {
-            if (res_queue* q = t->res.load(std::memory_order_acquire)) {
+            if (res_queue* q = t->res.load(mo_acquire)) {
               if (written)
                 q->lost_written = v[1];
               else
                 q->lost_reported = q->lost_written;  // again next time
             }
-          } else if (op_res_table* q = t->opres.load(std::memory_order_acquire)) {
+          } else if (op_res_table* q = t->opres.load(mo_acquire)) {
             if (written)
               q->lost_written = v[1];
             else
@@ -8677,13 +8649,11 @@ class trace_writer {
   /// to the process's count (write_stats).
   LOTUS_DETAIL_COLD void keep_unreported_losses(ptr_list<thread_state>& finished) noexcept {
     for (thread_state* t : finished) {
-      if (const res_queue* q = t->res.load(std::memory_order_acquire)) {
-        unwritten_batches_ +=
-            res_delta(q->lost_written, q->lost.load(std::memory_order_relaxed) + q->writer_lost);
+      if (const res_queue* q = t->res.load(mo_acquire)) {
+        unwritten_batches_ += res_delta(q->lost_written, q->lost.load(mo_relaxed) + q->writer_lost);
       }
-      if (const op_res_table* q = t->opres.load(std::memory_order_acquire)) {
-        unwritten_ops_ +=
-            res_delta(q->lost_written, q->lost.load(std::memory_order_relaxed) + q->writer_lost);
+      if (const op_res_table* q = t->opres.load(mo_acquire)) {
+        unwritten_ops_ += res_delta(q->lost_written, q->lost.load(mo_relaxed) + q->writer_lost);
       }
     }
   }
@@ -8693,12 +8663,11 @@ class trace_writer {
   LOTUS_DETAIL_COLD void process_loss_lines(text& out) noexcept {
     std::uint64_t batches = unwritten_batches_, ops = unwritten_ops_;
     for (thread_state* t : cycle_threads_) {
-      if (const res_queue* q = t->res.load(std::memory_order_acquire)) {
-        batches +=
-            res_delta(q->lost_written, q->lost.load(std::memory_order_relaxed) + q->writer_lost);
+      if (const res_queue* q = t->res.load(mo_acquire)) {
+        batches += res_delta(q->lost_written, q->lost.load(mo_relaxed) + q->writer_lost);
       }
-      if (const op_res_table* q = t->opres.load(std::memory_order_acquire)) {
-        ops += res_delta(q->lost_written, q->lost.load(std::memory_order_relaxed) + q->writer_lost);
+      if (const op_res_table* q = t->opres.load(mo_acquire)) {
+        ops += res_delta(q->lost_written, q->lost.load(mo_relaxed) + q->writer_lost);
       }
     }
     if (batches != 0) out.add("batchres_lost 0 ").add(batches).add('\n');
@@ -8767,18 +8736,18 @@ class trace_writer {
                                 static_cast<unsigned long long>(process_start()),
                                 conv_.mode() == mode_tsc ? "tsc" : "realtime", conv_.ns_per_tick());
     head.add(line, printed(m, sizeof line)).add(sidecar_info_);
-    if (const char* l = loader_kind().load(std::memory_order_relaxed)) {
+    if (const char* l = loader_kind().load(mo_relaxed)) {
       add_loader_line(head, l);
     }
     const worker_id_state& w = loader_worker();  // a DataLoader worker: its id
-    if (w.pid.load(std::memory_order_relaxed) == static_cast<int>(::getpid())) {
-      const long long id = w.id.load(std::memory_order_relaxed);
+    if (w.pid.load(mo_relaxed) == static_cast<int>(::getpid())) {
+      const long long id = w.id.load(mo_relaxed);
       if (id >= 0) head.add("worker_id ").add(static_cast<std::uint64_t>(id)).add('\n');
     }
     // The epoch in progress (a capture's window may begin inside it).
     const std::uint64_t begun = own_epochs();
     if (begun != 0) {
-      const std::uint64_t start = epochs().start_ns.load(std::memory_order_relaxed);
+      const std::uint64_t start = epochs().start_ns.load(mo_relaxed);
       head.add("epoch ").add(begun - 1).add(' ').add(start).add('\n');
     }
     return head;
@@ -8872,7 +8841,7 @@ class trace_writer {
       loader_noted_ = nullptr;
       epoch_noted_ = 0;
     }
-    if (const char* l = loader_kind().load(std::memory_order_relaxed); l != loader_noted_) {
+    if (const char* l = loader_kind().load(mo_relaxed); l != loader_noted_) {
       add_loader_line(thread_lines_, l);  // (a sidecar created later has it too)
       loader_noted_ = l;
     }
@@ -8887,7 +8856,7 @@ class trace_writer {
     // in flight mode the window, so a capture holds the epochs begun inside it).
     if (const std::uint64_t n = own_epochs(); n != epoch_noted_) {
       text line;
-      const std::uint64_t start = epochs().start_ns.load(std::memory_order_relaxed);
+      const std::uint64_t start = epochs().start_ns.load(mo_relaxed);
       line.add("epoch ").add(std::uint64_t{n - 1}).add(' ').add(start);
       sidecar_lines(line.add('\n'));
       epoch_noted_ = n;
@@ -8899,13 +8868,13 @@ class trace_writer {
     }
     if (urgent) serve_urgent();  // a full ring woke this cycle: it goes first
     for (thread_state* t : cycle_threads_) {
-      const bool retired = t->retired.load(std::memory_order_acquire);
+      const bool retired = t->retired.load(mo_acquire);
       if (drain(*t)) busy_ = true;
       if (retired) {
         files_.forget(*t);
         if (!cycle_finished_.push(t)) break;  // out of memory: the rest next cycle
       }
-      if (urgent_.load(std::memory_order_relaxed)) serve_urgent();
+      if (urgent_.load(mo_relaxed)) serve_urgent();
     }
     flush_thread_lines();
     flush_resource_lines();
@@ -8927,7 +8896,7 @@ class trace_writer {
     }
     keep_unreported_losses(cycle_finished_);
     threads_.release(cycle_finished_);
-    cpu_ns_.fetch_add(clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0, std::memory_order_relaxed);
+    cpu_ns_.fetch_add(clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0, mo_relaxed);
   }
 
   /// What each thread is inside now (inflight.hpp), read once per cycle after the drains: the
@@ -8939,7 +8908,7 @@ class trace_writer {
       if (inflight_count_ < max_inflight) inflight_[inflight_count_++] = e;
     };
     for (thread_state* t : cycle_threads_) {
-      if (t->retired.load(std::memory_order_acquire)) continue;
+      if (t->retired.load(mo_acquire)) continue;
       inflight& f = t->progress;
       inflight_entry e;
       e.tid = t->tid;
@@ -8947,10 +8916,10 @@ class trace_writer {
       const auto batch_or_wait = [&](const atom<std::uint64_t>& t0_word,
                                      const atom<std::uint64_t>& idx_word, unsigned char what,
                                      std::uint64_t& seen) {
-        const std::uint64_t t0 = t0_word.load(std::memory_order_acquire);
+        const std::uint64_t t0 = t0_word.load(mo_acquire);
         if (t0 != 0) {
           e.what = what;
-          e.idx = idx_word.load(std::memory_order_relaxed);
+          e.idx = idx_word.load(mo_relaxed);
           e.since_ns = since(t0, now);
           e.confirmed = t0 == seen;
           add(e);
@@ -8959,13 +8928,13 @@ class trace_writer {
       };
       batch_or_wait(f.batch_t0, f.batch_idx, inflight_entry::batch, t->seen_batch_t0);
       batch_or_wait(f.wait_t0, f.wait_idx, inflight_entry::wait, t->seen_wait_t0);
-      const std::uint32_t depth = f.depth.load(std::memory_order_acquire);
+      const std::uint32_t depth = f.depth.load(mo_acquire);
       const std::uint32_t n = depth < inflight_depth ? depth : inflight_depth;
       e.what = inflight_entry::op;
       e.idx = 0;
       for (std::uint32_t k = 0; k < inflight_depth; ++k) {
-        const record_site* loc = k < n ? f.ops[k].loc.load(std::memory_order_acquire) : nullptr;
-        const std::uint64_t t0 = loc != nullptr ? f.ops[k].t0.load(std::memory_order_relaxed) : 0;
+        const record_site* loc = k < n ? f.ops[k].loc.load(mo_acquire) : nullptr;
+        const std::uint64_t t0 = loc != nullptr ? f.ops[k].t0.load(mo_relaxed) : 0;
         if (loc != nullptr) {
           e.loc = loc;
           e.since_ns = since(t0, now);
@@ -8989,13 +8958,13 @@ class trace_writer {
   /// of new files: seconds on some file systems): drain every live thread now, so file creation
   /// never sits between a full ring and its drain for more than one file.
   void serve_urgent() noexcept {
-    urgent_.store(false, std::memory_order_relaxed);
+    urgent_.store(false, mo_relaxed);
     // A fresh list: the thread whose ring is full may have started after this cycle's. Only
     // this thread frees thread records, after the cycle, so every one listed stays valid.
     ptr_list<thread_state>& live =
         threads_.snapshot(urgent_threads_) ? urgent_threads_ : cycle_threads_;
     for (thread_state* t : live) {
-      if (!t->retired.load(std::memory_order_acquire) && drain(*t)) busy_ = true;
+      if (!t->retired.load(mo_acquire) && drain(*t)) busy_ = true;
     }
   }
 
@@ -9011,12 +8980,12 @@ class trace_writer {
       if (!busy_) {
         const std::uint64_t half = interval_ms_ / 2 != 0 ? interval_ms_ / 2 : 1;
         const std::uint64_t deadline = clock_ns(CLOCK_MONOTONIC) + half * 1000000u;
-        while (!stop_ && !urgent_.load(std::memory_order_relaxed) && flush_req_ == flush_done_ &&
+        while (!stop_ && !urgent_.load(mo_relaxed) && flush_req_ == flush_done_ &&
                cv_.wait_until(mu_, deadline)) {
         }
       }
       // A busy writer would win the cycle lock back at once; let a waiting fork() go first.
-      while (forks_pending_.load(std::memory_order_relaxed) != 0) {
+      while (forks_pending_.load(mo_relaxed) != 0) {
         cv_.wait_until(mu_, clock_ns(CLOCK_MONOTONIC) + 1000000u);
       }
       mu_.unlock();
@@ -9024,7 +8993,7 @@ class trace_writer {
       mu_.lock();
       const std::uint64_t req = flush_req_;
       const bool stopping = stop_;
-      const bool urgent = urgent_.exchange(false, std::memory_order_relaxed);
+      const bool urgent = urgent_.exchange(false, mo_relaxed);
       if (!conv_.calibrated()) await_calibration();
       conv_.reanchor();
       const bool reopen = reopen_;
@@ -9037,13 +9006,13 @@ class trace_writer {
       }
       live_cycle_ = live_next_;
       for (capture_ask& a : asks_) {
-        if (a.state.load(std::memory_order_acquire) != ask_ready) continue;
+        if (a.state.load(mo_acquire) != ask_ready) continue;
         flight_.ask(std::string_view(a.reason, a.size), a.ns);
-        a.state.store(ask_free, std::memory_order_release);
+        a.state.store(ask_free, mo_release);
       }
       mu_.unlock();
 
-      progress_.fetch_add(1, std::memory_order_relaxed);
+      progress_.fetch_add(1, mo_relaxed);
       cycle(reopen, req != flush_done_ || stopping, urgent, stopping);
 
       mu_.lock();
@@ -9063,13 +9032,13 @@ class trace_writer {
   sync_mutex mu_;        // guards the control state below marked (mu)
   sync_cond cv_;         // wakes the writer
   sync_cond done_cv_;    // wakes flush(), stop() and fork_prepare()
-  std::atomic<int> forks_pending_{0};
-  std::atomic<bool> urgent_{false};
+  atom<int> forks_pending_{0};
+  atom<bool> urgent_{false};
 #ifdef LOTUS_TEST_HOOKS
-  std::atomic<std::uint64_t> nudge_state_{0};
+  atom<std::uint64_t> nudge_state_{0};
 #endif
-  std::atomic<bool> running_{false};
-  std::atomic<std::uint64_t> progress_{0};
+  atom<bool> running_{false};
+  atom<std::uint64_t> progress_{0};
   pthread_t thread_{};
   bool thread_started_ = false;  // (mu)
   bool in_loop_ = false;         // (mu) the thread has entered loop()
@@ -9087,19 +9056,19 @@ class trace_writer {
   // (free -> filling -> ready), emptied by the writer (ready -> free).
   enum : unsigned { ask_free, ask_filling, ask_ready };
   struct capture_ask {
-    std::atomic<unsigned> state{ask_free};
+    atom<unsigned> state{ask_free};
     std::uint64_t ns = 0;
     std::size_t size = 0;
     char reason[180] = {};
   };
   static constexpr unsigned max_asks = 4;
   capture_ask asks_[max_asks];
-  std::atomic<bool> flight_on_{false};  // flight mode, as set_flight last said
-  tick_converter conv_;                 // (mu) re-anchored by the writer each cycle
+  atom<bool> flight_on_{false};  // flight mode, as set_flight last said
+  tick_converter conv_;          // (mu) re-anchored by the writer each cycle
   text sidecar_info_;
   trace_stats (*stats_source_)() = nullptr;
 
-  std::atomic<std::uint64_t> written_{0}, discarded_{0}, sanitized_{0}, cpu_ns_{0};
+  atom<std::uint64_t> written_{0}, discarded_{0}, sanitized_{0}, cpu_ns_{0};
 
   // ---- writer-thread-only state ---------------------------------------------------------------
   // Members, not locals of loop(): a forked child has no writer stack, and what the parent's
@@ -9175,18 +9144,18 @@ void trace_writer::write_out(thread_state& t, out_buffer& buf, bool main_file) n
         !flight_.keep(t.tid, t.name,
                       main_file ? flight_recorder::chunk_main : flight_recorder::chunk_worker,
                       buf.data(), buf.size(), buf.count, buf.sanitized, realtime_ns())) {
-      discarded_.fetch_add(buf.count, std::memory_order_relaxed);
+      discarded_.fetch_add(buf.count, mo_relaxed);
     }
     buf.clear();
     return;
   }
   const std::uint64_t on_disk =
       discard_ ? 0 : files_.write(t, main_file, buf.data(), buf.size(), buf.count);
-  written_.fetch_add(on_disk, std::memory_order_relaxed);
+  written_.fetch_add(on_disk, mo_relaxed);
   if (on_disk == buf.count) {
-    sanitized_.fetch_add(buf.sanitized, std::memory_order_relaxed);
+    sanitized_.fetch_add(buf.sanitized, mo_relaxed);
   }
-  discarded_.fetch_add(buf.count - on_disk, std::memory_order_relaxed);
+  discarded_.fetch_add(buf.count - on_disk, mo_relaxed);
   buf.clear();
   if (files_.created_full()) flush_thread_lines();
 }
@@ -9194,25 +9163,24 @@ void trace_writer::write_out(thread_state& t, out_buffer& buf, bool main_file) n
 inline bool trace_writer::drain(thread_state& t) noexcept {
   // A `batchres` entry queued after the last cycle formatted its record: its record's figures
   // are still remembered (note_batch), from that cycle's converter.
-  progress_.fetch_add(1, std::memory_order_relaxed);
+  progress_.fetch_add(1, mo_relaxed);
   drain_resources(t);
   // Before the drain: a thread waiting for room in a full ring takes the new segment at once.
   prepare_spare(t);
   bool busy = false;
   for (ring* r = t.read;;) {
-    std::uint64_t tail = r->tail.load(std::memory_order_relaxed);
-    const std::uint64_t head = r->head.load(std::memory_order_acquire);
+    std::uint64_t tail = r->tail.load(mo_relaxed);
+    const std::uint64_t head = r->head.load(mo_acquire);
     busy = busy || head - tail > r->capacity / 2;
 #ifdef LOTUS_TEST_HOOKS
     // A live thread's events: how many files were created since a full ring asked for a drain.
-    const std::uint64_t nudged = head != tail && !t.retired.load(std::memory_order_relaxed)
-                                     ? nudge_state_.exchange(0, std::memory_order_acquire)
-                                     : 0;
+    const std::uint64_t nudged =
+        head != tail && !t.retired.load(mo_relaxed) ? nudge_state_.exchange(0, mo_acquire) : 0;
     if ((nudged & 1) != 0) {
       const std::uint64_t lag = files_.creates() - (nudged >> 1);
-      std::uint64_t seen = test_hooks::max_creates_while_full.load(std::memory_order_relaxed);
-      while (lag > seen && !test_hooks::max_creates_while_full.compare_exchange_weak(
-                               seen, lag, std::memory_order_relaxed)) {
+      std::uint64_t seen = test_hooks::max_creates_while_full.load(mo_relaxed);
+      while (lag > seen &&
+             !test_hooks::max_creates_while_full.compare_exchange_weak(seen, lag, mo_relaxed)) {
       }
     }
 #endif
@@ -9226,15 +9194,15 @@ inline bool trace_writer::drain(thread_state& t) noexcept {
         tap(t, e);
       }
       tail += chunk;
-      r->tail.store(tail, std::memory_order_release);  // slots copied out: hand them back
-      progress_.fetch_add(1, std::memory_order_relaxed);
+      r->tail.store(tail, mo_release);  // slots copied out: hand them back
+      progress_.fetch_add(1, mo_relaxed);
       if (worker_buf_.size() >= flush_bytes) write_out(t, worker_buf_, false);
       if (main_buf_.size() >= flush_bytes) write_out(t, main_buf_, true);
     }
-    ring* next = r->next.load(std::memory_order_acquire);
+    ring* next = r->next.load(mo_acquire);
     if (next == nullptr) break;
     // The owner links `next` after its last push here: a head read now is final.
-    if (r->head.load(std::memory_order_acquire) != tail) continue;
+    if (r->head.load(mo_acquire) != tail) continue;
     retire_segment(t, r, next);
     r = next;
   }
@@ -9254,17 +9222,6 @@ inline bool trace_writer::drain(thread_state& t) noexcept {
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
-
-// detail/atomic.hpp's atom<T> takes std::memory_order values as the __ATOMIC_* orders.
-static_assert(static_cast<int>(std::memory_order_relaxed) == __ATOMIC_RELAXED &&
-                  static_cast<int>(std::memory_order_acquire) == __ATOMIC_ACQUIRE &&
-                  static_cast<int>(std::memory_order_release) == __ATOMIC_RELEASE &&
-                  static_cast<int>(std::memory_order_acq_rel) == __ATOMIC_ACQ_REL &&
-                  static_cast<int>(std::memory_order_seq_cst) == __ATOMIC_SEQ_CST,
-              "std::memory_order's values are not the __ATOMIC_* orders");
-static_assert(sizeof(atom<std::uint64_t>) == sizeof(std::atomic<std::uint64_t>) &&
-                  alignof(atom<std::uint64_t>) == alignof(std::atomic<std::uint64_t>),
-              "atom<T> has std::atomic<T>'s layout");
 
 static_assert(min_free_default == trace_files::min_free_auto,
               "settings and trace_files share the 'default reserve' value");
@@ -9365,9 +9322,7 @@ class runtime {
     writer_.set_flight(set_.flight);  // in a forked child: an empty window, the same control file
     writer_.set_live(set_.live);
   }
-  void count_lost(std::atomic<std::uint64_t>& counter) noexcept {
-    counter.fetch_add(1, std::memory_order_relaxed);
-  }
+  void count_lost(atom<std::uint64_t>& counter) noexcept { counter.fetch_add(1, mo_relaxed); }
 
   sync_mutex mu_;                   // settings; taken before the writer's and the registry's locks
   bool initialized_ = false;        // (mu)
@@ -9376,24 +9331,24 @@ class runtime {
   int clock_mode_ = mode_realtime;  // (mu) fixed at first initialization
   bool nvtx_modes_ = false;         // (mu) NVTX was on once: g_mode takes the _nvtx modes
   // Read by push_slow without the lock.
-  std::atomic<std::size_t> max_capacity_{LOTUS_DEFAULT_RING_CAPACITY};
-  std::atomic<bool> block_{true};
+  atom<std::size_t> max_capacity_{LOTUS_DEFAULT_RING_CAPACITY};
+  atom<bool> block_{true};
 
   thread_registry threads_;
   trace_writer writer_;
 
   // Events lost before they reached a ring: pushed from a signal handler that interrupted lotus
   // on the same thread, or by a thread with no ring (allocation failed, or already torn down).
-  std::atomic<std::uint64_t> lost_reentrant_{0}, lost_no_ring_{0};
+  atom<std::uint64_t> lost_reentrant_{0}, lost_no_ring_{0};
 
   sync_mutex intern_mu_;       // interned run-time names
   intern_table interned_;      // (intern_mu)
   runtime* parent_ = nullptr;  // in a forked child: the parent's runtime, never freed
 };
 
-inline runtime* g_runtime = nullptr;  // replaced (old one leaked) in a forked child
-inline std::atomic<runtime*> g_runtime_ready{nullptr};  // g_runtime once it is constructed
-inline std::atomic<pid_t> g_runtime_creator{0};         // the process constructing it, 0: none
+inline runtime* g_runtime = nullptr;             // replaced (old one leaked) in a forked child
+inline atom<runtime*> g_runtime_ready{nullptr};  // g_runtime once it is constructed
+inline atom<pid_t> g_runtime_creator{0};         // the process constructing it, 0: none
 
 /// The fork handlers exist before any runtime does (registered when the program or library is
 /// loaded), so a fork() at any moment of the first start finds them: fork_prepare() waits for an
@@ -9404,18 +9359,17 @@ inline const bool g_fork_handlers = [] {
 }();
 
 runtime& runtime::get() noexcept {
-  if (runtime* r = g_runtime_ready.load(std::memory_order_acquire)) return *r;
+  if (runtime* r = g_runtime_ready.load(mo_acquire)) return *r;
   for (;;) {
-    if (runtime* r = g_runtime_ready.load(std::memory_order_acquire)) return *r;
+    if (runtime* r = g_runtime_ready.load(mo_acquire)) return *r;
     const pid_t me = ::getpid();
     pid_t owner = 0;
     // The first thread of this process constructs it. A creator of another pid is the parent
     // this process was forked from in the middle of construction: its thread is not here.
-    if (g_runtime_creator.compare_exchange_strong(owner, me, std::memory_order_acq_rel) ||
-        (owner != me &&
-         g_runtime_creator.compare_exchange_strong(owner, me, std::memory_order_acq_rel))) {
+    if (g_runtime_creator.compare_exchange_strong(owner, me, mo_acq_rel) ||
+        (owner != me && g_runtime_creator.compare_exchange_strong(owner, me, mo_acq_rel))) {
       g_runtime = make();  // (once: the construction is out of get's way)
-      g_runtime_ready.store(g_runtime, std::memory_order_release);
+      g_runtime_ready.store(g_runtime, mo_release);
       return *g_runtime;
     }
     ::sched_yield();
@@ -9439,16 +9393,16 @@ bool runtime::initialize() noexcept {
     std::atexit(at_exit_handler);
     static_cast<void>(g_fork_handlers);  // registered at load time (see there)
   }
-  return g_mode.load(std::memory_order_relaxed) >= mode_tsc;
+  return g_mode.load(mo_relaxed) >= mode_tsc;
 }
 
 LOTUS_DETAIL_COLD inline void runtime::apply_locked(const options& o) noexcept {
   settings& s = set_;
   merge_settings(o, env_, s);
   // The clock is chosen once per process: ticks already in rings must keep their meaning.
-  if (g_mode.load(std::memory_order_relaxed) == mode_uninit) {
+  if (g_mode.load(mo_relaxed) == mode_uninit) {
 #ifdef LOTUS_TEST_HOOKS
-    const bool scripted = test_hooks::manual_clock.load(std::memory_order_relaxed) != nullptr;
+    const bool scripted = test_hooks::manual_clock.load(mo_relaxed) != nullptr;
 #else
     const bool scripted = false;
 #endif
@@ -9466,8 +9420,8 @@ LOTUS_DETAIL_COLD inline void runtime::apply_locked(const options& o) noexcept {
     }
     writer_.set_clock(clock_mode_);
   }
-  max_capacity_.store(set_.ring_capacity, std::memory_order_relaxed);
-  block_.store(set_.overflow == overflow_policy::block, std::memory_order_relaxed);
+  max_capacity_.store(set_.ring_capacity, mo_relaxed);
+  block_.store(set_.overflow == overflow_policy::block, mo_relaxed);
   settings_to_writer();
   const bool on = set_.enabled && !set_.log_file.empty();
   if (set_.nvtx && !nvtx_compiled()) {
@@ -9483,10 +9437,10 @@ LOTUS_DETAIL_COLD inline void runtime::apply_locked(const options& o) noexcept {
   // batch the hot path stays the plain one.
   const bool op_res = set_.resources && set_.op_resources && on;
   nvtx_modes_ = nvtx_modes_ || nvtx || itt || op_res;
-  g_nvtx_on.store(nvtx, std::memory_order_relaxed);
-  g_itt_on.store(itt, std::memory_order_release);
-  g_resources_on.store(set_.resources ? 1 : 0, std::memory_order_relaxed);
-  g_op_resources_on.store(op_res, std::memory_order_relaxed);
+  g_nvtx_on.store(nvtx, mo_relaxed);
+  g_itt_on.store(itt, mo_release);
+  g_resources_on.store(set_.resources ? 1 : 0, mo_relaxed);
+  g_op_resources_on.store(op_res, mo_relaxed);
   // Before the mode: the threads that exist get their resource tables now, so that their
   // records never allocate (thread_registry::equip; new threads get theirs at registration).
   if (!threads_.equip_all()) {
@@ -9495,7 +9449,7 @@ LOTUS_DETAIL_COLD inline void runtime::apply_locked(const options& o) noexcept {
          "recorded");
   }
   const int clock = nvtx_modes_ ? clock_mode_ + (mode_tsc_nvtx - mode_tsc) : clock_mode_;
-  g_mode.store(on ? clock : mode_off, std::memory_order_release);
+  g_mode.store(on ? clock : mode_off, mo_release);
   if (on) writer_.start();
 }
 
@@ -9535,8 +9489,8 @@ LOTUS_DETAIL_COLD inline void runtime::flush() noexcept {
 LOTUS_DETAIL_COLD inline void runtime::shutdown() noexcept {
   if (interrupted_lotus()) return;
   const busy_guard busy;
-  if (g_mode.load(std::memory_order_relaxed) >= mode_tsc) {
-    g_mode.store(mode_off, std::memory_order_relaxed);
+  if (g_mode.load(mo_relaxed) >= mode_tsc) {
+    g_mode.store(mode_off, mo_relaxed);
   }
   writer_.stop(writer_stop_limit_ms);
 }
@@ -9545,8 +9499,7 @@ inline trace_stats runtime::stats() noexcept {
   const busy_guard busy;
   std::uint64_t pushed = 0, dropped = 0;
   threads_.totals(pushed, dropped);
-  dropped += lost_reentrant_.load(std::memory_order_relaxed) +
-             lost_no_ring_.load(std::memory_order_relaxed);
+  dropped += lost_reentrant_.load(mo_relaxed) + lost_no_ring_.load(mo_relaxed);
   trace_stats s;
   s.recorded = pushed + dropped;
   s.written = writer_.written();
@@ -9572,9 +9525,9 @@ inline const record_site& runtime::intern(std::string_view name, std::uint32_t f
 struct thread_exit_hook {
   ~thread_exit_hook() {
     t_thread.exited = true;
-    t_ring.store(nullptr, std::memory_order_relaxed);
+    t_ring.store(nullptr, mo_relaxed);
     if (t_thread.self != nullptr) {
-      t_thread.self->retired.store(true, std::memory_order_release);
+      t_thread.self->retired.store(true, mo_release);
       if (g_runtime != nullptr) g_runtime->note_thread_exit();
       t_thread.self = nullptr;
     }
@@ -9599,7 +9552,7 @@ const record_site* runtime::intern_dynamic(const char* name, std::size_t key_siz
     return nullptr;
   }
 #ifdef LOTUS_TEST_HOOKS
-  test_hooks::dynamic_misses.fetch_add(1, std::memory_order_relaxed);
+  test_hooks::dynamic_misses.fetch_add(1, mo_relaxed);
 #endif
   // A cut name is interned under its kept bytes with flag_sanitized (a key of its own).
   const std::size_t size = key_size & ~name_cut_bit;
@@ -9642,7 +9595,7 @@ LOTUS_DETAIL_COLD inline ring* runtime::register_thread() noexcept {
       nanosleep(&ts, nullptr);
     }
   }
-  const std::size_t max = max_capacity_.load(std::memory_order_relaxed);
+  const std::size_t max = max_capacity_.load(mo_relaxed);
   const std::size_t first = ring_initial < max ? ring_initial : max;
   thread_state* t = thread_registry::make(first, max);
   bool equipped = true;
@@ -9662,7 +9615,7 @@ LOTUS_DETAIL_COLD inline ring* runtime::register_thread() noexcept {
   }
   t_thread.self = t;
   if (!writer_.start()) return nullptr;
-  return t->current.load(std::memory_order_relaxed);
+  return t->current.load(mo_relaxed);
 }
 
 inline ring* runtime::push_full(ring* r, const record_site* loc, std::uint64_t t0, std::uint64_t t1,
@@ -9670,9 +9623,9 @@ inline ring* runtime::push_full(ring* r, const record_site* loc, std::uint64_t t
   // A signal handler that interrupted the inline push between its read of t_ring and the clear
   // may have grown the ring (the push then restores the old segment): the thread's segment is
   // its record's `current`. A stale one is full and already has its `next`.
-  if (ring* cur = r->owner->current.load(std::memory_order_relaxed); cur != r) r = cur;
-  const std::uint64_t h = r->head.load(std::memory_order_relaxed);
-  r->tail_cache = r->tail.load(std::memory_order_acquire);
+  if (ring* cur = r->owner->current.load(mo_relaxed); cur != r) r = cur;
+  const std::uint64_t h = r->head.load(mo_relaxed);
+  r->tail_cache = r->tail.load(mo_acquire);
   if (h - r->tail_cache < r->capacity) {
     r->publish(h, loc, t0, t1, idx);
     return r;
@@ -9682,7 +9635,7 @@ inline ring* runtime::push_full(ring* r, const record_site* loc, std::uint64_t t
   // the next one when it finds a segment a quarter full or more): a record, in a signal handler
   // too, never allocates. While the thread waits for the writer, a segment the writer makes in
   // the meantime is taken at once.
-  const std::size_t max = max_capacity_.load(std::memory_order_relaxed);
+  const std::size_t max = max_capacity_.load(mo_relaxed);
   // LOTUS_OVERFLOW=block waits while the writer makes progress; a writer stuck for
   // writer_stuck_ms (waiting for a lock this thread holds: a signal handler that interrupted the
   // allocator records here, and the writer needs the allocator) must not hang the thread. The
@@ -9693,24 +9646,24 @@ inline ring* runtime::push_full(ring* r, const record_site* loc, std::uint64_t t
   for (unsigned spin = 0;; ++spin) {
     if (r->capacity < max) {
       // Always larger than this one: made for a segment of this capacity when it was current.
-      if (ring* bigger = r->owner->spare.exchange(nullptr, std::memory_order_acq_rel)) {
-        bigger->head.store(h, std::memory_order_relaxed);
-        bigger->tail.store(h, std::memory_order_relaxed);
+      if (ring* bigger = r->owner->spare.exchange(nullptr, mo_acq_rel)) {
+        bigger->head.store(h, mo_relaxed);
+        bigger->tail.store(h, mo_relaxed);
         bigger->tail_cache = h;
         bigger->progress = r->progress;
         bigger->publish(h, loc, t0, t1, idx);
-        r->owner->current.store(bigger, std::memory_order_release);
-        r->next.store(bigger, std::memory_order_release);
+        r->owner->current.store(bigger, mo_release);
+        r->next.store(bigger, mo_release);
         writer_.nudge();  // for the next one
         return bigger;
       }
     }
     if (h - r->tail_cache < r->capacity) break;
     // Give up only when nobody will ever drain this ring: tracing off or no writer.
-    if (!block_.load(std::memory_order_relaxed) ||
-        g_mode.load(std::memory_order_relaxed) < mode_tsc || !writer_.running() || stuck_before) {
+    if (!block_.load(mo_relaxed) || g_mode.load(mo_relaxed) < mode_tsc || !writer_.running() ||
+        stuck_before) {
       if (spin == 0) writer_.nudge();
-      r->owner->dropped.fetch_add(1, std::memory_order_relaxed);
+      r->owner->dropped.fetch_add(1, mo_relaxed);
       return r;
     }
     if ((spin & 15) == 15) {
@@ -9724,7 +9677,7 @@ inline ring* runtime::push_full(ring* r, const record_site* loc, std::uint64_t t
                   "the writer made no progress for 1 s while a thread waited for room in its "
                   "ring (LOTUS_OVERFLOW=block; a signal handler that interrupted the allocator "
                   "on that thread?): its events are dropped (counted) until the writer moves on");
-        r->owner->dropped.fetch_add(1, std::memory_order_relaxed);
+        r->owner->dropped.fetch_add(1, mo_relaxed);
         return r;
       }
     }
@@ -9735,7 +9688,7 @@ inline ring* runtime::push_full(ring* r, const record_site* loc, std::uint64_t t
       const timespec ts{0, 50000};
       nanosleep(&ts, nullptr);
     }
-    r->tail_cache = r->tail.load(std::memory_order_acquire);
+    r->tail_cache = r->tail.load(mo_acquire);
   }
   r->publish(h, loc, t0, t1, idx);
   return r;
@@ -9744,7 +9697,7 @@ inline ring* runtime::push_full(ring* r, const record_site* loc, std::uint64_t t
 void runtime::push_slow(const record_site* loc, std::uint64_t t0, std::uint64_t t1,
                         std::uint64_t idx) noexcept {
   thread_local_state& me = t_thread;
-  ring* r = t_ring.load(std::memory_order_relaxed);
+  ring* r = t_ring.load(mo_relaxed);
   // Re-entered from a signal handler while this thread was inside lotus (a push in progress has
   // cleared t_ring; the cold path holds `busy`): taking a slot now would race the interrupted
   // push, and waiting could deadlock. Count it.
@@ -9766,43 +9719,43 @@ void runtime::push_slow(const record_site* loc, std::uint64_t t0, std::uint64_t 
     return;
   }
   const busy_guard busy;
-  std::atomic_signal_fence(std::memory_order_seq_cst);
+  signal_fence();
   // Read again now that a signal handler's record is counted instead: one that ran before the
   // guard may have grown the ring (or registered the thread), and a stale segment must never
   // get a second `next` (the first, with the handler's events, would be lost).
-  r = t_ring.load(std::memory_order_relaxed);
+  r = t_ring.load(mo_relaxed);
   if (r == nullptr && me.self != nullptr) {
     count_lost(lost_reentrant_);
     return;
   }
-  t_ring.store(nullptr, std::memory_order_relaxed);
-  std::atomic_signal_fence(std::memory_order_seq_cst);
+  t_ring.store(nullptr, mo_relaxed);
+  signal_fence();
   if (r == nullptr) {
     r = register_thread();
     if (r == nullptr) return;
   }
   r = push_full(r, loc, t0, t1, idx);
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  t_ring.store(r, std::memory_order_relaxed);
+  signal_fence();
+  t_ring.store(r, mo_relaxed);
 }
 
 /// The calling thread's spans in progress, the thread registered (as its first push would) when
 /// it has none yet; nullptr where push_slow would not record (re-entered, exited, no ring).
 LOTUS_DETAIL_COLD inline inflight* runtime::inflight_registered() noexcept {
   thread_local_state& me = t_thread;
-  ring* r = t_ring.load(std::memory_order_relaxed);
+  ring* r = t_ring.load(mo_relaxed);
   if (r != nullptr) return r->progress;
   if (me.busy != 0 || me.self != nullptr || me.exited || me.failed) return nullptr;
   const busy_guard busy;
-  std::atomic_signal_fence(std::memory_order_seq_cst);
+  signal_fence();
   if (me.self != nullptr) {  // a signal handler registered it in between (its first record)
-    r = t_ring.load(std::memory_order_relaxed);
+    r = t_ring.load(mo_relaxed);
     return r != nullptr ? r->progress : nullptr;
   }
   r = register_thread();
   if (r == nullptr) return nullptr;
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  t_ring.store(r, std::memory_order_relaxed);
+  signal_fence();
+  t_ring.store(r, mo_relaxed);
   return r->progress;
 }
 
@@ -9820,7 +9773,7 @@ inline thread_local runtime* t_fork_locked = nullptr;
 
 LOTUS_DETAIL_COLD inline void runtime::fork_prepare() noexcept {
   resources_fork_prepare();  // no schedstat descriptor half opened in another thread
-  runtime* rt = g_runtime_ready.load(std::memory_order_acquire);
+  runtime* rt = g_runtime_ready.load(mo_acquire);
   t_fork_locked = rt;
   if (rt == nullptr) return;  // not started (or being constructed: the child builds its own)
   rt->mu_.lock();
@@ -9845,17 +9798,17 @@ LOTUS_DETAIL_COLD inline void runtime::fork_child() noexcept {
   t_writer_stuck = 0;  // the parent's writer's count: this child's writer starts its own
   runtime* const locked = t_fork_locked;
   t_fork_locked = nullptr;
-  runtime* old = g_runtime_ready.load(std::memory_order_acquire);
+  runtime* old = g_runtime_ready.load(mo_acquire);
   if (old == nullptr) return;  // get() in this child constructs one
   if (locked != old) {
     // Another thread published the runtime while this fork was under way (after prepare found
     // none): it may have held the runtime's locks at the fork, and its writer is not here. This
     // child forgets it (leaked) and starts from scratch at its first event.
     g_runtime = nullptr;
-    g_runtime_ready.store(nullptr, std::memory_order_relaxed);
-    g_runtime_creator.store(0, std::memory_order_relaxed);
-    g_mode.store(mode_uninit, std::memory_order_relaxed);
-    t_ring.store(nullptr, std::memory_order_relaxed);
+    g_runtime_ready.store(nullptr, mo_relaxed);
+    g_runtime_creator.store(0, mo_relaxed);
+    g_mode.store(mode_uninit, mo_relaxed);
+    t_ring.store(nullptr, mo_relaxed);
     t_thread.self = nullptr;
     return;
   }
@@ -9863,17 +9816,17 @@ LOTUS_DETAIL_COLD inline void runtime::fork_child() noexcept {
   old->threads_.mutex().unlock();
   old->writer_.fork_child(old->threads_.all_locked());
   old->mu_.unlock();
-  t_ring.store(nullptr, std::memory_order_relaxed);
+  t_ring.store(nullptr, mo_relaxed);
   t_thread.self = nullptr;
   auto* fresh = new (std::nothrow) runtime();
   if (fresh == nullptr) {
-    g_mode.store(mode_off, std::memory_order_relaxed);
+    g_mode.store(mode_off, mo_relaxed);
     return;
   }
   if (!old->initialized_) {  // forked before the first event: this child starts from scratch
     fresh->parent_ = old;
     g_runtime = fresh;
-    g_runtime_ready.store(fresh, std::memory_order_release);
+    g_runtime_ready.store(fresh, mo_release);
     return;
   }
   fresh->initialized_ = true;
@@ -9890,7 +9843,7 @@ LOTUS_DETAIL_COLD inline void runtime::fork_child() noexcept {
   old->interned_.move_to(fresh->interned_);  // interned locations must stay valid
   fresh->parent_ = old;  // the parent's runtime and rings stay allocated (and reachable)
   g_runtime = fresh;
-  g_runtime_ready.store(fresh, std::memory_order_release);
+  g_runtime_ready.store(fresh, mo_release);
 }
 
 // ---- entry points (entry.hpp) -----------------------------------------------------------------
@@ -9927,14 +9880,14 @@ inline void rt_span_end_slow(int m, const record_site* tagged, std::uint64_t t0,
 }
 
 inline inflight* rt_inflight_registered() noexcept {
-  if (g_mode.load(std::memory_order_relaxed) < mode_tsc) return nullptr;
+  if (g_mode.load(mo_relaxed) < mode_tsc) return nullptr;
   return runtime::get().inflight_registered();
 }
 
 inline int rt_initialize_mode() noexcept {
   if (t_thread.busy != 0) return mode_off;  // a signal handler interrupting initialization
   runtime::get().initialize();
-  return g_mode.load(std::memory_order_relaxed);
+  return g_mode.load(mo_relaxed);
 }
 
 inline const record_site& rt_intern(std::string_view name, std::uint32_t flags) {
@@ -9949,15 +9902,15 @@ inline const record_site* rt_intern_dynamic(const char* name, std::size_t size,
 inline void rt_api_configure(const options& opts) { runtime::get().configure(opts); }
 
 inline void rt_api_flush() noexcept {
-  if (g_mode.load(std::memory_order_relaxed) != mode_uninit) runtime::get().flush();
+  if (g_mode.load(mo_relaxed) != mode_uninit) runtime::get().flush();
 }
 
 LOTUS_DETAIL_COLD inline void rt_api_shutdown() noexcept {
-  if (g_mode.load(std::memory_order_relaxed) != mode_uninit) runtime::get().shutdown();
+  if (g_mode.load(mo_relaxed) != mode_uninit) runtime::get().shutdown();
 }
 
 LOTUS_DETAIL_COLD inline bool rt_api_capture(const char* reason, std::size_t size) noexcept {
-  if (g_mode.load(std::memory_order_relaxed) < mode_tsc) return false;
+  if (g_mode.load(mo_relaxed) < mode_tsc) return false;
   return runtime::get().capture(std::string_view(reason, size));
 }
 
@@ -9967,12 +9920,12 @@ LOTUS_DETAIL_COLD inline bool rt_trigger_valid(const char* text, std::size_t siz
 }
 
 LOTUS_DETAIL_COLD inline trace_stats rt_api_stats() noexcept {
-  if (g_mode.load(std::memory_order_relaxed) == mode_uninit) return {};
+  if (g_mode.load(mo_relaxed) == mode_uninit) return {};
   return runtime::get().stats();
 }
 
 inline res_sample rt_resources_read() noexcept {
-  if (g_mode.load(std::memory_order_relaxed) < mode_tsc || resources_enabled() == 0) return {};
+  if (g_mode.load(mo_relaxed) < mode_tsc || resources_enabled() == 0) return {};
   // A registered thread (registered here if it has recorded nothing yet): its exit hook is
   // armed, so the schedstat descriptor is closed when the thread exits, and its queue exists.
   if (t_thread.exited) return {};
@@ -9989,33 +9942,33 @@ inline void rt_resources_record(const res_sample& begin, std::uint64_t t0, std::
   const thread_local_state& me = t_thread;
   thread_state* self = me.self;
   if (self == nullptr || me.exited) return;
-  res_queue* q = self->res.load(std::memory_order_acquire);
+  res_queue* q = self->res.load(mo_acquire);
   if (q == nullptr) return;  // out of memory at registration (one message then)
   const res_sample end = read_thread_resources();
   if (!end.ok) {
-    q->lost.fetch_add(1, std::memory_order_relaxed);
+    q->lost.fetch_add(1, mo_relaxed);
     return;
   }
   res_push(*q, begin, end, t0, t1, idx);
 }
 
 inline bool rt_op_resources_begin() noexcept {
-  if (!g_op_resources_on.load(std::memory_order_relaxed)) return false;
+  if (!g_op_resources_on.load(mo_relaxed)) return false;
   op_res_stack& st = t_op_res;
   const unsigned d = st.depth;
   if (d >= op_res_stack::depth_max || t_thread.exited) return false;
   if (t_thread.self == nullptr && runtime::get().inflight_registered() == nullptr) return false;
   // The level first, then its reading: a signal handler's op in between takes the next level.
   st.depth = d + 1;
-  std::atomic_signal_fence(std::memory_order_seq_cst);
+  signal_fence();
   const res_sample s = read_thread_resources(true);
   if (!s.ok) {
-    std::atomic_signal_fence(std::memory_order_seq_cst);
+    signal_fence();
     st.depth = d;
     return false;
   }
   st.open[d] = s;
-  std::atomic_signal_fence(std::memory_order_seq_cst);
+  signal_fence();
   return true;
 }
 
@@ -10025,18 +9978,18 @@ inline void rt_op_resources_end(const record_site* loc, std::uint64_t ticks) noe
   if (d == 0) return;
   const res_sample begin = st.open[d - 1];
   // Copied out before the level is given back (a handler's op may reuse it at once).
-  std::atomic_signal_fence(std::memory_order_seq_cst);
+  signal_fence();
   st.depth = d - 1;
-  std::atomic_signal_fence(std::memory_order_seq_cst);
+  signal_fence();
   if (loc == nullptr) return;
   const thread_local_state& me = t_thread;
   thread_state* self = me.self;
   if (self == nullptr || me.exited) return;
-  op_res_table* t = self->opres.load(std::memory_order_acquire);
+  op_res_table* t = self->opres.load(mo_acquire);
   if (t == nullptr) return;  // out of memory when ops were turned on (one message then)
   const res_sample end = read_thread_resources(true);
   if (!end.ok) {
-    t->lost.fetch_add(1, std::memory_order_relaxed);
+    t->lost.fetch_add(1, mo_relaxed);
     return;
   }
   op_res_add(*t, loc, ticks, begin, end);
@@ -11326,8 +11279,6 @@ inline bool tracing_enabled() noexcept {
 // inline (one relaxed load while nothing is attached); detection and the backends are compiled
 // once, in the program's implementation file (LOTUS_IMPLEMENTATION, lotus::lotus).
 
-#include <atomic>  // memory_order (the state words)
-
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -11335,13 +11286,13 @@ namespace collector {
 
 /// Detects the collector now instead of at the first resume/pause (idempotent).
 inline void initialize() noexcept {
-  if (detail::collector_state.load(std::memory_order_acquire) != detail::collector_unknown) return;
+  if (detail::collector_state.load(detail::mo_acquire) != detail::collector_unknown) return;
   detail::collector_initialize();
 }
 
 /// Starts (resumes) collection; nests process-wide: only the outermost resume() reaches it.
 LOTUS_DETAIL_FORCE_INLINE void resume() noexcept {
-  if (LOTUS_DETAIL_LIKELY(detail::collector_state.load(std::memory_order_relaxed) ==
+  if (LOTUS_DETAIL_LIKELY(detail::collector_state.load(detail::mo_relaxed) ==
                           detail::collector_off)) {
     return;
   }
@@ -11350,7 +11301,7 @@ LOTUS_DETAIL_FORCE_INLINE void resume() noexcept {
 
 /// Stops (pauses) collection when the outermost resume() is matched.
 LOTUS_DETAIL_FORCE_INLINE void pause() noexcept {
-  if (LOTUS_DETAIL_LIKELY(detail::collector_state.load(std::memory_order_relaxed) ==
+  if (LOTUS_DETAIL_LIKELY(detail::collector_state.load(detail::mo_relaxed) ==
                           detail::collector_off)) {
     return;
   }
@@ -11359,7 +11310,7 @@ LOTUS_DETAIL_FORCE_INLINE void pause() noexcept {
 
 /// resume() for a named region: Callgrind also zeroes its counters so the region dumps alone.
 LOTUS_DETAIL_FORCE_INLINE void resume_region(const char* name) noexcept {
-  if (LOTUS_DETAIL_LIKELY(detail::collector_state.load(std::memory_order_relaxed) ==
+  if (LOTUS_DETAIL_LIKELY(detail::collector_state.load(detail::mo_relaxed) ==
                           detail::collector_off)) {
     return;
   }
@@ -11368,7 +11319,7 @@ LOTUS_DETAIL_FORCE_INLINE void resume_region(const char* name) noexcept {
 
 /// pause() for a named region: Callgrind dumps `callgrind.out.<pid>.<n>` labelled with `name`.
 LOTUS_DETAIL_FORCE_INLINE void pause_region(const char* name) noexcept {
-  if (LOTUS_DETAIL_LIKELY(detail::collector_state.load(std::memory_order_relaxed) ==
+  if (LOTUS_DETAIL_LIKELY(detail::collector_state.load(detail::mo_relaxed) ==
                           detail::collector_off)) {
     return;
   }
@@ -11378,7 +11329,7 @@ LOTUS_DETAIL_FORCE_INLINE void pause_region(const char* name) noexcept {
 /// Pauses if needed, detaches the collector (ITT `__itt_detach`, perf FIFOs closed) and turns
 /// every later call into a no-op.
 inline void detach() noexcept {
-  if (detail::collector_state.load(std::memory_order_relaxed) == detail::collector_off) return;
+  if (detail::collector_state.load(detail::mo_relaxed) == detail::collector_off) return;
   detail::collector_detach_slow();
 }
 
@@ -11386,7 +11337,7 @@ inline void detach() noexcept {
 inline kind attached() noexcept { return detail::collector_attached(); }
 
 /// Current process-wide nesting depth of resume() calls.
-inline int depth() noexcept { return detail::collector_depth.load(std::memory_order_relaxed); }
+inline int depth() noexcept { return detail::collector_depth.load(detail::mo_relaxed); }
 
 /// "none", "perf", "itt", "amd" or "callgrind".
 inline const char* to_string(kind k) noexcept {
@@ -11427,7 +11378,6 @@ inline const char* to_string(kind k) noexcept {
 // SPDX-License-Identifier: MIT
 // Compiled once, in the implementation file (collector.hpp includes it under LOTUS_IMPLEMENTATION).
 
-#include <atomic>   // atomic
 #include <cerrno>   // errno
 #include <cstring>  // strcmp
 
@@ -12067,18 +12017,17 @@ LOTUS_DETAIL_COLD inline const collector_backend* collector_select(
 }
 
 LOTUS_DETAIL_COLD inline void collector_detect_locked() noexcept {
-  if (collector_state.load(std::memory_order_relaxed) != collector_unknown) return;
+  if (collector_state.load(mo_relaxed) != collector_unknown) return;
   collector::kind chosen = collector::kind::none;
   collector_active = collector_select(chosen);
   collector_kind = collector_active != nullptr ? chosen : collector::kind::none;
-  collector_state.store(collector_active != nullptr ? collector_on : collector_off,
-                        std::memory_order_release);
+  collector_state.store(collector_active != nullptr ? collector_on : collector_off, mo_release);
 }
 
 LOTUS_DETAIL_COLD inline void collector_turn_off_locked() noexcept {
   collector_active = nullptr;
-  collector_depth.store(0, std::memory_order_relaxed);
-  collector_state.store(collector_off, std::memory_order_release);
+  collector_depth.store(0, mo_relaxed);
+  collector_state.store(collector_off, mo_release);
 }
 
 /// Keeps the host program's errno: a region boundary must not change what the code around it sees.
@@ -12099,8 +12048,7 @@ LOTUS_DETAIL_COLD inline void rt_collector_resume_slow(const char* region) noexc
   collector_detect_locked();
   if (collector_active == nullptr) return;
   // Process-wide nesting: only the outermost resume reaches the collector.
-  if (collector_depth.fetch_add(1, std::memory_order_relaxed) == 0 &&
-      !collector_active->resume(region)) {
+  if (collector_depth.fetch_add(1, mo_relaxed) == 0 && !collector_active->resume(region)) {
     collector_turn_off_locked();
   }
 }
@@ -12110,9 +12058,9 @@ LOTUS_DETAIL_COLD inline void rt_collector_pause_slow(const char* region) noexce
   const sync_hold lock(collector_mutex);
   collector_detect_locked();
   if (collector_active == nullptr) return;
-  const int depth = collector_depth.load(std::memory_order_relaxed);
+  const int depth = collector_depth.load(mo_relaxed);
   if (depth == 0) return;  // unbalanced pause: ignore rather than go negative
-  collector_depth.store(depth - 1, std::memory_order_relaxed);
+  collector_depth.store(depth - 1, mo_relaxed);
   if (depth == 1 && !collector_active->pause(region)) collector_turn_off_locked();
 }
 
@@ -12121,7 +12069,7 @@ LOTUS_DETAIL_COLD inline void rt_collector_detach_slow() noexcept {
   const sync_hold lock(collector_mutex);
   collector_detect_locked();
   if (collector_active != nullptr) {
-    collector_active->detach(collector_depth.load(std::memory_order_relaxed) > 0);
+    collector_active->detach(collector_depth.load(mo_relaxed) > 0);
   }
   collector_turn_off_locked();
 }
@@ -12156,8 +12104,6 @@ LOTUS_DETAIL_COLD inline collector::kind rt_collector_attached() noexcept {
 // the selection and the collector are compiled once, in the program's implementation file
 // (LOTUS_IMPLEMENTATION, lotus::lotus).
 
-#include <atomic>  // memory_order (the state words)
-
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -12167,7 +12113,7 @@ namespace detail {
 class map_gate {
  public:
   LOTUS_DETAIL_FORCE_INLINE explicit map_gate(const char* name) noexcept {
-    if (LOTUS_DETAIL_LIKELY(map_mode.load(std::memory_order_relaxed) == map_idle)) return;
+    if (LOTUS_DETAIL_LIKELY(map_mode.load(detail::mo_relaxed) == map_idle)) return;
     name_ = map_gate_enter(name);
   }
   LOTUS_DETAIL_FORCE_INLINE ~map_gate() {
@@ -12218,7 +12164,6 @@ class map_region {
 #include <time.h>    // nanosleep
 #include <unistd.h>  // write, close
 
-#include <atomic>   // atomic
 #include <cstdint>  // uint64_t
 #include <cstring>  // strcmp, strlen
 
@@ -12231,7 +12176,7 @@ namespace detail {
 // (collectors/common.hpp): one snapshot with LOTUS_COLLECTOR, read once per process.
 
 /// Executions of the selected region so far, process-wide (one counter: one region is selected).
-inline std::atomic<std::uint64_t> map_selected_executions{0};
+inline atom<std::uint64_t> map_selected_executions{0};
 
 /// True when `name` is written as `selected` in a trace (the driver selects by the trace's name).
 LOTUS_DETAIL_COLD inline bool same_record_name(const char* name, const char* selected) noexcept {
@@ -12273,14 +12218,14 @@ LOTUS_DETAIL_COLD inline void map_list(const char* path, const char* name) noexc
 
 LOTUS_DETAIL_COLD inline const char* rt_map_gate_enter(const char* name) noexcept {
   const collector_settings& s = collector_config();
-  map_mode.store(s.map_active ? map_active : map_idle, std::memory_order_relaxed);
+  map_mode.store(s.map_active ? map_active : map_idle, mo_relaxed);
   if (!s.map_active) return nullptr;
   if (s.list_path != nullptr) {
     map_list(s.list_path, name);
     return nullptr;
   }
   if (!same_record_name(name, s.select)) return nullptr;
-  const std::uint64_t n = map_selected_executions.fetch_add(1, std::memory_order_relaxed);
+  const std::uint64_t n = map_selected_executions.fetch_add(1, mo_relaxed);
   if (n < s.warmup || n - s.warmup >= s.count) return nullptr;
   if (s.gap_ms > 0) {
     timespec left{static_cast<time_t>(s.gap_ms / 1000),
@@ -12374,8 +12319,6 @@ const runtime_entries* runtime_entry_points() noexcept { return &runtime_table; 
 // inline (one relaxed load while nothing is attached); detection and the backends are compiled
 // once, in the program's implementation file (LOTUS_IMPLEMENTATION, lotus::lotus).
 
-#include <atomic>  // memory_order (the state words)
-
 // ---- begin lotus/collector_kind.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTOR_KIND_HPP
 #define LOTUS_AMALGAMATED_LOTUS_COLLECTOR_KIND_HPP
@@ -12418,13 +12361,13 @@ namespace collector {
 
 /// Detects the collector now instead of at the first resume/pause (idempotent).
 inline void initialize() noexcept {
-  if (detail::collector_state.load(std::memory_order_acquire) != detail::collector_unknown) return;
+  if (detail::collector_state.load(detail::mo_acquire) != detail::collector_unknown) return;
   detail::collector_initialize();
 }
 
 /// Starts (resumes) collection; nests process-wide: only the outermost resume() reaches it.
 LOTUS_DETAIL_FORCE_INLINE void resume() noexcept {
-  if (LOTUS_DETAIL_LIKELY(detail::collector_state.load(std::memory_order_relaxed) ==
+  if (LOTUS_DETAIL_LIKELY(detail::collector_state.load(detail::mo_relaxed) ==
                           detail::collector_off)) {
     return;
   }
@@ -12433,7 +12376,7 @@ LOTUS_DETAIL_FORCE_INLINE void resume() noexcept {
 
 /// Stops (pauses) collection when the outermost resume() is matched.
 LOTUS_DETAIL_FORCE_INLINE void pause() noexcept {
-  if (LOTUS_DETAIL_LIKELY(detail::collector_state.load(std::memory_order_relaxed) ==
+  if (LOTUS_DETAIL_LIKELY(detail::collector_state.load(detail::mo_relaxed) ==
                           detail::collector_off)) {
     return;
   }
@@ -12442,7 +12385,7 @@ LOTUS_DETAIL_FORCE_INLINE void pause() noexcept {
 
 /// resume() for a named region: Callgrind also zeroes its counters so the region dumps alone.
 LOTUS_DETAIL_FORCE_INLINE void resume_region(const char* name) noexcept {
-  if (LOTUS_DETAIL_LIKELY(detail::collector_state.load(std::memory_order_relaxed) ==
+  if (LOTUS_DETAIL_LIKELY(detail::collector_state.load(detail::mo_relaxed) ==
                           detail::collector_off)) {
     return;
   }
@@ -12451,7 +12394,7 @@ LOTUS_DETAIL_FORCE_INLINE void resume_region(const char* name) noexcept {
 
 /// pause() for a named region: Callgrind dumps `callgrind.out.<pid>.<n>` labelled with `name`.
 LOTUS_DETAIL_FORCE_INLINE void pause_region(const char* name) noexcept {
-  if (LOTUS_DETAIL_LIKELY(detail::collector_state.load(std::memory_order_relaxed) ==
+  if (LOTUS_DETAIL_LIKELY(detail::collector_state.load(detail::mo_relaxed) ==
                           detail::collector_off)) {
     return;
   }
@@ -12461,7 +12404,7 @@ LOTUS_DETAIL_FORCE_INLINE void pause_region(const char* name) noexcept {
 /// Pauses if needed, detaches the collector (ITT `__itt_detach`, perf FIFOs closed) and turns
 /// every later call into a no-op.
 inline void detach() noexcept {
-  if (detail::collector_state.load(std::memory_order_relaxed) == detail::collector_off) return;
+  if (detail::collector_state.load(detail::mo_relaxed) == detail::collector_off) return;
   detail::collector_detach_slow();
 }
 
@@ -12469,7 +12412,7 @@ inline void detach() noexcept {
 inline kind attached() noexcept { return detail::collector_attached(); }
 
 /// Current process-wide nesting depth of resume() calls.
-inline int depth() noexcept { return detail::collector_depth.load(std::memory_order_relaxed); }
+inline int depth() noexcept { return detail::collector_depth.load(detail::mo_relaxed); }
 
 /// "none", "perf", "itt", "amd" or "callgrind".
 inline const char* to_string(kind k) noexcept {
@@ -12516,8 +12459,6 @@ inline const char* to_string(kind k) noexcept {
 // the selection and the collector are compiled once, in the program's implementation file
 // (LOTUS_IMPLEMENTATION, lotus::lotus).
 
-#include <atomic>  // memory_order (the state words)
-
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -12527,7 +12468,7 @@ namespace detail {
 class map_gate {
  public:
   LOTUS_DETAIL_FORCE_INLINE explicit map_gate(const char* name) noexcept {
-    if (LOTUS_DETAIL_LIKELY(map_mode.load(std::memory_order_relaxed) == map_idle)) return;
+    if (LOTUS_DETAIL_LIKELY(map_mode.load(detail::mo_relaxed) == map_idle)) return;
     name_ = map_gate_enter(name);
   }
   LOTUS_DETAIL_FORCE_INLINE ~map_gate() {

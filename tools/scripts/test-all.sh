@@ -313,8 +313,10 @@ for v in $variants; do
     gcc) stage "gcc: full suite, -Werror" configure_build_test gcc "$gcc_ctest" \
            -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=g++ -DLOTUS_WERROR=ON -DLOTUS_BUILD_BENCH=OFF \
            -DLOTUS_TEST_CXX_FLAGS=-O1 ;;
+    # Clang's warnings come from its front end, whatever the level: the variant builds at -O1
+    # (its build was 370 s of the stage's 434 at Release's -O3); gcc proves the -O3 build.
     clang) stage "clang: the tool, runtime/collector/CMake tests and examples, -Werror, fuzzers" configure_build_test clang "-L ^(core|config|collector|cmake|nvtx|itt|fuzz)$" \
-             -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++ -DLOTUS_WERROR=ON \
+             -DCMAKE_BUILD_TYPE=Release "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -DNDEBUG" -DCMAKE_CXX_COMPILER=clang++ -DLOTUS_WERROR=ON \
              -DLOTUS_TEST_DIRS="core;config;collector;tool;cmake;nvtx;itt" -DLOTUS_BUILD_PYTHON=OFF \
              -DLOTUS_WITH_TORCH=OFF -DLOTUS_BUILD_BENCH=OFF -DLOTUS_FUZZ=ON -DLOTUS_FUZZ_SECONDS=10 ;;
     asan) stage "asan+ubsan: core, config, tool" configure_build_test asan "" \

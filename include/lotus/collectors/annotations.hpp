@@ -5,12 +5,12 @@
 // (nvtx.hpp), an ITT task (itt_tasks.hpp) or both.
 #pragma once
 
-#include <atomic>   // memory_order
 #include <cstdint>  // uint32_t, uint64_t
 
 #include "lotus/collectors/itt_tasks.hpp"
 #include "lotus/collectors/nvtx.hpp"
 #include "lotus/config.hpp"
+#include "lotus/detail/atomic.hpp"
 #include "lotus/detail/platform.hpp"
 #include "lotus/record_site.hpp"
 
@@ -29,8 +29,8 @@ struct annotation_stack {
 inline thread_local annotation_stack t_annotations;
 
 inline bool rt_nvtx_push(const record_site& loc, std::uint64_t idx) noexcept {
-  const bool nvtx = g_nvtx_on.load(std::memory_order_relaxed);
-  const bool itt = g_itt_on.load(std::memory_order_acquire);
+  const bool nvtx = g_nvtx_on.load(mo_relaxed);
+  const bool itt = g_itt_on.load(mo_acquire);
   if (!nvtx && !itt) return false;
   annotation_stack& a = t_annotations;
   if (a.depth >= annotation_stack::max_depth) return false;
@@ -53,7 +53,7 @@ inline void rt_nvtx_pop() noexcept {
 }
 
 inline bool rt_annotations_active() noexcept {
-  return g_nvtx_on.load(std::memory_order_relaxed) || g_itt_on.load(std::memory_order_relaxed);
+  return g_nvtx_on.load(mo_relaxed) || g_itt_on.load(mo_relaxed);
 }
 
 }  // namespace detail

@@ -2,7 +2,6 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
-#include <atomic>   // atomic
 #include <cstdint>  // uint64_t
 #include <cstring>  // memcpy
 

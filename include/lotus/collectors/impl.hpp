@@ -3,7 +3,6 @@
 // Compiled once, in the implementation file (collector.hpp includes it under LOTUS_IMPLEMENTATION).
 #pragma once
 
-#include <atomic>   // atomic
 #include <cerrno>   // errno
 #include <cstring>  // strcmp
 
@@ -15,6 +14,7 @@
 #include "lotus/collectors/itt.hpp"
 #include "lotus/collectors/perf.hpp"
 #include "lotus/config.hpp"
+#include "lotus/detail/atomic.hpp"
 #include "lotus/detail/entry.hpp"
 #include "lotus/detail/platform.hpp"
 #include "lotus/runtime/sync.hpp"
@@ -69,18 +69,17 @@ LOTUS_DETAIL_COLD inline const collector_backend* collector_select(
 }
 
 LOTUS_DETAIL_COLD inline void collector_detect_locked() noexcept {
-  if (collector_state.load(std::memory_order_relaxed) != collector_unknown) return;
+  if (collector_state.load(mo_relaxed) != collector_unknown) return;
   collector::kind chosen = collector::kind::none;
   collector_active = collector_select(chosen);
   collector_kind = collector_active != nullptr ? chosen : collector::kind::none;
-  collector_state.store(collector_active != nullptr ? collector_on : collector_off,
-                        std::memory_order_release);
+  collector_state.store(collector_active != nullptr ? collector_on : collector_off, mo_release);
 }
 
 LOTUS_DETAIL_COLD inline void collector_turn_off_locked() noexcept {
   collector_active = nullptr;
-  collector_depth.store(0, std::memory_order_relaxed);
-  collector_state.store(collector_off, std::memory_order_release);
+  collector_depth.store(0, mo_relaxed);
+  collector_state.store(collector_off, mo_release);
 }
 
 /// Keeps the host program's errno: a region boundary must not change what the code around it sees.
@@ -101,8 +100,7 @@ LOTUS_DETAIL_COLD inline void rt_collector_resume_slow(const char* region) noexc
   collector_detect_locked();
   if (collector_active == nullptr) return;
   // Process-wide nesting: only the outermost resume reaches the collector.
-  if (collector_depth.fetch_add(1, std::memory_order_relaxed) == 0 &&
-      !collector_active->resume(region)) {
+  if (collector_depth.fetch_add(1, mo_relaxed) == 0 && !collector_active->resume(region)) {
     collector_turn_off_locked();
   }
 }
@@ -112,9 +110,9 @@ LOTUS_DETAIL_COLD inline void rt_collector_pause_slow(const char* region) noexce
   const sync_hold lock(collector_mutex);
   collector_detect_locked();
   if (collector_active == nullptr) return;
-  const int depth = collector_depth.load(std::memory_order_relaxed);
+  const int depth = collector_depth.load(mo_relaxed);
   if (depth == 0) return;  // unbalanced pause: ignore rather than go negative
-  collector_depth.store(depth - 1, std::memory_order_relaxed);
+  collector_depth.store(depth - 1, mo_relaxed);
   if (depth == 1 && !collector_active->pause(region)) collector_turn_off_locked();
 }
 
@@ -123,7 +121,7 @@ LOTUS_DETAIL_COLD inline void rt_collector_detach_slow() noexcept {
   const sync_hold lock(collector_mutex);
   collector_detect_locked();
   if (collector_active != nullptr) {
-    collector_active->detach(collector_depth.load(std::memory_order_relaxed) > 0);
+    collector_active->detach(collector_depth.load(mo_relaxed) > 0);
   }
   collector_turn_off_locked();
 }

@@ -13,12 +13,12 @@
 #include <dlfcn.h>  // dlopen, dlsym
 #include <sched.h>  // sched_yield
 
-#include <atomic>   // atomic
 #include <cstddef>  // offsetof, size_t
 #include <cstdint>  // uint64_t, uintptr_t
 
 #include "lotus/collectors/itt.hpp"
 #include "lotus/config.hpp"
+#include "lotus/detail/atomic.hpp"
 #include "lotus/detail/entry.hpp"
 #include "lotus/detail/platform.hpp"
 #include "lotus/record_site.hpp"
@@ -91,13 +91,13 @@ inline itt_tasks_state& itt_tasks() noexcept {
 }
 
 /// Whether spans begin and end ITT tasks now (set by the runtime from options::itt / LOTUS_ITT).
-inline std::atomic<bool> g_itt_on{false};
+inline atom<bool> g_itt_on{false};
 
 /// String handles by record site: open addressing, insert-only, bounded.
 struct itt_names {
   static constexpr std::size_t size = 4096, probes = 16;
-  std::atomic<const record_site*> site[size];
-  std::atomic<itt_string_handle_abi*> handle[size];
+  atom<const record_site*> site[size];
+  atom<itt_string_handle_abi*> handle[size];
 };
 inline itt_names g_itt_names{};
 
@@ -110,12 +110,12 @@ inline itt_string_handle_abi* itt_handle(const record_site& loc) noexcept {
                  std::size_t{0x9e3779b97f4a7c15ULL >> 1};
   for (std::size_t i = 0; i < itt_names::probes; ++i) {
     const std::size_t at = (h + i) & (itt_names::size - 1);
-    const record_site* s = g_itt_names.site[at].load(std::memory_order_acquire);
+    const record_site* s = g_itt_names.site[at].load(mo_acquire);
     if (s == nullptr) {
       const record_site* expected = nullptr;
-      if (g_itt_names.site[at].compare_exchange_strong(expected, &loc, std::memory_order_acq_rel)) {
+      if (g_itt_names.site[at].compare_exchange_strong(expected, &loc, mo_acq_rel)) {
         itt_string_handle_abi* r = itt_make_handle(loc.name);  // once per site, by the winner
-        g_itt_names.handle[at].store(r, std::memory_order_release);
+        g_itt_names.handle[at].store(r, mo_release);
         return r;
       }
       s = expected;
@@ -124,7 +124,7 @@ inline itt_string_handle_abi* itt_handle(const record_site& loc) noexcept {
       // Another thread won the slot and is creating the handle: wait for it (once per site and
       // thread at most), so that every site's handle is created exactly once.
       itt_string_handle_abi* r;
-      while ((r = g_itt_names.handle[at].load(std::memory_order_acquire)) == nullptr) {
+      while ((r = g_itt_names.handle[at].load(mo_acquire)) == nullptr) {
         ::sched_yield();
       }
       return r;
@@ -209,7 +209,7 @@ LOTUS_DETAIL_COLD inline bool rt_itt_open() noexcept {
 
 inline bool rt_itt_task_push(const record_site& loc) noexcept {
   // Acquire: the thread that turned ITT on filled itt_tasks() (the handshake) before.
-  if (!g_itt_on.load(std::memory_order_acquire)) return false;
+  if (!g_itt_on.load(mo_acquire)) return false;
   itt_tasks_state& s = itt_tasks();
   const itt_domain_abi* d = s.domain;
   if (d == nullptr || d->flags == 0) return false;  // the collector does not record "lotus" now
@@ -223,7 +223,7 @@ inline void rt_itt_task_pop() noexcept {
   collector_fn_cast<itt_task_end_fn>(s.task_end)(s.domain);
 }
 
-inline bool rt_itt_active() noexcept { return g_itt_on.load(std::memory_order_relaxed); }
+inline bool rt_itt_active() noexcept { return g_itt_on.load(mo_relaxed); }
 
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI

@@ -9,13 +9,13 @@
 #include <time.h>    // nanosleep
 #include <unistd.h>  // write, close
 
-#include <atomic>   // atomic
 #include <cstdint>  // uint64_t
 #include <cstring>  // strcmp, strlen
 
 #include "lotus/collector.hpp"
 #include "lotus/collectors/common.hpp"
 #include "lotus/config.hpp"
+#include "lotus/detail/atomic.hpp"
 #include "lotus/detail/entry.hpp"
 #include "lotus/detail/record_name.hpp"
 #include "lotus/runtime/diagnostics.hpp"
@@ -30,7 +30,7 @@ namespace detail {
 // (collectors/common.hpp): one snapshot with LOTUS_COLLECTOR, read once per process.
 
 /// Executions of the selected region so far, process-wide (one counter: one region is selected).
-inline std::atomic<std::uint64_t> map_selected_executions{0};
+inline atom<std::uint64_t> map_selected_executions{0};
 
 /// True when `name` is written as `selected` in a trace (the driver selects by the trace's name).
 LOTUS_DETAIL_COLD inline bool same_record_name(const char* name, const char* selected) noexcept {
@@ -72,14 +72,14 @@ LOTUS_DETAIL_COLD inline void map_list(const char* path, const char* name) noexc
 
 LOTUS_DETAIL_COLD inline const char* rt_map_gate_enter(const char* name) noexcept {
   const collector_settings& s = collector_config();
-  map_mode.store(s.map_active ? map_active : map_idle, std::memory_order_relaxed);
+  map_mode.store(s.map_active ? map_active : map_idle, mo_relaxed);
   if (!s.map_active) return nullptr;
   if (s.list_path != nullptr) {
     map_list(s.list_path, name);
     return nullptr;
   }
   if (!same_record_name(name, s.select)) return nullptr;
-  const std::uint64_t n = map_selected_executions.fetch_add(1, std::memory_order_relaxed);
+  const std::uint64_t n = map_selected_executions.fetch_add(1, mo_relaxed);
   if (n < s.warmup || n - s.warmup >= s.count) return nullptr;
   if (s.gap_ms > 0) {
     timespec left{static_cast<time_t>(s.gap_ms / 1000),

@@ -11,11 +11,11 @@
 // ASCII with the index as the payload. A span's range is pushed before its first clock read and
 // popped after its last, so lotus's records do not include NVTX's cost.
 
-#include <atomic>   // atomic
 #include <cstdint>  // uint64_t
 #include <cstdio>   // snprintf
 
 #include "lotus/config.hpp"
+#include "lotus/detail/atomic.hpp"
 #include "lotus/detail/entry.hpp"
 #include "lotus/detail/platform.hpp"
 #include "lotus/detail/record_name.hpp"
@@ -33,18 +33,18 @@ inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
 
 /// Whether spans push NVTX ranges now (set by the runtime from options::nvtx / LOTUS_NVTX).
-inline std::atomic<bool> g_nvtx_on{false};
+inline atom<bool> g_nvtx_on{false};
 
 #ifdef LOTUS_WITH_NVTX
 
 /// The "lotus" domain, created once (a race creates it twice; NVTX returns the same domain).
-inline std::atomic<nvtxDomainHandle_t> g_nvtx_domain{nullptr};
+inline atom<nvtxDomainHandle_t> g_nvtx_domain{nullptr};
 
 inline nvtxDomainHandle_t nvtx_domain() noexcept {
-  nvtxDomainHandle_t d = g_nvtx_domain.load(std::memory_order_acquire);
+  nvtxDomainHandle_t d = g_nvtx_domain.load(mo_acquire);
   if (LOTUS_DETAIL_UNLIKELY(d == nullptr)) {
     d = nvtxDomainCreateA("lotus");
-    g_nvtx_domain.store(d, std::memory_order_release);
+    g_nvtx_domain.store(d, mo_release);
   }
   return d;
 }
@@ -53,8 +53,8 @@ inline nvtxDomainHandle_t nvtx_domain() noexcept {
 /// passes its name as ASCII each time).
 struct nvtx_names {
   static constexpr std::size_t size = 4096, probes = 16;
-  std::atomic<const record_site*> site[size];
-  std::atomic<nvtxStringHandle_t> handle[size];
+  atom<const record_site*> site[size];
+  atom<nvtxStringHandle_t> handle[size];
 };
 inline nvtx_names g_nvtx_names{};
 
@@ -63,19 +63,18 @@ inline nvtxStringHandle_t nvtx_registered(const record_site& loc) noexcept {
                  std::size_t{0x9e3779b97f4a7c15ULL >> 1};
   for (std::size_t i = 0; i < nvtx_names::probes; ++i) {
     const std::size_t at = (h + i) & (nvtx_names::size - 1);
-    const record_site* s = g_nvtx_names.site[at].load(std::memory_order_acquire);
+    const record_site* s = g_nvtx_names.site[at].load(mo_acquire);
     if (s == &loc) {
-      nvtxStringHandle_t r = g_nvtx_names.handle[at].load(std::memory_order_acquire);
+      nvtxStringHandle_t r = g_nvtx_names.handle[at].load(mo_acquire);
       if (r != nullptr) return r;
       return nvtxDomainRegisterStringA(nvtx_domain(), loc.name);  // being inserted by another
     }
     if (s == nullptr) {
       const record_site* expected = nullptr;
-      if (g_nvtx_names.site[at].compare_exchange_strong(expected, &loc,
-                                                        std::memory_order_acq_rel) ||
+      if (g_nvtx_names.site[at].compare_exchange_strong(expected, &loc, mo_acq_rel) ||
           expected == &loc) {
         nvtxStringHandle_t r = nvtxDomainRegisterStringA(nvtx_domain(), loc.name);
-        g_nvtx_names.handle[at].store(r, std::memory_order_release);
+        g_nvtx_names.handle[at].store(r, mo_release);
         return r;
       }
     }
@@ -116,7 +115,7 @@ inline void nvtx_range_push(const record_site& loc, std::uint64_t idx) noexcept 
 inline void nvtx_range_pop() noexcept { nvtxDomainRangePop(nvtx_domain()); }
 
 inline void rt_nvtx_mark(const record_site& loc, std::uint64_t idx) noexcept {
-  if (!g_nvtx_on.load(std::memory_order_relaxed)) return;
+  if (!g_nvtx_on.load(mo_relaxed)) return;
   nvtxEventAttributes_t a;
   char buf[160];
   nvtx_attributes(a, loc, idx, buf);
@@ -124,7 +123,7 @@ inline void rt_nvtx_mark(const record_site& loc, std::uint64_t idx) noexcept {
 }
 
 inline std::uint64_t rt_nvtx_start(const record_site& loc, std::uint64_t idx) noexcept {
-  if (!g_nvtx_on.load(std::memory_order_relaxed)) return 0;
+  if (!g_nvtx_on.load(mo_relaxed)) return 0;
   nvtxEventAttributes_t a;
   char buf[160];
   nvtx_attributes(a, loc, idx, buf);
@@ -149,7 +148,7 @@ inline bool rt_nvtx_compiled() noexcept { return false; }
 
 #endif
 
-inline bool rt_nvtx_active() noexcept { return g_nvtx_on.load(std::memory_order_relaxed); }
+inline bool rt_nvtx_active() noexcept { return g_nvtx_on.load(mo_relaxed); }
 
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI

@@ -42,7 +42,7 @@ LOTUS_DETAIL_FORCE_INLINE std::uint64_t read_tsc() noexcept {
 /// Epoch ns for the non-TSC clock (and, in lotus's own tests, a scripted clock).
 LOTUS_DETAIL_NOINLINE inline std::uint64_t now_ticks_slow(int /*mode*/) noexcept {
 #ifdef LOTUS_TEST_HOOKS
-  const test_hooks::clock_fn f = test_hooks::manual_clock.load(std::memory_order_relaxed);
+  const test_hooks::clock_fn f = test_hooks::manual_clock.load(mo_relaxed);
   if (f != nullptr) return f();
 #endif
   return realtime_ns();

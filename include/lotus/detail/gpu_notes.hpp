@@ -4,12 +4,12 @@
 
 #include <unistd.h>  // getpid
 
-#include <atomic>   // atomic
 #include <cstddef>  // size_t
 #include <cstdint>  // uint64_t
 #include <cstring>  // memcpy
 
 #include "lotus/config.hpp"
+#include "lotus/detail/atomic.hpp"
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -23,7 +23,7 @@ namespace detail {
 /// queue taken tries again later.
 struct gpu_note_state {
   static constexpr std::size_t capacity = std::size_t{64} << 10;
-  std::atomic<bool> busy{false};
+  atom<bool> busy{false};
   int pid = 0;
   std::size_t size = 0;
   char buf[capacity];
@@ -39,7 +39,7 @@ enum class gpu_note_result { kept = 0, no_room = 1, busy = 2 };
 /// writer is behind or stopped) or `busy` (the writer is taking the queue just now: try later).
 inline gpu_note_result note_gpu_lines(const char* lines, std::size_t size) noexcept {
   gpu_note_state& s = gpu_notes();
-  if (s.busy.exchange(true, std::memory_order_acquire)) return gpu_note_result::busy;
+  if (s.busy.exchange(true, mo_acquire)) return gpu_note_result::busy;
   const int me = static_cast<int>(::getpid());
   if (s.pid != me) {  // a forked child: the parent's lines are not its own
     s.pid = me;
@@ -50,7 +50,7 @@ inline gpu_note_result note_gpu_lines(const char* lines, std::size_t size) noexc
     std::memcpy(s.buf + s.size, lines, size);
     s.size += size;
   }
-  s.busy.store(false, std::memory_order_release);
+  s.busy.store(false, mo_release);
   return fits ? gpu_note_result::kept : gpu_note_result::no_room;
 }
 
@@ -60,12 +60,12 @@ inline gpu_note_result note_gpu_lines(const char* lines, std::size_t size) noexc
 template <class Take>
 void take_gpu_lines(Take&& take) noexcept {
   gpu_note_state& s = gpu_notes();
-  if (s.busy.exchange(true, std::memory_order_acquire)) return;
+  if (s.busy.exchange(true, mo_acquire)) return;
   if (s.pid == static_cast<int>(::getpid()) && s.size != 0) {
     take(static_cast<const char*>(s.buf), s.size);
     s.size = 0;
   }
-  s.busy.store(false, std::memory_order_release);
+  s.busy.store(false, mo_release);
 }
 
 }  // namespace detail

@@ -5,11 +5,11 @@
 #include <time.h>    // clock_gettime
 #include <unistd.h>  // getpid
 
-#include <atomic>   // atomic
 #include <cstddef>  // size_t
 #include <cstdint>  // uint64_t
 
 #include "lotus/config.hpp"
+#include "lotus/detail/atomic.hpp"
 #include "lotus/detail/gpu_notes.hpp"  // the GPU's figures, for the sidecar too
 
 namespace lotus {
@@ -19,8 +19,8 @@ namespace detail {
 /// The loader of this process: "pipeline" (lotus::batch_tracker, a loader of the program's own),
 /// "libtorch" (lotus::torch::make_data_loader) or "torch" (lotus.torch, PyTorch's DataLoader);
 /// nullptr until one is built. `lotus-tool` names that loader's settings in its advice.
-inline std::atomic<const char*>& loader_kind() noexcept {
-  static std::atomic<const char*> kind{nullptr};
+inline atom<const char*>& loader_kind() noexcept {
+  static atom<const char*> kind{nullptr};
   return kind;
 }
 
@@ -28,20 +28,20 @@ inline std::atomic<const char*>& loader_kind() noexcept {
 /// "torch") replaces "pipeline" (the framework's own loader is built on a batch_tracker); a
 /// "pipeline" declaration is kept only while nothing else was declared.
 inline void declare_loader(const char* kind, bool framework) noexcept {
-  std::atomic<const char*>& k = loader_kind();
+  atom<const char*>& k = loader_kind();
   if (framework) {
-    k.store(kind, std::memory_order_relaxed);
+    k.store(kind, mo_relaxed);
     return;
   }
   const char* none = nullptr;
-  k.compare_exchange_strong(none, kind, std::memory_order_relaxed);
+  k.compare_exchange_strong(none, kind, mo_relaxed);
 }
 
 /// The framework version that came with the "torch" loader (lotus.torch: torch.__version__), for
 /// the sidecar's `loader torch <version>`: lotus-tool advises no argument that version lacks.
 /// Set once (the first declaration stays: one torch per process); letters, digits, `.+-_` only.
 struct loader_version_state {
-  std::atomic<int> state{0};  ///< 0: none; 1: being written; 2: ready
+  atom<int> state{0};  ///< 0: none; 1: being written; 2: ready
   char text[32] = {};
 };
 inline loader_version_state& loader_version_storage() noexcept {
@@ -51,7 +51,7 @@ inline loader_version_state& loader_version_storage() noexcept {
 inline void declare_loader_version(const char* v, std::size_t n) noexcept {
   loader_version_state& s = loader_version_storage();
   int none = 0;
-  if (!s.state.compare_exchange_strong(none, 1, std::memory_order_acq_rel)) return;
+  if (!s.state.compare_exchange_strong(none, 1, mo_acq_rel)) return;
   std::size_t k = 0;
   for (std::size_t i = 0; i < n && k + 1 < sizeof s.text; ++i) {
     const char c = v[i];
@@ -61,20 +61,20 @@ inline void declare_loader_version(const char* v, std::size_t n) noexcept {
     }
   }
   s.text[k] = '\0';
-  s.state.store(2, std::memory_order_release);
+  s.state.store(2, mo_release);
 }
 /// The declared version, "" when none.
 inline const char* loader_version() noexcept {
   loader_version_state& s = loader_version_storage();
-  return s.state.load(std::memory_order_acquire) == 2 ? s.text : "";
+  return s.state.load(mo_acquire) == 2 ? s.text : "";
 }
 
 /// The DataLoader worker this process is (lotus.torch: torch's get_worker_info().id), for the
 /// sidecar's `worker_id` line, with the pid that said so (a process forked from a worker is not
 /// that worker); id -1: none.
 struct worker_id_state {
-  std::atomic<long long> id{-1};
-  std::atomic<int> pid{0};
+  atom<long long> id{-1};
+  atom<int> pid{0};
 };
 inline worker_id_state& loader_worker() noexcept {
   static worker_id_state w;
@@ -82,17 +82,17 @@ inline worker_id_state& loader_worker() noexcept {
 }
 inline void declare_worker_id(long long id) noexcept {
   worker_id_state& w = loader_worker();
-  w.id.store(id, std::memory_order_relaxed);
-  w.pid.store(static_cast<int>(::getpid()), std::memory_order_relaxed);
+  w.id.store(id, mo_relaxed);
+  w.pid.store(static_cast<int>(::getpid()), mo_relaxed);
 }
 
 /// The epochs the loader began in this process: how many, and when the last began (realtime ns,
 /// the trace's clock). The writer turns a change into a sidecar line `epoch <k> <start_ns>`
 /// (k: 0-based), so a capture's window knows the job's epoch numbering.
 struct epoch_state {
-  std::atomic<std::uint64_t> count{0};
-  std::atomic<std::uint64_t> start_ns{0};
-  std::atomic<int> pid{0};  ///< the process that began them (a forked worker inherits, not owns)
+  atom<std::uint64_t> count{0};
+  atom<std::uint64_t> start_ns{0};
+  atom<int> pid{0};  ///< the process that began them (a forked worker inherits, not owns)
 };
 inline epoch_state& epochs() noexcept {
   static epoch_state e;
@@ -107,16 +107,16 @@ inline void note_epoch() noexcept {
   epoch_state& e = epochs();
   e.start_ns.store(
       static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u + static_cast<std::uint64_t>(ts.tv_nsec),
-      std::memory_order_relaxed);
-  e.pid.store(static_cast<int>(::getpid()), std::memory_order_relaxed);
-  e.count.fetch_add(1, std::memory_order_release);
+      mo_relaxed);
+  e.pid.store(static_cast<int>(::getpid()), mo_relaxed);
+  e.count.fetch_add(1, mo_release);
 }
 
 /// The epochs this process began (0 in a forked child until it begins one of its own).
 inline std::uint64_t own_epochs() noexcept {
   epoch_state& e = epochs();
-  const std::uint64_t n = e.count.load(std::memory_order_acquire);
-  return e.pid.load(std::memory_order_relaxed) == static_cast<int>(::getpid()) ? n : 0;
+  const std::uint64_t n = e.count.load(mo_acquire);
+  return e.pid.load(mo_relaxed) == static_cast<int>(::getpid()) ? n : 0;
 }
 
 }  // namespace detail

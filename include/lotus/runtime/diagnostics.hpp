@@ -5,7 +5,6 @@
 #include <errno.h>   // errno
 #include <unistd.h>  // write
 
-#include <atomic>   // atomic
 #include <cstdarg>  // va_list
 #include <cstddef>  // size_t
 #include <cstdint>  // uint64_t
@@ -13,6 +12,7 @@
 #include <cstring>  // strlen
 
 #include "lotus/config.hpp"
+#include "lotus/detail/atomic.hpp"
 #include "lotus/detail/platform.hpp"
 
 namespace lotus {
@@ -50,7 +50,7 @@ enum class topic : unsigned {
   count_
 };
 
-inline std::atomic<bool> g_topic_said[static_cast<unsigned>(topic::count_)] = {};
+inline atom<bool> g_topic_said[static_cast<unsigned>(topic::count_)] = {};
 
 /// `lotus: <text>` on stderr with one write(2): async-signal-safe formatting aside, no stdio lock.
 LOTUS_DETAIL_COLD inline void diag_write(const char* text, int n) noexcept {
@@ -71,8 +71,7 @@ LOTUS_DETAIL_COLD inline void diag_write(const char* text, int n) noexcept {
 /// Once per process for `t`, a fixed text: write(2) only, async-signal-safe (the record path's
 /// messages, which may come from a signal handler).
 inline bool diag_text(topic t, const char* text) noexcept {
-  if (g_topic_said[static_cast<unsigned>(t)].exchange(true, std::memory_order_relaxed))
-    return false;
+  if (g_topic_said[static_cast<unsigned>(t)].exchange(true, mo_relaxed)) return false;
   diag_write(text, static_cast<int>(std::strlen(text)));
   return true;
 }
@@ -80,8 +79,7 @@ inline bool diag_text(topic t, const char* text) noexcept {
 /// As diag_text, `before` `v` `after` (the number in decimal, formatted here: no stdio).
 inline bool diag_text_u64(topic t, const char* before, std::uint64_t v,
                           const char* after) noexcept {
-  if (g_topic_said[static_cast<unsigned>(t)].exchange(true, std::memory_order_relaxed))
-    return false;
+  if (g_topic_said[static_cast<unsigned>(t)].exchange(true, mo_relaxed)) return false;
   char text[600];
   std::size_t n = 0;
   const auto put = [&](const char* p) {
@@ -113,8 +111,7 @@ __attribute__((format(printf, 2, 3)))
 #endif
 inline bool
 diag(topic t, const char* format, ...) noexcept {
-  if (g_topic_said[static_cast<unsigned>(t)].exchange(true, std::memory_order_relaxed))
-    return false;
+  if (g_topic_said[static_cast<unsigned>(t)].exchange(true, mo_relaxed)) return false;
   va_list args;
   va_start(args, format);
   diag_vprint(format, args);

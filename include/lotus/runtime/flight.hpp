@@ -19,6 +19,7 @@
 #include <string_view>  // string_view
 
 #include "lotus/config.hpp"
+#include "lotus/detail/atomic.hpp"
 #include "lotus/detail/clock.hpp"
 #include "lotus/detail/inflight.hpp"
 #include "lotus/detail/record_name.hpp"
@@ -220,9 +221,9 @@ class flight_recorder {
     held_ += offsetof(chunk, data) + n;
     while (held_ > set_.max_bytes && head_ != nullptr) pop(true);
 #ifdef LOTUS_TEST_HOOKS
-    std::uint64_t seen = test_hooks::flight_max_held.load(std::memory_order_relaxed);
-    while (held_ > seen && !test_hooks::flight_max_held.compare_exchange_weak(
-                               seen, held_, std::memory_order_relaxed)) {
+    std::uint64_t seen = test_hooks::flight_max_held.load(mo_relaxed);
+    while (held_ > seen &&
+           !test_hooks::flight_max_held.compare_exchange_weak(seen, held_, mo_relaxed)) {
     }
 #endif
     return true;

@@ -22,12 +22,12 @@
 #include <sys/mman.h>  // memfd_create, mmap
 #include <unistd.h>    // read, close, ftruncate, getpid
 
-#include <atomic>   // atomic
 #include <cstddef>  // size_t
 #include <cstdint>  // uint64_t
 #include <cstring>  // memcmp
 
 #include "lotus/config.hpp"
+#include "lotus/detail/atomic.hpp"
 #include "lotus/options.hpp"
 
 namespace lotus {
@@ -36,7 +36,7 @@ namespace detail {
 
 /// The counters one runtime publishes: its own trace_stats (monotonic totals).
 struct ledger_slot {
-  std::atomic<std::uint64_t> recorded{0}, written{0}, dropped{0}, sanitized{0};
+  atom<std::uint64_t> recorded{0}, written{0}, dropped{0}, sanitized{0};
 };
 
 /// Runtimes a ledger has room for (a plugin loaded 500 times); later ones keep their own counts.
@@ -45,10 +45,10 @@ constexpr std::uint32_t ledger_slots = 500;
 struct process_ledger {
   static constexpr std::uint64_t magic_v1 = 0x3176676c73756f6cull;  // "lotuslgv1" (8 bytes)
   std::uint64_t magic;
-  std::uint64_t size;                     // sizeof(process_ledger) of the lotus that made it
-  std::int64_t pid;                       // the process it belongs to (a forked child has a copy)
-  std::atomic<std::uint64_t> bytes;       // bytes every runtime of the process wrote (the budget)
-  std::atomic<std::uint32_t> slots_used;  // slots handed out
+  std::uint64_t size;              // sizeof(process_ledger) of the lotus that made it
+  std::int64_t pid;                // the process it belongs to (a forked child has a copy)
+  atom<std::uint64_t> bytes;       // bytes every runtime of the process wrote (the budget)
+  atom<std::uint32_t> slots_used;  // slots handed out
   std::uint32_t reserved;
   ledger_slot slots[ledger_slots];
 };
@@ -151,13 +151,13 @@ class ledger_entry {
  public:
   /// Joins this process's ledger (once per runtime and process; a forked child joins its own).
   /// Returns the byte counter every runtime of the process shares, or nullptr.
-  LOTUS_DETAIL_COLD std::atomic<std::uint64_t>* join() noexcept {
+  LOTUS_DETAIL_COLD atom<std::uint64_t>* join() noexcept {
     const auto me = static_cast<std::int64_t>(::getpid());
     if (ledger_ != nullptr && ledger_->pid == me) return &ledger_->bytes;
     ledger_ = process_ledger_of_this_process();
     slot_ = nullptr;
     if (ledger_ == nullptr) return nullptr;
-    const std::uint32_t i = ledger_->slots_used.fetch_add(1, std::memory_order_relaxed);
+    const std::uint32_t i = ledger_->slots_used.fetch_add(1, mo_relaxed);
     if (i < ledger_slots) slot_ = &ledger_->slots[i];
     return &ledger_->bytes;
   }
@@ -167,20 +167,20 @@ class ledger_entry {
   trace_stats process_totals(const trace_stats& own) noexcept {
     if (ledger_ == nullptr || ledger_->pid != static_cast<std::int64_t>(::getpid())) return own;
     if (slot_ != nullptr) {
-      slot_->recorded.store(own.recorded, std::memory_order_relaxed);
-      slot_->written.store(own.written, std::memory_order_relaxed);
-      slot_->dropped.store(own.dropped, std::memory_order_relaxed);
-      slot_->sanitized.store(own.sanitized, std::memory_order_relaxed);
+      slot_->recorded.store(own.recorded, mo_relaxed);
+      slot_->written.store(own.written, mo_relaxed);
+      slot_->dropped.store(own.dropped, mo_relaxed);
+      slot_->sanitized.store(own.sanitized, mo_relaxed);
     }
     trace_stats sum = slot_ != nullptr ? trace_stats{} : own;
-    std::uint32_t n = ledger_->slots_used.load(std::memory_order_relaxed);
+    std::uint32_t n = ledger_->slots_used.load(mo_relaxed);
     if (n > ledger_slots) n = ledger_slots;
     for (std::uint32_t i = 0; i < n; ++i) {
       const ledger_slot& s = ledger_->slots[i];
-      sum.recorded += s.recorded.load(std::memory_order_relaxed);
-      sum.written += s.written.load(std::memory_order_relaxed);
-      sum.dropped += s.dropped.load(std::memory_order_relaxed);
-      sum.sanitized += s.sanitized.load(std::memory_order_relaxed);
+      sum.recorded += s.recorded.load(mo_relaxed);
+      sum.written += s.written.load(mo_relaxed);
+      sum.dropped += s.dropped.load(mo_relaxed);
+      sum.sanitized += s.sanitized.load(mo_relaxed);
     }
     return sum;
   }

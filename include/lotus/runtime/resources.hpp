@@ -16,11 +16,11 @@
 #include <time.h>          // clock_gettime, CLOCK_THREAD_CPUTIME_ID
 #include <unistd.h>        // pread, close
 
-#include <atomic>   // atomic
 #include <cstdint>  // uint64_t, uintptr_t
 #include <cstdlib>  // calloc, free
 
 #include "lotus/config.hpp"
+#include "lotus/detail/atomic.hpp"
 #include "lotus/detail/res_sample.hpp"
 #include "lotus/runtime/env.hpp"
 
@@ -35,7 +35,7 @@ inline std::uint64_t res_delta(std::uint64_t a, std::uint64_t b) noexcept {
 /// One batch's figures, queued for the writer. `seq` is the slot's index + 1 once its figures
 /// are filled in (release): the writer takes a slot only then.
 struct res_entry {
-  std::atomic<std::uint64_t> seq{0};
+  atom<std::uint64_t> seq{0};
   std::uint64_t t0, t1, idx;
   std::uint64_t cpu_ns, wait_ns, minflt, majflt, nvcsw, nivcsw;
 };
@@ -46,12 +46,12 @@ struct res_entry {
 /// interrupts the owner's push takes the next slot, never the same one.
 struct res_queue {
   static constexpr std::uint64_t capacity = 512;
-  std::atomic<std::uint64_t> head{0};  // slots claimed (owner thread and its handlers)
-  std::atomic<std::uint64_t> tail{0};  // writer
-  std::atomic<std::uint64_t> lost{0};  // entries dropped because the queue was full
-  std::uint64_t lost_reported = 0;     // writer: the count in the last `batchres_lost` line
-  std::uint64_t lost_written = 0;      // writer: the count in the last one written to the sidecar
-  std::uint64_t writer_lost = 0;       // writer: entries it could not write (counted with `lost`)
+  atom<std::uint64_t> head{0};      // slots claimed (owner thread and its handlers)
+  atom<std::uint64_t> tail{0};      // writer
+  atom<std::uint64_t> lost{0};      // entries dropped because the queue was full
+  std::uint64_t lost_reported = 0;  // writer: the count in the last `batchres_lost` line
+  std::uint64_t lost_written = 0;   // writer: the count in the last one written to the sidecar
+  std::uint64_t writer_lost = 0;    // writer: entries it could not write (counted with `lost`)
   res_entry slots[capacity];
 };
 
@@ -63,15 +63,15 @@ struct res_queue {
 /// reading as one sidecar `opres` line per site (FORMAT.md §5). A site that finds the table full
 /// is counted in `lost`.
 struct op_res_slot {
-  std::atomic<const void*> site{nullptr};  // the op's record_site, set once by the owner
-  std::atomic<std::uint64_t> count{0};     // ops; stored last (release)
+  atom<const void*> site{nullptr};  // the op's record_site, set once by the owner
+  atom<std::uint64_t> count{0};     // ops; stored last (release)
   // the ops' time in clock ticks, then cpu_ns, wait_ns, minflt, majflt, nvcsw, nivcsw
-  std::atomic<std::uint64_t> sums[7] = {};
+  atom<std::uint64_t> sums[7] = {};
   std::uint64_t reported[8] = {};  // writer: count and sums in its last line
 };
 struct op_res_table {
   static constexpr std::uint64_t capacity = 128;  // a power of two
-  std::atomic<std::uint64_t> lost{0};             // ops whose figures had no slot
+  atom<std::uint64_t> lost{0};                    // ops whose figures had no slot
   std::uint64_t lost_reported = 0;                // writer: the count in the last `opres_lost`
   std::uint64_t lost_written = 0;                 // writer: the last one written to the sidecar
   std::uint64_t writer_lost = 0;  // writer: ops whose line it could not write (with `lost`)
@@ -98,11 +98,10 @@ inline void op_res_add(op_res_table& t, const void* site, std::uint64_t ticks, c
   for (std::uint64_t n = 0; n < op_res_table::capacity;
        ++n, i = (i + 1) & (op_res_table::capacity - 1)) {
     op_res_slot& s = t.slots[i];
-    const void* k = s.site.load(std::memory_order_acquire);
+    const void* k = s.site.load(mo_acquire);
     if (k == nullptr) {
       // Claim it; a signal handler's op may have taken it in between (k is then its site).
-      if (s.site.compare_exchange_strong(k, site, std::memory_order_acq_rel,
-                                         std::memory_order_acquire)) {
+      if (s.site.compare_exchange_strong(k, site, mo_acq_rel, mo_acquire)) {
         k = site;
       }
     }
@@ -116,11 +115,11 @@ inline void op_res_add(op_res_table& t, const void* site, std::uint64_t ticks, c
                                 res_delta(b.nivcsw, e.nivcsw)};
     // Atomic adds (a few ns each against the op's ~2 us of reads): a handler's op on the same
     // site that interrupts this one adds to the same sums, never overwritten.
-    for (int j = 0; j < 7; ++j) s.sums[j].fetch_add(d[j], std::memory_order_relaxed);
-    s.count.fetch_add(1, std::memory_order_release);
+    for (int j = 0; j < 7; ++j) s.sums[j].fetch_add(d[j], mo_relaxed);
+    s.count.fetch_add(1, mo_release);
     return;
   }
-  t.lost.fetch_add(1, std::memory_order_relaxed);
+  t.lost.fetch_add(1, mo_relaxed);
 }
 
 /// The calling thread's open /proc/thread-self/schedstat: -1 not opened yet, -2 unavailable,
@@ -137,12 +136,12 @@ constexpr int schedstat_kept_max = 64;
 /// The kept descriptors of every thread of the process, each as fd + 1 (0: a free place), so
 /// that a forked child can close those of the parent's other threads (their thread_locals are
 /// not reachable there).
-inline std::atomic<int> g_schedstat_kept_fds[schedstat_kept_max] = {};
+inline atom<int> g_schedstat_kept_fds[schedstat_kept_max] = {};
 /// Schedstat descriptors being opened, read or closed now (any thread); a fork() waits for them
 /// (bounded) after setting g_schedstat_forking, so no descriptor lotus holds for a moment is
 /// inherited unknown to the child.
-inline std::atomic<int> g_schedstat_busy{0};
-inline std::atomic<bool> g_schedstat_forking{false};
+inline atom<int> g_schedstat_busy{0};
+inline atom<bool> g_schedstat_forking{false};
 
 inline int open_schedstat() noexcept {
   int fd = -1;
@@ -161,11 +160,11 @@ inline thread_local int t_res_reading = 0;
 
 /// LOTUS_RESOURCES / options::resources (option_table's row): 1 (default) records per-batch
 /// figures, 0 does not. Set by the runtime whenever its settings are applied.
-inline std::atomic<int> g_resources_on{1};
+inline atom<int> g_resources_on{1};
 /// LOTUS_RESOURCES=ops / options::op_resources: spans also read the figures at their start and
 /// end (their out-of-line path: the runtime then keeps g_mode in the _nvtx modes).
-inline std::atomic<bool> g_op_resources_on{false};
-inline int resources_enabled() noexcept { return g_resources_on.load(std::memory_order_relaxed); }
+inline atom<bool> g_op_resources_on{false};
+inline int resources_enabled() noexcept { return g_resources_on.load(mo_relaxed); }
 
 /// Parses "<cpu_ns> <wait_ns> <slices>\n".
 inline bool parse_schedstat(const char* p, const char* end, std::uint64_t& cpu,
@@ -183,16 +182,16 @@ inline bool parse_schedstat(const char* p, const char* end, std::uint64_t& cpu,
 
 /// Keeps `fd` in a free place of g_schedstat_kept_fds; false when all are taken.
 inline bool schedstat_keep(int fd) noexcept {
-  for (std::atomic<int>& f : g_schedstat_kept_fds) {
+  for (atom<int>& f : g_schedstat_kept_fds) {
     int free_place = 0;
-    if (f.compare_exchange_strong(free_place, fd + 1, std::memory_order_acq_rel)) return true;
+    if (f.compare_exchange_strong(free_place, fd + 1, mo_acq_rel)) return true;
   }
   return false;
 }
 inline void schedstat_unkeep(int fd) noexcept {
-  for (std::atomic<int>& f : g_schedstat_kept_fds) {
+  for (atom<int>& f : g_schedstat_kept_fds) {
     int mine = fd + 1;
-    if (f.compare_exchange_strong(mine, 0, std::memory_order_acq_rel)) return;
+    if (f.compare_exchange_strong(mine, 0, mo_acq_rel)) return;
   }
 }
 
@@ -210,14 +209,14 @@ LOTUS_DETAIL_COLD inline bool read_schedstat_wait(std::uint64_t& wait, bool nest
   if (fd == -2) return false;
   // Opened here: announced first (seq_cst, with g_schedstat_forking: Dekker's pair) so that a
   // fork() waits until it is kept or closed again.
-  g_schedstat_busy.fetch_add(1, std::memory_order_seq_cst);
-  if (g_schedstat_forking.load(std::memory_order_seq_cst)) {
-    g_schedstat_busy.fetch_sub(1, std::memory_order_seq_cst);
+  g_schedstat_busy.fetch_add(1, mo_seq_cst);
+  if (g_schedstat_forking.load(mo_seq_cst)) {
+    g_schedstat_busy.fetch_sub(1, mo_seq_cst);
     return false;  // a fork() in progress in another thread: this reading goes without
   }
   fd = open_schedstat();
   if (fd < 0) {
-    g_schedstat_busy.fetch_sub(1, std::memory_order_seq_cst);
+    g_schedstat_busy.fetch_sub(1, mo_seq_cst);
     // Out of descriptors: the host's (or other threads') doing, transient; else no schedstat.
     if (!nested && errno != EMFILE && errno != ENFILE && errno != ENOMEM) t_schedstat_fd = -2;
     return false;
@@ -230,7 +229,7 @@ LOTUS_DETAIL_COLD inline bool read_schedstat_wait(std::uint64_t& wait, bool nest
     t_schedstat_fd = kept ? fd : -3;  // -3: the other threads keep the bound
   }
   if (!kept) ::close(fd);
-  g_schedstat_busy.fetch_sub(1, std::memory_order_seq_cst);
+  g_schedstat_busy.fetch_sub(1, mo_seq_cst);
   std::uint64_t cpu = 0;
   return n > 0 && parse_schedstat(buf, buf + n, cpu, wait);
 }
@@ -252,7 +251,7 @@ LOTUS_DETAIL_COLD inline bool read_schedstat_wait(std::uint64_t& wait, bool nest
 inline res_sample read_thread_resources(bool exact_cpu = false) noexcept {
   const bool nested = t_res_reading != 0;
   ++t_res_reading;
-  std::atomic_signal_fence(std::memory_order_seq_cst);
+  signal_fence();
   res_sample s;
   struct rusage ru {};
   if (::getrusage(RUSAGE_THREAD, &ru) == 0) {
@@ -278,7 +277,7 @@ inline res_sample read_thread_resources(bool exact_cpu = false) noexcept {
     s.ok = true;
     if (!nested) t_res_last = s;
   }
-  std::atomic_signal_fence(std::memory_order_seq_cst);
+  signal_fence();
   --t_res_reading;
   return s;
 }
@@ -286,28 +285,26 @@ inline res_sample read_thread_resources(bool exact_cpu = false) noexcept {
 /// fork(): the parent's side. Stops new schedstat descriptors and waits (at most ~10 ms) for
 /// those being opened or closed in other threads, so the child knows every one it inherits.
 inline void resources_fork_prepare() noexcept {
-  g_schedstat_forking.store(true, std::memory_order_seq_cst);
-  for (int i = 0; i < 2000 && g_schedstat_busy.load(std::memory_order_seq_cst) != 0; ++i) {
+  g_schedstat_forking.store(true, mo_seq_cst);
+  for (int i = 0; i < 2000 && g_schedstat_busy.load(mo_seq_cst) != 0; ++i) {
     const timespec ts{0, 5000};
     nanosleep(&ts, nullptr);
   }
 }
-inline void resources_fork_parent() noexcept {
-  g_schedstat_forking.store(false, std::memory_order_seq_cst);
-}
+inline void resources_fork_parent() noexcept { g_schedstat_forking.store(false, mo_seq_cst); }
 
 /// In a forked child, on the thread that forked: close every schedstat descriptor the parent's
 /// threads kept (each reads a thread of the parent) and forget this thread's reading.
 inline void resources_after_fork() noexcept {
-  for (std::atomic<int>& f : g_schedstat_kept_fds) {
-    const int kept = f.exchange(0, std::memory_order_relaxed);
+  for (atom<int>& f : g_schedstat_kept_fds) {
+    const int kept = f.exchange(0, mo_relaxed);
     if (kept > 0) ::close(kept - 1);
   }
   t_schedstat_fd = -1;
   t_res_last = res_sample{};
   t_res_reading = 0;
-  g_schedstat_busy.store(0, std::memory_order_relaxed);  // the parent's threads are not here
-  g_schedstat_forking.store(false, std::memory_order_seq_cst);
+  g_schedstat_busy.store(0, mo_relaxed);  // the parent's threads are not here
+  g_schedstat_forking.store(false, mo_seq_cst);
 }
 
 /// At the thread's exit (runtime's thread_exit_hook): close its descriptor; no reads after.
@@ -324,14 +321,13 @@ inline void resources_thread_exit() noexcept {
 /// by the owner thread and by signal handlers that interrupt it, never by another thread.
 inline bool res_push(res_queue& q, const res_sample& b, const res_sample& e, std::uint64_t t0,
                      std::uint64_t t1, std::uint64_t idx) noexcept {
-  std::uint64_t h = q.head.load(std::memory_order_relaxed);
+  std::uint64_t h = q.head.load(mo_relaxed);
   do {
-    if (h - q.tail.load(std::memory_order_acquire) >= res_queue::capacity) {
-      q.lost.fetch_add(1, std::memory_order_relaxed);
+    if (h - q.tail.load(mo_acquire) >= res_queue::capacity) {
+      q.lost.fetch_add(1, mo_relaxed);
       return false;
     }
-  } while (!q.head.compare_exchange_weak(h, h + 1, std::memory_order_relaxed,
-                                         std::memory_order_relaxed));
+  } while (!q.head.compare_exchange_weak(h, h + 1, mo_relaxed, mo_relaxed));
   res_entry& s = q.slots[h % res_queue::capacity];
   s.t0 = t0;
   s.t1 = t1;
@@ -342,7 +338,7 @@ inline bool res_push(res_queue& q, const res_sample& b, const res_sample& e, std
   s.majflt = res_delta(b.majflt, e.majflt);
   s.nvcsw = res_delta(b.nvcsw, e.nvcsw);
   s.nivcsw = res_delta(b.nivcsw, e.nivcsw);
-  s.seq.store(h + 1, std::memory_order_release);
+  s.seq.store(h + 1, mo_release);
   return true;
 }
 

@@ -20,7 +20,6 @@
 #include <time.h>         // clock_gettime, nanosleep
 #include <unistd.h>       // gethostname, write, close
 
-#include <atomic>       // atomic
 #include <cstdarg>      // va_list
 #include <cstddef>      // size_t
 #include <cstdint>      // uint64_t
@@ -33,6 +32,7 @@
 // The hot path's headers (included by scope.hpp already in the usual order).
 #include "lotus/collectors/annotations.hpp"
 #include "lotus/config.hpp"
+#include "lotus/detail/atomic.hpp"
 #include "lotus/detail/clock.hpp"
 #include "lotus/detail/entry.hpp"
 #include "lotus/detail/name_cache.hpp"
@@ -56,17 +56,6 @@
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
-
-// detail/atomic.hpp's atom<T> takes std::memory_order values as the __ATOMIC_* orders.
-static_assert(static_cast<int>(std::memory_order_relaxed) == __ATOMIC_RELAXED &&
-                  static_cast<int>(std::memory_order_acquire) == __ATOMIC_ACQUIRE &&
-                  static_cast<int>(std::memory_order_release) == __ATOMIC_RELEASE &&
-                  static_cast<int>(std::memory_order_acq_rel) == __ATOMIC_ACQ_REL &&
-                  static_cast<int>(std::memory_order_seq_cst) == __ATOMIC_SEQ_CST,
-              "std::memory_order's values are not the __ATOMIC_* orders");
-static_assert(sizeof(atom<std::uint64_t>) == sizeof(std::atomic<std::uint64_t>) &&
-                  alignof(atom<std::uint64_t>) == alignof(std::atomic<std::uint64_t>),
-              "atom<T> has std::atomic<T>'s layout");
 
 static_assert(min_free_default == trace_files::min_free_auto,
               "settings and trace_files share the 'default reserve' value");
@@ -167,9 +156,7 @@ class runtime {
     writer_.set_flight(set_.flight);  // in a forked child: an empty window, the same control file
     writer_.set_live(set_.live);
   }
-  void count_lost(std::atomic<std::uint64_t>& counter) noexcept {
-    counter.fetch_add(1, std::memory_order_relaxed);
-  }
+  void count_lost(atom<std::uint64_t>& counter) noexcept { counter.fetch_add(1, mo_relaxed); }
 
   sync_mutex mu_;                   // settings; taken before the writer's and the registry's locks
   bool initialized_ = false;        // (mu)
@@ -178,24 +165,24 @@ class runtime {
   int clock_mode_ = mode_realtime;  // (mu) fixed at first initialization
   bool nvtx_modes_ = false;         // (mu) NVTX was on once: g_mode takes the _nvtx modes
   // Read by push_slow without the lock.
-  std::atomic<std::size_t> max_capacity_{LOTUS_DEFAULT_RING_CAPACITY};
-  std::atomic<bool> block_{true};
+  atom<std::size_t> max_capacity_{LOTUS_DEFAULT_RING_CAPACITY};
+  atom<bool> block_{true};
 
   thread_registry threads_;
   trace_writer writer_;
 
   // Events lost before they reached a ring: pushed from a signal handler that interrupted lotus
   // on the same thread, or by a thread with no ring (allocation failed, or already torn down).
-  std::atomic<std::uint64_t> lost_reentrant_{0}, lost_no_ring_{0};
+  atom<std::uint64_t> lost_reentrant_{0}, lost_no_ring_{0};
 
   sync_mutex intern_mu_;       // interned run-time names
   intern_table interned_;      // (intern_mu)
   runtime* parent_ = nullptr;  // in a forked child: the parent's runtime, never freed
 };
 
-inline runtime* g_runtime = nullptr;  // replaced (old one leaked) in a forked child
-inline std::atomic<runtime*> g_runtime_ready{nullptr};  // g_runtime once it is constructed
-inline std::atomic<pid_t> g_runtime_creator{0};         // the process constructing it, 0: none
+inline runtime* g_runtime = nullptr;             // replaced (old one leaked) in a forked child
+inline atom<runtime*> g_runtime_ready{nullptr};  // g_runtime once it is constructed
+inline atom<pid_t> g_runtime_creator{0};         // the process constructing it, 0: none
 
 /// The fork handlers exist before any runtime does (registered when the program or library is
 /// loaded), so a fork() at any moment of the first start finds them: fork_prepare() waits for an
@@ -206,18 +193,17 @@ inline const bool g_fork_handlers = [] {
 }();
 
 runtime& runtime::get() noexcept {
-  if (runtime* r = g_runtime_ready.load(std::memory_order_acquire)) return *r;
+  if (runtime* r = g_runtime_ready.load(mo_acquire)) return *r;
   for (;;) {
-    if (runtime* r = g_runtime_ready.load(std::memory_order_acquire)) return *r;
+    if (runtime* r = g_runtime_ready.load(mo_acquire)) return *r;
     const pid_t me = ::getpid();
     pid_t owner = 0;
     // The first thread of this process constructs it. A creator of another pid is the parent
     // this process was forked from in the middle of construction: its thread is not here.
-    if (g_runtime_creator.compare_exchange_strong(owner, me, std::memory_order_acq_rel) ||
-        (owner != me &&
-         g_runtime_creator.compare_exchange_strong(owner, me, std::memory_order_acq_rel))) {
+    if (g_runtime_creator.compare_exchange_strong(owner, me, mo_acq_rel) ||
+        (owner != me && g_runtime_creator.compare_exchange_strong(owner, me, mo_acq_rel))) {
       g_runtime = make();  // (once: the construction is out of get's way)
-      g_runtime_ready.store(g_runtime, std::memory_order_release);
+      g_runtime_ready.store(g_runtime, mo_release);
       return *g_runtime;
     }
     ::sched_yield();
@@ -241,16 +227,16 @@ bool runtime::initialize() noexcept {
     std::atexit(at_exit_handler);
     static_cast<void>(g_fork_handlers);  // registered at load time (see there)
   }
-  return g_mode.load(std::memory_order_relaxed) >= mode_tsc;
+  return g_mode.load(mo_relaxed) >= mode_tsc;
 }
 
 LOTUS_DETAIL_COLD inline void runtime::apply_locked(const options& o) noexcept {
   settings& s = set_;
   merge_settings(o, env_, s);
   // The clock is chosen once per process: ticks already in rings must keep their meaning.
-  if (g_mode.load(std::memory_order_relaxed) == mode_uninit) {
+  if (g_mode.load(mo_relaxed) == mode_uninit) {
 #ifdef LOTUS_TEST_HOOKS
-    const bool scripted = test_hooks::manual_clock.load(std::memory_order_relaxed) != nullptr;
+    const bool scripted = test_hooks::manual_clock.load(mo_relaxed) != nullptr;
 #else
     const bool scripted = false;
 #endif
@@ -268,8 +254,8 @@ LOTUS_DETAIL_COLD inline void runtime::apply_locked(const options& o) noexcept {
     }
     writer_.set_clock(clock_mode_);
   }
-  max_capacity_.store(set_.ring_capacity, std::memory_order_relaxed);
-  block_.store(set_.overflow == overflow_policy::block, std::memory_order_relaxed);
+  max_capacity_.store(set_.ring_capacity, mo_relaxed);
+  block_.store(set_.overflow == overflow_policy::block, mo_relaxed);
   settings_to_writer();
   const bool on = set_.enabled && !set_.log_file.empty();
   if (set_.nvtx && !nvtx_compiled()) {
@@ -285,10 +271,10 @@ LOTUS_DETAIL_COLD inline void runtime::apply_locked(const options& o) noexcept {
   // batch the hot path stays the plain one.
   const bool op_res = set_.resources && set_.op_resources && on;
   nvtx_modes_ = nvtx_modes_ || nvtx || itt || op_res;
-  g_nvtx_on.store(nvtx, std::memory_order_relaxed);
-  g_itt_on.store(itt, std::memory_order_release);
-  g_resources_on.store(set_.resources ? 1 : 0, std::memory_order_relaxed);
-  g_op_resources_on.store(op_res, std::memory_order_relaxed);
+  g_nvtx_on.store(nvtx, mo_relaxed);
+  g_itt_on.store(itt, mo_release);
+  g_resources_on.store(set_.resources ? 1 : 0, mo_relaxed);
+  g_op_resources_on.store(op_res, mo_relaxed);
   // Before the mode: the threads that exist get their resource tables now, so that their
   // records never allocate (thread_registry::equip; new threads get theirs at registration).
   if (!threads_.equip_all()) {
@@ -297,7 +283,7 @@ LOTUS_DETAIL_COLD inline void runtime::apply_locked(const options& o) noexcept {
          "recorded");
   }
   const int clock = nvtx_modes_ ? clock_mode_ + (mode_tsc_nvtx - mode_tsc) : clock_mode_;
-  g_mode.store(on ? clock : mode_off, std::memory_order_release);
+  g_mode.store(on ? clock : mode_off, mo_release);
   if (on) writer_.start();
 }
 
@@ -337,8 +323,8 @@ LOTUS_DETAIL_COLD inline void runtime::flush() noexcept {
 LOTUS_DETAIL_COLD inline void runtime::shutdown() noexcept {
   if (interrupted_lotus()) return;
   const busy_guard busy;
-  if (g_mode.load(std::memory_order_relaxed) >= mode_tsc) {
-    g_mode.store(mode_off, std::memory_order_relaxed);
+  if (g_mode.load(mo_relaxed) >= mode_tsc) {
+    g_mode.store(mode_off, mo_relaxed);
   }
   writer_.stop(writer_stop_limit_ms);
 }
@@ -347,8 +333,7 @@ inline trace_stats runtime::stats() noexcept {
   const busy_guard busy;
   std::uint64_t pushed = 0, dropped = 0;
   threads_.totals(pushed, dropped);
-  dropped += lost_reentrant_.load(std::memory_order_relaxed) +
-             lost_no_ring_.load(std::memory_order_relaxed);
+  dropped += lost_reentrant_.load(mo_relaxed) + lost_no_ring_.load(mo_relaxed);
   trace_stats s;
   s.recorded = pushed + dropped;
   s.written = writer_.written();
@@ -374,9 +359,9 @@ inline const record_site& runtime::intern(std::string_view name, std::uint32_t f
 struct thread_exit_hook {
   ~thread_exit_hook() {
     t_thread.exited = true;
-    t_ring.store(nullptr, std::memory_order_relaxed);
+    t_ring.store(nullptr, mo_relaxed);
     if (t_thread.self != nullptr) {
-      t_thread.self->retired.store(true, std::memory_order_release);
+      t_thread.self->retired.store(true, mo_release);
       if (g_runtime != nullptr) g_runtime->note_thread_exit();
       t_thread.self = nullptr;
     }
@@ -401,7 +386,7 @@ const record_site* runtime::intern_dynamic(const char* name, std::size_t key_siz
     return nullptr;
   }
 #ifdef LOTUS_TEST_HOOKS
-  test_hooks::dynamic_misses.fetch_add(1, std::memory_order_relaxed);
+  test_hooks::dynamic_misses.fetch_add(1, mo_relaxed);
 #endif
   // A cut name is interned under its kept bytes with flag_sanitized (a key of its own).
   const std::size_t size = key_size & ~name_cut_bit;
@@ -444,7 +429,7 @@ LOTUS_DETAIL_COLD inline ring* runtime::register_thread() noexcept {
       nanosleep(&ts, nullptr);
     }
   }
-  const std::size_t max = max_capacity_.load(std::memory_order_relaxed);
+  const std::size_t max = max_capacity_.load(mo_relaxed);
   const std::size_t first = ring_initial < max ? ring_initial : max;
   thread_state* t = thread_registry::make(first, max);
   bool equipped = true;
@@ -464,7 +449,7 @@ LOTUS_DETAIL_COLD inline ring* runtime::register_thread() noexcept {
   }
   t_thread.self = t;
   if (!writer_.start()) return nullptr;
-  return t->current.load(std::memory_order_relaxed);
+  return t->current.load(mo_relaxed);
 }
 
 inline ring* runtime::push_full(ring* r, const record_site* loc, std::uint64_t t0, std::uint64_t t1,
@@ -472,9 +457,9 @@ inline ring* runtime::push_full(ring* r, const record_site* loc, std::uint64_t t
   // A signal handler that interrupted the inline push between its read of t_ring and the clear
   // may have grown the ring (the push then restores the old segment): the thread's segment is
   // its record's `current`. A stale one is full and already has its `next`.
-  if (ring* cur = r->owner->current.load(std::memory_order_relaxed); cur != r) r = cur;
-  const std::uint64_t h = r->head.load(std::memory_order_relaxed);
-  r->tail_cache = r->tail.load(std::memory_order_acquire);
+  if (ring* cur = r->owner->current.load(mo_relaxed); cur != r) r = cur;
+  const std::uint64_t h = r->head.load(mo_relaxed);
+  r->tail_cache = r->tail.load(mo_acquire);
   if (h - r->tail_cache < r->capacity) {
     r->publish(h, loc, t0, t1, idx);
     return r;
@@ -484,7 +469,7 @@ inline ring* runtime::push_full(ring* r, const record_site* loc, std::uint64_t t
   // the next one when it finds a segment a quarter full or more): a record, in a signal handler
   // too, never allocates. While the thread waits for the writer, a segment the writer makes in
   // the meantime is taken at once.
-  const std::size_t max = max_capacity_.load(std::memory_order_relaxed);
+  const std::size_t max = max_capacity_.load(mo_relaxed);
   // LOTUS_OVERFLOW=block waits while the writer makes progress; a writer stuck for
   // writer_stuck_ms (waiting for a lock this thread holds: a signal handler that interrupted the
   // allocator records here, and the writer needs the allocator) must not hang the thread. The
@@ -495,24 +480,24 @@ inline ring* runtime::push_full(ring* r, const record_site* loc, std::uint64_t t
   for (unsigned spin = 0;; ++spin) {
     if (r->capacity < max) {
       // Always larger than this one: made for a segment of this capacity when it was current.
-      if (ring* bigger = r->owner->spare.exchange(nullptr, std::memory_order_acq_rel)) {
-        bigger->head.store(h, std::memory_order_relaxed);
-        bigger->tail.store(h, std::memory_order_relaxed);
+      if (ring* bigger = r->owner->spare.exchange(nullptr, mo_acq_rel)) {
+        bigger->head.store(h, mo_relaxed);
+        bigger->tail.store(h, mo_relaxed);
         bigger->tail_cache = h;
         bigger->progress = r->progress;
         bigger->publish(h, loc, t0, t1, idx);
-        r->owner->current.store(bigger, std::memory_order_release);
-        r->next.store(bigger, std::memory_order_release);
+        r->owner->current.store(bigger, mo_release);
+        r->next.store(bigger, mo_release);
         writer_.nudge();  // for the next one
         return bigger;
       }
     }
     if (h - r->tail_cache < r->capacity) break;
     // Give up only when nobody will ever drain this ring: tracing off or no writer.
-    if (!block_.load(std::memory_order_relaxed) ||
-        g_mode.load(std::memory_order_relaxed) < mode_tsc || !writer_.running() || stuck_before) {
+    if (!block_.load(mo_relaxed) || g_mode.load(mo_relaxed) < mode_tsc || !writer_.running() ||
+        stuck_before) {
       if (spin == 0) writer_.nudge();
-      r->owner->dropped.fetch_add(1, std::memory_order_relaxed);
+      r->owner->dropped.fetch_add(1, mo_relaxed);
       return r;
     }
     if ((spin & 15) == 15) {
@@ -526,7 +511,7 @@ inline ring* runtime::push_full(ring* r, const record_site* loc, std::uint64_t t
                   "the writer made no progress for 1 s while a thread waited for room in its "
                   "ring (LOTUS_OVERFLOW=block; a signal handler that interrupted the allocator "
                   "on that thread?): its events are dropped (counted) until the writer moves on");
-        r->owner->dropped.fetch_add(1, std::memory_order_relaxed);
+        r->owner->dropped.fetch_add(1, mo_relaxed);
         return r;
       }
     }
@@ -537,7 +522,7 @@ inline ring* runtime::push_full(ring* r, const record_site* loc, std::uint64_t t
       const timespec ts{0, 50000};
       nanosleep(&ts, nullptr);
     }
-    r->tail_cache = r->tail.load(std::memory_order_acquire);
+    r->tail_cache = r->tail.load(mo_acquire);
   }
   r->publish(h, loc, t0, t1, idx);
   return r;
@@ -546,7 +531,7 @@ inline ring* runtime::push_full(ring* r, const record_site* loc, std::uint64_t t
 void runtime::push_slow(const record_site* loc, std::uint64_t t0, std::uint64_t t1,
                         std::uint64_t idx) noexcept {
   thread_local_state& me = t_thread;
-  ring* r = t_ring.load(std::memory_order_relaxed);
+  ring* r = t_ring.load(mo_relaxed);
   // Re-entered from a signal handler while this thread was inside lotus (a push in progress has
   // cleared t_ring; the cold path holds `busy`): taking a slot now would race the interrupted
   // push, and waiting could deadlock. Count it.
@@ -568,43 +553,43 @@ void runtime::push_slow(const record_site* loc, std::uint64_t t0, std::uint64_t 
     return;
   }
   const busy_guard busy;
-  std::atomic_signal_fence(std::memory_order_seq_cst);
+  signal_fence();
   // Read again now that a signal handler's record is counted instead: one that ran before the
   // guard may have grown the ring (or registered the thread), and a stale segment must never
   // get a second `next` (the first, with the handler's events, would be lost).
-  r = t_ring.load(std::memory_order_relaxed);
+  r = t_ring.load(mo_relaxed);
   if (r == nullptr && me.self != nullptr) {
     count_lost(lost_reentrant_);
     return;
   }
-  t_ring.store(nullptr, std::memory_order_relaxed);
-  std::atomic_signal_fence(std::memory_order_seq_cst);
+  t_ring.store(nullptr, mo_relaxed);
+  signal_fence();
   if (r == nullptr) {
     r = register_thread();
     if (r == nullptr) return;
   }
   r = push_full(r, loc, t0, t1, idx);
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  t_ring.store(r, std::memory_order_relaxed);
+  signal_fence();
+  t_ring.store(r, mo_relaxed);
 }
 
 /// The calling thread's spans in progress, the thread registered (as its first push would) when
 /// it has none yet; nullptr where push_slow would not record (re-entered, exited, no ring).
 LOTUS_DETAIL_COLD inline inflight* runtime::inflight_registered() noexcept {
   thread_local_state& me = t_thread;
-  ring* r = t_ring.load(std::memory_order_relaxed);
+  ring* r = t_ring.load(mo_relaxed);
   if (r != nullptr) return r->progress;
   if (me.busy != 0 || me.self != nullptr || me.exited || me.failed) return nullptr;
   const busy_guard busy;
-  std::atomic_signal_fence(std::memory_order_seq_cst);
+  signal_fence();
   if (me.self != nullptr) {  // a signal handler registered it in between (its first record)
-    r = t_ring.load(std::memory_order_relaxed);
+    r = t_ring.load(mo_relaxed);
     return r != nullptr ? r->progress : nullptr;
   }
   r = register_thread();
   if (r == nullptr) return nullptr;
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  t_ring.store(r, std::memory_order_relaxed);
+  signal_fence();
+  t_ring.store(r, mo_relaxed);
   return r->progress;
 }
 
@@ -622,7 +607,7 @@ inline thread_local runtime* t_fork_locked = nullptr;
 
 LOTUS_DETAIL_COLD inline void runtime::fork_prepare() noexcept {
   resources_fork_prepare();  // no schedstat descriptor half opened in another thread
-  runtime* rt = g_runtime_ready.load(std::memory_order_acquire);
+  runtime* rt = g_runtime_ready.load(mo_acquire);
   t_fork_locked = rt;
   if (rt == nullptr) return;  // not started (or being constructed: the child builds its own)
   rt->mu_.lock();
@@ -647,17 +632,17 @@ LOTUS_DETAIL_COLD inline void runtime::fork_child() noexcept {
   t_writer_stuck = 0;  // the parent's writer's count: this child's writer starts its own
   runtime* const locked = t_fork_locked;
   t_fork_locked = nullptr;
-  runtime* old = g_runtime_ready.load(std::memory_order_acquire);
+  runtime* old = g_runtime_ready.load(mo_acquire);
   if (old == nullptr) return;  // get() in this child constructs one
   if (locked != old) {
     // Another thread published the runtime while this fork was under way (after prepare found
     // none): it may have held the runtime's locks at the fork, and its writer is not here. This
     // child forgets it (leaked) and starts from scratch at its first event.
     g_runtime = nullptr;
-    g_runtime_ready.store(nullptr, std::memory_order_relaxed);
-    g_runtime_creator.store(0, std::memory_order_relaxed);
-    g_mode.store(mode_uninit, std::memory_order_relaxed);
-    t_ring.store(nullptr, std::memory_order_relaxed);
+    g_runtime_ready.store(nullptr, mo_relaxed);
+    g_runtime_creator.store(0, mo_relaxed);
+    g_mode.store(mode_uninit, mo_relaxed);
+    t_ring.store(nullptr, mo_relaxed);
     t_thread.self = nullptr;
     return;
   }
@@ -665,17 +650,17 @@ LOTUS_DETAIL_COLD inline void runtime::fork_child() noexcept {
   old->threads_.mutex().unlock();
   old->writer_.fork_child(old->threads_.all_locked());
   old->mu_.unlock();
-  t_ring.store(nullptr, std::memory_order_relaxed);
+  t_ring.store(nullptr, mo_relaxed);
   t_thread.self = nullptr;
   auto* fresh = new (std::nothrow) runtime();
   if (fresh == nullptr) {
-    g_mode.store(mode_off, std::memory_order_relaxed);
+    g_mode.store(mode_off, mo_relaxed);
     return;
   }
   if (!old->initialized_) {  // forked before the first event: this child starts from scratch
     fresh->parent_ = old;
     g_runtime = fresh;
-    g_runtime_ready.store(fresh, std::memory_order_release);
+    g_runtime_ready.store(fresh, mo_release);
     return;
   }
   fresh->initialized_ = true;
@@ -692,7 +677,7 @@ LOTUS_DETAIL_COLD inline void runtime::fork_child() noexcept {
   old->interned_.move_to(fresh->interned_);  // interned locations must stay valid
   fresh->parent_ = old;  // the parent's runtime and rings stay allocated (and reachable)
   g_runtime = fresh;
-  g_runtime_ready.store(fresh, std::memory_order_release);
+  g_runtime_ready.store(fresh, mo_release);
 }
 
 // ---- entry points (entry.hpp) -----------------------------------------------------------------
@@ -729,14 +714,14 @@ inline void rt_span_end_slow(int m, const record_site* tagged, std::uint64_t t0,
 }
 
 inline inflight* rt_inflight_registered() noexcept {
-  if (g_mode.load(std::memory_order_relaxed) < mode_tsc) return nullptr;
+  if (g_mode.load(mo_relaxed) < mode_tsc) return nullptr;
   return runtime::get().inflight_registered();
 }
 
 inline int rt_initialize_mode() noexcept {
   if (t_thread.busy != 0) return mode_off;  // a signal handler interrupting initialization
   runtime::get().initialize();
-  return g_mode.load(std::memory_order_relaxed);
+  return g_mode.load(mo_relaxed);
 }
 
 inline const record_site& rt_intern(std::string_view name, std::uint32_t flags) {
@@ -751,15 +736,15 @@ inline const record_site* rt_intern_dynamic(const char* name, std::size_t size,
 inline void rt_api_configure(const options& opts) { runtime::get().configure(opts); }
 
 inline void rt_api_flush() noexcept {
-  if (g_mode.load(std::memory_order_relaxed) != mode_uninit) runtime::get().flush();
+  if (g_mode.load(mo_relaxed) != mode_uninit) runtime::get().flush();
 }
 
 LOTUS_DETAIL_COLD inline void rt_api_shutdown() noexcept {
-  if (g_mode.load(std::memory_order_relaxed) != mode_uninit) runtime::get().shutdown();
+  if (g_mode.load(mo_relaxed) != mode_uninit) runtime::get().shutdown();
 }
 
 LOTUS_DETAIL_COLD inline bool rt_api_capture(const char* reason, std::size_t size) noexcept {
-  if (g_mode.load(std::memory_order_relaxed) < mode_tsc) return false;
+  if (g_mode.load(mo_relaxed) < mode_tsc) return false;
   return runtime::get().capture(std::string_view(reason, size));
 }
 
@@ -769,12 +754,12 @@ LOTUS_DETAIL_COLD inline bool rt_trigger_valid(const char* text, std::size_t siz
 }
 
 LOTUS_DETAIL_COLD inline trace_stats rt_api_stats() noexcept {
-  if (g_mode.load(std::memory_order_relaxed) == mode_uninit) return {};
+  if (g_mode.load(mo_relaxed) == mode_uninit) return {};
   return runtime::get().stats();
 }
 
 inline res_sample rt_resources_read() noexcept {
-  if (g_mode.load(std::memory_order_relaxed) < mode_tsc || resources_enabled() == 0) return {};
+  if (g_mode.load(mo_relaxed) < mode_tsc || resources_enabled() == 0) return {};
   // A registered thread (registered here if it has recorded nothing yet): its exit hook is
   // armed, so the schedstat descriptor is closed when the thread exits, and its queue exists.
   if (t_thread.exited) return {};
@@ -791,33 +776,33 @@ inline void rt_resources_record(const res_sample& begin, std::uint64_t t0, std::
   const thread_local_state& me = t_thread;
   thread_state* self = me.self;
   if (self == nullptr || me.exited) return;
-  res_queue* q = self->res.load(std::memory_order_acquire);
+  res_queue* q = self->res.load(mo_acquire);
   if (q == nullptr) return;  // out of memory at registration (one message then)
   const res_sample end = read_thread_resources();
   if (!end.ok) {
-    q->lost.fetch_add(1, std::memory_order_relaxed);
+    q->lost.fetch_add(1, mo_relaxed);
     return;
   }
   res_push(*q, begin, end, t0, t1, idx);
 }
 
 inline bool rt_op_resources_begin() noexcept {
-  if (!g_op_resources_on.load(std::memory_order_relaxed)) return false;
+  if (!g_op_resources_on.load(mo_relaxed)) return false;
   op_res_stack& st = t_op_res;
   const unsigned d = st.depth;
   if (d >= op_res_stack::depth_max || t_thread.exited) return false;
   if (t_thread.self == nullptr && runtime::get().inflight_registered() == nullptr) return false;
   // The level first, then its reading: a signal handler's op in between takes the next level.
   st.depth = d + 1;
-  std::atomic_signal_fence(std::memory_order_seq_cst);
+  signal_fence();
   const res_sample s = read_thread_resources(true);
   if (!s.ok) {
-    std::atomic_signal_fence(std::memory_order_seq_cst);
+    signal_fence();
     st.depth = d;
     return false;
   }
   st.open[d] = s;
-  std::atomic_signal_fence(std::memory_order_seq_cst);
+  signal_fence();
   return true;
 }
 
@@ -827,18 +812,18 @@ inline void rt_op_resources_end(const record_site* loc, std::uint64_t ticks) noe
   if (d == 0) return;
   const res_sample begin = st.open[d - 1];
   // Copied out before the level is given back (a handler's op may reuse it at once).
-  std::atomic_signal_fence(std::memory_order_seq_cst);
+  signal_fence();
   st.depth = d - 1;
-  std::atomic_signal_fence(std::memory_order_seq_cst);
+  signal_fence();
   if (loc == nullptr) return;
   const thread_local_state& me = t_thread;
   thread_state* self = me.self;
   if (self == nullptr || me.exited) return;
-  op_res_table* t = self->opres.load(std::memory_order_acquire);
+  op_res_table* t = self->opres.load(mo_acquire);
   if (t == nullptr) return;  // out of memory when ops were turned on (one message then)
   const res_sample end = read_thread_resources(true);
   if (!end.ok) {
-    t->lost.fetch_add(1, std::memory_order_relaxed);
+    t->lost.fetch_add(1, mo_relaxed);
     return;
   }
   op_res_add(*t, loc, ticks, begin, end);

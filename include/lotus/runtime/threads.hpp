@@ -7,13 +7,13 @@
 #include <sys/syscall.h>  // SYS_gettid
 #include <unistd.h>       // syscall
 
-#include <atomic>   // atomic
 #include <cstdint>  // uint64_t
 #include <cstdlib>  // realloc, free
 #include <cstring>  // memcpy
 #include <new>      // nothrow
 
 #include "lotus/config.hpp"
+#include "lotus/detail/atomic.hpp"
 #include "lotus/detail/inflight.hpp"
 #include "lotus/detail/ring.hpp"
 #include "lotus/runtime/resources.hpp"
@@ -82,22 +82,22 @@ struct file_slot {
 /// One recording thread. Allocated by the thread at its first event; freed by the writer after the
 /// thread exited and its events were written.
 struct thread_state {
-  inflight progress;                    // what the thread is inside now (inflight.hpp)
-  std::atomic<ring*> current{nullptr};  // the producer's segment (its head = events pushed)
-  ring* read = nullptr;                 // writer: the oldest segment not yet drained
-  std::atomic<bool> retired{false};     // the thread has exited
-  std::atomic<std::uint64_t> dropped{0};
+  inflight progress;             // what the thread is inside now (inflight.hpp)
+  atom<ring*> current{nullptr};  // the producer's segment (its head = events pushed)
+  ring* read = nullptr;          // writer: the oldest segment not yet drained
+  atom<bool> retired{false};     // the thread has exited
+  atom<std::uint64_t> dropped{0};
   std::uint64_t tid = 0;
   char name[17] = {};
   bool announced = false;  // writer: its `thread` line is in the sidecar
   file_slot worker, main;
   // The next, larger segment, allocated off the record path (at registration, then by the
   // writer): a full ring grows into it without allocating (runtime::push_full).
-  std::atomic<ring*> spare{nullptr};
+  atom<ring*> spare{nullptr};
   // Allocated at registration or when configure() turns them on (thread_registry::equip),
   // never on the record path:
-  std::atomic<res_queue*> res{nullptr};       // per-batch resource figures (LOTUS_RESOURCES)
-  std::atomic<op_res_table*> opres{nullptr};  // per-op sums (LOTUS_RESOURCES=ops)
+  atom<res_queue*> res{nullptr};       // per-batch resource figures (LOTUS_RESOURCES)
+  atom<op_res_table*> opres{nullptr};  // per-op sums (LOTUS_RESOURCES=ops)
   // writer: the last batch records formatted (their ticks, written start and duration), so that a
   // `batchres` line carries exactly its record's START and DURATION (trace_writer::drain_resources)
   struct batch_seen {
@@ -112,8 +112,8 @@ struct thread_state {
   std::uint64_t seen_newest_t0 = 0;
 
   std::uint64_t pushed() const noexcept {
-    const ring* r = current.load(std::memory_order_acquire);
-    return r != nullptr ? r->head.load(std::memory_order_acquire) : 0;
+    const ring* r = current.load(mo_acquire);
+    return r != nullptr ? r->head.load(mo_acquire) : 0;
   }
 };
 
@@ -155,11 +155,11 @@ class thread_registry {
     if (first_capacity < max_capacity) {  // nullptr when out of memory: the writer tries again
       t->spare.store(
           ring::make(first_capacity * 2 < max_capacity ? first_capacity * 2 : max_capacity, 0, t),
-          std::memory_order_release);
+          mo_release);
     }
     r->progress = &t->progress;
     t->read = r;
-    t->current.store(r, std::memory_order_release);
+    t->current.store(r, mo_release);
 #ifdef LOTUS_TEST_HOOKS
     const std::uint64_t id = test_hooks::thread_id;
     t->tid = id != 0 ? id : current_tid();
@@ -173,13 +173,13 @@ class thread_registry {
   LOTUS_DETAIL_COLD static void destroy(thread_state* t) noexcept {
     ring* r = t->read;
     while (r != nullptr) {
-      ring* next = r->next.load(std::memory_order_acquire);
+      ring* next = r->next.load(mo_acquire);
       ring::destroy(r);
       r = next;
     }
-    ring::destroy(t->spare.load(std::memory_order_acquire));
-    delete t->res.load(std::memory_order_acquire);
-    delete t->opres.load(std::memory_order_acquire);
+    ring::destroy(t->spare.load(mo_acquire));
+    delete t->res.load(mo_acquire);
+    delete t->opres.load(mo_acquire);
     delete t;
   }
 
@@ -187,16 +187,15 @@ class thread_registry {
   /// so that a record, in a signal handler too, never allocates. False when out of memory.
   LOTUS_DETAIL_COLD static bool equip(thread_state& t) noexcept {
     bool ok = true;
-    if (resources_enabled() != 0 && t.res.load(std::memory_order_relaxed) == nullptr) {
+    if (resources_enabled() != 0 && t.res.load(mo_relaxed) == nullptr) {
       auto* q = new (std::nothrow) res_queue();
       ok = q != nullptr;
-      t.res.store(q, std::memory_order_release);
+      t.res.store(q, mo_release);
     }
-    if (g_op_resources_on.load(std::memory_order_relaxed) &&
-        t.opres.load(std::memory_order_relaxed) == nullptr) {
+    if (g_op_resources_on.load(mo_relaxed) && t.opres.load(mo_relaxed) == nullptr) {
       auto* o = new (std::nothrow) op_res_table();
       ok = ok && o != nullptr;
-      t.opres.store(o, std::memory_order_release);
+      t.opres.store(o, mo_release);
     }
     return ok;
   }
@@ -215,7 +214,7 @@ class thread_registry {
     const sync_hold lk(mu_);
     bool ok = true;
     for (thread_state* t : threads_) {
-      if (!t->retired.load(std::memory_order_acquire)) ok = equip(*t) && ok;
+      if (!t->retired.load(mo_acquire)) ok = equip(*t) && ok;
     }
     return ok;
   }
@@ -231,11 +230,11 @@ class thread_registry {
   LOTUS_DETAIL_COLD void release(ptr_list<thread_state>& finished) noexcept {
     if (finished.empty()) return;
     const sync_hold lk(mu_);
-    exited_.fetch_sub(finished.size(), std::memory_order_relaxed);
+    exited_.fetch_sub(finished.size(), mo_relaxed);
     for (thread_state* t : finished) {
       retired_pushed_ += t->pushed();
-      retired_dropped_ += t->dropped.load(std::memory_order_relaxed);
-      t->current.store(nullptr, std::memory_order_relaxed);
+      retired_dropped_ += t->dropped.load(mo_relaxed);
+      t->current.store(nullptr, mo_relaxed);
       destroy(t);
     }
     // One pass: both lists are in registration order.
@@ -258,18 +257,18 @@ class thread_registry {
     dropped = retired_dropped_;
     for (const thread_state* t : threads_) {
       pushed += t->pushed();
-      dropped += t->dropped.load(std::memory_order_relaxed);
+      dropped += t->dropped.load(mo_relaxed);
     }
   }
 
   /// A registered thread exited (its record waits for the writer).
-  void note_exit() noexcept { exited_.fetch_add(1, std::memory_order_relaxed); }
+  void note_exit() noexcept { exited_.fetch_add(1, mo_relaxed); }
   /// Exited threads whose records (and last events) the writer has not released yet.
-  std::size_t exited_waiting() const noexcept { return exited_.load(std::memory_order_relaxed); }
+  std::size_t exited_waiting() const noexcept { return exited_.load(mo_relaxed); }
 
   /// LOTUS_RING_CAPACITY: the largest segment (the writer's spares stop there).
-  void set_ring_max(std::uint64_t n) noexcept { ring_max_.store(n, std::memory_order_relaxed); }
-  std::uint64_t ring_max() const noexcept { return ring_max_.load(std::memory_order_relaxed); }
+  void set_ring_max(std::uint64_t n) noexcept { ring_max_.store(n, mo_relaxed); }
+  std::uint64_t ring_max() const noexcept { return ring_max_.load(mo_relaxed); }
 
   sync_mutex& mutex() noexcept { return mu_; }
   /// Every record (the caller holds mutex()).
@@ -279,8 +278,8 @@ class thread_registry {
   sync_mutex mu_;
   ptr_list<thread_state> threads_;
   std::uint64_t retired_pushed_ = 0, retired_dropped_ = 0;
-  std::atomic<std::size_t> exited_{0};  // records of exited threads not yet released
-  std::atomic<std::uint64_t> ring_max_{LOTUS_DEFAULT_RING_CAPACITY};
+  atom<std::size_t> exited_{0};  // records of exited threads not yet released
+  atom<std::uint64_t> ring_max_{LOTUS_DEFAULT_RING_CAPACITY};
 };
 
 }  // namespace detail

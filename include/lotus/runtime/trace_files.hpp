@@ -9,7 +9,6 @@
 #include <sys/statvfs.h>  // statvfs
 #include <unistd.h>       // write, close, ftruncate, geteuid
 
-#include <atomic>       // atomic
 #include <cstdint>      // uint64_t
 #include <cstdio>       // snprintf
 #include <cstdlib>      // calloc, free
@@ -17,6 +16,7 @@
 #include <string_view>  // string_view
 
 #include "lotus/config.hpp"
+#include "lotus/detail/atomic.hpp"
 #include "lotus/detail/clock.hpp"
 #include "lotus/detail/name_cache.hpp"
 #include "lotus/runtime/diagnostics.hpp"
@@ -89,7 +89,7 @@ class trace_files {
   bool disabled() const noexcept { return disabled_; }
   const text& base() const noexcept { return base_; }
   /// Files this process tried to create (any thread may read it).
-  std::uint64_t creates() const noexcept { return creates_.load(std::memory_order_relaxed); }
+  std::uint64_t creates() const noexcept { return creates_.load(mo_relaxed); }
 
   /// The disk budget (settings: LOTUS_MAX_BYTES, LOTUS_MIN_FREE_BYTES); set from any thread.
   /// `max_bytes`: bytes this process may write, trace files and sidecar together (0: no limit).
@@ -98,20 +98,20 @@ class trace_files {
   /// sidecar lines (whole lines; sidecar_stats_reserve is kept for the exit `stats` line).
   static constexpr std::uint64_t min_free_auto = ~std::uint64_t{0};
   void set_budget(std::uint64_t max_bytes, std::uint64_t min_free) noexcept {
-    max_bytes_.store(max_bytes, std::memory_order_relaxed);
-    min_free_.store(min_free, std::memory_order_relaxed);
-    budget_changed_.store(true, std::memory_order_relaxed);
+    max_bytes_.store(max_bytes, mo_relaxed);
+    min_free_.store(min_free, mo_relaxed);
+    budget_changed_.store(true, mo_relaxed);
   }
 
   /// LOTUS_MAX_BYTES is set.
-  bool byte_limited() const noexcept { return max_bytes_.load(std::memory_order_relaxed) != 0; }
+  bool byte_limited() const noexcept { return max_bytes_.load(mo_relaxed) != 0; }
 
   /// The byte count this runtime shares with the process's other lotus runtimes (ledger.hpp);
   /// nullptr: its own. Writer thread only, before it writes.
-  void set_byte_counter(std::atomic<std::uint64_t>* shared) noexcept {
-    std::atomic<std::uint64_t>* to = shared != nullptr ? shared : &own_bytes_;
+  void set_byte_counter(atom<std::uint64_t>* shared) noexcept {
+    atom<std::uint64_t>* to = shared != nullptr ? shared : &own_bytes_;
     if (to == bytes_) return;
-    to->fetch_add(bytes_->exchange(0, std::memory_order_relaxed), std::memory_order_relaxed);
+    to->fetch_add(bytes_->exchange(0, mo_relaxed), mo_relaxed);
     bytes_ = to;
   }
 
@@ -184,9 +184,9 @@ class trace_files {
   const text& dir() const noexcept { return dir_; }
   void make_dir() noexcept { make_dirs(); }
   /// The budget's settings and the byte count it charges (a capture shares them).
-  std::uint64_t max_bytes() const noexcept { return max_bytes_.load(std::memory_order_relaxed); }
-  std::uint64_t min_free() const noexcept { return min_free_.load(std::memory_order_relaxed); }
-  std::atomic<std::uint64_t>* byte_counter() const noexcept { return bytes_; }
+  std::uint64_t max_bytes() const noexcept { return max_bytes_.load(mo_relaxed); }
+  std::uint64_t min_free() const noexcept { return min_free_.load(mo_relaxed); }
+  atom<std::uint64_t>* byte_counter() const noexcept { return bytes_; }
 
   /// `n` bytes lotus writes elsewhere (the flight recorder's control file), charged to the
   /// budget: false (nothing charged) when they do not fit.
@@ -302,7 +302,7 @@ class trace_files {
   LOTUS_DETAIL_COLD bool create_live(live_file& f, std::size_t size, const live_file* mine,
                                      std::size_t mine_count) noexcept {
     if (disabled_) return false;
-    const std::uint64_t max = max_bytes_.load(std::memory_order_relaxed);
+    const std::uint64_t max = max_bytes_.load(mo_relaxed);
     if (max != 0 && max / 8 < size) return false;
     make_dirs();
     const grant g = budget_take(size, false, true);
@@ -627,7 +627,7 @@ class trace_files {
       diag(topic::io_error, "cannot %s trace file '%s': %s; tracing disabled for this process",
            verb, path, std::strerror(err));
       disabled_ = true;
-      g_mode.store(mode_off, std::memory_order_relaxed);
+      g_mode.store(mode_off, mo_relaxed);
     }
   }
 
@@ -664,7 +664,7 @@ class trace_files {
   }
 
   LOTUS_DETAIL_COLD bool create(file_slot& s, int kind, std::uint64_t id) noexcept {
-    creates_.fetch_add(1, std::memory_order_relaxed);
+    creates_.fetch_add(1, mo_relaxed);
     make_dirs();
     text taken, name;
     for (unsigned k = s.fresh; k <= max_fresh_names; ++k) {
@@ -807,18 +807,17 @@ class trace_files {
   /// together; sidecar_stats_reserve of it is left for the exit `stats` line (`final`).
   grant budget_take(std::size_t n, bool final, bool sidecar) noexcept {
     grant g{n, false};
-    const std::uint64_t max = max_bytes_.load(std::memory_order_relaxed);
+    const std::uint64_t max = max_bytes_.load(mo_relaxed);
     if (max != 0) {
       const std::uint64_t reserve =
           final ? 0 : (max / 4 < sidecar_stats_reserve ? max / 4 : sidecar_stats_reserve);
       const std::uint64_t limit = max - reserve;
-      std::uint64_t used = bytes_->load(std::memory_order_relaxed);
+      std::uint64_t used = bytes_->load(mo_relaxed);
       std::uint64_t take = 0;
       do {
         const std::uint64_t left = used >= limit ? 0 : limit - used;
         take = left < n ? left : n;
-      } while (take != 0 &&
-               !bytes_->compare_exchange_weak(used, used + take, std::memory_order_relaxed));
+      } while (take != 0 && !bytes_->compare_exchange_weak(used, used + take, mo_relaxed));
       g = grant{static_cast<std::size_t>(take), true};
       if (take < n && !sidecar) {
         diag(topic::max_bytes,
@@ -830,7 +829,7 @@ class trace_files {
     if (g.bytes > 0) {
       const std::size_t room = space_allows(g.bytes);
       if (room < g.bytes) {
-        if (g.counted) bytes_->fetch_sub(g.bytes - room, std::memory_order_relaxed);
+        if (g.counted) bytes_->fetch_sub(g.bytes - room, mo_relaxed);
         g.bytes = room;
       }
     }
@@ -840,9 +839,9 @@ class trace_files {
   /// `done` of the granted bytes reached the file: the rest goes back to the budget.
   void budget_settle(const grant& g, std::size_t done) noexcept {
     if (g.counted) {
-      if (done < g.bytes) bytes_->fetch_sub(g.bytes - done, std::memory_order_relaxed);
+      if (done < g.bytes) bytes_->fetch_sub(g.bytes - done, mo_relaxed);
     } else {
-      bytes_->fetch_add(done, std::memory_order_relaxed);
+      bytes_->fetch_add(done, mo_relaxed);
     }
     local_bytes_ += done;
   }
@@ -851,8 +850,8 @@ class trace_files {
   /// after half of the room left at the last check is written (at most 4 MiB), so the reserve
   /// holds between checks, and at most once a second once the reserve is reached.
   LOTUS_DETAIL_COLD std::size_t space_allows(std::size_t n) noexcept {
-    const std::uint64_t reserve_setting = min_free_.load(std::memory_order_relaxed);
-    if (budget_changed_.exchange(false, std::memory_order_relaxed)) space_checked_ = false;
+    const std::uint64_t reserve_setting = min_free_.load(mo_relaxed);
+    if (budget_changed_.exchange(false, mo_relaxed)) space_checked_ = false;
     if (reserve_setting == 0) return n;
     const std::uint64_t now = clock_ns(CLOCK_MONOTONIC);
     if (space_checked_) {
@@ -955,14 +954,14 @@ class trace_files {
   text created_;  // `file <name>` lines not yet in the sidecar
   bool created_overflow_ = false;
   std::size_t failed_done_ = 0;  // bytes of the last failed append that did reach the file
-  std::atomic<std::uint64_t> max_bytes_{0};
-  std::atomic<std::uint64_t> min_free_{min_free_auto};
-  std::atomic<bool> budget_changed_{false};
-  std::atomic<std::uint64_t> creates_{0};
+  atom<std::uint64_t> max_bytes_{0};
+  atom<std::uint64_t> min_free_{min_free_auto};
+  atom<bool> budget_changed_{false};
+  atom<std::uint64_t> creates_{0};
   bool sidecar_adopted_ = false;
   std::uint64_t local_bytes_ = 0;  // bytes this runtime wrote (for the statvfs schedule)
-  std::atomic<std::uint64_t> own_bytes_{0};
-  std::atomic<std::uint64_t>* bytes_ = &own_bytes_;  // bytes written: the process's one count
+  atom<std::uint64_t> own_bytes_{0};
+  atom<std::uint64_t>* bytes_ = &own_bytes_;  // bytes written: the process's one count
   bool space_checked_ = false, space_low_ = false;
   std::uint64_t space_checked_at_ = 0, space_next_check_ = 0;
   int failed_errno_ = 0;

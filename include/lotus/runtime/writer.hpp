@@ -8,7 +8,6 @@
 #include <sys/timex.h>  // adjtimex (read-only: modes 0)
 #include <time.h>       // clock_gettime
 
-#include <atomic>       // atomic
 #include <cstdint>      // uint64_t
 #include <cstdio>       // snprintf
 #include <cstdlib>      // realloc, free
@@ -16,6 +15,7 @@
 #include <string_view>  // string_view
 
 #include "lotus/config.hpp"
+#include "lotus/detail/atomic.hpp"
 #include "lotus/detail/clock.hpp"
 #include "lotus/detail/gpu_notes.hpp"
 #include "lotus/detail/loader_kind.hpp"
@@ -196,18 +196,18 @@ class trace_writer {
     if (rc != 0) {
       diag(topic::writer, "cannot start the trace writer thread: %s; tracing disabled",
            std::strerror(rc));
-      g_mode.store(mode_off, std::memory_order_relaxed);
+      g_mode.store(mode_off, mo_relaxed);
       return false;
     }
     thread_started_ = true;
-    running_.store(true, std::memory_order_release);
+    running_.store(true, mo_release);
     return true;
   }
 
-  bool running() const noexcept { return running_.load(std::memory_order_acquire); }
+  bool running() const noexcept { return running_.load(mo_acquire); }
   /// Advances whenever the writer moves on (a cycle, a thread drained, a chunk formatted): a
   /// thread waiting for room sees whether the writer is stuck (runtime::push_full).
-  std::uint64_t progress() const noexcept { return progress_.load(std::memory_order_relaxed); }
+  std::uint64_t progress() const noexcept { return progress_.load(mo_relaxed); }
 
   // ---- flight recorder (flight.hpp): LOTUS_FLIGHT keeps records in memory until a capture -----
   /// Applied at the writer's next cycle.
@@ -215,7 +215,7 @@ class trace_writer {
     const sync_hold lk(mu_);
     flight_next_ = s;
     flight_changed_ = true;
-    flight_on_.store(s.window_ns != 0, std::memory_order_release);
+    flight_on_.store(s.window_ns != 0, mo_release);
   }
   /// LOTUS_LIVE (live.hpp): applied at the writer's next cycle.
   void set_live(bool on) noexcept {
@@ -228,17 +228,16 @@ class trace_writer {
   /// request. A signal handler may call it, also one that interrupted lotus holding the writer's
   /// lock on the same thread.
   bool ask_capture(std::string_view reason) noexcept {
-    if (!flight_on_.load(std::memory_order_acquire) || !running()) return false;
+    if (!flight_on_.load(mo_acquire) || !running()) return false;
     for (capture_ask& a : asks_) {
       unsigned expected = ask_free;
-      if (!a.state.compare_exchange_strong(expected, ask_filling, std::memory_order_acquire,
-                                           std::memory_order_relaxed)) {
+      if (!a.state.compare_exchange_strong(expected, ask_filling, mo_acquire, mo_relaxed)) {
         continue;
       }
       a.size = reason.size() < sizeof a.reason ? reason.size() : sizeof a.reason;
       if (a.size != 0) std::memcpy(a.reason, reason.data(), a.size);
       a.ns = realtime_ns();
-      a.state.store(ask_ready, std::memory_order_release);
+      a.state.store(ask_ready, mo_release);
       return true;
     }
     return true;  // as many already asked since the writer's last cycle: one of them serves
@@ -250,13 +249,12 @@ class trace_writer {
 #ifdef LOTUS_TEST_HOOKS
     // One word, (files created << 1) | pending, set before `urgent_`: the drain that clears it
     // reads this nudge's count, never one left from an earlier nudge.
-    std::uint64_t s = nudge_state_.load(std::memory_order_relaxed);
+    std::uint64_t s = nudge_state_.load(mo_relaxed);
     if ((s & 1) == 0) {
-      nudge_state_.compare_exchange_strong(s, files_.creates() << 1 | 1, std::memory_order_release,
-                                           std::memory_order_relaxed);
+      nudge_state_.compare_exchange_strong(s, files_.creates() << 1 | 1, mo_release, mo_relaxed);
     }
 #endif
-    urgent_.store(true, std::memory_order_release);
+    urgent_.store(true, mo_release);
     cv_.notify_one();
   }
 
@@ -301,20 +299,20 @@ class trace_writer {
     thread_started_ = false;
     exited_ = false;
     stop_ = false;
-    running_.store(false, std::memory_order_release);
+    running_.store(false, mo_release);
     done_cv_.notify_all();
   }
 
-  std::uint64_t written() const noexcept { return written_.load(std::memory_order_relaxed); }
-  std::uint64_t discarded() const noexcept { return discarded_.load(std::memory_order_relaxed); }
-  std::uint64_t sanitized() const noexcept { return sanitized_.load(std::memory_order_relaxed); }
-  std::uint64_t cpu_ns() const noexcept { return cpu_ns_.load(std::memory_order_relaxed); }
+  std::uint64_t written() const noexcept { return written_.load(mo_relaxed); }
+  std::uint64_t discarded() const noexcept { return discarded_.load(mo_relaxed); }
+  std::uint64_t sanitized() const noexcept { return sanitized_.load(mo_relaxed); }
+  std::uint64_t cpu_ns() const noexcept { return cpu_ns_.load(mo_relaxed); }
   /// This runtime's counts for the sidecar's stats line, filled in by the runtime.
   void set_stats_source(trace_stats (*fn)()) noexcept { stats_source_ = fn; }
 
   // ---- fork(): the child must not inherit a lock the writer held mid-cycle --------------------
   LOTUS_DETAIL_COLD void fork_prepare() noexcept {
-    forks_pending_.fetch_add(1, std::memory_order_relaxed);
+    forks_pending_.fetch_add(1, mo_relaxed);
     cycle_mu_.lock();
     mu_.lock();  // stays locked until fork_parent() or the child's reset
     // A writer thread still starting is inside the C library and the allocator: let it reach its
@@ -322,7 +320,7 @@ class trace_writer {
     while (thread_started_ && !in_loop_ && !stop_) done_cv_.wait(mu_);
   }
   LOTUS_DETAIL_COLD void fork_parent() noexcept {
-    forks_pending_.fetch_sub(1, std::memory_order_relaxed);
+    forks_pending_.fetch_sub(1, mo_relaxed);
     mu_.unlock();
     cycle_mu_.unlock();
     cv_.notify_all();
@@ -334,7 +332,7 @@ class trace_writer {
     files_.close_all(parent_threads);
     // A slot another thread of the parent was filling stays claimed: free it (the child's own
     // requests only).
-    for (capture_ask& a : asks_) a.state.store(ask_free, std::memory_order_relaxed);
+    for (capture_ask& a : asks_) a.state.store(ask_free, mo_relaxed);
     flight_.fork_child();
     live_.after_fork();
   }
@@ -346,7 +344,7 @@ class trace_writer {
   }
 
   LOTUS_DETAIL_COLD void format_failed() noexcept {
-    discarded_.fetch_add(1, std::memory_order_relaxed);
+    discarded_.fetch_add(1, mo_relaxed);
     diag(topic::no_memory, "out of memory while formatting trace records; they are dropped");
   }
 
@@ -361,15 +359,13 @@ class trace_writer {
   /// The owner's next segment (runtime::push_full grows into it without allocating), made here,
   /// off its record path: when its segment is a quarter full, or it just grew.
   void prepare_spare(thread_state& t) noexcept {
-    if (t.retired.load(std::memory_order_acquire)) return;
-    const ring* cur = t.current.load(std::memory_order_acquire);
+    if (t.retired.load(mo_acquire)) return;
+    const ring* cur = t.current.load(mo_acquire);
     const std::uint64_t max = threads_.ring_max();
-    if (cur == nullptr || cur->capacity >= max ||
-        t.spare.load(std::memory_order_acquire) != nullptr) {
+    if (cur == nullptr || cur->capacity >= max || t.spare.load(mo_acquire) != nullptr) {
       return;
     }
-    const std::uint64_t fill =
-        cur->head.load(std::memory_order_acquire) - cur->tail.load(std::memory_order_relaxed);
+    const std::uint64_t fill = cur->head.load(mo_acquire) - cur->tail.load(mo_relaxed);
     if (cur == t.read && fill < cur->capacity / 4) return;
     ring* next = ring::make(cur->capacity * 2 < max ? cur->capacity * 2 : max, 0, &t);
     if (next == nullptr) {
@@ -380,7 +376,7 @@ class trace_writer {
       return;
     }
     next->progress = cur->progress;
-    t.spare.store(next, std::memory_order_release);
+    t.spare.store(next, mo_release);
   }
 
   /// The thread's queued per-batch resource figures as sidecar `batchres` lines (FORMAT.md §5),
@@ -388,17 +384,17 @@ class trace_writer {
   /// (Called on every drain: the figures' work, cold, only where the thread has a queue; a cold
   /// call on drain's every path would make the compiler take all of drain as never run.)
   void drain_resources(thread_state& t) noexcept {
-    if (res_queue* q = t.res.load(std::memory_order_acquire)) format_resources(t, q);
+    if (res_queue* q = t.res.load(mo_acquire)) format_resources(t, q);
   }
 
   LOTUS_DETAIL_COLD void format_resources(thread_state& t, res_queue* q) noexcept {
-    std::uint64_t tail = q->tail.load(std::memory_order_relaxed);
-    const bool last = t.retired.load(std::memory_order_acquire);
+    std::uint64_t tail = q->tail.load(mo_relaxed);
+    const bool last = t.retired.load(mo_acquire);
     for (;; ++tail) {
       const res_entry& e = q->slots[tail % res_queue::capacity];
       // Filled in (a slot claimed but not yet filled, by a push a signal handler interrupted,
       // ends the run: it comes next cycle).
-      if (e.seq.load(std::memory_order_acquire) != tail + 1) break;
+      if (e.seq.load(mo_acquire) != tail + 1) break;
       std::uint64_t start = 0, dur = 0;
       if (!find_batch(t, e.t0, start, dur)) {
         // Its record is not formatted yet (pushed after this cycle drained the ring): next
@@ -414,8 +410,8 @@ class trace_writer {
       line.add(' ').add(e.majflt).add(' ').add(e.nvcsw).add(' ').add(e.nivcsw).add('\n');
       if (!resource_line(line)) ++q->writer_lost;
     }
-    q->tail.store(tail, std::memory_order_release);
-    const std::uint64_t lost = q->lost.load(std::memory_order_relaxed) + q->writer_lost;
+    q->tail.store(tail, mo_release);
+    const std::uint64_t lost = q->lost.load(mo_relaxed) + q->writer_lost;
     if (lost != q->lost_reported) {
       q->lost_reported = lost;
       text line;
@@ -439,19 +435,19 @@ class trace_writer {
   /// cycle. A line read while its op was being added may take part of that op's figures; the
   /// rest come with the next line, so sums over lines are exact once the thread is drained.
   void drain_op_resources(thread_state& t) noexcept {
-    if (op_res_table* q = t.opres.load(std::memory_order_acquire)) format_op_resources(t, q);
+    if (op_res_table* q = t.opres.load(mo_acquire)) format_op_resources(t, q);
   }
 
   LOTUS_DETAIL_COLD void format_op_resources(thread_state& t, op_res_table* q) noexcept {
     for (op_res_slot& s : q->slots) {
-      const auto* site = static_cast<const record_site*>(s.site.load(std::memory_order_acquire));
+      const auto* site = static_cast<const record_site*>(s.site.load(mo_acquire));
       if (site == nullptr) continue;
-      const std::uint64_t count = s.count.load(std::memory_order_acquire);
+      const std::uint64_t count = s.count.load(mo_acquire);
       if (count == s.reported[0]) continue;
       const label_table::label* n = labels_.find(site);
       if (n == nullptr || n->size == 0) continue;  // out of memory: the next cycle
       std::uint64_t now[8] = {count};
-      for (int j = 0; j < 7; ++j) now[j + 1] = s.sums[j].load(std::memory_order_relaxed);
+      for (int j = 0; j < 7; ++j) now[j + 1] = s.sums[j].load(mo_relaxed);
       text line;
       line.add("opres ").add(t.tid);
       for (int j = 0; j < 8; ++j) {
@@ -467,7 +463,7 @@ class trace_writer {
         if (now[j] > s.reported[j]) s.reported[j] = now[j];
       }
     }
-    const std::uint64_t lost = q->lost.load(std::memory_order_relaxed) + q->writer_lost;
+    const std::uint64_t lost = q->lost.load(mo_relaxed) + q->writer_lost;
     if (lost != q->lost_reported) {
       q->lost_reported = lost;
       text line;
@@ -569,13 +565,13 @@ class trace_writer {
         fields(p + (batch ? 14 : 11));
         if (thread_state* t = cycle_thread(v[0])) {
           if (batch) {
-            if (res_queue* q = t->res.load(std::memory_order_acquire)) {
+            if (res_queue* q = t->res.load(mo_acquire)) {
               if (written)
                 q->lost_written = v[1];
               else
                 q->lost_reported = q->lost_written;  // again next time
             }
-          } else if (op_res_table* q = t->opres.load(std::memory_order_acquire)) {
+          } else if (op_res_table* q = t->opres.load(mo_acquire)) {
             if (written)
               q->lost_written = v[1];
             else
@@ -591,13 +587,11 @@ class trace_writer {
   /// to the process's count (write_stats).
   LOTUS_DETAIL_COLD void keep_unreported_losses(ptr_list<thread_state>& finished) noexcept {
     for (thread_state* t : finished) {
-      if (const res_queue* q = t->res.load(std::memory_order_acquire)) {
-        unwritten_batches_ +=
-            res_delta(q->lost_written, q->lost.load(std::memory_order_relaxed) + q->writer_lost);
+      if (const res_queue* q = t->res.load(mo_acquire)) {
+        unwritten_batches_ += res_delta(q->lost_written, q->lost.load(mo_relaxed) + q->writer_lost);
       }
-      if (const op_res_table* q = t->opres.load(std::memory_order_acquire)) {
-        unwritten_ops_ +=
-            res_delta(q->lost_written, q->lost.load(std::memory_order_relaxed) + q->writer_lost);
+      if (const op_res_table* q = t->opres.load(mo_acquire)) {
+        unwritten_ops_ += res_delta(q->lost_written, q->lost.load(mo_relaxed) + q->writer_lost);
       }
     }
   }
@@ -607,12 +601,11 @@ class trace_writer {
   LOTUS_DETAIL_COLD void process_loss_lines(text& out) noexcept {
     std::uint64_t batches = unwritten_batches_, ops = unwritten_ops_;
     for (thread_state* t : cycle_threads_) {
-      if (const res_queue* q = t->res.load(std::memory_order_acquire)) {
-        batches +=
-            res_delta(q->lost_written, q->lost.load(std::memory_order_relaxed) + q->writer_lost);
+      if (const res_queue* q = t->res.load(mo_acquire)) {
+        batches += res_delta(q->lost_written, q->lost.load(mo_relaxed) + q->writer_lost);
       }
-      if (const op_res_table* q = t->opres.load(std::memory_order_acquire)) {
-        ops += res_delta(q->lost_written, q->lost.load(std::memory_order_relaxed) + q->writer_lost);
+      if (const op_res_table* q = t->opres.load(mo_acquire)) {
+        ops += res_delta(q->lost_written, q->lost.load(mo_relaxed) + q->writer_lost);
       }
     }
     if (batches != 0) out.add("batchres_lost 0 ").add(batches).add('\n');
@@ -681,18 +674,18 @@ class trace_writer {
                                 static_cast<unsigned long long>(process_start()),
                                 conv_.mode() == mode_tsc ? "tsc" : "realtime", conv_.ns_per_tick());
     head.add(line, printed(m, sizeof line)).add(sidecar_info_);
-    if (const char* l = loader_kind().load(std::memory_order_relaxed)) {
+    if (const char* l = loader_kind().load(mo_relaxed)) {
       add_loader_line(head, l);
     }
     const worker_id_state& w = loader_worker();  // a DataLoader worker: its id
-    if (w.pid.load(std::memory_order_relaxed) == static_cast<int>(::getpid())) {
-      const long long id = w.id.load(std::memory_order_relaxed);
+    if (w.pid.load(mo_relaxed) == static_cast<int>(::getpid())) {
+      const long long id = w.id.load(mo_relaxed);
       if (id >= 0) head.add("worker_id ").add(static_cast<std::uint64_t>(id)).add('\n');
     }
     // The epoch in progress (a capture's window may begin inside it).
     const std::uint64_t begun = own_epochs();
     if (begun != 0) {
-      const std::uint64_t start = epochs().start_ns.load(std::memory_order_relaxed);
+      const std::uint64_t start = epochs().start_ns.load(mo_relaxed);
       head.add("epoch ").add(begun - 1).add(' ').add(start).add('\n');
     }
     return head;
@@ -786,7 +779,7 @@ class trace_writer {
       loader_noted_ = nullptr;
       epoch_noted_ = 0;
     }
-    if (const char* l = loader_kind().load(std::memory_order_relaxed); l != loader_noted_) {
+    if (const char* l = loader_kind().load(mo_relaxed); l != loader_noted_) {
       add_loader_line(thread_lines_, l);  // (a sidecar created later has it too)
       loader_noted_ = l;
     }
@@ -801,7 +794,7 @@ class trace_writer {
     // in flight mode the window, so a capture holds the epochs begun inside it).
     if (const std::uint64_t n = own_epochs(); n != epoch_noted_) {
       text line;
-      const std::uint64_t start = epochs().start_ns.load(std::memory_order_relaxed);
+      const std::uint64_t start = epochs().start_ns.load(mo_relaxed);
       line.add("epoch ").add(std::uint64_t{n - 1}).add(' ').add(start);
       sidecar_lines(line.add('\n'));
       epoch_noted_ = n;
@@ -813,13 +806,13 @@ class trace_writer {
     }
     if (urgent) serve_urgent();  // a full ring woke this cycle: it goes first
     for (thread_state* t : cycle_threads_) {
-      const bool retired = t->retired.load(std::memory_order_acquire);
+      const bool retired = t->retired.load(mo_acquire);
       if (drain(*t)) busy_ = true;
       if (retired) {
         files_.forget(*t);
         if (!cycle_finished_.push(t)) break;  // out of memory: the rest next cycle
       }
-      if (urgent_.load(std::memory_order_relaxed)) serve_urgent();
+      if (urgent_.load(mo_relaxed)) serve_urgent();
     }
     flush_thread_lines();
     flush_resource_lines();
@@ -841,7 +834,7 @@ class trace_writer {
     }
     keep_unreported_losses(cycle_finished_);
     threads_.release(cycle_finished_);
-    cpu_ns_.fetch_add(clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0, std::memory_order_relaxed);
+    cpu_ns_.fetch_add(clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0, mo_relaxed);
   }
 
   /// What each thread is inside now (inflight.hpp), read once per cycle after the drains: the
@@ -853,7 +846,7 @@ class trace_writer {
       if (inflight_count_ < max_inflight) inflight_[inflight_count_++] = e;
     };
     for (thread_state* t : cycle_threads_) {
-      if (t->retired.load(std::memory_order_acquire)) continue;
+      if (t->retired.load(mo_acquire)) continue;
       inflight& f = t->progress;
       inflight_entry e;
       e.tid = t->tid;
@@ -861,10 +854,10 @@ class trace_writer {
       const auto batch_or_wait = [&](const atom<std::uint64_t>& t0_word,
                                      const atom<std::uint64_t>& idx_word, unsigned char what,
                                      std::uint64_t& seen) {
-        const std::uint64_t t0 = t0_word.load(std::memory_order_acquire);
+        const std::uint64_t t0 = t0_word.load(mo_acquire);
         if (t0 != 0) {
           e.what = what;
-          e.idx = idx_word.load(std::memory_order_relaxed);
+          e.idx = idx_word.load(mo_relaxed);
           e.since_ns = since(t0, now);
           e.confirmed = t0 == seen;
           add(e);
@@ -873,13 +866,13 @@ class trace_writer {
       };
       batch_or_wait(f.batch_t0, f.batch_idx, inflight_entry::batch, t->seen_batch_t0);
       batch_or_wait(f.wait_t0, f.wait_idx, inflight_entry::wait, t->seen_wait_t0);
-      const std::uint32_t depth = f.depth.load(std::memory_order_acquire);
+      const std::uint32_t depth = f.depth.load(mo_acquire);
       const std::uint32_t n = depth < inflight_depth ? depth : inflight_depth;
       e.what = inflight_entry::op;
       e.idx = 0;
       for (std::uint32_t k = 0; k < inflight_depth; ++k) {
-        const record_site* loc = k < n ? f.ops[k].loc.load(std::memory_order_acquire) : nullptr;
-        const std::uint64_t t0 = loc != nullptr ? f.ops[k].t0.load(std::memory_order_relaxed) : 0;
+        const record_site* loc = k < n ? f.ops[k].loc.load(mo_acquire) : nullptr;
+        const std::uint64_t t0 = loc != nullptr ? f.ops[k].t0.load(mo_relaxed) : 0;
         if (loc != nullptr) {
           e.loc = loc;
           e.since_ns = since(t0, now);
@@ -903,13 +896,13 @@ class trace_writer {
   /// of new files: seconds on some file systems): drain every live thread now, so file creation
   /// never sits between a full ring and its drain for more than one file.
   void serve_urgent() noexcept {
-    urgent_.store(false, std::memory_order_relaxed);
+    urgent_.store(false, mo_relaxed);
     // A fresh list: the thread whose ring is full may have started after this cycle's. Only
     // this thread frees thread records, after the cycle, so every one listed stays valid.
     ptr_list<thread_state>& live =
         threads_.snapshot(urgent_threads_) ? urgent_threads_ : cycle_threads_;
     for (thread_state* t : live) {
-      if (!t->retired.load(std::memory_order_acquire) && drain(*t)) busy_ = true;
+      if (!t->retired.load(mo_acquire) && drain(*t)) busy_ = true;
     }
   }
 
@@ -925,12 +918,12 @@ class trace_writer {
       if (!busy_) {
         const std::uint64_t half = interval_ms_ / 2 != 0 ? interval_ms_ / 2 : 1;
         const std::uint64_t deadline = clock_ns(CLOCK_MONOTONIC) + half * 1000000u;
-        while (!stop_ && !urgent_.load(std::memory_order_relaxed) && flush_req_ == flush_done_ &&
+        while (!stop_ && !urgent_.load(mo_relaxed) && flush_req_ == flush_done_ &&
                cv_.wait_until(mu_, deadline)) {
         }
       }
       // A busy writer would win the cycle lock back at once; let a waiting fork() go first.
-      while (forks_pending_.load(std::memory_order_relaxed) != 0) {
+      while (forks_pending_.load(mo_relaxed) != 0) {
         cv_.wait_until(mu_, clock_ns(CLOCK_MONOTONIC) + 1000000u);
       }
       mu_.unlock();
@@ -938,7 +931,7 @@ class trace_writer {
       mu_.lock();
       const std::uint64_t req = flush_req_;
       const bool stopping = stop_;
-      const bool urgent = urgent_.exchange(false, std::memory_order_relaxed);
+      const bool urgent = urgent_.exchange(false, mo_relaxed);
       if (!conv_.calibrated()) await_calibration();
       conv_.reanchor();
       const bool reopen = reopen_;
@@ -951,13 +944,13 @@ class trace_writer {
       }
       live_cycle_ = live_next_;
       for (capture_ask& a : asks_) {
-        if (a.state.load(std::memory_order_acquire) != ask_ready) continue;
+        if (a.state.load(mo_acquire) != ask_ready) continue;
         flight_.ask(std::string_view(a.reason, a.size), a.ns);
-        a.state.store(ask_free, std::memory_order_release);
+        a.state.store(ask_free, mo_release);
       }
       mu_.unlock();
 
-      progress_.fetch_add(1, std::memory_order_relaxed);
+      progress_.fetch_add(1, mo_relaxed);
       cycle(reopen, req != flush_done_ || stopping, urgent, stopping);
 
       mu_.lock();
@@ -977,13 +970,13 @@ class trace_writer {
   sync_mutex mu_;        // guards the control state below marked (mu)
   sync_cond cv_;         // wakes the writer
   sync_cond done_cv_;    // wakes flush(), stop() and fork_prepare()
-  std::atomic<int> forks_pending_{0};
-  std::atomic<bool> urgent_{false};
+  atom<int> forks_pending_{0};
+  atom<bool> urgent_{false};
 #ifdef LOTUS_TEST_HOOKS
-  std::atomic<std::uint64_t> nudge_state_{0};
+  atom<std::uint64_t> nudge_state_{0};
 #endif
-  std::atomic<bool> running_{false};
-  std::atomic<std::uint64_t> progress_{0};
+  atom<bool> running_{false};
+  atom<std::uint64_t> progress_{0};
   pthread_t thread_{};
   bool thread_started_ = false;  // (mu)
   bool in_loop_ = false;         // (mu) the thread has entered loop()
@@ -1001,19 +994,19 @@ class trace_writer {
   // (free -> filling -> ready), emptied by the writer (ready -> free).
   enum : unsigned { ask_free, ask_filling, ask_ready };
   struct capture_ask {
-    std::atomic<unsigned> state{ask_free};
+    atom<unsigned> state{ask_free};
     std::uint64_t ns = 0;
     std::size_t size = 0;
     char reason[180] = {};
   };
   static constexpr unsigned max_asks = 4;
   capture_ask asks_[max_asks];
-  std::atomic<bool> flight_on_{false};  // flight mode, as set_flight last said
-  tick_converter conv_;                 // (mu) re-anchored by the writer each cycle
+  atom<bool> flight_on_{false};  // flight mode, as set_flight last said
+  tick_converter conv_;          // (mu) re-anchored by the writer each cycle
   text sidecar_info_;
   trace_stats (*stats_source_)() = nullptr;
 
-  std::atomic<std::uint64_t> written_{0}, discarded_{0}, sanitized_{0}, cpu_ns_{0};
+  atom<std::uint64_t> written_{0}, discarded_{0}, sanitized_{0}, cpu_ns_{0};
 
   // ---- writer-thread-only state ---------------------------------------------------------------
   // Members, not locals of loop(): a forked child has no writer stack, and what the parent's
@@ -1089,18 +1082,18 @@ void trace_writer::write_out(thread_state& t, out_buffer& buf, bool main_file) n
         !flight_.keep(t.tid, t.name,
                       main_file ? flight_recorder::chunk_main : flight_recorder::chunk_worker,
                       buf.data(), buf.size(), buf.count, buf.sanitized, realtime_ns())) {
-      discarded_.fetch_add(buf.count, std::memory_order_relaxed);
+      discarded_.fetch_add(buf.count, mo_relaxed);
     }
     buf.clear();
     return;
   }
   const std::uint64_t on_disk =
       discard_ ? 0 : files_.write(t, main_file, buf.data(), buf.size(), buf.count);
-  written_.fetch_add(on_disk, std::memory_order_relaxed);
+  written_.fetch_add(on_disk, mo_relaxed);
   if (on_disk == buf.count) {
-    sanitized_.fetch_add(buf.sanitized, std::memory_order_relaxed);
+    sanitized_.fetch_add(buf.sanitized, mo_relaxed);
   }
-  discarded_.fetch_add(buf.count - on_disk, std::memory_order_relaxed);
+  discarded_.fetch_add(buf.count - on_disk, mo_relaxed);
   buf.clear();
   if (files_.created_full()) flush_thread_lines();
 }
@@ -1108,25 +1101,24 @@ void trace_writer::write_out(thread_state& t, out_buffer& buf, bool main_file) n
 inline bool trace_writer::drain(thread_state& t) noexcept {
   // A `batchres` entry queued after the last cycle formatted its record: its record's figures
   // are still remembered (note_batch), from that cycle's converter.
-  progress_.fetch_add(1, std::memory_order_relaxed);
+  progress_.fetch_add(1, mo_relaxed);
   drain_resources(t);
   // Before the drain: a thread waiting for room in a full ring takes the new segment at once.
   prepare_spare(t);
   bool busy = false;
   for (ring* r = t.read;;) {
-    std::uint64_t tail = r->tail.load(std::memory_order_relaxed);
-    const std::uint64_t head = r->head.load(std::memory_order_acquire);
+    std::uint64_t tail = r->tail.load(mo_relaxed);
+    const std::uint64_t head = r->head.load(mo_acquire);
     busy = busy || head - tail > r->capacity / 2;
 #ifdef LOTUS_TEST_HOOKS
     // A live thread's events: how many files were created since a full ring asked for a drain.
-    const std::uint64_t nudged = head != tail && !t.retired.load(std::memory_order_relaxed)
-                                     ? nudge_state_.exchange(0, std::memory_order_acquire)
-                                     : 0;
+    const std::uint64_t nudged =
+        head != tail && !t.retired.load(mo_relaxed) ? nudge_state_.exchange(0, mo_acquire) : 0;
     if ((nudged & 1) != 0) {
       const std::uint64_t lag = files_.creates() - (nudged >> 1);
-      std::uint64_t seen = test_hooks::max_creates_while_full.load(std::memory_order_relaxed);
-      while (lag > seen && !test_hooks::max_creates_while_full.compare_exchange_weak(
-                               seen, lag, std::memory_order_relaxed)) {
+      std::uint64_t seen = test_hooks::max_creates_while_full.load(mo_relaxed);
+      while (lag > seen &&
+             !test_hooks::max_creates_while_full.compare_exchange_weak(seen, lag, mo_relaxed)) {
       }
     }
 #endif
@@ -1140,15 +1132,15 @@ inline bool trace_writer::drain(thread_state& t) noexcept {
         tap(t, e);
       }
       tail += chunk;
-      r->tail.store(tail, std::memory_order_release);  // slots copied out: hand them back
-      progress_.fetch_add(1, std::memory_order_relaxed);
+      r->tail.store(tail, mo_release);  // slots copied out: hand them back
+      progress_.fetch_add(1, mo_relaxed);
       if (worker_buf_.size() >= flush_bytes) write_out(t, worker_buf_, false);
       if (main_buf_.size() >= flush_bytes) write_out(t, main_buf_, true);
     }
-    ring* next = r->next.load(std::memory_order_acquire);
+    ring* next = r->next.load(mo_acquire);
     if (next == nullptr) break;
     // The owner links `next` after its last push here: a head read now is final.
-    if (r->head.load(std::memory_order_acquire) != tail) continue;
+    if (r->head.load(mo_acquire) != tail) continue;
     retire_segment(t, r, next);
     r = next;
   }
