@@ -60,8 +60,6 @@ TEST_CASE("atom<T>: std::atomic's operations, with either order type", "[core][a
   CHECK(a.exchange(9, std::memory_order_acq_rel) == 7);
   CHECK(a.fetch_add(3) == 9);
   CHECK(a.fetch_sub(2, lotus::detail::mo_relaxed) == 12);
-  CHECK(a.fetch_or(0x100) == 10);
-  CHECK(a.fetch_and(0xff) == 0x10a);
   CHECK(a.load() == 10);
   std::uint64_t expected = 11;
   CHECK_FALSE(a.compare_exchange_strong(expected, 20, std::memory_order_acq_rel));

@@ -58,14 +58,6 @@ class atom {
   T fetch_sub(T d, O o = mo_seq_cst) noexcept {
     return __atomic_fetch_sub(&v_, d, static_cast<int>(o));
   }
-  template <class O = mem_order>
-  T fetch_or(T d, O o = mo_seq_cst) noexcept {
-    return __atomic_fetch_or(&v_, d, static_cast<int>(o));
-  }
-  template <class O = mem_order>
-  T fetch_and(T d, O o = mo_seq_cst) noexcept {
-    return __atomic_fetch_and(&v_, d, static_cast<int>(o));
-  }
   template <class O1, class O2>
   bool compare_exchange_strong(T& expected, T desired, O1 s, O2 f) noexcept {
     return __atomic_compare_exchange_n(&v_, &expected, desired, false, static_cast<int>(s),
