@@ -150,10 +150,10 @@ def test_pip_venv_wheel_and_uninstall(tmp_path):
 def test_pip_install_into_a_venv_with_pips_torch(tmp_path):
     """The README's pip line in a venv that holds pip's torch and no Debian torch: pip builds lotus
     with build isolation (setuptools, wheel, pybind11 from PyPI, at the pins of
-    tools/scripts/pip-stacks.txt), `python -m lotus.torch --check` says every family records, a
-    traced DataLoader run passes lotus-tool's check; uninstalled after. The module alone is built
-    (LOTUS_BUILD_TOOL=0, minutes less of CI): bundling lotus-tool is python.pip's, the same
-    setup.py on Debian's Python; the check uses this build's lotus-tool (LOTUS_TOOL)."""
+    tools/scripts/pip-stacks.txt) and bundles lotus-tool into the venv's bin/, `python -m
+    lotus.torch --check` says every family records, a traced DataLoader run passes the bundled
+    lotus-tool's check, and `pip uninstall lotus` removes the module and the tool. (python.pip,
+    on Debian's Python, also builds a wheel into a second venv.)"""
     venv = pathlib.Path(os.environ["LOTUS_STACK_VENV"])
     python = venv / "bin" / "python"
     src = tmp_path / "src"
@@ -166,12 +166,12 @@ def test_pip_install_into_a_venv_with_pips_torch(tmp_path):
     constraints.write_text(pins)
     no_debian = run([python, "-c", "import torch, sys; print(torch.__file__)"], work).stdout
     assert pathlib.Path(no_debian.strip()).resolve().is_relative_to(venv.resolve()), no_debian
-    env = clean_env(PIP_CONSTRAINT=str(constraints), PIP_DISABLE_PIP_VERSION_CHECK="1",
-                    LOTUS_BUILD_TOOL="0")
+    env = clean_env(PIP_CONSTRAINT=str(constraints), PIP_DISABLE_PIP_VERSION_CHECK="1")
+    tool = venv / "bin" / "lotus-tool"
+    uninstalled = False
     try:
         run([venv / "bin" / "pip", "install", "-q", src], work, env)
-        tool = os.environ.get("LOTUS_TOOL")
-        assert tool, "LOTUS_TOOL (this build's lotus-tool) is not set"
+        assert run([tool, "--version"], work).stdout.strip() == header_version()
         out = run([python, "-c", "import json, lotus; print(json.dumps([lotus.__version__, "
                    "lotus.__file__]))"], work).stdout
         version, where = json.loads(out)
@@ -182,5 +182,12 @@ def test_pip_install_into_a_venv_with_pips_torch(tmp_path):
         assert check.returncode == 0, check.stdout + check.stderr
         assert "  DataLoader: ok" in check.stdout and "does not support" not in check.stdout
         traced_run_checked(python, tool, work)
-    finally:
         run([venv / "bin" / "pip", "uninstall", "-y", "-q", "lotus"], work)
+        uninstalled = True
+        assert not tool.exists()
+        gone = subprocess.run([python, "-c", "import lotus"], cwd=work, env=clean_env(),
+                              capture_output=True, text=True)
+        assert gone.returncode != 0 and "No module named 'lotus'" in gone.stderr
+    finally:
+        if not uninstalled:
+            run([venv / "bin" / "pip", "uninstall", "-y", "-q", "lotus"], work)

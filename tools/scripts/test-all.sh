@@ -291,8 +291,10 @@ stack_ctest="${LOTUS_STACK_CTEST:--E ^python\.(torch_spawn|flight|causes|memory|
 # With both pip stacks in the run, the Python tests the newest runs (the flight recorder, memory,
 # frames, autotune) are not run again on Debian 12's torch in the gcc variant.
 gcc_skip=""
-# The pip install builds everything once more (minutes): with fresh13 it is proven on Debian 13.
-case " $variants " in *" fresh13 "*) gcc_skip="pip" ;; esac
+# The pip install builds the module and lotus-tool once more (minutes): pip-newest proves it with
+# pip's torch (README's pip line, the bundled lotus-tool, pip uninstall); python.pip, the same
+# setup.py on Debian's Python and a wheel into a second venv, runs where pip-newest does not.
+case " $variants " in *" pip-newest "*) gcc_skip="pip" ;; esac
 if [[ " $variants " == *" pip-newest "* && " $variants " == *" pip-middle "* ]]; then
   gcc_skip="${gcc_skip:+$gcc_skip|}flight|memory|frame|autotune|autotune_equivalence"
 fi
