@@ -19,7 +19,9 @@ int main(int argc, char** argv) {
   if (::mkdtemp(dir) == nullptr) return 2;
   lotus::options opts;
   opts.log_file = std::string(dir) + "/trace";
-  if (untraced) {  // the first record: where a program without a runtime says so
+  if (untraced) {                 // the first calls: where a program without a runtime says so
+    lotus::batch_tracker loader;  // its loader and epoch notes: no-ops without a runtime
+    loader.reset();
     LOTUS_SCOPE("Consumer");
   }
   lotus::configure(opts);
