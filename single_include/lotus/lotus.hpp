@@ -78,22 +78,22 @@
 // ---- begin lotus/detail/atomic.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_ATOMIC_HPP
 #define LOTUS_AMALGAMATED_LOTUS_DETAIL_ATOMIC_HPP
-// lotus — the atomic words of the recording path, on the compiler's builtins (internal)
+// lotus — the atomic words lotus shares between threads, on the compiler's builtins (internal)
 // SPDX-License-Identifier: MIT
-// The words every recording file reads and writes (the mode, the thread's ring, its in-progress
-// spans) are `atom<T>`: std::atomic's operations lotus uses, on GCC's and Clang's __atomic
-// builtins, which is what libstdc++'s and libc++'s std::atomic compile to. A recording file
-// then never parses <atomic> (0.09 G compiler instructions of each file's -O2 compile, a quarter
-// of what lotus adds to it: bench/README.md, "compile cost"). The runtime passes std::memory_order
-// values: the order parameter takes any enum whose values are the __ATOMIC_* constants, as both
-// standard libraries define them (checked where both are in sight: runtime/runtime.hpp).
+// Every word lotus shares between threads (the mode, each thread's ring and in-progress spans,
+// the collectors' state, the runtime's counters) is an `atom<T>`: std::atomic's operations that
+// lotus uses, on GCC's and Clang's __atomic builtins, which is what libstdc++'s and libc++'s
+// std::atomic compile to. No lotus header then parses <atomic> (0.09 G compiler instructions of
+// each file's -O2 compile, a quarter of what lotus adds to a recording file: bench/README.md,
+// "compile cost"). The orders are lotus's own `mo_*` (std::memory_order's values);
+// tests/core/test_core.cpp checks the layout against std::atomic's.
 
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
 
-/// Memory orders for the recording path's headers (std::memory_order's values).
+/// Memory orders (std::memory_order's values).
 enum mem_order : int {
   mo_relaxed = __ATOMIC_RELAXED,
   mo_acquire = __ATOMIC_ACQUIRE,
@@ -116,49 +116,28 @@ class atom {
   atom(const atom&) = delete;
   atom& operator=(const atom&) = delete;
 
-  template <class O = mem_order>
-  T load(O o = mo_seq_cst) const noexcept {
-    return __atomic_load_n(&v_, static_cast<int>(o));
+  T load(mem_order o = mo_seq_cst) const noexcept { return __atomic_load_n(&v_, o); }
+  void store(T v, mem_order o = mo_seq_cst) noexcept { __atomic_store_n(&v_, v, o); }
+  T exchange(T v, mem_order o = mo_seq_cst) noexcept { return __atomic_exchange_n(&v_, v, o); }
+  T fetch_add(T d, mem_order o = mo_seq_cst) noexcept { return __atomic_fetch_add(&v_, d, o); }
+  T fetch_sub(T d, mem_order o = mo_seq_cst) noexcept { return __atomic_fetch_sub(&v_, d, o); }
+  bool compare_exchange_strong(T& expected, T desired, mem_order s, mem_order f) noexcept {
+    return __atomic_compare_exchange_n(&v_, &expected, desired, false, s, f);
   }
-  template <class O = mem_order>
-  void store(T v, O o = mo_seq_cst) noexcept {
-    __atomic_store_n(&v_, v, static_cast<int>(o));
-  }
-  template <class O = mem_order>
-  T exchange(T v, O o = mo_seq_cst) noexcept {
-    return __atomic_exchange_n(&v_, v, static_cast<int>(o));
-  }
-  template <class O = mem_order>
-  T fetch_add(T d, O o = mo_seq_cst) noexcept {
-    return __atomic_fetch_add(&v_, d, static_cast<int>(o));
-  }
-  template <class O = mem_order>
-  T fetch_sub(T d, O o = mo_seq_cst) noexcept {
-    return __atomic_fetch_sub(&v_, d, static_cast<int>(o));
-  }
-  template <class O1, class O2>
-  bool compare_exchange_strong(T& expected, T desired, O1 s, O2 f) noexcept {
-    return __atomic_compare_exchange_n(&v_, &expected, desired, false, static_cast<int>(s),
-                                       static_cast<int>(f));
-  }
-  template <class O1, class O2>
-  bool compare_exchange_weak(T& expected, T desired, O1 s, O2 f) noexcept {
-    return __atomic_compare_exchange_n(&v_, &expected, desired, true, static_cast<int>(s),
-                                       static_cast<int>(f));
+  bool compare_exchange_weak(T& expected, T desired, mem_order s, mem_order f) noexcept {
+    return __atomic_compare_exchange_n(&v_, &expected, desired, true, s, f);
   }
   /// One order: the failure's is derived as std::atomic derives it.
-  template <class O = mem_order>
-  bool compare_exchange_strong(T& expected, T desired, O o = mo_seq_cst) noexcept {
-    return compare_exchange_strong(expected, desired, o, failure_order(static_cast<int>(o)));
+  bool compare_exchange_strong(T& expected, T desired, mem_order o = mo_seq_cst) noexcept {
+    return compare_exchange_strong(expected, desired, o, failure_order(o));
   }
-  template <class O = mem_order>
-  bool compare_exchange_weak(T& expected, T desired, O o = mo_seq_cst) noexcept {
-    return compare_exchange_weak(expected, desired, o, failure_order(static_cast<int>(o)));
+  bool compare_exchange_weak(T& expected, T desired, mem_order o = mo_seq_cst) noexcept {
+    return compare_exchange_weak(expected, desired, o, failure_order(o));
   }
 
  private:
-  static constexpr int failure_order(int o) noexcept {
-    return o == __ATOMIC_ACQ_REL ? __ATOMIC_ACQUIRE : o == __ATOMIC_RELEASE ? __ATOMIC_RELAXED : o;
+  static constexpr mem_order failure_order(mem_order o) noexcept {
+    return o == mo_acq_rel ? mo_acquire : o == mo_release ? mo_relaxed : o;
   }
   alignas(sizeof(T)) T v_;
 };

@@ -36,14 +36,14 @@ std::uint64_t batch_index(const std::string& name) {
 
 }  // namespace
 
-// detail/atomic.hpp: the recording path's atomic words take std::memory_order values (tests and
-// user code pass them) and have std::atomic's layout.
+// detail/atomic.hpp: lotus's orders are std::memory_order's values, and atom<T> has
+// std::atomic<T>'s layout.
 static_assert(static_cast<int>(std::memory_order_relaxed) == lotus::detail::mo_relaxed &&
                   static_cast<int>(std::memory_order_acquire) == lotus::detail::mo_acquire &&
                   static_cast<int>(std::memory_order_release) == lotus::detail::mo_release &&
                   static_cast<int>(std::memory_order_acq_rel) == lotus::detail::mo_acq_rel &&
                   static_cast<int>(std::memory_order_seq_cst) == lotus::detail::mo_seq_cst,
-              "std::memory_order's values are the __ATOMIC_* orders");
+              "lotus's orders are std::memory_order's values");
 static_assert(sizeof(lotus::detail::atom<std::uint64_t>) == sizeof(std::atomic<std::uint64_t>) &&
                   alignof(lotus::detail::atom<std::uint64_t>) ==
                       alignof(std::atomic<std::uint64_t>) &&
@@ -51,24 +51,24 @@ static_assert(sizeof(lotus::detail::atom<std::uint64_t>) == sizeof(std::atomic<s
                   sizeof(lotus::detail::atom<const char*>) == sizeof(std::atomic<const char*>),
               "atom<T> has std::atomic<T>'s layout");
 
-TEST_CASE("atom<T>: std::atomic's operations, with either order type", "[core][atomic]") {
+TEST_CASE("atom<T>: std::atomic's operations", "[core][atomic]") {
   lotus::detail::atom<std::uint64_t> a{5};
   CHECK(a.load() == 5);
-  CHECK(a.load(std::memory_order_acquire) == 5);
-  a.store(7, std::memory_order_release);
+  CHECK(a.load(lotus::detail::mo_acquire) == 5);
+  a.store(7, lotus::detail::mo_release);
   CHECK(a.load(lotus::detail::mo_relaxed) == 7);
-  CHECK(a.exchange(9, std::memory_order_acq_rel) == 7);
+  CHECK(a.exchange(9, lotus::detail::mo_acq_rel) == 7);
   CHECK(a.fetch_add(3) == 9);
   CHECK(a.fetch_sub(2, lotus::detail::mo_relaxed) == 12);
   CHECK(a.load() == 10);
   std::uint64_t expected = 11;
-  CHECK_FALSE(a.compare_exchange_strong(expected, 20, std::memory_order_acq_rel));
+  CHECK_FALSE(a.compare_exchange_strong(expected, 20, lotus::detail::mo_acq_rel));
   CHECK(expected == 10);  // the value it found
-  CHECK(a.compare_exchange_strong(expected, 20, std::memory_order_release));
+  CHECK(a.compare_exchange_strong(expected, 20, lotus::detail::mo_release));
   CHECK(a.load() == 20);
   expected = 20;
-  while (!a.compare_exchange_weak(expected, 21, std::memory_order_acquire,
-                                  std::memory_order_relaxed)) {
+  while (!a.compare_exchange_weak(expected, 21, lotus::detail::mo_acquire,
+                                  lotus::detail::mo_relaxed)) {
   }
   CHECK(a.load() == 21);
   lotus::detail::atom<const char*> p{nullptr};
@@ -80,7 +80,7 @@ TEST_CASE("atom<T>: std::atomic's operations, with either order type", "[core][a
   std::vector<std::thread> ts;
   for (int t = 0; t < 4; ++t) {
     ts.emplace_back([&n] {
-      for (int i = 0; i < 100000; ++i) n.fetch_add(1, std::memory_order_relaxed);
+      for (int i = 0; i < 100000; ++i) n.fetch_add(1, lotus::detail::mo_relaxed);
     });
   }
   for (auto& t : ts) t.join();

@@ -31,6 +31,7 @@ namespace py = pybind11;
 namespace {
 
 using lotus::detail::g_mode;
+using lotus::detail::mo_relaxed;
 using lotus::detail::mode_tsc;
 
 // ---- helpers -----------------------------------------------------------------------------------
@@ -315,7 +316,7 @@ PyObject* py_record(PyObject*, PyObject* const* args, Py_ssize_t n) {
       !u64_arg(args[2], t1, "t1")) {
     return nullptr;
   }
-  if (t0 != 0 && g_mode.load(std::memory_order_relaxed) >= mode_tsc) {
+  if (t0 != 0 && g_mode.load(mo_relaxed) >= mode_tsc) {
     if (const lotus::record_site* loc = lotus::detail::dynamic_location(sv)) {
       lotus::detail::emit(*loc, t0, t1 < t0 ? t0 : t1, 0);
     }
@@ -361,7 +362,7 @@ PyObject* py_res_begin(PyObject*, PyObject*) {
 PyObject* py_batch_begin(PyObject*, PyObject* arg) {
   std::uint64_t idx = 0;
   if (!u64_arg(arg, idx, "idx")) return nullptr;
-  const int m = g_mode.load(std::memory_order_relaxed);
+  const int m = g_mode.load(mo_relaxed);
   if (m < mode_tsc) return PyLong_FromLong(0);
   t_batch_res = lotus::detail::resources_read();
   const std::uint64_t t0 = lotus::detail::now_ticks(m);
@@ -384,7 +385,7 @@ PyObject* py_batch_abandon(PyObject*, PyObject*) {
 PyObject* py_wait_begin(PyObject*, PyObject* arg) {
   std::uint64_t idx = 0;
   if (!u64_arg(arg, idx, "idx")) return nullptr;
-  const int m = g_mode.load(std::memory_order_relaxed);
+  const int m = g_mode.load(mo_relaxed);
   if (m < mode_tsc) return PyLong_FromLong(0);
   const std::uint64_t t0 = lotus::detail::now_ticks(m);
   if (lotus::detail::inflight* f = lotus::detail::inflight_registered()) {
@@ -417,7 +418,7 @@ PyObject* py_wait_done(PyObject*, PyObject*) {
 PyObject* py_op_enter(PyObject*, PyObject* name) {
   std::string_view sv;
   if (!name_view(name, sv, "_op_enter")) return nullptr;
-  const int m = g_mode.load(std::memory_order_relaxed);
+  const int m = g_mode.load(mo_relaxed);
   if (m < mode_tsc) return PyLong_FromLong(0);
   lotus::detail::inflight* f = lotus::detail::inflight_registered();
   const lotus::record_site* loc = f != nullptr ? lotus::detail::dynamic_location(sv) : nullptr;
@@ -453,7 +454,7 @@ PyObject* py_batch(PyObject*, PyObject* const* args, Py_ssize_t n) {
   std::uint64_t idx = 0, t0 = 0, t1 = 0;
   if (!u64_arg(args[1], idx, "idx")) return nullptr;
   if (n == 4 && (!u64_arg(args[2], t0, "t0") || !u64_arg(args[3], t1, "t1"))) return nullptr;
-  const int m = g_mode.load(std::memory_order_relaxed);
+  const int m = g_mode.load(mo_relaxed);
   if (m >= mode_tsc) {
     if (n == 2) {
       t0 = lotus::detail::now_ticks(m);
@@ -462,8 +463,7 @@ PyObject* py_batch(PyObject*, PyObject* const* args, Py_ssize_t n) {
     if (t0 != 0) lotus::detail::emit(batch_loc(static_cast<batch_kind>(kind)), t0, t1, idx);
     if (t0 != 0 && n == 4 && kind == k_preprocessed) {
       if (lotus::detail::inflight* f = lotus::detail::inflight_self()) {
-        if (f->batch_t0.load(std::memory_order_relaxed) == t0)
-          lotus::detail::inflight_batch(*f, 0, 0);
+        if (f->batch_t0.load(mo_relaxed) == t0) lotus::detail::inflight_batch(*f, 0, 0);
       }
       lotus::detail::resources_record(t_batch_res, t0, t1, idx);
       t_batch_res = lotus::detail::res_sample{};

@@ -428,7 +428,7 @@ const entry* entries() {
 
 /// Name lookups the runtime pooled (its table full); 0 when it never started.
 std::uint64_t runtime_pooled_names() {
-  ld::runtime* rt = ld::g_runtime_ready.load(std::memory_order_acquire);
+  ld::runtime* rt = ld::g_runtime_ready.load(ld::mo_acquire);
   return rt != nullptr ? rt->pooled_names() : 0;
 }
 
