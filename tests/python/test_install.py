@@ -128,7 +128,7 @@ def test_pip_venv_wheel_and_uninstall(tmp_path):
         compiled, injection = json.loads(out.stdout.strip().splitlines()[-1])
         assert compiled and injection, out.stdout
         assert pathlib.Path(injection).resolve().is_relative_to(venv.resolve()), injection
-    run([venv / "bin" / "pip", "uninstall", "-y", "-q", "lotus"], work)
+    run([venv / "bin" / "pip", "uninstall", "-y", "-q", "lotus-trace"], work)
     assert not tool.exists()
     gone = subprocess.run([venv / "bin" / "python", "-c", "import lotus"], cwd=work,
                           env=clean_env(), capture_output=True, text=True)
@@ -136,8 +136,8 @@ def test_pip_venv_wheel_and_uninstall(tmp_path):
     # A wheel, installed into a second venv.
     dist = tmp_path / "dist"
     run(["/usr/bin/python3", "-m", "build", "--wheel", "--no-isolation", "--outdir", dist, src], src)
-    wheels = sorted(dist.glob("lotus-*.whl"))
-    assert len(wheels) == 1 and wheels[0].name.startswith(f"lotus-{header_version()}-")
+    wheels = sorted(dist.glob("lotus_trace-*.whl"))
+    assert len(wheels) == 1 and wheels[0].name.startswith(f"lotus_trace-{header_version()}-")
     v2 = tmp_path / "v2"
     run(["/usr/bin/python3", "-m", "venv", "--system-site-packages", v2], work)
     run([v2 / "bin" / "pip", "install", "--no-index", "-q", wheels[0]], work)
@@ -152,7 +152,7 @@ def test_pip_install_into_a_venv_with_pips_torch(tmp_path):
     with build isolation (setuptools, wheel, pybind11 from PyPI, at the pins of
     tools/scripts/pip-stacks.txt) and bundles lotus-tool into the venv's bin/, `python -m
     lotus.torch --check` says every family records, a traced DataLoader run passes the bundled
-    lotus-tool's check, and `pip uninstall lotus` removes the module and the tool. (python.pip,
+    lotus-tool's check, and `pip uninstall lotus-trace` removes the module and the tool. (python.pip,
     on Debian's Python, also builds a wheel into a second venv.)"""
     venv = pathlib.Path(os.environ["LOTUS_STACK_VENV"])
     python = venv / "bin" / "python"
@@ -182,7 +182,7 @@ def test_pip_install_into_a_venv_with_pips_torch(tmp_path):
         assert check.returncode == 0, check.stdout + check.stderr
         assert "  DataLoader: ok" in check.stdout and "does not support" not in check.stdout
         traced_run_checked(python, tool, work)
-        run([venv / "bin" / "pip", "uninstall", "-y", "-q", "lotus"], work)
+        run([venv / "bin" / "pip", "uninstall", "-y", "-q", "lotus-trace"], work)
         uninstalled = True
         assert not tool.exists()
         gone = subprocess.run([python, "-c", "import lotus"], cwd=work, env=clean_env(),
@@ -190,4 +190,4 @@ def test_pip_install_into_a_venv_with_pips_torch(tmp_path):
         assert gone.returncode != 0 and "No module named 'lotus'" in gone.stderr
     finally:
         if not uninstalled:
-            run([venv / "bin" / "pip", "uninstall", "-y", "-q", "lotus"], work)
+            run([venv / "bin" / "pip", "uninstall", "-y", "-q", "lotus-trace"], work)
