@@ -627,3 +627,63 @@ def test_no_in_order_advice_for_a_torch_without_it(tmp_path):
     if not has_in_order:
         assert (f"in order only: torch {torch.__version__} has no in_order, added in PyTorch 2.6"
                 in r.stdout), r.stdout
+
+
+def test_instrument_imports_torchvision_only_when_the_program_does(tmp_path):
+    """issue #71: instrument() does not import torchvision into a program that never imports it (nor
+    into its workers); a program that imports it after instrument() gets its Compose steps and
+    ImageFolder samples traced all the same."""
+    without = tmp_path / "without" / "lotustrace_log"
+    r = run_python(f"""
+import sys, torch.utils.data as tud, lotus.torch
+lotus.torch.instrument(log_file={str(without)!r})
+def seen(_):
+    assert 'torchvision' not in sys.modules, 'a worker imported torchvision'
+for _ in tud.DataLoader(list(range(8)), batch_size=2, num_workers=2, worker_init_fn=seen): pass
+lotus.torch.uninstrument()
+print('torchvision' in sys.modules)
+""")
+    assert r.stdout.split() == ["False"], r.stdout + r.stderr
+    files = read_trace(without.parent)
+    assert sum(n.startswith("SBatchPreprocessed_") for rows in files.values()
+               for n, _, _ in rows) == 4, files
+    later = tmp_path / "later" / "lotustrace_log"
+    r = run_python(f"""
+import sys, torch, torch.utils.data as tud, lotus.torch
+lotus.torch.instrument(log_file={str(later)!r})
+assert 'torchvision' not in sys.modules
+from torchvision import transforms
+class AddOne:
+    def __call__(self, x): return x + 1
+class Data(tud.Dataset):
+    def __init__(self): self.t = transforms.Compose([AddOne()])
+    def __len__(self): return 4
+    def __getitem__(self, i): return self.t(torch.tensor([float(i)]))
+for _ in tud.DataLoader(Data(), batch_size=2, num_workers=2): pass
+print(type(transforms.Compose.__dict__['__call__']).__module__)
+""")
+    assert r.stdout.split() == ["lotus.loaders._patch"], r.stdout + r.stderr
+    ops = [n for rows in read_trace(later.parent).values() for n, _, _ in rows]
+    assert ops.count("SAddOne") == 4, ops
+
+
+def test_check_fails_in_one_line_when_torch_does_not_import(tmp_path):
+    """issue #71: `python -m lotus.torch --check` where torch is not installed (site-packages off:
+    -S) or does not import (a torch whose import raises, as a broken install's missing library
+    does) exits 1 with one line saying why, never 0 having checked nothing, never a traceback."""
+    broken = tmp_path / "broken" / "torch"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text(
+        'raise OSError("libtorch_cpu.so: cannot open shared object file")\n')
+    pythonpath = os.environ.get("PYTHONPATH", "")
+    cases = [(["-S"], {}, "torch is not installed in "),
+             ([], {"PYTHONPATH": f"{broken.parent}{os.pathsep}{pythonpath}"},
+              "torch fails to import (OSError: libtorch_cpu.so: cannot open shared object file)")]
+    for flags, env, why in cases:
+        r = run_python([*flags, "-m", "lotus.torch", "--check"], env=env, check=False)
+        assert r.returncode == 1, (flags, r.returncode, r.stdout, r.stderr)
+        assert r.stdout == "", r.stdout
+        lines = r.stderr.splitlines()
+        assert len(lines) == 1 and lines[0].startswith("lotus.torch --check: " + why), r.stderr
+        assert lines[0].endswith("; nothing was checked"), r.stderr
+        assert "Traceback" not in r.stderr

@@ -6,7 +6,9 @@ a StatefulDataLoader resumed from a checkpoint in the middle of an epoch, a torc
 pipeline), each in a fresh interpreter with its own trace prefix, checks the records against the
 contract every family keeps (``_contract.py``), and prints one line per family. Exit 0 when every
 family that is installed records all it should, 1 when one does not (its warning is printed), 2 on
-bad arguments.
+bad arguments. When torch does not import (not installed in this Python, or a broken install) or
+no family could be checked, it prints one line saying why on stderr and exits 1: a gate run in the
+wrong environment fails, never passes having checked nothing.
 """
 
 import json as _json
@@ -132,12 +134,19 @@ def _versions():
     return out
 
 
-def _installed(module):
+def _import_error(module):
+    """None when `module` imports; else why not, in a few words ("not installed" for a missing
+    one: the caller tells it from a broken one by the prefix)."""
     try:
         __import__(module)
-        return True
-    except ImportError:
-        return False
+        return None
+    except ImportError as e:
+        if isinstance(e, ModuleNotFoundError) and e.name and (
+                module == e.name or module.startswith(e.name + ".")):
+            return "not installed"
+        return f"fails to import ({type(e).__name__}: {e})"
+    except Exception as e:  # noqa: BLE001 (a broken install: say so, do not crash)
+        return f"fails to import ({type(e).__name__}: {e})"
 
 
 def _describe(counts, ops):
@@ -166,8 +175,13 @@ def run_check(out=_sys.stdout, json_out=False):
     with _tempfile.TemporaryDirectory(prefix="lotus-check-") as tmp:
         for name, what, module, _, queued in FAMILIES:
             row = {"family": name, "run": what}
-            if not _installed(module):
+            why = _import_error(module)
+            if why == "not installed":
                 row.update(status="not installed", records={}, problems=[])
+                results.append(row)
+                continue
+            if why is not None:
+                row.update(status="failed", records={}, problems=[f"{module} {why}"])
                 results.append(row)
                 continue
             prefix = _os.path.join(tmp, name.replace(".", "_"), "trace", "lotustrace_log")
@@ -217,6 +231,10 @@ def run_check(out=_sys.stdout, json_out=False):
             for p in row["problems"][:5]:
                 print(f"    {p}", file=out)
     bad = [r for r in results if r["status"] in ("failed", "incomplete")]
+    if all(r["status"] == "not installed" for r in results):
+        print("lotus.torch --check: no loader family is installed; nothing was checked",
+              file=_sys.stderr)
+        return 1
     if not json_out:
         if bad:
             print("result: " + ", ".join(r["family"] for r in bad) + " not fully recorded on "
@@ -233,4 +251,15 @@ def main(argv):
     if not argv or argv[0] != "--check" or any(a not in ("--check", "--json") for a in argv):
         print(USAGE, file=_sys.stderr)
         return 2
+    why = _import_error("torch")
+    if why == "not installed":
+        why = f"torch is not installed in {_sys.executable}"
+    elif why is not None:
+        why = "torch " + why
+    else:
+        why = _import_error("torch.utils.data")
+        why = why and "torch.utils.data " + why
+    if why is not None:
+        print(f"lotus.torch --check: {why}; nothing was checked", file=_sys.stderr)
+        return 1
     return run_check(json_out="--json" in argv)

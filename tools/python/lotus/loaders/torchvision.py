@@ -26,6 +26,8 @@ _nvtx_pop = _lotus._nvtx_pop
 
 _prefix_warned = False
 
+LIBRARY = "torchvision"  # installed when the program imports it (loaders/__init__.py), never before
+
 GROUP_RECORDS = {
     "compose": "Compose step records",
     "compose_v2": "transforms.v2.Compose step records",
