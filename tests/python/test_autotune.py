@@ -954,3 +954,53 @@ def test_a_loss_is_judged_against_what_ran_not_against_a_warm_up():
     assert d[2]["workers"] == 1 and not d[2]["settled"]
     assert all(x["workers"] == 1 for x in d[2:])
     assert times[-1] == pytest.approx(min(times))
+
+
+def test_a_stateful_dataloader_is_tuned_as_one_and_resumes_where_the_tuned_loop_stopped():
+    """issue #71: autotune(StatefulDataLoader) tunes StatefulDataLoaders (snapshot_every_n_steps
+    kept); its state_dict() after 5 batches of a tuned epoch, loaded into a new tuned loader over a
+    new StatefulDataLoader (another sampler seed), gives the epoch's other 7 batches in the tuned
+    loop's order, at the setting they were taken at; a DataLoader subclass is refused up front."""
+    sd = pytest.importorskip("torchdata.stateful_dataloader",
+                             reason="torchdata's StatefulDataLoader is not installed")
+
+    def make():
+        return sd.StatefulDataLoader(Sleepy(), batch_size=2, shuffle=True, num_workers=1,
+                                     snapshot_every_n_steps=3)
+
+    tuned = lotus.torch.autotune(make(), max_workers=3, verbose=False)
+    assert tuned.snapshot_every_n_steps == 3
+    first = [b[:, 0].tolist() for b in tuned]  # epoch 1 decides epoch 2's setting
+    assert sorted(sum(first, [])) == list(range(24))
+    setting = tuned.setting
+    assert tuned.decisions[0]["workers"] == setting[0] > 1  # I/O-like: it moved off 1 worker
+    it = iter(tuned)
+    head = [next(it)[:, 0].tolist() for _ in range(5)]
+    state = tuned.state_dict()
+    assert type(tuned._current) is sd.StatefulDataLoader
+    assert tuned._current.snapshot_every_n_steps == 3
+    rest = [b[:, 0].tolist() for b in it]  # the uninterrupted epoch's other batches
+    assert len(rest) == 7 and sorted(sum(head + rest, [])) == list(range(24))
+    del it
+    tuned.close()
+
+    resumed = lotus.torch.autotune(make(), max_workers=3, verbose=False)
+    resumed.load_state_dict(state)
+    assert resumed.setting == setting
+    pids = set()
+    got = []
+    for b in resumed:
+        got.append(b[:, 0].tolist())
+        pids |= set(b[:, 1].tolist())
+    assert got == rest
+    assert len(pids) == setting[0]  # the workers of the setting the state was taken at
+    assert resumed.decisions == []  # the rest of an epoch decides nothing
+    assert sorted(sum([b[:, 0].tolist() for b in resumed], [])) == list(range(24))
+    resumed.close()
+
+    class Custom(torch.utils.data.DataLoader):
+        pass
+    with pytest.raises(TypeError, match="not the subclass .*Custom"):
+        lotus.torch.autotune(Custom(Sleepy(), batch_size=2))
+    plain = lotus.torch.autotune(torch.utils.data.DataLoader(Sleepy(), batch_size=2))
+    assert not hasattr(plain, "state_dict")

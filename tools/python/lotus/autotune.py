@@ -71,6 +71,11 @@ loader's continue); a loader with num_workers=0 runs in workers from the second 
 get_worker_info() is no longer None and exceptions arrive as torch's "Caught ... in DataLoader
 worker process" re-raise (same type; a type that cannot be rebuilt from a message becomes a
 RuntimeError, as with any worker).
+
+torchdata's StatefulDataLoader is tuned as one (issue #71, AutotunedStatefulLoader): the tuned
+loaders are StatefulDataLoaders (snapshot_every_n_steps kept), and the sampler's iterator keeps its
+state_dict() through _Sent, so a state taken from the tuned object resumes the epoch at the
+setting it ran (torchdata resumes only with the num_workers a state was taken with).
 """
 
 import collections as _collections
@@ -961,6 +966,7 @@ _Timed = _collections.namedtuple("_Timed", "batch cpu_s off_s pid rss start runq
 
 # PyTorch's warning above its suggested maximum (the CPUs): choosing more is the tuner's job.
 _TOO_MANY = "This DataLoader will create"
+_STATE_KEY = "lotus.autotune"  # state_dict()'s entry for the setting of the loader it was taken from
 _batch_begin = None  # in the process that loads: (wall, cpu, runq) when this batch's fetch began
 _PAGE = _os.sysconf("SC_PAGE_SIZE")
 
@@ -1072,11 +1078,44 @@ class _Carried:
         return (_arrived, (self.index,))
 
 
-def _marked(it):
-    """Without workers the main process fetches each index right after the sampler gives it."""
-    for index in it:
+class _Sent:
+    """The sampler's iterator as a tuned DataLoader sees it: with workers each index goes out as a
+    _Carried, without them the main process fetches each index right after the sampler gives it
+    (its start marked here)."""
+
+    __slots__ = ("it", "carried")
+
+    def __init__(self, it, carried):
+        self.it = it
+        self.carried = carried
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        index = next(self.it)
+        if self.carried:
+            return _Carried(index)
         _mark_begin()
-        yield index
+        return index
+
+
+class _StatefulSent(_Sent):
+    """A stateful sampler's iterator (torchdata's samplers): StatefulDataLoader saves and restores
+    its position through this one, as through the plain loader's."""
+
+    __slots__ = ()
+
+    def state_dict(self):
+        return self.it.state_dict()
+
+    def load_state_dict(self, state_dict):
+        self.it.load_state_dict(state_dict)
+
+    def update_state_dict(self):
+        update = getattr(self.it, "update_state_dict", None)
+        if update is not None:
+            update()
 
 
 def _rng_state(generator):
@@ -1118,9 +1157,9 @@ class _Indices:
             self._made += 1
             if self.seed_state is None:
                 self.seed_state = _rng_state(self.generator)
-        if self.workers > 0:
-            return map(_Carried, self._it)
-        return _marked(self._it)
+        stateful = callable(getattr(self._it, "state_dict", None)) and callable(
+            getattr(self._it, "load_state_dict", None))
+        return (_StatefulSent if stateful else _Sent)(self._it, self.workers > 0)
 
 
 class _TimedCollate:
@@ -1144,13 +1183,29 @@ class _TimedCollate:
                       runq, end)
 
 
+def _stateful_class():
+    """torchdata's StatefulDataLoader, or None where torchdata (or that class) is not installed;
+    never imports torchdata into a program that has not."""
+    if "torchdata.stateful_dataloader" not in _sys.modules:
+        return None
+    return getattr(_sys.modules["torchdata.stateful_dataloader"], "StatefulDataLoader", None)
+
+
 def _loader_kwargs(loader):
     """A DataLoader's arguments, read from its public attributes, to build it again (its sampler
-    and batch_sampler apart: _Indices)."""
+    and batch_sampler apart: _Indices). Every tuned loader is of the loader's own class: torch's
+    DataLoader, or torchdata's StatefulDataLoader (with its snapshot_every_n_steps); a subclass of
+    either adds what autotune cannot rebuild, and is refused."""
     import torch.utils.data as tud
     if not isinstance(loader, tud.DataLoader):
         raise TypeError("autotune takes a torch.utils.data.DataLoader, not "
                         f"{type(loader).__name__}")
+    stateful = _stateful_class()
+    if type(loader) is not tud.DataLoader and (stateful is None or type(loader) is not stateful):
+        raise TypeError(f"autotune rebuilds the loader at each change: it tunes a torch.utils.data."
+                        f"DataLoader or torchdata's StatefulDataLoader, not the subclass "
+                        f"{type(loader).__module__}.{type(loader).__qualname__} (what the subclass "
+                        "adds would be lost)")
     kw = {"num_workers": loader.num_workers, "pin_memory": loader.pin_memory,
           "timeout": loader.timeout, "worker_init_fn": loader.worker_init_fn,
           "multiprocessing_context": loader.multiprocessing_context,
@@ -1162,6 +1217,8 @@ def _loader_kwargs(loader):
     if isinstance(loader.dataset, tud.IterableDataset):
         raise TypeError("autotune takes a map-style dataset (an IterableDataset's split among "
                         "workers is the dataset's own)")
+    if type(loader) is not tud.DataLoader:
+        kw["snapshot_every_n_steps"] = loader.snapshot_every_n_steps
     return kw
 
 
@@ -1192,6 +1249,7 @@ class AutotunedLoader:
                  contention="threads"):
         self.loader = loader
         self._kwargs = _loader_kwargs(loader)
+        self._class = type(loader)
         self._collate = loader.collate_fn
         # The tuned DataLoaders take the loader's own dataset (get_worker_info().dataset is it)
         # and its own sampler objects, through _Indices.
@@ -1209,7 +1267,13 @@ class AutotunedLoader:
                            pin_memory=loader.pin_memory)
         self._setting = (workers, pf or 2) if workers > 0 else (0, 2)
         self._current = None  # the DataLoader of the current setting
+        self._fresh = False   # _current's workers have not run an epoch yet
         self._epochs = 0      # iter() calls so far (the plain loader's epochs)
+        # A StatefulDataLoader's state to resume from (load_state_dict(), or one loaded into the
+        # loader before it was passed here): loaded into the next loader built, at the setting of
+        # the loader it was taken from.
+        self._resume = getattr(loader, "next_iter_state", None)
+        self._resumed = False  # the running epoch began from a saved state
 
     @property
     def decisions(self):
@@ -1262,8 +1326,12 @@ class AutotunedLoader:
             kw.pop("multiprocessing_context", None)
         with _warnings.catch_warnings():
             _warnings.filterwarnings("ignore", message=_TOO_MANY)
-            self._current = tud.DataLoader(self.loader.dataset,
-                                           collate_fn=_TimedCollate(self._collate), **kw)
+            self._current = self._class(self.loader.dataset,
+                                        collate_fn=_TimedCollate(self._collate), **kw)
+        self._fresh = True
+        if self._resume is not None:
+            self._current.load_state_dict(self._resume)
+            self._resume, self._resumed = None, True
         return self._current, True
 
     def close(self):
@@ -1278,7 +1346,9 @@ class AutotunedLoader:
             _gc.collect()
 
     def __iter__(self):
-        loader, fresh = self._loader_for(self._setting)
+        loader, _ = self._loader_for(self._setting)
+        fresh, self._fresh = self._fresh, False
+        resumed, self._resumed = self._resumed, False
         self._indices.epoch(self._setting[0], self._plain_calls())
         t0 = _time.perf_counter()
         with _warnings.catch_warnings():
@@ -1288,7 +1358,9 @@ class AutotunedLoader:
         self._epochs += 1
         # Not kept here: a loop left early drops the epoch, and its workers end, as the plain
         # loader's iterator does.
-        return _Epoch(self, it, t0, fresh)
+        epoch = _Epoch(self, it, t0, fresh)
+        epoch.failed = resumed  # the rest of an epoch measures no setting: it decides nothing
+        return epoch
 
     def _end(self, e):
         """An epoch ran to its end: measure it and decide the next setting."""
@@ -1315,6 +1387,50 @@ class AutotunedLoader:
             self.tuner.workers = 1
             m.workers = 1
         self._setting = self.tuner.decide(m)
+
+
+class AutotunedStatefulLoader(AutotunedLoader):
+    """autotune() of torchdata's StatefulDataLoader: every tuned loader is a StatefulDataLoader
+    (snapshot_every_n_steps kept), and the job checkpoints through this object, as it would through
+    the loader: state_dict() and load_state_dict() (torch.distributed.checkpoint's Stateful)."""
+
+    @property
+    def snapshot_every_n_steps(self):
+        return self._kwargs["snapshot_every_n_steps"]
+
+    def state_dict(self):
+        """A StatefulDataLoader's state, taken from the tuned loader that runs the epoch (at an
+        epoch's end where the setting changes: the next epoch's loader, before its first batch),
+        with that loader's setting: load_state_dict() resumes at that setting, then tuning goes
+        on."""
+        if self._resume is not None and self._current is None:
+            state = self._resume  # loaded and not started: the same state again
+        else:
+            loader = self._loader_for(self._setting)[0]
+            if loader._iterator is None:  # torchdata starts the epoch's iterator here, as iter()
+                self._indices.epoch(self._setting[0], self._plain_calls())
+            state = loader.state_dict()
+        return {_STATE_KEY: {"num_workers": self._setting[0],
+                             "prefetch_factor": self._setting[1]},
+                "loader": state}
+
+    def load_state_dict(self, state_dict):
+        """Resume from state_dict() of a tuned StatefulDataLoader (this process's or another's),
+        or from a StatefulDataLoader's own state at the loader's num_workers: the next iter()
+        continues the epoch where the state was taken, at the setting it was taken at."""
+        if not isinstance(state_dict, dict):
+            raise TypeError(f"load_state_dict takes a dict, not {type(state_dict).__name__}")
+        if _STATE_KEY in state_dict:
+            meta = state_dict[_STATE_KEY]
+            setting = (int(meta["num_workers"]), int(meta["prefetch_factor"]))
+            state = state_dict["loader"]
+        else:
+            setting = (self.loader.num_workers, self.loader.prefetch_factor or 2)
+            state = state_dict
+        self.close()
+        self._setting = setting
+        self.tuner.workers, self.tuner.prefetch_factor = max(1, setting[0]), setting[1]
+        self._resume = state or None
 
 
 class _Epoch:
@@ -1429,9 +1545,19 @@ def autotune(loader, memory_budget=None, max_workers=None, cores=None, verbose=T
       with the loader's one by one), "share" (the job's group gets fewer cores, as Linux's
       autogroup shares them), "auto" ("share" where autogroup is on, else "threads"), "off".
     A bad value of any of these raises ValueError (check_arguments); a loader that is not a
-    DataLoader, or one over an IterableDataset, TypeError.
+    DataLoader, a subclass (what it adds would be lost when autotune rebuilds the loader), or one
+    over an IterableDataset, TypeError.
+
+    torchdata's StatefulDataLoader is tuned as one (AutotunedStatefulLoader): each tuned loader is a
+    StatefulDataLoader with its snapshot_every_n_steps, and the result's state_dict() /
+    load_state_dict() save and resume the tuned loop (a state loaded into the loader before it was
+    passed here is where the first epoch starts). Checkpoint through the result, not the loader
+    passed in: that one never runs.
     """
-    return AutotunedLoader(loader, memory_budget=memory_budget, max_workers=max_workers,
+    stateful = _stateful_class()
+    cls = AutotunedStatefulLoader if stateful is not None and type(loader) is stateful \
+        else AutotunedLoader
+    return cls(loader, memory_budget=memory_budget, max_workers=max_workers,
                            cores=cores, verbose=verbose, tolerance=tolerance,
                            prefetch_factors=prefetch_factors, stream=stream,
                            contention=contention)
