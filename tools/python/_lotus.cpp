@@ -394,16 +394,18 @@ PyObject* py_wait_begin(PyObject*, PyObject* arg) {
   return PyLong_FromUnsignedLongLong(t0);
 }
 
-/// _startup_batches(lo, hi): the epoch's batches [lo, hi) are each a worker's first (their wait
-/// includes its start-up; the wait triggers skip them).
+/// _startup_batches(lo, hi[, until_ns]): the epoch's batches [lo, hi) are each a worker's first
+/// (their wait includes its start-up; the wait triggers count it from until_ns, realtime ns; an
+/// empty range: no batch is start-up).
 PyObject* py_startup_batches(PyObject*, PyObject* const* args, Py_ssize_t n) {
-  std::uint64_t lo = 0, hi = 0;
-  if (n != 2) {
-    PyErr_SetString(PyExc_TypeError, "_startup_batches(lo, hi) takes 2 arguments");
+  std::uint64_t lo = 0, hi = 0, until = ~std::uint64_t{0};
+  if (n != 2 && n != 3) {
+    PyErr_SetString(PyExc_TypeError, "_startup_batches(lo, hi[, until_ns]): 2 or 3 arguments");
     return nullptr;
   }
   if (!u64_arg(args[0], lo, "lo") || !u64_arg(args[1], hi, "hi")) return nullptr;
-  lotus::detail::set_startup_batches(lo, hi);
+  if (n == 3 && !u64_arg(args[2], until, "until_ns")) return nullptr;
+  lotus::detail::set_startup_batches(lo, hi, until);
   Py_RETURN_NONE;
 }
 
@@ -540,7 +542,8 @@ PyMethodDef module_methods[] = {
      "_batch_abandon(): the batch begun ends unrecorded."},
     {"_startup_batches",
      reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_startup_batches)), METH_FASTCALL,
-     "_startup_batches(lo, hi): each a worker's first batch of the epoch."},
+     "_startup_batches(lo, hi[, until_ns]): each a worker's first batch of the epoch, start-up "
+     "until until_ns."},
     {"_wait_begin", py_wait_begin, METH_O,
      "_wait_begin(idx): the main process waits for batch idx (in progress); its start."},
     {"_wait_done", py_wait_done, METH_NOARGS, "_wait_done(): the wait ended."},
@@ -776,8 +779,10 @@ PYBIND11_MODULE(_lotus, m) {
       "_declare_worker_id", [](long long id) { lotus::detail::declare_worker_id(id); },
       "The sidecar's `worker_id` line: this process is the DataLoader's worker `id`.");
   m.def(
-      "_note_epoch", [] { lotus::detail::note_epoch(); },
-      "The loader begins an epoch: the sidecar's `epoch` line (lotus.torch, at the first index).");
+      "_note_epoch", [](std::uint64_t start_ns) { lotus::detail::note_epoch(start_ns); },
+      py::arg("start_ns") = 0,
+      "The loader begins an epoch: the sidecar's `epoch` line (lotus.torch, at the first index), "
+      "begun at start_ns (realtime ns; 0: now; an iterator that starts workers: iter(loader)).");
   m.def(
       "_note_gpu_lines",
       [](const py::bytes& lines) {

@@ -92,26 +92,39 @@ inline void inflight_wait(inflight& f, std::uint64_t idx, std::uint64_t t0) noex
 }
 
 /// The batches of the current epoch whose wait includes a worker's start-up, [lo, hi): each
-/// worker's first batch (a DataLoader sends batch i to worker i % num_workers first; spawned
-/// workers import torch for seconds, and unevenly). The wait triggers skip them. By default batch
-/// 0; lotus.torch sets them at each epoch (set_startup_batches).
+/// worker's first batch (a DataLoader sends batch i to worker i % num_workers first), and until
+/// when (realtime ns): the wait triggers count such a wait from `until` on, so the exemption is
+/// bounded (a batch that hangs after its worker is up still fires). By default batch 0 of a C++
+/// loader, unbounded; lotus.torch sets them at each iterator that starts workers (an empty range
+/// for an epoch of persistent workers: nothing is start-up there).
 struct startup_batches {
   atom<std::uint64_t> lo{0};
   atom<std::uint64_t> hi{1};
+  atom<std::uint64_t> until{~std::uint64_t{0}};
 };
 inline startup_batches& startup_batch_range() noexcept {
   static startup_batches r;
   return r;
 }
-inline void set_startup_batches(std::uint64_t lo, std::uint64_t hi) noexcept {
+inline void set_startup_batches(std::uint64_t lo, std::uint64_t hi,
+                                std::uint64_t until_ns = ~std::uint64_t{0}) noexcept {
   startup_batches& r = startup_batch_range();
+  r.until.store(until_ns, mo_relaxed);
   r.lo.store(lo, mo_relaxed);
-  r.hi.store(hi > lo ? hi : lo + 1, mo_relaxed);
+  r.hi.store(hi > lo ? hi : lo, mo_relaxed);
 }
-/// Whether the wait for batch `idx` includes a worker's start-up (no stall).
-inline bool startup_batch(std::uint64_t idx) noexcept {
+/// Until when the wait for batch `idx` is a worker's start-up (realtime ns; 0: it is not).
+inline std::uint64_t startup_until(std::uint64_t idx) noexcept {
   const startup_batches& r = startup_batch_range();
-  return idx == 0 || (idx >= r.lo.load(mo_relaxed) && idx < r.hi.load(mo_relaxed));
+  return idx >= r.lo.load(mo_relaxed) && idx < r.hi.load(mo_relaxed) ? r.until.load(mo_relaxed)
+                                                                      : 0;
+}
+/// The part of a wait [start, end) past its start-up exemption (ns).
+inline std::uint64_t wait_beyond_startup(std::uint64_t idx, std::uint64_t start,
+                                         std::uint64_t end) noexcept {
+  const std::uint64_t until = startup_until(idx);
+  const std::uint64_t from = until > start ? until : start;
+  return end > from ? end - from : 0;
 }
 
 }  // namespace detail

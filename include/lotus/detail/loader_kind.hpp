@@ -101,13 +101,17 @@ inline epoch_state& epochs() noexcept {
 
 /// The loader begins an epoch (batch_tracker::reset(), lotus.torch at the epoch's first index).
 /// Lock-free; a few ns.
-inline void note_epoch() noexcept {
-  timespec ts{};
-  ::clock_gettime(CLOCK_REALTIME, &ts);
+/// `start_ns` (realtime ns, 0: now): when it began, earlier than this call where the loader's
+/// start (lotus.torch: `iter(loader)`, before its workers started) is the epoch's start.
+inline void note_epoch(std::uint64_t start_ns = 0) noexcept {
+  if (start_ns == 0) {
+    timespec ts{};
+    ::clock_gettime(CLOCK_REALTIME, &ts);
+    start_ns = static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u +
+               static_cast<std::uint64_t>(ts.tv_nsec);
+  }
   epoch_state& e = epochs();
-  e.start_ns.store(
-      static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u + static_cast<std::uint64_t>(ts.tv_nsec),
-      mo_relaxed);
+  e.start_ns.store(start_ns, mo_relaxed);
   e.pid.store(static_cast<int>(::getpid()), mo_relaxed);
   e.count.fetch_add(1, mo_release);
 }

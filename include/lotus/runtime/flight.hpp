@@ -92,9 +92,9 @@ class flight_recorder {
       waits_[waits_count_++ % max_waits] = wait_span{start, end};
     }
     // Each worker's first batch of an epoch waits for it to start (spawn: seconds of imports):
-    // no stall. A wait the in-progress check fired for already (same start) is within the
-    // hold-off.
-    if (set_.wait_ns != 0 && dur > set_.wait_ns && !startup_batch(idx) && !wait_fired_ &&
+    // that part is no stall, for a bounded time (startup_until). A wait the in-progress check
+    // fired for already (same start) is within the hold-off.
+    if (set_.wait_ns != 0 && wait_beyond_startup(idx, start, end) > set_.wait_ns && !wait_fired_ &&
         start >= holdoff_until_) {
       wait_fired_ = true;
       wait_idx_ = idx;
@@ -127,10 +127,10 @@ class flight_recorder {
                       static_cast<unsigned long long>(set_.batch_ns / 1000000),
                       static_cast<unsigned long long>(e[i].tid),
                       static_cast<unsigned long long>(e[i].idx), ms);
-      } else if (e[i].what == inflight_entry::wait && set_.wait_ns != 0 && age > set_.wait_ns &&
-                 !startup_batch(e[i].idx)) {
+      } else if (e[i].what == inflight_entry::wait && set_.wait_ns != 0 &&
+                 wait_beyond_startup(e[i].idx, e[i].since_ns, now) > set_.wait_ns) {
         // Each worker's first batch of an epoch waits for it to start (spawn: seconds of
-        // imports, unevenly).
+        // imports, unevenly): counted from the end of its bounded exemption.
         std::snprintf(reason, sizeof reason,
                       "wait>%llums: waiting for batch %llu for %llu ms (still waiting)",
                       static_cast<unsigned long long>(set_.wait_ns / 1000000),

@@ -20,6 +20,7 @@
 #include "trace/trace_dir.hpp"
 #include "util/diag.hpp"
 #include "util/error.hpp"
+#include "util/format.hpp"
 #include "util/json_dump.hpp"
 #include "util/output.hpp"
 
@@ -91,6 +92,65 @@ void add_op_causes(nlohmann::json& j, const causes_result& c) {
   j["ops_lost"] = c.ops_lost;
   if (c.ops_beyond != 0) j["ops_beyond"] = c.ops_beyond;
   if (c.ops_whole_trace) j["ops_whole_trace"] = true;
+}
+
+// The iterators' start-ups (stats --json "startup"; absent without `startup` lines).
+nlohmann::json startup_json(const stats_result& r) {
+  const startup_analysis& a = r.startup;
+  const startup_costs& c = a.costs;
+  nlohmann::json iters = nlohmann::json::array();
+  for (const startup_iteration& it : a.iterations) {
+    nlohmann::json w = nlohmann::json::array();
+    for (const startup_worker_figures& x : it.workers_seen) {
+      w.push_back({{"slot", x.slot},          {"pid", x.pid},
+                   {"call_ms", x.call_ms},    {"pickle_ms", x.pickle_ms},
+                   {"handoff_ms", x.handoff_ms}, {"return_ms", x.return_ms},
+                   {"bytes", x.bytes},        {"booted", x.booted},
+                   {"boot_ms", x.boot_ms},    {"import_ms", x.import_ms},
+                   {"unpickle_ms", x.unpickle_ms}, {"init_fn_ms", x.init_fn_ms},
+                   {"setup_ms", x.setup_ms},  {"ready_ms", x.ready_ms},
+                   {"cpu_ms", x.cpu_ms}});
+    }
+    iters.push_back({{"pid", it.pid},
+                     {"seq", it.seq},
+                     {"method", it.method},
+                     {"workers", it.workers},
+                     {"persistent", it.persistent},
+                     {"begin_ns", it.begin_ns},
+                     {"init_ms", it.init_ms},
+                     {"ttfb_ms", it.first_ns ? nlohmann::json(it.ttfb_ms) : nlohmann::json()},
+                     {"causes_ms",
+                      {{"pickle", it.pickle_ms},
+                       {"imports", it.imports_ms},
+                       {"process", it.process_ms},
+                       {"worker_init_fn", it.init_fn_ms},
+                       {"first_batch", it.first_batch_ms}}},
+                     {"worker_starts", std::move(w)}});
+  }
+  return {{"iterators", std::move(iters)},
+          {"method", c.method},
+          {"workers", c.workers},
+          {"init_ms", a.init_ms},
+          {"ttfb_ms", a.ttfb_ms},
+          {"wait_ms", r.startup_wait_ms},
+          {"share_of_main", r.main_elapsed_ms > 0 ? a.ttfb_ms / r.main_elapsed_ms : 0.0},
+          {"dominant", a.dominant},
+          {"causes_ms",
+           {{"pickle", a.pickle_ms},
+            {"imports", a.imports_ms},
+            {"process", a.process_ms},
+            {"worker_init_fn", a.init_fn_ms},
+            {"first_batch", a.first_batch_ms}}},
+          {"per_worker",
+           {{"pickle_bytes", c.bytes},
+            {"pickle_ms", c.pickle_ms},
+            {"handoff_ms", c.handoff_ms},
+            {"fork_ms", c.fork_ms},
+            {"boot_ms", c.boot_ms},
+            {"import_ms", c.import_ms},
+            {"unpickle_ms", c.unpickle_ms},
+            {"init_fn_ms", c.init_fn_ms},
+            {"setup_ms", c.setup_ms}}}};
 }
 
 nlohmann::json to_json(const stats_result& r, const trace_dir& dir, const record_filter& win,
@@ -234,10 +294,12 @@ nlohmann::json to_json(const stats_result& r, const trace_dir& dir, const record
   fields_json(j, batch_fields(r));
   const gpu_figures gpu = compute_gpu(dir, win);
   if (gpu.present) j["gpu"] = gpu_json(gpu, r.main_elapsed_ms);
+  if (r.startup.present()) j["startup"] = startup_json(r);
   if (r.wait.s.count > 0 && r.main_elapsed_ms > 0) {
     j["input_bound"] = {{"class", input_bound_class(r.wait_share())},
                         {"wait_share", r.wait_share()},
-                        {"main_elapsed_ms", r.main_elapsed_ms}};
+                        {"main_elapsed_ms", r.main_elapsed_ms},
+                        {"startup_wait_ms", r.startup_wait_ms}};
     if (gpu.handovers > 0) {
       // The GPU's own measure: the verdict is how long it had nothing to do for its batches.
       j["input_bound"]["class"] = input_bound_class(gpu.idle_share(r.main_elapsed_ms));
@@ -354,6 +416,55 @@ void gpu_text(std::string& out, const gpu_figures& g, const stats_result& r) {
   }
 }
 
+// "Worker start-up": each iterator's time to first batch, by cause.
+void startup_text(std::string& out, const stats_result& r) {
+  const startup_analysis& a = r.startup;
+  const startup_costs& c = a.costs;
+  append_fmt(out, "\nWorker start-up (iter(loader) to its first batch; %zu iterator%s, %s, %u "
+                  "worker%s%s):\n",
+             a.iterations.size(), a.iterations.size() == 1 ? "" : "s", c.method.c_str(),
+             c.workers, c.workers == 1 ? "" : "s", c.persistent ? ", persistent" : "");
+  double worst = 0;
+  for (const auto& it : a.iterations) worst = std::max(worst, it.ttfb_ms);
+  append_fmt(out, "\ttime to first batch: mean %s, max %s; %s in all",
+             format_ms(c.ttfb_ms).c_str(), format_ms(worst).c_str(), format_ms(a.ttfb_ms).c_str());
+  if (r.main_elapsed_ms > 0) {
+    append_fmt(out, " of %s main-process time (%.1f%%)", format_ms(r.main_elapsed_ms).c_str(),
+               100 * std::min(1.0, a.ttfb_ms / r.main_elapsed_ms));
+  }
+  out += "\n";
+  if (c.bytes > 0) {
+    append_fmt(out, "\tper worker: a %.1f MB pickle (pickled in %s in the main process, unpickled "
+                    "in %s), %s of interpreter start and imports, Process.start() %s\n",
+               c.bytes / 1e6, format_ms(c.pickle_ms).c_str(), format_ms(c.unpickle_ms).c_str(),
+               format_ms(c.boot_ms + c.import_ms).c_str(),
+               format_ms(c.pickle_ms + c.handoff_ms).c_str());
+  } else if (c.method == "fork") {
+    append_fmt(out, "\tper worker: Process.start() (the fork) %s\n",
+               format_ms(c.fork_ms).c_str());
+  }
+  if (c.init_fn_ms > 0) {
+    append_fmt(out, "\tworker_init_fn: %s a worker\n", format_ms(c.init_fn_ms).c_str());
+  }
+  const std::pair<const char*, double> parts[] = {{"pickle", a.pickle_ms},
+                                                  {"imports", a.imports_ms},
+                                                  {"process", a.process_ms},
+                                                  {"worker_init_fn", a.init_fn_ms},
+                                                  {"first_batch", a.first_batch_ms}};
+  out += "\tby cause (on the way to each first batch):";
+  bool any = false;
+  for (const auto& p : parts) {
+    if (p.second <= 0) continue;
+    append_fmt(out, "%s %s %s", any ? ";" : "", startup_cause_words(p.first).c_str(),
+               format_ms(p.second).c_str());
+    any = true;
+  }
+  out += any ? "\n" : " none recorded\n";
+  if (!a.dominant.empty()) {
+    append_fmt(out, "\tdominant: %s\n", startup_cause_words(a.dominant).c_str());
+  }
+}
+
 std::string to_text(const stats_result& r, const trace_dir& dir, const record_filter& win,
                     const finding* rank_verdict, bool outliers) {
   std::string out;
@@ -449,13 +560,17 @@ std::string to_text(const stats_result& r, const trace_dir& dir, const record_fi
     } else if (r.main_elapsed_ms > 0) {
       const finding_thresholds t;
       append_fmt(out,
-                 "\tinput-bound: %s (waited %.2f%% of %.2f ms main-process time; highly >= "
+                 "\tinput-bound: %s (waited %.2f%% of %.2f ms main-process time%s; highly >= "
                  "%.0f%%, moderately >= %.0f%%)\n",
                  input_bound_class(r.wait_share()), 100 * r.wait_share(), r.main_elapsed_ms,
+                 r.startup_wait_ms > 0
+                     ? (", " + format_ms(r.startup_wait_ms) + " of it starting workers").c_str()
+                     : "",
                  100 * t.wait_bound, 100 * t.wait_partly);
     }
   }
   if (gpu.present) gpu_text(out, gpu, r);
+  if (r.startup.present()) startup_text(out, r);
 
   out += "\nBatch consumption delay time (SBatchConsumed - end of SBatchPreprocessed):\n";
   if (r.delay.s.count == 0) {

@@ -139,6 +139,16 @@ class sidecar_parser {
         if (!c.reason.empty() && c.reason[0] == ' ') c.reason.erase(0, 1);
         proc_.capture = std::move(c);
       }
+    } else if (key == "startup" || key == "startup_worker" || key == "startup_first") {
+      startup_line(ls, key);
+    } else if (key == "startup_boot") {
+      startup_boot b;
+      std::uint64_t* f[] = {&b.ppid,    &b.slot,        &b.loaded_ns,   &b.imported_ns,
+                            &b.entered_ns, &b.init_ns,  &b.init_dur_ns, &b.init_cpu_ns,
+                            &b.ready_ns, &b.cpu_ns};
+      bool ok = true;
+      for (std::uint64_t* x : f) ok = ok && read_u(ls, key, *x);
+      if (ok && !proc_.boot) proc_.boot = b;  // the first: a worker starts once
     } else if (key == "stats") {
       std::uint64_t v[4] = {};
       bool ok = true;
@@ -189,6 +199,54 @@ class sidecar_parser {
   }
 
  private:
+  // `startup <seq> <method> <workers> <persistent> <begin_ns> <init_end_ns>`,
+  // `startup_worker <seq> <slot> <pid> <call_ns> <pickled_ns> <bytes> <return_ns>`,
+  // `startup_first <seq> <idx> <arrival_ns>` (FORMAT.md §5): kept by seq, bounded.
+  void startup_line(std::istringstream& ls, const std::string& key) {
+    std::uint64_t seq = 0;
+    if (!read_u(ls, key, seq)) return;
+    auto& v = proc_.startups;
+    auto it = std::lower_bound(v.begin(), v.end(), seq,
+                               [](const startup_meta& m, std::uint64_t s) { return m.seq < s; });
+    if (it == v.end() || it->seq != seq) {
+      if (v.size() >= k_max_startups) return;
+      startup_meta m;
+      m.seq = seq;
+      it = v.insert(it, std::move(m));
+    }
+    startup_meta& m = *it;
+    if (key == "startup") {
+      std::string method;
+      std::uint64_t workers = 0, persistent = 0, begin = 0, end = 0;
+      ls >> method;
+      const bool known = method == "fork" || method == "spawn" || method == "forkserver";
+      if (read_u(ls, key, workers) && read_u(ls, key, persistent) && read_u(ls, key, begin) &&
+          read_u(ls, key, end) && end >= begin) {
+        m.method = known ? method : "unknown";
+        m.workers = workers;
+        m.persistent = persistent != 0;
+        m.begin_ns = begin;
+        m.init_end_ns = end;
+      } else if (m.begin_ns == 0) {
+        v.erase(it);
+      }
+    } else if (key == "startup_worker") {
+      startup_start w;
+      if (read_u(ls, key, w.slot) && read_u(ls, key, w.pid) && read_u(ls, key, w.call_ns) &&
+          read_u(ls, key, w.pickled_ns) && read_u(ls, key, w.bytes) &&
+          read_u(ls, key, w.return_ns) && w.return_ns >= w.call_ns &&
+          m.starts.size() < k_max_startup_workers) {
+        m.starts.push_back(w);
+      }
+    } else {
+      std::uint64_t idx = 0, at = 0;
+      if (read_u(ls, key, idx) && read_u(ls, key, at)) {
+        m.first_idx = idx;
+        m.first_ns = at;
+      }
+    }
+  }
+
   void warn(const std::string& why) {
     out_.warnings.push_back(file_label_ + ":" + std::to_string(lineno_) + ": " + why);
   }

@@ -646,6 +646,19 @@ stats_result compute_stats(const trace_dir& dir, const read_options& ropt,
       });
   stats_result r = eng.compute(sopt);
   r.skipped_lines = skipped;
+  // The iterators' start-ups: main-process time from iter(loader), waiting for data.
+  r.startup = analyze_startup(dir);
+  for (const startup_iteration& it : r.startup.iterations) {
+    for (const trace_file& f : dir.files) {
+      if (f.kind != file_kind::main || f.pid != it.pid) continue;
+      const std::uint32_t k = f.source < n_sources ? f.source : 0;
+      if (main_first[k] == UINT64_MAX || main_first[k] >= main_last[k]) break;
+      main_first[k] = std::min(main_first[k], it.begin_ns);
+      r.startup_wait_ms += it.init_ms;
+      if (per_rank) wait_ns[k] += static_cast<std::uint64_t>(it.init_ms * 1e6);
+      break;
+    }
+  }
   r.files = dir.files.size();
   for (const auto& f : dir.files) {
     (f.kind == file_kind::worker ? r.worker_files : r.main_files) += 1;

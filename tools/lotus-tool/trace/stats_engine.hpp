@@ -15,6 +15,7 @@
 #include "trace/record.hpp"
 #include "trace/select.hpp"
 #include "trace/sketch.hpp"
+#include "trace/startup.hpp"
 #include "trace/straggler.hpp"
 #include "trace/trace_dir.hpp"
 #include "util/spill.hpp"
@@ -129,9 +130,17 @@ struct stats_result {
   /// Main-process time: first record start to last record end in each directory's main files,
   /// summed over directories (compute_stats only).
   double main_elapsed_ms = 0;
-  /// Share of main-process time spent waiting for data (SBatchWait), 0 without main files.
+  /// The DataLoader iterators' start-ups (the sidecars' `startup` lines; compute_stats only):
+  /// their iter(loader) to __init__'s return is main-process time spent waiting for data that no
+  /// SBatchWait holds (startup_wait_ms, summed), and main_elapsed_ms starts at the first one.
+  startup_analysis startup;
+  double startup_wait_ms = 0;
+  /// The main process's waits: every SBatchWait and the iterators' starts.
+  double wait_total_ms() const { return wait.s.sum + startup_wait_ms; }
+  /// Share of main-process time spent waiting for data (SBatchWait and the iterators' start-up),
+  /// 0 without main files.
   double wait_share() const {
-    return main_elapsed_ms > 0 ? std::min(1.0, wait.s.sum / main_elapsed_ms) : 0.0;
+    return main_elapsed_ms > 0 ? std::min(1.0, wait_total_ms() / main_elapsed_ms) : 0.0;
   }
   // With stats_options::keep_points only (thinned to max_points):
   std::vector<batch_point> preprocessed;  ///< per batch, sorted by (epoch, idx)

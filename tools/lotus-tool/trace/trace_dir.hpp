@@ -165,6 +165,30 @@ struct process_gpu {
 };
 constexpr std::size_t k_max_gpu_handovers = std::size_t{1} << 20;
 
+/// A `startup_worker` line: one worker's Process.start() in its iterator's __init__ (realtime
+/// ns; pickled_ns 0: not pickled, a fork).
+struct startup_start {
+  std::uint64_t slot = 0, pid = 0, call_ns = 0, pickled_ns = 0, bytes = 0, return_ns = 0;
+};
+/// A `startup` line with its `startup_worker` and `startup_first` lines: one DataLoader
+/// iterator that started workers, from iter(loader) (begin) to its first batch (first_ns 0: not
+/// recorded).
+struct startup_meta {
+  std::uint64_t seq = 0;
+  std::string method;  ///< fork, spawn, forkserver (or unknown)
+  std::uint64_t workers = 0;
+  bool persistent = false;
+  std::uint64_t begin_ns = 0, init_end_ns = 0, first_idx = 0, first_ns = 0;
+  std::vector<startup_start> starts;  ///< by slot, at most k_max_startup_workers
+};
+/// A worker's `startup_boot` line (realtime ns; loaded/imported 0: forked).
+struct startup_boot {
+  std::uint64_t ppid = 0, slot = 0, loaded_ns = 0, imported_ns = 0, entered_ns = 0, init_ns = 0,
+                init_dur_ns = 0, init_cpu_ns = 0, ready_ns = 0, cpu_ns = 0;
+};
+constexpr std::size_t k_max_startups = 4096;          ///< `startup` lines kept per process
+constexpr std::size_t k_max_startup_workers = 4096;   ///< `startup_worker` lines per iterator
+
 /// From one `.<prefix>.lotus-meta_<pid>` sidecar (or several with the same pid and host: a
 /// reused directory; their stats are summed).
 struct process_meta {
@@ -201,6 +225,8 @@ struct process_meta {
   std::vector<inflight_note> inflight;  ///< a capture's `inflight` lines (k_max_inflight_notes)
   process_memory memory;                ///< its `memory` lines
   process_gpu gpu;                      ///< its `gpu` lines (a process that used CUDA)
+  std::vector<startup_meta> startups;   ///< its iterators' start-ups, by seq (a main process)
+  std::optional<startup_boot> boot;     ///< its own start-up (a DataLoader worker)
 };
 
 constexpr std::size_t k_max_inflight_notes = 4096;  ///< `inflight` lines kept per process

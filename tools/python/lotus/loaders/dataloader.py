@@ -31,7 +31,7 @@ from time import time_ns as _time_ns
 
 import lotus as _lotus_pkg
 from .. import _lotus
-from . import _gpu, _patch
+from . import _gpu, _patch, _startup
 from ._patch import gate as _gate, original as _original, state as _state
 
 _now = _lotus._now
@@ -55,9 +55,11 @@ GROUP_RECORDS = {
     "workers": "worker-side batch records",
     "main": "main-process records (SBatchQueued/Wait/Consumed)",
     "fetch": "SBatchPreprocessed and SCollation records",
+    **_startup.GROUP_RECORDS,
 }
 
 _worker_batch = None  # in a DataLoader worker: the index of the batch being fetched
+_worker_entered = 0  # in a DataLoader worker: when its loop began (the start-up's figures)
 _worker_offset = 0  # in a worker of a resumed loader: the epoch's index of the iterator's batch 0
 _sigterm_hooked = False  # in a DataLoader worker: _lotus._flush_on_sigterm() done
 _ResumeIteration = None  # torch's class, resolved at install
@@ -140,6 +142,11 @@ class _IndexQueue:
             info = get_worker_info()
             if info is not None:  # the sidecar's worker_id line
                 _lotus._declare_worker_id(info.id)
+                if _worker_entered:
+                    import multiprocessing
+                    parent = multiprocessing.parent_process()
+                    _startup.worker_ready(parent.pid if parent is not None else 0, info.id,
+                                          _worker_entered)
         r = self._queue.get(*args, **kwargs)
         if type(r) is tuple and len(r) == 2 and type(r[0]) is int:
             _worker_batch = r[0] + _worker_offset
@@ -162,10 +169,11 @@ class WorkerLoop:
         self.state = state
 
     def __reduce__(self):
-        return (WorkerLoop, (self.state,))
+        return (_unpickled_loop, (self.state,))
 
     def __call__(self, dataset_kind, dataset, index_queue, *args, **kwargs):
-        global _worker_batch, _worker_offset
+        global _worker_batch, _worker_offset, _worker_entered
+        _worker_entered = _time_ns()
         options, trace_all, key, offset = self.state
         if not _state.installed:
             # A spawned (or forkserver) worker: a fresh interpreter, configured as the parent is.
@@ -174,12 +182,26 @@ class WorkerLoop:
             from . import install
             install(trace_all)
         _worker_offset = offset
+        # torch's (and torchdata's) loop: (..., base_seed, init_fn, worker_id, ...) after the
+        # index queue: worker_init_fn timed for the start-up's figures.
+        if (len(args) > 7 and type(args[7]) is int and args[6] is not None
+                and callable(args[6])):
+            args = args[:6] + (_startup.TimedInit(args[6]),) + args[7:]
         try:
             return _original(key)(dataset_kind, dataset, _IndexQueue(index_queue), *args, **kwargs)
         finally:
             _worker_batch = None
             # A forked worker leaves by os._exit(): no exit handler writes what is still queued.
             _lotus.flush()
+
+
+def _unpickled_loop(state):
+    """A spawned (or forkserver) worker unpickles its loop: the start of its arguments' transfer."""
+    _startup.unpickled_loop()
+    return WorkerLoop(state)
+
+
+_startup._worker_loop_type = WorkerLoop
 
 
 # ---- main side ----------------------------------------------------------------------------------
@@ -197,6 +219,10 @@ def _take_arrival(arrived, data):
 
 
 _NOT_A_BATCH = object()
+# How long a worker's first batch may wait, past its iterator's __init__, before the wait
+# triggers count it (at least; twice the longest worker start when more): the worker's own
+# initialisation (worker_init_fn, the first item) is start-up, a batch that hangs is not.
+_STARTUP_GRACE_NS = 2_000_000_000
 
 
 def main_side(cls, worker_owner, worker_key, unwrap=None, resume_offset=None):
@@ -228,10 +254,15 @@ def main_side(cls, worker_owner, worker_key, unwrap=None, resume_offset=None):
         # A resumed iterator replays the batches since its last snapshot inside __init__: they
         # are loaded again (worker records) but never reach the training loop (no main records).
         self._lotus_init = True
+        # The iterator's start (workers started, the first indices queued), from iter(loader).
+        self._lotus_startup = it = _startup.begin() if _gate(loader.dataset) else None
         try:
             _original(cls + ".__init__")(self, loader, *args, **kwargs)
         finally:
             self._lotus_init = False
+            if it is not None:
+                _startup.end(it, int(getattr(self, "_num_workers", 0) or 0),
+                             bool(getattr(self, "_persistent_workers", False)))
 
     def try_put_index(self, *args, **kwargs):
         before = self._send_idx
@@ -239,16 +270,23 @@ def main_side(cls, worker_owner, worker_key, unwrap=None, resume_offset=None):
             self._lotus_arrived.clear()
             if not getattr(self, "_lotus_init", False):
                 self._lotus_offset = 0
+            it = getattr(self, "_lotus_startup", None)
+            starting = it is not None and getattr(self, "_lotus_init", False) and it.workers
             if not self._lotus_offset:  # a resumed epoch goes on: no new epoch
-                _lotus._note_epoch()  # the sidecar's `epoch` line: the job's epoch numbering
+                # The sidecar's `epoch` line (the job's epoch numbering), from iter(loader) when
+                # this iterator starts its workers.
+                _lotus._note_epoch(it.begin if starting else 0)
             # Each worker's first batch waits for its start-up (batch i goes to worker
-            # i % num_workers first): no stall for the wait triggers. Persistent workers start
-            # once, with the first epoch.
-            fresh = not (getattr(self, "_persistent_workers", False)
-                         and getattr(self, "_lotus_epochs", 0))
-            self._lotus_epochs = getattr(self, "_lotus_epochs", 0) + 1
-            workers = max(1, int(getattr(self, "_num_workers", 1) or 1)) if fresh else 1
-            _lotus._startup_batches(self._lotus_offset, self._lotus_offset + workers)
+            # i % num_workers first): no stall for the wait triggers, for a bounded time (a
+            # batch that hangs once its worker is up still fires). Persistent workers start once,
+            # with their first iterator: later epochs have no start-up.
+            if starting:
+                longest = max(w[5] - w[2] for w in it.workers)
+                until = _time_ns() + max(_STARTUP_GRACE_NS, 2 * longest)
+                _lotus._startup_batches(self._lotus_offset,
+                                        self._lotus_offset + len(it.workers), until)
+            else:
+                _lotus._startup_batches(self._lotus_offset, self._lotus_offset, 0)
         _original(cls + "._try_put_index")(self, *args, **kwargs)
         if self._send_idx != before and _gate(self._dataset):
             _batch(_QUEUED, before + self._lotus_offset)
@@ -303,6 +341,8 @@ def main_side(cls, worker_owner, worker_key, unwrap=None, resume_offset=None):
                     self._lotus_arrived.setdefault(id(data), []).append((at, 0, 0))
                 else:  # used now: in order, or any arrival with in_order=False
                     self._lotus_arrived.setdefault(id(data), []).append((at, start, _now()))
+                    if start:
+                        _startup.first_arrival(self._lotus_startup, at, _time_ns())
         return r
 
     def process_data(self, data, *args, **kwargs):
@@ -359,6 +399,7 @@ def targets():
         ("workers", "_worker_loop", worker, "_worker_loop", None,  # made in make_replacement
          ("dataset_kind", "dataset|dataset_holder", "index_queue", "...")),
     ]
+    out += _startup.targets()
     out += main_targets("main", dataloader._MultiProcessingDataLoaderIter,
                         "_MultiProcessingDataLoaderIter", worker, "_worker_loop",
                         ("self", "loader", "..."))

@@ -1,0 +1,127 @@
+# SPDX-License-Identifier: MIT
+"""A DataLoader job with planted start-up costs (tests/python/test_startup.py, bench/startup).
+
+    python3 startup_scenario.py OUT_DIR --method spawn --workers 4 --paths 400000 \
+        [--init-s 1.0] [--persistent] [--epochs 2] [--batches 12] [--hang-epoch K --hang-s 6]
+        [--no-lotus] [--stateful]
+
+The dataset holds `--paths` file paths as a Python list (as ImageFolder holds ImageNet): spawn and
+forkserver pickle it once per worker. Items are cheap (a small tensor). It prints one JSON line:
+the pickle size `pickle.dumps` gives, and per epoch the time to first batch and the epoch's wall
+time (time.time_ns(), from iter(loader)).
+"""
+
+import argparse
+import json
+import os
+import pickle
+import sys
+import time
+
+
+class PathsDataset:
+    def __init__(self, n, item_ms, hang_epoch=-1, hang_s=0.0, log_file=None):
+        # Distinct strings (as real paths are): ~50 bytes each pickled.
+        self.paths = [f"/data/imagenet/train/n{i % 1000:08d}/img_{i:09d}.JPEG" for i in range(n)]
+        self.item_ms = item_ms
+        self.hang_epoch = hang_epoch
+        self.hang_s = hang_s
+        self.epoch = 0
+        if log_file:
+            self.log_file = log_file
+
+    def __len__(self):
+        return 10 ** 9  # the sampler below decides the length
+
+    def __getitem__(self, i):
+        import torch
+        if self.hang_s and i == 0 and self.epoch == self.hang_epoch:
+            time.sleep(self.hang_s)
+        if self.item_ms:
+            time.sleep(self.item_ms / 1e3)
+        return torch.full((4,), float(len(self.paths[i % len(self.paths)])))
+
+
+class Sampler:
+    def __init__(self, n):
+        self.n = n
+
+    def __iter__(self):
+        return iter(range(self.n))
+
+    def __len__(self):
+        return self.n
+
+
+class SlowInit:
+    def __init__(self, seconds):
+        self.seconds = seconds
+
+    def __call__(self, worker_id):
+        time.sleep(self.seconds)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out")
+    ap.add_argument("--method", default="")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--paths", type=int, default=0)
+    ap.add_argument("--init-s", type=float, default=0.0)
+    ap.add_argument("--persistent", action="store_true")
+    ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--batches", type=int, default=12)
+    ap.add_argument("--batch-size", type=int, default=4)
+    ap.add_argument("--item-ms", type=float, default=0.0)
+    ap.add_argument("--step-ms", type=float, default=0.0)
+    ap.add_argument("--hang-epoch", type=int, default=-1)
+    ap.add_argument("--hang-s", type=float, default=0.0)
+    ap.add_argument("--no-lotus", action="store_true")
+    ap.add_argument("--stateful", action="store_true")
+    a = ap.parse_args()
+
+    import torch  # noqa: F401
+    os.makedirs(a.out, exist_ok=True)
+    log = None if a.no_lotus else os.path.join(a.out, "lotustrace_log")
+    if log:
+        import lotus.torch
+        lotus.torch.instrument(log_file=log)
+    if a.stateful:
+        from torchdata.stateful_dataloader import StatefulDataLoader as Loader
+    else:
+        from torch.utils.data import DataLoader as Loader
+
+    epochs_out = []
+    ds = PathsDataset(a.paths, a.item_ms, a.hang_epoch, a.hang_s, log)
+    kw = {}
+    if a.method:
+        import multiprocessing
+        kw["multiprocessing_context"] = multiprocessing.get_context(a.method)
+    loader = Loader(ds, batch_size=a.batch_size, sampler=Sampler(a.batches * a.batch_size),
+                    num_workers=a.workers, persistent_workers=a.persistent and a.workers > 0,
+                    worker_init_fn=SlowInit(a.init_s) if a.init_s else None, **kw)
+    t_job = time.time_ns()
+    for e in range(a.epochs):
+        ds.epoch = e  # non-persistent workers see it (a fresh copy each epoch)
+        t0 = time.time_ns()
+        first = None
+        n = 0
+        for _ in loader:
+            if first is None:
+                first = time.time_ns()
+            n += 1
+            if a.step_ms:
+                time.sleep(a.step_ms / 1e3)
+        t1 = time.time_ns()
+        epochs_out.append({"ttfb_s": (first - t0) / 1e9, "epoch_s": (t1 - t0) / 1e9,
+                           "batches": n})
+    wall = (time.time_ns() - t_job) / 1e9
+    pickled = len(pickle.dumps(ds)) if a.paths else 0
+    import multiprocessing
+    method = a.method or multiprocessing.get_start_method()
+    print(json.dumps({"pickle_bytes": pickled, "epochs": epochs_out, "wall_s": wall,
+                      "method": method, "python": sys.version.split()[0]}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,284 @@
+// lotus — lotus-tool: the start of every DataLoader iterator (trace/startup.hpp)
+// SPDX-License-Identifier: MIT
+#include "trace/startup.hpp"
+
+#include <algorithm>
+#include <map>
+
+namespace lotus_tool {
+
+namespace {
+
+constexpr double k_pipe_buffer_bytes = 65536;  // Linux's default pipe capacity
+constexpr double k_exec_ms = 40;   // a spawned interpreter's own start, before any import
+constexpr double k_fork_from_server_ms = 3;  // a forkserver's fork of a preloaded process
+constexpr double k_fork_ms_guess = 15;       // a fork, where the run measured none
+
+double ms_between(std::uint64_t a, std::uint64_t b) {
+  return b > a ? static_cast<double>(b - a) / 1e6 : 0.0;
+}
+
+enum part { c_pickle, c_imports, c_process, c_init_fn, c_first, c_count };
+
+struct part_span {
+  std::uint64_t a, b;
+  part c;
+};
+
+// Adds the overlaps of [a, b) with the labelled spans to `out`; what no part_span covers goes to
+// `rest`.
+void attribute(std::uint64_t a, std::uint64_t b, const std::vector<part_span>& spans, part rest,
+               double* out) {
+  if (b <= a) return;
+  double covered = 0;
+  for (const part_span& s : spans) {
+    const std::uint64_t lo = std::max(a, s.a), hi = std::min(b, s.b);
+    if (hi > lo) {
+      out[s.c] += static_cast<double>(hi - lo) / 1e6;
+      covered += static_cast<double>(hi - lo) / 1e6;
+    }
+  }
+  out[rest] += std::max(0.0, static_cast<double>(b - a) / 1e6 - covered);
+}
+
+// A worker's own timeline as labelled spans (realtime ns), from its launch.
+std::vector<part_span> worker_spans(const startup_start& s, const startup_boot* b) {
+  std::vector<part_span> v;
+  if (b == nullptr) return v;
+  const std::uint64_t launched = s.pickled_ns ? s.pickled_ns : s.call_ns;
+  if (b->loaded_ns >= launched && b->loaded_ns) v.push_back({launched, b->loaded_ns, c_imports});
+  if (b->imported_ns >= b->loaded_ns && b->loaded_ns) {
+    v.push_back({b->loaded_ns, b->imported_ns, c_imports});
+  }
+  if (b->entered_ns >= b->imported_ns && b->imported_ns) {
+    v.push_back({b->imported_ns, b->entered_ns, c_pickle});
+  }
+  if (b->init_dur_ns && b->init_ns >= b->entered_ns) {
+    v.push_back({b->init_ns, b->init_ns + b->init_dur_ns, c_init_fn});
+  }
+  return v;
+}
+
+double mean(double sum, double n) { return n > 0 ? sum / n : 0.0; }
+
+}  // namespace
+
+std::string startup_cause_words(const std::string& cause) {
+  if (cause == "pickle") return "the dataset's pickle (sent to every worker)";
+  if (cause == "imports") return "the workers' interpreter start and imports";
+  if (cause == "process") return "starting the worker processes";
+  if (cause == "worker_init_fn") return "worker_init_fn";
+  if (cause == "first_batch") return "the first batch's own preparation";
+  return cause;
+}
+
+startup_analysis analyze_startup(const trace_dir& dir) {
+  startup_analysis out;
+  // Workers by (pid, host): their own lines.
+  std::map<process_key, const startup_boot*> boots;
+  for (const auto& kv : dir.processes) {
+    if (kv.second.boot) boots[kv.first] = &*kv.second.boot;
+  }
+  double sums[c_count] = {};
+  // The model's inputs, summed.
+  double n_pickled = 0, bytes = 0, pickle = 0, handoff = 0, n_fork = 0, fork = 0;
+  double n_boot = 0, boot = 0, imp = 0, unp = 0, init_fn = 0, init_cpu = 0, setup = 0;
+  double n_first = 0, first = 0, n_ttfb = 0, ttfb = 0, init = 0;
+  for (const auto& kv : dir.processes) {
+    const process_meta& p = kv.second;
+    for (const startup_meta& m : p.startups) {
+      if (m.begin_ns == 0 || m.starts.empty()) continue;
+      startup_iteration it;
+      it.pid = p.pid;
+      it.seq = m.seq;
+      it.workers = m.workers;
+      it.method = m.method;
+      it.persistent = m.persistent;
+      it.begin_ns = m.begin_ns;
+      it.init_end_ns = m.init_end_ns;
+      it.first_ns = m.first_ns > m.begin_ns ? m.first_ns : 0;
+      it.init_ms = ms_between(m.begin_ns, m.init_end_ns);
+      it.ttfb_ms = it.first_ns ? ms_between(m.begin_ns, it.first_ns) : 0;
+      double parts[c_count] = {};
+      std::uint64_t covered_to = m.begin_ns;
+      std::uint64_t ready0 = 0;
+      const startup_boot* boot0 = nullptr;
+      const startup_start* start0 = nullptr;
+      for (const startup_start& s : m.starts) {
+        startup_worker_figures w;
+        w.slot = s.slot;
+        w.pid = s.pid;
+        w.call_ms = ms_between(m.begin_ns, s.call_ns);
+        w.return_ms = ms_between(m.begin_ns, s.return_ns);
+        w.bytes = s.bytes;
+        w.pickle_ms = s.pickled_ns ? ms_between(s.call_ns, s.pickled_ns) : 0;
+        w.handoff_ms = ms_between(s.pickled_ns ? s.pickled_ns : s.call_ns, s.return_ns);
+        const auto b = boots.find(process_key{s.pid, p.host});
+        const startup_boot* bl = b != boots.end() ? b->second : nullptr;
+        if (bl != nullptr) {
+          w.booted = true;
+          const std::uint64_t launched = s.pickled_ns ? s.pickled_ns : s.call_ns;
+          w.boot_ms = bl->loaded_ns ? ms_between(launched, bl->loaded_ns) : 0;
+          w.import_ms = bl->loaded_ns ? ms_between(bl->loaded_ns, bl->imported_ns) : 0;
+          w.unpickle_ms = bl->imported_ns ? ms_between(bl->imported_ns, bl->entered_ns) : 0;
+          w.init_fn_ms = static_cast<double>(bl->init_dur_ns) / 1e6;
+          w.setup_ms = std::max(0.0, ms_between(bl->entered_ns, bl->ready_ns) - w.init_fn_ms);
+          w.ready_ms = ms_between(m.begin_ns, bl->ready_ns);
+          w.cpu_ms = static_cast<double>(bl->cpu_ns) / 1e6;
+          ++n_boot;
+          boot += w.boot_ms;
+          imp += w.import_ms;
+          unp += w.unpickle_ms;
+          init_fn += w.init_fn_ms;
+          init_cpu += static_cast<double>(bl->init_cpu_ns) / 1e6;
+          setup += w.setup_ms;
+        }
+        if (s.slot == 0) {
+          start0 = &s;
+          boot0 = bl;
+          ready0 = bl != nullptr ? bl->ready_ns : 0;
+        }
+        // The main process's serial part: its pickling, then the hand-over, during which the
+        // worker's own start runs (the transfer waits for it while the pickle fills the pipe).
+        attribute(covered_to, std::max(covered_to, s.call_ns), {}, c_process, parts);
+        const std::uint64_t from = std::max(covered_to, s.call_ns);
+        if (s.pickled_ns) {
+          attribute(from, std::max(from, s.pickled_ns), {}, c_pickle, parts);
+          ++n_pickled;
+          bytes += static_cast<double>(s.bytes);
+          pickle += w.pickle_ms;
+          handoff += w.handoff_ms;
+        } else {
+          ++n_fork;
+          fork += ms_between(s.call_ns, s.return_ns);
+        }
+        const std::uint64_t h0 = std::max(from, s.pickled_ns ? s.pickled_ns : s.call_ns);
+        attribute(h0, std::max(h0, s.return_ns), worker_spans(s, bl), c_process, parts);
+        covered_to = std::max(covered_to, s.return_ns);
+        it.workers_seen.push_back(w);
+      }
+      // The rest of __init__ (the sampler, the first indices), then worker 0's own remaining
+      // start, then the first batch.
+      attribute(covered_to, std::max(covered_to, m.init_end_ns), {}, c_process, parts);
+      if (it.first_ns) {
+        const std::uint64_t ready = std::min(std::max(ready0, m.init_end_ns), it.first_ns);
+        if (start0 != nullptr && ready > m.init_end_ns) {
+          attribute(m.init_end_ns, ready, worker_spans(*start0, boot0), c_process, parts);
+        }
+        attribute(ready, it.first_ns, {}, c_first, parts);
+        ++n_first;
+        first += ms_between(ready, it.first_ns);
+        ++n_ttfb;
+        ttfb += it.ttfb_ms;
+      }
+      it.pickle_ms = parts[c_pickle];
+      it.imports_ms = parts[c_imports];
+      it.process_ms = parts[c_process];
+      it.init_fn_ms = parts[c_init_fn];
+      it.first_batch_ms = parts[c_first];
+      for (int c = 0; c < c_count; ++c) sums[c] += parts[c];
+      init += it.init_ms;
+      out.init_ms += it.init_ms;
+      out.ttfb_ms += it.ttfb_ms;
+      startup_costs& k = out.costs;
+      if (k.method.empty() || k.method == "unknown") k.method = it.method;
+      k.workers = std::max<unsigned>(k.workers, static_cast<unsigned>(m.starts.size()));
+      k.persistent = k.persistent || it.persistent;
+      out.iterations.push_back(std::move(it));
+    }
+  }
+  std::sort(out.iterations.begin(), out.iterations.end(),
+            [](const startup_iteration& a, const startup_iteration& b) {
+              return a.begin_ns != b.begin_ns ? a.begin_ns < b.begin_ns : a.pid < b.pid;
+            });
+  out.pickle_ms = sums[c_pickle];
+  out.imports_ms = sums[c_imports];
+  out.process_ms = sums[c_process];
+  out.init_fn_ms = sums[c_init_fn];
+  out.first_batch_ms = sums[c_first];
+  const std::pair<const char*, double> causes[] = {{"pickle", out.pickle_ms},
+                                                   {"imports", out.imports_ms},
+                                                   {"process", out.process_ms},
+                                                   {"worker_init_fn", out.init_fn_ms},
+                                                   {"first_batch", out.first_batch_ms}};
+  double best = 0;
+  for (const auto& c : causes) {
+    if (c.second > best) {
+      best = c.second;
+      out.dominant = c.first;
+    }
+  }
+  startup_costs& k = out.costs;
+  k.iterators = static_cast<unsigned>(out.iterations.size());
+  k.bytes = mean(bytes, n_pickled);
+  k.pickle_ms = mean(pickle, n_pickled);
+  k.handoff_ms = mean(handoff, n_pickled);
+  k.fork_ms = mean(fork, n_fork);
+  k.boot_ms = mean(boot, n_boot);
+  k.import_ms = mean(imp, n_boot);
+  k.unpickle_ms = mean(unp, n_boot);
+  k.init_fn_ms = mean(init_fn, n_boot);
+  k.init_cpu_ms = mean(init_cpu, n_boot);
+  k.setup_ms = mean(setup, n_boot);
+  k.first_batch_ms = mean(first, n_first);
+  k.ttfb_ms = mean(ttfb, n_ttfb);
+  k.init_ms = mean(init, static_cast<double>(out.iterations.size()));
+  return out;
+}
+
+startup_prediction predict_startup(const startup_costs& c, const std::string& method,
+                                   unsigned workers) {
+  startup_prediction p;
+  if (workers == 0) {
+    p.known = true;
+    p.ttfb_ms = c.first_batch_ms;
+    return p;
+  }
+  const bool measured_pickles = c.method == "spawn" || c.method == "forkserver";
+  double serial = 0, rest0 = c.init_fn_ms + c.setup_ms;
+  if (method == "fork") {
+    if (c.method == "fork") {
+      serial = c.fork_ms;
+    } else {
+      serial = k_fork_ms_guess;
+      p.estimated_fork = true;
+    }
+  } else if (method == "spawn" || method == "forkserver") {
+    if (!measured_pickles) {
+      p.why_unknown = "this run started its workers by " + c.method +
+                      ", which pickles nothing: the dataset's pickle and a new interpreter's "
+                      "imports were not measured (run once with spawn or forkserver)";
+      return p;
+    }
+    // The worker's own start: its interpreter (spawn: a new one that imports the main module;
+    // forkserver: a fork of the server, which imported the main module once), torch's loader,
+    // the arguments.
+    double boot = c.boot_ms;
+    if (method == "forkserver" && c.method == "spawn") {
+      boot = k_fork_from_server_ms;  // the main module's imports happen once, in the server
+    } else if (method == "spawn" && c.method == "forkserver") {
+      boot = c.boot_ms + k_exec_ms;  // at least: the main module's own imports not measured
+    }
+    const double child = boot + c.import_ms + c.unpickle_ms;
+    if (c.bytes > k_pipe_buffer_bytes) {
+      serial = c.pickle_ms + child;  // the transfer waits for the worker to read it all
+    } else {
+      serial = c.pickle_ms + (method == "spawn" ? k_exec_ms : k_fork_from_server_ms);
+      rest0 += child;
+    }
+  } else {
+    p.why_unknown = "unknown start method '" + method + "'";
+    return p;
+  }
+  const double w = static_cast<double>(workers);
+  p.known = true;
+  p.init_ms = w * serial;
+  p.slot_ms.reserve(workers);
+  for (unsigned i = 0; i < workers; ++i) {
+    p.slot_ms.push_back(std::max(p.init_ms, (i + 1) * serial + rest0));
+  }
+  p.ttfb_ms = std::max(p.init_ms, serial + rest0) + c.first_batch_ms;
+  return p;
+}
+
+}  // namespace lotus_tool

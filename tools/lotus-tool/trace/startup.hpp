@@ -1,0 +1,110 @@
+// lotus — lotus-tool: the start of every DataLoader iterator, measured and modelled
+// SPDX-License-Identifier: MIT
+// lotus.torch writes, per iterator that starts worker processes, when iter(loader) began, when
+// each worker's Process.start() ran (and, with spawn and forkserver, when its arguments were
+// pickled and how many bytes), when __init__ returned and when the first batch arrived; each
+// worker writes when it unpickled its loop, imported torch's loader, entered the loop, ran
+// worker_init_fn and first asked for an index (tools/docs/FORMAT.md §5). Here they are joined
+// (a worker's pid is in its parent's line) into the parts of the time to first batch, the
+// dominant cause, and a model that predicts the start for another start method or worker count
+// (tools/docs/WHATIF.md, "Start-up").
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "trace/trace_dir.hpp"
+
+namespace lotus_tool {
+
+/// One worker's start, in ms (offsets from its iterator's begin; durations otherwise).
+struct startup_worker_figures {
+  std::uint64_t slot = 0, pid = 0;
+  double call_ms = 0;      ///< Process.start() called (offset)
+  double pickle_ms = 0;    ///< its arguments pickled in the main process (spawn, forkserver)
+  double handoff_ms = 0;   ///< the rest of Process.start(): fork, or exec and the pipe's transfer
+  double return_ms = 0;    ///< Process.start() returned (offset)
+  std::uint64_t bytes = 0; ///< the pickle's size (the dataset and the loader's arguments)
+  bool booted = false;     ///< its own `startup_boot` line was found
+  double boot_ms = 0;      ///< from its launch to unpickling its loop (interpreter, main module)
+  double import_ms = 0;    ///< importing torch's DataLoader
+  double unpickle_ms = 0;  ///< unpickling the rest of its arguments (the dataset)
+  double init_fn_ms = 0;   ///< worker_init_fn (wall)
+  double setup_ms = 0;     ///< the rest up to its first request for an index
+  double ready_ms = 0;     ///< its first request for an index (offset)
+  double cpu_ms = 0;       ///< the process's CPU time by then
+};
+
+/// One iterator that started workers.
+struct startup_iteration {
+  std::uint64_t pid = 0, seq = 0, workers = 0;
+  std::string method;
+  bool persistent = false;
+  std::uint64_t begin_ns = 0, init_end_ns = 0, first_ns = 0;  ///< first_ns 0: not recorded
+  double init_ms = 0;  ///< iter(loader) to its __init__'s return (every worker started)
+  double ttfb_ms = 0;  ///< iter(loader) to the first batch (0: not recorded)
+  std::vector<startup_worker_figures> workers_seen;
+  /// The time to first batch cut by cause along its critical path (ms; they add up to ttfb_ms
+  /// when it is known): the dataset's pickle (pickling in the main process and unpickling in
+  /// the workers, where the start waits for it), the workers' interpreter start and imports,
+  /// the fork itself, worker_init_fn, and the first batch's own preparation and hand-over.
+  double pickle_ms = 0, imports_ms = 0, process_ms = 0, init_fn_ms = 0, first_batch_ms = 0;
+};
+
+/// Per-worker costs averaged over the run's iterators: the start-up model's inputs.
+struct startup_costs {
+  std::string method;       ///< the measured start method
+  unsigned workers = 0;     ///< the measured worker count (the most in one iterator)
+  unsigned iterators = 0;
+  bool persistent = false;
+  double bytes = 0;         ///< the pickle's size per worker (spawn, forkserver)
+  double pickle_ms = 0;     ///< pickling it, per worker
+  double handoff_ms = 0;    ///< the rest of Process.start(), per worker
+  double boot_ms = 0, import_ms = 0, unpickle_ms = 0, init_fn_ms = 0, init_cpu_ms = 0,
+         setup_ms = 0;      ///< per worker (the workers' own lines)
+  double fork_ms = 0;       ///< Process.start() of a fork run, per worker
+  double first_batch_ms = 0;  ///< from the later of __init__'s return and worker 0's readiness
+  double ttfb_ms = 0, init_ms = 0;  ///< means over the iterators
+};
+
+/// What the run's start-up lines say.
+struct startup_analysis {
+  std::vector<startup_iteration> iterations;  ///< by (begin, pid)
+  startup_costs costs;
+  /// The sums over the iterators: their start (iter() to __init__'s return, the main process's
+  /// wait not in any SBatchWait) and their time to first batch.
+  double init_ms = 0, ttfb_ms = 0;
+  double pickle_ms = 0, imports_ms = 0, process_ms = 0, init_fn_ms = 0, first_batch_ms = 0;
+  /// "pickle", "imports", "process", "worker_init_fn" or "first_batch": the largest part.
+  std::string dominant;
+  bool present() const { return !iterations.empty(); }
+};
+
+/// The start-up lines of every main process of `dir`, joined with their workers' lines.
+startup_analysis analyze_startup(const trace_dir& dir);
+
+/// The start-up predicted for `method` ("fork", "spawn", "forkserver") and `workers`.
+struct startup_prediction {
+  bool known = false;
+  std::string why_unknown;  ///< when not known: what the run did not measure
+  double init_ms = 0;       ///< iter(loader) to every worker started
+  double ttfb_ms = 0;       ///< iter(loader) to the first batch
+  /// When each worker slot may begin its first batch (ms from iter(loader)).
+  std::vector<double> slot_ms;
+  bool estimated_fork = false;  ///< the fork's own cost estimated (the run measured no fork)
+};
+
+/// The model (tools/docs/WHATIF.md, "Start-up"): worker i's Process.start() runs after worker
+/// i-1's (torch starts them in turn) and takes S (fork: the fork; spawn and forkserver: the
+/// pickling, and while the pickle is larger than a pipe's buffer the worker's interpreter start,
+/// imports and unpickling too, which the transfer waits for); the first indices are queued when
+/// every worker has started; worker i is ready after its own remaining work (worker_init_fn,
+/// setup). Time to first batch = max(W·S, S + worker 0's rest) + the first batch's own time.
+startup_prediction predict_startup(const startup_costs& c, const std::string& method,
+                                   unsigned workers);
+
+/// "the dataset's pickle", "the workers' imports", ... (the report's words for a cause key).
+std::string startup_cause_words(const std::string& cause);
+
+}  // namespace lotus_tool

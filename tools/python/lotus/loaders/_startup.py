@@ -1,0 +1,198 @@
+# SPDX-License-Identifier: MIT
+"""The start of a DataLoader iterator, from ``iter(loader)`` to its first batch (FORMAT.md §5).
+
+An iterator that starts worker processes (every iterator of ``persistent_workers=False``, the
+first of ``persistent_workers=True``) spends its start before the first ``next()``: torch's
+``__init__`` starts the workers one after the other (``Process.start()``: a fork, or with spawn and
+forkserver the pickling of the worker's arguments, the dataset included, and their transfer through
+a pipe the new interpreter reads while it unpickles), then queues the first indices. The parts:
+
+main process (its sidecar):
+  ``startup <seq> <method> <workers> <persistent> <begin_ns> <init_end_ns>``: iterator ``seq``
+  (0-based, per process) began at ``iter(loader)`` and its ``__init__`` returned at ``init_end``;
+  ``startup_worker <seq> <slot> <pid> <call_ns> <pickled_ns> <pickle_bytes> <return_ns>``: worker
+  ``slot``'s ``Process.start()`` (``pickled_ns``: when its arguments were pickled, 0 with fork);
+  ``startup_first <seq> <idx> <arrival_ns>``: when the iterator's first batch arrived.
+worker process (its sidecar):
+  ``startup_boot <ppid> <slot> <loaded_ns> <imported_ns> <entered_ns> <init_ns> <init_dur_ns>
+  <init_cpu_ns> <ready_ns> <cpu_ns>``: when its interpreter began unpickling the loop (spawn,
+  forkserver; 0 with fork: the boot and the main module's imports before it), had imported torch's
+  DataLoader (0 with fork), entered the loop (its arguments, the dataset, unpickled), ran
+  ``worker_init_fn`` (0 0 0: none) and first asked for an index, and the process's CPU time then.
+
+Measured with two wrappers that act only for a lotus worker loop: ``BaseProcess.start`` and
+``multiprocessing.reduction.dump`` (the pickling of the process object by spawn and forkserver).
+"""
+
+import threading as _threading
+from time import time_ns as _time_ns
+
+from .. import _lotus
+from . import _patch
+
+GROUP_RECORDS = {"startup": "worker start-up lines (the sidecar's startup records)"}
+
+
+class Iterator:
+    """One iterator's start in the main process."""
+
+    __slots__ = ("seq", "begin", "workers", "current", "method", "first")
+
+    def __init__(self, seq, begin):
+        self.seq = seq
+        self.begin = begin
+        self.workers = []  # (slot, pid, call, pickled, bytes, return)
+        self.current = None  # [pickled_ns, bytes] of the start in progress
+        self.method = None
+        self.first = False  # the first batch's arrival noted
+
+
+_seq = 0
+_active = None  # the iterator whose __init__ runs now (main thread)
+_owner = None  # the thread that runs it
+_worker_loop_type = None  # dataloader.WorkerLoop (set by dataloader.py: no import circle)
+
+# In a worker: when its WorkerLoop was unpickled and torch's loader imported (0: forked), and
+# worker_init_fn's figures.
+loaded_ns = 0
+imported_ns = 0
+_init = (0, 0, 0)
+
+
+def begin():
+    """iter(loader) of an iterator that may start workers: its record, active until end()."""
+    global _seq, _active, _owner
+    it = Iterator(_seq, _time_ns())
+    _seq += 1
+    _active = it
+    _owner = _threading.get_ident()
+    return it
+
+
+def end(it, workers, persistent):
+    """The iterator's __init__ returned: its lines, when it started workers."""
+    global _active
+    init_end = _time_ns()
+    if _active is it:
+        _active = None
+    if not it.workers:
+        return
+    method = it.method or "unknown"
+    lines = [b"startup %d %s %d %d %d %d\n" % (it.seq, method.encode("ascii", "replace"),
+                                              workers, 1 if persistent else 0, it.begin, init_end)]
+    for slot, pid, call, pickled, nbytes, ret in it.workers:
+        lines.append(b"startup_worker %d %d %d %d %d %d %d\n"
+                     % (it.seq, slot, pid, call, pickled, nbytes, ret))
+    note(b"".join(lines))
+
+
+def first_arrival(it, idx, arrival):
+    if it is None or it.first or not it.workers:
+        return
+    it.first = True
+    note(b"startup_first %d %d %d\n" % (it.seq, idx, arrival))
+
+
+def note(data):
+    """Queues whole sidecar lines (the runtime's queue of lotus.torch's lines); the writer may
+    hold it for a moment: tried again a bounded number of times, then dropped."""
+    for _ in range(2000):
+        r = _lotus._note_gpu_lines(data)
+        if r != 2:
+            return r == 0
+        _threading.Event().wait(0.0005)
+    return False
+
+
+# ---- the wrappers (main process) -----------------------------------------------------------------
+
+def process_start(self, *args, **kwargs):
+    it = _active
+    if (it is None or _owner != _threading.get_ident()
+            or not isinstance(getattr(self, "_target", None), _worker_loop_type)):
+        return _patch.original("startup.BaseProcess.start")(self, *args, **kwargs)
+    cur = [0, 0]
+    it.current = cur
+    call = _time_ns()
+    try:
+        return _patch.original("startup.BaseProcess.start")(self, *args, **kwargs)
+    finally:
+        ret = _time_ns()
+        it.current = None
+        popen = getattr(self, "_popen", None)
+        if popen is not None:
+            it.method = it.method or getattr(popen, "method", None)
+            it.workers.append((len(it.workers), getattr(popen, "pid", 0) or 0, call, cur[0],
+                               cur[1], ret))
+
+
+def reduction_dump(obj, file, *args, **kwargs):
+    it = _active
+    cur = it.current if it is not None else None
+    if cur is None or _owner != _threading.get_ident() or \
+            not isinstance(getattr(obj, "_target", None), _worker_loop_type):
+        return _patch.original("startup.reduction.dump")(obj, file, *args, **kwargs)
+    try:
+        at = file.tell()
+    except (AttributeError, OSError, ValueError):
+        at = None
+    out = _patch.original("startup.reduction.dump")(obj, file, *args, **kwargs)
+    cur[0] = _time_ns()
+    if at is not None:
+        try:
+            cur[1] = file.tell() - at
+        except (AttributeError, OSError, ValueError):
+            pass
+    return out
+
+
+def targets():
+    from multiprocessing import process, reduction
+    return [
+        ("startup", "startup.BaseProcess.start", process.BaseProcess, "start", process_start,
+         ("self",)),
+        ("startup", "startup.reduction.dump", reduction, "dump", reduction_dump,
+         ("obj", "file", "...")),
+    ]
+
+
+# ---- the worker's side ---------------------------------------------------------------------------
+
+class TimedInit:
+    """worker_init_fn, timed (wall and this thread's CPU) in the worker."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self, *args, **kwargs):
+        global _init
+        from time import thread_time_ns
+        t0, c0 = _time_ns(), thread_time_ns()
+        try:
+            return self.fn(*args, **kwargs)
+        finally:
+            _init = (t0, _time_ns() - t0, thread_time_ns() - c0)
+
+    def __reduce__(self):  # never sent as such: it is made in the worker
+        return (TimedInit, (self.fn,))
+
+
+def unpickled_loop():
+    """A spawned (or forkserver) worker unpickles its loop (the first of its arguments): torch's
+    loader is imported here, as unpickling the rest would, so its import and the dataset's
+    transfer are told apart."""
+    global loaded_ns, imported_ns
+    loaded_ns = _time_ns()
+    import torch.utils.data  # noqa: F401
+    imported_ns = _time_ns()
+
+
+def worker_ready(ppid, slot, entered):
+    """The worker's first request for an index: its `startup_boot` line."""
+    from time import process_time_ns
+    t0, dur, cpu = _init
+    note(b"startup_boot %d %d %d %d %d %d %d %d %d %d\n"
+         % (ppid, slot, loaded_ns, imported_ns, entered, t0, dur, cpu, _time_ns(),
+            process_time_ns()))
