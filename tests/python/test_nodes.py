@@ -407,3 +407,139 @@ def test_changed_private_api_is_named_not_mis_recorded(tmp_path):
 
 
 GROUP_RECORDS_MAP = "ParallelMapper map-function records in its worker threads and processes"
+
+
+RAISES = r'''
+import json, sys, traceback
+import lotus.torch
+from torchdata.nodes import (BaseNode, Batcher, IterableWrapper, Loader, ParallelMapper,
+                             Prefetcher)
+
+class Flaky(BaseNode):
+    """A user's node whose 4th item raises."""
+    def reset(self, initial_state=None):
+        super().reset(initial_state)
+        self.i = 0
+    def next(self):
+        self.i += 1
+        if self.i == 4:
+            raise ValueError("bad item 4")
+        return self.i
+    def get_state(self):
+        return {"i": self.i}
+
+def bad_map(x):
+    if x == 3:
+        raise ValueError(f"bad item {x}")
+    return x
+
+CASES = {
+    "node": lambda: Batcher(Flaky(), batch_size=2),
+    "parallel_mapper": lambda: Batcher(ParallelMapper(IterableWrapper(range(8)), bad_map,
+                                                      num_workers=2, method="thread"), 2),
+    "prefetcher": lambda: Prefetcher(Batcher(Flaky(), batch_size=2), prefetch_factor=2),
+}
+
+def run(case):
+    try:
+        for _ in Loader(CASES[case]()):
+            pass
+    except ValueError as e:
+        return {"message": str(e),
+                "frames": [[f.filename, f.name, f.lineno] for f in traceback.extract_tb(
+                    e.__traceback__)]}
+    raise AssertionError("no exception")
+
+off = {case: run(case) for case in CASES}
+lotus.torch.instrument(log_file=sys.argv[1])
+on = {case: run(case) for case in CASES}
+print(json.dumps({"off": off, "on": on}))
+'''
+
+
+def test_an_exception_in_a_node_reads_as_without_lotus(tmp_path):
+    """issue #71: an exception raised in a user's node, in a ParallelMapper's map function (in its
+    worker thread) and under a Prefetcher (in its thread) reaches the loop with the same message
+    text and the same traceback frames with lotus on as off: no lotus frame in either."""
+    script = tmp_path / "raises.py"
+    script.write_text(RAISES)
+    r = run_python([str(script), str(tmp_path / "trace" / "nodes")])
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    for case, off in out["off"].items():
+        on = out["on"][case]
+        assert on["message"] == off["message"], case
+        assert on["frames"] == off["frames"], case
+        assert "lotus" not in on["message"], case
+        assert not [f for f in on["frames"] if "lotus" in f[0]], case
+    assert "bad item 3" in out["on"]["parallel_mapper"]["message"]
+    assert "bad item 4" in out["on"]["prefetcher"]["message"]
+
+
+POOLED = r'''
+import json, sys, threading, time
+from concurrent.futures import ThreadPoolExecutor
+import lotus, lotus.torch
+from torchdata.nodes import BaseNode, IterableWrapper, Loader
+
+class Slow(BaseNode):
+    """2 ms of sleep per item (I/O-like), pulled by Pooled on its pool's thread."""
+    def __init__(self, source):
+        super().__init__()
+        self.source = source
+    def reset(self, initial_state=None):
+        super().reset(initial_state)
+        self.source.reset(None)
+    def next(self):
+        time.sleep(0.002)
+        return next(self.source)
+    def get_state(self):
+        return {}
+
+class Pooled(BaseNode):
+    """A user's node that pulls its source on a thread pool (for a timeout, or to overlap I/O)."""
+    def __init__(self, source):
+        super().__init__()
+        self.source = source
+        self.pool = ThreadPoolExecutor(1)
+    def reset(self, initial_state=None):
+        super().reset(initial_state)
+        self.source.reset(None)
+    def next(self):
+        return self.pool.submit(next, self.source).result(timeout=30)
+    def get_state(self):
+        return {}
+
+lotus.torch.instrument(log_file=sys.argv[1])
+t0 = time.perf_counter_ns()
+n = sum(1 for _ in Loader(Pooled(Slow(IterableWrapper(range(50))))))
+wall = time.perf_counter_ns() - t0
+lotus.flush()
+print(json.dumps({"items": n, "wall_ns": wall, "tid": threading.get_native_id()}))
+'''
+
+
+def test_a_node_pulling_its_source_on_a_thread_pool_is_not_the_loop(tmp_path):
+    """issue #71: a user's node that pulls its source on a thread pool: the training loop is the
+    thread that iterates the last node (50 items, 50 SBatchWait records, all in the loop thread's
+    file); the pool's pull is the source's time, not the node's, so the nodes' self times add up to
+    no more than the wall time, and the slow source's 2 ms items are its own."""
+    script = tmp_path / "pooled.py"
+    script.write_text(POOLED)
+    trace = tmp_path / "trace"
+    r = run_python([str(script), str(trace / "nodes")])
+    info = json.loads(r.stdout.strip().splitlines()[-1])
+    assert info["items"] == 50
+    files = read_trace(trace)
+    waits = [(f, n) for f, rows in files.items() for n, _, _ in rows
+             if n.startswith("SBatchWait_")]
+    assert [n for _, n in waits] == [f"SBatchWait_{k}" for k in range(50)], waits
+    assert {f for f, _ in waits} == {f"nodes_main_pid_{info['tid']}"}
+    self_times = {}
+    for per_file in ops_by_file(files).values():
+        for op, durs in per_file.items():
+            self_times.setdefault(op, []).extend(durs)
+    assert len(self_times["SSlow"]) == 50 and len(self_times["SPooled"]) == 50, self_times.keys()
+    total = sum(sum(d) for d in self_times.values())
+    assert total <= info["wall_ns"], (total, info["wall_ns"])
+    assert sum(self_times["SSlow"]) >= 50 * 2_000_000  # the sleeps are the source's
+    assert sum(self_times["SPooled"]) < sum(self_times["SSlow"]) / 2

@@ -25,12 +25,17 @@
   at each ``reset()``; a ``Loader`` resumed from a state dict continues at its ``num_yielded``).
   Those records make ``lotus-tool stats``/``report``/``whatif`` read the run as a loader whose one
   producer is the loop's thread: the wait share (input-bound or not) and the op with the most time
-  (ops of the loop's thread count as worker time, since that thread prepares items).
+  (ops of the loop's thread count as worker time, since that thread prepares items). The loop is
+  the thread that iterates the last node: a node below it pulled on a thread lotus does not know
+  (a user's thread pool) while the loop runs records its self time there, and that span is left
+  out of its consumer's self time where they overlap.
 
 Resets (``reset()``, also the lazy one of a node's first ``next()``, which starts threaded nodes'
 threads) are not part of any item's time. A call that raises (``StopIteration`` at the end of an
-epoch included) writes no record. Tracing follows ``lotus.torch``'s rule: everything when a log file
-is given, else only nodes given a name.
+epoch included) writes no record, and its traceback loses lotus's frames (``_hide``): the
+exception, and the text torchdata makes of one raised in its threads, read as without lotus.
+Tracing follows ``lotus.torch``'s rule: everything when a log file is given, else only nodes given
+a name.
 """
 
 import os as _os
@@ -155,6 +160,20 @@ def _gate(node):
 
 # ---- BaseNode -----------------------------------------------------------------------------------
 
+def _hide(e):
+    """Takes this module's frames out of `e`'s traceback; the caller re-raises with a bare
+    ``raise`` (which adds no frame): the traceback, and the text torchdata's ExceptionWrapper makes
+    of it for an exception in one of its threads or processes, read as without lotus."""
+    tb, keep = e.__traceback__, []
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename != _THIS_FILE:
+            keep.append(tb)
+        tb = tb.tb_next
+    for a, b in zip(keep, keep[1:] + [None]):
+        a.tb_next = b
+    e.__traceback__ = keep[0] if keep else None
+
+
 def _lazy_reset(node, frames, entered):
     """BaseNode.__next__ resets a node on its first call: done here, outside the node's span (a
     Loader resets its pipeline in iter(), outside every item). The time it takes is its caller's
@@ -171,10 +190,20 @@ def _lazy_reset(node, frames, entered):
 def _node_next(self):
     entered = _now()
     t = _tls
-    if t.stage is None and not t.frames:
-        return _pull(self, t)
-    frames = t.frames
-    return _step(self, frames, _lazy_reset(self, frames, entered))
+    try:
+        if t.stage is None and not t.frames:
+            consumer = self.__dict__.get("_lotus_consumer")
+            if consumer is None or not _looping[0]:
+                return _pull(self, t)
+            return _remote(self, consumer, t.frames, entered)
+        frames = t.frames
+        return _step(self, frames, _lazy_reset(self, frames, entered))
+    except BaseException as e:
+        _hide(e)
+        raise
+
+
+_THIS_FILE = _node_next.__code__.co_filename
 
 
 def _step(self, frames, entered):
@@ -196,11 +225,68 @@ def _step(self, frames, entered):
         raise
     t1 = _now()
     pulled = frames.pop()
+    if "_lotus_remote" in self.__dict__:
+        pulled += _remote_overlap(self, t0, t1)
     if kind == _RECORD:
         _record(name, t0, t0 + max(0, t1 - t0 - pulled))
     if frames:
         frames[-1] += _now() - entered
     return out
+
+
+_looping = [0]  # training-loop pulls in progress (any thread)
+
+
+def _sources(node):
+    """The nodes `node` holds (its source, a list or dict of sources): small containers only."""
+    for v in list(vars(node).values()):
+        if isinstance(v, dict) and len(v) <= 64:
+            v = list(v.values())
+        for c in (v if isinstance(v, (list, tuple)) and len(v) <= 64 else (v,)):
+            if isinstance(c, _base[0]):
+                yield c
+
+
+def _mark_sources(root):
+    """Marks every node below `root` with the node that pulls it (its consumer): a thread lotus does
+    not know (a user's thread pool) that pulls one of them while the loop runs is a stage of the
+    pipeline, not the training loop (the loop is the thread that iterates the last node)."""
+    root.__dict__["_lotus_marked"] = True
+    seen, stack = {id(root)}, [root]
+    while stack:
+        n = stack.pop()
+        for c in _sources(n):
+            if id(c) not in seen:
+                seen.add(id(c))
+                c.__dict__["_lotus_consumer"] = n
+                stack.append(c)
+
+
+def _remote(self, consumer, frames, entered):
+    """A node below the loop's node pulled on a thread lotus does not know: its self time there, and
+    the span handed to its consumer, whose self time leaves it out where the two overlap."""
+    try:
+        return _step(self, frames, _lazy_reset(self, frames, entered))
+    finally:
+        consumer.__dict__.setdefault("_lotus_remote", []).append((entered, _now()))
+
+
+def _remote_overlap(node, t0, t1):
+    """Ticks of [t0, t1] that `node`'s sources spent being pulled on other threads (their spans are
+    consumed: each ended before this call returned)."""
+    spans = node.__dict__.get("_lotus_remote")
+    if not spans:
+        return 0
+    n = len(spans)
+    got = spans[:n]
+    del spans[:n]  # another thread only appends
+    covered, last = 0, t0
+    for start, end in sorted(got):
+        start, end = max(start, last), min(end, t1)
+        if end > start:
+            covered += end - start
+            last = end
+    return covered
 
 
 def _root(node):
@@ -220,11 +306,15 @@ def _pull(self, t):
         _lotus._note_epoch()
         # The sidecar's `loader nodes`: lotus-tool's advice is not about DataLoader settings.
         _lotus._declare_nodes_loader()
+    if "_lotus_marked" not in self.__dict__:
+        _mark_sources(self)
     frames = t.frames
     frames.append(0)  # (also untraced: the nodes it pulls are not the loop's pulls)
+    _looping[0] += 1
     try:
         out = _step(self, frames, _now())
     finally:
+        _looping[0] -= 1
         end = _now() if start else 0
         del frames[:]
         if start:
@@ -245,7 +335,11 @@ def _node_reset(self, initial_state=None, *args, **kwargs):
         n = initial_state.get(getattr(self, "NUM_YIELDED_KEY", "num_yielded"), 0)
         k = n if type(n) is int and n > 0 else 0
     self._lotus_k = k
-    return _original("BaseNode.reset")(self, initial_state, *args, **kwargs)
+    try:
+        return _original("BaseNode.reset")(self, initial_state, *args, **kwargs)
+    except BaseException as e:
+        _hide(e)
+        raise
 
 
 # ---- threaded nodes -----------------------------------------------------------------------------
@@ -256,6 +350,9 @@ def _make_handoff(key):
         t0 = _now()
         try:
             return _original(key)(self)
+        except BaseException as e:
+            _hide(e)
+            raise
         finally:
             if t0:
                 d = _now() - t0
@@ -306,6 +403,9 @@ def _owned_reset(key):
         t.owner = (_kind(self)[1], _gate(self))
         try:
             return _original(key)(self, *args, **kwargs)
+        except BaseException as e:
+            _hide(e)
+            raise
         finally:
             t.owner = saved
     reset.__name__ = "reset"
@@ -330,6 +430,9 @@ class _TimedMap:
         token = _op_enter(self.name) if t0 else 0
         try:
             out = self.fn(item)
+        except BaseException as e:  # torchdata's message quotes the traceback: as without lotus
+            _hide(e)
+            raise
         finally:
             if token:
                 _op_leave(token)
@@ -375,7 +478,11 @@ def _pin_memory(data, *args, **kwargs):
     """torch's pin_memory as PinMemory's thread calls it: recorded as the node's work."""
     name = _tls.stage
     t0 = _now() if name else 0
-    out = _original("pin_memory.pin_memory")(data, *args, **kwargs)
+    try:
+        out = _original("pin_memory.pin_memory")(data, *args, **kwargs)
+    except BaseException as e:
+        _hide(e)
+        raise
     if t0:
         _record(name, t0, _now())
     return out
@@ -422,10 +529,14 @@ def install():
     _generation[0] += 1
     patches = _patch.install(targets(), GROUP_RECORDS)
     _next[0] = _patch._originals.get("BaseNode.__next__")
+    if _next[0] is not None:
+        from torchdata.nodes import base_node
+        _base[0] = base_node.BaseNode
     return patches
 
 
 _next = [None]  # torchdata's BaseNode.__next__ while installed
+_base = [object]  # torchdata's BaseNode while installed
 
 
 def check_run(prefix):
