@@ -11,6 +11,13 @@ LOTUS_TOOL_OPTIMIZE= builds it at -O3), and so is the extension (LOTUS_PYTHON_OP
 -O1: a traced op from Python 1-3 % dearer; empty: -O3). lotus-tool needs the Debian packages of
 `bash tools/scripts/install-deps.sh tool`.
 
+The C++ side comes along (LOTUS_BUILD_CPP=0: not): `cmake --install` of the same build puts the
+headers, liblotus.a and the CMake package config into the wheel's data (installed under the venv's
+prefix: include/lotus/, lib/liblotus.a, share/lotus/cmake/), so `find_package(lotus)` finds them with
+-DCMAKE_PREFIX_PATH=<venv> (or the venv's bin/ on PATH). An sdist made by
+tools/packaging/build-wheel.sh carries Chart.js and dygraphs (tools/packaging/vendor/js/), which
+lotus-tool's report embeds, so its build needs no libjs-* package.
+
 Progress: each stage and each compile step is one line on stderr with the seconds since the build
 began (`lotus: [   2 s] configuring ...`, `lotus: [30.512 s] [5/25] Building ...`, ninja's own seconds);
 pip shows them with -v.
@@ -65,10 +72,12 @@ class build_with_cmake(build_ext):
             raise SystemExit("lotus: cmake is needed to build the package (Debian: cmake; "
                              "bash tools/scripts/install-deps.sh python tool)")
         with_tool = os.environ.get("LOTUS_BUILD_TOOL", "1") != "0"
+        with_cpp = os.environ.get("LOTUS_BUILD_CPP", "1") != "0"
         build = Path(self.build_temp).resolve() / "cmake"
         args = [cmake, "-S", str(ROOT), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
                 "-DLOTUS_BUILD_TESTS=OFF", "-DLOTUS_BUILD_EXAMPLES=OFF", "-DLOTUS_BUILD_BENCH=OFF",
-                "-DLOTUS_BUILD_PYTHON=ON", "-DLOTUS_WITH_TORCH=OFF", "-DLOTUS_INSTALL=OFF",
+                "-DLOTUS_BUILD_PYTHON=ON", "-DLOTUS_WITH_TORCH=OFF",
+                f"-DLOTUS_INSTALL={'ON' if with_cpp else 'OFF'}",
                 f"-DLOTUS_BUILD_TOOLS={'ON' if with_tool else 'OFF'}",
                 # The tool at -O1 by default: 10-13 % slower than -O3, the install in about 94 s
                 # on 2 cores (bench/README.md, "Build and first-run times").
@@ -84,12 +93,17 @@ class build_with_cmake(build_ext):
                 args.append(f"-Dpybind11_DIR={pybind11.get_cmake_dir()}")
         except (ImportError, AttributeError):
             pass  # CMake looks in its own places (Debian's pybind11-dev)
+        vendored = ROOT / "tools" / "packaging" / "vendor" / "js"  # in an sdist, not in git
+        for var, name in (("LOTUS_CHARTJS_JS", "chart.min.js"), ("LOTUS_DYGRAPHS_JS", "dygraph.min.js"),
+                          ("LOTUS_DYGRAPHS_CSS", "dygraph.min.css")):
+            if (vendored / name).is_file():
+                args.append(f"-D{var}={vendored / name}")
         env = dict(os.environ)
         if shutil.which("ninja"):
             args += ["-G", "Ninja"]
             # One line per step, with ninja's elapsed seconds and the step count.
             env.setdefault("NINJA_STATUS", "lotus: [%e s] [%f/%t] ")
-        targets = ["lotus_python"] + (["lotus-tool"] if with_tool else [])
+        targets = ["lotus_python"] + (["lotus-tool"] if with_tool else []) + (["lotus"] if with_cpp else [])
         try:
             progress(f"configuring with CMake in {build}")
             subprocess.run(args, check=True, stdout=subprocess.DEVNULL)
@@ -117,6 +131,30 @@ class build_with_cmake(build_ext):
             (package / "bin").mkdir(exist_ok=True)
             shutil.copy2(build / "tools" / "lotus-tool" / "lotus-tool", package / "bin" / "lotus-tool")
             os.chmod(package / "bin" / "lotus-tool", 0o755)
+        if with_cpp:
+            self.stage_cpp(cmake, build)
+
+    def stage_cpp(self, cmake, build):
+        """The headers, liblotus.a and the CMake package config, installed from the same build into a
+        staging prefix and handed to install_data (the wheel's .data/data/: the venv's prefix)."""
+        stage = build.parent / "cpp-prefix"
+        shutil.rmtree(stage, ignore_errors=True)
+        progress(f"installing the headers, liblotus.a and the CMake package config into {stage}")
+        subprocess.run([cmake, "--install", str(build), "--prefix", str(stage), "--component", "Unspecified"],
+                       check=True, stdout=subprocess.DEVNULL)
+        files = {}
+        for top in ("include", "lib", "share"):
+            for f in sorted((stage / top).rglob("*")):
+                if f.is_file() and (top != "lib" or f.name == "liblotus.a" or "cmake" in f.parts):
+                    where = str(f.parent.relative_to(stage))
+                    # share/lotus/cmake/, not share/cmake/lotus/ (also where find_package looks,
+                    # as deep): pip uninstall removes a directory it wholly owns, never an
+                    # emptied parent (share/cmake/ would stay behind in the venv).
+                    where = where.replace("share/cmake/lotus", "share/lotus/cmake")
+                    files.setdefault(where, []).append(str(f))
+        if "share/lotus/cmake" not in files or "lib" not in files:
+            raise SystemExit(f"lotus: cmake --install gave no liblotus.a or CMake package config in {stage}")
+        self.distribution.data_files = sorted(files.items())
 
 
 setup(
