@@ -71,11 +71,17 @@ wheel=$(ls "$work"/dist/lotus_trace-*-linux_*.whl)
 
 glibc="$(getconf GNU_LIBC_VERSION | awk '{print $2}')"
 plat="manylinux_${glibc/./_}_$(uname -m)"
+# A glibc newer than this auditwheel's policies (Debian testing's 2.43; auditwheel 6.8 knows up to
+# 2.41): the tag auditwheel proves from the symbols the wheel uses (auto), never a guessed one.
+if ! PATH="$venv/bin:$PATH" "$venv/bin/auditwheel" repair --help | grep -q -- "- $plat\b"; then
+  echo "build-wheel: this auditwheel has no policy $plat (glibc $glibc): --plat auto"
+  plat=auto
+fi
 step "auditwheel repair --plat $plat $(basename "$wheel")"
 rm -f "$out"/lotus_trace-*.whl "$out"/lotus_trace-*.tar.gz
 PATH="$venv/bin:$PATH" "$venv/bin/auditwheel" repair --plat "$plat" -w "$out" "$wheel" >"$work/auditwheel.log" 2>&1 \
   || { cat "$work/auditwheel.log"; exit 1; }
 cp "$sdist" "$out/"
-repaired=$(ls "$out"/lotus_trace-*"$plat"*.whl)
+repaired=$(ls "$out"/lotus_trace-*manylinux*.whl)
 "$venv/bin/auditwheel" show "$repaired" | sed 's/^/  /' | head -20
 step "done: $(du -h "$repaired" | cut -f1) $repaired; $(du -h "$out/$(basename "$sdist")" | cut -f1) $out/$(basename "$sdist")"
