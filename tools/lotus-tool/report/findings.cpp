@@ -14,6 +14,7 @@
 #include <map>
 #include <optional>
 
+#include "trace/startup.hpp"
 #include "util/output.hpp"
 
 namespace lotus_tool {
@@ -134,8 +135,10 @@ std::string rank_text(const rank_data& r) { return r.label; }
 
 // The main processes' time (ms): the timeline's, else (summaries) the statistics'.
 double main_ms_of(const report_data& d) {
-  return d.timeline.main_elapsed_ns > 0 ? d.timeline.main_elapsed_ns / 1e6
-                                        : d.stats.main_elapsed_ms;
+  // The iterators' start-ups (the sidecars' `startup` lines) extend it back to iter(loader).
+  return d.timeline.main_elapsed_ns > 0
+             ? d.timeline.main_elapsed_ns / 1e6 + d.stats.startup_before_ms
+             : d.stats.main_elapsed_ms;
 }
 
 // Whether training waits for the loader (a tenth of its time or more): only then does what the
@@ -143,14 +146,16 @@ double main_ms_of(const report_data& d) {
 // nothing about the loader is worth acting on, and the input_bound finding says what is missing.
 bool training_waits(const report_data& d, const finding_thresholds& t) {
   const double main_ms = main_ms_of(d);
-  return d.stats.wait.s.count != 0 && main_ms > 0 && d.stats.wait.s.sum / main_ms >= t.wait_partly;
+  return d.stats.wait.s.count != 0 && main_ms > 0 &&
+         d.stats.wait_total_ms() / main_ms >= t.wait_partly;
 }
 
 // The main process's wait share (0 when it cannot be told).
 double wait_share_of(const report_data& d) {
   const double main_ms = main_ms_of(d);
-  return d.stats.wait.s.count != 0 && main_ms > 0 ? std::min(1.0, d.stats.wait.s.sum / main_ms)
-                                                  : 0.0;
+  return d.stats.wait.s.count != 0 && main_ms > 0
+             ? std::min(1.0, d.stats.wait_total_ms() / main_ms)
+             : 0.0;
 }
 
 // Whether training waits enough for what slows the loader to be worth acting on (wait_act, a
@@ -163,6 +168,10 @@ bool worth_acting(const report_data& d, const finding_thresholds& t) {
 // began, from the model's reading of the run), at most the wait share: the rest of the wait is
 // the batches'. 0 without a prediction.
 double startup_share(const report_data& d) {
+  const double main_ms = main_ms_of(d);
+  if (d.stats.startup.present() && main_ms > 0) {  // measured: iter(loader) to the first batch
+    return std::clamp(d.stats.startup.ttfb_ms / main_ms, 0.0, wait_share_of(d));
+  }
   const whatif_result* r = d.advice.persistent     ? &*d.advice.persistent
                            : d.advice.more_workers ? &*d.advice.more_workers
                                                    : nullptr;
@@ -189,6 +198,103 @@ std::string persistent_subject(const report_data& d) {
 // The model's gain from keeping the workers alive across epochs (0: no prediction).
 double persistent_gain(const report_data& d) {
   return d.advice.persistent ? model_gain(*d.advice.persistent) : 0.0;
+}
+
+// A change to the start-up and what the model (or the measured run) says it saves.
+struct startup_fix {
+  std::string setting;  ///< the finding's subject.setting
+  std::string text;     ///< the advice
+  double saving_ms = 0;  ///< main-process time saved over the run
+};
+
+// What the start-up model cannot predict for this run (empty: it can).
+std::string startup_unpredictable(const report_data& d) {
+  const startup_costs& c = d.stats.startup.costs;
+  const startup_prediction r = predict_startup(c, c.method, c.workers);
+  if (!r.known) return r.why_unknown;
+  if (c.ttfb_ms <= 0) return "no iterator's first batch was recorded";
+  if (std::abs(r.ttfb_ms - c.ttfb_ms) > 0.25 * c.ttfb_ms) {
+    return "the model replays this setting's first batch at " + format_ms(r.ttfb_ms) +
+           " against " + format_ms(c.ttfb_ms) + " measured, so it predicts no other";
+  }
+  return {};
+}
+
+// The start-up's fixes, best first: each with its predicted saving over the run (ms of
+// main-process time) and the advice's text. Keeping workers alive is measured (the later
+// iterators' start-ups, less their first batch); the others are the start-up model's, only
+// where it replays this run's own start within 25 %.
+std::vector<startup_fix> startup_fixes(const report_data& d) {
+  std::vector<startup_fix> out;
+  const startup_analysis& a = d.stats.startup;
+  const startup_costs& c = a.costs;
+  if (!a.present() || c.workers == 0) return out;
+  const double main_ms = main_ms_of(d);
+  const auto run_text = [&](double saving) {
+    return " (predicted: the run's main-process time " + format_ms(main_ms) + " \u2192 " +
+           format_ms(std::max(0.0, main_ms - saving)) + ", " +
+           fixed(main_ms > 0 ? 100 * saving / main_ms : 0.0, 0) + " % less).";
+  };
+  const std::size_t n = a.iterations.size();
+  if (!c.persistent && n >= 2) {
+    double later = 0;
+    for (std::size_t i = 1; i < n; ++i) later += a.iterations[i].ttfb_ms;
+    const double saving = std::max(0.0, later - static_cast<double>(n - 1) * c.first_batch_ms);
+    out.push_back({"persistent_workers",
+                   "Use persistent_workers=True: the workers start once instead of " +
+                       std::to_string(n) + " times (" + format_ms(later) +
+                       " of start-up after the first)" + run_text(saving),
+                   saving});
+  }
+  if (startup_unpredictable(d).empty()) {
+    const startup_prediction replay = predict_startup(c, c.method, c.workers);
+    // A fix changes every iterator's start, or only the first with persistent workers.
+    const double starts = c.persistent ? 1.0 : static_cast<double>(n);
+    const auto add = [&](const std::string& setting, const startup_costs& changed,
+                         const std::string& method, const std::string& words) {
+      const startup_prediction p = predict_startup(changed, method, c.workers);
+      if (!p.known) return;
+      const double saving = starts * std::max(0.0, replay.ttfb_ms - p.ttfb_ms);
+      out.push_back({setting,
+                     words + ": time to first batch " + format_ms(c.ttfb_ms) + " \u2192 " +
+                         format_ms(p.ttfb_ms) + run_text(saving),
+                     saving});
+    };
+    if (c.method != "fork") {
+      add("multiprocessing_context", c, "fork",
+          d.gpu.handovers > 0
+              ? "Start the workers by fork (DataLoader(multiprocessing_context=\"fork\")) only if "
+                "CUDA is not initialised before the loader starts them: this process uses CUDA"
+              : "Start the workers by fork (DataLoader(multiprocessing_context=\"fork\")) where "
+                "the job allows it (no CUDA initialised and no other threads running in the main "
+                "process when the workers start)");
+    }
+    if (c.bytes > 1e6 && (c.method == "spawn" || c.method == "forkserver")) {
+      startup_costs small = c;
+      small.bytes = 4096;
+      small.pickle_ms = 0;
+      small.unpickle_ms = 0;
+      add("dataset_pickle", small, c.method,
+          "Make the dataset's pickle small: each worker is sent " + fixed(c.bytes / 1e6, 1) +
+              " MB, in turn, and the next waits until it is read; hold the file list in a "
+              "NumPy array or a file rather than a list of Python strings, and open files "
+              "lazily in the worker");
+    }
+    if (c.method == "forkserver" && c.import_ms > 50) {
+      startup_costs pre = c;
+      pre.import_ms = 0;
+      add("forkserver_preload", pre, c.method,
+          "Preload torch in the forkserver (ctx = multiprocessing.get_context(\"forkserver\"); "
+          "ctx.set_forkserver_preload([\"torch\"]) before the first iterator; "
+          "DataLoader(multiprocessing_context=ctx)): each worker imports it for " +
+              format_ms(c.import_ms));
+    }
+  }
+  std::stable_sort(out.begin(), out.end(), [](const startup_fix& x, const startup_fix& y) {
+    return x.saving_ms > y.saving_ms;
+  });
+  while (!out.empty() && out.back().saving_ms <= 0) out.pop_back();
+  return out;
 }
 
 // The op with the most worker time (STransform, which encloses the others, and the training
@@ -265,9 +371,11 @@ finding wait_finding(const report_data& d, const finding_thresholds& t) {
     }
     return f;
   }
-  double share = std::min(1.0, w.sum / elapsed_ms);
+  const double waited_ms = d.stats.wait_total_ms();
+  double share = std::min(1.0, waited_ms / elapsed_ms);
   f.numbers["wait_share"] = share;
-  f.numbers["wait_ms"] = w.sum;
+  f.numbers["wait_ms"] = waited_ms;
+  if (d.stats.startup_wait_ms > 0) f.numbers["startup_wait_ms"] = d.stats.startup_wait_ms;
   f.numbers["main_ms"] = elapsed_ms;
   f.numbers["waits"] = w.count;
   // Several ranks: a pooled share describes no rank. The most input-bound one is the subject and
@@ -300,9 +408,14 @@ finding wait_finding(const report_data& d, const finding_thresholds& t) {
     }
   }
   if (f.evidence.empty()) {
-    f.evidence = "The main process waited " + format_ms(w.sum) + " of " + format_ms(elapsed_ms) +
-                 " (" + pct(share) + ") for its next batch, over " + std::to_string(w.count) +
-                 " waits (mean " + format_ms(w.mean) + ").";
+    f.evidence = "The main process waited " + format_ms(waited_ms) + " of " +
+                 format_ms(elapsed_ms) + " (" + pct(share) + ") for its next batch, over " +
+                 std::to_string(w.count) + " waits (mean " + format_ms(w.mean) + ")";
+    f.evidence += d.stats.startup_wait_ms > 0
+                      ? " and " + std::to_string(d.stats.startup.iterations.size()) +
+                            " iterator start(s) (" + format_ms(d.stats.startup_wait_ms) +
+                            " in iter(loader) while workers started)."
+                      : ".";
   }
   // The training process used CUDA (the sidecars' `gpu` lines): the verdict is the GPU's idle
   // time for its batches, not the host's wait (the host waits while the GPU still has queued
@@ -337,13 +450,29 @@ finding wait_finding(const report_data& d, const finding_thresholds& t) {
     f.level = high ? finding_level::warn : finding_level::info;
     f.title = std::string(high ? "Highly" : "Moderately") + " input-bound: " + whose + waited +
               pct(share) + " of its time for data.";
+    // Most of it starting workers: the verdict names the start-up and its cause first.
+    const double su = startup_share(d);
+    const std::vector<startup_fix> fixes = by_gpu ? std::vector<startup_fix>{} : startup_fixes(d);
+    if (!by_gpu && su >= 0.5 * share && d.stats.startup.present()) {
+      f.title = f.title.substr(0, f.title.size() - 1) + ", " + pct(su) +
+                " of it starting workers (mostly " +
+                startup_cause_words(d.stats.startup.dominant) + ").";
+      f.subject["startup"] = d.stats.startup.dominant;
+    }
     const worker_change w2 = d.ranks.size() >= 2 ? worker_change{} : more_workers_advice(d, t);
     const double gp = d.ranks.size() >= 2 ? 0.0 : persistent_gain(d);
     const double gw =
         w2.advised && d.advice.more_workers ? model_gain(*d.advice.more_workers) : 0.0;
     const std::string v = d.causes.present ? cause_verdict(d.causes.all) : std::string();
     const bool slowed = !v.empty() && v != "compute";
-    if (gp >= t.advice_gain && gp >= gw) {
+    if (!fixes.empty() && fixes.front().saving_ms / main_ms_of(d) >= t.advice_gain &&
+        fixes.front().saving_ms / main_ms_of(d) >= std::max(gp, gw)) {
+      // The start-up explains the wait: its best fix (the startup finding has them all).
+      f.subject["setting"] = fixes.front().setting;
+      f.advice = fixes.front().text;
+      f.numbers["predicted_saving_ms"] = fixes.front().saving_ms;
+      if (w2.advised) f.advice += " Then: " + w2.text;
+    } else if (gp >= t.advice_gain && gp >= gw) {
       // Worker start-up explains more of the wait than the worker count (the startup finding).
       const whatif_result& r = *d.advice.persistent;
       f.subject["setting"] = persistent_subject(d);
@@ -468,6 +597,73 @@ finding top_op_finding(const report_data& d, const finding_thresholds& t) {
                        "result across epochs, or moving it to the GPU."
                  : "No single op dominates; " + name +
                        " is still the first candidate for a faster implementation.";
+  return f;
+}
+
+// The start-up measured (the sidecars' `startup` lines): what each iterator's start cost, by
+// cause, and the fixes the start-up model predicts, best first.
+finding measured_startup_finding(const report_data& d, const finding_thresholds& t) {
+  const startup_analysis& a = d.stats.startup;
+  const startup_costs& c = a.costs;
+  finding f;
+  f.id = "startup";
+  const double main_ms = main_ms_of(d);
+  const double share = main_ms > 0 ? std::min(1.0, a.ttfb_ms / main_ms) : 0.0;
+  double worst = 0;
+  for (const auto& it : a.iterations) worst = std::max(worst, it.ttfb_ms);
+  f.numbers["ttfb_ms"] = c.ttfb_ms;
+  f.numbers["ttfb_max_ms"] = worst;
+  f.numbers["startup_ms"] = a.ttfb_ms;
+  f.numbers["share"] = share;
+  f.numbers["iterators"] = a.iterations.size();
+  f.numbers["dominant"] = a.dominant;
+  f.numbers["pickle_bytes"] = c.bytes;
+  f.subject["start_method"] = c.method;
+  f.subject["cause"] = a.dominant;
+  const std::string n = std::to_string(a.iterations.size());
+  f.title = "Starting workers took " + format_ms(a.ttfb_ms) + " of " + format_ms(main_ms) + " (" +
+            pct(share) + "): each first batch came " + format_ms(c.ttfb_ms) +
+            " after iter(loader) (mean), mostly " + startup_cause_words(a.dominant) + ".";
+  f.evidence = n + " iterator(s) started " + std::to_string(c.workers) + " " + c.method +
+               " worker(s)" + (c.persistent ? " (persistent_workers=True)" : "") + ".";
+  if (c.bytes > 0) {
+    f.evidence += " Per worker: a " + fixed(c.bytes / 1e6, 1) + " MB pickle of the dataset and " +
+                  "the loader's arguments (" + format_ms(c.pickle_ms) + " to pickle in the main " +
+                  "process, " + format_ms(c.unpickle_ms) + " to unpickle), " +
+                  format_ms(c.boot_ms + c.import_ms) + " of interpreter start and imports.";
+  } else if (c.method == "fork") {
+    f.evidence += " Per worker: " + format_ms(c.fork_ms) + " to fork.";
+  }
+  if (c.init_fn_ms > 0) f.evidence += " worker_init_fn: " + format_ms(c.init_fn_ms) + " each.";
+  f.evidence += " On the way to the first batches: the dataset's pickle " +
+                format_ms(a.pickle_ms) + ", imports " + format_ms(a.imports_ms) +
+                ", process starts " + format_ms(a.process_ms) + ", worker_init_fn " +
+                format_ms(a.init_fn_ms) + ", the first batch itself " +
+                format_ms(a.first_batch_ms) + ".";
+  const std::vector<startup_fix> fixes = startup_fixes(d);
+  const startup_prediction replay = predict_startup(c, c.method, c.workers);
+  if (replay.known) {
+    f.numbers["replay_ttfb_ms"] = replay.ttfb_ms;
+    f.evidence += " The start-up model replays this setting's first batch at " +
+                  format_ms(replay.ttfb_ms) + " (measured " + format_ms(c.ttfb_ms) + ").";
+  }
+  if (fixes.empty() || main_ms <= 0) {
+    f.level = share >= t.wait_partly ? finding_level::info : finding_level::good;
+    f.advice = share >= t.wait_partly
+                   ? "No change the start-up model can predict: " + startup_unpredictable(d) + "."
+                   : "The start-up is a small part of the run.";
+    return f;
+  }
+  const double g = fixes.front().saving_ms / main_ms;
+  f.numbers["gain"] = g;
+  f.numbers["explains"] = std::max(0.0, g);
+  f.numbers["predicted_saving_ms"] = fixes.front().saving_ms;
+  f.subject["setting"] = fixes.front().setting;
+  f.level = g >= t.advice_gain && worth_acting(d, t) ? finding_level::warn
+            : g >= t.advice_gain                     ? finding_level::info
+                                                     : finding_level::good;
+  f.advice = fixes.front().text;
+  for (std::size_t i = 1; i < fixes.size() && i < 4; ++i) f.advice += " Else: " + fixes[i].text;
   return f;
 }
 
@@ -1143,7 +1339,11 @@ std::vector<finding> compute_findings(const report_data& d, const finding_thresh
   if (d.capture) out.push_back(capture_finding(d));
   if (d.ranks.size() >= 2) out.push_back(rank_finding(d, t));
   out.push_back(wait_finding(d, t));
-  if (d.advice.persistent && d.ranks.size() < 2) out.push_back(startup_finding(d, t));
+  if (d.stats.startup.present() && d.ranks.size() < 2) {
+    out.push_back(measured_startup_finding(d, t));
+  } else if (d.advice.persistent && d.ranks.size() < 2) {
+    out.push_back(startup_finding(d, t));
+  }
   out.push_back(top_op_finding(d, t));
   if (auto drift = drift_finding(d, t)) out.push_back(std::move(*drift));
   out.push_back(imbalance_finding(d, t));

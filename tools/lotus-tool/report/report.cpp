@@ -560,6 +560,8 @@ void read_report(const report_args& a, report_data& rd) {
       if (row_of_source[k] != SIZE_MAX) rd.rank_ops.hosts[row_of_source[k]] = dir.sources[k].host;
     }
   }
+  // The iterators' start-ups (the sidecars' `startup` lines), before the listing goes.
+  startup_analysis startup = analyze_startup(dir);
   // The listing (most of the memory with many files) is not needed by what follows.
   open = {};
   plan = {};
@@ -569,6 +571,7 @@ void read_report(const report_args& a, report_data& rd) {
   sopt.keep_points = true;  // the per-batch plots, thinned in bounded memory
   sopt.max_points = a.max_points;
   rd.stats = eng.compute(sopt);
+  set_startup(rd.stats, std::move(startup), rd.timeline.main_elapsed_ns / 1e6);
   rd.story.cut_batches =
       capture ? rd.stats.delay.unmatched_preprocessed + rd.stats.delay.unmatched_consumed : 0;
   rank_op_table t = eng.take_rank_ops();  // the engine's per-file rows, moved (not copied)

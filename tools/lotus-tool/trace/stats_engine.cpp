@@ -653,7 +653,10 @@ stats_result compute_stats(const trace_dir& dir, const read_options& ropt,
       if (f.kind != file_kind::main || f.pid != it.pid) continue;
       const std::uint32_t k = f.source < n_sources ? f.source : 0;
       if (main_first[k] == UINT64_MAX || main_first[k] >= main_last[k]) break;
-      main_first[k] = std::min(main_first[k], it.begin_ns);
+      if (it.begin_ns < main_first[k]) {
+        r.startup_before_ms += ms(main_first[k] - it.begin_ns);
+        main_first[k] = it.begin_ns;
+      }
       r.startup_wait_ms += it.init_ms;
       if (per_rank) wait_ns[k] += static_cast<std::uint64_t>(it.init_ms * 1e6);
       break;
@@ -684,6 +687,21 @@ stats_result compute_stats(const trace_dir& dir, const read_options& ropt,
   r.straggler = analyze_straggler(ranks, r.rank_ops);
   r.ranks = std::move(ranks);
   return r;
+}
+
+void set_startup(stats_result& r, startup_analysis startup, double main_ms) {
+  r.startup = std::move(startup);
+  r.startup_wait_ms = 0;
+  r.startup_before_ms = 0;
+  std::uint64_t earliest = UINT64_MAX;
+  for (const startup_iteration& it : r.startup.iterations) {
+    r.startup_wait_ms += it.init_ms;
+    earliest = std::min(earliest, it.begin_ns);
+  }
+  if (earliest != UINT64_MAX && r.first_start_ns > earliest) {
+    r.startup_before_ms = ms(r.first_start_ns - earliest);
+  }
+  if (main_ms > 0) r.main_elapsed_ms = main_ms + r.startup_before_ms;
 }
 
 }  // namespace lotus_tool

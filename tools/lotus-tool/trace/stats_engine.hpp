@@ -135,6 +135,8 @@ struct stats_result {
   /// SBatchWait holds (startup_wait_ms, summed), and main_elapsed_ms starts at the first one.
   startup_analysis startup;
   double startup_wait_ms = 0;
+  /// How far the start-ups extend the main-process time before its first record (ms).
+  double startup_before_ms = 0;
   /// The main process's waits: every SBatchWait and the iterators' starts.
   double wait_total_ms() const { return wait.s.sum + startup_wait_ms; }
   /// Share of main-process time spent waiting for data (SBatchWait and the iterators' start-up),
@@ -165,6 +167,11 @@ struct stats_result {
   /// their summed duration (ns): how busy each worker was.
   std::vector<std::pair<std::uint64_t, std::uint64_t>> file_batches;
 };
+
+/// Takes an engine's result the start-ups of its trace (report: the engine runs without
+/// compute_stats): their wait, and the main-process time extended back to the first iter(loader)
+/// from `main_ms` (the main threads' own time: first record to last).
+void set_startup(stats_result& r, startup_analysis startup, double main_ms);
 
 /// HyperLogLog estimate of the registers (4096 of them) the engine keeps for pooled names.
 std::uint64_t hll_estimate(const std::vector<std::uint8_t>& registers);
