@@ -45,6 +45,10 @@ void add_whatif_command(CLI::App& app) {
   cmd->add_flag("--persistent-workers", args->persistent,
                 "Keep the workers alive across epochs (persistent_workers=True): the epochs after "
                 "the first lose the start-up measured where workers started afresh each epoch");
+  cmd->add_option("--start-method", args->start_method,
+                  "Start the workers by fork, spawn or forkserver (default: the measured one): "
+                  "the time to first batch and the epochs' start-up from the start-up model")
+      ->check(CLI::IsMember({"fork", "spawn", "forkserver"}));
   cmd->add_flag("--unordered", args->unordered,
                 "Deliver batches as they arrive (PyTorch's in_order=False)");
   cmd->add_option("--memory-budget", *budget,

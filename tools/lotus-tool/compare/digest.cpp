@@ -430,6 +430,8 @@ run_digest digest_input(const input& in, const digest_options& opt) {
     main_rec m{};
     if (main_rec_of(r, b, m)) mains[file].push_back(m);
   });
+  add_startup_recs(dir, mains);
+  d.startup = analyze_startup(dir).costs;
   for (auto& kv : mains) digest_main_file(kv.second, d);
   // (One main process: its epochs are the batch epochs, in time order.)
   if (mains.size() == 1) d.worker_start_ms = worker_starts(d, slot_starts);

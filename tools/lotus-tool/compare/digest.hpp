@@ -14,6 +14,7 @@
 #include "trace/causes.hpp"
 #include "trace/epochs.hpp"
 #include "trace/input.hpp"
+#include "trace/startup.hpp"
 #include "trace/stats_engine.hpp"
 
 namespace lotus_tool {
@@ -83,6 +84,9 @@ struct run_digest {
   /// first index PyTorch's round-robin gives worker w. Worker start-up (fork or spawn,
   /// worker_init_fn) where workers start afresh, else the first batch's hand-over to a worker.
   std::vector<std::vector<double>> worker_start_ms;
+  /// The DataLoader iterators' start-ups (the sidecars' `startup` lines): the start-up
+  /// model's inputs (iterators 0: none recorded).
+  startup_costs startup;
   /// Every epoch after the first was prepared by worker files none of which prepared the epoch
   /// before (PyTorch's persistent_workers=False: workers started afresh each epoch).
   bool workers_restarted = false;

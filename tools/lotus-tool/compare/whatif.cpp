@@ -383,6 +383,31 @@ whatif_result predict_workers(const run_digest& d, const whatif_args& a) {
     if (a.persistent)
       for (std::size_t k = 1; k < m.worker_start_ms.size(); ++k) m.worker_start_ms[k].clear();
   }
+  // The start-up model (trace/startup.hpp): another start method or worker count starts the
+  // workers of each epoch that starts them (every epoch, or the first of persistent workers)
+  // as it predicts.
+  if (d.startup.iterators > 0) {
+    const startup_costs& c = d.startup;
+    r.measured_start_method = c.method;
+    r.start_method = a.start_method.empty() ? c.method : a.start_method;
+    r.measured_ttfb_ms = c.ttfb_ms;
+    const startup_prediction rp = predict_startup(c, c.method, d.workers);
+    if (rp.known) r.replay_ttfb_ms = rp.ttfb_ms;
+    const startup_prediction p = predict_startup(c, r.start_method, a.workers);
+    r.ttfb_known = p.known;
+    r.ttfb_why = p.why_unknown;
+    if (p.known) {
+      r.predicted_ttfb_ms = p.ttfb_ms;
+      if (p.estimated_fork) r.ttfb_why = "the fork's own cost estimated (this run forked none)";
+      const bool changed = a.workers != d.workers || r.start_method != c.method;
+      if (changed && !m.worker_start_ms.empty()) {
+        const bool once = c.persistent || a.persistent;
+        for (std::size_t k = 0; k < m.worker_start_ms.size(); ++k) {
+          if (k == 0 || !once) m.worker_start_ms[k] = p.slot_ms;
+        }
+      }
+    }
+  }
   if (a.cores > 0) {
     m.cores = a.cores;
     r.cores_from = "option";
@@ -530,6 +555,15 @@ nlohmann::json whatif_json(const whatif_result& r) {
                 {"persistent_workers", r.persistent},
                 {"work_scale", r.work_scale}};
   j["measured"]["startup_ms"] = r.startup_ms;
+  if (!r.measured_start_method.empty()) {
+    j["startup"] = {{"measured_start_method", r.measured_start_method},
+                    {"start_method", r.start_method},
+                    {"measured_ttfb_ms", r.measured_ttfb_ms},
+                    {"replay_ttfb_ms", r.replay_ttfb_ms},
+                    {"predicted_ttfb_ms",
+                     r.ttfb_known ? nlohmann::json(r.predicted_ttfb_ms) : nlohmann::json()},
+                    {"note", r.ttfb_why}};
+  }
   j["measured"]["workers_restarted"] = r.workers_restarted;
   j["replay"] = {{"epoch_seconds", r.replay.epoch_seconds},
                  {"wait_share", r.replay.wait_share},
@@ -605,6 +639,15 @@ std::string whatif_text(const whatif_result& r) {
     s += "start-up: workers started afresh each epoch (persistent_workers=False), " +
          format_number("%.0f ms", r.startup_ms) + " before an epoch's first batch began (mean)" +
          (r.persistent ? "; predicted kept alive (persistent_workers=True)" : "") + "\n";
+  }
+  if (!r.measured_start_method.empty()) {
+    s += "time to first batch (iter(loader) to its first batch): measured " +
+         format_number("%.3f s", r.measured_ttfb_ms / 1e3) + " (" + r.measured_start_method +
+         "), replayed " + format_number("%.3f s", r.replay_ttfb_ms / 1e3) + "; predicted with " +
+         r.start_method + ": " +
+         (r.ttfb_known ? format_number("%.3f s", r.predicted_ttfb_ms / 1e3)
+                       : "not predicted (" + r.ttfb_why + ")") +
+         (r.ttfb_known && !r.ttfb_why.empty() ? " (" + r.ttfb_why + ")" : "") + "\n";
   }
   s += "replay of the measured setting: epoch " + format_number("%.3f s", r.replay.epoch_seconds) +
        ", wait " + pct(r.replay.wait_share, 1, " ") + " (the model's error on this run)\n";

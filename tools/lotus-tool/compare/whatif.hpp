@@ -111,6 +111,9 @@ struct whatif_args {
   /// Workers kept alive across epochs (persistent_workers=True): the epochs after the first
   /// lose the measured start-up. False: the start-up as measured, epoch by epoch.
   bool persistent = false;
+  /// fork, spawn or forkserver: the workers' start method (the start-up model); empty: the
+  /// measured one.
+  std::string start_method;
   double cores = 0;  ///< 0: the sidecars' CPUs, else this machine's
   bool unordered = false;
   bool json = false;
@@ -140,6 +143,13 @@ struct whatif_result {
   double startup_ms = 0;
   bool workers_restarted = false;
   bool persistent = false;  ///< predicted kept alive across epochs (whatif_args::persistent)
+  /// The start-up (the sidecars' `startup` lines; trace/startup.hpp): the measured start method
+  /// and time to first batch, the model's replay of it, and its prediction for the question
+  /// (ttfb_known false: not predicted, ttfb_why says why). Empty method: none recorded.
+  std::string measured_start_method, start_method;
+  double measured_ttfb_ms = 0, replay_ttfb_ms = 0, predicted_ttfb_ms = 0;
+  bool ttfb_known = false;
+  std::string ttfb_why;
   // The model replaying the measured configuration (its error on this run), and the question.
   loader_prediction replay, predicted;
   memory_prediction memory;  ///< for model.workers

@@ -56,7 +56,9 @@ std::vector<unsigned> cut_main_epochs(std::vector<main_rec>& recs,
     queued_before_wait = 0;
   };
   for (const main_rec& r : recs) {
-    if (r.kind == k_main_queued && r.first && open && cur.batches > 0) close();
+    if ((r.kind == k_main_queued || r.kind == k_main_startup) && r.first && open &&
+        cur.batches > 0)
+      close();
     if (!open) {
       open = true;
       first = r.ts;
@@ -64,6 +66,9 @@ std::vector<unsigned> cut_main_epochs(std::vector<main_rec>& recs,
     switch (r.kind) {
       case k_main_queued:
         if (!waited) ++queued_before_wait;
+        break;
+      case k_main_startup:  // iter(loader) while the workers start: the loop waits for data
+        cur.wait_ms += static_cast<double>(r.dur_ms);
         break;
       case k_main_marker:
         waited = true;
@@ -94,6 +99,29 @@ std::vector<unsigned> cut_main_epochs(std::vector<main_rec>& recs,
   return queued_first;
 }
 
+main_rec startup_rec(std::uint64_t begin_ns, double init_ms) {
+  return main_rec{begin_ns, static_cast<float>(init_ms), k_main_startup, 1};
+}
+
+void add_startup_recs(const trace_dir& dir, std::map<std::size_t, std::vector<main_rec>>& recs) {
+  std::map<process_key, std::size_t> first_file;
+  for (std::size_t i = 0; i < dir.files.size(); ++i) {
+    const trace_file& f = dir.files[i];
+    if (f.kind == file_kind::main) first_file.emplace(process_key{f.pid, f.host}, i);
+  }
+  for (const auto& kv : first_file) {
+    const auto p = dir.processes.find(kv.first);
+    if (p == dir.processes.end()) continue;
+    const auto r = recs.find(kv.second);
+    if (r == recs.end() || r->second.empty()) continue;  // no batch records: no epochs
+    for (const startup_meta& m : p->second.startups) {
+      if (m.begin_ns == 0 || m.starts.empty() || m.init_end_ns < m.begin_ns) continue;
+      r->second.push_back(
+          startup_rec(m.begin_ns, static_cast<double>(m.init_end_ns - m.begin_ns) / 1e6));
+    }
+  }
+}
+
 std::vector<epoch_digest> read_main_epochs(const trace_dir& dir, const read_options& ropt) {
   trace_dir mains;  // the main files only (for_each_record needs the files and their sources)
   mains.path = dir.path;
@@ -110,6 +138,7 @@ std::vector<epoch_digest> read_main_epochs(const trace_dir& dir, const read_opti
     main_rec m{};
     if (main_rec_of(r, b, m)) recs[file].push_back(m);
   });
+  add_startup_recs(dir, recs);
   std::vector<epoch_digest> out;
   for (auto& kv : recs) cut_main_epochs(kv.second, out, nullptr);
   return out;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <vector>
 
 #include "trace/record.hpp"
@@ -30,7 +31,15 @@ struct main_rec {
   std::uint16_t kind;
   std::uint16_t first;  ///< idx == 0 (an SBatchQueued of index 0 starts an epoch)
 };
-enum : std::uint16_t { k_main_queued, k_main_wait, k_main_marker, k_main_consumed };
+enum : std::uint16_t { k_main_queued, k_main_wait, k_main_marker, k_main_consumed, k_main_startup };
+
+/// A DataLoader iterator's start (the sidecar's `startup` line) as the main_rec that begins its
+/// epoch: at iter(loader), its __init__ (the workers' start) a wait for data no SBatchWait holds.
+main_rec startup_rec(std::uint64_t begin_ns, double init_ms);
+
+/// Adds to `recs` (main file index -> its records) the start-ups of each main file's process
+/// (the first main file of a process takes them).
+void add_startup_recs(const trace_dir& dir, std::map<std::size_t, std::vector<main_rec>>& recs);
 
 /// The main_rec of a main file's record; false for records the epochs do not use.
 bool main_rec_of(const record& r, const batch_ref& b, main_rec& out);

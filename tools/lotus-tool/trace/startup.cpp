@@ -184,6 +184,9 @@ startup_analysis analyze_startup(const trace_dir& dir) {
       if (k.method.empty() || k.method == "unknown") k.method = it.method;
       k.workers = std::max<unsigned>(k.workers, static_cast<unsigned>(m.starts.size()));
       k.persistent = k.persistent || it.persistent;
+      if (k.cores == 0) {
+        k.cores = static_cast<double>(p.cpus_allowed ? p.cpus_allowed : p.cpus_online);
+      }
       out.iterations.push_back(std::move(it));
     }
   }
@@ -235,7 +238,11 @@ startup_prediction predict_startup(const startup_costs& c, const std::string& me
     return p;
   }
   const bool measured_pickles = c.method == "spawn" || c.method == "forkserver";
-  double serial = 0, rest0 = c.init_fn_ms + c.setup_ms;
+  // Work the workers do at the same time shares the cores (processor sharing).
+  const double w = static_cast<double>(workers);
+  const double sharing = c.cores > 0 && w > c.cores ? w / c.cores : 1.0;
+  const double init_cpu = std::min(c.init_cpu_ms, c.init_fn_ms);
+  double serial = 0, rest0 = (c.init_fn_ms - init_cpu) + (init_cpu + c.setup_ms) * sharing;
   if (method == "fork") {
     if (c.method == "fork") {
       serial = c.fork_ms;
@@ -264,13 +271,12 @@ startup_prediction predict_startup(const startup_costs& c, const std::string& me
       serial = c.pickle_ms + child;  // the transfer waits for the worker to read it all
     } else {
       serial = c.pickle_ms + (method == "spawn" ? k_exec_ms : k_fork_from_server_ms);
-      rest0 += child;
+      rest0 += child * sharing;  // the workers import and unpickle side by side
     }
   } else {
     p.why_unknown = "unknown start method '" + method + "'";
     return p;
   }
-  const double w = static_cast<double>(workers);
   p.known = true;
   p.init_ms = w * serial;
   p.slot_ms.reserve(workers);

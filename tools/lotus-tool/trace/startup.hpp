@@ -66,6 +66,7 @@ struct startup_costs {
   double fork_ms = 0;       ///< Process.start() of a fork run, per worker
   double first_batch_ms = 0;  ///< from the later of __init__'s return and worker 0's readiness
   double ttfb_ms = 0, init_ms = 0;  ///< means over the iterators
+  double cores = 0;  ///< the main process's allowed CPUs (0: not recorded)
 };
 
 /// What the run's start-up lines say.
@@ -100,7 +101,9 @@ struct startup_prediction {
 /// pickling, and while the pickle is larger than a pipe's buffer the worker's interpreter start,
 /// imports and unpickling too, which the transfer waits for); the first indices are queued when
 /// every worker has started; worker i is ready after its own remaining work (worker_init_fn,
-/// setup). Time to first batch = max(W·S, S + worker 0's rest) + the first batch's own time.
+/// setup; the workers' CPU work that runs at the same time shares the cores: W workers on C
+/// cores take W/C as long). Time to first batch = max(W·S, S + worker 0's rest) + the first
+/// batch's own time.
 startup_prediction predict_startup(const startup_costs& c, const std::string& method,
                                    unsigned workers);
 
