@@ -148,10 +148,13 @@ class build_with_cmake(build_ext):
                 if f.is_file() and (top != "lib" or f.name == "liblotus.a" or "cmake" in f.parts):
                     where = str(f.parent.relative_to(stage))
                     # share/lotus/cmake/, not share/cmake/lotus/ (also where find_package looks,
-                    # as deep): pip uninstall removes a directory it wholly owns, never an
-                    # emptied parent (share/cmake/ would stay behind in the venv).
+                    # as deep): pip uninstall removes the directories that hold its files, never
+                    # an emptied parent (share/cmake/ would stay behind in the venv).
                     where = where.replace("share/cmake/lotus", "share/lotus/cmake")
                     files.setdefault(where, []).append(str(f))
+        # A file of share/lotus/ itself (the licence): pip uninstall removes the directories that
+        # hold files it installed, so share/lotus/ goes too.
+        files["share/lotus"] = [str(ROOT / "LICENSE")]
         if "share/lotus/cmake" not in files or "lib" not in files:
             raise SystemExit(f"lotus: cmake --install gave no liblotus.a or CMake package config in {stage}")
         self.distribution.data_files = sorted(files.items())
