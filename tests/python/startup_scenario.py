@@ -3,7 +3,7 @@
 
     python3 startup_scenario.py OUT_DIR --method spawn --workers 4 --paths 400000 \
         [--init-s 1.0] [--persistent] [--epochs 2] [--batches 12] [--hang-epoch K --hang-s 6]
-        [--no-lotus] [--stateful]
+        [--no-lotus] [--stateful] [--preload] [--flag-file F]
 
 The dataset holds `--paths` file paths as a Python list (as ImageFolder holds ImageNet): spawn and
 forkserver pickle it once per worker. Items are cheap (a small tensor). It prints one JSON line:
@@ -20,13 +20,13 @@ import time
 
 
 class PathsDataset:
-    def __init__(self, n, item_ms, hang_epoch=-1, hang_s=0.0, log_file=None):
+    def __init__(self, n, item_ms, hang_epoch=-1, hang_s=0.0, log_file=None, flag_file=None):
         # Distinct strings (as real paths are): ~50 bytes each pickled.
         self.paths = [f"/data/imagenet/train/n{i % 1000:08d}/img_{i:09d}.JPEG" for i in range(n)]
         self.item_ms = item_ms
         self.hang_epoch = hang_epoch
         self.hang_s = hang_s
-        self.epoch = 0
+        self.flag_file = flag_file  # the epoch in progress, written by the main process
         if log_file:
             self.log_file = log_file
 
@@ -35,8 +35,10 @@ class PathsDataset:
 
     def __getitem__(self, i):
         import torch
-        if self.hang_s and i == 0 and self.epoch == self.hang_epoch:
-            time.sleep(self.hang_s)
+        if self.hang_s and i == 0 and self.flag_file:
+            with open(self.flag_file) as f:
+                if int(f.read()) == self.hang_epoch:
+                    time.sleep(self.hang_s)
         if self.item_ms:
             time.sleep(self.item_ms / 1e3)
         return torch.full((4,), float(len(self.paths[i % len(self.paths)])))
@@ -78,6 +80,7 @@ def main():
     ap.add_argument("--hang-s", type=float, default=0.0)
     ap.add_argument("--no-lotus", action="store_true")
     ap.add_argument("--stateful", action="store_true")
+    ap.add_argument("--preload", action="store_true", help="forkserver: preload torch")
     a = ap.parse_args()
 
     import torch  # noqa: F401
@@ -92,17 +95,22 @@ def main():
         from torch.utils.data import DataLoader as Loader
 
     epochs_out = []
-    ds = PathsDataset(a.paths, a.item_ms, a.hang_epoch, a.hang_s, log)
+    flag = os.path.join(a.out, "epoch-flag")
+    ds = PathsDataset(a.paths, a.item_ms, a.hang_epoch, a.hang_s, log, flag)
     kw = {}
     if a.method:
         import multiprocessing
-        kw["multiprocessing_context"] = multiprocessing.get_context(a.method)
+        ctx = multiprocessing.get_context(a.method)
+        if a.preload:
+            ctx.set_forkserver_preload(["torch"])
+        kw["multiprocessing_context"] = ctx
     loader = Loader(ds, batch_size=a.batch_size, sampler=Sampler(a.batches * a.batch_size),
                     num_workers=a.workers, persistent_workers=a.persistent and a.workers > 0,
                     worker_init_fn=SlowInit(a.init_s) if a.init_s else None, **kw)
     t_job = time.time_ns()
     for e in range(a.epochs):
-        ds.epoch = e  # non-persistent workers see it (a fresh copy each epoch)
+        with open(flag, "w") as f:
+            f.write(str(e))
         t0 = time.time_ns()
         first = None
         n = 0

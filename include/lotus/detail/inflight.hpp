@@ -116,8 +116,7 @@ inline void set_startup_batches(std::uint64_t lo, std::uint64_t hi,
 /// Until when the wait for batch `idx` is a worker's start-up (realtime ns; 0: it is not).
 inline std::uint64_t startup_until(std::uint64_t idx) noexcept {
   const startup_batches& r = startup_batch_range();
-  return idx >= r.lo.load(mo_relaxed) && idx < r.hi.load(mo_relaxed) ? r.until.load(mo_relaxed)
-                                                                      : 0;
+  return idx >= r.lo.load(mo_relaxed) && idx < r.hi.load(mo_relaxed) ? r.until.load(mo_relaxed) : 0;
 }
 /// The part of a wait [start, end) past its start-up exemption (ns).
 inline std::uint64_t wait_beyond_startup(std::uint64_t idx, std::uint64_t start,

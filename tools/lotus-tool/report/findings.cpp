@@ -153,9 +153,8 @@ bool training_waits(const report_data& d, const finding_thresholds& t) {
 // The main process's wait share (0 when it cannot be told).
 double wait_share_of(const report_data& d) {
   const double main_ms = main_ms_of(d);
-  return d.stats.wait.s.count != 0 && main_ms > 0
-             ? std::min(1.0, d.stats.wait_total_ms() / main_ms)
-             : 0.0;
+  return d.stats.wait.s.count != 0 && main_ms > 0 ? std::min(1.0, d.stats.wait_total_ms() / main_ms)
+                                                  : 0.0;
 }
 
 // Whether training waits enough for what slows the loader to be worth acting on (wait_act, a
@@ -202,8 +201,8 @@ double persistent_gain(const report_data& d) {
 
 // A change to the start-up and what the model (or the measured run) says it saves.
 struct startup_fix {
-  std::string setting;  ///< the finding's subject.setting
-  std::string text;     ///< the advice
+  std::string setting;   ///< the finding's subject.setting
+  std::string text;      ///< the advice
   double saving_ms = 0;  ///< main-process time saved over the run
 };
 
@@ -214,8 +213,8 @@ std::string startup_unpredictable(const report_data& d) {
   if (!r.known) return r.why_unknown;
   if (c.ttfb_ms <= 0) return "no iterator's first batch was recorded";
   if (std::abs(r.ttfb_ms - c.ttfb_ms) > 0.25 * c.ttfb_ms) {
-    return "the model replays this setting's first batch at " + format_ms(r.ttfb_ms) +
-           " against " + format_ms(c.ttfb_ms) + " measured, so it predicts no other";
+    return "the model replays this setting's first batch at " + format_ms(r.ttfb_ms) + " against " +
+           format_ms(c.ttfb_ms) + " measured, so it predicts no other";
   }
   return {};
 }
@@ -455,8 +454,8 @@ finding wait_finding(const report_data& d, const finding_thresholds& t) {
     const std::vector<startup_fix> fixes = by_gpu ? std::vector<startup_fix>{} : startup_fixes(d);
     if (!by_gpu && su >= 0.5 * share && d.stats.startup.present()) {
       f.title = f.title.substr(0, f.title.size() - 1) + ", " + pct(su) +
-                " of it starting workers (mostly " +
-                startup_cause_words(d.stats.startup.dominant) + ").";
+                " of it starting workers (mostly " + startup_cause_words(d.stats.startup.dominant) +
+                ").";
       f.subject["startup"] = d.stats.startup.dominant;
     }
     const worker_change w2 = d.ranks.size() >= 2 ? worker_change{} : more_workers_advice(d, t);
@@ -635,11 +634,10 @@ finding measured_startup_finding(const report_data& d, const finding_thresholds&
     f.evidence += " Per worker: " + format_ms(c.fork_ms) + " to fork.";
   }
   if (c.init_fn_ms > 0) f.evidence += " worker_init_fn: " + format_ms(c.init_fn_ms) + " each.";
-  f.evidence += " On the way to the first batches: the dataset's pickle " +
-                format_ms(a.pickle_ms) + ", imports " + format_ms(a.imports_ms) +
-                ", process starts " + format_ms(a.process_ms) + ", worker_init_fn " +
-                format_ms(a.init_fn_ms) + ", the first batch itself " +
-                format_ms(a.first_batch_ms) + ".";
+  f.evidence += " On the way to the first batches: the dataset's pickle " + format_ms(a.pickle_ms) +
+                ", imports " + format_ms(a.imports_ms) + ", process starts " +
+                format_ms(a.process_ms) + ", worker_init_fn " + format_ms(a.init_fn_ms) +
+                ", the first batch itself " + format_ms(a.first_batch_ms) + ".";
   const std::vector<startup_fix> fixes = startup_fixes(d);
   const startup_prediction replay = predict_startup(c, c.method, c.workers);
   if (replay.known) {

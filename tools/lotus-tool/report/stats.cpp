@@ -102,13 +102,20 @@ nlohmann::json startup_json(const stats_result& r) {
   for (const startup_iteration& it : a.iterations) {
     nlohmann::json w = nlohmann::json::array();
     for (const startup_worker_figures& x : it.workers_seen) {
-      w.push_back({{"slot", x.slot},          {"pid", x.pid},
-                   {"call_ms", x.call_ms},    {"pickle_ms", x.pickle_ms},
-                   {"handoff_ms", x.handoff_ms}, {"return_ms", x.return_ms},
-                   {"bytes", x.bytes},        {"booted", x.booted},
-                   {"boot_ms", x.boot_ms},    {"import_ms", x.import_ms},
-                   {"unpickle_ms", x.unpickle_ms}, {"init_fn_ms", x.init_fn_ms},
-                   {"setup_ms", x.setup_ms},  {"ready_ms", x.ready_ms},
+      w.push_back({{"slot", x.slot},
+                   {"pid", x.pid},
+                   {"call_ms", x.call_ms},
+                   {"pickle_ms", x.pickle_ms},
+                   {"handoff_ms", x.handoff_ms},
+                   {"return_ms", x.return_ms},
+                   {"bytes", x.bytes},
+                   {"booted", x.booted},
+                   {"boot_ms", x.boot_ms},
+                   {"import_ms", x.import_ms},
+                   {"unpickle_ms", x.unpickle_ms},
+                   {"init_fn_ms", x.init_fn_ms},
+                   {"setup_ms", x.setup_ms},
+                   {"ready_ms", x.ready_ms},
                    {"cpu_ms", x.cpu_ms}});
     }
     iters.push_back({{"pid", it.pid},
@@ -420,28 +427,29 @@ void gpu_text(std::string& out, const gpu_figures& g, const stats_result& r) {
 void startup_text(std::string& out, const stats_result& r) {
   const startup_analysis& a = r.startup;
   const startup_costs& c = a.costs;
-  append_fmt(out, "\nWorker start-up (iter(loader) to its first batch; %zu iterator%s, %s, %u "
-                  "worker%s%s):\n",
-             a.iterations.size(), a.iterations.size() == 1 ? "" : "s", c.method.c_str(),
-             c.workers, c.workers == 1 ? "" : "s", c.persistent ? ", persistent" : "");
+  append_fmt(out,
+             "\nWorker start-up (iter(loader) to its first batch; %zu iterator%s, %s, %u "
+             "worker%s%s):\n",
+             a.iterations.size(), a.iterations.size() == 1 ? "" : "s", c.method.c_str(), c.workers,
+             c.workers == 1 ? "" : "s", c.persistent ? ", persistent" : "");
   double worst = 0;
   for (const auto& it : a.iterations) worst = std::max(worst, it.ttfb_ms);
-  append_fmt(out, "\ttime to first batch: mean %s, max %s; %s in all",
-             format_ms(c.ttfb_ms).c_str(), format_ms(worst).c_str(), format_ms(a.ttfb_ms).c_str());
+  append_fmt(out, "\ttime to first batch: mean %s, max %s; %s in all", format_ms(c.ttfb_ms).c_str(),
+             format_ms(worst).c_str(), format_ms(a.ttfb_ms).c_str());
   if (r.main_elapsed_ms > 0) {
     append_fmt(out, " of %s main-process time (%.1f%%)", format_ms(r.main_elapsed_ms).c_str(),
                100 * std::min(1.0, a.ttfb_ms / r.main_elapsed_ms));
   }
   out += "\n";
   if (c.bytes > 0) {
-    append_fmt(out, "\tper worker: a %.1f MB pickle (pickled in %s in the main process, unpickled "
-                    "in %s), %s of interpreter start and imports, Process.start() %s\n",
+    append_fmt(out,
+               "\tper worker: a %.1f MB pickle (pickled in %s in the main process, unpickled "
+               "in %s), %s of interpreter start and imports, Process.start() %s\n",
                c.bytes / 1e6, format_ms(c.pickle_ms).c_str(), format_ms(c.unpickle_ms).c_str(),
                format_ms(c.boot_ms + c.import_ms).c_str(),
                format_ms(c.pickle_ms + c.handoff_ms).c_str());
   } else if (c.method == "fork") {
-    append_fmt(out, "\tper worker: Process.start() (the fork) %s\n",
-               format_ms(c.fork_ms).c_str());
+    append_fmt(out, "\tper worker: Process.start() (the fork) %s\n", format_ms(c.fork_ms).c_str());
   }
   if (c.init_fn_ms > 0) {
     append_fmt(out, "\tworker_init_fn: %s a worker\n", format_ms(c.init_fn_ms).c_str());

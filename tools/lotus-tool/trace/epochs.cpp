@@ -56,8 +56,7 @@ std::vector<unsigned> cut_main_epochs(std::vector<main_rec>& recs,
     queued_before_wait = 0;
   };
   for (const main_rec& r : recs) {
-    if ((r.kind == k_main_queued || r.kind == k_main_startup) && r.first && open &&
-        cur.batches > 0)
+    if ((r.kind == k_main_queued || r.kind == k_main_startup) && r.first && open && cur.batches > 0)
       close();
     if (!open) {
       open = true;

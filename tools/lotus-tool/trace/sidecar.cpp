@@ -143,9 +143,9 @@ class sidecar_parser {
       startup_line(ls, key);
     } else if (key == "startup_boot") {
       startup_boot b;
-      std::uint64_t* f[] = {&b.ppid,    &b.slot,        &b.loaded_ns,   &b.imported_ns,
-                            &b.entered_ns, &b.init_ns,  &b.init_dur_ns, &b.init_cpu_ns,
-                            &b.ready_ns, &b.cpu_ns};
+      std::uint64_t* f[] = {&b.ppid,       &b.slot,    &b.loaded_ns,   &b.imported_ns,
+                            &b.entered_ns, &b.init_ns, &b.init_dur_ns, &b.init_cpu_ns,
+                            &b.ready_ns,   &b.cpu_ns};
       bool ok = true;
       for (std::uint64_t* x : f) ok = ok && read_u(ls, key, *x);
       if (ok && !proc_.boot) proc_.boot = b;  // the first: a worker starts once

@@ -10,7 +10,7 @@ namespace lotus_tool {
 namespace {
 
 constexpr double k_pipe_buffer_bytes = 65536;  // Linux's default pipe capacity
-constexpr double k_exec_ms = 40;   // a spawned interpreter's own start, before any import
+constexpr double k_exec_ms = 40;             // a spawned interpreter's own start, before any import
 constexpr double k_fork_from_server_ms = 3;  // a forkserver's fork of a preloaded process
 constexpr double k_fork_ms_guess = 15;       // a fork, where the run measured none
 

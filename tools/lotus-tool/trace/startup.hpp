@@ -21,19 +21,19 @@ namespace lotus_tool {
 /// One worker's start, in ms (offsets from its iterator's begin; durations otherwise).
 struct startup_worker_figures {
   std::uint64_t slot = 0, pid = 0;
-  double call_ms = 0;      ///< Process.start() called (offset)
-  double pickle_ms = 0;    ///< its arguments pickled in the main process (spawn, forkserver)
-  double handoff_ms = 0;   ///< the rest of Process.start(): fork, or exec and the pipe's transfer
-  double return_ms = 0;    ///< Process.start() returned (offset)
-  std::uint64_t bytes = 0; ///< the pickle's size (the dataset and the loader's arguments)
-  bool booted = false;     ///< its own `startup_boot` line was found
-  double boot_ms = 0;      ///< from its launch to unpickling its loop (interpreter, main module)
-  double import_ms = 0;    ///< importing torch's DataLoader
-  double unpickle_ms = 0;  ///< unpickling the rest of its arguments (the dataset)
-  double init_fn_ms = 0;   ///< worker_init_fn (wall)
-  double setup_ms = 0;     ///< the rest up to its first request for an index
-  double ready_ms = 0;     ///< its first request for an index (offset)
-  double cpu_ms = 0;       ///< the process's CPU time by then
+  double call_ms = 0;       ///< Process.start() called (offset)
+  double pickle_ms = 0;     ///< its arguments pickled in the main process (spawn, forkserver)
+  double handoff_ms = 0;    ///< the rest of Process.start(): fork, or exec and the pipe's transfer
+  double return_ms = 0;     ///< Process.start() returned (offset)
+  std::uint64_t bytes = 0;  ///< the pickle's size (the dataset and the loader's arguments)
+  bool booted = false;      ///< its own `startup_boot` line was found
+  double boot_ms = 0;       ///< from its launch to unpickling its loop (interpreter, main module)
+  double import_ms = 0;     ///< importing torch's DataLoader
+  double unpickle_ms = 0;   ///< unpickling the rest of its arguments (the dataset)
+  double init_fn_ms = 0;    ///< worker_init_fn (wall)
+  double setup_ms = 0;      ///< the rest up to its first request for an index
+  double ready_ms = 0;      ///< its first request for an index (offset)
+  double cpu_ms = 0;        ///< the process's CPU time by then
 };
 
 /// One iterator that started workers.
@@ -54,19 +54,19 @@ struct startup_iteration {
 
 /// Per-worker costs averaged over the run's iterators: the start-up model's inputs.
 struct startup_costs {
-  std::string method;       ///< the measured start method
-  unsigned workers = 0;     ///< the measured worker count (the most in one iterator)
+  std::string method;    ///< the measured start method
+  unsigned workers = 0;  ///< the measured worker count (the most in one iterator)
   unsigned iterators = 0;
   bool persistent = false;
-  double bytes = 0;         ///< the pickle's size per worker (spawn, forkserver)
-  double pickle_ms = 0;     ///< pickling it, per worker
-  double handoff_ms = 0;    ///< the rest of Process.start(), per worker
+  double bytes = 0;       ///< the pickle's size per worker (spawn, forkserver)
+  double pickle_ms = 0;   ///< pickling it, per worker
+  double handoff_ms = 0;  ///< the rest of Process.start(), per worker
   double boot_ms = 0, import_ms = 0, unpickle_ms = 0, init_fn_ms = 0, init_cpu_ms = 0,
-         setup_ms = 0;      ///< per worker (the workers' own lines)
-  double fork_ms = 0;       ///< Process.start() of a fork run, per worker
+         setup_ms = 0;        ///< per worker (the workers' own lines)
+  double fork_ms = 0;         ///< Process.start() of a fork run, per worker
   double first_batch_ms = 0;  ///< from the later of __init__'s return and worker 0's readiness
   double ttfb_ms = 0, init_ms = 0;  ///< means over the iterators
-  double cores = 0;  ///< the main process's allowed CPUs (0: not recorded)
+  double cores = 0;                 ///< the main process's allowed CPUs (0: not recorded)
 };
 
 /// What the run's start-up lines say.

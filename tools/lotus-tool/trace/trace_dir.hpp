@@ -186,8 +186,8 @@ struct startup_boot {
   std::uint64_t ppid = 0, slot = 0, loaded_ns = 0, imported_ns = 0, entered_ns = 0, init_ns = 0,
                 init_dur_ns = 0, init_cpu_ns = 0, ready_ns = 0, cpu_ns = 0;
 };
-constexpr std::size_t k_max_startups = 4096;          ///< `startup` lines kept per process
-constexpr std::size_t k_max_startup_workers = 4096;   ///< `startup_worker` lines per iterator
+constexpr std::size_t k_max_startups = 4096;         ///< `startup` lines kept per process
+constexpr std::size_t k_max_startup_workers = 4096;  ///< `startup_worker` lines per iterator
 
 /// From one `.<prefix>.lotus-meta_<pid>` sidecar (or several with the same pid and host: a
 /// reused directory; their stats are summed).
