@@ -41,7 +41,8 @@ class PathsDataset:
                     time.sleep(self.hang_s)
         if self.item_ms:
             time.sleep(self.item_ms / 1e3)
-        return torch.full((4,), float(len(self.paths[i % len(self.paths)])))
+        n = len(self.paths)
+        return torch.full((4,), float(len(self.paths[i % n])) if n else 1.0)
 
 
 class Sampler:

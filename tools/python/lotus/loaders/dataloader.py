@@ -225,6 +225,15 @@ _NOT_A_BATCH = object()
 _STARTUP_GRACE_NS = 2_000_000_000
 
 
+def _past_the_end(it):
+    """Whether the iterator has handed over every batch of its epoch (a sized sampler): the call
+    that raises StopIteration shuts the workers down (joins them) and waits for no batch."""
+    try:
+        return it._rcvd_idx >= len(it._index_sampler)
+    except (AttributeError, TypeError):
+        return False
+
+
 def main_side(cls, worker_owner, worker_key, unwrap=None, resume_offset=None):
     """The replacements of an iterator class of torch's multiprocessing shape.
 
@@ -295,7 +304,8 @@ def main_side(cls, worker_owner, worker_key, unwrap=None, resume_offset=None):
         # Lotus takes the wait start once per _next_data call, before its loop; the wait is in
         # progress (wait>X fires during it) until the call returns.
         self._lotus_wait = (_wait_begin(self._rcvd_idx + self._lotus_offset)
-                            if _gate(self._dataset) and not self._lotus_init else 0)
+                            if _gate(self._dataset) and not self._lotus_init
+                            and not _past_the_end(self) else 0)
         if self._lotus_wait and _nvtx_on():  # the wait as an NVTX range, ended at the arrival
             _lotus._nvtx_end(self._lotus_nvtx_wait)
             self._lotus_nvtx_wait = _lotus._nvtx_wait_start()
