@@ -1,0 +1,80 @@
+# SPDX-License-Identifier: MIT
+"""The start-up model against measured runs: whatif from one run, every other setting measured.
+
+    python3 bench/python/startup_whatif.py [--from spawn:2] [--paths 400000] [--epochs 2]
+        [--methods fork,spawn,forkserver] [--workers 2,4,8] [--out DIR]
+
+Runs tests/python/startup_scenario.py (a dataset of --paths file paths as a Python list, 8 batches
+an epoch, non-persistent workers) once per setting, traced, then asks `lotus-tool whatif` for each
+setting from the --from run alone and prints a Markdown table: measured and predicted time to first
+batch and epoch (means over the epochs), and the errors. Needs LOTUS_TOOL (lotus-tool) and the
+lotus package on PYTHONPATH. About 3-4 minutes on 2 cores for the default matrix.
+"""
+
+import argparse
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+
+HERE = pathlib.Path(__file__).resolve().parent
+SCENARIO = HERE.parent.parent / "tests" / "python" / "startup_scenario.py"
+
+
+def run(out, method, workers, a):
+    args = [sys.executable, str(SCENARIO), str(out), "--method", method, "--workers",
+            str(workers), "--paths", str(a.paths), "--epochs", str(a.epochs), "--batches", "8"]
+    r = subprocess.run(args, capture_output=True, text=True, timeout=900)
+    if r.returncode != 0:
+        sys.exit(f"{method}:{workers} failed:\n{r.stderr[-3000:]}")
+    job = json.loads(r.stdout.strip().splitlines()[-1])
+    n = len(job["epochs"])
+    return (sum(e["ttfb_s"] for e in job["epochs"]) / n,
+            sum(e["epoch_s"] for e in job["epochs"]) / n, job)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--from", dest="source", default="spawn:2")
+    ap.add_argument("--paths", type=int, default=400000)
+    ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--methods", default="fork,spawn,forkserver")
+    ap.add_argument("--workers", default="2,4,8")
+    ap.add_argument("--out")
+    a = ap.parse_args()
+    tool = os.environ.get("LOTUS_TOOL", "lotus-tool")
+    root = pathlib.Path(a.out or tempfile.mkdtemp(prefix="lotus-startup-"))
+    src_method, src_workers = a.source.split(":")
+    src = root / f"{src_method}-{src_workers}"
+    run(src, src_method, int(src_workers), a)
+    rows = []
+    for method in a.methods.split(","):
+        for w in (int(x) for x in a.workers.split(",")):
+            # Every setting measured by a run of its own (the source's too: its replay is then
+            # compared with another run, as every prediction is).
+            ttfb, epoch, _ = run(root / f"{method}-{w}-measured", method, w, a)
+            js = json.loads(subprocess.run(
+                [tool, "whatif", str(src), "--workers", str(w), "--start-method", method,
+                 "--json"], capture_output=True, text=True, check=True).stdout)
+            su = js["startup"]
+            pt = su["predicted_ttfb_ms"]
+            pe = js["predicted"]["epoch_seconds"]
+            rows.append((method, w, ttfb, pt / 1e3 if pt is not None else None, epoch, pe,
+                         su["note"]))
+    print(f"From `{a.source}` ({a.paths} paths, {a.epochs} epochs, 8 batches each, "
+          f"non-persistent; python {sys.version.split()[0]}):\n")
+    print("| setting | time to first batch: measured | predicted | error | epoch: measured "
+          "| predicted | error |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for method, w, ttfb, pt, epoch, pe, note in rows:
+        te = f"{100 * (pt - ttfb) / ttfb:+.0f} %" if pt is not None else "not predicted"
+        ee = f"{100 * (pe - epoch) / epoch:+.0f} %" if pt is not None else "–"
+        print(f"| {method}, {w} workers | {ttfb:.2f} s | "
+              f"{'%.2f s' % pt if pt is not None else '–'} | {te} | {epoch:.2f} s | "
+              f"{pe:.2f} s | {ee} |" + (f" {note}" if note and pt is None else ""))
+
+
+if __name__ == "__main__":
+    main()
