@@ -167,7 +167,7 @@ class atom {
 // The hot path of a span (clock, ring, name cache), the runtime's entry points, the state words the
 // inline fast paths read, and the bodies of the public macros. The runtime's definitions follow in
 // the one file that defines LOTUS_IMPLEMENTATION (runtime/runtime.hpp); every other file sees only
-// what is here and the weak nullptr table of detail/no_runtime.hpp.
+// what is here and a weak reference to the runtime's table (detail/entry_calls.hpp).
 
 #include <cstddef>      // size_t
 #include <cstdint>      // uint64_t
@@ -256,9 +256,10 @@ enum : int { map_unread = 0, map_idle = 1, map_active = 2 };
 
 // The runtime's cold entry points (detail/entry.hpp). The one file of the program that defines
 // LOTUS_IMPLEMENTATION before it includes <lotus/lotus.hpp> compiles them and their table, whose
-// accessor runtime_entry_points() is LOTUS_DETAIL_API: strong there, weak in every other file,
-// where it returns nullptr (detail/no_runtime.hpp), so that a program with no implementation still
-// links, runs untraced and says what to add.
+// accessor runtime_entry_points() is LOTUS_DETAIL_API: defined there, a weak reference (declared,
+// never defined) in every other file, which is nullptr where no object of the process defines it
+// (detail/entry_calls.hpp), so that a program with no implementation still links, runs untraced
+// and says what to add, and one whose implementation is in a shared library it links uses that.
 #if defined(LOTUS_IMPLEMENTATION)
 #  define LOTUS_DETAIL_API
 #elif defined(__GNUC__) || defined(__clang__)
@@ -662,9 +663,9 @@ inline void declare_own_loader() noexcept;
 inline void epoch_begins() noexcept;
 
 /// The runtime's entry points above, as the implementation file fills them (runtime/
-/// entry_table.hpp). Every call above goes through runtime_entry_points(): one weak function per
-/// file that is not the implementation (it returns nullptr: no runtime), not one weak no-op per
-/// entry point, which cost every recording file 0.12 G compiler instructions at -O2.
+/// entry_table.hpp). Every call above goes through runtime_entry_points(): one weak reference per
+/// file that is not the implementation (nullptr: no runtime linked), not one weak no-op per entry
+/// point, which cost every recording file 0.12 G compiler instructions at -O2.
 struct runtime_entries {
   void (*push_slow)(const record_site*, std::uint64_t, std::uint64_t, std::uint64_t) noexcept;
   int (*initialize_mode)() noexcept;
@@ -706,8 +707,9 @@ struct runtime_entries {
   void (*epoch_begins)() noexcept;
 };
 
-/// The implementation file's table (strong), else nullptr (a weak definition in every other file:
-/// detail/no_runtime.hpp): the program has no runtime, and the calls above take their no-op.
+/// The implementation file's table. Defined there only; every other file declares it weak and
+/// calls it through runtime_linked() (detail/entry_calls.hpp): where no object of the process
+/// defines it the reference is nullptr, and the calls above take their no-op.
 LOTUS_DETAIL_API const runtime_entries* runtime_entry_points() noexcept;
 
 }  // namespace detail
@@ -963,26 +965,38 @@ inline void inflight_wait(inflight& f, std::uint64_t idx, std::uint64_t t0) noex
 }
 
 /// The batches of the current epoch whose wait includes a worker's start-up, [lo, hi): each
-/// worker's first batch (a DataLoader sends batch i to worker i % num_workers first; spawned
-/// workers import torch for seconds, and unevenly). The wait triggers skip them. By default batch
-/// 0; lotus.torch sets them at each epoch (set_startup_batches).
+/// worker's first batch (a DataLoader sends batch i to worker i % num_workers first), and until
+/// when (realtime ns): the wait triggers count such a wait from `until` on, so the exemption is
+/// bounded (a batch that hangs after its worker is up still fires). By default batch 0 of a C++
+/// loader, unbounded; lotus.torch sets them at each iterator that starts workers (an empty range
+/// for an epoch of persistent workers: nothing is start-up there).
 struct startup_batches {
   atom<std::uint64_t> lo{0};
   atom<std::uint64_t> hi{1};
+  atom<std::uint64_t> until{~std::uint64_t{0}};
 };
 inline startup_batches& startup_batch_range() noexcept {
   static startup_batches r;
   return r;
 }
-inline void set_startup_batches(std::uint64_t lo, std::uint64_t hi) noexcept {
+inline void set_startup_batches(std::uint64_t lo, std::uint64_t hi,
+                                std::uint64_t until_ns = ~std::uint64_t{0}) noexcept {
   startup_batches& r = startup_batch_range();
+  r.until.store(until_ns, mo_relaxed);
   r.lo.store(lo, mo_relaxed);
-  r.hi.store(hi > lo ? hi : lo + 1, mo_relaxed);
+  r.hi.store(hi > lo ? hi : lo, mo_relaxed);
 }
-/// Whether the wait for batch `idx` includes a worker's start-up (no stall).
-inline bool startup_batch(std::uint64_t idx) noexcept {
+/// Until when the wait for batch `idx` is a worker's start-up (realtime ns; 0: it is not).
+inline std::uint64_t startup_until(std::uint64_t idx) noexcept {
   const startup_batches& r = startup_batch_range();
-  return idx == 0 || (idx >= r.lo.load(mo_relaxed) && idx < r.hi.load(mo_relaxed));
+  return idx >= r.lo.load(mo_relaxed) && idx < r.hi.load(mo_relaxed) ? r.until.load(mo_relaxed) : 0;
+}
+/// The part of a wait [start, end) past its start-up exemption (ns).
+inline std::uint64_t wait_beyond_startup(std::uint64_t idx, std::uint64_t start,
+                                         std::uint64_t end) noexcept {
+  const std::uint64_t until = startup_until(idx);
+  const std::uint64_t from = until > start ? until : start;
+  return end > from ? end - from : 0;
 }
 
 }  // namespace detail
@@ -1178,9 +1192,9 @@ inline atom<int> map_mode{map_unread};
 #define LOTUS_AMALGAMATED_LOTUS_DETAIL_ENTRY_CALLS_HPP
 // lotus — every call into the runtime, through its table or to the no-op (internal)
 // SPDX-License-Identifier: MIT
-// The inline bodies of detail/entry.hpp's declarations. Each asks runtime_entry_points() for the
-// implementation file's table and calls its entry; where the program has no implementation (the
-// table is nullptr) it takes the no-op that keeps the program running untraced, and the first
+// The inline bodies of detail/entry.hpp's declarations. Each asks runtime_linked() for the
+// implementation's table and calls its entry; where none is linked (the table is nullptr) it
+// takes the no-op that keeps the program running untraced, and the first
 // call into lotus (a record, configure, capture) writes one line to stderr that says what to add.
 // Every path here is async-signal-safe (a first record may be in a signal handler).
 
@@ -1220,17 +1234,49 @@ namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
 
+/// Whether a function is there: the address of a weak reference (below) is nullptr where no object
+/// of the process defines it. A function, so that the strong declaration of the implementation
+/// file, where the answer is always yes, draws no "never null" warning.
+template <class F>
+LOTUS_DETAIL_FORCE_INLINE constexpr bool linked(F* f) noexcept {
+  return f != nullptr;
+}
+
+/// The table of the runtime this file's calls reach, or nullptr. In the implementation file
+/// runtime_entry_points() is its own definition. In every other file it is only a weak reference,
+/// never a definition: the linker binds it to the implementation of the program, and the dynamic
+/// loader to the one of a shared library the program links; nullptr where the process has none. A
+/// weak definition here (lotus 0.1.0's "no runtime") was exported by a program without a runtime,
+/// and the dynamic loader bound a shared library's own calls to it: its runtime was switched off.
+///
+/// g_runtime_loaded: a runtime loaded after the program started (dlopen), where the program and
+/// the library share lotus's variables (a program that exports its symbols, -rdynamic). The
+/// library's runtime publishes its table here as the library loads, and withdraws it as it is
+/// unloaded (runtime/entry_table.hpp): the program's calls, and those of the library's that the
+/// dynamic loader bound to the program's copies of lotus's inline functions, reach it. Elsewhere
+/// each object has its own copy, and the weak reference answers first.
+inline atom<const runtime_entries*> g_runtime_loaded{nullptr};
+
+LOTUS_DETAIL_FORCE_INLINE const runtime_entries* runtime_linked() noexcept {
+  if (linked(&runtime_entry_points)) return runtime_entry_points();
+  return g_runtime_loaded.load(mo_acquire);
+}
+
 /// The line a program without a runtime writes once, at its first call into lotus.
+/// "Linked to this program": a runtime that a shared library loads later (dlopen) still records
+/// that library's own code.
 inline constexpr char no_runtime_line[] =
-    "lotus: this program has no lotus runtime, so nothing is traced: in exactly one .cpp file, "
-    "#define LOTUS_IMPLEMENTATION before #include <lotus/lotus.hpp> (or link CMake's "
-    "lotus::lotus)\n";
+    "lotus: no lotus runtime is linked to this program, so its records are dropped: in exactly "
+    "one .cpp file, #define LOTUS_IMPLEMENTATION before #include <lotus/lotus.hpp> (or link "
+    "CMake's lotus::lotus)\n";
 
 inline atom<bool> no_runtime_said{false};
 
-/// Once per process: the line above on stderr; tracing is off from then on.
+/// Once per process: the line above on stderr. The mode is left as it is: where the program
+/// exports its variables (-rdynamic), a shared library loaded later shares them, and its runtime
+/// must not find itself switched off (each call here then costs this check, in a program that
+/// records nothing).
 inline void no_runtime_notice() noexcept {
-  g_mode.store(mode_off, mo_relaxed);
   if (no_runtime_said.exchange(true, mo_relaxed)) return;
   const ssize_t written = ::write(2, no_runtime_line, sizeof no_runtime_line - 1);
   static_cast<void>(written);  // nothing to do when stderr is closed
@@ -1238,33 +1284,33 @@ inline void no_runtime_notice() noexcept {
 
 inline void push_slow(const record_site* loc, std::uint64_t t0, std::uint64_t t1,
                       std::uint64_t idx) noexcept {
-  if (const runtime_entries* e = runtime_entry_points()) e->push_slow(loc, t0, t1, idx);
+  if (const runtime_entries* e = runtime_linked()) e->push_slow(loc, t0, t1, idx);
 }
 
 inline int initialize_mode() noexcept {
-  if (const runtime_entries* e = runtime_entry_points()) return e->initialize_mode();
+  if (const runtime_entries* e = runtime_linked()) return e->initialize_mode();
   no_runtime_notice();
   return mode_off;
 }
 
 inline span_start span_start_slow(int mode, const record_site& loc, std::uint64_t idx) noexcept {
-  if (const runtime_entries* e = runtime_entry_points()) return e->span_start_slow(mode, loc, idx);
+  if (const runtime_entries* e = runtime_linked()) return e->span_start_slow(mode, loc, idx);
   if (mode == mode_uninit) no_runtime_notice();
   return {nullptr, 0};
 }
 
 inline void span_end_slow(int mode, const record_site* tagged, std::uint64_t t0,
                           std::uint64_t idx) noexcept {
-  if (const runtime_entries* e = runtime_entry_points()) e->span_end_slow(mode, tagged, t0, idx);
+  if (const runtime_entries* e = runtime_linked()) e->span_end_slow(mode, tagged, t0, idx);
 }
 
 inline inflight* inflight_registered() noexcept {
-  if (const runtime_entries* e = runtime_entry_points()) return e->inflight_registered();
+  if (const runtime_entries* e = runtime_linked()) return e->inflight_registered();
   return nullptr;
 }
 
 inline const record_site& intern(std::string_view name, std::uint32_t flags) {
-  if (const runtime_entries* e = runtime_entry_points()) return e->intern(name, flags);
+  if (const runtime_entries* e = runtime_linked()) return e->intern(name, flags);
   no_runtime_notice();
   static constexpr record_site nowhere{"", "", "", 0, 0};
   return nowhere;
@@ -1272,14 +1318,14 @@ inline const record_site& intern(std::string_view name, std::uint32_t flags) {
 
 inline const record_site* intern_dynamic(const char* name, std::size_t key_size,
                                          std::uint64_t hash) noexcept {
-  if (const runtime_entries* e = runtime_entry_points())
+  if (const runtime_entries* e = runtime_linked())
     return e->intern_dynamic(name, key_size, hash);
   no_runtime_notice();
   return nullptr;
 }
 
 inline void api_configure(const options& opts) {
-  if (const runtime_entries* e = runtime_entry_points()) {
+  if (const runtime_entries* e = runtime_linked()) {
     e->api_configure(opts);
     return;
   }
@@ -1287,87 +1333,87 @@ inline void api_configure(const options& opts) {
 }
 
 inline void api_flush() noexcept {
-  if (const runtime_entries* e = runtime_entry_points()) e->api_flush();
+  if (const runtime_entries* e = runtime_linked()) e->api_flush();
 }
 
 inline void api_shutdown() noexcept {
-  if (const runtime_entries* e = runtime_entry_points()) e->api_shutdown();
+  if (const runtime_entries* e = runtime_linked()) e->api_shutdown();
 }
 
 inline trace_stats api_stats() noexcept {
-  if (const runtime_entries* e = runtime_entry_points()) return e->api_stats();
+  if (const runtime_entries* e = runtime_linked()) return e->api_stats();
   return {};
 }
 
 inline bool api_capture(const char* reason, std::size_t size) noexcept {
-  if (const runtime_entries* e = runtime_entry_points()) return e->api_capture(reason, size);
+  if (const runtime_entries* e = runtime_linked()) return e->api_capture(reason, size);
   no_runtime_notice();
   return false;
 }
 
 inline bool trigger_valid(const char* text, std::size_t size) noexcept {
-  if (const runtime_entries* e = runtime_entry_points()) return e->trigger_valid(text, size);
+  if (const runtime_entries* e = runtime_linked()) return e->trigger_valid(text, size);
   return true;
 }
 
 inline bool nvtx_push(const record_site& loc, std::uint64_t idx) noexcept {
-  if (const runtime_entries* e = runtime_entry_points()) return e->nvtx_push(loc, idx);
+  if (const runtime_entries* e = runtime_linked()) return e->nvtx_push(loc, idx);
   return false;
 }
 
 inline void nvtx_pop() noexcept {
-  if (const runtime_entries* e = runtime_entry_points()) e->nvtx_pop();
+  if (const runtime_entries* e = runtime_linked()) e->nvtx_pop();
 }
 
 inline void nvtx_mark(const record_site& loc, std::uint64_t idx) noexcept {
-  if (const runtime_entries* e = runtime_entry_points()) e->nvtx_mark(loc, idx);
+  if (const runtime_entries* e = runtime_linked()) e->nvtx_mark(loc, idx);
 }
 
 inline std::uint64_t nvtx_start(const record_site& loc, std::uint64_t idx) noexcept {
-  if (const runtime_entries* e = runtime_entry_points()) return e->nvtx_start(loc, idx);
+  if (const runtime_entries* e = runtime_linked()) return e->nvtx_start(loc, idx);
   return 0;
 }
 
 inline void nvtx_end(std::uint64_t id) noexcept {
-  if (const runtime_entries* e = runtime_entry_points()) e->nvtx_end(id);
+  if (const runtime_entries* e = runtime_linked()) e->nvtx_end(id);
 }
 
 inline bool nvtx_compiled() noexcept {
-  if (const runtime_entries* e = runtime_entry_points()) return e->nvtx_compiled();
+  if (const runtime_entries* e = runtime_linked()) return e->nvtx_compiled();
   return false;
 }
 
 inline bool nvtx_active() noexcept {
-  if (const runtime_entries* e = runtime_entry_points()) return e->nvtx_active();
+  if (const runtime_entries* e = runtime_linked()) return e->nvtx_active();
   return false;
 }
 
 inline bool annotations_active() noexcept {
-  if (const runtime_entries* e = runtime_entry_points()) return e->annotations_active();
+  if (const runtime_entries* e = runtime_linked()) return e->annotations_active();
   return false;
 }
 
 inline bool itt_open() noexcept {
-  if (const runtime_entries* e = runtime_entry_points()) return e->itt_open();
+  if (const runtime_entries* e = runtime_linked()) return e->itt_open();
   return false;
 }
 
 inline bool itt_task_push(const record_site& loc) noexcept {
-  if (const runtime_entries* e = runtime_entry_points()) return e->itt_task_push(loc);
+  if (const runtime_entries* e = runtime_linked()) return e->itt_task_push(loc);
   return false;
 }
 
 inline void itt_task_pop() noexcept {
-  if (const runtime_entries* e = runtime_entry_points()) e->itt_task_pop();
+  if (const runtime_entries* e = runtime_linked()) e->itt_task_pop();
 }
 
 inline bool itt_active() noexcept {
-  if (const runtime_entries* e = runtime_entry_points()) return e->itt_active();
+  if (const runtime_entries* e = runtime_linked()) return e->itt_active();
   return false;
 }
 
 inline void collector_resume_slow(const char* region) noexcept {
-  if (const runtime_entries* e = runtime_entry_points()) {
+  if (const runtime_entries* e = runtime_linked()) {
     e->collector_resume_slow(region);
     return;
   }
@@ -1375,7 +1421,7 @@ inline void collector_resume_slow(const char* region) noexcept {
 }
 
 inline void collector_pause_slow(const char* region) noexcept {
-  if (const runtime_entries* e = runtime_entry_points()) {
+  if (const runtime_entries* e = runtime_linked()) {
     e->collector_pause_slow(region);
     return;
   }
@@ -1383,7 +1429,7 @@ inline void collector_pause_slow(const char* region) noexcept {
 }
 
 inline void collector_detach_slow() noexcept {
-  if (const runtime_entries* e = runtime_entry_points()) {
+  if (const runtime_entries* e = runtime_linked()) {
     e->collector_detach_slow();
     return;
   }
@@ -1391,7 +1437,7 @@ inline void collector_detach_slow() noexcept {
 }
 
 inline void collector_initialize() noexcept {
-  if (const runtime_entries* e = runtime_entry_points()) {
+  if (const runtime_entries* e = runtime_linked()) {
     e->collector_initialize();
     return;
   }
@@ -1399,46 +1445,46 @@ inline void collector_initialize() noexcept {
 }
 
 inline collector::kind collector_attached() noexcept {
-  if (const runtime_entries* e = runtime_entry_points()) return e->collector_attached();
+  if (const runtime_entries* e = runtime_linked()) return e->collector_attached();
   return collector::kind::none;
 }
 
 inline const char* map_gate_enter(const char* name) noexcept {
-  if (const runtime_entries* e = runtime_entry_points()) return e->map_gate_enter(name);
+  if (const runtime_entries* e = runtime_linked()) return e->map_gate_enter(name);
   map_mode.store(map_idle, mo_relaxed);
   return nullptr;
 }
 
 inline res_sample resources_read() noexcept {
-  if (const runtime_entries* e = runtime_entry_points()) return e->resources_read();
+  if (const runtime_entries* e = runtime_linked()) return e->resources_read();
   return {};
 }
 
 inline void resources_record(const res_sample& begin, std::uint64_t t0, std::uint64_t t1,
                              std::uint64_t idx) noexcept {
-  if (const runtime_entries* e = runtime_entry_points()) e->resources_record(begin, t0, t1, idx);
+  if (const runtime_entries* e = runtime_linked()) e->resources_record(begin, t0, t1, idx);
 }
 
 inline bool op_resources_begin() noexcept {
-  if (const runtime_entries* e = runtime_entry_points()) return e->op_resources_begin();
+  if (const runtime_entries* e = runtime_linked()) return e->op_resources_begin();
   return false;
 }
 
 inline void op_resources_end(const record_site* loc, std::uint64_t ticks) noexcept {
-  if (const runtime_entries* e = runtime_entry_points()) e->op_resources_end(loc, ticks);
+  if (const runtime_entries* e = runtime_linked()) e->op_resources_end(loc, ticks);
 }
 
 inline std::uint64_t writer_cpu_ns() noexcept {
-  if (const runtime_entries* e = runtime_entry_points()) return e->writer_cpu_ns();
+  if (const runtime_entries* e = runtime_linked()) return e->writer_cpu_ns();
   return 0;
 }
 
 inline void declare_own_loader() noexcept {
-  if (const runtime_entries* e = runtime_entry_points()) e->declare_own_loader();
+  if (const runtime_entries* e = runtime_linked()) e->declare_own_loader();
 }
 
 inline void epoch_begins() noexcept {
-  if (const runtime_entries* e = runtime_entry_points()) e->epoch_begins();
+  if (const runtime_entries* e = runtime_linked()) e->epoch_begins();
 }
 
 }  // namespace detail
@@ -1448,8 +1494,8 @@ inline void epoch_begins() noexcept {
 // ---- end lotus/detail/entry_calls.hpp ----
 
 // The runtime: compiled in the one file that defines LOTUS_IMPLEMENTATION (lotus.hpp adds the
-// collectors, LOTUS_MAP_REGION's selection and the table there); every other file gets the weak
-// "no runtime" (a nullptr table).
+// collectors, LOTUS_MAP_REGION's selection and the table there); every other file only refers
+// to its table, weakly (detail/entry_calls.hpp's runtime_linked()).
 #ifdef LOTUS_IMPLEMENTATION
 // ---- begin lotus/runtime/runtime.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_RUNTIME_HPP
@@ -5336,13 +5382,17 @@ inline epoch_state& epochs() noexcept {
 
 /// The loader begins an epoch (batch_tracker::reset(), lotus.torch at the epoch's first index).
 /// Lock-free; a few ns.
-inline void note_epoch() noexcept {
-  timespec ts{};
-  ::clock_gettime(CLOCK_REALTIME, &ts);
+/// `start_ns` (realtime ns, 0: now): when it began, earlier than this call where the loader's
+/// start (lotus.torch: `iter(loader)`, before its workers started) is the epoch's start.
+inline void note_epoch(std::uint64_t start_ns = 0) noexcept {
+  if (start_ns == 0) {
+    timespec ts{};
+    ::clock_gettime(CLOCK_REALTIME, &ts);
+    start_ns = static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u +
+               static_cast<std::uint64_t>(ts.tv_nsec);
+  }
   epoch_state& e = epochs();
-  e.start_ns.store(
-      static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u + static_cast<std::uint64_t>(ts.tv_nsec),
-      mo_relaxed);
+  e.start_ns.store(start_ns, mo_relaxed);
   e.pid.store(static_cast<int>(::getpid()), mo_relaxed);
   e.count.fetch_add(1, mo_release);
 }
@@ -6413,9 +6463,9 @@ class flight_recorder {
       waits_[waits_count_++ % max_waits] = wait_span{start, end};
     }
     // Each worker's first batch of an epoch waits for it to start (spawn: seconds of imports):
-    // no stall. A wait the in-progress check fired for already (same start) is within the
-    // hold-off.
-    if (set_.wait_ns != 0 && dur > set_.wait_ns && !startup_batch(idx) && !wait_fired_ &&
+    // that part is no stall, for a bounded time (startup_until). A wait the in-progress check
+    // fired for already (same start) is within the hold-off.
+    if (set_.wait_ns != 0 && wait_beyond_startup(idx, start, end) > set_.wait_ns && !wait_fired_ &&
         start >= holdoff_until_) {
       wait_fired_ = true;
       wait_idx_ = idx;
@@ -6448,10 +6498,10 @@ class flight_recorder {
                       static_cast<unsigned long long>(set_.batch_ns / 1000000),
                       static_cast<unsigned long long>(e[i].tid),
                       static_cast<unsigned long long>(e[i].idx), ms);
-      } else if (e[i].what == inflight_entry::wait && set_.wait_ns != 0 && age > set_.wait_ns &&
-                 !startup_batch(e[i].idx)) {
+      } else if (e[i].what == inflight_entry::wait && set_.wait_ns != 0 &&
+                 wait_beyond_startup(e[i].idx, e[i].since_ns, now) > set_.wait_ns) {
         // Each worker's first batch of an epoch waits for it to start (spawn: seconds of
-        // imports, unevenly).
+        // imports, unevenly): counted from the end of its bounded exemption.
         std::snprintf(reason, sizeof reason,
                       "wait>%llums: waiting for batch %llu for %llu ms (still waiting)",
                       static_cast<unsigned long long>(set_.wait_ns / 1000000),
@@ -9975,33 +10025,6 @@ inline void rt_epoch_begins() noexcept { note_epoch(); }
 }  // namespace lotus
 #endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_RUNTIME_HPP
 // ---- end lotus/runtime/runtime.hpp ----
-#else
-// ---- begin lotus/detail/no_runtime.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_NO_RUNTIME_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_NO_RUNTIME_HPP
-// lotus — the weak "no runtime" of every file that is not the implementation (internal)
-// SPDX-License-Identifier: MIT
-// A file that includes lotus without LOTUS_IMPLEMENTATION gets one weak definition: the runtime's
-// table is nullptr. The file of the program that defines LOTUS_IMPLEMENTATION (or CMake's
-// lotus::lotus, or the Python module) defines it strongly (runtime/entry_table.hpp), and the
-// linker keeps that one. A program with no implementation anywhere links this one: every call into
-// the runtime takes its no-op (detail/entry_calls.hpp), it runs untraced, and its first call into
-// lotus writes one line to stderr that says what to add.
-
-
-#define LOTUS_DETAIL_NO_RUNTIME 1
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-namespace detail {
-
-LOTUS_DETAIL_API const runtime_entries* runtime_entry_points() noexcept { return nullptr; }
-
-}  // namespace detail
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_NO_RUNTIME_HPP
-// ---- end lotus/detail/no_runtime.hpp ----
 #endif
 #endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_ENABLED_HPP
 // ---- end lotus/detail/enabled.hpp ----
@@ -10101,9 +10124,10 @@ constexpr const char* tool_name(kind k) noexcept {
 
 // The runtime's cold entry points (detail/entry.hpp). The one file of the program that defines
 // LOTUS_IMPLEMENTATION before it includes <lotus/lotus.hpp> compiles them and their table, whose
-// accessor runtime_entry_points() is LOTUS_DETAIL_API: strong there, weak in every other file,
-// where it returns nullptr (detail/no_runtime.hpp), so that a program with no implementation still
-// links, runs untraced and says what to add.
+// accessor runtime_entry_points() is LOTUS_DETAIL_API: defined there, a weak reference (declared,
+// never defined) in every other file, which is nullptr where no object of the process defines it
+// (detail/entry_calls.hpp), so that a program with no implementation still links, runs untraced
+// and says what to add, and one whose implementation is in a shared library it links uses that.
 #if defined(LOTUS_IMPLEMENTATION)
 #  define LOTUS_DETAIL_API
 #elif defined(__GNUC__) || defined(__clang__)
@@ -10193,26 +10217,38 @@ inline void inflight_wait(inflight& f, std::uint64_t idx, std::uint64_t t0) noex
 }
 
 /// The batches of the current epoch whose wait includes a worker's start-up, [lo, hi): each
-/// worker's first batch (a DataLoader sends batch i to worker i % num_workers first; spawned
-/// workers import torch for seconds, and unevenly). The wait triggers skip them. By default batch
-/// 0; lotus.torch sets them at each epoch (set_startup_batches).
+/// worker's first batch (a DataLoader sends batch i to worker i % num_workers first), and until
+/// when (realtime ns): the wait triggers count such a wait from `until` on, so the exemption is
+/// bounded (a batch that hangs after its worker is up still fires). By default batch 0 of a C++
+/// loader, unbounded; lotus.torch sets them at each iterator that starts workers (an empty range
+/// for an epoch of persistent workers: nothing is start-up there).
 struct startup_batches {
   atom<std::uint64_t> lo{0};
   atom<std::uint64_t> hi{1};
+  atom<std::uint64_t> until{~std::uint64_t{0}};
 };
 inline startup_batches& startup_batch_range() noexcept {
   static startup_batches r;
   return r;
 }
-inline void set_startup_batches(std::uint64_t lo, std::uint64_t hi) noexcept {
+inline void set_startup_batches(std::uint64_t lo, std::uint64_t hi,
+                                std::uint64_t until_ns = ~std::uint64_t{0}) noexcept {
   startup_batches& r = startup_batch_range();
+  r.until.store(until_ns, mo_relaxed);
   r.lo.store(lo, mo_relaxed);
-  r.hi.store(hi > lo ? hi : lo + 1, mo_relaxed);
+  r.hi.store(hi > lo ? hi : lo, mo_relaxed);
 }
-/// Whether the wait for batch `idx` includes a worker's start-up (no stall).
-inline bool startup_batch(std::uint64_t idx) noexcept {
+/// Until when the wait for batch `idx` is a worker's start-up (realtime ns; 0: it is not).
+inline std::uint64_t startup_until(std::uint64_t idx) noexcept {
   const startup_batches& r = startup_batch_range();
-  return idx == 0 || (idx >= r.lo.load(mo_relaxed) && idx < r.hi.load(mo_relaxed));
+  return idx >= r.lo.load(mo_relaxed) && idx < r.hi.load(mo_relaxed) ? r.until.load(mo_relaxed) : 0;
+}
+/// The part of a wait [start, end) past its start-up exemption (ns).
+inline std::uint64_t wait_beyond_startup(std::uint64_t idx, std::uint64_t start,
+                                         std::uint64_t end) noexcept {
+  const std::uint64_t until = startup_until(idx);
+  const std::uint64_t from = until > start ? until : start;
+  return end > from ? end - from : 0;
 }
 
 }  // namespace detail
@@ -10735,9 +10771,10 @@ class batch_scope {
 
 // The runtime's cold entry points (detail/entry.hpp). The one file of the program that defines
 // LOTUS_IMPLEMENTATION before it includes <lotus/lotus.hpp> compiles them and their table, whose
-// accessor runtime_entry_points() is LOTUS_DETAIL_API: strong there, weak in every other file,
-// where it returns nullptr (detail/no_runtime.hpp), so that a program with no implementation still
-// links, runs untraced and says what to add.
+// accessor runtime_entry_points() is LOTUS_DETAIL_API: defined there, a weak reference (declared,
+// never defined) in every other file, which is nullptr where no object of the process defines it
+// (detail/entry_calls.hpp), so that a program with no implementation still links, runs untraced
+// and says what to add, and one whose implementation is in a shared library it links uses that.
 #if defined(LOTUS_IMPLEMENTATION)
 #  define LOTUS_DETAIL_API
 #elif defined(__GNUC__) || defined(__clang__)
@@ -12222,8 +12259,8 @@ LOTUS_DETAIL_COLD inline const char* rt_map_gate_enter(const char* name) noexcep
 // lotus — the runtime's table of entry points, in the implementation file (internal)
 // SPDX-License-Identifier: MIT
 // Included last by <lotus/lotus.hpp> where LOTUS_IMPLEMENTATION is defined, after the runtime and
-// the collectors: their rt_<name> definitions fill detail/entry.hpp's runtime_entries, and the
-// strong runtime_entry_points() returns it (every other file's weak one returns nullptr).
+// the collectors: their rt_<name> definitions fill detail/entry.hpp's runtime_entries, and
+// runtime_entry_points() returns it (every other file holds only a weak reference to it).
 
 
 namespace lotus {
@@ -12272,6 +12309,23 @@ inline constexpr runtime_entries runtime_table{
 };
 
 const runtime_entries* runtime_entry_points() noexcept { return &runtime_table; }
+
+/// Publishes the table in g_runtime_loaded (detail/entry_calls.hpp) while this object is loaded,
+/// for a program without a runtime that loads it with dlopen and shares lotus's variables with
+/// it; the first runtime loaded keeps it. One per implementation file (internal linkage).
+struct runtime_publisher {
+  runtime_publisher() noexcept {
+    const runtime_entries* none = nullptr;
+    g_runtime_loaded.compare_exchange_strong(none, &runtime_table, mo_acq_rel);
+  }
+  ~runtime_publisher() {
+    const runtime_entries* mine = &runtime_table;
+    g_runtime_loaded.compare_exchange_strong(mine, nullptr, mo_acq_rel);
+  }
+  runtime_publisher(const runtime_publisher&) = delete;
+  runtime_publisher& operator=(const runtime_publisher&) = delete;
+};
+static const runtime_publisher runtime_published;
 
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI

@@ -2,7 +2,7 @@
 # cmake -DPROGRAM=<consumer built without an implementation file> -P no_runtime.cmake: the program
 # links, runs untraced (consumer --untraced checks its counts) and writes exactly one line to
 # stderr, the one that says what to add.
-set(_expected "lotus: this program has no lotus runtime, so nothing is traced: in exactly one .cpp file, #define LOTUS_IMPLEMENTATION before #include <lotus/lotus.hpp> (or link CMake's lotus::lotus)\n")
+set(_expected "lotus: no lotus runtime is linked to this program, so its records are dropped: in exactly one .cpp file, #define LOTUS_IMPLEMENTATION before #include <lotus/lotus.hpp> (or link CMake's lotus::lotus)\n")
 execute_process(COMMAND "${PROGRAM}" --untraced RESULT_VARIABLE _rc OUTPUT_VARIABLE _out
                 ERROR_VARIABLE _err)
 message(STATUS "stdout: ${_out}")

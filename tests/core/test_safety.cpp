@@ -966,6 +966,45 @@ TEST_CASE("two lotus runtimes in one process: one byte budget, one stats line fo
 #endif
 }
 
+TEST_CASE("a program with no runtime never switches off a shared library's runtime",
+          "[safety][no_runtime]") {
+  // Issue #71: the program's weak "no runtime" definition was exported, the dynamic loader bound
+  // the library's calls to it: the library's 200 records and the program's 2 were lost, and
+  // stderr said "this program has no lotus runtime" although one was loaded.
+#ifndef LOTUS_PLAIN_LINKED
+  WARN("skipped: the shared runtime library is not built in sanitizer builds");
+#else
+  lotus_test::temp_dir dir;
+  SECTION("linked: the library's runtime records the program too") {
+    const auto c = run_child({LOTUS_PLAIN_LINKED, "200"}, {{"LOTUS_LOG_FILE", dir / "t"}});
+    INFO("stdout:\n" << c.run.out << "stderr:\n" << c.run.err);
+    REQUIRE(c.run.exit_code == 0);
+    CHECK(c.run.err.empty());
+    const auto disk = read_disk(dir.path);
+    CHECK(disk.bad == 0);
+    CHECK(disk.lines_named("SLibrary") == 200);
+    CHECK(disk.lines_named("SProgram") == 2);
+  }
+  SECTION("loaded with dlopen by a program that exports its symbols") {
+    const auto c = run_child({LOTUS_PLAIN_LOADER, "200", LOTUS_DL_RUNTIME},
+                             {{"LOTUS_LOG_FILE", dir / "t"}});
+    INFO("stdout:\n" << c.run.out << "stderr:\n" << c.run.err);
+    REQUIRE(c.run.exit_code == 0);
+    // The program's own code has no runtime, and says so (not "nothing is traced").
+    CHECK(c.run.err ==
+          "lotus: no lotus runtime is linked to this program, so its records are dropped: in "
+          "exactly one .cpp file, #define LOTUS_IMPLEMENTATION before #include "
+          "<lotus/lotus.hpp> (or link CMake's lotus::lotus)\n");
+    const auto disk = read_disk(dir.path);
+    CHECK(disk.bad == 0);
+    CHECK(disk.lines_named("SLibrary") == 200);
+    // The program's first scope, before the library was loaded, is dropped; its second, after,
+    // reaches the library's runtime (published as it loaded).
+    CHECK(disk.lines_named("SProgram") == 1);
+  }
+#endif
+}
+
 TEST_CASE("fork() while other threads make the first events: the child never hangs",
           "[safety][fork]") {
   if (lotus_test::k_sanitized) {

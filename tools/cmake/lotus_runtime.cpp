@@ -2,8 +2,8 @@
 // SPDX-License-Identifier: MIT
 // The static library lotus::lotus is this file. A program that links it has the runtime; its own
 // files include <lotus/lotus.hpp> without LOTUS_IMPLEMENTATION. lotus_runtime_v0 is what the
-// target's `-u` asks the linker for, so that it takes this object although every file that
-// includes lotus already carries a weak runtime_entry_points() (detail/no_runtime.hpp).
+// target's `-u` asks the linker for, so that it takes this object: every other file refers to
+// runtime_entry_points() only weakly, and a weak reference never takes an object out of an archive.
 #define LOTUS_IMPLEMENTATION
 #include <lotus/lotus.hpp>
 

@@ -3,7 +3,7 @@
 // The hot path of a span (clock, ring, name cache), the runtime's entry points, the state words the
 // inline fast paths read, and the bodies of the public macros. The runtime's definitions follow in
 // the one file that defines LOTUS_IMPLEMENTATION (runtime/runtime.hpp); every other file sees only
-// what is here and the weak nullptr table of detail/no_runtime.hpp.
+// what is here and a weak reference to the runtime's table (detail/entry_calls.hpp).
 #pragma once
 
 #include <cstddef>      // size_t
@@ -122,10 +122,8 @@ inline atom<int> map_mode{map_unread};
 #include "lotus/detail/entry_calls.hpp"
 
 // The runtime: compiled in the one file that defines LOTUS_IMPLEMENTATION (lotus.hpp adds the
-// collectors, LOTUS_MAP_REGION's selection and the table there); every other file gets the weak
-// "no runtime" (a nullptr table).
+// collectors, LOTUS_MAP_REGION's selection and the table there); every other file only refers
+// to its table, weakly (detail/entry_calls.hpp's runtime_linked()).
 #ifdef LOTUS_IMPLEMENTATION
 #  include "lotus/runtime/runtime.hpp"
-#else
-#  include "lotus/detail/no_runtime.hpp"
 #endif

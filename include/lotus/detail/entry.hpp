@@ -134,9 +134,9 @@ inline void declare_own_loader() noexcept;
 inline void epoch_begins() noexcept;
 
 /// The runtime's entry points above, as the implementation file fills them (runtime/
-/// entry_table.hpp). Every call above goes through runtime_entry_points(): one weak function per
-/// file that is not the implementation (it returns nullptr: no runtime), not one weak no-op per
-/// entry point, which cost every recording file 0.12 G compiler instructions at -O2.
+/// entry_table.hpp). Every call above goes through runtime_entry_points(): one weak reference per
+/// file that is not the implementation (nullptr: no runtime linked), not one weak no-op per entry
+/// point, which cost every recording file 0.12 G compiler instructions at -O2.
 struct runtime_entries {
   void (*push_slow)(const record_site*, std::uint64_t, std::uint64_t, std::uint64_t) noexcept;
   int (*initialize_mode)() noexcept;
@@ -178,8 +178,9 @@ struct runtime_entries {
   void (*epoch_begins)() noexcept;
 };
 
-/// The implementation file's table (strong), else nullptr (a weak definition in every other file:
-/// detail/no_runtime.hpp): the program has no runtime, and the calls above take their no-op.
+/// The implementation file's table. Defined there only; every other file declares it weak and
+/// calls it through runtime_linked() (detail/entry_calls.hpp): where no object of the process
+/// defines it the reference is nullptr, and the calls above take their no-op.
 LOTUS_DETAIL_API const runtime_entries* runtime_entry_points() noexcept;
 
 }  // namespace detail

@@ -1,8 +1,8 @@
 // lotus — the runtime's table of entry points, in the implementation file (internal)
 // SPDX-License-Identifier: MIT
 // Included last by <lotus/lotus.hpp> where LOTUS_IMPLEMENTATION is defined, after the runtime and
-// the collectors: their rt_<name> definitions fill detail/entry.hpp's runtime_entries, and the
-// strong runtime_entry_points() returns it (every other file's weak one returns nullptr).
+// the collectors: their rt_<name> definitions fill detail/entry.hpp's runtime_entries, and
+// runtime_entry_points() returns it (every other file holds only a weak reference to it).
 #pragma once
 
 #include "lotus/detail/entry.hpp"
@@ -53,6 +53,23 @@ inline constexpr runtime_entries runtime_table{
 };
 
 const runtime_entries* runtime_entry_points() noexcept { return &runtime_table; }
+
+/// Publishes the table in g_runtime_loaded (detail/entry_calls.hpp) while this object is loaded,
+/// for a program without a runtime that loads it with dlopen and shares lotus's variables with
+/// it; the first runtime loaded keeps it. One per implementation file (internal linkage).
+struct runtime_publisher {
+  runtime_publisher() noexcept {
+    const runtime_entries* none = nullptr;
+    g_runtime_loaded.compare_exchange_strong(none, &runtime_table, mo_acq_rel);
+  }
+  ~runtime_publisher() {
+    const runtime_entries* mine = &runtime_table;
+    g_runtime_loaded.compare_exchange_strong(mine, nullptr, mo_acq_rel);
+  }
+  runtime_publisher(const runtime_publisher&) = delete;
+  runtime_publisher& operator=(const runtime_publisher&) = delete;
+};
+static const runtime_publisher runtime_published;
 
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
