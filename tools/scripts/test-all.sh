@@ -19,12 +19,21 @@
 # middle of the 2.x line; about 2.9 GB of wheels each, downloaded once into ~/.cache/lotus-wheels,
 # the venvs kept in ~/.cache/lotus-venvs until the pins change) against the gcc variant's build.
 # Both are in the Debian 12 default.
+# wheel (issue #72): tools/packaging/build-wheel.sh builds lotus-trace's sdist and cp311 wheel here,
+# then tools/packaging/check-wheel.sh installs it into a debootstrap Debian 12 root with only
+# python3-venv and a venv of pip's newest torch (pip install <= 10 s, lotus.torch --check, lotus-tool
+# report, a CMake consumer of the wheel's package config, pip uninstall removes every file), then
+# builds the cp314 wheel in an overlay of a Debian testing root and does the same there, with the
+# tests of PY314_TESTS against the installed wheel (Python 3.14: forkserver by default). Both roots
+# and their venvs are prepared in the background while the first variants build. In the Debian 12 default.
+# conan: `conan create tools/conan` (Conan 2 from PyPI in a venv, pip-stacks.txt [conan]; no remote):
+# builds liblotus.a and runs its test package, a traced program whose records it checks. In the default.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
 codename="$(. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}")" || codename=""
 if [ "$codename" = bookworm ]; then
-  default_variants="lint gcc demo pip-newest pip-middle clang asan tsan single disabled fresh13"
+  default_variants="lint gcc demo pip-newest pip-middle clang asan tsan single disabled conan wheel fresh13"
 else
   default_variants="lint gcc single disabled"
 fi
@@ -136,7 +145,8 @@ pip_stack() {  # pip_stack NAME
   if [ "$name" = newest ]; then
     together+=(test_gpu.py test_autotune_equivalence.py test_flight.py test_live.py
                test_distributed.py test_frame.py)
-    alone=(test_memory.py test_install.py::test_pip_install_into_a_venv_with_pips_torch)
+    # test_startup.py: its parts are measured against the job's own clock, alone.
+    alone=(test_memory.py test_startup.py test_install.py::test_pip_install_into_a_venv_with_pips_torch)
   fi
   local log="$out/pip-$name.pytest.log" log2="$out/pip-$name-serial.pytest.log"
   (cd tests/python && PYTHONPATH="$build/python" LOTUS_TOOL="$build/tools/lotus-tool/lotus-tool" \
@@ -235,7 +245,7 @@ interrupted() {  # Ctrl-C or SIGTERM: end every child (each fresh root's prepara
   for g in "${groups[@]}"; do [ -z "$g" ] || kill -KILL -- "-$g" 2>/dev/null || true; done
   wait 2>/dev/null || true
   local d
-  for d in "$out"/root-bookworm "$out"/root-trixie; do
+  for d in "$out"/root-bookworm "$out"/root-trixie "$out"/root-wheel-*; do
     [ -d "$d" ] || continue
     if grep -q " $d" /proc/mounts; then
       echo "test-all: $d still has mounts; not removing it" >&2
@@ -250,6 +260,54 @@ set -m  # each background job (a stage, a root's preparation) in a process group
 stage_pid=""
 trap 'interrupted SIGINT 130' INT
 trap 'interrupted SIGTERM 143' TERM
+
+# The wheel variant (issue #72). The Python tests run against the wheel installed on Debian testing's
+# Python 3.14 (its default start method, forkserver): add a file here to run it there too.
+PY314_TESTS="test_torch.py test_stateful.py test_nodes.py test_flight.py test_autotune.py test_startup.py"
+start_wheel_prepare() {  # start_wheel_prepare SUITE [--build]: root, venv of pip's torch, .debs
+  local suite="$1"; shift
+  rm -rf --one-file-system "$out/root-wheel-$suite" "$out/root-wheel-$suite.prepare.log"
+  rm -f "$out/root-wheel-$suite.prepare.rc"
+  (rc=0
+   bash tools/packaging/check-wheel.sh --suite "$suite" "$@" --prepare "$out/root-wheel-$suite" \
+     >"$out/root-wheel-$suite.prepare.log" 2>&1 </dev/null || rc=$?
+   echo "$rc" >"$out/root-wheel-$suite.prepare.rc") &
+  prepare_pid[wheel-$suite]=$!
+}
+conan_stage() {  # the Conan 2 recipe, offline; its test package's build tree removed afterwards
+  local venv="${LOTUS_VENV_CACHE:-$HOME/.cache/lotus-venvs}/conan" rc=0
+  bash tools/scripts/pip-stack.sh conan "$venv" || return 1
+  rm -rf "$out/conan-home" tools/conan/test_package/build tools/conan/test_package/CMakeUserPresets.json
+  CONAN_HOME="$out/conan-home" "$venv/bin/conan" profile detect --force >/dev/null 2>&1 || return 1
+  CONAN_HOME="$out/conan-home" "$venv/bin/conan" create tools/conan --build=missing -nr || rc=1
+  rm -rf tools/conan/test_package/build tools/conan/test_package/CMakeUserPresets.json
+  return $rc
+}
+wheel_stage() {  # build the wheel here, then check it in each root (prepared, or prepared now)
+  local rc=0 t=$SECONDS suite args pid
+  rm -rf --one-file-system "$out/wheel-dist"
+  LOTUS_WHEEL_WORK="$out/wheel" bash tools/packaging/build-wheel.sh "$out/wheel-dist" || return 1
+  echo "wheel: built in $((SECONDS - t)) s"
+  rm -f "$out/wheel-testing.pytest.log"
+  for suite in bookworm testing; do
+    t=$SECONDS
+    args=(--suite "$suite")
+    [ "$suite" = bookworm ] || args+=(--build --tests "$PY314_TESTS")
+    pid="${prepare_pid[wheel-$suite]:-}"
+    if [ -n "$pid" ] && prepared "wheel-$suite" "$pid"; then
+      grep -v '^du: ' "$out/root-wheel-$suite.prepare.log" | tail -3
+    else
+      [ -z "$pid" ] || tail -5 "$out/root-wheel-$suite.prepare.log"
+      rm -rf --one-file-system "$out/root-wheel-$suite"
+      bash tools/packaging/check-wheel.sh "${args[@]}" --prepare "$out/root-wheel-$suite" || { rc=1; continue; }
+    fi
+    LOTUS_WHEEL_PYTEST_LOG="$out/wheel-testing.pytest.log" \
+      bash tools/packaging/check-wheel.sh "${args[@]}" --root "$out/root-wheel-$suite" "$out/wheel-dist" || rc=1
+    echo "wheel: $suite checked in $((SECONDS - t)) s"
+  done
+  count_pytest_log "$out/wheel-testing.pytest.log" || rc=1
+  return $rc
+}
 
 # What this run will do, before it does it.
 echo "test-all: variants: $variants; build trees in $out"
@@ -281,6 +339,7 @@ case " $variants " in *" pip-newest "*) start_pip_prepare newest ;; esac
 case " $variants " in *" pip-middle "*) start_pip_prepare middle ;; esac
 case " $variants " in *" fresh13 "*) start_prepare trixie --tests ;; esac
 case " $variants " in *" fresh "*) start_prepare bookworm ;; esac
+case " $variants " in *" wheel "*) start_wheel_prepare bookworm; start_wheel_prepare testing --build ;; esac
 # The stack variant proves a release's own packages: lotus-tool and the module built by its GCC with
 # -Werror, lotus.torch's records on its torch (fork, the main process, distributed, live), the docs' commands (the tool's own tests run in gcc and asan). The Python tests of what
 # does not depend on the release (the flight recorder, causes, memory, mapping, spawn start-up,
@@ -305,6 +364,8 @@ for v in $variants; do
     lint) stage "lint: SPDX lines, tracked outputs, clang-format-14 and single_include freshness" lint ;;
     demo) stage "demo: tools/scripts/demo.sh on this machine, its outputs checked" demo ;;
     fresh) stage "fresh: tools/scripts/demo.sh on a debootstrap Debian 12 root" fresh_stage bookworm ;;
+    conan) stage "conan: conan create tools/conan (Conan 2, offline), its test package's traced program" conan_stage ;;
+    wheel) stage "wheel: lotus-trace's wheel built, installed and checked on Debian 12 (3.11) and testing (3.14) roots without a compiler" wheel_stage ;;
     fresh13) stage "fresh13: tools/scripts/demo.sh, then the stack variant, on a debootstrap Debian 13 root" fresh13 ;;
     stack) stage "stack: lotus-tool built, Python and docs tests on this release's GCC, CLI11 and torch, -Werror" \
              configure_build_test stack "$stack_ctest" \
