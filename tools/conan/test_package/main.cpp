@@ -1,5 +1,6 @@
+// lotus — Conan test package: a traced loop
 // SPDX-License-Identifier: MIT
-// A traced loop: with LOTUS_LOG_FILE set it writes 4 SBatchPreprocessed_<i> and 4 SNormalize records.
+// With LOTUS_LOG_FILE set, it writes 4 SBatchPreprocessed_<i> and 4 SNormalize records.
 #include <lotus/lotus.hpp>
 
 int main() {
