@@ -3,7 +3,8 @@
 """A traced op's cost from the wheel's module against the source build's, in one run (issue #72).
     /usr/bin/python3 bench/python/bench_wheel_scope.py --source build/python --wheel-python VENV/bin/python
 Alternates child processes (source, wheel, source, wheel, ...; --pairs of them): each imports its
-lotus, traces to a temporary prefix and times `with lotus.scope("Op"): pass` (--ops per repetition,
+lotus, traces to a temporary prefix and times `with lotus.scope("Op"): pass` in the thread's CPU time
+(time.thread_time_ns: what a loaded machine's preemptions do not inflate; --ops per repetition,
 median of --reps, the writer flushed between repetitions). Prints each side's median ns per op and
 the median of the per-pair ratios wheel/source."""
 import argparse
@@ -28,8 +29,8 @@ def empty(n):
 body(ops); lotus.flush()
 out = []
 for _ in range(reps):
-    t = time.perf_counter_ns(); empty(ops); e = time.perf_counter_ns() - t
-    t = time.perf_counter_ns(); body(ops); b = time.perf_counter_ns() - t
+    t = time.thread_time_ns(); empty(ops); e = time.thread_time_ns() - t
+    t = time.thread_time_ns(); body(ops); b = time.thread_time_ns() - t
     lotus.flush()
     out.append((b - e) / ops)
 print(f"{statistics.median(out):.2f} {lotus.__file__}")
@@ -39,12 +40,16 @@ print(f"{statistics.median(out):.2f} {lotus.__file__}")
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--source", required=True, help="the CMake build's python/ directory (PYTHONPATH)")
-    p.add_argument("--source-python", default="/usr/bin/python3")
+    p.add_argument("--source-python", default=None,
+                   help="default: --wheel-python (the same interpreter, the source build first on "
+                        "PYTHONPATH: /usr/bin/python3 against a venv's python measured 16 %% apart "
+                        "with the same module)")
     p.add_argument("--wheel-python", required=True, help="python of a venv with the wheel installed")
     p.add_argument("--ops", type=int, default=20000)
     p.add_argument("--reps", type=int, default=15)
     p.add_argument("--pairs", type=int, default=7)
     a = p.parse_args()
+    a.source_python = a.source_python or a.wheel_python
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "LOTUS_LOG_FILE")}
     res = {"source": [], "wheel": []}
     where = {}
