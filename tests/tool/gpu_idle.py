@@ -8,7 +8,8 @@
   whatif takes the GPU's 45 ms step, not the host's 5 ms;
 * the same trace without `gpu` lines reads exactly as before (host verdict, no "gpu" key);
 * a GPU idle 30 of every 45 ms, hand-overs not measured: "highly", counted and said;
-* a malformed `gpu` line is a warning and is left out.
+* a malformed `gpu` line is a warning and is left out; 200 000 of them are one warning per cause
+  and reading, with the count.
 
     gpu_idle.py LOTUS_TOOL WORK_DIR
 """
@@ -149,9 +150,29 @@ def main():
         write_trace(d4, [f"gpu 0 {T0} {5 * MS} {45 * MS}", "gpu 1 x 2 3", "gpu 2 5 6 nope"])
         r4 = tool("stats", "--json", d4)
         bad = {x for x in r4.stderr.splitlines() if "bad number in 'gpu' line" in x}
-        assert sorted(bad) == sorted(f"warning: {d4}/.p.lotus-meta_10:{n}: bad number in 'gpu' "
-                                     "line" for n in (9, 10)), r4.stderr
+        assert sorted(bad) == [f"warning: {d4}/.p.lotus-meta_10:9: bad number in 'gpu' line "
+                               "(and 1 more line(s) like it)"], r4.stderr
         assert json.loads(r4.stdout)["gpu"]["handovers"] == 1
+
+        # 5. 200 000 malformed lines (issue #71: 600 000 warnings, one per line per reading):
+        # one warning per cause and reading of the sidecar, with the count; the good lines count.
+        d5 = os.path.join(work, "bad_many")
+        K = 200_000
+        write_trace(d5, [f"gpu 0 {T0} {5 * MS} {45 * MS}"] + ["gpu 1 x 2 3"] * K +
+                    ["memory 1 2 x 4 5 6 7", "gpu 2 5 6 nope", "memory y"])
+        r5 = tool("stats", "--json", d5)
+        lines = r5.stderr.splitlines()
+        gpu_w = [x for x in lines if "bad number in 'gpu' line" in x]
+        mem_w = [x for x in lines if "bad number in 'memory' line" in x]
+        # One line per cause: `stats` reads the sidecar three times, and writes each line once.
+        assert len(lines) == 2, (len(lines), lines[:20])
+        assert gpu_w and set(gpu_w) == {
+            f"warning: {d5}/.p.lotus-meta_10:9: bad number in 'gpu' line (and {K} more line(s) "
+            "like it)"}, gpu_w[:5]
+        assert mem_w and set(mem_w) == {
+            f"warning: {d5}/.p.lotus-meta_10:{9 + K}: bad number in 'memory' line (and 1 more "
+            "line(s) like it)"}, mem_w[:5]
+        assert json.loads(r5.stdout)["gpu"]["handovers"] == 1
         print("gpu_idle: ok")
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -39,6 +39,7 @@ class sidecar_parser {
     }
     if (lineno_ == 1 && line.rfind("lotus-meta ", 0) != 0) {
       warn("not a lotus sidecar (first line must be 'lotus-meta <version>'); file ignored");
+      flush_warnings();
       return false;
     }
     std::istringstream ls(line);
@@ -167,6 +168,7 @@ class sidecar_parser {
 
   /// After the last line: what was ignored, then the process into `out`.
   void finish() {
+    flush_warnings();
     const auto note = [&](std::uint64_t n, const std::string& what) {
       if (n != 0) {
         out_.warnings.push_back(file_label_ + ": " + std::to_string(n) + " " + what + " ignored");
@@ -177,6 +179,7 @@ class sidecar_parser {
     note(extra_files_, "'file' line(s) beyond the first 65536");
     if (!have_pid_) {
       warn("sidecar has no valid 'pid' line; file ignored");
+      flush_warnings();
       return;
     }
     for (auto& t : threads_) {
@@ -247,8 +250,44 @@ class sidecar_parser {
     }
   }
 
-  void warn(const std::string& why) {
-    out_.warnings.push_back(file_label_ + ":" + std::to_string(lineno_) + ": " + why);
+  // One warning per cause and reading of the sidecar, not one per line (200 000 malformed `gpu`
+  // lines were 200 000 warnings, per command that read them): the first line of each cause, its
+  // text, and how many more lines had that cause. `cause` groups the lines; `why` is the text of
+  // the first one (its values), by default the cause itself. Kept in the order first seen;
+  // bounded (a cause beyond k_max_warn_causes counts in one line of its own).
+  struct warn_cause {
+    std::uint64_t line = 0, more = 0;
+    std::string text;
+  };
+  static constexpr std::size_t k_max_warn_causes = 64;
+  void warn(const std::string& why) { warn(why, why); }
+  void warn(const std::string& cause, const std::string& why) {
+    const auto it = std::find_if(causes_.begin(), causes_.end(),
+                                 [&](const std::pair<std::string, warn_cause>& c) {
+                                   return c.first == cause;
+                                 });
+    if (it != causes_.end()) {
+      ++it->second.more;
+    } else if (causes_.size() < k_max_warn_causes) {
+      causes_.emplace_back(cause, warn_cause{lineno_, 0, why});
+    } else {
+      ++other_causes_;
+    }
+  }
+  void flush_warnings() {
+    for (const auto& c : causes_) {
+      std::string w = file_label_ + ":" + std::to_string(c.second.line) + ": " + c.second.text;
+      if (c.second.more != 0) {
+        w += " (and " + std::to_string(c.second.more) + " more line(s) like it)";
+      }
+      out_.warnings.push_back(std::move(w));
+    }
+    causes_.clear();
+    if (other_causes_ != 0) {
+      out_.warnings.push_back(file_label_ + ": " + std::to_string(other_causes_) +
+                              " more malformed line(s) of other kinds ignored");
+      other_causes_ = 0;
+    }
   }
   bool read_u(std::istringstream& ls, const std::string& key, std::uint64_t& v) {
     std::string tok;
@@ -282,8 +321,9 @@ class sidecar_parser {
     const bool was = sums.saturated;
     sums.add(b.r);
     if (sums.saturated && !was) {
-      warn("'" + key + "' sums of thread " + std::to_string(b.tid) +
-           " exceed 2^64 - 1: its resource figures are left out of the causes");
+      warn("'" + key + "' sums exceed 2^64 - 1",
+           "'" + key + "' sums of thread " + std::to_string(b.tid) +
+               " exceed 2^64 - 1: its resource figures are left out of the causes");
     }
     if (out_.batch_res.size() + batches_.size() < k_max_batch_resources) {
       batches_.push_back(b);
@@ -431,7 +471,7 @@ class sidecar_parser {
     std::uint64_t rt = 0, mono = 0;
     std::string tok[4];
     if (!(when == "start" || when == "exit")) {
-      warn("unknown 'clocksync' moment '" + when + "'");
+      warn("unknown 'clocksync' moment", "unknown 'clocksync' moment '" + when + "'");
       return;
     }
     if (!read_u(ls, key, rt) || !read_u(ls, key, mono)) return;
@@ -458,8 +498,10 @@ class sidecar_parser {
     c.esterror_us = v[3];
     c.plausible = plausible_clock_sample(c);
     if (!c.plausible) {
-      warn("impossible 'clocksync' values (state " + tok[0] + ", status " + tok[1] + ", maxerror " +
-           tok[2] + " us, esterror " + tok[3] + " us): that clock is taken as not synchronized");
+      warn("impossible 'clocksync' values",
+           "impossible 'clocksync' values (state " + tok[0] + ", status " + tok[1] +
+               ", maxerror " + tok[2] + " us, esterror " + tok[3] +
+               " us): that clock is taken as not synchronized");
     }
     (when == "start" ? proc_.clock_start : proc_.clock_exit) = c;
   }
@@ -521,6 +563,8 @@ class sidecar_parser {
   std::vector<batch_resources> batches_;            // this sidecar's kept `batchres` lines
   std::map<std::uint64_t, std::uint64_t> op_lost_;  // tid -> its last `opres_lost` count
   std::vector<std::string> files_;  // `file <name>`: trace files this process created
+  std::vector<std::pair<std::string, warn_cause>> causes_;  // warn(): cause -> its first line
+  std::uint64_t other_causes_ = 0;
 };
 
 // `next(line, too_long)` yields the sidecar's lines; false at the end. `keep`: see

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdio>
 #include <mutex>
+#include <unordered_set>
 #include <utility>
 
 #include "util/output.hpp"
@@ -17,7 +18,12 @@ struct reporter {
   std::mutex mu;
   diag_sink sink;
   std::atomic<std::uint64_t> counts[3] = {};
+  // The default sink writes a warning or note once per command: a command that reads a
+  // directory several times (stats: the statistics, the start-up, the epochs) would repeat
+  // each of its warnings. Bounded: beyond k_max_said distinct lines, each is written.
+  std::unordered_set<std::string> said;
 };
+constexpr std::size_t k_max_said = 4096;
 
 reporter& the_reporter() {
   static reporter r;
@@ -44,8 +50,13 @@ void report(severity level, const std::string& text, const std::string& origin) 
     if (r.sink) {
       r.sink(d);
     } else {
+      std::string line = format_diagnostic(d);
+      if (level != severity::progress) {
+        if (r.said.count(line) != 0) return;
+        if (r.said.size() < k_max_said) r.said.insert(line);
+      }
       std::fflush(stdout);
-      std::fprintf(stderr, "%s\n", format_diagnostic(d).c_str());
+      std::fprintf(stderr, "%s\n", line.c_str());
     }
   } catch (...) {
     std::fprintf(stderr, "lotus-tool: a diagnostic was lost (out of memory)\n");
