@@ -209,7 +209,9 @@ if [ -n "$tests" ]; then
   step "4. tests/python: $tests (against the installed wheel)"
   rm -rf "$root/root/tests"
   mkdir -p "$root/root/tests"
+  mkdir -p "$root/root/tests/tool"
   cp -a "$here/tests/python" "$root/root/tests/"
+  cp -a "$here/tests/tool/data" "$root/root/tests/tool/"  # lotus-tool's cases some Python tests share
   rc=0
   in_root "$root" "cd /root/tests/python && LOTUS_TOOL=/root/venv/bin/lotus-tool python -m pytest -q \
     -p no:cacheprovider -rfEs --durations=10 -n 2 $tests" 2>&1 | tee "$root/root/pytest.log" || rc=1
