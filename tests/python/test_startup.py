@@ -235,3 +235,45 @@ def test_default_start_method_is_recorded(tmp_path):
     starts = sidecar_lines(out, "startup")
     assert [f[1] for _, f in starts] == [job["method"]]
     assert job["method"] == ("forkserver" if sys.version_info >= (3, 14) else "fork")
+
+
+def test_top_shows_a_start_while_it_lasts(tmp_path):
+    """`lotus-tool top` while spawned workers start: "starting workers: k of 2 up, T s"; the live
+    file's `startup` line says the first batch came once it did (lotus_startup_inflight_seconds 0)."""
+    import re
+    import time
+    if not have("spawn"):
+        pytest.skip("no spawn here")
+    out = tmp_path / "t"
+    env = dict(os.environ)
+    job = subprocess.Popen([sys.executable, SCENARIO, str(out), "--method", "spawn", "--workers",
+                            "2", "--paths", str(PATHS_20MB), "--init-s", "1", "--epochs", "1",
+                            "--batches", "4"], env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    seen = []
+    try:
+        deadline = time.monotonic() + 240
+        while job.poll() is None and time.monotonic() < deadline:
+            if out.exists():
+                r = subprocess.run([TOOL, "top", str(out), "--once"], capture_output=True,
+                                   text=True, timeout=60)
+                m = re.search(r"starting workers: (\d+) of (\d+) up, ([\d.]+) s", r.stdout)
+                if m:
+                    seen.append((int(m.group(1)), int(m.group(2)), float(m.group(3))))
+            time.sleep(0.3)
+        stdout, stderr = job.communicate(timeout=240)
+    finally:
+        if job.poll() is None:
+            job.kill()
+    assert job.returncode == 0, stderr
+    assert seen, "top never showed the start"
+    assert all(w == 2 and 0 <= k <= 2 for k, w, _ in seen), seen
+    assert [t for _, _, t in seen] == sorted(t for _, _, t in seen)  # the start's age grows
+    live = [p for p in out.glob(".lotustrace_log.lotus-live_*")]
+    fields = []
+    for p in live:
+        data = p.read_bytes()
+        used = int(data[:46].split()[3])  # lotus-live 1 <generation> <used>
+        fields += [line.split() for line in data[46:used].decode().splitlines()
+                   if line.startswith("startup ")]
+    assert len(fields) == 1 and int(fields[0][4]) > int(fields[0][1]), fields  # its first batch

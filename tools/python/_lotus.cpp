@@ -779,6 +779,14 @@ PYBIND11_MODULE(_lotus, m) {
       "_declare_worker_id", [](long long id) { lotus::detail::declare_worker_id(id); },
       "The sidecar's `worker_id` line: this process is the DataLoader's worker `id`.");
   m.def(
+      "_startup_progress",
+      [](std::uint64_t begin_ns, std::uint64_t workers, std::uint64_t started,
+         std::uint64_t first_ns) {
+        lotus::detail::note_startup_progress(begin_ns, workers, started, first_ns);
+      },
+      "An iterator's start in progress (the live file's `startup` line): since begin_ns, "
+      "`started` of `workers` workers started, its first batch at first_ns (0: not yet).");
+  m.def(
       "_note_epoch", [](std::uint64_t start_ns) { lotus::detail::note_epoch(start_ns); },
       py::arg("start_ns") = 0,
       "The loader begins an epoch: the sidecar's `epoch` line (lotus.torch, at the first index), "

@@ -116,6 +116,31 @@ inline void note_epoch(std::uint64_t start_ns = 0) noexcept {
   e.count.fetch_add(1, mo_release);
 }
 
+/// A DataLoader iterator starting its workers in this process (lotus.torch): since when (realtime
+/// ns), how many workers it starts, how many Process.start() calls returned, and when its first
+/// batch arrived (0: not yet). The live file's `startup` line (`lotus-tool top`: "starting workers:
+/// 3 of 8 up, 12.4 s"). Written by one thread (the loader's), read by the writer.
+struct startup_progress_state {
+  atom<std::uint64_t> begin_ns{0};
+  atom<std::uint64_t> first_ns{0};
+  atom<std::uint64_t> workers{0};
+  atom<std::uint64_t> started{0};
+  atom<int> pid{0};
+};
+inline startup_progress_state& startup_progress() noexcept {
+  static startup_progress_state s;
+  return s;
+}
+inline void note_startup_progress(std::uint64_t begin_ns, std::uint64_t workers,
+                                  std::uint64_t started, std::uint64_t first_ns) noexcept {
+  startup_progress_state& s = startup_progress();
+  s.pid.store(static_cast<int>(::getpid()), mo_relaxed);
+  s.workers.store(workers, mo_relaxed);
+  s.started.store(started, mo_relaxed);
+  s.first_ns.store(first_ns, mo_relaxed);
+  s.begin_ns.store(begin_ns, mo_release);
+}
+
 /// The epochs this process began (0 in a forked child until it begins one of its own).
 inline std::uint64_t own_epochs() noexcept {
   epoch_state& e = epochs();

@@ -16,6 +16,7 @@
 #include "lotus/config.hpp"
 #include "lotus/detail/clock.hpp"
 #include "lotus/detail/inflight.hpp"
+#include "lotus/detail/loader_kind.hpp"
 #include "lotus/detail/record_name.hpp"
 #include "lotus/options.hpp"
 #include "lotus/record_site.hpp"
@@ -501,6 +502,20 @@ class live_state {
     put(cur.batches - old.batches);
     put("\nconsumed ");
     put(consumed_);
+    // An iterator's start in this process (lotus.torch), while it lasts and once it is over.
+    if (const startup_progress_state& su = startup_progress();
+        su.pid.load(mo_relaxed) == static_cast<int>(::getpid())) {
+      if (const std::uint64_t b = su.begin_ns.load(mo_acquire); b != 0) {
+        put("\nstartup ");
+        put(b);
+        put(" ");
+        put(su.workers.load(mo_relaxed));
+        put(" ");
+        put(su.started.load(mo_relaxed));
+        put(" ");
+        put(su.first_ns.load(mo_relaxed));
+      }
+    }
     put("\nwait ");
     put_hist(wait_);
     put("\n");

@@ -345,6 +345,12 @@ live_process parse_live(std::string_view text) {
       p.window_batches = to_u64(f[4], lineno);
     } else if (key == "consumed") {
       p.consumed = one();
+    } else if (key == "startup") {
+      if (f.size() != 5) bad(lineno, "'startup' takes four values");
+      p.startup_begin_ns = to_u64(f[1], lineno);
+      p.startup_workers = to_u64(f[2], lineno);
+      p.startup_started = to_u64(f[3], lineno);
+      p.startup_first_ns = to_u64(f[4], lineno);
     } else if (key == "wait") {
       if (p.bounds_ns.empty()) bad(lineno, "'wait' before 'bounds'");
       if (f.size() != 3 + p.bounds_ns.size() + 1) bad(lineno, "bad 'wait' histogram");

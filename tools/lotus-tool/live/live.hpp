@@ -68,6 +68,12 @@ struct live_process {
   std::vector<live_op> ops;
   std::vector<live_thread_op> other_ops;
   bool has_inflight = false;  // the file had `inflight` lines (else: none in progress, or older)
+  /// `startup <begin_ns> <workers> <started> <first_ns>`: its last DataLoader iterator's start
+  /// (lotus.torch): since when, workers started of how many, its first batch (0: not yet).
+  std::uint64_t startup_begin_ns = 0, startup_workers = 0, startup_started = 0,
+                startup_first_ns = 0;
+  /// Starting workers now: an iterator began and its first batch has not come.
+  bool starting() const { return startup_begin_ns != 0 && startup_first_ns == 0 && !ended(); }
 
   bool ended() const { return final || gone; }
   /// (host, pid, start): one process, even when its pid is reused later.

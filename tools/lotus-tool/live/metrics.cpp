@@ -165,6 +165,23 @@ std::string render_metrics(const std::vector<live_process>& in, std::uint64_t st
              "\",op=\"" + label(t.op.name) + "\"} " + seconds(inflight_age_ns(*p, t.op)) + "\n";
     }
   }
+  head("lotus_startup_inflight_seconds", "gauge",
+       "How long a DataLoader iterator of the process had been starting its workers (iter(loader) "
+       "to its first batch) when it last published; 0 once its first batch came.");
+  for (const live_process* p : procs) {
+    if (p->startup_begin_ns == 0) continue;
+    const std::uint64_t age = p->starting() && p->updated_ns > p->startup_begin_ns
+                                  ? p->updated_ns - p->startup_begin_ns
+                                  : 0;
+    out += "lotus_startup_inflight_seconds{" + labels(*p) + "} " + seconds(age) + "\n";
+  }
+  head("lotus_startup_workers_started", "gauge",
+       "Workers the process's last DataLoader iterator has started (Process.start() returned).");
+  for (const live_process* p : procs) {
+    if (p->startup_begin_ns == 0) continue;
+    out += "lotus_startup_workers_started{" + labels(*p) + "} " +
+           std::to_string(p->startup_started) + "\n";
+  }
   head("lotus_wait_inflight_seconds", "gauge",
        "How long the consuming process had been waiting for its next batch when it last "
        "published (0 when not waiting or ended).");

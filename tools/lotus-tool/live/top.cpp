@@ -83,7 +83,14 @@ std::string render_top(const std::string& dir, const std::vector<live_process>& 
                pad("-", 11, true);
       }
       out += "   " + format_number("%.1fs", win_s);
-      if (p->main && !p->ended() && p->waiting.active) {
+      if (p->starting()) {
+        out += "   starting workers: " + std::to_string(p->startup_started) + " of " +
+               std::to_string(p->startup_workers) + " up, " +
+               format_number("%.1f s", static_cast<double>(p->updated_ns > p->startup_begin_ns
+                                                               ? p->updated_ns - p->startup_begin_ns
+                                                               : 0) /
+                                           1e9);
+      } else if (p->main && !p->ended() && p->waiting.active) {
         out += "   waiting for batch " + std::to_string(p->waiting.idx) + " for " +
                format_ns_compact(static_cast<double>(inflight_age_ns(*p, p->waiting)));
       }

@@ -305,8 +305,9 @@ nlohmann::json to_json(const stats_result& r, const trace_dir& dir, const record
   if (r.wait.s.count > 0 && r.main_elapsed_ms > 0) {
     j["input_bound"] = {{"class", input_bound_class(r.wait_share())},
                         {"wait_share", r.wait_share()},
-                        {"main_elapsed_ms", r.main_elapsed_ms},
-                        {"startup_wait_ms", r.startup_wait_ms}};
+                        {"main_elapsed_ms", r.main_elapsed_ms}};
+    // The iterators' starts counted as waiting (only where lotus.torch recorded them).
+    if (r.startup_wait_ms > 0) j["input_bound"]["startup_wait_ms"] = r.startup_wait_ms;
     if (gpu.handovers > 0) {
       // The GPU's own measure: the verdict is how long it had nothing to do for its batches.
       j["input_bound"]["class"] = input_bound_class(gpu.idle_share(r.main_elapsed_ms));

@@ -36,11 +36,12 @@ GROUP_RECORDS = {"startup": "worker start-up lines (the sidecar's startup record
 class Iterator:
     """One iterator's start in the main process."""
 
-    __slots__ = ("seq", "begin", "workers", "current", "method", "first")
+    __slots__ = ("seq", "begin", "workers", "current", "method", "first", "expected")
 
-    def __init__(self, seq, begin):
+    def __init__(self, seq, begin, expected):
         self.seq = seq
         self.begin = begin
+        self.expected = expected  # the loader's num_workers
         self.workers = []  # (slot, pid, call, pickled, bytes, return)
         self.current = None  # [pickled_ns, bytes] of the start in progress
         self.method = None
@@ -52,6 +53,16 @@ _active = None  # the iterator whose __init__ runs now (main thread)
 _owner = None  # the thread that runs it
 _worker_loop_type = None  # dataloader.WorkerLoop (set by dataloader.py: no import circle)
 
+# A start that runs longer than this is no ordinary start-up (the wait triggers capture it): 30 s,
+# or 3 times the longest earlier start of this process.
+LONG_START_NS = 30_000_000_000
+_longest = 0
+
+
+def long_start_ns():
+    return max(LONG_START_NS, 3 * _longest)
+
+
 # In a worker: when its WorkerLoop was unpickled and torch's loader imported (0: forked), and
 # worker_init_fn's figures.
 loaded_ns = 0
@@ -59,12 +70,14 @@ imported_ns = 0
 _init = (0, 0, 0)
 
 
-def begin():
-    """iter(loader) of an iterator that may start workers: its record, active until end()."""
+def begin(workers):
+    """iter(loader) of an iterator that may start `workers` workers: its record, active until
+    end()."""
     global _seq, _active, _owner
-    it = Iterator(_seq, _time_ns())
+    it = Iterator(_seq, _time_ns(), workers)
     _seq += 1
     _active = it
+    _lotus._startup_progress(it.begin, workers, 0, 0)
     _owner = _threading.get_ident()
     return it
 
@@ -77,6 +90,7 @@ def end(it, workers, persistent):
         _active = None
     if not it.workers:
         return
+    _lotus._startup_progress(it.begin, it.expected, len(it.workers), 0)
     method = it.method or "unknown"
     lines = [b"startup %d %s %d %d %d %d\n" % (it.seq, method.encode("ascii", "replace"),
                                               workers, 1 if persistent else 0, it.begin, init_end)]
@@ -87,9 +101,12 @@ def end(it, workers, persistent):
 
 
 def first_arrival(it, idx, arrival):
+    global _longest
     if it is None or it.first or not it.workers:
         return
     it.first = True
+    _longest = max(_longest, arrival - it.begin)
+    _lotus._startup_progress(it.begin, it.expected, len(it.workers), arrival)
     note(b"startup_first %d %d %d\n" % (it.seq, idx, arrival))
 
 
@@ -124,6 +141,8 @@ def process_start(self, *args, **kwargs):
             it.method = it.method or getattr(popen, "method", None)
             it.workers.append((len(it.workers), getattr(popen, "pid", 0) or 0, call, cur[0],
                                cur[1], ret))
+            # The live file's `startup` line: "starting workers: 3 of 8 up".
+            _lotus._startup_progress(it.begin, it.expected, len(it.workers), 0)
 
 
 def reduction_dump(obj, file, *args, **kwargs):

@@ -264,10 +264,19 @@ def main_side(cls, worker_owner, worker_key, unwrap=None, resume_offset=None):
         # are loaded again (worker records) but never reach the training loop (no main records).
         self._lotus_init = True
         # The iterator's start (workers started, the first indices queued), from iter(loader).
-        self._lotus_startup = it = _startup.begin() if _gate(loader.dataset) else None
+        self._lotus_startup = it = (_startup.begin(int(getattr(loader, "num_workers", 0) or 0))
+                                    if _gate(loader.dataset) else None)
+        if it is not None:
+            # The start itself is a wait for the first batch, in progress: start-up for a bounded
+            # time (_startup.long_start_ns), past which the wait triggers capture it.
+            _lotus._startup_batches(offset, offset + max(1, it.expected),
+                                    it.begin + _startup.long_start_ns())
+            _wait_begin(offset)
         try:
             _original(cls + ".__init__")(self, loader, *args, **kwargs)
         finally:
+            if it is not None:
+                _wait_done()
             self._lotus_init = False
             if it is not None:
                 _startup.end(it, int(getattr(self, "_num_workers", 0) or 0),
