@@ -510,6 +510,9 @@ struct res_sample {
   std::uint64_t cpu_ns = 0, wait_ns = 0;
   std::uint64_t minflt = 0, majflt = 0, nvcsw = 0, nivcsw = 0;
   bool ok = false;
+  /// Not read because the thread could not be registered at that moment (a signal handler that
+  /// interrupted its registration): the batch's figures are counted as lost at its end.
+  bool lost = false;
 };
 
 }  // namespace detail
@@ -725,8 +728,70 @@ LOTUS_DETAIL_API const runtime_entries* runtime_entry_points() noexcept;
 
 #include <cstddef>  // size_t
 #include <cstdint>  // uint64_t
-#include <cstdlib>  // calloc, free
 
+// ---- begin lotus/detail/pages.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_PAGES_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_PAGES_HPP
+// lotus — memory that a record in a signal handler may take (internal)
+// SPDX-License-Identifier: MIT
+// What a thread's first record, a run-time name's first use, or a table's growth allocates may be
+// allocated in a signal handler that interrupted malloc or free on the same thread: malloc's arena
+// lock is not re-entrant, and the handler would wait for itself (issue #71: 3 runs in 22 hung).
+// These blocks come from mmap and go back with munmap, system calls that take no lock of the
+// process. Page-granular and zeroed: for what a thread or a table needs once or rarely (the run-time
+// names, many and small, come from an arena of such blocks: runtime/intern.hpp).
+
+#include <sys/mman.h>  // mmap, munmap
+
+#include <cstddef>  // size_t
+#include <new>      // placement new
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// Bytes in front of each block: its mapped size, and 64-byte alignment for what follows.
+inline constexpr std::size_t page_header = 64;
+
+/// `size` zeroed bytes, 64-byte aligned; nullptr when out of memory (or address space).
+inline void* page_alloc(std::size_t size) noexcept {
+  const std::size_t total = size + page_header;
+  if (total < size) return nullptr;
+  void* p = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+  *static_cast<std::size_t*>(p) = total;
+  return static_cast<char*>(p) + page_header;
+}
+
+/// Gives back a block of page_alloc (nullptr: nothing).
+inline void page_free(void* p) noexcept {
+  if (p == nullptr) return;
+  char* base = static_cast<char*>(p) - page_header;
+  std::size_t total = 0;
+  __builtin_memcpy(&total, base, sizeof total);
+  ::munmap(base, total);
+}
+
+/// A T constructed in its own block (nullptr when out of memory); page_delete destroys it.
+template <class T>
+T* page_new() noexcept {
+  static_assert(alignof(T) <= page_header, "page_alloc aligns to 64 bytes");
+  void* p = page_alloc(sizeof(T));
+  return p != nullptr ? new (p) T() : nullptr;
+}
+template <class T>
+void page_delete(T* t) noexcept {
+  if (t == nullptr) return;
+  t->~T();
+  page_free(t);
+}
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_PAGES_HPP
+// ---- end lotus/detail/pages.hpp ----
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -766,8 +831,9 @@ LOTUS_DETAIL_FORCE_INLINE std::uint64_t name_hash(const char* p, std::size_t n) 
 }
 
 /// The one open-addressing table of the runtime (the writer's labels, each thread's name cache):
-/// linear probing over a power-of-two array of trivially copyable slots, at most half full,
-/// calloc'ed (an all-zero slot is empty). `Slot` has `bool empty() const` and
+/// linear probing over a power-of-two array of trivially copyable slots, at most half full, in a
+/// zeroed block of detail/pages.hpp (an all-zero slot is empty; a thread's cache grows at a name's
+/// first use, which may be in a signal handler that interrupted malloc). `Slot` has `bool empty() const` and
 /// `std::size_t hash() const`. One owner, no lock; lookups probe `slots` / `mask` themselves.
 template <class Slot>
 struct probe_table {
@@ -781,14 +847,19 @@ struct probe_table {
     if (slots != nullptr && 2 * (used + 1) <= mask + 1) return true;
     const std::size_t cap = slots == nullptr ? first : 2 * (mask + 1);
     if (cap > max_slots) return false;
-    auto* fresh = static_cast<Slot*>(std::calloc(cap, sizeof(Slot)));
+    auto* fresh = static_cast<Slot*>(page_alloc(cap * sizeof(Slot)));
     if (fresh == nullptr) return false;
     for (std::size_t i = 0; slots != nullptr && i <= mask; ++i) {
       if (!slots[i].empty()) *free_slot(fresh, cap - 1, slots[i].hash()) = slots[i];
     }
-    std::free(slots);
+    // A signal handler's lookup on the owner thread may run between any two of these stores:
+    // the new array before its larger mask, the old one freed last.
+    Slot* const old = slots;
     slots = fresh;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
     mask = cap - 1;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    page_free(old);
     return true;
   }
 
@@ -811,9 +882,12 @@ struct probe_table {
   }
 
   void release() noexcept {
-    std::free(slots);
-    slots = nullptr;
+    Slot* const old = slots;
     mask = used = 0;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    slots = nullptr;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    page_free(old);
   }
 
  private:
@@ -869,8 +943,8 @@ inline thread_local name_cache* t_names = nullptr;
 
 #include <cstddef>  // size_t
 #include <cstdint>  // uint64_t
-#include <cstdlib>  // malloc, free
-#include <new>      // nothrow
+#include <cstdlib>  // aligned_alloc, free
+#include <new>      // placement new
 
 // ---- begin lotus/detail/inflight.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_INFLIGHT_HPP
@@ -1036,21 +1110,26 @@ struct alignas(64) ring {
   std::uint64_t capacity = 0;
   thread_state* owner = nullptr;
   inflight* progress = nullptr;  // the owner's spans in progress (every segment of a thread)
+  bool paged = false;            // make(): a block of detail/pages.hpp, else of malloc
 
   // --- consumer side ---
   alignas(64) atom<std::uint64_t> tail{0};
   atom<ring*> next{nullptr};  // set by the producer after its last push here
 
   /// A segment of `capacity` (a power of two) events whose first index is `base`; nullptr when out
-  /// of memory. The slots are not zeroed: a slot is read only after it was published.
-  static ring* make(std::uint64_t cap, std::uint64_t base, thread_state* owner) noexcept {
-    auto* slots = static_cast<event*>(std::malloc(static_cast<std::size_t>(cap) * sizeof(event)));
-    if (slots == nullptr) return nullptr;
-    ring* r = new (std::nothrow) ring();
-    if (r == nullptr) {
-      std::free(slots);
-      return nullptr;
-    }
+  /// of memory. One block, the segment and its slots (not zeroed: a slot is read only after it was
+  /// published). `paged`: from detail/pages.hpp, for the segments made at a thread's first record,
+  /// which may be in a signal handler that interrupted malloc; the writer's (larger) ones are
+  /// malloc's, as they always were.
+  static ring* make(std::uint64_t cap, std::uint64_t base, thread_state* owner,
+                    bool paged = false) noexcept {
+    static_assert(sizeof(ring) % alignof(event) == 0, "the slots follow the segment");
+    const std::size_t bytes = sizeof(ring) + static_cast<std::size_t>(cap) * sizeof(event);
+    void* block = paged ? page_alloc(bytes) : std::aligned_alloc(alignof(ring), bytes);
+    if (block == nullptr) return nullptr;
+    ring* r = new (block) ring();
+    r->paged = paged;
+    auto* slots = reinterpret_cast<event*>(static_cast<char*>(block) + sizeof(ring));
     r->buf = slots;
     r->capacity = cap;
     r->mask = cap - 1;
@@ -1063,8 +1142,13 @@ struct alignas(64) ring {
 
   static void destroy(ring* r) noexcept {
     if (r == nullptr) return;
-    std::free(r->buf);
-    delete r;
+    const bool paged = r->paged;
+    r->~ring();
+    if (paged) {
+      page_free(r);
+    } else {
+      std::free(r);
+    }
   }
 
   /// Fill slot `h` (known to be free) and publish it to the writer.
@@ -4076,7 +4160,7 @@ class tick_converter {
 
 #include <cstddef>  // size_t
 #include <cstdint>  // uint64_t
-#include <cstdlib>  // malloc, calloc, free
+#include <cstdlib>  // malloc (the writer's labels)
 #include <cstring>  // memcpy, memcmp
 
 
@@ -4132,7 +4216,7 @@ class intern_table {
     if (count_ + 1 > mask_ && !grow()) return {};
     // The name the records carry: record_name_char applied (a NUL would otherwise cut it short in
     // the writer, and "a\0x" and "a\0y" would both become "a"). The raw bytes stay the key.
-    auto* n = static_cast<node*>(std::malloc(sizeof(node) + 2 * size + 1));
+    auto* n = static_cast<node*>(arena_take(sizeof(node) + 2 * size + 1));
     if (n == nullptr) return {};
     std::memcpy(n->text, name, size);
     n->text[size] = '\0';
@@ -4166,8 +4250,11 @@ class intern_table {
     to.mask_ = mask_;
     to.count_ = count_;
     to.bytes_ = bytes_;
+    to.arena_ = arena_;
+    to.arena_left_ = arena_left_;
     buckets_ = nullptr;
-    mask_ = count_ = bytes_ = 0;
+    arena_ = nullptr;
+    mask_ = count_ = bytes_ = arena_left_ = 0;
   }
 
  private:
@@ -4197,9 +4284,27 @@ class intern_table {
     return &s;
   }
 
+  /// Node memory: carved from 64 KiB blocks of detail/pages.hpp (a name's first use may be in a
+  /// signal handler that interrupted malloc); nodes live forever, so blocks are never given back.
+  static constexpr std::size_t arena_block = std::size_t{64} << 10;
+  void* arena_take(std::size_t size) noexcept {
+    size = (size + alignof(node) - 1) & ~(alignof(node) - 1);
+    if (size > arena_block / 4) return page_alloc(size);  // a long name: a block of its own
+    if (size > arena_left_) {
+      auto* block = static_cast<char*>(page_alloc(arena_block));
+      if (block == nullptr) return nullptr;
+      arena_ = block;
+      arena_left_ = arena_block;
+    }
+    void* p = arena_;
+    arena_ += size;
+    arena_left_ -= size;
+    return p;
+  }
+
   bool grow() noexcept {
     const std::size_t cap = buckets_ == nullptr ? 64 : 2 * (mask_ + 1);
-    auto** fresh = static_cast<node**>(std::calloc(cap, sizeof(node*)));
+    auto** fresh = static_cast<node**>(page_alloc(cap * sizeof(node*)));
     if (fresh == nullptr) return buckets_ != nullptr;  // keep the old table, just fuller
     for (std::size_t i = 0; buckets_ != nullptr && i <= mask_; ++i) {
       for (node* n = buckets_[i]; n != nullptr;) {
@@ -4209,13 +4314,15 @@ class intern_table {
         n = next;
       }
     }
-    std::free(buckets_);  // the old array only: nodes live forever
+    page_free(buckets_);  // the old array only: nodes live forever
     buckets_ = fresh;
     mask_ = cap - 1;
     return true;
   }
 
   node** buckets_ = nullptr;
+  char* arena_ = nullptr;  // the free part of the current node block
+  std::size_t arena_left_ = 0;
   std::size_t mask_ = 0;
   std::size_t count_ = 0;
   std::size_t bytes_ = 0;
@@ -4637,6 +4744,11 @@ inline atom<int> g_resources_on{1};
 /// LOTUS_RESOURCES=ops / options::op_resources: spans also read the figures at their start and
 /// end (their out-of-line path: the runtime then keeps g_mode in the _nvtx modes).
 inline atom<bool> g_op_resources_on{false};
+/// Batches and ops whose figures were never read: their thread could not be registered at that
+/// moment (a signal handler that interrupted the registration), or a run-time name could not be
+/// interned there, so the op was not recorded (issue #71). In the process's `batchres_lost 0` /
+/// `opres_lost 0` lines (trace_writer::process_loss_lines).
+inline atom<std::uint64_t> g_batchres_unread{0}, g_opres_unread{0};
 inline int resources_enabled() noexcept { return g_resources_on.load(mo_relaxed); }
 
 /// Parses "<cpu_ns> <wait_ns> <slices>\n".
@@ -4914,17 +5026,16 @@ class sync_cond {
 #include <unistd.h>       // syscall
 
 #include <cstdint>  // uint64_t
-#include <cstdlib>  // realloc, free
 #include <cstring>  // memcpy
-#include <new>      // nothrow
 
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
 
-/// A growable array of pointers on malloc/realloc: never throws, and far cheaper to compile into
-/// every recording translation unit than std::vector.
+/// A growable array of pointers: never throws, and far cheaper to compile into every recording
+/// translation unit than std::vector. Its blocks are detail/pages.hpp's: the registry's grows at a
+/// thread's first record, which may be in a signal handler that interrupted malloc.
 template <class T>
 class ptr_list {
  public:
@@ -4956,11 +5067,13 @@ class ptr_list {
 
  private:
   bool reserve(std::size_t need) noexcept {
-    std::size_t cap = cap_ < 16 ? 16 : 2 * cap_;
+    std::size_t cap = cap_ < 500 ? 500 : 2 * cap_;  // 500 pointers and the header: one page
     if (cap < need) cap = need;
-    void* grown = std::realloc(data_, cap * sizeof(T*));
+    auto* grown = static_cast<T**>(page_alloc(cap * sizeof(T*)));
     if (grown == nullptr) return false;
-    data_ = static_cast<T**>(grown);
+    if (size_ != 0) std::memcpy(grown, data_, size_ * sizeof(T*));
+    page_free(data_);
+    data_ = grown;
     cap_ = cap;
     return true;
   }
@@ -5045,16 +5158,19 @@ class thread_registry {
   /// A record with its first segment, or nullptr when out of memory.
   LOTUS_DETAIL_COLD static thread_state* make(std::uint64_t first_capacity,
                                               std::uint64_t max_capacity) noexcept {
-    auto* t = new (std::nothrow) thread_state();
+    // Blocks of detail/pages.hpp, not malloc: this may be a signal handler's first record on a
+    // thread that it interrupted inside malloc.
+    auto* t = page_new<thread_state>();
     if (t == nullptr) return nullptr;
-    ring* r = ring::make(first_capacity, 0, t);
+    ring* r = ring::make(first_capacity, 0, t, true);
     if (r == nullptr) {
-      delete t;
+      page_delete(t);
       return nullptr;
     }
     if (first_capacity < max_capacity) {  // nullptr when out of memory: the writer tries again
       t->spare.store(
-          ring::make(first_capacity * 2 < max_capacity ? first_capacity * 2 : max_capacity, 0, t),
+          ring::make(first_capacity * 2 < max_capacity ? first_capacity * 2 : max_capacity, 0, t,
+                     true),
           mo_release);
     }
     r->progress = &t->progress;
@@ -5078,9 +5194,9 @@ class thread_registry {
       r = next;
     }
     ring::destroy(t->spare.load(mo_acquire));
-    delete t->res.load(mo_acquire);
-    delete t->opres.load(mo_acquire);
-    delete t;
+    page_delete(t->res.load(mo_acquire));
+    page_delete(t->opres.load(mo_acquire));
+    page_delete(t);
   }
 
   /// Allocates the resource tables the settings call for (g_resources_on, g_op_resources_on),
@@ -5088,12 +5204,12 @@ class thread_registry {
   LOTUS_DETAIL_COLD static bool equip(thread_state& t) noexcept {
     bool ok = true;
     if (resources_enabled() != 0 && t.res.load(mo_relaxed) == nullptr) {
-      auto* q = new (std::nothrow) res_queue();
+      auto* q = page_new<res_queue>();
       ok = q != nullptr;
       t.res.store(q, mo_release);
     }
     if (g_op_resources_on.load(mo_relaxed) && t.opres.load(mo_relaxed) == nullptr) {
-      auto* o = new (std::nothrow) op_res_table();
+      auto* o = page_new<op_res_table>();
       ok = ok && o != nullptr;
       t.opres.store(o, mo_release);
     }
@@ -5395,6 +5511,31 @@ inline void note_epoch(std::uint64_t start_ns = 0) noexcept {
   e.start_ns.store(start_ns, mo_relaxed);
   e.pid.store(static_cast<int>(::getpid()), mo_relaxed);
   e.count.fetch_add(1, mo_release);
+}
+
+/// A DataLoader iterator starting its workers in this process (lotus.torch): since when (realtime
+/// ns), how many workers it starts, how many Process.start() calls returned, and when its first
+/// batch arrived (0: not yet). The live file's `startup` line (`lotus-tool top`: "starting workers:
+/// 3 of 8 up, 12.4 s"). Written by one thread (the loader's), read by the writer.
+struct startup_progress_state {
+  atom<std::uint64_t> begin_ns{0};
+  atom<std::uint64_t> first_ns{0};
+  atom<std::uint64_t> workers{0};
+  atom<std::uint64_t> started{0};
+  atom<int> pid{0};
+};
+inline startup_progress_state& startup_progress() noexcept {
+  static startup_progress_state s;
+  return s;
+}
+inline void note_startup_progress(std::uint64_t begin_ns, std::uint64_t workers,
+                                  std::uint64_t started, std::uint64_t first_ns) noexcept {
+  startup_progress_state& s = startup_progress();
+  s.pid.store(static_cast<int>(::getpid()), mo_relaxed);
+  s.workers.store(workers, mo_relaxed);
+  s.started.store(started, mo_relaxed);
+  s.first_ns.store(first_ns, mo_relaxed);
+  s.begin_ns.store(begin_ns, mo_release);
 }
 
 /// The epochs this process began (0 in a forked child until it begins one of its own).
@@ -7829,6 +7970,20 @@ class live_state {
     put(cur.batches - old.batches);
     put("\nconsumed ");
     put(consumed_);
+    // An iterator's start in this process (lotus.torch), while it lasts and once it is over.
+    if (const startup_progress_state& su = startup_progress();
+        su.pid.load(mo_relaxed) == static_cast<int>(::getpid())) {
+      if (const std::uint64_t b = su.begin_ns.load(mo_acquire); b != 0) {
+        put("\nstartup ");
+        put(b);
+        put(" ");
+        put(su.workers.load(mo_relaxed));
+        put(" ");
+        put(su.started.load(mo_relaxed));
+        put(" ");
+        put(su.first_ns.load(mo_relaxed));
+      }
+    }
     put("\nwait ");
     put_hist(wait_);
     put("\n");
@@ -8682,7 +8837,8 @@ class trace_writer {
   /// The process's `batchres_lost 0 <n>` and `opres_lost 0 <n>` lines (thread 0: figures whose
   /// own thread's line could not carry them), for the exit `stats` write.
   LOTUS_DETAIL_COLD void process_loss_lines(text& out) noexcept {
-    std::uint64_t batches = unwritten_batches_, ops = unwritten_ops_;
+    std::uint64_t batches = unwritten_batches_ + g_batchres_unread.load(mo_relaxed),
+                  ops = unwritten_ops_ + g_opres_unread.load(mo_relaxed);
     for (thread_state* t : cycle_threads_) {
       if (const res_queue* q = t->res.load(mo_acquire)) {
         batches += res_delta(q->lost_written, q->lost.load(mo_relaxed) + q->writer_lost);
@@ -9389,6 +9545,9 @@ runtime& runtime::get() noexcept {
     // this process was forked from in the middle of construction: its thread is not here.
     if (g_runtime_creator.compare_exchange_strong(owner, me, mo_acq_rel) ||
         (owner != me && g_runtime_creator.compare_exchange_strong(owner, me, mo_acq_rel))) {
+      // Busy: a signal handler on this thread that records now finds the runtime starting
+      // (rt_initialize_mode) instead of waiting here for itself.
+      const busy_guard busy;
       g_runtime = make();  // (once: the construction is out of get's way)
       g_runtime_ready.store(g_runtime, mo_release);
       return *g_runtime;
@@ -9543,33 +9702,54 @@ inline const record_site& runtime::intern(std::string_view name, std::uint32_t f
 }
 
 /// Frees the thread's name cache and hands its record to the writer when the thread exits.
-struct thread_exit_hook {
-  ~thread_exit_hook() {
-    t_thread.exited = true;
-    t_ring.store(nullptr, mo_relaxed);
-    if (t_thread.self != nullptr) {
-      t_thread.self->retired.store(true, mo_release);
-      if (g_runtime != nullptr) g_runtime->note_thread_exit();
-      t_thread.self = nullptr;
-    }
-    if (name_cache* c = t_names) {
-      t_names = nullptr;
-      c->release();
-      delete c;
-    }
-    resources_thread_exit();
+LOTUS_DETAIL_COLD inline void thread_exit_hook(void*) noexcept {
+  t_thread.exited = true;
+  t_ring.store(nullptr, mo_relaxed);
+  if (t_thread.self != nullptr) {
+    t_thread.self->retired.store(true, mo_release);
+    if (g_runtime != nullptr) g_runtime->note_thread_exit();
+    t_thread.self = nullptr;
   }
+  if (name_cache* c = t_names) {
+    t_names = nullptr;
+    c->release();
+    page_delete(c);
+  }
+  resources_thread_exit();
+}
+
+/// The exit hook is a pthread key's destructor, not a thread_local's: the first use of a
+/// thread_local with a destructor registers it (__cxa_thread_atexit_impl), which calls calloc, and
+/// a thread's first record may be a signal handler that interrupted malloc (issue #71). The key is
+/// created as this object is loaded (ordinary code); setting a thread's value takes no lock and
+/// allocates nothing (glibc: a key among the first 32, as one created at load time is). Key
+/// destructors run after the thread's thread_local destructors: a record made in one of those is
+/// still recorded. The main thread's ends with the process (exit() writes everything). The key
+/// goes when this object is unloaded (dlclose), so no thread exit calls into unmapped code.
+struct thread_exit_key {
+  pthread_key_t key{};
+  bool ok = false;
+  thread_exit_key() noexcept { ok = ::pthread_key_create(&key, &thread_exit_hook) == 0; }
+  ~thread_exit_key() {
+    if (ok) ::pthread_key_delete(key);
+  }
+  thread_exit_key(const thread_exit_key&) = delete;
+  thread_exit_key& operator=(const thread_exit_key&) = delete;
 };
+inline thread_exit_key g_thread_exit_key;
 
 inline void arm_thread_exit() noexcept {
-  static thread_local thread_exit_hook hook;
-  static_cast<void>(hook);
+  const thread_exit_key& k = g_thread_exit_key;
+  if (k.ok && ::pthread_getspecific(k.key) == nullptr) {
+    ::pthread_setspecific(k.key, &g_thread_exit_key);  // any non-null value
+  }
 }
 
 const record_site* runtime::intern_dynamic(const char* name, std::size_t key_size,
                                            std::uint64_t hash) noexcept {
   if (t_thread.busy != 0 || t_thread.exited) {
     count_lost(lost_reentrant_);
+    if (g_op_resources_on.load(mo_relaxed)) g_opres_unread.fetch_add(1, mo_relaxed);
     return nullptr;
   }
 #ifdef LOTUS_TEST_HOOKS
@@ -9584,19 +9764,35 @@ const record_site* runtime::intern_dynamic(const char* name, std::size_t key_siz
     diag_text(topic::no_memory,
               "out of memory interning a LOTUS_SCOPE_DYNAMIC name; the scope is dropped");
     count_lost(lost_no_ring_);
+    if (g_op_resources_on.load(mo_relaxed)) g_opres_unread.fetch_add(1, mo_relaxed);
     return nullptr;
   }
   if (in.key == nullptr) return loc;  // the pooled site (table full): not cached, each use counts
   // Remember it on this thread (up to 4096 names: a larger working set still works, with the lock).
   const busy_guard busy;
   arm_thread_exit();
+  // A signal handler on this thread may look names up (dynamic_location) between any two steps:
+  // the cache is published once it has its array, and a slot's `loc`, which makes it non-empty,
+  // is stored last.
   name_cache* c = t_names;
-  if (c == nullptr) {
-    c = new (std::nothrow) name_cache();
+  const bool fresh = c == nullptr;
+  if (fresh) {
+    c = page_new<name_cache>();  // not malloc: this may be in a signal handler (pages.hpp)
     if (c == nullptr) return loc;
-    t_names = c;
   }
-  if (c->reserve_one(64, 8192)) c->insert(name_cache::slot{hash, key_size, in.key, loc});
+  if (c->reserve_one(64, 8192)) {
+    name_cache::slot* at = c->insert(name_cache::slot{hash, key_size, in.key, nullptr});
+    signal_fence();
+    at->loc = loc;
+  }
+  if (fresh) {
+    signal_fence();
+    if (c->slots != nullptr) {
+      t_names = c;
+    } else {
+      page_delete(c);
+    }
+  }
   return loc;
 }
 
@@ -9635,7 +9831,9 @@ LOTUS_DETAIL_COLD inline ring* runtime::register_thread() noexcept {
                   "; its figures are not recorded");
   }
   t_thread.self = t;
-  if (!writer_.start()) return nullptr;
+  // Without the writer's lock while it runs: the writer may hold it while it waits for the
+  // allocator, whose lock the code this may interrupt (a signal handler's first record) holds.
+  if (!writer_.running() && !writer_.start()) return nullptr;
   return t->current.load(mo_relaxed);
 }
 
@@ -9950,7 +10148,11 @@ inline res_sample rt_resources_read() noexcept {
   // A registered thread (registered here if it has recorded nothing yet): its exit hook is
   // armed, so the schedstat descriptor is closed when the thread exits, and its queue exists.
   if (t_thread.exited) return {};
-  if (t_thread.self == nullptr && runtime::get().inflight_registered() == nullptr) return {};
+  if (t_thread.self == nullptr && runtime::get().inflight_registered() == nullptr) {
+    res_sample none;
+    none.lost = true;  // counted at the batch's end (rt_resources_record)
+    return none;
+  }
   return read_thread_resources();
 }
 
@@ -9959,7 +10161,10 @@ inline res_sample rt_resources_read() noexcept {
 // take a signal handler's entries that interrupt the owner's (resources.hpp).
 inline void rt_resources_record(const res_sample& begin, std::uint64_t t0, std::uint64_t t1,
                                 std::uint64_t idx) noexcept {
-  if (!begin.ok) return;
+  if (!begin.ok) {
+    if (begin.lost) g_batchres_unread.fetch_add(1, mo_relaxed);
+    return;
+  }
   const thread_local_state& me = t_thread;
   thread_state* self = me.self;
   if (self == nullptr || me.exited) return;
@@ -9978,7 +10183,10 @@ inline bool rt_op_resources_begin() noexcept {
   op_res_stack& st = t_op_res;
   const unsigned d = st.depth;
   if (d >= op_res_stack::depth_max || t_thread.exited) return false;
-  if (t_thread.self == nullptr && runtime::get().inflight_registered() == nullptr) return false;
+  if (t_thread.self == nullptr && runtime::get().inflight_registered() == nullptr) {
+    g_opres_unread.fetch_add(1, mo_relaxed);  // a handler interrupted the registration
+    return false;
+  }
   // The level first, then its reading: a signal handler's op in between takes the next level.
   st.depth = d + 1;
   signal_fence();
@@ -10398,6 +10606,9 @@ struct res_sample {
   std::uint64_t cpu_ns = 0, wait_ns = 0;
   std::uint64_t minflt = 0, majflt = 0, nvcsw = 0, nivcsw = 0;
   bool ok = false;
+  /// Not read because the thread could not be registered at that moment (a signal handler that
+  /// interrupted its registration): the batch's figures are counted as lost at its end.
+  bool lost = false;
 };
 
 }  // namespace detail

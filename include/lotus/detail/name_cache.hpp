@@ -4,9 +4,9 @@
 
 #include <cstddef>  // size_t
 #include <cstdint>  // uint64_t
-#include <cstdlib>  // calloc, free
 
 #include "lotus/config.hpp"
+#include "lotus/detail/pages.hpp"
 #include "lotus/detail/platform.hpp"
 #include "lotus/detail/record_name.hpp"
 
@@ -48,8 +48,9 @@ LOTUS_DETAIL_FORCE_INLINE std::uint64_t name_hash(const char* p, std::size_t n) 
 }
 
 /// The one open-addressing table of the runtime (the writer's labels, each thread's name cache):
-/// linear probing over a power-of-two array of trivially copyable slots, at most half full,
-/// calloc'ed (an all-zero slot is empty). `Slot` has `bool empty() const` and
+/// linear probing over a power-of-two array of trivially copyable slots, at most half full, in a
+/// zeroed block of detail/pages.hpp (an all-zero slot is empty; a thread's cache grows at a name's
+/// first use, which may be in a signal handler that interrupted malloc). `Slot` has `bool empty() const` and
 /// `std::size_t hash() const`. One owner, no lock; lookups probe `slots` / `mask` themselves.
 template <class Slot>
 struct probe_table {
@@ -63,14 +64,19 @@ struct probe_table {
     if (slots != nullptr && 2 * (used + 1) <= mask + 1) return true;
     const std::size_t cap = slots == nullptr ? first : 2 * (mask + 1);
     if (cap > max_slots) return false;
-    auto* fresh = static_cast<Slot*>(std::calloc(cap, sizeof(Slot)));
+    auto* fresh = static_cast<Slot*>(page_alloc(cap * sizeof(Slot)));
     if (fresh == nullptr) return false;
     for (std::size_t i = 0; slots != nullptr && i <= mask; ++i) {
       if (!slots[i].empty()) *free_slot(fresh, cap - 1, slots[i].hash()) = slots[i];
     }
-    std::free(slots);
+    // A signal handler's lookup on the owner thread may run between any two of these stores:
+    // the new array before its larger mask, the old one freed last.
+    Slot* const old = slots;
     slots = fresh;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
     mask = cap - 1;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    page_free(old);
     return true;
   }
 
@@ -93,9 +99,12 @@ struct probe_table {
   }
 
   void release() noexcept {
-    std::free(slots);
-    slots = nullptr;
+    Slot* const old = slots;
     mask = used = 0;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    slots = nullptr;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    page_free(old);
   }
 
  private:

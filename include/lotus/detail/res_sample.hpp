@@ -17,6 +17,9 @@ struct res_sample {
   std::uint64_t cpu_ns = 0, wait_ns = 0;
   std::uint64_t minflt = 0, majflt = 0, nvcsw = 0, nivcsw = 0;
   bool ok = false;
+  /// Not read because the thread could not be registered at that moment (a signal handler that
+  /// interrupted its registration): the batch's figures are counted as lost at its end.
+  bool lost = false;
 };
 
 }  // namespace detail

@@ -4,12 +4,13 @@
 
 #include <cstddef>  // size_t
 #include <cstdint>  // uint64_t
-#include <cstdlib>  // malloc, free
-#include <new>      // nothrow
+#include <cstdlib>  // aligned_alloc, free
+#include <new>      // placement new
 
 #include "lotus/config.hpp"
 #include "lotus/detail/atomic.hpp"
 #include "lotus/detail/inflight.hpp"
+#include "lotus/detail/pages.hpp"
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -42,21 +43,26 @@ struct alignas(64) ring {
   std::uint64_t capacity = 0;
   thread_state* owner = nullptr;
   inflight* progress = nullptr;  // the owner's spans in progress (every segment of a thread)
+  bool paged = false;            // make(): a block of detail/pages.hpp, else of malloc
 
   // --- consumer side ---
   alignas(64) atom<std::uint64_t> tail{0};
   atom<ring*> next{nullptr};  // set by the producer after its last push here
 
   /// A segment of `capacity` (a power of two) events whose first index is `base`; nullptr when out
-  /// of memory. The slots are not zeroed: a slot is read only after it was published.
-  static ring* make(std::uint64_t cap, std::uint64_t base, thread_state* owner) noexcept {
-    auto* slots = static_cast<event*>(std::malloc(static_cast<std::size_t>(cap) * sizeof(event)));
-    if (slots == nullptr) return nullptr;
-    ring* r = new (std::nothrow) ring();
-    if (r == nullptr) {
-      std::free(slots);
-      return nullptr;
-    }
+  /// of memory. One block, the segment and its slots (not zeroed: a slot is read only after it was
+  /// published). `paged`: from detail/pages.hpp, for the segments made at a thread's first record,
+  /// which may be in a signal handler that interrupted malloc; the writer's (larger) ones are
+  /// malloc's, as they always were.
+  static ring* make(std::uint64_t cap, std::uint64_t base, thread_state* owner,
+                    bool paged = false) noexcept {
+    static_assert(sizeof(ring) % alignof(event) == 0, "the slots follow the segment");
+    const std::size_t bytes = sizeof(ring) + static_cast<std::size_t>(cap) * sizeof(event);
+    void* block = paged ? page_alloc(bytes) : std::aligned_alloc(alignof(ring), bytes);
+    if (block == nullptr) return nullptr;
+    ring* r = new (block) ring();
+    r->paged = paged;
+    auto* slots = reinterpret_cast<event*>(static_cast<char*>(block) + sizeof(ring));
     r->buf = slots;
     r->capacity = cap;
     r->mask = cap - 1;
@@ -69,8 +75,13 @@ struct alignas(64) ring {
 
   static void destroy(ring* r) noexcept {
     if (r == nullptr) return;
-    std::free(r->buf);
-    delete r;
+    const bool paged = r->paged;
+    r->~ring();
+    if (paged) {
+      page_free(r);
+    } else {
+      std::free(r);
+    }
   }
 
   /// Fill slot `h` (known to be free) and publish it to the writer.

@@ -4,11 +4,12 @@
 
 #include <cstddef>  // size_t
 #include <cstdint>  // uint64_t
-#include <cstdlib>  // malloc, calloc, free
+#include <cstdlib>  // malloc (the writer's labels)
 #include <cstring>  // memcpy, memcmp
 
 #include "lotus/config.hpp"
 #include "lotus/detail/name_cache.hpp"
+#include "lotus/detail/pages.hpp"
 #include "lotus/detail/record_name.hpp"
 #include "lotus/record_site.hpp"
 #include "lotus/runtime/diagnostics.hpp"
@@ -65,7 +66,7 @@ class intern_table {
     if (count_ + 1 > mask_ && !grow()) return {};
     // The name the records carry: record_name_char applied (a NUL would otherwise cut it short in
     // the writer, and "a\0x" and "a\0y" would both become "a"). The raw bytes stay the key.
-    auto* n = static_cast<node*>(std::malloc(sizeof(node) + 2 * size + 1));
+    auto* n = static_cast<node*>(arena_take(sizeof(node) + 2 * size + 1));
     if (n == nullptr) return {};
     std::memcpy(n->text, name, size);
     n->text[size] = '\0';
@@ -99,8 +100,11 @@ class intern_table {
     to.mask_ = mask_;
     to.count_ = count_;
     to.bytes_ = bytes_;
+    to.arena_ = arena_;
+    to.arena_left_ = arena_left_;
     buckets_ = nullptr;
-    mask_ = count_ = bytes_ = 0;
+    arena_ = nullptr;
+    mask_ = count_ = bytes_ = arena_left_ = 0;
   }
 
  private:
@@ -130,9 +134,27 @@ class intern_table {
     return &s;
   }
 
+  /// Node memory: carved from 64 KiB blocks of detail/pages.hpp (a name's first use may be in a
+  /// signal handler that interrupted malloc); nodes live forever, so blocks are never given back.
+  static constexpr std::size_t arena_block = std::size_t{64} << 10;
+  void* arena_take(std::size_t size) noexcept {
+    size = (size + alignof(node) - 1) & ~(alignof(node) - 1);
+    if (size > arena_block / 4) return page_alloc(size);  // a long name: a block of its own
+    if (size > arena_left_) {
+      auto* block = static_cast<char*>(page_alloc(arena_block));
+      if (block == nullptr) return nullptr;
+      arena_ = block;
+      arena_left_ = arena_block;
+    }
+    void* p = arena_;
+    arena_ += size;
+    arena_left_ -= size;
+    return p;
+  }
+
   bool grow() noexcept {
     const std::size_t cap = buckets_ == nullptr ? 64 : 2 * (mask_ + 1);
-    auto** fresh = static_cast<node**>(std::calloc(cap, sizeof(node*)));
+    auto** fresh = static_cast<node**>(page_alloc(cap * sizeof(node*)));
     if (fresh == nullptr) return buckets_ != nullptr;  // keep the old table, just fuller
     for (std::size_t i = 0; buckets_ != nullptr && i <= mask_; ++i) {
       for (node* n = buckets_[i]; n != nullptr;) {
@@ -142,13 +164,15 @@ class intern_table {
         n = next;
       }
     }
-    std::free(buckets_);  // the old array only: nodes live forever
+    page_free(buckets_);  // the old array only: nodes live forever
     buckets_ = fresh;
     mask_ = cap - 1;
     return true;
   }
 
   node** buckets_ = nullptr;
+  char* arena_ = nullptr;  // the free part of the current node block
+  std::size_t arena_left_ = 0;
   std::size_t mask_ = 0;
   std::size_t count_ = 0;
   std::size_t bytes_ = 0;

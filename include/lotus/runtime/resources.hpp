@@ -164,6 +164,11 @@ inline atom<int> g_resources_on{1};
 /// LOTUS_RESOURCES=ops / options::op_resources: spans also read the figures at their start and
 /// end (their out-of-line path: the runtime then keeps g_mode in the _nvtx modes).
 inline atom<bool> g_op_resources_on{false};
+/// Batches and ops whose figures were never read: their thread could not be registered at that
+/// moment (a signal handler that interrupted the registration), or a run-time name could not be
+/// interned there, so the op was not recorded (issue #71). In the process's `batchres_lost 0` /
+/// `opres_lost 0` lines (trace_writer::process_loss_lines).
+inline atom<std::uint64_t> g_batchres_unread{0}, g_opres_unread{0};
 inline int resources_enabled() noexcept { return g_resources_on.load(mo_relaxed); }
 
 /// Parses "<cpu_ns> <wait_ns> <slices>\n".

@@ -36,6 +36,7 @@
 #include "lotus/detail/clock.hpp"
 #include "lotus/detail/entry.hpp"
 #include "lotus/detail/name_cache.hpp"
+#include "lotus/detail/pages.hpp"
 #include "lotus/detail/platform.hpp"
 #include "lotus/detail/record_name.hpp"
 #include "lotus/detail/ring.hpp"
@@ -202,6 +203,9 @@ runtime& runtime::get() noexcept {
     // this process was forked from in the middle of construction: its thread is not here.
     if (g_runtime_creator.compare_exchange_strong(owner, me, mo_acq_rel) ||
         (owner != me && g_runtime_creator.compare_exchange_strong(owner, me, mo_acq_rel))) {
+      // Busy: a signal handler on this thread that records now finds the runtime starting
+      // (rt_initialize_mode) instead of waiting here for itself.
+      const busy_guard busy;
       g_runtime = make();  // (once: the construction is out of get's way)
       g_runtime_ready.store(g_runtime, mo_release);
       return *g_runtime;
@@ -356,33 +360,54 @@ inline const record_site& runtime::intern(std::string_view name, std::uint32_t f
 }
 
 /// Frees the thread's name cache and hands its record to the writer when the thread exits.
-struct thread_exit_hook {
-  ~thread_exit_hook() {
-    t_thread.exited = true;
-    t_ring.store(nullptr, mo_relaxed);
-    if (t_thread.self != nullptr) {
-      t_thread.self->retired.store(true, mo_release);
-      if (g_runtime != nullptr) g_runtime->note_thread_exit();
-      t_thread.self = nullptr;
-    }
-    if (name_cache* c = t_names) {
-      t_names = nullptr;
-      c->release();
-      delete c;
-    }
-    resources_thread_exit();
+LOTUS_DETAIL_COLD inline void thread_exit_hook(void*) noexcept {
+  t_thread.exited = true;
+  t_ring.store(nullptr, mo_relaxed);
+  if (t_thread.self != nullptr) {
+    t_thread.self->retired.store(true, mo_release);
+    if (g_runtime != nullptr) g_runtime->note_thread_exit();
+    t_thread.self = nullptr;
   }
+  if (name_cache* c = t_names) {
+    t_names = nullptr;
+    c->release();
+    page_delete(c);
+  }
+  resources_thread_exit();
+}
+
+/// The exit hook is a pthread key's destructor, not a thread_local's: the first use of a
+/// thread_local with a destructor registers it (__cxa_thread_atexit_impl), which calls calloc, and
+/// a thread's first record may be a signal handler that interrupted malloc (issue #71). The key is
+/// created as this object is loaded (ordinary code); setting a thread's value takes no lock and
+/// allocates nothing (glibc: a key among the first 32, as one created at load time is). Key
+/// destructors run after the thread's thread_local destructors: a record made in one of those is
+/// still recorded. The main thread's ends with the process (exit() writes everything). The key
+/// goes when this object is unloaded (dlclose), so no thread exit calls into unmapped code.
+struct thread_exit_key {
+  pthread_key_t key{};
+  bool ok = false;
+  thread_exit_key() noexcept { ok = ::pthread_key_create(&key, &thread_exit_hook) == 0; }
+  ~thread_exit_key() {
+    if (ok) ::pthread_key_delete(key);
+  }
+  thread_exit_key(const thread_exit_key&) = delete;
+  thread_exit_key& operator=(const thread_exit_key&) = delete;
 };
+inline thread_exit_key g_thread_exit_key;
 
 inline void arm_thread_exit() noexcept {
-  static thread_local thread_exit_hook hook;
-  static_cast<void>(hook);
+  const thread_exit_key& k = g_thread_exit_key;
+  if (k.ok && ::pthread_getspecific(k.key) == nullptr) {
+    ::pthread_setspecific(k.key, &g_thread_exit_key);  // any non-null value
+  }
 }
 
 const record_site* runtime::intern_dynamic(const char* name, std::size_t key_size,
                                            std::uint64_t hash) noexcept {
   if (t_thread.busy != 0 || t_thread.exited) {
     count_lost(lost_reentrant_);
+    if (g_op_resources_on.load(mo_relaxed)) g_opres_unread.fetch_add(1, mo_relaxed);
     return nullptr;
   }
 #ifdef LOTUS_TEST_HOOKS
@@ -397,19 +422,35 @@ const record_site* runtime::intern_dynamic(const char* name, std::size_t key_siz
     diag_text(topic::no_memory,
               "out of memory interning a LOTUS_SCOPE_DYNAMIC name; the scope is dropped");
     count_lost(lost_no_ring_);
+    if (g_op_resources_on.load(mo_relaxed)) g_opres_unread.fetch_add(1, mo_relaxed);
     return nullptr;
   }
   if (in.key == nullptr) return loc;  // the pooled site (table full): not cached, each use counts
   // Remember it on this thread (up to 4096 names: a larger working set still works, with the lock).
   const busy_guard busy;
   arm_thread_exit();
+  // A signal handler on this thread may look names up (dynamic_location) between any two steps:
+  // the cache is published once it has its array, and a slot's `loc`, which makes it non-empty,
+  // is stored last.
   name_cache* c = t_names;
-  if (c == nullptr) {
-    c = new (std::nothrow) name_cache();
+  const bool fresh = c == nullptr;
+  if (fresh) {
+    c = page_new<name_cache>();  // not malloc: this may be in a signal handler (pages.hpp)
     if (c == nullptr) return loc;
-    t_names = c;
   }
-  if (c->reserve_one(64, 8192)) c->insert(name_cache::slot{hash, key_size, in.key, loc});
+  if (c->reserve_one(64, 8192)) {
+    name_cache::slot* at = c->insert(name_cache::slot{hash, key_size, in.key, nullptr});
+    signal_fence();
+    at->loc = loc;
+  }
+  if (fresh) {
+    signal_fence();
+    if (c->slots != nullptr) {
+      t_names = c;
+    } else {
+      page_delete(c);
+    }
+  }
   return loc;
 }
 
@@ -448,7 +489,9 @@ LOTUS_DETAIL_COLD inline ring* runtime::register_thread() noexcept {
                   "; its figures are not recorded");
   }
   t_thread.self = t;
-  if (!writer_.start()) return nullptr;
+  // Without the writer's lock while it runs: the writer may hold it while it waits for the
+  // allocator, whose lock the code this may interrupt (a signal handler's first record) holds.
+  if (!writer_.running() && !writer_.start()) return nullptr;
   return t->current.load(mo_relaxed);
 }
 
@@ -763,7 +806,11 @@ inline res_sample rt_resources_read() noexcept {
   // A registered thread (registered here if it has recorded nothing yet): its exit hook is
   // armed, so the schedstat descriptor is closed when the thread exits, and its queue exists.
   if (t_thread.exited) return {};
-  if (t_thread.self == nullptr && runtime::get().inflight_registered() == nullptr) return {};
+  if (t_thread.self == nullptr && runtime::get().inflight_registered() == nullptr) {
+    res_sample none;
+    none.lost = true;  // counted at the batch's end (rt_resources_record)
+    return none;
+  }
   return read_thread_resources();
 }
 
@@ -772,7 +819,10 @@ inline res_sample rt_resources_read() noexcept {
 // take a signal handler's entries that interrupt the owner's (resources.hpp).
 inline void rt_resources_record(const res_sample& begin, std::uint64_t t0, std::uint64_t t1,
                                 std::uint64_t idx) noexcept {
-  if (!begin.ok) return;
+  if (!begin.ok) {
+    if (begin.lost) g_batchres_unread.fetch_add(1, mo_relaxed);
+    return;
+  }
   const thread_local_state& me = t_thread;
   thread_state* self = me.self;
   if (self == nullptr || me.exited) return;
@@ -791,7 +841,10 @@ inline bool rt_op_resources_begin() noexcept {
   op_res_stack& st = t_op_res;
   const unsigned d = st.depth;
   if (d >= op_res_stack::depth_max || t_thread.exited) return false;
-  if (t_thread.self == nullptr && runtime::get().inflight_registered() == nullptr) return false;
+  if (t_thread.self == nullptr && runtime::get().inflight_registered() == nullptr) {
+    g_opres_unread.fetch_add(1, mo_relaxed);  // a handler interrupted the registration
+    return false;
+  }
   // The level first, then its reading: a signal handler's op in between takes the next level.
   st.depth = d + 1;
   signal_fence();

@@ -8,13 +8,12 @@
 #include <unistd.h>       // syscall
 
 #include <cstdint>  // uint64_t
-#include <cstdlib>  // realloc, free
 #include <cstring>  // memcpy
-#include <new>      // nothrow
 
 #include "lotus/config.hpp"
 #include "lotus/detail/atomic.hpp"
 #include "lotus/detail/inflight.hpp"
+#include "lotus/detail/pages.hpp"
 #include "lotus/detail/ring.hpp"
 #include "lotus/runtime/resources.hpp"
 #include "lotus/runtime/sync.hpp"  // clock.hpp: test_hooks under LOTUS_TEST_HOOKS
@@ -23,8 +22,9 @@ namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
 
-/// A growable array of pointers on malloc/realloc: never throws, and far cheaper to compile into
-/// every recording translation unit than std::vector.
+/// A growable array of pointers: never throws, and far cheaper to compile into every recording
+/// translation unit than std::vector. Its blocks are detail/pages.hpp's: the registry's grows at a
+/// thread's first record, which may be in a signal handler that interrupted malloc.
 template <class T>
 class ptr_list {
  public:
@@ -56,11 +56,13 @@ class ptr_list {
 
  private:
   bool reserve(std::size_t need) noexcept {
-    std::size_t cap = cap_ < 16 ? 16 : 2 * cap_;
+    std::size_t cap = cap_ < 500 ? 500 : 2 * cap_;  // 500 pointers and the header: one page
     if (cap < need) cap = need;
-    void* grown = std::realloc(data_, cap * sizeof(T*));
+    auto* grown = static_cast<T**>(page_alloc(cap * sizeof(T*)));
     if (grown == nullptr) return false;
-    data_ = static_cast<T**>(grown);
+    if (size_ != 0) std::memcpy(grown, data_, size_ * sizeof(T*));
+    page_free(data_);
+    data_ = grown;
     cap_ = cap;
     return true;
   }
@@ -145,16 +147,19 @@ class thread_registry {
   /// A record with its first segment, or nullptr when out of memory.
   LOTUS_DETAIL_COLD static thread_state* make(std::uint64_t first_capacity,
                                               std::uint64_t max_capacity) noexcept {
-    auto* t = new (std::nothrow) thread_state();
+    // Blocks of detail/pages.hpp, not malloc: this may be a signal handler's first record on a
+    // thread that it interrupted inside malloc.
+    auto* t = page_new<thread_state>();
     if (t == nullptr) return nullptr;
-    ring* r = ring::make(first_capacity, 0, t);
+    ring* r = ring::make(first_capacity, 0, t, true);
     if (r == nullptr) {
-      delete t;
+      page_delete(t);
       return nullptr;
     }
     if (first_capacity < max_capacity) {  // nullptr when out of memory: the writer tries again
       t->spare.store(
-          ring::make(first_capacity * 2 < max_capacity ? first_capacity * 2 : max_capacity, 0, t),
+          ring::make(first_capacity * 2 < max_capacity ? first_capacity * 2 : max_capacity, 0, t,
+                     true),
           mo_release);
     }
     r->progress = &t->progress;
@@ -178,9 +183,9 @@ class thread_registry {
       r = next;
     }
     ring::destroy(t->spare.load(mo_acquire));
-    delete t->res.load(mo_acquire);
-    delete t->opres.load(mo_acquire);
-    delete t;
+    page_delete(t->res.load(mo_acquire));
+    page_delete(t->opres.load(mo_acquire));
+    page_delete(t);
   }
 
   /// Allocates the resource tables the settings call for (g_resources_on, g_op_resources_on),
@@ -188,12 +193,12 @@ class thread_registry {
   LOTUS_DETAIL_COLD static bool equip(thread_state& t) noexcept {
     bool ok = true;
     if (resources_enabled() != 0 && t.res.load(mo_relaxed) == nullptr) {
-      auto* q = new (std::nothrow) res_queue();
+      auto* q = page_new<res_queue>();
       ok = q != nullptr;
       t.res.store(q, mo_release);
     }
     if (g_op_resources_on.load(mo_relaxed) && t.opres.load(mo_relaxed) == nullptr) {
-      auto* o = new (std::nothrow) op_res_table();
+      auto* o = page_new<op_res_table>();
       ok = ok && o != nullptr;
       t.opres.store(o, mo_release);
     }

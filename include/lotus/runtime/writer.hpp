@@ -599,7 +599,8 @@ class trace_writer {
   /// The process's `batchres_lost 0 <n>` and `opres_lost 0 <n>` lines (thread 0: figures whose
   /// own thread's line could not carry them), for the exit `stats` write.
   LOTUS_DETAIL_COLD void process_loss_lines(text& out) noexcept {
-    std::uint64_t batches = unwritten_batches_, ops = unwritten_ops_;
+    std::uint64_t batches = unwritten_batches_ + g_batchres_unread.load(mo_relaxed),
+                  ops = unwritten_ops_ + g_opres_unread.load(mo_relaxed);
     for (thread_state* t : cycle_threads_) {
       if (const res_queue* q = t->res.load(mo_acquire)) {
         batches += res_delta(q->lost_written, q->lost.load(mo_relaxed) + q->writer_lost);
