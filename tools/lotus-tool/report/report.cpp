@@ -571,7 +571,16 @@ void read_report(const report_args& a, report_data& rd) {
   sopt.keep_points = true;  // the per-batch plots, thinned in bounded memory
   sopt.max_points = a.max_points;
   rd.stats = eng.compute(sopt);
-  set_startup(rd.stats, std::move(startup), rd.timeline.main_elapsed_ns / 1e6);
+  {
+    std::uint64_t main_first = 0;  // the main threads' first record (as compute_stats takes it)
+    for (const timeline_row& row : rd.timeline.rows) {
+      if (row.kind == file_kind::main && row.last_ns >= row.first_ns &&
+          (main_first == 0 || row.first_ns < main_first)) {
+        main_first = row.first_ns;
+      }
+    }
+    set_startup(rd.stats, std::move(startup), rd.timeline.main_elapsed_ns / 1e6, main_first);
+  }
   rd.story.cut_batches =
       capture ? rd.stats.delay.unmatched_preprocessed + rd.stats.delay.unmatched_consumed : 0;
   rank_op_table t = eng.take_rank_ops();  // the engine's per-file rows, moved (not copied)

@@ -689,7 +689,8 @@ stats_result compute_stats(const trace_dir& dir, const read_options& ropt,
   return r;
 }
 
-void set_startup(stats_result& r, startup_analysis startup, double main_ms) {
+void set_startup(stats_result& r, startup_analysis startup, double main_ms,
+                 std::uint64_t main_first_ns) {
   r.startup = std::move(startup);
   r.startup_wait_ms = 0;
   r.startup_before_ms = 0;
@@ -698,9 +699,8 @@ void set_startup(stats_result& r, startup_analysis startup, double main_ms) {
     r.startup_wait_ms += it.init_ms;
     earliest = std::min(earliest, it.begin_ns);
   }
-  if (earliest != UINT64_MAX && r.first_start_ns > earliest) {
-    r.startup_before_ms = ms(r.first_start_ns - earliest);
-  }
+  const std::uint64_t first = main_first_ns != 0 ? main_first_ns : r.first_start_ns;
+  if (earliest != UINT64_MAX && first > earliest) r.startup_before_ms = ms(first - earliest);
   if (main_ms > 0) r.main_elapsed_ms = main_ms + r.startup_before_ms;
 }
 

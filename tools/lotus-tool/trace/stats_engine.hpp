@@ -170,8 +170,10 @@ struct stats_result {
 
 /// Takes an engine's result the start-ups of its trace (report: the engine runs without
 /// compute_stats): their wait, and the main-process time extended back to the first iter(loader)
-/// from `main_ms` (the main threads' own time: first record to last).
-void set_startup(stats_result& r, startup_analysis startup, double main_ms);
+/// from `main_ms` (the main threads' own time: first record to last, from `main_first_ns`; 0:
+/// the first batch record's start).
+void set_startup(stats_result& r, startup_analysis startup, double main_ms,
+                 std::uint64_t main_first_ns);
 
 /// HyperLogLog estimate of the registers (4096 of them) the engine keeps for pooled names.
 std::uint64_t hll_estimate(const std::vector<std::uint8_t>& registers);

@@ -312,9 +312,14 @@ def main_side(cls, worker_owner, worker_key, unwrap=None, resume_offset=None):
     def next_data(self, *args, **kwargs):
         # Lotus takes the wait start once per _next_data call, before its loop; the wait is in
         # progress (wait>X fires during it) until the call returns.
-        self._lotus_wait = (_wait_begin(self._rcvd_idx + self._lotus_offset)
-                            if _gate(self._dataset) and not self._lotus_init
-                            and not _past_the_end(self) else 0)
+        gated = _gate(self._dataset) and not self._lotus_init
+        if gated and _past_the_end(self):
+            # The call that ends the epoch (the workers' shutdown): no batch comes, so no wait in
+            # progress for the triggers; the GPU's side still sees the call.
+            self._lotus_wait = _now()
+        else:
+            self._lotus_wait = (_wait_begin(self._rcvd_idx + self._lotus_offset) if gated
+                                else 0)
         if self._lotus_wait and _nvtx_on():  # the wait as an NVTX range, ended at the arrival
             _lotus._nvtx_end(self._lotus_nvtx_wait)
             self._lotus_nvtx_wait = _lotus._nvtx_wait_start()
