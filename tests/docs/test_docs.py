@@ -345,7 +345,8 @@ class Layout(unittest.TestCase):
     def test_top_level_is_fixed(self):
         allowed = {"include", "single_include", "examples", "tests", "bench", "tools",
                    "CMakeLists.txt", "README.md", "LICENSE", "CHANGELOG.md", "setup.py",
-                   "pyproject.toml", ".gitignore", ".ci", ".clang-format", ".gitattributes"}
+                   "pyproject.toml", ".gitignore", ".ci", ".clang-format", ".gitattributes",
+                   "MANIFEST.in"}  # the sdist's file list (packaging's root files)
         top = {os.path.relpath(f, ROOT).split(os.sep)[0] for f in tracked("*")}
         self.assertEqual(sorted(top - allowed), [])
 
