@@ -10147,10 +10147,13 @@ inline res_sample rt_resources_read() noexcept {
   if (g_mode.load(mo_relaxed) < mode_tsc || resources_enabled() == 0) return {};
   // A registered thread (registered here if it has recorded nothing yet): its exit hook is
   // armed, so the schedstat descriptor is closed when the thread exits, and its queue exists.
-  if (t_thread.exited) return {};
-  if (t_thread.self == nullptr && runtime::get().inflight_registered() == nullptr) {
+  // A batch whose figures cannot be read (its thread's lotus state is gone, or it cannot be
+  // registered now: a signal handler that interrupted the registration, or one that runs during
+  // the thread's exit) is counted at its end (rt_resources_record), never silently left out.
+  if (t_thread.exited ||
+      (t_thread.self == nullptr && runtime::get().inflight_registered() == nullptr)) {
     res_sample none;
-    none.lost = true;  // counted at the batch's end (rt_resources_record)
+    none.lost = true;
     return none;
   }
   return read_thread_resources();
@@ -10167,7 +10170,10 @@ inline void rt_resources_record(const res_sample& begin, std::uint64_t t0, std::
   }
   const thread_local_state& me = t_thread;
   thread_state* self = me.self;
-  if (self == nullptr || me.exited) return;
+  if (self == nullptr || me.exited) {
+    g_batchres_unread.fetch_add(1, mo_relaxed);  // its thread's state went during the batch
+    return;
+  }
   res_queue* q = self->res.load(mo_acquire);
   if (q == nullptr) return;  // out of memory at registration (one message then)
   const res_sample end = read_thread_resources();
@@ -10182,9 +10188,11 @@ inline bool rt_op_resources_begin() noexcept {
   if (!g_op_resources_on.load(mo_relaxed)) return false;
   op_res_stack& st = t_op_res;
   const unsigned d = st.depth;
-  if (d >= op_res_stack::depth_max || t_thread.exited) return false;
-  if (t_thread.self == nullptr && runtime::get().inflight_registered() == nullptr) {
-    g_opres_unread.fetch_add(1, mo_relaxed);  // a handler interrupted the registration
+  // An op without figures is counted (opres_lost 0): nested too deep, after its thread's lotus
+  // state went, or on a thread that cannot be registered now (a handler interrupted that).
+  if (d >= op_res_stack::depth_max || t_thread.exited ||
+      (t_thread.self == nullptr && runtime::get().inflight_registered() == nullptr)) {
+    g_opres_unread.fetch_add(1, mo_relaxed);
     return false;
   }
   // The level first, then its reading: a signal handler's op in between takes the next level.
