@@ -470,6 +470,17 @@ worker_advice advise_workers(const run_digest& d) {
     a.workers = n;
     tried.push_back(predict_workers(d, a));
   }
+  // The model first replays the measured setting: where it misses the run by more than the
+  // tolerance, it advises no worker count (the report says what it does not capture).
+  if (!tried.empty() && tried.front().measured_epoch_seconds > 0) {
+    const whatif_result& r0 = tried.front();
+    const double miss = std::abs(r0.replay.epoch_seconds - r0.measured_epoch_seconds);
+    if (miss > k_replay_tolerance * r0.measured_epoch_seconds) {
+      adv.replay_missed_s = r0.replay.epoch_seconds;
+      adv.replay_measured_s = r0.measured_epoch_seconds;
+      tried.clear();
+    }
+  }
   double best = k_inf;
   for (const auto& r : tried) best = std::min(best, r.predicted.epoch_seconds);
   for (const auto& r : tried) {
@@ -478,7 +489,7 @@ worker_advice advise_workers(const run_digest& d) {
       break;
     }
   }
-  for (unsigned n = 1; n < d.workers && n <= 64; ++n) {
+  for (unsigned n = 1; n < d.workers && n <= 64 && adv.replay_missed_s == 0; ++n) {
     a.workers = n;
     whatif_result r = predict_workers(d, a);
     if (r.predicted.epoch_seconds <= r.replay.epoch_seconds * 1.01) {

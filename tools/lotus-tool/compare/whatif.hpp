@@ -175,8 +175,17 @@ struct worker_advice {
   std::optional<whatif_result> persistent;
   /// lotus-tool tune's recommendation (tune_sentence), filled in by the report; empty: none.
   std::string tune;
+  /// The model's replay of the measured setting missed the measured epoch by more than
+  /// k_replay_tolerance: no worker count is advised (more_workers and fewer_workers empty), and
+  /// these say by how much (seconds an epoch). 0: the replay held, or nothing was replayed.
+  double replay_missed_s = 0, replay_measured_s = 0;
 };
 worker_advice advise_workers(const run_digest& d);
+
+/// How far the model's replay of the measured setting may be from the measured epoch (a share)
+/// before it advises no worker count: a model that does not reproduce the run it measured
+/// predicts nothing about another setting of it.
+constexpr double k_replay_tolerance = 0.15;
 
 /// Whether the torch version a sidecar names (`loader torch <version>`) is known to lack
 /// DataLoader's in_order argument (added in PyTorch 2.6): "1.13.1" → true; "2.6.0", "2.7.1+cpu"

@@ -103,6 +103,17 @@ worker_change more_workers_advice(const report_data& d, const finding_thresholds
         "the most time is the one to run in a ParallelMapper or make cheaper.";
     return w;
   }
+  if (d.advice.replay_missed_s > 0) {
+    w.text =
+        "Whether more workers would help cannot be told: the loader model replays this run's "
+        "own setting at " +
+        format_ms(d.advice.replay_missed_s * 1e3) + " an epoch against " +
+        format_ms(d.advice.replay_measured_s * 1e3) +
+        " measured, so it predicts no other. What it does not model: the main process's "
+        "own cost per batch (receiving and unpickling each batch), memory bandwidth, the "
+        "storage device's own limit.";
+    return w;
+  }
   if (!d.advice.more_workers) {
     w.text =
         "Whether more workers would help cannot be told from this trace (the DataLoader "
