@@ -153,6 +153,7 @@ nlohmann::json startup_json(const stats_result& r) {
             {"pickle_ms", c.pickle_ms},
             {"handoff_ms", c.handoff_ms},
             {"fork_ms", c.fork_ms},
+            {"gap_ms", c.gap_ms},
             {"boot_ms", c.boot_ms},
             {"import_ms", c.import_ms},
             {"unpickle_ms", c.unpickle_ms},

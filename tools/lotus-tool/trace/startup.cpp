@@ -12,7 +12,10 @@ namespace {
 constexpr double k_pipe_buffer_bytes = 65536;  // Linux's default pipe capacity
 constexpr double k_exec_ms = 40;             // a spawned interpreter's own start, before any import
 constexpr double k_fork_from_server_ms = 3;  // a forkserver's fork of a preloaded process
-constexpr double k_fork_ms_guess = 15;       // a fork, where the run measured none
+// A fork, where the run measured none: copying the page tables, about 0.02 ms a MiB resident
+// (bench/README.md, "Start-up": 7 ms for a 255 MB process on the 2-core VM), at least 2 ms; 15 ms
+// when the process's memory is not recorded.
+constexpr double k_fork_ms_base = 2, k_fork_ms_per_mib = 0.02, k_fork_ms_guess = 15;
 
 double ms_between(std::uint64_t a, std::uint64_t b) {
   return b > a ? static_cast<double>(b - a) / 1e6 : 0.0;
@@ -83,7 +86,7 @@ startup_analysis analyze_startup(const trace_dir& dir) {
   // The model's inputs, summed.
   double n_pickled = 0, bytes = 0, pickle = 0, handoff = 0, n_fork = 0, fork = 0;
   double n_boot = 0, boot = 0, imp = 0, unp = 0, init_fn = 0, init_cpu = 0, setup = 0;
-  double n_first = 0, first = 0, n_ttfb = 0, ttfb = 0, init = 0;
+  double n_first = 0, first = 0, n_ttfb = 0, ttfb = 0, init = 0, gap = 0;
   for (const auto& kv : dir.processes) {
     const process_meta& p = kv.second;
     for (const startup_meta& m : p.startups) {
@@ -101,6 +104,7 @@ startup_analysis analyze_startup(const trace_dir& dir) {
       it.ttfb_ms = it.first_ns ? ms_between(m.begin_ns, it.first_ns) : 0;
       double parts[c_count] = {};
       std::uint64_t covered_to = m.begin_ns;
+      double in_starts = 0;  // the main process's time inside Process.start()
       std::uint64_t ready0 = 0;
       const startup_boot* boot0 = nullptr;
       const startup_start* start0 = nullptr;
@@ -155,6 +159,7 @@ startup_analysis analyze_startup(const trace_dir& dir) {
         const std::uint64_t h0 = std::max(from, s.pickled_ns ? s.pickled_ns : s.call_ns);
         attribute(h0, std::max(h0, s.return_ns), worker_spans(s, bl), c_process, parts);
         covered_to = std::max(covered_to, s.return_ns);
+        in_starts += ms_between(s.call_ns, s.return_ns);
         it.workers_seen.push_back(w);
       }
       // The rest of __init__ (the sampler, the first indices), then worker 0's own remaining
@@ -178,12 +183,14 @@ startup_analysis analyze_startup(const trace_dir& dir) {
       it.first_batch_ms = parts[c_first];
       for (int c = 0; c < c_count; ++c) sums[c] += parts[c];
       init += it.init_ms;
+      gap += std::max(0.0, it.init_ms - in_starts) / static_cast<double>(m.starts.size());
       out.init_ms += it.init_ms;
       out.ttfb_ms += it.ttfb_ms;
       startup_costs& k = out.costs;
       if (k.method.empty() || k.method == "unknown") k.method = it.method;
       k.workers = std::max<unsigned>(k.workers, static_cast<unsigned>(m.starts.size()));
       k.persistent = k.persistent || it.persistent;
+      k.main_rss = std::max(k.main_rss, static_cast<double>(p.memory.peak_rss));
       if (k.cores == 0) {
         k.cores = static_cast<double>(p.cpus_allowed ? p.cpus_allowed : p.cpus_online);
       }
@@ -226,6 +233,7 @@ startup_analysis analyze_startup(const trace_dir& dir) {
   k.first_batch_ms = mean(first, n_first);
   k.ttfb_ms = mean(ttfb, n_ttfb);
   k.init_ms = mean(init, static_cast<double>(out.iterations.size()));
+  k.gap_ms = mean(gap, static_cast<double>(out.iterations.size()));
   return out;
 }
 
@@ -247,7 +255,11 @@ startup_prediction predict_startup(const startup_costs& c, const std::string& me
     if (c.method == "fork") {
       serial = c.fork_ms;
     } else {
-      serial = k_fork_ms_guess;
+      serial = c.main_rss > 0 ? k_fork_ms_base + k_fork_ms_per_mib * c.main_rss / 1048576.0
+                              : k_fork_ms_guess;
+      // A forked worker has every module of its parent: its setup is not a new interpreter's
+      // (half of it, an estimate).
+      rest0 -= 0.5 * c.setup_ms * sharing;
       p.estimated_fork = true;
     }
   } else if (method == "spawn" || method == "forkserver") {
@@ -277,6 +289,7 @@ startup_prediction predict_startup(const startup_costs& c, const std::string& me
     p.why_unknown = "unknown start method '" + method + "'";
     return p;
   }
+  serial += c.gap_ms;  // each worker's queues and the rest of __init__, outside Process.start()
   p.known = true;
   p.init_ms = w * serial;
   p.slot_ms.reserve(workers);
