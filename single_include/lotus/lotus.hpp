@@ -738,8 +738,8 @@ LOTUS_DETAIL_API const runtime_entries* runtime_entry_points() noexcept;
 // allocated in a signal handler that interrupted malloc or free on the same thread: malloc's arena
 // lock is not re-entrant, and the handler would wait for itself (issue #71: 3 runs in 22 hung).
 // These blocks come from mmap and go back with munmap, system calls that take no lock of the
-// process. Page-granular and zeroed: for what a thread or a table needs once or rarely (the run-time
-// names, many and small, come from an arena of such blocks: runtime/intern.hpp).
+// process. Page-granular and zeroed: for what a thread or a table needs once or rarely (the
+// run-time names, many and small, come from an arena of such blocks: runtime/intern.hpp).
 
 #include <sys/mman.h>  // mmap, munmap
 
@@ -833,8 +833,9 @@ LOTUS_DETAIL_FORCE_INLINE std::uint64_t name_hash(const char* p, std::size_t n) 
 /// The one open-addressing table of the runtime (the writer's labels, each thread's name cache):
 /// linear probing over a power-of-two array of trivially copyable slots, at most half full, in a
 /// zeroed block of detail/pages.hpp (an all-zero slot is empty; a thread's cache grows at a name's
-/// first use, which may be in a signal handler that interrupted malloc). `Slot` has `bool empty() const` and
-/// `std::size_t hash() const`. One owner, no lock; lookups probe `slots` / `mask` themselves.
+/// first use, which may be in a signal handler that interrupted malloc). `Slot` has `bool empty()
+/// const` and `std::size_t hash() const`. One owner, no lock; lookups probe `slots` / `mask`
+/// themselves.
 template <class Slot>
 struct probe_table {
   Slot* slots = nullptr;
@@ -1402,8 +1403,7 @@ inline const record_site& intern(std::string_view name, std::uint32_t flags) {
 
 inline const record_site* intern_dynamic(const char* name, std::size_t key_size,
                                          std::uint64_t hash) noexcept {
-  if (const runtime_entries* e = runtime_linked())
-    return e->intern_dynamic(name, key_size, hash);
+  if (const runtime_entries* e = runtime_linked()) return e->intern_dynamic(name, key_size, hash);
   no_runtime_notice();
   return nullptr;
 }

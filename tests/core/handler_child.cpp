@@ -182,12 +182,13 @@ void record_rounds(sender& s, tally& t, std::uint64_t& idx, int loops, unsigned 
   s.disarm();
 }
 
-// ---- `first`: the handler as a thread's first recorder -------------------------------------------
+// ---- `first`: the handler as a thread's first recorder
+// -------------------------------------------
 
 constexpr int first_slots = 3;
 // Each recorder's slot (trivial thread_locals: no constructor or exit hook to run in a handler).
 thread_local int t_slot = -1;
-thread_local bool t_recorded = false;  // this thread's ordinary code has recorded
+thread_local bool t_recorded = false;              // this thread's ordinary code has recorded
 lotus::batch_tracker g_slot_tracker[first_slots];  // the handler's consumer side, per slot
 std::atomic<std::uint64_t> g_h_first{0};           // handler runs before the thread's own record
 

@@ -206,8 +206,9 @@ TEST_CASE("a handler's batches never hide the batch they interrupt from batch>X"
   CHECK(found >= 1);
 }
 
-TEST_CASE("a signal handler may be a thread's first recorder, with run-time names, every feature on",
-          "[handlers][first]") {
+TEST_CASE(
+    "a signal handler may be a thread's first recorder, with run-time names, every feature on",
+    "[handlers][first]") {
   // Issue #71: a thread's first record and a run-time name's first use on a thread allocate (its
   // registration, its rings and resource tables, the name's interning and the thread's cache);
   // from a handler that interrupted malloc on that thread they waited for the lock it held: 3 runs

@@ -986,8 +986,8 @@ TEST_CASE("a program with no runtime never switches off a shared library's runti
     CHECK(disk.lines_named("SProgram") == 2);
   }
   SECTION("loaded with dlopen by a program that exports its symbols") {
-    const auto c = run_child({LOTUS_PLAIN_LOADER, "200", LOTUS_DL_RUNTIME},
-                             {{"LOTUS_LOG_FILE", dir / "t"}});
+    const auto c =
+        run_child({LOTUS_PLAIN_LOADER, "200", LOTUS_DL_RUNTIME}, {{"LOTUS_LOG_FILE", dir / "t"}});
     INFO("stdout:\n" << c.run.out << "stderr:\n" << c.run.err);
     REQUIRE(c.run.exit_code == 0);
     // The program's own code has no runtime, and says so (not "nothing is traced").

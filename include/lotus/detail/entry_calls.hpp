@@ -111,8 +111,7 @@ inline const record_site& intern(std::string_view name, std::uint32_t flags) {
 
 inline const record_site* intern_dynamic(const char* name, std::size_t key_size,
                                          std::uint64_t hash) noexcept {
-  if (const runtime_entries* e = runtime_linked())
-    return e->intern_dynamic(name, key_size, hash);
+  if (const runtime_entries* e = runtime_linked()) return e->intern_dynamic(name, key_size, hash);
   no_runtime_notice();
   return nullptr;
 }

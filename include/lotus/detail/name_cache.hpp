@@ -50,8 +50,9 @@ LOTUS_DETAIL_FORCE_INLINE std::uint64_t name_hash(const char* p, std::size_t n) 
 /// The one open-addressing table of the runtime (the writer's labels, each thread's name cache):
 /// linear probing over a power-of-two array of trivially copyable slots, at most half full, in a
 /// zeroed block of detail/pages.hpp (an all-zero slot is empty; a thread's cache grows at a name's
-/// first use, which may be in a signal handler that interrupted malloc). `Slot` has `bool empty() const` and
-/// `std::size_t hash() const`. One owner, no lock; lookups probe `slots` / `mask` themselves.
+/// first use, which may be in a signal handler that interrupted malloc). `Slot` has `bool empty()
+/// const` and `std::size_t hash() const`. One owner, no lock; lookups probe `slots` / `mask`
+/// themselves.
 template <class Slot>
 struct probe_table {
   Slot* slots = nullptr;

@@ -4,8 +4,8 @@
 // allocated in a signal handler that interrupted malloc or free on the same thread: malloc's arena
 // lock is not re-entrant, and the handler would wait for itself (issue #71: 3 runs in 22 hung).
 // These blocks come from mmap and go back with munmap, system calls that take no lock of the
-// process. Page-granular and zeroed: for what a thread or a table needs once or rarely (the run-time
-// names, many and small, come from an arena of such blocks: runtime/intern.hpp).
+// process. Page-granular and zeroed: for what a thread or a table needs once or rarely (the
+// run-time names, many and small, come from an arena of such blocks: runtime/intern.hpp).
 #pragma once
 
 #include <sys/mman.h>  // mmap, munmap

@@ -262,10 +262,9 @@ class sidecar_parser {
   static constexpr std::size_t k_max_warn_causes = 64;
   void warn(const std::string& why) { warn(why, why); }
   void warn(const std::string& cause, const std::string& why) {
-    const auto it = std::find_if(causes_.begin(), causes_.end(),
-                                 [&](const std::pair<std::string, warn_cause>& c) {
-                                   return c.first == cause;
-                                 });
+    const auto it =
+        std::find_if(causes_.begin(), causes_.end(),
+                     [&](const std::pair<std::string, warn_cause>& c) { return c.first == cause; });
     if (it != causes_.end()) {
       ++it->second.more;
     } else if (causes_.size() < k_max_warn_causes) {
@@ -498,10 +497,10 @@ class sidecar_parser {
     c.esterror_us = v[3];
     c.plausible = plausible_clock_sample(c);
     if (!c.plausible) {
-      warn("impossible 'clocksync' values",
-           "impossible 'clocksync' values (state " + tok[0] + ", status " + tok[1] +
-               ", maxerror " + tok[2] + " us, esterror " + tok[3] +
-               " us): that clock is taken as not synchronized");
+      warn("impossible 'clocksync' values", "impossible 'clocksync' values (state " + tok[0] +
+                                                ", status " + tok[1] + ", maxerror " + tok[2] +
+                                                " us, esterror " + tok[3] +
+                                                " us): that clock is taken as not synchronized");
     }
     (when == "start" ? proc_.clock_start : proc_.clock_exit) = c;
   }
