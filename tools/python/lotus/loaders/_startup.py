@@ -36,7 +36,7 @@ GROUP_RECORDS = {"startup": "worker start-up lines (the sidecar's startup record
 class Iterator:
     """One iterator's start in the main process."""
 
-    __slots__ = ("seq", "begin", "workers", "current", "method", "first", "expected")
+    __slots__ = ("seq", "begin", "workers", "current", "method", "first", "expected", "queued")
 
     def __init__(self, seq, begin, expected):
         self.seq = seq
@@ -46,6 +46,7 @@ class Iterator:
         self.current = None  # [pickled_ns, bytes] of the start in progress
         self.method = None
         self.first = False  # the first batch's arrival noted
+        self.queued = 0  # when its first indices were queued (every worker started)
 
 
 _seq = 0
@@ -57,10 +58,29 @@ _worker_loop_type = None  # dataloader.WorkerLoop (set by dataloader.py: no impo
 # or 3 times the longest earlier start of this process.
 LONG_START_NS = 30_000_000_000
 _longest = 0
+# How long an iterator's first batches may wait, once its workers are started, before the wait
+# triggers count them: the workers' own start after Process.start() returned (a spawned worker
+# with a small pickle imports torch only then; worker_init_fn; the first item) is start-up, a
+# batch that hangs is not. At least 2 s; 1.5 times the longest such wait of an earlier iterator of
+# this process; with no earlier one, 30 s for a new interpreter (spawn, forkserver), else twice
+# the longest Process.start().
+GRACE_NS = 2_000_000_000
+_after_start = 0
 
 
 def long_start_ns():
     return max(LONG_START_NS, 3 * _longest)
+
+
+def grace_ns(it):
+    """The first batches' start-up exemption after the workers of `it` started (ns)."""
+    it.queued = _time_ns()
+    if _after_start:
+        return max(GRACE_NS, int(1.5 * _after_start))
+    longest = max((w[5] - w[2] for w in it.workers), default=0)
+    if it.method in ("spawn", "forkserver"):
+        return max(LONG_START_NS, 2 * longest)
+    return max(GRACE_NS, 2 * longest)
 
 
 # In a worker: when its WorkerLoop was unpickled and torch's loader imported (0: forked), and
@@ -101,11 +121,13 @@ def end(it, workers, persistent):
 
 
 def first_arrival(it, idx, arrival):
-    global _longest
+    global _longest, _after_start
     if it is None or it.first or not it.workers:
         return
     it.first = True
     _longest = max(_longest, arrival - it.begin)
+    if it.queued:
+        _after_start = max(_after_start, arrival - it.queued)
     _lotus._startup_progress(it.begin, it.expected, len(it.workers), arrival)
     note(b"startup_first %d %d %d\n" % (it.seq, idx, arrival))
 

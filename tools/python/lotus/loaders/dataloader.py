@@ -219,10 +219,6 @@ def _take_arrival(arrived, data):
 
 
 _NOT_A_BATCH = object()
-# How long a worker's first batch may wait, past its iterator's __init__, before the wait
-# triggers count it (at least; twice the longest worker start when more): the worker's own
-# initialisation (worker_init_fn, the first item) is start-up, a batch that hangs is not.
-_STARTUP_GRACE_NS = 2_000_000_000
 
 
 def _past_the_end(it):
@@ -299,8 +295,7 @@ def main_side(cls, worker_owner, worker_key, unwrap=None, resume_offset=None):
             # batch that hangs once its worker is up still fires). Persistent workers start once,
             # with their first iterator: later epochs have no start-up.
             if starting:
-                longest = max(w[5] - w[2] for w in it.workers)
-                until = _time_ns() + max(_STARTUP_GRACE_NS, 2 * longest)
+                until = _time_ns() + _startup.grace_ns(it)
                 _lotus._startup_batches(self._lotus_offset,
                                         self._lotus_offset + len(it.workers), until)
             else:
