@@ -15,6 +15,20 @@
 
 #include "lotus/config.hpp"
 
+// Under AddressSanitizer, each block is a root region of LeakSanitizer: what lotus keeps only in
+// these blocks (the labels of the name table, a thread's tables) is reachable, not a leak.
+#if defined(__SANITIZE_ADDRESS__)
+#  define LOTUS_DETAIL_LSAN_ROOTS 1
+#elif defined(__has_feature)
+#  if __has_feature(address_sanitizer)
+#    define LOTUS_DETAIL_LSAN_ROOTS 1
+#  endif
+#endif
+#ifdef LOTUS_DETAIL_LSAN_ROOTS
+extern "C" void __lsan_register_root_region(const void* p, std::size_t size);
+extern "C" void __lsan_unregister_root_region(const void* p, std::size_t size);
+#endif
+
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
@@ -29,6 +43,9 @@ inline void* page_alloc(std::size_t size) noexcept {
   void* p = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return nullptr;
   *static_cast<std::size_t*>(p) = total;
+#ifdef LOTUS_DETAIL_LSAN_ROOTS
+  __lsan_register_root_region(p, total);
+#endif
   return static_cast<char*>(p) + page_header;
 }
 
@@ -38,6 +55,9 @@ inline void page_free(void* p) noexcept {
   char* base = static_cast<char*>(p) - page_header;
   std::size_t total = 0;
   __builtin_memcpy(&total, base, sizeof total);
+#ifdef LOTUS_DETAIL_LSAN_ROOTS
+  __lsan_unregister_root_region(base, total);
+#endif
   ::munmap(base, total);
 }
 
