@@ -350,7 +350,8 @@ case " $variants " in *" wheel "*) start_wheel_prepare bookworm; start_wheel_pre
 # frames, autotune, torchdata) run on Debian 12's torch 1.13 and pip's 2.11 and 2.15 instead, and
 # the pip install (a whole build of its own, minutes) on pip-newest's venv (gcc runs it where
 # neither runs).
-stack_ctest="${LOTUS_STACK_CTEST:--E ^python\.(torch_spawn|flight|causes|memory|map|map_callgrind|frame|autotune|autotune_equivalence|stateful|nodes|pip)$}"
+# (python.startup: Debian 12's torch 1.13 in gcc, pip's newest in pip-newest, Python 3.14 in wheel.)
+stack_ctest="${LOTUS_STACK_CTEST:--E ^python\.(torch_spawn|flight|causes|memory|map|map_callgrind|frame|autotune|autotune_equivalence|stateful|nodes|pip|startup)$}"
 # With both pip stacks in the run, the Python tests the newest runs (the flight recorder, memory,
 # frames, autotune) are not run again on Debian 12's torch in the gcc variant.
 gcc_skip=""
