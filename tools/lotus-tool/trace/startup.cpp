@@ -93,6 +93,7 @@ startup_analysis analyze_startup(const trace_dir& dir) {
       if (m.begin_ns == 0 || m.starts.empty()) continue;
       startup_iteration it;
       it.pid = p.pid;
+      it.host = p.host;
       it.seq = m.seq;
       it.workers = m.workers;
       it.method = m.method;

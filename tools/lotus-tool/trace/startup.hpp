@@ -39,6 +39,7 @@ struct startup_worker_figures {
 /// One iterator that started workers.
 struct startup_iteration {
   std::uint64_t pid = 0, seq = 0, workers = 0;
+  std::string host;  ///< its main process's (with pid: the process)
   std::string method;
   bool persistent = false;
   std::uint64_t begin_ns = 0, init_end_ns = 0, first_ns = 0;  ///< first_ns 0: not recorded

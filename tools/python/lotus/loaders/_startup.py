@@ -25,7 +25,7 @@ Measured with two wrappers that act only for a lotus worker loop: ``BaseProcess.
 """
 
 import threading as _threading
-from time import time_ns as _time_ns
+from time import sleep as _sleep, time_ns as _time_ns
 
 from .. import _lotus
 from . import _patch
@@ -133,13 +133,14 @@ def first_arrival(it, idx, arrival):
 
 
 def note(data):
-    """Queues whole sidecar lines (the runtime's queue of lotus.torch's lines); the writer may
-    hold it for a moment: tried again a bounded number of times, then dropped."""
+    """Queues whole sidecar lines in the runtime's queue of lotus.torch's own lines (the one the
+    `gpu` lines use: _note_gpu_lines takes any whole lines); the writer may hold it for a moment:
+    tried again a bounded number of times (1 s at most), then dropped."""
     for _ in range(2000):
         r = _lotus._note_gpu_lines(data)
         if r != 2:
             return r == 0
-        _threading.Event().wait(0.0005)
+        _sleep(0.0005)
     return False
 
 
@@ -215,9 +216,6 @@ class TimedInit:
             return self.fn(*args, **kwargs)
         finally:
             _init = (t0, _time_ns() - t0, thread_time_ns() - c0)
-
-    def __reduce__(self):  # never sent as such: it is made in the worker
-        return (TimedInit, (self.fn,))
 
 
 def unpickled_loop():

@@ -221,13 +221,19 @@ def _take_arrival(arrived, data):
 _NOT_A_BATCH = object()
 
 
+def _epoch_length(it):
+    """The batches of the iterator's epoch (its sampler's length, read once an epoch), or None."""
+    try:
+        return len(it._index_sampler)
+    except (AttributeError, TypeError):
+        return None
+
+
 def _past_the_end(it):
     """Whether the iterator has handed over every batch of its epoch (a sized sampler): the call
     that raises StopIteration shuts the workers down (joins them) and waits for no batch."""
-    try:
-        return it._rcvd_idx >= len(it._index_sampler)
-    except (AttributeError, TypeError):
-        return False
+    n = getattr(it, "_lotus_len", None)
+    return n is not None and it._rcvd_idx >= n
 
 
 def main_side(cls, worker_owner, worker_key, unwrap=None, resume_offset=None):
@@ -282,6 +288,7 @@ def main_side(cls, worker_owner, worker_key, unwrap=None, resume_offset=None):
         before = self._send_idx
         if before == 0:  # a new epoch (_reset): arrivals of an abandoned one are stale
             self._lotus_arrived.clear()
+            self._lotus_len = _epoch_length(self)
             if not getattr(self, "_lotus_init", False):
                 self._lotus_offset = 0
             it = getattr(self, "_lotus_startup", None)
