@@ -367,8 +367,9 @@ def main_side(cls, worker_owner, worker_key, unwrap=None, resume_offset=None):
                     self._lotus_arrived.setdefault(id(data), []).append((at, 0, 0))
                 else:  # used now: in order, or any arrival with in_order=False
                     self._lotus_arrived.setdefault(id(data), []).append((at, start, _now()))
-                    if start:
-                        _startup.first_arrival(self._lotus_startup, at, _time_ns())
+                    su = self._lotus_startup
+                    if start and su is not None and not su.first:  # once an iterator
+                        _startup.first_arrival(su, at, _time_ns())
         return r
 
     def process_data(self, data, *args, **kwargs):
