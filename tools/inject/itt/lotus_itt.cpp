@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "lotus/lotus.hpp"
+#include "../thread_stacks.hpp"
 
 namespace {
 
@@ -51,7 +52,7 @@ using ld::itt_domain_abi;
 using ld::itt_id_abi;
 using ld::itt_string_handle_abi;
 
-constexpr std::size_t max_depth = 4096;     // open tasks per thread and domain
+using lotus_inject::max_depth;              // open tasks per thread and domain
 constexpr std::size_t max_domains = 4096;   // domains per process
 constexpr std::size_t max_handles = 65536;  // distinct string handles per process
 
@@ -64,15 +65,13 @@ enum counted : unsigned {
   c_overlapped,
   c_other,
   c_paused,
-  c_too_deep,
-  c_unmatched,
-  c_thread_exit,
   c_extra_domains,
   c_extra_handles,
   c_count
 };
 std::atomic<std::uint64_t> g_counts[c_count] = {};
-std::atomic<std::uint64_t> g_open{0};  // tasks open now, all threads
+// Tasks open now, beyond max_depth, unmatched, and left open by their thread.
+lotus_inject::stack_counts g_tasks;
 std::atomic<bool> g_paused{false};
 
 void count(counted c) { g_counts[c].fetch_add(1, std::memory_order_relaxed); }
@@ -106,50 +105,8 @@ domain* g_more_domains = nullptr;                               // (g_mu) beyond
 handle* g_more_names = nullptr;                                 // (g_mu) beyond max_handles
 bool g_prefix = false;                                          // LOTUS_ITT_DOMAIN_PREFIX=1
 
-struct frame {
-  const lotus::record_site* site;  // nullptr: not recorded (tracing off or paused, no memory)
-  std::uint64_t t0;
-};
-
-/// One domain's open tasks on one thread.
-struct task_stack {
-  const itt_domain_abi* domain;
-  std::vector<frame> frames;
-  std::size_t depth = 0;  // begins not yet ended, also those beyond max_depth
-};
-
-/// A thread's stacks, one per domain it began tasks in (few: found by a scan from the last
-/// used). Its destructor counts the tasks its thread left open.
-struct thread_tasks {
-  std::vector<task_stack> stacks;
-  std::size_t last = 0;
-
-  task_stack* find(const itt_domain_abi* d) noexcept {
-    if (last < stacks.size() && stacks[last].domain == d) return &stacks[last];
-    for (std::size_t i = 0; i < stacks.size(); ++i) {
-      if (stacks[i].domain == d) {
-        last = i;
-        return &stacks[i];
-      }
-    }
-    return nullptr;
-  }
-  task_stack* get(const itt_domain_abi* d) {
-    if (task_stack* s = find(d)) return s;
-    stacks.push_back(task_stack{d, {}, 0});
-    last = stacks.size() - 1;
-    return &stacks.back();
-  }
-  ~thread_tasks() {
-    std::uint64_t open = 0;
-    for (const task_stack& s : stacks) open += s.depth;
-    if (open != 0) {
-      g_counts[c_thread_exit].fetch_add(open, std::memory_order_relaxed);
-      g_open.fetch_sub(open, std::memory_order_relaxed);
-    }
-  }
-};
-thread_local thread_tasks t_tasks;
+/// A thread's open tasks, one stack per domain.
+thread_local lotus_inject::thread_stacks<const itt_domain_abi*> t_tasks{g_tasks};
 thread_local std::string t_name;  // a prefixed name, built without allocation once grown
 
 itt_domain_abi* domain_create(const char* name);
@@ -202,52 +159,25 @@ const lotus::record_site* site_of(const domain* d, const itt_string_handle_abi* 
 void task_begin(const itt_domain_abi* dom, itt_string_handle_abi* name, bool named) {
   const domain* d = domain_of(dom);
   if (d == nullptr || d->skip) return;
-  task_stack* st = nullptr;
-  try {
-    st = t_tasks.get(&d->abi);
-  } catch (const std::bad_alloc&) {
-    return;
-  }
-  const std::size_t level = st->depth++;
-  g_open.fetch_add(1, std::memory_order_relaxed);
-  if (level >= max_depth) {
-    count(c_too_deep);
-    return;
-  }
-  frame f{nullptr, 0};
-  const int m = ld::active_mode();
-  if (!named) {
-    count(c_other);
-  } else if (g_paused.load(std::memory_order_relaxed)) {
-    count(c_paused);
-  } else if (m >= ld::mode_tsc) {
-    f.site = site_of(d, name);
-    f.t0 = ld::now_ticks(m);
-  }
-  try {
-    if (st->frames.capacity() == 0) st->frames.reserve(16);
-    st->frames.push_back(f);
-  } catch (const std::bad_alloc&) {
-    --st->depth;
-    g_open.fetch_sub(1, std::memory_order_relaxed);
-  }
+  t_tasks.push(&d->abi, [&] {
+    lotus_inject::frame f{nullptr, 0};
+    const int m = ld::active_mode();
+    if (!named) {
+      count(c_other);
+    } else if (g_paused.load(std::memory_order_relaxed)) {
+      count(c_paused);
+    } else if (m >= ld::mode_tsc) {
+      f.site = site_of(d, name);
+      f.t0 = ld::now_ticks(m);
+    }
+    return f;
+  });
 }
 
 void task_end(const itt_domain_abi* dom) {
   const domain* d = domain_of(dom);
   if (d == nullptr || d->skip) return;
-  task_stack* st = t_tasks.find(&d->abi);
-  if (st == nullptr || st->depth == 0) {
-    count(c_unmatched);
-    return;
-  }
-  const std::size_t level = --st->depth;
-  g_open.fetch_sub(1, std::memory_order_relaxed);
-  if (level >= max_depth || st->frames.empty()) return;
-  const frame f = st->frames.back();
-  st->frames.pop_back();
-  const int m = ld::active_mode();
-  if (f.site != nullptr && m >= ld::mode_tsc) ld::emit(*f.site, f.t0, ld::now_ticks(m), 0);
+  t_tasks.pop(&d->abi);
 }
 
 // ---- domains and string handles ----
@@ -437,8 +367,10 @@ void report_counts() {
   unsigned long long n[c_count];
   unsigned long long sum = 0;
   for (unsigned i = 0; i < c_count; ++i) sum += n[i] = g_counts[i].load();
-  const unsigned long long at_exit = g_open.load(), pooled = runtime_pooled_names();
-  if (sum + at_exit + pooled == 0) return;
+  const unsigned long long deep = g_tasks.too_deep.load(), unmatched = g_tasks.unmatched.load(),
+                           thread_exit = g_tasks.at_thread_exit.load(),
+                           at_exit = g_tasks.open.load(), pooled = runtime_pooled_names();
+  if (sum + deep + unmatched + thread_exit + at_exit + pooled == 0) return;
   char line[900];
   const int w = std::snprintf(
       line, sizeof line,
@@ -449,8 +381,8 @@ void report_counts() {
       "process exit; %llu domains beyond %zu (recorded as lotus_more_domains), %llu string "
       "handles beyond %zu and %llu uses of names beyond the name table (recorded as %s)\n",
       n[c_frames], n[c_counters], n[c_markers], n[c_regions], n[c_overlapped], n[c_other],
-      n[c_paused], n[c_too_deep], max_depth, n[c_unmatched], n[c_thread_exit], at_exit,
-      n[c_extra_domains], max_domains, n[c_extra_handles], max_handles, pooled, ld::pooled_name);
+      n[c_paused], deep, max_depth, unmatched, thread_exit, at_exit, n[c_extra_domains],
+      max_domains, n[c_extra_handles], max_handles, pooled, ld::pooled_name);
   if (w > 0) {
     const std::size_t len =
         static_cast<std::size_t>(w) < sizeof line ? static_cast<std::size_t>(w) : sizeof line - 1;

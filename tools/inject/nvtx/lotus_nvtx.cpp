@@ -45,19 +45,20 @@
 #include <vector>
 
 #include "lotus/lotus.hpp"
+#include "../thread_stacks.hpp"
 
 namespace {
 
 namespace ld = lotus::detail;
 
-constexpr std::size_t max_depth = 4096;     // open push/pop ranges per thread
+using lotus_inject::max_depth;              // open push/pop ranges per thread and domain
 constexpr std::size_t max_started = 65536;  // open start/end ranges per process
 constexpr std::size_t max_domains = 4096;
 
-std::atomic<std::uint64_t> g_marks{0}, g_too_deep{0}, g_too_many_started{0}, g_unmatched{0};
+std::atomic<std::uint64_t> g_marks{0}, g_too_many_started{0};
 std::atomic<std::uint64_t> g_unknown_ends{0}, g_extra_domains{0};
-// Push/pop ranges open now (all threads), and those still open when their thread exited.
-std::atomic<std::uint64_t> g_open{0}, g_open_at_thread_exit{0};
+// Push/pop ranges open now, beyond max_depth, unmatched, and left open by their thread.
+lotus_inject::stack_counts g_ranges;
 
 /// A domain: the prefix of its records' names ("name:"); the default domain has none.
 struct domain {
@@ -75,50 +76,8 @@ struct started {
 std::unordered_map<std::uint64_t, started>* g_started = nullptr;  // (g_mu)
 std::uint64_t g_next_id = 1;                                      // (g_mu)
 
-struct frame {
-  const lotus::record_site* site;  // nullptr: not recorded (tracing off, or no memory)
-  std::uint64_t t0;
-};
-
-/// One domain's push/pop ranges on one thread.
-struct range_stack {
-  nvtxDomainHandle_t domain;
-  std::vector<frame> frames;
-  std::size_t depth = 0;  // pushes not yet popped, also those beyond max_depth
-};
-
-/// A thread's stacks, one per domain it pushed in (few: found by a scan from the last used).
-/// Its destructor counts the ranges its thread left open.
-struct thread_ranges {
-  std::vector<range_stack> stacks;
-  std::size_t last = 0;
-
-  range_stack* find(nvtxDomainHandle_t d) noexcept {
-    if (last < stacks.size() && stacks[last].domain == d) return &stacks[last];
-    for (std::size_t i = 0; i < stacks.size(); ++i) {
-      if (stacks[i].domain == d) {
-        last = i;
-        return &stacks[i];
-      }
-    }
-    return nullptr;
-  }
-  range_stack* get(nvtxDomainHandle_t d) {
-    if (range_stack* s = find(d)) return s;
-    stacks.push_back(range_stack{d, {}, 0});
-    last = stacks.size() - 1;
-    return &stacks.back();
-  }
-  ~thread_ranges() {
-    std::uint64_t open = 0;
-    for (const range_stack& s : stacks) open += s.depth;
-    if (open != 0) {
-      g_open_at_thread_exit.fetch_add(open, std::memory_order_relaxed);
-      g_open.fetch_sub(open, std::memory_order_relaxed);
-    }
-  }
-};
-thread_local thread_ranges t_ranges;
+/// A thread's push/pop ranges, one stack per domain.
+thread_local lotus_inject::thread_stacks<nvtxDomainHandle_t> t_ranges{g_ranges};
 
 /// The full name of a named domain's range, built in a buffer of the thread (no allocation per
 /// push once it has grown).
@@ -205,52 +164,19 @@ bool tracing(int& m) {
 // ---- push / pop ----
 
 int push(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a) {
-  range_stack* st = nullptr;
-  try {
-    st = t_ranges.get(d);
-  } catch (const std::bad_alloc&) {
-    return -1;
-  }
-  const std::size_t level = st->depth++;
-  g_open.fetch_add(1, std::memory_order_relaxed);
-  if (level >= max_depth) {
-    g_too_deep.fetch_add(1, std::memory_order_relaxed);
-    return static_cast<int>(level);
-  }
-  int m = 0;
-  frame f{nullptr, 0};
-  if (tracing(m)) {
-    f.site = site_of(d, a);
-    f.t0 = ld::now_ticks(m);
-  }
-  try {
-    if (st->frames.capacity() == 0) st->frames.reserve(16);
-    st->frames.push_back(f);
-  } catch (const std::bad_alloc&) {
-    --st->depth;
-    g_open.fetch_sub(1, std::memory_order_relaxed);
-    return -1;
-  }
-  return static_cast<int>(level);
+  return static_cast<int>(t_ranges.push(d, [&] {
+    int m = 0;
+    lotus_inject::frame f{nullptr, 0};
+    if (tracing(m)) {
+      f.site = site_of(d, a);
+      f.t0 = ld::now_ticks(m);
+    }
+    return f;
+  }));
 }
 
 /// Ends the innermost open range of domain `d` on this thread (NVTX: per thread and domain).
-int pop(nvtxDomainHandle_t d) {
-  range_stack* st = t_ranges.find(d);
-  if (st == nullptr || st->depth == 0) {
-    g_unmatched.fetch_add(1, std::memory_order_relaxed);
-    return -1;
-  }
-  const std::size_t level = --st->depth;
-  g_open.fetch_sub(1, std::memory_order_relaxed);
-  if (level >= max_depth) return static_cast<int>(level);
-  if (st->frames.empty()) return static_cast<int>(level);  // a push that ran out of memory
-  const frame f = st->frames.back();
-  st->frames.pop_back();
-  int m = 0;
-  if (f.site != nullptr && tracing(m)) ld::emit(*f.site, f.t0, ld::now_ticks(m), 0);
-  return static_cast<int>(level);
-}
+int pop(nvtxDomainHandle_t d) { return static_cast<int>(t_ranges.pop(d)); }
 
 // ---- start / end ----
 
@@ -427,11 +353,12 @@ void report_counts() {
     const std::lock_guard<std::mutex> lk(g_mu);
     if (g_started != nullptr) started_open = g_started->size();
   }
-  const unsigned long long marks = g_marks.load(), deep = g_too_deep.load(),
-                           many = g_too_many_started.load(), unmatched = g_unmatched.load(),
+  const unsigned long long marks = g_marks.load(), deep = g_ranges.too_deep.load(),
+                           many = g_too_many_started.load(), unmatched = g_ranges.unmatched.load(),
                            unknown = g_unknown_ends.load(), domains = g_extra_domains.load(),
-                           thread_exit = g_open_at_thread_exit.load(),
-                           at_exit = g_open.load() + started_open, pooled = runtime_pooled_names();
+                           thread_exit = g_ranges.at_thread_exit.load(),
+                           at_exit = g_ranges.open.load() + started_open,
+                           pooled = runtime_pooled_names();
   if (marks + deep + many + unmatched + unknown + domains + thread_exit + at_exit + pooled == 0) {
     return;
   }
