@@ -2,19 +2,23 @@
 """The start-up model against measured runs: whatif from one run, every other setting measured.
 
     python3 bench/python/startup_whatif.py [--from spawn:2] [--paths 400000] [--epochs 2]
-        [--methods fork,spawn,forkserver] [--workers 2,4,8] [--out DIR]
+        [--methods fork,spawn,forkserver] [--workers 2,4,8] [--repeat 3] [--out DIR]
 
 Runs tests/python/startup_scenario.py (a dataset of --paths file paths as a Python list, 8 batches
 an epoch, non-persistent workers) once per setting, traced, then asks `lotus-tool whatif` for each
 setting from the --from run alone and prints a Markdown table: measured and predicted time to first
-batch and epoch (iter(loader) to its last batch; means over the epochs), and the errors. Needs LOTUS_TOOL (lotus-tool) and the
-lotus package on PYTHONPATH. About 3-4 minutes on 2 cores for the default matrix.
+batch and epoch (iter(loader) to its last batch; means over the epochs), and the errors. Every
+setting is measured --repeat times, the rounds interleaved (each round runs every setting once), and
+compared by its median; the table gives the measured runs' range beside it, because a fork start of
+50-100 ms varies by a quarter from run to run on a 2-core VM. Needs LOTUS_TOOL (lotus-tool) and the
+lotus package on PYTHONPATH. About 10 minutes on 2 cores for the default matrix.
 """
 
 import argparse
 import json
 import os
 import pathlib
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -42,6 +46,7 @@ def main():
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--methods", default="fork,spawn,forkserver")
     ap.add_argument("--workers", default="2,4,8")
+    ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--out")
     a = ap.parse_args()
     tool = os.environ.get("LOTUS_TOOL", "lotus-tool")
@@ -49,32 +54,44 @@ def main():
     src_method, src_workers = a.source.split(":")
     src = root / f"{src_method}-{src_workers}"
     run(src, src_method, int(src_workers), a)
+    settings = [(m, int(w)) for m in a.methods.split(",") for w in a.workers.split(",")]
+    measured = {k: [] for k in settings}
+    for r in range(a.repeat):
+        for method, w in settings:
+            # Every setting measured by runs of its own (the source's too: its replay is then
+            # compared with other runs, as every prediction is).
+            ttfb, epoch, _ = run(root / f"{method}-{w}-measured-{r}", method, w, a)
+            measured[(method, w)].append((ttfb, epoch))
     rows = []
-    for method in a.methods.split(","):
-        for w in (int(x) for x in a.workers.split(",")):
-            # Every setting measured by a run of its own (the source's too: its replay is then
-            # compared with another run, as every prediction is).
-            ttfb, epoch, _ = run(root / f"{method}-{w}-measured", method, w, a)
-            js = json.loads(subprocess.run(
-                [tool, "whatif", str(src), "--workers", str(w), "--start-method", method,
-                 "--json"], capture_output=True, text=True, check=True).stdout)
-            su = js["startup"]
-            pt = su["predicted_ttfb_ms"]
-            pe = js["predicted"]["epoch_seconds"]
-            rows.append((method, w, ttfb, pt / 1e3 if pt is not None else None, epoch, pe,
-                         su["note"]))
+    for method, w in settings:
+        js = json.loads(subprocess.run(
+            [tool, "whatif", str(src), "--workers", str(w), "--start-method", method,
+             "--json"], capture_output=True, text=True, check=True).stdout)
+        su = js["startup"]
+        pt = su["predicted_ttfb_ms"]
+        pe = js["predicted"]["epoch_seconds"]
+        rows.append((method, w, [m[0] for m in measured[(method, w)]],
+                     pt / 1e3 if pt is not None else None,
+                     [m[1] for m in measured[(method, w)]], pe, su["note"]))
     print(f"From `{a.source}` ({a.paths} paths, {a.epochs} epochs, 8 batches each, "
-          f"non-persistent; python {sys.version.split()[0]}):\n")
+          f"non-persistent; python {sys.version.split()[0]}; each setting measured {a.repeat}×, "
+          f"median [range]):\n")
     print("| setting | time to first batch: measured | predicted | error | epoch: measured "
           "| predicted | error |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
-    for method, w, ttfb, pt, epoch, pe, note in rows:
+    within = total = 0
+    for method, w, ttfbs, pt, epochs, pe, note in rows:
+        ttfb, epoch = statistics.median(ttfbs), statistics.median(epochs)
+        if pt is not None:
+            total += 2
+            within += (abs(pt - ttfb) <= 0.2 * ttfb) + (abs(pe - epoch) <= 0.2 * epoch)
         te = f"{100 * (pt - ttfb) / ttfb:+.0f} %" if pt is not None else "not predicted"
         ee = f"{100 * (pe - epoch) / epoch:+.0f} %" if pt is not None else "–"
-        print(f"| {method}, {w} workers | {ttfb:.2f} s | "
-              f"{'%.2f s' % pt if pt is not None else '–'} | {te} | {epoch:.2f} s | "
+        print(f"| {method}, {w} workers | {ttfb:.2f} s [{min(ttfbs):.2f}–{max(ttfbs):.2f}] | "
+              f"{'%.2f s' % pt if pt is not None else '–'} | {te} | "
+              f"{epoch:.2f} s [{min(epochs):.2f}–{max(epochs):.2f}] | "
               f"{pe:.2f} s | {ee} |" + (f" {note}" if note and pt is None else ""))
-
+    print(f"\n{within} of {total} predictions within 20 % of the measured median.")
 
 if __name__ == "__main__":
     main()
