@@ -24,13 +24,94 @@ MiB = 1 << 20
 
 # ---- the model ---------------------------------------------------------------------------------
 
-def test_model_agrees_with_lotus_tool_whatif_on_the_shared_cases():
-    # tests/tool/test_tool_compare.cpp checks lotus-tool's simulate_loader on the same file.
+def _write_trace(d, batch_ms, workers, slot_start_ms, prefetch=2):
+    """A one-epoch trace of a DataLoader: batch i prepared by worker i mod `workers` for
+    batch_ms[i] ms, worker w's first batch `slot_start_ms[w]` ms after the epoch's first record
+    (SBatchQueued_0). Whole milliseconds: lotus-tool reads exactly these times."""
+    t0, ms = 1_722_800_000_000_000_000, 1_000_000
+    free = [t0 + s * ms for s in slot_start_ms]
+    done = []
+    for i, b in enumerate(batch_ms):
+        w = i % workers
+        done.append((w, free[w], b * ms))
+        free[w] += b * ms
+    main = [f"SBatchQueued_{i},{t0 + i * 1000},1000" for i in range(prefetch * workers)]
+    t = t0
+    for i, (_w, start, dur) in enumerate(done):
+        ready = start + dur
+        main.append(f"SBatchWait_{i},{t},{max(1000, ready - t)}")
+        t = max(t, ready) + 1000
+        main.append(f"SBatchConsumed_{i},{t},1000")
+        if i + prefetch * workers < len(batch_ms):
+            main.append(f"SBatchQueued_{i + prefetch * workers},{t},1000")
+    (d / "lotustrace_log_main_pid_500").write_text("\n".join(main) + "\n")
+    for w in range(workers):
+        lines = [f"SBatchPreprocessed_{i},{start},{dur}"
+                 for i, (who, start, dur) in enumerate(done) if who == w]
+        (d / f"lotustrace_log_worker_pid_{501 + w}").write_text("\n".join(lines) + "\n")
+
+
+def test_autotune_and_lotus_tool_whatif_predict_the_same_epoch_for_a_trace(tmp_path,
+                                                                           monkeypatch):
+    # One model: lotus-tool whatif's (tools/lotus-tool/compare/epoch_model.cpp), which autotune
+    # calls through lotus._lotus. Given the inputs whatif takes from a trace (each batch's wall
+    # time split by one off-CPU share, the step and its CPU part, the worker slots' measured
+    # start-up), autotune's simulate_epoch returns whatif's prediction to the last bit.
+    import subprocess
+
+    import lotus._lotus
+    from lotus.autotune import model
+
+    tool = os.environ.get("LOTUS_TOOL")
+    if not tool:
+        pytest.skip("LOTUS_TOOL (the lotus-tool of this build) is not set")
+    batch_ms = [7, 3, 12, 5, 9, 4, 15, 6, 8, 2, 11, 5]
+    slot_start_ms = [2, 3]
+    _write_trace(tmp_path, batch_ms, 2, slot_start_ms)
+    calls = []
+    native = lotus._lotus._simulate_epoch
+    monkeypatch.setattr(lotus._lotus, "_simulate_epoch", lambda *a: calls.append(a) or native(*a))
+    for workers, pf, cores, step_ms, step_cpu_ms, share, unordered in [
+            (3, 2, 4, 1.5, 0.5, 0.25, False), (1, 1, 2, 4.0, 4.0, 0.0, False),
+            (6, 4, 2, 2.0, 1.0, 0.6, False), (4, 2, 3, 0.0, 0.0, 0.1, True)]:
+        args = [tool, "whatif", str(tmp_path), "--json", "--workers", str(workers),
+                "--prefetch-factor", str(pf), "--cores", str(cores), "--step-ms", str(step_ms),
+                "--step-cpu-ms", str(step_cpu_ms), "--offcpu-share", str(share)]
+        r = subprocess.run(args + (["--unordered"] if unordered else []), capture_output=True,
+                           text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        whatif = json.loads(r.stdout)
+        # (cores >= the 2 workers traced: whatif takes the batch times as they are)
+        assert whatif["measured"]["workers"] == 2 and whatif["model"]["work_scale"] == 1.0
+        # whatif's inputs, computed as lotus-tool computes them (compare/whatif.cpp).
+        batches = [(max(0.0, b) / 1e3 * (1.0 - share), max(0.0, b) / 1e3 * share)
+                   for b in batch_ms]
+        step_s = max(0.0, step_ms) / 1e3
+        cpu = min(step_s, max(0.0, step_cpu_ms) / 1e3)
+        begin = [(s * 1_000_000) / 1e6 / 1e3 for s in slot_start_ms]
+        calls.clear()
+        got = model.simulate_epoch(batches, workers, pf, cores, (cpu, step_s - cpu),
+                                   unordered=unordered, begin=begin)
+        assert len(calls) == 1  # the native model, not a copy
+        assert got["last_take"] == whatif["predicted"]["epoch_seconds"]
+        assert min(1.0, got["wait_s"] / got["last_take"]) == whatif["predicted"]["wait_share"]
+        assert got["seconds"] > got["last_take"] or step_ms == 0
+    # The tuner predicts through the same function.
+    calls.clear()
+    tuner = Tuner(2, 2, cores=2, log=None)
+    tuner.decide(EpochMeasurement(2, 2, [(0.004, 0.001)] * 12, [(0.001, 0.0)] * 12, 0.05))
+    assert len(calls) > 10
+
+
+def test_the_model_keeps_lotus_tool_whatif_s_hand_computed_cases():
+    # The hand-computed cases of tests/tool/data/loader_model_cases.json (lotus-tool's own test
+    # checks every case of the file): one model, so autotune gives them too.
     cases = json.loads(CASES.read_text())["cases"]
-    assert sum(c["hand_computed"] for c in cases) >= 7
-    for c in cases:
+    hand = [c for c in cases if c["hand_computed"]]
+    assert len(hand) >= 7
+    for c in hand:
         s = c["offcpu_share"]
-        batches = [(ms * (1 - s) / 1e3, ms * s / 1e3) for ms in c["batch_ms"]]
+        batches = [(ms / 1e3 * (1 - s), ms / 1e3 * s) for ms in c["batch_ms"]]
         cpu = min(c["step_cpu_ms"], c["step_ms"])
         r = simulate_epoch(batches, c["workers"], c["prefetch_factor"], c["cores"],
                            (cpu / 1e3, (c["step_ms"] - cpu) / 1e3), unordered=c["unordered"])

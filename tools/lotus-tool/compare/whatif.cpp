@@ -9,10 +9,10 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <deque>
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "compare/epoch_model.hpp"
 #include "util/diag.hpp"
 #include "util/error.hpp"
 #include "util/format.hpp"
@@ -25,204 +25,34 @@ namespace {
 
 constexpr double k_inf = std::numeric_limits<double>::infinity();
 
-struct epoch_outcome {
-  double seconds = 0, wait_s = 0;
-  std::uint64_t out_of_order = 0, batches = 0;
-};
-
-// One epoch, event by event (times in seconds). Workers hold FIFO index queues. A batch spends
-// its off-CPU share first (I/O, sleeps: no core), then its CPU part; the consumer's step spends
-// its off-core part first, then step_cpu_ms on a core. The threads on a CPU at once (busy workers
-// in their CPU part, and the consumer in its) share the cores: each runs at min(1, cores / k).
-// lotus.torch.autotune's simulate_epoch (tools/python/lotus/autotune.py) is the same model.
-epoch_outcome simulate_epoch(const std::vector<double>& batch_ms, const loader_model& m,
-                             const std::vector<double>* start_ms) {
-  epoch_outcome out;
-  const std::size_t n = batch_ms.size();
-  if (n == 0) return out;
-  const unsigned workers = std::max(1u, m.workers);
-  const std::size_t outstanding =
-      static_cast<std::size_t>(std::max(1u, m.prefetch_factor)) * workers;
-  const double step_s = std::max(0.0, m.step_ms) / 1e3;
-  const double step_cpu_s = std::min(step_s, std::max(0.0, m.step_cpu_ms) / 1e3);
-  const double step_off_s = step_s - step_cpu_s;
+// One epoch of whatif's model (compare/epoch_model.hpp, the one implementation, which
+// lotus.autotune runs too): each batch's wall time split by the one off-CPU share, the step by
+// its CPU part, the worker slots' start-up in ms.
+epoch_outcome replay_epoch(const std::vector<double>& batch_ms, const loader_model& m,
+                           const std::vector<double>* start_ms) {
+  epoch_inputs in;
   const double off_share = std::min(1.0, std::max(0.0, m.offcpu_share));
-  const double cores = m.cores > 0 ? m.cores : 1.0;
-
-  std::vector<std::deque<std::size_t>> queue(workers);
-  std::vector<std::size_t> current(workers, SIZE_MAX);
-  std::vector<bool> on_cpu(workers, false);  // in its CPU part (else off the CPU until off_end)
-  std::vector<double> remaining(workers, 0), off_end(workers, 0);
-  std::vector<double> ready(n, k_inf);
-  // When each worker may begin (its start-up), seconds from the epoch's start.
-  std::vector<double> avail(workers, 0.0);
-  if (start_ms != nullptr && !start_ms->empty()) {
-    for (unsigned w = 0; w < workers; ++w) {
-      const double v = w < start_ms->size() ? (*start_ms)[w] : start_ms->back();
-      avail[w] = std::max(0.0, v) / 1e3;
-    }
+  in.cpu_s.reserve(batch_ms.size());
+  in.off_s.reserve(batch_ms.size());
+  for (const double ms : batch_ms) {
+    in.cpu_s.push_back(std::max(0.0, ms) / 1e3 * (1.0 - off_share));
+    in.off_s.push_back(std::max(0.0, ms) / 1e3 * off_share);
   }
-  std::vector<bool> taken(n, false);
-  std::size_t dispatched = 0;
-  auto dispatch = [&] {
-    if (dispatched < n) {
-      queue[dispatched % workers].push_back(dispatched);
-      ++dispatched;
-    }
-  };
-  for (std::size_t i = 0; i < outstanding && i < n; ++i) dispatch();
-
-  double t = 0;
-  // The consumer: 0 waiting for data, 1 in its step off the core (until step_end), 2 in its
-  // step's CPU part (step_remaining).
-  int main_state = 0;
-  double step_end = 0, step_remaining = 0, wait_start = 0;
-  std::size_t next_in_order = 0, consumed = 0;
-  std::deque<std::size_t> arrived;         // ready, not taken, in arrival order (unordered mode)
-  std::vector<std::size_t> arrival_order;  // batch indices as they became ready
-  std::uint64_t events = 0;
-  const std::uint64_t max_events = 6 * static_cast<std::uint64_t>(n) + 2 + workers;
-  auto complete = [&](unsigned w) {
-    const std::size_t b = current[w];
-    ready[b] = t;
-    arrived.push_back(b);
-    arrival_order.push_back(b);
-    current[w] = SIZE_MAX;
-  };
-  auto begin_cpu = [&](unsigned w) {
-    remaining[w] = std::max(0.0, batch_ms[current[w]]) / 1e3 * (1.0 - off_share);
-    on_cpu[w] = true;
-  };
-  while (consumed < n) {
-    // Idle workers start their next batch.
-    unsigned busy = 0;
-    for (unsigned w = 0; w < workers; ++w) {
-      if (current[w] == SIZE_MAX && !queue[w].empty() && avail[w] <= t) {
-        current[w] = queue[w].front();
-        queue[w].pop_front();
-        const double off = std::max(0.0, batch_ms[current[w]]) / 1e3 * off_share;
-        if (off > 0) {
-          on_cpu[w] = false;
-          off_end[w] = t + off;
-        } else {
-          begin_cpu(w);
-        }
-      }
-      if (current[w] != SIZE_MAX && on_cpu[w]) ++busy;
-    }
-    // The main process takes a batch when it is waiting and one it may take is ready.
-    if (main_state == 0) {
-      std::size_t take = SIZE_MAX;
-      if (m.unordered) {
-        if (!arrived.empty()) take = arrived.front();
-      } else if (next_in_order < n && ready[next_in_order] <= t) {
-        take = next_in_order;
-      }
-      if (take != SIZE_MAX) {
-        if (m.unordered) arrived.pop_front();
-        taken[take] = true;
-        while (next_in_order < n && taken[next_in_order]) ++next_in_order;
-        out.wait_s += t - wait_start;
-        ++consumed;
-        out.seconds = t;  // the last SBatchConsumed closes the epoch
-        dispatch();
-        if (step_off_s > 0 || step_cpu_s <= 0) {
-          main_state = 1;
-          step_end = t + step_off_s;
-        } else {
-          main_state = 2;
-          step_remaining = step_cpu_s;
-        }
-        continue;  // a dispatch may have given an idle worker work
-      }
-    }
-    if (main_state == 2) ++busy;
-    // Advance to the next event: the earliest of the step's end (or its phase's) and each busy
-    // worker's completion (or the end of its off-CPU part). The event is applied by what it is,
-    // not by comparing clocks: once t is large (an epoch past ~2^14 s with 5 s batches, or one
-    // 9e18 ns batch), t + remaining / rate can round to t, and a loop that waited for
-    // `remaining` to reach 0 through the clock never ended. Here every iteration consumes a
-    // batch, ends a batch's part, or ends a step's part: at most 6 n iterations.
-    const double rate = busy > 0 ? std::min(1.0, cores / busy) : 0.0;
-    double next = k_inf;
-    bool main_event = false;
-    if (main_state == 1) {
-      next = step_end;
-      main_event = true;
-    } else if (main_state == 2) {
-      next = t + step_remaining / rate;
-      main_event = true;
-    }
-    unsigned first = workers;  // the worker whose event is the next, if any
-    for (unsigned w = 0; w < workers; ++w) {
-      if (current[w] == SIZE_MAX) {
-        // A worker still starting with work queued: its start is an event (nothing to apply).
-        if (!queue[w].empty() && avail[w] > t && avail[w] < next) {
-          next = avail[w];
-          first = workers;
-          main_event = false;
-        }
-        continue;
-      }
-      const double done = on_cpu[w] ? t + remaining[w] / rate : off_end[w];
-      if (done < next) {
-        next = done;
-        first = w;
-        main_event = false;
-      }
-    }
-    if (!(next < k_inf)) break;  // nothing can happen (cannot occur with n > 0)
-    if (++events > max_events) {
-      throw tool_error(exit_invalid, "whatif: the DataLoader model did not converge (" +
-                                         std::to_string(n) + " batches)");
-    }
-    const double dt = std::max(0.0, next - t);
-    t = std::max(t, next);
-    for (unsigned w = 0; w < workers; ++w) {
-      if (current[w] == SIZE_MAX) continue;
-      if (on_cpu[w]) {
-        remaining[w] -= dt * rate;
-        // The event's own worker completes however the subtraction rounded; others that finish
-        // at the same instant (to rounding) complete with it.
-        if (w == first || remaining[w] <= 1e-12 || t + remaining[w] / rate <= t) complete(w);
-      } else if (w == first || off_end[w] <= t) {
-        begin_cpu(w);  // its off-CPU part ended
-        if (!(remaining[w] > 0)) complete(w);
-      }
-    }
-    if (main_state == 2) {
-      step_remaining -= dt * rate;
-      if (main_event || step_remaining <= 1e-12 || t + step_remaining / rate <= t) {
-        main_state = 0;
-        wait_start = t;
-      }
-    } else if (main_state == 1) {
-      // The step's off-core part ends when it is the event, or at this instant (to rounding).
-      if (main_event) step_end = t;
-      if (t >= step_end) {
-        if (step_cpu_s > 0) {
-          main_state = 2;
-          step_remaining = step_cpu_s;
-        } else {
-          main_state = 0;
-          wait_start = t;
-        }
-      }
-    }
+  in.workers = m.workers;
+  in.prefetch_factor = m.prefetch_factor;
+  in.cores = m.cores;
+  const double step_s = std::max(0.0, m.step_ms) / 1e3;
+  in.step_cpu_s = std::min(step_s, std::max(0.0, m.step_cpu_ms) / 1e3);
+  in.step_off_s = step_s - in.step_cpu_s;
+  in.unordered = m.unordered;
+  if (start_ms != nullptr)
+    for (const double v : *start_ms) in.worker_begin_s.push_back(v / 1e3);
+  const epoch_outcome o = simulate_epoch(in);
+  if (!o.converged) {
+    throw tool_error(exit_invalid, "whatif: the DataLoader model did not converge (" +
+                                       std::to_string(batch_ms.size()) + " batches)");
   }
-  // In-order delivery: PyTorch marks a batch out of order when it arrives before an
-  // earlier-indexed one, i.e. when some earlier batch arrives after it.
-  if (!m.unordered) {
-    std::vector<std::size_t> rank(n, 0);
-    for (std::size_t k = 0; k < arrival_order.size(); ++k) rank[arrival_order[k]] = k;
-    std::size_t latest = 0;
-    for (std::size_t j = 0; j < n; ++j) {
-      if (j > 0 && rank[j] < latest) ++out.out_of_order;
-      latest = std::max(latest, rank[j]);
-    }
-  }
-  out.batches = consumed;
-  return out;
+  return o;
 }
 
 }  // namespace
@@ -236,8 +66,8 @@ loader_prediction simulate_loader(const std::vector<std::vector<double>>& epochs
     const auto& e = epochs[k];
     if (e.empty()) continue;
     const epoch_outcome o =
-        simulate_epoch(e, m, k < m.worker_start_ms.size() ? &m.worker_start_ms[k] : nullptr);
-    seconds += o.seconds;
+        replay_epoch(e, m, k < m.worker_start_ms.size() ? &m.worker_start_ms[k] : nullptr);
+    seconds += o.last_take;  // the last SBatchConsumed closes the epoch
     wait += o.wait_s;
     batches += o.batches;
     p.out_of_order += o.out_of_order;

@@ -1,0 +1,69 @@
+// lotus — lotus._lotus's DataLoader model: lotus-tool's (compare/epoch_model.hpp), for autotune
+// SPDX-License-Identifier: MIT
+// lotus.autotune replays each epoch through the same code as lotus-tool whatif and tune: this
+// binding and tools/lotus-tool/compare/epoch_model.cpp are compiled into the module (the model
+// depends on the standard library alone; nothing else of the tool comes along).
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "compare/epoch_model.hpp"
+
+namespace py = pybind11;
+
+namespace lotus_python {
+
+namespace {
+
+using outcome = std::tuple<double, double, double, double, double, std::uint64_t>;
+
+outcome simulate(const std::vector<std::pair<double, double>>& batches, unsigned workers,
+                 unsigned prefetch_factor, double cores, double step_cpu_s, double step_off_s,
+                 bool unordered, const std::vector<double>& worker_begin_s, double foreign,
+                 double handoff_s) {
+  lotus_tool::epoch_inputs in;
+  in.cpu_s.reserve(batches.size());
+  in.off_s.reserve(batches.size());
+  for (const auto& b : batches) {
+    in.cpu_s.push_back(b.first);
+    in.off_s.push_back(b.second);
+  }
+  in.workers = workers;
+  in.prefetch_factor = prefetch_factor;
+  in.cores = cores;
+  in.step_cpu_s = step_cpu_s;
+  in.step_off_s = step_off_s;
+  in.unordered = unordered;
+  in.worker_begin_s = worker_begin_s;
+  in.foreign = foreign;
+  in.handoff_s = handoff_s;
+  lotus_tool::epoch_outcome o;
+  {
+    py::gil_scoped_release unlocked;  // the pin-memory thread and others run meanwhile
+    o = lotus_tool::simulate_epoch(in);
+  }
+  if (!o.converged) {
+    throw std::runtime_error("the DataLoader model did not converge (" +
+                             std::to_string(batches.size()) + " batches)");
+  }
+  return {o.seconds, o.last_take, o.wait_s, o.runq_workers_s, o.runq_main_s, o.out_of_order};
+}
+
+}  // namespace
+
+void add_model(py::module_& m) {
+  m.def("_simulate_epoch", &simulate, py::arg("batches"), py::arg("workers"),
+        py::arg("prefetch_factor"), py::arg("cores"), py::arg("step_cpu_s"), py::arg("step_off_s"),
+        py::arg("unordered"), py::arg("worker_begin_s"), py::arg("foreign"), py::arg("handoff_s"),
+        "_simulate_epoch(batches, workers, prefetch_factor, cores, step_cpu_s, step_off_s, "
+        "unordered, worker_begin_s, foreign, handoff_s): one epoch of lotus-tool whatif's "
+        "DataLoader model (compare/epoch_model.hpp); batches: (cpu_s, off_s) per batch. Returns "
+        "(seconds, last_take, wait_s, runq_workers_s, runq_main_s, out_of_order).");
+}
+
+}  // namespace lotus_python

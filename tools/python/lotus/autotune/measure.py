@@ -1,0 +1,420 @@
+# SPDX-License-Identifier: MIT
+"""autotune's measurement: what each batch and step of an epoch cost, in memory (no trace files).
+
+Each batch's time in its worker is split into CPU time (the worker thread's own, time.thread_time)
+and time off the CPU that was not run-queue wait (sleeping, I/O: /proc/thread-self/schedstat's 2nd
+field is taken out); the consumer's step between two batches is split the same way (in a process
+that uses CUDA, the GPU's time per step where its events completed); each worker's memory
+(proportional set size: a page shared after fork counts once in the job's sum), the main
+process's, and the time a worker takes to start. A batch's start is marked when its index is
+unpickled in the worker (_Carried), its end in the loader's collate_fn (_TimedCollate), which sends
+the figures with the batch; _Epoch takes them off in the consumer and builds the EpochMeasurement
+the tuner decides on.
+
+Why not lotus.torch's own batch records (SBatchPreprocessed and the sidecars' batchres lines, which
+lotus-tool whatif and report read): autotune runs with tracing off (no LOTUS_LOG_FILE), where the
+runtime reads no resource figures, and with tracing on those records reach the trace files through
+the writer thread, after the epoch boundary at which autotune decides."""
+
+import collections as _collections
+import os as _os
+import threading as _threading
+import time as _time
+import warnings as _warnings
+
+from ..loaders import _gpu
+from .tuner import _workers
+
+# ---- what an epoch measured -------------------------------------------------------------------------
+
+class EpochMeasurement:
+    """What one epoch measured, in seconds and bytes (the tuner's only input).
+
+    batches: (cpu_s, off_s) per batch in index order; steps: (cpu_s, off_s) per consumer step;
+    seconds: the epoch's wall time (from iter() to the end of the last step); wait_s: the consumer's
+    time in next(); start_s: a worker's start-up paid in this epoch (0 for persistent workers
+    already running); worker_start_s: a worker's start-up as last measured (what a new setting would
+    pay); main_rss, worker_rss: peak memory (bytes: proportional set sizes, _rss) of the main
+    process and of one worker; step_runq_s: the consumer's run-queue wait during its steps (what the
+    workers cost it); batch_runq_s: the workers' run-queue wait during their batches, summed;
+    handoff_s: the median time from an index being sent (and its worker free) to the worker starting
+    it; warmup: the epoch is the first after its workers (or the process) started, True/False, or
+    None: the tuner takes its first epoch, and an epoch that paid a start-up with persistent
+    workers, as one.
+    """
+
+    def __init__(self, workers, prefetch_factor, batches, steps, seconds, wait_s=0.0, start_s=0.0,
+                 main_rss=0, worker_rss=0, step_runq_s=0.0, worker_start_s=None,
+                 batch_runq_s=0.0, handoff_s=0.0, warmup=None):
+        self.workers = workers
+        self.prefetch_factor = prefetch_factor
+        self.batches = list(batches)
+        self.steps = list(steps)
+        self.seconds = seconds
+        self.wait_s = wait_s
+        self.start_s = start_s
+        self.worker_start_s = start_s if worker_start_s is None else worker_start_s
+        self.main_rss = main_rss
+        self.worker_rss = worker_rss
+        self.step_runq_s = step_runq_s
+        self.batch_runq_s = batch_runq_s
+        self.handoff_s = handoff_s
+        self.warmup = warmup
+
+    def mean_step(self):
+        if not self.steps:
+            return (0.0, 0.0)
+        k = len(self.steps)
+        return (sum(s[0] for s in self.steps) / k, sum(s[1] for s in self.steps) / k)
+
+
+# ---- the decisions -------------------------------------------------------------------------------
+
+
+# ---- measuring, inside the workers and the consumer ---------------------------------------------
+
+_Timed = _collections.namedtuple("_Timed", "batch cpu_s off_s pid rss start runq_s end")
+_batch_begin = None  # in the process that loads: (wall, cpu, runq) when this batch's fetch began
+_PAGE = _os.sysconf("SC_PAGE_SIZE")
+
+
+_schedstat_fds = {}  # (pid, native thread id) -> its open /proc/thread-self/schedstat
+
+
+def _runq_s():
+    """This thread's run-queue wait so far (the 2nd field of /proc/thread-self/schedstat), or 0.
+    The file stays open per thread (a forked worker opens its own)."""
+    key = (_os.getpid(), _threading.get_native_id())
+    try:
+        fd = _schedstat_fds.get(key)
+        if fd is None:
+            if len(_schedstat_fds) > 64:
+                return 0.0
+            fd = _schedstat_fds[key] = _os.open("/proc/thread-self/schedstat", _os.O_RDONLY)
+        return int(_os.pread(fd, 128, 0).split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+_smaps_fds = {}  # pid -> its open /proc/self/smaps_rollup
+
+
+def _pss(path=None):
+    """A process's proportional set size in bytes: its resident pages, each shared page counted
+    as 1/k of a page for the k processes that map it (the Pss line of /proc/<pid>/smaps_rollup,
+    Linux 4.14+). This process's (the file stays open, per process) unless `path` names another
+    smaps_rollup. None where it cannot be read."""
+    try:
+        if path is not None:
+            with open(path, "rb") as f:
+                text = f.read()
+        else:
+            pid = _os.getpid()
+            fd = _smaps_fds.get(pid)
+            if fd is None:
+                fd = _smaps_fds[pid] = _os.open("/proc/self/smaps_rollup", _os.O_RDONLY)
+            text = _os.pread(fd, 4096, 0)
+        for line in text.splitlines():
+            if line.startswith(b"Pss:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, IndexError, ValueError):
+        return None
+    return None
+
+
+_pss_last = {}  # pid -> (when read, Pss, RSS then, the read's cost) of the last smaps_rollup read
+PSS_PERIOD = 1.0  # seconds between two smaps_rollup reads of a process (at least 50x a read's cost)
+
+
+def _statm_rss():
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * _PAGE
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def _rss():
+    """The process's memory as the budget counts it: its proportional set size (_pss), so that the
+    pages a worker shares with the main process after fork (the interpreter, torch's libraries,
+    the dataset read before the workers started) count once in the job's sum, not once per
+    worker; the resident set (/proc/self/statm) where smaps_rollup cannot be read.
+
+    Reading smaps_rollup walks the process's mappings (1-20 ms for a process with torch loaded,
+    against 10 us for statm): it is read at most every PSS_PERIOD seconds (and never more often
+    than 50 times its own cost), and in between the Pss is the last one plus what the resident set
+    grew since (new pages are the process's own)."""
+    rss = _statm_rss()
+    pid = _os.getpid()
+    last = _pss_last.get(pid)
+    now = _time.perf_counter()
+    if last is None or now - last[0] >= max(PSS_PERIOD, 50 * last[3]):
+        pss = _pss()
+        done = _time.perf_counter()
+        last = _pss_last[pid] = (done, pss, rss, done - now)
+    if last[1] is None:
+        return rss
+    return last[1] + max(0, rss - last[2])
+
+
+def _mark_begin():
+    """The batch's fetch begins now (in the process that loads it; a later mark replaces it)."""
+    global _batch_begin
+    _batch_begin = (_time.perf_counter(), _time.thread_time(), _runq_s())
+
+
+def _arrived(index):
+    """Unpickled in the worker just before it fetches the batch: marks the batch's start and is the
+    sampler's own index again (what the plain loader sends)."""
+    _mark_begin()
+    return index
+
+
+class _Carried:
+    """An index on its way to a worker (the DataLoader pickles each one into its worker's queue and
+    the worker unpickles it right before fetching it): the dataset, `__getitems__` and collate_fn
+    receive the sampler's own object, and the dataset is the loader's own (no wrapper for
+    get_worker_info().dataset to show)."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index):
+        self.index = index
+
+    def __reduce__(self):
+        return (_arrived, (self.index,))
+
+
+class _Sent:
+    """The sampler's iterator as a tuned DataLoader sees it: with workers each index goes out as a
+    _Carried, without them the main process fetches each index right after the sampler gives it
+    (its start marked here)."""
+
+    __slots__ = ("it", "carried")
+
+    def __init__(self, it, carried):
+        self.it = it
+        self.carried = carried
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        index = next(self.it)
+        if self.carried:
+            return _Carried(index)
+        _mark_begin()
+        return index
+
+
+class _StatefulSent(_Sent):
+    """A stateful sampler's iterator (torchdata's samplers): StatefulDataLoader saves and restores
+    its position through this one, as through the plain loader's."""
+
+    __slots__ = ()
+
+    def state_dict(self):
+        return self.it.state_dict()
+
+    def load_state_dict(self, state_dict):
+        self.it.load_state_dict(state_dict)
+
+    def update_state_dict(self):
+        update = getattr(self.it, "update_state_dict", None)
+        if update is not None:
+            update()
+
+
+def _rng_state(generator):
+    import torch
+    return (generator if generator is not None else torch.default_generator).get_state()
+
+
+class _Indices:
+    """The loader's batch_sampler (or its sampler without automatic batching) as every tuned
+    DataLoader sees it: the same object, asked for its iterator as often as the plain loader asks.
+
+    The plain DataLoader calls iter() on it once per epoch without workers, twice with workers
+    (_BaseDataLoaderIter.__init__ and _reset, the first iterator dropped), and once per epoch after
+    the first with persistent workers (_reset). A sampler that draws from a generator in __iter__
+    itself (not lazily, as torch's samplers do) would be drawn from another number of times by a
+    tuned loader with another num_workers, or by a rebuilt persistent loader: `epoch(calls)` sets
+    the plain loader's number, and later iter() calls of the same epoch get the last iterator.
+    `seed_state`: the base seed's generator's state just after the first iter() of the first
+    epoch, i.e. just before the DataLoader drew that epoch's base seed from it."""
+
+    def __init__(self, sampler, generator):
+        self.sampler = sampler
+        self.generator = generator
+        self.workers = 0
+        self.calls = 1
+        self.seed_state = None
+        self._made = 0
+        self._it = None
+
+    def __len__(self):
+        return len(self.sampler)
+
+    def epoch(self, workers, calls):
+        self.workers, self.calls, self._made, self._it = workers, calls, 0, None
+
+    def __iter__(self):
+        if self._it is None or self._made < self.calls:
+            self._it = iter(self.sampler)
+            self._made += 1
+            if self.seed_state is None:
+                self.seed_state = _rng_state(self.generator)
+        stateful = callable(getattr(self._it, "state_dict", None)) and callable(
+            getattr(self._it, "load_state_dict", None))
+        return (_StatefulSent if stateful else _Sent)(self._it, self.workers > 0)
+
+
+class _TimedCollate:
+    """The loader's collate_fn: closes the batch's measurement and sends it with the batch."""
+
+    def __init__(self, collate_fn):
+        self.collate_fn = collate_fn
+
+    def __call__(self, samples):
+        global _batch_begin
+        if _batch_begin is None:  # not marked (an index that never went through _Indices)
+            _mark_begin()
+        batch = self.collate_fn(samples)
+        wall0, cpu0, runq0 = _batch_begin
+        _batch_begin = None
+        end = _time.perf_counter()
+        wall = end - wall0
+        cpu = _time.thread_time() - cpu0
+        runq = _runq_s() - runq0
+        return _Timed(batch, cpu, max(0.0, wall - cpu - runq), _os.getpid(), _rss(), wall0,
+                      runq, end)
+
+
+
+def handoff_of(takes, spans, outstanding):
+    """The median time from an index being both sent and its worker free to the worker starting
+    it. Batch j (in the order taken: in-order delivery) is sent when batch j - outstanding is
+    taken (PyTorch sends one index per batch it hands over); its worker is free when its previous
+    batch ended. takes: when each batch was taken; spans: (pid, start, end) of each batch."""
+    last_end = {}
+    gaps = []
+    for j, (pid, start, end) in enumerate(spans):
+        prev = last_end.get(pid)
+        last_end[pid] = end
+        if j < outstanding or prev is None:
+            continue
+        gaps.append(max(0.0, start - max(takes[j - outstanding], prev)))
+    if not gaps:
+        return 0.0
+    gaps.sort()
+    return gaps[len(gaps) // 2]
+
+
+class _Epoch:
+    """One epoch's iterator: the DataLoader's, with what each batch and step measured. An exception
+    from the DataLoader (a worker's, the dataset's) passes through as it came, and the epoch goes
+    on as the plain iterator does; an epoch in which one was raised, or left early, decides
+    nothing."""
+
+    def __init__(self, owner, it, t0, fresh):
+        self.owner, self.it, self.t0, self.fresh = owner, it, t0, fresh
+        self.number = owner._epochs
+        self.batches, self.steps, self.takes, self.spans = [], [], [], []
+        self.first_start = {}
+        self.main_rss, self.worker_rss = _rss(), 0
+        self.wait = self.step_runq = self.batch_runq = 0.0
+        self.seconds = 0.0
+        self.failed = False
+        self.workers = owner._setting[0]
+        self._rss_at = 0.0
+        self._step = None  # (wall, cpu, runq) when the consumer got the last batch
+        # A training process that uses CUDA: the GPU's time per step (CUDA events around each
+        # next(), read later), the consumer's step where it was measured (_gpu_steps).
+        self._gpu = _gpu.step_events()
+
+    def _gpu_steps(self):
+        """The steps the GPU measured take its time: (cpu, wall - cpu) of the GPU's wall time
+        (the host's CPU part kept); the others keep the host's figures."""
+        g = self._gpu
+        if g is None:
+            return
+        g.poll()
+        for i, wall in g.seconds.items():
+            if 0 <= i < len(self.steps):
+                cpu = self.steps[i][0]
+                self.steps[i] = (cpu, max(0.0, wall - cpu))
+
+    def __iter__(self):
+        return self
+
+    def __len__(self):
+        return len(self.owner)
+
+    def __next__(self):
+        if self._gpu is not None and self.it is not None:
+            self._gpu.before()
+        w0 = _time.perf_counter()
+        if self._step is not None:
+            s_wall, s_cpu, s_runq = self._step
+            self._step = None
+            runq = _runq_s() - s_runq
+            cpu = _time.thread_time() - s_cpu
+            self.step_runq += runq
+            self.steps.append((cpu, max(0.0, w0 - s_wall - cpu - runq)))
+            w0 = _time.perf_counter()
+        if self.it is None:
+            raise StopIteration
+        try:
+            item = next(self.it)
+        except StopIteration:
+            self.seconds = _time.perf_counter() - self.t0
+            self.it = None  # as the plain iterator does at its end (workers not persistent end)
+            self._gpu_steps()
+            if not self.failed and self.number == self.owner._epochs:  # the latest epoch
+                try:
+                    self.owner._end(self)
+                except Exception as e:  # noqa: BLE001 (the tuner's failure is not the loop's)
+                    _warnings.warn(f"lotus.autotune: deciding the next epoch's setting failed "
+                                   f"({type(e).__name__}: {e}); it keeps "
+                                   f"{_workers(self.owner._setting[0])}, prefetch_factor "
+                                   f"{self.owner._setting[1]}", RuntimeWarning, stacklevel=2)
+            raise
+        except BaseException:
+            self.failed = True
+            raise
+        took = _time.perf_counter()
+        if self._gpu is not None:
+            self._gpu.after()
+        self.wait += took - w0
+        self.takes.append(took)
+        self.spans.append((item.pid, item.start, item.end))
+        self.batches.append((item.cpu_s, item.off_s))
+        self.batch_runq += item.runq_s
+        self.first_start.setdefault(item.pid, item.start)
+        if self.workers > 0:
+            self.worker_rss = max(self.worker_rss, item.rss)
+        if took - self._rss_at >= 0.02:  # the main process's Pss, at most every 20 ms
+            self._rss_at = took
+            self.main_rss = max(self.main_rss, _rss())
+        self._step = (_time.perf_counter(), _time.thread_time(), _runq_s())
+        return item.batch
+
+    def measurement(self, setting, persistent, last_start_s):
+        """The EpochMeasurement of this epoch, run at `setting` (workers, prefetch_factor), with
+        persistent workers or not; last_start_s: a worker's start-up as last measured (what a
+        new setting would pay). A worker's start-up: worker k (in the order they began) began its
+        first batch about (k + 1) start-ups after iter() (the main process starts them one after
+        the other)."""
+        workers, pf = setting
+        start_s = 0.0
+        if workers > 0 and (self.fresh or not persistent):
+            starts = sorted(self.first_start.values())
+            est = sorted((s - self.t0) / (k + 1) for k, s in enumerate(starts))
+            if est:
+                start_s = last_start_s = est[len(est) // 2]
+        return EpochMeasurement(workers, pf, self.batches, self.steps, self.seconds,
+                                wait_s=self.wait, start_s=start_s, worker_start_s=last_start_s,
+                                main_rss=self.main_rss, worker_rss=self.worker_rss,
+                                step_runq_s=self.step_runq, batch_runq_s=self.batch_runq,
+                                handoff_s=handoff_of(self.takes, self.spans, workers * pf)
+                                if workers else 0.0)
