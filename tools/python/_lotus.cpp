@@ -11,16 +11,25 @@
 // configure needs.
 #define LOTUS_DETAIL_OPTION_PUT
 
+#include <fcntl.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <new>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
 
 #include "lotus/lotus.hpp"
 #include "lotus/map_region.hpp"
@@ -709,11 +718,247 @@ py::list option_table() {
   return rows;
 }
 
-}  // namespace
+// ---- trace reader (lotus.frame) ----------------------------------------------------------------
+// lotus.frame's columns, parsed here by lotus-tool's rules (tools/lotus-tool/trace/record.cpp and
+// line_reader.cpp): a record is `S<name>,<start>,<dur>` with both numbers plain base-10 within
+// int64, blanks allowed around them and a '\r' before the '\n'; `SBatchPreprocessed_<i>`,
+// `SBatchWait_<i>`, `SBatchConsumed_<i>` and `SBatchQueued_<i>` need a decimal index. Every other
+// line is skipped and counted, as `lotus-tool stats --skip-invalid` skips it: an empty line, a
+// last line without its '\n' (a writer still writing), a line past 16 MiB.
 
-namespace lotus_python {
-void add_model(py::module_& m);  // _lotus_model.cpp: lotus-tool's DataLoader model, for autotune
-}  // namespace lotus_python
+namespace frame_reader {
+
+constexpr std::uint64_t k_int64_max = 9223372036854775807ULL;
+constexpr std::size_t k_max_line = std::size_t{16} << 20;
+constexpr std::size_t k_chunk = std::size_t{1} << 20;
+// The batch kinds: the record's prefix, and its name in the column `op`.
+constexpr std::string_view k_batch_prefixes[] = {"SBatchPreprocessed_", "SBatchWait_",
+                                                 "SBatchConsumed_", "SBatchQueued_"};
+
+bool number(std::string_view s, std::uint64_t& out) noexcept {
+  if (s.empty() || s.size() > 19) return false;  // 19 digits cannot overflow uint64
+  std::uint64_t v = 0;
+  for (const char ch : s) {
+    const auto d = static_cast<unsigned>(ch - '0');
+    if (d > 9) return false;
+    v = v * 10 + d;
+  }
+  if (v > k_int64_max) return false;
+  out = v;
+  return true;
+}
+
+std::string_view trim_blanks(std::string_view s) noexcept {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+/// The records of the files read so far, one entry per record in each column.
+struct columns {
+  std::vector<std::int32_t> code;   // index into names
+  std::vector<std::int64_t> batch;  // the batch index, -1 for op records
+  std::vector<std::int64_t> start;
+  std::vector<std::int64_t> dur;
+  std::vector<std::string> names;  // op names as in the trace; batch kinds without the index
+  std::unordered_map<std::string, std::int32_t> index;
+  std::string key;  // intern's scratch
+  std::int32_t last = -1;
+
+  std::int32_t intern(std::string_view name) {
+    if (last >= 0 && names[static_cast<std::size_t>(last)] == name) return last;
+    key.assign(name.data(), name.size());
+    auto it = index.find(key);
+    if (it == index.end()) {
+      it = index.emplace(key, static_cast<std::int32_t>(names.size())).first;
+      names.push_back(key);
+    }
+    return last = it->second;
+  }
+
+  /// One line without its '\n'; false when lotus-tool rejects it.
+  bool add_line(std::string_view line) {
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    const std::size_t c1 = line.find(',');
+    if (c1 == std::string_view::npos) return false;
+    const std::size_t c2 = line.find(',', c1 + 1);
+    if (c2 == std::string_view::npos || line.find(',', c2 + 1) != std::string_view::npos) {
+      return false;
+    }
+    std::string_view name = line.substr(0, c1);
+    std::uint64_t s = 0;
+    std::uint64_t d = 0;
+    if (name.empty() || name[0] != 'S' ||
+        !number(trim_blanks(line.substr(c1 + 1, c2 - c1 - 1)), s) ||
+        !number(trim_blanks(line.substr(c2 + 1)), d)) {
+      return false;
+    }
+    std::int64_t idx = -1;
+    if (name.compare(0, 6, "SBatch") == 0) {
+      for (const std::string_view prefix : k_batch_prefixes) {
+        if (name.compare(0, prefix.size(), prefix) != 0) continue;
+        std::uint64_t i = 0;
+        if (!number(name.substr(prefix.size()), i)) return false;
+        idx = static_cast<std::int64_t>(i);
+        name = prefix.substr(0, prefix.size() - 1);
+        break;
+      }
+    }
+    code.push_back(intern(name));
+    batch.push_back(idx);
+    start.push_back(static_cast<std::int64_t>(s));
+    dur.push_back(static_cast<std::int64_t>(d));
+    return true;
+  }
+};
+
+/// Adds one trace file's records to `c`, counting the lines skipped. Opened as lotus-tool opens
+/// it (never blocking, a symbolic link not followed, only a regular file read, up to its size at
+/// open); returns the reason it was not read, else an empty string.
+std::string read_file(const std::string& path, columns& c, std::int64_t& skipped,
+                      std::vector<char>& buf) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return errno == ELOOP ? "a symbolic link (not followed)" : std::strerror(errno);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const std::string why = std::strerror(errno);
+    ::close(fd);
+    return why;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return "not a regular file";
+  }
+  std::uint64_t left = static_cast<std::uint64_t>(st.st_size);
+  std::size_t begin = 0;
+  std::size_t end = 0;
+  bool skipping = false;  // inside a line too long to keep
+  std::string error;
+  for (;;) {
+    if (left > 0) {
+      if (begin > 0) {
+        std::memmove(buf.data(), buf.data() + begin, end - begin);
+        end -= begin;
+        begin = 0;
+      }
+      if (buf.size() - end < k_chunk) buf.resize(end + k_chunk);  // grows for a long line only
+      const std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(k_chunk, left));
+      const ssize_t n = ::read(fd, buf.data() + end, want);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) error = std::string(std::strerror(errno)) + " (read stopped there)";
+      if (n <= 0) {
+        left = 0;
+      } else {
+        end += static_cast<std::size_t>(n);
+        left -= static_cast<std::uint64_t>(n);
+      }
+    }
+    while (begin < end) {
+      const char* const lo = buf.data() + begin;
+      const auto* nl = static_cast<const char*>(std::memchr(lo, '\n', end - begin));
+      if (nl == nullptr) break;
+      if (skipping) {
+        skipping = false;
+      } else if (!c.add_line(std::string_view(lo, static_cast<std::size_t>(nl - lo)))) {
+        ++skipped;
+      }
+      begin += static_cast<std::size_t>(nl - lo) + 1;
+    }
+    if (left == 0) {
+      if (begin < end && !skipping) ++skipped;  // the last line has no '\n'
+      break;
+    }
+    if (end - begin > k_max_line) {  // counted once; its bytes up to the '\n' are dropped
+      if (!skipping) ++skipped;
+      skipping = true;
+      begin = end;
+    }
+  }
+  ::close(fd);
+  return error;
+}
+
+/// `epoch` of each batch record in a file of group >= 0: the k-th occurrence of its index among
+/// the records of its group and kind, in start order (ties in read order); -1 elsewhere.
+std::vector<std::int64_t> epochs(const columns& c, const std::vector<std::int64_t>& rows,
+                                 const std::vector<std::int64_t>& group) {
+  struct key {
+    std::int64_t group, idx, start;
+    std::int32_t code;
+    std::size_t row;
+  };
+  std::vector<std::int64_t> out(c.code.size(), -1);
+  std::vector<key> keys;
+  std::size_t r = 0;
+  for (std::size_t f = 0; f < rows.size(); ++f) {
+    const std::size_t r1 = r + static_cast<std::size_t>(rows[f]);
+    for (; r < r1; ++r) {
+      if (group[f] >= 0 && c.batch[r] >= 0) {
+        keys.push_back({group[f], c.batch[r], c.start[r], c.code[r], r});
+      }
+    }
+  }
+  std::sort(keys.begin(), keys.end(), [](const key& a, const key& b) {
+    return std::tie(a.group, a.code, a.idx, a.start, a.row) <
+           std::tie(b.group, b.code, b.idx, b.start, b.row);
+  });
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    const bool same = i > 0 && keys[i].group == keys[i - 1].group &&
+                      keys[i].code == keys[i - 1].code && keys[i].idx == keys[i - 1].idx;
+    out[keys[i].row] = same ? out[keys[i - 1].row] + 1 : 0;
+  }
+  return out;
+}
+
+/// A column as a bytearray (numpy.frombuffer makes a writable array of it without a copy);
+/// the vector is freed.
+template <class T>
+py::object column_bytes(std::vector<T>& v) {
+  PyObject* b = PyByteArray_FromStringAndSize(reinterpret_cast<const char*>(v.data()),
+                                              static_cast<Py_ssize_t>(v.size() * sizeof(T)));
+  if (b == nullptr) throw py::error_already_set();
+  std::vector<T>().swap(v);
+  return py::reinterpret_steal<py::object>(b);
+}
+
+/// lotus._lotus._read_traces(paths, groups): the files' records in file then line order.
+py::tuple read_traces(const std::vector<std::string>& paths,
+                      const std::vector<std::int64_t>& group) {
+  if (group.size() != paths.size()) throw py::value_error("_read_traces: one group per path");
+  columns c;
+  std::vector<std::int64_t> rows(paths.size(), 0);
+  std::vector<std::int64_t> skipped(paths.size(), 0);
+  std::vector<std::string> errors(paths.size());
+  std::vector<std::int64_t> epoch;
+  {
+    py::gil_scoped_release unlocked;
+    std::vector<char> buf;
+    for (std::size_t f = 0; f < paths.size(); ++f) {
+      const std::size_t before = c.code.size();
+      errors[f] = read_file(paths[f], c, skipped[f], buf);
+      rows[f] = static_cast<std::int64_t>(c.code.size() - before);
+    }
+    epoch = epochs(c, rows, group);
+  }
+  py::list names;
+  for (const std::string& n : c.names) {
+    PyObject* s =
+        PyUnicode_DecodeUTF8(n.data(), static_cast<Py_ssize_t>(n.size()), "surrogateescape");
+    if (s == nullptr) throw py::error_already_set();
+    names.append(py::reinterpret_steal<py::object>(s));
+  }
+  py::list why;
+  for (const std::string& e : errors) {
+    why.append(e.empty() ? py::object(py::none()) : py::object(py::str(e)));
+  }
+  return py::make_tuple(names, column_bytes(c.code), column_bytes(c.batch), column_bytes(epoch),
+                        column_bytes(c.start), column_bytes(c.dur), column_bytes(rows),
+                        column_bytes(skipped), why);
+}
+
+}  // namespace frame_reader
+
+}  // namespace
 
 PYBIND11_MODULE(_lotus, m) {
   m.doc() = "lotus runtime (LotusTrace/LotusMap) for Python; use the `lotus` package";
@@ -728,7 +973,6 @@ PYBIND11_MODULE(_lotus, m) {
   if (PyModule_AddFunctions(m.ptr(), module_methods) < 0) throw py::error_already_set();
 
   m.attr("VERSION") = LOTUS_VERSION_STRING;
-  lotus_python::add_model(m);
   m.attr("BATCH_PREPROCESSED") = static_cast<int>(k_preprocessed);
   m.attr("BATCH_WAIT") = static_cast<int>(k_wait);
   m.attr("BATCH_WAIT_MARKER") = static_cast<int>(k_wait_marker);
@@ -807,6 +1051,12 @@ PYBIND11_MODULE(_lotus, m) {
   m.def(
       "tracing_enabled", [] { return lotus::tracing_enabled(); },
       "True when events are being recorded.");
+  m.def("_read_traces", &frame_reader::read_traces, py::arg("paths"), py::arg("groups"),
+        "lotus.frame's reader: the records of trace files (paths: bytes) by lotus-tool's rules, "
+        "as (names, code int32, batch int64, epoch int64, start int64, dur int64, rows per file, "
+        "skipped lines per file, why each file was not read or None); the column arrays are "
+        "bytearrays, batch and epoch -1 where NA. Epochs are counted per group (a file of group "
+        "-1: none).");
 
   py::module_ c = m.def_submodule("collector", "drive the attached profiler");
   c.def(

@@ -1,10 +1,10 @@
 # lotus — trace frames: Lotus trace directories as pandas and dask DataFrames
 # SPDX-License-Identifier: MIT
-"""Lotus traces as DataFrames (pure Python; pandas, and dask for ``read_dask``).
+"""Lotus traces as DataFrames (pandas, and dask for ``read_dask``), parsed by the native reader.
 
     import lotus.frame
-    df = lotus.frame.read("run/trace")                  # pandas: one row per record
-    ddf = lotus.frame.read_dask(["r0/trace", "r1/trace"])  # dask: one partition per trace file
+    df = lotus.frame.read("run/trace")                     # pandas: one row per record
+    ddf = lotus.frame.read_dask(["r0/trace", "r1/trace"])  # dask: whole directories, <= 16 MiB each
 
 Columns (``COLUMNS``): ``host`` (the sidecar's, else NA), ``rank`` (Int64: the sidecar's ``rank``,
 else its parent's on the same host, else NA), ``pid`` and ``tid`` (the writer process and thread:
@@ -13,14 +13,20 @@ the trace, ``S``-prefixed, without a batch index: ``SRandomResizedCrop``, ``SBat
 (Int64: the index of ``SBatchPreprocessed_<i>``, ``SBatchQueued_<i>``, ``SBatchWait_<i>``,
 ``SBatchConsumed_<i>``; NA for op records), ``epoch`` (Int64: for those batch records the k-th
 occurrence of index i of that kind in time order within one host and rank, as lotus-tool counts
-epochs; NA for op records), ``start_ns``, ``dur_ns`` (int64). Malformed lines are skipped, as
-lotus-tool skips them, and counted in ``df.attrs["skipped_lines"]`` (``read``): a number past
-int64 (2^63 - 1) is malformed. Files are opened as lotus-tool opens them, so nothing can block: a
-trace or sidecar name that is not a regular file (a FIFO, a device, a symbolic link: not
-followed) is skipped with a ``UserWarning`` naming it.
+epochs; NA for op records), ``start_ns``, ``dur_ns`` (int64). The records are parsed in C++
+(``lotus._lotus._read_traces``) by lotus-tool's rules: blanks around a number and a CRLF line end
+are accepted; every line ``lotus-tool stats --skip-invalid`` skips is skipped and counted in
+``df.attrs["skipped_lines"]`` (``read``): an empty line, a number past int64 (2^63 - 1), a batch
+record without a decimal index, a last line without its newline (a writer still writing). Files
+are opened as lotus-tool opens them, so nothing can block: a trace or sidecar name that is not a
+regular file (a FIFO, a device, a symbolic link: not followed) is skipped with a ``UserWarning``
+naming it.
 
-``read_dask`` counts epochs within each partition (file): exact for main files (one per rank),
-NA for ``SBatchPreprocessed`` (whose epochs span worker files); use ``read`` per directory for those.
+``read_dask`` packs whole directories into partitions of at most ``partition_bytes`` of trace
+files (``partitions``: only the directories are listed when the frame is made; each partition
+reads its sidecars and parses its files in one native call when computed), and counts epochs as
+``read`` does, per directory. A directory larger than ``partition_bytes`` is split by files; its
+epochs are then counted per main file (exact: one a rank) and NA in its worker files.
 
 pandas, dask and distributed are optional: ``import lotus`` works without them, and a frame
 function raises ImportError naming the Debian package to install.
@@ -32,10 +38,11 @@ import os as _os
 import stat as _stat
 import warnings as _warnings
 
-__all__ = ["COLUMNS", "client", "files", "read", "read_dask"]
+from . import _lotus
+
+__all__ = ["COLUMNS", "PARTITION_BYTES", "client", "files", "partitions", "read", "read_dask"]
 
 COLUMNS = ["host", "rank", "pid", "tid", "role", "op", "batch", "epoch", "start_ns", "dur_ns"]
-_BATCH_KINDS = ("SBatchPreprocessed", "SBatchQueued", "SBatchWait", "SBatchConsumed")
 
 
 def _need(module, debian):
@@ -49,9 +56,6 @@ def _need(module, debian):
 
 def _pandas():
     return _need("pandas", "python3-pandas")
-
-
-_INT64_MAX = (1 << 63) - 1
 
 
 def _open_regular(path):
@@ -123,106 +127,100 @@ def _sidecars(directory):
     return files
 
 
+def _trace_name(name):
+    """(role, tid) of a trace file's name, else None (a sidecar, another file)."""
+    if name.startswith("."):
+        return None
+    role = "worker" if "_worker_pid_" in name else "main" if "_main_pid_" in name else None
+    tid = name.rsplit("_", 1)[-1]
+    if role is None or not tid.isdigit():
+        return None
+    return role, int(tid)
+
+
 def files(directory):
     """The trace files of a directory: [(path, role, tid, pid, host, rank)], sorted by name."""
     directory = _os.fspath(directory)
     owners = _sidecars(directory)
     out = []
     for name in sorted(_os.listdir(directory)):
-        if name.startswith("."):
+        kind = _trace_name(name)
+        if kind is None:
             continue
-        role = "worker" if "_worker_pid_" in name else "main" if "_main_pid_" in name else None
-        tid = name.rsplit("_", 1)[-1]
-        if role is None or not tid.isdigit():
-            continue
-        pid, host, rank = owners.get(name, (int(tid), None, None))
-        out.append((_os.path.join(directory, name), role, int(tid), pid, host, rank))
+        role, tid = kind
+        pid, host, rank = owners.get(name, (tid, None, None))
+        out.append((_os.path.join(directory, name), role, tid, pid, host, rank))
     return out
 
 
-def _number(text):
-    """A record's number (ASCII digits, at most int64), else None."""
-    if not text.isdigit() or len(text) > 19:
-        return None
-    v = int(text)
-    return v if v <= _INT64_MAX else None
+class _Partition:
+    """One partition of read_dask: whole directories (names None) or some files of one
+    directory, as (directory, names) pairs. An object of its own, so that dask passes it to the
+    reader as it is (it reads a tuple or a string in a task as keys to look up)."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self, parts):
+        self.parts = tuple(parts)
+
+    def __reduce__(self):
+        return (_Partition, (self.parts,))
+
+    def __dask_tokenize__(self):
+        return self.parts
+
+    def __repr__(self):
+        return f"_Partition({len(self.parts)} directories)"
 
 
-def _parse(path):
-    """(op, batch, start, dur) lists of one trace file and the count of malformed lines skipped
-    (a file that is not a regular one: nothing read, a warning)."""
-    ops, batches, starts, durs = [], [], [], []
-    skipped = 0
-    f = _open_regular(path)
-    if f is None:
-        return ops, batches, starts, durs, skipped
-    with f:
-        for raw in f:
-            parts = raw.rstrip(b"\n").split(b",")
-            if len(parts) != 3 or not parts[0].startswith(b"S"):
-                skipped += 1 if raw.strip() else 0
-                continue
-            start, dur = _number(parts[1]), _number(parts[2])
-            if start is None or dur is None:
-                skipped += 1
-                continue
-            name = parts[0].decode("utf-8", "surrogateescape")
-            batch = None
-            if name.startswith("SBatch"):
-                head, sep, idx = name.rpartition("_")
-                if sep and idx.isdigit() and head in _BATCH_KINDS:
-                    name, batch = head, int(idx)
-            ops.append(name)
-            batches.append(batch)
-            starts.append(start)
-            durs.append(dur)
-    return ops, batches, starts, durs, skipped
-
-
-def _frame(path, role, tid, pid, host, rank):
+def _columns(specs, groups):
+    """The records of the files `specs` ([(path, role, tid, pid, host, rank)]) as one pandas
+    DataFrame (COLUMNS), parsed by the native reader; `epoch` counted per group (groups: one int
+    per file, -1: NA). attrs["skipped_lines"]: the malformed lines skipped."""
     pd = _pandas()
-    ops, batches, starts, durs, skipped = _parse(path)
-    n = len(ops)
+    import numpy as np
+
+    (names, code, batch, epoch, start, dur, rows, skipped,
+     why) = _lotus._read_traces([_os.fsencode(s[0]) for s in specs], groups)
+    for s, w in zip(specs, why):
+        if w is not None:
+            _warnings.warn(f"lotus.frame: {s[0]!r}: {w}: skipped", stacklevel=3)
+    rows = np.frombuffer(rows, np.int64)
+
+    def per_file(values, dtype):
+        return np.repeat(np.array(values, dtype=dtype), rows)
+
+    ranks = [s[5] for s in specs]
+    batch = np.frombuffer(batch, np.int64)
+    epoch = np.frombuffer(epoch, np.int64)
     df = pd.DataFrame({
-        "host": pd.Series([host] * n, dtype="object"),
-        "rank": pd.Series([rank] * n, dtype="Int64"),
-        "pid": pd.Series([pid] * n, dtype="int64"),
-        "tid": pd.Series([tid] * n, dtype="int64"),
-        "role": pd.Series([role] * n, dtype="object"),
-        "op": pd.Series(ops, dtype="object"),
-        "batch": pd.Series(batches, dtype="Int64"),
-        "epoch": pd.Series([None] * n, dtype="Int64"),
-        "start_ns": pd.Series(starts, dtype="int64"),
-        "dur_ns": pd.Series(durs, dtype="int64"),
+        "host": per_file([s[4] for s in specs], object),
+        "rank": pd.arrays.IntegerArray(per_file([r or 0 for r in ranks], np.int64),
+                                       per_file([r is None for r in ranks], bool)),
+        "pid": per_file([s[3] for s in specs], np.int64),
+        "tid": per_file([s[2] for s in specs], np.int64),
+        "role": per_file([s[1] for s in specs], object),
+        "op": np.array(names, dtype=object)[np.frombuffer(code, np.int32)],
+        "batch": pd.arrays.IntegerArray(batch, batch < 0),
+        "epoch": pd.arrays.IntegerArray(epoch, epoch < 0),
+        "start_ns": np.frombuffer(start, np.int64),
+        "dur_ns": np.frombuffer(dur, np.int64),
     })
-    df.attrs["skipped_lines"] = skipped
+    df.attrs["skipped_lines"] = int(np.frombuffer(skipped, np.int64).sum())
     return df
 
 
-def _epochs(df, kinds=_BATCH_KINDS):
-    """Fills `epoch` of the batch records of `kinds`: the k-th occurrence of an index in time
-    order, per host, rank and kind."""
-    mask = df["batch"].notna() & df["op"].isin(list(kinds))
-    if not mask.any():
-        return df
-    sub = df.loc[mask, ["host", "rank", "op", "batch", "start_ns"]].sort_values(
-        "start_ns", kind="stable")
-    keys = [sub["host"].fillna("\0"), sub["rank"].fillna(-1), sub["op"], sub["batch"]]
-    df.loc[sub.index, "epoch"] = sub.groupby(keys, sort=False).cumcount().astype("Int64")
-    return df
+def _rank_groups(specs, first=0):
+    """One epoch group per (host, rank) of the files, numbered from `first`."""
+    ids = {}
+    return [ids.setdefault((s[4], s[5]), first + len(ids)) for s in specs]
 
 
 def read(directory):
     """One trace directory as a pandas DataFrame (COLUMNS), rows in file-name then file order."""
-    pd = _pandas()
-    parts = [_frame(*f) for f in files(directory)]
-    skipped = sum(p.attrs.get("skipped_lines", 0) for p in parts)
-    if not parts:
-        df = _empty()
-    else:
-        df = _epochs(pd.concat(parts, ignore_index=True))
-    df.attrs["skipped_lines"] = skipped
-    return df
+    _pandas()
+    specs = files(directory)
+    return _columns(specs, _rank_groups(specs))
 
 
 def _empty():
@@ -235,28 +233,86 @@ def _empty():
         "start_ns": pd.Series([], dtype="int64"), "dur_ns": pd.Series([], dtype="int64")})
 
 
-def _file_frame(path, role, tid, pid, host, rank):
-    df = _frame(path, role, tid, pid, host, rank)
-    if role == "main":  # one main file holds all of a rank's Queued/Wait/Consumed records
-        df = _epochs(df, ("SBatchQueued", "SBatchWait", "SBatchConsumed"))
-    return df
+def _read_partition(part):
+    """One read_dask partition: its directories' sidecars and listing read here (in the dask
+    worker), every file parsed by one call of the native reader."""
+    specs, groups = [], []
+    for directory, names in part.parts:
+        fs = files(directory)
+        if names is None:  # a whole directory: epochs per host and rank, as read() counts them
+            groups += _rank_groups(fs, len(groups) and max(groups) + 1)
+        else:  # a directory split by files: epochs per main file (one a rank), NA elsewhere
+            wanted = set(names)
+            fs = [f for f in fs if _os.path.basename(f[0]) in wanted]
+            base = len(groups) and max(groups) + 1
+            groups += [base + i if f[1] == "main" else -1 for i, f in enumerate(fs)]
+        specs += fs
+    return _columns(specs, groups)
 
 
-def read_dask(paths):
-    """Trace directories (one path or several) as one dask DataFrame, one partition per trace
-    file. Listing and sidecars are read here; the records when the graph is computed."""
-    _pandas()
-    dd = _need("dask.dataframe", "python3-dask")
-    from dask import delayed
+PARTITION_BYTES = 16 << 20
 
+
+def partitions(paths, partition_bytes=PARTITION_BYTES):
+    """read_dask's plan: the trace directories `paths` packed, in order, into partitions of at most
+    `partition_bytes` of trace files each. A directory is never split unless it alone is larger,
+    and then it is split by files (a single file larger than the bound is a partition of its own).
+    Only the directories are listed here (names and sizes): sidecars and records are read by the
+    partitions. Returns a list of partitions, each a tuple of (directory, names) pairs, names None
+    for a whole directory."""
     if isinstance(paths, (str, bytes)) or hasattr(paths, "__fspath__"):
         paths = [paths]
-    specs = [f for p in paths for f in files(p)]
+    out, cur, cur_bytes = [], [], 0
+
+    def close():
+        nonlocal cur, cur_bytes
+        if cur:
+            out.append(tuple(cur))
+        cur, cur_bytes = [], 0
+
+    for directory in paths:
+        directory = _os.fspath(directory)
+        sizes = []
+        with _os.scandir(directory) as it:
+            for e in it:
+                if _trace_name(e.name) is None:
+                    continue
+                regular = e.is_file(follow_symlinks=False)
+                sizes.append((e.name, e.stat(follow_symlinks=False).st_size if regular else 0))
+        sizes.sort()
+        total = sum(n for _, n in sizes)
+        if total <= partition_bytes:
+            if cur_bytes + total > partition_bytes:
+                close()
+            cur.append((directory, None))
+            cur_bytes += total
+            continue
+        close()
+        names, nbytes = [], 0
+        for name, n in sizes:
+            if names and nbytes + n > partition_bytes:
+                out.append(((directory, tuple(names)),))
+                names, nbytes = [], 0
+            names.append(name)
+            nbytes += n
+        out.append(((directory, tuple(names)),))
+    close()
+    return out
+
+
+def read_dask(paths, partition_bytes=PARTITION_BYTES):
+    """Trace directories (one path or several) as one dask DataFrame: partitions of at most
+    `partition_bytes` of trace files (``partitions``), each parsed by the native reader when the
+    graph is computed. Only the directories are listed here."""
+    _pandas()
+    dd = _need("dask.dataframe", "python3-dask")
+    plan = partitions(paths, partition_bytes)
     meta = _empty()
-    if not specs:
+    if not plan:
         return dd.from_pandas(meta, npartitions=1)
-    parts = [delayed(_file_frame)(*f) for f in specs]
-    return dd.from_delayed(parts, meta=meta, verify_meta=False)
+    return dd.from_map(_read_partition, [_Partition(p) for p in plan], meta=meta,
+                       enforce_metadata=False,
+                       label="lotus-frame-read")
 
 
 def client(n_workers=2, processes=True, **kwargs):
