@@ -10,45 +10,51 @@
 ``nodes``           torchdata.nodes: each node's self time, the loop's wait per item
 ==================  =====================================================================
 
-A family module provides ``GROUP_RECORDS`` (group -> what it records, named in warnings) and
-``targets()`` (see ``_patch.py``), or its own ``install()``; the next loader (SPDL, Grain, ...) is
-one more module here and one more name in ``FAMILIES``. What a family must emit is checked for all
-by ``_contract.check``. A family that sets ``LIBRARY`` (a module name) is installed when that library
-is imported, never importing it itself: at ``install()`` when the program has imported it already,
+A family is one module here that ends with ``FAMILY = _contract.Family(...)``: its name, its
+``install()`` (usually ``_patch.install`` of its targets), its place among the families, the library
+whose import installs it, and its ``python -m lotus.torch --check`` run with its place in the
+contract (``_contract.Check``). ``families()`` finds them: every module of this package not named
+``_*`` that declares ``FAMILY``, in their order; nothing else lists them (the next loader, SPDL or
+Grain, is one more module here, and ``tests/python/test_loader_contract.py`` checks its run against
+the contract with the others). A family module imports nothing of its library at import time, and
+nothing of ``lotus.torch`` or ``_check``. What a family must emit is checked for all by
+``_contract.check``. A family that declares a ``library`` is installed when that library is
+imported, never importing it itself: at ``install()`` when the program has imported it already,
 else from an import hook when (and if) the program first imports it.
 """
 
 import importlib as _importlib
 import importlib.util as _importlib_util
+import pkgutil as _pkgutil
 import sys as _sys
 import threading as _threading
 
 from . import _patch
 
-FAMILIES = ("torchvision", "dataloader", "stateful", "nodes")
-
 _lock = _threading.Lock()
 _patches = None  # [(owner, attribute, original)] while installed, else None
 _hook = None     # the _OnImport waiting in sys.meta_path for a family's library, while installed
+_families = None  # families(), once found
 
 
 def installed():
     return _patches is not None
 
 
-def _family(name):
-    try:
-        return _importlib.import_module(f"{__name__}.{name}")
-    except ImportError as e:
-        if e.name and e.name.startswith(f"{__name__}."):
-            return None  # a family not in this copy of the package
-        raise
-
-
-def _install_family(mod):
-    if hasattr(mod, "install"):
-        return mod.install()
-    return _patch.install(mod.targets(), mod.GROUP_RECORDS)
+def families():
+    """Every loader family of this package (``_contract.Family``), in install order: the modules
+    of lotus.loaders not named ``_*`` that declare ``FAMILY``. Found once per process."""
+    global _families
+    if _families is None:
+        found = []
+        for info in _pkgutil.iter_modules(__path__):
+            if info.name.startswith("_"):
+                continue
+            fam = getattr(_importlib.import_module(f"{__name__}.{info.name}"), "FAMILY", None)
+            if fam is not None:
+                found.append(fam)
+        _families = tuple(sorted(found, key=lambda f: (f.order, f.name)))
+    return _families
 
 
 class _Loader:
@@ -80,7 +86,7 @@ class _OnImport:
     for it once the module has run (so ``instrument()`` never imports torchvision itself)."""
 
     def __init__(self, waiting):
-        self.waiting = waiting  # library -> [family module]
+        self.waiting = waiting  # library -> [Family]
         self._busy = _threading.local()
 
     def find_spec(self, fullname, path=None, target=None):
@@ -103,12 +109,12 @@ def _loaded(library):
     with _lock:
         if _hook is None or _patches is None:
             return
-        mods = _hook.waiting.pop(library, [])
+        fams = _hook.waiting.pop(library, [])
         if not _hook.waiting:
             _unhook()
-        for mod in mods:
+        for fam in fams:
             try:
-                _patches.extend(_install_family(mod))
+                _patches.extend(fam.install())
             except Exception as e:  # noqa: BLE001 (the program's import must not fail for lotus)
                 _patch.unsupported("import:" + library, f"installing on {library} failed "
                                    f"({type(e).__name__}: {e}); it is not traced", stacklevel=2)
@@ -135,16 +141,13 @@ def install(trace_all):
         patches = []
         waiting = {}
         try:
-            for name in FAMILIES:
-                mod = _family(name)
-                if mod is None:
-                    continue
-                library = getattr(mod, "LIBRARY", None)
+            for fam in families():
+                library = fam.library
                 if library is not None and library not in _sys.modules:
                     if _importlib_util.find_spec(library) is not None:
-                        waiting.setdefault(library, []).append(mod)
+                        waiting.setdefault(library, []).append(fam)
                     continue
-                patches += _install_family(mod)
+                patches += fam.install()
         except BaseException:
             _patch.uninstall(patches)
             raise

@@ -1,9 +1,9 @@
 # SPDX-License-Identifier: MIT
 """``python -m lotus.torch --check``: what lotus.torch records on this Python's torch stack.
 
-Runs a tiny traced loader of each family whose library is installed (a DataLoader with 2 workers,
-a StatefulDataLoader resumed from a checkpoint in the middle of an epoch, a torchdata.nodes
-pipeline), each in a fresh interpreter with its own trace prefix, checks the records against the
+Runs the small traced loader of each family (``loaders.families()``) whose library is installed
+(its ``Check``: a DataLoader with 2 workers, a StatefulDataLoader resumed from a checkpoint in the
+middle of an epoch, a torchdata.nodes pipeline, ...), each in a fresh interpreter with its own trace prefix, checks the records against the
 contract every family keeps (``_contract.py``), and prints one line per family. Exit 0 when every
 family that is installed records all it should, 1 when one does not (its warning is printed), 2 on
 bad arguments. When torch does not import (not installed in this Python, or a broken install) or
@@ -19,101 +19,23 @@ import sys as _sys
 import tempfile as _tempfile
 import warnings as _warnings
 
-from . import _contract
-
-BATCHES, BATCH_SIZE, WORKERS = 6, 2, 2
+from . import _contract, families
 
 
-def _read(directory):
-    out = {}
-    d = _pathlib.Path(directory)
-    if not d.is_dir():
-        return out
-    for p in sorted(d.iterdir()):
-        if p.name.startswith("."):
-            continue
-        rows = []
-        for line in p.read_text().splitlines():
-            name, start, dur = line.rsplit(",", 2)
-            rows.append((name, int(start), int(dur)))
-        out[p.name] = rows
-    return out
+# The fresh interpreter's program: lotus.torch hands its instrument() to _child (this module never
+# imports lotus.torch, whose `python -m lotus.torch --check` imports this one).
+_CHILD = ("import sys, lotus.torch; from lotus.loaders import _check; "
+          "_check._child(lotus.torch.instrument, sys.argv[1], sys.argv[2])")
 
 
-class _Samples:
-    """A map-style dataset of BATCHES * BATCH_SIZE one-element tensors, through a Compose."""
-
-    def __init__(self, transform=None):
-        self.transform = transform
-
-    def __len__(self):
-        return BATCHES * BATCH_SIZE
-
-    def __getitem__(self, i):
-        import torch
-        x = torch.tensor([float(i)])
-        return self.transform(x) if self.transform is not None else x
-
-
-class AddOne:
-    def __call__(self, x):
-        return x + 1
-
-
-def _compose():
-    try:
-        from torchvision import transforms
-    except ImportError:
-        return None
-    return transforms.Compose([AddOne()])
-
-
-def _run_dataloader(prefix):
-    import torch.utils.data as tud
-    import lotus.torch
-    lotus.torch.instrument(log_file=prefix)
-    n = sum(len(b) for b in tud.DataLoader(_Samples(_compose()), batch_size=BATCH_SIZE,
-                                           num_workers=WORKERS))
-    return {"samples": n, "epochs": 1}
-
-
-def _run_stateful(prefix):
-    from torchdata.stateful_dataloader import StatefulDataLoader
-    import lotus.torch
-    lotus.torch.instrument(log_file=prefix)
-    loader = StatefulDataLoader(_Samples(_compose()), batch_size=BATCH_SIZE, num_workers=WORKERS)
-    it = iter(loader)
-    n = sum(len(next(it)) for _ in range(BATCHES // 2))
-    state = loader.state_dict()
-    del it
-    resumed = StatefulDataLoader(_Samples(_compose()), batch_size=BATCH_SIZE, num_workers=WORKERS)
-    resumed.load_state_dict(state)
-    n += sum(len(b) for b in resumed)
-    return {"samples": n, "epochs": 1, "complete": False}
-
-
-def _run_nodes(prefix):
-    from . import nodes
-    return nodes.check_run(prefix)
-
-
-FAMILIES = [
-    # (name, what the run is, module it needs, runner, hands work out)
-    ("DataLoader", f"{WORKERS} workers, {BATCHES} batches", "torch.utils.data", _run_dataloader,
-     True),
-    ("StatefulDataLoader", f"{WORKERS} workers, resumed from state_dict() after {BATCHES // 2} "
-     "batches", "torchdata.stateful_dataloader", _run_stateful, True),
-    ("torchdata.nodes", "Mapper, Batcher, Prefetcher, Loader", "torchdata.nodes", _run_nodes,
-     False),
-]
-
-
-def _child(name, prefix):
-    """In the fresh interpreter: run family `name`, print its JSON result last."""
-    runner = next(f[3] for f in FAMILIES if f[0] == name)
+def _child(instrument, name, prefix):
+    """In the fresh interpreter: run family `name`'s check, print its JSON result last."""
+    check = next(f for f in families() if f.name == name).check
     with _warnings.catch_warnings(record=True) as caught:
         _warnings.simplefilter("always")
-        info = runner(prefix)
+        __import__(check.needs)
+        instrument(log_file=prefix)
+        info = check.run()
     import lotus
     lotus.flush()
     info["warnings"] = [str(w.message) for w in caught
@@ -123,7 +45,13 @@ def _child(name, prefix):
 
 def _versions():
     out = [f"Python {_sys.version.split()[0]}"]
-    for mod in ("torch", "torchvision", "torchdata"):
+    libraries = ["torch"]  # then each family's, once
+    for fam in families():
+        for name in (fam.library, fam.check and fam.check.needs):
+            top = name and name.split(".")[0]
+            if top and top not in libraries:
+                libraries.append(top)
+    for mod in libraries:
         try:
             m = __import__(mod)
             out.append(f"{mod} {getattr(m, '__version__', '?')}")
@@ -170,54 +98,54 @@ def _package_root():
     return str(_pathlib.Path(lotus.__file__).parent.parent)
 
 
+def check_family(fam, tmp):
+    """Run family `fam`'s check in a fresh interpreter (its trace under directory `tmp`): its row,
+    {"family", "run", "status" ("ok", "incomplete", "failed", "not installed"), "records",
+    "problems", "described"}."""
+    check = fam.check
+    row = {"family": check.label, "run": check.what}
+    why = _import_error(check.needs)
+    if why == "not installed":
+        row.update(status="not installed", records={}, problems=[])
+        return row
+    if why is not None:
+        row.update(status="failed", records={}, problems=[f"{check.needs} {why}"])
+        return row
+    prefix = _os.path.join(tmp, fam.name, "trace", "lotustrace_log")
+    env = dict(_os.environ)
+    env.pop("LOTUS_LOG_FILE", None)
+    env["PYTHONPATH"] = _os.pathsep.join(
+        [_package_root()] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    r = _subprocess.run([_sys.executable, "-c", _CHILD, fam.name, prefix],
+                        capture_output=True, text=True, env=env, timeout=600)
+    lines = r.stdout.strip().splitlines()
+    try:
+        info = _json.loads(lines[-1]) if r.returncode == 0 and lines else None
+    except ValueError:
+        info = None
+    if info is None:
+        tail = (r.stderr.strip().splitlines() or ["no output"])[-1]
+        row.update(status="failed", records={}, problems=[f"the run failed: {tail}"])
+        return row
+    files = _contract.read(_os.path.dirname(prefix))
+    counts = _contract.summary(files)
+    problems = list(info["warnings"])
+    problems += _contract.check(files, epochs=info.get("epochs", 1), queued=check.hands_out,
+                                complete=info.get("complete", True))
+    expected = info.get("expected_batches", _contract.BATCHES)
+    if counts["main"]["Consumed"] < expected:
+        problems.append(f"{counts['main']['Consumed']} of {expected} batches have "
+                        "main-process records")
+    row.update(status="ok" if not problems else "incomplete",
+               records={"main": dict(counts["main"]), "worker": dict(counts["worker"]),
+                        "ops": dict(counts["ops"])},
+               problems=problems, described=_describe(counts, counts["ops"]))
+    return row
+
+
 def run_check(out=_sys.stdout, json_out=False):
-    results = []
     with _tempfile.TemporaryDirectory(prefix="lotus-check-") as tmp:
-        for name, what, module, _, queued in FAMILIES:
-            row = {"family": name, "run": what}
-            why = _import_error(module)
-            if why == "not installed":
-                row.update(status="not installed", records={}, problems=[])
-                results.append(row)
-                continue
-            if why is not None:
-                row.update(status="failed", records={}, problems=[f"{module} {why}"])
-                results.append(row)
-                continue
-            prefix = _os.path.join(tmp, name.replace(".", "_"), "trace", "lotustrace_log")
-            env = dict(_os.environ)
-            env.pop("LOTUS_LOG_FILE", None)
-            env["PYTHONPATH"] = _os.pathsep.join(
-                [_package_root()]
-                + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-            r = _subprocess.run([_sys.executable, "-c",
-                                 "import sys; from lotus.loaders import _check; "
-                                 "_check._child(sys.argv[1], sys.argv[2])", name, prefix],
-                                capture_output=True, text=True, env=env, timeout=600)
-            lines = r.stdout.strip().splitlines()
-            try:
-                info = _json.loads(lines[-1]) if r.returncode == 0 and lines else None
-            except ValueError:
-                info = None
-            if info is None:
-                tail = (r.stderr.strip().splitlines() or ["no output"])[-1]
-                row.update(status="failed", records={}, problems=[f"the run failed: {tail}"])
-                results.append(row)
-                continue
-            files = _read(_os.path.dirname(prefix))
-            counts = _contract.summary(files)
-            problems = list(info["warnings"])
-            problems += _contract.check(files, epochs=info.get("epochs", 1), queued=queued,
-                                        complete=info.get("complete", True))
-            expected = info.get("expected_batches", BATCHES)
-            if counts["main"]["Consumed"] < expected:
-                problems.append(f"{counts['main']['Consumed']} of {expected} batches have "
-                                "main-process records")
-            row.update(status="ok" if not problems else "incomplete",
-                       records={"main": dict(counts["main"]), "worker": dict(counts["worker"]),
-                                "ops": dict(counts["ops"])},
-                       problems=problems, described=_describe(counts, counts["ops"]))
-            results.append(row)
+        results = [check_family(fam, tmp) for fam in families() if fam.check is not None]
     versions = _versions()
     if json_out:
         print(_json.dumps({"versions": versions, "families": results}, indent=1), file=out)

@@ -16,10 +16,89 @@ with producers (worker processes, threads), in one epoch:
 Batch indices restart at 0 with each epoch; an epoch resumed from a checkpoint goes on with the
 indices of the epoch it continues. ``check`` returns the breaches (empty: the trace keeps the
 contract) and ``summary`` counts what was recorded, by kind.
+
+A family declares itself at the end of its module with ``FAMILY = Family(...)``: its name, how it
+installs, the library whose import installs it, and its ``python -m lotus.torch --check`` run
+(``Check``: the run, and its place in the contract). ``lotus.loaders`` finds every module that does
+(``loaders.families()``); nothing else lists them. The check's runs are small runs of the sizes
+below, over ``Samples``.
 """
 
 import collections as _collections
+import pathlib as _pathlib
 import re as _re
+
+# ---- the declaration of a family ----------------------------------------------------------------
+
+
+class Check:
+    """A family's ``--check`` run and its place in the contract.
+
+    label: the family's name in --check's lines ("DataLoader"); what: the run, in a few words;
+    needs: the module whose absence makes the family "not installed"; run(): the traced run, called
+    in a fresh interpreter after ``needs`` is imported and ``lotus.torch.instrument()`` is on; it
+    returns {"samples", "epochs", and optionally "complete" (False: a resumed epoch's batches are
+    not all consumed) and "expected_batches"}; hands_out: the loader hands work out (index queues:
+    SBatchQueued_k before each wait)."""
+
+    __slots__ = ("label", "what", "needs", "run", "hands_out")
+
+    def __init__(self, label, what, needs, run, hands_out):
+        self.label, self.what, self.needs, self.run = label, what, needs, run
+        self.hands_out = bool(hands_out)
+
+
+class Family:
+    """A loader family: ``FAMILY = Family(...)`` in its module of ``lotus.loaders``.
+
+    name: the module's name; install(): patch the library, return [(owner, attribute, original or
+    None)] to undo (``_patch.install``); order: where it installs (and is checked) among the
+    families, smallest first; library: a module name whose import installs the family (never
+    imported by lotus itself; None: installed by ``instrument()``); check: its ``Check``, or None."""
+
+    __slots__ = ("name", "install", "order", "library", "check")
+
+    def __init__(self, name, install, order, library=None, check=None):
+        self.name, self.install, self.order = name, install, order
+        self.library, self.check = library, check
+
+    def __repr__(self):
+        return f"<lotus loader family {self.name}>"
+
+
+# ---- the small run of every family's check ------------------------------------------------------
+
+BATCHES, BATCH_SIZE, WORKERS = 6, 2, 2
+
+
+class Samples:
+    """A map-style dataset of BATCHES * BATCH_SIZE one-element tensors, through a Compose."""
+
+    def __init__(self, transform=None):
+        self.transform = transform
+
+    def __len__(self):
+        return BATCHES * BATCH_SIZE
+
+    def __getitem__(self, i):
+        import torch
+        x = torch.tensor([float(i)])
+        return self.transform(x) if self.transform is not None else x
+
+
+class AddOne:
+    def __call__(self, x):
+        return x + 1
+
+
+def compose():
+    """A torchvision Compose of one step (AddOne), or None without torchvision."""
+    try:
+        from torchvision import transforms
+    except ImportError:
+        return None
+    return transforms.Compose([AddOne()])
+
 
 _BATCH = _re.compile(r"^SBatch(Preprocessed|Queued|Wait|Consumed)_(\d+)$")
 MARKER_NS = 1000
@@ -28,6 +107,24 @@ MARKER_NS = 1000
 def _kind(name):
     m = _BATCH.match(name)
     return (m.group(1), int(m.group(2))) if m else (None, None)
+
+
+def read(directory):
+    """The trace of the prefix files in `directory` (hidden sidecars excluded), as ``check`` takes
+    it; {} when there is no such directory."""
+    out = {}
+    d = _pathlib.Path(directory)
+    if not d.is_dir():
+        return out
+    for p in sorted(d.iterdir()):
+        if p.name.startswith("."):
+            continue
+        rows = []
+        for line in p.read_text().splitlines():
+            name, start, dur = line.rsplit(",", 2)
+            rows.append((name, int(start), int(dur)))
+        out[p.name] = rows
+    return out
 
 
 def summary(files):

@@ -31,7 +31,7 @@ from time import time_ns as _time_ns
 
 import lotus as _lotus_pkg
 from .. import _lotus
-from . import _gpu, _patch, _startup
+from . import _contract, _gpu, _patch, _startup
 from ._patch import gate as _gate, original as _original, state as _state
 
 _now = _lotus._now
@@ -450,3 +450,17 @@ def make_replacement(key, fn):
 
 def install():
     return _patch.install(targets(), GROUP_RECORDS, make=make_replacement)
+
+
+def _check_run():
+    """``--check``: a DataLoader of WORKERS workers over Samples, one epoch."""
+    import torch.utils.data as tud
+    loader = tud.DataLoader(_contract.Samples(_contract.compose()),
+                            batch_size=_contract.BATCH_SIZE, num_workers=_contract.WORKERS)
+    return {"samples": sum(len(b) for b in loader), "epochs": 1}
+
+
+FAMILY = _contract.Family(
+    "dataloader", install, order=20,
+    check=_contract.Check("DataLoader", f"{_contract.WORKERS} workers, {_contract.BATCHES} batches",
+                          "torch.utils.data", _check_run, hands_out=True))

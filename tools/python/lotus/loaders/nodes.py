@@ -44,7 +44,7 @@ import threading as _threading
 import lotus as _lotus_pkg
 from .. import _lotus
 
-from . import _patch
+from . import _contract, _patch
 
 __all__ = ["name_node", "GROUP_RECORDS", "targets"]
 
@@ -539,14 +539,17 @@ _next = [None]  # torchdata's BaseNode.__next__ while installed
 _base = [object]  # torchdata's BaseNode while installed
 
 
-def check_run(prefix):
-    """``python -m lotus.torch --check``: a tiny traced pipeline (Mapper, Batcher, Prefetcher,
-    Loader) of one epoch; what the check expects of it."""
+def _check_run():
+    """``--check``: a traced pipeline (Mapper, Batcher, Prefetcher, Loader) of one epoch."""
     from torchdata.nodes import Batcher, IterableWrapper, Loader, Mapper, Prefetcher
-    import lotus.torch
-    from ._check import BATCHES, BATCH_SIZE
-    lotus.torch.instrument(log_file=prefix)
-    node = Mapper(IterableWrapper(range(BATCHES * BATCH_SIZE)), lambda x: x + 1)
-    node = Prefetcher(Batcher(node, batch_size=BATCH_SIZE), prefetch_factor=2)
+    batches, size = _contract.BATCHES, _contract.BATCH_SIZE
+    node = Mapper(IterableWrapper(range(batches * size)), lambda x: x + 1)
+    node = Prefetcher(Batcher(node, batch_size=size), prefetch_factor=2)
     n = sum(len(b) for b in Loader(node))
-    return {"samples": n, "epochs": 1, "expected_batches": BATCHES}
+    return {"samples": n, "epochs": 1, "expected_batches": batches}
+
+
+FAMILY = _contract.Family(
+    "nodes", install, order=40,
+    check=_contract.Check("torchdata.nodes", "Mapper, Batcher, Prefetcher, Loader",
+                          "torchdata.nodes", _check_run, hands_out=False))

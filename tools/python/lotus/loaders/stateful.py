@@ -11,7 +11,7 @@ batches torchdata replays inside ``__init__`` to reach the saved position
 record: the training loop never sees them.
 """
 
-from . import _patch
+from . import _contract, _patch
 from .dataloader import _NOT_A_BATCH, main_targets, make_replacement
 
 GROUP_RECORDS = {
@@ -57,3 +57,30 @@ def targets():
 
 def install():
     return _patch.install(targets(), GROUP_RECORDS, make=make_replacement)
+
+
+def _check_run():
+    """``--check``: a StatefulDataLoader stopped after half an epoch, resumed from its state_dict()
+    in a new loader, to the epoch's end."""
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    def loader():
+        return StatefulDataLoader(_contract.Samples(_contract.compose()),
+                                  batch_size=_contract.BATCH_SIZE, num_workers=_contract.WORKERS)
+
+    first = loader()
+    it = iter(first)
+    n = sum(len(next(it)) for _ in range(_contract.BATCHES // 2))
+    state = first.state_dict()
+    del it
+    resumed = loader()
+    resumed.load_state_dict(state)
+    n += sum(len(b) for b in resumed)
+    return {"samples": n, "epochs": 1, "complete": False}
+
+
+FAMILY = _contract.Family(
+    "stateful", install, order=30,
+    check=_contract.Check("StatefulDataLoader", f"{_contract.WORKERS} workers, resumed from "
+                          f"state_dict() after {_contract.BATCHES // 2} batches",
+                          "torchdata.stateful_dataloader", _check_run, hands_out=True))

@@ -13,7 +13,7 @@ import warnings as _warnings
 
 import lotus as _lotus_pkg
 from .. import _lotus
-from . import _patch
+from . import _contract, _patch
 from ._patch import gate as _gate, original as _original, state as _state
 
 _now = _lotus._now
@@ -225,3 +225,7 @@ def targets():
 
 def install():
     return _patch.install(targets(), GROUP_RECORDS, scriptable=SCRIPTABLE)
+
+
+# Its records are checked within the DataLoader's run (its Samples go through a Compose).
+FAMILY = _contract.Family("torchvision", install, order=10, library=LIBRARY)
