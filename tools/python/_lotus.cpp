@@ -960,6 +960,10 @@ py::tuple read_traces(const std::vector<std::string>& paths,
 
 }  // namespace
 
+namespace lotus_python {
+void add_model(py::module_& m);  // _lotus_model.cpp: lotus-tool's DataLoader model, for autotune
+}  // namespace lotus_python
+
 PYBIND11_MODULE(_lotus, m) {
   m.doc() = "lotus runtime (LotusTrace/LotusMap) for Python; use the `lotus` package";
 
@@ -973,6 +977,7 @@ PYBIND11_MODULE(_lotus, m) {
   if (PyModule_AddFunctions(m.ptr(), module_methods) < 0) throw py::error_already_set();
 
   m.attr("VERSION") = LOTUS_VERSION_STRING;
+  lotus_python::add_model(m);
   m.attr("BATCH_PREPROCESSED") = static_cast<int>(k_preprocessed);
   m.attr("BATCH_WAIT") = static_cast<int>(k_wait);
   m.attr("BATCH_WAIT_MARKER") = static_cast<int>(k_wait_marker);
