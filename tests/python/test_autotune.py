@@ -18,7 +18,6 @@ from lotus.autotune import (EpochMeasurement, Tuner, decision_line, handoff_of,
                             simulate_epoch)
 
 HERE = pathlib.Path(__file__).resolve().parent
-CASES = HERE.parent / "tool" / "data" / "loader_model_cases.json"
 MiB = 1 << 20
 
 
@@ -103,20 +102,23 @@ def test_autotune_and_lotus_tool_whatif_predict_the_same_epoch_for_a_trace(tmp_p
     assert len(calls) > 10
 
 
-def test_the_model_keeps_lotus_tool_whatif_s_hand_computed_cases():
+def test_the_model_gives_the_hand_computed_epochs():
     # The hand-computed cases of tests/tool/data/loader_model_cases.json (lotus-tool's own test
-    # checks every case of the file): one model, so autotune gives them too.
-    cases = json.loads(CASES.read_text())["cases"]
-    hand = [c for c in cases if c["hand_computed"]]
-    assert len(hand) >= 7
-    for c in hand:
-        s = c["offcpu_share"]
-        batches = [(ms / 1e3 * (1 - s), ms / 1e3 * s) for ms in c["batch_ms"]]
-        cpu = min(c["step_cpu_ms"], c["step_ms"])
-        r = simulate_epoch(batches, c["workers"], c["prefetch_factor"], c["cores"],
-                           (cpu / 1e3, (c["step_ms"] - cpu) / 1e3), unordered=c["unordered"])
-        assert r["last_take"] == pytest.approx(c["epoch_seconds"], abs=1e-9), c["name"]
-        assert r["wait_s"] == pytest.approx(c["wait_seconds"], abs=1e-9), c["name"]
+    # checks every case of that file), through autotune's door to the model: (batch ms, workers,
+    # prefetch_factor, cores, step ms, its CPU ms, off-CPU share) -> the last batch taken (s).
+    cases = [([10.0] * 10, 1, 1, 1, 0, 0, 0, 0.100),  # one worker: the sum
+             ([10.0] * 10, 4, 2, 2, 0, 0, 0, 0.050),  # four workers on two cores: as two
+             ([1.0] * 10, 2, 2, 2, 10, 0, 0, 0.091),  # a step longer than the batches
+             ([10.0] * 2, 1, 2, 1, 10, 0, 0, 0.020),  # the step off the cores
+             ([10.0] * 2, 1, 2, 1, 10, 10, 0, 0.030),  # the step on the one core: half speed
+             ([20.0] * 8, 8, 1, 1, 0, 0, 0.9, 0.034),  # I/O overlaps on one core
+             ([20.0] * 8, 8, 1, 1, 0, 0, 0, 0.160)]  # all CPU: the sum
+    for batch_ms, workers, pf, cores, step_ms, cpu_ms, share, last in cases:
+        batches = [(ms / 1e3 * (1 - share), ms / 1e3 * share) for ms in batch_ms]
+        r = simulate_epoch(batches, workers, pf, cores, (cpu_ms / 1e3, (step_ms - cpu_ms) / 1e3))
+        assert r["last_take"] == pytest.approx(last, abs=1e-9), (batch_ms, workers, cores)
+        # The last step runs alone: the epoch the training loop sees ends one step later.
+        assert r["seconds"] == pytest.approx(last + step_ms / 1e3, abs=1e-9)
 
 
 def test_the_consumer_pays_for_workers_on_its_cores():
