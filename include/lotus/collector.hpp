@@ -100,8 +100,3 @@ inline const char* to_string(kind k) noexcept {
 #define LOTUS_COLLECTOR_PAUSE() LOTUS_DETAIL_COLLECTOR_CALL(::lotus::collector::pause())
 /// Detach the collector; every later collector call is a no-op.
 #define LOTUS_COLLECTOR_DETACH() LOTUS_DETAIL_COLLECTOR_CALL(::lotus::collector::detach())
-
-// The implementation file: detection and the backends.
-#if LOTUS_DETAIL_ENABLED && defined(LOTUS_IMPLEMENTATION)
-#  include "lotus/collectors/impl.hpp"
-#endif

@@ -16,7 +16,7 @@
 #include "lotus/version.hpp"
 
 #if defined(LOTUS_IMPLEMENTATION) && LOTUS_DETAIL_ENABLED
-#  include "lotus/collector.hpp"
-#  include "lotus/map_region.hpp"
-#  include "lotus/runtime/entry_table.hpp"  // after every rt_ definition
+// The one door: in the one file of the program that defines LOTUS_IMPLEMENTATION, the runtime
+// (everything it compiles is listed, in order, in runtime/implementation.hpp).
+#  include "lotus/runtime/implementation.hpp"
 #endif

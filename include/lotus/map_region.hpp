@@ -59,8 +59,3 @@ class map_region {
 /// collector runs around the execution(s) after the warm-up. `name` is a string literal.
 #undef LOTUS_MAP_REGION
 #define LOTUS_MAP_REGION(name) LOTUS_DETAIL_MAP_REGION(LOTUS_DETAIL_UNIQUE(lotus_map_), name)
-
-// The implementation file: the list mode and the selection.
-#if LOTUS_DETAIL_ENABLED && defined(LOTUS_IMPLEMENTATION)
-#  include "lotus/collectors/map.hpp"
-#endif

@@ -154,7 +154,7 @@ class batch_tracker {
  public:
   /// Declares the process's loader as a program's own ("pipeline", the sidecar's `loader` line),
   /// unless a framework's loader (libtorch, PyTorch) declared itself.
-  batch_tracker() noexcept { detail::declare_own_loader(); }
+  batch_tracker() noexcept { detail::declare_loader("pipeline", false); }
 
   /// An index was handed to a worker: `SBatchQueued_<idx>,<now>,1000`.
   void queued(std::uint64_t idx) noexcept {

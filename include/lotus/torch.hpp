@@ -16,7 +16,6 @@
 #include <vector>       // vector
 
 #include "lotus/detail/helpers.hpp"
-#include "lotus/detail/loader_kind.hpp"  // declare_loader: the sidecar's `loader libtorch`
 #include "lotus/pipeline.hpp"
 #include "lotus/scope.hpp"
 
@@ -233,7 +232,7 @@ class traced_loader_base : public ::torch::data::DataLoaderBase<Dataset, Batch, 
 
   /// Starts an epoch (as libtorch's begin(): batch indices restart at 0) and returns its iterator.
   ::torch::data::Iterator<Batch> begin() {
-    ::lotus::detail::declare_loader("libtorch", true);  // the sidecar's `loader` line
+    ::lotus::detail::declare_loader("libtorch", true);  // the sidecar's `loader` line (entry point)
     TORCH_CHECK(this->shuttle_.in_flight_jobs() == 0,
                 "Attempted to get a new DataLoader iterator "
                 "while another iterator is not yet exhausted");

@@ -110,6 +110,10 @@ inline void signal_fence() noexcept { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
 /// aligned to it) and the subset of its operations lotus uses, with the same meaning.
 template <class T>
 class atom {
+  // A word a signal handler and another thread both touch: never a lock behind it.
+  static_assert(__atomic_always_lock_free(sizeof(T), 0),
+                "lotus::detail::atom<T>: T must be lock-free on this target");
+
  public:
   constexpr atom() noexcept : v_() {}
   constexpr atom(T v) noexcept : v_(v) {}  // NOLINT: std::atomic's converting constructor
@@ -165,9 +169,9 @@ class atom {
 // lotus — the hooks the public headers call, recording (internal; chosen by detail/hooks.hpp)
 // SPDX-License-Identifier: MIT
 // The hot path of a span (clock, ring, name cache), the runtime's entry points, the state words the
-// inline fast paths read, and the bodies of the public macros. The runtime's definitions follow in
-// the one file that defines LOTUS_IMPLEMENTATION (runtime/runtime.hpp); every other file sees only
-// what is here and a weak reference to the runtime's table (detail/entry_calls.hpp).
+// inline fast paths read, and the bodies of the public macros. A file sees only what is here and a
+// weak reference to the runtime's table (detail/entry_calls.hpp); the runtime is compiled in the
+// one implementation file (lotus.hpp's last lines, runtime/implementation.hpp).
 
 #include <cstddef>      // size_t
 #include <cstdint>      // uint64_t
@@ -254,16 +258,12 @@ enum : int { map_unread = 0, map_idle = 1, map_active = 2 };
       "lotus needs Linux (gettid, pipe2, sigtimedwait, /proc); other POSIX systems are not supported"
 #endif
 
-// The runtime's cold entry points (detail/entry.hpp). The one file of the program that defines
-// LOTUS_IMPLEMENTATION before it includes <lotus/lotus.hpp> compiles them and their table, whose
-// accessor runtime_entry_points() is LOTUS_DETAIL_API: defined there, a weak reference (declared,
-// never defined) in every other file, which is nullptr where no object of the process defines it
-// (detail/entry_calls.hpp), so that a program with no implementation still links, runs untraced
-// and says what to add, and one whose implementation is in a shared library it links uses that.
-#if defined(LOTUS_IMPLEMENTATION)
-#  define LOTUS_DETAIL_API
-#elif defined(__GNUC__) || defined(__clang__)
-#  define LOTUS_DETAIL_API __attribute__((weak))
+// The runtime's table of entry points (detail/entry.hpp) is declared weak in every file: nullptr
+// where no object of the process defines it, so that a program with no implementation still
+// links, runs untraced and says what to add, and one whose implementation is in a shared library
+// it links uses that.
+#if defined(__GNUC__) || defined(__clang__)
+#  define LOTUS_DETAIL_WEAK __attribute__((weak))
 #else
 #  error "lotus needs GCC or Clang (weak symbols)"
 #endif
@@ -366,6 +366,30 @@ LOTUS_DETAIL_FORCE_INLINE std::uint64_t now_ticks(int mode) noexcept {
 #define LOTUS_AMALGAMATED_LOTUS_DETAIL_ENTRY_HPP
 // lotus — the runtime's cold entry points, declared for the hot-path headers (internal)
 // SPDX-License-Identifier: MIT
+// Expanded from the one list (detail/entry_points.hpp): each entry point's declaration, and the
+// runtime's table of them. The implementation file fills the table with its rt_<name> bodies
+// (runtime/entry_table.hpp); every file calls them through detail/entry_calls.hpp, which takes the
+// no-op where the program has no runtime.
+
+// ---- begin lotus/detail/entry_points.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_ENTRY_POINTS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_ENTRY_POINTS_HPP
+// lotus — the runtime's entry points: one list, one row each (internal)
+// SPDX-License-Identifier: MIT
+// Every call from a header into the runtime compiled once per program is a row of
+// LOTUS_DETAIL_ENTRY_POINTS, and everything else about it is expanded from that row: its
+// declaration and the field of the runtime's table (detail/entry.hpp), the call through the table
+// (detail/entry_calls.hpp), the no-op of a LOTUS_DISABLE build (detail/disabled.hpp) and the row
+// of the table (runtime/entry_table.hpp), which holds &rt_<name>, the body the runtime writes. A
+// new entry point is a row here and its rt_<name> body.
+//
+// X(return type, name, (parameters), (arguments), noexcept or nothing, value, missing):
+//   value    what the call returns without a runtime: in a LOTUS_DISABLE build, and where no
+//            runtime is linked (void(): nothing);
+//   missing  what else it does where no runtime is linked (detail/entry_calls.hpp): quiet(),
+//            say() (the one line on stderr that says what to add), say_if(condition),
+//            collector_gone() or map_gone() (the fast path's word set to "off").
+// Every row is async-signal-safe without a runtime (a first record may be in a signal handler).
 
 #include <cstddef>      // size_t
 #include <cstdint>      // uint64_t
@@ -406,90 +430,6 @@ constexpr const char* tool_name(kind k) noexcept {
 }  // namespace lotus
 #endif  // LOTUS_AMALGAMATED_LOTUS_COLLECTOR_KIND_HPP
 // ---- end lotus/collector_kind.hpp ----
-// ---- begin lotus/detail/record_name.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_RECORD_NAME_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_RECORD_NAME_HPP
-// lotus — how a record names its site: flags, name limit, built-in sites (internal)
-// SPDX-License-Identifier: MIT
-
-#include <cstddef>  // size_t
-#include <cstdint>  // uint32_t
-
-// ---- begin lotus/record_site.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_RECORD_SITE_HPP
-#define LOTUS_AMALGAMATED_LOTUS_RECORD_SITE_HPP
-// lotus — record_site: the static description of one recording site (not std::source_location)
-// SPDX-License-Identifier: MIT
-
-#include <cstdint>  // uint32_t
-
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-
-/// One per call site (a `static constexpr` object made by the macros) or per interned run-time
-/// name. `name` is written after an `S`: {"Loader"} produces `SLoader,...` records.
-struct record_site {
-  const char* name;
-  const char* function;
-  const char* file;
-  std::uint32_t line;
-  std::uint32_t flags;  ///< detail::flag_* bits (lotus/detail/record_name.hpp)
-};
-
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_RECORD_SITE_HPP
-// ---- end lotus/record_site.hpp ----
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-namespace detail {
-constexpr std::uint32_t flag_main = 1;       // consumer side: route to the `_main_pid_` file
-constexpr std::uint32_t flag_indexed = 2;    // append `_<idx>` to the name
-constexpr std::uint32_t flag_fixed_1us = 4;  // write the Lotus 1000 ns placeholder as duration
-constexpr std::uint32_t flag_sanitized =
-    8;  // a run-time name was cut or had control bytes replaced
-/// The longest name a record carries (bytes, without the leading 'S'); longer run-time names are
-/// cut at a UTF-8 character boundary and counted as sanitized.
-constexpr std::size_t max_name_bytes = 4096;
-/// The bytes of a run-time name that count: at most max_name_bytes, cut back to a UTF-8 character
-/// boundary. What lies beyond is neither read, hashed nor stored.
-inline std::size_t name_key_size(const char* name, std::size_t size) noexcept {
-  if (size <= max_name_bytes) return size;
-  std::size_t keep = max_name_bytes;
-  while (keep > 0 && (static_cast<unsigned char>(name[keep]) & 0xC0) == 0x80) --keep;
-  return keep;
-}
-
-/// A name's byte as records carry it: ',' (the field separator) and control bytes become '_'.
-constexpr char record_name_char(char c) noexcept {
-  return c == ',' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? '_' : c;
-}
-
-/// The same in a space-separated field (the live file's `op`/`inflight` lines, a capture's
-/// `inflight` lines, `op:NAME>`): spaces become '_' too.
-constexpr char token_name_char(char c) noexcept { return c == ' ' ? '_' : record_name_char(c); }
-
-// Consumer-side record sites (written to the `_main_pid_` file).
-inline constexpr record_site batch_queued_loc{"BatchQueued", "", "", 0,
-                                              flag_main | flag_indexed | flag_fixed_1us};
-inline constexpr record_site batch_wait_loc{"BatchWait", "", "", 0, flag_main | flag_indexed};
-inline constexpr record_site batch_wait_marker_loc{"BatchWait", "", "", 0,
-                                                   flag_main | flag_indexed | flag_fixed_1us};
-inline constexpr record_site batch_consumed_loc{"BatchConsumed", "", "", 0,
-                                                flag_main | flag_indexed | flag_fixed_1us};
-inline constexpr record_site loader_loc{"Loader", "", "", 0, 0};
-inline constexpr record_site transform_loc{"Transform", "", "", 0, 0};
-inline constexpr record_site batch_preprocessed_loc{"BatchPreprocessed", "", "", 0, flag_indexed};
-/// The NVTX range of a consumer's wait (LOTUS_NVTX): the batch index is not known while waiting.
-inline constexpr record_site batch_wait_range_loc{"BatchWait", "", "", 0, flag_main};
-
-}  // namespace detail
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_RECORD_NAME_HPP
-// ---- end lotus/detail/record_name.hpp ----
 // ---- begin lotus/detail/res_sample.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_RES_SAMPLE_HPP
 #define LOTUS_AMALGAMATED_LOTUS_DETAIL_RES_SAMPLE_HPP
@@ -528,6 +468,32 @@ struct res_sample {
 
 #include <cstdint>  // uint64_t
 
+// ---- begin lotus/record_site.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RECORD_SITE_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RECORD_SITE_HPP
+// lotus — record_site: the static description of one recording site (not std::source_location)
+// SPDX-License-Identifier: MIT
+
+#include <cstdint>  // uint32_t
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+
+/// One per call site (a `static constexpr` object made by the macros) or per interned run-time
+/// name. `name` is written after an `S`: {"Loader"} produces `SLoader,...` records.
+struct record_site {
+  const char* name;
+  const char* function;
+  const char* file;
+  std::uint32_t line;
+  std::uint32_t flags;  ///< detail::flag_* bits (lotus/detail/record_name.hpp)
+};
+
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_RECORD_SITE_HPP
+// ---- end lotus/record_site.hpp ----
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -544,176 +510,148 @@ struct span_start {
 }  // namespace lotus
 #endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_SPAN_START_HPP
 // ---- end lotus/detail/span_start.hpp ----
+// ---- begin lotus/trace_stats.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_TRACE_STATS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_TRACE_STATS_HPP
+// lotus — the process's event counters (lotus::stats())
+// SPDX-License-Identifier: MIT
 
-// The one file that defines LOTUS_IMPLEMENTATION defines these (lotus/runtime/runtime.hpp, the
-// collectors, as rt_<name>) and its table of them (runtime/entry_table.hpp); every file calls them
-// through detail/entry_calls.hpp, which takes the no-op where the program has no runtime.
+#include <cstdint>  // uint64_t
+
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 
-struct record_site;
-struct options;
-struct trace_stats;
+/// Event counters of this process: recorded == written + dropped once everything is flushed.
+struct trace_stats {
+  std::uint64_t recorded = 0;  ///< events recorded while tracing was on
+  std::uint64_t written = 0;   ///< events written to trace files
+  std::uint64_t dropped = 0;   ///< events lost: ring full under `drop`, or tracing disabled by I/O
+  std::uint64_t sanitized =
+      0;  ///< written events whose name had ',' or control bytes replaced, or was cut at 4096 bytes
+};
+
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_TRACE_STATS_HPP
+// ---- end lotus/trace_stats.hpp ----
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+struct options;  // <lotus/options.hpp>
 
 namespace detail {
 
-/// First event of a thread, a full ring, or a push that interrupted lotus on the same thread (a
-/// signal handler): never throws, never blocks inside a signal handler, counts what it drops.
-inline void push_slow(const record_site* loc, std::uint64_t t0, std::uint64_t t1,
-                      std::uint64_t idx) noexcept;
+struct inflight;  // detail/inflight.hpp
 
-/// First use in this process: read the environment; returns the tracing mode.
-inline int initialize_mode() noexcept;
+/// intern()'s answer where no runtime is linked.
+inline constexpr record_site no_runtime_site{"", "", "", 0, 0};
 
-/// A span's start and end off its inline path (scope.hpp): the first record of the process, and
-/// the modes with NVTX ranges, ITT tasks or per-op resource figures. Compiled once, in the
-/// runtime: the inline path of every LOTUS_SCOPE only calls them. `loc` of the start carries two
-/// tag bits for its end (record sites are pointer-aligned): span_pushed_bit, the span pushed an
-/// NVTX range and/or an ITT task (nvtx_push keeps which, per thread); span_res_bit, it read its
-/// thread's resource figures (op_resources_begin). A process never returns to a plain clock mode
-/// once NVTX, ITT or ops mode was on (the _nvtx modes stay), so the inline end never sees a tag.
+/// A span's start and end off its inline path (scope.hpp: span_start_slow, span_end_slow): `loc`
+/// of the start carries two tag bits for its end (record sites are pointer-aligned):
+/// span_pushed_bit, the span pushed an NVTX range and/or an ITT task (nvtx_push keeps which, per
+/// thread); span_res_bit, it read its thread's resource figures (op_resources_begin). A process
+/// never returns to a plain clock mode once NVTX, ITT or ops mode was on (the _nvtx modes stay),
+/// so the inline end never sees a tag.
 inline constexpr std::uintptr_t span_pushed_bit = 1;
 inline constexpr std::uintptr_t span_res_bit = 2;
-inline span_start span_start_slow(int mode, const record_site& loc, std::uint64_t idx) noexcept;
-inline void span_end_slow(int mode, const record_site* tagged, std::uint64_t t0,
-                          std::uint64_t idx) noexcept;
 
-struct inflight;
-/// The calling thread's spans in progress, registering the thread first if it has recorded
-/// nothing yet (cold: a batch's or a wait's start); nullptr when it cannot be registered.
-inline inflight* inflight_registered() noexcept;
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
 
-/// Process-lifetime location for a run-time name (interned once per distinct name and flags).
-inline const record_site& intern(std::string_view name, std::uint32_t flags = 0);
+// clang-format off
+#define LOTUS_DETAIL_ENTRY_POINTS(X) \
+  /* The hot path's slow side (detail/enabled.hpp, scope.hpp): a thread's first record, a full */ \
+  /* ring or a push that interrupted lotus (push_slow: never throws, never blocks, counts what */ \
+  /* it drops); the environment read once (initialize_mode); a span off its inline path; the */ \
+  /* calling thread's spans in progress, registering it first (nullptr: it cannot be). */ \
+  X(void, push_slow, (const record_site* loc, std::uint64_t t0, std::uint64_t t1, std::uint64_t idx), (loc, t0, t1, idx), noexcept, void(), quiet()) \
+  X(int, initialize_mode, (), (), noexcept, mode_off, say()) \
+  X(span_start, span_start_slow, (int mode, const record_site& loc, std::uint64_t idx), (mode, loc, idx), noexcept, (span_start{nullptr, 0}), say_if(mode == mode_uninit)) \
+  X(void, span_end_slow, (int mode, const record_site* tagged, std::uint64_t t0, std::uint64_t idx), (mode, tagged, t0, idx), noexcept, void(), quiet()) \
+  X(inflight*, inflight_registered, (), (), noexcept, nullptr, quiet()) \
+  /* Names known at run time: a process-lifetime record site per distinct name (intern); */ \
+  /* LOTUS_SCOPE_DYNAMIC's miss in the thread's name cache (key_size: the kept bytes, */ \
+  /* | name_cut_bit when longer; nullptr when out of memory). */ \
+  X(const record_site&, intern, (std::string_view name), (name), , no_runtime_site, say()) \
+  X(const record_site*, intern_dynamic, (const char* name, std::size_t key_size, std::uint64_t hash), (name, key_size, hash), noexcept, nullptr, say()) \
+  /* Process-wide control (trace.hpp); api_capture asks every process tracing into the */ \
+  /* directory for a flight capture; trigger_valid checks a LOTUS_TRIGGER value. */ \
+  X(void, api_configure, (const options& opts), (opts), , void(), say()) \
+  X(void, api_flush, (), (), noexcept, void(), quiet()) \
+  X(void, api_shutdown, (), (), noexcept, void(), quiet()) \
+  X(trace_stats, api_stats, (), (), noexcept, {}, quiet()) \
+  X(bool, api_capture, (const char* reason, std::size_t size), (reason, size), noexcept, false, say()) \
+  X(bool, trigger_valid, (const char* text, std::size_t size), (text, size), noexcept, true, quiet()) \
+  /* A span's annotations (lotus/annotations/): nvtx_push/nvtx_pop are every annotated span's */ \
+  /* path and also begin and end its ITT task; a pushed range is popped by the same thread, a */ \
+  /* started one (id != 0) may end anywhere. Each is a no-op while NVTX/ITT is off. */ \
+  X(bool, nvtx_push, (const record_site& loc, std::uint64_t idx), (loc, idx), noexcept, false, quiet()) \
+  X(void, nvtx_pop, (), (), noexcept, void(), quiet()) \
+  X(void, nvtx_mark, (const record_site& loc, std::uint64_t idx), (loc, idx), noexcept, void(), quiet()) \
+  X(std::uint64_t, nvtx_start, (const record_site& loc, std::uint64_t idx), (loc, idx), noexcept, 0, quiet()) \
+  X(void, nvtx_end, (std::uint64_t id), (id), noexcept, void(), quiet()) \
+  X(bool, nvtx_compiled, (), (), noexcept, false, quiet()) \
+  X(bool, nvtx_active, (), (), noexcept, false, quiet()) \
+  X(bool, annotations_active, (), (), noexcept, false, quiet()) \
+  X(bool, itt_open, (), (), noexcept, false, quiet()) \
+  X(bool, itt_task_push, (const record_site& loc), (loc), noexcept, false, quiet()) \
+  X(void, itt_task_pop, (), (), noexcept, void(), quiet()) \
+  X(bool, itt_active, (), (), noexcept, false, quiet()) \
+  /* The collector's slow paths (collector.hpp; lotus/collectors/): detection, process-wide */ \
+  /* nesting, the backend's resume/pause/detach; never throw, keep errno. A map region's entry */ \
+  /* when the map word is not idle (map_region.hpp): the name to pause at its end, or nullptr. */ \
+  X(void, collector_resume_slow, (const char* region), (region), noexcept, void(), collector_gone()) \
+  X(void, collector_pause_slow, (const char* region), (region), noexcept, void(), collector_gone()) \
+  X(void, collector_detach_slow, (), (), noexcept, void(), collector_gone()) \
+  X(void, collector_initialize, (), (), noexcept, void(), collector_gone()) \
+  X(collector::kind, collector_attached, (), (), noexcept, collector::kind::none, quiet()) \
+  X(const char*, map_gate_enter, (const char* name), (name), noexcept, nullptr, map_gone()) \
+  /* Resource figures (runtime/resources.hpp), at batch boundaries (resources_read: the thread's */ \
+  /* counters now; resources_record: the difference from `begin` for batch idx over [t0, t1]) */ \
+  /* and, LOTUS_RESOURCES=ops, per span on its out-of-line path (op_resources_end: loc nullptr, */ \
+  /* the op was not recorded). */ \
+  X(res_sample, resources_read, (), (), noexcept, {}, quiet()) \
+  X(void, resources_record, (const res_sample& begin, std::uint64_t t0, std::uint64_t t1, std::uint64_t idx), (begin, t0, t1, idx), noexcept, void(), quiet()) \
+  X(bool, op_resources_begin, (), (), noexcept, false, quiet()) \
+  X(void, op_resources_end, (const record_site* loc, std::uint64_t ticks), (loc, ticks), noexcept, void(), quiet()) \
+  /* CPU time the writer thread has spent (bench/core). */ \
+  X(std::uint64_t, writer_cpu_ns, (), (), noexcept, 0, quiet()) \
+  /* The process's loader, for the sidecar (runtime/loader_kind.hpp): `kind` a string literal; */ \
+  /* a framework's ("libtorch", "torch") replaces "pipeline" (a batch_tracker). An epoch begins. */ \
+  X(void, declare_loader, (const char* kind, bool framework), (kind, framework), noexcept, void(), quiet()) \
+  X(void, epoch_begins, (), (), noexcept, void(), quiet())
+// clang-format on
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_ENTRY_POINTS_HPP
+// ---- end lotus/detail/entry_points.hpp ----
 
-/// LOTUS_SCOPE_DYNAMIC's miss in the thread's name cache: intern, then remember it on this thread.
-/// nullptr when out of memory (the scope is then not recorded). `key_size`: the name's kept bytes
-/// (name_key_size), | name_cut_bit when it was longer.
-inline const record_site* intern_dynamic(const char* name, std::size_t key_size,
-                                         std::uint64_t hash) noexcept;
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
 
-inline void api_configure(const options& opts);
-inline void api_flush() noexcept;
-inline void api_shutdown() noexcept;
-inline trace_stats api_stats() noexcept;
-/// Flight mode: ask every process tracing into the directory for a capture (flight.hpp).
-inline bool api_capture(const char* reason, std::size_t size) noexcept;
-/// Whether `text` is a valid LOTUS_TRIGGER value (Python's configure checks before applying).
-inline bool trigger_valid(const char* text, std::size_t size) noexcept;
+#define LOTUS_DETAIL_ENTRY_DECLARE(ret, name, params, args, except, value, missing) \
+  inline ret name params except;
+LOTUS_DETAIL_ENTRY_POINTS(LOTUS_DETAIL_ENTRY_DECLARE)
+#undef LOTUS_DETAIL_ENTRY_DECLARE
 
-/// NVTX ranges for lotus's spans (LOTUS_NVTX; lotus/collectors/nvtx.hpp). Each is a no-op, and
-/// nvtx_push/nvtx_start return false/0, while NVTX is off or not compiled in. A pushed range is
-/// popped by the same thread; a started one (id != 0) may end anywhere. nvtx_push/nvtx_pop are
-/// the annotation path of every span: they also begin and end the span's ITT task (LOTUS_ITT).
-inline bool nvtx_push(const record_site& loc, std::uint64_t idx) noexcept;
-inline void nvtx_pop() noexcept;
-inline void nvtx_mark(const record_site& loc, std::uint64_t idx) noexcept;
-inline std::uint64_t nvtx_start(const record_site& loc, std::uint64_t idx) noexcept;
-inline void nvtx_end(std::uint64_t id) noexcept;
-/// Whether this build has NVTX (LOTUS_WITH_NVTX) and whether ranges are pushed now.
-inline bool nvtx_compiled() noexcept;
-inline bool nvtx_active() noexcept;
-/// Whether nvtx_push annotates now (NVTX ranges or ITT tasks).
-inline bool annotations_active() noexcept;
-
-/// ITT tasks for lotus's spans (LOTUS_ITT; lotus/collectors/itt_tasks.hpp), domain "lotus".
-/// itt_open loads the collector once (false, with one message, when there is none); itt_task_push
-/// begins a task on this thread (false while ITT is off), itt_task_pop ends the thread's innermost
-/// one.
-inline bool itt_open() noexcept;
-inline bool itt_task_push(const record_site& loc) noexcept;
-inline void itt_task_pop() noexcept;
-inline bool itt_active() noexcept;
-
-/// The collector's slow paths (lotus/collector.hpp; defined in collectors/impl.hpp):
-/// detection, process-wide nesting, the backend's resume/pause/detach. Never throw; keep errno.
-inline void collector_resume_slow(const char* region) noexcept;
-inline void collector_pause_slow(const char* region) noexcept;
-inline void collector_detach_slow() noexcept;
-inline void collector_initialize() noexcept;
-inline collector::kind collector_attached() noexcept;
-
-/// A map region's entry when the map word is not idle (lotus/map_region.hpp; defined in
-/// collectors/map.hpp): list mode, or the gap and resume of a selected execution. Returns the
-/// name to pause at the region's end, or nullptr.
-inline const char* map_gate_enter(const char* name) noexcept;
-
-/// A batch's resource figures (runtime/resources.hpp), read only at batch boundaries, never per op.
-/// resources_read: the calling thread's counters now (`ok` false when tracing or LOTUS_RESOURCES
-/// is off). resources_record: reads them again and queues the difference from `begin` for the
-/// sidecar's `batchres` line of batch `idx` spanning ticks [t0, t1] (nothing when `begin` is
-/// not ok); a full queue counts a loss.
-inline res_sample resources_read() noexcept;
-inline void resources_record(const res_sample& begin, std::uint64_t t0, std::uint64_t t1,
-                             std::uint64_t idx) noexcept;
-
-/// LOTUS_RESOURCES=ops: a span's figures, on its out-of-line path (scope.hpp). op_resources_begin
-/// reads the calling thread's counters and keeps them on its stack of open ops (false: not kept,
-/// e.g. ops mode off or nested too deep); op_resources_end, for a span whose begin returned
-/// true, reads them again and adds the difference and the op's `ticks` to `loc`'s sums on this
-/// thread (`loc` nullptr: the op was not recorded, tracing went off; only forget the reading).
-inline bool op_resources_begin() noexcept;
-inline void op_resources_end(const record_site* loc, std::uint64_t ticks) noexcept;
-
-/// CPU time the writer thread has spent draining, formatting and writing (bench/core).
-inline std::uint64_t writer_cpu_ns() noexcept;
-
-/// A lotus::batch_tracker was built: the process's loader is the program's own ("pipeline", the
-/// sidecar's `loader` line) unless a framework's loader declared itself (detail/loader_kind.hpp).
-inline void declare_own_loader() noexcept;
-/// batch_tracker::reset(): the loader begins an epoch (detail/loader_kind.hpp's note_epoch).
-inline void epoch_begins() noexcept;
-
-/// The runtime's entry points above, as the implementation file fills them (runtime/
-/// entry_table.hpp). Every call above goes through runtime_entry_points(): one weak reference per
-/// file that is not the implementation (nullptr: no runtime linked), not one weak no-op per entry
-/// point, which cost every recording file 0.12 G compiler instructions at -O2.
+/// The runtime's entry points, as the implementation file fills them. Every call goes through
+/// runtime_entry_points(): one weak reference per file that is not the implementation (nullptr:
+/// no runtime linked), not one weak no-op per entry point, which cost every recording file 0.12 G
+/// compiler instructions at -O2.
 struct runtime_entries {
-  void (*push_slow)(const record_site*, std::uint64_t, std::uint64_t, std::uint64_t) noexcept;
-  int (*initialize_mode)() noexcept;
-  span_start (*span_start_slow)(int, const record_site&, std::uint64_t) noexcept;
-  void (*span_end_slow)(int, const record_site*, std::uint64_t, std::uint64_t) noexcept;
-  inflight* (*inflight_registered)() noexcept;
-  const record_site& (*intern)(std::string_view, std::uint32_t);
-  const record_site* (*intern_dynamic)(const char*, std::size_t, std::uint64_t) noexcept;
-  void (*api_configure)(const options&);
-  void (*api_flush)() noexcept;
-  void (*api_shutdown)() noexcept;
-  trace_stats (*api_stats)() noexcept;
-  bool (*api_capture)(const char*, std::size_t) noexcept;
-  bool (*trigger_valid)(const char*, std::size_t) noexcept;
-  bool (*nvtx_push)(const record_site&, std::uint64_t) noexcept;
-  void (*nvtx_pop)() noexcept;
-  void (*nvtx_mark)(const record_site&, std::uint64_t) noexcept;
-  std::uint64_t (*nvtx_start)(const record_site&, std::uint64_t) noexcept;
-  void (*nvtx_end)(std::uint64_t) noexcept;
-  bool (*nvtx_compiled)() noexcept;
-  bool (*nvtx_active)() noexcept;
-  bool (*annotations_active)() noexcept;
-  bool (*itt_open)() noexcept;
-  bool (*itt_task_push)(const record_site&) noexcept;
-  void (*itt_task_pop)() noexcept;
-  bool (*itt_active)() noexcept;
-  void (*collector_resume_slow)(const char*) noexcept;
-  void (*collector_pause_slow)(const char*) noexcept;
-  void (*collector_detach_slow)() noexcept;
-  void (*collector_initialize)() noexcept;
-  collector::kind (*collector_attached)() noexcept;
-  const char* (*map_gate_enter)(const char*) noexcept;
-  res_sample (*resources_read)() noexcept;
-  void (*resources_record)(const res_sample&, std::uint64_t, std::uint64_t, std::uint64_t) noexcept;
-  bool (*op_resources_begin)() noexcept;
-  void (*op_resources_end)(const record_site*, std::uint64_t) noexcept;
-  std::uint64_t (*writer_cpu_ns)() noexcept;
-  void (*declare_own_loader)() noexcept;
-  void (*epoch_begins)() noexcept;
+#define LOTUS_DETAIL_ENTRY_FIELD(ret, name, params, args, except, value, missing) \
+  ret(*name) params except;
+  LOTUS_DETAIL_ENTRY_POINTS(LOTUS_DETAIL_ENTRY_FIELD)
+#undef LOTUS_DETAIL_ENTRY_FIELD
 };
 
-/// The implementation file's table. Defined there only; every other file declares it weak and
-/// calls it through runtime_linked() (detail/entry_calls.hpp): where no object of the process
-/// defines it the reference is nullptr, and the calls above take their no-op.
-LOTUS_DETAIL_API const runtime_entries* runtime_entry_points() noexcept;
+/// The implementation file's table. Weak in every file: a reference, never a definition, where
+/// the file is not the implementation; where no object of the process defines it the reference is
+/// nullptr (detail/entry_calls.hpp's runtime_linked()), and the calls take their no-op. The
+/// implementation's own definition (runtime/entry_table.hpp) is then weak too; a strong symbol
+/// beside it keeps a second implementation file in one program a link error.
+LOTUS_DETAIL_WEAK const runtime_entries* runtime_entry_points() noexcept;
 
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
@@ -812,6 +750,64 @@ void page_delete(T* t) noexcept {
 }  // namespace lotus
 #endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_PAGES_HPP
 // ---- end lotus/detail/pages.hpp ----
+// ---- begin lotus/detail/record_name.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_RECORD_NAME_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_RECORD_NAME_HPP
+// lotus — how a record names its site: flags, name limit, built-in sites (internal)
+// SPDX-License-Identifier: MIT
+
+#include <cstddef>  // size_t
+#include <cstdint>  // uint32_t
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+constexpr std::uint32_t flag_main = 1;       // consumer side: route to the `_main_pid_` file
+constexpr std::uint32_t flag_indexed = 2;    // append `_<idx>` to the name
+constexpr std::uint32_t flag_fixed_1us = 4;  // write the Lotus 1000 ns placeholder as duration
+constexpr std::uint32_t flag_sanitized =
+    8;  // a run-time name was cut or had control bytes replaced
+/// The longest name a record carries (bytes, without the leading 'S'); longer run-time names are
+/// cut at a UTF-8 character boundary and counted as sanitized.
+constexpr std::size_t max_name_bytes = 4096;
+/// The bytes of a run-time name that count: at most max_name_bytes, cut back to a UTF-8 character
+/// boundary. What lies beyond is neither read, hashed nor stored.
+inline std::size_t name_key_size(const char* name, std::size_t size) noexcept {
+  if (size <= max_name_bytes) return size;
+  std::size_t keep = max_name_bytes;
+  while (keep > 0 && (static_cast<unsigned char>(name[keep]) & 0xC0) == 0x80) --keep;
+  return keep;
+}
+
+/// A name's byte as records carry it: ',' (the field separator) and control bytes become '_'.
+constexpr char record_name_char(char c) noexcept {
+  return c == ',' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? '_' : c;
+}
+
+/// The same in a space-separated field (the live file's `op`/`inflight` lines, a capture's
+/// `inflight` lines, `op:NAME>`): spaces become '_' too.
+constexpr char token_name_char(char c) noexcept { return c == ' ' ? '_' : record_name_char(c); }
+
+// Consumer-side record sites (written to the `_main_pid_` file).
+inline constexpr record_site batch_queued_loc{"BatchQueued", "", "", 0,
+                                              flag_main | flag_indexed | flag_fixed_1us};
+inline constexpr record_site batch_wait_loc{"BatchWait", "", "", 0, flag_main | flag_indexed};
+inline constexpr record_site batch_wait_marker_loc{"BatchWait", "", "", 0,
+                                                   flag_main | flag_indexed | flag_fixed_1us};
+inline constexpr record_site batch_consumed_loc{"BatchConsumed", "", "", 0,
+                                                flag_main | flag_indexed | flag_fixed_1us};
+inline constexpr record_site loader_loc{"Loader", "", "", 0, 0};
+inline constexpr record_site transform_loc{"Transform", "", "", 0, 0};
+inline constexpr record_site batch_preprocessed_loc{"BatchPreprocessed", "", "", 0, flag_indexed};
+/// The NVTX range of a consumer's wait (LOTUS_NVTX): the batch index is not known while waiting.
+inline constexpr record_site batch_wait_range_loc{"BatchWait", "", "", 0, flag_main};
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_RECORD_NAME_HPP
+// ---- end lotus/detail/record_name.hpp ----
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -1297,11 +1293,12 @@ inline atom<int> map_mode{map_unread};
 #define LOTUS_AMALGAMATED_LOTUS_DETAIL_ENTRY_CALLS_HPP
 // lotus — every call into the runtime, through its table or to the no-op (internal)
 // SPDX-License-Identifier: MIT
-// The inline bodies of detail/entry.hpp's declarations. Each asks runtime_linked() for the
-// implementation's table and calls its entry; where none is linked (the table is nullptr) it
-// takes the no-op that keeps the program running untraced, and the first
-// call into lotus (a record, configure, capture) writes one line to stderr that says what to add.
-// Every path here is async-signal-safe (a first record may be in a signal handler).
+// The inline bodies of detail/entry.hpp's declarations, expanded from the one list
+// (detail/entry_points.hpp). Each asks runtime_linked() for the implementation's table and calls
+// its entry; where none is linked (the table is nullptr) it takes its row's no-op that keeps the
+// program running untraced, and the first call into lotus (a record, configure, capture) writes
+// one line to stderr that says what to add. Every path here is async-signal-safe (a first record
+// may be in a signal handler).
 
 #include <unistd.h>  // write
 
@@ -1309,39 +1306,14 @@ inline atom<int> map_mode{map_unread};
 #include <cstdint>      // uint64_t
 #include <string_view>  // string_view
 
-// ---- begin lotus/trace_stats.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_TRACE_STATS_HPP
-#define LOTUS_AMALGAMATED_LOTUS_TRACE_STATS_HPP
-// lotus — the process's event counters (lotus::stats())
-// SPDX-License-Identifier: MIT
-
-#include <cstdint>  // uint64_t
-
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-
-/// Event counters of this process: recorded == written + dropped once everything is flushed.
-struct trace_stats {
-  std::uint64_t recorded = 0;  ///< events recorded while tracing was on
-  std::uint64_t written = 0;   ///< events written to trace files
-  std::uint64_t dropped = 0;   ///< events lost: ring full under `drop`, or tracing disabled by I/O
-  std::uint64_t sanitized =
-      0;  ///< written events whose name had ',' or control bytes replaced, or was cut at 4096 bytes
-};
-
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_TRACE_STATS_HPP
-// ---- end lotus/trace_stats.hpp ----
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
 
 /// Whether a function is there: the address of a weak reference (below) is nullptr where no object
-/// of the process defines it. A function, so that the strong declaration of the implementation
-/// file, where the answer is always yes, draws no "never null" warning.
+/// of the process defines it. A function, so that the implementation file, which defines it and
+/// where the answer is always yes, draws no "never null" warning.
 template <class F>
 LOTUS_DETAIL_FORCE_INLINE constexpr bool linked(F* f) noexcept {
   return f != nullptr;
@@ -1387,225 +1359,1567 @@ inline void no_runtime_notice() noexcept {
   static_cast<void>(written);  // nothing to do when stderr is closed
 }
 
-inline void push_slow(const record_site* loc, std::uint64_t t0, std::uint64_t t1,
-                      std::uint64_t idx) noexcept {
-  if (const runtime_entries* e = runtime_linked()) e->push_slow(loc, t0, t1, idx);
+/// What a row's call does besides its no-op where no runtime is linked (the `missing` column of
+/// detail/entry_points.hpp).
+inline void quiet() noexcept {}
+inline void say() noexcept { no_runtime_notice(); }
+inline void say_if(bool condition) noexcept {
+  if (condition) no_runtime_notice();
 }
+inline void collector_gone() noexcept { collector_state.store(collector_off, mo_relaxed); }
+inline void map_gone() noexcept { map_mode.store(map_idle, mo_relaxed); }
 
-inline int initialize_mode() noexcept {
-  if (const runtime_entries* e = runtime_linked()) return e->initialize_mode();
-  no_runtime_notice();
-  return mode_off;
-}
-
-inline span_start span_start_slow(int mode, const record_site& loc, std::uint64_t idx) noexcept {
-  if (const runtime_entries* e = runtime_linked()) return e->span_start_slow(mode, loc, idx);
-  if (mode == mode_uninit) no_runtime_notice();
-  return {nullptr, 0};
-}
-
-inline void span_end_slow(int mode, const record_site* tagged, std::uint64_t t0,
-                          std::uint64_t idx) noexcept {
-  if (const runtime_entries* e = runtime_linked()) e->span_end_slow(mode, tagged, t0, idx);
-}
-
-inline inflight* inflight_registered() noexcept {
-  if (const runtime_entries* e = runtime_linked()) return e->inflight_registered();
-  return nullptr;
-}
-
-inline const record_site& intern(std::string_view name, std::uint32_t flags) {
-  if (const runtime_entries* e = runtime_linked()) return e->intern(name, flags);
-  no_runtime_notice();
-  static constexpr record_site nowhere{"", "", "", 0, 0};
-  return nowhere;
-}
-
-inline const record_site* intern_dynamic(const char* name, std::size_t key_size,
-                                         std::uint64_t hash) noexcept {
-  if (const runtime_entries* e = runtime_linked()) return e->intern_dynamic(name, key_size, hash);
-  no_runtime_notice();
-  return nullptr;
-}
-
-inline void api_configure(const options& opts) {
-  if (const runtime_entries* e = runtime_linked()) {
-    e->api_configure(opts);
-    return;
+#define LOTUS_DETAIL_ENTRY_CALL(ret, name, params, args, except, value, missing) \
+  inline ret name params except {                                                \
+    if (const runtime_entries* e = runtime_linked()) return e->name args;        \
+    missing;                                                                     \
+    return value;                                                                \
   }
-  no_runtime_notice();
-}
-
-inline void api_flush() noexcept {
-  if (const runtime_entries* e = runtime_linked()) e->api_flush();
-}
-
-inline void api_shutdown() noexcept {
-  if (const runtime_entries* e = runtime_linked()) e->api_shutdown();
-}
-
-inline trace_stats api_stats() noexcept {
-  if (const runtime_entries* e = runtime_linked()) return e->api_stats();
-  return {};
-}
-
-inline bool api_capture(const char* reason, std::size_t size) noexcept {
-  if (const runtime_entries* e = runtime_linked()) return e->api_capture(reason, size);
-  no_runtime_notice();
-  return false;
-}
-
-inline bool trigger_valid(const char* text, std::size_t size) noexcept {
-  if (const runtime_entries* e = runtime_linked()) return e->trigger_valid(text, size);
-  return true;
-}
-
-inline bool nvtx_push(const record_site& loc, std::uint64_t idx) noexcept {
-  if (const runtime_entries* e = runtime_linked()) return e->nvtx_push(loc, idx);
-  return false;
-}
-
-inline void nvtx_pop() noexcept {
-  if (const runtime_entries* e = runtime_linked()) e->nvtx_pop();
-}
-
-inline void nvtx_mark(const record_site& loc, std::uint64_t idx) noexcept {
-  if (const runtime_entries* e = runtime_linked()) e->nvtx_mark(loc, idx);
-}
-
-inline std::uint64_t nvtx_start(const record_site& loc, std::uint64_t idx) noexcept {
-  if (const runtime_entries* e = runtime_linked()) return e->nvtx_start(loc, idx);
-  return 0;
-}
-
-inline void nvtx_end(std::uint64_t id) noexcept {
-  if (const runtime_entries* e = runtime_linked()) e->nvtx_end(id);
-}
-
-inline bool nvtx_compiled() noexcept {
-  if (const runtime_entries* e = runtime_linked()) return e->nvtx_compiled();
-  return false;
-}
-
-inline bool nvtx_active() noexcept {
-  if (const runtime_entries* e = runtime_linked()) return e->nvtx_active();
-  return false;
-}
-
-inline bool annotations_active() noexcept {
-  if (const runtime_entries* e = runtime_linked()) return e->annotations_active();
-  return false;
-}
-
-inline bool itt_open() noexcept {
-  if (const runtime_entries* e = runtime_linked()) return e->itt_open();
-  return false;
-}
-
-inline bool itt_task_push(const record_site& loc) noexcept {
-  if (const runtime_entries* e = runtime_linked()) return e->itt_task_push(loc);
-  return false;
-}
-
-inline void itt_task_pop() noexcept {
-  if (const runtime_entries* e = runtime_linked()) e->itt_task_pop();
-}
-
-inline bool itt_active() noexcept {
-  if (const runtime_entries* e = runtime_linked()) return e->itt_active();
-  return false;
-}
-
-inline void collector_resume_slow(const char* region) noexcept {
-  if (const runtime_entries* e = runtime_linked()) {
-    e->collector_resume_slow(region);
-    return;
-  }
-  collector_state.store(collector_off, mo_relaxed);
-}
-
-inline void collector_pause_slow(const char* region) noexcept {
-  if (const runtime_entries* e = runtime_linked()) {
-    e->collector_pause_slow(region);
-    return;
-  }
-  collector_state.store(collector_off, mo_relaxed);
-}
-
-inline void collector_detach_slow() noexcept {
-  if (const runtime_entries* e = runtime_linked()) {
-    e->collector_detach_slow();
-    return;
-  }
-  collector_state.store(collector_off, mo_relaxed);
-}
-
-inline void collector_initialize() noexcept {
-  if (const runtime_entries* e = runtime_linked()) {
-    e->collector_initialize();
-    return;
-  }
-  collector_state.store(collector_off, mo_relaxed);
-}
-
-inline collector::kind collector_attached() noexcept {
-  if (const runtime_entries* e = runtime_linked()) return e->collector_attached();
-  return collector::kind::none;
-}
-
-inline const char* map_gate_enter(const char* name) noexcept {
-  if (const runtime_entries* e = runtime_linked()) return e->map_gate_enter(name);
-  map_mode.store(map_idle, mo_relaxed);
-  return nullptr;
-}
-
-inline res_sample resources_read() noexcept {
-  if (const runtime_entries* e = runtime_linked()) return e->resources_read();
-  return {};
-}
-
-inline void resources_record(const res_sample& begin, std::uint64_t t0, std::uint64_t t1,
-                             std::uint64_t idx) noexcept {
-  if (const runtime_entries* e = runtime_linked()) e->resources_record(begin, t0, t1, idx);
-}
-
-inline bool op_resources_begin() noexcept {
-  if (const runtime_entries* e = runtime_linked()) return e->op_resources_begin();
-  return false;
-}
-
-inline void op_resources_end(const record_site* loc, std::uint64_t ticks) noexcept {
-  if (const runtime_entries* e = runtime_linked()) e->op_resources_end(loc, ticks);
-}
-
-inline std::uint64_t writer_cpu_ns() noexcept {
-  if (const runtime_entries* e = runtime_linked()) return e->writer_cpu_ns();
-  return 0;
-}
-
-inline void declare_own_loader() noexcept {
-  if (const runtime_entries* e = runtime_linked()) e->declare_own_loader();
-}
-
-inline void epoch_begins() noexcept {
-  if (const runtime_entries* e = runtime_linked()) e->epoch_begins();
-}
+LOTUS_DETAIL_ENTRY_POINTS(LOTUS_DETAIL_ENTRY_CALL)
+#undef LOTUS_DETAIL_ENTRY_CALL
 
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
 #endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_ENTRY_CALLS_HPP
 // ---- end lotus/detail/entry_calls.hpp ----
-
-// The runtime: compiled in the one file that defines LOTUS_IMPLEMENTATION (lotus.hpp adds the
-// collectors, LOTUS_MAP_REGION's selection and the table there); every other file only refers
-// to its table, weakly (detail/entry_calls.hpp's runtime_linked()).
-#ifdef LOTUS_IMPLEMENTATION
-// ---- begin lotus/runtime/runtime.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_RUNTIME_HPP
-#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_RUNTIME_HPP
-// lotus — the tracing runtime: settings, thread registration, full rings, process events (internal)
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_ENABLED_HPP
+// ---- end lotus/detail/enabled.hpp ----
+#else
+// ---- begin lotus/detail/disabled.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_DISABLED_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_DISABLED_HPP
+// lotus — the hooks the public headers call, under LOTUS_DISABLE: all no-ops (internal)
 // SPDX-License-Identifier: MIT
+// Chosen by detail/hooks.hpp. The public headers are written once, against these names; here the
+// state words are constants that say "off", so every inline path folds away, nothing is linked
+// from the runtime, and every public macro expands to nothing (its arguments are not evaluated).
+
+#include <cstdint>      // uint64_t
+#include <string_view>  // string_view
+
+// ---- begin lotus/collector_kind.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTOR_KIND_HPP
+#define LOTUS_AMALGAMATED_LOTUS_COLLECTOR_KIND_HPP
+// lotus — the collectors lotus drives, one enum for the library and lotus-tool
+// SPDX-License-Identifier: MIT
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace collector {
+
+/// The collector that resume()/pause() drive; chosen once per process by LOTUS_COLLECTOR
+/// (auto|perf|itt|amd|callgrind|none, default auto; `vtune` and `uprof` name itt and amd).
+enum class kind { none, perf, itt, amd, callgrind };
+
+/// LOTUS_COLLECTOR's spelling of `k`: "none", "perf", "itt", "amd", "callgrind".
+constexpr const char* env_name(kind k) noexcept {
+  return k == kind::perf        ? "perf"
+         : k == kind::itt       ? "itt"
+         : k == kind::amd       ? "amd"
+         : k == kind::callgrind ? "callgrind"
+                                : "none";
+}
+
+/// The profiler's own name, as lotus-tool's --collector spells it: "perf", "vtune", "uprof",
+/// "callgrind" ("none" for none).
+constexpr const char* tool_name(kind k) noexcept {
+  return k == kind::itt ? "vtune" : k == kind::amd ? "uprof" : env_name(k);
+}
+
+}  // namespace collector
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_COLLECTOR_KIND_HPP
+// ---- end lotus/collector_kind.hpp ----
+// ---- begin lotus/detail/entry_points.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_ENTRY_POINTS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_ENTRY_POINTS_HPP
+// lotus — the runtime's entry points: one list, one row each (internal)
+// SPDX-License-Identifier: MIT
+// Every call from a header into the runtime compiled once per program is a row of
+// LOTUS_DETAIL_ENTRY_POINTS, and everything else about it is expanded from that row: its
+// declaration and the field of the runtime's table (detail/entry.hpp), the call through the table
+// (detail/entry_calls.hpp), the no-op of a LOTUS_DISABLE build (detail/disabled.hpp) and the row
+// of the table (runtime/entry_table.hpp), which holds &rt_<name>, the body the runtime writes. A
+// new entry point is a row here and its rt_<name> body.
+//
+// X(return type, name, (parameters), (arguments), noexcept or nothing, value, missing):
+//   value    what the call returns without a runtime: in a LOTUS_DISABLE build, and where no
+//            runtime is linked (void(): nothing);
+//   missing  what else it does where no runtime is linked (detail/entry_calls.hpp): quiet(),
+//            say() (the one line on stderr that says what to add), say_if(condition),
+//            collector_gone() or map_gone() (the fast path's word set to "off").
+// Every row is async-signal-safe without a runtime (a first record may be in a signal handler).
+
+#include <cstddef>      // size_t
+#include <cstdint>      // uint64_t
+#include <string_view>  // string_view
+
+// ---- begin lotus/detail/modes.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_MODES_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_MODES_HPP
+// lotus — the state words' values: tracing mode, collector state (internal)
+// SPDX-License-Identifier: MIT
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// Tracing state and clock in one word, so the hot path pays a single relaxed load. The two
+/// `_nvtx` modes are the same clocks once NVTX ranges, ITT tasks or per-op resource figures were
+/// asked for in this process (LOTUS_NVTX, LOTUS_ITT, LOTUS_RESOURCES=ops): spans then take their
+/// out-of-line path, which pushes and pops them and reads the figures; plain mode_tsc keeps the
+/// hot path exactly as it is without any of them.
+enum : int {
+  mode_uninit = 0,
+  mode_off = 1,
+  mode_tsc = 2,
+  mode_realtime = 3,
+  mode_tsc_nvtx = 4,
+  mode_realtime_nvtx = 5
+};
+
+/// The collector word (collector.hpp): after detection off (nothing attached, detached, failed)
+/// or on; resume()/pause() cost one relaxed load and a branch while it is off.
+enum : int { collector_unknown = 0, collector_off = 1, collector_on = 2 };
+
+/// The map-region word (map_region.hpp): 0 settings not read yet; 1 no list mode and no
+/// selection (the common case); 2 active.
+enum : int { map_unread = 0, map_idle = 1, map_active = 2 };
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_MODES_HPP
+// ---- end lotus/detail/modes.hpp ----
+// ---- begin lotus/detail/res_sample.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_RES_SAMPLE_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_RES_SAMPLE_HPP
+// lotus — one reading of a thread's resource figures, taken at batch boundaries (internal)
+// SPDX-License-Identifier: MIT
+
+#include <cstdint>  // uint64_t
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// The calling thread's counters (runtime/resources.hpp): CPU time, faults and context switches
+/// from getrusage(RUSAGE_THREAD), run-queue wait from /proc/thread-self/schedstat.
+/// `ok` false: not read (tracing or resources off, or the reads failed).
+struct res_sample {
+  std::uint64_t cpu_ns = 0, wait_ns = 0;
+  std::uint64_t minflt = 0, majflt = 0, nvcsw = 0, nivcsw = 0;
+  bool ok = false;
+  /// Not read because the thread could not be registered at that moment (a signal handler that
+  /// interrupted its registration): the batch's figures are counted as lost at its end.
+  bool lost = false;
+};
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_RES_SAMPLE_HPP
+// ---- end lotus/detail/res_sample.hpp ----
+// ---- begin lotus/detail/span_start.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_SPAN_START_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_SPAN_START_HPP
+// lotus — what a span's slow start returns (internal; detail/entry.hpp and detail/disabled.hpp)
+// SPDX-License-Identifier: MIT
+
+#include <cstdint>  // uint64_t
+
+// ---- begin lotus/record_site.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RECORD_SITE_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RECORD_SITE_HPP
+// lotus — record_site: the static description of one recording site (not std::source_location)
+// SPDX-License-Identifier: MIT
+
+#include <cstdint>  // uint32_t
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+
+/// One per call site (a `static constexpr` object made by the macros) or per interned run-time
+/// name. `name` is written after an `S`: {"Loader"} produces `SLoader,...` records.
+struct record_site {
+  const char* name;
+  const char* function;
+  const char* file;
+  std::uint32_t line;
+  std::uint32_t flags;  ///< detail::flag_* bits (lotus/detail/record_name.hpp)
+};
+
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_RECORD_SITE_HPP
+// ---- end lotus/record_site.hpp ----
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// A span's start off its inline path: where it records (tag bits included) and when it began.
+struct span_start {
+  const record_site* loc;  ///< nullptr: not recorded
+  std::uint64_t t0;
+};
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_SPAN_START_HPP
+// ---- end lotus/detail/span_start.hpp ----
+// ---- begin lotus/trace_stats.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_TRACE_STATS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_TRACE_STATS_HPP
+// lotus — the process's event counters (lotus::stats())
+// SPDX-License-Identifier: MIT
+
+#include <cstdint>  // uint64_t
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+
+/// Event counters of this process: recorded == written + dropped once everything is flushed.
+struct trace_stats {
+  std::uint64_t recorded = 0;  ///< events recorded while tracing was on
+  std::uint64_t written = 0;   ///< events written to trace files
+  std::uint64_t dropped = 0;   ///< events lost: ring full under `drop`, or tracing disabled by I/O
+  std::uint64_t sanitized =
+      0;  ///< written events whose name had ',' or control bytes replaced, or was cut at 4096 bytes
+};
+
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_TRACE_STATS_HPP
+// ---- end lotus/trace_stats.hpp ----
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+struct options;  // <lotus/options.hpp>
+
+namespace detail {
+
+struct inflight;  // detail/inflight.hpp
+
+/// intern()'s answer where no runtime is linked.
+inline constexpr record_site no_runtime_site{"", "", "", 0, 0};
+
+/// A span's start and end off its inline path (scope.hpp: span_start_slow, span_end_slow): `loc`
+/// of the start carries two tag bits for its end (record sites are pointer-aligned):
+/// span_pushed_bit, the span pushed an NVTX range and/or an ITT task (nvtx_push keeps which, per
+/// thread); span_res_bit, it read its thread's resource figures (op_resources_begin). A process
+/// never returns to a plain clock mode once NVTX, ITT or ops mode was on (the _nvtx modes stay),
+/// so the inline end never sees a tag.
+inline constexpr std::uintptr_t span_pushed_bit = 1;
+inline constexpr std::uintptr_t span_res_bit = 2;
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+
+// clang-format off
+#define LOTUS_DETAIL_ENTRY_POINTS(X) \
+  /* The hot path's slow side (detail/enabled.hpp, scope.hpp): a thread's first record, a full */ \
+  /* ring or a push that interrupted lotus (push_slow: never throws, never blocks, counts what */ \
+  /* it drops); the environment read once (initialize_mode); a span off its inline path; the */ \
+  /* calling thread's spans in progress, registering it first (nullptr: it cannot be). */ \
+  X(void, push_slow, (const record_site* loc, std::uint64_t t0, std::uint64_t t1, std::uint64_t idx), (loc, t0, t1, idx), noexcept, void(), quiet()) \
+  X(int, initialize_mode, (), (), noexcept, mode_off, say()) \
+  X(span_start, span_start_slow, (int mode, const record_site& loc, std::uint64_t idx), (mode, loc, idx), noexcept, (span_start{nullptr, 0}), say_if(mode == mode_uninit)) \
+  X(void, span_end_slow, (int mode, const record_site* tagged, std::uint64_t t0, std::uint64_t idx), (mode, tagged, t0, idx), noexcept, void(), quiet()) \
+  X(inflight*, inflight_registered, (), (), noexcept, nullptr, quiet()) \
+  /* Names known at run time: a process-lifetime record site per distinct name (intern); */ \
+  /* LOTUS_SCOPE_DYNAMIC's miss in the thread's name cache (key_size: the kept bytes, */ \
+  /* | name_cut_bit when longer; nullptr when out of memory). */ \
+  X(const record_site&, intern, (std::string_view name), (name), , no_runtime_site, say()) \
+  X(const record_site*, intern_dynamic, (const char* name, std::size_t key_size, std::uint64_t hash), (name, key_size, hash), noexcept, nullptr, say()) \
+  /* Process-wide control (trace.hpp); api_capture asks every process tracing into the */ \
+  /* directory for a flight capture; trigger_valid checks a LOTUS_TRIGGER value. */ \
+  X(void, api_configure, (const options& opts), (opts), , void(), say()) \
+  X(void, api_flush, (), (), noexcept, void(), quiet()) \
+  X(void, api_shutdown, (), (), noexcept, void(), quiet()) \
+  X(trace_stats, api_stats, (), (), noexcept, {}, quiet()) \
+  X(bool, api_capture, (const char* reason, std::size_t size), (reason, size), noexcept, false, say()) \
+  X(bool, trigger_valid, (const char* text, std::size_t size), (text, size), noexcept, true, quiet()) \
+  /* A span's annotations (lotus/annotations/): nvtx_push/nvtx_pop are every annotated span's */ \
+  /* path and also begin and end its ITT task; a pushed range is popped by the same thread, a */ \
+  /* started one (id != 0) may end anywhere. Each is a no-op while NVTX/ITT is off. */ \
+  X(bool, nvtx_push, (const record_site& loc, std::uint64_t idx), (loc, idx), noexcept, false, quiet()) \
+  X(void, nvtx_pop, (), (), noexcept, void(), quiet()) \
+  X(void, nvtx_mark, (const record_site& loc, std::uint64_t idx), (loc, idx), noexcept, void(), quiet()) \
+  X(std::uint64_t, nvtx_start, (const record_site& loc, std::uint64_t idx), (loc, idx), noexcept, 0, quiet()) \
+  X(void, nvtx_end, (std::uint64_t id), (id), noexcept, void(), quiet()) \
+  X(bool, nvtx_compiled, (), (), noexcept, false, quiet()) \
+  X(bool, nvtx_active, (), (), noexcept, false, quiet()) \
+  X(bool, annotations_active, (), (), noexcept, false, quiet()) \
+  X(bool, itt_open, (), (), noexcept, false, quiet()) \
+  X(bool, itt_task_push, (const record_site& loc), (loc), noexcept, false, quiet()) \
+  X(void, itt_task_pop, (), (), noexcept, void(), quiet()) \
+  X(bool, itt_active, (), (), noexcept, false, quiet()) \
+  /* The collector's slow paths (collector.hpp; lotus/collectors/): detection, process-wide */ \
+  /* nesting, the backend's resume/pause/detach; never throw, keep errno. A map region's entry */ \
+  /* when the map word is not idle (map_region.hpp): the name to pause at its end, or nullptr. */ \
+  X(void, collector_resume_slow, (const char* region), (region), noexcept, void(), collector_gone()) \
+  X(void, collector_pause_slow, (const char* region), (region), noexcept, void(), collector_gone()) \
+  X(void, collector_detach_slow, (), (), noexcept, void(), collector_gone()) \
+  X(void, collector_initialize, (), (), noexcept, void(), collector_gone()) \
+  X(collector::kind, collector_attached, (), (), noexcept, collector::kind::none, quiet()) \
+  X(const char*, map_gate_enter, (const char* name), (name), noexcept, nullptr, map_gone()) \
+  /* Resource figures (runtime/resources.hpp), at batch boundaries (resources_read: the thread's */ \
+  /* counters now; resources_record: the difference from `begin` for batch idx over [t0, t1]) */ \
+  /* and, LOTUS_RESOURCES=ops, per span on its out-of-line path (op_resources_end: loc nullptr, */ \
+  /* the op was not recorded). */ \
+  X(res_sample, resources_read, (), (), noexcept, {}, quiet()) \
+  X(void, resources_record, (const res_sample& begin, std::uint64_t t0, std::uint64_t t1, std::uint64_t idx), (begin, t0, t1, idx), noexcept, void(), quiet()) \
+  X(bool, op_resources_begin, (), (), noexcept, false, quiet()) \
+  X(void, op_resources_end, (const record_site* loc, std::uint64_t ticks), (loc, ticks), noexcept, void(), quiet()) \
+  /* CPU time the writer thread has spent (bench/core). */ \
+  X(std::uint64_t, writer_cpu_ns, (), (), noexcept, 0, quiet()) \
+  /* The process's loader, for the sidecar (runtime/loader_kind.hpp): `kind` a string literal; */ \
+  /* a framework's ("libtorch", "torch") replaces "pipeline" (a batch_tracker). An epoch begins. */ \
+  X(void, declare_loader, (const char* kind, bool framework), (kind, framework), noexcept, void(), quiet()) \
+  X(void, epoch_begins, (), (), noexcept, void(), quiet())
+// clang-format on
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_ENTRY_POINTS_HPP
+// ---- end lotus/detail/entry_points.hpp ----
+// ---- begin lotus/detail/inflight.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_INFLIGHT_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_INFLIGHT_HPP
+// lotus — what each recording thread is inside now, published for the writer (internal)
+// SPDX-License-Identifier: MIT
+// A stall is seen while it happens: each recording thread publishes the ops it is inside (a
+// small stack), the worker batch it prepares and the batch its consumer waits for, each with its
+// start; the writer reads them every cycle (flight triggers batch>, op>, wait>; the live file's
+// `inflight` lines). The recording thread's cost: a few stores to its own cache lines per span,
+// no fence, no atomic read-modify-write (bench/runtime, "in-progress publication").
+
+#include <cstdint>  // uint64_t, uint32_t
+
+// ---- begin lotus/detail/platform.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_PLATFORM_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_PLATFORM_HPP
+// lotus — compiler and OS detection helpers (internal)
+// SPDX-License-Identifier: MIT
+
+#if defined(__GNUC__) || defined(__clang__)
+#  define LOTUS_DETAIL_FORCE_INLINE inline __attribute__((always_inline))
+#  define LOTUS_DETAIL_NOINLINE __attribute__((noinline))
+// Rarely run runtime code (setup, errors, fork, file creation): optimized for size, and kept out
+// of the way of the code around it (a hint, not an optimizer setting).
+#  define LOTUS_DETAIL_COLD __attribute__((cold))
+#  define LOTUS_DETAIL_LIKELY(x) __builtin_expect(!!(x), 1)
+#  define LOTUS_DETAIL_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#  define LOTUS_DETAIL_FORCE_INLINE inline
+#  define LOTUS_DETAIL_NOINLINE
+#  define LOTUS_DETAIL_COLD
+#  define LOTUS_DETAIL_LIKELY(x) (x)
+#  define LOTUS_DETAIL_UNLIKELY(x) (x)
+#endif
+
+#if defined(__x86_64__) || defined(__i386__)
+#  define LOTUS_DETAIL_X86 1
+#else
+#  define LOTUS_DETAIL_X86 0
+#endif
+
+#if !defined(__linux__)
+#  error \
+      "lotus needs Linux (gettid, pipe2, sigtimedwait, /proc); other POSIX systems are not supported"
+#endif
+
+// The runtime's table of entry points (detail/entry.hpp) is declared weak in every file: nullptr
+// where no object of the process defines it, so that a program with no implementation still
+// links, runs untraced and says what to add, and one whose implementation is in a shared library
+// it links uses that.
+#if defined(__GNUC__) || defined(__clang__)
+#  define LOTUS_DETAIL_WEAK __attribute__((weak))
+#else
+#  error "lotus needs GCC or Clang (weak symbols)"
+#endif
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_PLATFORM_HPP
+// ---- end lotus/detail/platform.hpp ----
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+
+struct record_site;
+
+namespace detail {
+
+/// Ops published per thread: the outermost ones (deeper spans are counted in `depth` only).
+constexpr std::uint32_t inflight_depth = 4;
+
+/// One thread's spans in progress. Written by its thread only; read by the writer, which takes
+/// an entry as in progress only when it reads the same entry (site and start) on two cycles in
+/// a row while the depth covers it: an entry read while it was being replaced is never a stall.
+struct alignas(64) inflight {
+  struct op {
+    atom<const record_site*> loc{nullptr};  // stored after t0, with release
+    atom<std::uint64_t> t0{0};              // raw ticks at the span's start
+  };
+  atom<std::uint32_t> depth{0};  // spans open on this thread (all of them)
+  op ops[inflight_depth];
+  atom<std::uint64_t> batch_t0{0};  // a worker batch in preparation since; 0: none
+  atom<std::uint64_t> batch_idx{0};
+  atom<std::uint64_t> wait_t0{0};  // the consumer waits since; 0: not waiting
+  atom<std::uint64_t> wait_idx{0};
+};
+
+/// What the writer read of one thread's spans in progress at a cycle (writer side).
+struct inflight_entry {
+  enum : unsigned char { batch, op, wait };
+  std::uint64_t tid = 0;
+  std::uint64_t since_ns = 0;        // CLOCK_REALTIME
+  std::uint64_t idx = 0;             // the batch (batch, wait)
+  const record_site* loc = nullptr;  // the op
+  unsigned char what = batch;
+  bool innermost = false;  // op: the thread's deepest published op
+  bool confirmed = false;  // the same entry was read at the previous cycle too
+};
+
+/// A span begins at `t0`: it becomes the entry at the thread's depth. Returns the depth it was
+/// opened at, for inflight_leave. The depth is claimed before the entry is written: a signal
+/// handler's span that interrupts this one before the claim uses the same level and gives it back
+/// before this one writes it; after the claim, it uses the next level. Either way neither erases
+/// the other's entry.
+LOTUS_DETAIL_FORCE_INLINE std::uint32_t inflight_enter(inflight& f, const record_site* loc,
+                                                       std::uint64_t t0) noexcept {
+  const std::uint32_t d = f.depth.load(mo_relaxed);
+  f.depth.store(d + 1, mo_relaxed);
+  signal_fence();
+  if (LOTUS_DETAIL_LIKELY(d < inflight_depth)) {
+    f.ops[d].t0.store(t0, mo_relaxed);
+    f.ops[d].loc.store(loc, mo_release);
+  }
+  return d;
+}
+
+/// The span opened at depth `d` ends: its entry is cleared (a level claimed but not yet written
+/// reads as empty, never as an old span) and the thread is back at depth `d` (a span that ended
+/// out of order, as a Python context manager may, leaves the depth right again at the next end).
+LOTUS_DETAIL_FORCE_INLINE void inflight_leave(inflight& f, std::uint32_t d) noexcept {
+  if (LOTUS_DETAIL_LIKELY(d < inflight_depth)) {
+    f.ops[d].loc.store(nullptr, mo_relaxed);
+  }
+  signal_fence();
+  f.depth.store(d, mo_release);
+}
+
+/// A worker batch begins (`t0` != 0) or ends (0).
+inline void inflight_batch(inflight& f, std::uint64_t idx, std::uint64_t t0) noexcept {
+  f.batch_idx.store(idx, mo_relaxed);
+  f.batch_t0.store(t0, mo_release);
+}
+
+/// The consumer starts waiting for batch `idx` (`t0` != 0) or stops (0).
+inline void inflight_wait(inflight& f, std::uint64_t idx, std::uint64_t t0) noexcept {
+  f.wait_idx.store(idx, mo_relaxed);
+  f.wait_t0.store(t0, mo_release);
+}
+
+/// The batches of the current epoch whose wait includes a worker's start-up, [lo, hi): each
+/// worker's first batch (a DataLoader sends batch i to worker i % num_workers first), and until
+/// when (realtime ns): the wait triggers count such a wait from `until` on, so the exemption is
+/// bounded (a batch that hangs after its worker is up still fires). By default batch 0 of a C++
+/// loader, unbounded; lotus.torch sets them at each iterator that starts workers (an empty range
+/// for an epoch of persistent workers: nothing is start-up there).
+struct startup_batches {
+  atom<std::uint64_t> lo{0};
+  atom<std::uint64_t> hi{1};
+  atom<std::uint64_t> until{~std::uint64_t{0}};
+};
+inline startup_batches& startup_batch_range() noexcept {
+  static startup_batches r;
+  return r;
+}
+inline void set_startup_batches(std::uint64_t lo, std::uint64_t hi,
+                                std::uint64_t until_ns = ~std::uint64_t{0}) noexcept {
+  startup_batches& r = startup_batch_range();
+  r.until.store(until_ns, mo_relaxed);
+  r.lo.store(lo, mo_relaxed);
+  r.hi.store(hi > lo ? hi : lo, mo_relaxed);
+}
+/// Until when the wait for batch `idx` is a worker's start-up (realtime ns; 0: it is not).
+inline std::uint64_t startup_until(std::uint64_t idx) noexcept {
+  const startup_batches& r = startup_batch_range();
+  return idx >= r.lo.load(mo_relaxed) && idx < r.hi.load(mo_relaxed) ? r.until.load(mo_relaxed) : 0;
+}
+/// The part of a wait [start, end) past its start-up exemption (ns).
+inline std::uint64_t wait_beyond_startup(std::uint64_t idx, std::uint64_t start,
+                                         std::uint64_t end) noexcept {
+  const std::uint64_t until = startup_until(idx);
+  const std::uint64_t from = until > start ? until : start;
+  return end > from ? end - from : 0;
+}
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_INFLIGHT_HPP
+// ---- end lotus/detail/inflight.hpp ----
+// ---- begin lotus/detail/record_name.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_RECORD_NAME_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_RECORD_NAME_HPP
+// lotus — how a record names its site: flags, name limit, built-in sites (internal)
+// SPDX-License-Identifier: MIT
+
+#include <cstddef>  // size_t
+#include <cstdint>  // uint32_t
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+constexpr std::uint32_t flag_main = 1;       // consumer side: route to the `_main_pid_` file
+constexpr std::uint32_t flag_indexed = 2;    // append `_<idx>` to the name
+constexpr std::uint32_t flag_fixed_1us = 4;  // write the Lotus 1000 ns placeholder as duration
+constexpr std::uint32_t flag_sanitized =
+    8;  // a run-time name was cut or had control bytes replaced
+/// The longest name a record carries (bytes, without the leading 'S'); longer run-time names are
+/// cut at a UTF-8 character boundary and counted as sanitized.
+constexpr std::size_t max_name_bytes = 4096;
+/// The bytes of a run-time name that count: at most max_name_bytes, cut back to a UTF-8 character
+/// boundary. What lies beyond is neither read, hashed nor stored.
+inline std::size_t name_key_size(const char* name, std::size_t size) noexcept {
+  if (size <= max_name_bytes) return size;
+  std::size_t keep = max_name_bytes;
+  while (keep > 0 && (static_cast<unsigned char>(name[keep]) & 0xC0) == 0x80) --keep;
+  return keep;
+}
+
+/// A name's byte as records carry it: ',' (the field separator) and control bytes become '_'.
+constexpr char record_name_char(char c) noexcept {
+  return c == ',' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? '_' : c;
+}
+
+/// The same in a space-separated field (the live file's `op`/`inflight` lines, a capture's
+/// `inflight` lines, `op:NAME>`): spaces become '_' too.
+constexpr char token_name_char(char c) noexcept { return c == ' ' ? '_' : record_name_char(c); }
+
+// Consumer-side record sites (written to the `_main_pid_` file).
+inline constexpr record_site batch_queued_loc{"BatchQueued", "", "", 0,
+                                              flag_main | flag_indexed | flag_fixed_1us};
+inline constexpr record_site batch_wait_loc{"BatchWait", "", "", 0, flag_main | flag_indexed};
+inline constexpr record_site batch_wait_marker_loc{"BatchWait", "", "", 0,
+                                                   flag_main | flag_indexed | flag_fixed_1us};
+inline constexpr record_site batch_consumed_loc{"BatchConsumed", "", "", 0,
+                                                flag_main | flag_indexed | flag_fixed_1us};
+inline constexpr record_site loader_loc{"Loader", "", "", 0, 0};
+inline constexpr record_site transform_loc{"Transform", "", "", 0, 0};
+inline constexpr record_site batch_preprocessed_loc{"BatchPreprocessed", "", "", 0, flag_indexed};
+/// The NVTX range of a consumer's wait (LOTUS_NVTX): the batch index is not known while waiting.
+inline constexpr record_site batch_wait_range_loc{"BatchWait", "", "", 0, flag_main};
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_RECORD_NAME_HPP
+// ---- end lotus/detail/record_name.hpp ----
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// A state word that never changes: load() is a constant the compiler folds.
+struct constant_word {
+  int value;
+  template <class Order>
+  constexpr int load(Order) const noexcept {
+    return value;
+  }
+};
+inline constexpr constant_word g_mode{mode_off};
+inline constexpr constant_word collector_state{collector_off};
+inline constexpr constant_word collector_depth{0};
+inline constexpr constant_word map_mode{map_idle};
+
+constexpr std::uint64_t read_tsc() noexcept { return 0; }
+constexpr std::uint64_t now_ticks(int) noexcept { return 0; }
+constexpr std::uint64_t now_ticks_slow(int) noexcept { return 0; }
+constexpr int active_mode() noexcept { return mode_off; }
+constexpr inflight* inflight_self() noexcept { return nullptr; }
+inline void push(const record_site*, std::uint64_t, std::uint64_t, std::uint64_t) noexcept {}
+inline void emit(const record_site&, std::uint64_t, std::uint64_t, std::uint64_t) noexcept {}
+struct dynamic_name_tag {};
+inline const record_site* dynamic_location(std::string_view) noexcept { return nullptr; }
+
+/// Every entry point of the one list (detail/entry_points.hpp): its row's value, nothing else.
+template <class... T>
+constexpr void unused(const T&...) noexcept {}
+#define LOTUS_DETAIL_ENTRY_NOOP(ret, name, params, args, except, value, missing) \
+  inline ret name params except {                                                \
+    unused args;                                                                 \
+    return value;                                                                \
+  }
+LOTUS_DETAIL_ENTRY_POINTS(LOTUS_DETAIL_ENTRY_NOOP)
+#undef LOTUS_DETAIL_ENTRY_NOOP
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+
+#define LOTUS_DETAIL_SCOPE(id, name) static_cast<void>(0)
+#define LOTUS_DETAIL_SCOPE_DYNAMIC(id, name) static_cast<void>(0)
+#define LOTUS_DETAIL_BATCH_PREPROCESSED(id, idx) static_cast<void>(0)
+#define LOTUS_DETAIL_MAP_REGION(id, name) static_cast<void>(0)
+#define LOTUS_DETAIL_COLLECTOR_CALL(call) static_cast<void>(0)
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_DISABLED_HPP
+// ---- end lotus/detail/disabled.hpp ----
+#endif
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_HOOKS_HPP
+// ---- end lotus/detail/hooks.hpp ----
+// ---- begin lotus/detail/record_name.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_RECORD_NAME_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_RECORD_NAME_HPP
+// lotus — how a record names its site: flags, name limit, built-in sites (internal)
+// SPDX-License-Identifier: MIT
+
+#include <cstddef>  // size_t
+#include <cstdint>  // uint32_t
+
+// ---- begin lotus/record_site.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RECORD_SITE_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RECORD_SITE_HPP
+// lotus — record_site: the static description of one recording site (not std::source_location)
+// SPDX-License-Identifier: MIT
+
+#include <cstdint>  // uint32_t
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+
+/// One per call site (a `static constexpr` object made by the macros) or per interned run-time
+/// name. `name` is written after an `S`: {"Loader"} produces `SLoader,...` records.
+struct record_site {
+  const char* name;
+  const char* function;
+  const char* file;
+  std::uint32_t line;
+  std::uint32_t flags;  ///< detail::flag_* bits (lotus/detail/record_name.hpp)
+};
+
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_RECORD_SITE_HPP
+// ---- end lotus/record_site.hpp ----
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+constexpr std::uint32_t flag_main = 1;       // consumer side: route to the `_main_pid_` file
+constexpr std::uint32_t flag_indexed = 2;    // append `_<idx>` to the name
+constexpr std::uint32_t flag_fixed_1us = 4;  // write the Lotus 1000 ns placeholder as duration
+constexpr std::uint32_t flag_sanitized =
+    8;  // a run-time name was cut or had control bytes replaced
+/// The longest name a record carries (bytes, without the leading 'S'); longer run-time names are
+/// cut at a UTF-8 character boundary and counted as sanitized.
+constexpr std::size_t max_name_bytes = 4096;
+/// The bytes of a run-time name that count: at most max_name_bytes, cut back to a UTF-8 character
+/// boundary. What lies beyond is neither read, hashed nor stored.
+inline std::size_t name_key_size(const char* name, std::size_t size) noexcept {
+  if (size <= max_name_bytes) return size;
+  std::size_t keep = max_name_bytes;
+  while (keep > 0 && (static_cast<unsigned char>(name[keep]) & 0xC0) == 0x80) --keep;
+  return keep;
+}
+
+/// A name's byte as records carry it: ',' (the field separator) and control bytes become '_'.
+constexpr char record_name_char(char c) noexcept {
+  return c == ',' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? '_' : c;
+}
+
+/// The same in a space-separated field (the live file's `op`/`inflight` lines, a capture's
+/// `inflight` lines, `op:NAME>`): spaces become '_' too.
+constexpr char token_name_char(char c) noexcept { return c == ' ' ? '_' : record_name_char(c); }
+
+// Consumer-side record sites (written to the `_main_pid_` file).
+inline constexpr record_site batch_queued_loc{"BatchQueued", "", "", 0,
+                                              flag_main | flag_indexed | flag_fixed_1us};
+inline constexpr record_site batch_wait_loc{"BatchWait", "", "", 0, flag_main | flag_indexed};
+inline constexpr record_site batch_wait_marker_loc{"BatchWait", "", "", 0,
+                                                   flag_main | flag_indexed | flag_fixed_1us};
+inline constexpr record_site batch_consumed_loc{"BatchConsumed", "", "", 0,
+                                                flag_main | flag_indexed | flag_fixed_1us};
+inline constexpr record_site loader_loc{"Loader", "", "", 0, 0};
+inline constexpr record_site transform_loc{"Transform", "", "", 0, 0};
+inline constexpr record_site batch_preprocessed_loc{"BatchPreprocessed", "", "", 0, flag_indexed};
+/// The NVTX range of a consumer's wait (LOTUS_NVTX): the batch index is not known while waiting.
+inline constexpr record_site batch_wait_range_loc{"BatchWait", "", "", 0, flag_main};
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_RECORD_NAME_HPP
+// ---- end lotus/detail/record_name.hpp ----
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// The process-lifetime location of `name` for the helpers' records (under LOTUS_DISABLE one
+/// location that is never recorded).
+inline const record_site* interned_location(std::string_view name) { return &intern(name); }
+
+/// An NVTX range around a part of a span recorded after the fact (LOTUS_NVTX): pushed now when
+/// `mode` is an NVTX mode, popped at scope exit (also when the part throws).
+class nvtx_part {
+ public:
+  nvtx_part(int mode, const record_site& loc) noexcept
+      : pushed_(mode >= mode_tsc_nvtx && nvtx_push(loc, 0)) {}
+  ~nvtx_part() {
+    if (pushed_) nvtx_pop();
+  }
+  nvtx_part(const nvtx_part&) = delete;
+  nvtx_part& operator=(const nvtx_part&) = delete;
+
+ private:
+  bool pushed_;
+};
+
+/// A worker batch's clock and resource figures from its start: the one implementation of
+/// `SBatchPreprocessed_<idx>` with its `batchres` figures, for LOTUS_BATCH_PREPROCESSED
+/// (batch_scope) and the libtorch adapter (torch.hpp). Read at a batch's start and end only.
+/// The batch is published as in progress (inflight.hpp) from its start to its end; the batch it
+/// replaced there (one that encloses it: a signal handler's batch, or a nested one) is published
+/// again at its end, never erased.
+struct batch_start {
+  std::uint64_t t0 = 0;
+  res_sample res;  // the thread's figures at the start
+  inflight* fl = nullptr;
+  std::uint64_t outer_idx = 0, outer_t0 = 0;  // the batch in progress before (t0 0: none)
+};
+inline batch_start batch_started(int mode, std::uint64_t idx) noexcept {
+  batch_start b;
+  b.fl = inflight_registered();  // first: registers the thread (its resource queue with it)
+  b.res = resources_read();
+  b.t0 = now_ticks(mode);
+  if (b.fl != nullptr) {
+    b.outer_t0 = b.fl->batch_t0.load(mo_relaxed);
+    b.outer_idx = b.fl->batch_idx.load(mo_relaxed);
+    inflight_batch(*b.fl, idx, b.t0 != 0 ? b.t0 : 1);
+  }
+  return b;
+}
+inline void batch_ended(int mode, const batch_start& b, std::uint64_t idx) noexcept {
+  const std::uint64_t t1 = now_ticks(mode);
+  // Before its record is pushed: the enclosing batch (or none) is in progress again.
+  if (b.fl != nullptr) inflight_batch(*b.fl, b.outer_idx, b.outer_t0);
+  emit(batch_preprocessed_loc, b.t0, t1, idx);
+  resources_record(b.res, b.t0, t1, idx);
+}
+
+/// A batch begun but not recorded (the dataset was exhausted, or threw): no longer in progress.
+inline void batch_abandoned(const batch_start& b) noexcept {
+  if (b.fl != nullptr) inflight_batch(*b.fl, b.outer_idx, b.outer_t0);
+}
+
+/// LOTUS_BATCH_PREPROCESSED: the span of a worker's batch for the rest of the scope (the per-op
+/// scope_timer is untouched). NVTX/ITT annotation as scope_timer's.
+class batch_scope {
+ public:
+  explicit batch_scope(std::uint64_t idx) noexcept : idx_(idx), mode_(active_mode()) {
+    if (mode_ < mode_tsc) return;
+    if (mode_ >= mode_tsc_nvtx) pushed_ = nvtx_push(batch_preprocessed_loc, idx);
+    start_ = batch_started(mode_, idx);
+  }
+  ~batch_scope() {
+    if (mode_ < mode_tsc) return;
+    batch_ended(mode_, start_, idx_);
+    if (pushed_) nvtx_pop();
+  }
+  batch_scope(const batch_scope&) = delete;
+  batch_scope& operator=(const batch_scope&) = delete;
+
+ private:
+  std::uint64_t idx_;
+  int mode_;
+  bool pushed_ = false;
+  batch_start start_;
+};
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_HELPERS_HPP
+// ---- end lotus/detail/helpers.hpp ----
+// ---- begin lotus/detail/preprocessor.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_PREPROCESSOR_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_PREPROCESSOR_HPP
+// lotus — preprocessor helpers (internal)
+// SPDX-License-Identifier: MIT
+
+#define LOTUS_DETAIL_CONCAT_IMPL(a, b) a##b
+#define LOTUS_DETAIL_CONCAT(a, b) LOTUS_DETAIL_CONCAT_IMPL(a, b)
+#ifdef __COUNTER__
+#  define LOTUS_DETAIL_UNIQUE(prefix) LOTUS_DETAIL_CONCAT(prefix, __COUNTER__)
+#else
+#  define LOTUS_DETAIL_UNIQUE(prefix) LOTUS_DETAIL_CONCAT(prefix, __LINE__)
+#endif
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_PREPROCESSOR_HPP
+// ---- end lotus/detail/preprocessor.hpp ----
+// ---- begin lotus/scope.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_SCOPE_HPP
+#define LOTUS_AMALGAMATED_LOTUS_SCOPE_HPP
+// lotus — RAII scope timer: the hot path (two timestamps and one ring slot per scope)
+// SPDX-License-Identifier: MIT
+
+#include <cstdint>      // uint64_t
+#include <string_view>  // string_view
+
+// ---- begin lotus/detail/platform.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_PLATFORM_HPP
+#define LOTUS_AMALGAMATED_LOTUS_DETAIL_PLATFORM_HPP
+// lotus — compiler and OS detection helpers (internal)
+// SPDX-License-Identifier: MIT
+
+#if defined(__GNUC__) || defined(__clang__)
+#  define LOTUS_DETAIL_FORCE_INLINE inline __attribute__((always_inline))
+#  define LOTUS_DETAIL_NOINLINE __attribute__((noinline))
+// Rarely run runtime code (setup, errors, fork, file creation): optimized for size, and kept out
+// of the way of the code around it (a hint, not an optimizer setting).
+#  define LOTUS_DETAIL_COLD __attribute__((cold))
+#  define LOTUS_DETAIL_LIKELY(x) __builtin_expect(!!(x), 1)
+#  define LOTUS_DETAIL_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#  define LOTUS_DETAIL_FORCE_INLINE inline
+#  define LOTUS_DETAIL_NOINLINE
+#  define LOTUS_DETAIL_COLD
+#  define LOTUS_DETAIL_LIKELY(x) (x)
+#  define LOTUS_DETAIL_UNLIKELY(x) (x)
+#endif
+
+#if defined(__x86_64__) || defined(__i386__)
+#  define LOTUS_DETAIL_X86 1
+#else
+#  define LOTUS_DETAIL_X86 0
+#endif
+
+#if !defined(__linux__)
+#  error \
+      "lotus needs Linux (gettid, pipe2, sigtimedwait, /proc); other POSIX systems are not supported"
+#endif
+
+// The runtime's table of entry points (detail/entry.hpp) is declared weak in every file: nullptr
+// where no object of the process defines it, so that a program with no implementation still
+// links, runs untraced and says what to add, and one whose implementation is in a shared library
+// it links uses that.
+#if defined(__GNUC__) || defined(__clang__)
+#  define LOTUS_DETAIL_WEAK __attribute__((weak))
+#else
+#  error "lotus needs GCC or Clang (weak symbols)"
+#endif
+#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_PLATFORM_HPP
+// ---- end lotus/detail/platform.hpp ----
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+
+/// Times its own lifetime and records `S<name>[_<idx>],<start_ns>,<duration_ns>` at scope exit.
+class scope_timer {
+ public:
+  LOTUS_DETAIL_FORCE_INLINE explicit scope_timer(const record_site& loc,
+                                                 std::uint64_t idx = 0) noexcept
+      : idx_(idx) {
+    // One load and one compare with the TSC, two when off, three with clock_gettime; NVTX ranges
+    // and initialization take the out-of-line path.
+    const int m = detail::g_mode.load(detail::mo_relaxed);
+    if (LOTUS_DETAIL_LIKELY(m == detail::mode_tsc)) {
+      loc_ = &loc;
+      t0_ = detail::read_tsc();
+      publish(&loc);
+    } else if (LOTUS_DETAIL_LIKELY(m == detail::mode_off)) {
+      // nothing: tracing off costs the load and two compares
+    } else if (m == detail::mode_realtime) {
+      loc_ = &loc;
+      t0_ = detail::now_ticks_slow(m);
+      publish(&loc);
+    } else {
+      const started s = start_slow(m, loc, idx);
+      loc_ = s.loc;
+      t0_ = s.t0;
+      if (loc_ != nullptr) publish(&loc);
+    }
+  }
+
+  /// Run-time name: looked up (interned on first use) only when tracing is on.
+  scope_timer(detail::dynamic_name_tag, std::string_view name) noexcept {
+    const int m = detail::active_mode();
+    if (m >= detail::mode_tsc) {
+      if (const record_site* loc = detail::dynamic_location(name)) {
+        const started s = start_slow(m, *loc, 0);  // after a name lookup: a call is noise
+        loc_ = s.loc;
+        t0_ = s.t0;
+        if (loc_ != nullptr) publish(loc);
+      }
+    }
+  }
+
+  LOTUS_DETAIL_FORCE_INLINE ~scope_timer() {
+    if (fl_ != nullptr) detail::inflight_leave(*fl_, depth_);  // before its record is pushed
+    if (loc_ != nullptr) {
+      const int m = detail::g_mode.load(detail::mo_relaxed);
+      std::uint64_t t1;
+      if (LOTUS_DETAIL_LIKELY(m == detail::mode_tsc)) {
+        t1 = detail::read_tsc();
+      } else if (m == detail::mode_realtime) {
+        t1 = detail::now_ticks_slow(m);
+      } else {
+        end_slow(m, loc_, t0_, idx_);
+        return;
+      }
+      detail::push(loc_, t0_, t1, idx_);
+    }
+  }
+
+  scope_timer(const scope_timer&) = delete;
+  scope_timer& operator=(const scope_timer&) = delete;
+  scope_timer(scope_timer&&) = delete;
+  scope_timer& operator=(scope_timer&&) = delete;
+
+ private:
+  static_assert(alignof(record_site) >= 4, "two tag bits in a record_site pointer");
+  using started = detail::span_start;
+  // Out of line (the runtime's table is asked there): the inline paths keep their shape.
+  LOTUS_DETAIL_NOINLINE static started start_slow(int m, const record_site& loc,
+                                                  std::uint64_t idx) noexcept {
+    return detail::span_start_slow(m, loc, idx);
+  }
+  LOTUS_DETAIL_NOINLINE static void end_slow(int m, const record_site* tagged, std::uint64_t t0,
+                                             std::uint64_t idx) noexcept {
+    detail::span_end_slow(m, tagged, t0, idx);
+  }
+
+  /// The span is in progress (inflight.hpp): what the writer sees of a stall while it lasts.
+  LOTUS_DETAIL_FORCE_INLINE void publish(const record_site* loc) noexcept {
+    fl_ = detail::inflight_self();
+    if (LOTUS_DETAIL_LIKELY(fl_ != nullptr)) depth_ = detail::inflight_enter(*fl_, loc, t0_);
+  }
+
+  const record_site* loc_ = nullptr;
+  std::uint64_t t0_ = 0;
+  std::uint64_t idx_ = 0;
+  detail::inflight* fl_ = nullptr;  // where the span was published; nullptr: not published
+  std::uint32_t depth_ = 0;
+};
+
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_SCOPE_HPP
+// ---- end lotus/scope.hpp ----
+
+/// Record `S<name>` for the rest of the enclosing scope; `name` is a string literal.
+#define LOTUS_SCOPE(name) LOTUS_DETAIL_SCOPE(LOTUS_DETAIL_UNIQUE(lotus_scope_), name)
+
+/// Same as LOTUS_SCOPE with a run-time name (anything convertible to std::string_view).
+#define LOTUS_SCOPE_DYNAMIC(name) \
+  LOTUS_DETAIL_SCOPE_DYNAMIC(LOTUS_DETAIL_UNIQUE(lotus_scope_), name)
+
+/// Record `SBatchPreprocessed_<idx>` for the rest of the enclosing scope (worker side).
+#define LOTUS_BATCH_PREPROCESSED(idx) \
+  LOTUS_DETAIL_BATCH_PREPROCESSED(LOTUS_DETAIL_UNIQUE(lotus_batch_), idx)
+
+// The probe macros, until their header is included: a clear error instead of an unknown name.
+#ifndef LOTUS_MAP_REGION
+#  define LOTUS_MAP_REGION(name) \
+    static_assert(sizeof(name) == 0, "LOTUS_MAP_REGION needs #include <lotus/map_region.hpp>")
+#endif
+#ifndef LOTUS_COLLECTOR_RESUME
+#  define LOTUS_COLLECTOR_RESUME()      \
+    static_assert(false && sizeof(int), \
+                  "LOTUS_COLLECTOR_RESUME needs #include <lotus/collector.hpp>")
+#  define LOTUS_COLLECTOR_PAUSE()       \
+    static_assert(false && sizeof(int), \
+                  "LOTUS_COLLECTOR_PAUSE needs #include <lotus/collector.hpp>")
+#  define LOTUS_COLLECTOR_DETACH()      \
+    static_assert(false && sizeof(int), \
+                  "LOTUS_COLLECTOR_DETACH needs #include <lotus/collector.hpp>")
+#endif
+#endif  // LOTUS_AMALGAMATED_LOTUS_MACROS_HPP
+// ---- end lotus/macros.hpp ----
+// ---- begin lotus/pipeline.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_PIPELINE_HPP
+#define LOTUS_AMALGAMATED_LOTUS_PIPELINE_HPP
+// lotus — pipeline helpers: traced(), compose<T>, batch_tracker (Lotus DataLoader rules)
+// SPDX-License-Identifier: MIT
+
+#include <cstddef>           // size_t
+#include <cstdint>           // uint64_t
+#include <initializer_list>  // initializer_list
+#include <string>            // string
+#include <string_view>       // string_view
+#include <type_traits>       // invoke_result_t, enable_if, decay
+#include <utility>           // forward, move, pair, swap
+#include <vector>            // vector
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+
+/// A callable that records `S<name>` around every call of `f`.
+template <class F>
+class traced_fn {
+ public:
+  traced_fn(std::string_view name, F f) : loc_(detail::interned_location(name)), f_(std::move(f)) {}
+
+  template <class... Args>
+  decltype(auto) operator()(Args&&... args) const {
+    scope_timer timer(*loc_);
+    return f_(std::forward<Args>(args)...);
+  }
+
+ private:
+  const record_site* loc_;
+  F f_;
+};
+
+/// Wrap `f` so that every call is recorded as `S<name>`.
+template <class F>
+traced_fn<F> traced(std::string_view name, F f) {
+  return traced_fn<F>(name, std::move(f));
+}
+
+namespace detail {
+
+/// compose's step: any copyable callable T(T), type-erased (what std::function<T(T)> does, without
+/// the <functional> every recording file would otherwise parse).
+template <class T>
+class unary_fn {
+ public:
+  unary_fn() = default;
+  template <class F, class = std::enable_if_t<!std::is_same<std::decay_t<F>, unary_fn>::value>>
+  unary_fn(F f) : p_(new holder<std::decay_t<F>>(std::move(f))) {}  // implicit, as std::function
+  unary_fn(const unary_fn& o) : p_(o.p_ != nullptr ? o.p_->clone() : nullptr) {}
+  unary_fn(unary_fn&& o) noexcept : p_(o.p_) { o.p_ = nullptr; }
+  unary_fn& operator=(unary_fn o) noexcept {
+    std::swap(p_, o.p_);
+    return *this;
+  }
+  ~unary_fn() { delete p_; }
+
+  T operator()(T x) const { return p_->call(std::move(x)); }
+  explicit operator bool() const noexcept { return p_ != nullptr; }
+
+ private:
+  struct base {
+    virtual ~base() = default;
+    virtual T call(T x) = 0;
+    virtual base* clone() const = 0;
+  };
+  template <class F>
+  struct holder final : base {
+    explicit holder(F g) : f(std::move(g)) {}
+    T call(T x) override { return f(std::move(x)); }
+    base* clone() const override { return new holder(f); }
+    F f;
+  };
+  base* p_ = nullptr;
+};
+
+}  // namespace detail
+
+/// torchvision-like Compose: applies named transforms in order and records each as `S<name>`.
+/// **Example**: `lotus::compose<Image> t{{"RandomResizedCrop", rrc}, {"Normalize", norm}};`
+template <class T>
+class compose {
+ public:
+  using transform = detail::unary_fn<T>;  ///< any callable T(T), std::function<T(T)> included
+
+  compose() = default;
+  compose(std::initializer_list<std::pair<std::string_view, transform>> steps) {
+    for (const auto& s : steps) add(s.first, s.second);
+  }
+
+  /// Append a step; the name is interned once here, not per call.
+  compose& add(std::string_view name, transform f) {
+    steps_.push_back(step{detail::interned_location(name), std::string(name), std::move(f)});
+    return *this;
+  }
+
+  T operator()(T x) const {
+    for (const step& s : steps_) {
+      scope_timer timer(*s.loc);
+      x = s.fn(std::move(x));
+    }
+    return x;
+  }
+
+  std::size_t size() const noexcept { return steps_.size(); }
+  const std::string& name(std::size_t i) const { return steps_.at(i).name; }
+
+ private:
+  struct step {
+    const record_site* loc;
+    std::string name;
+    transform fn;
+  };
+  std::vector<step> steps_;
+};
+
+/// One dataset sample as torchvision's `DatasetFolder.__getitem__` does it: `transform(load())`,
+/// recording `SLoader` and `STransform` *after* the transform's own records, Lotus's file order.
+template <class Load, class Transform>
+auto load_transform(Load&& load, Transform&& transform) {
+  const int m = detail::active_mode();
+  if (m < detail::mode_tsc) return transform(load());
+  std::uint64_t l0 = 0, l1 = 0, t0 = 0, t1 = 0;
+  auto sample = [&] {
+    const detail::nvtx_part range(m, detail::loader_loc);
+    l0 = detail::now_ticks(m);
+    auto r = load();
+    l1 = detail::now_ticks(m);
+    return r;
+  }();
+  auto out = [&] {
+    const detail::nvtx_part range(m, detail::transform_loc);
+    t0 = detail::now_ticks(m);
+    auto r = transform(std::move(sample));
+    t1 = detail::now_ticks(m);
+    return r;
+  }();
+  detail::emit(detail::loader_loc, l0, l1, 0);
+  detail::emit(detail::transform_loc, t0, t1, 0);
+  return out;
+}
+
+/// Consumer side of a data loader, by the Lotus rules: `SBatchQueued`, `SBatchWait`,
+/// `SBatchConsumed`. One tracker per consuming thread; see tools/docs/FORMAT.md §4 for the order.
+class batch_tracker {
+ public:
+  /// Declares the process's loader as a program's own ("pipeline", the sidecar's `loader` line),
+  /// unless a framework's loader (libtorch, PyTorch) declared itself.
+  batch_tracker() noexcept { detail::declare_loader("pipeline", false); }
+
+  /// An index was handed to a worker: `SBatchQueued_<idx>,<now>,1000`.
+  void queued(std::uint64_t idx) noexcept {
+    const int m = detail::active_mode();
+    if (m >= detail::mode_tsc) detail::emit(detail::batch_queued_loc, detail::now_ticks(m), 0, idx);
+    if (m >= detail::mode_tsc_nvtx) detail::nvtx_mark(detail::batch_queued_loc, idx);
+  }
+
+  /// The consumer starts waiting for the next batch (once per next() call).
+  void wait_begin() noexcept {
+    const int m = detail::active_mode();
+    if (LOTUS_DETAIL_UNLIKELY(m >= detail::mode_tsc_nvtx)) {
+      detail::nvtx_end(nvtx_wait_);  // a wait that never saw its batch (end of the epoch)
+      nvtx_wait_ = detail::nvtx_start(detail::batch_wait_range_loc, 0);
+      if (itt_wait_) detail::itt_task_pop();
+      itt_wait_ = detail::itt_task_push(detail::batch_wait_range_loc);
+    }
+    wait_start_ = m >= detail::mode_tsc ? detail::now_ticks(m) : 0;
+    // In progress until its batch arrives (inflight.hpp): wait>X fires during a long wait.
+    if (wait_start_ != 0) {
+      if (detail::inflight* f = detail::inflight_registered()) {
+        if (!waiting_) {  // the wait it replaces (a signal handler's tracker's: nested)
+          outer_wait_t0_ = f->wait_t0.load(detail::mo_relaxed);
+          outer_wait_idx_ = f->wait_idx.load(detail::mo_relaxed);
+          waiting_ = true;
+        }
+        detail::inflight_wait(*f, expected_, wait_start_);
+      }
+    }
+  }
+
+  /// A batch arrived. In order: the wait since wait_begin() is kept for consumed() and true is
+  /// returned. Out of order: `SBatchWait_<idx>,<arrival>,1000` is written and false returned.
+  bool arrived(std::uint64_t idx) noexcept {
+    const bool in_order = idx == expected_;
+    const int m = detail::active_mode();
+    if (m >= detail::mode_tsc) {
+      const std::uint64_t now = detail::now_ticks(m);
+      if (in_order) {
+        end_wait();
+        pending_ = true;
+        pending_start_ = wait_start_ != 0 ? wait_start_ : now;
+        pending_end_ = now;
+      } else {
+        detail::emit(detail::batch_wait_marker_loc, now, 0, idx);
+      }
+    }
+    if (LOTUS_DETAIL_UNLIKELY(nvtx_wait_ != 0)) {
+      detail::nvtx_end(nvtx_wait_);
+      nvtx_wait_ = 0;
+    }
+    if (LOTUS_DETAIL_UNLIKELY(itt_wait_)) {
+      detail::itt_task_pop();
+      itt_wait_ = false;
+    }
+    if (m >= detail::mode_tsc_nvtx && !in_order)
+      detail::nvtx_mark(detail::batch_wait_marker_loc, idx);
+    return in_order;
+  }
+
+  /// The batch was handed to the training step: writes the kept wait (if this batch had one),
+  /// then `SBatchConsumed_<idx>,<now>,1000`. A cached batch (out-of-order arrival) has no wait.
+  void consumed(std::uint64_t idx) noexcept {
+    const int m = detail::active_mode();
+    if (m >= detail::mode_tsc) {
+      const std::uint64_t now = detail::now_ticks(m);
+      if (pending_ && idx == expected_) {
+        detail::emit(detail::batch_wait_loc, pending_start_, pending_end_, idx);
+      }
+      detail::emit(detail::batch_consumed_loc, now, 0, idx);
+    }
+    if (m >= detail::mode_tsc_nvtx) detail::nvtx_mark(detail::batch_consumed_loc, idx);
+    pending_ = false;
+    if (idx == expected_) ++expected_;
+  }
+
+  /// New epoch: batch indices restart at 0. Call it at the start of every epoch, the first
+  /// included: the sidecar's `epoch` lines count these calls (the job's epoch numbering).
+  void reset() noexcept {
+    detail::epoch_begins();
+    expected_ = 0;
+    pending_ = false;
+    end_wait();
+    detail::nvtx_end(nvtx_wait_);
+    nvtx_wait_ = 0;
+    if (itt_wait_) detail::itt_task_pop();
+    itt_wait_ = false;
+  }
+
+  /// Index of the batch the consumer needs next.
+  std::uint64_t expected() const noexcept { return expected_; }
+
+  /// Makes `idx` the batch the consumer needs next, dropping a kept wait. For consumers that
+  /// take batches in arrival order (expect(idx) before arrived(idx): a real wait, no marker), and
+  /// to step past a batch that is never consumed (a worker exception).
+  void expect(std::uint64_t idx) noexcept {
+    expected_ = idx;
+    pending_ = false;
+    detail::inflight* f = detail::inflight_self();
+    if (f != nullptr && wait_start_ != 0 && f->wait_t0.load(detail::mo_relaxed) != 0) {
+      detail::inflight_wait(*f, idx, wait_start_);  // the wait goes on, for this batch
+    }
+  }
+
+ private:
+  /// The wait is over: the one it replaced (or none) is in progress again (inflight.hpp).
+  void end_wait() noexcept {
+    if (!waiting_) return;
+    waiting_ = false;
+    if (detail::inflight* f = detail::inflight_self()) {
+      detail::inflight_wait(*f, outer_wait_idx_, outer_wait_t0_);
+    }
+  }
+
+  std::uint64_t expected_ = 0;
+  bool pending_ = false;
+  std::uint64_t wait_start_ = 0;
+  std::uint64_t pending_start_ = 0, pending_end_ = 0;
+  std::uint64_t nvtx_wait_ = 0;  // the open NVTX range of a wait (LOTUS_NVTX), 0: none
+  bool itt_wait_ = false;        // the open ITT task of a wait on this thread (LOTUS_ITT)
+  bool waiting_ = false;         // this tracker's wait is published (inflight.hpp)
+  std::uint64_t outer_wait_t0_ = 0, outer_wait_idx_ = 0;  // the wait it replaced there
+};
+
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_PIPELINE_HPP
+// ---- end lotus/pipeline.hpp ----
+// ---- begin lotus/trace.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_TRACE_HPP
+#define LOTUS_AMALGAMATED_LOTUS_TRACE_HPP
+// lotus — process-wide trace control: configure, flush, shutdown, stats
+// SPDX-License-Identifier: MIT
+
+#include <string_view>  // string_view
+
+// ---- begin lotus/trace_stats.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_TRACE_STATS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_TRACE_STATS_HPP
+// lotus — the process's event counters (lotus::stats())
+// SPDX-License-Identifier: MIT
+
+#include <cstdint>  // uint64_t
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+
+/// Event counters of this process: recorded == written + dropped once everything is flushed.
+struct trace_stats {
+  std::uint64_t recorded = 0;  ///< events recorded while tracing was on
+  std::uint64_t written = 0;   ///< events written to trace files
+  std::uint64_t dropped = 0;   ///< events lost: ring full under `drop`, or tracing disabled by I/O
+  std::uint64_t sanitized =
+      0;  ///< written events whose name had ',' or control bytes replaced, or was cut at 4096 bytes
+};
+
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_TRACE_STATS_HPP
+// ---- end lotus/trace_stats.hpp ----
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+
+/// Apply options (unset fields: environment, then defaults). Pending events are flushed first.
+/// lotus::options is in <lotus/options.hpp>: include it where you call configure (this header
+/// leaves it out, with the <chrono> and <optional> it needs, so that a recording file stays cheap).
+inline void configure(const options& opts) { detail::api_configure(opts); }
+
+/// Block until every event recorded before the call is written to its trace file.
+inline void flush() noexcept { detail::api_flush(); }
+
+/// Flush and stop the writer thread; tracing stays off until the next configure(). Runs at exit.
+inline void shutdown() noexcept { detail::api_shutdown(); }
+
+/// Counters of this process (recorded == written + dropped after flush()).
+inline trace_stats stats() noexcept { return detail::api_stats(); }
+
+/// Flight mode (LOTUS_FLIGHT): a capture of the last LOTUS_FLIGHT seconds of every process
+/// tracing into this trace directory, in `<dir>/capture-<id>/`, with `reason` in its sidecars.
+/// Returns at once; the capture is written a few writer cycles later. False when flight mode is
+/// off or nothing was recorded yet (the writer is not running). Async-signal-safe: it takes no
+/// lock and allocates nothing (it fills a request slot the writer picks up at its next cycle),
+/// so a signal handler may call it, also one that interrupted a lotus call on the same thread.
+inline bool capture(std::string_view reason = {}) noexcept {
+  return detail::api_capture(reason.data(), reason.size());
+}
+
+/// True when events are being recorded (reads the environment on first use).
+inline bool tracing_enabled() noexcept {
+  int m = detail::g_mode.load(detail::mo_relaxed);
+  if (m == detail::mode_uninit) m = detail::initialize_mode();
+  return m >= detail::mode_tsc;
+}
+
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_TRACE_HPP
+// ---- end lotus/trace.hpp ----
+// ---- begin lotus/version.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_VERSION_HPP
+#define LOTUS_AMALGAMATED_LOTUS_VERSION_HPP
+// lotus — library version, the single source of truth (CMake parses it)
+// SPDX-License-Identifier: MIT
+
+#define LOTUS_VERSION_MAJOR 0
+#define LOTUS_VERSION_MINOR 1
+#define LOTUS_VERSION_PATCH 0
+#define LOTUS_VERSION \
+  (LOTUS_VERSION_MAJOR * 10000 + LOTUS_VERSION_MINOR * 100 + LOTUS_VERSION_PATCH)
+#define LOTUS_VERSION_STRING "0.1.0"
+#endif  // LOTUS_AMALGAMATED_LOTUS_VERSION_HPP
+// ---- end lotus/version.hpp ----
+
+#endif  // LOTUS_AMALGAMATED_LOTUS_LOTUS_HPP
+// ---- end lotus/lotus.hpp ----
+// ---- begin lotus/collector.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTOR_HPP
+#define LOTUS_AMALGAMATED_LOTUS_COLLECTOR_HPP
+// lotus — vendor-neutral collector control: resume/pause/detach perf, Callgrind, VTune (ITT), uProf
+// SPDX-License-Identifier: MIT
+// Not part of lotus.hpp: a probe includes it (or <lotus/map_region.hpp>). The fast paths are
+// inline (one relaxed load while nothing is attached); detection and the backends are compiled
+// once, in the program's implementation file (LOTUS_IMPLEMENTATION, lotus::lotus).
+
+// ---- begin lotus/collector_kind.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTOR_KIND_HPP
+#define LOTUS_AMALGAMATED_LOTUS_COLLECTOR_KIND_HPP
+// lotus — the collectors lotus drives, one enum for the library and lotus-tool
+// SPDX-License-Identifier: MIT
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace collector {
+
+/// The collector that resume()/pause() drive; chosen once per process by LOTUS_COLLECTOR
+/// (auto|perf|itt|amd|callgrind|none, default auto; `vtune` and `uprof` name itt and amd).
+enum class kind { none, perf, itt, amd, callgrind };
+
+/// LOTUS_COLLECTOR's spelling of `k`: "none", "perf", "itt", "amd", "callgrind".
+constexpr const char* env_name(kind k) noexcept {
+  return k == kind::perf        ? "perf"
+         : k == kind::itt       ? "itt"
+         : k == kind::amd       ? "amd"
+         : k == kind::callgrind ? "callgrind"
+                                : "none";
+}
+
+/// The profiler's own name, as lotus-tool's --collector spells it: "perf", "vtune", "uprof",
+/// "callgrind" ("none" for none).
+constexpr const char* tool_name(kind k) noexcept {
+  return k == kind::itt ? "vtune" : k == kind::amd ? "uprof" : env_name(k);
+}
+
+}  // namespace collector
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_COLLECTOR_KIND_HPP
+// ---- end lotus/collector_kind.hpp ----
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace collector {
+
+/// Detects the collector now instead of at the first resume/pause (idempotent).
+inline void initialize() noexcept {
+  if (detail::collector_state.load(detail::mo_acquire) != detail::collector_unknown) return;
+  detail::collector_initialize();
+}
+
+/// Starts (resumes) collection; nests process-wide: only the outermost resume() reaches it.
+LOTUS_DETAIL_FORCE_INLINE void resume() noexcept {
+  if (LOTUS_DETAIL_LIKELY(detail::collector_state.load(detail::mo_relaxed) ==
+                          detail::collector_off)) {
+    return;
+  }
+  detail::collector_resume_slow(nullptr);
+}
+
+/// Stops (pauses) collection when the outermost resume() is matched.
+LOTUS_DETAIL_FORCE_INLINE void pause() noexcept {
+  if (LOTUS_DETAIL_LIKELY(detail::collector_state.load(detail::mo_relaxed) ==
+                          detail::collector_off)) {
+    return;
+  }
+  detail::collector_pause_slow(nullptr);
+}
+
+/// resume() for a named region: Callgrind also zeroes its counters so the region dumps alone.
+LOTUS_DETAIL_FORCE_INLINE void resume_region(const char* name) noexcept {
+  if (LOTUS_DETAIL_LIKELY(detail::collector_state.load(detail::mo_relaxed) ==
+                          detail::collector_off)) {
+    return;
+  }
+  detail::collector_resume_slow(name);
+}
+
+/// pause() for a named region: Callgrind dumps `callgrind.out.<pid>.<n>` labelled with `name`.
+LOTUS_DETAIL_FORCE_INLINE void pause_region(const char* name) noexcept {
+  if (LOTUS_DETAIL_LIKELY(detail::collector_state.load(detail::mo_relaxed) ==
+                          detail::collector_off)) {
+    return;
+  }
+  detail::collector_pause_slow(name);
+}
+
+/// Pauses if needed, detaches the collector (ITT `__itt_detach`, perf FIFOs closed) and turns
+/// every later call into a no-op.
+inline void detach() noexcept {
+  if (detail::collector_state.load(detail::mo_relaxed) == detail::collector_off) return;
+  detail::collector_detach_slow();
+}
+
+/// The collector in use (detecting it if needed); kind::none when nothing is attached any more.
+inline kind attached() noexcept { return detail::collector_attached(); }
+
+/// Current process-wide nesting depth of resume() calls.
+inline int depth() noexcept { return detail::collector_depth.load(detail::mo_relaxed); }
+
+/// "none", "perf", "itt", "amd" or "callgrind".
+inline const char* to_string(kind k) noexcept {
+  switch (k) {
+    case kind::perf:
+      return "perf";
+    case kind::itt:
+      return "itt";
+    case kind::amd:
+      return "amd";
+    case kind::callgrind:
+      return "callgrind";
+    case kind::none:
+      break;
+  }
+  return "none";
+}
+
+}  // namespace collector
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+
+/// Resume / pause the attached collector (perf, Callgrind, VTune, uProf); nest process-wide.
+#undef LOTUS_COLLECTOR_RESUME
+#undef LOTUS_COLLECTOR_PAUSE
+#undef LOTUS_COLLECTOR_DETACH
+#define LOTUS_COLLECTOR_RESUME() LOTUS_DETAIL_COLLECTOR_CALL(::lotus::collector::resume())
+#define LOTUS_COLLECTOR_PAUSE() LOTUS_DETAIL_COLLECTOR_CALL(::lotus::collector::pause())
+/// Detach the collector; every later collector call is a no-op.
+#define LOTUS_COLLECTOR_DETACH() LOTUS_DETAIL_COLLECTOR_CALL(::lotus::collector::detach())
+#endif  // LOTUS_AMALGAMATED_LOTUS_COLLECTOR_HPP
+// ---- end lotus/collector.hpp ----
+// ---- begin lotus/map_region.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_MAP_REGION_HPP
+#define LOTUS_AMALGAMATED_LOTUS_MAP_REGION_HPP
+// lotus — LOTUS_MAP_REGION: the LotusMap method inside a probe program
+// SPDX-License-Identifier: MIT
+// Records S<name>, and resumes the collector around one selected execution of one selected region.
+// Not part of lotus.hpp: a probe includes it. The region's fast path is inline; the list mode,
+// the selection and the collector are compiled once, in the program's implementation file
+// (LOTUS_IMPLEMENTATION, lotus::lotus).
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+/// Gap + resume on construction, pause on destruction, for the executions the driver selected.
+class map_gate {
+ public:
+  LOTUS_DETAIL_FORCE_INLINE explicit map_gate(const char* name) noexcept {
+    if (LOTUS_DETAIL_LIKELY(map_mode.load(detail::mo_relaxed) == map_idle)) return;
+    name_ = map_gate_enter(name);
+  }
+  LOTUS_DETAIL_FORCE_INLINE ~map_gate() {
+    if (name_ != nullptr) collector::pause_region(name_);
+  }
+  map_gate(const map_gate&) = delete;
+  map_gate& operator=(const map_gate&) = delete;
+
+ private:
+  const char* name_ = nullptr;
+};
+
+}  // namespace detail
+
+/// The object behind LOTUS_MAP_REGION. Member order matters: the gate (gap sleep, resume) runs
+/// before the timer starts and its pause after the timer stops, so S<name> excludes both.
+class map_region {
+ public:
+  explicit map_region(const record_site& loc) noexcept : gate_(loc.name), timer_(loc) {}
+  map_region(const map_region&) = delete;
+  map_region& operator=(const map_region&) = delete;
+
+ private:
+  detail::map_gate gate_;
+  scope_timer timer_;
+};
+
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+
+/// LotusMap region in a probe program: records `S<name>`; when LOTUS_MAP_SELECT names it, the
+/// collector runs around the execution(s) after the warm-up. `name` is a string literal.
+#undef LOTUS_MAP_REGION
+#define LOTUS_MAP_REGION(name) LOTUS_DETAIL_MAP_REGION(LOTUS_DETAIL_UNIQUE(lotus_map_), name)
+#endif  // LOTUS_AMALGAMATED_LOTUS_MAP_REGION_HPP
+// ---- end lotus/map_region.hpp ----
+// ---- the implementation (the door of lotus/lotus.hpp) ----
+#if defined(LOTUS_IMPLEMENTATION) && LOTUS_DETAIL_ENABLED
+// ---- begin lotus/runtime/implementation.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_IMPLEMENTATION_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_IMPLEMENTATION_HPP
+// lotus — everything the implementation file compiles, in order (internal)
+// SPDX-License-Identifier: MIT
+// The one door: <lotus/lotus.hpp> includes this, last, in the one file of the program that defines
+// LOTUS_IMPLEMENTATION, and no other header includes anything of the runtime (lotus/runtime/),
+// the span annotations (lotus/annotations/) or the collectors (lotus/collectors/). The list is the
+// whole implementation in the order it compiles, each header after those it includes: the system
+// headers the runtime uses, the API it serves, the runtime, the annotations and the collectors,
+// and last the table of the runtime's entry points (detail/entry_points.hpp's list, each row
+// filled with its rt_<name> body).
 
 // Every system header of the runtime's headers, in one place.
 #if defined(__x86_64__) || defined(__i386__)
@@ -1634,58 +2948,88 @@ inline void epoch_begins() noexcept {
 #include <new>          // bad_alloc
 #include <string_view>  // string_view
 
-// The hot path's headers (included by scope.hpp already in the usual order).
-// ---- begin lotus/collectors/annotations.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTORS_ANNOTATIONS_HPP
-#define LOTUS_AMALGAMATED_LOTUS_COLLECTORS_ANNOTATIONS_HPP
-// lotus — a span's annotations: NVTX ranges and ITT tasks together (LOTUS_NVTX, LOTUS_ITT)
+// clang-format off
+// ---- begin lotus/options.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
+// lotus — run-time configuration: options, overflow policy, clock source
 // SPDX-License-Identifier: MIT
-// (internal) The entry points a span calls (detail/entry.hpp: nvtx_push, nvtx_pop,
-// annotations_active): one stack per thread of what each open span pushed, an NVTX range
-// (nvtx.hpp), an ITT task (itt_tasks.hpp) or both.
+// Include it where lotus::configure is called. <lotus/lotus.hpp> does not: <chrono> and
+// <optional> are about half of what the hot path's headers would add to every recording file.
 
-#include <cstdint>  // uint32_t, uint64_t
+#include <chrono>    // milliseconds
+#include <cstddef>   // size_t
+#include <cstdint>   // uint64_t
+#include <optional>  // optional
+#include <string>    // string
 
-// ---- begin lotus/collectors/itt_tasks.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTORS_ITT_TASKS_HPP
-#define LOTUS_AMALGAMATED_LOTUS_COLLECTORS_ITT_TASKS_HPP
-// lotus — ITT tasks for lotus's spans (LOTUS_ITT), for Intel VTune (internal)
-// SPDX-License-Identifier: MIT
 
-// Through lotus's own mirror of the ITT ABI (collector_itt.hpp), no vendor SDK: the collector
-// named by INTEL_LIBITTNOTIFY64 (or one already in the process) is loaded as collector control
-// loads it, and a handshake of lotus's own fills __itt_domain_create, __itt_string_handle_create,
-// __itt_task_begin and __itt_task_end. Tasks go to the domain "lotus"; a record site's name
-// becomes a string handle once (a fixed lock-free table keyed by site; sites beyond it share the
-// handle `lotus_more_names`). Indexed sites (`BatchPreprocessed_<idx>`) are tasks named without
-// the index, so that a collector's name table stays small.
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
 
-#include <dlfcn.h>  // dlopen, dlsym
-#include <sched.h>  // sched_yield
+/// What a thread does when its ring is full: wait for the writer (lossless) or count a drop.
+enum class overflow_policy { block, drop };
 
-#include <cstddef>  // offsetof, size_t
-#include <cstdint>  // uint64_t, uintptr_t
+/// Timestamp source: TSC calibrated to CLOCK_REALTIME where invariant, or clock_gettime.
+enum class clock_source { automatic, tsc, realtime };
 
-// ---- begin lotus/collectors/itt.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTORS_ITT_HPP
-#define LOTUS_AMALGAMATED_LOTUS_COLLECTORS_ITT_HPP
-// lotus — Intel VTune backend: the ITT `__itt_api_init` handshake with our own mirror of the ABI
-// SPDX-License-Identifier: MIT
+/// Run-time options. Unset fields fall back to the environment, then to the defaults.
+struct options {
+  std::optional<std::string> log_file;                      ///< LOTUS_LOG_FILE: trace prefix
+  std::optional<bool> enabled;                              ///< !LOTUS_DISABLE
+  std::optional<std::size_t> ring_capacity;                 ///< LOTUS_RING_CAPACITY (events/thread)
+  std::optional<std::chrono::milliseconds> flush_interval;  ///< LOTUS_FLUSH_INTERVAL_MS
+  std::optional<overflow_policy> overflow;                  ///< LOTUS_OVERFLOW: block|drop
+  std::optional<clock_source> clock;                        ///< LOTUS_CLOCK: auto|tsc|realtime
+  /// LOTUS_MAX_BYTES: trace-file bytes this process may write; beyond, events are dropped
+  /// (counted). 0: no limit (the default).
+  std::optional<std::uint64_t> max_bytes;
+  /// LOTUS_MIN_FREE_BYTES: free space the trace directory's file system keeps; below it events
+  /// are dropped (counted) until space is freed. Default: the larger of 1 GiB and 5 % of the
+  /// file system; 0: no reserve.
+  std::optional<std::uint64_t> min_free_bytes;
+  /// LOTUS_NVTX: every span also pushes and pops an NVTX range (domain `lotus`) for Nsight
+  /// Systems. Needs a build with NVTX (LOTUS_WITH_NVTX; CMake option LOTUS_NVTX); elsewhere one
+  /// message says so and tracing goes on without it.
+  std::optional<bool> nvtx;
+  /// LOTUS_ITT: every span is also an ITT task (domain `lotus`) for Intel VTune, through the
+  /// collector named by INTEL_LIBITTNOTIFY64 (no vendor SDK); with none, one message says so
+  /// and tracing goes on without it.
+  std::optional<bool> itt;
+  /// LOTUS_FLIGHT: flight recorder. Keep only the last this-many seconds of every thread's
+  /// records in memory and write them, as a capture directory inside the trace directory, when
+  /// a trigger fires (LOTUS_TRIGGER, lotus::capture(), `lotus-tool capture`). 0: off (default).
+  std::optional<std::uint64_t> flight;
+  /// LOTUS_FLIGHT_BYTES: the most bytes of formatted records one process keeps in flight mode
+  /// (default 64 MiB); beyond, the oldest go first and are counted as dropped.
+  std::optional<std::uint64_t> flight_bytes;
+  /// LOTUS_TRIGGER: automatic captures in flight mode, comma-separated: `wait>DURATION` (a
+  /// batch wait passes that, fired while it lasts), `waitshare>P%/DURATION` (the main process
+  /// waited more than P % of the last DURATION), `batch>DURATION` (a worker batch in progress
+  /// longer), `op>DURATION` / `op:NAME>DURATION` (an op, or the op NAME, in progress longer).
+  /// The capture holds LOTUS_FLIGHT seconds before the anomaly began. "": none.
+  std::optional<std::string> trigger;
+  /// LOTUS_RESOURCES: at each worker batch's start and end, read the thread's CPU time, run-queue
+  /// wait, faults and context switches; the sidecar's `batchres` lines (default on; false: off).
+  /// true keeps the environment's per-op figures (LOTUS_RESOURCES=ops); false turns both off.
+  std::optional<bool> resources;
+  /// LOTUS_RESOURCES=ops: every span (LOTUS_SCOPE, LOTUS_SCOPE_DYNAMIC) also reads them at its
+  /// start and end; the sums per op and thread go into the sidecar's `opres` lines each flush.
+  /// true: per op (and per batch, whatever `resources` says); false: per batch at most. Spans
+  /// then take their out-of-line path for the rest of the process (as with NVTX). Unset: the
+  /// environment's choice.
+  std::optional<bool> op_resources;
+  /// LOTUS_LIVE: the writer thread keeps live figures (per-op histograms, the consumer's waits,
+  /// batches, per-worker busy time) and rewrites `.<prefix>.lotus-live_<pid>` in place, for
+  /// `lotus-tool top` and `serve` (default on). false: none; a file already written gets this
+  /// process's final figures. Turned on again, the figures go on from where they stopped.
+  std::optional<bool> live;
+};
 
-#include <dlfcn.h>    // dlopen, dlsym
-#include <pthread.h>  // pthread_mutex_t
-
-#include <cstddef>  // offsetof
-
-// ---- begin lotus/collectors/common.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTORS_COMMON_HPP
-#define LOTUS_AMALGAMATED_LOTUS_COLLECTORS_COMMON_HPP
-// lotus — shared pieces of the collector backends: backend table, env helpers
-// SPDX-License-Identifier: MIT
-
-#include <cstdint>  // uint64_t
-#include <cstring>  // memcpy
-
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
+// ---- end lotus/options.hpp ----
 // ---- begin lotus/runtime/diagnostics.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_DIAGNOSTICS_HPP
 #define LOTUS_AMALGAMATED_LOTUS_RUNTIME_DIAGNOSTICS_HPP
@@ -1918,125 +3262,6 @@ inline bool has_control_char(std::string_view s) noexcept {
 }  // namespace lotus
 #endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_ENV_HPP
 // ---- end lotus/runtime/env.hpp ----
-// ---- begin lotus/runtime/option_table.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_OPTION_TABLE_HPP
-#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_OPTION_TABLE_HPP
-// lotus — the one table of run-time options, each row with its value mapping (internal)
-// SPDX-License-Identifier: MIT
-
-#include <cstddef>      // size_t
-#include <cstdint>      // uint64_t
-#include <cstdio>       // snprintf
-#include <cstdlib>      // getenv
-#include <cstring>      // strcmp
-#include <optional>     // optional
-#include <string>       // string
-#include <string_view>  // string_view
-
-// ---- begin lotus/options.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
-#define LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
-// lotus — run-time configuration: options, overflow policy, clock source
-// SPDX-License-Identifier: MIT
-// Include it where lotus::configure is called. <lotus/lotus.hpp> does not: <chrono> and
-// <optional> are about half of what the hot path's headers would add to every recording file.
-
-#include <chrono>    // milliseconds
-#include <cstddef>   // size_t
-#include <cstdint>   // uint64_t
-#include <optional>  // optional
-#include <string>    // string
-
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-
-/// What a thread does when its ring is full: wait for the writer (lossless) or count a drop.
-enum class overflow_policy { block, drop };
-
-/// Timestamp source: TSC calibrated to CLOCK_REALTIME where invariant, or clock_gettime.
-enum class clock_source { automatic, tsc, realtime };
-
-/// Run-time options. Unset fields fall back to the environment, then to the defaults.
-struct options {
-  std::optional<std::string> log_file;                      ///< LOTUS_LOG_FILE: trace prefix
-  std::optional<bool> enabled;                              ///< !LOTUS_DISABLE
-  std::optional<std::size_t> ring_capacity;                 ///< LOTUS_RING_CAPACITY (events/thread)
-  std::optional<std::chrono::milliseconds> flush_interval;  ///< LOTUS_FLUSH_INTERVAL_MS
-  std::optional<overflow_policy> overflow;                  ///< LOTUS_OVERFLOW: block|drop
-  std::optional<clock_source> clock;                        ///< LOTUS_CLOCK: auto|tsc|realtime
-  /// LOTUS_MAX_BYTES: trace-file bytes this process may write; beyond, events are dropped
-  /// (counted). 0: no limit (the default).
-  std::optional<std::uint64_t> max_bytes;
-  /// LOTUS_MIN_FREE_BYTES: free space the trace directory's file system keeps; below it events
-  /// are dropped (counted) until space is freed. Default: the larger of 1 GiB and 5 % of the
-  /// file system; 0: no reserve.
-  std::optional<std::uint64_t> min_free_bytes;
-  /// LOTUS_NVTX: every span also pushes and pops an NVTX range (domain `lotus`) for Nsight
-  /// Systems. Needs a build with NVTX (LOTUS_WITH_NVTX; CMake option LOTUS_NVTX); elsewhere one
-  /// message says so and tracing goes on without it.
-  std::optional<bool> nvtx;
-  /// LOTUS_ITT: every span is also an ITT task (domain `lotus`) for Intel VTune, through the
-  /// collector named by INTEL_LIBITTNOTIFY64 (no vendor SDK); with none, one message says so
-  /// and tracing goes on without it.
-  std::optional<bool> itt;
-  /// LOTUS_FLIGHT: flight recorder. Keep only the last this-many seconds of every thread's
-  /// records in memory and write them, as a capture directory inside the trace directory, when
-  /// a trigger fires (LOTUS_TRIGGER, lotus::capture(), `lotus-tool capture`). 0: off (default).
-  std::optional<std::uint64_t> flight;
-  /// LOTUS_FLIGHT_BYTES: the most bytes of formatted records one process keeps in flight mode
-  /// (default 64 MiB); beyond, the oldest go first and are counted as dropped.
-  std::optional<std::uint64_t> flight_bytes;
-  /// LOTUS_TRIGGER: automatic captures in flight mode, comma-separated: `wait>DURATION` (a
-  /// batch wait passes that, fired while it lasts), `waitshare>P%/DURATION` (the main process
-  /// waited more than P % of the last DURATION), `batch>DURATION` (a worker batch in progress
-  /// longer), `op>DURATION` / `op:NAME>DURATION` (an op, or the op NAME, in progress longer).
-  /// The capture holds LOTUS_FLIGHT seconds before the anomaly began. "": none.
-  std::optional<std::string> trigger;
-  /// LOTUS_RESOURCES: at each worker batch's start and end, read the thread's CPU time, run-queue
-  /// wait, faults and context switches; the sidecar's `batchres` lines (default on; false: off).
-  /// true keeps the environment's per-op figures (LOTUS_RESOURCES=ops); false turns both off.
-  std::optional<bool> resources;
-  /// LOTUS_RESOURCES=ops: every span (LOTUS_SCOPE, LOTUS_SCOPE_DYNAMIC) also reads them at its
-  /// start and end; the sums per op and thread go into the sidecar's `opres` lines each flush.
-  /// true: per op (and per batch, whatever `resources` says); false: per batch at most. Spans
-  /// then take their out-of-line path for the rest of the process (as with NVTX). Unset: the
-  /// environment's choice.
-  std::optional<bool> op_resources;
-  /// LOTUS_LIVE: the writer thread keeps live figures (per-op histograms, the consumer's waits,
-  /// batches, per-worker busy time) and rewrites `.<prefix>.lotus-live_<pid>` in place, for
-  /// `lotus-tool top` and `serve` (default on). false: none; a file already written gets this
-  /// process's final figures. Turned on again, the figures go on from where they stopped.
-  std::optional<bool> live;
-};
-
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_OPTIONS_HPP
-// ---- end lotus/options.hpp ----
-// ---- begin lotus/runtime/capture_request.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_CAPTURE_REQUEST_HPP
-#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_CAPTURE_REQUEST_HPP
-// lotus — the capture-request format, the trigger parser and the flight settings (internal)
-// SPDX-License-Identifier: MIT
-// What the flight recorder (flight.hpp) and lotus-tool capture share: a request line of the
-// control file (FORMAT.md §8), its parser, the control file's names, ownership and append, and
-// LOTUS_FLIGHT / LOTUS_TRIGGER's settings. Nothing of the recorder: lotus-tool includes this alone.
-
-#include <dirent.h>      // opendir, readdir (this user's control files)
-#include <errno.h>       // errno
-#include <fcntl.h>       // open, O_*
-#include <sys/random.h>  // getrandom (unpredictable names)
-#include <sys/stat.h>    // fstat, lstat, mkdir
-#include <time.h>        // gmtime_r, clock_gettime
-#include <unistd.h>      // geteuid, getpid, read, write, close
-
-#include <cstddef>      // size_t
-#include <cstdint>      // uint64_t
-#include <cstdio>       // snprintf
-#include <cstring>      // memcpy, strlen
-#include <string_view>  // string_view
-
 // ---- begin lotus/runtime/text.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_TEXT_HPP
 #define LOTUS_AMALGAMATED_LOTUS_RUNTIME_TEXT_HPP
@@ -2156,6 +3381,29 @@ class text_sink {
 }  // namespace lotus
 #endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_TEXT_HPP
 // ---- end lotus/runtime/text.hpp ----
+// ---- begin lotus/runtime/capture_request.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_CAPTURE_REQUEST_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_CAPTURE_REQUEST_HPP
+// lotus — the capture-request format, the trigger parser and the flight settings (internal)
+// SPDX-License-Identifier: MIT
+// What the flight recorder (flight.hpp) and lotus-tool capture share: a request line of the
+// control file (FORMAT.md §8), its parser, the control file's names, ownership and append, and
+// LOTUS_FLIGHT / LOTUS_TRIGGER's settings. Nothing of the recorder: lotus-tool includes this alone.
+
+#include <dirent.h>      // opendir, readdir (this user's control files)
+#include <errno.h>       // errno
+#include <fcntl.h>       // open, O_*
+#include <sys/random.h>  // getrandom (unpredictable names)
+#include <sys/stat.h>    // fstat, lstat, mkdir
+#include <time.h>        // gmtime_r, clock_gettime
+#include <unistd.h>      // geteuid, getpid, read, write, close
+
+#include <cstddef>      // size_t
+#include <cstdint>      // uint64_t
+#include <cstdio>       // snprintf
+#include <cstring>      // memcpy, strlen
+#include <string_view>  // string_view
+
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -2787,6 +4035,21 @@ inline std::size_t round_up_pow2(std::size_t n) {
 }  // namespace lotus
 #endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_SETTINGS_HPP
 // ---- end lotus/runtime/settings.hpp ----
+// ---- begin lotus/runtime/option_table.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_OPTION_TABLE_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_OPTION_TABLE_HPP
+// lotus — the one table of run-time options, each row with its value mapping (internal)
+// SPDX-License-Identifier: MIT
+
+#include <cstddef>      // size_t
+#include <cstdint>      // uint64_t
+#include <cstdio>       // snprintf
+#include <cstdlib>      // getenv
+#include <cstring>      // strcmp
+#include <optional>     // optional
+#include <string>       // string
+#include <string_view>  // string_view
+
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -3355,6 +4618,15 @@ LOTUS_DETAIL_COLD inline void merge_settings(const options& o, const env_setting
 }  // namespace lotus
 #endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_OPTION_TABLE_HPP
 // ---- end lotus/runtime/option_table.hpp ----
+// ---- begin lotus/collectors/common.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTORS_COMMON_HPP
+#define LOTUS_AMALGAMATED_LOTUS_COLLECTORS_COMMON_HPP
+// lotus — shared pieces of the collector backends: backend table, env helpers
+// SPDX-License-Identifier: MIT
+
+#include <cstdint>  // uint64_t
+#include <cstring>  // memcpy
+
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -3440,6 +4712,17 @@ inline Fn collector_fn_cast(void* symbol) noexcept {
 }  // namespace lotus
 #endif  // LOTUS_AMALGAMATED_LOTUS_COLLECTORS_COMMON_HPP
 // ---- end lotus/collectors/common.hpp ----
+// ---- begin lotus/collectors/itt.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTORS_ITT_HPP
+#define LOTUS_AMALGAMATED_LOTUS_COLLECTORS_ITT_HPP
+// lotus — Intel VTune backend: the ITT `__itt_api_init` handshake with our own mirror of the ABI
+// SPDX-License-Identifier: MIT
+
+#include <dlfcn.h>    // dlopen, dlsym
+#include <pthread.h>  // pthread_mutex_t
+
+#include <cstddef>  // offsetof
+
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -3661,6 +4944,26 @@ LOTUS_DETAIL_COLD inline const collector_backend* itt_backend() noexcept {
 }  // namespace lotus
 #endif  // LOTUS_AMALGAMATED_LOTUS_COLLECTORS_ITT_HPP
 // ---- end lotus/collectors/itt.hpp ----
+// ---- begin lotus/annotations/itt_tasks.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_ANNOTATIONS_ITT_TASKS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_ANNOTATIONS_ITT_TASKS_HPP
+// lotus — ITT tasks for lotus's spans (LOTUS_ITT), for Intel VTune (internal)
+// SPDX-License-Identifier: MIT
+
+// Through lotus's own mirror of the ITT ABI (collector_itt.hpp), no vendor SDK: the collector
+// named by INTEL_LIBITTNOTIFY64 (or one already in the process) is loaded as collector control
+// loads it, and a handshake of lotus's own fills __itt_domain_create, __itt_string_handle_create,
+// __itt_task_begin and __itt_task_end. Tasks go to the domain "lotus"; a record site's name
+// becomes a string handle once (a fixed lock-free table keyed by site; sites beyond it share the
+// handle `lotus_more_names`). Indexed sites (`BatchPreprocessed_<idx>`) are tasks named without
+// the index, so that a collector's name table stays small.
+
+#include <dlfcn.h>  // dlopen, dlsym
+#include <sched.h>  // sched_yield
+
+#include <cstddef>  // offsetof, size_t
+#include <cstdint>  // uint64_t, uintptr_t
+
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -3866,12 +5169,12 @@ inline bool rt_itt_active() noexcept { return g_itt_on.load(mo_relaxed); }
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_COLLECTORS_ITT_TASKS_HPP
-// ---- end lotus/collectors/itt_tasks.hpp ----
-// ---- begin lotus/collectors/nvtx.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTORS_NVTX_HPP
-#define LOTUS_AMALGAMATED_LOTUS_COLLECTORS_NVTX_HPP
-// lotus — NVTX ranges for lotus's spans (LOTUS_NVTX) (internal; annotations.hpp adds ITT)
+#endif  // LOTUS_AMALGAMATED_LOTUS_ANNOTATIONS_ITT_TASKS_HPP
+// ---- end lotus/annotations/itt_tasks.hpp ----
+// ---- begin lotus/annotations/nvtx.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_ANNOTATIONS_NVTX_HPP
+#define LOTUS_AMALGAMATED_LOTUS_ANNOTATIONS_NVTX_HPP
+// lotus — NVTX ranges for lotus's spans (LOTUS_NVTX) (internal; spans.hpp adds ITT)
 // SPDX-License-Identifier: MIT
 
 // Compiled only with LOTUS_WITH_NVTX (defined for the whole program, with NVTX v3's header-only
@@ -4019,8 +5322,19 @@ inline bool rt_nvtx_active() noexcept { return g_nvtx_on.load(mo_relaxed); }
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_COLLECTORS_NVTX_HPP
-// ---- end lotus/collectors/nvtx.hpp ----
+#endif  // LOTUS_AMALGAMATED_LOTUS_ANNOTATIONS_NVTX_HPP
+// ---- end lotus/annotations/nvtx.hpp ----
+// ---- begin lotus/annotations/spans.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_ANNOTATIONS_SPANS_HPP
+#define LOTUS_AMALGAMATED_LOTUS_ANNOTATIONS_SPANS_HPP
+// lotus — a span's annotations: NVTX ranges and ITT tasks together (LOTUS_NVTX, LOTUS_ITT)
+// SPDX-License-Identifier: MIT
+// (internal) The entry points a span calls (detail/entry.hpp: nvtx_push, nvtx_pop,
+// annotations_active): one stack per thread of what each open span pushed, an NVTX range
+// (nvtx.hpp), an ITT task (itt_tasks.hpp) or both.
+
+#include <cstdint>  // uint32_t, uint64_t
+
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -4067,8 +5381,8 @@ inline bool rt_annotations_active() noexcept {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_COLLECTORS_ANNOTATIONS_HPP
-// ---- end lotus/collectors/annotations.hpp ----
+#endif  // LOTUS_AMALGAMATED_LOTUS_ANNOTATIONS_SPANS_HPP
+// ---- end lotus/annotations/spans.hpp ----
 // ---- begin lotus/runtime/calibration.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_CALIBRATION_HPP
 #define LOTUS_AMALGAMATED_LOTUS_RUNTIME_CALIBRATION_HPP
@@ -5323,27 +6637,9 @@ class thread_registry {
 }  // namespace lotus
 #endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_THREADS_HPP
 // ---- end lotus/runtime/threads.hpp ----
-// ---- begin lotus/runtime/writer.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_WRITER_HPP
-#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_WRITER_HPP
-// lotus — the background writer (internal)
-// SPDX-License-Identifier: MIT
-// Drains every thread's segments, formats records, writes files.
-
-#include <pthread.h>    // pthread_create, pthread_sigmask
-#include <signal.h>     // sigfillset
-#include <sys/timex.h>  // adjtimex (read-only: modes 0)
-#include <time.h>       // clock_gettime
-
-#include <cstdint>      // uint64_t
-#include <cstdio>       // snprintf
-#include <cstdlib>      // realloc, free
-#include <cstring>      // memcpy, strcmp
-#include <string_view>  // string_view
-
-// ---- begin lotus/detail/gpu_notes.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_GPU_NOTES_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_GPU_NOTES_HPP
+// ---- begin lotus/runtime/gpu_notes.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_GPU_NOTES_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_GPU_NOTES_HPP
 // lotus — the GPU's side of the batch hand-overs, queued for the sidecar (internal)
 // SPDX-License-Identifier: MIT
 
@@ -5414,11 +6710,11 @@ void take_gpu_lines(Take&& take) noexcept {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_GPU_NOTES_HPP
-// ---- end lotus/detail/gpu_notes.hpp ----
-// ---- begin lotus/detail/loader_kind.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_LOADER_KIND_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_LOADER_KIND_HPP
+#endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_GPU_NOTES_HPP
+// ---- end lotus/runtime/gpu_notes.hpp ----
+// ---- begin lotus/runtime/loader_kind.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_LOADER_KIND_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_LOADER_KIND_HPP
 // lotus — which loader records the batches and its epochs, for the sidecar (internal)
 // SPDX-License-Identifier: MIT
 
@@ -5444,7 +6740,7 @@ inline atom<const char*>& loader_kind() noexcept {
 /// Declares the loader. `kind` must be a string literal. A framework's declaration ("libtorch",
 /// "torch") replaces "pipeline" (the framework's own loader is built on a batch_tracker); a
 /// "pipeline" declaration is kept only while nothing else was declared.
-inline void declare_loader(const char* kind, bool framework) noexcept {
+inline void note_loader(const char* kind, bool framework) noexcept {
   atom<const char*>& k = loader_kind();
   if (framework) {
     k.store(kind, mo_relaxed);
@@ -5568,30 +6864,8 @@ inline std::uint64_t own_epochs() noexcept {
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_LOADER_KIND_HPP
-// ---- end lotus/detail/loader_kind.hpp ----
-// ---- begin lotus/runtime/flight.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_FLIGHT_HPP
-#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_FLIGHT_HPP
-// lotus — the flight recorder: the last seconds in memory, written as a capture on a trigger
-// SPDX-License-Identifier: MIT
-// (internal; writer thread only: the request format, the triggers and the settings that lotus-tool
-// shares are in capture_request.hpp)
-
-#include <errno.h>     // errno
-#include <fcntl.h>     // open, O_*
-#include <sys/stat.h>  // fstat, lstat, mkdir
-#include <time.h>      // gmtime_r
-#include <unistd.h>    // getpid, getppid, pread, write, close
-
-#include <cstddef>      // offsetof, size_t
-#include <cstdint>      // uint64_t
-#include <cstdio>       // snprintf
-#include <cstdlib>      // malloc, free
-#include <cstring>      // memcpy, strerror
-#include <new>          // nothrow
-#include <string_view>  // string_view
-
+#endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_LOADER_KIND_HPP
+// ---- end lotus/runtime/loader_kind.hpp ----
 // ---- begin lotus/runtime/trace_files.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_TRACE_FILES_HPP
 #define LOTUS_AMALGAMATED_LOTUS_RUNTIME_TRACE_FILES_HPP
@@ -6561,6 +7835,28 @@ class trace_files {
 }  // namespace lotus
 #endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_TRACE_FILES_HPP
 // ---- end lotus/runtime/trace_files.hpp ----
+// ---- begin lotus/runtime/flight.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_FLIGHT_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_FLIGHT_HPP
+// lotus — the flight recorder: the last seconds in memory, written as a capture on a trigger
+// SPDX-License-Identifier: MIT
+// (internal; writer thread only: the request format, the triggers and the settings that lotus-tool
+// shares are in capture_request.hpp)
+
+#include <errno.h>     // errno
+#include <fcntl.h>     // open, O_*
+#include <sys/stat.h>  // fstat, lstat, mkdir
+#include <time.h>      // gmtime_r
+#include <unistd.h>    // getpid, getppid, pread, write, close
+
+#include <cstddef>      // offsetof, size_t
+#include <cstdint>      // uint64_t
+#include <cstdio>       // snprintf
+#include <cstdlib>      // malloc, free
+#include <cstring>      // memcpy, strerror
+#include <new>          // nothrow
+#include <string_view>  // string_view
+
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -7317,26 +8613,22 @@ class flight_recorder {
     std::size_t nslots = 0;
     std::uint64_t recorded = 0, written = 0, sanitized = 0;
     text lines;
-    auto emit = [&](const text& more) {
-      if (lines.size() + more.size() > 4000) {
-        out->write_sidecar(header, lines);
-        lines.clear();
-      }
-      lines.add(more);
-      if (part != nullptr) part->lines.add(more);
+    // Sidecar lines, written 4000 bytes at a time; `kept`: the part keeps a copy (the closing
+    // lines go apart from the kept ones: a completed part has its own).
+    auto emitter = [&](bool kept) {
+      return [&, kept](const text& more) {
+        if (lines.size() + more.size() > 4000) {
+          out->write_sidecar(header, lines);
+          lines.clear();
+        }
+        lines.add(more);
+        if (kept && part != nullptr) part->lines.add(more);
+      };
     };
-    const std::uint64_t last =
-        write_chunks(*out, slots, nslots, cap, from, 0, recorded, written, sanitized, emit);
+    const std::uint64_t last = write_chunks(*out, slots, nslots, cap, from, 0, recorded, written,
+                                            sanitized, emitter(true));
     text closing;
-    // The closing lines go apart from the kept ones: a completed part has its own.
-    auto emit_closing = [&](const text& more) {
-      if (lines.size() + more.size() > 4000) {
-        out->write_sidecar(header, lines);
-        lines.clear();
-      }
-      lines.add(more);
-    };
-    closing_lines(r, from, r.end_ns, recorded, written, sanitized, emit_closing, closing);
+    closing_lines(r, from, r.end_ns, recorded, written, sanitized, emitter(false), closing);
     if (!lines.empty()) out->write_sidecar(header, lines);
     // The closing lines on their own, from the budget's reserve for the `stats` line if need be.
     out->write_sidecar(header, closing, true);
@@ -8279,20 +9571,24 @@ class memory_sampler {
 }  // namespace lotus
 #endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_MEMORY_HPP
 // ---- end lotus/runtime/memory.hpp ----
-// ---- begin lotus/version.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_VERSION_HPP
-#define LOTUS_AMALGAMATED_LOTUS_VERSION_HPP
-// lotus — library version, the single source of truth (CMake parses it)
+// ---- begin lotus/runtime/writer.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_WRITER_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_WRITER_HPP
+// lotus — the background writer (internal)
 // SPDX-License-Identifier: MIT
+// Drains every thread's segments, formats records, writes files.
 
-#define LOTUS_VERSION_MAJOR 0
-#define LOTUS_VERSION_MINOR 1
-#define LOTUS_VERSION_PATCH 0
-#define LOTUS_VERSION \
-  (LOTUS_VERSION_MAJOR * 10000 + LOTUS_VERSION_MINOR * 100 + LOTUS_VERSION_PATCH)
-#define LOTUS_VERSION_STRING "0.1.0"
-#endif  // LOTUS_AMALGAMATED_LOTUS_VERSION_HPP
-// ---- end lotus/version.hpp ----
+#include <pthread.h>    // pthread_create, pthread_sigmask
+#include <signal.h>     // sigfillset
+#include <sys/timex.h>  // adjtimex (read-only: modes 0)
+#include <time.h>       // clock_gettime
+
+#include <cstdint>      // uint64_t
+#include <cstdio>       // snprintf
+#include <cstdlib>      // realloc, free
+#include <cstring>      // memcpy, strcmp
+#include <string_view>  // string_view
+
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -9415,6 +10711,15 @@ inline bool trace_writer::drain(thread_state& t) noexcept {
 }  // namespace lotus
 #endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_WRITER_HPP
 // ---- end lotus/runtime/writer.hpp ----
+// ---- begin lotus/runtime/runtime.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_RUNTIME_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_RUNTIME_HPP
+// lotus — the tracing runtime: settings, thread registration, full rings, process events (internal)
+// SPDX-License-Identifier: MIT
+
+// Its system headers: runtime/implementation.hpp, which includes this.
+
+// The hot path's headers (included by scope.hpp already in the usual order).
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -10129,8 +11434,8 @@ inline int rt_initialize_mode() noexcept {
   return g_mode.load(mo_relaxed);
 }
 
-inline const record_site& rt_intern(std::string_view name, std::uint32_t flags) {
-  return runtime::get().intern(name, flags);
+inline const record_site& rt_intern(std::string_view name) {
+  return runtime::get().intern(name, 0);
 }
 
 inline const record_site* rt_intern_dynamic(const char* name, std::size_t size,
@@ -10253,7 +11558,9 @@ inline void rt_op_resources_end(const record_site* loc, std::uint64_t ticks) noe
 }
 
 inline std::uint64_t rt_writer_cpu_ns() noexcept { return runtime::get().writer_cpu_ns(); }
-inline void rt_declare_own_loader() noexcept { declare_loader("pipeline", false); }
+inline void rt_declare_loader(const char* kind, bool framework) noexcept {
+  note_loader(kind, framework);
+}
 inline void rt_epoch_begins() noexcept { note_epoch(); }
 
 }  // namespace detail
@@ -10261,1373 +11568,6 @@ inline void rt_epoch_begins() noexcept { note_epoch(); }
 }  // namespace lotus
 #endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_RUNTIME_HPP
 // ---- end lotus/runtime/runtime.hpp ----
-#endif
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_ENABLED_HPP
-// ---- end lotus/detail/enabled.hpp ----
-#else
-// ---- begin lotus/detail/disabled.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_DISABLED_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_DISABLED_HPP
-// lotus — the hooks the public headers call, under LOTUS_DISABLE: all no-ops (internal)
-// SPDX-License-Identifier: MIT
-// Chosen by detail/hooks.hpp. The public headers are written once, against these names; here the
-// state words are constants that say "off", so every inline path folds away, nothing is linked
-// from the runtime, and every public macro expands to nothing (its arguments are not evaluated).
-
-#include <cstdint>      // uint64_t
-#include <string_view>  // string_view
-
-// ---- begin lotus/collector_kind.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTOR_KIND_HPP
-#define LOTUS_AMALGAMATED_LOTUS_COLLECTOR_KIND_HPP
-// lotus — the collectors lotus drives, one enum for the library and lotus-tool
-// SPDX-License-Identifier: MIT
-
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-namespace collector {
-
-/// The collector that resume()/pause() drive; chosen once per process by LOTUS_COLLECTOR
-/// (auto|perf|itt|amd|callgrind|none, default auto; `vtune` and `uprof` name itt and amd).
-enum class kind { none, perf, itt, amd, callgrind };
-
-/// LOTUS_COLLECTOR's spelling of `k`: "none", "perf", "itt", "amd", "callgrind".
-constexpr const char* env_name(kind k) noexcept {
-  return k == kind::perf        ? "perf"
-         : k == kind::itt       ? "itt"
-         : k == kind::amd       ? "amd"
-         : k == kind::callgrind ? "callgrind"
-                                : "none";
-}
-
-/// The profiler's own name, as lotus-tool's --collector spells it: "perf", "vtune", "uprof",
-/// "callgrind" ("none" for none).
-constexpr const char* tool_name(kind k) noexcept {
-  return k == kind::itt ? "vtune" : k == kind::amd ? "uprof" : env_name(k);
-}
-
-}  // namespace collector
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_COLLECTOR_KIND_HPP
-// ---- end lotus/collector_kind.hpp ----
-// ---- begin lotus/detail/inflight.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_INFLIGHT_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_INFLIGHT_HPP
-// lotus — what each recording thread is inside now, published for the writer (internal)
-// SPDX-License-Identifier: MIT
-// A stall is seen while it happens: each recording thread publishes the ops it is inside (a
-// small stack), the worker batch it prepares and the batch its consumer waits for, each with its
-// start; the writer reads them every cycle (flight triggers batch>, op>, wait>; the live file's
-// `inflight` lines). The recording thread's cost: a few stores to its own cache lines per span,
-// no fence, no atomic read-modify-write (bench/runtime, "in-progress publication").
-
-#include <cstdint>  // uint64_t, uint32_t
-
-// ---- begin lotus/detail/platform.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_PLATFORM_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_PLATFORM_HPP
-// lotus — compiler and OS detection helpers (internal)
-// SPDX-License-Identifier: MIT
-
-#if defined(__GNUC__) || defined(__clang__)
-#  define LOTUS_DETAIL_FORCE_INLINE inline __attribute__((always_inline))
-#  define LOTUS_DETAIL_NOINLINE __attribute__((noinline))
-// Rarely run runtime code (setup, errors, fork, file creation): optimized for size, and kept out
-// of the way of the code around it (a hint, not an optimizer setting).
-#  define LOTUS_DETAIL_COLD __attribute__((cold))
-#  define LOTUS_DETAIL_LIKELY(x) __builtin_expect(!!(x), 1)
-#  define LOTUS_DETAIL_UNLIKELY(x) __builtin_expect(!!(x), 0)
-#else
-#  define LOTUS_DETAIL_FORCE_INLINE inline
-#  define LOTUS_DETAIL_NOINLINE
-#  define LOTUS_DETAIL_COLD
-#  define LOTUS_DETAIL_LIKELY(x) (x)
-#  define LOTUS_DETAIL_UNLIKELY(x) (x)
-#endif
-
-#if defined(__x86_64__) || defined(__i386__)
-#  define LOTUS_DETAIL_X86 1
-#else
-#  define LOTUS_DETAIL_X86 0
-#endif
-
-#if !defined(__linux__)
-#  error \
-      "lotus needs Linux (gettid, pipe2, sigtimedwait, /proc); other POSIX systems are not supported"
-#endif
-
-// The runtime's cold entry points (detail/entry.hpp). The one file of the program that defines
-// LOTUS_IMPLEMENTATION before it includes <lotus/lotus.hpp> compiles them and their table, whose
-// accessor runtime_entry_points() is LOTUS_DETAIL_API: defined there, a weak reference (declared,
-// never defined) in every other file, which is nullptr where no object of the process defines it
-// (detail/entry_calls.hpp), so that a program with no implementation still links, runs untraced
-// and says what to add, and one whose implementation is in a shared library it links uses that.
-#if defined(LOTUS_IMPLEMENTATION)
-#  define LOTUS_DETAIL_API
-#elif defined(__GNUC__) || defined(__clang__)
-#  define LOTUS_DETAIL_API __attribute__((weak))
-#else
-#  error "lotus needs GCC or Clang (weak symbols)"
-#endif
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_PLATFORM_HPP
-// ---- end lotus/detail/platform.hpp ----
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-
-struct record_site;
-
-namespace detail {
-
-/// Ops published per thread: the outermost ones (deeper spans are counted in `depth` only).
-constexpr std::uint32_t inflight_depth = 4;
-
-/// One thread's spans in progress. Written by its thread only; read by the writer, which takes
-/// an entry as in progress only when it reads the same entry (site and start) on two cycles in
-/// a row while the depth covers it: an entry read while it was being replaced is never a stall.
-struct alignas(64) inflight {
-  struct op {
-    atom<const record_site*> loc{nullptr};  // stored after t0, with release
-    atom<std::uint64_t> t0{0};              // raw ticks at the span's start
-  };
-  atom<std::uint32_t> depth{0};  // spans open on this thread (all of them)
-  op ops[inflight_depth];
-  atom<std::uint64_t> batch_t0{0};  // a worker batch in preparation since; 0: none
-  atom<std::uint64_t> batch_idx{0};
-  atom<std::uint64_t> wait_t0{0};  // the consumer waits since; 0: not waiting
-  atom<std::uint64_t> wait_idx{0};
-};
-
-/// What the writer read of one thread's spans in progress at a cycle (writer side).
-struct inflight_entry {
-  enum : unsigned char { batch, op, wait };
-  std::uint64_t tid = 0;
-  std::uint64_t since_ns = 0;        // CLOCK_REALTIME
-  std::uint64_t idx = 0;             // the batch (batch, wait)
-  const record_site* loc = nullptr;  // the op
-  unsigned char what = batch;
-  bool innermost = false;  // op: the thread's deepest published op
-  bool confirmed = false;  // the same entry was read at the previous cycle too
-};
-
-/// A span begins at `t0`: it becomes the entry at the thread's depth. Returns the depth it was
-/// opened at, for inflight_leave. The depth is claimed before the entry is written: a signal
-/// handler's span that interrupts this one before the claim uses the same level and gives it back
-/// before this one writes it; after the claim, it uses the next level. Either way neither erases
-/// the other's entry.
-LOTUS_DETAIL_FORCE_INLINE std::uint32_t inflight_enter(inflight& f, const record_site* loc,
-                                                       std::uint64_t t0) noexcept {
-  const std::uint32_t d = f.depth.load(mo_relaxed);
-  f.depth.store(d + 1, mo_relaxed);
-  signal_fence();
-  if (LOTUS_DETAIL_LIKELY(d < inflight_depth)) {
-    f.ops[d].t0.store(t0, mo_relaxed);
-    f.ops[d].loc.store(loc, mo_release);
-  }
-  return d;
-}
-
-/// The span opened at depth `d` ends: its entry is cleared (a level claimed but not yet written
-/// reads as empty, never as an old span) and the thread is back at depth `d` (a span that ended
-/// out of order, as a Python context manager may, leaves the depth right again at the next end).
-LOTUS_DETAIL_FORCE_INLINE void inflight_leave(inflight& f, std::uint32_t d) noexcept {
-  if (LOTUS_DETAIL_LIKELY(d < inflight_depth)) {
-    f.ops[d].loc.store(nullptr, mo_relaxed);
-  }
-  signal_fence();
-  f.depth.store(d, mo_release);
-}
-
-/// A worker batch begins (`t0` != 0) or ends (0).
-inline void inflight_batch(inflight& f, std::uint64_t idx, std::uint64_t t0) noexcept {
-  f.batch_idx.store(idx, mo_relaxed);
-  f.batch_t0.store(t0, mo_release);
-}
-
-/// The consumer starts waiting for batch `idx` (`t0` != 0) or stops (0).
-inline void inflight_wait(inflight& f, std::uint64_t idx, std::uint64_t t0) noexcept {
-  f.wait_idx.store(idx, mo_relaxed);
-  f.wait_t0.store(t0, mo_release);
-}
-
-/// The batches of the current epoch whose wait includes a worker's start-up, [lo, hi): each
-/// worker's first batch (a DataLoader sends batch i to worker i % num_workers first), and until
-/// when (realtime ns): the wait triggers count such a wait from `until` on, so the exemption is
-/// bounded (a batch that hangs after its worker is up still fires). By default batch 0 of a C++
-/// loader, unbounded; lotus.torch sets them at each iterator that starts workers (an empty range
-/// for an epoch of persistent workers: nothing is start-up there).
-struct startup_batches {
-  atom<std::uint64_t> lo{0};
-  atom<std::uint64_t> hi{1};
-  atom<std::uint64_t> until{~std::uint64_t{0}};
-};
-inline startup_batches& startup_batch_range() noexcept {
-  static startup_batches r;
-  return r;
-}
-inline void set_startup_batches(std::uint64_t lo, std::uint64_t hi,
-                                std::uint64_t until_ns = ~std::uint64_t{0}) noexcept {
-  startup_batches& r = startup_batch_range();
-  r.until.store(until_ns, mo_relaxed);
-  r.lo.store(lo, mo_relaxed);
-  r.hi.store(hi > lo ? hi : lo, mo_relaxed);
-}
-/// Until when the wait for batch `idx` is a worker's start-up (realtime ns; 0: it is not).
-inline std::uint64_t startup_until(std::uint64_t idx) noexcept {
-  const startup_batches& r = startup_batch_range();
-  return idx >= r.lo.load(mo_relaxed) && idx < r.hi.load(mo_relaxed) ? r.until.load(mo_relaxed) : 0;
-}
-/// The part of a wait [start, end) past its start-up exemption (ns).
-inline std::uint64_t wait_beyond_startup(std::uint64_t idx, std::uint64_t start,
-                                         std::uint64_t end) noexcept {
-  const std::uint64_t until = startup_until(idx);
-  const std::uint64_t from = until > start ? until : start;
-  return end > from ? end - from : 0;
-}
-
-}  // namespace detail
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_INFLIGHT_HPP
-// ---- end lotus/detail/inflight.hpp ----
-// ---- begin lotus/detail/modes.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_MODES_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_MODES_HPP
-// lotus — the state words' values: tracing mode, collector state (internal)
-// SPDX-License-Identifier: MIT
-
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-namespace detail {
-
-/// Tracing state and clock in one word, so the hot path pays a single relaxed load. The two
-/// `_nvtx` modes are the same clocks once NVTX ranges, ITT tasks or per-op resource figures were
-/// asked for in this process (LOTUS_NVTX, LOTUS_ITT, LOTUS_RESOURCES=ops): spans then take their
-/// out-of-line path, which pushes and pops them and reads the figures; plain mode_tsc keeps the
-/// hot path exactly as it is without any of them.
-enum : int {
-  mode_uninit = 0,
-  mode_off = 1,
-  mode_tsc = 2,
-  mode_realtime = 3,
-  mode_tsc_nvtx = 4,
-  mode_realtime_nvtx = 5
-};
-
-/// The collector word (collector.hpp): after detection off (nothing attached, detached, failed)
-/// or on; resume()/pause() cost one relaxed load and a branch while it is off.
-enum : int { collector_unknown = 0, collector_off = 1, collector_on = 2 };
-
-/// The map-region word (map_region.hpp): 0 settings not read yet; 1 no list mode and no
-/// selection (the common case); 2 active.
-enum : int { map_unread = 0, map_idle = 1, map_active = 2 };
-
-}  // namespace detail
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_MODES_HPP
-// ---- end lotus/detail/modes.hpp ----
-// ---- begin lotus/detail/record_name.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_RECORD_NAME_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_RECORD_NAME_HPP
-// lotus — how a record names its site: flags, name limit, built-in sites (internal)
-// SPDX-License-Identifier: MIT
-
-#include <cstddef>  // size_t
-#include <cstdint>  // uint32_t
-
-// ---- begin lotus/record_site.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_RECORD_SITE_HPP
-#define LOTUS_AMALGAMATED_LOTUS_RECORD_SITE_HPP
-// lotus — record_site: the static description of one recording site (not std::source_location)
-// SPDX-License-Identifier: MIT
-
-#include <cstdint>  // uint32_t
-
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-
-/// One per call site (a `static constexpr` object made by the macros) or per interned run-time
-/// name. `name` is written after an `S`: {"Loader"} produces `SLoader,...` records.
-struct record_site {
-  const char* name;
-  const char* function;
-  const char* file;
-  std::uint32_t line;
-  std::uint32_t flags;  ///< detail::flag_* bits (lotus/detail/record_name.hpp)
-};
-
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_RECORD_SITE_HPP
-// ---- end lotus/record_site.hpp ----
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-namespace detail {
-constexpr std::uint32_t flag_main = 1;       // consumer side: route to the `_main_pid_` file
-constexpr std::uint32_t flag_indexed = 2;    // append `_<idx>` to the name
-constexpr std::uint32_t flag_fixed_1us = 4;  // write the Lotus 1000 ns placeholder as duration
-constexpr std::uint32_t flag_sanitized =
-    8;  // a run-time name was cut or had control bytes replaced
-/// The longest name a record carries (bytes, without the leading 'S'); longer run-time names are
-/// cut at a UTF-8 character boundary and counted as sanitized.
-constexpr std::size_t max_name_bytes = 4096;
-/// The bytes of a run-time name that count: at most max_name_bytes, cut back to a UTF-8 character
-/// boundary. What lies beyond is neither read, hashed nor stored.
-inline std::size_t name_key_size(const char* name, std::size_t size) noexcept {
-  if (size <= max_name_bytes) return size;
-  std::size_t keep = max_name_bytes;
-  while (keep > 0 && (static_cast<unsigned char>(name[keep]) & 0xC0) == 0x80) --keep;
-  return keep;
-}
-
-/// A name's byte as records carry it: ',' (the field separator) and control bytes become '_'.
-constexpr char record_name_char(char c) noexcept {
-  return c == ',' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? '_' : c;
-}
-
-/// The same in a space-separated field (the live file's `op`/`inflight` lines, a capture's
-/// `inflight` lines, `op:NAME>`): spaces become '_' too.
-constexpr char token_name_char(char c) noexcept { return c == ' ' ? '_' : record_name_char(c); }
-
-// Consumer-side record sites (written to the `_main_pid_` file).
-inline constexpr record_site batch_queued_loc{"BatchQueued", "", "", 0,
-                                              flag_main | flag_indexed | flag_fixed_1us};
-inline constexpr record_site batch_wait_loc{"BatchWait", "", "", 0, flag_main | flag_indexed};
-inline constexpr record_site batch_wait_marker_loc{"BatchWait", "", "", 0,
-                                                   flag_main | flag_indexed | flag_fixed_1us};
-inline constexpr record_site batch_consumed_loc{"BatchConsumed", "", "", 0,
-                                                flag_main | flag_indexed | flag_fixed_1us};
-inline constexpr record_site loader_loc{"Loader", "", "", 0, 0};
-inline constexpr record_site transform_loc{"Transform", "", "", 0, 0};
-inline constexpr record_site batch_preprocessed_loc{"BatchPreprocessed", "", "", 0, flag_indexed};
-/// The NVTX range of a consumer's wait (LOTUS_NVTX): the batch index is not known while waiting.
-inline constexpr record_site batch_wait_range_loc{"BatchWait", "", "", 0, flag_main};
-
-}  // namespace detail
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_RECORD_NAME_HPP
-// ---- end lotus/detail/record_name.hpp ----
-// ---- begin lotus/detail/res_sample.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_RES_SAMPLE_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_RES_SAMPLE_HPP
-// lotus — one reading of a thread's resource figures, taken at batch boundaries (internal)
-// SPDX-License-Identifier: MIT
-
-#include <cstdint>  // uint64_t
-
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-namespace detail {
-
-/// The calling thread's counters (runtime/resources.hpp): CPU time, faults and context switches
-/// from getrusage(RUSAGE_THREAD), run-queue wait from /proc/thread-self/schedstat.
-/// `ok` false: not read (tracing or resources off, or the reads failed).
-struct res_sample {
-  std::uint64_t cpu_ns = 0, wait_ns = 0;
-  std::uint64_t minflt = 0, majflt = 0, nvcsw = 0, nivcsw = 0;
-  bool ok = false;
-  /// Not read because the thread could not be registered at that moment (a signal handler that
-  /// interrupted its registration): the batch's figures are counted as lost at its end.
-  bool lost = false;
-};
-
-}  // namespace detail
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_RES_SAMPLE_HPP
-// ---- end lotus/detail/res_sample.hpp ----
-// ---- begin lotus/detail/span_start.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_SPAN_START_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_SPAN_START_HPP
-// lotus — what a span's slow start returns (internal; detail/entry.hpp and detail/disabled.hpp)
-// SPDX-License-Identifier: MIT
-
-#include <cstdint>  // uint64_t
-
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-namespace detail {
-
-/// A span's start off its inline path: where it records (tag bits included) and when it began.
-struct span_start {
-  const record_site* loc;  ///< nullptr: not recorded
-  std::uint64_t t0;
-};
-
-}  // namespace detail
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_SPAN_START_HPP
-// ---- end lotus/detail/span_start.hpp ----
-// ---- begin lotus/trace_stats.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_TRACE_STATS_HPP
-#define LOTUS_AMALGAMATED_LOTUS_TRACE_STATS_HPP
-// lotus — the process's event counters (lotus::stats())
-// SPDX-License-Identifier: MIT
-
-#include <cstdint>  // uint64_t
-
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-
-/// Event counters of this process: recorded == written + dropped once everything is flushed.
-struct trace_stats {
-  std::uint64_t recorded = 0;  ///< events recorded while tracing was on
-  std::uint64_t written = 0;   ///< events written to trace files
-  std::uint64_t dropped = 0;   ///< events lost: ring full under `drop`, or tracing disabled by I/O
-  std::uint64_t sanitized =
-      0;  ///< written events whose name had ',' or control bytes replaced, or was cut at 4096 bytes
-};
-
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_TRACE_STATS_HPP
-// ---- end lotus/trace_stats.hpp ----
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-struct options;  // <lotus/options.hpp>
-
-namespace detail {
-
-/// A state word that never changes: load() is a constant the compiler folds.
-struct constant_word {
-  int value;
-  template <class Order>
-  constexpr int load(Order) const noexcept {
-    return value;
-  }
-};
-inline constexpr constant_word g_mode{mode_off};
-inline constexpr constant_word collector_state{collector_off};
-inline constexpr constant_word collector_depth{0};
-inline constexpr constant_word map_mode{map_idle};
-
-constexpr std::uint64_t read_tsc() noexcept { return 0; }
-constexpr std::uint64_t now_ticks(int) noexcept { return 0; }
-constexpr std::uint64_t now_ticks_slow(int) noexcept { return 0; }
-constexpr int initialize_mode() noexcept { return mode_off; }
-constexpr span_start span_start_slow(int, const record_site&, std::uint64_t) noexcept {
-  return {nullptr, 0};
-}
-inline void span_end_slow(int, const record_site*, std::uint64_t, std::uint64_t) noexcept {}
-constexpr int active_mode() noexcept { return mode_off; }
-constexpr inflight* inflight_self() noexcept { return nullptr; }
-constexpr inflight* inflight_registered() noexcept { return nullptr; }
-inline void push(const record_site*, std::uint64_t, std::uint64_t, std::uint64_t) noexcept {}
-inline void emit(const record_site&, std::uint64_t, std::uint64_t, std::uint64_t) noexcept {}
-struct dynamic_name_tag {};
-inline const record_site* dynamic_location(std::string_view) noexcept { return nullptr; }
-inline const record_site& intern(std::string_view, std::uint32_t = 0) noexcept {
-  static constexpr record_site nowhere{"", "", "", 0, 0};
-  return nowhere;
-}
-
-inline bool nvtx_push(const record_site&, std::uint64_t) noexcept { return false; }
-inline void nvtx_pop() noexcept {}
-inline void nvtx_mark(const record_site&, std::uint64_t) noexcept {}
-inline std::uint64_t nvtx_start(const record_site&, std::uint64_t) noexcept { return 0; }
-inline void nvtx_end(std::uint64_t) noexcept {}
-inline bool itt_task_push(const record_site&) noexcept { return false; }
-inline void itt_task_pop() noexcept {}
-inline res_sample resources_read() noexcept { return {}; }
-inline bool op_resources_begin() noexcept { return false; }
-inline void op_resources_end(const record_site*, std::uint64_t) noexcept {}
-inline void resources_record(const res_sample&, std::uint64_t, std::uint64_t,
-                             std::uint64_t) noexcept {}
-
-inline void api_configure(const options&) {}
-inline void api_flush() noexcept {}
-inline void api_shutdown() noexcept {}
-inline trace_stats api_stats() noexcept { return {}; }
-inline bool api_capture(const char*, std::size_t) noexcept { return false; }
-inline bool trigger_valid(const char*, std::size_t) noexcept { return true; }  // ignored anyway
-
-inline void collector_resume_slow(const char*) noexcept {}
-inline void collector_pause_slow(const char*) noexcept {}
-inline void collector_detach_slow() noexcept {}
-inline void collector_initialize() noexcept {}
-inline collector::kind collector_attached() noexcept { return collector::kind::none; }
-inline const char* map_gate_enter(const char*) noexcept { return nullptr; }
-inline void declare_own_loader() noexcept {}
-inline void epoch_begins() noexcept {}
-
-}  // namespace detail
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-
-#define LOTUS_DETAIL_SCOPE(id, name) static_cast<void>(0)
-#define LOTUS_DETAIL_SCOPE_DYNAMIC(id, name) static_cast<void>(0)
-#define LOTUS_DETAIL_BATCH_PREPROCESSED(id, idx) static_cast<void>(0)
-#define LOTUS_DETAIL_MAP_REGION(id, name) static_cast<void>(0)
-#define LOTUS_DETAIL_COLLECTOR_CALL(call) static_cast<void>(0)
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_DISABLED_HPP
-// ---- end lotus/detail/disabled.hpp ----
-#endif
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_HOOKS_HPP
-// ---- end lotus/detail/hooks.hpp ----
-// ---- begin lotus/detail/record_name.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_RECORD_NAME_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_RECORD_NAME_HPP
-// lotus — how a record names its site: flags, name limit, built-in sites (internal)
-// SPDX-License-Identifier: MIT
-
-#include <cstddef>  // size_t
-#include <cstdint>  // uint32_t
-
-// ---- begin lotus/record_site.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_RECORD_SITE_HPP
-#define LOTUS_AMALGAMATED_LOTUS_RECORD_SITE_HPP
-// lotus — record_site: the static description of one recording site (not std::source_location)
-// SPDX-License-Identifier: MIT
-
-#include <cstdint>  // uint32_t
-
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-
-/// One per call site (a `static constexpr` object made by the macros) or per interned run-time
-/// name. `name` is written after an `S`: {"Loader"} produces `SLoader,...` records.
-struct record_site {
-  const char* name;
-  const char* function;
-  const char* file;
-  std::uint32_t line;
-  std::uint32_t flags;  ///< detail::flag_* bits (lotus/detail/record_name.hpp)
-};
-
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_RECORD_SITE_HPP
-// ---- end lotus/record_site.hpp ----
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-namespace detail {
-constexpr std::uint32_t flag_main = 1;       // consumer side: route to the `_main_pid_` file
-constexpr std::uint32_t flag_indexed = 2;    // append `_<idx>` to the name
-constexpr std::uint32_t flag_fixed_1us = 4;  // write the Lotus 1000 ns placeholder as duration
-constexpr std::uint32_t flag_sanitized =
-    8;  // a run-time name was cut or had control bytes replaced
-/// The longest name a record carries (bytes, without the leading 'S'); longer run-time names are
-/// cut at a UTF-8 character boundary and counted as sanitized.
-constexpr std::size_t max_name_bytes = 4096;
-/// The bytes of a run-time name that count: at most max_name_bytes, cut back to a UTF-8 character
-/// boundary. What lies beyond is neither read, hashed nor stored.
-inline std::size_t name_key_size(const char* name, std::size_t size) noexcept {
-  if (size <= max_name_bytes) return size;
-  std::size_t keep = max_name_bytes;
-  while (keep > 0 && (static_cast<unsigned char>(name[keep]) & 0xC0) == 0x80) --keep;
-  return keep;
-}
-
-/// A name's byte as records carry it: ',' (the field separator) and control bytes become '_'.
-constexpr char record_name_char(char c) noexcept {
-  return c == ',' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? '_' : c;
-}
-
-/// The same in a space-separated field (the live file's `op`/`inflight` lines, a capture's
-/// `inflight` lines, `op:NAME>`): spaces become '_' too.
-constexpr char token_name_char(char c) noexcept { return c == ' ' ? '_' : record_name_char(c); }
-
-// Consumer-side record sites (written to the `_main_pid_` file).
-inline constexpr record_site batch_queued_loc{"BatchQueued", "", "", 0,
-                                              flag_main | flag_indexed | flag_fixed_1us};
-inline constexpr record_site batch_wait_loc{"BatchWait", "", "", 0, flag_main | flag_indexed};
-inline constexpr record_site batch_wait_marker_loc{"BatchWait", "", "", 0,
-                                                   flag_main | flag_indexed | flag_fixed_1us};
-inline constexpr record_site batch_consumed_loc{"BatchConsumed", "", "", 0,
-                                                flag_main | flag_indexed | flag_fixed_1us};
-inline constexpr record_site loader_loc{"Loader", "", "", 0, 0};
-inline constexpr record_site transform_loc{"Transform", "", "", 0, 0};
-inline constexpr record_site batch_preprocessed_loc{"BatchPreprocessed", "", "", 0, flag_indexed};
-/// The NVTX range of a consumer's wait (LOTUS_NVTX): the batch index is not known while waiting.
-inline constexpr record_site batch_wait_range_loc{"BatchWait", "", "", 0, flag_main};
-
-}  // namespace detail
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_RECORD_NAME_HPP
-// ---- end lotus/detail/record_name.hpp ----
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-namespace detail {
-
-/// The process-lifetime location of `name` for the helpers' records (under LOTUS_DISABLE one
-/// location that is never recorded).
-inline const record_site* interned_location(std::string_view name) { return &intern(name); }
-
-/// An NVTX range around a part of a span recorded after the fact (LOTUS_NVTX): pushed now when
-/// `mode` is an NVTX mode, popped at scope exit (also when the part throws).
-class nvtx_part {
- public:
-  nvtx_part(int mode, const record_site& loc) noexcept
-      : pushed_(mode >= mode_tsc_nvtx && nvtx_push(loc, 0)) {}
-  ~nvtx_part() {
-    if (pushed_) nvtx_pop();
-  }
-  nvtx_part(const nvtx_part&) = delete;
-  nvtx_part& operator=(const nvtx_part&) = delete;
-
- private:
-  bool pushed_;
-};
-
-/// A worker batch's clock and resource figures from its start: the one implementation of
-/// `SBatchPreprocessed_<idx>` with its `batchres` figures, for LOTUS_BATCH_PREPROCESSED
-/// (batch_scope) and the libtorch adapter (torch.hpp). Read at a batch's start and end only.
-/// The batch is published as in progress (inflight.hpp) from its start to its end; the batch it
-/// replaced there (one that encloses it: a signal handler's batch, or a nested one) is published
-/// again at its end, never erased.
-struct batch_start {
-  std::uint64_t t0 = 0;
-  res_sample res;  // the thread's figures at the start
-  inflight* fl = nullptr;
-  std::uint64_t outer_idx = 0, outer_t0 = 0;  // the batch in progress before (t0 0: none)
-};
-inline batch_start batch_started(int mode, std::uint64_t idx) noexcept {
-  batch_start b;
-  b.fl = inflight_registered();  // first: registers the thread (its resource queue with it)
-  b.res = resources_read();
-  b.t0 = now_ticks(mode);
-  if (b.fl != nullptr) {
-    b.outer_t0 = b.fl->batch_t0.load(mo_relaxed);
-    b.outer_idx = b.fl->batch_idx.load(mo_relaxed);
-    inflight_batch(*b.fl, idx, b.t0 != 0 ? b.t0 : 1);
-  }
-  return b;
-}
-inline void batch_ended(int mode, const batch_start& b, std::uint64_t idx) noexcept {
-  const std::uint64_t t1 = now_ticks(mode);
-  // Before its record is pushed: the enclosing batch (or none) is in progress again.
-  if (b.fl != nullptr) inflight_batch(*b.fl, b.outer_idx, b.outer_t0);
-  emit(batch_preprocessed_loc, b.t0, t1, idx);
-  resources_record(b.res, b.t0, t1, idx);
-}
-
-/// A batch begun but not recorded (the dataset was exhausted, or threw): no longer in progress.
-inline void batch_abandoned(const batch_start& b) noexcept {
-  if (b.fl != nullptr) inflight_batch(*b.fl, b.outer_idx, b.outer_t0);
-}
-
-/// LOTUS_BATCH_PREPROCESSED: the span of a worker's batch for the rest of the scope (the per-op
-/// scope_timer is untouched). NVTX/ITT annotation as scope_timer's.
-class batch_scope {
- public:
-  explicit batch_scope(std::uint64_t idx) noexcept : idx_(idx), mode_(active_mode()) {
-    if (mode_ < mode_tsc) return;
-    if (mode_ >= mode_tsc_nvtx) pushed_ = nvtx_push(batch_preprocessed_loc, idx);
-    start_ = batch_started(mode_, idx);
-  }
-  ~batch_scope() {
-    if (mode_ < mode_tsc) return;
-    batch_ended(mode_, start_, idx_);
-    if (pushed_) nvtx_pop();
-  }
-  batch_scope(const batch_scope&) = delete;
-  batch_scope& operator=(const batch_scope&) = delete;
-
- private:
-  std::uint64_t idx_;
-  int mode_;
-  bool pushed_ = false;
-  batch_start start_;
-};
-
-}  // namespace detail
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_HELPERS_HPP
-// ---- end lotus/detail/helpers.hpp ----
-// ---- begin lotus/detail/preprocessor.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_PREPROCESSOR_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_PREPROCESSOR_HPP
-// lotus — preprocessor helpers (internal)
-// SPDX-License-Identifier: MIT
-
-#define LOTUS_DETAIL_CONCAT_IMPL(a, b) a##b
-#define LOTUS_DETAIL_CONCAT(a, b) LOTUS_DETAIL_CONCAT_IMPL(a, b)
-#ifdef __COUNTER__
-#  define LOTUS_DETAIL_UNIQUE(prefix) LOTUS_DETAIL_CONCAT(prefix, __COUNTER__)
-#else
-#  define LOTUS_DETAIL_UNIQUE(prefix) LOTUS_DETAIL_CONCAT(prefix, __LINE__)
-#endif
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_PREPROCESSOR_HPP
-// ---- end lotus/detail/preprocessor.hpp ----
-// ---- begin lotus/scope.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_SCOPE_HPP
-#define LOTUS_AMALGAMATED_LOTUS_SCOPE_HPP
-// lotus — RAII scope timer: the hot path (two timestamps and one ring slot per scope)
-// SPDX-License-Identifier: MIT
-
-#include <cstdint>      // uint64_t
-#include <string_view>  // string_view
-
-// ---- begin lotus/detail/platform.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_DETAIL_PLATFORM_HPP
-#define LOTUS_AMALGAMATED_LOTUS_DETAIL_PLATFORM_HPP
-// lotus — compiler and OS detection helpers (internal)
-// SPDX-License-Identifier: MIT
-
-#if defined(__GNUC__) || defined(__clang__)
-#  define LOTUS_DETAIL_FORCE_INLINE inline __attribute__((always_inline))
-#  define LOTUS_DETAIL_NOINLINE __attribute__((noinline))
-// Rarely run runtime code (setup, errors, fork, file creation): optimized for size, and kept out
-// of the way of the code around it (a hint, not an optimizer setting).
-#  define LOTUS_DETAIL_COLD __attribute__((cold))
-#  define LOTUS_DETAIL_LIKELY(x) __builtin_expect(!!(x), 1)
-#  define LOTUS_DETAIL_UNLIKELY(x) __builtin_expect(!!(x), 0)
-#else
-#  define LOTUS_DETAIL_FORCE_INLINE inline
-#  define LOTUS_DETAIL_NOINLINE
-#  define LOTUS_DETAIL_COLD
-#  define LOTUS_DETAIL_LIKELY(x) (x)
-#  define LOTUS_DETAIL_UNLIKELY(x) (x)
-#endif
-
-#if defined(__x86_64__) || defined(__i386__)
-#  define LOTUS_DETAIL_X86 1
-#else
-#  define LOTUS_DETAIL_X86 0
-#endif
-
-#if !defined(__linux__)
-#  error \
-      "lotus needs Linux (gettid, pipe2, sigtimedwait, /proc); other POSIX systems are not supported"
-#endif
-
-// The runtime's cold entry points (detail/entry.hpp). The one file of the program that defines
-// LOTUS_IMPLEMENTATION before it includes <lotus/lotus.hpp> compiles them and their table, whose
-// accessor runtime_entry_points() is LOTUS_DETAIL_API: defined there, a weak reference (declared,
-// never defined) in every other file, which is nullptr where no object of the process defines it
-// (detail/entry_calls.hpp), so that a program with no implementation still links, runs untraced
-// and says what to add, and one whose implementation is in a shared library it links uses that.
-#if defined(LOTUS_IMPLEMENTATION)
-#  define LOTUS_DETAIL_API
-#elif defined(__GNUC__) || defined(__clang__)
-#  define LOTUS_DETAIL_API __attribute__((weak))
-#else
-#  error "lotus needs GCC or Clang (weak symbols)"
-#endif
-#endif  // LOTUS_AMALGAMATED_LOTUS_DETAIL_PLATFORM_HPP
-// ---- end lotus/detail/platform.hpp ----
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-
-/// Times its own lifetime and records `S<name>[_<idx>],<start_ns>,<duration_ns>` at scope exit.
-class scope_timer {
- public:
-  LOTUS_DETAIL_FORCE_INLINE explicit scope_timer(const record_site& loc,
-                                                 std::uint64_t idx = 0) noexcept
-      : idx_(idx) {
-    // One load and one compare with the TSC, two when off, three with clock_gettime; NVTX ranges
-    // and initialization take the out-of-line path.
-    const int m = detail::g_mode.load(detail::mo_relaxed);
-    if (LOTUS_DETAIL_LIKELY(m == detail::mode_tsc)) {
-      loc_ = &loc;
-      t0_ = detail::read_tsc();
-      publish(&loc);
-    } else if (LOTUS_DETAIL_LIKELY(m == detail::mode_off)) {
-      // nothing: tracing off costs the load and two compares
-    } else if (m == detail::mode_realtime) {
-      loc_ = &loc;
-      t0_ = detail::now_ticks_slow(m);
-      publish(&loc);
-    } else {
-      const started s = start_slow(m, loc, idx);
-      loc_ = s.loc;
-      t0_ = s.t0;
-      if (loc_ != nullptr) publish(&loc);
-    }
-  }
-
-  /// Run-time name: looked up (interned on first use) only when tracing is on.
-  scope_timer(detail::dynamic_name_tag, std::string_view name) noexcept {
-    const int m = detail::active_mode();
-    if (m >= detail::mode_tsc) {
-      if (const record_site* loc = detail::dynamic_location(name)) {
-        const started s = start_slow(m, *loc, 0);  // after a name lookup: a call is noise
-        loc_ = s.loc;
-        t0_ = s.t0;
-        if (loc_ != nullptr) publish(loc);
-      }
-    }
-  }
-
-  LOTUS_DETAIL_FORCE_INLINE ~scope_timer() {
-    if (fl_ != nullptr) detail::inflight_leave(*fl_, depth_);  // before its record is pushed
-    if (loc_ != nullptr) {
-      const int m = detail::g_mode.load(detail::mo_relaxed);
-      std::uint64_t t1;
-      if (LOTUS_DETAIL_LIKELY(m == detail::mode_tsc)) {
-        t1 = detail::read_tsc();
-      } else if (m == detail::mode_realtime) {
-        t1 = detail::now_ticks_slow(m);
-      } else {
-        end_slow(m, loc_, t0_, idx_);
-        return;
-      }
-      detail::push(loc_, t0_, t1, idx_);
-    }
-  }
-
-  scope_timer(const scope_timer&) = delete;
-  scope_timer& operator=(const scope_timer&) = delete;
-  scope_timer(scope_timer&&) = delete;
-  scope_timer& operator=(scope_timer&&) = delete;
-
- private:
-  static_assert(alignof(record_site) >= 4, "two tag bits in a record_site pointer");
-  using started = detail::span_start;
-  // Out of line (the runtime's table is asked there): the inline paths keep their shape.
-  LOTUS_DETAIL_NOINLINE static started start_slow(int m, const record_site& loc,
-                                                  std::uint64_t idx) noexcept {
-    return detail::span_start_slow(m, loc, idx);
-  }
-  LOTUS_DETAIL_NOINLINE static void end_slow(int m, const record_site* tagged, std::uint64_t t0,
-                                             std::uint64_t idx) noexcept {
-    detail::span_end_slow(m, tagged, t0, idx);
-  }
-
-  /// The span is in progress (inflight.hpp): what the writer sees of a stall while it lasts.
-  LOTUS_DETAIL_FORCE_INLINE void publish(const record_site* loc) noexcept {
-    fl_ = detail::inflight_self();
-    if (LOTUS_DETAIL_LIKELY(fl_ != nullptr)) depth_ = detail::inflight_enter(*fl_, loc, t0_);
-  }
-
-  const record_site* loc_ = nullptr;
-  std::uint64_t t0_ = 0;
-  std::uint64_t idx_ = 0;
-  detail::inflight* fl_ = nullptr;  // where the span was published; nullptr: not published
-  std::uint32_t depth_ = 0;
-};
-
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_SCOPE_HPP
-// ---- end lotus/scope.hpp ----
-
-/// Record `S<name>` for the rest of the enclosing scope; `name` is a string literal.
-#define LOTUS_SCOPE(name) LOTUS_DETAIL_SCOPE(LOTUS_DETAIL_UNIQUE(lotus_scope_), name)
-
-/// Same as LOTUS_SCOPE with a run-time name (anything convertible to std::string_view).
-#define LOTUS_SCOPE_DYNAMIC(name) \
-  LOTUS_DETAIL_SCOPE_DYNAMIC(LOTUS_DETAIL_UNIQUE(lotus_scope_), name)
-
-/// Record `SBatchPreprocessed_<idx>` for the rest of the enclosing scope (worker side).
-#define LOTUS_BATCH_PREPROCESSED(idx) \
-  LOTUS_DETAIL_BATCH_PREPROCESSED(LOTUS_DETAIL_UNIQUE(lotus_batch_), idx)
-
-// The probe macros, until their header is included: a clear error instead of an unknown name.
-#ifndef LOTUS_MAP_REGION
-#  define LOTUS_MAP_REGION(name) \
-    static_assert(sizeof(name) == 0, "LOTUS_MAP_REGION needs #include <lotus/map_region.hpp>")
-#endif
-#ifndef LOTUS_COLLECTOR_RESUME
-#  define LOTUS_COLLECTOR_RESUME()      \
-    static_assert(false && sizeof(int), \
-                  "LOTUS_COLLECTOR_RESUME needs #include <lotus/collector.hpp>")
-#  define LOTUS_COLLECTOR_PAUSE()       \
-    static_assert(false && sizeof(int), \
-                  "LOTUS_COLLECTOR_PAUSE needs #include <lotus/collector.hpp>")
-#  define LOTUS_COLLECTOR_DETACH()      \
-    static_assert(false && sizeof(int), \
-                  "LOTUS_COLLECTOR_DETACH needs #include <lotus/collector.hpp>")
-#endif
-#endif  // LOTUS_AMALGAMATED_LOTUS_MACROS_HPP
-// ---- end lotus/macros.hpp ----
-// ---- begin lotus/pipeline.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_PIPELINE_HPP
-#define LOTUS_AMALGAMATED_LOTUS_PIPELINE_HPP
-// lotus — pipeline helpers: traced(), compose<T>, batch_tracker (Lotus DataLoader rules)
-// SPDX-License-Identifier: MIT
-
-#include <cstddef>           // size_t
-#include <cstdint>           // uint64_t
-#include <initializer_list>  // initializer_list
-#include <string>            // string
-#include <string_view>       // string_view
-#include <type_traits>       // invoke_result_t, enable_if, decay
-#include <utility>           // forward, move, pair, swap
-#include <vector>            // vector
-
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-
-/// A callable that records `S<name>` around every call of `f`.
-template <class F>
-class traced_fn {
- public:
-  traced_fn(std::string_view name, F f) : loc_(detail::interned_location(name)), f_(std::move(f)) {}
-
-  template <class... Args>
-  decltype(auto) operator()(Args&&... args) const {
-    scope_timer timer(*loc_);
-    return f_(std::forward<Args>(args)...);
-  }
-
- private:
-  const record_site* loc_;
-  F f_;
-};
-
-/// Wrap `f` so that every call is recorded as `S<name>`.
-template <class F>
-traced_fn<F> traced(std::string_view name, F f) {
-  return traced_fn<F>(name, std::move(f));
-}
-
-namespace detail {
-
-/// compose's step: any copyable callable T(T), type-erased (what std::function<T(T)> does, without
-/// the <functional> every recording file would otherwise parse).
-template <class T>
-class unary_fn {
- public:
-  unary_fn() = default;
-  template <class F, class = std::enable_if_t<!std::is_same<std::decay_t<F>, unary_fn>::value>>
-  unary_fn(F f) : p_(new holder<std::decay_t<F>>(std::move(f))) {}  // implicit, as std::function
-  unary_fn(const unary_fn& o) : p_(o.p_ != nullptr ? o.p_->clone() : nullptr) {}
-  unary_fn(unary_fn&& o) noexcept : p_(o.p_) { o.p_ = nullptr; }
-  unary_fn& operator=(unary_fn o) noexcept {
-    std::swap(p_, o.p_);
-    return *this;
-  }
-  ~unary_fn() { delete p_; }
-
-  T operator()(T x) const { return p_->call(std::move(x)); }
-  explicit operator bool() const noexcept { return p_ != nullptr; }
-
- private:
-  struct base {
-    virtual ~base() = default;
-    virtual T call(T x) = 0;
-    virtual base* clone() const = 0;
-  };
-  template <class F>
-  struct holder final : base {
-    explicit holder(F g) : f(std::move(g)) {}
-    T call(T x) override { return f(std::move(x)); }
-    base* clone() const override { return new holder(f); }
-    F f;
-  };
-  base* p_ = nullptr;
-};
-
-}  // namespace detail
-
-/// torchvision-like Compose: applies named transforms in order and records each as `S<name>`.
-/// **Example**: `lotus::compose<Image> t{{"RandomResizedCrop", rrc}, {"Normalize", norm}};`
-template <class T>
-class compose {
- public:
-  using transform = detail::unary_fn<T>;  ///< any callable T(T), std::function<T(T)> included
-
-  compose() = default;
-  compose(std::initializer_list<std::pair<std::string_view, transform>> steps) {
-    for (const auto& s : steps) add(s.first, s.second);
-  }
-
-  /// Append a step; the name is interned once here, not per call.
-  compose& add(std::string_view name, transform f) {
-    steps_.push_back(step{detail::interned_location(name), std::string(name), std::move(f)});
-    return *this;
-  }
-
-  T operator()(T x) const {
-    for (const step& s : steps_) {
-      scope_timer timer(*s.loc);
-      x = s.fn(std::move(x));
-    }
-    return x;
-  }
-
-  std::size_t size() const noexcept { return steps_.size(); }
-  const std::string& name(std::size_t i) const { return steps_.at(i).name; }
-
- private:
-  struct step {
-    const record_site* loc;
-    std::string name;
-    transform fn;
-  };
-  std::vector<step> steps_;
-};
-
-/// One dataset sample as torchvision's `DatasetFolder.__getitem__` does it: `transform(load())`,
-/// recording `SLoader` and `STransform` *after* the transform's own records, Lotus's file order.
-template <class Load, class Transform>
-auto load_transform(Load&& load, Transform&& transform) {
-  const int m = detail::active_mode();
-  if (m < detail::mode_tsc) return transform(load());
-  std::uint64_t l0 = 0, l1 = 0, t0 = 0, t1 = 0;
-  auto sample = [&] {
-    const detail::nvtx_part range(m, detail::loader_loc);
-    l0 = detail::now_ticks(m);
-    auto r = load();
-    l1 = detail::now_ticks(m);
-    return r;
-  }();
-  auto out = [&] {
-    const detail::nvtx_part range(m, detail::transform_loc);
-    t0 = detail::now_ticks(m);
-    auto r = transform(std::move(sample));
-    t1 = detail::now_ticks(m);
-    return r;
-  }();
-  detail::emit(detail::loader_loc, l0, l1, 0);
-  detail::emit(detail::transform_loc, t0, t1, 0);
-  return out;
-}
-
-/// Consumer side of a data loader, by the Lotus rules: `SBatchQueued`, `SBatchWait`,
-/// `SBatchConsumed`. One tracker per consuming thread; see tools/docs/FORMAT.md §4 for the order.
-class batch_tracker {
- public:
-  /// Declares the process's loader as a program's own ("pipeline", the sidecar's `loader` line),
-  /// unless a framework's loader (libtorch, PyTorch) declared itself.
-  batch_tracker() noexcept { detail::declare_own_loader(); }
-
-  /// An index was handed to a worker: `SBatchQueued_<idx>,<now>,1000`.
-  void queued(std::uint64_t idx) noexcept {
-    const int m = detail::active_mode();
-    if (m >= detail::mode_tsc) detail::emit(detail::batch_queued_loc, detail::now_ticks(m), 0, idx);
-    if (m >= detail::mode_tsc_nvtx) detail::nvtx_mark(detail::batch_queued_loc, idx);
-  }
-
-  /// The consumer starts waiting for the next batch (once per next() call).
-  void wait_begin() noexcept {
-    const int m = detail::active_mode();
-    if (LOTUS_DETAIL_UNLIKELY(m >= detail::mode_tsc_nvtx)) {
-      detail::nvtx_end(nvtx_wait_);  // a wait that never saw its batch (end of the epoch)
-      nvtx_wait_ = detail::nvtx_start(detail::batch_wait_range_loc, 0);
-      if (itt_wait_) detail::itt_task_pop();
-      itt_wait_ = detail::itt_task_push(detail::batch_wait_range_loc);
-    }
-    wait_start_ = m >= detail::mode_tsc ? detail::now_ticks(m) : 0;
-    // In progress until its batch arrives (inflight.hpp): wait>X fires during a long wait.
-    if (wait_start_ != 0) {
-      if (detail::inflight* f = detail::inflight_registered()) {
-        if (!waiting_) {  // the wait it replaces (a signal handler's tracker's: nested)
-          outer_wait_t0_ = f->wait_t0.load(detail::mo_relaxed);
-          outer_wait_idx_ = f->wait_idx.load(detail::mo_relaxed);
-          waiting_ = true;
-        }
-        detail::inflight_wait(*f, expected_, wait_start_);
-      }
-    }
-  }
-
-  /// A batch arrived. In order: the wait since wait_begin() is kept for consumed() and true is
-  /// returned. Out of order: `SBatchWait_<idx>,<arrival>,1000` is written and false returned.
-  bool arrived(std::uint64_t idx) noexcept {
-    const bool in_order = idx == expected_;
-    const int m = detail::active_mode();
-    if (m >= detail::mode_tsc) {
-      const std::uint64_t now = detail::now_ticks(m);
-      if (in_order) {
-        end_wait();
-        pending_ = true;
-        pending_start_ = wait_start_ != 0 ? wait_start_ : now;
-        pending_end_ = now;
-      } else {
-        detail::emit(detail::batch_wait_marker_loc, now, 0, idx);
-      }
-    }
-    if (LOTUS_DETAIL_UNLIKELY(nvtx_wait_ != 0)) {
-      detail::nvtx_end(nvtx_wait_);
-      nvtx_wait_ = 0;
-    }
-    if (LOTUS_DETAIL_UNLIKELY(itt_wait_)) {
-      detail::itt_task_pop();
-      itt_wait_ = false;
-    }
-    if (m >= detail::mode_tsc_nvtx && !in_order)
-      detail::nvtx_mark(detail::batch_wait_marker_loc, idx);
-    return in_order;
-  }
-
-  /// The batch was handed to the training step: writes the kept wait (if this batch had one),
-  /// then `SBatchConsumed_<idx>,<now>,1000`. A cached batch (out-of-order arrival) has no wait.
-  void consumed(std::uint64_t idx) noexcept {
-    const int m = detail::active_mode();
-    if (m >= detail::mode_tsc) {
-      const std::uint64_t now = detail::now_ticks(m);
-      if (pending_ && idx == expected_) {
-        detail::emit(detail::batch_wait_loc, pending_start_, pending_end_, idx);
-      }
-      detail::emit(detail::batch_consumed_loc, now, 0, idx);
-    }
-    if (m >= detail::mode_tsc_nvtx) detail::nvtx_mark(detail::batch_consumed_loc, idx);
-    pending_ = false;
-    if (idx == expected_) ++expected_;
-  }
-
-  /// New epoch: batch indices restart at 0. Call it at the start of every epoch, the first
-  /// included: the sidecar's `epoch` lines count these calls (the job's epoch numbering).
-  void reset() noexcept {
-    detail::epoch_begins();
-    expected_ = 0;
-    pending_ = false;
-    end_wait();
-    detail::nvtx_end(nvtx_wait_);
-    nvtx_wait_ = 0;
-    if (itt_wait_) detail::itt_task_pop();
-    itt_wait_ = false;
-  }
-
-  /// Index of the batch the consumer needs next.
-  std::uint64_t expected() const noexcept { return expected_; }
-
-  /// Makes `idx` the batch the consumer needs next, dropping a kept wait. For consumers that
-  /// take batches in arrival order (expect(idx) before arrived(idx): a real wait, no marker), and
-  /// to step past a batch that is never consumed (a worker exception).
-  void expect(std::uint64_t idx) noexcept {
-    expected_ = idx;
-    pending_ = false;
-    detail::inflight* f = detail::inflight_self();
-    if (f != nullptr && wait_start_ != 0 && f->wait_t0.load(detail::mo_relaxed) != 0) {
-      detail::inflight_wait(*f, idx, wait_start_);  // the wait goes on, for this batch
-    }
-  }
-
- private:
-  /// The wait is over: the one it replaced (or none) is in progress again (inflight.hpp).
-  void end_wait() noexcept {
-    if (!waiting_) return;
-    waiting_ = false;
-    if (detail::inflight* f = detail::inflight_self()) {
-      detail::inflight_wait(*f, outer_wait_idx_, outer_wait_t0_);
-    }
-  }
-
-  std::uint64_t expected_ = 0;
-  bool pending_ = false;
-  std::uint64_t wait_start_ = 0;
-  std::uint64_t pending_start_ = 0, pending_end_ = 0;
-  std::uint64_t nvtx_wait_ = 0;  // the open NVTX range of a wait (LOTUS_NVTX), 0: none
-  bool itt_wait_ = false;        // the open ITT task of a wait on this thread (LOTUS_ITT)
-  bool waiting_ = false;         // this tracker's wait is published (inflight.hpp)
-  std::uint64_t outer_wait_t0_ = 0, outer_wait_idx_ = 0;  // the wait it replaced there
-};
-
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_PIPELINE_HPP
-// ---- end lotus/pipeline.hpp ----
-// ---- begin lotus/trace.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_TRACE_HPP
-#define LOTUS_AMALGAMATED_LOTUS_TRACE_HPP
-// lotus — process-wide trace control: configure, flush, shutdown, stats
-// SPDX-License-Identifier: MIT
-
-#include <string_view>  // string_view
-
-// ---- begin lotus/trace_stats.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_TRACE_STATS_HPP
-#define LOTUS_AMALGAMATED_LOTUS_TRACE_STATS_HPP
-// lotus — the process's event counters (lotus::stats())
-// SPDX-License-Identifier: MIT
-
-#include <cstdint>  // uint64_t
-
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-
-/// Event counters of this process: recorded == written + dropped once everything is flushed.
-struct trace_stats {
-  std::uint64_t recorded = 0;  ///< events recorded while tracing was on
-  std::uint64_t written = 0;   ///< events written to trace files
-  std::uint64_t dropped = 0;   ///< events lost: ring full under `drop`, or tracing disabled by I/O
-  std::uint64_t sanitized =
-      0;  ///< written events whose name had ',' or control bytes replaced, or was cut at 4096 bytes
-};
-
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_TRACE_STATS_HPP
-// ---- end lotus/trace_stats.hpp ----
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-
-/// Apply options (unset fields: environment, then defaults). Pending events are flushed first.
-/// lotus::options is in <lotus/options.hpp>: include it where you call configure (this header
-/// leaves it out, with the <chrono> and <optional> it needs, so that a recording file stays cheap).
-inline void configure(const options& opts) { detail::api_configure(opts); }
-
-/// Block until every event recorded before the call is written to its trace file.
-inline void flush() noexcept { detail::api_flush(); }
-
-/// Flush and stop the writer thread; tracing stays off until the next configure(). Runs at exit.
-inline void shutdown() noexcept { detail::api_shutdown(); }
-
-/// Counters of this process (recorded == written + dropped after flush()).
-inline trace_stats stats() noexcept { return detail::api_stats(); }
-
-/// Flight mode (LOTUS_FLIGHT): a capture of the last LOTUS_FLIGHT seconds of every process
-/// tracing into this trace directory, in `<dir>/capture-<id>/`, with `reason` in its sidecars.
-/// Returns at once; the capture is written a few writer cycles later. False when flight mode is
-/// off or nothing was recorded yet (the writer is not running). Async-signal-safe: it takes no
-/// lock and allocates nothing (it fills a request slot the writer picks up at its next cycle),
-/// so a signal handler may call it, also one that interrupted a lotus call on the same thread.
-inline bool capture(std::string_view reason = {}) noexcept {
-  return detail::api_capture(reason.data(), reason.size());
-}
-
-/// True when events are being recorded (reads the environment on first use).
-inline bool tracing_enabled() noexcept {
-  int m = detail::g_mode.load(detail::mo_relaxed);
-  if (m == detail::mode_uninit) m = detail::initialize_mode();
-  return m >= detail::mode_tsc;
-}
-
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_TRACE_HPP
-// ---- end lotus/trace.hpp ----
-// ---- begin lotus/version.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_VERSION_HPP
-#define LOTUS_AMALGAMATED_LOTUS_VERSION_HPP
-// lotus — library version, the single source of truth (CMake parses it)
-// SPDX-License-Identifier: MIT
-
-#define LOTUS_VERSION_MAJOR 0
-#define LOTUS_VERSION_MINOR 1
-#define LOTUS_VERSION_PATCH 0
-#define LOTUS_VERSION \
-  (LOTUS_VERSION_MAJOR * 10000 + LOTUS_VERSION_MINOR * 100 + LOTUS_VERSION_PATCH)
-#define LOTUS_VERSION_STRING "0.1.0"
-#endif  // LOTUS_AMALGAMATED_LOTUS_VERSION_HPP
-// ---- end lotus/version.hpp ----
-
-#if defined(LOTUS_IMPLEMENTATION) && LOTUS_DETAIL_ENABLED
-// ---- begin lotus/collector.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTOR_HPP
-#define LOTUS_AMALGAMATED_LOTUS_COLLECTOR_HPP
-// lotus — vendor-neutral collector control: resume/pause/detach perf, Callgrind, VTune (ITT), uProf
-// SPDX-License-Identifier: MIT
-// Not part of lotus.hpp: a probe includes it (or <lotus/map_region.hpp>). The fast paths are
-// inline (one relaxed load while nothing is attached); detection and the backends are compiled
-// once, in the program's implementation file (LOTUS_IMPLEMENTATION, lotus::lotus).
-
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-namespace collector {
-
-/// Detects the collector now instead of at the first resume/pause (idempotent).
-inline void initialize() noexcept {
-  if (detail::collector_state.load(detail::mo_acquire) != detail::collector_unknown) return;
-  detail::collector_initialize();
-}
-
-/// Starts (resumes) collection; nests process-wide: only the outermost resume() reaches it.
-LOTUS_DETAIL_FORCE_INLINE void resume() noexcept {
-  if (LOTUS_DETAIL_LIKELY(detail::collector_state.load(detail::mo_relaxed) ==
-                          detail::collector_off)) {
-    return;
-  }
-  detail::collector_resume_slow(nullptr);
-}
-
-/// Stops (pauses) collection when the outermost resume() is matched.
-LOTUS_DETAIL_FORCE_INLINE void pause() noexcept {
-  if (LOTUS_DETAIL_LIKELY(detail::collector_state.load(detail::mo_relaxed) ==
-                          detail::collector_off)) {
-    return;
-  }
-  detail::collector_pause_slow(nullptr);
-}
-
-/// resume() for a named region: Callgrind also zeroes its counters so the region dumps alone.
-LOTUS_DETAIL_FORCE_INLINE void resume_region(const char* name) noexcept {
-  if (LOTUS_DETAIL_LIKELY(detail::collector_state.load(detail::mo_relaxed) ==
-                          detail::collector_off)) {
-    return;
-  }
-  detail::collector_resume_slow(name);
-}
-
-/// pause() for a named region: Callgrind dumps `callgrind.out.<pid>.<n>` labelled with `name`.
-LOTUS_DETAIL_FORCE_INLINE void pause_region(const char* name) noexcept {
-  if (LOTUS_DETAIL_LIKELY(detail::collector_state.load(detail::mo_relaxed) ==
-                          detail::collector_off)) {
-    return;
-  }
-  detail::collector_pause_slow(name);
-}
-
-/// Pauses if needed, detaches the collector (ITT `__itt_detach`, perf FIFOs closed) and turns
-/// every later call into a no-op.
-inline void detach() noexcept {
-  if (detail::collector_state.load(detail::mo_relaxed) == detail::collector_off) return;
-  detail::collector_detach_slow();
-}
-
-/// The collector in use (detecting it if needed); kind::none when nothing is attached any more.
-inline kind attached() noexcept { return detail::collector_attached(); }
-
-/// Current process-wide nesting depth of resume() calls.
-inline int depth() noexcept { return detail::collector_depth.load(detail::mo_relaxed); }
-
-/// "none", "perf", "itt", "amd" or "callgrind".
-inline const char* to_string(kind k) noexcept {
-  switch (k) {
-    case kind::perf:
-      return "perf";
-    case kind::itt:
-      return "itt";
-    case kind::amd:
-      return "amd";
-    case kind::callgrind:
-      return "callgrind";
-    case kind::none:
-      break;
-  }
-  return "none";
-}
-
-}  // namespace collector
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-
-/// Resume / pause the attached collector (perf, Callgrind, VTune, uProf); nest process-wide.
-#undef LOTUS_COLLECTOR_RESUME
-#undef LOTUS_COLLECTOR_PAUSE
-#undef LOTUS_COLLECTOR_DETACH
-#define LOTUS_COLLECTOR_RESUME() LOTUS_DETAIL_COLLECTOR_CALL(::lotus::collector::resume())
-#define LOTUS_COLLECTOR_PAUSE() LOTUS_DETAIL_COLLECTOR_CALL(::lotus::collector::pause())
-/// Detach the collector; every later collector call is a no-op.
-#define LOTUS_COLLECTOR_DETACH() LOTUS_DETAIL_COLLECTOR_CALL(::lotus::collector::detach())
-
-// The implementation file: detection and the backends.
-#if LOTUS_DETAIL_ENABLED && defined(LOTUS_IMPLEMENTATION)
-// ---- begin lotus/collectors/impl.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTORS_IMPL_HPP
-#define LOTUS_AMALGAMATED_LOTUS_COLLECTORS_IMPL_HPP
-// lotus — collector detection, nesting and the backends behind lotus/collector.hpp (internal)
-// SPDX-License-Identifier: MIT
-// Compiled once, in the implementation file (collector.hpp includes it under LOTUS_IMPLEMENTATION).
-
-#include <cerrno>   // errno
-#include <cstring>  // strcmp
-
 // ---- begin lotus/collectors/amd.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTORS_AMD_HPP
 #define LOTUS_AMALGAMATED_LOTUS_COLLECTORS_AMD_HPP
@@ -12213,6 +12153,16 @@ LOTUS_DETAIL_COLD inline const collector_backend* perf_backend() noexcept {
 }  // namespace lotus
 #endif  // LOTUS_AMALGAMATED_LOTUS_COLLECTORS_PERF_HPP
 // ---- end lotus/collectors/perf.hpp ----
+// ---- begin lotus/collectors/impl.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTORS_IMPL_HPP
+#define LOTUS_AMALGAMATED_LOTUS_COLLECTORS_IMPL_HPP
+// lotus — collector detection, nesting and the backends behind lotus/collector.hpp (internal)
+// SPDX-License-Identifier: MIT
+// Compiled once, in the implementation file (runtime/implementation.hpp lists it).
+
+#include <cerrno>   // errno
+#include <cstring>  // strcmp
+
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -12338,73 +12288,12 @@ LOTUS_DETAIL_COLD inline collector::kind rt_collector_attached() noexcept {
 }  // namespace lotus
 #endif  // LOTUS_AMALGAMATED_LOTUS_COLLECTORS_IMPL_HPP
 // ---- end lotus/collectors/impl.hpp ----
-#endif
-#endif  // LOTUS_AMALGAMATED_LOTUS_COLLECTOR_HPP
-// ---- end lotus/collector.hpp ----
-// ---- begin lotus/map_region.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_MAP_REGION_HPP
-#define LOTUS_AMALGAMATED_LOTUS_MAP_REGION_HPP
-// lotus — LOTUS_MAP_REGION: the LotusMap method inside a probe program
-// SPDX-License-Identifier: MIT
-// Records S<name>, and resumes the collector around one selected execution of one selected region.
-// Not part of lotus.hpp: a probe includes it. The region's fast path is inline; the list mode,
-// the selection and the collector are compiled once, in the program's implementation file
-// (LOTUS_IMPLEMENTATION, lotus::lotus).
-
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-namespace detail {
-
-/// Gap + resume on construction, pause on destruction, for the executions the driver selected.
-class map_gate {
- public:
-  LOTUS_DETAIL_FORCE_INLINE explicit map_gate(const char* name) noexcept {
-    if (LOTUS_DETAIL_LIKELY(map_mode.load(detail::mo_relaxed) == map_idle)) return;
-    name_ = map_gate_enter(name);
-  }
-  LOTUS_DETAIL_FORCE_INLINE ~map_gate() {
-    if (name_ != nullptr) collector::pause_region(name_);
-  }
-  map_gate(const map_gate&) = delete;
-  map_gate& operator=(const map_gate&) = delete;
-
- private:
-  const char* name_ = nullptr;
-};
-
-}  // namespace detail
-
-/// The object behind LOTUS_MAP_REGION. Member order matters: the gate (gap sleep, resume) runs
-/// before the timer starts and its pause after the timer stops, so S<name> excludes both.
-class map_region {
- public:
-  explicit map_region(const record_site& loc) noexcept : gate_(loc.name), timer_(loc) {}
-  map_region(const map_region&) = delete;
-  map_region& operator=(const map_region&) = delete;
-
- private:
-  detail::map_gate gate_;
-  scope_timer timer_;
-};
-
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-
-/// LotusMap region in a probe program: records `S<name>`; when LOTUS_MAP_SELECT names it, the
-/// collector runs around the execution(s) after the warm-up. `name` is a string literal.
-#undef LOTUS_MAP_REGION
-#define LOTUS_MAP_REGION(name) LOTUS_DETAIL_MAP_REGION(LOTUS_DETAIL_UNIQUE(lotus_map_), name)
-
-// The implementation file: the list mode and the selection.
-#if LOTUS_DETAIL_ENABLED && defined(LOTUS_IMPLEMENTATION)
 // ---- begin lotus/collectors/map.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTORS_MAP_HPP
 #define LOTUS_AMALGAMATED_LOTUS_COLLECTORS_MAP_HPP
 // lotus — LOTUS_MAP_REGION's list mode and selection behind lotus/map_region.hpp (internal)
 // SPDX-License-Identifier: MIT
-// Compiled once, in the implementation file (map_region.hpp includes it under
-// LOTUS_IMPLEMENTATION).
+// Compiled once, in the implementation file (runtime/implementation.hpp lists it).
 
 #include <errno.h>   // errno
 #include <fcntl.h>   // open
@@ -12489,16 +12378,13 @@ LOTUS_DETAIL_COLD inline const char* rt_map_gate_enter(const char* name) noexcep
 }  // namespace lotus
 #endif  // LOTUS_AMALGAMATED_LOTUS_COLLECTORS_MAP_HPP
 // ---- end lotus/collectors/map.hpp ----
-#endif
-#endif  // LOTUS_AMALGAMATED_LOTUS_MAP_REGION_HPP
-// ---- end lotus/map_region.hpp ----
 // ---- begin lotus/runtime/entry_table.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_ENTRY_TABLE_HPP
 #define LOTUS_AMALGAMATED_LOTUS_RUNTIME_ENTRY_TABLE_HPP
 // lotus — the runtime's table of entry points, in the implementation file (internal)
 // SPDX-License-Identifier: MIT
-// Included last by <lotus/lotus.hpp> where LOTUS_IMPLEMENTATION is defined, after the runtime and
-// the collectors: their rt_<name> definitions fill detail/entry.hpp's runtime_entries, and
+// Last in runtime/implementation.hpp, after every rt_<name> body: one row per entry point of the
+// one list (detail/entry_points.hpp) fills detail/entry.hpp's runtime_entries, and
 // runtime_entry_points() returns it (every other file holds only a weak reference to it).
 
 
@@ -12506,47 +12392,11 @@ namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
 
-inline constexpr runtime_entries runtime_table{
-    &rt_push_slow,
-    &rt_initialize_mode,
-    &rt_span_start_slow,
-    &rt_span_end_slow,
-    &rt_inflight_registered,
-    &rt_intern,
-    &rt_intern_dynamic,
-    &rt_api_configure,
-    &rt_api_flush,
-    &rt_api_shutdown,
-    &rt_api_stats,
-    &rt_api_capture,
-    &rt_trigger_valid,
-    &rt_nvtx_push,
-    &rt_nvtx_pop,
-    &rt_nvtx_mark,
-    &rt_nvtx_start,
-    &rt_nvtx_end,
-    &rt_nvtx_compiled,
-    &rt_nvtx_active,
-    &rt_annotations_active,
-    &rt_itt_open,
-    &rt_itt_task_push,
-    &rt_itt_task_pop,
-    &rt_itt_active,
-    &rt_collector_resume_slow,
-    &rt_collector_pause_slow,
-    &rt_collector_detach_slow,
-    &rt_collector_initialize,
-    &rt_collector_attached,
-    &rt_map_gate_enter,
-    &rt_resources_read,
-    &rt_resources_record,
-    &rt_op_resources_begin,
-    &rt_op_resources_end,
-    &rt_writer_cpu_ns,
-    &rt_declare_own_loader,
-    &rt_epoch_begins,
-};
+#define LOTUS_DETAIL_ENTRY_ROW(ret, name, params, args, except, value, missing) &rt_##name,
+inline constexpr runtime_entries runtime_table{LOTUS_DETAIL_ENTRY_POINTS(LOTUS_DETAIL_ENTRY_ROW)};
+#undef LOTUS_DETAIL_ENTRY_ROW
 
+/// A weak definition (detail/entry.hpp declares it weak in every file).
 const runtime_entries* runtime_entry_points() noexcept { return &runtime_table; }
 
 /// Publishes the table in g_runtime_loaded (detail/entry_calls.hpp) while this object is loaded,
@@ -12566,210 +12416,17 @@ struct runtime_publisher {
 };
 static const runtime_publisher runtime_published;
 
+/// runtime_entry_points() is weak here too: this strong symbol is what makes a second
+/// implementation file in one program (or one beside lotus::lotus) a duplicate-symbol link error.
+extern const int one_implementation_per_program;
+const int one_implementation_per_program = 1;
+
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI
 }  // namespace lotus
 #endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_ENTRY_TABLE_HPP
 // ---- end lotus/runtime/entry_table.hpp ----
+// clang-format on
+#endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_IMPLEMENTATION_HPP
+// ---- end lotus/runtime/implementation.hpp ----
 #endif
-#endif  // LOTUS_AMALGAMATED_LOTUS_LOTUS_HPP
-// ---- end lotus/lotus.hpp ----
-// ---- begin lotus/collector.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTOR_HPP
-#define LOTUS_AMALGAMATED_LOTUS_COLLECTOR_HPP
-// lotus — vendor-neutral collector control: resume/pause/detach perf, Callgrind, VTune (ITT), uProf
-// SPDX-License-Identifier: MIT
-// Not part of lotus.hpp: a probe includes it (or <lotus/map_region.hpp>). The fast paths are
-// inline (one relaxed load while nothing is attached); detection and the backends are compiled
-// once, in the program's implementation file (LOTUS_IMPLEMENTATION, lotus::lotus).
-
-// ---- begin lotus/collector_kind.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_COLLECTOR_KIND_HPP
-#define LOTUS_AMALGAMATED_LOTUS_COLLECTOR_KIND_HPP
-// lotus — the collectors lotus drives, one enum for the library and lotus-tool
-// SPDX-License-Identifier: MIT
-
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-namespace collector {
-
-/// The collector that resume()/pause() drive; chosen once per process by LOTUS_COLLECTOR
-/// (auto|perf|itt|amd|callgrind|none, default auto; `vtune` and `uprof` name itt and amd).
-enum class kind { none, perf, itt, amd, callgrind };
-
-/// LOTUS_COLLECTOR's spelling of `k`: "none", "perf", "itt", "amd", "callgrind".
-constexpr const char* env_name(kind k) noexcept {
-  return k == kind::perf        ? "perf"
-         : k == kind::itt       ? "itt"
-         : k == kind::amd       ? "amd"
-         : k == kind::callgrind ? "callgrind"
-                                : "none";
-}
-
-/// The profiler's own name, as lotus-tool's --collector spells it: "perf", "vtune", "uprof",
-/// "callgrind" ("none" for none).
-constexpr const char* tool_name(kind k) noexcept {
-  return k == kind::itt ? "vtune" : k == kind::amd ? "uprof" : env_name(k);
-}
-
-}  // namespace collector
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-#endif  // LOTUS_AMALGAMATED_LOTUS_COLLECTOR_KIND_HPP
-// ---- end lotus/collector_kind.hpp ----
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-namespace collector {
-
-/// Detects the collector now instead of at the first resume/pause (idempotent).
-inline void initialize() noexcept {
-  if (detail::collector_state.load(detail::mo_acquire) != detail::collector_unknown) return;
-  detail::collector_initialize();
-}
-
-/// Starts (resumes) collection; nests process-wide: only the outermost resume() reaches it.
-LOTUS_DETAIL_FORCE_INLINE void resume() noexcept {
-  if (LOTUS_DETAIL_LIKELY(detail::collector_state.load(detail::mo_relaxed) ==
-                          detail::collector_off)) {
-    return;
-  }
-  detail::collector_resume_slow(nullptr);
-}
-
-/// Stops (pauses) collection when the outermost resume() is matched.
-LOTUS_DETAIL_FORCE_INLINE void pause() noexcept {
-  if (LOTUS_DETAIL_LIKELY(detail::collector_state.load(detail::mo_relaxed) ==
-                          detail::collector_off)) {
-    return;
-  }
-  detail::collector_pause_slow(nullptr);
-}
-
-/// resume() for a named region: Callgrind also zeroes its counters so the region dumps alone.
-LOTUS_DETAIL_FORCE_INLINE void resume_region(const char* name) noexcept {
-  if (LOTUS_DETAIL_LIKELY(detail::collector_state.load(detail::mo_relaxed) ==
-                          detail::collector_off)) {
-    return;
-  }
-  detail::collector_resume_slow(name);
-}
-
-/// pause() for a named region: Callgrind dumps `callgrind.out.<pid>.<n>` labelled with `name`.
-LOTUS_DETAIL_FORCE_INLINE void pause_region(const char* name) noexcept {
-  if (LOTUS_DETAIL_LIKELY(detail::collector_state.load(detail::mo_relaxed) ==
-                          detail::collector_off)) {
-    return;
-  }
-  detail::collector_pause_slow(name);
-}
-
-/// Pauses if needed, detaches the collector (ITT `__itt_detach`, perf FIFOs closed) and turns
-/// every later call into a no-op.
-inline void detach() noexcept {
-  if (detail::collector_state.load(detail::mo_relaxed) == detail::collector_off) return;
-  detail::collector_detach_slow();
-}
-
-/// The collector in use (detecting it if needed); kind::none when nothing is attached any more.
-inline kind attached() noexcept { return detail::collector_attached(); }
-
-/// Current process-wide nesting depth of resume() calls.
-inline int depth() noexcept { return detail::collector_depth.load(detail::mo_relaxed); }
-
-/// "none", "perf", "itt", "amd" or "callgrind".
-inline const char* to_string(kind k) noexcept {
-  switch (k) {
-    case kind::perf:
-      return "perf";
-    case kind::itt:
-      return "itt";
-    case kind::amd:
-      return "amd";
-    case kind::callgrind:
-      return "callgrind";
-    case kind::none:
-      break;
-  }
-  return "none";
-}
-
-}  // namespace collector
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-
-/// Resume / pause the attached collector (perf, Callgrind, VTune, uProf); nest process-wide.
-#undef LOTUS_COLLECTOR_RESUME
-#undef LOTUS_COLLECTOR_PAUSE
-#undef LOTUS_COLLECTOR_DETACH
-#define LOTUS_COLLECTOR_RESUME() LOTUS_DETAIL_COLLECTOR_CALL(::lotus::collector::resume())
-#define LOTUS_COLLECTOR_PAUSE() LOTUS_DETAIL_COLLECTOR_CALL(::lotus::collector::pause())
-/// Detach the collector; every later collector call is a no-op.
-#define LOTUS_COLLECTOR_DETACH() LOTUS_DETAIL_COLLECTOR_CALL(::lotus::collector::detach())
-
-// The implementation file: detection and the backends.
-#if LOTUS_DETAIL_ENABLED && defined(LOTUS_IMPLEMENTATION)
-#endif
-#endif  // LOTUS_AMALGAMATED_LOTUS_COLLECTOR_HPP
-// ---- end lotus/collector.hpp ----
-// ---- begin lotus/map_region.hpp ----
-#ifndef LOTUS_AMALGAMATED_LOTUS_MAP_REGION_HPP
-#define LOTUS_AMALGAMATED_LOTUS_MAP_REGION_HPP
-// lotus — LOTUS_MAP_REGION: the LotusMap method inside a probe program
-// SPDX-License-Identifier: MIT
-// Records S<name>, and resumes the collector around one selected execution of one selected region.
-// Not part of lotus.hpp: a probe includes it. The region's fast path is inline; the list mode,
-// the selection and the collector are compiled once, in the program's implementation file
-// (LOTUS_IMPLEMENTATION, lotus::lotus).
-
-
-namespace lotus {
-inline namespace LOTUS_DETAIL_ABI {
-namespace detail {
-
-/// Gap + resume on construction, pause on destruction, for the executions the driver selected.
-class map_gate {
- public:
-  LOTUS_DETAIL_FORCE_INLINE explicit map_gate(const char* name) noexcept {
-    if (LOTUS_DETAIL_LIKELY(map_mode.load(detail::mo_relaxed) == map_idle)) return;
-    name_ = map_gate_enter(name);
-  }
-  LOTUS_DETAIL_FORCE_INLINE ~map_gate() {
-    if (name_ != nullptr) collector::pause_region(name_);
-  }
-  map_gate(const map_gate&) = delete;
-  map_gate& operator=(const map_gate&) = delete;
-
- private:
-  const char* name_ = nullptr;
-};
-
-}  // namespace detail
-
-/// The object behind LOTUS_MAP_REGION. Member order matters: the gate (gap sleep, resume) runs
-/// before the timer starts and its pause after the timer stops, so S<name> excludes both.
-class map_region {
- public:
-  explicit map_region(const record_site& loc) noexcept : gate_(loc.name), timer_(loc) {}
-  map_region(const map_region&) = delete;
-  map_region& operator=(const map_region&) = delete;
-
- private:
-  detail::map_gate gate_;
-  scope_timer timer_;
-};
-
-}  // namespace LOTUS_DETAIL_ABI
-}  // namespace lotus
-
-/// LotusMap region in a probe program: records `S<name>`; when LOTUS_MAP_SELECT names it, the
-/// collector runs around the execution(s) after the warm-up. `name` is a string literal.
-#undef LOTUS_MAP_REGION
-#define LOTUS_MAP_REGION(name) LOTUS_DETAIL_MAP_REGION(LOTUS_DETAIL_UNIQUE(lotus_map_), name)
-
-// The implementation file: the list mode and the selection.
-#if LOTUS_DETAIL_ENABLED && defined(LOTUS_IMPLEMENTATION)
-#endif
-#endif  // LOTUS_AMALGAMATED_LOTUS_MAP_REGION_HPP
-// ---- end lotus/map_region.hpp ----

@@ -5,7 +5,6 @@
 // lotus/lotus.hpp by the one file of each library (it defines LOTUS_IMPLEMENTATION).
 #pragma once
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <new>
@@ -18,12 +17,14 @@ namespace lotus_inject {
 /// Open frames per stack (thread and domain); deeper begins are counted, balanced, not recorded.
 constexpr std::size_t max_depth = 4096;
 
-/// What the stacks count, for the library's line at exit.
+/// What the stacks count, for the library's line at exit. lotus's atomics vocabulary
+/// (lotus::detail::atom, lock-free by static_assert), as in the runtime these libraries carry.
 struct stack_counts {
-  std::atomic<std::uint64_t> open{0};            // frames open now, all threads
-  std::atomic<std::uint64_t> too_deep{0};        // begins beyond max_depth
-  std::atomic<std::uint64_t> unmatched{0};       // ends with no open frame of their domain
-  std::atomic<std::uint64_t> at_thread_exit{0};  // frames still open when their thread exited
+  using counter = lotus::detail::atom<std::uint64_t>;
+  counter open{0};            // frames open now, all threads
+  counter too_deep{0};        // begins beyond max_depth
+  counter unmatched{0};       // ends with no open frame of their domain
+  counter at_thread_exit{0};  // frames still open when their thread exited
 };
 
 struct frame {
@@ -43,8 +44,8 @@ class thread_stacks {
     std::uint64_t open = 0;
     for (const stack& s : stacks_) open += s.depth;
     if (open != 0) {
-      counts_.at_thread_exit.fetch_add(open, std::memory_order_relaxed);
-      counts_.open.fetch_sub(open, std::memory_order_relaxed);
+      counts_.at_thread_exit.fetch_add(open, lotus::detail::mo_relaxed);
+      counts_.open.fetch_sub(open, lotus::detail::mo_relaxed);
     }
   }
 
@@ -59,9 +60,9 @@ class thread_stacks {
       return -1;
     }
     const std::size_t level = st->depth++;
-    counts_.open.fetch_add(1, std::memory_order_relaxed);
+    counts_.open.fetch_add(1, lotus::detail::mo_relaxed);
     if (level >= max_depth) {
-      counts_.too_deep.fetch_add(1, std::memory_order_relaxed);
+      counts_.too_deep.fetch_add(1, lotus::detail::mo_relaxed);
       return static_cast<long>(level);
     }
     const frame f = make();
@@ -70,7 +71,7 @@ class thread_stacks {
       st->frames.push_back(f);
     } catch (const std::bad_alloc&) {
       --st->depth;
-      counts_.open.fetch_sub(1, std::memory_order_relaxed);
+      counts_.open.fetch_sub(1, lotus::detail::mo_relaxed);
       return -1;
     }
     return static_cast<long>(level);
@@ -81,11 +82,11 @@ class thread_stacks {
   long pop(Key d) {
     stack* st = find(d);
     if (st == nullptr || st->depth == 0) {
-      counts_.unmatched.fetch_add(1, std::memory_order_relaxed);
+      counts_.unmatched.fetch_add(1, lotus::detail::mo_relaxed);
       return -1;
     }
     const std::size_t level = --st->depth;
-    counts_.open.fetch_sub(1, std::memory_order_relaxed);
+    counts_.open.fetch_sub(1, lotus::detail::mo_relaxed);
     // Beyond max_depth, or a begin that ran out of memory: no frame was kept.
     if (level >= max_depth || st->frames.empty()) return static_cast<long>(level);
     const frame f = st->frames.back();

@@ -2,7 +2,10 @@
 # SPDX-License-Identifier: MIT
 """Generate single_include/lotus/lotus.hpp from include/lotus (deterministic, no timestamp).
 
-Starts at include/lotus/lotus.hpp, then the probe headers (collector.hpp, map_region.hpp): the one
+Starts at include/lotus/lotus.hpp, then the probe headers (collector.hpp, map_region.hpp), and ends
+with the implementation: lotus.hpp's one `#if defined(LOTUS_IMPLEMENTATION) ...` block (the door to
+lotus/runtime/implementation.hpp) is moved to the end of the file, the one implementation fence, as
+stb and doctest end. The one
 file holds the whole API but lotus/options.hpp (lotus::options, for configure), which lotus.hpp
 leaves out of a recording file and holds only in the implementation file: single_include/lotus/
 options.hpp is the single header plus that part. Inlines every "lotus/..." include once in include order, leaves system
@@ -28,6 +31,7 @@ VERSION = re.compile(r'#define LOTUS_VERSION_STRING "([^"]+)"')
 IF_OPEN = re.compile(r"^\s*#\s*if(n?def)?\b")
 IF_ELSE = re.compile(r"^\s*#\s*(else|elif)\b")
 IF_CLOSE = re.compile(r"^\s*#\s*endif\b")
+DOOR = "LOTUS_IMPLEMENTATION"  # the macro of the one implementation fence
 
 
 def atoms(cond):
@@ -75,7 +79,18 @@ def expand(rel, emitted, out, conds=()):
     guard = "LOTUS_AMALGAMATED_" + re.sub(r"[^A-Za-z0-9]", "_", rel).upper()
     out.append(f"// ---- begin {rel} ----\n#ifndef {guard}\n#define {guard}\n")
     local = []
+    door = None  # the implementation fence's lines while inside it (deferred to the end)
     for line in path.read_text(encoding="utf-8").splitlines(keepends=True):
+        if door is not None:
+            door.append(line)
+            depth = sum(1 for l in door if IF_OPEN.match(l)) - sum(1 for l in door if IF_CLOSE.match(l))
+            if depth == 0:
+                fences.append((rel, door))
+                door = None
+            continue
+        if IF_OPEN.match(line) and DOOR in line:
+            door = [line]
+            continue
         if PRAGMA.match(line):
             continue
         m = LOCAL.match(line)
@@ -103,12 +118,28 @@ def generate():
         "#pragma once\n",
     ]
     emitted = {}
+    fences.clear()
     for rel in ROOTS:
         expand(rel, emitted, out)
+    # The one implementation fence, last: the door of lotus.hpp and what it lists.
+    if len(fences) != 1 or fences[0][0] != "lotus/lotus.hpp":
+        sys.exit(f"amalgamate: expected one {DOOR} block, in lotus/lotus.hpp; found "
+                 f"{[rel for rel, _ in fences]}")
+    rel, lines = fences[0]
+    cond = " ".join(lines[0].split())
+    out.append(f"// ---- the implementation (the door of {rel}) ----\n{lines[0]}")
+    for line in lines[1:-1]:
+        m = LOCAL.match(line)
+        if m:
+            expand(m.group(1), emitted, out, (cond,))
+        elif line.strip() and not line.lstrip().startswith("//"):
+            sys.exit(f"amalgamate: the {DOOR} block of {rel} holds more than includes: {line!r}")
+    out.append(lines[-1])
     return "".join(out), emitted
 
 
 ROOTS = ("lotus/lotus.hpp", "lotus/collector.hpp", "lotus/map_region.hpp")
+fences = []  # (header, lines) of each implementation fence met, deferred to the file's end
 
 
 # Headers that <lotus/lotus.hpp> leaves out of a recording file (the implementation file has them):

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# lotus — the rooms of include/lotus (issue #54; tools/docs/architecture.md, "Layers of the library"):
+# lotus — the rooms of include/lotus (tools/docs/architecture.md, "Layers of the library"):
 #   include/lotus/*.hpp (the API) and include/lotus/detail/ (the hot path) include nothing from
-#   lotus/runtime/ or lotus/collectors/, except the runtime's entry points listed below (each one
-#   under LOTUS_IMPLEMENTATION: the runtime is compiled in the one file that defines it);
+#   lotus/runtime/, lotus/annotations/ or lotus/collectors/, except the one door: lotus.hpp
+#   includes lotus/runtime/implementation.hpp (the list of everything the implementation
+#   compiles) under LOTUS_IMPLEMENTATION, and no other header tests that macro;
 #   lotus-tool includes from lotus/runtime/ only capture_request.hpp (the capture-request format,
 #   the trigger parser and the flight settings), which itself includes no other runtime header
 #   but text.hpp (a fixed-size string builder, 100 lines).
@@ -14,24 +15,22 @@ cd "${1:-$(dirname "${BASH_SOURCE[0]}")/../..}"
 
 # file -> the runtime or collector headers it may include (its entry points)
 declare -A allowed=(
-  [include/lotus/detail/enabled.hpp]="lotus/runtime/runtime.hpp"
-  [include/lotus/collector.hpp]="lotus/collectors/impl.hpp"
-  [include/lotus/map_region.hpp]="lotus/collectors/map.hpp"
-  [include/lotus/lotus.hpp]="lotus/runtime/entry_table.hpp"
+  [include/lotus/lotus.hpp]="lotus/runtime/implementation.hpp"
 )
-inc_re='^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"]lotus/(runtime|collectors)/[^">]+[">]'
+inc_re='^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"]lotus/(runtime|annotations|collectors)/[^">]+[">]'
 bad=0
 complain() { echo "$1: $2" >&2; bad=1; }
 
-[ -d include/lotus/detail ] && [ -d include/lotus/runtime ] && [ -d include/lotus/collectors ] ||
-  { echo "check-layout: include/lotus/{detail,runtime,collectors} not found" >&2; exit 2; }
+[ -d include/lotus/detail ] && [ -d include/lotus/runtime ] && [ -d include/lotus/annotations ] &&
+  [ -d include/lotus/collectors ] ||
+  { echo "check-layout: include/lotus/{detail,runtime,annotations,collectors} not found" >&2; exit 2; }
 
 for f in include/lotus/*.hpp include/lotus/detail/*.hpp; do
   while IFS= read -r line; do
     target=$(sed -E 's/.*[<"](lotus\/[^">]+)[">].*/\1/' <<<"$line")
     case " ${allowed[$f]:-} " in
       *" $target "*) ;;
-      *) complain "$f" "includes $target: only the runtime's entry points may include lotus/runtime/ or lotus/collectors/" ;;
+      *) complain "$f" "includes $target: only lotus.hpp's door may include lotus/runtime/, lotus/annotations/ or lotus/collectors/" ;;
     esac
   done < <(grep -E "$inc_re" "$f" || true)
 done
@@ -43,6 +42,15 @@ for f in include/lotus/detail/*.hpp; do
     complain "$f" "the hot path includes a runtime or collector header: $line"
   done < <(grep -E "$inc_re" "$f" || true)
 done
+
+# One door: no header but lotus.hpp tests LOTUS_IMPLEMENTATION (what the implementation compiles is
+# decided there, and listed in runtime/implementation.hpp).
+while IFS= read -r hit; do
+  case "${hit%%:*}" in
+    include/lotus/lotus.hpp) ;;
+    *) complain "${hit%%:*}" "tests LOTUS_IMPLEMENTATION: only lotus.hpp's door does" ;;
+  esac
+done < <(grep -rnE '^[[:space:]]*#[[:space:]]*(if|ifdef|ifndef|elif)\b.*LOTUS_IMPLEMENTATION' include/lotus || true)
 
 # capture_request.hpp: what lotus-tool includes of the runtime, so nothing of the recorder.
 cr=include/lotus/runtime/capture_request.hpp
@@ -64,4 +72,4 @@ while IFS= read -r f; do
 done < <(find tools/lotus-tool -name '*.cpp' -o -name '*.hpp' | sort)
 
 if [ "$bad" -ne 0 ]; then exit 1; fi
-echo "check-layout: include/lotus/detail and the public headers include the runtime only at its entry points"
+echo "check-layout: include/lotus/detail and the public headers include the runtime only through lotus.hpp's one door"

@@ -1,6 +1,6 @@
 // lotus — collector detection, nesting and the backends behind lotus/collector.hpp (internal)
 // SPDX-License-Identifier: MIT
-// Compiled once, in the implementation file (collector.hpp includes it under LOTUS_IMPLEMENTATION).
+// Compiled once, in the implementation file (runtime/implementation.hpp lists it).
 #pragma once
 
 #include <cerrno>   // errno

@@ -1,7 +1,6 @@
 // lotus — LOTUS_MAP_REGION's list mode and selection behind lotus/map_region.hpp (internal)
 // SPDX-License-Identifier: MIT
-// Compiled once, in the implementation file (map_region.hpp includes it under
-// LOTUS_IMPLEMENTATION).
+// Compiled once, in the implementation file (runtime/implementation.hpp lists it).
 #pragma once
 
 #include <errno.h>   // errno

@@ -32,6 +32,10 @@ inline void signal_fence() noexcept { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
 /// aligned to it) and the subset of its operations lotus uses, with the same meaning.
 template <class T>
 class atom {
+  // A word a signal handler and another thread both touch: never a lock behind it.
+  static_assert(__atomic_always_lock_free(sizeof(T), 0),
+                "lotus::detail::atom<T>: T must be lock-free on this target");
+
  public:
   constexpr atom() noexcept : v_() {}
   constexpr atom(T v) noexcept : v_(v) {}  // NOLINT: std::atomic's converting constructor

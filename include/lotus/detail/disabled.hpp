@@ -10,6 +10,7 @@
 
 #include "lotus/collector_kind.hpp"
 #include "lotus/config.hpp"
+#include "lotus/detail/entry_points.hpp"
 #include "lotus/detail/inflight.hpp"
 #include "lotus/detail/modes.hpp"
 #include "lotus/detail/platform.hpp"
@@ -21,8 +22,6 @@
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
-struct options;  // <lotus/options.hpp>
-
 namespace detail {
 
 /// A state word that never changes: load() is a constant the compiler folds.
@@ -41,51 +40,23 @@ inline constexpr constant_word map_mode{map_idle};
 constexpr std::uint64_t read_tsc() noexcept { return 0; }
 constexpr std::uint64_t now_ticks(int) noexcept { return 0; }
 constexpr std::uint64_t now_ticks_slow(int) noexcept { return 0; }
-constexpr int initialize_mode() noexcept { return mode_off; }
-constexpr span_start span_start_slow(int, const record_site&, std::uint64_t) noexcept {
-  return {nullptr, 0};
-}
-inline void span_end_slow(int, const record_site*, std::uint64_t, std::uint64_t) noexcept {}
 constexpr int active_mode() noexcept { return mode_off; }
 constexpr inflight* inflight_self() noexcept { return nullptr; }
-constexpr inflight* inflight_registered() noexcept { return nullptr; }
 inline void push(const record_site*, std::uint64_t, std::uint64_t, std::uint64_t) noexcept {}
 inline void emit(const record_site&, std::uint64_t, std::uint64_t, std::uint64_t) noexcept {}
 struct dynamic_name_tag {};
 inline const record_site* dynamic_location(std::string_view) noexcept { return nullptr; }
-inline const record_site& intern(std::string_view, std::uint32_t = 0) noexcept {
-  static constexpr record_site nowhere{"", "", "", 0, 0};
-  return nowhere;
-}
 
-inline bool nvtx_push(const record_site&, std::uint64_t) noexcept { return false; }
-inline void nvtx_pop() noexcept {}
-inline void nvtx_mark(const record_site&, std::uint64_t) noexcept {}
-inline std::uint64_t nvtx_start(const record_site&, std::uint64_t) noexcept { return 0; }
-inline void nvtx_end(std::uint64_t) noexcept {}
-inline bool itt_task_push(const record_site&) noexcept { return false; }
-inline void itt_task_pop() noexcept {}
-inline res_sample resources_read() noexcept { return {}; }
-inline bool op_resources_begin() noexcept { return false; }
-inline void op_resources_end(const record_site*, std::uint64_t) noexcept {}
-inline void resources_record(const res_sample&, std::uint64_t, std::uint64_t,
-                             std::uint64_t) noexcept {}
-
-inline void api_configure(const options&) {}
-inline void api_flush() noexcept {}
-inline void api_shutdown() noexcept {}
-inline trace_stats api_stats() noexcept { return {}; }
-inline bool api_capture(const char*, std::size_t) noexcept { return false; }
-inline bool trigger_valid(const char*, std::size_t) noexcept { return true; }  // ignored anyway
-
-inline void collector_resume_slow(const char*) noexcept {}
-inline void collector_pause_slow(const char*) noexcept {}
-inline void collector_detach_slow() noexcept {}
-inline void collector_initialize() noexcept {}
-inline collector::kind collector_attached() noexcept { return collector::kind::none; }
-inline const char* map_gate_enter(const char*) noexcept { return nullptr; }
-inline void declare_own_loader() noexcept {}
-inline void epoch_begins() noexcept {}
+/// Every entry point of the one list (detail/entry_points.hpp): its row's value, nothing else.
+template <class... T>
+constexpr void unused(const T&...) noexcept {}
+#define LOTUS_DETAIL_ENTRY_NOOP(ret, name, params, args, except, value, missing) \
+  inline ret name params except {                                                \
+    unused args;                                                                 \
+    return value;                                                                \
+  }
+LOTUS_DETAIL_ENTRY_POINTS(LOTUS_DETAIL_ENTRY_NOOP)
+#undef LOTUS_DETAIL_ENTRY_NOOP
 
 }  // namespace detail
 }  // namespace LOTUS_DETAIL_ABI

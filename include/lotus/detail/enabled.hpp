@@ -1,9 +1,9 @@
 // lotus — the hooks the public headers call, recording (internal; chosen by detail/hooks.hpp)
 // SPDX-License-Identifier: MIT
 // The hot path of a span (clock, ring, name cache), the runtime's entry points, the state words the
-// inline fast paths read, and the bodies of the public macros. The runtime's definitions follow in
-// the one file that defines LOTUS_IMPLEMENTATION (runtime/runtime.hpp); every other file sees only
-// what is here and a weak reference to the runtime's table (detail/entry_calls.hpp).
+// inline fast paths read, and the bodies of the public macros. A file sees only what is here and a
+// weak reference to the runtime's table (detail/entry_calls.hpp); the runtime is compiled in the
+// one implementation file (lotus.hpp's last lines, runtime/implementation.hpp).
 #pragma once
 
 #include <cstddef>      // size_t
@@ -120,10 +120,3 @@ inline atom<int> map_mode{map_unread};
 
 // Every call into the runtime: through the implementation file's table, or its no-op.
 #include "lotus/detail/entry_calls.hpp"
-
-// The runtime: compiled in the one file that defines LOTUS_IMPLEMENTATION (lotus.hpp adds the
-// collectors, LOTUS_MAP_REGION's selection and the table there); every other file only refers
-// to its table, weakly (detail/entry_calls.hpp's runtime_linked()).
-#ifdef LOTUS_IMPLEMENTATION
-#  include "lotus/runtime/runtime.hpp"
-#endif

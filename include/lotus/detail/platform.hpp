@@ -29,16 +29,12 @@
       "lotus needs Linux (gettid, pipe2, sigtimedwait, /proc); other POSIX systems are not supported"
 #endif
 
-// The runtime's cold entry points (detail/entry.hpp). The one file of the program that defines
-// LOTUS_IMPLEMENTATION before it includes <lotus/lotus.hpp> compiles them and their table, whose
-// accessor runtime_entry_points() is LOTUS_DETAIL_API: defined there, a weak reference (declared,
-// never defined) in every other file, which is nullptr where no object of the process defines it
-// (detail/entry_calls.hpp), so that a program with no implementation still links, runs untraced
-// and says what to add, and one whose implementation is in a shared library it links uses that.
-#if defined(LOTUS_IMPLEMENTATION)
-#  define LOTUS_DETAIL_API
-#elif defined(__GNUC__) || defined(__clang__)
-#  define LOTUS_DETAIL_API __attribute__((weak))
+// The runtime's table of entry points (detail/entry.hpp) is declared weak in every file: nullptr
+// where no object of the process defines it, so that a program with no implementation still
+// links, runs untraced and says what to add, and one whose implementation is in a shared library
+// it links uses that.
+#if defined(__GNUC__) || defined(__clang__)
+#  define LOTUS_DETAIL_WEAK __attribute__((weak))
 #else
 #  error "lotus needs GCC or Clang (weak symbols)"
 #endif

@@ -785,26 +785,22 @@ class flight_recorder {
     std::size_t nslots = 0;
     std::uint64_t recorded = 0, written = 0, sanitized = 0;
     text lines;
-    auto emit = [&](const text& more) {
-      if (lines.size() + more.size() > 4000) {
-        out->write_sidecar(header, lines);
-        lines.clear();
-      }
-      lines.add(more);
-      if (part != nullptr) part->lines.add(more);
+    // Sidecar lines, written 4000 bytes at a time; `kept`: the part keeps a copy (the closing
+    // lines go apart from the kept ones: a completed part has its own).
+    auto emitter = [&](bool kept) {
+      return [&, kept](const text& more) {
+        if (lines.size() + more.size() > 4000) {
+          out->write_sidecar(header, lines);
+          lines.clear();
+        }
+        lines.add(more);
+        if (kept && part != nullptr) part->lines.add(more);
+      };
     };
-    const std::uint64_t last =
-        write_chunks(*out, slots, nslots, cap, from, 0, recorded, written, sanitized, emit);
+    const std::uint64_t last = write_chunks(*out, slots, nslots, cap, from, 0, recorded, written,
+                                            sanitized, emitter(true));
     text closing;
-    // The closing lines go apart from the kept ones: a completed part has its own.
-    auto emit_closing = [&](const text& more) {
-      if (lines.size() + more.size() > 4000) {
-        out->write_sidecar(header, lines);
-        lines.clear();
-      }
-      lines.add(more);
-    };
-    closing_lines(r, from, r.end_ns, recorded, written, sanitized, emit_closing, closing);
+    closing_lines(r, from, r.end_ns, recorded, written, sanitized, emitter(false), closing);
     if (!lines.empty()) out->write_sidecar(header, lines);
     // The closing lines on their own, from the budget's reserve for the `stats` line if need be.
     out->write_sidecar(header, closing, true);

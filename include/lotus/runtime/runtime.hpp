@@ -2,35 +2,10 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
-// Every system header of the runtime's headers, in one place.
-#if defined(__x86_64__) || defined(__i386__)
-#  include <cpuid.h>  // __get_cpuid (calibration.hpp)
-#endif
-#include <errno.h>        // errno
-#include <fcntl.h>        // open, O_*
-#include <link.h>         // dl_iterate_phdr (ledger.hpp)
-#include <pthread.h>      // pthread_atfork, pthread_mutex_t
-#include <sched.h>        // sched_yield, sched_getaffinity
-#include <signal.h>       // sigfillset
-#include <sys/mman.h>     // memfd_create, mmap (ledger.hpp)
-#include <sys/prctl.h>    // PR_GET_NAME
-#include <sys/stat.h>     // fstat, lstat, mkdir
-#include <sys/syscall.h>  // SYS_gettid
-#include <sys/timex.h>    // adjtimex (read-only: modes 0)
-#include <time.h>         // clock_gettime, nanosleep
-#include <unistd.h>       // gethostname, write, close
-
-#include <cstdarg>      // va_list
-#include <cstddef>      // size_t
-#include <cstdint>      // uint64_t
-#include <cstdio>       // snprintf
-#include <cstdlib>      // atexit, malloc
-#include <cstring>      // memcpy, strerror
-#include <new>          // bad_alloc
-#include <string_view>  // string_view
+// Its system headers: runtime/implementation.hpp, which includes this.
 
 // The hot path's headers (included by scope.hpp already in the usual order).
-#include "lotus/collectors/annotations.hpp"
+#include "lotus/annotations/spans.hpp"
 #include "lotus/config.hpp"
 #include "lotus/detail/atomic.hpp"
 #include "lotus/detail/clock.hpp"
@@ -767,8 +742,8 @@ inline int rt_initialize_mode() noexcept {
   return g_mode.load(mo_relaxed);
 }
 
-inline const record_site& rt_intern(std::string_view name, std::uint32_t flags) {
-  return runtime::get().intern(name, flags);
+inline const record_site& rt_intern(std::string_view name) {
+  return runtime::get().intern(name, 0);
 }
 
 inline const record_site* rt_intern_dynamic(const char* name, std::size_t size,
@@ -891,7 +866,9 @@ inline void rt_op_resources_end(const record_site* loc, std::uint64_t ticks) noe
 }
 
 inline std::uint64_t rt_writer_cpu_ns() noexcept { return runtime::get().writer_cpu_ns(); }
-inline void rt_declare_own_loader() noexcept { declare_loader("pipeline", false); }
+inline void rt_declare_loader(const char* kind, bool framework) noexcept {
+  note_loader(kind, framework);
+}
 inline void rt_epoch_begins() noexcept { note_epoch(); }
 
 }  // namespace detail

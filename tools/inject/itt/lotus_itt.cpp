@@ -29,7 +29,6 @@
 
 #include <unistd.h>
 
-#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -41,8 +40,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "lotus/lotus.hpp"
 #include "../thread_stacks.hpp"
+#include "lotus/lotus.hpp"
 
 namespace {
 
@@ -69,12 +68,12 @@ enum counted : unsigned {
   c_extra_handles,
   c_count
 };
-std::atomic<std::uint64_t> g_counts[c_count] = {};
+ld::atom<std::uint64_t> g_counts[c_count] = {};
 // Tasks open now, beyond max_depth, unmatched, and left open by their thread.
 lotus_inject::stack_counts g_tasks;
-std::atomic<bool> g_paused{false};
+ld::atom<bool> g_paused{false};
 
-void count(counted c) { g_counts[c].fetch_add(1, std::memory_order_relaxed); }
+void count(counted c) { g_counts[c].fetch_add(1, ld::mo_relaxed); }
 
 // The objects this collector creates carry own_magic in their reserved `extra1` and themselves
 // in `extra2`. A static part may also hand over objects of its own: ittnotify's creates domains
@@ -164,7 +163,7 @@ void task_begin(const itt_domain_abi* dom, itt_string_handle_abi* name, bool nam
     const int m = ld::active_mode();
     if (!named) {
       count(c_other);
-    } else if (g_paused.load(std::memory_order_relaxed)) {
+    } else if (g_paused.load(ld::mo_relaxed)) {
       count(c_paused);
     } else if (m >= ld::mode_tsc) {
       f.site = site_of(d, name);
@@ -253,10 +252,10 @@ void lotus_itt_task_begin(const itt_domain_abi* d, itt_id_abi, itt_id_abi,
   task_begin(d, name, true);
 }
 void lotus_itt_task_end(const itt_domain_abi* d) { task_end(d); }
-void lotus_itt_pause() { g_paused.store(true, std::memory_order_relaxed); }
-void lotus_itt_resume() { g_paused.store(false, std::memory_order_relaxed); }
-void lotus_itt_pause_scoped(int) { g_paused.store(true, std::memory_order_relaxed); }
-void lotus_itt_resume_scoped(int) { g_paused.store(false, std::memory_order_relaxed); }
+void lotus_itt_pause() { g_paused.store(true, ld::mo_relaxed); }
+void lotus_itt_resume() { g_paused.store(false, ld::mo_relaxed); }
+void lotus_itt_pause_scoped(int) { g_paused.store(true, ld::mo_relaxed); }
+void lotus_itt_resume_scoped(int) { g_paused.store(false, ld::mo_relaxed); }
 void lotus_itt_detach() {}
 void lotus_itt_thread_set_name(const char*) {}
 void lotus_itt_thread_ignore() {}

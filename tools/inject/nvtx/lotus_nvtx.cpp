@@ -32,7 +32,6 @@
 #include <nvtx3/nvToolsExt.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -44,8 +43,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "lotus/lotus.hpp"
 #include "../thread_stacks.hpp"
+#include "lotus/lotus.hpp"
 
 namespace {
 
@@ -55,8 +54,8 @@ using lotus_inject::max_depth;              // open push/pop ranges per thread a
 constexpr std::size_t max_started = 65536;  // open start/end ranges per process
 constexpr std::size_t max_domains = 4096;
 
-std::atomic<std::uint64_t> g_marks{0}, g_too_many_started{0};
-std::atomic<std::uint64_t> g_unknown_ends{0}, g_extra_domains{0};
+ld::atom<std::uint64_t> g_marks{0}, g_too_many_started{0};
+ld::atom<std::uint64_t> g_unknown_ends{0}, g_extra_domains{0};
 // Push/pop ranges open now, beyond max_depth, unmatched, and left open by their thread.
 lotus_inject::stack_counts g_ranges;
 
@@ -188,7 +187,7 @@ nvtxRangeId_t start(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a) {
   try {
     if (g_started == nullptr) g_started = new std::unordered_map<std::uint64_t, started>();
     if (g_started->size() >= max_started) {
-      g_too_many_started.fetch_add(1, std::memory_order_relaxed);
+      g_too_many_started.fetch_add(1, ld::mo_relaxed);
       return 0;
     }
     const std::uint64_t id = g_next_id++;
@@ -207,12 +206,12 @@ void end(nvtxDomainHandle_t, nvtxRangeId_t id) {
     // Id 0 is what a start beyond max_started returned (counted there); any other id not open
     // now (never started, or ended already) is counted.
     if (g_started == nullptr) {
-      if (id != 0) g_unknown_ends.fetch_add(1, std::memory_order_relaxed);
+      if (id != 0) g_unknown_ends.fetch_add(1, ld::mo_relaxed);
       return;
     }
     const auto it = g_started->find(id);
     if (it == g_started->end()) {
-      if (id != 0) g_unknown_ends.fetch_add(1, std::memory_order_relaxed);
+      if (id != 0) g_unknown_ends.fetch_add(1, ld::mo_relaxed);
       return;
     }
     s = it->second;
@@ -234,7 +233,7 @@ nvtxDomainHandle_t create_domain(std::string name) {
       }
     }
     if (g_domains->size() >= max_domains) {  // flagged by a prefix of their own, and counted
-      g_extra_domains.fetch_add(1, std::memory_order_relaxed);
+      g_extra_domains.fetch_add(1, ld::mo_relaxed);
       return reinterpret_cast<nvtxDomainHandle_t>(&g_more_domains);
     }
     auto* d = new domain{std::move(name) + ":"};

@@ -10,7 +10,7 @@
 
 #include "lotus/config.hpp"
 #include "lotus/detail/atomic.hpp"
-#include "lotus/detail/gpu_notes.hpp"  // the GPU's figures, for the sidecar too
+#include "lotus/runtime/gpu_notes.hpp"  // the GPU's figures, for the sidecar too
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -27,7 +27,7 @@ inline atom<const char*>& loader_kind() noexcept {
 /// Declares the loader. `kind` must be a string literal. A framework's declaration ("libtorch",
 /// "torch") replaces "pipeline" (the framework's own loader is built on a batch_tracker); a
 /// "pipeline" declaration is kept only while nothing else was declared.
-inline void declare_loader(const char* kind, bool framework) noexcept {
+inline void note_loader(const char* kind, bool framework) noexcept {
   atom<const char*>& k = loader_kind();
   if (framework) {
     k.store(kind, mo_relaxed);

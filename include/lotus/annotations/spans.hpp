@@ -7,8 +7,8 @@
 
 #include <cstdint>  // uint32_t, uint64_t
 
-#include "lotus/collectors/itt_tasks.hpp"
-#include "lotus/collectors/nvtx.hpp"
+#include "lotus/annotations/itt_tasks.hpp"
+#include "lotus/annotations/nvtx.hpp"
 #include "lotus/config.hpp"
 #include "lotus/detail/atomic.hpp"
 #include "lotus/detail/platform.hpp"

@@ -1,4 +1,4 @@
-// lotus — NVTX ranges for lotus's spans (LOTUS_NVTX) (internal; annotations.hpp adds ITT)
+// lotus — NVTX ranges for lotus's spans (LOTUS_NVTX) (internal; spans.hpp adds ITT)
 // SPDX-License-Identifier: MIT
 #pragma once
 
