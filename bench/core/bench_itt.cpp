@@ -7,13 +7,17 @@
 // matters: once ITT was on, a process keeps the out-of-line span path, so "off" runs first.
 #include <benchmark/benchmark.h>
 
-#include "annotation_bench.hpp"  // BM_floor_two_timestamps (first), trace_on, scope_loop
+#include "hot_path.hpp"  // BM_floor_two_timestamps (first), tracing, scope_loop
 
 namespace {
 
 using lotus_bench::scope_loop;
 
-void trace_on(bool itt) { lotus_bench::trace_on(&lotus::options::itt, itt); }
+void trace_on(bool itt) {
+  lotus::options o = lotus_bench::tracing();
+  o.itt = itt;
+  lotus::configure(o);
+}
 
 // ITT not asked for: the hot path of every build (mode_tsc, inline).
 void BM_scope_itt_off(benchmark::State& state) {

@@ -6,13 +6,17 @@
 // once NVTX was on, a process keeps the out-of-line span path, so the "off" cases run first.
 #include <benchmark/benchmark.h>
 
-#include "annotation_bench.hpp"  // BM_floor_two_timestamps (first), trace_on, scope_loop
+#include "hot_path.hpp"  // BM_floor_two_timestamps (first), tracing, scope_loop
 
 namespace {
 
 using lotus_bench::scope_loop;
 
-void trace_on(bool nvtx) { lotus_bench::trace_on(&lotus::options::nvtx, nvtx); }
+void trace_on(bool nvtx) {
+  lotus::options o = lotus_bench::tracing();
+  o.nvtx = nvtx;
+  lotus::configure(o);
+}
 
 // NVTX compiled in, not asked for: the hot path of every build (mode_tsc, inline).
 void BM_scope_nvtx_compiled_off(benchmark::State& state) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "../support/scratch_dir.hpp"
+#include "hot_path.hpp"  // BM_floor_two_timestamps (first), trace_on, scope_loop
 #include "lotus/lotus.hpp"
 #include "lotus/options.hpp"
 #include "lotus/runtime/resources.hpp"  // t_res_last (BM_batch_with_resources_switching)
@@ -18,66 +19,19 @@ void lotus_bench_disabled_scope();  // bench_disabled.cpp, compiled with LOTUS_D
 
 namespace {
 
+using lotus_bench::scope_loop;
 using lotus_bench::trace_dir;
-
-void trace_on(lotus::overflow_policy policy, std::size_t ring) {
-  lotus::options o;
-  o.log_file = trace_dir() + "/lotustrace_log";
-  o.enabled = true;
-  o.overflow = policy;
-  o.ring_capacity = ring;
-  lotus::configure(o);
-}
-
-constexpr std::int64_t kDrainEvery = 1 << 14;  // keep the ring from filling: measure the hot path
+using lotus_bench::trace_on;
 
 void BM_empty_loop(benchmark::State& state) {
   for (auto _ : state) benchmark::ClobberMemory();
 }
 BENCHMARK(BM_empty_loop);
 
-// The floor: two back-to-back reads of the clock the library uses.
-void BM_floor_two_timestamps(benchmark::State& state) {
-  trace_on(lotus::overflow_policy::drop, 1 << 16);
-  const int mode = lotus::detail::g_mode.load();
-  std::int64_t n = 0;
-  for (auto _ : state) {
-    std::uint64_t a = lotus::detail::now_ticks(mode);
-    benchmark::DoNotOptimize(a);
-    std::uint64_t b = lotus::detail::now_ticks(mode);
-    benchmark::DoNotOptimize(b);
-    if (++n == kDrainEvery) {  // same cadence as the enabled benchmark, for fairness
-      state.PauseTiming();
-      n = 0;
-      state.ResumeTiming();
-    }
-  }
-  state.SetLabel(mode == lotus::detail::mode_tsc ? "tsc" : "clock_gettime");
-}
-BENCHMARK(BM_floor_two_timestamps);
-
-// LOTUS_SCOPE in a loop, the ring drained every kDrainEvery spans outside the timed region.
-void scope_loop(benchmark::State& state) {
-  std::int64_t n = 0;
-  for (auto _ : state) {
-    { LOTUS_SCOPE("Bench"); }
-    benchmark::ClobberMemory();
-    if (++n == kDrainEvery) {
-      state.PauseTiming();
-      lotus::flush();
-      n = 0;
-      state.ResumeTiming();
-    }
-  }
-  lotus::flush();
-}
-
 // An enabled LOTUS_SCOPE while the ring has room.
 void BM_scope_enabled(benchmark::State& state) {
   trace_on(lotus::overflow_policy::drop, 1 << 16);
   scope_loop(state);
-  const auto s = lotus::stats();
-  state.counters["dropped"] = static_cast<double>(s.dropped);
 }
 BENCHMARK(BM_scope_enabled);
 
@@ -245,10 +199,8 @@ BENCHMARK(BM_scope_enabled_threads)->Threads(2)->UseRealTime();
 // figures at its start and end and adds them to its site's sums. Last: once per-op figures were
 // on, the process keeps the spans' out-of-line path, and BM_scope_enabled would measure that.
 void BM_scope_ops_resources(benchmark::State& state) {
-  lotus::options o;
-  o.log_file = trace_dir() + "/lotustrace_log";
-  o.overflow = lotus::overflow_policy::drop;
-  o.ring_capacity = 1 << 16;
+  lotus::options o = lotus_bench::tracing();
+  o.enabled.reset();  // as before: the environment's, on by default
   o.op_resources = true;
   lotus::configure(o);
   scope_loop(state);

@@ -3,33 +3,14 @@
 # lotus — instructions per LOTUS_SCOPE under Callgrind (deterministic: no timing noise), for the
 # ITT path (tools/docs/ITT.md): ITT off (the default), LOTUS_ITT=1 with no collector loadable, and
 # LOTUS_ITT=1 with an empty ITT collector (built here: every task call returns at once, so the
-# count is lotus's own share of a span under VTune). 100000 scopes in one function, counted with
-# --toggle-collect; the thread's ring growth and writer hand-offs (push_slow) are subtracted.
+# count is lotus's own share of a span under VTune); the loop and the count: scope_instructions.sh.
 #   sh bench/core/itt_instructions.sh [OTHER_LOTUS_INCLUDE_DIR]
 # OTHER_LOTUS_INCLUDE_DIR: another checkout's include/ (say, before ITT support), counted as "other".
 # Under Valgrind lotus uses clock_gettime (no TSC): the count includes the vDSO clock reads.
 set -eu
 here=$(cd "$(dirname "$0")/../.." && pwd)
 other=${1:-}
-command -v valgrind >/dev/null || { echo "itt_instructions: valgrind is needed" >&2; exit 2; }
-work=$(mktemp -d "${TMPDIR:-/tmp}/lotus-itt-instr-XXXXXX")
-trap 'rm -rf "$work"' EXIT
-cat >"$work/loop.cpp" <<'CPP'
-#include <lotus/lotus.hpp>
-__attribute__((noinline)) void run_scopes(int n) {
-  for (int i = 0; i < n; ++i) {
-    LOTUS_SCOPE("Bench");
-    asm volatile("" ::: "memory");
-  }
-}
-int main(int, char** argv) {
-  lotus::options o;
-  o.log_file = argv[1];
-  lotus::configure(o);
-  run_scopes(1);  // the thread's first event (and ITT's handles) outside the count
-  run_scopes(100000);
-}
-CPP
+. "$here/bench/core/scope_instructions.sh"  # $work, loop.cpp, build, count
 cat >"$work/empty_collector.c" <<'C'
 #include <string.h>
 struct dom { volatile int flags; const char* a; void* w; int e1; void* e2; void* next; };
@@ -59,22 +40,9 @@ void __itt_api_init(void* g, int groups) {
 }
 C
 gcc -O2 -shared -fPIC "$work/empty_collector.c" -o "$work/libempty_itt.so"
-build() {  # name, include dir
-  g++ -std=c++17 -O2 -g -I"$2" "$work/loop.cpp" -o "$work/$1" -pthread -ldl
-}
-count() {  # name, env...
-  name=$1; shift
-  rm -rf "$work/trace"
-  env "$@" valgrind --tool=callgrind --callgrind-out-file="$work/cg.out" \
-    --toggle-collect='run_scopes*' "$work/$name" "$work/trace/t" >/dev/null 2>"$work/cg.err"
-  total=$(sed -n 's/.*Collected : \([0-9]*\).*/\1/p' "$work/cg.err")
-  slow=$(callgrind_annotate --inclusive=yes "$work/cg.out" 2>/dev/null | grep 'push_slow' | head -1 |
-         awk '{gsub(",","",$1); print ($1 ~ /^[0-9]+$/) ? $1 : 0}')
-  echo $(( (total - ${slow:-0}) / 100000 ))
-}
-build now "$here/include"
+build now -I"$here/include"
 echo "instructions per scope (Callgrind, clock_gettime clock):"
-[ -n "$other" ] && build other "$other" && echo "  other checkout:                         $(count other)"
-echo "  ITT off (LOTUS_ITT unset):              $(count now)"
-echo "  LOTUS_ITT=1, no collector loadable:     $(count now LOTUS_ITT=1)"
-echo "  LOTUS_ITT=1, an empty ITT collector:    $(count now LOTUS_ITT=1 INTEL_LIBITTNOTIFY64="$work/libempty_itt.so")"
+[ -n "$other" ] && build other -I"$other" && echo "  other checkout:                         $(count other "")"
+echo "  ITT off (LOTUS_ITT unset):              $(count now "")"
+echo "  LOTUS_ITT=1, no collector loadable:     $(count now "" LOTUS_ITT=1)"
+echo "  LOTUS_ITT=1, an empty ITT collector:    $(count now "" LOTUS_ITT=1 INTEL_LIBITTNOTIFY64="$work/libempty_itt.so")"
