@@ -1,6 +1,6 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# Summaries over a generated 4,096-rank job (tests/tool/gen_ranks.py): summary size per rank
+# Summaries over a generated 4,096-rank job (tests/tool/gen/gen_ranks.py): summary size per rank
 # against its trace, the time to summarize every rank, and the time and memory of `stats` over
 # the 4,096 summaries against `stats` over the 4,096 directories.
 #   sh bench/tool/bench_summaries.sh LOTUS_TOOL WORKDIR [RANKS]
@@ -11,7 +11,7 @@ ranks=${3:-4096}
 here=$(dirname "$0")
 rm -rf "$work"
 mkdir -p "$work/sums"
-python3 "$here/../../tests/tool/gen_ranks.py" "$work/job" --ranks "$ranks" --slow-rank 1234 \
+python3 "$here/../../tests/tool/gen/gen_ranks.py" "$work/job" --ranks "$ranks" --slow-rank 1234 \
   --slow-op RandomResizedCrop --factor 3 > /dev/null
 cd "$work"
 start=$(date +%s.%N)

@@ -14,7 +14,7 @@ work=${2:-/tmp/lotus_tool_bench}
 shift $(( $# >= 2 ? 2 : 1 ))
 sizes=${*:-"1000000 10000000"}
 here=$(cd "$(dirname "$0")" && pwd)
-gen="$here/../../tests/tool/gen_trace.py"
+gen="$here/../../tests/tool/gen/gen_trace.py"
 "$here/../quiet.sh" --check
 trap '"$here/../quiet.sh" --end' EXIT
 mkdir -p "$work"

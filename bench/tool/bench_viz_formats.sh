@@ -3,7 +3,7 @@
 # SPDX-License-Identifier: MIT
 # Usage: bench/tool/bench_viz_formats.sh LOTUS_TOOL [WORK_DIR] [RECORDS] [RUNS]
 #   (defaults: /tmp/lotus_viz_bench, 2000000 records, 5 runs)
-# Generates a trace of about RECORDS records, one epoch of 8 workers (tests/tool/gen_trace.py),
+# Generates a trace of about RECORDS records, one epoch of 8 workers (tests/tool/gen/gen_trace.py),
 # then runs `viz -o out.json` and `viz -o out.pftrace` alternately RUNS times each (interleaved, so
 # a change of load hits both), writing to files on WORK_DIR. Prints per writer the min and median
 # of CPU time (user+sys: one core, the tool is single-threaded) and wall time, the peak RSS
@@ -14,7 +14,7 @@ work=${2:-/tmp/lotus_viz_bench}
 records=${3:-2000000}
 runs=${4:-5}
 here=$(cd "$(dirname "$0")" && pwd)
-gen="$here/../../tests/tool/gen_trace.py"
+gen="$here/../../tests/tool/gen/gen_trace.py"
 "$here/../quiet.sh" --check
 trap '"$here/../quiet.sh" --end' EXIT
 mkdir -p "$work"

@@ -12,7 +12,7 @@ import pytest
 from conftest import run_python
 
 HERE = pathlib.Path(__file__).resolve().parent
-GEN_RANKS = HERE.parent / "tool" / "gen_ranks.py"
+GEN_RANKS = HERE.parent / "tool" / "gen" / "gen_ranks.py"
 TOOL = os.environ.get("LOTUS_TOOL")
 
 

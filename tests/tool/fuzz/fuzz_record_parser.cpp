@@ -8,7 +8,7 @@
 #include <cstring>
 #include <string_view>
 
-#include "../record_reference.hpp"
+#include "../trace/record_reference.hpp"
 #include "trace/line_reader.hpp"
 #include "trace/record.hpp"
 #include "trace/stats_engine.hpp"

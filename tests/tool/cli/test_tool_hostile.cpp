@@ -1,4 +1,4 @@
-// lotus — lotus-tool tests: reliability on hostile and extreme traces (issue 39, tool side)
+// lotus — lotus-tool tests: reliability on hostile and extreme traces
 // SPDX-License-Identifier: MIT
 // Every case runs the tool with a deadline, so a hang fails the case instead of the run.
 #include <sys/stat.h>
@@ -92,7 +92,7 @@ void write_loader_trace(const std::string& dir, unsigned workers, std::size_t ba
 }  // namespace
 
 TEST_CASE("whatif and report end on epochs past 2^14 s (the model's clock always advances)",
-          "[tool][whatif][issue39]") {
+          "[tool][whatif][hostile]") {
   lotus_test::temp_dir tmp;
   SECTION("10,000 batches of 5 s on 3 workers") {
     const std::string dir = tmp / "long";
@@ -133,7 +133,7 @@ TEST_CASE("whatif and report end on epochs past 2^14 s (the model's clock always
   }
 }
 
-TEST_CASE("whatif models each rank of one directory on its own", "[tool][whatif][issue39]") {
+TEST_CASE("whatif models each rank of one directory on its own", "[tool][whatif][hostile]") {
   lotus_test::temp_dir tmp;
   const std::string dir = tmp / "ranks";
   ::mkdir(dir.c_str(), 0755);
@@ -170,7 +170,7 @@ TEST_CASE("whatif models each rank of one directory on its own", "[tool][whatif]
   REQUIRE(t.out.find("rank 1") != std::string::npos);
 }
 
-TEST_CASE("whatif --workers is bounded", "[tool][whatif][issue39]") {
+TEST_CASE("whatif --workers is bounded", "[tool][whatif][hostile]") {
   lotus_test::temp_dir tmp;
   const std::string dir = tmp / "t";
   ::mkdir(dir.c_str(), 0755);
@@ -183,7 +183,7 @@ TEST_CASE("whatif --workers is bounded", "[tool][whatif][issue39]") {
   REQUIRE(tool({"whatif", dir, "--workers", "4096"}).exit_code == 0);
 }
 
-TEST_CASE("diff: an op from 0 ms to 50 ms is slower, not '+0.0 % same'", "[tool][diff][issue39]") {
+TEST_CASE("diff: an op from 0 ms to 50 ms is slower, not '+0.0 % same'", "[tool][diff][hostile]") {
   lotus_test::temp_dir tmp;
   const std::string base = tmp / "base", next = tmp / "new";
   ::mkdir(base.c_str(), 0755);
@@ -221,7 +221,7 @@ TEST_CASE("diff: an op from 0 ms to 50 ms is slower, not '+0.0 % same'", "[tool]
   }
 }
 
-TEST_CASE("no raw terminal control reaches the terminal", "[tool][escape][issue39]") {
+TEST_CASE("no raw terminal control reaches the terminal", "[tool][escape][hostile]") {
   lotus_test::temp_dir tmp;
   SECTION("the trace prefix (file names)") {
     const std::string dir = tmp / "prefix";
@@ -286,7 +286,7 @@ TEST_CASE("no raw terminal control reaches the terminal", "[tool][escape][issue3
 }
 
 TEST_CASE("viz -o x.pftrace writes valid UTF-8 in every string field",
-          "[tool][perfetto][issue39]") {
+          "[tool][perfetto][hostile]") {
 #ifndef LOTUS_PROTOC
   WARN("protoc not found: skipped");
 #else
@@ -311,7 +311,7 @@ TEST_CASE("viz -o x.pftrace writes valid UTF-8 in every string field",
 #endif
 }
 
-TEST_CASE("impossible clocksync values are not 'synchronized, +-0 us'", "[tool][clock][issue39]") {
+TEST_CASE("impossible clocksync values are not 'synchronized, +-0 us'", "[tool][clock][hostile]") {
   lotus_test::temp_dir tmp;
   const std::string dir = tmp / "clk";
   ::mkdir(dir.c_str(), 0755);
@@ -341,7 +341,7 @@ TEST_CASE("impossible clocksync values are not 'synchronized, +-0 us'", "[tool][
   REQUIRE(d["clocks"]["cross_host_bound_us"].is_null());
 }
 
-TEST_CASE("distinct op names beyond the cap are pooled and counted", "[tool][bounded][issue39]") {
+TEST_CASE("distinct op names beyond the cap are pooled and counted", "[tool][bounded][hostile]") {
   lotus_test::temp_dir tmp;
   const std::string dir = tmp / "names";
   ::mkdir(dir.c_str(), 0755);
@@ -378,7 +378,7 @@ TEST_CASE("distinct op names beyond the cap are pooled and counted", "[tool][bou
   REQUIRE(tool({"stats", dir, "--json"}, {{"LOTUS_TOOL_MAX_OPS", "-3"}}).exit_code == 0);
 }
 
-TEST_CASE("tune: each rank on its own; bad input exits with a message", "[tool][tune][issue44]") {
+TEST_CASE("tune: each rank on its own; bad input exits with a message", "[tool][tune][hostile]") {
   lotus_test::temp_dir tmp;
   const std::string dir = tmp / "ranks";
   ::mkdir(dir.c_str(), 0755);

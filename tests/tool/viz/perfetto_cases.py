@@ -87,7 +87,7 @@ def main():
         assert counters == 6, f"two ranks in one directory: {counters} counter tracks, not 2 x 3"
         print(f"two ranks, one directory: {n} records, counters per rank")
         gen = os.path.join(tmp, "gen")
-        run([sys.executable, os.path.join(HERE, "gen_trace.py"), gen, "--records", "20000",
+        run([sys.executable, os.path.join(HERE, "..", "gen", "gen_trace.py"), gen, "--records", "20000",
              "--workers", "4", "--epochs", "2"])
         case("generated, out-of-order arrivals", a, [gen])
         case("generated, --compress", a, [gen], compress=True)

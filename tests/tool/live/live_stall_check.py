@@ -25,7 +25,7 @@ import pytest
 
 TOOL = os.environ.get("LOTUS_TOOL")
 STALL_JOB = os.environ.get("LOTUS_STALL_JOB")
-DOCS = pathlib.Path(os.environ.get("LOTUS_DOCS", pathlib.Path(__file__).parents[2] / "tools/docs"))
+DOCS = pathlib.Path(os.environ.get("LOTUS_DOCS", pathlib.Path(__file__).parents[3] / "tools/docs"))
 HERE = pathlib.Path(__file__).parent
 TOKEN = "t0ken-for-the-tests-0123456789abcdef"
 
@@ -432,7 +432,7 @@ def test_top_and_serve_wait_for_the_directory(tmp):
 
 def plant_capture(d, cid, trigger_ns, reason, seed):
     c = d / f"capture-{cid}"
-    subprocess.run([sys.executable, str(HERE / "gen_trace.py"), str(c), "--records", "300",
+    subprocess.run([sys.executable, str(HERE.parent / "gen" / "gen_trace.py"), str(c), "--records", "300",
                     "--workers", "2", "--prefix", "job", "--seed", str(seed)],
                    check=True, capture_output=True)
     (c / ".job.lotus-meta_100").write_text(
