@@ -2,6 +2,7 @@
 # SPDX-License-Identifier: MIT
 # lotus — tests of tools/scripts/readme_commands.py on tests/docs/fixture.md (extraction, running, failures),
 # and of tools/docs/FORMAT.md's worked example against tests/core/test_format.cpp and the golden trace.
+import fnmatch
 import os
 import re
 import shutil
@@ -288,6 +289,21 @@ class Links(unittest.TestCase):
                 for n, line in enumerate(f, 1):
                     if re.search(r"\bissues? #?\d", line, re.I):
                         hits.append(f"{os.path.relpath(doc, ROOT)}:{n}: {line.strip()[:80]}")
+        self.assertEqual(hits, [])
+
+    def test_changelog_unreleased_is_one_list_per_kind(self):
+        # The Unreleased section a user reads: Added, Changed, Removed, Fixed (Keep a Changelog's
+        # kinds), each at most once; tracker numbers are for the commit log, not for it.
+        with open(os.path.join(ROOT, "CHANGELOG.md"), encoding="utf-8") as f:
+            text = f.read()
+        unreleased = text.split("\n## Unreleased\n", 1)[1].split("\n## ", 1)[0]
+        kinds = re.findall(r"^### (.*)$", unreleased, re.M)
+        self.assertEqual(len(kinds), len(set(kinds)), kinds)
+        allowed = ["Added", "Changed", "Deprecated", "Removed", "Fixed", "Security"]
+        self.assertEqual([k for k in kinds if k not in allowed], [], kinds)
+        self.assertEqual(kinds, sorted(kinds, key=allowed.index), "kinds out of order")
+        hits = [line for line in unreleased.splitlines()
+                if re.search(r"\bissues? #?\d|(^|[\s(])#\d{2,3}\b", line, re.I)]
         self.assertEqual(hits, [])
 
     def test_readme_length(self):
@@ -715,6 +731,116 @@ class TestAllStop(unittest.TestCase):
                 if out in cmd or cwd.startswith(out):
                     left.append(f"{pid}: {cmd}")
             self.assertEqual(left, [], "processes of the stopped run")
+
+
+
+class TestMatrix(unittest.TestCase):
+    """tools/scripts/test-matrix.txt is what tools/scripts/test-all.sh runs where: every Python test
+    file has a row, every row names a file that exists, and a row added to a copy of the table
+    reaches the stacks it names (no edit of test-all.sh); a bad cell stops the script, naming it."""
+
+    MATRIX = os.path.join(ROOT, "tools", "scripts", "test-matrix.txt")
+
+    def rows(self, section, text=None):
+        if text is None:
+            with open(self.MATRIX, encoding="utf-8") as f:
+                text = f.read()
+        out, on = [], False
+        for line in text.splitlines():
+            if line.startswith("["):
+                on = line.split()[0] == f"[{section}]"
+                continue
+            line = line.split("#", 1)[0].split()
+            if on and line:
+                out.append(line)
+        return out
+
+    def dry_run(self, variants, matrix=None):
+        env = dict(os.environ, LOTUS_DRY_RUN="1", LOTUS_VARIANTS=variants)
+        if matrix:
+            env["LOTUS_TEST_MATRIX"] = matrix
+        with tempfile.TemporaryDirectory(prefix="lotus-matrix-") as out:
+            env["LOTUS_BUILD_ROOT"] = out
+            p = subprocess.run(["bash", os.path.join(ROOT, "tools", "scripts", "test-all.sh")],
+                               capture_output=True, text=True, env=env, timeout=60)
+        plan = {}
+        for line in p.stdout.splitlines():
+            if line.startswith("dry-run: "):
+                name, _, what = line[len("dry-run: "):].partition(": ")
+                plan.setdefault(name, []).append(what)
+        return p.returncode, plan, p.stdout + p.stderr
+
+    def test_every_python_test_file_has_a_row_and_every_row_a_file(self):
+        named = {r[1].split("::")[0] for r in self.rows("python") if r[1] != "-"}
+        files = {os.path.basename(f) for f in tracked("tests/python/test_*.py")}
+        # A row may name a glob (test_loader_*.py: every loader family's test).
+        covered = {f for f in files if any(fnmatch.fnmatchcase(f, n) for n in named)}
+        self.assertEqual(sorted(files - covered), [], "test files without a row in the matrix")
+        self.assertEqual(sorted(n for n in named if "*" not in n and n not in files), [],
+                         "rows naming no file of tests/python")
+        for stack, node in self.rows("deselect"):
+            self.assertIn(node.split("::")[0], files, node)
+
+    def test_every_variant_is_one_the_script_runs(self):
+        with open(os.path.join(ROOT, "tools", "scripts", "test-all.sh"), encoding="utf-8") as f:
+            script = f.read()
+        loop = script.split('for v in $variants; do\n  case "$v" in', 1)[1].split("\ndone", 1)[0]
+        cases = set()
+        for pattern in re.findall(r"^ {4}([a-z0-9|-]+)\)", loop, re.M):
+            cases.update(pattern.split("|"))
+        self.assertEqual(sorted(r[0] for r in self.rows("variants")), sorted(cases))
+
+    def test_the_default_run_is_the_matrix(self):
+        rc, plan, text = self.dry_run("gcc stack pip-middle pip-newest wheel clang")
+        self.assertEqual(rc, 0, text)
+        rows = self.rows("python")
+        # gcc with both pip stacks in the run: its no and not-with-* rows are left out.
+        gcc = {r[0] for r in rows if r[0] != "-" and r[2] != "yes"}
+        self.assertIn("python.pip", gcc)
+        self.assertEqual(set(re.findall(r"python\\\.[a-z_]+", plan["gcc"][0])),
+                         {n.replace(".", "\\.") for n in gcc}, text)
+        stack = {r[0] for r in rows if r[0] != "-" and r[3] == "no"}
+        self.assertEqual(set(re.findall(r"python\\\.[a-z_]+", plan["stack"][0])),
+                         {n.replace(".", "\\.") for n in stack}, text)
+        # A glob row runs every file it matches: the loader families' tests on both pip stacks.
+        loaders = sorted(os.path.basename(f) for f in tracked("tests/python/test_loader_*.py"))
+        for f in loaders:
+            self.assertIn(f, plan["pip-middle"][0].split(), text)
+            self.assertIn(f, plan["pip-newest"][0].split(), text)
+        newest = plan["pip-newest"]
+        self.assertIn("test_torch.py", newest[0].split())
+        self.assertIn("test_memory.py", newest[1].split())
+        self.assertNotIn("test_memory.py", newest[0].split())
+        self.assertIn("-k 'not spawn and not forkserver'", plan["pip-middle"][0])
+        self.assertIn("(12 deselected)", plan["wheel"][0])
+        self.assertEqual(plan["clang"], ["ctest -L ^(core|config|collector|cmake|nvtx|itt|fuzz)$"])
+        # Without pip-newest in the run, gcc runs the pip install and what pip's stacks would.
+        rc, plan, text = self.dry_run("gcc")
+        self.assertEqual((rc, plan["gcc"]), (0, ["ctest (every test its build has)"]), text)
+
+    def test_a_new_row_runs_where_it_says_without_a_script_edit(self):
+        with open(self.MATRIX, encoding="utf-8") as f:
+            text = f.read()
+        row = "python.family_x  test_family_x.py  yes  no  yes  alone  yes\n"
+        text = text.replace("\n[deselect]", row + "\n[deselect]", 1)
+        text += "pip-middle  test_family_x.py::test_slow\n"
+        with tempfile.TemporaryDirectory() as d:
+            matrix = os.path.join(d, "matrix.txt")
+            write(matrix, text)
+            rc, plan, out = self.dry_run("stack pip-middle pip-newest wheel", matrix)
+            self.assertEqual(rc, 0, out)
+            self.assertIn("python\\.family_x", plan["stack"][0])
+            self.assertIn("test_family_x.py", plan["pip-middle"][0].split())
+            self.assertIn("--deselect test_family_x.py::test_slow", plan["pip-middle"][0])
+            self.assertNotIn("test_family_x.py", plan["pip-newest"][0].split())
+            self.assertIn("test_family_x.py", plan["pip-newest"][1].split())
+            self.assertIn("test_family_x.py", plan["wheel"][0].split())
+            # A cell outside its column's words stops the run before anything starts.
+            write(matrix, text.replace(row, row.replace("alone", "maybe")))
+            rc, plan, out = self.dry_run("gcc", matrix)
+            self.assertEqual(rc, 2, out)
+            self.assertIn("bad row: [python] python.family_x", out)
+            self.assertEqual(plan, {})
 
 
 if __name__ == "__main__":

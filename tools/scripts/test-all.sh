@@ -1,42 +1,42 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # The whole lotus test suite: install dependencies, then every build variant CI checks.
-#   bash tools/scripts/test-all.sh            everything for this machine's Debian release
+#   bash tools/scripts/test-all.sh                        the default variants of this Debian release
 #   LOTUS_VARIANTS="gcc" bash tools/scripts/test-all.sh   only some variants
-# Variants: lint demo fresh fresh13 gcc clang asan tsan single disabled stack pip-newest pip-middle. Build
-# trees go to build-ci/<variant>. On Debian 12 (the CI machine) the default is every variant but `stack`
-# and `fresh`: `demo` runs tools/scripts/demo.sh on this machine, `fresh` runs it in a minimal Debian 12
-# root made by debootstrap (not in the default: CI's machine is a fresh Debian 12), `fresh13` runs it and
-# then the `stack` variant in a Debian 13 root (GCC 14, CLI11 2.4, torch 2.6; root and the Debian
-# archive needed; tools/scripts/fresh-demo.sh). `stack` is the tool, Python and docs tests with -Werror on
-# the machine's own compiler, Python and torch. On Debian 13 the default is lint, gcc (the whole
-# suite with GCC 14), single and disabled; the compiler-variant builds (clang, sanitizers) and the
-# fresh roots are proven from Debian 12.
-# pip-newest and pip-middle: the Python tests of lotus.torch, its loader families and autotune (the
-# middle's workers started by fork only; the newest also by spawn and forkserver, and the flight
-# recorder, live metrics, ranks, memory, lotus.frame and the pip install),
-# run by a venv of pip's torch (tools/scripts/pip-stacks.txt: the newest release and one from the
-# middle of the 2.x line; about 2.9 GB of wheels each, downloaded once into ~/.cache/lotus-wheels,
-# the venvs kept in ~/.cache/lotus-venvs until the pins change) against the gcc variant's build.
-# Both are in the Debian 12 default.
-# wheel (issue #72): tools/packaging/build-wheel.sh builds lotus-trace's sdist and cp311 wheel here,
-# then tools/packaging/check-wheel.sh installs it into a debootstrap Debian 12 root with only
-# python3-venv and a venv of pip's newest torch (pip install <= 10 s, lotus.torch --check, lotus-tool
-# report, a CMake consumer of the wheel's package config, pip uninstall removes every file), then
-# builds the cp314 wheel in an overlay of a Debian testing root and does the same there, with the
-# tests of PY314_TESTS against the installed wheel (Python 3.14: forkserver by default). Both roots
-# and their venvs are prepared in the background while the first variants build. In the Debian 12 default.
-# conan: `conan create tools/conan` (Conan 2 from PyPI in a venv, pip-stacks.txt [conan]; no remote):
-# builds liblotus.a and runs its test package, a traced program whose records it checks. In the default.
+#   LOTUS_DRY_RUN=1 bash tools/scripts/test-all.sh        what each variant would run; nothing runs
+# Which variants run by default and which tests run on which stack (Debian's torch, pip's, the
+# wheel's Python 3.14) is tools/scripts/test-matrix.txt, the one table; this script says how.
+# Build trees go to build-ci/<variant> (LOTUS_BUILD_ROOT). Each stage prints `::: VARIANT: what` as
+# it starts and `::: VARIANT passed (N s)` as it ends; the run ends with each stage's time and the total.
+# Variants:
+#   lint        SPDX lines, tracked outputs, clang-format-14, single_include freshness
+#   gcc         everything with the machine's g++ and -Werror (the tests' own programs at -O1)
+#   clang       the tool, runtime/collector/CMake/NVTX/ITT tests, the fuzzers, at -O1
+#   asan, tsan  core, config, tool under ASan+UBSan; core, config, collector under TSan
+#   single      core and config against the generated header;  disabled: LOTUS_DISABLE
+#   demo        tools/scripts/demo.sh on this machine, its outputs checked
+#   fresh       the demo in a debootstrap Debian 12 root; fresh13: the demo, then `stack`, in a
+#               Debian 13 root (root and the Debian archive needed; tools/scripts/fresh-demo.sh)
+#   stack       the tool, Python and docs tests with -Werror on the machine's own compiler and torch
+#   pip-newest, pip-middle   Python tests on venvs of pip's torch (tools/scripts/pip-stacks.txt;
+#               about 2.9 GB of wheels each, kept in ~/.cache/lotus-wheels, the venvs in
+#               ~/.cache/lotus-venvs until the pins change) against the gcc variant's build
+#   wheel       tools/packaging/build-wheel.sh's wheels, checked by tools/packaging/check-wheel.sh in
+#               debootstrap Debian 12 and testing roots without a compiler (Python 3.14's tests
+#               against the installed wheel); the roots are prepared while the first variants build
+#   conan       `conan create tools/conan` (Conan 2 from PyPI in a venv; no remote)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
 codename="$(. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}")" || codename=""
-if [ "$codename" = bookworm ]; then
-  default_variants="lint gcc demo pip-newest pip-middle clang asan tsan single disabled conan wheel fresh13"
-else
-  default_variants="lint gcc single disabled"
-fi
+matrix="${LOTUS_TEST_MATRIX:-$root/tools/scripts/test-matrix.txt}"  # another table: for its tests
+
+matrix_rows() {  # matrix_rows SECTION: the section's rows of test-matrix.txt, without comments
+  awk -v s="[$1]" '/^\[/ {on = ($1 == s); next} {sub(/#.*/, "")} on && NF' "$matrix"
+}
+# The default variants: the matrix's deb12 column on Debian 12 (CI's machine), else its deb13.
+if [ "$codename" = bookworm ]; then release_col=2; else release_col=3; fi
+default_variants=$(matrix_rows variants | awk -v c="$release_col" '$c == "yes" {printf "%s%s", sep, $1; sep = " "}')
 variants="${LOTUS_VARIANTS:-$default_variants}"
 # Only the packages the variants need: `stack` alone needs the stack group, anything else all.
 deps_groups="stack"
@@ -57,23 +57,74 @@ stage_times=()
 counts="$out/.test-counts"
 : >"$counts"
 
-stage() {  # stage NAME COMMAND...
-  local name="$1"; shift
-  local t0=$SECONDS
-  echo "::: $name"
+stage() {  # stage VARIANT WHAT COMMAND...
+  local name="$1" what="$2"; shift 2
+  local t0=$SECONDS result
+  echo "::: $name: $what"
   # In the background, waited for: Ctrl-C or SIGTERM runs the trap at once, not when it ends.
   "$@" </dev/null &
   stage_pid=$!
   if wait "$stage_pid"; then
     passed=$((passed + 1))
-    echo "::: $name passed ($((SECONDS - t0)) s)"
-    stage_times+=("$(printf '%6d s  passed  %s' "$((SECONDS - t0))" "${name%%:*}")")
+    result=passed
   else
     failed=$((failed + 1))
     failures+=("$name")
-    echo "::: $name FAILED ($((SECONDS - t0)) s)"
-    stage_times+=("$(printf '%6d s  FAILED  %s' "$((SECONDS - t0))" "${name%%:*}")")
+    result=FAILED
   fi
+  echo "::: $name $result ($((SECONDS - t0)) s)"
+  stage_times+=("$(printf 'stage  %-11s %6d s  %s' "$name" "$((SECONDS - t0))" "$result")")
+}
+
+# ---- what runs where: tools/scripts/test-matrix.txt ----
+python_col() {  # the [python] column of a variant or stack (none: the variant runs no such rows)
+  case "$1" in gcc) echo 3 ;; stack) echo 4 ;; pip-middle) echo 5 ;; pip-newest) echo 6 ;; wheel) echo 7 ;; esac
+}
+in_run() { case " $variants " in *" $1 "*) return 0 ;; esac; return 1; }
+matrix_check() {  # every cell one of its column's words; every variant known to this script
+  local bad
+  bad=$(matrix_rows variants | awk '($2 != "yes" && $2 != "no") || ($3 != "yes" && $3 != "no") || NF < 4 {print "[variants] " $0}'
+        matrix_rows python | awk 'NF != 7 || $3 !~ /^(yes|no|not-with-newest|not-with-pips)$/ ||
+                                  $4 !~ /^(yes|no)$/ || $5 !~ /^(yes|no)$/ || $6 !~ /^(yes|alone|no)$/ ||
+                                  $7 !~ /^(yes|no)$/ {print "[python] " $0}'
+        matrix_rows deselect | awk 'NF != 2 || $1 !~ /^(pip-middle|pip-newest|wheel)$/ {print "[deselect] " $0}')
+  [ -z "$bad" ] || { printf 'test-all: %s: bad row: %s\n' "$matrix" "$bad" >&2; exit 2; }
+}
+matrix_check
+variant_selection() {  # the [variants] table's selection of a variant ("" for all)
+  matrix_rows variants | awk -v v="$1" '$1 == v {$1 = $2 = $3 = ""; sub(/^ +/, ""); if ($0 != "all" && $0 != "-") print; exit}'
+}
+python_excluded() {  # the ctest names of the Python tests a variant leaves out, in this run
+  local col newest=0 pips=0
+  col=$(python_col "$1")
+  in_run pip-newest && newest=1
+  in_run pip-newest && in_run pip-middle && pips=1
+  matrix_rows python | awk -v c="$col" -v newest="$newest" -v pips="$pips" '$1 != "-" &&
+    ($c == "no" || ($c == "not-with-newest" && newest) || ($c == "not-with-pips" && pips)) {print $1}'
+}
+ctest_selection() {  # ctest_selection VARIANT: its ctest arguments, the Python rows' exclusion added
+  local sel names
+  sel=$(variant_selection "$1")
+  if [ -n "$(python_col "$1")" ]; then
+    # As regular expressions: `.` literal, a row's `*` (python.loader_*) any name.
+    names=$(python_excluded "$1" | awk '!seen[$0]++' | sed 's/\./\\./g; s/\*/.*/g' | paste -sd'|')
+    [ -z "$names" ] || sel="${sel:+$sel }-E ^($names)\$"
+  fi
+  echo "$sel"
+}
+python_files() {  # python_files STACK VALUE: the files of the rows marked VALUE there, each once
+  # (a row's glob, test_loader_*.py, is every such file of tests/python, in name order)
+  local f
+  matrix_rows python | awk -v c="$(python_col "$1")" -v v="$2" '$2 != "-" && $c == v {print $2}' |
+    while read -r f; do
+      case "$f" in
+        *'*'*) (cd "$root/tests/python" && for g in $f; do [ -e "$g" ] && echo "$g"; done) ;;
+        *) echo "$f" ;;
+      esac
+    done | awk '!seen[$0]++' | paste -sd' '
+}
+python_deselect() {  # python_deselect STACK: --deselect arguments of the [deselect] rows
+  matrix_rows deselect | awk -v s="$1" '$1 == s {printf "%s--deselect %s", sep, $2; sep = " "}'
 }
 
 # What a variant builds when not everything (the tests-<area> targets: what `ctest -L <area>` runs).
@@ -133,21 +184,16 @@ pip_stack() {  # pip_stack NAME
   fi
   PYTHONPATH="$build/python" "$venv/bin/python" -m lotus.torch --check 2>&1 | sed 's/^/  /' || true  # what this stack records
   # Two at once (pytest-xdist: most of these tests wait on worker processes); then, alone, the
-  # memory tests (other processes move their Pss) and the pip install (a build of its own).
-  # The middle stack: what depends on torch's internals (lotus.torch's hooks of each loader family,
-  # autotune's arguments); the newest also what builds on them (the flight recorder, live
-  # metrics, ranks, memory, frames: pandas and dask, whatever the torch) and the pip install.
-  local together=(test_torch.py test_stateful.py test_nodes.py test_autotune.py) alone=() select=()
-  # The middle stack starts its workers by fork only: how lotus reaches a spawned or forkserver
-  # worker is lotus's and multiprocessing's, proven on the newest stack and on Debian's torch (a
-  # spawned worker imports torch: those tests were 190 s of this stack's 320).
-  [ "$name" = newest ] || select=(-k "not spawn and not forkserver")
-  if [ "$name" = newest ]; then
-    together+=(test_gpu.py test_autotune_equivalence.py test_flight.py test_live.py
-               test_distributed.py test_frame.py)
-    # test_startup.py: its parts are measured against the job's own clock, alone.
-    alone=(test_memory.py test_startup.py test_install.py::test_pip_install_into_a_venv_with_pips_torch)
-  fi
+  # matrix's `alone` files (the memory tests: other processes move their Pss; the start-up's parts,
+  # measured against the job's own clock; the pip install, a build of its own). The stack's
+  # selection in the [variants] table (pip-middle: its workers started by fork only) and its
+  # [deselect] rows apply to both.
+  local together=() alone=() select=() deselect=()
+  read -r -a together <<<"$(python_files "pip-$name" yes)"
+  read -r -a alone <<<"$(python_files "pip-$name" alone)"
+  read -r -a deselect <<<"$(python_deselect "pip-$name")"
+  eval "select=($(variant_selection "pip-$name"))"
+  select+=("${deselect[@]}")
   local log="$out/pip-$name.pytest.log" log2="$out/pip-$name-serial.pytest.log"
   (cd tests/python && PYTHONPATH="$build/python" LOTUS_TOOL="$build/tools/lotus-tool/lotus-tool" \
      LOTUS_STACK_VENV="$venv" PYTHONDONTWRITEBYTECODE=1 \
@@ -156,7 +202,7 @@ pip_stack() {  # pip_stack NAME
   if [ ${#alone[@]} -gt 0 ]; then
     (cd tests/python && PYTHONPATH="$build/python" LOTUS_TOOL="$build/tools/lotus-tool/lotus-tool" \
        LOTUS_STACK_VENV="$venv" PYTHONDONTWRITEBYTECODE=1 \
-       "$venv/bin/python" -m pytest -q -p no:cacheprovider -rfEs "${alone[@]}") 2>&1 | tee "$log2" || rc=1
+       "$venv/bin/python" -m pytest -q -p no:cacheprovider -rfEs "${select[@]}" "${alone[@]}") 2>&1 | tee "$log2" || rc=1
     count_pytest_log "$log2" || rc=1
   fi
   return $rc
@@ -261,13 +307,10 @@ stage_pid=""
 trap 'interrupted SIGINT 130' INT
 trap 'interrupted SIGTERM 143' TERM
 
-# The wheel variant (issue #72). The Python tests run against the wheel installed on Debian testing's
-# Python 3.14 (its default start method, forkserver): add a file here to run it there too.
-PY314_TESTS="test_torch.py test_stateful.py test_nodes.py test_flight.py test_autotune.py test_startup.py"
-# Known to fail there (2026-11-28; 93 passed, these 12 failed): tests written for fork that pickle local
-# classes or set __main__ attributes for their workers (forkserver pickles them), or that import lotus
-# through a PYTHONPATH build tree; lotus.torch's own records pass there. Drop a line when it is fixed.
-PY314_DESELECT="--deselect test_autotune.py::test_a_stateful_dataloader_is_tuned_as_one_and_resumes_where_the_tuned_loop_stopped --deselect test_autotune.py::test_autotune_is_exported_and_runs_a_dataloader_in_place --deselect test_autotune.py::test_lotus_tool_takes_the_consumers_cpu_and_the_off_cpu_share --deselect test_autotune.py::test_model_agrees_with_lotus_tool_whatif_on_the_shared_cases --deselect test_autotune.py::test_the_measurement_splits_cpu_and_off_cpu_time --deselect test_flight.py::test_wait_trigger_captures_the_stall_of_every_process[spawn] --deselect test_stateful.py::test_resume_mid_epoch_continues_the_epochs_indices[1-3] --deselect test_stateful.py::test_resume_mid_epoch_continues_the_epochs_indices[3-4] --deselect test_torch.py::test_changed_private_api_is_named_not_mis_recorded --deselect test_torch.py::test_check_fails_in_one_line_when_torch_does_not_import --deselect test_torch.py::test_instrument_imports_torchvision_only_when_the_program_does --deselect test_torch.py::test_interned_batches_each_get_their_records"
+# The wheel variant: the Python tests run against the wheel installed on Debian testing's Python 3.14
+# (its default start method, forkserver): the matrix's wheel column and its [deselect] rows.
+PY314_TESTS="$(python_files wheel yes)"
+PY314_DESELECT="$(python_deselect wheel)"
 start_wheel_prepare() {  # start_wheel_prepare SUITE [--build]: root, venv of pip's torch, .debs
   local suite="$1"; shift
   rm -rf --one-file-system "$out/root-wheel-$suite" "$out/root-wheel-$suite.prepare.log"
@@ -327,6 +370,28 @@ case " $variants " in *" pip-"*)
 esac
 echo "test-all: a quick run without roots or venvs: LOTUS_VARIANTS=\"lint gcc\" bash tools/scripts/test-all.sh"
 
+if [ -n "${LOTUS_DRY_RUN:-}" ]; then  # what each variant would run, from the matrix; nothing runs
+  for v in $variants; do
+    case "$v" in
+      pip-newest|pip-middle)
+        echo "dry-run: $v: pytest -n 2 $(variant_selection "$v") $(python_deselect "$v") $(python_files "$v" yes)"
+        alone_files=$(python_files "$v" alone)
+        [ -z "$alone_files" ] || echo "dry-run: $v: then alone: pytest $(variant_selection "$v") $alone_files" ;;
+      wheel) echo "dry-run: wheel: on Python 3.14: pytest -n 2 $PY314_TESTS" \
+                  "($(matrix_rows deselect | awk '$1 == "wheel"' | wc -l) deselected)" ;;
+      stack) echo "dry-run: stack: ctest ${LOTUS_STACK_CTEST:-$(ctest_selection stack)}" ;;
+      lint|demo|fresh|fresh13|conan) echo "dry-run: $v: its own script, no test selection" ;;
+      *) if matrix_rows variants | awk -v v="$v" '$1 == v {f = 1} END {exit !f}'; then
+           sel=$(ctest_selection "$v")
+           echo "dry-run: $v: ctest ${sel:-(every test its build has)}"
+         else
+           echo "unknown variant: $v" >&2; exit 2
+         fi ;;
+    esac
+  done | tr -s ' '
+  exit 0
+fi
+
 # shellcheck disable=SC2086
 bash tools/scripts/install-deps.sh $deps_groups
 
@@ -344,69 +409,56 @@ case " $variants " in *" pip-middle "*) start_pip_prepare middle ;; esac
 case " $variants " in *" fresh13 "*) start_prepare trixie --tests ;; esac
 case " $variants " in *" fresh "*) start_prepare bookworm ;; esac
 case " $variants " in *" wheel "*) start_wheel_prepare bookworm; start_wheel_prepare testing --build ;; esac
-# The stack variant proves a release's own packages: lotus-tool and the module built by its GCC with
-# -Werror, lotus.torch's records on its torch (fork, the main process, distributed, live), the docs' commands (the tool's own tests run in gcc and asan). The Python tests of what
-# does not depend on the release (the flight recorder, causes, memory, mapping, spawn start-up,
-# frames, autotune, torchdata) run on Debian 12's torch 1.13 and pip's 2.11 and 2.15 instead, and
-# the pip install (a whole build of its own, minutes) on pip-newest's venv (gcc runs it where
-# neither runs).
-# (python.startup: Debian 12's torch 1.13 in gcc, pip's newest in pip-newest, Python 3.14 in wheel.)
-stack_ctest="${LOTUS_STACK_CTEST:--E ^python\.(torch_spawn|flight|causes|memory|map|map_callgrind|frame|autotune|autotune_equivalence|stateful|nodes|pip|startup)$}"
-# With both pip stacks in the run, the Python tests the newest runs (the flight recorder, memory,
-# frames, autotune) are not run again on Debian 12's torch in the gcc variant.
-gcc_skip=""
-# The pip install builds the module and lotus-tool once more (minutes): pip-newest proves it with
-# pip's torch (README's pip line, the bundled lotus-tool, pip uninstall); python.pip, the same
-# setup.py on Debian's Python and a wheel into a second venv, runs where pip-newest does not.
-case " $variants " in *" pip-newest "*) gcc_skip="pip" ;; esac
-if [[ " $variants " == *" pip-newest "* && " $variants " == *" pip-middle "* ]]; then
-  gcc_skip="${gcc_skip:+$gcc_skip|}flight|memory|frame|autotune|autotune_equivalence"
-fi
-gcc_ctest=""
-[ -z "$gcc_skip" ] || gcc_ctest="-E ^python\.($gcc_skip)$"
+# The stack variant proves a release's own packages (lotus-tool and the module built by its GCC
+# with -Werror, lotus.torch's records on its torch, the docs' commands); the gcc variant runs the
+# Python tests on Debian 12's torch 1.13, but leaves to pip-newest and pip-middle what they run
+# when they are in the run (the pip install, the flight recorder, memory, frames, autotune): the
+# matrix's stack and gcc columns.
+stack_ctest="${LOTUS_STACK_CTEST:-$(ctest_selection stack)}"
+gcc_ctest="$(ctest_selection gcc)"
 for v in $variants; do
   case "$v" in
-    lint) stage "lint: SPDX lines, tracked outputs, clang-format-14 and single_include freshness" lint ;;
-    demo) stage "demo: tools/scripts/demo.sh on this machine, its outputs checked" demo ;;
-    fresh) stage "fresh: tools/scripts/demo.sh on a debootstrap Debian 12 root" fresh_stage bookworm ;;
-    conan) stage "conan: conan create tools/conan (Conan 2, offline), its test package's traced program" conan_stage ;;
-    wheel) stage "wheel: lotus-trace's wheel built, installed and checked on Debian 12 (3.11) and testing (3.14) roots without a compiler" wheel_stage ;;
-    fresh13) stage "fresh13: tools/scripts/demo.sh, then the stack variant, on a debootstrap Debian 13 root" fresh13 ;;
-    stack) stage "stack: lotus-tool built, Python and docs tests on this release's GCC, CLI11 and torch, -Werror" \
+    lint) stage lint "SPDX lines, tracked outputs, clang-format-14 and single_include freshness" lint ;;
+    demo) stage demo "tools/scripts/demo.sh on this machine, its outputs checked" demo ;;
+    fresh) stage fresh "tools/scripts/demo.sh on a debootstrap Debian 12 root" fresh_stage bookworm ;;
+    conan) stage conan "conan create tools/conan (Conan 2, offline), its test package's traced program" conan_stage ;;
+    wheel) stage wheel "lotus-trace's wheel built, installed and checked on Debian 12 (3.11) and testing (3.14) roots without a compiler" wheel_stage ;;
+    fresh13) stage fresh13 "tools/scripts/demo.sh, then the stack variant, on a debootstrap Debian 13 root" fresh13 ;;
+    stack) stage stack "lotus-tool built, Python and docs tests on this release's GCC, CLI11 and torch, -Werror" \
              configure_build_test stack "$stack_ctest" \
              -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=g++ -DLOTUS_WERROR=ON \
              -DLOTUS_TEST_DIRS="python;docs" -DLOTUS_BUILD_BENCH=OFF -DLOTUS_WITH_TORCH=OFF ;;
     # The tests' own programs at -O1 (40 % less CPU than -O3); lotus-tool, the examples and the
     # Python module, what users build, at Release's -O3.
     # The benchmarks are built (not run: bench/README.md runs them), but the libtorch and peer ones.
-    gcc) stage "gcc: full suite, -Werror" configure_build_test gcc "$gcc_ctest" \
+    gcc) stage gcc "full suite, -Werror" configure_build_test gcc "$gcc_ctest" \
            -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=g++ -DLOTUS_WERROR=ON -DLOTUS_BUILD_BENCH=ON \
            "-DLOTUS_BENCH_DIRS=core;collector;runtime;tool;live" \
            -DLOTUS_TEST_CXX_FLAGS=-O1 ;;
     # Clang's warnings come from its front end, whatever the level: the variant builds at -O1
     # (its build was 370 s of the stage's 434 at Release's -O3); gcc proves the -O3 build.
-    clang) stage "clang: the tool, runtime/collector/CMake tests and examples, -Werror, fuzzers" configure_build_test clang "-L ^(core|config|collector|cmake|nvtx|itt|fuzz)$" \
+    clang) stage clang "the tool, runtime/collector/CMake tests and examples, -Werror, fuzzers" configure_build_test clang "$(ctest_selection clang)" \
              -DCMAKE_BUILD_TYPE=Release "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -DNDEBUG" -DCMAKE_CXX_COMPILER=clang++ -DLOTUS_WERROR=ON \
              -DLOTUS_TEST_DIRS="core;config;collector;tool;cmake;nvtx;itt" -DLOTUS_BUILD_PYTHON=OFF \
              -DLOTUS_WITH_TORCH=OFF -DLOTUS_BUILD_BENCH=OFF -DLOTUS_FUZZ=ON -DLOTUS_FUZZ_SECONDS=10 ;;
-    asan) stage "asan+ubsan: core, config, tool" configure_build_test asan "" \
+    asan) stage asan "ASan+UBSan: core, config, tool" configure_build_test asan "$(ctest_selection asan)" \
             -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS=-O1 -DCMAKE_CXX_COMPILER=g++ \
             -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DLOTUS_SANITIZE_DEBUG_INFO=-g1 -DLOTUS_TEST_CXX_FLAGS=-O0 \
             -DLOTUS_SANITIZE=address,undefined -DLOTUS_TEST_DIRS="core;config;tool" \
             -DLOTUS_BUILD_EXAMPLES=OFF -DLOTUS_BUILD_BENCH=OFF -DLOTUS_WITH_TORCH=OFF -DLOTUS_BUILD_PYTHON=OFF ;;
-    tsan) stage "tsan: core, config, collector" configure_build_test tsan "" \
+    tsan) stage tsan "TSan: core, config, collector" configure_build_test tsan "$(ctest_selection tsan)" \
             -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS=-O1 -DCMAKE_CXX_COMPILER=g++ \
             -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DLOTUS_SANITIZE_DEBUG_INFO=-g1 \
             -DLOTUS_SANITIZE=thread -DLOTUS_TEST_DIRS="core;config;collector" \
             -DLOTUS_BUILD_EXAMPLES=OFF -DLOTUS_BUILD_TOOLS=OFF -DLOTUS_BUILD_BENCH=OFF -DLOTUS_WITH_TORCH=OFF -DLOTUS_BUILD_PYTHON=OFF ;;
-    single) stage "single_include: core and config against the generated header" configure_build_test single "" \
+    single) stage single "single_include: core and config against the generated header" configure_build_test single "$(ctest_selection single)" \
               -DCMAKE_BUILD_TYPE=Release -DLOTUS_USE_SINGLE_INCLUDE=ON -DLOTUS_TEST_DIRS="core;config" \
               -DLOTUS_TEST_CXX_FLAGS=-O1 \
               -DLOTUS_BUILD_EXAMPLES=OFF -DLOTUS_BUILD_TOOLS=OFF -DLOTUS_BUILD_BENCH=OFF -DLOTUS_WITH_TORCH=OFF -DLOTUS_BUILD_PYTHON=OFF ;;
     pip-newest|pip-middle)
-      stage "$v: lotus.torch's loader families and autotune (newest: and the rest on it) on pip's torch ($(bash tools/scripts/pip-stack.sh --list "${v#pip-}" | grep '^torch==' | cut -d= -f3))" \
+      stage "$v" "lotus.torch's loader families and autotune (newest: and the rest on it) on pip's torch ($(bash tools/scripts/pip-stack.sh --list "${v#pip-}" | grep '^torch==' | cut -d= -f3))" \
         pip_stack "${v#pip-}" ;;
-    disabled) stage "LOTUS_DISABLE: examples and the disabled test" configure_build_test disabled "-R config.disabled" \
+    disabled) stage disabled "LOTUS_DISABLE: examples and the disabled test" configure_build_test disabled "$(ctest_selection disabled)" \
                 -DCMAKE_BUILD_TYPE=Release -DLOTUS_DISABLE=ON -DLOTUS_WERROR=ON -DLOTUS_TEST_DIRS=config \
                 -DLOTUS_BUILD_TOOLS=OFF -DLOTUS_BUILD_BENCH=OFF -DLOTUS_WITH_TORCH=OFF ;;
     *) echo "unknown variant: $v" >&2; exit 2 ;;
@@ -443,7 +495,7 @@ for log in "$out"/*.pytest.log; do  # pytest's -r summary names each failure on 
 done
 echo "stage times:"
 printf '%s\n' "${stage_times[@]}"
-echo "total: $SECONDS s"
+printf 'total  %-11s %6d s\n' "" "$SECONDS"
 [ ${#failures[@]} -eq 0 ] || printf 'failed variant: %s\n' "${failures[@]}"
 echo "variants: $passed passed, $failed failed"
 read -r tests_failed tests_total < <(awk '{f += $1; t += $2} END {print f + 0, t + 0}' "$counts")
