@@ -152,7 +152,7 @@ std::string render_top(const std::string& dir, const std::vector<live_process>& 
                    format_ns_compact(static_cast<double>(inflight_age_ns(*r.p, r.w->op)));
         }
         // "idle" only where the file shows in-progress lines at all: a file without any is a
-        // runtime before them (issue #51), or a moment with nothing in progress: unknown, "-".
+        // runtime older than in-progress lines, or a moment with nothing in progress: unknown, "-".
         if (doing.empty()) doing = r.p->ended() || !r.p->has_inflight ? "-" : "idle";
         std::string row = (i == slow ? "* " : "  ") +
                           pad(std::to_string(r.p->pid) + "/" + std::to_string(r.w->tid), 18) +

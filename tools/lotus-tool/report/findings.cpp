@@ -1098,7 +1098,7 @@ finding rank_finding(const report_data& d, const finding_thresholds& t) {
   return f;
 }
 
-// Why batches were slow (issue #43), from the sidecars' per-batch resource figures; only for
+// Why batches were slow, from the sidecars' per-batch resource figures; only for
 // traces that have them.
 finding causes_finding(const report_data& d, const finding_thresholds& t) {
   const auto format_number = [](const char* fmt, double v) {

@@ -274,7 +274,7 @@ std::string batches_html(const report_data& d) {
   return o;
 }
 
-// Why batches were slow (issue #43): per batch, its time on a CPU, waiting for one, and blocked.
+// Why batches were slow: per batch, its time on a CPU, waiting for one, and blocked.
 std::string causes_html(const report_data& d) {
   const causes_result& c = d.causes;
   if (!c.present) return {};

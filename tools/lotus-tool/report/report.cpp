@@ -637,7 +637,7 @@ void collect_report(const report_args& a, report_data& rd) {
       t.sample_ms = {};
       rd.op_trends.push_back(std::move(t));
     }
-    try {  // the "add workers" finding quotes tune's recommendation (issue 44)
+    try {  // the "add workers" finding quotes tune's recommendation
       tune_args ta;
       ta.in = a.in;
       const tune_result t = tune_loader(*run, ta);

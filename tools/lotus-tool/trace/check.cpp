@@ -104,17 +104,11 @@ void run_check(const check_args& a) {
     const std::uint64_t before = errors;
     try {
       const std::string path = dir.path_of(f);
-      line_reader reader(path);
-      line_reader::line ln;
-      record rec;
-      batch_ref batch;
-      bool any = false;
-      while (reader.next(ln)) {
-        any = true;
-        const char* why = validate_line(ln.text, ln.has_newline, ln.too_long, rec, batch);
+      const bool any = for_each_line(path, [&](const line_reader::line& ln, const char* why,
+                                               const record& rec, const batch_ref& batch) {
         if (why != nullptr) {
           report(path, ln.number, why);
-          continue;
+          return;
         }
         ++records;
         if (rec.dur_ns > static_cast<std::uint64_t>(INT64_MAX) - rec.start_ns) {
@@ -134,7 +128,7 @@ void run_check(const check_args& a) {
         } else {
           balance.add(batch.kind, batch.idx, fi, ln.number);
         }
-      }
+      });
       if (!any) report(path, 1, "empty file (pandas.read_csv in the Lotus scripts rejects it)");
     } catch (const tool_error& e) {
       ++errors;

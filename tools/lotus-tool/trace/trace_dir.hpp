@@ -405,34 +405,45 @@ void warn_empty_file(const std::string& path);
 const char* validate_line(std::string_view text, bool has_newline, bool too_long, record& rec,
                           batch_ref& batch) noexcept;
 
+/// Reads the file `path` line by line, each validated as `check` does: `fn(line, why, rec,
+/// batch)`, `why` nullptr for a record (`rec` and `batch` filled) or the reason it is none.
+/// False when the file has no line. `check` and every command's reading share it.
+template <class F>
+bool for_each_line(const std::string& path, F&& fn) {
+  line_reader reader(path);
+  line_reader::line ln;
+  record rec;
+  batch_ref batch;
+  bool any = false;
+  while (reader.next(ln)) {
+    any = true;
+    fn(ln, validate_line(ln.text, ln.has_newline, ln.too_long, rec, batch), rec, batch);
+  }
+  return any;
+}
+
 template <class F>
 std::uint64_t for_each_record(const trace_dir& dir, const read_options& opt, F&& fn) {
   std::uint64_t skipped = 0;
   for (std::size_t i = 0; i < dir.files.size(); ++i) {
     const std::string path = dir.path_of(dir.files[i]);
-    line_reader reader(path);
-    line_reader::line ln;
-    record rec;
-    batch_ref batch;
-    bool any = false;
-    while (reader.next(ln)) {
-      any = true;
-      const char* why = validate_line(ln.text, ln.has_newline, ln.too_long, rec, batch);
+    const bool any = for_each_line(path, [&](const line_reader::line& ln, const char* why,
+                                             const record& rec, const batch_ref& batch) {
       if (why != nullptr) {
         if (opt.skip_invalid) {
           ++skipped;
-          continue;
+          return;
         }
         throw_bad_line(path, ln.number, why);
       }
-      if (opt.filter != nullptr && !opt.filter->keep(dir.files[i].source, rec, batch)) continue;
+      if (opt.filter != nullptr && !opt.filter->keep(dir.files[i].source, rec, batch)) return;
       if constexpr (std::is_invocable_v<F&, std::size_t, const record&, const batch_ref&,
                                         std::uint64_t>) {
         fn(i, rec, batch, ln.number);
       } else {
         fn(i, rec, batch);
       }
-    }
+    });
     if (!any && opt.warn_empty) warn_empty_file(path);
   }
   return skipped;
