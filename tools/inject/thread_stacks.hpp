@@ -1,8 +1,9 @@
+// lotus — the per-thread stacks of the injection libraries (push/pop ranges, ITT tasks)
 // SPDX-License-Identifier: MIT
-// lotus — the per-thread stacks of the injection libraries (liblotus_nvtx.so's push/pop ranges,
-// liblotus_itt.so's tasks): one stack per thread and domain, a begin pushes a frame, an end pops
-// the innermost frame of the same domain on the same thread and writes its record. Included after
-// lotus/lotus.hpp by the one file of each library (it defines LOTUS_IMPLEMENTATION).
+// liblotus_nvtx.so's push/pop ranges and liblotus_itt.so's tasks: one stack per thread and
+// domain, a begin pushes a frame, an end pops the innermost frame of the same domain on the same
+// thread and writes its record. Included after lotus/lotus.hpp by the one file of each library
+// (it defines LOTUS_IMPLEMENTATION).
 #pragma once
 
 #include <cstddef>
