@@ -291,6 +291,39 @@ class Links(unittest.TestCase):
                         hits.append(f"{os.path.relpath(doc, ROOT)}:{n}: {line.strip()[:80]}")
         self.assertEqual(hits, [])
 
+    # Files whose owners are still rewording their issue numbers (drop a line when it is done).
+    ISSUE_NUMBERS_PENDING = {
+        "include/lotus/detail/pages.hpp", "include/lotus/runtime/resources.hpp",
+        "include/lotus/runtime/runtime.hpp", "single_include/lotus/lotus.hpp",
+        "tools/python/lotus/torch.py", "tools/python/lotus/autotune/__init__.py",
+        "tools/python/lotus/autotune/tuner.py",
+    }
+
+    def test_no_issue_numbers_in_product_code(self):
+        # What users build and read (the headers, the tool, the Python package, the injection
+        # libraries, the scripts, the examples) names no tracker number: say what the code does
+        # and why; the history is the commit log's.
+        files = []
+        for top in ("include", "single_include", "tools", "examples"):
+            files += tracked(top)
+        files += tracked("CMakeLists.txt") + tracked("setup.py") + tracked("pyproject.toml")
+        pattern = re.compile(r"\bissues? ?#?\d|(^|[\s(,;])#\d{2,3}\b(?![-\w;])", re.I)
+        hits = []
+        for path in files:
+            rel = os.path.relpath(path, ROOT)
+            if rel in self.ISSUE_NUMBERS_PENDING or rel.endswith((".css", ".min.js")):
+                continue
+            try:
+                with open(path, encoding="utf-8") as f:
+                    lines = f.readlines()
+            except (UnicodeDecodeError, IsADirectoryError):
+                continue
+            hits += [f"{rel}:{n}: {line.strip()[:80]}" for n, line in enumerate(lines, 1)
+                     if pattern.search(line)]
+        self.assertEqual(hits, [])
+        self.assertTrue(pattern.search("a fix (issue #71: 3 runs)") and pattern.search("# #53"))
+        self.assertFalse(pattern.search("FORMAT.md#10-summaries, color: #222; &#39;"))
+
     def test_changelog_unreleased_is_one_list_per_kind(self):
         # The Unreleased section a user reads: Added, Changed, Removed, Fixed (Keep a Changelog's
         # kinds), each at most once; tracker numbers are for the commit log, not for it.
