@@ -333,7 +333,9 @@ def test_a_setting_above_the_budget_is_left_for_one_that_fits():
     tuner = Tuner(6, 2, cores=2, memory_budget=budget, persistent_workers=True, log=None)
     drive(world, tuner, 2)
     assert tuner.decisions[0]["workers"] == 2
-    assert tuner.decisions[0]["reason"] == "the current setting is predicted above the memory budget"
+    assert tuner.decisions[0]["reason"] == (
+        "the current setting is predicted above the memory budget (6 workers, prefetch_factor 2: "
+        "predicted 800 MiB > budget 400 MiB)")
 
 
 def test_never_a_setting_predicted_slower_than_the_current_one():

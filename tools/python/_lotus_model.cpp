@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "compare/epoch_model.hpp"
+#include "compare/memory_model.hpp"
 
 namespace py = pybind11;
 
@@ -54,6 +55,29 @@ outcome simulate(const std::vector<std::pair<double, double>>& batches, unsigned
   return {o.seconds, o.last_take, o.wait_s, o.runq_workers_s, o.runq_main_s, o.out_of_order};
 }
 
+using memory_outcome = std::tuple<double, double, double, double>;
+
+// lotus-tool's memory model (compare/memory_model.hpp) for `workers` and `prefetch_factor`.
+memory_outcome predict_memory(double shared_bytes, double worker_private_bytes,
+                              double worker_start_private_bytes, double growth_per_batch_bytes,
+                              double batches_per_worker, unsigned measured_workers,
+                              double batch_bytes, double batches_held, bool scale_growth_up,
+                              unsigned workers, unsigned prefetch_factor) {
+  lotus_tool::memory_inputs in;
+  in.shared_bytes = shared_bytes;
+  in.worker_private_bytes = worker_private_bytes;
+  in.worker_start_private_bytes = worker_start_private_bytes;
+  in.growth_per_batch_bytes = growth_per_batch_bytes;
+  in.batches_per_worker = batches_per_worker;
+  in.measured_workers = measured_workers;
+  in.batch_bytes = batch_bytes;
+  in.batches_held = batches_held;
+  in.scale_growth_up = scale_growth_up;
+  const lotus_tool::memory_estimate e =
+      lotus_tool::predict_tree_memory(in, workers, prefetch_factor);
+  return {e.peak_bytes, e.shared_bytes, e.per_worker_bytes, e.prefetch_bytes};
+}
+
 }  // namespace
 
 void add_model(py::module_& m) {
@@ -64,6 +88,14 @@ void add_model(py::module_& m) {
         "unordered, worker_begin_s, foreign, handoff_s): one epoch of lotus-tool whatif's "
         "DataLoader model (compare/epoch_model.hpp); batches: (cpu_s, off_s) per batch. Returns "
         "(seconds, last_take, wait_s, runq_workers_s, runq_main_s, out_of_order).");
+  m.def("_predict_memory", &predict_memory, py::arg("shared_bytes"),
+        py::arg("worker_private_bytes"), py::arg("worker_start_private_bytes"),
+        py::arg("growth_per_batch_bytes"), py::arg("batches_per_worker"),
+        py::arg("measured_workers"), py::arg("batch_bytes"), py::arg("batches_held"),
+        py::arg("scale_growth_up"), py::arg("workers"), py::arg("prefetch_factor"),
+        "_predict_memory(...): lotus-tool's memory model of the process tree "
+        "(compare/memory_model.hpp): the summed Pss with `workers` workers and `prefetch_factor`. "
+        "Returns (peak_bytes, shared_bytes, per_worker_bytes, prefetch_bytes).");
 }
 
 }  // namespace lotus_python

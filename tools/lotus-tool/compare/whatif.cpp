@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "compare/epoch_model.hpp"
+#include "compare/memory_model.hpp"
 #include "util/diag.hpp"
 #include "util/error.hpp"
 #include "util/format.hpp"
@@ -144,20 +145,20 @@ memory_prediction predict_memory(const run_digest& d, unsigned workers, std::uin
   p.measured_bytes = static_cast<double>(m.job_pss);
   p.growth_per_batch = m.growth_per_batch;
   p.shared_bytes = static_cast<double>(m.shared);
-  const unsigned n = std::max(1u, workers);
-  // Workers started again each epoch (persistent_workers=False) are several processes per
-  // worker: the concurrent count is the digest's workers.
-  const unsigned measured = std::max(1u, d.workers);
-  if (n >= measured || m.growth_per_batch <= 0 || d.total_batches == 0) {
-    p.per_worker_bytes = m.worker_private;
-  } else {
-    // A worker process prepares its share of one epoch's batches (a process per epoch) or of
-    // the whole run's (persistent): batches_per_worker scaled by measured / n.
-    const double batches = m.batches_per_worker * measured / n;
-    p.per_worker_bytes =
-        std::max(m.worker_private, m.worker_start_private + m.growth_per_batch * batches);
-  }
-  p.peak_bytes = p.shared_bytes + n * p.per_worker_bytes;
+  // The one memory model (compare/memory_model.hpp, which lotus.autotune runs too). Workers
+  // started again each epoch (persistent_workers=False) are several processes per worker: the
+  // concurrent count is the digest's workers. A trace does not say a batch's bytes: no prefetch
+  // buffers.
+  memory_inputs in;
+  in.shared_bytes = p.shared_bytes;
+  in.worker_private_bytes = m.worker_private;
+  in.worker_start_private_bytes = m.worker_start_private;
+  in.growth_per_batch_bytes = m.growth_per_batch;
+  in.batches_per_worker = d.total_batches == 0 ? 0.0 : m.batches_per_worker;
+  in.measured_workers = std::max(1u, d.workers);
+  const memory_estimate e = predict_tree_memory(in, workers, 0);
+  p.per_worker_bytes = e.per_worker_bytes;
+  p.peak_bytes = e.peak_bytes;
   p.fits = p.budget_bytes == 0 || p.peak_bytes <= static_cast<double>(p.budget_bytes);
   return p;
 }

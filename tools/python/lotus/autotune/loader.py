@@ -89,6 +89,7 @@ class AutotunedLoader:
         self._resume = getattr(loader, "next_iter_state", None)
         self._resumed = False  # the running epoch began from a saved state
         self._worker_start_s = 0.0  # a worker's start-up as last measured
+        self._worker_init_s = 0.0   # what a started worker does before its first batch
 
     @property
     def decisions(self):

@@ -40,12 +40,15 @@ class EpochMeasurement:
     handoff_s: the median time from an index being sent (and its worker free) to the worker starting
     it; warmup: the epoch is the first after its workers (or the process) started, True/False, or
     None: the tuner takes its first epoch, and an epoch that paid a start-up with persistent
-    workers, as one.
+    workers, as one. worker_init_s: what a started worker does on its own before its first
+    batch (worker_init_fn; with spawn its imports), as last measured. memory: the memory model's inputs as measured from /proc at the epoch's
+    boundaries (_TreeMemory.inputs), or None (model.memory_inputs then takes main_rss and
+    worker_rss).
     """
 
     def __init__(self, workers, prefetch_factor, batches, steps, seconds, wait_s=0.0, start_s=0.0,
                  main_rss=0, worker_rss=0, step_runq_s=0.0, worker_start_s=None,
-                 batch_runq_s=0.0, handoff_s=0.0, warmup=None):
+                 batch_runq_s=0.0, handoff_s=0.0, warmup=None, memory=None, worker_init_s=0.0):
         self.workers = workers
         self.prefetch_factor = prefetch_factor
         self.batches = list(batches)
@@ -60,6 +63,8 @@ class EpochMeasurement:
         self.batch_runq_s = batch_runq_s
         self.handoff_s = handoff_s
         self.warmup = warmup
+        self.memory = memory
+        self.worker_init_s = worker_init_s
 
     def mean_step(self):
         if not self.steps:
@@ -155,6 +160,114 @@ def _rss():
     if last[1] is None:
         return rss
     return last[1] + max(0, rss - last[2])
+
+
+def _rollup(pid):
+    """(Pss, private) of process `pid` in bytes from /proc/<pid>/smaps_rollup (private: its
+    Private_Clean + Private_Dirty pages, which no other process maps), or None."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
+            text = f.read()
+    except OSError:
+        return None
+    pss = priv = None
+    for line in text.splitlines():
+        if line.startswith(b"Pss:"):
+            pss = int(line.split()[1]) * 1024
+        elif line.startswith((b"Private_Clean:", b"Private_Dirty:")):
+            priv = (priv or 0) + int(line.split()[1]) * 1024
+    if pss is None or priv is None:
+        return None
+    return pss, priv
+
+
+def _nbytes(obj, depth=0):
+    """The bytes of a batch's arrays (torch tensors, numpy arrays, bytes), through tuples, lists
+    and dicts; what a batch in flight holds."""
+    if depth > 4:
+        return 0
+    n = getattr(obj, "nbytes", None)
+    if isinstance(n, int):
+        return n
+    numel = getattr(obj, "numel", None)
+    if callable(numel) and hasattr(obj, "element_size"):
+        return int(numel()) * int(obj.element_size())
+    if isinstance(obj, (bytes, bytearray)):
+        return len(obj)
+    if isinstance(obj, dict):
+        return sum(_nbytes(v, depth + 1) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(_nbytes(v, depth + 1) for v in obj)
+    return 0
+
+
+class _TreeMemory:
+    """The memory model's inputs (tools/lotus-tool/compare/memory_model.hpp), measured from
+    /proc/<pid>/smaps_rollup of the process tree: each worker once after it delivered its first
+    batch (its private memory then, and the batches it had prepared), and the whole tree at the
+    epoch's end (the take of its last batch, while the workers are alive: without persistent
+    workers they end right after it), or every TREE_PERIOD seconds where the epoch's length is
+    unknown. Per epoch that is about 2 reads a worker (1-20 ms each with torch loaded).
+
+    shared: the main process's Pss plus each worker's Pss − private at the end (the pages the
+    tree shares, once); a worker's private memory at the end (the mean), its growth per batch
+    between its two reads, and its private memory before its first batch (the first read less
+    that growth per batch delivered by then)."""
+
+    TREE_PERIOD = 1.0
+    BATCHES_SIZED = 8  # the first batches of an epoch whose bytes are counted
+
+    def __init__(self):
+        self.first = {}    # worker pid -> (private, its batches delivered by then)
+        self.last = None   # (main Pss, {pid: (Pss, private, its batches delivered by then)})
+        self.counts = {}   # worker pid -> batches delivered
+        self.sized = []    # the bytes of the first batches
+        self._at = 0.0
+
+    def taken(self, pid, batch, now, last):
+        """A batch of worker `pid` was taken at `now` (`last`: the epoch's last batch)."""
+        n = self.counts[pid] = self.counts.get(pid, 0) + 1
+        if len(self.sized) < self.BATCHES_SIZED:
+            self.sized.append(_nbytes(batch))
+        if pid not in self.first:
+            r = _rollup(pid)
+            if r is not None:
+                self.first[pid] = (r[1], n)
+        if last or (last is None and now - self._at >= self.TREE_PERIOD):
+            self._at = now
+            main = _rollup(_os.getpid())
+            if main is not None:
+                workers = {}
+                for p, k in self.counts.items():
+                    r = _rollup(p)
+                    if r is not None:
+                        workers[p] = (r[0], r[1], k)
+                self.last = (main[0], workers)
+
+    def inputs(self, workers, batches):
+        """The model's inputs (a dict; bytes) at `workers` workers for an epoch of `batches`, or
+        None where the tree was not read."""
+        if self.last is None or not self.last[1]:
+            return None
+        main, ws = self.last
+        shared = main + sum(max(0, pss - priv) for pss, priv, _ in ws.values())
+        privs, starts, growths = [], [], []
+        for pid, (pss, priv, n) in ws.items():
+            privs.append(priv)
+            first = self.first.get(pid)
+            growth = 0.0
+            if first is not None and n > first[1]:
+                growth = max(0.0, (priv - first[0]) / (n - first[1]))
+                growths.append(growth)
+            starts.append(max(0.0, (first[0] if first else priv) - growth * (first[1] if first
+                                                                           else n)))
+        k = len(privs)
+        return {"shared_bytes": float(shared), "worker_private_bytes": sum(privs) / k,
+                "worker_start_private_bytes": sum(starts) / k,
+                "growth_per_batch_bytes": sum(growths) / len(growths) if growths else 0.0,
+                "batches_per_worker": batches / max(1, workers), "measured_workers": max(1, workers),
+                "batch_bytes": (sum(self.sized) / len(self.sized)) if self.sized else 0.0,
+                "batches_held": 0.0, "tree_bytes": float(main + sum(w[0] for w in ws.values()))}
 
 
 def _mark_begin():
@@ -318,10 +431,12 @@ class _Epoch:
 
     def __init__(self, owner, it, t0, fresh):
         self.owner, self.it, self.t0, self.fresh = owner, it, t0, fresh
+        self.iter_s = _time.perf_counter() - t0  # iter(): the workers started one by one
         self.number = owner._epochs
         self.batches, self.steps, self.takes, self.spans = [], [], [], []
         self.first_start = {}
         self.main_rss, self.worker_rss = _rss(), 0
+        self.tree = _TreeMemory()
         self.wait = self.step_runq = self.batch_runq = 0.0
         self.seconds = 0.0
         self.failed = False
@@ -393,6 +508,12 @@ class _Epoch:
         self.first_start.setdefault(item.pid, item.start)
         if self.workers > 0:
             self.worker_rss = max(self.worker_rss, item.rss)
+            try:
+                n = len(self.owner)
+            except TypeError:  # an iterable dataset's loader: no length
+                n = None
+            self.tree.taken(item.pid, item.batch, took,
+                            None if n is None else len(self.batches) >= n)
         if took - self._rss_at >= 0.02:  # the main process's Pss, at most every 20 ms
             self._rss_at = took
             self.main_rss = max(self.main_rss, _rss())
@@ -402,19 +523,25 @@ class _Epoch:
     def measurement(self, setting, persistent, last_start_s):
         """The EpochMeasurement of this epoch, run at `setting` (workers, prefetch_factor), with
         persistent workers or not; last_start_s: a worker's start-up as last measured (what a
-        new setting would pay). A worker's start-up: worker k (in the order they began) began its
-        first batch about (k + 1) start-ups after iter() (the main process starts them one after
-        the other)."""
+        new setting would pay). A worker's start-up: the main process starts the N workers one
+        after the other inside iter() and sends the first indices once all have started
+        (PyTorch's _MultiProcessingDataLoaderIter): iter()'s time / N each (start_s); what a
+        worker then does on its own before its first batch (worker_init_fn; with spawn its
+        imports), in parallel, is the median first start after iter() returned (init_s)."""
         workers, pf = setting
         start_s = 0.0
+        init_s = self.owner._worker_init_s
         if workers > 0 and (self.fresh or not persistent):
-            starts = sorted(self.first_start.values())
-            est = sorted((s - self.t0) / (k + 1) for k, s in enumerate(starts))
-            if est:
-                start_s = last_start_s = est[len(est) // 2]
+            starts = sorted(s - self.t0 for s in self.first_start.values())
+            if starts:
+                start_s = last_start_s = self.iter_s / workers
+                init_s = self.owner._worker_init_s = max(
+                    0.0, starts[len(starts) // 2] - self.iter_s)
         return EpochMeasurement(workers, pf, self.batches, self.steps, self.seconds,
                                 wait_s=self.wait, start_s=start_s, worker_start_s=last_start_s,
                                 main_rss=self.main_rss, worker_rss=self.worker_rss,
                                 step_runq_s=self.step_runq, batch_runq_s=self.batch_runq,
                                 handoff_s=handoff_of(self.takes, self.spans, workers * pf)
-                                if workers else 0.0)
+                                if workers else 0.0,
+                                memory=self.tree.inputs(workers, len(self.batches))
+                                if workers else None, worker_init_s=init_s)

@@ -9,7 +9,7 @@ import numbers as _numbers
 import os as _os
 import time as _time
 
-from .model import predict_memory, simulate_epoch
+from .model import memory_inputs, predict_memory, simulate_epoch
 
 MISS = 0.10        # a prediction off by more than this makes the next decision more careful
 SETTLE_GAIN = 0.02  # a change that gained less than this ends the tuning
@@ -173,6 +173,7 @@ class Tuner:
         if fit is not None:
             fitted, cores = fit
         r = simulate_epoch(batches, workers, pf, cores, step, start_s=start_s,
+                           init_s=getattr(m, "worker_init_s", 0.0),
                            foreign=fitted, handoff=m.handoff_s)
         return r["seconds"]
 
@@ -194,7 +195,8 @@ class Tuner:
 
         def runq(foreign=0.0, cores=None):
             r = simulate_epoch(m.batches, m.workers, m.prefetch_factor, cores or self.cores,
-                               step, start_s=m.start_s, foreign=foreign, handoff=m.handoff_s)
+                               step, start_s=m.start_s, foreign=foreign, handoff=m.handoff_s,
+                               init_s=getattr(m, "worker_init_s", 0.0))
             return r["runq_workers_s"] + r["runq_main_s"]
 
         foreign, cores = 0.0, self.cores
@@ -399,7 +401,7 @@ class Tuner:
         where every epoch pays it: workers not persistent), and its predicted memory."""
         c = r.candidates.get((n, pf))
         if c is None:
-            mem = predict_memory(r.m, n)
+            mem = predict_memory(r.m, n, pf)
             start = 0.0 if self.persistent else r.start_new
             secs = self._predict(r.m, n, pf, start) * r.calib
             c = r.candidates[(n, pf)] = {"workers": n, "prefetch_factor": pf, "score": secs,
@@ -427,7 +429,7 @@ class Tuner:
         bound = self._noise_bound()
         epochs = f" over {len(runs)} epochs" if len(runs) > 1 else ""
         change = f"the last change {_gained(gain)}{epochs}"
-        back_fits = predict_memory(m, prev_setting[0]) <= self.budget
+        back_fits = predict_memory(m, prev_setting[0], prev_setting[1]) <= self.budget
         if gain >= SETTLE_GAIN:
             self._pending = None
         elif loss > bound:
@@ -469,10 +471,13 @@ class Tuner:
             best = min(r.fitting,
                        key=lambda c: (c["score"], c["workers"], c["prefetch_factor"]))
             r.nxt = (best["workers"], best["prefetch_factor"])
-            r.reason = "the current setting is predicted above the memory budget"
+            r.reason = (f"the current setting is predicted above the memory budget "
+                        f"({self._over_words(r.stay)})")
             return
         if not r.fitting:
-            r.reason = "no setting is predicted within the memory budget"
+            least = min(r.candidates.values(), key=lambda c: (c["memory"], c["workers"]))
+            r.reason = (f"no setting is predicted within the memory budget (the least: "
+                        f"{self._over_words(least)})")
             return
         target, pick = self._target(r)
         stay = r.stay
@@ -492,6 +497,30 @@ class Tuner:
             # As for the model's choice twice: staying was right last time.
             self._settle()
             r.reason += "; its last prediction within 10 %: settled"
+        self._refuse(r)
+
+    def _over_words(self, c):
+        return (f"{_workers(c['workers'])}, prefetch_factor {c['prefetch_factor']}: predicted "
+                f"{_mib(c['memory'])} > budget {_mib(self.budget)}")
+
+    def _refuse(self, r):
+        """The settings the budget refused that the model predicts faster than the next one: the
+        fastest of each worker count, in r.refused, and the first three in the reason, each with
+        its predicted memory ("3 workers, prefetch_factor 2: predicted 452 MiB > budget 427
+        MiB")."""
+        nxt = r.candidates.get(r.nxt) or r.stay
+        faster = {}
+        for c in r.candidates.values():
+            if not c["fits"] and c["score"] < nxt["score"] * (1 - MIN_GAIN):
+                seen = faster.get(c["workers"])
+                if seen is None or c["score"] < seen["score"]:
+                    faster[c["workers"]] = c
+        r.refused = [faster[n] for n in sorted(faster)]
+        if r.refused:
+            words = "; ".join(self._over_words(c) for c in r.refused[:3])
+            more = len(r.refused) - 3
+            r.reason += (f"; refused over the memory budget, though predicted faster: {words}"
+                         + (f"; and {more} more worker counts" if more > 0 else ""))
 
     def _target(self, r):
         """The model's pick: the cheapest setting predicted within `tolerance` of the best, and
@@ -608,7 +637,12 @@ class Tuner:
                           "handoff_seconds": m.handoff_s,
                           "steady_epoch_seconds": r.steady_now, "warmup": r.warm,
                           "noise": self._noise},
-             "predicted_peak_rss_bytes": predict_memory(m, nxt[0]),
+             "predicted_peak_rss_bytes": predict_memory(m, nxt[0], nxt[1]),
+             "memory": {**memory_inputs(m),
+                        **predict_memory(m, nxt[0], nxt[1], detail=True)},
+             "refused": [{"workers": c["workers"], "prefetch_factor": c["prefetch_factor"],
+                          "predicted_peak_bytes": c["memory"],
+                          "predicted_epoch_seconds": c["score"]} for c in r.refused],
              "memory_budget_bytes": self.budget, "changed": nxt != cur, "caution": self.caution,
              "settled": self.settled, "calibration": r.calib, "reason": reason, "error": None,
              "held_small": r.held_small,
@@ -627,6 +661,7 @@ class _Round:
 
     def __init__(self, **fields):
         self.reason, self.note, self.held_small = "", "", False
+        self.refused = []
         self.__dict__.update(fields)
         self.nxt = self.cur
 
