@@ -338,6 +338,63 @@ def test_a_setting_above_the_budget_is_left_for_one_that_fits():
         "predicted 800 MiB > budget 400 MiB)")
 
 
+class TreeWorld(World):
+    """A World whose process tree has the memory model's structure: `shared` MiB counted once,
+    `private` MiB per worker, `batch` MiB per batch in flight; each epoch reports its inputs as
+    autotune measures them (measure.py's _TreeMemory), and truth(n, pf) is its peak."""
+
+    def __init__(self, shared, private, batch, **kw):
+        super().__init__(**kw)
+        self.shared, self.private, self.batch = shared * MiB, private * MiB, batch * MiB
+
+    def truth(self, n, pf):
+        return self.shared + n * self.private + n * pf * self.batch
+
+    def epoch(self, workers, pf):
+        m = super().epoch(workers, pf)
+        m.memory = {"shared_bytes": self.shared, "worker_private_bytes": self.private,
+                    "worker_start_private_bytes": self.private, "growth_per_batch_bytes": 0.0,
+                    "batches_per_worker": len(self.batches) / workers,
+                    "measured_workers": workers, "batch_bytes": self.batch, "batches_held": 0}
+        return m
+
+
+def test_explores_inside_the_budget_and_says_the_figure_of_each_refusal():
+    # The issue's I/O-bound case: 15 ms of sleep a sample, a 40 MiB cache per worker, a budget of
+    # 1.05x the tree at k workers, started at 1. A page shared after fork is counted once, so
+    # k workers fit and the tuner goes there (it stayed at 1 when a worker's share of the shared
+    # pages was counted once per worker); k + 1 workers are refused, with their figure.
+    for k in (2, 3):
+        world = TreeWorld(shared=250, private=50, batch=1, batches=[(0.0, 0.06)] * 66,
+                          step=(0.0, 0.0), persistent=True, start_s=0.02)
+        budget = int(1.05 * world.truth(k, 2))
+        tuner = Tuner(1, 2, cores=2, memory_budget=budget, persistent_workers=True, log=None)
+        drive(world, tuner, 6)
+        assert [d["workers"] for d in tuner.decisions] == [k] * 6
+        for d in tuner.decisions:
+            assert world.truth(d["workers"], d["prefetch_factor"]) <= budget
+            assert d["predicted_peak_rss_bytes"] == world.truth(d["workers"], d["prefetch_factor"])
+        first = tuner.decisions[0]
+        refused = first["refused"][0]
+        assert refused["workers"] == k + 1
+        assert refused["predicted_peak_bytes"] > budget
+        assert (f"{k + 1} workers, prefetch_factor {refused['prefetch_factor']}: predicted "
+                f"{refused['predicted_peak_bytes'] / MiB:.0f} MiB > budget "
+                f"{budget / MiB:.0f} MiB") in first["reason"]
+        assert first["memory"]["shared_bytes"] == 250 * MiB
+        # Epochs 4-6 within 10 % of the sweep's best steady epoch among the settings that fit.
+        sweep = TreeWorld(shared=250, private=50, batch=1, batches=[(0.0, 0.06)] * 66,
+                          step=(0.0, 0.0), persistent=True, start_s=0.02)
+        best = math.inf
+        for n in range(1, 9):
+            for pf in (1, 2, 4):
+                if sweep.truth(n, pf) <= budget:
+                    sweep.epoch(n, pf)
+                    best = min(best, sweep.epoch(n, pf).seconds)
+        times = [d["measured_epoch_seconds"] for d in tuner.decisions[2:5]]
+        assert max(times) <= 1.10 * best
+
+
 def test_never_a_setting_predicted_slower_than_the_current_one():
     # Every decision's prediction (the model on the measured epoch, calibrated) is at most the
     # current setting's, in several worlds and starting points.
@@ -717,6 +774,44 @@ def test_the_measurement_splits_cpu_and_off_cpu_time():
         assert cpu >= 0.002
     assert m.worker_rss > 0 and m.main_rss > 0 and m.start_s > 0
     assert m.seconds >= sum(c + o for c, o in m.batches)  # one worker: the batches in series
+
+
+def _slow_init(worker_id):
+    time.sleep(0.5)
+
+
+def test_the_measurement_of_start_up_and_of_the_tree_memory():
+    # PyTorch starts the workers one by one inside iter() and sends the first indices once all
+    # have started: a worker's start-up is iter()'s time / N; what a worker does on its own
+    # before its first batch (a 0.5 s worker_init_fn) runs in parallel and is measured apart.
+    # The memory model's inputs come from /proc at the epoch's boundaries.
+    from lotus.autotune import AutotunedLoader
+    got = []
+
+    class Spy(Tuner):
+        def decide(self, m):
+            got.append(m)
+            return super().decide(m)
+
+    loader = torch.utils.data.DataLoader(Sleepy(), batch_size=4, num_workers=3,
+                                         worker_init_fn=_slow_init)
+    tuned = AutotunedLoader(loader, verbose=False, max_workers=3)
+    tuned.tuner.__class__ = Spy
+    for _batch in tuned:
+        pass
+    m = got[0]
+    assert m.start_s > 0 and m.worker_init_s >= 0.2  # the 0.5 s sleep, less up to 3 forks
+    # The model begins every worker after the 3 start-ups and its own worker_init_fn.
+    one = simulate_epoch([(0.0, 0.0)], 3, 2, 2, start_s=m.start_s, init_s=m.worker_init_s)
+    assert one["last_take"] >= 3 * m.start_s and one["last_take"] >= m.worker_init_s
+    mem = m.memory
+    assert mem["measured_workers"] == 3 and mem["batches_per_worker"] == len(tuned) / 3
+    assert 0 < mem["shared_bytes"] < mem["tree_bytes"] and mem["worker_private_bytes"] > 0
+    assert mem["batch_bytes"] == 4 * 2 * 8  # a batch: 4 samples of 2 int64
+    # At the setting it measured, the model gives back the tree it read (the batches in flight
+    # added: 3 x 2 of 64 bytes).
+    assert predict_memory(m, 3, 2) == pytest.approx(mem["tree_bytes"] + 6 * 64, abs=1)
+    tuned.close()
 
 
 def test_a_loop_left_early_decides_nothing():
