@@ -221,4 +221,20 @@ print(batchlist.Loader.__iter__.__module__)
     assert _contract.check(files, queued=False) == []
     counts = _contract.summary(files)
     assert counts["main"] == {"Wait": 3, "Consumed": 3} and counts["ops"] == {"Collate": 3}
+    # A batchlist whose Loader.__iter__ is not what the family wraps: one warning, naming
+    # batchlist's version beside torch's, and that group left untraced.
+    r = run_python("""
+import warnings, batchlist, lotus.torch
+batchlist.Loader.__iter__ = lambda self, shuffle: iter(())
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    lotus.torch.instrument(log_file=%r)
+print("|".join(str(w.message) for w in caught if "lotus" in str(w.message)))
+print(batchlist.Loader.__iter__.__module__)
+""" % str(tmp_path / "broken" / "lotustrace_log"), env=env)
+    warning, module = r.stdout.splitlines()[:2]
+    assert "batchlist 0.1" in warning and warning.startswith(
+        "lotus.torch does not support this version (torch "), warning
+    assert "Loader.__iter__: parameters (self, shuffle), expected (self, ...)" in warning, warning
+    assert module == "__main__", module  # the library's own function stays
 

@@ -57,6 +57,18 @@ def families():
     return _families
 
 
+def libraries():
+    """The top-level libraries lotus.torch works on: torch, then each family's (its ``library``,
+    the module its check needs), once each, in the families' order."""
+    out = ["torch"]
+    for fam in families():
+        for name in (fam.library, fam.check and fam.check.needs):
+            top = name and name.split(".")[0]
+            if top and top not in out:
+                out.append(top)
+    return out
+
+
 class _Loader:
     """The library's own loader; once it has executed the module, the waiting families install."""
 

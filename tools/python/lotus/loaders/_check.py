@@ -19,7 +19,7 @@ import sys as _sys
 import tempfile as _tempfile
 import warnings as _warnings
 
-from . import _contract, families
+from . import _contract, families, libraries
 
 
 # The fresh interpreter's program: lotus.torch hands its instrument() to _child (this module never
@@ -45,13 +45,7 @@ def _child(instrument, name, prefix):
 
 def _versions():
     out = [f"Python {_sys.version.split()[0]}"]
-    libraries = ["torch"]  # then each family's, once
-    for fam in families():
-        for name in (fam.library, fam.check and fam.check.needs):
-            top = name and name.split(".")[0]
-            if top and top not in libraries:
-                libraries.append(top)
-    for mod in libraries:
+    for mod in libraries():
         try:
             m = __import__(mod)
             out.append(f"{mod} {getattr(m, '__version__', '?')}")

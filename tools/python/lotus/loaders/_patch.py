@@ -39,8 +39,9 @@ def gate(obj):
 
 
 def versions():
+    from . import libraries  # the package's: torch and each family's library
     out = []
-    for mod in ("torch", "torchvision", "torchdata"):
+    for mod in libraries():
         m = _sys.modules.get(mod)
         if m is not None:
             out.append(f"{mod} {getattr(m, '__version__', '?')}")
