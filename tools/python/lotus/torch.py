@@ -44,7 +44,7 @@ every patched function.
 import lotus as _lotus_pkg
 from . import _lotus
 from . import loaders as _loaders
-from .autotune import autotune  # issue #52: a DataLoader that tunes its own workers (autotune.py)
+from .autotune import autotune  # a DataLoader that tunes its own workers (lotus/autotune/)
 from .loaders.nodes import name_node  # a torchdata.nodes node's record name
 
 __all__ = ["instrument", "uninstrument", "instrumented", "autotune", "name_node"]
