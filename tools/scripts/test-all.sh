@@ -29,7 +29,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
 codename="$(. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}")" || codename=""
-matrix="${LOTUS_TEST_MATRIX:-$root/tools/scripts/test-matrix.txt}"  # another table: for its tests
+matrix="${LOTUS_TEST_MATRIX:-$root/tools/scripts/test-matrix.txt}"  # another: tests/docs' cases
 
 matrix_rows() {  # matrix_rows SECTION: the section's rows of test-matrix.txt, without comments
   awk -v s="[$1]" '/^\[/ {on = ($1 == s); next} {sub(/#.*/, "")} on && NF' "$matrix"
