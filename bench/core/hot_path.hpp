@@ -1,5 +1,4 @@
-// lotus — what the hot-path benches share (bench_scope, bench_nvtx, bench_itt): tracing on, the
-// two-timestamp floor, a scope loop
+// lotus — what bench_scope, bench_nvtx and bench_itt share: tracing, the floor, a scope loop
 // SPDX-License-Identifier: MIT
 // Included by each program, once: BM_floor_two_timestamps registers first, so it runs before the
 // program's own cases (once NVTX, ITT or per-op figures were on, a process keeps the out-of-line

@@ -5789,7 +5789,10 @@ LOTUS_DETAIL_COLD inline process_ledger* find_ledger() noexcept {
   process_ledger* found = nullptr;
   const auto me = static_cast<std::int64_t>(::getpid());
   for (bool eof = false; found == nullptr && !(eof && have == 0);) {
-    if (!eof && have < sizeof buf) {
+    const char* nl = static_cast<const char*>(std::memchr(buf, '\n', have));
+    // Read only when no whole line is left: a read of maps costs a walk of the mappings, and a
+    // torch process has about 2,000 of them (a read per line was 2,000 reads, ~6 ms a start).
+    if (nl == nullptr && !eof && have < sizeof buf) {
       const ssize_t n = ::read(fd, buf + have, sizeof buf - have);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) {
@@ -5797,10 +5800,9 @@ LOTUS_DETAIL_COLD inline process_ledger* find_ledger() noexcept {
       } else {
         have += static_cast<std::size_t>(n);
       }
+      continue;
     }
-    const char* nl = static_cast<const char*>(std::memchr(buf, '\n', have));
-    std::size_t len = nl != nullptr ? static_cast<std::size_t>(nl - buf) : have;
-    if (nl == nullptr && !eof && have < sizeof buf) continue;  // read the rest of the line
+    const std::size_t len = nl != nullptr ? static_cast<std::size_t>(nl - buf) : have;
     // "start-end perms offset dev inode path": ours end in suffix and are rw-p.
     if (len > suffix_len && std::memcmp(buf + len - suffix_len, suffix, suffix_len) == 0) {
       std::uint64_t start = 0, end = 0;
