@@ -258,6 +258,30 @@ def test_cpu_bound_world_from_six_workers_comes_down_to_the_cores():
     assert max(times[3:6]) <= 1.10 * best
 
 
+def test_a_tie_at_the_cores_is_measured_not_predicted():
+    # The issue's CPU-bound pipeline (3 ms of CPU a sample, a 6 ms CPU step, 2 cores) from 6
+    # workers: processor sharing predicts 2 and 3 workers alike, but the main process shares the
+    # cores too, and on the development VM 2 workers ran 7-9 % slower than 3-4 (bench/README):
+    # this world's penalty. The tuner moves to the model's 2, then measures the tie at 3 and keeps
+    # it: epochs 4-6 within 5 % of the sweep's best of 1, 2, 3 and 6 workers.
+    penalty = {1: 1.0, 2: 1.09, 3: 1.0, 4: 1.01, 5: 1.03, 6: 1.05}
+    world = World(batches=[(0.012, 0.0)] * 96, step=(0.006, 0.0), start_s=0.03,
+                  penalty=lambda n: penalty.get(n, 1.1))
+    best = min(world.epoch(n, pf).seconds for n in (1, 2, 3, 6) for pf in (1, 2, 4))
+    tuner = Tuner(6, 2, cores=2, log=None)
+    times = drive(world, tuner, 8)
+    workers = [d["workers"] for d in tuner.decisions]
+    assert workers[:2] == [2, 3], workers
+    assert "a tie at the cores the model cannot split" in tuner.decisions[1]["reason"]
+    assert workers[2:] == [3] * 6, workers
+    assert max(times[3:6]) <= 1.05 * best, (times, best)
+    # Without the penalty 3 gains nothing measurable: it goes back or settles, never above 3.
+    plain = World(batches=[(0.012, 0.0)] * 96, step=(0.006, 0.0), start_s=0.03)
+    tuner = Tuner(6, 2, cores=2, log=None)
+    drive(plain, tuner, 8)
+    assert max(d["workers"] for d in tuner.decisions) <= 3
+
+
 def test_other_processes_on_the_cores_are_fitted_from_the_run_queue_wait():
     # A shared machine: 8 threads of other processes always want a core. The loader's own
     # sharing explains part of the measured run-queue wait; the rest fits 8 foreign threads, and
@@ -397,7 +421,8 @@ def test_explores_inside_the_budget_and_says_the_figure_of_each_refusal():
 
 def test_never_a_setting_predicted_slower_than_the_current_one():
     # Every decision's prediction (the model on the measured epoch, calibrated) is at most the
-    # current setting's, in several worlds and starting points.
+    # current setting's, in several worlds and starting points; the one exception, a tie at the
+    # cores measured (`probe`), is predicted at most 5 % slower.
     for spec, start, persistent in ((IO, 1, True), (CPU, 6, False), (CPU, 1, False),
                                     (IO, 16, False)):
         world = World(**spec, persistent=persistent, start_s=0.02)
@@ -410,7 +435,10 @@ def test_never_a_setting_predicted_slower_than_the_current_one():
             calib = d["calibration"]
             score = lambda n, pf: simulate_epoch(m.batches, n, pf, 2, m.mean_step(),
                                                  start_s=0.0 if persistent else 0.02)["seconds"]
-            if d["changed"] and not d["reason"].startswith("the last change"):
+            if d["probe"]:
+                assert "a tie at the cores" in d["reason"] and d["workers"] == cur[0] + 1
+                assert score(d["workers"], d["prefetch_factor"]) <= 1.05 * score(*cur)
+            elif d["changed"] and not d["reason"].startswith("the last change"):
                 assert score(d["workers"], d["prefetch_factor"]) <= score(*cur) + 1e-12
 
 
@@ -995,9 +1023,10 @@ def test_a_favourable_miss_does_not_make_it_careful():
 def test_replay_one_noisy_epoch_does_not_end_the_search():
     # Issue #62: "the last change gained -8.2 % (< 2 %): settled": one noisy epoch ended the
     # search 20 % above the best. Here the first epoch after a good move (6 -> 2 CPU-bound
-    # workers, 11 % faster) is 25 % slower than the setting runs (a stall from elsewhere): a
-    # 12 % "loss" in one epoch, within the 20 % an epoch may vary before any is measured. It runs
-    # one more epoch there, measures the noise from the two, and keeps the move.
+    # workers, 30 % faster, 6 start-ups an epoch included) is 60 % slower than the setting runs
+    # (a stall from elsewhere): a 1x % "loss" in one epoch, within the 20 % an epoch may vary
+    # before any is measured. It runs one more epoch there, measures the noise from the two, and
+    # keeps the move.
     world = World(**CPU, start_s=0.03)
     best = sweep_best(world)
     world = World(**CPU, start_s=0.03)
@@ -1008,7 +1037,7 @@ def test_replay_one_noisy_epoch_does_not_end_the_search():
         count[0] += 1
         m = epoch(workers, pf)
         if count[0] == 2:
-            m.seconds *= 1.25
+            m.seconds *= 1.6
         return m
 
     world.epoch = noisy
@@ -1021,7 +1050,7 @@ def test_replay_one_noisy_epoch_does_not_end_the_search():
                         r"taken until two epochs at one setting measure it\): one more epoch at 2 "
                         r"workers to tell", d[1]["reason"]), d[1]["reason"]
     assert not d[1]["settled"] and d[1]["workers"] == 2
-    assert d[2]["previous"]["noise"] == pytest.approx(0.25)
+    assert d[2]["previous"]["noise"] == pytest.approx(0.6)
     assert all(x["workers"] == 2 for x in d)  # never back to 6
     assert max(times[3:6]) <= 1.10 * best
     assert d[-1]["settled"]

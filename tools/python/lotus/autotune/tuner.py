@@ -21,6 +21,7 @@ PREFETCH_FACTORS = (1, 2, 4)
 NOISE_PRIOR = 0.20  # the epoch-to-epoch noise taken until two epochs at one setting measure it
 WARMUP_SHARE = 0.25  # the first quarter of a warm-up epoch's batches and steps is not steady state
 LARGE_GAIN = 0.30  # careful or not, a predicted gain this large and over 3x the last miss: one move
+PROBE_COST = 0.05  # a tie at the cores is measured when an epoch there costs at most this more
 LOAD_SEEN = 0.5     # other work fitted at this many threads (or 10 % of the cores) is reported
 
 
@@ -344,15 +345,18 @@ class Tuner:
 
     def _steady_epoch(self, r, seconds):
         """The calibration (measured / replay of a steady epoch; a warm-up's is not taken) and the
-        epoch without the start-up it paid, as the model attributes it: what the settle rule and
-        the measured-before rule compare (a warm-up's: the model's, calibrated). A steady epoch
-        at an unchanged setting also measures the epoch-to-epoch noise."""
+        epoch as every epoch at this setting pays it: what the settle rule and the measured-before
+        rule compare (a warm-up's: the model's, calibrated). With persistent workers that is
+        without the start-up (paid once, as the model attributes it); without them every epoch
+        starts its workers, and the start-up stays in (taking it out let 6 workers on 2 cores,
+        whose 6 start-ups an epoch cost more than 2's, be judged as fast as 2 and settle there).
+        A steady epoch at an unchanged setting also measures the epoch-to-epoch noise."""
         m, cur, replay = r.m, r.cur, r.replay
         if not r.warm and replay > 0:
             self._calib = seconds / replay
         r.calib = self._calib
         steady_model = replay
-        if m.start_s > 0 and replay > 0:
+        if m.start_s > 0 and replay > 0 and self.persistent:
             steady_model = self._predict(m, m.workers, m.prefetch_factor, 0.0)
         if r.warm:
             r.steady_now = steady_model * r.calib
@@ -384,6 +388,7 @@ class Tuner:
             # process and its pin thread starved).
             cap = max(1, int(_math.floor(m.cores + 1e-9)) - 1)
         r.candidates = {}
+        r.top, r.cap = top, cap
         r.stay = self._cand(r, *r.cur)
         if not self.settled:
             # Every worker count to 8, then 10, 12, 16, 20, 24, 32, 40, 48, 64 (to `top`).
@@ -497,7 +502,40 @@ class Tuner:
             # As for the model's choice twice: staying was right last time.
             self._settle()
             r.reason += "; its last prediction within 10 %: settled"
+        if r.nxt == r.cur and not self.settled:
+            self._probe(r)
         self._refuse(r)
+
+    def _probe(self, r):
+        """A tie the model cannot split, measured instead: CPU-bound batches at the cores, where
+        processor sharing sees no gain in one more worker than the cores. The main process shares
+        the cores too (its step, receiving every batch), and on 2 cores the sweeps found 3-4
+        workers 7-9 % faster than 2 (bench/README.md), which the model predicts alike. So, staying
+        at N <= the cores, with N + 1 (same prefetch_factor) unmeasured, predicted within
+        `tolerance` of the current setting without start-up and within PROBE_COST with it, and
+        within the budget, one epoch runs there (the decision's `probe`: the one exception to
+        "never a setting predicted slower"); the
+        change is then judged on what it measured (gained 2 %: it stays; lost beyond the noise:
+        back and settled). Not with persistent workers (a restart for a predicted tie) nor when
+        careful."""
+        n, pf = r.cur[0] + 1, r.cur[1]
+        if (self.persistent or self.caution > 0 or not _cpu_bound(r.m.batches)
+                or r.cur[0] > self.cores + 1e-9 or n > r.top or (r.cap is not None and n > r.cap)
+                or (n, pf) in self._measured or (n, pf) in self._estimate):
+            return
+        c = self._cand(r, n, pf)
+        # A tie in what the model cannot tell (the batches' throughput; its start-up, which it
+        # can, left out), and an epoch there predicted at most PROBE_COST slower, start-up in.
+        here = self._predict(r.m, r.cur[0], pf, 0.0)
+        there = self._predict(r.m, n, pf, 0.0)
+        if (not c["fits"] or there > here * (1 + self.tolerance)
+                or c["score"] > r.stay["score"] * (1 + PROBE_COST)):
+            return
+        r.nxt = (n, pf)
+        r.probe = True
+        r.reason += (f"; {_workers(n)} is predicted within {100 * self.tolerance:.0f} % of it "
+                     f"without start-up, a tie at the cores the model cannot split: one epoch "
+                     f"there to measure it")
 
     def _over_words(self, c):
         return (f"{_workers(c['workers'])}, prefetch_factor {c['prefetch_factor']}: predicted "
@@ -645,7 +683,7 @@ class Tuner:
                           "predicted_epoch_seconds": c["score"]} for c in r.refused],
              "memory_budget_bytes": self.budget, "changed": nxt != cur, "caution": self.caution,
              "settled": self.settled, "calibration": r.calib, "reason": reason, "error": None,
-             "held_small": r.held_small,
+             "held_small": r.held_small, "probe": r.probe,
              "load": self._load_words(r.fit_now)}
         d["decide_seconds"] = _time.perf_counter() - t_decide  # the tuner's own cost
         self.decisions.append(d)
@@ -662,6 +700,7 @@ class _Round:
     def __init__(self, **fields):
         self.reason, self.note, self.held_small = "", "", False
         self.refused = []
+        self.probe = False
         self.__dict__.update(fields)
         self.nxt = self.cur
 
