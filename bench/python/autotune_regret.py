@@ -3,7 +3,7 @@
 """lotus.torch.autotune against an exhaustive sweep of plain DataLoader settings (issue #52).
 
     PYTHONPATH=<build>/python /usr/bin/python3 bench/python/autotune_regret.py [--seeds 5]
-        [--epochs 8] [--json out.json] [--only io,cpu,mixed]
+        [--epochs 8] [--json out.json] [--only io,cpu,mixed,iobudget,cpu3] [--scale 1]
 
 Three synthetic map-style pipelines (batches of 4 samples; the seed draws each sample's cost with
 ±20 % jitter, and the shuffle):
@@ -15,16 +15,22 @@ Three synthetic map-style pipelines (batches of 4 samples; the seed draws each s
          holds 96 MiB of its own (allocated and touched in worker_init_fn), and the memory budget
          (--mixed-budget, default 1.3G, the sum of the process tree's resident sets) forbids the
          I/O optimum. Persistent workers. Started at 1.
+  iobudget  the memory-budget case: a sample sleeps 15 ms; every worker keeps a 40 MiB private
+         cache (allocated and written in worker_init_fn); persistent workers; started at 1; the
+         memory budget is 1.05x the peak summed Pss the sweep measured at 3 workers,
+         prefetch_factor 2 (2 workers fit, 3 do not). Swept at 1, 2, 3, 6 workers.
+  cpu3   a sample burns 3 ms of CPU; the step burns 6 ms; workers started each epoch; started at
+         6 workers. Swept at 1, 2, 3, 6 workers.
 For each pipeline the sweep runs every plain setting (--workers-grid × prefetch_factor 1, 2, 4) for
 3 epochs; a setting's time is its steady epoch (persistent: the mean of epochs 2-3; otherwise the
 mean of epochs 1-3, each paying its start-up); the best is the fastest whose measured peak tree
-RSS fits the budget. Then, per seed, the best plain setting runs --epochs epochs again (the
+memory (summed Pss) fits the budget. Then, per seed, the best plain setting runs --epochs epochs again (the
 minimum of many noisy settings is biased low, and a shared machine drifts: the pair is measured
 under the same load), and autotune runs --epochs epochs from the pipeline's start setting.
 Per pipeline: epochs until an autotuned epoch is within 5 % of the best run's steady epoch (median
 and max over seeds), the worst of epochs 4-6 against it, regret (the autotuned run's total time
 minus the best run's, in seconds and as a share of the best run's, median over seeds), the peak
-tree RSS (every 100 ms) against the budget, and PyTorch's suggested maximum (its warning's CPU
+tree memory (summed Pss, every 100 ms) against the budget, and PyTorch's suggested maximum (its warning's CPU
 count: the affinity) with its sweep time against the best's.
 """
 import argparse
@@ -83,6 +89,10 @@ def hold_memory(worker_id, mib=96):
     _HELD.append(block)
 
 
+def hold_cache(worker_id):
+    hold_memory(worker_id, 40)
+
+
 PIPELINES = {
     # name: samples, sample sleep, sample cpu, step sleep, step cpu, persistent, start workers,
     #       worker_init_fn, budget option
@@ -92,11 +102,28 @@ PIPELINES = {
                 start=6, init=None),
     "mixed": dict(n=128, sleep=0.005, cpu=0.001, step_sleep=0.002, step_cpu=0.002,
                   persistent=True, start=1, init=hold_memory),
+    "iobudget": dict(n=264, sleep=0.015, cpu=0.0, step_sleep=0.0, step_cpu=0.0, persistent=True,
+                     start=1, init=hold_cache, grid=(1, 2, 3, 6), budget_at=(3, 2, 1.05)),
+    "cpu3": dict(n=384, sleep=0.0, cpu=0.003, step_sleep=0.0, step_cpu=0.006, persistent=False,
+                 start=6, init=None, grid=(1, 2, 3, 6)),
 }
 
 
+def pss(pid):
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
+            for line in f:
+                if line.startswith(b"Pss:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 def tree_rss():
-    """The sum of the resident sets of this process and its descendants."""
+    """The sum of the proportional set sizes (Pss, as autotune's budget counts them: a page
+    shared after fork once) of this process and its descendants; resident sets where
+    smaps_rollup cannot be read."""
     total, todo, seen = 0, [os.getpid()], set()
     while todo:
         pid = todo.pop()
@@ -104,8 +131,11 @@ def tree_rss():
             continue
         seen.add(pid)
         try:
-            with open(f"/proc/{pid}/statm", "rb") as f:
-                total += int(f.read().split()[1]) * PAGE
+            value = pss(pid)
+            if value is None:
+                with open(f"/proc/{pid}/statm", "rb") as f:
+                    value = int(f.read().split()[1]) * PAGE
+            total += value
             for tid in os.listdir(f"/proc/{pid}/task"):
                 with open(f"/proc/{pid}/task/{tid}/children") as f:
                     todo.extend(int(c) for c in f.read().split())
@@ -208,7 +238,7 @@ def sweep(name, p, workers_grid, budget, sampler):
                          "steady_seconds": steady, "peak_rss": peak,
                          "fits": budget is None or peak <= budget})
             print(f"  sweep {name}: {w:2d} workers, prefetch_factor {pf}: "
-                  f"{steady:.3f} s, peak RSS {peak >> 20} MiB", file=sys.stderr, flush=True)
+                  f"{steady:.3f} s, peak Pss {peak >> 20} MiB", file=sys.stderr, flush=True)
     return rows
 
 
@@ -220,7 +250,7 @@ def print_table(results):
           "suggested max (workers): sweep vs best | autotune's settings (seed 0) | epochs to "
           "within 5 % (median, max) | worst of epochs 4-6 vs best (median, max) | seeds with "
           "epochs 4-6 all within 10 % | regret, s (median) | regret / the best run (median) | "
-          "peak tree RSS / budget (max) |")
+          "peak tree Pss / budget (max) |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for name, r in results.items():
         if name.startswith("_"):
@@ -253,10 +283,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--epochs", type=int, default=8)
-    ap.add_argument("--only", default="io,cpu,mixed")
+    ap.add_argument("--only", default="io,cpu,mixed,iobudget,cpu3")
     ap.add_argument("--mixed-budget", default="1.3G")
     ap.add_argument("--workers-grid", default="1,2,3,4,5,6,8,10,12,16")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--scale", type=float, default=1.0,
+                    help="samples per epoch times this (a quick check of the script: 0.25)")
     ap.add_argument("--table", metavar="JSON", default=None,
                     help="print the table of an earlier run's --json file, run nothing")
     a = ap.parse_args()
@@ -271,9 +303,19 @@ def main():
     t_start = time.time()
     load0 = f"{os.getloadavg()[0]:.1f}"
     for name in a.only.split(","):
-        p = PIPELINES[name]
+        p = dict(PIPELINES[name])
+        p["n"] = max(8, int(p["n"] * a.scale))
         budget = memory_budget_bytes(a.mixed_budget)[0] if name == "mixed" else None
-        rows = sweep(name, p, grid, budget, sampler)
+        rows = sweep(name, p, list(p.get("grid", grid)), budget, sampler)
+        if "budget_at" in p:
+            # The budget from the sweep: a share of the peak measured at one setting.
+            w, pf, share = p["budget_at"]
+            budget = int(share * next(r["peak_rss"] for r in rows
+                                      if (r["workers"], r["prefetch_factor"]) == (w, pf)))
+            for r in rows:
+                r["fits"] = r["peak_rss"] <= budget
+            print(f"  {name}: memory budget {budget >> 20} MiB ({share}x the peak at {w} "
+                  f"workers, prefetch_factor {pf})", file=sys.stderr)
         fitting = [r for r in rows if r["fits"]]
         best = min(fitting, key=lambda r: r["steady_seconds"])
         sugg = min((r for r in rows if r["workers"] == suggested and r["prefetch_factor"] == 2),
@@ -310,7 +352,7 @@ def main():
             print(f"  autotune {name} seed {seed}: "
                   + " ".join(f"{t:.3f}" for t in times) + " s; settings "
                   + " ".join(f"{w}/{pf}" for w, pf in runs[-1]["settings"])
-                  + f"; peak RSS {peak >> 20} MiB", file=sys.stderr, flush=True)
+                  + f"; peak Pss {peak >> 20} MiB", file=sys.stderr, flush=True)
         results[name] = {"best": best, "suggested": sugg, "budget": budget, "runs": runs,
                          "sweep": rows}
     sampler.stop()
