@@ -419,6 +419,32 @@ def test_explores_inside_the_budget_and_says_the_figure_of_each_refusal():
         assert max(times) <= 1.10 * best
 
 
+def test_memory_that_drifts_between_epochs_is_kept_clear_of():
+    # The tree's shared part moves between epochs (other jobs map the same libraries): 250 MiB,
+    # then 266, then 250... The largest change measured (16 MiB) is kept free under the budget:
+    # 3 workers, 4 MiB under it by the model, are left once the drift is measured.
+    world = TreeWorld(shared=250, private=50, batch=1, batches=[(0.0, 0.06)] * 66,
+                      step=(0.0, 0.0), persistent=True, start_s=0.02)
+    epoch, count = world.epoch, [0]
+
+    def drifting(workers, pf):
+        count[0] += 1
+        m = epoch(workers, pf)
+        m.memory["shared_bytes"] += 16 * MiB * (count[0] % 2 == 0)
+        return m
+
+    world.epoch = drifting
+    budget = world.truth(3, 2) + 4 * MiB
+    tuner = Tuner(1, 2, cores=2, memory_budget=budget, persistent_workers=True, log=None)
+    drive(world, tuner, 4)
+    d = tuner.decisions
+    assert d[0]["workers"] == 3 and d[0]["memory_drift_bytes"] == 0
+    assert d[1]["memory_drift_bytes"] == 16 * MiB
+    assert d[1]["workers"] == 2
+    assert "of drift measured > budget" in d[1]["reason"]
+    assert all(x["workers"] <= 2 for x in d[1:])
+
+
 def test_never_a_setting_predicted_slower_than_the_current_one():
     # Every decision's prediction (the model on the measured epoch, calibrated) is at most the
     # current setting's, in several worlds and starting points; the one exception, a tie at the

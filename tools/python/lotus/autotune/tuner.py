@@ -163,6 +163,8 @@ class Tuner:
         self._pending = None  # (previous setting, new setting): a change not judged yet
         self._inputs_of = (None, None)  # (the measurement, the model's inputs from it)
         self._last_fit = (0.0, self.cores)
+        self._shared_last = None  # the tree's shared part at the end of the last epoch
+        self._mem_drift = 0.0     # its largest change between two epochs (memory's noise)
 
     def _predict(self, m, workers, pf, start_s, fit=None):
         """The model's epoch at (workers, pf) from the measurement `m`, under the other processes'
@@ -301,6 +303,7 @@ class Tuner:
         warm = bool(m.warmup if m.warmup is not None else (
             not self._history or (self.persistent and m.start_s > 0)))
         mm = _steady_part(m) if warm else m
+        self._drift(m)
         replay = self._predict(mm, m.workers, m.prefetch_factor, m.start_s)
         fit_now = (getattr(mm, "foreign", 0.0), getattr(mm, "cores", self.cores))
         m.foreign, m.cores = fit_now
@@ -318,6 +321,22 @@ class Tuner:
                          and last["error"] <= MISS and not warm)
         r.start_new = mm.worker_start_s
         return r
+
+    def _drift(self, m):
+        """Memory's epoch-to-epoch noise: the largest change of the tree's shared part between two
+        epochs (the model holds it fixed; on a machine shared with other jobs a library's pages
+        are divided among every process mapping it, and it moved by 30 MiB between two epochs at
+        one setting). A setting fits with that much to spare."""
+        mem = getattr(m, "memory", None)
+        if not mem:
+            return
+        shared = float(mem["shared_bytes"])
+        if self._shared_last is not None:
+            self._mem_drift = max(self._mem_drift, abs(shared - self._shared_last))
+        self._shared_last = shared
+
+    def _fits(self, mem):
+        return mem + self._mem_drift <= self.budget
 
     def _check_last_decision(self, m, warm, load_changed):
         """The previous decision against the epoch that followed it. Only a miss on the slow side
@@ -410,7 +429,7 @@ class Tuner:
             start = 0.0 if self.persistent else r.start_new
             secs = self._predict(r.m, n, pf, start) * r.calib
             c = r.candidates[(n, pf)] = {"workers": n, "prefetch_factor": pf, "score": secs,
-                                         "memory": mem, "fits": mem <= self.budget}
+                                         "memory": mem, "fits": self._fits(mem)}
         return c
 
     def _judge_change(self, r):
@@ -434,7 +453,7 @@ class Tuner:
         bound = self._noise_bound()
         epochs = f" over {len(runs)} epochs" if len(runs) > 1 else ""
         change = f"the last change {_gained(gain)}{epochs}"
-        back_fits = predict_memory(m, prev_setting[0], prev_setting[1]) <= self.budget
+        back_fits = self._fits(predict_memory(m, prev_setting[0], prev_setting[1]))
         if gain >= SETTLE_GAIN:
             self._pending = None
         elif loss > bound:
@@ -538,8 +557,10 @@ class Tuner:
                      f"there to measure it")
 
     def _over_words(self, c):
+        drift = (f" + {_mib(self._mem_drift)} of drift measured" if self._mem_drift >= 1 << 20
+                 else "")
         return (f"{_workers(c['workers'])}, prefetch_factor {c['prefetch_factor']}: predicted "
-                f"{_mib(c['memory'])} > budget {_mib(self.budget)}")
+                f"{_mib(c['memory'])}{drift} > budget {_mib(self.budget)}")
 
     def _refuse(self, r):
         """The settings the budget refused that the model predicts faster than the next one: the
@@ -681,7 +702,8 @@ class Tuner:
              "refused": [{"workers": c["workers"], "prefetch_factor": c["prefetch_factor"],
                           "predicted_peak_bytes": c["memory"],
                           "predicted_epoch_seconds": c["score"]} for c in r.refused],
-             "memory_budget_bytes": self.budget, "changed": nxt != cur, "caution": self.caution,
+             "memory_budget_bytes": self.budget, "memory_drift_bytes": self._mem_drift,
+             "changed": nxt != cur, "caution": self.caution,
              "settled": self.settled, "calibration": r.calib, "reason": reason, "error": None,
              "held_small": r.held_small, "probe": r.probe,
              "load": self._load_words(r.fit_now)}
