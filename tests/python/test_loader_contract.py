@@ -106,7 +106,8 @@ def test_the_contract_finds_each_kind_of_breach():
     assert breach(drop_wait) == ["p_main_pid_1: SBatchConsumed_1 without an SBatchWait_1 before it"]
     assert breach(long_marker) == [
         f"p_main_pid_1: SBatchConsumed_0 lasts {2 * M} ns, not the {M} ns marker"]
-    assert breach(op_outside) == ["p_worker_pid_2: SCollation at 10 is outside SBatchPreprocessed_0"]
+    assert breach(op_outside) == [
+        "p_worker_pid_2: SCollation at 10 is outside SBatchPreprocessed_0"]
     assert breach(produced_in_main) == ["p_main_pid_1: SBatchPreprocessed_1 in a consumer's file"]
     assert breach(consumed_in_worker) == ["p_worker_pid_2: SBatchConsumed_1 in a producer's file"]
     assert breach(not_produced) == ["batch 1: consumed 1 times, preprocessed 0"]

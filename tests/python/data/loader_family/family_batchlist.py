@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""batchlist's Loader: each batch's wait and consumption, its collation (lotus/loaders/batchlist.py).
+"""batchlist's Loader: each batch's wait, its consumption and its collation.
 
 A batch is made in the training loop's own next(): SBatchWait_k and SBatchConsumed_k in the
 consumer's file, SBatchPreprocessed_k over the same next() around its SCollate record."""

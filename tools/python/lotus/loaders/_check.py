@@ -3,8 +3,9 @@
 
 Runs the small traced loader of each family (``loaders.families()``) whose library is installed
 (its ``Check``: a DataLoader with 2 workers, a StatefulDataLoader resumed from a checkpoint in the
-middle of an epoch, a torchdata.nodes pipeline, ...), each in a fresh interpreter with its own trace prefix, checks the records against the
-contract every family keeps (``_contract.py``), and prints one line per family. Exit 0 when every
+middle of an epoch, a torchdata.nodes pipeline, ...), each in a fresh interpreter with its own
+trace prefix, checks the records against the contract every family keeps (``_contract.py``), and
+prints one line per family. Exit 0 when every
 family that is installed records all it should, 1 when one does not (its warning is printed), 2 on
 bad arguments. When torch does not import (not installed in this Python, or a broken install) or
 no family could be checked, it prints one line saying why on stderr and exits 1: a gate run in the

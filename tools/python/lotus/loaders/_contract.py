@@ -54,7 +54,8 @@ class Family:
     name: the module's name; install(): patch the library, return [(owner, attribute, original or
     None)] to undo (``_patch.install``); order: where it installs (and is checked) among the
     families, smallest first; library: a module name whose import installs the family (never
-    imported by lotus itself; None: installed by ``instrument()``); check: its ``Check``, or None."""
+    imported by lotus itself; None: installed by ``instrument()``); check: its ``Check`` or
+    None."""
 
     __slots__ = ("name", "install", "order", "library", "check")
 
