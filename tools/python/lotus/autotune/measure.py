@@ -78,7 +78,7 @@ class EpochMeasurement:
 
 # ---- measuring, inside the workers and the consumer ---------------------------------------------
 
-_Timed = _collections.namedtuple("_Timed", "batch cpu_s off_s pid rss start runq_s end")
+_Timed = _collections.namedtuple("_Timed", "batch cpu_s off_s pid rss start runq_s end priv")
 _batch_begin = None  # in the process that loads: (wall, cpu, runq) when this batch's fetch began
 _PAGE = _os.sysconf("SC_PAGE_SIZE")
 
@@ -109,6 +109,13 @@ def _pss(path=None):
     as 1/k of a page for the k processes that map it (the Pss line of /proc/<pid>/smaps_rollup,
     Linux 4.14+). This process's (the file stays open, per process) unless `path` names another
     smaps_rollup. None where it cannot be read."""
+    return _read_rollup(path)[0]
+
+
+def _read_rollup(path=None):
+    """(Pss, private) in bytes from a smaps_rollup (as _pss; private: Private_Clean +
+    Private_Dirty, the pages no other process maps), each None where it cannot be read."""
+    pss = priv = None
     try:
         if path is not None:
             with open(path, "rb") as f:
@@ -121,13 +128,15 @@ def _pss(path=None):
             text = _os.pread(fd, 4096, 0)
         for line in text.splitlines():
             if line.startswith(b"Pss:"):
-                return int(line.split()[1]) * 1024
+                pss = int(line.split()[1]) * 1024
+            elif line.startswith((b"Private_Clean:", b"Private_Dirty:")):
+                priv = (priv or 0) + int(line.split()[1]) * 1024
     except (OSError, IndexError, ValueError):
-        return None
-    return None
+        return None, None
+    return pss, (priv if pss is not None else None)
 
 
-_pss_last = {}  # pid -> (when read, Pss, RSS then, the read's cost) of the last smaps_rollup read
+_pss_last = {}  # pid -> (when read, Pss, RSS then, the read's cost, private) of the last read
 PSS_PERIOD = 1.0  # seconds between two smaps_rollup reads of a process (at least 50x a read's cost)
 
 
@@ -140,7 +149,12 @@ def _statm_rss():
 
 
 def _rss():
-    """The process's memory as the budget counts it: its proportional set size (_pss), so that the
+    """_mem()'s Pss."""
+    return _mem()[0]
+
+
+def _mem():
+    """(Pss, private) of this process now, in bytes. Pss: the process's memory as the budget counts it: its proportional set size (_pss), so that the
     pages a worker shares with the main process after fork (the interpreter, torch's libraries,
     the dataset read before the workers started) count once in the job's sum, not once per
     worker; the resident set (/proc/self/statm) where smaps_rollup cannot be read.
@@ -148,37 +162,20 @@ def _rss():
     Reading smaps_rollup walks the process's mappings (1-20 ms for a process with torch loaded,
     against 10 us for statm): it is read at most every PSS_PERIOD seconds (and never more often
     than 50 times its own cost), and in between the Pss is the last one plus what the resident set
-    grew since (new pages are the process's own)."""
+    grew since (new pages are the process's own). The private pages (Private_Clean +
+    Private_Dirty) come from the same read, plus the same growth; None without smaps_rollup."""
     rss = _statm_rss()
     pid = _os.getpid()
     last = _pss_last.get(pid)
     now = _time.perf_counter()
     if last is None or now - last[0] >= max(PSS_PERIOD, 50 * last[3]):
-        pss = _pss()
+        pss, priv = _read_rollup()
         done = _time.perf_counter()
-        last = _pss_last[pid] = (done, pss, rss, done - now)
+        last = _pss_last[pid] = (done, pss, rss, done - now, priv)
     if last[1] is None:
-        return rss
-    return last[1] + max(0, rss - last[2])
-
-
-def _rollup(pid):
-    """(Pss, private) of process `pid` in bytes from /proc/<pid>/smaps_rollup (private: its
-    Private_Clean + Private_Dirty pages, which no other process maps), or None."""
-    try:
-        with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
-            text = f.read()
-    except OSError:
-        return None
-    pss = priv = None
-    for line in text.splitlines():
-        if line.startswith(b"Pss:"):
-            pss = int(line.split()[1]) * 1024
-        elif line.startswith((b"Private_Clean:", b"Private_Dirty:")):
-            priv = (priv or 0) + int(line.split()[1]) * 1024
-    if pss is None or priv is None:
-        return None
-    return pss, priv
+        return rss, None
+    grown = max(0, rss - last[2])
+    return last[1] + grown, last[4] + grown
 
 
 def _nbytes(obj, depth=0):
@@ -202,72 +199,68 @@ def _nbytes(obj, depth=0):
 
 
 class _TreeMemory:
-    """The memory model's inputs (tools/lotus-tool/compare/memory_model.hpp), measured from
-    /proc/<pid>/smaps_rollup of the process tree: each worker once after it delivered its first
-    batch (its private memory then, and the batches it had prepared), and the whole tree at the
-    epoch's end (the take of its last batch, while the workers are alive: without persistent
-    workers they end right after it), or every TREE_PERIOD seconds where the epoch's length is
-    unknown. Per epoch that is about 2 reads a worker (1-20 ms each with torch loaded).
+    """The memory model's inputs (tools/lotus-tool/compare/memory_model.hpp), from
+    /proc/<pid>/smaps_rollup of each process of the tree, read by the process itself (_mem: at
+    most every PSS_PERIOD seconds, the resident set's growth added in between): each worker sends
+    its Pss and private memory with every batch; the first of a worker (after its first batch)
+    and the last of the epoch are kept, with the batches it had delivered by then, and the main
+    process's Pss at the epoch's last batch (every TREE_PERIOD seconds where the epoch's length
+    is unknown). Nothing is read in the consumer's path but its own file.
 
     shared: the main process's Pss plus each worker's Pss − private at the end (the pages the
     tree shares, once); a worker's private memory at the end (the mean), its growth per batch
-    between its two reads, and its private memory before its first batch (the first read less
-    that growth per batch delivered by then)."""
+    between its first and last figures, and its private memory before its first batch (the first
+    figure less that growth per batch delivered by then)."""
 
     TREE_PERIOD = 1.0
     BATCHES_SIZED = 8  # the first batches of an epoch whose bytes are counted
 
     def __init__(self):
         self.first = {}    # worker pid -> (private, its batches delivered by then)
-        self.last = None   # (main Pss, {pid: (Pss, private, its batches delivered by then)})
+        self.workers = {}  # worker pid -> (Pss, private, its batches delivered by then): the last
+        self.main = None   # the main process's Pss at the end (or the last periodic figure)
         self.counts = {}   # worker pid -> batches delivered
         self.sized = []    # the bytes of the first batches
         self._at = 0.0
 
-    def taken(self, pid, batch, now, last):
-        """A batch of worker `pid` was taken at `now` (`last`: the epoch's last batch)."""
+    def taken(self, pid, batch, now, last, pss, priv):
+        """A batch of worker `pid` (its Pss and private memory then) was taken at `now` (`last`:
+        the epoch's last batch; None: the epoch's length is unknown)."""
         n = self.counts[pid] = self.counts.get(pid, 0) + 1
         if len(self.sized) < self.BATCHES_SIZED:
             self.sized.append(_nbytes(batch))
-        if pid not in self.first:
-            r = _rollup(pid)
-            if r is not None:
-                self.first[pid] = (r[1], n)
+        if priv is None:
+            return
+        self.first.setdefault(pid, (priv, n))
+        self.workers[pid] = (pss, priv, n)
         if last or (last is None and now - self._at >= self.TREE_PERIOD):
             self._at = now
-            main = _rollup(_os.getpid())
-            if main is not None:
-                workers = {}
-                for p, k in self.counts.items():
-                    r = _rollup(p)
-                    if r is not None:
-                        workers[p] = (r[0], r[1], k)
-                self.last = (main[0], workers)
+            self.main = _mem()[0]
 
     def inputs(self, workers, batches):
         """The model's inputs (a dict; bytes) at `workers` workers for an epoch of `batches`, or
         None where the tree was not read."""
-        if self.last is None or not self.last[1]:
+        if self.main is None or not self.workers:
             return None
-        main, ws = self.last
-        shared = main + sum(max(0, pss - priv) for pss, priv, _ in ws.values())
+        ws = self.workers
+        shared = self.main + sum(max(0, pss - priv) for pss, priv, _ in ws.values())
         privs, starts, growths = [], [], []
         for pid, (pss, priv, n) in ws.items():
             privs.append(priv)
-            first = self.first.get(pid)
+            first, k = self.first[pid]
             growth = 0.0
-            if first is not None and n > first[1]:
-                growth = max(0.0, (priv - first[0]) / (n - first[1]))
+            if n > k:
+                growth = max(0.0, (priv - first) / (n - k))
                 growths.append(growth)
-            starts.append(max(0.0, (first[0] if first else priv) - growth * (first[1] if first
-                                                                           else n)))
-        k = len(privs)
-        return {"shared_bytes": float(shared), "worker_private_bytes": sum(privs) / k,
-                "worker_start_private_bytes": sum(starts) / k,
+            starts.append(max(0.0, first - growth * k))
+        count = len(privs)
+        return {"shared_bytes": float(shared), "worker_private_bytes": sum(privs) / count,
+                "worker_start_private_bytes": sum(starts) / count,
                 "growth_per_batch_bytes": sum(growths) / len(growths) if growths else 0.0,
                 "batches_per_worker": batches / max(1, workers), "measured_workers": max(1, workers),
                 "batch_bytes": (sum(self.sized) / len(self.sized)) if self.sized else 0.0,
-                "batches_held": 0.0, "tree_bytes": float(main + sum(w[0] for w in ws.values()))}
+                "batches_held": 0.0,
+                "tree_bytes": float(self.main + sum(w[0] for w in ws.values()))}
 
 
 def _mark_begin():
@@ -399,8 +392,9 @@ class _TimedCollate:
         wall = end - wall0
         cpu = _time.thread_time() - cpu0
         runq = _runq_s() - runq0
-        return _Timed(batch, cpu, max(0.0, wall - cpu - runq), _os.getpid(), _rss(), wall0,
-                      runq, end)
+        pss, priv = _mem()
+        return _Timed(batch, cpu, max(0.0, wall - cpu - runq), _os.getpid(), pss, wall0,
+                      runq, end, priv)
 
 
 
@@ -513,7 +507,7 @@ class _Epoch:
             except TypeError:  # an iterable dataset's loader: no length
                 n = None
             self.tree.taken(item.pid, item.batch, took,
-                            None if n is None else len(self.batches) >= n)
+                            None if n is None else len(self.batches) >= n, item.rss, item.priv)
         if took - self._rss_at >= 0.02:  # the main process's Pss, at most every 20 ms
             self._rss_at = took
             self.main_rss = max(self.main_rss, _rss())
