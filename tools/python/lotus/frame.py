@@ -236,17 +236,18 @@ def _empty():
 def _read_partition(part):
     """One read_dask partition: its directories' sidecars and listing read here (in the dask
     worker), every file parsed by one call of the native reader."""
-    specs, groups = [], []
+    specs, groups, first = [], [], 0
     for directory, names in part.parts:
         fs = files(directory)
         if names is None:  # a whole directory: epochs per host and rank, as read() counts them
-            groups += _rank_groups(fs, len(groups) and max(groups) + 1)
+            mine = _rank_groups(fs, first)
         else:  # a directory split by files: epochs per main file (one a rank), NA elsewhere
             wanted = set(names)
             fs = [f for f in fs if _os.path.basename(f[0]) in wanted]
-            base = len(groups) and max(groups) + 1
-            groups += [base + i if f[1] == "main" else -1 for i, f in enumerate(fs)]
+            mine = [first + i if f[1] == "main" else -1 for i, f in enumerate(fs)]
+        first = max([first - 1, *mine]) + 1
         specs += fs
+        groups += mine
     return _columns(specs, groups)
 
 
