@@ -18,20 +18,21 @@ Three synthetic map-style pipelines (batches of 4 samples; the seed draws each s
   iobudget  the memory-budget case: a sample sleeps 15 ms; every worker keeps a 40 MiB private
          cache (allocated and written in worker_init_fn); persistent workers; started at 1; the
          memory budget is 1.05x the peak summed Pss the sweep measured at 3 workers,
-         prefetch_factor 2 (2 workers fit, 3 do not). Swept at 1, 2, 3, 6 workers.
+         prefetch_factor 2 (3 workers fit by 5 %, 4 do not). Swept at 1, 2, 3, 6 workers.
   cpu3   a sample burns 3 ms of CPU; the step burns 6 ms; workers started each epoch; started at
          6 workers. Swept at 1, 2, 3, 6 workers.
 For each pipeline the sweep runs every plain setting (--workers-grid × prefetch_factor 1, 2, 4) for
 3 epochs; a setting's time is its steady epoch (persistent: the mean of epochs 2-3; otherwise the
 mean of epochs 1-3, each paying its start-up); the best is the fastest whose measured peak tree
-memory (summed Pss) fits the budget. Then, per seed, the best plain setting runs --epochs epochs again (the
-minimum of many noisy settings is biased low, and a shared machine drifts: the pair is measured
-under the same load), and autotune runs --epochs epochs from the pipeline's start setting.
+memory (summed Pss) fits the budget. Then, per seed, the best plain setting runs --epochs epochs
+again (the minimum of many noisy settings is biased low, and a shared machine drifts: the pair is
+measured under the same load), and autotune runs --epochs epochs from the pipeline's start
+setting.
 Per pipeline: epochs until an autotuned epoch is within 5 % of the best run's steady epoch (median
 and max over seeds), the worst of epochs 4-6 against it, regret (the autotuned run's total time
 minus the best run's, in seconds and as a share of the best run's, median over seeds), the peak
-tree memory (summed Pss, every 100 ms) against the budget, and PyTorch's suggested maximum (its warning's CPU
-count: the affinity) with its sweep time against the best's.
+tree memory (summed Pss, every 100 ms) against the budget, and PyTorch's suggested maximum (its
+warning's CPU count: the affinity) with its sweep time against the best's.
 """
 import argparse
 import gc

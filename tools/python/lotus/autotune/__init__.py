@@ -17,7 +17,15 @@ the model below for every setting (workers 1..max_workers × prefetch_factor 1, 
 predicted above the memory budget, and starts the next epoch with the cheapest setting predicted
 within `tolerance` of the best and within a tenth of the best's predicted gain over the current
 setting (fewest workers, then prefetch_factor 2, 4, 1), never one predicted slower than the
-current setting, and none predicted to gain less than 1 %.
+current setting (but for a tie at the cores measured for one epoch: CPU-bound batches, workers
+not persistent, N + 1 workers predicted alike, at most 5 % slower with its start-ups), and none
+predicted to gain less than 1 %.
+
+Memory (model.predict_memory): lotus-tool whatif's memory model (tools/lotus-tool/compare/
+memory_model.hpp), the tree's summed Pss: the pages shared after fork once, each worker's private
+memory with its growth per batch, and the batches in flight; its inputs measured each epoch from
+/proc/self/smaps_rollup of every process (measure.py, _TreeMemory). A setting fits with the
+shared part's largest epoch-to-epoch change to spare; every refusal names its predicted figure.
 
 The model (`simulate_epoch`, model.py) is lotus-tool whatif's own code
 (tools/lotus-tool/compare/epoch_model.cpp, compiled into lotus._lotus): N workers with their own

@@ -41,9 +41,9 @@ class EpochMeasurement:
     it; warmup: the epoch is the first after its workers (or the process) started, True/False, or
     None: the tuner takes its first epoch, and an epoch that paid a start-up with persistent
     workers, as one. worker_init_s: what a started worker does on its own before its first
-    batch (worker_init_fn; with spawn its imports), as last measured. memory: the memory model's inputs as measured from /proc at the epoch's
-    boundaries (_TreeMemory.inputs), or None (model.memory_inputs then takes main_rss and
-    worker_rss).
+    batch (worker_init_fn; with spawn its imports), as last measured. memory: the memory model's
+    inputs as measured from /proc at the epoch's boundaries (_TreeMemory.inputs), or None
+    (model.memory_inputs then takes main_rss and worker_rss).
     """
 
     def __init__(self, workers, prefetch_factor, batches, steps, seconds, wait_s=0.0, start_s=0.0,
@@ -154,10 +154,11 @@ def _rss():
 
 
 def _mem():
-    """(Pss, private) of this process now, in bytes. Pss: the process's memory as the budget counts it: its proportional set size (_pss), so that the
-    pages a worker shares with the main process after fork (the interpreter, torch's libraries,
-    the dataset read before the workers started) count once in the job's sum, not once per
-    worker; the resident set (/proc/self/statm) where smaps_rollup cannot be read.
+    """(Pss, private) of this process now, in bytes. Pss: the process's memory as the budget
+    counts it: its proportional set size (_pss), so that the pages a worker shares with the main
+    process after fork (the interpreter, torch's libraries, the dataset read before the workers
+    started) count once in the job's sum, not once per worker; the resident set
+    (/proc/self/statm) where smaps_rollup cannot be read.
 
     Reading smaps_rollup walks the process's mappings (1-20 ms for a process with torch loaded,
     against 10 us for statm): it is read at most every PSS_PERIOD seconds (and never more often
@@ -257,7 +258,8 @@ class _TreeMemory:
         return {"shared_bytes": float(shared), "worker_private_bytes": sum(privs) / count,
                 "worker_start_private_bytes": sum(starts) / count,
                 "growth_per_batch_bytes": sum(growths) / len(growths) if growths else 0.0,
-                "batches_per_worker": batches / max(1, workers), "measured_workers": max(1, workers),
+                "batches_per_worker": batches / max(1, workers),
+                "measured_workers": max(1, workers),
                 "batch_bytes": (sum(self.sized) / len(self.sized)) if self.sized else 0.0,
                 "batches_held": 0.0,
                 "tree_bytes": float(self.main + sum(w[0] for w in ws.values()))}
