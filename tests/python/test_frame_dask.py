@@ -116,6 +116,7 @@ def test_each_partition_is_one_call_of_the_native_reader(tmp_path, monkeypatch):
         os.path.join(d, n) for d in dirs for n in trace_files(d))
     # Each whole directory's epochs are read()'s: per host and rank, every batch kind.
     pd.testing.assert_frame_equal(df, whole)
+    assert df.dtypes.equals(ddf.dtypes)  # the partitions are what the frame's meta says
     assert df[df.op == "SBatchPreprocessed"].epoch.notna().all()
 
 
