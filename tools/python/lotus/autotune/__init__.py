@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""lotus.torch.autotune: a DataLoader that tunes its own num_workers and prefetch_factor (issue #52).
+"""lotus.torch.autotune: a DataLoader that tunes its own num_workers and prefetch_factor.
 
     tuned = lotus.torch.autotune(loader, memory_budget="6G")
     for epoch in range(10):
@@ -41,7 +41,7 @@ The package: model.py (the native model, the memory prediction), measure.py (wha
 measured, inside the workers and the consumer), tuner.py (the decision rule, Tuner), loader.py
 (the tuned DataLoaders and autotune()).
 
-Warm-up (issue #62): the first epoch, and the first after persistent workers restarted, pay
+Warm-up: the first epoch, and the first after persistent workers restarted, pay
 worker start-up, a first batch's imports and cold caches, and in a GPU job cuDNN's autotuning in
 the first steps. Such an epoch is not steady state: the first quarter of its batches and steps is
 left out of the model's inputs, it sets no calibration, its miss is not the model's, and it does
@@ -65,7 +65,7 @@ less one (at the grid's counts), the pin-memory thread's core, which the model d
 persistent workers every change restarts them (a new prefetch_factor too): a change is made only
 when its predicted gain repays the restart within PAYBACK_EPOCHS (5) epochs.
 
-What the training loop receives is the plain loader's (issue #61; tests/python/
+What the training loop receives is the plain loader's (tests/python/
 test_autotune_equivalence.py runs each case both ways): every tuned DataLoader is built over the
 loader's own dataset, sampler, batch_sampler, collate_fn, worker_init_fn and generator. The same
 samples come in the same order every epoch: the sampler is asked for iter() as often as the plain
@@ -85,7 +85,7 @@ get_worker_info() is no longer None and exceptions arrive as torch's "Caught ...
 worker process" re-raise (same type; a type that cannot be rebuilt from a message becomes a
 RuntimeError, as with any worker).
 
-torchdata's StatefulDataLoader is tuned as one (issue #71, AutotunedStatefulLoader): the tuned
+torchdata's StatefulDataLoader is tuned as one (AutotunedStatefulLoader): the tuned
 loaders are StatefulDataLoaders (snapshot_every_n_steps kept), and the sampler's iterator keeps its
 state_dict() through _Sent, so a state taken from the tuned object resumes the epoch at the
 setting it ran (torchdata resumes only with the num_workers a state was taken with).

@@ -402,8 +402,8 @@ class Tuner:
         cap = None
         if self.pin_memory and _cpu_bound(m.batches):
             # The pin-memory thread copies every batch in the main process, and the model does
-            # not run it: CPU-bound workers leave it a core, at the grid's counts (issue #62's
-            # H200 job: 16 workers on 16 cores took 2.10 s an epoch, 12 took 1.87 s; the main
+            # not run it: CPU-bound workers leave it a core, at the grid's counts (the GPU job of
+            # bench/README on an H200: 16 workers on 16 cores took 2.10 s an epoch, 12 took 1.87 s; the main
             # process and its pin thread starved).
             cap = max(1, int(_math.floor(m.cores + 1e-9)) - 1)
         r.candidates = {}
@@ -657,7 +657,7 @@ class Tuner:
     def _held_small(self, r, what):
         """Persistent workers: the restart is certain, a gain under RESTART_GAIN is not: it is
         within the model's error on a real job (10-35 % an epoch on the H200 job of bench/README)
-        and one epoch's noise could not confirm it (issue #62's H200 run: prefetch 1 and 2 at 12
+        and one epoch's noise could not confirm it (that H200 job: prefetch 1 and 2 at 12
         workers were toggled for a predicted 1.9 %, each time a restart)."""
         r.held_small = True
         r.reason = (f"{what} is predicted {100 * r.gain:.1f} % faster: under the "
