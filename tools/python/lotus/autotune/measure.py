@@ -153,7 +153,7 @@ def _rss():
     return _mem()[0]
 
 
-def _mem():
+def _mem(fresh=False):
     """(Pss, private) of this process now, in bytes. Pss: the process's memory as the budget
     counts it: its proportional set size (_pss), so that the pages a worker shares with the main
     process after fork (the interpreter, torch's libraries, the dataset read before the workers
@@ -164,12 +164,14 @@ def _mem():
     against 10 us for statm): it is read at most every PSS_PERIOD seconds (and never more often
     than 50 times its own cost), and in between the Pss is the last one plus what the resident set
     grew since (new pages are the process's own). The private pages (Private_Clean +
-    Private_Dirty) come from the same read, plus the same growth; None without smaps_rollup."""
+    Private_Dirty) come from the same read, plus the same growth; None without smaps_rollup.
+    fresh: read now (the figure of a second ago may predate the workers' start: this process's
+    Pss then counted the pages it now shares with them whole)."""
     rss = _statm_rss()
     pid = _os.getpid()
     last = _pss_last.get(pid)
     now = _time.perf_counter()
-    if last is None or now - last[0] >= max(PSS_PERIOD, 50 * last[3]):
+    if fresh or last is None or now - last[0] >= max(PSS_PERIOD, 50 * last[3]):
         pss, priv = _read_rollup()
         done = _time.perf_counter()
         last = _pss_last[pid] = (done, pss, rss, done - now, priv)
@@ -205,8 +207,8 @@ class _TreeMemory:
     most every PSS_PERIOD seconds, the resident set's growth added in between): each worker sends
     its Pss and private memory with every batch; the first of a worker (after its first batch)
     and the last of the epoch are kept, with the batches it had delivered by then, and the main
-    process's Pss at the epoch's last batch (every TREE_PERIOD seconds where the epoch's length
-    is unknown). Nothing is read in the consumer's path but its own file.
+    process's Pss read at the epoch's last batch (every TREE_PERIOD seconds where the epoch's
+    length is unknown). Nothing is read in the consumer's path but its own file, once an epoch.
 
     shared: the main process's Pss plus each worker's Pss − private at the end (the pages the
     tree shares, once); a worker's private memory at the end (the mean), its growth per batch
@@ -236,7 +238,7 @@ class _TreeMemory:
         self.workers[pid] = (pss, priv, n)
         if last or (last is None and now - self._at >= self.TREE_PERIOD):
             self._at = now
-            self.main = _mem()[0]
+            self.main = _mem(fresh=True)[0]
 
     def inputs(self, workers, batches):
         """The model's inputs (a dict; bytes) at `workers` workers for an epoch of `batches`, or
