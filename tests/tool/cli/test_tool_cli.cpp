@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "../tool_test.hpp"
 #include "catch.hpp"
 #include "spawn.hpp"
 
@@ -23,31 +24,12 @@ using nlohmann::json;
 
 namespace {
 
-struct run_result {
-  int rc = -1;
-  std::string out, err;
-};
-
-void spit(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-}
+using run_result = lotus_tool_test::shell_result;
+using lotus_tool_test::spit;
 
 std::string make_tmp_dir() { return lotus_test::make_temp_dir("lotus_tool_test"); }
 
-run_result run_cmd(const std::string& cmd) {
-  static const std::string errf = make_tmp_dir() + "/stderr";
-  run_result r;
-  FILE* p = popen((cmd + " 2>" + errf).c_str(), "r");
-  REQUIRE(p != nullptr);
-  char buf[65536];
-  std::size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int st = pclose(p);
-  r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  r.err = lotus_test::read_file(errf);
-  return r;
-}
+run_result run_cmd(const std::string& cmd) { return lotus_tool_test::shell(cmd); }
 
 run_result tool(const std::string& args) {
   return run_cmd(std::string(LOTUS_TOOL_EXE) + " " + args);

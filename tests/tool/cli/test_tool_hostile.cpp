@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "../tool_test.hpp"
 #include "catch.hpp"
 #include "spawn.hpp"
 
@@ -31,10 +32,7 @@ lotus_test::run_result tool(const std::vector<std::string>& args,
   return lotus_test::run(argv, env, {}, o);
 }
 
-void spit(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-}
+using lotus_tool_test::spit;
 
 bool has_byte(const std::string& s, unsigned char b) {
   return s.find(static_cast<char>(b)) != std::string::npos;

@@ -1,4 +1,4 @@
-// lotus — lotus-tool: values that overflow or make no sense are refused (issue #53, items 9, 10)
+// lotus — lotus-tool: values that overflow or make no sense are refused
 // SPDX-License-Identifier: MIT
 #include <sys/wait.h>
 
@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "../tool_test.hpp"
 #include "catch.hpp"
 #include "spawn.hpp"
 
@@ -15,27 +16,14 @@ using nlohmann::json;
 
 namespace {
 
-void spit(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-}
+using lotus_tool_test::spit;
 
 /// Runs lotus-tool (a 100 s hang guard); stdout, and stderr in `err`.
 std::string tool(const std::string& args, int& rc, std::string* err = nullptr) {
-  const std::string err_path = lotus_test::make_temp_dir("lotus_tool_values_err") + "/stderr";
-  std::string out;
-  FILE* p = popen(
-      ("timeout 100 " + std::string(LOTUS_TOOL_EXE) + " " + args + " 2>" + err_path).c_str(), "r");
-  REQUIRE(p != nullptr);
-  char buf[65536];
-  std::size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int st = pclose(p);
-  rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-  if (err != nullptr) *err = lotus_test::read_file(err_path);
-  std::error_code ec;
-  std::filesystem::remove_all(std::filesystem::path(err_path).parent_path(), ec);
-  return out;
+  const auto r = lotus_tool_test::shell("timeout 100 " + std::string(LOTUS_TOOL_EXE) + " " + args);
+  rc = r.rc;
+  if (err != nullptr) *err = r.err;
+  return r.out;
 }
 
 struct temp_dir {

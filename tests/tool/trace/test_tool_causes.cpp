@@ -1,4 +1,4 @@
-// lotus — lotus-tool: the causes of batch time (issue #43) from hand-written sidecar lines
+// lotus — lotus-tool: the causes of batch time from hand-written sidecar lines
 // SPDX-License-Identifier: MIT
 #include <sys/wait.h>
 
@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "../tool_test.hpp"
 #include "catch.hpp"
 #include "spawn.hpp"
 #include "trace/causes.hpp"
@@ -16,34 +17,19 @@ using nlohmann::json;
 
 namespace {
 
-void spit(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-}
+using lotus_tool_test::spit;
 
 std::string tool(const std::string& args, int& rc) {
-  std::string out;
-  FILE* p = popen((std::string(LOTUS_TOOL_EXE) + " " + args + " 2>/dev/null").c_str(), "r");
-  REQUIRE(p != nullptr);
-  char buf[65536];
-  std::size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int st = pclose(p);
-  rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-  return out;
+  const auto r = lotus_tool_test::shell(std::string(LOTUS_TOOL_EXE) + " " + args);
+  rc = r.rc;
+  return r.out;
 }
 
-// The tool's stdout and stderr together.
+// The tool's stdout, then its stderr.
 std::string tool_all(const std::string& args, int& rc) {
-  std::string out;
-  FILE* p = popen((std::string(LOTUS_TOOL_EXE) + " " + args + " 2>&1").c_str(), "r");
-  REQUIRE(p != nullptr);
-  char buf[65536];
-  std::size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int st = pclose(p);
-  rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-  return out;
+  const auto r = lotus_tool_test::shell(std::string(LOTUS_TOOL_EXE) + " " + args);
+  rc = r.rc;
+  return r.out + r.err;
 }
 
 std::size_t count_of(const std::string& text, const std::string& what) {

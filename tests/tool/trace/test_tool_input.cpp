@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "../tool_test.hpp"
 #include "catch.hpp"
 #include "sanitized.hpp"
 #include "spawn.hpp"
@@ -30,10 +31,7 @@ struct result {
   std::string out, err;
 };
 
-void spit(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-}
+using lotus_tool_test::spit;
 
 // Runs `sh -c cmd` (spawn.hpp's runner), capturing both streams.
 result sh(const std::string& cmd) {
