@@ -323,6 +323,22 @@ class Links(unittest.TestCase):
         self.assertTrue(pattern.search("a fix (issue #71: 3 runs)") and pattern.search("# #53"))
         self.assertFalse(pattern.search("FORMAT.md#10-summaries, color: #222; &#39;"))
 
+    def test_no_words_of_removed_designs(self):
+        # Names of what is gone (the per-target compiled runtime and its options, the header-only
+        # runtime's optimizer region, lotus-tool's "core" library and its ten command files) live
+        # on only in CHANGELOG.md's history.
+        gone = ["LOTUS_COMPILED_LIB", "lotus::header_only", "lotus_compiled", "lotus/src.hpp",
+                "LOTUS_RUNTIME_FULL_OPT", "LOTUS_TOOL_CORE_", "the ten files"]
+        hits = []
+        for path in tracked("*"):
+            rel = os.path.relpath(path, ROOT)
+            if rel == "CHANGELOG.md" or rel == "tests/docs/test_docs.py" or not os.path.isfile(path):
+                continue
+            with open(path, "rb") as f:
+                data = f.read()
+            hits += [f"{rel}: {w}" for w in gone if w.encode() in data]
+        self.assertEqual(hits, [])
+
     def test_changelog_unreleased_is_one_list_per_kind(self):
         # The Unreleased section a user reads: Added, Changed, Removed, Fixed (Keep a Changelog's
         # kinds), each at most once; tracker numbers are for the commit log, not for it.
