@@ -295,7 +295,6 @@ class Links(unittest.TestCase):
     ISSUE_NUMBERS_PENDING = {
         "include/lotus/detail/pages.hpp", "include/lotus/runtime/resources.hpp",
         "include/lotus/runtime/runtime.hpp", "single_include/lotus/lotus.hpp",
-        "tools/python/lotus/torch.py",
     }
 
     def test_no_issue_numbers_in_product_code(self):
