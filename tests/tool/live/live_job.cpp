@@ -6,40 +6,28 @@
 // exists) it flushes and prints `ready {json counts}`, then waits until the file CONTROL exists
 // (at most 120 s) before it shuts lotus down and exits. While `CONTROL.stall` exists, worker 0
 // is stuck inside the next batch it takes (the stall latency bench).
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
-#include <condition_variable>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <deque>
 #include <lotus/lotus.hpp>
 #include <lotus/options.hpp>
-#include <mutex>
-#include <set>
 #include <string>
 #include <thread>
-#include <vector>
+
+#include "batch_job.hpp"
 
 namespace {
 
-bool exists(const std::string& p) {
-  struct stat st {};
-  return ::stat(p.c_str(), &st) == 0;
-}
+using lotus_tool_test::exists;
 
 void spin_us(int us) {
   const auto end = std::chrono::steady_clock::now() + std::chrono::microseconds(us);
   while (std::chrono::steady_clock::now() < end) {
   }
 }
-
-std::mutex mu;
-std::condition_variable cv;
-std::set<std::uint64_t> ready_batches;
-std::uint64_t next_batch = 0;
-bool stop = false;
 
 }  // namespace
 
@@ -56,67 +44,23 @@ int main(int argc, char** argv) {
   o.log_file = dir + "/job";
   lotus::configure(o);
 
-  std::vector<std::thread> pool;
-  for (int w = 0; w < workers; ++w) {
-    pool.emplace_back([w, batches, &control] {
-      for (;;) {
-        std::uint64_t idx = 0;
-        {
-          std::unique_lock<std::mutex> lk(mu);
-          // At most 2 batches ahead per worker (a DataLoader's prefetch).
-          cv.wait(lk, [&] {
-            return stop || (batches != 0 && next_batch >= batches) ||
-                   ready_batches.size() < static_cast<std::size_t>(2 * 4);
-          });
-          if (stop || (batches != 0 && next_batch >= batches)) return;
-          idx = next_batch++;
-        }
-        {
-          LOTUS_BATCH_PREPROCESSED(idx);
-          while (w == 0 && exists(control + ".stall")) {  // stuck inside this batch
-            std::this_thread::sleep_for(std::chrono::milliseconds(5));
-          }
-          for (int k = 0; k < 4; ++k) {
-            LOTUS_SCOPE("Decode");
-            spin_us(200);
-          }
-          LOTUS_SCOPE("Resize");
-          spin_us(100);
-        }
-        {
-          std::lock_guard<std::mutex> lk(mu);
-          ready_batches.insert(idx);
-        }
-        cv.notify_all();
-      }
-    });
-  }
-
-  lotus::batch_tracker bt;
-  std::uint64_t consumed = 0;
-  for (std::uint64_t want = 0; batches == 0 || want < batches; ++want) {
-    if (batches == 0 && exists(control)) break;
-    bt.queued(want);
-    bt.wait_begin();
-    {
-      std::unique_lock<std::mutex> lk(mu);
-      cv.wait(lk, [&] { return ready_batches.count(want) != 0; });
-      ready_batches.erase(want);
+  // At most 8 batches ready ahead of the consumer (a DataLoader's prefetch).
+  lotus_tool_test::batch_job job(workers, 8, batches, [&control](int w, std::uint64_t) {
+    while (w == 0 && exists(control + ".stall")) {  // stuck inside this batch
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
-    cv.notify_all();
-    bt.arrived(want);
-    bt.consumed(want);
-    ++consumed;
-    spin_us(300);  // the "training step"
-  }
-  {
-    std::lock_guard<std::mutex> lk(mu);
-    stop = true;
-  }
-  cv.notify_all();
-  for (auto& t : pool) t.join();
+    for (int k = 0; k < 4; ++k) {
+      LOTUS_SCOPE("Decode");
+      spin_us(200);
+    }
+    LOTUS_SCOPE("Resize");
+    spin_us(100);
+  });
+  const std::uint64_t consumed = job.consume(
+      [&](std::uint64_t want) { return batches == 0 ? !exists(control) : want < batches; },
+      [] { spin_us(300); });  // the "training step"
+  const std::uint64_t produced = job.stop();
   lotus::flush();
-  const std::uint64_t produced = next_batch;
   std::printf(
       "ready {\"pid\": %d, \"consumed\": %llu, \"produced\": %llu, \"Decode\": %llu, "
       "\"Resize\": %llu}\n",

@@ -7,29 +7,22 @@
 // `stall <realtime_ns> <tid>`: while it sleeps the main thread waits for that batch and the other
 // workers, their queue full, are idle. The job goes on until the file CONTROL exists (at most
 // 120 s), then prints `done <consumed>` and exits.
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <chrono>
-#include <condition_variable>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <lotus/lotus.hpp>
 #include <lotus/options.hpp>
-#include <mutex>
-#include <set>
 #include <string>
 #include <thread>
-#include <vector>
+
+#include "batch_job.hpp"
 
 namespace {
-
-bool exists(const std::string& p) {
-  struct stat st {};
-  return ::stat(p.c_str(), &st) == 0;
-}
 
 unsigned long long realtime_ns() {
   timespec ts{};
@@ -37,12 +30,6 @@ unsigned long long realtime_ns() {
   return static_cast<unsigned long long>(ts.tv_sec) * 1000000000ull +
          static_cast<unsigned long long>(ts.tv_nsec);
 }
-
-std::mutex mu;
-std::condition_variable cv;
-std::set<std::uint64_t> ready_batches;
-std::uint64_t next_batch = 0;
-bool stop = false;
 
 }  // namespace
 
@@ -60,66 +47,27 @@ int main(int argc, char** argv) {
   o.log_file = dir + "/job";
   lotus::configure(o);
 
-  std::vector<std::thread> pool;
-  for (int w = 0; w < workers; ++w) {
-    pool.emplace_back([workers, stall_at, stall_ms] {
-      for (;;) {
-        std::uint64_t idx = 0;
-        {
-          std::unique_lock<std::mutex> lk(mu);
-          cv.wait(lk, [&] {
-            return stop || ready_batches.size() < static_cast<std::size_t>(2 * workers);
-          });
-          if (stop) return;
-          idx = next_batch++;
+  lotus_tool_test::batch_job job(
+      workers, static_cast<std::size_t>(2 * workers), 0,
+      [stall_at, stall_ms](int, std::uint64_t idx) {
+        for (int k = 0; k < 2; ++k) {
+          LOTUS_SCOPE("Decode");
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
         }
-        {
-          LOTUS_BATCH_PREPROCESSED(idx);
-          for (int k = 0; k < 2; ++k) {
-            LOTUS_SCOPE("Decode");
-            std::this_thread::sleep_for(std::chrono::milliseconds(1));
-          }
-          if (idx == stall_at) {
-            LOTUS_SCOPE("Stuck");
-            std::printf("stall %llu %ld\n", realtime_ns(),
-                        static_cast<long>(::syscall(SYS_gettid)));
-            std::fflush(stdout);
-            std::this_thread::sleep_for(std::chrono::milliseconds(stall_ms));
-          }
+        if (idx == stall_at) {
+          LOTUS_SCOPE("Stuck");
+          std::printf("stall %llu %ld\n", realtime_ns(), static_cast<long>(::syscall(SYS_gettid)));
+          std::fflush(stdout);
+          std::this_thread::sleep_for(std::chrono::milliseconds(stall_ms));
         }
-        {
-          std::lock_guard<std::mutex> lk(mu);
-          ready_batches.insert(idx);
-        }
-        cv.notify_all();
-      }
-    });
-  }
-
-  lotus::batch_tracker bt;
-  std::uint64_t consumed = 0;
+      });
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  for (std::uint64_t want = 0;; ++want) {
-    if (exists(control) || std::chrono::steady_clock::now() > deadline) break;
-    bt.queued(want);
-    bt.wait_begin();
-    {
-      std::unique_lock<std::mutex> lk(mu);
-      cv.wait(lk, [&] { return ready_batches.count(want) != 0; });
-      ready_batches.erase(want);
-    }
-    cv.notify_all();
-    bt.arrived(want);
-    bt.consumed(want);
-    ++consumed;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));  // the "training step"
-  }
-  {
-    std::lock_guard<std::mutex> lk(mu);
-    stop = true;
-  }
-  cv.notify_all();
-  for (auto& t : pool) t.join();
+  const std::uint64_t consumed = job.consume(
+      [&](std::uint64_t) {
+        return !lotus_tool_test::exists(control) && std::chrono::steady_clock::now() <= deadline;
+      },
+      [] { std::this_thread::sleep_for(std::chrono::milliseconds(2)); });  // the "training step"
+  job.stop();
   lotus::shutdown();
   std::printf("done %llu\n", static_cast<unsigned long long>(consumed));
   return 0;
