@@ -9424,14 +9424,19 @@ class live_state {
 #define LOTUS_AMALGAMATED_LOTUS_RUNTIME_MEMORY_HPP
 // lotus — the process's memory over time, sampled on the writer thread (internal)
 // SPDX-License-Identifier: MIT
-// At most every 500 ms (k_memory_sample_ns) the writer reads the process's resident and
-// proportional set size and its private pages from /proc/self/smaps_rollup (Linux 4.14+; without
-// it, the resident size from /proc/self/statm and zeros for the rest), keeps the peaks of every
-// sample, and writes a sidecar `memory` line (tools/docs/FORMAT.md §5). Lines are thinned: the
-// interval between written lines starts at 500 ms and doubles after every 64 lines, so a process
-// writes at most 64 lines per doubling (about 700 lines, 60 KB, in a day), every byte of them
-// counted against LOTUS_MAX_BYTES like the rest of the sidecar. The peaks in each line cover every
-// sample, written or not. Off with LOTUS_RESOURCES=0, as the per-batch figures are.
+// At most every 500 ms (k_memory_sample_ns) the writer reads the process's resident size from
+// /proc/self/statm (a few µs) and keeps its peak. Its proportional set size and private pages come
+// from /proc/self/smaps_rollup (Linux 4.14+), which walks every page table of the process: about
+// 10 ms of CPU in a torch process of 600 MB, so it is read no more often than keeps its own cost
+// at 0.1 % of the time (k_rollup_cost_share: every 10 s at 10 ms, every 500 ms below 0.5 ms), and
+// sooner when the resident size has grown by a tenth past the largest a reading saw (a new peak),
+// and once more at exit. Each such reading writes a sidecar `memory` line (tools/docs/FORMAT.md
+// §5); without smaps_rollup each statm sample does, with zeros for the rest. Lines are thinned:
+// the interval between written lines starts at 500 ms and doubles after every 64 lines, so a
+// process writes at most 64 lines per doubling (about 700 lines, 60 KB, in a day), every byte of
+// them counted against LOTUS_MAX_BYTES like the rest of the sidecar. The peaks in each line cover
+// every reading, written or not (the resident peak every statm sample too). Off with
+// LOTUS_RESOURCES=0, as the per-batch figures are.
 
 #include <fcntl.h>   // open, O_*
 #include <unistd.h>  // pread, close, getpid, sysconf
@@ -9449,6 +9454,9 @@ namespace detail {
 constexpr std::uint64_t k_memory_sample_ns = 500000000u;
 /// Lines written before the interval between written lines doubles.
 constexpr unsigned k_memory_lines_per_level = 64;
+/// smaps_rollup's reading may cost this share of the time between two readings (its CPU time on
+/// the writer thread, measured at each reading): 1/1000.
+constexpr std::uint64_t k_rollup_cost_inverse_share = 1000;
 
 /// One reading of the process's memory, in bytes. `pss` and `priv` are 0 without smaps_rollup.
 struct memory_reading {
@@ -9495,8 +9503,8 @@ inline bool smaps_field(const char* text, const char* key, std::uint64_t& bytes)
   return false;
 }
 
-/// The process's memory now: smaps_rollup, else statm's resident pages.
-LOTUS_DETAIL_COLD inline memory_reading read_process_memory() noexcept {
+/// The process's memory from smaps_rollup (ok false where it cannot be read).
+LOTUS_DETAIL_COLD inline memory_reading read_memory_rollup() noexcept {
   memory_reading m;
   char buf[2048];
   if (read_proc_file("/proc/self/smaps_rollup", buf, sizeof buf) != 0) {
@@ -9507,8 +9515,14 @@ LOTUS_DETAIL_COLD inline memory_reading read_process_memory() noexcept {
       m.ok = true;
       return m;
     }
-    m = memory_reading();
   }
+  return memory_reading();
+}
+
+/// The process's resident size from statm's resident pages (pss and priv 0).
+LOTUS_DETAIL_COLD inline memory_reading read_memory_statm() noexcept {
+  memory_reading m;
+  char buf[256];
   if (read_proc_file("/proc/self/statm", buf, sizeof buf) != 0) {
     const char* p = buf;
     while (*p >= '0' && *p <= '9') ++p;  // size
@@ -9530,8 +9544,10 @@ class memory_sampler {
  public:
   memory_sampler() noexcept = default;
 
-  /// Takes a sample when k_memory_sample_ns passed since the last one (always when `final`), and
-  /// hands `write` a `memory` line when the thinned interval allows it (always when `final`).
+  /// Takes a sample when k_memory_sample_ns passed since the last one (always when `final`):
+  /// statm's resident size, and smaps_rollup's figures when a reading is due (always when
+  /// `final`); hands `write` a `memory` line for a reading when the thinned interval allows it
+  /// (always when `final`).
   template <class Write>
   LOTUS_DETAIL_COLD void sample(bool final, Write&& write) noexcept {
     if (resources_enabled() == 0) return;
@@ -9539,10 +9555,28 @@ class memory_sampler {
     if (pid != pid_) *this = memory_sampler(pid);  // a forked child starts its own record
     const std::uint64_t now = clock_ns(CLOCK_MONOTONIC);
     if (sampled_ && !final && now - last_sample_ < k_memory_sample_ns) return;
-    const memory_reading m = read_process_memory();
-    if (!m.ok) return;
+    memory_reading m = read_memory_statm();
+    if (!m.ok && no_rollup_) return;
     last_sample_ = now;
     sampled_ = true;
+    peak_.rss = m.rss > peak_.rss ? m.rss : peak_.rss;
+    if (!no_rollup_ && (final || rollup_due(now, m.rss))) {
+      const std::uint64_t cpu0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+      const memory_reading r = read_memory_rollup();
+      rollup_cost_ = clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
+      last_rollup_ = now;
+      if (r.ok) {
+        m = r;
+        rolled_ = true;
+        rollup_rss_ = r.rss > rollup_rss_ ? r.rss : rollup_rss_;
+      } else if (!rolled_) {
+        no_rollup_ = true;  // no smaps_rollup here (Linux < 4.14): statm's lines
+      }
+      if (!r.ok && rolled_) return;  // a reading failed: no line of statm's amid rollup's
+    } else if (!no_rollup_) {
+      return;  // statm only: the resident peak kept, no line
+    }
+    if (!m.ok) return;
     peak_.rss = m.rss > peak_.rss ? m.rss : peak_.rss;
     peak_.pss = m.pss > peak_.pss ? m.pss : peak_.pss;
     peak_.priv = m.priv > peak_.priv ? m.priv : peak_.priv;
@@ -9561,10 +9595,22 @@ class memory_sampler {
  private:
   explicit memory_sampler(int pid) noexcept : pid_(pid) {}
 
+  /// A smaps_rollup reading is due: the first; then once the time since the last one is
+  /// k_rollup_cost_inverse_share times what that one cost (at least k_memory_sample_ns); or
+  /// sooner when the resident size grew by a tenth past the largest a reading saw.
+  bool rollup_due(std::uint64_t now, std::uint64_t rss) const noexcept {
+    if (!rolled_) return true;
+    const std::uint64_t since = now - last_rollup_;
+    if (since < k_memory_sample_ns) return false;
+    return since >= rollup_cost_ * k_rollup_cost_inverse_share ||
+           rss > rollup_rss_ + rollup_rss_ / 10;
+  }
+
   int pid_ = 0;
-  bool sampled_ = false;
+  bool sampled_ = false, rolled_ = false, no_rollup_ = false;
   unsigned lines_ = 0;
-  std::uint64_t last_sample_ = 0, last_line_ = 0;
+  std::uint64_t last_sample_ = 0, last_line_ = 0, last_rollup_ = 0, rollup_cost_ = 0,
+                rollup_rss_ = 0;
   memory_reading peak_;
 };
 
