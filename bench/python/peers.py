@@ -20,7 +20,8 @@ Per variant: the whole process's wall time (the command from exec to exit, inter
 imports, the profiler's own start and its output at exit included), its CPU time (the process tree
 and the profiler: user + system of every waited-for descendant), the process tree's peak resident
 memory (summed over the tree, sampled every 20 ms), the bytes it wrote, and medians over the
-rounds; the ratio is to the untraced run's median. The peers are installed from PyPI into --venv
+rounds (after one warm-up round that is not counted: bytecode written, as an installed package has
+it, and the JPEGs in the page cache); the ratio is to the untraced run's median. The peers are installed from PyPI into --venv
 (Debian's Python with its system packages: torch and torchvision as the pipeline uses them), pinned
 in tools/scripts/pip-stacks.txt's [peers] stack; --only leaves the others out.
 """
@@ -153,6 +154,9 @@ def main():
     subprocess.run([str(py), str(PIPELINE), "--out", str(root), "--no-trace", "-e", "1",
                     "-n", str(a.images), "-w", "0"], check=True, stdout=subprocess.DEVNULL)
     env = dict(os.environ)
+    # Bytecode as a user's install has it (pip compiles it): without it every run would compile
+    # lotus's and the peers' sources again. The first round below writes it and is not counted.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     variants = {
         "untraced": lambda o: [str(py), str(PIPELINE), "--out", str(o), "--no-trace", *args],
         "lotus": lambda o: [str(py), str(PIPELINE), "--out", str(o), *args],
@@ -171,15 +175,17 @@ def main():
         keep = set(a.only.split(",")) | {"untraced"}
         variants = {k: v for k, v in variants.items() if k in keep}
     results = {k: [] for k in variants}
-    for r in range(a.rounds):
+    for r in range(-1, a.rounds):  # round -1: a warm-up (bytecode, page cache), not counted
         for name, cmd in variants.items():
             out = root / f"{name}-{r}"
             shutil.rmtree(out, ignore_errors=True)
             out.mkdir()
             (out / "data").symlink_to(data)
-            results[name].append(run_once(cmd(out), out, env))
+            got = run_once(cmd(out), out, env)
+            if r >= 0:
+                results[name].append(got)
             shutil.rmtree(out, ignore_errors=True)  # the disk is shared: keep one run's output
-        print(f"round {r + 1} of {a.rounds} done", file=sys.stderr)
+        print(f"round {r + 1} of {a.rounds} done" if r >= 0 else "warm-up done", file=sys.stderr)
     med = {k: [statistics.median(x[i] for x in v) for i in range(4)] for k, v in results.items()}
     base = med["untraced"]
     print(f"examples/python_pipeline: {a.images} JPEGs, {a.workers} fork workers, {a.epochs} "
