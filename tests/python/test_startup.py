@@ -238,8 +238,10 @@ def test_default_start_method_is_recorded(tmp_path):
 
 
 def test_top_shows_a_start_while_it_lasts(tmp_path):
-    """`lotus-tool top` while spawned workers start: "starting workers: k of 2 up, T s"; the live
-    file's `startup` line says the first batch came once it did (lotus_startup_inflight_seconds 0)."""
+    """`lotus-tool top` while spawned workers start: "starting workers: k of 2 up, T s", and the
+    main process's INPUT-WAIT counts the start (no SBatchWait has ended yet: it was 0 % before the
+    start was counted); the live file's `startup` line says the first batch came once it did and
+    when __init__ returned (lotus_startup_inflight_seconds 0)."""
     import re
     import time
     if not have("spawn"):
@@ -250,7 +252,7 @@ def test_top_shows_a_start_while_it_lasts(tmp_path):
                             "2", "--paths", str(PATHS_20MB), "--init-s", "1", "--epochs", "1",
                             "--batches", "4"], env=env, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True)
-    seen = []
+    seen, waits = [], []
     try:
         deadline = time.monotonic() + 240
         while job.poll() is None and time.monotonic() < deadline:
@@ -260,6 +262,11 @@ def test_top_shows_a_start_while_it_lasts(tmp_path):
                 m = re.search(r"starting workers: (\d+) of (\d+) up, ([\d.]+) s", r.stdout)
                 if m:
                     seen.append((int(m.group(1)), int(m.group(2)), float(m.group(3))))
+                    # The main process's row (role main) and its INPUT-WAIT column.
+                    row = [ln.split() for ln in r.stdout.splitlines()
+                           if len(ln.split()) > 6 and ln.split()[1] == "main"]
+                    if row and row[0][5].endswith("%") and float(m.group(3)) >= 1.0:
+                        waits.append(float(row[0][5].rstrip("%")))
             time.sleep(0.3)
         stdout, stderr = job.communicate(timeout=240)
     finally:
@@ -277,3 +284,7 @@ def test_top_shows_a_start_while_it_lasts(tmp_path):
         fields += [line.split() for line in data[46:used].decode().splitlines()
                    if line.startswith("startup ")]
     assert len(fields) == 1 and int(fields[0][4]) > int(fields[0][1]), fields  # its first batch
+    assert len(fields[0]) == 6 and int(fields[0][1]) < int(fields[0][5]) <= int(fields[0][4]), \
+        fields  # __init__ returned between iter(loader) and the first batch
+    # A start of over a second is most of top's window: the main process waits for data.
+    assert waits and max(waits) >= 50, waits

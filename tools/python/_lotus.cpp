@@ -1035,11 +1035,14 @@ PYBIND11_MODULE(_lotus, m) {
   m.def(
       "_startup_progress",
       [](std::uint64_t begin_ns, std::uint64_t workers, std::uint64_t started,
-         std::uint64_t first_ns) {
-        lotus::detail::note_startup_progress(begin_ns, workers, started, first_ns);
+         std::uint64_t first_ns, std::uint64_t init_end_ns) {
+        lotus::detail::note_startup_progress(begin_ns, workers, started, first_ns, init_end_ns);
       },
+      py::arg("begin_ns"), py::arg("workers"), py::arg("started"), py::arg("first_ns"),
+      py::arg("init_end_ns") = 0,
       "An iterator's start in progress (the live file's `startup` line): since begin_ns, "
-      "`started` of `workers` workers started, its first batch at first_ns (0: not yet).");
+      "`started` of `workers` workers started, its first batch at first_ns (0: not yet), its "
+      "__init__'s return at init_end_ns (0: not yet).");
   m.def(
       "_note_epoch", [](std::uint64_t start_ns) { lotus::detail::note_epoch(start_ns); },
       py::arg("start_ns") = 0,

@@ -514,6 +514,8 @@ class live_state {
         put(su.started.load(mo_relaxed));
         put(" ");
         put(su.first_ns.load(mo_relaxed));
+        put(" ");
+        put(su.init_end_ns.load(mo_relaxed));
       }
     }
     put("\nwait ");

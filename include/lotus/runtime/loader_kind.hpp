@@ -117,12 +117,15 @@ inline void note_epoch(std::uint64_t start_ns = 0) noexcept {
 }
 
 /// A DataLoader iterator starting its workers in this process (lotus.torch): since when (realtime
-/// ns), how many workers it starts, how many Process.start() calls returned, and when its first
-/// batch arrived (0: not yet). The live file's `startup` line (`lotus-tool top`: "starting workers:
-/// 3 of 8 up, 12.4 s"). Written by one thread (the loader's), read by the writer.
+/// ns), how many workers it starts, how many Process.start() calls returned, when its first
+/// batch arrived (0: not yet) and when its __init__ returned (0: not yet). The live file's
+/// `startup` line (`lotus-tool top`: "starting workers: 3 of 8 up, 12.4 s"; its input wait counts
+/// iter(loader) to __init__'s return, which no SBatchWait covers). Written by one thread (the
+/// loader's), read by the writer.
 struct startup_progress_state {
   atom<std::uint64_t> begin_ns{0};
   atom<std::uint64_t> first_ns{0};
+  atom<std::uint64_t> init_end_ns{0};
   atom<std::uint64_t> workers{0};
   atom<std::uint64_t> started{0};
   atom<int> pid{0};
@@ -132,12 +135,14 @@ inline startup_progress_state& startup_progress() noexcept {
   return s;
 }
 inline void note_startup_progress(std::uint64_t begin_ns, std::uint64_t workers,
-                                  std::uint64_t started, std::uint64_t first_ns) noexcept {
+                                  std::uint64_t started, std::uint64_t first_ns,
+                                  std::uint64_t init_end_ns = 0) noexcept {
   startup_progress_state& s = startup_progress();
   s.pid.store(static_cast<int>(::getpid()), mo_relaxed);
   s.workers.store(workers, mo_relaxed);
   s.started.store(started, mo_relaxed);
   s.first_ns.store(first_ns, mo_relaxed);
+  s.init_end_ns.store(init_end_ns, mo_relaxed);
   s.begin_ns.store(begin_ns, mo_release);
 }
 

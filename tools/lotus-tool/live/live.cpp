@@ -346,11 +346,12 @@ live_process parse_live(std::string_view text) {
     } else if (key == "consumed") {
       p.consumed = one();
     } else if (key == "startup") {
-      if (f.size() != 5) bad(lineno, "'startup' takes four values");
+      if (f.size() != 5 && f.size() != 6) bad(lineno, "'startup' takes four or five values");
       p.startup_begin_ns = to_u64(f[1], lineno);
       p.startup_workers = to_u64(f[2], lineno);
       p.startup_started = to_u64(f[3], lineno);
       p.startup_first_ns = to_u64(f[4], lineno);
+      p.startup_init_end_ns = f.size() == 6 ? to_u64(f[5], lineno) : 0;
     } else if (key == "wait") {
       if (p.bounds_ns.empty()) bad(lineno, "'wait' before 'bounds'");
       if (f.size() != 3 + p.bounds_ns.size() + 1) bad(lineno, "bad 'wait' histogram");
@@ -438,7 +439,22 @@ live_process parse_live(std::string_view text) {
       it = p.other_ops.erase(it);
     }
   }
+  // A process that starts DataLoader workers is the one that consumes their batches, also
+  // before its first batch (the runtime says `role main` from its first consumption on).
+  if (p.startup_begin_ns != 0) p.main = true;
   return p;
+}
+
+std::uint64_t live_process::window_input_wait_ns() const {
+  std::uint64_t wait = window_wait_ns;
+  if (startup_begin_ns != 0 && window_ns != 0 && updated_ns > startup_begin_ns) {
+    const std::uint64_t from =
+        std::max(startup_begin_ns, updated_ns - std::min(window_ns, updated_ns));
+    const std::uint64_t to =
+        std::min(updated_ns, startup_first_ns == 0 ? updated_ns : startup_init_end_ns);
+    if (to > from) wait += to - from;
+  }
+  return std::min(wait, window_ns);
 }
 
 /// Two lotus runtimes alive at once in one process (a plugin with its own copy) each publish a
@@ -460,6 +476,13 @@ static void merge_into(live_process& a, const live_process& b) {
   a.window_wait_ns += b.window_wait_ns;
   a.window_batches += b.window_batches;
   a.consumed += b.consumed;
+  if (a.startup_begin_ns == 0) {  // one runtime of the two (lotus.torch's) starts iterators
+    a.startup_begin_ns = b.startup_begin_ns;
+    a.startup_workers = b.startup_workers;
+    a.startup_started = b.startup_started;
+    a.startup_first_ns = b.startup_first_ns;
+    a.startup_init_end_ns = b.startup_init_end_ns;
+  }
   if (a.bounds_ns != b.bounds_ns) {  // another version's buckets: counters only
     a.overflow_ops += b.wait.count;
     return;

@@ -68,12 +68,18 @@ struct live_process {
   std::vector<live_op> ops;
   std::vector<live_thread_op> other_ops;
   bool has_inflight = false;  // the file had `inflight` lines (else: none in progress, or older)
-  /// `startup <begin_ns> <workers> <started> <first_ns>`: its last DataLoader iterator's start
-  /// (lotus.torch): since when, workers started of how many, its first batch (0: not yet).
+  /// `startup <begin_ns> <workers> <started> <first_ns> [<init_end_ns>]`: its last DataLoader
+  /// iterator's start (lotus.torch): since when, workers started of how many, its first batch (0:
+  /// not yet), its __init__'s return (0: not yet, or a file of an older lotus without it).
   std::uint64_t startup_begin_ns = 0, startup_workers = 0, startup_started = 0,
-                startup_first_ns = 0;
+                startup_first_ns = 0, startup_init_end_ns = 0;
   /// Starting workers now: an iterator began and its first batch has not come.
   bool starting() const { return startup_begin_ns != 0 && startup_first_ns == 0 && !ended(); }
+  /// The window's wait for data (ns, at most window_ns): its ended SBatchWait records, and the
+  /// part of the window an iterator's start covered that no SBatchWait does: iter(loader) to its
+  /// __init__'s return, or to now while its first batch has not come (that batch's own wait
+  /// counts once it has ended). INPUT-WAIT and lotus_input_wait_ratio are its share.
+  std::uint64_t window_input_wait_ns() const;
 
   bool ended() const { return final || gone; }
   /// (host, pid, start): one process, even when its pid is reused later.

@@ -106,11 +106,13 @@ std::string render_metrics(const std::vector<live_process>& in, std::uint64_t st
     }
   }
   head("lotus_input_wait_ratio", "gauge",
-       "Share of the last 10 s the consuming process waited for batches (0 once it ended).");
+       "Share of the last 10 s the consuming process waited for batches, its DataLoader "
+       "iterators' start included (0 once it ended).");
   for (const live_process* p : procs) {
     if (p->main) {
       out += "lotus_input_wait_ratio{" + labels(*p) + "} " +
-             (p->ended() ? std::string("0") : ratio(p->window_wait_ns, p->window_ns)) + "\n";
+             (p->ended() ? std::string("0") : ratio(p->window_input_wait_ns(), p->window_ns)) +
+             "\n";
     }
   }
   head("lotus_worker_busy_ratio", "gauge",

@@ -72,7 +72,7 @@ std::string render_top(const std::string& dir, const std::vector<live_process>& 
             pad(win_s > 0 ? format_number("%.1f", static_cast<double>(p->window_consumed) / win_s)
                           : "-",
                 10, true) +
-            pad(pct_or_dash(p->window_ns != 0 ? static_cast<double>(p->window_wait_ns) /
+            pad(pct_or_dash(p->window_ns != 0 ? static_cast<double>(p->window_input_wait_ns()) /
                                                     static_cast<double>(p->window_ns)
                                               : -1),
                 13, true) +

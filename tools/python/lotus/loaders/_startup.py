@@ -36,7 +36,8 @@ GROUP_RECORDS = {"startup": "worker start-up lines (the sidecar's startup record
 class Iterator:
     """One iterator's start in the main process."""
 
-    __slots__ = ("seq", "begin", "workers", "current", "method", "first", "expected", "queued")
+    __slots__ = ("seq", "begin", "workers", "current", "method", "first", "expected", "queued",
+                 "init_end")
 
     def __init__(self, seq, begin, expected):
         self.seq = seq
@@ -47,6 +48,7 @@ class Iterator:
         self.method = None
         self.first = False  # the first batch's arrival noted
         self.queued = 0  # when its first indices were queued (every worker started)
+        self.init_end = 0  # when its __init__ returned
 
 
 _seq = 0
@@ -110,7 +112,8 @@ def end(it, workers, persistent):
         _active = None
     if not it.workers:
         return
-    _lotus._startup_progress(it.begin, it.expected, len(it.workers), 0)
+    it.init_end = init_end
+    _lotus._startup_progress(it.begin, it.expected, len(it.workers), 0, init_end)
     method = it.method or "unknown"
     lines = [b"startup %d %s %d %d %d %d\n" % (it.seq, method.encode("ascii", "replace"),
                                               workers, 1 if persistent else 0, it.begin, init_end)]
@@ -128,7 +131,7 @@ def first_arrival(it, idx, arrival):
     _longest = max(_longest, arrival - it.begin)
     if it.queued:
         _after_start = max(_after_start, arrival - it.queued)
-    _lotus._startup_progress(it.begin, it.expected, len(it.workers), arrival)
+    _lotus._startup_progress(it.begin, it.expected, len(it.workers), arrival, it.init_end)
     note(b"startup_first %d %d %d\n" % (it.seq, idx, arrival))
 
 
