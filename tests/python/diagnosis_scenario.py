@@ -2,11 +2,14 @@
 """A real DataLoader run with one planted problem, traced by lotus.torch (run by
 test_diagnosis_real.py in a fresh process; its figures go to bench/README.md's diagnosis table).
 
-argv[1]: JSON {"trace": prefix, "case": offcpu|startup|drift|borderline, "workers": N,
-"persistent": bool, "epochs": N}. Prints {"batches": n, "epoch_s": [wall time of each epoch]}.
+argv[1]: JSON {"trace": prefix, "case": offcpu|startup|drift|borderline|collate|heavytail|
+coldstore, "workers": N, "persistent": bool, "epochs": N, "data": directory (coldstore)}. Prints
+{"batches": n, "epoch_s": [wall time of each epoch], "cpu_s": the process tree's CPU time}.
 
-Every planted cost is a sleep (the offcpu case's ~0.3 ms of CPU aside): a CPU-bound cost would
-make the verdict depend on the load of the machine running it (a shared CI host).
+The first four cases plant sleeps (the offcpu case's ~0.3 ms of CPU aside): a CPU-bound cost would
+make the verdict depend on the load of the machine running it (a shared CI host). The worker
+model's cases (collate, heavytail) plant CPU work measured as the thread's CPU time (the same
+work whatever the load); their tests compare the load of the runs and skip when it moved.
 
 * offcpu: each sample waits 8 ms for "storage" (a sleep inside the Load op) and computes ~0.3 ms.
 * startup: workers started afresh each epoch (persistent_workers=False, PyTorch's default) with
@@ -15,8 +18,18 @@ make the verdict depend on the load of the machine running it (a shared CI host)
   1 ms op (Load).
 * borderline: one worker, 24 ms a batch (one sleep in its first sample), a 21 ms training step:
   training waits ~12-17 % of its time (the loader is barely behind).
+* collate: a CPU-heavy collate_fn in the worker (12 ms of CPU a batch), a 1 ms Load per sample.
+* heavytail: every 50th sample (2 %) costs 40x the median: 1 ms of CPU a sample, 40 ms for those.
+* coldstore: each sample reads 64 KiB of its own file through mmap after dropping the file's
+  pages from the page cache (posix_fadvise DONTNEED; 16 major faults a sample), on an emulated
+  storage device: a lock shared by every process (flock) held 4 ms per read, so the device
+  serves one read per 4 ms whatever the worker count: with 2 workers it is the limit, known by
+  construction.
 """
+import fcntl
 import json
+import mmap
+import os
 import sys
 import time
 
@@ -30,8 +43,11 @@ import lotus.torch
 CFG = json.loads(sys.argv[1])
 CASE = CFG["case"]
 EPOCHS = CFG.get("epochs", 3)
-SAMPLES = {"offcpu": 64, "startup": 32, "drift": 64, "borderline": 320}[CASE]
+SAMPLES = {"offcpu": 64, "startup": 32, "drift": 256, "borderline": 320, "collate": 384,
+           "heavytail": 400, "coldstore": 256}[CASE]
 BATCH = 4
+FILE_BYTES = 64 * 1024  # coldstore: one file per sample
+DEVICE_S = 0.004  # coldstore: the emulated device's service time per read
 
 
 def spin(seconds):
@@ -51,11 +67,56 @@ class Load:
             spin(0.0003)
         elif CASE == "startup":
             time.sleep(0.004)
-        elif CASE == "drift":
+        elif CASE in ("drift", "collate"):
             time.sleep(0.001)
+        elif CASE == "heavytail":
+            spin(0.040 if int(x[0]) % 50 == 7 else 0.001)
+        elif CASE == "coldstore":
+            read_cold(int(x[0]))
         elif int(x[0]) % BATCH == 0:
             time.sleep(0.024)  # borderline: one wait a batch (a sleep's wake-up late once)
         return x
+
+
+def read_cold(i):
+    """One read from the emulated device: its pages dropped from the page cache first, then read
+    through mmap (each 4 KiB page a major fault) while holding the device's lock for its
+    service time."""
+    path = os.path.join(CFG["data"], f"{i}.bin")
+    with open(os.path.join(CFG["data"], "device.lock"), "rb") as lock, open(path, "rb") as f:
+        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            t0 = time.monotonic()
+            with mmap.mmap(f.fileno(), FILE_BYTES, prot=mmap.PROT_READ) as m:
+                m.madvise(mmap.MADV_RANDOM)  # no read-ahead: one fault a page
+                total = sum(m[k] for k in range(0, FILE_BYTES, 4096))
+            left = DEVICE_S - (time.monotonic() - t0)
+            if left > 0:
+                time.sleep(left)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    return total
+
+
+def make_data():
+    """coldstore: the files (written and synced once: DONTNEED drops clean pages only)."""
+    os.makedirs(CFG["data"], exist_ok=True)
+    open(os.path.join(CFG["data"], "device.lock"), "ab").close()
+    for i in range(SAMPLES):
+        path = os.path.join(CFG["data"], f"{i}.bin")
+        if os.path.exists(path):
+            continue
+        with open(path, "wb") as f:
+            f.write(os.urandom(FILE_BYTES))
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def heavy_collate(samples):
+    """collate: the batch's own CPU work in the worker (a costly collate_fn)."""
+    spin(0.012)
+    return torch.utils.data.default_collate(samples)
 
 
 class Degrade:
@@ -94,6 +155,10 @@ def main():
     extra = {}
     if CASE == "startup":
         extra["worker_init_fn"] = slow_init
+    if CASE == "collate":
+        extra["collate_fn"] = heavy_collate
+    if CASE == "coldstore":
+        make_data()
     loader = DataLoader(Planted(), batch_size=BATCH, num_workers=CFG["workers"],
                         persistent_workers=CFG.get("persistent", True), **extra)
     n = 0
@@ -107,7 +172,9 @@ def main():
         epochs.append(time.monotonic() - t0)
     del loader
     lotus.flush()
-    print(json.dumps({"batches": n, "epoch_s": epochs}))
+    t = os.times()
+    cpu = t.user + t.system + t.children_user + t.children_system
+    print(json.dumps({"batches": n, "epoch_s": epochs, "cpu_s": cpu}))
 
 
 if __name__ == "__main__":

@@ -25,20 +25,34 @@ namespace lotus_tool {
 namespace {
 
 constexpr double k_inf = std::numeric_limits<double>::infinity();
+// The workers' measured wait for a core (a share of their batch time) from which it is read as
+// other threads' load; the most such threads fitted.
+constexpr double k_foreign_min_wait_share = 0.05;
+constexpr double k_foreign_max = 1024;
+// How far apart (in epoch change) the two readings of a measured wait for a core may predict
+// before the model makes no claim.
+constexpr double k_readings_apart = 0.10;
+// The off-CPU share of the workers' batch time from which their major faults say they waited on
+// storage (with cause_thresholds' major faults per batch).
+constexpr double k_storage_min_blocked_share = 0.25;
 
 // One epoch of whatif's model (compare/epoch_model.hpp, the one implementation, which
-// lotus.autotune runs too): each batch's wall time split by the one off-CPU share, the step by
-// its CPU part, the worker slots' start-up in ms.
+// lotus.autotune runs too): each batch's wall time split by the one off-CPU share (its wait for
+// a core, where measured, left out of the work), the step by its CPU part, the worker slots'
+// start-up in ms.
 epoch_outcome replay_epoch(const std::vector<double>& batch_ms, const loader_model& m,
                            const std::vector<double>* start_ms) {
   epoch_inputs in;
   const double off_share = std::min(1.0, std::max(0.0, m.offcpu_share));
+  const double cpu_share =
+      std::max(0.0, 1.0 - off_share - std::min(1.0, std::max(0.0, m.cpuwait_share)));
   in.cpu_s.reserve(batch_ms.size());
   in.off_s.reserve(batch_ms.size());
   for (const double ms : batch_ms) {
-    in.cpu_s.push_back(std::max(0.0, ms) / 1e3 * (1.0 - off_share));
+    in.cpu_s.push_back(std::max(0.0, ms) / 1e3 * cpu_share);
     in.off_s.push_back(std::max(0.0, ms) / 1e3 * off_share);
   }
+  in.foreign = std::max(0.0, m.foreign);
   in.workers = m.workers;
   in.prefetch_factor = m.prefetch_factor;
   in.cores = m.cores;
@@ -56,6 +70,59 @@ epoch_outcome replay_epoch(const std::vector<double>& batch_ms, const loader_mod
   return o;
 }
 
+// The measured workers waited for a core (s.cpu_wait of their batch time) while they were no more
+// than the cores: the two readings of that load, each fitted (bisection) so that a replay of the
+// measured setting waits for a core as long as they did. `foreign`: threads of other processes
+// sharing the cores with the loader's, thread by thread (more workers take a larger share);
+// `capacity`: the cores the loader had, whatever its thread count (a CPU quota; the kernel's
+// autogroups share the cores between sessions). foreign 0: the workers' own sharing explains it.
+struct contention_fit {
+  double foreign = 0, capacity = 0;
+};
+
+contention_fit fit_contention(const run_digest& d, const loader_model& m, double cores,
+                              const cause_shares& s) {
+  loader_model fit = m;
+  fit.workers = d.workers;
+  fit.cores = cores;
+  fit.prefetch_factor = d.prefetch_factor ? d.prefetch_factor : m.prefetch_factor;
+  fit.unordered = false;
+  fit.step_ms = std::max(0.0, d.step_mean_ms());
+  fit.step_cpu_ms = 0;
+  fit.worker_start_ms = d.worker_start_ms;
+  fit.offcpu_share = s.blocked;
+  fit.cpuwait_share = s.cpu_wait;
+  double total_ms = 0;
+  for (const auto& e : d.batch_ms)
+    for (const double v : e) total_ms += std::max(0.0, v);
+  const double target = s.cpu_wait * total_ms / 1e3;
+  const auto runq = [&](double f, double c) {
+    fit.foreign = f;
+    fit.cores = c;
+    return simulate_loader(d.batch_ms, fit).runq_workers_s;
+  };
+  contention_fit out;
+  if (runq(0, cores) >= target) return out;
+  double lo = 0, hi = cores;
+  while (runq(hi, cores) < target && hi < k_foreign_max) {
+    lo = hi;
+    hi *= 2;
+  }
+  for (int k = 0; k < 24; ++k) {
+    const double mid = 0.5 * (lo + hi);
+    (runq(mid, cores) < target ? lo : hi) = mid;
+  }
+  out.foreign = 0.5 * (lo + hi);
+  lo = cores / 1024;  // waits the most
+  hi = cores;         // waits less than measured
+  for (int k = 0; k < 24; ++k) {
+    const double mid = 0.5 * (lo + hi);
+    (runq(0, mid) < target ? hi : lo) = mid;
+  }
+  out.capacity = 0.5 * (lo + hi);
+  return out;
+}
+
 }  // namespace
 
 loader_prediction simulate_loader(const std::vector<std::vector<double>>& epochs,
@@ -70,6 +137,7 @@ loader_prediction simulate_loader(const std::vector<std::vector<double>>& epochs
         replay_epoch(e, m, k < m.worker_start_ms.size() ? &m.worker_start_ms[k] : nullptr);
     seconds += o.last_take;  // the last SBatchConsumed closes the epoch
     wait += o.wait_s;
+    p.runq_workers_s += o.runq_workers_s;
     batches += o.batches;
     p.out_of_order += o.out_of_order;
     ++replayed;
@@ -262,6 +330,37 @@ whatif_result predict_workers(const run_digest& d, const whatif_args& a) {
     m.offcpu_share = off / r.work_scale;
   }
   std::vector<std::vector<double>> work = d.batch_ms;
+  contention_fit contention;
+  if (r.offcpu_from == "measured") {
+    const cause_shares s = shares_of(d.causes);
+    r.measured_cpu_wait_share = s.cpu_wait;
+    // Waiting for a core with no more workers than cores: other threads wanted them. The
+    // prediction is the fixed capacity's (more workers get no larger share); the foreign
+    // threads' reading is kept to compare.
+    if (s.cpu_wait >= k_foreign_min_wait_share && d.workers <= measured_cores) {
+      contention = fit_contention(d, m, measured_cores, s);
+      if (contention.foreign > 0) {
+        r.foreign_fitted = true;
+        r.work_scale = 1.0;
+        m.offcpu_share = s.blocked;
+        m.cpuwait_share = s.cpu_wait;
+        r.foreign_threads = contention.foreign;
+        r.capacity_cores = contention.capacity;
+        m.cores = contention.capacity * m.cores / measured_cores;
+        r.cores_from += ", available to the loader: fitted to the workers' wait for a core";
+      }
+    }
+    const double majflt_per_batch =
+        static_cast<double>(d.causes.majflt) / static_cast<double>(d.causes.batches);
+    if (majflt_per_batch >= cause_thresholds{}.major_faults_per_batch &&
+        s.blocked >= k_storage_min_blocked_share) {
+      r.no_claim_why = "the workers waited on storage (" + format_number("%.0f", majflt_per_batch) +
+                       " major page faults a batch, " + pct(s.blocked, 0, " ") +
+                       " of their batch time off the CPU): the device's own throughput is not "
+                       "in the trace, so what more or fewer workers would get from it cannot "
+                       "be told";
+    }
+  }
   if (r.work_scale != 1.0)
     for (auto& e : work)
       for (double& v : e) v *= r.work_scale;
@@ -273,8 +372,33 @@ whatif_result predict_workers(const run_digest& d, const whatif_args& a) {
   replay.prefetch_factor = d.prefetch_factor ? d.prefetch_factor : m.prefetch_factor;
   replay.unordered = false;
   replay.worker_start_ms = d.worker_start_ms;
+  if (r.foreign_fitted) replay.cores = contention.capacity;
   r.replay = simulate_loader(work, replay);
   r.predicted = simulate_loader(work, m);
+  if (r.foreign_fitted) {
+    // The other reading: the same load as threads beside the loader's (foreign), on the cores.
+    loader_model shared = m, shared_replay = replay;
+    shared.cores = m.cores / contention.capacity * measured_cores;
+    shared_replay.cores = measured_cores;
+    shared.foreign = shared_replay.foreign = contention.foreign;
+    r.replay_if_shared = simulate_loader(work, shared_replay);
+    r.predicted_if_shared = simulate_loader(work, shared);
+    const auto change = [](const loader_prediction& to, const loader_prediction& from) {
+      return from.epoch_seconds > 0 ? 1.0 - to.epoch_seconds / from.epoch_seconds : 0.0;
+    };
+    const double fixed = change(r.predicted, r.replay);
+    const double shared_gain = change(r.predicted_if_shared, r.replay_if_shared);
+    if (std::abs(shared_gain - fixed) > k_readings_apart && r.no_claim_why.empty()) {
+      r.no_claim_why =
+          "the workers waited " + pct(r.measured_cpu_wait_share, 0, " ") +
+          " of their batch time for a core, and the trace cannot tell whether more workers "
+          "would take a larger share of the busy cores (other processes' threads beside them: " +
+          format_number("%+.0f %%", -100 * shared_gain) +
+          " epoch time) or the loader's share of them is fixed (a CPU quota, or the kernel "
+          "sharing the cores between sessions, its autogroups: " +
+          format_number("%+.0f %%", -100 * fixed) + ")";
+    }
+  }
   r.memory = predict_memory(d, m.workers, a.memory_budget);
   return r;
 }
@@ -312,6 +436,11 @@ worker_advice advise_workers(const run_digest& d) {
       tried.clear();
     }
   }
+  // The workers waited on storage: the model cannot tell what another count would get from it.
+  if (!tried.empty() && !tried.front().no_claim_why.empty()) {
+    adv.no_claim_why = tried.front().no_claim_why;
+    tried.clear();
+  }
   double best = k_inf;
   for (const auto& r : tried) best = std::min(best, r.predicted.epoch_seconds);
   for (const auto& r : tried) {
@@ -320,7 +449,8 @@ worker_advice advise_workers(const run_digest& d) {
       break;
     }
   }
-  for (unsigned n = 1; n < d.workers && n <= 64 && adv.replay_missed_s == 0; ++n) {
+  for (unsigned n = 1;
+       n < d.workers && n <= 64 && adv.replay_missed_s == 0 && adv.no_claim_why.empty(); ++n) {
     a.workers = n;
     whatif_result r = predict_workers(d, a);
     if (r.predicted.epoch_seconds <= r.replay.epoch_seconds * 1.01) {
@@ -396,6 +526,13 @@ nlohmann::json whatif_json(const whatif_result& r) {
                 {"offcpu_from", r.offcpu_from},
                 {"persistent_workers", r.persistent},
                 {"work_scale", r.work_scale}};
+  if (r.foreign_fitted) {  // (absent where none was fitted: the output of before)
+    j["model"]["cpu_wait_share"] = r.model.cpuwait_share;
+    j["model"]["cores_available"] = r.model.cores;
+    j["model"]["foreign_threads"] = r.foreign_threads;
+  }
+  j["claim"] = r.no_claim_why.empty();
+  if (!r.no_claim_why.empty()) j["no_claim_why"] = r.no_claim_why;
   j["measured"]["startup_ms"] = r.startup_ms;
   if (!r.measured_start_method.empty()) {
     j["startup"] = {{"measured_start_method", r.measured_start_method},
@@ -476,6 +613,15 @@ std::string whatif_text(const whatif_result& r) {
        (r.model.offcpu_share > 0 ? ", off-CPU " + pct(r.model.offcpu_share, 0, " ") +
                                        " of a batch (" + r.offcpu_from + ")"
                                  : std::string()) +
+       (r.foreign_fitted
+            ? "; the workers waited " + pct(r.model.cpuwait_share, 0, " ") +
+                  " of a batch for a core: read as " + format_number("%.2f", r.model.cores) +
+                  " cores available to the loader (or as " +
+                  format_number("%.1f", r.foreign_threads) +
+                  " other threads beside its own: predicted epoch " +
+                  format_number("%.3f s", r.predicted_if_shared.epoch_seconds) + ", replayed " +
+                  format_number("%.3f s", r.replay_if_shared.epoch_seconds) + ")"
+            : std::string()) +
        "\n";
   if (r.workers_restarted) {
     s += "start-up: workers started afresh each epoch (persistent_workers=False), " +
@@ -498,6 +644,7 @@ std::string whatif_text(const whatif_result& r) {
        format_number("%.1f", r.predicted.batches_per_second) + " batches/s, out of order " +
        std::to_string(r.predicted.out_of_order) + "\n";
   if (const std::string c = whatif_caution(r); !c.empty()) s += "caution: " + c + "\n";
+  if (!r.no_claim_why.empty()) s += "no claim: " + r.no_claim_why + "\n";
   s += memory_text(r.memory, r.model.workers);
   s += whatif_sentence(r) + "\n";
   return s;

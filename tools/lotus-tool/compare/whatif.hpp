@@ -15,8 +15,14 @@
 // worker_init_fn; with persistent workers only the first epoch has it), and the off-CPU share
 // is the workers' measured one where the sidecars record it (--offcpu-share overrides).
 //
+// Where the workers waited for a core while they were no more than the cores, other threads (other
+// processes, the main process) wanted them: the batches' CPU part is then their CPU time alone,
+// and that load is fitted as threads sharing the cores with the workers (more workers get a
+// larger share of a busy machine). Where they waited on storage (major page faults), the device's
+// own throughput is not in the trace: no worker count is predicted (no_claim_why).
+//
 // Not modelled: memory bandwidth and caches shared by workers, the GIL (thread workers in
-// Python), I/O that does not scale with cores, the main process's own CPU use.
+// Python), the main process's own CPU use beyond its share of the fitted load.
 #pragma once
 
 #include <cstdint>
@@ -50,6 +56,15 @@ struct loader_model {
   /// The share of each batch's time spent off the CPU (I/O, sleeps), taken first, needing no
   /// core: more workers than cores still overlap it. 0 (the default): batches are all CPU.
   double offcpu_share = 0;
+  /// The share of each batch's time its worker waited for a core in the measured run (the
+  /// sidecars' batchres): left out of the work, which is then the CPU part alone; the model's
+  /// sharing of the cores with `foreign` threads puts that wait back. 0 (the default): the
+  /// batch's time less its off-CPU share is all work.
+  double cpuwait_share = 0;
+  /// Threads of other processes (and the main process's own) wanting a core all the time, as
+  /// epoch_inputs::foreign: fitted so that the replay of the measured setting waits for a core
+  /// as long as the measured workers did. 0: none.
+  double foreign = 0;
   bool unordered = false;
   /// Per epoch replayed (the same index as the epochs given to simulate_loader): when each
   /// worker slot may begin its first batch, in ms from the epoch's start (worker start-up,
@@ -63,6 +78,7 @@ struct loader_prediction {
   double wait_share = 0;     ///< main-process time waiting for data / epoch time
   double batches_per_second = 0;
   std::uint64_t out_of_order = 0;  ///< arrivals before an earlier batch (in-order delivery)
+  double runq_workers_s = 0;  ///< the workers' wait for a core the sharing predicts, all epochs
 };
 
 /// Replays the epochs (each a list of per-batch preprocessing times in ms, in index order; the
@@ -151,6 +167,19 @@ struct whatif_result {
   double measured_ttfb_ms = 0, replay_ttfb_ms = 0, predicted_ttfb_ms = 0;
   bool ttfb_known = false;
   std::string ttfb_why;
+  /// The workers' measured wait for a core (a share of their batch time) and whether it was
+  /// read as other threads' load (model.foreign fitted to it): with the measured workers at most
+  /// the cores, only other threads make them wait.
+  double measured_cpu_wait_share = 0;
+  bool foreign_fitted = false;
+  /// Fitted (foreign_fitted): the cores the loader had (model.cores is it, scaled to the
+  /// question's cores), and the other reading, threads of other processes beside the loader's,
+  /// with its replay and prediction.
+  double capacity_cores = 0, foreign_threads = 0;
+  loader_prediction replay_if_shared, predicted_if_shared;
+  /// Non-empty: the model predicts no worker count from this trace, and this says why (the
+  /// workers waited on storage, whose own throughput the trace does not give).
+  std::string no_claim_why;
   // The model replaying the measured configuration (its error on this run), and the question.
   loader_prediction replay, predicted;
   memory_prediction memory;  ///< for model.workers
@@ -180,6 +209,8 @@ struct worker_advice {
   /// k_replay_tolerance: no worker count is advised (more_workers and fewer_workers empty), and
   /// these say by how much (seconds an epoch). 0: the replay held, or nothing was replayed.
   double replay_missed_s = 0, replay_measured_s = 0;
+  /// whatif_result::no_claim_why of the measured setting: no worker count is advised.
+  std::string no_claim_why;
 };
 worker_advice advise_workers(const run_digest& d);
 

@@ -111,7 +111,19 @@ worker_change more_workers_advice(const report_data& d, const finding_thresholds
         format_ms(d.advice.replay_measured_s * 1e3) +
         " measured, so it predicts no other. What it does not model: the main process's "
         "own cost per batch (receiving and unpickling each batch), memory bandwidth, the "
-        "storage device's own limit.";
+        "storage device's own limit";
+    // Waiting for a core with no more workers than cores: other processes used them.
+    const double wait = d.causes.present ? shares_of(d.causes.all).cpu_wait : 0.0;
+    if (wait >= 0.05 && d.causes.concurrent_workers <= d.causes.cpus_allowed) {
+      w.text += ", how the busy cores were shared with other processes (the workers waited " +
+                pct(wait) + " of their batch time for one)";
+    }
+    w.text += ".";
+    return w;
+  }
+  if (!d.advice.no_claim_why.empty()) {
+    w.text = "Whether more workers would help cannot be told: " + d.advice.no_claim_why +
+             " (measure an epoch with one more worker).";
     return w;
   }
   if (!d.advice.more_workers) {
@@ -127,6 +139,14 @@ worker_change more_workers_advice(const report_data& d, const finding_thresholds
     w.text = "Use " + workers_setting(d, r.model.workers) + ": " + predicted_text(r) + ", " +
              fixed(100 * g, 0) + " % faster.";
     if (const std::string c = whatif_caution(r); !c.empty()) w.text += " Caution: " + c + ".";
+    if (r.foreign_fitted) {
+      w.text += " The workers waited " + pct(r.measured_cpu_wait_share) +
+                " of their batch time for a core (other processes used the cores): the model "
+                "read it as " +
+                fixed(r.capacity_cores, 2) +
+                " cores available to the loader, and as other threads beside its own; the two "
+                "readings agree on this change, which holds while that load does.";
+    }
     // tune searches PyTorch's settings (prefetch_factor, in_order): quoted for its loader only.
     if (!d.advice.tune.empty() && (d.loader.empty() || is_loader(d, "torch"))) {
       w.text += std::string(" Searching workers, prefetch_factor") +
