@@ -161,7 +161,7 @@ def case_borderline(tmp):
 MODEL_TOLERANCE = 0.10  # points of epoch change
 
 
-def worker_model_case(tmp, case, problem):
+def worker_model_case(tmp, case, problem, name=None):
     """Runs 2 workers, takes the report's worker advice (else whatif's 3 workers), reruns the
     count it is about and holds the prediction to the rerun; or asserts that no claim was made
     and says so. Returns a table row."""
@@ -209,7 +209,7 @@ def worker_model_case(tmp, case, problem):
     before, after = sum(before) / 2, sum(after) / 2
     if predicted is not None:
         assert abs(predicted - measured) <= MODEL_TOLERANCE, (said, predicted, measured, advice)
-    return (case, problem + f" (load {before_run['load']:.1f})", said + f" (2 → {n})",
+    return (name or case, problem + f" (load {before_run['load']:.1f})", said + f" (2 → {n})",
             predicted, measured, before, after)
 
 
@@ -218,7 +218,8 @@ def case_collate(tmp):
 
 
 def case_degrading(tmp):
-    return worker_model_case(tmp, "drift", "an op growing from 0.5 to 5.6 ms, 2 workers")
+    return worker_model_case(tmp, "drift", "an op growing from 0.5 to 5.6 ms, 2 workers",
+                             name="degrading")
 
 
 def case_heavytail(tmp):
