@@ -562,3 +562,68 @@ TEST_CASE("whatif: worker start-up per epoch, kept alive or not, and the measure
   CHECK(r.offcpu_from == "option");
   CHECK(r.predicted.epoch_seconds == Approx(r.replay.epoch_seconds));
 }
+
+TEST_CASE("whatif: a wait for a core read two ways, and storage, claim no worker count",
+          "[tool][compare][whatif]") {
+  // 2 workers on 2 cores, 40 batches of 20 ms: 10 ms on a CPU, 10 ms waiting for one (other
+  // processes used the cores). Read as the loader's cores: 1 core (2 workers at half speed);
+  // as other threads beside the workers: 2 (each worker at 2 / (2 + 2)). With 3 workers the first
+  // reading gains nothing (still 1 core), the second 1.2 cores' worth: 17 % apart.
+  run_digest d;
+  d.batch_ms = {std::vector<double>(40, 20.0)};
+  d.step_ms = std::vector<double>(40, 0.0);
+  epoch_digest e;
+  e.seconds = 0.4;
+  e.batches = 40;
+  d.epochs = {e};
+  d.workers = 2;
+  d.cpus = 2;
+  d.prefetch_factor = 2;
+  d.total_batches = 40;
+  d.causes.batches = 40;
+  d.causes.dur_ns = 800'000'000;
+  d.causes.cpu_ns = 400'000'000;
+  d.causes.wait_ns = 400'000'000;
+  d.causes.nvcsw = 40;
+  whatif_args a;
+  a.workers = 3;
+  whatif_result r = predict_workers(d, a);
+  CHECK(r.foreign_fitted);
+  CHECK(r.capacity_cores == Approx(1.0).epsilon(0.01));
+  CHECK(r.foreign_threads == Approx(2.0).epsilon(0.02));
+  CHECK(r.replay.epoch_seconds == Approx(0.4).epsilon(0.02));
+  CHECK(r.replay_if_shared.epoch_seconds == Approx(0.4).epsilon(0.02));
+  CHECK(r.predicted.epoch_seconds == Approx(0.4).epsilon(0.03));
+  CHECK(r.predicted_if_shared.epoch_seconds == Approx(0.4 / 1.2).epsilon(0.05));
+  CHECK(r.no_claim_why.find("for a core") != std::string::npos);
+  worker_advice adv = advise_workers(d);
+  CHECK_FALSE(adv.more_workers);
+  CHECK_FALSE(adv.fewer_workers);
+  CHECK(adv.no_claim_why == r.no_claim_why);
+
+  // Mostly off the CPU (84 %), a little wait (6 %): both readings predict 3 workers' overlap of
+  // the waits alike, and the prediction stands.
+  d.causes.cpu_ns = 80'000'000;
+  d.causes.wait_ns = 48'000'000;
+  r = predict_workers(d, a);
+  CHECK(r.foreign_fitted);
+  CHECK(r.no_claim_why.empty());
+  CHECK(r.predicted.epoch_seconds < 0.8 * r.replay.epoch_seconds);
+  adv = advise_workers(d);
+  CHECK(adv.no_claim_why.empty());
+  CHECK(adv.more_workers);
+
+  // No wait for a core, 80 % off the CPU with 20 major faults a batch: the workers waited on
+  // storage, whose own throughput the trace does not give.
+  d.causes.cpu_ns = 160'000'000;
+  d.causes.wait_ns = 0;
+  d.causes.majflt = 800;
+  r = predict_workers(d, a);
+  CHECK_FALSE(r.foreign_fitted);
+  CHECK(r.no_claim_why.find("storage") != std::string::npos);
+  adv = advise_workers(d);
+  CHECK_FALSE(adv.more_workers);
+  CHECK(adv.no_claim_why.find("storage") != std::string::npos);
+  d.causes.majflt = 40;  // one a batch: no storage claim
+  CHECK(predict_workers(d, a).no_claim_why.empty());
+}
