@@ -356,9 +356,8 @@ whatif_result predict_workers(const run_digest& d, const whatif_args& a) {
         s.blocked >= k_storage_min_blocked_share) {
       r.no_claim_why = "the workers waited on storage (" + format_number("%.0f", majflt_per_batch) +
                        " major page faults a batch, " + pct(s.blocked, 0, " ") +
-                       " of their batch time off the CPU): the device's own throughput is not "
-                       "in the trace, so what more or fewer workers would get from it cannot "
-                       "be told";
+                       " of their batch time off the CPU), and the trace does not give the "
+                       "device's own throughput: more workers gain only what it has to spare";
     }
   }
   if (r.work_scale != 1.0)
