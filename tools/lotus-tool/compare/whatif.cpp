@@ -440,6 +440,14 @@ worker_advice advise_workers(const run_digest& d) {
     adv.no_claim_why = tried.front().no_claim_why;
     tried.clear();
   }
+  // Counts up to the first whose prediction the model cannot stand behind (the two readings of
+  // a wait for a core part further with more workers).
+  for (std::size_t k = 0; k < tried.size(); ++k) {
+    if (!tried[k].no_claim_why.empty()) {
+      tried.resize(k);
+      break;
+    }
+  }
   double best = k_inf;
   for (const auto& r : tried) best = std::min(best, r.predicted.epoch_seconds);
   for (const auto& r : tried) {
