@@ -61,6 +61,14 @@ lotus_tool::resource_totals totals(std::uint64_t dur, std::uint64_t cpu, std::ui
   return t;
 }
 
+void cause_shares_check(const lotus_tool::resource_totals& t, double cpu, double wait,
+                        double blocked) {
+  const lotus_tool::cause_shares s = lotus_tool::shares_of(t);
+  CHECK(s.cpu == Approx(cpu).margin(1e-9));
+  CHECK(s.cpu_wait == Approx(wait).margin(1e-9));
+  CHECK(s.blocked == Approx(blocked).margin(1e-9));
+}
+
 }  // namespace
 
 TEST_CASE("causes: exact shares, rates and verdict from a hand-written sidecar", "[tool][causes]") {
@@ -187,6 +195,26 @@ TEST_CASE("causes: the verdict's thresholds", "[tool][causes]") {
   CHECK(s.cpu == Approx(800.0 / 1200));
   CHECK(s.cpu_wait == Approx(400.0 / 1200));
   CHECK(s.blocked == Approx(0.0).margin(1e-12));
+}
+
+TEST_CASE("causes: batches shorter than a tick that never slept are on a CPU, not blocked",
+          "[tool][causes]") {
+  // 3,908 batches of 100 us with 4 % read on a CPU (cpu_ns to a tick) and 7 % waiting for one,
+  // no voluntary switch: the rest was CPU time the clock did not count.
+  lotus_tool::resource_totals t = totals(390800000, 15632000, 27356000, 0);
+  t.batches = 3908;
+  cause_shares_check(t, 0.93, 0.07, 0.0);
+  CHECK(lotus_tool::cause_verdict(t) == "compute");
+  // A voluntary switch every batch: they slept; the rest is blocked as before.
+  t.nvcsw = 3908;
+  cause_shares_check(t, 0.04, 0.07, 0.89);
+  CHECK(lotus_tool::cause_verdict(t) == "blocked");
+  // No switch, but 10 ms batches (longer than a tick: their CPU time is read well): blocked.
+  t.nvcsw = 0;
+  t.dur_ns = 39080000000;
+  t.cpu_ns = 1563200000;
+  t.wait_ns = 2735600000;
+  cause_shares_check(t, 0.04, 0.07, 0.89);
 }
 
 TEST_CASE("causes: the per-op table from opres lines (LOTUS_RESOURCES=ops)",
