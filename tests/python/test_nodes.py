@@ -322,7 +322,7 @@ def test_planted_self_times(tmp_path, workers):
 def test_threads_processes_epochs(tmp_path):
     """Prefetcher, PinMemory and a ParallelMapper of processes, two epochs: exact records."""
     items, batch = 10, 4
-    info, files, _ = scenario(tmp_path, case="threads", items=items, batch=batch)
+    info, files, trace = scenario(tmp_path, case="threads", items=items, batch=batch)
     tid, pid = info["tid"], info["pid"]
     nb = -(-items // batch)
     check_loop(files, tid, nb, epochs=2)
@@ -342,6 +342,9 @@ def test_threads_processes_epochs(tmp_path):
     # ParallelMapper's processes: files of other processes (their own pid), none the loop's pid.
     procs = {int(f.rsplit("_", 1)[1]) for f in where["SDouble"]}
     assert procs and pid not in procs and tid not in procs
+    # Started afresh each epoch (each reset), each start measured.
+    import multiprocessing
+    check_starts(startup_of(trace), 2, multiprocessing.get_start_method(), procs)
     for f in where["SDouble"]:
         assert set(ops[f]) == {"SDouble"}
     # Each background thread records what it runs, in its own file, and starts again with each
@@ -357,17 +360,52 @@ def test_threads_processes_epochs(tmp_path):
         seen |= files_of
 
 
+def startup_of(trace):
+    """`lotus-tool stats --json`'s start-up: the iterators that started worker processes."""
+    import subprocess
+    r = subprocess.run([TOOL, "stats", str(trace), "--json"], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)["startup"]
+
+
+def check_starts(su, iterators, method, mapper_pids):
+    """Each of ParallelMapper's process starts measured as a DataLoader's: its workers' starts (the
+    pids of the files its items were mapped in), each worker's own line, the first item after
+    them, and the parts adding up to the time to it."""
+    its = su["iterators"]
+    assert len(its) == iterators, its
+    seen = set()
+    for it in its:
+        assert it["method"] == method and not it["persistent"], it
+        ws = it["worker_starts"]
+        assert [w["slot"] for w in ws] == [0, 1], ws
+        # (A worker's own startup_boot line may be lost: torchdata SIGTERMs its processes at the
+        # pipeline's end, and a flush that the signal interrupts in lotus is skipped.)
+        assert all(0 < w["call_ms"] <= w["return_ms"] <= it["init_ms"] for w in ws), ws
+        if method != "fork":
+            assert all(w["bytes"] > 0 for w in ws), ws  # the map function and queues, pickled
+        assert 0 < it["init_ms"] <= it["ttfb_ms"], it
+        parts = sum(it["causes_ms"].values())
+        assert abs(parts - it["ttfb_ms"]) <= 0.01 * it["ttfb_ms"] + 0.01, (parts, it)
+        seen |= {w["pid"] for w in ws}
+    assert mapper_pids <= seen, (mapper_pids, seen)
+
+
 def test_process_mapper_spawn(tmp_path):
     """method="process" with spawn: each worker configures lotus from the pipeline's options and
-    records every item it maps in its own process's file."""
+    records every item it maps in its own process's file; the start of its processes is measured
+    (the sidecar's startup lines, as a DataLoader iterator's)."""
     items = 8
-    info, files, _ = scenario(tmp_path, case="spawn", items=items, timeout=300)
+    info, files, trace = scenario(tmp_path, case="spawn", items=items, timeout=300)
     check_loop(files, info["tid"], items)
     ops = ops_by_file(files)
     mapped = {f: o["SDouble"] for f, o in ops.items() if "SDouble" in o}
     assert sum(len(d) for d in mapped.values()) == items
     assert all(set(ops[f]) == {"SDouble"} for f in mapped)
-    assert info["pid"] not in {int(f.rsplit("_", 1)[1]) for f in mapped}
+    pids = {int(f.rsplit("_", 1)[1]) for f in mapped}
+    assert info["pid"] not in pids
+    check_starts(startup_of(trace), 1, "spawn", pids)
 
 
 def test_resumed_loader_continues_the_epoch(tmp_path):

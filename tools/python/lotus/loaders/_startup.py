@@ -55,6 +55,19 @@ _seq = 0
 _active = None  # the iterator whose __init__ runs now (main thread)
 _owner = None  # the thread that runs it
 _worker_loop_type = None  # dataloader.WorkerLoop (set by dataloader.py: no import circle)
+# Other worker targets whose Process.start() is a start to measure (nodes.py: ParallelMapper's
+# process workers, its `_apply_udf` replacement).
+_worker_targets = set()
+
+
+def is_worker_target(target):
+    """A lotus worker loop: a DataLoader's WorkerLoop, or a registered target."""
+    if _worker_loop_type is not None and isinstance(target, _worker_loop_type):
+        return True
+    try:
+        return target in _worker_targets
+    except TypeError:  # unhashable
+        return False
 
 # A start that runs longer than this is no ordinary start-up (the wait triggers capture it): 30 s,
 # or 3 times the longest earlier start of this process.
@@ -152,7 +165,7 @@ def note(data):
 def process_start(self, *args, **kwargs):
     it = _active
     if (it is None or _owner != _threading.get_ident()
-            or not isinstance(getattr(self, "_target", None), _worker_loop_type)):
+            or not is_worker_target(getattr(self, "_target", None))):
         return _patch.original("startup.BaseProcess.start")(self, *args, **kwargs)
     cur = [0, 0]
     it.current = cur
@@ -175,7 +188,7 @@ def reduction_dump(obj, file, *args, **kwargs):
     it = _active
     cur = it.current if it is not None else None
     if cur is None or _owner != _threading.get_ident() or \
-            not isinstance(getattr(obj, "_target", None), _worker_loop_type):
+            not is_worker_target(getattr(obj, "_target", None)):
         return _patch.original("startup.reduction.dump")(obj, file, *args, **kwargs)
     try:
         at = file.tell()

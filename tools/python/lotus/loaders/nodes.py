@@ -40,11 +40,12 @@ a name.
 
 import os as _os
 import threading as _threading
+from time import time_ns as _time_ns
 
 import lotus as _lotus_pkg
 from .. import _lotus
 
-from . import _contract, _patch
+from . import _contract, _patch, _startup
 
 __all__ = ["name_node", "GROUP_RECORDS", "targets"]
 
@@ -363,6 +364,9 @@ def _make_handoff(key):
     return next_
 
 
+_pmi_handoff = _make_handoff("_ParallelMapperIter.__next__")
+
+
 class _StageThread:
     """A torchdata background thread's target: the thread is the pipeline's, not the loop's."""
 
@@ -443,6 +447,9 @@ class _TimedMap:
 
 def _pmi_init(self, *args, **kwargs):
     # _ParallelMapperIter(source, map_fn, num_workers, ...): its workers run a timed map function.
+    # With method="process" its __init__ starts them (Process.start(), one after the other): that
+    # start is measured as a DataLoader iterator's is (_startup: the sidecar's startup lines), from
+    # this __init__ to the first item this iterator hands out.
     owner = _tls.owner
     if owner is not None and owner[1]:
         state = (dict(_lotus_pkg._last_options), _trace_all(), _os.getpid())
@@ -450,17 +457,40 @@ def _pmi_init(self, *args, **kwargs):
             kwargs["map_fn"] = _TimedMap(kwargs["map_fn"], owner[0], state)
         elif len(args) >= 2:
             args = args[:1] + (_TimedMap(args[1], owner[0], state),) + args[2:]
-    return _original("_ParallelMapperIter.__init__")(self, *args, **kwargs)
+    workers = kwargs.get("num_workers", args[2] if len(args) >= 3 else 0)
+    method = kwargs.get("method", args[4] if len(args) >= 5 else None)
+    if method != "process" or not isinstance(workers, int) or workers <= 0:
+        return _original("_ParallelMapperIter.__init__")(self, *args, **kwargs)
+    it = _startup.begin(workers)
+    try:
+        _original("_ParallelMapperIter.__init__")(self, *args, **kwargs)
+    finally:
+        _startup.end(it, workers, False)
+    self._lotus_startup = it
+
+
+def _pmi_next(self):
+    """_ParallelMapperIter's hand-over (blocked time, not work); its first item ends the start of
+    its process workers (`startup_first`)."""
+    out = _pmi_handoff(self)
+    it = getattr(self, "_lotus_startup", None)
+    if it is not None and not it.first:
+        _startup.first_arrival(it, 0, _time_ns())
+    return out
 
 
 def _apply_udf(worker_id, in_q, out_q, udf, stop_event, *args, **kwargs):
     """ParallelMapper's worker loop (map._apply_udf), in a thread or a process of its own."""
     process = isinstance(udf, _TimedMap) and udf.state[2] != _os.getpid()
     if process:
+        entered = _time_ns()
         options = udf.state[0]
         if options and not _lotus.tracing_enabled():  # spawn/forkserver: a fresh interpreter
             _lotus_pkg.configure(**options)
         _lotus._flush_on_sigterm()  # SIGTERMed at the pipeline's exit: its records first
+        # Its start's end (the sidecar's startup_boot): the worker loop entered, its arguments
+        # (the map function and what it holds) unpickled; it takes items at once.
+        _startup.worker_ready(udf.state[2], worker_id, entered)
     t = _tls
     t.stage = udf.name if isinstance(udf, _TimedMap) else ""
     t.frames = []
@@ -472,6 +502,9 @@ def _apply_udf(worker_id, in_q, out_q, udf, stop_event, *args, **kwargs):
     finally:
         if process:
             _lotus.flush()  # a process worker leaves without exit handlers
+
+
+_startup._worker_targets.add(_apply_udf)  # its Process.start() is a start to measure
 
 
 def _pin_memory(data, *args, **kwargs):
@@ -503,7 +536,7 @@ def targets():
         ("nodes", "_SingleThreadedMapper.__next__", nmap._SingleThreadedMapper, "__next__",
          _make_handoff("_SingleThreadedMapper.__next__"), ("self",)),
         ("nodes", "_ParallelMapperIter.__next__", nmap._ParallelMapperIter, "__next__",
-         _make_handoff("_ParallelMapperIter.__next__"), ("self",)),
+         _pmi_next, ("self",)),
         ("nodes", "_SingleThreadedMapper.__init__", nmap._SingleThreadedMapper, "__init__",
          _stm_init, ("self", "source", "prefetch_factor", "worker", "...")),
         ("nodes", "map._populate_queue", nmap, "_populate_queue", _populate_queue,
