@@ -4,15 +4,15 @@
 // /proc/self/statm (a few µs) and keeps its peak. Its proportional set size and private pages come
 // from /proc/self/smaps_rollup (Linux 4.14+), which walks every page table of the process: about
 // 10 ms of CPU in a torch process of 600 MB, so it is read no more often than keeps its own cost
-// at 0.1 % of the time (k_rollup_cost_share: every 10 s at 10 ms, every 500 ms below 0.5 ms), and
-// sooner when the resident size has grown by a tenth past the largest a reading saw (a new peak),
-// and once more at exit. Each such reading writes a sidecar `memory` line (tools/docs/FORMAT.md
-// §5); without smaps_rollup each statm sample does, with zeros for the rest. Lines are thinned:
-// the interval between written lines starts at 500 ms and doubles after every 64 lines, so a
-// process writes at most 64 lines per doubling (about 700 lines, 60 KB, in a day), every byte of
-// them counted against LOTUS_MAX_BYTES like the rest of the sidecar. The peaks in each line cover
-// every reading, written or not (the resident peak every statm sample too). Off with
-// LOTUS_RESOURCES=0, as the per-batch figures are.
+// at 0.1 % of the time (every 10 s at 10 ms, every 500 ms below 0.5 ms; the first once the process
+// has run 500 ms, not on a new worker's way to its first batch), and sooner when the resident size
+// has grown by a tenth past the largest a reading saw (a new peak), and once more at exit. Each
+// such reading writes a sidecar `memory` line (tools/docs/FORMAT.md §5); without smaps_rollup each
+// statm sample does, with zeros for the rest. Lines are thinned: the interval between written lines
+// starts at 500 ms and doubles after every 64 lines, so a process writes at most 64 lines per
+// doubling (about 700 lines, 60 KB, in a day), every byte of them counted against LOTUS_MAX_BYTES
+// like the rest of the sidecar. The peaks in each line cover every reading, written or not (the
+// resident peak every statm sample too). Off with LOTUS_RESOURCES=0, as the per-batch figures are.
 #pragma once
 
 #include <fcntl.h>   // open, O_*
@@ -138,6 +138,7 @@ class memory_sampler {
     if (sampled_ && !final && now - last_sample_ < k_memory_sample_ns) return;
     memory_reading m = read_memory_statm();
     if (!m.ok && no_rollup_) return;
+    if (!sampled_) first_sample_ = now;
     last_sample_ = now;
     sampled_ = true;
     peak_.rss = m.rss > peak_.rss ? m.rss : peak_.rss;
@@ -180,7 +181,9 @@ class memory_sampler {
   /// k_rollup_cost_inverse_share times what that one cost (at least k_memory_sample_ns); or
   /// sooner when the resident size grew by a tenth past the largest a reading saw.
   bool rollup_due(std::uint64_t now, std::uint64_t rss) const noexcept {
-    if (!rolled_) return true;
+    // The first once the process has run k_memory_sample_ns: not on a new worker's way to its
+    // first batch (a forked worker of a large process would spend ~10 ms of CPU on it there).
+    if (!rolled_) return now - first_sample_ >= k_memory_sample_ns;
     const std::uint64_t since = now - last_rollup_;
     if (since < k_memory_sample_ns) return false;
     return since >= rollup_cost_ * k_rollup_cost_inverse_share ||
@@ -190,8 +193,8 @@ class memory_sampler {
   int pid_ = 0;
   bool sampled_ = false, rolled_ = false, no_rollup_ = false;
   unsigned lines_ = 0;
-  std::uint64_t last_sample_ = 0, last_line_ = 0, last_rollup_ = 0, rollup_cost_ = 0,
-                rollup_rss_ = 0;
+  std::uint64_t first_sample_ = 0, last_sample_ = 0, last_line_ = 0, last_rollup_ = 0,
+                rollup_cost_ = 0, rollup_rss_ = 0;
   memory_reading peak_;
 };
 

@@ -300,9 +300,23 @@ whatif_result predict_workers(const run_digest& d, const whatif_args& a) {
       if (p.estimated_fork) r.ttfb_why = "the fork's own cost estimated (this run forked none)";
       const bool changed = a.workers != d.workers || r.start_method != c.method;
       if (changed && !m.worker_start_ms.empty()) {
+        // The epoch model begins a worker's first batch at its slot and counts the batch's own
+        // preparation; the rest of the first batch's time (its index's delivery, its transfer to
+        // the main process), measured in the start-up's first batch, is not in it: the first
+        // slot begins that much later, so the first batch arrives when the start-up model says
+        // (the other workers' first batches are delivered while it is).
+        double prep = 0, n = 0;
+        for (const auto& e : d.batch_ms) {
+          if (e.empty()) continue;
+          prep += e.front();
+          ++n;
+        }
+        const double delay = n > 0 ? std::max(0.0, c.first_batch_ms - prep / n) : 0.0;
+        std::vector<double> slots = p.slot_ms;
+        if (!slots.empty()) slots.front() += delay;
         const bool once = c.persistent || a.persistent;
         for (std::size_t k = 0; k < m.worker_start_ms.size(); ++k) {
-          if (k == 0 || !once) m.worker_start_ms[k] = p.slot_ms;
+          if (k == 0 || !once) m.worker_start_ms[k] = slots;
         }
       }
     }
