@@ -44,10 +44,19 @@ every patched function.
 import lotus as _lotus_pkg
 from . import _lotus
 from . import loaders as _loaders
-from .autotune import autotune  # a DataLoader that tunes its own workers (lotus/autotune/)
 from .loaders.nodes import name_node  # a torchdata.nodes node's record name
 
 __all__ = ["instrument", "uninstrument", "instrumented", "autotune", "name_node"]
+
+
+def __getattr__(name):
+    # lotus.torch.autotune, a DataLoader that tunes its own workers (lotus/autotune/): imported
+    # when first named, not by every traced program (its import is a few ms of a job's start).
+    if name == "autotune":
+        from .autotune import autotune
+        globals()["autotune"] = autotune
+        return autotune
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def instrumented():
