@@ -674,9 +674,9 @@ LOTUS_DETAIL_WEAK const runtime_entries* runtime_entry_points() noexcept;
 // SPDX-License-Identifier: MIT
 // What a thread's first record, a run-time name's first use, or a table's growth allocates may be
 // allocated in a signal handler that interrupted malloc or free on the same thread: malloc's arena
-// lock is not re-entrant, and the handler would wait for itself (issue #71: 3 runs in 22 hung).
-// These blocks come from mmap and go back with munmap, system calls that take no lock of the
-// process. Page-granular and zeroed: for what a thread or a table needs once or rarely (the
+// lock is not re-entrant, and the handler would wait for itself (a test run hung in 3 of 22
+// before). These blocks come from mmap and go back with munmap, system calls that take no lock of
+// the process. Page-granular and zeroed: for what a thread or a table needs once or rarely (the
 // run-time names, many and small, come from an arena of such blocks: runtime/intern.hpp).
 
 #include <sys/mman.h>  // mmap, munmap
@@ -6047,7 +6047,7 @@ inline thread_local int t_schedstat_fd = -1;
 /// At most this many threads of a process keep their schedstat descriptor open; the others open
 /// it at each reading (two more system calls, only when the thread was switched out). Without
 /// the bound, 2,000 recording threads held 2,000 descriptors, and under RLIMIT_NOFILE 1024 the
-/// writer could not create their trace files (issue #53).
+/// writer could not create their trace files.
 constexpr int schedstat_kept_max = 64;
 /// The kept descriptors of every thread of the process, each as fd + 1 (0: a free place), so
 /// that a forked child can close those of the parent's other threads (their thread_locals are
@@ -6082,7 +6082,7 @@ inline atom<int> g_resources_on{1};
 inline atom<bool> g_op_resources_on{false};
 /// Batches and ops whose figures were never read: their thread could not be registered at that
 /// moment (a signal handler that interrupted the registration), or a run-time name could not be
-/// interned there, so the op was not recorded (issue #71). In the process's `batchres_lost 0` /
+/// interned there, so the op was not recorded. In the process's `batchres_lost 0` /
 /// `opres_lost 0` lines (trace_writer::process_loss_lines).
 inline atom<std::uint64_t> g_batchres_unread{0}, g_opres_unread{0};
 inline int resources_enabled() noexcept { return g_resources_on.load(mo_relaxed); }
@@ -11103,7 +11103,7 @@ LOTUS_DETAIL_COLD inline void thread_exit_hook(void*) noexcept {
 
 /// The exit hook is a pthread key's destructor, not a thread_local's: the first use of a
 /// thread_local with a destructor registers it (__cxa_thread_atexit_impl), which calls calloc, and
-/// a thread's first record may be a signal handler that interrupted malloc (issue #71). The key is
+/// a thread's first record may be a signal handler that interrupted malloc. The key is
 /// created as this object is loaded (ordinary code); setting a thread's value takes no lock and
 /// allocates nothing (glibc: a key among the first 32, as one created at load time is). Key
 /// destructors run after the thread's thread_local destructors: a record made in one of those is

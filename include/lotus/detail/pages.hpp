@@ -2,9 +2,9 @@
 // SPDX-License-Identifier: MIT
 // What a thread's first record, a run-time name's first use, or a table's growth allocates may be
 // allocated in a signal handler that interrupted malloc or free on the same thread: malloc's arena
-// lock is not re-entrant, and the handler would wait for itself (issue #71: 3 runs in 22 hung).
-// These blocks come from mmap and go back with munmap, system calls that take no lock of the
-// process. Page-granular and zeroed: for what a thread or a table needs once or rarely (the
+// lock is not re-entrant, and the handler would wait for itself (a test run hung in 3 of 22
+// before). These blocks come from mmap and go back with munmap, system calls that take no lock of
+// the process. Page-granular and zeroed: for what a thread or a table needs once or rarely (the
 // run-time names, many and small, come from an arena of such blocks: runtime/intern.hpp).
 #pragma once
 

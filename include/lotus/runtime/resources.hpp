@@ -131,7 +131,7 @@ inline thread_local int t_schedstat_fd = -1;
 /// At most this many threads of a process keep their schedstat descriptor open; the others open
 /// it at each reading (two more system calls, only when the thread was switched out). Without
 /// the bound, 2,000 recording threads held 2,000 descriptors, and under RLIMIT_NOFILE 1024 the
-/// writer could not create their trace files (issue #53).
+/// writer could not create their trace files.
 constexpr int schedstat_kept_max = 64;
 /// The kept descriptors of every thread of the process, each as fd + 1 (0: a free place), so
 /// that a forked child can close those of the parent's other threads (their thread_locals are
@@ -166,7 +166,7 @@ inline atom<int> g_resources_on{1};
 inline atom<bool> g_op_resources_on{false};
 /// Batches and ops whose figures were never read: their thread could not be registered at that
 /// moment (a signal handler that interrupted the registration), or a run-time name could not be
-/// interned there, so the op was not recorded (issue #71). In the process's `batchres_lost 0` /
+/// interned there, so the op was not recorded. In the process's `batchres_lost 0` /
 /// `opres_lost 0` lines (trace_writer::process_loss_lines).
 inline atom<std::uint64_t> g_batchres_unread{0}, g_opres_unread{0};
 inline int resources_enabled() noexcept { return g_resources_on.load(mo_relaxed); }

@@ -353,7 +353,7 @@ LOTUS_DETAIL_COLD inline void thread_exit_hook(void*) noexcept {
 
 /// The exit hook is a pthread key's destructor, not a thread_local's: the first use of a
 /// thread_local with a destructor registers it (__cxa_thread_atexit_impl), which calls calloc, and
-/// a thread's first record may be a signal handler that interrupted malloc (issue #71). The key is
+/// a thread's first record may be a signal handler that interrupted malloc. The key is
 /// created as this object is loaded (ordinary code); setting a thread's value takes no lock and
 /// allocates nothing (glibc: a key among the first 32, as one created at load time is). Key
 /// destructors run after the thread's thread_local destructors: a record made in one of those is
