@@ -37,6 +37,9 @@ import tempfile
 import threading
 import time
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from framework_tests import dir_bytes  # noqa: E402  (the bytes under a folder, not into links)
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PIPELINE = ROOT / "examples" / "python_pipeline" / "pipeline.py"
 STACKS = ROOT / "tools" / "scripts" / "pip-stack.sh"
@@ -96,17 +99,6 @@ def tree_rss(root_pid):
         total += rss.get(p, 0)
         todo.extend(children.get(p, []))
     return total
-
-
-def dir_bytes(path):
-    n = 0
-    for dirpath, _, files in os.walk(path):  # not into the link to the JPEGs
-        for f in files:
-            try:
-                n += os.lstat(os.path.join(dirpath, f)).st_size
-            except OSError:
-                pass
-    return n
 
 
 def run_once(cmd, out, env):
