@@ -446,15 +446,15 @@ live_process parse_live(std::string_view text) {
 }
 
 std::uint64_t live_process::window_input_wait_ns() const {
-  std::uint64_t wait = window_wait_ns;
+  std::uint64_t waited = window_wait_ns;
   if (startup_begin_ns != 0 && window_ns != 0 && updated_ns > startup_begin_ns) {
     const std::uint64_t from =
         std::max(startup_begin_ns, updated_ns - std::min(window_ns, updated_ns));
     const std::uint64_t to =
         std::min(updated_ns, startup_first_ns == 0 ? updated_ns : startup_init_end_ns);
-    if (to > from) wait += to - from;
+    if (to > from) waited += to - from;
   }
-  return std::min(wait, window_ns);
+  return std::min(waited, window_ns);
 }
 
 /// Two lotus runtimes alive at once in one process (a plugin with its own copy) each publish a
