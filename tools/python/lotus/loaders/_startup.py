@@ -54,15 +54,15 @@ class Iterator:
 _seq = 0
 _active = None  # the iterator whose __init__ runs now (main thread)
 _owner = None  # the thread that runs it
-_worker_loop_type = None  # dataloader.WorkerLoop (set by dataloader.py: no import circle)
-# Other worker targets whose Process.start() is a start to measure (nodes.py: ParallelMapper's
-# process workers, its `_apply_udf` replacement).
+# The worker targets whose Process.start() is a start to measure: a class (its instances:
+# dataloader.WorkerLoop, registered by dataloader.py, no import circle) or a function (nodes.py:
+# ParallelMapper's `_apply_udf` replacement).
 _worker_targets = set()
 
 
 def is_worker_target(target):
-    """A lotus worker loop: a DataLoader's WorkerLoop, or a registered target."""
-    if _worker_loop_type is not None and isinstance(target, _worker_loop_type):
+    """A lotus worker loop: an instance of a registered class, or a registered function."""
+    if type(target) in _worker_targets:
         return True
     try:
         return target in _worker_targets

@@ -201,7 +201,7 @@ def _unpickled_loop(state):
     return WorkerLoop(state)
 
 
-_startup._worker_loop_type = WorkerLoop
+_startup._worker_targets.add(WorkerLoop)
 
 
 # ---- main side ----------------------------------------------------------------------------------
