@@ -21,6 +21,13 @@ struct record {
   long idx = -1;
 };
 
+/// True when a record's duration `dur` covers a sleep or wait of `ns` measured by the kernel's
+/// clock. A record's duration is TSC ticks at the rate fitted to CLOCK_REALTIME over the run; the
+/// kernel's clock is slewed by NTP meanwhile (chrony corrects a fresh machine's offset at up to
+/// 83,333 ppm), so the two differ by up to a twelfth. What the tests tell apart is a whole record
+/// from one cut or missed, which is far shorter.
+inline bool covers_slewed(std::uint64_t dur, std::uint64_t ns) { return dur >= ns - ns / 12; }
+
 /// Non-empty base-10 digits, at most 19 (a value below 2^63 when it is Lotus's).
 inline bool all_digits(const std::string& s) {
   return !s.empty() && s.size() <= 19 &&
