@@ -189,7 +189,11 @@ def worker_model_case(tmp, case, problem, name=None):
         assert "predicted_workers" not in ib["numbers"], advice
         assert "cannot be told" in advice, advice
         why = w.get("no_claim_why", "")
-        said = "cannot tell: " + ("replay missed" if w["claim"] else
+        # tune recommends no setting the model cannot stand behind either.
+        t = tool_json("tune", trace)
+        assert (not t["claim"] or t["recommended"]["keep"]
+                or t["recommended"]["workers"] < n), t["summary"]
+        said = "cannot tell: " + ("replay missed" if w["claim"] or "replays" in why else
                                   "storage" if "storage" in why else "how the cores are shared")
     # The change applied, and the pair measured again: two measured changes.
     trace2, after_run = run(tmp, "advised", case, **dict(cfg, workers=n))

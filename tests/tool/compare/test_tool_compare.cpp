@@ -497,12 +497,23 @@ TEST_CASE("tune: keeps the run's own setting unless a change is predicted >= 5 %
   CHECK(tune_sentence(t).rfind("tune: keep 2 workers, prefetch_factor 2, in order: no setting is "
                                "predicted 5 % faster",
                                0) == 0);
-  // One worker: two are predicted far faster, so the change is recommended.
+  // One worker, measured at its own pace (40 batches of 20 ms, the step overlapped): two are
+  // predicted far faster, so the change is recommended.
   d.workers = 1;
+  d.epochs[0].seconds = 0.81;
+  d.epochs[0].wait_ms = 410;
   const tune_result u = tune_loader(d, a);
+  REQUIRE(u.no_claim_why.empty());
   CHECK_FALSE(u.keep);
   CHECK(u.candidates[u.recommended].workers == 2);
   CHECK(tune_sentence(u).find("keep") == std::string::npos);
+  // The same batches measured at 0.45 s an epoch: the model's replay of one worker (0.81 s)
+  // misses it by 80 %, so no setting is recommended, whatever the predictions say.
+  d.epochs[0].seconds = 0.45;
+  const tune_result v = tune_loader(d, a);
+  CHECK(v.no_claim_why.rfind("the loader model replays this run's own setting at ", 0) == 0);
+  CHECK(tune_sentence(v).rfind("tune: no setting recommended: the loader model replays", 0) == 0);
+  for (const auto& c : v.candidates) CHECK_FALSE(c.claim);  // no prediction of this run stands
 }
 
 TEST_CASE("whatif: worker start-up per epoch, kept alive or not, and the measured off-CPU share",

@@ -67,6 +67,7 @@ tune_result tune_loader(const run_digest& d, const tune_args& a) {
         c.in_order = in_order;
         c.epoch_seconds = r.predicted.epoch_seconds;
         c.wait_share = r.predicted.wait_share;
+        c.claim = r.no_claim_why.empty();
         if (r.memory.available) {
           c.peak_memory_bytes = r.memory.peak_bytes;
           c.fits = r.memory.fits;
@@ -76,13 +77,25 @@ tune_result tune_loader(const run_digest& d, const tune_args& a) {
         }
         t.budget_bytes = r.memory.budget_bytes;
         t.budget_from = r.memory.budget_from;
-        if (c.fits && c.epoch_seconds < best) {
+        if (c.fits && c.claim && c.epoch_seconds < best) {
           best = c.epoch_seconds;
           best_n = n;
         }
         t.candidates.push_back(c);
       }
     }
+  }
+  const unsigned pf = t.measured.model.prefetch_factor;
+  for (std::size_t k = 0; k < t.candidates.size(); ++k) {
+    const tune_candidate& c = t.candidates[k];
+    if (c.workers == d.workers && c.prefetch_factor == pf && c.in_order) t.current = k;
+  }
+  // The model does not reproduce this run (or cannot tell what it was waiting on): it recommends
+  // nothing, whatever its predictions say.
+  if (!t.measured.no_claim_why.empty()) {
+    t.no_claim_why = t.measured.no_claim_why;
+    t.best_epoch_seconds = best;
+    return t;
   }
   if (!std::isfinite(best)) {
     throw tool_error(exit_invalid,
@@ -94,18 +107,13 @@ tune_result tune_loader(const run_digest& d, const tune_args& a) {
   // of order changes the batch sequence), then prefetch_factor (batches held in memory).
   for (std::size_t k = 0; k < t.candidates.size(); ++k) {
     const tune_candidate& c = t.candidates[k];
-    if (c.fits && c.epoch_seconds <= best * (1 + k_tune_tolerance)) {
+    if (c.fits && c.claim && c.epoch_seconds <= best * (1 + k_tune_tolerance)) {
       t.recommended = k;
       break;
     }
   }
   // The run's own setting (in order: a run's in_order=False cannot be told from its trace),
   // kept unless a change is predicted to gain k_tune_min_gain.
-  const unsigned pf = t.measured.model.prefetch_factor;
-  for (std::size_t k = 0; k < t.candidates.size(); ++k) {
-    const tune_candidate& c = t.candidates[k];
-    if (c.workers == d.workers && c.prefetch_factor == pf && c.in_order) t.current = k;
-  }
   if (t.current && t.candidates[*t.current].fits &&
       t.candidates[t.recommended].epoch_seconds >
           t.candidates[*t.current].epoch_seconds * (1 - k_tune_min_gain)) {
@@ -116,6 +124,10 @@ tune_result tune_loader(const run_digest& d, const tune_args& a) {
 }
 
 std::string tune_sentence(const tune_result& t) {
+  if (!t.no_claim_why.empty()) {
+    return "tune: no setting recommended: " + t.no_claim_why +
+           " (measure an epoch with another setting)";
+  }
   const tune_candidate& c = t.candidates[t.recommended];
   const std::string setting =
       std::to_string(c.workers) + (c.workers == 1 ? " worker" : " workers") + ", prefetch_factor " +
@@ -144,14 +156,19 @@ namespace {
 
 // Empty, or why the recommended count's prediction is a best case (whatif_caution).
 std::string tune_caution(const tune_result& t) {
-  return t.keep ? std::string()
-                : workers_caution(t.candidates[t.recommended].workers, t.measured.measured_workers);
+  return t.keep || !t.no_claim_why.empty()
+             ? std::string()
+             : workers_caution(t.candidates[t.recommended].workers, t.measured.measured_workers);
 }
 
 nlohmann::json candidate_json(const tune_candidate& c) {
-  nlohmann::json j = {{"workers", c.workers},       {"prefetch_factor", c.prefetch_factor},
-                      {"in_order", c.in_order},     {"epoch_seconds", c.epoch_seconds},
-                      {"wait_share", c.wait_share}, {"fits", c.fits}};
+  nlohmann::json j = {{"workers", c.workers},
+                      {"prefetch_factor", c.prefetch_factor},
+                      {"in_order", c.in_order},
+                      {"epoch_seconds", c.epoch_seconds},
+                      {"wait_share", c.wait_share},
+                      {"fits", c.fits},
+                      {"claim", c.claim}};
   j["peak_memory_bytes"] = c.peak_memory_bytes >= 0
                                ? nlohmann::json(std::llround(c.peak_memory_bytes))
                                : nlohmann::json(nullptr);
@@ -159,17 +176,26 @@ nlohmann::json candidate_json(const tune_candidate& c) {
 }
 
 nlohmann::json tune_json(const tune_result& t) {
-  const tune_candidate& c = t.candidates[t.recommended];
   nlohmann::json j;
-  j["recommended"] = {{"workers", c.workers},
-                      {"prefetch_factor", c.prefetch_factor},
-                      {"in_order", c.in_order},
-                      {"keep", t.keep}};
-  j["predicted"] = {{"epoch_seconds", c.epoch_seconds}, {"wait_share", c.wait_share}};
-  j["predicted"]["peak_memory_bytes"] = c.peak_memory_bytes >= 0
-                                            ? nlohmann::json(std::llround(c.peak_memory_bytes))
-                                            : nlohmann::json(nullptr);
-  j["best_epoch_seconds"] = t.best_epoch_seconds;
+  j["claim"] = t.no_claim_why.empty();
+  if (!t.no_claim_why.empty()) {
+    // No recommendation: recommended and predicted are null, the candidates still listed.
+    j["no_claim_why"] = t.no_claim_why;
+    j["recommended"] = nullptr;
+    j["predicted"] = nullptr;
+    j["best_epoch_seconds"] = nullptr;
+  } else {
+    const tune_candidate& c = t.candidates[t.recommended];
+    j["recommended"] = {{"workers", c.workers},
+                        {"prefetch_factor", c.prefetch_factor},
+                        {"in_order", c.in_order},
+                        {"keep", t.keep}};
+    j["predicted"] = {{"epoch_seconds", c.epoch_seconds}, {"wait_share", c.wait_share}};
+    j["predicted"]["peak_memory_bytes"] = c.peak_memory_bytes >= 0
+                                              ? nlohmann::json(std::llround(c.peak_memory_bytes))
+                                              : nlohmann::json(nullptr);
+    j["best_epoch_seconds"] = t.best_epoch_seconds;
+  }
   j["tolerance"] = k_tune_tolerance;
   j["measured"] = {{"workers", t.measured.measured_workers},
                    {"epoch_seconds", t.measured.measured_epoch_seconds},
@@ -203,8 +229,11 @@ std::string tune_text(const tune_result& t) {
        ") on " + format_number("%g", t.measured.model.cores) + " core(s), 1 to " +
        std::to_string(t.searched_workers) + " workers" +
        (t.stopped_why.empty() ? std::string() : " (stopped: " + t.stopped_why + ")") +
-       "; best predicted epoch " + format_number("%.3f s", t.best_epoch_seconds) +
-       "; recommended: the cheapest within " + pct(k_tune_tolerance, 0, " ") + " of it that fits";
+       (t.no_claim_why.empty()
+            ? "; best predicted epoch " + format_number("%.3f s", t.best_epoch_seconds) +
+                  "; recommended: the cheapest within " + pct(k_tune_tolerance, 0, " ") +
+                  " of it that fits"
+            : std::string("; none recommended"));
   if (t.budget_bytes > 0) {
     s += " the memory budget of " +
          format_number("%.0f MiB", static_cast<double>(t.budget_bytes) / 1048576.0) + " (" +
@@ -217,13 +246,15 @@ std::string tune_text(const tune_result& t) {
        " measured (the model's error on this run)\n";
   s += "workers  prefetch  in_order  epoch s   wait    peak MiB  fits\n";
   for (const auto& c : t.candidates) {
-    if (c.prefetch_factor != 2 && &c != &t.candidates[t.recommended]) continue;  // the text: pf 2
+    const bool recommended = t.no_claim_why.empty() && &c == &t.candidates[t.recommended];
+    if (c.prefetch_factor != 2 && !recommended) continue;  // the text: pf 2
     s += format_number("%7.0f", c.workers) + format_number("%10.0f", c.prefetch_factor) +
          (c.in_order ? "      true" : "     false") + format_number("%9.3f", c.epoch_seconds) +
          format_number("%7.1f %%", 100 * c.wait_share) +
          (c.peak_memory_bytes >= 0 ? format_number("%10.0f", c.peak_memory_bytes / 1048576.0)
                                    : std::string("         -")) +
-         (c.fits ? "  yes" : "  no") + (&c == &t.candidates[t.recommended] ? "  <-" : "") + "\n";
+         (c.fits ? "  yes" : "  no") + (c.claim ? "" : "  (no claim)") +
+         (recommended ? "  <-" : "") + "\n";
   }
   return s;
 }

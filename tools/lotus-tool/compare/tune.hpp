@@ -43,6 +43,8 @@ struct tune_candidate {
   double epoch_seconds = 0, wait_share = 0;
   double peak_memory_bytes = -1;  ///< < 0: not predicted
   bool fits = true;
+  /// The model makes no claim at this setting (whatif_result::no_claim_why): never recommended.
+  bool claim = true;
 };
 
 struct tune_result {
@@ -64,6 +66,9 @@ struct tune_result {
   /// <version>`) is known to lack it (torch_lacks_in_order).
   bool unordered_searched = true;
   std::string torch_version;  ///< as the sidecars say; empty: unknown
+  /// Why no setting is recommended (the model makes no claim about this run: its replay misses
+  /// the measured epoch, or the workers waited on storage); empty: `recommended` holds.
+  std::string no_claim_why;
 };
 
 /// Throws tool_error(exit_invalid) when the trace has no batches, or no setting fits.

@@ -412,8 +412,22 @@ whatif_result predict_workers(const run_digest& d, const whatif_args& a) {
           format_number("%+.0f %%", -100 * fixed) + ")";
     }
   }
+  // A model that does not reproduce the run it measured predicts nothing about another setting.
+  if (r.no_claim_why.empty() && r.measured_epoch_seconds > 0 &&
+      std::abs(r.replay.epoch_seconds - r.measured_epoch_seconds) >
+          k_replay_tolerance * r.measured_epoch_seconds) {
+    r.no_claim_why = replay_missed_text(r.replay.epoch_seconds, r.measured_epoch_seconds);
+  }
   r.memory = predict_memory(d, m.workers, a.memory_budget);
   return r;
+}
+
+std::string replay_missed_text(double replay_s, double measured_s) {
+  return "the loader model replays this run's own setting at " + format_ms(replay_s * 1e3) +
+         " an epoch against " + format_ms(measured_s * 1e3) +
+         " measured, so it predicts no other. What it does not model: the main process's own "
+         "cost per batch (receiving and unpickling each batch), memory bandwidth, the storage "
+         "device's own limit";
 }
 
 bool torch_lacks_in_order(const std::string& torch_version) {

@@ -104,14 +104,8 @@ worker_change more_workers_advice(const report_data& d, const finding_thresholds
     return w;
   }
   if (d.advice.replay_missed_s > 0) {
-    w.text =
-        "Whether more workers would help cannot be told: the loader model replays this run's "
-        "own setting at " +
-        format_ms(d.advice.replay_missed_s * 1e3) + " an epoch against " +
-        format_ms(d.advice.replay_measured_s * 1e3) +
-        " measured, so it predicts no other. What it does not model: the main process's "
-        "own cost per batch (receiving and unpickling each batch), memory bandwidth, the "
-        "storage device's own limit";
+    w.text = "Whether more workers would help cannot be told: " +
+             replay_missed_text(d.advice.replay_missed_s, d.advice.replay_measured_s);
     // Waiting for a core with no more workers than cores: other processes used them.
     const double wait = d.causes.present ? shares_of(d.causes.all).cpu_wait : 0.0;
     if (wait >= 0.05 && d.causes.concurrent_workers <= d.causes.cpus_allowed) {

@@ -641,7 +641,7 @@ void collect_report(const report_args& a, report_data& rd) {
       tune_args ta;
       ta.in = a.in;
       const tune_result t = tune_loader(*run, ta);
-      if (!t.keep) rd.advice.tune = tune_sentence(t);
+      if (!t.keep && t.no_claim_why.empty()) rd.advice.tune = tune_sentence(t);
     } catch (const tool_error&) {
       // no setting fits the budget, or nothing to replay: the finding says what whatif says
     }
