@@ -159,6 +159,7 @@ class Tuner:
         self._steady = {}    # setting -> its steady epochs (warm-ups left out), in order
         self._estimate = {}  # setting -> its steady epoch as estimated from a warm-up
         self._calib = 1.0    # the last steady epoch's calibration (a warm-up's is not taken)
+        self._calibrated = False  # a steady epoch has calibrated the model
         self._noise = None   # the largest epoch-to-epoch difference at an unchanged setting
         self._pending = None  # (previous setting, new setting): a change not judged yet
         self._inputs_of = (None, None)  # (the measurement, the model's inputs from it)
@@ -373,6 +374,7 @@ class Tuner:
         m, cur, replay = r.m, r.cur, r.replay
         if not r.warm and replay > 0:
             self._calib = seconds / replay
+            self._calibrated = True
         r.calib = self._calib
         steady_model = replay
         if m.start_s > 0 and replay > 0 and self.persistent:
@@ -380,9 +382,15 @@ class Tuner:
         if r.warm:
             r.steady_now = steady_model * r.calib
             # (the model's steady epoch, and the measured one without the start-up the model
-            # attributes to it: more than the steady epoch, by the rest of the warm-up)
-            self._estimate[cur] = (r.steady_now, seconds * steady_model / replay
-                                   if replay > 0 else seconds)
+            # attributes to it: more than the steady epoch, by the rest of the warm-up). Without
+            # persistent workers every epoch starts its workers as the first did, so the first
+            # is a warm-up of the main process alone, and before any steady epoch calibrated the
+            # model its figure is no evidence: the measured one stands for both (on a CPU-bound
+            # job the model was 38 % optimistic, so the 6 workers it left looked faster than the
+            # 2 it chose, and ran again).
+            upper = seconds * steady_model / replay if replay > 0 else seconds
+            measured_only = not self.persistent and not self._calibrated
+            self._estimate[cur] = (upper if measured_only else r.steady_now, upper)
             return
         r.steady_now = seconds * steady_model / replay if replay > 0 else seconds
         if (self._history and self._history[-1][0] == cur and not self._history[-1][3]
@@ -454,7 +462,12 @@ class Tuner:
         epochs = f" over {len(runs)} epochs" if len(runs) > 1 else ""
         change = f"the last change {_gained(gain)}{epochs}"
         back_fits = self._fits(predict_memory(m, prev_setting[0], prev_setting[1]))
-        if gain >= SETTLE_GAIN:
+        if gain >= SETTLE_GAIN and self.decisions and self.decisions[-1]["probe"]:
+            # The tie the model could not split, measured: the model predicted no gain there, so
+            # its next choice would be on the very difference it cannot see.
+            self._settle()
+            r.reason = f"{change} (the tie at the cores, measured): settled"
+        elif gain >= SETTLE_GAIN:
             self._pending = None
         elif loss > bound:
             change = f"the last change {_gained(-loss)}{epochs}"
@@ -478,6 +491,12 @@ class Tuner:
                         f"{_workers(prev_setting[0])}, more than the epoch-to-epoch noise "
                         f"({self._noise_words()}); that setting ran only its warm-up: back to "
                         f"{_workers(prev_setting[0])} to measure it")
+        elif self._probe_setting(r) is not None:
+            # Kept; a tie at the cores the model cannot split is measured before settling.
+            self._pending = None
+            r.reason = (f"{change}, within the epoch-to-epoch noise ({self._noise_words()}) "
+                        f"and under the 2 % a change must gain: kept")
+            self._probe(r)
         else:
             self._settle()
             r.reason = (f"{change}, within the epoch-to-epoch noise ({self._noise_words()}) "
@@ -517,8 +536,9 @@ class Tuner:
         if held is None:
             r.nxt = target
             r.reason = self._move_words(r)
-        elif held and r.last_stayed and not self.settled:
-            # As for the model's choice twice: staying was right last time.
+        elif held and r.last_stayed and not self.settled and self._probe_setting(r) is None:
+            # As for the model's choice twice: staying was right last time (a tie at the cores
+            # it cannot split is measured first).
             self._settle()
             r.reason += "; its last prediction within 10 %: settled"
         if r.nxt == r.cur and not self.settled:
@@ -537,11 +557,23 @@ class Tuner:
         change is then judged on what it measured (gained 2 %: it stays; lost beyond the noise:
         back and settled). Not with persistent workers (a restart for a predicted tie) nor when
         careful."""
+        probe = self._probe_setting(r)
+        if probe is None:
+            return
+        n, pf = probe
+        r.nxt = (n, pf)
+        r.probe = True
+        r.reason += (f"; {_workers(n)} is predicted within {100 * self.tolerance:.0f} % of it "
+                     f"without start-up, a tie at the cores the model cannot split: one epoch "
+                     f"there to measure it")
+
+    def _probe_setting(self, r):
+        """The setting _probe would measure from here, or None."""
         n, pf = r.cur[0] + 1, r.cur[1]
         if (self.persistent or self.caution > 0 or not _cpu_bound(r.m.batches)
                 or r.cur[0] > self.cores + 1e-9 or n > r.top or (r.cap is not None and n > r.cap)
                 or (n, pf) in self._measured or (n, pf) in self._estimate):
-            return
+            return None
         c = self._cand(r, n, pf)
         # A tie in what the model cannot tell (the batches' throughput; its start-up, which it
         # can, left out), and an epoch there predicted at most PROBE_COST slower, start-up in.
@@ -549,12 +581,8 @@ class Tuner:
         there = self._predict(r.m, n, pf, 0.0)
         if (not c["fits"] or there > here * (1 + self.tolerance)
                 or c["score"] > r.stay["score"] * (1 + PROBE_COST)):
-            return
-        r.nxt = (n, pf)
-        r.probe = True
-        r.reason += (f"; {_workers(n)} is predicted within {100 * self.tolerance:.0f} % of it "
-                     f"without start-up, a tie at the cores the model cannot split: one epoch "
-                     f"there to measure it")
+            return None
+        return n, pf
 
     def _over_words(self, c):
         drift = (f" + {_mib(self._mem_drift)} of drift measured" if self._mem_drift >= 1 << 20
@@ -623,9 +651,9 @@ class Tuner:
         cur, gain, needed, saved = r.cur, r.gain, r.needed, r.saved
         what = f"{_workers(target[0])}, prefetch_factor {target[1]}"
         seen = self._measured.get(target)
-        if target == cur and r.last_stayed:
+        if target == cur and r.last_stayed and self._probe_setting(r) is None:
             # Converged: the model chose this setting again, and its last prediction here landed
-            # within 10 %.
+            # within 10 % (a tie at the cores it cannot split is measured first: _probe).
             self._settle()
             r.reason = "the model's choice again, its last prediction within 10 %: settled"
         elif target == cur:
@@ -650,6 +678,11 @@ class Tuner:
         elif seen is not None and seen >= r.steady_now * (1 - SETTLE_GAIN):
             # A measurement beats a prediction: that setting ran, and was not faster.
             r.reason = f"{what} already ran in {seen:.3f} s, not 2 % faster than now"
+        elif gain < self.tolerance and self._probe_setting(r) is not None:
+            # A gain within the model's tolerance is its rounding; the tie at the cores it cannot
+            # split is worth the epoch more (_probe).
+            r.reason = (f"{what} is predicted only {100 * gain:.1f} % faster (within the "
+                        f"{100 * self.tolerance:.0f} % tolerance)")
         else:
             return None
         return False
