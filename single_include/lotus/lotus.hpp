@@ -676,12 +676,19 @@ LOTUS_DETAIL_WEAK const runtime_entries* runtime_entry_points() noexcept;
 // allocated in a signal handler that interrupted malloc or free on the same thread: malloc's arena
 // lock is not re-entrant, and the handler would wait for itself (a test run hung in 3 of 22
 // before). These blocks come from mmap and go back with munmap, system calls that take no lock of
-// the process. Page-granular and zeroed: for what a thread or a table needs once or rarely (the
-// run-time names, many and small, come from an arena of such blocks: runtime/intern.hpp).
+// the process. Zeroed. A block of up to 64 KiB (its header included) is one of a size class's
+// (256 B to 64 KiB, powers of two), carved from chunks mapped once and kept: a freed one goes on
+// its class's free list, a lock-free stack whose head carries a 16-bit tag against ABA, and the
+// next thread takes it from there (a thread's record, its first ring segments and tables: mapping
+// and unmapping each of them cost a thread's start 20-40 µs, mostly the unmapping's TLB shootdown
+// across the cores, and at least a page of memory each). Larger blocks are mapped on their own
+// and unmapped when freed (the run-time names, many and small, come from an arena of blocks:
+// runtime/intern.hpp).
 
 #include <sys/mman.h>  // mmap, munmap
 
 #include <cstddef>  // size_t
+#include <cstdint>  // uint64_t, uintptr_t
 #include <new>      // placement new
 
 
@@ -703,28 +710,117 @@ namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
 
-/// Bytes in front of each block: its mapped size, and 64-byte alignment for what follows.
+/// Bytes in front of each block: its size and kind, the free list's link, and 64-byte alignment
+/// for what follows.
 inline constexpr std::size_t page_header = 64;
+
+/// The size classes: 2^k bytes, header included, k from 8 to 16.
+inline constexpr unsigned page_class_min_log = 8, page_class_count = 9;
+/// A class's chunk: at least 64 KiB, and at least 4 blocks.
+inline constexpr std::size_t page_chunk_min = std::size_t{1} << 16;
+/// Pooled blocks' addresses fit in 48 bits (the tag takes the head's top 16); a mapping above is
+/// not pooled.
+inline constexpr std::uint64_t page_pointer_mask = (std::uint64_t{1} << 48) - 1;
+
+/// Each class's free list: (tag << 48) | the first free block's base.
+inline atom<std::uint64_t> g_page_free[page_class_count] = {};
+
+// The header's words: [0] the block's total bytes, [1] 1 for a pooled block, [2] the next free.
+inline std::uint64_t* page_words(char* base) noexcept {
+  return reinterpret_cast<std::uint64_t*>(base);
+}
+
+inline void page_push(unsigned cls, char* base) noexcept {
+  atom<std::uint64_t>& head = g_page_free[cls];
+  std::uint64_t h = head.load(mo_relaxed);
+  for (;;) {
+    // The link is read by a pop that lost the race: atomic, as everything in the header.
+    __atomic_store_n(&page_words(base)[2], h & page_pointer_mask, __ATOMIC_RELAXED);
+    const std::uint64_t nh =
+        (((h >> 48) + 1) << 48) | (reinterpret_cast<std::uintptr_t>(base) & page_pointer_mask);
+    if (head.compare_exchange_weak(h, nh, mo_release, mo_relaxed)) return;
+  }
+}
+
+inline char* page_pop(unsigned cls) noexcept {
+  atom<std::uint64_t>& head = g_page_free[cls];
+  std::uint64_t h = head.load(mo_acquire);
+  for (;;) {
+    char* base = reinterpret_cast<char*>(static_cast<std::uintptr_t>(h & page_pointer_mask));
+    if (base == nullptr) return nullptr;
+    // `base` may be taken (and written) by another thread meanwhile: its header stays mapped
+    // (chunks are kept), and the tag makes this exchange fail.
+    const std::uint64_t next = __atomic_load_n(&page_words(base)[2], __ATOMIC_RELAXED);
+    const std::uint64_t nh = (((h >> 48) + 1) << 48) | (next & page_pointer_mask);
+    if (head.compare_exchange_weak(h, nh, mo_acq_rel, mo_acquire)) return base;
+  }
+}
+
+/// `total` bytes mapped on their own (zeroed); the base, or nullptr.
+inline char* page_map(std::size_t total) noexcept {
+  void* p = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+#ifdef LOTUS_DETAIL_LSAN_ROOTS
+  __lsan_register_root_region(p, total);
+#endif
+  return static_cast<char*>(p);
+}
+
+/// A block of class `cls` whose first `size` bytes after the header are zero: a free one (those
+/// zeroed again; the rest is not touched, so its untouched pages stay unmapped), else one of a new
+/// chunk, whose others go on the free list (a fresh mapping is zero); nullptr when out of memory.
+inline char* page_take(unsigned cls, std::size_t size) noexcept {
+  const std::size_t block = std::size_t{1} << (page_class_min_log + cls);
+  if (char* base = page_pop(cls)) {
+    __builtin_memset(base + page_header, 0, size);
+    return base;
+  }
+  const std::size_t chunk = block * 4 > page_chunk_min ? block * 4 : page_chunk_min;
+  char* c = page_map(chunk);
+  if (c == nullptr) return nullptr;
+  const bool pooled = ((reinterpret_cast<std::uintptr_t>(c) + chunk - 1) & ~page_pointer_mask) == 0;
+  for (std::size_t off = 0; off < chunk; off += block) {
+    std::uint64_t* w = page_words(c + off);
+    __atomic_store_n(&w[0], static_cast<std::uint64_t>(block), __ATOMIC_RELAXED);
+    __atomic_store_n(&w[1], std::uint64_t{pooled ? 1u : 0u}, __ATOMIC_RELAXED);
+    if (off != 0 && pooled) page_push(cls, c + off);
+  }
+  // (Not pooled: the chunk's first block is used, the rest of the mapping stays unused; freeing
+  // the block unmaps the whole chunk, its size in the header.)
+  if (!pooled) __atomic_store_n(&page_words(c)[0], std::uint64_t{chunk}, __ATOMIC_RELAXED);
+  return c;
+}
 
 /// `size` zeroed bytes, 64-byte aligned; nullptr when out of memory (or address space).
 inline void* page_alloc(std::size_t size) noexcept {
   const std::size_t total = size + page_header;
   if (total < size) return nullptr;
-  void* p = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) return nullptr;
-  *static_cast<std::size_t*>(p) = total;
-#ifdef LOTUS_DETAIL_LSAN_ROOTS
-  __lsan_register_root_region(p, total);
-#endif
-  return static_cast<char*>(p) + page_header;
+  unsigned cls = 0;
+  while (cls < page_class_count && (std::size_t{1} << (page_class_min_log + cls)) < total) ++cls;
+  char* base = nullptr;
+  if (cls < page_class_count) {
+    base = page_take(cls, size);
+  } else {
+    base = page_map(total);
+    if (base != nullptr) {
+      __atomic_store_n(&page_words(base)[0], std::uint64_t{total}, __ATOMIC_RELAXED);
+      __atomic_store_n(&page_words(base)[1], std::uint64_t{0}, __ATOMIC_RELAXED);
+    }
+  }
+  return base != nullptr ? base + page_header : nullptr;
 }
 
-/// Gives back a block of page_alloc (nullptr: nothing).
+/// Gives back a block of page_alloc (nullptr: nothing): onto its class's free list, or unmapped.
 inline void page_free(void* p) noexcept {
   if (p == nullptr) return;
   char* base = static_cast<char*>(p) - page_header;
-  std::size_t total = 0;
-  __builtin_memcpy(&total, base, sizeof total);
+  const std::uint64_t total = __atomic_load_n(&page_words(base)[0], __ATOMIC_RELAXED);
+  if (__atomic_load_n(&page_words(base)[1], __ATOMIC_RELAXED) == 1) {
+    unsigned cls = 0;
+    while ((std::uint64_t{1} << (page_class_min_log + cls)) < total) ++cls;
+    page_push(cls, base);
+    return;
+  }
 #ifdef LOTUS_DETAIL_LSAN_ROOTS
   __lsan_unregister_root_region(base, total);
 #endif
@@ -5956,10 +6052,11 @@ struct res_entry {
   std::uint64_t cpu_ns, wait_ns, minflt, majflt, nvcsw, nivcsw;
 };
 
-/// A thread's queue of res_entry, allocated when the thread registers (never on the record path).
-/// One consumer (the writer); the producers are the owner thread and the signal handlers that
-/// interrupt it: a slot is claimed with a compare-and-swap of `head`, so a handler's batch that
-/// interrupts the owner's push takes the next slot, never the same one.
+/// A thread's queue of res_entry, taken at its first batch's figures
+/// (thread_registry::res_queue_of, from detail/pages.hpp: lock-free, never malloc; a thread that
+/// records no batch has none). One consumer (the writer); the producers are the owner thread and
+/// the signal handlers that interrupt it: a slot is claimed with a compare-and-swap of `head`, so a
+/// handler's batch that interrupts the owner's push takes the next slot, never the same one.
 struct res_queue {
   static constexpr std::uint64_t capacity = 512;
   atom<std::uint64_t> head{0};      // slots claimed (owner thread and its handlers)
@@ -6535,15 +6632,11 @@ class thread_registry {
     page_delete(t);
   }
 
-  /// Allocates the resource tables the settings call for (g_resources_on, g_op_resources_on),
-  /// so that a record, in a signal handler too, never allocates. False when out of memory.
+  /// Allocates the per-op table the settings call for (g_op_resources_on), so that an op, in a
+  /// signal handler too, never allocates. False when out of memory. (A thread's per-batch queue,
+  /// 40 KB, is taken at its first batch's figures: res_queue_of; most threads record no batch.)
   LOTUS_DETAIL_COLD static bool equip(thread_state& t) noexcept {
     bool ok = true;
-    if (resources_enabled() != 0 && t.res.load(mo_relaxed) == nullptr) {
-      auto* q = page_new<res_queue>();
-      ok = q != nullptr;
-      t.res.store(q, mo_release);
-    }
     if (g_op_resources_on.load(mo_relaxed) && t.opres.load(mo_relaxed) == nullptr) {
       auto* o = page_new<op_res_table>();
       ok = ok && o != nullptr;
@@ -6558,6 +6651,19 @@ class thread_registry {
     const sync_hold lk(mu_);
     equipped = equip(*t);
     return threads_.push(t);
+  }
+
+  /// The thread's per-batch queue, taken at its first batch's figures (from detail/pages.hpp:
+  /// lock-free, so a signal handler's batch may be the first); nullptr when out of memory. The
+  /// owner and its handlers race for the slot with a compare-and-swap; the loser gives its back.
+  LOTUS_DETAIL_COLD static res_queue* res_queue_of(thread_state& t) noexcept {
+    res_queue* q = t.res.load(mo_acquire);
+    if (q != nullptr) return q;
+    res_queue* fresh = page_new<res_queue>();
+    if (fresh == nullptr) return nullptr;
+    if (t.res.compare_exchange_strong(q, fresh, mo_acq_rel, mo_acquire)) return fresh;
+    page_delete(fresh);
+    return q;
   }
 
   /// configure() changed the settings: every live thread gets the tables they call for. False
@@ -11004,8 +11110,9 @@ LOTUS_DETAIL_COLD inline void runtime::apply_locked(const options& o) noexcept {
   g_itt_on.store(itt, mo_release);
   g_resources_on.store(set_.resources ? 1 : 0, mo_relaxed);
   g_op_resources_on.store(op_res, mo_relaxed);
-  // Before the mode: the threads that exist get their resource tables now, so that their
-  // records never allocate (thread_registry::equip; new threads get theirs at registration).
+  // Before the mode: the threads that exist get their per-op tables now, so that their ops never
+  // allocate (thread_registry::equip; new threads get theirs at registration; a thread's
+  // per-batch queue is taken at its first batch's figures, lock-free: res_queue_of).
   if (!threads_.equip_all()) {
     diag(topic::no_memory,
          "out of memory allocating the resource figures' tables; some threads' figures are not "
@@ -11557,8 +11664,11 @@ inline void rt_resources_record(const res_sample& begin, std::uint64_t t0, std::
     g_batchres_unread.fetch_add(1, mo_relaxed);  // its thread's state went during the batch
     return;
   }
-  res_queue* q = self->res.load(mo_acquire);
-  if (q == nullptr) return;  // out of memory at registration (one message then)
+  res_queue* q = thread_registry::res_queue_of(*self);
+  if (q == nullptr) {  // out of memory: counted as a batch without figures
+    g_batchres_unread.fetch_add(1, mo_relaxed);
+    return;
+  }
   const res_sample end = read_thread_resources();
   if (!end.ok) {
     q->lost.fetch_add(1, mo_relaxed);

@@ -40,10 +40,11 @@ struct res_entry {
   std::uint64_t cpu_ns, wait_ns, minflt, majflt, nvcsw, nivcsw;
 };
 
-/// A thread's queue of res_entry, allocated when the thread registers (never on the record path).
-/// One consumer (the writer); the producers are the owner thread and the signal handlers that
-/// interrupt it: a slot is claimed with a compare-and-swap of `head`, so a handler's batch that
-/// interrupts the owner's push takes the next slot, never the same one.
+/// A thread's queue of res_entry, taken at its first batch's figures
+/// (thread_registry::res_queue_of, from detail/pages.hpp: lock-free, never malloc; a thread that
+/// records no batch has none). One consumer (the writer); the producers are the owner thread and
+/// the signal handlers that interrupt it: a slot is claimed with a compare-and-swap of `head`, so a
+/// handler's batch that interrupts the owner's push takes the next slot, never the same one.
 struct res_queue {
   static constexpr std::uint64_t capacity = 512;
   atom<std::uint64_t> head{0};      // slots claimed (owner thread and its handlers)

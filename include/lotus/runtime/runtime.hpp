@@ -254,8 +254,9 @@ LOTUS_DETAIL_COLD inline void runtime::apply_locked(const options& o) noexcept {
   g_itt_on.store(itt, mo_release);
   g_resources_on.store(set_.resources ? 1 : 0, mo_relaxed);
   g_op_resources_on.store(op_res, mo_relaxed);
-  // Before the mode: the threads that exist get their resource tables now, so that their
-  // records never allocate (thread_registry::equip; new threads get theirs at registration).
+  // Before the mode: the threads that exist get their per-op tables now, so that their ops never
+  // allocate (thread_registry::equip; new threads get theirs at registration; a thread's
+  // per-batch queue is taken at its first batch's figures, lock-free: res_queue_of).
   if (!threads_.equip_all()) {
     diag(topic::no_memory,
          "out of memory allocating the resource figures' tables; some threads' figures are not "
@@ -807,8 +808,11 @@ inline void rt_resources_record(const res_sample& begin, std::uint64_t t0, std::
     g_batchres_unread.fetch_add(1, mo_relaxed);  // its thread's state went during the batch
     return;
   }
-  res_queue* q = self->res.load(mo_acquire);
-  if (q == nullptr) return;  // out of memory at registration (one message then)
+  res_queue* q = thread_registry::res_queue_of(*self);
+  if (q == nullptr) {  // out of memory: counted as a batch without figures
+    g_batchres_unread.fetch_add(1, mo_relaxed);
+    return;
+  }
   const res_sample end = read_thread_resources();
   if (!end.ok) {
     q->lost.fetch_add(1, mo_relaxed);

@@ -188,15 +188,11 @@ class thread_registry {
     page_delete(t);
   }
 
-  /// Allocates the resource tables the settings call for (g_resources_on, g_op_resources_on),
-  /// so that a record, in a signal handler too, never allocates. False when out of memory.
+  /// Allocates the per-op table the settings call for (g_op_resources_on), so that an op, in a
+  /// signal handler too, never allocates. False when out of memory. (A thread's per-batch queue,
+  /// 40 KB, is taken at its first batch's figures: res_queue_of; most threads record no batch.)
   LOTUS_DETAIL_COLD static bool equip(thread_state& t) noexcept {
     bool ok = true;
-    if (resources_enabled() != 0 && t.res.load(mo_relaxed) == nullptr) {
-      auto* q = page_new<res_queue>();
-      ok = q != nullptr;
-      t.res.store(q, mo_release);
-    }
     if (g_op_resources_on.load(mo_relaxed) && t.opres.load(mo_relaxed) == nullptr) {
       auto* o = page_new<op_res_table>();
       ok = ok && o != nullptr;
@@ -211,6 +207,19 @@ class thread_registry {
     const sync_hold lk(mu_);
     equipped = equip(*t);
     return threads_.push(t);
+  }
+
+  /// The thread's per-batch queue, taken at its first batch's figures (from detail/pages.hpp:
+  /// lock-free, so a signal handler's batch may be the first); nullptr when out of memory. The
+  /// owner and its handlers race for the slot with a compare-and-swap; the loser gives its back.
+  LOTUS_DETAIL_COLD static res_queue* res_queue_of(thread_state& t) noexcept {
+    res_queue* q = t.res.load(mo_acquire);
+    if (q != nullptr) return q;
+    res_queue* fresh = page_new<res_queue>();
+    if (fresh == nullptr) return nullptr;
+    if (t.res.compare_exchange_strong(q, fresh, mo_acq_rel, mo_acquire)) return fresh;
+    page_delete(fresh);
+    return q;
   }
 
   /// configure() changed the settings: every live thread gets the tables they call for. False
