@@ -133,6 +133,9 @@ def main():
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--out")
+    ap.add_argument("--lotus-env", action="append", default=[], metavar="NAME:KEY=VALUE",
+                    help="one more lotus variant, traced with KEY=VALUE in its environment "
+                         "(what a part of lotus costs: LOTUS_RESOURCES=0, LOTUS_DISABLE=1)")
     ap.add_argument("--venv", default=str(pathlib.Path.home() / ".cache" / "lotus-venvs" / "peers"))
     ap.add_argument("--only", help="comma-separated variants (default: all)")
     a = ap.parse_args()
@@ -163,8 +166,17 @@ def main():
                               str(o / "scalene.json"), str(PIPELINE), "---", "--out", str(o),
                               "--no-trace", *args],
     }
+    variant_env = {}
+    for spec in a.lotus_env:
+        name, _, kv = spec.partition(":")
+        key, eq, value = kv.partition("=")
+        if not name or not key.startswith("LOTUS_") or not eq or name in variants:
+            ap.error(f"--lotus-env wants NAME:LOTUS_KEY=VALUE with a new NAME, not {spec!r}")
+        variants[name] = variants["lotus"]
+        variant_env[name] = {key: value}
+        CAN_TELL[name] = f"lotus with {key}={value}"
     if a.only:
-        keep = set(a.only.split(",")) | {"untraced"}
+        keep = set(a.only.split(",")) | {"untraced"} | set(variant_env)
         variants = {k: v for k, v in variants.items() if k in keep}
     results = {k: [] for k in variants}
     for r in range(-1, a.rounds):  # round -1: a warm-up (bytecode, page cache), not counted
@@ -173,7 +185,7 @@ def main():
             shutil.rmtree(out, ignore_errors=True)
             out.mkdir()
             (out / "data").symlink_to(data)
-            got = run_once(cmd(out), out, env)
+            got = run_once(cmd(out), out, {**env, **variant_env.get(name, {})})
             if r >= 0:
                 results[name].append(got)
             shutil.rmtree(out, ignore_errors=True)  # the disk is shared: keep one run's output
