@@ -239,28 +239,33 @@ class thread_registry {
     return out.assign(threads_);
   }
 
-  /// Frees the records of exited threads whose events are all written. Under the lock, because
-  /// stats() reads the records.
+  /// Frees the records of exited threads whose events are all written. Their counts are taken
+  /// and they leave the list under the lock (stats() reads the records there); they are freed
+  /// after it: freeing a segment the writer grew takes malloc's lock, which a thread may hold
+  /// while a signal handler on it registers the thread (and waits for this lock): a deadlock in
+  /// core.handlers [first] under ASan.
   LOTUS_DETAIL_COLD void release(ptr_list<thread_state>& finished) noexcept {
     if (finished.empty()) return;
-    const sync_hold lk(mu_);
-    exited_.fetch_sub(finished.size(), mo_relaxed);
-    for (thread_state* t : finished) {
-      retired_pushed_ += t->pushed();
-      retired_dropped_ += t->dropped.load(mo_relaxed);
-      t->current.store(nullptr, mo_relaxed);
-      destroy(t);
-    }
-    // One pass: both lists are in registration order.
-    std::size_t out = 0, f = 0;
-    for (std::size_t i = 0; i < threads_.size(); ++i) {
-      if (f < finished.size() && threads_[i] == finished[f]) {
-        ++f;
-      } else {
-        threads_[out++] = threads_[i];
+    {
+      const sync_hold lk(mu_);
+      exited_.fetch_sub(finished.size(), mo_relaxed);
+      for (thread_state* t : finished) {
+        retired_pushed_ += t->pushed();
+        retired_dropped_ += t->dropped.load(mo_relaxed);
+        t->current.store(nullptr, mo_relaxed);
       }
+      // One pass: both lists are in registration order.
+      std::size_t out = 0, f = 0;
+      for (std::size_t i = 0; i < threads_.size(); ++i) {
+        if (f < finished.size() && threads_[i] == finished[f]) {
+          ++f;
+        } else {
+          threads_[out++] = threads_[i];
+        }
+      }
+      threads_.truncate(out);
     }
-    threads_.truncate(out);
+    for (thread_state* t : finished) destroy(t);
     finished.clear();
   }
 
