@@ -1,8 +1,12 @@
 // lotus — a traced program that loads a recording library: two lotus runtimes in one process
 // SPDX-License-Identifier: MIT
-// Usage: dl_host LIBRARY N   (N 'Host' scopes, then the library's N 'Plugin' scopes on a thread
-// while the program records N more 'Host'; the library stays loaded until exit)
+// Usage: dl_host LIBRARY N [fork]   (N 'Host' scopes, then the library's N 'Plugin' scopes on a
+// thread while the program records N more 'Host'; the library stays loaded until exit. With
+// `fork`, a child then records 7 'Host' and the library's 5 'Plugin' (on a thread), prints `child
+// PID` and exits; the parent waits for it)
 #include <dlfcn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -19,8 +23,8 @@ void host(int n) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: dl_host LIBRARY N\n");
+  if (argc != 3 && argc != 4) {
+    std::fprintf(stderr, "usage: dl_host LIBRARY N [fork]\n");
     return 2;
   }
   const int n = std::atoi(argv[2]);
@@ -40,6 +44,22 @@ int main(int argc, char** argv) {
   host(n);
   t.join();
   lotus::flush();
+  if (argc == 4) {
+    std::fflush(stdout);
+    const pid_t pid = ::fork();
+    if (pid < 0) return 1;
+    if (pid == 0) {
+      host(7);
+      std::thread u([record] { record(5); });
+      u.join();
+      std::printf("child %d\n", static_cast<int>(::getpid()));
+      return 0;  // both runtimes' exit stats lines: the child's counts only
+    }
+    int status = 0;
+    if (::waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      return 1;
+    }
+  }
   const lotus::trace_stats s = lotus::stats();  // this runtime's own counts
   std::printf("host %llu %llu %llu\n", static_cast<unsigned long long>(s.recorded),
               static_cast<unsigned long long>(s.written),

@@ -963,6 +963,38 @@ TEST_CASE("two lotus runtimes in one process: one byte budget, one stats line fo
     CHECK(s.recorded == s.written + s.dropped);
     CHECK(read_disk(dir.path).lines == s.written);
   }
+  SECTION("fork: the child takes its copy of the ledger over, both runtimes count from zero") {
+    // Both runtimes joined the parent's ledger; the child's copy holds the parent's counts and
+    // slots. The child's stats are its own 12 records, summed over both runtimes.
+    const auto c = run_child({LOTUS_DL_HOST, LOTUS_DL_RECORDER, "300", "fork"},
+                             {{"LOTUS_LOG_FILE", dir / "t"}, {"ASAN_OPTIONS", "detect_leaks=0"}});
+    INFO("stdout:\n" << c.run.out << "stderr:\n" << c.run.err);
+    REQUIRE(c.run.exit_code == 0);
+    CHECK(c.run.err.empty());
+    const std::size_t at = c.run.out.find("child ");
+    REQUIRE(at != std::string::npos);
+    const std::string child = c.run.out.substr(at + 6, c.run.out.find('\n', at) - at - 6);
+    std::string parent_sidecar, child_sidecar;
+    int sidecars = 0;
+    for (const auto& name : lotus_test::list_dir(dir.path)) {
+      if (name.rfind(".t.lotus-meta_", 0) != 0) continue;
+      ++sidecars;
+      const std::string text = lotus_test::read_file(dir / name);
+      (name == ".t.lotus-meta_" + child ? child_sidecar : parent_sidecar) += text;
+    }
+    CHECK(sidecars == 2);
+    INFO("parent sidecar:\n" << parent_sidecar << "child sidecar:\n" << child_sidecar);
+    const auto ps = last_stats(parent_sidecar);
+    CHECK(ps.recorded == 900);
+    CHECK(ps.written == 900);
+    const auto cs = last_stats(child_sidecar);
+    CHECK(cs.recorded == 12);  // 7 'Host' + 5 'Plugin', not the parent's 900 on top
+    CHECK(cs.written == 12);
+    CHECK(cs.dropped == 0);
+    const auto disk = read_disk(dir.path);
+    CHECK(disk.lines_named("SHost") == 607);
+    CHECK(disk.lines_named("SPlugin") == 305);
+  }
 #endif
 }
 
