@@ -242,7 +242,9 @@ def test_advice_and_meta(one_worker):
     # whatif text and JSON agree; the summary has the documented form.
     j = whatif(one_worker, 3)
     check(j["summary"].startswith("3 workers: epoch ") and " wait " in j["summary"], j["summary"])
-    check(j["model"]["cores_from"] == "sidecar", str(j["model"]))
+    # From the sidecar; on a loaded machine (other tests beside this one) the workers may have
+    # waited for a core, and the model then fits the cores left to the loader (", available...").
+    check(j["model"]["cores_from"].startswith("sidecar"), str(j["model"]))
     check(j["summary"] in tool("whatif", one_worker, "-w", "3").stdout, "text summary")
     u = json.loads(tool("whatif", one_worker, "-w", "3", "--unordered", "--json").stdout)
     check(u["model"]["in_order"] is False and u["predicted"]["out_of_order"] == 0, str(u))
