@@ -21,7 +21,9 @@ imports, the profiler's own start and its output at exit included), its CPU time
 and the profiler: user + system of every waited-for descendant), the process tree's peak resident
 memory (summed over the tree, sampled every 20 ms), the bytes it wrote, and medians over the
 rounds (after one warm-up round that is not counted: bytecode written, as an installed package has
-it, and the JPEGs in the page cache); the ratio is to the untraced run's median. The peers are installed from PyPI into --venv
+it, and the JPEGs in the page cache); each round starts one variant later than the one before; a
+ratio is the median over the rounds of the variant's figure over the untraced run's of the same
+round (the machine's drift over the rounds cancels). The peers are installed from PyPI into --venv
 (Debian's Python with its system packages: torch and torchvision as the pipeline uses them), pinned
 in tools/scripts/pip-stacks.txt's [peers] stack; --only leaves the others out.
 """
@@ -179,8 +181,12 @@ def main():
         keep = set(a.only.split(",")) | {"untraced"} | set(variant_env)
         variants = {k: v for k, v in variants.items() if k in keep}
     results = {k: [] for k in variants}
+    names = list(variants)
     for r in range(-1, a.rounds):  # round -1: a warm-up (bytecode, page cache), not counted
-        for name, cmd in variants.items():
+        # Each round starts one variant later: none always runs first, right after another.
+        k = r % len(names) if r >= 0 else 0
+        for name in names[k:] + names[:k]:
+            cmd = variants[name]
             out = root / f"{name}-{r}"
             shutil.rmtree(out, ignore_errors=True)
             out.mkdir()
@@ -192,6 +198,10 @@ def main():
         print(f"round {r + 1} of {a.rounds} done" if r >= 0 else "warm-up done", file=sys.stderr)
     med = {k: [statistics.median(x[i] for x in v) for i in range(4)] for k, v in results.items()}
     base = med["untraced"]
+    # The ratios pair each run with the untraced run of its round: the machine's drift over the
+    # rounds (seen: 10 % over 3 minutes) falls on both sides of each ratio.
+    paired = {k: [statistics.median(x[i] / u[i] for x, u in zip(v, results["untraced"]))
+                  for i in (0, 1)] for k, v in results.items()}
     print(f"examples/python_pipeline: {a.images} JPEGs, {a.workers} fork workers, {a.epochs} "
           f"epochs; medians of {a.rounds} interleaved rounds; python {sys.version.split()[0]}\n")
     print("| variant | wall (s) [range] | × untraced | CPU (s) | × | peak tree RSS (MiB) "
@@ -200,7 +210,7 @@ def main():
     for name, m in med.items():
         walls = [x[0] for x in results[name]]
         print(f"| {name} | {m[0]:.2f} [{min(walls):.2f}–{max(walls):.2f}] | "
-              f"{m[0] / base[0]:.3f} | {m[1]:.2f} | {m[1] / base[1]:.2f} | {m[2] / 2**20:.0f} | "
+              f"{paired[name][0]:.3f} | {m[1]:.2f} | {paired[name][1]:.2f} | {m[2] / 2**20:.0f} | "
               f"{m[3] / 1e6:.1f} MB | {CAN_TELL[name]} |")
 
 
