@@ -81,9 +81,13 @@ def whatif_attempt():
         p, m1 = pred["predicted"], pred["measured"]
         check(p["epoch_seconds"] > 0 and 0 <= p["wait_share"] <= 1, f"{n} workers: {p}")
         # The 1-worker run waits for its batches (16 images per batch, a 10 ms step): a second
-        # worker is predicted to shorten the epoch and the wait.
-        check(p["epoch_seconds"] < m1["epoch_seconds"] and p["wait_share"] < m1["wait_share"],
-              f"{n} workers predicted no faster than the measured 1-worker run: {p} vs {m1}")
+        # worker is predicted to shorten the epoch and the wait. Past the cores (4 on 2) the
+        # workers and the step share them, and measured runs are no faster than 1 worker (0.232
+        # and 0.234 s against 0.234 and 0.242 s here): that prediction is held to the measured run
+        # below, not to a gain.
+        if n <= (os.cpu_count() or 1):
+            check(p["epoch_seconds"] < m1["epoch_seconds"] and p["wait_share"] < m1["wait_share"],
+                  f"{n} workers predicted no faster than the measured 1-worker run: {p} vs {m1}")
         meas = whatif(pipeline(f"w{n}", "-w", str(n), "--step-ms", "10"), n)["measured"]
         check(meas["workers"] == n, f"the {n}-worker run digests as {meas['workers']} workers")
         pe, me = pred["predicted"]["epoch_seconds"], meas["epoch_seconds"]
