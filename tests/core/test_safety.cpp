@@ -973,14 +973,14 @@ TEST_CASE("two lotus runtimes in one process: one byte budget, one stats line fo
     CHECK(c.run.err.empty());
     const std::size_t at = c.run.out.find("child ");
     REQUIRE(at != std::string::npos);
-    const std::string child = c.run.out.substr(at + 6, c.run.out.find('\n', at) - at - 6);
+    const std::string child_pid = c.run.out.substr(at + 6, c.run.out.find('\n', at) - at - 6);
     std::string parent_sidecar, child_sidecar;
     int sidecars = 0;
     for (const auto& name : lotus_test::list_dir(dir.path)) {
       if (name.rfind(".t.lotus-meta_", 0) != 0) continue;
       ++sidecars;
       const std::string text = lotus_test::read_file(dir / name);
-      (name == ".t.lotus-meta_" + child ? child_sidecar : parent_sidecar) += text;
+      (name == ".t.lotus-meta_" + child_pid ? child_sidecar : parent_sidecar) += text;
     }
     CHECK(sidecars == 2);
     INFO("parent sidecar:\n" << parent_sidecar << "child sidecar:\n" << child_sidecar);
