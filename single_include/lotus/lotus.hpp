@@ -5841,6 +5841,7 @@ class label_table {
 #include <fcntl.h>     // open
 #include <link.h>      // dl_iterate_phdr
 #include <sys/mman.h>  // memfd_create, mmap
+#include <time.h>      // nanosleep, timespec
 #include <unistd.h>    // read, close, ftruncate, getpid
 
 #include <cstddef>  // size_t
@@ -5995,11 +5996,47 @@ LOTUS_DETAIL_COLD inline int ledger_rendezvous(dl_phdr_info*, std::size_t, void*
   return 1;  // one call is enough: the loader's lock was what it needed
 }
 
+// fork() and the rendezvous: a child forked while another thread held the loader's lock in
+// dl_iterate_phdr() inherits the lock held by a thread it does not have, and its own rendezvous
+// would wait for it forever (seen: a child's writer stuck once in ~800 forks while the parent's
+// writer started). fork() waits for rendezvous in progress and holds new ones back until it is
+// done (ledger_fork_prepare/_parent/_after_fork, from the runtime's fork handlers).
+inline atom<int> g_ledger_busy{0};          // rendezvous in progress
+inline atom<bool> g_ledger_forking{false};  // a fork() is under way
+
+/// Waits up to ~wait_us for `done()`, in 5 µs sleeps.
+template <class Done>
+inline void ledger_wait(Done&& done, int wait_us) noexcept {
+  for (int i = 0; i < wait_us / 5 && !done(); ++i) {
+    const timespec ts{0, 5000};
+    ::nanosleep(&ts, nullptr);
+  }
+}
+
 /// This process's ledger, found or made under the loader's lock; nullptr when unavailable.
 LOTUS_DETAIL_COLD inline process_ledger* process_ledger_of_this_process() noexcept {
+  for (int tries = 0;; ++tries) {
+    g_ledger_busy.fetch_add(1, mo_seq_cst);
+    if (!g_ledger_forking.load(mo_seq_cst) || tries == 200) break;
+    g_ledger_busy.fetch_sub(1, mo_seq_cst);
+    ledger_wait([] { return !g_ledger_forking.load(mo_seq_cst); }, 5000);
+  }
   process_ledger* l = nullptr;
   ::dl_iterate_phdr(&ledger_rendezvous, &l);
+  g_ledger_busy.fetch_sub(1, mo_seq_cst);
   return l;
+}
+
+/// fork(), the parent's side: no rendezvous in progress (at most ~100 ms), none starting.
+inline void ledger_fork_prepare() noexcept {
+  g_ledger_forking.store(true, mo_seq_cst);
+  ledger_wait([] { return g_ledger_busy.load(mo_seq_cst) == 0; }, 100000);
+}
+inline void ledger_fork_parent() noexcept { g_ledger_forking.store(false, mo_seq_cst); }
+/// In a forked child: the parent's threads are not here.
+inline void ledger_after_fork() noexcept {
+  g_ledger_busy.store(0, mo_relaxed);
+  g_ledger_forking.store(false, mo_seq_cst);
 }
 
 /// A runtime's place in the ledger: its slot (or none when the ledger is full or missing).
@@ -11533,15 +11570,21 @@ LOTUS_DETAIL_COLD inline void runtime::fork_prepare() noexcept {
   resources_fork_prepare();  // no schedstat descriptor half opened in another thread
   runtime* rt = g_runtime_ready.load(mo_acquire);
   t_fork_locked = rt;
-  if (rt == nullptr) return;  // not started (or being constructed: the child builds its own)
-  rt->mu_.lock();
-  rt->writer_.fork_prepare();
-  rt->threads_.mutex().lock();
-  rt->intern_mu_.lock();
+  // rt null: not started (or being constructed: the child builds its own).
+  if (rt != nullptr) {
+    rt->mu_.lock();
+    rt->writer_.fork_prepare();  // a writer still starting passes its rendezvous first
+    rt->threads_.mutex().lock();
+    rt->intern_mu_.lock();
+  }
+  // Then no other thread inside the loader's lock (ledger.hpp): the writer of a runtime still
+  // being constructed is waited for (each copy of lotus in the process has its own handlers).
+  ledger_fork_prepare();
 }
 
 LOTUS_DETAIL_COLD inline void runtime::fork_parent() noexcept {
   resources_fork_parent();
+  ledger_fork_parent();
   runtime* rt = t_fork_locked;
   t_fork_locked = nullptr;
   if (rt == nullptr) return;
@@ -11553,6 +11596,7 @@ LOTUS_DETAIL_COLD inline void runtime::fork_parent() noexcept {
 
 LOTUS_DETAIL_COLD inline void runtime::fork_child() noexcept {
   resources_after_fork();
+  ledger_after_fork();
   t_writer_stuck = 0;  // the parent's writer's count: this child's writer starts its own
   runtime* const locked = t_fork_locked;
   t_fork_locked = nullptr;

@@ -23,6 +23,7 @@
 #include <fcntl.h>     // open
 #include <link.h>      // dl_iterate_phdr
 #include <sys/mman.h>  // memfd_create, mmap
+#include <time.h>      // nanosleep, timespec
 #include <unistd.h>    // read, close, ftruncate, getpid
 
 #include <cstddef>  // size_t
@@ -180,11 +181,47 @@ LOTUS_DETAIL_COLD inline int ledger_rendezvous(dl_phdr_info*, std::size_t, void*
   return 1;  // one call is enough: the loader's lock was what it needed
 }
 
+// fork() and the rendezvous: a child forked while another thread held the loader's lock in
+// dl_iterate_phdr() inherits the lock held by a thread it does not have, and its own rendezvous
+// would wait for it forever (seen: a child's writer stuck once in ~800 forks while the parent's
+// writer started). fork() waits for rendezvous in progress and holds new ones back until it is
+// done (ledger_fork_prepare/_parent/_after_fork, from the runtime's fork handlers).
+inline atom<int> g_ledger_busy{0};          // rendezvous in progress
+inline atom<bool> g_ledger_forking{false};  // a fork() is under way
+
+/// Waits up to ~wait_us for `done()`, in 5 µs sleeps.
+template <class Done>
+inline void ledger_wait(Done&& done, int wait_us) noexcept {
+  for (int i = 0; i < wait_us / 5 && !done(); ++i) {
+    const timespec ts{0, 5000};
+    ::nanosleep(&ts, nullptr);
+  }
+}
+
 /// This process's ledger, found or made under the loader's lock; nullptr when unavailable.
 LOTUS_DETAIL_COLD inline process_ledger* process_ledger_of_this_process() noexcept {
+  for (int tries = 0;; ++tries) {
+    g_ledger_busy.fetch_add(1, mo_seq_cst);
+    if (!g_ledger_forking.load(mo_seq_cst) || tries == 200) break;
+    g_ledger_busy.fetch_sub(1, mo_seq_cst);
+    ledger_wait([] { return !g_ledger_forking.load(mo_seq_cst); }, 5000);
+  }
   process_ledger* l = nullptr;
   ::dl_iterate_phdr(&ledger_rendezvous, &l);
+  g_ledger_busy.fetch_sub(1, mo_seq_cst);
   return l;
+}
+
+/// fork(), the parent's side: no rendezvous in progress (at most ~100 ms), none starting.
+inline void ledger_fork_prepare() noexcept {
+  g_ledger_forking.store(true, mo_seq_cst);
+  ledger_wait([] { return g_ledger_busy.load(mo_seq_cst) == 0; }, 100000);
+}
+inline void ledger_fork_parent() noexcept { g_ledger_forking.store(false, mo_seq_cst); }
+/// In a forked child: the parent's threads are not here.
+inline void ledger_after_fork() noexcept {
+  g_ledger_busy.store(0, mo_relaxed);
+  g_ledger_forking.store(false, mo_seq_cst);
 }
 
 /// A runtime's place in the ledger: its slot (or none when the ledger is full or missing).

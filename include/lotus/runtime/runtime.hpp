@@ -628,15 +628,21 @@ LOTUS_DETAIL_COLD inline void runtime::fork_prepare() noexcept {
   resources_fork_prepare();  // no schedstat descriptor half opened in another thread
   runtime* rt = g_runtime_ready.load(mo_acquire);
   t_fork_locked = rt;
-  if (rt == nullptr) return;  // not started (or being constructed: the child builds its own)
-  rt->mu_.lock();
-  rt->writer_.fork_prepare();
-  rt->threads_.mutex().lock();
-  rt->intern_mu_.lock();
+  // rt null: not started (or being constructed: the child builds its own).
+  if (rt != nullptr) {
+    rt->mu_.lock();
+    rt->writer_.fork_prepare();  // a writer still starting passes its rendezvous first
+    rt->threads_.mutex().lock();
+    rt->intern_mu_.lock();
+  }
+  // Then no other thread inside the loader's lock (ledger.hpp): the writer of a runtime still
+  // being constructed is waited for (each copy of lotus in the process has its own handlers).
+  ledger_fork_prepare();
 }
 
 LOTUS_DETAIL_COLD inline void runtime::fork_parent() noexcept {
   resources_fork_parent();
+  ledger_fork_parent();
   runtime* rt = t_fork_locked;
   t_fork_locked = nullptr;
   if (rt == nullptr) return;
@@ -648,6 +654,7 @@ LOTUS_DETAIL_COLD inline void runtime::fork_parent() noexcept {
 
 LOTUS_DETAIL_COLD inline void runtime::fork_child() noexcept {
   resources_after_fork();
+  ledger_after_fork();
   t_writer_stuck = 0;  // the parent's writer's count: this child's writer starts its own
   runtime* const locked = t_fork_locked;
   t_fork_locked = nullptr;
