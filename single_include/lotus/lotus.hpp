@@ -725,7 +725,8 @@ inline constexpr std::uint64_t page_pointer_mask = (std::uint64_t{1} << 48) - 1;
 /// Each class's free list: (tag << 48) | the first free block's base.
 inline atom<std::uint64_t> g_page_free[page_class_count] = {};
 
-// The header's words: [0] the block's total bytes, [1] 1 for a pooled block, [2] the next free.
+// The header's words: [0] the block's total bytes, [1] a pooled block's class + 1 (0: mapped on
+// its own), [2] the next free.
 inline std::uint64_t* page_words(char* base) noexcept {
   return reinterpret_cast<std::uint64_t*>(base);
 }
@@ -782,7 +783,7 @@ inline char* page_take(unsigned cls, std::size_t size) noexcept {
   for (std::size_t off = 0; off < chunk; off += block) {
     std::uint64_t* w = page_words(c + off);
     __atomic_store_n(&w[0], static_cast<std::uint64_t>(block), __ATOMIC_RELAXED);
-    __atomic_store_n(&w[1], std::uint64_t{pooled ? 1u : 0u}, __ATOMIC_RELAXED);
+    __atomic_store_n(&w[1], pooled ? std::uint64_t{cls} + 1 : 0, __ATOMIC_RELAXED);
     if (off != 0 && pooled) page_push(cls, c + off);
   }
   // (Not pooled: the chunk's first block is used, the rest of the mapping stays unused; freeing
@@ -815,10 +816,9 @@ inline void page_free(void* p) noexcept {
   if (p == nullptr) return;
   char* base = static_cast<char*>(p) - page_header;
   const std::uint64_t total = __atomic_load_n(&page_words(base)[0], __ATOMIC_RELAXED);
-  if (__atomic_load_n(&page_words(base)[1], __ATOMIC_RELAXED) == 1) {
-    unsigned cls = 0;
-    while ((std::uint64_t{1} << (page_class_min_log + cls)) < total) ++cls;
-    page_push(cls, base);
+  const std::uint64_t pooled = __atomic_load_n(&page_words(base)[1], __ATOMIC_RELAXED);
+  if (pooled != 0) {
+    page_push(static_cast<unsigned>(pooled - 1), base);
     return;
   }
 #ifdef LOTUS_DETAIL_LSAN_ROOTS
@@ -5814,6 +5814,78 @@ class label_table {
 }  // namespace lotus
 #endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_INTERN_HPP
 // ---- end lotus/runtime/intern.hpp ----
+// ---- begin lotus/runtime/fork_gate.hpp ----
+#ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_FORK_GATE_HPP
+#define LOTUS_AMALGAMATED_LOTUS_RUNTIME_FORK_GATE_HPP
+// lotus — sections a fork() must not cut in half (internal)
+// SPDX-License-Identifier: MIT
+// A child has only the thread that forked: what another thread was doing at the fork stays half
+// done there for ever (a descriptor being opened, the dynamic loader's lock held). Such a section
+// is entered through a fork_gate, and the runtime's fork handlers close the gate: fork() waits
+// (bounded) for the sections in progress and no new one starts until it is done. Entering
+// announces the section before it reads the gate, and fork() closes the gate before it reads the
+// count (both seq_cst: Dekker's pair), so one of the two always sees the other.
+
+#include <time.h>  // nanosleep, timespec, CLOCK_MONOTONIC
+
+#include <cstdint>  // uint64_t
+
+
+namespace lotus {
+inline namespace LOTUS_DETAIL_ABI {
+namespace detail {
+
+class fork_gate {
+ public:
+  /// Enters a section; false (not entered) while a fork() is under way.
+  bool try_enter() noexcept {
+    busy_.fetch_add(1, mo_seq_cst);
+    if (!forking_.load(mo_seq_cst)) return true;
+    busy_.fetch_sub(1, mo_seq_cst);
+    return false;
+  }
+  /// Enters a section, waiting for a fork() under way to end (at most `wait_ns`, then anyway).
+  void enter(std::uint64_t wait_ns) noexcept {
+    if (!wait_for([this] { return try_enter(); }, wait_ns)) busy_.fetch_add(1, mo_seq_cst);
+  }
+  void leave() noexcept { busy_.fetch_sub(1, mo_seq_cst); }
+
+  /// fork(), the parent's side before it: no new section; the ones in progress waited for (at
+  /// most `wait_ns`).
+  void fork_prepare(std::uint64_t wait_ns) noexcept {
+    forking_.store(true, mo_seq_cst);
+    wait_for([this] { return busy_.load(mo_seq_cst) == 0; }, wait_ns);
+  }
+  /// After fork(), in the parent.
+  void fork_parent() noexcept { forking_.store(false, mo_seq_cst); }
+  /// After fork(), in the child: the parent's other threads and their sections are not here.
+  void fork_child() noexcept {
+    busy_.store(0, mo_relaxed);
+    forking_.store(false, mo_seq_cst);
+  }
+
+ private:
+  /// Polls `done` every 5 µs until it holds (true) or `wait_ns` passed (false).
+  template <class Done>
+  static bool wait_for(Done&& done, std::uint64_t wait_ns) noexcept {
+    const std::uint64_t until = clock_ns(CLOCK_MONOTONIC) + wait_ns;
+    while (!done()) {
+      if (clock_ns(CLOCK_MONOTONIC) >= until) return false;
+      const timespec ts{0, 5000};
+      ::nanosleep(&ts, nullptr);
+    }
+    return true;
+  }
+
+  atom<int> busy_{0};          // sections in progress
+  atom<bool> forking_{false};  // a fork() is under way
+};
+
+}  // namespace detail
+}  // namespace LOTUS_DETAIL_ABI
+}  // namespace lotus
+#endif  // LOTUS_AMALGAMATED_LOTUS_RUNTIME_FORK_GATE_HPP
+// ---- end lotus/runtime/fork_gate.hpp ----
 // ---- begin lotus/runtime/ledger.hpp ----
 #ifndef LOTUS_AMALGAMATED_LOTUS_RUNTIME_LEDGER_HPP
 #define LOTUS_AMALGAMATED_LOTUS_RUNTIME_LEDGER_HPP
@@ -5841,7 +5913,6 @@ class label_table {
 #include <fcntl.h>     // open
 #include <link.h>      // dl_iterate_phdr
 #include <sys/mman.h>  // memfd_create, mmap
-#include <time.h>      // nanosleep, timespec
 #include <unistd.h>    // read, close, ftruncate, getpid
 
 #include <cstddef>  // size_t
@@ -5998,45 +6069,18 @@ LOTUS_DETAIL_COLD inline int ledger_rendezvous(dl_phdr_info*, std::size_t, void*
 
 // fork() and the rendezvous: a child forked while another thread held the loader's lock in
 // dl_iterate_phdr() inherits the lock held by a thread it does not have, and its own rendezvous
-// would wait for it forever (seen: a child's writer stuck once in ~800 forks while the parent's
-// writer started). fork() waits for rendezvous in progress and holds new ones back until it is
-// done (ledger_fork_prepare/_parent/_after_fork, from the runtime's fork handlers).
-inline atom<int> g_ledger_busy{0};          // rendezvous in progress
-inline atom<bool> g_ledger_forking{false};  // a fork() is under way
-
-/// Waits up to ~wait_us for `done()`, in 5 µs sleeps.
-template <class Done>
-inline void ledger_wait(Done&& done, int wait_us) noexcept {
-  for (int i = 0; i < wait_us / 5 && !done(); ++i) {
-    const timespec ts{0, 5000};
-    ::nanosleep(&ts, nullptr);
-  }
-}
+// would wait for it forever. The rendezvous is a section of g_ledger_gate (runtime/fork_gate.hpp),
+// which the runtime's fork handlers close: fork() waits for a rendezvous in progress (at most
+// 100 ms), and one starting waits for the fork (at most 1 s).
+inline fork_gate g_ledger_gate;
 
 /// This process's ledger, found or made under the loader's lock; nullptr when unavailable.
 LOTUS_DETAIL_COLD inline process_ledger* process_ledger_of_this_process() noexcept {
-  for (int tries = 0;; ++tries) {
-    g_ledger_busy.fetch_add(1, mo_seq_cst);
-    if (!g_ledger_forking.load(mo_seq_cst) || tries == 200) break;
-    g_ledger_busy.fetch_sub(1, mo_seq_cst);
-    ledger_wait([] { return !g_ledger_forking.load(mo_seq_cst); }, 5000);
-  }
+  g_ledger_gate.enter(1000000000u);
   process_ledger* l = nullptr;
   ::dl_iterate_phdr(&ledger_rendezvous, &l);
-  g_ledger_busy.fetch_sub(1, mo_seq_cst);
+  g_ledger_gate.leave();
   return l;
-}
-
-/// fork(), the parent's side: no rendezvous in progress (at most ~100 ms), none starting.
-inline void ledger_fork_prepare() noexcept {
-  g_ledger_forking.store(true, mo_seq_cst);
-  ledger_wait([] { return g_ledger_busy.load(mo_seq_cst) == 0; }, 100000);
-}
-inline void ledger_fork_parent() noexcept { g_ledger_forking.store(false, mo_seq_cst); }
-/// In a forked child: the parent's threads are not here.
-inline void ledger_after_fork() noexcept {
-  g_ledger_busy.store(0, mo_relaxed);
-  g_ledger_forking.store(false, mo_seq_cst);
 }
 
 /// A runtime's place in the ledger: its slot (or none when the ledger is full or missing).
@@ -6231,11 +6275,10 @@ constexpr int schedstat_kept_max = 64;
 /// that a forked child can close those of the parent's other threads (their thread_locals are
 /// not reachable there).
 inline atom<int> g_schedstat_kept_fds[schedstat_kept_max] = {};
-/// Schedstat descriptors being opened, read or closed now (any thread); a fork() waits for them
-/// (bounded) after setting g_schedstat_forking, so no descriptor lotus holds for a moment is
-/// inherited unknown to the child.
-inline atom<int> g_schedstat_busy{0};
-inline atom<bool> g_schedstat_forking{false};
+/// Schedstat descriptors being opened, read or closed now (any thread) are sections of this gate
+/// (runtime/fork_gate.hpp): a fork() waits for them (at most 10 ms), so no descriptor lotus holds
+/// for a moment is inherited unknown to the child.
+inline fork_gate g_schedstat_gate;
 
 inline int open_schedstat() noexcept {
   int fd = -1;
@@ -6306,16 +6349,13 @@ LOTUS_DETAIL_COLD inline bool read_schedstat_wait(std::uint64_t& wait, bool nest
     return n > 0 && parse_schedstat(buf, buf + n, cpu, wait);
   }
   if (fd == -2) return false;
-  // Opened here: announced first (seq_cst, with g_schedstat_forking: Dekker's pair) so that a
-  // fork() waits until it is kept or closed again.
-  g_schedstat_busy.fetch_add(1, mo_seq_cst);
-  if (g_schedstat_forking.load(mo_seq_cst)) {
-    g_schedstat_busy.fetch_sub(1, mo_seq_cst);
+  // Opened here, inside the gate: a fork() waits until it is kept or closed again.
+  if (!g_schedstat_gate.try_enter()) {
     return false;  // a fork() in progress in another thread: this reading goes without
   }
   fd = open_schedstat();
   if (fd < 0) {
-    g_schedstat_busy.fetch_sub(1, mo_seq_cst);
+    g_schedstat_gate.leave();
     // Out of descriptors: the host's (or other threads') doing, transient; else no schedstat.
     if (!nested && errno != EMFILE && errno != ENFILE && errno != ENOMEM) t_schedstat_fd = -2;
     return false;
@@ -6328,7 +6368,7 @@ LOTUS_DETAIL_COLD inline bool read_schedstat_wait(std::uint64_t& wait, bool nest
     t_schedstat_fd = kept ? fd : -3;  // -3: the other threads keep the bound
   }
   if (!kept) ::close(fd);
-  g_schedstat_busy.fetch_sub(1, mo_seq_cst);
+  g_schedstat_gate.leave();
   std::uint64_t cpu = 0;
   return n > 0 && parse_schedstat(buf, buf + n, cpu, wait);
 }
@@ -6381,16 +6421,10 @@ inline res_sample read_thread_resources(bool exact_cpu = false) noexcept {
   return s;
 }
 
-/// fork(): the parent's side. Stops new schedstat descriptors and waits (at most ~10 ms) for
+/// fork(): the parent's side. Stops new schedstat descriptors and waits (at most 10 ms) for
 /// those being opened or closed in other threads, so the child knows every one it inherits.
-inline void resources_fork_prepare() noexcept {
-  g_schedstat_forking.store(true, mo_seq_cst);
-  for (int i = 0; i < 2000 && g_schedstat_busy.load(mo_seq_cst) != 0; ++i) {
-    const timespec ts{0, 5000};
-    nanosleep(&ts, nullptr);
-  }
-}
-inline void resources_fork_parent() noexcept { g_schedstat_forking.store(false, mo_seq_cst); }
+inline void resources_fork_prepare() noexcept { g_schedstat_gate.fork_prepare(10000000u); }
+inline void resources_fork_parent() noexcept { g_schedstat_gate.fork_parent(); }
 
 /// In a forked child, on the thread that forked: close every schedstat descriptor the parent's
 /// threads kept (each reads a thread of the parent) and forget this thread's reading.
@@ -6402,8 +6436,7 @@ inline void resources_after_fork() noexcept {
   t_schedstat_fd = -1;
   t_res_last = res_sample{};
   t_res_reading = 0;
-  g_schedstat_busy.store(0, mo_relaxed);  // the parent's threads are not here
-  g_schedstat_forking.store(false, mo_seq_cst);
+  g_schedstat_gate.fork_child();  // the parent's threads are not here
 }
 
 /// At the thread's exit (runtime's thread_exit_hook): close its descriptor; no reads after.
@@ -11579,12 +11612,12 @@ LOTUS_DETAIL_COLD inline void runtime::fork_prepare() noexcept {
   }
   // Then no other thread inside the loader's lock (ledger.hpp): the writer of a runtime still
   // being constructed is waited for (each copy of lotus in the process has its own handlers).
-  ledger_fork_prepare();
+  g_ledger_gate.fork_prepare(100000000u);
 }
 
 LOTUS_DETAIL_COLD inline void runtime::fork_parent() noexcept {
   resources_fork_parent();
-  ledger_fork_parent();
+  g_ledger_gate.fork_parent();
   runtime* rt = t_fork_locked;
   t_fork_locked = nullptr;
   if (rt == nullptr) return;
@@ -11596,7 +11629,7 @@ LOTUS_DETAIL_COLD inline void runtime::fork_parent() noexcept {
 
 LOTUS_DETAIL_COLD inline void runtime::fork_child() noexcept {
   resources_after_fork();
-  ledger_after_fork();
+  g_ledger_gate.fork_child();
   t_writer_stuck = 0;  // the parent's writer's count: this child's writer starts its own
   runtime* const locked = t_fork_locked;
   t_fork_locked = nullptr;

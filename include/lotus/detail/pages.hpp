@@ -56,7 +56,8 @@ inline constexpr std::uint64_t page_pointer_mask = (std::uint64_t{1} << 48) - 1;
 /// Each class's free list: (tag << 48) | the first free block's base.
 inline atom<std::uint64_t> g_page_free[page_class_count] = {};
 
-// The header's words: [0] the block's total bytes, [1] 1 for a pooled block, [2] the next free.
+// The header's words: [0] the block's total bytes, [1] a pooled block's class + 1 (0: mapped on
+// its own), [2] the next free.
 inline std::uint64_t* page_words(char* base) noexcept {
   return reinterpret_cast<std::uint64_t*>(base);
 }
@@ -113,7 +114,7 @@ inline char* page_take(unsigned cls, std::size_t size) noexcept {
   for (std::size_t off = 0; off < chunk; off += block) {
     std::uint64_t* w = page_words(c + off);
     __atomic_store_n(&w[0], static_cast<std::uint64_t>(block), __ATOMIC_RELAXED);
-    __atomic_store_n(&w[1], std::uint64_t{pooled ? 1u : 0u}, __ATOMIC_RELAXED);
+    __atomic_store_n(&w[1], pooled ? std::uint64_t{cls} + 1 : 0, __ATOMIC_RELAXED);
     if (off != 0 && pooled) page_push(cls, c + off);
   }
   // (Not pooled: the chunk's first block is used, the rest of the mapping stays unused; freeing
@@ -146,10 +147,9 @@ inline void page_free(void* p) noexcept {
   if (p == nullptr) return;
   char* base = static_cast<char*>(p) - page_header;
   const std::uint64_t total = __atomic_load_n(&page_words(base)[0], __ATOMIC_RELAXED);
-  if (__atomic_load_n(&page_words(base)[1], __ATOMIC_RELAXED) == 1) {
-    unsigned cls = 0;
-    while ((std::uint64_t{1} << (page_class_min_log + cls)) < total) ++cls;
-    page_push(cls, base);
+  const std::uint64_t pooled = __atomic_load_n(&page_words(base)[1], __ATOMIC_RELAXED);
+  if (pooled != 0) {
+    page_push(static_cast<unsigned>(pooled - 1), base);
     return;
   }
 #ifdef LOTUS_DETAIL_LSAN_ROOTS

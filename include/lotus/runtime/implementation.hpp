@@ -53,6 +53,7 @@
 #include "lotus/annotations/spans.hpp"       // a span's stack of both
 #include "lotus/runtime/calibration.hpp"     // the TSC against the clock
 #include "lotus/runtime/intern.hpp"          // run-time names
+#include "lotus/runtime/fork_gate.hpp"       // sections a fork() waits for
 #include "lotus/runtime/ledger.hpp"          // the process ledger: one byte budget
 #include "lotus/runtime/resources.hpp"       // resource figures
 #include "lotus/runtime/sync.hpp"            // the runtime's locks

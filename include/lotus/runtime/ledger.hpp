@@ -23,7 +23,6 @@
 #include <fcntl.h>     // open
 #include <link.h>      // dl_iterate_phdr
 #include <sys/mman.h>  // memfd_create, mmap
-#include <time.h>      // nanosleep, timespec
 #include <unistd.h>    // read, close, ftruncate, getpid
 
 #include <cstddef>  // size_t
@@ -33,6 +32,7 @@
 #include "lotus/config.hpp"
 #include "lotus/detail/atomic.hpp"
 #include "lotus/options.hpp"
+#include "lotus/runtime/fork_gate.hpp"
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -183,45 +183,18 @@ LOTUS_DETAIL_COLD inline int ledger_rendezvous(dl_phdr_info*, std::size_t, void*
 
 // fork() and the rendezvous: a child forked while another thread held the loader's lock in
 // dl_iterate_phdr() inherits the lock held by a thread it does not have, and its own rendezvous
-// would wait for it forever (seen: a child's writer stuck once in ~800 forks while the parent's
-// writer started). fork() waits for rendezvous in progress and holds new ones back until it is
-// done (ledger_fork_prepare/_parent/_after_fork, from the runtime's fork handlers).
-inline atom<int> g_ledger_busy{0};          // rendezvous in progress
-inline atom<bool> g_ledger_forking{false};  // a fork() is under way
-
-/// Waits up to ~wait_us for `done()`, in 5 µs sleeps.
-template <class Done>
-inline void ledger_wait(Done&& done, int wait_us) noexcept {
-  for (int i = 0; i < wait_us / 5 && !done(); ++i) {
-    const timespec ts{0, 5000};
-    ::nanosleep(&ts, nullptr);
-  }
-}
+// would wait for it forever. The rendezvous is a section of g_ledger_gate (runtime/fork_gate.hpp),
+// which the runtime's fork handlers close: fork() waits for a rendezvous in progress (at most
+// 100 ms), and one starting waits for the fork (at most 1 s).
+inline fork_gate g_ledger_gate;
 
 /// This process's ledger, found or made under the loader's lock; nullptr when unavailable.
 LOTUS_DETAIL_COLD inline process_ledger* process_ledger_of_this_process() noexcept {
-  for (int tries = 0;; ++tries) {
-    g_ledger_busy.fetch_add(1, mo_seq_cst);
-    if (!g_ledger_forking.load(mo_seq_cst) || tries == 200) break;
-    g_ledger_busy.fetch_sub(1, mo_seq_cst);
-    ledger_wait([] { return !g_ledger_forking.load(mo_seq_cst); }, 5000);
-  }
+  g_ledger_gate.enter(1000000000u);
   process_ledger* l = nullptr;
   ::dl_iterate_phdr(&ledger_rendezvous, &l);
-  g_ledger_busy.fetch_sub(1, mo_seq_cst);
+  g_ledger_gate.leave();
   return l;
-}
-
-/// fork(), the parent's side: no rendezvous in progress (at most ~100 ms), none starting.
-inline void ledger_fork_prepare() noexcept {
-  g_ledger_forking.store(true, mo_seq_cst);
-  ledger_wait([] { return g_ledger_busy.load(mo_seq_cst) == 0; }, 100000);
-}
-inline void ledger_fork_parent() noexcept { g_ledger_forking.store(false, mo_seq_cst); }
-/// In a forked child: the parent's threads are not here.
-inline void ledger_after_fork() noexcept {
-  g_ledger_busy.store(0, mo_relaxed);
-  g_ledger_forking.store(false, mo_seq_cst);
 }
 
 /// A runtime's place in the ledger: its slot (or none when the ledger is full or missing).

@@ -23,6 +23,7 @@
 #include "lotus/detail/atomic.hpp"
 #include "lotus/detail/res_sample.hpp"
 #include "lotus/runtime/env.hpp"
+#include "lotus/runtime/fork_gate.hpp"
 
 namespace lotus {
 inline namespace LOTUS_DETAIL_ABI {
@@ -138,11 +139,10 @@ constexpr int schedstat_kept_max = 64;
 /// that a forked child can close those of the parent's other threads (their thread_locals are
 /// not reachable there).
 inline atom<int> g_schedstat_kept_fds[schedstat_kept_max] = {};
-/// Schedstat descriptors being opened, read or closed now (any thread); a fork() waits for them
-/// (bounded) after setting g_schedstat_forking, so no descriptor lotus holds for a moment is
-/// inherited unknown to the child.
-inline atom<int> g_schedstat_busy{0};
-inline atom<bool> g_schedstat_forking{false};
+/// Schedstat descriptors being opened, read or closed now (any thread) are sections of this gate
+/// (runtime/fork_gate.hpp): a fork() waits for them (at most 10 ms), so no descriptor lotus holds
+/// for a moment is inherited unknown to the child.
+inline fork_gate g_schedstat_gate;
 
 inline int open_schedstat() noexcept {
   int fd = -1;
@@ -213,16 +213,13 @@ LOTUS_DETAIL_COLD inline bool read_schedstat_wait(std::uint64_t& wait, bool nest
     return n > 0 && parse_schedstat(buf, buf + n, cpu, wait);
   }
   if (fd == -2) return false;
-  // Opened here: announced first (seq_cst, with g_schedstat_forking: Dekker's pair) so that a
-  // fork() waits until it is kept or closed again.
-  g_schedstat_busy.fetch_add(1, mo_seq_cst);
-  if (g_schedstat_forking.load(mo_seq_cst)) {
-    g_schedstat_busy.fetch_sub(1, mo_seq_cst);
+  // Opened here, inside the gate: a fork() waits until it is kept or closed again.
+  if (!g_schedstat_gate.try_enter()) {
     return false;  // a fork() in progress in another thread: this reading goes without
   }
   fd = open_schedstat();
   if (fd < 0) {
-    g_schedstat_busy.fetch_sub(1, mo_seq_cst);
+    g_schedstat_gate.leave();
     // Out of descriptors: the host's (or other threads') doing, transient; else no schedstat.
     if (!nested && errno != EMFILE && errno != ENFILE && errno != ENOMEM) t_schedstat_fd = -2;
     return false;
@@ -235,7 +232,7 @@ LOTUS_DETAIL_COLD inline bool read_schedstat_wait(std::uint64_t& wait, bool nest
     t_schedstat_fd = kept ? fd : -3;  // -3: the other threads keep the bound
   }
   if (!kept) ::close(fd);
-  g_schedstat_busy.fetch_sub(1, mo_seq_cst);
+  g_schedstat_gate.leave();
   std::uint64_t cpu = 0;
   return n > 0 && parse_schedstat(buf, buf + n, cpu, wait);
 }
@@ -288,16 +285,10 @@ inline res_sample read_thread_resources(bool exact_cpu = false) noexcept {
   return s;
 }
 
-/// fork(): the parent's side. Stops new schedstat descriptors and waits (at most ~10 ms) for
+/// fork(): the parent's side. Stops new schedstat descriptors and waits (at most 10 ms) for
 /// those being opened or closed in other threads, so the child knows every one it inherits.
-inline void resources_fork_prepare() noexcept {
-  g_schedstat_forking.store(true, mo_seq_cst);
-  for (int i = 0; i < 2000 && g_schedstat_busy.load(mo_seq_cst) != 0; ++i) {
-    const timespec ts{0, 5000};
-    nanosleep(&ts, nullptr);
-  }
-}
-inline void resources_fork_parent() noexcept { g_schedstat_forking.store(false, mo_seq_cst); }
+inline void resources_fork_prepare() noexcept { g_schedstat_gate.fork_prepare(10000000u); }
+inline void resources_fork_parent() noexcept { g_schedstat_gate.fork_parent(); }
 
 /// In a forked child, on the thread that forked: close every schedstat descriptor the parent's
 /// threads kept (each reads a thread of the parent) and forget this thread's reading.
@@ -309,8 +300,7 @@ inline void resources_after_fork() noexcept {
   t_schedstat_fd = -1;
   t_res_last = res_sample{};
   t_res_reading = 0;
-  g_schedstat_busy.store(0, mo_relaxed);  // the parent's threads are not here
-  g_schedstat_forking.store(false, mo_seq_cst);
+  g_schedstat_gate.fork_child();  // the parent's threads are not here
 }
 
 /// At the thread's exit (runtime's thread_exit_hook): close its descriptor; no reads after.

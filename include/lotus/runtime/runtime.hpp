@@ -637,12 +637,12 @@ LOTUS_DETAIL_COLD inline void runtime::fork_prepare() noexcept {
   }
   // Then no other thread inside the loader's lock (ledger.hpp): the writer of a runtime still
   // being constructed is waited for (each copy of lotus in the process has its own handlers).
-  ledger_fork_prepare();
+  g_ledger_gate.fork_prepare(100000000u);
 }
 
 LOTUS_DETAIL_COLD inline void runtime::fork_parent() noexcept {
   resources_fork_parent();
-  ledger_fork_parent();
+  g_ledger_gate.fork_parent();
   runtime* rt = t_fork_locked;
   t_fork_locked = nullptr;
   if (rt == nullptr) return;
@@ -654,7 +654,7 @@ LOTUS_DETAIL_COLD inline void runtime::fork_parent() noexcept {
 
 LOTUS_DETAIL_COLD inline void runtime::fork_child() noexcept {
   resources_after_fork();
-  ledger_after_fork();
+  g_ledger_gate.fork_child();
   t_writer_stuck = 0;  // the parent's writer's count: this child's writer starts its own
   runtime* const locked = t_fork_locked;
   t_fork_locked = nullptr;
