@@ -495,6 +495,42 @@ def test_cpu_bound_from_6_workers_reaches_the_tie_at_the_cores_by_epoch_4():
     assert any(d["probe"] for d in tuner.decisions)
 
 
+def test_a_careful_tuner_measures_the_tie_at_the_cores_at_once():
+    # The cpu3 pipeline again, as it ran on 2026-11-28: the model 14 % optimistic at every count,
+    # 2 workers measured as slow as the first epoch's 6, and 3 the fastest (5 % faster). The move
+    # to 2 misses by over 10 % (careful), and within the 20 % noise prior one epoch at 2 tells
+    # nothing: the tie at 3 is measured at epoch 3, not after a second epoch at 2, and the faster
+    # of the two is kept: epochs 3-8 at 3 workers.
+    start_s = 0.006
+
+    def model(n):
+        return simulate_epoch(CPU["batches"], n, 2, 2, CPU["step"], start_s=start_s)["seconds"]
+
+    truth = {2: 1.06, 3: 1.0, 6: 1.05}
+    three = model(3) * 1.14
+
+    def penalty(n):
+        return three * truth[n] / model(n) if n in truth else 1.14 * 1.2
+
+    world = World(**CPU, persistent=False, start_s=start_s, penalty=penalty)
+    tuner = Tuner(6, 2, cores=2, persistent_workers=False, log=None)
+    drive(world, tuner, 8)
+    d = tuner.decisions
+    assert d[0]["workers"] == 2 and d[1]["caution"] == 1, [x["reason"] for x in d]
+    assert d[1]["probe"] and d[1]["workers"] == 3, d[1]["reason"]
+    assert "within the epoch-to-epoch noise" in d[1]["reason"]
+    assert [x["workers"] for x in d[1:]] == [3] * 7
+    assert d[2]["settled"] and "the tie at the cores, measured" in d[2]["reason"]
+    # Where N + 1 measures slower, the tuner goes back to N and settles there.
+    truth[3] = 1.10
+    world = World(**CPU, persistent=False, start_s=start_s, penalty=penalty)
+    tuner = Tuner(6, 2, cores=2, persistent_workers=False, log=None)
+    drive(world, tuner, 6)
+    ran = [x["workers"] for x in tuner.decisions]
+    assert ran[:3] == [2, 3, 2] and ran[3:] == [2] * 3, [x["reason"] for x in tuner.decisions]
+    assert "back to 2 workers, settled" in tuner.decisions[2]["reason"]
+
+
 def test_a_persistent_change_must_repay_its_restart_within_5_epochs():
     # From 5 persistent workers the model's best is 6 (tolerance 0: the strict best), 6 % faster.
     # Free to start, the tuner moves; when the 6 workers take 0.3 s each to start, the restart

@@ -137,7 +137,7 @@ def _read_rollup(path=None):
 
 
 _pss_last = {}  # pid -> (when read, Pss, RSS then, the read's cost, private) of the last read
-PSS_PERIOD = 1.0  # seconds between two smaps_rollup reads of a process (at least 50x a read's cost)
+PSS_PERIOD = 2.0  # seconds between two smaps_rollup reads of a process (at least 100x a read's cost)
 
 
 def _statm_rss():
@@ -148,12 +148,12 @@ def _statm_rss():
         return 0
 
 
-def _rss():
+def _rss(cached=False):
     """_mem()'s Pss."""
-    return _mem()[0]
+    return _mem(cached=cached)[0]
 
 
-def _mem(fresh=False):
+def _mem(fresh=False, cached=False):
     """(Pss, private) of this process now, in bytes. Pss: the process's memory as the budget
     counts it: its proportional set size (_pss), so that the pages a worker shares with the main
     process after fork (the interpreter, torch's libraries, the dataset read before the workers
@@ -162,16 +162,18 @@ def _mem(fresh=False):
 
     Reading smaps_rollup walks the process's mappings (1-20 ms for a process with torch loaded,
     against 10 us for statm): it is read at most every PSS_PERIOD seconds (and never more often
-    than 50 times its own cost), and in between the Pss is the last one plus what the resident set
+    than 100 times its own cost: at most 1 % of a core), and in between the Pss is the last one plus what the resident set
     grew since (new pages are the process's own). The private pages (Private_Clean +
     Private_Dirty) come from the same read, plus the same growth; None without smaps_rollup.
     fresh: read now (the figure of a second ago may predate the workers' start: this process's
-    Pss then counted the pages it now shares with them whole)."""
+    Pss then counted the pages it now shares with them whole). cached: read only where this
+    process has no figure yet (the consumer's running peak: its fresh figure once an epoch is
+    what the model takes)."""
     rss = _statm_rss()
     pid = _os.getpid()
     last = _pss_last.get(pid)
     now = _time.perf_counter()
-    if fresh or last is None or now - last[0] >= max(PSS_PERIOD, 50 * last[3]):
+    if fresh or last is None or (not cached and now - last[0] >= max(PSS_PERIOD, 100 * last[3])):
         pss, priv = _read_rollup()
         done = _time.perf_counter()
         last = _pss_last[pid] = (done, pss, rss, done - now, priv)
@@ -179,6 +181,30 @@ def _mem(fresh=False):
         return rss, None
     grown = max(0, rss - last[2])
     return last[1] + grown, last[4] + grown
+
+
+_sampler = {}  # pid -> whether this process reads its memory (_samples_memory)
+
+
+def _samples_memory():
+    """Whether this process reads its own memory with each batch: the main process (no workers)
+    and worker 0. The DataLoader's workers run the same dataset, collate_fn and share of the
+    indices, and one stands for each (_TreeMemory.inputs): a smaps_rollup read costs 1-20 ms of
+    CPU with torch loaded, and on a CPU-bound job every worker reading its own cost the epoch
+    2-4 % (3 workers on 2 cores, started each epoch; the cpu3 pipeline of
+    bench/python/autotune_regret.py)."""
+    pid = _os.getpid()
+    got = _sampler.get(pid)
+    if got is None:
+        got = True
+        try:
+            from torch.utils.data import get_worker_info
+            info = get_worker_info()
+            got = info is None or info.id == 0
+        except Exception:  # noqa: BLE001 (no torch: the process measures itself)
+            pass
+        _sampler[pid] = got
+    return got
 
 
 def _nbytes(obj, depth=0):
@@ -203,15 +229,16 @@ def _nbytes(obj, depth=0):
 
 class _TreeMemory:
     """The memory model's inputs (tools/lotus-tool/compare/memory_model.hpp), from
-    /proc/<pid>/smaps_rollup of each process of the tree, read by the process itself (_mem: at
-    most every PSS_PERIOD seconds, the resident set's growth added in between): each worker sends
-    its Pss and private memory with every batch; the first of a worker (after its first batch)
+    /proc/<pid>/smaps_rollup of the main process and of worker 0, which stands for each worker
+    (_samples_memory), each read by the process itself (_mem: at most every PSS_PERIOD seconds,
+    the resident set's growth added in between): worker 0 sends its Pss and private memory with
+    every batch; the first of a worker (after its first batch)
     and the last of the epoch are kept, with the batches it had delivered by then, and the main
     process's Pss read at the epoch's last batch (every TREE_PERIOD seconds where the epoch's
     length is unknown). Nothing is read in the consumer's path but its own file, once an epoch.
 
     shared: the main process's Pss plus each worker's Pss − private at the end (the pages the
-    tree shares, once); a worker's private memory at the end (the mean), its growth per batch
+    tree shares, once; the workers measured stand for all of them); a worker's private memory at the end (the mean), its growth per batch
     between its first and last figures, and its private memory before its first batch (the first
     figure less that growth per batch delivered by then)."""
 
@@ -232,10 +259,9 @@ class _TreeMemory:
         n = self.counts[pid] = self.counts.get(pid, 0) + 1
         if len(self.sized) < self.BATCHES_SIZED:
             self.sized.append(_nbytes(batch))
-        if priv is None:
-            return
-        self.first.setdefault(pid, (priv, n))
-        self.workers[pid] = (pss, priv, n)
+        if priv is not None:
+            self.first.setdefault(pid, (priv, n))
+            self.workers[pid] = (pss, priv, n)
         if last or (last is None and now - self._at >= self.TREE_PERIOD):
             self._at = now
             self.main = _mem(fresh=True)[0]
@@ -246,7 +272,8 @@ class _TreeMemory:
         if self.main is None or not self.workers:
             return None
         ws = self.workers
-        shared = self.main + sum(max(0, pss - priv) for pss, priv, _ in ws.values())
+        each = max(1, workers) / len(ws)  # the workers measured stand for all of them
+        shared = self.main + each * sum(max(0, pss - priv) for pss, priv, _ in ws.values())
         privs, starts, growths = [], [], []
         for pid, (pss, priv, n) in ws.items():
             privs.append(priv)
@@ -264,7 +291,7 @@ class _TreeMemory:
                 "measured_workers": max(1, workers),
                 "batch_bytes": (sum(self.sized) / len(self.sized)) if self.sized else 0.0,
                 "batches_held": 0.0,
-                "tree_bytes": float(self.main + sum(w[0] for w in ws.values()))}
+                "tree_bytes": float(self.main + each * sum(w[0] for w in ws.values()))}
 
 
 def _mark_begin():
@@ -396,7 +423,7 @@ class _TimedCollate:
         wall = end - wall0
         cpu = _time.thread_time() - cpu0
         runq = _runq_s() - runq0
-        pss, priv = _mem()
+        pss, priv = _mem() if _samples_memory() else (0, None)
         return _Timed(batch, cpu, max(0.0, wall - cpu - runq), _os.getpid(), pss, wall0,
                       runq, end, priv)
 
@@ -514,7 +541,7 @@ class _Epoch:
                             None if n is None else len(self.batches) >= n, item.rss, item.priv)
         if took - self._rss_at >= 0.02:  # the main process's Pss, at most every 20 ms
             self._rss_at = took
-            self.main_rss = max(self.main_rss, _rss())
+            self.main_rss = max(self.main_rss, _rss(cached=True))
         self._step = (_time.perf_counter(), _time.thread_time(), _runq_s())
         return item.batch
 
