@@ -4,6 +4,7 @@
 
     PYTHONPATH=<build>/python /usr/bin/python3 bench/python/autotune_regret.py [--seeds 5]
         [--epochs 8] [--json out.json] [--only io,cpu,mixed,iobudget,cpu3] [--scale 1]
+    ... autotune_regret.py --overhead cpu3:3/2 [--rounds 8]   (what measuring costs)
 
 Three synthetic map-style pipelines (batches of 4 samples; the seed draws each sample's cost with
 ±20 % jitter, and the shuffle):
@@ -280,6 +281,53 @@ def print_table(results):
               f"{100 * statistics.median(x['regret_share'] for x in runs):.0f} % | {mem} |")
 
 
+def overhead(spec, rounds):
+    """The autotuned loader held at one setting (its tuner's decision replaced: it measures every
+    epoch and decides nothing) against the plain DataLoader there, and the same with its memory
+    reads off (smaps_rollup: an ablation through a private function, this script's only use of
+    one), each round 2 epochs of each in turn, the order reversed every other round; the bench's
+    Pss sampler runs throughout, as in the regret runs. Prints the median epoch of each and its
+    ratio to the plain one's."""
+    from lotus.autotune import measure
+    name, _, setting = spec.partition(":")
+    try:
+        p = dict(PIPELINES[name])
+        w, pf = (int(x) for x in setting.split("/"))
+    except (KeyError, ValueError):
+        sys.exit(f"--overhead wants PIPELINE:WORKERS/PREFETCH (pipelines: "
+                 f"{', '.join(PIPELINES)}), not {spec!r}")
+    if p["persistent"]:
+        sys.exit(f"--overhead: {name}'s workers are persistent; the ablation reaches only workers "
+                 f"started after it is switched (cpu, cpu3)")
+    read = measure._read_rollup
+
+    def tuned():
+        t = lotus.torch.autotune(make_loader(p, 0, w, pf), verbose=False)
+        t.tuner.decide = lambda m: (w, pf)
+        return t
+
+    loaders = {"plain": make_loader(p, 0, w, pf), "autotune": tuned(),
+               "autotune, memory reads off": tuned()}
+    times = {k: [] for k in loaders}
+    sampler = RssSampler()
+    load0 = os.getloadavg()[0]
+    for r in range(rounds):
+        for k in (list(loaders) if r % 2 == 0 else list(loaders)[::-1]):
+            measure._read_rollup = ((lambda path=None: (None, None))
+                                    if k.endswith("off") else read)
+            times[k] += run_epochs(p, loaders[k], 2)
+    measure._read_rollup = read
+    sampler.stop()
+    base = statistics.median(times["plain"])
+    print(f"\n{name} at {w}/{pf}, {rounds} rounds of 2 epochs each, torch {torch.__version__}; "
+          f"load average {load0:.1f} at the start, {os.getloadavg()[0]:.1f} at the end\n")
+    print("| loader | median epoch (s) | × plain |\n| --- | ---: | ---: |")
+    for k, v in times.items():
+        med = statistics.median(v)
+        print(f"| {k} | {med:.3f} | {med / base:.3f} |")
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=5)
@@ -292,11 +340,18 @@ def main():
                     help="samples per epoch times this (a quick check of the script: 0.25)")
     ap.add_argument("--table", metavar="JSON", default=None,
                     help="print the table of an earlier run's --json file, run nothing")
+    ap.add_argument("--overhead", metavar="PIPELINE:W/PF", default=None,
+                    help="what autotune's measuring costs: its loader held at one setting (e.g. "
+                         "cpu3:3/2) against the plain loader there, epochs interleaved; run "
+                         "nothing else")
+    ap.add_argument("--rounds", type=int, default=8, help="--overhead's rounds (2 epochs each)")
     a = ap.parse_args()
     if a.table:
         with open(a.table) as f:
             print_table(json.load(f))
         return 0
+    if a.overhead:
+        return overhead(a.overhead, a.rounds)
     grid = [int(x) for x in a.workers_grid.split(",")]
     suggested = pytorch_suggested_max_workers()
     sampler = RssSampler()
