@@ -468,6 +468,22 @@ def test_never_a_setting_predicted_slower_than_the_current_one():
                 assert score(d["workers"], d["prefetch_factor"]) <= score(*cur) + 1e-12
 
 
+def cpu_world(truth, optimism, start_s=0.006):
+    """The CPU world, workers started each epoch, where an epoch at n workers (in `truth`) runs
+    truth[n] x the one at 3 workers, and the model is `optimism` (1.38: 38 %) optimistic at 3;
+    other counts 20 % slower than the model's figure, scaled as 3's. `truth` is read at each
+    epoch: a test may change it between runs."""
+    def model(n):
+        return simulate_epoch(CPU["batches"], n, 2, 2, CPU["step"], start_s=start_s)["seconds"]
+
+    three = model(3) * optimism
+
+    def penalty(n):
+        return three * truth[n] / model(n) if n in truth else optimism * 1.2
+
+    return World(**CPU, persistent=False, start_s=start_s, penalty=penalty)
+
+
 def test_cpu_bound_from_6_workers_reaches_the_tie_at_the_cores_by_epoch_4():
     # bench/python/autotune_regret.py's cpu3 on the quiet 2-core VM: CPU-bound batches, workers
     # started each epoch, started at 6; the model was 38 % optimistic at every count and ties 2
@@ -476,18 +492,7 @@ def test_cpu_bound_from_6_workers_reaches_the_tie_at_the_cores_by_epoch_4():
     # went back to 6 to measure it, then settled at 2: epochs 4-6 at 6, 2, 2 (+9-13 %). Now the
     # first epoch's measured time stands for 6 workers, and the tie at the cores is measured
     # before settling: 3 workers from epoch 4 on. (A worker's start: 2 % of the epoch, as there.)
-    start_s = 0.006
-
-    def model(n):
-        return simulate_epoch(CPU["batches"], n, 2, 2, CPU["step"], start_s=start_s)["seconds"]
-
-    truth = {2: 1.04, 3: 1.0, 6: 1.12}
-    three = model(3) * 1.38
-
-    def penalty(n):
-        return three * truth[n] / model(n) if n in truth else 1.38 * 1.2
-
-    world = World(**CPU, persistent=False, start_s=start_s, penalty=penalty)
+    world = cpu_world({2: 1.04, 3: 1.0, 6: 1.12}, 1.38)
     tuner = Tuner(6, 2, cores=2, persistent_workers=False, log=None)
     drive(world, tuner, 7)
     ran = [6] + [d["workers"] for d in tuner.decisions]
@@ -501,18 +506,8 @@ def test_a_careful_tuner_measures_the_tie_at_the_cores_at_once():
     # to 2 misses by over 10 % (careful), and within the 20 % noise prior one epoch at 2 tells
     # nothing: the tie at 3 is measured at epoch 3, not after a second epoch at 2, and the faster
     # of the two is kept: epochs 3-8 at 3 workers.
-    start_s = 0.006
-
-    def model(n):
-        return simulate_epoch(CPU["batches"], n, 2, 2, CPU["step"], start_s=start_s)["seconds"]
-
     truth = {2: 1.06, 3: 1.0, 6: 1.05}
-    three = model(3) * 1.14
-
-    def penalty(n):
-        return three * truth[n] / model(n) if n in truth else 1.14 * 1.2
-
-    world = World(**CPU, persistent=False, start_s=start_s, penalty=penalty)
+    world = cpu_world(truth, 1.14)
     tuner = Tuner(6, 2, cores=2, persistent_workers=False, log=None)
     drive(world, tuner, 8)
     d = tuner.decisions
@@ -523,7 +518,7 @@ def test_a_careful_tuner_measures_the_tie_at_the_cores_at_once():
     assert d[2]["settled"] and "the tie at the cores, measured" in d[2]["reason"]
     # Where N + 1 measures slower, the tuner goes back to N and settles there.
     truth[3] = 1.10
-    world = World(**CPU, persistent=False, start_s=start_s, penalty=penalty)
+    world = cpu_world(truth, 1.14)
     tuner = Tuner(6, 2, cores=2, persistent_workers=False, log=None)
     drive(world, tuner, 6)
     ran = [x["workers"] for x in tuner.decisions]
