@@ -23,7 +23,9 @@ memory (summed over the tree, sampled every 20 ms), the bytes it wrote, and medi
 rounds (after one warm-up round that is not counted: bytecode written, as an installed package has
 it, and the JPEGs in the page cache); each round starts one variant later than the one before; a
 ratio is the median over the rounds of the variant's figure over the untraced run's of the same
-round (the machine's drift over the rounds cancels). The peers are installed from PyPI into --venv
+round (the machine's drift over the rounds cancels), with a 95 % interval of that median (the
+percentile bootstrap over the rounds: with this VM's ±3 % spread a run, 21 rounds leave it about
+±1.5 % wide, 61 rounds about ±0.7 %). The peers are installed from PyPI into --venv
 (Debian's Python with its system packages: torch and torchvision as the pipeline uses them), pinned
 in tools/scripts/pip-stacks.txt's [peers] stack; --only leaves the others out.
 """
@@ -200,18 +202,33 @@ def main():
     base = med["untraced"]
     # The ratios pair each run with the untraced run of its round: the machine's drift over the
     # rounds (seen: 10 % over 3 minutes) falls on both sides of each ratio.
-    paired = {k: [statistics.median(x[i] / u[i] for x, u in zip(v, results["untraced"]))
-                  for i in (0, 1)] for k, v in results.items()}
+    ratios = {k: [[x[i] / u[i] for x, u in zip(v, results["untraced"])] for i in (0, 1)]
+              for k, v in results.items()}
+    paired = {k: [statistics.median(r) for r in v] for k, v in ratios.items()}
     print(f"examples/python_pipeline: {a.images} JPEGs, {a.workers} fork workers, {a.epochs} "
           f"epochs; medians of {a.rounds} interleaved rounds; python {sys.version.split()[0]}\n")
-    print("| variant | wall (s) [range] | × untraced | CPU (s) | × | peak tree RSS (MiB) "
-          "| output | what it can tell |")
+    print("| variant | wall (s) [range] | × untraced [95 % interval] | CPU (s) | × | peak tree RSS "
+          "(MiB) | output | what it can tell |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     for name, m in med.items():
         walls = [x[0] for x in results[name]]
+        lo, hi = median_interval(ratios[name][0])
         print(f"| {name} | {m[0]:.2f} [{min(walls):.2f}–{max(walls):.2f}] | "
-              f"{paired[name][0]:.3f} | {m[1]:.2f} | {paired[name][1]:.2f} | {m[2] / 2**20:.0f} | "
-              f"{m[3] / 1e6:.1f} MB | {CAN_TELL[name]} |")
+              f"{paired[name][0]:.3f} [{lo:.3f}–{hi:.3f}] | {m[1]:.2f} | {paired[name][1]:.2f} | "
+              f"{m[2] / 2**20:.0f} | {m[3] / 1e6:.1f} MB | {CAN_TELL[name]} |")
+
+
+def median_interval(values, resamples=4000, seed=1):
+    """A 95 % interval of the median of `values` (the percentile bootstrap, `resamples` draws,
+    a fixed seed: the same rounds give the same interval): how far the rounds' noise leaves the
+    median ratio from the one more rounds would converge to."""
+    import random
+    rng = random.Random(seed)
+    n = len(values)
+    if n < 2:
+        return values[0], values[0]
+    meds = sorted(statistics.median(rng.choices(values, k=n)) for _ in range(resamples))
+    return meds[int(0.025 * resamples)], meds[int(0.975 * resamples) - 1]
 
 
 if __name__ == "__main__":
