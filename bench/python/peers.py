@@ -32,6 +32,7 @@ in tools/scripts/pip-stacks.txt's [peers] stack; --only leaves the others out.
 import argparse
 import os
 import pathlib
+import random
 import resource
 import shutil
 import statistics
@@ -222,7 +223,6 @@ def median_interval(values, resamples=4000, seed=1):
     """A 95 % interval of the median of `values` (the percentile bootstrap, `resamples` draws,
     a fixed seed: the same rounds give the same interval): how far the rounds' noise leaves the
     median ratio from the one more rounds would converge to."""
-    import random
     rng = random.Random(seed)
     n = len(values)
     if n < 2:

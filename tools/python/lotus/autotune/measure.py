@@ -137,7 +137,7 @@ def _read_rollup(path=None):
 
 
 _pss_last = {}  # pid -> (when read, Pss, RSS then, the read's cost, private) of the last read
-PSS_PERIOD = 2.0  # seconds between two smaps_rollup reads of a process (at least 100x a read's cost)
+PSS_PERIOD = 2.0  # seconds between two smaps_rollup reads of a process (and at least 100x its cost)
 
 
 def _statm_rss():
@@ -162,9 +162,10 @@ def _mem(fresh=False, cached=False):
 
     Reading smaps_rollup walks the process's mappings (1-20 ms for a process with torch loaded,
     against 10 us for statm): it is read at most every PSS_PERIOD seconds (and never more often
-    than 100 times its own cost: at most 1 % of a core), and in between the Pss is the last one plus what the resident set
-    grew since (new pages are the process's own). The private pages (Private_Clean +
-    Private_Dirty) come from the same read, plus the same growth; None without smaps_rollup.
+    than 100 times its own cost: at most 1 % of a core), and in between the Pss is the last one
+    plus what the resident set grew since (new pages are the process's own). The private pages
+    (Private_Clean + Private_Dirty) come from the same read, plus the same growth; None without
+    smaps_rollup.
     fresh: read now (the figure of a second ago may predate the workers' start: this process's
     Pss then counted the pages it now shares with them whole). cached: read only where this
     process has no figure yet (the consumer's running peak: its fresh figure once an epoch is
@@ -232,15 +233,16 @@ class _TreeMemory:
     /proc/<pid>/smaps_rollup of the main process and of worker 0, which stands for each worker
     (_samples_memory), each read by the process itself (_mem: at most every PSS_PERIOD seconds,
     the resident set's growth added in between): worker 0 sends its Pss and private memory with
-    every batch; the first of a worker (after its first batch)
-    and the last of the epoch are kept, with the batches it had delivered by then, and the main
-    process's Pss read at the epoch's last batch (every TREE_PERIOD seconds where the epoch's
-    length is unknown). Nothing is read in the consumer's path but its own file, once an epoch.
+    every batch; the first of a worker (after its first batch) and the last of the epoch are
+    kept, with the batches it had delivered by then, and the main process's Pss read at the
+    epoch's last batch (every TREE_PERIOD seconds where the epoch's length is unknown). Nothing is
+    read in the consumer's path but its own file, once an epoch.
 
     shared: the main process's Pss plus each worker's Pss − private at the end (the pages the
-    tree shares, once; the workers measured stand for all of them); a worker's private memory at the end (the mean), its growth per batch
-    between its first and last figures, and its private memory before its first batch (the first
-    figure less that growth per batch delivered by then)."""
+    tree shares, once; the workers measured stand for all of them); a worker's private memory at
+    the end (the mean), its growth per batch between its first and last figures, and its private
+    memory before its first batch (the first figure less that growth per batch delivered by
+    then)."""
 
     TREE_PERIOD = 1.0
     BATCHES_SIZED = 8  # the first batches of an epoch whose bytes are counted

@@ -466,14 +466,12 @@ class Tuner:
             # The tie the model could not split, measured: each side ran, and the model, which
             # predicted no difference, cannot tell them apart better than that. The faster one is
             # kept (the model's next choice would be on the very difference it cannot see).
-            if now_secs <= prev_secs or not back_fits:
-                self._settle()
-                r.reason = f"{change} (the tie at the cores, measured): settled"
-            else:
-                self._settle()
+            self._settle()
+            back = now_secs > prev_secs and back_fits
+            if back:
                 r.nxt = prev_setting
-                r.reason = (f"{change} (the tie at the cores, measured): back to "
-                            f"{_workers(prev_setting[0])}, settled")
+            r.reason = (f"{change} (the tie at the cores, measured): "
+                        + (f"back to {_workers(prev_setting[0])}, " if back else "") + "settled")
         elif gain >= SETTLE_GAIN:
             self._pending = None
         elif loss > bound:
@@ -567,12 +565,13 @@ class Tuner:
         at N <= the cores, with N + 1 (same prefetch_factor) unmeasured, predicted within
         `tolerance` of the current setting without start-up and within PROBE_COST with it, and
         within the budget, one epoch runs there (the decision's `probe`: the one exception to
-        "never a setting predicted slower"); the
-        change is then judged on what it measured: the faster of the two is kept, settled. Not with persistent workers (a restart for a predicted tie). Careful or
-        not: a probe is a measurement, one worker away, not a move on the model's figures (on the
-        cpu3 pipeline the move to 2 workers missed by 14 %, and the careful tuner spent an epoch
-        more at 2 before measuring 3, the fastest). One epoch at a new setting within the noise
-        measures the tie first rather than the same setting again (_judge_change)."""
+        "never a setting predicted slower"); the change is then judged on what it measured: the
+        faster of the two is kept, settled. Not with persistent workers (a restart for a predicted
+        tie). Careful or not: a probe is a measurement, one worker away, not a move on the model's
+        figures (on the cpu3 pipeline the move to 2 workers missed by 14 %, and the careful tuner
+        spent an epoch more at 2 before measuring 3, the fastest). One epoch at a new setting
+        within the noise measures the tie first rather than the same setting again
+        (_judge_change)."""
         probe = self._probe_setting(r)
         if probe is None:
             return
@@ -584,7 +583,13 @@ class Tuner:
                      f"there to measure it")
 
     def _probe_setting(self, r):
-        """The setting _probe would measure from here, or None."""
+        """The setting _probe would measure from here, or None; found once a round (several rules
+        ask, and nothing it reads changes within a decision)."""
+        if r.probe_setting is _UNSET:
+            r.probe_setting = self._find_probe_setting(r)
+        return r.probe_setting
+
+    def _find_probe_setting(self, r):
         n, pf = r.cur[0] + 1, r.cur[1]
         if (self.persistent or not _cpu_bound(r.m.batches)
                 or r.cur[0] > self.cores + 1e-9 or n > r.top or (r.cap is not None and n > r.cap)
@@ -764,6 +769,9 @@ class Tuner:
         return nxt
 
 
+_UNSET = object()
+
+
 class _Round:
     """One decision's state: the epoch measured (m: its steady part for a warm-up) and what the
     rules found so far (nxt, reason, note)."""
@@ -772,6 +780,7 @@ class _Round:
         self.reason, self.note, self.held_small = "", "", False
         self.refused = []
         self.probe = False
+        self.probe_setting = _UNSET  # Tuner._probe_setting's answer, once asked
         self.__dict__.update(fields)
         self.nxt = self.cur
 
