@@ -119,6 +119,8 @@ TEST_CASE("option table: a bad environment value gives the one message and the d
       {"LOTUS_RESOURCES", "sometimes",
        "lotus: ignoring LOTUS_RESOURCES='sometimes' (expected 0|false|no|off|1|true|yes|on|ops); "
        "using 1\n"},
+      {"LOTUS_MEMORY_READINGS", "always",
+       "lotus: ignoring LOTUS_MEMORY_READINGS='always' (expected budget|eager); using budget\n"},
   };
   const merged defaults = merge({});
   CHECK(defaults.err.empty());
@@ -131,6 +133,7 @@ TEST_CASE("option table: a bad environment value gives the one message and the d
     CHECK(m.s.flush_interval_ms == defaults.s.flush_interval_ms);
     CHECK(m.s.overflow == defaults.s.overflow);
     CHECK(m.s.clock == defaults.s.clock);
+    CHECK(m.s.memory_readings == defaults.s.memory_readings);
     CHECK(m.s.max_bytes == (std::string(c.name) == "LOTUS_MAX_BYTES" ? d::max_bytes_fail_closed
                                                                      : defaults.s.max_bytes));
     CHECK(m.s.min_free == defaults.s.min_free);
@@ -143,6 +146,20 @@ TEST_CASE("option table: a bad environment value gives the one message and the d
   CHECK(defaults.s.resources);
   CHECK(defaults.s.max_bytes == 0);
   CHECK(defaults.s.min_free == d::min_free_default);
+}
+
+TEST_CASE("option table: LOTUS_MEMORY_READINGS and options::memory_readings (default budget)",
+          "[config][options][resources]") {
+  using policy = lotus::memory_reading_policy;
+  CHECK(merge({}).s.memory_readings == policy::budget);
+  CHECK(merge({}, "LOTUS_MEMORY_READINGS", "eager").s.memory_readings == policy::eager);
+  CHECK(merge({}, "LOTUS_MEMORY_READINGS", "budget").s.memory_readings == policy::budget);
+  CHECK(merge({}, "LOTUS_MEMORY_READINGS", "EAGER").s.memory_readings == policy::budget);
+  lotus::options o;
+  o.memory_readings = policy::budget;  // a field set in configure() overrides the environment
+  CHECK(merge(o, "LOTUS_MEMORY_READINGS", "eager").s.memory_readings == policy::budget);
+  o.memory_readings = policy::eager;
+  CHECK(merge(o).s.memory_readings == policy::eager);
 }
 
 TEST_CASE("option table: LOTUS_RESOURCES and options::resources (default on)",

@@ -590,3 +590,132 @@ TEST_CASE("opres: a cycle of 100 op sites writes whole lines, every op accounted
   lotus::configure(trace_to(dir.path + "/unused"));
   lotus::flush();  // its live file now, inside the temporary directory
 }
+
+// ---- memory lines (LOTUS_MEMORY_READINGS; include/lotus/runtime/memory.hpp) --------------------
+
+/// The `memory` lines of the sidecar of process `pid` in `dir`: rss, pss, private and their peaks
+/// (the realtime field left out); each must have exactly seven numbers.
+std::vector<std::vector<std::uint64_t>> read_memory(const std::string& dir, long pid) {
+  std::vector<std::vector<std::uint64_t>> out;
+  const std::string name = ".lotustrace_log.lotus-meta_" + std::to_string(pid);
+  std::istringstream in(lotus_test::read_file(dir + "/" + name));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("memory ", 0) != 0) continue;
+    std::istringstream ls(line.substr(7));
+    std::vector<std::uint64_t> v;
+    std::uint64_t x = 0;
+    while (ls >> x) v.push_back(x);
+    INFO(line);
+    REQUIRE(v.size() == 7);
+    REQUIRE(ls.eof());
+    out.emplace_back(v.begin() + 1, v.end());
+  }
+  return out;
+}
+
+/// A forked child that traces into `dir` with `policy`, keeps `touch_mib` MiB of its own memory
+/// resident, records one batch, lives `life_ms` in all, then shuts lotus down (the writer's last
+/// cycle: the line at exit) and exits. Its pid, once it has exited with status 0.
+pid_t memory_child(const std::string& dir, lotus::memory_reading_policy policy,
+                   std::size_t touch_mib, int life_ms) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const auto t0 = std::chrono::steady_clock::now();
+    lotus::options o = trace_to(dir + "/lotustrace_log");
+    o.memory_readings = policy;
+    lotus::configure(o);
+    std::vector<char> keep(touch_mib << 20);
+    for (std::size_t i = 0; i < keep.size(); i += 4096) keep[i] = 1;
+    { LOTUS_BATCH_PREPROCESSED(1); }
+    std::this_thread::sleep_until(t0 + std::chrono::milliseconds(life_ms));
+    lotus::shutdown();
+    volatile char last = keep.empty() ? 0 : keep[keep.size() - 4096];  // kept until now
+    ::_exit(last == 0 || last == 1 ? 0 : 3);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  return pid;
+}
+
+constexpr std::uint64_t k_mib = std::uint64_t{1} << 20;
+
+// The default policy: a reading of the proportional set size (a walk of every page table) may
+// cost 0.1 % of the time, the first included. A process of 300 MiB (predicted about 8 ms a
+// reading at 100 ns a page: the first due at 8 s) that lives 1.2 s takes none; its line at exit
+// has its resident size and peak, zeros for the rest. Eager, the same process reads at 500 ms
+// and at exit: its private pages are its 300 MiB.
+TEST_CASE("memory: a process too short for a reading's budget writes its resident size only",
+          "[resources][memory][fork]") {
+  if (lotus_test::k_under_tsan) {
+    WARN("fork test skipped under ThreadSanitizer");
+    return;
+  }
+  if (::access("/proc/self/smaps_rollup", R_OK) != 0) {
+    WARN("no /proc/self/smaps_rollup (Linux < 4.14): statm lines only");
+    return;
+  }
+  lotus_test::temp_dir dir;
+  const pid_t budget = memory_child(dir.path, lotus::memory_reading_policy::budget, 300, 1200);
+  const auto lines = read_memory(dir.path, budget);
+  REQUIRE_FALSE(lines.empty());
+  for (const auto& l : lines) {
+    CHECK(l[1] == 0);  // pss
+    CHECK(l[2] == 0);  // private
+    CHECK(l[4] == 0);
+    CHECK(l[5] == 0);
+  }
+  CHECK(lines.back()[0] >= 300 * k_mib);  // the resident size at exit
+  CHECK(lines.back()[3] >= lines.back()[0]);
+
+  const pid_t eager = memory_child(dir.path, lotus::memory_reading_policy::eager, 300, 1200);
+  const auto read = read_memory(dir.path, eager);
+  REQUIRE(read.size() >= 2);  // once the process ran 500 ms, and at exit
+  for (const auto& l : read) {
+    CHECK(l[1] > 0);
+    CHECK(l[1] <= l[0]);
+    CHECK(l[2] >= 300 * k_mib);  // its own pages: private
+  }
+}
+
+// Under the budget a small process (a few MiB: a reading predicted well under 0.5 ms) reads once
+// it has run 500 ms, and at exit.
+TEST_CASE("memory: a small process reads within the budget once it has run 500 ms",
+          "[resources][memory][fork]") {
+  if (lotus_test::k_under_tsan) {
+    WARN("fork test skipped under ThreadSanitizer");
+    return;
+  }
+  if (::access("/proc/self/smaps_rollup", R_OK) != 0) {
+    WARN("no /proc/self/smaps_rollup (Linux < 4.14): statm lines only");
+    return;
+  }
+  // The cost this process predicts for a child of its size (the rate it learned, else 100 ns a
+  // page): the child's first reading is due at 1000 times that, at least 500 ms.
+  long pages = 0;
+  {
+    std::istringstream statm(lotus_test::read_file("/proc/self/statm"));
+    long size = 0;
+    statm >> size >> pages;
+  }
+  const std::uint64_t learned = lotus::detail::g_rollup_ps_per_page.load();
+  const std::uint64_t ps = learned != 0 ? learned : lotus::detail::k_rollup_default_ps_per_page;
+  const std::uint64_t due_ms = std::max<std::uint64_t>(
+      500, static_cast<std::uint64_t>(pages) * ps / 1000 * 1000 / 1000000);
+  if (due_ms > 3000) {
+    WARN("this process is too large for the test (" << pages << " resident pages)");
+    return;
+  }
+  lotus_test::temp_dir dir;
+  const pid_t pid = memory_child(dir.path, lotus::memory_reading_policy::budget, 0,
+                                 static_cast<int>(due_ms) + 1200);
+  const auto lines = read_memory(dir.path, pid);
+  INFO("reading due at " << due_ms << " ms");
+  REQUIRE(lines.size() >= 2);  // the reading within the budget, and the one at exit
+  for (const auto& l : lines) {
+    CHECK(l[1] > 0);
+    CHECK(l[1] <= l[0]);
+  }
+}

@@ -469,10 +469,11 @@ class Options(unittest.TestCase):
 
     def test_table_parsed(self):
         rows = option_rows()
-        self.assertEqual(len(rows), 25)
+        self.assertEqual(len(rows), 26)
         self.assertIn(("flush_interval", "LOTUS_FLUSH_INTERVAL_MS", "uint", "100"), rows)
         self.assertIn((None, "LOTUS_COLLECTOR", "choice", "auto"), rows)
         self.assertIn(("resources", "LOTUS_RESOURCES", "flag", "1"), rows)
+        self.assertIn(("memory_readings", "LOTUS_MEMORY_READINGS", "choice", "budget"), rows)
         self.assertIn(("live", "LOTUS_LIVE", "flag", "1"), rows)
 
     def test_runtime_options_in_readme_and_runtime_md(self):

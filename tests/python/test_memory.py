@@ -19,10 +19,14 @@ TOOL = os.environ.get("LOTUS_TOOL")
 MIB = 1 << 20
 
 
-def run(tmp_path, workers, context="fork"):
+def run(tmp_path, workers, context="fork", readings="eager"):
+    """The scenario traced; its processes live a few seconds: LOTUS_MEMORY_READINGS=eager reads
+    their memory at 500 ms and at exit (the default budget would wait 1000 times a reading's
+    cost: longer than these processes live)."""
     trace = tmp_path / f"trace{workers}"
     cfg = {"trace": str(trace / "lotustrace_log"), "workers": workers, "context": context}
-    r = run_python([str(HERE / "memory_scenario.py"), json.dumps(cfg)], timeout=300)
+    r = run_python([str(HERE / "memory_scenario.py"), json.dumps(cfg)], timeout=300,
+                   env={"LOTUS_MEMORY_READINGS": readings})
     return trace, json.loads(r.stdout.splitlines()[-1])
 
 
@@ -85,3 +89,30 @@ def test_whatif_predicts_the_three_worker_peak_pss(tmp_path, context):
     assert r.returncode == 0, r.stderr
     assert "predicted peak" in r.stdout and "EXCEEDED" in r.stdout
     assert "more than the --memory-budget" in r.stderr
+
+
+@pytest.mark.skipif(not pathlib.Path("/proc/self/smaps_rollup").exists(),
+                    reason="no /proc/self/smaps_rollup (Linux < 4.14)")
+@pytest.mark.skipif(TOOL is None, reason="LOTUS_TOOL not set")
+def test_the_default_budget_reads_no_short_worker_and_whatif_says_why(tmp_path):
+    """By default a reading of the proportional set size (a walk of every page table, ~5 ms in
+    a torch worker) waits until the process has run 1000 times its cost: this scenario's worker
+    lives a few seconds and takes none, the main process's line at exit has its resident size
+    and zeros for the rest, and whatif says why it predicts no memory and how to get one."""
+    trace1, one = run(tmp_path, 1, "fork", readings="budget")
+    assert one["batches"] == 12
+    mem = memory_lines(trace1)
+    assert len(mem) == 2
+    with_lines = [rows for rows in mem.values() if rows]
+    assert len(with_lines) == 1  # the main process's line at exit; the worker left by os._exit
+    ns, rss, pss, priv, peak_rss, peak_pss, peak_priv = with_lines[0][-1]
+    assert rss > 100 * MIB and peak_rss >= rss
+    assert pss == priv == peak_pss == peak_priv == 0
+    r = subprocess.run([TOOL, "whatif", str(trace1), "--workers", "3", "--json"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    w = json.loads(r.stdout)
+    assert w["predicted"]["peak_memory_bytes"] is None
+    assert w["memory"]["available"] is False
+    why = w["memory"]["why"]
+    assert "no memory lines of a worker process" in why and "LOTUS_MEMORY_READINGS=eager" in why

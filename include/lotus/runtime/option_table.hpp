@@ -96,6 +96,7 @@ inline constexpr const char* option_resources_words[] = {"0",    "false", "no", 
 constexpr int option_resources_ops = 9;
 inline constexpr const char* option_overflow_names[] = {"block", "drop", nullptr};
 inline constexpr const char* option_clock_names[] = {"auto", "tsc", "realtime", nullptr};
+inline constexpr const char* option_memory_reading_names[] = {"budget", "eager", nullptr};
 /// LOTUS_COLLECTOR's values (collectors/common.hpp maps each to a collector::kind).
 inline constexpr const char* option_collector_names[] = {
     "auto", "none", "perf", "itt", "vtune", "amd", "uprof", "callgrind", nullptr};
@@ -120,6 +121,7 @@ enum class opt : unsigned {
   nvtx,
   itt,
   resources,
+  memory_readings,
   collector,
   perf_ctl_fifo,
   perf_ack_fifo,
@@ -258,6 +260,14 @@ inline constexpr option_desc option_table[] = {
       }
     },
     false}},
+  {"memory_readings", "LOTUS_MEMORY_READINGS", option_kind::choice, 0, 1, 0,
+   option_memory_reading_names, nullptr, 0,
+   "smaps_rollup (Pss) readings: budget (at most 0.1 % of the time, the first included) or eager "
+   "(also at 500 ms and at exit)",
+   // memory_reading_policy's values are the indices of option_memory_reading_names.
+   {[](const options& o, option_value& v) { return option_get(o.memory_readings, v); },
+    [](settings& s, std::uint64_t v) { s.memory_readings = static_cast<memory_reading_policy>(v); },
+    nullptr, nullptr, false}},
   {nullptr, "LOTUS_COLLECTOR", option_kind::choice, 0, 7, 0, option_collector_names, nullptr, 0,
    "the collector LOTUS_COLLECTOR_RESUME/PAUSE and map regions drive", {}},
   {nullptr, "LOTUS_PERF_CTL_FIFO", option_kind::path, 0, 0, 0, nullptr, "\xe2\x80\x94", 0,
@@ -323,7 +333,8 @@ inline constexpr option_desc option_table[] = {
 static_assert(sizeof option_table / sizeof option_table[0] == static_cast<unsigned>(opt::count_),
               "one option_table row per opt");
 static_assert(static_cast<int>(overflow_policy::drop) == 1 &&
-                  static_cast<int>(clock_source::realtime) == 2,
+                  static_cast<int>(clock_source::realtime) == 2 &&
+                  static_cast<int>(memory_reading_policy::eager) == 1,
               "the enums' values are the indices of their spellings in the table");
 
 constexpr const option_desc& option_of(opt o) noexcept {
@@ -372,6 +383,9 @@ inline bool option_put(opt row, options& o, const option_value& v) {
     case opt::resources:  // `ops` (Python's resources="ops"): per batch and per op
       o.resources = v.n != 0;
       if (v.index == option_resources_ops) o.op_resources = true;
+      return true;
+    case opt::memory_readings:
+      o.memory_readings = static_cast<memory_reading_policy>(v.n);
       return true;
     case opt::flight:
       o.flight = v.n;

@@ -253,6 +253,7 @@ LOTUS_DETAIL_COLD inline void runtime::apply_locked(const options& o) noexcept {
   g_nvtx_on.store(nvtx, mo_relaxed);
   g_itt_on.store(itt, mo_release);
   g_resources_on.store(set_.resources ? 1 : 0, mo_relaxed);
+  g_memory_eager.store(set_.memory_readings == memory_reading_policy::eager, mo_relaxed);
   g_op_resources_on.store(op_res, mo_relaxed);
   // Before the mode: the threads that exist get their per-op tables now, so that their ops never
   // allocate (thread_registry::equip; new threads get theirs at registration; a thread's

@@ -40,6 +40,7 @@ struct settings {
   flight_settings flight;  // window_ns 0: flight mode off
   bool resources = true;
   bool op_resources = false;  // LOTUS_RESOURCES=ops: per op too (only with resources)
+  memory_reading_policy memory_readings = memory_reading_policy::budget;  // LOTUS_MEMORY_READINGS
   bool live = true;           // LOTUS_LIVE: live figures for lotus-tool top and serve
 };
 

@@ -189,12 +189,18 @@ memory_prediction predict_memory(const run_digest& d, unsigned workers, std::uin
         "the trace has no memory lines (sidecar `memory`: traces of an older lotus, of the "
         "original Lotus, or written with LOTUS_RESOURCES=0)";
   } else if (m.worker_processes == 0) {
-    p.unavailable_why = "the trace has no memory lines of a worker process";
+    p.unavailable_why =
+        "the trace has no memory lines of a worker process (by default a process reads its "
+        "proportional set size only once it has run 1000 times what a reading costs, about 5 s "
+        "for a torch worker: trace again with LOTUS_MEMORY_READINGS=eager to read every process "
+        "once it has run 500 ms)";
   } else if (m.main_processes == 0) {
     p.unavailable_why = "the trace has no memory lines of the main process";
   } else if (!m.pss_known) {
     p.unavailable_why =
-        "the trace has no proportional set size (the kernel had no /proc/self/smaps_rollup)";
+        "the trace has no proportional set size: no process ran long enough for a reading "
+        "within its cost budget (trace again with LOTUS_MEMORY_READINGS=eager), or the kernel "
+        "had no /proc/self/smaps_rollup";
   }
   if (budget > 0) {
     p.budget_bytes = budget;
