@@ -3069,6 +3069,11 @@ enum class overflow_policy { block, drop };
 /// Timestamp source: TSC calibrated to CLOCK_REALTIME where invariant, or clock_gettime.
 enum class clock_source { automatic, tsc, realtime };
 
+/// When the writer reads /proc/self/smaps_rollup (Pss, private pages; a walk of every page table):
+/// within its cost budget, every reading included (budget), or also once the process has run
+/// 500 ms and at exit whatever that costs (eager).
+enum class memory_reading_policy { budget, eager };
+
 /// Run-time options. Unset fields fall back to the environment, then to the defaults.
 struct options {
   std::optional<std::string> log_file;                      ///< LOTUS_LOG_FILE: trace prefix
@@ -3115,6 +3120,12 @@ struct options {
   /// then take their out-of-line path for the rest of the process (as with NVTX). Unset: the
   /// environment's choice.
   std::optional<bool> op_resources;
+  /// LOTUS_MEMORY_READINGS: budget (default): a reading of the process's proportional set size
+  /// (smaps_rollup) only once the process has run 1000 times what one costs (predicted from its
+  /// resident size), and then as often as keeps them at 0.1 % of the time; a process shorter
+  /// than that records its resident size only. eager: also once the process has run 500 ms and
+  /// at exit, whatever that costs (short runs whose memory `lotus-tool whatif` should model).
+  std::optional<memory_reading_policy> memory_readings;
   /// LOTUS_LIVE: the writer thread keeps live figures (per-op histograms, the consumer's waits,
   /// batches, per-worker busy time) and rewrites `.<prefix>.lotus-live_<pid>` in place, for
   /// `lotus-tool top` and `serve` (default on). false: none; a file already written gets this
@@ -4066,6 +4077,7 @@ struct settings {
   flight_settings flight;  // window_ns 0: flight mode off
   bool resources = true;
   bool op_resources = false;  // LOTUS_RESOURCES=ops: per op too (only with resources)
+  memory_reading_policy memory_readings = memory_reading_policy::budget;  // LOTUS_MEMORY_READINGS
   bool live = true;           // LOTUS_LIVE: live figures for lotus-tool top and serve
 };
 
@@ -4224,6 +4236,7 @@ inline constexpr const char* option_resources_words[] = {"0",    "false", "no", 
 constexpr int option_resources_ops = 9;
 inline constexpr const char* option_overflow_names[] = {"block", "drop", nullptr};
 inline constexpr const char* option_clock_names[] = {"auto", "tsc", "realtime", nullptr};
+inline constexpr const char* option_memory_reading_names[] = {"budget", "eager", nullptr};
 /// LOTUS_COLLECTOR's values (collectors/common.hpp maps each to a collector::kind).
 inline constexpr const char* option_collector_names[] = {
     "auto", "none", "perf", "itt", "vtune", "amd", "uprof", "callgrind", nullptr};
@@ -4248,6 +4261,7 @@ enum class opt : unsigned {
   nvtx,
   itt,
   resources,
+  memory_readings,
   collector,
   perf_ctl_fifo,
   perf_ack_fifo,
@@ -4386,6 +4400,14 @@ inline constexpr option_desc option_table[] = {
       }
     },
     false}},
+  {"memory_readings", "LOTUS_MEMORY_READINGS", option_kind::choice, 0, 1, 0,
+   option_memory_reading_names, nullptr, 0,
+   "smaps_rollup (Pss) readings: budget (at most 0.1 % of the time, the first included) or eager "
+   "(also at 500 ms and at exit)",
+   // memory_reading_policy's values are the indices of option_memory_reading_names.
+   {[](const options& o, option_value& v) { return option_get(o.memory_readings, v); },
+    [](settings& s, std::uint64_t v) { s.memory_readings = static_cast<memory_reading_policy>(v); },
+    nullptr, nullptr, false}},
   {nullptr, "LOTUS_COLLECTOR", option_kind::choice, 0, 7, 0, option_collector_names, nullptr, 0,
    "the collector LOTUS_COLLECTOR_RESUME/PAUSE and map regions drive", {}},
   {nullptr, "LOTUS_PERF_CTL_FIFO", option_kind::path, 0, 0, 0, nullptr, "\xe2\x80\x94", 0,
@@ -4451,7 +4473,8 @@ inline constexpr option_desc option_table[] = {
 static_assert(sizeof option_table / sizeof option_table[0] == static_cast<unsigned>(opt::count_),
               "one option_table row per opt");
 static_assert(static_cast<int>(overflow_policy::drop) == 1 &&
-                  static_cast<int>(clock_source::realtime) == 2,
+                  static_cast<int>(clock_source::realtime) == 2 &&
+                  static_cast<int>(memory_reading_policy::eager) == 1,
               "the enums' values are the indices of their spellings in the table");
 
 constexpr const option_desc& option_of(opt o) noexcept {
@@ -4500,6 +4523,9 @@ inline bool option_put(opt row, options& o, const option_value& v) {
     case opt::resources:  // `ops` (Python's resources="ops"): per batch and per op
       o.resources = v.n != 0;
       if (v.index == option_resources_ops) o.op_resources = true;
+      return true;
+    case opt::memory_readings:
+      o.memory_readings = static_cast<memory_reading_policy>(v.n);
       return true;
     case opt::flight:
       o.flight = v.n;
@@ -9658,13 +9684,21 @@ class live_state {
 // SPDX-License-Identifier: MIT
 // At most every 500 ms (k_memory_sample_ns) the writer reads the process's resident size from
 // /proc/self/statm (a few µs) and keeps its peak. Its proportional set size and private pages come
-// from /proc/self/smaps_rollup (Linux 4.14+), which walks every page table of the process: about
-// 10 ms of CPU in a torch process of 600 MB, so it is read no more often than keeps its own cost
-// at 0.1 % of the time (every 10 s at 10 ms, every 500 ms below 0.5 ms; the first once the process
-// has run 500 ms, not on a new worker's way to its first batch), and sooner when the resident size
-// has grown by a tenth past the largest a reading saw (a new peak), and once more at exit. Each
-// such reading writes a sidecar `memory` line (tools/docs/FORMAT.md §5); without smaps_rollup each
-// statm sample does, with zeros for the rest. Lines are thinned: the interval between written lines
+// from /proc/self/smaps_rollup (Linux 4.14+), which walks every page table of the process: 50-100
+// ns a resident page, about 5 ms of CPU in a torch process of 250 MB. Each such reading may cost
+// at most 0.1 % of the time since the previous one (since the first sample for the first): the
+// first once the process has run 1000 times what it is predicted to cost (its resident pages
+// times the cost per page the process's last reading measured, a forked child's parent's
+// included, 100 ns before any: 6 s for that torch process, never on a new worker's way to its
+// first batch), then at 1000 times what the last one cost (every 500 ms at most), sooner when the
+// resident size has grown by a tenth past the largest a reading saw (a new peak), and once more
+// at exit where the process had one. A process too short for its first (a DataLoader worker of a
+// few seconds) records no proportional set size; one that writes a last line (exit) writes its
+// resident size with zeros for the rest. LOTUS_MEMORY_READINGS=eager (options::memory_readings)
+// takes the first once the process has run 500 ms and the last at exit whatever they cost (about
+// 1 % of a 2-second run: short runs whose memory `lotus-tool whatif` should model). Each reading
+// writes a sidecar `memory` line (tools/docs/FORMAT.md §5); without smaps_rollup each statm
+// sample does, with zeros for the rest. Lines are thinned: the interval between written lines
 // starts at 500 ms and doubles after every 64 lines, so a process writes at most 64 lines per
 // doubling (about 700 lines, 60 KB, in a day), every byte of them counted against LOTUS_MAX_BYTES
 // like the rest of the sidecar. The peaks in each line cover every reading, written or not (the
@@ -9689,6 +9723,16 @@ constexpr unsigned k_memory_lines_per_level = 64;
 /// smaps_rollup's reading may cost this share of the time between two readings (its CPU time on
 /// the writer thread, measured at each reading): 1/1000.
 constexpr std::uint64_t k_rollup_cost_inverse_share = 1000;
+
+/// The cost of a smaps_rollup reading per resident page (picoseconds) before one was measured.
+constexpr std::uint64_t k_rollup_default_ps_per_page = 100000;
+
+/// LOTUS_MEMORY_READINGS=eager (options::memory_readings): the first reading once the process
+/// has run 500 ms and the last at exit, whatever they cost. Set by the runtime with its settings.
+inline atom<bool> g_memory_eager{false};
+/// The cost per resident page (picoseconds) of this process's last smaps_rollup reading; 0: none
+/// yet. A forked child keeps its parent's (the same pages until it writes them).
+inline atom<std::uint64_t> g_rollup_ps_per_page{0};
 
 /// One reading of the process's memory, in bytes. `pss` and `priv` are 0 without smaps_rollup.
 struct memory_reading {
@@ -9793,7 +9837,11 @@ class memory_sampler {
     last_sample_ = now;
     sampled_ = true;
     peak_.rss = m.rss > peak_.rss ? m.rss : peak_.rss;
-    if (!no_rollup_ && (final || rollup_due(now, m.rss))) {
+    // The last reading (exit) where the process had one, or where the first is due, or eager.
+    const bool read = !no_rollup_ && (final ? rolled_ || g_memory_eager.load(mo_relaxed) ||
+                                                  rollup_due(now, m.rss)
+                                            : rollup_due(now, m.rss));
+    if (read) {
       const std::uint64_t cpu0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
       const memory_reading r = read_memory_rollup();
       rollup_cost_ = clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
@@ -9802,12 +9850,14 @@ class memory_sampler {
         m = r;
         rolled_ = true;
         rollup_rss_ = r.rss > rollup_rss_ ? r.rss : rollup_rss_;
+        const std::uint64_t pages = r.rss / page_size();
+        if (pages != 0) g_rollup_ps_per_page.store(rollup_cost_ * 1000u / pages, mo_relaxed);
       } else if (!rolled_) {
         no_rollup_ = true;  // no smaps_rollup here (Linux < 4.14): statm's lines
       }
       if (!r.ok && rolled_) return;  // a reading failed: no line of statm's amid rollup's
-    } else if (!no_rollup_) {
-      return;  // statm only: the resident peak kept, no line
+    } else if (!no_rollup_ && !(final && !rolled_)) {
+      return;  // statm only: the resident peak kept, no line (but a last one without a reading)
     }
     if (!m.ok) return;
     peak_.rss = m.rss > peak_.rss ? m.rss : peak_.rss;
@@ -9828,17 +9878,36 @@ class memory_sampler {
  private:
   explicit memory_sampler(int pid) noexcept : pid_(pid) {}
 
-  /// A smaps_rollup reading is due: the first; then once the time since the last one is
-  /// k_rollup_cost_inverse_share times what that one cost (at least k_memory_sample_ns); or
+  /// A smaps_rollup reading is due: the first once the process has run 500 ms (eager) and
+  /// k_rollup_cost_inverse_share times its predicted cost; then once the time since the last one
+  /// is k_rollup_cost_inverse_share times what that one cost (at least k_memory_sample_ns); or
   /// sooner when the resident size grew by a tenth past the largest a reading saw.
   bool rollup_due(std::uint64_t now, std::uint64_t rss) const noexcept {
-    // The first once the process has run k_memory_sample_ns: not on a new worker's way to its
-    // first batch (a forked worker of a large process would spend ~10 ms of CPU on it there).
-    if (!rolled_) return now - first_sample_ >= k_memory_sample_ns;
+    if (!rolled_) {
+      // Not on a new worker's way to its first batch (a forked worker of a large process would
+      // spend ~5 ms of CPU on it there), and not in a process too short to pay for it.
+      const std::uint64_t age = now - first_sample_;
+      if (age < k_memory_sample_ns) return false;
+      return g_memory_eager.load(mo_relaxed) ||
+             age >= predicted_cost_ns(rss) * k_rollup_cost_inverse_share;
+    }
     const std::uint64_t since = now - last_rollup_;
     if (since < k_memory_sample_ns) return false;
     return since >= rollup_cost_ * k_rollup_cost_inverse_share ||
            rss > rollup_rss_ + rollup_rss_ / 10;
+  }
+
+  /// A reading's CPU time (ns) for `rss` resident bytes: the cost per page last measured in
+  /// this process (or its parent before the fork), else k_rollup_default_ps_per_page.
+  static std::uint64_t predicted_cost_ns(std::uint64_t rss) noexcept {
+    const std::uint64_t learned = g_rollup_ps_per_page.load(mo_relaxed);
+    const std::uint64_t ps = learned != 0 ? learned : k_rollup_default_ps_per_page;
+    return rss / page_size() * ps / 1000u;
+  }
+
+  static std::uint64_t page_size() noexcept {
+    const long page = ::sysconf(_SC_PAGESIZE);
+    return page > 0 ? static_cast<std::uint64_t>(page) : 4096u;
   }
 
   int pid_ = 0;
@@ -11228,6 +11297,7 @@ LOTUS_DETAIL_COLD inline void runtime::apply_locked(const options& o) noexcept {
   g_nvtx_on.store(nvtx, mo_relaxed);
   g_itt_on.store(itt, mo_release);
   g_resources_on.store(set_.resources ? 1 : 0, mo_relaxed);
+  g_memory_eager.store(set_.memory_readings == memory_reading_policy::eager, mo_relaxed);
   g_op_resources_on.store(op_res, mo_relaxed);
   // Before the mode: the threads that exist get their per-op tables now, so that their ops never
   // allocate (thread_registry::equip; new threads get theirs at registration; a thread's

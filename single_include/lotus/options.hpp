@@ -27,6 +27,11 @@ enum class overflow_policy { block, drop };
 /// Timestamp source: TSC calibrated to CLOCK_REALTIME where invariant, or clock_gettime.
 enum class clock_source { automatic, tsc, realtime };
 
+/// When the writer reads /proc/self/smaps_rollup (Pss, private pages; a walk of every page table):
+/// within its cost budget, every reading included (budget), or also once the process has run
+/// 500 ms and at exit whatever that costs (eager).
+enum class memory_reading_policy { budget, eager };
+
 /// Run-time options. Unset fields fall back to the environment, then to the defaults.
 struct options {
   std::optional<std::string> log_file;                      ///< LOTUS_LOG_FILE: trace prefix
@@ -73,6 +78,12 @@ struct options {
   /// then take their out-of-line path for the rest of the process (as with NVTX). Unset: the
   /// environment's choice.
   std::optional<bool> op_resources;
+  /// LOTUS_MEMORY_READINGS: budget (default): a reading of the process's proportional set size
+  /// (smaps_rollup) only once the process has run 1000 times what one costs (predicted from its
+  /// resident size), and then as often as keeps them at 0.1 % of the time; a process shorter
+  /// than that records its resident size only. eager: also once the process has run 500 ms and
+  /// at exit, whatever that costs (short runs whose memory `lotus-tool whatif` should model).
+  std::optional<memory_reading_policy> memory_readings;
   /// LOTUS_LIVE: the writer thread keeps live figures (per-op histograms, the consumer's waits,
   /// batches, per-worker busy time) and rewrites `.<prefix>.lotus-live_<pid>` in place, for
   /// `lotus-tool top` and `serve` (default on). false: none; a file already written gets this
