@@ -4078,7 +4078,7 @@ struct settings {
   bool resources = true;
   bool op_resources = false;  // LOTUS_RESOURCES=ops: per op too (only with resources)
   memory_reading_policy memory_readings = memory_reading_policy::budget;  // LOTUS_MEMORY_READINGS
-  bool live = true;           // LOTUS_LIVE: live figures for lotus-tool top and serve
+  bool live = true;  // LOTUS_LIVE: live figures for lotus-tool top and serve
 };
 
 /// LOTUS_TRIGGER / options::trigger into `out`; a malformed value: one message, no trigger.
@@ -9838,9 +9838,9 @@ class memory_sampler {
     sampled_ = true;
     peak_.rss = m.rss > peak_.rss ? m.rss : peak_.rss;
     // The last reading (exit) where the process had one, or where the first is due, or eager.
-    const bool read = !no_rollup_ && (final ? rolled_ || g_memory_eager.load(mo_relaxed) ||
-                                                  rollup_due(now, m.rss)
-                                            : rollup_due(now, m.rss));
+    const bool read =
+        !no_rollup_ && (final ? rolled_ || g_memory_eager.load(mo_relaxed) || rollup_due(now, m.rss)
+                              : rollup_due(now, m.rss));
     if (read) {
       const std::uint64_t cpu0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
       const memory_reading r = read_memory_rollup();

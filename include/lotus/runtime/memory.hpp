@@ -161,9 +161,9 @@ class memory_sampler {
     sampled_ = true;
     peak_.rss = m.rss > peak_.rss ? m.rss : peak_.rss;
     // The last reading (exit) where the process had one, or where the first is due, or eager.
-    const bool read = !no_rollup_ && (final ? rolled_ || g_memory_eager.load(mo_relaxed) ||
-                                                  rollup_due(now, m.rss)
-                                            : rollup_due(now, m.rss));
+    const bool read =
+        !no_rollup_ && (final ? rolled_ || g_memory_eager.load(mo_relaxed) || rollup_due(now, m.rss)
+                              : rollup_due(now, m.rss));
     if (read) {
       const std::uint64_t cpu0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
       const memory_reading r = read_memory_rollup();

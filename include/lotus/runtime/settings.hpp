@@ -41,7 +41,7 @@ struct settings {
   bool resources = true;
   bool op_resources = false;  // LOTUS_RESOURCES=ops: per op too (only with resources)
   memory_reading_policy memory_readings = memory_reading_policy::budget;  // LOTUS_MEMORY_READINGS
-  bool live = true;           // LOTUS_LIVE: live figures for lotus-tool top and serve
+  bool live = true;  // LOTUS_LIVE: live figures for lotus-tool top and serve
 };
 
 /// LOTUS_TRIGGER / options::trigger into `out`; a malformed value: one message, no trigger.
