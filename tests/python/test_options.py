@@ -129,6 +129,7 @@ ENV_CASES = [
     ("LOTUS_FLIGHT", "4s", "an integer from 0 to 86400", "0 (off)"),
     ("LOTUS_FLIGHT_BYTES", "100", "an integer from 4096 to 4611686018427387904", "64 MiB"),
     ("LOTUS_RESOURCES", "sometimes", "0|false|no|off|1|true|yes|on|ops", "1"),
+    ("LOTUS_MEMORY_READINGS", "always", "budget|eager", "budget"),
     ("LOTUS_LIVE", "maybe", "0|false|no|off|1|true|yes|on", "1"),
 ]
 

@@ -260,8 +260,8 @@ inline constexpr option_desc option_table[] = {
       }
     },
     false}},
-  {"memory_readings", "LOTUS_MEMORY_READINGS", option_kind::choice, 0, 1, 0,
-   option_memory_reading_names, nullptr, 0,
+  {"memory_readings", "LOTUS_MEMORY_READINGS", option_kind::choice, 0, 1,
+   0, option_memory_reading_names, nullptr, 0,
    "smaps_rollup (Pss) readings: budget (at most 0.1 % of the time, the first included) or eager "
    "(also at 500 ms and at exit)",
    // memory_reading_policy's values are the indices of option_memory_reading_names.
