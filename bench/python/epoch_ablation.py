@@ -16,6 +16,11 @@ one of these modes, taking them in turn (each mode follows every other equally o
   installed; the workers' runtime records nothing): what the workers' tracing costs, against full;
 * no-resources: traced with `resources=False` (no per-batch figures, no memory readings).
 
+Then the parts of a worker's tracing, timed one by one in this process: a fetch of 16 samples of
+the same ImageFolder (its JPEG loader replaced by a constant, its transforms by four no-op steps:
+the wrappers' own cost) with lotus's wrappers and without, and, in forked children of this
+process, a child's first record, 3,500 more (a worker's in an epoch) and its flush.
+
 Per mode: the median over its epochs (the first round of modes not counted) of the epoch's wall
 time and of the CPU time of its workers (`RUSAGE_CHILDREN`: each epoch's workers are reaped when
 its iterator ends), and the difference from the first mode. Epochs in one process share the
@@ -120,6 +125,67 @@ def run(a, modes, out):
         w, c = med[m]
         print(f"| {m} | {len(got[m])} | {w * 1e3:.1f} | {(w - med[ref][0]) * 1e3:+.1f} | "
               f"{c * 1e3:.1f} | {(c - med[ref][1]) * 1e3:+.1f} |")
+    parts(str(out / "data"), trace)
+
+
+def parts(dataset_root, trace):
+    """The parts of a worker's tracing, timed one by one (medians)."""
+    import timeit
+
+    import lotus
+    import lotus.torch
+    import torch
+    from lotus import _lotus
+    from lotus.loaders import dataloader
+    from torch.utils.data._utils.collate import default_collate
+    from torch.utils.data._utils.fetch import _MapDatasetFetcher
+    from torchvision import datasets, transforms
+
+    class Step:
+        def __call__(self, x):
+            return x
+
+    lotus.configure(trace)
+    tiny = datasets.ImageFolder(dataset_root, transforms.Compose([Step() for _ in range(4)]),
+                                loader=lambda _path: torch.zeros(1))
+    indices = list(range(16))
+
+    def fetch_us():
+        f = _MapDatasetFetcher(tiny, True, default_collate, False)
+        dataloader._worker_batch = 0  # as in a worker, where the batch index is known
+        return statistics.median(timeit.repeat(lambda: f.fetch(indices), number=300, repeat=7)) \
+            / 300 * 1e6
+
+    lotus.torch.instrument()
+    on = fetch_us()
+    lotus.torch.uninstrument()
+    off = fetch_us()
+    dataloader._worker_batch = None
+    r, w = os.pipe()
+    got = []
+    for _ in range(15):
+        pid = os.fork()
+        if pid == 0:  # a worker's tracing: its first record, an epoch's records, its flush
+            t0 = time.perf_counter_ns()
+            t = _lotus._now()
+            _lotus._record("First", t, t + 1)
+            t1 = time.perf_counter_ns()
+            for _ in range(3500):
+                t = _lotus._now()
+                _lotus._record("Step", t, t + 1)
+            t2 = time.perf_counter_ns()
+            lotus.flush()
+            t3 = time.perf_counter_ns()
+            os.write(w, b"%d %d %d\n" % (t1 - t0, t2 - t1, t3 - t2))
+            os._exit(0)
+        os.waitpid(pid, 0)
+        got.append([int(x) for x in os.read(r, 100).split()])
+    os.close(r)
+    os.close(w)
+    first, many, flush = (statistics.median(x[i] for x in got) / 1e3 for i in range(3))
+    print(f"\nparts of a worker's tracing: a fetch of 16 samples {on:.1f} us with the wrappers, "
+          f"{off:.1f} us without ({(on - off) / 16:.2f} us a sample); in a forked child, its first "
+          f"record {first:.0f} us, 3,500 more {many:.0f} us, its flush {flush:.0f} us")
 
 
 if __name__ == "__main__":
