@@ -16,6 +16,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "catch.hpp"
@@ -38,22 +39,32 @@ struct batchres {
   std::uint64_t tid, idx, start, dur, cpu, wait, minflt, majflt, nvcsw, nivcsw;
 };
 
-// The `batchres` lines of the sidecar of process `pid` in `dir`; each must have exactly ten
-// numbers.
-std::vector<batchres> read_batchres(const std::string& dir, long pid) {
-  std::vector<batchres> out;
+// The numbers of each `<key> ...` line of the sidecar of process `pid` in `dir`; each line must
+// have exactly `count` of them.
+std::vector<std::vector<std::uint64_t>> sidecar_numbers(const std::string& dir, long pid,
+                                                        const std::string& key, std::size_t count) {
+  std::vector<std::vector<std::uint64_t>> out;
   const std::string name = ".lotustrace_log.lotus-meta_" + std::to_string(pid);
   std::istringstream in(lotus_test::read_file(dir + "/" + name));
   std::string line;
   while (std::getline(in, line)) {
-    if (line.rfind("batchres ", 0) != 0) continue;
-    std::istringstream ls(line.substr(9));
+    if (line.rfind(key + " ", 0) != 0) continue;
+    std::istringstream ls(line.substr(key.size() + 1));
     std::vector<std::uint64_t> v;
     std::uint64_t x = 0;
     while (ls >> x) v.push_back(x);
     INFO(line);
-    REQUIRE(v.size() == 10);
+    REQUIRE(v.size() == count);
     REQUIRE(ls.eof());
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+// The `batchres` lines of the sidecar of process `pid` in `dir`.
+std::vector<batchres> read_batchres(const std::string& dir, long pid) {
+  std::vector<batchres> out;
+  for (const auto& v : sidecar_numbers(dir, pid, "batchres", 10)) {
     out.push_back({v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9]});
   }
   return out;
@@ -594,23 +605,11 @@ TEST_CASE("opres: a cycle of 100 op sites writes whole lines, every op accounted
 // ---- memory lines (LOTUS_MEMORY_READINGS; include/lotus/runtime/memory.hpp) --------------------
 
 /// The `memory` lines of the sidecar of process `pid` in `dir`: rss, pss, private and their peaks
-/// (the realtime field left out); each must have exactly seven numbers.
+/// (the realtime field left out).
 std::vector<std::vector<std::uint64_t>> read_memory(const std::string& dir, long pid) {
   std::vector<std::vector<std::uint64_t>> out;
-  const std::string name = ".lotustrace_log.lotus-meta_" + std::to_string(pid);
-  std::istringstream in(lotus_test::read_file(dir + "/" + name));
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("memory ", 0) != 0) continue;
-    std::istringstream ls(line.substr(7));
-    std::vector<std::uint64_t> v;
-    std::uint64_t x = 0;
-    while (ls >> x) v.push_back(x);
-    INFO(line);
-    REQUIRE(v.size() == 7);
-    REQUIRE(ls.eof());
+  for (const auto& v : sidecar_numbers(dir, pid, "memory", 7))
     out.emplace_back(v.begin() + 1, v.end());
-  }
   return out;
 }
 
@@ -642,6 +641,19 @@ pid_t memory_child(const std::string& dir, lotus::memory_reading_policy policy,
 
 constexpr std::uint64_t k_mib = std::uint64_t{1} << 20;
 
+/// The memory tests fork and read smaps_rollup: false (with a warning) where they cannot.
+bool memory_tests_run() {
+  if (lotus_test::k_under_tsan) {
+    WARN("fork test skipped under ThreadSanitizer");
+    return false;
+  }
+  if (::access("/proc/self/smaps_rollup", R_OK) != 0) {
+    WARN("no /proc/self/smaps_rollup (Linux < 4.14): statm lines only");
+    return false;
+  }
+  return true;
+}
+
 // The default policy: a reading of the proportional set size (a walk of every page table) may
 // cost 0.1 % of the time, the first included. A process of 300 MiB (predicted about 8 ms a
 // reading at 100 ns a page: the first due at 8 s) that lives 1.2 s takes none; its line at exit
@@ -649,14 +661,7 @@ constexpr std::uint64_t k_mib = std::uint64_t{1} << 20;
 // and at exit: its private pages are its 300 MiB.
 TEST_CASE("memory: a process too short for a reading's budget writes its resident size only",
           "[resources][memory][fork]") {
-  if (lotus_test::k_under_tsan) {
-    WARN("fork test skipped under ThreadSanitizer");
-    return;
-  }
-  if (::access("/proc/self/smaps_rollup", R_OK) != 0) {
-    WARN("no /proc/self/smaps_rollup (Linux < 4.14): statm lines only");
-    return;
-  }
+  if (!memory_tests_run()) return;
   lotus_test::temp_dir dir;
   const pid_t budget = memory_child(dir.path, lotus::memory_reading_policy::budget, 300, 1200);
   const auto lines = read_memory(dir.path, budget);
@@ -684,14 +689,7 @@ TEST_CASE("memory: a process too short for a reading's budget writes its residen
 // it has run 500 ms, and at exit.
 TEST_CASE("memory: a small process reads within the budget once it has run 500 ms",
           "[resources][memory][fork]") {
-  if (lotus_test::k_under_tsan) {
-    WARN("fork test skipped under ThreadSanitizer");
-    return;
-  }
-  if (::access("/proc/self/smaps_rollup", R_OK) != 0) {
-    WARN("no /proc/self/smaps_rollup (Linux < 4.14): statm lines only");
-    return;
-  }
+  if (!memory_tests_run()) return;
   // The cost this process predicts for a child of its size (the rate it learned, else 100 ns a
   // page): the child's first reading is due at 1000 times that, at least 500 ms.
   long pages = 0;
