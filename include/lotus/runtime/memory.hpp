@@ -8,13 +8,15 @@
 // first once the process has run 1000 times what it is predicted to cost (its resident pages
 // times the cost per page the process's last reading measured, a forked child's parent's
 // included, 100 ns before any: 6 s for that torch process, never on a new worker's way to its
-// first batch), then at 1000 times what the last one cost (every 500 ms at most), sooner when the
+// first batch, at the latest at 60 s: a process that keeps growing would push it out for ever),
+// then at 1000 times what the last one cost (every 500 ms at most), sooner when the
 // resident size has grown by a tenth past the largest a reading saw (a new peak), and once more
 // at exit where the process had one. A process too short for its first (a DataLoader worker of a
 // few seconds) records no proportional set size; one that writes a last line (exit) writes its
 // resident size with zeros for the rest. LOTUS_MEMORY_READINGS=eager (options::memory_readings)
-// takes the first once the process has run 500 ms and the last at exit whatever they cost (about
-// 1 % of a 2-second run: short runs whose memory `lotus-tool whatif` should model). Each reading
+// takes the first once the process has run 500 ms and the last at exit whatever they cost (36 ms
+// of CPU in the example pipeline's 2-second run: for short runs whose memory `lotus-tool whatif`
+// should model). Each reading
 // writes a sidecar `memory` line (tools/docs/FORMAT.md §5); without smaps_rollup each statm
 // sample does, with zeros for the rest. Lines are thinned: the interval between written lines
 // starts at 500 ms and doubles after every 64 lines, so a process writes at most 64 lines per
@@ -49,6 +51,11 @@ constexpr std::uint64_t k_rollup_cost_inverse_share = 1000;
 
 /// The cost of a smaps_rollup reading per resident page (picoseconds) before one was measured.
 constexpr std::uint64_t k_rollup_default_ps_per_page = 100000;
+
+/// The first smaps_rollup reading at the latest once the process has run this long (ns), whatever
+/// it is predicted to cost: a process that keeps growing would otherwise push its first reading
+/// out as fast as it ages (a leak is when a reading matters most).
+constexpr std::uint64_t k_rollup_first_latest_ns = 60000000000u;
 
 /// LOTUS_MEMORY_READINGS=eager (options::memory_readings): the first reading once the process
 /// has run 500 ms and the last at exit, whatever they cost. Set by the runtime with its settings.
@@ -202,7 +209,8 @@ class memory_sampler {
   explicit memory_sampler(int pid) noexcept : pid_(pid) {}
 
   /// A smaps_rollup reading is due: the first once the process has run 500 ms (eager) and
-  /// k_rollup_cost_inverse_share times its predicted cost; then once the time since the last one
+  /// k_rollup_cost_inverse_share times its predicted cost (at the latest at
+  /// k_rollup_first_latest_ns); then once the time since the last one
   /// is k_rollup_cost_inverse_share times what that one cost (at least k_memory_sample_ns); or
   /// sooner when the resident size grew by a tenth past the largest a reading saw.
   bool rollup_due(std::uint64_t now, std::uint64_t rss) const noexcept {
@@ -211,7 +219,7 @@ class memory_sampler {
       // spend ~5 ms of CPU on it there), and not in a process too short to pay for it.
       const std::uint64_t age = now - first_sample_;
       if (age < k_memory_sample_ns) return false;
-      return g_memory_eager.load(mo_relaxed) ||
+      return g_memory_eager.load(mo_relaxed) || age >= k_rollup_first_latest_ns ||
              age >= predicted_cost_ns(rss) * k_rollup_cost_inverse_share;
     }
     const std::uint64_t since = now - last_rollup_;
