@@ -19,7 +19,9 @@ one of these modes, taking them in turn (each mode follows every other equally o
 Then the parts of a worker's tracing, timed one by one in this process: a fetch of 16 samples of
 the same ImageFolder (its JPEG loader replaced by a constant, its transforms by four no-op steps:
 the wrappers' own cost) with lotus's wrappers and without, and, in forked children of this
-process, a child's first record, 3,500 more (a worker's in an epoch) and its flush.
+process, a child's first record, 3,500 more (a worker's in an epoch) and its flush; and the
+wrappers where a worker runs them, between JPEG decodes: 256 samples of the real dataset read in
+this process (`dataset[i]`), tracing with its wrappers on and off by turns (--cold-reps times).
 
 Per mode: the median over its epochs (the first round of modes not counted) of the epoch's wall
 time and of the CPU time of its workers (`RUSAGE_CHILDREN`: each epoch's workers are reaped when
@@ -49,6 +51,8 @@ def main():
     ap.add_argument("--images", type=int, default=512)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--out", help="directory for the JPEGs and the trace (default: a temporary one)")
+    ap.add_argument("--cold-reps", type=int, default=45,
+                    help="repetitions of 256 real samples, traced and not by turns (0: skip)")
     ap.add_argument("--modes", default="none,full,workers-off",
                     help=f"comma-separated, the first is the reference (of {', '.join(MODES)})")
     a = ap.parse_args()
@@ -56,8 +60,9 @@ def main():
     bad = [m for m in modes if m not in MODES]
     if bad or len(modes) < 2 or len(set(modes)) != len(modes):
         ap.error(f"--modes: two or more of {', '.join(MODES)}, each once (not {a.modes!r})")
-    if a.epochs < 2 * len(modes) or a.images < 1 or a.workers < 1:
-        ap.error("--epochs must be at least twice the modes, --images and --workers at least 1")
+    if a.epochs < 2 * len(modes) or a.images < 1 or a.workers < 1 or a.cold_reps < 0:
+        ap.error("--epochs must be at least twice the modes, --images and --workers at least 1, "
+                 "--cold-reps at least 0")
     tmp = None
     if a.out is None:
         tmp = tempfile.TemporaryDirectory(prefix="lotus-epoch-ablation-")
@@ -126,6 +131,8 @@ def run(a, modes, out):
         print(f"| {m} | {len(got[m])} | {w * 1e3:.1f} | {(w - med[ref][0]) * 1e3:+.1f} | "
               f"{c * 1e3:.1f} | {(c - med[ref][1]) * 1e3:+.1f} |")
     parts(str(out / "data"), trace)
+    if a.cold_reps:
+        cold(dataset, trace, a.cold_reps, min(256, a.images))
 
 
 def parts(dataset_root, trace):
@@ -186,6 +193,31 @@ def parts(dataset_root, trace):
     print(f"\nparts of a worker's tracing: a fetch of 16 samples {on:.1f} us with the wrappers, "
           f"{off:.1f} us without ({(on - off) / 16:.2f} us a sample); in a forked child, its first "
           f"record {first:.0f} us, 3,500 more {many:.0f} us, its flush {flush:.0f} us")
+
+
+def cold(dataset, trace, reps, n):
+    """The wrappers' cost per sample between real decodes: CPU time of n `dataset[i]`, tracing
+    with its wrappers on and off by turns (medians over the repetitions of each)."""
+    import lotus
+    import lotus.torch
+    got = {True: [], False: []}
+    for rep in range(reps + 2):
+        on = rep % 2 == 0
+        if on:
+            lotus.configure(trace)
+            lotus.torch.instrument()
+        else:
+            lotus.torch.uninstrument()
+            lotus.configure(enabled=False)
+        t0 = time.process_time()
+        for i in range(n):
+            dataset[i]
+        if rep >= 2:
+            got[on].append(time.process_time() - t0)
+    lotus.torch.uninstrument()
+    on, off = (statistics.median(got[k]) for k in (True, False))
+    print(f"the wrappers between real decodes: {n} samples {on * 1e3:.1f} ms traced, "
+          f"{off * 1e3:.1f} ms not ({(on - off) / n * 1e6:.1f} us a sample; {reps} repetitions)")
 
 
 if __name__ == "__main__":
