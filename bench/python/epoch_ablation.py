@@ -93,12 +93,7 @@ def run(a, modes, out):
         lotus.configure(enabled=False)
 
     def set_mode(m):
-        if m == "none":
-            lotus.torch.uninstrument()
-            lotus.configure(enabled=False)
-        else:
-            lotus.configure(trace, resources=m != "no-resources")
-            lotus.torch.instrument()
+        tracing(trace if m != "none" else None, resources=m != "no-resources")
 
     def children_cpu():
         r = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -195,20 +190,26 @@ def parts(dataset_root, trace):
           f"record {first:.0f} us, 3,500 more {many:.0f} us, its flush {flush:.0f} us")
 
 
+def tracing(trace, resources=True):
+    """Traced into `trace` with lotus.torch's wrappers (None: untraced, the wrappers removed)."""
+    import lotus
+    import lotus.torch
+    if trace is None:
+        lotus.torch.uninstrument()
+        lotus.configure(enabled=False)
+    else:
+        lotus.configure(trace, resources=resources)
+        lotus.torch.instrument()
+
+
 def cold(dataset, trace, reps, n):
     """The wrappers' cost per sample between real decodes: CPU time of n `dataset[i]`, tracing
     with its wrappers on and off by turns (medians over the repetitions of each)."""
-    import lotus
     import lotus.torch
     got = {True: [], False: []}
     for rep in range(reps + 2):
         on = rep % 2 == 0
-        if on:
-            lotus.configure(trace)
-            lotus.torch.instrument()
-        else:
-            lotus.torch.uninstrument()
-            lotus.configure(enabled=False)
+        tracing(trace if on else None)
         t0 = time.process_time()
         for i in range(n):
             dataset[i]

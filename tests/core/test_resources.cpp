@@ -701,7 +701,8 @@ TEST_CASE("memory: a small process reads within the budget once it has run 500 m
   const std::uint64_t learned = lotus::detail::g_rollup_ps_per_page.load();
   const std::uint64_t ps = learned != 0 ? learned : lotus::detail::k_rollup_default_ps_per_page;
   const std::uint64_t due_ms =
-      std::max<std::uint64_t>(500, static_cast<std::uint64_t>(pages) * ps / 1000 * 1000 / 1000000);
+      std::max<std::uint64_t>(500, static_cast<std::uint64_t>(pages) * ps / 1000 *
+                                       lotus::detail::k_rollup_cost_inverse_share / 1000000);
   if (due_ms > 3000) {
     WARN("this process is too large for the test (" << pages << " resident pages)");
     return;

@@ -125,6 +125,12 @@ LOTUS_DETAIL_COLD inline memory_reading read_memory_rollup() noexcept {
   return memory_reading();
 }
 
+/// The size of a page (statm counts pages; a reading's cost is predicted per resident page).
+inline std::uint64_t page_bytes() noexcept {
+  const long page = ::sysconf(_SC_PAGESIZE);
+  return page > 0 ? static_cast<std::uint64_t>(page) : 4096u;
+}
+
 /// The process's resident size from statm's resident pages (pss and priv 0).
 LOTUS_DETAIL_COLD inline memory_reading read_memory_statm() noexcept {
   memory_reading m;
@@ -136,9 +142,8 @@ LOTUS_DETAIL_COLD inline memory_reading read_memory_statm() noexcept {
     std::uint64_t pages = 0;
     const char* digits = p;
     for (; *p >= '0' && *p <= '9'; ++p) pages = pages * 10 + static_cast<std::uint64_t>(*p - '0');
-    const long page = ::sysconf(_SC_PAGESIZE);
-    if (p != digits && page > 0) {
-      m.rss = pages * static_cast<std::uint64_t>(page);
+    if (p != digits) {
+      m.rss = pages * page_bytes();
       m.ok = true;
     }
   }
@@ -180,13 +185,13 @@ class memory_sampler {
         m = r;
         rolled_ = true;
         rollup_rss_ = r.rss > rollup_rss_ ? r.rss : rollup_rss_;
-        const std::uint64_t pages = r.rss / page_size();
+        const std::uint64_t pages = r.rss / page_bytes();
         if (pages != 0) g_rollup_ps_per_page.store(rollup_cost_ * 1000u / pages, mo_relaxed);
       } else if (!rolled_) {
         no_rollup_ = true;  // no smaps_rollup here (Linux < 4.14): statm's lines
       }
       if (!r.ok && rolled_) return;  // a reading failed: no line of statm's amid rollup's
-    } else if (!no_rollup_ && !(final && !rolled_)) {
+    } else if (!no_rollup_ && (rolled_ || !final)) {
       return;  // statm only: the resident peak kept, no line (but a last one without a reading)
     }
     if (!m.ok) return;
@@ -233,12 +238,7 @@ class memory_sampler {
   static std::uint64_t predicted_cost_ns(std::uint64_t rss) noexcept {
     const std::uint64_t learned = g_rollup_ps_per_page.load(mo_relaxed);
     const std::uint64_t ps = learned != 0 ? learned : k_rollup_default_ps_per_page;
-    return rss / page_size() * ps / 1000u;
-  }
-
-  static std::uint64_t page_size() noexcept {
-    const long page = ::sysconf(_SC_PAGESIZE);
-    return page > 0 ? static_cast<std::uint64_t>(page) : 4096u;
+    return rss / page_bytes() * ps / 1000u;
   }
 
   int pid_ = 0;
