@@ -6817,6 +6817,12 @@ class thread_registry {
     return ok;
   }
 
+  /// Whether any thread is registered (its events may wait for a writer).
+  bool any() noexcept {
+    const sync_hold lk(mu_);
+    return !threads_.empty();
+  }
+
   /// The live records now; false when out of memory (`out` then keeps its previous content).
   bool snapshot(ptr_list<thread_state>& out) noexcept {
     const sync_hold lk(mu_);
@@ -11317,7 +11323,13 @@ LOTUS_DETAIL_COLD inline void runtime::apply_locked(const options& o) noexcept {
   }
   const int clock = nvtx_modes_ ? clock_mode_ + (mode_tsc_nvtx - mode_tsc) : clock_mode_;
   g_mode.store(on ? clock : mode_off, mo_release);
-  if (on) writer_.start();
+  // The writer starts with the process's first event (register_thread), not here: a thread
+  // makes the process multi-threaded for good, and the C library and libstdc++ then take their
+  // locked paths (malloc, shared_ptr counts): an `import torch` after configure() ran 4-10 ms
+  // slower with an idle writer beside it. Threads already registered may hold events (their
+  // next push would not register again), and flight mode takes captures (lotus::capture(), its
+  // control file) before any event: in either case the writer starts now.
+  if (on && (set_.flight.window_ns != 0 || threads_.any())) writer_.start();
 }
 
 /// True (with one message) when this call comes from a signal handler that interrupted lotus on

@@ -108,6 +108,36 @@ print(os.getpid(), pid)
     assert [r[0] for r in files[f"log_worker_pid_{child}"]] == ["SChild"]
 
 
+def test_the_writer_starts_with_the_first_event(tmp_path):
+    """configure() leaves the process single-threaded (the C library's and libstdc++'s
+    single-thread paths stay on for what the program does next, such as `import torch`); the
+    first event starts the writer; flight mode starts it at configure() (captures come before
+    any event)."""
+    code = f"""
+import ctypes, os, lotus
+single = ctypes.c_int.in_dll(ctypes.CDLL(None), "__libc_single_threaded")
+def threads():
+    return len(os.listdir("/proc/self/task"))
+lotus.configure(log_file={str(tmp_path / 'w' / 'log')!r})
+print(threads(), single.value, sorted(os.listdir({str(tmp_path / 'w')!r}))
+    if os.path.isdir({str(tmp_path / 'w')!r}) else [])
+with lotus.scope("First"):
+    pass
+lotus.flush()
+print(threads(), single.value, lotus.stats().written)
+"""
+    before, after = run_python(code).stdout.splitlines()
+    assert before == "1 1 []"
+    assert after == "2 0 1"
+    assert [r[0] for r in next(iter(read_trace(tmp_path / "w").values()))] == ["SFirst"]
+    flight = f"""
+import os, lotus
+lotus.configure(log_file={str(tmp_path / 'fl' / 'log')!r}, flight=5)
+print(len(os.listdir("/proc/self/task")), lotus.capture("before any event"))
+"""
+    assert run_python(flight).stdout.split() == ["2", "True"]
+
+
 def test_threads_get_their_own_files(tmp_path):
     code = f"""
 import lotus, threading

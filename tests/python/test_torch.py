@@ -432,6 +432,76 @@ def test_transforms_v2_compose_nested_and_plain_callables(tmp_path):
         check_nesting(r)
 
 
+def test_classic_compose_and_folder_records_names_order_and_errors(tmp_path):
+    """The classic Compose and DatasetFolder spans (timed in C, _lotus._compose and
+    _folder_sample): each step's name as lotus.loaders.torchvision.step_name gives it (class,
+    function, lambda, builtin, partials of each), a nested Compose's lines before its parent's,
+    nothing for a call whose step (or loader) raises, and the next call recorded again."""
+    code = f"""
+import functools, os, lotus, lotus.torch
+lotus.torch.instrument(log_file={str(tmp_path / 't' / 'log')!r})
+from torchvision import datasets, transforms as T
+from lotus.loaders.torchvision import step_name
+
+class AddOne:
+    def __call__(self, x):
+        return x + 1
+
+def double(x):
+    return x * 2
+
+def fail_on_7(x, limit=7):
+    if x == limit:
+        raise ValueError("planted")
+    return x
+
+steps = [AddOne(), double, lambda x: x - 1, abs, functools.partial(fail_on_7, limit=7),
+         functools.partial(functools.partial(AddOne())), T.Compose([double, AddOne()])]
+c = T.Compose(steps)
+print([step_name(s) for s in steps])
+print(c(1))          # (((1 + 1) * 2) - 1) = 3, abs, +1 = 4, inner: 8, 9
+try:
+    c(3)             # (3 + 1) * 2 - 1 = 7: fail_on_7 raises
+except ValueError as e:
+    print("raised", e)
+print(c(2))          # 5, 6, 12, 13
+
+root = {str(tmp_path / 'folder')!r}
+os.makedirs(os.path.join(root, "a"))
+for i in range(2):
+    open(os.path.join(root, "a", f"{{i}}.txt"), "w").write(str(i))
+def load(path):
+    v = int(open(path).read())
+    if v == 1:
+        raise OSError("planted loader failure")
+    return v
+ds = datasets.DatasetFolder(root, load, extensions=(".txt",), transform=T.Compose([AddOne()]))
+print(ds[0])
+try:
+    ds[1]
+except OSError as e:
+    print("raised", e)
+bare = datasets.DatasetFolder(root, load, extensions=(".txt",))
+print(bare[0])
+lotus.flush()
+"""
+    out = run_python(code).stdout.splitlines()
+    assert out[0] == str(["AddOne", "double", "<lambda>", "abs", "fail_on_7", "AddOne",
+                          "Compose"])
+    assert out[1:] == ["9", "raised planted", "13", "(1, 0)", "raised planted loader failure",
+                       "(0, 0)"]
+    (rows,) = read_trace(tmp_path / "t").values()
+    call = ["SAddOne", "Sdouble", "S<lambda>", "Sabs", "Sfail_on_7", "SAddOne"]
+    inner = ["Sdouble", "SAddOne"]
+    assert [r[0] for r in rows] == (
+        inner + call + ["SCompose"]            # c(1)
+        + inner + call + ["SCompose"]          # c(2): c(3) raised, nothing recorded
+        + ["SAddOne", "SLoader", "STransform"]  # ds[0]: its Compose's line first
+        + ["SLoader", "STransform"])            # bare[0]: STransform without a transform
+    for name, start, dur in rows:
+        assert start > 0 and dur >= 0, (name, start, dur)
+
+
 def test_iterable_dataset_main_side(tmp_path):
     # Each of 2 workers streams its half (6 samples: 3 batches); indices go to workers round-robin
     # and a worker's end arrives as a stop marker, so which index each batch gets depends on timing:

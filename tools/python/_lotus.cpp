@@ -541,6 +541,201 @@ PyObject* py_nvtx_end(PyObject*, PyObject* arg) {
   Py_RETURN_NONE;
 }
 
+// ---- torchvision's per-sample spans (lotus/loaders/torchvision.py) -----------------------------
+// A DatasetFolder sample (SLoader, STransform) and each step of a Compose (S<step>), timed here
+// rather than in Python: a worker runs them for every sample between JPEG decodes, where the
+// interpreter's part of Python wrappers (a dozen calls a step) is no longer in the caches.
+
+/// functools.partial, for a step's name (its function's); nullptr until first needed.
+PyObject* g_partial_type = nullptr;
+
+/// A new reference to the record name of a Compose step (lotus.loaders.torchvision.step_name):
+/// a plain or built-in function's own name ("function" without one), a partial's function's,
+/// else the step's class name. nullptr with an exception set.
+PyObject* step_name(PyObject* step) {
+  for (int depth = 0; depth < 64; ++depth) {
+    if (PyFunction_Check(step) || PyCFunction_Check(step)) {
+      PyObject* n = PyObject_GetAttrString(step, "__name__");
+      if (n == nullptr) PyErr_Clear();
+      if (n != nullptr && PyUnicode_Check(n) && PyUnicode_GET_LENGTH(n) > 0) return n;
+      Py_XDECREF(n);
+      return PyUnicode_FromString("function");
+    }
+    if (g_partial_type == nullptr) {
+      PyObject* functools = PyImport_ImportModule("functools");
+      if (functools == nullptr) return nullptr;
+      g_partial_type = PyObject_GetAttrString(functools, "partial");
+      Py_DECREF(functools);
+      if (g_partial_type == nullptr) return nullptr;
+    }
+    if (!PyType_Check(g_partial_type) ||
+        !PyObject_TypeCheck(step, reinterpret_cast<PyTypeObject*>(g_partial_type))) {
+      break;
+    }
+    PyObject* fn = PyObject_GetAttrString(step, "func");  // partial's own: a borrowed one would do
+    if (fn == nullptr) return nullptr;
+    Py_DECREF(fn);  // still held by the partial, which the caller holds
+    step = fn;
+  }
+#if PY_VERSION_HEX >= 0x030B0000
+  return PyType_GetName(Py_TYPE(step));
+#else
+  return PyObject_GetAttrString(reinterpret_cast<PyObject*>(Py_TYPE(step)), "__name__");
+#endif
+}
+
+/// The interned location of a step's record; nullptr (no exception) when it has none.
+const lotus::record_site* step_location(PyObject* step, bool& failed) {
+  failed = false;
+  PyObject* name = step_name(step);
+  if (name == nullptr) {
+    failed = true;
+    return nullptr;
+  }
+  std::string_view sv;
+  const lotus::record_site* loc = nullptr;
+  if (name_view(name, sv, "a Compose step's name")) {
+    loc = lotus::detail::dynamic_location(sv);
+  } else {
+    failed = true;
+  }
+  Py_DECREF(name);
+  return loc;
+}
+
+struct step_span {
+  const lotus::record_site* loc;
+  std::uint64_t t0, t1;
+};
+
+/// _compose(steps, x): x = step(x) for each step in order, each recorded S<step name>; the lines
+/// of one call are written together after the last step (a nested Compose's lines come before its
+/// parent's, as Lotus writes them); nothing is recorded when a step raises. With NVTX or ITT on,
+/// each step is also a range. Tracing off: the steps alone.
+PyObject* py_compose(PyObject*, PyObject* const* args, Py_ssize_t n) {
+  if (n != 2) {
+    PyErr_SetString(PyExc_TypeError, "_compose(steps, x)");
+    return nullptr;
+  }
+  PyObject* it = PyObject_GetIter(args[0]);
+  if (it == nullptr) return nullptr;
+  PyObject* x = args[1];
+  Py_INCREF(x);
+  const int m = lotus::detail::active_mode();
+  const bool on = m >= mode_tsc;
+  const bool nvtx = on && lotus::detail::annotations_active();
+  lotus::detail::inflight* f = on ? lotus::detail::inflight_registered() : nullptr;
+  step_span inline_spans[8];
+  std::vector<step_span> more;
+  std::size_t count = 0;
+  bool ok = true;
+  std::uint64_t t = on ? lotus::detail::now_ticks(m) : 0;
+  while (PyObject* step = PyIter_Next(it)) {
+    const lotus::record_site* loc = nullptr;
+    if (on) {
+      bool failed = false;
+      loc = step_location(step, failed);
+      if (failed) {
+        Py_DECREF(step);
+        ok = false;
+        break;
+      }
+    }
+    const bool pushed = nvtx && loc != nullptr && lotus::detail::nvtx_push(*loc, 0);
+    if (pushed) t = lotus::detail::now_ticks(m);
+    const bool shown = f != nullptr && loc != nullptr;
+    const std::uint32_t d = shown ? lotus::detail::inflight_enter(*f, loc, t) : 0;
+    PyObject* out = PyObject_CallOneArg(step, x);
+    const std::uint64_t end = on ? lotus::detail::now_ticks(m) : 0;
+    if (shown) lotus::detail::inflight_leave(*f, d);
+    if (pushed) lotus::detail::nvtx_pop();
+    Py_DECREF(step);
+    Py_DECREF(x);
+    x = out;
+    if (out == nullptr) {
+      ok = false;
+      break;
+    }
+    if (loc != nullptr && t != 0) {
+      const step_span sp{loc, t, end < t ? t : end};
+      if (count < 8) {
+        inline_spans[count] = sp;
+      } else {
+        try {
+          more.push_back(sp);
+        } catch (const std::bad_alloc&) {
+          // a step's record is lost for want of memory; the steps go on
+        }
+      }
+      ++count;
+    }
+    if (on) t = lotus::detail::now_ticks(m);
+  }
+  Py_DECREF(it);
+  if (!ok || PyErr_Occurred()) {
+    Py_XDECREF(x);
+    return nullptr;
+  }
+  const std::size_t first = count < 8 ? count : 8;
+  for (std::size_t i = 0; i < first; ++i) {
+    lotus::detail::emit(*inline_spans[i].loc, inline_spans[i].t0, inline_spans[i].t1, 0);
+  }
+  for (const step_span& sp : more) lotus::detail::emit(*sp.loc, sp.t0, sp.t1, 0);
+  return x;
+}
+
+/// One call timed as the op at `loc` (in progress while it runs); its span in t0/t1.
+PyObject* timed_call(PyObject* fn, PyObject* arg, int m, lotus::detail::inflight* f,
+                     const lotus::record_site* loc, std::uint64_t& t0, std::uint64_t& t1) {
+  const bool shown = f != nullptr && loc != nullptr;
+  t0 = lotus::detail::now_ticks(m);
+  const std::uint32_t d = shown ? lotus::detail::inflight_enter(*f, loc, t0) : 0;
+  PyObject* out = PyObject_CallOneArg(fn, arg);
+  t1 = lotus::detail::now_ticks(m);
+  if (shown) lotus::detail::inflight_leave(*f, d);
+  if (t1 < t0) t1 = t0;
+  return out;
+}
+
+/// _folder_sample(loader, path, transform): DatasetFolder's sample, loader(path) then
+/// transform(sample) (transform None: none), recorded SLoader and STransform after both (after a
+/// traced Compose's own lines, as Lotus writes them; STransform even without a transform).
+/// Nothing is recorded when either raises.
+PyObject* py_folder_sample(PyObject*, PyObject* const* args, Py_ssize_t n) {
+  if (n != 3) {
+    PyErr_SetString(PyExc_TypeError, "_folder_sample(loader, path, transform)");
+    return nullptr;
+  }
+  PyObject* loader = args[0];
+  PyObject* transform = args[2] == Py_None ? nullptr : args[2];
+  const int m = lotus::detail::active_mode();
+  if (m < mode_tsc) {
+    PyObject* sample = PyObject_CallOneArg(loader, args[1]);
+    if (sample == nullptr || transform == nullptr) return sample;
+    PyObject* out = PyObject_CallOneArg(transform, sample);
+    Py_DECREF(sample);
+    return out;
+  }
+  lotus::detail::inflight* f = lotus::detail::inflight_registered();
+  static constexpr std::string_view loader_name{"Loader"}, transform_name{"Transform"};
+  const lotus::record_site* load_loc = lotus::detail::dynamic_location(loader_name);
+  std::uint64_t l0 = 0, l1 = 0, t0 = 0, t1 = 0;
+  PyObject* sample = timed_call(loader, args[1], m, f, load_loc, l0, l1);
+  if (sample == nullptr) return nullptr;
+  const lotus::record_site* transform_loc = lotus::detail::dynamic_location(transform_name);
+  if (transform != nullptr) {
+    PyObject* out = timed_call(transform, sample, m, f, transform_loc, t0, t1);
+    Py_DECREF(sample);
+    if (out == nullptr) return nullptr;
+    sample = out;
+  } else {
+    t0 = t1 = lotus::detail::now_ticks(m);
+  }
+  if (load_loc != nullptr) lotus::detail::emit(*load_loc, l0, l1, 0);
+  if (transform_loc != nullptr) lotus::detail::emit(*transform_loc, t0, t1, 0);
+  return sample;
+}
+
 PyMethodDef module_methods[] = {
     {"_nvtx_push", py_nvtx_push, METH_O, "_nvtx_push(name): push an NVTX range when NVTX is on."},
     {"_res_begin", py_res_begin, METH_NOARGS,
@@ -571,6 +766,11 @@ PyMethodDef module_methods[] = {
      METH_FASTCALL, "_record(name, t0, t1): record an already-timed span S<name>."},
     {"_batch", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_batch)), METH_FASTCALL,
      "_batch(kind, idx[, t0, t1]): record one SBatch* record."},
+    {"_compose", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_compose)),
+     METH_FASTCALL, "_compose(steps, x): apply each step in turn, each recorded S<step name>."},
+    {"_folder_sample",
+     reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_folder_sample)), METH_FASTCALL,
+     "_folder_sample(loader, path, transform): a DatasetFolder sample, SLoader and STransform."},
     {nullptr, nullptr, 0, nullptr}};
 
 // ---- SIGTERM in DataLoader workers ------------------------------------------------------------

@@ -233,6 +233,12 @@ class thread_registry {
     return ok;
   }
 
+  /// Whether any thread is registered (its events may wait for a writer).
+  bool any() noexcept {
+    const sync_hold lk(mu_);
+    return !threads_.empty();
+  }
+
   /// The live records now; false when out of memory (`out` then keeps its previous content).
   bool snapshot(ptr_list<thread_state>& out) noexcept {
     const sync_hold lk(mu_);

@@ -23,6 +23,8 @@ _op_leave = _lotus._op_leave
 _nvtx_on = _lotus._nvtx_on
 _nvtx_push = _lotus._nvtx_push
 _nvtx_pop = _lotus._nvtx_pop
+_compose = _lotus._compose
+_folder_sample = _lotus._folder_sample
 
 _prefix_warned = False
 
@@ -107,7 +109,8 @@ def _compose_call(self, img):
         for step in self.transforms:
             img = step(img)
         return img
-    return run_steps(self.transforms, _apply_one, img)
+    # run_steps(self.transforms, _apply_one, img), in C: one call a sample, not a dozen a step.
+    return _compose(self.transforms, img)
 
 
 def _v2_apply(step, state):
@@ -148,24 +151,9 @@ def _folder_getitem(self, index):
     path, target = self.samples[index]
     if _nvtx_on():
         return _folder_getitem_nvtx(self, path, target)
-    token = _op_enter("Loader")
-    l0 = _now()
-    try:
-        sample = self.loader(path)
-    finally:
-        l1 = _now()
-        _op_leave(token)
-    token = _op_enter("Transform")
-    t0 = _now()
-    try:
-        if self.transform is not None:
-            sample = self.transform(sample)
-    finally:
-        t1 = _now()
-        _op_leave(token)
-    # After the Compose lines, as Lotus writes them; STransform even without a transform.
-    _record("Loader", l0, l1)
-    _record("Transform", t0, t1)
+    # SLoader around self.loader(path), STransform around self.transform (even without one),
+    # recorded after both: after the Compose's lines, as Lotus writes them.
+    sample = _folder_sample(self.loader, path, self.transform)
     if self.target_transform is not None:
         target = self.target_transform(target)
     return sample, target
