@@ -106,8 +106,13 @@ def tree_rss(root_pid):
     return total
 
 
+class RunFailed(Exception):
+    """A command exited non-zero: its message and the end of its standard error."""
+
+
 def run_once(cmd, out, env):
-    """(wall s, CPU s, peak tree RSS bytes, bytes written) of one whole command."""
+    """(wall s, CPU s, peak tree RSS bytes, bytes written) of one whole command; RunFailed when it
+    exits non-zero."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
@@ -126,7 +131,8 @@ def run_once(cmd, out, env):
     t.join()
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if p.returncode != 0:
-        sys.exit(f"{' '.join(cmd)} failed ({p.returncode}):\n{err.decode(errors='replace')[-3000:]}")
+        raise RunFailed(f"{' '.join(cmd)} failed ({p.returncode}):\n"
+                        f"{err.decode(errors='replace')[-3000:]}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return wall, cpu, peak[0], dir_bytes(out)
 
@@ -183,7 +189,8 @@ def main():
     if a.only:
         keep = set(a.only.split(",")) | {"untraced"} | set(variant_env)
         variants = {k: v for k, v in variants.items() if k in keep}
-    results = {k: [] for k in variants}
+    results = {k: {} for k in variants}  # variant -> {round: figures}
+    failed = {k: 0 for k in variants}
     names = list(variants)
     for r in range(-1, a.rounds):  # round -1: a warm-up (bytecode, page cache), not counted
         # Each round starts one variant later: none always runs first, right after another.
@@ -194,16 +201,27 @@ def main():
             shutil.rmtree(out, ignore_errors=True)
             out.mkdir()
             (out / "data").symlink_to(data)
-            got = run_once(cmd(out), out, {**env, **variant_env.get(name, {})})
-            if r >= 0:
-                results[name].append(got)
+            try:
+                got = run_once(cmd(out), out, {**env, **variant_env.get(name, {})})
+            except RunFailed as e:
+                # lotus and the baseline must run; a peer's failed run (Scalene's sampling has
+                # killed a DataLoader worker) is counted as failed and left out of its figures.
+                if name == "untraced" or name == "lotus" or name in variant_env:
+                    sys.exit(str(e))
+                print(f"{name}: {str(e).splitlines()[0]}", file=sys.stderr)
+                failed[name] += r >= 0
+                got = None
+            if r >= 0 and got is not None:
+                results[name][r] = got
             shutil.rmtree(out, ignore_errors=True)  # the disk is shared: keep one run's output
         print(f"round {r + 1} of {a.rounds} done" if r >= 0 else "warm-up done", file=sys.stderr)
-    med = {k: [statistics.median(x[i] for x in v) for i in range(4)] for k, v in results.items()}
-    base = med["untraced"]
+    results = {k: v for k, v in results.items() if v}  # a peer that never ran: no row
+    med = {k: [statistics.median(x[i] for x in v.values()) for i in range(4)]
+           for k, v in results.items()}
     # The ratios pair each run with the untraced run of its round: the machine's drift over the
     # rounds (seen: 10 % over 3 minutes) falls on both sides of each ratio.
-    ratios = {k: [[x[i] / u[i] for x, u in zip(v, results["untraced"])] for i in (0, 1)]
+    base = results["untraced"]
+    ratios = {k: [[x[i] / base[r][i] for r, x in v.items()] for i in (0, 1)]
               for k, v in results.items()}
     paired = {k: [statistics.median(r) for r in v] for k, v in ratios.items()}
     print(f"examples/python_pipeline: {a.images} JPEGs, {a.workers} fork workers, {a.epochs} "
@@ -212,9 +230,10 @@ def main():
           "(MiB) | output | what it can tell |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     for name, m in med.items():
-        walls = [x[0] for x in results[name]]
+        walls = [x[0] for x in results[name].values()]
         lo, hi = median_interval(ratios[name][0])
-        print(f"| {name} | {m[0]:.2f} [{min(walls):.2f}–{max(walls):.2f}] | "
+        runs = f" ({failed[name]} of {a.rounds} runs failed)" if failed[name] else ""
+        print(f"| {name}{runs} | {m[0]:.2f} [{min(walls):.2f}–{max(walls):.2f}] | "
               f"{paired[name][0]:.3f} [{lo:.3f}–{hi:.3f}] | {m[1]:.2f} | {paired[name][1]:.2f} | "
               f"{m[2] / 2**20:.0f} | {m[3] / 1e6:.1f} MB | {CAN_TELL[name]} |")
 
