@@ -553,35 +553,51 @@ PyObject* g_partial_type = nullptr;
 /// a plain or built-in function's own name ("function" without one), a partial's function's,
 /// else the step's class name. nullptr with an exception set.
 PyObject* step_name(PyObject* step) {
-  for (int depth = 0; depth < 64; ++depth) {
+  PyObject* held = nullptr;  // the innermost partial's function (a subclass may make a new one)
+  PyObject* out = nullptr;
+  for (int depth = 0;; ++depth) {
     if (PyFunction_Check(step) || PyCFunction_Check(step)) {
       PyObject* n = PyObject_GetAttrString(step, "__name__");
       if (n == nullptr) PyErr_Clear();
-      if (n != nullptr && PyUnicode_Check(n) && PyUnicode_GET_LENGTH(n) > 0) return n;
-      Py_XDECREF(n);
-      return PyUnicode_FromString("function");
+      if (n != nullptr && PyUnicode_Check(n) && PyUnicode_GET_LENGTH(n) > 0) {
+        out = n;
+      } else {
+        Py_XDECREF(n);
+        out = PyUnicode_FromString("function");
+      }
+      Py_XDECREF(held);
+      return out;
     }
     if (g_partial_type == nullptr) {
       PyObject* functools = PyImport_ImportModule("functools");
-      if (functools == nullptr) return nullptr;
-      g_partial_type = PyObject_GetAttrString(functools, "partial");
-      Py_DECREF(functools);
-      if (g_partial_type == nullptr) return nullptr;
+      if (functools != nullptr) {
+        g_partial_type = PyObject_GetAttrString(functools, "partial");
+        Py_DECREF(functools);
+      }
+      if (g_partial_type == nullptr) {
+        Py_XDECREF(held);
+        return nullptr;
+      }
     }
-    if (!PyType_Check(g_partial_type) ||
+    if (depth == 64 || !PyType_Check(g_partial_type) ||
         !PyObject_TypeCheck(step, reinterpret_cast<PyTypeObject*>(g_partial_type))) {
       break;
     }
-    PyObject* fn = PyObject_GetAttrString(step, "func");  // partial's own: a borrowed one would do
-    if (fn == nullptr) return nullptr;
-    Py_DECREF(fn);  // still held by the partial, which the caller holds
-    step = fn;
+    PyObject* fn = PyObject_GetAttrString(step, "func");
+    if (fn == nullptr) {
+      Py_XDECREF(held);
+      return nullptr;
+    }
+    Py_XDECREF(held);
+    held = step = fn;
   }
 #if PY_VERSION_HEX >= 0x030B0000
-  return PyType_GetName(Py_TYPE(step));
+  out = PyType_GetName(Py_TYPE(step));
 #else
-  return PyObject_GetAttrString(reinterpret_cast<PyObject*>(Py_TYPE(step)), "__name__");
+  out = PyObject_GetAttrString(reinterpret_cast<PyObject*>(Py_TYPE(step)), "__name__");
 #endif
+  Py_XDECREF(held);
+  return out;
 }
 
 /// The interned location of a step's record; nullptr (no exception) when it has none.
