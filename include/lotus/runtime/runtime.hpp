@@ -266,11 +266,12 @@ LOTUS_DETAIL_COLD inline void runtime::apply_locked(const options& o) noexcept {
   const int clock = nvtx_modes_ ? clock_mode_ + (mode_tsc_nvtx - mode_tsc) : clock_mode_;
   g_mode.store(on ? clock : mode_off, mo_release);
   // The writer starts with the process's first event (register_thread), not here: a thread
-  // makes the process multi-threaded for good, and the C library and libstdc++ then take their
-  // locked paths (malloc, shared_ptr counts): an `import torch` after configure() ran 4-10 ms
-  // slower with an idle writer beside it. Threads already registered may hold events (their
-  // next push would not register again), and flight mode takes captures (lotus::capture(), its
-  // control file) before any event: in either case the writer starts now.
+  // makes the process multi-threaded for good (glibc never sets __libc_single_threaded back, and
+  // forked children inherit it), and the C library and libstdc++ then take their locked paths
+  // (malloc, shared_ptr counts) for whatever the program does before it records. Threads already
+  // registered may hold events (their next push would not register again), and flight mode
+  // takes captures (lotus::capture(), its control file) before any event: in either case the
+  // writer starts now.
   if (on && (set_.flight.window_ns != 0 || threads_.any())) writer_.start();
 }
 
