@@ -262,6 +262,14 @@ lotus.torch.instrument(log_file=sys.argv[1])
 t = T.Compose([AddOne(), T.Lambda(lambda x: x * 2)])
 for i in range(3):
     t(torch.tensor([1.0]))
+import os
+from torchvision import datasets
+root = os.path.join(os.path.dirname(sys.argv[1]), "folder")
+os.makedirs(os.path.join(root, "a"))
+open(os.path.join(root, "a", "0.txt"), "w").write("1")
+ds = datasets.DatasetFolder(root, lambda p: torch.tensor([float(open(p).read())]),
+                            extensions=(".txt",), transform=t)
+assert ds[0][0].item() == 4.0
 """
 
 
@@ -288,10 +296,12 @@ def python(a, tmp):
                    PYTHONPATH=a.python_path, LOTUS_NVTX="1")
     run([sys.executable, "-c", PY_TORCH, os.path.join(d, "t")], env)
     calls = [c for c in captured(cap)[1] if not c.startswith(("domain", "register"))]
-    assert calls == ["push lotus AddOne", "pop lotus", "push lotus Lambda", "pop lotus"] * 3, calls
+    compose = ["push lotus AddOne", "pop lotus", "push lotus Lambda", "pop lotus"]
+    assert calls == compose * 3 + [
+        "push lotus Loader", "pop lotus", "push lotus Transform", *compose, "pop lotus"], calls
     names = [n for f in glob.glob(os.path.join(d, "t_worker_pid_*")) for n, _, _ in records(f)]
-    assert sorted(names) == sorted(["AddOne", "Lambda"] * 3), names
-    print("python (lotus.torch Compose, LOTUS_NVTX=1): NVTX calls exact")
+    assert names == ["AddOne", "Lambda"] * 4 + ["Loader", "Transform"], names
+    print("python (lotus.torch Compose and DatasetFolder, LOTUS_NVTX=1): NVTX calls exact")
 
 
 def main():

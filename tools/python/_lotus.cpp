@@ -619,9 +619,51 @@ const lotus::record_site* step_location(PyObject* step, bool& failed) {
   return loc;
 }
 
+/// One call fn(arg) timed as the op at `loc` (fn nullptr: no call, `arg` itself is the result):
+/// in progress while it runs (the live file, the stall triggers), inside an NVTX range or ITT
+/// task when `ranges`; its span in t0/t1. A new reference, nullptr with the call's exception.
+PyObject* timed_call(PyObject* fn, PyObject* arg, int m, lotus::detail::inflight* f,
+                     const lotus::record_site* loc, bool ranges, std::uint64_t& t0,
+                     std::uint64_t& t1) {
+  const bool pushed = ranges && loc != nullptr && lotus::detail::nvtx_push(*loc, 0);
+  const bool shown = f != nullptr && loc != nullptr;
+  t0 = lotus::detail::now_ticks(m);
+  const std::uint32_t d = shown ? lotus::detail::inflight_enter(*f, loc, t0) : 0;
+  PyObject* out = fn != nullptr ? PyObject_CallOneArg(fn, arg) : (Py_INCREF(arg), arg);
+  t1 = lotus::detail::now_ticks(m);
+  if (shown) lotus::detail::inflight_leave(*f, d);
+  if (pushed) lotus::detail::nvtx_pop();
+  if (t1 < t0) t1 = t0;
+  return out;
+}
+
 struct step_span {
   const lotus::record_site* loc;
   std::uint64_t t0, t1;
+};
+
+/// A Compose call's spans, kept until its last step: on the stack for up to 16 steps.
+struct span_list {
+  step_span small[16];
+  std::vector<step_span> large;
+  std::size_t size = 0;
+
+  /// False when out of memory (Python's list append would raise MemoryError there too).
+  bool add(const step_span& s) noexcept {
+    if (size < 16 && large.empty()) {
+      small[size++] = s;
+      return true;
+    }
+    try {
+      if (large.empty()) large.assign(small, small + size);
+      large.push_back(s);
+    } catch (const std::bad_alloc&) {
+      return false;
+    }
+    ++size;
+    return true;
+  }
+  const step_span* data() const noexcept { return large.empty() ? small : large.data(); }
 };
 
 /// _compose(steps, x): x = step(x) for each step in order, each recorded S<step name>; the lines
@@ -639,117 +681,67 @@ PyObject* py_compose(PyObject*, PyObject* const* args, Py_ssize_t n) {
   Py_INCREF(x);
   const int m = lotus::detail::active_mode();
   const bool on = m >= mode_tsc;
-  const bool nvtx = on && lotus::detail::annotations_active();
+  const bool ranges = on && lotus::detail::annotations_active();
   lotus::detail::inflight* f = on ? lotus::detail::inflight_registered() : nullptr;
-  step_span inline_spans[8];
-  std::vector<step_span> more;
-  std::size_t count = 0;
-  bool ok = true;
-  std::uint64_t t = on ? lotus::detail::now_ticks(m) : 0;
+  span_list spans;
   while (PyObject* step = PyIter_Next(it)) {
     const lotus::record_site* loc = nullptr;
-    if (on) {
-      bool failed = false;
-      loc = step_location(step, failed);
-      if (failed) {
-        Py_DECREF(step);
-        ok = false;
-        break;
-      }
-    }
-    const bool pushed = nvtx && loc != nullptr && lotus::detail::nvtx_push(*loc, 0);
-    if (pushed) t = lotus::detail::now_ticks(m);
-    const bool shown = f != nullptr && loc != nullptr;
-    const std::uint32_t d = shown ? lotus::detail::inflight_enter(*f, loc, t) : 0;
-    PyObject* out = PyObject_CallOneArg(step, x);
-    const std::uint64_t end = on ? lotus::detail::now_ticks(m) : 0;
-    if (shown) lotus::detail::inflight_leave(*f, d);
-    if (pushed) lotus::detail::nvtx_pop();
+    bool failed = false;
+    if (on) loc = step_location(step, failed);
+    std::uint64_t t0 = 0, t1 = 0;
+    PyObject* out = failed ? nullptr
+                    : on   ? timed_call(step, x, m, f, loc, ranges, t0, t1)
+                           : PyObject_CallOneArg(step, x);
     Py_DECREF(step);
     Py_DECREF(x);
     x = out;
-    if (out == nullptr) {
-      ok = false;
+    if (out == nullptr) break;
+    if (loc != nullptr && !spans.add({loc, t0, t1})) {
+      PyErr_NoMemory();
       break;
     }
-    if (loc != nullptr && t != 0) {
-      const step_span sp{loc, t, end < t ? t : end};
-      if (count < 8) {
-        inline_spans[count] = sp;
-      } else {
-        try {
-          more.push_back(sp);
-        } catch (const std::bad_alloc&) {
-          // a step's record is lost for want of memory; the steps go on
-        }
-      }
-      ++count;
-    }
-    if (on) t = lotus::detail::now_ticks(m);
   }
   Py_DECREF(it);
-  if (!ok || PyErr_Occurred()) {
+  if (PyErr_Occurred()) {
     Py_XDECREF(x);
     return nullptr;
   }
-  const std::size_t first = count < 8 ? count : 8;
-  for (std::size_t i = 0; i < first; ++i) {
-    lotus::detail::emit(*inline_spans[i].loc, inline_spans[i].t0, inline_spans[i].t1, 0);
-  }
-  for (const step_span& sp : more) lotus::detail::emit(*sp.loc, sp.t0, sp.t1, 0);
+  const step_span* sp = spans.data();
+  for (std::size_t i = 0; i < spans.size; ++i)
+    lotus::detail::emit(*sp[i].loc, sp[i].t0, sp[i].t1, 0);
   return x;
-}
-
-/// One call timed as the op at `loc` (in progress while it runs); its span in t0/t1.
-PyObject* timed_call(PyObject* fn, PyObject* arg, int m, lotus::detail::inflight* f,
-                     const lotus::record_site* loc, std::uint64_t& t0, std::uint64_t& t1) {
-  const bool shown = f != nullptr && loc != nullptr;
-  t0 = lotus::detail::now_ticks(m);
-  const std::uint32_t d = shown ? lotus::detail::inflight_enter(*f, loc, t0) : 0;
-  PyObject* out = PyObject_CallOneArg(fn, arg);
-  t1 = lotus::detail::now_ticks(m);
-  if (shown) lotus::detail::inflight_leave(*f, d);
-  if (t1 < t0) t1 = t0;
-  return out;
 }
 
 /// _folder_sample(loader, path, transform): DatasetFolder's sample, loader(path) then
 /// transform(sample) (transform None: none), recorded SLoader and STransform after both (after a
-/// traced Compose's own lines, as Lotus writes them; STransform even without a transform).
-/// Nothing is recorded when either raises.
+/// traced Compose's own lines, as Lotus writes them; STransform even without a transform), each
+/// also a range with NVTX or ITT on. Nothing is recorded when either raises.
 PyObject* py_folder_sample(PyObject*, PyObject* const* args, Py_ssize_t n) {
   if (n != 3) {
     PyErr_SetString(PyExc_TypeError, "_folder_sample(loader, path, transform)");
     return nullptr;
   }
-  PyObject* loader = args[0];
   PyObject* transform = args[2] == Py_None ? nullptr : args[2];
   const int m = lotus::detail::active_mode();
-  if (m < mode_tsc) {
-    PyObject* sample = PyObject_CallOneArg(loader, args[1]);
-    if (sample == nullptr || transform == nullptr) return sample;
-    PyObject* out = PyObject_CallOneArg(transform, sample);
-    Py_DECREF(sample);
-    return out;
-  }
-  lotus::detail::inflight* f = lotus::detail::inflight_registered();
+  const bool on = m >= mode_tsc;
+  lotus::detail::inflight* f = on ? lotus::detail::inflight_registered() : nullptr;
+  const bool ranges = on && lotus::detail::annotations_active();
   static constexpr std::string_view loader_name{"Loader"}, transform_name{"Transform"};
-  const lotus::record_site* load_loc = lotus::detail::dynamic_location(loader_name);
+  const lotus::record_site* load_loc = on ? lotus::detail::dynamic_location(loader_name) : nullptr;
   std::uint64_t l0 = 0, l1 = 0, t0 = 0, t1 = 0;
-  PyObject* sample = timed_call(loader, args[1], m, f, load_loc, l0, l1);
+  PyObject* sample = on ? timed_call(args[0], args[1], m, f, load_loc, ranges, l0, l1)
+                        : PyObject_CallOneArg(args[0], args[1]);
   if (sample == nullptr) return nullptr;
-  const lotus::record_site* transform_loc = lotus::detail::dynamic_location(transform_name);
-  if (transform != nullptr) {
-    PyObject* out = timed_call(transform, sample, m, f, transform_loc, t0, t1);
-    Py_DECREF(sample);
-    if (out == nullptr) return nullptr;
-    sample = out;
-  } else {
-    t0 = t1 = lotus::detail::now_ticks(m);
-  }
+  const lotus::record_site* transform_loc =
+      on ? lotus::detail::dynamic_location(transform_name) : nullptr;
+  PyObject* out = on ? timed_call(transform, sample, m, f, transform_loc, ranges, t0, t1)
+                  : transform != nullptr ? PyObject_CallOneArg(transform, sample)
+                                         : (Py_INCREF(sample), sample);
+  Py_DECREF(sample);
+  if (out == nullptr) return nullptr;
   if (load_loc != nullptr) lotus::detail::emit(*load_loc, l0, l1, 0);
   if (transform_loc != nullptr) lotus::detail::emit(*transform_loc, t0, t1, 0);
-  return sample;
+  return out;
 }
 
 PyMethodDef module_methods[] = {

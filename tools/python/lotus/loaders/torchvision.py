@@ -100,16 +100,12 @@ def run_steps(steps, apply, x):
     return x
 
 
-def _apply_one(step, img):
-    return step(img)
-
-
 def _compose_call(self, img):
     if not (_state.trace_all or getattr(self, "log_transform_elapsed_time", None)):
         for step in self.transforms:
             img = step(img)
         return img
-    # run_steps(self.transforms, _apply_one, img), in C: one call a sample, not a dozen a step.
+    # run_steps with step(img) applied, in C: one call a sample, not a dozen a step.
     return _compose(self.transforms, img)
 
 
@@ -149,37 +145,9 @@ def _folder_getitem(self, index):
     if not _gate(self):
         return _original("DatasetFolder.__getitem__")(self, index)
     path, target = self.samples[index]
-    if _nvtx_on():
-        return _folder_getitem_nvtx(self, path, target)
     # SLoader around self.loader(path), STransform around self.transform (even without one),
-    # recorded after both: after the Compose's lines, as Lotus writes them.
+    # recorded after both: after the Compose's lines, as Lotus writes them (NVTX ranges too).
     sample = _folder_sample(self.loader, path, self.transform)
-    if self.target_transform is not None:
-        target = self.target_transform(target)
-    return sample, target
-
-
-def _folder_getitem_nvtx(self, path, target):
-    """_folder_getitem with NVTX ranges around the load and the transform."""
-    pushed = _nvtx_push("Loader")
-    try:
-        l0 = _now()
-        sample = self.loader(path)
-        l1 = _now()
-    finally:
-        if pushed:
-            _nvtx_pop()
-    pushed = _nvtx_push("Transform")
-    try:
-        t0 = _now()
-        if self.transform is not None:
-            sample = self.transform(sample)
-        t1 = _now()
-    finally:
-        if pushed:
-            _nvtx_pop()
-    _record("Loader", l0, l1)
-    _record("Transform", t0, t1)
     if self.target_transform is not None:
         target = self.target_transform(target)
     return sample, target
