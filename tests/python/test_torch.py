@@ -483,13 +483,14 @@ except OSError as e:
     print("raised", e)
 bare = datasets.DatasetFolder(root, load, extensions=(".txt",))
 print(bare[0])
+print(T.Compose([AddOne()] * 20)(0))  # past the 16 spans kept on the stack
 lotus.flush()
 """
     out = run_python(code).stdout.splitlines()
     assert out[0] == str(["AddOne", "double", "<lambda>", "abs", "fail_on_7", "AddOne",
                           "Compose"])
     assert out[1:] == ["9", "raised planted", "13", "(1, 0)", "raised planted loader failure",
-                       "(0, 0)"]
+                       "(0, 0)", "20"]
     (rows,) = read_trace(tmp_path / "t").values()
     call = ["SAddOne", "Sdouble", "S<lambda>", "Sabs", "Sfail_on_7", "SAddOne"]
     inner = ["Sdouble", "SAddOne"]
@@ -497,7 +498,8 @@ lotus.flush()
         inner + call + ["SCompose"]            # c(1)
         + inner + call + ["SCompose"]          # c(2): c(3) raised, nothing recorded
         + ["SAddOne", "SLoader", "STransform"]  # ds[0]: its Compose's line first
-        + ["SLoader", "STransform"])            # bare[0]: STransform without a transform
+        + ["SLoader", "STransform"]             # bare[0]: STransform without a transform
+        + ["SAddOne"] * 20)
     for name, start, dur in rows:
         assert start > 0 and dur >= 0, (name, start, dur)
 
