@@ -288,3 +288,90 @@ def test_top_shows_a_start_while_it_lasts(tmp_path):
         fields  # __init__ returned between iter(loader) and the first batch
     # A start of over a second is most of top's window: the main process waits for data.
     assert waits and max(waits) >= 50, waits
+
+
+def forkserver_preloads_main_here():
+    """CPython's forkserver imports the main module once, in the server, from 3.13.8 and 3.14
+    on (before, every forkserver worker ran the script's imports again)."""
+    v = sys.version_info
+    return v >= (3, 14) or (3, 13, 8) <= v < (3, 14)
+
+
+TOP = str(HERE / "startup_top.py")
+
+
+def test_forkserver_from_a_spawn_run_of_a_script_that_imports_torch_at_its_top(tmp_path):
+    """The commonest script shape: torch imported at the top. Each spawn worker imports it again;
+    so does each forkserver worker where the server does not preload the main module. The trace
+    says which this interpreter does, and whatif's forkserver prediction from the spawn run
+    follows it: the workers' imports kept (no preload: a forkserver worker costs what a spawned
+    one does) or paid once by the server in the first iterator (preload)."""
+    if not (have("spawn") and have("forkserver")):
+        pytest.skip("no spawn/forkserver here")
+    out = tmp_path / "spawn"
+    r = run_python([TOP, str(out), "--method", "spawn", "--workers", "2", "--paths", "100000",
+                    "--epochs", "2", "--batches", "6"], timeout=300)
+    job = json.loads(r.stdout.strip().splitlines()[-1])
+    assert job["method"] == "spawn"
+    lines = sidecar_lines(out, "startup_forkserver")
+    assert len(lines) == 2, lines  # one per iterator that started workers
+    preloads = forkserver_preloads_main_here()
+    for _, (seq, running, main, modules) in lines:
+        assert running == "0" and modules == "-"
+        assert main == ("1" if preloads else "0"), (main, sys.version)
+    st = stats_json(out)["startup"]
+    assert st["forkserver"]["preloads_main"] is preloads
+    boot = st["per_worker"]["boot_ms"]
+
+    def whatif(method, w):
+        return json.loads(tool("whatif", str(out), "--workers", str(w), "--start-method",
+                               method, "--json"))["startup"]
+
+    fs, sp = whatif("forkserver", 4), whatif("spawn", 4)
+    assert fs["predicted_ttfb_ms"] is not None and sp["predicted_ttfb_ms"] is not None
+    if preloads:
+        # The server imports the script once (a spawned worker's boot), in the first iterator.
+        assert fs["predicted_server_start_ms"] == pytest.approx(boot, rel=1e-6)
+        assert fs["predicted_first_ttfb_ms"] > fs["predicted_later_ttfb_ms"] + 0.9 * boot
+        assert "once" in fs["basis"]
+    else:
+        # Every forkserver worker imports torch again, as a spawned one: the worker's boot is
+        # the spawn worker's less a new interpreter's own start (a few tens of ms), not a fork.
+        assert "does not preload" in fs["basis"]
+        assert fs["predicted_later_ttfb_ms"] >= sp["predicted_ttfb_ms"] - 4 * 40.0, (fs, sp)
+    # A trace that does not say what its forkserver does (an older lotus): withheld, with why.
+    old = tmp_path / "old"
+    old.mkdir()
+    for p in out.iterdir():
+        if p.is_file():
+            text = p.read_text()
+            if p.name.startswith("."):
+                text = "".join(line for line in text.splitlines(keepends=True)
+                               if not line.startswith("startup_forkserver "))
+            (old / p.name).write_text(text)
+    js = json.loads(tool("whatif", str(old), "--workers", "4", "--start-method", "forkserver",
+                         "--json"))["startup"]
+    assert js["predicted_ttfb_ms"] is None and "older lotus" in js["note"], js
+
+
+def test_a_forkserver_run_measures_its_server_start_apart(tmp_path):
+    """forkserver, torch at the top, 2 epochs of non-persistent workers: the first iterator
+    starts the server (its line says so), the second finds it running; the server's start is
+    measured apart from the workers' boot and the replay gives each iterator its own."""
+    if not have("forkserver"):
+        pytest.skip("no forkserver here")
+    out = tmp_path / "fs"
+    run_python([TOP, str(out), "--method", "forkserver", "--workers", "2", "--paths", "100000",
+                "--epochs", "2", "--batches", "6"], timeout=300)
+    lines = sorted(sidecar_lines(out, "startup_forkserver"), key=lambda r: int(r[1][0]))
+    assert [row[1][1] for row in lines] == ["0", "1"], lines  # started by the first iterator
+    st = stats_json(out)["startup"]
+    assert st["forkserver"]["started"] is True
+    assert st["forkserver"]["start_ms"] > 0
+    iters = sorted(st["iterators"], key=lambda it: it["begin_ns"])
+    assert len(iters) == 2
+    js = json.loads(tool("whatif", str(out), "--workers", "2", "--json"))["startup"]
+    assert js["measured_first_ttfb_ms"] == pytest.approx(iters[0]["ttfb_ms"], rel=1e-6)
+    assert js["measured_later_ttfb_ms"] == pytest.approx(iters[1]["ttfb_ms"], rel=1e-6)
+    assert js["predicted_first_ttfb_ms"] == pytest.approx(
+        js["predicted_later_ttfb_ms"] + st["forkserver"]["start_ms"], rel=1e-6)

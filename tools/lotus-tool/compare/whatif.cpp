@@ -296,13 +296,21 @@ whatif_result predict_workers(const run_digest& d, const whatif_args& a) {
     r.measured_start_method = c.method;
     r.start_method = a.start_method.empty() ? c.method : a.start_method;
     r.measured_ttfb_ms = c.ttfb_ms;
+    r.measured_first_ttfb_ms = c.first_ttfb_ms;
+    r.measured_later_ttfb_ms = c.later_ttfb_ms;
     const startup_prediction rp = predict_startup(c, c.method, d.workers);
-    if (rp.known) r.replay_ttfb_ms = rp.ttfb_ms;
+    if (rp.known) r.replay_ttfb_ms = mean_ttfb_ms(rp, c);
     const startup_prediction p = predict_startup(c, r.start_method, a.workers);
     r.ttfb_known = p.known;
     r.ttfb_why = p.why_unknown;
     if (p.known) {
-      r.predicted_ttfb_ms = p.ttfb_ms;
+      // The run's iterators that started workers: the first of each process pays a forkserver's
+      // start, the others not; the mean over as many iterators as the run had.
+      r.predicted_first_ttfb_ms = p.first_ttfb_ms;
+      r.predicted_later_ttfb_ms = p.ttfb_ms;
+      r.predicted_server_ms = p.server_ms;
+      r.predicted_ttfb_ms = mean_ttfb_ms(p, c);
+      r.ttfb_basis = p.basis;
       if (p.estimated_fork) r.ttfb_why = "the fork's own cost estimated (this run forked none)";
       const bool changed = a.workers != d.workers || r.start_method != c.method;
       if (changed && !m.worker_start_ms.empty()) {
@@ -318,11 +326,16 @@ whatif_result predict_workers(const run_digest& d, const whatif_args& a) {
           ++n;
         }
         const double delay = n > 0 ? std::max(0.0, c.first_batch_ms - prep / n) : 0.0;
-        std::vector<double> slots = p.slot_ms;
+        std::vector<double> slots = p.slot_ms, first_slots = p.first_slot_ms;
         if (!slots.empty()) slots.front() += delay;
+        if (!first_slots.empty()) first_slots.front() += delay;
         const bool once = c.persistent || a.persistent;
         for (std::size_t k = 0; k < m.worker_start_ms.size(); ++k) {
-          if (k == 0 || !once) m.worker_start_ms[k] = slots;
+          if (k == 0) {
+            m.worker_start_ms[k] = first_slots.empty() ? slots : first_slots;
+          } else if (!once) {
+            m.worker_start_ms[k] = slots;
+          }
         }
       }
     }
@@ -582,6 +595,17 @@ nlohmann::json whatif_json(const whatif_result& r) {
                     {"replay_ttfb_ms", r.replay_ttfb_ms},
                     {"predicted_ttfb_ms",
                      r.ttfb_known ? nlohmann::json(r.predicted_ttfb_ms) : nlohmann::json()},
+                    {"measured_first_ttfb_ms", r.measured_first_ttfb_ms},
+                    {"measured_later_ttfb_ms", r.measured_later_ttfb_ms > 0
+                                                   ? nlohmann::json(r.measured_later_ttfb_ms)
+                                                   : nlohmann::json()},
+                    {"predicted_first_ttfb_ms",
+                     r.ttfb_known ? nlohmann::json(r.predicted_first_ttfb_ms) : nlohmann::json()},
+                    {"predicted_later_ttfb_ms",
+                     r.ttfb_known ? nlohmann::json(r.predicted_later_ttfb_ms) : nlohmann::json()},
+                    {"predicted_server_start_ms",
+                     r.ttfb_known ? nlohmann::json(r.predicted_server_ms) : nlohmann::json()},
+                    {"basis", r.ttfb_basis},
                     {"note", r.ttfb_why}};
   }
   j["measured"]["workers_restarted"] = r.workers_restarted;
@@ -677,6 +701,13 @@ std::string whatif_text(const whatif_result& r) {
          (r.ttfb_known ? format_number("%.3f s", r.predicted_ttfb_ms / 1e3)
                        : "not predicted (" + r.ttfb_why + ")") +
          (r.ttfb_known && !r.ttfb_why.empty() ? " (" + r.ttfb_why + ")" : "") + "\n";
+    if (r.ttfb_known && r.predicted_server_ms > 0) {
+      s += "  first iterator " + format_number("%.3f s", r.predicted_first_ttfb_ms / 1e3) +
+           " (the forkserver's own start " + format_number("%.3f s", r.predicted_server_ms / 1e3) +
+           " included), later iterators " +
+           format_number("%.3f s", r.predicted_later_ttfb_ms / 1e3) + "\n";
+    }
+    if (r.ttfb_known && !r.ttfb_basis.empty()) s += "  (" + r.ttfb_basis + ")\n";
   }
   s += "replay of the measured setting: epoch " + format_number("%.3f s", r.replay.epoch_seconds) +
        ", wait " + pct(r.replay.wait_share, 1, " ") + " (the model's error on this run)\n";

@@ -165,8 +165,11 @@ struct whatif_result {
   /// (ttfb_known false: not predicted, ttfb_why says why). Empty method: none recorded.
   std::string measured_start_method, start_method;
   double measured_ttfb_ms = 0, replay_ttfb_ms = 0, predicted_ttfb_ms = 0;
+  /// The first iterator of a process (a forkserver's server starts in it) and the later ones.
+  double measured_first_ttfb_ms = 0, measured_later_ttfb_ms = 0, predicted_first_ttfb_ms = 0,
+         predicted_later_ttfb_ms = 0, predicted_server_ms = 0;
   bool ttfb_known = false;
-  std::string ttfb_why;
+  std::string ttfb_why, ttfb_basis;
   /// The workers' measured wait for a core (a share of their batch time) and whether it was
   /// read as other threads' load (model.foreign fitted to it): with the measured workers at most
   /// the cores, only other threads make them wait.

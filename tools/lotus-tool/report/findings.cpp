@@ -237,9 +237,9 @@ std::string startup_unpredictable(const report_data& d) {
   const startup_prediction r = predict_startup(c, c.method, c.workers);
   if (!r.known) return r.why_unknown;
   if (c.ttfb_ms <= 0) return "no iterator's first batch was recorded";
-  if (std::abs(r.ttfb_ms - c.ttfb_ms) > 0.25 * c.ttfb_ms) {
-    return "the model replays this setting's first batch at " + format_ms(r.ttfb_ms) + " against " +
-           format_ms(c.ttfb_ms) + " measured, so it predicts no other";
+  if (std::abs(mean_ttfb_ms(r, c) - c.ttfb_ms) > 0.25 * c.ttfb_ms) {
+    return "the model replays this setting's first batch at " + format_ms(mean_ttfb_ms(r, c)) +
+           " against " + format_ms(c.ttfb_ms) + " measured, so it predicts no other";
   }
   return {};
 }
@@ -278,10 +278,11 @@ std::vector<startup_fix> startup_fixes(const report_data& d) {
                          const std::string& method, const std::string& words) {
       const startup_prediction p = predict_startup(changed, method, c.workers);
       if (!p.known) return;
-      const double saving = starts * std::max(0.0, replay.ttfb_ms - p.ttfb_ms);
+      const double saving =
+          starts * std::max(0.0, mean_ttfb_ms(replay, c) - mean_ttfb_ms(p, changed));
       out.push_back({setting,
                      words + ": time to first batch " + format_ms(c.ttfb_ms) + " \u2192 " +
-                         format_ms(p.ttfb_ms) + run_text(saving),
+                         format_ms(mean_ttfb_ms(p, changed)) + run_text(saving),
                      saving});
     };
     if (c.method != "fork") {
@@ -666,9 +667,9 @@ finding measured_startup_finding(const report_data& d, const finding_thresholds&
   const std::vector<startup_fix> fixes = startup_fixes(d);
   const startup_prediction replay = predict_startup(c, c.method, c.workers);
   if (replay.known) {
-    f.numbers["replay_ttfb_ms"] = replay.ttfb_ms;
+    f.numbers["replay_ttfb_ms"] = mean_ttfb_ms(replay, c);
     f.evidence += " The start-up model replays this setting's first batch at " +
-                  format_ms(replay.ttfb_ms) + " (measured " + format_ms(c.ttfb_ms) + ").";
+                  format_ms(mean_ttfb_ms(replay, c)) + " (measured " + format_ms(c.ttfb_ms) + ").";
   }
   if (fixes.empty() || main_ms <= 0) {
     f.level = share >= t.wait_partly ? finding_level::info : finding_level::good;

@@ -140,7 +140,8 @@ class sidecar_parser {
         if (!c.reason.empty() && c.reason[0] == ' ') c.reason.erase(0, 1);
         proc_.capture = std::move(c);
       }
-    } else if (key == "startup" || key == "startup_worker" || key == "startup_first") {
+    } else if (key == "startup" || key == "startup_worker" || key == "startup_first" ||
+               key == "startup_forkserver") {
       startup_line(ls, key);
     } else if (key == "startup_boot") {
       startup_boot b;
@@ -240,6 +241,15 @@ class sidecar_parser {
           read_u(ls, key, w.return_ns) && w.return_ns >= w.call_ns &&
           m.starts.size() < k_max_startup_workers) {
         m.starts.push_back(w);
+      }
+    } else if (key == "startup_forkserver") {
+      std::uint64_t running = 0, main = 0;
+      std::string modules;
+      if (read_u(ls, key, running) && read_u(ls, key, main) && running <= 1 && main <= 1) {
+        ls >> modules;
+        m.server_running = static_cast<int>(running);
+        m.server_preloads_main = static_cast<int>(main);
+        m.server_modules = modules.size() <= 1024 && modules != "-" ? modules : std::string();
       }
     } else {
       std::uint64_t idx = 0, at = 0;

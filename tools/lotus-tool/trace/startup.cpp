@@ -120,6 +120,12 @@ std::string startup_cause_words(const std::string& cause) {
   return cause;
 }
 
+double mean_ttfb_ms(const startup_prediction& p, const startup_costs& c) {
+  const double n = static_cast<double>(std::max(1u, c.iterators));
+  const double firsts = std::max(1.0, std::min(n, static_cast<double>(c.processes)));
+  return (firsts * p.first_ttfb_ms + (n - firsts) * p.ttfb_ms) / n;
+}
+
 startup_analysis analyze_startup(const trace_dir& dir) {
   startup_analysis out;
   // Workers by (pid, host): their own lines.
@@ -132,6 +138,10 @@ startup_analysis analyze_startup(const trace_dir& dir) {
   double n_pickled = 0, bytes = 0, pickle = 0, handoff = 0, n_fork = 0, fork = 0;
   double n_boot = 0, boot = 0, imp = 0, unp = 0, init_fn = 0, init_cpu = 0, setup = 0;
   double n_first = 0, first = 0, n_ttfb = 0, ttfb = 0, init = 0, gap = 0;
+  // Boots of worker 0 of the forkserver iterators that started the server (they include its
+  // start) and of every other worker with a boot line.
+  std::vector<double> payer_boots;
+  double n_other = 0, other = 0;
   for (const auto& kv : dir.processes) {
     const process_meta& p = kv.second;
     for (const startup_meta& m : p.startups) {
@@ -175,6 +185,12 @@ startup_analysis analyze_startup(const trace_dir& dir) {
           w.setup_ms = std::max(0.0, ms_between(bl->entered_ns, bl->ready_ns) - w.init_fn_ms);
           w.ready_ms = ms_between(m.begin_ns, bl->ready_ns);
           w.cpu_ms = static_cast<double>(bl->cpu_ns) / 1e6;
+          if (m.method == "forkserver" && m.server_running == 0 && s.slot == 0) {
+            payer_boots.push_back(w.boot_ms);
+          } else {
+            ++n_other;
+            other += w.boot_ms;
+          }
           ++n_boot;
           boot += w.boot_ms;
           imp += w.import_ms;
@@ -233,6 +249,11 @@ startup_analysis analyze_startup(const trace_dir& dir) {
       out.init_ms += it.init_ms;
       out.ttfb_ms += it.ttfb_ms;
       startup_costs& k = out.costs;
+      if (m.server_preloads_main >= 0) {
+        k.server_preloads_main = m.server_preloads_main;
+        k.server_modules = m.server_modules;
+      }
+      if (m.method == "forkserver" && m.server_running == 0) k.server_started = true;
       if (k.method.empty() || k.method == "unknown") k.method = it.method;
       k.workers = std::max<unsigned>(k.workers, static_cast<unsigned>(m.starts.size()));
       k.persistent = k.persistent || it.persistent;
@@ -271,6 +292,33 @@ startup_analysis analyze_startup(const trace_dir& dir) {
   k.handoff_ms = mean(handoff, n_pickled);
   k.fork_ms = mean(fork, n_fork);
   k.boot_ms = mean(boot, n_boot);
+  if (!payer_boots.empty() && n_other > 0) {
+    // The server's start, apart: what worker 0 of a starting iterator took beyond the others.
+    const double others = other / n_other;
+    double extra = 0;
+    for (const double b : payer_boots) extra += std::max(0.0, b - others);
+    k.server_start_ms = extra / static_cast<double>(payer_boots.size());
+    k.boot_ms = mean(boot - extra, n_boot);
+  }
+  // The first iterator of each process against the later ones (a forkserver's server starts in
+  // the first).
+  {
+    std::map<process_key, int> seen;
+    double nf = 0, f = 0, nl = 0, l = 0;
+    for (const startup_iteration& it : out.iterations) {
+      if (it.ttfb_ms <= 0) continue;
+      if (seen[process_key{it.pid, it.host}]++ == 0) {
+        ++nf;
+        f += it.ttfb_ms;
+      } else {
+        ++nl;
+        l += it.ttfb_ms;
+      }
+    }
+    k.processes = static_cast<unsigned>(seen.size());
+    k.first_ttfb_ms = mean(f, nf);
+    k.later_ttfb_ms = mean(l, nl);
+  }
   k.import_ms = mean(imp, n_boot);
   k.unpickle_ms = mean(unp, n_boot);
   k.init_fn_ms = mean(init_fn, n_boot);
@@ -288,7 +336,7 @@ startup_prediction predict_startup(const startup_costs& c, const std::string& me
   startup_prediction p;
   if (workers == 0) {
     p.known = true;
-    p.ttfb_ms = c.first_batch_ms;
+    p.ttfb_ms = p.first_ttfb_ms = c.first_batch_ms;
     return p;
   }
   const bool measured_pickles = c.method == "spawn" || c.method == "forkserver";
@@ -321,6 +369,8 @@ startup_prediction predict_startup(const startup_costs& c, const std::string& me
         p.slot_ms.push_back(std::max(init, ready[i] + init_wait));
       }
       p.ttfb_ms = p.slot_ms.front() + c.first_batch_ms;
+      p.first_ttfb_ms = p.ttfb_ms;
+      p.first_slot_ms = p.slot_ms;
       return p;
     }
   } else if (method == "spawn" || method == "forkserver") {
@@ -330,14 +380,49 @@ startup_prediction predict_startup(const startup_costs& c, const std::string& me
                       "imports were not measured (run once with spawn or forkserver)";
       return p;
     }
-    // The worker's own start: its interpreter (spawn: a new one that imports the main module;
-    // forkserver: a fork of the server, which imported the main module once), torch's loader,
-    // the arguments.
+    // The worker's own start. spawn: a new interpreter that imports the main module (the
+    // script's top-level imports). forkserver: a fork of the server; the server imports the main
+    // module once where this interpreter's server does so (CPython 3.13.8, 3.14 on: the
+    // `startup_forkserver` line's probe), else every worker imports it again after the fork.
     double boot = c.boot_ms;
     if (method == "forkserver" && c.method == "spawn") {
-      boot = k_fork_from_server_ms;  // the main module's imports happen once, in the server
+      if (c.server_preloads_main < 0) {
+        p.why_unknown =
+            "the trace does not say whether this interpreter's forkserver imports the main "
+            "module once or in every worker (a trace of an older lotus): trace the spawn run "
+            "again with this lotus";
+        return p;
+      }
+      if (c.server_preloads_main == 1) {
+        boot = k_fork_from_server_ms;
+        // The server's own start: an interpreter that imports the main module, as a spawned
+        // worker does before it unpickles its loop.
+        p.server_ms = c.boot_ms;
+        p.basis =
+            "the forkserver imports the main module once (its start: a spawned worker's "
+            "interpreter and imports)";
+      } else {
+        boot = std::max(k_fork_from_server_ms, c.boot_ms - k_exec_ms + k_fork_from_server_ms);
+        p.server_ms = k_exec_ms;
+        p.basis =
+            "this Python's forkserver does not preload the main module: every worker "
+            "imports the script again, as a spawned worker does";
+      }
+      if (!c.server_modules.empty()) {
+        p.basis += "; the server's own preloads (" + c.server_modules +
+                   ") not measured by a spawn run: its start is a lower bound";
+      }
     } else if (method == "spawn" && c.method == "forkserver") {
-      boot = c.boot_ms + k_exec_ms;  // at least: the main module's own imports not measured
+      // A spawned worker's interpreter and main-module imports: the server's measured start
+      // where it imported the main module, else the forked worker's own imports and a new
+      // interpreter.
+      if (c.server_preloads_main == 1 && c.server_start_ms > 0) {
+        boot = c.server_start_ms;
+      } else {
+        boot = c.boot_ms + k_exec_ms;  // at least: the main module's own imports not measured
+      }
+    } else if (method == "forkserver" && c.server_started) {
+      p.server_ms = c.server_start_ms;  // measured
     }
     const double child = boot + c.import_ms + c.unpickle_ms;
     if (c.bytes > k_pipe_buffer_bytes) {
@@ -358,6 +443,10 @@ startup_prediction predict_startup(const startup_costs& c, const std::string& me
     p.slot_ms.push_back(std::max(p.init_ms, (i + 1) * serial + rest0));
   }
   p.ttfb_ms = std::max(p.init_ms, serial + rest0) + c.first_batch_ms;
+  // The first iterator of a process waits for the server before worker 0's fork.
+  p.first_ttfb_ms = p.ttfb_ms + p.server_ms;
+  p.first_slot_ms = p.slot_ms;
+  for (double& t : p.first_slot_ms) t += p.server_ms;
   return p;
 }
 

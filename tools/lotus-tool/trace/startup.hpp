@@ -71,6 +71,19 @@ struct startup_costs {
   double first_batch_ms = 0;  ///< from the later of __init__'s return and worker 0's readiness
   double ttfb_ms = 0, init_ms = 0;  ///< means over the iterators
   double cores = 0;                 ///< the main process's allowed CPUs (0: not recorded)
+  /// Time to first batch of the first iterator and the mean of the later ones (0: none).
+  double first_ttfb_ms = 0, later_ttfb_ms = 0;
+  unsigned processes = 0;  ///< main processes with an iterator that started workers
+  /// The forkserver as the run found it (`startup_forkserver` lines; -1: not recorded, a trace
+  /// of an older lotus): whether a forkserver started here imports the main module once (else
+  /// every forkserver worker imports it again), and its other preload modules.
+  int server_preloads_main = -1;
+  std::string server_modules;
+  /// A forkserver run: the server's own start (an interpreter and its preloads, paid by worker 0
+  /// of the iterator that started it), measured as that worker's boot beyond the others' (0: not
+  /// measured); the worker boot figures above leave it out.
+  double server_start_ms = 0;
+  bool server_started = false;  ///< an iterator of the run started the server
 };
 
 /// What the run's start-up lines say.
@@ -98,6 +111,12 @@ struct startup_prediction {
   /// When each worker slot may begin its first batch (ms from iter(loader)).
   std::vector<double> slot_ms;
   bool estimated_fork = false;  ///< the fork's own cost estimated (the run measured no fork)
+  /// forkserver: the first iterator of a process also starts the server (server_ms, before
+  /// worker 0 can be forked): its time to first batch and slots; equal to the above otherwise.
+  double server_ms = 0, first_ttfb_ms = 0;
+  std::vector<double> first_slot_ms;
+  /// What the prediction rests on beyond the run's own figures (empty: nothing).
+  std::string basis;
 };
 
 /// The model (tools/docs/WHATIF.md, "Start-up"): worker i's Process.start() runs after worker
@@ -110,6 +129,10 @@ struct startup_prediction {
 /// batch's own time.
 startup_prediction predict_startup(const startup_costs& c, const std::string& method,
                                    unsigned workers);
+
+/// The prediction's mean time to first batch over as many iterators as the run had: the first of
+/// each process pays a forkserver's start (first_ttfb_ms), the others not.
+double mean_ttfb_ms(const startup_prediction& p, const startup_costs& c);
 
 /// "the dataset's pickle", "the workers' imports", ... (the report's words for a cause key).
 std::string startup_cause_words(const std::string& cause);

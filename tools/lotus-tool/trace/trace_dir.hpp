@@ -180,6 +180,12 @@ struct startup_meta {
   bool persistent = false;
   std::uint64_t begin_ns = 0, init_end_ns = 0, first_idx = 0, first_ns = 0;
   std::vector<startup_start> starts;  ///< by slot, at most k_max_startup_workers
+  /// `startup_forkserver` line (-1: none, an older lotus): the process's forkserver as this
+  /// iterator began: already running (else a forkserver start starts it), and whether it imports
+  /// the main module once (else each forkserver worker runs the script's imports again); the
+  /// other modules it preloads ("-": none).
+  int server_running = -1, server_preloads_main = -1;
+  std::string server_modules;
 };
 /// A worker's `startup_boot` line (realtime ns; loaded/imported 0: forked).
 struct startup_boot {

@@ -37,7 +37,7 @@ class Iterator:
     """One iterator's start in the main process."""
 
     __slots__ = ("seq", "begin", "workers", "current", "method", "first", "expected", "queued",
-                 "init_end")
+                 "init_end", "server")
 
     def __init__(self, seq, begin, expected):
         self.seq = seq
@@ -49,6 +49,7 @@ class Iterator:
         self.first = False  # the first batch's arrival noted
         self.queued = 0  # when its first indices were queued (every worker started)
         self.init_end = 0  # when its __init__ returned
+        self.server = forkserver_state()  # (running, preloads_main, other preloaded modules)
 
 
 _seq = 0
@@ -105,6 +106,61 @@ imported_ns = 0
 _init = (0, 0, 0)
 
 
+_main_preload_works = None  # this interpreter's forkserver preloads __main__ when asked (probe)
+
+
+def forkserver_preloads_main():
+    """Whether this interpreter's forkserver imports the main module once, in the server, when
+    `__main__` is among its preload modules (the default). CPython's server never did before
+    3.13.8 and 3.14 (its ensure_running() looked for a `main_path` key that the preparation data
+    had renamed `init_main_from_path`; every forkserver worker then ran the script's imports
+    again). The probe reads the constants of the interpreter's own ensure_running(), so a patched
+    build is told apart from its version number; once per process, a few microseconds."""
+    global _main_preload_works
+    if _main_preload_works is None:
+        try:
+            import types
+            from multiprocessing import forkserver
+
+            def consts(code):
+                for c in code.co_consts:
+                    if isinstance(c, types.CodeType):
+                        yield from consts(c)
+                    else:
+                        yield c
+            _main_preload_works = "init_main_from_path" in set(
+                c for c in consts(forkserver.ForkServer.ensure_running.__code__)
+                if isinstance(c, str))
+        except Exception:  # noqa: BLE001 - a probe never disturbs the job
+            import sys
+            v = sys.version_info
+            _main_preload_works = v >= (3, 14) or (3, 13, 8) <= v < (3, 14)
+    return _main_preload_works
+
+
+def forkserver_state():
+    """(running, preloads_main, modules) of this process's forkserver as a start now would find
+    it: whether its server is already running (a first forkserver start starts it: an interpreter
+    that imports the preload modules), whether it imports the main module (a script run by path,
+    `__main__` preloaded, and an interpreter whose server does it), and the other modules it
+    preloads. Never raises."""
+    import sys
+    try:
+        fs = sys.modules.get("multiprocessing.forkserver")
+        server = getattr(fs, "_forkserver", None) if fs is not None else None
+        running = bool(server is not None and getattr(server, "_forkserver_pid", None))
+        preload = list(getattr(server, "_preload_modules", None) or []) if server is not None \
+            else ["__main__"]
+        main = sys.modules.get("__main__")
+        by_path = getattr(main, "__spec__", None) is None and bool(getattr(main, "__file__", None))
+        preloads_main = "__main__" in preload and by_path and forkserver_preloads_main()
+        modules = [m for m in preload if m != "__main__" and isinstance(m, str)
+                   and m.isascii() and m.replace(".", "").replace("_", "").isalnum()][:32]
+        return running, preloads_main, modules
+    except Exception:  # noqa: BLE001
+        return False, False, []
+
+
 def begin(workers):
     """iter(loader) of an iterator that may start `workers` workers: its record, active until
     end()."""
@@ -133,6 +189,10 @@ def end(it, workers, persistent):
     for slot, pid, call, pickled, nbytes, ret in it.workers:
         lines.append(b"startup_worker %d %d %d %d %d %d %d\n"
                      % (it.seq, slot, pid, call, pickled, nbytes, ret))
+    running, preloads_main, modules = it.server
+    lines.append(b"startup_forkserver %d %d %d %s\n"
+                 % (it.seq, 1 if running else 0, 1 if preloads_main else 0,
+                    ",".join(modules).encode("ascii") if modules else b"-"))
     note(b"".join(lines))
 
 
