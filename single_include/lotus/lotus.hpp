@@ -444,11 +444,13 @@ inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
 
 /// The calling thread's counters (runtime/resources.hpp): CPU time, faults and context switches
-/// from getrusage(RUSAGE_THREAD), run-queue wait from /proc/thread-self/schedstat.
+/// from getrusage(RUSAGE_THREAD), run-queue wait from /proc/thread-self/schedstat. `inblock`:
+/// getrusage's ru_inblock, 512-byte blocks the thread's reads fetched from storage (page-cache
+/// misses; 0 for data in the page cache).
 /// `ok` false: not read (tracing or resources off, or the reads failed).
 struct res_sample {
   std::uint64_t cpu_ns = 0, wait_ns = 0;
-  std::uint64_t minflt = 0, majflt = 0, nvcsw = 0, nivcsw = 0;
+  std::uint64_t minflt = 0, majflt = 0, nvcsw = 0, nivcsw = 0, inblock = 0;
   bool ok = false;
   /// Not read because the thread could not be registered at that moment (a signal handler that
   /// interrupted its registration): the batch's figures are counted as lost at its end.
@@ -1605,11 +1607,13 @@ inline namespace LOTUS_DETAIL_ABI {
 namespace detail {
 
 /// The calling thread's counters (runtime/resources.hpp): CPU time, faults and context switches
-/// from getrusage(RUSAGE_THREAD), run-queue wait from /proc/thread-self/schedstat.
+/// from getrusage(RUSAGE_THREAD), run-queue wait from /proc/thread-self/schedstat. `inblock`:
+/// getrusage's ru_inblock, 512-byte blocks the thread's reads fetched from storage (page-cache
+/// misses; 0 for data in the page cache).
 /// `ok` false: not read (tracing or resources off, or the reads failed).
 struct res_sample {
   std::uint64_t cpu_ns = 0, wait_ns = 0;
-  std::uint64_t minflt = 0, majflt = 0, nvcsw = 0, nivcsw = 0;
+  std::uint64_t minflt = 0, majflt = 0, nvcsw = 0, nivcsw = 0, inblock = 0;
   bool ok = false;
   /// Not read because the thread could not be registered at that moment (a signal handler that
   /// interrupted its registration): the batch's figures are counted as lost at its end.
@@ -6200,7 +6204,7 @@ inline std::uint64_t res_delta(std::uint64_t a, std::uint64_t b) noexcept {
 struct res_entry {
   atom<std::uint64_t> seq{0};
   std::uint64_t t0, t1, idx;
-  std::uint64_t cpu_ns, wait_ns, minflt, majflt, nvcsw, nivcsw;
+  std::uint64_t cpu_ns, wait_ns, minflt, majflt, nvcsw, nivcsw, inblock;
 };
 
 /// A thread's queue of res_entry, taken at its first batch's figures
@@ -6424,6 +6428,7 @@ inline res_sample read_thread_resources(bool exact_cpu = false) noexcept {
     s.majflt = static_cast<std::uint64_t>(ru.ru_majflt);
     s.nvcsw = static_cast<std::uint64_t>(ru.ru_nvcsw);
     s.nivcsw = static_cast<std::uint64_t>(ru.ru_nivcsw);
+    s.inblock = ru.ru_inblock > 0 ? static_cast<std::uint64_t>(ru.ru_inblock) : 0;
     const auto u64 = [](long v) {
       return v > 0 ? static_cast<std::uint64_t>(v) : std::uint64_t{0};
     };
@@ -6496,6 +6501,7 @@ inline bool res_push(res_queue& q, const res_sample& b, const res_sample& e, std
   s.majflt = res_delta(b.majflt, e.majflt);
   s.nvcsw = res_delta(b.nvcsw, e.nvcsw);
   s.nivcsw = res_delta(b.nivcsw, e.nivcsw);
+  s.inblock = res_delta(b.inblock, e.inblock);
   s.seq.store(h + 1, mo_release);
   return true;
 }
@@ -10327,7 +10333,8 @@ class trace_writer {
       text line;
       line.add("batchres ").add(t.tid).add(' ').add(e.idx).add(' ').add(start).add(' ');
       line.add(dur).add(' ').add(e.cpu_ns).add(' ').add(e.wait_ns).add(' ').add(e.minflt);
-      line.add(' ').add(e.majflt).add(' ').add(e.nvcsw).add(' ').add(e.nivcsw).add('\n');
+      line.add(' ').add(e.majflt).add(' ').add(e.nvcsw).add(' ').add(e.nivcsw).add(' ');
+      line.add(e.inblock).add('\n');
       if (!resource_line(line)) ++q->writer_lost;
     }
     q->tail.store(tail, mo_release);

@@ -1,6 +1,8 @@
 // lotus — per-batch resource figures (issue #43): the sidecar's `batchres` lines
 // SPDX-License-Identifier: MIT
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -36,7 +38,7 @@ lotus::options trace_to(const std::string& prefix) {
 
 // One `batchres` line's fields.
 struct batchres {
-  std::uint64_t tid, idx, start, dur, cpu, wait, minflt, majflt, nvcsw, nivcsw;
+  std::uint64_t tid, idx, start, dur, cpu, wait, minflt, majflt, nvcsw, nivcsw, inblock;
 };
 
 // The numbers of each `<key> ...` line of the sidecar of process `pid` in `dir`; each line must
@@ -64,8 +66,8 @@ std::vector<std::vector<std::uint64_t>> sidecar_numbers(const std::string& dir, 
 // The `batchres` lines of the sidecar of process `pid` in `dir`.
 std::vector<batchres> read_batchres(const std::string& dir, long pid) {
   std::vector<batchres> out;
-  for (const auto& v : sidecar_numbers(dir, pid, "batchres", 10)) {
-    out.push_back({v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9]});
+  for (const auto& v : sidecar_numbers(dir, pid, "batchres", 11)) {
+    out.push_back({v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10]});
   }
   return out;
 }
@@ -314,6 +316,60 @@ TEST_CASE("batchres: one line per batch with the thread's CPU, wait, faults and 
   CHECK(res[0].minflt < 4000);
   lotus::configure(trace_to(dir.path + "/unused"));
   lotus::flush();  // its live file now, inside the temporary directory
+}
+
+// A batch that reads a file the page cache does not hold counts the blocks it fetched from
+// storage (getrusage's ru_inblock): what tells a cold read(2) apart from any other off-CPU wait
+// (lotus-tool whatif then claims nothing of more workers). The file is written, synced and
+// dropped from the page cache (POSIX_FADV_DONTNEED); on a filesystem without a block device
+// (tmpfs) nothing is read from storage and the check is skipped.
+TEST_CASE("batchres: a cold read counts the blocks read from storage; a warm one none",
+          "[resources]") {
+  lotus_test::temp_dir dir;
+  struct statfs fs {};
+  REQUIRE(::statfs(dir.path.c_str(), &fs) == 0);
+  if (fs.f_type == 0x01021994 /* TMPFS_MAGIC */) {
+    WARN("tmpfs: no block device, nothing to read from storage");
+    return;
+  }
+  const std::string file = dir.path + "/cold.bin";
+  const std::size_t size = std::size_t{2} << 20;
+  {
+    const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    REQUIRE(fd >= 0);
+    std::vector<char> buf(size, 'x');
+    REQUIRE(::write(fd, buf.data(), size) == static_cast<ssize_t>(size));
+    REQUIRE(::fsync(fd) == 0);
+    REQUIRE(::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0);
+    ::close(fd);
+  }
+  const auto read_all = [&] {
+    const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+    REQUIRE(fd >= 0);
+    std::vector<char> buf(size);
+    std::size_t got = 0;
+    for (ssize_t n = 0; got < size && (n = ::read(fd, buf.data() + got, size - got)) > 0;) {
+      got += static_cast<std::size_t>(n);
+    }
+    ::close(fd);
+    REQUIRE(got == size);
+  };
+  lotus::configure(trace_to(dir.path + "/lotustrace_log"));
+  {
+    LOTUS_BATCH_PREPROCESSED(1);
+    read_all();  // cold: from the device
+  }
+  {
+    LOTUS_BATCH_PREPROCESSED(2);
+    read_all();  // now in the page cache
+  }
+  lotus::flush();
+  const auto res = read_batchres(dir.path, ::getpid());
+  REQUIRE(res.size() == 2);
+  CHECK(res[0].inblock * 512 >= size);
+  CHECK(res[1].inblock == 0);
+  lotus::configure(trace_to(dir.path + "/unused"));
+  lotus::flush();
 }
 
 TEST_CASE("batchres: options::resources = false records none; true records them again",

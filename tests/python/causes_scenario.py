@@ -1,8 +1,11 @@
 # SPDX-License-Identifier: MIT
 """A DataLoader run that plants one cause of slow batches (run by test_causes.py in a fresh process).
 
-argv[1]: JSON {"trace": prefix, "cause": compute|contention|blocked|faults}. Two fork workers,
-batch size 4, lotus.torch traced; each sample does the planted work.
+argv[1]: JSON {"trace": prefix, "cause": compute|contention|blocked|faults|cold|warm}. Two fork
+workers, batch size 4, lotus.torch traced; each sample does the planted work. cold and warm: each
+sample reads a file of its own (512 KiB, in the trace's directory's sibling `data`) with read(2):
+cold after the files were written, synced and dropped from the page cache (from the device), warm
+after they were read once (from the page cache).
 """
 import json
 import mmap
@@ -20,6 +23,8 @@ import lotus.torch
 CFG = json.loads(sys.argv[1])
 CAUSE = CFG["cause"]
 HOG_CPU = CFG.get("cpu", 0)
+DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(CFG["trace"]))), "data")
+FILE_BYTES = 512 << 10
 
 
 def spin(seconds):
@@ -45,7 +50,30 @@ class Planted(Dataset):
                 m.madvise(mmap.MADV_NOHUGEPAGE)  # 4 KiB pages: one fault each
             m.write(b"\1" * (48 << 20))
             m.close()
+        elif CAUSE in ("cold", "warm"):
+            with open(os.path.join(DATA, f"{i:04d}.bin"), "rb", buffering=0) as f:
+                n = len(f.read())
+            return torch.tensor([n])
         return torch.tensor([i])
+
+
+def make_files(cold):
+    os.makedirs(DATA, exist_ok=True)
+    for i in range(32):
+        path = os.path.join(DATA, f"{i:04d}.bin")
+        with open(path, "wb") as f:
+            f.write(os.urandom(FILE_BYTES))
+            f.flush()
+            os.fsync(f.fileno())
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            if cold:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            else:
+                while os.read(fd, 1 << 20):
+                    pass
+        finally:
+            os.close(fd)
 
 
 def pin_worker(_):
@@ -57,6 +85,8 @@ def main():
     lotus.torch.instrument(log_file=CFG["trace"])
     hog = None
     extra = {}
+    if CAUSE in ("cold", "warm"):
+        make_files(CAUSE == "cold")
     if CAUSE == "contention":
         # A CPU hog on the workers' one CPU: they are runnable but wait for it.
         hog = subprocess.Popen([sys.executable, "-c",

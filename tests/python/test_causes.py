@@ -34,7 +34,7 @@ def batchres(trace):
         for ln in lines:
             if ln.startswith("batchres "):
                 f = [int(x) for x in ln.split()[1:]]
-                assert len(f) == 10, ln
+                assert len(f) == 11, ln
                 out.append((pid, *f))
     return out
 
@@ -110,6 +110,43 @@ def test_page_faults(tmp_path):
     print("faults:", json.dumps({k: c[k] for k in c if k not in ("workers", "advice")}))
     assert c["verdict"] == "page_faults", c
     assert c["minor_faults_per_batch"] >= 1000, c
+
+
+def on_tmpfs(path):
+    r = subprocess.run(["stat", "-f", "-c", "%T", str(path)], capture_output=True, text=True)
+    return r.stdout.strip() == "tmpfs"
+
+
+def whatif(trace, workers):
+    r = subprocess.run([TOOL, "whatif", str(trace), "--workers", str(workers), "--json"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_cold_storage_is_read_and_whatif_claims_nothing_of_more_workers(tmp_path):
+    """Samples read with read(2) from files the page cache does not hold: no fault at all, so
+    major faults cannot say the workers waited on the device; each batch's `batchres` line
+    counts the blocks it read from storage, and whatif then predicts no other worker count (the
+    device's own limit is not in the trace). The same files warm: nothing read from storage,
+    and whatif predicts as usual."""
+    if on_tmpfs(tmp_path):
+        pytest.skip("tmpfs: no block device")
+    cold = run(tmp_path / "c", "cold")
+    rows = check_records(cold)
+    read = sum(r[11] for r in rows) * 512
+    assert read >= 32 * (512 << 10), read  # every sample's file came from the device
+    c = causes(cold)
+    print("cold:", json.dumps({k: c[k] for k in c if k not in ("workers", "advice")}))
+    js = whatif(cold, 4)
+    if c["blocked_share"] < max(0.25, c["cpu_share"]):
+        pytest.skip(f"the device answered from its own cache: blocked {c['blocked_share']:.2f}")
+    assert js["claim"] is False and "read from the device" in js["no_claim_why"], js
+    warm = run(tmp_path / "w", "warm")
+    rows = check_records(warm)
+    assert sum(r[11] for r in rows) == 0, rows
+    js = whatif(warm, 4)
+    assert "read from the device" not in js.get("no_claim_why", ""), js
 
 
 def test_off(tmp_path):

@@ -38,7 +38,7 @@ inline std::uint64_t res_delta(std::uint64_t a, std::uint64_t b) noexcept {
 struct res_entry {
   atom<std::uint64_t> seq{0};
   std::uint64_t t0, t1, idx;
-  std::uint64_t cpu_ns, wait_ns, minflt, majflt, nvcsw, nivcsw;
+  std::uint64_t cpu_ns, wait_ns, minflt, majflt, nvcsw, nivcsw, inblock;
 };
 
 /// A thread's queue of res_entry, taken at its first batch's figures
@@ -262,6 +262,7 @@ inline res_sample read_thread_resources(bool exact_cpu = false) noexcept {
     s.majflt = static_cast<std::uint64_t>(ru.ru_majflt);
     s.nvcsw = static_cast<std::uint64_t>(ru.ru_nvcsw);
     s.nivcsw = static_cast<std::uint64_t>(ru.ru_nivcsw);
+    s.inblock = ru.ru_inblock > 0 ? static_cast<std::uint64_t>(ru.ru_inblock) : 0;
     const auto u64 = [](long v) {
       return v > 0 ? static_cast<std::uint64_t>(v) : std::uint64_t{0};
     };
@@ -334,6 +335,7 @@ inline bool res_push(res_queue& q, const res_sample& b, const res_sample& e, std
   s.majflt = res_delta(b.majflt, e.majflt);
   s.nvcsw = res_delta(b.nvcsw, e.nvcsw);
   s.nivcsw = res_delta(b.nivcsw, e.nivcsw);
+  s.inblock = res_delta(b.inblock, e.inblock);
   s.seq.store(h + 1, mo_release);
   return true;
 }

@@ -407,7 +407,8 @@ class trace_writer {
       text line;
       line.add("batchres ").add(t.tid).add(' ').add(e.idx).add(' ').add(start).add(' ');
       line.add(dur).add(' ').add(e.cpu_ns).add(' ').add(e.wait_ns).add(' ').add(e.minflt);
-      line.add(' ').add(e.majflt).add(' ').add(e.nvcsw).add(' ').add(e.nivcsw).add('\n');
+      line.add(' ').add(e.majflt).add(' ').add(e.nvcsw).add(' ').add(e.nivcsw).add(' ');
+      line.add(e.inblock).add('\n');
       if (!resource_line(line)) ++q->writer_lost;
     }
     q->tail.store(tail, mo_release);

@@ -35,6 +35,12 @@ constexpr double k_readings_apart = 0.10;
 // The off-CPU share of the workers' batch time from which their major faults say they waited on
 // storage (with cause_thresholds' major faults per batch).
 constexpr double k_storage_min_blocked_share = 0.25;
+// Bytes a batch read from storage (its threads' ru_inblock: page-cache misses) from which, with
+// that off-CPU share, the workers waited on the device: reads through read(2) (a cold file read
+// by PIL or open()) fault nothing, so major faults alone miss them. 64 KiB: a few cold pages per
+// batch are noise, a cold JPEG is ~100 KiB. Off the CPU at least that share, or longer than on
+// it (where other processes kept the workers waiting for a core most of the time).
+constexpr double k_storage_min_read_bytes_per_batch = 65536;
 
 // One epoch of whatif's model (compare/epoch_model.hpp, the one implementation, which
 // lotus.autotune runs too): each batch's wall time split by the one off-CPU share (its wait for
@@ -385,12 +391,21 @@ whatif_result predict_workers(const run_digest& d, const whatif_args& a) {
     }
     const double majflt_per_batch =
         static_cast<double>(d.causes.majflt) / static_cast<double>(d.causes.batches);
+    const double read_per_batch =
+        512.0 * static_cast<double>(d.causes.inblock) / static_cast<double>(d.causes.batches);
     if (majflt_per_batch >= cause_thresholds{}.major_faults_per_batch &&
         s.blocked >= k_storage_min_blocked_share) {
       r.no_claim_why = "the workers waited on storage (" + format_number("%.0f", majflt_per_batch) +
                        " major page faults a batch, " + pct(s.blocked, 0, " ") +
                        " of their batch time off the CPU), and the trace does not give the "
                        "device's own throughput: more workers gain only what it has to spare";
+    } else if (read_per_batch >= k_storage_min_read_bytes_per_batch &&
+               (s.blocked >= k_storage_min_blocked_share || s.blocked >= s.cpu)) {
+      r.no_claim_why =
+          "the workers waited on storage (" + format_number("%.0f KiB", read_per_batch / 1024) +
+          " a batch read from the device, not the page cache; " + pct(s.blocked, 0, " ") +
+          " of their batch time off the CPU), and the trace does not give the "
+          "device's own throughput: more workers gain only what it has to spare";
     }
   }
   if (r.work_scale != 1.0)

@@ -308,11 +308,18 @@ class sidecar_parser {
     return true;
   }
   // `batchres <tid> <idx> <start_ns> <dur_ns> <cpu_ns> <wait_ns> <minflt> <majflt> <nvcsw>
-  // <nivcsw>`: summed per thread; the first lines of the trace are kept for the report's bars.
+  // <nivcsw> [<inblock>]`: summed per thread; the first lines of the trace are kept for the
+  // report's bars. Without inblock (an older lotus): 0, nothing read from storage is known.
   void batchres_line(std::istringstream& ls, const std::string& key) {
     std::uint64_t v[10] = {};
     for (auto& x : v) {
       if (!read_u(ls, key, x)) return;
+    }
+    std::string more;
+    std::uint64_t inblock = 0;
+    if (ls >> more && !parse_u63(more, inblock)) {
+      warn("bad number in '" + key + "' line");
+      return;
     }
     batch_resources b;
     b.tid = v[0];
@@ -326,6 +333,7 @@ class sidecar_parser {
     b.r.majflt = v[7];
     b.r.nvcsw = v[8];
     b.r.nivcsw = v[9];
+    b.r.inblock = inblock;
     resource_totals& sums = proc_.resources[b.tid];
     const bool was = sums.saturated;
     sums.add(b.r);

@@ -76,6 +76,7 @@ struct clock_sample {
 struct resource_totals {
   std::uint64_t batches = 0, dur_ns = 0, cpu_ns = 0, wait_ns = 0;
   std::uint64_t minflt = 0, majflt = 0, nvcsw = 0, nivcsw = 0;
+  std::uint64_t inblock = 0;  ///< 512-byte blocks read from storage (0: none, or not recorded)
   std::uint64_t lost = 0;  ///< `batchres_lost`: batches whose figures the runtime could not queue
   /// A sum reached 2^64 - 1 (held there, never wrapped): the figures are not to be shown.
   bool saturated = false;
@@ -97,6 +98,7 @@ struct resource_totals {
     sum(majflt, o.majflt);
     sum(nvcsw, o.nvcsw);
     sum(nivcsw, o.nivcsw);
+    sum(inblock, o.inblock);
     sum(lost, o.lost);
   }
 };
