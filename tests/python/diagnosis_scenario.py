@@ -3,7 +3,7 @@
 test_diagnosis_real.py in a fresh process; its figures go to bench/README.md's diagnosis table).
 
 argv[1]: JSON {"trace": prefix, "case": offcpu|startup|drift|borderline|collate|heavytail|
-coldstore, "workers": N, "persistent": bool, "epochs": N, "data": directory (coldstore)}. Prints
+coldstore|wstate, "workers": N, "persistent": bool, "epochs": N, "data": directory (coldstore)}. Prints
 {"batches": n, "epoch_s": [wall time of each epoch], "cpu_s": the process tree's CPU time}.
 
 The first four cases plant sleeps (the offcpu case's ~0.3 ms of CPU aside): a CPU-bound cost would
@@ -16,6 +16,9 @@ work whatever the load); their tests compare the load of the runs and skip when 
   a worker_init_fn that takes 1.5 s; each sample takes 4 ms.
 * drift: an op (Degrade) whose cost grows from 0.5 ms to 5.6 ms over the run, beside a constant
   1 ms op (Load).
+* wstate: the same op growing with each worker's own state instead: 0.5 ms plus 0.03 ms for every
+  sample that worker prepared before (a cache or a leak of its own), so more workers each grow
+  less.
 * borderline: one worker, 24 ms a batch (one sleep in its first sample), a 21 ms training step:
   training waits ~12-17 % of its time (the loader is barely behind).
 * collate: a CPU-heavy collate_fn in the worker (12 ms of CPU a batch), a 1 ms Load per sample.
@@ -44,7 +47,7 @@ CFG = json.loads(sys.argv[1])
 CASE = CFG["case"]
 EPOCHS = CFG.get("epochs", 3)
 SAMPLES = {"offcpu": 64, "startup": 32, "drift": 256, "borderline": 320, "collate": 384,
-           "heavytail": 400, "coldstore": 256}[CASE]
+           "heavytail": 400, "coldstore": 256, "wstate": 256}[CASE]
 BATCH = 4
 FILE_BYTES = 64 * 1024  # coldstore: one file per sample
 DEVICE_S = 0.004  # coldstore: the emulated device's service time per read
@@ -67,7 +70,7 @@ class Load:
             spin(0.0003)
         elif CASE == "startup":
             time.sleep(0.004)
-        elif CASE in ("drift", "collate"):
+        elif CASE in ("drift", "collate", "wstate"):
             time.sleep(0.001)
         elif CASE == "heavytail":
             spin(0.040 if int(x[0]) % 50 == 7 else 0.001)
@@ -131,6 +134,9 @@ class Degrade:
             frac = min(1.0, Degrade.calls / max(1.0, per_worker - 1))
             Degrade.calls += 1
             time.sleep((0.5 + 5.1 * frac) / 1e3)
+        elif CASE == "wstate":
+            time.sleep((0.5 + 0.03 * Degrade.calls) / 1e3)
+            Degrade.calls += 1
         return x
 
 

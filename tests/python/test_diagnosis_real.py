@@ -194,7 +194,8 @@ def worker_model_case(tmp, case, problem, name=None):
         assert (not t["claim"] or t["recommended"]["keep"]
                 or t["recommended"]["workers"] < n), t["summary"]
         said = "cannot tell: " + ("replay missed" if w["claim"] or "replays" in why else
-                                  "storage" if "storage" in why else "how the cores are shared")
+                                  "storage" if "storage" in why else
+                                  "batches grew" if "grew" in why else "how the cores are shared")
     # The change applied, and the pair measured again: two measured changes.
     trace2, after_run = run(tmp, "advised", case, **dict(cfg, workers=n))
     trace3, _ = run(tmp, "two-again", case, **cfg)
@@ -224,6 +225,18 @@ def case_collate(tmp):
 def case_degrading(tmp):
     return worker_model_case(tmp, "drift", "an op growing from 0.5 to 5.6 ms, 2 workers",
                              name="degrading")
+
+
+def case_worker_state(tmp):
+    """Each worker's samples grow with what that worker prepared before (its own cache or leak):
+    3 workers each prepare fewer and grow less, which replaying the measured batch times cannot
+    see; the same trace would come from a growth with the clock, which more workers do not
+    change. whatif makes no claim, and says why."""
+    row = worker_model_case(tmp, "wstate",
+                            "an op growing 0.03 ms with each sample its worker prepared, 2 workers",
+                            name="worker state")
+    assert row[2].startswith("cannot tell: batches grew"), row
+    return row
 
 
 def case_heavytail(tmp):
@@ -260,6 +273,10 @@ def test_model_collate_heavy(tmp_path):
 
 def test_model_degrading_op(tmp_path):
     print(case_degrading(tmp_path))
+
+
+def test_model_worker_state_growth(tmp_path):
+    print(case_worker_state(tmp_path))
 
 
 def test_model_heavy_tail(tmp_path):

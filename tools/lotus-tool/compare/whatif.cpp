@@ -35,6 +35,39 @@ constexpr double k_readings_apart = 0.10;
 // The off-CPU share of the workers' batch time from which their major faults say they waited on
 // storage (with cause_thresholds' major faults per batch).
 constexpr double k_storage_min_blocked_share = 0.25;
+// How much the last quarter of the workers' batches may take over their first before a
+// prediction for another worker count is withheld (batch_growth).
+constexpr double k_growth_no_claim = 1.5;
+
+// The mean batch time of the last quarter of a worker lifetime's batches over its first quarter
+// (the workers' first batches, their start, left out; at least 8 batches): over the whole run
+// where the workers were kept alive, else per epoch (each epoch's workers start afresh) and the
+// median over the epochs. 1 when too few batches.
+double batch_growth(const std::vector<std::vector<double>>& batch_ms, unsigned workers,
+                    bool restarted) {
+  std::vector<std::vector<double>> lives;
+  if (restarted) {
+    lives = batch_ms;
+  } else {
+    lives.emplace_back();
+    for (const auto& e : batch_ms) lives.back().insert(lives.back().end(), e.begin(), e.end());
+  }
+  std::vector<double> ratios;
+  const std::size_t skip = std::max<std::size_t>(1, workers);
+  for (const auto& e : lives) {
+    if (e.size() < skip + 8) continue;
+    const std::size_t q = (e.size() - skip) / 4;
+    double first = 0, last = 0;
+    for (std::size_t i = 0; i < q; ++i) {
+      first += e[skip + i];
+      last += e[e.size() - q + i];
+    }
+    if (first > 0) ratios.push_back(last / first);
+  }
+  if (ratios.empty()) return 1.0;
+  std::sort(ratios.begin(), ratios.end());
+  return ratios[ratios.size() / 2];
+}
 // Bytes a batch read from storage (its threads' ru_inblock: page-cache misses) from which, with
 // that off-CPU share, the workers waited on the device: reads through read(2) (a cold file read
 // by PIL or open()) fault nothing, so major faults alone miss them. 64 KiB: a few cold pages per
@@ -406,6 +439,22 @@ whatif_result predict_workers(const run_digest& d, const whatif_args& a) {
           " a batch read from the device, not the page cache; " + pct(s.blocked, 0, " ") +
           " of their batch time off the CPU), and the trace does not give the "
           "device's own throughput: more workers gain only what it has to spare";
+    }
+  }
+  // Batches that grow over the workers' life: the model replays each batch's measured time
+  // whatever worker prepares it, right where the growth follows the clock or the data's order,
+  // wrong where it follows each worker's own state (a cache, a leak: more workers each prepare
+  // fewer batches and grow less). One run cannot tell which: no claim for another count.
+  if (r.no_claim_why.empty() && a.workers != d.workers) {
+    const double g = batch_growth(d.batch_ms, d.workers, d.workers_restarted);
+    if (g >= k_growth_no_claim) {
+      r.no_claim_why =
+          "the batches grew " + format_number("%.1f", g) + "x from the first quarter of " +
+          (d.workers_restarted ? "an epoch to its last (the epochs' median)"
+                               : "the run to its last") +
+          ": whether with each worker's own state (more workers would each prepare fewer and "
+          "grow less), the clock or the data's order, one run cannot tell; run the other worker "
+          "count once";
     }
   }
   if (r.work_scale != 1.0)
