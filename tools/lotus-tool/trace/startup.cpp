@@ -11,7 +11,10 @@ namespace {
 
 constexpr double k_pipe_buffer_bytes = 65536;  // Linux's default pipe capacity
 constexpr double k_exec_ms = 40;             // a spawned interpreter's own start, before any import
-constexpr double k_fork_from_server_ms = 3;  // a forkserver's fork of a preloaded process
+// A forkserver worker's boot where the server preloaded the main module: the server's fork and
+// the child's own start up to unpickling its loop (measured: 17-36 ms on the 2-core VM, Python
+// 3.14, a server that imported torch; bench/README.md "Start-up").
+constexpr double k_fork_from_server_ms = 20;
 // A fork, where the run measured none: copying the page tables, about 0.02 ms a MiB resident
 // (bench/README.md, "Start-up": 7 ms for a 255 MB process on the 2-core VM), at least 2 ms; 15 ms
 // when the process's memory is not recorded.
