@@ -37,6 +37,16 @@ struct alignas(64) inflight {
   atom<std::uint64_t> batch_idx{0};
   atom<std::uint64_t> wait_t0{0};  // the consumer waits since; 0: not waiting
   atom<std::uint64_t> wait_idx{0};
+  // The start-up gate of the consumer's last waits (inflight_wait_gate), by their start: the
+  // writer finds a wait's gate while it is in progress and when its SBatchWait record is drained.
+  struct gated_wait {
+    atom<std::uint64_t> t0{0};
+    atom<std::uint64_t> gate{0};
+    atom<std::uint64_t> gen{0};
+  };
+  static constexpr std::uint32_t gated_waits = 8;
+  gated_wait gated[gated_waits];
+  std::uint32_t gated_next = 0;  // the owner's only
 };
 
 /// What the writer read of one thread's spans in progress at a cycle (writer side).
@@ -47,8 +57,9 @@ struct inflight_entry {
   std::uint64_t idx = 0;             // the batch (batch, wait)
   const record_site* loc = nullptr;  // the op
   unsigned char what = batch;
-  bool innermost = false;  // op: the thread's deepest published op
-  bool confirmed = false;  // the same entry was read at the previous cycle too
+  bool innermost = false;   // op: the thread's deepest published op
+  bool confirmed = false;   // the same entry was read at the previous cycle too
+  std::uint64_t until = 0;  // wait: start-up until then (realtime ns; wait_startup_until)
 };
 
 /// A span begins at `t0`: it becomes the entry at the thread's depth. Returns the depth it was
@@ -91,6 +102,64 @@ inline void inflight_wait(inflight& f, std::uint64_t idx, std::uint64_t t0) noex
   f.wait_t0.store(t0, mo_release);
 }
 
+/// A loader iterator's start-up gate (lotus.torch): its worker processes each say when they begin
+/// their first item (a DataLoader worker's first request for an index: its interpreter's start,
+/// imports, arguments' unpickling and worker_init_fn are behind it). It lives in memory the
+/// main process shares with the workers (mapped into spawned and forkserver workers); its words are
+/// lock-free atomics, so every process updates them in place. A wait for a batch of the iterator
+/// is start-up, for the wait triggers, while some worker has not begun its first item.
+struct startup_gate {
+  atom<std::uint64_t> gen{0};      // the iterator holding it (0: none)
+  atom<std::uint64_t> workers{0};  // the workers it starts
+  atom<std::uint64_t> begun{0};    // how many of them began their first item
+  atom<std::uint64_t> last_ns{0};  // when the last of them did (realtime ns)
+};
+static_assert(sizeof(startup_gate) == 32, "four words, as lotus.torch lays them out");
+
+/// A wait's gate word (inflight_wait_gate): the process-wide range below (C++ consumers), no
+/// start-up at all, or the address of a startup_gate.
+constexpr std::uint64_t gate_range = 0;
+constexpr std::uint64_t gate_none = 1;
+
+/// The main process opens gate `g` for an iterator (`gen` != 0) that starts `workers` workers.
+inline void startup_gate_open(startup_gate& g, std::uint64_t gen, std::uint64_t workers) noexcept {
+  g.gen.store(0, mo_relaxed);
+  g.workers.store(workers, mo_relaxed);
+  g.begun.store(0, mo_relaxed);
+  g.last_ns.store(0, mo_relaxed);
+  g.gen.store(gen, mo_release);
+}
+
+/// A worker of the iterator `gen` begins its first item at `now_ns` (any process; a gate reused
+/// by another iterator since is left alone).
+inline void startup_gate_begun(startup_gate& g, std::uint64_t gen, std::uint64_t now_ns) noexcept {
+  if (g.gen.load(mo_acquire) != gen) return;
+  std::uint64_t last = g.last_ns.load(mo_relaxed);
+  while (last < now_ns && !g.last_ns.compare_exchange_weak(last, now_ns, mo_relaxed, mo_relaxed)) {
+  }
+  g.begun.fetch_add(1, mo_release);
+}
+
+/// Until when gate `g` (of iterator `gen`) exempts a wait (realtime ns): while some worker has not
+/// begun, through any time (~0); then from the last one's start on (0: a gate reused since).
+inline std::uint64_t startup_gate_until(const startup_gate& g, std::uint64_t gen) noexcept {
+  if (g.gen.load(mo_acquire) != gen) return 0;
+  if (g.begun.load(mo_acquire) < g.workers.load(mo_relaxed)) return ~std::uint64_t{0};
+  return g.last_ns.load(mo_relaxed);
+}
+
+/// The consumer starts waiting (`t0` != 0) under gate word `gate` (gate_range, gate_none or a
+/// startup_gate's address, of iterator `gen`): remembered by the wait's start before it shows.
+inline void inflight_wait_gate(inflight& f, std::uint64_t idx, std::uint64_t t0, std::uint64_t gate,
+                               std::uint64_t gen) noexcept {
+  inflight::gated_wait& w = f.gated[f.gated_next++ % inflight::gated_waits];
+  w.t0.store(0, mo_relaxed);
+  w.gate.store(gate, mo_relaxed);
+  w.gen.store(gen, mo_relaxed);
+  w.t0.store(t0, mo_release);
+  inflight_wait(f, idx, t0);
+}
+
 /// The batches of the current epoch whose wait includes a worker's start-up, [lo, hi): each
 /// worker's first batch (a DataLoader sends batch i to worker i % num_workers first), and until
 /// when (realtime ns): the wait triggers count such a wait from `until` on, so the exemption is
@@ -118,10 +187,26 @@ inline std::uint64_t startup_until(std::uint64_t idx) noexcept {
   const startup_batches& r = startup_batch_range();
   return idx >= r.lo.load(mo_relaxed) && idx < r.hi.load(mo_relaxed) ? r.until.load(mo_relaxed) : 0;
 }
-/// The part of a wait [start, end) past its start-up exemption (ns).
-inline std::uint64_t wait_beyond_startup(std::uint64_t idx, std::uint64_t start,
-                                         std::uint64_t end) noexcept {
-  const std::uint64_t until = startup_until(idx);
+/// Until when the wait for batch `idx` that began at `t0` (raw ticks) on the thread of `f` is
+/// start-up (realtime ns; 0: it is not): its gate's, or the process-wide range's where the wait
+/// has no gate (a C++ consumer's, or one no longer among the thread's last waits).
+inline std::uint64_t wait_startup_until(const inflight& f, std::uint64_t t0,
+                                        std::uint64_t idx) noexcept {
+  for (const inflight::gated_wait& w : f.gated) {
+    if (t0 == 0 || w.t0.load(mo_acquire) != t0) continue;
+    const std::uint64_t gate = w.gate.load(mo_relaxed);
+    const std::uint64_t gen = w.gen.load(mo_relaxed);
+    if (w.t0.load(mo_acquire) != t0) break;  // replaced while read: no gate
+    if (gate == gate_none) return 0;
+    if (gate == gate_range) break;
+    return startup_gate_until(*reinterpret_cast<const startup_gate*>(gate), gen);
+  }
+  return startup_until(idx);
+}
+
+/// The part of a wait [start, end) past its start-up exemption `until` (ns).
+inline std::uint64_t wait_beyond(std::uint64_t until, std::uint64_t start,
+                                 std::uint64_t end) noexcept {
   const std::uint64_t from = until > start ? until : start;
   return end > from ? end - from : 0;
 }
