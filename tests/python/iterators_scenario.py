@@ -4,12 +4,14 @@
     python3 iterators_scenario.py OUT_DIR '<json>'
 
 json keys: method (fork|spawn|forkserver), loaders: [{workers, batches, init_s, hang_batch,
-hang_s, stateful, resume_after}], each loader's iter() run at the same moment on a thread of its
-own (a barrier), each loop to its epoch's end. A loader's dataset sleeps hang_s in the first item
+hang_s, stateful, resume_after, offset}], each loader's iter() run at the same moment on a thread of
+its own (a barrier), each loop to its epoch's end. A loader's dataset sleeps hang_s in the first item
 of batch hang_batch; its worker_init_fn sleeps init_s. A stateful loader (torchdata's
 StatefulDataLoader) with resume_after K is first run for K batches on the main thread and
 resumed from its state_dict() in a new loader: the resumed one is the loader started on the
-thread. Prints one JSON line: the main pid and per loader the batches its thread got (the first
+thread. A torch DataLoader with `offset` K numbers its batches from K as a resumed loader does:
+lotus's iterator wrapper (dataloader.main_side, as stateful.py builds it for torchdata's) is given
+a resume offset, K for the iterator its thread starts. Prints one JSON line: the main pid and per loader the batches its thread got (the first
 sample of each) and its iter()'s time (time.time_ns()).
 """
 
@@ -65,12 +67,28 @@ def make(spec, log, ctx):
     return torch.utils.data.DataLoader(ds, **kw)
 
 
+_offsets = threading.local()
+
+
+def offset_from_thread():
+    """torch's DataLoader iterators resumed at the offset their thread gives (main_side's
+    resume_offset, which stateful.py reads from a StatefulDataLoader's state)."""
+    from lotus.loaders import dataloader as lotus_dl
+    from torch.utils.data import dataloader
+    from torch.utils.data._utils import worker
+    init = lotus_dl.main_side("_MultiProcessingDataLoaderIter", worker, "_worker_loop",
+                              resume_offset=lambda args, kwargs: getattr(_offsets, "k", 0))[0]
+    dataloader._MultiProcessingDataLoaderIter.__init__ = init
+
+
 def main():
     out = sys.argv[1]
     cfg = json.loads(sys.argv[2])
     os.makedirs(out, exist_ok=True)
     log = os.path.join(out, "lotustrace_log")
     lotus.torch.instrument(log_file=log)
+    if any("offset" in spec for spec in cfg["loaders"]):
+        offset_from_thread()
     ctx = multiprocessing.get_context(cfg["method"])
     loaders = []
     for spec in cfg["loaders"]:
@@ -88,6 +106,7 @@ def main():
     got = [None] * len(loaders)
 
     def run(k):
+        _offsets.k = cfg["loaders"][k].get("offset", 0)
         barrier.wait()
         t0 = time.time_ns()
         it = iter(loaders[k])

@@ -400,3 +400,25 @@ def test_each_iterator_has_its_own_exemption(tmp_path):
     assert [len(g["firsts"]) for g in job["loaders"]] == [4, 4]
     got = [capture_of(c) for c in captures(out)]
     assert len(got) == 1 and got[0][1].startswith("wait>500ms: waiting for batch 1 for "), got
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn", "forkserver"])
+def test_iterators_started_together_each_give_their_workers_their_offset(tmp_path, method):
+    """Two loaders started together on two threads, one resumed at batch 5 (its iterator numbers
+    its batches from there, as a resumed StatefulDataLoader's does: test_stateful.py runs that
+    where torchdata is installed), the other from 0: each worker numbers its batches from its own
+    iterator's offset, so every SBatchConsumed has its SBatchPreprocessed and check passes."""
+    if not have(method):
+        pytest.skip(f"no {method} start method here")
+    out = tmp_path / "t"
+    run_iterators(out, method, [{"workers": 2, "batches": 3, "offset": 5},
+                                {"workers": 2, "batches": 3, "offset": 0}])
+    consumed, prepared = [], []
+    for p in out.iterdir():
+        if p.is_file() and not p.name.startswith("."):
+            names = [line.split(",")[0] for line in p.read_text().splitlines()]
+            into = prepared if "_worker_pid_" in p.name else consumed
+            into += [int(n.rsplit("_", 1)[1]) for n in names
+                     if n.startswith(("SBatchConsumed_", "SBatchPreprocessed_"))]
+    assert sorted(consumed) == sorted(prepared) == [0, 1, 2, 5, 6, 7], (consumed, prepared)
+    tool("check", str(out))
