@@ -1,11 +1,14 @@
 # SPDX-License-Identifier: MIT
-"""The start of every DataLoader iterator: measured by part, concluded from, bounded as a trigger.
+"""The start of every DataLoader iterator: measured by part, concluded from, exempt from wait>.
 
 Real DataLoader jobs (startup_scenario.py) with planted start-up costs: a dataset of file paths as
 a Python list (a pickle of ~20 MB or ~80 MB, sent to every spawn/forkserver worker), a 1 s
 worker_init_fn, 2 to 8 workers, fork/spawn/forkserver, persistent or not. Each measured part is
 checked against what was planted (pickle.dumps's size, the init's sleep) or against the job's own
-clock (its time to first batch), and lotus-tool's verdict against the known cause.
+clock (its time to first batch), and lotus-tool's verdict against the known cause. The wait
+trigger's exemption (a wait is start-up while some worker of its iterator has not begun its
+first item) against slow starts and hangs, and iterators started together on threads
+(iterators_scenario.py), each with its own records, exemption and resume offset.
 """
 
 import json

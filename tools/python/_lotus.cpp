@@ -467,6 +467,11 @@ PyObject* py_batch(PyObject*, PyObject* const* args, Py_ssize_t n) {
       t0 = lotus::detail::now_ticks(m);
       t1 = t0;
     }
+    if (t0 != 0 && n == 4 && kind == k_wait) {  // its start-up part, before the writer sees it
+      if (lotus::detail::inflight* f = lotus::detail::inflight_self()) {
+        lotus::detail::inflight_wait_exempt(*f, t0, idx);
+      }
+    }
     if (t0 != 0) lotus::detail::emit(batch_loc(static_cast<batch_kind>(kind)), t0, t1, idx);
     if (t0 != 0 && n == 4 && kind == k_preprocessed) {
       if (lotus::detail::inflight* f = lotus::detail::inflight_self()) {

@@ -37,16 +37,19 @@ struct alignas(64) inflight {
   atom<std::uint64_t> batch_idx{0};
   atom<std::uint64_t> wait_t0{0};  // the consumer waits since; 0: not waiting
   atom<std::uint64_t> wait_idx{0};
-  // The start-up gate of the consumer's last waits (inflight_wait_gate), by their start: the
-  // writer finds a wait's gate while it is in progress and when its SBatchWait record is drained.
-  struct gated_wait {
+  // The consumer's wait under a start-up gate (inflight_wait_gate): the current wait's gate, and
+  // the last waits that were start-up in part, by their start (inflight_wait_exempt): the writer
+  // finds a wait's exemption while it is in progress and when its SBatchWait record is drained.
+  atom<std::uint64_t> wait_gate{0};
+  atom<std::uint64_t> wait_gen{0};
+  struct exempt_wait {
     atom<std::uint64_t> t0{0};
-    atom<std::uint64_t> gate{0};
-    atom<std::uint64_t> gen{0};
+    atom<std::uint64_t> until{0};
   };
-  static constexpr std::uint32_t gated_waits = 8;
-  gated_wait gated[gated_waits];
-  std::uint32_t gated_next = 0;  // the owner's only
+  static constexpr std::uint32_t exempt_waits = 16;
+  exempt_wait exempt[exempt_waits];
+  std::uint32_t exempt_next = 0;  // the owner's only
+  atom<bool> gated{false};        // its waits have gates: a wait not in `exempt` is not start-up
 };
 
 /// What the writer read of one thread's spans in progress at a cycle (writer side).
@@ -59,7 +62,7 @@ struct inflight_entry {
   unsigned char what = batch;
   bool innermost = false;   // op: the thread's deepest published op
   bool confirmed = false;   // the same entry was read at the previous cycle too
-  std::uint64_t until = 0;  // wait: start-up until then (realtime ns; wait_startup_until)
+  std::uint64_t until = 0;  // wait: start-up until then (realtime ns; wait_current_until)
 };
 
 /// A span begins at `t0`: it becomes the entry at the thread's depth. Returns the depth it was
@@ -149,15 +152,13 @@ inline std::uint64_t startup_gate_until(const startup_gate& g, std::uint64_t gen
 }
 
 /// The consumer starts waiting (`t0` != 0) under gate word `gate` (gate_range, gate_none or a
-/// startup_gate's address, of iterator `gen`): remembered by the wait's start before it shows.
+/// startup_gate's address, of iterator `gen`).
 inline void inflight_wait_gate(inflight& f, std::uint64_t idx, std::uint64_t t0, std::uint64_t gate,
                                std::uint64_t gen) noexcept {
-  inflight::gated_wait& w = f.gated[f.gated_next++ % inflight::gated_waits];
-  w.t0.store(0, mo_relaxed);
-  w.gate.store(gate, mo_relaxed);
-  w.gen.store(gen, mo_relaxed);
-  w.t0.store(t0, mo_release);
-  inflight_wait(f, idx, t0);
+  if (!f.gated.load(mo_relaxed)) f.gated.store(true, mo_relaxed);
+  f.wait_gate.store(gate, mo_relaxed);
+  f.wait_gen.store(gen, mo_relaxed);
+  inflight_wait(f, idx, t0);  // t0 stored last, with release
 }
 
 /// The batches of the current epoch whose wait includes a worker's start-up, [lo, hi): each
@@ -187,21 +188,51 @@ inline std::uint64_t startup_until(std::uint64_t idx) noexcept {
   const startup_batches& r = startup_batch_range();
   return idx >= r.lo.load(mo_relaxed) && idx < r.hi.load(mo_relaxed) ? r.until.load(mo_relaxed) : 0;
 }
-/// Until when the wait for batch `idx` that began at `t0` (raw ticks) on the thread of `f` is
-/// start-up (realtime ns; 0: it is not): its gate's, or the process-wide range's where the wait
-/// has no gate (a C++ consumer's, or one no longer among the thread's last waits).
-inline std::uint64_t wait_startup_until(const inflight& f, std::uint64_t t0,
+/// Until when a wait under gate word `gate` (of iterator `gen`) for batch `idx` is start-up, as
+/// of now (realtime ns; 0: it is not).
+inline std::uint64_t gate_word_until(std::uint64_t gate, std::uint64_t gen,
+                                     std::uint64_t idx) noexcept {
+  if (gate == gate_range) return startup_until(idx);
+  if (gate == gate_none) return 0;
+  return startup_gate_until(*reinterpret_cast<const startup_gate*>(gate), gen);
+}
+
+/// Until when the consumer's wait in progress, for batch `idx` since `t0` (raw ticks), is
+/// start-up (its gate read now).
+inline std::uint64_t wait_current_until(const inflight& f, std::uint64_t t0,
                                         std::uint64_t idx) noexcept {
-  for (const inflight::gated_wait& w : f.gated) {
+  const std::uint64_t gate = f.wait_gate.load(mo_relaxed);
+  const std::uint64_t gen = f.wait_gen.load(mo_relaxed);
+  if (f.wait_t0.load(mo_acquire) != t0) return 0;  // another wait since: the next cycle's
+  return gate_word_until(gate, gen, idx);
+}
+
+/// The consumer's wait that began at `t0` (raw ticks) ended and is recorded now: where it was
+/// start-up in part, until when, kept for the writer, which drains its SBatchWait record later
+/// (call before the record is emitted).
+inline void inflight_wait_exempt(inflight& f, std::uint64_t t0, std::uint64_t idx) noexcept {
+  if (t0 == 0 || f.wait_t0.load(mo_relaxed) != t0 || !f.gated.load(mo_relaxed)) return;
+  const std::uint64_t until =
+      gate_word_until(f.wait_gate.load(mo_relaxed), f.wait_gen.load(mo_relaxed), idx);
+  if (until == 0) return;
+  inflight::exempt_wait& w = f.exempt[f.exempt_next++ % inflight::exempt_waits];
+  w.t0.store(0, mo_relaxed);
+  w.until.store(until, mo_relaxed);
+  w.t0.store(t0, mo_release);
+}
+
+/// Until when the recorded wait for batch `idx` that began at `t0` (raw ticks) on the thread of
+/// `f` was start-up (realtime ns; 0: it was not): kept by inflight_wait_exempt, or the
+/// process-wide range's where the thread's waits have no gates (a C++ consumer's).
+inline std::uint64_t wait_recorded_until(const inflight& f, std::uint64_t t0,
+                                         std::uint64_t idx) noexcept {
+  if (!f.gated.load(mo_relaxed)) return startup_until(idx);
+  for (const inflight::exempt_wait& w : f.exempt) {
     if (t0 == 0 || w.t0.load(mo_acquire) != t0) continue;
-    const std::uint64_t gate = w.gate.load(mo_relaxed);
-    const std::uint64_t gen = w.gen.load(mo_relaxed);
-    if (w.t0.load(mo_acquire) != t0) break;  // replaced while read: no gate
-    if (gate == gate_none) return 0;
-    if (gate == gate_range) break;
-    return startup_gate_until(*reinterpret_cast<const startup_gate*>(gate), gen);
+    const std::uint64_t until = w.until.load(mo_relaxed);
+    if (w.t0.load(mo_acquire) == t0) return until;
   }
-  return startup_until(idx);
+  return 0;
 }
 
 /// The part of a wait [start, end) past its start-up exemption `until` (ns).

@@ -86,7 +86,7 @@ class flight_recorder {
   }
 
   /// An SBatchWait record the writer formatted (start and duration in epoch ns), start-up until
-  /// `until` (wait_startup_until).
+  /// `until` (wait_recorded_until).
   void observe_wait(std::uint64_t start, std::uint64_t dur, std::uint64_t idx,
                     std::uint64_t until) noexcept {
     const std::uint64_t end = start + dur;
@@ -94,7 +94,7 @@ class flight_recorder {
       waits_[waits_count_++ % max_waits] = wait_span{start, end};
     }
     // A wait while some worker of the iterator has not begun its first item (spawn: seconds of
-    // imports; worker_init_fn) is no stall until the last one has (wait_startup_until). A wait
+    // imports; worker_init_fn) is no stall until the last one has (wait_recorded_until). A wait
     // the in-progress check fired for already (same start) is within the hold-off.
     if (set_.wait_ns != 0 && wait_beyond(until, start, end) > set_.wait_ns && !wait_fired_ &&
         start >= holdoff_until_) {

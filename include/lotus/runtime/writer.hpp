@@ -490,7 +490,7 @@ class trace_writer {
     // The one indexed main-file record with a measured duration is SBatchWait.
     if (LOTUS_DETAIL_UNLIKELY(watch_waits_) && kind == (flag_main | flag_indexed)) {
       flight_.observe_wait(rec_start_, rec_dur_, e.idx,
-                           wait_startup_until(t.progress, e.t0, e.idx));
+                           wait_recorded_until(t.progress, e.t0, e.idx));
     }
     // The one indexed worker-file record is SBatchPreprocessed: its `batchres` key.
     if ((kind & (flag_main | flag_indexed)) == flag_indexed) note_batch(t, e, rec_start_, rec_dur_);
@@ -863,7 +863,7 @@ class trace_writer {
           e.since_ns = since(t0, now);
           e.confirmed = t0 == seen;
           // A wait's start-up exemption as of now (its iterator's workers, read this cycle).
-          e.until = what == inflight_entry::wait ? wait_startup_until(f, t0, e.idx) : 0;
+          e.until = what == inflight_entry::wait ? wait_current_until(f, t0, e.idx) : 0;
           add(e);
         }
         seen = t0;

@@ -22,6 +22,13 @@ worker process (its sidecar):
 
 Measured with two wrappers that act only for a lotus worker loop: ``BaseProcess.start`` and
 ``multiprocessing.reduction.dump`` (the pickling of the process object by spawn and forkserver).
+Nothing of a start is per process: the iterator whose ``__init__`` runs is this thread's, and each
+worker's loop is bound at its ``Process.start()`` to that iterator (its resume offset, its start-up
+gate), so iterators may start at once on any threads.
+
+The wait triggers' exemption (RUNTIME.md, flight recorder): a wait of an iterator that starts
+workers is start-up while some worker of that iterator has not begun its first item (its first
+request for an index), told by each worker through the iterator's gate (``open_gate``).
 """
 
 import itertools as _itertools
@@ -83,6 +90,14 @@ def is_worker_target(target):
 def active():
     """The iterator whose __init__ runs on this thread, or None."""
     return getattr(_local, "active", None)
+
+
+def _forget_active():
+    """A forked child (a worker) starts no worker of its parent's iterator."""
+    _local.active = None
+
+
+_os.register_at_fork(after_in_child=_forget_active)
 
 
 # ---- start-up gates: the wait triggers' exemption ----------------------------------------------
