@@ -405,11 +405,7 @@ PyObject* py_wait_begin(PyObject*, PyObject* const* args, Py_ssize_t n) {
   if (m < mode_tsc) return PyLong_FromLong(0);
   const std::uint64_t t0 = lotus::detail::now_ticks(m);
   if (lotus::detail::inflight* f = lotus::detail::inflight_registered()) {
-    if (n == 3) {
-      lotus::detail::inflight_wait_gate(*f, idx, t0, gate, gen);
-    } else {
-      lotus::detail::inflight_wait(*f, idx, t0);
-    }
+    lotus::detail::inflight_wait_gate(*f, idx, t0, gate, gen);
   }
   return PyLong_FromUnsignedLongLong(t0);
 }

@@ -49,6 +49,7 @@ struct alignas(64) inflight {
   static constexpr std::uint32_t exempt_waits = 16;
   exempt_wait exempt[exempt_waits];
   std::uint32_t exempt_next = 0;  // the owner's only
+  bool wait_may_exempt = false;   // the owner's only: the current wait began during a start-up
   atom<bool> gated{false};        // its waits have gates: a wait not in `exempt` is not start-up
 };
 
@@ -155,7 +156,14 @@ inline std::uint64_t startup_gate_until(const startup_gate& g, std::uint64_t gen
 /// startup_gate's address, of iterator `gen`).
 inline void inflight_wait_gate(inflight& f, std::uint64_t idx, std::uint64_t t0, std::uint64_t gate,
                                std::uint64_t gen) noexcept {
-  if (!f.gated.load(mo_relaxed)) f.gated.store(true, mo_relaxed);
+  if (gate != gate_range && !f.gated.load(mo_relaxed)) f.gated.store(true, mo_relaxed);
+  // Only a wait that begins while some worker has not begun may be start-up (the workers that
+  // began stay begun): the others are never kept by inflight_wait_exempt, so a start's few slow
+  // waits are not pushed out of it by the many quick ones after.
+  f.wait_may_exempt =
+      gate == gate_range ||
+      (gate != gate_none &&
+       startup_gate_until(*reinterpret_cast<const startup_gate*>(gate), gen) == ~std::uint64_t{0});
   f.wait_gate.store(gate, mo_relaxed);
   f.wait_gen.store(gen, mo_relaxed);
   inflight_wait(f, idx, t0);  // t0 stored last, with release
@@ -211,7 +219,10 @@ inline std::uint64_t wait_current_until(const inflight& f, std::uint64_t t0,
 /// start-up in part, until when, kept for the writer, which drains its SBatchWait record later
 /// (call before the record is emitted).
 inline void inflight_wait_exempt(inflight& f, std::uint64_t t0, std::uint64_t idx) noexcept {
-  if (t0 == 0 || f.wait_t0.load(mo_relaxed) != t0 || !f.gated.load(mo_relaxed)) return;
+  if (t0 == 0 || !f.wait_may_exempt || f.wait_t0.load(mo_relaxed) != t0 ||
+      !f.gated.load(mo_relaxed)) {
+    return;
+  }
   const std::uint64_t until =
       gate_word_until(f.wait_gate.load(mo_relaxed), f.wait_gen.load(mo_relaxed), idx);
   if (until == 0) return;

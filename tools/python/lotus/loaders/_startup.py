@@ -114,6 +114,7 @@ GATES_PER_REGION = 256
 _gate_lock = _threading.Lock()
 _gate_pid = None  # the process whose regions these are (a forked child makes its own)
 _regions = []  # [RawArray of GATES_PER_REGION gates]
+_inherited = []  # a forked child's copies of its parent's regions
 _free = []  # [(region index, gate index)]
 _gen = _itertools.count(1)
 
@@ -154,6 +155,7 @@ def open_gate(workers):
     with _gate_lock:
         if _gate_pid != _os.getpid():  # first use, or a forked child: regions of its own
             _gate_pid = _os.getpid()
+            _inherited.extend(_regions)  # the parent's: never freed here, never used
             _regions.clear()
             _free.clear()
         if not _free:
