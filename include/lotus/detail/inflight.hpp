@@ -173,8 +173,7 @@ inline void inflight_wait_gate(inflight& f, std::uint64_t idx, std::uint64_t t0,
 /// worker's first batch (a DataLoader sends batch i to worker i % num_workers first), and until
 /// when (realtime ns): the wait triggers count such a wait from `until` on, so the exemption is
 /// bounded (a batch that hangs after its worker is up still fires). By default batch 0 of a C++
-/// loader, unbounded; lotus.torch sets them at each iterator that starts workers (an empty range
-/// for an epoch of persistent workers: nothing is start-up there).
+/// loader, unbounded. The waits of a consumer with start-up gates (lotus.torch) do not use it.
 struct startup_batches {
   atom<std::uint64_t> lo{0};
   atom<std::uint64_t> hi{1};
