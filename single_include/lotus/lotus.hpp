@@ -1099,6 +1099,20 @@ struct alignas(64) inflight {
   atom<std::uint64_t> batch_idx{0};
   atom<std::uint64_t> wait_t0{0};  // the consumer waits since; 0: not waiting
   atom<std::uint64_t> wait_idx{0};
+  // The consumer's wait under a start-up gate (inflight_wait_gate): the current wait's gate, and
+  // the last waits that were start-up in part, by their start (inflight_wait_exempt): the writer
+  // finds a wait's exemption while it is in progress and when its SBatchWait record is drained.
+  atom<std::uint64_t> wait_gate{0};
+  atom<std::uint64_t> wait_gen{0};
+  struct exempt_wait {
+    atom<std::uint64_t> t0{0};
+    atom<std::uint64_t> until{0};
+  };
+  static constexpr std::uint32_t exempt_waits = 16;
+  exempt_wait exempt[exempt_waits];
+  std::uint32_t exempt_next = 0;  // the owner's only
+  bool wait_may_exempt = false;   // the owner's only: the current wait began during a start-up
+  atom<bool> gated{false};        // its waits have gates: a wait not in `exempt` is not start-up
 };
 
 /// What the writer read of one thread's spans in progress at a cycle (writer side).
@@ -1109,8 +1123,9 @@ struct inflight_entry {
   std::uint64_t idx = 0;             // the batch (batch, wait)
   const record_site* loc = nullptr;  // the op
   unsigned char what = batch;
-  bool innermost = false;  // op: the thread's deepest published op
-  bool confirmed = false;  // the same entry was read at the previous cycle too
+  bool innermost = false;   // op: the thread's deepest published op
+  bool confirmed = false;   // the same entry was read at the previous cycle too
+  std::uint64_t until = 0;  // wait: start-up until then (realtime ns; wait_current_until)
 };
 
 /// A span begins at `t0`: it becomes the entry at the thread's depth. Returns the depth it was
@@ -1153,12 +1168,74 @@ inline void inflight_wait(inflight& f, std::uint64_t idx, std::uint64_t t0) noex
   f.wait_t0.store(t0, mo_release);
 }
 
+/// A loader iterator's start-up gate (lotus.torch): its worker processes each say when they begin
+/// their first item (a DataLoader worker's first request for an index: its interpreter's start,
+/// imports, arguments' unpickling and worker_init_fn are behind it). It lives in memory the
+/// main process shares with the workers (mapped into spawned and forkserver workers); its words are
+/// lock-free atomics, so every process updates them in place. A wait for a batch of the iterator
+/// is start-up, for the wait triggers, while some worker has not begun its first item.
+struct startup_gate {
+  atom<std::uint64_t> gen{0};      // the iterator holding it (0: none)
+  atom<std::uint64_t> workers{0};  // the workers it starts
+  atom<std::uint64_t> begun{0};    // how many of them began their first item
+  atom<std::uint64_t> last_ns{0};  // when the last of them did (realtime ns)
+};
+static_assert(sizeof(startup_gate) == 32, "four words, as lotus.torch lays them out");
+
+/// A wait's gate word (inflight_wait_gate): the process-wide range below (C++ consumers), no
+/// start-up at all, or the address of a startup_gate.
+constexpr std::uint64_t gate_range = 0;
+constexpr std::uint64_t gate_none = 1;
+
+/// The main process opens gate `g` for an iterator (`gen` != 0) that starts `workers` workers.
+inline void startup_gate_open(startup_gate& g, std::uint64_t gen, std::uint64_t workers) noexcept {
+  g.gen.store(0, mo_relaxed);
+  g.workers.store(workers, mo_relaxed);
+  g.begun.store(0, mo_relaxed);
+  g.last_ns.store(0, mo_relaxed);
+  g.gen.store(gen, mo_release);
+}
+
+/// A worker of the iterator `gen` begins its first item at `now_ns` (any process; a gate reused
+/// by another iterator since is left alone).
+inline void startup_gate_begun(startup_gate& g, std::uint64_t gen, std::uint64_t now_ns) noexcept {
+  if (g.gen.load(mo_acquire) != gen) return;
+  std::uint64_t last = g.last_ns.load(mo_relaxed);
+  while (last < now_ns && !g.last_ns.compare_exchange_weak(last, now_ns, mo_relaxed, mo_relaxed)) {
+  }
+  g.begun.fetch_add(1, mo_release);
+}
+
+/// Until when gate `g` (of iterator `gen`) exempts a wait (realtime ns): while some worker has not
+/// begun, through any time (~0); then from the last one's start on (0: a gate reused since).
+inline std::uint64_t startup_gate_until(const startup_gate& g, std::uint64_t gen) noexcept {
+  if (g.gen.load(mo_acquire) != gen) return 0;
+  if (g.begun.load(mo_acquire) < g.workers.load(mo_relaxed)) return ~std::uint64_t{0};
+  return g.last_ns.load(mo_relaxed);
+}
+
+/// The consumer starts waiting (`t0` != 0) under gate word `gate` (gate_range, gate_none or a
+/// startup_gate's address, of iterator `gen`).
+inline void inflight_wait_gate(inflight& f, std::uint64_t idx, std::uint64_t t0, std::uint64_t gate,
+                               std::uint64_t gen) noexcept {
+  if (gate != gate_range && !f.gated.load(mo_relaxed)) f.gated.store(true, mo_relaxed);
+  // Only a wait that begins while some worker has not begun may be start-up (the workers that
+  // began stay begun): the others are never kept by inflight_wait_exempt, so a start's few slow
+  // waits are not pushed out of it by the many quick ones after.
+  f.wait_may_exempt =
+      gate == gate_range ||
+      (gate != gate_none &&
+       startup_gate_until(*reinterpret_cast<const startup_gate*>(gate), gen) == ~std::uint64_t{0});
+  f.wait_gate.store(gate, mo_relaxed);
+  f.wait_gen.store(gen, mo_relaxed);
+  inflight_wait(f, idx, t0);  // t0 stored last, with release
+}
+
 /// The batches of the current epoch whose wait includes a worker's start-up, [lo, hi): each
 /// worker's first batch (a DataLoader sends batch i to worker i % num_workers first), and until
 /// when (realtime ns): the wait triggers count such a wait from `until` on, so the exemption is
 /// bounded (a batch that hangs after its worker is up still fires). By default batch 0 of a C++
-/// loader, unbounded; lotus.torch sets them at each iterator that starts workers (an empty range
-/// for an epoch of persistent workers: nothing is start-up there).
+/// loader, unbounded. The waits of a consumer with start-up gates (lotus.torch) do not use it.
 struct startup_batches {
   atom<std::uint64_t> lo{0};
   atom<std::uint64_t> hi{1};
@@ -1180,10 +1257,59 @@ inline std::uint64_t startup_until(std::uint64_t idx) noexcept {
   const startup_batches& r = startup_batch_range();
   return idx >= r.lo.load(mo_relaxed) && idx < r.hi.load(mo_relaxed) ? r.until.load(mo_relaxed) : 0;
 }
-/// The part of a wait [start, end) past its start-up exemption (ns).
-inline std::uint64_t wait_beyond_startup(std::uint64_t idx, std::uint64_t start,
-                                         std::uint64_t end) noexcept {
-  const std::uint64_t until = startup_until(idx);
+/// Until when a wait under gate word `gate` (of iterator `gen`) for batch `idx` is start-up, as
+/// of now (realtime ns; 0: it is not).
+inline std::uint64_t gate_word_until(std::uint64_t gate, std::uint64_t gen,
+                                     std::uint64_t idx) noexcept {
+  if (gate == gate_range) return startup_until(idx);
+  if (gate == gate_none) return 0;
+  return startup_gate_until(*reinterpret_cast<const startup_gate*>(gate), gen);
+}
+
+/// Until when the consumer's wait in progress, for batch `idx` since `t0` (raw ticks), is
+/// start-up (its gate read now).
+inline std::uint64_t wait_current_until(const inflight& f, std::uint64_t t0,
+                                        std::uint64_t idx) noexcept {
+  const std::uint64_t gate = f.wait_gate.load(mo_relaxed);
+  const std::uint64_t gen = f.wait_gen.load(mo_relaxed);
+  if (f.wait_t0.load(mo_acquire) != t0) return 0;  // another wait since: the next cycle's
+  return gate_word_until(gate, gen, idx);
+}
+
+/// The consumer's wait that began at `t0` (raw ticks) ended and is recorded now: where it was
+/// start-up in part, until when, kept for the writer, which drains its SBatchWait record later
+/// (call before the record is emitted).
+inline void inflight_wait_exempt(inflight& f, std::uint64_t t0, std::uint64_t idx) noexcept {
+  if (t0 == 0 || !f.wait_may_exempt || f.wait_t0.load(mo_relaxed) != t0 ||
+      !f.gated.load(mo_relaxed)) {
+    return;
+  }
+  const std::uint64_t until =
+      gate_word_until(f.wait_gate.load(mo_relaxed), f.wait_gen.load(mo_relaxed), idx);
+  if (until == 0) return;
+  inflight::exempt_wait& w = f.exempt[f.exempt_next++ % inflight::exempt_waits];
+  w.t0.store(0, mo_relaxed);
+  w.until.store(until, mo_relaxed);
+  w.t0.store(t0, mo_release);
+}
+
+/// Until when the recorded wait for batch `idx` that began at `t0` (raw ticks) on the thread of
+/// `f` was start-up (realtime ns; 0: it was not): kept by inflight_wait_exempt, or the
+/// process-wide range's where the thread's waits have no gates (a C++ consumer's).
+inline std::uint64_t wait_recorded_until(const inflight& f, std::uint64_t t0,
+                                         std::uint64_t idx) noexcept {
+  if (!f.gated.load(mo_relaxed)) return startup_until(idx);
+  for (const inflight::exempt_wait& w : f.exempt) {
+    if (t0 == 0 || w.t0.load(mo_acquire) != t0) continue;
+    const std::uint64_t until = w.until.load(mo_relaxed);
+    if (w.t0.load(mo_acquire) == t0) return until;
+  }
+  return 0;
+}
+
+/// The part of a wait [start, end) past its start-up exemption `until` (ns).
+inline std::uint64_t wait_beyond(std::uint64_t until, std::uint64_t start,
+                                 std::uint64_t end) noexcept {
   const std::uint64_t from = until > start ? until : start;
   return end > from ? end - from : 0;
 }
@@ -1872,6 +1998,20 @@ struct alignas(64) inflight {
   atom<std::uint64_t> batch_idx{0};
   atom<std::uint64_t> wait_t0{0};  // the consumer waits since; 0: not waiting
   atom<std::uint64_t> wait_idx{0};
+  // The consumer's wait under a start-up gate (inflight_wait_gate): the current wait's gate, and
+  // the last waits that were start-up in part, by their start (inflight_wait_exempt): the writer
+  // finds a wait's exemption while it is in progress and when its SBatchWait record is drained.
+  atom<std::uint64_t> wait_gate{0};
+  atom<std::uint64_t> wait_gen{0};
+  struct exempt_wait {
+    atom<std::uint64_t> t0{0};
+    atom<std::uint64_t> until{0};
+  };
+  static constexpr std::uint32_t exempt_waits = 16;
+  exempt_wait exempt[exempt_waits];
+  std::uint32_t exempt_next = 0;  // the owner's only
+  bool wait_may_exempt = false;   // the owner's only: the current wait began during a start-up
+  atom<bool> gated{false};        // its waits have gates: a wait not in `exempt` is not start-up
 };
 
 /// What the writer read of one thread's spans in progress at a cycle (writer side).
@@ -1882,8 +2022,9 @@ struct inflight_entry {
   std::uint64_t idx = 0;             // the batch (batch, wait)
   const record_site* loc = nullptr;  // the op
   unsigned char what = batch;
-  bool innermost = false;  // op: the thread's deepest published op
-  bool confirmed = false;  // the same entry was read at the previous cycle too
+  bool innermost = false;   // op: the thread's deepest published op
+  bool confirmed = false;   // the same entry was read at the previous cycle too
+  std::uint64_t until = 0;  // wait: start-up until then (realtime ns; wait_current_until)
 };
 
 /// A span begins at `t0`: it becomes the entry at the thread's depth. Returns the depth it was
@@ -1926,12 +2067,74 @@ inline void inflight_wait(inflight& f, std::uint64_t idx, std::uint64_t t0) noex
   f.wait_t0.store(t0, mo_release);
 }
 
+/// A loader iterator's start-up gate (lotus.torch): its worker processes each say when they begin
+/// their first item (a DataLoader worker's first request for an index: its interpreter's start,
+/// imports, arguments' unpickling and worker_init_fn are behind it). It lives in memory the
+/// main process shares with the workers (mapped into spawned and forkserver workers); its words are
+/// lock-free atomics, so every process updates them in place. A wait for a batch of the iterator
+/// is start-up, for the wait triggers, while some worker has not begun its first item.
+struct startup_gate {
+  atom<std::uint64_t> gen{0};      // the iterator holding it (0: none)
+  atom<std::uint64_t> workers{0};  // the workers it starts
+  atom<std::uint64_t> begun{0};    // how many of them began their first item
+  atom<std::uint64_t> last_ns{0};  // when the last of them did (realtime ns)
+};
+static_assert(sizeof(startup_gate) == 32, "four words, as lotus.torch lays them out");
+
+/// A wait's gate word (inflight_wait_gate): the process-wide range below (C++ consumers), no
+/// start-up at all, or the address of a startup_gate.
+constexpr std::uint64_t gate_range = 0;
+constexpr std::uint64_t gate_none = 1;
+
+/// The main process opens gate `g` for an iterator (`gen` != 0) that starts `workers` workers.
+inline void startup_gate_open(startup_gate& g, std::uint64_t gen, std::uint64_t workers) noexcept {
+  g.gen.store(0, mo_relaxed);
+  g.workers.store(workers, mo_relaxed);
+  g.begun.store(0, mo_relaxed);
+  g.last_ns.store(0, mo_relaxed);
+  g.gen.store(gen, mo_release);
+}
+
+/// A worker of the iterator `gen` begins its first item at `now_ns` (any process; a gate reused
+/// by another iterator since is left alone).
+inline void startup_gate_begun(startup_gate& g, std::uint64_t gen, std::uint64_t now_ns) noexcept {
+  if (g.gen.load(mo_acquire) != gen) return;
+  std::uint64_t last = g.last_ns.load(mo_relaxed);
+  while (last < now_ns && !g.last_ns.compare_exchange_weak(last, now_ns, mo_relaxed, mo_relaxed)) {
+  }
+  g.begun.fetch_add(1, mo_release);
+}
+
+/// Until when gate `g` (of iterator `gen`) exempts a wait (realtime ns): while some worker has not
+/// begun, through any time (~0); then from the last one's start on (0: a gate reused since).
+inline std::uint64_t startup_gate_until(const startup_gate& g, std::uint64_t gen) noexcept {
+  if (g.gen.load(mo_acquire) != gen) return 0;
+  if (g.begun.load(mo_acquire) < g.workers.load(mo_relaxed)) return ~std::uint64_t{0};
+  return g.last_ns.load(mo_relaxed);
+}
+
+/// The consumer starts waiting (`t0` != 0) under gate word `gate` (gate_range, gate_none or a
+/// startup_gate's address, of iterator `gen`).
+inline void inflight_wait_gate(inflight& f, std::uint64_t idx, std::uint64_t t0, std::uint64_t gate,
+                               std::uint64_t gen) noexcept {
+  if (gate != gate_range && !f.gated.load(mo_relaxed)) f.gated.store(true, mo_relaxed);
+  // Only a wait that begins while some worker has not begun may be start-up (the workers that
+  // began stay begun): the others are never kept by inflight_wait_exempt, so a start's few slow
+  // waits are not pushed out of it by the many quick ones after.
+  f.wait_may_exempt =
+      gate == gate_range ||
+      (gate != gate_none &&
+       startup_gate_until(*reinterpret_cast<const startup_gate*>(gate), gen) == ~std::uint64_t{0});
+  f.wait_gate.store(gate, mo_relaxed);
+  f.wait_gen.store(gen, mo_relaxed);
+  inflight_wait(f, idx, t0);  // t0 stored last, with release
+}
+
 /// The batches of the current epoch whose wait includes a worker's start-up, [lo, hi): each
 /// worker's first batch (a DataLoader sends batch i to worker i % num_workers first), and until
 /// when (realtime ns): the wait triggers count such a wait from `until` on, so the exemption is
 /// bounded (a batch that hangs after its worker is up still fires). By default batch 0 of a C++
-/// loader, unbounded; lotus.torch sets them at each iterator that starts workers (an empty range
-/// for an epoch of persistent workers: nothing is start-up there).
+/// loader, unbounded. The waits of a consumer with start-up gates (lotus.torch) do not use it.
 struct startup_batches {
   atom<std::uint64_t> lo{0};
   atom<std::uint64_t> hi{1};
@@ -1953,10 +2156,59 @@ inline std::uint64_t startup_until(std::uint64_t idx) noexcept {
   const startup_batches& r = startup_batch_range();
   return idx >= r.lo.load(mo_relaxed) && idx < r.hi.load(mo_relaxed) ? r.until.load(mo_relaxed) : 0;
 }
-/// The part of a wait [start, end) past its start-up exemption (ns).
-inline std::uint64_t wait_beyond_startup(std::uint64_t idx, std::uint64_t start,
-                                         std::uint64_t end) noexcept {
-  const std::uint64_t until = startup_until(idx);
+/// Until when a wait under gate word `gate` (of iterator `gen`) for batch `idx` is start-up, as
+/// of now (realtime ns; 0: it is not).
+inline std::uint64_t gate_word_until(std::uint64_t gate, std::uint64_t gen,
+                                     std::uint64_t idx) noexcept {
+  if (gate == gate_range) return startup_until(idx);
+  if (gate == gate_none) return 0;
+  return startup_gate_until(*reinterpret_cast<const startup_gate*>(gate), gen);
+}
+
+/// Until when the consumer's wait in progress, for batch `idx` since `t0` (raw ticks), is
+/// start-up (its gate read now).
+inline std::uint64_t wait_current_until(const inflight& f, std::uint64_t t0,
+                                        std::uint64_t idx) noexcept {
+  const std::uint64_t gate = f.wait_gate.load(mo_relaxed);
+  const std::uint64_t gen = f.wait_gen.load(mo_relaxed);
+  if (f.wait_t0.load(mo_acquire) != t0) return 0;  // another wait since: the next cycle's
+  return gate_word_until(gate, gen, idx);
+}
+
+/// The consumer's wait that began at `t0` (raw ticks) ended and is recorded now: where it was
+/// start-up in part, until when, kept for the writer, which drains its SBatchWait record later
+/// (call before the record is emitted).
+inline void inflight_wait_exempt(inflight& f, std::uint64_t t0, std::uint64_t idx) noexcept {
+  if (t0 == 0 || !f.wait_may_exempt || f.wait_t0.load(mo_relaxed) != t0 ||
+      !f.gated.load(mo_relaxed)) {
+    return;
+  }
+  const std::uint64_t until =
+      gate_word_until(f.wait_gate.load(mo_relaxed), f.wait_gen.load(mo_relaxed), idx);
+  if (until == 0) return;
+  inflight::exempt_wait& w = f.exempt[f.exempt_next++ % inflight::exempt_waits];
+  w.t0.store(0, mo_relaxed);
+  w.until.store(until, mo_relaxed);
+  w.t0.store(t0, mo_release);
+}
+
+/// Until when the recorded wait for batch `idx` that began at `t0` (raw ticks) on the thread of
+/// `f` was start-up (realtime ns; 0: it was not): kept by inflight_wait_exempt, or the
+/// process-wide range's where the thread's waits have no gates (a C++ consumer's).
+inline std::uint64_t wait_recorded_until(const inflight& f, std::uint64_t t0,
+                                         std::uint64_t idx) noexcept {
+  if (!f.gated.load(mo_relaxed)) return startup_until(idx);
+  for (const inflight::exempt_wait& w : f.exempt) {
+    if (t0 == 0 || w.t0.load(mo_acquire) != t0) continue;
+    const std::uint64_t until = w.until.load(mo_relaxed);
+    if (w.t0.load(mo_acquire) == t0) return until;
+  }
+  return 0;
+}
+
+/// The part of a wait [start, end) past its start-up exemption `until` (ns).
+inline std::uint64_t wait_beyond(std::uint64_t until, std::uint64_t start,
+                                 std::uint64_t end) noexcept {
   const std::uint64_t from = until > start ? until : start;
   return end > from ? end - from : 0;
 }
@@ -8183,16 +8435,18 @@ class flight_recorder {
     holdoff_until_ = 0;
   }
 
-  /// An SBatchWait record the writer formatted (start and duration in epoch ns).
-  void observe_wait(std::uint64_t start, std::uint64_t dur, std::uint64_t idx) noexcept {
+  /// An SBatchWait record the writer formatted (start and duration in epoch ns), start-up until
+  /// `until` (wait_recorded_until).
+  void observe_wait(std::uint64_t start, std::uint64_t dur, std::uint64_t idx,
+                    std::uint64_t until) noexcept {
     const std::uint64_t end = start + dur;
     if (set_.share_permille != 0) {
       waits_[waits_count_++ % max_waits] = wait_span{start, end};
     }
-    // Each worker's first batch of an epoch waits for it to start (spawn: seconds of imports):
-    // that part is no stall, for a bounded time (startup_until). A wait the in-progress check
-    // fired for already (same start) is within the hold-off.
-    if (set_.wait_ns != 0 && wait_beyond_startup(idx, start, end) > set_.wait_ns && !wait_fired_ &&
+    // A wait while some worker of the iterator has not begun its first item (spawn: seconds of
+    // imports; worker_init_fn) is no stall until the last one has (wait_recorded_until). A wait
+    // the in-progress check fired for already (same start) is within the hold-off.
+    if (set_.wait_ns != 0 && wait_beyond(until, start, end) > set_.wait_ns && !wait_fired_ &&
         start >= holdoff_until_) {
       wait_fired_ = true;
       wait_idx_ = idx;
@@ -8226,9 +8480,9 @@ class flight_recorder {
                       static_cast<unsigned long long>(e[i].tid),
                       static_cast<unsigned long long>(e[i].idx), ms);
       } else if (e[i].what == inflight_entry::wait && set_.wait_ns != 0 &&
-                 wait_beyond_startup(e[i].idx, e[i].since_ns, now) > set_.wait_ns) {
-        // Each worker's first batch of an epoch waits for it to start (spawn: seconds of
-        // imports, unevenly): counted from the end of its bounded exemption.
+                 wait_beyond(e[i].until, e[i].since_ns, now) > set_.wait_ns) {
+        // A wait while the iterator's workers start (spawn: seconds of imports, unevenly;
+        // worker_init_fn) counts from when the last of them began its first item.
         std::snprintf(reason, sizeof reason,
                       "wait>%llums: waiting for batch %llu for %llu ms (still waiting)",
                       static_cast<unsigned long long>(set_.wait_ns / 1000000),
@@ -10416,7 +10670,8 @@ class trace_writer {
     const std::uint32_t kind = e.loc->flags & (flag_main | flag_indexed | flag_fixed_1us);
     // The one indexed main-file record with a measured duration is SBatchWait.
     if (LOTUS_DETAIL_UNLIKELY(watch_waits_) && kind == (flag_main | flag_indexed)) {
-      flight_.observe_wait(rec_start_, rec_dur_, e.idx);
+      flight_.observe_wait(rec_start_, rec_dur_, e.idx,
+                           wait_recorded_until(t.progress, e.t0, e.idx));
     }
     // The one indexed worker-file record is SBatchPreprocessed: its `batchres` key.
     if ((kind & (flag_main | flag_indexed)) == flag_indexed) note_batch(t, e, rec_start_, rec_dur_);
@@ -10788,6 +11043,8 @@ class trace_writer {
           e.idx = idx_word.load(mo_relaxed);
           e.since_ns = since(t0, now);
           e.confirmed = t0 == seen;
+          // A wait's start-up exemption as of now (its iterator's workers, read this cycle).
+          e.until = what == inflight_entry::wait ? wait_current_until(f, t0, e.idx) : 0;
           add(e);
         }
         seen = t0;

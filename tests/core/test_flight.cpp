@@ -429,6 +429,50 @@ TEST_CASE("flight: the start-up exemption is bounded: a first batch that waits p
   lotus::configure(lotus::options{});
 }
 
+TEST_CASE("flight: a start-up gate exempts a wait while some worker of its iterator has not begun",
+          "[flight]") {
+  using namespace lotus::detail;
+  constexpr std::uint64_t open = ~std::uint64_t{0};
+  startup_gate g;
+  startup_gate_open(g, 7, 2);  // iterator 7, two workers
+  CHECK(startup_gate_until(g, 7) == open);
+  startup_gate_begun(g, 7, 1000);
+  CHECK(startup_gate_until(g, 7) == open);  // worker 1 still starting
+  startup_gate_begun(g, 6, 9000);           // a late worker of an earlier iterator: not this one's
+  CHECK(startup_gate_until(g, 7) == open);
+  startup_gate_begun(g, 7, 3000);
+  CHECK(startup_gate_until(g, 7) == 3000);  // start-up until the last one began
+  CHECK(startup_gate_until(g, 6) == 0);     // the gate is another iterator's now
+  CHECK(wait_beyond(3000, 1000, 3500) == 500);
+  CHECK(wait_beyond(open, 1000, 3500) == 0);
+
+  // A consumer's waits: one begun while the start lasts is kept, with its exemption as of its
+  // record, for the writer; one begun after it is not start-up; a gateless thread's follow the
+  // process-wide range (batch 0 by default).
+  const auto gate = reinterpret_cast<std::uint64_t>(&g);
+  inflight f;
+  CHECK(wait_recorded_until(f, 50, 0) == open);  // no gates yet: the range's batch 0
+  startup_gate_open(g, 8, 2);
+  startup_gate_begun(g, 8, 1000);
+  inflight_wait_gate(f, 0, 100, gate, 8);
+  CHECK(wait_current_until(f, 100, 0) == open);
+  startup_gate_begun(g, 8, 2000);
+  CHECK(wait_current_until(f, 100, 0) == 2000);
+  inflight_wait_exempt(f, 100, 0);  // recorded once both had begun
+  inflight_wait(f, 0, 0);
+  inflight_wait_gate(f, 1, 200, gate, 8);  // begun after the start: never start-up
+  inflight_wait_exempt(f, 200, 1);
+  inflight_wait(f, 0, 0);
+  inflight_wait_gate(f, 2, 300, gate_none, 0);  // a later epoch of persistent workers
+  CHECK(wait_current_until(f, 300, 2) == 0);
+  inflight_wait_exempt(f, 300, 2);
+  inflight_wait(f, 0, 0);
+  CHECK(wait_recorded_until(f, 100, 0) == 2000);
+  CHECK(wait_recorded_until(f, 200, 1) == 0);
+  CHECK(wait_recorded_until(f, 300, 2) == 0);
+  CHECK(wait_recorded_until(f, 50, 0) == 0);  // a gated consumer's wait not kept: no start-up
+}
+
 TEST_CASE("flight: a stall another process (a rank) already captured is not captured twice",
           "[flight]") {
   lotus_test::temp_dir dir;

@@ -1,11 +1,14 @@
 # SPDX-License-Identifier: MIT
-"""The start of every DataLoader iterator: measured by part, concluded from, bounded as a trigger.
+"""The start of every DataLoader iterator: measured by part, concluded from, exempt from wait>.
 
 Real DataLoader jobs (startup_scenario.py) with planted start-up costs: a dataset of file paths as
 a Python list (a pickle of ~20 MB or ~80 MB, sent to every spawn/forkserver worker), a 1 s
 worker_init_fn, 2 to 8 workers, fork/spawn/forkserver, persistent or not. Each measured part is
 checked against what was planted (pickle.dumps's size, the init's sleep) or against the job's own
-clock (its time to first batch), and lotus-tool's verdict against the known cause.
+clock (its time to first batch), and lotus-tool's verdict against the known cause. The wait
+trigger's exemption (a wait is start-up while some worker of its iterator has not begun its
+first item) against slow starts and hangs, and iterators started together on threads
+(iterators_scenario.py), each with its own records, exemption and resume offset.
 """
 
 import json
@@ -375,3 +378,137 @@ def test_a_forkserver_run_measures_its_server_start_apart(tmp_path):
     assert js["measured_later_ttfb_ms"] == pytest.approx(iters[1]["ttfb_ms"], rel=1e-6)
     assert js["predicted_first_ttfb_ms"] == pytest.approx(
         js["predicted_later_ttfb_ms"] + st["forkserver"]["start_ms"], rel=1e-6)
+
+
+def captures(out):
+    return sorted(p for p in pathlib.Path(out).iterdir()
+                  if p.is_dir() and p.name.startswith("capture-"))
+
+
+def capture_of(cap):
+    """(trigger_ns, reason) of the main process's capture line in `cap`."""
+    for p in cap.glob(".lotustrace_log.lotus-meta_*"):
+        for line in p.read_text().splitlines():
+            if line.startswith("capture "):
+                f = line.split(" ", 6)
+                return int(f[2]), f[6]
+    raise AssertionError(f"no capture line in {cap}")
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_a_healthy_slow_worker_start_fires_no_wait_trigger(tmp_path, method):
+    """worker_init_fn sleeping 3 s (fork: every epoch; spawn: the second epoch only, after a
+    quick first one): the waits for the first batches are start-up while the workers are in it,
+    whatever earlier starts took, so wait>400ms captures none of it. With fork, a 2 s hang in
+    batch 0 of the second epoch, once its workers are up, is still captured: one capture, from
+    that epoch."""
+    if not have(method):
+        pytest.skip(f"no {method} start method here")
+    out = tmp_path / "t"
+    args = ["--method", method, "--workers", "2", "--epochs", "2", "--batches", "4",
+            "--init-s", "3"]
+    if method == "fork":
+        args += ["--hang-epoch", "1", "--hang-s", "2"]
+    else:
+        args += ["--init-epoch", "1"]
+    job = run_job(out, *args, env={"LOTUS_FLIGHT": "1", "LOTUS_TRIGGER": "wait>400ms"})
+    assert [e["batches"] for e in job["epochs"]] == [4, 4]
+    caps = captures(out)
+    if method == "spawn":
+        assert caps == [], [capture_of(c) for c in caps]
+        return
+    assert len(caps) == 1, [capture_of(c) for c in caps]
+    trigger, reason = capture_of(caps[0])
+    assert reason.startswith("wait>400ms: waiting for batch 0 for "), reason
+    assert trigger >= job["epochs"][1]["t0_ns"], (trigger, job["epochs"])
+
+
+def test_a_hang_does_not_teach_the_exemption_to_ignore_the_next(tmp_path):
+    """Non-persistent fork workers, a 3 s hang in batch 0 of epoch 0 and the same in epoch 2:
+    each is a stall (the workers were up), each is captured with wait>500ms (LOTUS_FLIGHT=1: the
+    hold-off after the first capture is over long before the second hang)."""
+    out = tmp_path / "t"
+    job = run_job(out, "--method", "fork", "--workers", "2", "--epochs", "3", "--batches", "4",
+                  "--hang-epoch", "0,2", "--hang-s", "3",
+                  env={"LOTUS_FLIGHT": "1", "LOTUS_TRIGGER": "wait>500ms"})
+    caps = captures(out)
+    got = sorted(capture_of(c) for c in caps)
+    assert len(got) == 2, got
+    for (trigger, reason), epoch in zip(got, (0, 2)):
+        assert reason.startswith("wait>500ms: waiting for batch 0 for "), reason
+        assert trigger >= job["epochs"][epoch]["t0_ns"], (got, job["epochs"])
+        if epoch + 1 < len(job["epochs"]):
+            assert trigger < job["epochs"][epoch + 1]["t0_ns"], (got, job["epochs"])
+
+
+def run_iterators(out, method, loaders, env=None):
+    cfg = {"method": method, "loaders": loaders}
+    r = run_python([str(HERE / "iterators_scenario.py"), str(out), json.dumps(cfg)], env=env,
+                   timeout=300)
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn", "forkserver"])
+def test_iterators_started_together_on_threads_each_keep_their_start(tmp_path, method):
+    """Three loaders (2, 1 and 3 workers) whose iter() run at the same moment on three threads:
+    each iterator its own `startup` line, each of its workers its `startup_worker` line (under
+    its iterator's seq) and `startup_boot` line, each its `startup_first`; check passes and stats
+    counts every iterator's start."""
+    if not have(method):
+        pytest.skip(f"no {method} start method here")
+    out = tmp_path / "t"
+    workers = [2, 1, 3]
+    job = run_iterators(out, method, [{"workers": w, "batches": 4} for w in workers])
+    assert [len(g["firsts"]) for g in job["loaders"]] == [4, 4, 4]
+    starts = {int(f[0]): f for _, f in sidecar_lines(out, "startup")}
+    assert sorted(int(f[2]) for f in starts.values()) == sorted(workers), starts
+    assert all(f[1] == method for f in starts.values()), starts
+    per_seq = {}
+    for _, f in sidecar_lines(out, "startup_worker"):
+        per_seq.setdefault(int(f[0]), []).append(int(f[1]))
+    assert {s: sorted(v) for s, v in per_seq.items()} == {
+        s: list(range(int(f[2]))) for s, f in starts.items()}
+    pids = [int(f[2]) for _, f in sidecar_lines(out, "startup_worker")]
+    assert len(set(pids)) == sum(workers)
+    boots = sidecar_lines(out, "startup_boot")
+    assert sorted(int(p) for p, _ in boots) == sorted(pids)
+    firsts = sidecar_lines(out, "startup_first")
+    assert sorted(int(f[0]) for _, f in firsts) == sorted(starts)
+    tool("check", str(out))
+    assert len(stats_json(out)["startup"]["iterators"]) == 3
+
+
+def test_each_iterator_has_its_own_exemption(tmp_path):
+    """Two fork loaders started together on two threads: one's workers sleep 3 s in
+    worker_init_fn (start-up, for its waits only), the other's hang 2 s in batch 1, their workers
+    up (a stall): wait>500ms captures the stall, and only it."""
+    out = tmp_path / "t"
+    job = run_iterators(out, "fork", [{"workers": 2, "batches": 4, "init_s": 3},
+                                      {"workers": 2, "batches": 4, "hang_batch": 1,
+                                       "hang_s": 2}],
+                        env={"LOTUS_FLIGHT": "1", "LOTUS_TRIGGER": "wait>500ms"})
+    assert [len(g["firsts"]) for g in job["loaders"]] == [4, 4]
+    got = [capture_of(c) for c in captures(out)]
+    assert len(got) == 1 and got[0][1].startswith("wait>500ms: waiting for batch 1 for "), got
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn", "forkserver"])
+def test_iterators_started_together_each_give_their_workers_their_offset(tmp_path, method):
+    """Two loaders started together on two threads, one resumed at batch 5 (its iterator numbers
+    its batches from there, as a resumed StatefulDataLoader's does: test_stateful.py runs that
+    where torchdata is installed), the other from 0: each worker numbers its batches from its own
+    iterator's offset, so every SBatchConsumed has its SBatchPreprocessed and check passes."""
+    if not have(method):
+        pytest.skip(f"no {method} start method here")
+    out = tmp_path / "t"
+    run_iterators(out, method, [{"workers": 2, "batches": 3, "offset": 5},
+                                {"workers": 2, "batches": 3, "offset": 0}])
+    consumed, prepared = [], []
+    for p in out.iterdir():
+        if p.is_file() and not p.name.startswith("."):
+            names = [line.split(",")[0] for line in p.read_text().splitlines()]
+            into = prepared if "_worker_pid_" in p.name else consumed
+            into += [int(n.rsplit("_", 1)[1]) for n in names
+                     if n.startswith(("SBatchConsumed_", "SBatchPreprocessed_"))]
+    assert sorted(consumed) == sorted(prepared) == [0, 1, 2, 5, 6, 7], (consumed, prepared)
+    tool("check", str(out))

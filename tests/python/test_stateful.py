@@ -114,3 +114,40 @@ def test_resume_mid_epoch_continues_the_epochs_indices(tmp_path, interval, take)
     names1 = [r[0] for r in next(iter(main1.values()))]
     assert [n for n in names1 if n.startswith("SBatchConsumed_")] == [
         f"SBatchConsumed_{k}" for k in range(take)]
+
+
+def test_a_resumed_loader_beside_a_fresh_one_numbers_its_own_batches(tmp_path):
+    """A StatefulDataLoader resumed after 5 of 8 batches and a fresh one, iter() at the same
+    moment on two threads (iterators_scenario.py): each worker numbers its batches from its own
+    iterator's offset (the resumed one's workers 5 to 7, the fresh one's 0 to 7), so every
+    SBatchConsumed has its SBatchPreprocessed and check passes."""
+    import os
+    import pathlib
+    import subprocess
+    tool = os.environ.get("LOTUS_TOOL")
+    if not tool:
+        pytest.skip("LOTUS_TOOL not set")
+    here = pathlib.Path(__file__).resolve().parent
+    out = tmp_path / "t"
+    cfg = {"method": "fork", "loaders": [
+        {"stateful": True, "workers": 2, "batches": 8, "resume_after": 5},
+        {"stateful": True, "workers": 2, "batches": 8}]}
+    r = run_python([str(here / "iterators_scenario.py"), str(out), json.dumps(cfg)], timeout=300)
+    job = json.loads(r.stdout.strip().splitlines()[-1])
+    assert [g["firsts"] for g in job["loaders"]] == [[10, 12, 14], [0, 2, 4, 6, 8, 10, 12, 14]]
+    # Each iterator's workers (its startup_worker lines) and the batches they prepared.
+    by_seq = {}
+    for p in out.glob(".lotustrace_log.lotus-meta_*"):
+        for line in p.read_text().splitlines():
+            if line.startswith("startup_worker "):
+                f = line.split()
+                by_seq.setdefault(int(f[1]), []).append(int(f[3]))
+    files = read_trace(out)
+    prepared = []
+    for seq in sorted(by_seq)[1:]:  # the first: the run of 5 batches before the resume
+        prepared.append(sorted(b for pid in by_seq[seq]
+                               for b in batches_of(files.get(f"lotustrace_log_worker_pid_{pid}",
+                                                             []))))
+    assert sorted(prepared) == [[0, 1, 2, 3, 4, 5, 6, 7], [5, 6, 7]], prepared
+    c = subprocess.run([tool, "check", str(out)], capture_output=True, text=True, timeout=120)
+    assert c.returncode == 0, c.stdout + c.stderr

@@ -389,33 +389,25 @@ PyObject* py_batch_abandon(PyObject*, PyObject*) {
   Py_RETURN_NONE;
 }
 
-/// _wait_begin(idx): the main process starts waiting for batch idx; its start (raw ticks, 0
-/// when tracing is off). _wait_done() ends it.
-PyObject* py_wait_begin(PyObject*, PyObject* arg) {
-  std::uint64_t idx = 0;
-  if (!u64_arg(arg, idx, "idx")) return nullptr;
+/// _wait_begin(idx[, gate, gen]): the main process starts waiting for batch idx; its start (raw
+/// ticks, 0 when tracing is off). _wait_done() ends it. gate: the wait's start-up gate (0: the
+/// process-wide range of a C++ consumer; 1: none, no start-up in this wait; else the address of
+/// the iterator's startup_gate, of iterator gen: start-up while some worker has not begun).
+PyObject* py_wait_begin(PyObject*, PyObject* const* args, Py_ssize_t n) {
+  std::uint64_t idx = 0, gate = lotus::detail::gate_range, gen = 0;
+  if (n != 1 && n != 3) {
+    PyErr_SetString(PyExc_TypeError, "_wait_begin(idx[, gate, gen]): 1 or 3 arguments");
+    return nullptr;
+  }
+  if (!u64_arg(args[0], idx, "idx")) return nullptr;
+  if (n == 3 && (!u64_arg(args[1], gate, "gate") || !u64_arg(args[2], gen, "gen"))) return nullptr;
   const int m = g_mode.load(mo_relaxed);
   if (m < mode_tsc) return PyLong_FromLong(0);
   const std::uint64_t t0 = lotus::detail::now_ticks(m);
   if (lotus::detail::inflight* f = lotus::detail::inflight_registered()) {
-    lotus::detail::inflight_wait(*f, idx, t0);
+    lotus::detail::inflight_wait_gate(*f, idx, t0, gate, gen);
   }
   return PyLong_FromUnsignedLongLong(t0);
-}
-
-/// _startup_batches(lo, hi[, until_ns]): the epoch's batches [lo, hi) are each a worker's first
-/// (their wait includes its start-up; the wait triggers count it from until_ns, realtime ns; an
-/// empty range: no batch is start-up).
-PyObject* py_startup_batches(PyObject*, PyObject* const* args, Py_ssize_t n) {
-  std::uint64_t lo = 0, hi = 0, until = ~std::uint64_t{0};
-  if (n != 2 && n != 3) {
-    PyErr_SetString(PyExc_TypeError, "_startup_batches(lo, hi[, until_ns]): 2 or 3 arguments");
-    return nullptr;
-  }
-  if (!u64_arg(args[0], lo, "lo") || !u64_arg(args[1], hi, "hi")) return nullptr;
-  if (n == 3 && !u64_arg(args[2], until, "until_ns")) return nullptr;
-  lotus::detail::set_startup_batches(lo, hi, until);
-  Py_RETURN_NONE;
 }
 
 PyObject* py_wait_done(PyObject*, PyObject*) {
@@ -470,6 +462,11 @@ PyObject* py_batch(PyObject*, PyObject* const* args, Py_ssize_t n) {
     if (n == 2) {
       t0 = lotus::detail::now_ticks(m);
       t1 = t0;
+    }
+    if (t0 != 0 && n == 4 && kind == k_wait) {  // its start-up part, before the writer sees it
+      if (lotus::detail::inflight* f = lotus::detail::inflight_self()) {
+        lotus::detail::inflight_wait_exempt(*f, t0, idx);
+      }
     }
     if (t0 != 0) lotus::detail::emit(batch_loc(static_cast<batch_kind>(kind)), t0, t1, idx);
     if (t0 != 0 && n == 4 && kind == k_preprocessed) {
@@ -752,12 +749,10 @@ PyMethodDef module_methods[] = {
      "_batch_begin(idx): a worker batch starts (resources read, in progress); its start."},
     {"_batch_abandon", py_batch_abandon, METH_NOARGS,
      "_batch_abandon(): the batch begun ends unrecorded."},
-    {"_startup_batches",
-     reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_startup_batches)), METH_FASTCALL,
-     "_startup_batches(lo, hi[, until_ns]): each a worker's first batch of the epoch, start-up "
-     "until until_ns."},
-    {"_wait_begin", py_wait_begin, METH_O,
-     "_wait_begin(idx): the main process waits for batch idx (in progress); its start."},
+    {"_wait_begin", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_wait_begin)),
+     METH_FASTCALL,
+     "_wait_begin(idx[, gate, gen]): the main process waits for batch idx (in progress), under "
+     "start-up gate `gate` of iterator `gen`; its start."},
     {"_wait_done", py_wait_done, METH_NOARGS, "_wait_done(): the wait ended."},
     {"_op_enter", py_op_enter, METH_O, "_op_enter(name): an op in progress; a token."},
     {"_op_leave", py_op_leave, METH_O, "_op_leave(token): the op of _op_enter ended."},
@@ -1251,6 +1246,42 @@ PYBIND11_MODULE(_lotus, m) {
       "An iterator's start in progress (the live file's `startup` line): since begin_ns, "
       "`started` of `workers` workers started, its first batch at first_ns (0: not yet), its "
       "__init__'s return at init_end_ns (0: not yet).");
+  // A loader iterator's start-up gate (inflight.hpp): 4 words at `address`, in memory shared
+  // with its worker processes (lotus.loaders._startup maps it).
+  m.attr("STARTUP_GATE_BYTES") = sizeof(lotus::detail::startup_gate);
+  m.attr("GATE_NONE") = lotus::detail::gate_none;
+  m.def(
+      "_startup_gate_open",
+      [](std::uintptr_t address, std::uint64_t gen, std::uint64_t workers) {
+        lotus::detail::startup_gate_open(*reinterpret_cast<lotus::detail::startup_gate*>(address),
+                                         gen, workers);
+      },
+      py::arg("address"), py::arg("gen"), py::arg("workers"),
+      "The gate at `address` is iterator gen's (gen 0: free), which starts `workers` workers.");
+  m.def(
+      "_startup_gate_begun",
+      [](std::uintptr_t address, std::uint64_t gen) {
+        timespec ts{};
+        ::clock_gettime(CLOCK_REALTIME, &ts);
+        lotus::detail::startup_gate_begun(*reinterpret_cast<lotus::detail::startup_gate*>(address),
+                                          gen,
+                                          static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u +
+                                              static_cast<std::uint64_t>(ts.tv_nsec));
+      },
+      py::arg("address"), py::arg("gen"),
+      "A worker of iterator gen begins its first item now (in the worker process).");
+  m.def(
+      "_startup_gate_state",
+      [](std::uintptr_t address) {
+        const auto& g = *reinterpret_cast<const lotus::detail::startup_gate*>(address);
+        const std::uint64_t gen = g.gen.load(lotus::detail::mo_acquire);
+        return py::make_tuple(
+            gen, g.workers.load(lotus::detail::mo_relaxed), g.begun.load(lotus::detail::mo_acquire),
+            g.last_ns.load(lotus::detail::mo_relaxed), lotus::detail::startup_gate_until(g, gen));
+      },
+      py::arg("address"),
+      "(gen, workers, begun, last_ns, until_ns) of the gate at `address`: until_ns is until when "
+      "a wait under it is start-up (2**64-1: some worker has not begun).");
   m.def(
       "_note_epoch", [](std::uint64_t start_ns) { lotus::detail::note_epoch(start_ns); },
       py::arg("start_ns") = 0,

@@ -85,16 +85,18 @@ class flight_recorder {
     holdoff_until_ = 0;
   }
 
-  /// An SBatchWait record the writer formatted (start and duration in epoch ns).
-  void observe_wait(std::uint64_t start, std::uint64_t dur, std::uint64_t idx) noexcept {
+  /// An SBatchWait record the writer formatted (start and duration in epoch ns), start-up until
+  /// `until` (wait_recorded_until).
+  void observe_wait(std::uint64_t start, std::uint64_t dur, std::uint64_t idx,
+                    std::uint64_t until) noexcept {
     const std::uint64_t end = start + dur;
     if (set_.share_permille != 0) {
       waits_[waits_count_++ % max_waits] = wait_span{start, end};
     }
-    // Each worker's first batch of an epoch waits for it to start (spawn: seconds of imports):
-    // that part is no stall, for a bounded time (startup_until). A wait the in-progress check
-    // fired for already (same start) is within the hold-off.
-    if (set_.wait_ns != 0 && wait_beyond_startup(idx, start, end) > set_.wait_ns && !wait_fired_ &&
+    // A wait while some worker of the iterator has not begun its first item (spawn: seconds of
+    // imports; worker_init_fn) is no stall until the last one has (wait_recorded_until). A wait
+    // the in-progress check fired for already (same start) is within the hold-off.
+    if (set_.wait_ns != 0 && wait_beyond(until, start, end) > set_.wait_ns && !wait_fired_ &&
         start >= holdoff_until_) {
       wait_fired_ = true;
       wait_idx_ = idx;
@@ -128,9 +130,9 @@ class flight_recorder {
                       static_cast<unsigned long long>(e[i].tid),
                       static_cast<unsigned long long>(e[i].idx), ms);
       } else if (e[i].what == inflight_entry::wait && set_.wait_ns != 0 &&
-                 wait_beyond_startup(e[i].idx, e[i].since_ns, now) > set_.wait_ns) {
-        // Each worker's first batch of an epoch waits for it to start (spawn: seconds of
-        // imports, unevenly): counted from the end of its bounded exemption.
+                 wait_beyond(e[i].until, e[i].since_ns, now) > set_.wait_ns) {
+        // A wait while the iterator's workers start (spawn: seconds of imports, unevenly;
+        // worker_init_fn) counts from when the last of them began its first item.
         std::snprintf(reason, sizeof reason,
                       "wait>%llums: waiting for batch %llu for %llu ms (still waiting)",
                       static_cast<unsigned long long>(set_.wait_ns / 1000000),

@@ -490,7 +490,8 @@ class trace_writer {
     const std::uint32_t kind = e.loc->flags & (flag_main | flag_indexed | flag_fixed_1us);
     // The one indexed main-file record with a measured duration is SBatchWait.
     if (LOTUS_DETAIL_UNLIKELY(watch_waits_) && kind == (flag_main | flag_indexed)) {
-      flight_.observe_wait(rec_start_, rec_dur_, e.idx);
+      flight_.observe_wait(rec_start_, rec_dur_, e.idx,
+                           wait_recorded_until(t.progress, e.t0, e.idx));
     }
     // The one indexed worker-file record is SBatchPreprocessed: its `batchres` key.
     if ((kind & (flag_main | flag_indexed)) == flag_indexed) note_batch(t, e, rec_start_, rec_dur_);
@@ -862,6 +863,8 @@ class trace_writer {
           e.idx = idx_word.load(mo_relaxed);
           e.since_ns = since(t0, now);
           e.confirmed = t0 == seen;
+          // A wait's start-up exemption as of now (its iterator's workers, read this cycle).
+          e.until = what == inflight_entry::wait ? wait_current_until(f, t0, e.idx) : 0;
           add(e);
         }
         seen = t0;

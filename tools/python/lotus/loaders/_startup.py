@@ -22,8 +22,17 @@ worker process (its sidecar):
 
 Measured with two wrappers that act only for a lotus worker loop: ``BaseProcess.start`` and
 ``multiprocessing.reduction.dump`` (the pickling of the process object by spawn and forkserver).
+Nothing of a start is per process: the iterator whose ``__init__`` runs is this thread's, and each
+worker's loop is bound at its ``Process.start()`` to that iterator (its resume offset, its start-up
+gate), so iterators may start at once on any threads.
+
+The wait triggers' exemption (RUNTIME.md, flight recorder): a wait of an iterator that starts
+workers is start-up while some worker of that iterator has not begun its first item (its first
+request for an index), told by each worker through the iterator's gate (``open_gate``).
 """
 
+import itertools as _itertools
+import os as _os
 import threading as _threading
 from time import sleep as _sleep, time_ns as _time_ns
 
@@ -34,12 +43,16 @@ GROUP_RECORDS = {"startup": "worker start-up lines (the sidecar's startup record
 
 
 class Iterator:
-    """One iterator's start in the main process."""
+    """One iterator's start in the main process, from iter(loader) to its first batch.
 
-    __slots__ = ("seq", "begin", "workers", "current", "method", "first", "expected", "queued",
-                 "init_end", "server")
+    Everything an iterator's start needs is here, none of it per process: any number of
+    iterators may start at once, on any threads, each with its own records (`workers`), its own
+    start-up gate (the wait triggers' exemption) and its own resume offset (for its workers)."""
 
-    def __init__(self, seq, begin, expected):
+    __slots__ = ("seq", "begin", "workers", "current", "method", "first", "expected", "init_end",
+                 "offset", "gate", "record", "outer", "server")
+
+    def __init__(self, seq, begin, expected, offset=0, record=True):
         self.seq = seq
         self.begin = begin
         self.expected = expected  # the loader's num_workers
@@ -47,14 +60,18 @@ class Iterator:
         self.current = None  # [pickled_ns, bytes] of the start in progress
         self.method = None
         self.first = False  # the first batch's arrival noted
-        self.queued = 0  # when its first indices were queued (every worker started)
         self.init_end = 0  # when its __init__ returned
+        self.offset = offset  # the epoch's index of its batch 0 (a resumed loader)
+        self.gate = None  # its Gate, when its waits are exempt while its workers start
+        self.record = record  # its start is measured (startup lines, live progress)
+        self.outer = None  # the iterator whose __init__ this one's runs inside (same thread)
         self.server = forkserver_state()  # (running, preloads_main, other preloaded modules)
 
 
-_seq = 0
-_active = None  # the iterator whose __init__ runs now (main thread)
-_owner = None  # the thread that runs it
+_seq = _itertools.count()  # next() of a count is atomic under the GIL
+# The iterator whose __init__ runs on this thread (its workers' Process.start() calls come from
+# this thread; another thread's iterator has its own).
+_local = _threading.local()
 # The worker targets whose Process.start() is a start to measure: a class (its instances:
 # dataloader.WorkerLoop, registered by dataloader.py, no import circle) or a function (nodes.py:
 # ParallelMapper's `_apply_udf` replacement).
@@ -70,33 +87,107 @@ def is_worker_target(target):
     except TypeError:  # unhashable
         return False
 
-# A start that runs longer than this is no ordinary start-up (the wait triggers capture it): 30 s,
-# or 3 times the longest earlier start of this process.
-LONG_START_NS = 30_000_000_000
-_longest = 0
-# How long an iterator's first batches may wait, once its workers are started, before the wait
-# triggers count them: the workers' own start after Process.start() returned (a spawned worker
-# with a small pickle imports torch only then; worker_init_fn; the first item) is start-up, a
-# batch that hangs is not. At least 2 s; 1.5 times the longest such wait of an earlier iterator of
-# this process; with no earlier one, 30 s for a new interpreter (spawn, forkserver), else twice
-# the longest Process.start().
-GRACE_NS = 2_000_000_000
-_after_start = 0
+
+def active():
+    """The iterator whose __init__ runs on this thread, or None."""
+    return getattr(_local, "active", None)
 
 
-def long_start_ns():
-    return max(LONG_START_NS, 3 * _longest)
+def _forget_active():
+    """A forked child (a worker) starts no worker of its parent's iterator."""
+    _local.active = None
 
 
-def grace_ns(it):
-    """The first batches' start-up exemption after the workers of `it` started (ns)."""
-    it.queued = _time_ns()
-    if _after_start:
-        return max(GRACE_NS, int(1.5 * _after_start))
-    longest = max((w[5] - w[2] for w in it.workers), default=0)
-    if it.method in ("spawn", "forkserver"):
-        return max(LONG_START_NS, 2 * longest)
-    return max(GRACE_NS, 2 * longest)
+_os.register_at_fork(after_in_child=_forget_active)
+
+
+# ---- start-up gates: the wait triggers' exemption ----------------------------------------------
+#
+# A wait for a batch of an iterator that starts workers is start-up, not a stall, while some of
+# its workers has not begun its first item (still importing, unpickling its arguments, in
+# worker_init_fn): each worker says when it does (its first request for an index), in a gate of 4
+# words the writer reads (include/lotus/detail/inflight.hpp, startup_gate). Gates live in regions
+# of memory shared with the workers (multiprocessing's RawArray: inherited by fork, sent to spawn
+# and forkserver workers with their arguments), kept for the process's life: a wait in progress
+# points at its gate, the writer reads it at any moment.
+
+GATES_PER_REGION = 256
+_gate_lock = _threading.Lock()
+_gate_pid = None  # the process whose regions these are (a forked child makes its own)
+_regions = []  # [RawArray of GATES_PER_REGION gates]
+_inherited = []  # a forked child's copies of its parent's regions
+_free = []  # [(region index, gate index)]
+_gen = _itertools.count(1)
+
+
+class Gate:
+    """One iterator's gate, freed with it."""
+
+    __slots__ = ("region", "index", "gen", "address", "pid", "__weakref__")
+
+    def __init__(self, region, index, gen, address):
+        self.region = region  # (region index, RawArray)
+        self.index = index
+        self.gen = gen
+        self.address = address
+        self.pid = _os.getpid()
+
+    def ref(self):
+        """What a worker needs to say it began: (region, gate index, gen), picklable only as a
+        process's argument (spawn, forkserver)."""
+        return (self.region[1], self.index, self.gen)
+
+    def __del__(self):
+        try:
+            if self.pid != _os.getpid() or _gate_pid != self.pid:
+                return  # a forked child's copy: the parent's gate is not the child's to free
+            _lotus._startup_gate_open(self.address, 0, 0)
+            with _gate_lock:
+                _free.append((self.region[0], self.index))
+        except Exception:  # interpreter shutdown
+            pass
+
+
+def open_gate(workers):
+    """A gate for an iterator that starts `workers` workers; None when no shared memory can be
+    had (its waits are then never start-up)."""
+    global _gate_pid
+    import ctypes
+    with _gate_lock:
+        if _gate_pid != _os.getpid():  # first use, or a forked child: regions of its own
+            _gate_pid = _os.getpid()
+            _inherited.extend(_regions)  # the parent's: never freed here, never used
+            _regions.clear()
+            _free.clear()
+        if not _free:
+            try:
+                from multiprocessing import RawArray
+                region = RawArray(ctypes.c_uint64,
+                                  GATES_PER_REGION * _lotus.STARTUP_GATE_BYTES // 8)
+            except (OSError, ValueError, ImportError):
+                return None
+            _regions.append(region)
+            _free.extend((len(_regions) - 1, i) for i in reversed(range(GATES_PER_REGION)))
+        r, i = _free.pop()
+        region = _regions[r]
+    gen = next(_gen)
+    address = ctypes.addressof(region) + i * _lotus.STARTUP_GATE_BYTES
+    _lotus._startup_gate_open(address, gen, workers)
+    return Gate((r, region), i, gen, address)
+
+
+def gate_begun(ref):
+    """In a worker: it begins its first item (`ref`: Gate.ref() of its iterator)."""
+    import ctypes
+    region, index, gen = ref
+    _lotus._startup_gate_begun(ctypes.addressof(region) + index * _lotus.STARTUP_GATE_BYTES, gen)
+
+
+def wait_gate(it):
+    """The gate arguments of _wait_begin for a wait of iterator `it` while its workers start:
+    (address, gen), or no start-up at all."""
+    g = it.gate if it is not None else None
+    return (g.address, g.gen) if g is not None else (_lotus.GATE_NONE, 0)
 
 
 # In a worker: when its WorkerLoop was unpickled and torch's loader imported (0: forked), and
@@ -161,25 +252,28 @@ def forkserver_state():
         return False, False, []
 
 
-def begin(workers):
-    """iter(loader) of an iterator that may start `workers` workers: its record, active until
-    end()."""
-    global _seq, _active, _owner
-    it = Iterator(_seq, _time_ns(), workers)
-    _seq += 1
-    _active = it
-    _lotus._startup_progress(it.begin, workers, 0, 0)
-    _owner = _threading.get_ident()
+def begin(workers, offset=0, gate=False, record=True):
+    """iter(loader) of an iterator that may start `workers` workers: its record, active on this
+    thread until end(). offset: the epoch's index of its batch 0 (a resumed loader); gate: its
+    waits are start-up while its workers start (open_gate); record: its start is measured (the
+    startup lines)."""
+    it = Iterator(next(_seq), _time_ns(), workers, offset, record)
+    if gate and record and workers > 0:
+        it.gate = open_gate(workers)
+    it.outer = active()
+    _local.active = it
+    if record:
+        _lotus._startup_progress(it.begin, workers, 0, 0)
     return it
 
 
 def end(it, workers, persistent):
     """The iterator's __init__ returned: its lines, when it started workers."""
-    global _active
     init_end = _time_ns()
-    if _active is it:
-        _active = None
-    if not it.workers:
+    if active() is it:
+        _local.active = it.outer
+    it.outer = None
+    if not it.workers or not it.record:
         return
     it.init_end = init_end
     _lotus._startup_progress(it.begin, it.expected, len(it.workers), 0, init_end)
@@ -197,13 +291,9 @@ def end(it, workers, persistent):
 
 
 def first_arrival(it, idx, arrival):
-    global _longest, _after_start
-    if it is None or it.first or not it.workers:
+    if it is None or it.first or not it.workers or not it.record:
         return
     it.first = True
-    _longest = max(_longest, arrival - it.begin)
-    if it.queued:
-        _after_start = max(_after_start, arrival - it.queued)
     _lotus._startup_progress(it.begin, it.expected, len(it.workers), arrival, it.init_end)
     note(b"startup_first %d %d %d\n" % (it.seq, idx, arrival))
 
@@ -223,9 +313,17 @@ def note(data):
 # ---- the wrappers (main process) -----------------------------------------------------------------
 
 def process_start(self, *args, **kwargs):
-    it = _active
-    if (it is None or _owner != _threading.get_ident()
-            or not is_worker_target(getattr(self, "_target", None))):
+    it = active()
+    target = getattr(self, "_target", None)
+    if it is None or not is_worker_target(target):
+        return _patch.original("startup.BaseProcess.start")(self, *args, **kwargs)
+    # The worker's loop for this iterator (its resume offset, its gate), bound here, on the
+    # thread of the iterator's __init__: another iterator's __init__ on another thread binds its
+    # own (the loader module's attribute torch reads is one for all of them).
+    bind = getattr(target, "for_iterator", None)
+    if bind is not None:
+        self._target = bind(it)
+    if not it.record:
         return _patch.original("startup.BaseProcess.start")(self, *args, **kwargs)
     cur = [0, 0]
     it.current = cur
@@ -245,10 +343,9 @@ def process_start(self, *args, **kwargs):
 
 
 def reduction_dump(obj, file, *args, **kwargs):
-    it = _active
+    it = active()
     cur = it.current if it is not None else None
-    if cur is None or _owner != _threading.get_ident() or \
-            not is_worker_target(getattr(obj, "_target", None)):
+    if cur is None or not is_worker_target(getattr(obj, "_target", None)):
         return _patch.original("startup.reduction.dump")(obj, file, *args, **kwargs)
     try:
         at = file.tell()

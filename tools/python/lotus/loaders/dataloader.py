@@ -61,6 +61,7 @@ GROUP_RECORDS = {
 _worker_batch = None  # in a DataLoader worker: the index of the batch being fetched
 _worker_entered = 0  # in a DataLoader worker: when its loop began (the start-up's figures)
 _worker_offset = 0  # in a worker of a resumed loader: the epoch's index of the iterator's batch 0
+_worker_gate = None  # in a worker: its iterator's start-up gate (_startup.Gate.ref()), until used
 _sigterm_hooked = False  # in a DataLoader worker: _lotus._flush_on_sigterm() done
 _ResumeIteration = None  # torch's class, resolved at install
 _IterableDatasetStopIteration = None
@@ -132,7 +133,12 @@ class _IndexQueue:
         self._queue = queue
 
     def get(self, *args, **kwargs):
-        global _worker_batch, _worker_offset, _sigterm_hooked
+        global _worker_batch, _worker_offset, _sigterm_hooked, _worker_gate
+        if _worker_gate is not None:
+            # Its start is over (imports, arguments, worker_init_fn): it begins its first item.
+            # The main process's waits for its iterator are start-up until every worker has.
+            gate, _worker_gate = _worker_gate, None
+            _startup.gate_begun(gate)
         if not _sigterm_hooked:
             # After torch's worker signal handlers (set when its loop starts): SIGTERM at
             # interpreter exit flushes this worker's records before torch's handler exits.
@@ -163,7 +169,9 @@ class _IndexQueue:
 class WorkerLoop:
     """Stands for a loader's _worker_loop in the Process target; picklable for spawn/forkserver.
 
-    state: (lotus options, trace all, the key of the loop it stands for, index offset)."""
+    state: (lotus options, trace all, the key of the loop it stands for, index offset, start-up
+    gate or None). The loader module's attribute torch reads is one WorkerLoop for every iterator;
+    each worker's Process gets one of its own iterator (for_iterator, at Process.start())."""
 
     def __init__(self, state):
         self.state = state
@@ -171,10 +179,16 @@ class WorkerLoop:
     def __reduce__(self):
         return (_unpickled_loop, (self.state,))
 
+    def for_iterator(self, it):
+        """This loop for the workers of iterator `it` (_startup.Iterator): the options of the
+        day, its resume offset, its start-up gate."""
+        return WorkerLoop((dict(_lotus_pkg._last_options), _state.trace_all, self.state[2],
+                           it.offset, it.gate.ref() if it.gate is not None else None))
+
     def __call__(self, dataset_kind, dataset, index_queue, *args, **kwargs):
-        global _worker_batch, _worker_offset, _worker_entered
+        global _worker_batch, _worker_offset, _worker_entered, _worker_gate
         _worker_entered = _time_ns()
-        options, trace_all, key, offset = self.state
+        options, trace_all, key, offset, gate = self.state
         if not _state.installed:
             # A spawned (or forkserver) worker: a fresh interpreter, configured as the parent is.
             if options and not _lotus.tracing_enabled():
@@ -182,6 +196,7 @@ class WorkerLoop:
             from . import install
             install(trace_all)
         _worker_offset = offset
+        _worker_gate = gate
         # torch's (and torchdata's) loop: (..., base_seed, init_fn, worker_id, ...) after the
         # index queue: worker_init_fn timed for the start-up's figures.
         if (len(args) > 7 and type(args[7]) is int and args[6] is not None
@@ -246,10 +261,6 @@ def main_side(cls, worker_owner, worker_key, unwrap=None, resume_offset=None):
 
     def iter_init(self, loader, *args, **kwargs):
         offset = resume_offset(args, kwargs) if resume_offset is not None else 0
-        if worker_key in _patch._originals:
-            setattr(worker_owner, "_worker_loop",
-                    WorkerLoop((dict(_lotus_pkg._last_options), _state.trace_all, worker_key,
-                                offset)))
         self._lotus_wait = 0
         # id(batch data) -> [(idx, wait start, arrival) or (idx, 0, 0), ...]: pending arrivals
         self._lotus_arrived = {}
@@ -261,28 +272,32 @@ def main_side(cls, worker_owner, worker_key, unwrap=None, resume_offset=None):
         # iterator's __init__ takes (starting the workers: fork of a large training process,
         # spawn; the sampler's iter()) keeps the GPU waiting as much as a late batch does (on an
         # H200, bench/README's GPU job: 10-14 points of an epoch's idle after a new setting).
-        self._lotus_gpu_first = _gpu.start() if _gate(loader.dataset) else None
+        gated = _gate(loader.dataset)
+        self._lotus_gpu_first = _gpu.start() if gated else None
         # A resumed iterator replays the batches since its last snapshot inside __init__: they
         # are loaded again (worker records) but never reach the training loop (no main records).
         self._lotus_init = True
-        # The iterator's start (workers started, the first indices queued), from iter(loader).
-        self._lotus_startup = it = (_startup.begin(int(getattr(loader, "num_workers", 0) or 0))
-                                    if _gate(loader.dataset) else None)
-        if it is not None:
-            # The start itself is a wait for the first batch, in progress: start-up for a bounded
-            # time (_startup.long_start_ns), past which the wait triggers capture it.
-            _lotus._startup_batches(offset, offset + max(1, it.expected),
-                                    it.begin + _startup.long_start_ns())
-            _wait_begin(offset)
+        # The iterator's start (workers started, the first indices queued), from iter(loader),
+        # active on this thread while __init__ runs: its workers' loops get its offset and its
+        # start-up gate (_startup.process_start); measured (the startup lines) when traced.
+        it = _startup.begin(int(getattr(loader, "num_workers", 0) or 0), offset, gate=gated,
+                            record=gated)
+        self._lotus_startup = it if gated else None
+        # The waits of its first epoch: start-up while some of its workers has not begun its
+        # first item (the gate); none in a later epoch of persistent workers (try_put_index).
+        self._lotus_gate = _startup.wait_gate(it)
+        if gated:
+            # The start itself is a wait for the first batch, in progress (start-up while the
+            # workers start: past it, the wait triggers capture it).
+            _wait_begin(offset, *self._lotus_gate)
         try:
             _original(cls + ".__init__")(self, loader, *args, **kwargs)
         finally:
-            if it is not None:
+            if gated:
                 _wait_done()
             self._lotus_init = False
-            if it is not None:
-                _startup.end(it, int(getattr(self, "_num_workers", 0) or 0),
-                             bool(getattr(self, "_persistent_workers", False)))
+            _startup.end(it, int(getattr(self, "_num_workers", 0) or 0),
+                         bool(getattr(self, "_persistent_workers", False)))
 
     def try_put_index(self, *args, **kwargs):
         before = self._send_idx
@@ -297,16 +312,10 @@ def main_side(cls, worker_owner, worker_key, unwrap=None, resume_offset=None):
                 # The sidecar's `epoch` line (the job's epoch numbering), from iter(loader) when
                 # this iterator starts its workers.
                 _lotus._note_epoch(it.begin if starting else 0)
-            # Each worker's first batch waits for its start-up (batch i goes to worker
-            # i % num_workers first): no stall for the wait triggers, for a bounded time (a
-            # batch that hangs once its worker is up still fires). Persistent workers start once,
-            # with their first iterator: later epochs have no start-up.
-            if starting:
-                until = _time_ns() + _startup.grace_ns(it)
-                _lotus._startup_batches(self._lotus_offset,
-                                        self._lotus_offset + len(it.workers), until)
-            else:
-                _lotus._startup_batches(self._lotus_offset, self._lotus_offset, 0)
+            # The first epoch's waits are start-up while some worker of this iterator has not
+            # begun its first item (its gate); persistent workers start once, with their first
+            # iterator: a later epoch has no start-up.
+            self._lotus_gate = _startup.wait_gate(it if starting else None)
         _original(cls + "._try_put_index")(self, *args, **kwargs)
         if self._send_idx != before and _gate(self._dataset):
             _batch(_QUEUED, before + self._lotus_offset)
@@ -320,8 +329,8 @@ def main_side(cls, worker_owner, worker_key, unwrap=None, resume_offset=None):
             # progress for the triggers; the GPU's side still sees the call.
             self._lotus_wait = _now()
         else:
-            self._lotus_wait = (_wait_begin(self._rcvd_idx + self._lotus_offset) if gated
-                                else 0)
+            self._lotus_wait = (_wait_begin(self._rcvd_idx + self._lotus_offset,
+                                            *self._lotus_gate) if gated else 0)
         if self._lotus_wait and _nvtx_on():  # the wait as an NVTX range, ended at the arrival
             _lotus._nvtx_end(self._lotus_nvtx_wait)
             self._lotus_nvtx_wait = _lotus._nvtx_wait_start()
@@ -444,7 +453,7 @@ def targets():
 def make_replacement(key, fn):
     """A worker loop's stand-in, refreshed by each iterator with the options of the day."""
     if key.endswith("_worker_loop"):
-        return WorkerLoop((dict(_lotus_pkg._last_options), _state.trace_all, key, 0))
+        return WorkerLoop((dict(_lotus_pkg._last_options), _state.trace_all, key, 0, None))
     return None
 
 
