@@ -138,7 +138,7 @@ def check_capture(cap):
                     side, key, rest)
         for rest in keys.get("batchres", []):
             f = rest.split(" ")
-            assert len(f) == 10 and all(x.isdigit() for x in f), (side, rest)
+            assert len(f) == 11 and all(x.isdigit() for x in f), (side, rest)
         assert all(int(r.split()[1]) == 0 for r in keys.get("opres_lost", [])), side
         assert all(int(r.split()[1]) == 0 for r in keys.get("batchres_lost", [])), side
         pid = int(keys["pid"][0])
