@@ -24,6 +24,7 @@ Measured with two wrappers that act only for a lotus worker loop: ``BaseProcess.
 ``multiprocessing.reduction.dump`` (the pickling of the process object by spawn and forkserver).
 """
 
+import functools as _functools
 import threading as _threading
 from time import sleep as _sleep, time_ns as _time_ns
 
@@ -98,11 +99,10 @@ def grace_ns(it):
     return max(GRACE_NS, 2 * longest)
 
 
-# In a worker: when its WorkerLoop was unpickled and torch's loader imported (0: forked), and
-# worker_init_fn's figures.
+# In a worker: when its WorkerLoop was unpickled and torch's loader imported (0: forked);
+# worker_init_fn's figures are _lotus._timed_init_figures() (TimedInit).
 loaded_ns = 0
 imported_ns = 0
-_init = (0, 0, 0)
 
 
 def begin(workers):
@@ -216,22 +216,14 @@ def targets():
 
 # ---- the worker's side ---------------------------------------------------------------------------
 
-class TimedInit:
-    """worker_init_fn, timed (wall and this thread's CPU) in the worker."""
+class TimedInit(_functools.partial):
+    """worker_init_fn, timed (wall and this thread's CPU) in the worker by the C _timed_init: no
+    frame of lotus in the traceback of an exception it raises (torch's "Original Traceback")."""
 
-    __slots__ = ("fn",)
+    __slots__ = ()
 
-    def __init__(self, fn):
-        self.fn = fn
-
-    def __call__(self, *args, **kwargs):
-        global _init
-        from time import thread_time_ns
-        t0, c0 = _time_ns(), thread_time_ns()
-        try:
-            return self.fn(*args, **kwargs)
-        finally:
-            _init = (t0, _time_ns() - t0, thread_time_ns() - c0)
+    def __new__(cls, fn):
+        return super().__new__(cls, _lotus._timed_init, fn)
 
 
 def unpickled_loop():
@@ -247,7 +239,7 @@ def unpickled_loop():
 def worker_ready(ppid, slot, entered):
     """The worker's first request for an index: its `startup_boot` line."""
     from time import process_time_ns
-    t0, dur, cpu = _init
+    t0, dur, cpu = _lotus._timed_init_figures()
     note(b"startup_boot %d %d %d %d %d %d %d %d %d %d\n"
          % (ppid, slot, loaded_ns, imported_ns, entered, t0, dur, cpu, _time_ns(),
             process_time_ns()))

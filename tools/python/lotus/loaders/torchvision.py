@@ -63,14 +63,32 @@ def _compose_init(self, transforms, log_transform_elapsed_time=None):
         use_prefix(log_transform_elapsed_time)
 
 
-def step_name(step):
-    """A Compose step's record name: its class, or a plain function's own name (Lotus writes the
-    class name; for a function that would be 'function')."""
+# A step whose name cannot be taken (a `func` or `__name__` that raises, a name that is no str or
+# cannot be encoded, such as a lone surrogate from a file name that is not UTF-8) is recorded under
+# this name and runs as without lotus (the C path of _lotus._compose uses the same one).
+UNNAMED_STEP = "lotus_unnamed_step"
+
+
+def _own_name(step):
     if isinstance(step, (_types.FunctionType, _types.BuiltinFunctionType)):
         return getattr(step, "__name__", None) or "function"
     if isinstance(step, _functools.partial):
-        return step_name(step.func)
-    return step.__class__.__name__
+        return _own_name(step.func)
+    return type(step).__name__
+
+
+def step_name(step):
+    """A Compose step's record name: its class, or a plain function's own name (Lotus writes the
+    class name; for a function that would be 'function'); UNNAMED_STEP when that cannot be taken.
+    Never raises for an Exception (the step must run whatever its name)."""
+    try:
+        name = _own_name(step)
+        if isinstance(name, str) and name:
+            name.encode("utf-8")  # a lone surrogate: UnicodeEncodeError
+            return name
+    except Exception:
+        pass
+    return UNNAMED_STEP
 
 
 def run_steps(steps, apply, x):
