@@ -802,14 +802,14 @@ for run in (T.Compose([Interrupting(double)]), lambda x: tv.run_steps([Interrupt
 try:
     from torchvision.transforms import v2
 except ImportError:
-    print(24)
+    print(16)
 else:
-    print(v2.Compose(steps)(3))                              # 24
+    print(v2.Compose(steps)(3))                              # 16
 lotus.flush()
 """
     out = run_python(code).stdout.splitlines()
     assert out == [str(["lotus_unnamed_step", "lotus_unnamed_step", "double"]), "8", "12",
-                   "interrupted", "interrupted", "24"], out
+                   "interrupted", "interrupted", "16"], out
     (rows,) = read_trace(tmp_path / "t").values()
     names = [r[0] for r in rows]
     one_call = ["Slotus_unnamed_step", "Slotus_unnamed_step", "Sdouble"]
@@ -857,7 +857,7 @@ def test_a_worker_init_fn_error_has_no_lotus_frame(tmp_path, context):
     assert plain[0] == traced[0] == "6"
     message = json.loads(traced[1])
     assert "Original Traceback" in message and "planted init failure" in message, message
-    assert "lotus" not in message, message
+    assert os.path.join("lotus", "loaders") not in message, message  # no frame of lotus's
     assert message == json.loads(plain[1])
     boots = [line.split() for p in trace.glob(".log.lotus-meta_*")
              for line in p.read_text().splitlines() if line.startswith("startup_boot ")]
