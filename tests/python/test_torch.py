@@ -863,3 +863,34 @@ def test_a_worker_init_fn_error_has_no_lotus_frame(tmp_path, context):
              for line in p.read_text().splitlines() if line.startswith("startup_boot ")]
     timed = [b for b in boots if int(b[6]) > 0]  # init_ns, init_dur_ns: the slow_init runs
     assert timed and all(int(b[7]) > 0 for b in timed), boots
+
+
+IDLE_WORKERS_JOB = """
+import sys, torch
+from torch.utils.data import DataLoader
+import lotus, lotus.torch
+lotus.torch.instrument(log_file=sys.argv[1])
+loader = DataLoader(list(range(4)), batch_size=2, num_workers=4, multiprocessing_context=sys.argv[2])
+print(sum(int(b.sum()) for b in loader))
+"""
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_a_worker_that_never_gets_a_batch_still_writes_its_start(tmp_path, context):
+    """4 workers, 2 batches: the 2 workers that never get an index record nothing, yet each has
+    its sidecar with its startup_boot line (its start-up is in stats and whatif)."""
+    trace = tmp_path / "trace"
+    out = run_python(["-c", IDLE_WORKERS_JOB, str(trace / "log"), context]).stdout.split()
+    assert out == ["6"]
+    boots = {}
+    for p in trace.glob(".log.lotus-meta_*"):
+        for line in p.read_text().splitlines():
+            if line.startswith("startup_boot "):
+                boots.setdefault(p.name.rsplit("_", 1)[1], []).append(line.split()[1:])
+    workers = [line.split() for p in trace.glob(".log.lotus-meta_*")
+               for line in p.read_text().splitlines() if line.startswith("startup_worker ")]
+    assert len(workers) == 4, workers
+    assert sorted(boots) == sorted(w[3] for w in workers), (boots, workers)  # every worker's pid
+    assert sorted(int(b[0][1]) for b in boots.values()) == [0, 1, 2, 3]  # slots
+    working = {f.name.rsplit("_", 1)[1] for f in trace.glob("log_worker_pid_*")}
+    assert len(working) == 2 and working < set(boots), (working, boots)

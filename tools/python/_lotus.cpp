@@ -1329,10 +1329,14 @@ PYBIND11_MODULE(_lotus, m) {
       "_note_gpu_lines",
       [](const py::bytes& lines) {
         const std::string_view v(lines);
-        return static_cast<int>(lotus::detail::note_gpu_lines(v.data(), v.size()));
+        const auto r = lotus::detail::note_gpu_lines(v.data(), v.size());
+        // The writer started if it is not yet (a process that records nothing still writes them).
+        if (r == lotus::detail::gpu_note_result::kept) lotus::detail::runtime::get().start_writer();
+        return static_cast<int>(r);
       },
-      "Queues whole `gpu` sidecar lines (lotus.loaders._gpu) for the writer's next cycle: 0 kept, "
-      "1 no room (refused whole), 2 the writer holds the queue just now (try again later).");
+      "Queues whole sidecar lines (lotus.loaders._gpu, _startup) for the writer's next cycle, the "
+      "writer started if tracing is on: 0 kept, 1 no room (refused whole), 2 the writer holds the "
+      "queue just now (try again later).");
   m.def(
       "tracing_enabled", [] { return lotus::tracing_enabled(); },
       "True when events are being recorded.");

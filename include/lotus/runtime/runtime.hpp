@@ -110,6 +110,14 @@ class runtime {
     return interned_.pooled_count();
   }
   void note_thread_exit() noexcept { threads_.note_exit(); }
+  /// Starts the writer when tracing is on (it otherwise starts with the process's first event):
+  /// sidecar lines queued by a process that records nothing (gpu_notes.hpp: a DataLoader worker's
+  /// start-up, when it never gets an item) are then written at its next cycle or flush.
+  LOTUS_DETAIL_COLD void start_writer() noexcept {
+    if (g_mode.load(mo_relaxed) < mode_tsc || writer_.running()) return;
+    const busy_guard busy;
+    writer_.start();
+  }
   inflight* inflight_registered() noexcept;
 
   static void fork_prepare() noexcept;
