@@ -870,7 +870,8 @@ import sys, torch
 from torch.utils.data import DataLoader
 import lotus, lotus.torch
 lotus.torch.instrument(log_file=sys.argv[1])
-loader = DataLoader(list(range(4)), batch_size=2, num_workers=4, multiprocessing_context=sys.argv[2])
+loader = DataLoader(list(range(4)), batch_size=2, num_workers=4,
+                    multiprocessing_context=sys.argv[2])
 print(sum(int(b.sum()) for b in loader))
 """
 

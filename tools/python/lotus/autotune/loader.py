@@ -13,7 +13,9 @@ from .tuner import PREFETCH_FACTORS, Tuner
 
 # PyTorch's warning above its suggested maximum (the CPUs): choosing more is the tuner's job.
 _TOO_MANY = "This DataLoader will create"
-_STATE_KEY = "lotus.autotune"  # state_dict()'s entry for the setting (StatefulDataLoader ignores it)
+# state_dict()'s entry for the setting of the loader it was taken from (StatefulDataLoader ignores
+# it: it reads its own keys only).
+_STATE_KEY = "lotus.autotune"
 
 
 def _stateful_class():
