@@ -118,13 +118,33 @@ def run_steps(steps, apply, x):
     return x
 
 
+def _hide(e):
+    """Takes this module's frames out of `e`'s traceback; the caller re-raises with a bare
+    ``raise`` (which adds no frame): a step's exception reads as without lotus."""
+    tb, keep = e.__traceback__, []
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename != _THIS_FILE:
+            keep.append(tb)
+        tb = tb.tb_next
+    for a, b in zip(keep, keep[1:] + [None]):
+        a.tb_next = b
+    e.__traceback__ = keep[0] if keep else None
+
+
+_THIS_FILE = _hide.__code__.co_filename
+
+
 def _compose_call(self, img):
-    if not (_state.trace_all or getattr(self, "log_transform_elapsed_time", None)):
-        for step in self.transforms:
-            img = step(img)
-        return img
-    # run_steps with step(img) applied, in C: one call a sample, not a dozen a step.
-    return _compose(self.transforms, img)
+    try:
+        if not (_state.trace_all or getattr(self, "log_transform_elapsed_time", None)):
+            for step in self.transforms:
+                img = step(img)
+            return img
+        # run_steps with step(img) applied, in C: one call a sample, not a dozen a step.
+        return _compose(self.transforms, img)
+    except BaseException as e:
+        _hide(e)
+        raise
 
 
 def _v2_apply(step, state):
@@ -136,13 +156,17 @@ def _v2_apply(step, state):
 def _v2_compose_forward(self, *inputs):
     """transforms.v2.Compose.forward (torchvision 0.15+), traced step by step when tracing all."""
     unpack = len(inputs) > 1
-    if not _state.trace_all:
-        for step in self.transforms:
-            outputs = step(*inputs)
-            inputs = outputs if unpack else (outputs,)
-        return outputs
-    inputs, _ = run_steps(self.transforms, _v2_apply, (inputs, unpack))
-    return inputs if unpack else inputs[0]
+    try:
+        if not _state.trace_all:
+            for step in self.transforms:
+                outputs = step(*inputs)
+                inputs = outputs if unpack else (outputs,)
+            return outputs
+        inputs, _ = run_steps(self.transforms, _v2_apply, (inputs, unpack))
+        return inputs if unpack else inputs[0]
+    except BaseException as e:
+        _hide(e)
+        raise
 
 
 def _folder_init(self, *args, log_file=None, **kwargs):
