@@ -11339,7 +11339,7 @@ LOTUS_DETAIL_COLD inline void runtime::apply_locked(const options& o) noexcept {
   // (malloc, shared_ptr counts) for whatever the program does before it records. Threads already
   // registered may hold events (their next push would not register again), and flight mode
   // takes captures (lotus::capture(), its control file) before any event: in either case the
-  // writer starts now.
+  // writer starts now. (lotus.torch's queued sidecar lines start it too: start_writer.)
   if (on && (set_.flight.window_ns != 0 || threads_.any())) writer_.start();
 }
 
