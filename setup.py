@@ -13,7 +13,7 @@ LOTUS_TOOL_OPTIMIZE= builds it at -O3), and so is the extension (LOTUS_PYTHON_OP
 
 The C++ side comes along (LOTUS_BUILD_CPP=0: not): `cmake --install` of the same build puts the
 headers, liblotus.a and the CMake package config into the wheel's data (installed under the venv's
-prefix: include/lotus/, lib/liblotus.a, share/lotus/cmake/), so `find_package(lotus)` finds them with
+prefix: include/lotus/, lib/liblotus.a, lib/lotus/cmake/), so `find_package(lotus)` finds them with
 -DCMAKE_PREFIX_PATH=<venv> (or the venv's bin/ on PATH). An sdist made by
 tools/packaging/build-wheel.sh carries Chart.js and dygraphs (tools/packaging/vendor/js/), which
 lotus-tool's report embeds, so its build needs no libjs-* package.
@@ -147,15 +147,17 @@ class build_with_cmake(build_ext):
             for f in sorted((stage / top).rglob("*")):
                 if f.is_file() and (top != "lib" or f.name == "liblotus.a" or "cmake" in f.parts):
                     where = str(f.parent.relative_to(stage))
-                    # share/lotus/cmake/, not share/cmake/lotus/ (also where find_package looks,
-                    # as deep): pip uninstall removes the directories that hold its files, never
-                    # an emptied parent (share/cmake/ would stay behind in the venv).
-                    where = where.replace("share/cmake/lotus", "share/lotus/cmake")
+                    # lib/lotus/cmake/, not share/cmake/lotus/ (also where find_package looks,
+                    # as deep, so the config's relative paths hold): pip uninstall removes the
+                    # directories that hold its files, never an emptied parent, and a venv has
+                    # no share/ of its own (share/, share/cmake/ would stay behind); lib/ is
+                    # the venv's.
+                    where = where.replace("share/cmake/lotus", "lib/lotus/cmake")
                     files.setdefault(where, []).append(str(f))
-        # A file of share/lotus/ itself (the licence): pip uninstall removes the directories that
-        # hold files it installed, so share/lotus/ goes too.
-        files["share/lotus"] = [str(ROOT / "LICENSE")]
-        if "share/lotus/cmake" not in files or "lib" not in files:
+        # A file of lib/lotus/ itself (the licence): pip uninstall removes the directories that
+        # hold files it installed, so lib/lotus/ goes too.
+        files["lib/lotus"] = [str(ROOT / "LICENSE")]
+        if "lib/lotus/cmake" not in files or "lib" not in files:
             raise SystemExit(f"lotus: cmake --install gave no liblotus.a or CMake package config in {stage}")
         self.distribution.data_files = sorted(files.items())
 

@@ -5,9 +5,12 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,7 +28,7 @@ void record(int n) {
 int usage() {
   std::fprintf(stderr,
                "usage: trace_child MODE N\n"
-               "  return|exit|thread-end|kill|fork|fork-storm|names|threads\n");
+               "  return|exit|thread-end|kill|fork|fork-storm|names|threads|handoff\n");
   return 2;
 }
 
@@ -122,6 +125,54 @@ int main(int argc, char** argv) {
     std::vector<std::thread> pool;
     for (int t = 0; t < 4; ++t) pool.emplace_back([n] { record(n); });
     for (auto& t : pool) t.join();
+    return 0;
+  }
+  if (mode == "handoff") {
+    // A loader's shape (lotus/torch.hpp's traced_loader_base): 2 worker threads take batch
+    // indices from a queue, record each batch (ops inside SBatchPreprocessed_<idx>) and hand it
+    // to the consumer; the consumer takes all n, shuts lotus down at once (as the libtorch
+    // example does, its workers still alive and idle), then stops and joins the workers.
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<int> jobs, results;
+    for (int i = 0; i < n; ++i) jobs.push_back(i);
+    bool quit = false;
+    std::vector<std::thread> workers;
+    for (int w = 0; w < 2; ++w) {
+      workers.emplace_back([&] {
+        for (;;) {
+          int idx = -1;
+          {
+            std::unique_lock<std::mutex> lk(mu);
+            cv.wait(lk, [&] { return quit || !jobs.empty(); });
+            if (jobs.empty()) return;
+            idx = jobs.front();
+            jobs.pop_front();
+          }
+          {
+            LOTUS_BATCH_PREPROCESSED(idx);
+            for (int k = 0; k < 6; ++k) {
+              LOTUS_SCOPE("Step");
+              std::this_thread::yield();
+            }
+          }
+          const std::lock_guard<std::mutex> lk(mu);
+          results.push_back(idx);
+          cv.notify_all();
+        }
+      });
+    }
+    {
+      std::unique_lock<std::mutex> lk(mu);
+      cv.wait(lk, [&] { return static_cast<int>(results.size()) == n; });
+    }
+    lotus::shutdown();
+    {
+      const std::lock_guard<std::mutex> lk(mu);
+      quit = true;
+    }
+    cv.notify_all();
+    for (auto& t : workers) t.join();
     return 0;
   }
   return usage();

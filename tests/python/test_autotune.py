@@ -1297,3 +1297,45 @@ def test_a_stateful_dataloader_is_tuned_as_one_and_resumes_where_the_tuned_loop_
         lotus.torch.autotune(Custom(Sleepy(), batch_size=2))
     plain = lotus.torch.autotune(torch.utils.data.DataLoader(Sleepy(), batch_size=2))
     assert not hasattr(plain, "state_dict")
+
+
+def test_a_tuned_stateful_loaders_state_resumes_a_plain_stateful_dataloader():
+    """A tuned StatefulDataLoader's state_dict() is the tuned loader's own state plus the setting
+    under "lotus.autotune": loaded as it is into a plain StatefulDataLoader of that num_workers (a
+    job that drops autotune and keeps its checkpoint), it gives the rest of the epoch, the batches
+    the tuned loop would have given; the earlier form ({"lotus.autotune": ..., "loader": ...})
+    still resumes a tuned loader."""
+    sd = pytest.importorskip("torchdata.stateful_dataloader",
+                             reason="torchdata's StatefulDataLoader is not installed")
+
+    def make(workers=1, prefetch_factor=None):
+        return sd.StatefulDataLoader(Sleepy(), batch_size=2, shuffle=True, num_workers=workers,
+                                     prefetch_factor=prefetch_factor, snapshot_every_n_steps=3)
+
+    tuned = lotus.torch.autotune(make(), max_workers=3, verbose=False)
+    assert sorted(sum([b[:, 0].tolist() for b in tuned], [])) == list(range(24))
+    setting = tuned.setting  # the second epoch's
+    it = iter(tuned)
+    head = [next(it)[:, 0].tolist() for _ in range(5)]
+    state = tuned.state_dict()
+    rest = [b[:, 0].tolist() for b in it]
+    assert len(rest) == 7 and sorted(sum(head + rest, [])) == list(range(24))
+    del it
+    tuned.close()
+    meta = state["lotus.autotune"]
+    assert meta == {"num_workers": setting[0], "prefetch_factor": setting[1]}
+    assert "loader" not in state and any(k.startswith("_") for k in state), sorted(state)
+
+    workers = meta["num_workers"]
+    plain = make(workers, meta["prefetch_factor"] if workers > 0 else None)
+    plain.load_state_dict(state)
+    assert [b[:, 0].tolist() for b in plain] == rest
+    assert sorted(sum([b[:, 0].tolist() for b in plain], [])) == list(range(24))  # next epoch
+
+    wrapped = {"lotus.autotune": meta,
+               "loader": {k: v for k, v in state.items() if k != "lotus.autotune"}}
+    resumed = lotus.torch.autotune(make(), max_workers=3, verbose=False)
+    resumed.load_state_dict(wrapped)
+    assert resumed.setting == setting
+    assert [b[:, 0].tolist() for b in resumed] == rest
+    resumed.close()

@@ -3,9 +3,11 @@
 
 pip: a venv with the system site packages, `pip install --no-build-isolation` of a copy of the
 checkout (not the build tree): the extension built from include/ and lotus-tool in V/bin, the same
-version everywhere, a traced DataLoader run checked by that lotus-tool, then `pip uninstall`
-removes both; `python3 -m build --wheel --no-isolation` makes a wheel that installs into a second
-venv. Run from ctest (python.cmake_install, python.pip)."""
+version everywhere, a traced DataLoader run checked by that lotus-tool, a CMake project built
+against the package config it installed, then `pip uninstall` removes all of it (the venv lists
+as before the install: no file, no emptied directory left); `python3 -m build --wheel
+--no-isolation` makes a wheel that installs into a second venv. Run from ctest
+(python.cmake_install, python.pip)."""
 import json
 import os
 import pathlib
@@ -101,6 +103,33 @@ def test_cmake_install_puts_the_package_where_python_finds_it(tmp_path):
     assert len(rows) == 1 and rows[0].read_text().startswith("SOp,")
 
 
+def tree(root):
+    """Every file and directory under `root` (relative paths; byte-code caches left out)."""
+    return {str(p.relative_to(root)) for p in pathlib.Path(root).rglob("*")
+            if "__pycache__" not in p.parts}
+
+
+def cmake_consumer_checked(prefix, where):
+    """A CMake project of one traced op, built against the package config pip installed under
+    `prefix` (find_package with CMAKE_PREFIX_PATH), and run: its op recorded."""
+    where.mkdir()
+    (where / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.21)\nproject(consumer CXX)\n"
+        "find_package(lotus CONFIG REQUIRED)\nmessage(STATUS \"lotus from ${lotus_DIR}\")\n"
+        "add_executable(consumer main.cpp)\n"
+        "target_link_libraries(consumer PRIVATE lotus::lotus)\n")
+    (where / "main.cpp").write_text(
+        "#include <lotus/lotus.hpp>\nint main() { LOTUS_SCOPE(\"Normalize\"); }\n")
+    out = run(["cmake", "-S", where, "-B", where / "b", f"-DCMAKE_PREFIX_PATH={prefix}",
+               "-DCMAKE_BUILD_TYPE=Release"], where).stdout
+    found = re.search(r"lotus from (\S+)", out).group(1)
+    assert pathlib.Path(found).resolve() == (pathlib.Path(prefix) / "lib/lotus/cmake").resolve()
+    run(["cmake", "--build", where / "b"], where)
+    run([where / "b" / "consumer"], where, clean_env(LOTUS_LOG_FILE=str(where / "t" / "x")))
+    (rows,) = (where / "t").glob("x_worker_pid_*")
+    assert rows.read_text().startswith("SNormalize,")
+
+
 def copy_checkout(dest):
     """The source tree as a user has it: no build trees, no git metadata needed."""
     ignore = shutil.ignore_patterns(".git", "build*", "demo_out", "__pycache__", "*.egg-info",
@@ -116,7 +145,11 @@ def test_pip_venv_wheel_and_uninstall(tmp_path):
     work.mkdir()
     venv = tmp_path / "v1"
     run(["/usr/bin/python3", "-m", "venv", "--system-site-packages", venv], work)
+    before = tree(venv)
     run([venv / "bin" / "pip", "install", "--no-build-isolation", "--no-index", "-q", src], work)
+    assert (venv / "lib" / "lotus" / "cmake" / "lotusConfig.cmake").is_file()
+    assert not (venv / "share").exists()  # a venv has none: pip uninstall would leave it behind
+    cmake_consumer_checked(venv, tmp_path / "consumer")
     tool = venv / "bin" / "lotus-tool"
     assert tool.exists()
     assert run([tool, "--version"], work).stdout.strip() == header_version()
@@ -135,6 +168,8 @@ def test_pip_venv_wheel_and_uninstall(tmp_path):
     gone = subprocess.run([venv / "bin" / "python", "-c", "import lotus"], cwd=work,
                           env=clean_env(), capture_output=True, text=True)
     assert gone.returncode != 0 and "No module named 'lotus'" in gone.stderr
+    after = tree(venv)  # nothing left behind, no emptied directory either
+    assert after == before, (sorted(after - before), sorted(before - after))
     # A wheel, installed into a second venv.
     dist = tmp_path / "dist"
     run(["/usr/bin/python3", "-m", "build", "--wheel", "--no-isolation", "--outdir", dist, src], src)

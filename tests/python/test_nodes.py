@@ -159,6 +159,11 @@ def main(cfg):
         lotus_nodes.name_node(p, "Double")
         assert list(Loader(p)) == [2 * i for i in range(N)]
         out = {}
+    elif cfg["case"] == "idle":  # more process workers than items: most never get one
+        p = ParallelMapper(Source(N), double, num_workers=cfg["workers"], method="process")
+        lotus_nodes.name_node(p, "Double")
+        assert list(Loader(p)) == [2 * i for i in range(N)]
+        out = {}
     elif cfg["case"] == "resume":  # a Loader resumed from state_dict() in the middle of its epoch
         def pipeline():
             return Loader(Batcher(Mapper(Source(N), lambda x: x + 1), batch_size=cfg["batch"]))
@@ -406,6 +411,27 @@ def test_process_mapper_spawn(tmp_path):
     pids = {int(f.rsplit("_", 1)[1]) for f in mapped}
     assert info["pid"] not in pids
     check_starts(startup_of(trace), 1, "spawn", pids)
+
+
+def test_process_workers_that_get_no_item_still_write_their_start(tmp_path):
+    """8 process workers, 2 items: the workers that map nothing record nothing, yet each writes
+    its sidecar with its startup_boot line, so every start is in stats (and whatif)."""
+    workers = 8
+    info, files, trace = scenario(tmp_path, case="idle", items=2, workers=workers)
+    lines = {}
+    for p in trace.glob(".nodes.lotus-meta_*"):
+        for line in p.read_text().splitlines():
+            key, _, rest = line.partition(" ")
+            lines.setdefault(key, []).append((int(p.name.rsplit("_", 1)[1]), rest.split()))
+    started = {int(w[2]) for _, w in lines["startup_worker"]}
+    booted = {pid for pid, _ in lines["startup_boot"]}
+    assert len(started) == workers and booted == started, (started, booted)
+    assert sorted(int(b[1]) for _, b in lines["startup_boot"]) == list(range(workers))
+    mapped = {int(f.rsplit("_", 1)[1]) for f, o in ops_by_file(files).items() if "SDouble" in o}
+    assert 1 <= len(mapped) <= 2 and mapped < started, (mapped, started)
+    if TOOL is not None:  # stats counts every worker's own start
+        (it,) = startup_of(trace)["iterators"]
+        assert len(it["worker_starts"]) == workers, it
 
 
 def test_resumed_loader_continues_the_epoch(tmp_path):

@@ -759,3 +759,152 @@ def test_check_fails_in_one_line_when_torch_does_not_import(tmp_path):
         assert len(lines) == 1 and lines[0].startswith("lotus.torch --check: " + why), r.stderr
         assert lines[0].endswith("; nothing was checked"), r.stderr
         assert "Traceback" not in r.stderr
+
+
+def test_a_step_whose_name_cannot_be_taken_runs_under_a_placeholder(tmp_path):
+    """A Compose step whose name lotus cannot take (a function named with a lone surrogate, as a
+    file name that is not UTF-8 decodes; a functools.partial subclass whose `func` raises) runs
+    as without lotus and is recorded as S<UNNAMED_STEP>, in the C path (classic Compose) and the
+    Python one (run_steps, transforms.v2's); a KeyboardInterrupt from a name is not swallowed, and
+    a step's own exception has no frame of lotus in its traceback."""
+    code = f"""
+import functools, os, lotus, lotus.torch
+lotus.torch.instrument(log_file={str(tmp_path / 't' / 'log')!r})
+from torchvision import transforms as T
+from lotus.loaders import torchvision as tv
+
+def add_one(x):
+    return x + 1
+add_one.__name__ = os.fsdecode(b"step_\\xff")  # 'step_\\udcff'
+
+class Broken(functools.partial):
+    @property
+    def func(self):
+        raise AttributeError("no func here")
+
+class Interrupting(functools.partial):
+    @property
+    def func(self):
+        raise KeyboardInterrupt
+
+def double(x):
+    return x * 2
+
+steps = [add_one, Broken(double), double]
+print([tv.step_name(s) for s in steps])
+print(T.Compose(steps)(1))                                   # C path: (1 + 1) * 2 * 2 = 8
+print(tv.run_steps(steps, lambda step, x: step(x), 2))       # Python path: 12
+for run in (T.Compose([Interrupting(double)]), lambda x: tv.run_steps([Interrupting(double)],
+                                                                       lambda s, v: s(v), x)):
+    try:
+        run(1)
+    except KeyboardInterrupt:
+        print("interrupted")
+try:
+    from torchvision.transforms import v2
+except ImportError:
+    print(16)
+    composes = [T.Compose]
+else:
+    print(v2.Compose(steps)(3))                              # 16
+    composes = [T.Compose, v2.Compose]
+def planted(x):
+    raise ValueError("planted step failure")
+import traceback
+for cls in composes:  # a step's own exception: no frame of lotus in its traceback
+    try:
+        cls([Broken(double), planted])(1)
+    except ValueError as e:
+        files = [f.filename for f in traceback.extract_tb(e.__traceback__)]
+        print(os.path.join("lotus", "loaders") not in " ".join(files), files[-1] == "<string>")
+lotus.flush()
+"""
+    out = run_python(code).stdout.splitlines()
+    assert out[:6] == [str(["lotus_unnamed_step", "lotus_unnamed_step", "double"]), "8", "12",
+                       "interrupted", "interrupted", "16"], out
+    assert out[6:] in (["True True"], ["True True"] * 2), out  # classic, and v2 where it is
+    (rows,) = read_trace(tmp_path / "t").values()
+    names = [r[0] for r in rows]
+    one_call = ["Slotus_unnamed_step", "Slotus_unnamed_step", "Sdouble"]
+    assert names[:6] == one_call * 2, names
+    assert names[6:] in ([], one_call), names  # transforms.v2 where torchvision has it
+
+
+INIT_JOB = """
+import json, sys, torch
+from torch.utils.data import DataLoader
+from initfns import Seq, failing_init, slow_init
+if sys.argv[1] != "-":
+    import lotus, lotus.torch
+    lotus.torch.instrument(log_file=sys.argv[1])
+kw = dict(batch_size=2, num_workers=2, multiprocessing_context=sys.argv[2])
+try:
+    list(DataLoader(Seq(), worker_init_fn=failing_init, **kw))
+except ValueError as e:
+    message = str(e)
+print(sum(int(b.sum()) for b in DataLoader(Seq(), worker_init_fn=slow_init, **kw)))
+print(json.dumps(message))
+"""
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_a_worker_init_fn_error_has_no_lotus_frame(tmp_path, context):
+    """An exception of worker_init_fn reaches the main process as torch's "Caught ... Original
+    Traceback" message: under lotus it is the message without lotus, word for word (no frame of
+    lotus's timing of the call), and a worker_init_fn that returns is still timed (startup_boot's
+    init figures)."""
+    (tmp_path / "initfns.py").write_text(
+        "import time\n"
+        "from torch.utils.data import Dataset\n"
+        "class Seq(Dataset):\n"
+        "    def __len__(self): return 4\n"
+        "    def __getitem__(self, i): return i\n"
+        "def failing_init(worker_id):\n"
+        "    raise ValueError(f'planted init failure {worker_id}')\n"
+        "def slow_init(worker_id):\n"
+        "    time.sleep(0.01)\n")
+    env = {"PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    trace = tmp_path / "trace"
+    plain = run_python(["-c", INIT_JOB, "-", context], env=env).stdout.splitlines()
+    traced = run_python(["-c", INIT_JOB, str(trace / "log"), context], env=env).stdout.splitlines()
+    assert plain[0] == traced[0] == "6"
+    message = json.loads(traced[1])
+    assert "Original Traceback" in message and "planted init failure" in message, message
+    assert os.path.join("lotus", "loaders") not in message, message  # no frame of lotus's
+    assert message == json.loads(plain[1])
+    boots = [line.split() for p in trace.glob(".log.lotus-meta_*")
+             for line in p.read_text().splitlines() if line.startswith("startup_boot ")]
+    timed = [b for b in boots if int(b[6]) > 0]  # init_ns, init_dur_ns: the slow_init runs
+    assert timed and all(int(b[7]) > 0 for b in timed), boots
+
+
+IDLE_WORKERS_JOB = """
+import sys, torch
+from torch.utils.data import DataLoader
+import lotus, lotus.torch
+lotus.torch.instrument(log_file=sys.argv[1])
+loader = DataLoader(list(range(4)), batch_size=2, num_workers=4,
+                    multiprocessing_context=sys.argv[2])
+print(sum(int(b.sum()) for b in loader))
+"""
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_a_worker_that_never_gets_a_batch_still_writes_its_start(tmp_path, context):
+    """4 workers, 2 batches: the 2 workers that never get an index record nothing, yet each has
+    its sidecar with its startup_boot line (its start-up is in stats and whatif)."""
+    trace = tmp_path / "trace"
+    out = run_python(["-c", IDLE_WORKERS_JOB, str(trace / "log"), context]).stdout.split()
+    assert out == ["6"]
+    boots = {}
+    for p in trace.glob(".log.lotus-meta_*"):
+        for line in p.read_text().splitlines():
+            if line.startswith("startup_boot "):
+                boots.setdefault(p.name.rsplit("_", 1)[1], []).append(line.split()[1:])
+    workers = [line.split() for p in trace.glob(".log.lotus-meta_*")
+               for line in p.read_text().splitlines() if line.startswith("startup_worker ")]
+    assert len(workers) == 4, workers
+    assert sorted(boots) == sorted(w[3] for w in workers), (boots, workers)  # every worker's pid
+    assert sorted(int(b[0][1]) for b in boots.values()) == [0, 1, 2, 3]  # slots
+    working = {f.name.rsplit("_", 1)[1] for f in trace.glob("log_worker_pid_*")}
+    assert len(working) == 2 and working < set(boots), (working, boots)

@@ -546,16 +546,33 @@ PyObject* py_nvtx_end(PyObject*, PyObject* arg) {
 /// functools.partial, for a step's name (its function's); nullptr until first needed.
 PyObject* g_partial_type = nullptr;
 
+/// The record name of a Compose step whose own name cannot be taken (a `func` or `__name__` that
+/// raises, a name that is no str or cannot be encoded, such as a lone surrogate): the step runs
+/// and is recorded under this name (lotus.loaders.torchvision.UNNAMED_STEP).
+constexpr std::string_view unnamed_step{"lotus_unnamed_step"};
+
+/// Clears an exception of the Exception family (a name that cannot be taken: the placeholder is
+/// used); false, with the exception kept, for KeyboardInterrupt, SystemExit and the like.
+bool clear_name_error() {
+  if (!PyErr_ExceptionMatches(PyExc_Exception)) return false;
+  PyErr_Clear();
+  return true;
+}
+
 /// A new reference to the record name of a Compose step (lotus.loaders.torchvision.step_name):
 /// a plain or built-in function's own name ("function" without one), a partial's function's,
-/// else the step's class name. nullptr with an exception set.
+/// else the step's class name. nullptr with an exception set (the caller decides whether it
+/// stands for the placeholder: clear_name_error).
 PyObject* step_name(PyObject* step) {
   PyObject* held = nullptr;  // the innermost partial's function (a subclass may make a new one)
   PyObject* out = nullptr;
   for (int depth = 0;; ++depth) {
     if (PyFunction_Check(step) || PyCFunction_Check(step)) {
       PyObject* n = PyObject_GetAttrString(step, "__name__");
-      if (n == nullptr) PyErr_Clear();
+      if (n == nullptr && !clear_name_error()) {
+        Py_XDECREF(held);
+        return nullptr;
+      }
       if (n != nullptr && PyUnicode_Check(n) && PyUnicode_GET_LENGTH(n) > 0) {
         out = n;
       } else {
@@ -597,22 +614,28 @@ PyObject* step_name(PyObject* step) {
   return out;
 }
 
-/// The interned location of a step's record; nullptr (no exception) when it has none.
+/// The interned location of a step's record; nullptr when it has none (tracing off, out of
+/// memory). A name that cannot be taken or encoded is the placeholder (unnamed_step): the step
+/// still runs. `failed` only for an exception that must propagate (KeyboardInterrupt ...).
 const lotus::record_site* step_location(PyObject* step, bool& failed) {
   failed = false;
   PyObject* name = step_name(step);
-  if (name == nullptr) {
+  std::string_view sv;
+  bool named = name != nullptr && PyUnicode_Check(name);
+  if (named) {
+    Py_ssize_t n = 0;
+    const char* p = PyUnicode_AsUTF8AndSize(name, &n);
+    named = p != nullptr && n > 0;
+    if (named) sv = std::string_view(p, static_cast<std::size_t>(n));
+  }
+  if (!named && PyErr_Occurred() && !clear_name_error()) {
+    Py_XDECREF(name);
     failed = true;
     return nullptr;
   }
-  std::string_view sv;
-  const lotus::record_site* loc = nullptr;
-  if (name_view(name, sv, "a Compose step's name")) {
-    loc = lotus::detail::dynamic_location(sv);
-  } else {
-    failed = true;
-  }
-  Py_DECREF(name);
+  if (!named) sv = unnamed_step;
+  const lotus::record_site* loc = lotus::detail::dynamic_location(sv);
+  Py_XDECREF(name);
   return loc;
 }
 
@@ -741,6 +764,47 @@ PyObject* py_folder_sample(PyObject*, PyObject* const* args, Py_ssize_t n) {
   return out;
 }
 
+// ---- worker_init_fn, timed (lotus/loaders/_startup.py's TimedInit) ----------------------------
+// Timed here rather than in a Python wrapper: a C call adds no frame to the traceback of an
+// exception the function raises, so torch's "Original Traceback" shows the user's frames only.
+
+/// The last timed call's start (CLOCK_REALTIME ns, as time.time_ns()), wall and thread CPU ns.
+std::uint64_t g_timed_init[3] = {0, 0, 0};
+
+std::uint64_t clock_now_ns(clockid_t clock) {
+  timespec ts{};
+  ::clock_gettime(clock, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u +
+         static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+/// _timed_init(fn, *args, **kwargs): fn(*args, **kwargs), its figures kept (_timed_init_figures)
+/// whether it returns or raises.
+PyObject* py_timed_init(PyObject*, PyObject* args, PyObject* kwargs) {
+  const Py_ssize_t n = PyTuple_GET_SIZE(args);
+  if (n < 1) {
+    PyErr_SetString(PyExc_TypeError, "_timed_init(fn, *args, **kwargs)");
+    return nullptr;
+  }
+  PyObject* rest = PyTuple_GetSlice(args, 1, n);
+  if (rest == nullptr) return nullptr;
+  const std::uint64_t t0 = clock_now_ns(CLOCK_REALTIME), c0 = clock_now_ns(CLOCK_THREAD_CPUTIME_ID);
+  PyObject* out = PyObject_Call(PyTuple_GET_ITEM(args, 0), rest, kwargs);
+  const std::uint64_t t1 = clock_now_ns(CLOCK_REALTIME), c1 = clock_now_ns(CLOCK_THREAD_CPUTIME_ID);
+  Py_DECREF(rest);
+  g_timed_init[0] = t0;
+  g_timed_init[1] = t1 > t0 ? t1 - t0 : 0;
+  g_timed_init[2] = c1 > c0 ? c1 - c0 : 0;
+  return out;
+}
+
+/// _timed_init_figures(): (start_ns, wall_ns, cpu_ns) of the last _timed_init call; 0 0 0: none.
+PyObject* py_timed_init_figures(PyObject*, PyObject*) {
+  return Py_BuildValue("(KKK)", static_cast<unsigned long long>(g_timed_init[0]),
+                       static_cast<unsigned long long>(g_timed_init[1]),
+                       static_cast<unsigned long long>(g_timed_init[2]));
+}
+
 PyMethodDef module_methods[] = {
     {"_nvtx_push", py_nvtx_push, METH_O, "_nvtx_push(name): push an NVTX range when NVTX is on."},
     {"_res_begin", py_res_begin, METH_NOARGS,
@@ -774,6 +838,11 @@ PyMethodDef module_methods[] = {
     {"_folder_sample",
      reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_folder_sample)), METH_FASTCALL,
      "_folder_sample(loader, path, transform): a DatasetFolder sample, SLoader and STransform."},
+    {"_timed_init", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_timed_init)),
+     METH_VARARGS | METH_KEYWORDS,
+     "_timed_init(fn, *args, **kwargs): fn's call, its start, wall and CPU time kept."},
+    {"_timed_init_figures", py_timed_init_figures, METH_NOARGS,
+     "_timed_init_figures(): (start_ns, wall_ns, cpu_ns) of the last _timed_init call."},
     {nullptr, nullptr, 0, nullptr}};
 
 // ---- SIGTERM in DataLoader workers ------------------------------------------------------------
@@ -1291,10 +1360,14 @@ PYBIND11_MODULE(_lotus, m) {
       "_note_gpu_lines",
       [](const py::bytes& lines) {
         const std::string_view v(lines);
-        return static_cast<int>(lotus::detail::note_gpu_lines(v.data(), v.size()));
+        const auto r = lotus::detail::note_gpu_lines(v.data(), v.size());
+        // The writer started if it is not yet (a process that records nothing still writes them).
+        if (r == lotus::detail::gpu_note_result::kept) lotus::detail::runtime::get().start_writer();
+        return static_cast<int>(r);
       },
-      "Queues whole `gpu` sidecar lines (lotus.loaders._gpu) for the writer's next cycle: 0 kept, "
-      "1 no room (refused whole), 2 the writer holds the queue just now (try again later).");
+      "Queues whole sidecar lines (lotus.loaders._gpu, _startup) for the writer's next cycle, the "
+      "writer started if tracing is on: 0 kept, 1 no room (refused whole), 2 the writer holds the "
+      "queue just now (try again later).");
   m.def(
       "tracing_enabled", [] { return lotus::tracing_enabled(); },
       "True when events are being recorded.");

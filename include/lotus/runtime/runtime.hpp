@@ -110,6 +110,14 @@ class runtime {
     return interned_.pooled_count();
   }
   void note_thread_exit() noexcept { threads_.note_exit(); }
+  /// Starts the writer when tracing is on (it otherwise starts with the process's first event):
+  /// sidecar lines queued by a process that records nothing (gpu_notes.hpp: a DataLoader worker's
+  /// start-up, when it never gets an item) are then written at its next cycle or flush.
+  LOTUS_DETAIL_COLD void start_writer() noexcept {
+    if (g_mode.load(mo_relaxed) < mode_tsc || writer_.running()) return;
+    const busy_guard busy;
+    writer_.start();
+  }
   inflight* inflight_registered() noexcept;
 
   static void fork_prepare() noexcept;
@@ -271,7 +279,7 @@ LOTUS_DETAIL_COLD inline void runtime::apply_locked(const options& o) noexcept {
   // (malloc, shared_ptr counts) for whatever the program does before it records. Threads already
   // registered may hold events (their next push would not register again), and flight mode
   // takes captures (lotus::capture(), its control file) before any event: in either case the
-  // writer starts now.
+  // writer starts now. (lotus.torch's queued sidecar lines start it too: start_writer.)
   if (on && (set_.flight.window_ns != 0 || threads_.any())) writer_.start();
 }
 

@@ -827,8 +827,10 @@ class trace_writer {
     // lines, for a capture's sidecars.
     if (!discard_ && (flight_.on() || files_.has_sidecar())) {
       memory_.sample(final, [this](const text& l) { sidecar_lines(l); });
-      write_gpu_lines();
     }
+    // lotus.torch's lines, even where the sidecar is not created yet (they create it): a process
+    // that records nothing (a worker that never gets an item) still has its start-up line.
+    if (!discard_) write_gpu_lines();
     if (stats && stats_source_ != nullptr && files_.has_sidecar()) write_stats(final);
     if (flight_.on()) {
       flight_.in_progress(inflight_, inflight_count_);

@@ -11,7 +11,8 @@ every torch from 1.13 to pip's newest (``python -m lotus.torch --check`` says wh
 * worker side, in ``<log_file>_worker_pid_<pid>`` of the process that loads (a DataLoader worker, or
   the main process with ``num_workers=0``): ``S<transform class>`` for each step of a
   ``torchvision.transforms.Compose`` or ``transforms.v2.Compose`` (a plain function is named by its
-  ``__name__``), then ``SLoader`` and ``STransform`` for each sample of a
+  ``__name__``; a step whose name cannot be taken or encoded, such as a lone surrogate, runs and is
+  ``Slotus_unnamed_step``), then ``SLoader`` and ``STransform`` for each sample of a
   ``DatasetFolder``/``ImageFolder`` (after the Compose lines, Lotus's file order), ``SCollation`` per
   batch of a map-style dataset, and ``SBatchPreprocessed_<idx>`` around each batch fetched by a worker;
 * main side, in ``<log_file>_main_pid_<pid>`` (workers > 0 only): ``SBatchQueued_<idx>`` when an index

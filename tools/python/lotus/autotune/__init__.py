@@ -88,7 +88,10 @@ RuntimeError, as with any worker).
 torchdata's StatefulDataLoader is tuned as one (AutotunedStatefulLoader): the tuned
 loaders are StatefulDataLoaders (snapshot_every_n_steps kept), and the sampler's iterator keeps its
 state_dict() through _Sent, so a state taken from the tuned object resumes the epoch at the
-setting it ran (torchdata resumes only with the num_workers a state was taken with).
+setting it ran (torchdata resumes only with the num_workers a state was taken with). That state is
+the tuned StatefulDataLoader's own with the setting under one more key, "lotus.autotune", which
+StatefulDataLoader's load_state_dict ignores (it reads its own keys only): a job that drops
+autotune loads it into a plain StatefulDataLoader of that num_workers and resumes.
 """
 
 from .loader import AutotunedLoader, AutotunedStatefulLoader, autotune

@@ -13,7 +13,9 @@ from .tuner import PREFETCH_FACTORS, Tuner
 
 # PyTorch's warning above its suggested maximum (the CPUs): choosing more is the tuner's job.
 _TOO_MANY = "This DataLoader will create"
-_STATE_KEY = "lotus.autotune"  # state_dict()'s entry for the setting of the loader it was taken from
+# state_dict()'s entry for the setting of the loader it was taken from (StatefulDataLoader ignores
+# it: it reads its own keys only).
+_STATE_KEY = "lotus.autotune"
 
 
 def _stateful_class():
@@ -206,8 +208,11 @@ class AutotunedStatefulLoader(AutotunedLoader):
     def state_dict(self):
         """A StatefulDataLoader's state, taken from the tuned loader that runs the epoch (at an
         epoch's end where the setting changes: the next epoch's loader, before its first batch),
-        with that loader's setting: load_state_dict() resumes at that setting, then tuning goes
-        on."""
+        with that loader's setting under one more key, ``"lotus.autotune"``
+        (``{"num_workers": ..., "prefetch_factor": ...}``), which StatefulDataLoader ignores: the
+        state loads as it is into a plain StatefulDataLoader of that num_workers (a job that drops
+        autotune keeps its checkpoint), and load_state_dict() resumes at that setting, then tuning
+        goes on."""
         if self._resume is not None and self._current is None:
             state = self._resume  # loaded and not started: the same state again
         else:
@@ -215,20 +220,24 @@ class AutotunedStatefulLoader(AutotunedLoader):
             if loader._iterator is None:  # torchdata starts the epoch's iterator here, as iter()
                 self._indices.epoch(self._setting[0], self._plain_calls())
             state = loader.state_dict()
-        return {_STATE_KEY: {"num_workers": self._setting[0],
-                             "prefetch_factor": self._setting[1]},
-                "loader": state}
+        out = dict(state or {})
+        out[_STATE_KEY] = {"num_workers": self._setting[0], "prefetch_factor": self._setting[1]}
+        return out
 
     def load_state_dict(self, state_dict):
-        """Resume from state_dict() of a tuned StatefulDataLoader (this process's or another's),
-        or from a StatefulDataLoader's own state at the loader's num_workers: the next iter()
-        continues the epoch where the state was taken, at the setting it was taken at."""
+        """Resume from state_dict() of a tuned StatefulDataLoader (this process's or another's;
+        also the earlier form ``{"lotus.autotune": ..., "loader": <its state>}``), or from a
+        StatefulDataLoader's own state at the loader's num_workers: the next iter() continues the
+        epoch where the state was taken, at the setting it was taken at."""
         if not isinstance(state_dict, dict):
             raise TypeError(f"load_state_dict takes a dict, not {type(state_dict).__name__}")
         if _STATE_KEY in state_dict:
             meta = state_dict[_STATE_KEY]
             setting = (int(meta["num_workers"]), int(meta["prefetch_factor"]))
-            state = state_dict["loader"]
+            if set(state_dict) == {_STATE_KEY, "loader"}:  # the earlier, wrapped form
+                state = state_dict["loader"]
+            else:
+                state = {k: v for k, v in state_dict.items() if k != _STATE_KEY}
         else:
             setting = (self.loader.num_workers, self.loader.prefetch_factor or 2)
             state = state_dict
@@ -236,7 +245,6 @@ class AutotunedStatefulLoader(AutotunedLoader):
         self._setting = setting
         self.tuner.workers, self.tuner.prefetch_factor = max(1, setting[0]), setting[1]
         self._resume = state or None
-
 
 
 def autotune(loader, memory_budget=None, max_workers=None, cores=None, verbose=True,
@@ -268,7 +276,9 @@ def autotune(loader, memory_budget=None, max_workers=None, cores=None, verbose=T
     StatefulDataLoader with its snapshot_every_n_steps, and the result's state_dict() /
     load_state_dict() save and resume the tuned loop (a state loaded into the loader before it was
     passed here is where the first epoch starts). Checkpoint through the result, not the loader
-    passed in: that one never runs.
+    passed in: that one never runs. The state is the tuned loader's own, with the setting under
+    one more key ("lotus.autotune") that StatefulDataLoader ignores: a plain StatefulDataLoader
+    with that num_workers resumes from it too.
     """
     stateful = _stateful_class()
     cls = AutotunedStatefulLoader if stateful is not None and type(loader) is stateful \

@@ -31,6 +31,7 @@ workers is start-up while some worker of that iterator has not begun its first i
 request for an index), told by each worker through the iterator's gate (``open_gate``).
 """
 
+import functools as _functools
 import itertools as _itertools
 import os as _os
 import threading as _threading
@@ -190,11 +191,10 @@ def wait_gate(it):
     return (g.address, g.gen) if g is not None else (_lotus.GATE_NONE, 0)
 
 
-# In a worker: when its WorkerLoop was unpickled and torch's loader imported (0: forked), and
-# worker_init_fn's figures.
+# In a worker: when its WorkerLoop was unpickled and torch's loader imported (0: forked);
+# worker_init_fn's figures are _lotus._timed_init_figures() (TimedInit).
 loaded_ns = 0
 imported_ns = 0
-_init = (0, 0, 0)
 
 
 _main_preload_works = None  # this interpreter's forkserver preloads __main__ when asked (probe)
@@ -373,22 +373,14 @@ def targets():
 
 # ---- the worker's side ---------------------------------------------------------------------------
 
-class TimedInit:
-    """worker_init_fn, timed (wall and this thread's CPU) in the worker."""
+class TimedInit(_functools.partial):
+    """worker_init_fn, timed (wall and this thread's CPU) in the worker by the C _timed_init: no
+    frame of lotus in the traceback of an exception it raises (torch's "Original Traceback")."""
 
-    __slots__ = ("fn",)
+    __slots__ = ()
 
-    def __init__(self, fn):
-        self.fn = fn
-
-    def __call__(self, *args, **kwargs):
-        global _init
-        from time import thread_time_ns
-        t0, c0 = _time_ns(), thread_time_ns()
-        try:
-            return self.fn(*args, **kwargs)
-        finally:
-            _init = (t0, _time_ns() - t0, thread_time_ns() - c0)
+    def __new__(cls, fn):
+        return super().__new__(cls, _lotus._timed_init, fn)
 
 
 def unpickled_loop():
@@ -404,7 +396,7 @@ def unpickled_loop():
 def worker_ready(ppid, slot, entered):
     """The worker's first request for an index: its `startup_boot` line."""
     from time import process_time_ns
-    t0, dur, cpu = _init
+    t0, dur, cpu = _lotus._timed_init_figures()
     note(b"startup_boot %d %d %d %d %d %d %d %d %d %d\n"
          % (ppid, slot, loaded_ns, imported_ns, entered, t0, dur, cpu, _time_ns(),
             process_time_ns()))

@@ -63,14 +63,32 @@ def _compose_init(self, transforms, log_transform_elapsed_time=None):
         use_prefix(log_transform_elapsed_time)
 
 
-def step_name(step):
-    """A Compose step's record name: its class, or a plain function's own name (Lotus writes the
-    class name; for a function that would be 'function')."""
+# A step whose name cannot be taken (a `func` or `__name__` that raises, a name that is no str or
+# cannot be encoded, such as a lone surrogate from a file name that is not UTF-8) is recorded under
+# this name and runs as without lotus (the C path of _lotus._compose uses the same one).
+UNNAMED_STEP = "lotus_unnamed_step"
+
+
+def _own_name(step):
     if isinstance(step, (_types.FunctionType, _types.BuiltinFunctionType)):
         return getattr(step, "__name__", None) or "function"
     if isinstance(step, _functools.partial):
-        return step_name(step.func)
-    return step.__class__.__name__
+        return _own_name(step.func)
+    return type(step).__name__
+
+
+def step_name(step):
+    """A Compose step's record name: its class, or a plain function's own name (Lotus writes the
+    class name; for a function that would be 'function'); UNNAMED_STEP when that cannot be taken.
+    Never raises for an Exception (the step must run whatever its name)."""
+    try:
+        name = _own_name(step)
+        if isinstance(name, str) and name:
+            name.encode("utf-8")  # a lone surrogate: UnicodeEncodeError
+            return name
+    except Exception:
+        pass
+    return UNNAMED_STEP
 
 
 def run_steps(steps, apply, x):
@@ -100,13 +118,33 @@ def run_steps(steps, apply, x):
     return x
 
 
+def _hide(e):
+    """Takes this module's frames out of `e`'s traceback; the caller re-raises with a bare
+    ``raise`` (which adds no frame): a step's exception reads as without lotus."""
+    tb, keep = e.__traceback__, []
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename != _THIS_FILE:
+            keep.append(tb)
+        tb = tb.tb_next
+    for a, b in zip(keep, keep[1:] + [None]):
+        a.tb_next = b
+    e.__traceback__ = keep[0] if keep else None
+
+
+_THIS_FILE = _hide.__code__.co_filename
+
+
 def _compose_call(self, img):
-    if not (_state.trace_all or getattr(self, "log_transform_elapsed_time", None)):
-        for step in self.transforms:
-            img = step(img)
-        return img
-    # run_steps with step(img) applied, in C: one call a sample, not a dozen a step.
-    return _compose(self.transforms, img)
+    try:
+        if not (_state.trace_all or getattr(self, "log_transform_elapsed_time", None)):
+            for step in self.transforms:
+                img = step(img)
+            return img
+        # run_steps with step(img) applied, in C: one call a sample, not a dozen a step.
+        return _compose(self.transforms, img)
+    except BaseException as e:
+        _hide(e)
+        raise
 
 
 def _v2_apply(step, state):
@@ -118,13 +156,17 @@ def _v2_apply(step, state):
 def _v2_compose_forward(self, *inputs):
     """transforms.v2.Compose.forward (torchvision 0.15+), traced step by step when tracing all."""
     unpack = len(inputs) > 1
-    if not _state.trace_all:
-        for step in self.transforms:
-            outputs = step(*inputs)
-            inputs = outputs if unpack else (outputs,)
-        return outputs
-    inputs, _ = run_steps(self.transforms, _v2_apply, (inputs, unpack))
-    return inputs if unpack else inputs[0]
+    try:
+        if not _state.trace_all:
+            for step in self.transforms:
+                outputs = step(*inputs)
+                inputs = outputs if unpack else (outputs,)
+            return outputs
+        inputs, _ = run_steps(self.transforms, _v2_apply, (inputs, unpack))
+        return inputs if unpack else inputs[0]
+    except BaseException as e:
+        _hide(e)
+        raise
 
 
 def _folder_init(self, *args, log_file=None, **kwargs):
