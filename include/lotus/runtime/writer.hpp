@@ -153,6 +153,9 @@ class out_buffer {
   std::size_t size_ = 0, cap_ = 0;
 };
 
+/// How many stop limits a writer still making progress may take to finish in all.
+constexpr std::uint64_t writer_stop_cap_limits = 12;
+
 /// The writer thread and everything only it touches. The runtime tells it the prefix and the
 /// interval; threads hand it events through their segments; it reports counters.
 class trace_writer {
@@ -282,8 +285,25 @@ class trace_writer {
     if (!thread_started_) return;
     stop_ = true;
     cv_.notify_all();
-    const std::uint64_t deadline = clock_ns(CLOCK_MONOTONIC) + limit_ms * 1000000u;
-    while (!exited_ && done_cv_.wait_until(mu_, deadline)) {
+    // The limit runs from the writer's last progress (records written or dropped, cycles): a
+    // writer slowed by a loaded machine finishes its last cycle, one stuck in a file system is
+    // given up on after `limit_ms` without progress (and after writer_stop_cap_limits limits in
+    // all).
+    const std::uint64_t start = clock_ns(CLOCK_MONOTONIC), limit = limit_ms * 1000000u;
+    const auto progress = [this] {
+      return written_.load(mo_relaxed) + discarded_.load(mo_relaxed) + progress_.load(mo_relaxed);
+    };
+    std::uint64_t seen = progress(), last = start;
+    while (!exited_) {
+      const std::uint64_t now = clock_ns(CLOCK_MONOTONIC);
+      const std::uint64_t p = progress();
+      if (p != seen) {
+        seen = p;
+        last = now;
+      }
+      if (now - last >= limit || now - start >= writer_stop_cap_limits * limit) break;
+      const std::uint64_t poll = now + limit / 10 + 1;
+      done_cv_.wait_until(mu_, last + limit < poll ? last + limit : poll);
     }
     if (exited_) {
       mu_.unlock();
@@ -291,7 +311,7 @@ class trace_writer {
       mu_.lock();
     } else {
       diag(topic::writer,
-           "the trace writer did not finish within %llu ms (a stuck file system?); events not yet "
+           "the trace writer made no progress for %llu ms (a stuck file system?); events not yet "
            "written are lost",
            static_cast<unsigned long long>(limit_ms));
       pthread_detach(thread_);
