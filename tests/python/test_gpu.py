@@ -192,7 +192,7 @@ def test_without_cuda_nothing_changes(tmp_path):
              "worker_id", "epoch", "clocksync", "batchres", "memory", "batchres_lost", "opres",
              "opres_lost",
              # The iterators' start (FORMAT.md §5), whatever the GPU.
-             "startup", "startup_worker", "startup_first", "startup_boot"}
+             "startup", "startup_worker", "startup_first", "startup_boot", "startup_forkserver"}
     assert set(keys) <= known, set(keys) - known
     if not TOOL:
         return
