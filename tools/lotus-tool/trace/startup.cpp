@@ -10,7 +10,7 @@ namespace lotus_tool {
 namespace {
 
 constexpr double k_pipe_buffer_bytes = 65536;  // Linux's default pipe capacity
-constexpr double k_exec_ms = 40;             // a spawned interpreter's own start, before any import
+constexpr double k_exec_ms = 40;  // a spawned interpreter's own start, before any import
 // A forkserver worker's boot where the server preloaded the main module: the server's fork and
 // the child's own start up to unpickling its loop (measured: 17-36 ms on the 2-core VM, Python
 // 3.14, a server that imported torch; bench/README.md "Start-up").
