@@ -1,0 +1,112 @@
+# SPDX-License-Identifier: MIT
+"""Lightning: a LightningDataModule (prepare_data writes .npy shards, setup memory-maps them,
+train_dataloader returns a DataLoader with the module's workers) under Trainer.fit with a tiny
+model on the CPU (limit_train_batches, no checkpoints, no logger). The epoch is timed by a Callback
+from the training epoch's start (Lightning has made the loader's iterator then) to its end; time to
+first batch from that start to the first on_train_batch_start.
+Data: 4096 rows of 16x16x3 uint8 images and labels as .npy (about 3 MB)."""
+
+import os
+import time
+
+import lightning as L
+import numpy as np
+import torch
+
+import zoo_common as zc
+
+ROWS = 4096
+
+
+class ArrayDataset(torch.utils.data.Dataset):
+    def __init__(self, root):
+        self.x = np.load(os.path.join(root, "x.npy"), mmap_mode="r")
+        self.y = np.load(os.path.join(root, "y.npy"), mmap_mode="r")
+
+    def __len__(self):
+        return len(self.y)
+
+    def __getitem__(self, i):
+        img = torch.from_numpy(np.array(self.x[i], dtype=np.float32)).permute(2, 0, 1) / 255.0
+        img = torch.nn.functional.interpolate(img[None], size=(64, 64), mode="bilinear")[0]
+        if torch.rand(()) < 0.5:
+            img = img.flip(-1)
+        return (img - 0.5) / 0.25, int(self.y[i])
+
+
+class ZooData(L.LightningDataModule):
+    def __init__(self, root, workers, batch_size=64):
+        super().__init__()
+        self.root, self.workers, self.batch_size = root, workers, batch_size
+
+    def prepare_data(self):
+        if not os.path.exists(os.path.join(self.root, "y.npy")):
+            rng = np.random.default_rng(0)
+            np.save(os.path.join(self.root, "x.npy"),
+                    rng.integers(0, 256, (ROWS, 16, 16, 3), dtype=np.uint8))
+            np.save(os.path.join(self.root, "y.npy"), rng.integers(0, 10, ROWS))
+
+    def setup(self, stage):
+        self.train = ArrayDataset(self.root)
+
+    def train_dataloader(self):
+        return torch.utils.data.DataLoader(self.train, batch_size=self.batch_size, shuffle=True,
+                                           num_workers=self.workers)
+
+
+class TinyNet(L.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, stride=2), torch.nn.ReLU(),
+                                       torch.nn.AdaptiveAvgPool2d(4), torch.nn.Flatten(),
+                                       torch.nn.Linear(128, 10))
+
+    def training_step(self, batch, _):
+        x, y = batch
+        return torch.nn.functional.cross_entropy(self.net(x), y)
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.01)
+
+
+class Timer(L.Callback):
+    def __init__(self, digest):
+        self.epochs, self.digest = [], digest
+
+    def on_train_epoch_start(self, trainer, module):
+        self.t0 = time.perf_counter()
+        self.first = self.last = None
+        self.n = 0
+
+    def on_train_batch_start(self, trainer, module, batch, idx):
+        now = time.perf_counter()
+        self.first = self.first or now
+        self.last = now
+        self.n += 1
+        self.digest.add(batch)
+
+    def on_train_epoch_end(self, trainer, module):
+        t1 = time.perf_counter()
+        self.epochs.append({"ttfb_s": round(self.first - self.t0, 6),
+                            "to_last_s": round(self.last - self.t0, 6),
+                            "epoch_s": round(t1 - self.t0, 6), "wait_s": None, "batches": self.n})
+
+
+def main():
+    args = zc.parse(__doc__.splitlines()[0])
+    zc.start(args)
+    data = zc.Data(args, f"lightning_dm-{ROWS}", lambda r: ZooData(r, 0).prepare_data())
+    with data as root:
+        L.seed_everything(args.seed, verbose=False)
+        timer = Timer(zc.Digest())
+        trainer = L.Trainer(max_epochs=args.epochs, accelerator="cpu", devices=1,
+                            limit_train_batches=48, logger=False, enable_checkpointing=False,
+                            enable_progress_bar=False, enable_model_summary=False,
+                            num_sanity_val_steps=0, callbacks=[timer])
+        trainer.fit(TinyNet(), datamodule=ZooData(root, args.workers))
+        zc.emit("lightning_dm", args, timer.epochs, timer.digest.hexdigest(), data,
+                ("lightning", "numpy"))
+
+
+if __name__ == "__main__":
+    main()
