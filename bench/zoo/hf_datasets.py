@@ -31,7 +31,7 @@ def main():
         torch.manual_seed(args.seed)
         ds = datasets.load_from_disk(root + "/arrow").with_format("torch")
         loader = torch.utils.data.DataLoader(ds, batch_size=64, shuffle=True,
-                                             num_workers=args.workers)
+                                             num_workers=args.workers, **zc.loader_kwargs(args))
         epochs, digest = zc.run_epochs(args, lambda e: loader)
         zc.emit("hf_datasets", args, epochs, digest, data, ("datasets", "pyarrow"))
 

@@ -51,7 +51,7 @@ def main():
                                  transforms.ToTensor(), transforms.Normalize((0.1307,), (0.3081,))])
         ds = torchvision.datasets.MNIST(root, train=True, download=False, transform=tf)
         loader = torch.utils.data.DataLoader(ds, batch_size=64, shuffle=True,
-                                             num_workers=args.workers)
+                                             num_workers=args.workers, **zc.loader_kwargs(args))
         epochs, digest = zc.run_epochs(args, lambda e: loader)
         zc.emit("mnist_idx", args, epochs, digest, data, ("torchvision",))
 

@@ -68,7 +68,7 @@ class RowGroups(torch.utils.data.Dataset):
         num = (df[NUM] - df[NUM].mean()) / df[NUM].std()
         cats = pd.get_dummies(df["cat"], dtype=np.float32).reindex(
             columns=list("abcdef"), fill_value=0.0)
-        when = pd.DataFrame({"month": df["when"].dt.month, "dow": df["when"].dt.dayofweek,
+        when = pd.DataFrame({"month": df["when"].dt.month, "dow": df["when"].dt.day_of_week,
                              "hour": df["when"].dt.hour}).astype(np.float32)
         textlen = df["text"].str.len().astype(np.float32)
         x = np.concatenate([num.to_numpy(np.float32), cats.to_numpy(np.float32),
@@ -87,7 +87,8 @@ def main():
     with data as root:
         torch.manual_seed(args.seed)
         loader = torch.utils.data.DataLoader(RowGroups(root), batch_size=None, shuffle=True,
-                                             num_workers=args.workers, worker_init_fn=worker_init)
+                                             num_workers=args.workers, worker_init_fn=worker_init,
+                                             **zc.loader_kwargs(args))
         epochs, digest = zc.run_epochs(args, lambda e: loader)
         zc.emit("pandas_tabular", args, epochs, digest, data, ("pandas", "pyarrow", "numpy"),
                 {"format": "parquet" if pq else "csv"})

@@ -27,7 +27,8 @@ def main():
         ])
         ds = torchvision.datasets.ImageFolder(root, transform=tf)
         loader = torch.utils.data.DataLoader(ds, batch_size=32, shuffle=True,
-                                             num_workers=args.workers, pin_memory=False)
+                                             num_workers=args.workers, pin_memory=False,
+                                             **zc.loader_kwargs(args))
         epochs, digest = zc.run_epochs(args, lambda e: loader)
         zc.emit("tv_imagefolder", args, epochs, digest, data, ("torchvision",))
 

@@ -42,7 +42,8 @@ def main():
         ds = (wds.WebDataset(urls, shardshuffle=False, empty_check=False)
               .shuffle(100).decode("pil").to_tuple("jpg", "cls").map_tuple(tf, identity)
               .batched(32))
-        loader = wds.WebLoader(ds, batch_size=None, num_workers=args.workers)
+        loader = wds.WebLoader(ds, batch_size=None, num_workers=args.workers,
+                               **zc.loader_kwargs(args))
         epochs, digest = zc.run_epochs(args, lambda e: loader)
         zc.emit("wds_shards", args, epochs, digest, data, ("webdataset", "torchvision"))
 

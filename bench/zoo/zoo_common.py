@@ -15,6 +15,9 @@ per epoch `ttfb_s` (iter() to the first batch), `to_last_s` (iter() to the last 
 lotus-tool calls the epoch), `epoch_s` (to the loop's end: shutdown included), `wait_s` (the loop
 blocked in next()), `batches`; `digest`, a checksum of what the loop received (the same seed and
 setting give the same digest, traced or not).
+
+--prefetch-factor N and --unordered reach the DataLoader where the driver builds it (`loader_kwargs`
+in the JSON: null where the library builds its loader and cannot be given them).
 """
 
 import argparse
@@ -37,6 +40,10 @@ def parse(description, extra=None):
     ap.add_argument("--trace", default=os.environ.get("LOTUS_ZOO_TRACE"),
                     help="trace with lotus into this directory (also LOTUS_ZOO_TRACE)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--prefetch-factor", type=int,
+                    help="DataLoader(prefetch_factor=), where the driver builds the DataLoader")
+    ap.add_argument("--unordered", action="store_true",
+                    help="DataLoader(in_order=False) (torch 2.6+), where the driver builds it")
     if extra:
         extra(ap)
     return ap.parse_args()
@@ -88,6 +95,18 @@ def start(args):
         import lotus.torch
         os.makedirs(args.trace, exist_ok=True)
         lotus.torch.instrument(log_file=os.path.join(args.trace, "lotustrace_log"))
+
+
+def loader_kwargs(args):
+    """The DataLoader arguments of --prefetch-factor and --unordered (with workers only); the
+    driver that passes them says so in its JSON (`loader_kwargs`)."""
+    kw = {}
+    if args.workers > 0 and args.prefetch_factor:
+        kw["prefetch_factor"] = args.prefetch_factor
+    if args.workers > 0 and args.unordered:
+        kw["in_order"] = False
+    args.applied = kw
+    return kw
 
 
 class Digest:
@@ -169,6 +188,7 @@ def emit(name, args, epochs, digest, data, mods=(), extra=None):
     rec = {"pipeline": name, "workers": args.workers, "start_method": args.start_method,
            "traced": bool(args.trace), "epochs": epochs, "digest": digest,
            "data_bytes": data.bytes, "gen_s": round(data.gen_s, 3),
+           "loader_kwargs": getattr(args, "applied", None),
            "versions": versions("torch", *mods)}
     if extra:
         rec.update(extra)
