@@ -20,7 +20,8 @@ For each pipeline of bench/zoo (its driver <name>.py, run by --python, default t
    A claim whose rerun failed is `error`.
 Also: the traced run's batches and digest against the untraced runs of the same setting (a
 pipeline whose untraced runs disagree among themselves is not compared).
-Writes DIR/truth.json and DIR/truth.md (the table) and prints the table. Needs lotus-tool
+Writes DIR/truth.json and DIR/truth.md (the table) and prints the table. bench/quiet.sh checks the
+load first (LOTUS_BENCH_ALLOW_LOAD=1 runs on a busy machine; the load is in the table's header). Needs lotus-tool
 (LOTUS_TOOL or PATH) and the lotus package importable by --python (PYTHONPATH).
 """
 
@@ -332,6 +333,12 @@ def main():
     settings = [s for s in a.settings.split(",") if s]
     if a.source not in settings:
         settings.insert(0, a.source)
+    # bench/quiet.sh: refuses above a 1-minute load of 1 unless LOTUS_BENCH_ALLOW_LOAD=1.
+    q = subprocess.run(["sh", str(HERE.parent / "quiet.sh"), "--check"], capture_output=True,
+                       text=True)
+    log((q.stdout + q.stderr).strip())
+    if q.returncode != 0:
+        sys.exit(q.returncode)
     t_start = time.perf_counter()
     load_before = loadavg()
     result = {"source": a.source, "settings": settings, "repeat": a.repeat, "epochs": a.epochs,

@@ -32,7 +32,7 @@ def truth(tmp_path_factory):
                         "--source", "fork:2", "--settings", "fork:2", "--repeat", "1",
                         "--epochs", "1", "--out", str(out)],
                        capture_output=True, text=True, timeout=600,
-                       env=dict(os.environ, LOTUS_TOOL=TOOL))
+                       env=dict(os.environ, LOTUS_TOOL=TOOL, LOTUS_BENCH_ALLOW_LOAD="1"))
     assert r.returncode == 0, f"stdout:\n{r.stdout[-3000:]}\nstderr:\n{r.stderr[-3000:]}"
     return out, json.loads((out / "truth.json").read_text()), (out / "truth.md").read_text()
 
