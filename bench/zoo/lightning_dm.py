@@ -2,8 +2,9 @@
 """Lightning: a LightningDataModule (prepare_data writes .npy shards, setup memory-maps them,
 train_dataloader returns a DataLoader with the module's workers) under Trainer.fit with a tiny
 model on the CPU (limit_train_batches, no checkpoints, no logger). The epoch is timed by a Callback
-from the training epoch's start (Lightning has made the loader's iterator then) to its end; time to
-first batch from that start to the first on_train_batch_start, the wait from each step's end
+from iter() (the first epoch: Lightning makes the iterator, and fetches a batch, right after calling
+train_dataloader(); later ones: at the epoch's start) to its end; time to first batch from there
+to the first on_train_batch_start, the wait from each step's end
 (on_train_batch_end) to the next batch's start (Lightning's fetch, and its own few steps).
 Data: 4096 rows of 16x16x3 uint8 images and labels as .npy (about 3 MB)."""
 
@@ -52,6 +53,7 @@ class ZooData(L.LightningDataModule):
         self.train = ArrayDataset(self.root)
 
     def train_dataloader(self):
+        self.made_at = time.perf_counter()  # Lightning calls iter() on it right after (epoch 0)
         return torch.utils.data.DataLoader(self.train, batch_size=self.batch_size, shuffle=True,
                                            num_workers=self.workers, **self.loader_kwargs)
 
@@ -76,7 +78,11 @@ class Timer(L.Callback):
         self.epochs, self.digest = [], digest
 
     def on_train_epoch_start(self, trainer, module):
-        self.t0 = time.perf_counter()
+        # Epoch 0: Lightning made the iterator (and fetched its first batch) in setup_data, right
+        # after train_dataloader(); later epochs: in the epoch loop, after this hook.
+        now = time.perf_counter()
+        made = getattr(trainer.datamodule, "made_at", None)
+        self.t0 = made if trainer.current_epoch == 0 and made else now
         self.first = self.last = self.end = None
         self.n, self.wait = 0, 0.0
 

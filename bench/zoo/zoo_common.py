@@ -13,7 +13,7 @@ size): reruns skip the generation; without it a temporary folder is used and rem
 prefix DIR/lotustrace_log, before the pipeline is built. The last line of stdout is one JSON object:
 per epoch `ttfb_s` (iter() to the first batch), `to_last_s` (iter() to the last batch: what
 lotus-tool calls the epoch), `epoch_s` (to the loop's end: shutdown included), `wait_s` (the loop
-blocked in next()), `batches`; `digest`, a checksum of what the loop received (the same seed and
+blocked in iter() and next()), `batches`; `digest`, a checksum of what the loop received (the same seed and
 setting give the same digest, traced or not).
 
 --prefetch-factor N and --unordered reach the DataLoader where the driver builds it (`loader_kwargs`
@@ -147,9 +147,9 @@ def run_epochs(args, make_iterable, step=None, digest=None):
     for e in range(args.epochs):
         iterable = make_iterable(e)
         t0 = time.perf_counter()
-        it = iter(iterable)
+        it = iter(iterable)  # starts the workers: the loop waits for data here too
         first = last = None
-        wait = 0.0
+        wait = time.perf_counter() - t0
         n = 0
         while True:
             w0 = time.perf_counter()
