@@ -144,6 +144,11 @@ def install(targets, group_records, scriptable=(), make=None):
         patches.append((owner, attr, fn if own else None))
         if make is not None:
             replacement = make(key, fn) or replacement
+        if isinstance(replacement, _types.FunctionType) and replacement.__name__ != attr:
+            # A bound method pickles as getattr(obj, its function's __name__): under the
+            # library's name (`ds.__getitem__` handed to a spawn worker, as torchdata.nodes'
+            # ParallelMapper does) it unpickles in any process, traced or not.
+            replacement.__name__ = attr
         if group in scriptable and isinstance(fn, _types.FunctionType):
             replacement = InstanceMethod(replacement, fn)
         setattr(owner, attr, replacement)

@@ -1,0 +1,445 @@
+# SPDX-License-Identifier: MIT
+"""lotus's claims about public pipelines, against reruns without lotus.
+
+    python3 bench/zoo/truth.py [--python VENV/bin/python] [--pipelines a,b] [--source spawn:2]
+        [--settings fork:1,fork:2,...] [--repeat 3] [--epochs 2] [--out DIR]
+
+For each pipeline of bench/zoo (its driver <name>.py, run by --python, default this interpreter):
+1. one run of the --source setting (start method:workers) traced with lotus (the driver's --trace:
+   lotus.torch.instrument()), then `lotus-tool check` on the trace, and the claims lotus makes from
+   it: `report --json` (the input-bound verdict and the main process's wait share), `whatif --json
+   --workers W --start-method M` for every setting of --settings (time to first batch and the
+   epoch: iter() to the last batch, the mean over the epochs), `tune --json` (the recommended
+   setting's epoch, and that the recommendation is no slower than the best measured worker count of
+   the grid by more than the tolerance);
+2. every setting a claim names run --repeat times without lotus, the rounds interleaved (each round
+   runs every setting once, pipelines in turn), and each claim scored against the reruns' median:
+   `right` within 20 % (a time to first batch under 0.3 s: within 60 ms), `wrong`, or `withheld`
+   where lotus said it cannot predict (its reason kept). A verdict is right when the reruns' median
+   wait share is in the class lotus named (>= 30 % highly input-bound, >= 10 % moderately, else not).
+   A claim whose rerun failed is `error`.
+Also: the traced run's batches and digest against the untraced runs of the same setting (a
+pipeline whose untraced runs disagree among themselves is not compared).
+Writes DIR/truth.json and DIR/truth.md (the table) and prints the table. bench/quiet.sh checks the
+load first (LOTUS_BENCH_ALLOW_LOAD=1 runs on a busy machine; the load is in the table's header). Needs lotus-tool
+(LOTUS_TOOL or PATH) and the lotus package importable by --python (PYTHONPATH).
+"""
+
+import argparse
+import json
+import os
+import pathlib
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = pathlib.Path(__file__).resolve().parent
+
+# name: (driver, keeps its workers across epochs (persistent_workers), needs only Debian's stack)
+PIPELINES = {
+    "tv_imagefolder": ("tv_imagefolder.py", False, True),
+    "mnist_idx": ("mnist_idx.py", False, True),
+    "pandas_tabular": ("pandas_tabular.py", False, True),
+    "timm_folder": ("timm_folder.py", True, False),
+    "hf_datasets": ("hf_datasets.py", False, False),
+    "lightning_dm": ("lightning_dm.py", False, False),
+    "nodes_pipeline": ("nodes_pipeline.py", False, False),
+    "tokenizers_text": ("tokenizers_text.py", False, False),
+    "wds_shards": ("wds_shards.py", False, False),
+}
+# The default grid, cut from start methods {fork, spawn, forkserver} x workers {1, 2, 4, 8} to fit
+# 30 minutes on 2 cores: the three methods at 2 workers (spawn:2 the traced setting), and spawn at 4;
+# tune's recommendation is added when it is none of these. No 8 workers (8 spawn or forkserver
+# workers start 8 interpreters on 2 cores: 10-20 s a start) and no 1 worker unless tune names it:
+# one run of a pipeline is 10-30 s on the 2-core VM (its interpreter, the library's imports, the
+# workers' start), and every setting is run 3 times for each of 9 pipelines.
+DEFAULT_SETTINGS = "fork:2,spawn:2,spawn:4,forkserver:2"
+TOLERANCE = 0.20
+START_ABS_S, START_ABS_UNDER_S = 0.060, 0.3
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+def parse_setting(s):
+    """METHOD:WORKERS[:pfN][:unordered] -> (method, workers, prefetch_factor or None, unordered)."""
+    parts = s.split(":")
+    pf = next((int(x[2:]) for x in parts[2:] if x.startswith("pf")), None)
+    return parts[0], int(parts[1]), pf, "unordered" in parts[2:]
+
+
+def driver_run(a, name, setting, trace=None, timeout=300):
+    script = HERE / PIPELINES[name][0]
+    method, workers, pf, unordered = parse_setting(setting)
+    args = [a.python, str(script), "--workers", str(workers), "--start-method", method,
+            "--epochs", str(a.epochs), "--data", str(a.out / "data" / name)]
+    if pf:
+        args += ["--prefetch-factor", str(pf)]
+    if unordered:
+        args.append("--unordered")
+    if trace:
+        args += ["--trace", str(trace)]
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", TOKENIZERS_PARALLELISM="false")
+    t0 = time.perf_counter()
+    try:
+        r = subprocess.run(args, capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout} s"}
+    wall = time.perf_counter() - t0
+    lines = r.stdout.strip().splitlines()
+    if r.returncode != 0 or not lines:
+        return {"error": f"exit {r.returncode}: {r.stderr.strip()[-1500:]}"}
+    try:
+        job = json.loads(lines[-1])
+    except json.JSONDecodeError:
+        return {"error": f"no JSON line: {lines[-1][:300]}"}
+    job["wall_s"] = round(wall, 3)
+    job["stderr_tail"] = r.stderr.strip()[-400:]
+    return job
+
+
+def measures(job, persistent):
+    """ttfb (s), epoch (iter() to the last batch, mean over epochs, s), wait share of the loop."""
+    eps = job["epochs"]
+    # With persistent workers only the first epoch starts them: the start is the first epoch's.
+    starts = [eps[0]["ttfb_s"]] if persistent else [e["ttfb_s"] for e in eps]
+    ttfb = statistics.mean(starts)
+    epoch = statistics.mean(e["to_last_s"] for e in eps)
+    waits = [e["wait_s"] for e in eps]
+    share = (sum(waits) / sum(e["epoch_s"] for e in eps)) if None not in waits else None
+    return {"ttfb_s": ttfb, "epoch_s": epoch, "wait_share": share}
+
+
+def tool(a, *args):
+    r = subprocess.run([a.tool, *args], capture_output=True, text=True, timeout=300)
+    out = None
+    if r.stdout.strip().startswith("{"):
+        try:
+            out = json.loads(r.stdout)
+        except json.JSONDecodeError:
+            out = None
+    return r.returncode, out, (r.stdout + r.stderr).strip()
+
+
+def klass(share):
+    return "highly" if share >= 0.30 else "moderately" if share >= 0.10 else "not"
+
+
+def find_class(rep):
+    """The report's input-bound finding: its class and the main process's wait share."""
+    for f in rep.get("findings", []) if isinstance(rep, dict) else []:
+        if f.get("kind") == "input_bound":
+            num = f.get("numbers") or {}
+            return num.get("class"), num.get("wait_share")
+    return None, None
+
+
+def collect_claims(a, name, trace, src_method, src_workers, settings):
+    persistent = PIPELINES[name][1]
+    claims, notes = [], {}
+    rc, out, text = tool(a, "check", str(trace))
+    notes["check"] = {"rc": rc, "tail": text[-600:]}
+    rc, rep, text = tool(a, "report", str(trace), "--json")
+    if rep is None:
+        notes["report_error"] = text[-600:]
+    else:
+        cls, share = find_class(rep)
+        notes["findings"] = [{k: f.get(k) for k in ("kind", "severity", "text", "advice")}
+                             for f in rep.get("findings", [])][:12]
+        setting = f"{src_method}:{src_workers}"
+        if cls is not None:
+            claims.append({"claim": "report: input-bound class", "setting": setting,
+                           "predicted": cls, "kind": "class"})
+        if share is not None:
+            claims.append({"claim": "report: wait share", "setting": setting,
+                           "predicted": share, "kind": "share"})
+    for s in settings:
+        m, w = s.split(":")
+        args = ["whatif", str(trace), "--workers", w, "--start-method", m, "--json"]
+        if persistent:
+            args.append("--persistent-workers")
+        rc, js, text = tool(a, *args)
+        if js is None:
+            claims.append({"claim": "whatif: time to first batch", "setting": s, "kind": "ttfb",
+                           "predicted": None, "withheld": f"whatif failed (exit {rc}): {text[-300:]}"})
+            continue
+        why = js.get("no_claim_why") if js.get("claim") is False else None
+        su = js.get("startup") or {}
+        pt = su.get("predicted_ttfb_ms")
+        c = {"claim": "whatif: time to first batch", "setting": s, "kind": "ttfb",
+             "predicted": pt / 1e3 if pt is not None else None}
+        if why or pt is None:
+            c["withheld"] = why or su.get("note") or "no startup prediction (no note given)"
+        claims.append(c)
+        pe = (js.get("predicted") or {}).get("epoch_seconds")
+        c = {"claim": "whatif: epoch", "setting": s, "kind": "epoch", "predicted": pe}
+        if why or pe is None:
+            c["withheld"] = why or "no epoch prediction"
+        elif su.get("predicted_ttfb_ms") is None and su.get("note") and (
+                m != src_method or int(w) != src_workers):
+            # The epoch's start is the traced method's where the start-up model could not predict.
+            c["caveat"] = "start-up not predicted: " + su["note"]
+        if js.get("caution"):
+            c["caution"] = js["caution"]
+        claims.append(c)
+    rc, tj, text = tool(a, "tune", str(trace), "--json")
+    if tj is None:
+        claims.append({"claim": "tune: recommended epoch", "setting": None, "kind": "epoch",
+                       "predicted": None, "withheld": f"tune failed (exit {rc}): {text[-300:]}"})
+    elif tj.get("claim") is False or not tj.get("recommended"):
+        claims.append({"claim": "tune: recommended epoch", "setting": None, "kind": "epoch",
+                       "predicted": None,
+                       "withheld": tj.get("no_claim_why") or tj.get("summary", "no recommendation")})
+    else:
+        rec = tj["recommended"]
+        s = f"{src_method}:{rec['workers']}"
+        if rec.get("prefetch_factor", 2) != 2:
+            s += f":pf{rec['prefetch_factor']}"
+        if rec.get("in_order", True) is not True:
+            s += ":unordered"
+        c = {"claim": "tune: recommended epoch", "setting": s, "kind": "epoch",
+             "predicted": tj["predicted"]["epoch_seconds"], "summary": tj.get("summary")}
+        claims.append(c)
+        claims.append({"claim": "tune: no slower than the grid's best", "setting": s,
+                       "kind": "choice", "predicted": rec["workers"]})
+    return claims, notes
+
+
+def score(c, runs, grid_best):
+    """Sets c['measured'], c['median'], c['verdict'] (and c['error'] where it is relative)."""
+    if c.get("withheld"):
+        c["verdict"] = "withheld"
+        return
+    key = {"ttfb": "ttfb_s", "epoch": "epoch_s", "share": "wait_share", "class": "wait_share",
+           "choice": "epoch_s"}[c["kind"]]
+    vals = [r[key] for r in runs if r is not None and r.get(key) is not None]
+    if not vals:
+        c["verdict"] = "error"
+        c["reason"] = "no rerun measured this setting"
+        return
+    med = statistics.median(vals)
+    c["measured"] = [round(v, 4) for v in vals]
+    c["median"] = round(med, 4)
+    if c["kind"] == "class":
+        c["verdict"] = "right" if klass(med) == c["predicted"] else "wrong"
+        c["measured_class"] = klass(med)
+        return
+    if c["kind"] == "choice":
+        best_s, best = grid_best
+        c["best"] = {"setting": best_s, "median": round(best, 4)}
+        c["verdict"] = "right" if med <= best * (1 + TOLERANCE) else "wrong"
+        c["error"] = round(med / best - 1, 4)
+        return
+    pred = c["predicted"]
+    tol = TOLERANCE * med
+    if c["kind"] == "ttfb" and med < START_ABS_UNDER_S:
+        tol = max(tol, START_ABS_S)
+    c["error"] = round(pred / med - 1, 4) if med > 0 else None
+    c["verdict"] = "right" if abs(pred - med) <= tol else "wrong"
+
+
+def fmt(v, kind):
+    if v is None:
+        return "–"
+    if kind == "class":
+        return str(v)
+    if kind == "share":
+        return f"{v:.0%}"
+    if kind == "choice":
+        return f"{v} workers"
+    return f"{v:.3f} s"
+
+
+def table(result):
+    out = [f"Machine: {result['machine']}; load average {result['load_before']} before, "
+           f"{result['load_after']} after; {result['wall_s']:.0f} s; each setting rerun "
+           f"{result['repeat']}x without lotus, interleaved; source of every claim: one "
+           f"`{result['source']}` traced run.\n",
+           "| pipeline | claim | setting | predicted | measured median [min–max] | error | verdict |",
+           "| --- | --- | --- | --- | --- | --- | --- |"]
+    for p in result["pipelines"]:
+        for c in p["claims"]:
+            k = c["kind"]
+            meas = "–"
+            if c.get("measured"):
+                lo, hi = min(c["measured"]), max(c["measured"])
+                unit = (lambda v: f"{v:.0%}") if k in ("share", "class") else (lambda v: f"{v:.3f}")
+                meas = f"{unit(c['median'])} [{unit(lo)}–{unit(hi)}]"
+                if k == "class":
+                    meas = f"{c['measured_class']} ({meas})"
+                if k == "choice":
+                    meas += f" vs best {c['best']['setting']} {c['best']['median']:.3f}"
+            err = f"{c['error']:+.0%}" if c.get("error") is not None else ""
+            verdict = c["verdict"]
+            if verdict == "withheld":
+                verdict += ": " + c["withheld"].replace("|", "/")[:160]
+            elif c.get("reason"):
+                verdict += ": " + c["reason"][:160]
+            out.append(f"| {p['name']} | {c['claim']} | {c.get('setting') or '–'} | "
+                       f"{fmt(c['predicted'], k)} | {meas} | {err} | {verdict} |")
+    out.append("")
+    out.append("| pipeline | check | traced run vs untraced | verdicts (right/wrong/withheld/error) |")
+    out.append("| --- | --- | --- | --- |")
+    for p in result["pipelines"]:
+        n = {v: sum(1 for c in p["claims"] if c["verdict"] == v)
+             for v in ("right", "wrong", "withheld", "error")}
+        chk = p["notes"].get("check", {})
+        chk = "clean" if chk.get("rc") == 0 else f"exit {chk.get('rc')}"
+        out.append(f"| {p['name']} | {chk} | {p['traced_vs_untraced']} | "
+                   f"{n['right']}/{n['wrong']}/{n['withheld']}/{n['error']} |")
+    tot = {v: sum(1 for p in result["pipelines"] for c in p["claims"] if c["verdict"] == v)
+           for v in ("right", "wrong", "withheld", "error")}
+    out.append(f"\nAll claims: {tot['right']} right, {tot['wrong']} wrong, {tot['withheld']} "
+               f"withheld, {tot['error']} error.")
+    return "\n".join(out)
+
+
+def loadavg():
+    try:
+        return open("/proc/loadavg").read().split()[0]
+    except OSError:
+        return "?"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--python", default=sys.executable)
+    ap.add_argument("--pipelines", default=",".join(PIPELINES))
+    ap.add_argument("--source", default="spawn:2", help="the traced setting, METHOD:WORKERS")
+    ap.add_argument("--settings", default=DEFAULT_SETTINGS,
+                    help="METHOD:WORKERS list whatif is asked for (and rerun)")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--out")
+    ap.add_argument("--traced-timeout", type=int, default=180,
+                    help="seconds a traced run may take (a pipeline tracing hangs is cut here)")
+    ap.add_argument("--tool", default=os.environ.get("LOTUS_TOOL") or shutil.which("lotus-tool"))
+    a = ap.parse_args()
+    if not a.tool:
+        sys.exit("truth: lotus-tool not found (LOTUS_TOOL or PATH)")
+    a.out = pathlib.Path(a.out or tempfile.mkdtemp(prefix="lotus-zoo-truth-")).resolve()
+    a.out.mkdir(parents=True, exist_ok=True)
+    names = [n for n in a.pipelines.split(",") if n]
+    for n in names:
+        if n not in PIPELINES:
+            sys.exit(f"truth: unknown pipeline {n} (known: {', '.join(PIPELINES)})")
+    src_method, src_workers = a.source.split(":")
+    src_workers = int(src_workers)
+    settings = [s for s in a.settings.split(",") if s]
+    if a.source not in settings:
+        settings.insert(0, a.source)
+    # bench/quiet.sh: refuses above a 1-minute load of 1 unless LOTUS_BENCH_ALLOW_LOAD=1.
+    q = subprocess.run(["sh", str(HERE.parent / "quiet.sh"), "--check"], capture_output=True,
+                       text=True)
+    log((q.stdout + q.stderr).strip())
+    if q.returncode != 0:
+        sys.exit(q.returncode)
+    t_start = time.perf_counter()
+    load_before = loadavg()
+    result = {"source": a.source, "settings": settings, "repeat": a.repeat, "epochs": a.epochs,
+              "tolerance": TOLERANCE, "start_abs_s": START_ABS_S, "python": a.python,
+              "machine": f"{platform.node()}, {os.cpu_count()} CPUs", "load_before": load_before,
+              "pipelines": []}
+    per = {}
+    for n in names:
+        trace = a.out / "traces" / n
+        p = {"name": n, "claims": [], "notes": {}, "source": a.source}
+        per[n] = p
+        result["pipelines"].append(p)
+        sources = [a.source] + ([f"fork:{src_workers}"] if src_method != "fork" else [])
+        for src in sources:
+            shutil.rmtree(trace, ignore_errors=True)
+            log(f"truth: {n}: traced {src}")
+            traced = driver_run(a, n, src, trace=trace, timeout=a.traced_timeout)
+            if "error" not in traced:
+                break
+            # A pipeline lotus's tracing broke: said, and the claims taken from a fork run.
+            p["notes"].setdefault("traced_errors", []).append({"setting": src,
+                                                               "error": traced["error"][-1500:]})
+            log(f"truth: {n}: the traced {src} run failed: {traced['error'][-300:]}")
+        p["traced_run"] = traced
+        if "error" in traced:
+            p["notes"]["traced_error"] = traced["error"]
+            p["claims"].append({"claim": "the traced run", "setting": src, "kind": "epoch",
+                                "predicted": None, "verdict": "error",
+                                "reason": "the traced run failed: " + traced["error"][-300:]})
+            continue
+        p["source"] = src
+        m, w = src.split(":")[:2]
+        grid = settings if src in settings else [src] + settings
+        p["claims"], tool_notes = collect_claims(a, n, trace, m, int(w), grid)
+        p["notes"].update(tool_notes)
+        for c in p["claims"]:
+            if src != a.source:
+                c["source"] = src
+    # Reruns without lotus: every claimed setting and the grid, rounds interleaved.
+    want = {n: sorted({c["setting"] for c in per[n]["claims"] if c.get("setting")}
+                      | set(settings) | {per[n]["source"]})
+            for n in names if "traced_error" not in per[n]["notes"]}
+    runs = {n: {s: [] for s in want[n]} for n in want}
+    jobs = {n: {s: [] for s in want[n]} for n in want}
+    for r in range(a.repeat):
+        for n in want:
+            for s in want[n]:
+                log(f"truth: round {r + 1}/{a.repeat}: {n} {s}")
+                job = driver_run(a, n, s)
+                jobs[n][s].append(job)
+                runs[n][s].append(None if "error" in job else measures(job, PIPELINES[n][1]))
+    for n in want:
+        p = per[n]
+        p["reruns"] = {s: [{k: j.get(k) for k in ("epochs", "digest", "wall_s", "error")}
+                           for j in jobs[n][s]] for s in want[n]}
+        grid = [(s, statistics.median([x["epoch_s"] for x in runs[n][s] if x]))
+                for s in want[n] if s.split(":")[0] == p["source"].split(":")[0]
+                and any(runs[n][s])]
+        grid_best = min(grid, key=lambda t: t[1]) if grid else (None, float("inf"))
+        for c in p["claims"]:
+            if c.get("verdict") == "error":
+                continue
+            if c.get("setting") and any(j.get("error") for j in jobs[n][c["setting"]]) and \
+                    not c.get("withheld"):
+                errs = [j["error"] for j in jobs[n][c["setting"]] if j.get("error")]
+                c["verdict"] = "error"
+                c["reason"] = "a rerun failed: " + errs[0][-200:]
+                continue
+            score(c, runs[n].get(c.get("setting"), []), grid_best)
+            st = c.get("setting")
+            if st and parse_setting(st)[2:] != (None, False) and any(
+                    j.get("loader_kwargs") is None for j in jobs[n].get(st, []) if "error" not in j):
+                c["caveat"] = ("measured with the pipeline's own prefetch_factor and order: its "
+                               "library builds the DataLoader and takes neither")
+        # Tracing and the pipeline's results: batches and digest against the untraced runs.
+        untraced = [j for j in jobs[n].get(p["source"], []) if "error" not in j]
+        tr = p["traced_run"]
+        digests = {j["digest"] for j in untraced}
+        batches = {tuple(e["batches"] for e in j["epochs"]) for j in untraced}
+        tb = tuple(e["batches"] for e in tr["epochs"])
+        if not untraced:
+            verdict = "not compared (no untraced run)"
+        elif len(batches) == 1 and tb not in batches:
+            verdict = f"DIFFERENT batch counts: traced {list(tb)}, untraced {list(batches.pop())}"
+        elif len(digests) > 1:
+            verdict = "same batch counts; digest not compared (untraced runs differ among themselves)"
+        elif tr["digest"] in digests:
+            verdict = "same batches, same digest"
+        else:
+            verdict = "DIFFERENT digest (untraced runs agree among themselves)"
+        p["traced_vs_untraced"] = verdict
+    for p in result["pipelines"]:
+        p.setdefault("traced_vs_untraced", "not compared (the traced run failed)")
+    result["wall_s"] = time.perf_counter() - t_start
+    result["load_after"] = loadavg()
+    md = table(result)
+    (a.out / "truth.json").write_text(json.dumps(result, indent=1))
+    (a.out / "truth.md").write_text(md + "\n")
+    print(md)
+    print(f"\ntruth: {a.out}/truth.json, {a.out}/truth.md")
+
+
+if __name__ == "__main__":
+    main()

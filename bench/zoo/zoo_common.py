@@ -1,0 +1,221 @@
+# SPDX-License-Identifier: MIT
+"""What every zoo driver shares: its arguments, lotus's switch, the timed epochs, the JSON line.
+
+A driver (bench/zoo/<name>.py) generates its data, builds its pipeline with the library's own API and
+hands `run_epochs` an iterable per epoch. The command line of every driver:
+
+    python3 bench/zoo/<name>.py [--workers 2] [--start-method fork] [--epochs 2]
+        [--data DIR] [--trace DIR] [--seed 0]
+
+--data keeps the generated data in DIR (made when missing, reused when its marker says the same
+size): reruns skip the generation; without it a temporary folder is used and removed. --trace DIR
+(or LOTUS_ZOO_TRACE=DIR) turns lotus on the way a user does: `lotus.torch.instrument()` with the
+prefix DIR/lotustrace_log, before the pipeline is built. The last line of stdout is one JSON object:
+per epoch `ttfb_s` (iter() to the first batch), `to_last_s` (iter() to the last batch: what
+lotus-tool calls the epoch), `epoch_s` (to the loop's end: shutdown included), `wait_s` (the loop
+blocked in iter() and next()), `batches`; `digest`, a checksum of what the loop received (the same seed and
+setting give the same digest, traced or not).
+
+--prefetch-factor N and --unordered reach the DataLoader where the driver builds it (`loader_kwargs`
+in the JSON: null where the library builds its loader and cannot be given them).
+"""
+
+import argparse
+import hashlib
+import json
+import multiprocessing
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+
+def parse(description, extra=None):
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--start-method", default="fork", choices=["fork", "spawn", "forkserver"])
+    ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--data", help="keep the generated data here (reused when present)")
+    ap.add_argument("--trace", default=os.environ.get("LOTUS_ZOO_TRACE"),
+                    help="trace with lotus into this directory (also LOTUS_ZOO_TRACE)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--prefetch-factor", type=int,
+                    help="DataLoader(prefetch_factor=), where the driver builds the DataLoader")
+    ap.add_argument("--unordered", action="store_true",
+                    help="DataLoader(in_order=False) (torch 2.6+), where the driver builds it")
+    if extra:
+        extra(ap)
+    return ap.parse_args()
+
+
+class Data:
+    """The generated data's folder: `with Data(args, "tag", make) as root:`; make(root) writes it."""
+
+    def __init__(self, args, tag, make):
+        self.args, self.tag, self.make = args, tag, make
+        self.tmp = None
+        self.gen_s = 0.0
+        self.bytes = 0
+
+    def __enter__(self):
+        if self.args.data:
+            root = os.path.abspath(self.args.data)
+        else:
+            self.tmp = tempfile.mkdtemp(prefix="lotus-zoo-")
+            root = self.tmp
+        marker = os.path.join(root, ".zoo-data")
+        if not (os.path.exists(marker) and open(marker).read() == self.tag):
+            if os.path.isdir(root):
+                shutil.rmtree(root)
+            os.makedirs(root)
+            t0 = time.perf_counter()
+            self.make(root)
+            self.gen_s = time.perf_counter() - t0
+            with open(marker, "w") as f:
+                f.write(self.tag)
+        for d, _, files in os.walk(root):
+            self.bytes += sum(os.path.getsize(os.path.join(d, f)) for f in files)
+        if self.bytes > 50 * 1024 * 1024:
+            sys.exit(f"zoo: generated data is {self.bytes} bytes, over the 50 MB bound")
+        self.root = root
+        return root
+
+    def __exit__(self, *exc):
+        if self.tmp:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+        return False
+
+
+def start(args):
+    """The start method, set as a user does (the default context every loader then uses), and
+    lotus turned on when asked. Call in main, before the pipeline is built."""
+    multiprocessing.set_start_method(args.start_method, force=True)
+    if args.trace:
+        import lotus.torch
+        os.makedirs(args.trace, exist_ok=True)
+        lotus.torch.instrument(log_file=os.path.join(args.trace, "lotustrace_log"))
+
+
+def loader_kwargs(args):
+    """The DataLoader arguments of --prefetch-factor and --unordered (with workers only); the
+    driver that passes them says so in its JSON (`loader_kwargs`)."""
+    kw = {}
+    if args.workers > 0 and args.prefetch_factor:
+        kw["prefetch_factor"] = args.prefetch_factor
+    if args.workers > 0 and args.unordered:
+        kw["in_order"] = False
+    args.applied = kw
+    return kw
+
+
+class Digest:
+    """A cheap checksum of the batches the loop received: shapes, float64 sums, integer lists."""
+
+    def __init__(self):
+        self.h = hashlib.sha256()
+
+    def add(self, obj):
+        self.h.update(repr(self._fold(obj)).encode())
+
+    def _fold(self, obj):
+        try:
+            import torch
+            if isinstance(obj, torch.Tensor):
+                if obj.is_floating_point():
+                    return (tuple(obj.shape), round(float(obj.double().sum()), 3))
+                return (tuple(obj.shape), obj.reshape(-1).tolist()[:4096])
+        except ImportError:
+            pass
+        if isinstance(obj, dict):
+            return tuple((k, self._fold(obj[k])) for k in sorted(obj))
+        if isinstance(obj, (list, tuple)):
+            return tuple(self._fold(x) for x in obj)
+        if hasattr(obj, "shape") and hasattr(obj, "sum"):  # numpy
+            return (tuple(obj.shape), round(float(obj.astype("float64").sum()), 3))
+        return repr(obj)
+
+    def hexdigest(self):
+        return self.h.hexdigest()[:16]
+
+
+def run_epochs(args, make_iterable, step=None, digest=None):
+    """Run args.epochs epochs: make_iterable(epoch) returns what the loop iterates (a DataLoader
+    itself: iter() is timed). step(batch) is the training step (default: the digest's fold)."""
+    digest = digest or Digest()
+    out = []
+    for e in range(args.epochs):
+        iterable = make_iterable(e)
+        t0 = time.perf_counter()
+        it = iter(iterable)  # starts the workers: the loop waits for data here too
+        first = last = None
+        wait = time.perf_counter() - t0
+        n = 0
+        while True:
+            w0 = time.perf_counter()
+            try:
+                batch = next(it)
+            except StopIteration:
+                break
+            now = time.perf_counter()
+            wait += now - w0
+            last = now
+            if first is None:
+                first = now
+            n += 1
+            if step:
+                step(batch)
+            digest.add(batch)
+        del it
+        t1 = time.perf_counter()
+        out.append({"ttfb_s": round(first - t0, 6) if first else None,
+                    "to_last_s": round(last - t0, 6) if last else None,
+                    "epoch_s": round(t1 - t0, 6), "wait_s": round(wait, 6), "batches": n})
+    return out, digest.hexdigest()
+
+
+def versions(*modules):
+    v = {"python": sys.version.split()[0]}
+    for m in modules:
+        try:
+            v[m] = __import__(m).__version__
+        except Exception:  # noqa: BLE001 - a version we cannot read is left out
+            pass
+    return v
+
+
+def emit(name, args, epochs, digest, data, mods=(), extra=None):
+    rec = {"pipeline": name, "workers": args.workers, "start_method": args.start_method,
+           "traced": bool(args.trace), "epochs": epochs, "digest": digest,
+           "data_bytes": data.bytes, "gen_s": round(data.gen_s, 3),
+           "loader_kwargs": getattr(args, "applied", None),
+           "versions": versions("torch", *mods)}
+    if extra:
+        rec.update(extra)
+    sys.stdout.flush()
+    print(json.dumps(rec), flush=True)
+
+
+def jpeg_bytes(i, size, quality=90):
+    """The JPEG of generated image i: a colour gradient with a class-dependent stripe and noise."""
+    import numpy as np
+    from PIL import Image
+    from io import BytesIO
+    rng = np.random.default_rng(i)
+    h, w = size
+    y, x = np.mgrid[0:h, 0:w]
+    img = np.stack([(x * 255 // w + i) % 256, (y * 255 // h) % 256,
+                    ((x + y) * 3 + i * 7) % 256], -1).astype(np.int16)
+    img += rng.integers(-20, 21, img.shape, dtype=np.int16)
+    buf = BytesIO()
+    Image.fromarray(img.clip(0, 255).astype(np.uint8)).save(buf, "JPEG", quality=quality)
+    return buf.getvalue()
+
+
+def make_image_folder(root, n, classes, size):
+    """An ImageFolder tree: root/class_k/img_i.jpg, n images round-robin over the classes."""
+    for c in range(classes):
+        os.makedirs(os.path.join(root, f"class_{c}"), exist_ok=True)
+    for i in range(n):
+        with open(os.path.join(root, f"class_{i % classes}", f"img_{i:05d}.jpg"), "wb") as f:
+            f.write(jpeg_bytes(i, size))

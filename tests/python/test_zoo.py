@@ -1,0 +1,114 @@
+# SPDX-License-Identifier: MIT
+"""The zoo's truth harness (bench/zoo/truth.py) on three public pipelines Debian's stack runs:
+torchvision's ImageFolder with the ImageNet training transforms, torchvision's MNIST over IDX
+files, a pandas tabular dataset with a worker_init_fn. One setting each, traced once and rerun once
+without lotus. Asserted: the harness's output structure, that every claim lotus made is scored
+(right, wrong, or withheld with lotus's reason: never an error), that `lotus-tool check` finds the
+traces clean and that tracing left each pipeline's batches as they were. Not asserted: that the
+predictions are right (the accuracy is the benchmark's, bench/README.md "Public pipelines"), nor
+any duration.
+"""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+TRUTH = ROOT / "bench" / "zoo" / "truth.py"
+TOOL = os.environ.get("LOTUS_TOOL")
+PIPELINES = ["tv_imagefolder", "mnist_idx", "pandas_tabular"]
+
+pytestmark = pytest.mark.skipif(not TOOL, reason="LOTUS_TOOL not set")
+
+
+@pytest.fixture(scope="module")
+def truth(tmp_path_factory):
+    out = tmp_path_factory.mktemp("zoo")
+    r = subprocess.run([sys.executable, str(TRUTH), "--pipelines", ",".join(PIPELINES),
+                        "--source", "fork:2", "--settings", "fork:2", "--repeat", "1",
+                        "--epochs", "1", "--out", str(out)],
+                       capture_output=True, text=True, timeout=600,
+                       env=dict(os.environ, LOTUS_TOOL=TOOL, LOTUS_BENCH_ALLOW_LOAD="1"))
+    assert r.returncode == 0, f"stdout:\n{r.stdout[-3000:]}\nstderr:\n{r.stderr[-3000:]}"
+    return out, json.loads((out / "truth.json").read_text()), (out / "truth.md").read_text()
+
+
+def test_every_pipeline_is_traced_and_its_claims_collected(truth):
+    _, res, _ = truth
+    assert [p["name"] for p in res["pipelines"]] == PIPELINES
+    for p in res["pipelines"]:
+        run = p["traced_run"]
+        assert "error" not in run, run
+        assert run["traced"] is True and run["workers"] == 2 and run["start_method"] == "fork"
+        assert len(run["epochs"]) == 1 and run["epochs"][0]["batches"] > 0
+        kinds = {c["claim"] for c in p["claims"]}
+        # whatif's two claims for the setting, tune's recommendation, the report's verdict.
+        assert {"whatif: time to first batch", "whatif: epoch",
+                "tune: recommended epoch"} <= kinds, kinds
+        assert any(k.startswith("report: ") for k in kinds), (kinds, p["notes"])
+
+
+def test_every_claim_is_scored_right_wrong_or_withheld_with_a_reason(truth):
+    _, res, _ = truth
+    for p in res["pipelines"]:
+        for c in p["claims"]:
+            assert c["verdict"] in ("right", "wrong", "withheld"), (p["name"], c)
+            if c["verdict"] == "withheld":
+                assert isinstance(c["withheld"], str) and c["withheld"].strip(), c
+            else:
+                assert c["median"] is not None and len(c["measured"]) == 1, c
+                assert c["setting"] in p["reruns"], c
+                if c["kind"] in ("ttfb", "epoch"):
+                    assert c["predicted"] > 0 and c["median"] > 0, c
+
+
+def test_traces_are_clean_and_tracing_leaves_the_batches_alone(truth):
+    _, res, _ = truth
+    for p in res["pipelines"]:
+        assert p["notes"]["check"]["rc"] == 0, (p["name"], p["notes"]["check"])
+        assert not p["traced_vs_untraced"].startswith("DIFFERENT"), (p["name"],
+                                                                     p["traced_vs_untraced"])
+
+
+def test_the_table_has_a_row_per_claim(truth):
+    out, res, md = truth
+    rows = [line for line in md.splitlines()
+            if line.startswith("| ") and not line.startswith("| ---")]
+    claims = sum(len(p["claims"]) for p in res["pipelines"])
+    # The claims table's header and rows, then the per-pipeline summary's header and rows.
+    assert len(rows) == 1 + claims + 1 + len(PIPELINES), md
+    assert "All claims:" in md
+    for name in PIPELINES:
+        assert (out / "traces" / name).is_dir()
+
+
+def test_a_traced_datasets_bound_getitem_unpickles_in_a_process_without_lotus(tmp_path):
+    # torchdata.nodes' documented pipeline hands `dataset.__getitem__` to a process
+    # ParallelMapper: under spawn the bound method is pickled, as getattr(dataset, its function's
+    # name). lotus's DatasetFolder.__getitem__ once had its own name there, so every spawn worker
+    # failed to unpickle it (AttributeError) and the zoo's nodes pipeline hung.
+    from PIL import Image
+    (tmp_path / "imgs" / "a").mkdir(parents=True)
+    Image.new("RGB", (8, 8), (10, 20, 30)).save(tmp_path / "imgs" / "a" / "x.jpg")
+    dump = tmp_path / "getitem.pkl"
+    make = (f"import pickle, lotus.torch, torchvision\n"
+            f"lotus.torch.instrument(log_file={str(tmp_path / 'trace' / 'lotustrace_log')!r})\n"
+            f"ds = torchvision.datasets.ImageFolder({str(tmp_path / 'imgs')!r})\n"
+            f"f = pickle.loads(pickle.dumps(ds.__getitem__))\n"
+            f"assert f(0)[1] == 0\n"
+            f"open({str(dump)!r}, 'wb').write(pickle.dumps(ds.__getitem__))\n")
+    r = subprocess.run([sys.executable, "-c", make], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # no lotus in this one
+    load = (f"import pickle\n"
+            f"f = pickle.loads(open({str(dump)!r}, 'rb').read())\n"
+            f"img, label = f(0)\n"
+            f"print(img.size, label)\n")
+    r = subprocess.run([sys.executable, "-c", load], capture_output=True, text=True, timeout=120,
+                       env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["(8,", "8)", "0"]
