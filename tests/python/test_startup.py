@@ -215,6 +215,8 @@ def test_whatif_predicts_the_start_for_other_methods_and_counts(tmp_path):
             js = json.loads(tool("whatif", str(out), "--workers", str(w), "--start-method",
                                  method, "--json"))
             su = js["startup"]
+            if su["predicted_ttfb_ms"] is None and su["note"].startswith("the model replays"):
+                pytest.skip(su["note"])  # the run's own start not replayed: nothing predicted
             assert su["measured_start_method"] == "spawn" and su["start_method"] == method
             assert su["predicted_ttfb_ms"] is not None and su["predicted_ttfb_ms"] > 0
     # More spawn workers start one after the other: the first batch comes later.
@@ -331,6 +333,10 @@ def test_forkserver_from_a_spawn_run_of_a_script_that_imports_torch_at_its_top(t
                                method, "--json"))["startup"]
 
     fs, sp = whatif("forkserver", 4), whatif("spawn", 4)
+    if fs["predicted_ttfb_ms"] is None and fs["note"].startswith("the model replays"):
+        # One measured start the model does not replay (a noisy machine): it predicts no other.
+        assert sp["predicted_ttfb_ms"] is None, sp
+        pytest.skip(fs["note"])
     assert fs["predicted_ttfb_ms"] is not None and sp["predicted_ttfb_ms"] is not None
     if preloads:
         # The server imports the script once (a spawned worker's boot), in the first iterator.
@@ -515,3 +521,4 @@ def test_iterators_started_together_each_give_their_workers_their_offset(tmp_pat
                      if n.startswith(("SBatchConsumed_", "SBatchPreprocessed_"))]
     assert sorted(consumed) == sorted(prepared) == [0, 1, 2, 5, 6, 7], (consumed, prepared)
     tool("check", str(out))
+

@@ -267,6 +267,7 @@ run_digest digest_summaries(const input_args& args, const digest_options& opt) {
                                                                     : kv.second.cpus_online);
     if (c > 0 && (d.cpus == 0 || c < d.cpus)) d.cpus = c;
     if (d.torch_version.empty()) d.torch_version = kv.second.torch_version;
+    if (d.loader.empty()) d.loader = kv.second.loader;
   }
   d.causes = compute_causes(m.dir).all;
   if (m.epochs_known) {
@@ -441,6 +442,7 @@ run_digest digest_input(const input& in, const digest_options& opt) {
                                                                     : kv.second.cpus_online);
     if (c > 0 && (d.cpus == 0 || c < d.cpus)) d.cpus = c;
     if (d.torch_version.empty()) d.torch_version = kv.second.torch_version;
+    if (d.loader.empty()) d.loader = kv.second.loader;
   }
   d.causes = compute_causes(dir, &in.filter).all;
   {

@@ -71,12 +71,13 @@ struct run_digest {
   std::uint64_t gpu_handovers = 0;  ///< hand-overs the GPU measured
   double gpu_idle_ms = 0;           ///< the GPU's idle time waiting for batches, summed
   std::vector<epoch_digest> epochs;
-  unsigned workers = 0;             ///< most worker files producing batches in one epoch
-  unsigned prefetch_factor = 0;     ///< batches queued before the first wait / workers (0: unknown)
-  unsigned cpus = 0;                ///< the sidecars' `cpus` (allowed); 0 when not recorded
-  std::string torch_version;        ///< the sidecars' `loader torch <version>`; empty: unknown
-  resource_totals causes;           ///< the sidecars' `batchres` sums (batches 0: none)
-  memory_digest memory;             ///< the sidecars' `memory` lines
+  unsigned workers = 0;          ///< most worker files producing batches in one epoch
+  unsigned prefetch_factor = 0;  ///< batches queued before the first wait / workers (0: unknown)
+  unsigned cpus = 0;             ///< the sidecars' `cpus` (allowed); 0 when not recorded
+  std::string torch_version;     ///< the sidecars' `loader torch <version>`; empty: unknown
+  std::string loader;      ///< the sidecars' `loader` kind (torch, nodes, ...); empty: unknown
+  resource_totals causes;  ///< the sidecars' `batchres` sums (batches 0: none)
+  memory_digest memory;    ///< the sidecars' `memory` lines
   std::uint64_t total_batches = 0;  ///< SBatchPreprocessed records, all epochs
   /// Per epoch of `epochs` (the same index; empty when the main epochs and the workers' batch
   /// epochs do not pair up, or from summaries): when each worker slot could begin, in ms from
