@@ -464,6 +464,17 @@ whatif_result predict_workers(const run_digest& d, const whatif_args& a) {
           "device's own throughput: more workers gain only what it has to spare";
     }
   }
+  // A torchdata.nodes pipeline: its ParallelMapper's workers map items, not whole batches, and
+  // start otherwise; the model (a DataLoader's) claims nothing for another setting of it, as the
+  // report advises no count for it.
+  if (r.no_claim_why.empty() && d.loader == "nodes" &&
+      (a.workers != d.workers ||
+       (!a.start_method.empty() && a.start_method != r.measured_start_method))) {
+    r.no_claim_why =
+        "lotus-tool's worker model describes DataLoader workers, not a torchdata.nodes pipeline "
+        "(its ParallelMapper maps items, and starts its process workers otherwise): measure the "
+        "other setting once";
+  }
   // Batches that grow over the workers' life: the model replays each batch's measured time
   // whatever worker prepares it, right where the growth follows the clock or the data's order,
   // wrong where it follows each worker's own state (a cache, a leak: more workers each prepare
