@@ -5,6 +5,7 @@
         [--settings fork:1,fork:2,...] [--repeat 3] [--epochs 2] [--out DIR]
 
 For each pipeline of bench/zoo (its driver <name>.py, run by --python, default this interpreter):
+0. one untraced run of the --source setting, not scored (the page cache warmed for the imports);
 1. one run of the --source setting (start method:workers) traced with lotus (the driver's --trace:
    lotus.torch.instrument()), then `lotus-tool check` on the trace, and the claims lotus makes from
    it: `report --json` (the input-bound verdict and the main process's wait share), `whatif --json
@@ -352,6 +353,11 @@ def main():
         per[n] = p
         result["pipelines"].append(p)
         sources = [a.source] + ([f"fork:{src_workers}"] if src_method != "fork" else [])
+        # One untraced run first, not scored: the pipeline's first process imports torch and its
+        # libraries from a cold page cache (seconds for pip's CUDA build), which the traced run
+        # would otherwise pay alone and every claim from it carry.
+        log(f"truth: {n}: warm-up {a.source} (not scored)")
+        driver_run(a, n, a.source, timeout=a.traced_timeout)
         for src in sources:
             shutil.rmtree(trace, ignore_errors=True)
             log(f"truth: {n}: traced {src}")
