@@ -161,3 +161,17 @@ def uninstall(patches):
             delattr(owner, attr)
         else:
             setattr(owner, attr, orig)
+
+
+def hide_frames(e, filename):
+    """Takes the frames of `filename` (a lotus module's code) out of `e`'s traceback; the caller
+    re-raises with a bare ``raise`` (which adds no frame): the traceback, and any text made of it
+    (torch's "Original Traceback", torchdata's ExceptionWrapper), reads as without lotus."""
+    tb, keep = e.__traceback__, []
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename != filename:
+            keep.append(tb)
+        tb = tb.tb_next
+    for a, b in zip(keep, keep[1:] + [None]):
+        a.tb_next = b
+    e.__traceback__ = keep[0] if keep else None

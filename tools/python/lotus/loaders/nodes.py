@@ -162,17 +162,9 @@ def _gate(node):
 # ---- BaseNode -----------------------------------------------------------------------------------
 
 def _hide(e):
-    """Takes this module's frames out of `e`'s traceback; the caller re-raises with a bare
-    ``raise`` (which adds no frame): the traceback, and the text torchdata's ExceptionWrapper makes
-    of it for an exception in one of its threads or processes, read as without lotus."""
-    tb, keep = e.__traceback__, []
-    while tb is not None:
-        if tb.tb_frame.f_code.co_filename != _THIS_FILE:
-            keep.append(tb)
-        tb = tb.tb_next
-    for a, b in zip(keep, keep[1:] + [None]):
-        a.tb_next = b
-    e.__traceback__ = keep[0] if keep else None
+    """This module's frames out of `e`'s traceback (the text torchdata's ExceptionWrapper makes of
+    it for an exception in one of its threads or processes too): read as without lotus."""
+    _patch.hide_frames(e, _THIS_FILE)
 
 
 def _lazy_reset(node, frames, entered):

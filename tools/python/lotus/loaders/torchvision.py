@@ -119,16 +119,8 @@ def run_steps(steps, apply, x):
 
 
 def _hide(e):
-    """Takes this module's frames out of `e`'s traceback; the caller re-raises with a bare
-    ``raise`` (which adds no frame): a step's exception reads as without lotus."""
-    tb, keep = e.__traceback__, []
-    while tb is not None:
-        if tb.tb_frame.f_code.co_filename != _THIS_FILE:
-            keep.append(tb)
-        tb = tb.tb_next
-    for a, b in zip(keep, keep[1:] + [None]):
-        a.tb_next = b
-    e.__traceback__ = keep[0] if keep else None
+    """This module's frames out of `e`'s traceback: a step's exception reads as without lotus."""
+    _patch.hide_frames(e, _THIS_FILE)
 
 
 _THIS_FILE = _hide.__code__.co_filename
