@@ -343,22 +343,12 @@ whatif_result predict_workers(const run_digest& d, const whatif_args& a) {
     r.ttfb_known = p.known;
     r.ttfb_why = p.why_unknown;
     // The model stands behind another setting's start only where it replays this run's own
-    // (within 25 %, or 60 ms for a start under 0.3 s: the one measured start may be an outlier
-    // of a noisy machine), and only for a DataLoader's workers (a torchdata.nodes
-    // ParallelMapper starts its process workers otherwise).
-    const double replayed = rp.known ? mean_ttfb_ms(rp, c) : 0.0;
-    if (d.loader == "nodes") {
-      r.ttfb_known = false;
-      r.ttfb_why =
-          "the start-up model describes a DataLoader's workers, not a torchdata.nodes "
-          "ParallelMapper's";
-    } else if (p.known && rp.known && c.ttfb_ms > 0 &&
-               std::abs(replayed - c.ttfb_ms) > std::max(0.25 * c.ttfb_ms, 60.0)) {
-      r.ttfb_known = false;
-      r.ttfb_why = "the model replays this run's own start at " +
-                   format_number("%.3f s", replayed / 1e3) + " against " +
-                   format_number("%.3f s", c.ttfb_ms / 1e3) +
-                   " measured, so it predicts no other (trace the run again)";
+    // (the report's start-up advice asks the same).
+    if (p.known && c.ttfb_ms > 0) {
+      if (std::string why = startup_replay_missed(c, d.loader); !why.empty()) {
+        r.ttfb_known = false;
+        r.ttfb_why = std::move(why);
+      }
     }
     // Another start method whose start is not predicted: nor is its epoch (each epoch that
     // starts workers begins with that start).

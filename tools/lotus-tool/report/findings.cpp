@@ -233,15 +233,7 @@ struct startup_fix {
 
 // What the start-up model cannot predict for this run (empty: it can).
 std::string startup_unpredictable(const report_data& d) {
-  const startup_costs& c = d.stats.startup.costs;
-  const startup_prediction r = predict_startup(c, c.method, c.workers);
-  if (!r.known) return r.why_unknown;
-  if (c.ttfb_ms <= 0) return "no iterator's first batch was recorded";
-  if (std::abs(mean_ttfb_ms(r, c) - c.ttfb_ms) > 0.25 * c.ttfb_ms) {
-    return "the model replays this setting's first batch at " + format_ms(mean_ttfb_ms(r, c)) +
-           " against " + format_ms(c.ttfb_ms) + " measured, so it predicts no other";
-  }
-  return {};
+  return startup_replay_missed(d.stats.startup.costs, d.loader);
 }
 
 // The start-up's fixes, best first: each with its predicted saving over the run (ms of

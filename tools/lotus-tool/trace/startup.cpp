@@ -3,6 +3,8 @@
 #include "trace/startup.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <map>
 
 namespace lotus_tool {
@@ -127,6 +129,26 @@ double mean_ttfb_ms(const startup_prediction& p, const startup_costs& c) {
   const double n = static_cast<double>(std::max(1u, c.iterators));
   const double firsts = std::max(1.0, std::min(n, static_cast<double>(c.processes)));
   return (firsts * p.first_ttfb_ms + (n - firsts) * p.ttfb_ms) / n;
+}
+
+std::string startup_replay_missed(const startup_costs& c, const std::string& loader) {
+  if (loader == "nodes") {
+    return "the start-up model describes a DataLoader's workers, not a torchdata.nodes "
+           "ParallelMapper's";
+  }
+  const startup_prediction r = predict_startup(c, c.method, c.workers);
+  if (!r.known) return r.why_unknown;
+  if (c.ttfb_ms <= 0) return "no iterator's first batch was recorded";
+  const double replayed = mean_ttfb_ms(r, c);
+  if (std::abs(replayed - c.ttfb_ms) > std::max(0.25 * c.ttfb_ms, 60.0)) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf,
+                  "the model replays this run's own start at %.3f s against %.3f s measured, so "
+                  "it predicts no other (trace the run again)",
+                  replayed / 1e3, c.ttfb_ms / 1e3);
+    return buf;
+  }
+  return {};
 }
 
 startup_analysis analyze_startup(const trace_dir& dir) {

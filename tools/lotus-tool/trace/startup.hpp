@@ -134,6 +134,12 @@ startup_prediction predict_startup(const startup_costs& c, const std::string& me
 /// each process pays a forkserver's start (first_ttfb_ms), the others not.
 double mean_ttfb_ms(const startup_prediction& p, const startup_costs& c);
 
+/// Why the model predicts no other start for this run (empty: it does): the run's own setting
+/// is not predicted, no first batch was recorded, the loader's workers are not a DataLoader's
+/// (`loader`: the sidecars' kind), or its replay misses the measured start by more than 25 %
+/// (60 ms under 0.24 s: one measured start may be a noisy machine's outlier).
+std::string startup_replay_missed(const startup_costs& c, const std::string& loader);
+
 /// "the dataset's pickle", "the workers' imports", ... (the report's words for a cause key).
 std::string startup_cause_words(const std::string& cause);
 
