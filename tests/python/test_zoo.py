@@ -41,7 +41,8 @@ def test_every_pipeline_is_traced_and_its_claims_collected(truth):
     _, res, _ = truth
     assert [p["name"] for p in res["pipelines"]] == PIPELINES
     for p in res["pipelines"]:
-        run = p["traced_run"]
+        assert len(p["traced_runs"]) == 1  # one a round
+        run = p["traced_runs"][0]
         assert "error" not in run, run
         assert run["traced"] is True and run["workers"] == 2 and run["start_method"] == "fork"
         assert len(run["epochs"]) == 1 and run["epochs"][0]["batches"] > 0
@@ -61,6 +62,7 @@ def test_every_claim_is_scored_right_wrong_or_withheld_with_a_reason(truth):
                 assert isinstance(c["withheld"], str) and c["withheld"].strip(), c
             else:
                 assert c["median"] is not None and len(c["measured"]) == 1, c
+                assert c["trace"] == 1, c
                 assert c["setting"] in p["reruns"], c
                 if c["kind"] in ("ttfb", "epoch"):
                     assert c["predicted"] > 0 and c["median"] > 0, c
@@ -79,11 +81,13 @@ def test_the_table_has_a_row_per_claim(truth):
     rows = [line for line in md.splitlines()
             if line.startswith("| ") and not line.startswith("| ---")]
     claims = sum(len(p["claims"]) for p in res["pipelines"])
-    # The claims table's header and rows, then the per-pipeline summary's header and rows.
-    assert len(rows) == 1 + claims + 1 + len(PIPELINES), md
+    names = {c["claim"] for p in res["pipelines"] for c in p["claims"]}
+    # The claims table's header and rows, the per-pipeline summary's header and rows, then the
+    # summary by claim.
+    assert len(rows) == 1 + claims + 1 + len(PIPELINES) + 1 + len(names), md
     assert "All claims:" in md
     for name in PIPELINES:
-        assert (out / "traces" / name).is_dir()
+        assert (out / "traces" / name / "trace1").is_dir()
 
 
 def test_a_traced_datasets_bound_getitem_unpickles_in_a_process_without_lotus(tmp_path):
