@@ -208,9 +208,10 @@ class trace_writer {
   }
 
   bool running() const noexcept { return running_.load(mo_acquire); }
-  /// Advances whenever the writer moves on (a cycle, a thread drained, a chunk formatted): a
-  /// thread waiting for room sees whether the writer is stuck (runtime::push_full).
-  std::uint64_t progress() const noexcept { return progress_.load(mo_relaxed); }
+  /// Advances whenever the writer moves on (a cycle, a thread drained, a chunk formatted, a file
+  /// opened or written, the sidecar's included): a thread waiting for room sees whether the writer
+  /// is stuck (runtime::push_full), and exit whether it still makes progress (stop).
+  std::uint64_t progress() const noexcept { return progress_.load(mo_relaxed) + files_.io_done(); }
 
   // ---- flight recorder (flight.hpp): LOTUS_FLIGHT keeps records in memory until a capture -----
   /// Applied at the writer's next cycle.
@@ -285,18 +286,20 @@ class trace_writer {
     if (!thread_started_) return;
     stop_ = true;
     cv_.notify_all();
-    // The limit runs from the writer's last progress (records written or dropped, cycles): a
-    // writer slowed by a loaded machine finishes its last cycle, one stuck in a file system is
-    // given up on after `limit_ms` without progress (and after writer_stop_cap_limits limits in
-    // all).
+    // The limit runs from the writer's last progress (records written or dropped, cycles, each
+    // open(2) and write(2) it got through, the sidecar's too): a writer slowed by a loaded
+    // machine (dirty-page throttling makes each write wait) finishes its last cycle, whose
+    // sidecar lines (`thread`, `file`, `batchres`, `memory`, the final `stats`) are several
+    // writes in a row after the last record; one stuck in a file system is given up on after
+    // `limit_ms` without progress (and after writer_stop_cap_limits limits in all).
     const std::uint64_t start = clock_ns(CLOCK_MONOTONIC), limit = limit_ms * 1000000u;
-    const auto progress = [this] {
-      return written_.load(mo_relaxed) + discarded_.load(mo_relaxed) + progress_.load(mo_relaxed);
+    const auto moved = [this] {
+      return written_.load(mo_relaxed) + discarded_.load(mo_relaxed) + progress();
     };
-    std::uint64_t seen = progress(), last = start;
+    std::uint64_t seen = moved(), last = start;
     while (!exited_) {
       const std::uint64_t now = clock_ns(CLOCK_MONOTONIC);
-      const std::uint64_t p = progress();
+      const std::uint64_t p = moved();
       if (p != seen) {
         seen = p;
         last = now;
