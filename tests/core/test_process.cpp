@@ -255,6 +255,27 @@ TEST_CASE("exit waits for a writer slowed at every write: every batch written, s
   REQUIRE(stats ==
           "stats " + std::to_string(7 * batches) + " " + std::to_string(7 * batches) + " 0 0");
 }
+
+TEST_CASE("exit gives up on a writer stuck in a write and says how many events it lost",
+          "[process][exit][slow_write]") {
+  // A write that does not return for 8 s (a hung network file system): exit waits 5 s without
+  // progress, then returns, and its one line counts what was recorded and never written (the
+  // sidecar's `stats` line cannot: it is written by the stuck writer, at the end of its cycle).
+  constexpr int batches = 8;
+  lotus_test::temp_dir dir;
+  const std::string trace = dir.path + "/trace";
+  const std::vector<std::string> env = {"LOTUS_LOG_FILE=" + trace + "/t",
+                                        "LOTUS_FLUSH_INTERVAL_MS=60000",
+                                        "LD_PRELOAD=" LOTUS_SLOW_WRITE_SHIM,
+                                        "LOTUS_TEST_SLOW_DIR=" + trace, "LOTUS_TEST_SLOW_MS=8000"};
+  const auto r = run_child({"handoff", std::to_string(batches)}, env, dir.path);
+  INFO(r.err);
+  REQUIRE(WIFEXITED(r.status));
+  REQUIRE(WEXITSTATUS(r.status) == 0);
+  CHECK(r.err.find("made no progress for 5000 ms") != std::string::npos);
+  CHECK(r.err.find(std::to_string(7 * batches) + " events not yet written are lost") !=
+        std::string::npos);
+}
 #endif
 
 TEST_CASE("SIGKILL: events older than one flush interval are on disk", "[process][kill]") {

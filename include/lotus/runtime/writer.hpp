@@ -297,6 +297,7 @@ class trace_writer {
       return written_.load(mo_relaxed) + discarded_.load(mo_relaxed) + progress();
     };
     std::uint64_t seen = moved(), last = start;
+    bool stuck = false;
     while (!exited_) {
       const std::uint64_t now = clock_ns(CLOCK_MONOTONIC);
       const std::uint64_t p = moved();
@@ -304,7 +305,8 @@ class trace_writer {
         seen = p;
         last = now;
       }
-      if (now - last >= limit || now - start >= writer_stop_cap_limits * limit) break;
+      stuck = now - last >= limit;
+      if (stuck || now - start >= writer_stop_cap_limits * limit) break;
       const std::uint64_t poll = now + limit / 10 + 1;
       done_cv_.wait_until(mu_, last + limit < poll ? last + limit : poll);
     }
@@ -313,10 +315,22 @@ class trace_writer {
       pthread_join(thread_, nullptr);
       mu_.lock();
     } else {
-      diag(topic::writer,
-           "the trace writer made no progress for %llu ms (a stuck file system?); events not yet "
-           "written are lost",
-           static_cast<unsigned long long>(limit_ms));
+      // What it gave up: the events recorded and neither written nor counted as dropped yet
+      // (the sidecar's last `stats` line, written at the end of the last cycle, is not there).
+      const trace_stats s = stats_source_ != nullptr ? stats_source_() : trace_stats{};
+      const std::uint64_t accounted = s.written + s.dropped;
+      const unsigned long long pending = s.recorded > accounted ? s.recorded - accounted : 0;
+      if (stuck) {
+        diag(topic::writer,
+             "the trace writer made no progress for %llu ms (a stuck file system?); %llu events "
+             "not yet written are lost",
+             static_cast<unsigned long long>(limit_ms), pending);
+      } else {
+        diag(topic::writer,
+             "the trace writer did not finish within %llu ms; %llu events not yet written are "
+             "lost",
+             static_cast<unsigned long long>(writer_stop_cap_limits * limit_ms), pending);
+      }
       pthread_detach(thread_);
     }
     thread_started_ = false;
