@@ -213,6 +213,71 @@ TEST_CASE("batches handed from worker threads, shutdown right after the last: al
   for (auto& t : load) t.join();
 }
 
+#ifdef LOTUS_SLOW_WRITE_SHIM
+TEST_CASE("exit waits for a writer slowed at every write: every batch written, stats balanced",
+          "[process][exit][slow_write]") {
+  // The libtorch example's shape (worker threads record each batch, then hand it over; the
+  // consumer calls lotus::shutdown() right after the last one), on a file system that throttles
+  // each write(2) (a loaded machine's dirty-page throttling, a slow network file system):
+  // slow_write_shim.cpp sleeps before every write into the trace directory. The writer's last
+  // cycle then takes longer than exit's no-progress limit in all, yet it never stops making
+  // progress: exit must wait for it. Given up on, the records not yet written (a worker's last
+  // batches) and the sidecar's last `stats` line were lost, and nothing counted them.
+  constexpr int batches = 8;
+  lotus_test::temp_dir dir;
+  const std::string trace = dir.path + "/trace";
+  const std::vector<std::string> env = {
+      "LOTUS_LOG_FILE=" + trace + "/t",
+      // One cycle, at the shutdown: every file is created and written in the writer's last cycle.
+      "LOTUS_FLUSH_INTERVAL_MS=60000", "LD_PRELOAD=" LOTUS_SLOW_WRITE_SHIM,
+      "LOTUS_TEST_SLOW_DIR=" + trace, "LOTUS_TEST_SLOW_MS=1500"};
+  const auto r = run_child({"handoff", std::to_string(batches), "4"}, env, dir.path);
+  INFO(r.err);
+  REQUIRE(WIFEXITED(r.status));
+  REQUIRE(WEXITSTATUS(r.status) == 0);
+  CHECK(r.err.find("events not yet written are lost") == std::string::npos);
+  std::size_t bad = 0;
+  std::vector<lotus_test::record> all;
+  for (const auto& [name, recs] : lotus_test::read_trace_dir(trace, &bad)) {
+    all.insert(all.end(), recs.begin(), recs.end());
+  }
+  CHECK(bad == 0);
+  check_exactly_once(all, batches, 6 * batches);
+  std::string stats;
+  for (const auto& n : lotus_test::list_dir(trace)) {
+    if (n.rfind(".t.lotus-meta_", 0) != 0) continue;
+    const std::string side = lotus_test::read_file(trace + "/" + n);
+    for (std::size_t at = side.find("stats "); at != std::string::npos;
+         at = side.find("stats ", at + 1)) {
+      if (at == 0 || side[at - 1] == '\n') stats = side.substr(at, side.find('\n', at) - at);
+    }
+  }
+  REQUIRE(stats ==
+          "stats " + std::to_string(7 * batches) + " " + std::to_string(7 * batches) + " 0 0");
+}
+
+TEST_CASE("exit gives up on a writer stuck in a write and says how many events it lost",
+          "[process][exit][slow_write]") {
+  // A write that does not return for 8 s (a hung network file system): exit waits 5 s without
+  // progress, then returns, and its one line counts what was recorded and never written (the
+  // sidecar's `stats` line cannot: it is written by the stuck writer, at the end of its cycle).
+  constexpr int batches = 8;
+  lotus_test::temp_dir dir;
+  const std::string trace = dir.path + "/trace";
+  const std::vector<std::string> env = {"LOTUS_LOG_FILE=" + trace + "/t",
+                                        "LOTUS_FLUSH_INTERVAL_MS=60000",
+                                        "LD_PRELOAD=" LOTUS_SLOW_WRITE_SHIM,
+                                        "LOTUS_TEST_SLOW_DIR=" + trace, "LOTUS_TEST_SLOW_MS=8000"};
+  const auto r = run_child({"handoff", std::to_string(batches)}, env, dir.path);
+  INFO(r.err);
+  REQUIRE(WIFEXITED(r.status));
+  REQUIRE(WEXITSTATUS(r.status) == 0);
+  CHECK(r.err.find("made no progress for 5000 ms") != std::string::npos);
+  CHECK(r.err.find(std::to_string(7 * batches) + " events not yet written are lost") !=
+        std::string::npos);
+}
+#endif
+
 TEST_CASE("SIGKILL: events older than one flush interval are on disk", "[process][kill]") {
   lotus_test::temp_dir dir;
   const std::vector<std::string> env = {"LOTUS_LOG_FILE=" + dir.path + "/t",

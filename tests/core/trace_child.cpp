@@ -128,17 +128,19 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (mode == "handoff") {
-    // A loader's shape (lotus/torch.hpp's traced_loader_base): 2 worker threads take batch
-    // indices from a queue, record each batch (ops inside SBatchPreprocessed_<idx>) and hand it
-    // to the consumer; the consumer takes all n, shuts lotus down at once (as the libtorch
-    // example does, its workers still alive and idle), then stops and joins the workers.
+    // A loader's shape (lotus/torch.hpp's traced_loader_base): 2 worker threads (argv[3]: that
+    // many) take batch indices from a queue, record each batch (ops inside
+    // SBatchPreprocessed_<idx>) and hand it to the consumer; the consumer takes all n, shuts
+    // lotus down at once (as the libtorch example does, its workers still alive and idle), then
+    // stops and joins the workers.
+    const int worker_count = argc > 3 ? std::atoi(argv[3]) : 2;
     std::mutex mu;
     std::condition_variable cv;
     std::deque<int> jobs, results;
     for (int i = 0; i < n; ++i) jobs.push_back(i);
     bool quit = false;
     std::vector<std::thread> workers;
-    for (int w = 0; w < 2; ++w) {
+    for (int w = 0; w < worker_count; ++w) {
       workers.emplace_back([&] {
         for (;;) {
           int idx = -1;

@@ -90,6 +90,9 @@ class trace_files {
   const text& base() const noexcept { return base_; }
   /// Files this process tried to create (any thread may read it).
   std::uint64_t creates() const noexcept { return creates_.load(mo_relaxed); }
+  /// open(2) and write(2) calls returned so far, trace files and sidecar alike (any thread may
+  /// read it): the writer's progress through a slow file system, one call at a time.
+  std::uint64_t io_done() const noexcept { return io_done_.load(mo_relaxed); }
 
   /// The disk budget (settings: LOTUS_MAX_BYTES, LOTUS_MIN_FREE_BYTES); set from any thread.
   /// `max_bytes`: bytes this process may write, trace files and sidecar together (0: no limit).
@@ -681,6 +684,7 @@ class trace_files {
                     O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
                     0644);
       } while (fd < 0 && errno == EINTR);
+      io_done_.fetch_add(1, mo_relaxed);
       if (fd >= 0) {
         struct stat st {};
         ::fstat(fd, &st);
@@ -743,6 +747,7 @@ class trace_files {
     do {
       fd = ::open(path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     } while (fd < 0 && errno == EINTR);
+    io_done_.fetch_add(1, mo_relaxed);
     struct stat st {};
     const bool same = fd >= 0 && ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
                       st.st_uid == ::geteuid() && st.st_nlink == 1 &&
@@ -896,6 +901,7 @@ class trace_files {
     std::size_t done = 0;
     while (done < n) {
       const ssize_t w = ::write(s.fd, data + done, n - done);
+      io_done_.fetch_add(1, mo_relaxed);
       if (w > 0) {
         done += static_cast<std::size_t>(w);
       } else if (w < 0 && errno == EINTR) {
@@ -958,6 +964,7 @@ class trace_files {
   atom<std::uint64_t> min_free_{min_free_auto};
   atom<bool> budget_changed_{false};
   atom<std::uint64_t> creates_{0};
+  atom<std::uint64_t> io_done_{0};  // open(2) and write(2) calls returned (io_done)
   bool sidecar_adopted_ = false;
   std::uint64_t local_bytes_ = 0;  // bytes this runtime wrote (for the statvfs schedule)
   atom<std::uint64_t> own_bytes_{0};

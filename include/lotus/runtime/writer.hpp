@@ -208,9 +208,10 @@ class trace_writer {
   }
 
   bool running() const noexcept { return running_.load(mo_acquire); }
-  /// Advances whenever the writer moves on (a cycle, a thread drained, a chunk formatted): a
-  /// thread waiting for room sees whether the writer is stuck (runtime::push_full).
-  std::uint64_t progress() const noexcept { return progress_.load(mo_relaxed); }
+  /// Advances whenever the writer moves on (a cycle, a thread drained, a chunk formatted, a file
+  /// opened or written, the sidecar's included): a thread waiting for room sees whether the writer
+  /// is stuck (runtime::push_full), and exit whether it still makes progress (stop).
+  std::uint64_t progress() const noexcept { return progress_.load(mo_relaxed) + files_.io_done(); }
 
   // ---- flight recorder (flight.hpp): LOTUS_FLIGHT keeps records in memory until a capture -----
   /// Applied at the writer's next cycle.
@@ -285,23 +286,27 @@ class trace_writer {
     if (!thread_started_) return;
     stop_ = true;
     cv_.notify_all();
-    // The limit runs from the writer's last progress (records written or dropped, cycles): a
-    // writer slowed by a loaded machine finishes its last cycle, one stuck in a file system is
-    // given up on after `limit_ms` without progress (and after writer_stop_cap_limits limits in
-    // all).
+    // The limit runs from the writer's last progress (records written or dropped, cycles, each
+    // open(2) and write(2) it got through, the sidecar's too): a writer slowed by a loaded
+    // machine (dirty-page throttling makes each write wait) finishes its last cycle, whose
+    // sidecar lines (`thread`, `file`, `batchres`, `memory`, the final `stats`) are several
+    // writes in a row after the last record; one stuck in a file system is given up on after
+    // `limit_ms` without progress (and after writer_stop_cap_limits limits in all).
     const std::uint64_t start = clock_ns(CLOCK_MONOTONIC), limit = limit_ms * 1000000u;
-    const auto progress = [this] {
-      return written_.load(mo_relaxed) + discarded_.load(mo_relaxed) + progress_.load(mo_relaxed);
+    const auto moved = [this] {
+      return written_.load(mo_relaxed) + discarded_.load(mo_relaxed) + progress();
     };
-    std::uint64_t seen = progress(), last = start;
+    std::uint64_t seen = moved(), last = start;
+    bool stuck = false;
     while (!exited_) {
       const std::uint64_t now = clock_ns(CLOCK_MONOTONIC);
-      const std::uint64_t p = progress();
+      const std::uint64_t p = moved();
       if (p != seen) {
         seen = p;
         last = now;
       }
-      if (now - last >= limit || now - start >= writer_stop_cap_limits * limit) break;
+      stuck = now - last >= limit;
+      if (stuck || now - start >= writer_stop_cap_limits * limit) break;
       const std::uint64_t poll = now + limit / 10 + 1;
       done_cv_.wait_until(mu_, last + limit < poll ? last + limit : poll);
     }
@@ -310,10 +315,22 @@ class trace_writer {
       pthread_join(thread_, nullptr);
       mu_.lock();
     } else {
-      diag(topic::writer,
-           "the trace writer made no progress for %llu ms (a stuck file system?); events not yet "
-           "written are lost",
-           static_cast<unsigned long long>(limit_ms));
+      // What it gave up: the events recorded and neither written nor counted as dropped yet
+      // (the sidecar's last `stats` line, written at the end of the last cycle, is not there).
+      const trace_stats s = stats_source_ != nullptr ? stats_source_() : trace_stats{};
+      const std::uint64_t accounted = s.written + s.dropped;
+      const unsigned long long pending = s.recorded > accounted ? s.recorded - accounted : 0;
+      if (stuck) {
+        diag(topic::writer,
+             "the trace writer made no progress for %llu ms (a stuck file system?); %llu events "
+             "not yet written are lost",
+             static_cast<unsigned long long>(limit_ms), pending);
+      } else {
+        diag(topic::writer,
+             "the trace writer did not finish within %llu ms; %llu events not yet written are "
+             "lost",
+             static_cast<unsigned long long>(writer_stop_cap_limits * limit_ms), pending);
+      }
       pthread_detach(thread_);
     }
     thread_started_ = false;
