@@ -125,6 +125,15 @@ def test_each_part_of_the_start_is_measured(tmp_path, method, workers, paths, in
     # Its parts add up to it.
     for it in iters:
         assert abs(sum(it["causes_ms"].values()) - it["ttfb_ms"]) <= 0.01 * it["ttfb_ms"] + 1, it
+    # The pickling, worker 0's and the later workers' apart: the means of the workers' own.
+    if method != "fork":
+        first0 = [w["pickle_ms"] for it in iters for w in it["worker_starts"] if w["slot"] == 0]
+        later = [w["pickle_ms"] for it in iters for w in it["worker_starts"] if w["slot"] != 0]
+        assert len(first0) == len(iters) and len(later) == len(iters) * (workers - 1)
+        assert su["per_worker"]["pickle0_ms"] == pytest.approx(sum(first0) / len(first0),
+                                                               rel=1e-6), su
+        assert su["per_worker"]["pickle_later_ms"] == pytest.approx(
+            sum(later) / len(later) if later else sum(first0) / len(first0), rel=1e-6), su
     if dominant is None:  # the largest part, whatever it is here
         dominant = max(su["causes_ms"], key=su["causes_ms"].get)
     assert su["dominant"] == dominant, su

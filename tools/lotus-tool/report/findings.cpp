@@ -289,7 +289,7 @@ std::vector<startup_fix> startup_fixes(const report_data& d) {
     if (c.bytes > 1e6 && (c.method == "spawn" || c.method == "forkserver")) {
       startup_costs small = c;
       small.bytes = 4096;
-      small.pickle_ms = 0;
+      small.pickle_ms = small.pickle0_ms = small.pickle_later_ms = 0;
       small.unpickle_ms = 0;
       add("dataset_pickle", small, c.method,
           "Make the dataset's pickle small: each worker is sent " + fixed(c.bytes / 1e6, 1) +

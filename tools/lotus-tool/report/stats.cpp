@@ -158,6 +158,8 @@ nlohmann::json startup_json(const stats_result& r) {
       {"per_worker",
        {{"pickle_bytes", c.bytes},
         {"pickle_ms", c.pickle_ms},
+        {"pickle0_ms", c.pickle0_ms},
+        {"pickle_later_ms", c.pickle_later_ms},
         {"handoff_ms", c.handoff_ms},
         {"fork_ms", c.fork_ms},
         {"gap_ms", c.gap_ms},

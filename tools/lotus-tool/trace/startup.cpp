@@ -161,6 +161,7 @@ startup_analysis analyze_startup(const trace_dir& dir) {
   double sums[c_count] = {};
   // The model's inputs, summed.
   double n_pickled = 0, bytes = 0, pickle = 0, handoff = 0, n_fork = 0, fork = 0;
+  double n_pickle0 = 0, pickle0 = 0, n_pickle_later = 0, pickle_later = 0;
   double n_boot = 0, boot = 0, imp = 0, unp = 0, init_fn = 0, init_cpu = 0, setup = 0;
   double n_first = 0, first = 0, n_ttfb = 0, ttfb = 0, init = 0, gap = 0;
   // Boots of worker 0 of the forkserver iterators that started the server (they include its
@@ -239,6 +240,13 @@ startup_analysis analyze_startup(const trace_dir& dir) {
           bytes += static_cast<double>(s.bytes);
           pickle += w.pickle_ms;
           handoff += w.handoff_ms;
+          if (s.slot == 0) {
+            ++n_pickle0;
+            pickle0 += w.pickle_ms;
+          } else {
+            ++n_pickle_later;
+            pickle_later += w.pickle_ms;
+          }
         } else {
           ++n_fork;
           fork += ms_between(s.call_ns, s.return_ns);
@@ -314,6 +322,8 @@ startup_analysis analyze_startup(const trace_dir& dir) {
   k.iterators = static_cast<unsigned>(out.iterations.size());
   k.bytes = mean(bytes, n_pickled);
   k.pickle_ms = mean(pickle, n_pickled);
+  k.pickle0_ms = n_pickle0 > 0 ? mean(pickle0, n_pickle0) : k.pickle_ms;
+  k.pickle_later_ms = n_pickle_later > 0 ? mean(pickle_later, n_pickle_later) : k.pickle0_ms;
   k.handoff_ms = mean(handoff, n_pickled);
   k.fork_ms = mean(fork, n_fork);
   k.boot_ms = mean(boot, n_boot);
@@ -370,6 +380,7 @@ startup_prediction predict_startup(const startup_costs& c, const std::string& me
   const double sharing = c.cores > 0 && w > c.cores ? w / c.cores : 1.0;
   const double init_cpu = std::min(c.init_cpu_ms, c.init_fn_ms);
   double serial = 0, rest0 = (c.init_fn_ms - init_cpu) + (init_cpu + c.setup_ms) * sharing;
+  double pickle_first = 0, pickle_later = 0;  // spawn, forkserver: worker 0's, the later ones
   if (method == "fork") {
     if (c.method == "fork") {
       serial = c.fork_ms;
@@ -450,24 +461,38 @@ startup_prediction predict_startup(const startup_costs& c, const std::string& me
       p.server_ms = c.server_start_ms;  // measured
     }
     const double child = boot + c.import_ms + c.unpickle_ms;
+    // The pickle of worker 0 runs alone; a later worker's beside the earlier workers' start,
+    // which shares the cores where they start an interpreter or import the script (spawn, a
+    // forkserver that does not preload it): measured apart in the run (pickle0_ms, its later
+    // workers' pickle_later_ms). Workers forked from a preloaded server barely run beside it: a
+    // spawn run's later pickles overstate theirs, its worker 0's does not.
+    const bool light_boot =
+        method == "forkserver" && c.method == "spawn" && c.server_preloads_main == 1;
+    const double later_pickle = light_boot ? c.pickle0_ms : c.pickle_later_ms;
     if (c.bytes > k_pipe_buffer_bytes) {
-      serial = c.pickle_ms + child;  // the transfer waits for the worker to read it all
+      serial = child;  // the transfer waits for the worker to read it all
     } else {
-      serial = c.pickle_ms + (method == "spawn" ? k_exec_ms : k_fork_from_server_ms);
+      serial = method == "spawn" ? k_exec_ms : k_fork_from_server_ms;
       rest0 += child * sharing;  // the workers import and unpickle side by side
     }
+    pickle_first = c.pickle0_ms;
+    pickle_later = later_pickle;
   } else {
     p.why_unknown = "unknown start method '" + method + "'";
     return p;
   }
   serial += c.gap_ms;  // each worker's queues and the rest of __init__, outside Process.start()
   p.known = true;
-  p.init_ms = w * serial;
+  // Worker i is started after the serial parts of workers 0..i: its own and the earlier ones'.
+  const auto started = [&](unsigned i) {
+    return (i + 1) * serial + pickle_first + i * pickle_later;
+  };
+  p.init_ms = started(workers - 1);
   p.slot_ms.reserve(workers);
   for (unsigned i = 0; i < workers; ++i) {
-    p.slot_ms.push_back(std::max(p.init_ms, (i + 1) * serial + rest0));
+    p.slot_ms.push_back(std::max(p.init_ms, started(i) + rest0));
   }
-  p.ttfb_ms = std::max(p.init_ms, serial + rest0) + c.first_batch_ms;
+  p.ttfb_ms = std::max(p.init_ms, started(0) + rest0) + c.first_batch_ms;
   // The first iterator of a process waits for the server before worker 0's fork.
   p.first_ttfb_ms = p.ttfb_ms + p.server_ms;
   p.first_slot_ms = p.slot_ms;

@@ -59,8 +59,11 @@ struct startup_costs {
   unsigned workers = 0;  ///< the measured worker count (the most in one iterator)
   unsigned iterators = 0;
   bool persistent = false;
-  double bytes = 0;       ///< the pickle's size per worker (spawn, forkserver)
-  double pickle_ms = 0;   ///< pickling it, per worker
+  double bytes = 0;      ///< the pickle's size per worker (spawn, forkserver)
+  double pickle_ms = 0;  ///< pickling it, per worker
+  /// Pickling it for worker 0 (no worker of its iterator starts beside it) and for the later
+  /// workers (each beside the earlier ones' start: their imports share the cores), means.
+  double pickle0_ms = 0, pickle_later_ms = 0;
   double handoff_ms = 0;  ///< the rest of Process.start(), per worker
   double boot_ms = 0, import_ms = 0, unpickle_ms = 0, init_fn_ms = 0, init_cpu_ms = 0,
          setup_ms = 0;  ///< per worker (the workers' own lines)
