@@ -665,7 +665,7 @@ std::string report_next_step(const report_args& a, const std::vector<finding>& f
       "report NEW_DIR" +
       baseline + " -o report.html";
   for (const finding& f : findings) {
-    if (f.level == finding_level::warn) {
+    if (f.level == finding_level::act) {
       return "act on the first finding (" + printable(f.title) + "), then " + compare + ".";
     }
   }
@@ -687,8 +687,8 @@ void run_report(const report_args& a) {
     // Where the page went and what to do next, on stdout unless it carries the page or the JSON.
     std::size_t act = 0, notes = 0;
     for (const finding& f : findings) {
-      act += f.level == finding_level::warn;
-      notes += f.level == finding_level::info;
+      act += f.level == finding_level::act;
+      notes += f.level == finding_level::note;
     }
     const std::string said = "lotus-tool report: wrote " + printable(a.output) +
                              " (open it in a browser): " + std::to_string(act) +
@@ -699,7 +699,7 @@ void run_report(const report_args& a) {
   }
   if (a.json) {
     output_file out("-");
-    out.write(dump_json(findings_json(compute_findings(rd)), 2));
+    out.write(dump_json(findings_json(findings), 2));
     out.write("\n");
     out.commit();
   }

@@ -9,6 +9,7 @@
 #include <optional>
 #include <tuple>
 
+#include "trace/loader_kinds.hpp"
 #include "util/diag.hpp"
 
 namespace lotus_tool {
@@ -246,10 +247,10 @@ std::string cause_advice(const causes_result& c, const std::string& verdict) {
   const double n = c.all.batches != 0 ? double(c.all.batches) : 1.0;
   // Only what the data shows and what no setting of the loader already does: PyTorch's worker
   // loop sets torch.set_num_threads(1) itself; a change of the worker count is advised by the
-  // findings only with the model's prediction (report/findings.cpp).
+  // findings only with the model's prediction (report/rules/).
   const unsigned long long alive =
       c.concurrent_workers != 0 ? c.concurrent_workers : c.workers.size();
-  const bool torch = c.loader == "torch";
+  const loader_kind& loader = loader_kind_of(c.loader);
   if (verdict == "cpu_contention") {
     std::snprintf(
         buf, sizeof buf,
@@ -258,7 +259,9 @@ std::string cause_advice(const causes_result& c, const std::string& verdict) {
         "CPUs%s",
         100 * s.cpu_wait, alive, alive == 1 ? "" : "s",
         static_cast<unsigned long long>(c.cpus_allowed), c.cpus_allowed == 1 ? "" : "s",
-        torch ? "" : ", and keep each worker to one thread of its own (thread pools inside ops)");
+        loader.one_thread_workers
+            ? ""
+            : ", and keep each worker to one thread of its own (thread pools inside ops)");
   } else if (verdict == "blocked") {
     std::snprintf(buf, sizeof buf,
                   "workers were off the CPU, not waiting for one, %.0f %% of their batch time "
@@ -271,7 +274,7 @@ std::string cause_advice(const causes_result& c, const std::string& verdict) {
                   "instead of allocating fresh memory per sample%s, or keep the data set in the "
                   "page cache",
                   double(c.all.minflt) / n, double(c.all.majflt) / n,
-                  torch || c.loader == "libtorch" ? " (e.g. a preallocated output tensor)" : "");
+                  loader.tensor_batches ? " (e.g. a preallocated output tensor)" : "");
   } else if (verdict == "compute") {
     std::snprintf(buf, sizeof buf,
                   "workers were on a CPU %.0f %% of their batch time: the ops themselves cost; "
