@@ -2,6 +2,7 @@
 // SPDX-License-Identifier: MIT
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -54,9 +55,10 @@ const finding* by_id(const std::vector<finding>& fs, const std::string& id) {
 // writes): one worker on 8 CPUs, a fast training step (input-bound), its sidecars' `loader`
 // line `loader`.
 report_data simulated_run(const std::string& dir, const std::string& loader) {
-  const std::string cmd = std::string("\"") + LOTUS_PYTHON + "\" -c \"import sys; sys.path.insert(0, '" +
-                          LOTUS_TOOL_REPORT_TESTS + "'); import diagnosis as d; d.write_run(d.Rank(" +
-                          "loader='" + loader + "', workers=1, cpus=8, step_ms=5), '" + dir + "')\"";
+  const std::string cmd = std::string("\"") + LOTUS_PYTHON +
+                          "\" -c \"import sys; sys.path.insert(0, '" + LOTUS_TOOL_REPORT_TESTS +
+                          "'); import diagnosis as d; d.write_run(d.Rank(loader='" + loader +
+                          "', workers=1, cpus=8, step_ms=5), '" + dir + "')\"";
   REQUIRE(std::system(cmd.c_str()) == 0);
   report_args a;
   a.in.dirs = {dir};
@@ -112,7 +114,8 @@ TEST_CASE("loader kinds: the built-in rows, and words outside them read as an un
 TEST_CASE("loader kinds: a next loader is one row, its sidecar read and its settings named",
           "[tool][report][loaders]") {
   const std::string base = "test_tool_rules_skeleton";
-  std::system(("rm -rf " + base).c_str());
+  std::filesystem::remove_all(base);
+  std::filesystem::remove_all(base + "_before");
   // Before its row: the word is no loader's, the advice an unknown loader's.
   report_data before = simulated_run(base + "_before", "skeleton");
   CHECK(before.loader.empty());
@@ -150,5 +153,6 @@ TEST_CASE("loader kinds: a next loader is one row, its sidecar read and its sett
   ib = by_id(no_main_fs, "input_bound");
   REQUIRE(ib != nullptr);
   CHECK(ib->advice == "Record the skeleton loop's pulls too.");
-  std::system(("rm -rf " + base + " " + base + "_before").c_str());
+  std::filesystem::remove_all(base);
+  std::filesystem::remove_all(base + "_before");
 }
