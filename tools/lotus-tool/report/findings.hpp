@@ -97,6 +97,11 @@ nlohmann::json findings_json(const std::vector<finding>& fs);
 /// indented).
 std::string findings_text(const std::vector<finding>& fs);
 
+/// The action that fits a causes verdict (trace/causes.hpp cause_verdict), with the numbers of
+/// `c`, in the loader's words (plain text, one sentence): the causes finding's, which `stats`
+/// prints too (report/rules/causes.cpp).
+std::string cause_advice(const causes_result& c, const std::string& verdict);
+
 /// Display name of an op record name: the leading 'S' of the Lotus names removed, and a name
 /// longer than `max_bytes` cut there (at a UTF-8 character boundary) with an ellipsis.
 std::string op_display_name(const std::string& name, std::size_t max_bytes = 80);

@@ -1,6 +1,5 @@
-// lotus — lotus-tool report: the `batch_delay` finding: how long ready batches wait for the
-// training step SPDX-License-Identifier: MIT
-
+// lotus — lotus-tool report: the `batch_delay` finding: how long ready batches wait
+// SPDX-License-Identifier: MIT
 #include "report/rules/rule.hpp"
 #include "util/output.hpp"
 

@@ -1,6 +1,5 @@
 // lotus — lotus-tool report: the `out_of_order` finding: batches that arrive before their turn
 // SPDX-License-Identifier: MIT
-
 #include <cstdint>
 
 #include "report/rules/rule.hpp"

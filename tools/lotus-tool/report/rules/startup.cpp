@@ -1,5 +1,5 @@
-// lotus — lotus-tool report: the `startup` finding: what starting the workers costs, and its best
-// fix SPDX-License-Identifier: MIT
+// lotus — lotus-tool report: the `startup` finding: what starting the workers costs
+// SPDX-License-Identifier: MIT
 #include "trace/startup.hpp"
 
 #include <algorithm>
