@@ -331,7 +331,7 @@ TEST_CASE("report draws its findings from the statistics and says when batch rec
                                           "batch_delay"});
   REQUIRE(
       g.find(
-          "<li class=\"info\" data-finding=\"input_bound\"><span class=\"level\">note</span><span "
+          "<li class=\"note\" data-finding=\"input_bound\"><span class=\"level\">note</span><span "
           "class=\"title\">Moderately input-bound: training waited 23.7% of its time "
           "for data.</span>") != std::string::npos);
   REQUIRE(g.find("The main process waited 30.6 ms of 129 ms (23.7%) for its next batch, over 3 "

@@ -78,7 +78,7 @@ def check_page(chromium, work, check_html, html):
     ids = [f["id"] for f in r["findings"]]
     # Every question answered; "act" findings first (the page's order is the findings' own).
     assert {"input_bound", "top_op", "imbalance", "out_of_order", "batch_delay"} <= set(ids), ids
-    levels = [{"warn": 0, "info": 1, "good": 2}[f["level"]] for f in r["findings"]]
+    levels = [{"act": 0, "note": 1, "fine": 2}[f["level"]] for f in r["findings"]]
     assert levels == sorted(levels), r["findings"]
     print(f"{name}: {r['text_boxes']} text boxes, {len(r['chartjs'])} Chart.js and "
           f"{len(r['dygraphs'])} dygraphs charts, findings: "

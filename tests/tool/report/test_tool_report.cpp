@@ -103,7 +103,7 @@ TEST_CASE("findings: preprocessing-bound or not, from the main-process wait shar
   {
     const auto fs = compute_findings(run(45));
     const finding& f = by_id(fs, "input_bound");
-    REQUIRE(f.level == finding_level::warn);
+    REQUIRE(f.level == finding_level::act);
     REQUIRE(contains(f.title, "Highly input-bound"));
     REQUIRE(contains(f.title, "45.0%"));
     REQUIRE(contains(f.evidence, "45.0 s of 100 s (45.0%)"));
@@ -116,13 +116,13 @@ TEST_CASE("findings: preprocessing-bound or not, from the main-process wait shar
   }
   {
     const finding f = by_id(compute_findings(run(15)), "input_bound");
-    REQUIRE(f.level == finding_level::info);
+    REQUIRE(f.level == finding_level::note);
     REQUIRE(contains(f.title, "Moderately input-bound"));
     REQUIRE(contains(f.title, "15.0%"));
   }
   {
     const finding f = by_id(compute_findings(run(2)), "input_bound");
-    REQUIRE(f.level == finding_level::good);
+    REQUIRE(f.level == finding_level::fine);
     REQUIRE(contains(f.title, "Not input-bound"));
     REQUIRE(contains(f.title, "2.0%"));
     REQUIRE_FALSE(contains(f.advice, "workers"));  // fewer workers only with a prediction
@@ -130,7 +130,7 @@ TEST_CASE("findings: preprocessing-bound or not, from the main-process wait shar
   // The thresholds are parameters: 15 % counts as bound when the bar is 10 %.
   finding_thresholds t;
   t.wait_bound = 0.10;
-  REQUIRE(by_id(compute_findings(run(15), t), "input_bound").level == finding_level::warn);
+  REQUIRE(by_id(compute_findings(run(15), t), "input_bound").level == finding_level::act);
 }
 
 TEST_CASE(
@@ -217,7 +217,7 @@ TEST_CASE("findings: the op with most worker time, STransform (the enclosing spa
           "[tool][report][findings]") {
   const finding f = by_id(compute_findings(run(45)), "top_op");
   // 40 s of 80 s (Loader 30, RandomResizedCrop 40, Normalize 10): exactly the warning bar.
-  REQUIRE(f.level == finding_level::warn);
+  REQUIRE(f.level == finding_level::act);
   REQUIRE(f.title == "RandomResizedCrop takes the most worker time: 50.0% of all op time.");
   REQUIRE(contains(f.evidence,
                    "40.0 s over 4000 calls (mean 10.0 ms, p99 20.0 ms, max 0 ms) of 80.0 s"));
@@ -225,14 +225,14 @@ TEST_CASE("findings: the op with most worker time, STransform (the enclosing spa
   REQUIRE(f.subject["op"] == "RandomResizedCrop");
   // Training does not wait: worth knowing, nothing to act on.
   const finding idle = by_id(compute_findings(run(2)), "top_op");
-  REQUIRE(idle.level == finding_level::info);
+  REQUIRE(idle.level == finding_level::note);
   REQUIRE(contains(idle.advice, "not training time"));
 
   report_data d = run(45);
   d.stats.ops[1].sum = 20000;  // Loader 30 s of 70 s
   d.stats.ops[3].sum = 20000;
   const finding g = by_id(compute_findings(d), "top_op");
-  REQUIRE(g.level == finding_level::info);
+  REQUIRE(g.level == finding_level::note);
   REQUIRE(contains(g.title, "Loader takes the most worker time: 42.9%"));
   REQUIRE(contains(g.advice, "No single op dominates"));
   // The training loop's own ops (a consumer thread's) are not worker time.
@@ -242,34 +242,34 @@ TEST_CASE("findings: the op with most worker time, STransform (the enclosing spa
 
 TEST_CASE("findings: worker imbalance from busy time per worker", "[tool][report][findings]") {
   const finding even = by_id(compute_findings(run(45)), "imbalance");
-  REQUIRE(even.level == finding_level::good);
+  REQUIRE(even.level == finding_level::fine);
   REQUIRE(contains(even.title, "1.00\u00d7 the mean"));
 
   const finding f = by_id(compute_findings(run(45, {40, 20, 10, 10})), "imbalance");
-  REQUIRE(f.level == finding_level::warn);
+  REQUIRE(f.level == finding_level::act);
   REQUIRE(contains(f.title, "2.00\u00d7 the mean"));  // 40 s against a mean of 20 s
   REQUIRE(contains(f.evidence, "Busiest: worker 1: 40.0 s busy over 250 batches"));
   REQUIRE(contains(f.evidence, "least busy: worker 3: 10.0 s"));
   REQUIRE(contains(f.evidence, "mean of 4 workers alive together 20.0 s"));
   // Training does not wait for the loader: a note.
   REQUIRE(by_id(compute_findings(run(2, {40, 20, 10, 10})), "imbalance").level ==
-          finding_level::info);
+          finding_level::note);
 
   // Two hosts (ranks), each balanced within itself, one slower: not a worker imbalance.
   const std::vector<std::string> ab = {"a", "a", "b", "b"};
   const report_data two = run(45, {20, 20, 40, 40}, ab);
   const finding hosts = by_id(compute_findings(two), "imbalance");
-  REQUIRE(hosts.level == finding_level::good);
+  REQUIRE(hosts.level == finding_level::fine);
   // host b: 40 s and 80 s, mean 60 s
   report_data sk = run(45, {20, 20, 40, 80}, ab);
   sk.timeline.balance[1].where = "b";
   const finding skew = by_id(compute_findings(sk), "imbalance");
-  REQUIRE(skew.level == finding_level::warn);
+  REQUIRE(skew.level == finding_level::act);
   REQUIRE(contains(skew.title, "1.33\u00d7 the mean"));
   REQUIRE(contains(skew.evidence, "(b)"));
 
   const finding one = by_id(compute_findings(run(45, {20})), "imbalance");
-  REQUIRE(one.level == finding_level::info);
+  REQUIRE(one.level == finding_level::note);
   REQUIRE(contains(one.title, "One worker at a time"));
 }
 
@@ -302,10 +302,10 @@ TEST_CASE("findings: workers of different generations are never compared or coun
 
 TEST_CASE("findings: out-of-order arrivals and batch delay", "[tool][report][findings]") {
   report_data d = run(45);
-  REQUIRE(by_id(compute_findings(d), "out_of_order").level == finding_level::good);
+  REQUIRE(by_id(compute_findings(d), "out_of_order").level == finding_level::fine);
   d.stats.out_of_order = 120;
   finding f = by_id(compute_findings(d), "out_of_order");
-  REQUIRE(f.level == finding_level::warn);
+  REQUIRE(f.level == finding_level::act);
   REQUIRE(f.title == "120 of 1000 batches (12.0%) arrived out of order.");
   REQUIRE(f.numbers["count"] == 120);
   REQUIRE(contains(f.evidence, "120 of 1000 batches (12.0%)"));
@@ -313,7 +313,7 @@ TEST_CASE("findings: out-of-order arrivals and batch delay", "[tool][report][fin
   // in_order=False only with the model's gain, and only for PyTorch's DataLoader.
   d.advice.unordered = prediction(4, 10.0, 9.9, true);
   f = by_id(compute_findings(d), "out_of_order");
-  REQUIRE(f.level == finding_level::info);
+  REQUIRE(f.level == finding_level::note);
   REQUIRE(contains(f.advice, "predicted to gain little"));
   d.advice.unordered = prediction(4, 10.0, 8.0, true);
   REQUIRE(contains(by_id(compute_findings(d), "out_of_order").advice, "in_order=False"));
@@ -330,7 +330,7 @@ TEST_CASE("findings: out-of-order arrivals and batch delay", "[tool][report][fin
   d.loader.clear();
   d.advice.unordered.reset();
   d.stats.out_of_order = 20;
-  REQUIRE(by_id(compute_findings(d), "out_of_order").level == finding_level::info);
+  REQUIRE(by_id(compute_findings(d), "out_of_order").level == finding_level::note);
 
   const finding soon = by_id(compute_findings(d), "batch_delay");
   REQUIRE(contains(soon.title, "consumed soon after they are ready"));
@@ -348,7 +348,7 @@ TEST_CASE("findings: a trace without batch records says so for every question",
   std::vector<std::string> ids;
   for (const auto& f : fs) {
     ids.push_back(f.id);
-    REQUIRE(f.level == finding_level::info);
+    REQUIRE(f.level == finding_level::note);
     REQUIRE_FALSE(f.evidence.empty());
     REQUIRE_FALSE(f.advice.empty());
   }
@@ -395,7 +395,7 @@ TEST_CASE("findings: ranks compared by wait share when there are several; the st
   auto fs = compute_findings(d);
   finding f = by_id(fs, "straggler");
   REQUIRE(fs.front().id == "straggler");  // leads the page
-  REQUIRE(f.level == finding_level::warn);
+  REQUIRE(f.level == finding_level::act);
   REQUIRE(contains(f.title, "node-b \u00b7 rank 1 is the slowest"));
   REQUIRE(contains(f.title, "92.0 percentage points more than node-a"));
   REQUIRE(f.subject["rank"] == 1);
@@ -416,7 +416,7 @@ TEST_CASE("findings: ranks compared by wait share when there are several; the st
   REQUIRE_FALSE(contains(f.advice, "data shard"));
   d.rank_ops = {};
   d.ranks[1].wait_ms = 6000;
-  REQUIRE(by_id(compute_findings(d), "straggler").level == finding_level::good);
+  REQUIRE(by_id(compute_findings(d), "straggler").level == finding_level::fine);
 }
 
 TEST_CASE("format_ms picks the unit and three significant digits", "[tool][report]") {
@@ -615,7 +615,7 @@ TEST_CASE("findings: borderline waits make no act; what explains most of the wai
   d.causes.all.wait_ns = 74'000'000'000ULL;
   for (const finding& f : compute_findings(d)) {
     INFO(f.id << ": " << f.title);
-    CHECK(f.level != finding_level::warn);
+    CHECK(f.level != finding_level::act);
   }
   CHECK(contains(by_id(compute_findings(d), "top_op").advice, "would gain at most that"));
   // 45 %: contention explains more than the op, and comes first after the verdict.
@@ -629,7 +629,7 @@ TEST_CASE("findings: borderline waits make no act; what explains most of the wai
   auto fs = compute_findings(d);
   std::vector<std::string> order;
   for (const finding& f : fs)
-    if (f.level == finding_level::warn) order.push_back(f.id);
+    if (f.level == finding_level::act) order.push_back(f.id);
   REQUIRE(order.size() >= 3);
   CHECK(order[0] == "input_bound");
   CHECK(order[1] == "causes");
@@ -652,18 +652,18 @@ TEST_CASE("findings: worker start-up before an op, and an op that grows over the
   CHECK(contains(ib.advice, "Use persistent_workers=True"));
   CHECK(contains(ib.advice, "60 % faster"));
   const finding& st = by_id(fs, "startup");
-  CHECK(st.level == finding_level::warn);
+  CHECK(st.level == finding_level::act);
   CHECK(contains(st.title, "1.50 s into it"));
   std::vector<std::string> acts;
   for (const finding& f : fs)
-    if (f.level == finding_level::warn) acts.push_back(f.id);
+    if (f.level == finding_level::act) acts.push_back(f.id);
   REQUIRE(acts.size() >= 3);
   CHECK(acts[0] == "input_bound");
   CHECK(acts[1] == "startup");
   // Little to gain: fine, and the verdict keeps its own advice.
   d.advice.persistent = prediction(4, 10.0, 9.9);
   fs = compute_findings(d);
-  CHECK(by_id(fs, "startup").level == finding_level::good);
+  CHECK(by_id(fs, "startup").level == finding_level::fine);
   CHECK_FALSE(contains(by_id(fs, "input_bound").advice, "persistent_workers"));
 
   // An op 0.5 ms at the start, 5.6 ms at the end; another constant.

@@ -14,6 +14,7 @@
 
 #include "compare/epoch_model.hpp"
 #include "compare/memory_model.hpp"
+#include "trace/loader_kinds.hpp"
 #include "util/diag.hpp"
 #include "util/error.hpp"
 #include "util/format.hpp"
@@ -454,16 +455,14 @@ whatif_result predict_workers(const run_digest& d, const whatif_args& a) {
           "device's own throughput: more workers gain only what it has to spare";
     }
   }
-  // A torchdata.nodes pipeline: its ParallelMapper's workers map items, not whole batches, and
-  // start otherwise; the model (a DataLoader's) claims nothing for another setting of it, as the
-  // report advises no count for it.
-  if (r.no_claim_why.empty() && d.loader == "nodes" &&
+  // A loader whose workers the model (a DataLoader's) does not describe (a torchdata.nodes
+  // pipeline: its ParallelMapper's workers map items, and start otherwise): it claims nothing for
+  // another setting of it, as the report advises no count for it.
+  if (const char* why = loader_kind_of(d.loader).worker_model_missing_whatif;
+      r.no_claim_why.empty() && *why != '\0' &&
       (a.workers != d.workers ||
        (!a.start_method.empty() && a.start_method != r.measured_start_method))) {
-    r.no_claim_why =
-        "lotus-tool's worker model describes DataLoader workers, not a torchdata.nodes pipeline "
-        "(its ParallelMapper maps items, and starts its process workers otherwise): measure the "
-        "other setting once";
+    r.no_claim_why = why;
   }
   // Batches that grow over the workers' life: the model replays each batch's measured time
   // whatever worker prepares it, right where the growth follows the clock or the data's order,

@@ -267,8 +267,8 @@ struct report_data {
   worker_advice advice;
   /// The page's closing next step (report_next_step); empty: none shown.
   std::string next_step;
-  /// Which loader recorded the batches (the sidecars' `loader` line): "torch" (PyTorch's
-  /// DataLoader through lotus.torch), "libtorch", "pipeline" (lotus::pipeline); empty: unknown.
+  /// Which loader recorded the batches (the sidecars' `loader` line): a word of the loader
+  /// table (trace/loader_kinds.hpp: torch, libtorch, pipeline, nodes); empty: unknown.
   std::string loader;
   /// The sidecars' `loader torch <version>`; empty: unknown (torch_lacks_in_order).
   std::string torch_version;

@@ -12,6 +12,7 @@
 
 #include "report/assets.hpp"
 #include "report/findings.hpp"
+#include "trace/loader_kinds.hpp"
 #include "util/format.hpp"
 #include "util/output.hpp"
 
@@ -51,22 +52,11 @@ std::string count(std::uint64_t n, const char* one, const char* many) {
 
 double rounded(double v, double scale) { return std::round(v * scale) / scale; }
 
-const char* level_name(finding_level l) {
-  switch (l) {
-    case finding_level::good:
-      return "good";
-    case finding_level::warn:
-      return "warn";
-    case finding_level::info:
-      break;
-  }
-  return "info";
-}
 std::string findings_html(const report_data& d) {
   std::string o = "<section id=\"findings\">\n<h2>Findings</h2>\n<ul class=\"findings\">\n";
   for (const finding& f : compute_findings(d)) {
     o += "<li class=\"" + std::string(level_name(f.level)) + "\" data-finding=\"" + h(f.id) +
-         "\"><span class=\"level\">" + severity_name(f.level) + "</span><span class=\"title\">" +
+         "\"><span class=\"level\">" + level_name(f.level) + "</span><span class=\"title\">" +
          h(f.title) + "</span>\n<p class=\"evidence\">" + h(f.evidence) +
          "</p>\n<p class=\"advice\">" + h(f.advice) + "</p></li>\n";
   }
@@ -212,16 +202,11 @@ std::string dygraph_box(const char* id, int height) {
          "px\"></div><div class=\"legend\"></div></div>\n";
 }
 
-// What writes the batch records a trace lacks, for the loader the sidecars name: a C++ loader of
-// the program's own (or an unknown one) is pointed at lotus's macro and lotus::batch_tracker.
+// What writes the batch records a trace lacks, for the loader the sidecars name (its row's words:
+// a C++ loader of the program's own, or an unknown one, is pointed at lotus's macro and
+// lotus::batch_tracker).
 std::string batch_records_how(const report_data& d) {
-  if (d.loader == "torch") return "a PyTorch DataLoader with num_workers=0 writes none";
-  if (d.loader == "nodes" || d.loader == "libtorch") return "a trace of ops only";
-  return std::string(
-             "a C++ loader of your own writes them with LOTUS_BATCH_PREPROCESSED(i) around "
-             "each batch in its workers and lotus::batch_tracker (queued, wait_begin, "
-             "arrived, consumed) in the training loop; README, Macros and helpers") +
-         (d.loader.empty() ? "; a PyTorch DataLoader with num_workers=0 writes none" : "");
+  return loader_kind_of(d.loader).record_batches;
 }
 
 std::string batches_html(const report_data& d) {
@@ -516,11 +501,8 @@ void write_timeline(json_writer& w, const report_data& d) {
   w.raw("]}");
 }
 
-void write_page_data(json_writer& w, const report_data& d) {
-  w.raw("{\"hist_min_ns\":");
-  w.num(k_hist_min_ns);
-  w.raw(",\"per_decade\":");
-  w.uint(static_cast<std::uint64_t>(k_hist_per_decade));
+// "ops": each op's duration histogram, [{label, count, hist}].
+void write_op_hists(json_writer& w, const report_data& d) {
   w.raw(",\"ops\":[");
   bool first = true;
   for (const auto& [name, bins] : d.op_hist) {
@@ -539,7 +521,16 @@ void write_page_data(json_writer& w, const report_data& d) {
     w.raw("]}");
     w.flush();
   }
-  w.raw("],\"preprocessed\":");
+  w.raw("]");
+}
+
+void write_page_data(json_writer& w, const report_data& d) {
+  w.raw("{\"hist_min_ns\":");
+  w.num(k_hist_min_ns);
+  w.raw(",\"per_decade\":");
+  w.uint(static_cast<std::uint64_t>(k_hist_per_decade));
+  write_op_hists(w, d);
+  w.raw(",\"preprocessed\":");
   write_points(w, d.stats.preprocessed);
   w.raw(",\"waits\":");
   write_points(w, d.stats.waits);

@@ -361,132 +361,141 @@ void story_of(const trace_dir& dir, const std::vector<Span>& waits, const std::v
   }
 }
 
-void read_report(const report_args& a, report_data& rd) {
-  input in = open_input(a.in);
-  const trace_dir& dir = in.dir;
-  rd.window = in.filter.description;
+// The timeline's thread of each file being read: a thread opens at its first file with records
+// and is closed (summed into its row) when reading moves to another directory, kind or thread id
+// (as for_each_thread tells threads apart).
+class file_threads {
+ public:
+  file_threads(const trace_dir& dir, timeline_builder& tl, const timeline_plan& plan)
+      : dir_(dir), tl_(tl), plan_(plan) {}
 
-  timeline_builder tl;
-  timeline_plan plan = plan_timeline(dir, tl);
-  // The thread of the file being read: a thread opens at its first file with records and is
-  // closed (summed into its row) when reading moves to another directory, kind or thread id
-  // (as for_each_thread tells threads apart).
-  std::size_t cur_file = SIZE_MAX, cur = 0;
-  const trace_file* run = nullptr;
+  std::size_t operator()(std::size_t f) {
+    if (f == cur_file_) return cur_;
+    cur_file_ = f;
+    const trace_file& tf = dir_.files[f];
+    if (run_ == nullptr || run_->source != tf.source || run_->kind != tf.kind ||
+        run_->id != tf.id) {
+      tl_.close_threads();
+      open_.clear();
+    }
+    run_ = &tf;
+    if (!tf.ambiguous) {
+      for (const open_thread& o : open_) {
+        if (!o.file->ambiguous && o.file->pid == tf.pid && o.file->host == tf.host) {
+          return cur_ = o.handle;
+        }
+      }
+    }
+    const auto rank = rank_of(dir_, tf);
+    const std::string host = tf.ambiguous ? std::string() : tf.host;
+    cur_ = tl_.open_thread(plan_.row_of_group.at(group_of(plan_.level, tf, f, rank)), tf.id, host,
+                           plan_.key_index.at({host, rank}));
+    open_.push_back({&tf, cur_});
+    return cur_;
+  }
+
+  /// Frees what it holds (the listing goes before the statistics are computed).
+  void release() { open_ = {}; }
+
+ private:
   struct open_thread {
     const trace_file* file;  // its first file
     std::size_t handle;
   };
-  std::vector<open_thread> open;
-  const auto thread_of = [&](std::size_t f) {
-    if (f == cur_file) return cur;
-    cur_file = f;
-    const trace_file& tf = dir.files[f];
-    if (run == nullptr || run->source != tf.source || run->kind != tf.kind || run->id != tf.id) {
-      tl.close_threads();
-      open.clear();
-    }
-    run = &tf;
-    if (!tf.ambiguous) {
-      for (const open_thread& o : open) {
-        if (!o.file->ambiguous && o.file->pid == tf.pid && o.file->host == tf.host) {
-          return cur = o.handle;
-        }
-      }
-    }
-    const auto rank = rank_of(dir, tf);
-    const std::string host = tf.ambiguous ? std::string() : tf.host;
-    cur = tl.open_thread(plan.row_of_group.at(group_of(plan.level, tf, f, rank)), tf.id, host,
-                         plan.key_index.at({host, rank}));
-    open.push_back({&tf, cur});
-    return cur;
-  };
+  const trace_dir& dir_;
+  timeline_builder& tl_;
+  const timeline_plan& plan_;
+  std::size_t cur_file_ = SIZE_MAX, cur_ = 0;
+  const trace_file* run_ = nullptr;
+  std::vector<open_thread> open_;
+};
 
-  const read_options ropt = reading(in);
-  stats_engine eng;
-  const std::size_t max_ops = default_max_ops();
-  // A capture: its waits, batches and ops, for the story of its longest wait (bounded).
-  const bool capture = dir.capture() != nullptr;
-  struct story_span {
+// A capture's waits, batches and ops, for the story of its longest wait (bounded).
+struct story_records {
+  struct span {
     std::size_t file;
     std::uint64_t idx, start, dur;
   };
-  std::vector<story_span> st_waits, st_pre, st_ops;
-  std::vector<std::string> st_names;
-  std::map<std::string, std::uint64_t, std::less<>> st_name_index;
-  constexpr std::size_t k_story_spans = std::size_t{1} << 21;
-  {
-    std::vector<std::uint32_t> sources(dir.files.size());
-    for (std::size_t i = 0; i < dir.files.size(); ++i) sources[i] = dir.files[i].source;
-    eng.set_file_sources(std::move(sources));  // epochs and the delay join per directory
+  static constexpr std::size_t k_spans = std::size_t{1} << 21;
+  std::vector<span> waits, pre, ops;
+  std::vector<std::string> names;
+  std::map<std::string, std::uint64_t, std::less<>> name_index;
+
+  // One record; `truncated` set when an op is not kept.
+  void add(std::size_t f, file_kind kind, const record& r, const batch_ref& b, bool& truncated) {
+    if (kind == file_kind::main && b.kind == batch_kind::wait && r.dur_ns != 1000) {
+      if (waits.size() < k_spans) waits.push_back({f, b.idx, r.start_ns, r.dur_ns});
+    } else if (kind == file_kind::worker && b.kind == batch_kind::preprocessed) {
+      if (pre.size() < k_spans) pre.push_back({f, b.idx, r.start_ns, r.dur_ns});
+    } else if (kind == file_kind::worker && b.kind == batch_kind::none) {
+      if (ops.size() >= k_spans) {
+        truncated = true;
+        return;
+      }
+      const auto it = name_index.find(r.name);
+      std::uint64_t id = 0;
+      if (it != name_index.end()) {
+        id = it->second;
+      } else if (names.size() < 65536) {
+        id = names.size();
+        names.emplace_back(r.name);
+        name_index.emplace(names.back(), id);
+      } else {
+        truncated = true;
+        return;
+      }
+      ops.push_back({f, id, r.start_ns, r.dur_ns});
+    }
   }
-  rd.skipped_lines =
-      for_each_record(dir, ropt, [&](std::size_t f, const record& r, const batch_ref& b) {
-        const file_kind kind = dir.files[f].kind;
-        eng.add(f, kind, r, b);
-        const std::size_t th = thread_of(f);
-        if (capture) {
-          if (kind == file_kind::main && b.kind == batch_kind::wait && r.dur_ns != 1000) {
-            if (st_waits.size() < k_story_spans)
-              st_waits.push_back({f, b.idx, r.start_ns, r.dur_ns});
-          } else if (kind == file_kind::worker && b.kind == batch_kind::preprocessed) {
-            if (st_pre.size() < k_story_spans) st_pre.push_back({f, b.idx, r.start_ns, r.dur_ns});
-          } else if (kind == file_kind::worker && b.kind == batch_kind::none) {
-            if (st_ops.size() < k_story_spans) {
-              const auto it = st_name_index.find(r.name);
-              std::uint64_t id = 0;
-              if (it != st_name_index.end()) {
-                id = it->second;
-              } else if (st_names.size() < 65536) {
-                id = st_names.size();
-                st_names.emplace_back(r.name);
-                st_name_index.emplace(st_names.back(), id);
-              } else {
-                rd.story.ops_truncated = true;
-                id = UINT64_MAX;
-              }
-              if (id != UINT64_MAX) st_ops.push_back({f, id, r.start_ns, r.dur_ns});
-            } else {
-              rd.story.ops_truncated = true;
-            }
-          }
-        }
-        if (kind == file_kind::worker) {
-          if (b.kind == batch_kind::none) {
-            auto it = rd.op_hist.find(r.name);
-            if (it == rd.op_hist.end()) {
-              // The stats engine's cap on distinct names holds here too: the rest share the
-              // pooled row's histogram.
-              const std::string_view key =
-                  rd.op_hist.size() >= max_ops ? std::string_view(k_other_ops_name) : r.name;
-              it = rd.op_hist.find(key);
-              if (it == rd.op_hist.end()) {
-                it = rd.op_hist
-                         .emplace(std::string(key), std::vector<std::uint64_t>(
-                                                        static_cast<std::size_t>(k_hist_bins), 0))
-                         .first;
-              }
-            }
-            ++it->second[static_cast<std::size_t>(hist_bin_of(r.dur_ns))];
-            tl.extent(th, r.start_ns, r.dur_ns);
-          } else if (b.kind == batch_kind::preprocessed) {
-            tl.add_span(th, r.start_ns, r.dur_ns);
-          } else {
-            tl.extent(th, r.start_ns, r.dur_ns);
-          }
-        } else if (b.kind == batch_kind::wait && r.dur_ns == 1000) {
-          tl.add_marker(th, r.start_ns);
-        } else if (b.kind == batch_kind::wait) {
-          tl.add_span(th, r.start_ns, r.dur_ns);
-        } else {
-          tl.extent(th, r.start_ns, r.dur_ns);
-        }
-      });
+};
+
+// A worker op's duration into its histogram (the stats engine's cap on distinct names holds
+// here too: the rest share the pooled row's histogram).
+void add_op_hist(report_data& rd, const record& r, std::size_t max_ops) {
+  auto it = rd.op_hist.find(r.name);
+  if (it == rd.op_hist.end()) {
+    const std::string_view key =
+        rd.op_hist.size() >= max_ops ? std::string_view(k_other_ops_name) : r.name;
+    it = rd.op_hist.find(key);
+    if (it == rd.op_hist.end()) {
+      it = rd.op_hist
+               .emplace(std::string(key),
+                        std::vector<std::uint64_t>(static_cast<std::size_t>(k_hist_bins), 0))
+               .first;
+    }
+  }
+  ++it->second[static_cast<std::size_t>(hist_bin_of(r.dur_ns))];
+}
+
+// A record on the timeline (and a worker op in its histogram).
+void add_to_timeline(report_data& rd, timeline_builder& tl, std::size_t th, file_kind kind,
+                     const record& r, const batch_ref& b, std::size_t max_ops) {
+  if (kind == file_kind::worker) {
+    if (b.kind == batch_kind::none) {
+      add_op_hist(rd, r, max_ops);
+      tl.extent(th, r.start_ns, r.dur_ns);
+    } else if (b.kind == batch_kind::preprocessed) {
+      tl.add_span(th, r.start_ns, r.dur_ns);
+    } else {
+      tl.extent(th, r.start_ns, r.dur_ns);
+    }
+  } else if (b.kind == batch_kind::wait && r.dur_ns == 1000) {
+    tl.add_marker(th, r.start_ns);
+  } else if (b.kind == batch_kind::wait) {
+    tl.add_span(th, r.start_ns, r.dur_ns);
+  } else {
+    tl.extent(th, r.start_ns, r.dur_ns);
+  }
+}
+
+// What the listing tells beside the records: the loader, the files, hosts, capture, clocks,
+// the causes and their batches.
+void read_listing(const report_args& a, const input& in, report_data& rd) {
+  const trace_dir& dir = in.dir;
   for (const auto& kv : dir.processes) {
     if (rd.loader.empty()) rd.loader = kv.second.loader;
     if (rd.torch_version.empty()) rd.torch_version = kv.second.torch_version;
   }
-  if (capture) story_of(dir, st_waits, st_pre, st_ops, st_names, rd);
   rd.title = a.title.empty() ? "Lotus trace report: " + dir.path : a.title;
   rd.source = dir.path;
   rd.prefix = dir.prefix;
@@ -498,17 +507,66 @@ void read_report(const report_args& a, report_data& rd) {
   rd.causes = compute_causes(dir, &in.filter);
   rd.gpu = compute_gpu(dir, in.filter);
   rd.cause_batches.clear();
-  {
-    const std::vector<bool> keep = batch_res_in_window(dir, in.filter);  // as compute_causes
-    for (std::size_t i = 0; i < dir.batch_res.size(); ++i) {
-      if (keep[i]) rd.cause_batches.push_back(dir.batch_res[i]);
-    }
+  const std::vector<bool> keep = batch_res_in_window(dir, in.filter);  // as compute_causes
+  for (std::size_t i = 0; i < dir.batch_res.size(); ++i) {
+    if (keep[i]) rd.cause_batches.push_back(dir.batch_res[i]);
   }
   std::sort(rd.cause_batches.begin(), rd.cause_batches.end(),
             [](const batch_resources& x, const batch_resources& y) {
               return x.start_ns != y.start_ns ? x.start_ns < y.start_ns : x.tid < y.tid;
             });
   if (rd.cause_batches.size() > k_max_cause_bars) rd.cause_batches.resize(k_max_cause_bars);
+}
+
+// Threads that consume batches and prepare none (a main file of the same thread): their op
+// records are the training loop's own, not worker time. Per file.
+std::vector<bool> consumer_files(const trace_dir& dir) {
+  std::vector<bool> consumer_file(dir.files.size(), false);
+  std::set<std::tuple<std::uint32_t, std::uint64_t, std::uint64_t>> mains;
+  for (const auto& f : dir.files) {
+    if (f.kind == file_kind::main) mains.emplace(f.source, f.pid, f.id);
+  }
+  for (std::size_t i = 0; i < dir.files.size(); ++i) {
+    const trace_file& f = dir.files[i];
+    consumer_file[i] = f.kind == file_kind::worker && mains.count({f.source, f.pid, f.id}) != 0;
+  }
+  return consumer_file;
+}
+
+// The ranks' rows, their worker files (the straggler's cause), and each directory's (source's)
+// row in rd.ranks (SIZE_MAX: none), which the per-rank op table follows. (A row is keyed by its
+// files' host and rank, as plan_timeline keys them.)
+std::vector<std::size_t> read_ranks(const trace_dir& dir, const timeline_plan& plan,
+                                    report_data& rd) {
+  rd.ranks = ranks_of(rd.timeline, plan.rank_keys);
+  for (const auto& f : dir.files) {
+    if (f.kind != file_kind::worker) continue;
+    const auto rank = rank_of(dir, f);
+    for (auto& rk : rd.ranks) {
+      if (rk.rank == rank && rk.host == (f.ambiguous ? std::string() : f.host)) ++rk.worker_files;
+    }
+  }
+  std::vector<std::size_t> row_of_source(dir.sources.size(), SIZE_MAX);
+  std::map<rank_key, std::size_t> row_of_key;
+  for (std::size_t i = 0; i < rd.ranks.size(); ++i) {
+    row_of_key.emplace(rank_key{rd.ranks[i].host, rd.ranks[i].rank}, i);
+  }
+  for (const auto& f : dir.files) {
+    const auto it = row_of_key.find({f.ambiguous ? std::string() : f.host, rank_of(dir, f)});
+    if (it != row_of_key.end() && f.source < row_of_source.size()) {
+      row_of_source[f.source] = it->second;
+    }
+  }
+  // The sources' plain hosts: rows of several directories qualify theirs with the directory.
+  rd.rank_ops.hosts.assign(rd.ranks.size(), std::string());
+  for (std::size_t k = 0; k < dir.sources.size(); ++k) {
+    if (row_of_source[k] != SIZE_MAX) rd.rank_ops.hosts[row_of_source[k]] = dir.sources[k].host;
+  }
+  return row_of_source;
+}
+
+// The timeline finished: its rows grouped, each group's balance named by its host and rank.
+void finish_timeline(timeline_builder&& tl, const timeline_plan& plan, report_data& rd) {
   rd.timeline = std::move(tl).finish();
   rd.timeline.grouping = grouping_name(plan.level);
   if (plan.rank_keys.size() > 1) {
@@ -519,96 +577,94 @@ void read_report(const report_args& a, report_data& rd) {
       if (k.second) w += " \u00b7 rank " + std::to_string(*k.second);
     }
   }
-  // Threads that consume batches and prepare none (a main file of the same thread): their op
-  // records are the training loop's own, not worker time.
-  std::vector<bool> consumer_file(dir.files.size(), false);
-  {
-    std::set<std::tuple<std::uint32_t, std::uint64_t, std::uint64_t>> mains;
-    for (const auto& f : dir.files) {
-      if (f.kind == file_kind::main) mains.emplace(f.source, f.pid, f.id);
-    }
-    for (std::size_t i = 0; i < dir.files.size(); ++i) {
-      const trace_file& f = dir.files[i];
-      consumer_file[i] = f.kind == file_kind::worker && mains.count({f.source, f.pid, f.id}) != 0;
-    }
-  }
-  rd.ranks = ranks_of(rd.timeline, plan.rank_keys);
-  for (const auto& f : dir.files) {  // worker files per rank: the straggler's cause
-    if (f.kind != file_kind::worker) continue;
-    const auto rank = rank_of(dir, f);
-    for (auto& rk : rd.ranks) {
-      if (rk.rank == rank && rk.host == (f.ambiguous ? std::string() : f.host)) ++rk.worker_files;
-    }
-  }
-  // Each directory's (source's) row in rd.ranks: the per-rank op table follows that order.
-  // (A row is keyed by its files' host and rank, as plan_timeline keys them.)
-  std::vector<std::size_t> row_of_source(dir.sources.size(), SIZE_MAX);
-  {
-    std::map<rank_key, std::size_t> row_of_key;
-    for (std::size_t i = 0; i < rd.ranks.size(); ++i) {
-      row_of_key.emplace(rank_key{rd.ranks[i].host, rd.ranks[i].rank}, i);
-    }
-    for (const auto& f : dir.files) {
-      const auto it = row_of_key.find({f.ambiguous ? std::string() : f.host, rank_of(dir, f)});
-      if (it != row_of_key.end() && f.source < row_of_source.size()) {
-        row_of_source[f.source] = it->second;
-      }
-    }
-    // The sources' plain hosts: rows of several directories qualify theirs with the directory.
-    rd.rank_ops.hosts.assign(rd.ranks.size(), std::string());
-    for (std::size_t k = 0; k < dir.sources.size(); ++k) {
-      if (row_of_source[k] != SIZE_MAX) rd.rank_ops.hosts[row_of_source[k]] = dir.sources[k].host;
-    }
-  }
-  // The iterators' start-ups (the sidecars' `startup` lines), before the listing goes.
-  startup_analysis startup = analyze_startup(dir);
-  // The listing (most of the memory with many files) is not needed by what follows.
-  open = {};
-  plan = {};
-  in = input();
+}
 
+// The statistics from the engine, with the iterators' start-ups measured from the main threads'
+// first record (as compute_stats takes it).
+void compute_report_stats(const report_args& a, stats_engine& eng, startup_analysis startup,
+                          report_data& rd) {
   stats_options sopt;
   sopt.keep_points = true;  // the per-batch plots, thinned in bounded memory
   sopt.max_points = a.max_points;
   rd.stats = eng.compute(sopt);
-  {
-    std::uint64_t main_first = 0;  // the main threads' first record (as compute_stats takes it)
-    for (const timeline_row& row : rd.timeline.rows) {
-      if (row.kind == file_kind::main && row.last_ns >= row.first_ns &&
-          (main_first == 0 || row.first_ns < main_first)) {
-        main_first = row.first_ns;
-      }
+  std::uint64_t main_first = 0;
+  for (const timeline_row& row : rd.timeline.rows) {
+    if (row.kind == file_kind::main && row.last_ns >= row.first_ns &&
+        (main_first == 0 || row.first_ns < main_first)) {
+      main_first = row.first_ns;
     }
-    set_startup(rd.stats, std::move(startup), rd.timeline.main_elapsed_ns / 1e6, main_first);
   }
+  set_startup(rd.stats, std::move(startup), rd.timeline.main_elapsed_ns / 1e6, main_first);
+}
+
+// The engine's per-file op rows: the training loop's own ops (consumer files that prepare no
+// batch), and with several ranks the per-rank op table and the straggler it points at.
+void read_rank_ops(rank_op_table t, const std::vector<bool>& consumer_file,
+                   const std::vector<std::size_t>& row_of_source, report_data& rd) {
+  for (std::size_t f = 0; f < t.files.size() && f < consumer_file.size(); ++f) {
+    const bool prepares = f < rd.stats.file_batches.size() && rd.stats.file_batches[f].first != 0;
+    if (!consumer_file[f] || prepares) continue;
+    for (const op_cell& c : t.files[f]) rd.consumer_op_ns[t.ops[c.op]] += c.sum_ns;
+  }
+  if (rd.ranks.size() < 2) return;
+  rd.rank_ops.ops = std::move(t.ops);
+  rd.rank_ops.ranks.assign(rd.ranks.size(), {});
+  for (std::size_t k = 0; k < t.ranks.size(); ++k) {
+    if (k < row_of_source.size() && row_of_source[k] != SIZE_MAX) {
+      rd.rank_ops.ranks[row_of_source[k]] = std::move(t.ranks[k]);
+    }
+  }
+  // Per worker file: only the files of a known row (a file's source mapped to its row).
+  for (std::size_t f = 0; f < t.files.size(); ++f) {
+    const std::uint32_t src = t.file_source[f];
+    if (src >= row_of_source.size() || row_of_source[src] == SIZE_MAX) continue;
+    rd.rank_ops.files.push_back(std::move(t.files[f]));
+    rd.rank_ops.file_source.push_back(static_cast<std::uint32_t>(row_of_source[src]));
+  }
+  rd.straggler = analyze_straggler(rd.ranks, rd.rank_ops);
+  if (rd.straggler) rd.straggler->worker_file.reset();  // (file indices renumbered here)
+}
+
+void read_report(const report_args& a, report_data& rd) {
+  input in = open_input(a.in);
+  const trace_dir& dir = in.dir;
+  rd.window = in.filter.description;
+  timeline_builder tl;
+  timeline_plan plan = plan_timeline(dir, tl);
+  file_threads thread_of(dir, tl, plan);
+  const read_options ropt = reading(in);
+  stats_engine eng;
+  const std::size_t max_ops = default_max_ops();
+  const bool capture = dir.capture() != nullptr;
+  story_records story;
+  {
+    std::vector<std::uint32_t> sources(dir.files.size());
+    for (std::size_t i = 0; i < dir.files.size(); ++i) sources[i] = dir.files[i].source;
+    eng.set_file_sources(std::move(sources));  // epochs and the delay join per directory
+  }
+  rd.skipped_lines =
+      for_each_record(dir, ropt, [&](std::size_t f, const record& r, const batch_ref& b) {
+        const file_kind kind = dir.files[f].kind;
+        eng.add(f, kind, r, b);
+        const std::size_t th = thread_of(f);
+        if (capture) story.add(f, kind, r, b, rd.story.ops_truncated);
+        add_to_timeline(rd, tl, th, kind, r, b, max_ops);
+      });
+  if (capture) story_of(dir, story.waits, story.pre, story.ops, story.names, rd);
+  read_listing(a, in, rd);
+  finish_timeline(std::move(tl), plan, rd);
+  const std::vector<bool> consumer_file = consumer_files(dir);
+  const std::vector<std::size_t> row_of_source = read_ranks(dir, plan, rd);
+  // The iterators' start-ups (the sidecars' `startup` lines), before the listing goes.
+  startup_analysis startup = analyze_startup(dir);
+  // The listing (most of the memory with many files) is not needed by what follows.
+  thread_of.release();
+  plan = {};
+  in = input();
+  compute_report_stats(a, eng, std::move(startup), rd);
   rd.story.cut_batches =
       capture ? rd.stats.delay.unmatched_preprocessed + rd.stats.delay.unmatched_consumed : 0;
-  rank_op_table t = eng.take_rank_ops();  // the engine's per-file rows, moved (not copied)
-  {
-    for (std::size_t f = 0; f < t.files.size() && f < consumer_file.size(); ++f) {
-      const bool prepares = f < rd.stats.file_batches.size() && rd.stats.file_batches[f].first != 0;
-      if (!consumer_file[f] || prepares) continue;
-      for (const op_cell& c : t.files[f]) rd.consumer_op_ns[t.ops[c.op]] += c.sum_ns;
-    }
-  }
-  if (rd.ranks.size() >= 2) {
-    rd.rank_ops.ops = std::move(t.ops);
-    rd.rank_ops.ranks.assign(rd.ranks.size(), {});
-    for (std::size_t k = 0; k < t.ranks.size(); ++k) {
-      if (k < row_of_source.size() && row_of_source[k] != SIZE_MAX) {
-        rd.rank_ops.ranks[row_of_source[k]] = std::move(t.ranks[k]);
-      }
-    }
-    // Per worker file: only the files of a known row (a file's source mapped to its row).
-    for (std::size_t f = 0; f < t.files.size(); ++f) {
-      const std::uint32_t src = t.file_source[f];
-      if (src >= row_of_source.size() || row_of_source[src] == SIZE_MAX) continue;
-      rd.rank_ops.files.push_back(std::move(t.files[f]));
-      rd.rank_ops.file_source.push_back(static_cast<std::uint32_t>(row_of_source[src]));
-    }
-    rd.straggler = analyze_straggler(rd.ranks, rd.rank_ops);
-    if (rd.straggler) rd.straggler->worker_file.reset();  // (file indices renumbered here)
-  }
+  read_rank_ops(eng.take_rank_ops(), consumer_file, row_of_source, rd);
   rd.origin_ns = rd.stats.first_start_ns != 0 ? rd.stats.first_start_ns : rd.timeline.start_ns;
 }
 
@@ -665,7 +721,7 @@ std::string report_next_step(const report_args& a, const std::vector<finding>& f
       "report NEW_DIR" +
       baseline + " -o report.html";
   for (const finding& f : findings) {
-    if (f.level == finding_level::warn) {
+    if (f.level == finding_level::act) {
       return "act on the first finding (" + printable(f.title) + "), then " + compare + ".";
     }
   }
@@ -687,8 +743,8 @@ void run_report(const report_args& a) {
     // Where the page went and what to do next, on stdout unless it carries the page or the JSON.
     std::size_t act = 0, notes = 0;
     for (const finding& f : findings) {
-      act += f.level == finding_level::warn;
-      notes += f.level == finding_level::info;
+      act += f.level == finding_level::act;
+      notes += f.level == finding_level::note;
     }
     const std::string said = "lotus-tool report: wrote " + printable(a.output) +
                              " (open it in a browser): " + std::to_string(act) +
@@ -699,7 +755,7 @@ void run_report(const report_args& a) {
   }
   if (a.json) {
     output_file out("-");
-    out.write(dump_json(findings_json(compute_findings(rd)), 2));
+    out.write(dump_json(findings_json(findings), 2));
     out.write("\n");
     out.commit();
   }

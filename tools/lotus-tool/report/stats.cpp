@@ -170,9 +170,9 @@ nlohmann::json startup_json(const stats_result& r) {
         {"setup_ms", c.setup_ms}}}};
 }
 
-nlohmann::json to_json(const stats_result& r, const trace_dir& dir, const record_filter& win,
-                       bool outliers, const finding* rank_verdict) {
-  nlohmann::json j;
+// "trace": the run's figures, where it was read from, its window and capture.
+void add_trace_json(nlohmann::json& j, const stats_result& r, const trace_dir& dir,
+                    const record_filter& win) {
   j["trace"] = fields_json(trace_fields(r));
   j["trace"]["dir"] = dir.path;
   j["trace"]["prefix"] = dir.prefix;
@@ -197,56 +197,61 @@ nlohmann::json to_json(const stats_result& r, const trace_dir& dir, const record
     auto& dirs = j["trace"]["dirs"] = nlohmann::json::array();
     for (const auto& s : dir.sources) dirs.push_back({{"path", s.path}, {"label", s.label}});
   }
-  // Several directories (hosts / ranks): the rank comparison.
-  if (!r.ranks.empty()) {
-    auto& rk = j["ranks"] = nlohmann::json::array();
-    for (const auto& x : r.ranks) {
-      nlohmann::json o = fields_json(rank_fields(x));
-      o["label"] = x.label;
-      if (!x.host.empty()) o["host"] = x.host;
-      if (x.rank) o["rank"] = *x.rank;
-      rk.push_back(std::move(o));
-    }
-    if (r.slowest_rank) j["slowest_rank"] = r.ranks[*r.slowest_rank].label;
-    if (r.straggler) {
-      const straggler_analysis& a = *r.straggler;
-      const rank_stats& s = r.ranks[a.rank];
-      nlohmann::json o = {{"label", s.label},
-                          {"wait_share", s.wait_share()},
-                          {"others_wait_share", a.others_wait_share},
-                          {"lost_per_step_ms", a.lost_per_step_ms},
-                          {"lost_ms", a.lost_ms},
-                          {"lost_share", a.lost_share},
-                          {"preprocessing_ratio", a.preprocessing_ratio},
-                          {"cause", a.cause},
-                          {"advice", a.advice}};
-      if (s.rank) o["rank"] = *s.rank;
-      // The robust finder: what it compared, the rank's figures and the population's.
-      o["metric"] = a.metric;
-      o["op"] = a.op.empty() ? nlohmann::json(nullptr) : nlohmann::json(a.op);
-      o["host_level"] = a.host_level;
-      if (!s.host.empty()) o["host"] = s.host;
-      if (a.host_level) o["host_ranks"] = a.host_ranks;
-      if (a.population > 0) {
-        o["mean_ms"] = a.mean_ms;
-        o["count"] = a.count;
-        o["ratio"] = a.ratio;
-        o["z"] = a.z;
-        o["excess_ms"] = a.excess_ms;
-        o["excess_per_step_ms"] = a.excess_per_step_ms;
-        o["population"] = {{"ranks", a.population},
-                           {"median_ms", a.median_ms},
-                           {"mad_ms", a.mad_ms},
-                           {"quantiles_ms", a.population_ms}};
-      }
-      if (a.worker_file) {
-        o["worker"] = {{"file", dir.files[*a.worker_file].name}, {"mean_ms", a.worker_mean_ms}};
-      }
-      j["straggler"] = std::move(o);
-    }
+}
+
+// "ranks", "slowest_rank" and "straggler": several directories (hosts / ranks) compared.
+void add_ranks_json(nlohmann::json& j, const stats_result& r, const trace_dir& dir) {
+  if (r.ranks.empty()) return;
+  auto& rk = j["ranks"] = nlohmann::json::array();
+  for (const auto& x : r.ranks) {
+    nlohmann::json o = fields_json(rank_fields(x));
+    o["label"] = x.label;
+    if (!x.host.empty()) o["host"] = x.host;
+    if (x.rank) o["rank"] = *x.rank;
+    rk.push_back(std::move(o));
   }
-  // What the sidecars say about each host's clock (clocksync lines), and the bound within which
-  // times of different hosts can be compared.
+  if (r.slowest_rank) j["slowest_rank"] = r.ranks[*r.slowest_rank].label;
+  if (r.straggler) {
+    const straggler_analysis& a = *r.straggler;
+    const rank_stats& s = r.ranks[a.rank];
+    nlohmann::json o = {{"label", s.label},
+                        {"wait_share", s.wait_share()},
+                        {"others_wait_share", a.others_wait_share},
+                        {"lost_per_step_ms", a.lost_per_step_ms},
+                        {"lost_ms", a.lost_ms},
+                        {"lost_share", a.lost_share},
+                        {"preprocessing_ratio", a.preprocessing_ratio},
+                        {"cause", a.cause},
+                        {"advice", a.advice}};
+    if (s.rank) o["rank"] = *s.rank;
+    // The robust finder: what it compared, the rank's figures and the population's.
+    o["metric"] = a.metric;
+    o["op"] = a.op.empty() ? nlohmann::json(nullptr) : nlohmann::json(a.op);
+    o["host_level"] = a.host_level;
+    if (!s.host.empty()) o["host"] = s.host;
+    if (a.host_level) o["host_ranks"] = a.host_ranks;
+    if (a.population > 0) {
+      o["mean_ms"] = a.mean_ms;
+      o["count"] = a.count;
+      o["ratio"] = a.ratio;
+      o["z"] = a.z;
+      o["excess_ms"] = a.excess_ms;
+      o["excess_per_step_ms"] = a.excess_per_step_ms;
+      o["population"] = {{"ranks", a.population},
+                         {"median_ms", a.median_ms},
+                         {"mad_ms", a.mad_ms},
+                         {"quantiles_ms", a.population_ms}};
+    }
+    if (a.worker_file) {
+      o["worker"] = {{"file", dir.files[*a.worker_file].name}, {"mean_ms", a.worker_mean_ms}};
+    }
+    j["straggler"] = std::move(o);
+  }
+}
+
+// "clocks": what the sidecars say about each host's clock (clocksync lines), and the bound
+// within which times of different hosts can be compared.
+void add_clocks_json(nlohmann::json& j, const trace_dir& dir) {
   const std::vector<host_clock> clocks = host_clocks(dir);
   if (!clocks.empty()) {
     auto& cj = j["clocks"] = nlohmann::json::object();
@@ -271,8 +276,11 @@ nlohmann::json to_json(const stats_result& r, const trace_dir& dir, const record
       cj["cross_host_bound_us"] = nullptr;
     }
   }
-  // Processes from the sidecars: host and rank when the sidecar has them, the files attributed
-  // to each, and the library's own counters.
+}
+
+// "processes": from the sidecars: host and rank when the sidecar has them, the files
+// attributed to each, and the library's own counters.
+void add_processes_json(nlohmann::json& j, const trace_dir& dir) {
   auto& procs = j["processes"] = nlohmann::json::array();
   for (const auto& kv : dir.processes) {
     const process_meta& p = kv.second;
@@ -291,27 +299,12 @@ nlohmann::json to_json(const stats_result& r, const trace_dir& dir, const record
     }
     procs.push_back(std::move(o));
   }
-  auto& ops = j["ops"] = nlohmann::json::array();
-  for (const auto& o : r.ops) {
-    ops.push_back(fields_json(op_fields(o)));
-    ops.back()["name"] = o.name;
-    if (o.pooled) ops.back()["pooled"] = true;
-  }
-  if (r.pooled_ops_records > 0) {
-    // More distinct op names than the cap: the rest are in the pooled row, counted here.
-    j["ops_pooled"] = fields_json(pooled_fields(r));
-  }
-  j["batch_preprocessing"] = fields_json(preprocessing_fields(r, outliers));
-  if (outliers) {
-    j["batch_preprocessing"]["before_outlier_removal"] =
-        fields_json(summary_fields(r.preprocessing_before));
-  }
-  j["wait"] = fields_json(wait_fields(r));
-  j["delay"] = fields_json(delay_fields(r));
-  fields_json(j, batch_fields(r));
-  const gpu_figures gpu = compute_gpu(dir, win);
-  if (gpu.present) j["gpu"] = gpu_json(gpu, r.main_elapsed_ms);
-  if (r.startup.present()) j["startup"] = startup_json(r);
+}
+
+// "input_bound": the verdict on the main process's wait (the GPU's idle time where it used
+// CUDA; several ranks: the most input-bound rank's own), null when it cannot be told.
+void add_input_bound_json(nlohmann::json& j, const stats_result& r, const gpu_figures& gpu,
+                          const finding* rank_verdict) {
   if (r.wait.s.count > 0 && r.main_elapsed_ms > 0) {
     j["input_bound"] = {{"class", input_bound_class(r.wait_share())},
                         {"wait_share", r.wait_share()},
@@ -336,6 +329,37 @@ nlohmann::json to_json(const stats_result& r, const trace_dir& dir, const record
   } else {
     j["input_bound"] = nullptr;
   }
+}
+
+nlohmann::json to_json(const stats_result& r, const trace_dir& dir, const record_filter& win,
+                       bool outliers, const finding* rank_verdict) {
+  nlohmann::json j;
+  add_trace_json(j, r, dir, win);
+  add_ranks_json(j, r, dir);
+  add_clocks_json(j, dir);
+  add_processes_json(j, dir);
+  auto& ops = j["ops"] = nlohmann::json::array();
+  for (const auto& o : r.ops) {
+    ops.push_back(fields_json(op_fields(o)));
+    ops.back()["name"] = o.name;
+    if (o.pooled) ops.back()["pooled"] = true;
+  }
+  if (r.pooled_ops_records > 0) {
+    // More distinct op names than the cap: the rest are in the pooled row, counted here.
+    j["ops_pooled"] = fields_json(pooled_fields(r));
+  }
+  j["batch_preprocessing"] = fields_json(preprocessing_fields(r, outliers));
+  if (outliers) {
+    j["batch_preprocessing"]["before_outlier_removal"] =
+        fields_json(summary_fields(r.preprocessing_before));
+  }
+  j["wait"] = fields_json(wait_fields(r));
+  j["delay"] = fields_json(delay_fields(r));
+  fields_json(j, batch_fields(r));
+  const gpu_figures gpu = compute_gpu(dir, win);
+  if (gpu.present) j["gpu"] = gpu_json(gpu, r.main_elapsed_ms);
+  if (r.startup.present()) j["startup"] = startup_json(r);
+  add_input_bound_json(j, r, gpu, rank_verdict);
   // Why batches were slow: the sidecars' `batchres` lines (absent from traces without them).
   if (const causes_result c = compute_causes(dir, &win); causes_shown(c)) {
     // Only `opres` lines (ops, no worker batches): the per-op table alone.
@@ -484,10 +508,9 @@ void startup_text(std::string& out, const stats_result& r) {
   }
 }
 
-std::string to_text(const stats_result& r, const trace_dir& dir, const record_filter& win,
-                    const finding* rank_verdict, bool outliers) {
-  std::string out;
-  const gpu_figures gpu = compute_gpu(dir, win);
+// The run read, its window or capture, and the per-op table.
+void head_text(std::string& out, const stats_result& r, const trace_dir& dir,
+               const record_filter& win) {
   append_fmt(out, "Trace %s (prefix '%s'): %llu records in %llu files (%llu worker, %llu main)",
              printable(dir.path).c_str(), printable(dir.prefix).c_str(),
              static_cast<unsigned long long>(r.records), static_cast<unsigned long long>(r.files),
@@ -521,7 +544,11 @@ std::string to_text(const stats_result& r, const trace_dir& dir, const record_fi
                r.max_ops, static_cast<unsigned long long>(r.pooled_ops_records),
                static_cast<unsigned long long>(r.pooled_op_names));
   }
+}
 
+// Per-batch preprocessing time, before and after removing outliers.
+void preprocessing_text(std::string& out, const stats_result& r, const trace_dir& dir,
+                        bool outliers) {
   out += "\nPer-batch preprocessing time (SBatchPreprocessed):\n";
   if (r.preprocessing_before.count == 0) {
     out += "  (no SBatchPreprocessed records)\n";
@@ -548,7 +575,12 @@ std::string to_text(const stats_result& r, const trace_dir& dir, const record_fi
     }
     text_summary(out, r.preprocessing);
   }
+}
 
+// The main process's wait time and the input-bound verdict (the GPU's where it used CUDA;
+// several ranks: the most input-bound rank's own).
+void wait_text(std::string& out, const stats_result& r, const gpu_figures& gpu,
+               const finding* rank_verdict) {
   out += "\nMain process wait time (SBatchWait):\n";
   if (r.wait.s.count == 0) {
     out += "  (no SBatchWait records)\n";
@@ -588,9 +620,10 @@ std::string to_text(const stats_result& r, const trace_dir& dir, const record_fi
                  100 * t.wait_bound, 100 * t.wait_partly);
     }
   }
-  if (gpu.present) gpu_text(out, gpu, r);
-  if (r.startup.present()) startup_text(out, r);
+}
 
+// The batches' delay from ready to consumed, out-of-order arrivals, queued and consumed.
+void delay_text(std::string& out, const stats_result& r) {
   out += "\nBatch consumption delay time (SBatchConsumed - end of SBatchPreprocessed):\n";
   if (r.delay.s.count == 0) {
     out += "  (no matching SBatchPreprocessed/SBatchConsumed pairs)\n";
@@ -613,82 +646,93 @@ std::string to_text(const stats_result& r, const trace_dir& dir, const record_fi
   append_fmt(out, "Batches queued: %llu, consumed: %llu\n",
              static_cast<unsigned long long>(r.queued),
              static_cast<unsigned long long>(r.consumed));
-  if (!r.ranks.empty()) {
-    // Clocks of different hosts are taken as synchronized (NTP/PTP).
-    out += "\nPer rank:\n";
-    append_fmt(out, "%-32s", "rank");
-    fields_text_head(out, rank_fields(rank_stats{}));
+}
+
+// Several ranks: the per-rank table, the slowest rank and the straggler.
+void ranks_text(std::string& out, const stats_result& r) {
+  if (r.ranks.empty()) return;
+  // Clocks of different hosts are taken as synchronized (NTP/PTP).
+  out += "\nPer rank:\n";
+  append_fmt(out, "%-32s", "rank");
+  fields_text_head(out, rank_fields(rank_stats{}));
+  out += '\n';
+  for (const auto& x : r.ranks) {
+    append_fmt(out, "%-32s", printable(x.label).substr(0, 32).c_str());
+    fields_text(out, rank_fields(x));
     out += '\n';
-    for (const auto& x : r.ranks) {
-      append_fmt(out, "%-32s", printable(x.label).substr(0, 32).c_str());
-      fields_text(out, rank_fields(x));
-      out += '\n';
-    }
-    if (r.slowest_rank) {
-      const rank_stats& s = r.ranks[*r.slowest_rank];
-      append_fmt(out,
-                 "Slowest rank: %s (its main process waited %.2f ms for data, %.2f%% of its "
-                 "time; mean batch preprocessing %.2f ms)\n",
-                 printable(s.label).c_str(), s.wait_ms, 100 * s.wait_share(),
-                 s.preprocessing_mean_ms);
-    }
-    if (r.straggler) {
-      const straggler_analysis& a = *r.straggler;
-      append_fmt(out,
-                 "Straggler: %s. The other ranks wait %.2f%% of their time for data; in "
-                 "synchronous training each of their steps also waits ~%.2f ms for it (%.2f ms "
-                 "in all, %.2f%% of their time).\n",
-                 printable(r.ranks[a.rank].label).c_str(), 100 * a.others_wait_share,
-                 a.lost_per_step_ms, a.lost_ms, 100 * a.lost_share);
-      if (a.population > 0) {
-        append_fmt(out,
-                   "  on %s%s%s: %.3f ms mean over %llu records against a median of %.3f ms (MAD "
-                   "%.3f ms, %zu ranks): %.1fx, robust z %.1f; %.2f ms extra per step%s%s\n",
-                   a.metric.c_str(), a.op.empty() ? "" : " ", printable(a.op).c_str(), a.mean_ms,
-                   static_cast<unsigned long long>(a.count), a.median_ms, a.mad_ms, a.population,
-                   a.ratio, a.z, a.excess_per_step_ms, a.host_level ? "; host-level: " : "",
-                   a.host_level ? printable(a.host).c_str() : "");
-      }
-      out += "To change: " + printable(a.advice) + ".\n";
-    } else if (r.ranks.size() >= straggler_thresholds{}.min_ranks) {
-      const straggler_thresholds th;
-      append_fmt(out,
-                 "Straggler: none. No rank stands out beyond the noise on any op or its batch "
-                 "preprocessing (robust z >= %.1f and >= %.2fx the median).\n",
-                 th.z, th.ratio);
-    }
   }
-  if (const causes_result c = compute_causes(dir, &win); causes_shown(c)) {
-    if (c.present) {
-      const cause_thresholds th;
-      out += "\nCauses of batch time (workers' batch preprocessing, from the sidecars):\n";
-      append_fmt(out, "%-34s", "");
-      fields_text_head(out, cause_fields(resource_totals{}));
-      out += "  verdict\n";
-      cause_text_row(out, "all workers", c.all);
-      for (const auto& x : c.ranks) cause_text_row(out, x.label, x.totals);
-      for (const auto& x : c.workers) cause_text_row(out, x.label, x.totals);
-      if (c.all.lost != 0) {
-        append_fmt(out, "\t%llu batches' figures lost (the runtime's queue was full)\n",
-                   static_cast<unsigned long long>(c.all.lost));
-      }
-      if (c.window_incomplete) {
-        append_fmt(out, "\t(in the window: from the first %zu batchres lines read)\n",
-                   k_max_batch_resources);
-      }
-      const std::string v = cause_verdict(c.all);
-      if (!v.empty()) {
-        append_fmt(out, "\tVerdict: %s: %s.\n", v.c_str(), cause_advice(c, v).c_str());
-      }
-      append_fmt(out,
-                 "\t(page_faults: >= %.0f minor faults per batch costing >= %.0f%% of CPU time at "
-                 "%.1f us each, or >= %.0f major faults per batch when blocked; else the largest "
-                 "share)\n",
-                 th.minor_faults_per_batch, 100 * th.fault_time_share, th.fault_cost_us,
-                 th.major_faults_per_batch);
-    }
-    if (!c.ops.empty()) op_causes_text(out, c);
+  if (r.slowest_rank) {
+    const rank_stats& s = r.ranks[*r.slowest_rank];
+    append_fmt(out,
+               "Slowest rank: %s (its main process waited %.2f ms for data, %.2f%% of its "
+               "time; mean batch preprocessing %.2f ms)\n",
+               printable(s.label).c_str(), s.wait_ms, 100 * s.wait_share(),
+               s.preprocessing_mean_ms);
   }
+  if (r.straggler) {
+    const straggler_analysis& a = *r.straggler;
+    append_fmt(out,
+               "Straggler: %s. The other ranks wait %.2f%% of their time for data; in "
+               "synchronous training each of their steps also waits ~%.2f ms for it (%.2f ms "
+               "in all, %.2f%% of their time).\n",
+               printable(r.ranks[a.rank].label).c_str(), 100 * a.others_wait_share,
+               a.lost_per_step_ms, a.lost_ms, 100 * a.lost_share);
+    if (a.population > 0) {
+      append_fmt(out,
+                 "  on %s%s%s: %.3f ms mean over %llu records against a median of %.3f ms (MAD "
+                 "%.3f ms, %zu ranks): %.1fx, robust z %.1f; %.2f ms extra per step%s%s\n",
+                 a.metric.c_str(), a.op.empty() ? "" : " ", printable(a.op).c_str(), a.mean_ms,
+                 static_cast<unsigned long long>(a.count), a.median_ms, a.mad_ms, a.population,
+                 a.ratio, a.z, a.excess_per_step_ms, a.host_level ? "; host-level: " : "",
+                 a.host_level ? printable(a.host).c_str() : "");
+    }
+    out += "To change: " + printable(a.advice) + ".\n";
+  } else if (r.ranks.size() >= straggler_thresholds{}.min_ranks) {
+    const straggler_thresholds th;
+    append_fmt(out,
+               "Straggler: none. No rank stands out beyond the noise on any op or its batch "
+               "preprocessing (robust z >= %.1f and >= %.2fx the median).\n",
+               th.z, th.ratio);
+  }
+}
+
+// Why batches were slow: the sidecars' `batchres` (and `opres`) lines.
+void causes_text(std::string& out, const trace_dir& dir, const record_filter& win) {
+  const causes_result c = compute_causes(dir, &win);
+  if (!causes_shown(c)) return;
+  if (c.present) {
+    const cause_thresholds th;
+    out += "\nCauses of batch time (workers' batch preprocessing, from the sidecars):\n";
+    append_fmt(out, "%-34s", "");
+    fields_text_head(out, cause_fields(resource_totals{}));
+    out += "  verdict\n";
+    cause_text_row(out, "all workers", c.all);
+    for (const auto& x : c.ranks) cause_text_row(out, x.label, x.totals);
+    for (const auto& x : c.workers) cause_text_row(out, x.label, x.totals);
+    if (c.all.lost != 0) {
+      append_fmt(out, "\t%llu batches' figures lost (the runtime's queue was full)\n",
+                 static_cast<unsigned long long>(c.all.lost));
+    }
+    if (c.window_incomplete) {
+      append_fmt(out, "\t(in the window: from the first %zu batchres lines read)\n",
+                 k_max_batch_resources);
+    }
+    const std::string v = cause_verdict(c.all);
+    if (!v.empty()) {
+      append_fmt(out, "\tVerdict: %s: %s.\n", v.c_str(), cause_advice(c, v).c_str());
+    }
+    append_fmt(out,
+               "\t(page_faults: >= %.0f minor faults per batch costing >= %.0f%% of CPU time at "
+               "%.1f us each, or >= %.0f major faults per batch when blocked; else the largest "
+               "share)\n",
+               th.minor_faults_per_batch, 100 * th.fault_time_share, th.fault_cost_us,
+               th.major_faults_per_batch);
+  }
+  if (!c.ops.empty()) op_causes_text(out, c);
+}
+
+// Several hosts: their clocks (the sidecars' clocksync lines) and how far times compare.
+void clocks_text(std::string& out, const trace_dir& dir) {
   const std::vector<host_clock> clocks = host_clocks(dir);
   if (clocks.size() > 1) {
     out += "\nClocks (from the sidecars' clocksync lines):\n";
@@ -718,6 +762,21 @@ std::string to_text(const stats_result& r, const trace_dir& dir, const record_fi
           "skew correction is applied.\n";
     }
   }
+}
+
+std::string to_text(const stats_result& r, const trace_dir& dir, const record_filter& win,
+                    const finding* rank_verdict, bool outliers) {
+  std::string out;
+  const gpu_figures gpu = compute_gpu(dir, win);
+  head_text(out, r, dir, win);
+  preprocessing_text(out, r, dir, outliers);
+  wait_text(out, r, gpu, rank_verdict);
+  if (gpu.present) gpu_text(out, gpu, r);
+  if (r.startup.present()) startup_text(out, r);
+  delay_text(out, r);
+  ranks_text(out, r);
+  causes_text(out, dir, win);
+  clocks_text(out, dir);
   return out;
 }
 

@@ -240,47 +240,4 @@ causes_result compute_causes(const trace_dir& dir, const record_filter* win) {
   return c;
 }
 
-std::string cause_advice(const causes_result& c, const std::string& verdict) {
-  const cause_shares s = shares_of(c.all);
-  char buf[512];
-  const double n = c.all.batches != 0 ? double(c.all.batches) : 1.0;
-  // Only what the data shows and what no setting of the loader already does: PyTorch's worker
-  // loop sets torch.set_num_threads(1) itself; a change of the worker count is advised by the
-  // findings only with the model's prediction (report/findings.cpp).
-  const unsigned long long alive =
-      c.concurrent_workers != 0 ? c.concurrent_workers : c.workers.size();
-  const bool torch = c.loader == "torch";
-  if (verdict == "cpu_contention") {
-    std::snprintf(
-        buf, sizeof buf,
-        "workers waited %.0f %% of their batch time for a CPU: %llu worker%s alive at "
-        "once on %llu allowed CPU%s, beside other threads; keep other work off their "
-        "CPUs%s",
-        100 * s.cpu_wait, alive, alive == 1 ? "" : "s",
-        static_cast<unsigned long long>(c.cpus_allowed), c.cpus_allowed == 1 ? "" : "s",
-        torch ? "" : ", and keep each worker to one thread of its own (thread pools inside ops)");
-  } else if (verdict == "blocked") {
-    std::snprintf(buf, sizeof buf,
-                  "workers were off the CPU, not waiting for one, %.0f %% of their batch time "
-                  "(I/O, locks, sleeps; %.1f voluntary context switches per batch): read ahead "
-                  "or cache the data, or use faster storage",
-                  100 * s.blocked, double(c.all.nvcsw) / n);
-  } else if (verdict == "page_faults") {
-    std::snprintf(buf, sizeof buf,
-                  "workers took %.0f minor and %.1f major page faults per batch: reuse buffers "
-                  "instead of allocating fresh memory per sample%s, or keep the data set in the "
-                  "page cache",
-                  double(c.all.minflt) / n, double(c.all.majflt) / n,
-                  torch || c.loader == "libtorch" ? " (e.g. a preallocated output tensor)" : "");
-  } else if (verdict == "compute") {
-    std::snprintf(buf, sizeof buf,
-                  "workers were on a CPU %.0f %% of their batch time: the ops themselves cost; "
-                  "speed up the costliest op",
-                  100 * s.cpu);
-  } else {
-    return "";
-  }
-  return buf;
-}
-
 }  // namespace lotus_tool

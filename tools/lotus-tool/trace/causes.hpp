@@ -85,7 +85,4 @@ std::vector<bool> batch_res_in_window(const trace_dir& dir, const record_filter&
 /// begins is not alive with it. 0 for none.
 std::uint64_t most_alive_at_once(const std::vector<std::pair<std::uint64_t, std::uint64_t>>& lives);
 
-/// The action that fits a verdict, with the numbers of `c` (plain text, one sentence).
-std::string cause_advice(const causes_result& c, const std::string& verdict);
-
 }  // namespace lotus_tool

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "trace/line_reader.hpp"
+#include "trace/loader_kinds.hpp"
 #include "trace/trace_dir.hpp"
 #include "util/diag.hpp"
 #include "util/error.hpp"
@@ -80,11 +81,11 @@ class sidecar_parser {
     } else if (key == "loader") {
       std::string v;
       ls >> v;
-      // One of the known words, else nothing: the findings name the loader's own settings.
-      if (v == "torch" || v == "libtorch" || v == "pipeline" || v == "nodes") proc_.loader = v;
+      // A word of the loader table, else nothing: the findings name the loader's own settings.
+      if (known_loader_kind(v)) proc_.loader = v;
       std::string version;  // `loader torch 1.13.1`; absent (or not a version): unknown
-      if (v == "torch" && ls >> version && version.size() < 32 &&
-          std::all_of(version.begin(), version.end(), [](char c) {
+      if (known_loader_kind(v) && loader_kind_of(v).versioned && ls >> version &&
+          version.size() < 32 && std::all_of(version.begin(), version.end(), [](char c) {
             return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '+' ||
                    c == '-' || c == '_';
           })) {

@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <map>
 
+#include "trace/loader_kinds.hpp"
+
 namespace lotus_tool {
 
 namespace {
@@ -132,10 +134,8 @@ double mean_ttfb_ms(const startup_prediction& p, const startup_costs& c) {
 }
 
 std::string startup_replay_missed(const startup_costs& c, const std::string& loader) {
-  if (loader == "nodes") {
-    return "the start-up model describes a DataLoader's workers, not a torchdata.nodes "
-           "ParallelMapper's";
-  }
+  // A loader whose workers' start-up the model does not describe (the loader table's words).
+  if (const char* why = loader_kind_of(loader).startup_model_missing; *why != '\0') return why;
   const startup_prediction r = predict_startup(c, c.method, c.workers);
   if (!r.known) return r.why_unknown;
   if (c.ttfb_ms <= 0) return "no iterator's first batch was recorded";
