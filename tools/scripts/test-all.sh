@@ -74,8 +74,8 @@ pip_stack() {  # pip_stack NAME
   fi
   PYTHONPATH="$build/python" "$venv/bin/python" -m lotus.torch --check 2>&1 | sed 's/^/  /' || true  # what this stack records
   # Two at once (pytest-xdist: most of these tests wait on worker processes); then the matrix's
-  # `alone` files, alone (memory: other processes move their Pss; the start-up's parts, on the job's
-  # own clock; the pip install, a build of its own). The stack's selection and [deselect] rows: both.
+  # `alone` files, alone (memory: other processes move their Pss; the pip install, a build of its
+  # own). The stack's selection and [deselect] rows apply to both.
   local together=() alone=() select=() deselect=()
   read -r -a together <<<"$(tm files "pip-$name" yes)"
   read -r -a alone <<<"$(tm files "pip-$name" alone)"
