@@ -3273,24 +3273,37 @@ class map_region {
 // and last the table of the runtime's entry points (detail/entry_points.hpp's list, each row
 // filled with its rt_<name> body).
 
-// Every system header of the runtime's headers, in one place.
+// Every system header the headers below include, in one place (each also includes its own; the
+// lint's check-layout.sh keeps this list whole). Two only under a condition, so only there: NVTX's
+// <nvtx3/nvToolsExt.h> (nvtx.hpp, LOTUS_WITH_NVTX) and <valgrind/valgrind.h> (callgrind.hpp, off
+// x86-64 when the header is there).
 #if defined(__x86_64__) || defined(__i386__)
 #  include <cpuid.h>  // __get_cpuid (calibration.hpp)
 #endif
-#include <errno.h>        // errno
-#include <fcntl.h>        // open, O_*
-#include <link.h>         // dl_iterate_phdr (ledger.hpp)
-#include <pthread.h>      // pthread_atfork, pthread_mutex_t
-#include <sched.h>        // sched_yield, sched_getaffinity
-#include <signal.h>       // sigfillset
-#include <sys/mman.h>     // memfd_create, mmap (ledger.hpp)
-#include <sys/prctl.h>    // PR_GET_NAME
-#include <sys/stat.h>     // fstat, lstat, mkdir
-#include <sys/syscall.h>  // SYS_gettid
-#include <sys/timex.h>    // adjtimex (read-only: modes 0)
-#include <time.h>         // clock_gettime, nanosleep
-#include <unistd.h>       // gethostname, write, close
+#include <dirent.h>        // opendir, readdir (capture_request.hpp)
+#include <dlfcn.h>         // dlopen, dlsym (ITT, uProf)
+#include <errno.h>         // errno
+#include <fcntl.h>         // open, O_*
+#include <glob.h>          // glob (amd.hpp)
+#include <link.h>          // dl_iterate_phdr (ledger.hpp)
+#include <poll.h>          // poll (perf.hpp)
+#include <pthread.h>       // pthread_atfork, pthread_mutex_t
+#include <sched.h>         // sched_yield, sched_getaffinity
+#include <signal.h>        // sigfillset
+#include <string.h>        // strnlen (live.hpp)
+#include <sys/mman.h>      // memfd_create, mmap (ledger.hpp)
+#include <sys/prctl.h>     // PR_GET_NAME
+#include <sys/random.h>    // getrandom (capture_request.hpp)
+#include <sys/resource.h>  // getrusage (resources.hpp)
+#include <sys/stat.h>      // fstat, lstat, mkdir
+#include <sys/statvfs.h>   // statvfs (trace_files.hpp)
+#include <sys/syscall.h>   // SYS_gettid
+#include <sys/timex.h>     // adjtimex (read-only: modes 0)
+#include <time.h>          // clock_gettime, nanosleep
+#include <unistd.h>        // gethostname, write, close
 
+#include <cerrno>       // errno, EINTR
+#include <chrono>       // milliseconds (options.hpp)
 #include <cstdarg>      // va_list
 #include <cstddef>      // size_t
 #include <cstdint>      // uint64_t
@@ -3298,7 +3311,10 @@ class map_region {
 #include <cstdlib>      // atexit, malloc
 #include <cstring>      // memcpy, strerror
 #include <new>          // bad_alloc
+#include <optional>     // optional (options.hpp, option_table.hpp)
+#include <string>       // string (options.hpp, option_table.hpp)
 #include <string_view>  // string_view
+#include <type_traits>  // enable_if_t, is_same_v (text.hpp)
 
 // clang-format off
 // ---- begin lotus/options.hpp ----

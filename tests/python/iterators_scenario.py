@@ -75,8 +75,7 @@ def offset_from_thread():
     resume_offset, which stateful.py reads from a StatefulDataLoader's state)."""
     from lotus.loaders import dataloader as lotus_dl
     from torch.utils.data import dataloader
-    from torch.utils.data._utils import worker
-    init = lotus_dl.main_side("_MultiProcessingDataLoaderIter", worker, "_worker_loop",
+    init = lotus_dl.main_side("_MultiProcessingDataLoaderIter",
                               resume_offset=lambda args, kwargs: getattr(_offsets, "k", 0))[0]
     dataloader._MultiProcessingDataLoaderIter.__init__ = init
 

@@ -7,7 +7,8 @@
 #   compiles) under LOTUS_IMPLEMENTATION, and no other header tests that macro;
 #   lotus-tool includes from lotus/runtime/ only capture_request.hpp (the capture-request format,
 #   the trigger parser and the flight settings), which itself includes no other runtime header
-#   but text.hpp (a fixed-size string builder, 100 lines).
+#   but text.hpp (a fixed-size string builder, 100 lines); runtime/implementation.hpp lists every
+#   system header of the headers it includes.
 # Usage: tools/scripts/check-layout.sh [REPO_DIR]   Prints one "file: reason" line per offender,
 # exits 1 if there is any.
 set -euo pipefail
@@ -70,6 +71,14 @@ while IFS= read -r f; do
     esac
   done < <(grep -E "$inc_re" "$f" || true)
 done < <(find tools/lotus-tool -name '*.cpp' -o -name '*.hpp' | sort)
+
+# runtime/implementation.hpp lists every system header of the headers it includes (or, for one
+# included only under a condition, names it in its comment).
+impl=include/lotus/runtime/implementation.hpp
+while IFS= read -r h; do
+  grep -qF "<$h>" "$impl" || complain "$impl" "its list of system headers misses <$h>"
+done < <(sed -n 's|^#include "\(lotus/[^"]*\)".*|include/\1|p' "$impl" | xargs cat |
+           sed -nE 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*<([^>]+)>.*/\1/p' | grep -v '^lotus/' | sort -u)
 
 if [ "$bad" -ne 0 ]; then exit 1; fi
 echo "check-layout: include/lotus/detail and the public headers include the runtime only through lotus.hpp's one door"

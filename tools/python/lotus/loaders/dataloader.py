@@ -251,13 +251,9 @@ def _past_the_end(it):
     return n is not None and it._rcvd_idx >= n
 
 
-def main_side(cls, worker_owner, worker_key, unwrap=None, resume_offset=None):
-    """The replacements of an iterator class of torch's multiprocessing shape.
-
-    cls: the iterator's name (keys of the originals); worker_owner/worker_key: where its
-    _worker_loop is looked up when workers start; unwrap(payload): the batch object in what
-    _get_data returns after the index (None: the payload itself; _NOT_A_BATCH: a control message);
-    resume_offset(args, kwargs): the epoch's index of the iterator's batch 0 (a resumed loader)."""
+def _iter_init(cls, resume_offset):
+    """__init__: the iterator's start (workers started, the first indices queued) measured, its
+    state set up; a resumed iterator's replay (resume_offset) recorded as worker batches only."""
 
     def iter_init(self, loader, *args, **kwargs):
         offset = resume_offset(args, kwargs) if resume_offset is not None else 0
@@ -298,6 +294,11 @@ def main_side(cls, worker_owner, worker_key, unwrap=None, resume_offset=None):
             self._lotus_init = False
             _startup.end(it, int(getattr(self, "_num_workers", 0) or 0),
                          bool(getattr(self, "_persistent_workers", False)))
+    return iter_init
+
+
+def _try_put_index(cls):
+    """_try_put_index: SBatchQueued when an index goes to a worker; a new epoch's state."""
 
     def try_put_index(self, *args, **kwargs):
         before = self._send_idx
@@ -319,6 +320,11 @@ def main_side(cls, worker_owner, worker_key, unwrap=None, resume_offset=None):
         _original(cls + "._try_put_index")(self, *args, **kwargs)
         if self._send_idx != before and _gate(self._dataset):
             _batch(_QUEUED, before + self._lotus_offset)
+    return try_put_index
+
+
+def _next_data(cls):
+    """_next_data: the wait for the next batch (Lotus's wait start, NVTX, the GPU's side)."""
 
     def next_data(self, *args, **kwargs):
         # Lotus takes the wait start once per _next_data call, before its loop; the wait is in
@@ -353,6 +359,11 @@ def main_side(cls, worker_owner, worker_key, unwrap=None, resume_offset=None):
         if h is not None:
             _gpu.end(h, self._lotus_idx, self._lotus_arrival)
         return out
+    return next_data
+
+
+def _get_data(cls, unwrap):
+    """_get_data: each arrival noted under its data's identity (an out-of-order one marked)."""
 
     def get_data(self, *args, **kwargs):
         r = _original(cls + "._get_data")(self, *args, **kwargs)
@@ -380,6 +391,11 @@ def main_side(cls, worker_owner, worker_key, unwrap=None, resume_offset=None):
                     if start and su is not None and not su.first:  # once an iterator
                         _startup.first_arrival(su, at, _time_ns())
         return r
+    return get_data
+
+
+def _process_data(cls):
+    """_process_data: the batch handed over: its SBatchWait and SBatchConsumed."""
 
     def process_data(self, data, *args, **kwargs):
         # Whatever follows `data` (torch 2.7+: the worker's index; StatefulDataLoader: its state
@@ -401,13 +417,22 @@ def main_side(cls, worker_owner, worker_key, unwrap=None, resume_offset=None):
             _patch.unsupported("process_data", f"{cls}._process_data received a batch that did "
                                "not come through _get_data; main-process records are incomplete")
         return out
+    return process_data
 
-    return iter_init, try_put_index, next_data, get_data, process_data
+
+def main_side(cls, unwrap=None, resume_offset=None):
+    """The replacements of an iterator class of torch's multiprocessing shape.
+
+    cls: the iterator's name (keys of the originals); unwrap(payload): the batch object in what
+    _get_data returns after the index (None: the payload itself; _NOT_A_BATCH: a control message);
+    resume_offset(args, kwargs): the epoch's index of the iterator's batch 0 (a resumed loader)."""
+    return (_iter_init(cls, resume_offset), _try_put_index(cls), _next_data(cls),
+            _get_data(cls, unwrap), _process_data(cls))
 
 
-def main_targets(group, owner, cls, worker_owner, worker_key, init_params, **kw):
+def main_targets(group, owner, cls, init_params, **kw):
     """The five targets of an iterator class of torch's multiprocessing shape."""
-    init, put, nxt, get, process = main_side(cls, worker_owner, worker_key, **kw)
+    init, put, nxt, get, process = main_side(cls, **kw)
     return [
         (group, cls + ".__init__", owner, "__init__", init, init_params),
         (group, cls + "._try_put_index", owner, "_try_put_index", put, ("self", "...")),
@@ -437,8 +462,7 @@ def targets():
     ]
     out += _startup.targets()
     out += main_targets("main", dataloader._MultiProcessingDataLoaderIter,
-                        "_MultiProcessingDataLoaderIter", worker, "_worker_loop",
-                        ("self", "loader", "..."))
+                        "_MultiProcessingDataLoaderIter", ("self", "loader", "..."))
     out += [
         ("fetch", "_MapDatasetFetcher.__init__", mf, "__init__", _map_fetcher_init,
          ("self", "dataset", "auto_collation", "collate_fn", "drop_last", "...")),

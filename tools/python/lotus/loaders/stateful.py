@@ -49,7 +49,7 @@ def targets():
     out = [("stateful_workers", "stateful._worker_loop", sd, "_worker_loop", None,
             ("dataset_kind", "dataset|dataset_holder", "index_queue", "..."))]
     out += main_targets("stateful_main", sd._StatefulMultiProcessingDataLoaderIter,
-                        "_StatefulMultiProcessingDataLoaderIter", sd, "stateful._worker_loop",
+                        "_StatefulMultiProcessingDataLoaderIter",
                         ("self", "loader", "next_iter_state", "..."),
                         unwrap=_batch_of, resume_offset=_resume_offset)
     return out
