@@ -106,11 +106,12 @@ def test_each_part_of_the_start_is_measured(tmp_path, method, workers, paths, in
             assert nbytes == 0 and int(f[4]) == 0
         else:
             assert abs(nbytes - job["pickle_bytes"]) <= 0.1 * job["pickle_bytes"], (f, job)
-    # worker_init_fn: its sleep, within 10 %.
+    # worker_init_fn: its sleep, no less, and not some other span (a loaded machine wakes the
+    # sleeper late: 1.28 s for 1 s at load 13).
     for _, f in boots:
         init_dur = int(f[6]) / 1e9
         if init_s:
-            assert abs(init_dur - init_s) <= 0.1 * init_s, f
+            assert init_s * 0.99 <= init_dur <= init_s * 1.5 + 0.2, f
         else:
             assert init_dur == 0
         assert int(f[2]) == (0 if method == "fork" else int(f[2])) and (int(f[2]) > 0) == (
