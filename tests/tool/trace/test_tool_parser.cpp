@@ -13,8 +13,8 @@
 
 #include "catch.hpp"
 #include "record_reference.hpp"
-#include "trace/line_reader.hpp"
-#include "trace/record.hpp"
+#include "format/line_reader.hpp"
+#include "format/record.hpp"
 
 using lotus_tool::record;
 

@@ -10,7 +10,7 @@
 #include <utility>
 
 #include "trace/gpu.hpp"
-#include "trace/record.hpp"
+#include "format/record.hpp"
 #include "trace/summary.hpp"
 #include "util/diag.hpp"
 

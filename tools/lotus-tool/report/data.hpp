@@ -16,7 +16,7 @@
 #include "compare/whatif.hpp"
 #include "trace/causes.hpp"
 #include "trace/gpu.hpp"
-#include "trace/record.hpp"
+#include "format/record.hpp"
 #include "trace/stats_engine.hpp"
 #include "trace/trace_dir.hpp"
 

@@ -10,7 +10,7 @@
 #include <fstream>
 
 #include "lotus/runtime/capture_request.hpp"
-#include "trace/trace_name.hpp"
+#include "format/trace_name.hpp"
 #include "util/diag.hpp"
 #include "util/error.hpp"
 #include "util/output.hpp"
