@@ -12,28 +12,15 @@
 
 #include "_lotus.hpp"
 
-#include <fcntl.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 #include <signal.h>
-#include <sys/stat.h>
-#include <unistd.h>
+#include <time.h>
 
-#include <algorithm>
-#include <cerrno>
-#include <chrono>
 #include <cstdint>
-#include <cstring>
-#include <new>
-#include <optional>
 #include <string>
-#include <string_view>
-#include <tuple>
-#include <unordered_map>
-#include <vector>
 
 #include "lotus/lotus.hpp"
-#include "lotus/map_region.hpp"
 #include "lotus/options.hpp"
 
 namespace py = pybind11;
