@@ -17,7 +17,7 @@ enum class batch_kind : std::uint8_t { none, preprocessed, wait, consumed, queue
 
 /// The word every stem starts with: a record `S<family>...` that is no kind of the table is a
 /// batch record of an unknown kind (batch_kind::other), never an op.
-inline constexpr std::string_view k_batch_family = "Batch";
+inline constexpr std::string_view k_batch_family = lotus::detail::batch_family;
 
 struct batch_kind_row {
   batch_kind kind;
