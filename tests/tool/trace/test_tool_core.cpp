@@ -6,8 +6,8 @@
 
 #include "catch.hpp"
 #include "format/line_reader.hpp"
-#include "trace/merge.hpp"
 #include "format/record.hpp"
+#include "trace/merge.hpp"
 #include "trace/stats_engine.hpp"
 #include "trace/trace_dir.hpp"
 #include "util/error.hpp"

@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "catch.hpp"
-#include "record_reference.hpp"
 #include "format/line_reader.hpp"
 #include "format/record.hpp"
+#include "record_reference.hpp"
 
 using lotus_tool::record;
 
