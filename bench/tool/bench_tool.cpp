@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "trace/line_reader.hpp"
-#include "trace/record.hpp"
+#include "format/line_reader.hpp"
+#include "format/record.hpp"
 #include "trace/stats_engine.hpp"
 #include "trace/trace_dir.hpp"
 

@@ -105,9 +105,9 @@ def test_each_partition_is_one_call_of_the_native_reader(tmp_path, monkeypatch):
     calls = []
     native = lotus.frame._lotus._read_traces
 
-    def counted(paths, groups):
+    def counted(paths, *rest):
         calls.append([os.fsdecode(p) for p in paths])
-        return native(paths, groups)
+        return native(paths, *rest)
 
     monkeypatch.setattr(lotus.frame._lotus, "_read_traces", counted)
     df = ddf.compute(scheduler="sync").reset_index(drop=True)

@@ -37,6 +37,11 @@ constexpr char record_name_char(char c) noexcept {
 /// `inflight` lines, `op:NAME>`): spaces become '_' too.
 constexpr char token_name_char(char c) noexcept { return c == ' ' ? '_' : record_name_char(c); }
 
+// The batch records: `S<name>_<idx>`, each name the family word and a kind. These sites are the
+// one table of the kinds' names: lotus-tool's format library (format/batch_kinds.hpp), and through
+// it lotus.frame and lotus.loaders, read them from here.
+inline constexpr char batch_family[] = "Batch";
+
 // Consumer-side record sites (written to the `_main_pid_` file).
 inline constexpr record_site batch_queued_loc{"BatchQueued", "", "", 0,
                                               flag_main | flag_indexed | flag_fixed_1us};

@@ -290,21 +290,26 @@ class live_state {
     return &sites_[i];
   }
 
-  static bool is(const label_table::label& n, std::string_view what) noexcept {
-    return n.size == what.size() && std::memcmp(n.text, what.data(), what.size()) == 0;
+  /// Whether label `n` is the record name of `site`: `S` and its name.
+  static bool is(const label_table::label& n, const record_site& site) noexcept {
+    const std::string_view name(site.name);
+    return n.size == name.size() + 1 && n.text[0] == 'S' &&
+           std::memcmp(n.text + 1, name.data(), name.size()) == 0;
   }
 
   LOTUS_DETAIL_COLD void classify(site& s, const label_table::label& n) noexcept {
     const std::uint32_t flags = n.key->flags;
     const bool main = (flags & flag_main) != 0;
     s.kind = kind_other;
-    if (main && is(n, "SBatchWait")) {
+    constexpr std::size_t family = sizeof batch_family - 1;
+    if (main && is(n, batch_wait_loc)) {
       s.kind = kind_wait;
-    } else if (main && is(n, "SBatchConsumed")) {
+    } else if (main && is(n, batch_consumed_loc)) {
       s.kind = kind_consumed;
-    } else if (!main && (flags & flag_indexed) != 0 && is(n, "SBatchPreprocessed")) {
+    } else if (!main && (flags & flag_indexed) != 0 && is(n, batch_preprocessed_loc)) {
       s.kind = kind_batch;
-    } else if (n.size >= 6 && std::memcmp(n.text, "SBatch", 6) == 0) {
+    } else if (n.size > family && n.text[0] == 'S' &&
+               std::memcmp(n.text + 1, batch_family, family) == 0) {
       s.kind = kind_other;  // queued markers, pin-memory spans: not ops
     } else {
       // An op: the name without its S, shared by every site of that name.

@@ -9,8 +9,8 @@
 #include <string_view>
 
 #include "../trace/record_reference.hpp"
-#include "trace/line_reader.hpp"
-#include "trace/record.hpp"
+#include "format/line_reader.hpp"
+#include "format/record.hpp"
 #include "trace/stats_engine.hpp"
 #include "trace/trace_dir.hpp"
 

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "trace/record.hpp"
+#include "format/record.hpp"
 
 namespace lotus_tool_ref {
 

@@ -5,9 +5,9 @@
 #include <vector>
 
 #include "catch.hpp"
-#include "trace/line_reader.hpp"
+#include "format/line_reader.hpp"
+#include "format/record.hpp"
 #include "trace/merge.hpp"
-#include "trace/record.hpp"
 #include "trace/stats_engine.hpp"
 #include "trace/trace_dir.hpp"
 #include "util/error.hpp"

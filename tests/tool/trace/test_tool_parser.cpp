@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "catch.hpp"
+#include "format/line_reader.hpp"
+#include "format/record.hpp"
 #include "record_reference.hpp"
-#include "trace/line_reader.hpp"
-#include "trace/record.hpp"
 
 using lotus_tool::record;
 

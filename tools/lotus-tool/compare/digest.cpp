@@ -9,8 +9,8 @@
 #include <unordered_map>
 #include <utility>
 
+#include "format/record.hpp"
 #include "trace/gpu.hpp"
-#include "trace/record.hpp"
 #include "trace/summary.hpp"
 #include "util/diag.hpp"
 

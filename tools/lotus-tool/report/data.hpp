@@ -14,9 +14,9 @@
 
 #include "compare/diff.hpp"
 #include "compare/whatif.hpp"
+#include "format/record.hpp"
 #include "trace/causes.hpp"
 #include "trace/gpu.hpp"
-#include "trace/record.hpp"
 #include "trace/stats_engine.hpp"
 #include "trace/trace_dir.hpp"
 

@@ -16,12 +16,12 @@
 #include <vector>
 
 #include "compare/tune.hpp"
+#include "format/line_reader.hpp"
 #include "report/data.hpp"
 #include "report/findings.hpp"
 #include "report/page.hpp"
 #include "report/timeline_rows.hpp"
 #include "trace/input.hpp"
-#include "trace/line_reader.hpp"
 #include "trace/stats_engine.hpp"
 #include "trace/summary.hpp"
 #include "trace/trace_dir.hpp"

@@ -9,8 +9,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "format/line_reader.hpp"
 #include "trace/input.hpp"
-#include "trace/line_reader.hpp"
 #include "trace/trace_dir.hpp"
 #include "util/error.hpp"
 #include "util/output.hpp"
@@ -145,10 +145,11 @@ void run_check(const check_args& a) {
   const bool capture = dir.capture() != nullptr;
   for (const auto& [fi, line, idx] :
        capture ? decltype(balance.unmatched()){} : balance.unmatched()) {
-    const std::string why = "SBatchConsumed_" + std::to_string(idx) +
-                            " has no SBatchPreprocessed_" + std::to_string(idx) +
-                            " in a worker file for it: the main-process records do not match the "
-                            "workers' batches";
+    char consumed[k_batch_name_max], preprocessed[k_batch_name_max];
+    const std::string why =
+        std::string(batch_record_name(consumed, batch_kind::consumed, idx)) + " has no " +
+        std::string(batch_record_name(preprocessed, batch_kind::preprocessed, idx)) +
+        " in a worker file for it: the main-process records do not match the workers' batches";
     report(dir.path_of(dir.files[fi]), line, why.c_str());
     if (!file_bad[fi]) {
       file_bad[fi] = true;

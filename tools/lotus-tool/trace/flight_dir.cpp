@@ -9,8 +9,8 @@
 #include <algorithm>
 #include <fstream>
 
+#include "format/trace_name.hpp"
 #include "lotus/runtime/capture_request.hpp"
-#include "trace/trace_name.hpp"
 #include "util/diag.hpp"
 #include "util/error.hpp"
 #include "util/output.hpp"

@@ -2,7 +2,7 @@
 // SPDX-License-Identifier: MIT
 #include "trace/merge.hpp"
 
-#include "trace/line_reader.hpp"
+#include "format/line_reader.hpp"
 #include "util/error.hpp"
 #include "util/json_dump.hpp"
 

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "trace/line_reader.hpp"
+#include "format/line_reader.hpp"
 #include "trace/loader_kinds.hpp"
 #include "trace/trace_dir.hpp"
 #include "util/diag.hpp"

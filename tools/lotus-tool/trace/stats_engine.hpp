@@ -12,7 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "trace/record.hpp"
+#include "format/record.hpp"
 #include "trace/select.hpp"
 #include "trace/sketch.hpp"
 #include "trace/startup.hpp"

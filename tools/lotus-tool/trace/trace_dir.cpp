@@ -563,14 +563,6 @@ trace_dir scan_trace_dirs(const std::vector<std::string>& dirs, const std::strin
 
 void warn_empty_file(const std::string& path) { warning(path + ": empty trace file (no records)"); }
 
-const char* validate_line(std::string_view text, bool has_newline, bool too_long, record& rec,
-                          batch_ref& batch) noexcept {
-  if (too_long) return "line too long (> 16 MiB)";
-  if (!has_newline) return "truncated last line (no trailing newline)";
-  if (const char* why = parse_record(text, rec)) return why;
-  return classify(rec.name, batch);
-}
-
 void throw_bad_line(const std::string& path, std::uint64_t line, const char* why) {
   throw tool_error(exit_invalid, path + ":" + std::to_string(line) + ": " + why +
                                      " (run 'lotus-tool check', or pass --skip-invalid)");

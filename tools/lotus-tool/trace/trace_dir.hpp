@@ -13,9 +13,9 @@
 #include <utility>
 #include <vector>
 
-#include "trace/line_reader.hpp"
-#include "trace/record.hpp"
-#include "trace/trace_name.hpp"
+#include "format/line_reader.hpp"
+#include "format/record.hpp"
+#include "format/trace_name.hpp"
 
 namespace lotus_tool {
 
@@ -409,26 +409,8 @@ void warn_empty_file(const std::string& path);
 /// Throws tool_error(exit_invalid): `path:line: why (run 'lotus-tool check' ...)`.
 [[noreturn]] void throw_bad_line(const std::string& path, std::uint64_t line, const char* why);
 
-/// Validates one line as `check` does (format + batch index). Returns nullptr or a reason.
-const char* validate_line(std::string_view text, bool has_newline, bool too_long, record& rec,
-                          batch_ref& batch) noexcept;
-
-/// Reads the file `path` line by line, each validated as `check` does: `fn(line, why, rec,
-/// batch)`, `why` nullptr for a record (`rec` and `batch` filled) or the reason it is none.
-/// False when the file has no line. `check` and every command's reading share it.
-template <class F>
-bool for_each_line(const std::string& path, F&& fn) {
-  line_reader reader(path);
-  line_reader::line ln;
-  record rec;
-  batch_ref batch;
-  bool any = false;
-  while (reader.next(ln)) {
-    any = true;
-    fn(ln, validate_line(ln.text, ln.has_newline, ln.too_long, rec, batch), rec, batch);
-  }
-  return any;
-}
+// validate_line and for_each_line (a file's lines, each validated as `check` does) are in
+// format/line_reader.hpp.
 
 template <class F>
 std::uint64_t for_each_record(const trace_dir& dir, const read_options& opt, F&& fn) {

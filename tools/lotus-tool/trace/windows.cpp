@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <tuple>
 
-#include "trace/line_reader.hpp"
+#include "format/line_reader.hpp"
 #include "trace/trace_dir.hpp"
 #include "util/error.hpp"
 #include "util/spill.hpp"

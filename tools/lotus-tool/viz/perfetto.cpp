@@ -181,33 +181,7 @@ constexpr std::uint32_t k_local_name = 0x80000000u;
 constexpr std::size_t k_max_interned = std::size_t{1} << 16;
 constexpr std::uint32_t k_batch_name = k_local_name - 1;  // SBatch<Kind>_<idx> as written
 
-std::string_view batch_prefix(batch_kind kind) {
-  switch (kind) {
-    case batch_kind::queued:
-      return "SBatchQueued_";
-    case batch_kind::preprocessed:
-      return "SBatchPreprocessed_";
-    case batch_kind::wait:
-      return "SBatchWait_";
-    case batch_kind::consumed:
-      return "SBatchConsumed_";
-    default:
-      return {};
-  }
-}
-// SBatch<Kind>_<idx> into `buf` (at least 48 bytes); empty for other kinds.
-std::string_view canonical_batch_name(char* buf, batch_kind kind, std::uint64_t idx) {
-  const std::string_view pre = batch_prefix(kind);
-  if (pre.empty()) return {};
-  std::memcpy(buf, pre.data(), pre.size());
-  char* p = std::to_chars(buf + pre.size(), buf + 48, idx).ptr;
-  return std::string_view(buf, static_cast<std::size_t>(p - buf));
-}
-
-bool is_batch(batch_kind k) {
-  return k == batch_kind::queued || k == batch_kind::preprocessed || k == batch_kind::wait ||
-         k == batch_kind::consumed;
-}
+bool is_batch(batch_kind k) { return batch_kind_of(k) != nullptr; }
 
 // One record as the writer keeps it until its file is done (40 bytes).
 struct item {
@@ -744,7 +718,7 @@ class file_slices {
     std::string_view text;
     std::uint32_t iid = 0;
     if (x.name == k_batch_name) {
-      text = canonical_batch_name(batch_text_, kind, x.idx);
+      text = batch_record_name(batch_text_, kind, x.idx);
     } else if ((x.name & k_local_name) != 0) {
       text = local[x.name & ~k_local_name];
     } else {
@@ -789,7 +763,7 @@ class file_slices {
   std::vector<lane> lanes_;
   std::size_t file_ = 0;
   std::size_t lane_no_ = 0;  // lanes of the file so far (names of the extra lanes)
-  char batch_text_[48];
+  char batch_text_[k_batch_name_max];
   // The current file's thread row.
   std::pair<std::uint64_t, std::uint64_t> where_{};
   std::uint64_t thread_uuid_ = 0;
@@ -871,7 +845,7 @@ std::uint64_t write_perfetto_trace(
   counters.reserve();
   std::uint64_t records = 0;
   std::size_t cur = SIZE_MAX;
-  char batch_text[48];
+  char batch_text[k_batch_name_max];
   const std::uint64_t skip = for_each_record(
       dir, ropt, [&](std::size_t fi, const record& r, const batch_ref& bt, std::uint64_t line) {
         if (fi != cur) {
@@ -890,7 +864,7 @@ std::uint64_t write_perfetto_trace(
         if (batch) x.flow = flow_id(part, epoch_of(fi, line), bt.idx);
         if (bt.kind == batch_kind::wait && r.dur_ns == 1000) x.kind |= k_marker;
         if (bt.kind == batch_kind::none) x.name = names.cached_intern(r.name);
-        if (x.name == 0 && r.name == canonical_batch_name(batch_text, bt.kind, bt.idx)) {
+        if (x.name == 0 && r.name == batch_record_name(batch_text, bt.kind, bt.idx)) {
           x.name = k_batch_name;  // rebuilt from kind and index when written: no memory
         } else if (x.name == 0) {
           x.name = k_local_name | static_cast<std::uint32_t>(slices.local.size());

@@ -16,8 +16,8 @@
 #include <utility>
 #include <vector>
 
+#include "format/line_reader.hpp"
 #include "trace/input.hpp"
-#include "trace/line_reader.hpp"
 #include "trace/merge.hpp"
 #include "trace/trace_dir.hpp"
 #include "util/diag.hpp"
@@ -555,8 +555,8 @@ void run_viz_perfetto(const viz_args& a) {
     record r;
     while (rd.next(ln)) {
       // A record's name is the line up to its first ',': other lines cannot be batch records.
-      if (ln.text.compare(0, 6, "SBatch") != 0) continue;
-      if (parse_record(ln.text, r) != nullptr || r.name.compare(0, 6, "SBatch") != 0) continue;
+      if (!is_batch_name(ln.text)) continue;
+      if (parse_record(ln.text, r) != nullptr || !is_batch_name(r.name)) continue;
       batch_ref bt;
       if (classify(r.name, bt) != nullptr) continue;
       if (bt.kind != batch_kind::preprocessed && bt.kind != batch_kind::consumed &&
@@ -611,7 +611,7 @@ void run_viz(const viz_args& a) {
       while (rd.next(ln)) {
         if (parse_record(ln.text, r) != nullptr) continue;
         min_start = std::min(min_start, r.start_ns);
-        if (r.name.compare(0, 6, "SBatch") != 0) continue;
+        if (!is_batch_name(r.name)) continue;
         batch_ref bt;
         if (classify(r.name, bt) != nullptr) continue;
         if (bt.kind != batch_kind::preprocessed && bt.kind != batch_kind::consumed &&

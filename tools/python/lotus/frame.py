@@ -11,16 +11,21 @@ else its parent's on the same host, else NA), ``pid`` and ``tid`` (the writer pr
 the file id, FORMAT.md §1), ``role`` (``"worker"`` or ``"main"``), ``op`` (the record name as in
 the trace, ``S``-prefixed, without a batch index: ``SRandomResizedCrop``, ``SBatchWait``), ``batch``
 (Int64: the index of ``SBatchPreprocessed_<i>``, ``SBatchQueued_<i>``, ``SBatchWait_<i>``,
-``SBatchConsumed_<i>``; NA for op records), ``epoch`` (Int64: for those batch records the k-th
-occurrence of index i of that kind in time order within one host and rank, as lotus-tool counts
-epochs; NA for op records), ``start_ns``, ``dur_ns`` (int64). The records are parsed in C++
-(``lotus._lotus._read_traces``) by lotus-tool's rules: blanks around a number and a CRLF line end
-are accepted; every line ``lotus-tool stats --skip-invalid`` skips is skipped and counted in
-``df.attrs["skipped_lines"]`` (``read``): an empty line, a number past int64 (2^63 - 1), a batch
-record without a decimal index, a last line without its newline (a writer still writing). Files
-are opened as lotus-tool opens them, so nothing can block: a trace or sidecar name that is not a
-regular file (a FIFO, a device, a symbolic link: not followed) is skipped with a ``UserWarning``
-naming it.
+``SBatchConsumed_<i>``; NA for op records), ``epoch`` (Int64: a batch record's epoch by lotus-tool's
+definition, the one ``diff`` and ``summarize`` cut: a main file's records from a DataLoader
+iterator's first ``SBatchQueued`` (or its ``iter(loader)``, the sidecar's ``startup`` line) to its
+last ``SBatchConsumed``, numbered from 0 in that file; a batch record of another file (a worker's
+``SBatchPreprocessed``) takes the epoch of its host and rank's main files begun last at or before
+its start; NA for op records, for the records of an epoch lotus-tool drops (nothing consumed) and
+where no main file has epochs), ``start_ns``, ``dur_ns`` (int64). Nothing is parsed in Python:
+the directory listing, the sidecars' identity lines, the records and the epochs are lotus-tool's
+format library, compiled into the module (``lotus._lotus._trace_files``, ``_read_traces``).
+Blanks around a number and a CRLF line end are accepted; every line ``lotus-tool stats
+--skip-invalid`` skips is skipped and counted in ``df.attrs["skipped_lines"]`` (``read``): an
+empty line, a number past int64 (2^63 - 1), a batch record without a decimal index, a last line
+without its newline (a writer still writing). Files are opened as lotus-tool opens them, so
+nothing can block: a trace or sidecar name that is not a regular file (a FIFO, a device, a
+symbolic link to one) is skipped with a ``UserWarning`` naming it.
 
 ``read_dask`` packs whole directories into partitions of at most ``partition_bytes`` of trace
 files (``partitions``: only the directories are listed when the frame is made; each partition
@@ -32,10 +37,8 @@ pandas, dask and distributed are optional: ``import lotus`` works without them, 
 function raises ImportError naming the Debian package to install.
 """
 
-import errno as _errno
 import importlib as _importlib
 import os as _os
-import stat as _stat
 import warnings as _warnings
 
 from . import _lotus
@@ -58,99 +61,22 @@ def _pandas():
     return _need("pandas", "python3-pandas")
 
 
-def _open_regular(path):
-    """A binary file object for `path` when it is a regular file, else None with a warning.
-
-    Opened with O_NOFOLLOW | O_NONBLOCK (a FIFO's open cannot wait for a writer, a symbolic link
-    is not followed) and checked with fstat, as lotus-tool does: a FIFO, /dev/zero or a link
-    planted under a trace name is skipped instead of blocking or reading for ever."""
-    flags = _os.O_RDONLY | _os.O_NOFOLLOW | _os.O_NONBLOCK | getattr(_os, "O_CLOEXEC", 0)
-    try:
-        fd = _os.open(path, flags)
-    except OSError as e:
-        why = "a symbolic link (not followed)" if e.errno == _errno.ELOOP else e.strerror
+def _listing(directory, sidecars=True):
+    """The trace files of `directory` by lotus-tool's rules (its format library, in the module):
+    [(path, role, tid, pid, host, rank, startups, size)], sorted by name. A sidecar that cannot
+    be read (not a regular file, ...) is skipped with a warning naming it."""
+    directory = _os.fspath(directory)
+    rows, unread = _lotus._trace_files(_os.fsencode(directory), sidecars)
+    for name, why in unread:
+        path = _os.path.join(directory, _os.fsdecode(name))
         _warnings.warn(f"lotus.frame: {path!r}: {why}: skipped", stacklevel=3)
-        return None
-    try:
-        if not _stat.S_ISREG(_os.fstat(fd).st_mode):
-            _warnings.warn(f"lotus.frame: {path!r}: not a regular file: skipped", stacklevel=3)
-            _os.close(fd)
-            return None
-        _os.set_blocking(fd, True)
-        return _os.fdopen(fd, "rb")
-    except BaseException:
-        _os.close(fd)
-        raise
-
-
-def _sidecars(directory):
-    """{file name: (pid, host, rank)} from the directory's sidecars (FORMAT.md §5)."""
-    procs = {}  # (pid) -> dict
-    files = {}
-    try:
-        names = _os.listdir(directory)
-    except OSError:
-        return {}
-    for name in names:
-        if not name.startswith(".") or ".lotus-meta_" not in name:
-            continue
-        meta = {"pid": None, "ppid": None, "host": None, "rank": None, "files": []}
-        try:
-            f = _open_regular(_os.path.join(directory, name))
-            if f is None:
-                continue
-            with f:
-                for raw in f:
-                    line = raw.decode("utf-8", "surrogateescape")
-                    key, _, value = line.rstrip("\n").partition(" ")
-                    if key in ("pid", "ppid", "rank") and value.isdigit():
-                        meta[key] = int(value)
-                    elif key == "host":
-                        meta["host"] = value
-                    elif key == "file":
-                        meta["files"].append(value)
-        except OSError:
-            continue
-        if meta["pid"] is not None:
-            procs[(meta["pid"], meta["host"])] = meta
-    for meta in procs.values():
-        # A worker's rank is its own, else that of its parent chain on the same host.
-        rank, cur, seen = meta["rank"], meta, set()
-        while rank is None and cur is not None and cur["ppid"] is not None:
-            if (cur["pid"], cur["host"]) in seen:
-                break
-            seen.add((cur["pid"], cur["host"]))
-            cur = procs.get((cur["ppid"], cur["host"]))
-            rank = cur["rank"] if cur is not None else None
-        for fname in meta["files"]:
-            files[fname] = (meta["pid"], meta["host"], rank)
-    return files
-
-
-def _trace_name(name):
-    """(role, tid) of a trace file's name, else None (a sidecar, another file)."""
-    if name.startswith("."):
-        return None
-    role = "worker" if "_worker_pid_" in name else "main" if "_main_pid_" in name else None
-    tid = name.rsplit("_", 1)[-1]
-    if role is None or not tid.isdigit():
-        return None
-    return role, int(tid)
+    return [(_os.path.join(directory, _os.fsdecode(name)), role, tid, pid, host, rank, startups,
+             size) for name, role, tid, size, pid, host, rank, startups in rows]
 
 
 def files(directory):
     """The trace files of a directory: [(path, role, tid, pid, host, rank)], sorted by name."""
-    directory = _os.fspath(directory)
-    owners = _sidecars(directory)
-    out = []
-    for name in sorted(_os.listdir(directory)):
-        kind = _trace_name(name)
-        if kind is None:
-            continue
-        role, tid = kind
-        pid, host, rank = owners.get(name, (tid, None, None))
-        out.append((_os.path.join(directory, name), role, tid, pid, host, rank))
-    return out
+    return [f[:6] for f in _listing(directory)]
 
 
 class _Partition:
@@ -174,14 +100,15 @@ class _Partition:
 
 
 def _columns(specs, groups):
-    """The records of the files `specs` ([(path, role, tid, pid, host, rank)]) as one pandas
-    DataFrame (COLUMNS), parsed by the native reader; `epoch` counted per group (groups: one int
-    per file, -1: NA). attrs["skipped_lines"]: the malformed lines skipped."""
+    """The records of the files `specs` (_listing's) as one pandas DataFrame (COLUMNS), parsed by
+    the native reader; a worker file's `epoch` taken from the main files of its group (groups:
+    one int per file, -1: NA). attrs["skipped_lines"]: the malformed lines skipped."""
     pd = _pandas()
     import numpy as np
 
     (names, code, batch, epoch, start, dur, rows, skipped,
-     why) = _lotus._read_traces([_os.fsencode(s[0]) for s in specs], groups)
+     why) = _lotus._read_traces([_os.fsencode(s[0]) for s in specs], groups,
+                                [s[1] == "main" for s in specs], [s[6] for s in specs])
     for s, w in zip(specs, why):
         if w is not None:
             _warnings.warn(f"lotus.frame: {s[0]!r}: {w}: skipped", stacklevel=3)
@@ -219,7 +146,7 @@ def _rank_groups(specs, first=0):
 def read(directory):
     """One trace directory as a pandas DataFrame (COLUMNS), rows in file-name then file order."""
     _pandas()
-    specs = files(directory)
+    specs = _listing(directory)
     return _columns(specs, _rank_groups(specs))
 
 
@@ -238,10 +165,10 @@ def _read_partition(part):
     worker), every file parsed by one call of the native reader."""
     specs, groups, first = [], [], 0
     for directory, names in part.parts:
-        fs = files(directory)
+        fs = _listing(directory)
         if names is None:  # a whole directory: epochs per host and rank, as read() counts them
             mine = _rank_groups(fs, first)
-        else:  # a directory split by files: epochs per main file (one a rank), NA elsewhere
+        else:  # a directory split by files: each main file's own epochs, NA elsewhere
             wanted = set(names)
             fs = [f for f in fs if _os.path.basename(f[0]) in wanted]
             mine = [first + i if f[1] == "main" else -1 for i, f in enumerate(fs)]
@@ -273,14 +200,7 @@ def partitions(paths, partition_bytes=PARTITION_BYTES):
 
     for directory in paths:
         directory = _os.fspath(directory)
-        sizes = []
-        with _os.scandir(directory) as it:
-            for e in it:
-                if _trace_name(e.name) is None:
-                    continue
-                regular = e.is_file(follow_symlinks=False)
-                sizes.append((e.name, e.stat(follow_symlinks=False).st_size if regular else 0))
-        sizes.sort()
+        sizes = [(_os.path.basename(f[0]), f[7]) for f in _listing(directory, sidecars=False)]
         total = sum(n for _, n in sizes)
         if total <= partition_bytes:
             if cur_bytes + total > partition_bytes:

@@ -25,8 +25,10 @@ below, over ``Samples``.
 """
 
 import collections as _collections
+import os as _os
 import pathlib as _pathlib
-import re as _re
+
+from .. import _lotus
 
 # ---- the declaration of a family ----------------------------------------------------------------
 
@@ -101,30 +103,26 @@ def compose():
     return transforms.Compose([AddOne()])
 
 
-_BATCH = _re.compile(r"^SBatch(Preprocessed|Queued|Wait|Consumed)_(\d+)$")
-MARKER_NS = 1000
+MARKER_NS = _lotus.MARKER_NS  # the 1 µs of a marker (SBatchQueued, SBatchConsumed, ...)
 
 
 def _kind(name):
-    m = _BATCH.match(name)
-    return (m.group(1), int(m.group(2))) if m else (None, None)
+    """(kind, index) of a batch record's name by the format's batch-kind table (lotus-tool's, in
+    the module: a word of ``_lotus.BATCH_KINDS``), else (None, None)."""
+    return _lotus._batch_kind(name) or (None, None)
 
 
 def read(directory):
     """The trace of the prefix files in `directory` (hidden sidecars excluded), as ``check`` takes
-    it; {} when there is no such directory."""
+    it, each file's records read by lotus-tool's rules (the lines it would skip skipped); {} when
+    there is no such directory."""
     out = {}
     d = _pathlib.Path(directory)
     if not d.is_dir():
         return out
     for p in sorted(d.iterdir()):
-        if p.name.startswith("."):
-            continue
-        rows = []
-        for line in p.read_text().splitlines():
-            name, start, dur = line.rsplit(",", 2)
-            rows.append((name, int(start), int(dur)))
-        out[p.name] = rows
+        if not p.name.startswith("."):
+            out[p.name] = _lotus._read_records(_os.fsencode(p))
     return out
 
 

@@ -54,7 +54,7 @@ _CONSUMED = _lotus.BATCH_CONSUMED
 GROUP_RECORDS = {
     "workers": "worker-side batch records",
     "main": "main-process records (SBatchQueued/Wait/Consumed)",
-    "fetch": "SBatchPreprocessed and SCollation records",
+    "fetch": "batch records (SBatchPreprocessed) and SCollation records",
     **_startup.GROUP_RECORDS,
 }
 

@@ -1,4 +1,4 @@
-// lotus — lotus-tool: streaming line reader
+// lotus — lotus-tool format: streaming line reader, and a trace file's lines as records
 // SPDX-License-Identifier: MIT
 // Constant memory, read(2) in large chunks, newlines found 64 bytes at a time.
 #pragma once
@@ -8,6 +8,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "format/record.hpp"
 
 namespace lotus_tool {
 
@@ -72,5 +74,26 @@ const char* file_type_name(unsigned mode) noexcept;
 /// The whole file (for small inputs such as --merge and --attribution documents). Throws
 /// tool_error(exit_io) `path: cannot open: reason` or `path: read error`.
 std::string read_whole_file(const std::string& path);
+
+/// Validates one line as `check` does (format + batch index). Returns nullptr or a reason.
+const char* validate_line(std::string_view text, bool has_newline, bool too_long, record& rec,
+                          batch_ref& batch) noexcept;
+
+/// Reads the file `path` line by line, each validated as `check` does: `fn(line, why, rec,
+/// batch)`, `why` nullptr for a record (`rec` and `batch` filled) or the reason it is none.
+/// False when the file has no line. `check` and every command's reading share it.
+template <class F>
+bool for_each_line(const std::string& path, F&& fn) {
+  line_reader reader(path);
+  line_reader::line ln;
+  record rec;
+  batch_ref batch;
+  bool any = false;
+  while (reader.next(ln)) {
+    any = true;
+    fn(ln, validate_line(ln.text, ln.has_newline, ln.too_long, rec, batch), rec, batch);
+  }
+  return any;
+}
 
 }  // namespace lotus_tool

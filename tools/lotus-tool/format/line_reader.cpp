@@ -1,6 +1,6 @@
-// lotus — lotus-tool: streaming line reader
+// lotus — lotus-tool format: streaming line reader
 // SPDX-License-Identifier: MIT
-#include "trace/line_reader.hpp"
+#include "format/line_reader.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -235,6 +235,14 @@ std::string read_whole_file(const std::string& path) {
   }
   out.resize(got);
   return out;
+}
+
+const char* validate_line(std::string_view text, bool has_newline, bool too_long, record& rec,
+                          batch_ref& batch) noexcept {
+  if (too_long) return "line too long (> 16 MiB)";
+  if (!has_newline) return "truncated last line (no trailing newline)";
+  if (const char* why = parse_record(text, rec)) return why;
+  return classify(rec.name, batch);
 }
 
 }  // namespace lotus_tool

@@ -1,7 +1,8 @@
-// lotus — lotus-tool: record parser
+// lotus — lotus-tool format: record parser
 // SPDX-License-Identifier: MIT
-#include "trace/record.hpp"
+#include "format/record.hpp"
 
+#include <charconv>
 #include <cstring>
 
 #if defined(__SSE2__)
@@ -276,20 +277,13 @@ const char* parse_record(std::string_view line, record& out) noexcept {
 
 const char* classify(std::string_view name, batch_ref& out) noexcept {
   out = batch_ref{};
-  constexpr std::string_view k_batch = "SBatch";
-  if (name.substr(0, k_batch.size()) != k_batch) return nullptr;
-  struct kind_name {
-    std::string_view prefix;
-    batch_kind kind;
-  };
-  static constexpr kind_name k_kinds[] = {{"SBatchPreprocessed_", batch_kind::preprocessed},
-                                          {"SBatchWait_", batch_kind::wait},
-                                          {"SBatchConsumed_", batch_kind::consumed},
-                                          {"SBatchQueued_", batch_kind::queued}};
-  for (const auto& k : k_kinds) {
-    if (name.substr(0, k.prefix.size()) == k.prefix) {
+  if (!is_batch_name(name)) return nullptr;
+  const std::string_view stem_idx = name.substr(1);
+  for (const batch_kind_row& k : k_batch_kinds) {
+    if (stem_idx.size() > k.stem.size() && stem_idx[k.stem.size()] == '_' &&
+        stem_idx.compare(0, k.stem.size(), k.stem) == 0) {
       std::uint64_t idx = 0;
-      if (parse_number(name.substr(k.prefix.size()), idx) != nullptr) {
+      if (parse_number(stem_idx.substr(k.stem.size() + 1), idx) != nullptr) {
         return "batch record without a valid decimal batch index";
       }
       out.kind = k.kind;
@@ -299,6 +293,19 @@ const char* classify(std::string_view name, batch_ref& out) noexcept {
   }
   out.kind = batch_kind::other;
   return nullptr;
+}
+
+std::string_view batch_record_name(char (&buf)[k_batch_name_max], batch_kind kind,
+                                   std::uint64_t idx) noexcept {
+  const batch_kind_row* row = batch_kind_of(kind);
+  if (row == nullptr || row->stem.size() + 22 > k_batch_name_max) return {};
+  char* p = buf;
+  *p++ = 'S';
+  std::memcpy(p, row->stem.data(), row->stem.size());
+  p += row->stem.size();
+  *p++ = '_';
+  p = std::to_chars(p, buf + k_batch_name_max, idx).ptr;
+  return std::string_view(buf, static_cast<std::size_t>(p - buf));
 }
 
 }  // namespace lotus_tool

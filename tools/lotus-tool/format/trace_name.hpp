@@ -1,6 +1,6 @@
-// lotus — lotus-tool: the names of trace files and sidecars
+// lotus — lotus-tool format: the names of trace files and sidecars
 // SPDX-License-Identifier: MIT
-// Header-only (used by trace/ and map/).
+// Header-only (used by trace/, map/ and the Python module's lotus.frame).
 #pragma once
 
 #include <cstdint>
@@ -96,6 +96,16 @@ inline bool is_sidecar_name(std::string_view name, std::string_view prefix) {
   std::uint64_t id = 0;
   unsigned rev = 0;
   return detail::parse_id_tail(name.substr(1 + prefix.size() + k_tag.size()), id, rev);
+}
+
+/// True if `name` is a sidecar of any prefix, `.<prefix>.lotus-meta_<pid>` or
+/// `.<prefix>.lotus-meta_r<k>_<pid>`; `prefix` is set to its prefix.
+inline bool parse_sidecar_name(std::string_view name, std::string& prefix) {
+  constexpr std::string_view k_tag = ".lotus-meta_";
+  const std::size_t at = name.rfind(k_tag);
+  if (name.empty() || name[0] != '.' || at == std::string_view::npos || at < 2) return false;
+  prefix.assign(name.substr(1, at - 1));
+  return is_sidecar_name(name, prefix);
 }
 
 }  // namespace lotus_tool
