@@ -379,6 +379,15 @@ def run_pipeline(a, n, p, settings):
             rerun(s, len(jobs.get(s, [])))
     p["reruns"] = {s: [{k: j.get(k) for k in ("epochs", "digest", "wall_s", "error")}
                        for j in jobs[s]] for s in sorted(want)}
+    score_pipeline(n, p, jobs)
+
+
+def score_pipeline(n, p, jobs):
+    """Scores every claim of pipeline n against its untraced reruns (jobs: setting -> the
+    driver's JSON of each rerun), and compares the traced runs with the reruns of their setting."""
+    runs = {s: [None if j.get("error") else measures(j, PIPELINES[n][1]) for j in js]
+            for s, js in jobs.items()}
+    want = set(jobs)
     grid = [(s, statistics.median([x["epoch_s"] for x in runs[s] if x]))
             for s in want if s.split(":")[0] == p["source"].split(":")[0] and any(runs[s])]
     grid_best = min(grid, key=lambda t: t[1]) if grid else (None, float("inf"))
@@ -394,11 +403,11 @@ def run_pipeline(a, n, p, settings):
         score(c, runs.get(c.get("setting"), []), grid_best)
         st = c.get("setting")
         if st and parse_setting(st)[2:] != (None, False) and any(
-                j.get("loader_kwargs") is None for j in jobs.get(st, []) if "error" not in j):
+                j.get("loader_kwargs") is None for j in jobs.get(st, []) if not j.get("error")):
             c["caveat"] = ("measured with the pipeline's own prefetch_factor and order: its "
                            "library builds the DataLoader and takes neither")
     # Tracing and the pipeline's results: batches and digest against the untraced runs.
-    untraced = [j for j in jobs.get(p["source"], []) if "error" not in j]
+    untraced = [j for j in jobs.get(p["source"], []) if not j.get("error")]
     digests = {j["digest"] for j in untraced}
     batches = {tuple(e["batches"] for e in j["epochs"]) for j in untraced}
     tbs = {tuple(e["batches"] for e in tr["epochs"]) for tr in p["traced_runs"]}
@@ -426,6 +435,39 @@ def run_pipeline(a, n, p, settings):
     p["traced_vs_untraced"] = verdict
 
 
+def rescore(a):
+    out = pathlib.Path(a.rescore).resolve()
+    try:
+        result = json.loads((out / "truth.json").read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        sys.exit(f"truth: --rescore {out}: no readable truth.json ({e})")
+    for p in result["pipelines"]:
+        n = p["name"]
+        if n not in PIPELINES or "reruns" not in p:
+            continue
+        settings = result["settings"]
+        claims = []
+        for k, _ in enumerate(p.get("traced_runs", [])):
+            m, w = p["source"].split(":")[:2]
+            grid = settings if p["source"] in settings else [p["source"]] + settings
+            cs, _ = collect_claims(a, n, out / "traces" / n / f"trace{k + 1}", m, int(w), grid)
+            for c in cs:
+                c["trace"] = k + 1
+            claims += cs
+        missing = sorted({c["setting"] for c in claims if c.get("setting")} - set(p["reruns"]))
+        for c in claims:
+            if c.get("setting") in missing and not c.get("withheld"):
+                c["verdict"], c["reason"] = "error", "no rerun of this setting in the run rescored"
+        p["claims"] = claims
+        score_pipeline(n, p, {s: [j for j in js] for s, js in p["reruns"].items()})
+    result["rescored_with"] = a.tool
+    md = table(result)
+    (out / "truth-rescored.json").write_text(json.dumps(result, indent=1))
+    (out / "truth-rescored.md").write_text(md + "\n")
+    print(md)
+    return 0
+
+
 def loadavg():
     try:
         return open("/proc/loadavg").read().split()[0]
@@ -446,9 +488,15 @@ def main():
     ap.add_argument("--traced-timeout", type=int, default=180,
                     help="seconds a traced run may take (a pipeline tracing hangs is cut here)")
     ap.add_argument("--tool", default=os.environ.get("LOTUS_TOOL") or shutil.which("lotus-tool"))
+    ap.add_argument("--rescore", metavar="DIR",
+                    help="no runs: collect the claims again from DIR's traces with this "
+                         "lotus-tool and score them against DIR's reruns (a model change, the "
+                         "same measured truth); writes DIR/truth-rescored.{json,md}")
     a = ap.parse_args()
     if not a.tool:
         sys.exit("truth: lotus-tool not found (LOTUS_TOOL or PATH)")
+    if a.rescore:
+        return rescore(a)
     a.out = pathlib.Path(a.out or tempfile.mkdtemp(prefix="lotus-zoo-truth-")).resolve()
     a.out.mkdir(parents=True, exist_ok=True)
     names = [n for n in a.pipelines.split(",") if n]

@@ -193,6 +193,12 @@ def worker_model_case(tmp, case, problem, name=None):
         t = tool_json("tune", trace)
         assert (not t["claim"] or t["recommended"]["keep"]
                 or t["recommended"]["workers"] < n), t["summary"]
+        # Nor keeps the run's setting where one it makes no claim for is predicted faster
+        # than every setting it claims: which is best cannot be told.
+        claimed = [c["epoch_seconds"] for c in t["candidates"] if c["claim"] and c["fits"]]
+        if claimed and any(not c["claim"] and c["fits"] and c["epoch_seconds"] < 0.95 * min(claimed)
+                           for c in t["candidates"]):
+            assert not t["claim"] and "not claimed" in t["no_claim_why"], t["summary"]
         said = "cannot tell: " + ("replay missed" if w["claim"] or "replays" in why else
                                   "storage" if "storage" in why else
                                   "batches grew" if "grew" in why else "how the cores are shared")

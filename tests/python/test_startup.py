@@ -169,7 +169,11 @@ def test_the_forkserver_run_is_input_bound_and_its_fix_gains_what_was_predicted(
     act = first_act(js)
     assert "starting workers" in act["text"].lower(), act
     setting = act["subject"]["setting"]
-    saving_ms = act["numbers"]["predicted_saving_ms"]
+    # fork from a forkserver run: what a forked worker skips, measured, not a predicted saving
+    # (a fork's own start is not measured by this run).
+    predicted = "predicted_saving_ms" in act["numbers"]
+    assert predicted != (setting == "multiprocessing_context"), act
+    saving_ms = act["numbers"]["predicted_saving_ms" if predicted else "skipped_ms"]
     applied = {"multiprocessing_context": ["--method", "fork"],
                "forkserver_preload": ["--method", "forkserver", "--preload"],
                "persistent_workers": ["--method", "forkserver", "--persistent"],
@@ -181,7 +185,10 @@ def test_the_forkserver_run_is_input_bound_and_its_fix_gains_what_was_predicted(
     before_ms = sum(e["epoch_s"] for e in before["epochs"]) * 1e3
     after_ms = sum(e["epoch_s"] for e in after["epochs"]) * 1e3
     gained = before_ms - after_ms
-    assert abs(gained - saving_ms) <= 0.2 * saving_ms, (setting, saving_ms, gained)
+    if predicted:
+        assert abs(gained - saving_ms) <= 0.2 * saving_ms, (setting, saving_ms, gained)
+    else:  # the advice, applied, is faster than the setting it replaces
+        assert gained > 0, (setting, saving_ms, gained)
 
 
 @pytest.mark.parametrize("workers,persistent", [(4, False), (4, True), (8, False), (8, True)])
@@ -213,8 +220,10 @@ def test_a_slow_but_ordinary_start_is_not_captured(tmp_path):
 
 
 def test_whatif_predicts_the_start_for_other_methods_and_counts(tmp_path):
-    """From one spawn run: whatif --start-method/--workers give a time to first batch for each
-    setting; from a fork run, spawn's cannot be told (nothing was pickled) and whatif says so."""
+    """From one spawn run: whatif --start-method/--workers give a time to first batch for spawn
+    and forkserver; fork's is not measured by a spawn run (the fork's own cost, the pages the
+    workers copy, the imports they inherit) and whatif says so, claiming nothing; from a fork run,
+    spawn's cannot be told (nothing was pickled) and whatif says so."""
     if not have("spawn"):
         pytest.skip("no spawn here")
     out = tmp_path / "spawn"
@@ -228,6 +237,11 @@ def test_whatif_predicts_the_start_for_other_methods_and_counts(tmp_path):
             if su["predicted_ttfb_ms"] is None and su["note"].startswith("the model replays"):
                 pytest.skip(su["note"])  # the run's own start not replayed: nothing predicted
             assert su["measured_start_method"] == "spawn" and su["start_method"] == method
+            if method == "fork":
+                assert su["predicted_ttfb_ms"] is None, su
+                assert "trace one epoch with fork" in su["note"], su
+                assert js["claim"] is False and "fork is not predicted" in js["no_claim_why"]
+                continue
             assert su["predicted_ttfb_ms"] is not None and su["predicted_ttfb_ms"] > 0
     # More spawn workers start one after the other: the first batch comes later.
     two = json.loads(tool("whatif", str(out), "--workers", "2", "--json"))["startup"]

@@ -68,6 +68,7 @@ tune_result tune_loader(const run_digest& d, const tune_args& a) {
         c.epoch_seconds = r.predicted.epoch_seconds;
         c.wait_share = r.predicted.wait_share;
         c.claim = r.no_claim_why.empty();
+        c.no_claim_why = r.no_claim_why;
         if (r.memory.available) {
           c.peak_memory_bytes = r.memory.peak_bytes;
           c.fits = r.memory.fits;
@@ -103,6 +104,18 @@ tune_result tune_loader(const run_digest& d, const tune_args& a) {
                      "need more)");
   }
   t.best_epoch_seconds = best;
+  // A setting the model predicts faster than every one it claims, but makes no claim for: which
+  // is best cannot be told, and keeping the run's setting would be a claim too.
+  for (const tune_candidate& c : t.candidates) {
+    if (c.fits && !c.claim && c.epoch_seconds < best * (1 - k_tune_min_gain)) {
+      t.no_claim_why = std::to_string(c.workers) + " worker(s) (prefetch_factor " +
+                       std::to_string(c.prefetch_factor) + ") are predicted faster (" +
+                       format_number("%.3f s", c.epoch_seconds) + " against " +
+                       format_number("%.3f s", best) +
+                       ") than any setting the model claims, but not claimed: " + c.no_claim_why;
+      return t;
+    }
+  }
   // Candidates are in cost order: workers, then in-order delivery kept (PyTorch's default; out
   // of order changes the batch sequence), then prefetch_factor (batches held in memory).
   for (std::size_t k = 0; k < t.candidates.size(); ++k) {

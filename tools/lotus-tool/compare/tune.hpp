@@ -45,6 +45,7 @@ struct tune_candidate {
   bool fits = true;
   /// The model makes no claim at this setting (whatif_result::no_claim_why): never recommended.
   bool claim = true;
+  std::string no_claim_why;  ///< why, where claim is false
 };
 
 struct tune_result {

@@ -364,7 +364,6 @@ whatif_result predict_workers(const run_digest& d, const whatif_args& a) {
       r.predicted_server_ms = p.server_ms;
       r.predicted_ttfb_ms = mean_ttfb_ms(p, c);
       r.ttfb_basis = p.basis;
-      if (p.estimated_fork) r.ttfb_why = "the fork's own cost estimated (this run forked none)";
       const bool changed = a.workers != d.workers || r.start_method != c.method;
       if (changed && !m.worker_start_ms.empty()) {
         // The epoch model begins a worker's first batch at its slot and counts the batch's own

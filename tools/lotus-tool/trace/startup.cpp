@@ -19,14 +19,6 @@ constexpr double k_exec_ms = 40;  // a spawned interpreter's own start, before a
 // the child's own start up to unpickling its loop (measured: 17-36 ms on the 2-core VM, Python
 // 3.14, a server that imported torch; bench/README.md "Start-up").
 constexpr double k_fork_from_server_ms = 20;
-// A fork, where the run measured none: copying the page tables, about 0.02 ms a MiB resident
-// (bench/README.md, "Start-up": 7 ms for a 255 MB process on the 2-core VM), at least 2 ms; 15 ms
-// when the process's memory is not recorded.
-constexpr double k_fork_ms_base = 2, k_fork_ms_per_mib = 0.02, k_fork_ms_guess = 15;
-// A forked worker's setup against a spawned one's (measured: 11 ms against 5.8 ms on the 2-core
-// VM, bench/README.md "Start-up"): its copy-on-write faults on the parent's pages.
-constexpr double k_fork_setup_factor = 2;
-
 double ms_between(std::uint64_t a, std::uint64_t b) {
   return b > a ? static_cast<double>(b - a) / 1e6 : 0.0;
 }
@@ -73,48 +65,6 @@ std::vector<part_span> worker_spans(const startup_start& s, const startup_boot* 
 }
 
 double mean(double sum, double n) { return n > 0 ? sum / n : 0.0; }
-
-// A fork start, event by event: the parent forks the workers one after the other (parent_ms of
-// CPU each: the fork and the rest of __init__ for that worker); each child then needs child_ms of
-// CPU before its first request; the parent, while it still forks, and the children in their
-// setup share the cores (each runs at min(1, cores / runnable)). Fills the time the parent
-// finished (init) and each child's readiness (ms from iter(loader)).
-void simulate_fork_start(unsigned n, double parent_ms, double child_ms, double cores, double* init,
-                         std::vector<double>* ready) {
-  ready->assign(n, 0.0);
-  std::vector<double> left;  // the children's remaining setup, by slot
-  double t = 0, parent_left = parent_ms;
-  unsigned forked = 0;
-  const double c = cores > 0 ? cores : 1.0;
-  for (int guard = 0; guard < 100000; ++guard) {
-    unsigned runnable = forked < n ? 1u : 0u;
-    for (const double l : left) runnable += l > 0 ? 1u : 0u;
-    if (runnable == 0) break;
-    const double rate = std::min(1.0, c / runnable);
-    double dt = forked < n ? parent_left / rate : 1e300;
-    for (const double l : left)
-      if (l > 0) dt = std::min(dt, l / rate);
-    t += dt;
-    for (std::size_t i = 0; i < left.size(); ++i) {
-      if (left[i] <= 0) continue;
-      left[i] -= dt * rate;
-      if (left[i] <= 1e-9) {
-        left[i] = 0;
-        (*ready)[i] = t;
-      }
-    }
-    if (forked < n) {
-      parent_left -= dt * rate;
-      if (parent_left <= 1e-9) {
-        left.push_back(child_ms > 0 ? child_ms : 0.0);
-        if (child_ms <= 0) (*ready)[forked] = t;
-        ++forked;
-        parent_left = parent_ms;
-        if (forked == n) *init = t;
-      }
-    }
-  }
-}
 
 }  // namespace
 
@@ -385,28 +335,14 @@ startup_prediction predict_startup(const startup_costs& c, const std::string& me
     if (c.method == "fork") {
       serial = c.fork_ms;
     } else {
-      // The fork estimated from the process's resident memory; the forked worker's setup (its
-      // loop's setup, the runtime's restart) as twice a spawned worker's, an estimate: it copies
-      // on write the parent's pages it touches. Event by event: the children's setup slows the
-      // parent's forks where they outnumber the cores (bench/README.md, "Start-up").
-      const double fork = c.main_rss > 0
-                              ? k_fork_ms_base + k_fork_ms_per_mib * c.main_rss / 1048576.0
-                              : k_fork_ms_guess;
-      p.estimated_fork = true;
-      p.known = true;
-      std::vector<double> ready;
-      double init = 0;
-      simulate_fork_start(workers, fork + c.gap_ms, k_fork_setup_factor * c.setup_ms + init_cpu,
-                          c.cores, &init, &ready);
-      const double init_wait = c.init_fn_ms - init_cpu;  // worker_init_fn off the CPU
-      p.init_ms = init;
-      p.slot_ms.reserve(workers);
-      for (unsigned i = 0; i < workers; ++i) {
-        p.slot_ms.push_back(std::max(init, ready[i] + init_wait));
-      }
-      p.ttfb_ms = p.slot_ms.front() + c.first_batch_ms;
-      p.first_ttfb_ms = p.ttfb_ms;
-      p.first_slot_ms = p.slot_ms;
+      // A fork is not what this run did: the fork's own cost, the pages of this process the
+      // forked workers copy as they touch them, and the imports they inherit rather than run
+      // (a spawned worker's setup and first batch hold those it ran) were not measured: on the
+      // public pipelines of bench/zoo a fork's start measured 0.1x to 2.2x what constants for
+      // them estimated from a spawn run (tools/docs/WHATIF.md).
+      p.why_unknown = "this run started its workers by " + c.method +
+                      ": a fork's own cost, the pages the forked workers copy from this process "
+                      "and the imports they inherit were not measured (trace one epoch with fork)";
       return p;
     }
   } else if (method == "spawn" || method == "forkserver") {

@@ -113,7 +113,6 @@ struct startup_prediction {
   double ttfb_ms = 0;       ///< iter(loader) to the first batch
   /// When each worker slot may begin its first batch (ms from iter(loader)).
   std::vector<double> slot_ms;
-  bool estimated_fork = false;  ///< the fork's own cost estimated (the run measured no fork)
   /// forkserver: the first iterator of a process also starts the server (server_ms, before
   /// worker 0 can be forked): its time to first batch and slots; equal to the above otherwise.
   double server_ms = 0, first_ttfb_ms = 0;

@@ -112,7 +112,8 @@ void bound_advice(finding& f, const report_data& d, const finding_thresholds& t,
     // The start-up explains the wait: its best fix (the startup finding has them all).
     f.subject["setting"] = fixes.front().setting;
     f.advice = fixes.front().text;
-    f.numbers["predicted_saving_ms"] = fixes.front().saving_ms;
+    f.numbers[fixes.front().predicted ? "predicted_saving_ms" : "skipped_ms"] =
+        fixes.front().saving_ms;
     if (w2.advised) f.advice += " Then: " + w2.text;
   } else if (gp >= t.advice_gain && gp >= gw) {
     // Worker start-up explains more of the wait than the worker count (the startup finding).

@@ -77,6 +77,9 @@ struct startup_fix {
   std::string setting;   ///< the finding's subject.setting
   std::string text;      ///< the advice
   double saving_ms = 0;  ///< main-process time saved over the run
+  /// saving_ms is the start-up model's prediction; false: what the fix skips, measured (a fork
+  /// from a run that forked none: the fork's own start is not measured, so nothing is predicted)
+  bool predicted = true;
 };
 /// The start-up's fixes, best first (none that saves nothing).
 std::vector<startup_fix> startup_fixes(const report_data& d);
