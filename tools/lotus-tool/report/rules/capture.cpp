@@ -15,6 +15,16 @@ namespace {
 // A wait for a batch from which the capture's story is worth acting on.
 constexpr std::uint64_t k_capture_act_wait_ns = 100000000;  // 100 ms
 
+// The worker that held the waited-for batch, and the batch's time so far.
+void worker_subject(const report_data::capture_story& s, finding& f) {
+  f.subject["pid"] = s.worker_pid;
+  f.subject["tid"] = s.worker_tid;
+  f.subject["worker"] = s.worker_label;
+  if (s.worker_id) f.subject["worker_id"] = *s.worker_id;
+  if (!s.host.empty()) f.subject["host"] = s.host;
+  f.numbers["batch_ms"] = double(s.batch_ns) / 1e6;
+}
+
 // A capture cut by its anomaly (report.cpp cut_story_of): what was still in progress.
 finding cut_capture(const report_data& d, finding f, const std::string& of_epoch) {
   const report_data::capture_story& s = d.story;
@@ -25,12 +35,7 @@ finding cut_capture(const report_data& d, finding f, const std::string& of_epoch
   const std::string in_op =
       op.empty() ? std::string() : ", in " + op + " for " + format_ms(double(s.op_ns) / 1e6);
   if (s.worker_found) {
-    f.subject["pid"] = s.worker_pid;
-    f.subject["tid"] = s.worker_tid;
-    f.subject["worker"] = s.worker_label;
-    if (s.worker_id) f.subject["worker_id"] = *s.worker_id;
-    if (!s.host.empty()) f.subject["host"] = s.host;
-    f.numbers["batch_ms"] = double(s.batch_ns) / 1e6;
+    worker_subject(s, f);
     if (!op.empty()) {
       f.subject["op"] = op_display_name(s.op, 4096);
       f.numbers["op_ms"] = double(s.op_ns) / 1e6;
@@ -119,12 +124,7 @@ std::optional<finding> capture(const report_data& d, const finding_thresholds&) 
     f.advice = "A longer LOTUS_FLIGHT window keeps the batch's start.";
     return f;
   }
-  f.subject["pid"] = s.worker_pid;
-  f.subject["tid"] = s.worker_tid;
-  f.subject["worker"] = s.worker_label;
-  if (s.worker_id) f.subject["worker_id"] = *s.worker_id;
-  if (!s.host.empty()) f.subject["host"] = s.host;
-  f.numbers["batch_ms"] = double(s.batch_ns) / 1e6;
+  worker_subject(s, f);
   f.title = "The training loop waited " + waited + " for batch " + std::to_string(s.batch) +
             of_epoch + ", prepared by " + s.worker_label;
   if (!s.op.empty()) {
