@@ -108,7 +108,7 @@ class build_with_cmake(build_ext):
             progress(f"configuring with CMake in {build}")
             subprocess.run(args, check=True, stdout=subprocess.DEVNULL)
             progress(f"building {', '.join(targets)} on {os.cpu_count() or 2} cores "
-                     f"(about 94 s on 2 quiet cores{'' if with_tool else ', less without the tool'})")
+                     f"(about 72 s on 2 quiet cores{'' if with_tool else ', less without the tool'})")
             subprocess.run([cmake, "--build", str(build), "--target", *targets, "-j",
                             str(os.cpu_count() or 2)], check=True, env=env,
                            stdout=sys.stderr.fileno())

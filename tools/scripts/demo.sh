@@ -13,7 +13,7 @@ bash "$root/tools/scripts/install-deps.sh" demo
 # What it builds is measured in bench/README.md ("Build and first-run times"):
 # bench/first_run/first_run.sh uses this configuration; keep the two in step.
 echo "demo: building image_pipeline and lotus-tool in $build"
-echo "demo: 24 steps, a line each: about 96 s on 2 quiet cores (more while other work runs)"
+echo "demo: 26 steps, a line each: about 56 s on 2 quiet cores (more while other work runs)"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOTUS_BUILD_TESTS=OFF \
   -DLOTUS_BUILD_BENCH=OFF -DLOTUS_BUILD_PYTHON=OFF -DLOTUS_WITH_TORCH=OFF \
   -DLOTUS_TOOL_OPTIMIZE=-O1 -DLOTUS_EXAMPLE_DIRS="common;image_pipeline" >/dev/null
