@@ -8,14 +8,15 @@ torch from 1.13 on, raises a private exception that only the pre-flight catches)
 loader:
 
 * its members as spawn and forkserver send them to every worker (the dataset, ``collate_fn``,
-  ``worker_init_fn``, pickled by multiprocessing's ``ForkingPickler`` with torch's reductions), their
-  size and the time to pickle them; a member that does not pickle is walked (attributes, the
+  ``worker_init_fn``, pickled by multiprocessing's ``ForkingPickler`` with torch's reductions),
+  their size and the time to pickle them; a member that does not pickle is walked (attributes, the
   object's ``__getstate__``/``__reduce_ex__`` state, lists, tuples, dicts; bounded in objects, depth
   and time) down to each object that fails, named by its path (``loader.collate_fn``,
   ``loader.dataset.transform.transforms[2].fn``). The sampler and batch sampler stay in the main
   process: their pickles are shown, never a problem;
 * the modules the main process has imported that a spawn or forkserver worker will not: a fresh
-  interpreter (``_preflight_probe.py``) imports the script by path as ``__mp_main__``, as spawn does,
+  interpreter (``_preflight_probe.py``) imports the script by path as ``__mp_main__``, as spawn
+  does,
   then torch's DataLoader, unpickles the members, runs ``worker_init_fn`` and fetches the first
   batch; what the main process has and that interpreter lacks, outside the standard library, torch
   and lotus, in a package the interpreter never imported (or the script's own folder), is named:
@@ -368,17 +369,22 @@ def _cores():
         return _os.cpu_count() or 1
 
 
-def _queue_ms(method):
-    """The rest of __init__ per worker outside Process.start(): its index queue (measured)."""
+def _queue_ms(method, workers):
+    """The rest of __init__ per worker outside Process.start(), measured as torch spends it: its
+    result queue (the first queue of a spawn or forkserver context also starts multiprocessing's
+    resource tracker) and one index queue per worker, spread over the workers."""
     import multiprocessing
     try:
         ctx = multiprocessing.get_context(method)
-        t0 = _time.perf_counter()
-        q = ctx.Queue()
-        ms = (_time.perf_counter() - t0) * 1e3
-        q.close()
-        q.cancel_join_thread()
-        return ms
+        times = []
+        for _ in range(2):
+            t0 = _time.perf_counter()
+            q = ctx.Queue()
+            times.append((_time.perf_counter() - t0) * 1e3)
+            q.close()
+            q.cancel_join_thread()
+        w = max(1, workers)
+        return (times[0] + w * times[1]) / w
     except Exception:  # noqa: BLE001
         return 0.0
 
@@ -468,7 +474,7 @@ def _missing_modules(parent, child, script):
     return [n for n in out if not any(n.startswith(p + ".") for p in names if p != n)]
 
 
-# ---- the start-up model (lotus-tool's predict_startup, in Python) ---------------------------------
+# ---- the start-up model (lotus-tool's predict_startup, in Python) -------------------------------
 
 def _simulate_fork_start(n, parent_ms, child_ms, cores):
     ready = [0.0] * n
@@ -695,7 +701,7 @@ def analyse(stopped, script, args, method_arg, workers_arg, timeout, log=None):
     # The prediction.
     running = _startup.forkserver_state()[0]
     costs = {"cores": float(_cores()), "main_rss": float(_rss_bytes()),
-             "gap_ms": _queue_ms(method if method in METHODS else "spawn"),
+             "gap_ms": 0.0,
              "bytes": float(pickle_info["bytes"]), "pickle0_ms": pickle_info["pickle0_ms"],
              "pickle_later_ms": pickle_info["pickle_later_ms"],
              "server_preloads_main": _server_preloads_main(),
@@ -704,13 +710,18 @@ def analyse(stopped, script, args, method_arg, workers_arg, timeout, log=None):
         costs[k] = float(probe.get(k, 0.0) or 0.0)
     costs["first_batch_ms"] = float(probe.get("first_batch_ms") or 0.0)
     rep["costs"] = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in costs.items()}
+    # A fork context's queues start nothing; spawn's and forkserver's first starts the resource
+    # tracker (once a process): measured once, for both.
+    gaps = {"fork": _queue_ms("fork", workers)}
+    gaps["spawn"] = gaps["forkserver"] = _queue_ms("spawn", workers)
+    rep["costs"]["gap_ms"] = {k: round(v, 3) for k, v in gaps.items()}
     preds = {}
     for m in METHODS:
         if m != "fork" and "error" in probe:
             preds[m] = {"method": m, "workers": workers, "known": False,
                         "why": f"not predicted: {probe['error']}"}
             continue
-        p = predict(costs, m, workers)
+        p = predict(dict(costs, gap_ms=gaps[m]), m, workers)
         p["known"] = True
         preds[m] = {k: (round(v, 1) if isinstance(v, float) else v) for k, v in p.items()}
     rep["predictions"] = preds
@@ -834,7 +845,7 @@ def main(argv):
     if not _os.path.isfile(a.script):
         parser.error(f"no such script: {a.script}")
     try:
-        import torch.utils.data  # noqa: F401
+        import torch.utils.data  # noqa: F401 - fail early, with a clear message
     except ImportError as e:
         print(f"lotus preflight: torch does not import in this Python ({e})", file=_sys.stderr)
         return EXIT_ERROR

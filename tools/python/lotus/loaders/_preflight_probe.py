@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: MIT
 """The pre-flight's fresh interpreter: what a spawned DataLoader worker does before its first batch.
 
-Run by ``python -m lotus.torch preflight`` (``_preflight.py``) as ``python THIS_FILE IN OUT``; imports
-nothing of lotus. IN (JSON): the script's path, its argv, the parent's sys.path and working
+Run by ``python -m lotus.torch preflight`` (``_preflight.py``) as ``python THIS_FILE IN OUT``;
+imports nothing of lotus. IN (JSON): the script's path, its argv, the parent's sys.path and working
 directory, the parent's authkey (hex: torch's shared tensors are fetched from the parent's resource
 sharer, as a worker fetches them), the pickle of the loader's members (a file), the first batch's
 indices. Like multiprocessing's spawn it imports the script by path as ``__mp_main__`` (so its
