@@ -449,10 +449,15 @@ def _stdlib_names():
     return names
 
 
-def _missing_modules(parent, child, script):
+def _missing_modules(parent, child, script, traced=False):
     """Parent-only modules worth naming (sorted): outside the standard library, torch and lotus,
-    in a top-level package the worker never imported, or in the script's own folder."""
+    in a top-level package the worker never imported, or in the script's own folder. `traced`:
+    lotus.torch is instrumented, and its workers install it too (importing the libraries of its
+    loader families, torchdata where installed): those are the workers' as well."""
     std = _stdlib_names()
+    if traced:
+        from . import libraries
+        std = std | set(libraries())
     child = set(child)
     child_tops = {m.split(".")[0] for m in child}
     here = _os.path.dirname(_os.path.abspath(script))
@@ -681,7 +686,9 @@ def analyse(stopped, script, args, method_arg, workers_arg, timeout, log=None):
         for step, why in probe["errors"].items():
             rep["problems"].append({"kind": "worker_" + step, "methods": ["spawn", "forkserver"],
                                     "message": f"a fresh worker fails at {step}: {why}"})
-        missing = _missing_modules(stopped.modules, probe["modules"], script)
+        from . import _patch
+        missing = _missing_modules(stopped.modules, probe["modules"], script,
+                                   traced=_patch.state.installed)
         rep["missing_modules"] = missing
         if missing:
             shown = missing[:MODULES_SHOWN]

@@ -128,6 +128,7 @@ def main():
         try:  # torch's worker loop's own setup: its seeds and its fetcher
             import random
             import torch
+            torch.set_num_threads(1)
             random.seed(cfg["seed"])
             torch.manual_seed(cfg["seed"])
             from torch.utils.data._utils.fetch import (_IterableDatasetFetcher,
@@ -144,8 +145,9 @@ def main():
             try:
                 batch = fetcher.fetch(cfg["first_index"])
                 # The batch's way to the main process: pickled for the result queue (tensors
-                # moved to shared memory, as a worker's are).
-                ForkingPickler.dumps(batch)
+                # moved to shared memory, as a worker's are) and rebuilt (their memory fetched
+                # through multiprocessing's resource sharer, as the main process does).
+                ForkingPickler.loads(ForkingPickler.dumps(batch))
                 out["first_batch_ns"] = time.time_ns() - t0
             except BaseException as e:  # noqa: BLE001
                 out["errors"]["first_batch"] = f"{type(e).__name__}: {e}"
