@@ -299,7 +299,7 @@ def _member(path, obj, sent):
     ms = (_time.perf_counter() - t0) * 1e3
     rec = {"path": path, "sent": sent, "type": _type_name(obj), "bytes": len(data) if data else 0,
            "ms": round(ms, 3), "ok": err is None, "problems": [], "cut": False}
-    if err is not None:
+    if err is not None and sent:  # what stays in the main process is no worker's problem
         walk = _Walk()
         rec["problems"] = [{"path": p, "what": w} for p, w in walk.culprits(path, obj, err)]
         rec["cut"] = walk.cut
