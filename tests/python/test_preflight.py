@@ -220,10 +220,15 @@ def _example_cases(tmp):
         ("tests/python/startup_scenario.py", [tmp / "startup", "--workers", "2", "--paths", "100"]),
         ("tests/python/memory_scenario.py",
          [json.dumps({"trace": str(tmp / "mem" / "t"), "workers": 2})]),
+        ("tests/python/causes_scenario.py",
+         [json.dumps({"trace": str(tmp / "mem" / "c"), "cause": "compute"})]),
+        ("tests/python/diagnosis_scenario.py",
+         [json.dumps({"trace": str(tmp / "mem" / "d"), "case": "offcpu", "workers": 2,
+                      "data": str(tmp / "data")})]),
     ]
 
 
-@pytest.mark.parametrize("case", range(4))
+@pytest.mark.parametrize("case", range(6))
 def test_no_false_alarm_on_the_projects_scripts(tmp_path, case):
     rel, args = _example_cases(tmp_path)[case]
     (tmp_path / "mem").mkdir()
