@@ -110,8 +110,11 @@ def uninstrument():
         _lotus.flush()
 
 
-if __name__ == "__main__":  # python -m lotus.torch --check
+if __name__ == "__main__":  # python -m lotus.torch --check | preflight SCRIPT [ARGS...]
     import sys as _sys
 
+    if _sys.argv[1:2] == ["preflight"]:
+        from .loaders import _preflight
+        _sys.exit(_preflight.main(_sys.argv[2:]))
     from .loaders import _check
     _sys.exit(_check.main(_sys.argv[1:]))
