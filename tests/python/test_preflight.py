@@ -312,6 +312,13 @@ def test_prediction_is_lotus_tools_start_up_model():
     serial = 40 + 1
     started = [(i + 1) * serial + 10 + i * 10 for i in range(2)]
     assert s["ttfb_ms"] == pytest.approx(max(started[1], started[0] + 4 + 505) + 20)
-    k = pf.predict(dict(c, main_rss=500 * 1048576.0), "fork", 1)
-    assert k["init_ms"] == pytest.approx(2 + 0.02 * 500 + 1)
+    # fork: a fork of this process measured (the parent's fork() call, the child's start and
+    # setup, its first batch), none estimated from constants.
+    fk = dict(fork_ms=7.0, start_ms=3.0, setup_ms=4.0, init_fn_ms=0.0, init_cpu_ms=0.0,
+              first_batch_ms=30.0)
+    k = pf.predict(dict(c, fork=fk), "fork", 1)
+    assert k["init_ms"] == pytest.approx(7 + 1)
+    assert k["ttfb_ms"] == pytest.approx(7 + 1 + 3 + 4 + 30)
+    assert "measured" in k["basis"]
+    assert "ttfb_ms" not in pf.predict(dict(c, fork=None), "fork", 1)
     assert pf.predict(c, "spawn", 0)["ttfb_ms"] == 20

@@ -58,8 +58,6 @@ METHODS = ("fork", "spawn", "forkserver")
 K_PIPE_BUFFER_BYTES = 65536
 K_EXEC_MS = 40.0
 K_FORK_FROM_SERVER_MS = 20.0
-K_FORK_MS_BASE, K_FORK_MS_PER_MIB, K_FORK_MS_GUESS = 2.0, 0.02, 15.0
-K_FORK_SETUP_FACTOR = 2.0
 
 # The walk of an unpicklable member: at most this many objects pickled, this deep, this long.
 WALK_OBJECTS, WALK_DEPTH, WALK_SECONDS = 5000, 24, 20.0
@@ -441,6 +439,58 @@ def _probe(script, args, loader, members_pickle, workers, timeout):
     }
 
 
+def _fork_probe(sent, loader, workers, timeout):
+    """A fork worker's start, measured: this process forked (as a fork DataLoader forks its
+    workers), and in the child what the worker does up to its first batch (_preflight_probe's
+    worker_body on the live members: nothing pickled). The parent's fork() call and the child's
+    steps (ms), or {"error": ...}. A spawn run cannot tell these (the fork's own cost, the pages
+    the child copies, the imports it inherits): they are measured here instead."""
+    if not hasattr(_os, "fork"):
+        return {"error": "this platform has no fork"}
+    import select
+    import signal
+    from . import _preflight_probe
+    cfg = {"workers": max(1, workers), "seed": 12345, "first_index": _first_index(loader)}
+    r, w = _os.pipe()
+    t0 = _time.perf_counter_ns()
+    pid = _os.fork()
+    if pid == 0:  # the child: report, then leave without running the parent's exit handlers
+        code = 1
+        try:
+            _os.close(r)
+            out = {"errors": {}, "t_child": _time.perf_counter_ns() - t0}
+            _preflight_probe.worker_body(sent, cfg, out)
+            _os.write(w, _json.dumps(out).encode())
+            code = 0
+        finally:
+            _os._exit(code)
+    fork_ns = _time.perf_counter_ns() - t0
+    _os.close(w)
+    chunks, deadline = [], _time.monotonic() + timeout
+    try:
+        while True:
+            left = deadline - _time.monotonic()
+            if left <= 0 or not select.select([r], [], [], left)[0]:
+                _os.kill(pid, signal.SIGKILL)
+                _os.waitpid(pid, 0)
+                return {"error": f"the forked worker did not finish in {timeout:g} s"}
+            chunk = _os.read(r, 65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        _os.close(r)
+    _os.waitpid(pid, 0)
+    try:
+        o = _json.loads(b"".join(chunks).decode())
+    except ValueError:
+        return {"error": "the forked worker failed before it reported"}
+    return {"fork_ms": fork_ns / 1e6, "start_ms": o["t_child"] / 1e6,
+            "init_fn_ms": o.get("init_fn_ns", 0) / 1e6,
+            "init_cpu_ms": o.get("init_cpu_ns", 0) / 1e6, "setup_ms": o.get("setup_ns", 0) / 1e6,
+            "first_batch_ms": o.get("first_batch_ns", 0) / 1e6, "errors": o.get("errors", {})}
+
+
 # ---- the modules a worker will lack --------------------------------------------------------------
 
 def _stdlib_names():
@@ -529,17 +579,22 @@ def predict(c, method, workers):
     init_cpu = min(c["init_cpu_ms"], c["init_fn_ms"])
     rest0 = (c["init_fn_ms"] - init_cpu) + (init_cpu + c["setup_ms"]) * sharing
     if method == "fork":
-        fork = (K_FORK_MS_BASE + K_FORK_MS_PER_MIB * c["main_rss"] / 1048576.0
-                if c["main_rss"] > 0 else K_FORK_MS_GUESS)
-        init, ready = _simulate_fork_start(workers, fork + c["gap_ms"],
-                                           K_FORK_SETUP_FACTOR * c["setup_ms"] + init_cpu,
+        f = c.get("fork")
+        if not f:
+            p["why"] = "not predicted: no fork of this process was measured"
+            return p
+        # Measured in a real fork of this process (_fork_probe): the parent's fork() call, the
+        # child's start to its own code, its setup; the forks one after the other and the
+        # children's setup sharing the cores, event by event.
+        init_cpu_f = min(f["init_cpu_ms"], f["init_fn_ms"])
+        init, ready = _simulate_fork_start(workers, f["fork_ms"] + c["gap_ms"],
+                                           f["start_ms"] + f["setup_ms"] + init_cpu_f,
                                            c["cores"])
-        wait = c["init_fn_ms"] - init_cpu
+        wait = f["init_fn_ms"] - init_cpu_f
         slots = [max(init, r + wait) for r in ready]
-        p.update(init_ms=init, ttfb_ms=slots[0] + c["first_batch_ms"])
+        p.update(init_ms=init, ttfb_ms=slots[0] + f["first_batch_ms"])
         p["first_ttfb_ms"] = p["ttfb_ms"]
-        p["basis"] = ("the fork estimated from the main process's resident memory "
-                      f"({c['main_rss'] / 1048576.0:.0f} MiB)")
+        p["basis"] = "a fork of this process measured, its first batch fetched in the child"
         return p
     boot = c["boot_ms"]
     light = False
@@ -705,6 +760,12 @@ def analyse(stopped, script, args, method_arg, workers_arg, timeout, log=None):
                 "multiprocessing.set_forkserver_preload([\"__main__\", "
                 + ", ".join(f'"{m}"' for m in shown[:6]) + "]) imports them once, in the server")
 
+    # A fork worker's start, measured in a fork of this process (not with CUDA initialised:
+    # a forked child cannot use it, and fork is then not an option).
+    fork_probe = {"error": "CUDA is initialised: fork is not an option"} if stopped.cuda else \
+        _fork_probe(sent, loader, workers, timeout)
+    rep["fork_probe"] = fork_probe
+
     # The prediction.
     running = _startup.forkserver_state()[0]
     costs = {"cores": float(_cores()), "main_rss": float(_rss_bytes()),
@@ -728,7 +789,11 @@ def analyse(stopped, script, args, method_arg, workers_arg, timeout, log=None):
             preds[m] = {"method": m, "workers": workers, "known": False,
                         "why": f"not predicted: {probe['error']}"}
             continue
-        p = predict(dict(costs, gap_ms=gaps[m]), m, workers)
+        if m == "fork" and "error" in fork_probe:
+            preds[m] = {"method": m, "workers": workers, "known": False,
+                        "why": f"not predicted: {fork_probe['error']}"}
+            continue
+        p = predict(dict(costs, gap_ms=gaps[m], fork=fork_probe), m, workers)
         p["known"] = True
         preds[m] = {k: (round(v, 1) if isinstance(v, float) else v) for k, v in p.items()}
     rep["predictions"] = preds

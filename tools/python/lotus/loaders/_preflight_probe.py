@@ -57,6 +57,62 @@ class _StopAtLoader:
 _STATE = {"armed": True, "init": None}
 
 
+def worker_body(members, cfg, out):
+    """What a DataLoader worker does before its first batch is sent, given the loader's members:
+    worker_init_fn as worker 0, the worker loop's setup, the first batch fetched and pickled for
+    the result queue. Each step's time in `out` (ns); a failed step in out["errors"]. Also run in
+    a forked child of the pre-flight (a fork worker's start, measured)."""
+    from multiprocessing.reduction import ForkingPickler
+    dataset, collate_fn, init_fn, kind_iterable, auto_collation, drop_last = members
+    if collate_fn is None:  # left out by the pre-flight (it does not pickle): torch's own
+        from torch.utils.data._utils import collate
+        collate_fn = collate.default_collate if auto_collation else collate.default_convert
+    try:
+        from torch.utils.data._utils import worker as tw
+        info = tw.WorkerInfo(id=0, num_workers=cfg["workers"], seed=cfg["seed"],
+                             dataset=dataset)
+        tw._worker_info = info
+    except BaseException as e:  # noqa: BLE001
+        out["errors"]["worker_info"] = f"{type(e).__name__}: {e}"
+    cpu0 = time.thread_time_ns()
+    t0 = time.time_ns()
+    if init_fn is not None:
+        try:
+            init_fn(0)
+        except BaseException as e:  # noqa: BLE001
+            out["errors"]["worker_init_fn"] = f"{type(e).__name__}: {e}"
+    out["init_fn_ns"] = time.time_ns() - t0
+    out["init_cpu_ns"] = time.thread_time_ns() - cpu0
+    t0 = time.time_ns()
+    fetcher = None
+    try:  # torch's worker loop's own setup: its seeds and its fetcher
+        import random
+        import torch
+        torch.set_num_threads(1)
+        random.seed(cfg["seed"])
+        torch.manual_seed(cfg["seed"])
+        from torch.utils.data._utils.fetch import (_IterableDatasetFetcher,
+                                                   _MapDatasetFetcher)
+        if kind_iterable:
+            fetcher = _IterableDatasetFetcher(dataset, auto_collation, collate_fn, drop_last)
+        else:
+            fetcher = _MapDatasetFetcher(dataset, auto_collation, collate_fn, drop_last)
+    except BaseException as e:  # noqa: BLE001
+        out["errors"]["setup"] = f"{type(e).__name__}: {e}"
+    out["setup_ns"] = time.time_ns() - t0
+    if fetcher is not None and cfg.get("first_index") is not None:
+        t0 = time.time_ns()
+        try:
+            batch = fetcher.fetch(cfg["first_index"])
+            # The batch's way to the main process: pickled for the result queue (tensors
+            # moved to shared memory, as a worker's are) and rebuilt (their memory fetched
+            # through multiprocessing's resource sharer, as the main process does).
+            ForkingPickler.loads(ForkingPickler.dumps(batch))
+            out["first_batch_ns"] = time.time_ns() - t0
+        except BaseException as e:  # noqa: BLE001
+            out["errors"]["first_batch"] = f"{type(e).__name__}: {e}"
+
+
 def main():
     import json
     with open(sys.argv[1]) as f:
@@ -103,54 +159,7 @@ def main():
         out["errors"]["unpickle"] = f"{type(e).__name__}: {e}"
     out["t_unpickle"] = time.time_ns()
     if members is not None:
-        dataset, collate_fn, init_fn, kind_iterable, auto_collation, drop_last = members
-        if collate_fn is None:  # left out by the pre-flight (it does not pickle): torch's own
-            from torch.utils.data._utils import collate
-            collate_fn = collate.default_collate if auto_collation else collate.default_convert
-        try:
-            from torch.utils.data._utils import worker as tw
-            info = tw.WorkerInfo(id=0, num_workers=cfg["workers"], seed=cfg["seed"],
-                                 dataset=dataset)
-            tw._worker_info = info
-        except BaseException as e:  # noqa: BLE001
-            out["errors"]["worker_info"] = f"{type(e).__name__}: {e}"
-        cpu0 = time.thread_time_ns()
-        t0 = time.time_ns()
-        if init_fn is not None:
-            try:
-                init_fn(0)
-            except BaseException as e:  # noqa: BLE001
-                out["errors"]["worker_init_fn"] = f"{type(e).__name__}: {e}"
-        out["init_fn_ns"] = time.time_ns() - t0
-        out["init_cpu_ns"] = time.thread_time_ns() - cpu0
-        t0 = time.time_ns()
-        fetcher = None
-        try:  # torch's worker loop's own setup: its seeds and its fetcher
-            import random
-            import torch
-            torch.set_num_threads(1)
-            random.seed(cfg["seed"])
-            torch.manual_seed(cfg["seed"])
-            from torch.utils.data._utils.fetch import (_IterableDatasetFetcher,
-                                                       _MapDatasetFetcher)
-            if kind_iterable:
-                fetcher = _IterableDatasetFetcher(dataset, auto_collation, collate_fn, drop_last)
-            else:
-                fetcher = _MapDatasetFetcher(dataset, auto_collation, collate_fn, drop_last)
-        except BaseException as e:  # noqa: BLE001
-            out["errors"]["setup"] = f"{type(e).__name__}: {e}"
-        out["setup_ns"] = time.time_ns() - t0
-        if fetcher is not None and cfg.get("first_index") is not None:
-            t0 = time.time_ns()
-            try:
-                batch = fetcher.fetch(cfg["first_index"])
-                # The batch's way to the main process: pickled for the result queue (tensors
-                # moved to shared memory, as a worker's are) and rebuilt (their memory fetched
-                # through multiprocessing's resource sharer, as the main process does).
-                ForkingPickler.loads(ForkingPickler.dumps(batch))
-                out["first_batch_ns"] = time.time_ns() - t0
-            except BaseException as e:  # noqa: BLE001
-                out["errors"]["first_batch"] = f"{type(e).__name__}: {e}"
+        worker_body(members, cfg, out)
     out["t_end"] = time.time_ns()
     out["modules"] = sorted(k for k, v in list(sys.modules.items()) if v is not None)
     with open(out_path, "w") as f:
