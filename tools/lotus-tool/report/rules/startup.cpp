@@ -64,7 +64,6 @@ std::vector<startup_fix> startup_fixes(const report_data& d) {
       // What a forked worker skips, measured: its pickle, its interpreter's start and imports,
       // the unpickling; its own start (the fork, the pages it copies) is not measured here.
       const double skipped = c.pickle0_ms + c.boot_ms + c.import_ms + c.unpickle_ms;
-      const double starts = c.persistent ? 1.0 : static_cast<double>(n);
       out.push_back(
           {"multiprocessing_context",
            std::string(d.gpu.handovers > 0
