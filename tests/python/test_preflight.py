@@ -287,7 +287,7 @@ def test_prediction_is_lotus_tools_start_up_model():
     """Hand-worked figures of WHATIF.md §6's terms: a 100 KiB pickle (larger than a pipe's
     buffer: the worker's start is serial), a small one (workers start side by side)."""
     from lotus.loaders import _preflight as pf
-    c = dict(cores=2.0, main_rss=0.0, gap_ms=1.0, bytes=100 * 1024.0, pickle0_ms=10.0,
+    c = dict(cores=2.0, gap_ms=1.0, bytes=100 * 1024.0, pickle0_ms=10.0,
              pickle_later_ms=10.0, server_preloads_main=True, server_running=False,
              boot_ms=500.0, import_ms=0.0, unpickle_ms=5.0, init_fn_ms=0.0, init_cpu_ms=0.0,
              setup_ms=4.0, first_batch_ms=20.0)

@@ -240,7 +240,6 @@ startup_analysis analyze_startup(const trace_dir& dir) {
       if (k.method.empty() || k.method == "unknown") k.method = it.method;
       k.workers = std::max<unsigned>(k.workers, static_cast<unsigned>(m.starts.size()));
       k.persistent = k.persistent || it.persistent;
-      k.main_rss = std::max(k.main_rss, static_cast<double>(p.memory.peak_rss));
       if (k.cores == 0) {
         k.cores = static_cast<double>(p.cpus_allowed ? p.cpus_allowed : p.cpus_online);
       }

@@ -70,7 +70,6 @@ struct startup_costs {
   double fork_ms = 0;   ///< Process.start() of a fork run, per worker
   /// The rest of __init__ per worker, outside Process.start() (its queues, the first indices).
   double gap_ms = 0;
-  double main_rss = 0;        ///< the main process's peak resident set (bytes; 0: not recorded)
   double first_batch_ms = 0;  ///< from the later of __init__'s return and worker 0's readiness
   double ttfb_ms = 0, init_ms = 0;  ///< means over the iterators
   double cores = 0;                 ///< the main process's allowed CPUs (0: not recorded)

@@ -349,17 +349,6 @@ def _is_iterable(loader):
         return False
 
 
-def _rss_bytes():
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
-
-
 def _cores():
     try:
         return len(_os.sched_getaffinity(0))
@@ -768,7 +757,7 @@ def analyse(stopped, script, args, method_arg, workers_arg, timeout, log=None):
 
     # The prediction.
     running = _startup.forkserver_state()[0]
-    costs = {"cores": float(_cores()), "main_rss": float(_rss_bytes()),
+    costs = {"cores": float(_cores()),
              "gap_ms": 0.0,
              "bytes": float(pickle_info["bytes"]), "pickle0_ms": pickle_info["pickle0_ms"],
              "pickle_later_ms": pickle_info["pickle_later_ms"],
