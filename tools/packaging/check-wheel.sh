@@ -212,6 +212,8 @@ if [ -n "$tests" ]; then
   mkdir -p "$root/root/tests/tool"
   cp -a "$here/tests/python" "$root/root/tests/"
   cp -a "$here/tests/tool/data" "$root/root/tests/tool/"  # lotus-tool's cases some Python tests share
+  rm -rf "$root/root/examples" && mkdir -p "$root/root/examples"
+  cp -a "$here/examples/python_pipeline" "$root/root/examples/"  # a script the pre-flight tests run
   rc=0
   in_root "$root" "cd /root/tests/python && LOTUS_TOOL=/root/venv/bin/lotus-tool python -m pytest -q \
     -p no:cacheprovider -rfEs --durations=10 -n 2 $tests" 2>&1 | tee "$root/root/pytest.log" || rc=1
