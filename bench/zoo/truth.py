@@ -89,6 +89,8 @@ def driver_run(a, name, setting, trace=None, timeout=300):
     if trace:
         args += ["--trace", str(trace)]
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", TOKENIZERS_PARALLELISM="false")
+    if trace and a.fork_probe:  # a fork's start measured in the traced run (LOTUS_FORK_PROBE)
+        env["LOTUS_FORK_PROBE"] = "1"
     t0 = time.perf_counter()
     try:
         r = subprocess.run(args, capture_output=True, text=True, timeout=timeout, env=env)
@@ -485,6 +487,8 @@ def main():
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--out")
+    ap.add_argument("--no-fork-probe", dest="fork_probe", action="store_false",
+                    help="trace without LOTUS_FORK_PROBE=1 (fork then withheld from a spawn run)")
     ap.add_argument("--traced-timeout", type=int, default=180,
                     help="seconds a traced run may take (a pipeline tracing hangs is cut here)")
     ap.add_argument("--tool", default=os.environ.get("LOTUS_TOOL") or shutil.which("lotus-tool"))

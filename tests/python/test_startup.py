@@ -240,6 +240,7 @@ def test_whatif_predicts_the_start_for_other_methods_and_counts(tmp_path):
             if method == "fork":
                 assert su["predicted_ttfb_ms"] is None, su
                 assert "trace one epoch with fork" in su["note"], su
+                assert "LOTUS_FORK_PROBE=1" in su["note"], su
                 assert js["claim"] is False and "fork is not predicted" in js["no_claim_why"]
                 continue
             assert su["predicted_ttfb_ms"] is not None and su["predicted_ttfb_ms"] > 0
@@ -255,6 +256,82 @@ def test_whatif_predicts_the_start_for_other_methods_and_counts(tmp_path):
     assert "pickles nothing" in js["startup"]["note"]
     text = tool("whatif", str(fork_out), "--workers", "2", "--start-method", "spawn")
     assert "not predicted" in text
+
+
+FORK_PROBE_ORDER = """
+import sys, torch, lotus.torch
+from torch.utils.data import DataLoader, Dataset
+class D(Dataset):
+    def __len__(self): return 40
+    def __getitem__(self, i): return i
+if __name__ == "__main__":
+    lotus.torch.instrument(sys.argv[1])
+    torch.manual_seed(7)
+    dl = DataLoader(D(), batch_size=4, shuffle=True, num_workers=2, multiprocessing_context="spawn")
+    print([[int(x) for b in dl for x in b] for _ in range(2)], torch.rand(1).item())
+"""
+
+
+def trace_pids(out):
+    return {p.name.rsplit("_", 1)[1] for p in pathlib.Path(out).glob("lotustrace_log_*_pid_*")}
+
+
+def test_the_fork_probe_measures_a_fork_in_a_spawn_run(tmp_path):
+    """LOTUS_FORK_PROBE=1: one `startup_forkprobe` line, its figures measured; the forked child
+    writes no trace file of its own; whatif then predicts fork from the spawn run (its basis the
+    probe), where without it fork is withheld and the probe is named."""
+    if not have("spawn"):
+        pytest.skip("no spawn here")
+    out = tmp_path / "probe"
+    run_job(out, "--method", "spawn", "--workers", "2", "--paths", "20000", "--epochs", "2",
+            "--batches", "6", env={"LOTUS_FORK_PROBE": "1"})
+    rows = sidecar_lines(out, "startup_forkprobe")
+    assert len(rows) == 1, rows
+    main_pid, fields = rows[0]
+    assert fields[1] == "ok", fields
+    figures = [int(x) for x in fields[2:]]
+    assert len(figures) == 6 and figures[0] > 0 and figures[1] > 0 and figures[5] > 0, figures
+    workers = {f[2] for _, f in sidecar_lines(out, "startup_worker")}
+    assert len(workers) == 4  # 2 workers, 2 epochs
+    assert trace_pids(out) == workers | {main_pid}
+    js = json.loads(tool("whatif", str(out), "--workers", "2", "--start-method", "fork",
+                         "--json"))
+    su = js["startup"]
+    if su["predicted_ttfb_ms"] is None and su["note"].startswith("the model replays"):
+        pytest.skip(su["note"])
+    assert su["predicted_ttfb_ms"] is not None and su["predicted_ttfb_ms"] > 0, su
+    assert "LOTUS_FORK_PROBE" in su["basis"], su
+    # Without the probe: withheld, and the probe named as what would tell.
+    plain = tmp_path / "plain"
+    run_job(plain, "--method", "spawn", "--workers", "2", "--epochs", "1", "--batches", "4")
+    assert sidecar_lines(plain, "startup_forkprobe") == []
+    js = json.loads(tool("whatif", str(plain), "--workers", "2", "--start-method", "fork",
+                         "--json"))
+    if not js["startup"]["note"].startswith("the model replays"):
+        assert js["startup"]["predicted_ttfb_ms"] is None
+        assert "LOTUS_FORK_PROBE=1" in js["startup"]["note"], js["startup"]
+
+
+def test_the_fork_probe_leaves_the_programs_random_state_alone(tmp_path):
+    """The probe draws no index from the sampler: a shuffled loader's batches and the program's
+    next random number are those of the same run without it. A malformed LOTUS_FORK_PROBE is
+    said once and runs nothing."""
+    if not have("spawn"):
+        pytest.skip("no spawn here")
+    script = tmp_path / "order.py"
+    script.write_text(FORK_PROBE_ORDER)
+    outs = {}
+    for name, value in (("off", "0"), ("on", "1"), ("bad", "yes")):
+        trace = tmp_path / name
+        trace.mkdir()
+        r = run_python([str(script), str(trace / "lotustrace_log")],
+                       env={"LOTUS_FORK_PROBE": value}, timeout=300)
+        outs[name] = r.stdout.strip().splitlines()[-1]
+        probes = sidecar_lines(trace, "startup_forkprobe")
+        assert len(probes) == (1 if name == "on" else 0), (name, probes)
+        said = r.stderr.count("LOTUS_FORK_PROBE='yes': expected 0 or 1")
+        assert said == (1 if name == "bad" else 0), r.stderr
+    assert outs["on"] == outs["off"] == outs["bad"], outs
 
 
 def test_default_start_method_is_recorded(tmp_path):

@@ -142,7 +142,7 @@ class sidecar_parser {
         proc_.capture = std::move(c);
       }
     } else if (key == "startup" || key == "startup_worker" || key == "startup_first" ||
-               key == "startup_forkserver") {
+               key == "startup_forkserver" || key == "startup_forkprobe") {
       startup_line(ls, key);
     } else if (key == "startup_boot") {
       startup_boot b;
@@ -204,6 +204,26 @@ class sidecar_parser {
   }
 
  private:
+  // `startup_forkprobe <seq> <status> <fork_ns> <start_ns> <setup_ns> <init_fn_ns> <init_cpu_ns>
+  // <first_batch_ns>` (FORMAT.md §5): the first well-formed line of the iterator.
+  void startup_probe_line(std::istringstream& ls, const std::string& key, startup_meta& m) {
+    std::string status;
+    ls >> status;
+    if (status != "ok" && status != "failed" && status != "timeout" && status != "nobatch" &&
+        status != "cuda") {
+      return;
+    }
+    std::uint64_t v[6] = {};
+    for (std::uint64_t& x : v) {
+      if (!read_u(ls, key, x)) return;
+    }
+    if (!m.probe_status.empty()) return;
+    m.probe_status = status;
+    double* f[] = {&m.probe_fork_ms,    &m.probe_start_ms,    &m.probe_setup_ms,
+                   &m.probe_init_fn_ms, &m.probe_init_cpu_ms, &m.probe_first_batch_ms};
+    for (int i = 0; i < 6; ++i) *f[i] = static_cast<double>(v[i]) / 1e6;
+  }
+
   // `startup <seq> <method> <workers> <persistent> <begin_ns> <init_end_ns>`,
   // `startup_worker <seq> <slot> <pid> <call_ns> <pickled_ns> <bytes> <return_ns>`,
   // `startup_first <seq> <idx> <arrival_ns>` (FORMAT.md §5): kept by seq, bounded.
@@ -252,6 +272,8 @@ class sidecar_parser {
         m.server_preloads_main = static_cast<int>(main);
         m.server_modules = modules.size() <= 1024 && modules != "-" ? modules : std::string();
       }
+    } else if (key == "startup_forkprobe") {
+      startup_probe_line(ls, key, m);
     } else {
       std::uint64_t idx = 0, at = 0;
       if (read_u(ls, key, idx) && read_u(ls, key, at)) {

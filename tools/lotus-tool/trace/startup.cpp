@@ -66,6 +66,77 @@ std::vector<part_span> worker_spans(const startup_start& s, const startup_boot* 
 
 double mean(double sum, double n) { return n > 0 ? sum / n : 0.0; }
 
+// Forked workers' readiness (ms from iter()): the main process forks them one after the other
+// (`parent_ms` each), each child then runs `child_ms` of CPU work; whatever runs at once shares
+// `cores` (processor sharing), event by event. Returns when the last fork ended.
+double simulate_forks(unsigned n, double parent_ms, double child_ms, double cores,
+                      std::vector<double>& ready) {
+  ready.assign(n, 0.0);
+  std::vector<double> left;  // the started children's remaining work
+  left.reserve(n);
+  const double c = cores > 0 ? cores : 1.0;
+  double t = 0, parent_left = parent_ms, init = 0;
+  unsigned forked = 0;
+  for (unsigned step = 0; step < 4 * n + 4; ++step) {
+    const double runnable =
+        (forked < n ? 1.0 : 0.0) + static_cast<double>(std::count_if(
+                                       left.begin(), left.end(), [](double x) { return x > 0; }));
+    if (runnable == 0) break;
+    const double rate = std::min(1.0, c / runnable);
+    double dt = forked < n ? parent_left / rate : 1e300;
+    for (const double x : left) {
+      if (x > 0) dt = std::min(dt, x / rate);
+    }
+    t += dt;
+    for (std::size_t i = 0; i < left.size(); ++i) {
+      if (left[i] <= 0) continue;
+      left[i] -= dt * rate;
+      if (left[i] <= 1e-9) {
+        left[i] = 0;
+        ready[i] = t;
+      }
+    }
+    if (forked < n) {
+      parent_left -= dt * rate;
+      if (parent_left <= 1e-9) {
+        left.push_back(child_ms > 0 ? child_ms : 0.0);
+        if (child_ms <= 0) ready[forked] = t;
+        ++forked;
+        parent_left = parent_ms;
+        if (forked == n) init = t;
+      }
+    }
+  }
+  return init;
+}
+
+// A fork start predicted from the run's fork probe (a spawn or forkserver run): the forks in
+// turn, each child's start, setup and worker_init_fn's CPU sharing the cores; worker_init_fn's
+// waits and the probe's batch after.
+void predict_fork_from_probe(const startup_costs& c, unsigned workers, startup_prediction& p) {
+  const double init_cpu = std::min(c.probe_init_cpu_ms, c.probe_init_fn_ms);
+  std::vector<double> ready;
+  p.init_ms = simulate_forks(workers, c.probe_fork_ms + c.gap_ms,
+                             c.probe_start_ms + c.probe_setup_ms + init_cpu, c.cores, ready);
+  const double wait = c.probe_init_fn_ms - init_cpu;
+  p.slot_ms.clear();
+  for (const double r : ready) p.slot_ms.push_back(std::max(p.init_ms, r + wait));
+  p.ttfb_ms = p.slot_ms.front() + c.probe_first_batch_ms;
+  p.first_ttfb_ms = p.ttfb_ms;
+  p.first_slot_ms = p.slot_ms;
+  p.known = true;
+  p.basis =
+      "a fork of this process measured at the end of its first epoch (LOTUS_FORK_PROBE), its "
+      "batch fetched in the child";
+}
+
+std::string probe_words(const std::string& status) {
+  if (status == "cuda") return "CUDA was initialised, so fork is not an option for this job";
+  if (status == "timeout") return "the forked child did not finish in 30 s";
+  if (status == "nobatch") return "the forked child could not fetch a batch";
+  return "the forked child failed";
+}
+
 }  // namespace
 
 std::string startup_cause_words(const std::string& cause) {
@@ -237,6 +308,15 @@ startup_analysis analyze_startup(const trace_dir& dir) {
         k.server_modules = m.server_modules;
       }
       if (m.method == "forkserver" && m.server_running == 0) k.server_started = true;
+      if (!m.probe_status.empty() && k.probe_status != "ok") {
+        k.probe_status = m.probe_status;
+        k.probe_fork_ms = m.probe_fork_ms;
+        k.probe_start_ms = m.probe_start_ms;
+        k.probe_setup_ms = m.probe_setup_ms;
+        k.probe_init_fn_ms = m.probe_init_fn_ms;
+        k.probe_init_cpu_ms = m.probe_init_cpu_ms;
+        k.probe_first_batch_ms = m.probe_first_batch_ms;
+      }
       if (k.method.empty() || k.method == "unknown") k.method = it.method;
       k.workers = std::max<unsigned>(k.workers, static_cast<unsigned>(m.starts.size()));
       k.persistent = k.persistent || it.persistent;
@@ -339,9 +419,19 @@ startup_prediction predict_startup(const startup_costs& c, const std::string& me
       // (a spawned worker's setup and first batch hold those it ran) were not measured: on the
       // public pipelines of bench/zoo a fork's start measured 0.1x to 2.2x what constants for
       // them estimated from a spawn run (tools/docs/WHATIF.md).
+      if (c.probe_status == "ok") {
+        predict_fork_from_probe(c, workers, p);
+        return p;
+      }
+      if (!c.probe_status.empty()) {
+        p.why_unknown = "this run started its workers by " + c.method +
+                        " and its fork probe measured nothing: " + probe_words(c.probe_status);
+        return p;
+      }
       p.why_unknown = "this run started its workers by " + c.method +
                       ": a fork's own cost, the pages the forked workers copy from this process "
-                      "and the imports they inherit were not measured (trace one epoch with fork)";
+                      "and the imports they inherit were not measured (trace one epoch with "
+                      "fork, or this run with LOTUS_FORK_PROBE=1)";
       return p;
     }
   } else if (method == "spawn" || method == "forkserver") {

@@ -86,6 +86,14 @@ struct startup_costs {
   /// measured); the worker boot figures above leave it out.
   double server_start_ms = 0;
   bool server_started = false;  ///< an iterator of the run started the server
+  /// The fork probe (LOTUS_FORK_PROBE=1 in a spawn or forkserver run; `startup_forkprobe`): a
+  /// fork worker's start measured in a fork of the main process: its status ("ok", or why it
+  /// measured nothing; empty: not run) and figures (ms): the parent's fork() call, the child's
+  /// start to its own code, its setup, worker_init_fn (wall, CPU) and one batch fetched and
+  /// passed through the result queue's pickling.
+  std::string probe_status;
+  double probe_fork_ms = 0, probe_start_ms = 0, probe_setup_ms = 0, probe_init_fn_ms = 0,
+         probe_init_cpu_ms = 0, probe_first_batch_ms = 0;
 };
 
 /// What the run's start-up lines say.

@@ -188,6 +188,12 @@ struct startup_meta {
   /// other modules it preloads ("-": none).
   int server_running = -1, server_preloads_main = -1;
   std::string server_modules;
+  /// `startup_forkprobe` line (LOTUS_FORK_PROBE=1, a spawn or forkserver run): a fork worker's
+  /// start measured in a fork of this process at the end of the iterator's epoch (ms); status
+  /// "ok", or why it measured nothing ("failed", "timeout", "nobatch", "cuda"); empty: no line.
+  std::string probe_status;
+  double probe_fork_ms = 0, probe_start_ms = 0, probe_setup_ms = 0, probe_init_fn_ms = 0,
+         probe_init_cpu_ms = 0, probe_first_batch_ms = 0;
 };
 /// A worker's `startup_boot` line (realtime ns; loaded/imported 0: forked).
 struct startup_boot {

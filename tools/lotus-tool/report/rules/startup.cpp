@@ -60,7 +60,13 @@ std::vector<startup_fix> startup_fixes(const report_data& d) {
                          format_ms(mean_ttfb_ms(p, changed)) + run_text(saving),
                      saving});
     };
-    if (c.method != "fork") {
+    const char* const fork_words =
+        "Start the workers by fork (DataLoader(multiprocessing_context=\"fork\")) where the job "
+        "allows it (no CUDA initialised and no other threads running in the main process when "
+        "the workers start)";
+    if (c.method != "fork" && c.probe_status == "ok") {
+      add("multiprocessing_context", c, "fork", fork_words);  // the fork probe measured it
+    } else if (c.method != "fork" && c.probe_status != "cuda") {
       // What a forked worker skips, measured: its pickle, its interpreter's start and imports,
       // the unpickling; its own start (the fork, the pages it copies) is not measured here.
       const double skipped = c.pickle0_ms + c.boot_ms + c.import_ms + c.unpickle_ms;
@@ -70,14 +76,12 @@ std::vector<startup_fix> startup_fixes(const report_data& d) {
                            ? "Start the workers by fork (DataLoader(multiprocessing_context="
                              "\"fork\")) only if CUDA is not initialised before the loader "
                              "starts them: this process uses CUDA"
-                           : "Start the workers by fork (DataLoader(multiprocessing_context="
-                             "\"fork\")) where the job allows it (no CUDA initialised and no "
-                             "other threads running in the main process when the workers "
-                             "start)") +
+                           : fork_words) +
                ": a forked worker is not sent a pickle, starts no interpreter and imports "
                "nothing, " +
                format_ms(skipped) + " a worker here; how long a fork's start takes is not " +
-               "measured by this run (trace one epoch with fork to predict it).",
+               "measured by this run (trace one epoch with fork, or this run with "
+               "LOTUS_FORK_PROBE=1, to predict it).",
            starts * skipped, false});
     }
     if (c.bytes > 1e6 && (c.method == "spawn" || c.method == "forkserver")) {

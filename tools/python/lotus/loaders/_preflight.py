@@ -428,26 +428,34 @@ def _probe(script, args, loader, members_pickle, workers, timeout):
     }
 
 
-def _fork_probe(sent, loader, workers, timeout):
+def _fork_probe(sent, first_index, workers, timeout):
     """A fork worker's start, measured: this process forked (as a fork DataLoader forks its
     workers), and in the child what the worker does up to its first batch (_preflight_probe's
-    worker_body on the live members: nothing pickled). The parent's fork() call and the child's
-    steps (ms), or {"error": ...}. A spawn run cannot tell these (the fork's own cost, the pages
-    the child copies, the imports it inherits): they are measured here instead."""
+    worker_body on the live members, the batch of indices `first_index`: nothing pickled). The
+    parent's fork() call and the child's steps (ms), or {"error": ...}. A spawn run cannot tell
+    these (the fork's own cost, the pages the child copies, the imports it inherits): they are
+    measured here instead (also by lotus.torch in a traced spawn run: _startup.fork_probe). The
+    child records nothing (lotus is turned off in it first): no trace file of its own."""
     if not hasattr(_os, "fork"):
         return {"error": "this platform has no fork"}
     import select
     import signal
     from . import _preflight_probe
-    cfg = {"workers": max(1, workers), "seed": 12345, "first_index": _first_index(loader)}
+    cfg = {"workers": max(1, workers), "seed": 12345, "first_index": first_index}
     r, w = _os.pipe()
     t0 = _time.perf_counter_ns()
     pid = _os.fork()
     if pid == 0:  # the child: report, then leave without running the parent's exit handlers
         code = 1
         try:
+            t_child = _time.perf_counter_ns() - t0
             _os.close(r)
-            out = {"errors": {}, "t_child": _time.perf_counter_ns() - t0}
+            try:
+                from .. import _lotus
+                _lotus._configure(enabled=False)
+            except BaseException:  # noqa: BLE001 - a lotus without the module: nothing records
+                pass
+            out = {"errors": {}, "t_child": t_child}
             _preflight_probe.worker_body(sent, cfg, out)
             _os.write(w, _json.dumps(out).encode())
             code = 0
@@ -752,7 +760,7 @@ def analyse(stopped, script, args, method_arg, workers_arg, timeout, log=None):
     # A fork worker's start, measured in a fork of this process (not with CUDA initialised:
     # a forked child cannot use it, and fork is then not an option).
     fork_probe = {"error": "CUDA is initialised: fork is not an option"} if stopped.cuda else \
-        _fork_probe(sent, loader, workers, timeout)
+        _fork_probe(sent, _first_index(loader), workers, timeout)
     rep["fork_probe"] = fork_probe
 
     # The prediction.

@@ -400,3 +400,90 @@ def worker_ready(ppid, slot, entered):
     note(b"startup_boot %d %d %d %d %d %d %d %d %d %d\n"
          % (ppid, slot, loaded_ns, imported_ns, entered, t0, dur, cpu, _time_ns(),
             process_time_ns()))
+
+
+# ---- the fork probe (a traced spawn or forkserver run) -------------------------------------------
+
+_probe_lock = _threading.Lock()
+_probe_done = [False]
+_probe_warned = [False]
+_PROBE_TIMEOUT_S = 30.0
+# The probe's outcome words of the `startup_forkprobe` line (FORMAT.md §5).
+_PROBE_STATUS = ("ok", "failed", "timeout", "nobatch", "cuda")
+
+
+def fork_probe_wanted():
+    """LOTUS_FORK_PROBE: 1 runs the fork probe; unset, empty or 0 does not; anything else is
+    said once on stderr and does not."""
+    v = _os.environ.get("LOTUS_FORK_PROBE", "")
+    if v in ("", "0"):
+        return False
+    if v == "1":
+        return True
+    if not _probe_warned[0]:
+        _probe_warned[0] = True
+        import sys
+        print(f"lotus: LOTUS_FORK_PROBE={v[:40]!r}: expected 0 or 1; the fork probe stays off",
+              file=sys.stderr)
+    return False
+
+
+def _probe_members(loader_iter):
+    """The members a forked worker would use, as _preflight_probe.worker_body takes them, and a
+    first batch's indices drawn without the sampler (iterating it would move the program's random
+    state): the first batch_size items of a map-style dataset, or the iterable's first ones."""
+    from torch.utils.data.dataloader import _DatasetKind
+    dataset = loader_iter._dataset
+    iterable = loader_iter._dataset_kind == _DatasetKind.Iterable
+    auto = bool(loader_iter._auto_collation)
+    sent = (dataset, loader_iter._collate_fn, loader_iter._worker_init_fn, iterable, auto,
+            bool(loader_iter._drop_last))
+    if not auto:
+        return sent, 0
+    size = int(getattr(loader_iter._index_sampler, "batch_size", 0) or 1)
+    if not iterable:
+        try:
+            size = min(size, len(dataset))
+        except TypeError:
+            pass
+    return sent, list(range(max(1, size)))
+
+
+def fork_probe(loader_iter):
+    """Once per process, with LOTUS_FORK_PROBE=1, when the first iterator that started its
+    workers by spawn or forkserver ends its epoch: a fork worker's start measured in a fork of
+    this process (_preflight._fork_probe: the fork, the child's setup and one batch fetched in
+    it), written as a `startup_forkprobe` line, so that lotus-tool can predict a fork start from
+    this run. The training loop waits for it (a fork and one batch, at most _PROBE_TIMEOUT_S);
+    the child records nothing. Never raises."""
+    try:
+        it = getattr(loader_iter, "_lotus_startup", None)
+        if it is None or not it.record or not it.workers \
+                or it.method not in ("spawn", "forkserver") or not fork_probe_wanted():
+            return
+        with _probe_lock:
+            if _probe_done[0]:
+                return
+            _probe_done[0] = True
+        status, f = "ok", {}
+        import sys
+        torch = sys.modules.get("torch")
+        if torch is not None and torch.cuda.is_initialized():
+            status = "cuda"  # a forked worker cannot use it: fork is not this job's option
+        else:
+            from . import _preflight
+            sent, first = _probe_members(loader_iter)
+            f = _preflight._fork_probe(sent, first, len(it.workers), _PROBE_TIMEOUT_S)
+            if "error" in f:
+                status = "timeout" if "did not finish" in f["error"] else "failed"
+            elif f.get("errors"):
+                status = "nobatch" if "first_batch" in f["errors"] or "setup" in f["errors"] \
+                    else "failed"
+        ns = [int(round(f.get(k, 0.0) * 1e6)) for k in
+              ("fork_ms", "start_ms", "setup_ms", "init_fn_ms", "init_cpu_ms", "first_batch_ms")]
+        if status != "ok":
+            ns = [0] * 6
+        note(b"startup_forkprobe %d %s %d %d %d %d %d %d\n"
+             % ((it.seq, status.encode()) + tuple(max(0, x) for x in ns)))
+    except Exception:  # noqa: BLE001 - the probe never breaks the training loop
+        pass

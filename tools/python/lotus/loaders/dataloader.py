@@ -349,6 +349,15 @@ def _next_data(cls):
         self._lotus_idx = -1
         try:
             out = _original(cls + "._next_data")(self, *args, **kwargs)
+        except StopIteration:
+            if h is not None:
+                _gpu.closed(h)
+            if gated:  # the epoch's end: LOTUS_FORK_PROBE's probe, once per process, after
+                if self._lotus_wait:  # the call's wait is over (no trigger fires during it)
+                    _wait_done()
+                    self._lotus_wait = 0
+                _startup.fork_probe(self)
+            raise
         except BaseException:
             if h is not None:
                 _gpu.closed(h)
