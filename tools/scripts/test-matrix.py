@@ -15,7 +15,8 @@ the logs of a run: one command a question, its answer on stdout (stdlib only, Py
     plan                    the dry run: what each variant of --variants would run (exit 2: unknown)
     count ctest|pytest LOG  "failed total" of a log's closing line (exit 1 when it has none)
     totals COUNTS           the sum of those lines, as the run's closing "tests:" line
-    failures OUT            the failed tests of the run's logs in OUT, with the end of their output
+    failures OUT            the failed tests of the run's logs in OUT, with the end of their output, then
+                            each log's slowest tests (where the time went)
 """
 import argparse
 import glob
@@ -245,6 +246,29 @@ def failures(out):
             print("%s: %s" % (name, line[:300]))
 
 
+def slowest(out, n=6):
+    """Where each variant's time went: its n slowest ctest tests and pytest durations (CI shows the
+    end of the run only), one line a variant."""
+    ctest = re.compile(r"Test +#[0-9]+: (\S+) .*?(Passed|Failed|\*\*\*\w+).*? ([0-9.]+) sec$")
+    pytest = re.compile(r"^([0-9.]+)s (call|setup|teardown) +(\S+)")
+    for log in sorted(glob.glob(os.path.join(out, "*.ctest.log")) +
+                      glob.glob(os.path.join(out, "*.pytest.log"))):
+        name = os.path.basename(log).split(".")[0]
+        rows = []
+        with open(log, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                m = ctest.search(line)
+                if m:
+                    rows.append((float(m.group(3)), m.group(1)))
+                    continue
+                m = pytest.match(line)
+                if m:
+                    rows.append((float(m.group(1)), m.group(3).split("::", 1)[-1][:60]))
+        rows.sort(reverse=True)
+        if rows:
+            print("slowest %s: %s" % (name, ", ".join("%s %.0f s" % (t, s) for s, t in rows[:n])))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--matrix", default=os.path.join(HERE, "test-matrix.txt"))
@@ -278,6 +302,7 @@ def main():
         totals(args[0])
     elif a.command == "failures":
         failures(args[0])
+        slowest(args[0])
     else:
         p.error("unknown command: " + a.command)
     if answer is not None:
