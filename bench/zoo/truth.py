@@ -533,6 +533,8 @@ def main():
         log(f"truth: {n}: warm-up {a.source} (not scored)")
         driver_run(a, n, a.source, timeout=a.traced_timeout)
         run_pipeline(a, n, p, settings)
+        # The pipelines so far, after each (a run cut short keeps what it measured).
+        (a.out / "truth.partial.json").write_text(json.dumps(result, indent=1))
     for p in result["pipelines"]:
         p.setdefault("traced_vs_untraced", "not compared (the traced run failed)")
     result["wall_s"] = time.perf_counter() - t_start
