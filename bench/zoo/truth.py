@@ -7,11 +7,13 @@
 For each pipeline of bench/zoo (its driver <name>.py, run by --python, default this interpreter):
 0. one untraced run of the --source setting, not scored (the page cache warmed for the imports);
 1. --repeat rounds, each: one run of the --source setting (start method:workers) traced with lotus
-   (the driver's --trace: lotus.torch.instrument()), `lotus-tool check` on its trace and the claims
+   (the driver's --trace: lotus.torch.instrument(), with LOTUS_FORK_PROBE=1 unless --no-fork-probe
+   and LOTUS_MEMORY_READINGS=eager), `lotus-tool check` on its trace and the claims
    lotus makes from it (every trace's claims scored on their own), then one untraced run of every
    setting below; the claims: `report --json` (the input-bound verdict and the main process's wait share), `whatif --json
    --workers W --start-method M` for every setting of --settings (time to first batch and the
-   epoch: iter() to the last batch, the mean over the epochs), `tune --json` (the recommended
+   epoch: iter() to the last batch, the mean over the epochs; the job's peak memory, the process
+   tree's summed Pss, which every driver samples every 250 ms), `tune --json` (the recommended
    setting's epoch, and that the recommendation is no slower than the best measured worker count of
    the grid by more than the tolerance);
 2. every setting a claim names and the grid's, run --repeat times without lotus in those rounds
@@ -91,6 +93,8 @@ def driver_run(a, name, setting, trace=None, timeout=300):
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", TOKENIZERS_PARALLELISM="false")
     if trace and a.fork_probe:  # a fork's start measured in the traced run (LOTUS_FORK_PROBE)
         env["LOTUS_FORK_PROBE"] = "1"
+    if trace:  # every process's memory read, however short (the drivers' runs take seconds)
+        env["LOTUS_MEMORY_READINGS"] = "eager"
     t0 = time.perf_counter()
     try:
         r = subprocess.run(args, capture_output=True, text=True, timeout=timeout, env=env)
@@ -118,7 +122,8 @@ def measures(job, persistent):
     epoch = statistics.mean(e["to_last_s"] for e in eps)
     waits = [e["wait_s"] for e in eps]
     share = (sum(waits) / sum(e["epoch_s"] for e in eps)) if None not in waits else None
-    return {"ttfb_s": ttfb, "epoch_s": epoch, "wait_share": share}
+    return {"ttfb_s": ttfb, "epoch_s": epoch, "wait_share": share,
+            "peak_pss_bytes": job.get("peak_pss_bytes")}
 
 
 def tool(a, *args):
@@ -193,6 +198,11 @@ def collect_claims(a, name, trace, src_method, src_workers, settings):
         if js.get("caution"):
             c["caution"] = js["caution"]
         claims.append(c)
+        pm = (js.get("predicted") or {}).get("peak_memory_bytes")
+        c = {"claim": "whatif: memory", "setting": s, "kind": "memory", "predicted": pm}
+        if pm is None:
+            c["withheld"] = (js.get("memory") or {}).get("why") or "no memory prediction"
+        claims.append(c)
     rc, tj, text = tool(a, "tune", str(trace), "--json")
     if tj is None:
         claims.append({"claim": "tune: recommended epoch", "setting": None, "kind": "epoch",
@@ -222,7 +232,7 @@ def score(c, runs, grid_best):
         c["verdict"] = "withheld"
         return
     key = {"ttfb": "ttfb_s", "epoch": "epoch_s", "share": "wait_share", "class": "wait_share",
-           "choice": "epoch_s"}[c["kind"]]
+           "choice": "epoch_s", "memory": "peak_pss_bytes"}[c["kind"]]
     vals = [r[key] for r in runs if r is not None and r.get(key) is not None]
     if not vals:
         c["verdict"] = "error"
@@ -258,6 +268,8 @@ def fmt(v, kind):
         return f"{v:.0%}"
     if kind == "choice":
         return f"{v} workers"
+    if kind == "memory":
+        return f"{v / 2**20:.0f} MiB"
     return f"{v:.3f} s"
 
 
@@ -275,7 +287,8 @@ def table(result):
             meas = "–"
             if c.get("measured"):
                 lo, hi = min(c["measured"]), max(c["measured"])
-                unit = (lambda v: f"{v:.0%}") if k in ("share", "class") else (lambda v: f"{v:.3f}")
+                unit = (lambda v: f"{v:.0%}") if k in ("share", "class") else (
+                    (lambda v: f"{v / 2**20:.0f} MiB") if k == "memory" else (lambda v: f"{v:.3f}"))
                 meas = f"{unit(c['median'])} [{unit(lo)}–{unit(hi)}]"
                 if k == "class":
                     meas = f"{c['measured_class']} ({meas})"
@@ -311,7 +324,7 @@ def table(result):
         n = {v: sum(1 for c in cs if c["verdict"] == v) for v in ("right", "wrong", "withheld",
                                                                   "error")}
         near = sum(1 for c in cs if c["verdict"] == "wrong" and c.get("error") is not None
-                   and abs(c["error"]) <= 0.35 and c["kind"] in ("ttfb", "epoch", "share"))
+                   and abs(c["error"]) <= 0.35 and c["kind"] in ("ttfb", "epoch", "share", "memory"))
         out.append(f"| {name} | {n['right']} | {n['wrong']} | {n['withheld']} | {n['error']} | "
                    f"{near} of the wrong |")
     tot = {v: sum(1 for p in result["pipelines"] for c in p["claims"] if c["verdict"] == v)
@@ -379,7 +392,8 @@ def run_pipeline(a, n, p, settings):
     for s in sorted(want):
         while len(jobs.get(s, [])) < a.repeat:
             rerun(s, len(jobs.get(s, [])))
-    p["reruns"] = {s: [{k: j.get(k) for k in ("epochs", "digest", "wall_s", "error")}
+    p["reruns"] = {s: [{k: j.get(k) for k in ("epochs", "digest", "wall_s", "peak_pss_bytes",
+                                              "error")}
                        for j in jobs[s]] for s in sorted(want)}
     score_pipeline(n, p, jobs)
 

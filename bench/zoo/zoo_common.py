@@ -13,7 +13,8 @@ size): reruns skip the generation; without it a temporary folder is used and rem
 prefix DIR/lotustrace_log, before the pipeline is built. The last line of stdout is one JSON object:
 per epoch `ttfb_s` (iter() to the first batch), `to_last_s` (iter() to the last batch: what
 lotus-tool calls the epoch), `epoch_s` (to the loop's end: shutdown included), `wait_s` (the loop
-blocked in iter() and next()), `batches`; `digest`, a checksum of what the loop received (the same seed and
+blocked in iter() and next()), `batches`; `peak_pss_bytes`, the process tree's largest summed Pss
+(sampled every 250 ms, the run's start to its end); `digest`, a checksum of what the loop received (the same seed and
 setting give the same digest, traced or not).
 
 --prefetch-factor N and --unordered reach the DataLoader where the driver builds it (`loader_kwargs`
@@ -87,9 +88,72 @@ class Data:
         return False
 
 
+def _pss_bytes(pid):
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def _children(pid):
+    out = []
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                out += [int(x) for x in f.read().split()]
+    except (OSError, ValueError):
+        pass
+    return out
+
+
+class TreePss:
+    """The job's memory as lotus-tool's model predicts it: the process tree's summed Pss (this
+    process and every descendant: workers, multiprocessing's helpers), sampled every 250 ms in a
+    thread (a read of smaps_rollup walks a torch process's ~2000 mappings: a few ms), its peak."""
+
+    def __init__(self, interval=0.25):
+        import threading
+        self.peak = 0
+        self.samples = 0
+        self._stop = threading.Event()
+        self._interval = interval
+        self._thread = threading.Thread(target=self._run, name="zoo-pss", daemon=True)
+        self._thread.start()
+
+    def sample(self):
+        todo, total, seen = [os.getpid()], 0, set()
+        while todo:
+            pid = todo.pop()
+            if pid in seen:
+                continue
+            seen.add(pid)
+            total += _pss_bytes(pid)
+            todo += _children(pid)
+        self.peak = max(self.peak, total)
+        self.samples += 1
+
+    def _run(self):
+        while not self._stop.wait(self._interval):
+            self.sample()
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join(timeout=5)
+        return self.peak
+
+
+_TREE = []
+
+
 def start(args):
     """The start method, set as a user does (the default context every loader then uses), and
-    lotus turned on when asked. Call in main, before the pipeline is built."""
+    lotus turned on when asked. Call in main, before the pipeline is built. The tree's memory is
+    sampled from here to emit()."""
+    _TREE.append(TreePss())
     multiprocessing.set_start_method(args.start_method, force=True)
     if args.trace:
         import lotus.torch
@@ -185,7 +249,9 @@ def versions(*modules):
 
 
 def emit(name, args, epochs, digest, data, mods=(), extra=None):
+    tree = _TREE.pop().stop() if _TREE else None
     rec = {"pipeline": name, "workers": args.workers, "start_method": args.start_method,
+           "peak_pss_bytes": tree or None,
            "traced": bool(args.trace), "epochs": epochs, "digest": digest,
            "data_bytes": data.bytes, "gen_s": round(data.gen_s, 3),
            "loader_kwargs": getattr(args, "applied", None),

@@ -284,7 +284,7 @@ def test_the_fork_probe_measures_a_fork_in_a_spawn_run(tmp_path):
         pytest.skip("no spawn here")
     out = tmp_path / "probe"
     run_job(out, "--method", "spawn", "--workers", "2", "--paths", "20000", "--epochs", "2",
-            "--batches", "6", env={"LOTUS_FORK_PROBE": "1"})
+            "--batches", "6", env={"LOTUS_FORK_PROBE": "1", "LOTUS_MEMORY_READINGS": "eager"})
     rows = sidecar_lines(out, "startup_forkprobe")
     assert len(rows) == 1, rows
     main_pid, fields = rows[0]
@@ -301,6 +301,15 @@ def test_the_fork_probe_measures_a_fork_in_a_spawn_run(tmp_path):
         pytest.skip(su["note"])
     assert su["predicted_ttfb_ms"] is not None and su["predicted_ttfb_ms"] > 0, su
     assert "LOTUS_FORK_PROBE" in su["basis"], su
+    # Memory: the spawn run's own method is predicted; a forked worker's is not (its private
+    # pages are not a spawned worker's), and whatif says which run would tell.
+    mem = js["memory"]
+    assert js["predicted"]["peak_memory_bytes"] is None and mem["available"] is False, mem
+    assert "not predicted from a spawn run" in mem["why"] and "trace one epoch with fork" in \
+        mem["why"], mem
+    same = json.loads(tool("whatif", str(out), "--workers", "4", "--json"))
+    if same["memory"]["available"]:  # the workers lived long enough for a reading
+        assert same["predicted"]["peak_memory_bytes"] > 0
     # Without the probe: withheld, and the probe named as what would tell.
     plain = tmp_path / "plain"
     run_job(plain, "--method", "spawn", "--workers", "2", "--epochs", "1", "--batches", "4")

@@ -47,8 +47,8 @@ def test_every_pipeline_is_traced_and_its_claims_collected(truth):
         assert run["traced"] is True and run["workers"] == 2 and run["start_method"] == "fork"
         assert len(run["epochs"]) == 1 and run["epochs"][0]["batches"] > 0
         kinds = {c["claim"] for c in p["claims"]}
-        # whatif's two claims for the setting, tune's recommendation, the report's verdict.
-        assert {"whatif: time to first batch", "whatif: epoch",
+        # whatif's three claims for the setting, tune's recommendation, the report's verdict.
+        assert {"whatif: time to first batch", "whatif: epoch", "whatif: memory",
                 "tune: recommended epoch"} <= kinds, kinds
         assert any(k.startswith("report: ") for k in kinds), (kinds, p["notes"])
 
@@ -64,8 +64,13 @@ def test_every_claim_is_scored_right_wrong_or_withheld_with_a_reason(truth):
                 assert c["median"] is not None and len(c["measured"]) == 1, c
                 assert c["trace"] == 1, c
                 assert c["setting"] in p["reruns"], c
-                if c["kind"] in ("ttfb", "epoch"):
+                if c["kind"] in ("ttfb", "epoch", "memory"):
                     assert c["predicted"] > 0 and c["median"] > 0, c
+    # Every rerun measured the job's memory (the driver's sampler of the process tree's Pss).
+    for p in res["pipelines"]:
+        for s, runs in p["reruns"].items():
+            for r in runs:
+                assert "error" in r or r["peak_pss_bytes"] > 0, (p["name"], s, r)
 
 
 def test_traces_are_clean_and_tracing_leaves_the_batches_alone(truth):

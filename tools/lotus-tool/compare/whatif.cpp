@@ -524,6 +524,28 @@ whatif_result predict_workers(const run_digest& d, const whatif_args& a) {
     r.no_claim_why = replay_missed_text(r.replay.epoch_seconds, r.measured_epoch_seconds);
   }
   r.memory = predict_memory(d, m.workers, a.memory_budget);
+  // A worker's private memory is its start method's: a spawned worker holds its own
+  // interpreter, imports and dataset; a forked one shares them with the main process until it
+  // writes them; a forkserver worker is like a spawned one where its server does not import the
+  // main module (the worker imports it again), else it shares the server's pages. One run
+  // measures its own method's.
+  const auto alike = [&](const std::string& x, const std::string& y) {
+    const auto fresh = [](const std::string& method) {
+      return method == "spawn" || method == "forkserver";
+    };
+    return x == y || (fresh(x) && fresh(y) && d.startup.server_preloads_main == 0);
+  };
+  if (r.memory.available && !r.measured_start_method.empty() &&
+      !alike(r.start_method, r.measured_start_method)) {
+    r.memory.available = false;
+    r.memory.unavailable_why =
+        "the memory of " + r.start_method + " workers is not predicted from a " +
+        r.measured_start_method +
+        " run (a spawned worker holds its own interpreter, imports and dataset; a forked one "
+        "shares them with the main process until it writes them; a forkserver worker shares "
+        "what its server imported): trace one epoch with " +
+        r.start_method;
+  }
   return r;
 }
 
