@@ -188,6 +188,11 @@ struct startup_meta {
   /// other modules it preloads ("-": none).
   int server_running = -1, server_preloads_main = -1;
   std::string server_modules;
+  /// The `startup` line's last fields (absent: an older lotus): its loader's number in the
+  /// process (-1: not known), where the loader was made and where iter() was called
+  /// (`file:line:function`, unescaped; empty: not known).
+  std::int64_t loader = -1;
+  std::string site, iter_site;
 };
 /// A worker's `startup_boot` line (realtime ns; loaded/imported 0: forked).
 struct startup_boot {
