@@ -9,7 +9,10 @@ from the constructor, that is the user's: not in torch, torchdata, Lightning (``
 the loader itself (``class MyLoader(DataLoader)``: the place is where ``MyLoader(...)`` is
 called). Other libraries' frames count as the user's (a trainer's ``get_eval_dataloader`` names
 the trainer's code, where its own option is the fix). Written as ``<file>:<line>:<function>``
-(``co_qualname`` where Python has it: ``LitModel.val_dataloader``).
+(``co_qualname`` where Python has it: ``LitModel.val_dataloader``). A loader Lightning makes again
+from one the hook returned (to put a distributed sampler in it) has no frame of the hook left: its
+site is the user's line that called the Trainer (``trainer.fit(model)``), the same at every
+reload, so its starts are still counted together.
 
 The walk runs once per loader, in its ``__init__`` (a few microseconds: the frames between the
 constructor and the user's code), and once per iterator that starts workers, for the place of its
