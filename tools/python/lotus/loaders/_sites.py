@@ -27,6 +27,7 @@ field and the escaping is undone exactly; its file is cut to its last 240 bytes 
 import functools as _functools
 import itertools as _itertools
 import os as _os
+import re as _re
 import sys as _sys
 
 # Packages whose frames are never the site (their top-level module names).
@@ -99,25 +100,35 @@ def _cut(b, n, tail):
     return b[:i]
 
 
+_ESCAPED = _re.compile(rb"[\x00-\x20\x7f%]")
+
+
+def _hex(m):
+    return b"%%%02X" % m.group()[0]
+
+
 def escape(raw):
     """The sidecar field of `raw` (bytes): spaces, control bytes and % as %XX."""
-    out = bytearray()
-    for c in raw:
-        if c <= 0x20 or c == 0x7F or c == 0x25:
-            out += b"%%%02X" % c
-        else:
-            out.append(c)
-    return bytes(out)
+    return _ESCAPED.sub(_hex, raw)
+
+
+_fields = {}  # site -> its field (bounded): a site is met again and again
 
 
 def field(site):
     """A site (file, line, function) as its sidecar field, bounded; b"-" for none."""
     if site is None:
         return b"-"
-    file, line, fn = site
-    f = _cut(_os.fsencode(file), FILE_BYTES, True)
-    n = _cut(str(fn).encode("utf-8", "surrogateescape"), FUNCTION_BYTES, False)
-    return escape(b"%s:%d:%s" % (f, int(line), n))
+    out = _fields.get(site)
+    if out is None:
+        file, line, fn = site
+        f = _cut(_os.fsencode(file), FILE_BYTES, True)
+        n = _cut(str(fn).encode("utf-8", "surrogateescape"), FUNCTION_BYTES, False)
+        out = escape(b"%s:%d:%s" % (f, int(line), n))
+        if len(_fields) > 4096:
+            _fields.clear()
+        _fields[site] = out
+    return out
 
 
 def make_loader_init(original):
