@@ -1,4 +1,4 @@
-// lotus — lotus-tool report: the findings' rules against their documentation, and a next loader
+// lotus — lotus-tool report: the findings' rules against their docs, a next loader, rebuilds
 // SPDX-License-Identifier: MIT
 #include <algorithm>
 #include <cstdlib>
@@ -12,7 +12,9 @@
 #include "report/data.hpp"
 #include "report/findings.hpp"
 #include "report/report.hpp"
+#include "report/rules/rule.hpp"
 #include "trace/loader_kinds.hpp"
+#include "trace/startup_sites.hpp"
 
 using namespace lotus_tool;
 
@@ -155,4 +157,97 @@ TEST_CASE("loader kinds: a next loader is one row, its sidecar read and its sett
   CHECK(ib->advice == "Record the skeleton loop's pulls too.");
   std::filesystem::remove_all(base);
   std::filesystem::remove_all(base + "_before");
+}
+
+namespace {
+
+// An iterator of the start-up analysis: `ms` from iter(loader) to its first batch, 10 ms of it
+// the first batch's own time, from loader `loader` made at `site` in process `pid`.
+startup_iteration start_at(std::uint64_t pid, std::int64_t loader, const std::string& site,
+                           std::uint64_t begin_ms, double ms) {
+  startup_iteration it;
+  it.pid = pid;
+  it.host = "h";
+  it.workers = 2;
+  it.method = "fork";
+  it.begin_ns = begin_ms * 1000000;
+  it.first_ns = it.begin_ns + static_cast<std::uint64_t>(ms * 1e6);
+  it.ttfb_ms = ms;
+  it.init_ms = ms / 2;
+  it.first_batch_ms = 10;
+  it.loader = loader;
+  it.site = site;
+  it.iter_site = site == "-" ? "" : "/job/train.py:40:main";
+  return it;
+}
+
+}  // namespace
+
+TEST_CASE("loader_rebuilds: a site that makes its loader again and again, by its starts' share",
+          "[tool][report][findings]") {
+  const std::string eval = "/job/train.py:12:evaluate", train = "/job/train.py:30:main";
+  report_data d;
+  d.stats.main_elapsed_ms = 10000;
+  // Two epochs of a training loader made once, and 5 evaluation loaders of 110 ms each.
+  d.stats.startup.iterations = {start_at(7, 0, train, 0, 300), start_at(7, 1, eval, 1000, 110)};
+  for (int k = 2; k <= 5; ++k)
+    d.stats.startup.iterations.push_back(start_at(7, k, eval, 1000 * k, 110));
+  d.stats.startup.iterations.push_back(start_at(7, 0, train, 6000, 300));
+  const std::vector<startup_site> sites = startup_sites(d.stats.startup, 10000);
+  REQUIRE(sites.size() == 2);
+  CHECK(sites[0].site == train);  // the most start time first: 600 ms against 550 ms
+  CHECK((sites[0].starts == 2 && sites[0].loaders == 1 && !sites[0].rebuilt()));
+  CHECK((sites[1].starts == 5 && sites[1].loaders == 5 && sites[1].rebuilt()));
+  CHECK(sites[1].start_ms == Approx(550));
+  CHECK(sites[1].share == Approx(0.055));
+  CHECK(sites[1].repeat_ms == Approx(4 * 100));  // the 4 after the first, less their first batch
+  CHECK(sites[0].repeat_ms == Approx(290));
+  // 400 ms of 10 s: 4 %, under 5 %: fine.
+  std::optional<finding> f = rules::loader_rebuilds(d, finding_thresholds{});
+  REQUIRE(f);
+  CHECK(f->level == finding_level::fine);
+  CHECK(f->subject["site"] == eval);
+  CHECK(f->subject["line"] == 12);
+  CHECK(contains(f->title, "/job/train.py:12 (in evaluate)"));
+  CHECK(contains(f->advice, "outside evaluate()"));
+  // The same starts in a 5 s run: 8 %, an act.
+  d.stats.main_elapsed_ms = 5000;
+  f = rules::loader_rebuilds(d, finding_thresholds{});
+  REQUIRE(f);
+  CHECK(f->level == finding_level::act);
+  CHECK(f->numbers["repeat_share"] == Approx(0.08));
+  // Lightning's hook: its own setting.
+  for (auto& it : d.stats.startup.iterations) {
+    if (it.site == eval) it.site = "/job/model.py:50:LitModel.val_dataloader";
+  }
+  f = rules::loader_rebuilds(d, finding_thresholds{});
+  REQUIRE(f);
+  CHECK(f->subject["setting"] == "reload_dataloaders_every_n_epochs");
+  CHECK(contains(f->advice, "val_dataloader()"));
+  // One loader per process (two ranks' evaluation loaders made once each): none.
+  report_data ranks;
+  ranks.stats.main_elapsed_ms = 1000;
+  ranks.stats.startup.iterations = {start_at(7, 0, eval, 0, 300), start_at(8, 0, eval, 0, 300),
+                                    start_at(7, 0, eval, 500, 300)};
+  CHECK_FALSE(rules::loader_rebuilds(ranks, finding_thresholds{}));
+  // Starts without sites (an older lotus): one group, not known, no finding.
+  for (auto& it : ranks.stats.startup.iterations) {
+    it.site.clear();
+    it.loader = -1;
+  }
+  const std::vector<startup_site> unknown = startup_sites(ranks.stats.startup, 1000);
+  REQUIRE(unknown.size() == 1);
+  CHECK((unknown[0].site.empty() && unknown[0].starts == 3 && unknown[0].loaders == 0));
+  CHECK_FALSE(rules::loader_rebuilds(ranks, finding_thresholds{}));
+}
+
+TEST_CASE("loader_rebuilds: a site field is unescaped and bounded", "[tool][report][findings]") {
+  CHECK(unescape_site("/a%20b/%25/j.py:3:C.f") == "/a b/%/j.py:3:C.f");
+  CHECK(unescape_site("/a%2/b%zz%") == "/a%2/b%zz%");  // not an escape: kept
+  CHECK(unescape_site("-").empty());
+  CHECK(unescape_site(std::string(k_max_site_field + 1, 'x')).empty());
+  const site_parts p = split_site("/d:x/j.py:12:f");
+  CHECK((p.file == "/d:x/j.py" && p.line == 12 && p.function == "f"));
+  CHECK(split_site("no-line").file == "no-line");
+  CHECK(split_site("no-line").line == 0);
 }

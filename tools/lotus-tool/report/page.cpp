@@ -2,6 +2,7 @@
 // SPDX-License-Identifier: MIT
 #include "report/page.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -12,7 +13,9 @@
 
 #include "report/assets.hpp"
 #include "report/findings.hpp"
+#include "report/rules/rule.hpp"
 #include "trace/loader_kinds.hpp"
+#include "trace/startup_sites.hpp"
 #include "util/format.hpp"
 #include "util/output.hpp"
 
@@ -66,6 +69,37 @@ std::string findings_html(const report_data& d) {
   }
   o += "</section>\n";
   return o;
+}
+
+// Every loader's start by where the loader was made (the sidecars' `startup` sites): a table,
+// only where some site is known.
+std::string startup_sites_html(const report_data& d) {
+  if (!d.stats.startup.present()) return {};
+  const double main_ms = rules::main_ms_of(d);
+  const std::vector<startup_site> sites = startup_sites(d.stats.startup, main_ms);
+  if (std::none_of(sites.begin(), sites.end(),
+                   [](const startup_site& s) { return !s.site.empty(); })) {
+    return {};
+  }
+  std::string o =
+      "<section id=\"loader-sites\">\n<h2>Loader starts by creation site</h2>\n<p "
+      "class=\"hint\">Each iterator that started workers, grouped by where its loader was made "
+      "(the first frame outside torch, Lightning and lotus); a start is iter(loader) to its "
+      "first batch; shares of the main-process time " +
+      h(format_ms(main_ms)) +
+      ".</p>\n<table><tr><th>made at</th><th>starts</th><th>loaders</th><th>workers</th><th>start "
+      "time</th><th>mean</th><th>share</th><th>iter() at</th></tr>\n";
+  for (const startup_site& s : sites) {
+    o += "<tr" + std::string(s.rebuilt() ? " class=\"rebuilt\"" : "") + "><td>" +
+         (s.site.empty() ? "&ndash;" : h(printable(s.site))) + "</td><td>" +
+         std::to_string(s.starts) + "</td><td>" +
+         (s.loaders ? std::to_string(s.loaders) : "&ndash;") + "</td><td>" +
+         std::to_string(s.workers) + " " + h(s.method) + "</td><td>" + h(format_ms(s.start_ms)) +
+         "</td><td>" + h(format_ms(s.mean_start_ms)) + "</td><td>" +
+         (main_ms > 0 ? pct(s.share) : "&ndash;") + "</td><td>" +
+         (s.iter_site.empty() ? "&ndash;" : h(printable(s.iter_site))) + "</td></tr>\n";
+  }
+  return o + "</table>\n</section>\n";
 }
 
 std::string ranks_html(const report_data& d) {
@@ -623,6 +657,7 @@ void write_report_page(const report_data& d, output_file& out) {
   }
   o += "<div id=\"lotus-errors\"></div>\n";
   o += findings_html(d);
+  o += startup_sites_html(d);
   o += ranks_html(d);
   o += baseline_html(d);
   o += ops_html(d);

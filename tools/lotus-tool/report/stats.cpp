@@ -15,6 +15,7 @@
 #include "trace/causes.hpp"
 #include "trace/gpu.hpp"
 #include "trace/input.hpp"
+#include "trace/startup_sites.hpp"
 #include "trace/stats_engine.hpp"
 #include "trace/summary.hpp"
 #include "trace/trace_dir.hpp"
@@ -142,6 +143,8 @@ nlohmann::json startup_json(const stats_result& r) {
       {"ttfb_ms", a.ttfb_ms},
       {"wait_ms", r.startup_wait_ms},
       {"share_of_main", r.main_elapsed_ms > 0 ? a.ttfb_ms / r.main_elapsed_ms : 0.0},
+      {"main_ms", r.main_elapsed_ms},  // the shares' denominator (the sites' too)
+      {"sites", startup_sites_json(startup_sites(a, r.main_elapsed_ms))},
       {"dominant", a.dominant},
       {"forkserver",
        {{"preloads_main", c.server_preloads_main < 0 ? nlohmann::json()
@@ -506,6 +509,7 @@ void startup_text(std::string& out, const stats_result& r) {
   if (!a.dominant.empty()) {
     append_fmt(out, "\tdominant: %s\n", startup_cause_words(a.dominant).c_str());
   }
+  out += startup_sites_text(startup_sites(a, r.main_elapsed_ms), r.main_elapsed_ms);
 }
 
 // The run read, its window or capture, and the per-op table.

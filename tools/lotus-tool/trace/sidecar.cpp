@@ -7,6 +7,7 @@
 
 #include "format/line_reader.hpp"
 #include "trace/loader_kinds.hpp"
+#include "trace/startup_sites.hpp"
 #include "trace/trace_dir.hpp"
 #include "util/diag.hpp"
 #include "util/error.hpp"
@@ -224,7 +225,8 @@ class sidecar_parser {
     for (int i = 0; i < 6; ++i) *f[i] = static_cast<double>(v[i]) / 1e6;
   }
 
-  // `startup <seq> <method> <workers> <persistent> <begin_ns> <init_end_ns>`,
+  // `startup <seq> <method> <workers> <persistent> <begin_ns> <init_end_ns> [<loader> <site>
+  // <iter_site>]`,
   // `startup_worker <seq> <slot> <pid> <call_ns> <pickled_ns> <bytes> <return_ns>`,
   // `startup_first <seq> <idx> <arrival_ns>` (FORMAT.md §5): kept by seq, bounded.
   void startup_line(std::istringstream& ls, const std::string& key) {
@@ -252,6 +254,7 @@ class sidecar_parser {
         m.persistent = persistent != 0;
         m.begin_ns = begin;
         m.init_end_ns = end;
+        read_startup_sites(ls, m);  // trace/startup_sites.cpp
       } else if (m.begin_ns == 0) {
         v.erase(it);
       }

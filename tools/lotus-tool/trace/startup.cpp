@@ -202,6 +202,9 @@ startup_analysis analyze_startup(const trace_dir& dir) {
       it.persistent = m.persistent;
       it.begin_ns = m.begin_ns;
       it.init_end_ns = m.init_end_ns;
+      it.loader = m.loader;
+      it.site = m.site;
+      it.iter_site = m.iter_site;
       it.first_ns = m.first_ns > m.begin_ns ? m.first_ns : 0;
       it.init_ms = ms_between(m.begin_ns, m.init_end_ns);
       it.ttfb_ms = it.first_ns ? ms_between(m.begin_ns, it.first_ns) : 0;

@@ -43,6 +43,10 @@ struct startup_iteration {
   std::string method;
   bool persistent = false;
   std::uint64_t begin_ns = 0, init_end_ns = 0, first_ns = 0;  ///< first_ns 0: not recorded
+  /// Its loader's number in its process (-1: not known), where the loader was made and where
+  /// iter() was called (empty: not known; trace/startup_sites.hpp).
+  std::int64_t loader = -1;
+  std::string site, iter_site;
   double init_ms = 0;  ///< iter(loader) to its __init__'s return (every worker started)
   double ttfb_ms = 0;  ///< iter(loader) to the first batch (0: not recorded)
   std::vector<startup_worker_figures> workers_seen;

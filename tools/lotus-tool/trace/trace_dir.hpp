@@ -194,6 +194,11 @@ struct startup_meta {
   std::string probe_status;
   double probe_fork_ms = 0, probe_start_ms = 0, probe_setup_ms = 0, probe_init_fn_ms = 0,
          probe_init_cpu_ms = 0, probe_first_batch_ms = 0;
+  /// The `startup` line's last fields (absent: an older lotus): its loader's number in the
+  /// process (-1: not known), where the loader was made and where iter() was called
+  /// (`file:line:function`, unescaped; empty: not known).
+  std::int64_t loader = -1;
+  std::string site, iter_site;
 };
 /// A worker's `startup_boot` line (realtime ns; loaded/imported 0: forked).
 struct startup_boot {

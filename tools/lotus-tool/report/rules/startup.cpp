@@ -3,6 +3,8 @@
 #include "trace/startup.hpp"
 
 #include <algorithm>
+#include <set>
+#include <tuple>
 
 #include "report/rules/rule.hpp"
 #include "util/output.hpp"
@@ -35,14 +37,30 @@ std::vector<startup_fix> startup_fixes(const report_data& d) {
            fixed(main_ms > 0 ? 100 * saving / main_ms : 0.0, 0) + " % less).";
   };
   const std::size_t n = a.iterations.size();
-  if (!c.persistent && n >= 2) {
-    double later = 0;
-    for (std::size_t i = 1; i < n; ++i) later += a.iterations[i].ttfb_ms;
-    const double saving = std::max(0.0, later - static_cast<double>(n - 1) * c.first_batch_ms);
+  // Kept workers save a loader's own later starts: where the loaders are known (the sidecar's
+  // sites), the starts of a loader made again are not among them (loader_rebuilds); unknown
+  // loaders are one loader, as before the sites.
+  std::set<std::tuple<std::uint64_t, std::string, std::int64_t>> loaders_seen;
+  double later = 0;
+  std::size_t restarts = 0;
+  for (const startup_iteration& it : a.iterations) {
+    const bool known = it.loader >= 0;
+    if (!loaders_seen.emplace(known ? it.pid : 0, known ? it.host : "", it.loader).second) {
+      later += it.ttfb_ms;
+      ++restarts;
+    }
+  }
+  if (!c.persistent && restarts >= 1) {
+    const double saving = std::max(0.0, later - static_cast<double>(restarts) * c.first_batch_ms);
     out.push_back({"persistent_workers",
-                   "Use persistent_workers=True: the workers start once instead of " +
-                       std::to_string(n) + " times (" + format_ms(later) +
-                       " of start-up after the first)" + run_text(saving),
+                   (loaders_seen.size() == 1
+                        ? "Use persistent_workers=True: the workers start once instead of " +
+                              std::to_string(restarts + 1) + " times (" + format_ms(later) +
+                              " of start-up after the first)"
+                        : "Use persistent_workers=True: each loader's workers start once (" +
+                              std::to_string(restarts) + " of the " + std::to_string(n) +
+                              " starts were a loader's later ones, " + format_ms(later) + ")") +
+                       run_text(saving),
                    saving});
   }
   if (startup_unpredictable(d).empty()) {

@@ -8,8 +8,10 @@ forkserver the pickling of the worker's arguments, the dataset included, and the
 a pipe the new interpreter reads while it unpickles), then queues the first indices. The parts:
 
 main process (its sidecar):
-  ``startup <seq> <method> <workers> <persistent> <begin_ns> <init_end_ns>``: iterator ``seq``
-  (0-based, per process) began at ``iter(loader)`` and its ``__init__`` returned at ``init_end``;
+  ``startup <seq> <method> <workers> <persistent> <begin_ns> <init_end_ns> <loader> <site>
+  <iter_site>``: iterator ``seq`` (0-based, per process) began at ``iter(loader)`` and its
+  ``__init__`` returned at ``init_end``; its loader's number in the process, where the loader was
+  made and where ``iter()`` was called (``_sites.py``; ``-``: not known);
   ``startup_worker <seq> <slot> <pid> <call_ns> <pickled_ns> <pickle_bytes> <return_ns>``: worker
   ``slot``'s ``Process.start()`` (``pickled_ns``: when its arguments were pickled, 0 with fork);
   ``startup_first <seq> <idx> <arrival_ns>``: when the iterator's first batch arrived.
@@ -38,7 +40,7 @@ import threading as _threading
 from time import sleep as _sleep, time_ns as _time_ns
 
 from .. import _lotus
-from . import _patch
+from . import _patch, _sites
 
 GROUP_RECORDS = {"startup": "worker start-up lines (the sidecar's startup records)"}
 
@@ -51,7 +53,7 @@ class Iterator:
     start-up gate (the wait triggers' exemption) and its own resume offset (for its workers)."""
 
     __slots__ = ("seq", "begin", "workers", "current", "method", "first", "expected", "init_end",
-                 "offset", "gate", "record", "outer", "server")
+                 "offset", "gate", "record", "outer", "server", "loader", "site")
 
     def __init__(self, seq, begin, expected, offset=0, record=True):
         self.seq = seq
@@ -67,6 +69,8 @@ class Iterator:
         self.record = record  # its start is measured (startup lines, live progress)
         self.outer = None  # the iterator whose __init__ this one's runs inside (same thread)
         self.server = forkserver_state()  # (running, preloads_main, other preloaded modules)
+        self.loader = None  # its loader's number in this process (None: not known)
+        self.site = b"-"  # where its loader was made (_sites.field)
 
 
 _seq = _itertools.count()  # next() of a count is atomic under the GIL
@@ -252,12 +256,14 @@ def forkserver_state():
         return False, False, []
 
 
-def begin(workers, offset=0, gate=False, record=True):
+def begin(workers, offset=0, gate=False, record=True, loader=None):
     """iter(loader) of an iterator that may start `workers` workers: its record, active on this
     thread until end(). offset: the epoch's index of its batch 0 (a resumed loader); gate: its
     waits are start-up while its workers start (open_gate); record: its start is measured (the
-    startup lines)."""
+    startup lines); loader: the loader object (where it was made: _sites)."""
     it = Iterator(next(_seq), _time_ns(), workers, offset, record)
+    if loader is not None:
+        it.loader, it.site = _sites.of_loader(loader)
     if gate and record and workers > 0:
         it.gate = open_gate(workers)
     it.outer = active()
@@ -278,8 +284,12 @@ def end(it, workers, persistent):
     it.init_end = init_end
     _lotus._startup_progress(it.begin, it.expected, len(it.workers), 0, init_end)
     method = it.method or "unknown"
-    lines = [b"startup %d %s %d %d %d %d\n" % (it.seq, method.encode("ascii", "replace"),
-                                              workers, 1 if persistent else 0, it.begin, init_end)]
+    # Where iter() was called: the frames out of this one (its iterator's __init__, torch's
+    # __iter__) to the user's.
+    lines = [b"startup %d %s %d %d %d %d %s %s %s\n"
+             % (it.seq, method.encode("ascii", "replace"), workers, 1 if persistent else 0,
+                it.begin, init_end, b"-" if it.loader is None else b"%d" % it.loader, it.site,
+                _sites.iter_site())]
     for slot, pid, call, pickled, nbytes, ret in it.workers:
         lines.append(b"startup_worker %d %d %d %d %d %d %d\n"
                      % (it.seq, slot, pid, call, pickled, nbytes, ret))

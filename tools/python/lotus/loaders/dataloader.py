@@ -31,7 +31,7 @@ from time import time_ns as _time_ns
 
 import lotus as _lotus_pkg
 from .. import _lotus
-from . import _contract, _gpu, _patch, _startup
+from . import _contract, _gpu, _patch, _sites, _startup
 from ._patch import gate as _gate, original as _original, state as _state
 
 _now = _lotus._now
@@ -56,6 +56,7 @@ GROUP_RECORDS = {
     "main": "main-process records (SBatchQueued/Wait/Consumed)",
     "fetch": "batch records (SBatchPreprocessed) and SCollation records",
     **_startup.GROUP_RECORDS,
+    "sites": "loaders' creation sites (the startup lines' site fields)",
 }
 
 _worker_batch = None  # in a DataLoader worker: the index of the batch being fetched
@@ -277,7 +278,7 @@ def _iter_init(cls, resume_offset):
         # active on this thread while __init__ runs: its workers' loops get its offset and its
         # start-up gate (_startup.process_start); measured (the startup lines) when traced.
         it = _startup.begin(int(getattr(loader, "num_workers", 0) or 0), offset, gate=gated,
-                            record=gated)
+                            record=gated, loader=loader)
         self._lotus_startup = it if gated else None
         # The waits of its first epoch: start-up while some of its workers has not begun its
         # first item (the gate); none in a later epoch of persistent workers (try_put_index).
@@ -470,6 +471,10 @@ def targets():
          ("dataset_kind", "dataset|dataset_holder", "index_queue", "...")),
     ]
     out += _startup.targets()
+    # Where each loader is made (its sites: the startup lines), kept on it by its __init__.
+    out.append(("sites", "DataLoader.__init__", dataloader.DataLoader, "__init__",
+                _sites.make_loader_init(dataloader.DataLoader.__dict__["__init__"]),
+                ("self", "...")))
     out += main_targets("main", dataloader._MultiProcessingDataLoaderIter,
                         "_MultiProcessingDataLoaderIter", ("self", "loader", "..."))
     out += [

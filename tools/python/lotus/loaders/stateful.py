@@ -11,12 +11,13 @@ batches torchdata replays inside ``__init__`` to reach the saved position
 record: the training loop never sees them.
 """
 
-from . import _contract, _patch
+from . import _contract, _patch, _sites
 from .dataloader import _NOT_A_BATCH, main_targets, make_replacement
 
 GROUP_RECORDS = {
     "stateful_workers": "StatefulDataLoader worker-side batch records",
     "stateful_main": "StatefulDataLoader main-process records (SBatchQueued/Wait/Consumed)",
+    "stateful_sites": "StatefulDataLoader creation sites (the startup lines' site fields)",
 }
 
 
@@ -52,6 +53,11 @@ def targets():
                         "_StatefulMultiProcessingDataLoaderIter",
                         ("self", "loader", "next_iter_state", "..."),
                         unwrap=_batch_of, resume_offset=_resume_offset)
+    own_init = sd.StatefulDataLoader.__dict__.get("__init__")
+    if own_init is not None:  # its own __init__ (DataLoader's is dataloader.py's target)
+        out.append(("stateful_sites", "stateful.StatefulDataLoader.__init__",
+                    sd.StatefulDataLoader, "__init__", _sites.make_loader_init(own_init),
+                    ("self", "...")))
     return out
 
 
