@@ -184,7 +184,7 @@ def main():
     dirs = [out / "rank0", out / "rank1"]
     stats = json.loads(run(tool, "stats", "--json", *dirs))
     check_latency(stats.get("latency"), rows, [0, 1], problems, "stats --json")
-    if stats["latency"]["helpers"]:
+    if (stats.get("latency") or {}).get("helpers"):
         problems.append(f"helpers without one: {stats['latency']['helpers']}")
     rep = json.loads(run(tool, "report", "--json", *dirs))
     check_latency(rep.get("latency"), rows, [0, 1], problems, "report --json")
