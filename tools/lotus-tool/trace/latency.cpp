@@ -143,13 +143,16 @@ latency_plan plan_latency(const trace_dir& dir) {
   return p;
 }
 
-latency_result compute_latency(const stats_engine& eng, latency_plan plan,
-                               std::size_t budget_bytes) {
-  latency_result res;
+namespace {
+
+using latency_firsts =
+    std::map<std::tuple<std::uint32_t, std::uint64_t, std::uint32_t>, std::uint64_t>;
+
+// The loop's batches into `samples`, with the first index of each (directory, epoch, worker) in
+// `first` (its warm-up); a helper thread's waits into its row.
+void collect_latency_samples(const stats_engine& eng, latency_plan& plan, latency_result& res,
+                             spill_log<latency_sample>& samples, latency_firsts& first) {
   const std::uint32_t none = latency_plan::k_none;
-  spill_log<latency_sample> samples(k_spill_buffer_bytes / 4);
-  // The first batch of each worker in each epoch of each directory: its warm-up.
-  std::map<std::tuple<std::uint32_t, std::uint64_t, std::uint32_t>, std::uint64_t> first;
   std::vector<bool> helper_file(plan.helper_of.size());
   for (std::size_t f = 0; f < helper_file.size(); ++f) helper_file[f] = plan.helper_of[f] != none;
   eng.data_ready(
@@ -170,6 +173,17 @@ latency_result compute_latency(const stats_engine& eng, latency_plan plan,
         samples.push({s.idx, s.epoch, s.ready_ns, w, src});
       },
       helper_file);
+}
+
+}  // namespace
+
+latency_result compute_latency(const stats_engine& eng, latency_plan plan,
+                               std::size_t budget_bytes) {
+  latency_result res;
+  const std::uint32_t none = latency_plan::k_none;
+  spill_log<latency_sample> samples(k_spill_buffer_bytes / 4);
+  latency_firsts first;
+  collect_latency_samples(eng, plan, res, samples, first);
   // Groups: row (0 the run, then the ranks, then the workers) × (steady 0, warm-up 1).
   const std::size_t n_rows = 1 + plan.ranks.size() + plan.workers.size();
   std::vector<latency_group_acc> acc(2 * n_rows);
