@@ -124,6 +124,12 @@ struct latency_sample {
   std::uint32_t worker, src;
 };
 
+// A sample classified: its time, worker row and directory, and whether it is a warm-up batch.
+struct latency_point {
+  std::uint64_t ns;
+  std::uint32_t worker, src_warm;  // (src << 1) | warm
+};
+
 }  // namespace
 
 latency_plan plan_latency(const trace_dir& dir) {
@@ -145,13 +151,9 @@ latency_plan plan_latency(const trace_dir& dir) {
 
 namespace {
 
-using latency_firsts =
-    std::map<std::tuple<std::uint32_t, std::uint64_t, std::uint32_t>, std::uint64_t>;
-
-// The loop's batches into `samples`, with the first index of each (directory, epoch, worker) in
-// `first` (its warm-up); a helper thread's waits into its row.
+// The loop's batches into `samples`; a helper thread's waits into its row.
 void collect_latency_samples(const stats_engine& eng, latency_plan& plan, latency_result& res,
-                             spill_log<latency_sample>& samples, latency_firsts& first) {
+                             spill_log<latency_sample>& samples) {
   const std::uint32_t none = latency_plan::k_none;
   std::vector<bool> helper_file(plan.helper_of.size());
   for (std::size_t f = 0; f < helper_file.size(); ++f) helper_file[f] = plan.helper_of[f] != none;
@@ -168,11 +170,29 @@ void collect_latency_samples(const stats_engine& eng, latency_plan& plan, latenc
             s.worker_file < plan.worker_of.size() ? plan.worker_of[s.worker_file] : none;
         res.unattributed += w == none ? 1 : 0;
         const std::uint32_t src = s.src < plan.ranks.size() ? s.src : 0;
-        const auto [it, fresh] = first.emplace(std::make_tuple(src, s.epoch, w), s.idx);
-        if (!fresh) it->second = std::min(it->second, s.idx);
         samples.push({s.idx, s.epoch, s.ready_ns, w, src});
       },
       helper_file);
+}
+
+// Each sample with its warm-up mark: the first (lowest index) of its worker in its epoch and
+// directory, found by an external sort (bounded memory whatever the epochs and workers).
+void classify_latency_samples(const spill_log<latency_sample>& samples,
+                              spill_log<latency_point>& out) {
+  const auto key = [](const latency_sample& x) {
+    return std::make_tuple(x.src, x.epoch, x.worker, x.idx);
+  };
+  bool any = false;
+  latency_sample prev{};
+  sorted_scan(
+      samples, [&](const latency_sample& a, const latency_sample& b) { return key(a) < key(b); },
+      [&](const latency_sample& x) {
+        const bool warm = !any || std::tie(prev.src, prev.epoch, prev.worker) !=
+                                      std::tie(x.src, x.epoch, x.worker);
+        any = true;
+        prev = x;
+        out.push({x.ns, x.worker, (x.src << 1) | (warm ? 1u : 0u)});
+      });
 }
 
 }  // namespace
@@ -181,20 +201,23 @@ latency_result compute_latency(const stats_engine& eng, latency_plan plan,
                                std::size_t budget_bytes) {
   latency_result res;
   const std::uint32_t none = latency_plan::k_none;
-  spill_log<latency_sample> samples(k_spill_buffer_bytes / 4);
-  latency_firsts first;
-  collect_latency_samples(eng, plan, res, samples, first);
+  spill_log<latency_point> samples(k_spill_buffer_bytes / 4);
+  {
+    spill_log<latency_sample> raw(k_spill_buffer_bytes / 4);
+    collect_latency_samples(eng, plan, res, raw);
+    classify_latency_samples(raw, samples);
+  }
   // Groups: row (0 the run, then the ranks, then the workers) × (steady 0, warm-up 1).
   const std::size_t n_rows = 1 + plan.ranks.size() + plan.workers.size();
   std::vector<latency_group_acc> acc(2 * n_rows);
   std::vector<std::uint64_t> cached(n_rows, 0);
-  const auto for_groups = [&](const latency_sample& s, auto&& f) {
-    const std::size_t warm = first.at(std::make_tuple(s.src, s.epoch, s.worker)) == s.idx ? 1 : 0;
+  const auto for_groups = [&](const latency_point& s, auto&& f) {
+    const std::size_t warm = s.src_warm & 1u, src = s.src_warm >> 1;
     f(warm);
-    f(2 * (1 + s.src) + warm);
+    f(2 * (1 + src) + warm);
     if (s.worker != none) f(2 * (1 + plan.ranks.size() + s.worker) + warm);
   };
-  samples.scan([&](const latency_sample& s) {
+  samples.scan([&](const latency_point& s) {
     for_groups(s, [&](std::size_t g) {
       latency_group_acc& a = acc[g];
       ++a.count;
@@ -216,7 +239,7 @@ latency_result compute_latency(const stats_engine& eng, latency_plan plan,
   }
   sel.run([&](auto&& sink) {
     samples.scan(
-        [&](const latency_sample& s) { for_groups(s, [&](std::size_t g) { sink(g, s.ns); }); });
+        [&](const latency_point& s) { for_groups(s, [&](std::size_t g) { sink(g, s.ns); }); });
   });
   const auto figures = [&](std::size_t g) {
     latency_figures f;
