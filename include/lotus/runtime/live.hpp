@@ -35,6 +35,9 @@ namespace detail {
 constexpr std::size_t live_max_ops = 64;
 /// Worker threads (threads that write SBatchPreprocessed) one process keeps figures for.
 constexpr std::size_t live_max_workers = 64;
+/// Threads whose SBatchWait records one process keeps apart (`wait_thread` lines: the training
+/// loop's and any helper thread's that fetches batches for it); further threads: in `wait` only.
+constexpr std::size_t live_max_wait_threads = 8;
 /// Longest op name kept (bytes, without the leading S); a longer name is counted as overflow.
 constexpr std::size_t live_max_name = 96;
 /// Record sites remembered (several sites may share one op name); further sites: overflow.
@@ -94,6 +97,7 @@ class live_state {
       case kind_wait:
         role_main_ = true;
         add(wait_, dur);
+        wait_thread(tid, dur);
         return;
       case kind_consumed:
         role_main_ = true;
@@ -217,6 +221,10 @@ class live_state {
     std::size_t size;
     live_hist hist;
   };
+  struct wait_thread_entry {
+    std::uint64_t tid;
+    live_hist hist;
+  };
   struct worker_entry {
     std::uint64_t tid, batches, busy_ns, last_end_ns;
     std::uint64_t inflight_ns;  // the batch in progress began (CLOCK_REALTIME); 0: none
@@ -239,6 +247,7 @@ class live_state {
     last_tid_ = 0;
     last_worker_ = nullptr;
     wait_ = live_hist{};
+    wait_thread_count_ = 0;
     consumed_ = 0;
     overflow_ = 0;
     worker_overflow_ = 0;
@@ -354,6 +363,21 @@ class live_state {
     ++w->batches;
     w->busy_ns += dur;
     if (start + dur > w->last_end_ns) w->last_end_ns = start + dur;
+  }
+
+  /// A wait of thread `tid` into its own histogram (the first live_max_wait_threads threads).
+  void wait_thread(std::uint64_t tid, std::uint64_t dur) noexcept {
+    for (std::size_t k = 0; k < wait_thread_count_; ++k) {
+      if (wait_threads_[k].tid == tid) {
+        add(wait_threads_[k].hist, dur);
+        return;
+      }
+    }
+    if (wait_thread_count_ == live_max_wait_threads) return;
+    wait_thread_entry& e = wait_threads_[wait_thread_count_++];
+    e.tid = tid;
+    e.hist = live_hist{};
+    add(e.hist, dur);
   }
 
   /// Keeps a cumulative snapshot per second: ring_ holds the last live_window_steps + 1.
@@ -526,6 +550,13 @@ class live_state {
     put("\nwait ");
     put_hist(wait_);
     put("\n");
+    for (std::size_t k = 0; k < wait_thread_count_; ++k) {
+      put("wait_thread ");
+      put(wait_threads_[k].tid);
+      put(" ");
+      put_hist(wait_threads_[k].hist);
+      put("\n");
+    }
     for (std::size_t k = 0; k < worker_count_; ++k) {
       const worker_entry& w = workers_[k];
       put("worker ");
@@ -620,6 +651,8 @@ class live_state {
   std::uint64_t last_tid_ = 0;
   worker_entry* last_worker_ = nullptr;
   live_hist wait_;
+  wait_thread_entry wait_threads_[live_max_wait_threads];
+  std::size_t wait_thread_count_ = 0;
   std::uint64_t consumed_ = 0, overflow_ = 0, worker_overflow_ = 0;
   bool role_main_ = false;
   std::uint8_t first_bucket_[65] = {};

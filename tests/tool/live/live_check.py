@@ -183,6 +183,10 @@ def test_metrics_counters_equal_the_trace(tmp):
             count_records(tmp, "main", "SBatchConsumed")]
         assert series(m, "lotus_batch_wait_seconds_count", pid=pid) == [
             count_records(tmp, "main", "SBatchWait")]
+        # The consumer is the job's main thread: the loop's data-ready time is every wait.
+        assert series(m, "lotus_data_ready_seconds_count", pid=pid) == [
+            count_records(tmp, "main", "SBatchWait")]
+        assert series(m, "lotus_helper_wait_seconds_count") == []
         assert sum(series(m, "lotus_op_duration_seconds_count", op="Decode")) == count_records(
             tmp, "worker", "SDecode") == job.counts["Decode"]
         assert sum(series(m, "lotus_op_duration_seconds_count", op="Resize")) == count_records(

@@ -317,3 +317,34 @@ TEST_CASE("inflight metrics: the batch's and the wait's ages at `updated`", "[li
                        Catch::Contains("# TYPE lotus_wait_inflight_seconds gauge\n") &&
                        Catch::Contains("# HELP lotus_worker_inflight_seconds "));
 }
+
+TEST_CASE("data-ready time: the loop thread's waits, a helper thread's apart",
+          "[live][prometheus]") {
+  temp_dir d;
+  const std::uint64_t t = 1000000000000000000u;
+  // Process 44: its main thread (44) waited 3 times (1 ms each), helper thread 46 twice (0.2 s).
+  const std::string loop = "wait_thread 44 3 3000000 0 0 0 0 0 0 3" + zeros(13) + "\n";
+  const std::string helper =
+      "wait_thread 46 2 400000000 0 0 0 0 0 0 0 0 0 0 0 0 0 2" + zeros(6) + "\n";
+  std::string b44 = live_body(44, true, t, loop + helper);
+  b44.replace(b44.find("wait 0 0"), 8 + 40,
+              "wait 5 403000000 0 0 0 0 0 0 3 0 0 0 0 0 0 2" + zeros(6));
+  plant(d.path + "/.p.lotus-live_44", b44);
+  // Process 45: only a thread other than its main one waited: taken as the loop.
+  plant(d.path + "/.p.lotus-live_45",
+        live_body(45, true, t, "wait_thread 47 1 1000000 0 0 0 0 0 0 1" + zeros(13) + "\n"));
+  std::vector<std::string> warnings;
+  const auto procs = lotus_tool::read_live_dir(d.path, warnings);
+  for (const std::string& w : warnings) UNSCOPED_INFO(w);
+  REQUIRE(warnings.empty());
+  const std::string text = lotus_tool::render_metrics(procs);
+  CHECK(series(text, "lotus_batch_wait_seconds_count", "pid=\"44\"") == 5);
+  CHECK(series(text, "lotus_data_ready_seconds_count", "pid=\"44\"") == 3);
+  CHECK(series(text, "lotus_data_ready_seconds_sum", "pid=\"44\"") == 0.003);
+  CHECK(series(text, "lotus_helper_wait_seconds_count", "pid=\"44\",thread=\"46\"") == 2);
+  CHECK(series(text, "lotus_helper_wait_seconds_sum", "pid=\"44\",thread=\"46\"") == 0.4);
+  CHECK(series(text, "lotus_data_ready_seconds_count", "pid=\"45\"") == 1);
+  CHECK(series(text, "lotus_helper_wait_seconds_count", "pid=\"45\"") == -1);
+  CHECK_THAT(text, Catch::Contains("# TYPE lotus_data_ready_seconds histogram\n") &&
+                       Catch::Contains("# TYPE lotus_helper_wait_seconds histogram\n"));
+}

@@ -25,6 +25,7 @@ constexpr std::size_t k_header = 46;          // "lotus-live 1 <gen:20> <used:10
 constexpr std::size_t k_max_file = 1u << 16;  // a live file is 32 KiB; anything larger is not one
 constexpr std::size_t k_max_ops = 64;         // the runtime's tables (FORMAT.md §9, "Bounds")
 constexpr std::size_t k_max_workers = 64;
+constexpr std::size_t k_max_wait_threads = 8;
 
 [[noreturn]] void bad(std::size_t line, const std::string& why) {
   throw tool_error(exit_invalid, "line " + std::to_string(line) + ": " + why);
@@ -356,6 +357,17 @@ live_process parse_live(std::string_view text) {
       if (p.bounds_ns.empty()) bad(lineno, "'wait' before 'bounds'");
       if (f.size() != 3 + p.bounds_ns.size() + 1) bad(lineno, "bad 'wait' histogram");
       p.wait = hist(f, 1);
+    } else if (key == "wait_thread") {
+      if (p.bounds_ns.empty()) bad(lineno, "'wait_thread' before 'bounds'");
+      if (f.size() != 2 + 2 + p.bounds_ns.size() + 1) bad(lineno, "bad 'wait_thread' histogram");
+      if (p.wait_threads.size() >= k_max_wait_threads) {
+        bad(lineno, "too many 'wait_thread' lines (the format has 8)");
+      }
+      const std::uint64_t tid = to_u64(f[1], lineno);
+      for (const auto& t : p.wait_threads) {
+        if (t.first == tid) bad(lineno, "'wait_thread' line repeated");
+      }
+      p.wait_threads.emplace_back(tid, hist(f, 2));
     } else if (key == "worker") {
       if (f.size() != 6) bad(lineno, "'worker' takes five values");
       live_worker w;
@@ -445,6 +457,16 @@ live_process parse_live(std::string_view text) {
   return p;
 }
 
+live_histogram live_process::data_ready() const {
+  if (wait_threads.empty()) return wait;  // an older lotus: every wait of the process
+  for (const auto& t : wait_threads) {
+    if (t.first == pid) return t.second;
+  }
+  live_histogram all;  // the main thread never waited: every waiting thread is the loop
+  for (const auto& t : wait_threads) all.merge(t.second);
+  return all;
+}
+
 std::uint64_t live_process::window_input_wait_ns() const {
   std::uint64_t waited = window_wait_ns;
   if (startup_begin_ns != 0 && window_ns != 0 && updated_ns > startup_begin_ns) {
@@ -488,6 +510,15 @@ static void merge_into(live_process& a, const live_process& b) {
     return;
   }
   a.wait.merge(b.wait);
+  for (const auto& t : b.wait_threads) {
+    auto it = std::find_if(a.wait_threads.begin(), a.wait_threads.end(),
+                           [&](const auto& x) { return x.first == t.first; });
+    if (it == a.wait_threads.end()) {
+      a.wait_threads.push_back(t);
+    } else {
+      it->second.merge(t.second);
+    }
+  }
   if (!a.waiting.active && b.waiting.active) {
     a.waiting = b.waiting;
     a.waiting_tid = b.waiting_tid;

@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 namespace lotus_tool {
@@ -62,6 +63,12 @@ struct live_process {
   std::uint64_t window_ns = 0, window_consumed = 0, window_wait_ns = 0, window_batches = 0;
   std::uint64_t consumed = 0;
   live_histogram wait;
+  /// `wait_thread <tid> <hist>`: the waits of each thread that waited (at most 8; none in files of
+  /// an older lotus): the training loop's and a helper thread's apart.
+  std::vector<std::pair<std::uint64_t, live_histogram>> wait_threads;
+  /// The training loop's data-ready time per batch: its main thread's waits where it waited
+  /// (thread id = pid), else every thread's (as `stats` takes the loop: tools/docs/FORMAT.md §4).
+  live_histogram data_ready() const;
   live_inflight waiting;  // the main thread waiting for a batch (`inflight <tid> wait`)
   std::uint64_t waiting_tid = 0;
   std::vector<live_worker> workers;

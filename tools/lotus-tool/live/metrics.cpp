@@ -1,5 +1,6 @@
 // lotus — lotus-tool live: the Prometheus text of a running job's figures (`serve`'s /metrics)
 // SPDX-License-Identifier: MIT
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -95,6 +96,24 @@ std::string render_metrics(const std::vector<live_process>& in, std::uint64_t st
        "The consuming process's wait per batch (SBatchWait records).");
   for (const live_process* p : procs) {
     if (p->main) histogram("lotus_batch_wait_seconds", labels(*p), p->wait, p->bounds_ns);
+  }
+  head("lotus_data_ready_seconds", "histogram",
+       "The training loop's data-ready time per batch: its request to the batch's arrival (its "
+       "main thread's SBatchWait records; a helper thread's apart).");
+  for (const live_process* p : procs) {
+    if (p->main) histogram("lotus_data_ready_seconds", labels(*p), p->data_ready(), p->bounds_ns);
+  }
+  head("lotus_helper_wait_seconds", "histogram",
+       "Waits of a helper thread (thread = its tid) of a process whose main thread runs the loop: "
+       "the helper's fetches, not the loop's wait.");
+  for (const live_process* p : procs) {
+    const bool loop_known = std::any_of(p->wait_threads.begin(), p->wait_threads.end(),
+                                        [&](const auto& t) { return t.first == p->pid; });
+    for (const auto& t : p->wait_threads) {
+      if (!loop_known || t.first == p->pid) continue;
+      histogram("lotus_helper_wait_seconds",
+                labels(*p) + ",thread=\"" + std::to_string(t.first) + "\"", t.second, p->bounds_ns);
+    }
   }
   head("lotus_op_duration_seconds", "histogram",
        "Duration of each op record (SDecode: op Decode).");

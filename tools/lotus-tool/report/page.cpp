@@ -293,6 +293,43 @@ std::string batches_html(const report_data& d) {
   return o;
 }
 
+// Data-ready time per batch: the run, its ranks and its workers (the first 64), steady and warm-up
+// percentiles; the helper threads' waits left out.
+std::string latency_html(const report_data& d) {
+  const latency_result& l = d.stats.latency;
+  if (!l.present()) return {};
+  std::string o =
+      "<section id=\"latency\">\n<h2>Data-ready time per batch</h2>\n<p class=\"hint\">From the "
+      "training loop's request for a batch to its arrival (0 for a batch that came before it was "
+      "asked for); nearest-rank percentiles. Warm-up: each worker's first batch of an epoch.</p>\n"
+      "<table><tr><th>who</th><th>batches</th><th>p50</th><th>p95</th><th>p99</th><th>max</th>"
+      "<th>warm-up batches</th><th>warm-up p50</th><th>warm-up max</th></tr>\n";
+  const auto ms = [](double v) { return "<td>" + h(format_ms(v)) + "</td>"; };
+  const auto row = [&](const latency_row& x) {
+    const latency_figures& s = x.steady;
+    o += "<tr><td>" + h(x.label) + "</td><td>" + std::to_string(s.count) + "</td>" + ms(s.p50_ms) +
+         ms(s.p95_ms) + ms(s.p99_ms) + ms(s.max_ms) + "<td>" + std::to_string(x.warmup.count) +
+         "</td>" + ms(x.warmup.p50_ms) + ms(x.warmup.max_ms) + "</tr>\n";
+  };
+  row(l.all);
+  if (l.ranks.size() > 1) {
+    for (const latency_row& x : l.ranks) row(x);
+  }
+  for (std::size_t i = 0; i < l.workers.size() && i < 64; ++i) row(l.workers[i]);
+  o += "</table>\n";
+  if (l.workers.size() > 64) {
+    o += "<p class=\"note\">" + std::to_string(l.workers.size() - 64) +
+         " more workers in <code>lotus-tool stats --json</code>.</p>\n";
+  }
+  for (const latency_helper& x : l.helpers) {
+    o += "<p class=\"note\">Left out: " + h(x.label) + " waited " + std::to_string(x.waits) +
+         " times (" + h(format_ms(x.wait_ms)) +
+         "), a helper thread of a process whose main thread runs the loop: its fetches, not the "
+         "loop's wait.</p>\n";
+  }
+  return o + "</section>\n";
+}
+
 // Why batches were slow: per batch, its time on a CPU, waiting for one, and blocked.
 std::string causes_html(const report_data& d) {
   const causes_result& c = d.causes;
@@ -663,6 +700,7 @@ void write_report_page(const report_data& d, output_file& out) {
   o += ops_html(d);
   if (d.attribution) o += attribution_html(*d.attribution);
   o += batches_html(d);
+  o += latency_html(d);
   o += causes_html(d);
   o += timeline_html(d);
   o += hists_html(d);

@@ -20,8 +20,10 @@
 #include "report/data.hpp"
 #include "report/findings.hpp"
 #include "report/page.hpp"
+#include "report/stats_rows.hpp"
 #include "report/timeline_rows.hpp"
 #include "trace/input.hpp"
+#include "trace/latency.hpp"
 #include "trace/stats_engine.hpp"
 #include "trace/summary.hpp"
 #include "trace/trace_dir.hpp"
@@ -657,11 +659,14 @@ void read_report(const report_args& a, report_data& rd) {
   const std::vector<std::size_t> row_of_source = read_ranks(dir, plan, rd);
   // The iterators' start-ups (the sidecars' `startup` lines), before the listing goes.
   startup_analysis startup = analyze_startup(dir);
+  latency_plan latency = plan_latency(dir);  // which thread is the loop, whose worker each file is
   // The listing (most of the memory with many files) is not needed by what follows.
   thread_of.release();
   plan = {};
   in = input();
   compute_report_stats(a, eng, std::move(startup), rd);
+  rd.stats.latency =
+      compute_latency(eng, std::move(latency), rank_selector::k_default_budget_bytes);
   rd.story.cut_batches =
       capture ? rd.stats.delay.unmatched_preprocessed + rd.stats.delay.unmatched_consumed : 0;
   read_rank_ops(eng.take_rank_ops(), consumer_file, row_of_source, rd);
@@ -755,7 +760,9 @@ void run_report(const report_args& a) {
   }
   if (a.json) {
     output_file out("-");
-    out.write(dump_json(findings_json(findings), 2));
+    nlohmann::json j = findings_json(findings);
+    j["latency"] = latency_json(rd.stats.latency);  // data-ready time per worker and per rank
+    out.write(dump_json(j, 2));
     out.write("\n");
     out.commit();
   }

@@ -363,6 +363,7 @@ nlohmann::json to_json(const stats_result& r, const trace_dir& dir, const record
   if (gpu.present) j["gpu"] = gpu_json(gpu, r.main_elapsed_ms);
   if (r.startup.present()) j["startup"] = startup_json(r);
   add_input_bound_json(j, r, gpu, rank_verdict);
+  j["latency"] = latency_json(r.latency);
   // Why batches were slow: the sidecars' `batchres` lines (absent from traces without them).
   if (const causes_result c = compute_causes(dir, &win); causes_shown(c)) {
     // Only `opres` lines (ops, no worker batches): the per-op table alone.
@@ -387,6 +388,18 @@ std::string to_csv(const stats_result& r, const trace_dir& dir, const record_fil
   }
   fields_csv(out, "delay", "", delay_fields(r));
   fields_csv(out, "batches", "", batch_fields(r));
+  if (r.latency.present()) {  // data-ready time: the run, its ranks, its workers
+    fields_csv(out, "latency", "all", latency_fields(r.latency.all));
+    for (const auto& x : r.latency.ranks)
+      fields_csv(out, "latency_rank", x.label, latency_fields(x));
+    for (const auto& x : r.latency.workers) {
+      fields_csv(out, "latency_worker", x.label, latency_fields(x));
+    }
+    for (const auto& h : r.latency.helpers) {
+      fields_csv(out, "latency_helper", h.label,
+                 {count_field("waits", h.waits, in_csv), real_field("wait_ms", h.wait_ms, in_csv)});
+    }
+  }
   for (const auto& x : r.ranks) fields_csv(out, "rank", x.label, rank_fields(x));
   // Why batches were slow (as in the JSON's "causes"): all workers (name "all"), then per rank
   // and per worker; the verdict as the name of a row of its own (like input_bound's class).
@@ -626,6 +639,52 @@ void wait_text(std::string& out, const stats_result& r, const gpu_figures& gpu,
   }
 }
 
+// Data-ready time per batch: the run, each rank (several) and each worker (the first 32), then
+// the helper threads' waits left out.
+void latency_text(std::string& out, const latency_result& l) {
+  out +=
+      "\nData-ready time per batch (the loop's request to the batch's arrival, ms; nearest-rank "
+      "percentiles; warm-up: each worker's first batch of an epoch):\n";
+  append_fmt(out, "%-44s", "");
+  fields_text_head(out, latency_fields(latency_row{}));
+  out += '\n';
+  const auto row = [&out](const latency_row& x) {
+    append_fmt(out, "%-44s", printable(x.label).substr(0, 44).c_str());
+    fields_text(out, latency_fields(x));
+    out += '\n';
+  };
+  row(l.all);
+  if (l.ranks.size() > 1) {
+    for (const auto& x : l.ranks) row(x);
+  }
+  std::size_t shown = 0;
+  for (const auto& x : l.workers) {
+    if (++shown <= 32) row(x);
+  }
+  if (l.workers.size() > 32) {
+    append_fmt(out, "\t(%zu more workers in --json/--csv)\n", l.workers.size() - 32);
+  }
+  if (l.unattributed != 0) {
+    append_fmt(out,
+               "\t%llu batches' preparation is not in the trace: in the run's figures, no "
+               "worker's\n",
+               static_cast<unsigned long long>(l.unattributed));
+  }
+  for (const auto& h : l.helpers) {
+    append_fmt(out,
+               "\tleft out: %s waited %llu times (%s): a helper thread's fetches, not the "
+               "loop's wait\n",
+               printable(h.label).c_str(), static_cast<unsigned long long>(h.waits),
+               format_ms(h.wait_ms).c_str());
+  }
+  if (l.loops_off_main != 0) {
+    append_fmt(out,
+               "\t%llu process(es) waited only from a thread other than their main one: "
+               "taken as the loop (a thread-based prefetcher's wait would be its fetches)\n",
+               static_cast<unsigned long long>(l.loops_off_main));
+  }
+}
+
 // The batches' delay from ready to consumed, out-of-order arrivals, queued and consumed.
 void delay_text(std::string& out, const stats_result& r) {
   out += "\nBatch consumption delay time (SBatchConsumed - end of SBatchPreprocessed):\n";
@@ -775,6 +834,7 @@ std::string to_text(const stats_result& r, const trace_dir& dir, const record_fi
   head_text(out, r, dir, win);
   preprocessing_text(out, r, dir, outliers);
   wait_text(out, r, gpu, rank_verdict);
+  if (r.latency.present()) latency_text(out, r.latency);
   if (gpu.present) gpu_text(out, gpu, r);
   if (r.startup.present()) startup_text(out, r);
   delay_text(out, r);

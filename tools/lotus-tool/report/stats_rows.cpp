@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "trace/causes.hpp"
+#include "trace/latency.hpp"
 #include "trace/stats_engine.hpp"
 #include "util/output.hpp"
 
@@ -165,6 +166,70 @@ stat_fields op_cause_fields(const resource_totals& t) {
                    real_field("time_ms", double(t.dur_ns) / 1e6, k_rows_all, {"time ms", 10, 1})};
   add_resource_fields(f, t, keys, cols);
   return f;
+}
+
+stat_fields latency_fields(const latency_row& x) {
+  const latency_figures& s = x.steady;
+  const latency_figures& w = x.warmup;
+  return {count_field("count", s.count, k_rows_all, {"batches", 8}),
+          real_field("p50_ms", s.p50_ms, k_rows_all, {"p50", 10, 3}),
+          real_field("p95_ms", s.p95_ms, k_rows_all, {"p95", 10, 3}),
+          real_field("p99_ms", s.p99_ms, k_rows_all, {"p99", 10, 3}),
+          real_field("max_ms", s.max_ms, in_csv),
+          real_field("mean_ms", s.mean_ms, in_csv),
+          count_field("cached", x.cached, in_csv),
+          count_field("warmup_count", w.count, k_rows_all, {"warm-up", 8}),
+          real_field("warmup_p50_ms", w.p50_ms, k_rows_all, {"w p50", 10, 3}),
+          real_field("warmup_p95_ms", w.p95_ms, in_csv),
+          real_field("warmup_p99_ms", w.p99_ms, in_csv),
+          real_field("warmup_max_ms", w.max_ms, k_rows_all, {"w max", 10, 3})};
+}
+
+namespace {
+
+nlohmann::json latency_figures_json(const latency_figures& f) {
+  return {{"count", f.count},   {"p50_ms", f.p50_ms}, {"p95_ms", f.p95_ms},
+          {"p99_ms", f.p99_ms}, {"max_ms", f.max_ms}, {"mean_ms", f.mean_ms}};
+}
+
+nlohmann::json latency_row_json(const latency_row& x) {
+  nlohmann::json o = latency_figures_json(x.steady);
+  o["label"] = x.label;
+  o["cached"] = x.cached;
+  o["warmup"] = latency_figures_json(x.warmup);
+  if (!x.host.empty()) o["host"] = x.host;
+  if (x.rank) o["rank"] = *x.rank;
+  if (x.worker_id) o["worker_id"] = *x.worker_id;
+  if (x.pid != 0) o["pid"] = x.pid;
+  if (x.tid != 0) o["tid"] = x.tid;
+  if (x.processes != 0) o["processes"] = x.processes;
+  return o;
+}
+
+}  // namespace
+
+nlohmann::json latency_json(const latency_result& l) {
+  if (!l.present()) return nullptr;
+  nlohmann::json j = latency_row_json(l.all);
+  j["percentiles"] = "nearest-rank";
+  j["unattributed"] = l.unattributed;
+  j["loops_off_main"] = l.loops_off_main;
+  auto& rk = j["ranks"] = nlohmann::json::array();
+  for (const latency_row& x : l.ranks) rk.push_back(latency_row_json(x));
+  auto& wk = j["workers"] = nlohmann::json::array();
+  for (const latency_row& x : l.workers) wk.push_back(latency_row_json(x));
+  auto& hp = j["helpers"] = nlohmann::json::array();
+  for (const latency_helper& h : l.helpers) {
+    nlohmann::json o = {{"label", h.label},
+                        {"pid", h.pid},
+                        {"tid", h.tid},
+                        {"waits", h.waits},
+                        {"wait_ms", h.wait_ms}};
+    if (!h.host.empty()) o["host"] = h.host;
+    if (h.rank) o["rank"] = *h.rank;
+    hp.push_back(std::move(o));
+  }
+  return j;
 }
 
 // ---------------------------------------------------------------- the writers

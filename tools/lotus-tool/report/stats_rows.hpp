@@ -14,6 +14,8 @@ struct op_stats;
 struct rank_stats;
 struct resource_totals;
 struct stats_result;
+struct latency_row;
+struct latency_result;
 
 /// The outputs that show a figure (a bit each).
 enum stat_output : unsigned { in_json = 1u, in_csv = 2u, in_text = 4u };
@@ -70,6 +72,13 @@ stat_fields rank_fields(const rank_stats& x);
 stat_fields cause_fields(const resource_totals& t);
 /// One op's cause row (opres sums, LOTUS_RESOURCES=ops): shares, faults and switches per op.
 stat_fields op_cause_fields(const resource_totals& t);
+
+/// One row of data-ready times (a worker, a rank, the run): steady and warm-up percentiles (CSV,
+/// the text's table).
+stat_fields latency_fields(const latency_row& x);
+/// The data-ready times as `stats --json` and `report --json` give them ("latency"; null when the
+/// trace has no SBatchWait record).
+nlohmann::json latency_json(const latency_result& l);
 
 // ---- the three writers
 

@@ -564,6 +564,62 @@ void stats_engine::batch_delays(const stats_options& opt, stats_result& r) const
   }
 }
 
+void stats_engine::data_ready(const std::function<void(const ready_sample&)>& out,
+                              const std::vector<bool>& unjoined) const {
+  const auto src = [this](std::uint64_t file) { return source_of(file); };
+  // The preparations in (directory, index, start) order, for a merge join with the waits.
+  spill_log<span> pre_sorted(lim_.buffer_bytes / 2);
+  sorted_scan(
+      pre_,
+      [&src](const span& a, const span& b) {
+        return std::make_tuple(src(a.file), a.idx, a.start) <
+               std::make_tuple(src(b.file), b.idx, b.start);
+      },
+      [&](const span& p) { pre_sorted.push(p); });
+  spill_log<span>::reader rd(pre_sorted);
+  span p{};
+  bool have = rd.next(p);
+  const auto key = [&src](const span& x) { return std::make_pair(src(x.file), x.idx); };
+  // Each wait takes the latest preparation of its index (in its directory) begun by the batch's
+  // arrival (an in-order wait's end; a marker's start), else one begun within 10 ms after it
+  // (two processes' clocks), as the delay join does; each preparation serves one wait.
+  constexpr std::uint64_t k_join_slack_ns = 10'000'000;
+  // Epochs counted among the joined waits only: a helper's wait for the same index is no epoch.
+  std::pair<std::uint32_t, std::uint64_t> last_key{UINT32_MAX, 0};
+  std::uint64_t epoch = 0;
+  with_epochs(wait_, src, [&](const epoch_span& w) {
+    const bool marker = w.s.dur == 1000;
+    const std::uint64_t arrival = marker ? w.s.start : w.s.start + w.s.dur;
+    while (have && key(p) < std::make_pair(w.src, w.s.idx)) have = rd.next(p);
+    ready_sample r;
+    r.idx = w.s.idx;
+    r.epoch = w.epoch;
+    r.ready_ns = marker ? 0 : w.s.dur;
+    r.main_file = static_cast<std::uint32_t>(w.s.file);
+    r.worker_file = ready_sample::k_no_file;
+    r.src = w.src;
+    if (w.s.file < unjoined.size() && unjoined[static_cast<std::size_t>(w.s.file)]) {
+      out(r);
+      return;
+    }
+    epoch = last_key == std::make_pair(w.src, w.s.idx) ? epoch + 1 : 0;
+    last_key = {w.src, w.s.idx};
+    r.epoch = epoch;
+    bool got = false;
+    while (have && key(p) == std::make_pair(w.src, w.s.idx) && p.start <= arrival) {
+      r.worker_file = static_cast<std::uint32_t>(p.file);
+      got = true;
+      have = rd.next(p);
+    }
+    if (!got && have && key(p) == std::make_pair(w.src, w.s.idx) &&
+        p.start <= arrival + k_join_slack_ns) {
+      r.worker_file = static_cast<std::uint32_t>(p.file);
+      have = rd.next(p);
+    }
+    out(r);
+  });
+}
+
 rank_op_table stats_engine::take_rank_ops() {
   rank_op_table t;
   t.ops.assign(names_.begin(), names_.end());
@@ -647,6 +703,7 @@ stats_result compute_stats(const trace_dir& dir, const read_options& ropt,
       });
   stats_result r = eng.compute(sopt);
   r.skipped_lines = skipped;
+  r.latency = compute_latency(eng, plan_latency(dir), lim.select_budget_bytes);
   // The iterators' start-ups: main-process time from iter(loader), waiting for data.
   r.startup = analyze_startup(dir);
   // (Each main process's directory, looked up once: a listing of 100k files, 4k iterators.)

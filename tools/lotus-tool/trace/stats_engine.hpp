@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "format/record.hpp"
+#include "trace/latency.hpp"
 #include "trace/select.hpp"
 #include "trace/sketch.hpp"
 #include "trace/startup.hpp"
@@ -73,6 +75,18 @@ struct delay_stats {
   summary s;
   std::uint64_t lt_250ms = 0, gt_500ms = 0;
   std::uint64_t unmatched_preprocessed = 0, unmatched_consumed = 0;
+};
+
+/// One SBatchWait record as a batch's data-ready time: from the consuming thread's request for
+/// the batch to its arrival (an in-order record's duration), 0 for a batch that arrived before it
+/// was asked for (its 1 us out-of-order marker: it is served from the cache), with the worker file
+/// whose SBatchPreprocessed prepared it (the latest of its index in its directory begun by its
+/// arrival, as the delay join pairs them; k_no_file: none found).
+struct ready_sample {
+  std::uint64_t idx = 0, epoch = 0;  ///< epoch: the rank in time of its index's joined waits
+  std::uint64_t ready_ns = 0;
+  std::uint32_t main_file = 0, worker_file = 0, src = 0;
+  static constexpr std::uint32_t k_no_file = 0xffffffffu;
 };
 
 struct stats_options {
@@ -166,6 +180,9 @@ struct stats_result {
   /// pipeline's, from one that only consumes): per file index, its SBatchPreprocessed records and
   /// their summed duration (ns): how busy each worker was.
   std::vector<std::pair<std::uint64_t, std::uint64_t>> file_batches;
+  /// Data-ready time per batch, per worker and per rank (compute_stats and report; not from
+  /// summaries, which keep no batch records).
+  latency_result latency;
 };
 
 /// Takes an engine's result the start-ups of its trace (report: the engine runs without
@@ -198,6 +215,12 @@ class stats_engine {
   /// Its per-file rows are moved out of the engine (no copy of 100k files' rows): call it once,
   /// after compute().
   rank_op_table take_rank_ops();
+  /// Calls out(const ready_sample&) for every SBatchWait record of a main file, in (directory,
+  /// index, epoch) order, in bounded memory (external sorts of the waits and the preparations).
+  /// The waits of a file `unjoined` marks (a helper thread's) take no preparation: the loop's
+  /// wait for the same batch does.
+  void data_ready(const std::function<void(const ready_sample&)>& out,
+                  const std::vector<bool>& unjoined = {}) const;
 
   struct span {
     std::uint64_t idx, start, dur;
