@@ -9,8 +9,8 @@
 
 #include "catch.hpp"
 #include "compare/diff.hpp"
-#include "compare/tune.hpp"
-#include "compare/whatif.hpp"
+#include "model/tune.hpp"
+#include "model/whatif.hpp"
 #include "spawn.hpp"
 #include "util/error.hpp"
 

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "compare/diff.hpp"
-#include "compare/whatif.hpp"
+#include "model/whatif.hpp"
 #include "format/record.hpp"
 #include "trace/causes.hpp"
 #include "trace/gpu.hpp"

@@ -15,7 +15,7 @@
 #include <tuple>
 #include <vector>
 
-#include "compare/tune.hpp"
+#include "model/tune.hpp"
 #include "format/line_reader.hpp"
 #include "report/data.hpp"
 #include "report/findings.hpp"

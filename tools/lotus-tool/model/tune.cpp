@@ -1,6 +1,6 @@
-// lotus — lotus-tool tune (compare/tune.hpp)
+// lotus — lotus-tool tune (model/tune.hpp)
 // SPDX-License-Identifier: MIT
-#include "compare/tune.hpp"
+#include "model/tune.hpp"
 
 #include <unistd.h>
 

@@ -1,6 +1,6 @@
 // lotus — lotus-tool stats: the Lotus paper/script numbers as text, JSON or CSV
 // SPDX-License-Identifier: MIT
-#include "report/stats.hpp"
+#include "stats/stats.hpp"
 
 #include <algorithm>
 #include <cstdarg>
@@ -11,7 +11,7 @@
 #include "report/data.hpp"
 #include "report/findings.hpp"
 #include "report/report.hpp"
-#include "report/stats_rows.hpp"
+#include "stats/stats_rows.hpp"
 #include "trace/causes.hpp"
 #include "trace/gpu.hpp"
 #include "trace/input.hpp"

@@ -1,6 +1,6 @@
-// lotus — lotus-tool: one run reduced to what diff and whatif compare (compare/digest.hpp)
+// lotus — lotus-tool: one run reduced to what diff and whatif compare (model/digest.hpp)
 // SPDX-License-Identifier: MIT
-#include "compare/digest.hpp"
+#include "model/digest.hpp"
 
 #include <algorithm>
 #include <map>

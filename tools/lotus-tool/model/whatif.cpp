@@ -1,6 +1,6 @@
-// lotus — lotus-tool whatif: the DataLoader model (compare/whatif.hpp)
+// lotus — lotus-tool whatif: the DataLoader model (model/whatif.hpp)
 // SPDX-License-Identifier: MIT
-#include "compare/whatif.hpp"
+#include "model/whatif.hpp"
 
 #include <unistd.h>
 
@@ -12,8 +12,8 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
-#include "compare/epoch_model.hpp"
-#include "compare/memory_model.hpp"
+#include "model/epoch_model.hpp"
+#include "model/memory_model.hpp"
 #include "trace/loader_kinds.hpp"
 #include "util/diag.hpp"
 #include "util/error.hpp"
@@ -76,7 +76,7 @@ double batch_growth(const std::vector<std::vector<double>>& batch_ms, unsigned w
 // it (where other processes kept the workers waiting for a core most of the time).
 constexpr double k_storage_min_read_bytes_per_batch = 65536;
 
-// One epoch of whatif's model (compare/epoch_model.hpp, the one implementation, which
+// One epoch of whatif's model (model/epoch_model.hpp, the one implementation, which
 // lotus.autotune runs too): each batch's wall time split by the one off-CPU share (its wait for
 // a core, where measured, left out of the work), the step by its CPU part, the worker slots'
 // start-up in ms.
@@ -259,7 +259,7 @@ memory_prediction predict_memory(const run_digest& d, unsigned workers, std::uin
   p.measured_bytes = static_cast<double>(m.job_pss);
   p.growth_per_batch = m.growth_per_batch;
   p.shared_bytes = static_cast<double>(m.shared);
-  // The one memory model (compare/memory_model.hpp, which lotus.autotune runs too). Workers
+  // The one memory model (model/memory_model.hpp, which lotus.autotune runs too). Workers
   // started again each epoch (persistent_workers=False) are several processes per worker: the
   // concurrent count is the digest's workers. A trace does not say a batch's bytes: no prefetch
   // buffers.

@@ -9,7 +9,7 @@
 // taken as not using those cores (an accelerator step, or a sleep), unless --step-cpu-ms gives
 // its CPU part, which then shares the cores with the workers; --offcpu-share takes a share of
 // each batch off the cores (I/O). lotus.torch.autotune measures both and runs the same code: the
-// model is compare/epoch_model.hpp, which simulate_loader feeds.
+// model is model/epoch_model.hpp, which simulate_loader feeds.
 //
 // Each epoch's workers begin when the trace says they began (worker start-up: fork or spawn,
 // worker_init_fn; with persistent workers only the first epoch has it), and the off-CPU share
@@ -30,7 +30,7 @@
 #include <string>
 #include <vector>
 
-#include "compare/digest.hpp"
+#include "model/digest.hpp"
 
 namespace lotus_tool {
 
