@@ -9,6 +9,7 @@
 
 #include "catch.hpp"
 #include "compare/diff.hpp"
+#include "model/run.hpp"
 #include "model/tune.hpp"
 #include "model/whatif.hpp"
 #include "spawn.hpp"

@@ -8,6 +8,7 @@
 #include <limits>
 #include <map>
 
+#include "model/run.hpp"
 #include "util/diag.hpp"
 #include "util/error.hpp"
 #include "util/format.hpp"

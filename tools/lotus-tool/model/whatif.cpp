@@ -14,6 +14,7 @@
 
 #include "model/epoch_model.hpp"
 #include "model/memory_model.hpp"
+#include "model/run.hpp"
 #include "trace/loader_kinds.hpp"
 #include "util/diag.hpp"
 #include "util/error.hpp"

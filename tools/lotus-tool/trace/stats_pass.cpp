@@ -12,9 +12,9 @@ namespace lotus_tool {
 
 namespace {
 
-double ms(std::uint64_t ns) { return static_cast<double>(ns) / k_ns_per_ms; }
+double ns_to_ms(std::uint64_t ns) { return static_cast<double>(ns) / k_ns_per_ms; }
 
-std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b) {
+std::uint64_t add_saturated(std::uint64_t a, std::uint64_t b) {
   return b > UINT64_MAX - a ? UINT64_MAX : a + b;
 }
 
@@ -48,10 +48,10 @@ void stats_pass::add(std::size_t f, const record& rec, const batch_ref& b) {
   if (!per_rank_) return;
   if (b.kind == batch_kind::preprocessed && tf.kind == file_kind::worker) {
     ++ranks_[k].batches;
-    pre_ns_[k] = saturating_add(pre_ns_[k], rec.dur_ns);
+    pre_ns_[k] = add_saturated(pre_ns_[k], rec.dur_ns);
   } else if (tf.kind == file_kind::main && b.kind == batch_kind::wait) {
     ++ranks_[k].waits;
-    wait_ns_[k] = saturating_add(wait_ns_[k], rec.dur_ns);
+    wait_ns_[k] = add_saturated(wait_ns_[k], rec.dur_ns);
     ranks_[k].out_of_order += rec.dur_ns == 1000 ? 1 : 0;
   }
 }
@@ -83,7 +83,7 @@ stats_result stats_pass::result(const stats_options& sopt, std::uint64_t skipped
     const std::uint32_t k = src->second;
     if (main_first[k] == UINT64_MAX || main_first[k] >= main_last[k]) continue;
     if (it.begin_ns < main_first[k]) {
-      r.startup_before_ms += ms(main_first[k] - it.begin_ns);
+      r.startup_before_ms += ns_to_ms(main_first[k] - it.begin_ns);
       main_first[k] = it.begin_ns;
     }
     r.startup_wait_ms += it.init_ms;
@@ -94,17 +94,17 @@ stats_result stats_pass::result(const stats_options& sopt, std::uint64_t skipped
     (f.kind == file_kind::worker ? r.worker_files : r.main_files) += 1;
   }
   for (std::size_t k = 0; k < n_sources_; ++k) {
-    if (main_first[k] < main_last[k]) r.main_elapsed_ms += ms(main_last[k] - main_first[k]);
+    if (main_first[k] < main_last[k]) r.main_elapsed_ms += ns_to_ms(main_last[k] - main_first[k]);
   }
   for (std::size_t k = 0; k < ranks.size(); ++k) {
     rank_stats& x = ranks[k];
     x.label = dir.sources[k].label;
     x.host = dir.sources[k].host;
     x.rank = dir.sources[k].rank;
-    x.preprocessing_ms = ms(pre_ns_[k]);
+    x.preprocessing_ms = ns_to_ms(pre_ns_[k]);
     x.preprocessing_mean_ms = x.batches ? x.preprocessing_ms / double(x.batches) : 0;
-    x.wait_ms = ms(wait_ns[k]);
-    x.main_elapsed_ms = main_first[k] < main_last[k] ? ms(main_last[k] - main_first[k]) : 0;
+    x.wait_ms = ns_to_ms(wait_ns[k]);
+    x.main_elapsed_ms = main_first[k] < main_last[k] ? ns_to_ms(main_last[k] - main_first[k]) : 0;
   }
   for (const auto& f : dir.files) {
     if (per_rank_ && f.kind == file_kind::worker) ++ranks[f.source].worker_files;
