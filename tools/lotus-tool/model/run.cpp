@@ -11,6 +11,9 @@ namespace lotus_tool {
 
 run::run(const input_args& args) : args_(args), in_(open_input(args)) {}
 
+run::run(const input_args& args, trace_dir scanned)
+    : args_(args), in_(open_input(args, std::move(scanned))) {}
+
 run::~run() = default;
 
 void run::plan_ranks() {

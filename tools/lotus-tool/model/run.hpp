@@ -38,6 +38,8 @@ class run {
  public:
   /// Scans the directories (trace/input.hpp's open_input: warnings reported, window resolved).
   explicit run(const input_args& args);
+  /// Over the directories already scanned (scan_trace_dirs of args.dirs and args.prefix).
+  run(const input_args& args, trace_dir scanned);
   ~run();
   run(const run&) = delete;
   run& operator=(const run&) = delete;
