@@ -26,7 +26,8 @@ tune_result tune_loader(const run_digest& d, const tune_args& a) {
   w.step_cpu_ms = a.step_cpu_ms;
   w.offcpu_share = a.offcpu_share;
   w.workers = std::max(1u, d.workers);
-  t.measured = predict_workers(d, w);  // throws for a trace without batches
+  simulation_memo memo(d);                    // each setting's prediction replays the measured one
+  t.measured = predict_workers(d, w, &memo);  // throws for a trace without batches
   t.torch_version = d.torch_version;
   t.unordered_searched = !torch_lacks_in_order(d.torch_version);
   const double cores = t.measured.model.cores;
@@ -61,7 +62,7 @@ tune_result tune_loader(const run_digest& d, const tune_args& a) {
         w.workers = n;
         w.prefetch_factor = pf;
         w.unordered = !in_order;
-        const whatif_result r = predict_workers(d, w);
+        const whatif_result r = predict_workers(d, w, &memo);
         tune_candidate c;
         c.workers = n;
         c.prefetch_factor = pf;
