@@ -52,7 +52,7 @@ def _write_trace(d, batch_ms, workers, slot_start_ms, prefetch=2):
 
 def test_autotune_and_lotus_tool_whatif_predict_the_same_epoch_for_a_trace(tmp_path,
                                                                            monkeypatch):
-    # One model: lotus-tool whatif's (tools/lotus-tool/compare/epoch_model.cpp), which autotune
+    # One model: lotus-tool whatif's (tools/lotus-tool/model/epoch_model.cpp), which autotune
     # calls through lotus._lotus. Given the inputs whatif takes from a trace (each batch's wall
     # time split by one off-CPU share, the step and its CPU part, the worker slots' measured
     # start-up), autotune's simulate_epoch returns whatif's prediction to the last bit.
@@ -82,7 +82,7 @@ def test_autotune_and_lotus_tool_whatif_predict_the_same_epoch_for_a_trace(tmp_p
         whatif = json.loads(r.stdout)
         # (cores >= the 2 workers traced: whatif takes the batch times as they are)
         assert whatif["measured"]["workers"] == 2 and whatif["model"]["work_scale"] == 1.0
-        # whatif's inputs, computed as lotus-tool computes them (compare/whatif.cpp).
+        # whatif's inputs, computed as lotus-tool computes them (model/whatif.cpp).
         batches = [(max(0.0, b) / 1e3 * (1.0 - share), max(0.0, b) / 1e3 * share)
                    for b in batch_ms]
         step_s = max(0.0, step_ms) / 1e3

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""The memory model autotune and whatif share (tools/lotus-tool/compare/memory_model.hpp), against
+"""The memory model autotune and whatif share (tools/lotus-tool/model/memory_model.hpp), against
 measured process trees with planted memory (memory_scenario.py's "planted" mode): a 64 MiB array
 the main process writes before the workers start and every worker reads (shared), 24 MiB each
 worker writes (private) and 2 MiB more per batch it collates (growth). autotune measures the

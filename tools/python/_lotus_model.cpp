@@ -1,7 +1,7 @@
-// lotus — lotus._lotus's DataLoader model: lotus-tool's (compare/epoch_model.hpp), for autotune
+// lotus — lotus._lotus's DataLoader model: lotus-tool's (model/epoch_model.hpp), for autotune
 // SPDX-License-Identifier: MIT
 // lotus.autotune replays each epoch through the same code as lotus-tool whatif and tune: this
-// binding and tools/lotus-tool/compare/epoch_model.cpp are compiled into the module (the model
+// binding and tools/lotus-tool/model/epoch_model.cpp are compiled into the module (the model
 // depends on the standard library alone; nothing else of the tool comes along).
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -12,8 +12,8 @@
 #include <utility>
 #include <vector>
 
-#include "compare/epoch_model.hpp"
-#include "compare/memory_model.hpp"
+#include "model/epoch_model.hpp"
+#include "model/memory_model.hpp"
 
 namespace py = pybind11;
 
@@ -57,7 +57,7 @@ outcome simulate(const std::vector<std::pair<double, double>>& batches, unsigned
 
 using memory_outcome = std::tuple<double, double, double, double>;
 
-// lotus-tool's memory model (compare/memory_model.hpp) for `workers` and `prefetch_factor`.
+// lotus-tool's memory model (model/memory_model.hpp) for `workers` and `prefetch_factor`.
 memory_outcome predict_memory(double shared_bytes, double worker_private_bytes,
                               double worker_start_private_bytes, double growth_per_batch_bytes,
                               double batches_per_worker, unsigned measured_workers,
@@ -86,7 +86,7 @@ void add_model(py::module_& m) {
         py::arg("unordered"), py::arg("worker_begin_s"), py::arg("foreign"), py::arg("handoff_s"),
         "_simulate_epoch(batches, workers, prefetch_factor, cores, step_cpu_s, step_off_s, "
         "unordered, worker_begin_s, foreign, handoff_s): one epoch of lotus-tool whatif's "
-        "DataLoader model (compare/epoch_model.hpp); batches: (cpu_s, off_s) per batch. Returns "
+        "DataLoader model (model/epoch_model.hpp); batches: (cpu_s, off_s) per batch. Returns "
         "(seconds, last_take, wait_s, runq_workers_s, runq_main_s, out_of_order).");
   m.def("_predict_memory", &predict_memory, py::arg("shared_bytes"),
         py::arg("worker_private_bytes"), py::arg("worker_start_private_bytes"),
@@ -94,7 +94,7 @@ void add_model(py::module_& m) {
         py::arg("measured_workers"), py::arg("batch_bytes"), py::arg("batches_held"),
         py::arg("scale_growth_up"), py::arg("workers"), py::arg("prefetch_factor"),
         "_predict_memory(...): lotus-tool's memory model of the process tree "
-        "(compare/memory_model.hpp): the summed Pss with `workers` workers and `prefetch_factor`. "
+        "(model/memory_model.hpp): the summed Pss with `workers` workers and `prefetch_factor`. "
         "Returns (peak_bytes, shared_bytes, per_worker_bytes, prefetch_bytes).");
 }
 

@@ -9,8 +9,9 @@
 
 #include "catch.hpp"
 #include "compare/diff.hpp"
-#include "compare/tune.hpp"
-#include "compare/whatif.hpp"
+#include "model/run.hpp"
+#include "model/tune.hpp"
+#include "model/whatif.hpp"
 #include "spawn.hpp"
 #include "util/error.hpp"
 

@@ -1,6 +1,6 @@
-// lotus — lotus-tool stats: command-line options (the work is in report/stats.hpp)
+// lotus — lotus-tool stats: command-line options (the work is in stats/stats.hpp)
 // SPDX-License-Identifier: MIT
-#include "report/stats.hpp"
+#include "stats/stats.hpp"
 
 #include <CLI/CLI.hpp>
 #include <memory>

@@ -1,6 +1,6 @@
-// lotus — lotus-tool tune: command-line options (the work is in compare/tune.hpp)
+// lotus — lotus-tool tune: command-line options (the work is in model/tune.hpp)
 // SPDX-License-Identifier: MIT
-#include "compare/tune.hpp"
+#include "model/tune.hpp"
 
 #include <CLI/CLI.hpp>
 #include <memory>

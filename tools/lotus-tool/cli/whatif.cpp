@@ -1,6 +1,6 @@
-// lotus — lotus-tool whatif: command-line options (the work is in compare/whatif.hpp)
+// lotus — lotus-tool whatif: command-line options (the work is in model/whatif.hpp)
 // SPDX-License-Identifier: MIT
-#include "compare/whatif.hpp"
+#include "model/whatif.hpp"
 
 #include <CLI/CLI.hpp>
 #include <memory>

@@ -8,6 +8,7 @@
 #include <limits>
 #include <map>
 
+#include "model/run.hpp"
 #include "util/diag.hpp"
 #include "util/error.hpp"
 #include "util/format.hpp"
@@ -557,11 +558,13 @@ namespace {
 std::vector<run_digest> digest_side(const input_args& in, const std::string& runs,
                                     const char* side) {
   bool repeats = runs == "repeats";
+  std::vector<trace_dir> scanned;  // auto: each directory's scan, read again only as one run
   if (runs == "auto" && in.dirs.size() >= 2) {
     std::string first;
     repeats = true;
     for (std::size_t k = 0; k < in.dirs.size() && repeats; ++k) {
-      const trace_dir d = scan_trace_dirs({in.dirs[k]}, in.prefix);
+      scanned.push_back(scan_trace_dirs({in.dirs[k]}, in.prefix));
+      const trace_dir& d = scanned.back();
       const bool named = !d.sources.empty() && !d.sources[0].host.empty();
       const std::string label = named ? d.sources[0].label : std::string();
       if (!named || (k > 0 && label != first)) repeats = false;
@@ -572,10 +575,18 @@ std::vector<run_digest> digest_side(const input_args& in, const std::string& run
   if (!repeats || in.dirs.size() < 2) {
     out.push_back(digest_run(in));
   } else {
-    for (const auto& dir : in.dirs) {
+    for (std::size_t k = 0; k < in.dirs.size(); ++k) {
       input_args one = in;
-      one.dirs = {dir};
-      out.push_back(digest_run(one));
+      one.dirs = {in.dirs[k]};
+      if (k >= scanned.size()) {
+        out.push_back(digest_run(one));
+        continue;
+      }
+      run r(one, std::move(scanned[k]));  // (repeats: each its own run, scanned once)
+      run_reading what;
+      what.digest = true;
+      r.read(what);
+      out.push_back(r.digest());
     }
   }
   for (const auto& d : out) {

@@ -2,7 +2,7 @@
 // SPDX-License-Identifier: MIT
 // Per op: the relative change of the median duration NEW/BASE - 1 with a 95 % confidence
 // interval from a seeded percentile bootstrap over each run's sample of durations
-// (compare/digest.hpp). The median, not the mean: op durations on a shared machine carry
+// (model/digest.hpp). The median, not the mean: op durations on a shared machine carry
 // preemption outliers that move the mean of a 10 us op by ±15 % between two identical runs,
 // while its median moves by under 3 % (measured on examples/image_pipeline); the mean's change
 // is reported beside it. Verdict: `same` when |change| is under the practical threshold
@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "compare/digest.hpp"
+#include "model/digest.hpp"
 
 namespace lotus_tool {
 

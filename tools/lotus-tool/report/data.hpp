@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "compare/diff.hpp"
-#include "compare/whatif.hpp"
 #include "format/record.hpp"
+#include "model/whatif.hpp"
 #include "trace/causes.hpp"
 #include "trace/gpu.hpp"
 #include "trace/stats_engine.hpp"

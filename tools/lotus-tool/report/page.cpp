@@ -55,9 +55,9 @@ std::string count(std::uint64_t n, const char* one, const char* many) {
 
 double rounded(double v, double scale) { return std::round(v * scale) / scale; }
 
-std::string findings_html(const report_data& d) {
+std::string findings_html(const report_data& d, const std::vector<finding>& findings) {
   std::string o = "<section id=\"findings\">\n<h2>Findings</h2>\n<ul class=\"findings\">\n";
-  for (const finding& f : compute_findings(d)) {
+  for (const finding& f : findings) {
     o += "<li class=\"" + std::string(level_name(f.level)) + "\" data-finding=\"" + h(f.id) +
          "\"><span class=\"level\">" + level_name(f.level) + "</span><span class=\"title\">" +
          h(f.title) + "</span>\n<p class=\"evidence\">" + h(f.evidence) +
@@ -665,7 +665,8 @@ void write_page_data(json_writer& w, const report_data& d) {
 
 }  // namespace
 
-void write_report_page(const report_data& d, output_file& out) {
+void write_report_page(const report_data& d, const std::vector<finding>& findings,
+                       output_file& out) {
   const stats_result& st = d.stats;
   std::string o;
   o += "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
@@ -693,7 +694,7 @@ void write_report_page(const report_data& d, output_file& out) {
          h(capture_text(*d.capture)) + ". The dashed line on the timeline marks the trigger.</p>\n";
   }
   o += "<div id=\"lotus-errors\"></div>\n";
-  o += findings_html(d);
+  o += findings_html(d, findings);
   o += startup_sites_html(d);
   o += ranks_html(d);
   o += baseline_html(d);

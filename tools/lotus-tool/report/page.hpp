@@ -4,19 +4,22 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "report/data.hpp"
 
 namespace lotus_tool {
 
 class output_file;
+struct finding;
 
-/// The whole page: findings, tables and the data for the charts, with Chart.js, dygraphs and
-/// the page script embedded. When the script has drawn every chart it sets
-/// `data-lotus-rendered="1"` on <html>; a chart that fails shows its error in #lotus-errors and
-/// counts it in `data-lotus-errors`.
-/// The page is written to `out` as it is produced (never held whole in memory).
-void write_report_page(const report_data& d, output_file& out);
+/// The whole page: the findings (compute_findings's, drawn once by the caller), tables and the
+/// data for the charts, with Chart.js, dygraphs and the page script embedded. When the script has
+/// drawn every chart it sets `data-lotus-rendered="1"` on <html>; a chart that fails shows its
+/// error in #lotus-errors and counts it in `data-lotus-errors`. The page is written to `out` as it
+/// is produced (never held whole in memory).
+void write_report_page(const report_data& d, const std::vector<finding>& findings,
+                       output_file& out);
 
 /// HTML-escapes text (& < > ").
 std::string escape_html(const std::string& s);

@@ -15,8 +15,9 @@
 #include <tuple>
 #include <vector>
 
-#include "compare/tune.hpp"
 #include "format/line_reader.hpp"
+#include "model/run.hpp"
+#include "model/tune.hpp"
 #include "report/data.hpp"
 #include "report/findings.hpp"
 #include "report/page.hpp"
@@ -138,9 +139,7 @@ std::vector<rank_data> ranks_of(const timeline_data& t, const std::vector<rank_k
   return out;
 }
 
-// Reads the trace into rd (everything but the page); the directory listing and the statistics
-// engine are gone when it returns, before the page is written.
-// The same from summaries (trace/summary.hpp): no timeline and no per-batch points; the op
+// The page's data from summaries (trace/summary.hpp): no timeline and no per-batch points; the op
 // histograms from the merged sketches (each bucket's count in the bin of its value).
 void read_report_summaries(const report_args& a, report_data& rd) {
   refuse_on_summaries(a.in, false);
@@ -583,7 +582,7 @@ void finish_timeline(timeline_builder&& tl, const timeline_plan& plan, report_da
 
 // The statistics from the engine, with the iterators' start-ups measured from the main threads'
 // first record (as compute_stats takes it).
-void compute_report_stats(const report_args& a, stats_engine& eng, startup_analysis startup,
+void compute_report_stats(const report_args& a, const stats_engine& eng, startup_analysis startup,
                           report_data& rd) {
   stats_options sopt;
   sopt.keep_points = true;  // the per-batch plots, thinned in bounded memory
@@ -627,33 +626,31 @@ void read_rank_ops(rank_op_table t, const std::vector<bool>& consumer_file,
   if (rd.straggler) rd.straggler->worker_file.reset();  // (file indices renumbered here)
 }
 
-void read_report(const report_args& a, report_data& rd) {
-  input in = open_input(a.in);
-  const trace_dir& dir = in.dir;
-  rd.window = in.filter.description;
+// Reads the run once: the engine and, where the model or the baseline will read it, the digest
+// take each record as the page's timeline, op histograms and a capture's story do. Returns
+// whether the digest was read.
+bool read_report(const report_args& a, run& r, report_data& rd) {
+  const trace_dir& dir = r.dir();
+  rd.window = r.in().filter.description;
   timeline_builder tl;
   timeline_plan plan = plan_timeline(dir, tl);
   file_threads thread_of(dir, tl, plan);
-  const read_options ropt = reading(in);
-  stats_engine eng;
   const std::size_t max_ops = default_max_ops();
   const bool capture = dir.capture() != nullptr;
   story_records story;
-  {
-    std::vector<std::uint32_t> sources(dir.files.size());
-    for (std::size_t i = 0; i < dir.files.size(); ++i) sources[i] = dir.files[i].source;
-    eng.set_file_sources(std::move(sources));  // epochs and the delay join per directory
-  }
-  rd.skipped_lines =
-      for_each_record(dir, ropt, [&](std::size_t f, const record& r, const batch_ref& b) {
-        const file_kind kind = dir.files[f].kind;
-        eng.add(f, kind, r, b);
-        const std::size_t th = thread_of(f);
-        if (capture) story.add(f, kind, r, b, rd.story.ops_truncated);
-        add_to_timeline(rd, tl, th, kind, r, b, max_ops);
-      });
+  // The digest: for the model, which reads a whole run of one loader (a capture's window is no
+  // run to replay; several ranks' loaders are not pooled), and for --baseline's comparison.
+  run_reading what;
+  what.digest = !a.baseline.empty() || (!capture && plan.rank_keys.size() < 2);
+  r.read(what, [&](std::size_t f, file_kind kind, const record& rec, const batch_ref& b) {
+    const std::size_t th = thread_of(f);
+    if (capture) story.add(f, kind, rec, b, rd.story.ops_truncated);
+    add_to_timeline(rd, tl, th, kind, rec, b, max_ops);
+  });
+  rd.skipped_lines = r.skipped_lines();
   if (capture) story_of(dir, story.waits, story.pre, story.ops, story.names, rd);
-  read_listing(a, in, rd);
+  story = {};
+  read_listing(a, r.in(), rd);
   finish_timeline(std::move(tl), plan, rd);
   const std::vector<bool> consumer_file = consumer_files(dir);
   const std::vector<std::size_t> row_of_source = read_ranks(dir, plan, rd);
@@ -663,58 +660,69 @@ void read_report(const report_args& a, report_data& rd) {
   // The listing (most of the memory with many files) is not needed by what follows.
   thread_of.release();
   plan = {};
-  in = input();
-  compute_report_stats(a, eng, std::move(startup), rd);
-  rd.stats.latency =
-      compute_latency(eng, std::move(latency), rank_selector::k_default_budget_bytes);
+  compute_report_stats(a, r.stats().engine(), std::move(startup), rd);
+  rd.stats.latency = compute_latency(r.stats().engine(), std::move(latency),
+                                     rank_selector::k_default_budget_bytes);
   rd.story.cut_batches =
       capture ? rd.stats.delay.unmatched_preprocessed + rd.stats.delay.unmatched_consumed : 0;
-  read_rank_ops(eng.take_rank_ops(), consumer_file, row_of_source, rd);
+  read_rank_ops(r.stats().rank_ops(), consumer_file, row_of_source, rd);
   rd.origin_ns = rd.stats.first_start_ns != 0 ? rd.stats.first_start_ns : rd.timeline.start_ns;
+  return what.digest;
+}
+
+// What the DataLoader model predicts of the run (whatif, tune) and each op's trend (drift).
+void add_advice(const report_args& a, const run_digest& run, report_data& rd) {
+  rd.advice = advise_workers(run);
+  for (const op_digest& o : run.ops) {
+    if (o.trend_count.empty()) continue;
+    op_digest t = o;
+    t.sample_ms = {};
+    rd.op_trends.push_back(std::move(t));
+  }
+  try {  // the "add workers" finding quotes tune's recommendation
+    tune_args ta;
+    ta.in = a.in;
+    const tune_result t = tune_loader(run, ta);
+    if (!t.keep && t.no_claim_why.empty()) rd.advice.tune = tune_sentence(t);
+  } catch (const tool_error&) {
+    // no setting fits the budget, or nothing to replay: the finding says what whatif says
+  }
+}
+
+// report --baseline: this run against the baseline's (its own run, read once).
+void add_baseline(const report_args& a, const run_digest& run, report_data& rd) {
+  input_args base = a.in;
+  base.dirs = a.baseline;
+  rd.baseline = diff_runs(digest_run(base), run, diff_options{});
+  for (const auto& dname : a.baseline) {
+    rd.baseline_source += (rd.baseline_source.empty() ? "" : ", ") + dname;
+  }
 }
 
 }  // namespace
 
 void collect_report(const report_args& a, report_data& rd) {
-  if (!a.attribution.empty()) rd.attribution = load_attribution(a.attribution);  // before the pass
-  const bool summaries = names_summaries(a.in.dirs);
-  if (summaries) {
+  if (!a.attribution.empty()) rd.attribution = load_attribution(a.attribution);  // before reading
+  if (names_summaries(a.in.dirs)) {
     read_report_summaries(a, rd);
-  } else {
-    read_report(a, rd);
+    if (!a.baseline.empty()) add_baseline(a, digest_run(a.in), rd);
+    return;
   }
-  // The DataLoader model and the baseline read the run again (digest_run: two passes, bounded).
+  run r(a.in);
+  collect_report(a, r, rd);
+}
+
+void collect_report(const report_args& a, run& r, report_data& rd) {
+  if (!a.attribution.empty() && !rd.attribution) rd.attribution = load_attribution(a.attribution);
+  const bool digested = read_report(a, r, rd);
   // (Several ranks: the model's advice is per loader, and the findings give none across ranks.)
-  const bool batches = !summaries && rd.ranks.size() < 2 && rd.stats.consumed > 0 &&
-                       rd.stats.preprocessing_before.count > 0;
-  std::optional<run_digest> run;
-  if (batches || !a.baseline.empty()) run = digest_run(a.in);
-  if (batches && !rd.capture) {
-    // (A capture's window is no run to replay: the model's advice needs whole epochs.)
-    rd.advice = advise_workers(*run);
-    for (const op_digest& o : run->ops) {
-      if (o.trend_count.empty()) continue;
-      op_digest t = o;
-      t.sample_ms = {};
-      rd.op_trends.push_back(std::move(t));
-    }
-    try {  // the "add workers" finding quotes tune's recommendation
-      tune_args ta;
-      ta.in = a.in;
-      const tune_result t = tune_loader(*run, ta);
-      if (!t.keep && t.no_claim_why.empty()) rd.advice.tune = tune_sentence(t);
-    } catch (const tool_error&) {
-      // no setting fits the budget, or nothing to replay: the finding says what whatif says
-    }
-  }
-  if (!a.baseline.empty()) {
-    input_args base = a.in;
-    base.dirs = a.baseline;
-    rd.baseline = diff_runs(digest_run(base), *run, diff_options{});
-    for (const auto& dname : a.baseline) {
-      rd.baseline_source += (rd.baseline_source.empty() ? "" : ", ") + dname;
-    }
-  }
+  const bool batches =
+      rd.ranks.size() < 2 && rd.stats.consumed > 0 && rd.stats.preprocessing_before.count > 0;
+  const bool advice = batches && !rd.capture;
+  if (!digested || (!advice && a.baseline.empty())) return;
+  const run_digest d = r.digest();
+  if (advice) add_advice(a, d, rd);
+  if (!a.baseline.empty()) add_baseline(a, d, rd);
 }
 
 std::string report_next_step(const report_args& a, const std::vector<finding>& findings) {
@@ -739,11 +747,11 @@ void run_report(const report_args& a) {
   }
   report_data rd;
   collect_report(a, rd);
-  const std::vector<finding> findings = compute_findings(rd);
+  const std::vector<finding> findings = compute_findings(rd);  // once: page, JSON and summary
   rd.next_step = report_next_step(a, findings);
   if (!a.output.empty()) {
     output_file out(a.output);
-    write_report_page(rd, out);
+    write_report_page(rd, findings, out);
     out.commit();
     // Where the page went and what to do next, on stdout unless it carries the page or the JSON.
     std::size_t act = 0, notes = 0;

@@ -22,10 +22,14 @@ struct report_args {
 
 struct report_data;
 struct finding;
+class run;
 
 /// Reads the run (trace directories or summaries) into everything the page shows, the model's
 /// advice included: what `report` draws and `stats` and `report --json` take their findings from.
 void collect_report(const report_args& args, report_data& rd);
+/// The same from a run not read yet (model/run.hpp), which it reads (the engine and the digest
+/// stay in it: `stats` computes its figures from the same reading).
+void collect_report(const report_args& args, run& r, report_data& rd);
 
 /// The next step the page ends its findings with and `report` prints: act on the first "act"
 /// finding, then trace again and compare (--baseline); else nothing to act on. `args.next_step`

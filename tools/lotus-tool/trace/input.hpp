@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "trace/trace_dir.hpp"
@@ -27,14 +28,20 @@ struct input {
   read_options read;
 };
 
-/// Scans the directories, reports their warnings (util/diag.hpp), resolves the window.
-inline input open_input(const input_args& a) {
+/// Over the directories' scan (scan_trace_dirs of a.dirs and a.prefix): reports its warnings
+/// (util/diag.hpp), resolves the window.
+inline input open_input(const input_args& a, trace_dir scanned) {
   input in;
-  in.dir = scan_trace_dirs(a.dirs, a.prefix);
+  in.dir = std::move(scanned);
   for (const auto& w : in.dir.warnings) warning(w);
   in.filter = make_filter(in.dir, a.window);
   in.read.skip_invalid = a.skip_invalid;
   return in;
+}
+
+/// Scans the directories, reports their warnings (util/diag.hpp), resolves the window.
+inline input open_input(const input_args& a) {
+  return open_input(a, scan_trace_dirs(a.dirs, a.prefix));
 }
 
 /// After open_input has returned (and the result stays put): the read options with the filter.

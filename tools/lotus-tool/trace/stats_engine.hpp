@@ -265,7 +265,8 @@ class stats_engine {
   std::vector<std::uint32_t> file_source_;
 };
 
-/// Convenience: stream a whole directory through a stats_engine.
+/// Convenience: stream a whole directory through a stats_engine (trace/stats_pass.cpp, which
+/// defines it over stats_pass).
 stats_result compute_stats(const trace_dir& dir, const read_options& ropt,
                            const stats_options& sopt, const stats_limits& lim = {});
 

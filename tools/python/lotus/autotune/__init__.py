@@ -21,14 +21,14 @@ current setting (but for a tie at the cores measured for one epoch: CPU-bound ba
 not persistent, N + 1 workers predicted alike, at most 5 % slower with its start-ups), and none
 predicted to gain less than 1 %.
 
-Memory (model.predict_memory): lotus-tool whatif's memory model (tools/lotus-tool/compare/
+Memory (model.predict_memory): lotus-tool whatif's memory model (tools/lotus-tool/model/
 memory_model.hpp), the tree's summed Pss: the pages shared after fork once, each worker's private
 memory with its growth per batch, and the batches in flight; its inputs measured each epoch from
 /proc/self/smaps_rollup of every process (measure.py, _TreeMemory). A setting fits with the
 shared part's largest epoch-to-epoch change to spare; every refusal names its predicted figure.
 
 The model (`simulate_epoch`, model.py) is lotus-tool whatif's own code
-(tools/lotus-tool/compare/epoch_model.cpp, compiled into lotus._lotus): N workers with their own
+(tools/lotus-tool/model/epoch_model.cpp, compiled into lotus._lotus): N workers with their own
 index queues fed round-robin, prefetch_factor × N batches outstanding and one more sent each time
 the consumer takes a batch, in-order delivery, and processor sharing of C cores (k threads wanting
 a core at once each run at min(1, C / k)). autotune measures what lotus-tool takes from a trace

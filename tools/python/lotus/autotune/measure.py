@@ -229,7 +229,7 @@ def _nbytes(obj, depth=0):
 
 
 class _TreeMemory:
-    """The memory model's inputs (tools/lotus-tool/compare/memory_model.hpp), from
+    """The memory model's inputs (tools/lotus-tool/model/memory_model.hpp), from
     /proc/<pid>/smaps_rollup of the main process and of worker 0, which stands for each worker
     (_samples_memory), each read by the process itself (_mem: at most every PSS_PERIOD seconds,
     the resident set's growth added in between): worker 0 sends its Pss and private memory with

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
-"""autotune's model: lotus-tool whatif's DataLoader model itself (tools/lotus-tool/compare/
-epoch_model.cpp, compiled into lotus._lotus), and its memory model (compare/memory_model.hpp).
+"""autotune's model: lotus-tool whatif's DataLoader model itself (tools/lotus-tool/model/
+epoch_model.cpp, compiled into lotus._lotus), and its memory model (model/memory_model.hpp).
 
 The model replays one epoch event by event: N workers with their own index queues fed
 round-robin, prefetch_factor × N batches outstanding and one more sent each time the consumer
@@ -73,7 +73,7 @@ def memory_inputs(m):
 
 def predict_memory(m, workers, prefetch_factor=2, detail=False):
     """The job's peak memory with `workers` workers and `prefetch_factor`: lotus-tool's memory
-    model (tools/lotus-tool/compare/memory_model.hpp, compiled into lotus._lotus; tools/docs/
+    model (tools/lotus-tool/model/memory_model.hpp, compiled into lotus._lotus; tools/docs/
     WHATIF.md §2), the sum of the tree's proportional set sizes (Pss: a page shared after fork
     counts once in the sum, as the kernel's accounting does):
 

@@ -1,4 +1,4 @@
-// lotus — lotus-tool: one run reduced to what diff and whatif compare, in bounded memory
+// lotus — lotus-tool: one run reduced to what diff and the models read, in bounded memory
 // SPDX-License-Identifier: MIT
 // The exact statistics of the stats engine, plus what they do not keep: a seeded uniform sample
 // of each op's durations (for the bootstrap), the per-batch preprocessing times in (epoch, idx)
@@ -8,7 +8,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
+#include <map>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "trace/causes.hpp"
@@ -16,6 +20,7 @@
 #include "trace/input.hpp"
 #include "trace/startup.hpp"
 #include "trace/stats_engine.hpp"
+#include "util/spill.hpp"
 
 namespace lotus_tool {
 
@@ -108,19 +113,50 @@ struct digest_options {
   std::uint64_t seed = 42;
 };
 
-/// Reads the run the input names (one pass for the stats engine, one for the samples and the
-/// main processes). Throws tool_error like stats does.
-run_digest digest_run(const input_args& in, const digest_options& opt = {});
-/// The same over an input already opened.
-run_digest digest_input(const input& in, const digest_options& opt = {});
-
 /// One rank of a run: a directory, or a rank of one directory grouped by its sidecars.
 struct rank_digest {
   std::string label;  ///< trace_source::label
   run_digest digest;
 };
-/// Each rank of the input digested on its own (one element for a single rank).
-std::vector<rank_digest> digest_ranks(const input_args& in, const digest_options& opt = {});
+
+/// The stats options a digest's statistics are computed with (every preprocessed batch as a
+/// point, 48 bytes each while digesting; no wait or delay points).
+stats_options digest_stats_options();
+
+/// A run's digest built while its records are read once (model/run.hpp): what the statistics
+/// engine does not keep, kept beside it in bounded memory: every op record's name, start and
+/// duration in a spill log (the op samples and trends are drawn from it once the op table and
+/// the batches' time range are known), and the main files' batch records (their epochs).
+class digest_builder {
+ public:
+  explicit digest_builder(const trace_dir& dir, std::size_t max_ops = default_max_ops());
+  /// One record of file `file` of the directory (inside the window), as the engine gets it.
+  void add(std::size_t file, const record& r, const batch_ref& b);
+  /// The digest: `stats` are the run's (stats_pass over the same records) with
+  /// digest_stats_options(); `in` the listing and window the records were read with.
+  run_digest finish(stats_result stats, const input& in, const digest_options& opt = {});
+
+ private:
+  struct op_rec {
+    std::uint64_t start_ns, dur_ns;
+    std::uint32_t name, pad;
+  };
+  std::uint32_t name_id(std::string_view name, bool worker);
+  void sample_ops(run_digest& d, const digest_options& opt, std::uint64_t lo, std::uint64_t hi);
+
+  const trace_dir& dir_;
+  std::size_t max_ops_;
+  spill_log<op_rec> ops_;
+  std::deque<std::string> names_;
+  std::unordered_map<std::string_view, std::uint32_t> index_;
+  std::vector<bool> engine_named_;  // per name: the engine keeps a row of its own for it
+  std::size_t engine_names_ = 0, other_names_ = 0;
+  std::map<std::size_t, std::vector<main_rec>> mains_;
+};
+
+/// A run from summaries (trace/summary.hpp): the merged statistics, the ops' and batches'
+/// distributions standing for samples, the main processes' epochs as the summaries keep them.
+run_digest digest_summaries(const input_args& args, const digest_options& opt = {});
 
 /// A small deterministic generator (splitmix64) for sampling and the bootstrap.
 class seeded_rng {

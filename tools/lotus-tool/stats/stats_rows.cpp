@@ -1,6 +1,6 @@
 // lotus — lotus-tool stats: the figures' rows and their JSON, CSV and text writers
 // SPDX-License-Identifier: MIT
-#include "report/stats_rows.hpp"
+#include "stats/stats_rows.hpp"
 
 #include <cstdio>
 #include <cstring>

@@ -9,7 +9,7 @@
 // taken as not using those cores (an accelerator step, or a sleep), unless --step-cpu-ms gives
 // its CPU part, which then shares the cores with the workers; --offcpu-share takes a share of
 // each batch off the cores (I/O). lotus.torch.autotune measures both and runs the same code: the
-// model is compare/epoch_model.hpp, which simulate_loader feeds.
+// model is model/epoch_model.hpp, which simulate_loader feeds.
 //
 // Each epoch's workers begin when the trace says they began (worker start-up: fork or spawn,
 // worker_init_fn; with persistent workers only the first epoch has it), and the off-CPU share
@@ -30,7 +30,7 @@
 #include <string>
 #include <vector>
 
-#include "compare/digest.hpp"
+#include "model/digest.hpp"
 
 namespace lotus_tool {
 
@@ -66,6 +66,7 @@ struct loader_model {
   /// as long as the measured workers did. 0: none.
   double foreign = 0;
   bool unordered = false;
+  // (A new field joins same_model() in whatif.cpp, which the simulation memo compares.)
   /// Per epoch replayed (the same index as the epochs given to simulate_loader): when each
   /// worker slot may begin its first batch, in ms from the epoch's start (worker start-up,
   /// run_digest::worker_start_ms). Slot w beyond an epoch's list begins with its last slot; an
@@ -188,9 +189,34 @@ struct whatif_result {
   memory_prediction memory;  ///< for model.workers
 };
 
+/// Simulations of one run kept across predict_workers calls (tune's sweep, the report's advice):
+/// the replay of the measured setting and the fit of the cores' contention are the same for
+/// every setting asked about. A hit is the simulation of equal inputs (the same digest, the same
+/// scale of its batch times, every field of the loader_model equal): the predictions are the
+/// same with it as without.
+class simulation_memo {
+ public:
+  explicit simulation_memo(const run_digest& d) : d_(&d) {}
+  /// simulate_loader(work, m), where `work` is `d`'s batch times times `scale`.
+  loader_prediction simulate(const run_digest& d, const std::vector<std::vector<double>>& work,
+                             double scale, const loader_model& m);
+
+ private:
+  struct entry {
+    double scale;
+    loader_model model;
+    loader_prediction p;
+  };
+  static constexpr std::size_t k_max_entries = 256;
+  const run_digest* d_;
+  std::vector<entry> entries_;
+};
+
 /// Predicts from a digest. Throws tool_error(exit_invalid) when the run has no batch records
-/// (workers = 0 or no DataLoader) to replay.
-whatif_result predict_workers(const run_digest& d, const whatif_args& a);
+/// (workers = 0 or no DataLoader) to replay. `memo` (of the same digest): the simulations of an
+/// earlier call with the same inputs are taken from it.
+whatif_result predict_workers(const run_digest& d, const whatif_args& a,
+                              simulation_memo* memo = nullptr);
 
 /// The report's advice: the fewest workers above the measured count whose predicted epoch is
 /// within 2 % of the best of measured+1 .. max(2 × measured, cores + 1) (at most 32 settings),

@@ -1,6 +1,6 @@
 // lotus — lotus-tool stats: the Lotus paper/script numbers as text, JSON or CSV
 // SPDX-License-Identifier: MIT
-#include "report/stats.hpp"
+#include "stats/stats.hpp"
 
 #include <algorithm>
 #include <cstdarg>
@@ -8,10 +8,11 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "model/run.hpp"
 #include "report/data.hpp"
 #include "report/findings.hpp"
 #include "report/report.hpp"
-#include "report/stats_rows.hpp"
+#include "stats/stats_rows.hpp"
 #include "trace/causes.hpp"
 #include "trace/gpu.hpp"
 #include "trace/input.hpp"
@@ -873,36 +874,24 @@ void op_causes_text(std::string& out, const causes_result& c) {
   if (c.ops_whole_trace) out += "\t(per-op figures cover the whole trace, not the window)\n";
 }
 
-}  // namespace
-
-void run_stats(const stats_args& a) {
-  // The findings first, as `report` draws them (the run read with the model's advice): only
-  // they are kept, so the two readings' memory never adds up.
-  std::vector<finding> findings;
-  if (!a.csv) {
-    report_args ra;
-    ra.in = a.in;
-    ra.max_points = 1;
-    report_data rd;
-    collect_report(ra, rd);
-    findings = compute_findings(rd);
-  }
-  input in;
-  stats_result r;
-  if (names_summaries(a.in.dirs)) {
-    // Summaries: the merged figures (exact counts, quantiles within the sketch's error).
-    refuse_on_summaries(a.in, a.remove_outliers);
-    merged_summaries m = read_summaries(a.in.dirs);
-    in.dir = std::move(m.dir);
-    r = std::move(m.stats);
+// The findings `report` gives (its page's data dropped once they are drawn, before the
+// statistics are computed): from the run `rn` read here, else from the summaries.
+std::vector<finding> stats_findings(const stats_args& a, run* rn) {
+  report_args ra;
+  ra.in = a.in;
+  ra.max_points = 1;
+  report_data rd;
+  if (rn != nullptr) {
+    collect_report(ra, *rn, rd);
   } else {
-    in = open_input(a.in);
-    const read_options ropt = reading(in);
-    stats_options sopt;
-    sopt.remove_outliers = a.remove_outliers;
-    r = compute_stats(in.dir, ropt, sopt);
+    collect_report(ra, rd);
   }
-  const trace_dir& dir = in.dir;
+  return compute_findings(rd);
+}
+
+// The statistics in the format asked for, the findings with them (text and JSON).
+void write_stats(const stats_args& a, const stats_result& r, const trace_dir& dir,
+                 const record_filter& filter, const std::vector<finding>& findings) {
   if (r.skipped_lines) {
     warning("skipped " + std::to_string(r.skipped_lines) + " malformed line(s)");
   }
@@ -917,17 +906,44 @@ void run_stats(const stats_args& a) {
   output_file out(a.output);
   if (a.json) {
     // Op, host and thread names keep their exact bytes (\udcXX for a byte that is not UTF-8).
-    nlohmann::json j = to_json(r, dir, in.filter, a.remove_outliers, rank_verdict);
+    nlohmann::json j = to_json(r, dir, filter, a.remove_outliers, rank_verdict);
     j["findings"] = findings_json(findings)["findings"];
     out.write(dump_json(j, 2));
     out.write("\n");
   } else if (a.csv) {
-    out.write(to_csv(r, dir, in.filter));
+    out.write(to_csv(r, dir, filter));
   } else {
-    out.write(to_text(r, dir, in.filter, rank_verdict, a.remove_outliers));
+    out.write(to_text(r, dir, filter, rank_verdict, a.remove_outliers));
     out.write("\nFindings (as lotus-tool report gives them):\n" + findings_text(findings));
   }
   out.commit();
+}
+
+}  // namespace
+
+void run_stats(const stats_args& a) {
+  if (names_summaries(a.in.dirs)) {
+    // The findings as `report` draws them from the summaries, then the merged figures (exact
+    // counts, quantiles within the sketch's error).
+    const std::vector<finding> findings =
+        a.csv ? std::vector<finding>() : stats_findings(a, nullptr);
+    refuse_on_summaries(a.in, a.remove_outliers);
+    const merged_summaries m = read_summaries(a.in.dirs);
+    write_stats(a, m.stats, m.dir, record_filter(), findings);
+    return;
+  }
+  // One reading of the run: the findings as `report` draws them (the model's advice included),
+  // then the statistics from the same engine.
+  run rn(a.in);
+  std::vector<finding> findings;
+  if (a.csv) {
+    rn.read(run_reading{});
+  } else {
+    findings = stats_findings(a, &rn);
+  }
+  stats_options sopt;
+  sopt.remove_outliers = a.remove_outliers;
+  write_stats(a, rn.stats(sopt), rn.dir(), rn.in().filter, findings);
 }
 
 }  // namespace lotus_tool

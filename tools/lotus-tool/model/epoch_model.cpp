@@ -1,6 +1,6 @@
-// lotus — the DataLoader model: one epoch, event by event (compare/epoch_model.hpp)
+// lotus — the DataLoader model: one epoch, event by event (model/epoch_model.hpp)
 // SPDX-License-Identifier: MIT
-#include "compare/epoch_model.hpp"
+#include "model/epoch_model.hpp"
 
 #include <algorithm>
 #include <cstddef>

@@ -1,6 +1,6 @@
-// lotus — lotus-tool: one run reduced to what diff and whatif compare (compare/digest.hpp)
+// lotus — lotus-tool: one run reduced to what diff and the models read (model/digest.hpp)
 // SPDX-License-Identifier: MIT
-#include "compare/digest.hpp"
+#include "model/digest.hpp"
 
 #include <algorithm>
 #include <map>
@@ -228,9 +228,19 @@ std::vector<std::vector<double>> worker_starts(
   return out;
 }
 
-}  // namespace
+// What the sidecars say of the machine and the loader: the fewest CPUs allowed (online where
+// not said), the torch version, the loader kind.
+void sidecar_facts(const trace_dir& dir, run_digest& d) {
+  for (const auto& kv : dir.processes) {
+    const unsigned c = static_cast<unsigned>(kv.second.cpus_allowed ? kv.second.cpus_allowed
+                                                                    : kv.second.cpus_online);
+    if (c > 0 && (d.cpus == 0 || c < d.cpus)) d.cpus = c;
+    if (d.torch_version.empty()) d.torch_version = kv.second.torch_version;
+    if (d.loader.empty()) d.loader = kv.second.loader;
+  }
+}
 
-namespace {
+}  // namespace
 
 // A run from summaries (trace/summary.hpp): the merged statistics; per op and for the batches,
 // values standing for the distribution (the sketch's order statistics, evenly spaced by rank,
@@ -262,13 +272,7 @@ run_digest digest_summaries(const input_args& args, const digest_options& opt) {
   if (pre.count > 0) {
     d.batch_ms.push_back(ms_sample(m.stats.preprocessing_sketch, pre.min, pre.max));
   }
-  for (const auto& kv : m.dir.processes) {
-    const unsigned c = static_cast<unsigned>(kv.second.cpus_allowed ? kv.second.cpus_allowed
-                                                                    : kv.second.cpus_online);
-    if (c > 0 && (d.cpus == 0 || c < d.cpus)) d.cpus = c;
-    if (d.torch_version.empty()) d.torch_version = kv.second.torch_version;
-    if (d.loader.empty()) d.loader = kv.second.loader;
-  }
+  sidecar_facts(m.dir, d);
   d.causes = compute_causes(m.dir).all;
   if (m.epochs_known) {
     d.epochs = std::move(m.epochs);
@@ -286,61 +290,120 @@ run_digest digest_summaries(const input_args& args, const digest_options& opt) {
   return d;
 }
 
-}  // namespace
-
-run_digest digest_run(const input_args& args, const digest_options& opt) {
-  if (names_summaries(args.dirs)) return digest_summaries(args, opt);
-  const input in = open_input(args);
-  return digest_input(in, opt);
-}
-
-std::vector<rank_digest> digest_ranks(const input_args& args, const digest_options& opt) {
-  const input in = open_input(args);
-  std::vector<rank_digest> out;
-  if (in.dir.sources.size() <= 1) {
-    out.push_back(rank_digest{in.dir.sources.empty() ? in.dir.path : in.dir.sources[0].label,
-                              digest_input(in, opt)});
-    return out;
-  }
-  for (std::uint32_t k = 0; k < in.dir.sources.size(); ++k) {
-    // The rank's own trace: its files and the processes (with their sidecar lines) that own
-    // them; one source, so nothing of the other ranks is pooled in.
-    input part;
-    part.dir.path = in.dir.sources[k].path;
-    part.dir.prefix = in.dir.prefix;
-    part.dir.sources = {in.dir.sources[k]};
-    std::set<process_key> owners;
-    for (const auto& f : in.dir.files) {
-      if (f.source != k) continue;
-      part.dir.files.push_back(f);
-      part.dir.files.back().source = 0;
-      owners.emplace(f.pid, f.host);
-    }
-    if (part.dir.files.empty()) continue;
-    for (const auto& kv : in.dir.processes) {
-      if (owners.count(kv.first)) part.dir.processes.insert(kv);
-    }
-    part.dir.threads = in.dir.threads;
-    part.dir.file_owner = in.dir.file_owner;
-    part.filter = make_filter(part.dir, args.window);
-    part.read = in.read;
-    out.push_back(rank_digest{in.dir.sources[k].label, digest_input(part, opt)});
-  }
-  return out;
-}
-
-run_digest digest_input(const input& in, const digest_options& opt) {
-  run_digest d;
-  const trace_dir& dir = in.dir;
-  const read_options ropt = reading(in);
+stats_options digest_stats_options() {
   stats_options sopt;
   sopt.keep_points = true;  // every preprocessed batch: 48 bytes each while digesting
   sopt.keep_wait_delay_points = false;
-  d.stats = compute_stats(dir, ropt, sopt);
+  return sopt;
+}
+
+digest_builder::digest_builder(const trace_dir& dir, std::size_t max_ops)
+    : dir_(dir), max_ops_(max_ops) {}
+
+std::uint32_t digest_builder::name_id(std::string_view name, bool worker) {
+  // The engine keeps a row for each of the first max_ops names met in worker files and pools
+  // the rest: names are kept here as it keeps them (their records then find their row), and
+  // names met only outside worker files up to as many again.
+  const auto it = index_.find(name);
+  if (it != index_.end()) {
+    if (worker && !engine_named_[it->second] && engine_names_ < max_ops_) {
+      engine_named_[it->second] = true;
+      ++engine_names_;
+    }
+    return it->second;
+  }
+  if (worker ? engine_names_ >= max_ops_ : other_names_ >= max_ops_) return UINT32_MAX;
+  (worker ? engine_names_ : other_names_) += 1;
+  const auto id = static_cast<std::uint32_t>(names_.size());
+  names_.emplace_back(name);
+  index_.emplace(names_.back(), id);
+  engine_named_.push_back(worker);
+  return id;
+}
+
+void digest_builder::add(std::size_t file, const record& r, const batch_ref& b) {
+  const file_kind kind = dir_.files[file].kind;
+  if (b.kind == batch_kind::none) {
+    ops_.push({r.start_ns, r.dur_ns, name_id(r.name, kind == file_kind::worker), 0});
+    return;
+  }
+  if (kind != file_kind::main) return;
+  main_rec m{};
+  if (main_rec_of(r, b, m)) mains_[file].push_back(m);
+}
+
+// Op samples: reservoir sampling (Algorithm R) with one seeded generator, per-op capacity from
+// the shared budget, over the op records in the order they were read; each op's trend over the
+// batches' time range [lo, hi].
+void digest_builder::sample_ops(run_digest& d, const digest_options& opt, std::uint64_t lo,
+                                std::uint64_t hi) {
+  std::size_t per_op = opt.sample_per_op;
+  if (!d.stats.ops.empty()) {
+    per_op = std::max<std::size_t>(64, std::min(per_op, opt.sample_budget / d.stats.ops.size()));
+  }
+  std::unordered_map<std::string_view, std::size_t> index;
+  d.ops.resize(d.stats.ops.size());
+  std::size_t pooled = SIZE_MAX;
+  for (std::size_t i = 0; i < d.stats.ops.size(); ++i) {
+    const op_stats& s = d.stats.ops[i];
+    op_digest& o = d.ops[i];
+    o.name = s.name;
+    o.count = s.count;
+    o.mean_ms = s.mean;
+    o.p50_ms = s.p50;
+    o.p90_ms = s.p90;
+    o.sample_ms.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(s.count, per_op)));
+    if (hi > lo) {
+      o.trend_sum_ms.assign(k_trend_bins, 0.0);
+      o.trend_count.assign(k_trend_bins, 0);
+    }
+    if (s.pooled) {
+      pooled = i;
+    } else {
+      index.emplace(o.name, i);
+    }
+  }
+  // Each name read to its op (a name beyond the stats engine's cap belongs to its pooled row).
+  std::vector<std::size_t> op_of(names_.size());
+  for (std::size_t k = 0; k < names_.size(); ++k) {
+    const auto it = index.find(names_[k]);
+    op_of[k] = it != index.end() ? it->second : pooled;
+  }
+  const auto trend_bin = [&](std::uint64_t t) {
+    if (t <= lo) return std::size_t{0};
+    const double x = static_cast<double>(t - lo) / static_cast<double>(hi - lo);
+    return std::min(k_trend_bins - 1, static_cast<std::size_t>(x * k_trend_bins));
+  };
+  std::vector<std::uint64_t> seen(d.ops.size(), 0);
+  seeded_rng rng(opt.seed);
+  ops_.scan([&](const op_rec& x) {
+    const std::size_t op = x.name == UINT32_MAX ? pooled : op_of[x.name];
+    if (op == SIZE_MAX) return;
+    op_digest& o = d.ops[op];
+    const double ms = static_cast<double>(x.dur_ns) / 1e6;
+    if (!o.trend_count.empty()) {
+      const std::size_t k = trend_bin(x.start_ns);
+      o.trend_sum_ms[k] += ms;
+      ++o.trend_count[k];
+    }
+    const std::uint64_t n = ++seen[op];
+    if (o.sample_ms.size() < per_op) {
+      o.sample_ms.push_back(ms);
+    } else {
+      const std::uint64_t j = rng.below(n);
+      if (j < per_op) o.sample_ms[static_cast<std::size_t>(j)] = ms;
+    }
+  });
+  ops_.clear();
+}
+
+run_digest digest_builder::finish(stats_result stats, const input& in, const digest_options& opt) {
+  run_digest d;
+  const trace_dir& dir = dir_;
+  d.stats = std::move(stats);
   if (d.stats.skipped_lines) {
     warning("skipped " + std::to_string(d.stats.skipped_lines) + " malformed line(s)");
   }
-
   // Per-batch preprocessing times by epoch, and how many worker files produced each epoch.
   std::map<std::uint64_t, std::set<std::size_t>> epoch_files;
   for (const batch_point& p : d.stats.preprocessed) {
@@ -363,94 +426,19 @@ run_digest digest_input(const input& in, const digest_options& opt) {
     if (p.idx < d.workers) slot_starts[p.idx].push_back(p.start_ns);
   }
   d.stats.preprocessed = {};  // now in batch_ms (waits and delays were not kept)
-
-  // Op samples: reservoir sampling (Algorithm R) with one seeded generator, per-op capacity
-  // from the shared budget.
-  std::size_t per_op = opt.sample_per_op;
-  if (!d.stats.ops.empty()) {
-    per_op = std::max<std::size_t>(64, std::min(per_op, opt.sample_budget / d.stats.ops.size()));
-  }
-  std::unordered_map<std::string_view, std::size_t> index;
-  d.ops.resize(d.stats.ops.size());
-  for (std::size_t i = 0; i < d.stats.ops.size(); ++i) {
-    const op_stats& s = d.stats.ops[i];
-    op_digest& o = d.ops[i];
-    o.name = s.name;
-    o.count = s.count;
-    o.mean_ms = s.mean;
-    o.p50_ms = s.p50;
-    o.p90_ms = s.p90;
-    o.sample_ms.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(s.count, per_op)));
-    if (range_hi > range_lo) {
-      o.trend_sum_ms.assign(k_trend_bins, 0.0);
-      o.trend_count.assign(k_trend_bins, 0);
-    }
-  }
-  const auto trend_bin = [&](std::uint64_t t) {
-    if (t <= range_lo) return std::size_t{0};
-    const double x = static_cast<double>(t - range_lo) / static_cast<double>(range_hi - range_lo);
-    return std::min(k_trend_bins - 1, static_cast<std::size_t>(x * k_trend_bins));
-  };
-  std::size_t pooled = SIZE_MAX;
-  for (std::size_t i = 0; i < d.ops.size(); ++i) {
-    if (d.stats.ops[i].pooled) {
-      pooled = i;
-    } else {
-      index.emplace(d.ops[i].name, i);
-    }
-  }
-  std::vector<std::uint64_t> seen(d.ops.size(), 0);
-  seeded_rng rng(opt.seed);
-  std::map<std::size_t, std::vector<main_rec>> mains;
-  read_options quiet = ropt;
-  quiet.warn_empty = false;
-  quiet.skip_invalid = true;  // the stats pass has already failed or counted them
-  for_each_record(dir, quiet, [&](std::size_t file, const record& r, const batch_ref& b) {
-    if (b.kind == batch_kind::none) {
-      const auto it = index.find(r.name);
-      // A name beyond the stats engine's cap belongs to its pooled row.
-      const std::size_t op = it != index.end() ? it->second : pooled;
-      if (op == SIZE_MAX) return;
-      op_digest& o = d.ops[op];
-      const double ms = static_cast<double>(r.dur_ns) / 1e6;
-      if (!o.trend_count.empty()) {
-        const std::size_t k = trend_bin(r.start_ns);
-        o.trend_sum_ms[k] += ms;
-        ++o.trend_count[k];
-      }
-      const std::uint64_t n = ++seen[op];
-      if (o.sample_ms.size() < per_op) {
-        o.sample_ms.push_back(ms);
-      } else {
-        const std::uint64_t j = rng.below(n);
-        if (j < per_op) o.sample_ms[static_cast<std::size_t>(j)] = ms;
-      }
-      return;
-    }
-    if (dir.files[file].kind != file_kind::main) return;
-    main_rec m{};
-    if (main_rec_of(r, b, m)) mains[file].push_back(m);
-  });
-  add_startup_recs(dir, mains);
+  sample_ops(d, opt, range_lo, range_hi);
+  add_startup_recs(dir, mains_);
   d.startup = analyze_startup(dir).costs;
-  for (auto& kv : mains) digest_main_file(kv.second, d);
+  for (auto& kv : mains_) digest_main_file(kv.second, d);
   // (One main process: its epochs are the batch epochs, in time order.)
-  if (mains.size() == 1) d.worker_start_ms = worker_starts(d, slot_starts);
-
-  for (const auto& kv : dir.processes) {
-    const unsigned c = static_cast<unsigned>(kv.second.cpus_allowed ? kv.second.cpus_allowed
-                                                                    : kv.second.cpus_online);
-    if (c > 0 && (d.cpus == 0 || c < d.cpus)) d.cpus = c;
-    if (d.torch_version.empty()) d.torch_version = kv.second.torch_version;
-    if (d.loader.empty()) d.loader = kv.second.loader;
-  }
+  if (mains_.size() == 1) d.worker_start_ms = worker_starts(d, slot_starts);
+  mains_.clear();
+  sidecar_facts(dir, d);
   d.causes = compute_causes(dir, &in.filter).all;
-  {
-    gpu_figures g = compute_gpu(dir, in.filter);
-    d.gpu_step_ms = std::move(g.step_ms);
-    d.gpu_handovers = g.handovers;
-    d.gpu_idle_ms = g.idle_ms;
-  }
+  gpu_figures g = compute_gpu(dir, in.filter);
+  d.gpu_step_ms = std::move(g.step_ms);
+  d.gpu_handovers = g.handovers;
+  d.gpu_idle_ms = g.idle_ms;
   return d;
 }
 

@@ -1,6 +1,6 @@
-// lotus — lotus-tool tune (compare/tune.hpp)
+// lotus — lotus-tool tune (model/tune.hpp)
 // SPDX-License-Identifier: MIT
-#include "compare/tune.hpp"
+#include "model/tune.hpp"
 
 #include <unistd.h>
 
@@ -8,6 +8,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "model/run.hpp"
 #include "util/diag.hpp"
 #include "util/error.hpp"
 #include "util/format.hpp"
@@ -25,7 +26,8 @@ tune_result tune_loader(const run_digest& d, const tune_args& a) {
   w.step_cpu_ms = a.step_cpu_ms;
   w.offcpu_share = a.offcpu_share;
   w.workers = std::max(1u, d.workers);
-  t.measured = predict_workers(d, w);  // throws for a trace without batches
+  simulation_memo memo(d);                    // each setting's prediction replays the measured one
+  t.measured = predict_workers(d, w, &memo);  // throws for a trace without batches
   t.torch_version = d.torch_version;
   t.unordered_searched = !torch_lacks_in_order(d.torch_version);
   const double cores = t.measured.model.cores;
@@ -60,7 +62,7 @@ tune_result tune_loader(const run_digest& d, const tune_args& a) {
         w.workers = n;
         w.prefetch_factor = pf;
         w.unordered = !in_order;
-        const whatif_result r = predict_workers(d, w);
+        const whatif_result r = predict_workers(d, w, &memo);
         tune_candidate c;
         c.workers = n;
         c.prefetch_factor = pf;

@@ -8,7 +8,7 @@
 // sleeps: no core) followed by a CPU part; the consumer's step an off-core part followed by a
 // CPU part that shares the cores with the workers.
 //
-// lotus-tool's whatif and tune reach it through simulate_loader (compare/whatif.hpp), which
+// lotus-tool's whatif and tune reach it through simulate_loader (model/whatif.hpp), which
 // turns wall times and an off-CPU share into these inputs; lotus.autotune through the Python
 // module (tools/python/_lotus.cpp, `_simulate_epoch`), with its own measured split, worker
 // start-up, other processes' load and hand-off. This file depends on the standard library alone:

@@ -2,7 +2,7 @@
 // SPDX-License-Identifier: MIT
 // Searches workers (1..M) × prefetch_factor {1, 2, 4} × in_order {true, false} (true only where
 // the run's torch is known to be older than 2.6, which added it) with whatif's model
-// (compare/whatif.hpp), drops the settings whose predicted peak memory exceeds the budget, and
+// (model/whatif.hpp), drops the settings whose predicted peak memory exceeds the budget, and
 // recommends the cheapest whose predicted epoch time is within 5 % of the best that fits:
 // fewest workers, then in_order=True (PyTorch's default), then the smallest prefetch_factor.
 // The search stops early where more workers cannot help: past the batches of the longest epoch
@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "compare/whatif.hpp"
+#include "model/whatif.hpp"
 
 namespace lotus_tool {
 

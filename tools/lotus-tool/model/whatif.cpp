@@ -1,6 +1,6 @@
-// lotus — lotus-tool whatif: the DataLoader model (compare/whatif.hpp)
+// lotus — lotus-tool whatif: the DataLoader model (model/whatif.hpp)
 // SPDX-License-Identifier: MIT
-#include "compare/whatif.hpp"
+#include "model/whatif.hpp"
 
 #include <unistd.h>
 
@@ -12,8 +12,9 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
-#include "compare/epoch_model.hpp"
-#include "compare/memory_model.hpp"
+#include "model/epoch_model.hpp"
+#include "model/memory_model.hpp"
+#include "model/run.hpp"
 #include "trace/loader_kinds.hpp"
 #include "util/diag.hpp"
 #include "util/error.hpp"
@@ -76,7 +77,7 @@ double batch_growth(const std::vector<std::vector<double>>& batch_ms, unsigned w
 // it (where other processes kept the workers waiting for a core most of the time).
 constexpr double k_storage_min_read_bytes_per_batch = 65536;
 
-// One epoch of whatif's model (compare/epoch_model.hpp, the one implementation, which
+// One epoch of whatif's model (model/epoch_model.hpp, the one implementation, which
 // lotus.autotune runs too): each batch's wall time split by the one off-CPU share (its wait for
 // a core, where measured, left out of the work), the step by its CPU part, the worker slots'
 // start-up in ms.
@@ -121,7 +122,7 @@ struct contention_fit {
 };
 
 contention_fit fit_contention(const run_digest& d, const loader_model& m, double cores,
-                              const cause_shares& s) {
+                              const cause_shares& s, simulation_memo* memo) {
   loader_model fit = m;
   fit.workers = d.workers;
   fit.cores = cores;
@@ -139,7 +140,9 @@ contention_fit fit_contention(const run_digest& d, const loader_model& m, double
   const auto runq = [&](double f, double c) {
     fit.foreign = f;
     fit.cores = c;
-    return simulate_loader(d.batch_ms, fit).runq_workers_s;
+    return (memo != nullptr ? memo->simulate(d, d.batch_ms, 1.0, fit)
+                            : simulate_loader(d.batch_ms, fit))
+        .runq_workers_s;
   };
   contention_fit out;
   if (runq(0, cores) >= target) return out;
@@ -259,7 +262,7 @@ memory_prediction predict_memory(const run_digest& d, unsigned workers, std::uin
   p.measured_bytes = static_cast<double>(m.job_pss);
   p.growth_per_batch = m.growth_per_batch;
   p.shared_bytes = static_cast<double>(m.shared);
-  // The one memory model (compare/memory_model.hpp, which lotus.autotune runs too). Workers
+  // The one memory model (model/memory_model.hpp, which lotus.autotune runs too). Workers
   // started again each epoch (persistent_workers=False) are several processes per worker: the
   // concurrent count is the digest's workers. A trace does not say a batch's bytes: no prefetch
   // buffers.
@@ -277,7 +280,31 @@ memory_prediction predict_memory(const run_digest& d, unsigned workers, std::uin
   return p;
 }
 
-whatif_result predict_workers(const run_digest& d, const whatif_args& a) {
+namespace {
+
+bool same_model(const loader_model& x, const loader_model& y) {
+  return x.workers == y.workers && x.prefetch_factor == y.prefetch_factor && x.cores == y.cores &&
+         x.step_ms == y.step_ms && x.step_cpu_ms == y.step_cpu_ms &&
+         x.offcpu_share == y.offcpu_share && x.cpuwait_share == y.cpuwait_share &&
+         x.foreign == y.foreign && x.unordered == y.unordered &&
+         x.worker_start_ms == y.worker_start_ms;
+}
+
+}  // namespace
+
+loader_prediction simulation_memo::simulate(const run_digest& d,
+                                            const std::vector<std::vector<double>>& work,
+                                            double scale, const loader_model& m) {
+  if (&d != d_) return simulate_loader(work, m);
+  for (const entry& e : entries_) {
+    if (e.scale == scale && same_model(e.model, m)) return e.p;
+  }
+  const loader_prediction p = simulate_loader(work, m);
+  if (entries_.size() < k_max_entries) entries_.push_back(entry{scale, m, p});
+  return p;
+}
+
+whatif_result predict_workers(const run_digest& d, const whatif_args& a, simulation_memo* memo) {
   if (!d.has_batches() || d.batch_ms.empty() || d.workers == 0) {
     throw tool_error(exit_invalid,
                      "whatif: the trace has no DataLoader batches to replay (SBatchPreprocessed "
@@ -423,7 +450,7 @@ whatif_result predict_workers(const run_digest& d, const whatif_args& a) {
     // prediction is the fixed capacity's (more workers get no larger share); the foreign
     // threads' reading is kept to compare.
     if (s.cpu_wait >= k_foreign_min_wait_share && d.workers <= measured_cores) {
-      contention = fit_contention(d, m, measured_cores, s);
+      contention = fit_contention(d, m, measured_cores, s, memo);
       if (contention.foreign > 0) {
         r.foreign_fitted = true;
         r.work_scale = 1.0;
@@ -491,16 +518,19 @@ whatif_result predict_workers(const run_digest& d, const whatif_args& a) {
   replay.unordered = false;
   replay.worker_start_ms = d.worker_start_ms;
   if (r.foreign_fitted) replay.cores = contention.capacity;
-  r.replay = simulate_loader(work, replay);
-  r.predicted = simulate_loader(work, m);
+  const auto simulate = [&](const loader_model& x) {
+    return memo != nullptr ? memo->simulate(d, work, r.work_scale, x) : simulate_loader(work, x);
+  };
+  r.replay = simulate(replay);
+  r.predicted = simulate(m);
   if (r.foreign_fitted) {
     // The other reading: the same load as threads beside the loader's (foreign), on the cores.
     loader_model shared = m, shared_replay = replay;
     shared.cores = m.cores / contention.capacity * measured_cores;
     shared_replay.cores = measured_cores;
     shared.foreign = shared_replay.foreign = contention.foreign;
-    r.replay_if_shared = simulate_loader(work, shared_replay);
-    r.predicted_if_shared = simulate_loader(work, shared);
+    r.replay_if_shared = simulate(shared_replay);
+    r.predicted_if_shared = simulate(shared);
     const auto change = [](const loader_prediction& to, const loader_prediction& from) {
       return from.epoch_seconds > 0 ? 1.0 - to.epoch_seconds / from.epoch_seconds : 0.0;
     };
@@ -571,13 +601,14 @@ worker_advice advise_workers(const run_digest& d) {
   if (!d.has_batches() || d.batch_ms.empty() || d.workers == 0) return adv;
   if (d.workers > k_whatif_max_workers) return adv;  // beyond the model: no advice
   whatif_args a;
+  simulation_memo memo(d);  // each setting's prediction replays the measured one
   const unsigned cores = d.cpus > 0 ? d.cpus : 1;
   // At most 32 settings: each replays the whole run.
   const unsigned top = std::min(d.workers + 32, std::max(2 * d.workers, cores + 1));
   std::vector<whatif_result> tried;
   for (unsigned n = d.workers + 1; n <= top; ++n) {
     a.workers = n;
-    tried.push_back(predict_workers(d, a));
+    tried.push_back(predict_workers(d, a, &memo));
   }
   // The model first replays the measured setting: where it misses the run by more than the
   // tolerance, it advises no worker count (the report says what it does not capture).
@@ -614,7 +645,7 @@ worker_advice advise_workers(const run_digest& d) {
   for (unsigned n = 1;
        n < d.workers && n <= 64 && adv.replay_missed_s == 0 && adv.no_claim_why.empty(); ++n) {
     a.workers = n;
-    whatif_result r = predict_workers(d, a);
+    whatif_result r = predict_workers(d, a, &memo);
     if (r.predicted.epoch_seconds <= r.replay.epoch_seconds * 1.01) {
       adv.fewer_workers = std::move(r);
       break;
@@ -623,13 +654,13 @@ worker_advice advise_workers(const run_digest& d) {
   if (d.workers_restarted && d.epochs.size() >= 2 && !d.worker_start_ms.empty()) {
     a.workers = d.workers;
     a.persistent = true;
-    adv.persistent = predict_workers(d, a);
+    adv.persistent = predict_workers(d, a, &memo);
     a.persistent = false;
   }
   if (d.out_of_order() > 0 && !torch_lacks_in_order(d.torch_version)) {
     a.workers = d.workers;
     a.unordered = true;
-    adv.unordered = predict_workers(d, a);
+    adv.unordered = predict_workers(d, a, &memo);
   }
   return adv;
 }
