@@ -70,6 +70,21 @@ def direct_times(trace, n):
     return out
 
 
+def import_times(n):
+    """The SDK's own share of the start: a fresh interpreter importing MCPServer, and one doing
+    nothing."""
+    out = {}
+    for name, code in (("python -c pass", "pass"),
+                       ("python importing the SDK's MCPServer", "import mcp.server.mcpserver")):
+        ts = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            subprocess.run([sys.executable, "-c", code], check=True)
+            ts.append(time.perf_counter() - t0)
+        out[name] = ts
+    return out
+
+
 def fmt(xs):
     return f"{statistics.median(xs) * 1e3:.0f} ms ({min(xs) * 1e3:.0f}..{max(xs) * 1e3:.0f})"
 
@@ -85,6 +100,7 @@ def main():
     starts = [asyncio.run(one_start(root)) for _ in range(a.repeat)]
     diag, findings = asyncio.run(diagnose_times(root, trace, a.repeat))
     direct = direct_times(trace, a.repeat)
+    imports = import_times(a.repeat)
     records = sum(sum(1 for _ in open(p)) for p in trace.iterdir() if not p.name.startswith("."))
     print(f"trace {trace}: {records} records, {len(findings)} findings, first "
           f"{findings[0]['severity']} {findings[0]['kind']}" if findings else "")
@@ -93,10 +109,13 @@ def main():
     print("| --- | --- |")
     print(f"| server start to initialize answered | {fmt([s[0] for s in starts])} |")
     print(f"| server start to tools/list answered | {fmt([s[1] for s in starts])} |")
+    for name, ts in imports.items():
+        print(f"| {name} | {fmt(ts)} |")
     print(f"| diagnose round trip (one session) | {fmt(diag)} |")
     print(f"| `lotus-tool report --json` alone | {fmt(direct)} |")
     subprocess.run(["sh", str(HERE.parent / "quiet.sh"), "--end"], check=False)
-    json.dump({"start_s": starts, "diagnose_s": diag, "report_s": direct}, sys.stderr)
+    json.dump({"start_s": starts, "diagnose_s": diag, "report_s": direct, "imports_s": imports},
+              sys.stderr)
     print(file=sys.stderr)
 
 

@@ -129,6 +129,7 @@ def test_every_tool_on_real_traces(root):
         out["explain"] = structured(await s.call_tool("explain", {"finding": "startup"}),
                                     schema["explain"])
         out["capture"] = error_text(await s.call_tool("capture", {"dir": str(base)}))
+        out["schemas"] = schema
         return out
 
     out = session(server_params(root), body)
@@ -139,6 +140,13 @@ def test_every_tool_on_real_traces(root):
         "whatif", str(base), "--workers", "4", "--json", "--persistent-workers",
         "--prefetch-factor", "4", "--memory-budget", "8G"))
     assert out["predict"]["model"]["workers"] == 4
+    # Several ranks: whatif answers {"ranks": [each rank's, with its label]}; the schema takes
+    # both forms, and neither an empty object nor a rank without its prediction.
+    schema = out["schemas"]["predict"]
+    jsonschema.validate({"ranks": [dict(out["predict"], rank="r0")]}, schema)
+    for bad in ({}, {"ranks": [{"rank": "r0"}]}, {"claim": True}):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(bad, schema)
     assert out["predict_spawn"] == json.loads(lotus_tool(
         "whatif", str(base), "--workers", "2", "--json", "--start-method", "spawn"))
     assert out["compare"] == json.loads(lotus_tool("diff", str(base), str(new), "--json"))

@@ -32,7 +32,7 @@ except ImportError as e:  # pragma: no cover - the message is the point
     raise ImportError(
         f"lotus.mcp needs the MCP Python SDK ({e}): pip install 'lotus-trace[mcp]' "
         "(or pip install mcp)") from e
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 # Bounds: the defaults of the command-line options below.
 MAX_FILES = 20000          # entries in a trace directory (its subdirectories included)
@@ -301,13 +301,36 @@ class Diagnosis(_Open):
     findings: List[Finding]
 
 
-class Prediction(_Open):
-    """lotus-tool whatif --json: the prediction, or (claim false) why it is withheld."""
+class RankPrediction(_Open):
+    """One rank's prediction (lotus-tool whatif --json of a run of one rank)."""
     claim: bool = Field(description="false: the model withholds this prediction (no_claim_why says why)")
-    measured: Dict[str, Any]
-    model: Dict[str, Any]
+    no_claim_why: Optional[str] = Field(None, description="why the prediction is withheld")
+    measured: Dict[str, Any] = Field(description="the run as measured: workers, epochs, epoch_seconds, wait_share ...")
+    model: Dict[str, Any] = Field(description="the setting modelled: workers, prefetch_factor, cores ...")
     replay: Dict[str, Any] = Field(description="the model's replay of the run's own setting")
-    predicted: Dict[str, Any]
+    predicted: Dict[str, Any] = Field(description="epoch_seconds, wait_share, batches_per_second, peak_memory_bytes ...")
+
+
+class Prediction(_Open):
+    """lotus-tool whatif --json: one rank's prediction (these fields), or with several ranks
+    `ranks`, each rank's (with its `rank` label)."""
+    model_config = ConfigDict(extra="allow", json_schema_extra={"anyOf": [
+        {"required": ["claim", "measured", "model", "replay", "predicted"]}, {"required": ["ranks"]}]})
+    claim: Optional[bool] = Field(None, description="false: the model withholds this prediction "
+                                  "(no_claim_why says why)")
+    no_claim_why: Optional[str] = Field(None, description="why the prediction is withheld")
+    measured: Optional[Dict[str, Any]] = None
+    model: Optional[Dict[str, Any]] = None
+    replay: Optional[Dict[str, Any]] = Field(None, description="the model's replay of the run's own setting")
+    predicted: Optional[Dict[str, Any]] = None
+    ranks: Optional[List[RankPrediction]] = Field(None, description="several ranks: each one's prediction")
+
+    @model_validator(mode="after")
+    def _one_or_ranks(self):
+        if self.ranks is None and None in (self.claim, self.measured, self.model, self.replay,
+                                           self.predicted):
+            raise ValueError("neither one rank's prediction nor ranks")
+        return self
 
 
 class OpVerdict(_Open):
