@@ -7,15 +7,18 @@
 
 V: a venv with the MCP SDK (`bash tools/scripts/pip-stack.sh mcp V`). Runs bench/quiet.sh first.
 Start: from spawning `python -m lotus.mcp` (the SDK's stdio client) to the answer of initialize,
-and to that of tools/list; a fresh process each repetition. diagnose: one session, the call's
-round trip, beside `lotus-tool report DIR --json` run directly (the server's own share is the
-difference). Medians with min..max.
+and to that of tools/list; a fresh process each repetition; beside it, a bare interpreter and one
+importing the SDK's MCPServer (most of the start). diagnose: one session, the call's round trip,
+beside `lotus-tool report DIR --json` run directly (the server's own share is the difference).
+Medians with min..max; beside the start's wall time, the server process's CPU time (user +
+system) from start to exit, which other work on a busy machine moves less than the wall time.
 """
 import argparse
 import asyncio
 import json
 import os
 import pathlib
+import resource
 import statistics
 import subprocess
 import sys
@@ -24,6 +27,13 @@ import time
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
 HERE = pathlib.Path(__file__).resolve().parent
+
+
+def child_cpu():
+    """CPU seconds (user + system) of this process's reaped children and theirs: the server, and
+    the lotus-tool runs it reaped."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def params(root):
@@ -70,19 +80,14 @@ def direct_times(trace, n):
     return out
 
 
-def import_times(n):
-    """The SDK's own share of the start: a fresh interpreter importing MCPServer, and one doing
-    nothing."""
-    out = {}
-    for name, code in (("python -c pass", "pass"),
-                       ("python importing the SDK's MCPServer", "import mcp.server.mcpserver")):
-        ts = []
-        for _ in range(n):
-            t0 = time.perf_counter()
-            subprocess.run([sys.executable, "-c", code], check=True)
-            ts.append(time.perf_counter() - t0)
-        out[name] = ts
-    return out
+IMPORTS = (("python -c pass, start to exit", "pass"),
+           ("python importing the SDK's MCPServer, start to exit", "import mcp.server.mcpserver"))
+
+
+def one_import(code):
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code], check=True)
+    return time.perf_counter() - t0
 
 
 def fmt(xs):
@@ -97,24 +102,32 @@ def main():
     subprocess.run(["sh", str(HERE.parent / "quiet.sh"), "--check"], check=True)
     trace = pathlib.Path(a.trace).resolve()
     root = trace.parent
-    starts = [asyncio.run(one_start(root)) for _ in range(a.repeat)]
+    starts, start_cpu = [], []
+    imports = {name: [] for name, _ in IMPORTS}
+    for _ in range(a.repeat):  # interleaved: the same load for the three
+        c0 = child_cpu()
+        starts.append(asyncio.run(one_start(root)))
+        start_cpu.append(child_cpu() - c0)
+        for name, code in IMPORTS:
+            imports[name].append(one_import(code))
     diag, findings = asyncio.run(diagnose_times(root, trace, a.repeat))
     direct = direct_times(trace, a.repeat)
-    imports = import_times(a.repeat)
     records = sum(sum(1 for _ in open(p)) for p in trace.iterdir() if not p.name.startswith("."))
     print(f"trace {trace}: {records} records, {len(findings)} findings, first "
           f"{findings[0]['severity']} {findings[0]['kind']}" if findings else "")
     print(f"median of {a.repeat} (min..max); python {sys.version.split()[0]}")
-    print("| step | time |")
+    print("| step | wall time |")
     print("| --- | --- |")
     print(f"| server start to initialize answered | {fmt([s[0] for s in starts])} |")
     print(f"| server start to tools/list answered | {fmt([s[1] for s in starts])} |")
+    print(f"| the server process's CPU time, start to exit | {fmt(start_cpu)} |")
     for name, ts in imports.items():
         print(f"| {name} | {fmt(ts)} |")
     print(f"| diagnose round trip (one session) | {fmt(diag)} |")
     print(f"| `lotus-tool report --json` alone | {fmt(direct)} |")
     subprocess.run(["sh", str(HERE.parent / "quiet.sh"), "--end"], check=False)
-    json.dump({"start_s": starts, "diagnose_s": diag, "report_s": direct, "imports_s": imports},
+    json.dump({"start_s": starts, "start_cpu_s": start_cpu, "diagnose_s": diag, "report_s": direct,
+               "imports_s": imports},
               sys.stderr)
     print(file=sys.stderr)
 
