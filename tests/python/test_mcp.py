@@ -361,6 +361,41 @@ def test_hostile_calls_are_refused(root, tmp_path):
     assert alive["kind"] == "top_op"
 
 
+def test_a_runaway_lotus_tool_is_stopped(root, tmp_path):
+    # A stand-in for lotus-tool that never stops printing (report) or never ends (whatif): the
+    # server stops it at its output cap or its --timeout, with its children, and answers on.
+    fake = tmp_path / "fake-tool"
+    fake.write_text(f"""#!/bin/sh
+echo $$ >> {tmp_path}/pids
+case "$1" in
+  report) exec yes '{{"findings": []}}' ;;
+  whatif) sleep 600 & echo $! >> {tmp_path}/pids; wait ;;
+esac
+""")
+    fake.chmod(0o755)
+    params = server_params(root, extra=["--tool", str(fake), "--timeout", "3"])
+
+    async def body(s):
+        big = error_text(await s.call_tool("diagnose", {"trace_dir": "base"}))
+        slow = error_text(await s.call_tool("predict", {"trace_dir": "base", "workers": 2}))
+        alive = structured(await s.call_tool("explain", {"finding": "drift"}), {"type": "object"})
+        return big, slow, alive
+
+    big, slow, alive = session(params, body)
+    assert "printed more than" in big, big
+    assert "took longer than 3 s: stopped" in slow, slow
+    assert alive["kind"] == "drift"
+    for pid in map(int, (tmp_path / "pids").read_text().split()):
+        for _ in range(100):  # reaped by now, or about to be: no process of the group is left
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            subprocess.run(["sleep", "0.1"])
+        else:
+            raise AssertionError(f"process {pid} of the stopped lotus-tool still runs")
+
+
 def test_roots_are_checked_at_start(tmp_path):
     p = subprocess.run([sys.executable, "-m", "lotus.mcp", "--root", str(tmp_path / "missing")],
                        capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
