@@ -273,6 +273,7 @@ def test_resources_and_prompt(root):
 
     listed, templates, traces, d, f, text, rest, prompts, prompt = session(server_params(root), body)
     assert "lotus://traces" in listed
+    assert {"lotus://trace/0/base", "lotus://trace/0/new"} <= set(listed)  # each trace directory
     assert "lotus://trace/{root}/{+path}{?offset}" in templates
     assert {"lotus://trace/0/base", "lotus://trace/0/new"} <= {t["uri"] for t in traces["traces"]}
     assert not traces["truncated"]

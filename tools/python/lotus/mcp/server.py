@@ -25,9 +25,10 @@ from pathlib import Path
 from typing import Annotated, Any, Dict, List, Literal, Optional
 
 try:
+    import anyio
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
-    from mcp.types import CallToolResult, TextContent, ToolAnnotations
+    from mcp.types import CallToolResult, Resource, TextContent, ToolAnnotations
 except ImportError as e:  # pragma: no cover - the message is the point
     raise ImportError(
         f"lotus.mcp needs the MCP Python SDK ({e}): pip install 'lotus-trace[mcp]' "
@@ -405,6 +406,71 @@ def parse_rules(doc: str) -> Dict[str, Any]:
     return {"rows": rows, "order": order, "shared": shared}
 
 
+# ---- The trace directories under the roots -------------------------------------------------------
+
+def trace_uri(fence: Fence, p: Path) -> str:
+    for i, r in enumerate(fence.roots):
+        if p == r or r in p.parents:
+            rel = p.relative_to(r).as_posix()
+            return f"lotus://trace/{i}/{'' if rel == '.' else rel}"
+    raise ResourceError("outside the roots")
+
+
+def find_traces(fence: Fence):
+    """([{uri, path, trace_files}], truncated): the directories under the roots that hold trace
+    files or sidecars, at most MAX_DEPTH levels down and MAX_TRACES of them, after looking at no
+    more than max_files entries (symlinks not followed)."""
+    found: List[Dict[str, Any]] = []
+    seen = 0
+    truncated = False
+    for r in fence.roots:
+        stack = [(r, 0)]
+        while stack and not truncated:
+            cur, depth = stack.pop()
+            files = 0
+            subdirs = []
+            try:
+                with os.scandir(cur) as it:
+                    for e in it:
+                        seen += 1
+                        if seen > fence.max_files:
+                            truncated = True
+                            break
+                        if e.is_dir(follow_symlinks=False):
+                            subdirs.append(Path(e.path))
+                        elif TRACE_NAME.search(e.name):
+                            files += 1
+            except OSError:
+                continue
+            if files:
+                found.append({"uri": trace_uri(fence, cur), "path": str(cur), "trace_files": files})
+                if len(found) >= MAX_TRACES:
+                    truncated = True
+            if depth < MAX_DEPTH:
+                stack.extend((s, depth + 1) for s in sorted(subdirs, reverse=True))
+    found.sort(key=lambda t: t["path"])
+    return found, truncated
+
+
+class LotusServer(MCPServer):
+    """MCPServer whose resources/list also names each trace directory under the roots (a
+    directory resource of the lotus://trace/ template)."""
+
+    def __init__(self, fence: Fence, **kwargs):
+        super().__init__(**kwargs)
+        self._fence = fence
+
+    async def list_resources(self):
+        listed = await super().list_resources()
+        found, _ = await anyio.to_thread.run_sync(find_traces, self._fence)
+        for t in found:
+            listed.append(Resource(uri=t["uri"], name=t["uri"][len("lotus://trace/"):],
+                                   mime_type="application/json",
+                                   description=f"trace directory {t['path']} ({t['trace_files']} "
+                                               "trace files and sidecars): its entries"))
+        return listed
+
+
 # ---- The server ----------------------------------------------------------------------------------
 
 SERVER_HELP = (
@@ -423,8 +489,8 @@ TracePath = Annotated[str, Field(
 
 def build_server(fence: Fence, runner: Runner, allow_capture: bool, max_result: int) -> MCPServer:
     import lotus
-    mcp = MCPServer(name="lotus", version=getattr(lotus, "__version__", ""), instructions=SERVER_HELP,
-                    log_level="WARNING")
+    mcp = LotusServer(fence, name="lotus", version=getattr(lotus, "__version__", ""),
+                      instructions=SERVER_HELP, log_level="WARNING")
     read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
                                 open_world_hint=False)
 
@@ -538,44 +604,12 @@ def build_server(fence: Fence, runner: Runner, allow_capture: bool, max_result: 
     # ---- resources: the trace directories under the roots and their files ----
 
     def uri_of(p: Path) -> str:
-        for i, r in enumerate(fence.roots):
-            if p == r or r in p.parents:
-                rel = p.relative_to(r).as_posix()
-                return f"lotus://trace/{i}/{'' if rel == '.' else rel}"
-        raise ResourceError("outside the roots")
+        return trace_uri(fence, p)
 
     @mcp.resource("lotus://traces", name="traces", mime_type="application/json",
                   description="The trace directories under the server's roots (bounded listing)")
     def traces() -> str:
-        found: List[Dict[str, Any]] = []
-        seen = 0
-        truncated = False
-        for r in fence.roots:
-            stack = [(r, 0)]
-            while stack and not truncated:
-                cur, depth = stack.pop()
-                files = 0
-                subdirs = []
-                try:
-                    with os.scandir(cur) as it:
-                        for e in it:
-                            seen += 1
-                            if seen > fence.max_files:
-                                truncated = True
-                                break
-                            if e.is_dir(follow_symlinks=False):
-                                subdirs.append(Path(e.path))
-                            elif TRACE_NAME.search(e.name):
-                                files += 1
-                except OSError:
-                    continue
-                if files:
-                    found.append({"uri": uri_of(cur), "path": str(cur), "trace_files": files})
-                    if len(found) >= MAX_TRACES:
-                        truncated = True
-                if depth < MAX_DEPTH:
-                    stack.extend((s, depth + 1) for s in sorted(subdirs, reverse=True))
-        found.sort(key=lambda t: t["path"])
+        found, truncated = find_traces(fence)
         return json.dumps({"roots": [str(r) for r in fence.roots], "traces": found,
                            "truncated": truncated})
 
