@@ -125,6 +125,13 @@ class build_with_cmake(build_ext):
         package = target.parent
         package.mkdir(parents=True, exist_ok=True)
         shutil.copy2(modules[0], target)
+        # Data files the CMake build copies into the package (lotus/mcp/FINDINGS.md, which
+        # lotus.mcp's explain tool reads).
+        for data in (Path("mcp") / "FINDINGS.md",):
+            if not (built / data).is_file():
+                raise SystemExit(f"lotus: the CMake build gave no {built / data}")
+            (package / data).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(built / data, package / data)
         if (built / "lib").is_dir():  # liblotus_itt.so, liblotus_nvtx.so (lotus_python copies them)
             shutil.copytree(built / "lib", package / "lib", dirs_exist_ok=True)
         if with_tool:

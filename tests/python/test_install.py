@@ -156,6 +156,12 @@ def test_pip_venv_wheel_and_uninstall(tmp_path):
     found = check_import(venv / "bin" / "python", work, venv)
     assert pathlib.Path(found).resolve().is_relative_to(venv.resolve())  # the bundled binary
     traced_run_checked(venv / "bin" / "python", tool, work)
+    # lotus.mcp's explain reads the findings' rules from the copy of FINDINGS.md in the package.
+    shipped = run([venv / "bin" / "python", "-c", "import lotus.mcp, pathlib; "
+                   "print(pathlib.Path(lotus.mcp.__file__).with_name('FINDINGS.md'))"], work)
+    findings = pathlib.Path(shipped.stdout.strip().splitlines()[-1])
+    assert findings.resolve().is_relative_to(venv.resolve()), findings
+    assert findings.read_text() == (ROOT / "tools" / "docs" / "FINDINGS.md").read_text()
     if pathlib.Path("/usr/local/cuda/include/nvtx3/nvToolsExt.h").is_file():
         # NVTX found at build time: the extension pushes ranges, liblotus_nvtx.so is shipped.
         out = run([venv / "bin" / "python", "-c", "import json, lotus; "
