@@ -127,7 +127,9 @@ void predict_fork_from_probe(const startup_costs& c, unsigned workers, startup_p
   p.known = true;
   p.basis =
       "a fork of this process measured at the end of its first epoch (LOTUS_FORK_PROBE), its "
-      "batch fetched in the child";
+      "batch fetched in the child; a fork run's first epoch forks a process that has not yet "
+      "run its training steps, whose workers may take longer to their first batch (torch's "
+      "first operations, lazy imports): on public pipelines up to 3x the probe's";
 }
 
 std::string probe_words(const std::string& status) {
