@@ -286,11 +286,13 @@ def test_the_fork_probe_measures_a_fork_in_a_spawn_run(tmp_path):
     run_job(out, "--method", "spawn", "--workers", "2", "--paths", "20000", "--epochs", "2",
             "--batches", "6", env={"LOTUS_FORK_PROBE": "1", "LOTUS_MEMORY_READINGS": "eager"})
     rows = sidecar_lines(out, "startup_forkprobe")
-    assert len(rows) == 1, rows
-    main_pid, fields = rows[0]
-    assert fields[1] == "ok", fields
-    figures = [int(x) for x in fields[2:]]
-    assert len(figures) == 6 and figures[0] > 0 and figures[1] > 0 and figures[5] > 0, figures
+    # One before the first iterator's start (its seq 0), one at the end of its epoch.
+    assert sorted(f[1] for _, f in rows) == ["first", "later"], rows
+    main_pid = rows[0][0]
+    for pid, fields in rows:
+        assert pid == main_pid and fields[0] == "0" and fields[2] == "ok", fields
+        figures = [int(x) for x in fields[3:]]
+        assert len(figures) == 6 and figures[0] > 0 and figures[1] > 0 and figures[5] > 0, fields
     workers = {f[2] for _, f in sidecar_lines(out, "startup_worker")}
     assert len(workers) == 4  # 2 workers, 2 epochs
     assert trace_pids(out) == workers | {main_pid}
@@ -300,7 +302,8 @@ def test_the_fork_probe_measures_a_fork_in_a_spawn_run(tmp_path):
     if su["predicted_ttfb_ms"] is None and su["note"].startswith("the model replays"):
         pytest.skip(su["note"])
     assert su["predicted_ttfb_ms"] is not None and su["predicted_ttfb_ms"] > 0, su
-    assert "LOTUS_FORK_PROBE" in su["basis"], su
+    assert "LOTUS_FORK_PROBE" in su["basis"] and "before its first iterator" in su["basis"], su
+    assert su["predicted_first_ttfb_ms"] > 0 and su["predicted_later_ttfb_ms"] > 0, su
     # Memory: the spawn run's own method is predicted; a forked worker's is not (its private
     # pages are not a spawned worker's), and whatif says which run would tell.
     mem = js["memory"]
@@ -337,7 +340,7 @@ def test_the_fork_probe_leaves_the_programs_random_state_alone(tmp_path):
                        env={"LOTUS_FORK_PROBE": value}, timeout=300)
         outs[name] = r.stdout.strip().splitlines()[-1]
         probes = sidecar_lines(trace, "startup_forkprobe")
-        assert len(probes) == (1 if name == "on" else 0), (name, probes)
+        assert len(probes) == (2 if name == "on" else 0), (name, probes)
         said = r.stderr.count("LOTUS_FORK_PROBE='yes': expected 0 or 1")
         assert said == (1 if name == "bad" else 0), r.stderr
     assert outs["on"] == outs["off"] == outs["bad"], outs

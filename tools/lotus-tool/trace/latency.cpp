@@ -66,12 +66,18 @@ void plan_latency_helpers(const trace_dir& dir, latency_plan& p) {
   }
 }
 
+constexpr std::size_t k_max_worker_rows = 4096;
+
 // A worker file's row: a DataLoader worker (the sidecar's `worker_id`) of one consuming process,
 // whatever its pid (non-persistent workers are new processes every epoch), else its thread.
 void plan_latency_workers(const trace_dir& dir, latency_plan& p) {
   using key = std::tuple<std::uint32_t, std::string, std::uint64_t, std::uint64_t, bool>;
   std::map<key, std::uint32_t> rows;
   std::vector<std::set<std::uint64_t>> pids;
+  // Rows are bounded (a directory of 100k worker threads is one listing, not 100k rows held
+  // twice): past k_max_worker_rows the other workers' batches share one row.
+  std::uint32_t others = latency_plan::k_none;
+  std::uint64_t other_files = 0;
   for (std::size_t i = 0; i < dir.files.size(); ++i) {
     const trace_file& f = dir.files[i];
     if (f.kind != file_kind::worker) continue;
@@ -79,6 +85,16 @@ void plan_latency_workers(const trace_dir& dir, latency_plan& p) {
     const bool dl = proc != dir.processes.end() && proc->second.worker_id && !f.ambiguous;
     const key k = dl ? key{f.source, f.host, proc->second.ppid, *proc->second.worker_id, true}
                      : key{f.source, f.host, f.pid, f.id, false};
+    if (rows.size() >= k_max_worker_rows && rows.find(k) == rows.end()) {
+      if (others == latency_plan::k_none) {
+        others = static_cast<std::uint32_t>(p.workers.size());
+        p.workers.emplace_back();
+        pids.emplace_back();
+      }
+      p.worker_of[i] = others;
+      ++other_files;
+      continue;
+    }
     const auto [it, fresh] = rows.emplace(k, static_cast<std::uint32_t>(p.workers.size()));
     if (fresh) {
       latency_row r;
@@ -110,6 +126,10 @@ void plan_latency_workers(const trace_dir& dir, latency_plan& p) {
               (r.pid != r.tid ? " (pid " + std::to_string(r.pid) + ")" : std::string());
     }
     r.label = latency_label_with_rank(std::move(label), dir, std::get<0>(k));
+  }
+  if (others != latency_plan::k_none) {
+    p.workers[others].label =
+        "the other workers (" + std::to_string(other_files) + " files, together)";
   }
 }
 

@@ -205,24 +205,26 @@ class sidecar_parser {
   }
 
  private:
-  // `startup_forkprobe <seq> <status> <fork_ns> <start_ns> <setup_ns> <init_fn_ns> <init_cpu_ns>
-  // <first_batch_ns>` (FORMAT.md §5): the first well-formed line of the iterator.
+  // `startup_forkprobe <seq> <first|later> <status> <fork_ns> <start_ns> <setup_ns> <init_fn_ns>
+  // <init_cpu_ns> <first_batch_ns>` (FORMAT.md §5): the first well-formed line of each kind.
   void startup_probe_line(std::istringstream& ls, const std::string& key, startup_meta& m) {
-    std::string status;
-    ls >> status;
-    if (status != "ok" && status != "failed" && status != "timeout" && status != "nobatch" &&
-        status != "cuda") {
+    std::string when, status;
+    ls >> when >> status;
+    if ((when != "first" && when != "later") ||
+        (status != "ok" && status != "failed" && status != "timeout" && status != "nobatch" &&
+         status != "cuda")) {
       return;
     }
     std::uint64_t v[6] = {};
     for (std::uint64_t& x : v) {
       if (!read_u(ls, key, x)) return;
     }
-    if (!m.probe_status.empty()) return;
-    m.probe_status = status;
-    double* f[] = {&m.probe_fork_ms,    &m.probe_start_ms,    &m.probe_setup_ms,
-                   &m.probe_init_fn_ms, &m.probe_init_cpu_ms, &m.probe_first_batch_ms};
-    for (int i = 0; i < 6; ++i) *f[i] = static_cast<double>(v[i]) / 1e6;
+    fork_probe_figures& f = when == "first" ? m.probe_first : m.probe_later;
+    if (!f.status.empty()) return;
+    f.status = status;
+    double* out[] = {&f.fork_ms,    &f.start_ms,    &f.setup_ms,
+                     &f.init_fn_ms, &f.init_cpu_ms, &f.first_batch_ms};
+    for (int k = 0; k < 6; ++k) *out[k] = static_cast<double>(v[k]) / 1e6;
   }
 
   // `startup <seq> <method> <workers> <persistent> <begin_ns> <init_end_ns> [<loader> <site>

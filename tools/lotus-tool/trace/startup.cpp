@@ -110,26 +110,47 @@ double simulate_forks(unsigned n, double parent_ms, double child_ms, double core
   return init;
 }
 
-// A fork start predicted from the run's fork probe (a spawn or forkserver run): the forks in
-// turn, each child's start, setup and worker_init_fn's CPU sharing the cores; worker_init_fn's
-// waits and the probe's batch after.
-void predict_fork_from_probe(const startup_costs& c, unsigned workers, startup_prediction& p) {
-  const double init_cpu = std::min(c.probe_init_cpu_ms, c.probe_init_fn_ms);
+// One fork probe's start: the forks in turn, each child's start, setup and worker_init_fn's CPU
+// sharing the cores; worker_init_fn's waits and the probe's batch after. Returns the time to
+// first batch; `slots`: when each worker may begin its first batch; `init`: every fork done.
+double fork_start(const startup_costs& c, const fork_probe_figures& f, unsigned workers,
+                  double& init, std::vector<double>& slots) {
+  const double init_cpu = std::min(f.init_cpu_ms, f.init_fn_ms);
   std::vector<double> ready;
-  p.init_ms = simulate_forks(workers, c.probe_fork_ms + c.gap_ms,
-                             c.probe_start_ms + c.probe_setup_ms + init_cpu, c.cores, ready);
-  const double wait = c.probe_init_fn_ms - init_cpu;
-  p.slot_ms.clear();
-  for (const double r : ready) p.slot_ms.push_back(std::max(p.init_ms, r + wait));
-  p.ttfb_ms = p.slot_ms.front() + c.probe_first_batch_ms;
-  p.first_ttfb_ms = p.ttfb_ms;
-  p.first_slot_ms = p.slot_ms;
+  init = simulate_forks(workers, f.fork_ms + c.gap_ms, f.start_ms + f.setup_ms + init_cpu, c.cores,
+                        ready);
+  const double wait = f.init_fn_ms - init_cpu;
+  slots.clear();
+  for (const double r : ready) slots.push_back(std::max(init, r + wait));
+  return slots.front() + f.first_batch_ms;
+}
+
+// A fork start predicted from the run's fork probes (a spawn or forkserver run): the first
+// iterator of a process from the probe taken before it (the process as a fork run's first epoch
+// finds it), the later ones from the probe at its epoch's end; either stands for the other where
+// only one measured.
+void predict_fork_from_probe(const startup_costs& c, unsigned workers, startup_prediction& p) {
+  const fork_probe_figures& first = c.probe_first.ok() ? c.probe_first : c.probe_later;
+  const fork_probe_figures& later = c.probe_later.ok() ? c.probe_later : c.probe_first;
+  double init_first = 0;
+  p.first_ttfb_ms = fork_start(c, first, workers, init_first, p.first_slot_ms);
+  p.ttfb_ms = fork_start(c, later, workers, p.init_ms, p.slot_ms);
   p.known = true;
-  p.basis =
-      "a fork of this process measured at the end of its first epoch (LOTUS_FORK_PROBE), its "
-      "batch fetched in the child; a fork run's first epoch forks a process that has not yet "
-      "run its training steps, whose workers may take longer to their first batch (torch's "
-      "first operations, lazy imports): on public pipelines up to 3x the probe's";
+  if (c.probe_first.ok() && c.probe_later.ok()) {
+    p.basis =
+        "forks of this process measured before its first iterator and at the end of its first "
+        "epoch (LOTUS_FORK_PROBE), a batch fetched in each child";
+  } else if (c.probe_later.ok()) {
+    p.basis =
+        "a fork of this process measured at the end of its first epoch (LOTUS_FORK_PROBE), its "
+        "batch fetched in the child; a fork run's first epoch forks a process that has not yet "
+        "run its training steps, whose workers may take longer to their first batch (torch's "
+        "first operations, lazy imports)";
+  } else {
+    p.basis =
+        "a fork of this process measured before its first iterator (LOTUS_FORK_PROBE), its "
+        "batch fetched in the child; the later epochs' forks taken as the first";
+  }
 }
 
 std::string probe_words(const std::string& status) {
@@ -313,15 +334,8 @@ startup_analysis analyze_startup(const trace_dir& dir) {
         k.server_modules = m.server_modules;
       }
       if (m.method == "forkserver" && m.server_running == 0) k.server_started = true;
-      if (!m.probe_status.empty() && k.probe_status != "ok") {
-        k.probe_status = m.probe_status;
-        k.probe_fork_ms = m.probe_fork_ms;
-        k.probe_start_ms = m.probe_start_ms;
-        k.probe_setup_ms = m.probe_setup_ms;
-        k.probe_init_fn_ms = m.probe_init_fn_ms;
-        k.probe_init_cpu_ms = m.probe_init_cpu_ms;
-        k.probe_first_batch_ms = m.probe_first_batch_ms;
-      }
+      if (!m.probe_first.status.empty() && !k.probe_first.ok()) k.probe_first = m.probe_first;
+      if (!m.probe_later.status.empty() && !k.probe_later.ok()) k.probe_later = m.probe_later;
       if (k.method.empty() || k.method == "unknown") k.method = it.method;
       k.workers = std::max<unsigned>(k.workers, static_cast<unsigned>(m.starts.size()));
       k.persistent = k.persistent || it.persistent;
@@ -424,13 +438,13 @@ startup_prediction predict_startup(const startup_costs& c, const std::string& me
       // (a spawned worker's setup and first batch hold those it ran) were not measured: on the
       // public pipelines of bench/zoo a fork's start measured 0.1x to 2.2x what constants for
       // them estimated from a spawn run (tools/docs/WHATIF.md).
-      if (c.probe_status == "ok") {
+      if (c.probe_status() == "ok") {
         predict_fork_from_probe(c, workers, p);
         return p;
       }
-      if (!c.probe_status.empty()) {
+      if (!c.probe_status().empty()) {
         p.why_unknown = "this run started its workers by " + c.method +
-                        " and its fork probe measured nothing: " + probe_words(c.probe_status);
+                        " and its fork probe measured nothing: " + probe_words(c.probe_status());
         return p;
       }
       p.why_unknown = "this run started its workers by " + c.method +

@@ -90,14 +90,16 @@ struct startup_costs {
   /// measured); the worker boot figures above leave it out.
   double server_start_ms = 0;
   bool server_started = false;  ///< an iterator of the run started the server
-  /// The fork probe (LOTUS_FORK_PROBE=1 in a spawn or forkserver run; `startup_forkprobe`): a
-  /// fork worker's start measured in a fork of the main process: its status ("ok", or why it
-  /// measured nothing; empty: not run) and figures (ms): the parent's fork() call, the child's
-  /// start to its own code, its setup, worker_init_fn (wall, CPU) and one batch fetched and
-  /// passed through the result queue's pickling.
-  std::string probe_status;
-  double probe_fork_ms = 0, probe_start_ms = 0, probe_setup_ms = 0, probe_init_fn_ms = 0,
-         probe_init_cpu_ms = 0, probe_first_batch_ms = 0;
+  /// The fork probes (LOTUS_FORK_PROBE=1 in a spawn or forkserver run; `startup_forkprobe`): a
+  /// fork worker's start measured in a fork of the main process before its first iterator
+  /// (`first`) and at the end of that iterator's epoch (`later`).
+  fork_probe_figures probe_first, probe_later;
+  /// The probes' status for the report: "ok" when either measured, else the first one's reason
+  /// (empty: no probe ran).
+  std::string probe_status() const {
+    if (probe_first.ok() || probe_later.ok()) return "ok";
+    return !probe_first.status.empty() ? probe_first.status : probe_later.status;
+  }
 };
 
 /// What the run's start-up lines say.

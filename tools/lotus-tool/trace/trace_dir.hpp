@@ -175,6 +175,16 @@ struct startup_start {
 /// A `startup` line with its `startup_worker` and `startup_first` lines: one DataLoader
 /// iterator that started workers, from iter(loader) (begin) to its first batch (first_ns 0: not
 /// recorded).
+/// One fork probe (ms): status "ok", or why it measured nothing ("failed", "timeout", "nobatch",
+/// "cuda"; empty: no probe); the parent's fork() call, the child's start to its own code, its
+/// setup, worker_init_fn (wall, CPU), one batch fetched and pickled as the result queue does.
+struct fork_probe_figures {
+  std::string status;
+  double fork_ms = 0, start_ms = 0, setup_ms = 0, init_fn_ms = 0, init_cpu_ms = 0,
+         first_batch_ms = 0;
+  bool ok() const { return status == "ok"; }
+};
+
 struct startup_meta {
   std::uint64_t seq = 0;
   std::string method;  ///< fork, spawn, forkserver (or unknown)
@@ -188,12 +198,10 @@ struct startup_meta {
   /// other modules it preloads ("-": none).
   int server_running = -1, server_preloads_main = -1;
   std::string server_modules;
-  /// `startup_forkprobe` line (LOTUS_FORK_PROBE=1, a spawn or forkserver run): a fork worker's
-  /// start measured in a fork of this process at the end of the iterator's epoch (ms); status
-  /// "ok", or why it measured nothing ("failed", "timeout", "nobatch", "cuda"); empty: no line.
-  std::string probe_status;
-  double probe_fork_ms = 0, probe_start_ms = 0, probe_setup_ms = 0, probe_init_fn_ms = 0,
-         probe_init_cpu_ms = 0, probe_first_batch_ms = 0;
+  /// `startup_forkprobe` lines (LOTUS_FORK_PROBE=1, a spawn or forkserver run): a fork worker's
+  /// start measured in a fork of this process before the iterator's start (`first`: as a fork
+  /// run's first epoch finds the process) and at the end of its epoch (`later`).
+  fork_probe_figures probe_first, probe_later;
   /// The `startup` line's last fields (absent: an older lotus): its loader's number in the
   /// process (-1: not known), where the loader was made and where iter() was called
   /// (`file:line:function`, unescaped; empty: not known).

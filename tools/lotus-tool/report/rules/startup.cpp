@@ -82,9 +82,9 @@ std::vector<startup_fix> startup_fixes(const report_data& d) {
         "Start the workers by fork (DataLoader(multiprocessing_context=\"fork\")) where the job "
         "allows it (no CUDA initialised and no other threads running in the main process when "
         "the workers start)";
-    if (c.method != "fork" && c.probe_status == "ok") {
+    if (c.method != "fork" && c.probe_status() == "ok") {
       add("multiprocessing_context", c, "fork", fork_words);  // the fork probe measured it
-    } else if (c.method != "fork" && c.probe_status != "cuda") {
+    } else if (c.method != "fork" && c.probe_status() != "cuda") {
       // What a forked worker skips, measured: its pickle, its interpreter's start and imports,
       // the unpickling; its own start (the fork, the pages it copies) is not measured here.
       const double skipped = c.pickle0_ms + c.boot_ms + c.import_ms + c.unpickle_ms;

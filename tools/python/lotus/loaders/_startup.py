@@ -415,7 +415,7 @@ def worker_ready(ppid, slot, entered):
 # ---- the fork probe (a traced spawn or forkserver run) -------------------------------------------
 
 _probe_lock = _threading.Lock()
-_probe_done = [False]
+_probe_done = {"first": False, "later": False}
 _probe_warned = [False]
 _PROBE_TIMEOUT_S = 30.0
 # The probe's outcome words of the `startup_forkprobe` line (FORMAT.md §5).
@@ -438,19 +438,14 @@ def fork_probe_wanted():
     return False
 
 
-def _probe_members(loader_iter):
+def _probe_members(dataset, collate_fn, init_fn, iterable, auto, drop_last, batch_size):
     """The members a forked worker would use, as _preflight_probe.worker_body takes them, and a
     first batch's indices drawn without the sampler (iterating it would move the program's random
     state): the first batch_size items of a map-style dataset, or the iterable's first ones."""
-    from torch.utils.data.dataloader import _DatasetKind
-    dataset = loader_iter._dataset
-    iterable = loader_iter._dataset_kind == _DatasetKind.Iterable
-    auto = bool(loader_iter._auto_collation)
-    sent = (dataset, loader_iter._collate_fn, loader_iter._worker_init_fn, iterable, auto,
-            bool(loader_iter._drop_last))
+    sent = (dataset, collate_fn, init_fn, iterable, auto, drop_last)
     if not auto:
         return sent, 0
-    size = int(getattr(loader_iter._index_sampler, "batch_size", 0) or 1)
+    size = int(batch_size or 1)
     if not iterable:
         try:
             size = min(size, len(dataset))
@@ -459,41 +454,82 @@ def _probe_members(loader_iter):
     return sent, list(range(max(1, size)))
 
 
+def _run_probe(sent, first, workers):
+    """(status, [fork, start, setup, init_fn, init_cpu, first_batch] ns) of one fork probe."""
+    import sys
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        return "cuda", [0] * 6  # a forked worker cannot use it: fork is not this job's option
+    from . import _preflight
+    f = _preflight._fork_probe(sent, first, workers, _PROBE_TIMEOUT_S)
+    if "error" in f:
+        return ("timeout" if "did not finish" in f["error"] else "failed"), [0] * 6
+    if f.get("errors"):
+        bad = "first_batch" in f["errors"] or "setup" in f["errors"]
+        return ("nobatch" if bad else "failed"), [0] * 6
+    return "ok", [max(0, int(round(f.get(k, 0.0) * 1e6))) for k in
+                  ("fork_ms", "start_ms", "setup_ms", "init_fn_ms", "init_cpu_ms", "first_batch_ms")]
+
+
+def _claim(when):
+    if not fork_probe_wanted():
+        return False
+    with _probe_lock:
+        if _probe_done[when]:
+            return False
+        _probe_done[when] = True
+    return True
+
+
+def fork_probe_first(loader, workers):
+    """Before the process's first iterator that will start workers by spawn or forkserver (its
+    start not yet recorded): a fork of this process as a fork run's first epoch finds it (no
+    training step run yet), measured; returned for fork_probe_note once the iterator has its
+    number, or None. Never raises."""
+    try:
+        if workers <= 0 or _probe_done["first"] or not fork_probe_wanted():
+            return None  # (cheap checks first: this runs at every iter())
+        from . import _preflight
+        if _preflight._loader_method(loader) not in ("spawn", "forkserver") \
+                or not _claim("first"):
+            return None
+        from torch.utils.data import IterableDataset
+        iterable = isinstance(loader.dataset, IterableDataset)
+        auto = loader.batch_sampler is not None
+        sent, first = _probe_members(loader.dataset, loader.collate_fn, loader.worker_init_fn,
+                                     iterable, auto, bool(loader.drop_last), loader.batch_size)
+        return _run_probe(sent, first, workers)
+    except Exception:  # noqa: BLE001 - the probe never breaks the training loop
+        return None
+
+
+def fork_probe_note(it, probe, when="first"):
+    """The `startup_forkprobe` line of iterator `it` for a probe's (status, figures)."""
+    if probe is None or it is None or not it.record:
+        return
+    status, ns = probe
+    note(b"startup_forkprobe %d %s %s %d %d %d %d %d %d\n"
+         % ((it.seq, when.encode(), status.encode()) + tuple(ns)))
+
+
 def fork_probe(loader_iter):
     """Once per process, with LOTUS_FORK_PROBE=1, when the first iterator that started its
     workers by spawn or forkserver ends its epoch: a fork worker's start measured in a fork of
     this process (_preflight._fork_probe: the fork, the child's setup and one batch fetched in
-    it), written as a `startup_forkprobe` line, so that lotus-tool can predict a fork start from
-    this run. The training loop waits for it (a fork and one batch, at most _PROBE_TIMEOUT_S);
-    the child records nothing. Never raises."""
+    it), written as a `startup_forkprobe ... later` line: the process as a fork run's later
+    epochs find it (its training steps have run). The training loop waits for it (a fork and one
+    batch, at most _PROBE_TIMEOUT_S); the child records nothing. Never raises."""
     try:
         it = getattr(loader_iter, "_lotus_startup", None)
         if it is None or not it.record or not it.workers \
-                or it.method not in ("spawn", "forkserver") or not fork_probe_wanted():
+                or it.method not in ("spawn", "forkserver") or not _claim("later"):
             return
-        with _probe_lock:
-            if _probe_done[0]:
-                return
-            _probe_done[0] = True
-        status, f = "ok", {}
-        import sys
-        torch = sys.modules.get("torch")
-        if torch is not None and torch.cuda.is_initialized():
-            status = "cuda"  # a forked worker cannot use it: fork is not this job's option
-        else:
-            from . import _preflight
-            sent, first = _probe_members(loader_iter)
-            f = _preflight._fork_probe(sent, first, len(it.workers), _PROBE_TIMEOUT_S)
-            if "error" in f:
-                status = "timeout" if "did not finish" in f["error"] else "failed"
-            elif f.get("errors"):
-                status = "nobatch" if "first_batch" in f["errors"] or "setup" in f["errors"] \
-                    else "failed"
-        ns = [int(round(f.get(k, 0.0) * 1e6)) for k in
-              ("fork_ms", "start_ms", "setup_ms", "init_fn_ms", "init_cpu_ms", "first_batch_ms")]
-        if status != "ok":
-            ns = [0] * 6
-        note(b"startup_forkprobe %d %s %d %d %d %d %d %d\n"
-             % ((it.seq, status.encode()) + tuple(max(0, x) for x in ns)))
+        from torch.utils.data.dataloader import _DatasetKind
+        sent, first = _probe_members(
+            loader_iter._dataset, loader_iter._collate_fn, loader_iter._worker_init_fn,
+            loader_iter._dataset_kind == _DatasetKind.Iterable,
+            bool(loader_iter._auto_collation), bool(loader_iter._drop_last),
+            getattr(loader_iter._index_sampler, "batch_size", 0))
+        fork_probe_note(it, _run_probe(sent, first, len(it.workers)), "later")
     except Exception:  # noqa: BLE001 - the probe never breaks the training loop
         pass

@@ -277,8 +277,12 @@ def _iter_init(cls, resume_offset):
         # The iterator's start (workers started, the first indices queued), from iter(loader),
         # active on this thread while __init__ runs: its workers' loops get its offset and its
         # start-up gate (_startup.process_start); measured (the startup lines) when traced.
-        it = _startup.begin(int(getattr(loader, "num_workers", 0) or 0), offset, gate=gated,
-                            record=gated, loader=loader)
+        # LOTUS_FORK_PROBE: a fork measured before the process's first spawn or forkserver
+        # start, outside the start's own record (its first epoch as a fork run would find it).
+        workers = int(getattr(loader, "num_workers", 0) or 0)
+        probe = _startup.fork_probe_first(loader, workers) if gated else None
+        it = _startup.begin(workers, offset, gate=gated, record=gated, loader=loader)
+        _startup.fork_probe_note(it, probe)
         self._lotus_startup = it if gated else None
         # The waits of its first epoch: start-up while some of its workers has not begun its
         # first item (the gate); none in a later epoch of persistent workers (try_put_index).
