@@ -244,7 +244,7 @@ TEST_CASE("an empty trace file is reported, and batch index 2^63-1 never overflo
           std::string::npos);  // -(idx + 1), as Python computes it
 }
 
-TEST_CASE("100k small trace files: check, stats, viz, report and attribute add under 24 MiB",
+TEST_CASE("100k small trace files: check, stats, viz, report and attribute add under 36 MiB",
           "[tool][input]") {
   const std::string d = fresh("many");
   // Under the sanitizers 10k files: the memory bound is not checked there (shadow memory), and
@@ -295,9 +295,10 @@ TEST_CASE("100k small trace files: check, stats, viz, report and attribute add u
     const long base = peak_kib("many_one", with("many_one"));
     const long kib = peak_kib("many", with("many"));
     INFO(cmd << ": 1 file " << base << " KiB, " << files << " files " << kib << " KiB");
-    // Under 24 MiB for 100k files, about 250 bytes a file: the listing and names (~130 bytes),
-    // per-file op sums (~60), batch sums and the epoch join's spans.
-    if (!k_sanitized) CHECK(kib - base < 24 * 1024);
+    // Under 36 MiB for 100k files, about 370 bytes a file: the listing and names (~130 bytes),
+    // per-file op sums (~60), batch sums and the epoch join's spans; stats and report read the
+    // run once, the statistics and the model's digest side by side (+10 MiB over reading twice).
+    if (!k_sanitized) CHECK(kib - base < 36 * 1024);
   }
   // The report shows the 100k worker threads (one per process, no sidecar) as one row.
   const std::string html = lotus_test::read_file(d + "/../many.html");
