@@ -189,8 +189,8 @@ def collect_claims(a, name, trace, src_method, src_workers, settings):
         claims.append(c)
         pe = (js.get("predicted") or {}).get("epoch_seconds")
         c = {"claim": "whatif: epoch", "setting": s, "kind": "epoch", "predicted": pe}
-        if why or pe is None:
-            c["withheld"] = why or "no epoch prediction"
+        if why or pe is None or js.get("epoch_claim") is False:
+            c["withheld"] = why or js.get("epoch_no_claim_why") or "no epoch prediction"
         elif su.get("predicted_ttfb_ms") is None and su.get("note") and (
                 m != src_method or int(w) != src_workers):
             # The epoch's start is the traced method's where the start-up model could not predict.

@@ -304,6 +304,10 @@ def test_the_fork_probe_measures_a_fork_in_a_spawn_run(tmp_path):
     assert su["predicted_ttfb_ms"] is not None and su["predicted_ttfb_ms"] > 0, su
     assert "LOTUS_FORK_PROBE" in su["basis"] and "before its first iterator" in su["basis"], su
     assert su["predicted_first_ttfb_ms"] > 0 and su["predicted_later_ttfb_ms"] > 0, su
+    # The start is claimed; the epoch after it is not (a forked worker's later batches copy
+    # pages the probe's one batch does not).
+    assert js["epoch_claim"] is False and "first batch, not its later ones" in \
+        js["epoch_no_claim_why"], js
     # Memory: the spawn run's own method is predicted; a forked worker's is not (its private
     # pages are not a spawned worker's), and whatif says which run would tell.
     mem = js["memory"]

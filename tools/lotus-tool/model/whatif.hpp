@@ -184,6 +184,9 @@ struct whatif_result {
   /// Non-empty: the model predicts no worker count from this trace, and this says why (the
   /// workers waited on storage, whose own throughput the trace does not give).
   std::string no_claim_why;
+  /// Non-empty: the start is predicted but not the epoch after it, and this says why (fork
+  /// workers predicted from a spawn run's fork probe: their later batches are not measured).
+  std::string epoch_no_claim_why;
   // The model replaying the measured configuration (its error on this run), and the question.
   loader_prediction replay, predicted;
   memory_prediction memory;  ///< for model.workers
