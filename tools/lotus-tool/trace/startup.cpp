@@ -143,9 +143,7 @@ void predict_fork_from_probe(const startup_costs& c, unsigned workers, startup_p
   } else if (c.probe_later.ok()) {
     p.basis =
         "a fork of this process measured at the end of its first epoch (LOTUS_FORK_PROBE), its "
-        "batch fetched in the child; a fork run's first epoch forks a process that has not yet "
-        "run its training steps, whose workers may take longer to their first batch (torch's "
-        "first operations, lazy imports)";
+        "batch fetched in the child; the first epoch's fork taken as the same";
   } else {
     p.basis =
         "a fork of this process measured before its first iterator (LOTUS_FORK_PROBE), its "
