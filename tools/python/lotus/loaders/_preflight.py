@@ -49,6 +49,8 @@ import time as _time
 import traceback as _traceback
 import types as _types
 
+from . import _fork
+
 EXIT_NO_LOADER = 3
 EXIT_SCRIPT_FAILED = 4
 EXIT_ERROR = 1
@@ -313,18 +315,6 @@ def _type_name(obj):
 
 # ---- the loader ----------------------------------------------------------------------------------
 
-def _loader_method(loader):
-    ctx = getattr(loader, "multiprocessing_context", None)
-    if ctx is not None:
-        try:
-            return ctx.get_start_method()
-        except Exception:  # noqa: BLE001
-            pass
-    import multiprocessing
-    return multiprocessing.get_start_method(allow_none=True) or \
-        multiprocessing.get_all_start_methods()[0]
-
-
 def _first_index(loader):
     """The first batch's indices, as the loader's sampler gives them (JSON), or None."""
     try:
@@ -426,66 +416,6 @@ def _probe(script, args, loader, members_pickle, workers, timeout):
         "errors": o.get("errors", {}),
         "modules": o.get("modules", []),
     }
-
-
-def _fork_probe(sent, first_index, workers, timeout):
-    """A fork worker's start, measured: this process forked (as a fork DataLoader forks its
-    workers), and in the child what the worker does up to its first batch (_preflight_probe's
-    worker_body on the live members, the batch of indices `first_index`: nothing pickled). The
-    parent's fork() call and the child's steps (ms), or {"error": ...}. A spawn run cannot tell
-    these (the fork's own cost, the pages the child copies, the imports it inherits): they are
-    measured here instead (also by lotus.torch in a traced spawn run: _startup.fork_probe). The
-    child records nothing (lotus is turned off in it first): no trace file of its own."""
-    if not hasattr(_os, "fork"):
-        return {"error": "this platform has no fork"}
-    import select
-    import signal
-    from . import _preflight_probe
-    cfg = {"workers": max(1, workers), "seed": 12345, "first_index": first_index}
-    r, w = _os.pipe()
-    t0 = _time.perf_counter_ns()
-    pid = _os.fork()
-    if pid == 0:  # the child: report, then leave without running the parent's exit handlers
-        code = 1
-        try:
-            t_child = _time.perf_counter_ns() - t0
-            _os.close(r)
-            try:
-                from .. import _lotus
-                _lotus._configure(enabled=False)
-            except BaseException:  # noqa: BLE001 - a lotus without the module: nothing records
-                pass
-            out = {"errors": {}, "t_child": t_child}
-            _preflight_probe.worker_body(sent, cfg, out)
-            _os.write(w, _json.dumps(out).encode())
-            code = 0
-        finally:
-            _os._exit(code)
-    fork_ns = _time.perf_counter_ns() - t0
-    _os.close(w)
-    chunks, deadline = [], _time.monotonic() + timeout
-    try:
-        while True:
-            left = deadline - _time.monotonic()
-            if left <= 0 or not select.select([r], [], [], left)[0]:
-                _os.kill(pid, signal.SIGKILL)
-                _os.waitpid(pid, 0)
-                return {"error": f"the forked worker did not finish in {timeout:g} s"}
-            chunk = _os.read(r, 65536)
-            if not chunk:
-                break
-            chunks.append(chunk)
-    finally:
-        _os.close(r)
-    _os.waitpid(pid, 0)
-    try:
-        o = _json.loads(b"".join(chunks).decode())
-    except ValueError:
-        return {"error": "the forked worker failed before it reported"}
-    return {"fork_ms": fork_ns / 1e6, "start_ms": o["t_child"] / 1e6,
-            "init_fn_ms": o.get("init_fn_ns", 0) / 1e6,
-            "init_cpu_ms": o.get("init_cpu_ns", 0) / 1e6, "setup_ms": o.get("setup_ns", 0) / 1e6,
-            "first_batch_ms": o.get("first_batch_ns", 0) / 1e6, "errors": o.get("errors", {})}
 
 
 # ---- the modules a worker will lack --------------------------------------------------------------
@@ -657,11 +587,11 @@ def analyse(stopped, script, args, method_arg, workers_arg, timeout, log=None):
     loader = stopped.loader
     own_workers = int(getattr(loader, "num_workers", 0) or 0)
     workers = own_workers if workers_arg is None else workers_arg
-    method = method_arg or _loader_method(loader)
+    method = method_arg or _fork.loader_method(loader)
     persistent = bool(getattr(loader, "persistent_workers", False))
     rep = {"script": script, "args": list(args), "stopped": True,
            "loader": {"type": _type_name(loader), "num_workers": own_workers,
-                      "start_method": _loader_method(loader), "persistent_workers": persistent,
+                      "start_method": _fork.loader_method(loader), "persistent_workers": persistent,
                       "batch_size": getattr(loader, "batch_size", None),
                       "dataset": _type_name(loader.dataset)},
            "start_method": method, "workers": workers, "python": _sys.version.split()[0],
@@ -760,7 +690,7 @@ def analyse(stopped, script, args, method_arg, workers_arg, timeout, log=None):
     # A fork worker's start, measured in a fork of this process (not with CUDA initialised:
     # a forked child cannot use it, and fork is then not an option).
     fork_probe = {"error": "CUDA is initialised: fork is not an option"} if stopped.cuda else \
-        _fork_probe(sent, _first_index(loader), workers, timeout)
+        _fork.fork_probe(sent, _first_index(loader), workers, timeout)
     rep["fork_probe"] = fork_probe
 
     # The prediction.

@@ -460,8 +460,8 @@ def _run_probe(sent, first, workers):
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_initialized():
         return "cuda", [0] * 6  # a forked worker cannot use it: fork is not this job's option
-    from . import _preflight
-    f = _preflight._fork_probe(sent, first, workers, _PROBE_TIMEOUT_S)
+    from . import _fork
+    f = _fork.fork_probe(sent, first, workers, _PROBE_TIMEOUT_S)
     if "error" in f:
         return ("timeout" if "did not finish" in f["error"] else "failed"), [0] * 6
     if f.get("errors"):
@@ -489,8 +489,8 @@ def fork_probe_first(loader, workers):
     try:
         if workers <= 0 or _probe_done["first"] or not fork_probe_wanted():
             return None  # (cheap checks first: this runs at every iter())
-        from . import _preflight
-        if _preflight._loader_method(loader) not in ("spawn", "forkserver") \
+        from . import _fork
+        if _fork.loader_method(loader) not in ("spawn", "forkserver") \
                 or not _claim("first"):
             return None
         from torch.utils.data import IterableDataset
@@ -515,7 +515,7 @@ def fork_probe_note(it, probe, when="first"):
 def fork_probe(loader_iter):
     """Once per process, with LOTUS_FORK_PROBE=1, when the first iterator that started its
     workers by spawn or forkserver ends its epoch: a fork worker's start measured in a fork of
-    this process (_preflight._fork_probe: the fork, the child's setup and one batch fetched in
+    this process (_fork.fork_probe: the fork, the child's setup and one batch fetched in
     it), written as a `startup_forkprobe ... later` line: the process as a fork run's later
     epochs find it (its training steps have run). The training loop waits for it (a fork and one
     batch, at most _PROBE_TIMEOUT_S); the child records nothing. Never raises."""
