@@ -418,8 +418,6 @@ _probe_lock = _threading.Lock()
 _probe_done = {"first": False, "later": False}
 _probe_warned = [False]
 _PROBE_TIMEOUT_S = 30.0
-# The probe's outcome words of the `startup_forkprobe` line (FORMAT.md §5).
-_PROBE_STATUS = ("ok", "failed", "timeout", "nobatch", "cuda")
 
 
 def fork_probe_wanted():
