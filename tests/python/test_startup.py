@@ -574,6 +574,32 @@ def run_iterators(out, method, loaders, env=None):
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
+def test_the_fork_probe_beside_iterators_started_together_on_threads(tmp_path):
+    """LOTUS_FORK_PROBE=1 with three spawn loaders whose iter() run at once on three threads:
+    every iterator keeps its start and its workers, the probes run once per process (a `first`
+    and a `later` line, each under an iterator of this run), and no forked child leaves a trace
+    file of its own."""
+    if not have("spawn"):
+        pytest.skip("no spawn here")
+    out = tmp_path / "t"
+    workers = [2, 1, 3]
+    job = run_iterators(out, "spawn", [{"workers": w, "batches": 4} for w in workers],
+                        env={"LOTUS_FORK_PROBE": "1"})
+    assert [len(g["firsts"]) for g in job["loaders"]] == [4, 4, 4]
+    starts = {int(f[0]) for _, f in sidecar_lines(out, "startup")}
+    assert len(starts) == 3
+    probes = sidecar_lines(out, "startup_forkprobe")
+    assert sorted(f[1] for _, f in probes) == ["first", "later"], probes
+    assert all(int(f[0]) in starts for _, f in probes), probes
+    pids = {f[2] for _, f in sidecar_lines(out, "startup_worker")}
+    assert len(pids) == sum(workers)
+    worker_files = {p.name.rsplit("_", 1)[1]
+                    for p in pathlib.Path(out).glob("lotustrace_log_worker_pid_*")}
+    assert worker_files == pids, worker_files ^ pids
+    tool("check", str(out))
+    assert len(stats_json(out)["startup"]["iterators"]) == 3
+
+
 @pytest.mark.parametrize("method", ["fork", "spawn", "forkserver"])
 def test_iterators_started_together_on_threads_each_keep_their_start(tmp_path, method):
     """Three loaders (2, 1 and 3 workers) whose iter() run at the same moment on three threads:
