@@ -45,52 +45,49 @@ stage() {  # stage VARIANT WHAT COMMAND...
   echo "::: $name $result ($((SECONDS - t0)) s)"
   stage_times+=("$(printf 'stage  %-11s %6d s  %s' "$name" "$((SECONDS - t0))" "$result")")
 }
-configure_build_test() {  # configure_build_test VARIANT: its [build] rows, then its ctest selection
-  local dir="$1" log="$out/$1.ctest.log" rc=0 args=() targets sel
+cmake_build() {  # cmake_build VARIANT: its [build] rows configured and built into build-ci/VARIANT
+  local dir="$1" args=() targets
   mapfile -t args < <(tm cmake "$dir")
   targets=$(tm targets "$dir")
-  sel=$(tm ctest "$dir")
   cmake -S "$root" -B "$out/$dir" -G Ninja "${args[@]}" >"$out/$dir.configure.log" 2>&1 \
     || { cat "$out/$dir.configure.log"; return 1; }
   # shellcheck disable=SC2086
-  cmake --build "$out/$dir" -j "$jobs" ${targets:+--target $targets} || return 1
+  cmake --build "$out/$dir" -j "$jobs" ${targets:+--target $targets}
+}
+# The CMake variants after the first are built in the background, one after the other, in the idle
+# scheduling class (chrt -i: only on CPU the stages leave unused; gcc's ctest used about half the
+# cores, the pip stages less). A variant is claimed (mkdir) by the background or by its stage,
+# whichever comes first; a stage whose tree the background claimed waits for it, then builds what
+# is left (nothing: the build's errors, if any, are shown again there).
+claim() { mkdir "$out/.claim-$1" 2>/dev/null; }
+build_wheel() { rm -rf --one-file-system "$out/wheel-dist"; LOTUS_WHEEL_WORK="$out/wheel" bash tools/packaging/build-wheel.sh "$out/wheel-dist"; }
+prebuild() {  # prebuild VARIANT... (the wheel variant: its wheel)
+  chrt -i -p 0 "$BASHPID" >/dev/null 2>&1 || renice -n 19 -p "$BASHPID" >/dev/null 2>&1 || true
+  local v; for v in "$@"; do
+    claim "$v" || continue
+    if [ "$v" = wheel ]; then build_wheel; else cmake_build "$v"; fi >"$out/$v.prebuild.log" 2>&1
+    echo $? >"$out/$v.prebuild.rc"
+  done
+}
+prebuilt() {  # prebuilt VARIANT: true when its stage builds it; else waits for the background's build
+  ! claim "$1" || return 0
+  while [ ! -f "$out/$1.prebuild.rc" ] && kill -0 "${prepare_pid[builds]:-0}" 2>/dev/null; do sleep 2; done
+  echo "$1: built in the background (exit $(cat "$out/$1.prebuild.rc" 2>/dev/null || echo '?'))"
+  return 1
+}
+configure_build_test() {  # configure_build_test VARIANT: its [build] rows, then its ctest selection
+  local dir="$1" log="$out/$1.ctest.log" rc=0 sel
+  sel=$(tm ctest "$dir")
+  prebuilt "$dir" || true
+  cmake_build "$dir" || return 1
   # shellcheck disable=SC2086
   (cd "$out/$dir" && ctest --output-on-failure -j "$ctest_jobs" $sel) 2>&1 | tee "$log" || rc=1
   count_log ctest "$log" || rc=1
   return $rc
 }
-# The Python tests that concern lotus.torch on a venv of pip's torch (tools/scripts/pip-stack.sh),
-# with the module and lotus-tool of the gcc variant's build (built here when that variant did not run).
-# The venv is kept between runs (like the wheels) and remade only when the stack's pins change.
-pip_stack() {  # pip_stack NAME
-  local name="$1" venv="$venvs/$1" build="$out/gcc" rc=0
-  if prepared "pip-$name"; then cat "$out/root-pip-$name.prepare.log"
-  else bash tools/scripts/pip-stack.sh "$name" "$venv" || return 1; fi  # once more, in the foreground
-  if [ ! -x "$build/tools/lotus-tool/lotus-tool" ] || ! ls "$build"/python/lotus/_lotus*.so >/dev/null 2>&1; then
-    build="$out/pip"
-    cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOTUS_TEST_DIRS=python -DLOTUS_BUILD_EXAMPLES=OFF \
-      -DLOTUS_BUILD_BENCH=OFF -DLOTUS_WITH_TORCH=OFF >"$out/pip.configure.log" 2>&1 || { cat "$out/pip.configure.log"; return 1; }
-    cmake --build "$build" -j "$jobs" --target lotus_python lotus-tool || return 1
-  fi
-  PYTHONPATH="$build/python" "$venv/bin/python" -m lotus.torch --check 2>&1 | sed 's/^/  /' || true  # what this stack records
-  # Two at once (pytest-xdist: most of these tests wait on worker processes); then the matrix's
-  # `alone` files, alone (memory: other processes move their Pss; the pip install, a build of its
-  # own). The stack's selection and [deselect] rows apply to both.
-  local together=() alone=() select=() deselect=()
-  read -r -a together <<<"$(tm files "pip-$name" yes)"
-  read -r -a alone <<<"$(tm files "pip-$name" alone)"
-  read -r -a deselect <<<"$(tm deselect "pip-$name")"
-  eval "select=($(tm selection "pip-$name"))"
-  pytest_in() {  # pytest_in LOG ARGS...
-    (cd tests/python && PYTHONPATH="$build/python" LOTUS_TOOL="$build/tools/lotus-tool/lotus-tool" LOTUS_STACK_VENV="$venv" \
-       PYTHONDONTWRITEBYTECODE=1 "$venv/bin/python" -m pytest -q -p no:cacheprovider -rfEs "${select[@]}" "${deselect[@]}" "${@:2}") \
-      2>&1 | tee "$1" || rc=1
-    count_log pytest "$1" || rc=1
-  }
-  pytest_in "$out/pip-$name.pytest.log" --durations=15 -n 2 "${together[@]}"
-  [ ${#alone[@]} -eq 0 ] || pytest_in "$out/pip-$name-serial.pytest.log" "${alone[@]}"
-  return $rc
-}
+# The stages of pip's venvs, the wheel and Conan (pip_stack, wheel_stage, conan_stage).
+# shellcheck source=tools/scripts/test-stages.sh
+. "$root/tools/scripts/test-stages.sh"
 # The fresh roots (debootstrapped, their packages downloaded), the wheel's roots and the pip stacks'
 # venvs are prepared in the background while the variants before them build (network time under
 # compile time); the stages then run in them. prepare KEY COMMAND...: the log root-KEY.prepare.log.
@@ -157,40 +154,6 @@ interrupted() {  # Ctrl-C or SIGTERM: end every child (each fresh root's prepara
 set -m  # each background job (a stage, a root's preparation) in a process group of its own
 trap 'interrupted SIGINT 130' INT
 trap 'interrupted SIGTERM 143' TERM
-conan_stage() {  # the Conan 2 recipe, offline; its test package's build tree removed afterwards
-  local venv="$venvs/conan" rc=0 made=(tools/conan/test_package/build tools/conan/test_package/CMakeUserPresets.json)
-  bash tools/scripts/pip-stack.sh conan "$venv" || return 1
-  rm -rf "$out/conan-home" "${made[@]}"
-  CONAN_HOME="$out/conan-home" "$venv/bin/conan" profile detect --force >/dev/null 2>&1 || return 1
-  CONAN_HOME="$out/conan-home" "$venv/bin/conan" create tools/conan --build=missing -nr || rc=1
-  rm -rf "${made[@]}"
-  return $rc
-}
-# The wheel variant: the Python tests run against the wheel installed on Debian testing's Python 3.14
-# (its default start method, forkserver): the matrix's wheel column and its [deselect] rows.
-wheel_stage() {  # build the wheel here, then check it in each root (prepared, or prepared now)
-  local rc=0 t=$SECONDS suite args
-  rm -rf --one-file-system "$out/wheel-dist"
-  LOTUS_WHEEL_WORK="$out/wheel" bash tools/packaging/build-wheel.sh "$out/wheel-dist" || return 1
-  echo "wheel: built in $((SECONDS - t)) s"
-  rm -f "$out/wheel-testing.pytest.log"
-  for suite in bookworm testing; do
-    t=$SECONDS
-    args=(--suite "$suite")
-    [ "$suite" = bookworm ] || args+=(--build --tests "$(tm files wheel yes) $(tm deselect wheel)")
-    if prepared "wheel-$suite"; then
-      grep -v '^du: ' "$out/root-wheel-$suite.prepare.log" | tail -3
-    else
-      rm -rf --one-file-system "$out/root-wheel-$suite"
-      bash tools/packaging/check-wheel.sh "${args[@]}" --prepare "$out/root-wheel-$suite" || { rc=1; continue; }
-    fi
-    LOTUS_WHEEL_PYTEST_LOG="$out/wheel-testing.pytest.log" \
-      bash tools/packaging/check-wheel.sh "${args[@]}" --root "$out/root-wheel-$suite" "$out/wheel-dist" || rc=1
-    echo "wheel: $suite checked in $((SECONDS - t)) s"
-  done
-  count_log pytest "$out/wheel-testing.pytest.log" || rc=1
-  return $rc
-}
 
 # What this run will do, before it does it.
 echo "test-all: variants: $variants; build trees in $out"
@@ -208,6 +171,9 @@ echo "test-all: a quick run without roots or venvs: LOTUS_VARIANTS=\"lint gcc\" 
 [ -z "${LOTUS_DRY_RUN:-}" ] || { tm plan; exit 0; }
 # shellcheck disable=SC2086
 bash tools/scripts/install-deps.sh $deps_groups
+rm -rf "$out"/.claim-* "$out"/*.prebuild.rc
+later=(); for v in $variants; do [ -z "$(tm what "$v")" ] && [ "$v" != wheel ] || later+=("$v"); done
+[ ${#later[@]} -lt 2 ] || prepare builds prebuild "${later[@]:1}"
 for v in $variants; do  # what the stages need from the network, while the first variants build
   case "$v" in
     pip-newest|pip-middle) prepare "$v" bash tools/scripts/pip-stack.sh "${v#pip-}" "$venvs/${v#pip-}" ;;
