@@ -17,11 +17,14 @@ blocked in iter() and next()), `batches`; `peak_pss_bytes`, the process tree's l
 (sampled every 250 ms, the run's start to its end); `digest`, a checksum of what the loop received (the same seed and
 setting give the same digest, traced or not).
 
---prefetch-factor N and --unordered reach the DataLoader where the driver builds it (`loader_kwargs`
+--gc-freeze calls gc.freeze() before each epoch's iter() (what a user adds to keep fork workers
+from collecting, and so copying, the main process's objects). --prefetch-factor N and --unordered
+reach the DataLoader where the driver builds it (`loader_kwargs`
 in the JSON: null where the library builds its loader and cannot be given them).
 """
 
 import argparse
+import gc
 import hashlib
 import json
 import multiprocessing
@@ -45,6 +48,9 @@ def parse(description, extra=None):
                     help="DataLoader(prefetch_factor=), where the driver builds the DataLoader")
     ap.add_argument("--unordered", action="store_true",
                     help="DataLoader(in_order=False) (torch 2.6+), where the driver builds it")
+    ap.add_argument("--gc-freeze", action="store_true",
+                    help="gc.freeze() just before each epoch's iter(): fork workers then never "
+                         "collect (and so never copy) the objects the main process holds")
     if extra:
         extra(ap)
     return ap.parse_args()
@@ -210,6 +216,8 @@ def run_epochs(args, make_iterable, step=None, digest=None):
     out = []
     for e in range(args.epochs):
         iterable = make_iterable(e)
+        if getattr(args, "gc_freeze", False):
+            gc.freeze()
         t0 = time.perf_counter()
         it = iter(iterable)  # starts the workers: the loop waits for data here too
         first = last = None

@@ -209,8 +209,8 @@ def test_pip_install_into_a_venv_with_pips_torch(tmp_path):
     constraints.write_text(pins)
     no_debian = run([python, "-c", "import torch, sys; print(torch.__file__)"], work).stdout
     assert pathlib.Path(no_debian.strip()).resolve().is_relative_to(venv.resolve()), no_debian
-    # Built at -O0 (setup.py's switches): what is checked is the install, not the code's speed, and
-    # -O0 halves the build's CPU (the wheel variant builds the release flags).
+    # Built at -O0 (setup.py's switches): what is checked is the install, not the code's speed
+    # (the wheel variant builds with the release's flags).
     env = clean_env(PIP_CONSTRAINT=str(constraints), PIP_DISABLE_PIP_VERSION_CHECK="1",
                     LOTUS_PYTHON_OPTIMIZE="-O0", LOTUS_TOOL_OPTIMIZE="-O0")
     tool = venv / "bin" / "lotus-tool"

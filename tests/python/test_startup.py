@@ -292,7 +292,11 @@ def test_the_fork_probe_measures_a_fork_in_a_spawn_run(tmp_path):
     for pid, fields in rows:
         assert pid == main_pid and fields[0] == "0" and fields[2] == "ok", fields
         figures = [int(x) for x in fields[3:]]
-        assert len(figures) == 6 and figures[0] > 0 and figures[1] > 0 and figures[5] > 0, fields
+        assert len(figures) == 10 and figures[0] > 0 and figures[1] > 0 and figures[5] > 0, fields
+        # The child's full collection after its batch: its time, the pages it copied, the part
+        # of the batch that was one already (at most the batch), the collector on.
+        assert figures[6] > 0 and figures[7] >= 0 and figures[8] <= figures[5], fields
+        assert figures[9] == 1, fields
     workers = {f[2] for _, f in sidecar_lines(out, "startup_worker")}
     assert len(workers) == 4  # 2 workers, 2 epochs
     assert trace_pids(out) == workers | {main_pid}
@@ -304,6 +308,9 @@ def test_the_fork_probe_measures_a_fork_in_a_spawn_run(tmp_path):
     assert su["predicted_ttfb_ms"] is not None and su["predicted_ttfb_ms"] > 0, su
     assert "LOTUS_FORK_PROBE" in su["basis"] and "before its first iterator" in su["basis"], su
     assert su["predicted_first_ttfb_ms"] > 0 and su["predicted_later_ttfb_ms"] > 0, su
+    assert su["fork_full_gc_ms"] > 0, su
+    assert su["predicted_ttfb_with_full_gc_ms"] == pytest.approx(
+        su["predicted_ttfb_ms"] + su["fork_full_gc_ms"]), su
     # The start is claimed; the epoch after it is not (a forked worker's later batches copy
     # pages the probe's one batch does not).
     assert js["epoch_claim"] is False and "first batch, not its later ones" in \
@@ -348,6 +355,68 @@ def test_the_fork_probe_leaves_the_programs_random_state_alone(tmp_path):
         said = r.stderr.count("LOTUS_FORK_PROBE='yes': expected 0 or 1")
         assert said == (1 if name == "bad" else 0), r.stderr
     assert outs["on"] == outs["off"] == outs["bad"], outs
+
+
+FORK_PROBE_GC = """
+import gc, sys, torch, lotus.torch
+from torch.utils.data import DataLoader, Dataset
+class D(Dataset):
+    def __len__(self): return 32
+    def __getitem__(self, i): return torch.full((4,), float(i))
+if __name__ == "__main__":
+    lotus.torch.instrument(sys.argv[1])
+    held = [[i] for i in range(1_500_000)]  # the main process's objects: 1.5 M tracked lists
+    dl = DataLoader(D(), batch_size=8, num_workers=2, multiprocessing_context="spawn")
+    if sys.argv[2] == "freeze":
+        gc.freeze()  # out of every later collection's reach, a forked child's included
+    for _ in range(2):
+        for b in dl:
+            pass
+    print(len(held))
+"""
+
+
+def test_the_fork_probe_measures_what_a_full_collection_copies(tmp_path):
+    """A main process that holds 1.5 M tracked objects (about 100 MB): a forked worker's full
+    garbage collection visits each and writes its header, so it copies their pages. The probe's
+    child measures one: tens of MiB copied, and whatif gives the fork's first batch with and
+    without it, claiming neither (the collector's count at the fork decides, and tracing moves
+    it), with gc.freeze() named. gc.freeze() before iter(): the child copies under a quarter."""
+    if not have("spawn"):
+        pytest.skip("no spawn here")
+    script = tmp_path / "job.py"
+    script.write_text(FORK_PROBE_GC)
+    copied, js = {}, {}
+    for mode in ("plain", "freeze"):
+        trace = tmp_path / mode
+        trace.mkdir()
+        run_python([str(script), str(trace / "lotustrace_log"), mode],
+                   env={"LOTUS_FORK_PROBE": "1"}, timeout=300)
+        probes = sidecar_lines(trace, "startup_forkprobe")
+        assert [f[2] for _, f in probes] == ["ok", "ok"], probes
+        copied[mode] = max(int(f[10]) for _, f in probes)
+        js[mode] = json.loads(tool("whatif", str(trace), "--workers", "2", "--start-method",
+                                   "fork", "--json"))
+    assert copied["plain"] >= 32 << 20, copied
+    assert copied["freeze"] * 4 < copied["plain"], copied
+    plain = js["plain"]
+    if plain["startup"]["predicted_ttfb_ms"] is None:
+        pytest.skip(plain["startup"]["note"])
+    assert plain["startup"]["fork_gc_copy_bytes"] == copied["plain"], plain["startup"]
+    assert plain["ttfb_claim"] is False, plain
+    assert "full garbage collection" in plain["ttfb_no_claim_why"] and \
+        "gc.freeze() just before iter(loader)" in plain["ttfb_no_claim_why"], plain
+    text = tool("whatif", str(tmp_path / "plain"), "--workers", "2", "--start-method", "fork")
+    assert "a worker whose first batch runs a full garbage collection: " in text, text
+    assert "no claim on the first batch: " in text, text
+    # The report's advice to start by fork comes with gc.freeze() where the probe measured a
+    # full collection's copy; frozen, it does not.
+    for mode, named in (("plain", True), ("freeze", False)):
+        rep = json.loads(tool("report", str(tmp_path / mode), "--json"))
+        fork = [f["advice"] for f in rep["findings"]
+                if "multiprocessing_context=\"fork\"" in (f.get("advice") or "")]
+        assert fork, (mode, rep["findings"])
+        assert all(("gc.freeze() just before iter(loader)" in a) == named for a in fork), fork
 
 
 def test_default_start_method_is_recorded(tmp_path):

@@ -171,6 +171,12 @@ struct whatif_result {
          predicted_later_ttfb_ms = 0, predicted_server_ms = 0;
   bool ttfb_known = false;
   std::string ttfb_why, ttfb_basis;
+  /// fork predicted from the probes: a worker whose first batch runs a full garbage collection
+  /// of the heap it inherited takes gc_full_ms more and copies gc_copy_bytes (0: not measured).
+  /// Non-empty ttfb_no_claim_why: that collection would move the time to first batch by more
+  /// than the model's tolerance, and whether a worker runs one the run cannot tell.
+  double gc_full_ms = 0, gc_copy_bytes = 0;
+  std::string ttfb_no_claim_why;
   /// The workers' measured wait for a core (a share of their batch time) and whether it was
   /// read as other threads' load (model.foreign fitted to it): with the measured workers at most
   /// the cores, only other threads make them wait.

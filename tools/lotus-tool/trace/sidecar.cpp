@@ -206,7 +206,8 @@ class sidecar_parser {
 
  private:
   // `startup_forkprobe <seq> <first|later> <status> <fork_ns> <start_ns> <setup_ns> <init_fn_ns>
-  // <init_cpu_ns> <first_batch_ns>` (FORMAT.md §5): the first well-formed line of each kind.
+  // <init_cpu_ns> <first_batch_ns> [<full_gc_ns> <gc_copy_bytes> <batch_full_gc_ns> <gc_auto>]`
+  // (FORMAT.md §5): the first well-formed line of each kind.
   void startup_probe_line(std::istringstream& ls, const std::string& key, startup_meta& m) {
     std::string when, status;
     ls >> when >> status;
@@ -219,12 +220,29 @@ class sidecar_parser {
     for (std::uint64_t& x : v) {
       if (!read_u(ls, key, x)) return;
     }
+    // Then, from a lotus that measures it, the full collection: <full_gc_ns> <gc_copy_bytes>
+    // <batch_full_gc_ns> <gc_auto> (all four, or none: an older lotus).
+    std::uint64_t g[4] = {};
+    bool gc = true;
+    for (std::uint64_t& x : g) {
+      std::string word;
+      if (!(ls >> word) || !parse_u63(word, x)) {
+        gc = false;
+        break;
+      }
+    }
     fork_probe_figures& f = when == "first" ? m.probe_first : m.probe_later;
     if (!f.status.empty()) return;
     f.status = status;
     double* out[] = {&f.fork_ms,    &f.start_ms,    &f.setup_ms,
                      &f.init_fn_ms, &f.init_cpu_ms, &f.first_batch_ms};
     for (int k = 0; k < 6; ++k) *out[k] = static_cast<double>(v[k]) / 1e6;
+    if (gc && g[3] <= 1) {
+      f.full_gc_ms = static_cast<double>(g[0]) / 1e6;
+      f.gc_copy_bytes = static_cast<double>(g[1]);
+      f.batch_full_gc_ms = std::min(static_cast<double>(g[2]) / 1e6, f.first_batch_ms);
+      f.gc_auto = static_cast<int>(g[3]);
+    }
   }
 
   // `startup <seq> <method> <workers> <persistent> <begin_ns> <init_end_ns> [<loader> <site>

@@ -122,7 +122,9 @@ double fork_start(const startup_costs& c, const fork_probe_figures& f, unsigned 
   const double wait = f.init_fn_ms - init_cpu;
   slots.clear();
   for (const double r : ready) slots.push_back(std::max(init, r + wait));
-  return slots.front() + f.first_batch_ms;
+  // The batch without a full collection (the probe's may have run one: whether a worker's does
+  // depends on the collector's count at the fork, which the probe's moment need not share).
+  return slots.front() + f.first_batch_ms - f.batch_full_gc_ms;
 }
 
 // A fork start predicted from the run's fork probes (a spawn or forkserver run): the first
@@ -136,6 +138,12 @@ void predict_fork_from_probe(const startup_costs& c, unsigned workers, startup_p
   p.first_ttfb_ms = fork_start(c, first, workers, init_first, p.first_slot_ms);
   p.ttfb_ms = fork_start(c, later, workers, p.init_ms, p.slot_ms);
   p.known = true;
+  for (const fork_probe_figures* f : {&first, &later}) {
+    if (f->gc_auto == 1) {
+      p.gc_full_ms = std::max(p.gc_full_ms, f->full_gc_ms);
+      p.gc_copy_bytes = std::max(p.gc_copy_bytes, f->gc_copy_bytes);
+    }
+  }
   if (c.probe_first.ok() && c.probe_later.ok()) {
     p.basis =
         "forks of this process measured before its first iterator and at the end of its first "

@@ -132,6 +132,10 @@ struct startup_prediction {
   std::vector<double> first_slot_ms;
   /// What the prediction rests on beyond the run's own figures (empty: nothing).
   std::string basis;
+  /// fork from the probes: the figures above are for workers whose first batch runs no full
+  /// garbage collection; one that does pays gc_full_ms more (the probes' larger figure) and
+  /// copies gc_copy_bytes of the parent's pages (0: not measured, or the collector is off).
+  double gc_full_ms = 0, gc_copy_bytes = 0;
 };
 
 /// The model (tools/docs/WHATIF.md, "Start-up"): worker i's Process.start() runs after worker

@@ -178,10 +178,16 @@ struct startup_start {
 /// One fork probe (ms): status "ok", or why it measured nothing ("failed", "timeout", "nobatch",
 /// "cuda"; empty: no probe); the parent's fork() call, the child's start to its own code, its
 /// setup, worker_init_fn (wall, CPU), one batch fetched and pickled as the result queue does.
+/// Then one full garbage collection in the child, after its batch: its time and the private
+/// memory it grew by (the pages of the parent's objects it copied), the part of the batch that
+/// was a full collection already, and whether the collector runs by itself (gc_auto: 1 yes, 0 it
+/// is disabled, -1 not measured: an older lotus).
 struct fork_probe_figures {
   std::string status;
   double fork_ms = 0, start_ms = 0, setup_ms = 0, init_fn_ms = 0, init_cpu_ms = 0,
          first_batch_ms = 0;
+  double full_gc_ms = 0, gc_copy_bytes = 0, batch_full_gc_ms = 0;
+  int gc_auto = -1;
   bool ok() const { return status == "ok"; }
 };
 

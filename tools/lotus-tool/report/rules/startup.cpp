@@ -82,8 +82,21 @@ std::vector<startup_fix> startup_fixes(const report_data& d) {
         "Start the workers by fork (DataLoader(multiprocessing_context=\"fork\")) where the job "
         "allows it (no CUDA initialised and no other threads running in the main process when "
         "the workers start)";
-    if (c.method != "fork" && c.probe_status() == "ok") {
-      add("multiprocessing_context", c, "fork", fork_words);  // the fork probe measured it
+    if (c.method != "fork" && c.probe_status() == "ok") {  // the fork probe measured it
+      // A forked worker's full collection of the heap it inherits (the probe measured one):
+      // where it is a fifth of the start or more, gc.freeze() comes with the advice (whether a
+      // worker runs one the run cannot tell; frozen, none does).
+      const startup_prediction pf = predict_startup(c, "fork", c.workers);
+      std::string words = fork_words;
+      if (pf.known && pf.gc_full_ms > 0.2 * pf.ttfb_ms) {
+        words +=
+            ", with gc.freeze() just before iter(loader) (a forked worker whose batch runs a "
+            "full garbage collection of the heap it inherits takes " +
+            format_ms(pf.gc_full_ms) + " more and copies " +
+            fixed(pf.gc_copy_bytes / 1048576.0, 0) + " MiB of the main process's pages, " +
+            "measured in the fork probe)";
+      }
+      add("multiprocessing_context", c, "fork", words);
     } else if (c.method != "fork" && c.probe_status() != "cuda") {
       // What a forked worker skips, measured: its pickle, its interpreter's start and imports,
       // the unpickling; its own start (the fork, the pages it copies) is not measured here.

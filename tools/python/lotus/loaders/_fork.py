@@ -19,14 +19,45 @@ def loader_method(loader):
         multiprocessing.get_all_start_methods()[0]
 
 
+def private_bytes():
+    """This process's private memory (Private_Clean + Private_Dirty of /proc/self/smaps_rollup:
+    the pages no other process maps, those copied on write included), or None."""
+    try:
+        with open("/proc/self/smaps_rollup", "rb") as f:
+            kb = sum(int(line.split()[1]) for line in f if line.startswith(b"Private_"))
+        return kb * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def gc_full(out):
+    """In a forked child: what one full collection of the heap it inherited costs it. The
+    collector visits every tracked object and writes its header, so the child copies every page
+    of the parent's objects it visits (unless gc.freeze() moved them out of its reach): the time
+    (full_gc_ns) and the private memory it grew by (gc_copy_bytes). gc_auto: whether the
+    collector runs by itself here (gc.isenabled(); 0: a worker never pays it unasked)."""
+    import gc
+    out["gc_auto"] = 1 if gc.isenabled() else 0
+    before = private_bytes()
+    t0 = time.perf_counter_ns()
+    gc.collect()
+    out["full_gc_ns"] = time.perf_counter_ns() - t0
+    after = private_bytes()
+    out["gc_copy_bytes"] = max(0, after - before) if before is not None and after is not None \
+        else 0
+
+
 def fork_probe(sent, first_index, workers, timeout):
     """A fork worker's start, measured: this process forked (as a fork DataLoader forks its
     workers), and in the child what the worker does up to its first batch (_preflight_probe's
     worker_body on the live members, the batch of indices `first_index`: nothing pickled). The
     parent's fork() call and the child's steps (ms), or {"error": ...}. A spawn run cannot tell
     these (the fork's own cost, the pages the child copies, the imports it inherits): they are
-    measured here instead (also by lotus.torch in a traced spawn run: _startup.fork_probe). The
-    child records nothing (lotus is turned off in it first): no trace file of its own."""
+    measured here instead (also by lotus.torch in a traced spawn run: _startup.fork_probe). After
+    its batch the child also measures one full garbage collection of what it inherited (gc_full:
+    its time, the pages it copies; batch_full_gc_ms: the part of the batch that was a full
+    collection already). The child records nothing (lotus is turned off in it first): no trace
+    file of its own."""
     if not hasattr(os, "fork"):
         return {"error": "this platform has no fork"}
     import select
@@ -47,7 +78,20 @@ def fork_probe(sent, first_index, workers, timeout):
             except BaseException:  # noqa: BLE001 - a lotus without the module: nothing records
                 pass
             out = {"errors": {}, "t_child": t_child}
+            import gc
+            full = []  # the full collections run inside the batch: [start ns, end ns] each
+
+            def on_gc(phase, info):
+                if info.get("generation") == 2:
+                    if phase == "start":
+                        full.append([time.perf_counter_ns(), 0])
+                    elif full:
+                        full[-1][1] = time.perf_counter_ns()
+            gc.callbacks.append(on_gc)
             _preflight_probe.worker_body(sent, cfg, out)
+            gc.callbacks.remove(on_gc)
+            out["batch_full_gc_ns"] = sum(max(0, b - a) for a, b in full)
+            gc_full(out)
             os.write(w, json.dumps(out).encode())
             code = 0
         finally:
@@ -74,6 +118,8 @@ def fork_probe(sent, first_index, workers, timeout):
     except ValueError:
         return {"error": "the forked worker failed before it reported"}
     return {"fork_ms": fork_ns / 1e6, "start_ms": o["t_child"] / 1e6,
+            "full_gc_ms": o.get("full_gc_ns", 0) / 1e6, "gc_copy_bytes": o.get("gc_copy_bytes", 0),
+            "batch_full_gc_ms": o.get("batch_full_gc_ns", 0) / 1e6, "gc_auto": o.get("gc_auto", 0),
             "init_fn_ms": o.get("init_fn_ns", 0) / 1e6,
             "init_cpu_ms": o.get("init_cpu_ns", 0) / 1e6, "setup_ms": o.get("setup_ns", 0) / 1e6,
             "first_batch_ms": o.get("first_batch_ns", 0) / 1e6, "errors": o.get("errors", {})}

@@ -452,21 +452,27 @@ def _probe_members(dataset, collate_fn, init_fn, iterable, auto, drop_last, batc
     return sent, list(range(max(1, size)))
 
 
+_PROBE_FIGURES = ("fork_ms", "start_ms", "setup_ms", "init_fn_ms", "init_cpu_ms", "first_batch_ms",
+                  "full_gc_ms", "gc_copy_bytes", "batch_full_gc_ms", "gc_auto")
+
+
 def _run_probe(sent, first, workers):
-    """(status, [fork, start, setup, init_fn, init_cpu, first_batch] ns) of one fork probe."""
+    """(status, [fork, start, setup, init_fn, init_cpu, first_batch, full_gc] ns, the copied
+    bytes, [batch_full_gc] ns, gc_auto) of one fork probe."""
+    none = [0] * len(_PROBE_FIGURES)
     import sys
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_initialized():
-        return "cuda", [0] * 6  # a forked worker cannot use it: fork is not this job's option
+        return "cuda", none  # a forked worker cannot use it: fork is not this job's option
     from . import _fork
     f = _fork.fork_probe(sent, first, workers, _PROBE_TIMEOUT_S)
     if "error" in f:
-        return ("timeout" if "did not finish" in f["error"] else "failed"), [0] * 6
+        return ("timeout" if "did not finish" in f["error"] else "failed"), none
     if f.get("errors"):
         bad = "first_batch" in f["errors"] or "setup" in f["errors"]
-        return ("nobatch" if bad else "failed"), [0] * 6
-    return "ok", [max(0, int(round(f.get(k, 0.0) * 1e6))) for k in
-                  ("fork_ms", "start_ms", "setup_ms", "init_fn_ms", "init_cpu_ms", "first_batch_ms")]
+        return ("nobatch" if bad else "failed"), none
+    return "ok", [max(0, int(round(f.get(k, 0) * (1e6 if k.endswith("_ms") else 1))))
+                  for k in _PROBE_FIGURES]
 
 
 def _claim(when):
@@ -505,9 +511,9 @@ def fork_probe_note(it, probe, when="first"):
     """The `startup_forkprobe` line of iterator `it` for a probe's (status, figures)."""
     if probe is None or it is None or not it.record:
         return
-    status, ns = probe
-    note(b"startup_forkprobe %d %s %s %d %d %d %d %d %d\n"
-         % ((it.seq, when.encode(), status.encode()) + tuple(ns)))
+    status, figures = probe
+    note(b"startup_forkprobe %d %s %s %s\n"
+         % (it.seq, when.encode(), status.encode(), b" ".join(b"%d" % v for v in figures)))
 
 
 def fork_probe(loader_iter):
