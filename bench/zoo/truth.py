@@ -79,7 +79,7 @@ def parse_setting(s):
     return parts[0], int(parts[1]), pf, "unordered" in parts[2:]
 
 
-def driver_run(a, name, setting, trace=None, timeout=300):
+def driver_run(a, name, setting, trace=None, timeout=300, extra=()):
     script = HERE / PIPELINES[name][0]
     method, workers, pf, unordered = parse_setting(setting)
     args = [a.python, str(script), "--workers", str(workers), "--start-method", method,
@@ -90,6 +90,7 @@ def driver_run(a, name, setting, trace=None, timeout=300):
         args.append("--unordered")
     if trace:
         args += ["--trace", str(trace)]
+    args += list(extra)
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", TOKENIZERS_PARALLELISM="false")
     if trace and a.fork_probe:  # a fork's start measured in the traced run (LOTUS_FORK_PROBE)
         env["LOTUS_FORK_PROBE"] = "1"

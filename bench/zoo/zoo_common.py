@@ -17,7 +17,9 @@ blocked in iter() and next()), `batches`; `peak_pss_bytes`, the process tree's l
 (sampled every 250 ms, the run's start to its end); `digest`, a checksum of what the loop received (the same seed and
 setting give the same digest, traced or not).
 
---gc-freeze calls gc.freeze() before each epoch's iter() (what a user adds to keep fork workers
+--autotune iterates lotus.torch.autotune(loader) in the loader's place (each epoch's
+(num_workers, prefetch_factor) as `setting` in the JSON; lotus's package importable). --gc-freeze
+calls gc.freeze() before each epoch's iter() (what a user adds to keep fork workers
 from collecting, and so copying, the main process's objects). --prefetch-factor N and --unordered
 reach the DataLoader where the driver builds it (`loader_kwargs`
 in the JSON: null where the library builds its loader and cannot be given them).
@@ -48,6 +50,9 @@ def parse(description, extra=None):
                     help="DataLoader(prefetch_factor=), where the driver builds the DataLoader")
     ap.add_argument("--unordered", action="store_true",
                     help="DataLoader(in_order=False) (torch 2.6+), where the driver builds it")
+    ap.add_argument("--autotune", action="store_true",
+                    help="iterate lotus.torch.autotune(loader) instead of the loader (a map-style "
+                         "DataLoader): each epoch's setting in the JSON")
     ap.add_argument("--gc-freeze", action="store_true",
                     help="gc.freeze() just before each epoch's iter(): fork workers then never "
                          "collect (and so never copy) the objects the main process holds")
@@ -214,8 +219,13 @@ def run_epochs(args, make_iterable, step=None, digest=None):
     itself: iter() is timed). step(batch) is the training step (default: the digest's fold)."""
     digest = digest or Digest()
     out = []
+    tuned = None
+    if getattr(args, "autotune", False):  # the loader tuned across the epochs, as a user does
+        import lotus.torch
+        tuned = lotus.torch.autotune(make_iterable(0), verbose=False)
     for e in range(args.epochs):
-        iterable = make_iterable(e)
+        iterable = tuned if tuned is not None else make_iterable(e)
+        setting = list(tuned.setting) if tuned is not None else None
         if getattr(args, "gc_freeze", False):
             gc.freeze()
         t0 = time.perf_counter()
@@ -243,6 +253,8 @@ def run_epochs(args, make_iterable, step=None, digest=None):
         out.append({"ttfb_s": round(first - t0, 6) if first else None,
                     "to_last_s": round(last - t0, 6) if last else None,
                     "epoch_s": round(t1 - t0, 6), "wait_s": round(wait, 6), "batches": n})
+        if setting is not None:
+            out[-1]["setting"] = setting  # (num_workers, prefetch_factor) this epoch ran with
     return out, digest.hexdigest()
 
 
