@@ -283,6 +283,49 @@ def test_bad_arguments_exit_2(tmp_path, args):
     assert "usage: python -m lotus.torch preflight" in r.stderr
 
 
+HELD = """\
+    import gc
+    import sys
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+
+    class Items(Dataset):
+        def __len__(self):
+            return 16
+        def __getitem__(self, i):
+            return torch.tensor([i])
+
+    def main():
+        held = [[i] for i in range(1_500_000)]  # the main process's objects: 1.5 M tracked lists
+        if sys.argv[1] == "freeze":
+            gc.freeze()
+        loader = DataLoader(Items(), batch_size=4, num_workers=2)
+        for b in loader:
+            pass
+        return held
+
+    if __name__ == "__main__":
+        main()
+"""
+
+
+def test_a_forked_workers_full_collection_is_named_with_gc_freeze(tmp_path):
+    """A main process that holds 1.5 M tracked objects, planned with fork: the pre-flight's fork
+    measures a full collection in the child (tens of MiB copied) and names gc.freeze() as the
+    remedy; where the script freezes them first, the child copies under a quarter and nothing is
+    named."""
+    script = write(tmp_path / "held.py", HELD)
+    got = {}
+    for mode in ("plain", "freeze"):
+        rep = report("--start-method", "fork", "--workers", "2", script, mode)
+        f = rep["fork_probe"]
+        assert "error" not in f and f["gc_auto"] == 1, f
+        got[mode] = (f["gc_copy_bytes"], [r for r in rep["remedies"] if "gc.freeze()" in r])
+    assert got["plain"][0] >= 32 << 20 and got["freeze"][0] * 4 < got["plain"][0], got
+    assert len(got["plain"][1]) == 1 and "full garbage collection" in got["plain"][1][0], got
+    assert got["freeze"][1] == [], got
+
+
 def test_prediction_is_lotus_tools_start_up_model():
     """Hand-worked figures of WHATIF.md §6's terms: a 100 KiB pickle (larger than a pipe's
     buffer: the worker's start is serial), a small one (workers start side by side)."""
@@ -320,5 +363,13 @@ def test_prediction_is_lotus_tools_start_up_model():
     assert k["init_ms"] == pytest.approx(7 + 1)
     assert k["ttfb_ms"] == pytest.approx(7 + 1 + 3 + 4 + 30)
     assert "measured" in k["basis"]
+    assert "ttfb_with_full_gc_ms" not in k
+    # A probe whose batch ran a full collection (12 of its 30 ms): the prediction is the batch
+    # without one; with one, the child's measured collection added.
+    gk = dict(fk, batch_full_gc_ms=12.0, full_gc_ms=200.0, gc_auto=1)
+    g = pf.predict(dict(c, fork=gk), "fork", 1)
+    assert g["ttfb_ms"] == pytest.approx(7 + 1 + 3 + 4 + 18)
+    assert g["ttfb_with_full_gc_ms"] == pytest.approx(g["ttfb_ms"] + 200)
+    assert "ttfb_with_full_gc_ms" not in pf.predict(dict(c, fork=dict(gk, gc_auto=0)), "fork", 1)
     assert "ttfb_ms" not in pf.predict(dict(c, fork=None), "fork", 1)
     assert pf.predict(c, "spawn", 0)["ttfb_ms"] == 20

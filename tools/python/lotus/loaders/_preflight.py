@@ -519,8 +519,13 @@ def predict(c, method, workers):
                                            c["cores"])
         wait = f["init_fn_ms"] - init_cpu_f
         slots = [max(init, r + wait) for r in ready]
-        p.update(init_ms=init, ttfb_ms=slots[0] + f["first_batch_ms"])
+        # The batch without a full garbage collection (whether a worker's first batch runs one
+        # depends on the collector's count at the fork); with one, the child's measured one.
+        batch = f["first_batch_ms"] - min(f.get("batch_full_gc_ms", 0.0), f["first_batch_ms"])
+        p.update(init_ms=init, ttfb_ms=slots[0] + batch)
         p["first_ttfb_ms"] = p["ttfb_ms"]
+        if f.get("gc_auto") and f.get("full_gc_ms", 0) > 0:
+            p["ttfb_with_full_gc_ms"] = p["ttfb_ms"] + f["full_gc_ms"]
         p["basis"] = "a fork of this process measured, its first batch fetched in the child"
         return p
     boot = c["boot_ms"]
@@ -739,6 +744,16 @@ def analyse(stopped, script, args, method_arg, workers_arg, timeout, log=None):
             rep["remedies"].append(
                 f"persistent_workers=True: {_fmt_ms(ttfb)} of start-up is paid by every epoch's "
                 "iterator without it, once with it")
+        fk = preds.get("fork", {})
+        if method == "fork" and fk.get("known") and fork_probe.get("gc_auto") and \
+                fork_probe.get("full_gc_ms", 0) > 0.2 * fk["ttfb_ms"]:
+            rep["remedies"].append(
+                f"gc.freeze() just before iter(loader): a forked worker whose batch runs a full "
+                f"garbage collection of the heap it inherits takes "
+                f"{_fmt_ms(fork_probe['full_gc_ms'])} more and copies "
+                f"{_fmt_bytes(fork_probe.get('gc_copy_bytes', 0))} of this process's pages "
+                "(measured in a fork of it); whether one runs depends on the collector's count "
+                "when the workers fork; frozen, the objects are out of its reach")
         if method == "forkserver" and not costs["server_preloads_main"]:
             rep["remedies"].append(
                 "this Python's forkserver does not import the main module once: "
@@ -803,6 +818,9 @@ def _text(rep):
         if p["server_ms"] > 0:
             line += (f" (the server's start {_fmt_ms(p['server_ms'])} included; later iterators "
                      f"{_fmt_ms(p['ttfb_ms'])})")
+        if p.get("ttfb_with_full_gc_ms") is not None:
+            line += (f" ({_fmt_ms(p['ttfb_with_full_gc_ms'])} where a worker's first batch runs "
+                     "a full garbage collection)")
         bad = [q for q in rep["problems"] if m in q.get("methods", ())]
         if bad:
             line += "; fails: " + ", ".join(sorted({q["kind"] for q in bad}))
