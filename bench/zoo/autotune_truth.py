@@ -11,7 +11,10 @@ and `--autotune` started at 1 worker, --epochs 8, each `--rounds` times (default
 runs' epochs 2-6 (iter() to the last batch: the first epoch pays the first imports); the best is
 the fastest. autotune's is the median of its epochs 4-8 (three epochs to measure and move, as
 bench/README.md "Autotune" counts), per run; the claim is right when it is within 10 % of the best
-(issue: "within 10 % on every zoo pipeline it is run on"). Writes OUT/autotune.json and
+(issue: "within 10 % on every zoo pipeline it is run on"). --gc-freeze runs every driver with its
+--gc-freeze: autotune imports lotus, which moves the collector's count, and a plain fork run's
+workers may then collect the main process's heap where the autotuned run's do not (bench/README.md,
+"A forked worker's full collection"); frozen, neither does. Writes OUT/autotune.json and
 OUT/autotune.md; the table goes into bench/README.md ("autotune on the zoo")."""
 
 import argparse
@@ -46,6 +49,9 @@ def main():
     ap.add_argument("--out", required=True, type=pathlib.Path)
     ap.add_argument("--pipelines", default=",".join(MAP_STYLE))
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--gc-freeze", action="store_true",
+                    help="every run with the drivers' --gc-freeze: no forked worker collects the "
+                         "main process's heap, whose count lotus's import moves (bench/README.md)")
     a = ap.parse_args()
     names = [n for n in a.pipelines.split(",") if n]
     bad = [n for n in names if n not in MAP_STYLE]
@@ -59,10 +65,11 @@ def main():
     truth.log((q.stdout + q.stderr).strip())
     if q.returncode != 0:
         sys.exit(q.returncode)
+    freeze = ["--gc-freeze"] if a.gc_freeze else []
     t0 = time.time()
     before = truth.loadavg()
     result = {"machine": os.uname().nodename, "cpus": os.cpu_count(), "load_before": before,
-              "within": WITHIN, "workers": WORKERS, "rounds": a.rounds, "pipelines": []}
+              "gc_freeze": a.gc_freeze, "within": WITHIN, "workers": WORKERS, "rounds": a.rounds, "pipelines": []}
     for name in names:
         plain = {w: [] for w in WORKERS}
         tuned = []
@@ -70,11 +77,11 @@ def main():
             for w in WORKERS:
                 a.epochs = 6
                 truth.log(f"autotune_truth: {name}: round {r + 1}/{a.rounds}: fork:{w}")
-                job = truth.driver_run(a, name, f"fork:{w}")
+                job = truth.driver_run(a, name, f"fork:{w}", extra=freeze)
                 plain[w].append(job)
             a.epochs = 8
             truth.log(f"autotune_truth: {name}: round {r + 1}/{a.rounds}: autotune from fork:1")
-            tuned.append(truth.driver_run(a, name, "fork:1", extra=["--autotune"]))
+            tuned.append(truth.driver_run(a, name, "fork:1", extra=["--autotune", *freeze]))
         errors = [j["error"] for js in [*plain.values(), tuned] for j in js if "error" in j]
         entry = {"name": name, "errors": errors[:3]}
         times = {w: statistics.median([t for t in (steady(j, 1) for j in js if "error" not in j)
@@ -101,8 +108,8 @@ def main():
     (a.out / "autotune.json").write_text(json.dumps(result, indent=1))
     lines = [f"Machine: {result['machine']}, {result['cpus']} CPUs; load average "
              f"{before} before, {result['load_after']} after; {result['wall_s']} s; "
-             f"{a.rounds} rounds, interleaved; fork; plain: epochs 2-6, autotune (from 1 worker): "
-             "epochs 4-8.", "",
+             f"{a.rounds} rounds, interleaved; fork{' with --gc-freeze' if a.gc_freeze else ''}; "
+             "plain: epochs 2-6, autotune (from 1 worker): epochs 4-8.", "",
              "| pipeline | plain, 1/2/3/4 workers (s) | best | autotune: epochs 4-8 vs best, "
              "settings by epoch | verdicts |", "| --- | --- | --- | --- | --- |"]
     for e in result["pipelines"]:
