@@ -521,8 +521,9 @@ def fork_probe(loader_iter):
     workers by spawn or forkserver ends its epoch: a fork worker's start measured in a fork of
     this process (_fork.fork_probe: the fork, the child's setup and one batch fetched in
     it), written as a `startup_forkprobe ... later` line: the process as a fork run's later
-    epochs find it (its training steps have run). The training loop waits for it (a fork and one
-    batch, at most _PROBE_TIMEOUT_S); the child records nothing. Never raises."""
+    epochs find it (its training steps have run). The training loop waits for it (a fork, one
+    batch and one full collection in the child, at most _PROBE_TIMEOUT_S); the child records
+    nothing. Never raises."""
     try:
         it = getattr(loader_iter, "_lotus_startup", None)
         if it is None or not it.record or not it.workers \
