@@ -31,7 +31,7 @@ TOOL = os.environ.get("LOTUS_TOOL")
 pytestmark = pytest.mark.skipif(not TOOL or not os.access(TOOL, os.X_OK),
                                  reason="LOTUS_TOOL (the lotus-tool binary) is not set")
 
-TOOLS = {"diagnose", "predict", "compare", "live", "capture", "explain"}
+TOOLS = {"diagnose", "predict", "compare", "live", "capture", "explain", "preflight"}
 
 
 @pytest.fixture(scope="module")
@@ -163,6 +163,56 @@ def test_every_tool_on_real_traces(root):
     assert "A change of setting is advised only" in out["explain"]["rules_every_finding_follows"]
     # capture is off unless the server was started with --allow-capture.
     assert "--allow-capture" in out["capture"]
+
+
+# A training script: a dataset, a lambda collate_fn (spawn and forkserver cannot pickle it) and a
+# planted step that must never run (the pre-flight stops at the first iterator).
+SCRIPT = """
+import sys
+import torch
+from torch.utils.data import DataLoader, Dataset
+class Items(Dataset):
+    def __len__(self): return 16
+    def __getitem__(self, i): return torch.tensor([i])
+if __name__ == "__main__":
+    loader = DataLoader(Items(), batch_size=4, num_workers=2, collate_fn=lambda b: b)
+    for batch in loader:
+        open(sys.argv[1], "w").write("a step ran")
+"""
+
+
+def test_preflight_runs_a_script_of_the_roots_only_when_allowed(root, tmp_path):
+    """The pre-flight runs the user's code: off unless --allow-preflight; then a script inside the
+    roots answers what `python -m lotus.torch preflight --json` prints (the lambda named, every
+    start method predicted or refused, no training step run); one outside them is refused."""
+    pytest.importorskip("torch")
+    script = root / "train.py"
+    script.write_text(SCRIPT)
+    step = root / "step_ran"
+    outside = tmp_path / "train.py"
+    outside.write_text(SCRIPT)
+
+    async def off(s):
+        return error_text(await s.call_tool("preflight", {"script": "train.py"}))
+
+    assert "--allow-preflight" in session(server_params(root), off)
+
+    async def on(s):
+        schema = {t.name: t.output_schema for t in (await s.list_tools()).tools}["preflight"]
+        got = structured(await s.call_tool("preflight", {
+            "script": "train.py", "args": [str(step)], "start_method": "spawn", "workers": 2}),
+            schema)
+        refused = error_text(await s.call_tool("preflight", {"script": str(outside)}))
+        bad = await s.call_tool("preflight", {"script": "train.py", "workers": 100000})
+        return got, refused, bad
+
+    got, refused, bad = session(server_params(root, extra=["--allow-preflight"]), on)
+    assert got["script"].endswith("train.py")
+    assert any("lambda" in json.dumps(p) for p in got["problems"]), got["problems"]
+    assert set(got["predictions"]) == {"fork", "spawn", "forkserver"}, got["predictions"]
+    assert not step.exists()
+    assert "outside the roots" in refused, refused
+    assert bad.is_error
 
 
 def test_capture_allowed_asks_the_job(root):

@@ -192,22 +192,24 @@ class Runner:
         self.max_output = max_output
         self.slots = threading.BoundedSemaphore(CONCURRENT)
 
-    def run(self, args: List[str], timeout_s: Optional[float] = None):
+    def run(self, args: List[str], timeout_s: Optional[float] = None,
+            command: Optional[List[str]] = None, cwd: Optional[str] = None):
         """(exit status, stdout bytes, stderr text); ToolError when it runs too long or prints
-        more than the cap."""
+        more than the cap. `command`: what runs instead of lotus-tool (args follow it)."""
         limit = self.timeout_s if timeout_s is None else timeout_s
         if not self.slots.acquire(timeout=limit):
             raise ToolError(f"lotus-tool is busy with {CONCURRENT} other questions; ask again")
         try:
-            return self._run(args, limit)
+            return self._run(args, limit, command or [self.tool], cwd)
         finally:
             self.slots.release()
 
-    def _run(self, args: List[str], limit: float):
+    def _run(self, args: List[str], limit: float, command: List[str], cwd: Optional[str]):
         env = dict(os.environ)
         env.pop("LOTUS_LOG_FILE", None)  # lotus-tool is never traced itself
-        proc = subprocess.Popen([self.tool] + args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, env=env, start_new_session=True)
+        what = f"lotus-tool {args[0]}" if command == [self.tool] else "the pre-flight"
+        proc = subprocess.Popen(command + args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env=env, start_new_session=True, cwd=cwd)
         out, err = bytearray(), bytearray()
         over = None
         deadline = time.monotonic() + limit
@@ -218,7 +220,7 @@ class Runner:
             while sel.get_map():
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    over = f"lotus-tool {args[0]} took longer than {limit:g} s: stopped"
+                    over = f"{what} took longer than {limit:g} s: stopped"
                     break
                 for key, _ in sel.select(min(left, 1.0)):
                     chunk = os.read(key.fileobj.fileno(), 65536)
@@ -229,7 +231,7 @@ class Runner:
                     cap = self.max_output if buf is out else 65536
                     if len(buf) + len(chunk) > cap:
                         if buf is out:
-                            over = (f"lotus-tool {args[0]} printed more than {cap} bytes: stopped "
+                            over = (f"{what} printed more than {cap} bytes: stopped "
                                     f"(ask about a smaller part: an epoch, a window, fewer ops)")
                             break
                         chunk = chunk[:max(0, cap - len(buf))]
@@ -367,6 +369,18 @@ class Capture(_Open):
     notes: str
 
 
+class Preflight(_Open):
+    """python -m lotus.torch preflight --json: the script stopped at its first DataLoader
+    iterator, what its workers would be sent, what they would lack, and the time to first batch
+    by start method (tools/docs/WHATIF.md, "Before the run")."""
+    script: str
+    problems: List[Dict[str, Any]] = Field(description="what would fail, each with the start "
+                                           "methods it fails under")
+    predictions: Dict[str, Any] = Field(description="per start method: the predicted time to "
+                                        "first batch (ms), or why none")
+    remedies: List[str]
+
+
 class Rule(_Open):
     """A finding's rule, from tools/docs/FINDINGS.md."""
     kind: str
@@ -478,7 +492,9 @@ SERVER_HELP = (
     "questions about a run from its trace directory: diagnose (the findings: is training waiting "
     "for batches, why, what to change), predict (what another DataLoader setting would give, or "
     "why the model withholds it), compare (did a change help: per-op verdicts with intervals), "
-    "live (a running job), explain (a finding's rule). Trace directories are those under the "
+    "live (a running job), explain (a finding's rule), and, where the server allows it, "
+    "preflight (a training script run up to its first DataLoader iterator: what its workers would "
+    "lack, the time to first batch by start method). Trace directories are those under the "
     "server's roots: read lotus://traces to list them.")
 
 TracePath = Annotated[str, Field(
@@ -487,7 +503,8 @@ TracePath = Annotated[str, Field(
                 "(lotus://traces lists them)")]
 
 
-def build_server(fence: Fence, runner: Runner, allow_capture: bool, max_result: int) -> MCPServer:
+def build_server(fence: Fence, runner: Runner, allow_capture: bool, max_result: int,
+                 allow_preflight: bool = False) -> MCPServer:
     import lotus
     mcp = LotusServer(fence, name="lotus", version=getattr(lotus, "__version__", ""),
                       instructions=SERVER_HELP, log_level="WARNING")
@@ -586,6 +603,42 @@ def build_server(fence: Fence, runner: Runner, allow_capture: bool, max_result: 
         lines = out.decode("utf-8", "replace").strip().splitlines()
         where = lines[-1].strip() if lines else ""
         return answer({"dir": str(d), "capture_dir": where, "notes": tail(err)}, max_result)
+
+    @mcp.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False,
+                                          idempotent_hint=False, open_world_hint=False))
+    def preflight(
+            script: Annotated[str, Field(description="the training script: a file in the roots")],
+            args: Annotated[List[Annotated[str, Field(max_length=1024)]],
+                            Field(max_length=32, description="its arguments")] = [],  # noqa: B006
+            start_method: Optional[Literal["fork", "spawn", "forkserver"]] = None,
+            workers: Annotated[Optional[int], Field(ge=0, le=64)] = None,
+            timeout_s: Annotated[float, Field(ge=1, le=600)] = 300) -> Annotated[CallToolResult,
+                                                                                 Preflight]:
+        """Before training: run the script (with this server's Python) until its first DataLoader
+        iterator would start, then stop it: what spawn/forkserver workers would be sent and lack,
+        CUDA first, the time to first batch by start method, the remedies. Runs the user's code:
+        only with --allow-preflight."""
+        if not allow_preflight:
+            raise ToolError("preflight is off: it runs the script, and the server was started "
+                            "without --allow-preflight")
+        f = fence.resolve(script, "script", want_dir=False)
+        if not f.is_file():
+            raise Refused(f"script: {script}: not a file")
+        opts: List[str] = ["--json"]
+        if start_method:
+            opts += ["--start-method", start_method]
+        if workers is not None:
+            opts += ["--workers", str(workers)]
+        rc, out, err = runner.run(opts + [str(f), *args], timeout_s,
+                                  command=[sys.executable, "-m", "lotus.torch", "preflight"],
+                                  cwd=str(f.parent))
+        if rc != 0:
+            raise ToolError(f"the pre-flight failed (exit {rc}): {tail(err)}")
+        try:
+            data = json.loads(out)
+        except ValueError as e:
+            raise ToolError(f"the pre-flight printed no JSON ({e}): {tail(err)}")
+        return answer(data, max_result)
 
     @mcp.tool(annotations=read_only)
     def explain(finding: Annotated[str, Field(min_length=1, max_length=64, description=
@@ -687,13 +740,16 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m lotus.mcp",
         description="MCP server (stdio) answering questions about lotus traces with lotus-tool: "
-                    "diagnose, predict, compare, live, capture, explain. Reads only inside the "
-                    "--root directories; runs no user code.")
+                    "diagnose, predict, compare, live, capture, explain, preflight. Reads only "
+                    "inside the --root directories; runs no user code unless --allow-preflight.")
     ap.add_argument("--root", action="append", required=True, metavar="DIR",
                     help="a directory whose trace directories may be read (repeat for several)")
     ap.add_argument("--allow-capture", action="store_true",
                     help="let the capture tool ask a running job (LOTUS_FLIGHT) for a capture, "
                          "which it writes into its trace directory")
+    ap.add_argument("--allow-preflight", action="store_true",
+                    help="let the preflight tool run a training script of the roots (with this "
+                         "Python) up to its first DataLoader iterator")
     ap.add_argument("--tool", metavar="PATH",
                     help="lotus-tool to run (default: $LOTUS_TOOL, else the one installed with lotus)")
     ap.add_argument("--timeout", type=float, default=TIMEOUT_S, metavar="S",
@@ -711,7 +767,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         ap.error("--max-result-bytes: 1024..67108864")
     fence = Fence(a.root, a.max_files)
     runner = Runner(find_tool(a.tool), a.timeout, max(MAX_OUTPUT, a.max_result_bytes))
-    server = build_server(fence, runner, a.allow_capture, a.max_result_bytes)
+    server = build_server(fence, runner, a.allow_capture, a.max_result_bytes, a.allow_preflight)
     server.run("stdio")
     return 0
 
