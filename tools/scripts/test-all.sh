@@ -167,12 +167,14 @@ case " $variants " in *" pip-"*)
        "kept in ${LOTUS_WHEEL_CACHE:-$HOME/.cache/lotus-wheels}; both kept until the pins change)" ;;
 esac
 echo "test-all: a quick run without roots or venvs: LOTUS_VARIANTS=\"lint gcc\" bash tools/scripts/test-all.sh"
+later=(); for v in $variants; do [ -z "$(tm what "$v")" ] && [ "$v" != wheel ] || later+=("$v"); done
+[ ${#later[@]} -lt 2 ] || echo "test-all: built in the background (idle scheduling class) while the" \
+  "stages before theirs test: ${later[*]:1}"
 # What each variant would run, from the matrix; nothing runs.
 [ -z "${LOTUS_DRY_RUN:-}" ] || { tm plan; exit 0; }
 # shellcheck disable=SC2086
 bash tools/scripts/install-deps.sh $deps_groups
 rm -rf "$out"/.claim-* "$out"/*.prebuild.rc
-later=(); for v in $variants; do [ -z "$(tm what "$v")" ] && [ "$v" != wheel ] || later+=("$v"); done
 [ ${#later[@]} -lt 2 ] || prepare builds prebuild "${later[@]:1}"
 for v in $variants; do  # what the stages need from the network, while the first variants build
   case "$v" in
