@@ -408,15 +408,14 @@ whatif_result predict_workers(const run_digest& d, const whatif_args& a, simulat
       // allocations) moves it. Where one would move the figure past the 20 % the model is held
       // to, the time is given both ways and claimed neither way (on bench/zoo's tv_imagefolder
       // the untraced fork workers ran one in their first batch: 0.55 s against 0.17 s).
-      if (r.start_method == "fork" && c.method != "fork" && p.gc_full_ms > 0.2 * p.ttfb_ms) {
+      if (const std::string cost = fork_gc_cost_words(p);
+          r.start_method == "fork" && c.method != "fork" && !cost.empty()) {
         r.ttfb_no_claim_why =
             "a forked worker whose first batch runs a full garbage collection of the heap it "
-            "inherits takes " +
-            format_number("%.0f ms", p.gc_full_ms) + " more and copies " +
-            format_number("%.0f MiB", p.gc_copy_bytes / 1048576.0) +
-            " of the main process's pages (measured in the fork probe); whether it runs one "
-            "depends on the collector's count when the workers fork, which tracing moves. "
-            "gc.freeze() just before iter(loader) rules it out";
+            "inherits " +
+            cost +
+            "; whether it runs one depends on the collector's count when the workers fork, "
+            "which tracing moves. gc.freeze() just before iter(loader) rules it out";
       }
       const bool changed = a.workers != d.workers || r.start_method != c.method;
       if (changed && !m.worker_start_ms.empty()) {

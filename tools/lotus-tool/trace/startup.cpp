@@ -8,6 +8,7 @@
 #include <map>
 
 #include "trace/loader_kinds.hpp"
+#include "util/format.hpp"
 
 namespace lotus_tool {
 
@@ -167,6 +168,13 @@ std::string probe_words(const std::string& status) {
 }
 
 }  // namespace
+
+std::string fork_gc_cost_words(const startup_prediction& p) {
+  if (!p.known || p.gc_full_ms <= 0.2 * p.ttfb_ms) return "";
+  return "takes " + format_ms(p.gc_full_ms) + " more and copies " +
+         std::to_string(static_cast<long long>(std::lround(p.gc_copy_bytes / 1048576.0))) +
+         " MiB of the main process's pages, measured in the fork probe";
+}
 
 std::string startup_cause_words(const std::string& cause) {
   if (cause == "pickle") return "the dataset's pickle (sent to every worker)";

@@ -149,6 +149,12 @@ struct startup_prediction {
 startup_prediction predict_startup(const startup_costs& c, const std::string& method,
                                    unsigned workers);
 
+/// fork from the probes: whether one full garbage collection in a forked worker (gc_full_ms)
+/// would move its time to first batch by a fifth or more (the tolerance the model is held to),
+/// and, where it would, what it costs, in words ("takes 408 ms more and copies 114 MiB of the
+/// main process's pages, measured in the fork probe"); empty where it would not.
+std::string fork_gc_cost_words(const startup_prediction& p);
+
 /// The prediction's mean time to first batch over as many iterators as the run had: the first of
 /// each process pays a forkserver's start (first_ttfb_ms), the others not.
 double mean_ttfb_ms(const startup_prediction& p, const startup_costs& c);

@@ -86,15 +86,13 @@ std::vector<startup_fix> startup_fixes(const report_data& d) {
       // A forked worker's full collection of the heap it inherits (the probe measured one):
       // where it is a fifth of the start or more, gc.freeze() comes with the advice (whether a
       // worker runs one the run cannot tell; frozen, none does).
-      const startup_prediction pf = predict_startup(c, "fork", c.workers);
       std::string words = fork_words;
-      if (pf.known && pf.gc_full_ms > 0.2 * pf.ttfb_ms) {
+      if (const std::string cost = fork_gc_cost_words(predict_startup(c, "fork", c.workers));
+          !cost.empty()) {
         words +=
             ", with gc.freeze() just before iter(loader) (a forked worker whose batch runs a "
-            "full garbage collection of the heap it inherits takes " +
-            format_ms(pf.gc_full_ms) + " more and copies " +
-            fixed(pf.gc_copy_bytes / 1048576.0, 0) + " MiB of the main process's pages, " +
-            "measured in the fork probe)";
+            "full garbage collection of the heap it inherits " +
+            cost + ")";
       }
       add("multiprocessing_context", c, "fork", words);
     } else if (c.method != "fork" && c.probe_status() != "cuda") {

@@ -19,17 +19,6 @@ def loader_method(loader):
         multiprocessing.get_all_start_methods()[0]
 
 
-def private_bytes():
-    """This process's private memory (Private_Clean + Private_Dirty of /proc/self/smaps_rollup:
-    the pages no other process maps, those copied on write included), or None."""
-    try:
-        with open("/proc/self/smaps_rollup", "rb") as f:
-            kb = sum(int(line.split()[1]) for line in f if line.startswith(b"Private_"))
-        return kb * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-
-
 def gc_full(out):
     """In a forked child: what one full collection of the heap it inherited costs it. The
     collector visits every tracked object and writes its header, so the child copies every page
@@ -37,12 +26,13 @@ def gc_full(out):
     (full_gc_ns) and the private memory it grew by (gc_copy_bytes). gc_auto: whether the
     collector runs by itself here (gc.isenabled(); 0: a worker never pays it unasked)."""
     import gc
+    from ..autotune.measure import _read_rollup  # (Pss, private) of /proc/self/smaps_rollup
     out["gc_auto"] = 1 if gc.isenabled() else 0
-    before = private_bytes()
+    before = _read_rollup()[1]
     t0 = time.perf_counter_ns()
     gc.collect()
     out["full_gc_ns"] = time.perf_counter_ns() - t0
-    after = private_bytes()
+    after = _read_rollup()[1]
     out["gc_copy_bytes"] = max(0, after - before) if before is not None and after is not None \
         else 0
 
