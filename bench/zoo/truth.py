@@ -2,11 +2,13 @@
 """lotus's claims about public pipelines, against reruns without lotus.
 
     python3 bench/zoo/truth.py [--python VENV/bin/python] [--pipelines a,b] [--source spawn:2]
-        [--settings fork:1,fork:2,...] [--repeat 3] [--epochs 2] [--out DIR]
+        [--settings fork:1,fork:2,...] [--repeat 3] [--traces N] [--epochs 1] [--out DIR]
 
 For each pipeline of bench/zoo (its driver <name>.py, run by --python, default this interpreter):
-0. one untraced run of the --source setting, not scored (the page cache warmed for the imports);
-1. --repeat rounds, each: one run of the --source setting (start method:workers) traced with lotus
+0. one untraced fork run of one epoch, not scored (the page cache warmed for the imports, the data
+   generated);
+1. --repeat rounds, each: (in the first --traces rounds) one run of the --source setting (start
+   method:workers) traced with lotus
    (the driver's --trace: lotus.torch.instrument(), with LOTUS_FORK_PROBE=1 unless --no-fork-probe
    and LOTUS_MEMORY_READINGS=eager), `lotus-tool check` on its trace and the claims
    lotus makes from it (every trace's claims scored on their own), then one untraced run of every
@@ -60,9 +62,10 @@ PIPELINES = {
 # The default grid, cut from start methods {fork, spawn, forkserver} x workers {1, 2, 4, 8} to fit
 # 30 minutes on 2 cores: the three methods at 2 workers (spawn:2 the traced setting), and spawn at 4;
 # tune's recommendation is added when it is none of these. No 8 workers (8 spawn or forkserver
-# workers start 8 interpreters on 2 cores: 10-20 s a start) and no 1 worker unless tune names it:
-# one run of a pipeline is 10-30 s on the 2-core VM (its interpreter, the library's imports, the
-# workers' start), and every setting is run 3 times for each of 9 pipelines.
+# workers start 8 interpreters on 2 cores: 10-20 s a start) and no 1 worker unless tune names it.
+# A run of two epochs is 4-44 s on the 2-core VM (its interpreter, the library's imports, each
+# epoch's workers' start: a spawned worker's 2-5 s), 36 minutes for the 9 pipelines with three
+# traces; one epoch a run (the default) takes 40 % of the reruns' time off: about 25 minutes.
 DEFAULT_SETTINGS = "fork:2,spawn:2,spawn:4,forkserver:2"
 TOLERANCE = 0.20
 START_ABS_S, START_ABS_UNDER_S = 0.060, 0.3
@@ -79,11 +82,11 @@ def parse_setting(s):
     return parts[0], int(parts[1]), pf, "unordered" in parts[2:]
 
 
-def driver_run(a, name, setting, trace=None, timeout=300, extra=()):
+def driver_run(a, name, setting, trace=None, timeout=300, extra=(), epochs=None):
     script = HERE / PIPELINES[name][0]
     method, workers, pf, unordered = parse_setting(setting)
     args = [a.python, str(script), "--workers", str(workers), "--start-method", method,
-            "--epochs", str(a.epochs), "--data", str(a.out / "data" / name)]
+            "--epochs", str(a.epochs if epochs is None else epochs), "--data", str(a.out / "data" / name)]
     if pf:
         args += ["--prefetch-factor", str(pf)]
     if unordered:
@@ -369,6 +372,10 @@ def run_pipeline(a, n, p, settings):
         runs.setdefault(s, []).append(None if "error" in job else measures(job, PIPELINES[n][1]))
 
     for r in range(a.repeat):
+        if r >= a.traces:  # the rounds after the traced ones: reruns only
+            for s in sorted(want):
+                rerun(s, r)
+            continue
         trace = a.out / "traces" / n / f"trace{r + 1}"
         for src in (sources if r == 0 else [p["source"]]):
             shutil.rmtree(trace, ignore_errors=True)
@@ -513,8 +520,12 @@ def main():
     ap.add_argument("--source", default="spawn:2", help="the traced setting, METHOD:WORKERS")
     ap.add_argument("--settings", default=DEFAULT_SETTINGS,
                     help="METHOD:WORKERS list whatif is asked for (and rerun)")
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=3, help="untraced runs of every setting")
+    ap.add_argument("--traces", type=int,
+                    help="traced runs, one in each of the first rounds (each trace's claims "
+                         "scored on their own; default: one every round)")
+    ap.add_argument("--epochs", type=int, default=1,
+                    help="epochs a run (2: later epochs' starts too, about 1.5x the time)")
     ap.add_argument("--out")
     ap.add_argument("--no-fork-probe", dest="fork_probe", action="store_false",
                     help="trace without LOTUS_FORK_PROBE=1 (fork then withheld from a spawn run)")
@@ -549,7 +560,12 @@ def main():
         sys.exit(q.returncode)
     t_start = time.perf_counter()
     load_before = loadavg()
-    result = {"source": a.source, "settings": settings, "repeat": a.repeat, "epochs": a.epochs,
+    if a.traces is None:
+        a.traces = a.repeat
+    if not 1 <= a.traces <= a.repeat:
+        sys.exit(f"truth: --traces {a.traces}: want 1 to --repeat ({a.repeat})")
+    result = {"source": a.source, "settings": settings, "repeat": a.repeat, "traces": a.traces,
+              "epochs": a.epochs,
               "tolerance": TOLERANCE, "start_abs_s": START_ABS_S, "python": a.python,
               "machine": f"{platform.node()}, {os.cpu_count()} CPUs", "load_before": load_before,
               "pipelines": []}
@@ -557,10 +573,13 @@ def main():
         p = {"name": n, "claims": [], "notes": {}, "source": a.source}
         result["pipelines"].append(p)
         # One untraced run first, not scored: the pipeline's first process imports torch and its
-        # libraries from a cold page cache (seconds for pip's CUDA build), which the first traced
-        # run would otherwise pay alone and every claim from it carry.
-        log(f"truth: {n}: warm-up {a.source} (not scored)")
-        driver_run(a, n, a.source, timeout=a.traced_timeout)
+        # libraries from a cold page cache (seconds for pip's CUDA build) and generates the data,
+        # which the first traced run would otherwise pay alone and every claim from it carry. A
+        # fork run of one epoch reads every file the others will (a spawned worker imports what
+        # the main process did) at a third of a spawn run's time.
+        warm = f"fork:{a.source.split(':')[1]}"
+        log(f"truth: {n}: warm-up {warm}, 1 epoch (not scored)")
+        driver_run(a, n, warm, timeout=a.traced_timeout, epochs=1)
         run_pipeline(a, n, p, settings)
         # The pipelines so far, after each (a run cut short keeps what it measured).
         (a.out / "truth.partial.json").write_text(json.dumps(result, indent=1))

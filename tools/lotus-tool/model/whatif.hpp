@@ -173,9 +173,11 @@ struct whatif_result {
   std::string ttfb_why, ttfb_basis;
   /// fork predicted from the probes: a worker whose first batch runs a full garbage collection
   /// of the heap it inherited takes gc_full_ms more and copies gc_copy_bytes (0: not measured).
-  /// Non-empty ttfb_no_claim_why: that collection would move the time to first batch by more
-  /// than the model's tolerance, and whether a worker runs one the run cannot tell.
-  double gc_full_ms = 0, gc_copy_bytes = 0;
+  /// Whether a worker runs one the run cannot tell: where both outcomes lie within
+  /// k_fork_gc_band of their midpoint, the midpoint is predicted and ttfb_gc_half_ms and
+  /// epoch_gc_half_s say by how much either outcome differs from it; otherwise
+  /// ttfb_no_claim_why (and epoch_no_claim_why) say why nothing is claimed.
+  double gc_full_ms = 0, gc_copy_bytes = 0, ttfb_gc_half_ms = 0, epoch_gc_half_s = 0;
   std::string ttfb_no_claim_why;
   /// The workers' measured wait for a core (a share of their batch time) and whether it was
   /// read as other threads' load (model.foreign fitted to it): with the measured workers at most
@@ -191,7 +193,8 @@ struct whatif_result {
   /// workers waited on storage, whose own throughput the trace does not give).
   std::string no_claim_why;
   /// Non-empty: the start is predicted but not the epoch after it, and this says why (fork
-  /// workers predicted from a spawn run's fork probe: their later batches are not measured).
+  /// workers predicted from a spawn run's fork probe, whose full collections would move the
+  /// epoch by more than k_fork_gc_band).
   std::string epoch_no_claim_why;
   // The model replaying the measured configuration (its error on this run), and the question.
   loader_prediction replay, predicted;

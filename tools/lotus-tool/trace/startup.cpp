@@ -169,6 +169,10 @@ std::string probe_words(const std::string& status) {
 
 }  // namespace
 
+bool fork_gc_within_band(double base, double gc) {
+  return gc <= 0 || gc / 2 <= k_fork_gc_band * (base + gc / 2);
+}
+
 std::string fork_gc_cost_words(const startup_prediction& p) {
   if (!p.known || p.gc_full_ms <= 0.2 * p.ttfb_ms) return "";
   return "takes " + format_ms(p.gc_full_ms) + " more and copies " +
