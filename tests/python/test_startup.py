@@ -481,6 +481,25 @@ def test_the_fork_probe_measures_what_a_full_collection_copies(tmp_path):
         assert all(("gc.freeze() just before iter(loader)" in a) == named for a in fork), fork
 
 
+def test_an_epoch_window_counts_its_own_iterators_start_only(tmp_path):
+    """stats --epoch K: the start-up of epoch K's iterator only, in its wait and in the main
+    process's time (the denominator of the wait and GPU idle shares). Three epochs whose workers
+    start afresh (worker_init_fn 0.4 s each): the epochs' start-up waits add up to the run's, and
+    their main-process spans to no more than the run's (each epoch's its own, not from the first
+    iterator's start)."""
+    out = tmp_path / "t"
+    run_job(out, "--method", "fork", "--workers", "2", "--epochs", "3", "--batches", "6",
+            "--init-s", "0.4")
+    whole = stats_json(out)["input_bound"]
+    per = [json.loads(tool("stats", str(out), "--json", "--epoch", str(k)))["input_bound"]
+           for k in range(3)]
+    assert all(p["startup_wait_ms"] > 0 for p in per), per
+    assert sum(p["startup_wait_ms"] for p in per) == pytest.approx(whole["startup_wait_ms"]), \
+        (per, whole)
+    assert sum(p["main_elapsed_ms"] for p in per) <= whole["main_elapsed_ms"] * 1.001, (per, whole)
+    assert all(0 < p["wait_share"] <= 1 for p in per), per
+
+
 def test_default_start_method_is_recorded(tmp_path):
     """No start method given: the one Python uses (forkserver from 3.14 on Linux) is recorded."""
     out = tmp_path / "t"

@@ -51,6 +51,7 @@ void run::plan_ranks() {
   for (rank_part& p : parts_) {
     p.in.filter = make_filter(p.in.dir, args_.window);
     p.stats = std::make_unique<stats_pass>(p.in.dir, false);
+    p.stats->set_windowed(p.in.filter.active());
     p.digest = std::make_unique<digest_builder>(p.in.dir);
   }
   for (std::size_t f = 0; f < dir.files.size(); ++f) {

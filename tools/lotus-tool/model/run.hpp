@@ -127,6 +127,7 @@ void run::read(const run_reading& what, Extra&& extra) {
   }
   if (what.stats || digest_) {
     stats_ = std::make_unique<stats_pass>(in_.dir, in_.dir.sources.size() > 1);
+    stats_->set_windowed(in_.filter.active());
   }
   if (what.rank_digests && in_.dir.sources.size() > 1) plan_ranks();
   const read_options ropt = reading(in_);

@@ -13,6 +13,8 @@ namespace lotus_tool {
 
 namespace {
 
+constexpr std::uint64_t k_window_startup_slack_ns = 100'000'000;
+
 double ns_to_ms(std::uint64_t ns) { return static_cast<double>(ns) / k_ns_per_ms; }
 
 std::uint64_t add_saturated(std::uint64_t a, std::uint64_t b) {
@@ -80,6 +82,25 @@ stats_result stats_pass::result(const stats_options& sopt, std::uint64_t skipped
       main_source.emplace(process_key{f.pid, f.host}, f.source < n_sources_ ? f.source : 0);
     }
   }
+  if (windowed_) {
+    // A window keeps the iterators whose first batch came in its main-process span (without
+    // that time recorded: whose __init__ returned at most 100 ms before the span, as the next()
+    // that waits for the first batch follows it): an earlier epoch's start is neither its wait
+    // nor its time.
+    std::vector<startup_iteration> kept;
+    for (startup_iteration& it : r.startup.iterations) {
+      const auto src = main_source.find(process_key{it.pid, it.host});
+      if (src == main_source.end()) continue;
+      const std::uint32_t k = src->second;
+      const std::uint64_t at = it.first_ns != 0      ? it.first_ns
+                               : it.init_end_ns != 0 ? it.init_end_ns + k_window_startup_slack_ns
+                                                     : it.begin_ns + k_window_startup_slack_ns;
+      if (main_first[k] < main_last[k] && at >= main_first[k] && at <= main_last[k]) {
+        kept.push_back(std::move(it));
+      }
+    }
+    r.startup.iterations = std::move(kept);
+  }
   for (const startup_iteration& it : r.startup.iterations) {
     const auto src = main_source.find(process_key{it.pid, it.host});
     if (src == main_source.end()) continue;  // no main file: no main-process time to extend
@@ -122,6 +143,7 @@ stats_result stats_pass::result(const stats_options& sopt, std::uint64_t skipped
 stats_result compute_stats(const trace_dir& dir, const read_options& ropt,
                            const stats_options& sopt, const stats_limits& lim) {
   stats_pass pass(dir, dir.sources.size() > 1 || sopt.sketches, lim);
+  pass.set_windowed(ropt.filter != nullptr && ropt.filter->active());
   const std::uint64_t skipped = for_each_record(
       dir, ropt,
       [&](std::size_t f, const record& rec, const batch_ref& b) { pass.add(f, rec, b); });

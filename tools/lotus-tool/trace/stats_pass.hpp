@@ -25,6 +25,10 @@ class stats_pass {
 
   /// One record of file `f` of the directory (after the window's filter).
   void add(std::size_t f, const record& rec, const batch_ref& b);
+  /// The records come through a window (--epoch, --from/--to): only the iterators whose start
+  /// ends in the window's main-process span count (their start-up, the main-process time they
+  /// add), not every iterator of the run.
+  void set_windowed(bool windowed) { windowed_ = windowed; }
   /// What compute_stats returns, `skipped` lines counted by the pass. Can be asked for again
   /// (the engine's per-file op rows are taken from it once, rank_ops()).
   stats_result result(const stats_options& sopt, std::uint64_t skipped);
@@ -38,6 +42,7 @@ class stats_pass {
   stats_engine eng_;
   std::size_t latency_budget_;  ///< the percentiles' selection budget (stats_limits)
   bool per_rank_;
+  bool windowed_ = false;
   std::size_t n_sources_;
   std::vector<rank_stats> ranks_;
   std::vector<std::uint64_t> pre_ns_, wait_ns_, main_first_, main_last_;
