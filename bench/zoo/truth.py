@@ -118,14 +118,18 @@ def driver_run(a, name, setting, trace=None, timeout=300, extra=(), epochs=None)
 
 
 def measures(job, persistent):
-    """ttfb (s), epoch (iter() to the last batch, mean over epochs, s), wait share of the loop."""
+    """ttfb (s), epoch (iter() to the last batch, mean over epochs, s), wait share of the loop
+    (of the first iter() to the last batch)."""
     eps = job["epochs"]
     # With persistent workers only the first epoch starts them: the start is the first epoch's.
     starts = [eps[0]["ttfb_s"]] if persistent else [e["ttfb_s"] for e in eps]
     ttfb = statistics.mean(starts)
     epoch = statistics.mean(e["to_last_s"] for e in eps)
     waits = [e["wait_s"] for e in eps]
-    share = (sum(waits) / sum(e["epoch_s"] for e in eps)) if None not in waits else None
+    # The main process's time as lotus's wait share counts it: from the first iter() to the last
+    # batch (the last epoch's loop end, its workers' shutdown, is after the trace's last record).
+    span = sum(e["epoch_s"] for e in eps) - max(0.0, eps[-1]["epoch_s"] - eps[-1]["to_last_s"])
+    share = (sum(waits) / span) if None not in waits and span > 0 else None
     return {"ttfb_s": ttfb, "epoch_s": epoch, "wait_share": share,
             "peak_pss_bytes": job.get("peak_pss_bytes")}
 

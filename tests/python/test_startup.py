@@ -482,8 +482,8 @@ def test_the_fork_probe_measures_what_a_full_collection_copies(tmp_path):
 
 
 def test_an_epoch_window_counts_its_own_iterators_start_only(tmp_path):
-    """stats --epoch K: the start-up of epoch K's iterator only, in its wait and in the main
-    process's time (the denominator of the wait and GPU idle shares). Three epochs whose workers
+    """stats --epoch K (and whatif --epoch K): the start-up of epoch K's iterator only, in its wait
+    and in the main process's time (the denominator of the wait and GPU idle shares). Three epochs whose workers
     start afresh (worker_init_fn 0.4 s each): the epochs' start-up waits add up to the run's, and
     their main-process spans to no more than the run's (each epoch's its own, not from the first
     iterator's start)."""
@@ -498,6 +498,10 @@ def test_an_epoch_window_counts_its_own_iterators_start_only(tmp_path):
         (per, whole)
     assert sum(p["main_elapsed_ms"] for p in per) <= whole["main_elapsed_ms"] * 1.001, (per, whole)
     assert all(0 < p["wait_share"] <= 1 for p in per), per
+    # whatif --epoch K measures the same window: each epoch its own.
+    epochs = [json.loads(tool("whatif", str(out), "--workers", "3", "--epoch", str(k), "--json"))
+              ["measured"]["epoch_seconds"] for k in range(3)]
+    assert sum(epochs) * 1e3 <= whole["main_elapsed_ms"] * 1.001, (epochs, whole)
 
 
 def test_default_start_method_is_recorded(tmp_path):

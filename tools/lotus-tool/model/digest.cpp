@@ -168,11 +168,25 @@ memory_digest digest_memory(const trace_dir& dir, const std::vector<batch_point>
   m.pss_known = m.recorded() && pss;
   if (mains.size() == 1) {
     m.aligned = true;
-    for (const memory_sample& s : mains.front()->samples) {
+    // The tree at every reading of any of its processes (a worker's reading, its exit's
+    // included, may fall where the main process read none: the workers of two iterators alive
+    // together, the next one's started before the last one's left), the main process's nearest.
+    const process_memory& main = *mains.front();
+    const alive_span main_life{main.samples.front().ns, UINT64_MAX};
+    std::vector<std::uint64_t> times;
+    for (const memory_sample& s : main.samples) times.push_back(s.ns);
+    for (const process_memory* w : workers)
+      for (const memory_sample& s : w->samples) times.push_back(s.ns);
+    std::sort(times.begin(), times.end());
+    times.erase(std::unique(times.begin(), times.end()), times.end());
+    for (const std::uint64_t t : times) {
+      const memory_sample* ms = nearest(main, main_life, t);
+      if (ms == nullptr) continue;
+      const memory_sample& s = *ms;
       std::uint64_t job = s.pss, shared = s.pss;
       unsigned alive = 0;
       for (std::size_t k = 0; k < workers.size(); ++k) {
-        const memory_sample* ws = nearest(*workers[k], worker_alive[k], s.ns);
+        const memory_sample* ws = nearest(*workers[k], worker_alive[k], t);
         if (ws == nullptr) continue;
         m.workers_alive = std::max(m.workers_alive, ++alive);
         job += ws->pss;
@@ -427,7 +441,7 @@ run_digest digest_builder::finish(stats_result stats, const input& in, const dig
   }
   d.stats.preprocessed = {};  // now in batch_ms (waits and delays were not kept)
   sample_ops(d, opt, range_lo, range_hi);
-  add_startup_recs(dir, mains_);
+  add_startup_recs(dir, mains_, in.filter.active());
   d.startup = analyze_startup(dir).costs;
   for (auto& kv : mains_) digest_main_file(kv.second, d);
   // (One main process: its epochs are the batch epochs, in time order.)

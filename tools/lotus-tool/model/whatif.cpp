@@ -276,8 +276,13 @@ memory_prediction predict_memory(const run_digest& d, unsigned workers, std::uin
   in.worker_start_private_bytes = m.worker_start_private;
   in.growth_per_batch_bytes = m.growth_per_batch;
   in.batches_per_worker = d.total_batches == 0 ? 0.0 : m.batches_per_worker;
-  in.measured_workers = std::max(1u, d.workers);
-  const memory_estimate e = predict_tree_memory(in, workers, 0);
+  // Workers of two iterators alive together (the next one's started before the last one's
+  // left, as Lightning's loop does between epochs): the measured peak held that many sets, and
+  // so would another count's.
+  const unsigned per_set = std::max(1u, d.workers);
+  p.worker_sets = m.workers_alive > per_set ? (m.workers_alive + per_set - 1) / per_set : 1;
+  in.measured_workers = per_set * p.worker_sets;
+  const memory_estimate e = predict_tree_memory(in, workers * p.worker_sets, 0);
   p.per_worker_bytes = e.per_worker_bytes;
   p.peak_bytes = e.peak_bytes;
   p.fits = p.budget_bytes == 0 || p.peak_bytes <= static_cast<double>(p.budget_bytes);
@@ -862,6 +867,7 @@ nlohmann::json whatif_json(const whatif_result& r) {
     mem["growth_per_batch_bytes"] = std::llround(mp.growth_per_batch);
     mem["worker_processes"] = mp.worker_processes;
     mem["workers_alive"] = mp.workers_alive;
+    mem["worker_sets"] = mp.worker_sets;
   } else {
     mem["why"] = mp.unavailable_why;
   }
@@ -882,11 +888,16 @@ std::string memory_text(const memory_prediction& mp, unsigned workers) {
           ? std::to_string(mp.workers_alive) + " worker process(es) alive together, of " +
                 std::to_string(mp.worker_processes)
           : std::to_string(mp.worker_processes) + " worker process(es)";
-  std::string s = "memory: measured peak " + mib(mp.measured_bytes) + " (sum of Pss, " +
-                  workers_text + "); predicted peak " + mib(mp.peak_bytes) + " = shared " +
-                  mib(mp.shared_bytes) + " + " + std::to_string(workers) + " × " +
-                  mib(mp.per_worker_bytes) + " private per worker (growth " +
-                  format_number("%.1f KiB", mp.growth_per_batch / 1024.0) + " per batch)";
+  std::string s =
+      "memory: measured peak " + mib(mp.measured_bytes) + " (sum of Pss, " + workers_text +
+      "); predicted peak " + mib(mp.peak_bytes) + " = shared " + mib(mp.shared_bytes) + " + " +
+      std::to_string(workers * mp.worker_sets) + " × " + mib(mp.per_worker_bytes) +
+      " private per worker" +
+      (mp.worker_sets > 1 ? " (" + std::to_string(mp.worker_sets) +
+                                " sets of workers alive together, as measured: an iterator's "
+                                "workers started before the last one's left)"
+                          : std::string()) +
+      " (growth " + format_number("%.1f KiB", mp.growth_per_batch / 1024.0) + " per batch)";
   if (mp.budget_bytes > 0) {
     s += "; budget " + mib(static_cast<double>(mp.budget_bytes)) + " (" + mp.budget_from + ")" +
          (mp.fits ? "" : ": EXCEEDED");

@@ -103,6 +103,9 @@ struct memory_prediction {
   double shared_bytes = 0, per_worker_bytes = 0, growth_per_batch = 0;
   unsigned worker_processes = 0;
   unsigned workers_alive = 0;  ///< the most alive together in the measured peak (0: not aligned)
+  /// Sets of the run's workers alive together at once (2: an iterator's workers started before
+  /// the last one's left), predicted for the question's count too.
+  unsigned worker_sets = 1;
   std::uint64_t budget_bytes = 0;  ///< 0: unknown
   std::string budget_from;         ///< "option" (--memory-budget) or "this machine"
   bool fits = true;                ///< peak_bytes <= budget_bytes (true when no budget is known)

@@ -4,7 +4,8 @@
 
 namespace lotus_tool {
 
-void add_startup_recs(const trace_dir& dir, std::map<std::size_t, std::vector<main_rec>>& recs) {
+void add_startup_recs(const trace_dir& dir, std::map<std::size_t, std::vector<main_rec>>& recs,
+                      bool windowed) {
   std::map<process_key, std::size_t> first_file;
   for (std::size_t i = 0; i < dir.files.size(); ++i) {
     const trace_file& f = dir.files[i];
@@ -15,8 +16,11 @@ void add_startup_recs(const trace_dir& dir, std::map<std::size_t, std::vector<ma
     if (p == dir.processes.end()) continue;
     const auto r = recs.find(kv.second);
     if (r == recs.end() || r->second.empty()) continue;  // no batch records: no epochs
+    std::uint64_t first = UINT64_MAX;
+    for (const main_rec& x : r->second) first = std::min(first, x.ts);
     for (const startup_meta& m : p->second.startups) {
       if (m.begin_ns == 0 || m.starts.empty() || m.init_end_ns < m.begin_ns) continue;
+      if (windowed && m.init_end_ns + k_window_startup_slack_ns < first) continue;
       r->second.push_back(
           startup_rec(m.begin_ns, static_cast<double>(m.init_end_ns - m.begin_ns) / 1e6));
     }
@@ -39,7 +43,7 @@ std::vector<epoch_digest> read_main_epochs(const trace_dir& dir, const read_opti
     main_rec m{};
     if (main_rec_of(r, b, m)) recs[file].push_back(m);
   });
-  add_startup_recs(dir, recs);
+  add_startup_recs(dir, recs, ropt.filter != nullptr && ropt.filter->active());
   std::vector<epoch_digest> out;
   for (auto& kv : recs) cut_main_epochs(kv.second, out, nullptr);
   return out;

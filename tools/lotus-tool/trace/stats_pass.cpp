@@ -6,14 +6,13 @@
 #include <map>
 #include <utility>
 
+#include "trace/epochs.hpp"
 #include "trace/latency.hpp"
 #include "trace/startup.hpp"
 
 namespace lotus_tool {
 
 namespace {
-
-constexpr std::uint64_t k_window_startup_slack_ns = 100'000'000;
 
 double ns_to_ms(std::uint64_t ns) { return static_cast<double>(ns) / k_ns_per_ms; }
 
