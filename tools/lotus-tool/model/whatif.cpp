@@ -279,7 +279,9 @@ memory_prediction predict_memory(const run_digest& d, unsigned workers, std::uin
   // Workers of two iterators alive together (the next one's started before the last one's
   // left, as Lightning's loop does between epochs): the measured peak held that many sets, and
   // so would another count's.
-  const unsigned per_set = std::max(1u, d.workers);
+  // (A set: the most workers one iterator started, where its start was recorded; else the
+  // workers that prepared batches together.)
+  const unsigned per_set = std::max({1u, d.workers, d.startup.workers});
   p.worker_sets = m.workers_alive > per_set ? (m.workers_alive + per_set - 1) / per_set : 1;
   in.measured_workers = per_set * p.worker_sets;
   const memory_estimate e = predict_tree_memory(in, workers * p.worker_sets, 0);
