@@ -64,8 +64,8 @@ PIPELINES = {
 # tune's recommendation is added when it is none of these. No 8 workers (8 spawn or forkserver
 # workers start 8 interpreters on 2 cores: 10-20 s a start) and no 1 worker unless tune names it.
 # A run of two epochs is 4-44 s on the 2-core VM (its interpreter, the library's imports, each
-# epoch's workers' start: a spawned worker's 2-5 s), 36 minutes for the 9 pipelines with three
-# traces; one epoch a run (the default) takes 40 % of the reruns' time off: about 25 minutes.
+# epoch's workers' start: a spawned worker's 2-5 s), 40 minutes for the 9 pipelines with three
+# traces; one epoch a run (the default): 23 minutes.
 DEFAULT_SETTINGS = "fork:2,spawn:2,spawn:4,forkserver:2"
 TOLERANCE = 0.20
 START_ABS_S, START_ABS_UNDER_S = 0.060, 0.3
@@ -529,7 +529,7 @@ def main():
                     help="traced runs, one in each of the first rounds (each trace's claims "
                          "scored on their own; default: one every round)")
     ap.add_argument("--epochs", type=int, default=1,
-                    help="epochs a run (2: later epochs' starts too, about 1.5x the time)")
+                    help="epochs a run (2: later epochs' starts too, about 1.75x the time)")
     ap.add_argument("--out")
     ap.add_argument("--no-fork-probe", dest="fork_probe", action="store_false",
                     help="trace without LOTUS_FORK_PROBE=1 (fork then withheld from a spawn run)")
