@@ -16,11 +16,16 @@ void add_startup_recs(const trace_dir& dir, std::map<std::size_t, std::vector<ma
     if (p == dir.processes.end()) continue;
     const auto r = recs.find(kv.second);
     if (r == recs.end() || r->second.empty()) continue;  // no batch records: no epochs
-    std::uint64_t first = UINT64_MAX;
-    for (const main_rec& x : r->second) first = std::min(first, x.ts);
+    std::uint64_t first = UINT64_MAX, last = 0;
+    for (const main_rec& x : r->second) {
+      first = std::min(first, x.ts);
+      last = std::max(last, x.ts + static_cast<std::uint64_t>(std::max(0.0f, x.dur_ms) * 1e6f));
+    }
     for (const startup_meta& m : p->second.startups) {
       if (m.begin_ns == 0 || m.starts.empty() || m.init_end_ns < m.begin_ns) continue;
-      if (windowed && m.init_end_ns + k_window_startup_slack_ns < first) continue;
+      if (windowed && !start_in_window(m.first_ns, m.init_end_ns, m.begin_ns, first, last)) {
+        continue;
+      }
       r->second.push_back(
           startup_rec(m.begin_ns, static_cast<double>(m.init_end_ns - m.begin_ns) / 1e6));
     }

@@ -82,19 +82,14 @@ stats_result stats_pass::result(const stats_options& sopt, std::uint64_t skipped
     }
   }
   if (windowed_) {
-    // A window keeps the iterators whose first batch came in its main-process span (without
-    // that time recorded: whose __init__ returned at most 100 ms before the span, as the next()
-    // that waits for the first batch follows it): an earlier epoch's start is neither its wait
-    // nor its time.
+    // A window's main-process span keeps its own iterators' starts (start_in_window).
     std::vector<startup_iteration> kept;
     for (startup_iteration& it : r.startup.iterations) {
       const auto src = main_source.find(process_key{it.pid, it.host});
       if (src == main_source.end()) continue;
       const std::uint32_t k = src->second;
-      const std::uint64_t at = it.first_ns != 0      ? it.first_ns
-                               : it.init_end_ns != 0 ? it.init_end_ns + k_window_startup_slack_ns
-                                                     : it.begin_ns + k_window_startup_slack_ns;
-      if (main_first[k] < main_last[k] && at >= main_first[k] && at <= main_last[k]) {
+      if (main_first[k] != UINT64_MAX &&
+          start_in_window(it.first_ns, it.init_end_ns, it.begin_ns, main_first[k], main_last[k])) {
         kept.push_back(std::move(it));
       }
     }
