@@ -179,13 +179,27 @@ memory_digest digest_memory(const trace_dir& dir, const std::vector<batch_point>
       for (const memory_sample& s : w->samples) times.push_back(s.ns);
     std::sort(times.begin(), times.end());
     times.erase(std::unique(times.begin(), times.end()), times.end());
+    // A sweep over the times: the workers whose life has begun, less those whose life has ended
+    // (a day's run starts thousands of worker processes, a few alive at once).
+    std::vector<std::size_t> by_start(workers.size()), active;
+    for (std::size_t k = 0; k < by_start.size(); ++k) by_start[k] = k;
+    std::sort(by_start.begin(), by_start.end(), [&](std::size_t a, std::size_t b) {
+      return worker_alive[a].from < worker_alive[b].from;
+    });
+    std::size_t next = 0;
     for (const std::uint64_t t : times) {
+      while (next < by_start.size() && worker_alive[by_start[next]].from <= t) {
+        active.push_back(by_start[next++]);
+      }
+      active.erase(std::remove_if(active.begin(), active.end(),
+                                  [&](std::size_t k) { return worker_alive[k].to < t; }),
+                   active.end());
       const memory_sample* ms = nearest(main, main_life, t);
       if (ms == nullptr) continue;
       const memory_sample& s = *ms;
       std::uint64_t job = s.pss, shared = s.pss;
       unsigned alive = 0;
-      for (std::size_t k = 0; k < workers.size(); ++k) {
+      for (const std::size_t k : active) {
         const memory_sample* ws = nearest(*workers[k], worker_alive[k], t);
         if (ws == nullptr) continue;
         m.workers_alive = std::max(m.workers_alive, ++alive);
