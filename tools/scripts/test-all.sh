@@ -198,7 +198,7 @@ for v in $variants; do
     wheel) stage wheel "lotus-trace's wheel built, installed and checked on Debian 12 (3.11) and testing (3.14) roots without a compiler" wheel_stage ;;
     fresh13) stage fresh13 "tools/scripts/demo.sh, then the stack variant, on a debootstrap Debian 13 root" fresh13 ;;
     pip-newest|pip-middle)
-      stage "$v" "lotus.torch's loader families and autotune (newest: and the rest on it) on pip's torch ($(bash tools/scripts/pip-stack.sh --list "${v#pip-}" | grep '^torch==' | cut -d= -f3))" \
+      stage "$v" "lotus.torch's records of torch's and torchdata's loaders (newest: every Python test that concerns torch) on pip's torch ($(bash tools/scripts/pip-stack.sh --list "${v#pip-}" | grep '^torch==' | cut -d= -f3))" \
         pip_stack "${v#pip-}" ;;
     *) what=$(tm what "$v")
        [ -n "$what" ] || { echo "unknown variant: $v" >&2; exit 2; }
