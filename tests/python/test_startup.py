@@ -601,6 +601,19 @@ def test_forkserver_from_a_spawn_run_of_a_script_that_imports_torch_at_its_top(t
     st = stats_json(out)["startup"]
     assert st["forkserver"]["preloads_main"] is preloads
     boot = st["per_worker"]["boot_ms"]
+    # Each worker's boot: its CPU time and its wait for a core when it began to unpickle its
+    # loop; the boot without that wait is what a server that boots alone takes.
+    workers = [w for it in st["iterators"] for w in it["worker_starts"]]
+    assert len(workers) == 4
+    for _, f in sidecar_lines(out, "startup_boot"):
+        assert len(f) == 12, f
+        loaded_cpu, runq = int(f[10]), int(f[11])
+        assert 0 < loaded_cpu <= int(f[9]), f  # by then, no more than at its first index
+        assert runq >= 1, f  # read (+1)
+    for w in workers:
+        assert 0 <= w["boot_runq_ms"] <= w["boot_ms"], w
+    alone = sum(w["boot_ms"] - w["boot_runq_ms"] for w in workers) / len(workers)
+    assert st["per_worker"]["boot_alone_ms"] == pytest.approx(alone, rel=1e-6)
 
     def whatif(method, w):
         return json.loads(tool("whatif", str(out), "--workers", str(w), "--start-method",
@@ -613,10 +626,11 @@ def test_forkserver_from_a_spawn_run_of_a_script_that_imports_torch_at_its_top(t
         pytest.skip(fs["note"])
     assert fs["predicted_ttfb_ms"] is not None and sp["predicted_ttfb_ms"] is not None
     if preloads:
-        # The server imports the script once (a spawned worker's boot), in the first iterator.
-        assert fs["predicted_server_start_ms"] == pytest.approx(boot, rel=1e-6)
-        assert fs["predicted_first_ttfb_ms"] > fs["predicted_later_ttfb_ms"] + 0.9 * boot
-        assert "once" in fs["basis"]
+        # The server imports the script once (a spawned worker's boot, without its wait for a
+        # core: the server boots alone), in the first iterator.
+        assert fs["predicted_server_start_ms"] == pytest.approx(alone, rel=1e-6)
+        assert fs["predicted_first_ttfb_ms"] > fs["predicted_later_ttfb_ms"] + 0.9 * alone
+        assert "once" in fs["basis"] and "without its wait for a core" in fs["basis"]
     else:
         # Every forkserver worker imports torch again, as a spawned one: the worker's boot is
         # the spawn worker's less a new interpreter's own start (a few tens of ms), not a fork.
@@ -635,6 +649,33 @@ def test_forkserver_from_a_spawn_run_of_a_script_that_imports_torch_at_its_top(t
     js = json.loads(tool("whatif", str(old), "--workers", "4", "--start-method", "forkserver",
                          "--json"))["startup"]
     assert js["predicted_ttfb_ms"] is None and "older lotus" in js["note"], js
+    # The same run as an interpreter whose server preloads the main module would have traced it
+    # (whatever this one does): the server's start is the boot without its wait for a core; from
+    # boot lines without those two figures (an older lotus), the boot as measured.
+    for keep in (True, False):
+        d = tmp_path / f"preload-{keep}"
+        d.mkdir()
+        for p in out.iterdir():
+            if p.is_file():
+                lines = p.read_text().splitlines(keepends=True)
+                if p.name.startswith("."):
+                    for i, line in enumerate(lines):
+                        f = line.split()
+                        if f and f[0] == "startup_forkserver":
+                            lines[i] = " ".join(f[:3] + ["1"] + f[4:]) + "\n"
+                        elif f and f[0] == "startup_boot" and not keep:
+                            lines[i] = " ".join(f[:11]) + "\n"
+                (d / p.name).write_text("".join(lines))
+        js = json.loads(tool("whatif", str(d), "--workers", "2", "--start-method", "forkserver",
+                             "--json"))["startup"]
+        if js["predicted_ttfb_ms"] is None:
+            assert js["note"].startswith("the model replays"), js
+            continue
+        assert js["predicted_server_start_ms"] == pytest.approx(alone if keep else boot,
+                                                                rel=1e-6), js
+        assert ("without its wait for a core" in js["basis"]) is keep, js
+        assert stats_json(d)["startup"]["per_worker"]["boot_alone_ms"] == (
+            pytest.approx(alone, rel=1e-6) if keep else 0), keep
 
 
 def test_a_forkserver_run_measures_its_server_start_apart(tmp_path):

@@ -152,6 +152,12 @@ class sidecar_parser {
                             &b.ready_ns,   &b.cpu_ns};
       bool ok = true;
       for (std::uint64_t* x : f) ok = ok && read_u(ls, key, *x);
+      // Then <loaded_cpu_ns> <loaded_runq_ns> (a line of an older lotus ends before them).
+      std::string more;
+      if (ok && ls >> more) {
+        ok = parse_u63(more, b.loaded_cpu_ns) && read_u(ls, key, b.loaded_runq_ns);
+        if (!ok && b.loaded_runq_ns == 0) warn("bad number in '" + key + "' line");
+      }
       if (ok && !proc_.boot) proc_.boot = b;  // the first: a worker starts once
     } else if (key == "stats") {
       std::uint64_t v[4] = {};

@@ -229,7 +229,7 @@ startup_analysis analyze_startup(const trace_dir& dir) {
   // Boots of worker 0 of the forkserver iterators that started the server (they include its
   // start) and of every other worker with a boot line.
   std::vector<double> payer_boots;
-  double n_other = 0, other = 0;
+  double n_other = 0, other = 0, n_alone = 0, alone = 0;
   for (const auto& kv : dir.processes) {
     const process_meta& p = kv.second;
     for (const startup_meta& m : p.startups) {
@@ -270,6 +270,9 @@ startup_analysis analyze_startup(const trace_dir& dir) {
           w.booted = true;
           const std::uint64_t launched = s.pickled_ns ? s.pickled_ns : s.call_ns;
           w.boot_ms = bl->loaded_ns ? ms_between(launched, bl->loaded_ns) : 0;
+          if (bl->loaded_ns && bl->loaded_runq_ns > 0) {
+            w.boot_runq_ms = std::min(w.boot_ms, static_cast<double>(bl->loaded_runq_ns - 1) / 1e6);
+          }
           w.import_ms = bl->loaded_ns ? ms_between(bl->loaded_ns, bl->imported_ns) : 0;
           w.unpickle_ms = bl->imported_ns ? ms_between(bl->imported_ns, bl->entered_ns) : 0;
           w.init_fn_ms = static_cast<double>(bl->init_dur_ns) / 1e6;
@@ -281,6 +284,10 @@ startup_analysis analyze_startup(const trace_dir& dir) {
           } else {
             ++n_other;
             other += w.boot_ms;
+            if (w.boot_runq_ms >= 0) {
+              ++n_alone;
+              alone += w.boot_ms - w.boot_runq_ms;
+            }
           }
           ++n_boot;
           boot += w.boot_ms;
@@ -393,6 +400,7 @@ startup_analysis analyze_startup(const trace_dir& dir) {
   k.handoff_ms = mean(handoff, n_pickled);
   k.fork_ms = mean(fork, n_fork);
   k.boot_ms = mean(boot, n_boot);
+  k.boot_alone_ms = mean(alone, n_alone);
   if (!payer_boots.empty() && n_other > 0) {
     // The server's start, apart: what worker 0 of a starting iterator took beyond the others.
     const double others = other / n_other;
@@ -494,11 +502,15 @@ startup_prediction predict_startup(const startup_costs& c, const std::string& me
       if (c.server_preloads_main == 1) {
         boot = k_fork_from_server_ms;
         // The server's own start: an interpreter that imports the main module, as a spawned
-        // worker does before it unpickles its loop.
-        p.server_ms = c.boot_ms;
-        p.basis =
-            "the forkserver imports the main module once (its start: a spawned worker's "
-            "interpreter and imports)";
+        // worker does before it unpickles its loop. The server boots alone (the main process
+        // waits for it, no worker runs yet): a spawned worker's boot without its wait for a
+        // core, where it was read.
+        p.server_ms = c.boot_alone_ms > 0 ? c.boot_alone_ms : c.boot_ms;
+        p.basis = c.boot_alone_ms > 0
+                      ? "the forkserver imports the main module once (its start: a spawned "
+                        "worker's interpreter and imports, without its wait for a core)"
+                      : "the forkserver imports the main module once (its start: a spawned "
+                        "worker's interpreter and imports)";
       } else {
         boot = std::max(k_fork_from_server_ms, c.boot_ms - k_exec_ms + k_fork_from_server_ms);
         p.server_ms = k_exec_ms;

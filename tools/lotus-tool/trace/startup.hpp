@@ -21,19 +21,20 @@ namespace lotus_tool {
 /// One worker's start, in ms (offsets from its iterator's begin; durations otherwise).
 struct startup_worker_figures {
   std::uint64_t slot = 0, pid = 0;
-  double call_ms = 0;       ///< Process.start() called (offset)
-  double pickle_ms = 0;     ///< its arguments pickled in the main process (spawn, forkserver)
-  double handoff_ms = 0;    ///< the rest of Process.start(): fork, or exec and the pipe's transfer
-  double return_ms = 0;     ///< Process.start() returned (offset)
-  std::uint64_t bytes = 0;  ///< the pickle's size (the dataset and the loader's arguments)
-  bool booted = false;      ///< its own `startup_boot` line was found
-  double boot_ms = 0;       ///< from its launch to unpickling its loop (interpreter, main module)
-  double import_ms = 0;     ///< importing torch's DataLoader
-  double unpickle_ms = 0;   ///< unpickling the rest of its arguments (the dataset)
-  double init_fn_ms = 0;    ///< worker_init_fn (wall)
-  double setup_ms = 0;      ///< the rest up to its first request for an index
-  double ready_ms = 0;      ///< its first request for an index (offset)
-  double cpu_ms = 0;        ///< the process's CPU time by then
+  double call_ms = 0;        ///< Process.start() called (offset)
+  double pickle_ms = 0;      ///< its arguments pickled in the main process (spawn, forkserver)
+  double handoff_ms = 0;     ///< the rest of Process.start(): fork, or exec and the pipe's transfer
+  double return_ms = 0;      ///< Process.start() returned (offset)
+  std::uint64_t bytes = 0;   ///< the pickle's size (the dataset and the loader's arguments)
+  bool booted = false;       ///< its own `startup_boot` line was found
+  double boot_ms = 0;        ///< from its launch to unpickling its loop (interpreter, main module)
+  double boot_runq_ms = -1;  ///< of which waiting for a core (run queue; -1: not read)
+  double import_ms = 0;      ///< importing torch's DataLoader
+  double unpickle_ms = 0;    ///< unpickling the rest of its arguments (the dataset)
+  double init_fn_ms = 0;     ///< worker_init_fn (wall)
+  double setup_ms = 0;       ///< the rest up to its first request for an index
+  double ready_ms = 0;       ///< its first request for an index (offset)
+  double cpu_ms = 0;         ///< the process's CPU time by then
 };
 
 /// One iterator that started workers.
@@ -71,7 +72,11 @@ struct startup_costs {
   double handoff_ms = 0;  ///< the rest of Process.start(), per worker
   double boot_ms = 0, import_ms = 0, unpickle_ms = 0, init_fn_ms = 0, init_cpu_ms = 0,
          setup_ms = 0;  ///< per worker (the workers' own lines)
-  double fork_ms = 0;   ///< Process.start() of a fork run, per worker
+  /// A worker's boot without its wait for a core (its run-queue wait at the end of its boot):
+  /// what an interpreter that boots alone takes, as a forkserver does (0: not read, a trace of
+  /// an older lotus). Mean over the workers whose boot holds no server start.
+  double boot_alone_ms = 0;
+  double fork_ms = 0;  ///< Process.start() of a fork run, per worker
   /// The rest of __init__ per worker, outside Process.start() (its queues, the first indices).
   double gap_ms = 0;
   double first_batch_ms = 0;  ///< from the later of __init__'s return and worker 0's readiness

@@ -218,6 +218,9 @@ struct startup_meta {
 struct startup_boot {
   std::uint64_t ppid = 0, slot = 0, loaded_ns = 0, imported_ns = 0, entered_ns = 0, init_ns = 0,
                 init_dur_ns = 0, init_cpu_ns = 0, ready_ns = 0, cpu_ns = 0;
+  /// At loaded_ns: the process's CPU time and its thread's run-queue wait + 1 (0: not read; a
+  /// line of an older lotus has neither).
+  std::uint64_t loaded_cpu_ns = 0, loaded_runq_ns = 0;
 };
 constexpr std::size_t k_max_startups = 4096;         ///< `startup` lines kept per process
 constexpr std::size_t k_max_startup_workers = 4096;  ///< `startup_worker` lines per iterator

@@ -17,10 +17,12 @@ main process (its sidecar):
   ``startup_first <seq> <idx> <arrival_ns>``: when the iterator's first batch arrived.
 worker process (its sidecar):
   ``startup_boot <ppid> <slot> <loaded_ns> <imported_ns> <entered_ns> <init_ns> <init_dur_ns>
-  <init_cpu_ns> <ready_ns> <cpu_ns>``: when its interpreter began unpickling the loop (spawn,
-  forkserver; 0 with fork: the boot and the main module's imports before it), had imported torch's
-  DataLoader (0 with fork), entered the loop (its arguments, the dataset, unpickled), ran
-  ``worker_init_fn`` (0 0 0: none) and first asked for an index, and the process's CPU time then.
+  <init_cpu_ns> <ready_ns> <cpu_ns> <loaded_cpu_ns> <loaded_runq_ns>``: when its interpreter
+  began unpickling the loop (spawn, forkserver; 0 with fork: the boot and the main module's
+  imports before it), had imported torch's DataLoader (0 with fork), entered the loop (its
+  arguments, the dataset, unpickled), ran ``worker_init_fn`` (0 0 0: none) and first asked for an
+  index, and the process's CPU time then; the process's CPU time and its thread's run-queue wait
+  (+ 1; 0: not read) when it began unpickling the loop (0 0 with fork).
 
 Measured with two wrappers that act only for a lotus worker loop: ``BaseProcess.start`` and
 ``multiprocessing.reduction.dump`` (the pickling of the process object by spawn and forkserver).
@@ -199,6 +201,8 @@ def wait_gate(it):
 # worker_init_fn's figures are _lotus._timed_init_figures() (TimedInit).
 loaded_ns = 0
 imported_ns = 0
+loaded_cpu_ns = 0  # the process's CPU time at loaded_ns
+loaded_runq_ns = 0  # its thread's run-queue wait then, + 1 (0: not read)
 
 
 _main_preload_works = None  # this interpreter's forkserver preloads __main__ when asked (probe)
@@ -393,12 +397,26 @@ class TimedInit(_functools.partial):
         return super().__new__(cls, _lotus._timed_init, fn)
 
 
+def _boot_runq_ns():
+    """This thread's run-queue wait so far (/proc/thread-self/schedstat's 2nd field), +1 so that
+    0 stays "not read"; 0 where the file cannot be read."""
+    try:
+        with open("/proc/thread-self/schedstat", "rb") as f:
+            return int(f.read(128).split()[1]) + 1
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
 def unpickled_loop():
     """A spawned (or forkserver) worker unpickles its loop (the first of its arguments): torch's
     loader is imported here, as unpickling the rest would, so its import and the dataset's
-    transfer are told apart."""
-    global loaded_ns, imported_ns
+    transfer are told apart. Its boot's CPU time and run-queue wait so far are read here too:
+    the boot without the wait for a core (a server's start, which boots alone)."""
+    global loaded_ns, imported_ns, loaded_cpu_ns, loaded_runq_ns
     loaded_ns = _time_ns()
+    from time import process_time_ns
+    loaded_cpu_ns = process_time_ns()
+    loaded_runq_ns = _boot_runq_ns()
     import torch.utils.data  # noqa: F401
     imported_ns = _time_ns()
 
@@ -407,9 +425,9 @@ def worker_ready(ppid, slot, entered):
     """The worker's first request for an index: its `startup_boot` line."""
     from time import process_time_ns
     t0, dur, cpu = _lotus._timed_init_figures()
-    note(b"startup_boot %d %d %d %d %d %d %d %d %d %d\n"
+    note(b"startup_boot %d %d %d %d %d %d %d %d %d %d %d %d\n"
          % (ppid, slot, loaded_ns, imported_ns, entered, t0, dur, cpu, _time_ns(),
-            process_time_ns()))
+            process_time_ns(), loaded_cpu_ns, loaded_runq_ns))
 
 
 # ---- the fork probe (a traced spawn or forkserver run) -------------------------------------------
