@@ -664,8 +664,16 @@ TEST_CASE("opres: a cycle of 100 op sites writes whole lines, every op accounted
 /// (the realtime field left out).
 std::vector<std::vector<std::uint64_t>> read_memory(const std::string& dir, long pid) {
   std::vector<std::vector<std::uint64_t>> out;
-  for (const auto& v : sidecar_numbers(dir, pid, "memory", 7))
-    out.emplace_back(v.begin() + 1, v.end());
+  for (const auto& v : sidecar_numbers(dir, pid, "memory", 10))
+    out.emplace_back(v.begin() + 1, v.begin() + 7);
+  return out;
+}
+
+/// The same lines' last three figures: RssAnon, RssShmem, and RssAnon at the first sample.
+std::vector<std::vector<std::uint64_t>> read_memory_kinds(const std::string& dir, long pid) {
+  std::vector<std::vector<std::uint64_t>> out;
+  for (const auto& v : sidecar_numbers(dir, pid, "memory", 10))
+    out.emplace_back(v.begin() + 7, v.end());
   return out;
 }
 
@@ -739,6 +747,53 @@ TEST_CASE("memory: a process too short for a reading's budget writes its residen
     CHECK(l[1] <= l[0]);
     CHECK(l[2] >= 300 * k_mib);  // its own pages: private
   }
+}
+
+// A forked child's private memory is the parent's pages it wrote (copied, copy-on-write) and its
+// new pages: the line's RssAnon beyond the first sample's is the new ones only. The parent
+// writes 64 MiB before the fork; the child, once its first sample is taken, writes all of them
+// again and 32 MiB of its own.
+TEST_CASE("memory: a line's anonymous pages tell a child's new pages from the parent's it copied",
+          "[resources][memory][fork]") {
+  if (!memory_tests_run()) return;
+  lotus_test::temp_dir dir;
+  std::vector<char> inherited(64 * k_mib);
+  for (std::size_t i = 0; i < inherited.size(); i += 4096) inherited[i] = 1;
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const auto t0 = std::chrono::steady_clock::now();
+    lotus::options o = trace_to(dir.path + "/lotustrace_log");
+    o.memory_readings = lotus::memory_reading_policy::eager;
+    lotus::configure(o);
+    { LOTUS_BATCH_PREPROCESSED(1); }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // its first sample taken
+    for (std::size_t i = 0; i < inherited.size(); i += 4096) inherited[i] = 2;  // copied
+    std::vector<char> own(32 * k_mib);
+    for (std::size_t i = 0; i < own.size(); i += 4096) own[i] = 1;  // new
+    std::this_thread::sleep_until(t0 + std::chrono::milliseconds(1200));
+    lotus::shutdown();
+    volatile char last = own[own.size() - 4096] + inherited[0];
+    ::_exit(last == 3 ? 0 : 3);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  const auto lines = read_memory(dir.path, pid);
+  const auto kinds = read_memory_kinds(dir.path, pid);
+  REQUIRE(lines.size() >= 2);  // once the process ran 500 ms, and at exit
+  const auto& last = lines.back();
+  const auto& k = kinds.back();
+  INFO("private " << last[2] << " anon " << k[0] << " first anon " << k[2]);
+  REQUIRE(k[2] > 0);
+  CHECK(k[2] >= 64 * k_mib);  // the parent's pages, mapped in the child from its start
+  const std::uint64_t fresh = k[0] - k[2];
+  CHECK(fresh >= 32 * k_mib);
+  CHECK(fresh <= 40 * k_mib);
+  const std::uint64_t copied = last[2] - fresh;
+  CHECK(copied >= 64 * k_mib);
+  CHECK(copied <= 80 * k_mib);
+  for (const auto& x : kinds) CHECK(x[2] == k[2]);  // the first sample's, on every line
 }
 
 // Under the budget a small process (a few MiB: a reading predicted well under 0.5 ms) reads once

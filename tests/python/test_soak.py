@@ -130,7 +130,7 @@ def check_capture(cap):
         for rest in keys.get("opres", []):
             f = rest.split(" ", 9)
             assert len(f) == 10 and all(x.isdigit() for x in f[:9]), (side, rest)
-        for key, fields in (("memory", 7), ("stats", 4), ("epoch", 2), ("cpus", 2),
+        for key, fields in (("memory", 10), ("stats", 4), ("epoch", 2), ("cpus", 2),
                             ("clocksync", 7), ("opres_lost", 2), ("batchres_lost", 2)):
             for rest in keys.get(key, []):
                 f = rest.split(" ")

@@ -18,7 +18,11 @@
 // of CPU in the example pipeline's 2-second run: for short runs whose memory `lotus-tool whatif`
 // should model). Each reading
 // writes a sidecar `memory` line (tools/docs/FORMAT.md §5); without smaps_rollup each statm
-// sample does, with zeros for the rest. Lines are thinned: the interval between written lines
+// sample does, with zeros for the rest. A line also carries the process's resident anonymous and
+// shared-memory pages then (/proc/self/status: counters, a few µs) and its anonymous pages at its
+// first sample: a forked worker's private memory beyond its new anonymous pages is pages it
+// shared with its parent and copied (copy-on-write: reading Python objects writes their
+// reference counts). Lines are thinned: the interval between written lines
 // starts at 500 ms and doubles after every 64 lines, so a process writes at most 64 lines per
 // doubling (about 700 lines, 60 KB, in a day), every byte of them counted against LOTUS_MAX_BYTES
 // like the rest of the sidecar. The peaks in each line cover every reading, written or not (the
@@ -67,6 +71,13 @@ inline atom<std::uint64_t> g_rollup_ps_per_page{0};
 /// One reading of the process's memory, in bytes. `pss` and `priv` are 0 without smaps_rollup.
 struct memory_reading {
   std::uint64_t rss = 0, pss = 0, priv = 0;
+  bool ok = false;
+};
+
+/// The process's resident anonymous and shared-memory pages (bytes) from /proc/self/status's
+/// RssAnon and RssShmem (Linux 4.5+): counters, a few µs to read, no page walk.
+struct memory_kinds {
+  std::uint64_t anon = 0, shmem = 0;
   bool ok = false;
 };
 
@@ -125,6 +136,28 @@ LOTUS_DETAIL_COLD inline memory_reading read_memory_rollup() noexcept {
   return memory_reading();
 }
 
+/// RssAnon and RssShmem from /proc/self/status (ok false where either is missing).
+LOTUS_DETAIL_COLD inline memory_kinds read_memory_kinds() noexcept {
+  memory_kinds k;
+  char buf[4096];
+  if (read_proc_file("/proc/self/status", buf, sizeof buf) != 0) {
+    k.ok = smaps_field(buf, "RssAnon", k.anon) && smaps_field(buf, "RssShmem", k.shmem);
+  }
+  return k.ok ? k : memory_kinds();
+}
+
+/// A forked child's anonymous pages at its fork (its parent's, all shared), read in the child's
+/// fork handler (open and read only: async-signal-safe) for its first sample: by the writer's
+/// first cycle a worker may have allocated or copied much already. Tagged with the child's pid.
+inline atom<std::uint64_t> g_fork_anon{0};
+inline atom<long> g_fork_anon_pid{0};
+
+LOTUS_DETAIL_COLD inline void memory_after_fork() noexcept {
+  const memory_kinds k = read_memory_kinds();
+  g_fork_anon.store(k.anon, mo_relaxed);
+  g_fork_anon_pid.store(k.ok ? static_cast<long>(::getpid()) : 0, mo_relaxed);
+}
+
 /// The size of a page (statm counts pages; a reading's cost is predicted per resident page).
 inline std::uint64_t page_bytes() noexcept {
   const long page = ::sysconf(_SC_PAGESIZE);
@@ -168,7 +201,15 @@ class memory_sampler {
     if (sampled_ && !final && now - last_sample_ < k_memory_sample_ns) return;
     memory_reading m = read_memory_statm();
     if (!m.ok && no_rollup_) return;
-    if (!sampled_) first_sample_ = now;
+    if (!sampled_) {
+      first_sample_ = now;
+      // Its anonymous pages at its first sample, or a forked child's at its fork: the
+      // parent's, shared (what it later copies from them is private memory that is not new
+      // anonymous memory).
+      first_anon_ = g_fork_anon_pid.load(mo_relaxed) == static_cast<long>(pid)
+                        ? g_fork_anon.load(mo_relaxed)
+                        : read_memory_kinds().anon;
+    }
     last_sample_ = now;
     sampled_ = true;
     peak_.rss = m.rss > peak_.rss ? m.rss : peak_.rss;
@@ -202,9 +243,11 @@ class memory_sampler {
                                                          ? lines_ / k_memory_lines_per_level
                                                          : 30);
     if (lines_ != 0 && !final && now - last_line_ < gap) return;
+    const memory_kinds k = read_memory_kinds();
     text line;
     line.add("memory ").add(realtime_ns()).add(' ').add(m.rss).add(' ').add(m.pss).add(' ');
     line.add(m.priv).add(' ').add(peak_.rss).add(' ').add(peak_.pss).add(' ').add(peak_.priv);
+    line.add(' ').add(k.anon).add(' ').add(k.shmem).add(' ').add(first_anon_);
     write(line.add('\n'));
     last_line_ = now;
     ++lines_;
@@ -245,7 +288,7 @@ class memory_sampler {
   bool sampled_ = false, rolled_ = false, no_rollup_ = false;
   unsigned lines_ = 0;
   std::uint64_t first_sample_ = 0, last_sample_ = 0, last_line_ = 0, last_rollup_ = 0,
-                rollup_cost_ = 0, rollup_rss_ = 0;
+                rollup_cost_ = 0, rollup_rss_ = 0, first_anon_ = 0;
   memory_reading peak_;
 };
 

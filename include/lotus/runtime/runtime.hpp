@@ -670,6 +670,7 @@ LOTUS_DETAIL_COLD inline void runtime::fork_parent() noexcept {
 
 LOTUS_DETAIL_COLD inline void runtime::fork_child() noexcept {
   resources_after_fork();
+  memory_after_fork();  // its anonymous pages now: all its parent's, shared
   g_ledger_gate.fork_child();
   t_writer_stuck = 0;  // the parent's writer's count: this child's writer starts its own
   runtime* const locked = t_fork_locked;

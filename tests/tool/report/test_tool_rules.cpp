@@ -241,6 +241,50 @@ TEST_CASE("loader_rebuilds: a site that makes its loader again and again, by its
   CHECK_FALSE(rules::loader_rebuilds(ranks, finding_thresholds{}));
 }
 
+TEST_CASE("worker_memory: the largest part of the workers' memory, and its fix",
+          "[tool][report][findings]") {
+  constexpr double mib = 1024.0 * 1024.0;
+  report_data d;
+  CHECK_FALSE(rules::worker_memory(d, finding_thresholds{}));  // no figures: no question
+  memory_causes& m = d.stats.memory_by_cause;
+  m.counted = m.forked = 4;
+  // Copy-on-read: 90 MiB of the main process's pages copied, 10 MiB new: an act.
+  m.copied = 90 * mib;
+  m.added = 10 * mib;
+  m.priv = 100 * mib;
+  m.copied_max = 95 * mib;
+  std::optional<finding> f = rules::worker_memory(d, finding_thresholds{});
+  REQUIRE(f);
+  CHECK(f->level == finding_level::act);
+  CHECK(f->subject["cause"] == "copied");
+  CHECK(f->subject["start_method"] == "fork");
+  CHECK(contains(f->title, "copied 90 MiB"));
+  CHECK(contains(f->title, "4 workers, 360 MiB"));
+  CHECK(contains(f->advice, "gc.freeze()"));
+  CHECK(f->numbers["explains"] == 0.0);
+  // The workers' own allocations: a note naming a cache.
+  m.copied = 20 * mib;
+  m.added = 100 * mib;
+  f = rules::worker_memory(d, finding_thresholds{});
+  REQUIRE(f);
+  CHECK(f->level == finding_level::note);
+  CHECK(f->subject["cause"] == "new");
+  CHECK(contains(f->advice, "cache"));
+  // Little growth, spawned workers holding their interpreter: fine, with fork named.
+  m.forked = 0;
+  m.copied = 0;
+  m.added = 8 * mib;
+  m.before = 300 * mib;
+  m.main_shmem_peak = 64 * mib;
+  f = rules::worker_memory(d, finding_thresholds{});
+  REQUIRE(f);
+  CHECK(f->level == finding_level::fine);
+  CHECK(f->subject["start_method"] == "spawn/forkserver");
+  CHECK(contains(f->advice, "fork shares"));
+  CHECK(contains(f->evidence, "64 MiB of shared memory"));
+  CHECK(f->numbers["shmem_in_flight_bytes"] == Approx(64 * mib));
+}
+
 TEST_CASE("loader_rebuilds: a site field is unescaped and bounded", "[tool][report][findings]") {
   CHECK(unescape_site("/a%20b/%25/j.py:3:C.f") == "/a b/%/j.py:3:C.f");
   CHECK(unescape_site("/a%2/b%zz%") == "/a%2/b%zz%");  // not an escape: kept

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "model/epoch_model.hpp"
@@ -292,6 +293,74 @@ memory_prediction predict_memory(const run_digest& d, unsigned workers, std::uin
 }
 
 namespace {
+
+// fork from a spawn or forkserver run (tools/docs/WHATIF.md §2): the tree's shared pages as
+// measured (the main process's own pages and the libraries, counted once: a forked worker shares
+// them until it writes them) and, per forked worker, what it allocates after its start (a spawned
+// worker's anonymous memory beyond its first request's: its batches, caches) and what it may copy
+// of the main process's pages: none, or up to what a spawned worker unpickled (the dataset, whose
+// Python objects a forked worker copies as it reads them) and a full collection's copies (the
+// fork probe's). Both outcomes; the midpoint where both lie within k_fork_gc_band of it, else no
+// claim and both given. False (p untouched) where the run lacks a term.
+bool fork_memory_from_spawn(const run_digest& d, unsigned workers, memory_prediction& p) {
+  const auto in_mib = [](double b) { return format_number("%.0f MiB", b / 1048576.0); };
+  const startup_costs& c = d.startup;
+  const fork_probe_figures* probes[] = {&c.probe_first, &c.probe_later};
+  double gc = 0;
+  bool probed = false;
+  for (const fork_probe_figures* f : probes) {
+    if (!f->ok()) continue;
+    probed = true;
+    if (f->gc_auto != 0) gc = std::max(gc, f->gc_copy_bytes);
+  }
+  if (!probed) return false;
+  std::map<std::uint64_t, const startup_worker_figures*> boot;
+  for (const startup_iteration& it : d.stats.startup.iterations) {
+    for (const startup_worker_figures& w : it.workers_seen) {
+      if (w.loaded_anon > 0 && w.ready_anon > 0) boot[w.pid] = &w;
+    }
+  }
+  double low = 0, unpickled = 0;
+  unsigned n = 0;
+  for (const worker_memory_figures& w : d.stats.memory_by_cause.workers) {
+    const auto b = boot.find(w.pid);
+    if (b == boot.end() || w.anon <= 0) continue;
+    low += std::max(0.0, w.anon - b->second->ready_anon);
+    unpickled += std::max(0.0, b->second->ready_anon - b->second->loaded_anon);
+    ++n;
+  }
+  if (n == 0) return false;
+  low /= n;
+  unpickled /= n;
+  const double high = low + unpickled + gc;
+  const double n_workers = static_cast<double>(workers) * p.worker_sets;
+  p.low_bytes = p.shared_bytes + n_workers * low;
+  p.high_bytes = p.shared_bytes + n_workers * high;
+  p.per_worker_bytes = (low + high) / 2;
+  p.peak_bytes = (p.low_bytes + p.high_bytes) / 2;
+  p.basis = "fork from this " + d.startup.method +
+            " run: the shared pages as measured and, per "
+            "worker, " +
+            in_mib(low) +
+            " it allocates after its start (a spawned worker's) plus between "
+            "nothing and " +
+            in_mib(unpickled + gc) +
+            " of the main process's pages it copies (what a "
+            "spawned worker unpickled, " +
+            in_mib(unpickled) +
+            ", and a full collection's copies in the "
+            "fork probe, " +
+            in_mib(gc) + ")";
+  if (p.high_bytes - p.peak_bytes > k_fork_gc_band * p.peak_bytes) {
+    p.available = false;
+    p.unavailable_why = "the memory of fork workers is between " + in_mib(p.low_bytes) + " and " +
+                        in_mib(p.high_bytes) + " (" + p.basis +
+                        "): whether they copy those pages depends on what they read and on the "
+                        "collector's count when they fork. gc.freeze() just before iter(loader) "
+                        "and a dataset held as buffers rule most of it out";
+  }
+  return true;
+}
 
 bool same_model(const loader_model& x, const loader_model& y) {
   return x.workers == y.workers && x.prefetch_factor == y.prefetch_factor && x.cores == y.cores &&
@@ -651,7 +720,8 @@ whatif_result predict_workers(const run_digest& d, const whatif_args& a, simulat
     return x == y || (fresh(x) && fresh(y) && d.startup.server_preloads_main == 0);
   };
   if (r.memory.available && !r.measured_start_method.empty() &&
-      !alike(r.start_method, r.measured_start_method)) {
+      !alike(r.start_method, r.measured_start_method) &&
+      !(r.start_method == "fork" && fork_memory_from_spawn(d, m.workers, r.memory))) {
     r.memory.available = false;
     r.memory.unavailable_why =
         "the memory of " + r.start_method + " workers is not predicted from a " +
@@ -862,6 +932,11 @@ nlohmann::json whatif_json(const whatif_result& r) {
       mp.available ? nlohmann::json(std::llround(mp.peak_bytes)) : nlohmann::json(nullptr);
   nlohmann::json mem;
   mem["available"] = mp.available;
+  if (mp.high_bytes > 0) {  // a range: fork from a spawn run
+    mem["low_bytes"] = std::llround(mp.low_bytes);
+    mem["high_bytes"] = std::llround(mp.high_bytes);
+    mem["basis"] = mp.basis;
+  }
   if (mp.available) {
     mem["measured_peak_bytes"] = std::llround(mp.measured_bytes);
     mem["shared_bytes"] = std::llround(mp.shared_bytes);

@@ -109,6 +109,11 @@ struct memory_prediction {
   std::uint64_t budget_bytes = 0;  ///< 0: unknown
   std::string budget_from;         ///< "option" (--memory-budget) or "this machine"
   bool fits = true;                ///< peak_bytes <= budget_bytes (true when no budget is known)
+  /// fork from a spawn run: both outcomes (a forked worker copies none of the main process's
+  /// pages it could, or all of them) and what they rest on; peak_bytes their midpoint (0: not a
+  /// range).
+  double low_bytes = 0, high_bytes = 0;
+  std::string basis;
 };
 
 /// The model's memory prediction for `workers` from a digest (available false when the trace

@@ -79,7 +79,8 @@ struct finding_rule {
 };
 
 /// The rules in their fixed order (report/rules/list.hpp): capture, straggler, input_bound,
-/// startup, loader_rebuilds, top_op, drift, imbalance, out_of_order, batch_delay, causes.
+/// startup, loader_rebuilds, top_op, drift, imbalance, out_of_order, batch_delay, causes,
+/// worker_memory.
 const std::vector<finding_rule>& finding_rules();
 
 /// The findings, in the page's order: the capture's story (a flight-recorder capture), then

@@ -661,6 +661,7 @@ bool read_report(const report_args& a, run& r, report_data& rd) {
   thread_of.release();
   plan = {};
   compute_report_stats(a, r.stats().engine(), std::move(startup), rd);
+  rd.stats.memory_by_cause = analyze_memory_causes(dir);
   rd.stats.latency = compute_latency(r.stats().engine(), std::move(latency),
                                      rank_selector::k_default_budget_bytes);
   rd.story.cut_batches =

@@ -96,6 +96,35 @@ void add_op_causes(nlohmann::json& j, const causes_result& c) {
   if (c.ops_whole_trace) j["ops_whole_trace"] = true;
 }
 
+// The workers' memory by cause (stats --json "memory_by_cause"; absent without the figures).
+nlohmann::json memory_causes_json(const memory_causes& m) {
+  nlohmann::json w = nlohmann::json::array();
+  for (const worker_memory_figures& x : m.workers) {
+    w.push_back(
+        {{"pid", x.pid},
+         {"host", x.host},
+         {"start_method", x.method.empty() ? nlohmann::json(nullptr) : nlohmann::json(x.method)},
+         {"private_bytes", x.priv},
+         {"new_bytes", x.added},
+         {"copied_bytes", x.copied},
+         {"before_bytes", x.before},
+         {"shmem_bytes", x.shmem},
+         {"pss_bytes", x.pss}});
+  }
+  return {{"workers", m.counted},
+          {"forked", m.forked},
+          {"per_worker",
+           {{"private_bytes", m.priv},
+            {"new_bytes", m.added},
+            {"copied_bytes", m.copied},
+            {"before_bytes", m.before}}},
+          {"copied_max_bytes", m.copied_max},
+          {"new_max_bytes", m.added_max},
+          {"main_shmem_peak_bytes", m.main_shmem_peak},
+          {"main_pss_peak_bytes", m.main_pss_peak},
+          {"worker_list", w}};
+}
+
 // The iterators' start-ups (stats --json "startup"; absent without `startup` lines).
 nlohmann::json startup_json(const stats_result& r) {
   const startup_analysis& a = r.startup;
@@ -366,6 +395,9 @@ nlohmann::json to_json(const stats_result& r, const trace_dir& dir, const record
   const gpu_figures gpu = compute_gpu(dir, win);
   if (gpu.present) j["gpu"] = gpu_json(gpu, r.main_elapsed_ms);
   if (r.startup.present()) j["startup"] = startup_json(r);
+  if (r.memory_by_cause.known() || r.memory_by_cause.main_shmem_peak > 0) {
+    j["memory_by_cause"] = memory_causes_json(r.memory_by_cause);
+  }
   add_input_bound_json(j, r, gpu, rank_verdict);
   j["latency"] = latency_json(r.latency);
   // Why batches were slow: the sidecars' `batchres` lines (absent from traces without them).

@@ -152,11 +152,24 @@ class sidecar_parser {
                             &b.ready_ns,   &b.cpu_ns};
       bool ok = true;
       for (std::uint64_t* x : f) ok = ok && read_u(ls, key, *x);
-      // Then <loaded_cpu_ns> <loaded_runq_ns> (a line of an older lotus ends before them).
+      // Then <loaded_cpu_ns> <loaded_runq_ns> and <loaded_anon> <ready_anon> (a line of an
+      // older lotus ends before either pair).
       std::string more;
       if (ok && ls >> more) {
-        ok = parse_u63(more, b.loaded_cpu_ns) && read_u(ls, key, b.loaded_runq_ns);
-        if (!ok && b.loaded_runq_ns == 0) warn("bad number in '" + key + "' line");
+        if (!parse_u63(more, b.loaded_cpu_ns)) {
+          warn("bad number in '" + key + "' line");
+          ok = false;
+        } else {
+          ok = read_u(ls, key, b.loaded_runq_ns);
+        }
+      }
+      if (ok && ls >> more) {
+        if (!parse_u63(more, b.loaded_anon)) {
+          warn("bad number in '" + key + "' line");
+          ok = false;
+        } else {
+          ok = read_u(ls, key, b.ready_anon);
+        }
       }
       if (ok && !proc_.boot) proc_.boot = b;  // the first: a worker starts once
     } else if (key == "stats") {
@@ -432,12 +445,25 @@ class sidecar_parser {
     it->second.add(r);
   }
   // `memory <realtime_ns> <rss> <pss> <private> <peak_rss> <peak_pss> <peak_private>`.
+  // `memory <ns> <rss> <pss> <private> <peak_rss> <peak_pss> <peak_private> [<rss_anon>
+  // <rss_shmem> <first_anon>]` (the last three absent in an older lotus's lines: not known).
   void memory_line(std::istringstream& ls, const std::string& key) {
     std::uint64_t v[7] = {};
     for (auto& x : v) {
       if (!read_u(ls, key, x)) return;
     }
-    add_memory(proc_.memory, memory_sample{v[0], v[1], v[2], v[3]}, v[4], v[5], v[6]);
+    memory_sample s{v[0], v[1], v[2], v[3]};
+    std::string more;
+    if (ls >> more) {
+      std::uint64_t first_anon = 0;
+      if (!parse_u63(more, s.anon) || !read_u(ls, key, s.shmem) || !read_u(ls, key, first_anon)) {
+        if (!parse_u63(more, s.anon)) warn("bad number in '" + key + "' line");
+        return;
+      }
+      s.kinds = true;
+      if (proc_.memory.first_anon == 0) proc_.memory.first_anon = first_anon;
+    }
+    add_memory(proc_.memory, s, v[4], v[5], v[6]);
   }
   // `gpu <idx> <arrival_ns> <idle_ns> <step_ns|->`: summed; the first lines kept in order.
   void gpu_line(std::istringstream& ls, const std::string& key) {

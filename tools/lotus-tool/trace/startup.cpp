@@ -270,6 +270,8 @@ startup_analysis analyze_startup(const trace_dir& dir) {
           w.booted = true;
           const std::uint64_t launched = s.pickled_ns ? s.pickled_ns : s.call_ns;
           w.boot_ms = bl->loaded_ns ? ms_between(launched, bl->loaded_ns) : 0;
+          w.loaded_anon = static_cast<double>(bl->loaded_anon);
+          w.ready_anon = static_cast<double>(bl->ready_anon);
           if (bl->loaded_ns && bl->loaded_runq_ns > 0) {
             w.boot_runq_ms = std::min(w.boot_ms, static_cast<double>(bl->loaded_runq_ns - 1) / 1e6);
           }

@@ -29,12 +29,15 @@ struct startup_worker_figures {
   bool booted = false;       ///< its own `startup_boot` line was found
   double boot_ms = 0;        ///< from its launch to unpickling its loop (interpreter, main module)
   double boot_runq_ms = -1;  ///< of which waiting for a core (run queue; -1: not read)
-  double import_ms = 0;      ///< importing torch's DataLoader
-  double unpickle_ms = 0;    ///< unpickling the rest of its arguments (the dataset)
-  double init_fn_ms = 0;     ///< worker_init_fn (wall)
-  double setup_ms = 0;       ///< the rest up to its first request for an index
-  double ready_ms = 0;       ///< its first request for an index (offset)
-  double cpu_ms = 0;         ///< the process's CPU time by then
+  /// Its resident anonymous memory when it began unpickling its loop and at its first request
+  /// for an index (bytes; 0: not read).
+  double loaded_anon = 0, ready_anon = 0;
+  double import_ms = 0;    ///< importing torch's DataLoader
+  double unpickle_ms = 0;  ///< unpickling the rest of its arguments (the dataset)
+  double init_fn_ms = 0;   ///< worker_init_fn (wall)
+  double setup_ms = 0;     ///< the rest up to its first request for an index
+  double ready_ms = 0;     ///< its first request for an index (offset)
+  double cpu_ms = 0;       ///< the process's CPU time by then
 };
 
 /// One iterator that started workers.

@@ -15,6 +15,7 @@
 
 #include "format/record.hpp"
 #include "trace/latency.hpp"
+#include "trace/memory_causes.hpp"
 #include "trace/select.hpp"
 #include "trace/sketch.hpp"
 #include "trace/startup.hpp"
@@ -148,6 +149,9 @@ struct stats_result {
   /// their iter(loader) to __init__'s return is main-process time spent waiting for data that no
   /// SBatchWait holds (startup_wait_ms, summed), and main_elapsed_ms starts at the first one.
   startup_analysis startup;
+  /// The workers' memory by cause and the main processes' shared memory (the sidecars' `memory`
+  /// lines; compute_stats only).
+  memory_causes memory_by_cause;
   double startup_wait_ms = 0;
   /// How far the start-ups extend the main-process time before its first record (ms).
   double startup_before_ms = 0;

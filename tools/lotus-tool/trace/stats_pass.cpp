@@ -74,6 +74,7 @@ stats_result stats_pass::result(const stats_options& sopt, std::uint64_t skipped
   r.latency = compute_latency(eng_, plan_latency(dir), latency_budget_);
   // The iterators' start-ups: main-process time from iter(loader), waiting for data.
   r.startup = analyze_startup(dir);
+  r.memory_by_cause = analyze_memory_causes(dir);
   // (Each main process's directory, looked up once: a listing of 100k files, 4k iterators.)
   std::map<process_key, std::uint32_t> main_source;
   for (const trace_file& f : dir.files) {

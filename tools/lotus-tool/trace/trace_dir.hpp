@@ -132,10 +132,14 @@ struct inflight_note {
 std::string utc_text(std::uint64_t ns);
 /// One line on a capture: `<reason>; triggered at <UTC> (<s> s into the <s> s window)`.
 std::string capture_text(const capture_meta& c);
-/// One sidecar `memory <realtime_ns> <rss> <pss> <private> <peak_rss> <peak_pss> <peak_private>`
-/// line (bytes; pss and private are 0 where the kernel has no smaps_rollup).
+/// One sidecar `memory <realtime_ns> <rss> <pss> <private> <peak_rss> <peak_pss> <peak_private>
+/// <rss_anon> <rss_shmem> <first_anon>` line (bytes; pss and private are 0 where the kernel has
+/// no smaps_rollup; the resident anonymous and shared-memory pages, `kinds`, absent in an older
+/// lotus's lines).
 struct memory_sample {
   std::uint64_t ns = 0, rss = 0, pss = 0, priv = 0;
+  std::uint64_t anon = 0, shmem = 0;
+  bool kinds = false;
 };
 
 /// A process's `memory` lines: the peaks over every sample the runtime took (written or not) and
@@ -143,6 +147,9 @@ struct memory_sample {
 /// dropped, so they still span the run).
 struct process_memory {
   std::uint64_t peak_rss = 0, peak_pss = 0, peak_priv = 0;
+  /// Its resident anonymous pages at its first sample (the runtime's, written or not; 0: not
+  /// known): a forked worker's are its parent's pages, shared until one of them writes them.
+  std::uint64_t first_anon = 0;
   std::vector<memory_sample> samples;
   bool recorded() const { return !samples.empty(); }
 };
@@ -221,6 +228,9 @@ struct startup_boot {
   /// At loaded_ns: the process's CPU time and its thread's run-queue wait + 1 (0: not read; a
   /// line of an older lotus has neither).
   std::uint64_t loaded_cpu_ns = 0, loaded_runq_ns = 0;
+  /// Its resident anonymous memory (RssAnon) at loaded_ns and at ready_ns (0: not read: fork, or
+  /// an older lotus): what it unpickled (the dataset) is the difference.
+  std::uint64_t loaded_anon = 0, ready_anon = 0;
 };
 constexpr std::size_t k_max_startups = 4096;         ///< `startup` lines kept per process
 constexpr std::size_t k_max_startup_workers = 4096;  ///< `startup_worker` lines per iterator

@@ -22,7 +22,9 @@ worker process (its sidecar):
   imports before it), had imported torch's DataLoader (0 with fork), entered the loop (its
   arguments, the dataset, unpickled), ran ``worker_init_fn`` (0 0 0: none) and first asked for an
   index, and the process's CPU time then; the process's CPU time and its thread's run-queue wait
-  (+ 1; 0: not read) when it began unpickling the loop (0 0 with fork).
+  (+ 1; 0: not read) when it began unpickling the loop (0 0 with fork); its resident anonymous
+  memory (RssAnon) when it began unpickling the loop and at its first request (0 0 with fork:
+  what it unpickled, the dataset, is the difference).
 
 Measured with two wrappers that act only for a lotus worker loop: ``BaseProcess.start`` and
 ``multiprocessing.reduction.dump`` (the pickling of the process object by spawn and forkserver).
@@ -203,6 +205,7 @@ loaded_ns = 0
 imported_ns = 0
 loaded_cpu_ns = 0  # the process's CPU time at loaded_ns
 loaded_runq_ns = 0  # its thread's run-queue wait then, + 1 (0: not read)
+loaded_anon = 0  # its resident anonymous memory then (0: not read)
 
 
 _main_preload_works = None  # this interpreter's forkserver preloads __main__ when asked (probe)
@@ -407,16 +410,30 @@ def _boot_runq_ns():
         return 0
 
 
+def _rss_anon():
+    """This process's resident anonymous memory (/proc/self/status's RssAnon, a counter), in
+    bytes; 0 where it cannot be read."""
+    try:
+        with open("/proc/self/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"RssAnon:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, IndexError, ValueError):
+        pass
+    return 0
+
+
 def unpickled_loop():
     """A spawned (or forkserver) worker unpickles its loop (the first of its arguments): torch's
     loader is imported here, as unpickling the rest would, so its import and the dataset's
     transfer are told apart. Its boot's CPU time and run-queue wait so far are read here too:
     the boot without the wait for a core (a server's start, which boots alone)."""
-    global loaded_ns, imported_ns, loaded_cpu_ns, loaded_runq_ns
+    global loaded_ns, imported_ns, loaded_cpu_ns, loaded_runq_ns, loaded_anon
     loaded_ns = _time_ns()
     from time import process_time_ns
     loaded_cpu_ns = process_time_ns()
     loaded_runq_ns = _boot_runq_ns()
+    loaded_anon = _rss_anon()
     import torch.utils.data  # noqa: F401
     imported_ns = _time_ns()
 
@@ -425,9 +442,10 @@ def worker_ready(ppid, slot, entered):
     """The worker's first request for an index: its `startup_boot` line."""
     from time import process_time_ns
     t0, dur, cpu = _lotus._timed_init_figures()
-    note(b"startup_boot %d %d %d %d %d %d %d %d %d %d %d %d\n"
+    note(b"startup_boot %d %d %d %d %d %d %d %d %d %d %d %d %d %d\n"
          % (ppid, slot, loaded_ns, imported_ns, entered, t0, dur, cpu, _time_ns(),
-            process_time_ns(), loaded_cpu_ns, loaded_runq_ns))
+            process_time_ns(), loaded_cpu_ns, loaded_runq_ns, loaded_anon,
+            _rss_anon() if loaded_anon else 0))
 
 
 # ---- the fork probe (a traced spawn or forkserver run) -------------------------------------------

@@ -207,8 +207,10 @@ class WorkerLoop:
             return _original(key)(dataset_kind, dataset, _IndexQueue(index_queue), *args, **kwargs)
         finally:
             _worker_batch = None
-            # A forked worker leaves by os._exit(): no exit handler writes what is still queued.
-            _lotus.flush()
+            # A forked worker leaves by os._exit(): no exit handler writes what is still queued,
+            # nor takes its last memory reading (what it holds at the end: the pages it copied):
+            # the writer's last cycle, here. Nothing records in this process after its loop.
+            _lotus.shutdown()
 
 
 def _unpickled_loop(state):
