@@ -12,11 +12,16 @@ argv[1]: JSON {"trace": prefix, "mode": "copy" | "new" | "held", "workers": N}. 
 - held: each sample is a 1 MiB float tensor, batches of 4 (4 MiB, sent in shared memory by the
   workers); the training loop touches every batch and keeps the last 16 (PLANTED: 64 MiB of
   shared memory held in the main process) for 2 s after the loop.
-The last line of stdout is JSON: {"planted": bytes, "batches": n, "workers": N}.
+Also "epochs" (default 1) and "persistent" (default false): the loop runs that many epochs; and
+"measure": true samples the process tree's summed Pss every 20 ms (/proc/<pid>/smaps_rollup of
+this process and its children) and reports the largest sum as "peak_pss".
+The last line of stdout is JSON: {"planted": bytes, "batches": n, "workers": N[, "peak_pss"]}.
 """
 import gc
 import json
+import os
 import sys
+import threading
 import time
 
 import torch
@@ -70,9 +75,52 @@ class Tensors(Dataset):
         return torch.full((MIB // 4,), float(i))
 
 
+def pss(pid):
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def children(pid):
+    out = []
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                out += [int(c) for c in f.read().split()]
+    except OSError:
+        pass
+    return out
+
+
+class TreePss:
+    """The largest summed Pss of this process and its children, sampled every 20 ms."""
+
+    def __init__(self):
+        self.peak = 0
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        me = os.getpid()
+        while not self.done.wait(0.02):
+            self.peak = max(self.peak, sum(pss(p) for p in [me] + children(me)))
+
+    def stop(self):
+        self.done.set()
+        self.thread.join()
+        return self.peak
+
+
 def main():
     torch.set_num_threads(1)
-    lotus.torch.instrument(log_file=CFG["trace"])
+    if CFG.get("trace"):  # (null: untraced, the truth whatif is held to)
+        lotus.torch.instrument(log_file=CFG["trace"])
     mode = CFG["mode"]
     if mode == "copy":
         before = rss_anon()
@@ -80,7 +128,8 @@ def main():
         planted = rss_anon() - before
         gc.freeze()  # the workers' collections leave the inherited objects alone
         loader = DataLoader(ds, batch_size=1000, shuffle=True, num_workers=CFG["workers"],
-                            multiprocessing_context="fork")
+                            multiprocessing_context="fork",
+                            persistent_workers=bool(CFG.get("persistent")))
     elif mode == "new":
         planted = NEW
         loader = DataLoader(Keeps(), batch_size=4, num_workers=CFG["workers"],
@@ -89,17 +138,23 @@ def main():
         planted = HELD * 4 * MIB
         loader = DataLoader(Tensors(), batch_size=4, num_workers=CFG["workers"],
                             multiprocessing_context="fork")
+    tree = TreePss() if CFG.get("measure") else None
     n = 0
-    for batch in loader:
-        if mode == "held":
-            float(batch.sum())  # its pages touched in this process
-            _held.append(batch)
-            del _held[:-HELD]
-        n += 1
+    for _ in range(int(CFG.get("epochs", 1))):
+        for batch in loader:
+            if mode == "held":
+                float(batch.sum())  # its pages touched in this process
+                _held.append(batch)
+                del _held[:-HELD]
+            n += 1
     if mode == "held":
         time.sleep(2.0)  # held: the main process's readings (every 500 ms at most) see them
+    out = {"planted": planted, "batches": n, "workers": CFG["workers"]}
+    if tree is not None:
+        del loader  # persistent workers: shut down before the sampler stops
+        out["peak_pss"] = tree.stop()
     lotus.flush()
-    print(json.dumps({"planted": planted, "batches": n, "workers": CFG["workers"]}))
+    print(json.dumps(out))
 
 
 if __name__ == "__main__":

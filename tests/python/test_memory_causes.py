@@ -17,11 +17,12 @@ MIB = 1 << 20
 pytestmark = pytest.mark.skipif(not TOOL, reason="LOTUS_TOOL not set")
 
 
-def run(tmp_path, mode, workers=2):
-    """The scenario traced; LOTUS_MEMORY_READINGS=eager: its processes live a few seconds (the
-    default budget would read their memory later than they live)."""
-    trace = tmp_path / mode
-    cfg = {"trace": str(trace / "lotustrace_log"), "mode": mode, "workers": workers}
+def run(tmp_path, mode, workers=2, traced=True, **more):
+    """The scenario, traced (or not: the truth); LOTUS_MEMORY_READINGS=eager: its processes live
+    a few seconds (the default budget would read their memory later than they live)."""
+    trace = tmp_path / f"{mode}-{workers}-{'-'.join(f'{k}{v}' for k, v in sorted(more.items()))}"
+    cfg = {"trace": str(trace / "lotustrace_log") if traced else None, "mode": mode,
+           "workers": workers, **more}
     r = run_python([str(HERE / "memory_causes_scenario.py"), json.dumps(cfg)], timeout=300,
                    env={"LOTUS_MEMORY_READINGS": "eager"})
     return trace, json.loads(r.stdout.splitlines()[-1])
@@ -69,6 +70,24 @@ def test_copy_on_read_is_the_main_process_pages_each_worker_copied(tmp_path):
     assert f["numbers"]["copied_bytes"] == pytest.approx(planted, rel=0.15), f
     assert "copy-on-read" in f["text"] and "gc.freeze()" in f["advice"], f
     assert "NumPy" in f["advice"], f
+
+
+@pytest.mark.parametrize("epochs,persistent", [(1, False), (3, False), (3, True)])
+def test_whatif_predicts_the_copy_on_read_job_at_four_workers(tmp_path, epochs, persistent):
+    """The copy-on-read job traced with 2 fork workers: whatif --workers 4 predicts the tree's
+    peak summed Pss (the main process counted: its dataset, shared with the workers until they
+    copy it) of the same job at 4 workers, untraced, within 10 %; one epoch or three, its workers
+    started each epoch or kept."""
+    trace, _ = run(tmp_path, "copy", 2, epochs=epochs, persistent=persistent)
+    w = tool_json("whatif", str(trace), "--workers", "4", "--json")
+    assert w["memory"]["available"] is True, w["memory"]
+    predicted = w["predicted"]["peak_memory_bytes"]
+    _, four = run(tmp_path, "copy", 4, traced=False, epochs=epochs, persistent=persistent,
+                  measure=True)
+    measured = four["peak_pss"]
+    err = abs(predicted - measured) / measured
+    print(f"predicted {predicted / MIB:.0f} MiB, measured {measured / MIB:.0f} MiB, {err:.1%}")
+    assert err <= 0.10, (predicted / MIB, measured / MIB, w["memory"])
 
 
 def test_new_allocations_are_the_workers_own(tmp_path):

@@ -378,12 +378,17 @@ def test_the_fork_probe_measures_a_fork_in_a_spawn_run(tmp_path):
     assert "the midpoint of the epoch with and without" in text, text
     # Memory: a forked worker's private pages are not a spawned worker's. From the probe and
     # what a spawned worker unpickled, both outcomes (it copies none or all of the main
-    # process's pages it could); here, a dataset of 100 k paths a forked worker may copy whole,
-    # too far apart to claim either, and both given.
+    # process's pages it could), the midpoint claimed only where both lie within 15 % of it
+    # (here, a dataset of 100 k paths a forked worker may copy whole: on Debian's torch, too far
+    # apart), else both given.
     mem = js["memory"]
-    assert js["predicted"]["peak_memory_bytes"] is None and mem["available"] is False, mem
     assert 0 < mem["low_bytes"] < mem["high_bytes"], mem
-    assert "between" in mem["why"] and "gc.freeze()" in mem["why"], mem
+    mid = (mem["low_bytes"] + mem["high_bytes"]) / 2
+    if mem["high_bytes"] - mid > 0.15 * mid:
+        assert js["predicted"]["peak_memory_bytes"] is None and mem["available"] is False, mem
+        assert "between" in mem["why"] and "gc.freeze()" in mem["why"], mem
+    else:
+        assert js["predicted"]["peak_memory_bytes"] == pytest.approx(mid, abs=1), mem
     same = json.loads(tool("whatif", str(out), "--workers", "4", "--json"))
     if same["memory"]["available"]:  # the workers lived long enough for a reading
         assert same["predicted"]["peak_memory_bytes"] > 0

@@ -382,6 +382,57 @@ TEST_CASE("whatif memory: sidecar memory lines, shared pages once, N x private (
   CHECK_FALSE(r.memory.fits);
 }
 
+TEST_CASE("whatif memory: a main reading taken while no worker lived counts shared pages whole",
+          "[tool][compare][whatif]") {
+  // A short run: the main process (pid 100) read at 50 ms, before its worker (pid 200) started,
+  // and at 900 ms, after it left; the worker prepared 2 batches (300-500 ms) and read once, at its
+  // exit (520 ms). The main process's nearest reading (900 ms) counted the pages it shares with
+  // the worker (the libraries) whole: the worker adds its private pages only, not its Pss.
+  lotus_test::temp_dir dir;
+  const std::uint64_t t0 = 1700000000000000000ULL, ms = 1000000ULL;
+  const std::uint64_t mib = 1048576ULL;
+  auto at = [&](std::uint64_t m) { return std::to_string(t0 + m * ms); };
+  {
+    std::ofstream w(dir / "lotustrace_log_worker_pid_200");
+    std::ofstream m(dir / "lotustrace_log_main_pid_100");
+    for (int k = 0; k < 2; ++k) {
+      const auto u = static_cast<std::uint64_t>(k);
+      w << "SBatchPreprocessed_" << k << "," << at(300 + 100 * u) << ",100000000\n";
+      m << "SBatchQueued_" << k << "," << at(250) << ",1000\n";
+      m << "SBatchWait_" << k << "," << at(300 + 100 * u) << ",99000000\n";
+      m << "SBatchConsumed_" << k << "," << at(400 + 100 * u) << ",1000\n";
+    }
+  }
+  auto line = [&](std::uint64_t when, std::uint64_t rss, std::uint64_t pss, std::uint64_t priv) {
+    return "memory " + at(when) + " " + std::to_string(rss * mib) + " " +
+           std::to_string(pss * mib) + " " + std::to_string(priv * mib) + " " +
+           std::to_string(rss * mib) + " " + std::to_string(pss * mib) + " " +
+           std::to_string(priv * mib) + "\n";
+  };
+  {
+    std::ofstream m(dir / ".lotustrace_log.lotus-meta_100");
+    m << "lotus-meta 1\npid 100\nppid 1\nhost h\ncpus 2 2\nthread 100 main\n"
+      << "file lotustrace_log_main_pid_100\n";
+    m << line(50, 300, 280, 270) << line(900, 310, 290, 285);
+    std::ofstream w(dir / ".lotustrace_log.lotus-meta_200");
+    w << "lotus-meta 1\npid 200\nppid 100\nhost h\nthread 200 worker\n"
+      << "file lotustrace_log_worker_pid_200\n";
+    w << line(520, 250, 120, 60);
+  }
+  input_args in;
+  in.dirs = {dir.path};
+  const run_digest d = digest_run(in);
+  const memory_digest& m = d.memory;
+  REQUIRE(m.aligned);
+  CHECK(m.worker_processes == 1);
+  CHECK(m.workers_alive == 1);
+  CHECK(m.job_pss == (290 + 60) * mib);  // not 290 + 120: its 60 MiB of libraries twice
+  CHECK(m.shared == 290 * mib);
+  const memory_prediction two = predict_memory(d, 2, 0);
+  REQUIRE(two.available);
+  CHECK(two.peak_bytes == Approx(static_cast<double>((290 + 2 * 60) * mib)));
+}
+
 TEST_CASE("tune: the cheapest setting within 5 % of the best predicted epoch (issue 44)",
           "[tool][compare][tune]") {
   // One worker, 40 batches of 20 ms on 2 cores, a 10 ms step: 2 workers reach the step's pace

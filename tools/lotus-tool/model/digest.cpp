@@ -203,8 +203,12 @@ memory_digest digest_memory(const trace_dir& dir, const std::vector<batch_point>
         const memory_sample* ws = nearest(*workers[k], worker_alive[k], t);
         if (ws == nullptr) continue;
         m.workers_alive = std::max(m.workers_alive, ++alive);
-        job += ws->pss;
-        shared += ws->pss > ws->priv ? ws->pss - ws->priv : 0;
+        // A worker not alive at the main process's reading (taken before it started or after it
+        // left: the readings of a short run are seconds apart) shares nothing in it: that reading
+        // counted their shared pages (the libraries) whole, the worker adds its own pages only.
+        const bool together = worker_alive[k].from <= s.ns && s.ns <= worker_alive[k].to;
+        job += together ? ws->pss : ws->priv;
+        shared += together && ws->pss > ws->priv ? ws->pss - ws->priv : 0;
       }
       m.job_pss = std::max(m.job_pss, job);
       m.shared = std::max(m.shared, shared);
