@@ -19,7 +19,6 @@ The last line of stdout is JSON: {"planted": bytes, "batches": n, "workers": N[,
 """
 import gc
 import json
-import os
 import sys
 import threading
 import time
@@ -29,6 +28,7 @@ from torch.utils.data import DataLoader, Dataset
 
 import lotus
 import lotus.torch
+from tree_memory import tree_pss
 
 CFG = json.loads(sys.argv[1])
 MIB = 1 << 20
@@ -75,28 +75,6 @@ class Tensors(Dataset):
         return torch.full((MIB // 4,), float(i))
 
 
-def pss(pid):
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as f:
-            for line in f:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
-
-
-def children(pid):
-    out = []
-    try:
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{tid}/children") as f:
-                out += [int(c) for c in f.read().split()]
-    except OSError:
-        pass
-    return out
-
-
 class TreePss:
     """The largest summed Pss of this process and its children, sampled every 20 ms."""
 
@@ -107,9 +85,8 @@ class TreePss:
         self.thread.start()
 
     def run(self):
-        me = os.getpid()
         while not self.done.wait(0.02):
-            self.peak = max(self.peak, sum(pss(p) for p in [me] + children(me)))
+            self.peak = max(self.peak, tree_pss())
 
     def stop(self):
         self.done.set()

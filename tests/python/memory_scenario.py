@@ -29,6 +29,7 @@ from torch.utils.data import DataLoader, Dataset
 
 import lotus
 import lotus.torch
+from tree_memory import children, pss, tree_pss
 
 CFG = json.loads(sys.argv[1])
 KEEP = 150 << 20
@@ -44,28 +45,6 @@ class Keeps150MiB(Dataset):
             _kept.append(bytearray(b"\x01") * KEEP)  # written: private pages of this worker
         time.sleep(0.02)
         return torch.tensor([i])
-
-
-def pss(pid):
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as f:
-            for line in f:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
-
-
-def children(pid):
-    out = []
-    try:
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{tid}/children") as f:
-                out += [int(c) for c in f.read().split()]
-    except OSError:
-        pass
-    return out
 
 
 def main():
@@ -117,11 +96,6 @@ class Planted(Dataset):
 def grow(samples):
     _grown.append(bytearray(b"\x03") * GROWTH)  # written, kept: grows with every batch
     return torch.stack(samples)
-
-
-def tree_pss():
-    me = os.getpid()
-    return sum(pss(p) for p in [me] + children(me))
 
 
 def planted():
